@@ -1,0 +1,1 @@
+//! awf engine: see crate docs.

@@ -1,0 +1,359 @@
+//! The error taxonomy: every failure that crosses a port is an [`AwfError`] carrying an
+//! [`ErrorCode`]. The code's [`Category`] decides the process exit code, never the message.
+//!
+//! Source: spec/workflow.md §4.5 (AWF's taxonomy), extended with codes for failures AWF (Go)
+//! only reported as plain strings; see docs/compatibility.md.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The four failure categories. Exit codes: USER 1, WORKFLOW 2, EXECUTION 3, SYSTEM 4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Category {
+    /// Bad input from the person running awf (flags, inputs, missing files).
+    User,
+    /// The workflow definition is wrong (parse or validation).
+    Workflow,
+    /// A step or the run failed while executing.
+    Execution,
+    /// The machine failed us (I/O, permissions, internal faults).
+    System,
+}
+
+impl Category {
+    /// Process exit code for this category.
+    pub const fn exit_code(self) -> u8 {
+        match self {
+            Self::User => 1,
+            Self::Workflow => 2,
+            Self::Execution => 3,
+            Self::System => 4,
+        }
+    }
+
+    /// Upper-case prefix used in codes (`USER`, `WORKFLOW`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::User => "USER",
+            Self::Workflow => "WORKFLOW",
+            Self::Execution => "EXECUTION",
+            Self::System => "SYSTEM",
+        }
+    }
+}
+
+macro_rules! error_codes {
+    ($( $variant:ident => $code:literal, $cat:ident, $desc:literal, $res:literal; )*) => {
+        /// Every error code awf can report, `CATEGORY.SUBCATEGORY.SPECIFIC` on the wire.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum ErrorCode { $( #[doc = $desc] $variant, )* }
+
+        impl ErrorCode {
+            /// All codes, in catalogue order.
+            pub const ALL: &'static [ErrorCode] = &[ $( ErrorCode::$variant, )* ];
+
+            /// The dotted wire form, e.g. `USER.INPUT.VALIDATION_FAILED`.
+            pub const fn as_str(self) -> &'static str {
+                match self { $( ErrorCode::$variant => $code, )* }
+            }
+
+            /// The category, which decides the exit code.
+            pub const fn category(self) -> Category {
+                match self { $( ErrorCode::$variant => Category::$cat, )* }
+            }
+
+            /// One sentence saying what went wrong.
+            pub const fn description(self) -> &'static str {
+                match self { $( ErrorCode::$variant => $desc, )* }
+            }
+
+            /// What the user can do about it.
+            pub const fn resolution(self) -> &'static str {
+                match self { $( ErrorCode::$variant => $res, )* }
+            }
+        }
+    };
+}
+
+error_codes! {
+    UserInputMissingFile => "USER.INPUT.MISSING_FILE", User,
+        "A file named on the command line or in the workflow (workflow, script_file, prompt_file) does not exist.",
+        "Check the path; workflow names are looked up in $AWF_WORKFLOWS_PATH, .awf/workflows and the global config dir.";
+    UserInputInvalidFormat => "USER.INPUT.INVALID_FORMAT", User,
+        "A command-line value has the wrong shape (for example --input without '=').",
+        "Use the documented form, e.g. --input name=value.";
+    UserInputValidationFailed => "USER.INPUT.VALIDATION_FAILED", User,
+        "A workflow input is missing or breaks one of its validation rules (type, enum, pattern, min, max, file_exists).",
+        "Pass a valid value with --input name=value; `awf run <workflow> --help` lists the inputs.";
+    UserInputMissingSkill => "USER.INPUT.MISSING_SKILL", User,
+        "A skill referenced by an agent step cannot be found.",
+        "Create <skills dir>/<name>/SKILL.md or fix the name.";
+    UserInputMissingRole => "USER.INPUT.MISSING_ROLE", User,
+        "A role referenced by an agent step cannot be found.",
+        "Create <roles dir>/<name>/AGENTS.md or fix the name.";
+    UserFacadeWorkflowNotFound => "USER.FACADE.WORKFLOW_NOT_FOUND", User,
+        "No workflow with this name exists in any workflow directory.",
+        "Run `awf list` to see the available workflows, or pass a file path.";
+    UserFacadeIdentifierEmpty => "USER.FACADE.IDENTIFIER_EMPTY", User,
+        "The workflow identifier is empty.",
+        "Pass a workflow name or a path to a workflow file.";
+    UserFacadeInputRejected => "USER.FACADE.INPUT_REJECTED", User,
+        "A response was sent to a run that is not waiting for one.",
+        "Only respond to a pending input or permission request.";
+    UserFacadeSessionClosed => "USER.FACADE.SESSION_CLOSED", User,
+        "The run session has already ended.",
+        "Start a new run.";
+    WorkflowParseYamlSyntax => "WORKFLOW.PARSE.YAML_SYNTAX", Workflow,
+        "The workflow file is not valid YAML, or a field has the wrong type.",
+        "Fix the YAML at the reported line and column; quote strings that contain ': '.";
+    WorkflowParseUnknownField => "WORKFLOW.PARSE.UNKNOWN_FIELD", Workflow,
+        "The workflow file contains a key awf does not know (an error only with --strict).",
+        "Remove or rename the key; `awf validate` lists each unknown key with its path.";
+    WorkflowParseUnknownStepType => "WORKFLOW.PARSE.UNKNOWN_STEP_TYPE", Workflow,
+        "A state has a `type:` that is not one of step, command, agent, parallel, for_each, while, operation, call_workflow, terminal.",
+        "Use one of the built-in state types.";
+    WorkflowParseInvalidValue => "WORKFLOW.PARSE.INVALID_VALUE", Workflow,
+        "A field has a value awf cannot accept (bad duration, unknown strategy, out-of-range number).",
+        "Fix the value at the reported location; the message names what is allowed.";
+    WorkflowValidationMissingState => "WORKFLOW.VALIDATION.MISSING_STATE", Workflow,
+        "A state reference (initial, on_success, on_failure, transitions, body, parallel, on_complete) names a state that does not exist.",
+        "Fix the name; the hint lists the closest existing state.";
+    WorkflowValidationCycleDetected => "WORKFLOW.VALIDATION.CYCLE_DETECTED", Workflow,
+        "A template or sub-workflow reference forms a cycle.",
+        "Break the cycle.";
+    WorkflowValidationInvalidTransition => "WORKFLOW.VALIDATION.INVALID_TRANSITION", Workflow,
+        "A transition is malformed or its `when` expression does not compile.",
+        "Fix the expression; `when` uses expr-lang syntax without {{ }}.";
+    WorkflowValidationNoExit => "WORKFLOW.VALIDATION.NO_EXIT", Workflow,
+        "A non-terminal state has no way out (no on_success, on_failure, transitions or on_complete).",
+        "Add on_success (or on_complete for loops) pointing at the next state.";
+    WorkflowValidationInvalidState => "WORKFLOW.VALIDATION.INVALID_STATE", Workflow,
+        "A state is missing a required field or combines fields that exclude each other.",
+        "Follow the message; `awf validate` reports every such problem at once.";
+    WorkflowValidationInvalidReference => "WORKFLOW.VALIDATION.INVALID_REFERENCE", Workflow,
+        "A template refers to an undeclared input, an unknown state, a state that runs later, or an unknown field.",
+        "Declare the input, fix the state or field name (fields are PascalCase: Output, ExitCode, …).";
+    WorkflowValidationMissingTemplate => "WORKFLOW.VALIDATION.MISSING_TEMPLATE", Workflow,
+        "A `use_template` names a template that cannot be found, or misses a required parameter.",
+        "Create .awf/templates/<name>.yaml or pass the missing parameter.";
+    ExecutionCommandFailed => "EXECUTION.COMMAND.FAILED", Execution,
+        "A step failed (non-zero exit or a command that could not start) and no on_failure route handled it.",
+        "Read the step's stderr; add on_failure or continue_on_error to route the failure.";
+    ExecutionCommandTimeout => "EXECUTION.COMMAND.TIMEOUT", Execution,
+        "A step ran past its timeout and was stopped (SIGTERM, then SIGKILL after 5 s).",
+        "Raise `timeout:` or make the command faster.";
+    ExecutionParallelPartialFailure => "EXECUTION.PARALLEL.PARTIAL_FAILURE", Execution,
+        "A parallel block failed under its strategy (a branch failed under all_succeed, or every branch failed under any_succeed).",
+        "Check the failing branch; use best_effort to ignore branch failures.";
+    ExecutionLoopFailed => "EXECUTION.LOOP.FAILED", Execution,
+        "A for_each or while loop stopped because a body step failed or its condition could not be evaluated.",
+        "Check the failing body step; add on_failure to the loop to route the failure.";
+    ExecutionTemplateFailed => "EXECUTION.TEMPLATE.FAILED", Execution,
+        "A template could not be rendered (undefined variable, unknown field, bad function call).",
+        "Fix the {{ }} expression; fields are PascalCase and undefined inputs or states are errors.";
+    ExecutionExpressionFailed => "EXECUTION.EXPRESSION.FAILED", Execution,
+        "A when/while/break_when expression could not be evaluated or did not give a boolean.",
+        "Fix the expression; it uses expr-lang syntax without {{ }}.";
+    ExecutionHookFailed => "EXECUTION.HOOK.FAILED", Execution,
+        "A workflow_start hook failed, so the run stopped before its first state.",
+        "Fix the hook command; other hooks only warn.";
+    ExecutionTerminalFailure => "EXECUTION.WORKFLOW.FAILURE_TERMINAL", Execution,
+        "The run reached a terminal state with `status: failure`.",
+        "This is the workflow's own failure path; read its message.";
+    ExecutionCircularCall => "EXECUTION.WORKFLOW.CIRCULAR_CALL", Execution,
+        "A call_workflow step calls a workflow that is already running in the same call stack.",
+        "Break the cycle between the workflows.";
+    ExecutionMaxDepth => "EXECUTION.WORKFLOW.MAX_DEPTH", Execution,
+        "Sub-workflow calls are nested more than 10 deep.",
+        "Flatten the workflow calls.";
+    ExecutionSubworkflowFailed => "EXECUTION.WORKFLOW.SUBWORKFLOW_FAILED", Execution,
+        "A called sub-workflow failed.",
+        "Run the child workflow on its own to see its failure.";
+    ExecutionStepUnavailable => "EXECUTION.STEP.NOT_AVAILABLE", Execution,
+        "The state type is parsed but this build cannot execute it yet (agent, operation).",
+        "Use a shell step, or upgrade awf once the feature lands.";
+    ExecutionRunCancelled => "EXECUTION.RUN.CANCELLED", Execution,
+        "The run was cancelled (SIGINT, SIGTERM or a front-end cancel).",
+        "Run it again, or `awf resume` it once resume is available.";
+    ExecutionPluginDisabled => "EXECUTION.PLUGIN.DISABLED", Execution,
+        "An operation belongs to a plugin that is disabled.",
+        "Enable the plugin.";
+    SystemIoReadFailed => "SYSTEM.IO.READ_FAILED", System,
+        "A file could not be read.",
+        "Check that the file is readable.";
+    SystemIoWriteFailed => "SYSTEM.IO.WRITE_FAILED", System,
+        "A file could not be written.",
+        "Check disk space and permissions of the target directory.";
+    SystemIoPermissionDenied => "SYSTEM.IO.PERMISSION_DENIED", System,
+        "The operating system refused access.",
+        "Check file and directory permissions.";
+    SystemInternal => "SYSTEM.INTERNAL.UNMAPPED", System,
+        "An internal fault that awf did not expect.",
+        "Report it with the command line and workflow file.";
+}
+
+impl ErrorCode {
+    /// Parse the dotted form (case-insensitive).
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s))
+    }
+
+    /// Exit code of this code's category.
+    pub const fn exit_code(self) -> u8 {
+        self.category().exit_code()
+    }
+
+    /// Other codes sharing this code's `CATEGORY.SUBCATEGORY` prefix.
+    pub fn related(self) -> Vec<ErrorCode> {
+        let own = self.as_str();
+        let prefix = match own.rfind('.') {
+            Some(i) => &own[..i],
+            None => own,
+        };
+        Self::ALL
+            .iter()
+            .copied()
+            .filter(|c| *c != self && c.as_str().starts_with(prefix))
+            .collect()
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A failure that crosses a port. `message` is for humans and is already masked by whoever
+/// built it when it can carry secrets.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct AwfError {
+    code: ErrorCode,
+    message: String,
+    details: BTreeMap<String, Value>,
+    hints: Vec<String>,
+}
+
+impl AwfError {
+    /// New error with a code and a message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            details: BTreeMap::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// Adds a structured detail (file, line, column, state, …).
+    #[must_use]
+    pub fn with_detail(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.details.insert(key.into(), value.into());
+        self
+    }
+
+    /// Adds a hint line shown as `Hint: …`.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// The code.
+    pub fn code(&self) -> ErrorCode {
+        self.code
+    }
+
+    /// The human message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Structured details, sorted by key.
+    pub fn details(&self) -> &BTreeMap<String, Value> {
+        &self.details
+    }
+
+    /// Hint lines.
+    pub fn hints(&self) -> &[String] {
+        &self.hints
+    }
+
+    /// Replace the message (used to prefix context or to mask).
+    #[must_use]
+    pub fn map_message(mut self, f: impl FnOnce(String) -> String) -> Self {
+        self.message = f(self.message);
+        self
+    }
+
+    /// Wire body `{code, message, hints}` as in the run result contract.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code,
+            message: self.message.clone(),
+            hints: self.hints.clone(),
+            details: self.details.clone(),
+        }
+    }
+}
+
+/// Serialised error, as it appears in the run result (`error`) and JSON error output.
+///
+/// Shape: `{"code": "USER.INPUT.VALIDATION_FAILED", "message": "…", "hints": ["…"], "details": {…}}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ErrorBody {
+    /// The dotted error code.
+    pub code: ErrorCode,
+    /// Human message (masked).
+    pub message: String,
+    /// Hint lines, possibly empty.
+    pub hints: Vec<String>,
+    /// Structured details (file, line, column, state, …), possibly empty.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub details: BTreeMap<String, Value>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_prefixed_by_their_category() {
+        let mut seen = std::collections::HashSet::new();
+        for c in ErrorCode::ALL {
+            assert!(seen.insert(c.as_str()), "duplicate {c}");
+            assert!(c.as_str().starts_with(c.category().as_str()), "{c}");
+            assert_eq!(c.as_str().split('.').count(), 3, "{c}");
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_categories() {
+        assert_eq!(ErrorCode::UserInputValidationFailed.exit_code(), 1);
+        assert_eq!(ErrorCode::WorkflowParseYamlSyntax.exit_code(), 2);
+        assert_eq!(ErrorCode::ExecutionCommandFailed.exit_code(), 3);
+        assert_eq!(ErrorCode::SystemIoReadFailed.exit_code(), 4);
+    }
+
+    #[test]
+    fn parse_round_trips() {
+        for c in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(&c.as_str().to_lowercase()), Some(*c));
+        }
+        assert_eq!(ErrorCode::parse("NOPE.X.Y"), None);
+    }
+}

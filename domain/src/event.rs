@@ -1,0 +1,149 @@
+//! The canonical run-event stream. Every front-end (terminal printer, `-f json` result,
+//! transcript, audit, spans, ACP frames, SSE) is a projection of these events.
+//!
+//! Events are emitted in order per run; `seq` is monotonic per run starting at 1.
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::run::RunId;
+use crate::run::RunResult;
+use crate::run::StepState;
+
+/// Which output stream a chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Severity of a log event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogLevel {
+    /// Hook `log:` actions and progress notes.
+    Info,
+    /// Something the user should look at (failed non-fatal hook, unset `env:` variable).
+    Warn,
+}
+
+/// One run event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// The run started (inputs resolved and validated; values masked).
+    RunStarted {
+        /// YAML `name`.
+        workflow: String,
+        /// Identifier the run was started with.
+        identifier: String,
+        /// Effective inputs, secrets masked.
+        inputs: Map<String, Value>,
+    },
+    /// A state started executing.
+    StepStarted {
+        /// State name.
+        step: String,
+        /// Internal kind (`command`, `parallel`, …).
+        kind: String,
+    },
+    /// A failed attempt will be retried after `delay_ms`.
+    StepRetrying {
+        /// State name.
+        step: String,
+        /// The attempt about to start (2 = first retry).
+        attempt: u32,
+        /// Wait before it, in milliseconds.
+        delay_ms: u64,
+    },
+    /// Live output of a running command (masked; whole lines except at stream end).
+    OutputChunk {
+        /// State name.
+        step: String,
+        /// Which stream.
+        stream: OutputStream,
+        /// Masked text.
+        text: String,
+    },
+    /// A log line (hook `log:` action, warning).
+    Log {
+        /// State the line belongs to, if any.
+        step: Option<String>,
+        /// Severity.
+        level: LogLevel,
+        /// Masked text.
+        message: String,
+    },
+    /// A state finished (completed or failed); `state` is its recorded result.
+    StepFinished {
+        /// State name.
+        step: String,
+        /// Internal kind.
+        kind: String,
+        /// Recorded result (masked).
+        state: StepState,
+    },
+    /// A `call_workflow` step started a child run; the child's own events follow with
+    /// `parent_run_id` set.
+    ChildRunStarted {
+        /// Calling state.
+        step: String,
+        /// The child's run id.
+        child_run_id: RunId,
+        /// Child identifier.
+        workflow: String,
+    },
+    /// The run ended.
+    RunFinished {
+        /// The run result contract.
+        result: RunResult,
+    },
+}
+
+/// An event with its run identity and position in the stream.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventEnvelope {
+    /// Monotonic per run, from 1.
+    pub seq: u64,
+    /// The run this event belongs to.
+    pub run_id: RunId,
+    /// Set on events of a sub-workflow run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<RunId>,
+    /// Wall-clock time of the event.
+    #[serde(with = "system_time_millis")]
+    pub at: SystemTime,
+    /// `step`, or `loop:<i>/…/<step>` inside loops.
+    pub path: String,
+    /// Innermost loop index, inside loops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iteration: Option<usize>,
+    /// The event.
+    pub event: RunEvent,
+}
+
+/// Receives run events. Implementations must not block for long: the engine calls `emit`
+/// inline. Events of one run arrive in `seq` order.
+pub trait EventSink: Send + Sync {
+    /// Delivers one event.
+    fn emit(&self, event: EventEnvelope);
+}
+
+mod system_time_millis {
+    use std::time::SystemTime;
+    use std::time::UNIX_EPOCH;
+
+    pub(super) fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        s.serialize_u64(ms)
+    }
+}

@@ -1,0 +1,73 @@
+//! WorkflowFacade and RunSession: the driving port every front-end (CLI, ACP, HTTP) uses.
+//!
+//! A run is observed only through its events and answered only through `respond`.
+
+use std::path::PathBuf;
+
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::error::AwfError;
+use crate::event::EventEnvelope;
+use crate::run::CancelReason;
+use crate::run::RunId;
+
+/// Where an input value came from; decides precedence (CLI > config > default).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RunRequest {
+    /// Workflow identifier or file path.
+    pub identifier: String,
+    /// `--input k=v` values, in order (last repeat wins).
+    pub inputs: Vec<(String, String)>,
+    /// Values from project configuration (lower precedence than `inputs`).
+    pub config_inputs: Map<String, Value>,
+    /// Process environment for `.env` and child processes.
+    pub env: Vec<(String, String)>,
+    /// Working directory of the run (`.context.WorkingDir`, default `dir` of commands).
+    pub working_dir: PathBuf,
+}
+
+/// An answer to a request the run made (missing input, permission, conversation turn).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionResponse {
+    /// A value for a pending input request.
+    Input {
+        /// The request being answered.
+        request_id: String,
+        /// The value.
+        value: String,
+    },
+}
+
+/// A running workflow.
+#[async_trait::async_trait]
+pub trait RunSession: Send {
+    /// The run id.
+    fn run_id(&self) -> &RunId;
+
+    /// Next event, in order; `None` once the run has finished and every event was delivered
+    /// (the last one is `RunFinished`).
+    async fn next_event(&mut self) -> Option<EventEnvelope>;
+
+    /// Asks the run to stop: running processes get SIGTERM (then SIGKILL after 5 s), the run
+    /// ends `cancelled` and `workflow_cancel` hooks run. Idempotent.
+    fn cancel(&self, reason: CancelReason);
+
+    /// Answers a pending request.
+    ///
+    /// # Errors
+    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending;
+    /// `USER.FACADE.SESSION_CLOSED` after the run ended.
+    async fn respond(&self, response: SessionResponse) -> Result<(), AwfError>;
+}
+
+/// Starts runs.
+#[async_trait::async_trait]
+pub trait WorkflowFacade: Send + Sync {
+    /// Loads and validates the workflow, resolves and validates inputs, then starts the run.
+    ///
+    /// # Errors
+    /// Anything that stops the run before it starts: `USER.FACADE.WORKFLOW_NOT_FOUND`,
+    /// `WORKFLOW.*` load/validation errors, `USER.INPUT.VALIDATION_FAILED`.
+    async fn start(&self, request: RunRequest) -> Result<Box<dyn RunSession>, AwfError>;
+}

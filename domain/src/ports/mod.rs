@@ -1,0 +1,13 @@
+//! Ports: the traits adapters implement and the engine drives. One file per port.
+
+pub mod exec;
+pub mod facade;
+pub mod repository;
+pub mod template;
+
+pub use exec::CommandExecutor;
+pub use facade::RunSession;
+pub use facade::WorkflowFacade;
+pub use repository::WorkflowRepository;
+pub use template::ExpressionEvaluator;
+pub use template::Interpolator;

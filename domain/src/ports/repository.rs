@@ -1,0 +1,233 @@
+//! WorkflowRepository: finds and loads workflow files; ConfigSource: project configuration.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::error::AwfError;
+use crate::error::ErrorCode;
+use crate::workflow::Workflow;
+
+/// How serious a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Makes the workflow invalid (exit 2).
+    Error,
+    /// Reported by `awf validate`; an error under `--strict` when the code is
+    /// `WORKFLOW.PARSE.UNKNOWN_FIELD`.
+    Warning,
+    /// Informational (`capture:` has no effect, …).
+    Note,
+}
+
+/// One finding about a workflow file.
+///
+/// `path` is the dotted location inside the file (`states.start.on_success`); `line` and
+/// `column` (1-based) are filled from the file's [`SourceMap`] when known.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostic {
+    /// Error, warning or note.
+    pub severity: Severity,
+    /// Taxonomy code.
+    pub code: ErrorCode,
+    /// Dotted path in the file.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it (`did you mean 'process'?`).
+    pub hint: Option<String>,
+    /// Workflow file.
+    pub file: Option<PathBuf>,
+    /// 1-based line.
+    pub line: Option<u32>,
+    /// 1-based column.
+    pub column: Option<u32>,
+}
+
+impl Diagnostic {
+    /// New diagnostic without a position.
+    pub fn new(severity: Severity, code: ErrorCode, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            severity,
+            code,
+            path: path.into(),
+            message: message.into(),
+            hint: None,
+            file: None,
+            line: None,
+            column: None,
+        }
+    }
+
+    /// Shorthand for an error.
+    pub fn error(code: ErrorCode, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(Severity::Error, code, path, message)
+    }
+
+    /// Shorthand for a warning.
+    pub fn warning(code: ErrorCode, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(Severity::Warning, code, path, message)
+    }
+
+    /// Adds a hint.
+    #[must_use]
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Fills file, line and column from a source map.
+    pub fn locate(&mut self, map: &SourceMap) {
+        if self.file.is_none() {
+            self.file.clone_from(&map.file);
+        }
+        if self.line.is_none()
+            && let Some((l, c)) = map.locate(&self.path)
+        {
+            self.line = Some(l);
+            self.column = Some(c);
+        }
+    }
+
+    /// Converts to an error carrying `file`, `line`, `column`, `path` details and the hint.
+    pub fn to_error(&self) -> AwfError {
+        let mut msg = String::new();
+        if let Some(f) = &self.file {
+            msg.push_str(&f.display().to_string());
+            if let Some(l) = self.line {
+                msg.push_str(&format!(":{l}"));
+                if let Some(c) = self.column {
+                    msg.push_str(&format!(":{c}"));
+                }
+            }
+            msg.push_str(": ");
+        }
+        if !self.path.is_empty() {
+            msg.push_str(&self.path);
+            msg.push_str(": ");
+        }
+        msg.push_str(&self.message);
+        let mut e = AwfError::new(self.code, msg).with_detail("path", self.path.clone());
+        if let Some(f) = &self.file {
+            e = e.with_detail("file", f.display().to_string());
+        }
+        if let Some(l) = self.line {
+            e = e.with_detail("line", l);
+        }
+        if let Some(c) = self.column {
+            e = e.with_detail("column", c);
+        }
+        if let Some(h) = &self.hint {
+            e = e.with_hint(h.clone());
+        }
+        e
+    }
+}
+
+/// Maps dotted paths inside a workflow file to 1-based (line, column) positions.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SourceMap {
+    /// The file.
+    pub file: Option<PathBuf>,
+    positions: BTreeMap<String, (u32, u32)>,
+}
+
+impl SourceMap {
+    /// Empty map for `file`.
+    pub fn new(file: Option<PathBuf>) -> Self {
+        Self {
+            file,
+            positions: BTreeMap::new(),
+        }
+    }
+
+    /// Records the position of `path` (a key or a sequence item, e.g. `states.a.body.1`).
+    pub fn insert(&mut self, path: impl Into<String>, line: u32, column: u32) {
+        self.positions.insert(path.into(), (line, column));
+    }
+
+    /// Position of `path`, or of its longest recorded prefix.
+    pub fn locate(&self, path: &str) -> Option<(u32, u32)> {
+        let mut p = path;
+        loop {
+            if let Some(pos) = self.positions.get(p) {
+                return Some(*pos);
+            }
+            match p.rfind('.') {
+                Some(i) => p = &p[..i],
+                None => return None,
+            }
+        }
+    }
+}
+
+/// A loaded workflow with what the loader noticed.
+#[derive(Debug, Clone)]
+pub struct LoadedWorkflow {
+    /// The workflow (templates expanded; not yet semantically validated).
+    pub workflow: Workflow,
+    /// Positions of every key and sequence item in the file.
+    pub source_map: SourceMap,
+    /// Load-time warnings and notes (unknown keys, ignored keys), positioned.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One entry of `awf list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorkflowEntry {
+    /// Identifier (file name without `.yaml`).
+    pub name: String,
+    /// `env`, `local` or `global`.
+    pub source: String,
+    /// File path.
+    pub path: PathBuf,
+    /// `version:` when the file parses.
+    pub version: Option<String>,
+    /// `description:` when the file parses.
+    pub description: Option<String>,
+}
+
+/// Finds and loads workflow files. Source: spec/workflow.md §1.1, §1.2, §3.13.
+pub trait WorkflowRepository: Send + Sync {
+    /// Loads a workflow by identifier: an existing file path, else `<name>.yaml` in
+    /// `$AWF_WORKFLOWS_PATH`, `.awf/workflows`, then the global config dir. When `base_dir`
+    /// is given (sub-workflow calls) it is searched first.
+    ///
+    /// # Errors
+    /// `USER.FACADE.WORKFLOW_NOT_FOUND` / `USER.INPUT.MISSING_FILE` (with a "did you mean"
+    /// hint), `WORKFLOW.PARSE.*` with `file`, `line`, `column` details, `SYSTEM.IO.READ_FAILED`.
+    fn load(&self, identifier: &str, base_dir: Option<&Path>) -> Result<LoadedWorkflow, AwfError>;
+
+    /// Lists workflows of every source, first source wins per name.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when a directory cannot be read.
+    fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError>;
+}
+
+/// Project configuration (`.awf/config.yaml`, or `$AWF_CONFIG_PATH`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ProjectConfig {
+    /// Where it was read from (`None` when there is no file).
+    pub path: Option<PathBuf>,
+    /// `inputs:` map (typed YAML values), lower precedence than `--input`.
+    pub inputs: Map<String, Value>,
+    /// Every other recognised key, as written.
+    pub other: Map<String, Value>,
+    /// Unknown keys and other findings.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Reads project configuration.
+pub trait ConfigSource: Send + Sync {
+    /// Loads the configuration; a missing file gives an empty config.
+    ///
+    /// # Errors
+    /// `WORKFLOW.PARSE.YAML_SYNTAX` with position details when the file is not valid YAML.
+    fn load_config(&self) -> Result<ProjectConfig, AwfError>;
+}

@@ -1,0 +1,61 @@
+//! Interpolator (Go `text/template` semantics) and ExpressionEvaluator (expr-lang).
+//!
+//! Source: spec/workflow.md §2.1–2.9 (templates), §2.11 (expressions), §7.1–7.2.
+
+use crate::scope::Scope;
+
+/// Why a template or expression failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    /// A referenced key or field does not exist: message like
+    /// `undefined variable: inputs.missing`.
+    #[error("undefined variable: {0}")]
+    Undefined(String),
+    /// Parse error or function error; message is the engine's text.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Renders templates.
+pub trait Interpolator: Send + Sync {
+    /// Renders `template` against `scope`. Text without `{{` is returned unchanged.
+    ///
+    /// Both namespace forms (`{{.inputs.x}}`, `{{inputs.x}}`) and both field casings
+    /// (`Output`/`output`) work. Missing keys are errors. Values print with Go `%v` rules;
+    /// composite loop items print as compact JSON.
+    ///
+    /// # Errors
+    /// [`TemplateError::Undefined`] for a missing key or field; [`TemplateError::Failed`] for
+    /// parse errors and function errors.
+    fn render(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError>;
+
+    /// Checks that `template` parses, without rendering it.
+    ///
+    /// # Errors
+    /// [`TemplateError::Failed`] with the parse error.
+    fn check(&self, template: &str) -> Result<(), TemplateError>;
+}
+
+/// Evaluates expr-lang expressions (`when`, `while`, `break_when`, `max_iterations`).
+pub trait ExpressionEvaluator: Send + Sync {
+    /// Evaluates a boolean condition. Member access on a state or input that does not exist
+    /// yet gives `false` (AWF semantics). `contains(a, b)` is accepted as `a contains b`.
+    ///
+    /// # Errors
+    /// [`TemplateError::Failed`] on syntax errors, non-boolean results and other run-time
+    /// errors.
+    fn eval_bool(&self, expr: &str, scope: &Scope<'_>) -> Result<bool, TemplateError>;
+
+    /// Evaluates integer arithmetic (`2 * 3 + 1`) with an empty environment; floats are
+    /// truncated.
+    ///
+    /// # Errors
+    /// [`TemplateError::Failed`] for non-numeric results, division by zero and syntax errors.
+    fn eval_int(&self, expr: &str) -> Result<i64, TemplateError>;
+
+    /// Checks that `expr` compiles (load-time validation of `when`, `while`, `break_when`).
+    ///
+    /// # Errors
+    /// [`TemplateError::Failed`] with the compile error.
+    fn check(&self, expr: &str) -> Result<(), TemplateError>;
+}

@@ -1,0 +1,235 @@
+//! Run state: what each state produced, and the run result contract.
+//!
+//! Source: spec/workflow.md §3.2 and shared/conformance/README.md ("The run result contract").
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::ErrorBody;
+
+/// A run id: UUID v4 text, also the id of state files, history rows and transcripts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct RunId(pub String);
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Status of one state's execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepStatus {
+    /// Started, not finished.
+    Running,
+    /// Finished successfully.
+    Completed,
+    /// Finished with a failure (non-zero exit, timeout, error).
+    Failed,
+    /// Not run (a parallel branch that never started because the block ended early).
+    Skipped,
+    /// Stopped by a run cancel.
+    Cancelled,
+}
+
+impl StepStatus {
+    /// Wire text (`running`, `completed`, …); also what templates and expressions see.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Skipped => "skipped",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Token counts reported by an agent provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TokenUsage {
+    /// Input tokens.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Total tokens.
+    pub total: u64,
+    /// Whether the counts are estimates.
+    pub estimated: bool,
+}
+
+/// What one state produced (`.states.<name>` in templates). Last execution wins.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepState {
+    /// State name.
+    pub name: String,
+    /// Status.
+    pub status: StepStatus,
+    /// Raw stdout (masked, untrimmed) or agent text, or `completed N iterations` for loops.
+    pub output: String,
+    /// Raw stderr (masked).
+    pub stderr: String,
+    /// Process exit code; −1 after a timeout or cancel; `None` for states without a process.
+    pub exit_code: Option<i32>,
+    /// Attempts made (retry).
+    pub attempts: u32,
+    /// Failure text, when failed.
+    pub error: Option<String>,
+    /// Start time.
+    pub started_at: Option<SystemTime>,
+    /// End time.
+    pub completed_at: Option<SystemTime>,
+    /// Provider-specific structured response (agents, operations).
+    pub response: Option<Value>,
+    /// Parsed JSON output (`output_format: json`).
+    pub json: Option<Value>,
+    /// Agent token counts.
+    pub tokens: TokenUsage,
+    /// Mapped sub-workflow outputs (`call_workflow`): parent key → value.
+    pub outputs: BTreeMap<String, String>,
+}
+
+impl StepState {
+    /// A fresh `running` state.
+    pub fn running(name: &str, now: SystemTime) -> Self {
+        Self {
+            name: name.to_owned(),
+            status: StepStatus::Running,
+            output: String::new(),
+            stderr: String::new(),
+            exit_code: None,
+            attempts: 0,
+            error: None,
+            started_at: Some(now),
+            completed_at: None,
+            response: None,
+            json: None,
+            tokens: TokenUsage::default(),
+            outputs: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the state ended successfully.
+    pub fn succeeded(&self) -> bool {
+        self.status == StepStatus::Completed
+    }
+
+    /// Duration from start to completion, in milliseconds (0 when unknown).
+    pub fn duration_ms(&self) -> u64 {
+        match (self.started_at, self.completed_at) {
+            (Some(a), Some(b)) => b
+                .duration_since(a)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+}
+
+/// Final status of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Reached a success terminal.
+    Success,
+    /// Reached a failure terminal or an unrouted failure.
+    Failure,
+    /// Cancelled by a signal or a front-end.
+    Cancelled,
+}
+
+/// Why a run was cancelled; decides exit code 130 (interrupt) or 143 (terminate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// SIGINT / Ctrl-C.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+    /// A front-end asked (ACP `session/cancel`, HTTP).
+    Requested,
+}
+
+impl CancelReason {
+    /// Exit code of a run cancelled for this reason.
+    pub const fn exit_code(self) -> u8 {
+        match self {
+            Self::Interrupt => 130,
+            Self::Terminate => 143,
+            Self::Requested => 130,
+        }
+    }
+}
+
+/// One state's entry in the run result (`states.<name>`).
+///
+/// Shape: `{"status": "completed", "output": "…", "stderr": "", "exit_code": 0, "attempts": 1}`
+/// plus `error`, `duration_ms`, and for call_workflow steps `outputs`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateResult {
+    /// completed | failed | skipped | cancelled (| running while live).
+    pub status: StepStatus,
+    /// stdout or agent text, masked, untrimmed.
+    pub output: String,
+    /// stderr, masked.
+    pub stderr: String,
+    /// Exit code, `null` for states without a process.
+    pub exit_code: Option<i32>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Failure text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Wall time of the state.
+    pub duration_ms: u64,
+    /// Mapped sub-workflow outputs.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, String>,
+}
+
+impl From<&StepState> for StateResult {
+    fn from(s: &StepState) -> Self {
+        Self {
+            status: s.status,
+            output: s.output.clone(),
+            stderr: s.stderr.clone(),
+            exit_code: s.exit_code,
+            attempts: s.attempts,
+            error: s.error.clone(),
+            duration_ms: s.duration_ms(),
+            outputs: s.outputs.clone(),
+        }
+    }
+}
+
+/// The run result contract printed by `awf run -f json`.
+///
+/// Shape (shared/conformance/README.md):
+/// `{"run_id", "workflow", "status", "exit_code", "terminal", "duration_ms", "states", "outputs",
+/// "error"}`. A failure before the run starts has `run_id: null`, empty `states` and `error` set.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunResult {
+    /// Run id, `null` when the run never started.
+    pub run_id: Option<RunId>,
+    /// Identifier the run was started with.
+    pub workflow: String,
+    /// success | failure | cancelled.
+    pub status: RunStatus,
+    /// What the process exits with.
+    pub exit_code: u8,
+    /// Terminal state reached, or `null`.
+    pub terminal: Option<String>,
+    /// Wall time of the run.
+    pub duration_ms: u64,
+    /// Every state that ran, by name.
+    pub states: BTreeMap<String, StateResult>,
+    /// The workflow's declared outputs.
+    pub outputs: BTreeMap<String, Value>,
+    /// The failure, or `null`.
+    pub error: Option<ErrorBody>,
+}

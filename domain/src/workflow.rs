@@ -1,0 +1,456 @@
+//! The validated workflow model: what a workflow file means once loaded.
+//!
+//! Built by a [`crate::ports::WorkflowRepository`] (the YAML adapter) from AWF's file format;
+//! the engine only reads it. Field semantics follow spec/workflow.md §1; divergences from AWF
+//! (Go) are listed in docs/compatibility.md.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A loaded workflow.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workflow {
+    /// Logical name (`name:`), used for display, audit and call-stack checks.
+    pub name: String,
+    /// Free-text version.
+    pub version: Option<String>,
+    /// Shown by `awf list`, `--help` and the dry-run plan.
+    pub description: Option<String>,
+    /// Metadata only.
+    pub author: Option<String>,
+    /// Metadata only.
+    pub tags: Vec<String>,
+    /// Declared inputs, in file order.
+    pub inputs: Vec<InputDef>,
+    /// Environment variables the workflow expects (an unset one is a warning).
+    pub env: Vec<String>,
+    /// Name of the first state (`states.initial`).
+    pub initial: String,
+    /// Every state by name, in file order (including synthesized inline error terminals).
+    pub states: IndexMap<String, State>,
+    /// Workflow-level hooks.
+    pub hooks: WorkflowHooks,
+    /// Declared outputs (`outputs: [{name, from, description}]`).
+    pub outputs: Vec<OutputDef>,
+    /// Where the workflow came from.
+    pub source: WorkflowSource,
+}
+
+impl Workflow {
+    /// Looks a state up by name.
+    pub fn state(&self, name: &str) -> Option<&State> {
+        self.states.get(name)
+    }
+}
+
+/// Where a workflow was loaded from.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct WorkflowSource {
+    /// The identifier the user gave (`valid-simple`, `./wf.yaml`).
+    pub identifier: String,
+    /// Absolute path of the file, when loaded from disk.
+    pub path: Option<PathBuf>,
+    /// Directory of the file: relative `script_file`, `prompt_file` and `readFile` paths
+    /// resolve against it.
+    pub dir: PathBuf,
+}
+
+/// Declared type of an input. Source: spec/workflow.md §1.4.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputType {
+    /// No `type:` given: any value.
+    Untyped,
+    /// Any value, printed as text.
+    String,
+    /// Whole number (`strconv.Atoi` rules).
+    Integer,
+    /// Decimal number (awf extension; AWF (Go) rejects `number`).
+    Number,
+    /// `true/yes/1/false/no/0`, any case.
+    Boolean,
+    /// A JSON array, or a comma-separated list (awf extension).
+    Array,
+    /// Anything else: a run-time USER error naming the type.
+    Unknown(String),
+}
+
+/// Validation rules of one input.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct InputValidation {
+    /// Regex (unanchored match), string values only.
+    pub pattern: Option<String>,
+    /// Allowed values, exact match.
+    pub enum_values: Vec<String>,
+    /// Minimum for integer / number inputs.
+    pub min: Option<f64>,
+    /// Maximum for integer / number inputs.
+    pub max: Option<f64>,
+    /// The value must name an existing file.
+    pub file_exists: bool,
+    /// Allowed extensions (with the dot, e.g. `.go`).
+    pub file_extension: Vec<String>,
+}
+
+/// One declared input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputDef {
+    /// Key under `.inputs`.
+    pub name: String,
+    /// Declared type.
+    #[serde(rename = "type")]
+    pub ty: InputType,
+    /// Help text.
+    pub description: Option<String>,
+    /// Must be given (by flag, config or default) and non-empty.
+    pub required: bool,
+    /// YAML default value.
+    pub default: Option<Value>,
+    /// Validation rules.
+    pub validation: InputValidation,
+}
+
+/// A declared workflow output: `from` is a path such as `states.process.Output`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputDef {
+    /// Output name.
+    pub name: String,
+    /// Path read when the workflow ends (`states.<state>.<Field>`), or a template.
+    pub from: String,
+    /// Help text.
+    pub description: Option<String>,
+}
+
+/// A hook action. When a YAML action sets both `log` and `command`, only `log` runs (AWF).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookAction {
+    /// Interpolated and emitted as a log line.
+    Log(String),
+    /// Interpolated and run with the shell; output discarded; non-zero exit is a failure.
+    Command(String),
+}
+
+/// Workflow-level hooks. Source: spec/workflow.md §1.10.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct WorkflowHooks {
+    /// Before the first state; a failure stops the run.
+    pub workflow_start: Vec<HookAction>,
+    /// After a successful terminal; failures warn.
+    pub workflow_end: Vec<HookAction>,
+    /// After a failed run (`.error` is available); failures warn.
+    pub workflow_error: Vec<HookAction>,
+    /// After cancellation; failures warn.
+    pub workflow_cancel: Vec<HookAction>,
+}
+
+/// Step-level hooks.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct StepHooks {
+    /// Before the step body (after the timeout starts).
+    pub pre: Vec<HookAction>,
+    /// After the step's result is recorded (success or failure).
+    pub post: Vec<HookAction>,
+}
+
+/// A conditional route: first `when` that is true (or first without `when`) wins.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transition {
+    /// expr-lang condition; `None` = default route.
+    pub when: Option<String>,
+    /// Target state.
+    pub goto: String,
+}
+
+/// Backoff shape between retry attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    /// `initial_delay` every time.
+    Constant,
+    /// `initial_delay × n`.
+    Linear,
+    /// `initial_delay × multiplier^(n−1)`.
+    Exponential,
+}
+
+/// Retry policy. Source: spec/workflow.md §1.8; applies to every step type (decisions.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryPolicy {
+    /// Total attempts, ≥ 1.
+    pub max_attempts: u32,
+    /// Base delay.
+    pub initial_delay: Duration,
+    /// Cap applied after backoff, before jitter.
+    pub max_delay: Option<Duration>,
+    /// Backoff shape.
+    pub backoff: Backoff,
+    /// Exponential multiplier (default 2.0).
+    pub multiplier: f64,
+    /// 0.0–1.0: delay × (1 + jitter × U(−1, 1)).
+    pub jitter: f64,
+    /// Only these exit codes retry; empty = any failure.
+    pub retryable_exit_codes: Vec<i32>,
+}
+
+impl RetryPolicy {
+    /// Delay before the attempt that follows failed attempt `n` (1-based), before jitter.
+    pub fn base_delay(&self, n: u32) -> Duration {
+        let d0 = self.initial_delay.as_secs_f64();
+        let n = n.max(1);
+        let raw = match self.backoff {
+            Backoff::Constant => d0,
+            Backoff::Linear => d0 * f64::from(n),
+            Backoff::Exponential => d0 * self.multiplier.powi(i32::try_from(n - 1).unwrap_or(i32::MAX)),
+        };
+        let raw = if raw.is_finite() { raw.max(0.0) } else { f64::MAX };
+        let capped = match self.max_delay {
+            Some(max) if max > Duration::ZERO => raw.min(max.as_secs_f64()),
+            _ => raw,
+        };
+        Duration::try_from_secs_f64(capped).unwrap_or(Duration::MAX)
+    }
+
+    /// Applies jitter given a uniform sample `u` in [−1, 1].
+    pub fn jittered(&self, base: Duration, u: f64) -> Duration {
+        if self.jitter <= 0.0 {
+            return base;
+        }
+        let f = (1.0 + self.jitter * u.clamp(-1.0, 1.0)).max(0.0);
+        Duration::try_from_secs_f64(base.as_secs_f64() * f).unwrap_or(base)
+    }
+
+    /// Whether a failure with this exit code (None = could not run) may be retried.
+    pub fn retries_exit_code(&self, code: Option<i32>) -> bool {
+        self.retryable_exit_codes.is_empty()
+            || self.retryable_exit_codes.contains(&code.unwrap_or(1))
+    }
+}
+
+/// One state of the machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct State {
+    /// The state's key under `states:`.
+    pub name: String,
+    /// Display only.
+    pub description: Option<String>,
+    /// What the state does.
+    pub kind: StateKind,
+    /// Next state on success.
+    pub on_success: Option<String>,
+    /// Next state on failure (inline `{message, status}` becomes a synthesized terminal
+    /// named `__inline_error_<step>`).
+    pub on_failure: Option<String>,
+    /// Conditional routes, in order.
+    pub transitions: Vec<Transition>,
+    /// Treat failure as success for routing.
+    pub continue_on_error: bool,
+    /// Deadline for the whole state (all retry attempts included). `None` = none.
+    pub timeout: Option<Duration>,
+    /// Retry policy.
+    pub retry: Option<RetryPolicy>,
+    /// Step hooks.
+    pub hooks: StepHooks,
+    /// `capture.max_size`: cap on the stored output, in bytes.
+    pub capture_max_size: Option<u64>,
+}
+
+/// The state types. Source: spec/workflow.md §1.5.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StateKind {
+    /// `type: step` / `command`: a shell command or script file.
+    Command(CommandStep),
+    /// `type: agent`.
+    Agent(AgentStep),
+    /// `type: parallel`.
+    Parallel(ParallelStep),
+    /// `type: for_each` or `type: while`.
+    Loop(LoopStep),
+    /// `type: operation`.
+    Operation(OperationStep),
+    /// `type: call_workflow`.
+    CallWorkflow(CallWorkflowStep),
+    /// `type: terminal`.
+    Terminal(TerminalState),
+}
+
+impl StateKind {
+    /// Internal kind name, as used in transcripts and diagrams
+    /// (`command agent parallel for_each while operation call_workflow terminal`).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Self::Command(_) => "command",
+            Self::Agent(_) => "agent",
+            Self::Parallel(_) => "parallel",
+            Self::Loop(l) => match l.over {
+                LoopOver::Items(_) => "for_each",
+                LoopOver::While(_) => "while",
+            },
+            Self::Operation(_) => "operation",
+            Self::CallWorkflow(_) => "call_workflow",
+            Self::Terminal(_) => "terminal",
+        }
+    }
+}
+
+/// What a command step runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandSource {
+    /// `command:` text run as `$SHELL -c` (template).
+    Inline(String),
+    /// `script_file:` path (template); contents are interpolated, a shebang is honoured.
+    ScriptFile(String),
+}
+
+/// `type: step`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandStep {
+    /// Command text or script file.
+    pub source: CommandSource,
+    /// Working directory (template); `None` = the process CWD.
+    pub dir: Option<String>,
+}
+
+/// `type: agent` (executed by a later issue; parsed fully now).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentStep {
+    /// Provider name (template).
+    pub provider: String,
+    /// Inline prompt (template).
+    pub prompt: Option<String>,
+    /// Prompt file path (template).
+    pub prompt_file: Option<String>,
+    /// `single` or `conversation`.
+    pub mode: String,
+    /// System prompt.
+    pub system_prompt: Option<String>,
+    /// Role name or path.
+    pub role: Option<String>,
+    /// Skill names or paths.
+    pub skills: Vec<String>,
+    /// Provider options, as written.
+    pub options: IndexMap<String, Value>,
+    /// `json`, `text` or empty.
+    pub output_format: Option<String>,
+    /// `conversation:` block, presence = session tracking.
+    pub conversation: Option<ConversationConfig>,
+}
+
+/// `conversation:` on an agent step.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ConversationConfig {
+    /// Resume the session of this step.
+    pub continue_from: Option<String>,
+    /// Extra context injected into the conversation.
+    pub inject_context: Option<String>,
+}
+
+/// How a parallel block decides success. Source: spec/workflow.md §3.4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParallelStrategy {
+    /// Every branch must succeed; the first failure cancels the rest.
+    AllSucceed,
+    /// One success is enough; the first success cancels the rest.
+    AnySucceed,
+    /// Wait for all; never fails.
+    BestEffort,
+}
+
+/// `type: parallel`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ParallelStep {
+    /// Branch state names.
+    pub branches: Vec<String>,
+    /// Strategy.
+    pub strategy: ParallelStrategy,
+    /// Concurrency cap; 0 = unlimited.
+    pub max_concurrent: usize,
+}
+
+/// What a loop iterates over.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopOver {
+    /// `for_each`: items template or JSON text (a YAML list is JSON-encoded at load).
+    Items(String),
+    /// `while`: expr-lang condition checked before each iteration.
+    While(String),
+}
+
+/// Iteration cap of a loop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxIterations {
+    /// A literal (1..=10000).
+    Static(u32),
+    /// A template, interpolated at loop start, then an integer or arithmetic.
+    Dynamic(String),
+}
+
+/// Default iteration cap (spec §1.5.5).
+pub const DEFAULT_MAX_ITERATIONS: u32 = 100;
+/// Largest allowed iteration cap.
+pub const MAX_ITERATIONS_LIMIT: u32 = 10_000;
+
+/// `type: for_each` / `type: while`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LoopStep {
+    /// Items or condition.
+    pub over: LoopOver,
+    /// Body states, run in order each iteration.
+    pub body: Vec<String>,
+    /// Iteration cap.
+    pub max_iterations: MaxIterations,
+    /// Checked after each iteration; true stops the loop.
+    pub break_when: Option<String>,
+    /// Next state when the loop finishes.
+    pub on_complete: Option<String>,
+}
+
+/// `type: operation` (executed by a later issue; parsed fully now).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OperationStep {
+    /// Operation id, e.g. `http.request`.
+    pub operation: String,
+    /// Operation inputs (string values are templates).
+    pub inputs: IndexMap<String, Value>,
+}
+
+/// `type: call_workflow`, flat or nested layout.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallWorkflowStep {
+    /// Child identifier (not interpolated).
+    pub workflow: String,
+    /// Child input → template in the parent context.
+    pub inputs: IndexMap<String, String>,
+    /// Child output (or child state) → parent key under `.states.<step>.Outputs`.
+    pub outputs: IndexMap<String, String>,
+}
+
+/// Terminal status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminalStatus {
+    /// The run succeeds.
+    Success,
+    /// The run fails.
+    Failure,
+}
+
+/// `type: terminal`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TerminalState {
+    /// Success or failure.
+    pub status: TerminalStatus,
+    /// Message (template); on failure terminals it becomes the run's error text.
+    pub message: Option<String>,
+    /// Process exit code for failure terminals (inline `status: N`); `None` = 3.
+    pub exit_code: Option<i32>,
+}
