@@ -1,1 +1,51 @@
-//! awf engine: see crate docs.
+//! awf application layer: the engine (state machine, parallel blocks, loops, sub-workflows,
+//! retry, hooks) and the use cases front-ends call (run facade, validation, dry-run plan).
+//!
+//! Sees only domain ports: adapters are handed in through [`Services`] by the composition
+//! root. Depends on awf-domain, tokio (sync, time, macros), tokio-util, futures and tracing.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use awf_domain::ports::CommandExecutor;
+use awf_domain::ports::ExpressionEvaluator;
+use awf_domain::ports::Interpolator;
+use awf_domain::ports::WorkflowRepository;
+
+mod engine;
+pub mod facade;
+pub mod inputs;
+pub mod plan;
+pub mod validation;
+
+pub use facade::Canceller;
+pub use facade::Facade;
+pub use facade::RunHandle;
+pub use inputs::resolve_inputs;
+pub use validation::ValidationReport;
+pub use validation::validate_workflow;
+
+/// The adapters a run needs, built by the composition root.
+#[derive(Clone)]
+pub struct Services {
+    /// Loads workflow files (also used for sub-workflows).
+    pub repository: Arc<dyn WorkflowRepository>,
+    /// Renders `{{ }}` templates.
+    pub interpolator: Arc<dyn Interpolator>,
+    /// Evaluates `when`, `while`, `break_when` and `max_iterations` arithmetic.
+    pub expressions: Arc<dyn ExpressionEvaluator>,
+    /// Runs shell commands and scripts.
+    pub executor: Arc<dyn CommandExecutor>,
+    /// The `.awf` template namespace: `prompts_dir`, `scripts_dir`, `config_dir`, `data_dir`,
+    /// `workflows_dir`, `plugins_dir`, `skills_dir`, `roles_dir`.
+    pub awf_dirs: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for Services {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Services")
+            .field("awf_dirs", &self.awf_dirs)
+            .finish_non_exhaustive()
+    }
+}

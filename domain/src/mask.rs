@@ -48,7 +48,8 @@ impl Masker {
             return;
         }
         self.secrets.push(value.to_owned());
-        self.secrets.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        self.secrets
+            .sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     }
 
     /// Merges another masker's secrets.

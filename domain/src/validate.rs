@@ -1,18 +1,853 @@
 //! Pure workflow checks (no I/O): structural validation (spec/workflow.md §1.16) and the
 //! static template-reference analysis (§2.10). Results are [`Diagnostic`]s with dotted
 //! paths; callers add positions from the file's source map.
+//!
+//! Divergences from AWF (Go), per decisions.md: a non-terminal state with no way out is an
+//! error; field names are accepted in PascalCase and lower/snake case alike
+//! (`Output`/`output`, `ExitCode`/`exit_code`); a `while:` condition that can never be true
+//! on its first check is a warning; unset `env:` names are warnings.
 
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::collections::HashMap;
+use std::collections::VecDeque;
+
+use crate::error::ErrorCode;
 use crate::ports::repository::Diagnostic;
+use crate::workflow::CommandSource;
+use crate::workflow::HookAction;
+use crate::workflow::LoopOver;
+use crate::workflow::MAX_ITERATIONS_LIMIT;
+use crate::workflow::MaxIterations;
+use crate::workflow::State;
+use crate::workflow::StateKind;
 use crate::workflow::Workflow;
+
+/// Levenshtein edit distance (by characters).
+pub fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to `word` (at most 3 edits and less than the word's length).
+pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let limit = word.chars().count().clamp(1, 4) - 1;
+    candidates
+        .into_iter()
+        .filter(|c| *c != word)
+        .map(|c| (levenshtein(word, c), c))
+        .filter(|(d, _)| *d <= limit.max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn missing_state(
+    wf: &Workflow,
+    path: String,
+    owner: &str,
+    field: &str,
+    target: &str,
+) -> Diagnostic {
+    let names = wf
+        .states
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !n.starts_with("__inline_error_"));
+    let d = Diagnostic::error(
+        ErrorCode::WorkflowValidationMissingState,
+        path,
+        format!("state \"{owner}\": {field} references unknown state \"{target}\""),
+    );
+    match closest(target, names) {
+        Some(c) => d.with_hint(format!("did you mean '{c}'?")),
+        None => d.with_hint(format!(
+            "available states: {}",
+            wf.states
+                .keys()
+                .filter(|n| !n.starts_with("__inline_error_"))
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
+fn invalid_state(path: String, message: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(ErrorCode::WorkflowValidationInvalidState, path, message)
+}
+
+/// Every state name referenced by `state`, with the field path suffix and field label.
+fn targets(state: &State) -> Vec<(String, &'static str, &str)> {
+    let mut out: Vec<(String, &'static str, &str)> = Vec::new();
+    if let Some(t) = &state.on_success {
+        out.push(("on_success".to_owned(), "on_success", t));
+    }
+    if let Some(t) = &state.on_failure {
+        out.push(("on_failure".to_owned(), "on_failure", t));
+    }
+    for (i, t) in state.transitions.iter().enumerate() {
+        out.push((format!("transitions.{i}.goto"), "transition goto", &t.goto));
+    }
+    match &state.kind {
+        StateKind::Parallel(p) => {
+            for (i, b) in p.branches.iter().enumerate() {
+                out.push((format!("parallel.{i}"), "parallel branch", b));
+            }
+        }
+        StateKind::Loop(l) => {
+            for (i, b) in l.body.iter().enumerate() {
+                out.push((format!("body.{i}"), "body", b));
+            }
+            if let Some(t) = &l.on_complete {
+                out.push(("on_complete".to_owned(), "on_complete", t));
+            }
+        }
+        StateKind::Agent(a) => {
+            if let Some(t) = a
+                .conversation
+                .as_ref()
+                .and_then(|c| c.continue_from.as_ref())
+            {
+                out.push(("conversation.continue_from".to_owned(), "continue_from", t));
+            }
+        }
+        _ => {}
+    }
+    out
+}
 
 /// Structural checks run on every load: initial state, state references, a terminal exists,
 /// per-type rules, and that every non-terminal state has a way out.
-pub fn structural(_wf: &Workflow) -> Vec<Diagnostic> {
-    Vec::new()
+///
+/// Codes: `WORKFLOW.VALIDATION.MISSING_STATE` (with a `did you mean` hint),
+/// `WORKFLOW.VALIDATION.NO_EXIT`, `WORKFLOW.VALIDATION.INVALID_STATE`. All are errors.
+/// Source: spec/workflow.md §1.5, §1.8, §1.16; decisions.md.
+pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !wf.states.contains_key(&wf.initial) {
+        let names = wf.states.keys().map(String::as_str);
+        let mut d = Diagnostic::error(
+            ErrorCode::WorkflowValidationMissingState,
+            "states.initial",
+            format!("initial state \"{}\" does not exist", wf.initial),
+        );
+        if let Some(c) = closest(&wf.initial, names) {
+            d = d.with_hint(format!("did you mean '{c}'?"));
+        }
+        out.push(d);
+    }
+    if !wf
+        .states
+        .values()
+        .any(|s| matches!(s.kind, StateKind::Terminal(_)))
+    {
+        out.push(
+            invalid_state("states".to_owned(), "workflow has no terminal state")
+                .with_hint("add a state with `type: terminal`"),
+        );
+    }
+    let mut branch_or_body: BTreeSet<&str> = BTreeSet::new();
+    for s in wf.states.values() {
+        match &s.kind {
+            StateKind::Parallel(p) => branch_or_body.extend(p.branches.iter().map(String::as_str)),
+            StateKind::Loop(l) => branch_or_body.extend(l.body.iter().map(String::as_str)),
+            _ => {}
+        }
+    }
+    for (name, s) in &wf.states {
+        let base = format!("states.{name}");
+        for (suffix, label, target) in targets(s) {
+            if !wf.states.contains_key(target) {
+                out.push(missing_state(
+                    wf,
+                    format!("{base}.{suffix}"),
+                    name,
+                    label,
+                    target,
+                ));
+            }
+        }
+        let has_route =
+            s.on_success.is_some() || s.on_failure.is_some() || !s.transitions.is_empty();
+        match &s.kind {
+            StateKind::Terminal(_) => {}
+            StateKind::Loop(l) => {
+                if l.on_complete.is_none()
+                    && s.on_failure.is_none()
+                    && !branch_or_body.contains(name.as_str())
+                {
+                    out.push(
+                        Diagnostic::error(
+                            ErrorCode::WorkflowValidationNoExit,
+                            base.clone(),
+                            format!("loop \"{name}\" has no on_complete: the run would stop here"),
+                        )
+                        .with_hint("add `on_complete: <next state>`"),
+                    );
+                }
+            }
+            _ => {
+                if !has_route && !branch_or_body.contains(name.as_str()) {
+                    out.push(
+                        Diagnostic::error(
+                            ErrorCode::WorkflowValidationNoExit,
+                            base.clone(),
+                            format!("state \"{name}\" has no way out (no on_success, on_failure or transitions)"),
+                        )
+                        .with_hint("add `on_success: <next state>`"),
+                    );
+                }
+            }
+        }
+        per_type(name, s, &base, &mut out);
+    }
+    out
 }
 
-/// Static reference analysis run by `awf validate`: undeclared inputs, unknown or later
-/// states, unknown fields, `error` outside error hooks.
-pub fn references(_wf: &Workflow) -> Vec<Diagnostic> {
-    Vec::new()
+fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
+    match &s.kind {
+        StateKind::Parallel(p) => {
+            if p.branches.is_empty() {
+                out.push(invalid_state(
+                    format!("{base}.parallel"),
+                    format!(
+                        "parallel state \"{name}\" needs at least one branch (parallel: [state, …])"
+                    ),
+                ));
+            }
+        }
+        StateKind::Loop(l) => {
+            if l.body.is_empty() {
+                out.push(invalid_state(
+                    format!("{base}.body"),
+                    format!("loop \"{name}\" has an empty body"),
+                ));
+            }
+            let mut seen = BTreeSet::new();
+            for (i, b) in l.body.iter().enumerate() {
+                if !seen.insert(b) {
+                    out.push(invalid_state(
+                        format!("{base}.body.{i}"),
+                        format!("loop \"{name}\" lists body state \"{b}\" twice"),
+                    ));
+                }
+                if b == name {
+                    out.push(invalid_state(
+                        format!("{base}.body.{i}"),
+                        format!("loop \"{name}\" cannot contain itself"),
+                    ));
+                }
+            }
+            if let MaxIterations::Static(n) = l.max_iterations
+                && !(1..=MAX_ITERATIONS_LIMIT).contains(&n)
+            {
+                out.push(invalid_state(
+                    format!("{base}.max_iterations"),
+                    format!("max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT}, got {n}"),
+                ));
+            }
+            if let LoopOver::While(c) = &l.over
+                && c.contains("{{")
+            {
+                out.push(
+                    invalid_state(
+                        format!("{base}.while"),
+                        "while: is an expression, not a template: {{ }} is not allowed",
+                    )
+                    .with_hint(
+                        "write the condition without braces, e.g. states.check.Output != 'done'",
+                    ),
+                );
+            }
+        }
+        StateKind::Agent(a) => {
+            if a.provider.trim().is_empty() {
+                out.push(invalid_state(
+                    format!("{base}.provider"),
+                    format!("agent \"{name}\" needs a provider"),
+                ));
+            } else if a.provider.trim() == "custom" {
+                out.push(
+                    invalid_state(
+                        format!("{base}.provider"),
+                        "provider 'custom' has been removed; use a built-in provider",
+                    )
+                    .with_hint("use claude, codex, gemini, github_copilot, mistral_vibe, opencode or openai_compatible"),
+                );
+            }
+            match (&a.prompt, &a.prompt_file) {
+                (Some(_), Some(_)) => out.push(invalid_state(
+                    format!("{base}.prompt_file"),
+                    format!("agent \"{name}\": prompt and prompt_file are mutually exclusive"),
+                )),
+                (None, None) => out.push(invalid_state(
+                    format!("{base}.prompt"),
+                    format!("agent \"{name}\" needs prompt or prompt_file"),
+                )),
+                _ => {}
+            }
+            match a.mode.as_str() {
+                "single" => {}
+                "conversation" => {
+                    if a.prompt.is_none() {
+                        out.push(invalid_state(
+                            format!("{base}.prompt"),
+                            format!("agent \"{name}\": mode conversation needs an inline prompt"),
+                        ));
+                    }
+                }
+                other => out.push(invalid_state(
+                    format!("{base}.mode"),
+                    format!("invalid agent mode \"{other}\" (expected single or conversation)"),
+                )),
+            }
+            if a.role.as_deref().is_some_and(|r| r.contains("..")) {
+                out.push(invalid_state(
+                    format!("{base}.role"),
+                    "role must not contain '..'",
+                ));
+            }
+        }
+        StateKind::Operation(o) => {
+            if o.operation.trim().is_empty() {
+                out.push(invalid_state(
+                    format!("{base}.operation"),
+                    format!("operation state \"{name}\" needs operation:"),
+                ));
+            }
+        }
+        StateKind::CallWorkflow(c) => {
+            if c.workflow.trim().is_empty() {
+                out.push(invalid_state(
+                    format!("{base}.workflow"),
+                    format!("call_workflow state \"{name}\" needs workflow:"),
+                ));
+            }
+        }
+        StateKind::Command(_) | StateKind::Terminal(_) => {}
+    }
+    if let Some(r) = &s.retry {
+        let rb = format!("{base}.retry");
+        if r.max_attempts < 1 {
+            out.push(invalid_state(
+                format!("{rb}.max_attempts"),
+                "max_attempts must be >= 1",
+            ));
+        }
+        if !(0.0..=1.0).contains(&r.jitter) {
+            out.push(invalid_state(
+                format!("{rb}.jitter"),
+                "jitter must be between 0.0 and 1.0",
+            ));
+        }
+        if r.multiplier.is_nan() || r.multiplier < 0.0 {
+            out.push(invalid_state(
+                format!("{rb}.multiplier"),
+                "multiplier must be >= 0",
+            ));
+        }
+    }
 }
+
+/// Successor states of `s` for ordering and reachability. Loop bodies are followed only when
+/// `with_bodies` is set.
+fn successors(s: &State, with_bodies: bool) -> Vec<&str> {
+    let mut v: Vec<&str> = Vec::new();
+    if let StateKind::Parallel(p) = &s.kind {
+        v.extend(p.branches.iter().map(String::as_str));
+    }
+    if let StateKind::Loop(l) = &s.kind {
+        if with_bodies {
+            v.extend(l.body.iter().map(String::as_str));
+        }
+        if let Some(t) = &l.on_complete {
+            v.push(t);
+        }
+    }
+    if let Some(t) = &s.on_success {
+        v.push(t);
+    }
+    if let Some(t) = &s.on_failure {
+        v.push(t);
+    }
+    v.extend(s.transitions.iter().map(|t| t.goto.as_str()));
+    v
+}
+
+/// BFS order from `initial` (loop bodies not followed): name → index.
+fn bfs_order(wf: &Workflow) -> HashMap<&str, usize> {
+    let mut order = HashMap::new();
+    let mut queue = VecDeque::new();
+    if wf.states.contains_key(&wf.initial) {
+        order.insert(wf.initial.as_str(), 0);
+        queue.push_back(wf.initial.as_str());
+    }
+    while let Some(n) = queue.pop_front() {
+        let Some(s) = wf.states.get(n) else { continue };
+        for t in successors(s, false) {
+            if wf.states.contains_key(t) && !order.contains_key(t) {
+                order.insert(t, order.len());
+                queue.push_back(t);
+            }
+        }
+    }
+    order
+}
+
+/// Names of states `states.X` mentioned in an expression or template text.
+fn state_names_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("states.") {
+        let before = rest[..i].chars().last();
+        let after = &rest[i + "states.".len()..];
+        let name: String = after
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        if before.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) && !name.is_empty() {
+            out.push(name);
+        }
+        rest = after;
+    }
+    out
+}
+
+/// Warns when a `while:` condition reads `states.X` where X is in that loop's own body and
+/// cannot have run before the loop (not reachable from `initial` without passing through the
+/// loop): AWF evaluates the missing state as false, so the loop runs zero times.
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`, severity Warning, path `states.<loop>.while`.
+/// Source: spec/workflow.md §0 item 8, §2.11; decisions.md.
+pub fn while_never_true(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, s) in &wf.states {
+        let StateKind::Loop(l) = &s.kind else {
+            continue;
+        };
+        let LoopOver::While(cond) = &l.over else {
+            continue;
+        };
+        // States that can run before the loop's first check: reachable without entering it.
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut queue: VecDeque<&str> = VecDeque::new();
+        if wf.initial != *name {
+            queue.push_back(&wf.initial);
+        }
+        while let Some(n) = queue.pop_front() {
+            if n == name || !seen.insert(n) {
+                continue;
+            }
+            if let Some(st) = wf.states.get(n) {
+                queue.extend(successors(st, true));
+            }
+        }
+        for x in state_names_in(cond) {
+            if l.body.contains(&x) && !seen.contains(x.as_str()) {
+                out.push(
+                    Diagnostic::warning(
+                        ErrorCode::WorkflowValidationInvalidReference,
+                        format!("states.{name}.while"),
+                        format!(
+                            "while condition reads states.{x}, which is in this loop's body and has not run \
+                             before the first check: the condition is false and the loop runs zero times"
+                        ),
+                    )
+                    .with_hint(format!("run \"{x}\" once before the loop, or use a condition that is true initially")),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A warning per name in the workflow's `env:` list that is not set in `env`.
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`, severity Warning, path `env.<index>`.
+/// Source: decisions.md ("env: … an unset one is a warning").
+pub fn missing_env(wf: &Workflow, env: &BTreeMap<String, String>) -> Vec<Diagnostic> {
+    wf.env
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| !env.contains_key(name.as_str()))
+        .map(|(i, name)| {
+            Diagnostic::warning(
+                ErrorCode::WorkflowValidationInvalidReference,
+                format!("env.{i}"),
+                format!(
+                    "environment variable {name} is not set (the workflow lists it under env:)"
+                ),
+            )
+            .with_hint(format!("export {name}=… before running"))
+        })
+        .collect()
+}
+
+/// Where a template sits, which decides what it may reference.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Site<'a> {
+    /// A step field (command, dir, loop fields, pre hooks): strictly earlier states.
+    Step(&'a str),
+    /// A post hook of a step: earlier states and the step itself.
+    PostHook(&'a str),
+    /// A workflow hook; `error` is true in `workflow_error`.
+    Workflow { error: bool },
+}
+
+const STATE_FIELDS: [&str; 11] = [
+    "Output",
+    "Stderr",
+    "ExitCode",
+    "Status",
+    "Response",
+    "TokensUsed",
+    "TokensInput",
+    "TokensOutput",
+    "TokensEstimated",
+    "JSON",
+    "Outputs",
+];
+const WORKFLOW_FIELDS: [&str; 5] = ["ID", "Name", "CurrentState", "StartedAt", "Duration"];
+const ERROR_FIELDS: [&str; 4] = ["Message", "State", "ExitCode", "Type"];
+const CONTEXT_FIELDS: [&str; 3] = ["WorkingDir", "User", "Hostname"];
+const LOOP_FIELDS: [&str; 7] = [
+    "Item", "Index", "Index1", "First", "Last", "Length", "Parent",
+];
+
+fn norm(s: &str) -> String {
+    s.chars()
+        .filter(|c| *c != '_')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Matches a field in either casing (`ExitCode`, `exit_code`, `exitcode`); `tokens` is an
+/// alias of `TokensUsed`.
+fn field_ok(field: &str, allowed: &[&str]) -> bool {
+    let n = norm(field);
+    allowed.iter().any(|a| norm(a) == n) || (allowed.contains(&"TokensUsed") && n == "tokens")
+}
+
+/// `{{ … }}` bodies in a template text.
+fn actions(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("{{") {
+        let after = &rest[i + 2..];
+        match after.find("}}") {
+            Some(j) => {
+                out.push(&after[..j]);
+                rest = &after[j + 2..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// Reference-like tokens of one action: quoted strings and comments removed, split on
+/// whitespace, parentheses, pipes and commas.
+fn reference_tokens(action: &str) -> Vec<String> {
+    let body = action
+        .trim()
+        .trim_start_matches('-')
+        .trim_end_matches('-')
+        .trim();
+    if body.starts_with("/*") {
+        return Vec::new();
+    }
+    let mut cleaned = String::new();
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in body.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q == '"' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                    cleaned.push(' ');
+                }
+            }
+            None => {
+                if c == '"' || c == '`' || c == '\'' {
+                    quote = Some(c);
+                } else {
+                    cleaned.push(c);
+                }
+            }
+        }
+    }
+    cleaned
+        .split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    '(' | ')' | '|' | ',' | '=' | '!' | '<' | '>' | '+' | '*' | '/' | '%'
+                )
+        })
+        .filter(|t| {
+            !t.is_empty() && !t.starts_with('$') && !t.starts_with(|c: char| c.is_ascii_digit())
+        })
+        .map(|t| t.trim_start_matches('.').to_owned())
+        .filter(|t| t.contains('.'))
+        .collect()
+}
+
+struct RefCtx<'a> {
+    wf: &'a Workflow,
+    order: HashMap<&'a str, usize>,
+    siblings: HashMap<&'a str, &'a str>,
+    out: Vec<Diagnostic>,
+}
+
+impl RefCtx<'_> {
+    fn err(&mut self, path: &str, message: String, hint: Option<String>) {
+        let mut d = Diagnostic::error(ErrorCode::WorkflowValidationInvalidReference, path, message);
+        d.hint = hint;
+        self.out.push(d);
+    }
+
+    fn field(&mut self, path: &str, ns: &str, field: Option<&str>, allowed: &[&str], token: &str) {
+        match field {
+            None => self.err(
+                path,
+                format!(
+                    "reference \"{token}\" needs a field ({})",
+                    allowed.join(", ")
+                ),
+                None,
+            ),
+            Some(f) if !field_ok(f, allowed) => {
+                let hint = closest(f, allowed.iter().copied())
+                    .map(|c| format!("did you mean '{c}'?"))
+                    .or_else(|| Some(format!("{ns} fields: {}", allowed.join(", "))));
+                self.err(
+                    path,
+                    format!("invalid {ns} property \"{f}\" in \"{token}\""),
+                    hint,
+                );
+            }
+            Some(_) => {}
+        }
+    }
+
+    fn check_text(&mut self, text: &str, path: &str, site: Site<'_>) {
+        for action in actions(text) {
+            for token in reference_tokens(action) {
+                self.check_token(&token, path, site);
+            }
+        }
+    }
+
+    /// `max_iterations` without `{{ }}`: identifiers of an arithmetic expression.
+    fn check_bare(&mut self, text: &str, path: &str, site: Site<'_>) {
+        for token in reference_tokens(text) {
+            self.check_token(&token, path, site);
+        }
+    }
+
+    fn check_token(&mut self, token: &str, path: &str, site: Site<'_>) {
+        let parts: Vec<&str> = token.split('.').collect();
+        let ns = parts[0];
+        let first = parts.get(1).copied().filter(|p| !p.is_empty());
+        match ns {
+            "inputs" => {
+                if let Some(name) = first
+                    && !self.wf.inputs.iter().any(|i| i.name == name)
+                {
+                    let hint = closest(name, self.wf.inputs.iter().map(|i| i.name.as_str()))
+                        .map(|c| format!("did you mean '{c}'?"))
+                        .or_else(|| Some(format!("declare it under inputs: (- name: {name})")));
+                    self.err(
+                        path,
+                        format!("undefined input \"{name}\" referenced in {path}"),
+                        hint,
+                    );
+                }
+            }
+            "states" => {
+                let Some(target) = first else { return };
+                if !self.wf.states.contains_key(target) {
+                    let hint = closest(target, self.wf.states.keys().map(String::as_str))
+                        .map(|c| format!("did you mean '{c}'?"));
+                    self.err(
+                        path,
+                        format!("reference to unknown state \"{target}\" in {path}"),
+                        hint,
+                    );
+                    return;
+                }
+                self.field(path, "state", parts.get(2).copied(), &STATE_FIELDS, token);
+                let (current, allow_self) = match site {
+                    Site::Step(c) => (c, false),
+                    Site::PostHook(c) => (c, true),
+                    Site::Workflow { .. } => return,
+                };
+                if let (Some(a), Some(b)) = (self.siblings.get(current), self.siblings.get(target))
+                    && a == b
+                    && current != target
+                {
+                    self.out.push(Diagnostic::warning(
+                        ErrorCode::WorkflowValidationInvalidReference,
+                        path,
+                        format!("parallel branch \"{current}\" reads sibling branch \"{target}\", which may not have run yet"),
+                    ));
+                    return;
+                }
+                if let (Some(oc), Some(ot)) = (self.order.get(current), self.order.get(target)) {
+                    let forward = if allow_self { ot > oc } else { ot >= oc };
+                    if forward {
+                        self.err(
+                            path,
+                            format!("forward reference to step \"{target}\" in {path}: it has not run at this point"),
+                            Some("a step can only read states that ran before it".to_owned()),
+                        );
+                    }
+                }
+            }
+            "workflow" => self.field(path, "workflow", first, &WORKFLOW_FIELDS, token),
+            "error" => {
+                if site != (Site::Workflow { error: true }) {
+                    self.err(
+                        path,
+                        format!(
+                            "error reference \"{{{{{token}}}}}\" used outside of error hook context"
+                        ),
+                        Some("error.* is only available in workflow_error hooks".to_owned()),
+                    );
+                } else {
+                    self.field(path, "error", first, &ERROR_FIELDS, token);
+                }
+            }
+            "context" => self.field(path, "context", first, &CONTEXT_FIELDS, token),
+            "loop" => self.field(path, "loop", first, &LOOP_FIELDS, token),
+            "env" | "awf" => {}
+            other => {
+                let hint = closest(
+                    other,
+                    [
+                        "inputs", "states", "workflow", "error", "context", "loop", "env", "awf",
+                    ],
+                )
+                .map(|c| format!("did you mean '{c}'?"));
+                self.err(
+                    path,
+                    format!("unknown reference type \"{other}\" in \"{token}\""),
+                    hint,
+                );
+            }
+        }
+    }
+
+    fn check_actions(&mut self, actions: &[HookAction], path: &str, site: Site<'_>) {
+        for (i, a) in actions.iter().enumerate() {
+            let text = match a {
+                HookAction::Log(t) | HookAction::Command(t) => t,
+            };
+            self.check_text(text, &format!("{path}.{i}"), site);
+        }
+    }
+}
+
+/// Static reference analysis run by `awf validate`: undeclared inputs (also in arithmetic
+/// `max_iterations`), unknown states, forward and self references (BFS order from `initial`,
+/// loop bodies not followed; a post hook may read its own step), unknown fields per namespace
+/// (either casing accepted), `error.*` outside `workflow_error` hooks, unknown namespaces.
+///
+/// Scanned: step `command` and `dir`, loop `items` / `max_iterations` / `while` /
+/// `break_when`, step hooks, workflow hooks. Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`,
+/// severity Error (a parallel sibling reference is a Warning).
+/// Source: spec/workflow.md §2.10; decisions.md (casing).
+pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut siblings = HashMap::new();
+    for (name, s) in &wf.states {
+        if let StateKind::Parallel(p) = &s.kind {
+            for b in &p.branches {
+                siblings.insert(b.as_str(), name.as_str());
+            }
+        }
+    }
+    let mut ctx = RefCtx {
+        wf,
+        order: bfs_order(wf),
+        siblings,
+        out: Vec::new(),
+    };
+    for (name, s) in &wf.states {
+        let base = format!("states.{name}");
+        let site = Site::Step(name);
+        match &s.kind {
+            StateKind::Command(c) => {
+                if let CommandSource::Inline(cmd) = &c.source {
+                    ctx.check_text(cmd, &format!("{base}.command"), site);
+                }
+                if let Some(dir) = &c.dir {
+                    ctx.check_text(dir, &format!("{base}.dir"), site);
+                }
+            }
+            StateKind::Loop(l) => {
+                match &l.over {
+                    LoopOver::Items(items) => ctx.check_text(items, &format!("{base}.items"), site),
+                    LoopOver::While(w) => ctx.check_text(w, &format!("{base}.while"), site),
+                }
+                if let MaxIterations::Dynamic(m) = &l.max_iterations {
+                    let p = format!("{base}.max_iterations");
+                    if m.contains("{{") {
+                        ctx.check_text(m, &p, site);
+                    } else {
+                        ctx.check_bare(m, &p, site);
+                    }
+                }
+                if let Some(b) = &l.break_when {
+                    ctx.check_text(b, &format!("{base}.break_when"), site);
+                }
+            }
+            _ => {}
+        }
+        ctx.check_actions(&s.hooks.pre, &format!("{base}.hooks.pre"), site);
+        ctx.check_actions(
+            &s.hooks.post,
+            &format!("{base}.hooks.post"),
+            Site::PostHook(name),
+        );
+    }
+    let h = &wf.hooks;
+    ctx.check_actions(
+        &h.workflow_start,
+        "hooks.workflow_start",
+        Site::Workflow { error: false },
+    );
+    ctx.check_actions(
+        &h.workflow_end,
+        "hooks.workflow_end",
+        Site::Workflow { error: false },
+    );
+    ctx.check_actions(
+        &h.workflow_error,
+        "hooks.workflow_error",
+        Site::Workflow { error: true },
+    );
+    ctx.check_actions(
+        &h.workflow_cancel,
+        "hooks.workflow_cancel",
+        Site::Workflow { error: false },
+    );
+    ctx.out
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

@@ -205,9 +205,17 @@ impl RetryPolicy {
         let raw = match self.backoff {
             Backoff::Constant => d0,
             Backoff::Linear => d0 * f64::from(n),
-            Backoff::Exponential => d0 * self.multiplier.powi(i32::try_from(n - 1).unwrap_or(i32::MAX)),
+            Backoff::Exponential => {
+                d0 * self
+                    .multiplier
+                    .powi(i32::try_from(n - 1).unwrap_or(i32::MAX))
+            }
         };
-        let raw = if raw.is_finite() { raw.max(0.0) } else { f64::MAX };
+        let raw = if raw.is_finite() {
+            raw.max(0.0)
+        } else {
+            f64::MAX
+        };
         let capped = match self.max_delay {
             Some(max) if max > Duration::ZERO => raw.min(max.as_secs_f64()),
             _ => raw,

@@ -51,7 +51,12 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// New diagnostic without a position.
-    pub fn new(severity: Severity, code: ErrorCode, path: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(
+        severity: Severity,
+        code: ErrorCode,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             severity,
             code,
@@ -99,13 +104,14 @@ impl Diagnostic {
         let mut msg = String::new();
         if let Some(f) = &self.file {
             msg.push_str(&f.display().to_string());
-            if let Some(l) = self.line {
-                msg.push_str(&format!(":{l}"));
-                if let Some(c) = self.column {
-                    msg.push_str(&format!(":{c}"));
-                }
-            }
             msg.push_str(": ");
+            if let Some(l) = self.line {
+                msg.push_str(&format!("line {l}"));
+                if let Some(c) = self.column {
+                    msg.push_str(&format!(", column {c}"));
+                }
+                msg.push_str(": ");
+            }
         }
         if !self.path.is_empty() {
             msg.push_str(&self.path);

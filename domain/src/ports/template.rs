@@ -29,6 +29,16 @@ pub trait Interpolator: Send + Sync {
     /// parse errors and function errors.
     fn render(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError>;
 
+    /// Renders shell command text. Like [`Interpolator::render`], except that a composite
+    /// loop item (printed as JSON) inside a double-quoted shell string is escaped for it, so
+    /// the shell passes the JSON through intact. The default is plain `render`.
+    ///
+    /// # Errors
+    /// As [`Interpolator::render`].
+    fn render_shell(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+        self.render(template, scope)
+    }
+
     /// Checks that `template` parses, without rendering it.
     ///
     /// # Errors

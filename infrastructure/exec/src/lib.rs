@@ -1,1 +1,23 @@
-//! Exec.
+//! awf-exec: runs shell commands and scripts as child processes.
+//!
+//! Implements the domain port [`CommandExecutor`](awf_domain::ports::CommandExecutor) with
+//! [`ProcessExecutor`]. Every child runs in its own process group with stdin on `/dev/null`;
+//! timeout and cancel stop the whole group (SIGTERM, [`KILL_GRACE`], SIGKILL), and after the
+//! child exits its pipes are drained within a bounded window so a background grandchild cannot
+//! hang the caller. [`signal_group`] is the one safe `killpg` wrapper other adapters may reuse.
+//!
+//! Depends on `awf-domain` only (plus tokio, nix and tempfile); never on `awf-application`.
+//!
+//! Source: spec/workflow.md §1.5.2, §1.9, §1.12 (shebang), §3.3, §3.10; design/decisions.md
+//! "Execution and processes".
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod capture;
+mod executor;
+mod group;
+mod shell;
+
+pub use executor::DRAIN_WINDOW;
+pub use executor::KILL_GRACE;
+pub use executor::ProcessExecutor;
+pub use group::signal_group;

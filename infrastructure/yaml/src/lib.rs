@@ -1,1 +1,185 @@
-//! YAML repository.
+//! `awf-yaml`: the workflow repository adapter.
+//!
+//! Implements the domain ports [`WorkflowRepository`](awf_domain::ports::WorkflowRepository)
+//! and [`ConfigSource`](awf_domain::ports::repository::ConfigSource) over AWF's YAML files:
+//! lookup in `$AWF_WORKFLOWS_PATH`, `.awf/workflows` and the global config dir, decoding with
+//! positions (a [`SourceMap`] of every key and sequence item), the lenient raw model
+//! (unknown keys become warnings), `use_template` expansion and `.awf/config.yaml`.
+//!
+//! YAML is read with `yaml-rust2`'s marked event parser (YAML 1.2 core schema, like AWF's
+//! yaml.v3). Depends on `awf-domain` only. Source: spec/workflow.md §1, §3.13, §7.3.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod config;
+mod decode;
+mod fields;
+mod node;
+mod repo;
+mod templates;
+
+use std::path::Path;
+
+use awf_domain::AwfError;
+use awf_domain::ports::repository::Diagnostic;
+use awf_domain::ports::repository::LoadedWorkflow;
+use awf_domain::ports::repository::Severity;
+use awf_domain::ports::repository::SourceMap;
+use awf_domain::workflow::WorkflowSource;
+
+pub use decode::STATE_TYPES;
+pub use decode::parse_size;
+pub use repo::RepoPaths;
+pub use repo::YamlRepository;
+pub use templates::DirTemplates;
+pub use templates::NoTemplates;
+pub use templates::TemplateLookup;
+
+use crate::fields::Diags;
+use crate::node::Node;
+use crate::node::NodeKind;
+
+/// Parses workflow text without template directories (a `use_template` step is a
+/// `WORKFLOW.VALIDATION.MISSING_TEMPLATE` error). Pure: no I/O.
+///
+/// `file` is used in positions and messages; `source` is stored in the workflow.
+///
+/// # Errors
+/// `WORKFLOW.PARSE.YAML_SYNTAX` (syntax, wrong types, missing `name`/`states.initial`),
+/// `WORKFLOW.PARSE.UNKNOWN_STEP_TYPE`, `WORKFLOW.PARSE.INVALID_VALUE`,
+/// `WORKFLOW.VALIDATION.INVALID_STATE` (command XOR script_file, loop without items/while):
+/// every error of the file is in the message, one per line, each with `line L, column C`;
+/// details `file`, `line`, `column`, `path` are those of the first.
+/// Source: spec/workflow.md §1.2.
+pub fn parse_workflow(
+    text: &str,
+    file: Option<&Path>,
+    source: WorkflowSource,
+) -> Result<LoadedWorkflow, AwfError> {
+    parse_workflow_with(text, file, source, &NoTemplates)
+}
+
+/// Like [`parse_workflow`], resolving `use_template` through `templates`.
+///
+/// # Errors
+/// As [`parse_workflow`], plus `WORKFLOW.VALIDATION.MISSING_TEMPLATE` and
+/// `WORKFLOW.VALIDATION.CYCLE_DETECTED` for templates. Source: spec/workflow.md §1.11.
+pub fn parse_workflow_with(
+    text: &str,
+    file: Option<&Path>,
+    source: WorkflowSource,
+    templates: &dyn TemplateLookup,
+) -> Result<LoadedWorkflow, AwfError> {
+    let file_buf = file.map(Path::to_path_buf);
+    let mut diags = Diags::new(file_buf.clone());
+    let root = match node::parse_document(text) {
+        Ok(n) => n,
+        Err(e) => {
+            let d = diags.syntax("", Some(e.pos), e.message);
+            d.hint = e.hint;
+            return Err(errors_to_error(&diags.list).unwrap_or_else(|| {
+                AwfError::new(
+                    awf_domain::ErrorCode::WorkflowParseYamlSyntax,
+                    "invalid YAML",
+                )
+            }));
+        }
+    };
+    let mut source_map = SourceMap::new(file_buf);
+    record_positions(&root, "", &mut source_map);
+    let wf = decode::decode_workflow(&root, source, &mut diags, templates);
+    for d in &mut diags.list {
+        d.locate(&source_map);
+    }
+    if let Some(err) = errors_to_error(&diags.list) {
+        return Err(err);
+    }
+    match wf {
+        Some(workflow) => Ok(LoadedWorkflow {
+            workflow,
+            source_map,
+            diagnostics: diags.list,
+        }),
+        None => Err(AwfError::new(
+            awf_domain::ErrorCode::WorkflowParseYamlSyntax,
+            "the workflow file could not be decoded",
+        )),
+    }
+}
+
+/// Records the 1-based position of every mapping key and sequence item by dotted path.
+fn record_positions(node: &Node, prefix: &str, map: &mut SourceMap) {
+    let join = |k: &str| {
+        if prefix.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
+    match &node.kind {
+        NodeKind::Scalar { .. } => {}
+        NodeKind::Seq(items) => {
+            for (i, it) in items.iter().enumerate() {
+                let p = join(&i.to_string());
+                map.insert(p.clone(), it.pos.line, it.pos.column);
+                record_positions(it, &p, map);
+            }
+        }
+        NodeKind::Map(entries) => {
+            for e in entries {
+                if e.key_pos.line == 0 {
+                    continue;
+                }
+                let p = join(&e.key);
+                map.insert(p.clone(), e.key_pos.line, e.key_pos.column);
+                record_positions(&e.value, &p, map);
+            }
+        }
+    }
+}
+
+/// One diagnostic as a line: `<file>: line L, column C: <path>: <message>`.
+pub fn format_diagnostic(d: &Diagnostic) -> String {
+    let mut s = String::new();
+    if let Some(f) = &d.file {
+        s.push_str(&f.display().to_string());
+        s.push_str(": ");
+    }
+    if let Some(l) = d.line {
+        s.push_str(&format!("line {l}"));
+        if let Some(c) = d.column {
+            s.push_str(&format!(", column {c}"));
+        }
+        s.push_str(": ");
+    }
+    if !d.path.is_empty() && !d.message.starts_with(&format!("{}:", d.path)) {
+        s.push_str(&d.path);
+        s.push_str(": ");
+    }
+    s.push_str(&d.message);
+    s
+}
+
+/// Turns the `Error`-severity diagnostics into one [`AwfError`] (`None` when there are none).
+///
+/// Code, details (`file`, `line`, `column`, `path`) and hint come from the first error; the
+/// message lists every error on its own line, formatted by [`format_diagnostic`] (so it
+/// names `line L, column C` whenever the position is known).
+pub fn errors_to_error(diags: &[Diagnostic]) -> Option<AwfError> {
+    let errors: Vec<&Diagnostic> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    let first = errors.first()?;
+    let message = errors
+        .iter()
+        .map(|d| format_diagnostic(d))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut err = first.to_error().map_message(|_| message);
+    for d in errors.iter().skip(1) {
+        if let Some(h) = &d.hint {
+            err = err.with_hint(h.clone());
+        }
+    }
+    Some(err)
+}

@@ -1,1 +1,79 @@
-fn main() {}
+//! `awf`: the binary. Glue only — parses the command line, builds a single-threaded tokio
+//! runtime, dispatches to one command module, and exits with the code that
+//! [`errors::exit_code`] computes from the outcome (the one place exit codes are decided).
+//!
+//! Stdout carries results (run output, JSON, plans, tables); stderr carries progress lines,
+//! warnings and errors.
+
+mod cli;
+mod ctx;
+mod diagram;
+mod dry_run;
+mod error_cmd;
+mod errors;
+mod init_cmd;
+mod json_out;
+mod list_cmd;
+mod printer;
+mod run_cmd;
+mod style;
+mod validate_cmd;
+mod wiring;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::Cli;
+use crate::cli::Command;
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help / --version print to stdout and succeed; usage errors exit 1.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    let ctx = Ctx::from_cli(&cli);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let outcome = match runtime {
+        Ok(rt) => {
+            let outcome = rt.block_on(run(&ctx, cli.command));
+            rt.shutdown_background();
+            outcome
+        }
+        Err(e) => errors::report(
+            &CliError::Awf(awf_domain::AwfError::new(
+                awf_domain::ErrorCode::SystemInternal,
+                format!("cannot start the async runtime: {e}"),
+            )),
+            ctx.json(),
+            ctx.hints,
+            ctx.err_style,
+        ),
+    };
+    ExitCode::from(errors::exit_code(&outcome))
+}
+
+/// Dispatches one command; failures not yet shown are reported here.
+async fn run(ctx: &Ctx, command: Command) -> Outcome {
+    let result: Result<Outcome, CliError> = match &command {
+        Command::Run(args) => Ok(run_cmd::run(ctx, args).await),
+        Command::Validate(args) => Ok(validate_cmd::run(ctx, args)),
+        Command::List => list_cmd::run(ctx),
+        Command::Diagram(args) => diagram::run(ctx, args),
+        Command::Error(args) => error_cmd::run(ctx, args),
+        Command::Init(args) => init_cmd::run(ctx, args),
+    };
+    match result {
+        Ok(o) => o,
+        Err(e) => errors::report(&e, ctx.json(), ctx.hints, ctx.err_style),
+    }
+}

@@ -1,0 +1,275 @@
+//! `call_workflow`: runs a child workflow as its own run sharing the call stack.
+//! Source: spec/workflow.md §3.7; output mapping per design/decisions.md.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use std::time::Instant;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::RunEvent;
+use awf_domain::ports::repository::Severity;
+use awf_domain::run::RunId;
+use awf_domain::run::RunStatus;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+use awf_domain::workflow::CallWorkflowStep;
+use awf_domain::workflow::State;
+use serde_json::Map;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::CancelState;
+use super::Run;
+use super::RunSpec;
+use super::step::At;
+use super::step::Body;
+
+/// Default deadline of a sub-workflow call (spec §1.5.8).
+const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Deepest allowed call stack.
+const MAX_DEPTH: usize = 10;
+
+/// Identity of a workflow for circular-call detection: its canonical file path, else its
+/// identifier.
+pub(crate) fn identity(wf: &awf_domain::workflow::Workflow) -> String {
+    match &wf.source.path {
+        Some(p) => std::fs::canonicalize(p)
+            .unwrap_or_else(|_| p.clone())
+            .display()
+            .to_string(),
+        None => wf.source.identifier.clone(),
+    }
+}
+
+impl Run {
+    pub(crate) async fn call_with_retry(
+        &self,
+        state: &State,
+        call: &CallWorkflowStep,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let deadline = deadline.or_else(|| Some(Instant::now() + DEFAULT_CALL_TIMEOUT));
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let mut body = self.call_once(state, call, at, deadline, token).await?;
+            body.state.attempts = attempt;
+            if body.state.status != StepStatus::Failed {
+                return Ok(body);
+            }
+            let Some(wait) = self.retry_wait(state, attempt, None, deadline, at) else {
+                return Ok(body);
+            };
+            if !self.sleep_or_stop(wait, deadline, token).await {
+                return Ok(body);
+            }
+        }
+    }
+
+    async fn call_once(
+        &self,
+        state: &State,
+        call: &CallWorkflowStep,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let name = state.name.as_str();
+        let mut st = StepState::running(name, SystemTime::now());
+        let fail = |mut st: StepState, err: AwfError| {
+            st.status = StepStatus::Failed;
+            st.completed_at = Some(SystemTime::now());
+            st.error = Some(err.message().to_owned());
+            Ok(Body {
+                state: st,
+                failure: Some(err),
+                early_exit: None,
+            })
+        };
+        if self.call_stack.len() >= MAX_DEPTH {
+            return Err(AwfError::new(
+                ErrorCode::ExecutionMaxDepth,
+                format!("step {name}: maximum sub-workflow nesting depth ({MAX_DEPTH}) exceeded"),
+            ));
+        }
+        let loaded = self
+            .svc
+            .repository
+            .load(&call.workflow, Some(&self.wf.source.dir))
+            .map_err(|e| {
+                e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow))
+            })?;
+        let child_wf = loaded.workflow;
+        let child_id = identity(&child_wf);
+        if self.call_stack.contains(&child_id) {
+            let names: Vec<String> = self
+                .call_stack
+                .iter()
+                .map(|p| {
+                    std::path::Path::new(p)
+                        .file_stem()
+                        .map_or_else(|| p.clone(), |s| s.to_string_lossy().into_owned())
+                })
+                .collect();
+            return Err(AwfError::new(
+                ErrorCode::ExecutionCircularCall,
+                format!(
+                    "circular workflow call detected: workflow \"{}\" is already in call stack [{}]",
+                    call.workflow,
+                    names.join(" -> ")
+                ),
+            )
+            .with_detail("state", name)
+            .with_hint("a workflow cannot call itself, directly or through other workflows"));
+        }
+        let mut problems = awf_domain::validate::structural(&child_wf);
+        problems.retain(|d| d.severity == Severity::Error);
+        if let Some(first) = problems.first_mut() {
+            first.locate(&loaded.source_map);
+            return Err(first.to_error());
+        }
+        let mut child_inputs = Vec::new();
+        for (k, v) in &call.inputs {
+            match self.render(v, at.frame, None) {
+                Ok(s) => child_inputs.push((k.clone(), s)),
+                Err(e) => {
+                    return fail(
+                        st,
+                        AwfError::new(
+                            ErrorCode::ExecutionTemplateFailed,
+                            format!("step {name}: resolve input \"{k}\": {e}"),
+                        ),
+                    );
+                }
+            }
+        }
+        let inputs = match crate::inputs::resolve_inputs(
+            &child_wf,
+            &child_inputs,
+            &Map::new(),
+            &self.working_dir,
+        ) {
+            Ok(i) => i,
+            Err(e) => {
+                return fail(
+                    st,
+                    e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow)),
+                );
+            }
+        };
+        let child_run_id = RunId(uuid::Uuid::new_v4().to_string());
+        self.emitter.emit(
+            &format!("{}{name}", at.prefix),
+            at.iteration(),
+            RunEvent::ChildRunStarted {
+                step: name.to_owned(),
+                child_run_id: child_run_id.clone(),
+                workflow: call.workflow.clone(),
+            },
+        );
+        let child_token = token.child_token();
+        let mut call_stack = self.call_stack.clone();
+        call_stack.push(child_id);
+        let child = Run::new(RunSpec {
+            services: Arc::clone(&self.svc),
+            workflow: Arc::new(child_wf),
+            run_id: child_run_id,
+            parent_run_id: Some(self.run_id.clone()),
+            inputs,
+            env: Arc::clone(&self.env),
+            runtime: Arc::clone(&self.runtime),
+            working_dir: self.working_dir.clone(),
+            sink: Arc::clone(&self.sink),
+            cancel: CancelState {
+                token: child_token.clone(),
+                reason: Arc::default(),
+            },
+            call_stack,
+        });
+        let run = child.execute();
+        tokio::pin!(run);
+        let mut timed_out = false;
+        let result = match deadline {
+            None => run.await,
+            Some(dl) => tokio::select! {
+                r = &mut run => r,
+                () = tokio::time::sleep_until(dl.into()) => {
+                    timed_out = true;
+                    child_token.cancel();
+                    run.await
+                }
+            },
+        };
+        st.completed_at = Some(SystemTime::now());
+        if self.cancel.token.is_cancelled() {
+            st.status = StepStatus::Cancelled;
+            return Ok(Body {
+                state: st,
+                failure: Some(super::step::cancelled(name)),
+                early_exit: None,
+            });
+        }
+        if timed_out {
+            return fail(
+                st,
+                AwfError::new(
+                    ErrorCode::ExecutionCommandTimeout,
+                    format!("step {name}: sub-workflow {} timed out", call.workflow),
+                ),
+            );
+        }
+        if let Some(err) = &result.error
+            && matches!(
+                err.code,
+                ErrorCode::ExecutionCircularCall | ErrorCode::ExecutionMaxDepth
+            )
+        {
+            return Err(AwfError::new(err.code, err.message.clone()));
+        }
+        let declared = &result.outputs;
+        let child_states = &result.states;
+        let mut mapped = BTreeMap::new();
+        for (child_key, parent_key) in &call.outputs {
+            let value = match declared.get(child_key) {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => Some(other.to_string()),
+                None => child_states.get(child_key).map(|s| s.output.clone()),
+            };
+            if let Some(v) = value {
+                mapped.insert(parent_key.clone(), v);
+            }
+        }
+        st.outputs = mapped;
+        st.output = if declared.is_empty() {
+            String::new()
+        } else {
+            let sorted: BTreeMap<&String, &Value> = declared.iter().collect();
+            serde_json::to_string(&sorted).unwrap_or_default()
+        };
+        if result.status == RunStatus::Success {
+            st.status = StepStatus::Completed;
+            st.exit_code = Some(0);
+            return Ok(Body {
+                state: st,
+                failure: None,
+                early_exit: None,
+            });
+        }
+        let why = result
+            .error
+            .as_ref()
+            .map_or_else(|| "failed".to_owned(), |e| e.message.clone());
+        fail(
+            st,
+            AwfError::new(
+                ErrorCode::ExecutionSubworkflowFailed,
+                format!("step {name}: sub-workflow {} failed: {why}", call.workflow),
+            ),
+        )
+    }
+}

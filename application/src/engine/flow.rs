@@ -1,0 +1,418 @@
+//! Parallel blocks and loops. Source: spec/workflow.md §3.4 and §3.5.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::LogLevel;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+use awf_domain::scope::LoopFrame;
+use awf_domain::workflow::DEFAULT_MAX_ITERATIONS;
+use awf_domain::workflow::LoopOver;
+use awf_domain::workflow::LoopStep;
+use awf_domain::workflow::MAX_ITERATIONS_LIMIT;
+use awf_domain::workflow::MaxIterations;
+use awf_domain::workflow::ParallelStep;
+use awf_domain::workflow::ParallelStrategy;
+use awf_domain::workflow::State;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use super::Run;
+use super::lock;
+use super::step::At;
+use super::step::Body;
+use super::step::cancelled;
+
+impl Run {
+    /// Runs the branches of a parallel block under its strategy.
+    pub(crate) async fn run_parallel(
+        &self,
+        state: &State,
+        p: &ParallelStep,
+        at: At<'_>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let mut st = StepState::running(&state.name, SystemTime::now());
+        st.attempts = 1;
+        let group = token.child_token();
+        let limit = if p.max_concurrent == 0 {
+            p.branches.len().max(1)
+        } else {
+            p.max_concurrent
+        };
+        let sem = Arc::new(Semaphore::new(limit));
+        let mut running = FuturesUnordered::new();
+        for branch in &p.branches {
+            let sem = Arc::clone(&sem);
+            let group = &group;
+            running.push(async move {
+                let permit = tokio::select! {
+                    p = sem.acquire_owned() => p.ok(),
+                    () = group.cancelled() => None,
+                };
+                let Some(_permit) = permit else {
+                    return (branch.as_str(), None);
+                };
+                if group.is_cancelled() {
+                    return (branch.as_str(), None);
+                }
+                let r = self.exec_state(branch, at.frame, at.prefix, group).await;
+                (branch.as_str(), Some(r))
+            });
+        }
+        let mut first_failure: Option<AwfError> = None;
+        let mut any_ok = false;
+        let mut failures = 0usize;
+        while let Some((branch, outcome)) = running.next().await {
+            let ok = match outcome {
+                None => {
+                    // Never started: the block ended first.
+                    let mut skipped = StepState::running(branch, SystemTime::now());
+                    skipped.status = StepStatus::Skipped;
+                    skipped.completed_at = Some(SystemTime::now());
+                    lock(&self.states).insert(branch.to_owned(), skipped);
+                    continue;
+                }
+                Some(Ok(exit)) => exit.succeeded,
+                Some(Err(e)) => {
+                    if e.code() != ErrorCode::ExecutionRunCancelled && first_failure.is_none() {
+                        first_failure = Some(e);
+                    }
+                    false
+                }
+            };
+            if ok {
+                any_ok = true;
+                if p.strategy == ParallelStrategy::AnySucceed {
+                    group.cancel();
+                }
+                continue;
+            }
+            failures += 1;
+            let cancelled_branch = lock(&self.states)
+                .get(branch)
+                .is_some_and(|s| s.status == StepStatus::Cancelled);
+            if first_failure.is_none() && !cancelled_branch {
+                let why = lock(&self.states).get(branch).map(|s| {
+                    s.error
+                        .clone()
+                        .unwrap_or_else(|| format!("exit code {}", s.exit_code.unwrap_or(-1)))
+                });
+                first_failure = Some(AwfError::new(
+                    ErrorCode::ExecutionParallelPartialFailure,
+                    format!(
+                        "parallel step {}: branch {branch} failed: {}",
+                        state.name,
+                        why.unwrap_or_else(|| "unknown error".to_owned())
+                    ),
+                ));
+            }
+            if p.strategy == ParallelStrategy::AllSucceed {
+                group.cancel();
+            }
+        }
+        st.completed_at = Some(SystemTime::now());
+        if token.is_cancelled() && self.cancel.token.is_cancelled() {
+            st.status = StepStatus::Cancelled;
+            return Ok(Body {
+                state: st,
+                failure: Some(cancelled(&state.name)),
+                early_exit: None,
+            });
+        }
+        let failed = match p.strategy {
+            ParallelStrategy::AllSucceed => failures > 0 || first_failure.is_some(),
+            ParallelStrategy::AnySucceed => !any_ok,
+            ParallelStrategy::BestEffort => false,
+        };
+        if !failed {
+            st.status = StepStatus::Completed;
+            return Ok(Body {
+                state: st,
+                failure: None,
+                early_exit: None,
+            });
+        }
+        let err = match (p.strategy, first_failure) {
+            (ParallelStrategy::AnySucceed, _) if p.branches.is_empty() => AwfError::new(
+                ErrorCode::ExecutionParallelPartialFailure,
+                format!("parallel step {}: no branches", state.name),
+            ),
+            (ParallelStrategy::AnySucceed, Some(e)) => AwfError::new(
+                ErrorCode::ExecutionParallelPartialFailure,
+                format!(
+                    "parallel step {}: all branches failed; first: {}",
+                    state.name,
+                    e.message()
+                ),
+            ),
+            (_, Some(e)) => e,
+            (_, None) => AwfError::new(
+                ErrorCode::ExecutionParallelPartialFailure,
+                format!("parallel step {}: all branches failed", state.name),
+            ),
+        };
+        st.status = StepStatus::Failed;
+        st.error = Some(err.message().to_owned());
+        Ok(Body {
+            state: st,
+            failure: Some(err),
+            early_exit: None,
+        })
+    }
+
+    /// Runs a for_each or while loop.
+    pub(crate) async fn run_loop(
+        &self,
+        state: &State,
+        l: &LoopStep,
+        at: At<'_>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let name = state.name.as_str();
+        let mut st = StepState::running(name, SystemTime::now());
+        st.attempts = 1;
+        let fail = |mut st: StepState, err: AwfError| {
+            st.status = StepStatus::Failed;
+            st.completed_at = Some(SystemTime::now());
+            st.error = Some(err.message().to_owned());
+            Ok(Body {
+                state: st,
+                failure: Some(err),
+                early_exit: None,
+            })
+        };
+        let max = match self.max_iterations(&l.max_iterations, at.frame) {
+            Ok(m) => m,
+            Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
+        };
+        let items: Option<Vec<Value>> = match &l.over {
+            LoopOver::Items(text) => match self.resolve_items(text, at.frame) {
+                Ok(v) => Some(v),
+                Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
+            },
+            LoopOver::While(_) => None,
+        };
+        let length = items.as_ref().map(|v| v.len().min(max as usize));
+        let mut iterations = 0usize;
+        let mut early_exit = None;
+        let mut hit_max = false;
+        'outer: for index in 0.. {
+            if token.is_cancelled() {
+                st.status = StepStatus::Cancelled;
+                st.completed_at = Some(SystemTime::now());
+                return Ok(Body {
+                    state: st,
+                    failure: Some(cancelled(name)),
+                    early_exit: None,
+                });
+            }
+            if index >= max as usize {
+                hit_max = true;
+                break;
+            }
+            let (item, len) = match (&items, length) {
+                (Some(v), Some(n)) => {
+                    if index >= n {
+                        break;
+                    }
+                    (v[index].clone(), i64::try_from(n).unwrap_or(i64::MAX))
+                }
+                _ => (Value::Null, -1),
+            };
+            let frame = LoopFrame {
+                item,
+                index,
+                first: index == 0,
+                last: len >= 0 && i64::try_from(index).unwrap_or(i64::MAX) == len - 1,
+                length: len,
+                parent: at.frame.map(|f| Box::new(f.clone())),
+            };
+            if let LoopOver::While(cond) = &l.over {
+                match self.eval_bool(cond, Some(&frame)) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        return fail(
+                            st,
+                            AwfError::new(
+                                ErrorCode::ExecutionLoopFailed,
+                                format!("step {name}: evaluate condition: {e}"),
+                            ),
+                        );
+                    }
+                }
+            }
+            iterations += 1;
+            let prefix = format!("{}loop:{index}/", at.prefix);
+            let mut pos = 0usize;
+            let mut iteration_error: Option<AwfError> = None;
+            let mut guard = 0usize;
+            while pos < l.body.len() {
+                guard += 1;
+                if guard > l.body.len() * 1000 + 1000 {
+                    iteration_error = Some(AwfError::new(
+                        ErrorCode::ExecutionLoopFailed,
+                        format!(
+                            "step {name}: body steps keep jumping between each other; stopping"
+                        ),
+                    ));
+                    break;
+                }
+                let body_step = l.body[pos].as_str();
+                let exit = match self
+                    .exec_state(body_step, Some(&frame), &prefix, token)
+                    .await
+                {
+                    Ok(x) => x,
+                    Err(e) => {
+                        if e.code() == ErrorCode::ExecutionRunCancelled {
+                            st.status = StepStatus::Cancelled;
+                            st.completed_at = Some(SystemTime::now());
+                            return Ok(Body {
+                                state: st,
+                                failure: Some(e),
+                                early_exit: None,
+                            });
+                        }
+                        iteration_error = Some(e);
+                        break;
+                    }
+                };
+                let next = exit.next.as_deref().unwrap_or("");
+                if let Some(f) = exit.failure
+                    && next != name
+                {
+                    // A failed body step only continues the loop by routing back to the loop
+                    // itself; any other route (or none) fails the iteration.
+                    iteration_error = Some(AwfError::new(
+                        ErrorCode::ExecutionLoopFailed,
+                        format!("step {name}: body step {body_step} failed: {}", f.message()),
+                    ));
+                    break;
+                }
+                if next.is_empty() || next == name {
+                    pos += 1;
+                } else if let Some(i) = l.body.iter().position(|b| b == next) {
+                    pos = i;
+                } else if self.wf.states.contains_key(next) {
+                    early_exit = Some(next.to_owned());
+                    break 'outer;
+                } else {
+                    self.log(
+                        Some(body_step),
+                        LogLevel::Warn,
+                        &format!("unknown next state {next}; continuing"),
+                        &prefix,
+                        Some(index),
+                    );
+                    pos += 1;
+                }
+            }
+            if let Some(bw) = &l.break_when {
+                match self.eval_bool(bw, Some(&frame)) {
+                    Ok(true) => {
+                        if let Some(e) = iteration_error {
+                            return fail(st, e);
+                        }
+                        break;
+                    }
+                    Ok(false) => {}
+                    Err(e) => self.log(
+                        Some(name),
+                        LogLevel::Warn,
+                        &format!("break_when could not be evaluated: {e}"),
+                        &format!("{}{name}", at.prefix),
+                        Some(index),
+                    ),
+                }
+            }
+            if let Some(e) = iteration_error {
+                return fail(st, e);
+            }
+        }
+        if hit_max && matches!(l.over, LoopOver::While(_)) {
+            self.log(
+                Some(name),
+                LogLevel::Warn,
+                &format!("loop {name} stopped at max_iterations ({max})"),
+                &format!("{}{name}", at.prefix),
+                None,
+            );
+        }
+        st.status = StepStatus::Completed;
+        st.completed_at = Some(SystemTime::now());
+        st.output = format!("completed {iterations} iterations");
+        Ok(Body {
+            state: st,
+            failure: None,
+            early_exit,
+        })
+    }
+
+    /// Resolves `max_iterations`: static, or a template giving an integer or arithmetic.
+    fn max_iterations(
+        &self,
+        m: &MaxIterations,
+        frame: Option<&LoopFrame>,
+    ) -> Result<u32, AwfError> {
+        let value = match m {
+            MaxIterations::Static(0) => return Ok(DEFAULT_MAX_ITERATIONS),
+            MaxIterations::Static(n) => i64::from(*n),
+            MaxIterations::Dynamic(t) => {
+                let text = self.render(t, frame, None).map_err(|e| {
+                    AwfError::new(
+                        ErrorCode::ExecutionTemplateFailed,
+                        format!("resolve max_iterations: {e}"),
+                    )
+                })?;
+                let text = text.trim();
+                match text.parse::<i64>() {
+                    Ok(n) => n,
+                    Err(_) => self.svc.expressions.eval_int(text).map_err(|e| {
+                        AwfError::new(
+                            ErrorCode::ExecutionLoopFailed,
+                            format!("resolve max_iterations: \"{text}\" is not an integer or arithmetic: {e}"),
+                        )
+                    })?,
+                }
+            }
+        };
+        if value < 1 || value > i64::from(MAX_ITERATIONS_LIMIT) {
+            return Err(AwfError::new(
+                ErrorCode::ExecutionLoopFailed,
+                format!("max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT}, got {value}"),
+            ));
+        }
+        Ok(u32::try_from(value).unwrap_or(MAX_ITERATIONS_LIMIT))
+    }
+
+    /// Resolves for_each items: interpolate, then a JSON array, else a comma-separated list.
+    fn resolve_items(&self, text: &str, frame: Option<&LoopFrame>) -> Result<Vec<Value>, AwfError> {
+        let rendered = self.render(text, frame, None).map_err(|e| {
+            AwfError::new(
+                ErrorCode::ExecutionTemplateFailed,
+                format!("resolve items: {e}"),
+            )
+        })?;
+        let t = rendered.trim();
+        if t.is_empty() {
+            return Ok(Vec::new());
+        }
+        if t.starts_with('[')
+            && let Ok(v) = serde_json::from_str::<Vec<Value>>(t)
+        {
+            return Ok(v);
+        }
+        Ok(t.split(',')
+            .map(|s| Value::String(s.trim().to_owned()))
+            .filter(|v| v.as_str() != Some(""))
+            .collect())
+    }
+}

@@ -1,0 +1,576 @@
+//! The engine: drives one run of a workflow through its states and emits the run events.
+//!
+//! Routing, retry, loop and parallel semantics follow spec/workflow.md §1.7, §1.8, §3.1–3.7
+//! with the fixes listed in docs/compatibility.md.
+
+mod call;
+mod flow;
+mod hooks;
+mod step;
+
+pub(crate) use call::identity;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::MutexGuard;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::EventSink;
+use awf_domain::event::LogLevel;
+use awf_domain::event::RunEvent;
+use awf_domain::mask::Masker;
+use awf_domain::ports::template::TemplateError;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use awf_domain::run::StateResult;
+use awf_domain::run::StepState;
+use awf_domain::scope::ErrorInfo;
+use awf_domain::scope::LoopFrame;
+use awf_domain::scope::RuntimeInfo;
+use awf_domain::scope::Scope;
+use awf_domain::scope::WorkflowInfo;
+use awf_domain::workflow::StateKind;
+use awf_domain::workflow::TerminalStatus;
+use awf_domain::workflow::Workflow;
+use serde_json::Map;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::Services;
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Numbers events of one run and hands them to the sink.
+pub(crate) struct Emitter {
+    sink: Arc<dyn EventSink>,
+    seq: AtomicU64,
+    run_id: RunId,
+    parent: Option<RunId>,
+}
+
+impl Emitter {
+    pub(crate) fn new(sink: Arc<dyn EventSink>, run_id: RunId, parent: Option<RunId>) -> Self {
+        Self {
+            sink,
+            seq: AtomicU64::new(0),
+            run_id,
+            parent,
+        }
+    }
+
+    pub(crate) fn emit(&self, path: &str, iteration: Option<usize>, event: RunEvent) {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        self.sink.emit(EventEnvelope {
+            seq,
+            run_id: self.run_id.clone(),
+            parent_run_id: self.parent.clone(),
+            at: SystemTime::now(),
+            path: path.to_owned(),
+            iteration,
+            event,
+        });
+    }
+}
+
+/// Cancellation state shared between a run, its sub-runs and its handle.
+#[derive(Clone, Default)]
+pub(crate) struct CancelState {
+    pub(crate) token: CancellationToken,
+    pub(crate) reason: Arc<Mutex<Option<CancelReason>>>,
+}
+
+impl CancelState {
+    pub(crate) fn cancel(&self, reason: CancelReason) {
+        let mut r = lock(&self.reason);
+        if r.is_none() {
+            *r = Some(reason);
+        }
+        drop(r);
+        self.token.cancel();
+    }
+
+    pub(crate) fn reason(&self) -> Option<CancelReason> {
+        *lock(&self.reason)
+    }
+}
+
+/// Everything needed to start a run (root or sub-workflow).
+pub(crate) struct RunSpec {
+    pub(crate) services: Arc<Services>,
+    pub(crate) workflow: Arc<Workflow>,
+    pub(crate) run_id: RunId,
+    pub(crate) parent_run_id: Option<RunId>,
+    pub(crate) inputs: Map<String, Value>,
+    pub(crate) env: Arc<BTreeMap<String, String>>,
+    pub(crate) runtime: Arc<RuntimeInfo>,
+    pub(crate) working_dir: PathBuf,
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) cancel: CancelState,
+    /// Identities (file paths or identifiers) of the workflows in the call stack, root first,
+    /// this one last.
+    pub(crate) call_stack: Vec<String>,
+}
+
+/// One run in progress.
+pub(crate) struct Run {
+    pub(crate) svc: Arc<Services>,
+    pub(crate) wf: Arc<Workflow>,
+    pub(crate) run_id: RunId,
+    pub(crate) inputs: Map<String, Value>,
+    pub(crate) env: Arc<BTreeMap<String, String>>,
+    pub(crate) runtime: Arc<RuntimeInfo>,
+    pub(crate) working_dir: PathBuf,
+    pub(crate) started_at: SystemTime,
+    pub(crate) started: Instant,
+    pub(crate) masker: Masker,
+    /// String inputs exported to commands as environment variables.
+    pub(crate) exported: Vec<(String, String)>,
+    pub(crate) states: Mutex<BTreeMap<String, StepState>>,
+    pub(crate) current: Mutex<String>,
+    pub(crate) emitter: Arc<Emitter>,
+    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) cancel: CancelState,
+    pub(crate) call_stack: Vec<String>,
+}
+
+/// How a run ended, before it becomes a [`RunResult`].
+struct Ending {
+    status: RunStatus,
+    terminal: Option<String>,
+    exit_code: u8,
+    error: Option<AwfError>,
+    failed_state: Option<String>,
+}
+
+impl Run {
+    pub(crate) fn new(spec: RunSpec) -> Self {
+        let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let mut exported = Vec::new();
+        for (k, v) in &spec.inputs {
+            if let Value::String(s) = v {
+                if awf_domain::mask::is_secret_name(k) {
+                    masker.add(s);
+                }
+                exported.push((k.clone(), s.clone()));
+            }
+        }
+        let emitter = Arc::new(Emitter::new(
+            Arc::clone(&spec.sink),
+            spec.run_id.clone(),
+            spec.parent_run_id.clone(),
+        ));
+        Self {
+            svc: spec.services,
+            current: Mutex::new(spec.workflow.initial.clone()),
+            wf: spec.workflow,
+            run_id: spec.run_id,
+            inputs: spec.inputs,
+            env: spec.env,
+            runtime: spec.runtime,
+            working_dir: spec.working_dir,
+            started_at: SystemTime::now(),
+            started: Instant::now(),
+            masker,
+            exported,
+            states: Mutex::new(BTreeMap::new()),
+            emitter,
+            sink: spec.sink,
+            cancel: spec.cancel,
+            call_stack: spec.call_stack,
+        }
+    }
+
+    /// Renders a template against the current run state.
+    pub(crate) fn render(
+        &self,
+        template: &str,
+        frame: Option<&LoopFrame>,
+        error: Option<&ErrorInfo>,
+    ) -> Result<String, TemplateError> {
+        if !template.contains("{{") {
+            return Ok(template.to_owned());
+        }
+        let states = lock(&self.states);
+        let info = self.workflow_info();
+        let scope = self.scope(&states, &info, frame, error);
+        self.svc.interpolator.render(template, &scope)
+    }
+
+    /// Renders shell command text (composite loop items inside double quotes are escaped).
+    pub(crate) fn render_shell(
+        &self,
+        template: &str,
+        frame: Option<&LoopFrame>,
+    ) -> Result<String, TemplateError> {
+        if !template.contains("{{") {
+            return Ok(template.to_owned());
+        }
+        let states = lock(&self.states);
+        let info = self.workflow_info();
+        let scope = self.scope(&states, &info, frame, None);
+        self.svc.interpolator.render_shell(template, &scope)
+    }
+
+    /// Evaluates a boolean expression against the current run state.
+    pub(crate) fn eval_bool(
+        &self,
+        expr: &str,
+        frame: Option<&LoopFrame>,
+    ) -> Result<bool, TemplateError> {
+        let states = lock(&self.states);
+        let info = self.workflow_info();
+        let scope = self.scope(&states, &info, frame, None);
+        self.svc.expressions.eval_bool(expr, &scope)
+    }
+
+    fn workflow_info(&self) -> WorkflowInfo {
+        WorkflowInfo {
+            id: self.run_id.0.clone(),
+            name: self.wf.name.clone(),
+            current_state: lock(&self.current).clone(),
+            started_at: self.started_at,
+            duration: self.started.elapsed(),
+        }
+    }
+
+    fn scope<'a>(
+        &'a self,
+        states: &'a BTreeMap<String, StepState>,
+        info: &'a WorkflowInfo,
+        frame: Option<&'a LoopFrame>,
+        error: Option<&'a ErrorInfo>,
+    ) -> Scope<'a> {
+        Scope {
+            inputs: &self.inputs,
+            states,
+            workflow: info,
+            env: &self.env,
+            context: &self.runtime,
+            awf: &self.svc.awf_dirs,
+            loop_frame: frame,
+            error,
+            workflow_dir: &self.wf.source.dir,
+        }
+    }
+
+    /// Masks text leaving the process.
+    pub(crate) fn mask(&self, text: &str) -> String {
+        self.masker.mask(text).into_owned()
+    }
+
+    pub(crate) fn log(
+        &self,
+        step: Option<&str>,
+        level: LogLevel,
+        message: &str,
+        path: &str,
+        iteration: Option<usize>,
+    ) {
+        self.emitter.emit(
+            path,
+            iteration,
+            RunEvent::Log {
+                step: step.map(str::to_owned),
+                level,
+                message: self.mask(message),
+            },
+        );
+    }
+
+    /// Records a state result (masked) and announces it.
+    pub(crate) fn record(
+        &self,
+        mut st: StepState,
+        kind: &str,
+        path: &str,
+        iteration: Option<usize>,
+    ) {
+        if !self.masker.is_empty() {
+            st.output = self.mask(&st.output);
+            st.stderr = self.mask(&st.stderr);
+            st.error = st.error.as_deref().map(|e| self.mask(e));
+        }
+        lock(&self.states).insert(st.name.clone(), st.clone());
+        self.emitter.emit(
+            path,
+            iteration,
+            RunEvent::StepFinished {
+                step: st.name.clone(),
+                kind: kind.to_owned(),
+                state: st,
+            },
+        );
+    }
+
+    /// Runs the workflow to its end and returns the result. Emits `RunStarted` first and
+    /// `RunFinished` last.
+    pub(crate) async fn execute(&self) -> RunResult {
+        let mut shown = self.inputs.clone();
+        for (k, v) in shown.iter_mut() {
+            if awf_domain::mask::is_secret_name(k) {
+                if let Value::String(s) = v
+                    && s.chars().count() >= 4
+                {
+                    *v = Value::String(awf_domain::mask::MASK.to_owned());
+                }
+            } else {
+                self.masker.mask_json(v);
+            }
+        }
+        self.emitter.emit(
+            "",
+            None,
+            RunEvent::RunStarted {
+                workflow: self.wf.name.clone(),
+                identifier: self.wf.source.identifier.clone(),
+                inputs: shown,
+            },
+        );
+        for name in &self.wf.env {
+            if !self.env.contains_key(name) {
+                self.log(
+                    None,
+                    LogLevel::Warn,
+                    &format!("environment variable {name} is listed in `env:` but not set"),
+                    "",
+                    None,
+                );
+            }
+        }
+
+        let ending = self.main_loop().await;
+        let ending = self.after_hooks(ending).await;
+        let result = self.result(ending);
+        self.emitter.emit(
+            "",
+            None,
+            RunEvent::RunFinished {
+                result: result.clone(),
+            },
+        );
+        result
+    }
+
+    async fn main_loop(&self) -> Ending {
+        let start_hooks = &self.wf.hooks.workflow_start;
+        if !start_hooks.is_empty()
+            && let Err(e) = self
+                .run_hooks(start_hooks, None, None, None, &self.cancel.token)
+                .await
+        {
+            if let Some(end) = self.cancelled_ending() {
+                return end;
+            }
+            let e = AwfError::new(
+                ErrorCode::ExecutionHookFailed,
+                format!("workflow_start hook failed: {}", e.message()),
+            );
+            return self.failure(e, None);
+        }
+        let mut current = self.wf.initial.clone();
+        loop {
+            if let Some(end) = self.cancelled_ending() {
+                return end;
+            }
+            let Some(state) = self.wf.state(&current) else {
+                return self.failure(
+                    AwfError::new(
+                        ErrorCode::WorkflowValidationMissingState,
+                        format!("state not found: {current}"),
+                    ),
+                    Some(current),
+                );
+            };
+            *lock(&self.current) = current.clone();
+            if let StateKind::Terminal(t) = &state.kind {
+                return self.terminal(&current, t.status, t.message.as_deref(), t.exit_code);
+            }
+            match self
+                .exec_state(&current, None, "", &self.cancel.token)
+                .await
+            {
+                Ok(exit) => match exit.next {
+                    Some(next) => current = next,
+                    None => {
+                        if let Some(end) = self.cancelled_ending() {
+                            return end;
+                        }
+                        let err = exit.failure.unwrap_or_else(|| {
+                            AwfError::new(
+                                ErrorCode::WorkflowValidationNoExit,
+                                format!("state {current} finished but has no next state"),
+                            )
+                            .with_hint("add on_success (or on_complete for loops)")
+                        });
+                        return self.failure(err, Some(current));
+                    }
+                },
+                Err(e) => {
+                    if let Some(end) = self.cancelled_ending() {
+                        return end;
+                    }
+                    return self.failure(e, Some(current));
+                }
+            }
+        }
+    }
+
+    fn cancelled_ending(&self) -> Option<Ending> {
+        if !self.cancel.token.is_cancelled() {
+            return None;
+        }
+        let reason = self.cancel.reason().unwrap_or(CancelReason::Requested);
+        Some(Ending {
+            status: RunStatus::Cancelled,
+            terminal: None,
+            exit_code: reason.exit_code(),
+            error: Some(AwfError::new(
+                ErrorCode::ExecutionRunCancelled,
+                "workflow cancelled",
+            )),
+            failed_state: Some(lock(&self.current).clone()),
+        })
+    }
+
+    fn failure(&self, error: AwfError, state: Option<String>) -> Ending {
+        let error = error.map_message(|m| self.mask(&m));
+        Ending {
+            status: RunStatus::Failure,
+            terminal: None,
+            exit_code: error.code().exit_code(),
+            error: Some(error),
+            failed_state: state,
+        }
+    }
+
+    fn terminal(
+        &self,
+        name: &str,
+        status: TerminalStatus,
+        message: Option<&str>,
+        exit_code: Option<i32>,
+    ) -> Ending {
+        match status {
+            TerminalStatus::Success => Ending {
+                status: RunStatus::Success,
+                terminal: Some(name.to_owned()),
+                exit_code: 0,
+                error: None,
+                failed_state: None,
+            },
+            TerminalStatus::Failure => {
+                let text = match message {
+                    Some(m) => self.render(m, None, None).unwrap_or_else(|_| m.to_owned()),
+                    None => format!("workflow reached failure terminal '{name}'"),
+                };
+                let code = exit_code
+                    .and_then(|c| u8::try_from(c).ok())
+                    .filter(|c| *c != 0)
+                    .unwrap_or(ErrorCode::ExecutionTerminalFailure.exit_code());
+                let error = AwfError::new(ErrorCode::ExecutionTerminalFailure, self.mask(&text))
+                    .with_detail("terminal", name);
+                let failed_state = lock(&self.states)
+                    .values()
+                    .filter(|s| s.status == awf_domain::run::StepStatus::Failed)
+                    .max_by_key(|s| s.completed_at)
+                    .map(|s| s.name.clone());
+                Ending {
+                    status: RunStatus::Failure,
+                    terminal: Some(name.to_owned()),
+                    exit_code: code,
+                    error: Some(error),
+                    failed_state,
+                }
+            }
+        }
+    }
+
+    async fn after_hooks(&self, ending: Ending) -> Ending {
+        // End hooks run with a fresh, non-cancelled token.
+        let fresh = CancellationToken::new();
+        let (actions, error_info) = match ending.status {
+            RunStatus::Success => (&self.wf.hooks.workflow_end, None),
+            RunStatus::Cancelled => (&self.wf.hooks.workflow_cancel, None),
+            RunStatus::Failure => {
+                let info = ending.error.as_ref().map(|e| ErrorInfo {
+                    message: e.message().to_owned(),
+                    state: ending.failed_state.clone().unwrap_or_default(),
+                    exit_code: i64::from(ending.exit_code),
+                    kind: e.code().category().as_str().to_ascii_lowercase(),
+                });
+                (&self.wf.hooks.workflow_error, info)
+            }
+        };
+        if !actions.is_empty()
+            && let Err(e) = self
+                .run_hooks(actions, None, None, error_info.as_ref(), &fresh)
+                .await
+        {
+            self.log(
+                None,
+                LogLevel::Warn,
+                &format!("hook failed: {}", e.message()),
+                "",
+                None,
+            );
+        }
+        ending
+    }
+
+    fn result(&self, ending: Ending) -> RunResult {
+        let states = lock(&self.states);
+        let info = self.workflow_info();
+        let mut outputs = BTreeMap::new();
+        for out in &self.wf.outputs {
+            let template = if out.from.contains("{{") {
+                out.from.clone()
+            } else {
+                format!("{{{{.{}}}}}", out.from.trim().trim_start_matches('.'))
+            };
+            let scope = self.scope(&states, &info, None, None);
+            match self.svc.interpolator.render(&template, &scope) {
+                Ok(v) => {
+                    outputs.insert(out.name.clone(), Value::String(self.mask(&v)));
+                }
+                Err(e) => {
+                    if ending.status == RunStatus::Success {
+                        self.log(
+                            None,
+                            LogLevel::Warn,
+                            &format!("output {}: cannot read {}: {e}", out.name, out.from),
+                            "",
+                            None,
+                        );
+                    }
+                }
+            }
+        }
+        RunResult {
+            run_id: Some(self.run_id.clone()),
+            workflow: self.wf.source.identifier.clone(),
+            status: ending.status,
+            exit_code: ending.exit_code,
+            terminal: ending.terminal,
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            states: states
+                .iter()
+                .map(|(k, v)| (k.clone(), StateResult::from(v)))
+                .collect(),
+            outputs,
+            error: ending.error.map(|e| e.body()),
+        }
+    }
+}

@@ -1,0 +1,709 @@
+//! Executing one state: hooks, the typed body (with retry and timeout), recording, routing.
+
+use std::future::Future;
+use std::path::Path;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::LogLevel;
+use awf_domain::event::OutputStream;
+use awf_domain::event::RunEvent;
+use awf_domain::mask::StreamMasker;
+use awf_domain::ports::exec::CommandSpec;
+use awf_domain::ports::exec::OutputCallback;
+use awf_domain::ports::exec::Program;
+use awf_domain::ports::exec::Termination;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+use awf_domain::scope::LoopFrame;
+use awf_domain::workflow::CommandSource;
+use awf_domain::workflow::CommandStep;
+use awf_domain::workflow::State;
+use awf_domain::workflow::StateKind;
+use tokio_util::sync::CancellationToken;
+
+use super::Emitter;
+use super::Run;
+use super::lock;
+
+/// Largest script or prompt file read (1 MiB).
+pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Boxed future used for the recursive state execution.
+pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where the state runs: loop frame and event path prefix (`loop:0/loop:2/`).
+#[derive(Clone, Copy)]
+pub(crate) struct At<'a> {
+    pub(crate) frame: Option<&'a LoopFrame>,
+    pub(crate) prefix: &'a str,
+}
+
+impl At<'_> {
+    pub(crate) fn iteration(&self) -> Option<usize> {
+        self.frame.map(|f| f.index)
+    }
+}
+
+/// What a state's execution decided.
+#[derive(Debug)]
+pub(crate) struct StepExit {
+    /// Routing target; `None` = no route (a failure when `failure` is set).
+    pub(crate) next: Option<String>,
+    /// The failure to raise when nothing routes it.
+    pub(crate) failure: Option<AwfError>,
+    /// Whether the recorded state succeeded.
+    pub(crate) succeeded: bool,
+}
+
+/// Result of the typed body of a state.
+pub(crate) struct Body {
+    pub(crate) state: StepState,
+    /// The error describing the failure, when the state failed.
+    pub(crate) failure: Option<AwfError>,
+    /// Loop early-exit target (overrides `on_complete`).
+    pub(crate) early_exit: Option<String>,
+}
+
+impl Run {
+    /// Executes state `name` (never a terminal) and routes it.
+    ///
+    /// `Err` is a hard error that no `on_failure` can route: run cancellation, a state type
+    /// this build cannot execute, a circular sub-workflow call, a transition that cannot be
+    /// evaluated.
+    pub(crate) fn exec_state<'a>(
+        &'a self,
+        name: &'a str,
+        frame: Option<&'a LoopFrame>,
+        prefix: &'a str,
+        token: &'a CancellationToken,
+    ) -> BoxFut<'a, Result<StepExit, AwfError>> {
+        Box::pin(async move {
+            let at = At { frame, prefix };
+            let Some(state) = self.wf.state(name) else {
+                return Err(AwfError::new(
+                    ErrorCode::WorkflowValidationMissingState,
+                    format!("state not found: {name}"),
+                ));
+            };
+            if let StateKind::Terminal(_) = state.kind {
+                return Ok(StepExit {
+                    next: Some(name.to_owned()),
+                    failure: None,
+                    succeeded: true,
+                });
+            }
+            let kind = state.kind.kind_name();
+            let path = format!("{prefix}{name}");
+            self.emitter.emit(
+                &path,
+                at.iteration(),
+                RunEvent::StepStarted {
+                    step: name.to_owned(),
+                    kind: kind.to_owned(),
+                },
+            );
+            let deadline = state
+                .timeout
+                .filter(|t| !t.is_zero())
+                .map(|t| Instant::now() + t);
+            if !state.hooks.pre.is_empty()
+                && let Err(e) = self
+                    .run_hooks(&state.hooks.pre, Some(name), frame, None, token)
+                    .await
+            {
+                self.log(
+                    Some(name),
+                    LogLevel::Warn,
+                    &format!("pre hook failed: {}", e.message()),
+                    &path,
+                    at.iteration(),
+                );
+            }
+            if token.is_cancelled() {
+                return Err(cancelled(name));
+            }
+            let body = match &state.kind {
+                StateKind::Command(cmd) => {
+                    self.command_with_retry(state, cmd, at, deadline, token)
+                        .await
+                }
+                StateKind::CallWorkflow(call) => {
+                    self.call_with_retry(state, call, at, deadline, token)
+                        .await?
+                }
+                StateKind::Parallel(p) => {
+                    let step_token = token.child_token();
+                    let fut = self.run_parallel(state, p, at, &step_token);
+                    self.with_deadline(state, fut, deadline, &step_token)
+                        .await?
+                }
+                StateKind::Loop(l) => {
+                    let step_token = token.child_token();
+                    let fut = self.run_loop(state, l, at, &step_token);
+                    self.with_deadline(state, fut, deadline, &step_token)
+                        .await?
+                }
+                StateKind::Agent(_) | StateKind::Operation(_) => {
+                    return Err(AwfError::new(
+                        ErrorCode::ExecutionStepUnavailable,
+                        format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
+                    )
+                    .with_detail("state", name)
+                    .with_hint("only shell steps, parallel, loops and call_workflow run in this version"));
+                }
+                StateKind::Terminal(_) => {
+                    return Ok(StepExit {
+                        next: Some(name.to_owned()),
+                        failure: None,
+                        succeeded: true,
+                    });
+                }
+            };
+            let cancelled_now = body.state.status == StepStatus::Cancelled;
+            let succeeded = body.state.status == StepStatus::Completed;
+            self.record(body.state, kind, &path, at.iteration());
+            if !state.hooks.post.is_empty()
+                && let Err(e) = self
+                    .run_hooks(&state.hooks.post, Some(name), frame, None, token)
+                    .await
+            {
+                self.log(
+                    Some(name),
+                    LogLevel::Warn,
+                    &format!("post hook failed: {}", e.message()),
+                    &path,
+                    at.iteration(),
+                );
+            }
+            if cancelled_now || self.cancel.token.is_cancelled() {
+                return Err(cancelled(name));
+            }
+            self.route(state, succeeded, body.failure, body.early_exit, frame)
+        })
+    }
+
+    /// Races a block against its deadline; on expiry cancels the block's token, waits for it
+    /// to wind down, then marks the state failed with a timeout.
+    async fn with_deadline(
+        &self,
+        state: &State,
+        fut: impl Future<Output = Result<Body, AwfError>>,
+        deadline: Option<Instant>,
+        step_token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let Some(dl) = deadline else {
+            return fut.await;
+        };
+        tokio::pin!(fut);
+        tokio::select! {
+            r = &mut fut => r,
+            () = tokio::time::sleep_until(dl.into()) => {
+                step_token.cancel();
+                let inner = fut.await;
+                if self.cancel.token.is_cancelled() {
+                    return inner;
+                }
+                let mut st = match inner {
+                    Ok(b) => b.state,
+                    Err(_) => StepState::running(&state.name, SystemTime::now()),
+                };
+                st.status = StepStatus::Failed;
+                st.completed_at = Some(SystemTime::now());
+                let msg = format!(
+                    "step {}: timed out after {}",
+                    state.name,
+                    awf_domain::duration::format_go(state.timeout.unwrap_or_default())
+                );
+                st.error = Some(msg.clone());
+                Ok(Body {
+                    state: st,
+                    failure: Some(AwfError::new(ErrorCode::ExecutionCommandTimeout, msg).with_detail("state", state.name.clone())),
+                    early_exit: None,
+                })
+            }
+        }
+    }
+
+    /// Picks the next state. Source: spec/workflow.md §1.7 (routing matrix).
+    fn route(
+        &self,
+        state: &State,
+        succeeded: bool,
+        failure: Option<AwfError>,
+        early_exit: Option<String>,
+        frame: Option<&LoopFrame>,
+    ) -> Result<StepExit, AwfError> {
+        let exit = |next: Option<String>, failure: Option<AwfError>| StepExit {
+            next,
+            failure,
+            succeeded,
+        };
+        if let StateKind::Loop(l) = &state.kind {
+            return Ok(if succeeded {
+                exit(
+                    early_exit
+                        .or_else(|| l.on_complete.clone())
+                        .or_else(|| state.on_success.clone()),
+                    None,
+                )
+            } else {
+                exit(state.on_failure.clone(), failure)
+            });
+        }
+        let is_command = matches!(state.kind, StateKind::Command(_));
+        if (succeeded || is_command)
+            && let Some(target) = self.transition(state, frame)?
+        {
+            return Ok(exit(Some(target), if succeeded { None } else { failure }));
+        }
+        if succeeded {
+            return Ok(exit(state.on_success.clone(), None));
+        }
+        if state.continue_on_error && state.on_success.is_some() {
+            return Ok(exit(state.on_success.clone(), None));
+        }
+        Ok(exit(state.on_failure.clone(), failure))
+    }
+
+    fn transition(
+        &self,
+        state: &State,
+        frame: Option<&LoopFrame>,
+    ) -> Result<Option<String>, AwfError> {
+        for t in &state.transitions {
+            match &t.when {
+                None => return Ok(Some(t.goto.clone())),
+                Some(w) if w.trim().is_empty() => return Ok(Some(t.goto.clone())),
+                Some(w) => match self.eval_bool(w, frame) {
+                    Ok(true) => return Ok(Some(t.goto.clone())),
+                    Ok(false) => {}
+                    Err(e) => {
+                        return Err(AwfError::new(
+                            ErrorCode::ExecutionExpressionFailed,
+                            self.mask(&format!(
+                                "step {}: evaluate transition `{w}`: {e}",
+                                state.name
+                            )),
+                        )
+                        .with_detail("state", state.name.clone()));
+                    }
+                },
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs a command step with its retry policy; one deadline covers every attempt.
+    async fn command_with_retry(
+        &self,
+        state: &State,
+        cmd: &CommandStep,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Body {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let mut body = self.command_attempt(state, cmd, at, deadline, token).await;
+            body.state.attempts = attempt;
+            if body.state.status != StepStatus::Failed {
+                return body;
+            }
+            let Some(wait) = self.retry_wait(state, attempt, body.state.exit_code, deadline, at)
+            else {
+                return body;
+            };
+            if !self.sleep_or_stop(wait, deadline, token).await {
+                return body;
+            }
+        }
+    }
+
+    /// Whether to retry after failed attempt `attempt`, and how long to wait first.
+    pub(crate) fn retry_wait(
+        &self,
+        state: &State,
+        attempt: u32,
+        exit_code: Option<i32>,
+        deadline: Option<Instant>,
+        at: At<'_>,
+    ) -> Option<Duration> {
+        let policy = state.retry.as_ref()?;
+        if attempt >= policy.max_attempts || !policy.retries_exit_code(exit_code) {
+            return None;
+        }
+        if exit_code == Some(-1) && deadline.is_some_and(|d| Instant::now() >= d) {
+            return None;
+        }
+        let base = policy.base_delay(attempt);
+        let u: f64 = if policy.jitter > 0.0 {
+            rand::random::<f64>() * 2.0 - 1.0
+        } else {
+            0.0
+        };
+        let wait = policy.jittered(base, u);
+        self.emitter.emit(
+            &format!("{}{}", at.prefix, state.name),
+            at.iteration(),
+            RunEvent::StepRetrying {
+                step: state.name.clone(),
+                attempt: attempt + 1,
+                delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            },
+        );
+        Some(wait)
+    }
+
+    /// Sleeps unless cancelled or past the deadline; returns whether to go on.
+    pub(crate) async fn sleep_or_stop(
+        &self,
+        wait: Duration,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> bool {
+        let until = Instant::now() + wait;
+        if deadline.is_some_and(|d| until >= d) {
+            return false;
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(until.into()) => !token.is_cancelled(),
+            () = token.cancelled() => false,
+        }
+    }
+
+    async fn command_attempt(
+        &self,
+        state: &State,
+        cmd: &CommandStep,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Body {
+        let name = state.name.as_str();
+        let mut st = StepState::running(name, SystemTime::now());
+        let fail = |mut st: StepState, code: ErrorCode, msg: String| {
+            st.status = StepStatus::Failed;
+            st.completed_at = Some(SystemTime::now());
+            st.error = Some(msg.clone());
+            Body {
+                state: st,
+                failure: Some(AwfError::new(code, msg).with_detail("state", name)),
+                early_exit: None,
+            }
+        };
+        let program = match &cmd.source {
+            CommandSource::Inline(text) => match self.render_shell(text, at.frame) {
+                Ok(t) => Program::Shell(t),
+                Err(e) => {
+                    return fail(
+                        st,
+                        ErrorCode::ExecutionTemplateFailed,
+                        format!("step {name}: interpolate command: {e}"),
+                    );
+                }
+            },
+            CommandSource::ScriptFile(path) => match self.load_script(path, at.frame) {
+                Ok(t) => Program::Script(t),
+                Err(e) => return fail(st, e.code(), format!("step {name}: {}", e.message())),
+            },
+        };
+        let dir = match &cmd.dir {
+            None => None,
+            Some(d) => match self.render(d, at.frame, None) {
+                Ok(d) if d.trim().is_empty() => None,
+                Ok(d) => Some(self.resolve_dir(&d)),
+                Err(e) => {
+                    return fail(
+                        st,
+                        ErrorCode::ExecutionTemplateFailed,
+                        format!("step {name}: interpolate dir: {e}"),
+                    );
+                }
+            },
+        };
+        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if remaining.is_some_and(|r| r.is_zero()) {
+            return fail(
+                st,
+                ErrorCode::ExecutionCommandTimeout,
+                format!("step {name}: timed out"),
+            );
+        }
+        let spec = CommandSpec {
+            program,
+            dir,
+            env: self.exported.clone(),
+            timeout: remaining,
+        };
+        let path = format!("{}{name}", at.prefix);
+        let callback = live_output(
+            Arc::clone(&self.emitter),
+            self.masker.clone(),
+            name,
+            path,
+            at.iteration(),
+        );
+        let out = match self
+            .svc
+            .executor
+            .run(spec, Some(Arc::clone(&callback.callback)), token.clone())
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => {
+                return fail(st, e.code(), format!("step {name}: {}", e.message()));
+            }
+        };
+        callback.flush();
+        st.completed_at = Some(SystemTime::now());
+        st.output = self.cap(state, out.stdout);
+        st.stderr = self.cap(state, out.stderr);
+        st.exit_code = Some(out.exit_code);
+        match out.termination {
+            Termination::Cancelled => {
+                st.status = StepStatus::Cancelled;
+                st.error = Some("cancelled".to_owned());
+                Body {
+                    state: st,
+                    failure: Some(cancelled(name)),
+                    early_exit: None,
+                }
+            }
+            Termination::TimedOut => {
+                let msg = format!(
+                    "step {name}: timed out after {}",
+                    awf_domain::duration::format_go(state.timeout.unwrap_or_default())
+                );
+                fail(st, ErrorCode::ExecutionCommandTimeout, msg)
+            }
+            Termination::Exited if out.exit_code == 0 => {
+                st.status = StepStatus::Completed;
+                Body {
+                    state: st,
+                    failure: None,
+                    early_exit: None,
+                }
+            }
+            Termination::Exited => {
+                let err_text = st.stderr.trim();
+                let msg = if err_text.is_empty() {
+                    format!("step {name}: exit code {}", out.exit_code)
+                } else {
+                    format!("step {name}: {}", tail(err_text, 2000))
+                };
+                let mut b = fail(st, ErrorCode::ExecutionCommandFailed, msg);
+                if let Some(f) = b.failure.take() {
+                    let mut f = f.with_detail("exit_code", out.exit_code);
+                    if out.exit_code == 127 {
+                        f = f.with_hint(
+                            "exit code 127: the command was not found; check its spelling and PATH",
+                        );
+                    } else if out.exit_code == 126 {
+                        f = f.with_hint(
+                            "exit code 126: the command is not executable; check its permissions",
+                        );
+                    }
+                    b.failure = Some(f);
+                }
+                b
+            }
+        }
+    }
+
+    /// Applies `capture.max_size` to stored output.
+    fn cap(&self, state: &State, mut text: String) -> String {
+        if let Some(max) = state.capture_max_size {
+            let max = usize::try_from(max).unwrap_or(usize::MAX);
+            if text.len() > max {
+                let mut cut = max;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+            }
+        }
+        text
+    }
+
+    fn resolve_dir(&self, d: &str) -> PathBuf {
+        let p = expand_home(d, &self.env);
+        if p.is_absolute() {
+            p
+        } else {
+            self.working_dir.join(p)
+        }
+    }
+
+    /// Loads and interpolates a `script_file` (≤ 1 MiB; relative paths against the workflow
+    /// file's directory; `~/` is the home directory). Source: spec/workflow.md §1.12.
+    fn load_script(&self, path: &str, frame: Option<&LoopFrame>) -> Result<String, AwfError> {
+        let rendered = self.render(path, frame, None).map_err(|e| {
+            AwfError::new(
+                ErrorCode::ExecutionTemplateFailed,
+                format!("interpolate file path: {e}"),
+            )
+        })?;
+        let file = self.resolve_file(&rendered);
+        let meta = std::fs::metadata(&file).map_err(|_| {
+            AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("script file not found: {}", file.display()),
+            )
+            .with_hint("script_file paths are relative to the workflow file's directory")
+        })?;
+        if meta.is_dir() {
+            return Err(AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("script file is a directory: {}", file.display()),
+            ));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!("script file exceeds 1MB limit: {}", file.display()),
+            ));
+        }
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!("read {}: {e}", file.display()),
+            )
+        })?;
+        self.render(&text, frame, None).map_err(|e| {
+            AwfError::new(
+                ErrorCode::ExecutionTemplateFailed,
+                format!("interpolate script {}: {e}", file.display()),
+            )
+        })
+    }
+
+    /// Resolves a file path named in the workflow: `~/` → home; local-before-global for the
+    /// global scripts/prompts dirs; relative → the workflow file's directory.
+    pub(crate) fn resolve_file(&self, p: &str) -> PathBuf {
+        for key in ["scripts_dir", "prompts_dir"] {
+            if let Some(global) = self.svc.awf_dirs.get(key)
+                && !global.is_empty()
+                && let Some(rest) = p.strip_prefix(&format!("{global}/"))
+                && let Some(parent) = self.wf.source.dir.parent()
+            {
+                let local = parent
+                    .join(if key == "scripts_dir" {
+                        "scripts"
+                    } else {
+                        "prompts"
+                    })
+                    .join(rest);
+                if local.exists() {
+                    return local;
+                }
+            }
+        }
+        let path = expand_home(p, &self.env);
+        if path.is_absolute() {
+            path
+        } else {
+            self.wf.source.dir.join(path)
+        }
+    }
+}
+
+fn expand_home(p: &str, env: &std::collections::BTreeMap<String, String>) -> PathBuf {
+    if let Some(rest) = p.strip_prefix("~/")
+        && let Some(home) = env.get("HOME")
+    {
+        return Path::new(home).join(rest);
+    }
+    PathBuf::from(p)
+}
+
+/// Last `max` bytes of `s` (on a char boundary).
+fn tail(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+pub(crate) fn cancelled(step: &str) -> AwfError {
+    AwfError::new(
+        ErrorCode::ExecutionRunCancelled,
+        format!("step {step}: cancelled"),
+    )
+    .with_detail("state", step)
+}
+
+/// Live output plumbing: masks each stream across chunk boundaries and emits `OutputChunk`s.
+struct LiveOutput {
+    callback: OutputCallback,
+    flush: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl LiveOutput {
+    fn flush(&self) {
+        (self.flush)();
+    }
+}
+
+fn live_output(
+    emitter: Arc<Emitter>,
+    masker: awf_domain::mask::Masker,
+    step: &str,
+    path: String,
+    iteration: Option<usize>,
+) -> LiveOutput {
+    let streams = Arc::new(Mutex::new((
+        StreamMasker::new(masker.clone()),
+        StreamMasker::new(masker),
+    )));
+    let step = step.to_owned();
+    let emit = {
+        move |stream: OutputStream, text: String| {
+            if !text.is_empty() {
+                emitter.emit(
+                    &path,
+                    iteration,
+                    RunEvent::OutputChunk {
+                        step: step.clone(),
+                        stream,
+                        text,
+                    },
+                );
+            }
+        }
+    };
+    let emit = Arc::new(emit);
+    let cb_streams = Arc::clone(&streams);
+    let cb_emit = Arc::clone(&emit);
+    let callback: OutputCallback = Arc::new(move |stream: OutputStream, chunk: &str| {
+        let ready = {
+            let mut s = lock(&cb_streams);
+            match stream {
+                OutputStream::Stdout => s.0.push(chunk),
+                OutputStream::Stderr => s.1.push(chunk),
+            }
+        };
+        cb_emit(stream, ready);
+    });
+    let flush = Arc::new(move || {
+        let (a, b) = {
+            let mut s = lock(&streams);
+            (s.0.finish(), s.1.finish())
+        };
+        emit(OutputStream::Stdout, a);
+        emit(OutputStream::Stderr, b);
+    });
+    LiveOutput { callback, flush }
+}

@@ -1,0 +1,411 @@
+//! Input resolution and validation at run start.
+//!
+//! Precedence, lowest first: the input's `default`, project config `inputs:`, `--input k=v`.
+//! All problems are collected and reported together as one `USER.INPUT.VALIDATION_FAILED`.
+//! Source: spec/workflow.md §1.4; unlike AWF (Go), validation failures exit 1 (decisions.md).
+
+use std::path::Path;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::workflow::InputDef;
+use awf_domain::workflow::InputType;
+use awf_domain::workflow::Workflow;
+use serde_json::Map;
+use serde_json::Value;
+
+/// Builds the effective inputs of a run and validates them.
+///
+/// `cli` values are strings (last repeat wins); `config` values keep their YAML types.
+/// Inputs not declared by the workflow are kept (visible to templates). Values are stored as
+/// given: a CLI `count=3` stays the string `"3"` (templates print it the same way; expressions
+/// coerce it).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming each bad input and the rule it breaks
+/// (`inputs.port: value 80 is below minimum 1024`), with an `--input` example as hint when a
+/// required input is missing.
+pub fn resolve_inputs(
+    wf: &Workflow,
+    cli: &[(String, String)],
+    config: &Map<String, Value>,
+    base_dir: &Path,
+) -> Result<Map<String, Value>, AwfError> {
+    let mut values = Map::new();
+    for def in &wf.inputs {
+        if let Some(d) = &def.default {
+            values.insert(def.name.clone(), d.clone());
+        }
+    }
+    for (k, v) in config {
+        values.insert(k.clone(), v.clone());
+    }
+    for (k, v) in cli {
+        values.insert(k.trim().to_owned(), Value::String(v.trim().to_owned()));
+    }
+
+    let mut problems = Vec::new();
+    let mut missing = Vec::new();
+    for def in &wf.inputs {
+        match values.get(&def.name) {
+            None | Some(Value::Null) => {
+                if def.required {
+                    problems.push(format!("inputs.{}: required but not provided", def.name));
+                    missing.push(def.name.clone());
+                }
+            }
+            Some(v) => {
+                if def.required && matches!(v, Value::String(s) if s.is_empty()) {
+                    problems.push(format!("inputs.{}: required but empty", def.name));
+                    continue;
+                }
+                if let Err(p) = check_value(def, v, base_dir) {
+                    problems.push(format!("inputs.{}: {p}", def.name));
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        return Ok(values);
+    }
+    let message = if problems.len() == 1 {
+        format!("input validation failed: {}", problems[0])
+    } else {
+        let mut m = format!("input validation failed: {} errors:", problems.len());
+        for p in &problems {
+            m.push_str("\n  - ");
+            m.push_str(p);
+        }
+        m
+    };
+    let mut err = AwfError::new(ErrorCode::UserInputValidationFailed, message)
+        .with_detail("inputs", problems.len());
+    if !missing.is_empty() {
+        let example: Vec<String> = missing
+            .iter()
+            .map(|n| format!("--input {n}=<value>"))
+            .collect();
+        err = err.with_hint(format!("pass the missing inputs: {}", example.join(" ")));
+    }
+    for def in &wf.inputs {
+        if !def.validation.enum_values.is_empty()
+            && problems
+                .iter()
+                .any(|p| p.starts_with(&format!("inputs.{}:", def.name)))
+        {
+            err = err.with_hint(format!(
+                "allowed values for {}: {}",
+                def.name,
+                def.validation.enum_values.join(", ")
+            ));
+        }
+    }
+    Err(err)
+}
+
+fn as_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn check_value(def: &InputDef, v: &Value, base_dir: &Path) -> Result<(), String> {
+    let rules = &def.validation;
+    let number: Option<f64> = match &def.ty {
+        InputType::Integer => Some(to_integer(v)? as f64),
+        InputType::Number => Some(to_number(v)?),
+        InputType::Boolean => {
+            to_bool(v)?;
+            None
+        }
+        InputType::Array => {
+            to_array(v)?;
+            None
+        }
+        InputType::Unknown(t) => {
+            return Err(format!(
+                "unknown type \"{t}\" (use string, integer, number, boolean or array)"
+            ));
+        }
+        InputType::String | InputType::Untyped => None,
+    };
+    if let Some(n) = number {
+        if let Some(min) = rules.min
+            && n < min
+        {
+            return Err(format!(
+                "value {} is below minimum {}",
+                fmt_num(n),
+                fmt_num(min)
+            ));
+        }
+        if let Some(max) = rules.max
+            && n > max
+        {
+            return Err(format!(
+                "value {} exceeds maximum {}",
+                fmt_num(n),
+                fmt_num(max)
+            ));
+        }
+    }
+    let text = as_text(v);
+    if let Some(p) = &rules.pattern {
+        let re = regex_lite(p)?;
+        if !re.is_match(&text) {
+            return Err(format!("value \"{text}\" does not match pattern \"{p}\""));
+        }
+    }
+    if !rules.enum_values.is_empty() && !rules.enum_values.contains(&text) {
+        return Err(format!(
+            "value \"{text}\" not in allowed values [{}]",
+            rules.enum_values.join(" ")
+        ));
+    }
+    if rules.file_exists {
+        if text.is_empty() {
+            return Err("file path is empty".to_owned());
+        }
+        let p = Path::new(&text);
+        let full = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            base_dir.join(p)
+        };
+        if !full.exists() {
+            return Err(format!("file does not exist: {text}"));
+        }
+    }
+    if !rules.file_extension.is_empty() {
+        let ext = Path::new(&text)
+            .extension()
+            .map(|e| format!(".{}", e.to_string_lossy()))
+            .unwrap_or_default();
+        if !rules.file_extension.contains(&ext) {
+            return Err(format!(
+                "file extension \"{ext}\" not in allowed extensions [{}]",
+                rules.file_extension.join(" ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn fmt_num(n: f64) -> String {
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        format!("{}", n as i64)
+    } else {
+        format!("{n}")
+    }
+}
+
+fn to_integer(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+            .ok_or_else(|| format!("cannot convert {n} to integer")),
+        Value::String(s) => s
+            .trim()
+            .parse::<i64>()
+            .map_err(|_| format!("cannot convert \"{s}\" to integer")),
+        other => Err(format!("cannot convert {other} to integer")),
+    }
+}
+
+fn to_number(v: &Value) -> Result<f64, String> {
+    match v {
+        Value::Number(n) => n
+            .as_f64()
+            .ok_or_else(|| format!("cannot convert {n} to number")),
+        Value::String(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|f| f.is_finite())
+            .ok_or_else(|| format!("cannot convert \"{s}\" to number")),
+        other => Err(format!("cannot convert {other} to number")),
+    }
+}
+
+fn to_bool(v: &Value) -> Result<bool, String> {
+    match v {
+        Value::Bool(b) => Ok(*b),
+        Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "1" => Ok(true),
+            "false" | "no" | "0" => Ok(false),
+            _ => Err(format!("cannot convert \"{s}\" to boolean")),
+        },
+        Value::Number(n) if n.as_i64() == Some(1) => Ok(true),
+        Value::Number(n) if n.as_i64() == Some(0) => Ok(false),
+        other => Err(format!("cannot convert {other} to boolean")),
+    }
+}
+
+fn to_array(v: &Value) -> Result<(), String> {
+    match v {
+        Value::Array(_) => Ok(()),
+        Value::String(s) => {
+            let t = s.trim();
+            if t.starts_with('[') {
+                serde_json::from_str::<Vec<Value>>(t)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot convert \"{s}\" to array: {e}"))
+            } else {
+                Ok(())
+            }
+        }
+        other => Err(format!("cannot convert {other} to array")),
+    }
+}
+
+/// Compiles an input `pattern` (RE2-compatible syntax via the `regex` crate).
+fn regex_lite(p: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(p).map_err(|e| format!("invalid pattern \"{p}\": {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use awf_domain::workflow::InputValidation;
+    use indexmap::IndexMap;
+    use pretty_assertions::assert_eq;
+
+    fn wf(inputs: Vec<InputDef>) -> Workflow {
+        Workflow {
+            name: "t".into(),
+            version: None,
+            description: None,
+            author: None,
+            tags: vec![],
+            inputs,
+            env: vec![],
+            initial: "a".into(),
+            states: IndexMap::new(),
+            hooks: Default::default(),
+            outputs: vec![],
+            source: Default::default(),
+        }
+    }
+
+    fn def(name: &str, ty: InputType, required: bool, default: Option<Value>) -> InputDef {
+        InputDef {
+            name: name.into(),
+            ty,
+            description: None,
+            required,
+            default,
+            validation: InputValidation::default(),
+        }
+    }
+
+    fn cli(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn precedence_default_config_cli() {
+        let w = wf(vec![def(
+            "a",
+            InputType::Integer,
+            false,
+            Some(Value::from(1)),
+        )]);
+        let mut config = Map::new();
+        config.insert("a".into(), Value::from(2));
+        let r = resolve_inputs(&w, &[], &config, Path::new(".")).unwrap();
+        assert_eq!(r["a"], Value::from(2));
+        let r =
+            resolve_inputs(&w, &cli(&[("a", "3"), ("a", "4")]), &config, Path::new(".")).unwrap();
+        assert_eq!(r["a"], Value::from("4"));
+    }
+
+    #[test]
+    fn collects_every_problem() {
+        let mut port = def("port", InputType::Integer, false, None);
+        port.validation.min = Some(1024.0);
+        let mut env = def("environment", InputType::String, false, None);
+        env.validation.enum_values = vec!["dev".into(), "staging".into(), "prod".into()];
+        let w = wf(vec![port, env, def("name", InputType::String, true, None)]);
+        let e = resolve_inputs(
+            &w,
+            &cli(&[("port", "80"), ("environment", "qa")]),
+            &Map::new(),
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(
+            e.message(),
+            "input validation failed: 3 errors:\n  - inputs.port: value 80 is below minimum 1024\n  - inputs.environment: value \"qa\" not in allowed values [dev staging prod]\n  - inputs.name: required but not provided"
+        );
+        assert_eq!(
+            e.hints()[0],
+            "pass the missing inputs: --input name=<value>"
+        );
+    }
+
+    #[test]
+    fn type_errors() {
+        let w = wf(vec![def("port", InputType::Integer, true, None)]);
+        let e =
+            resolve_inputs(&w, &cli(&[("port", "abc")]), &Map::new(), Path::new(".")).unwrap_err();
+        assert_eq!(
+            e.message(),
+            "input validation failed: inputs.port: cannot convert \"abc\" to integer"
+        );
+        let w = wf(vec![def(
+            "n",
+            InputType::Unknown("map".into()),
+            false,
+            Some(Value::from("x")),
+        )]);
+        let e = resolve_inputs(&w, &[], &Map::new(), Path::new(".")).unwrap_err();
+        assert!(
+            e.message().contains("unknown type \"map\""),
+            "{}",
+            e.message()
+        );
+        let w = wf(vec![def("b", InputType::Boolean, false, None)]);
+        assert!(resolve_inputs(&w, &cli(&[("b", "Yes")]), &Map::new(), Path::new(".")).is_ok());
+        assert!(resolve_inputs(&w, &cli(&[("b", "maybe")]), &Map::new(), Path::new(".")).is_err());
+    }
+
+    #[test]
+    fn pattern_and_files() {
+        let mut email = def("email", InputType::String, true, None);
+        email.validation.pattern = Some("^[^@]+@[^@]+$".into());
+        let w = wf(vec![email]);
+        assert!(
+            resolve_inputs(
+                &w,
+                &cli(&[("email", "a@b.co")]),
+                &Map::new(),
+                Path::new(".")
+            )
+            .is_ok()
+        );
+        let e = resolve_inputs(&w, &cli(&[("email", "nope")]), &Map::new(), Path::new("."))
+            .unwrap_err();
+        assert!(e.message().contains("does not match pattern"));
+        let mut f = def("f", InputType::String, true, None);
+        f.validation.file_exists = true;
+        let w = wf(vec![f]);
+        let dir = std::env::temp_dir();
+        let e = resolve_inputs(
+            &w,
+            &cli(&[("f", "/definitely/not/here")]),
+            &Map::new(),
+            &dir,
+        )
+        .unwrap_err();
+        assert!(
+            e.message()
+                .contains("file does not exist: /definitely/not/here")
+        );
+    }
+}

@@ -1,0 +1,825 @@
+//! Dry-run planning: what `awf run --dry-run` would do, computed without executing anything.
+//!
+//! The plan lists the workflow's inputs (with their effective values) and every state reachable
+//! from `initial`, in breadth-first order over transitions, `on_success`, `on_failure`, parallel
+//! branches, loop bodies and `on_complete`. Commands, script paths, prompts and hooks are
+//! interpolated with the inputs and the workflow name only; a template that needs anything else
+//! (states, env, loop variables) is shown raw. Front-ends render the [`Plan`] as text or JSON.
+//!
+//! Source: spec/workflow.md §3.12 ("Dry run").
+
+use std::collections::BTreeMap;
+use std::collections::HashSet;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::mask::Masker;
+use awf_domain::ports::repository::Severity;
+use awf_domain::scope::RuntimeInfo;
+use awf_domain::scope::Scope;
+use awf_domain::scope::WorkflowInfo;
+use awf_domain::workflow::Backoff;
+use awf_domain::workflow::CommandSource;
+use awf_domain::workflow::HookAction;
+use awf_domain::workflow::LoopOver;
+use awf_domain::workflow::MaxIterations;
+use awf_domain::workflow::ParallelStrategy;
+use awf_domain::workflow::State;
+use awf_domain::workflow::StateKind;
+use awf_domain::workflow::TerminalStatus;
+use awf_domain::workflow::Workflow;
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::Services;
+
+/// A dry-run plan.
+///
+/// JSON shape: `{"workflow": "name", "identifier": "…", "description": "…"|null,
+/// "inputs": [{"name", "value", "default": bool}], "hooks": {...}, "states": [PlannedState…]}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    /// YAML `name`.
+    pub workflow: String,
+    /// Identifier the plan was made for (name or path).
+    pub identifier: String,
+    /// YAML `description`.
+    pub description: Option<String>,
+    /// Declared inputs with their effective values, in declaration order; then any
+    /// undeclared `--input` values.
+    pub inputs: Vec<PlanInput>,
+    /// Workflow-level hooks, rendered.
+    pub hooks: PlanWorkflowHooks,
+    /// Reachable states, breadth-first from `initial`.
+    pub states: Vec<PlannedState>,
+}
+
+/// One input of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanInput {
+    /// Input name.
+    pub name: String,
+    /// Effective value (secret-named values masked as `***`); `null` when unset and optional.
+    pub value: Value,
+    /// The value is the declared default (no `--input` or config value).
+    pub default: bool,
+}
+
+/// Workflow-level hooks, each action rendered as `log: text` or `command: text`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct PlanWorkflowHooks {
+    /// `workflow_start` actions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workflow_start: Vec<String>,
+    /// `workflow_end` actions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workflow_end: Vec<String>,
+    /// `workflow_error` actions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workflow_error: Vec<String>,
+    /// `workflow_cancel` actions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub workflow_cancel: Vec<String>,
+}
+
+/// A retry policy as shown in the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanRetry {
+    /// Total attempts.
+    pub max_attempts: u32,
+    /// `constant`, `linear` or `exponential`.
+    pub backoff: &'static str,
+    /// Base delay in milliseconds.
+    pub initial_delay_ms: u64,
+    /// Delay cap in milliseconds, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_delay_ms: Option<u64>,
+    /// Exponential multiplier.
+    pub multiplier: f64,
+}
+
+/// A route out of a state.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanRoute {
+    /// `on_success`, `on_failure`, `when` (conditional transition), `default` (transition
+    /// without `when`) or `on_complete`.
+    pub on: &'static str,
+    /// The `when` expression of a conditional transition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Target state.
+    pub target: String,
+}
+
+/// Per-type details of a planned state (`type` tag in JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PlanDetails {
+    /// A shell step.
+    Command {
+        /// Interpolated command text (raw when it needs run-time data).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        /// Interpolated script file path, resolved.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        script_file: Option<String>,
+        /// Interpolated working directory.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dir: Option<String>,
+    },
+    /// An agent step.
+    Agent {
+        /// Provider name.
+        provider: String,
+        /// Interpolated inline prompt.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt: Option<String>,
+        /// Prompt file path, resolved.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        prompt_file: Option<String>,
+        /// `single` or `conversation`.
+        mode: String,
+        /// Provider options as written.
+        #[serde(skip_serializing_if = "Map::is_empty")]
+        options: Map<String, Value>,
+    },
+    /// A parallel block.
+    Parallel {
+        /// Branch state names.
+        branches: Vec<String>,
+        /// `all_succeed`, `any_succeed` or `best_effort`.
+        strategy: &'static str,
+        /// Concurrency cap (0 = unlimited).
+        max_concurrent: usize,
+    },
+    /// A `for_each` loop.
+    ForEach {
+        /// Items (interpolated when possible).
+        items: String,
+        /// Body states.
+        body: Vec<String>,
+        /// Iteration cap (number or template).
+        max_iterations: String,
+        /// Early-exit condition.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        break_when: Option<String>,
+        /// Next state after the loop.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        on_complete: Option<String>,
+    },
+    /// A `while` loop.
+    While {
+        /// Loop condition.
+        condition: String,
+        /// Body states.
+        body: Vec<String>,
+        /// Iteration cap (number or template).
+        max_iterations: String,
+        /// Early-exit condition.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        break_when: Option<String>,
+        /// Next state after the loop.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        on_complete: Option<String>,
+    },
+    /// An operation step.
+    Operation {
+        /// Operation id.
+        operation: String,
+        /// Operation inputs as written.
+        #[serde(skip_serializing_if = "Map::is_empty")]
+        inputs: Map<String, Value>,
+    },
+    /// A sub-workflow call.
+    CallWorkflow {
+        /// Child workflow identifier.
+        workflow: String,
+        /// Child inputs, interpolated when possible.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        inputs: BTreeMap<String, String>,
+    },
+    /// A terminal state.
+    Terminal {
+        /// `success` or `failure`.
+        status: &'static str,
+        /// Message (interpolated when possible).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Inline exit status of a failure terminal.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+    },
+}
+
+/// One state of the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlannedState {
+    /// 1-based position among command-like states (command, agent, operation,
+    /// call_workflow); `None` for parallel blocks, loops and terminals.
+    pub index: Option<usize>,
+    /// State name.
+    pub name: String,
+    /// Description.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Type-specific details.
+    #[serde(flatten)]
+    pub details: PlanDetails,
+    /// Pre hooks, rendered (`log: …` / `command: …`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks_pre: Vec<String>,
+    /// Post hooks, rendered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hooks_post: Vec<String>,
+    /// Timeout in milliseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Retry policy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry: Option<PlanRetry>,
+    /// `capture.max_size` in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture_max_size: Option<u64>,
+    /// Failures are routed like successes.
+    pub continue_on_error: bool,
+    /// Routes out of the state, in evaluation order (transitions first).
+    pub routes: Vec<PlanRoute>,
+}
+
+/// Builds the dry-run plan for `identifier`.
+///
+/// Loads the workflow (structural errors fail like `awf run` does), resolves inputs
+/// (defaults < `config_inputs` < `cli_inputs`) and walks the states. Nothing is executed.
+///
+/// # Errors
+/// Load errors of the repository (`USER.FACADE.WORKFLOW_NOT_FOUND`, `WORKFLOW.*`);
+/// `WORKFLOW.*` for a structurally invalid workflow; `USER.INPUT.VALIDATION_FAILED` for missing
+/// required or invalid inputs; `USER.INPUT.MISSING_FILE` when a `script_file` or `prompt_file`
+/// does not exist.
+///
+/// Source: spec/workflow.md §3.12.
+pub fn plan(
+    services: &Services,
+    identifier: &str,
+    cli_inputs: &[(String, String)],
+    config_inputs: &Map<String, Value>,
+) -> Result<Plan, AwfError> {
+    let loaded = services.repository.load(identifier, None)?;
+    let wf = &loaded.workflow;
+    for mut d in awf_domain::validate::structural(wf) {
+        if d.severity == Severity::Error {
+            d.locate(&loaded.source_map);
+            return Err(d.to_error());
+        }
+    }
+    let resolved =
+        crate::inputs::resolve_inputs(wf, cli_inputs, config_inputs, std::path::Path::new("."))?;
+    let masker = Masker::from_named(
+        resolved
+            .iter()
+            .filter_map(|(k, v)| v.as_str().map(|s| (k.as_str(), s))),
+    );
+    let inputs = plan_inputs(wf, &resolved, cli_inputs, config_inputs, &masker);
+
+    let planner = Planner {
+        services,
+        wf,
+        inputs: &resolved,
+        masker: &masker,
+        awf_dirs: &services.awf_dirs,
+    };
+    let hooks = PlanWorkflowHooks {
+        workflow_start: planner.hooks(&wf.hooks.workflow_start),
+        workflow_end: planner.hooks(&wf.hooks.workflow_end),
+        workflow_error: planner.hooks(&wf.hooks.workflow_error),
+        workflow_cancel: planner.hooks(&wf.hooks.workflow_cancel),
+    };
+    let mut states = Vec::new();
+    let mut counter = 0usize;
+    for name in bfs_order(wf) {
+        let Some(state) = wf.state(&name) else {
+            continue;
+        };
+        states.push(planner.state(state, &mut counter)?);
+    }
+    Ok(Plan {
+        workflow: wf.name.clone(),
+        identifier: identifier.to_owned(),
+        description: wf.description.clone(),
+        inputs,
+        hooks,
+        states,
+    })
+}
+
+fn plan_inputs(
+    wf: &Workflow,
+    resolved: &Map<String, Value>,
+    cli: &[(String, String)],
+    config: &Map<String, Value>,
+    masker: &Masker,
+) -> Vec<PlanInput> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for def in &wf.inputs {
+        seen.insert(def.name.clone());
+        let given = cli.iter().any(|(k, _)| k == &def.name) || config.contains_key(&def.name);
+        let mut value = resolved.get(&def.name).cloned().unwrap_or(Value::Null);
+        masker.mask_json(&mut value);
+        out.push(PlanInput {
+            name: def.name.clone(),
+            value,
+            default: !given && def.default.is_some(),
+        });
+    }
+    for (k, v) in resolved {
+        if seen.insert(k.clone()) {
+            let mut value = v.clone();
+            masker.mask_json(&mut value);
+            out.push(PlanInput {
+                name: k.clone(),
+                value,
+                default: false,
+            });
+        }
+    }
+    out
+}
+
+/// State names reachable from `initial`, breadth-first, each once.
+fn bfs_order(wf: &Workflow) -> Vec<String> {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    let mut queue = VecDeque::from([wf.initial.clone()]);
+    seen.insert(wf.initial.clone());
+    while let Some(name) = queue.pop_front() {
+        let Some(state) = wf.state(&name) else {
+            continue;
+        };
+        order.push(name);
+        for next in successors(state) {
+            if seen.insert(next.clone()) {
+                queue.push_back(next);
+            }
+        }
+    }
+    order
+}
+
+/// Every state a state can lead to, in plan order.
+pub fn successors(state: &State) -> Vec<String> {
+    let mut out: Vec<String> = state.transitions.iter().map(|t| t.goto.clone()).collect();
+    out.extend(state.on_success.iter().cloned());
+    out.extend(state.on_failure.iter().cloned());
+    match &state.kind {
+        StateKind::Parallel(p) => out.extend(p.branches.iter().cloned()),
+        StateKind::Loop(l) => {
+            out.extend(l.body.iter().cloned());
+            out.extend(l.on_complete.iter().cloned());
+        }
+        _ => {}
+    }
+    out
+}
+
+struct Planner<'a> {
+    services: &'a Services,
+    wf: &'a Workflow,
+    inputs: &'a Map<String, Value>,
+    masker: &'a Masker,
+    awf_dirs: &'a BTreeMap<String, String>,
+}
+
+impl Planner<'_> {
+    /// Interpolates with inputs and the workflow name only; on error (or when the template
+    /// reads run-time fields of `workflow` or `context`) returns the raw text.
+    fn render(&self, template: &str) -> String {
+        if needs_runtime(template) {
+            return self.masker.mask(template).into_owned();
+        }
+        let states = BTreeMap::new();
+        let env = BTreeMap::new();
+        let awf = BTreeMap::new();
+        let info = WorkflowInfo {
+            id: String::new(),
+            name: self.wf.name.clone(),
+            current_state: String::new(),
+            started_at: SystemTime::UNIX_EPOCH,
+            duration: std::time::Duration::ZERO,
+        };
+        let context = RuntimeInfo::default();
+        let scope = Scope {
+            inputs: self.inputs,
+            states: &states,
+            workflow: &info,
+            env: &env,
+            context: &context,
+            awf: &awf,
+            loop_frame: None,
+            error: None,
+            workflow_dir: &self.wf.source.dir,
+        };
+        let text = self
+            .services
+            .interpolator
+            .render(template, &scope)
+            .unwrap_or_else(|_| template.to_owned());
+        self.masker.mask(&text).into_owned()
+    }
+
+    fn hooks(&self, actions: &[HookAction]) -> Vec<String> {
+        actions
+            .iter()
+            .map(|a| match a {
+                HookAction::Log(t) => format!("log: {}", self.render(t)),
+                HookAction::Command(t) => format!("command: {}", self.render(t)),
+            })
+            .collect()
+    }
+
+    /// Resolves an external file path like the engine does (spec §1.12), as far as the
+    /// planning scope allows, and checks that it exists.
+    fn external_file(&self, raw: &str, state: &str, kind: &str) -> Result<String, AwfError> {
+        let rendered = self.render(raw);
+        if rendered.contains("{{") {
+            // Needs run-time data; cannot check it now.
+            return Ok(rendered);
+        }
+        let path = normalize(&resolve_external(
+            &rendered,
+            &self.wf.source.dir,
+            self.awf_dirs,
+            kind,
+        ));
+        if path.is_file() {
+            Ok(path.display().to_string())
+        } else {
+            Err(AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("state '{state}': {kind} file not found: {}", path.display()),
+            )
+            .with_detail("state", state.to_owned())
+            .with_detail("file", path.display().to_string())
+            .with_hint(format!(
+                "Relative {kind} paths resolve against the workflow's directory ({}).",
+                self.wf.source.dir.display()
+            )))
+        }
+    }
+
+    fn state(&self, state: &State, counter: &mut usize) -> Result<PlannedState, AwfError> {
+        let command_like = matches!(
+            state.kind,
+            StateKind::Command(_)
+                | StateKind::Agent(_)
+                | StateKind::Operation(_)
+                | StateKind::CallWorkflow(_)
+        );
+        let index = if command_like {
+            *counter += 1;
+            Some(*counter)
+        } else {
+            None
+        };
+        let details = match &state.kind {
+            StateKind::Command(c) => {
+                let (command, script_file) = match &c.source {
+                    CommandSource::Inline(t) => (Some(self.render(t)), None),
+                    CommandSource::ScriptFile(p) => {
+                        (None, Some(self.external_file(p, &state.name, "script")?))
+                    }
+                };
+                PlanDetails::Command {
+                    command,
+                    script_file,
+                    dir: c.dir.as_deref().map(|d| self.render(d)),
+                }
+            }
+            StateKind::Agent(a) => PlanDetails::Agent {
+                provider: self.render(&a.provider),
+                prompt: a.prompt.as_deref().map(|p| self.render(p)),
+                prompt_file: match &a.prompt_file {
+                    Some(p) => Some(self.external_file(p, &state.name, "prompt")?),
+                    None => None,
+                },
+                mode: a.mode.clone(),
+                options: a
+                    .options
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+            StateKind::Parallel(p) => PlanDetails::Parallel {
+                branches: p.branches.clone(),
+                strategy: match p.strategy {
+                    ParallelStrategy::AllSucceed => "all_succeed",
+                    ParallelStrategy::AnySucceed => "any_succeed",
+                    ParallelStrategy::BestEffort => "best_effort",
+                },
+                max_concurrent: p.max_concurrent,
+            },
+            StateKind::Loop(l) => {
+                let max_iterations = match &l.max_iterations {
+                    MaxIterations::Static(n) => n.to_string(),
+                    MaxIterations::Dynamic(t) => self.render(t),
+                };
+                match &l.over {
+                    LoopOver::Items(items) => PlanDetails::ForEach {
+                        items: self.render(items),
+                        body: l.body.clone(),
+                        max_iterations,
+                        break_when: l.break_when.clone(),
+                        on_complete: l.on_complete.clone(),
+                    },
+                    LoopOver::While(cond) => PlanDetails::While {
+                        condition: cond.clone(),
+                        body: l.body.clone(),
+                        max_iterations,
+                        break_when: l.break_when.clone(),
+                        on_complete: l.on_complete.clone(),
+                    },
+                }
+            }
+            StateKind::Operation(o) => PlanDetails::Operation {
+                operation: o.operation.clone(),
+                inputs: o
+                    .inputs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+            StateKind::CallWorkflow(c) => PlanDetails::CallWorkflow {
+                workflow: c.workflow.clone(),
+                inputs: c
+                    .inputs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), self.render(v)))
+                    .collect(),
+            },
+            StateKind::Terminal(t) => PlanDetails::Terminal {
+                status: match t.status {
+                    TerminalStatus::Success => "success",
+                    TerminalStatus::Failure => "failure",
+                },
+                message: t.message.as_deref().map(|m| self.render(m)),
+                exit_code: t.exit_code,
+            },
+        };
+        let mut routes: Vec<PlanRoute> = state
+            .transitions
+            .iter()
+            .map(|t| PlanRoute {
+                on: if t.when.is_some() { "when" } else { "default" },
+                when: t.when.clone(),
+                target: t.goto.clone(),
+            })
+            .collect();
+        if let Some(s) = &state.on_success {
+            routes.push(PlanRoute {
+                on: "on_success",
+                when: None,
+                target: s.clone(),
+            });
+        }
+        if let Some(f) = &state.on_failure {
+            routes.push(PlanRoute {
+                on: "on_failure",
+                when: None,
+                target: f.clone(),
+            });
+        }
+        Ok(PlannedState {
+            index,
+            name: state.name.clone(),
+            description: state.description.clone(),
+            details,
+            hooks_pre: self.hooks(&state.hooks.pre),
+            hooks_post: self.hooks(&state.hooks.post),
+            timeout_ms: state
+                .timeout
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            retry: state.retry.as_ref().map(|r| PlanRetry {
+                max_attempts: r.max_attempts,
+                backoff: match r.backoff {
+                    Backoff::Constant => "constant",
+                    Backoff::Linear => "linear",
+                    Backoff::Exponential => "exponential",
+                },
+                initial_delay_ms: u64::try_from(r.initial_delay.as_millis()).unwrap_or(u64::MAX),
+                max_delay_ms: r
+                    .max_delay
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                multiplier: r.multiplier,
+            }),
+            capture_max_size: state.capture_max_size,
+            continue_on_error: state.continue_on_error,
+            routes,
+        })
+    }
+}
+
+/// Removes `.` and `..` components lexically (for display; the file is checked after).
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Whether a template reads `workflow.<field>` other than `Name`, or anything of `context`:
+/// values the planning scope cannot know (they would print as empty or zero).
+fn needs_runtime(template: &str) -> bool {
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        let after = &rest[open + 2..];
+        let close = after.find("}}").unwrap_or(after.len());
+        let action = &after[..close];
+        for (i, _) in action.match_indices("workflow.") {
+            let boundary = action[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            let field: String = action[i + "workflow.".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if boundary && !field.eq_ignore_ascii_case("name") {
+                return true;
+            }
+        }
+        for (i, _) in action.match_indices("context.") {
+            let boundary = action[..i]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+            if boundary {
+                return true;
+            }
+        }
+        rest = &after[close..];
+    }
+    false
+}
+
+/// Spec §1.12 path resolution without the pack rules: local-before-global for the global
+/// scripts/prompts dirs, `~/` to the home dir, relative paths against the workflow directory.
+fn resolve_external(
+    path: &str,
+    wf_dir: &Path,
+    awf_dirs: &BTreeMap<String, String>,
+    kind: &str,
+) -> PathBuf {
+    let (dir_key, sub) = if kind == "prompt" {
+        ("prompts_dir", "prompts")
+    } else {
+        ("scripts_dir", "scripts")
+    };
+    if let Some(global) = awf_dirs.get(dir_key).filter(|g| !g.is_empty())
+        && let Some(suffix) = path
+            .strip_prefix(global.as_str())
+            .and_then(|s| s.strip_prefix('/'))
+        && let Some(parent) = wf_dir.parent()
+    {
+        let local = parent.join(sub).join(suffix);
+        if local.is_file() {
+            return local;
+        }
+    }
+    if let Some(rest) = path.strip_prefix("~/") {
+        if let Some(home) = std::env::var_os("HOME") {
+            let p = PathBuf::from(home).join(rest);
+            if p.is_file() {
+                return p;
+            }
+        }
+        return wf_dir.join(rest);
+    }
+    let p = PathBuf::from(path);
+    if p.is_absolute() { p } else { wf_dir.join(p) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use awf_domain::workflow::CommandStep;
+    use awf_domain::workflow::StepHooks;
+    use awf_domain::workflow::TerminalState;
+    use awf_domain::workflow::Transition;
+    use indexmap::IndexMap;
+
+    fn st(name: &str, kind: StateKind) -> State {
+        State {
+            name: name.into(),
+            description: None,
+            kind,
+            on_success: None,
+            on_failure: None,
+            transitions: Vec::new(),
+            continue_on_error: false,
+            timeout: None,
+            retry: None,
+            hooks: StepHooks::default(),
+            capture_max_size: None,
+        }
+    }
+
+    fn cmd(text: &str) -> StateKind {
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline(text.into()),
+            dir: None,
+        })
+    }
+
+    fn term() -> StateKind {
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Success,
+            message: None,
+            exit_code: None,
+        })
+    }
+
+    #[test]
+    fn bfs_visits_transitions_then_success_then_failure_once_each() {
+        let mut a = st("a", cmd("x"));
+        a.transitions = vec![Transition {
+            when: Some("inputs.x".into()),
+            goto: "c".into(),
+        }];
+        a.on_success = Some("b".into());
+        a.on_failure = Some("err".into());
+        let mut b = st("b", cmd("y"));
+        b.on_success = Some("done".into());
+        let mut c = st("c", cmd("z"));
+        c.on_success = Some("a".into());
+        let mut states = IndexMap::new();
+        for s in [
+            a,
+            b,
+            c,
+            st("done", term()),
+            st("err", term()),
+            st("orphan", term()),
+        ] {
+            states.insert(s.name.clone(), s);
+        }
+        let wf = Workflow {
+            name: "w".into(),
+            version: None,
+            description: None,
+            author: None,
+            tags: Vec::new(),
+            inputs: Vec::new(),
+            env: Vec::new(),
+            initial: "a".into(),
+            states,
+            hooks: Default::default(),
+            outputs: Vec::new(),
+            source: Default::default(),
+        };
+        assert_eq!(bfs_order(&wf), vec!["a", "c", "b", "err", "done"]);
+    }
+
+    #[test]
+    fn runtime_workflow_and_context_fields_stay_raw() {
+        assert!(!needs_runtime(
+            "echo {{.workflow.Name}} {{workflow.name}} {{.inputs.x}}"
+        ));
+        assert!(needs_runtime("took {{workflow.Duration}}s"));
+        assert!(needs_runtime("id {{ .workflow.ID }}"));
+        assert!(needs_runtime("in {{.context.WorkingDir}}"));
+        assert!(!needs_runtime("plain workflow.Duration text"));
+        assert!(!needs_runtime("{{.inputs.myworkflow.x}}"));
+    }
+
+    #[test]
+    fn external_paths_resolve_against_the_workflow_dir() {
+        let dirs = BTreeMap::new();
+        assert_eq!(
+            resolve_external("s.sh", Path::new("/w/flows"), &dirs, "script"),
+            PathBuf::from("/w/flows/s.sh")
+        );
+        assert_eq!(
+            resolve_external("/abs/s.sh", Path::new("/w/flows"), &dirs, "script"),
+            PathBuf::from("/abs/s.sh")
+        );
+        assert_eq!(
+            normalize(Path::new("/w/flows/../scripts/./s.sh")),
+            PathBuf::from("/w/scripts/s.sh")
+        );
+    }
+}

@@ -1,0 +1,605 @@
+use std::collections::BTreeMap;
+
+use indexmap::IndexMap;
+
+use super::*;
+use crate::ports::repository::Severity;
+use crate::workflow::AgentStep;
+use crate::workflow::Backoff;
+use crate::workflow::CommandStep;
+use crate::workflow::ConversationConfig;
+use crate::workflow::InputDef;
+use crate::workflow::InputType;
+use crate::workflow::InputValidation;
+use crate::workflow::LoopStep;
+use crate::workflow::ParallelStep;
+use crate::workflow::ParallelStrategy;
+use crate::workflow::RetryPolicy;
+use crate::workflow::StepHooks;
+use crate::workflow::TerminalState;
+use crate::workflow::TerminalStatus;
+use crate::workflow::Transition;
+use crate::workflow::WorkflowHooks;
+use crate::workflow::WorkflowSource;
+
+fn state(name: &str, kind: StateKind) -> State {
+    State {
+        name: name.to_owned(),
+        description: None,
+        kind,
+        on_success: None,
+        on_failure: None,
+        transitions: Vec::new(),
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    }
+}
+
+fn cmd(name: &str, command: &str, next: Option<&str>) -> State {
+    let mut s = state(
+        name,
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline(command.to_owned()),
+            dir: None,
+        }),
+    );
+    s.on_success = next.map(str::to_owned);
+    s
+}
+
+fn terminal(name: &str) -> State {
+    state(
+        name,
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Success,
+            message: None,
+            exit_code: None,
+        }),
+    )
+}
+
+fn wf(initial: &str, states: Vec<State>) -> Workflow {
+    Workflow {
+        name: "t".to_owned(),
+        version: None,
+        description: None,
+        author: None,
+        tags: Vec::new(),
+        inputs: Vec::new(),
+        env: Vec::new(),
+        initial: initial.to_owned(),
+        states: states
+            .into_iter()
+            .map(|s| (s.name.clone(), s))
+            .collect::<IndexMap<_, _>>(),
+        hooks: WorkflowHooks::default(),
+        outputs: Vec::new(),
+        source: WorkflowSource::default(),
+    }
+}
+
+fn input(name: &str) -> InputDef {
+    InputDef {
+        name: name.to_owned(),
+        ty: InputType::String,
+        description: None,
+        required: false,
+        default: None,
+        validation: InputValidation::default(),
+    }
+}
+
+fn loop_state(name: &str, over: LoopOver, body: &[&str], on_complete: Option<&str>) -> State {
+    state(
+        name,
+        StateKind::Loop(LoopStep {
+            over,
+            body: body.iter().map(|s| (*s).to_owned()).collect(),
+            max_iterations: MaxIterations::Static(10),
+            break_when: None,
+            on_complete: on_complete.map(str::to_owned),
+        }),
+    )
+}
+
+fn agent(name: &str) -> AgentStep {
+    let _ = name;
+    AgentStep {
+        provider: "claude".to_owned(),
+        prompt: Some("hi".to_owned()),
+        prompt_file: None,
+        mode: "single".to_owned(),
+        system_prompt: None,
+        role: None,
+        skills: Vec::new(),
+        options: IndexMap::new(),
+        output_format: None,
+        conversation: None,
+    }
+}
+
+fn codes(d: &[Diagnostic]) -> Vec<(ErrorCode, String)> {
+    d.iter().map(|d| (d.code, d.path.clone())).collect()
+}
+
+#[test]
+fn levenshtein_and_closest() {
+    assert_eq!(levenshtein("proces", "process"), 1);
+    assert_eq!(levenshtein("", "abc"), 3);
+    assert_eq!(levenshtein("kitten", "sitting"), 3);
+    assert_eq!(
+        closest("proces", ["start", "process", "done"]),
+        Some("process")
+    );
+    assert_eq!(closest("zzzzzz", ["start", "process"]), None);
+}
+
+#[test]
+fn valid_linear_workflow_has_no_findings() {
+    let w = wf("a", vec![cmd("a", "echo", Some("done")), terminal("done")]);
+    assert_eq!(structural(&w), Vec::new());
+    assert_eq!(references(&w), Vec::new());
+}
+
+#[test]
+fn missing_state_names_the_target_and_suggests() {
+    let mut start = cmd("start", "echo", Some("proces"));
+    start.on_failure = Some("done".to_owned());
+    let w = wf(
+        "start",
+        vec![
+            start,
+            cmd("process", "echo", Some("done")),
+            terminal("done"),
+        ],
+    );
+    let d = structural(&w);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].code, ErrorCode::WorkflowValidationMissingState);
+    assert_eq!(d[0].path, "states.start.on_success");
+    assert_eq!(
+        d[0].message,
+        "state \"start\": on_success references unknown state \"proces\""
+    );
+    assert_eq!(d[0].hint.as_deref(), Some("did you mean 'process'?"));
+}
+
+#[test]
+fn missing_initial_and_no_terminal() {
+    let w = wf("nope", vec![cmd("a", "echo", Some("a"))]);
+    assert_eq!(
+        codes(&structural(&w)),
+        vec![
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.initial".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationInvalidState,
+                "states".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn every_reference_field_is_checked() {
+    let mut a = cmd("a", "echo", Some("done"));
+    a.transitions = vec![Transition {
+        when: None,
+        goto: "t1".to_owned(),
+    }];
+    a.on_failure = Some("f1".to_owned());
+    let p = state(
+        "p",
+        StateKind::Parallel(ParallelStep {
+            branches: vec!["b1".to_owned()],
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 0,
+        }),
+    );
+    let mut p = p;
+    p.on_success = Some("done".to_owned());
+    let l = loop_state("l", LoopOver::Items("[]".to_owned()), &["x1"], Some("c1"));
+    let mut ag = agent("g");
+    ag.conversation = Some(ConversationConfig {
+        continue_from: Some("nonexistent_step".to_owned()),
+        inject_context: None,
+    });
+    let mut g = state("g", StateKind::Agent(ag));
+    g.on_success = Some("done".to_owned());
+    let w = wf("a", vec![a, p, l, g, terminal("done")]);
+    assert_eq!(
+        codes(&structural(&w)),
+        vec![
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.a.on_failure".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.a.transitions.0.goto".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.p.parallel.0".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.l.body.0".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.l.on_complete".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationMissingState,
+                "states.g.conversation.continue_from".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn no_exit_except_branches_and_bodies() {
+    let p = {
+        let mut p = state(
+            "p",
+            StateKind::Parallel(ParallelStep {
+                branches: vec!["b".to_owned()],
+                strategy: ParallelStrategy::AllSucceed,
+                max_concurrent: 0,
+            }),
+        );
+        p.on_success = Some("l".to_owned());
+        p
+    };
+    let l = loop_state("l", LoopOver::While("true".to_owned()), &["body"], None);
+    let w = wf(
+        "p",
+        vec![
+            p,
+            cmd("b", "echo", None),
+            l,
+            cmd("body", "echo", None),
+            cmd("stuck", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(
+        codes(&structural(&w)),
+        vec![
+            (ErrorCode::WorkflowValidationNoExit, "states.l".to_owned()),
+            (
+                ErrorCode::WorkflowValidationNoExit,
+                "states.stuck".to_owned()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn body_steps_may_exit_the_loop_but_targets_must_exist() {
+    let l = loop_state(
+        "l",
+        LoopOver::While("true".to_owned()),
+        &["b"],
+        Some("done"),
+    );
+    let mut b = cmd("b", "echo", Some("done"));
+    b.on_failure = Some("gone".to_owned());
+    let w = wf("l", vec![l, b, terminal("done")]);
+    assert_eq!(
+        codes(&structural(&w)),
+        vec![(
+            ErrorCode::WorkflowValidationMissingState,
+            "states.b.on_failure".to_owned()
+        )]
+    );
+}
+
+#[test]
+fn per_type_rules() {
+    let empty_par = {
+        let mut p = state(
+            "p",
+            StateKind::Parallel(ParallelStep {
+                branches: vec![],
+                strategy: ParallelStrategy::BestEffort,
+                max_concurrent: 0,
+            }),
+        );
+        p.on_success = Some("done".to_owned());
+        p
+    };
+    let mut dup = loop_state(
+        "l",
+        LoopOver::Items("[1]".to_owned()),
+        &["b", "b"],
+        Some("done"),
+    );
+    if let StateKind::Loop(l) = &mut dup.kind {
+        l.max_iterations = MaxIterations::Static(20_000);
+    }
+    let mut custom = agent("a");
+    custom.provider = "custom".to_owned();
+    custom.prompt_file = Some("p.md".to_owned());
+    let mut a = state("a", StateKind::Agent(custom));
+    a.on_success = Some("done".to_owned());
+    let mut conv = agent("c");
+    conv.mode = "conversation".to_owned();
+    conv.prompt = None;
+    conv.prompt_file = Some("p.md".to_owned());
+    let mut c = state("c", StateKind::Agent(conv));
+    c.on_success = Some("done".to_owned());
+    let mut r = cmd("r", "echo", Some("done"));
+    r.retry = Some(RetryPolicy {
+        max_attempts: 0,
+        initial_delay: std::time::Duration::ZERO,
+        max_delay: None,
+        backoff: Backoff::Constant,
+        multiplier: -1.0,
+        jitter: 1.5,
+        retryable_exit_codes: vec![],
+    });
+    let w = wf(
+        "r",
+        vec![
+            r,
+            empty_par,
+            dup,
+            cmd("b", "echo", None),
+            a,
+            c,
+            terminal("done"),
+        ],
+    );
+    let got: Vec<(ErrorCode, String, String)> = structural(&w)
+        .into_iter()
+        .map(|d| (d.code, d.path, d.message))
+        .collect();
+    let inv = ErrorCode::WorkflowValidationInvalidState;
+    assert_eq!(
+        got,
+        vec![
+            (
+                inv,
+                "states.r.retry.max_attempts".into(),
+                "max_attempts must be >= 1".into()
+            ),
+            (
+                inv,
+                "states.r.retry.jitter".into(),
+                "jitter must be between 0.0 and 1.0".into()
+            ),
+            (
+                inv,
+                "states.r.retry.multiplier".into(),
+                "multiplier must be >= 0".into()
+            ),
+            (
+                inv,
+                "states.p.parallel".into(),
+                "parallel state \"p\" needs at least one branch (parallel: [state, …])".into()
+            ),
+            (
+                inv,
+                "states.l.body.1".into(),
+                "loop \"l\" lists body state \"b\" twice".into()
+            ),
+            (
+                inv,
+                "states.l.max_iterations".into(),
+                "max_iterations must be between 1 and 10000, got 20000".into()
+            ),
+            (
+                inv,
+                "states.a.provider".into(),
+                "provider 'custom' has been removed; use a built-in provider".into()
+            ),
+            (
+                inv,
+                "states.a.prompt_file".into(),
+                "agent \"a\": prompt and prompt_file are mutually exclusive".into()
+            ),
+            (
+                inv,
+                "states.c.prompt".into(),
+                "agent \"c\": mode conversation needs an inline prompt".into()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn while_condition_on_own_body_warns() {
+    let l = loop_state(
+        "countdown",
+        LoopOver::While("states.decrement.ExitCode == 0".to_owned()),
+        &["decrement"],
+        Some("done"),
+    );
+    let w = wf(
+        "countdown",
+        vec![l, cmd("decrement", "echo", None), terminal("done")],
+    );
+    let d = while_never_true(&w);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert_eq!(d[0].path, "states.countdown.while");
+    // Ran before the loop: no warning.
+    let l = loop_state(
+        "countdown",
+        LoopOver::While("states.decrement.ExitCode == 0".to_owned()),
+        &["decrement"],
+        Some("done"),
+    );
+    let w = wf(
+        "decrement",
+        vec![
+            cmd("decrement", "echo", Some("countdown")),
+            l,
+            terminal("done"),
+        ],
+    );
+    assert_eq!(while_never_true(&w), Vec::new());
+}
+
+#[test]
+fn missing_env_warns_per_unset_name() {
+    let mut w = wf("a", vec![cmd("a", "echo", Some("done")), terminal("done")]);
+    w.env = vec!["SET".to_owned(), "UNSET".to_owned()];
+    let env = BTreeMap::from([("SET".to_owned(), "1".to_owned())]);
+    let d = missing_env(&w, &env);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].path, "env.1");
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert_eq!(
+        d[0].message,
+        "environment variable UNSET is not set (the workflow lists it under env:)"
+    );
+}
+
+fn ref_msgs(w: &Workflow) -> Vec<(String, String)> {
+    references(w)
+        .into_iter()
+        .map(|d| (d.path, d.message))
+        .collect()
+}
+
+#[test]
+fn references_inputs_states_and_order() {
+    let mut w = wf(
+        "a",
+        vec![
+            cmd(
+                "a",
+                "echo {{.inputs.name}} {{inputs.nope}} {{states.b.Output}}",
+                Some("b"),
+            ),
+            cmd(
+                "b",
+                "echo {{ .states.a.output }} {{states.a.ExitCode}} {{states.a.exit_code}} {{states.b.Output}}",
+                Some("done"),
+            ),
+            terminal("done"),
+        ],
+    );
+    w.inputs = vec![input("name")];
+    assert_eq!(
+        ref_msgs(&w),
+        vec![
+            (
+                "states.a.command".into(),
+                "undefined input \"nope\" referenced in states.a.command".into()
+            ),
+            (
+                "states.a.command".into(),
+                "forward reference to step \"b\" in states.a.command: it has not run at this point"
+                    .into()
+            ),
+            (
+                "states.b.command".into(),
+                "forward reference to step \"b\" in states.b.command: it has not run at this point"
+                    .into()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn references_fields_namespaces_and_error_hooks() {
+    let mut a = cmd(
+        "a",
+        "echo {{states.a2.Nope}} {{workflow.name}} {{.context.working_dir}} {{loop.index1}} {{parameters.x}} {{error.Message}} {{ printf \"%s.%s\" .env.HOME }}",
+        Some("done"),
+    );
+    a.hooks.post = vec![HookAction::Log("{{states.a.Output}}".to_owned())];
+    let mut w = wf(
+        "a2",
+        vec![cmd("a2", "echo", Some("a")), a, terminal("done")],
+    );
+    w.hooks.workflow_error = vec![HookAction::Log(
+        "{{error.Message}} {{error.nope}}".to_owned(),
+    )];
+    w.hooks.workflow_end = vec![HookAction::Log("{{error.Message}}".to_owned())];
+    let got = ref_msgs(&w);
+    assert_eq!(
+        got,
+        vec![
+            (
+                "states.a.command".into(),
+                "invalid state property \"Nope\" in \"states.a2.Nope\"".into()
+            ),
+            (
+                "states.a.command".into(),
+                "unknown reference type \"parameters\" in \"parameters.x\"".into()
+            ),
+            (
+                "states.a.command".into(),
+                "error reference \"{{error.Message}}\" used outside of error hook context".into()
+            ),
+            (
+                "hooks.workflow_end.0".into(),
+                "error reference \"{{error.Message}}\" used outside of error hook context".into()
+            ),
+            (
+                "hooks.workflow_error.0".into(),
+                "invalid error property \"nope\" in \"error.nope\"".into()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn references_in_arithmetic_max_iterations_and_pre_hooks() {
+    let mut l = loop_state(
+        "l",
+        LoopOver::Items("{{.inputs.items}}".to_owned()),
+        &["b"],
+        Some("done"),
+    );
+    if let StateKind::Loop(lp) = &mut l.kind {
+        lp.max_iterations =
+            MaxIterations::Dynamic("inputs.pages * inputs.undefined_var".to_owned());
+    }
+    let mut b = cmd("b", "echo {{.loop.Item}}", None);
+    b.hooks.pre = vec![HookAction::Command("echo {{states.b.Output}}".to_owned())];
+    let mut w = wf("l", vec![l, b, terminal("done")]);
+    w.inputs = vec![input("items"), input("pages")];
+    assert_eq!(
+        ref_msgs(&w),
+        vec![(
+            "states.l.max_iterations".into(),
+            "undefined input \"undefined_var\" referenced in states.l.max_iterations".into()
+        )]
+    );
+}
+
+#[test]
+fn parallel_siblings_warn() {
+    let mut p = state(
+        "p",
+        StateKind::Parallel(ParallelStep {
+            branches: vec!["x".to_owned(), "y".to_owned()],
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 0,
+        }),
+    );
+    p.on_success = Some("done".to_owned());
+    let w = wf(
+        "p",
+        vec![
+            p,
+            cmd("x", "echo", None),
+            cmd("y", "echo {{states.x.Output}}", None),
+            terminal("done"),
+        ],
+    );
+    let d = references(&w);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].severity, Severity::Warning);
+}

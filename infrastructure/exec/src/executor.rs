@@ -1,0 +1,369 @@
+//! [`ProcessExecutor`]: the [`CommandExecutor`] that runs real child processes.
+
+use std::ffi::OsStr;
+use std::io;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::OutputStream;
+use awf_domain::ports::exec::CommandExecutor;
+use awf_domain::ports::exec::CommandOutput;
+use awf_domain::ports::exec::CommandSpec;
+use awf_domain::ports::exec::OutputCallback;
+use awf_domain::ports::exec::Program;
+use awf_domain::ports::exec::Termination;
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use tokio::io::AsyncRead;
+use tokio::io::AsyncReadExt;
+use tokio::process::Child;
+use tokio::process::ChildStderr;
+use tokio::process::ChildStdout;
+use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
+
+use crate::capture::Capture;
+use crate::group::GroupGuard;
+use crate::shell::Invocation;
+use crate::shell::resolve_shell;
+
+/// Time a stopped child gets between SIGTERM and SIGKILL to its process group.
+///
+/// Source: design/decisions.md "Execution and processes".
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// How long the pipes are still read after the child exited (or was killed) when something
+/// else (a background grandchild) keeps them open. Not waited when both pipes reached EOF.
+pub const DRAIN_WINDOW: Duration = Duration::from_millis(200);
+
+/// Attempts at spawning when exec reports `ETXTBSY` (a freshly written script still open for
+/// writing in a child another thread forked at the same moment).
+const SPAWN_ATTEMPTS: u32 = 5;
+
+/// Runs commands as child processes of this process.
+///
+/// Each child: `$SHELL -c <text>` (or a temp shebang script exec'd directly), its own process
+/// group, stdin on `/dev/null`, the inherited environment plus `CommandSpec::env`, cwd
+/// `CommandSpec::dir`. stdout and stderr are captured in full (UTF-8, lossy, no cap) and
+/// streamed to the callback as they arrive, never splitting a UTF-8 character.
+///
+/// Stopping (timeout or cancel): SIGTERM to the group, up to [`KILL_GRACE`] for the child to
+/// exit, then SIGKILL to the group; the result has `exit_code == -1`. After the child exits the
+/// pipes are drained for at most [`DRAIN_WINDOW`] and the group is SIGKILLed, so background
+/// processes the command left behind do not outlive it. A child killed by a signal reports
+/// `exit_code == -1` with [`Termination::Exited`].
+///
+/// Needs a tokio runtime with the I/O and time drivers enabled.
+///
+/// Source: spec/workflow.md §1.5.2, §1.9, §1.12, §3.3, §3.10.
+#[derive(Debug, Default)]
+pub struct ProcessExecutor {
+    /// The shell picked from this process's own `$SHELL`, resolved once.
+    inherited_shell: OnceLock<PathBuf>,
+}
+
+impl ProcessExecutor {
+    /// A new executor. Cheap; holds no processes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The shell for a command whose extra environment is `env`: `SHELL` from `env` when set
+    /// there, else from the inherited environment; `/bin/sh` when unusable.
+    fn shell_for(&self, env: &[(String, String)]) -> PathBuf {
+        match env.iter().rev().find(|(k, _)| k == "SHELL") {
+            Some((_, v)) => resolve_shell(Some(OsStr::new(v))),
+            None => self
+                .inherited_shell
+                .get_or_init(|| resolve_shell(std::env::var_os("SHELL").as_deref()))
+                .clone(),
+        }
+    }
+}
+
+#[async_trait]
+impl CommandExecutor for ProcessExecutor {
+    async fn run(
+        &self,
+        spec: CommandSpec,
+        on_output: Option<OutputCallback>,
+        cancel: CancellationToken,
+    ) -> Result<CommandOutput, AwfError> {
+        if cancel.is_cancelled() {
+            return Ok(stopped_before_start());
+        }
+        let CommandSpec {
+            program,
+            dir,
+            env,
+            timeout,
+        } = spec;
+        let invocation = match program {
+            Program::Shell(text) => Invocation::shell(self.shell_for(&env), text),
+            Program::Script(contents) if contents.starts_with("#!") => {
+                Invocation::script(&contents)?
+            }
+            Program::Script(contents) => Invocation::shell(self.shell_for(&env), contents),
+        };
+
+        let mut cmd = Command::new(&invocation.program);
+        cmd.args(&invocation.args)
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(d) = &dir {
+            cmd.current_dir(d);
+        }
+        let mut child = spawn(&mut cmd)
+            .await
+            .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
+
+        let guard = GroupGuard::new(child.id().and_then(|id| i32::try_from(id).ok()));
+        let pipes = Pipes {
+            out: child.stdout.take(),
+            err: child.stderr.take(),
+            out_cap: Capture::new(OutputStream::Stdout),
+            err_cap: Capture::new(OutputStream::Stderr),
+            cb: on_output,
+        };
+        let output = supervise(child, guard, pipes, timeout, &cancel).await;
+        // The temp script (if any) is removed only now, after the group is gone.
+        drop(invocation);
+        Ok(output)
+    }
+}
+
+/// The result for a run cancelled before its process was started.
+fn stopped_before_start() -> CommandOutput {
+    CommandOutput {
+        exit_code: -1,
+        stdout: String::new(),
+        stderr: String::new(),
+        termination: Termination::Cancelled,
+    }
+}
+
+/// Spawns `cmd`, retrying a few times on `ETXTBSY`.
+async fn spawn(cmd: &mut Command) -> io::Result<Child> {
+    let mut attempt = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e)
+                if e.raw_os_error() == Some(Errno::ETXTBSY as i32)
+                    && attempt + 1 < SPAWN_ATTEMPTS =>
+            {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Maps a spawn failure to `EXECUTION.COMMAND.FAILED`, naming the likely culprit.
+fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError {
+    if let Some(d) = dir {
+        if !d.is_dir() {
+            return AwfError::new(
+                ErrorCode::ExecutionCommandFailed,
+                format!(
+                    "working directory {} does not exist or is not a directory",
+                    d.display()
+                ),
+            )
+            .with_detail("dir", d.display().to_string())
+            .with_hint("Fix the step's `dir:` or create the directory before the step runs.");
+        }
+    }
+    let program = Path::new(&inv.program).display().to_string();
+    if inv.script.is_some() {
+        AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!("cannot execute script {program}: {e}"),
+        )
+        .with_detail("program", program)
+        .with_hint(
+            "Check that the #! line names an installed interpreter by absolute path and that the \
+             temp directory is not mounted noexec.",
+        )
+    } else {
+        AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!("cannot start shell {program}: {e}"),
+        )
+        .with_detail("program", program)
+        .with_hint("Check that $SHELL (or /bin/sh) is an executable file.")
+    }
+}
+
+/// How the first phase of supervision ended.
+enum End {
+    /// The child exited on its own with this exit code (−1 when signalled).
+    Exited(i32),
+    /// Timeout or cancel: the group has to be stopped.
+    Stop(Termination),
+}
+
+/// Waits for the child while pumping its output; stops the group on timeout or cancel; drains
+/// the pipes; kills what is left of the group.
+async fn supervise(
+    mut child: Child,
+    mut guard: GroupGuard,
+    mut pipes: Pipes,
+    timeout: Option<Duration>,
+    cancel: &CancellationToken,
+) -> CommandOutput {
+    let deadline = async move {
+        match timeout {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(deadline);
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
+
+    let end = loop {
+        tokio::select! {
+            () = pipes.read_any(), if pipes.any_open() => {}
+            status = child.wait() => {
+                break End::Exited(status.ok().and_then(|s| s.code()).unwrap_or(-1));
+            }
+            () = &mut deadline => break End::Stop(Termination::TimedOut),
+            () = &mut cancelled => break End::Stop(Termination::Cancelled),
+        }
+    };
+
+    let (exit_code, termination) = match end {
+        End::Exited(code) => (code, Termination::Exited),
+        End::Stop(termination) => {
+            stop(&mut child, &guard, &mut pipes).await;
+            (-1, termination)
+        }
+    };
+
+    if pipes.any_open() {
+        let window = tokio::time::sleep(DRAIN_WINDOW);
+        tokio::pin!(window);
+        while pipes.any_open() {
+            tokio::select! {
+                () = pipes.read_any() => {}
+                () = &mut window => break,
+            }
+        }
+    }
+    // Whatever the command left in the background (same group) does not outlive the step.
+    guard.kill_and_disarm();
+    let (stdout, stderr) = pipes.finish();
+    CommandOutput {
+        exit_code,
+        stdout,
+        stderr,
+        termination,
+    }
+}
+
+/// SIGTERM to the group, up to [`KILL_GRACE`] for the child (output still pumped), then
+/// SIGKILL to the group and reap the child.
+async fn stop(child: &mut Child, guard: &GroupGuard, pipes: &mut Pipes) {
+    if guard.pgid().is_none() {
+        // No id: the child was already reaped; nothing left to signal but the pipes.
+        return;
+    }
+    guard.signal(Signal::SIGTERM);
+    let grace = tokio::time::sleep(KILL_GRACE);
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            () = pipes.read_any(), if pipes.any_open() => {}
+            _ = child.wait() => break,
+            () = &mut grace => break,
+        }
+    }
+    guard.signal(Signal::SIGKILL);
+    // SIGKILL cannot be ignored; the bound only guards against a child stuck in the kernel.
+    let _ = tokio::time::timeout(KILL_GRACE, child.wait()).await;
+}
+
+/// The child's two output pipes and what has been read from them.
+struct Pipes {
+    out: Option<ChildStdout>,
+    err: Option<ChildStderr>,
+    out_cap: Capture,
+    err_cap: Capture,
+    cb: Option<OutputCallback>,
+}
+
+impl Pipes {
+    fn any_open(&self) -> bool {
+        self.out.is_some() || self.err.is_some()
+    }
+
+    /// Reads once from whichever open pipe is ready first; a pipe at EOF (or failing) is closed.
+    async fn read_any(&mut self) {
+        let Self {
+            out,
+            err,
+            out_cap,
+            err_cap,
+            cb,
+        } = self;
+        tokio::select! {
+            r = read_some(out, out_cap), if out.is_some() => after_read(r, out, out_cap, cb.as_ref()),
+            r = read_some(err, err_cap), if err.is_some() => after_read(r, err, err_cap, cb.as_ref()),
+            else => {}
+        }
+    }
+
+    /// Closes the pipes, flushes held-back bytes to the callback, and returns (stdout, stderr).
+    fn finish(mut self) -> (String, String) {
+        if let Some(cb) = &self.cb {
+            if self.out.take().is_some() {
+                self.out_cap.emit(cb, true);
+            }
+            if self.err.take().is_some() {
+                self.err_cap.emit(cb, true);
+            }
+        }
+        (self.out_cap.into_string(), self.err_cap.into_string())
+    }
+}
+
+async fn read_some<R: AsyncRead + Unpin>(
+    pipe: &mut Option<R>,
+    cap: &mut Capture,
+) -> io::Result<usize> {
+    match pipe {
+        Some(p) => p.read_buf(cap.read_target()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn after_read<R>(
+    result: io::Result<usize>,
+    pipe: &mut Option<R>,
+    cap: &mut Capture,
+    cb: Option<&OutputCallback>,
+) {
+    let eof = match result {
+        Ok(n) => n == 0,
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => return,
+        // A failing pipe is treated like EOF: keep what was read, stop reading.
+        Err(_) => true,
+    };
+    if eof {
+        *pipe = None;
+    }
+    if let Some(cb) = cb {
+        cap.emit(cb, eof);
+    }
+}

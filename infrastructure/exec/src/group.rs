@@ -1,0 +1,96 @@
+//! Process-group signalling: a safe `killpg` wrapper and a guard that kills a group on drop.
+
+use std::io;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::signal::killpg;
+use nix::unistd::Pid;
+
+/// Sends `sig` to every process of the process group `pgid`.
+///
+/// A group that no longer exists (`ESRCH`) counts as success: the goal, a group that is gone,
+/// is met. `pgid` must be greater than 1; `0` would mean the caller's own group and `1` the
+/// init process, so both are refused.
+///
+/// # Errors
+/// `InvalidInput` for `pgid <= 1`; otherwise the OS error of `killpg(2)` (e.g. `EPERM`).
+pub fn signal_group(pgid: i32, sig: Signal) -> io::Result<()> {
+    if pgid <= 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("refusing to signal process group {pgid}"),
+        ));
+    }
+    match killpg(Pid::from_raw(pgid), sig) {
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// SIGKILLs a process group when dropped, unless disarmed first.
+///
+/// Held for the whole life of a child so that a run future dropped half-way (instead of being
+/// cancelled through its token) still leaves no process of the group behind.
+#[derive(Debug)]
+pub(crate) struct GroupGuard {
+    pgid: Option<i32>,
+}
+
+impl GroupGuard {
+    /// Guards group `pgid` (`None` when the child id was not available: nothing to guard).
+    pub(crate) fn new(pgid: Option<i32>) -> Self {
+        Self { pgid }
+    }
+
+    /// The guarded group id, if any.
+    pub(crate) fn pgid(&self) -> Option<i32> {
+        self.pgid
+    }
+
+    /// Sends `sig` to the group; errors are ignored (the group may be gone or out of reach).
+    pub(crate) fn signal(&self, sig: Signal) {
+        if let Some(pgid) = self.pgid {
+            let _ = signal_group(pgid, sig);
+        }
+    }
+
+    /// SIGKILLs the group now and disarms the guard.
+    pub(crate) fn kill_and_disarm(&mut self) {
+        self.signal(Signal::SIGKILL);
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_own_group_and_init() {
+        assert_eq!(
+            signal_group(0, Signal::SIGTERM).map_err(|e| e.kind()),
+            Err(io::ErrorKind::InvalidInput)
+        );
+        assert_eq!(
+            signal_group(1, Signal::SIGTERM).map_err(|e| e.kind()),
+            Err(io::ErrorKind::InvalidInput)
+        );
+        assert_eq!(
+            signal_group(-5, Signal::SIGTERM).map_err(|e| e.kind()),
+            Err(io::ErrorKind::InvalidInput)
+        );
+    }
+
+    #[test]
+    fn missing_group_is_ok() {
+        // pid_max is at most 2^22 on Linux, so this group cannot exist.
+        assert_eq!(signal_group(i32::MAX - 7, Signal::SIGKILL).ok(), Some(()));
+    }
+}

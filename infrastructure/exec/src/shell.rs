@@ -1,0 +1,166 @@
+//! Choosing the shell and preparing what to exec (`$SHELL -c …` or a temp shebang script).
+
+use std::ffi::OsStr;
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::path::PathBuf;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use tempfile::TempPath;
+
+/// The shell used when `$SHELL` is unset, relative or not an executable file.
+pub(crate) const FALLBACK_SHELL: &str = "/bin/sh";
+
+/// Prefix of temporary shebang script files.
+pub(crate) const SCRIPT_PREFIX: &str = "awf-script-";
+
+/// Picks the shell from a `$SHELL` value: the value itself when it is an absolute path to an
+/// executable regular file, else [`FALLBACK_SHELL`].
+///
+/// Source: spec/workflow.md §1.5.2.
+pub(crate) fn resolve_shell(value: Option<&OsStr>) -> PathBuf {
+    match value {
+        Some(v) if is_executable_file(Path::new(v)) => PathBuf::from(v),
+        _ => PathBuf::from(FALLBACK_SHELL),
+    }
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    if !path.is_absolute() {
+        return false;
+    }
+    match std::fs::metadata(path) {
+        Ok(m) => m.is_file() && m.permissions().mode() & 0o111 != 0,
+        Err(_) => false,
+    }
+}
+
+/// What to exec: a program, its arguments, and the temp script that must outlive the child.
+#[derive(Debug)]
+pub(crate) struct Invocation {
+    /// Program to exec.
+    pub(crate) program: OsString,
+    /// Arguments after argv[0].
+    pub(crate) args: Vec<OsString>,
+    /// Temp script file, deleted when dropped (after the child is gone).
+    pub(crate) script: Option<TempPath>,
+}
+
+impl Invocation {
+    /// `<shell> -c <text>`.
+    pub(crate) fn shell(shell: PathBuf, text: String) -> Self {
+        Self {
+            program: shell.into_os_string(),
+            args: vec![OsString::from("-c"), OsString::from(text)],
+            script: None,
+        }
+    }
+
+    /// A shebang script written to a temp file (`awf-script-*`, mode 0700) and exec'd directly.
+    ///
+    /// The file handle is closed before returning, so exec does not fail with `ETXTBSY`
+    /// because of our own descriptor.
+    ///
+    /// Source: spec/workflow.md §1.12.
+    /// # Errors
+    /// `EXECUTION.COMMAND.FAILED` when the temp file cannot be created or written.
+    pub(crate) fn script(contents: &str) -> Result<Self, AwfError> {
+        let path = write_script(contents).map_err(|e| {
+            AwfError::new(
+                ErrorCode::ExecutionCommandFailed,
+                format!(
+                    "cannot write temporary script in {}: {e}",
+                    std::env::temp_dir().display()
+                ),
+            )
+            .with_hint("Check that the temp directory ($TMPDIR) exists and is writable.")
+        })?;
+        Ok(Self {
+            program: path.as_os_str().to_owned(),
+            args: Vec::new(),
+            script: Some(path),
+        })
+    }
+}
+
+fn write_script(contents: &str) -> std::io::Result<TempPath> {
+    let mut file = tempfile::Builder::new()
+        .prefix(SCRIPT_PREFIX)
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempfile()?;
+    file.write_all(contents.as_bytes())?;
+    // umask may have cleared bits; make sure the owner can execute it.
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o700))?;
+    // Closes the descriptor; the path stays and is removed on drop.
+    Ok(file.into_temp_path())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_falls_back_when_unset_relative_or_missing() {
+        assert_eq!(resolve_shell(None), PathBuf::from("/bin/sh"));
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("bash"))),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("/nonexistent/awf/shell"))),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            resolve_shell(Some(OsStr::new(""))),
+            PathBuf::from("/bin/sh")
+        );
+        // A directory is not an executable file.
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("/"))),
+            PathBuf::from("/bin/sh")
+        );
+    }
+
+    #[test]
+    fn shell_kept_when_absolute_executable() {
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("/bin/sh"))),
+            PathBuf::from("/bin/sh")
+        );
+    }
+
+    #[test]
+    fn non_executable_file_is_rejected() -> std::io::Result<()> {
+        let file = tempfile::NamedTempFile::new()?;
+        file.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        assert_eq!(
+            resolve_shell(Some(file.path().as_os_str())),
+            PathBuf::from("/bin/sh")
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn script_file_is_0700_with_prefix_and_removed_on_drop() -> Result<(), AwfError> {
+        let inv = Invocation::script("#!/bin/sh\necho hi\n")?;
+        let path = PathBuf::from(&inv.program);
+        let meta = std::fs::metadata(&path)
+            .map_err(|e| AwfError::new(ErrorCode::SystemInternal, e.to_string()))?;
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        assert!(name.starts_with("awf-script-"), "{name}");
+        assert_eq!(
+            std::fs::read_to_string(&path).ok().as_deref(),
+            Some("#!/bin/sh\necho hi\n")
+        );
+        assert!(inv.args.is_empty());
+        drop(inv);
+        assert!(!path.exists());
+        Ok(())
+    }
+}

@@ -1,0 +1,4 @@
+mod basics;
+mod output;
+mod scripts;
+mod stopping;

@@ -1,0 +1,87 @@
+//! Large output, streaming callbacks, UTF-8 handling.
+
+use awf_domain::event::OutputStream;
+use awf_domain::ports::exec::CommandExecutor;
+use awf_exec::ProcessExecutor;
+use pretty_assertions::assert_eq;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::joined;
+use crate::common::recorder;
+use crate::common::run_ok;
+use crate::common::shell;
+
+const TEN_MB: usize = 10 * 1024 * 1024;
+
+#[tokio::test]
+async fn ten_megabytes_on_stdout_is_complete() {
+    let out = run_ok(shell(&format!("yes abcdefghi | head -c {TEN_MB}"))).await;
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(out.stdout.len(), TEN_MB);
+    assert_eq!(out.stdout.lines().count(), TEN_MB / 10);
+    assert!(out.stdout.lines().all(|l| l == "abcdefghi"));
+}
+
+#[tokio::test]
+async fn ten_megabytes_on_both_streams_does_not_deadlock() {
+    let cmd = format!(
+        "yes 0123456789abcde | head -c {TEN_MB} >&2 & yes abcdefghi | head -c {TEN_MB}; wait"
+    );
+    let out = run_ok(shell(&cmd)).await;
+    assert_eq!(out.exit_code, 0);
+    assert_eq!(out.stdout.len(), TEN_MB);
+    assert_eq!(out.stderr.len(), TEN_MB);
+    assert!(out.stdout.lines().all(|l| l == "abcdefghi"));
+    assert!(out.stderr.lines().all(|l| l == "0123456789abcde"));
+}
+
+#[tokio::test]
+async fn callback_chunks_concatenate_to_the_captured_output() {
+    let (cb, chunks) = recorder();
+    let out = ProcessExecutor::new()
+        .run(
+            shell("for i in 1 2 3; do echo out$i; echo err$i >&2; done; yes xyz | head -c 300000"),
+            Some(cb),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("runs");
+    assert_eq!(out.stderr, "err1\nerr2\nerr3\n");
+    assert_eq!(out.stdout.len(), 15 + 300_000);
+    assert_eq!(joined(&chunks, OutputStream::Stdout), out.stdout);
+    assert_eq!(joined(&chunks, OutputStream::Stderr), out.stderr);
+}
+
+#[tokio::test]
+async fn multibyte_utf8_is_never_split_across_chunks() {
+    let (cb, chunks) = recorder();
+    let line = "héllo wörld € 𝄞 ✓";
+    let out = ProcessExecutor::new()
+        .run(
+            shell(&format!("yes '{line}' | head -n 60000")),
+            Some(cb),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("runs");
+    assert_eq!(out.stdout.lines().count(), 60000);
+    assert!(out.stdout.lines().all(|l| l == line));
+    let seen = chunks.lock().expect("lock").clone();
+    assert!(seen.iter().all(|(_, c)| !c.contains('\u{FFFD}')));
+    assert_eq!(joined(&chunks, OutputStream::Stdout), out.stdout);
+}
+
+#[tokio::test]
+async fn invalid_utf8_becomes_replacement_characters() {
+    let (cb, chunks) = recorder();
+    let out = ProcessExecutor::new()
+        .run(
+            shell(r"printf 'a\377b\342\202'"),
+            Some(cb),
+            CancellationToken::new(),
+        )
+        .await
+        .expect("runs");
+    assert_eq!(out.stdout, "a\u{FFFD}b\u{FFFD}");
+    assert_eq!(joined(&chunks, OutputStream::Stdout), out.stdout);
+}

@@ -1,0 +1,134 @@
+//! Timeout and cancellation: SIGTERM, grace, SIGKILL to the whole group.
+
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_domain::ports::exec::CommandExecutor;
+use awf_domain::ports::exec::CommandSpec;
+use awf_domain::ports::exec::Termination;
+use awf_exec::KILL_GRACE;
+use awf_exec::ProcessExecutor;
+use pretty_assertions::assert_eq;
+use tokio_util::sync::CancellationToken;
+
+use crate::common::cancel_after_first_line;
+use crate::common::first_pid;
+use crate::common::gone_soon;
+use crate::common::run_ok;
+use crate::common::shell;
+
+/// Hang guard only: far above any expected duration.
+const HANG_GUARD: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group() {
+    let spec = CommandSpec {
+        timeout: Some(Duration::from_secs(1)),
+        ..shell("sleep 30 & echo $!; wait")
+    };
+    let start = Instant::now();
+    let out = run_ok(spec).await;
+    assert!(start.elapsed() < HANG_GUARD);
+    assert_eq!(
+        (out.exit_code, out.termination),
+        (-1, Termination::TimedOut)
+    );
+    let pid = first_pid(&out.stdout);
+    assert!(gone_soon(pid), "grandchild {pid} survived the timeout");
+}
+
+#[tokio::test]
+async fn cancel_kills_the_whole_group() {
+    let token = CancellationToken::new();
+    let start = Instant::now();
+    let out = ProcessExecutor::new()
+        .run(
+            shell("sleep 30 & echo $!; wait"),
+            Some(cancel_after_first_line(token.clone())),
+            token,
+        )
+        .await
+        .expect("runs");
+    assert!(start.elapsed() < HANG_GUARD);
+    assert_eq!(
+        (out.exit_code, out.termination),
+        (-1, Termination::Cancelled)
+    );
+    let pid = first_pid(&out.stdout);
+    assert!(gone_soon(pid), "grandchild {pid} survived the cancel");
+}
+
+#[tokio::test]
+async fn term_ignoring_child_is_killed_after_the_grace_period() {
+    let token = CancellationToken::new();
+    let start = Instant::now();
+    let out = ProcessExecutor::new()
+        .run(
+            shell(r#"trap "" TERM; sleep 30 & echo $!; wait; echo survived"#),
+            Some(cancel_after_first_line(token.clone())),
+            token,
+        )
+        .await
+        .expect("runs");
+    let elapsed = start.elapsed();
+    // Lower bound only: SIGKILL comes no earlier than the grace period.
+    assert!(elapsed >= KILL_GRACE, "{elapsed:?}");
+    assert!(elapsed < HANG_GUARD + KILL_GRACE);
+    assert_eq!(
+        (out.exit_code, out.termination),
+        (-1, Termination::Cancelled)
+    );
+    assert!(!out.stdout.contains("survived"), "{}", out.stdout);
+    let pid = first_pid(&out.stdout);
+    assert!(gone_soon(pid), "TERM-ignoring grandchild {pid} survived");
+}
+
+#[tokio::test]
+async fn child_handling_term_exits_and_keeps_its_output() {
+    let token = CancellationToken::new();
+    let start = Instant::now();
+    let out = ProcessExecutor::new()
+        .run(
+            shell(r#"trap 'echo got-term; exit 5' TERM; echo ready; while :; do sleep 0.05; done"#),
+            Some(cancel_after_first_line(token.clone())),
+            token,
+        )
+        .await
+        .expect("runs");
+    assert!(start.elapsed() < HANG_GUARD);
+    assert_eq!(
+        (out.exit_code, out.termination),
+        (-1, Termination::Cancelled)
+    );
+    assert_eq!(out.stdout, "ready\ngot-term\n");
+}
+
+#[tokio::test]
+async fn cancelled_before_start_runs_nothing() {
+    let token = CancellationToken::new();
+    token.cancel();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let marker = tmp.path().join("ran");
+    let out = ProcessExecutor::new()
+        .run(shell(&format!("touch '{}'", marker.display())), None, token)
+        .await
+        .expect("no error");
+    assert_eq!(
+        (out.exit_code, out.termination),
+        (-1, Termination::Cancelled)
+    );
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn exit_within_timeout_is_a_normal_exit() {
+    let spec = CommandSpec {
+        timeout: Some(Duration::from_secs(30)),
+        ..shell("echo quick; exit 4")
+    };
+    let out = run_ok(spec).await;
+    assert_eq!(
+        (out.exit_code, out.termination, out.stdout.as_str()),
+        (4, Termination::Exited, "quick\n")
+    );
+}

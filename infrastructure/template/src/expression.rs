@@ -1,0 +1,541 @@
+//! [`ExprEvaluator`]: the [`ExpressionEvaluator`] port over expr-lang.
+//!
+//! Source: spec/workflow.md §2.11 and §7.2; decisions.md (both casings, missing state is
+//! false), §7.4 items 18 and 19.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use awf_domain::ports::template::ExpressionEvaluator;
+use awf_domain::ports::template::TemplateError;
+use awf_domain::run::StepState;
+use awf_domain::scope::LoopFrame;
+use awf_domain::scope::Scope;
+use expr::Context;
+use expr::ContextProvider;
+use expr::Environment;
+use expr::Program;
+use expr::Value;
+use indexmap::IndexMap;
+use serde_json::Value as JValue;
+
+use crate::scan;
+use crate::scan::Namespace;
+use crate::timefmt::rfc3339;
+
+/// Compiled programs kept for reuse; the cache is emptied when it reaches this size.
+const CACHE_LIMIT: usize = 512;
+
+type Fields = IndexMap<String, Value>;
+
+/// What an unknown identifier reads as.
+static NIL: Value = Value::Nil;
+
+/// Evaluates expr-lang expressions for `when:`, `while:`, `break_when:` and arithmetic
+/// `max_iterations`.
+///
+/// Environment (every struct-like map carries PascalCase and snake_case keys):
+/// * `inputs` — string values coerced: `true`/`false` in any case → bool, integer text →
+///   int, decimal text → float; other values as they are;
+/// * `states.<name>` — `Output`, `Stderr`, `ExitCode` (0 when the state had no process),
+///   `Status`, `Response` (empty map when absent), `JSON` (nil when absent), `TokensUsed`,
+///   `TokensInput`, `TokensOutput`, `TokensEstimated`, `Error`, `Attempt`, `Outputs`;
+/// * `env`, `awf` — maps of strings;
+/// * `workflow` — `ID`, `Name`, `CurrentState`, `StartedAt` (RFC 3339 text), `Duration` as
+///   a **number of seconds** (float), so `workflow.Duration > 60` works;
+/// * `context` — `WorkingDir`, `User`, `Hostname`;
+/// * `loop` (inside loops) — `Index`, `Index1`, `Item` (the raw item), `Length`, `First`,
+///   `Last`, `Parent` (nil at top level);
+/// * `error` (in `workflow_error` hooks) — `Message`, `State`, `ExitCode`, `Type`;
+/// * functions `has_prefix(s, p)` and `has_suffix(s, p)`, plus expr-lang's built-ins.
+///
+/// Unknown identifiers are nil.
+///
+/// Source: spec/workflow.md §2.11, §7.2.
+pub struct ExprEvaluator {
+    env: Environment<'static>,
+    cache: Mutex<HashMap<String, Arc<Program>>>,
+}
+
+impl std::fmt::Debug for ExprEvaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExprEvaluator").finish_non_exhaustive()
+    }
+}
+
+impl Default for ExprEvaluator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The two string arguments of `has_prefix`/`has_suffix`; `None` when one is nil (a missing
+/// value never has a prefix).
+fn two_strings<'c>(name: &str, args: &'c [Value]) -> expr::Result<Option<(&'c str, &'c str)>> {
+    match args {
+        [Value::String(a), Value::String(b)] => Ok(Some((a.as_str(), b.as_str()))),
+        [Value::Nil, _] | [_, Value::Nil] => Ok(None),
+        _ => Err(expr::Error::ExprError(format!(
+            "{name}() takes two strings"
+        ))),
+    }
+}
+
+impl ExprEvaluator {
+    /// An evaluator with expr-lang's built-ins plus `has_prefix` and `has_suffix`.
+    pub fn new() -> Self {
+        let mut env = Environment::new();
+        env.add_function("has_prefix", |c| {
+            let pair = two_strings("has_prefix", &c.args)?;
+            Ok(Value::Bool(pair.is_some_and(|(s, p)| s.starts_with(p))))
+        });
+        env.add_function("has_suffix", |c| {
+            let pair = two_strings("has_suffix", &c.args)?;
+            Ok(Value::Bool(pair.is_some_and(|(s, p)| s.ends_with(p))))
+        });
+        Self {
+            env,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn compile(&self, code: &str) -> Result<Arc<Program>, TemplateError> {
+        if let Ok(cache) = self.cache.lock() {
+            if let Some(p) = cache.get(code) {
+                return Ok(Arc::clone(p));
+            }
+        }
+        let program = Arc::new(expr::compile(code).map_err(|e| compile_error(code, &e))?);
+        if let Ok(mut cache) = self.cache.lock() {
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.insert(code.to_owned(), Arc::clone(&program));
+        }
+        Ok(program)
+    }
+}
+
+/// Refuses `{{ }}` in expressions (they are not interpolated), and empty text.
+fn precheck(expr: &str) -> Result<&str, TemplateError> {
+    let code = expr.trim();
+    if code.is_empty() {
+        return Err(TemplateError::Failed("empty expression".to_owned()));
+    }
+    if code.contains("{{") {
+        return Err(TemplateError::Failed(format!(
+            "expression \"{code}\" contains a template: expressions are not interpolated, \
+             so {{{{ }}}} is not allowed; write states.x.Output or inputs.name directly"
+        )));
+    }
+    Ok(code)
+}
+
+fn compile_error(code: &str, e: &expr::Error) -> TemplateError {
+    let detail = match e {
+        expr::Error::PestError(_) => {
+            // pest's text is a multi-line drawing; keep its position and its expectation.
+            let text = e.to_string();
+            let at = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("-->"))
+                .map(str::trim);
+            let why = text
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("= "))
+                .map(str::trim);
+            match (at, why) {
+                (Some(at), Some(why)) => format!("syntax error at {at}: {why}"),
+                (Some(at), None) => format!("syntax error at {at}"),
+                _ => "syntax error".to_owned(),
+            }
+        }
+        other => other.to_string(),
+    };
+    TemplateError::Failed(format!("invalid expression \"{code}\": {detail}"))
+}
+
+/// Rewrites `contains(A, B)` to `A contains B` (AWF's rule: the arguments hold no `,` or
+/// `)`), leaving `x.contains(…)` and longer names alone.
+pub(crate) fn rewrite_contains(code: &str) -> std::borrow::Cow<'_, str> {
+    const NAME: &str = "contains(";
+    if !code.contains(NAME) {
+        return std::borrow::Cow::Borrowed(code);
+    }
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find(NAME) {
+        let before = &rest[..at];
+        let prev = before.bytes().last().unwrap_or(b' ');
+        let after = &rest[at + NAME.len()..];
+        let standalone = !scan::is_ident_char(prev) && prev != b'.';
+        let args = after.find(')').map(|end| (&after[..end], end));
+        match args {
+            Some((inner, end)) if standalone && inner.matches(',').count() == 1 => {
+                let (a, b) = inner.split_once(',').unwrap_or((inner, ""));
+                out.push_str(before);
+                out.push_str(a.trim());
+                out.push_str(" contains ");
+                out.push_str(b.trim());
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str(&rest[..at + NAME.len()]);
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+fn from_json(v: &JValue) -> Value {
+    match v {
+        JValue::Null => Value::Nil,
+        JValue::Bool(b) => Value::Bool(*b),
+        JValue::Number(n) => match n.as_i64() {
+            Some(i) => Value::Integer(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        JValue::String(s) => Value::String(s.clone()),
+        JValue::Array(items) => Value::Array(items.iter().map(from_json).collect()),
+        JValue::Object(map) => {
+            Value::Map(map.iter().map(|(k, v)| (k.clone(), from_json(v))).collect())
+        }
+    }
+}
+
+/// An input as expressions see it: `"true"` → true, `"10"` → 10, `"2.5"` → 2.5.
+fn coerce_input(v: &JValue) -> Value {
+    let JValue::String(s) = v else {
+        return from_json(v);
+    };
+    if s.eq_ignore_ascii_case("true") {
+        return Value::Bool(true);
+    }
+    if s.eq_ignore_ascii_case("false") {
+        return Value::Bool(false);
+    }
+    if let Ok(i) = s.parse::<i64>() {
+        return Value::Integer(i);
+    }
+    let numeric = s.bytes().any(|c| c.is_ascii_digit())
+        && s.bytes()
+            .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
+    if numeric {
+        if let Ok(f) = s.parse::<f64>() {
+            if f.is_finite() {
+                return Value::Float(f);
+            }
+        }
+    }
+    Value::String(s.clone())
+}
+
+fn both(m: &mut Fields, pascal: &str, snake: &str, v: Value) {
+    if pascal != snake {
+        m.insert(snake.to_owned(), v.clone());
+    }
+    m.insert(pascal.to_owned(), v);
+}
+
+fn int_u64(n: u64) -> Value {
+    Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+fn strings<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> Value {
+    Value::Map(
+        entries
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    )
+}
+
+fn state_value(s: &StepState) -> Value {
+    let mut m = Fields::with_capacity(26);
+    both(&mut m, "Output", "output", Value::String(s.output.clone()));
+    both(&mut m, "Stderr", "stderr", Value::String(s.stderr.clone()));
+    both(
+        &mut m,
+        "ExitCode",
+        "exit_code",
+        Value::Integer(i64::from(s.exit_code.unwrap_or(0))),
+    );
+    both(
+        &mut m,
+        "Status",
+        "status",
+        Value::String(s.status.as_str().to_owned()),
+    );
+    let response = s
+        .response
+        .as_ref()
+        .map_or_else(|| Value::Map(Fields::new()), from_json);
+    both(&mut m, "Response", "response", response);
+    both(
+        &mut m,
+        "JSON",
+        "json",
+        s.json.as_ref().map_or(Value::Nil, from_json),
+    );
+    both(&mut m, "TokensUsed", "tokens_used", int_u64(s.tokens.total));
+    both(
+        &mut m,
+        "TokensInput",
+        "tokens_input",
+        int_u64(s.tokens.input),
+    );
+    both(
+        &mut m,
+        "TokensOutput",
+        "tokens_output",
+        int_u64(s.tokens.output),
+    );
+    both(
+        &mut m,
+        "TokensEstimated",
+        "tokens_estimated",
+        Value::Bool(s.tokens.estimated),
+    );
+    both(
+        &mut m,
+        "Error",
+        "error",
+        Value::String(s.error.clone().unwrap_or_default()),
+    );
+    both(&mut m, "Attempt", "attempt", int_u64(u64::from(s.attempts)));
+    both(&mut m, "Outputs", "outputs", strings(s.outputs.iter()));
+    Value::Map(m)
+}
+
+fn loop_value(f: &LoopFrame) -> Value {
+    let mut m = Fields::with_capacity(14);
+    let index = i64::try_from(f.index).unwrap_or(i64::MAX);
+    both(&mut m, "Index", "index", Value::Integer(index));
+    both(
+        &mut m,
+        "Index1",
+        "index1",
+        Value::Integer(index.saturating_add(1)),
+    );
+    both(&mut m, "Item", "item", from_json(&f.item));
+    both(&mut m, "Length", "length", Value::Integer(f.length));
+    both(&mut m, "First", "first", Value::Bool(f.first));
+    both(&mut m, "Last", "last", Value::Bool(f.last));
+    both(
+        &mut m,
+        "Parent",
+        "parent",
+        f.parent.as_deref().map_or(Value::Nil, loop_value),
+    );
+    Value::Map(m)
+}
+
+/// The variables one expression can reach, built only for the namespaces it mentions.
+struct Env {
+    vars: Fields,
+}
+
+impl ContextProvider for Env {
+    fn get(&self, key: &str) -> Option<&Value> {
+        Some(self.vars.get(key).unwrap_or(&NIL))
+    }
+
+    fn to_context(&self) -> Context {
+        self.vars
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+impl Env {
+    fn build(code: &str, scope: &Scope<'_>) -> Self {
+        let all = code.contains("$env");
+        let wants = |name: &str| all || scan::mentions(code, name);
+        let mut vars = Fields::with_capacity(8);
+        if wants("inputs") {
+            let inputs: Fields = scope
+                .inputs
+                .iter()
+                .map(|(k, v)| (k.clone(), coerce_input(v)))
+                .collect();
+            vars.insert("inputs".to_owned(), Value::Map(inputs));
+        }
+        if wants("states") {
+            let need = scan::states_in_expression(code);
+            let states: Fields = scope
+                .states
+                .iter()
+                .filter(|(name, _)| need.wants(name))
+                .map(|(name, s)| (name.clone(), state_value(s)))
+                .collect();
+            vars.insert("states".to_owned(), Value::Map(states));
+        }
+        if wants("env") {
+            vars.insert("env".to_owned(), strings(scope.env.iter()));
+        }
+        if wants("awf") {
+            vars.insert("awf".to_owned(), strings(scope.awf.iter()));
+        }
+        if wants("workflow") {
+            let w = scope.workflow;
+            let mut m = Fields::with_capacity(10);
+            both(&mut m, "ID", "id", Value::String(w.id.clone()));
+            both(&mut m, "Name", "name", Value::String(w.name.clone()));
+            both(
+                &mut m,
+                "CurrentState",
+                "current_state",
+                Value::String(w.current_state.clone()),
+            );
+            both(
+                &mut m,
+                "StartedAt",
+                "started_at",
+                Value::String(rfc3339(w.started_at)),
+            );
+            both(
+                &mut m,
+                "Duration",
+                "duration",
+                Value::Float(w.duration.as_secs_f64()),
+            );
+            vars.insert("workflow".to_owned(), Value::Map(m));
+        }
+        if wants("context") {
+            let c = scope.context;
+            let mut m = Fields::with_capacity(6);
+            both(
+                &mut m,
+                "WorkingDir",
+                "working_dir",
+                Value::String(c.working_dir.clone()),
+            );
+            both(&mut m, "User", "user", Value::String(c.user.clone()));
+            both(
+                &mut m,
+                "Hostname",
+                "hostname",
+                Value::String(c.hostname.clone()),
+            );
+            vars.insert("context".to_owned(), Value::Map(m));
+        }
+        if wants("loop") {
+            if let Some(f) = scope.loop_frame {
+                vars.insert("loop".to_owned(), loop_value(f));
+            }
+        }
+        if wants("error") {
+            if let Some(e) = scope.error {
+                let mut m = Fields::with_capacity(8);
+                both(
+                    &mut m,
+                    "Message",
+                    "message",
+                    Value::String(e.message.clone()),
+                );
+                both(&mut m, "State", "state", Value::String(e.state.clone()));
+                both(&mut m, "ExitCode", "exit_code", Value::Integer(e.exit_code));
+                both(&mut m, "Type", "type", Value::String(e.kind.clone()));
+                vars.insert("error".to_owned(), Value::Map(m));
+            }
+        }
+        Self { vars }
+    }
+}
+
+/// Whether `code` reads `states.X`, `inputs.X` or `env.X` for an `X` that does not exist:
+/// the AWF rule turns an evaluation error in such an expression into `false`.
+fn reads_missing(code: &str, scope: &Scope<'_>) -> bool {
+    scan::rooted_members(code)
+        .into_iter()
+        .any(|(ns, name)| match ns {
+            Namespace::States => !scope.states.contains_key(name),
+            Namespace::Inputs => !scope.inputs.contains_key(name),
+            Namespace::Env => !scope.env.contains_key(name),
+            Namespace::Workflow
+            | Namespace::Context
+            | Namespace::Loop
+            | Namespace::Error
+            | Namespace::Awf => false,
+        })
+}
+
+fn kind(v: &Value) -> &'static str {
+    if matches!(v, Value::Integer(_) | Value::Float(_)) {
+        "a number"
+    } else if matches!(v, Value::Bool(_)) {
+        "a boolean"
+    } else if v.is_nil() {
+        "nil"
+    } else if matches!(v, Value::String(_)) {
+        "a string"
+    } else if matches!(v, Value::Array(_)) {
+        "an array"
+    } else if matches!(v, Value::Map(_) | Value::KeyedMap(_)) {
+        "a map"
+    } else {
+        "a value of another type"
+    }
+}
+
+impl ExpressionEvaluator for ExprEvaluator {
+    fn eval_bool(&self, expr: &str, scope: &Scope<'_>) -> Result<bool, TemplateError> {
+        let code = precheck(expr)?;
+        let code = rewrite_contains(code);
+        let program = self.compile(&code)?;
+        let env = Env::build(&code, scope);
+        match self.env.run(&program, &env) {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(TemplateError::Failed(format!(
+                "expression \"{}\" must give a boolean, got {}",
+                expr.trim(),
+                kind(&other)
+            ))),
+            Err(_) if reads_missing(&code, scope) => Ok(false),
+            Err(e) => Err(TemplateError::Failed(format!(
+                "cannot evaluate expression \"{}\": {e}",
+                expr.trim()
+            ))),
+        }
+    }
+
+    fn eval_int(&self, expr: &str) -> Result<i64, TemplateError> {
+        let code = precheck(expr)?;
+        if code.contains("**") || code.contains("++") {
+            return Err(TemplateError::Failed(format!(
+                "invalid arithmetic expression \"{code}\": `**` and `++` are not allowed"
+            )));
+        }
+        let program = self.compile(code)?;
+        let fail =
+            |why: String| TemplateError::Failed(format!("arithmetic expression \"{code}\": {why}"));
+        match self.env.run(&program, &Context::default()) {
+            Ok(Value::Integer(i)) => Ok(i),
+            Ok(Value::Float(f)) if f.is_finite() => {
+                let t = f.trunc();
+                if t >= i64::MIN as f64 && t <= i64::MAX as f64 {
+                    // In range and integral, so the cast is exact.
+                    Ok(t as i64)
+                } else {
+                    Err(fail("result out of range".to_owned()))
+                }
+            }
+            Ok(Value::Float(_)) => Err(fail("division by zero".to_owned())),
+            Ok(other) => Err(fail(format!("must give a number, got {}", kind(&other)))),
+            Err(e) => Err(fail(e.to_string())),
+        }
+    }
+
+    fn check(&self, expr: &str) -> Result<(), TemplateError> {
+        let code = precheck(expr)?;
+        let code = rewrite_contains(code);
+        self.compile(&code).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+#[path = "expression_tests.rs"]
+mod tests;

@@ -1,0 +1,226 @@
+use super::*;
+use crate::test_support::Data;
+use awf_domain::scope::ErrorInfo;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn eval(data: &Data, e: &str) -> Result<bool, TemplateError> {
+    ExprEvaluator::new().eval_bool(e, &data.scope())
+}
+
+fn failure(data: &Data, e: &str) -> String {
+    match eval(data, e) {
+        Err(TemplateError::Failed(m)) => m,
+        other => panic!("{e}: expected Failed, got {other:?}"),
+    }
+}
+
+#[test]
+fn fixture_expressions() {
+    let cases = [
+        (
+            "states.check_tests_passed.Output contains \"TESTS_PASSED\"",
+            true,
+        ),
+        ("states.check_tests_passed.Output contains 'NOPE'", false),
+        ("inputs.verbose == true", true),
+        ("inputs.num > 5", true),
+        ("inputs.ratio > 2", true),
+        ("inputs.count == 3", true),
+        ("inputs.name == 'world'", true),
+        ("states.body.ExitCode == 0", false),
+        ("states.body.Output contains 'x'", false),
+        ("contains(states.build.Output, \"built\")", true),
+        ("contains(states.x.Output, \"y\")", false),
+        ("has_prefix(states.build.Output, 'built')", true),
+        ("has_suffix(states.build.Output, \"ok\\n\")", true),
+        ("has_prefix(states.build.Output, 'nope')", false),
+        ("has_prefix(inputs.missing, 'x')", false),
+        ("10 == 10.0", true),
+        (
+            "states.build.ExitCode == 0 and inputs.name == 'world'",
+            true,
+        ),
+        ("states.check_tests_passed.ExitCode != 0 || false", true),
+        ("not (states.build.Status == 'failed')", true),
+        ("!inputs.flag", true),
+        ("states.build.Status == 'completed'", true),
+        ("states.build.Output startsWith 'built'", true),
+        ("states.build.Output matches '^built'", true),
+        ("inputs.missing == 'x'", false),
+        ("inputs.missing > 5", false),
+        ("env.NOPE == 'x'", false),
+        ("env.HOME == '/home/u'", true),
+        ("undefined_thing == nil", true),
+        ("'a' == 1", false),
+    ];
+    for (e, want) in cases {
+        assert_eq!(eval(&Data::new(), e), Ok(want), "{e}");
+    }
+}
+
+#[test]
+fn every_state_field_in_both_casings() {
+    let cases = [
+        "states.build.ExitCode == 0",
+        "states.build.exit_code == 0",
+        "states.build.Output == 'built ok\\n'",
+        "states.build.output == states.build.Output",
+        "states.build.Stderr == 'warn\\n'",
+        "states.build.stderr == 'warn\\n'",
+        "states.agent.ExitCode == 0",
+        "states.agent.Response.title == 'Hello'",
+        "states.agent.response.n == 3",
+        "states.agent.JSON[1].a == 2",
+        "len(states.agent.json) == 2",
+        "states.agent.TokensUsed == 15 && states.agent.tokens_used == 15",
+        "states.agent.TokensInput == 10 && states.agent.tokens_input == 10",
+        "states.agent.TokensOutput == 5 && states.agent.tokens_output == 5",
+        "states.agent.TokensEstimated && states.agent.tokens_estimated",
+        "states.check_tests_passed.Error == 'exit status 1'",
+        "states.build.Attempt == 1",
+        "states.call.Outputs.result == 'x'",
+        "states.build.JSON == nil",
+    ];
+    for e in cases {
+        assert_eq!(eval(&Data::new(), e), Ok(true), "{e}");
+    }
+}
+
+#[test]
+fn other_namespaces() {
+    let cases = [
+        "workflow.Name == 'demo' && workflow.name == 'demo'",
+        "workflow.ID == 'run-1' && workflow.CurrentState == 'build'",
+        "workflow.current_state == 'build'",
+        "workflow.Duration > 1.5 && workflow.duration < 1.6",
+        "workflow.StartedAt == '2025-01-02T03:04:05Z'",
+        "context.WorkingDir == '/work' && context.working_dir == '/work'",
+        "context.User == 'alice' && context.hostname == 'box'",
+        "awf.prompts_dir endsWith 'prompts'",
+        "loop == nil",
+        "error == nil",
+    ];
+    for e in cases {
+        assert_eq!(eval(&Data::new(), e), Ok(true), "{e}");
+    }
+}
+
+#[test]
+fn loop_variables() {
+    let data = Data::new().with_loop(json!({"name": "S1", "n": 2}), 2, 4);
+    let cases = [
+        ("loop.Index >= 2", true),
+        (
+            "loop.index == 2 && loop.Index1 == 3 && loop.index1 == 3",
+            true,
+        ),
+        (
+            "loop.Length == 4 && loop.First == false && !loop.last",
+            true,
+        ),
+        ("loop.Item.name == 'S1' && loop.item.n == 2", true),
+        ("loop.Parent == nil", true),
+    ];
+    for (e, want) in cases {
+        assert_eq!(eval(&data, e), Ok(want), "{e}");
+    }
+    let m = failure(&Data::new(), "loop.Index >= 2");
+    assert!(
+        m.starts_with("cannot evaluate expression \"loop.Index >= 2\""),
+        "{m}"
+    );
+}
+
+#[test]
+fn error_namespace_in_hooks() {
+    let mut data = Data::new();
+    data.error = Some(ErrorInfo {
+        message: "boom".to_owned(),
+        state: "build".to_owned(),
+        exit_code: 3,
+        kind: "execution".to_owned(),
+    });
+    assert_eq!(
+        eval(
+            &data,
+            "error.Message == 'boom' && error.state == 'build' && error.ExitCode == 3 && error.type == 'execution'"
+        ),
+        Ok(true)
+    );
+}
+
+#[test]
+fn non_boolean_results_and_syntax_errors_fail() {
+    let d = Data::new();
+    assert_eq!(
+        failure(&d, "1 + 2"),
+        "expression \"1 + 2\" must give a boolean, got a number"
+    );
+    assert_eq!(
+        failure(&d, "states.build.Output"),
+        "expression \"states.build.Output\" must give a boolean, got a string"
+    );
+    let m = failure(&d, "states.build.Output ==");
+    assert!(
+        m.starts_with("invalid expression \"states.build.Output ==\": syntax error at 1:23"),
+        "{m}"
+    );
+    assert_eq!(failure(&d, "  "), "empty expression");
+    let m = failure(&d, "{{.states.build.ExitCode}} == 0");
+    assert!(m.contains("expressions are not interpolated"), "{m}");
+    let m = failure(&d, "'a' < 1");
+    assert!(m.starts_with("cannot evaluate expression"), "{m}");
+}
+
+#[test]
+fn check_compiles_only() {
+    let e = ExprEvaluator::new();
+    assert_eq!(e.check("states.never.ExitCode == 0"), Ok(()));
+    assert_eq!(e.check("contains(states.x.Output, 'y')"), Ok(()));
+    assert!(matches!(e.check("a =="), Err(TemplateError::Failed(_))));
+    match e.check("{{ .inputs.x }} == 'a'") {
+        Err(TemplateError::Failed(m)) => assert!(m.contains("not interpolated"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn integer_arithmetic() {
+    let e = ExprEvaluator::new();
+    assert_eq!(e.eval_int("2 * 3"), Ok(6));
+    assert_eq!(e.eval_int("2 * 3 + 1"), Ok(7));
+    assert_eq!(e.eval_int("10 / 3"), Ok(3));
+    assert_eq!(e.eval_int("7 % 4"), Ok(3));
+    assert_eq!(e.eval_int(" 5 "), Ok(5));
+    assert_eq!(e.eval_int("-7 / 2"), Ok(-3));
+    let err = |x: &str| match e.eval_int(x) {
+        Err(TemplateError::Failed(m)) => m,
+        other => panic!("{x}: {other:?}"),
+    };
+    assert_eq!(
+        err("10 / 0"),
+        "arithmetic expression \"10 / 0\": division by zero"
+    );
+    assert!(err("10 % 0").contains("divide by zero"));
+    assert_eq!(
+        err("1 < 2"),
+        "arithmetic expression \"1 < 2\": must give a number, got a boolean"
+    );
+    assert!(err("2 ** 3").contains("not allowed"));
+    assert!(err("x + 1").contains("unknown variable"));
+    assert!(err("1 +").starts_with("invalid expression"));
+}
+
+#[test]
+fn contains_calls_are_rewritten() {
+    assert_eq!(rewrite_contains("contains(a, \"b\")"), "a contains \"b\"");
+    assert_eq!(
+        rewrite_contains("x && contains(states.s.Output,'y') || z"),
+        "x && states.s.Output contains 'y' || z"
+    );
+    assert_eq!(rewrite_contains("a.contains(b, c)"), "a.contains(b, c)");
+    assert_eq!(rewrite_contains("notcontains(b, c)"), "notcontains(b, c)");
+    assert_eq!(rewrite_contains("contains(f(a), b)"), "contains(f(a), b)");
+    assert_eq!(rewrite_contains("a == b"), "a == b");
+}

@@ -1,0 +1,238 @@
+//! The AWF template functions: `escape`, `json`, `split`, `join`, `readFile`, `trimSpace`.
+//!
+//! gtmpl-ng functions are plain `fn` pointers, so what a function needs from the render
+//! (the workflow directory for `readFile`, the JSON texts of composite loop items for `json`)
+//! sits in a thread-local for the duration of one render; see [`SideData::install`].
+//!
+//! Source: spec/workflow.md §2.4 and §2.6; decisions.md (`readFile` relative to the workflow
+//! file's directory).
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::path::PathBuf;
+
+use gtmpl_ng::Func;
+use gtmpl_ng::FuncError;
+use gtmpl_ng::Value;
+
+use crate::gojson;
+
+/// Largest file `readFile` reads, in bytes (1 MiB).
+pub const READ_FILE_LIMIT: u64 = 1024 * 1024;
+
+/// The AWF functions, by template name.
+pub(crate) const AWF_FUNCS: [(&str, Func); 7] = [
+    ("escape", escape as Func),
+    ("json", json as Func),
+    ("split", split as Func),
+    ("join", join as Func),
+    ("readFile", read_file as Func),
+    ("trimSpace", trim_space as Func),
+    (crate::shell::SHELL_DQ_FUNC, shell_dq as Func),
+];
+
+/// Per-render data the functions read.
+#[derive(Debug, Default)]
+pub(crate) struct SideData {
+    /// Directory relative `readFile` paths resolve against.
+    pub(crate) workflow_dir: PathBuf,
+    /// Printed forms of the non-string loop items in scope (innermost first): each is the
+    /// item's JSON already, so `json` hands it back as is instead of quoting it.
+    pub(crate) json_items: Vec<String>,
+}
+
+thread_local! {
+    static SIDE: RefCell<Option<SideData>> = const { RefCell::new(None) };
+}
+
+/// Restores the previous side data when dropped.
+pub(crate) struct Installed {
+    previous: Option<SideData>,
+}
+
+impl SideData {
+    /// Makes `self` visible to the functions on this thread until the guard drops.
+    pub(crate) fn install(self) -> Installed {
+        let previous = SIDE.with(|s| s.replace(Some(self)));
+        Installed { previous }
+    }
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        SIDE.with(|s| {
+            *s.borrow_mut() = previous;
+        });
+    }
+}
+
+fn exactly(name: &str, args: &[Value], n: usize) -> Result<(), FuncError> {
+    if args.len() == n {
+        Ok(())
+    } else {
+        Err(FuncError::ExactlyXArgs(name.to_owned(), n))
+    }
+}
+
+/// The text of a value: strings as is, anything else with Go `%v`.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// POSIX shell quoting (§2.4): `''` for empty; unchanged when no special character occurs;
+/// otherwise single-quoted with `'` written as `'\''`.
+pub(crate) fn shell_quote(s: &str) -> String {
+    if s.is_empty() {
+        return "''".to_owned();
+    }
+    const SPECIAL: &[char] = &[
+        ' ', '\t', '\n', '"', '\'', '\\', '$', '`', '!', '*', '?', '[', ']', '(', ')', '{', '}',
+        '<', '>', '|', '&', ';',
+    ];
+    if !s.contains(SPECIAL) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+fn escape(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("escape", args, 1)?;
+    Ok(Value::String(shell_quote(&text_of(&args[0]))))
+}
+
+fn json(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("json", args, 1)?;
+    if let Value::String(s) = &args[0] {
+        let is_item = SIDE.with(|side| {
+            side.borrow()
+                .as_ref()
+                .is_some_and(|d| d.json_items.iter().any(|j| j == s))
+        });
+        if is_item {
+            return Ok(Value::String(s.clone()));
+        }
+    }
+    let mut out = String::new();
+    gojson::write_template_value(&mut out, &args[0]).map_err(FuncError::Generic)?;
+    Ok(Value::String(out))
+}
+
+fn split(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("split", args, 2)?;
+    let s = text_of(&args[0]);
+    let sep = text_of(&args[1]);
+    let parts: Vec<Value> = if sep.is_empty() {
+        s.chars()
+            .map(|c| Value::String(c.to_string().trim().to_owned()))
+            .collect()
+    } else {
+        s.split(sep.as_str())
+            .map(|p| Value::String(p.trim().to_owned()))
+            .collect()
+    };
+    Ok(Value::Array(parts))
+}
+
+fn join(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("join", args, 2)?;
+    let Value::Array(items) = &args[0] else {
+        return Err(FuncError::Generic(
+            "join: the first argument must be a list (for example the result of split)".to_owned(),
+        ));
+    };
+    let sep = text_of(&args[1]);
+    let texts: Vec<String> = items.iter().map(text_of).collect();
+    Ok(Value::String(texts.join(&sep)))
+}
+
+fn trim_space(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("trimSpace", args, 1)?;
+    match &args[0] {
+        Value::String(s) => Ok(Value::String(s.trim().to_owned())),
+        other => Ok(Value::String(other.to_string().trim().to_owned())),
+    }
+}
+
+/// Reads a file of at most [`READ_FILE_LIMIT`] bytes; `path` relative to `base`.
+pub(crate) fn read_limited(base: &Path, path: &str) -> Result<String, String> {
+    if path.is_empty() {
+        return Err("readFile: empty path".to_owned());
+    }
+    let p = Path::new(path);
+    let full = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    };
+    let shown = full.display();
+    let meta = std::fs::metadata(&full).map_err(|e| format!("readFile: {shown}: {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("readFile: {shown} is a directory"));
+    }
+    if meta.len() > READ_FILE_LIMIT {
+        return Err(format!(
+            "readFile: {shown} is {} bytes, more than the 1 MiB limit",
+            meta.len()
+        ));
+    }
+    let bytes = std::fs::read(&full).map_err(|e| format!("readFile: {shown}: {e}"))?;
+    if bytes.len() as u64 > READ_FILE_LIMIT {
+        return Err(format!(
+            "readFile: {shown} is {} bytes, more than the 1 MiB limit",
+            bytes.len()
+        ));
+    }
+    Ok(String::from_utf8(bytes)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
+}
+
+fn read_file(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("readFile", args, 1)?;
+    let path = text_of(&args[0]);
+    let base = SIDE.with(|side| {
+        side.borrow()
+            .as_ref()
+            .map(|d| d.workflow_dir.clone())
+            .unwrap_or_default()
+    });
+    read_limited(&base, &path)
+        .map(Value::String)
+        .map_err(FuncError::Generic)
+}
+
+/// `awfShellDq x`: a composite loop item's JSON escaped for a double-quoted shell string
+/// (`\ " $ `` ` get a backslash); any other value is returned as it prints.
+fn shell_dq(args: &[Value]) -> Result<Value, FuncError> {
+    exactly(crate::shell::SHELL_DQ_FUNC, args, 1)?;
+    let text = text_of(&args[0]);
+    let composite = SIDE.with(|s| {
+        s.borrow()
+            .as_ref()
+            .is_some_and(|d| d.json_items.iter().any(|j| *j == text && j != "null"))
+    });
+    if !composite {
+        return Ok(Value::String(text));
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if matches!(c, '\\' | '"' | '$' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    Ok(Value::String(out))
+}

@@ -1,0 +1,194 @@
+//! [`GoTemplates`]: the [`Interpolator`] port over gtmpl-ng (Go `text/template`).
+//!
+//! Source: spec/workflow.md §2.1–2.9 and §7.1; decisions.md (both namespace forms, both
+//! casings, `readFile` relative to the workflow directory).
+
+use std::time::Duration;
+
+use awf_domain::ports::template::Interpolator;
+use awf_domain::ports::template::TemplateError;
+use awf_domain::scope::Scope;
+use gtmpl_ng::Context;
+use gtmpl_ng::ExecError;
+use gtmpl_ng::Limits;
+use gtmpl_ng::ParseError;
+use gtmpl_ng::Template;
+
+use crate::data;
+use crate::functions::AWF_FUNCS;
+use crate::functions::SideData;
+use crate::scan;
+use crate::scan::Prepared;
+
+/// Longest error text passed on; engine messages can quote whole values.
+const MAX_MESSAGE: usize = 300;
+
+/// Renders AWF templates with Go `text/template` semantics (gtmpl-ng).
+///
+/// The root holds `inputs`, `states`, `workflow`, `env`, `context`, `awf`, and `loop` /
+/// `error` where the scope has them. Namespaces work with and without the leading dot
+/// (`{{.inputs.x}}`, `{{inputs.x}}`), and struct fields in PascalCase and snake_case
+/// (`{{.states.s.ExitCode}}`, `{{states.s.exit_code}}`). A missing map key or field is
+/// [`TemplateError::Undefined`] with its path (`undefined variable: inputs.missing`).
+///
+/// Each render is bounded: 10 s of wall time, 64 MiB of output, 1 000 000 iterations
+/// per `range` and 10 000 000 in total.
+///
+/// Divergences from AWF (Go), listed in docs/compatibility.md: `{{.loop.Parent}}` at top
+/// level prints `<no value>` (Go: `<nil>`); `.workflow.StartedAt` is RFC 3339 text in UTC;
+/// JSON integers print as integers (Go: `1e+06` for 1000000); `readFile` resolves relative
+/// paths against the workflow file's directory.
+///
+/// Source: spec/workflow.md §2.1–2.9, §7.1.
+#[derive(Debug, Clone)]
+pub struct GoTemplates {
+    limits: Limits,
+}
+
+impl Default for GoTemplates {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GoTemplates {
+    /// A renderer with the default bounds (see the type docs).
+    pub fn new() -> Self {
+        let limits = Limits::default()
+            .with_iterations(1_000_000)
+            .with_total_iterations(10_000_000)
+            .with_output_bytes(64 * 1024 * 1024)
+            .with_function_output(64 * 1024 * 1024)
+            .with_deadline(Duration::from_secs(10));
+        Self { limits }
+    }
+
+    fn parse(&self, prepared: &Prepared<'_>) -> Result<Template, TemplateError> {
+        let mut tmpl = Template::with_limits(self.limits);
+        tmpl.add_funcs(&AWF_FUNCS);
+        tmpl.parse(prepared.text.as_ref())
+            .map_err(|e| parse_error(&e, prepared))?;
+        Ok(tmpl)
+    }
+}
+
+impl Interpolator for GoTemplates {
+    fn render(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+        if !template.contains("{{") {
+            return Ok(template.to_owned());
+        }
+        let prepared = scan::prepare(template);
+        let tmpl = self.parse(&prepared)?;
+        let mut json_items = Vec::new();
+        let root = data::root(scope, &prepared.needs, &mut json_items);
+        let _side = prepared.needs.side_data.then(|| {
+            SideData {
+                workflow_dir: scope.workflow_dir.to_path_buf(),
+                json_items,
+            }
+            .install()
+        });
+        tmpl.render(&Context::from(root))
+            .map_err(|e| exec_error(e, &prepared))
+    }
+
+    fn render_shell(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+        self.render(&crate::shell::quote_loop_items(template), scope)
+    }
+
+    fn check(&self, template: &str) -> Result<(), TemplateError> {
+        if !template.contains("{{") {
+            return Ok(());
+        }
+        let prepared = scan::prepare(template);
+        self.parse(&prepared).map(|_| ())
+    }
+}
+
+fn clip(mut s: String) -> String {
+    if s.len() > MAX_MESSAGE {
+        let mut end = MAX_MESSAGE;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+        s.push('…');
+    }
+    s
+}
+
+fn parse_error(e: &ParseError, prepared: &Prepared<'_>) -> TemplateError {
+    let text = match e {
+        ParseError::WithContext(ctx, msg) => {
+            let col = prepared.original_col(ctx.line, ctx.col);
+            format!(
+                "template parse error at line {}, column {col}: {msg}",
+                ctx.line
+            )
+        }
+        other => format!("template parse error: {other}"),
+    };
+    TemplateError::Failed(clip(text))
+}
+
+/// The source text a node occupies: `line` and `col` are 1-based (`col` in bytes), `len`
+/// in bytes.
+fn node_text(text: &str, line: usize, col: usize, len: usize) -> Option<&str> {
+    let line_text = text.split('\n').nth(line.checked_sub(1)?)?;
+    let start = col.checked_sub(1)?;
+    line_text.get(start..start.checked_add(len)?)
+}
+
+/// The path of a field chain as the user wrote it, without the leading `$.`/`.`, cut after
+/// `field` when it occurs (the first missing segment).
+fn path_to(node: &str, field: &str) -> String {
+    let trimmed = node
+        .trim()
+        .trim_start_matches('$')
+        .trim_start_matches('.')
+        .trim();
+    let segments: Vec<&str> = trimmed.split('.').collect();
+    let plain = segments
+        .iter()
+        .all(|s| !s.is_empty() && s.bytes().all(scan::is_ident_char));
+    if !plain {
+        return field.to_owned();
+    }
+    match segments.iter().position(|s| *s == field) {
+        Some(at) => segments[..=at].join("."),
+        None => segments.join("."),
+    }
+}
+
+fn exec_error(e: ExecError, prepared: &Prepared<'_>) -> TemplateError {
+    let text = prepared.text.as_ref();
+    let ExecError::Structured(s) = &e else {
+        return TemplateError::Failed(clip(format!("template error: {e}")));
+    };
+    let ctx = &s.context;
+    let node = node_text(text, ctx.line, ctx.col, ctx.len).unwrap_or("");
+    if let Some(rest) = s.message.strip_prefix("no field `") {
+        let field = rest.split('`').next().unwrap_or("");
+        return TemplateError::Undefined(path_to(node, field));
+    }
+    if s.message == "only maps and objects have fields" {
+        return TemplateError::Undefined(path_to(node, ""));
+    }
+    // `index` names the whole map it searched; keep only the key.
+    let message = match s.message.strip_prefix("unable to get ") {
+        Some(rest) => format!(
+            "index: no entry for key {}",
+            rest.split(" in ").next().unwrap_or(rest)
+        ),
+        None => s.message.clone(),
+    };
+    TemplateError::Failed(clip(format!(
+        "template error at line {}, column {}: {message}",
+        ctx.line,
+        prepared.original_col(ctx.line, ctx.col)
+    )))
+}
+
+#[cfg(test)]
+#[path = "interpolate_tests.rs"]
+mod tests;

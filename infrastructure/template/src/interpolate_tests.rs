@@ -1,0 +1,478 @@
+use super::*;
+use crate::test_support::Data;
+use awf_domain::scope::ErrorInfo;
+use awf_domain::scope::LoopFrame;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn render_with(data: &Data, t: &str) -> Result<String, TemplateError> {
+    GoTemplates::new().render(t, &data.scope())
+}
+
+fn ok(t: &str) -> String {
+    match render_with(&Data::new(), t) {
+        Ok(s) => s,
+        Err(e) => panic!("{t}: {e:?}"),
+    }
+}
+
+fn undefined(t: &str) -> String {
+    match render_with(&Data::new(), t) {
+        Err(TemplateError::Undefined(path)) => path,
+        other => panic!("{t}: expected Undefined, got {other:?}"),
+    }
+}
+
+fn failed(data: &Data, t: &str) -> String {
+    match render_with(data, t) {
+        Err(TemplateError::Failed(m)) => m,
+        other => panic!("{t}: expected Failed, got {other:?}"),
+    }
+}
+
+#[test]
+fn text_without_actions_is_returned_unchanged() {
+    assert_eq!(ok(""), "");
+    assert_eq!(ok("echo hello $HOME } {"), "echo hello $HOME } {");
+    assert_eq!(GoTemplates::new().check("plain {text}"), Ok(()));
+}
+
+#[test]
+fn printing_follows_the_go_table() {
+    let mut data = Data::new();
+    data.states.insert(
+        "empty".to_owned(),
+        crate::test_support::state("empty", "", Some(0)),
+    );
+    let cases = [
+        ("{{.inputs.count}}", "3"),
+        ("{{.inputs.flag}}", "false"),
+        ("{{.inputs.fl}}", "2.5"),
+        ("{{.inputs.list}}", "[a b]"),
+        ("{{.inputs.m}}", "map[k:v]"),
+        (
+            "{{.states.agent.Response}}",
+            "map[arr:[1 a] b:true big:1000000 f:2.5 n:3 nested:map[k:v] title:Hello]",
+        ),
+        // Divergence (docs/compatibility.md): Go prints 1e+06 for JSON 1000000.
+        ("{{.states.agent.Response.big}}", "1000000"),
+        ("{{.states.agent.JSON}}", "[map[a:1] map[a:2]]"),
+        ("{{(index .states.agent.JSON 1).a}}", "2"),
+        ("{{.states.empty.Response}}", "map[]"),
+        ("{{.workflow.Duration}}", "1.501s"),
+        ("{{.states.build.Output}}", "built ok\n"),
+        ("{{escape \"it's a test\"}}", "'it'\\''s a test'"),
+        ("{{split \"a, b ,c\" \",\"}}", "[a b c]"),
+        ("{{printf \"%05d\" .inputs.count}}", "00003"),
+        ("{{.states.agent.JSON | len}}", "2"),
+        ("{{print nil}}", "<nil>"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(render_with(&data, t), Ok(want.to_owned()), "{t}");
+    }
+}
+
+#[test]
+fn loop_parent_at_top_level_has_no_value() {
+    let data = Data::new().with_loop(json!("a"), 0, 1);
+    // Divergence (docs/compatibility.md): Go prints `<nil>` for the dotted form.
+    assert_eq!(
+        render_with(&data, "{{.loop.Parent}}"),
+        Ok("<no value>".to_owned())
+    );
+    assert_eq!(
+        render_with(&data, "{{(loop).parent}}"),
+        Ok("<no value>".to_owned())
+    );
+    assert_eq!(
+        render_with(&data, "{{if .loop.Parent}}nested{{else}}top{{end}}"),
+        Ok("top".to_owned())
+    );
+}
+
+#[test]
+fn namespaces_work_with_and_without_the_dot_in_both_casings() {
+    let cases = [
+        ("{{.inputs.name}}", "world"),
+        ("{{inputs.name}}", "world"),
+        ("{{states.build.Output}}", "built ok\n"),
+        ("{{states.build.output}}", "built ok\n"),
+        ("{{.states.build.output}}", "built ok\n"),
+        (
+            "{{.states.build.ExitCode}}/{{states.build.exit_code}}",
+            "0/0",
+        ),
+        (
+            "{{.states.build.Stderr}}{{.states.build.stderr}}",
+            "warn\nwarn\n",
+        ),
+        (
+            "{{.context.WorkingDir}} {{context.working_dir}}",
+            "/work /work",
+        ),
+        (
+            "{{.context.working_dir}} {{context.WorkingDir}}",
+            "/work /work",
+        ),
+        ("{{context.User}}@{{.context.hostname}}", "alice@box"),
+        ("{{workflow.Name}} {{.workflow.name}}", "demo demo"),
+        ("{{.workflow.ID}} {{workflow.id}}", "run-1 run-1"),
+        (
+            "{{.workflow.CurrentState}} {{workflow.current_state}}",
+            "build build",
+        ),
+        ("{{.workflow.StartedAt}}", "2025-01-02T03:04:05Z"),
+        (
+            "{{workflow.started_at}} {{workflow.duration}}",
+            "2025-01-02T03:04:05Z 1.501s",
+        ),
+        (
+            "{{.env.HOME}} {{env.HOME}}[{{env.EMPTY}}]",
+            "/home/u /home/u[]",
+        ),
+        (
+            "{{.awf.prompts_dir}} {{awf.prompts_dir}}",
+            "/p/.awf/prompts /p/.awf/prompts",
+        ),
+        ("{{ inputs.name | escape }}", "world"),
+        ("{{ if eq inputs.name \"world\" }}yes{{ end }}", "yes"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(ok(t), want, "{t}");
+    }
+}
+
+#[test]
+fn no_dot_namespaces_keep_reading_the_root_inside_range_and_with() {
+    assert_eq!(
+        ok("{{range .inputs.list}}{{.}}-{{inputs.name}};{{end}}"),
+        "a-world;b-world;"
+    );
+    assert_eq!(
+        ok("{{with .states.build}}{{.ExitCode}} {{states.agent.Output}}{{end}}"),
+        "0 Hello"
+    );
+}
+
+#[test]
+fn state_fields_are_all_there() {
+    let cases = [
+        ("{{.states.agent.ExitCode}}", "0"),
+        ("{{.states.check_tests_passed.ExitCode}}", "1"),
+        ("{{.states.check_tests_passed.Status}}", "failed"),
+        ("{{.states.build.status}}", "completed"),
+        ("{{.states.check_tests_passed.Error}}", "exit status 1"),
+        ("[{{.states.build.error}}]", "[]"),
+        ("{{.states.agent.Response.title}}", "Hello"),
+        ("{{.states.agent.response.n}}", "3"),
+        ("{{.states.agent.TokensUsed}}", "15"),
+        (
+            "{{.states.agent.TokensInput}}/{{.states.agent.tokens_output}}",
+            "10/5",
+        ),
+        ("{{.states.agent.TokensEstimated}}", "true"),
+        ("{{.states.build.JSON}}", "<no value>"),
+        ("{{.states.build.Attempt}}", "1"),
+        (
+            "{{.states.call.Outputs.result}} {{states.call.outputs.result}}",
+            "x x",
+        ),
+    ];
+    for (t, want) in cases {
+        assert_eq!(ok(t), want, "{t}");
+    }
+}
+
+#[test]
+fn missing_keys_are_undefined_variables_with_their_path() {
+    assert_eq!(undefined("{{.inputs.missing}}"), "inputs.missing");
+    assert_eq!(undefined("{{inputs.missing}}"), "inputs.missing");
+    assert_eq!(undefined("x {{ .states.build.Nope }}"), "states.build.Nope");
+    assert_eq!(undefined("{{states.never_ran.Output}}"), "states.never_ran");
+    assert_eq!(undefined("{{.env.UNSET_VARIABLE}}"), "env.UNSET_VARIABLE");
+    assert_eq!(undefined("{{.inputs.m.zz.yy}}"), "inputs.m.zz");
+    assert_eq!(undefined("{{.loop.Item}}"), "loop");
+    assert_eq!(undefined("{{loop.index1}}"), "loop");
+    assert_eq!(undefined("{{.error.Message}}"), "error");
+    assert_eq!(undefined("{{.awf.cache_dir}}"), "awf.cache_dir");
+    assert_eq!(undefined("{{.workflow.Nope}}"), "workflow.Nope");
+    assert_eq!(undefined("{{ if .inputs.nope }}a{{ end }}"), "inputs.nope");
+    assert_eq!(undefined("{{ printf \"%d\" .inputs.nope }}"), "inputs.nope");
+    assert_eq!(undefined("{{.inputs.name.x}}"), "inputs.name.x");
+    assert_eq!(
+        GoTemplates::new()
+            .render("{{.inputs.missing}}", &Data::new().scope())
+            .map_err(|e| e.to_string()),
+        Err("undefined variable: inputs.missing".to_owned())
+    );
+}
+
+#[test]
+fn loop_items_print_as_text_or_compact_json() {
+    let cases = [
+        (json!("a.go"), "a.go", "\"a.go\""),
+        (
+            json!({"name": "S1", "a": [1, 2]}),
+            r#"{"a":[1,2],"name":"S1"}"#,
+            r#"{"a":[1,2],"name":"S1"}"#,
+        ),
+        (json!([1, "x"]), r#"[1,"x"]"#, r#"[1,"x"]"#),
+        (json!(3), "3", "3"),
+        (json!(2.5), "2.5", "2.5"),
+        (json!(true), "true", "true"),
+        (json!(null), "null", "null"),
+        (json!("<a&b>"), "<a&b>", r#""\u003ca\u0026b\u003e""#),
+    ];
+    for (item, printed, as_json) in cases {
+        let data = Data::new().with_loop(item.clone(), 0, 1);
+        assert_eq!(
+            render_with(&data, "{{.loop.Item}}"),
+            Ok(printed.to_owned()),
+            "{item}"
+        );
+        assert_eq!(
+            render_with(&data, "{{loop.item}}"),
+            Ok(printed.to_owned()),
+            "{item}"
+        );
+        assert_eq!(
+            render_with(&data, "{{json .loop.Item}}"),
+            Ok(as_json.to_owned()),
+            "json of {item}"
+        );
+    }
+}
+
+#[test]
+fn loop_fields_and_nested_parent() {
+    let mut data = Data::new();
+    data.loop_frame = Some(LoopFrame {
+        item: json!("inner"),
+        index: 1,
+        first: false,
+        last: true,
+        length: 2,
+        parent: Some(Box::new(LoopFrame {
+            item: json!({"dir": "src"}),
+            index: 0,
+            first: true,
+            last: false,
+            length: -1,
+            parent: None,
+        })),
+    });
+    let cases = [
+        ("{{.loop.Index}} {{.loop.Index1}} {{loop.index1}}", "1 2 2"),
+        (
+            "{{.loop.First}} {{.loop.Last}} {{loop.length}}",
+            "false true 2",
+        ),
+        ("{{.loop.Parent.Item}}", r#"{"dir":"src"}"#),
+        ("{{json .loop.Parent.Item}}", r#"{"dir":"src"}"#),
+        ("{{loop.parent.index1}} {{.loop.Parent.Length}}", "1 -1"),
+        ("{{.loop.Parent.First}}", "true"),
+        ("{{.loop.Parent.Parent}}", "<no value>"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(render_with(&data, t), Ok(want.to_owned()), "{t}");
+    }
+    assert_eq!(
+        render_with(&data, "{{.loop.Parent.Parent.Item}}"),
+        Err(TemplateError::Undefined(
+            "loop.Parent.Parent.Item".to_owned()
+        ))
+    );
+}
+
+#[test]
+fn error_namespace_is_only_present_in_error_hooks() {
+    let mut data = Data::new();
+    data.error = Some(ErrorInfo {
+        message: "boom".to_owned(),
+        state: "build".to_owned(),
+        exit_code: 3,
+        kind: "execution".to_owned(),
+    });
+    assert_eq!(
+        render_with(
+            &data,
+            "{{.error.Message}}|{{error.message}}|{{error.State}}|{{.error.exit_code}}|{{error.Type}}"
+        ),
+        Ok("boom|boom|build|3|execution".to_owned())
+    );
+}
+
+#[test]
+fn escape_quotes_for_posix_sh() {
+    let cases = [
+        ("{{escape \"\"}}", "''"),
+        ("{{escape \"plain-word_1.txt\"}}", "plain-word_1.txt"),
+        ("{{escape \"a b\"}}", "'a b'"),
+        ("{{escape \"$HOME\"}}", "'$HOME'"),
+        ("{{escape \"x;rm -rf /\"}}", "'x;rm -rf /'"),
+        ("{{escape .inputs.msg}}", "'it'\\''s a test'"),
+        ("{{escape .inputs.count}}", "3"),
+        ("{{escape .inputs.list}}", "'[a b]'"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(ok(t), want, "{t}");
+    }
+}
+
+#[test]
+fn split_join_trim_and_json() {
+    let cases = [
+        ("{{join (split \"a, b ,c\" \",\") \"-\"}}", "a-b-c"),
+        ("{{range split \"x|y\" \"|\"}}<{{.}}>{{end}}", "<x><y>"),
+        ("{{len (split \"\" \",\")}}", "1"),
+        ("{{join .inputs.list \"+\"}}", "a+b"),
+        ("[{{trimSpace \"  a b \\n\"}}]", "[a b]"),
+        ("[{{.states.build.Output | trimSpace}}]", "[built ok]"),
+        ("{{json .inputs.m}}", r#"{"k":"v"}"#),
+        ("{{json .inputs.list}}", r#"["a","b"]"#),
+        ("{{json .inputs.name}}", r#""world""#),
+        ("{{json .inputs.count}}", "3"),
+        ("{{json .states.agent.JSON}}", r#"[{"a":1},{"a":2}]"#),
+    ];
+    for (t, want) in cases {
+        assert_eq!(ok(t), want, "{t}");
+    }
+    let m = failed(&Data::new(), "{{join \"abc\" \",\"}}");
+    assert!(m.contains("join: the first argument must be a list"), "{m}");
+}
+
+#[test]
+fn go_builtins_are_available() {
+    let cases = [
+        ("{{len .inputs.list}}", "2"),
+        ("{{eq .inputs.name \"world\"}}", "true"),
+        (
+            "{{ne 1 2}} {{lt 1 2}} {{le 2 2}} {{gt 1 2}} {{ge 2 1}}",
+            "true true true false true",
+        ),
+        (
+            "{{and true false}} {{or false \"x\"}} {{not true}}",
+            "false x false",
+        ),
+        ("{{index .inputs.list 1}}", "b"),
+        ("{{slice \"abcd\" 1 3}}", "bc"),
+        (
+            "{{print 1 \"a\"}}|{{print 1 2}}|{{println \"x\"}}",
+            "1a|1 2|x\n",
+        ),
+        ("{{html \"<a href='x'>\"}}", "&lt;a href=&#39;x&#39;&gt;"),
+        ("{{urlquery \"a b&c\"}}", "a+b%26c"),
+        ("{{js \"it's\"}}", "it\\'s"),
+        ("{{printf \"%s=%q\" \"k\" \"v\"}}", "k=\"v\""),
+    ];
+    for (t, want) in cases {
+        assert_eq!(ok(t), want, "{t}");
+    }
+}
+
+#[test]
+fn actions_trim_markers_and_comments() {
+    let cases = [
+        ("{{- if .inputs.flag }}yes{{ else }}no{{ end -}}", "no"),
+        ("a  {{- \"b\" -}}  c", "abc"),
+        ("{{if .inputs.flag}}1{{else if .inputs.count}}2{{end}}", "2"),
+        ("{{with .states.build}}{{.ExitCode}}{{end}}", "0"),
+        (
+            "{{range $i, $e := .inputs.list}}{{$i}}={{$e}};{{end}}",
+            "0=a;1=b;",
+        ),
+        ("{{$n := .inputs.name}}{{$n}}", "world"),
+        ("x{{/* inputs.nothing */}}y", "xy"),
+        ("{{\"inputs.x\"}}", "inputs.x"),
+        (
+            "{{range .inputs.list}}{{if eq . \"b\"}}{{break}}{{end}}{{.}}{{end}}",
+            "a",
+        ),
+    ];
+    for (t, want) in cases {
+        assert_eq!(ok(t), want, "{t}");
+    }
+}
+
+#[test]
+fn read_file_resolves_against_the_workflow_directory() -> std::io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    std::fs::write(dir.path().join("notes.txt"), "hello file\n")?;
+    std::fs::write(dir.path().join("big.txt"), vec![b'x'; 1024 * 1024 + 1])?;
+    std::fs::create_dir(dir.path().join("sub"))?;
+    let mut data = Data::new();
+    data.workflow_dir = dir.path().to_path_buf();
+    assert_eq!(
+        render_with(&data, "{{readFile \"notes.txt\"}}"),
+        Ok("hello file\n".to_owned())
+    );
+    let abs = dir.path().join("notes.txt");
+    assert_eq!(
+        render_with(
+            &data,
+            &format!("{{{{readFile \"{}\" | trimSpace}}}}", abs.display())
+        ),
+        Ok("hello file".to_owned())
+    );
+    let m = failed(&data, "{{readFile \"big.txt\"}}");
+    assert!(
+        m.contains("is 1048577 bytes, more than the 1 MiB limit"),
+        "{m}"
+    );
+    let m = failed(&data, "{{readFile \"sub\"}}");
+    assert!(m.contains("is a directory"), "{m}");
+    let m = failed(&data, "{{readFile \"missing.txt\"}}");
+    assert!(m.contains("readFile: ") && m.contains("missing.txt"), "{m}");
+    Ok(())
+}
+
+#[test]
+fn parse_and_function_errors_are_failures() {
+    let m = failed(&Data::new(), "{{ bad }}");
+    assert_eq!(
+        m,
+        "template parse error at line 1, column 4: function bad not defined"
+    );
+    let m = failed(&Data::new(), "{{ if .inputs.flag }}unterminated");
+    assert!(m.starts_with("template parse error"), "{m}");
+    let m = failed(&Data::new(), "{{ index .inputs.m \"q\" }}");
+    assert_eq!(
+        m,
+        "template error at line 1, column 4: index: no entry for key q"
+    );
+    let m = failed(&Data::new(), "{{inputs.name}} {{ bad }}");
+    assert_eq!(
+        m,
+        "template parse error at line 1, column 20: function bad not defined"
+    );
+    let m = failed(&Data::new(), "{{ len 3 }}");
+    assert!(m.starts_with("template error at line 1, column 4: "), "{m}");
+}
+
+#[test]
+fn check_parses_without_rendering() {
+    let t = GoTemplates::new();
+    assert_eq!(
+        t.check("{{inputs.x}} {{.states.never.Output}} {{loop.Item}}"),
+        Ok(())
+    );
+    assert_eq!(t.check("{{ range .inputs.list }}{{ . }}{{ end }}"), Ok(()));
+    assert!(matches!(t.check("{{ if }}"), Err(TemplateError::Failed(_))));
+    assert!(matches!(
+        t.check("{{ nosuchfunc 1 }}"),
+        Err(TemplateError::Failed(_))
+    ));
+    assert!(matches!(t.check("{{ .x "), Err(TemplateError::Failed(_))));
+}
+
+#[test]
+fn hostile_templates_are_bounded() {
+    let m = failed(&Data::new(), "{{range 20000000}}x{{end}}");
+    assert!(m.contains("iterations"), "{m}");
+}
+
+#[test]
+fn the_whole_root_can_be_printed() {
+    let out = ok("{{range $k, $v := .}}{{$k}} {{end}}");
+    assert_eq!(out, "awf context env inputs states workflow ");
+}

@@ -1,0 +1,408 @@
+//! A light scanner over template text, run before parsing.
+//!
+//! It does two things in one pass over the `{{ … }}` actions, skipping string and character
+//! literals and comments:
+//!
+//! * rewrites the "no-dot" namespace form (`{{inputs.x}}`, `{{states.s.Output}}`,
+//!   `{{(loop).index1}}`) to the root form (`{{$.inputs.x}}`), so both forms read the same data
+//!   and behave the same inside `range`/`with`, where the dot has moved;
+//! * records which namespaces (and which states) the text mentions, so the renderer builds
+//!   only the data the template can reach.
+//!
+//! Source: spec/workflow.md §2.3 (namespace accessor functions), decisions.md ("Template
+//! namespaces … work both with and without the leading dot").
+
+use std::borrow::Cow;
+
+/// One of the eight template namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Namespace {
+    Inputs,
+    States,
+    Workflow,
+    Env,
+    Context,
+    Loop,
+    Error,
+    Awf,
+}
+
+impl Namespace {
+    /// The namespace spelled `word`, if any.
+    pub(crate) fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "inputs" => Self::Inputs,
+            "states" => Self::States,
+            "workflow" => Self::Workflow,
+            "env" => Self::Env,
+            "context" => Self::Context,
+            "loop" => Self::Loop,
+            "error" => Self::Error,
+            "awf" => Self::Awf,
+            _ => return None,
+        })
+    }
+}
+
+/// Which states a template or expression can reach.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum StatesNeed {
+    /// `states` is never mentioned.
+    #[default]
+    None,
+    /// Only `states.<name>` paths with these names.
+    Named(Vec<String>),
+    /// `states` is used as a whole (`range .states`, `index .states "x"`, `len(states)`).
+    All,
+}
+
+impl StatesNeed {
+    fn add(&mut self, name: &str) {
+        match self {
+            Self::None => *self = Self::Named(vec![name.to_owned()]),
+            Self::Named(names) => {
+                if !names.iter().any(|n| n == name) {
+                    names.push(name.to_owned());
+                }
+            }
+            Self::All => {}
+        }
+    }
+
+    /// Whether the state called `name` must be built.
+    pub(crate) fn wants(&self, name: &str) -> bool {
+        match self {
+            Self::None => false,
+            Self::Named(names) => names.iter().any(|n| n == name),
+            Self::All => true,
+        }
+    }
+
+    /// Whether any state must be built.
+    pub(crate) fn wants_any(&self) -> bool {
+        !matches!(self, Self::None)
+    }
+}
+
+/// What a text reaches: namespaces, states, and whether it touches the whole root.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Needs {
+    pub(crate) inputs: bool,
+    pub(crate) states: StatesNeed,
+    pub(crate) workflow: bool,
+    pub(crate) env: bool,
+    pub(crate) context: bool,
+    pub(crate) loop_frame: bool,
+    pub(crate) error: bool,
+    pub(crate) awf: bool,
+    /// The root itself is used (`{{.}}`, `{{$}}`, `index . "inputs"`): build everything.
+    pub(crate) root: bool,
+    /// The text calls `readFile` or `json`, which need the per-render side data.
+    pub(crate) side_data: bool,
+}
+
+impl Needs {
+    /// Everything: used when the root is referenced as a whole.
+    pub(crate) fn everything() -> Self {
+        Self {
+            inputs: true,
+            states: StatesNeed::All,
+            workflow: true,
+            env: true,
+            context: true,
+            loop_frame: true,
+            error: true,
+            awf: true,
+            root: true,
+            side_data: true,
+        }
+    }
+
+    fn mark(&mut self, ns: Namespace, rest: &[u8]) {
+        match ns {
+            Namespace::Inputs => self.inputs = true,
+            Namespace::States => match member_after(rest) {
+                Some(name) => self.states.add(name),
+                None => self.states = StatesNeed::All,
+            },
+            Namespace::Workflow => self.workflow = true,
+            Namespace::Env => self.env = true,
+            Namespace::Context => self.context = true,
+            Namespace::Loop => self.loop_frame = true,
+            Namespace::Error => self.error = true,
+            Namespace::Awf => self.awf = true,
+        }
+    }
+}
+
+/// Template text ready to parse, and what it needs.
+#[derive(Debug)]
+pub(crate) struct Prepared<'t> {
+    /// The text with no-dot namespace references rewritten to `$.ns`.
+    pub(crate) text: Cow<'t, str>,
+    /// What the text reaches.
+    pub(crate) needs: Needs,
+    /// Byte offsets in `text` where `$.` was inserted, ascending.
+    pub(crate) inserted: Vec<usize>,
+}
+
+impl Prepared<'_> {
+    /// Maps a 1-based column on a 1-based line of the rewritten text back to the column the
+    /// user wrote.
+    pub(crate) fn original_col(&self, line: usize, col: usize) -> usize {
+        let line_start: usize = self
+            .text
+            .split('\n')
+            .take(line.saturating_sub(1))
+            .map(|l| l.len() + 1)
+            .sum();
+        let at = line_start + col.saturating_sub(1);
+        let shifted = self
+            .inserted
+            .iter()
+            .filter(|&&p| p >= line_start && p < at)
+            .count();
+        col.saturating_sub(2 * shifted)
+    }
+}
+
+pub(crate) fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c >= 0x80
+}
+
+pub(crate) fn is_ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c >= 0x80
+}
+
+/// Reads `.name` at the start of `rest`, returning `name`.
+pub(crate) fn member_after(rest: &[u8]) -> Option<&str> {
+    if rest.first() != Some(&b'.') {
+        return None;
+    }
+    let len = rest[1..].iter().take_while(|&&c| is_ident_char(c)).count();
+    if len == 0 || !is_ident_start(rest[1]) {
+        return None;
+    }
+    std::str::from_utf8(&rest[1..=len]).ok()
+}
+
+/// Index just past a quoted literal starting at `start` (which holds the quote), honouring
+/// backslash escapes; the end of `b` when unterminated.
+fn skip_quoted(b: &[u8], start: usize, quote: u8) -> usize {
+    let mut i = start + 1;
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            c if c == quote => return i + 1,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+fn find(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
+    b.get(from..)?
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .map(|p| p + from)
+}
+
+/// Scans `text` (which contains `{{`), rewriting no-dot namespace references and recording
+/// what it needs. Malformed text is left for the parser to report.
+pub(crate) fn prepare(text: &str) -> Prepared<'_> {
+    let b = text.as_bytes();
+    let mut needs = Needs::default();
+    let mut out: Option<String> = None;
+    let mut inserted = Vec::new();
+    let mut copied = 0usize;
+    let mut i = 0usize;
+    while let Some(open) = find(b, i, b"{{") {
+        let mut j = open + 2;
+        while j < b.len() {
+            let c = b[j];
+            match c {
+                b'}' if b.get(j + 1) == Some(&b'}') => {
+                    j += 2;
+                    break;
+                }
+                b'"' => j = skip_quoted(b, j, b'"'),
+                b'\'' => j = skip_quoted(b, j, b'\''),
+                b'`' => j = find(b, j + 1, b"`").map_or(b.len(), |e| e + 1),
+                b'/' if b.get(j + 1) == Some(&b'*') => {
+                    j = find(b, j + 2, b"*/").map_or(b.len(), |e| e + 2);
+                }
+                c if c.is_ascii_digit() => {
+                    j += 1;
+                    while j < b.len() {
+                        let d = b[j];
+                        let after_exp = matches!(b[j - 1], b'e' | b'E' | b'p' | b'P');
+                        if d.is_ascii_alphanumeric()
+                            || d == b'_'
+                            || d == b'.'
+                            || (after_exp && (d == b'+' || d == b'-'))
+                        {
+                            j += 1;
+                        } else {
+                            break;
+                        }
+                    }
+                }
+                c if is_ident_start(c) => {
+                    let start = j;
+                    while j < b.len() && is_ident_char(b[j]) {
+                        j += 1;
+                    }
+                    let word = &text[start..j];
+                    let prev = if start > 0 { b[start - 1] } else { 0 };
+                    match prev {
+                        b'$' => {}
+                        b'.' => {
+                            if let Some(ns) = Namespace::parse(word) {
+                                needs.mark(ns, &b[j..]);
+                            }
+                        }
+                        _ => {
+                            if let Some(ns) = Namespace::parse(word) {
+                                needs.mark(ns, &b[j..]);
+                                let buf = out
+                                    .get_or_insert_with(|| String::with_capacity(text.len() + 16));
+                                buf.push_str(&text[copied..start]);
+                                inserted.push(buf.len());
+                                buf.push_str("$.");
+                                copied = start;
+                            } else if word == "readFile"
+                                || word == "json"
+                                || word == crate::shell::SHELL_DQ_FUNC
+                            {
+                                needs.side_data = true;
+                            }
+                        }
+                    }
+                }
+                b'.' => {
+                    let prev = if j > 0 { b[j - 1] } else { 0 };
+                    let next = b.get(j + 1).copied().unwrap_or(0);
+                    if !is_ident_start(next) && !is_ident_char(prev) && prev != b')' {
+                        needs.root = true;
+                    }
+                    j += 1;
+                }
+                b'$' => {
+                    let next = b.get(j + 1).copied().unwrap_or(0);
+                    if !is_ident_char(next) && next != b'.' {
+                        needs.root = true;
+                    }
+                    j += 1;
+                }
+                _ => j += 1,
+            }
+        }
+        i = j;
+    }
+    if needs.root {
+        needs = Needs::everything();
+    }
+    let text = match out {
+        Some(mut buf) => {
+            buf.push_str(&text[copied..]);
+            Cow::Owned(buf)
+        }
+        None => Cow::Borrowed(text),
+    };
+    Prepared {
+        text,
+        needs,
+        inserted,
+    }
+}
+
+/// Names of states reached by `states.<name>` in an expression; `All` when `states` is used
+/// otherwise (`states[x]`, `len(states)`) or `$env` is used.
+pub(crate) fn states_in_expression(expr: &str) -> StatesNeed {
+    let b = expr.as_bytes();
+    if expr.contains("$env") {
+        return StatesNeed::All;
+    }
+    let mut need = StatesNeed::None;
+    for (start, word, end) in words(expr) {
+        let prev = if start > 0 { b[start - 1] } else { 0 };
+        if word == "states" && prev != b'.' {
+            match member_after(&b[end..]) {
+                Some(name) => need.add(name),
+                None => return StatesNeed::All,
+            }
+        }
+    }
+    need
+}
+
+/// Top-level `ns.name` references in an expression, as (`ns`, `name`) pairs, outside string
+/// literals.
+pub(crate) fn rooted_members(expr: &str) -> Vec<(Namespace, &str)> {
+    let b = expr.as_bytes();
+    let mut found = Vec::new();
+    for (start, word, end) in words(expr) {
+        let prev = if start > 0 { b[start - 1] } else { 0 };
+        if prev == b'.' {
+            continue;
+        }
+        if let (Some(ns), Some(name)) = (Namespace::parse(word), member_after(&b[end..])) {
+            found.push((ns, name));
+        }
+    }
+    found
+}
+
+/// Whether `word` is used as an identifier somewhere in `expr` (outside string literals).
+pub(crate) fn mentions(expr: &str, word: &str) -> bool {
+    words(expr).any(|(_, w, _)| w == word)
+}
+
+/// Identifier words of an expression outside string literals: (start, word, end).
+fn words(expr: &str) -> impl Iterator<Item = (usize, &str, usize)> {
+    let b = expr.as_bytes();
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        while i < b.len() {
+            let c = b[i];
+            match c {
+                b'"' | b'\'' => i = skip_quoted(b, i, c),
+                b'`' => i = find(b, i + 1, b"`").map_or(b.len(), |e| e + 1),
+                c if c.is_ascii_digit() => {
+                    while i < b.len() && (is_ident_char(b[i]) || b[i] == b'.') {
+                        i += 1;
+                    }
+                }
+                c if is_ident_start(c) => {
+                    let start = i;
+                    while i < b.len() && is_ident_char(b[i]) {
+                        i += 1;
+                    }
+                    return Some((start, &expr[start..i], i));
+                }
+                _ => i += 1,
+            }
+        }
+        None
+    })
+}
+
+impl Needs {
+    /// Whether nothing at all is needed (plain actions such as `{{"x"}}` or `{{printf …}}`).
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        !(self.inputs
+            || self.workflow
+            || self.env
+            || self.context
+            || self.loop_frame
+            || self.error
+            || self.awf
+            || self.root)
+            && !self.states.wants_any()
+    }
+}
+
+#[cfg(test)]
+#[path = "scan_tests.rs"]
+mod tests;

@@ -1,0 +1,1002 @@
+//! Node tree → domain [`Workflow`]: the lenient raw model of AWF's file format.
+//!
+//! Source: spec/workflow.md §1.3–§1.11 and §1.15; decisions.md (unknown keys warn, both
+//! `call_workflow` layouts, workflow `outputs:`, inline error exit codes).
+
+use std::time::Duration;
+
+use awf_domain::ErrorCode;
+use awf_domain::duration::parse_duration;
+use awf_domain::workflow::AgentStep;
+use awf_domain::workflow::Backoff;
+use awf_domain::workflow::CallWorkflowStep;
+use awf_domain::workflow::CommandSource;
+use awf_domain::workflow::CommandStep;
+use awf_domain::workflow::ConversationConfig;
+use awf_domain::workflow::DEFAULT_MAX_ITERATIONS;
+use awf_domain::workflow::HookAction;
+use awf_domain::workflow::InputDef;
+use awf_domain::workflow::InputType;
+use awf_domain::workflow::InputValidation;
+use awf_domain::workflow::LoopOver;
+use awf_domain::workflow::LoopStep;
+use awf_domain::workflow::MaxIterations;
+use awf_domain::workflow::OperationStep;
+use awf_domain::workflow::OutputDef;
+use awf_domain::workflow::ParallelStep;
+use awf_domain::workflow::ParallelStrategy;
+use awf_domain::workflow::RetryPolicy;
+use awf_domain::workflow::State;
+use awf_domain::workflow::StateKind;
+use awf_domain::workflow::StepHooks;
+use awf_domain::workflow::TerminalState;
+use awf_domain::workflow::TerminalStatus;
+use awf_domain::workflow::Transition;
+use awf_domain::workflow::Workflow;
+use awf_domain::workflow::WorkflowHooks;
+use awf_domain::workflow::WorkflowSource;
+use indexmap::IndexMap;
+
+use crate::fields::Diags;
+use crate::fields::Fields;
+use crate::fields::closest;
+use crate::node::Node;
+use crate::node::NodeKind;
+use crate::node::Scalar;
+use crate::templates::TemplateLookup;
+use crate::templates::expand_state;
+
+/// The nine `type:` spellings. Source: spec/workflow.md §1.5.
+pub const STATE_TYPES: [&str; 9] = [
+    "step",
+    "command",
+    "agent",
+    "parallel",
+    "for_each",
+    "while",
+    "operation",
+    "call_workflow",
+    "terminal",
+];
+
+const STEP_NOTES: &[(&str, &str)] = &[
+    (
+        "depends_on",
+        "depends_on has no effect: states run in the order their transitions give",
+    ),
+    (
+        "pre_hook",
+        "pre_hook is not supported; use hooks: {pre: [...]}",
+    ),
+    (
+        "post_hook",
+        "post_hook is not supported; use hooks: {post: [...]}",
+    ),
+];
+
+/// Decodes a whole workflow document. Returns `None` when the document is not a mapping
+/// or misses a required part; errors are in `d`.
+pub fn decode_workflow(
+    root: &Node,
+    source: WorkflowSource,
+    d: &mut Diags,
+    templates: &dyn TemplateLookup,
+) -> Option<Workflow> {
+    let mut f = Fields::of(root, "", d, "a mapping (a workflow file)")?;
+    let name = f.string("name", d);
+    if name.is_none() {
+        d.syntax("name", Some(root.pos), "name: required field missing")
+            .hint = Some("add a top-level `name:`".to_owned());
+    }
+    let version = f.string("version", d);
+    let description = f.string("description", d);
+    let author = f.string("author", d);
+    let tags = f.string_list("tags", d);
+    let inputs = match f.take("inputs") {
+        Some(n) => decode_inputs(n, "inputs", d),
+        None => Vec::new(),
+    };
+    let env = f.string_list("env", d);
+    let hooks = match f.take("hooks") {
+        Some(n) => decode_workflow_hooks(n, "hooks", d),
+        None => WorkflowHooks::default(),
+    };
+    let outputs = match f.take("outputs") {
+        Some(n) => decode_outputs(n, "outputs", d),
+        None => Vec::new(),
+    };
+    let mut initial = None;
+    let mut states = IndexMap::new();
+    match f.take("states") {
+        None => {
+            d.syntax("states", Some(root.pos), "states: required field missing");
+        }
+        Some(n) => {
+            if let Some(sf) = Fields::of(n, "states", d, "a mapping of states") {
+                initial = decode_states(n, sf, d, templates, &mut states);
+            }
+        }
+    }
+    f.finish(
+        d,
+        &[
+            ("output", "the workflow-level output: block has no effect"),
+            ("loop", "the workflow-level loop: block has no effect"),
+            ("monitoring", "the monitoring: block has no effect"),
+            (
+                "plugins",
+                "plugins are not supported; plugins: has no effect",
+            ),
+        ],
+        "the workflow",
+    );
+    Some(Workflow {
+        name: name?,
+        version,
+        description,
+        author,
+        tags,
+        inputs,
+        env,
+        initial: initial?,
+        states,
+        hooks,
+        outputs,
+        source,
+    })
+}
+
+fn decode_states(
+    node: &Node,
+    mut sf: Fields<'_>,
+    d: &mut Diags,
+    templates: &dyn TemplateLookup,
+    states: &mut IndexMap<String, State>,
+) -> Option<String> {
+    let initial = sf.string("initial", d);
+    if initial.is_none() {
+        d.syntax(
+            "states.initial",
+            Some(node.pos),
+            "states.initial: required field missing",
+        )
+        .hint = Some("add `initial: <first state>` under `states:`".to_owned());
+    }
+    let mut inline_terminals = Vec::new();
+    for entry in node.entries().unwrap_or_default() {
+        if entry.key == "initial" {
+            continue;
+        }
+        let path = format!("states.{}", entry.key);
+        let expanded;
+        let state_node = if entry.value.get("use_template").is_some() {
+            match expand_state(&entry.value, &path, templates, d) {
+                Some(n) => {
+                    expanded = n;
+                    &expanded
+                }
+                None => continue,
+            }
+        } else {
+            &entry.value
+        };
+        if let Some(state) = decode_state(&entry.key, state_node, &path, d, &mut inline_terminals) {
+            states.insert(entry.key.clone(), state);
+        }
+    }
+    for t in inline_terminals {
+        if !states.contains_key(&t.name) {
+            states.insert(t.name.clone(), t);
+        }
+    }
+    initial
+}
+
+fn kind_of(raw: &str) -> Option<&'static str> {
+    let lower = raw.trim().to_ascii_lowercase();
+    STATE_TYPES.iter().copied().find(|t| *t == lower)
+}
+
+fn decode_state(
+    name: &str,
+    node: &Node,
+    path: &str,
+    d: &mut Diags,
+    inline_terminals: &mut Vec<State>,
+) -> Option<State> {
+    let mut f = Fields::of(node, path, d, "a mapping (a state)")?;
+    let type_path = f.child("type");
+    let ty = match f.string("type", d) {
+        None => {
+            d.error(
+                ErrorCode::WorkflowParseUnknownStepType,
+                &type_path,
+                Some(node.pos),
+                format!("state \"{name}\" has no type"),
+            )
+            .hint = Some(format!("add `type:` (one of {})", STATE_TYPES.join(", ")));
+            return None;
+        }
+        Some(t) => match kind_of(&t) {
+            Some(k) => k,
+            None => {
+                let pos = f.key_pos("type");
+                let hint = closest(&t.to_ascii_lowercase(), STATE_TYPES)
+                    .map(|c| format!("did you mean '{c}'?"))
+                    .unwrap_or_else(|| format!("use one of {}", STATE_TYPES.join(", ")));
+                d.error(
+                    ErrorCode::WorkflowParseUnknownStepType,
+                    &type_path,
+                    pos,
+                    format!("unknown step type: {t}"),
+                )
+                .hint = Some(hint);
+                return None;
+            }
+        },
+    };
+    let description = f.string("description", d);
+    let mut state = State {
+        name: name.to_owned(),
+        description,
+        kind: StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Success,
+            message: None,
+            exit_code: None,
+        }),
+        on_success: None,
+        on_failure: None,
+        transitions: Vec::new(),
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    };
+    if ty == "terminal" {
+        state.kind = decode_terminal(&mut f, d);
+        f.finish(d, &[], "a terminal state");
+        return Some(state);
+    }
+    state.on_success = f.string("on_success", d);
+    if let Some(n) = f.take("on_failure") {
+        let fpath = f.child("on_failure");
+        if n.entries().is_some() {
+            if let Some(t) = decode_inline_error(name, n, &fpath, d) {
+                state.on_failure = Some(t.name.clone());
+                inline_terminals.push(t);
+            }
+        } else {
+            state.on_failure = d.string(n, &fpath);
+        }
+    }
+    if let Some(n) = f.take("transitions") {
+        state.transitions = decode_transitions(n, &f.child("transitions"), d);
+    }
+    state.continue_on_error = f.boolean("continue_on_error", d).unwrap_or(false);
+    if let Some(n) = f.take("timeout") {
+        state.timeout = duration(n, &f.child("timeout"), d).filter(|t| !t.is_zero());
+    }
+    if let Some(n) = f.take("retry") {
+        state.retry = decode_retry(n, &f.child("retry"), d);
+    }
+    if let Some(n) = f.take("hooks") {
+        state.hooks = decode_step_hooks(n, &f.child("hooks"), d);
+    }
+    if let Some(n) = f.take("capture") {
+        state.capture_max_size = decode_capture(n, &f.child("capture"), d);
+    }
+    let mut notes: Vec<(&str, &str)> = STEP_NOTES.to_vec();
+    let kind = match ty {
+        "step" | "command" => {
+            notes.push(("operation", "operation has no effect on a command step"));
+            decode_command(&mut f, d)
+        }
+        "agent" => {
+            notes.push((
+                "mcp_proxy",
+                "mcp_proxy is not supported yet and has no effect",
+            ));
+            Some(decode_agent(&mut f, d))
+        }
+        "parallel" => Some(decode_parallel(&mut f, d)),
+        "for_each" | "while" => decode_loop(ty, &mut f, d),
+        "operation" => Some(decode_operation(&mut f, d)),
+        _ => Some(decode_call(&mut f, d)),
+    };
+    f.finish(d, &notes, &format!("a {ty} state"));
+    state.kind = kind?;
+    Some(state)
+}
+
+fn decode_terminal(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
+    let status = match f.string("status", d) {
+        None => TerminalStatus::Success,
+        Some(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "" | "success" => TerminalStatus::Success,
+            "failure" => TerminalStatus::Failure,
+            other => {
+                let path = f.child("status");
+                d.invalid(
+                    &path,
+                    f.key_pos("status"),
+                    format!("invalid terminal status \"{other}\" (expected success or failure)"),
+                );
+                TerminalStatus::Failure
+            }
+        },
+    };
+    let message = f.string("message", d);
+    StateKind::Terminal(TerminalState {
+        status,
+        message,
+        exit_code: None,
+    })
+}
+
+fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Option<State> {
+    let mut f = Fields::of(node, path, d, "a state name or {message, status}")?;
+    let message = f.string("message", d).filter(|m| !m.trim().is_empty());
+    let status = match f.take("status") {
+        Some(n) => match n.scalar() {
+            #[allow(clippy::cast_possible_truncation)]
+            Some(Scalar::Float(x)) => Some(x.trunc() as i64),
+            _ => d.int(n, &f.child("status")),
+        },
+        None => None,
+    };
+    f.finish(d, &[], "an inline on_failure");
+    let Some(message) = message else {
+        d.syntax(
+            &format!("{path}.message"),
+            Some(node.pos),
+            "message: required field missing",
+        )
+        .hint = Some("inline on_failure needs a non-empty `message:`".to_owned());
+        return None;
+    };
+    Some(State {
+        name: format!("__inline_error_{step}"),
+        description: None,
+        kind: StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Failure,
+            message: Some(message),
+            exit_code: status.map(|s| i32::try_from(s).unwrap_or(1)),
+        }),
+        on_success: None,
+        on_failure: None,
+        transitions: Vec::new(),
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    })
+}
+
+fn decode_transitions(node: &Node, path: &str, d: &mut Diags) -> Vec<Transition> {
+    let Some(items) = node.items() else {
+        d.wrong_type(path, node, "a list of {when, goto}");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ipath = format!("{path}.{i}");
+        let Some(mut f) = Fields::of(item, &ipath, d, "a mapping {when, goto}") else {
+            continue;
+        };
+        let when = f.string("when", d).filter(|w| !w.trim().is_empty());
+        let goto = f.string("goto", d);
+        f.finish(d, &[], "a transition");
+        match goto {
+            Some(goto) => out.push(Transition { when, goto }),
+            None => {
+                d.syntax(
+                    &format!("{ipath}.goto"),
+                    Some(item.pos),
+                    "goto: required field missing",
+                );
+            }
+        }
+    }
+    out
+}
+
+fn duration(node: &Node, path: &str, d: &mut Diags) -> Option<Duration> {
+    let text = d.string(node, path)?;
+    match parse_duration(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            d.invalid(path, Some(node.pos), e).hint =
+                Some("use a Go duration (30s, 1m30s, 500ms) or a number of seconds".to_owned());
+            None
+        }
+    }
+}
+
+fn decode_retry(node: &Node, path: &str, d: &mut Diags) -> Option<RetryPolicy> {
+    let mut f = Fields::of(node, path, d, "a mapping (retry policy)")?;
+    let max_attempts = match f.int("max_attempts", d) {
+        Some(n) if n < 0 => {
+            d.invalid(
+                &f.child("max_attempts"),
+                f.key_pos("max_attempts"),
+                "max_attempts must be >= 1",
+            );
+            0
+        }
+        Some(n) => u32::try_from(n).unwrap_or(u32::MAX),
+        None => 0,
+    };
+    let initial_delay = f
+        .take("initial_delay")
+        .and_then(|n| duration(n, &format!("{path}.initial_delay"), d))
+        .unwrap_or(Duration::ZERO);
+    let max_delay = f
+        .take("max_delay")
+        .and_then(|n| duration(n, &format!("{path}.max_delay"), d))
+        .filter(|m| !m.is_zero());
+    let backoff = match f
+        .string("backoff", d)
+        .map(|b| b.trim().to_ascii_lowercase())
+    {
+        None => Backoff::Constant,
+        Some(b) => match b.as_str() {
+            "" | "constant" => Backoff::Constant,
+            "linear" => Backoff::Linear,
+            "exponential" => Backoff::Exponential,
+            other => {
+                d.invalid(
+                    &f.child("backoff"),
+                    f.key_pos("backoff"),
+                    format!(
+                        "invalid backoff \"{other}\" (expected constant, linear or exponential)"
+                    ),
+                );
+                Backoff::Constant
+            }
+        },
+    };
+    let multiplier = f.float("multiplier", d).unwrap_or(2.0);
+    let jitter = f.float("jitter", d).unwrap_or(0.0);
+    let mut retryable_exit_codes = Vec::new();
+    if let Some(n) = f.take("retryable_exit_codes") {
+        let cpath = f.child("retryable_exit_codes");
+        match n.items() {
+            Some(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    if let Some(c) = d.int(it, &format!("{cpath}.{i}")) {
+                        retryable_exit_codes.push(i32::try_from(c).unwrap_or(i32::MAX));
+                    }
+                }
+            }
+            None => d.wrong_type(&cpath, n, "a list of exit codes"),
+        }
+    }
+    f.finish(d, &[], "retry");
+    Some(RetryPolicy {
+        max_attempts,
+        initial_delay,
+        max_delay,
+        backoff,
+        multiplier,
+        jitter,
+        retryable_exit_codes,
+    })
+}
+
+fn decode_actions(node: &Node, path: &str, d: &mut Diags) -> Vec<HookAction> {
+    let Some(items) = node.items() else {
+        d.wrong_type(path, node, "a list of hook actions ({log} or {command})");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ipath = format!("{path}.{i}");
+        let Some(mut f) = Fields::of(item, &ipath, d, "a hook action ({log} or {command})") else {
+            continue;
+        };
+        let log = f.string("log", d);
+        let command = f.string("command", d);
+        f.finish(d, &[], "a hook action");
+        match (log, command) {
+            (Some(l), _) => out.push(HookAction::Log(l)),
+            (None, Some(c)) => out.push(HookAction::Command(c)),
+            (None, None) => {
+                d.push(
+                    awf_domain::ports::repository::Diagnostic::warning(
+                        ErrorCode::WorkflowParseUnknownField,
+                        &ipath,
+                        "hook action has neither log nor command and does nothing",
+                    ),
+                    Some(item.pos),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn decode_workflow_hooks(node: &Node, path: &str, d: &mut Diags) -> WorkflowHooks {
+    let mut h = WorkflowHooks::default();
+    let Some(mut f) = Fields::of(node, path, d, "a mapping of workflow hooks") else {
+        return h;
+    };
+    if let Some(n) = f.take("workflow_start") {
+        h.workflow_start = decode_actions(n, &f.child("workflow_start"), d);
+    }
+    if let Some(n) = f.take("workflow_end") {
+        h.workflow_end = decode_actions(n, &f.child("workflow_end"), d);
+    }
+    if let Some(n) = f.take("workflow_error") {
+        h.workflow_error = decode_actions(n, &f.child("workflow_error"), d);
+    }
+    if let Some(n) = f.take("workflow_cancel") {
+        h.workflow_cancel = decode_actions(n, &f.child("workflow_cancel"), d);
+    }
+    f.finish(d, &[], "workflow hooks");
+    h
+}
+
+fn decode_step_hooks(node: &Node, path: &str, d: &mut Diags) -> StepHooks {
+    let mut h = StepHooks::default();
+    let Some(mut f) = Fields::of(node, path, d, "a mapping {pre, post}") else {
+        return h;
+    };
+    if let Some(n) = f.take("pre") {
+        h.pre = decode_actions(n, &f.child("pre"), d);
+    }
+    if let Some(n) = f.take("post") {
+        h.post = decode_actions(n, &f.child("post"), d);
+    }
+    f.finish(d, &[], "step hooks");
+    h
+}
+
+/// Parses `10MB`, `512KB`, `1GB`, `1024` (bytes; units are powers of 1024).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim().to_ascii_uppercase();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: u64 = t[..digits_end].parse().ok()?;
+    let mult: u64 = match t[digits_end..].trim() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+fn decode_capture(node: &Node, path: &str, d: &mut Diags) -> Option<u64> {
+    let mut f = Fields::of(node, path, d, "a mapping (capture)")?;
+    let mut size = None;
+    if let Some(n) = f.take("max_size") {
+        let spath = f.child("max_size");
+        if let Some(t) = d.string(n, &spath) {
+            size = parse_size(&t);
+            if size.is_none() {
+                d.invalid(
+                    &spath,
+                    Some(n.pos),
+                    format!("invalid size \"{t}\" (e.g. 1024, 512KB, 10MB)"),
+                );
+            }
+        }
+    }
+    let note = "only capture.max_size has an effect; this key is ignored";
+    f.finish(
+        d,
+        &[("stdout", note), ("stderr", note), ("encoding", note)],
+        "capture",
+    );
+    size
+}
+
+fn decode_command(f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {
+    let command = f.string("command", d);
+    let script = f.string("script_file", d);
+    let dir = f.string("dir", d);
+    let source = match (command, script) {
+        (Some(c), None) => CommandSource::Inline(c),
+        (None, Some(s)) => CommandSource::ScriptFile(s),
+        (Some(_), Some(_)) => {
+            d.error(
+                ErrorCode::WorkflowValidationInvalidState,
+                &f.child("script_file"),
+                f.key_pos("script_file"),
+                "command and script_file are mutually exclusive",
+            );
+            return None;
+        }
+        (None, None) => {
+            d.error(
+                ErrorCode::WorkflowValidationInvalidState,
+                &f.child("command"),
+                Some(f.pos()),
+                "a command step needs command or script_file",
+            );
+            return None;
+        }
+    };
+    Some(StateKind::Command(CommandStep { source, dir }))
+}
+
+fn decode_agent(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
+    let provider = f.string("provider", d).unwrap_or_default();
+    let prompt = f.string("prompt", d);
+    let prompt_file = f.string("prompt_file", d);
+    let mode = f
+        .string("mode", d)
+        .map(|m| m.trim().to_ascii_lowercase())
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| "single".to_owned());
+    let system_prompt = f.string("system_prompt", d);
+    let role = f.string("role", d);
+    let mut skills = Vec::new();
+    if let Some(n) = f.take("skills") {
+        let spath = f.child("skills");
+        match n.items() {
+            Some(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    let ipath = format!("{spath}.{i}");
+                    if it.entries().is_some() {
+                        let Some(mut sf) = Fields::of(it, &ipath, d, "a skill") else {
+                            continue;
+                        };
+                        match sf.string("path", d).filter(|p| !p.trim().is_empty()) {
+                            Some(p) => skills.push(p),
+                            None => {
+                                d.syntax(&ipath, Some(it.pos), "a skill mapping needs `path:`");
+                            }
+                        }
+                        sf.finish(d, &[], "a skill");
+                    } else if let Some(s) = d.string(it, &ipath) {
+                        if s.trim().is_empty() {
+                            d.syntax(&ipath, Some(it.pos), "skill name is empty");
+                        } else {
+                            skills.push(s);
+                        }
+                    }
+                }
+            }
+            None => d.wrong_type(&spath, n, "a list of skills"),
+        }
+    }
+    let options = match f.take("options") {
+        Some(n) => d.json_map(n, &f.child("options")),
+        None => IndexMap::new(),
+    };
+    let output_format = f
+        .string("output_format", d)
+        .map(|s| s.trim().to_ascii_lowercase());
+    let conversation = f.take("conversation").and_then(|n| {
+        let cpath = f.child("conversation");
+        let mut cf = Fields::of(n, &cpath, d, "a mapping (conversation)")?;
+        let continue_from = cf.string("continue_from", d);
+        let inject_context = cf.string("inject_context", d);
+        let removed = "removed from AWF; this key has no effect";
+        cf.finish(
+            d,
+            &[
+                ("max_turns", removed),
+                ("max_context_tokens", removed),
+                ("strategy", removed),
+                ("stop_condition", removed),
+            ],
+            "conversation",
+        );
+        Some(ConversationConfig {
+            continue_from,
+            inject_context,
+        })
+    });
+    // `conversation: {}` is an empty mapping; `take` treats null as absent, so an explicit
+    // `conversation:` with no value still opts in.
+    let conversation =
+        conversation.or_else(|| f.has("conversation").then(ConversationConfig::default));
+    StateKind::Agent(AgentStep {
+        provider,
+        prompt,
+        prompt_file,
+        mode,
+        system_prompt,
+        role,
+        skills,
+        options,
+        output_format,
+        conversation,
+    })
+}
+
+fn decode_parallel(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
+    let branches = f.string_list("parallel", d);
+    let strategy = match f
+        .string("strategy", d)
+        .map(|s| s.trim().to_ascii_lowercase())
+    {
+        None => ParallelStrategy::AllSucceed,
+        Some(s) => match s.as_str() {
+            "" | "all_succeed" => ParallelStrategy::AllSucceed,
+            "any_succeed" => ParallelStrategy::AnySucceed,
+            "best_effort" => ParallelStrategy::BestEffort,
+            other => {
+                d.invalid(
+                    &f.child("strategy"),
+                    f.key_pos("strategy"),
+                    format!("invalid parallel strategy \"{other}\" (expected all_succeed, any_succeed or best_effort)"),
+                );
+                ParallelStrategy::AllSucceed
+            }
+        },
+    };
+    let max_concurrent = match f.int("max_concurrent", d) {
+        Some(n) if n < 0 => {
+            d.invalid(
+                &f.child("max_concurrent"),
+                f.key_pos("max_concurrent"),
+                "max_concurrent must be >= 0",
+            );
+            0
+        }
+        Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
+        None => 0,
+    };
+    StateKind::Parallel(ParallelStep {
+        branches,
+        strategy,
+        max_concurrent,
+    })
+}
+
+fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {
+    let over = if ty == "for_each" {
+        let items = f.take("items").and_then(|n| match &n.kind {
+            NodeKind::Seq(_) => Some(n.to_json().to_string()),
+            _ => d.string(n, &f.child("items")),
+        });
+        match items {
+            Some(i) => LoopOver::Items(i),
+            None => {
+                d.error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    &f.child("items"),
+                    Some(f.pos()),
+                    "a for_each loop needs items",
+                );
+                return None;
+            }
+        }
+    } else {
+        match f.string("while", d).filter(|w| !w.trim().is_empty()) {
+            Some(w) => LoopOver::While(w),
+            None => {
+                d.error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    &f.child("while"),
+                    Some(f.pos()),
+                    "a while loop needs a while: condition",
+                );
+                return None;
+            }
+        }
+    };
+    let body = f.string_list("body", d);
+    let max_iterations = match f.take("max_iterations") {
+        None => MaxIterations::Static(DEFAULT_MAX_ITERATIONS),
+        Some(n) => {
+            let mpath = f.child("max_iterations");
+            match n.scalar() {
+                Some(Scalar::Int(0)) => MaxIterations::Static(DEFAULT_MAX_ITERATIONS),
+                Some(Scalar::Int(i)) if i < 0 => {
+                    d.invalid(
+                        &mpath,
+                        Some(n.pos),
+                        format!("max_iterations must be between 1 and 10000, got {i}"),
+                    );
+                    MaxIterations::Static(DEFAULT_MAX_ITERATIONS)
+                }
+                Some(Scalar::Int(i)) => MaxIterations::Static(u32::try_from(i).unwrap_or(u32::MAX)),
+                Some(Scalar::Str(s)) => MaxIterations::Dynamic(s),
+                _ => {
+                    d.wrong_type(&mpath, n, "an integer or a template string");
+                    MaxIterations::Static(DEFAULT_MAX_ITERATIONS)
+                }
+            }
+        }
+    };
+    let break_when = f.string("break_when", d).filter(|b| !b.trim().is_empty());
+    let on_complete = f.string("on_complete", d);
+    Some(StateKind::Loop(LoopStep {
+        over,
+        body,
+        max_iterations,
+        break_when,
+        on_complete,
+    }))
+}
+
+fn decode_operation(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
+    let operation = f.string("operation", d).unwrap_or_default();
+    let mut inputs = match f.take("inputs") {
+        Some(n) => d.json_map(n, &f.child("inputs")),
+        None => IndexMap::new(),
+    };
+    if let Some(n) = f.take("operation_inputs") {
+        inputs.extend(d.json_map(n, &f.child("operation_inputs")));
+    }
+    StateKind::Operation(OperationStep { operation, inputs })
+}
+
+/// Formats a YAML value as text the way Go's `%v` would for scalars; composites as JSON.
+fn value_text(node: &Node) -> String {
+    match &node.kind {
+        NodeKind::Scalar { text, .. } => {
+            if node.is_null() {
+                String::new()
+            } else {
+                text.clone()
+            }
+        }
+        _ => node.to_json().to_string(),
+    }
+}
+
+fn string_map(node: &Node, path: &str, d: &mut Diags) -> IndexMap<String, String> {
+    match node.entries() {
+        Some(entries) => entries
+            .iter()
+            .map(|e| (e.key.clone(), value_text(&e.value)))
+            .collect(),
+        None => {
+            d.wrong_type(path, node, "a mapping");
+            IndexMap::new()
+        }
+    }
+}
+
+fn decode_call(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
+    let mut workflow = f.string("workflow", d).unwrap_or_default();
+    let mut inputs = match f.take("inputs") {
+        Some(n) => string_map(n, &f.child("inputs"), d),
+        None => IndexMap::new(),
+    };
+    let mut outputs = match f.take("outputs") {
+        Some(n) => string_map(n, &f.child("outputs"), d),
+        None => IndexMap::new(),
+    };
+    if let Some(n) = f.take("call_workflow") {
+        let cpath = f.child("call_workflow");
+        if let Some(mut cf) = Fields::of(n, &cpath, d, "a mapping {workflow, inputs, outputs}") {
+            if let Some(w) = cf.string("workflow", d) {
+                workflow = w;
+            }
+            if let Some(n) = cf.take("inputs") {
+                inputs.extend(string_map(n, &cf.child("inputs"), d));
+            }
+            if let Some(n) = cf.take("outputs") {
+                outputs.extend(string_map(n, &cf.child("outputs"), d));
+            }
+            cf.finish(d, &[], "call_workflow");
+        }
+    }
+    StateKind::CallWorkflow(CallWorkflowStep {
+        workflow,
+        inputs,
+        outputs,
+    })
+}
+
+fn decode_inputs(node: &Node, path: &str, d: &mut Diags) -> Vec<InputDef> {
+    let Some(items) = node.items() else {
+        d.wrong_type(path, node, "a list of inputs (- name: …)");
+        if let Some(e) = d.list.last_mut() {
+            e.hint = Some(
+                "write inputs as a list: `inputs:\\n  - name: x\\n    type: string`".to_owned(),
+            );
+        }
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ipath = format!("{path}.{i}");
+        let Some(mut f) = Fields::of(item, &ipath, d, "a mapping (an input)") else {
+            continue;
+        };
+        let name = f.string("name", d);
+        let ty = match f.string("type", d).map(|t| t.trim().to_ascii_lowercase()) {
+            None => InputType::Untyped,
+            Some(t) => match t.as_str() {
+                "" => InputType::Untyped,
+                "string" => InputType::String,
+                "integer" => InputType::Integer,
+                "number" => InputType::Number,
+                "boolean" => InputType::Boolean,
+                "array" => InputType::Array,
+                _ => InputType::Unknown(t),
+            },
+        };
+        let description = f.string("description", d);
+        let required = f.boolean("required", d).unwrap_or(false);
+        let default = f.take("default").map(Node::to_json);
+        let mut validation = InputValidation::default();
+        if let Some(v) = f.take("validation") {
+            let vpath = f.child("validation");
+            if let Some(mut vf) = Fields::of(v, &vpath, d, "a mapping (input validation)") {
+                validation.pattern = vf.string("pattern", d);
+                validation.enum_values = vf.string_list("enum", d);
+                validation.min = vf.float("min", d);
+                validation.max = vf.float("max", d);
+                validation.file_exists = vf.boolean("file_exists", d).unwrap_or(false);
+                validation.file_extension = match vf.take("file_extension") {
+                    Some(n) if n.items().is_none() => d
+                        .string(n, &vf.child("file_extension"))
+                        .into_iter()
+                        .collect(),
+                    Some(n) => d.string_list(n, &vf.child("file_extension")),
+                    None => Vec::new(),
+                };
+                vf.finish(d, &[], "input validation");
+            }
+        }
+        f.finish(d, &[], "an input");
+        match name.filter(|n| !n.trim().is_empty()) {
+            Some(name) => out.push(InputDef {
+                name,
+                ty,
+                description,
+                required,
+                default,
+                validation,
+            }),
+            None => {
+                d.syntax(
+                    &format!("{ipath}.name"),
+                    Some(item.pos),
+                    "name: required field missing",
+                );
+            }
+        }
+    }
+    out
+}
+
+fn decode_outputs(node: &Node, path: &str, d: &mut Diags) -> Vec<OutputDef> {
+    let Some(items) = node.items() else {
+        d.wrong_type(path, node, "a list of outputs (- name: …, from: …)");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let ipath = format!("{path}.{i}");
+        let Some(mut f) = Fields::of(item, &ipath, d, "a mapping {name, from, description}") else {
+            continue;
+        };
+        let name = f.string("name", d);
+        let from = f.string("from", d);
+        let description = f.string("description", d);
+        f.finish(d, &[], "an output");
+        match (name, from) {
+            (Some(name), Some(from)) => out.push(OutputDef {
+                name,
+                from,
+                description,
+            }),
+            (None, _) => {
+                d.syntax(
+                    &format!("{ipath}.name"),
+                    Some(item.pos),
+                    "name: required field missing",
+                );
+            }
+            (Some(_), None) => {
+                d.syntax(
+                    &format!("{ipath}.from"),
+                    Some(item.pos),
+                    "from: required field missing",
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,573 @@
+//! A YAML document as a tree of positioned nodes, built from `yaml-rust2`'s marked events.
+//!
+//! Scalars keep their source text and style so that string fields can accept any scalar
+//! (`timeout: 30`) while typed fields resolve with YAML 1.2 core-schema rules (only
+//! `true`/`false` are booleans). Duplicate mapping keys and syntax errors are reported with
+//! 1-based line and column. Source: spec/workflow.md §1.2, §7.3.
+
+use std::collections::HashMap;
+
+use serde_json::Map;
+use serde_json::Number;
+use serde_json::Value;
+use yaml_rust2::parser::Event;
+use yaml_rust2::parser::Parser;
+use yaml_rust2::parser::Tag;
+use yaml_rust2::scanner::Marker;
+use yaml_rust2::scanner::TScalarStyle;
+
+/// A 1-based position in the source text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl Pos {
+    fn from_marker(m: &Marker) -> Self {
+        Self {
+            line: u32::try_from(m.line()).unwrap_or(u32::MAX).max(1),
+            column: u32::try_from(m.col()).unwrap_or(u32::MAX).saturating_add(1),
+        }
+    }
+}
+
+/// One node of the document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// Where the node starts.
+    pub pos: Pos,
+    /// What it holds.
+    pub kind: NodeKind,
+}
+
+/// Node contents.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    /// A scalar: its text, whether it was quoted or a block scalar, and an explicit tag.
+    Scalar {
+        /// Text as written (after unquoting / folding).
+        text: String,
+        /// Plain (unquoted) scalars are resolved to null/bool/int/float; others are strings.
+        plain: bool,
+        /// Explicit `!!tag` suffix, if any.
+        tag: Option<String>,
+    },
+    /// A sequence.
+    Seq(Vec<Node>),
+    /// A mapping: (key text, key position, value), in file order.
+    Map(Vec<MapEntry>),
+}
+
+/// One `key: value` pair.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapEntry {
+    /// Key text (non-scalar keys are rejected while building).
+    pub key: String,
+    /// Position of the key.
+    pub key_pos: Pos,
+    /// The value.
+    pub value: Node,
+}
+
+/// A scalar resolved with YAML 1.2 core-schema rules.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    /// `null`, `~`, empty.
+    Null,
+    /// `true` / `false` (any of the three core-schema casings).
+    Bool(bool),
+    /// Integer (decimal, `0x`, `0o`).
+    Int(i64),
+    /// Float.
+    Float(f64),
+    /// Anything else.
+    Str(String),
+}
+
+/// A syntax error with its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    /// Where.
+    pub pos: Pos,
+    /// What.
+    pub message: String,
+    /// How to fix it, when we can tell.
+    pub hint: Option<String>,
+}
+
+impl Node {
+    /// Short name of the node's YAML type, for messages (`a mapping`, `a sequence`, `a string`).
+    pub fn type_name(&self) -> &'static str {
+        match &self.kind {
+            NodeKind::Seq(_) => "a sequence",
+            NodeKind::Map(_) => "a mapping",
+            NodeKind::Scalar { .. } => match self.scalar() {
+                Some(Scalar::Null) => "null",
+                Some(Scalar::Bool(_)) => "a boolean",
+                Some(Scalar::Int(_)) => "an integer",
+                Some(Scalar::Float(_)) => "a number",
+                _ => "a string",
+            },
+        }
+    }
+
+    /// Resolves a scalar node; `None` for collections.
+    pub fn scalar(&self) -> Option<Scalar> {
+        match &self.kind {
+            NodeKind::Scalar { text, plain, tag } => Some(resolve(text, *plain, tag.as_deref())),
+            _ => None,
+        }
+    }
+
+    /// Whether this node is a null scalar.
+    pub fn is_null(&self) -> bool {
+        matches!(self.scalar(), Some(Scalar::Null))
+    }
+
+    /// Raw text of a scalar node.
+    pub fn text(&self) -> Option<&str> {
+        match &self.kind {
+            NodeKind::Scalar { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// Entries of a mapping node.
+    pub fn entries(&self) -> Option<&[MapEntry]> {
+        match &self.kind {
+            NodeKind::Map(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Items of a sequence node.
+    pub fn items(&self) -> Option<&[Node]> {
+        match &self.kind {
+            NodeKind::Seq(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Value of `key` in a mapping node.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.entries()?
+            .iter()
+            .find(|e| e.key == key)
+            .map(|e| &e.value)
+    }
+
+    /// Converts to JSON: plain scalars are resolved, mappings keep file order.
+    pub fn to_json(&self) -> Value {
+        match &self.kind {
+            NodeKind::Seq(items) => Value::Array(items.iter().map(Self::to_json).collect()),
+            NodeKind::Map(entries) => {
+                let mut m = Map::new();
+                for e in entries {
+                    m.insert(e.key.clone(), e.value.to_json());
+                }
+                Value::Object(m)
+            }
+            NodeKind::Scalar { .. } => match self.scalar() {
+                Some(Scalar::Bool(b)) => Value::Bool(b),
+                Some(Scalar::Int(i)) => Value::from(i),
+                Some(Scalar::Float(f)) => Number::from_f64(f).map_or(Value::Null, Value::Number),
+                Some(Scalar::Str(s)) => Value::String(s),
+                Some(Scalar::Null) | None => Value::Null,
+            },
+        }
+    }
+}
+
+/// YAML 1.2 core-schema resolution of a scalar (what yaml.v3 does for untyped targets).
+pub fn resolve(text: &str, plain: bool, tag: Option<&str>) -> Scalar {
+    match tag {
+        Some("str") => return Scalar::Str(text.to_owned()),
+        Some("int") => {
+            return parse_int(text).map_or_else(|| Scalar::Str(text.to_owned()), Scalar::Int);
+        }
+        Some("float") => {
+            return parse_float(text).map_or_else(|| Scalar::Str(text.to_owned()), Scalar::Float);
+        }
+        Some("bool") => {
+            return match text {
+                "true" | "True" | "TRUE" => Scalar::Bool(true),
+                "false" | "False" | "FALSE" => Scalar::Bool(false),
+                _ => Scalar::Str(text.to_owned()),
+            };
+        }
+        Some("null") => return Scalar::Null,
+        _ => {}
+    }
+    if !plain {
+        return Scalar::Str(text.to_owned());
+    }
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => Scalar::Null,
+        "true" | "True" | "TRUE" => Scalar::Bool(true),
+        "false" | "False" | "FALSE" => Scalar::Bool(false),
+        _ => {
+            if let Some(i) = parse_int(text) {
+                Scalar::Int(i)
+            } else if let Some(f) = parse_float(text) {
+                Scalar::Float(f)
+            } else {
+                Scalar::Str(text.to_owned())
+            }
+        }
+    }
+}
+
+fn parse_int(text: &str) -> Option<i64> {
+    if let Some(hex) = text.strip_prefix("0x") {
+        return i64::from_str_radix(hex, 16).ok();
+    }
+    if let Some(oct) = text.strip_prefix("0o") {
+        return i64::from_str_radix(oct, 8).ok();
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+fn parse_float(text: &str) -> Option<f64> {
+    match text {
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" => return Some(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Some(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Some(f64::NAN),
+        _ => {}
+    }
+    let body = text.strip_prefix(['-', '+']).unwrap_or(text);
+    let (mantissa, exp) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let mut parts = mantissa.splitn(2, '.');
+    let int_part = parts.next().unwrap_or("");
+    let frac_part = parts.next();
+    let digits_ok = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let ok_mantissa = match frac_part {
+        Some(f) => digits_ok(int_part) && digits_ok(f) && !(int_part.is_empty() && f.is_empty()),
+        None => !int_part.is_empty() && digits_ok(int_part),
+    };
+    let ok_exp = exp.is_none_or(|e| {
+        let e = e.strip_prefix(['-', '+']).unwrap_or(e);
+        !e.is_empty() && digits_ok(e)
+    });
+    if ok_mantissa && ok_exp {
+        text.parse().ok()
+    } else {
+        None
+    }
+}
+
+enum Frame {
+    Seq(Pos, Vec<Node>, usize),
+    Map(Pos, Vec<MapEntry>, Option<(String, Pos)>, usize),
+}
+
+/// Parses one YAML document into a node tree. An empty document gives a null scalar.
+///
+/// # Errors
+/// A [`SyntaxError`] for scanner/parser errors, non-scalar keys, duplicate keys, unknown
+/// aliases and multi-document streams.
+pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
+    let mut parser = Parser::new_from_str(text);
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    let mut root: Option<Node> = None;
+    let mut documents = 0usize;
+    loop {
+        let (event, marker) = parser.next_token().map_err(|e| scan_error(text, &e))?;
+        let pos = Pos::from_marker(&marker);
+        let finished: Option<(Node, usize)> = match event {
+            Event::StreamEnd => break,
+            Event::DocumentStart => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(SyntaxError {
+                        pos,
+                        message: "a workflow file must hold a single YAML document".to_owned(),
+                        hint: Some("remove the extra '---' document".to_owned()),
+                    });
+                }
+                None
+            }
+            Event::Nothing | Event::StreamStart | Event::DocumentEnd => None,
+            Event::Alias(id) => match anchors.get(&id) {
+                Some(n) => Some((
+                    Node {
+                        pos,
+                        kind: n.kind.clone(),
+                    },
+                    0,
+                )),
+                None => {
+                    return Err(SyntaxError {
+                        pos,
+                        message: "unknown alias".to_owned(),
+                        hint: None,
+                    });
+                }
+            },
+            Event::Scalar(value, style, anchor, tag) => Some((
+                Node {
+                    pos,
+                    kind: NodeKind::Scalar {
+                        text: value,
+                        plain: style == TScalarStyle::Plain,
+                        tag: tag.as_ref().and_then(core_tag),
+                    },
+                },
+                anchor,
+            )),
+            Event::SequenceStart(anchor, _) => {
+                stack.push(Frame::Seq(pos, Vec::new(), anchor));
+                None
+            }
+            Event::MappingStart(anchor, _) => {
+                stack.push(Frame::Map(pos, Vec::new(), None, anchor));
+                None
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq(p, items, anchor)) => {
+                    let pos = earliest(p, items.first().map(|i| i.pos));
+                    Some((
+                        Node {
+                            pos,
+                            kind: NodeKind::Seq(items),
+                        },
+                        anchor,
+                    ))
+                }
+                _ => return Err(internal(pos)),
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map(p, entries, _, anchor)) => {
+                    let pos = earliest(p, entries.iter().map(|e| e.key_pos).find(|k| k.line > 0));
+                    Some((
+                        Node {
+                            pos,
+                            kind: NodeKind::Map(entries),
+                        },
+                        anchor,
+                    ))
+                }
+                _ => return Err(internal(pos)),
+            },
+        };
+        let Some((node, anchor)) = finished else {
+            continue;
+        };
+        if anchor > 0 {
+            anchors.insert(anchor, node.clone());
+        }
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame::Seq(_, items, _)) => items.push(node),
+            Some(Frame::Map(_, entries, pending, _)) => match pending.take() {
+                None => {
+                    let key = match &node.kind {
+                        NodeKind::Scalar { text, .. } => text.clone(),
+                        _ => {
+                            return Err(SyntaxError {
+                                pos: node.pos,
+                                message: "mapping keys must be plain strings".to_owned(),
+                                hint: None,
+                            });
+                        }
+                    };
+                    if key != "<<"
+                        && let Some(prev) =
+                            entries.iter().find(|e| e.key == key && e.key_pos != MERGED)
+                    {
+                        return Err(SyntaxError {
+                            pos: node.pos,
+                            message: format!(
+                                "mapping key \"{key}\" already defined at line {}",
+                                prev.key_pos.line
+                            ),
+                            hint: Some(format!("remove or rename the second \"{key}\"")),
+                        });
+                    }
+                    *pending = Some((key, node.pos));
+                }
+                Some((key, key_pos)) => {
+                    if key == "<<" {
+                        merge_into(entries, &node);
+                    } else {
+                        entries.retain(|e| e.key != key);
+                        entries.push(MapEntry {
+                            key,
+                            key_pos,
+                            value: node,
+                        });
+                    }
+                }
+            },
+        }
+    }
+    Ok(root.unwrap_or(Node {
+        pos: Pos { line: 1, column: 1 },
+        kind: NodeKind::Scalar {
+            text: String::new(),
+            plain: true,
+            tag: None,
+        },
+    }))
+}
+
+/// The parser marks a block collection where its first child ends; use the first child's
+/// position when it comes earlier.
+fn earliest(marker: Pos, first_child: Option<Pos>) -> Pos {
+    match first_child {
+        Some(c) if (c.line, c.column) < (marker.line, marker.column) => c,
+        _ => marker,
+    }
+}
+
+/// Key position given to entries copied by a merge key (they have no position of their own).
+const MERGED: Pos = Pos { line: 0, column: 0 };
+
+/// `<<: *anchor` (or a list of them): keys not already present are added.
+fn merge_into(entries: &mut Vec<MapEntry>, node: &Node) {
+    let sources: Vec<&Node> = match &node.kind {
+        NodeKind::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    };
+    for src in sources {
+        if let Some(src_entries) = src.entries() {
+            for e in src_entries {
+                if !entries.iter().any(|x| x.key == e.key) {
+                    let mut e = e.clone();
+                    e.key_pos = MERGED;
+                    entries.push(e);
+                }
+            }
+        }
+    }
+}
+
+fn core_tag(tag: &Tag) -> Option<String> {
+    (tag.handle == "tag:yaml.org,2002:" || tag.handle == "!!").then(|| tag.suffix.clone())
+}
+
+fn internal(pos: Pos) -> SyntaxError {
+    SyntaxError {
+        pos,
+        message: "unbalanced YAML structure".to_owned(),
+        hint: None,
+    }
+}
+
+fn scan_error(text: &str, e: &yaml_rust2::ScanError) -> SyntaxError {
+    let pos = Pos::from_marker(e.marker());
+    let line_text = text
+        .lines()
+        .nth(pos.line.saturating_sub(1) as usize)
+        .unwrap_or("");
+    let info = e.info();
+    let hint = if text
+        .lines()
+        .take(pos.line as usize)
+        .any(|l| l.trim_start_matches(' ').starts_with('\t'))
+    {
+        Some("YAML indentation must use spaces, not tabs".to_owned())
+    } else if info.contains("mapping values are not allowed") {
+        Some(
+            "quote the value: a plain string cannot contain ': ' (e.g. command: 'echo \"a: b\"')"
+                .to_owned(),
+        )
+    } else if info.contains("could not find expected ':'") || info.contains("simple key") {
+        Some("a key is missing its ':' or the indentation is inconsistent".to_owned())
+    } else if info.contains("did not find expected") || info.contains("flow") {
+        Some("a '[' or '{' is not closed, or an item is badly indented".to_owned())
+    } else {
+        None
+    };
+    let _ = line_text;
+    SyntaxError {
+        pos,
+        message: info.to_owned(),
+        hint,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based() {
+        let n = parse_document("a: 1\nb:\n  - x\n  - y: 2\n").unwrap();
+        let e = n.entries().unwrap();
+        assert_eq!(e[0].key_pos, Pos { line: 1, column: 1 });
+        assert_eq!(e[1].key_pos, Pos { line: 2, column: 1 });
+        let items = e[1].value.items().unwrap();
+        assert_eq!(items[0].pos, Pos { line: 3, column: 5 });
+        assert_eq!(
+            items[1].entries().unwrap()[0].key_pos,
+            Pos { line: 4, column: 5 }
+        );
+    }
+
+    #[test]
+    fn core_schema_resolution() {
+        assert_eq!(resolve("yes", true, None), Scalar::Str("yes".into()));
+        assert_eq!(resolve("True", true, None), Scalar::Bool(true));
+        assert_eq!(resolve("30", true, None), Scalar::Int(30));
+        assert_eq!(resolve("30", false, None), Scalar::Str("30".into()));
+        assert_eq!(resolve("2.5", true, None), Scalar::Float(2.5));
+        assert_eq!(resolve("1e3", true, None), Scalar::Float(1000.0));
+        assert_eq!(resolve("~", true, None), Scalar::Null);
+        assert_eq!(resolve("0x1F", true, None), Scalar::Int(31));
+        assert_eq!(resolve("1.2.3", true, None), Scalar::Str("1.2.3".into()));
+        assert_eq!(resolve("10MB", true, None), Scalar::Str("10MB".into()));
+    }
+
+    #[test]
+    fn explicit_core_tags() {
+        let n = parse_document("a: !!str 30\nb: !!int \"7\"\n").unwrap();
+        assert_eq!(n.get("a").unwrap().scalar(), Some(Scalar::Str("30".into())));
+        assert_eq!(n.get("b").unwrap().scalar(), Some(Scalar::Int(7)));
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_with_position() {
+        let e = parse_document("a: 1\nb: 2\na: 3\n").unwrap_err();
+        assert_eq!(e.pos, Pos { line: 3, column: 1 });
+        assert_eq!(e.message, "mapping key \"a\" already defined at line 1");
+    }
+
+    #[test]
+    fn colon_in_plain_scalar_is_an_error() {
+        let e = parse_document("x:\n  command: echo \"Error occurred: test\"\n").unwrap_err();
+        assert_eq!(e.pos.line, 2);
+        assert!(
+            e.message.contains("mapping values are not allowed"),
+            "{}",
+            e.message
+        );
+        assert!(e.hint.unwrap().contains("quote"));
+    }
+
+    #[test]
+    fn tabs_get_a_hint() {
+        let e = parse_document("a:\n\tb: 1\n").unwrap_err();
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("YAML indentation must use spaces, not tabs")
+        );
+    }
+
+    #[test]
+    fn anchors_and_merge_keys() {
+        let n = parse_document("base: &b {x: 1, y: 2}\nc:\n  <<: *b\n  y: 3\n").unwrap();
+        let c = n.get("c").unwrap();
+        assert_eq!(c.to_json(), serde_json::json!({"y": 3, "x": 1}));
+    }
+}

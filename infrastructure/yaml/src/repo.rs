@@ -1,0 +1,290 @@
+//! Workflow lookup and listing over the three workflow directories, and the config source.
+//!
+//! Source: spec/workflow.md §1.1 (lookup order, `.yaml` suffix, traversal rejected),
+//! §3.13 (paths and environment variables).
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::io;
+use std::path::Component;
+use std::path::Path;
+use std::path::PathBuf;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::WorkflowRepository;
+use awf_domain::ports::repository::ConfigSource;
+use awf_domain::ports::repository::LoadedWorkflow;
+use awf_domain::ports::repository::ProjectConfig;
+use awf_domain::ports::repository::WorkflowEntry;
+use awf_domain::workflow::WorkflowSource;
+
+use crate::config::parse_config;
+use crate::fields::closest;
+use crate::parse_workflow_with;
+use crate::templates::DirTemplates;
+
+/// Where workflows, templates and the project config live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoPaths {
+    /// Process working directory; relative identifiers resolve against it.
+    pub cwd: PathBuf,
+    /// `$AWF_WORKFLOWS_PATH` (source `env`).
+    pub env_dir: Option<PathBuf>,
+    /// `<cwd>/.awf/workflows` (source `local`).
+    pub local_dir: PathBuf,
+    /// `$AWF_CONFIG_HOME`, else `$XDG_CONFIG_HOME/awf`, else `~/.config/awf`, + `/workflows`
+    /// (source `global`).
+    pub global_dir: PathBuf,
+    /// `<cwd>/.awf/templates`, `<data root>/templates`.
+    pub template_dirs: Vec<PathBuf>,
+    /// `$AWF_CONFIG_PATH`, else `<cwd>/.awf/config.yaml`.
+    pub config_path: PathBuf,
+}
+
+impl RepoPaths {
+    /// Computes the paths from an environment map (no process environment is read).
+    ///
+    /// `data_root` is the data directory (`$XDG_DATA_HOME/awf` or the `--storage` override).
+    /// Relative values of the variables resolve against `cwd`.
+    /// Source: spec/workflow.md §1.1, §1.11, §3.13.
+    pub fn from_env(cwd: &Path, env: &BTreeMap<String, String>, data_root: &Path) -> Self {
+        let var = |k: &str| {
+            env.get(k)
+                .map(|v| v.trim())
+                .filter(|v| !v.is_empty())
+                .map(|v| cwd.join(v))
+        };
+        let home = env
+            .get("HOME")
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| cwd.to_path_buf(), PathBuf::from);
+        let config_home = var("AWF_CONFIG_HOME")
+            .or_else(|| var("XDG_CONFIG_HOME").map(|x| x.join("awf")))
+            .unwrap_or_else(|| home.join(".config").join("awf"));
+        Self {
+            cwd: cwd.to_path_buf(),
+            env_dir: var("AWF_WORKFLOWS_PATH"),
+            local_dir: cwd.join(".awf").join("workflows"),
+            global_dir: config_home.join("workflows"),
+            template_dirs: vec![
+                cwd.join(".awf").join("templates"),
+                data_root.join("templates"),
+            ],
+            config_path: var("AWF_CONFIG_PATH")
+                .unwrap_or_else(|| cwd.join(".awf").join("config.yaml")),
+        }
+    }
+
+    /// The workflow directories with their source names, in lookup order.
+    pub fn sources(&self) -> Vec<(&Path, &'static str)> {
+        let mut v: Vec<(&Path, &'static str)> = Vec::new();
+        if let Some(e) = &self.env_dir {
+            v.push((e, "env"));
+        }
+        v.push((&self.local_dir, "local"));
+        v.push((&self.global_dir, "global"));
+        v
+    }
+}
+
+/// The YAML workflow repository and config source.
+#[derive(Debug, Clone)]
+pub struct YamlRepository {
+    paths: RepoPaths,
+}
+
+impl YamlRepository {
+    /// New repository over `paths`.
+    pub fn new(paths: RepoPaths) -> Self {
+        Self { paths }
+    }
+
+    /// The paths in use.
+    pub fn paths(&self) -> &RepoPaths {
+        &self.paths
+    }
+
+    fn load_file(&self, path: &Path, identifier: &str) -> Result<LoadedWorkflow, AwfError> {
+        let text = std::fs::read_to_string(path).map_err(|e| io_error(&e, path))?;
+        let source = WorkflowSource {
+            identifier: identifier.to_owned(),
+            path: Some(path.to_path_buf()),
+            dir: path
+                .parent()
+                .map_or_else(|| self.paths.cwd.clone(), Path::to_path_buf),
+        };
+        let templates = DirTemplates {
+            dirs: self.paths.template_dirs.clone(),
+        };
+        parse_workflow_with(&text, Some(path), source, &templates)
+    }
+
+    /// Every `*.yaml` stem in `dir` (sorted), empty when the directory is missing.
+    fn names_in(dir: &Path) -> Result<Vec<String>, AwfError> {
+        let rd = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.kind() == io::ErrorKind::NotADirectory =>
+            {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(io_error(&e, dir)),
+        };
+        let mut names = BTreeSet::new();
+        for entry in rd.flatten() {
+            let p = entry.path();
+            if p.is_file()
+                && p.extension().is_some_and(|x| x == "yaml")
+                && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
+            {
+                names.insert(stem.to_owned());
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    fn search_dirs<'a>(&'a self, base_dir: Option<&'a Path>) -> Vec<&'a Path> {
+        let mut dirs: Vec<&Path> = Vec::new();
+        if let Some(b) = base_dir {
+            dirs.push(b);
+        }
+        dirs.extend(self.paths.sources().into_iter().map(|(d, _)| d));
+        dirs
+    }
+}
+
+fn io_error(e: &io::Error, path: &Path) -> AwfError {
+    let code = match e.kind() {
+        io::ErrorKind::NotFound => ErrorCode::UserInputMissingFile,
+        io::ErrorKind::PermissionDenied => ErrorCode::SystemIoPermissionDenied,
+        _ => ErrorCode::SystemIoReadFailed,
+    };
+    AwfError::new(code, format!("cannot read {}: {e}", path.display()))
+        .with_detail("file", path.display().to_string())
+}
+
+/// A plain name: no separators, no `..`, not absolute.
+fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && Path::new(name)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
+        && !name.contains('/')
+        && !name.contains('\\')
+}
+
+impl WorkflowRepository for YamlRepository {
+    fn load(&self, identifier: &str, base_dir: Option<&Path>) -> Result<LoadedWorkflow, AwfError> {
+        let ident = identifier.trim();
+        if ident.is_empty() {
+            return Err(AwfError::new(
+                ErrorCode::UserFacadeIdentifierEmpty,
+                "workflow identifier is empty",
+            )
+            .with_hint("pass a workflow name or a path to a workflow file"));
+        }
+        // 1. An existing file path wins.
+        let as_path = self.paths.cwd.join(ident);
+        if as_path.is_file() {
+            return self.load_file(&as_path, ident);
+        }
+        let path_like = ident.contains('/') || ident.contains('\\');
+        let yaml_suffix = ident.ends_with(".yaml") || ident.ends_with(".yml");
+        // 2. A name in the workflow directories (base dir of a calling workflow first).
+        if !path_like {
+            let file_name = if ident.ends_with(".yaml") {
+                ident.to_owned()
+            } else {
+                format!("{ident}.yaml")
+            };
+            if is_safe_name(&file_name) {
+                for dir in self.search_dirs(base_dir) {
+                    let p = dir.join(&file_name);
+                    if p.is_file() {
+                        return self.load_file(&p, ident);
+                    }
+                }
+            }
+        }
+        // 3. Not found.
+        if path_like || yaml_suffix {
+            let dir = as_path
+                .parent()
+                .map_or_else(|| self.paths.cwd.clone(), Path::to_path_buf);
+            let wanted = as_path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .unwrap_or(ident)
+                .to_owned();
+            let mut err = AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("workflow file not found: {ident}"),
+            )
+            .with_detail("file", as_path.display().to_string());
+            let files: Vec<String> = std::fs::read_dir(&dir)
+                .map(|rd| {
+                    rd.flatten()
+                        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                        .filter(|n| n.ends_with(".yaml") || n.ends_with(".yml"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if let Some(c) = closest(&wanted, files.iter().map(String::as_str)) {
+                err = err.with_hint(format!("did you mean '{c}'?"));
+            }
+            return Err(err);
+        }
+        let mut known = BTreeSet::new();
+        for dir in self.search_dirs(base_dir) {
+            known.extend(Self::names_in(dir).unwrap_or_default());
+        }
+        let mut err = AwfError::new(
+            ErrorCode::UserFacadeWorkflowNotFound,
+            format!("workflow not found: {ident}"),
+        )
+        .with_detail("workflow", ident.to_owned());
+        match closest(ident, known.iter().map(String::as_str)) {
+            Some(c) => err = err.with_hint(format!("did you mean '{c}'?")),
+            None => err = err.with_hint("run `awf list` to see the available workflows"),
+        }
+        Err(err)
+    }
+
+    fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for (dir, source) in self.paths.sources() {
+            for name in Self::names_in(dir)? {
+                if !seen.insert(name.clone()) {
+                    continue;
+                }
+                let path = dir.join(format!("{name}.yaml"));
+                let (version, description) = match self.load_file(&path, &name) {
+                    Ok(l) => (l.workflow.version, l.workflow.description),
+                    Err(_) => (None, None),
+                };
+                out.push(WorkflowEntry {
+                    name,
+                    source: source.to_owned(),
+                    path,
+                    version,
+                    description,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl ConfigSource for YamlRepository {
+    fn load_config(&self) -> Result<ProjectConfig, AwfError> {
+        let path = &self.paths.config_path;
+        match std::fs::read_to_string(path) {
+            Ok(text) => parse_config(&text, path),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ProjectConfig::default()),
+            Err(e) => Err(io_error(&e, path)),
+        }
+    }
+}

@@ -1,0 +1,5 @@
+mod common;
+mod fixtures;
+mod parse;
+mod repo;
+mod validate;

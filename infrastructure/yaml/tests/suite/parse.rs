@@ -1,0 +1,686 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use awf_domain::ErrorCode;
+use awf_domain::ports::repository::Severity;
+use awf_domain::workflow::*;
+use awf_yaml::parse_workflow_with;
+use indexmap::IndexMap;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use super::common::*;
+
+#[test]
+fn minimal_workflow_and_source_map() {
+    let text = "name: hello\nversion: 1.0\nstates:\n  initial: start\n  start:\n    type: step\n    command: echo hi\n    on_success: done\n  done:\n    type: terminal\n";
+    let l = load(text).unwrap();
+    let w = &l.workflow;
+    assert_eq!(w.name, "hello");
+    assert_eq!(w.version.as_deref(), Some("1.0"));
+    assert_eq!(w.initial, "start");
+    assert_eq!(w.states.keys().collect::<Vec<_>>(), vec!["start", "done"]);
+    let start = &w.states["start"];
+    assert_eq!(
+        start.kind,
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline("echo hi".into()),
+            dir: None
+        })
+    );
+    assert_eq!(start.on_success.as_deref(), Some("done"));
+    assert_eq!(
+        w.states["done"].kind,
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Success,
+            message: None,
+            exit_code: None
+        })
+    );
+    assert_eq!(l.source_map.locate("states.start.on_success"), Some((8, 5)));
+    assert_eq!(l.source_map.locate("states.done"), Some((9, 3)));
+    assert_eq!(l.source_map.locate("name"), Some((1, 1)));
+    assert_eq!(l.diagnostics, Vec::new());
+}
+
+#[test]
+fn sequence_items_are_positioned() {
+    let text = with_states(
+        "  a:\n    type: while\n    while: 'true'\n    body:\n      - b\n      - c\n    on_complete: done\n  b:\n    type: step\n    command: x\n  c:\n    type: step\n    command: y\n",
+    );
+    let l = load(&text).unwrap();
+    assert_eq!(l.source_map.locate("states.a.body.0"), Some((8, 9)));
+    assert_eq!(l.source_map.locate("states.a.body.1"), Some((9, 9)));
+}
+
+#[test]
+fn unknown_keys_warn_and_ineffective_keys_note() {
+    let text = "name: t\nmonitoring: {x: 1}\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo\n    operation: shell\n    depends_on: [x]\n    capture:\n      stdout: out\n      max_size: 512KB\n    on_sucess: done\n    on_success: done\n  done:\n    type: terminal\n";
+    let l = load(text).unwrap();
+    let got: Vec<(
+        Severity,
+        ErrorCode,
+        String,
+        Option<u32>,
+        Option<u32>,
+        Option<String>,
+    )> = l
+        .diagnostics
+        .iter()
+        .map(|d| {
+            (
+                d.severity,
+                d.code,
+                d.path.clone(),
+                d.line,
+                d.column,
+                d.hint.clone(),
+            )
+        })
+        .collect();
+    let uf = ErrorCode::WorkflowParseUnknownField;
+    assert_eq!(
+        got,
+        vec![
+            (
+                Severity::Note,
+                uf,
+                "states.a.capture.stdout".into(),
+                Some(11),
+                Some(7),
+                None
+            ),
+            (
+                Severity::Note,
+                uf,
+                "states.a.operation".into(),
+                Some(8),
+                Some(5),
+                None
+            ),
+            (
+                Severity::Note,
+                uf,
+                "states.a.depends_on".into(),
+                Some(9),
+                Some(5),
+                None
+            ),
+            (
+                Severity::Warning,
+                uf,
+                "states.a.on_sucess".into(),
+                Some(13),
+                Some(5),
+                Some("did you mean 'on_success'?".into())
+            ),
+            (
+                Severity::Note,
+                uf,
+                "monitoring".into(),
+                Some(2),
+                Some(1),
+                None
+            ),
+        ]
+    );
+    assert_eq!(
+        l.diagnostics[3].message,
+        "unknown field \"on_sucess\" in a step state"
+    );
+    assert_eq!(l.workflow.states["a"].capture_max_size, Some(512 * 1024));
+}
+
+#[test]
+fn type_mismatch_is_a_positioned_yaml_syntax_error() {
+    let e = err(
+        "name: t\ninputs:\n  x:\n    type: string\nstates:\n  initial: a\n  a: {type: terminal}\n",
+    );
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 3, column 3: inputs: expected a list of inputs (- name: …), found a mapping"
+    );
+    assert_eq!(e.details()["line"], json!(3));
+    assert_eq!(e.details()["column"], json!(3));
+    assert_eq!(e.details()["file"], json!("wf.yaml"));
+}
+
+#[test]
+fn syntax_errors_name_the_line() {
+    let e = err(
+        "name: invalid\nstates:\n  initial: start\n  start\n    type: step\n    command: echo\n",
+    );
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert!(e.message().contains("line 5"), "{}", e.message());
+    assert_eq!(e.details()["line"], json!(5));
+
+    let e = err(
+        "name: t\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo \"Error occurred: test\"\n",
+    );
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 6, column 34: mapping values are not allowed in this context"
+    );
+    assert!(e.hints()[0].contains("quote the value"));
+
+    let e = err("name: t\nstates:\n\tinitial: a\n");
+    assert!(e.message().contains("line 3"), "{}", e.message());
+    assert_eq!(e.hints(), ["YAML indentation must use spaces, not tabs"]);
+}
+
+#[test]
+fn duplicate_keys_are_errors() {
+    let e = err("name: t\nstates:\n  initial: a\n  a: {type: terminal}\n  a: {type: terminal}\n");
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 5, column 3: mapping key \"a\" already defined at line 4"
+    );
+}
+
+#[test]
+fn missing_name_and_initial() {
+    let e = err("description: x\nstates:\n  initial: a\n  a: {type: terminal}\n");
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 1, column 1: name: required field missing"
+    );
+    let e = err("name: t\nstates:\n  a: {type: terminal}\n");
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 3, column 3: states.initial: required field missing"
+    );
+}
+
+#[test]
+fn scalars_into_string_fields_and_durations() {
+    let text = with_states(
+        "  a:\n    type: step\n    command: 42\n    timeout: 30\n    on_success: b\n  b:\n    type: step\n    command: x\n    timeout: 500ms\n    on_success: c\n  c:\n    type: step\n    command: x\n    timeout: \"1m30s\"\n    on_success: done\n",
+    );
+    let w = wf(&text);
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline("42".into()),
+            dir: None
+        })
+    );
+    assert_eq!(w.states["a"].timeout, Some(Duration::from_secs(30)));
+    assert_eq!(w.states["b"].timeout, Some(Duration::from_millis(500)));
+    assert_eq!(w.states["c"].timeout, Some(Duration::from_secs(90)));
+    let e = err(&with_states(
+        "  a:\n    type: step\n    command: x\n    timeout: 10 parsecs\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseInvalidValue);
+    assert!(
+        e.message()
+            .starts_with("wf.yaml: line 7, column 14: states.a.timeout: invalid duration"),
+        "{}",
+        e.message()
+    );
+}
+
+#[test]
+fn yaml_1_2_booleans_only() {
+    let e = err(&with_states(
+        "  a:\n    type: step\n    command: x\n    continue_on_error: yes\n    on_success: done\n",
+    ));
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 7, column 24: states.a.continue_on_error: expected a boolean (true or false), found a string"
+    );
+    let w = wf(&with_states(
+        "  a:\n    type: step\n    command: x\n    continue_on_error: True\n    on_success: done\n",
+    ));
+    assert!(w.states["a"].continue_on_error);
+}
+
+#[test]
+fn type_is_case_insensitive_and_unknown_types_are_rejected() {
+    let w = wf(&with_states(
+        "  a:\n    type: Step\n    command: x\n    on_success: done\n",
+    ));
+    assert_eq!(w.states["a"].kind.kind_name(), "command");
+    let e = err(&with_states(
+        "  a:\n    type: paralel\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseUnknownStepType);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 5, column 5: states.a.type: unknown step type: paralel"
+    );
+    assert_eq!(e.hints(), ["did you mean 'parallel'?"]);
+    let e = err(&with_states(
+        "  a:\n    type: database.query\n    on_success: done\n",
+    ));
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 5, column 5: states.a.type: unknown step type: database.query"
+    );
+}
+
+#[test]
+fn command_xor_script_file() {
+    let w = wf(&with_states(
+        "  a:\n    type: command\n    script_file: run.sh\n    dir: /tmp\n    on_success: done\n",
+    ));
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Command(CommandStep {
+            source: CommandSource::ScriptFile("run.sh".into()),
+            dir: Some("/tmp".into())
+        })
+    );
+    let e = err(&with_states(
+        "  a:\n    type: step\n    command: x\n    script_file: y\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowValidationInvalidState);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 7, column 5: states.a.script_file: command and script_file are mutually exclusive"
+    );
+}
+
+#[test]
+fn agent_state_keeps_every_field() {
+    let text = with_states(
+        "  a:\n    type: agent\n    provider: claude\n    prompt: \"Do {{.inputs.x}}\"\n    mode: \" Conversation \"\n    system_prompt: be nice\n    role: reviewer\n    skills:\n      - lint\n      - path: ./skills/x\n    options:\n      model: haiku\n      max_tokens: 100\n      dangerously_skip_permissions: true\n    output_format: JSON\n    conversation:\n      continue_from: a\n    on_success: done\n",
+    );
+    let w = wf(&text);
+    let mut options = IndexMap::new();
+    options.insert("model".to_owned(), json!("haiku"));
+    options.insert("max_tokens".to_owned(), json!(100));
+    options.insert("dangerously_skip_permissions".to_owned(), json!(true));
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Agent(AgentStep {
+            provider: "claude".into(),
+            prompt: Some("Do {{.inputs.x}}".into()),
+            prompt_file: None,
+            mode: "conversation".into(),
+            system_prompt: Some("be nice".into()),
+            role: Some("reviewer".into()),
+            skills: vec!["lint".into(), "./skills/x".into()],
+            options,
+            output_format: Some("json".into()),
+            conversation: Some(ConversationConfig {
+                continue_from: Some("a".into()),
+                inject_context: None
+            }),
+        })
+    );
+    let w = wf(&with_states(
+        "  a:\n    type: agent\n    provider: claude\n    prompt: p\n    conversation: {}\n    on_success: done\n",
+    ));
+    let StateKind::Agent(a) = &w.states["a"].kind else {
+        panic!()
+    };
+    assert_eq!(a.mode, "single");
+    assert_eq!(a.conversation, Some(ConversationConfig::default()));
+}
+
+#[test]
+fn parallel_strategy_and_max_concurrent() {
+    let w = wf(&with_states(
+        "  a:\n    type: parallel\n    parallel: [x, y]\n    max_concurrent: 2\n    on_success: done\n  x: {type: step, command: x}\n  y: {type: step, command: y}\n",
+    ));
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Parallel(ParallelStep {
+            branches: vec!["x".into(), "y".into()],
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 2
+        })
+    );
+    let w = wf(&with_states(
+        "  a:\n    type: parallel\n    parallel: [x]\n    strategy: best_effort\n    on_success: done\n  x: {type: step, command: x}\n",
+    ));
+    let StateKind::Parallel(p) = &w.states["a"].kind else {
+        panic!()
+    };
+    assert_eq!(p.strategy, ParallelStrategy::BestEffort);
+    let e = err(&with_states(
+        "  a:\n    type: parallel\n    parallel: [x]\n    strategy: fastest\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseInvalidValue);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 7, column 5: states.a.strategy: invalid parallel strategy \"fastest\" (expected all_succeed, any_succeed or best_effort)"
+    );
+}
+
+#[test]
+fn loops_items_while_and_max_iterations() {
+    let text = with_states(
+        "  a:\n    type: for_each\n    items: [a.txt, {n: 1}, 3]\n    body: [b]\n    max_iterations: 0\n    break_when: \"states.b.Output == 'x'\"\n    on_complete: w\n  b: {type: step, command: x}\n  w:\n    type: while\n    while: states.b.ExitCode != 0\n    body: [b]\n    max_iterations: \"{{.inputs.n}}\"\n    on_complete: s\n  s:\n    type: for_each\n    items: \"{{.inputs.list}}\"\n    body: [b]\n    max_iterations: 10\n    on_complete: done\n",
+    );
+    let w = wf(&text);
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items(r#"["a.txt",{"n":1},3]"#.into()),
+            body: vec!["b".into()],
+            max_iterations: MaxIterations::Static(100),
+            break_when: Some("states.b.Output == 'x'".into()),
+            on_complete: Some("w".into()),
+        })
+    );
+    assert_eq!(w.states["a"].kind.kind_name(), "for_each");
+    assert_eq!(
+        w.states["w"].kind,
+        StateKind::Loop(LoopStep {
+            over: LoopOver::While("states.b.ExitCode != 0".into()),
+            body: vec!["b".into()],
+            max_iterations: MaxIterations::Dynamic("{{.inputs.n}}".into()),
+            break_when: None,
+            on_complete: Some("s".into()),
+        })
+    );
+    let StateKind::Loop(s) = &w.states["s"].kind else {
+        panic!()
+    };
+    assert_eq!(s.over, LoopOver::Items("{{.inputs.list}}".into()));
+    assert_eq!(s.max_iterations, MaxIterations::Static(10));
+}
+
+#[test]
+fn operation_and_call_workflow_layouts() {
+    let text = with_states(
+        "  a:\n    type: operation\n    operation: http.request\n    inputs:\n      url: \"{{.inputs.u}}\"\n      timeout: 5\n    on_success: b\n  b:\n    type: operation\n    operation: notify.send\n    operation_inputs: {message: hi}\n    on_success: c\n  c:\n    type: call_workflow\n    workflow: child\n    inputs: {n: 3, msg: \"{{.inputs.m}}\"}\n    outputs: {process: result}\n    on_success: d\n  d:\n    type: call_workflow\n    call_workflow:\n      workflow: other\n      inputs: {flag: true}\n      outputs: {out: x}\n    on_success: done\n",
+    );
+    let w = wf(&text);
+    let mut inputs = IndexMap::new();
+    inputs.insert("url".to_owned(), json!("{{.inputs.u}}"));
+    inputs.insert("timeout".to_owned(), json!(5));
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Operation(OperationStep {
+            operation: "http.request".into(),
+            inputs
+        })
+    );
+    let StateKind::Operation(b) = &w.states["b"].kind else {
+        panic!()
+    };
+    assert_eq!(b.inputs["message"], json!("hi"));
+    let map = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<IndexMap<_, _>>()
+    };
+    assert_eq!(
+        w.states["c"].kind,
+        StateKind::CallWorkflow(CallWorkflowStep {
+            workflow: "child".into(),
+            inputs: map(&[("n", "3"), ("msg", "{{.inputs.m}}")]),
+            outputs: map(&[("process", "result")]),
+        })
+    );
+    assert_eq!(
+        w.states["d"].kind,
+        StateKind::CallWorkflow(CallWorkflowStep {
+            workflow: "other".into(),
+            inputs: map(&[("flag", "true")]),
+            outputs: map(&[("out", "x")]),
+        })
+    );
+}
+
+#[test]
+fn terminals_status_and_message() {
+    let w = wf(&with_states(
+        "  a:\n    type: terminal\n    status: failure\n    message: boom\n",
+    ));
+    assert_eq!(
+        w.states["a"].kind,
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Failure,
+            message: Some("boom".into()),
+            exit_code: None
+        })
+    );
+    let e = err(&with_states(
+        "  a:\n    type: terminal\n    status: completed\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseInvalidValue);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 6, column 5: states.a.status: invalid terminal status \"completed\" (expected success or failure)"
+    );
+}
+
+#[test]
+fn retry_block() {
+    let w = wf(&with_states(
+        "  a:\n    type: step\n    command: x\n    retry:\n      max_attempts: 3\n      initial_delay: 2\n      max_delay: 1m\n      backoff: exponential\n      jitter: 0.5\n      retryable_exit_codes: [1, 75]\n    on_success: done\n",
+    ));
+    assert_eq!(
+        w.states["a"].retry,
+        Some(RetryPolicy {
+            max_attempts: 3,
+            initial_delay: Duration::from_secs(2),
+            max_delay: Some(Duration::from_secs(60)),
+            backoff: Backoff::Exponential,
+            multiplier: 2.0,
+            jitter: 0.5,
+            retryable_exit_codes: vec![1, 75],
+        })
+    );
+    let e = err(&with_states(
+        "  a:\n    type: step\n    command: x\n    retry: {max_attempts: 2, backoff: random}\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseInvalidValue);
+}
+
+#[test]
+fn hooks_workflow_and_step() {
+    let text = "name: t\nhooks:\n  workflow_start:\n    - log: start\n  workflow_error:\n    - command: echo err\n    - log: l\n      command: c\nstates:\n  initial: a\n  a:\n    type: step\n    command: x\n    hooks:\n      pre: [{log: pre}]\n      post: [{command: post}]\n    on_success: done\n  done: {type: terminal}\n";
+    let w = wf(text);
+    assert_eq!(
+        w.hooks,
+        WorkflowHooks {
+            workflow_start: vec![HookAction::Log("start".into())],
+            workflow_end: vec![],
+            workflow_error: vec![
+                HookAction::Command("echo err".into()),
+                HookAction::Log("l".into())
+            ],
+            workflow_cancel: vec![],
+        }
+    );
+    assert_eq!(
+        w.states["a"].hooks,
+        StepHooks {
+            pre: vec![HookAction::Log("pre".into())],
+            post: vec![HookAction::Command("post".into())]
+        }
+    );
+}
+
+#[test]
+fn inline_on_failure_synthesizes_a_terminal() {
+    let w = wf(&with_states(
+        "  a:\n    type: step\n    command: x\n    on_success: b\n    on_failure: {message: \"bad {{.inputs.x}}\", status: 4}\n  b:\n    type: step\n    command: y\n    on_success: done\n    on_failure:\n      message: plain\n",
+    ));
+    assert_eq!(
+        w.states["a"].on_failure.as_deref(),
+        Some("__inline_error_a")
+    );
+    assert_eq!(
+        w.states["__inline_error_a"].kind,
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Failure,
+            message: Some("bad {{.inputs.x}}".into()),
+            exit_code: Some(4)
+        })
+    );
+    assert_eq!(
+        w.states["__inline_error_b"].kind,
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Failure,
+            message: Some("plain".into()),
+            exit_code: None
+        })
+    );
+    let e = err(&with_states(
+        "  a:\n    type: step\n    command: x\n    on_success: done\n    on_failure: {status: 3}\n",
+    ));
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 8, column 17: states.a.on_failure.message: message: required field missing"
+    );
+}
+
+#[test]
+fn inputs_outputs_and_env() {
+    let text = "name: t\nenv: [API_KEY]\ninputs:\n  - name: file\n    type: string\n    required: true\n    description: a file\n    validation:\n      pattern: '^[a-z]+$'\n      enum: [a, b]\n      file_exists: true\n      file_extension: [.go, .rs]\n  - name: n\n    type: integer\n    default: 10\n    validation: {min: 1, max: 100}\n  - name: tags\n    type: array\n  - name: weird\n    type: map\noutputs:\n  - name: result\n    from: states.a.Output\n    description: the result\nstates:\n  initial: a\n  a: {type: step, command: x, on_success: done}\n  done: {type: terminal}\n";
+    let w = wf(text);
+    assert_eq!(w.env, vec!["API_KEY".to_owned()]);
+    assert_eq!(
+        w.inputs[0],
+        InputDef {
+            name: "file".into(),
+            ty: InputType::String,
+            description: Some("a file".into()),
+            required: true,
+            default: None,
+            validation: InputValidation {
+                pattern: Some("^[a-z]+$".into()),
+                enum_values: vec!["a".into(), "b".into()],
+                min: None,
+                max: None,
+                file_exists: true,
+                file_extension: vec![".go".into(), ".rs".into()],
+            },
+        }
+    );
+    assert_eq!(w.inputs[1].ty, InputType::Integer);
+    assert_eq!(w.inputs[1].default, Some(json!(10)));
+    assert_eq!(w.inputs[1].validation.min, Some(1.0));
+    assert_eq!(w.inputs[1].validation.max, Some(100.0));
+    assert_eq!(w.inputs[2].ty, InputType::Array);
+    assert_eq!(w.inputs[3].ty, InputType::Unknown("map".into()));
+    assert_eq!(
+        w.outputs,
+        vec![OutputDef {
+            name: "result".into(),
+            from: "states.a.Output".into(),
+            description: Some("the result".into())
+        }]
+    );
+}
+
+#[test]
+fn capture_sizes() {
+    assert_eq!(awf_yaml::parse_size("10MB"), Some(10 * 1024 * 1024));
+    assert_eq!(awf_yaml::parse_size("512KB"), Some(512 * 1024));
+    assert_eq!(awf_yaml::parse_size("1024"), Some(1024));
+    assert_eq!(awf_yaml::parse_size("1GB"), Some(1 << 30));
+    assert_eq!(awf_yaml::parse_size("ten"), None);
+    let e = err(&with_states(
+        "  a:\n    type: step\n    command: x\n    capture: {max_size: lots}\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseInvalidValue);
+}
+
+fn templates(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn load_t(text: &str, t: &BTreeMap<String, String>) -> Result<Workflow, awf_domain::AwfError> {
+    parse_workflow_with(
+        text,
+        Some(std::path::Path::new("wf.yaml")),
+        WorkflowSource::default(),
+        t,
+    )
+    .map(|l| l.workflow)
+}
+
+#[test]
+fn use_template_expands_before_validation() {
+    let t = templates(&[(
+        "build",
+        "name: build\nparameters:\n  - name: target\n    required: true\n  - name: flags\n    default: -v\nstates:\n  build:\n    type: step\n    command: make {{parameters.target}} {{parameters.flags}}\n    dir: /src/{{parameters.target}}\n    timeout: 1m\n",
+    )]);
+    let w = load_t(
+        &with_states("  a:\n    use_template: build\n    parameters: {target: all}\n    timeout: 5s\n    on_success: done\n"),
+        &t,
+    )
+    .unwrap();
+    let a = &w.states["a"];
+    assert_eq!(
+        a.kind,
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline("make all -v".into()),
+            dir: Some("/src/all".into())
+        })
+    );
+    assert_eq!(a.timeout, Some(Duration::from_secs(5)));
+    assert_eq!(a.on_success.as_deref(), Some("done"));
+}
+
+#[test]
+fn use_template_errors() {
+    let t = templates(&[
+        (
+            "needs",
+            "name: needs\nparameters: [{name: p, required: true}]\nstates:\n  needs: {type: step, command: echo}\n",
+        ),
+        (
+            "loop1",
+            "name: loop1\nstates:\n  loop1: {use_template: loop2}\n",
+        ),
+        (
+            "loop2",
+            "name: loop2\nstates:\n  loop2: {use_template: loop1}\n",
+        ),
+    ]);
+    let e = load_t(
+        &with_states("  a:\n    use_template: nope\n    on_success: done\n"),
+        &t,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowValidationMissingTemplate);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 5, column 5: states.a.use_template: template \"nope\" not found"
+    );
+    let e = load_t(
+        &with_states("  a:\n    use_template: needs\n    on_success: done\n"),
+        &t,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowValidationMissingTemplate);
+    assert!(
+        e.message()
+            .ends_with("template \"needs\" missing required parameter \"p\""),
+        "{}",
+        e.message()
+    );
+    let e = load_t(
+        &with_states("  a:\n    use_template: loop1\n    on_success: done\n"),
+        &t,
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowValidationCycleDetected);
+    assert!(
+        e.message()
+            .ends_with("circular template reference detected: loop1 -> loop2 -> loop1"),
+        "{}",
+        e.message()
+    );
+}
+
+#[test]
+fn errors_of_all_states_are_collected() {
+    let e = err(&with_states(
+        "  a:\n    type: bogus\n  b:\n    type: step\n    command: x\n    timeout: nope\n    on_success: done\n",
+    ));
+    assert_eq!(e.code(), ErrorCode::WorkflowParseUnknownStepType);
+    assert_eq!(e.message().lines().count(), 2, "{}", e.message());
+}

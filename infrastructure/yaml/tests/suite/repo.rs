@@ -1,0 +1,269 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+
+use awf_domain::ErrorCode;
+use awf_domain::ports::WorkflowRepository;
+use awf_domain::ports::repository::ConfigSource;
+use awf_domain::ports::repository::Severity;
+use awf_yaml::RepoPaths;
+use awf_yaml::YamlRepository;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn simple(name: &str, version: &str) -> String {
+    format!(
+        "name: {name}\nversion: \"{version}\"\ndescription: d-{name}\nstates:\n  initial: done\n  done: {{type: terminal}}\n"
+    )
+}
+
+#[test]
+fn paths_from_env() {
+    let cwd = Path::new("/work/p");
+    let p = RepoPaths::from_env(cwd, &env(&[("HOME", "/home/u")]), Path::new("/data/awf"));
+    assert_eq!(
+        p,
+        RepoPaths {
+            cwd: cwd.to_path_buf(),
+            env_dir: None,
+            local_dir: PathBuf::from("/work/p/.awf/workflows"),
+            global_dir: PathBuf::from("/home/u/.config/awf/workflows"),
+            template_dirs: vec![
+                PathBuf::from("/work/p/.awf/templates"),
+                PathBuf::from("/data/awf/templates")
+            ],
+            config_path: PathBuf::from("/work/p/.awf/config.yaml"),
+        }
+    );
+    let p = RepoPaths::from_env(
+        cwd,
+        &env(&[
+            ("HOME", "/home/u"),
+            ("XDG_CONFIG_HOME", "/xdg"),
+            ("AWF_WORKFLOWS_PATH", "wfs"),
+            ("AWF_CONFIG_PATH", "/c.yaml"),
+        ]),
+        Path::new("/data/awf"),
+    );
+    assert_eq!(p.env_dir, Some(PathBuf::from("/work/p/wfs")));
+    assert_eq!(p.global_dir, PathBuf::from("/xdg/awf/workflows"));
+    assert_eq!(p.config_path, PathBuf::from("/c.yaml"));
+    let p = RepoPaths::from_env(
+        cwd,
+        &env(&[("AWF_CONFIG_HOME", "/cfg"), ("XDG_CONFIG_HOME", "/xdg")]),
+        Path::new("/d"),
+    );
+    assert_eq!(p.global_dir, PathBuf::from("/cfg/workflows"));
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: YamlRepository,
+}
+
+fn fixture() -> Fixture {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    let cwd = root.join("proj");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let e = env(&[
+        ("HOME", root.join("home").to_str().unwrap()),
+        ("AWF_WORKFLOWS_PATH", root.join("envdir").to_str().unwrap()),
+    ]);
+    write(&root.join("envdir/shared.yaml"), &simple("from-env", "1"));
+    write(
+        &cwd.join(".awf/workflows/shared.yaml"),
+        &simple("from-local", "2"),
+    );
+    write(
+        &cwd.join(".awf/workflows/local-only.yaml"),
+        &simple("local-only", "3"),
+    );
+    write(&cwd.join(".awf/workflows/broken.yaml"), "name: [\n");
+    write(
+        &root.join("home/.config/awf/workflows/global-only.yaml"),
+        &simple("global-only", "4"),
+    );
+    write(
+        &root.join("home/.config/awf/workflows/shared.yaml"),
+        &simple("from-global", "5"),
+    );
+    let repo = YamlRepository::new(RepoPaths::from_env(&cwd, &e, &root.join("data")));
+    Fixture {
+        _tmp: tmp,
+        root,
+        repo,
+    }
+}
+
+#[test]
+fn lookup_order_first_hit_wins() {
+    let f = fixture();
+    let l = f.repo.load("shared", None).unwrap();
+    assert_eq!(l.workflow.name, "from-env");
+    assert_eq!(l.workflow.source.identifier, "shared");
+    assert_eq!(
+        l.workflow.source.path,
+        Some(f.root.join("envdir/shared.yaml"))
+    );
+    assert_eq!(l.workflow.source.dir, f.root.join("envdir"));
+    assert_eq!(
+        f.repo.load("local-only.yaml", None).unwrap().workflow.name,
+        "local-only"
+    );
+    assert_eq!(
+        f.repo.load("global-only", None).unwrap().workflow.name,
+        "global-only"
+    );
+    // A base dir (sub-workflow calls) is searched first.
+    write(&f.root.join("base/shared.yaml"), &simple("from-base", "9"));
+    assert_eq!(
+        f.repo
+            .load("shared", Some(&f.root.join("base")))
+            .unwrap()
+            .workflow
+            .name,
+        "from-base"
+    );
+}
+
+#[test]
+fn existing_path_wins_and_missing_paths_suggest() {
+    let f = fixture();
+    let p = f.root.join("elsewhere/wf-one.yaml");
+    write(&p, &simple("path-one", "1"));
+    assert_eq!(
+        f.repo
+            .load(p.to_str().unwrap(), None)
+            .unwrap()
+            .workflow
+            .name,
+        "path-one"
+    );
+    let typo = f.root.join("elsewhere/wf-oen.yaml");
+    let e = f.repo.load(typo.to_str().unwrap(), None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+    assert_eq!(e.hints(), ["did you mean 'wf-one.yaml'?"]);
+}
+
+#[test]
+fn not_found_suggests_a_known_name() {
+    let f = fixture();
+    let e = f.repo.load("sahred", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserFacadeWorkflowNotFound);
+    assert_eq!(e.message(), "workflow not found: sahred");
+    assert_eq!(e.hints(), ["did you mean 'shared'?"]);
+    let e = f.repo.load("../envdir/shared", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+    let e = f.repo.load("  ", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserFacadeIdentifierEmpty);
+}
+
+#[test]
+fn broken_file_is_a_parse_error_with_position() {
+    let f = fixture();
+    let e = f.repo.load("broken", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert!(e.message().contains("line 2"), "{}", e.message());
+    assert!(e.details().contains_key("file"));
+}
+
+#[test]
+fn list_dedups_by_name_first_source_wins() {
+    let f = fixture();
+    let got: Vec<(String, String, Option<String>, Option<String>)> = f
+        .repo
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.source, e.version, e.description))
+        .collect();
+    let s = |x: &str| Some(x.to_owned());
+    assert_eq!(
+        got,
+        vec![
+            ("shared".into(), "env".into(), s("1"), s("d-from-env")),
+            ("broken".into(), "local".into(), None, None),
+            (
+                "local-only".into(),
+                "local".into(),
+                s("3"),
+                s("d-local-only")
+            ),
+            (
+                "global-only".into(),
+                "global".into(),
+                s("4"),
+                s("d-global-only")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn templates_come_from_template_dirs() {
+    let f = fixture();
+    let cwd = f.root.join("proj");
+    write(
+        &f.root.join("data/templates/greet.yaml"),
+        "name: greet\nparameters: [{name: who, default: world}]\nstates:\n  greet: {type: step, command: 'echo hello {{parameters.who}}'}\n",
+    );
+    write(
+        &cwd.join(".awf/workflows/t.yaml"),
+        "name: t\nstates:\n  initial: a\n  a:\n    use_template: greet\n    on_success: done\n  done: {type: terminal}\n",
+    );
+    let l = f.repo.load("t", None).unwrap();
+    assert_eq!(
+        l.workflow.states["a"].kind,
+        awf_domain::workflow::StateKind::Command(awf_domain::workflow::CommandStep {
+            source: awf_domain::workflow::CommandSource::Inline("echo hello world".into()),
+            dir: None
+        })
+    );
+}
+
+#[test]
+fn config_inputs_known_and_unknown_keys() {
+    let f = fixture();
+    let repo = f.repo.clone();
+    assert_eq!(repo.load_config().unwrap(), Default::default());
+    let path = f.root.join("proj/.awf/config.yaml");
+    write(
+        &path,
+        "version: \"1\"\nlog_level: debug\ninputs:\n  api_key: abc\n  count: 3\n  flag: true\ncolour: red\n",
+    );
+    let c = repo.load_config().unwrap();
+    assert_eq!(c.path, Some(path.clone()));
+    assert_eq!(
+        serde_json::Value::Object(c.inputs),
+        json!({"api_key": "abc", "count": 3, "flag": true})
+    );
+    assert_eq!(
+        serde_json::Value::Object(c.other),
+        json!({"version": "1", "log_level": "debug"})
+    );
+    assert_eq!(c.diagnostics.len(), 1);
+    assert_eq!(c.diagnostics[0].severity, Severity::Warning);
+    assert_eq!(c.diagnostics[0].path, "colour");
+    assert_eq!(
+        (c.diagnostics[0].line, c.diagnostics[0].column),
+        (Some(7), Some(1))
+    );
+    write(&path, "inputs:\n  a: [\n");
+    let e = repo.load_config().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert!(e.message().contains("line 3"), "{}", e.message());
+}

@@ -1,0 +1,221 @@
+//! Command-line surface (clap derive): what the user typed, checked without I/O.
+//!
+//! Source: spec/workflow.md §4.1 (global flags) and §4.2 (commands).
+
+use std::path::PathBuf;
+
+use clap::Args;
+use clap::Parser;
+use clap::Subcommand;
+use clap::ValueEnum;
+
+/// `awf`: runs AWF workflow files.
+#[derive(Debug, Parser)]
+#[command(
+    name = "awf",
+    version,
+    about = "Workflow orchestrator for AI coding agents; runs AWF workflow files",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Debug log lines.
+    #[arg(long, global = true)]
+    pub verbose: bool,
+    /// Suppress info and success lines (errors are still shown).
+    #[arg(short = 'q', long, global = true)]
+    pub quiet: bool,
+    /// Disable ANSI colours (also disabled by NO_COLOR or when not on a terminal).
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// Disable "Hint:" lines in errors.
+    #[arg(long, global = true)]
+    pub no_hints: bool,
+    /// Output format.
+    #[arg(short = 'f', long, global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Storage root (states, history, transcripts, templates); default $AWF_STORAGE_DIR or $XDG_DATA_HOME/awf.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub storage: Option<PathBuf>,
+    /// Accepted for compatibility; unused.
+    #[arg(long, global = true, value_name = "LEVEL", hide = true)]
+    pub log_level: Option<String>,
+    /// Accepted for compatibility; unused (project config comes from AWF_CONFIG_PATH or .awf/config.yaml).
+    #[arg(long, global = true, value_name = "FILE", hide = true)]
+    pub config: Option<String>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// `-f/--format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable text.
+    Text,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// `run -o/--output`: what happens to command output in text mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputMode {
+    /// Step lines only.
+    Silent,
+    /// Command output live, each line prefixed `[OUT] ` (stdout) or `[ERR] ` (stderr).
+    Streaming,
+    /// Each step's output after it finishes.
+    Buffered,
+}
+
+/// `diagram --direction`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Direction {
+    /// Top to bottom.
+    #[value(name = "TB")]
+    Tb,
+    /// Left to right.
+    #[value(name = "LR")]
+    Lr,
+    /// Bottom to top.
+    #[value(name = "BT")]
+    Bt,
+    /// Right to left.
+    #[value(name = "RL")]
+    Rl,
+}
+
+impl Direction {
+    /// Graphviz `rankdir` value.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Tb => "TB",
+            Self::Lr => "LR",
+            Self::Bt => "BT",
+            Self::Rl => "RL",
+        }
+    }
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a workflow.
+    Run(RunArgs),
+    /// Validate a workflow file and print every finding.
+    Validate(ValidateArgs),
+    /// List available workflows.
+    #[command(visible_alias = "ls")]
+    List,
+    /// Print a workflow as a Graphviz DOT graph.
+    Diagram(DiagramArgs),
+    /// Explain error codes (all of them, one, or those under a prefix).
+    Error(ErrorArgs),
+    /// Create the project layout (.awf.yaml, .awf/) with a working example.
+    Init(InitArgs),
+}
+
+/// `awf run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Workflow name or path to a workflow file.
+    pub workflow: String,
+    /// Input value `name=value` (repeatable).
+    #[arg(short = 'i', long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// What to show of command output in text mode.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputMode::Silent)]
+    pub output: OutputMode,
+    /// Print the execution plan; execute nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `awf validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Workflow name or path to a workflow file.
+    pub workflow: String,
+    /// Treat unknown keys as errors.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `awf diagram`.
+#[derive(Debug, Args)]
+pub struct DiagramArgs {
+    /// Workflow name or path to a workflow file.
+    pub workflow: String,
+    /// Write to this file (.dot, or .png/.svg/.pdf through Graphviz `dot`) instead of stdout.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Graph direction.
+    #[arg(long, value_enum, default_value_t = Direction::Tb)]
+    pub direction: Direction,
+    /// State to highlight.
+    #[arg(long, value_name = "STATE")]
+    pub highlight: Option<String>,
+}
+
+/// `awf error`.
+#[derive(Debug, Args)]
+pub struct ErrorArgs {
+    /// An error code or a prefix of one (e.g. `USER.INPUT`).
+    pub code: Option<String>,
+}
+
+/// `awf init`.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Overwrite existing files.
+    #[arg(long)]
+    pub force: bool,
+    /// Create the global prompts/ and scripts/ examples in the config dir instead.
+    #[arg(long)]
+    pub global: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "awf",
+            "run",
+            "wf",
+            "-i",
+            "a=1",
+            "--input",
+            "b=2",
+            "-o",
+            "streaming",
+            "-f",
+            "json",
+            "--dry-run",
+        ])
+        .unwrap();
+        let Command::Run(r) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(r.workflow, "wf");
+        assert_eq!(r.inputs, vec!["a=1".to_owned(), "b=2".to_owned()]);
+        assert_eq!(r.output, OutputMode::Streaming);
+        assert!(r.dry_run);
+        assert_eq!(cli.format, Format::Json);
+    }
+
+    #[test]
+    fn diagram_direction_is_upper_case() {
+        let cli = Cli::try_parse_from(["awf", "diagram", "wf", "--direction", "LR"]).unwrap();
+        let Command::Diagram(d) = cli.command else {
+            panic!("not diagram")
+        };
+        assert_eq!(d.direction, Direction::Lr);
+    }
+
+    #[test]
+    fn unknown_format_is_rejected() {
+        assert!(Cli::try_parse_from(["awf", "-f", "xml", "list"]).is_err());
+    }
+}

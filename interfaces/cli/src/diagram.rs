@@ -1,0 +1,350 @@
+//! `awf diagram`: a workflow as a Graphviz DOT graph.
+//!
+//! Shapes: command `box`, agent rounded `box`, parallel `diamond`, for_each/while `hexagon`,
+//! operation `box3d`, call_workflow `folder`, terminal `oval` (success filled light green;
+//! failure double-bordered and filled light red). Edges: `on_success` solid, `on_failure`
+//! `style=dashed, color=red`, transitions labelled with their `when`, parallel branches and
+//! loop bodies dotted, the loop's `on_complete` labelled `complete`. An invisible `__start__`
+//! point leads to the initial state.
+//!
+//! Source: spec/workflow.md §4.2 (`awf diagram`).
+
+use std::io::Write;
+use std::path::Path;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::workflow::State;
+use awf_domain::workflow::StateKind;
+use awf_domain::workflow::TerminalStatus;
+use awf_domain::workflow::Workflow;
+
+use crate::cli::DiagramArgs;
+use crate::cli::Direction;
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+use crate::wiring;
+
+/// Rendering options.
+#[derive(Debug, Clone)]
+pub struct DiagramOptions {
+    /// `rankdir`.
+    pub direction: Direction,
+    /// State drawn with a thick orange border.
+    pub highlight: Option<String>,
+}
+
+/// Quotes a DOT identifier or label.
+pub fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => {}
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn node_attrs(state: &State) -> Vec<String> {
+    let v = |xs: &[&str]| xs.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    match &state.kind {
+        StateKind::Command(_) => v(&["shape=box"]),
+        StateKind::Agent(_) => v(&["shape=box", "style=rounded"]),
+        StateKind::Parallel(_) => v(&["shape=diamond"]),
+        StateKind::Loop(_) => v(&["shape=hexagon"]),
+        StateKind::Operation(_) => v(&["shape=box3d"]),
+        StateKind::CallWorkflow(_) => v(&["shape=folder"]),
+        StateKind::Terminal(t) => match t.status {
+            TerminalStatus::Success => v(&["shape=oval", "style=filled", "fillcolor=\"#ccffcc\""]),
+            TerminalStatus::Failure => v(&[
+                "shape=oval",
+                "peripheries=2",
+                "style=filled",
+                "fillcolor=\"#ffcccc\"",
+            ]),
+        },
+    }
+}
+
+/// Builds the DOT text of `wf`.
+pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
+    let mut s = format!("digraph {} {{\n", quote(&wf.name));
+    s.push_str(&format!("  rankdir={};\n", opts.direction.as_str()));
+    s.push_str("  node [fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n");
+    s.push_str("  __start__ [shape=point];\n");
+    for state in wf.states.values() {
+        let mut attrs = vec![format!("label={}", quote(&state.name))];
+        attrs.extend(node_attrs(state));
+        if opts.highlight.as_deref() == Some(state.name.as_str()) {
+            attrs.push("penwidth=3".to_owned());
+            attrs.push("color=orange".to_owned());
+        }
+        s.push_str(&format!(
+            "  {} [{}];\n",
+            quote(&state.name),
+            attrs.join(", ")
+        ));
+    }
+    s.push_str(&format!("  __start__ -> {};\n", quote(&wf.initial)));
+    for state in wf.states.values() {
+        let from = quote(&state.name);
+        let edge = |s: &mut String, to: &str, attrs: &[String]| {
+            if attrs.is_empty() {
+                s.push_str(&format!("  {from} -> {};\n", quote(to)));
+            } else {
+                s.push_str(&format!(
+                    "  {from} -> {} [{}];\n",
+                    quote(to),
+                    attrs.join(", ")
+                ));
+            }
+        };
+        for t in &state.transitions {
+            let label = t
+                .when
+                .as_ref()
+                .map_or_else(|| "default".to_owned(), Clone::clone);
+            edge(&mut s, &t.goto, &[format!("label={}", quote(&label))]);
+        }
+        match &state.kind {
+            StateKind::Parallel(p) => {
+                for b in &p.branches {
+                    edge(
+                        &mut s,
+                        b,
+                        &["style=dotted".to_owned(), "label=\"branch\"".to_owned()],
+                    );
+                }
+            }
+            StateKind::Loop(l) => {
+                for b in &l.body {
+                    edge(
+                        &mut s,
+                        b,
+                        &["style=dotted".to_owned(), "label=\"body\"".to_owned()],
+                    );
+                }
+                if let Some(c) = &l.on_complete {
+                    edge(&mut s, c, &["label=\"complete\"".to_owned()]);
+                }
+            }
+            _ => {}
+        }
+        if let Some(to) = &state.on_success {
+            edge(&mut s, to, &[]);
+        }
+        if let Some(to) = &state.on_failure {
+            edge(
+                &mut s,
+                to,
+                &["style=dashed".to_owned(), "color=red".to_owned()],
+            );
+        }
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// Runs `awf diagram`.
+///
+/// # Errors
+/// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
+/// written; a usage error when an image format is asked for and Graphviz `dot` fails.
+pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
+    let w = wiring::build(ctx.storage.as_deref())?;
+    let loaded = w.services.repository.load(&args.workflow, None)?;
+    if let Some(h) = &args.highlight
+        && loaded.workflow.state(h).is_none()
+    {
+        return Err(CliError::Usage(format!("--highlight: unknown state '{h}'")));
+    }
+    let dot = to_dot(
+        &loaded.workflow,
+        &DiagramOptions {
+            direction: args.direction,
+            highlight: args.highlight.clone(),
+        },
+    );
+    match &args.output {
+        None => {
+            let _ = std::io::stdout().lock().write_all(dot.as_bytes());
+        }
+        Some(path) => write_output(path, &dot)?,
+    }
+    Ok(Outcome::Success)
+}
+
+fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("dot")
+        .to_ascii_lowercase();
+    let write_err = |e: std::io::Error| {
+        AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!("cannot write {}: {e}", path.display()),
+        )
+    };
+    match ext.as_str() {
+        "png" | "svg" | "pdf" => {
+            let mut child = std::process::Command::new("dot")
+                .arg(format!("-T{ext}"))
+                .arg("-o")
+                .arg(path)
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| CliError::Usage(format!("cannot run Graphviz `dot` to write .{ext} ({e}); install Graphviz or write a .dot file")))?;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(dot.as_bytes()).map_err(write_err)?;
+            }
+            let status = child.wait().map_err(write_err)?;
+            if !status.success() {
+                return Err(CliError::Usage(format!("Graphviz `dot` failed ({status})")));
+            }
+            Ok(())
+        }
+        _ => std::fs::write(path, dot).map_err(|e| CliError::Awf(write_err(e))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use awf_domain::workflow::CommandSource;
+    use awf_domain::workflow::CommandStep;
+    use awf_domain::workflow::LoopOver;
+    use awf_domain::workflow::LoopStep;
+    use awf_domain::workflow::MaxIterations;
+    use awf_domain::workflow::StepHooks;
+    use awf_domain::workflow::TerminalState;
+    use awf_domain::workflow::Transition;
+    use indexmap::IndexMap;
+
+    fn st(name: &str, kind: StateKind) -> State {
+        State {
+            name: name.into(),
+            description: None,
+            kind,
+            on_success: None,
+            on_failure: None,
+            transitions: Vec::new(),
+            continue_on_error: false,
+            timeout: None,
+            retry: None,
+            hooks: StepHooks::default(),
+            capture_max_size: None,
+        }
+    }
+
+    fn small() -> Workflow {
+        let mut a = st(
+            "a",
+            StateKind::Command(CommandStep {
+                source: CommandSource::Inline("echo".into()),
+                dir: None,
+            }),
+        );
+        a.transitions = vec![Transition {
+            when: Some("inputs.x == \"y\"".into()),
+            goto: "l".into(),
+        }];
+        a.on_success = Some("done".into());
+        a.on_failure = Some("err".into());
+        let mut l = st(
+            "l",
+            StateKind::Loop(LoopStep {
+                over: LoopOver::Items("[1]".into()),
+                body: vec!["b".into()],
+                max_iterations: MaxIterations::Static(3),
+                break_when: None,
+                on_complete: Some("done".into()),
+            }),
+        );
+        l.description = None;
+        let mut b = st(
+            "b",
+            StateKind::Command(CommandStep {
+                source: CommandSource::Inline("x".into()),
+                dir: None,
+            }),
+        );
+        b.on_success = Some("l".into());
+        let term = |s| {
+            StateKind::Terminal(TerminalState {
+                status: s,
+                message: None,
+                exit_code: None,
+            })
+        };
+        let mut states = IndexMap::new();
+        for s in [
+            a,
+            l,
+            b,
+            st("done", term(TerminalStatus::Success)),
+            st("err", term(TerminalStatus::Failure)),
+        ] {
+            states.insert(s.name.clone(), s);
+        }
+        Workflow {
+            name: "demo".into(),
+            version: None,
+            description: None,
+            author: None,
+            tags: Vec::new(),
+            inputs: Vec::new(),
+            env: Vec::new(),
+            initial: "a".into(),
+            states,
+            hooks: Default::default(),
+            outputs: Vec::new(),
+            source: Default::default(),
+        }
+    }
+
+    #[test]
+    fn dot_output_for_a_small_workflow() {
+        let dot = to_dot(
+            &small(),
+            &DiagramOptions {
+                direction: Direction::Lr,
+                highlight: Some("b".into()),
+            },
+        );
+        assert_eq!(
+            dot,
+            r##"digraph "demo" {
+  rankdir=LR;
+  node [fontname="Helvetica"];
+  edge [fontname="Helvetica", fontsize=10];
+  __start__ [shape=point];
+  "a" [label="a", shape=box];
+  "l" [label="l", shape=hexagon];
+  "b" [label="b", shape=box, penwidth=3, color=orange];
+  "done" [label="done", shape=oval, style=filled, fillcolor="#ccffcc"];
+  "err" [label="err", shape=oval, peripheries=2, style=filled, fillcolor="#ffcccc"];
+  __start__ -> "a";
+  "a" -> "l" [label="inputs.x == \"y\""];
+  "a" -> "done";
+  "a" -> "err" [style=dashed, color=red];
+  "l" -> "b" [style=dotted, label="body"];
+  "l" -> "done" [label="complete"];
+  "b" -> "l";
+}
+"##
+        );
+    }
+
+    #[test]
+    fn quoting_escapes() {
+        assert_eq!(quote("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
+    }
+}

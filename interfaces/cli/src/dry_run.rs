@@ -1,0 +1,352 @@
+//! Text rendering of the dry-run plan.
+//!
+//! Source: spec/workflow.md §3.12 ("Dry run", text layout).
+
+use std::time::Duration;
+
+use awf_application::plan::Plan;
+use awf_application::plan::PlanDetails;
+use awf_application::plan::PlannedState;
+use awf_domain::duration::format_go;
+use serde_json::Value;
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::Null => "(not set)".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn ms(n: u64) -> String {
+    format_go(Duration::from_millis(n))
+}
+
+/// Renders the plan: header, inputs, one block per state, and the closing
+/// `No commands will be executed (dry-run mode).` line.
+pub fn render(plan: &Plan) -> String {
+    let mut s = String::new();
+    let title = format!("Dry Run: {}", plan.workflow);
+    s.push_str(&title);
+    s.push('\n');
+    s.push_str(&"=".repeat(title.chars().count()));
+    s.push('\n');
+    if let Some(d) = plan.description.as_deref().filter(|d| !d.is_empty()) {
+        s.push_str(d.trim_end());
+        s.push('\n');
+    }
+    s.push('\n');
+    if !plan.inputs.is_empty() {
+        s.push_str("Inputs:\n");
+        for i in &plan.inputs {
+            let mark = if i.default { " (default)" } else { "" };
+            s.push_str(&format!("  {}: {}{mark}\n", i.name, value_text(&i.value)));
+        }
+        s.push('\n');
+    }
+    let hooks = [
+        ("workflow_start", &plan.hooks.workflow_start),
+        ("workflow_end", &plan.hooks.workflow_end),
+        ("workflow_error", &plan.hooks.workflow_error),
+        ("workflow_cancel", &plan.hooks.workflow_cancel),
+    ];
+    if hooks.iter().any(|(_, h)| !h.is_empty()) {
+        s.push_str("Workflow hooks:\n");
+        for (name, actions) in hooks {
+            for a in actions {
+                s.push_str(&format!("  {name}: {a}\n"));
+            }
+        }
+        s.push('\n');
+    }
+    s.push_str("Execution Plan:\n---------------\n");
+    for st in &plan.states {
+        render_state(&mut s, st);
+        s.push('\n');
+    }
+    s.push_str("No commands will be executed (dry-run mode).\n");
+    s
+}
+
+fn render_state(s: &mut String, st: &PlannedState) {
+    let line = |s: &mut String, text: String| {
+        for (i, l) in text.lines().enumerate() {
+            s.push_str(if i == 0 { "    " } else { "      " });
+            s.push_str(l);
+            s.push('\n');
+        }
+    };
+    let header = match (&st.details, st.index) {
+        (PlanDetails::Terminal { status, .. }, _) => format!("[terminal] {} ({status})", st.name),
+        (PlanDetails::Parallel { .. }, _) => format!("[parallel] {}", st.name),
+        (PlanDetails::ForEach { .. }, _) => format!("[for_each] {}", st.name),
+        (PlanDetails::While { .. }, _) => format!("[while] {}", st.name),
+        (_, Some(n)) => format!("[{n}] {}", st.name),
+        (_, None) => format!("[-] {}", st.name),
+    };
+    s.push_str(&header);
+    s.push('\n');
+    if let Some(d) = &st.description {
+        line(s, d.clone());
+    }
+    match &st.details {
+        PlanDetails::Command {
+            command,
+            script_file,
+            dir,
+        } => {
+            if let Some(c) = command {
+                line(s, format!("Command: {}", c.trim_end()));
+            }
+            if let Some(f) = script_file {
+                line(s, format!("Script: {f}"));
+            }
+            if let Some(d) = dir {
+                line(s, format!("Dir: {d}"));
+            }
+        }
+        PlanDetails::Agent {
+            provider,
+            prompt,
+            prompt_file,
+            mode,
+            options,
+        } => {
+            line(s, format!("Provider: {provider}"));
+            line(s, format!("Mode: {mode}"));
+            if let Some(p) = prompt {
+                line(s, format!("Prompt: {}", p.trim_end()));
+            }
+            if let Some(f) = prompt_file {
+                line(s, format!("Prompt file: {f}"));
+            }
+            if !options.is_empty() {
+                let opts: Vec<String> = options
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", value_text(v)))
+                    .collect();
+                line(s, format!("Options: {}", opts.join(", ")));
+            }
+        }
+        PlanDetails::Parallel {
+            branches,
+            strategy,
+            max_concurrent,
+        } => {
+            line(s, format!("Branches: {}", branches.join(", ")));
+            line(s, format!("Strategy: {strategy}"));
+            if *max_concurrent > 0 {
+                line(s, format!("Max concurrent: {max_concurrent}"));
+            }
+        }
+        PlanDetails::ForEach {
+            items,
+            body,
+            max_iterations,
+            break_when,
+            on_complete,
+        } => {
+            line(s, "Type: for_each".to_owned());
+            line(s, format!("Items: {items}"));
+            loop_common(
+                s,
+                &line,
+                body,
+                max_iterations,
+                break_when.as_deref(),
+                on_complete.as_deref(),
+            );
+        }
+        PlanDetails::While {
+            condition,
+            body,
+            max_iterations,
+            break_when,
+            on_complete,
+        } => {
+            line(s, "Type: while".to_owned());
+            line(s, format!("Condition: {condition}"));
+            loop_common(
+                s,
+                &line,
+                body,
+                max_iterations,
+                break_when.as_deref(),
+                on_complete.as_deref(),
+            );
+        }
+        PlanDetails::Operation { operation, inputs } => {
+            line(s, format!("Operation: {operation}"));
+            for (k, v) in inputs {
+                line(s, format!("Input {k}: {}", value_text(v)));
+            }
+        }
+        PlanDetails::CallWorkflow { workflow, inputs } => {
+            line(s, format!("Workflow: {workflow}"));
+            for (k, v) in inputs {
+                line(s, format!("Input {k}: {v}"));
+            }
+        }
+        PlanDetails::Terminal {
+            message, exit_code, ..
+        } => {
+            if let Some(m) = message {
+                line(s, format!("Message: {m}"));
+            }
+            if let Some(c) = exit_code {
+                line(s, format!("Exit code: {c}"));
+            }
+        }
+    }
+    for h in &st.hooks_pre {
+        line(s, format!("Hook (pre): {h}"));
+    }
+    for h in &st.hooks_post {
+        line(s, format!("Hook (post): {h}"));
+    }
+    if let Some(t) = st.timeout_ms {
+        line(s, format!("Timeout: {}", ms(t)));
+    }
+    if let Some(r) = &st.retry {
+        let mut text = format!("Retry: {} attempts, {} backoff", r.max_attempts, r.backoff);
+        if r.initial_delay_ms > 0 {
+            text.push_str(&format!(", initial delay {}", ms(r.initial_delay_ms)));
+        }
+        if let Some(m) = r.max_delay_ms {
+            text.push_str(&format!(", max delay {}", ms(m)));
+        }
+        line(s, text);
+    }
+    if let Some(c) = st.capture_max_size {
+        line(s, format!("Capture: max {c} bytes"));
+    }
+    if st.continue_on_error {
+        line(s, "Continue on error: yes".to_owned());
+    }
+    for r in &st.routes {
+        let text = match (r.on, &r.when) {
+            (_, Some(w)) => format!("→ when \"{w}\": {}", r.target),
+            ("default", None) => format!("→ default: {}", r.target),
+            (on, None) => format!("→ {on}: {}", r.target),
+        };
+        line(s, text);
+    }
+}
+
+fn loop_common(
+    s: &mut String,
+    line: &dyn Fn(&mut String, String),
+    body: &[String],
+    max_iterations: &str,
+    break_when: Option<&str>,
+    on_complete: Option<&str>,
+) {
+    line(s, format!("Body: {}", body.join(", ")));
+    line(s, format!("Max iterations: {max_iterations}"));
+    if let Some(b) = break_when {
+        line(s, format!("Break when: {b}"));
+    }
+    if let Some(c) = on_complete {
+        line(s, format!("On complete: {c}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use awf_application::plan::PlanInput;
+    use awf_application::plan::PlanRetry;
+    use awf_application::plan::PlanRoute;
+    use awf_application::plan::PlanWorkflowHooks;
+    use serde_json::json;
+
+    fn state(index: Option<usize>, name: &str, details: PlanDetails) -> PlannedState {
+        PlannedState {
+            index,
+            name: name.into(),
+            description: None,
+            details,
+            hooks_pre: Vec::new(),
+            hooks_post: Vec::new(),
+            timeout_ms: None,
+            retry: None,
+            capture_max_size: None,
+            continue_on_error: false,
+            routes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn renders_the_spec_layout() {
+        let mut first = state(
+            Some(1),
+            "extract",
+            PlanDetails::Command {
+                command: Some("cat \"/x\"".into()),
+                script_file: None,
+                dir: None,
+            },
+        );
+        first.timeout_ms = Some(30_000);
+        first.retry = Some(PlanRetry {
+            max_attempts: 3,
+            backoff: "exponential",
+            initial_delay_ms: 1000,
+            max_delay_ms: None,
+            multiplier: 2.0,
+        });
+        first.hooks_pre = vec!["log: hi".into()];
+        first.routes = vec![
+            PlanRoute {
+                on: "when",
+                when: Some("inputs.count > 5".into()),
+                target: "big".into(),
+            },
+            PlanRoute {
+                on: "on_success",
+                when: None,
+                target: "done".into(),
+            },
+        ];
+        let plan = Plan {
+            workflow: "demo".into(),
+            identifier: "demo".into(),
+            description: Some("A demo".into()),
+            inputs: vec![
+                PlanInput {
+                    name: "file".into(),
+                    value: json!("/x"),
+                    default: false,
+                },
+                PlanInput {
+                    name: "count".into(),
+                    value: json!(10),
+                    default: true,
+                },
+            ],
+            hooks: PlanWorkflowHooks::default(),
+            states: vec![
+                first,
+                state(
+                    None,
+                    "done",
+                    PlanDetails::Terminal {
+                        status: "success",
+                        message: Some("ok".into()),
+                        exit_code: None,
+                    },
+                ),
+            ],
+        };
+        assert_eq!(
+            render(&plan),
+            "Dry Run: demo\n=============\nA demo\n\nInputs:\n  file: /x\n  count: 10 (default)\n\n\
+             Execution Plan:\n---------------\n\
+             [1] extract\n    Command: cat \"/x\"\n    Hook (pre): log: hi\n    Timeout: 30s\n    \
+             Retry: 3 attempts, exponential backoff, initial delay 1s\n    → when \"inputs.count > 5\": big\n    \
+             → on_success: done\n\n\
+             [terminal] done (success)\n    Message: ok\n\n\
+             No commands will be executed (dry-run mode).\n"
+        );
+    }
+}

@@ -1,0 +1,159 @@
+//! `awf error [code]`: the error-code catalogue.
+//!
+//! No argument lists every code with its one-line description. An exact code (any case) shows
+//! `Error Code`, `Description`, `Resolution`, `Related Codes`; a prefix (`USER.INPUT`) shows
+//! every code under it. JSON: one `{code, description, resolution, related_codes}` object for
+//! an exact match, an array otherwise. Unknown → `Error: error code not found: X`, exit 1.
+//!
+//! Source: spec/workflow.md §4.2, §4.5.
+
+use std::io::Write;
+
+use awf_domain::ErrorCode;
+use serde_json::Value;
+use serde_json::json;
+
+use crate::cli::ErrorArgs;
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+use crate::json_out;
+
+/// Codes matching `query`: the exact code, else every code starting with it (case-insensitive,
+/// a trailing `.` optional).
+pub fn lookup(query: &str) -> Vec<ErrorCode> {
+    if let Some(c) = ErrorCode::parse(query) {
+        return vec![c];
+    }
+    let q = query.trim_end_matches('.').to_ascii_uppercase();
+    if q.is_empty() {
+        return Vec::new();
+    }
+    ErrorCode::ALL
+        .iter()
+        .copied()
+        .filter(|c| {
+            let s = c.as_str();
+            s.starts_with(&q) && s[q.len()..].starts_with('.')
+        })
+        .collect()
+}
+
+/// The detail block of one code.
+pub fn render_one(code: ErrorCode) -> String {
+    let related: Vec<&str> = code.related().iter().map(|c| c.as_str()).collect();
+    format!(
+        "Error Code: {}\nDescription: {}\nResolution: {}\nRelated Codes: {}\n",
+        code.as_str(),
+        code.description(),
+        code.resolution(),
+        if related.is_empty() {
+            "none".to_owned()
+        } else {
+            related.join(", ")
+        }
+    )
+}
+
+/// The list of all codes: `CODE  description`, aligned.
+pub fn render_list(codes: &[ErrorCode]) -> String {
+    let width = codes.iter().map(|c| c.as_str().len()).max().unwrap_or(0);
+    codes
+        .iter()
+        .map(|c| format!("{:width$}  {}\n", c.as_str(), c.description()))
+        .collect()
+}
+
+/// JSON of one code.
+pub fn json_one(code: ErrorCode) -> Value {
+    json!({
+        "code": code.as_str(),
+        "description": code.description(),
+        "resolution": code.resolution(),
+        "related_codes": code.related().iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+    })
+}
+
+/// Runs `awf error`.
+///
+/// # Errors
+/// A usage error (`error code not found: X`, exit 1) for an unknown code.
+pub fn run(ctx: &Ctx, args: &ErrorArgs) -> Result<Outcome, CliError> {
+    let (codes, exact) = match &args.code {
+        None => (ErrorCode::ALL.to_vec(), false),
+        Some(q) => {
+            let found = lookup(q);
+            if found.is_empty() {
+                return Err(CliError::Usage(format!("error code not found: {q}")));
+            }
+            let exact = ErrorCode::parse(q).is_some();
+            (found, exact)
+        }
+    };
+    if ctx.json() {
+        if exact {
+            json_out::print(&json_one(codes[0]));
+        } else {
+            json_out::print(&codes.iter().map(|c| json_one(*c)).collect::<Vec<_>>());
+        }
+    } else {
+        let text = if args.code.is_none() {
+            render_list(&codes)
+        } else {
+            codes
+                .iter()
+                .map(|c| render_one(*c))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    }
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_and_prefix_lookup() {
+        assert_eq!(
+            lookup("user.input.missing_file"),
+            vec![ErrorCode::UserInputMissingFile]
+        );
+        let p = lookup("SYSTEM.IO");
+        assert_eq!(
+            p,
+            vec![
+                ErrorCode::SystemIoReadFailed,
+                ErrorCode::SystemIoWriteFailed,
+                ErrorCode::SystemIoPermissionDenied
+            ]
+        );
+        assert_eq!(lookup("SYSTEM.IO."), p);
+        assert!(lookup("NOPE").is_empty());
+        // A prefix must end at a dot boundary.
+        assert!(lookup("SYSTEM.I").is_empty());
+    }
+
+    #[test]
+    fn one_code_block() {
+        let text = render_one(ErrorCode::SystemIoReadFailed);
+        assert_eq!(
+            text,
+            format!(
+                "Error Code: SYSTEM.IO.READ_FAILED\nDescription: {}\nResolution: {}\nRelated Codes: SYSTEM.IO.WRITE_FAILED, SYSTEM.IO.PERMISSION_DENIED\n",
+                ErrorCode::SystemIoReadFailed.description(),
+                ErrorCode::SystemIoReadFailed.resolution()
+            )
+        );
+    }
+
+    #[test]
+    fn list_has_every_code() {
+        assert_eq!(
+            render_list(ErrorCode::ALL).lines().count(),
+            ErrorCode::ALL.len()
+        );
+    }
+}

@@ -1,0 +1,180 @@
+//! Error rendering and the one place where outcomes become process exit codes.
+//!
+//! Source: spec/workflow.md §4.3 (text errors), §4.4 (exit codes); design/decisions.md ("Exit
+//! codes"): the error code's category decides, never the message text.
+
+use std::io::Write;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use serde_json::Value;
+use serde_json::json;
+
+use crate::style::Style;
+
+/// How a command ended, once everything was reported to the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Success.
+    Success,
+    /// A failure that was already printed; the code's category decides the exit code.
+    Reported(ErrorCode),
+    /// A run ended; the engine computed the exit code (0, 1..4, failure-terminal status,
+    /// 130/143 after a signal).
+    Run(u8),
+    /// A command-line usage error that was already printed (`Error: …`): exit 1.
+    Usage,
+}
+
+/// A failure not yet reported to the user.
+#[derive(Debug)]
+pub enum CliError {
+    /// A structured failure.
+    Awf(AwfError),
+    /// A plain usage error, printed as `Error: <message>`, exit 1.
+    Usage(String),
+}
+
+impl From<AwfError> for CliError {
+    fn from(e: AwfError) -> Self {
+        Self::Awf(e)
+    }
+}
+
+/// The process exit code of an outcome. The only mapping from outcomes to exit codes.
+pub fn exit_code(outcome: &Outcome) -> u8 {
+    match outcome {
+        Outcome::Success => 0,
+        Outcome::Reported(code) => code.exit_code(),
+        Outcome::Run(code) => *code,
+        Outcome::Usage => 1,
+    }
+}
+
+/// Text rendering of a structured error:
+/// `[CODE] message`, then `  Details:` with `    key: value` lines (sorted), then `  Hint: …`
+/// lines (unless `hints` is false). Ends with a newline.
+pub fn render_text(err: &AwfError, hints: bool, style: Style) -> String {
+    let mut out = format!(
+        "{} {}\n",
+        style.red_bold(&format!("[{}]", err.code())),
+        err.message()
+    );
+    if !err.details().is_empty() {
+        out.push_str("  Details:\n");
+        for (k, v) in err.details() {
+            out.push_str(&format!("    {k}: {}\n", value_text(v)));
+        }
+    }
+    if hints {
+        for h in err.hints() {
+            out.push_str(&format!("  {} {h}\n", style.cyan("Hint:")));
+        }
+    }
+    out
+}
+
+/// JSON rendering of an error outside a run (stderr):
+/// `{"error": "message", "code": <exit>, "error_code": "CODE", "hints": [..], "details": {..}}`.
+pub fn render_json(err: &AwfError) -> Value {
+    json!({
+        "error": err.message(),
+        "code": err.code().exit_code(),
+        "error_code": err.code().as_str(),
+        "hints": err.hints(),
+        "details": err.details(),
+    })
+}
+
+/// Prints a not-yet-reported failure to stderr in the chosen format and returns its outcome.
+pub fn report(err: &CliError, json_mode: bool, hints: bool, style: Style) -> Outcome {
+    let mut stderr = std::io::stderr().lock();
+    match err {
+        CliError::Awf(e) => {
+            let text = if json_mode {
+                format!("{:#}\n", render_json(e))
+            } else {
+                render_text(e, hints, style)
+            };
+            let _ = stderr.write_all(text.as_bytes());
+            Outcome::Reported(e.code())
+        }
+        CliError::Usage(msg) => {
+            let text = if json_mode {
+                format!("{:#}\n", json!({"error": msg, "code": 1}))
+            } else {
+                format!("Error: {msg}\n")
+            };
+            let _ = stderr.write_all(text.as_bytes());
+            Outcome::Usage
+        }
+    }
+}
+
+/// A detail value as plain text (strings without quotes).
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_come_from_categories_and_run_results() {
+        assert_eq!(exit_code(&Outcome::Success), 0);
+        assert_eq!(
+            exit_code(&Outcome::Reported(ErrorCode::UserInputValidationFailed)),
+            1
+        );
+        assert_eq!(
+            exit_code(&Outcome::Reported(ErrorCode::WorkflowParseYamlSyntax)),
+            2
+        );
+        assert_eq!(
+            exit_code(&Outcome::Reported(
+                ErrorCode::WorkflowValidationMissingState
+            )),
+            2
+        );
+        assert_eq!(
+            exit_code(&Outcome::Reported(ErrorCode::ExecutionCommandFailed)),
+            3
+        );
+        assert_eq!(
+            exit_code(&Outcome::Reported(ErrorCode::SystemIoReadFailed)),
+            4
+        );
+        assert_eq!(exit_code(&Outcome::Run(42)), 42);
+        assert_eq!(exit_code(&Outcome::Run(130)), 130);
+        assert_eq!(exit_code(&Outcome::Usage), 1);
+    }
+
+    #[test]
+    fn text_error_has_code_details_and_hints() {
+        let e = AwfError::new(ErrorCode::WorkflowParseYamlSyntax, "bad yaml")
+            .with_detail("line", 3)
+            .with_detail("file", "/w/a.yaml")
+            .with_hint("quote the string");
+        assert_eq!(
+            render_text(&e, true, Style::plain()),
+            "[WORKFLOW.PARSE.YAML_SYNTAX] bad yaml\n  Details:\n    file: /w/a.yaml\n    line: 3\n  Hint: quote the string\n"
+        );
+        assert_eq!(
+            render_text(&e, false, Style::plain()),
+            "[WORKFLOW.PARSE.YAML_SYNTAX] bad yaml\n  Details:\n    file: /w/a.yaml\n    line: 3\n"
+        );
+    }
+
+    #[test]
+    fn json_error_carries_exit_and_code() {
+        let e = AwfError::new(ErrorCode::UserInputMissingFile, "nope");
+        assert_eq!(
+            render_json(&e),
+            json!({"error": "nope", "code": 1, "error_code": "USER.INPUT.MISSING_FILE", "hints": [], "details": {}})
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! `awf init`: creates the project layout with a working example.
+//!
+//! Project (default): `.awf.yaml`, `.awf/config.yaml`, `.awf/workflows/example.yaml`,
+//! `.awf/prompts/example.md`, `.awf/scripts/example.sh` (mode 0755) and an empty
+//! `.awf/templates/`. `--global`: `prompts/example.md` and `scripts/example.sh` in the global
+//! config dir. Existing files are never overwritten without `--force` (nothing is written
+//! then).
+//!
+//! Source: spec/workflow.md §3.13.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::path::PathBuf;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+
+use crate::cli::InitArgs;
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+use crate::json_out;
+use crate::wiring;
+
+const ROOT_FILE: &str =
+    "# awf project file (informational)\nversion: \"1\"\nlog_level: info\noutput_format: text\n";
+
+const CONFIG: &str = "# Project configuration for awf.\n# `inputs` gives default values to workflow inputs (--input on the command line wins).\ninputs: {}\n";
+
+const EXAMPLE_WORKFLOW: &str = r#"# Example workflow created by `awf init`. Try:
+#   awf run example
+#   awf run example --input name=you -o streaming
+#   awf run example --dry-run
+name: example
+version: "1.0.0"
+description: Greets someone, runs a project script, then reports the result
+
+inputs:
+  - name: name
+    type: string
+    description: Who to greet
+    default: world
+
+hooks:
+  workflow_start:
+    - log: "Starting example for {{.inputs.name}}"
+
+states:
+  initial: greet
+
+  greet:
+    type: step
+    description: Print a greeting
+    command: echo "Hello, {{.inputs.name}}!"
+    on_success: script
+    on_failure: error
+
+  script:
+    type: step
+    description: Run .awf/scripts/example.sh (paths are relative to this file)
+    script_file: ../scripts/example.sh
+    timeout: 30s
+    on_success: done
+    on_failure: error
+
+  done:
+    type: terminal
+    status: success
+    message: "Greeted {{.inputs.name}}"
+
+  error:
+    type: terminal
+    status: failure
+    message: "The example workflow failed"
+"#;
+
+const EXAMPLE_PROMPT: &str = "You are helping with this project.\n\nSay hello to {{.inputs.name}} and suggest one next step.\n";
+
+const EXAMPLE_SCRIPT: &str = "#!/bin/sh\n# Example script for awf. Script files are templates: inputs are filled in before it runs.\nset -eu\necho \"Script ran for {{.inputs.name}} in $(pwd)\"\n";
+
+/// A file `awf init` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitFile {
+    /// Path relative to the target directory.
+    pub rel: &'static str,
+    /// Contents.
+    pub contents: &'static str,
+    /// Mark executable (0755).
+    pub executable: bool,
+}
+
+/// The project files.
+pub fn project_files() -> Vec<InitFile> {
+    vec![
+        InitFile {
+            rel: ".awf.yaml",
+            contents: ROOT_FILE,
+            executable: false,
+        },
+        InitFile {
+            rel: ".awf/config.yaml",
+            contents: CONFIG,
+            executable: false,
+        },
+        InitFile {
+            rel: ".awf/workflows/example.yaml",
+            contents: EXAMPLE_WORKFLOW,
+            executable: false,
+        },
+        InitFile {
+            rel: ".awf/prompts/example.md",
+            contents: EXAMPLE_PROMPT,
+            executable: false,
+        },
+        InitFile {
+            rel: ".awf/scripts/example.sh",
+            contents: EXAMPLE_SCRIPT,
+            executable: true,
+        },
+    ]
+}
+
+/// The global files (relative to the global config dir).
+pub fn global_files() -> Vec<InitFile> {
+    vec![
+        InitFile {
+            rel: "prompts/example.md",
+            contents: EXAMPLE_PROMPT,
+            executable: false,
+        },
+        InitFile {
+            rel: "scripts/example.sh",
+            contents: EXAMPLE_SCRIPT,
+            executable: true,
+        },
+    ]
+}
+
+/// Writes `files` under `root` (and `extra_dirs`), refusing to overwrite unless `force`.
+/// Returns the written paths.
+///
+/// # Errors
+/// A usage error naming the existing files (nothing is written then);
+/// `SYSTEM.IO.WRITE_FAILED` when a directory or file cannot be written.
+pub fn write_files(
+    root: &Path,
+    files: &[InitFile],
+    extra_dirs: &[&str],
+    force: bool,
+) -> Result<Vec<PathBuf>, CliError> {
+    let existing: Vec<String> = files
+        .iter()
+        .filter(|f| root.join(f.rel).exists())
+        .map(|f| f.rel.to_owned())
+        .collect();
+    if !existing.is_empty() && !force {
+        return Err(CliError::Usage(format!(
+            "already initialized (existing: {}); use --force to overwrite",
+            existing.join(", ")
+        )));
+    }
+    let io = |p: &Path, e: std::io::Error| {
+        CliError::Awf(AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!("cannot write {}: {e}", p.display()),
+        ))
+    };
+    for d in extra_dirs {
+        let p = root.join(d);
+        std::fs::create_dir_all(&p).map_err(|e| io(&p, e))?;
+    }
+    let mut written = Vec::new();
+    for f in files {
+        let p = root.join(f.rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        std::fs::write(&p, f.contents).map_err(|e| io(&p, e))?;
+        if f.executable {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| io(&p, e))?;
+        }
+        written.push(p);
+    }
+    Ok(written)
+}
+
+/// Runs `awf init`.
+///
+/// # Errors
+/// See [`write_files`]; `SYSTEM.IO.READ_FAILED` when the working directory is unknown.
+pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Outcome, CliError> {
+    let w = wiring::build(ctx.storage.as_deref())?;
+    let written = if args.global {
+        write_files(&w.config_dir, &global_files(), &[], args.force)?
+    } else {
+        write_files(&w.cwd, &project_files(), &[".awf/templates"], args.force)?
+    };
+    if ctx.json() {
+        let paths: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+        json_out::print(&serde_json::json!({ "created": paths }));
+    } else if !ctx.quiet {
+        let mut out = std::io::stdout().lock();
+        for p in &written {
+            let shown = p.strip_prefix(&w.cwd).unwrap_or(p);
+            let _ = writeln!(out, "Created {}", shown.display());
+        }
+        if !args.global {
+            let _ = writeln!(out, "\nTry it: awf run example");
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_project_layout_and_refuses_to_overwrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let written =
+            write_files(dir.path(), &project_files(), &[".awf/templates"], false).unwrap();
+        assert_eq!(written.len(), 5);
+        assert!(dir.path().join(".awf/templates").is_dir());
+        let script = dir.path().join(".awf/scripts/example.sh");
+        assert_eq!(
+            std::fs::metadata(&script).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".awf/workflows/example.yaml")).unwrap(),
+            EXAMPLE_WORKFLOW
+        );
+
+        std::fs::write(dir.path().join(".awf.yaml"), "mine").unwrap();
+        let err = write_files(dir.path(), &project_files(), &[], false).unwrap_err();
+        let CliError::Usage(msg) = err else {
+            panic!("not usage")
+        };
+        assert!(msg.contains(".awf.yaml"), "{msg}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".awf.yaml")).unwrap(),
+            "mine"
+        );
+
+        write_files(dir.path(), &project_files(), &[], true).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(".awf.yaml")).unwrap(),
+            ROOT_FILE
+        );
+    }
+}

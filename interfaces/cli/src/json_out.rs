@@ -1,0 +1,81 @@
+//! `-f json` output: exactly one JSON document on stdout.
+//!
+//! Source: shared/conformance/README.md ("The run result contract").
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use awf_domain::AwfError;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use serde::Serialize;
+
+/// The run result of a run that never started: `run_id` null, empty `states`, status
+/// `failure`, the category's exit code, and `error` set.
+pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
+    RunResult {
+        run_id: None,
+        workflow: identifier.to_owned(),
+        status: RunStatus::Failure,
+        exit_code: err.code().exit_code(),
+        terminal: None,
+        duration_ms: 0,
+        states: BTreeMap::new(),
+        outputs: BTreeMap::new(),
+        error: Some(err.body()),
+    }
+}
+
+/// Pretty JSON text of `value` followed by a newline.
+pub fn to_text<T: Serialize>(value: &T) -> String {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => s + "\n",
+        // Serialising our own plain data types cannot fail; keep stdout valid JSON anyway.
+        Err(e) => format!(
+            "{{\"error\": {}}}\n",
+            serde_json::Value::String(e.to_string())
+        ),
+    }
+}
+
+/// Prints `value` as the one JSON document on stdout (errors such as a closed pipe are ignored).
+pub fn print<T: Serialize>(value: &T) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(to_text(value).as_bytes());
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use awf_domain::ErrorCode;
+    use serde_json::json;
+
+    #[test]
+    fn pre_run_failure_has_the_contract_shape() {
+        let e = AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "missing required input: file_path",
+        )
+        .with_hint("pass --input file_path=...");
+        let v = serde_json::to_value(failure_result("example-simple", &e)).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "run_id": null,
+                "workflow": "example-simple",
+                "status": "failure",
+                "exit_code": 1,
+                "terminal": null,
+                "duration_ms": 0,
+                "states": {},
+                "outputs": {},
+                "error": {
+                    "code": "USER.INPUT.VALIDATION_FAILED",
+                    "message": "missing required input: file_path",
+                    "hints": ["pass --input file_path=..."]
+                }
+            })
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! `awf list`: every workflow the repository can find (env path, project, global).
+//!
+//! Text: an aligned table `NAME  SOURCE  VERSION  DESCRIPTION` on stdout; JSON: an array of
+//! `{"name", "source", "path", "version", "description"}`.
+//!
+//! Source: spec/workflow.md §4.2.
+
+use std::io::Write;
+
+use awf_domain::ports::WorkflowRepository;
+use awf_domain::ports::repository::WorkflowEntry;
+
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+use crate::json_out;
+use crate::wiring;
+
+/// Formats entries as an aligned table (header included), or a one-line notice when empty.
+pub fn render_table(entries: &[WorkflowEntry]) -> String {
+    if entries.is_empty() {
+        return "No workflows found (looked in $AWF_WORKFLOWS_PATH, .awf/workflows and the global config dir).\n"
+            .to_owned();
+    }
+    let rows: Vec<[String; 4]> = entries
+        .iter()
+        .map(|e| {
+            [
+                e.name.clone(),
+                e.source.clone(),
+                e.version.clone().unwrap_or_default(),
+                e.description
+                    .clone()
+                    .unwrap_or_default()
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned(),
+            ]
+        })
+        .collect();
+    let header = ["NAME", "SOURCE", "VERSION", "DESCRIPTION"].map(str::to_owned);
+    let mut widths = [0usize; 3];
+    for r in std::iter::once(&header).chain(rows.iter()) {
+        for (i, w) in widths.iter_mut().enumerate() {
+            *w = (*w).max(r[i].chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in std::iter::once(&header).chain(rows.iter()) {
+        let line = format!(
+            "{:w0$}  {:w1$}  {:w2$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Runs `awf list`.
+///
+/// # Errors
+/// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
+pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
+    let w = wiring::build(ctx.storage.as_deref())?;
+    let entries = w.repository.list()?;
+    if ctx.json() {
+        json_out::print(&entries);
+    } else {
+        let _ = std::io::stdout()
+            .lock()
+            .write_all(render_table(&entries).as_bytes());
+    }
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn table_is_aligned() {
+        let e = |n: &str, v: Option<&str>, d: Option<&str>| WorkflowEntry {
+            name: n.into(),
+            source: "local".into(),
+            path: PathBuf::from(format!("/w/{n}.yaml")),
+            version: v.map(Into::into),
+            description: d.map(Into::into),
+        };
+        assert_eq!(
+            render_table(&[
+                e("a", Some("1.0.0"), Some("First\nmore")),
+                e("longer-name", None, None)
+            ]),
+            "NAME         SOURCE  VERSION  DESCRIPTION\na            local   1.0.0    First\nlonger-name  local\n"
+        );
+    }
+}

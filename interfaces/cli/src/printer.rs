@@ -1,0 +1,441 @@
+//! Terminal projection of the run-event stream (text mode).
+//!
+//! Conventions: command output goes to **stdout** (live with `-o streaming`, after each step with
+//! `-o buffered`, not at all with `-o silent`); everything else — step start/end lines with
+//! durations, retries, hook `log` lines, warnings, sub-workflow markers — goes to **stderr**,
+//! so that stdout carries only what the workflow's commands printed. With `-o streaming` each
+//! stdout line is prefixed `[OUT] ` and each stderr line `[ERR] ` (the latter on stderr).
+//!
+//! Source: spec/workflow.md §4.2 (`awf run` text output) and §4.3 (output modes).
+
+use std::collections::HashMap;
+use std::io;
+use std::io::Write;
+use std::time::Duration;
+
+use awf_domain::duration::format_go;
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::LogLevel;
+use awf_domain::event::OutputStream;
+use awf_domain::event::RunEvent;
+use awf_domain::run::RunId;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+
+use crate::cli::OutputMode;
+use crate::style::Style;
+
+/// Renders run events as human text.
+#[derive(Debug)]
+pub struct TextPrinter {
+    mode: OutputMode,
+    quiet: bool,
+    style: Style,
+    /// Nesting depth of sub-workflow runs (the top-level run is absent = 0).
+    depth: HashMap<RunId, usize>,
+    /// Child run id → workflow identifier.
+    child_names: HashMap<RunId, String>,
+    /// Whether the next streamed chunk of (run, path, stream) starts a new line.
+    mid_line: HashMap<(RunId, String, bool), bool>,
+}
+
+impl TextPrinter {
+    /// A printer for `mode`; `quiet` drops step, log and info lines (warnings and command
+    /// output stay); `style` colours the stderr lines.
+    pub fn new(mode: OutputMode, quiet: bool, style: Style) -> Self {
+        Self {
+            mode,
+            quiet,
+            style,
+            depth: HashMap::new(),
+            child_names: HashMap::new(),
+            mid_line: HashMap::new(),
+        }
+    }
+
+    fn indent(&self, ev: &EventEnvelope) -> String {
+        let d = self.depth.get(&ev.run_id).copied().unwrap_or(0);
+        "  ".repeat(d + 1)
+    }
+
+    fn label(step: &str, ev: &EventEnvelope) -> String {
+        match ev.iteration {
+            Some(i) => format!("{step}[{i}]"),
+            None => step.to_owned(),
+        }
+    }
+
+    /// Writes the projection of one event: command output to `out`, all other lines to `err`.
+    ///
+    /// The top-level `RunFinished` prints nothing: the caller prints the run summary.
+    ///
+    /// # Errors
+    /// I/O errors of the writers.
+    pub fn handle(
+        &mut self,
+        ev: &EventEnvelope,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
+        let ind = self.indent(ev);
+        match &ev.event {
+            RunEvent::RunStarted { workflow, .. } => {
+                if ev.parent_run_id.is_none() && !self.quiet {
+                    writeln!(err, "Workflow started: {workflow} ({})", ev.run_id)?;
+                }
+            }
+            RunEvent::StepStarted { step, .. } => {
+                if !self.quiet {
+                    writeln!(
+                        err,
+                        "{ind}{} {}",
+                        self.style.cyan("→"),
+                        Self::label(step, ev)
+                    )?;
+                }
+            }
+            RunEvent::StepRetrying {
+                step,
+                attempt,
+                delay_ms,
+            } => {
+                if !self.quiet {
+                    writeln!(
+                        err,
+                        "{ind}{} {}: retrying (attempt {attempt}) in {}",
+                        self.style.yellow("↻"),
+                        Self::label(step, ev),
+                        format_go(Duration::from_millis(*delay_ms))
+                    )?;
+                }
+            }
+            RunEvent::OutputChunk {
+                step: _,
+                stream,
+                text,
+            } => {
+                if self.mode == OutputMode::Streaming {
+                    let is_out = *stream == OutputStream::Stdout;
+                    let key = (ev.run_id.clone(), ev.path.clone(), is_out);
+                    let mid = self.mid_line.get(&key).copied().unwrap_or(false);
+                    let (prefixed, now_mid) =
+                        prefix_lines(text, if is_out { "[OUT] " } else { "[ERR] " }, mid);
+                    self.mid_line.insert(key, now_mid);
+                    if is_out {
+                        out.write_all(prefixed.as_bytes())?;
+                        out.flush()?;
+                    } else {
+                        err.write_all(prefixed.as_bytes())?;
+                    }
+                }
+            }
+            RunEvent::Log { level, message, .. } => match level {
+                LogLevel::Info => {
+                    if !self.quiet {
+                        writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+                    }
+                }
+                LogLevel::Warn => writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?,
+            },
+            RunEvent::StepFinished { step, kind, state } => {
+                if self.mode == OutputMode::Buffered
+                    && matches!(kind.as_str(), "command" | "agent" | "operation")
+                {
+                    if !state.output.is_empty() {
+                        out.write_all(state.output.as_bytes())?;
+                        if !state.output.ends_with('\n') {
+                            out.write_all(b"\n")?;
+                        }
+                        out.flush()?;
+                    }
+                    if !state.stderr.is_empty() {
+                        err.write_all(state.stderr.as_bytes())?;
+                        if !state.stderr.ends_with('\n') {
+                            err.write_all(b"\n")?;
+                        }
+                    }
+                }
+                if !self.quiet || state.status == StepStatus::Failed {
+                    let line = self.finished_line(&Self::label(step, ev), state);
+                    writeln!(err, "{ind}{line}")?;
+                }
+            }
+            RunEvent::ChildRunStarted {
+                child_run_id,
+                workflow,
+                ..
+            } => {
+                let d = self.depth.get(&ev.run_id).copied().unwrap_or(0);
+                self.depth.insert(child_run_id.clone(), d + 1);
+                self.child_names
+                    .insert(child_run_id.clone(), workflow.clone());
+                if !self.quiet {
+                    writeln!(err, "{ind}{} calling {workflow}", self.style.cyan("↳"))?;
+                }
+            }
+            RunEvent::RunFinished { result } => {
+                if ev.parent_run_id.is_some() && !self.quiet {
+                    let name = self
+                        .child_names
+                        .get(&ev.run_id)
+                        .cloned()
+                        .unwrap_or_else(|| result.workflow.clone());
+                    let status = serde_json::to_value(result.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    writeln!(
+                        err,
+                        "{ind}{} {name} finished: {status}",
+                        self.style.cyan("↳")
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `✓ step (12ms)`, `✗ step (1.5s): <error>`, `⊘ step: cancelled (2s)`, `- step: skipped`.
+    pub fn finished_line(&self, label: &str, state: &StepState) -> String {
+        let dur = format_go(Duration::from_millis(state.duration_ms()));
+        match state.status {
+            StepStatus::Completed | StepStatus::Running => {
+                format!(
+                    "{} {label} {}",
+                    self.style.green("✓"),
+                    self.style.dim(&format!("({dur})"))
+                )
+            }
+            StepStatus::Failed => {
+                let why = match (&state.error, state.exit_code) {
+                    (Some(e), _) => first_line(e).to_owned(),
+                    (None, Some(c)) => format!("exit code {c}"),
+                    (None, None) => "failed".to_owned(),
+                };
+                format!(
+                    "{} {label} {}: {why}",
+                    self.style.red("✗"),
+                    self.style.dim(&format!("({dur})"))
+                )
+            }
+            StepStatus::Cancelled => {
+                format!(
+                    "{} {label}: cancelled {}",
+                    self.style.yellow("⊘"),
+                    self.style.dim(&format!("({dur})"))
+                )
+            }
+            StepStatus::Skipped => format!("- {label}: skipped"),
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// Prefixes every line of `text` that starts at a line start; `mid_line` says whether the
+/// previous chunk ended without a newline. Returns the text and the new `mid_line`.
+pub fn prefix_lines(text: &str, prefix: &str, mid_line: bool) -> (String, bool) {
+    let mut out = String::with_capacity(text.len() + prefix.len());
+    let mut mid = mid_line;
+    for piece in text.split_inclusive('\n') {
+        if !mid {
+            out.push_str(prefix);
+        }
+        out.push_str(piece);
+        mid = !piece.ends_with('\n');
+    }
+    (out, mid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::SystemTime;
+
+    use awf_domain::run::TokenUsage;
+
+    fn env(event: RunEvent) -> EventEnvelope {
+        EventEnvelope {
+            seq: 1,
+            run_id: RunId("r1".into()),
+            parent_run_id: None,
+            at: SystemTime::UNIX_EPOCH,
+            path: "s".into(),
+            iteration: None,
+            event,
+        }
+    }
+
+    fn state(status: StepStatus, output: &str, ms: u64) -> StepState {
+        StepState {
+            name: "s".into(),
+            status,
+            output: output.into(),
+            stderr: String::new(),
+            exit_code: Some(if status == StepStatus::Failed { 2 } else { 0 }),
+            attempts: 1,
+            error: None,
+            started_at: Some(SystemTime::UNIX_EPOCH),
+            completed_at: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
+            response: None,
+            json: None,
+            tokens: TokenUsage::default(),
+            outputs: BTreeMap::new(),
+        }
+    }
+
+    fn run(p: &mut TextPrinter, events: &[EventEnvelope]) -> (String, String) {
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for e in events {
+            p.handle(e, &mut out, &mut err).unwrap();
+        }
+        (
+            String::from_utf8(out).unwrap(),
+            String::from_utf8(err).unwrap(),
+        )
+    }
+
+    #[test]
+    fn silent_mode_prints_step_lines_on_stderr_only() {
+        let mut p = TextPrinter::new(OutputMode::Silent, false, Style::plain());
+        let (out, err) = run(
+            &mut p,
+            &[
+                env(RunEvent::StepStarted {
+                    step: "s".into(),
+                    kind: "command".into(),
+                }),
+                env(RunEvent::OutputChunk {
+                    step: "s".into(),
+                    stream: OutputStream::Stdout,
+                    text: "hi\n".into(),
+                }),
+                env(RunEvent::StepFinished {
+                    step: "s".into(),
+                    kind: "command".into(),
+                    state: state(StepStatus::Completed, "hi\n", 1500),
+                }),
+            ],
+        );
+        assert_eq!(out, "");
+        assert_eq!(err, "  → s\n  ✓ s (1.5s)\n");
+    }
+
+    #[test]
+    fn streaming_prefixes_each_line_across_chunks() {
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let chunk = |t: &str| {
+            env(RunEvent::OutputChunk {
+                step: "s".into(),
+                stream: OutputStream::Stdout,
+                text: t.into(),
+            })
+        };
+        let (out, _) = run(&mut p, &[chunk("a\nb"), chunk("c\nd\n"), chunk("e\n")]);
+        assert_eq!(out, "[OUT] a\n[OUT] bc\n[OUT] d\n[OUT] e\n");
+    }
+
+    #[test]
+    fn buffered_prints_output_after_the_step_and_failure_reason() {
+        let mut p = TextPrinter::new(OutputMode::Buffered, false, Style::plain());
+        let mut failed = state(StepStatus::Failed, "partial", 12);
+        failed.error = Some("step s: exit code 2\nmore".into());
+        let (out, err) = run(
+            &mut p,
+            &[
+                env(RunEvent::OutputChunk {
+                    step: "s".into(),
+                    stream: OutputStream::Stdout,
+                    text: "x\n".into(),
+                }),
+                env(RunEvent::StepFinished {
+                    step: "s".into(),
+                    kind: "command".into(),
+                    state: failed,
+                }),
+                env(RunEvent::StepFinished {
+                    step: "loop".into(),
+                    kind: "for_each".into(),
+                    state: state(StepStatus::Completed, "completed 3 iterations", 3),
+                }),
+            ],
+        );
+        assert_eq!(out, "partial\n");
+        assert_eq!(err, "  ✗ s (12ms): step s: exit code 2\n  ✓ loop (3ms)\n");
+    }
+
+    #[test]
+    fn logs_iterations_and_child_runs() {
+        let mut p = TextPrinter::new(OutputMode::Silent, false, Style::plain());
+        let mut it = env(RunEvent::StepStarted {
+            step: "body".into(),
+            kind: "command".into(),
+        });
+        it.iteration = Some(2);
+        let mut child = env(RunEvent::StepStarted {
+            step: "inner".into(),
+            kind: "command".into(),
+        });
+        child.run_id = RunId("c1".into());
+        child.parent_run_id = Some(RunId("r1".into()));
+        let (_, err) = run(
+            &mut p,
+            &[
+                env(RunEvent::Log {
+                    step: None,
+                    level: LogLevel::Info,
+                    message: "hello".into(),
+                }),
+                env(RunEvent::Log {
+                    step: None,
+                    level: LogLevel::Warn,
+                    message: "careful".into(),
+                }),
+                it,
+                env(RunEvent::ChildRunStarted {
+                    step: "call".into(),
+                    child_run_id: RunId("c1".into()),
+                    workflow: "kid".into(),
+                }),
+                child,
+            ],
+        );
+        assert_eq!(
+            err,
+            "  INFO hello\n  WARN careful\n  → body[2]\n  ↳ calling kid\n    → inner\n"
+        );
+    }
+
+    #[test]
+    fn quiet_keeps_warnings_and_failures() {
+        let mut p = TextPrinter::new(OutputMode::Silent, true, Style::plain());
+        let (_, err) = run(
+            &mut p,
+            &[
+                env(RunEvent::StepStarted {
+                    step: "s".into(),
+                    kind: "command".into(),
+                }),
+                env(RunEvent::Log {
+                    step: None,
+                    level: LogLevel::Info,
+                    message: "hello".into(),
+                }),
+                env(RunEvent::Log {
+                    step: None,
+                    level: LogLevel::Warn,
+                    message: "careful".into(),
+                }),
+                env(RunEvent::StepFinished {
+                    step: "s".into(),
+                    kind: "command".into(),
+                    state: state(StepStatus::Failed, "", 0),
+                }),
+            ],
+        );
+        assert_eq!(err, "  WARN careful\n  ✗ s (0s): exit code 2\n");
+    }
+}

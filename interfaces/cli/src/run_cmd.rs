@@ -1,0 +1,279 @@
+//! `awf run`: starts a run through the facade, projects its events, handles SIGINT/SIGTERM,
+//! prints the result. With `--dry-run`, prints the plan instead and executes nothing.
+//!
+//! Source: spec/workflow.md §3.1, §3.10, §3.12, §4.2; shared/conformance/README.md.
+
+use std::io::Write;
+
+use awf_application::Facade;
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::RunEvent;
+use awf_domain::ports::RunSession;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use tokio::signal::unix::Signal;
+use tokio::signal::unix::SignalKind;
+use tokio::signal::unix::signal;
+
+use crate::cli::RunArgs;
+use crate::ctx::Ctx;
+use crate::dry_run;
+use crate::errors;
+use crate::errors::Outcome;
+use crate::json_out;
+use crate::printer::TextPrinter;
+use crate::wiring;
+use crate::wiring::Wiring;
+
+/// Splits `--input` values at the first `=`.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` for a value without `=` or with an empty name.
+pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
+    raw.iter()
+        .map(|item| match item.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+            _ => Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!("invalid input '{item}': expected name=value"),
+            )
+            .with_hint("Use --input name=value (repeat the flag for several inputs).")),
+        })
+        .collect()
+}
+
+/// Runs `awf run`. Every failure is reported here (text on stderr, or the run-result object
+/// on stdout with `-f json`), so the outcome is final.
+pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
+    // Own SIGINT/SIGTERM from the start so a signal never kills us with children running.
+    let signals = Signals::install();
+    match prepare(ctx, args) {
+        Ok((w, request)) => {
+            if args.dry_run {
+                return dry_run(ctx, &w, &request);
+            }
+            execute(ctx, args, w, request, signals).await
+        }
+        Err(e) => fail_before_start(ctx, &args.workflow, &e),
+    }
+}
+
+fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> {
+    let inputs = parse_inputs(&args.inputs)?;
+    let w = wiring::build(ctx.storage.as_deref())?;
+    let config = w.config()?;
+    if !ctx.json() && !ctx.quiet {
+        let mut err = std::io::stderr().lock();
+        for d in &config.diagnostics {
+            let _ = writeln!(
+                err,
+                "{} {}: {}",
+                ctx.err_style.yellow("WARN"),
+                d.path,
+                d.message
+            );
+        }
+    }
+    let request = RunRequest {
+        identifier: args.workflow.clone(),
+        inputs,
+        config_inputs: config.inputs,
+        env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        working_dir: w.cwd.clone(),
+    };
+    Ok((w, request))
+}
+
+fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
+    if ctx.json() {
+        json_out::print(&json_out::failure_result(identifier, e));
+    } else {
+        let text = errors::render_text(e, ctx.hints, ctx.err_style);
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+    Outcome::Reported(e.code())
+}
+
+fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
+    match awf_application::plan::plan(
+        &w.services,
+        &req.identifier,
+        &req.inputs,
+        &req.config_inputs,
+    ) {
+        Ok(plan) => {
+            if ctx.json() {
+                json_out::print(&plan);
+            } else {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(dry_run::render(&plan).as_bytes());
+                let _ = out.flush();
+            }
+            Outcome::Success
+        }
+        Err(e) => fail_before_start(ctx, &req.identifier, &e),
+    }
+}
+
+async fn execute(
+    ctx: &Ctx,
+    args: &RunArgs,
+    w: Wiring,
+    request: RunRequest,
+    mut signals: Signals,
+) -> Outcome {
+    let identifier = request.identifier.clone();
+    let facade = Facade::new(w.services);
+    let mut handle = match facade.start_run(request).await {
+        Ok(h) => h,
+        Err(e) => return fail_before_start(ctx, &identifier, &e),
+    };
+    let canceller = handle.canceller();
+    let mut printer = TextPrinter::new(args.output, ctx.quiet, ctx.err_style);
+    let mut result: Option<RunResult> = None;
+    let mut cancelled = false;
+    loop {
+        tokio::select! {
+            ev = handle.next_event() => {
+                let Some(ev) = ev else { break };
+                if let RunEvent::RunFinished { result: r } = &ev.event
+                    && ev.parent_run_id.is_none()
+                {
+                    result = Some(r.clone());
+                }
+                if ctx.json() {
+                    if let RunEvent::Log { level: awf_domain::event::LogLevel::Warn, message, .. } = &ev.event {
+                        let _ = writeln!(std::io::stderr().lock(), "WARN {message}");
+                    }
+                } else {
+                    let mut out = std::io::stdout().lock();
+                    let mut err = std::io::stderr().lock();
+                    let _ = printer.handle(&ev, &mut out, &mut err);
+                }
+            }
+            reason = signals.next() => {
+                if !cancelled && !ctx.json() && !ctx.quiet {
+                    let what = if reason == CancelReason::Terminate { "SIGTERM" } else { "SIGINT" };
+                    let _ = writeln!(std::io::stderr().lock(), "{} received {what}, cancelling…", ctx.err_style.yellow("WARN"));
+                }
+                cancelled = true;
+                canceller.cancel(reason);
+            }
+        }
+    }
+    let Some(result) = result else {
+        let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
+        return fail_before_start(ctx, &identifier, &e);
+    };
+    if ctx.json() {
+        json_out::print(&result);
+    } else {
+        print_summary(ctx, &result);
+    }
+    Outcome::Run(result.exit_code)
+}
+
+/// Text summary on stderr: `Workflow completed.`, `Workflow failed: <msg>` plus the error
+/// block, or `Workflow cancelled.`.
+fn print_summary(ctx: &Ctx, result: &RunResult) {
+    let mut err = std::io::stderr().lock();
+    let s = ctx.err_style;
+    let block = result.error.as_ref().map(|b| {
+        let mut e = AwfError::new(b.code, b.message.clone());
+        for (k, v) in &b.details {
+            e = e.with_detail(k.clone(), v.clone());
+        }
+        for h in &b.hints {
+            e = e.with_hint(h.clone());
+        }
+        errors::render_text(&e, ctx.hints, s)
+    });
+    match result.status {
+        RunStatus::Success => {
+            if !ctx.quiet {
+                let _ = writeln!(err, "{}", s.green("Workflow completed."));
+            }
+        }
+        RunStatus::Failure => {
+            let msg = result.error.as_ref().map_or_else(
+                || format!("terminal '{}'", result.terminal.as_deref().unwrap_or("?")),
+                |b| b.message.clone(),
+            );
+            let _ = writeln!(err, "{} {msg}", s.red_bold("Workflow failed:"));
+            if let Some(b) = block {
+                let _ = err.write_all(b.as_bytes());
+            }
+        }
+        RunStatus::Cancelled => {
+            let _ = writeln!(err, "{}", s.yellow("Workflow cancelled."));
+            if let Some(b) = block {
+                let _ = err.write_all(b.as_bytes());
+            }
+        }
+    }
+}
+
+/// SIGINT and SIGTERM streams, when they could be installed.
+struct Signals {
+    int: Option<Signal>,
+    term: Option<Signal>,
+}
+
+impl Signals {
+    fn install() -> Self {
+        Self {
+            int: signal(SignalKind::interrupt()).ok(),
+            term: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    /// The next signal's cancel reason; pends forever when none can arrive.
+    async fn next(&mut self) -> CancelReason {
+        async fn recv(s: &mut Option<Signal>) -> Option<()> {
+            match s {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        }
+        loop {
+            tokio::select! {
+                r = recv(&mut self.int) => match r {
+                    Some(()) => return CancelReason::Interrupt,
+                    None => self.int = None,
+                },
+                r = recv(&mut self.term) => match r {
+                    Some(()) => return CancelReason::Terminate,
+                    None => self.term = None,
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_split_at_the_first_equals() {
+        let got = parse_inputs(&["a=1".into(), "b=x=y".into(), "c=".into()]).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("a".to_owned(), "1".to_owned()),
+                ("b".to_owned(), "x=y".to_owned()),
+                ("c".to_owned(), String::new())
+            ]
+        );
+    }
+
+    #[test]
+    fn input_without_equals_is_a_user_error() {
+        let e = parse_inputs(&["oops".into()]).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+        assert_eq!(e.message(), "invalid input 'oops': expected name=value");
+    }
+}

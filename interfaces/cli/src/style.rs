@@ -1,0 +1,94 @@
+//! ANSI colour, only on a terminal and only without NO_COLOR / `--no-color`.
+
+use std::io::IsTerminal;
+
+/// Whether to colour one output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    color: bool,
+}
+
+impl Style {
+    /// No colour.
+    pub const fn plain() -> Self {
+        Self { color: false }
+    }
+
+    /// Colour when `tty` and neither `--no-color` nor a non-empty `NO_COLOR` is set.
+    pub fn detect(tty: bool, no_color_flag: bool, no_color_env: Option<&str>) -> Self {
+        let env_off = no_color_env.is_some_and(|v| !v.is_empty());
+        if tty && !no_color_flag && !env_off {
+            Self { color: true }
+        } else {
+            Self::plain()
+        }
+    }
+
+    /// Style for stderr.
+    pub fn stderr(no_color_flag: bool) -> Self {
+        let env = std::env::var("NO_COLOR").ok();
+        Self::detect(
+            std::io::stderr().is_terminal(),
+            no_color_flag,
+            env.as_deref(),
+        )
+    }
+
+    fn paint(self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Green.
+    pub fn green(self, text: &str) -> String {
+        self.paint("32", text)
+    }
+
+    /// Red.
+    pub fn red(self, text: &str) -> String {
+        self.paint("31", text)
+    }
+
+    /// Bold red.
+    pub fn red_bold(self, text: &str) -> String {
+        self.paint("1;31", text)
+    }
+
+    /// Yellow.
+    pub fn yellow(self, text: &str) -> String {
+        self.paint("33", text)
+    }
+
+    /// Cyan.
+    pub fn cyan(self, text: &str) -> String {
+        self.paint("36", text)
+    }
+
+    /// Dim.
+    pub fn dim(self, text: &str) -> String {
+        self.paint("2", text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_needs_a_tty_and_no_opt_out() {
+        assert_eq!(
+            Style::detect(true, false, None).green("ok"),
+            "\x1b[32mok\x1b[0m"
+        );
+        assert_eq!(Style::detect(false, false, None).green("ok"), "ok");
+        assert_eq!(Style::detect(true, true, None).green("ok"), "ok");
+        assert_eq!(Style::detect(true, false, Some("1")).green("ok"), "ok");
+        assert_eq!(
+            Style::detect(true, false, Some("")).green("ok"),
+            "\x1b[32mok\x1b[0m"
+        );
+    }
+}

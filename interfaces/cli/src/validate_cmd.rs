@@ -1,0 +1,197 @@
+//! `awf validate`: loads and fully checks a workflow, prints every finding.
+//!
+//! Text: one line per diagnostic on stderr, `<file>:<line>:<col>: error|warning|note [CODE]
+//! path: message`, then `  Hint: …`; a summary line (`Workflow '<wf>' is valid` on stdout).
+//! JSON (stdout): `{"valid": bool, "workflow": "<name>", "diagnostics": [Diagnostic…]}`.
+//! Exit 0 when valid, 2 (WORKFLOW) when not — `--strict` turns unknown-key warnings into
+//! errors; a file that cannot be found or read exits by its error's category.
+//!
+//! Source: spec/workflow.md §1.16, §4.2; design/decisions.md ("Workflow language").
+
+use std::io::Write;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::repository::Diagnostic;
+use awf_domain::ports::repository::Severity;
+use serde_json::json;
+
+use crate::cli::ValidateArgs;
+use crate::ctx::Ctx;
+use crate::errors;
+use crate::errors::Outcome;
+use crate::json_out;
+use crate::style::Style;
+use crate::wiring;
+
+/// The severity a diagnostic counts with (`--strict` makes unknown keys errors).
+pub fn effective(d: &Diagnostic, strict: bool) -> Severity {
+    if strict && d.severity == Severity::Warning && d.code == ErrorCode::WorkflowParseUnknownField {
+        Severity::Error
+    } else {
+        d.severity
+    }
+}
+
+/// One diagnostic as text (with a trailing newline, hint lines included when `hints`).
+pub fn render_diagnostic(
+    d: &Diagnostic,
+    identifier: &str,
+    strict: bool,
+    hints: bool,
+    style: Style,
+) -> String {
+    let mut loc = d
+        .file
+        .as_ref()
+        .map_or_else(|| identifier.to_owned(), |f| f.display().to_string());
+    if let Some(l) = d.line {
+        loc.push_str(&format!(":{l}"));
+        if let Some(c) = d.column {
+            loc.push_str(&format!(":{c}"));
+        }
+    }
+    let sev = match effective(d, strict) {
+        Severity::Error => style.red_bold("error"),
+        Severity::Warning => style.yellow("warning"),
+        Severity::Note => style.cyan("note"),
+    };
+    let path = if d.path.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", d.path)
+    };
+    let mut out = format!("{loc}: {sev} [{}] {path}{}\n", d.code, d.message);
+    if hints && let Some(h) = &d.hint {
+        out.push_str(&format!("  {} {h}\n", style.cyan("Hint:")));
+    }
+    out
+}
+
+/// Runs `awf validate`.
+pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
+    let result = wiring::build(ctx.storage.as_deref())
+        .and_then(|w| awf_application::validate_workflow(&w.services, &args.workflow, &w.env));
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => return load_failure(ctx, &args.workflow, &e),
+    };
+    let mut diags: Vec<Diagnostic> = report.diagnostics.clone();
+    for d in &mut diags {
+        d.severity = effective(d, args.strict);
+    }
+    let first_error = diags
+        .iter()
+        .find(|d| d.severity == Severity::Error)
+        .map(|d| d.code);
+    let name = report
+        .workflow
+        .as_ref()
+        .map_or_else(|| args.workflow.clone(), |w| w.name.clone());
+    if ctx.json() {
+        json_out::print(&json!({
+            "valid": first_error.is_none(),
+            "workflow": name,
+            "diagnostics": diags,
+        }));
+    } else {
+        let mut err = std::io::stderr().lock();
+        for d in &diags {
+            let _ = err.write_all(
+                render_diagnostic(d, &args.workflow, false, ctx.hints, ctx.err_style).as_bytes(),
+            );
+        }
+        let errors_n = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .count();
+        let warnings_n = diags
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .count();
+        if errors_n == 0 {
+            let mut out = std::io::stdout().lock();
+            let suffix = match warnings_n {
+                0 => String::new(),
+                1 => " (1 warning)".to_owned(),
+                n => format!(" ({n} warnings)"),
+            };
+            let _ = writeln!(out, "Workflow '{}' is valid{suffix}", args.workflow);
+        } else {
+            let plural = if errors_n == 1 { "" } else { "s" };
+            let _ = writeln!(
+                err,
+                "Workflow '{}' is invalid: {errors_n} error{plural}",
+                args.workflow
+            );
+        }
+    }
+    match first_error {
+        None => Outcome::Success,
+        Some(code) => Outcome::Reported(code),
+    }
+}
+
+fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
+    if ctx.json() {
+        let d = e.details();
+        json_out::print(&json!({
+            "valid": false,
+            "workflow": identifier,
+            "diagnostics": [{
+                "severity": "error",
+                "code": e.code(),
+                "path": d.get("path").cloned().unwrap_or_else(|| json!("")),
+                "message": e.message(),
+                "hint": e.hints().first(),
+                "file": d.get("file"),
+                "line": d.get("line"),
+                "column": d.get("column"),
+            }],
+        }));
+    } else {
+        let text = errors::render_text(e, ctx.hints, ctx.err_style);
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
+    Outcome::Reported(e.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn diagnostic_line_has_position_code_path_and_hint() {
+        let mut d = Diagnostic::error(
+            ErrorCode::WorkflowValidationMissingState,
+            "states.a.on_success",
+            "unknown state 'proces'",
+        )
+        .with_hint("did you mean 'process'?");
+        d.file = Some(PathBuf::from("/w/x.yaml"));
+        d.line = Some(7);
+        d.column = Some(17);
+        assert_eq!(
+            render_diagnostic(&d, "x", false, true, Style::plain()),
+            "/w/x.yaml:7:17: error [WORKFLOW.VALIDATION.MISSING_STATE] states.a.on_success: unknown state 'proces'\n  Hint: did you mean 'process'?\n"
+        );
+    }
+
+    #[test]
+    fn strict_turns_unknown_fields_into_errors() {
+        let d = Diagnostic::warning(
+            ErrorCode::WorkflowParseUnknownField,
+            "states.a.foo",
+            "unknown key 'foo'",
+        );
+        assert_eq!(effective(&d, false), Severity::Warning);
+        assert_eq!(effective(&d, true), Severity::Error);
+        assert_eq!(
+            render_diagnostic(&d, "wf", true, true, Style::plain()),
+            "wf: error [WORKFLOW.PARSE.UNKNOWN_FIELD] states.a.foo: unknown key 'foo'\n"
+        );
+        let other = Diagnostic::warning(ErrorCode::WorkflowValidationInvalidReference, "x", "y");
+        assert_eq!(effective(&other, true), Severity::Warning);
+    }
+}

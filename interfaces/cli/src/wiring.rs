@@ -1,0 +1,207 @@
+//! Composition root: resolves directories from flags and environment, builds the adapters and
+//! hands them to the application services.
+//!
+//! Source: spec/workflow.md §3.13 (paths, project layout, environment).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use awf_application::Services;
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::repository::ConfigSource;
+use awf_domain::ports::repository::ProjectConfig;
+use awf_exec::ProcessExecutor;
+use awf_template::ExprEvaluator;
+use awf_template::GoTemplates;
+use awf_yaml::RepoPaths;
+use awf_yaml::YamlRepository;
+
+/// Everything a command needs: services plus the resolved environment.
+pub struct Wiring {
+    /// Application services.
+    pub services: Services,
+    /// The repository (also the project configuration source).
+    pub repository: Arc<YamlRepository>,
+    /// The process environment.
+    pub env: BTreeMap<String, String>,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// Data root (`--storage` > `AWF_STORAGE_DIR` > `$XDG_DATA_HOME/awf` > `~/.local/share/awf`).
+    pub data_root: PathBuf,
+    /// Global config dir (`$AWF_CONFIG_HOME` > `$XDG_CONFIG_HOME/awf` > `~/.config/awf`).
+    pub config_dir: PathBuf,
+}
+
+impl std::fmt::Debug for Wiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wiring")
+            .field("cwd", &self.cwd)
+            .field("data_root", &self.data_root)
+            .field("config_dir", &self.config_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+fn non_empty<'a>(env: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str> {
+    env.get(key).map(String::as_str).filter(|v| !v.is_empty())
+}
+
+fn home(env: &BTreeMap<String, String>) -> PathBuf {
+    non_empty(env, "HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from)
+}
+
+/// Data root: `--storage` > `AWF_STORAGE_DIR` > `$XDG_DATA_HOME/awf` > `~/.local/share/awf`.
+pub fn data_root(storage: Option<&Path>, env: &BTreeMap<String, String>) -> PathBuf {
+    if let Some(s) = storage {
+        return s.to_path_buf();
+    }
+    if let Some(s) = non_empty(env, "AWF_STORAGE_DIR") {
+        return PathBuf::from(s);
+    }
+    if let Some(x) = non_empty(env, "XDG_DATA_HOME") {
+        return Path::new(x).join("awf");
+    }
+    home(env).join(".local/share/awf")
+}
+
+/// Global config dir: `$AWF_CONFIG_HOME` > `$XDG_CONFIG_HOME/awf` > `~/.config/awf`.
+pub fn config_dir(env: &BTreeMap<String, String>) -> PathBuf {
+    if let Some(s) = non_empty(env, "AWF_CONFIG_HOME") {
+        return PathBuf::from(s);
+    }
+    if let Some(x) = non_empty(env, "XDG_CONFIG_HOME") {
+        return Path::new(x).join("awf");
+    }
+    home(env).join(".config/awf")
+}
+
+/// The `.awf` template namespace.
+pub fn awf_dirs(data_root: &Path, config_dir: &Path) -> BTreeMap<String, String> {
+    let s = |p: PathBuf| p.display().to_string();
+    BTreeMap::from([
+        ("config_dir".to_owned(), s(config_dir.to_path_buf())),
+        ("data_dir".to_owned(), s(data_root.to_path_buf())),
+        ("plugins_dir".to_owned(), s(data_root.join("plugins"))),
+        ("prompts_dir".to_owned(), s(config_dir.join("prompts"))),
+        ("roles_dir".to_owned(), s(config_dir.join("roles"))),
+        ("scripts_dir".to_owned(), s(config_dir.join("scripts"))),
+        ("skills_dir".to_owned(), s(config_dir.join("skills"))),
+        ("workflows_dir".to_owned(), s(config_dir.join("workflows"))),
+    ])
+}
+
+/// Builds the services from the real process environment.
+///
+/// # Errors
+/// `SYSTEM.IO.READ_FAILED` when the working directory cannot be determined.
+pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let cwd = std::env::current_dir().map_err(|e| {
+        AwfError::new(
+            ErrorCode::SystemIoReadFailed,
+            format!("cannot read the working directory: {e}"),
+        )
+    })?;
+    Ok(build_with(storage, env, cwd))
+}
+
+/// Builds the services from an explicit environment and working directory.
+pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: PathBuf) -> Wiring {
+    let data_root = data_root(storage, &env);
+    let config_dir = config_dir(&env);
+    let repository = Arc::new(YamlRepository::new(RepoPaths::from_env(
+        &cwd, &env, &data_root,
+    )));
+    let services = Services {
+        repository: repository.clone(),
+        interpolator: Arc::new(GoTemplates::new()),
+        expressions: Arc::new(ExprEvaluator::new()),
+        executor: Arc::new(ProcessExecutor::new()),
+        awf_dirs: awf_dirs(&data_root, &config_dir),
+    };
+    Wiring {
+        services,
+        repository,
+        env,
+        cwd,
+        data_root,
+        config_dir,
+    }
+}
+
+impl Wiring {
+    /// Project configuration (`.awf/config.yaml` or `$AWF_CONFIG_PATH`).
+    ///
+    /// # Errors
+    /// `WORKFLOW.PARSE.YAML_SYNTAX` when the file is not valid YAML.
+    pub fn config(&self) -> Result<ProjectConfig, AwfError> {
+        self.repository.load_config()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn data_root_precedence() {
+        let e = env(&[
+            ("HOME", "/h"),
+            ("XDG_DATA_HOME", "/x"),
+            ("AWF_STORAGE_DIR", "/s"),
+        ]);
+        assert_eq!(
+            data_root(Some(Path::new("/flag")), &e),
+            PathBuf::from("/flag")
+        );
+        assert_eq!(data_root(None, &e), PathBuf::from("/s"));
+        assert_eq!(
+            data_root(None, &env(&[("HOME", "/h"), ("XDG_DATA_HOME", "/x")])),
+            PathBuf::from("/x/awf")
+        );
+        assert_eq!(
+            data_root(None, &env(&[("HOME", "/h")])),
+            PathBuf::from("/h/.local/share/awf")
+        );
+    }
+
+    #[test]
+    fn config_dir_precedence() {
+        assert_eq!(
+            config_dir(&env(&[
+                ("HOME", "/h"),
+                ("XDG_CONFIG_HOME", "/x"),
+                ("AWF_CONFIG_HOME", "/c")
+            ])),
+            PathBuf::from("/c")
+        );
+        assert_eq!(
+            config_dir(&env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "/x")])),
+            PathBuf::from("/x/awf")
+        );
+        assert_eq!(
+            config_dir(&env(&[("HOME", "/h"), ("XDG_CONFIG_HOME", "")])),
+            PathBuf::from("/h/.config/awf")
+        );
+    }
+
+    #[test]
+    fn awf_namespace_dirs() {
+        let d = awf_dirs(Path::new("/d"), Path::new("/c"));
+        assert_eq!(d["prompts_dir"], "/c/prompts");
+        assert_eq!(d["scripts_dir"], "/c/scripts");
+        assert_eq!(d["data_dir"], "/d");
+        assert_eq!(d["plugins_dir"], "/d/plugins");
+        assert_eq!(d.len(), 8);
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs the whole test suite. Installs what the tests need by itself:
+#   - PyYAML for the shared conformance runner (../shared/conformance/run.py), into .cache/py
+# then builds the `awf` binary the end-to-end tests drive and runs every test
+# (cargo nextest when installed, else cargo test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cache="$PWD/.cache"
+mkdir -p "$cache/py"
+export PYTHONPATH="$cache/py${PYTHONPATH:+:$PYTHONPATH}"
+if ! python3 -c 'import yaml' 2>/dev/null; then
+  echo "installing PyYAML into $cache/py"
+  python3 -m pip install --quiet --disable-pip-version-check --target "$cache/py" 'pyyaml==6.0.2'
+fi
+
+cargo build --locked -p awf
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --locked --workspace --no-fail-fast "$@"
+  cargo test --locked --workspace --doc --quiet
+else
+  cargo test --locked --workspace --no-fail-fast "$@"
+fi
