@@ -1,0 +1,465 @@
+//! End-to-end tests: the built `awf` binary runs the project's own workflows in a hermetic
+//! sandbox (temp CWD, HOME and XDG dirs; `AWF_WORKFLOWS_PATH` = tests/fixtures).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::BufRead;
+use std::io::BufReader;
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+fn sandbox() -> Sandbox {
+    Sandbox::new().expect("sandbox")
+}
+
+fn state<'a>(doc: &'a Value, name: &str) -> &'a Value {
+    &doc["states"][name]
+}
+
+// ---- retry ---------------------------------------------------------------------------------
+
+#[test]
+fn retry_runs_until_success_and_counts_attempts() {
+    let sb = sandbox();
+    let counter = sb.path().join("count");
+    let r = sb
+        .run(&[
+            "run",
+            "retry-counter",
+            "-f",
+            "json",
+            "-i",
+            &format!("counter_file={}", counter.display()),
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(state(&doc, "flaky")["attempts"], json!(3));
+    assert_eq!(state(&doc, "flaky")["output"], json!("ok after 3\n"));
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "3");
+}
+
+#[test]
+fn retry_gives_up_after_max_attempts_and_routes_failure() {
+    let sb = sandbox();
+    let counter = sb.path().join("count");
+    let r = sb
+        .run(&[
+            "run",
+            "retry-counter",
+            "-f",
+            "json",
+            "-i",
+            &format!("counter_file={}", counter.display()),
+            "-i",
+            "fail_times=10",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 3);
+    let doc = r.json().unwrap();
+    assert_eq!(state(&doc, "flaky")["attempts"], json!(4));
+    assert_eq!(state(&doc, "flaky")["exit_code"], json!(3));
+    assert_eq!(doc["terminal"], json!("failed"));
+}
+
+// ---- timeouts and routing --------------------------------------------------------------------
+
+#[test]
+fn timeout_kills_the_step_and_routes_on_failure() {
+    let sb = sandbox();
+    let t0 = Instant::now();
+    let r = sb.run(&["run", "timeout-route", "-f", "json"]).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(20), "hang guard");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(state(&doc, "slow")["status"], json!("failed"));
+    assert_eq!(state(&doc, "slow")["exit_code"], json!(-1));
+    assert_eq!(
+        state(&doc, "slow")["error"],
+        json!("step slow: timed out after 500ms")
+    );
+    assert_eq!(state(&doc, "handle")["output"], json!("handled -1\n"));
+}
+
+#[test]
+fn inline_failure_terminal_exits_with_its_status_and_message() {
+    let r = sandbox()
+        .run(&["run", "inline-failure", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 7);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], json!("failure"));
+    assert_eq!(doc["exit_code"], json!(7));
+    assert_eq!(doc["terminal"], json!("__inline_error_check"));
+    assert_eq!(doc["error"]["message"], json!("check failed: disk full"));
+}
+
+#[test]
+fn unrouted_failure_is_an_execution_error_with_stderr() {
+    let r = sandbox().run(&["run", "unrouted", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], json!("EXECUTION.COMMAND.FAILED"));
+    assert_eq!(doc["error"]["message"], json!("step boom: bad things"));
+    assert_eq!(state(&doc, "boom")["exit_code"], json!(5));
+    assert_eq!(doc["terminal"], Value::Null);
+}
+
+#[test]
+fn continue_on_error_takes_on_success() {
+    let r = sandbox()
+        .run(&["run", "continue-on-error", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(
+        state(&doc, "second")["output"],
+        json!("first said 2 failed\n")
+    );
+}
+
+// ---- parallel --------------------------------------------------------------------------------
+
+#[test]
+fn any_succeed_succeeds_with_one_good_branch() {
+    let r = sandbox()
+        .run(&["run", "parallel-any", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("done"));
+    assert_eq!(state(&doc, "good")["output"], json!("good\n"));
+}
+
+#[test]
+fn all_succeed_cancels_siblings_on_first_failure() {
+    let sb = sandbox();
+    let t0 = Instant::now();
+    let r = sb.run(&["run", "parallel-all-fail", "-f", "json"]).unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "sibling was not stopped"
+    );
+    assert_eq!(r.code, 3);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("failed"));
+    assert_eq!(state(&doc, "quick_fail")["exit_code"], json!(4));
+    assert_eq!(state(&doc, "slow")["status"], json!("cancelled"));
+    assert_eq!(doc["error"]["message"], json!("block failed: broken\n"));
+}
+
+#[test]
+fn best_effort_never_fails_and_max_concurrent_one_runs_in_order() {
+    let r = sandbox()
+        .run(&["run", "best-effort", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(state(&doc, "after")["output"], json!("b exit 9\n"));
+    assert_eq!(state(&doc, "a")["status"], json!("completed"));
+    assert_eq!(state(&doc, "b")["status"], json!("failed"));
+    assert_eq!(state(&doc, "c")["status"], json!("completed"));
+}
+
+// ---- loops -----------------------------------------------------------------------------------
+
+#[test]
+fn while_loop_stops_on_break_when() {
+    let r = sandbox()
+        .run(&["run", "while-break", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(
+        state(&doc, "poll")["output"],
+        json!("completed 4 iterations")
+    );
+    assert_eq!(state(&doc, "tick")["output"], json!("tick 3\n"));
+}
+
+// ---- sub-workflows ---------------------------------------------------------------------------
+
+#[test]
+fn call_workflow_maps_declared_outputs() {
+    let r = sandbox()
+        .run(&["run", "call-parent", "-f", "json", "-i", "who=Ada"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(
+        state(&doc, "call")["output"],
+        json!("{\"greeting\":\"hello Ada\"}")
+    );
+    assert_eq!(
+        state(&doc, "call")["outputs"],
+        json!({"message": "hello Ada"})
+    );
+    assert_eq!(
+        state(&doc, "show")["output"],
+        json!("parent got hello Ada\n")
+    );
+    assert_eq!(doc["outputs"], json!({"greeting": "hello Ada"}));
+}
+
+// ---- hooks -----------------------------------------------------------------------------------
+
+#[test]
+fn workflow_error_hook_sees_the_error() {
+    let mut sb = sandbox();
+    let out = sb.path().join("hook.txt");
+    sb.set_env("HOOK_OUT", &out.display().to_string());
+    let r = sb.run(&["run", "error-hook"]).unwrap();
+    assert_eq!(r.code, 3);
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        "ERR fails execution step fails: exit code 2\n"
+    );
+}
+
+// ---- signals ---------------------------------------------------------------------------------
+
+fn cancel_with(signal: &str, expected: i32) {
+    let mut sb = sandbox();
+    let out = sb.path().join("hook.txt");
+    sb.set_env("HOOK_OUT", &out.display().to_string());
+    let mut child = sb
+        .cmd(&["run", "cancel-hooks", "-o", "streaming"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "[OUT] started");
+    let t0 = Instant::now();
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = child.wait().unwrap().code();
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "cancel took too long"
+    );
+    assert_eq!(code, Some(expected));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "CANCELLED\n");
+}
+
+#[test]
+fn sigterm_cancels_the_run_exits_143_and_runs_cancel_hooks() {
+    cancel_with("TERM", 143);
+}
+
+#[test]
+fn sigint_cancels_the_run_exits_130_and_runs_cancel_hooks() {
+    cancel_with("INT", 130);
+}
+
+// ---- secrets ---------------------------------------------------------------------------------
+
+#[test]
+fn secrets_are_masked_in_live_output_results_and_errors() {
+    let mut sb = sandbox();
+    sb.set_env("MY_API_TOKEN", "supersecretvalue");
+    for args in [
+        vec!["run", "secret-env", "-o", "streaming"],
+        vec!["run", "secret-env", "-o", "buffered"],
+        vec!["run", "secret-env", "-f", "json"],
+    ] {
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 3, "{args:?}");
+        for leak in ["supersecretvalue", "hunter2-very-secret"] {
+            assert!(
+                !r.stdout.contains(leak),
+                "{args:?} stdout leaks {leak}: {}",
+                r.stdout
+            );
+            assert!(
+                !r.stderr.contains(leak),
+                "{args:?} stderr leaks {leak}: {}",
+                r.stderr
+            );
+        }
+        assert!(
+            r.stdout.contains("token=***") || r.stdout.contains("token=***\\n"),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+}
+
+// ---- scripts and templates -------------------------------------------------------------------
+
+#[test]
+fn script_files_run_with_and_without_shebang() {
+    let r = sandbox()
+        .run(&["run", "script-step", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(
+        state(&doc, "py")["output"],
+        json!("python says hi to script\n")
+    );
+    let sh = state(&doc, "sh")["output"].as_str().unwrap().to_owned();
+    assert!(sh.starts_with("plain script for script in "), "{sh}");
+}
+
+#[test]
+fn use_template_is_expanded_before_validation() {
+    let sb = sandbox();
+    sb.write(
+        ".awf/templates/echo-twice.yaml",
+        "name: echo-twice\nparameters:\n  - name: word\n    required: true\nstates:\n  echo-twice:\n    type: step\n    command: \"echo {{parameters.word}} {{parameters.word}}\"\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "templated", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        state(&r.json().unwrap(), "greet")["output"],
+        json!("hey hey\n")
+    );
+}
+
+// ---- validate, dry run, other commands --------------------------------------------------------
+
+#[test]
+fn validate_warns_on_unknown_keys_and_strict_makes_them_errors() {
+    let sb = sandbox();
+    let r = sb.run(&["validate", "unknown-keys"]).unwrap();
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr.contains(
+            "unknown-keys.yaml:7:5: warning [WORKFLOW.PARSE.UNKNOWN_FIELD] states.s.on_sucess"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("did you mean 'on_success'?"),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run(&["validate", "unknown-keys", "--strict"]).unwrap();
+    assert_eq!(r.code, 2);
+}
+
+#[test]
+fn a_state_with_no_way_out_is_a_validation_error_in_validate_and_run() {
+    let sb = sandbox();
+    let r = sb.run(&["validate", "no-exit"]).unwrap();
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("[WORKFLOW.VALIDATION.NO_EXIT] states.s"),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run(&["run", "no-exit", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 2);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], json!("WORKFLOW.VALIDATION.NO_EXIT"));
+    assert_eq!(doc["run_id"], Value::Null);
+}
+
+#[test]
+fn dry_run_executes_nothing() {
+    let sb = sandbox();
+    let marker = sb.path().join("marker");
+    let wf = sb
+        .write(
+            "touch.yaml",
+            &format!(
+                "name: touch\nstates:\n  initial: t\n  t:\n    type: step\n    command: touch {}\n    on_success: done\n  done:\n    type: terminal\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+    let r = sb.run(&["run", wf.to_str().unwrap(), "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("No commands will be executed (dry-run mode)."),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!("touch {}", marker.display())),
+        "{}",
+        r.stdout
+    );
+    assert!(!marker.exists());
+}
+
+#[test]
+fn json_result_for_a_workflow_that_does_not_exist() {
+    let r = sandbox()
+        .run(&["run", "retry-countr", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 1);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["run_id"], Value::Null);
+    assert_eq!(doc["states"], json!({}));
+    assert_eq!(
+        doc["error"]["code"],
+        json!("USER.FACADE.WORKFLOW_NOT_FOUND")
+    );
+    assert!(
+        doc["error"]["hints"].to_string().contains("retry-counter"),
+        "{doc}"
+    );
+}
+
+#[test]
+fn error_catalog_lists_and_explains_codes() {
+    let sb = sandbox();
+    let r = sb.run(&["error"]).unwrap();
+    assert_eq!(r.code, 0);
+    for code in [
+        "USER.INPUT.VALIDATION_FAILED",
+        "WORKFLOW.PARSE.YAML_SYNTAX",
+        "EXECUTION.COMMAND.TIMEOUT",
+        "SYSTEM.IO.READ_FAILED",
+    ] {
+        assert!(r.stdout.contains(code), "{code}");
+    }
+    let r = sb.run(&["error", "EXECUTION.COMMAND.TIMEOUT"]).unwrap();
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.contains("Resolution:"), "{}", r.stdout);
+    let r = sb.run(&["error", "NOPE.NOPE.NOPE"]).unwrap();
+    assert_eq!(r.code, 1);
+}
+
+#[test]
+fn diagram_is_graphviz_dot() {
+    let r = sandbox().run(&["diagram", "parallel-all-fail"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("digraph"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("\"block\" -> \"quick_fail\""),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn init_creates_a_project_whose_example_runs() {
+    let mut sb = sandbox();
+    let r = sb.run(&["init"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(sb.path().join(".awf/workflows/example.yaml").exists());
+    sb.set_env("AWF_WORKFLOWS_PATH", "");
+    let r = sb.run(&["list"]).unwrap();
+    assert!(r.stdout.contains("example"), "{}", r.stdout);
+    let r = sb.run(&["run", "example", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let r = sb.run(&["init"]).unwrap();
+    assert_ne!(r.code, 0, "init must not overwrite without --force");
+}
