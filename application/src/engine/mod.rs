@@ -574,3 +574,7 @@ impl Run {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "engine_tests.rs"]
+mod tests;

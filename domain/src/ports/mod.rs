@@ -11,3 +11,6 @@ pub use facade::WorkflowFacade;
 pub use repository::WorkflowRepository;
 pub use template::ExpressionEvaluator;
 pub use template::Interpolator;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod fakes;

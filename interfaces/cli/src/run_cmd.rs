@@ -45,6 +45,69 @@ pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
         .collect()
 }
 
+/// Prompt search path for `--input k=@prompts/<file>`: `$AWF_PROMPTS_PATH`, then
+/// `.awf/prompts/`, then the global `<config dir>/prompts/`.
+fn prompt_dirs(w: &Wiring) -> Vec<std::path::PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(p) = w.env.get("AWF_PROMPTS_PATH").filter(|p| !p.is_empty()) {
+        dirs.push(std::path::PathBuf::from(p));
+    }
+    dirs.push(w.cwd.join(".awf").join("prompts"));
+    dirs.push(w.config_dir.join("prompts"));
+    dirs
+}
+
+/// Replaces `@prompts/<rel>` input values by the trimmed contents of the first matching file
+/// in `dirs`. Source: spec/workflow.md §1.4.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` for absolute paths or `..`; `USER.INPUT.MISSING_FILE` when no
+/// directory has the file.
+pub fn expand_prompt_refs(
+    inputs: Vec<(String, String)>,
+    dirs: &[std::path::PathBuf],
+) -> Result<Vec<(String, String)>, AwfError> {
+    inputs
+        .into_iter()
+        .map(|(k, v)| {
+            let Some(rel) = v.trim().strip_prefix("@prompts/") else {
+                return Ok((k, v));
+            };
+            let rel_path = std::path::Path::new(rel);
+            if rel.is_empty()
+                || rel_path.is_absolute()
+                || rel_path
+                    .components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(AwfError::new(
+                    ErrorCode::UserInputInvalidFormat,
+                    format!("input {k}: invalid prompt reference '{v}'"),
+                )
+                .with_hint("use @prompts/<relative path> without '..'"));
+            }
+            for d in dirs {
+                let p = d.join(rel_path);
+                if p.is_file() {
+                    let text = std::fs::read_to_string(&p).map_err(|e| {
+                        AwfError::new(
+                            ErrorCode::SystemIoReadFailed,
+                            format!("read {}: {e}", p.display()),
+                        )
+                    })?;
+                    return Ok((k, text.trim().to_owned()));
+                }
+            }
+            let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Err(AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("input {k}: prompt file {rel} not found"),
+            )
+            .with_hint(format!("searched: {}", searched.join(", "))))
+        })
+        .collect()
+}
+
 /// Runs `awf run`. Every failure is reported here (text on stderr, or the run-result object
 /// on stdout with `-f json`), so the outcome is final.
 pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
@@ -77,6 +140,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
             );
         }
     }
+    let inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
     let request = RunRequest {
         identifier: args.workflow.clone(),
         inputs,
@@ -275,5 +339,38 @@ mod tests {
         let e = parse_inputs(&["oops".into()]).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
         assert_eq!(e.message(), "invalid input 'oops': expected name=value");
+    }
+
+    #[test]
+    fn prompt_references_read_the_first_matching_file() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        std::fs::write(b.path().join("p.md"), "  from b\n").unwrap();
+        std::fs::create_dir_all(a.path().join("sub")).unwrap();
+        std::fs::write(a.path().join("sub/q.md"), "from a").unwrap();
+        let dirs = vec![a.path().to_path_buf(), b.path().to_path_buf()];
+        let got = expand_prompt_refs(
+            vec![
+                ("x".into(), "@prompts/p.md".into()),
+                ("y".into(), "@prompts/sub/q.md".into()),
+                ("z".into(), "plain".into()),
+            ],
+            &dirs,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("x".into(), "from b".into()),
+                ("y".into(), "from a".into()),
+                ("z".into(), "plain".into())
+            ]
+        );
+        let e = expand_prompt_refs(vec![("x".into(), "@prompts/../etc/passwd".into())], &dirs)
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+        let e =
+            expand_prompt_refs(vec![("x".into(), "@prompts/none.md".into())], &dirs).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
     }
 }

@@ -1,0 +1,571 @@
+//! Engine tests over the scripted port fakes (no processes, no disk, no template engine).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use awf_domain::ErrorCode;
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::RunEvent;
+use awf_domain::ports::RunSession;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::fakes::FakeCommand;
+use awf_domain::ports::fakes::FakeExecutor;
+use awf_domain::ports::fakes::FakeExpressions;
+use awf_domain::ports::fakes::FakeInterpolator;
+use awf_domain::ports::fakes::FakeRepository;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use awf_domain::run::StepStatus;
+use awf_domain::workflow::*;
+use indexmap::IndexMap;
+use pretty_assertions::assert_eq;
+
+use crate::Facade;
+use crate::Services;
+
+fn state(name: &str, kind: StateKind) -> State {
+    State {
+        name: name.into(),
+        description: None,
+        kind,
+        on_success: None,
+        on_failure: None,
+        transitions: vec![],
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    }
+}
+
+fn cmd(name: &str, command: &str, on_success: Option<&str>, on_failure: Option<&str>) -> State {
+    let mut s = state(
+        name,
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline(command.into()),
+            dir: None,
+        }),
+    );
+    s.on_success = on_success.map(Into::into);
+    s.on_failure = on_failure.map(Into::into);
+    s
+}
+
+fn terminal(name: &str, status: TerminalStatus) -> State {
+    state(
+        name,
+        StateKind::Terminal(TerminalState {
+            status,
+            message: None,
+            exit_code: None,
+        }),
+    )
+}
+
+fn workflow(id: &str, initial: &str, states: Vec<State>) -> Workflow {
+    let mut map = IndexMap::new();
+    for s in states {
+        map.insert(s.name.clone(), s);
+    }
+    Workflow {
+        name: id.into(),
+        version: None,
+        description: None,
+        author: None,
+        tags: vec![],
+        inputs: vec![],
+        env: vec![],
+        initial: initial.into(),
+        states: map,
+        hooks: WorkflowHooks::default(),
+        outputs: vec![],
+        source: WorkflowSource {
+            identifier: id.into(),
+            path: None,
+            dir: PathBuf::from("/"),
+        },
+    }
+}
+
+fn facade(repo: FakeRepository, exec: Arc<FakeExecutor>, exprs: FakeExpressions) -> Facade {
+    Facade::new(Services {
+        repository: Arc::new(repo),
+        interpolator: Arc::new(FakeInterpolator),
+        expressions: Arc::new(exprs),
+        executor: exec,
+        awf_dirs: BTreeMap::new(),
+    })
+}
+
+fn request(id: &str, inputs: &[(&str, &str)]) -> RunRequest {
+    RunRequest {
+        identifier: id.into(),
+        inputs: inputs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+        working_dir: PathBuf::from("/"),
+        ..RunRequest::default()
+    }
+}
+
+async fn run_all(f: &Facade, req: RunRequest) -> (Vec<EventEnvelope>, RunResult) {
+    let mut h = f.start_run(req).await.expect("run starts");
+    let mut events = Vec::new();
+    while let Some(e) = h.next_event().await {
+        events.push(e);
+    }
+    let result = events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.event {
+            RunEvent::RunFinished { result } if e.parent_run_id.is_none() => Some(result.clone()),
+            _ => None,
+        })
+        .expect("RunFinished");
+    (events, result)
+}
+
+#[tokio::test]
+async fn linear_success_and_event_stream_shape() {
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "echo a", Some("b"), None),
+            cmd("b", "echo b", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("echo a", [FakeCommand::ok("a\n")])
+            .on("echo b", [FakeCommand::ok("b\n")]),
+    );
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let (events, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.exit_code, 0);
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+    assert_eq!(result.states["b"].output, "b\n");
+    assert_eq!(exec.commands(), vec!["echo a", "echo b"]);
+    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    assert!(matches!(
+        events.first().map(|e| &e.event),
+        Some(RunEvent::RunStarted { .. })
+    ));
+    assert!(matches!(
+        events.last().map(|e| &e.event),
+        Some(RunEvent::RunFinished { .. })
+    ));
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| match &e.event {
+            RunEvent::RunStarted { .. } => "run_started",
+            RunEvent::StepStarted { .. } => "step_started",
+            RunEvent::OutputChunk { .. } => "output",
+            RunEvent::StepFinished { .. } => "step_finished",
+            RunEvent::RunFinished { .. } => "run_finished",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "run_started",
+            "step_started",
+            "output",
+            "step_finished",
+            "step_started",
+            "output",
+            "step_finished",
+            "run_finished"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unrouted_failure_is_command_failed_with_stderr() {
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "boom", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on("boom", [FakeCommand::fail(5, "bad things\n")]));
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.status, RunStatus::Failure);
+    assert_eq!(result.exit_code, 3);
+    let err = result.error.expect("error");
+    assert_eq!(err.code, ErrorCode::ExecutionCommandFailed);
+    assert_eq!(err.message, "step a: bad things");
+    assert_eq!(result.states["a"].exit_code, Some(5));
+}
+
+#[tokio::test]
+async fn command_transitions_are_evaluated_on_failure_too() {
+    let mut a = cmd("a", "check", None, Some("other"));
+    a.transitions = vec![Transition {
+        when: Some("states.a.ExitCode == 2".into()),
+        goto: "two".into(),
+    }];
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            cmd("two", "echo two", Some("done"), None),
+            cmd("other", "echo other", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("check", [FakeCommand::fail(2, "")])
+            .on("echo two", [FakeCommand::ok("")]),
+    );
+    let exprs = FakeExpressions::new().on("states.a.ExitCode == 2", [true]);
+    let f = facade(FakeRepository::new().with(wf), Arc::clone(&exec), exprs);
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(exec.commands(), vec!["check", "echo two"]);
+}
+
+#[tokio::test]
+async fn continue_on_error_routes_to_on_success() {
+    let mut a = cmd("a", "fails", Some("b"), Some("failed"));
+    a.continue_on_error = true;
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            cmd("b", "echo b", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("fails", [FakeCommand::fail(1, "")])
+            .on("echo b", [FakeCommand::ok("")]),
+    );
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+    assert_eq!(result.states["a"].status, StepStatus::Failed);
+}
+
+#[tokio::test]
+async fn retry_until_success_emits_retrying_events() {
+    let mut a = cmd("a", "flaky", Some("done"), None);
+    a.retry = Some(RetryPolicy {
+        max_attempts: 5,
+        initial_delay: Duration::from_millis(1),
+        max_delay: None,
+        backoff: Backoff::Exponential,
+        multiplier: 2.0,
+        jitter: 0.0,
+        retryable_exit_codes: vec![],
+    });
+    let wf = workflow("w", "a", vec![a, terminal("done", TerminalStatus::Success)]);
+    let exec = Arc::new(FakeExecutor::new().on(
+        "flaky",
+        [
+            FakeCommand::fail(1, "x"),
+            FakeCommand::fail(1, "y"),
+            FakeCommand::ok("ok\n"),
+        ],
+    ));
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let (events, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.states["a"].attempts, 3);
+    let retries: Vec<(u32, u64)> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            RunEvent::StepRetrying {
+                attempt, delay_ms, ..
+            } => Some((*attempt, *delay_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries, vec![(2, 1), (3, 2)]);
+}
+
+#[tokio::test]
+async fn retry_stops_on_a_non_retryable_exit_code() {
+    let mut a = cmd("a", "flaky", Some("done"), Some("failed"));
+    a.retry = Some(RetryPolicy {
+        max_attempts: 5,
+        initial_delay: Duration::ZERO,
+        max_delay: None,
+        backoff: Backoff::Constant,
+        multiplier: 2.0,
+        jitter: 0.0,
+        retryable_exit_codes: vec![75],
+    });
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on(
+        "flaky",
+        [FakeCommand::fail(75, ""), FakeCommand::fail(1, "")],
+    ));
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.states["a"].attempts, 2);
+    assert_eq!(result.terminal.as_deref(), Some("failed"));
+}
+
+#[tokio::test]
+async fn secrets_are_masked_in_chunks_states_and_errors() {
+    let mut wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "leak {{.inputs.SECRET_TOKEN}}", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    wf.inputs = vec![InputDef {
+        name: "SECRET_TOKEN".into(),
+        ty: InputType::String,
+        description: None,
+        required: true,
+        default: None,
+        validation: InputValidation::default(),
+    }];
+    let exec = Arc::new(FakeExecutor::new().on(
+        "leak abcdef123",
+        [FakeCommand::fail(1, "auth abcdef123 rejected\n")],
+    ));
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (events, result) = run_all(&f, request("w", &[("SECRET_TOKEN", "abcdef123")])).await;
+    let all = serde_json::to_string(&events).expect("json");
+    assert!(!all.contains("abcdef123"), "{all}");
+    assert_eq!(result.states["a"].stderr, "auth *** rejected\n");
+    assert_eq!(
+        result.error.expect("error").message,
+        "step a: auth *** rejected"
+    );
+}
+
+#[tokio::test]
+async fn all_succeed_cancels_running_branches_on_first_failure() {
+    let p = state(
+        "p",
+        StateKind::Parallel(ParallelStep {
+            branches: vec!["slow".into(), "bad".into()],
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 0,
+        }),
+    );
+    let mut p = p;
+    p.on_success = Some("done".into());
+    p.on_failure = Some("failed".into());
+    let wf = workflow(
+        "w",
+        "p",
+        vec![
+            p,
+            cmd("slow", "hang", None, None),
+            cmd("bad", "bad", None, None),
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("hang", [FakeCommand::Hang])
+            .on("bad", [FakeCommand::fail(1, "nope")]),
+    );
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.terminal.as_deref(), Some("failed"));
+    assert_eq!(result.states["slow"].status, StepStatus::Cancelled);
+    assert_eq!(result.states["bad"].status, StepStatus::Failed);
+    assert_eq!(result.states["p"].status, StepStatus::Failed);
+}
+
+#[tokio::test]
+async fn for_each_runs_body_per_item_and_exits_early_to_an_outside_state() {
+    let mut l = state(
+        "l",
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items("[\"a\",\"b\",\"c\"]".into()),
+            body: vec!["body".into()],
+            max_iterations: MaxIterations::Static(10),
+            break_when: None,
+            on_complete: Some("done".into()),
+        }),
+    );
+    l.on_failure = Some("failed".into());
+    let mut body = cmd("body", "step {{.loop.Index}}", None, None);
+    body.transitions = vec![Transition {
+        when: Some("loop.Index == 1".into()),
+        goto: "escape".into(),
+    }];
+    let wf = workflow(
+        "w",
+        "l",
+        vec![
+            l,
+            body,
+            cmd("escape", "echo out", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step 0", [FakeCommand::ok("")])
+            .on("step 1", [FakeCommand::ok("")])
+            .on("echo out", [FakeCommand::ok("")]),
+    );
+    let exprs = FakeExpressions::new().on("loop.Index == 1", [false, true]);
+    let f = facade(FakeRepository::new().with(wf), Arc::clone(&exec), exprs);
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(exec.commands(), vec!["step 0", "step 1", "echo out"]);
+    assert_eq!(result.states["l"].output, "completed 2 iterations");
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+}
+
+#[tokio::test]
+async fn circular_sub_workflow_call_is_a_hard_error() {
+    let mut call = state(
+        "call",
+        StateKind::CallWorkflow(CallWorkflowStep {
+            workflow: "w".into(),
+            inputs: IndexMap::new(),
+            outputs: IndexMap::new(),
+        }),
+    );
+    call.on_success = Some("done".into());
+    call.on_failure = Some("failed".into());
+    let wf = workflow(
+        "w",
+        "call",
+        vec![
+            call,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(
+        result.terminal, None,
+        "on_failure must not route a circular call"
+    );
+    assert_eq!(result.exit_code, 3);
+    let err = result.error.expect("error");
+    assert_eq!(err.code, ErrorCode::ExecutionCircularCall);
+    assert!(
+        err.message.contains("circular workflow call detected"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn cancel_ends_the_run_cancelled_and_runs_cancel_hooks() {
+    let mut wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "hang", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    wf.hooks.workflow_cancel = vec![HookAction::Command("cleanup".into())];
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("hang", [FakeCommand::Hang])
+            .on("cleanup", [FakeCommand::ok("")]),
+    );
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let mut h = f.start_run(request("w", &[])).await.expect("starts");
+    let canceller = h.canceller();
+    let mut result = None;
+    while let Some(e) = h.next_event().await {
+        match e.event {
+            RunEvent::StepStarted { .. } => canceller.cancel(CancelReason::Terminate),
+            RunEvent::RunFinished { result: r } => result = Some(r),
+            _ => {}
+        }
+    }
+    let result = result.expect("finished");
+    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.exit_code, 143);
+    assert_eq!(exec.commands(), vec!["hang", "cleanup"]);
+}
+
+#[tokio::test]
+async fn bad_inputs_fail_before_the_run_starts() {
+    let mut wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "x", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    wf.inputs = vec![InputDef {
+        name: "n".into(),
+        ty: InputType::Integer,
+        description: None,
+        required: true,
+        default: None,
+        validation: InputValidation::default(),
+    }];
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+    );
+    let e = f
+        .start_run(request("w", &[("n", "seven")]))
+        .await
+        .expect_err("must fail");
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        e.message(),
+        "input validation failed: inputs.n: cannot convert \"seven\" to integer"
+    );
+    let e = f
+        .start_run(request("missing", &[]))
+        .await
+        .expect_err("must fail");
+    assert_eq!(e.code(), ErrorCode::UserFacadeWorkflowNotFound);
+}

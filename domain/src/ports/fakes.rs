@@ -1,0 +1,354 @@
+//! Scripted, recording fakes of the ports, for application tests that run without processes,
+//! disks or template engines. Enabled by the `testing` feature.
+//!
+//! Each fake answers from a script and records every call so tests can assert on whole values.
+//! A call the script does not cover panics with the call shown, so a test fails loudly.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::Mutex;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AwfError;
+use crate::error::ErrorCode;
+use crate::event::OutputStream;
+use crate::ports::exec::CommandExecutor;
+use crate::ports::exec::CommandOutput;
+use crate::ports::exec::CommandSpec;
+use crate::ports::exec::OutputCallback;
+use crate::ports::exec::Program;
+use crate::ports::exec::Termination;
+use crate::ports::repository::LoadedWorkflow;
+use crate::ports::repository::SourceMap;
+use crate::ports::repository::WorkflowEntry;
+use crate::ports::repository::WorkflowRepository;
+use crate::ports::template::ExpressionEvaluator;
+use crate::ports::template::Interpolator;
+use crate::ports::template::TemplateError;
+use crate::scope::Scope;
+use crate::workflow::Workflow;
+
+/// What a scripted command does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FakeCommand {
+    /// Exits with `code`, printing `stdout` / `stderr` (streamed in one chunk each).
+    Exit {
+        /// Exit code.
+        code: i32,
+        /// Standard output.
+        stdout: String,
+        /// Standard error.
+        stderr: String,
+    },
+    /// Runs until cancelled, then reports `Cancelled` (or `TimedOut` when a timeout was set
+    /// and elapsed first).
+    Hang,
+}
+
+impl FakeCommand {
+    /// Exit 0 with `stdout`.
+    pub fn ok(stdout: &str) -> Self {
+        Self::Exit {
+            code: 0,
+            stdout: stdout.to_owned(),
+            stderr: String::new(),
+        }
+    }
+
+    /// Exit `code` with `stderr`.
+    pub fn fail(code: i32, stderr: &str) -> Self {
+        Self::Exit {
+            code,
+            stdout: String::new(),
+            stderr: stderr.to_owned(),
+        }
+    }
+}
+
+/// A command executor answering by command text. Each text has a queue of answers; the last
+/// answer repeats once the queue has one left.
+#[derive(Debug, Default)]
+pub struct FakeExecutor {
+    script: Mutex<BTreeMap<String, VecDeque<FakeCommand>>>,
+    calls: Mutex<Vec<CommandSpec>>,
+}
+
+impl FakeExecutor {
+    /// Empty script.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds answers for a command text (in order).
+    #[must_use]
+    pub fn on(self, command: &str, answers: impl IntoIterator<Item = FakeCommand>) -> Self {
+        self.script
+            .lock()
+            .unwrap()
+            .entry(command.to_owned())
+            .or_default()
+            .extend(answers);
+        self
+    }
+
+    /// Every call so far, in order.
+    pub fn calls(&self) -> Vec<CommandSpec> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Command texts of every call so far, in order.
+    pub fn commands(&self) -> Vec<String> {
+        self.calls()
+            .into_iter()
+            .map(|c| match c.program {
+                Program::Shell(t) | Program::Script(t) => t,
+            })
+            .collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl CommandExecutor for FakeExecutor {
+    async fn run(
+        &self,
+        spec: CommandSpec,
+        on_output: Option<OutputCallback>,
+        cancel: CancellationToken,
+    ) -> Result<CommandOutput, AwfError> {
+        self.calls.lock().unwrap().push(spec.clone());
+        let text = match &spec.program {
+            Program::Shell(t) | Program::Script(t) => t.clone(),
+        };
+        let answer = {
+            let mut script = self.script.lock().unwrap();
+            let queue = script
+                .get_mut(&text)
+                .unwrap_or_else(|| panic!("FakeExecutor: unscripted command {text:?}"));
+            if queue.len() > 1 {
+                queue.pop_front()
+            } else {
+                queue.front().cloned()
+            }
+        }
+        .unwrap_or_else(|| panic!("FakeExecutor: no answer left for {text:?}"));
+        if cancel.is_cancelled() {
+            return Ok(CommandOutput {
+                exit_code: -1,
+                stdout: String::new(),
+                stderr: String::new(),
+                termination: Termination::Cancelled,
+            });
+        }
+        match answer {
+            FakeCommand::Exit {
+                code,
+                stdout,
+                stderr,
+            } => {
+                if let Some(cb) = &on_output {
+                    if !stdout.is_empty() {
+                        cb(OutputStream::Stdout, &stdout);
+                    }
+                    if !stderr.is_empty() {
+                        cb(OutputStream::Stderr, &stderr);
+                    }
+                }
+                Ok(CommandOutput {
+                    exit_code: code,
+                    stdout,
+                    stderr,
+                    termination: Termination::Exited,
+                })
+            }
+            FakeCommand::Hang => {
+                let termination = match spec.timeout {
+                    Some(t) => tokio::select! {
+                        () = cancel.cancelled() => Termination::Cancelled,
+                        () = tokio::time::sleep(t) => Termination::TimedOut,
+                    },
+                    None => {
+                        cancel.cancelled().await;
+                        Termination::Cancelled
+                    }
+                };
+                Ok(CommandOutput {
+                    exit_code: -1,
+                    stdout: String::new(),
+                    stderr: String::new(),
+                    termination,
+                })
+            }
+        }
+    }
+}
+
+/// An interpolator that replaces `{{.inputs.NAME}}`, `{{.states.NAME.Output}}` and
+/// `{{.loop.Index}}` and leaves other text alone; an unknown input or state is
+/// [`TemplateError::Undefined`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FakeInterpolator;
+
+impl Interpolator for FakeInterpolator {
+    fn render(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+        let mut out = String::new();
+        let mut rest = template;
+        while let Some(start) = rest.find("{{") {
+            out.push_str(&rest[..start]);
+            let Some(end) = rest[start..].find("}}") else {
+                return Err(TemplateError::Failed("unclosed action".into()));
+            };
+            let expr = rest[start + 2..start + end].trim().trim_start_matches('.');
+            let value = if let Some(name) = expr.strip_prefix("inputs.") {
+                match scope.inputs.get(name) {
+                    Some(serde_json::Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                    None => return Err(TemplateError::Undefined(expr.to_owned())),
+                }
+            } else if let Some(path) = expr.strip_prefix("states.") {
+                let name = path.strip_suffix(".Output").unwrap_or(path);
+                scope
+                    .states
+                    .get(name)
+                    .map(|s| s.output.clone())
+                    .ok_or_else(|| TemplateError::Undefined(expr.to_owned()))?
+            } else if expr == "loop.Index" {
+                scope
+                    .loop_frame
+                    .map(|f| f.index.to_string())
+                    .ok_or_else(|| TemplateError::Undefined("loop".into()))?
+            } else {
+                return Err(TemplateError::Failed(format!(
+                    "FakeInterpolator cannot render {expr}"
+                )));
+            };
+            out.push_str(&value);
+            rest = &rest[start + end + 2..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    fn check(&self, template: &str) -> Result<(), TemplateError> {
+        if template.matches("{{").count() == template.matches("}}").count() {
+            Ok(())
+        } else {
+            Err(TemplateError::Failed("unclosed action".into()))
+        }
+    }
+}
+
+/// An expression evaluator with scripted answers by expression text; records every call.
+#[derive(Debug, Default)]
+pub struct FakeExpressions {
+    answers: Mutex<BTreeMap<String, VecDeque<bool>>>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl FakeExpressions {
+    /// Empty script.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Answers for `expr`, in order; the last one repeats.
+    #[must_use]
+    pub fn on(self, expr: &str, answers: impl IntoIterator<Item = bool>) -> Self {
+        self.answers
+            .lock()
+            .unwrap()
+            .entry(expr.to_owned())
+            .or_default()
+            .extend(answers);
+        self
+    }
+
+    /// Every expression evaluated so far, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl ExpressionEvaluator for FakeExpressions {
+    fn eval_bool(&self, expr: &str, _scope: &Scope<'_>) -> Result<bool, TemplateError> {
+        self.calls.lock().unwrap().push(expr.to_owned());
+        let mut answers = self.answers.lock().unwrap();
+        let queue = answers
+            .get_mut(expr)
+            .unwrap_or_else(|| panic!("FakeExpressions: unscripted expression {expr:?}"));
+        let v = if queue.len() > 1 {
+            queue.pop_front()
+        } else {
+            queue.front().copied()
+        };
+        v.ok_or_else(|| TemplateError::Failed(format!("no answer for {expr}")))
+    }
+
+    fn eval_int(&self, expr: &str) -> Result<i64, TemplateError> {
+        expr.trim()
+            .parse()
+            .map_err(|_| TemplateError::Failed(format!("FakeExpressions cannot compute {expr}")))
+    }
+
+    fn check(&self, _expr: &str) -> Result<(), TemplateError> {
+        Ok(())
+    }
+}
+
+/// A repository serving workflows from memory by identifier.
+#[derive(Debug, Default)]
+pub struct FakeRepository {
+    workflows: Mutex<BTreeMap<String, Workflow>>,
+    loads: Mutex<Vec<String>>,
+}
+
+impl FakeRepository {
+    /// Empty repository.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a workflow under its `source.identifier`.
+    #[must_use]
+    pub fn with(self, wf: Workflow) -> Self {
+        self.workflows
+            .lock()
+            .unwrap()
+            .insert(wf.source.identifier.clone(), wf);
+        self
+    }
+
+    /// Identifiers loaded so far, in order.
+    pub fn loads(&self) -> Vec<String> {
+        self.loads.lock().unwrap().clone()
+    }
+}
+
+impl WorkflowRepository for FakeRepository {
+    fn load(&self, identifier: &str, _base_dir: Option<&Path>) -> Result<LoadedWorkflow, AwfError> {
+        self.loads.lock().unwrap().push(identifier.to_owned());
+        let wf = self
+            .workflows
+            .lock()
+            .unwrap()
+            .get(identifier)
+            .cloned()
+            .ok_or_else(|| {
+                AwfError::new(
+                    ErrorCode::UserFacadeWorkflowNotFound,
+                    format!("workflow not found: {identifier}"),
+                )
+            })?;
+        Ok(LoadedWorkflow {
+            workflow: wf,
+            source_map: SourceMap::default(),
+            diagnostics: Vec::new(),
+        })
+    }
+
+    fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {
+        Ok(Vec::new())
+    }
+}
