@@ -62,6 +62,7 @@ impl Facade {
         }
         let loaded = self.services.repository.load(&req.identifier, None)?;
         crate::validation::check_for_run(&self.services, &loaded)?;
+        let warnings = crate::validation::run_warnings(&loaded, &req.inputs);
         let workflow = loaded.workflow;
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         let masker = {
@@ -100,6 +101,8 @@ impl Facade {
             sink: Arc::new(ChannelSink(tx)),
             cancel: cancel.clone(),
             call_stack,
+            inherited_secrets: Masker::default(),
+            warnings,
         });
         let done = Arc::clone(&finished);
         tokio::spawn(async move {

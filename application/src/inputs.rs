@@ -46,6 +46,7 @@ pub fn resolve_inputs(
 
     let mut problems = Vec::new();
     let mut missing = Vec::new();
+    let mut typed_values = Vec::new();
     for def in &wf.inputs {
         match values.get(&def.name) {
             None | Some(Value::Null) => {
@@ -59,13 +60,18 @@ pub fn resolve_inputs(
                     problems.push(format!("inputs.{}: required but empty", def.name));
                     continue;
                 }
-                if let Err(p) = check_value(def, v, base_dir) {
-                    problems.push(format!("inputs.{}: {p}", def.name));
+                match check_value(def, v, base_dir) {
+                    Ok(Some(typed)) => typed_values.push((def.name.clone(), typed)),
+                    Ok(None) => {}
+                    Err(p) => problems.push(format!("inputs.{}: {p}", def.name)),
                 }
             }
         }
     }
     if problems.is_empty() {
+        for (k, v) in typed_values {
+            values.insert(k, v);
+        }
         return Ok(values);
     }
     let message = if problems.len() == 1 {
@@ -78,8 +84,7 @@ pub fn resolve_inputs(
         }
         m
     };
-    let mut err = AwfError::new(ErrorCode::UserInputValidationFailed, message)
-        .with_detail("inputs", problems.len());
+    let mut err = AwfError::new(ErrorCode::UserInputValidationFailed, message);
     if !missing.is_empty() {
         let example: Vec<String> = missing
             .iter()
@@ -110,17 +115,32 @@ fn as_text(v: &Value) -> String {
     }
 }
 
-fn check_value(def: &InputDef, v: &Value, base_dir: &Path) -> Result<(), String> {
+/// Checks `v` against the input's type and rules; returns the value converted to the
+/// declared type (integer, number, boolean, array), `None` when it stays as given.
+fn check_value(def: &InputDef, v: &Value, base_dir: &Path) -> Result<Option<Value>, String> {
     let rules = &def.validation;
+    let mut typed = None;
     let number: Option<f64> = match &def.ty {
-        InputType::Integer => Some(to_integer(v)? as f64),
-        InputType::Number => Some(to_number(v)?),
+        InputType::Integer => {
+            let i = to_integer(v)?;
+            typed = Some(Value::from(i));
+            Some(i as f64)
+        }
+        InputType::Number => {
+            let n = to_number(v)?;
+            typed = Some(if n.fract() == 0.0 && n.abs() < 9.0e15 {
+                Value::from(n as i64)
+            } else {
+                serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
+            });
+            Some(n)
+        }
         InputType::Boolean => {
-            to_bool(v)?;
+            typed = Some(Value::Bool(to_bool(v)?));
             None
         }
         InputType::Array => {
-            to_array(v)?;
+            typed = Some(Value::Array(to_array(v)?));
             None
         }
         InputType::Unknown(t) => {
@@ -189,7 +209,7 @@ fn check_value(def: &InputDef, v: &Value, base_dir: &Path) -> Result<(), String>
             ));
         }
     }
-    Ok(())
+    Ok(typed)
 }
 
 fn fmt_num(n: f64) -> String {
@@ -243,17 +263,20 @@ fn to_bool(v: &Value) -> Result<bool, String> {
     }
 }
 
-fn to_array(v: &Value) -> Result<(), String> {
+fn to_array(v: &Value) -> Result<Vec<Value>, String> {
     match v {
-        Value::Array(_) => Ok(()),
+        Value::Array(a) => Ok(a.clone()),
         Value::String(s) => {
             let t = s.trim();
             if t.starts_with('[') {
                 serde_json::from_str::<Vec<Value>>(t)
-                    .map(|_| ())
                     .map_err(|e| format!("cannot convert \"{s}\" to array: {e}"))
+            } else if t.is_empty() {
+                Ok(Vec::new())
             } else {
-                Ok(())
+                Ok(t.split(',')
+                    .map(|p| Value::String(p.trim().to_owned()))
+                    .collect())
             }
         }
         other => Err(format!("cannot convert {other} to array")),
@@ -321,7 +344,7 @@ mod tests {
         assert_eq!(r["a"], Value::from(2));
         let r =
             resolve_inputs(&w, &cli(&[("a", "3"), ("a", "4")]), &config, Path::new(".")).unwrap();
-        assert_eq!(r["a"], Value::from("4"));
+        assert_eq!(r["a"], Value::from(4));
     }
 
     #[test]
@@ -373,6 +396,34 @@ mod tests {
         let w = wf(vec![def("b", InputType::Boolean, false, None)]);
         assert!(resolve_inputs(&w, &cli(&[("b", "Yes")]), &Map::new(), Path::new(".")).is_ok());
         assert!(resolve_inputs(&w, &cli(&[("b", "maybe")]), &Map::new(), Path::new(".")).is_err());
+    }
+
+    #[test]
+    fn typed_values_are_stored_with_their_type() {
+        let w = wf(vec![
+            def("i", InputType::Integer, false, None),
+            def("n", InputType::Number, false, None),
+            def("b", InputType::Boolean, false, None),
+            def("a", InputType::Array, false, None),
+            def("s", InputType::String, false, None),
+        ]);
+        let r = resolve_inputs(
+            &w,
+            &cli(&[
+                ("i", "3"),
+                ("n", "2.5"),
+                ("b", "no"),
+                ("a", "p, q"),
+                ("s", "7"),
+            ]),
+            &Map::new(),
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(
+            Value::Object(r),
+            serde_json::json!({"i": 3, "n": 2.5, "b": false, "a": ["p", "q"], "s": "7"})
+        );
     }
 
     #[test]

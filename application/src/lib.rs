@@ -24,6 +24,7 @@ pub use facade::Facade;
 pub use facade::RunHandle;
 pub use inputs::resolve_inputs;
 pub use validation::ValidationReport;
+pub use validation::one_line;
 pub use validation::validate_workflow;
 
 /// The adapters a run needs, built by the composition root.

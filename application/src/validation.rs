@@ -54,6 +54,7 @@ pub fn validate_workflow(
     diagnostics.extend(validate::references(&loaded.workflow));
     diagnostics.extend(validate::while_never_true(&loaded.workflow));
     diagnostics.extend(validate::missing_env(&loaded.workflow, env));
+    diagnostics.extend(routing_warnings(&loaded.workflow));
     for d in &mut diagnostics {
         d.locate(&loaded.source_map);
     }
@@ -63,6 +64,111 @@ pub fn validate_workflow(
         workflow: Some(loaded.workflow),
         diagnostics,
     })
+}
+
+/// One-line form of a diagnostic: `file:line:col: [CODE] path: message (hint)`.
+pub fn one_line(d: &Diagnostic) -> String {
+    let mut s = String::new();
+    if let Some(f) = &d.file {
+        s.push_str(&f.display().to_string());
+        if let (Some(l), Some(c)) = (d.line, d.column) {
+            s.push_str(&format!(":{l}:{c}"));
+        }
+        s.push_str(": ");
+    }
+    s.push_str(&format!("[{}] ", d.code));
+    if !d.path.is_empty() {
+        s.push_str(&d.path);
+        s.push_str(": ");
+    }
+    s.push_str(&d.message);
+    if let Some(h) = &d.hint {
+        s.push_str(&format!(" ({h})"));
+    }
+    s
+}
+
+/// What `awf run` announces as warnings before the first state: unknown keys, template
+/// references `awf validate` rejects, routing pitfalls, and `--input` names the workflow does
+/// not declare.
+pub(crate) fn run_warnings(
+    loaded: &LoadedWorkflow,
+    cli_inputs: &[(String, String)],
+) -> Vec<String> {
+    let wf = &loaded.workflow;
+    let mut found: Vec<Diagnostic> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .cloned()
+        .collect();
+    for mut d in validate::references(wf) {
+        if d.severity == Severity::Error {
+            d.message = format!("{} (`awf validate` reports this as an error)", d.message);
+        }
+        found.push(d);
+    }
+    found.extend(routing_warnings(wf));
+    let mut out: Vec<String> = found
+        .iter_mut()
+        .map(|d| {
+            d.locate(&loaded.source_map);
+            one_line(d)
+        })
+        .collect();
+    let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for (k, _) in cli_inputs {
+        let k = k.trim();
+        if declared.is_empty() || declared.contains(&k) || !seen.insert(k.to_owned()) {
+            continue;
+        }
+        let mut msg = format!("input '{k}' is not declared by workflow '{}'", wf.name);
+        if let Some(c) = validate::closest(k, declared.iter().copied()) {
+            msg.push_str(&format!(" (did you mean '{c}'?)"));
+        }
+        out.push(msg);
+    }
+    out
+}
+
+/// Routing pitfalls worth a warning: a default transition on a command step that makes its
+/// `on_failure` unreachable (AWF evaluates command transitions on failure too), and
+/// transitions without a default and without `on_success` (no route when nothing matches).
+fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, st) in &wf.states {
+        if st.transitions.is_empty()
+            || matches!(st.kind, StateKind::Terminal(_) | StateKind::Loop(_))
+        {
+            continue;
+        }
+        let has_default = st
+            .transitions
+            .iter()
+            .any(|t| t.when.as_deref().is_none_or(|w| w.trim().is_empty()));
+        if has_default && st.on_failure.is_some() && matches!(st.kind, StateKind::Command(_)) {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidTransition,
+                    format!("states.{name}.transitions"),
+                    "the default transition (a `goto` without `when`) also catches failures of this step, so on_failure is never used",
+                )
+                .with_hint("add `when: states.<step>.ExitCode == 0` to the default transition, or drop on_failure"),
+            );
+        }
+        if !has_default && st.on_success.is_none() {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidTransition,
+                    format!("states.{name}.transitions"),
+                    "when no `when` matches, this state has nowhere to go",
+                )
+                .with_hint("add a default transition (`- goto: <state>`) or on_success"),
+            );
+        }
+    }
+    out
 }
 
 /// Checks `awf run` enforces before starting: structural rules and expression/template syntax.

@@ -88,7 +88,7 @@ error_codes! {
         "Use the documented form, e.g. --input name=value.";
     UserInputValidationFailed => "USER.INPUT.VALIDATION_FAILED", User,
         "A workflow input is missing or breaks one of its validation rules (type, enum, pattern, min, max, file_exists).",
-        "Pass a valid value with --input name=value; `awf run <workflow> --help` lists the inputs.";
+        "Pass a valid value with --input name=value; the `inputs:` section of the workflow file lists each input and its rules.";
     UserInputMissingSkill => "USER.INPUT.MISSING_SKILL", User,
         "A skill referenced by an agent step cannot be found.",
         "Create <skills dir>/<name>/SKILL.md or fix the name.";
@@ -173,6 +173,9 @@ error_codes! {
     ExecutionSubworkflowFailed => "EXECUTION.WORKFLOW.SUBWORKFLOW_FAILED", Execution,
         "A called sub-workflow failed.",
         "Run the child workflow on its own to see its failure.";
+    ExecutionNoRoute => "EXECUTION.WORKFLOW.NO_ROUTE", Execution,
+        "A state finished but none of its transitions matched and it has no on_success to fall back on.",
+        "Add a default transition (`- goto: <state>`) or on_success to the state.";
     ExecutionStepUnavailable => "EXECUTION.STEP.NOT_AVAILABLE", Execution,
         "The state type is parsed but this build cannot execute it yet (agent, operation).",
         "Use a shell step, or upgrade awf once the feature lands.";

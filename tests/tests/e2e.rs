@@ -463,3 +463,110 @@ fn init_creates_a_project_whose_example_runs() {
     let r = sb.run(&["init"]).unwrap();
     assert_ne!(r.code, 0, "init must not overwrite without --force");
 }
+
+// ---- regressions found by trying the product as a new user --------------------------------
+
+#[test]
+fn sub_workflows_mask_what_their_parent_masks() {
+    let r = sandbox()
+        .run(&["run", "secret-parent", "-o", "streaming"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("[OUT] child got ***"), "{}", r.stdout);
+    assert!(!r.stdout.contains("sk-verysecret-value") && !r.stderr.contains("sk-verysecret-value"));
+}
+
+#[test]
+fn typed_inputs_reach_templates_and_commands_with_their_type() {
+    let sb = sandbox();
+    let r = sb.run(&["run", "typed-inputs", "-f", "json"]).unwrap();
+    assert_eq!(
+        state(&r.json().unwrap(), "show")["output"],
+        json!("flag=on count=001 ratio=0.5 items=<x><y> env=true/1\n")
+    );
+    let r = sb
+        .run(&[
+            "run",
+            "typed-inputs",
+            "-f",
+            "json",
+            "-i",
+            "flag=false",
+            "-i",
+            "count=7",
+            "-i",
+            "ratio=2",
+            "-i",
+            "items=[\"a\",\"b\"]",
+        ])
+        .unwrap();
+    assert_eq!(
+        state(&r.json().unwrap(), "show")["output"],
+        json!("flag=off count=007 ratio=2 items=<a><b> env=false/7\n")
+    );
+}
+
+#[test]
+fn no_matching_transition_is_an_execution_error_and_a_validate_warning() {
+    let sb = sandbox();
+    let r = sb.run(&["run", "no-route", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3);
+    assert_eq!(
+        r.json().unwrap()["error"]["code"],
+        json!("EXECUTION.WORKFLOW.NO_ROUTE")
+    );
+    let r = sb.run(&["validate", "no-route"]).unwrap();
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr
+            .contains("when no `when` matches, this state has nowhere to go"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_template_error_is_not_caught_by_a_default_transition() {
+    let r = sandbox()
+        .run(&["run", "template-error-catchall", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("failed"));
+    assert_eq!(
+        state(&doc, "s")["error"],
+        json!("step s: interpolate command: undefined variable: inputs.missing")
+    );
+}
+
+#[test]
+fn run_warns_about_unknown_keys_and_undeclared_inputs() {
+    let sb = sandbox();
+    let r = sb.run(&["run", "unknown-keys"]).unwrap();
+    assert_eq!(r.code, 0);
+    assert!(r.stderr.contains("states.s.on_sucess: unknown field \"on_sucess\" in a step state (did you mean 'on_success'?)"), "{}", r.stderr);
+    let r = sb.run(&["run", "typed-inputs", "-i", "falg=true"]).unwrap();
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr.contains(
+            "input 'falg' is not declared by workflow 'typed-inputs' (did you mean 'flag'?)"
+        ),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn streamed_output_without_a_final_newline_does_not_run_into_the_next_line() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "nonl.yaml",
+            "name: nonl\nstates:\n  initial: a\n  a:\n    type: step\n    command: printf one\n    on_success: b\n  b:\n    type: step\n    command: printf two\n    on_success: done\n  done:\n    type: terminal\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-o", "streaming", "-q"])
+        .unwrap();
+    assert_eq!(r.stdout, "[OUT] one\n[OUT] two\n");
+}

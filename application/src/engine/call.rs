@@ -190,6 +190,8 @@ impl Run {
                 reason: Arc::default(),
             },
             call_stack,
+            inherited_secrets: self.masker.clone(),
+            warnings: Vec::new(),
         });
         let run = child.execute();
         tokio::pin!(run);

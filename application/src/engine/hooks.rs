@@ -57,13 +57,15 @@ impl Run {
                     match out.termination {
                         Termination::Exited if out.exit_code == 0 => {}
                         Termination::Exited => {
+                            let stderr = out.stderr.trim();
+                            let msg = if stderr.is_empty() {
+                                format!("hook command exited with code {}", out.exit_code)
+                            } else {
+                                format!("hook command exited with code {}: {stderr}", out.exit_code)
+                            };
                             return Err(AwfError::new(
                                 ErrorCode::ExecutionHookFailed,
-                                self.mask(&format!(
-                                    "hook command exited with code {}: {}",
-                                    out.exit_code,
-                                    out.stderr.trim()
-                                )),
+                                self.mask(&msg),
                             ));
                         }
                         Termination::TimedOut | Termination::Cancelled => {

@@ -122,6 +122,11 @@ pub(crate) struct RunSpec {
     /// Identities (file paths or identifiers) of the workflows in the call stack, root first,
     /// this one last.
     pub(crate) call_stack: Vec<String>,
+    /// Secrets inherited from the calling run (sub-workflows mask what their parent masks).
+    pub(crate) inherited_secrets: Masker,
+    /// Findings to announce as warnings when the run starts (unknown keys, references that
+    /// `awf validate` rejects, undeclared inputs).
+    pub(crate) warnings: Vec<String>,
 }
 
 /// One run in progress.
@@ -144,6 +149,7 @@ pub(crate) struct Run {
     pub(crate) sink: Arc<dyn EventSink>,
     pub(crate) cancel: CancelState,
     pub(crate) call_stack: Vec<String>,
+    warnings: Vec<String>,
 }
 
 /// How a run ended, before it becomes a [`RunResult`].
@@ -158,14 +164,18 @@ struct Ending {
 impl Run {
     pub(crate) fn new(spec: RunSpec) -> Self {
         let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        masker.extend(&spec.inherited_secrets);
         let mut exported = Vec::new();
         for (k, v) in &spec.inputs {
-            if let Value::String(s) = v {
-                if awf_domain::mask::is_secret_name(k) {
-                    masker.add(s);
-                }
-                exported.push((k.clone(), s.clone()));
+            let text = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => continue,
+                other => other.to_string(),
+            };
+            if awf_domain::mask::is_secret_name(k) {
+                masker.add(&text);
             }
+            exported.push((k.clone(), text));
         }
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
@@ -190,6 +200,7 @@ impl Run {
             sink: spec.sink,
             cancel: spec.cancel,
             call_stack: spec.call_stack,
+            warnings: spec.warnings,
         }
     }
 
@@ -339,6 +350,9 @@ impl Run {
                 inputs: shown,
             },
         );
+        for w in &self.warnings {
+            self.log(None, LogLevel::Warn, w, "", None);
+        }
         for name in &self.wf.env {
             if !self.env.contains_key(name) {
                 self.log(
@@ -410,10 +424,11 @@ impl Run {
                         }
                         let err = exit.failure.unwrap_or_else(|| {
                             AwfError::new(
-                                ErrorCode::WorkflowValidationNoExit,
-                                format!("state {current} finished but has no next state"),
+                                ErrorCode::ExecutionNoRoute,
+                                format!("state {current} finished but no transition matched and it has no on_success"),
                             )
-                            .with_hint("add on_success (or on_complete for loops)")
+                            .with_detail("state", current.clone())
+                            .with_hint("add a default transition (`- goto: <state>`) or on_success")
                         });
                         return self.failure(err, Some(current));
                     }

@@ -258,8 +258,17 @@ impl Run {
                 exit(state.on_failure.clone(), failure)
             });
         }
-        let is_command = matches!(state.kind, StateKind::Command(_));
-        if (succeeded || is_command)
+        // Command transitions also see failures of the process itself (AWF routes on
+        // ExitCode that way); failures before the process ran (template errors, missing
+        // script) skip them.
+        let process_failed = matches!(state.kind, StateKind::Command(_))
+            && failure.as_ref().is_some_and(|f| {
+                matches!(
+                    f.code(),
+                    ErrorCode::ExecutionCommandFailed | ErrorCode::ExecutionCommandTimeout
+                )
+            });
+        if (succeeded || process_failed)
             && let Some(target) = self.transition(state, frame)?
         {
             return Ok(exit(Some(target), if succeeded { None } else { failure }));

@@ -118,7 +118,10 @@ impl Diagnostic {
             msg.push_str(": ");
         }
         msg.push_str(&self.message);
-        let mut e = AwfError::new(self.code, msg).with_detail("path", self.path.clone());
+        let mut e = AwfError::new(self.code, msg);
+        if !self.path.is_empty() {
+            e = e.with_detail("path", self.path.clone());
+        }
         if let Some(f) = &self.file {
             e = e.with_detail("file", f.display().to_string());
         }

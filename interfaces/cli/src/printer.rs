@@ -138,6 +138,18 @@ impl TextPrinter {
                 LogLevel::Warn => writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?,
             },
             RunEvent::StepFinished { step, kind, state } => {
+                // End a streamed partial line so the next line starts clean.
+                for is_out in [true, false] {
+                    let key = (ev.run_id.clone(), ev.path.clone(), is_out);
+                    if self.mid_line.remove(&key) == Some(true) {
+                        if is_out {
+                            out.write_all(b"\n")?;
+                            out.flush()?;
+                        } else {
+                            err.write_all(b"\n")?;
+                        }
+                    }
+                }
                 if self.mode == OutputMode::Buffered
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
                 {
