@@ -5,7 +5,7 @@ Prints, each measured in the same run on this machine:
   1. `awf run` of a one-step `true` workflow   vs  `sh -c true`
   2. a 200-step linear workflow of `true` steps vs  a Makefile of 200 sequential `true` recipes run by make
   3. a for_each over 1,000 items running `true` vs  a shell `for` loop running `sh -c true` 1,000 times
-  and the peak RSS of each (max over repetitions, from wait4 rusage).
+  and the peak RSS of each (max over repetitions, from GNU time's %M).
 Per-step engine overhead = (awf time - baseline time) / steps.
 Targets: overhead per step under 1 ms beyond the shell's own fork+exec and no more than make's;
 peak RSS of awf under 15 MB.
@@ -15,14 +15,21 @@ Both sides use SHELL=/bin/sh so the same shell is started per step.
 """
 import argparse, os, statistics, subprocess, sys, tempfile, time
 
+TIME = "/usr/bin/time"  # GNU time: reports the measured command's own peak RSS (%M, KiB)
+
 def run(argv, cwd, env):
+    # Peak RSS comes from GNU time, not from our own wait4: a child forked by Python keeps
+    # Python's resident set until exec, which would inflate every figure.
+    rss_file = os.path.join(cwd, ".rss")
     t0 = time.perf_counter()
-    p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    _, status, ru = os.wait4(p.pid, 0)
+    p = subprocess.run([TIME, "-o", rss_file, "-f", "%M"] + argv, cwd=cwd, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     dt = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
+    if p.returncode != 0:
         sys.exit(f"benchmark command failed: {argv}")
-    return dt, ru.ru_maxrss  # KiB on Linux
+    with open(rss_file) as f:
+        rss = int(f.read().split()[-1])
+    return dt, rss  # KiB
 
 def measure(argv, cwd, env, reps):
     run(argv, cwd, env)  # warm-up
