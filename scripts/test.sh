@@ -17,7 +17,6 @@ fi
 cargo build --locked -p awf
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --locked --workspace --no-fail-fast "$@"
-  cargo test --locked --workspace --doc --quiet
 else
   cargo test --locked --workspace --no-fail-fast "$@"
 fi
