@@ -107,6 +107,12 @@ error_codes! {
     UserFacadeSessionClosed => "USER.FACADE.SESSION_CLOSED", User,
         "The run session has already ended.",
         "Start a new run.";
+    UserAgentInvalidOption => "USER.AGENT.INVALID_OPTION", User,
+        "An agent step's provider option has a wrong value or type (for example a model name the provider does not accept).",
+        "Fix the option under `options:`; the message names what the provider accepts.";
+    UserAgentUnknownProvider => "USER.AGENT.UNKNOWN_PROVIDER", User,
+        "An agent step names a provider awf does not know.",
+        "Use one of claude, codex, gemini, opencode, github_copilot, mistral_vibe, openai_compatible.";
     WorkflowParseYamlSyntax => "WORKFLOW.PARSE.YAML_SYNTAX", Workflow,
         "The workflow file is not valid YAML, or a field has the wrong type.",
         "Fix the YAML at the reported line and column; quote strings that contain ': '.";
@@ -176,6 +182,30 @@ error_codes! {
     ExecutionNoRoute => "EXECUTION.WORKFLOW.NO_ROUTE", Execution,
         "A state finished but none of its transitions matched and it has no on_success to fall back on.",
         "Add a default transition (`- goto: <state>`) or on_success to the state.";
+    ExecutionAgentBinaryNotFound => "EXECUTION.AGENT.BINARY_NOT_FOUND", Execution,
+        "The agent CLI a provider runs is not on PATH.",
+        "Install it (the hint names the npm package) or fix PATH.";
+    ExecutionAgentFailed => "EXECUTION.AGENT.FAILED", Execution,
+        "The agent failed: its CLI exited non-zero or reported an error.",
+        "Read the stderr tail in the message; check the provider's credentials and model.";
+    ExecutionAgentTimeout => "EXECUTION.AGENT.TIMEOUT", Execution,
+        "The agent ran past the step's timeout and was stopped.",
+        "Raise `timeout:` on the agent step.";
+    ExecutionAgentAuthFailed => "EXECUTION.AGENT.AUTH_FAILED", Execution,
+        "The agent API rejected the credentials (HTTP 401).",
+        "Check api_key / OPENAI_API_KEY.";
+    ExecutionAgentRateLimited => "EXECUTION.AGENT.RATE_LIMITED", Execution,
+        "The agent API is rate limiting requests (HTTP 429).",
+        "Wait and retry; add `retry:` to the step.";
+    ExecutionAgentServerError => "EXECUTION.AGENT.SERVER_ERROR", Execution,
+        "The agent API failed (HTTP 5xx).",
+        "Retry later; add `retry:` to the step.";
+    ExecutionAgentBadRequest => "EXECUTION.AGENT.BAD_REQUEST", Execution,
+        "The agent API rejected the request (HTTP 4xx).",
+        "Check model, base_url and options.";
+    ExecutionAgentInvalidOutput => "EXECUTION.AGENT.INVALID_OUTPUT", Execution,
+        "The agent's answer is not what `output_format` requires (for example not valid JSON).",
+        "Ask for JSON explicitly in the prompt, or use output_format: text.";
     ExecutionStepUnavailable => "EXECUTION.STEP.NOT_AVAILABLE", Execution,
         "The state type is parsed but this build cannot execute it yet (agent, operation).",
         "Use a shell step, or upgrade awf once the feature lands.";

@@ -14,6 +14,14 @@ use crate::event::OutputStream;
 pub enum Program {
     /// Text run as `$SHELL -c <text>` (`/bin/sh` when `$SHELL` is unset, relative or missing).
     Shell(String),
+    /// A program run directly with an argv, no shell (agent CLIs). `program` is looked up
+    /// on `PATH` when it has no `/`.
+    Exec {
+        /// Program name or path.
+        program: String,
+        /// Arguments (not including the program).
+        args: Vec<String>,
+    },
     /// Script contents (already interpolated). With a `#!` line the contents are written to a
     /// temporary executable file (mode 0700) and executed directly, else run like `Shell`.
     Script(String),

@@ -105,6 +105,7 @@ impl FakeExecutor {
             .into_iter()
             .map(|c| match c.program {
                 Program::Shell(t) | Program::Script(t) => t,
+                Program::Exec { program, args } => format!("{program} {}", args.join(" ")),
             })
             .collect()
     }
@@ -121,6 +122,7 @@ impl CommandExecutor for FakeExecutor {
         self.calls.lock().unwrap().push(spec.clone());
         let text = match &spec.program {
             Program::Shell(t) | Program::Script(t) => t.clone(),
+            Program::Exec { program, args } => format!("{program} {}", args.join(" ")),
         };
         let answer = {
             let mut script = self.script.lock().unwrap();

@@ -1,10 +1,13 @@
 //! Ports: the traits adapters implement and the engine drives. One file per port.
 
+pub mod agent;
 pub mod exec;
 pub mod facade;
 pub mod repository;
 pub mod template;
 
+pub use agent::AgentProvider;
+pub use agent::AgentRegistry;
 pub use exec::CommandExecutor;
 pub use facade::RunSession;
 pub use facade::WorkflowFacade;

@@ -110,6 +110,7 @@ impl CommandExecutor for ProcessExecutor {
                 Invocation::script(&contents)?
             }
             Program::Script(contents) => Invocation::shell(self.shell_for(&env), contents),
+            Program::Exec { program, args } => Invocation::direct(program, args),
         };
 
         let mut cmd = Command::new(&invocation.program);

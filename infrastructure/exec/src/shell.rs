@@ -59,6 +59,15 @@ impl Invocation {
         }
     }
 
+    /// `program args…` exec'd directly, no shell.
+    pub(crate) fn direct(program: String, args: Vec<String>) -> Self {
+        Self {
+            program: OsString::from(program),
+            args: args.into_iter().map(OsString::from).collect(),
+            script: None,
+        }
+    }
+
     /// A shebang script written to a temp file (`awf-script-*`, mode 0700) and exec'd directly.
     ///
     /// The file handle is closed before returning, so exec does not fail with `ETXTBSY`
