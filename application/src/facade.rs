@@ -83,6 +83,7 @@ impl Facade {
         let (tx, rx) = mpsc::unbounded_channel();
         let finished = Arc::new(AtomicBool::new(false));
         let cancel = CancelState::default();
+        let interaction = Arc::new(crate::engine::Interaction::default());
         let runtime = RuntimeInfo {
             working_dir: req.working_dir.display().to_string(),
             user: env.get("USER").cloned().unwrap_or_default(),
@@ -103,6 +104,8 @@ impl Facade {
             call_stack,
             inherited_secrets: Masker::default(),
             warnings,
+            mocks: Arc::new(req.mocks),
+            interaction: Arc::clone(&interaction),
         });
         let done = Arc::clone(&finished);
         tokio::spawn(async move {
@@ -114,6 +117,7 @@ impl Facade {
             events: rx,
             cancel,
             finished,
+            interaction,
         })
     }
 }
@@ -151,9 +155,25 @@ pub struct RunHandle {
     events: mpsc::UnboundedReceiver<EventEnvelope>,
     cancel: CancelState,
     finished: Arc<AtomicBool>,
+    interaction: Arc<crate::engine::Interaction>,
+}
+
+impl std::fmt::Debug for crate::engine::Interaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Interaction").finish_non_exhaustive()
+    }
 }
 
 impl RunHandle {
+    /// Answers a pending `InputRequired` request without going through the trait object;
+    /// `None` means end of input (EOF).
+    ///
+    /// # Errors
+    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending.
+    pub fn answer(&self, request_id: &str, value: Option<String>) -> Result<(), AwfError> {
+        self.interaction.respond(request_id, value)
+    }
+
     /// A cloneable way to cancel the run from elsewhere (a signal handler).
     pub fn canceller(&self) -> Canceller {
         Canceller {
@@ -204,10 +224,7 @@ impl RunSession for RunHandle {
                 "the run has already ended",
             ));
         }
-        let SessionResponse::Input { request_id, .. } = response;
-        Err(AwfError::new(
-            ErrorCode::UserFacadeInputRejected,
-            format!("no pending request with id {request_id}"),
-        ))
+        let SessionResponse::Input { request_id, value } = response;
+        self.interaction.respond(&request_id, Some(value))
     }
 }

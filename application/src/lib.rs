@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use awf_domain::ports::AgentProvider;
+use awf_domain::ports::AgentRegistry;
 use awf_domain::ports::CommandExecutor;
 use awf_domain::ports::ExpressionEvaluator;
 use awf_domain::ports::Interpolator;
@@ -38,6 +40,8 @@ pub struct Services {
     pub expressions: Arc<dyn ExpressionEvaluator>,
     /// Runs shell commands and scripts.
     pub executor: Arc<dyn CommandExecutor>,
+    /// Agent providers by name.
+    pub agents: Arc<dyn AgentRegistry>,
     /// The `.awf` template namespace: `prompts_dir`, `scripts_dir`, `config_dir`, `data_dir`,
     /// `workflows_dir`, `plugins_dir`, `skills_dir`, `roles_dir`.
     pub awf_dirs: BTreeMap<String, String>,
@@ -48,5 +52,19 @@ impl std::fmt::Debug for Services {
         f.debug_struct("Services")
             .field("awf_dirs", &self.awf_dirs)
             .finish_non_exhaustive()
+    }
+}
+
+/// A registry with no providers (tests, and builds that do not wire agents).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoAgents;
+
+impl AgentRegistry for NoAgents {
+    fn get(&self, _name: &str) -> Option<Arc<dyn AgentProvider>> {
+        None
+    }
+
+    fn names(&self) -> Vec<String> {
+        Vec::new()
     }
 }

@@ -80,6 +80,53 @@ pub enum RunEvent {
         /// Masked text.
         message: String,
     },
+    /// A piece of an agent's answer, as it streams (masked).
+    AgentMessageChunk {
+        /// State name.
+        step: String,
+        /// Text.
+        text: String,
+    },
+    /// A piece of an agent's reasoning, as it streams (masked).
+    AgentThoughtChunk {
+        /// State name.
+        step: String,
+        /// Text.
+        text: String,
+    },
+    /// An agent called a tool.
+    ToolCall {
+        /// State name.
+        step: String,
+        /// Provider's id of the call.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Arguments (masked).
+        input: Value,
+    },
+    /// A tool call of an agent finished.
+    ToolCallResult {
+        /// State name.
+        step: String,
+        /// Id of the call.
+        id: String,
+        /// Result text (masked).
+        output: String,
+        /// Whether the tool failed.
+        is_error: bool,
+    },
+    /// The run waits for a line of user input (a conversation turn); answer it with
+    /// `RunSession::respond(SessionResponse::Input { request_id, .. })`. An empty value, `exit`
+    /// or `quit` ends the conversation.
+    InputRequired {
+        /// State name.
+        step: String,
+        /// Id to answer with.
+        request_id: String,
+        /// What to show the user (the agent's last answer is already in the stream).
+        prompt: String,
+    },
     /// A state finished (completed or failed); `state` is its recorded result.
     StepFinished {
         /// State name.
@@ -87,7 +134,7 @@ pub enum RunEvent {
         /// Internal kind.
         kind: String,
         /// Recorded result (masked).
-        state: StepState,
+        state: Box<StepState>,
     },
     /// A `call_workflow` step started a child run; the child's own events follow with
     /// `parent_run_id` set.
@@ -102,7 +149,7 @@ pub enum RunEvent {
     /// The run ended.
     RunFinished {
         /// The run result contract.
-        result: RunResult,
+        result: Box<RunResult>,
     },
 }
 

@@ -92,6 +92,8 @@ pub struct StepState {
     pub tokens: TokenUsage,
     /// Mapped sub-workflow outputs (`call_workflow`): parent key → value.
     pub outputs: BTreeMap<String, String>,
+    /// Agent session of a session-tracked agent step (`conversation:`), for `continue_from`.
+    pub session: Option<crate::ports::agent::AgentSession>,
 }
 
 impl StepState {
@@ -111,6 +113,7 @@ impl StepState {
             json: None,
             tokens: TokenUsage::default(),
             outputs: BTreeMap::new(),
+            session: None,
         }
     }
 
@@ -190,6 +193,12 @@ pub struct StateResult {
     /// Mapped sub-workflow outputs.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, String>,
+    /// Agent token counts (agent steps only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenUsage>,
+    /// Parsed JSON answer (`output_format: json`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub json: Option<Value>,
 }
 
 impl From<&StepState> for StateResult {
@@ -203,6 +212,8 @@ impl From<&StepState> for StateResult {
             error: s.error.clone(),
             duration_ms: s.duration_ms(),
             outputs: s.outputs.clone(),
+            tokens: (s.tokens != TokenUsage::default()).then_some(s.tokens),
+            json: s.json.clone(),
         }
     }
 }

@@ -192,6 +192,8 @@ impl Run {
             call_stack,
             inherited_secrets: self.masker.clone(),
             warnings: Vec::new(),
+            mocks: Arc::default(),
+            interaction: Arc::clone(&self.interaction),
         });
         let run = child.execute();
         tokio::pin!(run);

@@ -10,6 +10,8 @@ use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
 use awf_domain::ports::RunSession;
 use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::fakes::FakeAgent;
+use awf_domain::ports::fakes::FakeAgents;
 use awf_domain::ports::fakes::FakeCommand;
 use awf_domain::ports::fakes::FakeExecutor;
 use awf_domain::ports::fakes::FakeExpressions;
@@ -22,6 +24,7 @@ use awf_domain::run::StepStatus;
 use awf_domain::workflow::*;
 use indexmap::IndexMap;
 use pretty_assertions::assert_eq;
+use serde_json::Value;
 
 use crate::Facade;
 use crate::Services;
@@ -92,7 +95,17 @@ fn workflow(id: &str, initial: &str, states: Vec<State>) -> Workflow {
 }
 
 fn facade(repo: FakeRepository, exec: Arc<FakeExecutor>, exprs: FakeExpressions) -> Facade {
+    facade_with_agents(repo, exec, exprs, FakeAgents::default())
+}
+
+fn facade_with_agents(
+    repo: FakeRepository,
+    exec: Arc<FakeExecutor>,
+    exprs: FakeExpressions,
+    agents: FakeAgents,
+) -> Facade {
     Facade::new(Services {
+        agents: Arc::new(agents),
         repository: Arc::new(repo),
         interpolator: Arc::new(FakeInterpolator),
         expressions: Arc::new(exprs),
@@ -123,7 +136,9 @@ async fn run_all(f: &Facade, req: RunRequest) -> (Vec<EventEnvelope>, RunResult)
         .iter()
         .rev()
         .find_map(|e| match &e.event {
-            RunEvent::RunFinished { result } if e.parent_run_id.is_none() => Some(result.clone()),
+            RunEvent::RunFinished { result } if e.parent_run_id.is_none() => {
+                Some(result.as_ref().clone())
+            }
             _ => None,
         })
         .expect("RunFinished");
@@ -521,7 +536,7 @@ async fn cancel_ends_the_run_cancelled_and_runs_cancel_hooks() {
     while let Some(e) = h.next_event().await {
         match e.event {
             RunEvent::StepStarted { .. } => canceller.cancel(CancelReason::Terminate),
-            RunEvent::RunFinished { result: r } => result = Some(r),
+            RunEvent::RunFinished { result: r } => result = Some(*r),
             _ => {}
         }
     }
@@ -568,4 +583,287 @@ async fn bad_inputs_fail_before_the_run_starts() {
         .await
         .expect_err("must fail");
     assert_eq!(e.code(), ErrorCode::UserFacadeWorkflowNotFound);
+}
+
+// ---- agent steps ---------------------------------------------------------------------------
+
+fn agent(
+    name: &str,
+    provider: &str,
+    prompt: &str,
+    on_success: Option<&str>,
+    on_failure: Option<&str>,
+) -> State {
+    let mut s = state(
+        name,
+        StateKind::Agent(AgentStep {
+            provider: provider.into(),
+            prompt: Some(prompt.into()),
+            prompt_file: None,
+            mode: "single".into(),
+            system_prompt: None,
+            role: None,
+            skills: vec![],
+            options: IndexMap::new(),
+            output_format: None,
+            conversation: None,
+        }),
+    );
+    s.on_success = on_success.map(Into::into);
+    s.on_failure = on_failure.map(Into::into);
+    s
+}
+
+fn agent_step(s: &mut State) -> &mut AgentStep {
+    match &mut s.kind {
+        StateKind::Agent(a) => a,
+        _ => panic!("not an agent"),
+    }
+}
+
+#[tokio::test]
+async fn agent_step_streams_chunks_and_records_output_tokens_and_json() {
+    let mut a = agent(
+        "review",
+        "claude",
+        "review {{.inputs.file}}",
+        Some("done"),
+        Some("failed"),
+    );
+    {
+        let s = agent_step(&mut a);
+        s.output_format = Some("json".into());
+        s.system_prompt = Some("be terse".into());
+        s.options
+            .insert("model".into(), Value::String("{{.inputs.model}}".into()));
+    }
+    let wf = workflow(
+        "w",
+        "review",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let claude = Arc::new(FakeAgent::new("claude").answer("```json\n{\"verdict\":\"ok\"}\n```"));
+    let agents = FakeAgents::default().with(claude.clone());
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        agents,
+    );
+    let (events, result) = run_all(&f, request("w", &[("file", "a.rs"), ("model", "haiku")])).await;
+    assert_eq!(
+        result.terminal.as_deref(),
+        Some("done"),
+        "{:?}",
+        result.error
+    );
+    assert_eq!(result.states["review"].output, "{\"verdict\":\"ok\"}");
+    assert_eq!(
+        result.states["review"].json,
+        Some(serde_json::json!({"verdict": "ok"}))
+    );
+    assert_eq!(result.states["review"].tokens.map(|t| t.total), Some(15));
+    let call = &claude.calls()[0];
+    assert_eq!(call.prompt, "review a.rs");
+    assert_eq!(call.system_prompt.as_deref(), Some("be terse"));
+    assert_eq!(call.options["model"], Value::String("haiku".into()));
+    assert_eq!(call.options["output_format"], Value::String("json".into()));
+    assert!(
+        events.iter().any(
+            |e| matches!(&e.event, RunEvent::AgentMessageChunk { step, .. } if step == "review")
+        )
+    );
+}
+
+#[tokio::test]
+async fn invalid_json_output_fails_the_step_and_routes_on_failure() {
+    let mut a = agent("review", "claude", "x", Some("done"), Some("failed"));
+    agent_step(&mut a).output_format = Some("json".into());
+    let wf = workflow(
+        "w",
+        "review",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let agents =
+        FakeAgents::default().with(Arc::new(FakeAgent::new("claude").answer("sorry, no json")));
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        agents,
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.terminal.as_deref(), Some("failed"));
+    let err = result.states["review"].error.clone().unwrap_or_default();
+    assert!(
+        err.starts_with("step review: output format processing: invalid JSON"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn continue_from_resumes_the_earlier_session() {
+    let mut first = agent("first", "claude", "remember ZEBRA", Some("second"), None);
+    agent_step(&mut first).conversation = Some(ConversationConfig::default());
+    let mut second = agent("second", "claude", "what word?", Some("done"), None);
+    agent_step(&mut second).conversation = Some(ConversationConfig {
+        continue_from: Some("first".into()),
+        inject_context: None,
+    });
+    let wf = workflow(
+        "w",
+        "first",
+        vec![first, second, terminal("done", TerminalStatus::Success)],
+    );
+    let claude = Arc::new(FakeAgent::new("claude").answer("ok").answer("ZEBRA"));
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        FakeAgents::default().with(claude.clone()),
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.status, RunStatus::Success, "{:?}", result.error);
+    let calls = claude.calls();
+    assert_eq!(
+        calls[0].session,
+        Some(awf_domain::ports::agent::AgentSession::default())
+    );
+    let resumed = calls[1].session.clone().expect("session");
+    assert_eq!(resumed.session_id.as_deref(), Some("fake-session-1"));
+    assert_eq!(resumed.turns.len(), 2);
+    assert_eq!(resumed.turns[0].content, "remember ZEBRA");
+}
+
+#[tokio::test]
+async fn retry_applies_to_agent_steps() {
+    let mut a = agent("ask", "claude", "x", Some("done"), None);
+    a.retry = Some(RetryPolicy {
+        max_attempts: 3,
+        initial_delay: Duration::ZERO,
+        max_delay: None,
+        backoff: Backoff::Constant,
+        multiplier: 2.0,
+        jitter: 0.0,
+        retryable_exit_codes: vec![],
+    });
+    let wf = workflow(
+        "w",
+        "ask",
+        vec![a, terminal("done", TerminalStatus::Success)],
+    );
+    let claude = Arc::new(
+        FakeAgent::new("claude")
+            .fail(awf_domain::AwfError::new(
+                ErrorCode::ExecutionAgentServerError,
+                "server error (HTTP 500)",
+            ))
+            .answer("fine"),
+    );
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        FakeAgents::default().with(claude.clone()),
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.states["ask"].attempts, 2);
+}
+
+#[tokio::test]
+async fn unknown_provider_is_a_user_error_with_a_hint() {
+    let wf = workflow(
+        "w",
+        "ask",
+        vec![
+            agent("ask", "claud", "x", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    let err = result.error.expect("error");
+    assert_eq!(err.code, ErrorCode::UserAgentUnknownProvider);
+    assert_eq!(err.message, "step ask: provider \"claud\" not found");
+    assert_eq!(err.hints, vec!["did you mean 'claude'?".to_owned()]);
+    assert_eq!(result.exit_code, 1);
+}
+
+#[tokio::test]
+async fn conversation_mode_takes_turns_until_an_empty_line() {
+    let mut chat = agent("chat", "claude", "hello", Some("done"), None);
+    agent_step(&mut chat).mode = "conversation".into();
+    let wf = workflow(
+        "w",
+        "chat",
+        vec![chat, terminal("done", TerminalStatus::Success)],
+    );
+    let claude = Arc::new(FakeAgent::new("claude").answer("hi 1").answer("hi 2"));
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        FakeAgents::default().with(claude.clone()),
+    );
+    let mut h = f.start_run(request("w", &[])).await.expect("starts");
+    let mut answers = vec![Some(String::new()), Some("tell me more".to_owned())];
+    let mut result = None;
+    while let Some(e) = h.next_event().await {
+        match e.event {
+            RunEvent::InputRequired { request_id, .. } => {
+                h.answer(&request_id, answers.pop().flatten())
+                    .expect("answer accepted");
+            }
+            RunEvent::RunFinished { result: r } => result = Some(*r),
+            _ => {}
+        }
+    }
+    let result = result.expect("finished");
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.states["chat"].output, "hi 2");
+    let prompts: Vec<String> = claude.calls().into_iter().map(|c| c.prompt).collect();
+    assert_eq!(prompts, vec!["hello", "tell me more"]);
+    assert!(h.answer("input-99", None).is_err());
+}
+
+#[tokio::test]
+async fn mocked_agent_step_does_not_call_the_provider() {
+    let wf = workflow(
+        "w",
+        "ask",
+        vec![
+            agent("ask", "claude", "x", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let claude = Arc::new(FakeAgent::new("claude").answer("real"));
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        FakeAgents::default().with(claude.clone()),
+    );
+    let mut req = request("w", &[]);
+    req.mocks.insert(
+        "ask".into(),
+        [("output".to_owned(), "mocked".to_owned())]
+            .into_iter()
+            .collect(),
+    );
+    let (_, result) = run_all(&f, req).await;
+    assert_eq!(result.states["ask"].output, "mocked");
+    assert!(claude.calls().is_empty());
 }

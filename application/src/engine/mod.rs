@@ -3,6 +3,7 @@
 //! Routing, retry, loop and parallel semantics follow spec/workflow.md §1.7, §1.8, §3.1–3.7
 //! with the fixes listed in docs/compatibility.md.
 
+mod agent;
 mod call;
 mod flow;
 mod hooks;
@@ -107,6 +108,43 @@ impl CancelState {
     }
 }
 
+/// Requests for user input a run is waiting on (conversation turns), answered through the
+/// run session's `respond`. Shared by a run, its sub-runs and its handle.
+#[derive(Default)]
+pub(crate) struct Interaction {
+    pending: Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Option<String>>>>,
+    next: AtomicU64,
+}
+
+impl Interaction {
+    /// Registers a new request; the receiver gets the answer (`None` = end of input).
+    pub(crate) fn request(&self) -> (String, tokio::sync::oneshot::Receiver<Option<String>>) {
+        let id = format!("input-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        lock(&self.pending).insert(id.clone(), tx);
+        (id, rx)
+    }
+
+    /// Answers a pending request.
+    ///
+    /// # Errors
+    /// `USER.FACADE.INPUT_REJECTED` when no request with that id is pending.
+    pub(crate) fn respond(&self, request_id: &str, value: Option<String>) -> Result<(), AwfError> {
+        let tx = lock(&self.pending).remove(request_id).ok_or_else(|| {
+            AwfError::new(
+                ErrorCode::UserFacadeInputRejected,
+                format!("no pending request with id {request_id}"),
+            )
+        })?;
+        tx.send(value).map_err(|_| {
+            AwfError::new(
+                ErrorCode::UserFacadeInputRejected,
+                format!("request {request_id} is no longer waiting"),
+            )
+        })
+    }
+}
+
 /// Everything needed to start a run (root or sub-workflow).
 pub(crate) struct RunSpec {
     pub(crate) services: Arc<Services>,
@@ -127,6 +165,10 @@ pub(crate) struct RunSpec {
     /// Findings to announce as warnings when the run starts (unknown keys, references that
     /// `awf validate` rejects, undeclared inputs).
     pub(crate) warnings: Vec<String>,
+    /// `--mock` answers by step name.
+    pub(crate) mocks: Arc<BTreeMap<String, BTreeMap<String, String>>>,
+    /// Pending user-input requests.
+    pub(crate) interaction: Arc<Interaction>,
 }
 
 /// One run in progress.
@@ -150,6 +192,8 @@ pub(crate) struct Run {
     pub(crate) cancel: CancelState,
     pub(crate) call_stack: Vec<String>,
     warnings: Vec<String>,
+    pub(crate) mocks: Arc<BTreeMap<String, BTreeMap<String, String>>>,
+    pub(crate) interaction: Arc<Interaction>,
 }
 
 /// How a run ended, before it becomes a [`RunResult`].
@@ -201,6 +245,8 @@ impl Run {
             cancel: spec.cancel,
             call_stack: spec.call_stack,
             warnings: spec.warnings,
+            mocks: spec.mocks,
+            interaction: spec.interaction,
         }
     }
 
@@ -321,7 +367,7 @@ impl Run {
             RunEvent::StepFinished {
                 step: st.name.clone(),
                 kind: kind.to_owned(),
-                state: st,
+                state: Box::new(st),
             },
         );
     }
@@ -372,7 +418,7 @@ impl Run {
             "",
             None,
             RunEvent::RunFinished {
-                result: result.clone(),
+                result: Box::new(result.clone()),
             },
         );
         result

@@ -151,13 +151,14 @@ impl Run {
                     self.with_deadline(state, fut, deadline, &step_token)
                         .await?
                 }
-                StateKind::Agent(_) | StateKind::Operation(_) => {
+                StateKind::Agent(a) => self.agent_with_retry(state, a, at, deadline, token).await?,
+                StateKind::Operation(_) => {
                     return Err(AwfError::new(
                         ErrorCode::ExecutionStepUnavailable,
                         format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
                     )
                     .with_detail("state", name)
-                    .with_hint("only shell steps, parallel, loops and call_workflow run in this version"));
+                    .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet"));
                 }
                 StateKind::Terminal(_) => {
                     return Ok(StepExit {

@@ -25,6 +25,10 @@ pub struct RunRequest {
     pub env: Vec<(String, String)>,
     /// Working directory of the run (`.context.WorkingDir`, default `dir` of commands).
     pub working_dir: PathBuf,
+    /// `--mock states.<step>.<field>=<value>`: step → field (`output`, `stderr`, `status`,
+    /// lower-case or PascalCase) → value. A mocked agent step answers from here without
+    /// calling its provider.
+    pub mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 /// An answer to a request the run made (missing input, permission, conversation turn).

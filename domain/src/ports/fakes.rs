@@ -354,3 +354,144 @@ impl WorkflowRepository for FakeRepository {
         Ok(Vec::new())
     }
 }
+
+/// A scripted agent: answers in order (the last answer repeats), streams each answer's
+/// output as one `Message` chunk, records every request, and keeps sessions like a CLI with
+/// session ids (`fake-session-1`, …) when the request carries one.
+#[derive(Debug)]
+pub struct FakeAgent {
+    name: String,
+    answers: Mutex<VecDeque<Result<crate::ports::agent::AgentResponse, AwfError>>>,
+    calls: Mutex<Vec<crate::ports::agent::AgentRequest>>,
+}
+
+impl FakeAgent {
+    /// A provider called `name` with no answers yet.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            answers: Mutex::new(VecDeque::new()),
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Adds an answer with this output text.
+    #[must_use]
+    pub fn answer(self, output: &str) -> Self {
+        self.answers
+            .lock()
+            .unwrap()
+            .push_back(Ok(crate::ports::agent::AgentResponse {
+                output: output.to_owned(),
+                tokens: crate::run::TokenUsage {
+                    input: 10,
+                    output: 5,
+                    total: 15,
+                    estimated: false,
+                },
+                ..Default::default()
+            }));
+        self
+    }
+
+    /// Adds a failing answer.
+    #[must_use]
+    pub fn fail(self, error: AwfError) -> Self {
+        self.answers.lock().unwrap().push_back(Err(error));
+        self
+    }
+
+    /// Every request so far.
+    pub fn calls(&self) -> Vec<crate::ports::agent::AgentRequest> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::ports::agent::AgentProvider for FakeAgent {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn execute(
+        &self,
+        request: crate::ports::agent::AgentRequest,
+        on_chunk: Option<crate::ports::agent::AgentCallback>,
+        cancel: CancellationToken,
+    ) -> Result<crate::ports::agent::AgentResponse, AwfError> {
+        use crate::ports::agent::Role;
+        use crate::ports::agent::Turn;
+        let n = {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(request.clone());
+            calls.len()
+        };
+        if cancel.is_cancelled() {
+            return Err(AwfError::new(ErrorCode::ExecutionRunCancelled, "cancelled"));
+        }
+        let answer = {
+            let mut q = self.answers.lock().unwrap();
+            if q.len() > 1 {
+                q.pop_front()
+            } else {
+                q.front().cloned()
+            }
+        }
+        .unwrap_or_else(|| panic!("FakeAgent {}: no answer scripted", self.name));
+        let mut resp = answer?;
+        if let Some(cb) = &on_chunk {
+            cb(crate::ports::agent::AgentChunk::Message(
+                resp.output.clone(),
+            ));
+        }
+        if let Some(mut session) = request.session {
+            if session.session_id.is_none() {
+                session.session_id = Some(format!("fake-session-{n}"));
+            }
+            session.turns.push(Turn {
+                role: Role::User,
+                content: request.prompt.clone(),
+            });
+            session.turns.push(Turn {
+                role: Role::Assistant,
+                content: resp.output.clone(),
+            });
+            resp.session = Some(session);
+        }
+        Ok(resp)
+    }
+}
+
+/// A registry over fixed providers.
+#[derive(Default)]
+pub struct FakeAgents(BTreeMap<String, std::sync::Arc<dyn crate::ports::agent::AgentProvider>>);
+
+impl std::fmt::Debug for FakeAgents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("FakeAgents")
+            .field(&self.0.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl FakeAgents {
+    /// Registers `provider` under its name.
+    #[must_use]
+    pub fn with(
+        mut self,
+        provider: std::sync::Arc<dyn crate::ports::agent::AgentProvider>,
+    ) -> Self {
+        self.0.insert(provider.name().to_owned(), provider);
+        self
+    }
+}
+
+impl crate::ports::agent::AgentRegistry for FakeAgents {
+    fn get(&self, name: &str) -> Option<std::sync::Arc<dyn crate::ports::agent::AgentProvider>> {
+        self.0.get(name).cloned()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.keys().cloned().collect()
+    }
+}

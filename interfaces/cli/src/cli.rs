@@ -128,6 +128,10 @@ pub struct RunArgs {
     /// Print the execution plan; execute nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Answer a step without running it: `states.<step>.output=<text>` (also `stderr`,
+    /// `status=failed`); repeatable. Agent steps use it instead of calling their provider.
+    #[arg(short = 'm', long = "mock", value_name = "states.STEP.FIELD=VALUE")]
+    pub mocks: Vec<String>,
 }
 
 /// `awf validate`.

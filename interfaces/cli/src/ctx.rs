@@ -19,6 +19,8 @@ pub struct Ctx {
     pub storage: Option<PathBuf>,
     /// Colour for stderr lines.
     pub err_style: Style,
+    /// `--verbose`: agent thoughts and tool-call markers in streaming output.
+    pub verbose: bool,
 }
 
 impl Ctx {
@@ -30,6 +32,7 @@ impl Ctx {
             hints: !cli.no_hints,
             storage: cli.storage.clone(),
             err_style: Style::stderr(cli.no_color),
+            verbose: cli.verbose,
         }
     }
 

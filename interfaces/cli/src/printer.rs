@@ -37,6 +37,13 @@ pub struct TextPrinter {
     child_names: HashMap<RunId, String>,
     /// Whether the next streamed chunk of (run, path, stream) starts a new line.
     mid_line: HashMap<(RunId, String, bool), bool>,
+    /// `--verbose`: agent thoughts and `[tool: Name(arg)]` markers.
+    verbose: bool,
+    /// Agent text received since the last conversation prompt (shown before asking, in the
+    /// modes that do not stream it).
+    agent_text: String,
+    /// Whether streamed agent text left the cursor mid-line.
+    agent_mid_line: bool,
 }
 
 impl TextPrinter {
@@ -50,7 +57,17 @@ impl TextPrinter {
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
+            verbose: false,
+            agent_text: String::new(),
+            agent_mid_line: false,
         }
+    }
+
+    /// Shows agent thoughts and tool-call markers (`--verbose`).
+    #[must_use]
+    pub fn with_verbose(mut self, verbose: bool) -> Self {
+        self.verbose = verbose;
+        self
     }
 
     fn indent(&self, ev: &EventEnvelope) -> String {
@@ -137,7 +154,57 @@ impl TextPrinter {
                 }
                 LogLevel::Warn => writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?,
             },
+            RunEvent::AgentMessageChunk { text, .. } => {
+                if self.mode == OutputMode::Streaming {
+                    out.write_all(text.as_bytes())?;
+                    out.flush()?;
+                    self.agent_mid_line = !text.ends_with('\n');
+                } else {
+                    self.agent_text.push_str(text);
+                }
+            }
+            RunEvent::AgentThoughtChunk { text, .. } => {
+                if self.verbose && self.mode == OutputMode::Streaming {
+                    write!(err, "{}", self.style.dim(text))?;
+                }
+            }
+            RunEvent::ToolCall { name, input, .. } => {
+                if self.verbose && self.mode == OutputMode::Streaming {
+                    if self.agent_mid_line {
+                        out.write_all(b"\n")?;
+                    }
+                    writeln!(out, "[tool: {name}({})]", tool_arg_preview(input))?;
+                    out.flush()?;
+                    self.agent_mid_line = false;
+                }
+            }
+            RunEvent::ToolCallResult { .. } => {}
+            RunEvent::InputRequired { prompt, .. } => {
+                if self.mode == OutputMode::Streaming {
+                    if self.agent_mid_line {
+                        out.write_all(b"\n")?;
+                        self.agent_mid_line = false;
+                    }
+                } else if !self.agent_text.is_empty() {
+                    out.write_all(self.agent_text.as_bytes())?;
+                    if !self.agent_text.ends_with('\n') {
+                        out.write_all(b"\n")?;
+                    }
+                }
+                self.agent_text.clear();
+                out.flush()?;
+                write!(err, "{prompt}")?;
+                err.flush()?;
+            }
             RunEvent::StepFinished { step, kind, state } => {
+                if kind == "agent" {
+                    self.agent_text.clear();
+                    if self.agent_mid_line && self.mode == OutputMode::Streaming {
+                        out.write_all(b"\n")?;
+                        out.flush()?;
+                    }
+                    self.agent_mid_line = false;
+                }
                 // End a streamed partial line so the next line starts clean.
                 for is_out in [true, false] {
                     let key = (ev.run_id.clone(), ev.path.clone(), is_out);
@@ -261,6 +328,21 @@ pub fn prefix_lines(text: &str, prefix: &str, mid_line: bool) -> (String, bool) 
     (out, mid)
 }
 
+/// Preview of a tool call's main argument: the first of `file_path`, `command`, `cmd`,
+/// `query`, `pattern`, truncated to 40 characters. Source: spec/workflow.md §5.1.
+pub fn tool_arg_preview(input: &serde_json::Value) -> String {
+    for key in ["file_path", "command", "cmd", "query", "pattern"] {
+        if let Some(v) = input.get(key).and_then(serde_json::Value::as_str) {
+            let mut p: String = v.chars().take(40).collect();
+            if v.chars().count() > 40 {
+                p.push('…');
+            }
+            return p;
+        }
+    }
+    String::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +378,7 @@ mod tests {
             json: None,
             tokens: TokenUsage::default(),
             outputs: BTreeMap::new(),
+            session: None,
         }
     }
 
@@ -328,7 +411,7 @@ mod tests {
                 env(RunEvent::StepFinished {
                     step: "s".into(),
                     kind: "command".into(),
-                    state: state(StepStatus::Completed, "hi\n", 1500),
+                    state: Box::new(state(StepStatus::Completed, "hi\n", 1500)),
                 }),
             ],
         );
@@ -366,12 +449,12 @@ mod tests {
                 env(RunEvent::StepFinished {
                     step: "s".into(),
                     kind: "command".into(),
-                    state: failed,
+                    state: Box::new(failed),
                 }),
                 env(RunEvent::StepFinished {
                     step: "loop".into(),
                     kind: "for_each".into(),
-                    state: state(StepStatus::Completed, "completed 3 iterations", 3),
+                    state: Box::new(state(StepStatus::Completed, "completed 3 iterations", 3)),
                 }),
             ],
         );
@@ -444,7 +527,7 @@ mod tests {
                 env(RunEvent::StepFinished {
                     step: "s".into(),
                     kind: "command".into(),
-                    state: state(StepStatus::Failed, "", 0),
+                    state: Box::new(state(StepStatus::Failed, "", 0)),
                 }),
             ],
         );

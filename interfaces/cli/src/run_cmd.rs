@@ -45,6 +45,38 @@ pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
         .collect()
 }
 
+/// Parses `--mock states.<step>.<field>=<value>` flags into step → field → value.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` when a flag is not of that shape.
+pub fn parse_mocks(
+    raw: &[String],
+) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, AwfError>
+{
+    let mut out: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> =
+        std::collections::BTreeMap::new();
+    for item in raw {
+        let bad = || {
+            AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!("invalid mock '{item}': expected states.<step>.<field>=<value>"),
+            )
+            .with_hint("for example: --mock states.review.output='looks good'")
+        };
+        let (key, value) = item.split_once('=').ok_or_else(bad)?;
+        let rest = key.trim().strip_prefix("states.").ok_or_else(bad)?;
+        let (step, field) = rest.rsplit_once('.').ok_or_else(bad)?;
+        let field = field.to_ascii_lowercase();
+        if step.is_empty() || !matches!(field.as_str(), "output" | "stderr" | "status") {
+            return Err(bad());
+        }
+        out.entry(step.to_owned())
+            .or_default()
+            .insert(field, value.to_owned());
+    }
+    Ok(out)
+}
+
 /// Prompt search path for `--input k=@prompts/<file>`: `$AWF_PROMPTS_PATH`, then
 /// `.awf/prompts/`, then the global `<config dir>/prompts/`.
 fn prompt_dirs(w: &Wiring) -> Vec<std::path::PathBuf> {
@@ -141,7 +173,9 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         }
     }
     let inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
+    let mocks = parse_mocks(&args.mocks)?;
     let request = RunRequest {
+        mocks,
         identifier: args.workflow.clone(),
         inputs,
         config_inputs: config.inputs,
@@ -196,17 +230,33 @@ async fn execute(
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
     let canceller = handle.canceller();
-    let mut printer = TextPrinter::new(args.output, ctx.quiet, ctx.err_style);
+    let mut printer =
+        TextPrinter::new(args.output, ctx.quiet, ctx.err_style).with_verbose(ctx.verbose);
     let mut result: Option<RunResult> = None;
     let mut cancelled = false;
+    // A conversation turn being read from stdin: (request id, reader).
+    let mut reader: Option<(String, tokio::task::JoinHandle<Option<String>>)> = None;
     loop {
         tokio::select! {
+            line = async {
+                match reader.as_mut() {
+                    Some((_, h)) => h.await.ok().flatten(),
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some((id, _)) = reader.take() {
+                    let _ = handle.answer(&id, line);
+                }
+            }
             ev = handle.next_event() => {
                 let Some(ev) = ev else { break };
                 if let RunEvent::RunFinished { result: r } = &ev.event
                     && ev.parent_run_id.is_none()
                 {
-                    result = Some(r.clone());
+                    result = Some(r.as_ref().clone());
+                }
+                if let RunEvent::InputRequired { request_id, .. } = &ev.event {
+                    reader = Some((request_id.clone(), tokio::task::spawn_blocking(read_stdin_line)));
                 }
                 if ctx.json() {
                     if let RunEvent::Log { level: awf_domain::event::LogLevel::Warn, message, .. } = &ev.event {
@@ -314,6 +364,15 @@ impl Signals {
                 },
             }
         }
+    }
+}
+
+/// Reads one line from stdin (without its newline); `None` at EOF or on error.
+fn read_stdin_line() -> Option<String> {
+    let mut line = String::new();
+    match std::io::stdin().read_line(&mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
     }
 }
 

@@ -120,6 +120,7 @@ pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: Pa
         interpolator: Arc::new(GoTemplates::new()),
         expressions: Arc::new(ExprEvaluator::new()),
         executor: Arc::new(ProcessExecutor::new()),
+        agents: Arc::new(awf_application::NoAgents),
         awf_dirs: awf_dirs(&data_root, &config_dir),
     };
     Wiring {

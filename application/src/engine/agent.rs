@@ -1,0 +1,820 @@
+//! Agent steps: prompt, skills, role and system prompt, interpolated options, sessions,
+//! `output_format`, interactive conversations, and `--mock`.
+//!
+//! Source: spec/workflow.md §1.5.3, §1.13, §1.14, §3.8; decisions.md (system prompt and role
+//! reach every provider; string options are interpolated; retry applies to agents).
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::RunEvent;
+use awf_domain::ports::agent::AgentCallback;
+use awf_domain::ports::agent::AgentChunk;
+use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::AgentSession;
+use awf_domain::ports::agent::Role;
+use awf_domain::ports::agent::Turn;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+use awf_domain::run::TokenUsage;
+use awf_domain::scope::LoopFrame;
+use awf_domain::workflow::AgentStep;
+use awf_domain::workflow::State;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::Run;
+use super::lock;
+use super::step::At;
+use super::step::Body;
+use super::step::MAX_FILE_BYTES;
+
+/// Providers awf knows (for the unknown-provider hint).
+const KNOWN_PROVIDERS: &[&str] = &[
+    "claude",
+    "codex",
+    "gemini",
+    "github_copilot",
+    "mistral_vibe",
+    "opencode",
+    "openai_compatible",
+];
+
+impl Run {
+    /// Runs an agent step with its retry policy; one deadline covers every attempt.
+    pub(crate) async fn agent_with_retry(
+        &self,
+        state: &State,
+        step: &AgentStep,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let mut body = self.agent_once(state, step, at, deadline, token).await?;
+            body.state.attempts = attempt;
+            if body.state.status != StepStatus::Failed {
+                return Ok(body);
+            }
+            let Some(wait) = self.retry_wait(state, attempt, None, deadline, at) else {
+                return Ok(body);
+            };
+            if !self.sleep_or_stop(wait, deadline, token).await {
+                return Ok(body);
+            }
+        }
+    }
+
+    async fn agent_once(
+        &self,
+        state: &State,
+        step: &AgentStep,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let name = state.name.as_str();
+        let st = StepState::running(name, SystemTime::now());
+        let fail = |mut st: StepState, err: AwfError| {
+            st.status = StepStatus::Failed;
+            st.completed_at = Some(SystemTime::now());
+            st.error = Some(err.message().to_owned());
+            Ok(Body {
+                state: st,
+                failure: Some(err),
+                early_exit: None,
+            })
+        };
+        let prepared = match self.prepare_agent(state, step, at.frame) {
+            Ok(p) => p,
+            Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
+        };
+        if let Some(mock) = self.mocks.get(name) {
+            return Ok(self.mocked(st, mock));
+        }
+        let Some(provider) = self.svc.agents.get(&prepared.provider) else {
+            let mut e = AwfError::new(
+                ErrorCode::UserAgentUnknownProvider,
+                format!("step {name}: provider \"{}\" not found", prepared.provider),
+            );
+            if let Some(c) =
+                awf_domain::validate::closest(&prepared.provider, KNOWN_PROVIDERS.iter().copied())
+            {
+                e = e.with_hint(format!("did you mean '{c}'?"));
+            } else {
+                e = e.with_hint(format!("known providers: {}", KNOWN_PROVIDERS.join(", ")));
+            }
+            return fail(st, e);
+        };
+        if step.mode == "conversation" {
+            return self
+                .conversation(state, step, prepared, provider, at, deadline, token)
+                .await;
+        }
+        let request = AgentRequest {
+            prompt: prepared.prompt.clone(),
+            system_prompt: prepared.system_prompt.clone(),
+            options: prepared.options.clone(),
+            session: prepared.session.clone(),
+            dir: Some(self.working_dir.clone()),
+            timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            env: self.exported.clone(),
+        };
+        let callback = self.agent_callback(name, at);
+        match provider
+            .execute(request, Some(callback), token.clone())
+            .await
+        {
+            Ok(resp) => {
+                let mut st = st;
+                st.response = resp.response;
+                st.tokens = resp.tokens;
+                st.session = resp.session;
+                if st.session.is_none() && step.conversation.is_some() {
+                    st.session = Some(AgentSession {
+                        session_id: None,
+                        turns: vec![
+                            Turn {
+                                role: Role::User,
+                                content: prepared.prompt.clone(),
+                            },
+                            Turn {
+                                role: Role::Assistant,
+                                content: resp.output.clone(),
+                            },
+                        ],
+                    });
+                }
+                st.stderr = resp.stderr;
+                self.finish_agent(st, step, &resp.output)
+            }
+            Err(e) => {
+                if e.code() == ErrorCode::ExecutionRunCancelled || self.cancel.token.is_cancelled()
+                {
+                    let mut st = st;
+                    st.status = StepStatus::Cancelled;
+                    st.completed_at = Some(SystemTime::now());
+                    return Ok(Body {
+                        state: st,
+                        failure: Some(super::step::cancelled(name)),
+                        early_exit: None,
+                    });
+                }
+                fail(
+                    st,
+                    e.map_message(|m| {
+                        if m.starts_with("step ") {
+                            m
+                        } else {
+                            format!("step {name}: {m}")
+                        }
+                    }),
+                )
+            }
+        }
+    }
+
+    /// Applies `output_format` and completes the state.
+    fn finish_agent(
+        &self,
+        mut st: StepState,
+        step: &AgentStep,
+        output: &str,
+    ) -> Result<Body, AwfError> {
+        st.completed_at = Some(SystemTime::now());
+        match step.output_format.as_deref().map(str::trim) {
+            Some("json") => match parse_json_output(output) {
+                Ok((text, json)) => {
+                    st.output = text;
+                    st.json = Some(json);
+                }
+                Err(msg) => {
+                    st.output = output.to_owned();
+                    st.status = StepStatus::Failed;
+                    let msg = format!("step {}: output format processing: {msg}", st.name);
+                    st.error = Some(msg.clone());
+                    return Ok(Body {
+                        state: st,
+                        failure: Some(AwfError::new(ErrorCode::ExecutionAgentInvalidOutput, msg)),
+                        early_exit: None,
+                    });
+                }
+            },
+            Some("text") => st.output = strip_fences(output).to_owned(),
+            _ => st.output = output.to_owned(),
+        }
+        st.status = StepStatus::Completed;
+        st.exit_code = Some(0);
+        Ok(Body {
+            state: st,
+            failure: None,
+            early_exit: None,
+        })
+    }
+
+    fn mocked(&self, mut st: StepState, mock: &std::collections::BTreeMap<String, String>) -> Body {
+        let get = |k: &str| {
+            mock.iter()
+                .find(|(field, _)| field.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.clone())
+        };
+        st.output = get("output").unwrap_or_default();
+        st.stderr = get("stderr").unwrap_or_default();
+        st.completed_at = Some(SystemTime::now());
+        st.tokens = TokenUsage::default();
+        let failed = get("status").is_some_and(|s| s.eq_ignore_ascii_case("failed"));
+        if failed {
+            st.status = StepStatus::Failed;
+            st.error = Some(format!("step {}: mocked failure", st.name));
+            let e = AwfError::new(
+                ErrorCode::ExecutionAgentFailed,
+                format!("step {}: mocked failure", st.name),
+            );
+            return Body {
+                state: st,
+                failure: Some(e),
+                early_exit: None,
+            };
+        }
+        if let Ok(v) = serde_json::from_str::<Value>(st.output.trim())
+            && (v.is_object() || v.is_array())
+        {
+            st.json = Some(v);
+        }
+        st.status = StepStatus::Completed;
+        st.exit_code = Some(0);
+        Body {
+            state: st,
+            failure: None,
+            early_exit: None,
+        }
+    }
+
+    /// Streams agent chunks into the run's events (masked).
+    fn agent_callback(&self, name: &str, at: At<'_>) -> AgentCallback {
+        let emitter = Arc::clone(&self.emitter);
+        let masker = self.masker.clone();
+        let step = name.to_owned();
+        let path = format!("{}{name}", at.prefix);
+        let iteration = at.iteration();
+        Arc::new(move |chunk: AgentChunk| {
+            let event = match chunk {
+                AgentChunk::Message(t) => RunEvent::AgentMessageChunk {
+                    step: step.clone(),
+                    text: masker.mask(&t).into_owned(),
+                },
+                AgentChunk::Thought(t) => RunEvent::AgentThoughtChunk {
+                    step: step.clone(),
+                    text: masker.mask(&t).into_owned(),
+                },
+                AgentChunk::ToolCall {
+                    id,
+                    name,
+                    mut input,
+                } => {
+                    masker.mask_json(&mut input);
+                    RunEvent::ToolCall {
+                        step: step.clone(),
+                        id,
+                        name,
+                        input,
+                    }
+                }
+                AgentChunk::ToolResult {
+                    id,
+                    output,
+                    is_error,
+                } => RunEvent::ToolCallResult {
+                    step: step.clone(),
+                    id,
+                    output: masker.mask(&output).into_owned(),
+                    is_error,
+                },
+            };
+            emitter.emit(&path, iteration, event);
+        })
+    }
+
+    /// `mode: conversation`: the first turn sends the prompt; each later turn is a line the
+    /// user types (an `InputRequired` event answered through the run session). An empty line,
+    /// EOF, `exit` or `quit` ends it.
+    #[allow(clippy::too_many_arguments)]
+    async fn conversation(
+        &self,
+        state: &State,
+        step: &AgentStep,
+        prepared: Prepared,
+        provider: Arc<dyn awf_domain::ports::AgentProvider>,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> Result<Body, AwfError> {
+        let name = state.name.as_str();
+        let mut st = StepState::running(name, SystemTime::now());
+        let mut session = prepared.session.clone().unwrap_or_default();
+        let mut message = prepared.prompt.clone();
+        let mut tokens = TokenUsage::default();
+        let last = loop {
+            let request = AgentRequest {
+                prompt: message.clone(),
+                system_prompt: prepared.system_prompt.clone(),
+                options: prepared.options.clone(),
+                session: Some(session.clone()),
+                dir: Some(self.working_dir.clone()),
+                timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                env: self.exported.clone(),
+            };
+            let resp = match provider
+                .execute(request, Some(self.agent_callback(name, at)), token.clone())
+                .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    st.status = if self.cancel.token.is_cancelled() {
+                        StepStatus::Cancelled
+                    } else {
+                        StepStatus::Failed
+                    };
+                    st.completed_at = Some(SystemTime::now());
+                    st.error = Some(e.message().to_owned());
+                    st.session = Some(session);
+                    return Ok(Body {
+                        state: st,
+                        failure: Some(e),
+                        early_exit: None,
+                    });
+                }
+            };
+            tokens.input += resp.tokens.input;
+            tokens.output += resp.tokens.output;
+            tokens.total += resp.tokens.total;
+            tokens.estimated |= resp.tokens.estimated;
+            session = resp.session.unwrap_or_else(|| {
+                let mut s = session.clone();
+                s.turns.push(Turn {
+                    role: Role::User,
+                    content: message.clone(),
+                });
+                s.turns.push(Turn {
+                    role: Role::Assistant,
+                    content: resp.output.clone(),
+                });
+                s
+            });
+            st.response = resp.response;
+            let reply = self.ask(name, at, "> ", token).await;
+            match reply {
+                Some(line) if !matches!(line.trim(), "" | "exit" | "quit") => message = line,
+                _ => break resp.output,
+            }
+        };
+        st.tokens = tokens;
+        st.session = Some(session);
+        self.finish_agent(st, step, &last)
+    }
+
+    /// Asks the front-end for a line; `None` on EOF, cancel or a closed session.
+    async fn ask(
+        &self,
+        step: &str,
+        at: At<'_>,
+        prompt: &str,
+        token: &CancellationToken,
+    ) -> Option<String> {
+        let (request_id, rx) = self.interaction.request();
+        self.emitter.emit(
+            &format!("{}{step}", at.prefix),
+            at.iteration(),
+            RunEvent::InputRequired {
+                step: step.to_owned(),
+                request_id,
+                prompt: prompt.to_owned(),
+            },
+        );
+        tokio::select! {
+            r = rx => r.ok().flatten(),
+            () = token.cancelled() => None,
+        }
+    }
+
+    /// Everything an agent call needs, resolved from the step definition.
+    fn prepare_agent(
+        &self,
+        state: &State,
+        step: &AgentStep,
+        frame: Option<&LoopFrame>,
+    ) -> Result<Prepared, AwfError> {
+        let tpl = |what: &str, text: &str| {
+            self.render(text, frame, None).map_err(|e| {
+                AwfError::new(
+                    ErrorCode::ExecutionTemplateFailed,
+                    format!("resolve {what}: {e}"),
+                )
+            })
+        };
+        let provider = tpl("provider", &step.provider)?.trim().to_owned();
+        let mut prompt = match (&step.prompt, &step.prompt_file) {
+            (Some(p), _) => tpl("prompt", p)?,
+            (None, Some(f)) => {
+                let path = self.resolve_file(&tpl("prompt_file", f)?);
+                let text = read_limited(&path, "prompt file")?;
+                tpl("prompt file contents", &text)?
+            }
+            (None, None) => String::new(),
+        };
+        if prompt.trim().is_empty() {
+            return Err(AwfError::new(
+                ErrorCode::WorkflowValidationInvalidState,
+                "prompt cannot be empty",
+            ));
+        }
+        if !step.skills.is_empty() {
+            let mut blocks = Vec::new();
+            for s in &step.skills {
+                blocks.push(self.skill_block(s)?);
+            }
+            prompt = format!("{}\n\n{prompt}", blocks.join("\n\n"));
+        }
+        let role = match &step.role {
+            Some(r) => Some(self.role_text(&tpl("role", r)?)?),
+            None => None,
+        };
+        let system = match (&step.system_prompt, &step.options.get("system_prompt")) {
+            (Some(s), _) => Some(tpl("system_prompt", s)?),
+            (None, Some(Value::String(s))) => Some(tpl("system_prompt", s)?),
+            _ => None,
+        };
+        let system_prompt = match (role, system) {
+            (Some(r), Some(s)) => Some(format!("{r}\n\n{s}")),
+            (Some(r), None) => Some(r),
+            (None, s) => s,
+        };
+        let mut options = serde_json::Map::new();
+        for (k, v) in &step.options {
+            if k == "system_prompt" {
+                continue;
+            }
+            options.insert(k.clone(), self.render_json(v, frame)?);
+        }
+        if !options.contains_key("output_format") {
+            options.insert(
+                "output_format".into(),
+                Value::String(step.output_format.clone().unwrap_or_else(|| "text".into())),
+            );
+        }
+        let session = match &step.conversation {
+            None => None,
+            Some(c) => match &c.continue_from {
+                None => Some(AgentSession::default()),
+                Some(from) => {
+                    let states = lock(&self.states);
+                    let Some(prev) = states.get(from) else {
+                        return Err(AwfError::new(
+                            ErrorCode::WorkflowValidationMissingState,
+                            format!("continue_from: step \"{from}\" has not run yet"),
+                        ));
+                    };
+                    let Some(sess) = prev.session.clone() else {
+                        return Err(AwfError::new(
+                            ErrorCode::WorkflowValidationInvalidState,
+                            format!(
+                                "continue_from: step \"{from}\" has no conversation state (add `conversation: {{}}` to it)"
+                            ),
+                        ));
+                    };
+                    Some(sess)
+                }
+            },
+        };
+        if let Some(ctx) = step
+            .conversation
+            .as_ref()
+            .and_then(|c| c.inject_context.as_ref())
+        {
+            let ctx = tpl("inject_context", ctx)?;
+            if !ctx.trim().is_empty() {
+                prompt = format!("{ctx}\n\n{prompt}");
+            }
+        }
+        let _ = state;
+        Ok(Prepared {
+            provider,
+            prompt,
+            system_prompt,
+            options,
+            session,
+        })
+    }
+
+    /// Interpolates every string inside an option value.
+    fn render_json(&self, v: &Value, frame: Option<&LoopFrame>) -> Result<Value, AwfError> {
+        Ok(match v {
+            Value::String(s) => Value::String(self.render(s, frame, None).map_err(|e| {
+                AwfError::new(
+                    ErrorCode::ExecutionTemplateFailed,
+                    format!("resolve options: {e}"),
+                )
+            })?),
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .map(|x| self.render_json(x, frame))
+                    .collect::<Result<_, _>>()?,
+            ),
+            Value::Object(o) => {
+                let mut m = serde_json::Map::new();
+                for (k, x) in o {
+                    m.insert(k.clone(), self.render_json(x, frame)?);
+                }
+                Value::Object(m)
+            }
+            other => other.clone(),
+        })
+    }
+
+    fn search_dirs(
+        &self,
+        env_key: &str,
+        local: &[&str],
+        global_key: &str,
+        home: &[&str],
+    ) -> Vec<PathBuf> {
+        if let Some(list) = self.env.get(env_key).filter(|v| !v.is_empty()) {
+            return std::env::split_paths(list).collect();
+        }
+        let mut dirs: Vec<PathBuf> = local.iter().map(|l| self.working_dir.join(l)).collect();
+        if let Some(g) = self.svc.awf_dirs.get(global_key) {
+            dirs.push(PathBuf::from(g));
+        }
+        if let Some(h) = self.env.get("HOME") {
+            dirs.extend(home.iter().map(|x| Path::new(h).join(x)));
+        }
+        dirs
+    }
+
+    /// Renders one skill (`<name>/SKILL.md` in the skills search path, or a path). Source:
+    /// spec/workflow.md §1.13.
+    fn skill_block(&self, skill: &str) -> Result<String, AwfError> {
+        let dir = if is_path_ref(skill) {
+            let p = self.resolve_file(skill);
+            if p.is_file() {
+                p.parent().map(Path::to_path_buf).unwrap_or(p)
+            } else {
+                p
+            }
+        } else {
+            let dirs = self.search_dirs(
+                "AWF_SKILLS_PATH",
+                &[".awf/skills", ".agents/skills", ".claude/skills"],
+                "skills_dir",
+                &[".agents/skills", ".claude/skills"],
+            );
+            dirs.iter()
+                .map(|d| d.join(skill))
+                .find(|d| d.is_dir())
+                .ok_or_else(|| {
+                    AwfError::new(
+                        ErrorCode::UserInputMissingSkill,
+                        format!("skill \"{skill}\" not found"),
+                    )
+                    .with_hint(format!(
+                        "create <skills dir>/{skill}/SKILL.md in one of: {}",
+                        join_dirs(&dirs)
+                    ))
+                })?
+        };
+        let file = dir.join("SKILL.md");
+        let content = strip_front_matter(&read_limited(&file, "skill").map_err(|e| {
+            AwfError::new(ErrorCode::UserInputMissingSkill, e.message().to_owned())
+        })?)
+        .to_owned();
+        let abs = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+        let mut out = format!(
+            "<skill_content name=\"{}\">\n{}\n\nSkill directory: {}\nRelative paths in this skill are relative to the skill directory.",
+            abs.file_name()
+                .map_or_else(|| skill.to_owned(), |n| n.to_string_lossy().into_owned()),
+            content.trim(),
+            abs.display()
+        );
+        let mut files = Vec::new();
+        collect_files(&abs, &abs, 0, &mut files);
+        files.sort();
+        if !files.is_empty() {
+            out.push_str("\n<skill_resources>\n");
+            for f in files {
+                out.push_str(&format!("<file>{f}</file>\n"));
+            }
+            out.push_str("</skill_resources>");
+        }
+        out.push_str("\n</skill_content>");
+        Ok(out)
+    }
+
+    /// Content of a role (`<name>/AGENTS.md`, or a path to the directory or the file).
+    fn role_text(&self, role: &str) -> Result<String, AwfError> {
+        if role.split(['/', '\\']).any(|c| c == "..") {
+            return Err(AwfError::new(
+                ErrorCode::UserInputMissingRole,
+                format!("role \"{role}\" must not contain '..'"),
+            ));
+        }
+        let file = if is_path_ref(role) {
+            let p = self.resolve_file(role);
+            if p.is_dir() { p.join("AGENTS.md") } else { p }
+        } else {
+            let dirs = self.search_dirs(
+                "AWF_ROLES_PATH",
+                &[".awf/roles", ".agents/roles"],
+                "roles_dir",
+                &[".agents/roles"],
+            );
+            dirs.iter()
+                .map(|d| d.join(role).join("AGENTS.md"))
+                .find(|f| f.is_file())
+                .ok_or_else(|| {
+                    AwfError::new(
+                        ErrorCode::UserInputMissingRole,
+                        format!("role \"{role}\" not found"),
+                    )
+                    .with_hint(format!(
+                        "create <roles dir>/{role}/AGENTS.md in one of: {}",
+                        join_dirs(&dirs)
+                    ))
+                })?
+        };
+        let text = read_limited(&file, "role")
+            .map_err(|e| AwfError::new(ErrorCode::UserInputMissingRole, e.message().to_owned()))?;
+        let body = strip_front_matter(&text).trim().to_owned();
+        if body.is_empty() {
+            return Err(AwfError::new(
+                ErrorCode::UserInputMissingRole,
+                format!("role file {} is empty", file.display()),
+            ));
+        }
+        Ok(body)
+    }
+}
+
+/// A resolved agent call.
+#[derive(Debug, Clone)]
+struct Prepared {
+    provider: String,
+    prompt: String,
+    system_prompt: Option<String>,
+    options: serde_json::Map<String, Value>,
+    session: Option<AgentSession>,
+}
+
+fn is_path_ref(s: &str) -> bool {
+    s.contains('/') || s.contains('\\') || s.starts_with('.') || s.starts_with('~')
+}
+
+fn join_dirs(dirs: &[PathBuf]) -> String {
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn read_limited(path: &Path, what: &str) -> Result<String, AwfError> {
+    let meta = std::fs::metadata(path).map_err(|_| {
+        AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("{what} not found: {}", path.display()),
+        )
+    })?;
+    if meta.is_dir() {
+        return Err(AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("{what} is a directory: {}", path.display()),
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(AwfError::new(
+            ErrorCode::UserInputInvalidFormat,
+            format!("{what} exceeds 1MB limit: {}", path.display()),
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| {
+        AwfError::new(
+            ErrorCode::SystemIoReadFailed,
+            format!("read {}: {e}", path.display()),
+        )
+    })
+}
+
+/// Drops a leading `---` YAML front matter block.
+fn strip_front_matter(text: &str) -> &str {
+    let t = text.trim_start_matches('\u{feff}');
+    if let Some(rest) = t
+        .strip_prefix("---\n")
+        .or_else(|| t.strip_prefix("---\r\n"))
+        && let Some(end) = rest.find("\n---")
+    {
+        let after = &rest[end + 4..];
+        return after
+            .strip_prefix('\n')
+            .or_else(|| after.strip_prefix("\r\n"))
+            .unwrap_or(after);
+    }
+    t
+}
+
+/// Files of a skill directory (≤ 4 levels, minus SKILL.md, `.git`, `node_modules`), as
+/// relative paths.
+fn collect_files(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) {
+    if depth > 4 || out.len() > 500 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == ".git" || name == "node_modules" {
+            continue;
+        }
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            collect_files(root, &p, depth + 1, out);
+        } else if !(depth == 0 && name == "SKILL.md")
+            && let Ok(rel) = p.strip_prefix(root)
+        {
+            out.push(rel.display().to_string());
+        }
+    }
+}
+
+/// Strips one outer Markdown code fence (```` ```lang\n…\n``` ````). Source: spec §1.14.
+pub(crate) fn strip_fences(text: &str) -> &str {
+    let t = text.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return text;
+    };
+    let Some(body) = rest.strip_suffix("```") else {
+        return text;
+    };
+    match body.find('\n') {
+        Some(nl) => body[nl + 1..].trim_end_matches(['\n', '\r']),
+        None => body,
+    }
+}
+
+/// `output_format: json`: strip fences, parse; else the first ```` ```json ```` block.
+pub(crate) fn parse_json_output(text: &str) -> Result<(String, Value), String> {
+    let stripped = strip_fences(text).trim();
+    match serde_json::from_str::<Value>(stripped) {
+        Ok(v) => Ok((stripped.to_owned(), v)),
+        Err(first) => {
+            if let Some(start) = text.find("```json") {
+                let after = &text[start + 7..];
+                if let Some(end) = after.find("```") {
+                    let block = after[..end].trim();
+                    if let Ok(v) = serde_json::from_str::<Value>(block) {
+                        return Ok((block.to_owned(), v));
+                    }
+                }
+            }
+            let preview: String = text.chars().take(200).collect();
+            Err(format!("invalid JSON: {first} (content: {preview})"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn fences_and_json() {
+        assert_eq!(strip_fences("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(strip_fences("plain"), "plain");
+        assert_eq!(
+            parse_json_output("```\n[1,2]\n```").unwrap().1,
+            serde_json::json!([1, 2])
+        );
+        assert_eq!(
+            parse_json_output("Here you go:\n```json\n{\"ok\":true}\n```\nbye")
+                .unwrap()
+                .1,
+            serde_json::json!({"ok": true})
+        );
+        let e = parse_json_output("not json").unwrap_err();
+        assert!(e.starts_with("invalid JSON: "), "{e}");
+        assert!(e.ends_with("(content: not json)"), "{e}");
+    }
+
+    #[test]
+    fn front_matter() {
+        assert_eq!(strip_front_matter("---\nname: x\n---\nbody\n"), "body\n");
+        assert_eq!(strip_front_matter("no front matter"), "no front matter");
+    }
+}
