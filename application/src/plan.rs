@@ -525,6 +525,7 @@ impl Planner<'_> {
             },
             StateKind::Loop(l) => {
                 let max_iterations = match &l.max_iterations {
+                    MaxIterations::Static(0) => "default".to_owned(),
                     MaxIterations::Static(n) => n.to_string(),
                     MaxIterations::Dynamic(t) => self.render(t),
                 };

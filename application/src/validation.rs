@@ -55,6 +55,7 @@ pub fn validate_workflow(
     diagnostics.extend(validate::while_never_true(&loaded.workflow));
     diagnostics.extend(validate::missing_env(&loaded.workflow, env));
     diagnostics.extend(routing_warnings(&loaded.workflow));
+    diagnostics.extend(missing_children(services, &loaded.workflow));
     for d in &mut diagnostics {
         d.locate(&loaded.source_map);
     }
@@ -128,6 +129,35 @@ pub(crate) fn run_warnings(
             msg.push_str(&format!(" (did you mean '{c}'?)"));
         }
         out.push(msg);
+    }
+    out
+}
+
+/// `call_workflow` targets that cannot be loaded (not found, or invalid).
+fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, st) in &wf.states {
+        let StateKind::CallWorkflow(c) = &st.kind else {
+            continue;
+        };
+        if c.workflow.contains("{{") {
+            continue;
+        }
+        if let Err(e) = services.repository.load(&c.workflow, Some(&wf.source.dir)) {
+            let mut d = Diagnostic::error(
+                ErrorCode::WorkflowValidationInvalidReference,
+                format!("states.{name}.workflow"),
+                format!(
+                    "sub-workflow \"{}\" cannot be loaded: {}",
+                    c.workflow,
+                    e.message()
+                ),
+            );
+            if let Some(h) = e.hints().first() {
+                d = d.with_hint(h.clone());
+            }
+            out.push(d);
+        }
     }
     out
 }

@@ -249,6 +249,7 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                 }
             }
             if let MaxIterations::Static(n) = l.max_iterations
+                && n != 0
                 && !(1..=MAX_ITERATIONS_LIMIT).contains(&n)
             {
                 out.push(invalid_state(

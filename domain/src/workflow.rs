@@ -396,7 +396,8 @@ pub enum LoopOver {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MaxIterations {
-    /// A literal (1..=10000).
+    /// A literal (1..=10000); 0 = not given: a for_each runs every item (up to 10000), a
+    /// while loop stops after [`DEFAULT_MAX_ITERATIONS`].
     Static(u32),
     /// A template, interpolated at loop start, then an integer or arithmetic.
     Dynamic(String),

@@ -570,3 +570,72 @@ fn streamed_output_without_a_final_newline_does_not_run_into_the_next_line() {
         .unwrap();
     assert_eq!(r.stdout, "[OUT] one\n[OUT] two\n");
 }
+
+// ---- regressions found by an adversarial trial ----------------------------------------------
+
+#[test]
+fn for_each_without_max_iterations_runs_every_item() {
+    let r = sandbox().run(&["run", "foreach-150", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(state(&doc, "l")["output"], json!("completed 150 iterations"));
+    assert_eq!(state(&doc, "b")["output"], json!("150/150\n"));
+}
+
+#[test]
+fn extreme_numbers_do_not_panic() {
+    let r = sandbox().run(&["run", "extreme-numbers", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("handled"));
+    assert_eq!(state(&doc, "a")["output"], json!("a\n"));
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+#[test]
+fn a_missing_sub_workflow_is_a_routable_step_failure() {
+    let r = sandbox().run(&["run", "missing-child", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("handled"));
+    assert_eq!(state(&doc, "c")["status"], json!("failed"));
+    assert!(state(&doc, "c")["error"].as_str().unwrap().contains("no-such-child"), "{doc}");
+}
+
+#[test]
+fn a_second_signal_stops_a_hanging_cancel_hook() {
+    let sb = sandbox();
+    let mut child = sb
+        .cmd(&["run", "stubborn-cancel-hook", "-o", "streaming"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "[OUT] started");
+    let t0 = Instant::now();
+    let kill = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .unwrap()
+    };
+    assert!(kill("-INT").success());
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(kill("-INT").success());
+    let code = child.wait().unwrap().code();
+    assert!(t0.elapsed() < Duration::from_secs(20), "hook was not stopped");
+    assert_eq!(code, Some(130));
+    let leftover = std::process::Command::new("pgrep").args(["-f", "^sleep 14[23]$"]).output().unwrap();
+    assert!(leftover.stdout.is_empty(), "left behind: {}", String::from_utf8_lossy(&leftover.stdout));
+}
+
+#[test]
+fn json_format_reports_flag_errors_as_one_json_object() {
+    let r = sandbox().run(&["run", "unrouted", "-f", "json", "--bogus"]).unwrap();
+    assert_eq!(r.code, 1);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], json!("USER.INPUT.INVALID_FORMAT"));
+    assert_eq!(doc["run_id"], Value::Null);
+}

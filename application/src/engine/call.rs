@@ -97,13 +97,19 @@ impl Run {
                 format!("step {name}: maximum sub-workflow nesting depth ({MAX_DEPTH}) exceeded"),
             ));
         }
-        let loaded = self
+        let loaded = match self
             .svc
             .repository
             .load(&call.workflow, Some(&self.wf.source.dir))
-            .map_err(|e| {
-                e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow))
-            })?;
+        {
+            Ok(l) => l,
+            Err(e) => {
+                return fail(
+                    st,
+                    e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow)),
+                );
+            }
+        };
         let child_wf = loaded.workflow;
         let child_id = identity(&child_wf);
         if self.call_stack.contains(&child_id) {
@@ -131,7 +137,11 @@ impl Run {
         problems.retain(|d| d.severity == Severity::Error);
         if let Some(first) = problems.first_mut() {
             first.locate(&loaded.source_map);
-            return Err(first.to_error());
+            let e = first.to_error();
+            return fail(
+                st,
+                e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow)),
+            );
         }
         let mut child_inputs = Vec::new();
         for (k, v) in &call.inputs {
@@ -188,6 +198,7 @@ impl Run {
             cancel: CancelState {
                 token: child_token.clone(),
                 reason: Arc::default(),
+                force: self.cancel.force.clone(),
             },
             call_stack,
             inherited_secrets: self.masker.clone(),

@@ -41,10 +41,11 @@ impl Run {
         let mut st = StepState::running(&state.name, SystemTime::now());
         st.attempts = 1;
         let group = token.child_token();
+        let branches = p.branches.len().max(1);
         let limit = if p.max_concurrent == 0 {
-            p.branches.len().max(1)
+            branches
         } else {
-            p.max_concurrent
+            p.max_concurrent.min(branches)
         };
         let sem = Arc::new(Semaphore::new(limit));
         let mut running = FuturesUnordered::new();
@@ -188,7 +189,7 @@ impl Run {
                 early_exit: None,
             })
         };
-        let max = match self.max_iterations(&l.max_iterations, at.frame) {
+        let max = match self.max_iterations(&l.max_iterations, &l.over, at.frame) {
             Ok(m) => m,
             Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
         };
@@ -200,6 +201,21 @@ impl Run {
             LoopOver::While(_) => None,
         };
         let length = items.as_ref().map(|v| v.len().min(max as usize));
+        if let Some(v) = &items
+            && v.len() > max as usize
+        {
+            self.log(
+                Some(name),
+                LogLevel::Warn,
+                &format!(
+                    "for_each {name} has {} items but max_iterations is {max}: the last {} are skipped",
+                    v.len(),
+                    v.len() - max as usize
+                ),
+                &format!("{}{name}", at.prefix),
+                at.iteration(),
+            );
+        }
         let mut iterations = 0usize;
         let mut early_exit = None;
         let mut hit_max = false;
@@ -360,10 +376,18 @@ impl Run {
     fn max_iterations(
         &self,
         m: &MaxIterations,
+        over: &LoopOver,
         frame: Option<&LoopFrame>,
     ) -> Result<u32, AwfError> {
         let value = match m {
-            MaxIterations::Static(0) => return Ok(DEFAULT_MAX_ITERATIONS),
+            // Not given: a for_each runs all its items (up to the hard limit); a while loop
+            // stops after the default.
+            MaxIterations::Static(0) => {
+                return Ok(match over {
+                    LoopOver::Items(_) => MAX_ITERATIONS_LIMIT,
+                    LoopOver::While(_) => DEFAULT_MAX_ITERATIONS,
+                });
+            }
             MaxIterations::Static(n) => i64::from(*n),
             MaxIterations::Dynamic(t) => {
                 let text = self.render(t, frame, None).map_err(|e| {

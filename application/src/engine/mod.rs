@@ -91,15 +91,21 @@ impl Emitter {
 pub(crate) struct CancelState {
     pub(crate) token: CancellationToken,
     pub(crate) reason: Arc<Mutex<Option<CancelReason>>>,
+    /// Fired by a second cancel: stops the cleanup hooks (`workflow_cancel`, …) too.
+    pub(crate) force: CancellationToken,
 }
 
 impl CancelState {
+    /// First call: cancels the run (hooks still run). Second call: also stops those hooks.
     pub(crate) fn cancel(&self, reason: CancelReason) {
         let mut r = lock(&self.reason);
         if r.is_none() {
             *r = Some(reason);
         }
         drop(r);
+        if self.token.is_cancelled() {
+            self.force.cancel();
+        }
         self.token.cancel();
     }
 
@@ -560,8 +566,8 @@ impl Run {
     }
 
     async fn after_hooks(&self, ending: Ending) -> Ending {
-        // End hooks run with a fresh, non-cancelled token.
-        let fresh = CancellationToken::new();
+        // End hooks run even after a cancel; only a second cancel stops them.
+        let fresh = self.cancel.force.clone();
         let (actions, error_info) = match ending.status {
             RunStatus::Success => (&self.wf.hooks.workflow_end, None),
             RunStatus::Cancelled => (&self.wf.hooks.workflow_cancel, None),

@@ -113,7 +113,7 @@ impl Run {
             let deadline = state
                 .timeout
                 .filter(|t| !t.is_zero())
-                .map(|t| Instant::now() + t);
+                .and_then(|t| Instant::now().checked_add(t));
             if !state.hooks.pre.is_empty()
                 && let Err(e) = self
                     .run_hooks(&state.hooks.pre, Some(name), frame, None, token)
@@ -130,42 +130,49 @@ impl Run {
             if token.is_cancelled() {
                 return Err(cancelled(name));
             }
-            let body = match &state.kind {
-                StateKind::Command(cmd) => {
-                    self.command_with_retry(state, cmd, at, deadline, token)
-                        .await
-                }
-                StateKind::CallWorkflow(call) => {
-                    self.call_with_retry(state, call, at, deadline, token)
-                        .await?
-                }
+            let started = SystemTime::now();
+            let body: Result<Body, AwfError> = match &state.kind {
+                StateKind::Command(cmd) => Ok(self.command_with_retry(state, cmd, at, deadline, token).await),
+                StateKind::CallWorkflow(call) => self.call_with_retry(state, call, at, deadline, token).await,
                 StateKind::Parallel(p) => {
                     let step_token = token.child_token();
                     let fut = self.run_parallel(state, p, at, &step_token);
-                    self.with_deadline(state, fut, deadline, &step_token)
-                        .await?
+                    self.with_deadline(state, fut, deadline, &step_token).await
                 }
                 StateKind::Loop(l) => {
                     let step_token = token.child_token();
                     let fut = self.run_loop(state, l, at, &step_token);
-                    self.with_deadline(state, fut, deadline, &step_token)
-                        .await?
+                    self.with_deadline(state, fut, deadline, &step_token).await
                 }
-                StateKind::Agent(a) => self.agent_with_retry(state, a, at, deadline, token).await?,
-                StateKind::Operation(_) => {
-                    return Err(AwfError::new(
-                        ErrorCode::ExecutionStepUnavailable,
-                        format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
-                    )
-                    .with_detail("state", name)
-                    .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet"));
-                }
+                StateKind::Agent(a) => self.agent_with_retry(state, a, at, deadline, token).await,
+                StateKind::Operation(_) => Err(AwfError::new(
+                    ErrorCode::ExecutionStepUnavailable,
+                    format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
+                )
+                .with_detail("state", name)
+                .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet")),
                 StateKind::Terminal(_) => {
                     return Ok(StepExit {
                         next: Some(name.to_owned()),
                         failure: None,
                         succeeded: true,
                     });
+                }
+            };
+            let body = match body {
+                Ok(b) => b,
+                Err(e) => {
+                    // A hard error still leaves a record of the state in the run result.
+                    let mut st = StepState::running(name, started);
+                    st.completed_at = Some(SystemTime::now());
+                    st.status = if e.code() == ErrorCode::ExecutionRunCancelled {
+                        StepStatus::Cancelled
+                    } else {
+                        StepStatus::Failed
+                    };
+                    st.error = Some(e.message().to_owned());
+                    self.record(st, kind, &path, at.iteration());
+                    return Err(e);
                 }
             };
             let cancelled_now = body.state.status == StepStatus::Cancelled;
@@ -380,7 +387,9 @@ impl Run {
         deadline: Option<Instant>,
         token: &CancellationToken,
     ) -> bool {
-        let until = Instant::now() + wait;
+        let Some(until) = Instant::now().checked_add(wait) else {
+            return false;
+        };
         if deadline.is_some_and(|d| until >= d) {
             return false;
         }

@@ -783,11 +783,11 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
     };
     let body = f.string_list("body", d);
     let max_iterations = match f.take("max_iterations") {
-        None => MaxIterations::Static(DEFAULT_MAX_ITERATIONS),
+        None => MaxIterations::Static(0),
         Some(n) => {
             let mpath = f.child("max_iterations");
             match n.scalar() {
-                Some(Scalar::Int(0)) => MaxIterations::Static(DEFAULT_MAX_ITERATIONS),
+                Some(Scalar::Int(0)) => MaxIterations::Static(0),
                 Some(Scalar::Int(i)) if i < 0 => {
                     d.invalid(
                         &mpath,

@@ -34,13 +34,26 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            // --help / --version print to stdout and succeed; usage errors exit 1.
+            // --help / --version print to stdout and succeed; usage errors exit 1 (with the
+            // run-result object on stdout when `-f json` was asked for).
+            if e.use_stderr() && wants_json(std::env::args().skip(1)) {
+                let err = awf_domain::AwfError::new(
+                    awf_domain::ErrorCode::UserInputInvalidFormat,
+                    e.render().to_string().trim().to_owned(),
+                )
+                .with_hint("run `awf --help` for the accepted flags");
+                json_out::print(&json_out::failure_result("", &err));
+                return ExitCode::from(1);
+            }
             let _ = e.print();
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
     let ctx = Ctx::from_cli(&cli);
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Two workers: signal handling and the event printer stay responsive while a worker is
+    // busy rendering a large template or evaluating an expression.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build();
     let outcome = match runtime {
@@ -60,6 +73,17 @@ fn main() -> ExitCode {
         ),
     };
     ExitCode::from(errors::exit_code(&outcome))
+}
+
+/// Whether the raw arguments ask for `-f json` (`-f json`, `--format json`, `--format=json`,
+/// `-fjson`), looked at when clap could not parse them.
+fn wants_json(args: impl Iterator<Item = String>) -> bool {
+    let args: Vec<String> = args.collect();
+    args.iter().enumerate().any(|(i, a)| {
+        matches!(a.as_str(), "-f" | "--format") && args.get(i + 1).is_some_and(|n| n == "json")
+            || a == "--format=json"
+            || a == "-fjson"
+    })
 }
 
 /// Dispatches one command; failures not yet shown are reported here.

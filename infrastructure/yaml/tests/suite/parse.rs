@@ -360,7 +360,7 @@ fn loops_items_while_and_max_iterations() {
         StateKind::Loop(LoopStep {
             over: LoopOver::Items(r#"["a.txt",{"n":1},3]"#.into()),
             body: vec!["b".into()],
-            max_iterations: MaxIterations::Static(100),
+            max_iterations: MaxIterations::Static(0),
             break_when: Some("states.b.Output == 'x'".into()),
             on_complete: Some("w".into()),
         })
