@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite. Installs what the tests need by itself:
 #   - PyYAML for the shared conformance runner (../shared/conformance/run.py), into .cache/py
+#   - the pinned agent CLIs (claude, codex, gemini, opencode) from npm, into .cache/npm
 # then builds the `awf` binary the end-to-end tests drive and runs every test
 # (cargo nextest when installed, else cargo test).
 set -euo pipefail
@@ -13,6 +14,8 @@ if ! python3 -c 'import yaml' 2>/dev/null; then
   echo "installing PyYAML into $cache/py"
   python3 -m pip install --quiet --disable-pip-version-check --target "$cache/py" 'pyyaml==6.0.2'
 fi
+
+./scripts/install-agents.sh
 
 cargo build --locked -p awf
 if cargo nextest --version >/dev/null 2>&1; then

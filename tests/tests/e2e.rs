@@ -575,16 +575,23 @@ fn streamed_output_without_a_final_newline_does_not_run_into_the_next_line() {
 
 #[test]
 fn for_each_without_max_iterations_runs_every_item() {
-    let r = sandbox().run(&["run", "foreach-150", "-f", "json"]).unwrap();
+    let r = sandbox()
+        .run(&["run", "foreach-150", "-f", "json"])
+        .unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let doc = r.json().unwrap();
-    assert_eq!(state(&doc, "l")["output"], json!("completed 150 iterations"));
+    assert_eq!(
+        state(&doc, "l")["output"],
+        json!("completed 150 iterations")
+    );
     assert_eq!(state(&doc, "b")["output"], json!("150/150\n"));
 }
 
 #[test]
 fn extreme_numbers_do_not_panic() {
-    let r = sandbox().run(&["run", "extreme-numbers", "-f", "json"]).unwrap();
+    let r = sandbox()
+        .run(&["run", "extreme-numbers", "-f", "json"])
+        .unwrap();
     assert_eq!(r.code, 3, "{}", r.stderr);
     let doc = r.json().unwrap();
     assert_eq!(doc["terminal"], json!("handled"));
@@ -594,12 +601,20 @@ fn extreme_numbers_do_not_panic() {
 
 #[test]
 fn a_missing_sub_workflow_is_a_routable_step_failure() {
-    let r = sandbox().run(&["run", "missing-child", "-f", "json"]).unwrap();
+    let r = sandbox()
+        .run(&["run", "missing-child", "-f", "json"])
+        .unwrap();
     assert_eq!(r.code, 3);
     let doc = r.json().unwrap();
     assert_eq!(doc["terminal"], json!("handled"));
     assert_eq!(state(&doc, "c")["status"], json!("failed"));
-    assert!(state(&doc, "c")["error"].as_str().unwrap().contains("no-such-child"), "{doc}");
+    assert!(
+        state(&doc, "c")["error"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-child"),
+        "{doc}"
+    );
 }
 
 #[test]
@@ -625,17 +640,38 @@ fn a_second_signal_stops_a_hanging_cancel_hook() {
     std::thread::sleep(Duration::from_millis(700));
     assert!(kill("-INT").success());
     let code = child.wait().unwrap().code();
-    assert!(t0.elapsed() < Duration::from_secs(20), "hook was not stopped");
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "hook was not stopped"
+    );
     assert_eq!(code, Some(130));
-    let leftover = std::process::Command::new("pgrep").args(["-f", "^sleep 14[23]$"]).output().unwrap();
-    assert!(leftover.stdout.is_empty(), "left behind: {}", String::from_utf8_lossy(&leftover.stdout));
+    let leftover = std::process::Command::new("pgrep")
+        .args(["-f", "^sleep 14[23]$"])
+        .output()
+        .unwrap();
+    assert!(
+        leftover.stdout.is_empty(),
+        "left behind: {}",
+        String::from_utf8_lossy(&leftover.stdout)
+    );
 }
 
 #[test]
 fn json_format_reports_flag_errors_as_one_json_object() {
-    let r = sandbox().run(&["run", "unrouted", "-f", "json", "--bogus"]).unwrap();
+    let r = sandbox()
+        .run(&["run", "unrouted", "-f", "json", "--bogus"])
+        .unwrap();
     assert_eq!(r.code, 1);
     let doc = r.json().unwrap();
     assert_eq!(doc["error"]["code"], json!("USER.INPUT.INVALID_FORMAT"));
     assert_eq!(doc["run_id"], Value::Null);
+}
+
+#[test]
+fn a_step_killed_by_a_signal_says_which() {
+    let r = sandbox().run(&["run", "killed", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3);
+    let doc = r.json().unwrap();
+    assert_eq!(state(&doc, "s")["error"], json!("step s: killed by signal 9 (SIGKILL)"));
+    assert_eq!(state(&doc, "s")["exit_code"], json!(-1));
 }

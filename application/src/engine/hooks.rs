@@ -52,6 +52,7 @@ impl Run {
                         dir: None,
                         env: Vec::new(),
                         timeout: None,
+                        capture_limit: None,
                     };
                     let out = self.svc.executor.run(spec, None, token.clone()).await?;
                     match out.termination {

@@ -462,6 +462,9 @@ impl Run {
             dir,
             env: self.exported.clone(),
             timeout: remaining,
+            capture_limit: state
+                .capture_max_size
+                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
         };
         let path = format!("{}{name}", at.prefix);
         let callback = live_output(
@@ -514,7 +517,9 @@ impl Run {
             }
             Termination::Exited => {
                 let err_text = st.stderr.trim();
-                let msg = if err_text.is_empty() {
+                let msg = if let Some(sig) = out.signal {
+                    format!("step {name}: killed by signal {sig}{}", signal_name(sig))
+                } else if err_text.is_empty() {
                     format!("step {name}: exit code {}", out.exit_code)
                 } else {
                     format!("step {name}: {}", tail(err_text, 2000))
@@ -654,6 +659,21 @@ fn tail(s: &str, max: usize) -> &str {
         start += 1;
     }
     &s[start..]
+}
+
+/// ` (SIGKILL)` for the common signals, else empty.
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        1 => " (SIGHUP)",
+        2 => " (SIGINT)",
+        3 => " (SIGQUIT)",
+        6 => " (SIGABRT)",
+        9 => " (SIGKILL)",
+        11 => " (SIGSEGV)",
+        13 => " (SIGPIPE)",
+        15 => " (SIGTERM)",
+        _ => "",
+    }
 }
 
 pub(crate) fn cancelled(step: &str) -> AwfError {

@@ -38,6 +38,11 @@ pub struct CommandSpec {
     pub env: Vec<(String, String)>,
     /// Wall-clock limit; on expiry the process group gets SIGTERM, then SIGKILL after 5 s.
     pub timeout: Option<Duration>,
+    /// Most bytes of each stream (stdout, stderr) kept in [`CommandOutput`]; `None` = the
+    /// executor's default (64 MiB per stream for the process executor). Output past the limit
+    /// is still read (the child never blocks) and still streamed to the callback, but not
+    /// kept; [`CommandOutput::truncated`] tells.
+    pub capture_limit: Option<usize>,
 }
 
 /// How the process ended.
@@ -54,7 +59,7 @@ pub enum Termination {
 /// The captured result of a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandOutput {
-    /// Exit status; −1 when killed by a signal, a timeout or a cancel.
+    /// Exit status; −1 when killed by a signal (see `signal`), a timeout or a cancel.
     pub exit_code: i32,
     /// All of stdout (UTF-8, lossy).
     pub stdout: String,
@@ -62,6 +67,12 @@ pub struct CommandOutput {
     pub stderr: String,
     /// How it ended.
     pub termination: Termination,
+    /// Whether `stdout` or `stderr` was cut at the capture limit (nothing is appended to the
+    /// text; it holds the first bytes of the stream).
+    pub truncated: bool,
+    /// The number of the signal that terminated the process (e.g. 9 for SIGKILL), when it
+    /// was killed by one: by someone else, or by the executor on timeout or cancel.
+    pub signal: Option<i32>,
 }
 
 /// Receives live output as it arrives: raw, unmasked, in arbitrary chunk sizes (the caller

@@ -142,6 +142,8 @@ impl CommandExecutor for FakeExecutor {
                 stdout: String::new(),
                 stderr: String::new(),
                 termination: Termination::Cancelled,
+                truncated: false,
+                signal: None,
             });
         }
         match answer {
@@ -163,6 +165,8 @@ impl CommandExecutor for FakeExecutor {
                     stdout,
                     stderr,
                     termination: Termination::Exited,
+                    truncated: false,
+                    signal: None,
                 })
             }
             FakeCommand::Hang => {
@@ -181,6 +185,8 @@ impl CommandExecutor for FakeExecutor {
                     stdout: String::new(),
                     stderr: String::new(),
                     termination,
+                    truncated: false,
+                    signal: None,
                 })
             }
         }

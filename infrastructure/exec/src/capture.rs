@@ -1,54 +1,89 @@
-//! Capturing one output stream: bytes kept in full, live UTF-8 chunks for the callback.
+//! Capturing one output stream: the first bytes kept (up to a cap), live UTF-8 chunks for
+//! the callback.
 
 use awf_domain::event::OutputStream;
 use awf_domain::ports::exec::OutputCallback;
 
-/// Smallest free space offered to one `read`; below it the buffer grows (doubling).
-const MIN_READ_SPACE: usize = 8 * 1024;
+/// Size of the buffer one `read` fills.
+const READ_CHUNK: usize = 64 * 1024;
 
-/// All bytes read from one pipe, plus how far they have been handed to the callback.
+/// What has been read from one pipe: the first `limit` bytes kept, the rest only counted.
 ///
 /// Chunks given to the callback never split a UTF-8 character: an incomplete sequence at the
 /// end of a read is held back until the next read (or EOF). Invalid bytes become U+FFFD exactly
-/// as [`String::from_utf8_lossy`] does, so the concatenated chunks equal the final text.
+/// as [`String::from_utf8_lossy`] does, so the concatenated chunks equal the whole stream's
+/// text, and the kept text is its prefix.
 #[derive(Debug)]
 pub(crate) struct Capture {
     stream: OutputStream,
-    buf: Vec<u8>,
-    /// Bytes `buf[..emitted]` have been passed to the callback.
-    emitted: usize,
+    /// The first bytes of the stream, at most `limit`.
+    kept: Vec<u8>,
+    limit: usize,
+    /// Bytes were dropped because `kept` was full.
+    truncated: bool,
+    /// The buffer each read fills; emptied after every read.
+    scratch: Vec<u8>,
+    /// Bytes read but not yet handed to the callback (an incomplete trailing character).
+    pending: Vec<u8>,
 }
 
 impl Capture {
-    pub(crate) fn new(stream: OutputStream) -> Self {
+    /// A capture keeping at most `limit` bytes.
+    pub(crate) fn new(stream: OutputStream, limit: usize) -> Self {
         Self {
             stream,
-            buf: Vec::new(),
-            emitted: 0,
+            kept: Vec::new(),
+            limit,
+            truncated: false,
+            scratch: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
-    /// The buffer to read into, with at least [`MIN_READ_SPACE`] bytes spare.
+    /// The (empty) buffer to read into, with room for one chunk.
     pub(crate) fn read_target(&mut self) -> &mut Vec<u8> {
-        if self.buf.capacity() - self.buf.len() < MIN_READ_SPACE {
-            self.buf.reserve(MIN_READ_SPACE.max(self.buf.len()));
-        }
-        &mut self.buf
+        self.scratch.clear();
+        self.scratch.reserve(READ_CHUNK);
+        &mut self.scratch
     }
 
-    /// Hands the newly read bytes to `cb`, holding back an incomplete trailing character unless
+    /// Takes the bytes just read into the read target: keeps what fits under the limit and,
+    /// with a callback, hands them on, holding back an incomplete trailing character unless
     /// `eof` (then it becomes U+FFFD).
-    pub(crate) fn emit(&mut self, cb: &OutputCallback, eof: bool) {
+    pub(crate) fn accept(&mut self, cb: Option<&OutputCallback>, eof: bool) {
+        let room = self.limit.saturating_sub(self.kept.len());
+        let keep = room.min(self.scratch.len());
+        if keep < self.scratch.len() {
+            self.truncated = true;
+        }
+        self.kept.extend_from_slice(&self.scratch[..keep]);
+        if let Some(cb) = cb {
+            if self.pending.is_empty() {
+                std::mem::swap(&mut self.pending, &mut self.scratch);
+            } else {
+                self.pending.extend_from_slice(&self.scratch);
+            }
+            self.scratch.clear();
+            self.emit(cb, eof);
+        } else {
+            self.scratch.clear();
+        }
+    }
+
+    /// Hands the pending bytes to `cb`, holding back an incomplete trailing character unless
+    /// `eof`.
+    fn emit(&mut self, cb: &OutputCallback, eof: bool) {
+        let mut done = 0usize;
         loop {
-            let rest = &self.buf[self.emitted..];
+            let rest = &self.pending[done..];
             if rest.is_empty() {
-                return;
+                break;
             }
             match std::str::from_utf8(rest) {
                 Ok(s) => {
                     cb(self.stream, s);
-                    self.emitted = self.buf.len();
-                    return;
+                    done = self.pending.len();
+                    break;
                 }
                 Err(e) => {
                     let valid = e.valid_up_to();
@@ -60,30 +95,64 @@ impl Capture {
                     match e.error_len() {
                         Some(bad) => {
                             cb(self.stream, "\u{FFFD}");
-                            self.emitted += valid + bad;
+                            done += valid + bad;
                         }
                         None if eof => {
                             cb(self.stream, "\u{FFFD}");
-                            self.emitted = self.buf.len();
-                            return;
+                            done = self.pending.len();
+                            break;
                         }
                         None => {
-                            self.emitted += valid;
-                            return;
+                            done += valid;
+                            break;
                         }
                     }
                 }
             }
         }
+        self.pending.drain(..done);
     }
 
-    /// The whole stream as text (UTF-8, lossy); no copy when it is valid UTF-8.
-    pub(crate) fn into_string(self) -> String {
-        match String::from_utf8(self.buf) {
+    /// Flushes a held-back incomplete character to the callback (as U+FFFD).
+    pub(crate) fn finish(&mut self, cb: &OutputCallback) {
+        self.emit(cb, true);
+    }
+
+    /// Whether bytes were dropped at the limit.
+    pub(crate) fn truncated(&self) -> bool {
+        self.truncated
+    }
+
+    /// The kept bytes as text (UTF-8, lossy); no copy when valid. When the stream was cut,
+    /// a character split by the cut is dropped rather than shown as U+FFFD.
+    pub(crate) fn into_string(mut self) -> String {
+        if self.truncated {
+            let cut = incomplete_tail(&self.kept);
+            self.kept.truncate(self.kept.len() - cut);
+        }
+        match String::from_utf8(self.kept) {
             Ok(s) => s,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         }
     }
+}
+
+/// Length of an incomplete UTF-8 sequence at the end of `b` (0 when it ends on a boundary).
+fn incomplete_tail(b: &[u8]) -> usize {
+    for back in 1..=3.min(b.len()) {
+        let c = b[b.len() - back];
+        if c & 0xC0 == 0x80 {
+            continue; // continuation byte: look further back for the lead
+        }
+        let need = match c {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if need > back { back } else { 0 };
+    }
+    0
 }
 
 #[cfg(test)]
@@ -103,12 +172,12 @@ mod tests {
                 v.push(s.to_owned());
             }
         });
-        let mut cap = Capture::new(OutputStream::Stdout);
+        let mut cap = Capture::new(OutputStream::Stdout, usize::MAX);
         for piece in bytes.chunks(step) {
             cap.read_target().extend_from_slice(piece);
-            cap.emit(&cb, false);
+            cap.accept(Some(&cb), false);
         }
-        cap.emit(&cb, true);
+        cap.finish(&cb);
         let chunks = seen.lock().map(|v| v.clone()).unwrap_or_default();
         (chunks, cap.into_string())
     }
@@ -159,5 +228,49 @@ mod tests {
         let (chunks, all) = feed(b"", 1);
         assert!(chunks.is_empty());
         assert_eq!(all, "");
+    }
+
+    #[test]
+    fn output_over_the_limit_is_counted_not_kept() {
+        let seen = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&seen);
+        let cb: OutputCallback = Arc::new(move |_, s| {
+            if let Ok(mut v) = sink.lock() {
+                v.push_str(s);
+            }
+        });
+        let mut cap = Capture::new(OutputStream::Stdout, 5);
+        for piece in ["abc", "d€f", "ghi"] {
+            cap.read_target().extend_from_slice(piece.as_bytes());
+            cap.accept(Some(&cb), false);
+        }
+        cap.finish(&cb);
+        assert!(cap.truncated());
+        assert_eq!(
+            seen.lock().map(|s| s.clone()).unwrap_or_default(),
+            "abcd€fghi"
+        );
+        // "abcd" plus the first byte of "€": the split character is dropped.
+        assert_eq!(cap.into_string(), "abcd");
+        let mut cap = Capture::new(OutputStream::Stdout, 3);
+        cap.read_target().extend_from_slice(b"abc");
+        cap.accept(None, false);
+        assert!(!cap.truncated());
+        cap.read_target().extend_from_slice(b"d");
+        cap.accept(None, true);
+        assert!(cap.truncated());
+        assert_eq!(cap.into_string(), "abc");
+    }
+
+    #[test]
+    fn incomplete_tail_lengths() {
+        assert_eq!(incomplete_tail(b""), 0);
+        assert_eq!(incomplete_tail(b"ab"), 0);
+        assert_eq!(incomplete_tail("a€".as_bytes()), 0);
+        assert_eq!(incomplete_tail(b"a\xe2"), 1);
+        assert_eq!(incomplete_tail(b"a\xe2\x82"), 2);
+        assert_eq!(incomplete_tail(b"\xf0\x9d\x84"), 3);
+        assert_eq!(incomplete_tail("𝄞".as_bytes()), 0);
+        assert_eq!(incomplete_tail(b"\x82\x82\x82"), 0);
     }
 }

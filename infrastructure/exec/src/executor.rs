@@ -2,8 +2,10 @@
 
 use std::ffi::OsStr;
 use std::io;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -42,6 +44,10 @@ pub const KILL_GRACE: Duration = Duration::from_secs(5);
 /// else (a background grandchild) keeps them open. Not waited when both pipes reached EOF.
 pub const DRAIN_WINDOW: Duration = Duration::from_millis(200);
 
+/// Bytes of each stream kept in [`CommandOutput`] when [`CommandSpec::capture_limit`] is
+/// `None` (64 MiB). Output past it is still read and streamed, but not kept.
+pub const DEFAULT_CAPTURE_LIMIT: usize = 64 * 1024 * 1024;
+
 /// Attempts at spawning when exec reports `ETXTBSY` (a freshly written script still open for
 /// writing in a child another thread forked at the same moment).
 const SPAWN_ATTEMPTS: u32 = 5;
@@ -50,14 +56,18 @@ const SPAWN_ATTEMPTS: u32 = 5;
 ///
 /// Each child: `$SHELL -c <text>` (or a temp shebang script exec'd directly), its own process
 /// group, stdin on `/dev/null`, the inherited environment plus `CommandSpec::env`, cwd
-/// `CommandSpec::dir`. stdout and stderr are captured in full (UTF-8, lossy, no cap) and
-/// streamed to the callback as they arrive, never splitting a UTF-8 character.
+/// `CommandSpec::dir`. stdout and stderr are streamed to the callback in full as they arrive,
+/// never splitting a UTF-8 character, and their first `CommandSpec::capture_limit` bytes
+/// (default [`DEFAULT_CAPTURE_LIMIT`] per stream) are kept in the result (UTF-8, lossy); past
+/// the limit the pipe is still drained, so the child never blocks, and
+/// [`CommandOutput::truncated`] is set.
 ///
 /// Stopping (timeout or cancel): SIGTERM to the group, up to [`KILL_GRACE`] for the child to
 /// exit, then SIGKILL to the group; the result has `exit_code == -1`. After the child exits the
 /// pipes are drained for at most [`DRAIN_WINDOW`] and the group is SIGKILLed, so background
 /// processes the command left behind do not outlive it. A child killed by a signal reports
-/// `exit_code == -1` with [`Termination::Exited`].
+/// `exit_code == -1` with [`Termination::Exited`] and the signal's number in
+/// [`CommandOutput::signal`]; a stopped child reports the signal that ended it (15 or 9).
 ///
 /// Needs a tokio runtime with the I/O and time drivers enabled.
 ///
@@ -103,7 +113,9 @@ impl CommandExecutor for ProcessExecutor {
             dir,
             env,
             timeout,
+            capture_limit,
         } = spec;
+        let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
         let invocation = match program {
             Program::Shell(text) => Invocation::shell(self.shell_for(&env), text),
             Program::Script(contents) if contents.starts_with("#!") => {
@@ -132,8 +144,8 @@ impl CommandExecutor for ProcessExecutor {
         let pipes = Pipes {
             out: child.stdout.take(),
             err: child.stderr.take(),
-            out_cap: Capture::new(OutputStream::Stdout),
-            err_cap: Capture::new(OutputStream::Stderr),
+            out_cap: Capture::new(OutputStream::Stdout, limit),
+            err_cap: Capture::new(OutputStream::Stderr, limit),
             cb: on_output,
         };
         let output = supervise(child, guard, pipes, timeout, &cancel).await;
@@ -150,6 +162,8 @@ fn stopped_before_start() -> CommandOutput {
         stdout: String::new(),
         stderr: String::new(),
         termination: Termination::Cancelled,
+        truncated: false,
+        signal: None,
     }
 }
 
@@ -163,7 +177,7 @@ async fn spawn(cmd: &mut Command) -> io::Result<Child> {
                     && attempt + 1 < SPAWN_ATTEMPTS =>
             {
                 attempt += 1;
-                tokio::time::sleep(Duration::from_millis(5 << attempt)).await;
+                tokio::time::sleep(Duration::from_millis(5u64 << attempt.min(10))).await;
             }
             other => return other,
         }
@@ -208,8 +222,8 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
 
 /// How the first phase of supervision ended.
 enum End {
-    /// The child exited on its own with this exit code (−1 when signalled).
-    Exited(i32),
+    /// The child exited on its own (or was killed by someone else).
+    Exited(Option<ExitStatus>),
     /// Timeout or cancel: the group has to be stopped.
     Stop(Termination),
 }
@@ -237,18 +251,22 @@ async fn supervise(
         tokio::select! {
             () = pipes.read_any(), if pipes.any_open() => {}
             status = child.wait() => {
-                break End::Exited(status.ok().and_then(|s| s.code()).unwrap_or(-1));
+                break End::Exited(status.ok());
             }
             () = &mut deadline => break End::Stop(Termination::TimedOut),
             () = &mut cancelled => break End::Stop(Termination::Cancelled),
         }
     };
 
-    let (exit_code, termination) = match end {
-        End::Exited(code) => (code, Termination::Exited),
+    let (exit_code, signal, termination) = match end {
+        End::Exited(status) => (
+            status.and_then(|s| s.code()).unwrap_or(-1),
+            status.and_then(|s| s.signal()),
+            Termination::Exited,
+        ),
         End::Stop(termination) => {
-            stop(&mut child, &guard, &mut pipes).await;
-            (-1, termination)
+            let status = stop(&mut child, &guard, &mut pipes).await;
+            (-1, status.and_then(|s| s.signal()), termination)
         }
     };
 
@@ -264,35 +282,45 @@ async fn supervise(
     }
     // Whatever the command left in the background (same group) does not outlive the step.
     guard.kill_and_disarm();
-    let (stdout, stderr) = pipes.finish();
+    let (stdout, stderr, truncated) = pipes.finish();
     CommandOutput {
         exit_code,
         stdout,
         stderr,
         termination,
+        truncated,
+        signal,
     }
 }
 
 /// SIGTERM to the group, up to [`KILL_GRACE`] for the child (output still pumped), then
-/// SIGKILL to the group and reap the child.
-async fn stop(child: &mut Child, guard: &GroupGuard, pipes: &mut Pipes) {
-    if guard.pgid().is_none() {
-        // No id: the child was already reaped; nothing left to signal but the pipes.
-        return;
-    }
+/// SIGKILL to the group and reap the child. Returns how the child ended, when known.
+async fn stop(child: &mut Child, guard: &GroupGuard, pipes: &mut Pipes) -> Option<ExitStatus> {
+    // No id: the child was already reaped; nothing left to signal but the pipes.
+    guard.pgid()?;
     guard.signal(Signal::SIGTERM);
     let grace = tokio::time::sleep(KILL_GRACE);
     tokio::pin!(grace);
+    let mut status = None;
     loop {
         tokio::select! {
             () = pipes.read_any(), if pipes.any_open() => {}
-            _ = child.wait() => break,
+            s = child.wait() => {
+                status = s.ok();
+                break;
+            }
             () = &mut grace => break,
         }
     }
     guard.signal(Signal::SIGKILL);
+    if status.is_some() {
+        return status;
+    }
     // SIGKILL cannot be ignored; the bound only guards against a child stuck in the kernel.
-    let _ = tokio::time::timeout(KILL_GRACE, child.wait()).await;
+    tokio::time::timeout(KILL_GRACE, child.wait())
+        .await
+        .ok()
+        .and_then(Result::ok)
 }
 
 /// The child's two output pipes and what has been read from them.
@@ -325,17 +353,23 @@ impl Pipes {
         }
     }
 
-    /// Closes the pipes, flushes held-back bytes to the callback, and returns (stdout, stderr).
-    fn finish(mut self) -> (String, String) {
+    /// Closes the pipes, flushes held-back bytes to the callback, and returns (stdout,
+    /// stderr, whether either was cut at the capture limit).
+    fn finish(mut self) -> (String, String, bool) {
         if let Some(cb) = &self.cb {
             if self.out.take().is_some() {
-                self.out_cap.emit(cb, true);
+                self.out_cap.finish(cb);
             }
             if self.err.take().is_some() {
-                self.err_cap.emit(cb, true);
+                self.err_cap.finish(cb);
             }
         }
-        (self.out_cap.into_string(), self.err_cap.into_string())
+        let truncated = self.out_cap.truncated() || self.err_cap.truncated();
+        (
+            self.out_cap.into_string(),
+            self.err_cap.into_string(),
+            truncated,
+        )
     }
 }
 
@@ -364,7 +398,5 @@ fn after_read<R>(
     if eof {
         *pipe = None;
     }
-    if let Some(cb) = cb {
-        cap.emit(cb, eof);
-    }
+    cap.accept(cb, eof);
 }

@@ -17,6 +17,7 @@ mod executor;
 mod group;
 mod shell;
 
+pub use executor::DEFAULT_CAPTURE_LIMIT;
 pub use executor::DRAIN_WINDOW;
 pub use executor::KILL_GRACE;
 pub use executor::ProcessExecutor;

@@ -117,7 +117,8 @@ impl ExprEvaluator {
     }
 }
 
-/// Refuses `{{ }}` in expressions (they are not interpolated), and empty text.
+/// Refuses `{{ }}` in expressions (they are not interpolated), empty text, and brackets
+/// nested more than 128 (`scan::MAX_EXPRESSION_NESTING`) deep (the parser recurses once per level).
 fn precheck(expr: &str) -> Result<&str, TemplateError> {
     let code = expr.trim();
     if code.is_empty() {
@@ -128,6 +129,9 @@ fn precheck(expr: &str) -> Result<&str, TemplateError> {
             "expression \"{code}\" contains a template: expressions are not interpolated, \
              so {{{{ }}}} is not allowed; write states.x.Output or inputs.name directly"
         )));
+    }
+    if scan::expression_depth(code) > scan::MAX_EXPRESSION_NESTING {
+        return Err(scan::too_deep(scan::MAX_EXPRESSION_NESTING));
     }
     Ok(code)
 }

@@ -224,3 +224,36 @@ fn contains_calls_are_rewritten() {
     assert_eq!(rewrite_contains("contains(f(a), b)"), "contains(f(a), b)");
     assert_eq!(rewrite_contains("a == b"), "a == b");
 }
+
+#[test]
+fn expression_nested_too_deeply_is_refused() {
+    let want =
+        TemplateError::Failed("expression nested too deeply (more than 128 levels)".to_owned());
+    let ev = ExprEvaluator::new();
+    let data = Data::new();
+    for (open, close) in [("(", ")"), ("[", "]"), ("{a: ", "}")] {
+        let deep = format!("{}1{} == 1", open.repeat(2000), close.repeat(2000));
+        assert_eq!(
+            ev.eval_bool(&deep, &data.scope()),
+            Err(want.clone()),
+            "{open}"
+        );
+        assert_eq!(ev.check(&deep), Err(want.clone()), "{open}");
+        assert_eq!(ev.eval_int(&deep), Err(want.clone()), "{open}");
+    }
+    let at = |n: usize| format!("{}1{}", "(".repeat(n), ")".repeat(n));
+    assert_eq!(ev.eval_int(&at(129)), Err(want));
+    assert_eq!(ev.eval_int(&at(128)), Ok(1));
+    // 128 levels still compile and run on a 2 MiB stack (a tokio worker's) in a debug build.
+    let code = format!("{} == 1", at(128));
+    let got = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || ExprEvaluator::new().eval_bool(&code, &Data::new().scope()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(got, Ok(true));
+    // Brackets inside string literals do not count.
+    let quoted = format!("'{}' != \"{}\"", "(".repeat(500), "[".repeat(500));
+    assert_eq!(ev.eval_bool(&quoted, &data.scope()), Ok(true));
+}

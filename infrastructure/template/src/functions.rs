@@ -167,8 +167,36 @@ fn trim_space(args: &[Value]) -> Result<Value, FuncError> {
     }
 }
 
-/// Reads a file of at most [`READ_FILE_LIMIT`] bytes; `path` relative to `base`.
+/// What a non-regular file is, for messages.
+fn file_kind(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Reads a regular file of at most [`READ_FILE_LIMIT`] bytes; `path` relative to `base`.
+///
+/// Symlinks are followed; anything else than a regular file (directory, FIFO, socket,
+/// device) is refused without reading, and the file is opened non-blocking so a file swapped
+/// for a FIFO meanwhile cannot block. At most limit + 1 bytes are read, so files whose size
+/// is not known in advance (`/proc`) stay bounded.
+///
+/// # Errors
+/// The message (prefixed `readFile:`) for an empty path, a missing or unreadable file, a
+/// non-regular file, or a file over the limit.
 pub(crate) fn read_limited(base: &Path, path: &str) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+
     if path.is_empty() {
         return Err("readFile: empty path".to_owned());
     }
@@ -179,22 +207,39 @@ pub(crate) fn read_limited(base: &Path, path: &str) -> Result<String, String> {
         base.join(p)
     };
     let shown = full.display();
+    let not_regular = |t: std::fs::FileType| {
+        let kind = file_kind(t);
+        if kind.starts_with("not") {
+            format!("readFile: {shown} is not a regular file")
+        } else {
+            format!("readFile: {shown} is {kind}, not a regular file")
+        }
+    };
+    let too_big = |len: u64| format!("readFile: {shown} is {len} bytes, more than the 1 MiB limit");
     let meta = std::fs::metadata(&full).map_err(|e| format!("readFile: {shown}: {e}"))?;
-    if meta.is_dir() {
-        return Err(format!("readFile: {shown} is a directory"));
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
     }
     if meta.len() > READ_FILE_LIMIT {
-        return Err(format!(
-            "readFile: {shown} is {} bytes, more than the 1 MiB limit",
-            meta.len()
-        ));
+        return Err(too_big(meta.len()));
     }
-    let bytes = std::fs::read(&full).map_err(|e| format!("readFile: {shown}: {e}"))?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&full)
+        .map_err(|e| format!("readFile: {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("readFile: {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    let mut bytes = Vec::new();
+    file.take(READ_FILE_LIMIT.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("readFile: {shown}: {e}"))?;
     if bytes.len() as u64 > READ_FILE_LIMIT {
-        return Err(format!(
-            "readFile: {shown} is {} bytes, more than the 1 MiB limit",
-            bytes.len()
-        ));
+        return Err(format!("readFile: {shown} is more than the 1 MiB limit"));
     }
     Ok(String::from_utf8(bytes)
         .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))

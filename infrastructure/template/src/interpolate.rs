@@ -32,7 +32,9 @@ const MAX_MESSAGE: usize = 300;
 /// [`TemplateError::Undefined`] with its path (`undefined variable: inputs.missing`).
 ///
 /// Each render is bounded: 10 s of wall time, 64 MiB of output, 1 000 000 iterations
-/// per `range` and 10 000 000 in total.
+/// per `range` and 10 000 000 in total. Blocks plus parentheses nested more than 64 deep are
+/// refused before parsing (`expression nested too deeply (more than 64 levels)`): the parser
+/// is recursive and would overflow the stack.
 ///
 /// Divergences from AWF (Go), listed in docs/compatibility.md: `{{.loop.Parent}}` at top
 /// level prints `<no value>` (Go: `<nil>`); `.workflow.StartedAt` is RFC 3339 text in UTC;
@@ -64,6 +66,9 @@ impl GoTemplates {
     }
 
     fn parse(&self, prepared: &Prepared<'_>) -> Result<Template, TemplateError> {
+        if prepared.max_depth > scan::MAX_TEMPLATE_NESTING {
+            return Err(scan::too_deep(scan::MAX_TEMPLATE_NESTING));
+        }
         let mut tmpl = Template::with_limits(self.limits);
         tmpl.add_funcs(&AWF_FUNCS);
         tmpl.parse(prepared.text.as_ref())

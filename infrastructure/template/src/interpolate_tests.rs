@@ -476,3 +476,176 @@ fn the_whole_root_can_be_printed() {
     let out = ok("{{range $k, $v := .}}{{$k}} {{end}}");
     assert_eq!(out, "awf context env inputs states workflow ");
 }
+
+#[test]
+fn read_file_refuses_fifos_devices_and_directories() -> std::io::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status()?;
+    assert!(made.success());
+    std::fs::write(dir.path().join("real.txt"), "via link")?;
+    std::os::unix::fs::symlink(dir.path().join("real.txt"), dir.path().join("link.txt"))?;
+    std::os::unix::fs::symlink(&fifo, dir.path().join("fifo-link"))?;
+    let mut data = Data::new();
+    data.workflow_dir = dir.path().to_path_buf();
+    let shown = |name: &str| dir.path().join(name).display().to_string();
+    assert_eq!(
+        failed(&data, "{{readFile \"fifo\"}}"),
+        format!(
+            "template error at line 1, column 3: readFile: {} is a named pipe (FIFO), not a regular file",
+            shown("fifo")
+        )
+    );
+    let m = failed(&data, "{{readFile \"fifo-link\"}}");
+    assert!(
+        m.ends_with(&format!(
+            "readFile: {} is a named pipe (FIFO), not a regular file",
+            shown("fifo-link")
+        )),
+        "{m}"
+    );
+    let m = failed(&data, "{{readFile \"/dev/zero\"}}");
+    assert!(
+        m.ends_with("readFile: /dev/zero is a device, not a regular file"),
+        "{m}"
+    );
+    let m = failed(&data, "{{readFile \"/dev/null\"}}");
+    assert!(
+        m.ends_with("readFile: /dev/null is a device, not a regular file"),
+        "{m}"
+    );
+    let m = failed(&data, "{{readFile \".\"}}");
+    assert!(m.ends_with("is a directory, not a regular file"), "{m}");
+    assert_eq!(
+        render_with(&data, "{{readFile \"link.txt\"}}"),
+        Ok("via link".to_owned())
+    );
+    // /proc files report size 0 but still have content; reading is bounded by `take`.
+    let status = render_with(&data, "{{readFile \"/proc/self/status\"}}").unwrap_or_default();
+    assert!(status.starts_with("Name:"), "{status}");
+    Ok(())
+}
+
+/// Runs `f` on a thread with a 2 MiB stack, the size of a tokio worker's.
+fn on_small_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap()
+}
+
+#[test]
+fn template_nested_parentheses_are_refused_before_parsing() {
+    let deep = |n: usize| format!("{{{{{}1{}}}}}", "(".repeat(n), ")".repeat(n));
+    let ifs = |n: usize, inner: &str| {
+        format!("{}{inner}{}", "{{if true}}".repeat(n), "{{end}}".repeat(n))
+    };
+    let want =
+        TemplateError::Failed("expression nested too deeply (more than 64 levels)".to_owned());
+    let t = GoTemplates::new();
+    for n in [65, 129, 600, 2000, 10_000] {
+        assert_eq!(
+            render_with(&Data::new(), &deep(n)),
+            Err(want.clone()),
+            "{n}"
+        );
+        assert_eq!(t.check(&deep(n)), Err(want.clone()), "{n}");
+        assert_eq!(
+            t.render_shell(&format!("echo \"{}\"", deep(n)), &Data::new().scope()),
+            Err(want.clone()),
+            "{n}"
+        );
+    }
+    // Blocks and parentheses add up.
+    assert_eq!(t.check(&ifs(33, &deep(32))), Err(want.clone()));
+    assert_eq!(
+        t.check(&format!("{{{{- if true}}}}{}{{{{end}}}}", deep(64))),
+        Err(want)
+    );
+    // At the limit everything still parses and renders on a 2 MiB stack in a debug build.
+    assert_eq!(on_small_stack(move || ok(&deep(64))), "1");
+    assert_eq!(on_small_stack(move || ok(&ifs(32, &deep(32)))), "1");
+    assert_eq!(on_small_stack(move || ok(&ifs(64, "x"))), "x");
+    // Sequential blocks do not nest; parentheses in literals and plain text do not count.
+    assert_eq!(
+        ok(&format!("{}{}", ifs(1, "a").repeat(100), deep(64))),
+        format!("{}1", "a".repeat(100))
+    );
+    let quoted = format!("{}{{{{\"{}\"}}}}", "(".repeat(300), "(".repeat(300));
+    assert_eq!(ok(&quoted), "(".repeat(600));
+}
+
+/// Deterministic pseudo-random text over an alphabet rich in template syntax.
+fn hostile_texts(count: usize) -> Vec<String> {
+    const PIECES: &[&str] = &[
+        "{{",
+        "}}",
+        "{{-",
+        "-}}",
+        "\"",
+        "'",
+        "`",
+        "\\",
+        "é",
+        "€",
+        "𝄞",
+        "(",
+        ")",
+        "[",
+        "]",
+        ".",
+        "$",
+        "inputs",
+        "states",
+        ".x",
+        "if",
+        "end",
+        "range",
+        " ",
+        "\n",
+        "/*",
+        "*/",
+        "|",
+        "printf",
+        "1",
+        "-9223372036854775808",
+        "9e999",
+        "readFile",
+        "json",
+        ",",
+        ":=",
+    ];
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..count)
+        .map(|_| {
+            let len = (next() % 24) as usize;
+            (0..len)
+                .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn hostile_template_text_never_panics() {
+    let t = GoTemplates::new();
+    let data = Data::new();
+    for text in hostile_texts(3000) {
+        let _ = t.check(&text);
+        let _ = t.render(&text, &data.scope());
+        let _ = t.render_shell(&text, &data.scope());
+        let ev = crate::expression::ExprEvaluator::new();
+        let _ = awf_domain::ports::template::ExpressionEvaluator::check(&ev, &text);
+        let _ = awf_domain::ports::template::ExpressionEvaluator::eval_int(&ev, &text);
+        let _ =
+            awf_domain::ports::template::ExpressionEvaluator::eval_bool(&ev, &text, &data.scope());
+    }
+}

@@ -144,6 +144,9 @@ pub(crate) struct Prepared<'t> {
     pub(crate) needs: Needs,
     /// Byte offsets in `text` where `$.` was inserted, ascending.
     pub(crate) inserted: Vec<usize>,
+    /// Deepest nesting seen: enclosing `if`/`range`/`with`/`block`/`define` blocks plus
+    /// parentheses open in the action (string literals and comments skipped).
+    pub(crate) max_depth: usize,
 }
 
 impl Prepared<'_> {
@@ -216,14 +219,34 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
     let mut inserted = Vec::new();
     let mut copied = 0usize;
     let mut i = 0usize;
+    let mut max_depth = 0usize;
+    let mut blocks = 0usize;
     while let Some(open) = find(b, i, b"{{") {
         let mut j = open + 2;
+        // Where the action's first word starts (after a `-` trim marker and spaces).
+        let mut first = j;
+        if b.get(first) == Some(&b'-') {
+            first += 1;
+        }
+        while b.get(first).is_some_and(u8::is_ascii_whitespace) {
+            first += 1;
+        }
+        let mut parens = 0usize;
         while j < b.len() {
             let c = b[j];
             match c {
                 b'}' if b.get(j + 1) == Some(&b'}') => {
                     j += 2;
                     break;
+                }
+                b'(' => {
+                    parens = parens.saturating_add(1);
+                    max_depth = max_depth.max(blocks.saturating_add(parens));
+                    j += 1;
+                }
+                b')' => {
+                    parens = parens.saturating_sub(1);
+                    j += 1;
                 }
                 b'"' => j = skip_quoted(b, j, b'"'),
                 b'\'' => j = skip_quoted(b, j, b'\''),
@@ -253,6 +276,16 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
                         j += 1;
                     }
                     let word = &text[start..j];
+                    if start == first {
+                        match word {
+                            "if" | "range" | "with" | "block" | "define" => {
+                                blocks = blocks.saturating_add(1);
+                                max_depth = max_depth.max(blocks);
+                            }
+                            "end" => blocks = blocks.saturating_sub(1),
+                            _ => {}
+                        }
+                    }
                     let prev = if start > 0 { b[start - 1] } else { 0 };
                     match prev {
                         b'$' => {}
@@ -313,7 +346,50 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
         text,
         needs,
         inserted,
+        max_depth,
     }
+}
+
+/// Deepest bracket nesting accepted in an expression; deeper text is refused before parsing,
+/// as the parser recurses once per level.
+pub(crate) const MAX_EXPRESSION_NESTING: usize = 128;
+
+/// Deepest nesting of blocks plus parentheses accepted in a template. A level costs the
+/// recursive-descent parser about 16-20 KiB of stack in a debug build, so 64 levels hold on a
+/// 2 MiB thread (gtmpl-ng caps blocks alone at 64 for the same reason).
+pub(crate) const MAX_TEMPLATE_NESTING: usize = 64;
+
+/// The error for text nested deeper than `limit`.
+pub(crate) fn too_deep(limit: usize) -> awf_domain::ports::template::TemplateError {
+    awf_domain::ports::template::TemplateError::Failed(format!(
+        "expression nested too deeply (more than {limit} levels)"
+    ))
+}
+
+/// Deepest nesting of `(`, `[` and `{` in an expression, outside string literals (`'…'`,
+/// `"…"` with backslash escapes, `` `…` `` raw). One pass, no allocation.
+pub(crate) fn expression_depth(expr: &str) -> usize {
+    let b = expr.as_bytes();
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    let mut i = 0usize;
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => {
+                depth = depth.saturating_add(1);
+                max = max.max(depth);
+                i += 1;
+            }
+            b')' | b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            q @ (b'"' | b'\'') => i = skip_quoted(b, i, q),
+            b'`' => i = find(b, i + 1, b"`").map_or(b.len(), |e| e + 1),
+            _ => i += 1,
+        }
+    }
+    max
 }
 
 /// Names of states reached by `states.<name>` in an expression; `All` when `states` is used

@@ -162,12 +162,32 @@ fn decode_states(
         )
         .hint = Some("add `initial: <first state>` under `states:`".to_owned());
     }
+    if initial.as_deref().is_some_and(|i| i.trim().is_empty()) {
+        let pos = node.get("initial").map(|n| n.pos);
+        d.error(
+            ErrorCode::WorkflowValidationInvalidState,
+            "states.initial",
+            pos,
+            "states.initial: the initial state name is empty",
+        )
+        .hint = Some("set `initial:` to the name of the first state".to_owned());
+    }
     let mut inline_terminals = Vec::new();
     for entry in node.entries().unwrap_or_default() {
         if entry.key == "initial" {
             continue;
         }
         let path = format!("states.{}", entry.key);
+        if entry.key.trim().is_empty() {
+            d.error(
+                ErrorCode::WorkflowValidationInvalidState,
+                "states",
+                Some(entry.key_pos),
+                format!("state name {:?} is empty", entry.key),
+            )
+            .hint = Some("give the state a non-empty name".to_owned());
+            continue;
+        }
         let expanded;
         let state_node = if entry.value.get("use_template").is_some() {
             match expand_state(&entry.value, &path, templates, d) {

@@ -106,6 +106,51 @@ pub fn parse_workflow_with(
     }
 }
 
+/// Decodes a file's bytes as UTF-8.
+///
+/// # Errors
+/// `WORKFLOW.PARSE.YAML_SYNTAX` naming the 1-based line and column (in characters) and the
+/// 0-based byte offset of the first invalid byte, with details `file`, `line`, `column`.
+pub(crate) fn decode_utf8(bytes: Vec<u8>, file: &Path) -> Result<String, AwfError> {
+    let err = match String::from_utf8(bytes) {
+        Ok(s) => return Ok(s),
+        Err(e) => e,
+    };
+    let bytes = err.as_bytes();
+    let offset = err.utf8_error().valid_up_to();
+    let valid = std::str::from_utf8(bytes.get(..offset).unwrap_or_default()).unwrap_or_default();
+    let line_start = valid.rfind('\n').map_or(0, |i| i.saturating_add(1));
+    let line = valid
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        .saturating_add(1);
+    let column = valid
+        .get(line_start..)
+        .unwrap_or_default()
+        .chars()
+        .count()
+        .saturating_add(1);
+    let byte = bytes.get(offset).copied().unwrap_or(0);
+    let mut diags = Diags::new(Some(file.to_path_buf()));
+    diags
+        .syntax(
+            "",
+            Some(node::Pos {
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(column).unwrap_or(u32::MAX),
+            }),
+            format!("the file is not valid UTF-8: byte 0x{byte:02x} at offset {offset}"),
+        )
+        .hint = Some("save the file as UTF-8".to_owned());
+    Err(errors_to_error(&diags.list).unwrap_or_else(|| {
+        AwfError::new(
+            awf_domain::ErrorCode::WorkflowParseYamlSyntax,
+            "the file is not valid UTF-8",
+        )
+    }))
+}
+
 /// Records the 1-based position of every mapping key and sequence item by dotted path.
 fn record_positions(node: &Node, prefix: &str, map: &mut SourceMap) {
     let join = |k: &str| {

@@ -265,26 +265,129 @@ fn parse_float(text: &str) -> Option<f64> {
     }
 }
 
+/// Most nodes alias expansion may add to a document (each alias counts the nodes of the
+/// anchored value it copies).
+pub const MAX_ALIAS_NODES: usize = 100_000;
+
+/// Most nodes a document may hold, aliases expanded.
+pub const MAX_TOTAL_NODES: usize = 1_000_000;
+
+/// Deepest nesting of collections (block or flow, aliases expanded).
+pub const MAX_DEPTH: usize = 256;
+
+/// A finished node with its size: `nodes` counts it and everything below it, `height` is
+/// 1 for a scalar and 1 + the tallest child for a collection.
+struct Built {
+    node: Node,
+    nodes: usize,
+    height: usize,
+}
+
+/// A mapping being built. Entries replaced by a later explicit key (over a merged one) are
+/// left as `None` and dropped when the mapping ends, so every key costs O(1).
+struct MapFrame {
+    pos: Pos,
+    entries: Vec<Option<MapEntry>>,
+    /// Key text → index in `entries` of the live entry with that key.
+    index: HashMap<String, usize>,
+    pending: Option<(String, Pos)>,
+    anchor: usize,
+    nodes: usize,
+    height: usize,
+}
+
+impl MapFrame {
+    fn push(&mut self, entry: MapEntry) {
+        if let Some(old) = self.index.insert(entry.key.clone(), self.entries.len())
+            && let Some(slot) = self.entries.get_mut(old)
+        {
+            *slot = None;
+        }
+        self.entries.push(Some(entry));
+    }
+
+    /// `<<: *anchor` (or a list of them): keys not already present are added.
+    fn merge(&mut self, node: &Node) {
+        let sources: Vec<&Node> = match &node.kind {
+            NodeKind::Seq(items) => items.iter().collect(),
+            _ => vec![node],
+        };
+        for src in sources {
+            for e in src.entries().unwrap_or_default() {
+                if !self.index.contains_key(&e.key) {
+                    let mut e = e.clone();
+                    e.key_pos = MERGED;
+                    self.push(e);
+                }
+            }
+        }
+    }
+}
+
 enum Frame {
-    Seq(Pos, Vec<Node>, usize),
-    Map(Pos, Vec<MapEntry>, Option<(String, Pos)>, usize),
+    Seq {
+        pos: Pos,
+        items: Vec<Node>,
+        anchor: usize,
+        nodes: usize,
+        height: usize,
+    },
+    Map(MapFrame),
+}
+
+impl Frame {
+    fn account(&mut self, nodes: usize, height: usize) {
+        let (n, h) = match self {
+            Self::Seq { nodes, height, .. } => (nodes, height),
+            Self::Map(m) => (&mut m.nodes, &mut m.height),
+        };
+        *n = n.saturating_add(nodes);
+        *h = (*h).max(height);
+    }
+}
+
+fn too_large(pos: Pos) -> SyntaxError {
+    SyntaxError {
+        pos,
+        message: format!(
+            "document too large after alias expansion (more than {MAX_ALIAS_NODES} nodes \
+             copied by aliases or {MAX_TOTAL_NODES} nodes in all)"
+        ),
+        hint: Some("an alias repeats its anchored value; nested aliases multiply it".to_owned()),
+    }
+}
+
+fn too_deep(pos: Pos) -> SyntaxError {
+    SyntaxError {
+        pos,
+        message: format!("document nested too deeply (more than {MAX_DEPTH} levels)"),
+        hint: Some(
+            "flatten the structure; aliases count with the depth they are used at".to_owned(),
+        ),
+    }
 }
 
 /// Parses one YAML document into a node tree. An empty document gives a null scalar.
 ///
+/// Bounded: at most [`MAX_ALIAS_NODES`] nodes copied by aliases, [`MAX_TOTAL_NODES`] nodes
+/// in all and [`MAX_DEPTH`] levels of nesting; duplicate-key checks cost O(1) per key.
+///
 /// # Errors
 /// A [`SyntaxError`] for scanner/parser errors, non-scalar keys, duplicate keys, unknown
-/// aliases and multi-document streams.
+/// aliases, multi-document streams, and documents over the bounds above.
 pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    // Anchor id → (node, its node count, its height).
+    let mut anchors: HashMap<usize, (Node, usize, usize)> = HashMap::new();
     let mut root: Option<Node> = None;
     let mut documents = 0usize;
+    let mut alias_nodes = 0usize;
+    let mut total_nodes = 0usize;
     loop {
         let (event, marker) = parser.next_token().map_err(|e| scan_error(text, &e))?;
         let pos = Pos::from_marker(&marker);
-        let finished: Option<(Node, usize)> = match event {
+        let finished: Option<(Built, usize)> = match event {
             Event::StreamEnd => break,
             Event::DocumentStart => {
                 documents += 1;
@@ -299,13 +402,27 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
             }
             Event::Nothing | Event::StreamStart | Event::DocumentEnd => None,
             Event::Alias(id) => match anchors.get(&id) {
-                Some(n) => Some((
-                    Node {
-                        pos,
-                        kind: n.kind.clone(),
-                    },
-                    0,
-                )),
+                Some((n, nodes, height)) => {
+                    alias_nodes = alias_nodes.saturating_add(*nodes);
+                    total_nodes = total_nodes.saturating_add(*nodes);
+                    if alias_nodes > MAX_ALIAS_NODES || total_nodes > MAX_TOTAL_NODES {
+                        return Err(too_large(pos));
+                    }
+                    if stack.len().saturating_add(*height) > MAX_DEPTH.saturating_add(1) {
+                        return Err(too_deep(pos));
+                    }
+                    Some((
+                        Built {
+                            node: Node {
+                                pos,
+                                kind: n.kind.clone(),
+                            },
+                            nodes: *nodes,
+                            height: *height,
+                        },
+                        0,
+                    ))
+                }
                 None => {
                     return Err(SyntaxError {
                         pos,
@@ -314,32 +431,73 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                     });
                 }
             },
-            Event::Scalar(value, style, anchor, tag) => Some((
-                Node {
-                    pos,
-                    kind: NodeKind::Scalar {
-                        text: value,
-                        plain: style == TScalarStyle::Plain,
-                        tag: tag.as_ref().and_then(core_tag),
+            Event::Scalar(value, style, anchor, tag) => {
+                total_nodes = total_nodes.saturating_add(1);
+                if total_nodes > MAX_TOTAL_NODES {
+                    return Err(too_large(pos));
+                }
+                Some((
+                    Built {
+                        node: Node {
+                            pos,
+                            kind: NodeKind::Scalar {
+                                text: value,
+                                plain: style == TScalarStyle::Plain,
+                                tag: tag.as_ref().and_then(core_tag),
+                            },
+                        },
+                        nodes: 1,
+                        height: 1,
                     },
-                },
-                anchor,
-            )),
-            Event::SequenceStart(anchor, _) => {
-                stack.push(Frame::Seq(pos, Vec::new(), anchor));
-                None
+                    anchor,
+                ))
             }
-            Event::MappingStart(anchor, _) => {
-                stack.push(Frame::Map(pos, Vec::new(), None, anchor));
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                total_nodes = total_nodes.saturating_add(1);
+                if total_nodes > MAX_TOTAL_NODES {
+                    return Err(too_large(pos));
+                }
+                if stack.len() >= MAX_DEPTH {
+                    return Err(too_deep(pos));
+                }
+                stack.push(if matches!(event, Event::SequenceStart(..)) {
+                    Frame::Seq {
+                        pos,
+                        items: Vec::new(),
+                        anchor,
+                        nodes: 1,
+                        height: 0,
+                    }
+                } else {
+                    Frame::Map(MapFrame {
+                        pos,
+                        entries: Vec::new(),
+                        index: HashMap::new(),
+                        pending: None,
+                        anchor,
+                        nodes: 1,
+                        height: 0,
+                    })
+                });
                 None
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq(p, items, anchor)) => {
+                Some(Frame::Seq {
+                    pos: p,
+                    items,
+                    anchor,
+                    nodes,
+                    height,
+                }) => {
                     let pos = earliest(p, items.first().map(|i| i.pos));
                     Some((
-                        Node {
-                            pos,
-                            kind: NodeKind::Seq(items),
+                        Built {
+                            node: Node {
+                                pos,
+                                kind: NodeKind::Seq(items),
+                            },
+                            nodes,
+                            height: height.saturating_add(1),
                         },
                         anchor,
                     ))
@@ -347,29 +505,52 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                 _ => return Err(internal(pos)),
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map(p, entries, _, anchor)) => {
-                    let pos = earliest(p, entries.iter().map(|e| e.key_pos).find(|k| k.line > 0));
+                Some(Frame::Map(m)) => {
+                    let entries: Vec<MapEntry> = m.entries.into_iter().flatten().collect();
+                    let pos = earliest(
+                        m.pos,
+                        entries.iter().map(|e| e.key_pos).find(|k| k.line > 0),
+                    );
                     Some((
-                        Node {
-                            pos,
-                            kind: NodeKind::Map(entries),
+                        Built {
+                            node: Node {
+                                pos,
+                                kind: NodeKind::Map(entries),
+                            },
+                            nodes: m.nodes,
+                            height: m.height.saturating_add(1),
                         },
-                        anchor,
+                        m.anchor,
                     ))
                 }
                 _ => return Err(internal(pos)),
             },
         };
-        let Some((node, anchor)) = finished else {
+        let Some((built, anchor)) = finished else {
             continue;
         };
+        let Built {
+            node,
+            nodes,
+            height,
+        } = built;
         if anchor > 0 {
-            anchors.insert(anchor, node.clone());
+            // The copy kept for aliases counts too: nested anchors would otherwise copy a
+            // node once per enclosing anchor without any bound.
+            total_nodes = total_nodes.saturating_add(nodes);
+            if total_nodes > MAX_TOTAL_NODES {
+                return Err(too_large(node.pos));
+            }
+            anchors.insert(anchor, (node.clone(), nodes, height));
         }
-        match stack.last_mut() {
-            None => root = Some(node),
-            Some(Frame::Seq(_, items, _)) => items.push(node),
-            Some(Frame::Map(_, entries, pending, _)) => match pending.take() {
+        let Some(frame) = stack.last_mut() else {
+            root = Some(node);
+            continue;
+        };
+        frame.account(nodes, height);
+        match frame {
+            Frame::Seq { items, .. } => items.push(node),
+            Frame::Map(m) => match m.pending.take() {
                 None => {
                     let key = match &node.kind {
                         NodeKind::Scalar { text, .. } => text.clone(),
@@ -382,8 +563,12 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                         }
                     };
                     if key != "<<"
-                        && let Some(prev) =
-                            entries.iter().find(|e| e.key == key && e.key_pos != MERGED)
+                        && let Some(prev) = m
+                            .index
+                            .get(&key)
+                            .and_then(|&i| m.entries.get(i))
+                            .and_then(Option::as_ref)
+                            .filter(|e| e.key_pos != MERGED)
                     {
                         return Err(SyntaxError {
                             pos: node.pos,
@@ -394,14 +579,13 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                             hint: Some(format!("remove or rename the second \"{key}\"")),
                         });
                     }
-                    *pending = Some((key, node.pos));
+                    m.pending = Some((key, node.pos));
                 }
                 Some((key, key_pos)) => {
                     if key == "<<" {
-                        merge_into(entries, &node);
+                        m.merge(&node);
                     } else {
-                        entries.retain(|e| e.key != key);
-                        entries.push(MapEntry {
+                        m.push(MapEntry {
                             key,
                             key_pos,
                             value: node,
@@ -432,25 +616,6 @@ fn earliest(marker: Pos, first_child: Option<Pos>) -> Pos {
 
 /// Key position given to entries copied by a merge key (they have no position of their own).
 const MERGED: Pos = Pos { line: 0, column: 0 };
-
-/// `<<: *anchor` (or a list of them): keys not already present are added.
-fn merge_into(entries: &mut Vec<MapEntry>, node: &Node) {
-    let sources: Vec<&Node> = match &node.kind {
-        NodeKind::Seq(items) => items.iter().collect(),
-        _ => vec![node],
-    };
-    for src in sources {
-        if let Some(src_entries) = src.entries() {
-            for e in src_entries {
-                if !entries.iter().any(|x| x.key == e.key) {
-                    let mut e = e.clone();
-                    e.key_pos = MERGED;
-                    entries.push(e);
-                }
-            }
-        }
-    }
-}
 
 fn core_tag(tag: &Tag) -> Option<String> {
     (tag.handle == "tag:yaml.org,2002:" || tag.handle == "!!").then(|| tag.suffix.clone())
@@ -569,5 +734,141 @@ mod tests {
         let n = parse_document("base: &b {x: 1, y: 2}\nc:\n  <<: *b\n  y: 3\n").unwrap();
         let c = n.get("c").unwrap();
         assert_eq!(c.to_json(), serde_json::json!({"y": 3, "x": 1}));
+    }
+
+    /// `levels` anchors, each a flow list of `width` aliases of the previous one.
+    fn alias_bomb(levels: usize, width: usize) -> String {
+        let mut s = format!("a0: &a0 [{}]\n", vec!["\"lol\""; width].join(","));
+        for i in 1..levels {
+            let prev = format!("*a{}", i - 1);
+            s.push_str(&format!(
+                "a{i}: &a{i} [{}]\n",
+                vec![prev.as_str(); width].join(",")
+            ));
+        }
+        s
+    }
+
+    #[test]
+    fn yaml_alias_bomb_is_rejected() {
+        let e = parse_document(&alias_bomb(9, 9)).unwrap_err();
+        assert_eq!(
+            e.message,
+            "document too large after alias expansion (more than 100000 nodes copied by \
+             aliases or 1000000 nodes in all)"
+        );
+        // Aliases on lines 2-5 copy 74 718 nodes; the first `*a4` (66 430 more) on line 6
+        // goes over the budget.
+        assert_eq!(
+            e.pos,
+            Pos {
+                line: 6,
+                column: 10
+            }
+        );
+        // Width 10: the 10 aliases of a3 (11 111 nodes each) on line 5 overflow the budget.
+        let e = parse_document(&alias_bomb(6, 10)).unwrap_err();
+        assert_eq!(e.pos.line, 5);
+    }
+
+    #[test]
+    fn yaml_small_alias_fanout_is_accepted() {
+        let n = parse_document(&alias_bomb(3, 9)).unwrap();
+        assert_eq!(n.get("a2").unwrap().items().unwrap().len(), 9);
+        assert_eq!(
+            n.get("a2").unwrap().items().unwrap()[8].items().unwrap()[8]
+                .items()
+                .unwrap()[8]
+                .text(),
+            Some("lol")
+        );
+    }
+
+    #[test]
+    fn yaml_many_keys_parse_in_linear_time() {
+        let mut text = String::new();
+        for i in 0..100_000 {
+            text.push_str(&format!("k{i}: {i}\n"));
+        }
+        let n = parse_document(&text).unwrap();
+        let e = n.entries().unwrap();
+        assert_eq!(e.len(), 100_000);
+        assert_eq!(e[99_999].key, "k99999");
+        assert_eq!(
+            e[99_999].key_pos,
+            Pos {
+                line: 100_000,
+                column: 1
+            }
+        );
+        let mut dup = text.clone();
+        dup.push_str("k5: x\n");
+        let err = parse_document(&dup).unwrap_err();
+        assert_eq!(err.message, "mapping key \"k5\" already defined at line 6");
+        assert_eq!(
+            err.pos,
+            Pos {
+                line: 100_001,
+                column: 1
+            }
+        );
+    }
+
+    #[test]
+    fn yaml_merge_override_then_duplicate() {
+        let n = parse_document("base: &b {x: 1, y: 2}\nc:\n  <<: *b\n  y: 3\n  z: 4\n").unwrap();
+        let keys: Vec<&str> = n
+            .get("c")
+            .unwrap()
+            .entries()
+            .unwrap()
+            .iter()
+            .map(|e| e.key.as_str())
+            .collect();
+        assert_eq!(keys, vec!["x", "y", "z"]);
+        assert_eq!(n.get("c").unwrap().get("y").unwrap().text(), Some("3"));
+        let e =
+            parse_document("base: &b {x: 1, y: 2}\nc:\n  <<: *b\n  y: 3\n  y: 4\n").unwrap_err();
+        assert_eq!(e.message, "mapping key \"y\" already defined at line 4");
+    }
+
+    #[test]
+    fn yaml_deep_block_nesting_is_rejected() {
+        let mut text = String::new();
+        for i in 0..300 {
+            text.push_str(&" ".repeat(i));
+            text.push_str("k:\n");
+        }
+        let e = parse_document(&text).unwrap_err();
+        assert_eq!(
+            e.message,
+            "document nested too deeply (more than 256 levels)"
+        );
+        assert_eq!(e.pos.line, 257);
+        // 255 levels is fine.
+        let mut ok = String::new();
+        for i in 0..255 {
+            ok.push_str(&" ".repeat(i));
+            ok.push_str("k:\n");
+        }
+        assert!(parse_document(&ok).is_ok());
+    }
+
+    #[test]
+    fn yaml_deep_nesting_through_aliases_is_rejected() {
+        // Each anchor is 100 levels deep and nests the previous one: 300+ levels in all.
+        let deep = |inner: &str| format!("{}{inner}{}", "[".repeat(100), "]".repeat(100));
+        let text = format!(
+            "a: &a {}\nb: &b {}\nc: &c {}\n",
+            deep("1"),
+            deep("*a"),
+            deep("*b")
+        );
+        let e = parse_document(&text).unwrap_err();
+        assert_eq!(
+            e.message,
+            "document nested too deeply (more than 256 levels)"
+        );
+        assert_eq!(e.pos.line, 3);
     }
 }

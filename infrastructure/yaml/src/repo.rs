@@ -106,7 +106,8 @@ impl YamlRepository {
     }
 
     fn load_file(&self, path: &Path, identifier: &str) -> Result<LoadedWorkflow, AwfError> {
-        let text = std::fs::read_to_string(path).map_err(|e| io_error(&e, path))?;
+        let bytes = std::fs::read(path).map_err(|e| io_error(&e, path))?;
+        let text = crate::decode_utf8(bytes, path)?;
         let source = WorkflowSource {
             identifier: identifier.to_owned(),
             path: Some(path.to_path_buf()),
@@ -209,6 +210,30 @@ impl WorkflowRepository for YamlRepository {
             }
         }
         // 3. Not found.
+        if as_path.is_dir() {
+            let mut err = AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("workflow path is a directory, not a file: {ident}"),
+            )
+            .with_detail("file", as_path.display().to_string());
+            let mut files: Vec<String> = std::fs::read_dir(&as_path)
+                .map(|rd| {
+                    rd.flatten()
+                        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                        .filter(|n| n.ends_with(".yaml") || n.ends_with(".yml"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            files.sort();
+            err = match files.first() {
+                Some(f) => err.with_hint(format!(
+                    "pass a workflow file inside it, e.g. {}",
+                    Path::new(ident).join(f).display()
+                )),
+                None => err.with_hint("pass the path of a workflow .yaml file, or a workflow name"),
+            };
+            return Err(err);
+        }
         if path_like || yaml_suffix {
             let dir = as_path
                 .parent()
@@ -281,8 +306,8 @@ impl WorkflowRepository for YamlRepository {
 impl ConfigSource for YamlRepository {
     fn load_config(&self) -> Result<ProjectConfig, AwfError> {
         let path = &self.paths.config_path;
-        match std::fs::read_to_string(path) {
-            Ok(text) => parse_config(&text, path),
+        match std::fs::read(path) {
+            Ok(bytes) => parse_config(&crate::decode_utf8(bytes, path)?, path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ProjectConfig::default()),
             Err(e) => Err(io_error(&e, path)),
         }

@@ -115,12 +115,13 @@ pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: Pa
     let repository = Arc::new(YamlRepository::new(RepoPaths::from_env(
         &cwd, &env, &data_root,
     )));
+    let executor: Arc<dyn awf_domain::ports::CommandExecutor> = Arc::new(ProcessExecutor::new());
     let services = Services {
         repository: repository.clone(),
         interpolator: Arc::new(GoTemplates::new()),
         expressions: Arc::new(ExprEvaluator::new()),
-        executor: Arc::new(ProcessExecutor::new()),
-        agents: Arc::new(awf_application::NoAgents),
+        executor: Arc::clone(&executor),
+        agents: awf_agents::registry(executor, env.clone()),
         awf_dirs: awf_dirs(&data_root, &config_dir),
     };
     Wiring {

@@ -23,6 +23,7 @@ pub fn shell(text: &str) -> CommandSpec {
         dir: None,
         env: Vec::new(),
         timeout: None,
+        capture_limit: None,
     }
 }
 

@@ -17,6 +17,8 @@ fn exited(code: i32, stdout: &str, stderr: &str) -> CommandOutput {
         stdout: stdout.to_owned(),
         stderr: stderr.to_owned(),
         termination: Termination::Exited,
+        truncated: false,
+        signal: None,
     }
 }
 
@@ -58,7 +60,26 @@ async fn stderr_is_captured_separately() {
 
 #[tokio::test]
 async fn killed_by_signal_is_minus_one() {
-    assert_eq!(run_ok(shell("kill -9 $$")).await, exited(-1, "", ""));
+    assert_eq!(
+        run_ok(shell("kill -9 $$")).await,
+        CommandOutput {
+            signal: Some(9),
+            ..exited(-1, "", "")
+        }
+    );
+}
+
+#[tokio::test]
+async fn killed_by_signal_names_the_signal() {
+    assert_eq!(
+        run_ok(shell("echo before; kill -TERM $$; echo after")).await,
+        CommandOutput {
+            signal: Some(15),
+            ..exited(-1, "before\n", "")
+        }
+    );
+    // A shell exiting with 128+n on its own was not killed by a signal.
+    assert_eq!(run_ok(shell("exit 137")).await, exited(137, "", ""));
 }
 
 #[tokio::test]

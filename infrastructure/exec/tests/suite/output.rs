@@ -2,6 +2,7 @@
 
 use awf_domain::event::OutputStream;
 use awf_domain::ports::exec::CommandExecutor;
+use awf_domain::ports::exec::CommandSpec;
 use awf_exec::ProcessExecutor;
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
@@ -84,4 +85,65 @@ async fn invalid_utf8_becomes_replacement_characters() {
         .expect("runs");
     assert_eq!(out.stdout, "a\u{FFFD}b\u{FFFD}");
     assert_eq!(joined(&chunks, OutputStream::Stdout), out.stdout);
+}
+
+#[tokio::test]
+async fn capture_limit_keeps_the_first_bytes_and_streams_everything() {
+    let (cb, chunks) = recorder();
+    let spec = CommandSpec {
+        capture_limit: Some(1000),
+        ..shell("yes abcdefghi | head -c 300000; echo err-line >&2")
+    };
+    let out = ProcessExecutor::new()
+        .run(spec, Some(cb), CancellationToken::new())
+        .await
+        .expect("runs");
+    assert_eq!(out.exit_code, 0);
+    assert!(out.truncated);
+    assert_eq!(out.stdout, "abcdefghi\n".repeat(100));
+    assert_eq!(out.stderr, "err-line\n");
+    let streamed = joined(&chunks, OutputStream::Stdout);
+    assert_eq!(streamed.len(), 300_000);
+    assert_eq!(streamed, "abcdefghi\n".repeat(30_000));
+}
+
+#[tokio::test]
+async fn capture_limit_not_reached_is_not_truncated() {
+    let spec = CommandSpec {
+        capture_limit: Some(10),
+        ..shell("printf 0123456789")
+    };
+    let out = run_ok(spec).await;
+    assert_eq!((out.stdout.as_str(), out.truncated), ("0123456789", false));
+    let spec = CommandSpec {
+        capture_limit: Some(0),
+        ..shell("echo x; echo y >&2")
+    };
+    let out = run_ok(spec).await;
+    assert_eq!(
+        (out.stdout.as_str(), out.stderr.as_str(), out.truncated),
+        ("", "", true)
+    );
+}
+
+#[tokio::test]
+async fn capture_limit_cut_inside_a_character_drops_it() {
+    // "€" is 3 bytes: a 4-byte cap keeps "a" and the first 3 bytes of the first euro sign;
+    // a 5-byte cap splits the second one, which is dropped rather than shown as U+FFFD.
+    let spec = |n| CommandSpec {
+        capture_limit: Some(n),
+        ..shell("printf 'a€€€'")
+    };
+    assert_eq!(run_ok(spec(4)).await.stdout, "a€");
+    assert_eq!(run_ok(spec(5)).await.stdout, "a€");
+    assert_eq!(run_ok(spec(7)).await.stdout, "a€€");
+}
+
+#[tokio::test]
+async fn default_capture_limit_bounds_huge_output() {
+    let over = awf_exec::DEFAULT_CAPTURE_LIMIT + 4096;
+    let out = run_ok(shell(&format!("head -c {over} /dev/zero"))).await;
+    assert_eq!(out.exit_code, 0);
+    assert!(out.truncated);
+    assert_eq!(out.stdout.len(), awf_exec::DEFAULT_CAPTURE_LIMIT);
 }

@@ -30,8 +30,8 @@ async fn timeout_kills_the_whole_group() {
     let out = run_ok(spec).await;
     assert!(start.elapsed() < HANG_GUARD);
     assert_eq!(
-        (out.exit_code, out.termination),
-        (-1, Termination::TimedOut)
+        (out.exit_code, out.termination, out.signal),
+        (-1, Termination::TimedOut, Some(15))
     );
     let pid = first_pid(&out.stdout);
     assert!(gone_soon(pid), "grandchild {pid} survived the timeout");
@@ -75,8 +75,8 @@ async fn term_ignoring_child_is_killed_after_the_grace_period() {
     assert!(elapsed >= KILL_GRACE, "{elapsed:?}");
     assert!(elapsed < HANG_GUARD + KILL_GRACE);
     assert_eq!(
-        (out.exit_code, out.termination),
-        (-1, Termination::Cancelled)
+        (out.exit_code, out.termination, out.signal),
+        (-1, Termination::Cancelled, Some(9))
     );
     assert!(!out.stdout.contains("survived"), "{}", out.stdout);
     let pid = first_pid(&out.stdout);
@@ -97,8 +97,8 @@ async fn child_handling_term_exits_and_keeps_its_output() {
         .expect("runs");
     assert!(start.elapsed() < HANG_GUARD);
     assert_eq!(
-        (out.exit_code, out.termination),
-        (-1, Termination::Cancelled)
+        (out.exit_code, out.termination, out.signal),
+        (-1, Termination::Cancelled, None)
     );
     assert_eq!(out.stdout, "ready\ngot-term\n");
 }

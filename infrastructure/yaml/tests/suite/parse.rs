@@ -684,3 +684,80 @@ fn errors_of_all_states_are_collected() {
     assert_eq!(e.code(), ErrorCode::WorkflowParseUnknownStepType);
     assert_eq!(e.message().lines().count(), 2, "{}", e.message());
 }
+
+#[test]
+fn empty_state_name_is_a_validation_error() {
+    let e = load(
+        "name: x\nstates:\n  initial: \"\"\n  \"\": {type: step, command: echo hi, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowValidationInvalidState);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 3, column 12: states.initial: the initial state name is empty\n\
+         wf.yaml: line 4, column 3: states: state name \"\" is empty"
+    );
+    assert_eq!(
+        e.hints(),
+        [
+            "set `initial:` to the name of the first state",
+            "give the state a non-empty name"
+        ]
+    );
+}
+
+#[test]
+fn hostile_yaml_never_panics() {
+    const PIECES: &[&str] = &[
+        "name: x\n",
+        "states:\n",
+        "  initial: s\n",
+        "  s:\n",
+        "    type: step\n",
+        "    command: ",
+        "&a ",
+        "*a",
+        "<<: ",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        ": ",
+        "- ",
+        "\n",
+        "  ",
+        "\t",
+        "\"",
+        "'",
+        "é",
+        "!!int ",
+        "!!float ",
+        "9e999",
+        "-9223372036854775809",
+        "0x",
+        "---\n",
+        "? ",
+        "|\n",
+        "timeout: ",
+        "max_size: 99999999999G",
+        "retry: {max_attempts: -1}",
+        "#",
+        "~",
+        "null",
+    ];
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..3000 {
+        let len = (next() % 40) as usize;
+        let text: String = (0..len)
+            .map(|_| PIECES[(next() % PIECES.len() as u64) as usize])
+            .collect();
+        let _ = load(&text);
+    }
+}

@@ -267,3 +267,50 @@ fn config_inputs_known_and_unknown_keys() {
     assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
     assert!(e.message().contains("line 3"), "{}", e.message());
 }
+
+#[test]
+fn non_utf8_workflow_file_is_a_syntax_error_with_position() {
+    let f = fixture();
+    let p = f.root.join("proj/.awf/workflows/latin.yaml");
+    std::fs::write(&p, b"name: x\nstates:\n  init\xc3\xa9: \xff\xfe\n").unwrap();
+    let e = f.repo.load("latin", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert_eq!(
+        e.message(),
+        format!(
+            "{}: line 3, column 10: the file is not valid UTF-8: byte 0xff at offset 26",
+            p.display()
+        )
+    );
+    assert_eq!(e.hints(), ["save the file as UTF-8"]);
+    assert_eq!(e.details().get("line"), Some(&json!(3)));
+}
+
+#[test]
+fn directory_as_workflow_path_says_it_is_a_directory() {
+    let f = fixture();
+    let dir = f.root.join("elsewhere");
+    write(&dir.join("b.yaml"), &simple("b", "1"));
+    write(&dir.join("a.yaml"), &simple("a", "1"));
+    let ident = dir.to_str().unwrap();
+    let e = f.repo.load(ident, None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+    assert_eq!(
+        e.message(),
+        format!("workflow path is a directory, not a file: {ident}")
+    );
+    assert_eq!(
+        e.hints(),
+        [format!(
+            "pass a workflow file inside it, e.g. {ident}/a.yaml"
+        )]
+    );
+    let empty = f.root.join("emptydir");
+    std::fs::create_dir_all(&empty).unwrap();
+    let e = f.repo.load(empty.to_str().unwrap(), None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+    assert_eq!(
+        e.hints(),
+        ["pass the path of a workflow .yaml file, or a workflow name"]
+    );
+}

@@ -1,0 +1,463 @@
+//! The shared runner of CLI agents: PATH check, argv, streaming NDJSON parse, errors, tokens
+//! and sessions. Each CLI plugs in through [`CliAgent`].
+//!
+//! Source: spec/workflow.md §5.1, §5.3, §3.8; decisions.md ("system_prompt and role reach
+//! every provider").
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+
+use awf_domain::error::AwfError;
+use awf_domain::error::ErrorCode;
+use awf_domain::event::OutputStream;
+use awf_domain::ports::AgentProvider;
+use awf_domain::ports::CommandExecutor;
+use awf_domain::ports::agent::AgentCallback;
+use awf_domain::ports::agent::AgentChunk;
+use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::AgentResponse;
+use awf_domain::ports::agent::AgentSession;
+use awf_domain::ports::agent::Role;
+use awf_domain::ports::agent::Turn;
+use awf_domain::ports::exec::CommandSpec;
+use awf_domain::ports::exec::OutputCallback;
+use awf_domain::ports::exec::Program;
+use awf_domain::ports::exec::Termination;
+use awf_domain::run::TokenUsage;
+use tokio_util::sync::CancellationToken;
+
+use crate::parse::LineParser;
+use crate::parse::LineSplitter;
+use crate::parse::Parsed;
+use crate::parse::Usage;
+
+/// How much of stderr goes into an `EXECUTION.AGENT.FAILED` message (bytes, the tail).
+pub const STDERR_TAIL_BYTES: usize = 2048;
+
+/// One agent CLI: its binary, argv and output parser.
+pub trait CliAgent: Send + Sync + 'static {
+    /// The parser of the CLI's stdout.
+    type Parser: LineParser + 'static;
+
+    /// Provider name (`claude`, …).
+    fn name(&self) -> &'static str;
+    /// Binary looked up on PATH (`claude`, …).
+    fn binary(&self) -> &'static str;
+    /// How to install the binary (shown as the hint of `EXECUTION.AGENT.BINARY_NOT_FOUND`).
+    fn install_hint(&self) -> &'static str;
+    /// Validates the options and builds the argv (without the binary).
+    ///
+    /// # Errors
+    /// `USER.AGENT.INVALID_OPTION`.
+    fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError>;
+    /// A fresh parser for this request.
+    fn parser(&self, request: &AgentRequest) -> Self::Parser;
+    /// Provider-specific adjustment of the parse result (e.g. which Response to keep).
+    fn adjust(&self, parsed: Parsed, _request: &AgentRequest, _stdout: &str) -> Parsed {
+        parsed
+    }
+}
+
+/// An [`AgentProvider`] running the CLI `A` through a [`CommandExecutor`].
+pub struct CliProvider<A: CliAgent> {
+    agent: A,
+    executor: Arc<dyn CommandExecutor>,
+    env: Arc<BTreeMap<String, String>>,
+}
+
+impl<A: CliAgent> CliProvider<A> {
+    /// A provider for `agent`; `env` is the process environment (PATH lookup).
+    pub fn new(
+        agent: A,
+        executor: Arc<dyn CommandExecutor>,
+        env: Arc<BTreeMap<String, String>>,
+    ) -> Self {
+        Self {
+            agent,
+            executor,
+            env,
+        }
+    }
+
+    /// The CLI this provider runs.
+    pub fn agent(&self) -> &A {
+        &self.agent
+    }
+}
+
+/// The system prompt to pass: the request's, else `options.system_prompt`; blank = none.
+pub(crate) fn system_prompt(request: &AgentRequest) -> Option<String> {
+    request
+        .system_prompt
+        .clone()
+        .or_else(|| {
+            request
+                .options
+                .get("system_prompt")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned)
+        })
+        .filter(|s| !s.trim().is_empty())
+}
+
+/// The session id to resume, when the request continues a session that has one.
+pub(crate) fn resume_id(request: &AgentRequest) -> Option<&str> {
+    request
+        .session
+        .as_ref()
+        .and_then(|s| s.session_id.as_deref())
+        .filter(|s| !s.is_empty())
+}
+
+/// The prompt with the system prompt prepended (`<system>\n\n<prompt>`), unless the call
+/// resumes a session (the CLI already has it).
+pub(crate) fn prompt_with_system(request: &AgentRequest) -> String {
+    match (resume_id(request), system_prompt(request)) {
+        (None, Some(sys)) => format!("{sys}\n\n{}", request.prompt),
+        _ => request.prompt.clone(),
+    }
+}
+
+/// The turns a session holds before this call: its turns, or (for a fresh session) the
+/// system prompt as the first turn.
+pub(crate) fn history(request: &AgentRequest) -> Vec<Turn> {
+    let Some(session) = &request.session else {
+        return Vec::new();
+    };
+    let mut turns = session.turns.clone();
+    if turns.is_empty() {
+        if let Some(sys) = system_prompt(request) {
+            turns.push(Turn {
+                role: Role::System,
+                content: sys,
+            });
+        }
+    }
+    turns
+}
+
+/// The session after this call (`None` when the request carried none): the previous turns
+/// (seeded with the system prompt), the prompt and the answer; the new id, else the old one.
+pub(crate) fn next_session(
+    request: &AgentRequest,
+    output: &str,
+    new_id: Option<String>,
+) -> Option<AgentSession> {
+    let session = request.session.as_ref()?;
+    let mut turns = history(request);
+    turns.push(Turn {
+        role: Role::User,
+        content: request.prompt.clone(),
+    });
+    turns.push(Turn {
+        role: Role::Assistant,
+        content: output.to_owned(),
+    });
+    Some(AgentSession {
+        session_id: new_id
+            .filter(|s| !s.is_empty())
+            .or_else(|| session.session_id.clone()),
+        turns,
+    })
+}
+
+/// Tokens: the reported usage, else estimates (`len/4` of the answer, and of the prompt,
+/// system prompt and history for the input).
+pub(crate) fn tokens(usage: Option<Usage>, request: &AgentRequest, output: &str) -> TokenUsage {
+    match usage {
+        Some(u) => TokenUsage {
+            input: u.input,
+            output: u.output,
+            total: u.total(),
+            estimated: false,
+        },
+        None => {
+            let mut input_len = request.prompt.len();
+            if request.session.is_some() {
+                input_len += history(request)
+                    .iter()
+                    .map(|t| t.content.len())
+                    .sum::<usize>();
+            } else if let Some(sys) = system_prompt(request) {
+                input_len += sys.len();
+            }
+            let input = (input_len / 4) as u64;
+            let out = (output.len() / 4) as u64;
+            TokenUsage {
+                input,
+                output: out,
+                total: input + out,
+                estimated: true,
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of `s` (on a char boundary), trimmed.
+pub(crate) fn tail(s: &str, max: usize) -> &str {
+    let s = s.trim_end();
+    if s.len() <= max {
+        return s.trim_start();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Finds `name` on `PATH` (the request's `PATH` override, else the process's); a name with a
+/// `/` is checked as a path.
+pub fn find_program(
+    name: &str,
+    env: &BTreeMap<String, String>,
+    overrides: &[(String, String)],
+) -> Option<PathBuf> {
+    if name.contains('/') {
+        let p = PathBuf::from(name);
+        return is_executable(&p).then_some(p);
+    }
+    let path = overrides
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .or_else(|| env.get("PATH").map(String::as_str))?;
+    path.split(':')
+        .map(|dir| Path::new(if dir.is_empty() { "." } else { dir }).join(name))
+        .find(|p| is_executable(p))
+}
+
+/// Stream state shared with the output callback.
+struct Feed<P> {
+    splitter: LineSplitter,
+    parser: P,
+    fed: usize,
+    messages: usize,
+    on_chunk: Option<AgentCallback>,
+}
+
+impl<P: LineParser> Feed<P> {
+    fn push(&mut self, text: &str) {
+        self.fed += text.len();
+        let mut chunks = Vec::new();
+        let parser = &mut self.parser;
+        self.splitter
+            .push(text, |line| parser.parse_line_into(line, &mut chunks));
+        self.deliver(chunks);
+    }
+
+    fn end(&mut self) {
+        let mut chunks = Vec::new();
+        let parser = &mut self.parser;
+        self.splitter
+            .finish(|line| parser.parse_line_into(line, &mut chunks));
+        self.deliver(chunks);
+    }
+
+    fn deliver(&mut self, chunks: Vec<AgentChunk>) {
+        for c in chunks {
+            if matches!(c, AgentChunk::Message(_)) {
+                self.messages += 1;
+            }
+            if let Some(cb) = &self.on_chunk {
+                cb(c);
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<A: CliAgent> AgentProvider for CliProvider<A> {
+    fn name(&self) -> &str {
+        self.agent.name()
+    }
+
+    async fn execute(
+        &self,
+        request: AgentRequest,
+        on_chunk: Option<AgentCallback>,
+        cancel: CancellationToken,
+    ) -> Result<AgentResponse, AwfError> {
+        let name = self.agent.name();
+        let binary = self.agent.binary();
+        if request.prompt.trim().is_empty() {
+            return Err(AwfError::new(
+                ErrorCode::ExecutionAgentFailed,
+                format!("{name}: prompt cannot be empty"),
+            ));
+        }
+        let args = self.agent.argv(&request)?;
+        let Some(program) = find_program(binary, &self.env, &request.env) else {
+            return Err(AwfError::new(
+                ErrorCode::ExecutionAgentBinaryNotFound,
+                format!("{name}: the `{binary}` CLI was not found on PATH"),
+            )
+            .with_detail("provider", name)
+            .with_detail("binary", binary)
+            .with_hint(self.agent.install_hint()));
+        };
+
+        let feed = Arc::new(Mutex::new(Feed {
+            splitter: LineSplitter::default(),
+            parser: self.agent.parser(&request),
+            fed: 0,
+            messages: 0,
+            on_chunk: on_chunk.clone(),
+        }));
+        let sink = Arc::clone(&feed);
+        let callback: OutputCallback = Arc::new(move |stream, text| {
+            if stream == OutputStream::Stdout {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(text);
+            }
+        });
+        let spec = CommandSpec {
+            program: Program::Exec {
+                program: program.to_string_lossy().into_owned(),
+                args,
+            },
+            dir: request.dir.clone(),
+            env: request.env.clone(),
+            timeout: request.timeout,
+            capture_limit: None,
+        };
+        let out = self
+            .executor
+            .run(spec, Some(callback), cancel)
+            .await
+            .map_err(|e| {
+                AwfError::new(
+                    ErrorCode::ExecutionAgentFailed,
+                    format!("{name}: could not start `{binary}`: {}", e.message()),
+                )
+                .with_detail("provider", name)
+            })?;
+        match out.termination {
+            Termination::TimedOut => {
+                let after = request
+                    .timeout
+                    .map(|t| format!(" after {t:?}"))
+                    .unwrap_or_default();
+                return Err(AwfError::new(
+                    ErrorCode::ExecutionAgentTimeout,
+                    format!("{name}: agent timed out{after} and was stopped"),
+                )
+                .with_detail("provider", name));
+            }
+            Termination::Cancelled => {
+                return Err(AwfError::new(
+                    ErrorCode::ExecutionRunCancelled,
+                    format!("{name}: agent cancelled"),
+                ));
+            }
+            Termination::Exited => {}
+        }
+
+        let (parsed, messages) = {
+            let mut guard = feed.lock().unwrap_or_else(PoisonError::into_inner);
+            if guard.fed == 0 && !out.stdout.is_empty() {
+                guard.push(&out.stdout);
+            }
+            guard.end();
+            let messages = guard.messages;
+            let parser = std::mem::replace(&mut guard.parser, self.agent.parser(&request));
+            (parser.finish(), messages)
+        };
+        let parsed = self.agent.adjust(parsed, &request, &out.stdout);
+
+        if out.exit_code != 0 || parsed.failed {
+            let mut msg = if out.exit_code != 0 {
+                format!("{name}: `{binary}` exited with status {}", out.exit_code)
+            } else {
+                format!("{name}: `{binary}` reported a failure")
+            };
+            if let Some(e) = parsed.error.as_deref().filter(|e| !e.is_empty()) {
+                msg.push_str(": ");
+                msg.push_str(e);
+            }
+            let err_tail = tail(&out.stderr, STDERR_TAIL_BYTES);
+            if !err_tail.is_empty() {
+                msg.push_str("\nstderr: ");
+                msg.push_str(err_tail);
+            }
+            return Err(AwfError::new(ErrorCode::ExecutionAgentFailed, msg)
+                .with_detail("provider", name)
+                .with_detail("exit_code", out.exit_code));
+        }
+
+        let output = parsed.output.unwrap_or_else(|| out.stdout.clone());
+        if messages == 0 && !output.is_empty() {
+            if let Some(cb) = &on_chunk {
+                cb(AgentChunk::Message(output.clone()));
+            }
+        }
+        let tokens = tokens(parsed.usage, &request, &output);
+        let session = next_session(&request, &output, parsed.session_id);
+        Ok(AgentResponse {
+            output,
+            response: parsed.response,
+            tokens,
+            session,
+            raw: out.stdout,
+            stderr: out.stderr,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_end_on_a_char_boundary() {
+        assert_eq!(tail("  short \n", 100), "short");
+        assert_eq!(tail("abcdéf", 3), "éf");
+        assert_eq!(tail("abcdef", 3), "def");
+    }
+
+    #[test]
+    fn prompt_gets_the_system_prompt_unless_resuming() {
+        let mut r = AgentRequest {
+            prompt: "P".into(),
+            system_prompt: Some("S".into()),
+            ..AgentRequest::default()
+        };
+        assert_eq!(prompt_with_system(&r), "S\n\nP");
+        r.session = Some(AgentSession::default());
+        assert_eq!(prompt_with_system(&r), "S\n\nP");
+        r.session = Some(AgentSession {
+            session_id: Some("id".into()),
+            turns: vec![],
+        });
+        assert_eq!(prompt_with_system(&r), "P");
+    }
+
+    #[test]
+    fn estimates_tokens_without_usage() {
+        let r = AgentRequest {
+            prompt: "12345678".into(),
+            system_prompt: Some("abcd".into()),
+            ..AgentRequest::default()
+        };
+        assert_eq!(
+            tokens(None, &r, "0123456789ab"),
+            TokenUsage {
+                input: 3,
+                output: 3,
+                total: 6,
+                estimated: true
+            }
+        );
+    }
+}

@@ -1,0 +1,132 @@
+use awf_domain::error::AwfError;
+use awf_domain::ports::agent::AgentRequest;
+
+use crate::cli::CliAgent;
+use crate::cli::prompt_with_system;
+use crate::cli::resume_id;
+use crate::options::Opts;
+use crate::parse::Parsed;
+use crate::parse::gemini::State;
+use crate::parse::json_object;
+
+/// Gemini CLI (`gemini`).
+///
+/// argv: `[--approval-mode=yolo] --output-format stream-json [--model M] [--resume <id>]
+/// -p <prompt>`; the system prompt is prepended to the prompt unless resuming. Options:
+/// `model` (`gemini-…`), `dangerously_skip_permissions` (→ `--approval-mode=yolo`).
+/// Response: the whole stdout as a JSON object, only with display format json.
+///
+/// Source: spec/workflow.md §5.2 "gemini"; agents-offline.md §3.7.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Gemini;
+
+impl CliAgent for Gemini {
+    type Parser = State;
+
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn binary(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "Install the Gemini CLI: npm install -g @google/gemini-cli"
+    }
+
+    fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
+        let o = Opts::new("gemini", &request.options);
+        let model = o.string("model")?;
+        if let Some(m) = &model {
+            if !m.starts_with("gemini-") {
+                return Err(o.invalid(
+                    "model",
+                    format!("expected a name starting with gemini-, got {m:?}"),
+                ));
+            }
+        }
+        let mut args = Vec::new();
+        if o.flag("dangerously_skip_permissions")? {
+            args.push("--approval-mode=yolo".to_owned());
+        }
+        args.extend(["--output-format", "stream-json"].map(String::from));
+        if let Some(m) = model {
+            args.extend(["--model".to_owned(), m]);
+        }
+        if let Some(id) = resume_id(request) {
+            args.extend(["--resume".to_owned(), id.to_owned()]);
+        }
+        args.extend(["-p".to_owned(), prompt_with_system(request)]);
+        Ok(args)
+    }
+
+    fn parser(&self, _request: &AgentRequest) -> State {
+        State::default()
+    }
+
+    fn adjust(&self, mut parsed: Parsed, request: &AgentRequest, stdout: &str) -> Parsed {
+        parsed.response = if super::display_json(request) {
+            json_object(stdout)
+        } else {
+            None
+        };
+        parsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::test_support::*;
+    use awf_domain::error::ErrorCode;
+    use serde_json::json;
+
+    #[test]
+    fn argv_single_fresh_and_resume() {
+        let r = req(
+            "say hi",
+            json!({"model": "gemini-2.5-flash", "dangerously_skip_permissions": true}),
+        );
+        assert_eq!(
+            Gemini.argv(&r).unwrap(),
+            [
+                "--approval-mode=yolo",
+                "--output-format",
+                "stream-json",
+                "--model",
+                "gemini-2.5-flash",
+                "-p",
+                "say hi"
+            ]
+        );
+        let r = with_system(req("say hi", json!({})), "SYS");
+        assert_eq!(
+            Gemini.argv(&r).unwrap(),
+            ["--output-format", "stream-json", "-p", "SYS\n\nsay hi"]
+        );
+        assert_eq!(
+            Gemini.argv(&resuming(r, "babf")).unwrap(),
+            [
+                "--output-format",
+                "stream-json",
+                "--resume",
+                "babf",
+                "-p",
+                "say hi"
+            ]
+        );
+    }
+
+    #[test]
+    fn model_is_validated() {
+        let e = Gemini
+            .argv(&req("x", json!({"model": "flash"})))
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
+        assert_eq!(
+            e.message(),
+            "gemini option `model` is invalid: expected a name starting with gemini-, got \"flash\""
+        );
+    }
+}

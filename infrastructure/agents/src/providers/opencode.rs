@@ -1,0 +1,145 @@
+use awf_domain::error::AwfError;
+use awf_domain::ports::agent::AgentRequest;
+
+use crate::cli::CliAgent;
+use crate::cli::prompt_with_system;
+use crate::cli::resume_id;
+use crate::options::Opts;
+use crate::parse::Parsed;
+use crate::parse::json_object;
+use crate::parse::opencode::State;
+
+/// OpenCode (`opencode`).
+///
+/// argv: `run <prompt> --format json [--model M] [--dangerously-skip-permissions]
+/// [--framework F] [--verbose] [--output DIR] [-s <session id>]`; the system prompt is
+/// prepended unless resuming. Options: `model`, `dangerously_skip_permissions`, `framework`,
+/// `verbose` (bool), `output_dir` (string). Response: the whole stdout as a JSON object, only
+/// with display format json. Unlike AWF, a session without an id starts fresh instead of
+/// `-c` (continue the *last* session, which may belong to someone else).
+///
+/// Source: spec/workflow.md §5.2 "opencode"; agents-offline.md §4.6.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OpenCode;
+
+impl CliAgent for OpenCode {
+    type Parser = State;
+
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn binary(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "Install OpenCode: npm install -g opencode-ai"
+    }
+
+    fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
+        let o = Opts::new("opencode", &request.options);
+        let model = o.string("model")?;
+        let skip = o.flag("dangerously_skip_permissions")?;
+        let framework = o.string("framework")?;
+        let verbose = o.flag("verbose")?;
+        let output_dir = match request.options.get("output_dir") {
+            Some(v) if !v.is_string() && !v.is_null() => {
+                return Err(o.invalid("output_dir", "expected a string"));
+            }
+            _ => o.string("output_dir")?,
+        };
+
+        let mut args = vec![
+            "run".to_owned(),
+            prompt_with_system(request),
+            "--format".to_owned(),
+            "json".to_owned(),
+        ];
+        if let Some(m) = model {
+            args.extend(["--model".to_owned(), m]);
+        }
+        if skip {
+            args.push("--dangerously-skip-permissions".to_owned());
+        }
+        if let Some(f) = framework {
+            args.extend(["--framework".to_owned(), f]);
+        }
+        if verbose {
+            args.push("--verbose".to_owned());
+        }
+        if let Some(d) = output_dir {
+            args.extend(["--output".to_owned(), d]);
+        }
+        if let Some(id) = resume_id(request) {
+            args.extend(["-s".to_owned(), id.to_owned()]);
+        }
+        Ok(args)
+    }
+
+    fn parser(&self, _request: &AgentRequest) -> State {
+        State::default()
+    }
+
+    fn adjust(&self, mut parsed: Parsed, request: &AgentRequest, stdout: &str) -> Parsed {
+        parsed.response = if super::display_json(request) {
+            json_object(stdout)
+        } else {
+            None
+        };
+        parsed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::test_support::*;
+    use awf_domain::error::ErrorCode;
+    use serde_json::json;
+
+    #[test]
+    fn argv_single_and_resume() {
+        let r = req(
+            "say hi",
+            json!({"model": "mock/mock-model", "dangerously_skip_permissions": true, "verbose": true, "output_dir": "out"}),
+        );
+        assert_eq!(
+            OpenCode.argv(&r).unwrap(),
+            [
+                "run",
+                "say hi",
+                "--format",
+                "json",
+                "--model",
+                "mock/mock-model",
+                "--dangerously-skip-permissions",
+                "--verbose",
+                "--output",
+                "out"
+            ]
+        );
+        let r = with_system(req("say hi", json!({})), "SYS");
+        assert_eq!(
+            OpenCode.argv(&r).unwrap(),
+            ["run", "SYS\n\nsay hi", "--format", "json"]
+        );
+        assert_eq!(
+            OpenCode.argv(&resuming(r, "ses_1")).unwrap(),
+            ["run", "say hi", "--format", "json", "-s", "ses_1"]
+        );
+    }
+
+    #[test]
+    fn options_are_validated() {
+        let e = OpenCode.argv(&req("x", json!({"verbose": 1}))).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
+        let e = OpenCode
+            .argv(&req("x", json!({"output_dir": 3})))
+            .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "opencode option `output_dir` is invalid: expected a string"
+        );
+    }
+}

@@ -1,0 +1,304 @@
+use awf_domain::error::AwfError;
+use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::Role;
+
+use crate::cli::CliAgent;
+use crate::cli::history;
+use crate::cli::system_prompt;
+use crate::options::Opts;
+use crate::parse::vibe::Mode;
+use crate::parse::vibe::State;
+
+/// Mistral Vibe (`vibe`).
+///
+/// argv: `--prompt <text> --agent <profile> [--output text|json|streaming] [--max-turns N]
+/// [--max-tokens N] [--max-price X] [--workdir D] [--enabled-tools T]… [--add-dir D]…
+/// [--trust]`. Profile: `auto-approve` with `dangerously_skip_permissions`, else
+/// `agent_profile`, else `default`. vibe has no session ids: in a session the prompt becomes
+/// a transcript of every turn (`System|User|Assistant: …`) ending with `User: <prompt>`;
+/// outside one the system prompt is prepended.
+///
+/// Source: spec/workflow.md §5.2 "mistral_vibe".
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MistralVibe;
+
+const TRANSCRIPT_HEAD: &str = "Continue the conversation using the transcript below. Answer the final user message.\n\nTranscript:\n";
+
+/// The text passed as `--prompt`.
+fn vibe_prompt(request: &AgentRequest) -> String {
+    if request.session.is_none() {
+        return match system_prompt(request) {
+            Some(sys) => format!("{sys}\n\n{}", request.prompt),
+            None => request.prompt.clone(),
+        };
+    }
+    let turns = history(request);
+    if turns.is_empty() {
+        return request.prompt.clone();
+    }
+    let mut text = TRANSCRIPT_HEAD.to_owned();
+    for t in &turns {
+        let content = t.content.trim();
+        if content.is_empty() {
+            continue;
+        }
+        let label = match t.role {
+            Role::System => "System",
+            Role::User => "User",
+            Role::Assistant => "Assistant",
+        };
+        text.push_str(label);
+        text.push_str(": ");
+        text.push_str(content);
+        text.push('\n');
+    }
+    text.push_str("User: ");
+    text.push_str(&request.prompt);
+    text
+}
+
+fn check_path(o: &Opts<'_>, key: &str, p: &str) -> Result<(), AwfError> {
+    if p.trim().is_empty() {
+        return Err(o.invalid(key, "path cannot be empty"));
+    }
+    if p.split('/').any(|seg| seg == "..") {
+        return Err(o.invalid(key, format!("path must not contain `..`, got {p:?}")));
+    }
+    Ok(())
+}
+
+fn mode(request: &AgentRequest) -> Mode {
+    match request
+        .options
+        .get("output_format")
+        .and_then(|v| v.as_str())
+    {
+        Some("json") => Mode::Json,
+        Some("streaming") => Mode::Streaming,
+        _ => Mode::Text,
+    }
+}
+
+impl CliAgent for MistralVibe {
+    type Parser = State;
+
+    fn name(&self) -> &'static str {
+        "mistral_vibe"
+    }
+
+    fn binary(&self) -> &'static str {
+        "vibe"
+    }
+
+    fn install_hint(&self) -> &'static str {
+        "Install Mistral Vibe: uv tool install mistral-vibe (or pip install mistral-vibe)"
+    }
+
+    fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
+        let o = Opts::new("mistral_vibe", &request.options);
+        let skip = o.flag("dangerously_skip_permissions")?;
+        let profile = o.string("agent_profile")?;
+        let profile = match (skip, profile) {
+            (true, Some(p)) if p != "auto-approve" => {
+                return Err(o.invalid(
+                    "agent_profile",
+                    format!("conflicts with dangerously_skip_permissions: expected auto-approve, got {p:?}"),
+                ));
+            }
+            (true, _) => "auto-approve".to_owned(),
+            (false, Some(p)) => p,
+            (false, None) => "default".to_owned(),
+        };
+        let output = o.one_of("output_format", &["text", "json", "streaming"])?;
+        let positive = |key: &str| -> Result<Option<u64>, AwfError> {
+            match o.uint(key)? {
+                Some(0) => Err(o.invalid(key, "expected a positive integer, got 0")),
+                other => Ok(other),
+            }
+        };
+        let max_turns = positive("max_turns")?;
+        let max_tokens = positive("max_tokens")?;
+        let max_price = match o.number("max_price")? {
+            Some(p) if p < 0.0 => {
+                return Err(o.invalid(
+                    "max_price",
+                    format!("expected a non-negative number, got {p}"),
+                ));
+            }
+            other => other,
+        };
+        let workdir = o.string("workdir")?;
+        if let Some(w) = &workdir {
+            check_path(&o, "workdir", w)?;
+        }
+        let tools = o.string_list("enabled_tools")?;
+        let dirs = o.string_list("add_dirs")?;
+        for d in &dirs {
+            check_path(&o, "add_dirs", d)?;
+        }
+        let trust = match request.options.get("trust") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(_) => return Err(o.invalid("trust", "expected a boolean")),
+        };
+
+        let mut args = vec![
+            "--prompt".to_owned(),
+            vibe_prompt(request),
+            "--agent".to_owned(),
+            profile,
+        ];
+        if let Some(out) = output {
+            args.extend(["--output".to_owned(), out]);
+        }
+        if let Some(n) = max_turns {
+            args.extend(["--max-turns".to_owned(), n.to_string()]);
+        }
+        if let Some(n) = max_tokens {
+            args.extend(["--max-tokens".to_owned(), n.to_string()]);
+        }
+        if let Some(p) = max_price {
+            args.extend(["--max-price".to_owned(), p.to_string()]);
+        }
+        if let Some(w) = workdir {
+            args.extend(["--workdir".to_owned(), w]);
+        }
+        for t in tools {
+            args.extend(["--enabled-tools".to_owned(), t]);
+        }
+        for d in dirs {
+            args.extend(["--add-dir".to_owned(), d]);
+        }
+        if trust {
+            args.push("--trust".to_owned());
+        }
+        Ok(args)
+    }
+
+    fn parser(&self, request: &AgentRequest) -> State {
+        State::new(mode(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::test_support::*;
+    use awf_domain::error::ErrorCode;
+    use awf_domain::ports::agent::AgentSession;
+    use awf_domain::ports::agent::Turn;
+    use serde_json::json;
+
+    #[test]
+    fn argv_with_every_option() {
+        let r = req(
+            "do it",
+            json!({"output_format": "text", "max_turns": 3, "max_tokens": "100", "max_price": 0.5, "workdir": "src", "enabled_tools": ["bash"], "add_dirs": ["a", "b"], "trust": true, "agent_profile": "plan"}),
+        );
+        assert_eq!(
+            MistralVibe.argv(&r).unwrap(),
+            [
+                "--prompt",
+                "do it",
+                "--agent",
+                "plan",
+                "--output",
+                "text",
+                "--max-turns",
+                "3",
+                "--max-tokens",
+                "100",
+                "--max-price",
+                "0.5",
+                "--workdir",
+                "src",
+                "--enabled-tools",
+                "bash",
+                "--add-dir",
+                "a",
+                "--add-dir",
+                "b",
+                "--trust"
+            ]
+        );
+        let r = with_system(
+            req("do it", json!({"dangerously_skip_permissions": true})),
+            "SYS",
+        );
+        assert_eq!(
+            MistralVibe.argv(&r).unwrap(),
+            ["--prompt", "SYS\n\ndo it", "--agent", "auto-approve"]
+        );
+    }
+
+    #[test]
+    fn session_inlines_the_transcript() {
+        let mut r = with_system(req("next?", json!({})), "SYS");
+        r.session = Some(AgentSession::default());
+        assert_eq!(
+            MistralVibe.argv(&r).unwrap()[1],
+            format!("{TRANSCRIPT_HEAD}System: SYS\nUser: next?")
+        );
+        r.session = Some(AgentSession {
+            session_id: None,
+            turns: vec![
+                Turn {
+                    role: Role::System,
+                    content: "SYS".into(),
+                },
+                Turn {
+                    role: Role::User,
+                    content: "remember ZEBRA".into(),
+                },
+                Turn {
+                    role: Role::Assistant,
+                    content: " ok \n".into(),
+                },
+            ],
+        });
+        assert_eq!(
+            MistralVibe.argv(&r).unwrap()[1],
+            format!(
+                "{TRANSCRIPT_HEAD}System: SYS\nUser: remember ZEBRA\nAssistant: ok\nUser: next?"
+            )
+        );
+    }
+
+    #[test]
+    fn options_are_validated() {
+        for (opts, msg) in [
+            (
+                json!({"dangerously_skip_permissions": true, "agent_profile": "plan"}),
+                "mistral_vibe option `agent_profile` is invalid: conflicts with dangerously_skip_permissions: expected auto-approve, got \"plan\"",
+            ),
+            (
+                json!({"output_format": "yaml"}),
+                "mistral_vibe option `output_format` is invalid: expected one of text, json, streaming, got \"yaml\"",
+            ),
+            (
+                json!({"max_turns": 0}),
+                "mistral_vibe option `max_turns` is invalid: expected a positive integer, got 0",
+            ),
+            (
+                json!({"max_price": -1}),
+                "mistral_vibe option `max_price` is invalid: expected a non-negative number, got -1",
+            ),
+            (
+                json!({"workdir": "../x"}),
+                "mistral_vibe option `workdir` is invalid: path must not contain `..`, got \"../x\"",
+            ),
+            (
+                json!({"enabled_tools": [1]}),
+                "mistral_vibe option `enabled_tools` is invalid: expected a string at index 0, got a number",
+            ),
+            (
+                json!({"trust": "yes"}),
+                "mistral_vibe option `trust` is invalid: expected a boolean",
+            ),
+        ] {
+            let e = MistralVibe.argv(&req("x", opts)).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
+            assert_eq!(e.message(), msg);
+        }
+    }
+}

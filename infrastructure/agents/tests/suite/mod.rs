@@ -1,0 +1,3 @@
+mod fixtures;
+mod openai;
+mod providers;

@@ -1,0 +1,295 @@
+//! The real agent CLIs (claude, codex, gemini, opencode from npm, pinned by
+//! scripts/install-agents.sh) driven by `awf run` against the scripted LLM server on
+//! 127.0.0.1 (`awf-mock-llm`). Each CLI gets a fresh HOME, TMPDIR and working directory.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_mock_llm::MockLlm;
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+#[derive(Clone, Copy, Debug)]
+enum Cli {
+    Claude,
+    Codex,
+    Gemini,
+    Opencode,
+}
+
+impl Cli {
+    fn provider(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Opencode => "opencode",
+        }
+    }
+
+    /// Extra `options:` lines for the agent step.
+    fn options(self) -> &'static str {
+        match self {
+            Self::Gemini => "    options:\n      model: gemini-2.5-flash\n",
+            Self::Claude | Self::Codex | Self::Opencode => "",
+        }
+    }
+}
+
+fn bin_dir() -> PathBuf {
+    let d = awf_tests::workspace_root().join(".cache/npm/node_modules/.bin");
+    assert!(
+        d.join("claude").exists(),
+        "agent CLIs not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        d.display()
+    );
+    d
+}
+
+struct Harness {
+    sb: Sandbox,
+    mock: MockLlm,
+}
+
+fn harness(cli: Cli, script: Value) -> Harness {
+    let mut sb = Sandbox::new().expect("sandbox");
+    let mock = MockLlm::start(script);
+    let url = mock.url();
+    let path = format!(
+        "{}:{}",
+        bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    let home = sb.path().join("home");
+    match cli {
+        Cli::Claude => {
+            sb.set_env("ANTHROPIC_BASE_URL", &url);
+            sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+            sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+            sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
+        }
+        Cli::Codex => {
+            std::fs::create_dir_all(home.join(".codex")).unwrap();
+            std::fs::write(
+                home.join(".codex/config.toml"),
+                format!(
+                    "model_provider = \"mock\"\nmodel = \"mock-model\"\n\n[model_providers.mock]\nname = \"Mock\"\nbase_url = \"{url}/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n\n[analytics]\nenabled = false\n"
+                ),
+            )
+            .unwrap();
+            sb.set_env("MOCK_API_KEY", "sk-test");
+        }
+        Cli::Gemini => {
+            std::fs::create_dir_all(home.join(".gemini")).unwrap();
+            std::fs::write(
+                home.join(".gemini/settings.json"),
+                r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}, "privacy": {"usageStatisticsEnabled": false}}"#,
+            )
+            .unwrap();
+            sb.set_env("GEMINI_API_KEY", "sk-test");
+            sb.set_env("GOOGLE_GEMINI_BASE_URL", &url);
+            sb.set_env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+        }
+        Cli::Opencode => {
+            let cfg = sb.path().join("opencode.json");
+            std::fs::write(
+                &cfg,
+                json!({
+                    "$schema": "https://opencode.ai/config.json",
+                    "model": "mock/mock-model",
+                    "small_model": "mock/mock-model",
+                    "autoupdate": false,
+                    "share": "disabled",
+                    "provider": {"mock": {
+                        "npm": "@ai-sdk/openai-compatible",
+                        "name": "Mock",
+                        "options": {"baseURL": format!("{url}/v1"), "apiKey": "sk-test"},
+                        "models": {"mock-model": {"name": "Mock Model", "tool_call": true, "limit": {"context": 200000, "output": 8192}}}
+                    }}
+                })
+                .to_string(),
+            )
+            .unwrap();
+            sb.set_env("OPENCODE_CONFIG", &cfg.display().to_string());
+            sb.set_env("OPENCODE_DISABLE_MODELS_FETCH", "1");
+            sb.set_env("OPENCODE_DISABLE_AUTOUPDATE", "1");
+        }
+    }
+    Harness { sb, mock }
+}
+
+impl Harness {
+    fn run_workflow(&self, yaml: &str) -> (i32, Value, String) {
+        let wf = self.sb.write("wf.yaml", yaml).unwrap();
+        let r = self
+            .sb
+            .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+            .unwrap();
+        let doc = r.json().unwrap_or_else(|e| panic!("{e}"));
+        (r.code, doc, r.stderr)
+    }
+}
+
+/// Processes whose working directory is inside `dir` (agent CLIs left behind).
+fn processes_in(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(cwd) = std::fs::read_link(e.path().join("cwd"))
+            && cwd.starts_with(dir)
+        {
+            let cmd = std::fs::read_to_string(e.path().join("cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            found.push(format!("{name}: {cmd}"));
+        }
+    }
+    found
+}
+
+fn single_turn(cli: Cli) {
+    let h = harness(
+        cli,
+        json!({"default": {"text": "hello from mock", "usage": {"input": 11, "output": 7}}}),
+    );
+    let (code, doc, stderr) = h.run_workflow(&format!(
+        "name: single\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: {}\n    prompt: say hi\n{}    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
+        cli.provider(),
+        cli.options()
+    ));
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    assert_eq!(doc["states"]["ask"]["output"], json!("hello from mock"));
+    let tokens = &doc["states"]["ask"]["tokens"];
+    assert_eq!(tokens["estimated"], json!(false), "{doc}");
+    assert!(tokens["output"].as_u64().unwrap_or(0) >= 7, "{doc}");
+    assert!(!h.mock.model_requests().is_empty());
+}
+
+fn json_output_routes_by_a_field(cli: Cli) {
+    let h = harness(
+        cli,
+        json!({"rules": [{"when_last_user_contains": "verdict", "reply": {"text": "```json\n{\"verdict\": \"approve\", \"score\": 9}\n```"}}],
+               "default": {"text": "unexpected"}}),
+    );
+    let (code, doc, stderr) = h.run_workflow(&format!(
+        "name: routed\nstates:\n  initial: review\n  review:\n    type: agent\n    provider: {}\n    prompt: give a verdict as JSON\n    output_format: json\n{}    transitions:\n      - when: \"states.review.JSON.verdict == 'approve'\"\n        goto: approved\n    on_success: rejected\n  approved:\n    type: terminal\n  rejected:\n    type: terminal\n    status: failure\n",
+        cli.provider(),
+        cli.options()
+    ));
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    assert_eq!(doc["terminal"], json!("approved"));
+    assert_eq!(
+        doc["states"]["review"]["json"],
+        json!({"verdict": "approve", "score": 9})
+    );
+}
+
+fn conversation_carries_the_first_turn(cli: Cli) {
+    let h = harness(
+        cli,
+        json!({"rules": [
+            {"when_last_user_contains": "what word", "when_any_user_contains": "ZEBRA", "reply": {"text": "the word was ZEBRA"}},
+            {"when_last_user_contains": "what word", "reply": {"text": "no earlier turn was sent"}},
+            {"when_last_user_contains": "ZEBRA", "reply": {"text": "first answer ALPHA"}}
+        ], "default": {"text": "unexpected"}}),
+    );
+    let (code, doc, stderr) = h.run_workflow(&format!(
+        "name: convo\nstates:\n  initial: first\n  first:\n    type: agent\n    provider: {p}\n    prompt: remember the word ZEBRA\n{o}    conversation: {{}}\n    on_success: second\n  second:\n    type: agent\n    provider: {p}\n    prompt: what word?\n{o}    conversation:\n      continue_from: first\n    on_success: done\n  done:\n    type: terminal\n",
+        p = cli.provider(),
+        o = cli.options()
+    ));
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    assert_eq!(
+        doc["states"]["first"]["output"],
+        json!("first answer ALPHA")
+    );
+    assert_eq!(
+        doc["states"]["second"]["output"],
+        json!("the word was ZEBRA")
+    );
+}
+
+fn api_error_routes_on_failure(cli: Cli) {
+    let h = harness(
+        cli,
+        json!({"rules": [{"when_last_user_contains": "trigger", "reply": {"status": 400, "error_message": "mock bad request"}}],
+               "default": {"text": "unexpected"}}),
+    );
+    let (code, doc, stderr) = h.run_workflow(&format!(
+        "name: failing\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: {}\n    prompt: trigger the error\n{}    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n    message: agent failed\n",
+        cli.provider(),
+        cli.options()
+    ));
+    assert_eq!(code, 3, "{doc}\n{stderr}");
+    assert_eq!(doc["terminal"], json!("failed"));
+    assert_eq!(doc["states"]["ask"]["status"], json!("failed"));
+    let err = doc["states"]["ask"]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        err.contains("400") || err.contains("mock bad request"),
+        "{err}"
+    );
+}
+
+fn timeout_leaves_no_process_behind(cli: Cli) {
+    let h = harness(
+        cli,
+        json!({"default": {"text": "too late", "delay_ms": 60000}}),
+    );
+    let t0 = Instant::now();
+    let (code, doc, stderr) = h.run_workflow(&format!(
+        "name: slow\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: {}\n    prompt: take your time\n{}    timeout: 3s\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n",
+        cli.provider(),
+        cli.options()
+    ));
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "timeout not applied"
+    );
+    assert_eq!(code, 3, "{doc}\n{stderr}");
+    assert_eq!(doc["terminal"], json!("failed"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        processes_in(h.sb.path()),
+        Vec::<String>::new(),
+        "agent processes left behind"
+    );
+}
+
+macro_rules! cli_tests {
+    ($($module:ident => $cli:expr),* $(,)?) => {$(
+        mod $module {
+            use super::*;
+            #[test] fn single_turn() { super::single_turn($cli) }
+            #[test] fn json_output_routes_by_a_field() { super::json_output_routes_by_a_field($cli) }
+            #[test] fn conversation_carries_the_first_turn() { super::conversation_carries_the_first_turn($cli) }
+            #[test] fn api_error_routes_on_failure() { super::api_error_routes_on_failure($cli) }
+            #[test] fn timeout_leaves_no_process_behind() { super::timeout_leaves_no_process_behind($cli) }
+        }
+    )*};
+}
+
+cli_tests! {
+    claude => Cli::Claude,
+    codex => Cli::Codex,
+    gemini => Cli::Gemini,
+    opencode => Cli::Opencode,
+}
