@@ -672,6 +672,9 @@ fn a_step_killed_by_a_signal_says_which() {
     let r = sandbox().run(&["run", "killed", "-f", "json"]).unwrap();
     assert_eq!(r.code, 3);
     let doc = r.json().unwrap();
-    assert_eq!(state(&doc, "s")["error"], json!("step s: killed by signal 9 (SIGKILL)"));
+    assert_eq!(
+        state(&doc, "s")["error"],
+        json!("step s: killed by signal 9 (SIGKILL)")
+    );
     assert_eq!(state(&doc, "s")["exit_code"], json!(-1));
 }
