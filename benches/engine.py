@@ -49,7 +49,7 @@ def main():
     d = tempfile.mkdtemp(prefix="awf-bench-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWF_")}
     env.update({"SHELL": "/bin/sh", "HOME": d, "XDG_DATA_HOME": os.path.join(d, "data"),
-                "XDG_CONFIG_HOME": os.path.join(d, "config"), "NO_COLOR": "1", "AWF_AUDIT_LOG": "off"})
+                "XDG_CONFIG_HOME": os.path.join(d, "config"), "NO_COLOR": "1", "AWF_RECORD": "off"})
 
     with open(os.path.join(d, "one.yaml"), "w") as f:
         f.write("name: one\nstates:\n  initial: s\n  s:\n    type: step\n    command: 'true'\n    on_success: done\n  done:\n    type: terminal\n")
@@ -88,6 +88,16 @@ def main():
     worst_rss = max(r[3] for r in rows) / 1024
     per_step = max(r[7] for r in rows[1:])
     print(f"peak RSS of awf: {worst_rss:.1f} MB (target < 15 MB): {'OK' if worst_rss < 15 else 'OVER'}")
+
+    # Persistence cost: the same 200-step workflow with state files, history, audit trail and
+    # transcript on (the default) against AWF_RECORD=off.
+    rec_env = dict(env)
+    rec_env.pop("AWF_RECORD", None)
+    t_off, rss_off = measure([awf, "run", "linear200.yaml"], d, env, a.reps)
+    t_on, rss_on = measure([awf, "run", "linear200.yaml"], d, rec_env, a.reps)
+    ratio = t_on / t_off
+    print(f"200 steps, recording on: {t_on*1000:.1f} ms ({rss_on/1024:.1f} MB) vs off: {t_off*1000:.1f} ms "
+          f"({rss_off/1024:.1f} MB): {ratio:.2f}x (target < 1.5x): {'OK' if ratio < 1.5 else 'OVER'}")
     print(f"worst engine overhead per step vs baseline: {per_step:.3f} ms (target < 1 ms): {'OK' if per_step < 1 else 'OVER'}")
 
 if __name__ == "__main__":

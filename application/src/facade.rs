@@ -13,10 +13,14 @@ use awf_domain::event::EventSink;
 use awf_domain::mask::Masker;
 use awf_domain::ports::RunSession;
 use awf_domain::ports::WorkflowFacade;
+use awf_domain::ports::facade::ResumeFrom;
+use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::facade::SessionResponse;
+use awf_domain::ports::store::RunSnapshot;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
+use awf_domain::run::StepState;
 use awf_domain::scope::RuntimeInfo;
 use tokio::sync::mpsc;
 
@@ -80,46 +84,224 @@ impl Facade {
         )
         .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
         let run_id = RunId(uuid::Uuid::new_v4().to_string());
+        Ok(self.launch(Launch {
+            workflow,
+            inputs,
+            env,
+            run_id,
+            working_dir: req.working_dir,
+            warnings,
+            mocks: req.mocks,
+            resume: None,
+            interactive: req.interactive,
+            only_step: req.only_step,
+        }))
+    }
+
+    /// Continues an interrupted or failed run: same run id, the states it recorded, agent
+    /// sessions included; restarts at the current state (or `--from`). Secret inputs were
+    /// masked in the state file and must be given again (`--input`, config or default).
+    ///
+    /// # Errors
+    /// `USER.INPUT.VALIDATION_FAILED` for an unknown or finished run, a bad `from`, or masked
+    /// secrets not given again; the loading and validation errors of [`Facade::start_run`].
+    pub async fn resume_run(&self, req: ResumeRequest) -> Result<RunHandle, AwfError> {
+        let Some(store) = &self.services.state_store else {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                "resume needs run state, and persistence is off",
+            ));
+        };
+        let snap = store.load(&req.run_id)?;
+        if !snap.status.resumable() {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "run {} already completed successfully; nothing to resume",
+                    snap.run_id
+                ),
+            )
+            .with_hint("`awf resume --list` shows runs that can be resumed"));
+        }
+        let identifier = snap
+            .workflow_path
+            .as_ref()
+            .filter(|p| p.is_file())
+            .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
+        let mut loaded = self.services.repository.load(&identifier, None)?;
+        loaded.workflow.source.identifier.clone_from(&snap.workflow);
+        crate::validation::check_for_run(&self.services, &loaded)?;
+        let workflow = loaded.workflow;
+        let (states, start) = resume_point(&snap, &workflow, &req.from)?;
+        let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
+        // Stored inputs (secrets masked) under config and CLI overrides.
+        let given: std::collections::BTreeSet<&str> = req
+            .inputs
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .chain(req.config_inputs.keys().map(String::as_str))
+            .collect();
+        let mut base = serde_json::Map::new();
+        let mut masked = Vec::new();
+        for (k, v) in &snap.inputs {
+            if v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k) {
+                if !given.contains(k.as_str()) {
+                    let has_default = workflow
+                        .inputs
+                        .iter()
+                        .any(|i| i.name == *k && i.default.is_some());
+                    if !has_default {
+                        masked.push(k.clone());
+                    }
+                }
+                continue;
+            }
+            base.insert(k.clone(), v.clone());
+        }
+        if !masked.is_empty() {
+            let flags: Vec<String> = masked
+                .iter()
+                .map(|k| format!("--input {k}=<value>"))
+                .collect();
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "secret inputs were not stored with the run and must be given again: {}",
+                    masked.join(", ")
+                ),
+            )
+            .with_hint(format!("awf resume {} {}", snap.run_id, flags.join(" "))));
+        }
+        for (k, v) in &req.config_inputs {
+            base.insert(k.clone(), v.clone());
+        }
+        let masker = Masker::from_named(req.inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let inputs = crate::inputs::resolve_inputs(&workflow, &req.inputs, &base, &req.working_dir)
+            .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+        Ok(self.launch(Launch {
+            workflow,
+            inputs,
+            env,
+            run_id: RunId(snap.run_id.clone()),
+            working_dir: req.working_dir,
+            warnings: Vec::new(),
+            mocks: BTreeMap::new(),
+            resume: Some((states, start)),
+            interactive: None,
+            only_step: None,
+        }))
+    }
+
+    /// Spawns a run on the current runtime.
+    fn launch(&self, l: Launch) -> RunHandle {
         let (tx, rx) = mpsc::unbounded_channel();
         let finished = Arc::new(AtomicBool::new(false));
         let cancel = CancelState::default();
         let interaction = Arc::new(crate::engine::Interaction::default());
         let runtime = RuntimeInfo {
-            working_dir: req.working_dir.display().to_string(),
-            user: env.get("USER").cloned().unwrap_or_default(),
-            hostname: hostname(&env),
+            working_dir: l.working_dir.display().to_string(),
+            user: l.env.get("USER").cloned().unwrap_or_default(),
+            hostname: hostname(&l.env),
         };
-        let call_stack = vec![crate::engine::identity(&workflow)];
+        let call_stack = vec![crate::engine::identity(&l.workflow)];
+        let sink: Arc<dyn EventSink> = if self.services.recorders.is_empty() {
+            Arc::new(ChannelSink(tx))
+        } else {
+            let mut sinks: Vec<Arc<dyn EventSink>> = self.services.recorders.clone();
+            sinks.push(Arc::new(ChannelSink(tx)));
+            Arc::new(TeeSink(sinks))
+        };
+        let run_id = l.run_id;
         let run = Run::new(RunSpec {
             services: Arc::clone(&self.services),
-            workflow: Arc::new(workflow),
+            workflow: Arc::new(l.workflow),
             run_id: run_id.clone(),
             parent_run_id: None,
-            inputs,
-            env: Arc::new(env),
+            inputs: l.inputs,
+            env: Arc::new(l.env),
             runtime: Arc::new(runtime),
-            working_dir: req.working_dir,
-            sink: Arc::new(ChannelSink(tx)),
+            working_dir: l.working_dir,
+            sink,
             cancel: cancel.clone(),
             call_stack,
             inherited_secrets: Masker::default(),
-            warnings,
-            mocks: Arc::new(req.mocks),
+            warnings: l.warnings,
+            mocks: Arc::new(l.mocks),
             interaction: Arc::clone(&interaction),
+            resume: l.resume,
+            interactive: l.interactive,
+            only_step: l.only_step,
         });
         let done = Arc::clone(&finished);
         tokio::spawn(async move {
             run.execute().await;
             done.store(true, Ordering::SeqCst);
         });
-        Ok(RunHandle {
+        RunHandle {
             run_id,
             events: rx,
             cancel,
             finished,
             interaction,
-        })
+        }
     }
+}
+
+/// What [`Facade::launch`] needs.
+struct Launch {
+    workflow: awf_domain::workflow::Workflow,
+    inputs: serde_json::Map<String, serde_json::Value>,
+    env: BTreeMap<String, String>,
+    run_id: RunId,
+    working_dir: std::path::PathBuf,
+    warnings: Vec<String>,
+    mocks: BTreeMap<String, BTreeMap<String, String>>,
+    resume: Option<(BTreeMap<String, StepState>, String)>,
+    interactive: Option<awf_domain::ports::facade::Interactive>,
+    only_step: Option<String>,
+}
+
+/// The states to keep and the state to restart at. Source: spec/workflow.md §3.11.
+fn resume_point(
+    snap: &RunSnapshot,
+    wf: &awf_domain::workflow::Workflow,
+    from: &ResumeFrom,
+) -> Result<(BTreeMap<String, StepState>, String), AwfError> {
+    let bad = |m: String| AwfError::new(ErrorCode::UserInputValidationFailed, m);
+    let target = match from {
+        ResumeFrom::Current => snap.current_state.clone(),
+        ResumeFrom::Previous => snap
+            .states
+            .values()
+            .filter(|s| s.name != snap.current_state && s.completed_at.is_some())
+            .max_by_key(|s| s.completed_at)
+            .map(|s| s.name.clone())
+            .ok_or_else(|| bad("no prior step: no completed step found to resume from".into()))?,
+        ResumeFrom::Step(s) => {
+            if !snap.states.contains_key(s) {
+                let names: Vec<&str> = snap.states.keys().map(String::as_str).collect();
+                let mut e = bad(format!("step not found in execution history: {s}"));
+                if let Some(c) = awf_domain::validate::closest(s, names.iter().copied()) {
+                    e = e.with_hint(format!("did you mean '{c}'?"));
+                }
+                return Err(e);
+            }
+            s.clone()
+        }
+    };
+    if wf.state(&target).is_none() {
+        return Err(bad(format!(
+            "state {target} no longer exists in workflow {}",
+            snap.workflow
+        )));
+    }
+    let mut states = snap.states.clone();
+    if target != snap.current_state
+        && let Some(cut) = snap.states.get(&target).and_then(|s| s.completed_at)
+    {
+        states.retain(|_, s| s.completed_at.is_none_or(|c| c <= cut));
+    }
+    Ok((states, target))
 }
 
 fn hostname(env: &BTreeMap<String, String>) -> String {
@@ -136,6 +318,24 @@ fn hostname(env: &BTreeMap<String, String>) -> String {
 impl WorkflowFacade for Facade {
     async fn start(&self, request: RunRequest) -> Result<Box<dyn RunSession>, AwfError> {
         Ok(Box::new(self.start_run(request).await?))
+    }
+
+    async fn resume(&self, request: ResumeRequest) -> Result<Box<dyn RunSession>, AwfError> {
+        Ok(Box::new(self.resume_run(request).await?))
+    }
+}
+
+/// Delivers each event to several sinks, in order.
+struct TeeSink(Vec<Arc<dyn EventSink>>);
+
+impl EventSink for TeeSink {
+    fn emit(&self, event: EventEnvelope) {
+        if let Some((last, rest)) = self.0.split_last() {
+            for s in rest {
+                s.emit(event.clone());
+            }
+            last.emit(event);
+        }
     }
 }
 

@@ -108,6 +108,37 @@ pub fn resolve_inputs(
     Err(err)
 }
 
+/// Checks one value against an input's type and rules (interactive prompting re-asks on
+/// error). Returns the value converted to the declared type.
+///
+/// # Errors
+/// The rule it breaks, as text (`value "qa" not in allowed values [dev staging prod]`).
+pub fn check_one(def: &InputDef, value: &str, base_dir: &Path) -> Result<Value, String> {
+    let v = Value::String(value.to_owned());
+    if def.required && value.trim().is_empty() {
+        return Err("a value is required".to_owned());
+    }
+    Ok(check_value(def, &v, base_dir)?.unwrap_or(v))
+}
+
+/// Names of required inputs that neither the CLI, the config nor a default provides.
+pub fn missing_required(
+    wf: &Workflow,
+    cli: &[(String, String)],
+    config: &Map<String, Value>,
+) -> Vec<InputDef> {
+    wf.inputs
+        .iter()
+        .filter(|d| {
+            d.required
+                && d.default.is_none()
+                && !config.contains_key(&d.name)
+                && !cli.iter().any(|(k, _)| k.trim() == d.name)
+        })
+        .cloned()
+        .collect()
+}
+
 fn as_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),

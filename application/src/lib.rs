@@ -13,6 +13,7 @@ use awf_domain::ports::AgentRegistry;
 use awf_domain::ports::CommandExecutor;
 use awf_domain::ports::ExpressionEvaluator;
 use awf_domain::ports::Interpolator;
+use awf_domain::ports::StateStore;
 use awf_domain::ports::WorkflowRepository;
 
 mod engine;
@@ -42,6 +43,10 @@ pub struct Services {
     pub executor: Arc<dyn CommandExecutor>,
     /// Agent providers by name.
     pub agents: Arc<dyn AgentRegistry>,
+    /// State files of earlier runs (`awf resume`); `None` when persistence is off.
+    pub state_store: Option<Arc<dyn StateStore>>,
+    /// Projections that record every run (state files, history, audit, transcript, spans).
+    pub recorders: Vec<Arc<dyn awf_domain::event::EventSink>>,
     /// The `.awf` template namespace: `prompts_dir`, `scripts_dir`, `config_dir`, `data_dir`,
     /// `workflows_dir`, `plugins_dir`, `skills_dir`, `roles_dir`.
     pub awf_dirs: BTreeMap<String, String>,

@@ -264,6 +264,13 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for ErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).ok_or_else(|| serde::de::Error::custom(format!("unknown error code {s}")))
+    }
+}
+
 impl Serialize for ErrorCode {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.as_str())
@@ -347,7 +354,7 @@ impl AwfError {
 /// Serialised error, as it appears in the run result (`error`) and JSON error output.
 ///
 /// Shape: `{"code": "USER.INPUT.VALIDATION_FAILED", "message": "…", "hints": ["…"], "details": {…}}`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct ErrorBody {
     /// The dotted error code.
     pub code: ErrorCode,
@@ -356,7 +363,7 @@ pub struct ErrorBody {
     /// Hint lines, possibly empty.
     pub hints: Vec<String>,
     /// Structured details (file, line, column, state, …), possibly empty.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub details: BTreeMap<String, Value>,
 }
 

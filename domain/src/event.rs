@@ -43,8 +43,13 @@ pub enum RunEvent {
         workflow: String,
         /// Identifier the run was started with.
         identifier: String,
+        /// Absolute path of the workflow file, when loaded from disk.
+        workflow_path: Option<String>,
         /// Effective inputs, secrets masked.
         inputs: Map<String, Value>,
+        /// Set when this run continues an earlier run with the same id (`awf resume`): the
+        /// state it restarts from. Projections keep what they recorded for the run before.
+        resumed_from: Option<String>,
     },
     /// A state started executing.
     StepStarted {
@@ -126,6 +131,21 @@ pub enum RunEvent {
         request_id: String,
         /// What to show the user (the agent's last answer is already in the stream).
         prompt: String,
+    },
+    /// `awf run --interactive`: the run stopped before `step` and waits for a decision,
+    /// answered with `respond(Input { request_id, value })` where value is `c` (continue),
+    /// `s` (skip: take on_success without running), `a` (abort), `r` (run `previous` again),
+    /// `i` (inspect: the run logs its context and asks again) or `e NAME=VALUE` (edit an
+    /// input, then ask again).
+    BreakpointReached {
+        /// State about to run.
+        step: String,
+        /// Its internal kind.
+        kind: String,
+        /// Id to answer with.
+        request_id: String,
+        /// The state that ran before (what `r` re-runs), if any.
+        previous: Option<String>,
     },
     /// A state finished (completed or failed); `state` is its recorded result.
     StepFinished {

@@ -12,6 +12,7 @@ pub mod mask;
 pub mod ports;
 pub mod run;
 pub mod scope;
+pub mod timefmt;
 pub mod validate;
 pub mod workflow;
 

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+use serde::Deserialize;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -22,7 +23,7 @@ impl std::fmt::Display for RunId {
 }
 
 /// Status of one state's execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StepStatus {
     /// Started, not finished.
@@ -51,7 +52,7 @@ impl StepStatus {
 }
 
 /// Token counts reported by an agent provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// Input tokens.
     pub input: u64,
@@ -64,7 +65,7 @@ pub struct TokenUsage {
 }
 
 /// What one state produced (`.states.<name>` in templates). Last execution wins.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepState {
     /// State name.
     pub name: String,
@@ -81,8 +82,10 @@ pub struct StepState {
     /// Failure text, when failed.
     pub error: Option<String>,
     /// Start time.
+    #[serde(with = "crate::timefmt::rfc3339_opt", default)]
     pub started_at: Option<SystemTime>,
     /// End time.
+    #[serde(with = "crate::timefmt::rfc3339_opt", default)]
     pub completed_at: Option<SystemTime>,
     /// Provider-specific structured response (agents, operations).
     pub response: Option<Value>,
@@ -91,8 +94,10 @@ pub struct StepState {
     /// Agent token counts.
     pub tokens: TokenUsage,
     /// Mapped sub-workflow outputs (`call_workflow`): parent key → value.
+    #[serde(default)]
     pub outputs: BTreeMap<String, String>,
     /// Agent session of a session-tracked agent step (`conversation:`), for `continue_from`.
+    #[serde(default)]
     pub session: Option<crate::ports::agent::AgentSession>,
 }
 

@@ -100,6 +100,20 @@ impl Sandbox {
         c
     }
 
+    /// A `Command` for `awf <args>` with the sandbox env and CWD, stdio left as is (for a
+    /// pseudo-terminal session).
+    pub fn tty_cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(awf_bin());
+        c.args(args).current_dir(self.dir.path());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("AWF_") {
+                c.env_remove(k);
+            }
+        }
+        c.envs(&self.env);
+        c
+    }
+
     /// Runs `awf <args>` to completion.
     pub fn run(&self, args: &[&str]) -> anyhow::Result<Run> {
         let out = self.cmd(args).output()?;

@@ -50,13 +50,14 @@ const CONFINED: &[(&str, &str)] = &[
     ("serde_yaml", "awf-yaml"),
     ("gtmpl-ng", "awf-template"),
     ("expr-lang", "awf-template"),
-    ("nix", "awf-exec"),
     ("rusqlite", "awf-store"),
     ("rmcp", "awf-mcp"),
     ("agent-client-protocol", "awf-acp"),
     ("axum", "awf-http"),
     ("utoipa", "awf-http"),
     ("opentelemetry", "awf-telemetry"),
+    ("opentelemetry-otlp", "awf-telemetry"),
+    ("tracing-opentelemetry", "awf-telemetry"),
 ];
 
 #[test]

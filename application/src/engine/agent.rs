@@ -125,7 +125,7 @@ impl Run {
             session: prepared.session.clone(),
             dir: Some(self.working_dir.clone()),
             timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
-            env: self.exported.clone(),
+            env: lock(&self.exported).clone(),
         };
         let callback = self.agent_callback(name, at);
         match provider
@@ -329,7 +329,7 @@ impl Run {
                 session: Some(session.clone()),
                 dir: Some(self.working_dir.clone()),
                 timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
-                env: self.exported.clone(),
+                env: lock(&self.exported).clone(),
             };
             let resp = match provider
                 .execute(request, Some(self.agent_callback(name, at)), token.clone())

@@ -205,6 +205,9 @@ impl Run {
             warnings: Vec::new(),
             mocks: Arc::default(),
             interaction: Arc::clone(&self.interaction),
+            resume: None,
+            interactive: None,
+            only_step: None,
         });
         let run = child.execute();
         tokio::pin!(run);

@@ -106,6 +106,8 @@ fn facade_with_agents(
 ) -> Facade {
     Facade::new(Services {
         agents: Arc::new(agents),
+        state_store: None,
+        recorders: vec![],
         repository: Arc::new(repo),
         interpolator: Arc::new(FakeInterpolator),
         expressions: Arc::new(exprs),
@@ -866,4 +868,254 @@ async fn mocked_agent_step_does_not_call_the_provider() {
     let (_, result) = run_all(&f, req).await;
     assert_eq!(result.states["ask"].output, "mocked");
     assert!(claude.calls().is_empty());
+}
+
+// ---- resume ---------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct MemStore(std::sync::Mutex<BTreeMap<String, awf_domain::ports::store::RunSnapshot>>);
+
+impl awf_domain::ports::StateStore for MemStore {
+    fn load(
+        &self,
+        run_id: &str,
+    ) -> Result<awf_domain::ports::store::RunSnapshot, awf_domain::AwfError> {
+        self.0.lock().unwrap().get(run_id).cloned().ok_or_else(|| {
+            awf_domain::AwfError::new(ErrorCode::UserInputValidationFailed, "no such run")
+        })
+    }
+    fn list(&self) -> Result<Vec<awf_domain::ports::store::RunSnapshot>, awf_domain::AwfError> {
+        Ok(self.0.lock().unwrap().values().cloned().collect())
+    }
+    fn save(&self, s: &awf_domain::ports::store::RunSnapshot) -> Result<(), awf_domain::AwfError> {
+        self.0.lock().unwrap().insert(s.run_id.clone(), s.clone());
+        Ok(())
+    }
+}
+
+fn snapshot(
+    states: &[(&str, StepStatus, u64)],
+    current: &str,
+    inputs: serde_json::Map<String, Value>,
+) -> awf_domain::ports::store::RunSnapshot {
+    let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
+    awf_domain::ports::store::RunSnapshot {
+        schema_version: 1,
+        run_id: "run-1".into(),
+        parent_run_id: None,
+        workflow: "w".into(),
+        workflow_name: "w".into(),
+        workflow_path: None,
+        status: awf_domain::ports::store::StoredStatus::Failure,
+        current_state: current.into(),
+        inputs,
+        states: states
+            .iter()
+            .map(|(n, st, at)| {
+                let mut s = awf_domain::run::StepState::running(n, t0);
+                s.status = *st;
+                s.completed_at = Some(t0 + Duration::from_secs(*at));
+                s.output = format!("{n} before\n");
+                ((*n).to_owned(), s)
+            })
+            .collect(),
+        started_at: t0,
+        updated_at: t0,
+        completed_at: None,
+        exit_code: Some(3),
+        terminal: None,
+        error: None,
+        outputs: BTreeMap::new(),
+    }
+}
+
+fn resume_facade(exec: Arc<FakeExecutor>, store: Arc<MemStore>, wf: Workflow) -> Facade {
+    Facade::new(Services {
+        repository: Arc::new(FakeRepository::new().with(wf)),
+        interpolator: Arc::new(FakeInterpolator),
+        expressions: Arc::new(FakeExpressions::new()),
+        executor: exec,
+        agents: Arc::new(FakeAgents::default()),
+        state_store: Some(store),
+        recorders: vec![],
+        awf_dirs: BTreeMap::new(),
+    })
+}
+
+fn resume_request(
+    from: awf_domain::ports::facade::ResumeFrom,
+    inputs: &[(&str, &str)],
+) -> awf_domain::ports::facade::ResumeRequest {
+    awf_domain::ports::facade::ResumeRequest {
+        run_id: "run-1".into(),
+        from,
+        inputs: inputs
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect(),
+        working_dir: PathBuf::from("/"),
+        ..Default::default()
+    }
+}
+
+async fn drain(mut h: crate::RunHandle) -> (Vec<EventEnvelope>, RunResult) {
+    let mut events = Vec::new();
+    while let Some(e) = h.next_event().await {
+        events.push(e);
+    }
+    let result = events
+        .iter()
+        .find_map(|e| match &e.event {
+            RunEvent::RunFinished { result } if e.parent_run_id.is_none() => {
+                Some(result.as_ref().clone())
+            }
+            _ => None,
+        })
+        .expect("finished");
+    (events, result)
+}
+
+fn three_steps() -> Workflow {
+    workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "step a", Some("b"), None),
+            cmd("b", "step b", Some("c"), None),
+            cmd("c", "step c", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    )
+}
+
+#[tokio::test]
+async fn resume_restarts_at_the_failed_state_without_rerunning_earlier_ones() {
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step b", [FakeCommand::ok("b\n")])
+            .on("step c", [FakeCommand::ok("c\n")]),
+    );
+    let store = Arc::new(MemStore::default());
+    store.0.lock().unwrap().insert(
+        "run-1".into(),
+        snapshot(
+            &[
+                ("a", StepStatus::Completed, 1),
+                ("b", StepStatus::Failed, 2),
+            ],
+            "b",
+            serde_json::Map::new(),
+        ),
+    );
+    let f = resume_facade(Arc::clone(&exec), store, three_steps());
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Current,
+            &[],
+        ))
+        .await
+        .expect("resumes");
+    let (events, result) = drain(h).await;
+    assert_eq!(exec.commands(), vec!["step b", "step c"]);
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.run_id.map(|r| r.0), Some("run-1".to_owned()));
+    assert_eq!(result.states["a"].output, "a before\n");
+    assert!(
+        matches!(&events[0].event, RunEvent::RunStarted { resumed_from: Some(s), .. } if s == "b")
+    );
+}
+
+#[tokio::test]
+async fn resume_from_a_step_forgets_what_completed_after_it() {
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step a", [FakeCommand::ok("a\n")])
+            .on("step b", [FakeCommand::ok("b\n")])
+            .on("step c", [FakeCommand::ok("c\n")]),
+    );
+    let store = Arc::new(MemStore::default());
+    store.0.lock().unwrap().insert(
+        "run-1".into(),
+        snapshot(
+            &[
+                ("a", StepStatus::Completed, 1),
+                ("b", StepStatus::Completed, 2),
+                ("c", StepStatus::Failed, 3),
+            ],
+            "c",
+            serde_json::Map::new(),
+        ),
+    );
+    let f = resume_facade(Arc::clone(&exec), Arc::clone(&store), three_steps());
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Step("a".into()),
+            &[],
+        ))
+        .await
+        .expect("resumes");
+    let (_, result) = drain(h).await;
+    assert_eq!(exec.commands(), vec!["step a", "step b", "step c"]);
+    assert_eq!(result.status, RunStatus::Success);
+    let e = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Step("nope".into()),
+            &[],
+        ))
+        .await
+        .expect_err("unknown step");
+    assert_eq!(e.message(), "step not found in execution history: nope");
+}
+
+#[tokio::test]
+async fn resume_asks_for_masked_secrets_again() {
+    let mut wf = three_steps();
+    wf.inputs = vec![InputDef {
+        name: "API_TOKEN".into(),
+        ty: InputType::String,
+        description: None,
+        required: true,
+        default: None,
+        validation: InputValidation::default(),
+    }];
+    let store = Arc::new(MemStore::default());
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("API_TOKEN".into(), Value::String("***".into()));
+    store.0.lock().unwrap().insert(
+        "run-1".into(),
+        snapshot(&[("a", StepStatus::Failed, 1)], "a", inputs),
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step a", [FakeCommand::ok("")])
+            .on("step b", [FakeCommand::ok("")])
+            .on("step c", [FakeCommand::ok("")]),
+    );
+    let f = resume_facade(Arc::clone(&exec), store, wf);
+    let e = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Current,
+            &[],
+        ))
+        .await
+        .expect_err("secret missing");
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        e.message(),
+        "secret inputs were not stored with the run and must be given again: API_TOKEN"
+    );
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Current,
+            &[("API_TOKEN", "tok-12345")],
+        ))
+        .await
+        .expect("resumes with the secret");
+    let (_, result) = drain(h).await;
+    assert_eq!(result.status, RunStatus::Success);
+    let env = &exec.calls()[0].env;
+    assert!(
+        env.contains(&("API_TOKEN".to_owned(), "tok-12345".to_owned())),
+        "{env:?}"
+    );
 }

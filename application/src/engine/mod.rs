@@ -175,6 +175,12 @@ pub(crate) struct RunSpec {
     pub(crate) mocks: Arc<BTreeMap<String, BTreeMap<String, String>>>,
     /// Pending user-input requests.
     pub(crate) interaction: Arc<Interaction>,
+    /// `awf resume`: states recorded by the earlier attempt, and the state to start at.
+    pub(crate) resume: Option<(BTreeMap<String, StepState>, String)>,
+    /// `--interactive`: where to stop and ask.
+    pub(crate) interactive: Option<awf_domain::ports::facade::Interactive>,
+    /// `--step`: run only this state.
+    pub(crate) only_step: Option<String>,
 }
 
 /// One run in progress.
@@ -182,7 +188,7 @@ pub(crate) struct Run {
     pub(crate) svc: Arc<Services>,
     pub(crate) wf: Arc<Workflow>,
     pub(crate) run_id: RunId,
-    pub(crate) inputs: Map<String, Value>,
+    pub(crate) inputs: Mutex<Map<String, Value>>,
     pub(crate) env: Arc<BTreeMap<String, String>>,
     pub(crate) runtime: Arc<RuntimeInfo>,
     pub(crate) working_dir: PathBuf,
@@ -190,7 +196,7 @@ pub(crate) struct Run {
     pub(crate) started: Instant,
     pub(crate) masker: Masker,
     /// String inputs exported to commands as environment variables.
-    pub(crate) exported: Vec<(String, String)>,
+    pub(crate) exported: Mutex<Vec<(String, String)>>,
     pub(crate) states: Mutex<BTreeMap<String, StepState>>,
     pub(crate) current: Mutex<String>,
     pub(crate) emitter: Arc<Emitter>,
@@ -200,6 +206,18 @@ pub(crate) struct Run {
     warnings: Vec<String>,
     pub(crate) mocks: Arc<BTreeMap<String, BTreeMap<String, String>>>,
     pub(crate) interaction: Arc<Interaction>,
+    /// First state when resuming (else `initial`).
+    pub(crate) resume_at: Option<String>,
+    interactive: Option<awf_domain::ports::facade::Interactive>,
+    only_step: Option<String>,
+}
+
+/// What an interactive run does before a state.
+enum Decision {
+    Run,
+    Skip,
+    Abort,
+    Retry(String),
 }
 
 /// How a run ended, before it becomes a [`RunResult`].
@@ -227,6 +245,32 @@ impl Run {
             }
             exported.push((k.clone(), text));
         }
+        let (mut restored, resume_at) = match spec.resume {
+            Some((states, at)) => (states, Some(at)),
+            None => (BTreeMap::new(), None),
+        };
+        if spec.only_step.is_some() {
+            // `--step`: mocked states stand in for the states that would have run before.
+            for (name, fields) in spec.mocks.iter() {
+                let get = |k: &str| {
+                    fields
+                        .iter()
+                        .find(|(f, _)| f.eq_ignore_ascii_case(k))
+                        .map(|(_, v)| v.clone())
+                };
+                let mut st = StepState::running(name, SystemTime::now());
+                st.output = get("output").unwrap_or_default();
+                st.stderr = get("stderr").unwrap_or_default();
+                st.status = if get("status").is_some_and(|v| v.eq_ignore_ascii_case("failed")) {
+                    awf_domain::run::StepStatus::Failed
+                } else {
+                    awf_domain::run::StepStatus::Completed
+                };
+                st.exit_code = Some(i32::from(st.status == awf_domain::run::StepStatus::Failed));
+                st.completed_at = Some(SystemTime::now());
+                restored.insert(name.clone(), st);
+            }
+        }
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
@@ -234,18 +278,22 @@ impl Run {
         ));
         Self {
             svc: spec.services,
-            current: Mutex::new(spec.workflow.initial.clone()),
+            current: Mutex::new(
+                resume_at
+                    .clone()
+                    .unwrap_or_else(|| spec.workflow.initial.clone()),
+            ),
             wf: spec.workflow,
             run_id: spec.run_id,
-            inputs: spec.inputs,
+            inputs: Mutex::new(spec.inputs),
             env: spec.env,
             runtime: spec.runtime,
             working_dir: spec.working_dir,
             started_at: SystemTime::now(),
             started: Instant::now(),
             masker,
-            exported,
-            states: Mutex::new(BTreeMap::new()),
+            exported: Mutex::new(exported),
+            states: Mutex::new(restored),
             emitter,
             sink: spec.sink,
             cancel: spec.cancel,
@@ -253,6 +301,9 @@ impl Run {
             warnings: spec.warnings,
             mocks: spec.mocks,
             interaction: spec.interaction,
+            resume_at,
+            interactive: spec.interactive,
+            only_step: spec.only_step,
         }
     }
 
@@ -266,9 +317,10 @@ impl Run {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
+        let inputs = lock(&self.inputs);
         let states = lock(&self.states);
         let info = self.workflow_info();
-        let scope = self.scope(&states, &info, frame, error);
+        let scope = self.scope(&inputs, &states, &info, frame, error);
         self.svc.interpolator.render(template, &scope)
     }
 
@@ -281,9 +333,10 @@ impl Run {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
+        let inputs = lock(&self.inputs);
         let states = lock(&self.states);
         let info = self.workflow_info();
-        let scope = self.scope(&states, &info, frame, None);
+        let scope = self.scope(&inputs, &states, &info, frame, None);
         self.svc.interpolator.render_shell(template, &scope)
     }
 
@@ -293,9 +346,10 @@ impl Run {
         expr: &str,
         frame: Option<&LoopFrame>,
     ) -> Result<bool, TemplateError> {
+        let inputs = lock(&self.inputs);
         let states = lock(&self.states);
         let info = self.workflow_info();
-        let scope = self.scope(&states, &info, frame, None);
+        let scope = self.scope(&inputs, &states, &info, frame, None);
         self.svc.expressions.eval_bool(expr, &scope)
     }
 
@@ -311,13 +365,14 @@ impl Run {
 
     fn scope<'a>(
         &'a self,
+        inputs: &'a Map<String, Value>,
         states: &'a BTreeMap<String, StepState>,
         info: &'a WorkflowInfo,
         frame: Option<&'a LoopFrame>,
         error: Option<&'a ErrorInfo>,
     ) -> Scope<'a> {
         Scope {
-            inputs: &self.inputs,
+            inputs,
             states,
             workflow: info,
             env: &self.env,
@@ -381,7 +436,7 @@ impl Run {
     /// Runs the workflow to its end and returns the result. Emits `RunStarted` first and
     /// `RunFinished` last.
     pub(crate) async fn execute(&self) -> RunResult {
-        let mut shown = self.inputs.clone();
+        let mut shown = lock(&self.inputs).clone();
         for (k, v) in shown.iter_mut() {
             if awf_domain::mask::is_secret_name(k) {
                 if let Value::String(s) = v
@@ -399,7 +454,14 @@ impl Run {
             RunEvent::RunStarted {
                 workflow: self.wf.name.clone(),
                 identifier: self.wf.source.identifier.clone(),
+                workflow_path: self
+                    .wf
+                    .source
+                    .path
+                    .as_ref()
+                    .map(|p| p.display().to_string()),
                 inputs: shown,
+                resumed_from: self.resume_at.clone(),
             },
         );
         for w in &self.warnings {
@@ -446,7 +508,14 @@ impl Run {
             );
             return self.failure(e, None);
         }
-        let mut current = self.wf.initial.clone();
+        if let Some(step) = self.only_step.clone() {
+            return self.single_step(&step).await;
+        }
+        let mut previous: Option<String> = None;
+        let mut current = self
+            .resume_at
+            .clone()
+            .unwrap_or_else(|| self.wf.initial.clone());
         loop {
             if let Some(end) = self.cancelled_ending() {
                 return end;
@@ -464,12 +533,48 @@ impl Run {
             if let StateKind::Terminal(t) = &state.kind {
                 return self.terminal(&current, t.status, t.message.as_deref(), t.exit_code);
             }
+            if self.stops_at(&current) {
+                match self.breakpoint(&current, previous.as_deref()).await {
+                    Decision::Run => {}
+                    Decision::Skip => {
+                        let Some(next) = state.on_success.clone() else {
+                            return self.failure(
+                                AwfError::new(
+                                    ErrorCode::ExecutionNoRoute,
+                                    format!("cannot skip {current}: it has no on_success"),
+                                ),
+                                Some(current),
+                            );
+                        };
+                        previous = Some(current.clone());
+                        current = next;
+                        continue;
+                    }
+                    Decision::Retry(prev) => {
+                        current = prev;
+                        previous = None;
+                        continue;
+                    }
+                    Decision::Abort => {
+                        self.cancel.cancel(CancelReason::Requested);
+                        return self.cancelled_ending().unwrap_or_else(|| {
+                            self.failure(
+                                AwfError::new(ErrorCode::ExecutionRunCancelled, "aborted"),
+                                Some(current),
+                            )
+                        });
+                    }
+                }
+            }
             match self
                 .exec_state(&current, None, "", &self.cancel.token)
                 .await
             {
                 Ok(exit) => match exit.next {
-                    Some(next) => current = next,
+                    Some(next) => {
+                        previous = Some(current.clone());
+                        current = next;
+                    }
                     None => {
                         if let Some(end) = self.cancelled_ending() {
                             return end;
@@ -492,6 +597,163 @@ impl Run {
                     return self.failure(e, Some(current));
                 }
             }
+        }
+    }
+
+    /// Whether an interactive run stops before `state`.
+    fn stops_at(&self, state: &str) -> bool {
+        self.interactive
+            .as_ref()
+            .is_some_and(|i| i.breakpoints.is_empty() || i.breakpoints.iter().any(|b| b == state))
+    }
+
+    /// Asks the front-end what to do before `state` (`--interactive`), handling inspect and
+    /// edit answers itself. Source: spec/workflow.md §3.12.
+    async fn breakpoint(&self, state: &str, previous: Option<&str>) -> Decision {
+        let kind = self
+            .wf
+            .state(state)
+            .map_or("", |s| s.kind.kind_name())
+            .to_owned();
+        loop {
+            let (request_id, rx) = self.interaction.request();
+            self.emitter.emit(
+                state,
+                None,
+                RunEvent::BreakpointReached {
+                    step: state.to_owned(),
+                    kind: kind.clone(),
+                    request_id,
+                    previous: previous.map(str::to_owned),
+                },
+            );
+            let answer = tokio::select! {
+                r = rx => r.ok().flatten(),
+                () = self.cancel.token.cancelled() => None,
+            };
+            let Some(answer) = answer else {
+                return Decision::Abort;
+            };
+            let answer = answer.trim();
+            let (cmd, rest) = answer.split_once(' ').unwrap_or((answer, ""));
+            match cmd.to_ascii_lowercase().as_str() {
+                "" | "c" | "continue" => return Decision::Run,
+                "s" | "skip" => return Decision::Skip,
+                "a" | "abort" | "q" | "quit" => return Decision::Abort,
+                "r" | "retry" => match previous {
+                    Some(p) => return Decision::Retry(p.to_owned()),
+                    None => self.log(
+                        Some(state),
+                        LogLevel::Warn,
+                        "nothing ran yet: retry is available after a step",
+                        state,
+                        None,
+                    ),
+                },
+                "i" | "inspect" => {
+                    let text = self.inspect();
+                    self.log(Some(state), LogLevel::Info, &text, state, None);
+                }
+                "e" | "edit" => match rest.split_once('=') {
+                    Some((k, v)) if !k.trim().is_empty() => {
+                        let (k, v) = (k.trim().to_owned(), v.trim().to_owned());
+                        lock(&self.inputs).insert(k.clone(), Value::String(v.clone()));
+                        let mut exported = lock(&self.exported);
+                        exported.retain(|(name, _)| *name != k);
+                        exported.push((k.clone(), v));
+                        drop(exported);
+                        self.log(
+                            Some(state),
+                            LogLevel::Info,
+                            &format!("input {k} updated"),
+                            state,
+                            None,
+                        );
+                    }
+                    _ => self.log(
+                        Some(state),
+                        LogLevel::Warn,
+                        "edit needs NAME=VALUE, e.g. `e count=3`",
+                        state,
+                        None,
+                    ),
+                },
+                other => self.log(
+                    Some(state),
+                    LogLevel::Warn,
+                    &format!("unknown answer '{other}': use c, s, a, r, i or e NAME=VALUE"),
+                    state,
+                    None,
+                ),
+            }
+        }
+    }
+
+    /// Context shown by the `inspect` answer: inputs and the states so far (masked).
+    fn inspect(&self) -> String {
+        let mut out = String::from("inputs:");
+        for (k, v) in lock(&self.inputs).iter() {
+            let shown = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            out.push_str(&format!("\n  {k} = {}", self.mask(&shown)));
+        }
+        out.push_str("\nstates:");
+        for (name, st) in lock(&self.states).iter() {
+            let first = st.output.lines().next().unwrap_or("");
+            out.push_str(&format!(
+                "\n  {name}: {} {}",
+                st.status.as_str(),
+                self.mask(first)
+            ));
+        }
+        out
+    }
+
+    /// `--step`: runs one state with no routing. The run succeeds when the state does.
+    async fn single_step(&self, name: &str) -> Ending {
+        match self.wf.state(name) {
+            None => {
+                let names: Vec<&str> = self.wf.states.keys().map(String::as_str).collect();
+                let mut e = AwfError::new(
+                    ErrorCode::WorkflowValidationMissingState,
+                    format!("state not found: {name}"),
+                );
+                if let Some(c) = awf_domain::validate::closest(name, names.iter().copied()) {
+                    e = e.with_hint(format!("did you mean '{c}'?"));
+                }
+                return self.failure(e, Some(name.to_owned()));
+            }
+            Some(s) if matches!(s.kind, StateKind::Terminal(_)) => {
+                return self.failure(
+                    AwfError::new(
+                        ErrorCode::UserInputValidationFailed,
+                        format!("{name} is a terminal state; --step runs a step"),
+                    ),
+                    Some(name.to_owned()),
+                );
+            }
+            Some(_) => {}
+        }
+        *lock(&self.current) = name.to_owned();
+        match self.exec_state(name, None, "", &self.cancel.token).await {
+            Ok(exit) if exit.succeeded => Ending {
+                status: RunStatus::Success,
+                terminal: None,
+                exit_code: 0,
+                error: None,
+                failed_state: None,
+            },
+            Ok(exit) => {
+                let e = exit.failure.unwrap_or_else(|| {
+                    AwfError::new(
+                        ErrorCode::ExecutionCommandFailed,
+                        format!("step {name} failed"),
+                    )
+                });
+                self.failure(e, Some(name.to_owned()))
+            }
+            Err(e) => self
+                .cancelled_ending()
+                .unwrap_or_else(|| self.failure(e, Some(name.to_owned()))),
         }
     }
 
@@ -598,6 +860,7 @@ impl Run {
     }
 
     fn result(&self, ending: Ending) -> RunResult {
+        let inputs = lock(&self.inputs);
         let states = lock(&self.states);
         let info = self.workflow_info();
         let mut outputs = BTreeMap::new();
@@ -607,7 +870,7 @@ impl Run {
             } else {
                 format!("{{{{.{}}}}}", out.from.trim().trim_start_matches('.'))
             };
-            let scope = self.scope(&states, &info, None, None);
+            let scope = self.scope(&inputs, &states, &info, None, None);
             match self.svc.interpolator.render(&template, &scope) {
                 Ok(v) => {
                     outputs.insert(out.name.clone(), Value::String(self.mask(&v)));

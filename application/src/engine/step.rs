@@ -460,7 +460,7 @@ impl Run {
         let spec = CommandSpec {
             program,
             dir,
-            env: self.exported.clone(),
+            env: lock(&self.exported).clone(),
             timeout: remaining,
             capture_limit: state
                 .capture_max_size

@@ -29,6 +29,46 @@ pub struct RunRequest {
     /// lower-case or PascalCase) → value. A mocked agent step answers from here without
     /// calling its provider.
     pub mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// `--interactive`: stop before states and wait for a decision (`BreakpointReached`).
+    pub interactive: Option<Interactive>,
+    /// `--step S`: run only this state (no routing), with `mocks` as the earlier states.
+    pub only_step: Option<String>,
+}
+
+/// Where an interactive run stops.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Interactive {
+    /// Stop only before these states (`-b a,b`); empty = before every state.
+    pub breakpoints: Vec<String>,
+}
+
+/// Where `awf resume` restarts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ResumeFrom {
+    /// The state the run was in when it stopped (default).
+    #[default]
+    Current,
+    /// The state that completed last before the current one.
+    Previous,
+    /// A state that ran; states completed after it are forgotten and run again.
+    Step(String),
+}
+
+/// `awf resume <run_id>`: continue an interrupted or failed run with the same run id.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResumeRequest {
+    /// The run to continue.
+    pub run_id: String,
+    /// Where to restart.
+    pub from: ResumeFrom,
+    /// `--input k=v` overrides (also how masked secrets are given back).
+    pub inputs: Vec<(String, String)>,
+    /// Project configuration inputs.
+    pub config_inputs: Map<String, Value>,
+    /// Process environment.
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub working_dir: PathBuf,
 }
 
 /// An answer to a request the run made (missing input, permission, conversation turn).
@@ -74,4 +114,11 @@ pub trait WorkflowFacade: Send + Sync {
     /// Anything that stops the run before it starts: `USER.FACADE.WORKFLOW_NOT_FOUND`,
     /// `WORKFLOW.*` load/validation errors, `USER.INPUT.VALIDATION_FAILED`.
     async fn start(&self, request: RunRequest) -> Result<Box<dyn RunSession>, AwfError>;
+
+    /// Continues an interrupted or failed run (same run id; agent sessions restored).
+    ///
+    /// # Errors
+    /// `USER.INPUT.VALIDATION_FAILED` for an unknown run, a run that already succeeded, a bad
+    /// `--from` step, or secret inputs that must be given again; the errors of `start`.
+    async fn resume(&self, request: ResumeRequest) -> Result<Box<dyn RunSession>, AwfError>;
 }

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod exec;
 pub mod facade;
 pub mod repository;
+pub mod store;
 pub mod template;
 
 pub use agent::AgentProvider;
@@ -12,6 +13,8 @@ pub use exec::CommandExecutor;
 pub use facade::RunSession;
 pub use facade::WorkflowFacade;
 pub use repository::WorkflowRepository;
+pub use store::HistoryStore;
+pub use store::StateStore;
 pub use template::ExpressionEvaluator;
 pub use template::Interpolator;
 

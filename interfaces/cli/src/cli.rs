@@ -36,15 +36,34 @@ pub struct Cli {
     /// Storage root (states, history, transcripts, templates); default $AWF_STORAGE_DIR or $XDG_DATA_HOME/awf.
     #[arg(long, global = true, value_name = "DIR")]
     pub storage: Option<PathBuf>,
-    /// Accepted for compatibility; unused.
-    #[arg(long, global = true, value_name = "LEVEL", hide = true)]
+    /// Log level for diagnostics on stderr: error, warn, info, debug, trace, off (default warn).
+    #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Export OpenTelemetry spans over OTLP to this endpoint (`host:port` = gRPC, or a URL);
+    /// the standard OTEL_EXPORTER_OTLP_* variables and `telemetry:` in .awf/config.yaml work too.
+    #[arg(long, global = true, value_name = "ENDPOINT")]
+    pub otel_exporter: Option<String>,
+    /// Service name of exported spans (default `awf`).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub otel_service_name: Option<String>,
     /// Accepted for compatibility; unused (project config comes from AWF_CONFIG_PATH or .awf/config.yaml).
     #[arg(long, global = true, value_name = "FILE", hide = true)]
     pub config: Option<String>,
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `-f/--format`.
@@ -112,6 +131,75 @@ pub enum Command {
     Error(ErrorArgs),
     /// Create the project layout (.awf.yaml, .awf/) with a working example.
     Init(InitArgs),
+    /// Continue an interrupted or failed run (same run id), or list resumable runs.
+    Resume(ResumeArgs),
+    /// Past runs, newest first, with filters and totals.
+    History(HistoryArgs),
+    /// One run: status, current state and every state's result.
+    Status(StatusArgs),
+    /// Project configuration.
+    Config(ConfigArgs),
+}
+
+/// `awf resume`.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Run id (see `awf resume --list`).
+    pub run_id: Option<String>,
+    /// List runs that can be resumed.
+    #[arg(short = 'l', long)]
+    pub list: bool,
+    /// Where to restart: `current` (default), `previous`, or a state name.
+    #[arg(long, value_name = "current|previous|STATE", default_value = "current")]
+    pub from: String,
+    /// Input override `name=value` (repeatable); secret inputs must be given again.
+    #[arg(short = 'i', long = "input", value_name = "NAME=VALUE")]
+    pub inputs: Vec<String>,
+    /// What to show of command output in text mode.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputMode::Silent)]
+    pub output: OutputMode,
+}
+
+/// `awf history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only runs of this workflow (name or identifier).
+    #[arg(short = 'w', long)]
+    pub workflow: Option<String>,
+    /// Only runs with this status: running, success, failure, cancelled.
+    #[arg(short = 's', long)]
+    pub status: Option<String>,
+    /// Only runs started on or after this day (YYYY-MM-DD, UTC).
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub since: Option<String>,
+    /// At most this many runs.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    pub limit: usize,
+    /// Totals instead of rows.
+    #[arg(long)]
+    pub stats: bool,
+}
+
+/// `awf status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Run id.
+    pub run_id: String,
+}
+
+/// `awf config`.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ConfigAction,
+}
+
+/// `awf config …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ConfigAction {
+    /// Show the project configuration (.awf/config.yaml or $AWF_CONFIG_PATH).
+    Show,
 }
 
 /// `awf run`.
@@ -132,6 +220,21 @@ pub struct RunArgs {
     /// `status=failed`); repeatable. Agent steps use it instead of calling their provider.
     #[arg(short = 'm', long = "mock", value_name = "states.STEP.FIELD=VALUE")]
     pub mocks: Vec<String>,
+    /// Stop before each state (or each breakpoint) and ask: continue, skip, abort, inspect,
+    /// edit an input, retry the previous state.
+    #[arg(long)]
+    pub interactive: bool,
+    /// With --interactive: stop only before these states (comma-separated, repeatable).
+    #[arg(
+        short = 'b',
+        long = "breakpoint",
+        value_name = "STATE[,STATE]",
+        value_delimiter = ','
+    )]
+    pub breakpoints: Vec<String>,
+    /// Run only this step (no routing); earlier states come from --mock.
+    #[arg(short = 's', long = "step", value_name = "STATE")]
+    pub step: Option<String>,
 }
 
 /// `awf validate`.

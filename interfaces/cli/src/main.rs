@@ -16,6 +16,7 @@ mod json_out;
 mod list_cmd;
 mod printer;
 mod run_cmd;
+mod runs_cmd;
 mod style;
 mod validate_cmd;
 mod wiring;
@@ -56,10 +57,18 @@ fn main() -> ExitCode {
         .worker_threads(2)
         .enable_all()
         .build();
+    let telemetry = match init_telemetry(&cli) {
+        Ok(g) => g,
+        Err(e) => {
+            let outcome = errors::report(&CliError::Awf(e), ctx.json(), ctx.hints, ctx.err_style);
+            return ExitCode::from(errors::exit_code(&outcome));
+        }
+    };
     let outcome = match runtime {
         Ok(rt) => {
             let outcome = rt.block_on(run(&ctx, cli.command));
             rt.shutdown_background();
+            telemetry.shutdown();
             outcome
         }
         Err(e) => errors::report(
@@ -73,6 +82,37 @@ fn main() -> ExitCode {
         ),
     };
     ExitCode::from(errors::exit_code(&outcome))
+}
+
+/// Logging to stderr (`--log-level`, `--log-format`, `--verbose`, `-q`, `AWF_LOG`) and, for
+/// `run` and `resume`, OpenTelemetry export (`--otel-exporter`, `OTEL_EXPORTER_OTLP_*`,
+/// `telemetry:` in the project configuration).
+fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain::AwfError> {
+    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let level = match cli.log_level.as_deref() {
+        Some(l) => awf_telemetry::LogConfig::parse_level(l)?,
+        None => awf_telemetry::LogConfig::default().level,
+    };
+    let cfg = awf_telemetry::LogConfig {
+        level,
+        json: cli.log_format == crate::cli::LogFormat::Json,
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        directives: env.get("AWF_LOG").filter(|v| !v.is_empty()).cloned(),
+    };
+    let exports = matches!(cli.command, Command::Run(_) | Command::Resume(_));
+    let otel = if exports {
+        let telemetry = wiring::project_telemetry(cli.storage.as_deref(), &env);
+        awf_telemetry::OtelConfig::from_sources(
+            cli.otel_exporter.as_deref(),
+            cli.otel_service_name.as_deref(),
+            telemetry.as_ref(),
+            &env,
+        )
+    } else {
+        None
+    };
+    awf_telemetry::init_logging(&cfg, otel.as_ref())
 }
 
 /// Whether the raw arguments ask for `-f json` (`-f json`, `--format json`, `--format=json`,
@@ -95,6 +135,10 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::Diagram(args) => diagram::run(ctx, args),
         Command::Error(args) => error_cmd::run(ctx, args),
         Command::Init(args) => init_cmd::run(ctx, args),
+        Command::Resume(args) => Ok(runs_cmd::resume(ctx, args).await),
+        Command::History(args) => runs_cmd::history(ctx, args),
+        Command::Status(args) => runs_cmd::status(ctx, args),
+        Command::Config(args) => runs_cmd::config(ctx, args),
     };
     match result {
         Ok(o) => o,

@@ -179,6 +179,21 @@ impl TextPrinter {
                 }
             }
             RunEvent::ToolCallResult { .. } => {}
+            RunEvent::BreakpointReached {
+                step,
+                kind,
+                previous,
+                ..
+            } => {
+                out.flush()?;
+                writeln!(err, "{ind}{} next: {step} ({kind})", self.style.yellow("⏸"))?;
+                let retry = if previous.is_some() { " [r]etry" } else { "" };
+                write!(
+                    err,
+                    "{ind}[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE{retry} > "
+                )?;
+                err.flush()?;
+            }
             RunEvent::InputRequired { prompt, .. } => {
                 if self.mode == OutputMode::Streaming {
                     if self.agent_mid_line {

@@ -3,6 +3,7 @@
 //!
 //! Source: spec/workflow.md §3.1, §3.10, §3.12, §4.2; shared/conformance/README.md.
 
+use std::io::IsTerminal;
 use std::io::Write;
 
 use awf_application::Facade;
@@ -43,6 +44,75 @@ pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
             .with_hint("Use --input name=value (repeat the flag for several inputs).")),
         })
         .collect()
+}
+
+/// Asks for one input on the terminal until the value passes its rules; an enum is a
+/// numbered menu. EOF aborts with the usual missing-input error.
+fn prompt_input(
+    def: &awf_domain::workflow::InputDef,
+    cwd: &std::path::Path,
+) -> Result<String, AwfError> {
+    use std::io::BufRead;
+    let mut err = std::io::stderr();
+    let stdin = std::io::stdin();
+    loop {
+        let ty = match &def.ty {
+            awf_domain::workflow::InputType::Untyped => String::new(),
+            t => format!(
+                " ({})",
+                serde_json::to_value(t)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        };
+        let _ = writeln!(
+            err,
+            "Input {}{ty}{}",
+            def.name,
+            def.description
+                .as_ref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        );
+        let choices = &def.validation.enum_values;
+        for (i, c) in choices.iter().enumerate() {
+            let _ = writeln!(err, "  {}) {c}", i + 1);
+        }
+        let _ = write!(
+            err,
+            "{}> ",
+            if choices.is_empty() {
+                ""
+            } else {
+                "choose a number or type a value "
+            }
+        );
+        let _ = err.flush();
+        let mut line = String::new();
+        let n = stdin.lock().read_line(&mut line).unwrap_or(0);
+        if n == 0 {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "input validation failed: inputs.{}: required but not provided",
+                    def.name
+                ),
+            ));
+        }
+        let mut value = line.trim_end_matches(['\n', '\r']).to_owned();
+        if let Ok(i) = value.trim().parse::<usize>()
+            && (1..=choices.len()).contains(&i)
+        {
+            value = choices[i - 1].clone();
+        }
+        match awf_application::inputs::check_one(def, &value, cwd) {
+            Ok(_) => return Ok(value),
+            Err(why) => {
+                let _ = writeln!(err, "  invalid: {why}; try again");
+            }
+        }
+    }
 }
 
 /// Parses `--mock states.<step>.<field>=<value>` flags into step → field → value.
@@ -172,10 +242,39 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
             );
         }
     }
-    let inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
+    let mut inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
+    if !ctx.json() && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        // Ask for missing required inputs on a terminal (without one they are a USER error
+        // listing each missing input, raised when the run starts).
+        if let Ok(loaded) =
+            awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), &args.workflow, None)
+        {
+            let missing = awf_application::inputs::missing_required(
+                &loaded.workflow,
+                &inputs,
+                &config.inputs,
+            );
+            for def in missing {
+                let value = prompt_input(&def, &w.cwd)?;
+                inputs.push((def.name.clone(), value));
+            }
+        }
+    }
     let mocks = parse_mocks(&args.mocks)?;
+    let interactive = (args.interactive || !args.breakpoints.is_empty()).then(|| {
+        awf_domain::ports::facade::Interactive {
+            breakpoints: args
+                .breakpoints
+                .iter()
+                .map(|b| b.trim().to_owned())
+                .filter(|b| !b.is_empty())
+                .collect(),
+        }
+    });
     let request = RunRequest {
         mocks,
+        interactive,
+        only_step: args.step.clone(),
         identifier: args.workflow.clone(),
         inputs,
         config_inputs: config.inputs,
@@ -185,7 +284,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     Ok((w, request))
 }
 
-fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
+pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
     if ctx.json() {
         json_out::print(&json_out::failure_result(identifier, e));
     } else {
@@ -221,17 +320,43 @@ async fn execute(
     args: &RunArgs,
     w: Wiring,
     request: RunRequest,
-    mut signals: Signals,
+    signals: Signals,
 ) -> Outcome {
     let identifier = request.identifier.clone();
+    let recorder = w.recorder.clone();
     let facade = Facade::new(w.services);
-    let mut handle = match facade.start_run(request).await {
+    let handle = match facade.start_run(request).await {
         Ok(h) => h,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
+    let outcome = drive(
+        ctx,
+        args.output,
+        &identifier,
+        handle,
+        signals,
+        args.step.as_deref(),
+    )
+    .await;
+    if let Some(r) = recorder {
+        r.flush();
+    }
+    outcome
+}
+
+/// Shows a started run's events until it ends, answers conversation turns from stdin,
+/// cancels on SIGINT/SIGTERM, prints the result (text summary or the JSON object) and gives
+/// the outcome. Shared by `awf run` and `awf resume`.
+pub(crate) async fn drive(
+    ctx: &Ctx,
+    output: crate::cli::OutputMode,
+    identifier: &str,
+    mut handle: awf_application::RunHandle,
+    mut signals: Signals,
+    step: Option<&str>,
+) -> Outcome {
     let canceller = handle.canceller();
-    let mut printer =
-        TextPrinter::new(args.output, ctx.quiet, ctx.err_style).with_verbose(ctx.verbose);
+    let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style).with_verbose(ctx.verbose);
     let mut result: Option<RunResult> = None;
     let mut cancelled = false;
     // A conversation turn being read from stdin: (request id, reader).
@@ -255,7 +380,7 @@ async fn execute(
                 {
                     result = Some(r.as_ref().clone());
                 }
-                if let RunEvent::InputRequired { request_id, .. } = &ev.event {
+                if let RunEvent::InputRequired { request_id, .. } | RunEvent::BreakpointReached { request_id, .. } = &ev.event {
                     reader = Some((request_id.clone(), tokio::task::spawn_blocking(read_stdin_line)));
                 }
                 if ctx.json() {
@@ -280,14 +405,47 @@ async fn execute(
     }
     let Some(result) = result else {
         let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
-        return fail_before_start(ctx, &identifier, &e);
+        return fail_before_start(ctx, identifier, &e);
     };
     if ctx.json() {
         json_out::print(&result);
+    } else if let Some(step) = step {
+        print_step(step, &result);
     } else {
         print_summary(ctx, &result);
     }
     Outcome::Run(result.exit_code)
+}
+
+/// `--step S` report on stdout: `--- [S] stdout ---` / `--- [S] stderr ---` blocks, then
+/// `Step 'S' completed successfully in <d>` or `Step 'S' failed (exit code: N)` (and the error
+/// on stderr). Source: spec/workflow.md §3.12.
+fn print_step(step: &str, result: &RunResult) {
+    let mut out = std::io::stdout().lock();
+    if let Some(st) = result.states.get(step) {
+        let _ = writeln!(out, "--- [{step}] stdout ---");
+        let _ = out.write_all(st.output.as_bytes());
+        if !st.output.is_empty() && !st.output.ends_with('\n') {
+            let _ = writeln!(out);
+        }
+        let _ = writeln!(out, "--- [{step}] stderr ---");
+        let _ = out.write_all(st.stderr.as_bytes());
+        if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
+            let _ = writeln!(out);
+        }
+        let d = awf_domain::duration::format_go(std::time::Duration::from_millis(st.duration_ms));
+        if result.status == RunStatus::Success {
+            let _ = writeln!(out, "Step '{step}' completed successfully in {d}");
+        } else {
+            let code = st
+                .exit_code
+                .map_or_else(|| "none".to_owned(), |c| c.to_string());
+            let _ = writeln!(out, "Step '{step}' failed (exit code: {code})");
+        }
+    }
+    if let Some(e) = &result.error {
+        let _ = writeln!(std::io::stderr().lock(), "[{}] {}", e.code, e.message);
+    }
 }
 
 /// Text summary on stderr: `Workflow completed.`, `Workflow failed: <msg>` plus the error
@@ -331,13 +489,13 @@ fn print_summary(ctx: &Ctx, result: &RunResult) {
 }
 
 /// SIGINT and SIGTERM streams, when they could be installed.
-struct Signals {
+pub(crate) struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
 }
 
 impl Signals {
-    fn install() -> Self {
+    pub(crate) fn install() -> Self {
         Self {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),

@@ -33,6 +33,12 @@ pub struct Wiring {
     pub data_root: PathBuf,
     /// Global config dir (`$AWF_CONFIG_HOME` > `$XDG_CONFIG_HOME/awf` > `~/.config/awf`).
     pub config_dir: PathBuf,
+    /// The run store (state files, history), when it could be opened.
+    pub store: Option<Arc<awf_store::Store>>,
+    /// Why the store could not be opened.
+    pub store_error: Option<AwfError>,
+    /// The projection recording runs (None with `AWF_RECORD=off`); flush it before exiting.
+    pub recorder: Option<awf_store::Recorder>,
 }
 
 impl std::fmt::Debug for Wiring {
@@ -93,6 +99,18 @@ pub fn awf_dirs(data_root: &Path, config_dir: &Path) -> BTreeMap<String, String>
     ])
 }
 
+/// The `telemetry:` block of the project configuration, if any (read before the services are
+/// built, to set up exporting).
+pub fn project_telemetry(
+    storage: Option<&Path>,
+    env: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let cwd = std::env::current_dir().ok()?;
+    let root = data_root(storage, env);
+    let repo = YamlRepository::new(RepoPaths::from_env(&cwd, env, &root));
+    repo.load_config().ok()?.other.get("telemetry").cloned()
+}
+
 /// Builds the services from the real process environment.
 ///
 /// # Errors
@@ -116,12 +134,37 @@ pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: Pa
         &cwd, &env, &data_root,
     )));
     let executor: Arc<dyn awf_domain::ports::CommandExecutor> = Arc::new(ProcessExecutor::new());
+    // Run records (state files, history, audit, transcripts) unless AWF_RECORD=off. A store
+    // that cannot be opened (read-only disk) leaves runs working, unrecorded, with a warning.
+    let record = env
+        .get("AWF_RECORD")
+        .is_none_or(|v| !v.eq_ignore_ascii_case("off"));
+    let (store, store_error) =
+        match awf_store::Store::open(awf_store::StorePaths::from_env(&data_root, &env)) {
+            Ok(s) => (Some(Arc::new(s)), None),
+            Err(e) => (None, Some(e)),
+        };
+    let recorder = if record {
+        store.as_ref().map(|s| s.recorder())
+    } else {
+        None
+    };
+    let mut recorders: Vec<Arc<dyn awf_domain::event::EventSink>> = Vec::new();
+    if let Some(r) = &recorder {
+        recorders.push(Arc::new(r.clone()));
+    }
+    // Spans for OpenTelemetry; costs nothing when no exporter is installed.
+    recorders.push(Arc::new(awf_telemetry::span_projection()));
     let services = Services {
         repository: repository.clone(),
         interpolator: Arc::new(GoTemplates::new()),
         expressions: Arc::new(ExprEvaluator::new()),
         executor: Arc::clone(&executor),
         agents: awf_agents::registry(executor, env.clone()),
+        state_store: store
+            .as_ref()
+            .map(|s| Arc::clone(s) as Arc<dyn awf_domain::ports::StateStore>),
+        recorders,
         awf_dirs: awf_dirs(&data_root, &config_dir),
     };
     Wiring {
@@ -131,6 +174,9 @@ pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: Pa
         cwd,
         data_root,
         config_dir,
+        store,
+        store_error,
+        recorder,
     }
 }
 
@@ -141,6 +187,37 @@ impl Wiring {
     /// `WORKFLOW.PARSE.YAML_SYNTAX` when the file is not valid YAML.
     pub fn config(&self) -> Result<ProjectConfig, AwfError> {
         self.repository.load_config()
+    }
+
+    /// The state files of recorded runs.
+    ///
+    /// # Errors
+    /// Why the store could not be opened.
+    pub fn state_store(&self) -> Result<Arc<dyn awf_domain::ports::StateStore>, AwfError> {
+        match &self.store {
+            Some(s) => Ok(Arc::clone(s) as Arc<dyn awf_domain::ports::StateStore>),
+            None => Err(self.unavailable()),
+        }
+    }
+
+    /// The run history.
+    ///
+    /// # Errors
+    /// Why the store could not be opened.
+    pub fn history_store(&self) -> Result<Arc<dyn awf_domain::ports::HistoryStore>, AwfError> {
+        match &self.store {
+            Some(s) => Ok(Arc::clone(s) as Arc<dyn awf_domain::ports::HistoryStore>),
+            None => Err(self.unavailable()),
+        }
+    }
+
+    fn unavailable(&self) -> AwfError {
+        self.store_error.clone().unwrap_or_else(|| {
+            AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!("run store at {} is not available", self.data_root.display()),
+            )
+        })
     }
 }
 

@@ -1,0 +1,200 @@
+//! Run persistence: the state file of each run (for `awf resume` and `awf status`) and the run
+//! history (for `awf history`). Writers are event-stream projections (they implement
+//! [`crate::event::EventSink`]); these ports are the read side plus the snapshot format.
+//!
+//! Source: spec/workflow.md §3.11 (persistence and resume) and http-ops.md §3; choices in
+//! design/decisions.md ("Storage (embedded default)").
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::Deserialize;
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::error::AwfError;
+use crate::error::ErrorBody;
+use crate::run::StepState;
+
+/// Version of the state-file format.
+pub const STATE_SCHEMA_VERSION: u32 = 1;
+
+/// Lifecycle status of a run as stored (`running` while live or after a crash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredStatus {
+    /// Started, not finished (or the process died).
+    Running,
+    /// Reached a success terminal.
+    Success,
+    /// Failed.
+    Failure,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl StoredStatus {
+    /// Wire text.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether `awf resume` may continue a run in this status.
+    pub const fn resumable(self) -> bool {
+        !matches!(self, Self::Success)
+    }
+}
+
+/// The state file of one run (`<data root>/states/<run_id>.json`): everything `awf resume`
+/// needs. Secret values are masked (`***`); resuming asks for them again.
+///
+/// JSON shape: `{"schema_version": 1, "run_id", "parent_run_id", "workflow", "workflow_name",
+/// "workflow_path", "status", "current_state", "inputs": {..}, "states": {name: StepState},
+/// "started_at", "updated_at", "completed_at", "exit_code", "terminal", "error"}` with times as
+/// RFC 3339 strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSnapshot {
+    /// Format version ([`STATE_SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// Run id.
+    pub run_id: String,
+    /// Parent run of a sub-workflow run.
+    pub parent_run_id: Option<String>,
+    /// Identifier the run was started with.
+    pub workflow: String,
+    /// YAML `name`.
+    pub workflow_name: String,
+    /// Absolute path of the workflow file, when known (resume reloads it from there).
+    pub workflow_path: Option<PathBuf>,
+    /// Status.
+    pub status: StoredStatus,
+    /// Top-level state being executed (or last executed).
+    pub current_state: String,
+    /// Effective inputs, secrets masked.
+    pub inputs: Map<String, Value>,
+    /// Every state that ran, by name (sessions of agent steps included).
+    pub states: BTreeMap<String, StepState>,
+    /// Run start.
+    #[serde(with = "crate::timefmt::rfc3339")]
+    pub started_at: SystemTime,
+    /// Last write.
+    #[serde(with = "crate::timefmt::rfc3339")]
+    pub updated_at: SystemTime,
+    /// Run end.
+    #[serde(with = "crate::timefmt::rfc3339_opt", default)]
+    pub completed_at: Option<SystemTime>,
+    /// Process exit code of the run, once finished.
+    pub exit_code: Option<u8>,
+    /// Terminal reached.
+    pub terminal: Option<String>,
+    /// Failure.
+    pub error: Option<ErrorBody>,
+    /// The workflow's declared outputs, once finished.
+    #[serde(default)]
+    pub outputs: BTreeMap<String, Value>,
+}
+
+/// Reads state files.
+pub trait StateStore: Send + Sync {
+    /// Loads the state file of `run_id`.
+    ///
+    /// # Errors
+    /// `USER.INPUT.VALIDATION_FAILED` when no run has that id (hint: `awf resume --list`);
+    /// `SYSTEM.IO.READ_FAILED` when the file cannot be read or parsed.
+    fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError>;
+
+    /// Every state file, newest first.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when the directory cannot be read.
+    fn list(&self) -> Result<Vec<RunSnapshot>, AwfError>;
+
+    /// Writes a snapshot atomically (temp file, fsync, rename; mode 0600).
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.WRITE_FAILED`.
+    fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError>;
+}
+
+/// One history row (one per run, updated in place).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// Run id.
+    pub id: String,
+    /// Identifier the run was started with.
+    pub workflow_id: String,
+    /// YAML `name`.
+    pub workflow_name: String,
+    /// Status.
+    pub status: StoredStatus,
+    /// Process exit code, once finished.
+    pub exit_code: Option<u8>,
+    /// Start time, milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// End time, milliseconds since the Unix epoch.
+    pub completed_at_ms: Option<u64>,
+    /// Wall time.
+    pub duration_ms: Option<u64>,
+    /// Failure text.
+    pub error_message: Option<String>,
+    /// Parent run of a sub-workflow run.
+    pub parent_run_id: Option<String>,
+}
+
+/// Filter of `awf history`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HistoryFilter {
+    /// Workflow name or identifier.
+    pub workflow: Option<String>,
+    /// Status.
+    pub status: Option<StoredStatus>,
+    /// Runs started at or after this time (milliseconds since the epoch).
+    pub since_ms: Option<u64>,
+    /// At most this many rows, newest first.
+    pub limit: Option<usize>,
+}
+
+/// `awf history --stats`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct HistoryStats {
+    /// Runs matching the filter.
+    pub total_executions: u64,
+    /// Successful runs.
+    pub success_count: u64,
+    /// Failed runs.
+    pub failed_count: u64,
+    /// Cancelled runs.
+    pub cancelled_count: u64,
+    /// Runs still running (or crashed).
+    pub running_count: u64,
+    /// Mean duration of finished runs.
+    pub avg_duration_ms: Option<u64>,
+}
+
+/// Reads the run history.
+pub trait HistoryStore: Send + Sync {
+    /// Rows matching `filter`, newest first.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when the database cannot be read.
+    fn list(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRecord>, AwfError>;
+
+    /// Totals over the rows matching `filter` (its `limit` is ignored).
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED`.
+    fn stats(&self, filter: &HistoryFilter) -> Result<HistoryStats, AwfError>;
+
+    /// One row.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED`.
+    fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError>;
+}

@@ -1,0 +1,174 @@
+//! RFC 3339 timestamps (UTC, millisecond precision) for state files, audit lines and
+//! transcripts, with serde helpers. No I/O, no time-zone database: always `Z`.
+
+use std::time::Duration;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
+
+/// `2026-11-30T01:02:03.456Z`.
+pub fn format_rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    let secs = d.as_secs();
+    let millis = d.subsec_millis();
+    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX);
+    let rem = secs % 86_400;
+    let (y, m, dd) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{dd:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos: u32 = 0;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+        if digits.is_empty() {
+            return None;
+        }
+        let mut padded = digits.clone();
+        padded.truncate(9);
+        while padded.len() < 9 {
+            padded.push('0');
+        }
+        nanos = padded.parse().ok()?;
+        rest = &frac[digits.len()..];
+    }
+    let offset_secs: i64 = match rest {
+        "Z" | "z" => 0,
+        o if o.len() == 6 && (o.starts_with('+') || o.starts_with('-')) => {
+            let oh: i64 = o.get(1..3)?.parse().ok()?;
+            let om: i64 = o.get(4..6)?.parse().ok()?;
+            let v = oh * 3600 + om * 60;
+            if o.starts_with('-') { -v } else { v }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(y, mo, d);
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_secs;
+    let secs = u64::try_from(secs).ok()?;
+    UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+}
+
+/// Days since 1970-01-01 → (year, month, day). Howard Hinnant's algorithm.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// serde helper: `SystemTime` as an RFC 3339 string.
+pub mod rfc3339 {
+    use std::time::SystemTime;
+
+    /// Serializes.
+    ///
+    /// # Errors
+    /// Only the serializer's own.
+    pub fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_rfc3339(*t))
+    }
+
+    /// Deserializes.
+    ///
+    /// # Errors
+    /// When the text is not RFC 3339.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SystemTime, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        super::parse_rfc3339(&s)
+            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 time: {s}")))
+    }
+}
+
+/// serde helper: `Option<SystemTime>` as an RFC 3339 string or `null`.
+pub mod rfc3339_opt {
+    use std::time::SystemTime;
+
+    /// Serializes.
+    ///
+    /// # Errors
+    /// Only the serializer's own.
+    pub fn serialize<S: serde::Serializer>(
+        t: &Option<SystemTime>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => s.serialize_some(&super::format_rfc3339(*t)),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Deserializes.
+    ///
+    /// # Errors
+    /// When the text is not RFC 3339.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SystemTime>, D::Error> {
+        let s = <Option<String> as serde::Deserialize>::deserialize(d)?;
+        match s {
+            None => Ok(None),
+            Some(s) => super::parse_rfc3339(&s)
+                .map(Some)
+                .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 time: {s}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_known_values() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_764_464_523_456);
+        let s = format_rfc3339(t);
+        assert_eq!(s, "2025-11-30T01:02:03.456Z");
+        assert_eq!(parse_rfc3339(&s), Some(t));
+        assert_eq!(format_rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            parse_rfc3339("2024-02-29T12:00:00+02:00"),
+            Some(UNIX_EPOCH + Duration::from_secs(1_709_200_800))
+        );
+        assert_eq!(parse_rfc3339("2024-13-01T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("garbage"), None);
+    }
+}

@@ -1,0 +1,335 @@
+//! The audit trail: two JSONL lines per run (`workflow.started`, `workflow.completed`), each
+//! appended with one `write` on an `O_APPEND` file (mode 0600), so lines of concurrent
+//! processes never interleave. A line is at most [`MAX_LINE`] bytes.
+//!
+//! Line shapes (keys in this order):
+//! ```json
+//! {"event":"workflow.started","execution_id":"<run id>","timestamp":"2026-11-30T01:02:03.456Z",
+//!  "user":"alice","workflow_name":"deploy","inputs":{"env":"prod"},"schema_version":1}
+//! {"event":"workflow.completed","execution_id":"<run id>","timestamp":"…","user":"alice",
+//!  "workflow_name":"deploy","status":"failure","exit_code":3,"duration_ms":1520,
+//!  "error":"step build failed","schema_version":1}
+//! ```
+//! `inputs` is omitted when the run has none; `inputs_truncated: true` follows it when values
+//! had to be shortened; `error` is present only when the run did not succeed. `status` is
+//! `success`, `failure` or `cancelled`; `exit_code` is the process exit code.
+//!
+//! Source: spec/workflow.md §3.14; http-ops.md §3.4 (we report `cancelled` apart and the
+//! process exit code; divergences listed in docs/compatibility.md).
+
+use std::fs::File;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use awf_domain::timefmt::format_rfc3339;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::state::create_dir;
+
+/// Longest audit line, newline included (PIPE_BUF).
+pub(crate) const MAX_LINE: usize = 4096;
+
+/// Replacement of an input value dropped to fit a line.
+const ELLIPSIS: &str = "…";
+
+/// The user name of this process from the OS account database, else `unknown`.
+pub(crate) fn os_user_name() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The common head of both lines.
+fn head(
+    event: &str,
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("event".into(), event.into());
+    m.insert("execution_id".into(), run_id.into());
+    m.insert("timestamp".into(), format_rfc3339(at).into());
+    m.insert("user".into(), user.into());
+    m.insert("workflow_name".into(), workflow_name.into());
+    m
+}
+
+fn encode(m: &Map<String, Value>) -> String {
+    let mut s = Value::Object(m.clone()).to_string();
+    s.push('\n');
+    s
+}
+
+/// The `workflow.started` line (newline included). When it is longer than [`MAX_LINE`], the
+/// longest input values (ties: the first key in order) are replaced by `"…"` one by one until
+/// it fits, and `inputs_truncated: true` is added.
+pub(crate) fn started_line(
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+    inputs: &Map<String, Value>,
+) -> String {
+    let build = |inputs: &Map<String, Value>, truncated: bool| {
+        let mut m = head("workflow.started", run_id, at, user, workflow_name);
+        if !inputs.is_empty() {
+            m.insert("inputs".into(), Value::Object(inputs.clone()));
+        }
+        if truncated {
+            m.insert("inputs_truncated".into(), true.into());
+        }
+        m.insert("schema_version".into(), 1.into());
+        encode(&m)
+    };
+    let mut line = build(inputs, false);
+    if line.len() <= MAX_LINE {
+        return line;
+    }
+    let mut inputs = inputs.clone();
+    loop {
+        let longest = inputs
+            .iter()
+            .filter(|(_, v)| v.as_str() != Some(ELLIPSIS))
+            .map(|(k, v)| (v.to_string().len(), k.clone()))
+            .fold(None::<(usize, String)>, |best, cur| match best {
+                Some(b) if b.0 >= cur.0 => Some(b),
+                _ => Some(cur),
+            });
+        let Some((_, key)) = longest else {
+            return line;
+        };
+        inputs.insert(key, ELLIPSIS.into());
+        line = build(&inputs, true);
+        if line.len() <= MAX_LINE {
+            return line;
+        }
+    }
+}
+
+/// What a `workflow.completed` line reports.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Completion<'a> {
+    pub(crate) status: &'a str,
+    pub(crate) exit_code: u8,
+    pub(crate) duration_ms: u64,
+    pub(crate) error: Option<&'a str>,
+}
+
+/// The `workflow.completed` line (newline included); an over-long `error` is cut to fit.
+pub(crate) fn completed_line(
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+    c: &Completion<'_>,
+) -> String {
+    let build = |error: Option<&str>| {
+        let mut m = head("workflow.completed", run_id, at, user, workflow_name);
+        m.insert("status".into(), c.status.into());
+        m.insert("exit_code".into(), c.exit_code.into());
+        m.insert("duration_ms".into(), c.duration_ms.max(1).into());
+        if let Some(e) = error {
+            m.insert("error".into(), e.into());
+        }
+        m.insert("schema_version".into(), 1.into());
+        encode(&m)
+    };
+    let mut line = build(c.error);
+    let Some(e) = c.error else {
+        return line;
+    };
+    let mut keep = e.len();
+    while line.len() > MAX_LINE && keep > 0 {
+        let over = line.len() - MAX_LINE + ELLIPSIS.len();
+        keep = keep.saturating_sub(over.max(1));
+        while !e.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        line = build(Some(&format!("{}{ELLIPSIS}", &e[..keep])));
+    }
+    line
+}
+
+/// Appends lines to the audit file, opening it on first use (`O_APPEND|O_CREAT`, 0600; a
+/// missing parent directory is created 0750).
+#[derive(Debug)]
+pub(crate) struct AuditFile {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl AuditFile {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        Self { path, file: None }
+    }
+
+    /// Where lines go.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one line with a single `write`.
+    pub(crate) fn append(&mut self, line: &str) -> std::io::Result<()> {
+        if self.file.is_none() {
+            if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                create_dir(dir, 0o750).map_err(|e| std::io::Error::other(e.to_string()))?;
+            }
+            let f = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&self.path)?;
+            self.file = Some(f);
+        }
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let n = f.write(line.as_bytes())?;
+        if n != line.len() {
+            return Err(std::io::Error::other(format!(
+                "short write: {n} of {} bytes",
+                line.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Flushes the file to disk.
+    pub(crate) fn sync(&mut self) -> std::io::Result<()> {
+        match &self.file {
+            Some(f) => f.sync_data(),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::time::Duration;
+    use std::time::UNIX_EPOCH;
+
+    fn at() -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(1_764_464_523_456)
+    }
+
+    #[test]
+    fn started_line_shape_and_order() {
+        let mut inputs = Map::new();
+        inputs.insert("env".into(), "prod".into());
+        inputs.insert("API_TOKEN".into(), "***".into());
+        assert_eq!(
+            started_line("r1", at(), "alice", "deploy", &inputs),
+            "{\"event\":\"workflow.started\",\"execution_id\":\"r1\",\"timestamp\":\"2025-11-30T01:02:03.456Z\",\
+             \"user\":\"alice\",\"workflow_name\":\"deploy\",\"inputs\":{\"env\":\"prod\",\"API_TOKEN\":\"***\"},\
+             \"schema_version\":1}\n"
+        );
+        assert_eq!(
+            started_line("r1", at(), "alice", "deploy", &Map::new()),
+            "{\"event\":\"workflow.started\",\"execution_id\":\"r1\",\"timestamp\":\"2025-11-30T01:02:03.456Z\",\
+             \"user\":\"alice\",\"workflow_name\":\"deploy\",\"schema_version\":1}\n"
+        );
+    }
+
+    #[test]
+    fn completed_line_shape_and_order() {
+        let c = Completion {
+            status: "failure",
+            exit_code: 3,
+            duration_ms: 0,
+            error: Some("step build failed"),
+        };
+        assert_eq!(
+            completed_line("r1", at(), "alice", "deploy", &c),
+            "{\"event\":\"workflow.completed\",\"execution_id\":\"r1\",\"timestamp\":\"2025-11-30T01:02:03.456Z\",\
+             \"user\":\"alice\",\"workflow_name\":\"deploy\",\"status\":\"failure\",\"exit_code\":3,\
+             \"duration_ms\":1,\"error\":\"step build failed\",\"schema_version\":1}\n"
+        );
+        let ok = Completion {
+            status: "success",
+            exit_code: 0,
+            duration_ms: 42,
+            error: None,
+        };
+        assert_eq!(
+            completed_line("r1", at(), "alice", "deploy", &ok),
+            "{\"event\":\"workflow.completed\",\"execution_id\":\"r1\",\"timestamp\":\"2025-11-30T01:02:03.456Z\",\
+             \"user\":\"alice\",\"workflow_name\":\"deploy\",\"status\":\"success\",\"exit_code\":0,\
+             \"duration_ms\":42,\"schema_version\":1}\n"
+        );
+    }
+
+    #[test]
+    fn oversized_inputs_are_replaced_longest_first() {
+        let mut inputs = Map::new();
+        inputs.insert("small".into(), "keep me".into());
+        inputs.insert("big".into(), "x".repeat(3000).into());
+        inputs.insert("bigger".into(), "y".repeat(3500).into());
+        inputs.insert("mid".into(), "z".repeat(1000).into());
+        let line = started_line("r1", at(), "alice", "deploy", &inputs);
+        assert!(line.len() <= MAX_LINE, "{}", line.len());
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["inputs"],
+            serde_json::json!({"small": "keep me", "big": "…", "bigger": "…", "mid": "z".repeat(1000)})
+        );
+        assert_eq!(v["inputs_truncated"], Value::Bool(true));
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "event",
+                "execution_id",
+                "timestamp",
+                "user",
+                "workflow_name",
+                "inputs",
+                "inputs_truncated",
+                "schema_version"
+            ]
+        );
+    }
+
+    #[test]
+    fn oversized_error_is_cut() {
+        let err = "é".repeat(5000);
+        let c = Completion {
+            status: "failure",
+            exit_code: 3,
+            duration_ms: 5,
+            error: Some(&err),
+        };
+        let line = completed_line("r1", at(), "alice", "deploy", &c);
+        assert!(line.len() <= MAX_LINE, "{}", line.len());
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert!(v["error"].as_str().unwrap().ends_with("é…"));
+    }
+
+    #[test]
+    fn append_creates_file_0600_and_adds_lines() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("sub").join("audit.jsonl");
+        let mut a = AuditFile::new(path.clone());
+        a.append("one\n").unwrap();
+        a.append("two\n").unwrap();
+        a.sync().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(a.path(), path.as_path());
+    }
+}

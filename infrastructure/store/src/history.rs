@@ -1,0 +1,535 @@
+//! The run history: SQLite `<root>/history.db`, table `runs`, one row per run, inserted when
+//! the run starts (`running`) and updated in place when it ends (also after `awf resume`).
+//!
+//! Source: spec/workflow.md §3.11 (history record; upsert instead of AWF's plain insert);
+//! http-ops.md §3.3; design/decisions.md ("History is one row per run, updated in place").
+
+use std::path::Path;
+use std::thread;
+use std::time::Duration;
+
+use awf_domain::AwfError;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::HistoryStats;
+use awf_domain::ports::store::StoredStatus;
+use rusqlite::Connection;
+use rusqlite::OpenFlags;
+use rusqlite::OptionalExtension;
+use rusqlite::params;
+use rusqlite::types::Value as Sql;
+
+use crate::write_failed;
+
+/// Schema version kept in `PRAGMA user_version`.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    workflow_id TEXT NOT NULL,
+    workflow_name TEXT NOT NULL,
+    status TEXT NOT NULL,
+    exit_code INTEGER NULL,
+    started_at_ms INTEGER NOT NULL,
+    completed_at_ms INTEGER NULL,
+    duration_ms INTEGER NULL,
+    error_message TEXT NULL,
+    parent_run_id TEXT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_workflow_id ON runs(workflow_id);
+CREATE INDEX IF NOT EXISTS runs_workflow_name ON runs(workflow_name);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at_ms);
+";
+
+/// Opens the database (WAL, busy timeout 10 s, synchronous NORMAL) and creates the schema.
+/// Retried 5 times with a doubling backoff from 100 ms, since switching to WAL and creating
+/// the schema can meet `SQLITE_BUSY` when several processes open a fresh root together.
+pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
+    let mut delay = Duration::from_millis(100);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_open(path) {
+            Ok(c) => return Ok(c),
+            Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
+            Err(_) => {
+                thread::sleep(delay);
+                delay *= 2;
+            }
+        }
+    }
+}
+
+fn try_open(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    c.busy_timeout(Duration::from_secs(10))?;
+    let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::InvalidQuery);
+    }
+    c.execute_batch("PRAGMA synchronous=NORMAL;")?;
+    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version < SCHEMA_VERSION {
+        c.execute_batch(&format!(
+            "BEGIN IMMEDIATE;{SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
+        ))
+        .inspect_err(|_| {
+            let _ = c.execute_batch("ROLLBACK;");
+        })?;
+    }
+    Ok(c)
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Inserts the row of a run that starts (`running`), or resets the row of a resumed run to
+/// `running` (its `started_at_ms` is kept).
+pub(crate) fn upsert_started(
+    c: &Connection,
+    id: &str,
+    workflow_id: &str,
+    workflow_name: &str,
+    started_at_ms: u64,
+    parent_run_id: Option<&str>,
+) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO runs (id, workflow_id, workflow_name, status, exit_code, started_at_ms,
+                           completed_at_ms, duration_ms, error_message, parent_run_id)
+         VALUES (?1, ?2, ?3, 'running', NULL, ?4, NULL, NULL, NULL, ?5)
+         ON CONFLICT(id) DO UPDATE SET
+             workflow_id = excluded.workflow_id,
+             workflow_name = excluded.workflow_name,
+             status = 'running',
+             exit_code = NULL,
+             completed_at_ms = NULL,
+             duration_ms = NULL,
+             error_message = NULL,
+             parent_run_id = excluded.parent_run_id",
+        params![
+            id,
+            workflow_id,
+            workflow_name,
+            to_i64(started_at_ms),
+            parent_run_id
+        ],
+    )?;
+    Ok(())
+}
+
+/// Writes the outcome of a finished run (inserting the row if its start was never recorded).
+pub(crate) fn upsert_finished(c: &Connection, r: &HistoryRecord) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO runs (id, workflow_id, workflow_name, status, exit_code, started_at_ms,
+                           completed_at_ms, duration_ms, error_message, parent_run_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(id) DO UPDATE SET
+             status = excluded.status,
+             exit_code = excluded.exit_code,
+             completed_at_ms = excluded.completed_at_ms,
+             duration_ms = excluded.duration_ms,
+             error_message = excluded.error_message",
+        params![
+            r.id,
+            r.workflow_id,
+            r.workflow_name,
+            r.status.as_str(),
+            r.exit_code,
+            to_i64(r.started_at_ms),
+            r.completed_at_ms.map(to_i64),
+            r.duration_ms.map(to_i64),
+            r.error_message,
+            r.parent_run_id,
+        ],
+    )?;
+    Ok(())
+}
+
+fn parse_status(s: &str) -> StoredStatus {
+    match s {
+        "success" | "completed" => StoredStatus::Success,
+        "failure" | "failed" => StoredStatus::Failure,
+        "cancelled" => StoredStatus::Cancelled,
+        _ => StoredStatus::Running,
+    }
+}
+
+fn from_i64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
+    let status: String = r.get(3)?;
+    let exit: Option<i64> = r.get(4)?;
+    Ok(HistoryRecord {
+        id: r.get(0)?,
+        workflow_id: r.get(1)?,
+        workflow_name: r.get(2)?,
+        status: parse_status(&status),
+        exit_code: exit.map(|e| u8::try_from(e).unwrap_or(u8::MAX)),
+        started_at_ms: from_i64(r.get(5)?),
+        completed_at_ms: r.get::<_, Option<i64>>(6)?.map(from_i64),
+        duration_ms: r.get::<_, Option<i64>>(7)?.map(from_i64),
+        error_message: r.get(8)?,
+        parent_run_id: r.get(9)?,
+    })
+}
+
+const COLUMNS: &str = "id, workflow_id, workflow_name, status, exit_code, started_at_ms, \
+                       completed_at_ms, duration_ms, error_message, parent_run_id";
+
+/// `WHERE …` clause and its parameters for `filter` (limit excluded).
+fn where_clause(filter: &HistoryFilter) -> (String, Vec<Sql>) {
+    let mut conds = Vec::new();
+    let mut args = Vec::new();
+    if let Some(w) = &filter.workflow {
+        args.push(Sql::Text(w.clone()));
+        conds.push(format!(
+            "(workflow_id = ?{0} OR workflow_name = ?{0})",
+            args.len()
+        ));
+    }
+    if let Some(s) = filter.status {
+        args.push(Sql::Text(s.as_str().to_owned()));
+        conds.push(format!("status = ?{}", args.len()));
+    }
+    if let Some(since) = filter.since_ms {
+        args.push(Sql::Integer(to_i64(since)));
+        conds.push(format!("started_at_ms >= ?{}", args.len()));
+    }
+    if conds.is_empty() {
+        (String::new(), args)
+    } else {
+        (format!(" WHERE {}", conds.join(" AND ")), args)
+    }
+}
+
+/// Rows matching `filter`, newest start first.
+pub(crate) fn list(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<Vec<HistoryRecord>> {
+    let (clause, mut args) = where_clause(filter);
+    let mut sql =
+        format!("SELECT {COLUMNS} FROM runs{clause} ORDER BY started_at_ms DESC, rowid DESC");
+    if let Some(limit) = filter.limit {
+        args.push(Sql::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = c.prepare(&sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args), row)?;
+    rows.collect()
+}
+
+/// One row by id.
+pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<HistoryRecord>> {
+    c.query_row(
+        &format!("SELECT {COLUMNS} FROM runs WHERE id = ?1"),
+        [id],
+        row,
+    )
+    .optional()
+}
+
+/// Totals over the rows matching `filter` (limit ignored). `avg_duration_ms` is the mean
+/// duration of finished runs, rounded to the nearest millisecond.
+pub(crate) fn stats(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<HistoryStats> {
+    let (clause, args) = where_clause(filter);
+    let sql = format!(
+        "SELECT COUNT(*),
+                COALESCE(SUM(status = 'success'), 0),
+                COALESCE(SUM(status = 'failure'), 0),
+                COALESCE(SUM(status = 'cancelled'), 0),
+                COALESCE(SUM(status = 'running'), 0),
+                COALESCE(SUM(CASE WHEN status != 'running' AND duration_ms IS NOT NULL THEN duration_ms END), 0),
+                COALESCE(SUM(status != 'running' AND duration_ms IS NOT NULL), 0)
+         FROM runs{clause}"
+    );
+    c.query_row(&sql, rusqlite::params_from_iter(args), |r| {
+        let n = |i: usize| r.get::<_, i64>(i).map(from_i64);
+        let (sum, finished) = (n(5)?, n(6)?);
+        Ok(HistoryStats {
+            total_executions: n(0)?,
+            success_count: n(1)?,
+            failed_count: n(2)?,
+            cancelled_count: n(3)?,
+            running_count: n(4)?,
+            avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn rec(
+        id: &str,
+        wf: &str,
+        name: &str,
+        status: StoredStatus,
+        started: u64,
+        dur: Option<u64>,
+    ) -> HistoryRecord {
+        HistoryRecord {
+            id: id.to_owned(),
+            workflow_id: wf.to_owned(),
+            workflow_name: name.to_owned(),
+            status,
+            exit_code: dur.map(|_| {
+                if status == StoredStatus::Success {
+                    0
+                } else {
+                    3
+                }
+            }),
+            started_at_ms: started,
+            completed_at_ms: dur.map(|d| started + d),
+            duration_ms: dur,
+            error_message: (status == StoredStatus::Failure).then(|| "boom".to_owned()),
+            parent_run_id: None,
+        }
+    }
+
+    fn seeded() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let c = open(&dir.path().join("history.db")).unwrap();
+        upsert_finished(
+            &c,
+            &rec(
+                "a",
+                "deploy.yaml",
+                "deploy",
+                StoredStatus::Success,
+                1_000,
+                Some(100),
+            ),
+        )
+        .unwrap();
+        upsert_finished(
+            &c,
+            &rec(
+                "b",
+                "deploy",
+                "deploy",
+                StoredStatus::Failure,
+                2_000,
+                Some(201),
+            ),
+        )
+        .unwrap();
+        upsert_finished(
+            &c,
+            &rec(
+                "c",
+                "build",
+                "build-it",
+                StoredStatus::Cancelled,
+                3_000,
+                Some(50),
+            ),
+        )
+        .unwrap();
+        upsert_started(&c, "d", "build", "build-it", 4_000, None).unwrap();
+        upsert_finished(
+            &c,
+            &rec(
+                "e",
+                "deploy",
+                "deploy",
+                StoredStatus::Success,
+                5_000,
+                Some(10),
+            ),
+        )
+        .unwrap();
+        (dir, c)
+    }
+
+    fn ids(rows: &[HistoryRecord]) -> Vec<&str> {
+        rows.iter().map(|r| r.id.as_str()).collect()
+    }
+
+    #[test]
+    fn list_filters_and_orders_newest_first() {
+        let (_d, c) = seeded();
+        assert_eq!(
+            ids(&list(&c, &HistoryFilter::default()).unwrap()),
+            ["e", "d", "c", "b", "a"]
+        );
+        let by_name = HistoryFilter {
+            workflow: Some("deploy".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&list(&c, &by_name).unwrap()), ["e", "b", "a"]);
+        let by_id = HistoryFilter {
+            workflow: Some("deploy.yaml".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&list(&c, &by_id).unwrap()), ["a"]);
+        let by_name2 = HistoryFilter {
+            workflow: Some("build-it".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&list(&c, &by_name2).unwrap()), ["d", "c"]);
+        let ok = HistoryFilter {
+            status: Some(StoredStatus::Success),
+            ..Default::default()
+        };
+        assert_eq!(ids(&list(&c, &ok).unwrap()), ["e", "a"]);
+        let since = HistoryFilter {
+            since_ms: Some(3_000),
+            ..Default::default()
+        };
+        assert_eq!(ids(&list(&c, &since).unwrap()), ["e", "d", "c"]);
+        let limited = HistoryFilter {
+            limit: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(ids(&list(&c, &limited).unwrap()), ["e", "d"]);
+        let all = HistoryFilter {
+            workflow: Some("deploy".into()),
+            status: Some(StoredStatus::Success),
+            since_ms: Some(1_500),
+            limit: Some(10),
+        };
+        assert_eq!(ids(&list(&c, &all).unwrap()), ["e"]);
+    }
+
+    #[test]
+    fn rows_round_trip_with_nulls() {
+        let (_d, c) = seeded();
+        assert_eq!(
+            get(&c, "d").unwrap(),
+            Some(HistoryRecord {
+                id: "d".into(),
+                workflow_id: "build".into(),
+                workflow_name: "build-it".into(),
+                status: StoredStatus::Running,
+                exit_code: None,
+                started_at_ms: 4_000,
+                completed_at_ms: None,
+                duration_ms: None,
+                error_message: None,
+                parent_run_id: None,
+            })
+        );
+        assert_eq!(
+            get(&c, "b").unwrap(),
+            Some(rec(
+                "b",
+                "deploy",
+                "deploy",
+                StoredStatus::Failure,
+                2_000,
+                Some(201)
+            ))
+        );
+        assert_eq!(get(&c, "zzz").unwrap(), None);
+    }
+
+    #[test]
+    fn stats_count_statuses_and_average_finished_durations() {
+        let (_d, c) = seeded();
+        assert_eq!(
+            stats(&c, &HistoryFilter::default()).unwrap(),
+            HistoryStats {
+                total_executions: 5,
+                success_count: 2,
+                failed_count: 1,
+                cancelled_count: 1,
+                running_count: 1,
+                // (100 + 201 + 50 + 10) / 4 = 90.25
+                avg_duration_ms: Some(90),
+            }
+        );
+        let deploy = HistoryFilter {
+            workflow: Some("deploy".into()),
+            limit: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(
+            stats(&c, &deploy).unwrap(),
+            HistoryStats {
+                total_executions: 3,
+                success_count: 2,
+                failed_count: 1,
+                cancelled_count: 0,
+                running_count: 0,
+                // (100 + 201 + 10) / 3 = 103.67
+                avg_duration_ms: Some(104),
+            }
+        );
+        let none = HistoryFilter {
+            workflow: Some("nope".into()),
+            ..Default::default()
+        };
+        assert_eq!(stats(&c, &none).unwrap(), HistoryStats::default());
+    }
+
+    #[test]
+    fn upsert_resets_and_completes_in_place() {
+        let (_d, c) = seeded();
+        // `b` failed; resuming it resets the row to running and keeps its start time.
+        upsert_started(&c, "b", "deploy", "deploy", 9_000, None).unwrap();
+        let row = get(&c, "b").unwrap().unwrap();
+        assert_eq!(
+            (
+                row.status,
+                row.started_at_ms,
+                row.exit_code,
+                row.error_message
+            ),
+            (StoredStatus::Running, 2_000, None, None)
+        );
+        upsert_finished(
+            &c,
+            &rec(
+                "b",
+                "deploy",
+                "deploy",
+                StoredStatus::Success,
+                9_000,
+                Some(7),
+            ),
+        )
+        .unwrap();
+        let row = get(&c, "b").unwrap().unwrap();
+        assert_eq!(
+            (
+                row.status,
+                row.started_at_ms,
+                row.completed_at_ms,
+                row.duration_ms,
+                row.exit_code
+            ),
+            (StoredStatus::Success, 2_000, Some(9_007), Some(7), Some(0))
+        );
+        let n: i64 = c
+            .query_row("SELECT COUNT(*) FROM runs WHERE id = 'b'", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn reopening_keeps_rows_and_wal_mode() {
+        let (d, c) = seeded();
+        drop(c);
+        let c = open(&d.path().join("history.db")).unwrap();
+        let mode: String = c
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, 1);
+        assert_eq!(list(&c, &HistoryFilter::default()).unwrap().len(), 5);
+    }
+}

@@ -1,0 +1,269 @@
+//! awf persistence adapter: run state files, the SQLite run history, the audit trail and the
+//! per-run transcripts, all under one data root.
+//!
+//! Layout (`<root>` = the data root, `$XDG_DATA_HOME/awf` by default):
+//!
+//! | path | written by | format |
+//! |---|---|---|
+//! | `<root>/states/<run_id>.json` | [`Recorder`], [`Store::save`] | pretty JSON [`RunSnapshot`], atomic, 0600 (dir 0700) |
+//! | `<root>/history.db` | [`Recorder`] | SQLite (WAL), table `runs`, one row per run updated in place |
+//! | `<root>/audit.jsonl` or `$AWF_AUDIT_LOG` | [`Recorder`] | JSONL, two lines per run, 0600, append |
+//! | `<root>/transcripts/<run_id>.jsonl` | [`Recorder`] | JSONL, one line per event of the run, 0600, append |
+//!
+//! The writers are projections of the engine's event stream: [`Recorder`] implements
+//! [`EventSink`](awf_domain::event::EventSink) and hands every event to one background writer
+//! thread. [`Store`] implements the read ports [`StateStore`] and [`HistoryStore`].
+//!
+//! Depends on `awf-domain` and third-party crates only (rusqlite stays in this crate).
+//!
+//! Source: spec/workflow.md §3.11, §3.14, §3.15; http-ops.md §3; design/decisions.md ("Storage",
+//! "History is one row per run, updated in place").
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+mod audit;
+mod history;
+mod recorder;
+mod state;
+mod transcript;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::OnceLock;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::HistoryStats;
+use awf_domain::ports::store::HistoryStore;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StateStore;
+
+pub use recorder::ErrorCallback;
+pub use recorder::Recorder;
+
+/// Where the audit trail goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditTarget {
+    /// No audit trail (`AWF_AUDIT_LOG=off`).
+    Off,
+    /// Append JSONL lines to this file.
+    Path(PathBuf),
+}
+
+/// The data root and the audit destination of a [`Store`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorePaths {
+    /// Data root (`--storage`, `AWF_STORAGE_DIR`, else `$XDG_DATA_HOME/awf`).
+    pub data_root: PathBuf,
+    /// Audit trail destination.
+    pub audit: AuditTarget,
+    /// The `user` field of audit lines.
+    pub user: String,
+}
+
+impl StorePaths {
+    /// Paths for `data_root` with the audit target and user taken from `env`:
+    /// `AWF_AUDIT_LOG=off` (any case) disables the audit trail, any other non-empty value is
+    /// the audit file, and by default it is `<data_root>/audit.jsonl`. `user` is `$USER` from
+    /// `env`, else the OS user name of the process, else `unknown`.
+    ///
+    /// Source: spec/workflow.md §3.14; http-ops.md §3.1.
+    pub fn from_env(data_root: &Path, env: &BTreeMap<String, String>) -> Self {
+        let audit = match env.get("AWF_AUDIT_LOG").map(|s| s.trim()) {
+            Some(v) if v.eq_ignore_ascii_case("off") => AuditTarget::Off,
+            Some(v) if !v.is_empty() => AuditTarget::Path(PathBuf::from(v)),
+            _ => AuditTarget::Path(data_root.join("audit.jsonl")),
+        };
+        let user = env
+            .get("USER")
+            .filter(|u| !u.is_empty())
+            .cloned()
+            .unwrap_or_else(audit::os_user_name);
+        Self {
+            data_root: data_root.to_path_buf(),
+            audit,
+            user,
+        }
+    }
+
+    /// Directory of the state files (`<root>/states`).
+    pub fn states_dir(&self) -> PathBuf {
+        self.data_root.join("states")
+    }
+
+    /// Directory of the transcripts (`<root>/transcripts`).
+    pub fn transcripts_dir(&self) -> PathBuf {
+        self.data_root.join("transcripts")
+    }
+
+    /// The history database (`<root>/history.db`).
+    pub fn history_db(&self) -> PathBuf {
+        self.data_root.join("history.db")
+    }
+
+    /// State file of one run (`<root>/states/<run_id>.json`).
+    pub fn state_file(&self, run_id: &str) -> PathBuf {
+        self.states_dir().join(format!("{run_id}.json"))
+    }
+
+    /// Transcript of one run (`<root>/transcripts/<run_id>.jsonl`).
+    pub fn transcript_file(&self, run_id: &str) -> PathBuf {
+        self.transcripts_dir().join(format!("{run_id}.jsonl"))
+    }
+}
+
+/// The embedded store: state files, SQLite history, audit trail and transcripts under one data
+/// root. Several processes may open the same root at once (SQLite WAL with a busy timeout,
+/// atomic state files, single-`write` audit lines, one transcript file per run).
+#[derive(Debug)]
+pub struct Store {
+    paths: StorePaths,
+    db: Mutex<rusqlite::Connection>,
+    recorder: OnceLock<Recorder>,
+}
+
+impl Store {
+    /// Opens (and creates when missing) the store: `<root>/states/` (0700),
+    /// `<root>/transcripts/` (0750), and `<root>/history.db` (WAL, busy timeout 10 s, table
+    /// `runs` and its indexes).
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created or the database cannot be
+    /// opened or initialised.
+    pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
+        state::create_dir(&paths.states_dir(), 0o700)?;
+        state::create_dir(&paths.transcripts_dir(), 0o750)?;
+        let db = history::open(&paths.history_db())?;
+        Ok(Self {
+            paths,
+            db: Mutex::new(db),
+            recorder: OnceLock::new(),
+        })
+    }
+
+    /// The paths this store was opened with.
+    pub fn paths(&self) -> &StorePaths {
+        &self.paths
+    }
+
+    /// The event-stream writer of this store. Every call returns a handle to the same single
+    /// background writer thread (started on the first call). Call [`Recorder::flush`] before
+    /// the process exits.
+    pub fn recorder(&self) -> Recorder {
+        self.recorder
+            .get_or_init(|| Recorder::start(self.paths.clone()))
+            .clone()
+    }
+
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, AwfError> {
+        let guard = self
+            .db
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(&guard).map_err(|e| {
+            AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!(
+                    "cannot read the run history {}: {e}",
+                    self.paths.history_db().display()
+                ),
+            )
+        })
+    }
+}
+
+impl StateStore for Store {
+    fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
+        state::load(&self.paths, run_id)
+    }
+
+    fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
+        state::list(&self.paths.states_dir())
+    }
+
+    fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
+        state::save(&self.paths, snapshot, true)
+    }
+}
+
+impl HistoryStore for Store {
+    fn list(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRecord>, AwfError> {
+        self.with_db(|c| history::list(c, filter))
+    }
+
+    fn stats(&self, filter: &HistoryFilter) -> Result<HistoryStats, AwfError> {
+        self.with_db(|c| history::stats(c, filter))
+    }
+
+    fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError> {
+        self.with_db(|c| history::get(c, run_id))
+    }
+}
+
+/// `SYSTEM.IO.WRITE_FAILED` for `path`.
+fn write_failed(what: &str, path: &Path, e: impl std::fmt::Display) -> AwfError {
+    AwfError::new(
+        ErrorCode::SystemIoWriteFailed,
+        format!("cannot write {what} {}: {e}", path.display()),
+    )
+    .with_detail("path", path.display().to_string())
+}
+
+/// `SYSTEM.IO.READ_FAILED` for `path`.
+fn read_failed(what: &str, path: &Path, e: impl std::fmt::Display) -> AwfError {
+    AwfError::new(
+        ErrorCode::SystemIoReadFailed,
+        format!("cannot read {what} {}: {e}", path.display()),
+    )
+    .with_detail("path", path.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn paths_from_env() {
+        let root = Path::new("/data/awf");
+        let p = StorePaths::from_env(root, &env(&[("USER", "alice")]));
+        assert_eq!(
+            p,
+            StorePaths {
+                data_root: PathBuf::from("/data/awf"),
+                audit: AuditTarget::Path(PathBuf::from("/data/awf/audit.jsonl")),
+                user: "alice".to_owned(),
+            }
+        );
+        let off = StorePaths::from_env(root, &env(&[("AWF_AUDIT_LOG", "OFF"), ("USER", "bob")]));
+        assert_eq!(off.audit, AuditTarget::Off);
+        let custom = StorePaths::from_env(root, &env(&[("AWF_AUDIT_LOG", "/var/log/a.jsonl")]));
+        assert_eq!(
+            custom.audit,
+            AuditTarget::Path(PathBuf::from("/var/log/a.jsonl"))
+        );
+        assert!(!custom.user.is_empty());
+        assert_eq!(
+            p.state_file("r1"),
+            PathBuf::from("/data/awf/states/r1.json")
+        );
+        assert_eq!(
+            p.transcript_file("r1"),
+            PathBuf::from("/data/awf/transcripts/r1.jsonl")
+        );
+        assert_eq!(p.history_db(), PathBuf::from("/data/awf/history.db"));
+    }
+}

@@ -1,0 +1,719 @@
+//! The writer side: [`Recorder`] is an [`EventSink`] that hands every event to one background
+//! thread, which projects the stream onto the state files, the history rows, the audit trail
+//! and the transcripts.
+//!
+//! The writer drains whatever is queued as one batch, applies every event of the batch to its
+//! in-memory projections, and then writes: transcript lines are appended once per file and
+//! batch, and each run whose snapshot changed gets its state file written once, with its
+//! newest content (coalescing). History rows and audit lines are written as their events are
+//! applied. A write failure is recorded (see [`Recorder::take_errors`],
+//! [`Recorder::on_error`]) and never stops the run.
+//!
+//! Source: spec/workflow.md §3.11, §3.14, §3.15; design/decisions.md ("Storage").
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::collections::HashMap;
+use std::fs::File;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
+
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::EventSink;
+use awf_domain::event::RunEvent;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::STATE_SCHEMA_VERSION;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::RunStatus;
+use rusqlite::Connection;
+use serde_json::json;
+
+use crate::AuditTarget;
+use crate::StorePaths;
+use crate::audit;
+use crate::audit::AuditFile;
+use crate::history;
+use crate::state;
+use crate::transcript;
+
+/// Called with the text of a write failure (once per kind of target: state, history, audit,
+/// transcript), e.g. to print a warning on stderr.
+pub type ErrorCallback = Arc<dyn Fn(String) + Send + Sync>;
+
+/// At most this many failure texts are kept for [`Recorder::take_errors`].
+const MAX_KEPT_ERRORS: usize = 100;
+
+/// At most this many queued messages are applied as one batch.
+const MAX_BATCH: usize = 4096;
+
+enum Msg {
+    Event(Box<EventEnvelope>),
+    Flush(mpsc::SyncSender<()>),
+    /// Test hook: acknowledge, then wait until the release channel is used or dropped.
+    #[cfg(test)]
+    Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
+}
+
+/// Failure bookkeeping shared by the handles and the writer thread.
+#[derive(Default)]
+struct Shared {
+    callback: Mutex<Option<ErrorCallback>>,
+    errors: Mutex<Vec<String>>,
+    reported: Mutex<BTreeSet<&'static str>>,
+    state_writes: AtomicU64,
+}
+
+impl Shared {
+    fn report(&self, target: &'static str, message: String) {
+        {
+            let mut errs = self.errors.lock().unwrap_or_else(PoisonError::into_inner);
+            if errs.len() < MAX_KEPT_ERRORS {
+                errs.push(message.clone());
+            }
+        }
+        let first = self
+            .reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target);
+        if first {
+            let cb = self
+                .callback
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(cb) = cb {
+                cb(message);
+            }
+        }
+    }
+}
+
+struct Inner {
+    tx: Option<mpsc::Sender<Msg>>,
+    handle: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer drain what is queued and stop.
+        drop(self.tx.take());
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The event-stream writer of a [`Store`](crate::Store): an [`EventSink`] whose `emit` only
+/// queues the event (no I/O on the caller's thread) for one background writer thread.
+///
+/// Clones share the same writer. The writer stops once every clone (and the store) is
+/// dropped, after writing what was queued.
+///
+/// Projections, per run (events of sub-workflow runs are recognised by their own `run_id`):
+/// - state file `<root>/states/<run_id>.json` ([`RunSnapshot`]): written at `RunStarted`, after
+///   top-level `StepStarted` (its step becomes `current_state`; branches of a top-level parallel
+///   block do not), after every `StepFinished` (recorded by state name, loop bodies and
+///   branches included) and at `RunFinished`; atomically, mode
+///   0600; when several updates of one run are queued only the newest is written. A resumed
+///   run (`resumed_from` set) keeps the states recorded before.
+/// - history row: inserted at `RunStarted` (`running`), updated in place at `RunFinished`.
+/// - audit: one `workflow.started` and one `workflow.completed` line.
+/// - transcript `<root>/transcripts/<run_id>.jsonl`: one line per event (see the crate docs).
+///
+/// Source: spec/workflow.md §3.11, §3.14, §3.15.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("running", &self.inner.tx.is_some())
+            .field("state_writes", &self.state_writes())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recorder {
+    /// Starts the writer thread for `paths` (directories are expected to exist; see
+    /// [`Store::open`](crate::Store::open)).
+    pub(crate) fn start(paths: StorePaths) -> Self {
+        let shared = Arc::new(Shared::default());
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer::new(paths, Arc::clone(&shared));
+        let spawned = std::thread::Builder::new()
+            .name("awf-store-writer".into())
+            .spawn(move || writer.run(&rx));
+        let (tx, handle) = match spawned {
+            Ok(h) => (Some(tx), Some(h)),
+            Err(e) => {
+                shared.report(
+                    "recorder",
+                    format!("cannot start the store writer thread: {e}"),
+                );
+                (None, None)
+            }
+        };
+        Self {
+            inner: Arc::new(Inner { tx, handle, shared }),
+        }
+    }
+
+    /// Blocks until every event queued before this call is written: state files fsynced and
+    /// renamed, history rows committed, audit and transcript lines appended and fsynced.
+    /// Returns at once when the writer is not running.
+    pub fn flush(&self) {
+        let Some(tx) = &self.inner.tx else {
+            return;
+        };
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        if tx.send(Msg::Flush(ack_tx)).is_ok() {
+            let _ = ack_rx.recv();
+        }
+    }
+
+    /// Sets the function told about write failures (once per kind of target). Failures that
+    /// happened before it was set are only in [`take_errors`](Self::take_errors).
+    pub fn on_error(&self, callback: ErrorCallback) {
+        *self
+            .inner
+            .shared
+            .callback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(callback);
+    }
+
+    /// Takes the texts of the write failures so far (at most 100 are kept).
+    pub fn take_errors(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .shared
+                .errors
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// How many state files the writer has written so far (diagnostics; shows coalescing).
+    pub fn state_writes(&self) -> u64 {
+        self.inner.shared.state_writes.load(Ordering::Relaxed)
+    }
+
+    /// Test hook: returns once the writer is parked; it resumes when the result is dropped.
+    #[cfg(test)]
+    fn hold(&self) -> mpsc::Sender<()> {
+        let (release_tx, release_rx) = mpsc::channel();
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        if let Some(q) = &self.inner.tx
+            && q.send(Msg::Hold(ack_tx, release_rx)).is_ok()
+        {
+            let _ = ack_rx.recv();
+        }
+        release_tx
+    }
+}
+
+impl EventSink for Recorder {
+    fn emit(&self, event: EventEnvelope) {
+        let sent = self
+            .inner
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.send(Msg::Event(Box::new(event))).is_ok());
+        if !sent {
+            self.inner.shared.report(
+                "recorder",
+                "the store writer is not running; an event was not recorded".to_owned(),
+            );
+        }
+    }
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn stored(s: RunStatus) -> StoredStatus {
+    match s {
+        RunStatus::Success => StoredStatus::Success,
+        RunStatus::Failure => StoredStatus::Failure,
+        RunStatus::Cancelled => StoredStatus::Cancelled,
+    }
+}
+
+/// The projection of one live run.
+struct RunProj {
+    snap: RunSnapshot,
+    dirty: bool,
+    finished: bool,
+    /// The top-level parallel block being executed.
+    parallel_open: Option<String>,
+}
+
+/// An open transcript.
+struct Transcript {
+    file: Option<File>,
+    /// Added to envelope seqs (resume, synthesized lines).
+    shift: u64,
+    /// Last seq written (or queued in `buf`).
+    last: u64,
+    buf: String,
+    close: bool,
+    unsynced: bool,
+}
+
+/// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
+struct ChildCall {
+    parent: String,
+    parent_parent: Option<String>,
+    step: String,
+    path: String,
+    iteration: Option<usize>,
+    workflow: String,
+}
+
+struct Writer {
+    paths: StorePaths,
+    shared: Arc<Shared>,
+    db: Option<Connection>,
+    audit: Option<AuditFile>,
+    runs: HashMap<String, RunProj>,
+    transcripts: HashMap<String, Transcript>,
+    calls: HashMap<String, ChildCall>,
+}
+
+impl Writer {
+    fn new(paths: StorePaths, shared: Arc<Shared>) -> Self {
+        let audit = match &paths.audit {
+            AuditTarget::Off => None,
+            AuditTarget::Path(p) => Some(AuditFile::new(p.clone())),
+        };
+        Self {
+            paths,
+            shared,
+            db: None,
+            audit,
+            runs: HashMap::new(),
+            transcripts: HashMap::new(),
+            calls: HashMap::new(),
+        }
+    }
+
+    fn run(mut self, rx: &mpsc::Receiver<Msg>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            for msg in batch {
+                match msg {
+                    Msg::Event(e) => self.apply(&e),
+                    Msg::Flush(ack) => {
+                        self.commit(true);
+                        let _ = ack.send(());
+                    }
+                    #[cfg(test)]
+                    Msg::Hold(ack, release) => {
+                        self.commit(false);
+                        let _ = ack.send(());
+                        let _ = release.recv();
+                    }
+                }
+            }
+            self.commit(false);
+        }
+        self.commit(true);
+    }
+
+    fn db(&mut self) -> Option<&Connection> {
+        if self.db.is_none() {
+            match history::open(&self.paths.history_db()) {
+                Ok(c) => self.db = Some(c),
+                Err(e) => {
+                    self.shared.report("history", e.message().to_owned());
+                    return None;
+                }
+            }
+        }
+        self.db.as_ref()
+    }
+
+    fn history_error(&self, e: &rusqlite::Error) {
+        self.shared.report(
+            "history",
+            format!(
+                "cannot write the run history {}: {e}",
+                self.paths.history_db().display()
+            ),
+        );
+    }
+
+    fn audit_line(&mut self, line: &str) {
+        let Some(a) = self.audit.as_mut() else {
+            return;
+        };
+        if let Err(e) = a.append(line) {
+            let msg = format!("cannot write the audit trail {}: {e}", a.path().display());
+            self.shared.report("audit", msg);
+        }
+    }
+
+    /// Applies one event to every projection.
+    fn apply(&mut self, env: &EventEnvelope) {
+        let run_id = env.run_id.0.as_str();
+        self.transcript_event(env);
+        match &env.event {
+            RunEvent::RunStarted {
+                workflow,
+                identifier,
+                workflow_path,
+                inputs,
+                resumed_from,
+            } => {
+                let earlier = match resumed_from {
+                    Some(_) => match self.runs.remove(run_id) {
+                        Some(p) => Some(p.snap),
+                        None => state::read(&self.paths, run_id).unwrap_or_else(|e| {
+                            self.shared.report("state", e.message().to_owned());
+                            None
+                        }),
+                    },
+                    None => None,
+                };
+                let mut snap = RunSnapshot {
+                    schema_version: STATE_SCHEMA_VERSION,
+                    run_id: run_id.to_owned(),
+                    parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.clone()),
+                    workflow: identifier.clone(),
+                    workflow_name: workflow.clone(),
+                    workflow_path: workflow_path.as_ref().map(Into::into),
+                    status: StoredStatus::Running,
+                    current_state: resumed_from.clone().unwrap_or_default(),
+                    inputs: inputs.clone(),
+                    states: BTreeMap::new(),
+                    started_at: env.at,
+                    updated_at: env.at,
+                    completed_at: None,
+                    exit_code: None,
+                    terminal: None,
+                    error: None,
+                    outputs: BTreeMap::new(),
+                };
+                if let Some(old) = earlier {
+                    snap.states = old.states;
+                    snap.started_at = old.started_at;
+                }
+                let (started_ms, parent) = (millis(snap.started_at), snap.parent_run_id.clone());
+                self.runs.insert(
+                    run_id.to_owned(),
+                    RunProj {
+                        snap,
+                        dirty: true,
+                        finished: false,
+                        parallel_open: None,
+                    },
+                );
+                if let Some(c) = self.db()
+                    && let Err(e) = history::upsert_started(
+                        c,
+                        run_id,
+                        identifier,
+                        workflow,
+                        started_ms,
+                        parent.as_deref(),
+                    )
+                {
+                    self.history_error(&e);
+                }
+                let line = audit::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
+                self.audit_line(&line);
+            }
+            RunEvent::StepStarted { step, kind } => {
+                // Branches of a top-level parallel block also have bare paths; the block
+                // stays the current state until it finishes.
+                if env.path == *step
+                    && let Some(p) = self.runs.get_mut(run_id)
+                    && p.parallel_open.is_none()
+                {
+                    p.snap.current_state.clone_from(step);
+                    p.snap.updated_at = env.at;
+                    p.dirty = true;
+                    if kind == "parallel" {
+                        p.parallel_open = Some(step.clone());
+                    }
+                }
+            }
+            RunEvent::StepFinished { step, state, .. } => {
+                if let Some(p) = self.runs.get_mut(run_id) {
+                    if env.path == *step && p.parallel_open.as_ref() == Some(step) {
+                        p.parallel_open = None;
+                    }
+                    p.snap.states.insert(step.clone(), (**state).clone());
+                    p.snap.updated_at = env.at;
+                    p.dirty = true;
+                }
+            }
+            RunEvent::ChildRunStarted {
+                step,
+                child_run_id,
+                workflow,
+            } => {
+                self.calls.insert(
+                    child_run_id.0.clone(),
+                    ChildCall {
+                        parent: run_id.to_owned(),
+                        parent_parent: env.parent_run_id.as_ref().map(|p| p.0.clone()),
+                        step: step.clone(),
+                        path: env.path.clone(),
+                        iteration: env.iteration,
+                        workflow: workflow.clone(),
+                    },
+                );
+            }
+            RunEvent::RunFinished { result } => self.finish(env, result),
+            RunEvent::StepRetrying { .. }
+            | RunEvent::OutputChunk { .. }
+            | RunEvent::Log { .. }
+            | RunEvent::AgentMessageChunk { .. }
+            | RunEvent::AgentThoughtChunk { .. }
+            | RunEvent::ToolCall { .. }
+            | RunEvent::ToolCallResult { .. }
+            | RunEvent::InputRequired { .. }
+            | RunEvent::BreakpointReached { .. } => {}
+        }
+    }
+
+    fn finish(&mut self, env: &EventEnvelope, result: &awf_domain::run::RunResult) {
+        let run_id = env.run_id.0.as_str();
+        let status = stored(result.status);
+        let error_text = result.error.as_ref().map(|e| e.message.clone());
+        let (workflow_id, workflow_name, started_at, parent) = match self.runs.get_mut(run_id) {
+            Some(p) => {
+                let s = &mut p.snap;
+                s.status = status;
+                s.exit_code = Some(result.exit_code);
+                s.terminal.clone_from(&result.terminal);
+                s.error.clone_from(&result.error);
+                s.outputs.clone_from(&result.outputs);
+                s.completed_at = Some(env.at);
+                s.updated_at = env.at;
+                p.dirty = true;
+                p.finished = true;
+                (
+                    s.workflow.clone(),
+                    s.workflow_name.clone(),
+                    millis(s.started_at),
+                    s.parent_run_id.clone(),
+                )
+            }
+            None => (
+                result.workflow.clone(),
+                result.workflow.clone(),
+                millis(env.at).saturating_sub(result.duration_ms),
+                env.parent_run_id.as_ref().map(|p| p.0.clone()),
+            ),
+        };
+        let record = HistoryRecord {
+            id: run_id.to_owned(),
+            workflow_id,
+            workflow_name: workflow_name.clone(),
+            status,
+            exit_code: Some(result.exit_code),
+            started_at_ms: started_at,
+            completed_at_ms: Some(millis(env.at)),
+            duration_ms: Some(result.duration_ms),
+            error_message: error_text.clone(),
+            parent_run_id: parent,
+        };
+        if let Some(c) = self.db()
+            && let Err(e) = history::upsert_finished(c, &record)
+        {
+            self.history_error(&e);
+        }
+        let error = match (result.status, error_text) {
+            (RunStatus::Success, _) => None,
+            (_, Some(e)) => Some(e),
+            (RunStatus::Cancelled, None) => Some("workflow cancelled".to_owned()),
+            (RunStatus::Failure, None) => Some("workflow failed".to_owned()),
+        };
+        let line = audit::completed_line(
+            run_id,
+            env.at,
+            &self.paths.user,
+            &workflow_name,
+            &audit::Completion {
+                status: transcript::status_str(result.status),
+                exit_code: result.exit_code,
+                duration_ms: result.duration_ms,
+                error: error.as_deref(),
+            },
+        );
+        self.audit_line(&line);
+        if let Some(t) = self.transcripts.get_mut(run_id) {
+            t.close = true;
+        }
+        if let Some(call) = self.calls.remove(run_id) {
+            let seq = self.transcript(&call.parent).map(|t| t.last + 1);
+            if let Some(seq) = seq {
+                let text = transcript::line(
+                    &transcript::Head {
+                        seq,
+                        run_id: &call.parent,
+                        parent_run_id: call.parent_parent.as_deref(),
+                        child_run_id: Some(run_id),
+                        kind: "step.call_workflow.completed",
+                        path: &call.path,
+                        iteration: call.iteration,
+                        at: env.at,
+                    },
+                    json!({
+                        "name": call.step,
+                        "workflow": call.workflow,
+                        "status": transcript::status_str(result.status),
+                        "exit_code": result.exit_code,
+                    }),
+                );
+                if let Some(t) = self.transcripts.get_mut(&call.parent) {
+                    t.last = seq;
+                    t.buf.push_str(&text);
+                }
+            }
+        }
+    }
+
+    /// The open transcript of `run_id`, opened (append, 0600) on first use; an existing file
+    /// (resumed run) continues after its last seq.
+    fn transcript(&mut self, run_id: &str) -> Option<&mut Transcript> {
+        if !self.transcripts.contains_key(run_id) {
+            if run_id.is_empty() || run_id.contains(['/', '\\', '\0']) || run_id.starts_with('.') {
+                return None;
+            }
+            let path = self.paths.transcript_file(run_id);
+            let opened = OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(&path);
+            let file = match opened {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    self.shared.report(
+                        "transcript",
+                        format!("cannot write the transcript {}: {e}", path.display()),
+                    );
+                    None
+                }
+            };
+            let existing = file
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .is_some_and(|m| m.len() > 0);
+            let last = if existing {
+                transcript::last_seq(&path)
+            } else {
+                0
+            };
+            self.transcripts.insert(
+                run_id.to_owned(),
+                Transcript {
+                    file,
+                    shift: last,
+                    last,
+                    buf: String::new(),
+                    close: false,
+                    unsynced: false,
+                },
+            );
+        }
+        self.transcripts.get_mut(run_id)
+    }
+
+    fn transcript_event(&mut self, env: &EventEnvelope) {
+        let Some(t) = self.transcript(&env.run_id.0) else {
+            return;
+        };
+        let mut seq = env.seq.saturating_add(t.shift);
+        if seq <= t.last {
+            t.shift = (t.last + 1).saturating_sub(env.seq);
+            seq = t.last + 1;
+        }
+        t.last = seq;
+        t.buf.push_str(&transcript::event_line(env, seq));
+    }
+
+    /// Writes what the applied events changed; with `sync`, also fsyncs transcripts and audit.
+    fn commit(&mut self, sync: bool) {
+        let mut failures = Vec::new();
+        for (id, t) in &mut self.transcripts {
+            if !t.buf.is_empty() {
+                if let Some(f) = t.file.as_mut() {
+                    match f.write_all(t.buf.as_bytes()) {
+                        Ok(()) => t.unsynced = true,
+                        Err(e) => failures.push(format!(
+                            "cannot write the transcript {}: {e}",
+                            self.paths.transcript_file(id).display()
+                        )),
+                    }
+                }
+                t.buf.clear();
+            }
+            if (sync || t.close)
+                && t.unsynced
+                && let Some(f) = t.file.as_ref()
+            {
+                t.unsynced = false;
+                if let Err(e) = f.sync_data() {
+                    failures.push(format!(
+                        "cannot sync the transcript {}: {e}",
+                        self.paths.transcript_file(id).display()
+                    ));
+                }
+            }
+        }
+        self.transcripts.retain(|_, t| !t.close);
+        for msg in failures {
+            self.shared.report("transcript", msg);
+        }
+        for p in self.runs.values_mut().filter(|p| p.dirty) {
+            p.dirty = false;
+            match state::save(&self.paths, &p.snap, p.finished) {
+                Ok(()) => {
+                    self.shared.state_writes.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => self.shared.report("state", e.message().to_owned()),
+            }
+        }
+        self.runs.retain(|_, p| !p.finished);
+        if sync
+            && let Some(a) = self.audit.as_mut()
+            && let Err(e) = a.sync()
+        {
+            let msg = format!("cannot sync the audit trail {}: {e}", a.path().display());
+            self.shared.report("audit", msg);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;

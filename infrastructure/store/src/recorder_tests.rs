@@ -1,0 +1,930 @@
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+use awf_domain::ErrorCode;
+use awf_domain::error::ErrorBody;
+use awf_domain::event::OutputStream;
+use awf_domain::ports::store::HistoryStore;
+use awf_domain::ports::store::StateStore;
+use awf_domain::run::RunId;
+use awf_domain::run::RunResult;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+use pretty_assertions::assert_eq;
+use serde_json::Map;
+use serde_json::Value;
+
+use super::*;
+use crate::Store;
+
+fn t(ms: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(1_764_464_523_000 + ms)
+}
+
+/// Builds envelopes with per-run seqs and a clock that advances 10 ms per event.
+#[derive(Default)]
+struct Script {
+    seqs: HashMap<String, u64>,
+    clock: u64,
+}
+
+impl Script {
+    fn ev(
+        &mut self,
+        run: &str,
+        parent: Option<&str>,
+        path: &str,
+        iteration: Option<usize>,
+        event: RunEvent,
+    ) -> EventEnvelope {
+        let seq = self.seqs.entry(run.to_owned()).or_insert(0);
+        *seq += 1;
+        self.clock += 10;
+        EventEnvelope {
+            seq: *seq,
+            run_id: RunId(run.to_owned()),
+            parent_run_id: parent.map(|p| RunId(p.to_owned())),
+            at: t(self.clock),
+            path: path.to_owned(),
+            iteration,
+            event,
+        }
+    }
+
+    fn restart(&mut self, run: &str) {
+        self.seqs.remove(run);
+    }
+}
+
+fn started(
+    name: &str,
+    ident: &str,
+    inputs: Map<String, Value>,
+    resumed_from: Option<&str>,
+) -> RunEvent {
+    RunEvent::RunStarted {
+        workflow: name.to_owned(),
+        identifier: ident.to_owned(),
+        workflow_path: Some(format!("/wf/{ident}.yaml")),
+        inputs,
+        resumed_from: resumed_from.map(str::to_owned),
+    }
+}
+
+fn step_started(step: &str) -> RunEvent {
+    RunEvent::StepStarted {
+        step: step.to_owned(),
+        kind: "command".to_owned(),
+    }
+}
+
+fn done_state(step: &str, at: u64, ok: bool) -> StepState {
+    let mut s = StepState::running(step, t(at));
+    s.status = if ok {
+        StepStatus::Completed
+    } else {
+        StepStatus::Failed
+    };
+    s.output = format!("{step} out\n");
+    s.exit_code = Some(if ok { 0 } else { 2 });
+    s.attempts = 1;
+    s.error = (!ok).then(|| "exit status 2".to_owned());
+    s.completed_at = Some(t(at + 5));
+    s
+}
+
+fn step_finished(step: &str, at: u64, ok: bool) -> RunEvent {
+    RunEvent::StepFinished {
+        step: step.to_owned(),
+        kind: "command".to_owned(),
+        state: Box::new(done_state(step, at, ok)),
+    }
+}
+
+fn finished(
+    run: &str,
+    wf: &str,
+    status: RunStatus,
+    exit: u8,
+    terminal: Option<&str>,
+    error: Option<&str>,
+) -> RunEvent {
+    RunEvent::RunFinished {
+        result: Box::new(RunResult {
+            run_id: Some(RunId(run.to_owned())),
+            workflow: wf.to_owned(),
+            status,
+            exit_code: exit,
+            terminal: terminal.map(str::to_owned),
+            duration_ms: 1234,
+            states: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            error: error.map(|m| ErrorBody {
+                code: ErrorCode::ExecutionCommandFailed,
+                message: m.to_owned(),
+                hints: vec![],
+                details: BTreeMap::new(),
+            }),
+        }),
+    }
+}
+
+fn inputs(pairs: &[(&str, &str)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::from(*v)))
+        .collect()
+}
+
+fn open(root: &Path, audit: bool) -> Store {
+    let mut env = BTreeMap::from([("USER".to_owned(), "tester".to_owned())]);
+    if !audit {
+        env.insert("AWF_AUDIT_LOG".into(), "off".into());
+    }
+    Store::open(StorePaths::from_env(root, &env)).unwrap()
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let p = "run-parent";
+    let c = "run-child";
+    rec.emit(s.ev(
+        p,
+        None,
+        "",
+        None,
+        started(
+            "deploy",
+            "deploy-wf",
+            inputs(&[("env", "prod"), ("API_TOKEN", "***")]),
+            None,
+        ),
+    ));
+    rec.emit(s.ev(p, None, "build", None, step_started("build")));
+    rec.emit(s.ev(
+        p,
+        None,
+        "build",
+        None,
+        RunEvent::OutputChunk {
+            step: "build".into(),
+            stream: OutputStream::Stdout,
+            text: "hi\n".into(),
+        },
+    ));
+    rec.emit(s.ev(p, None, "build", None, step_finished("build", 100, true)));
+    rec.emit(s.ev(p, None, "each", None, step_started("each")));
+    rec.emit(s.ev(p, None, "loop:0/body", Some(0), step_started("body")));
+    rec.flush();
+    let mid = store.load(p).unwrap();
+    assert_eq!(mid.current_state, "each");
+    assert_eq!(mid.states.keys().collect::<Vec<_>>(), ["build"]);
+    assert_eq!(mid.status, StoredStatus::Running);
+
+    rec.emit(s.ev(
+        p,
+        None,
+        "loop:0/body",
+        Some(0),
+        step_finished("body", 200, true),
+    ));
+    rec.emit(s.ev(p, None, "each", None, step_finished("each", 300, true)));
+    rec.emit(s.ev(p, None, "call", None, step_started("call")));
+    rec.emit(s.ev(
+        p,
+        None,
+        "call",
+        None,
+        RunEvent::ChildRunStarted {
+            step: "call".into(),
+            child_run_id: RunId(c.into()),
+            workflow: "child-wf".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        c,
+        Some(p),
+        "",
+        None,
+        started("child", "child-wf", Map::new(), None),
+    ));
+    rec.emit(s.ev(c, Some(p), "inner", None, step_started("inner")));
+    rec.emit(s.ev(c, Some(p), "inner", None, step_finished("inner", 400, true)));
+    rec.emit(s.ev(
+        c,
+        Some(p),
+        "",
+        None,
+        finished(c, "child-wf", RunStatus::Success, 0, Some("end"), None),
+    ));
+    rec.emit(s.ev(p, None, "call", None, step_finished("call", 500, true)));
+    let mut end = finished(p, "deploy-wf", RunStatus::Success, 0, Some("done"), None);
+    if let RunEvent::RunFinished { result } = &mut end {
+        result.outputs.insert("report".into(), Value::from("ok"));
+    }
+    rec.emit(s.ev(p, None, "", None, end));
+    rec.flush();
+
+    let parent = store.load(p).unwrap();
+    assert_eq!(
+        parent,
+        RunSnapshot {
+            schema_version: 1,
+            run_id: p.into(),
+            parent_run_id: None,
+            workflow: "deploy-wf".into(),
+            workflow_name: "deploy".into(),
+            workflow_path: Some("/wf/deploy-wf.yaml".into()),
+            status: StoredStatus::Success,
+            current_state: "call".into(),
+            inputs: inputs(&[("env", "prod"), ("API_TOKEN", "***")]),
+            states: BTreeMap::from([
+                ("body".to_owned(), done_state("body", 200, true)),
+                ("build".to_owned(), done_state("build", 100, true)),
+                ("call".to_owned(), done_state("call", 500, true)),
+                ("each".to_owned(), done_state("each", 300, true)),
+            ]),
+            started_at: t(10),
+            updated_at: t(160),
+            completed_at: Some(t(160)),
+            exit_code: Some(0),
+            terminal: Some("done".into()),
+            error: None,
+            outputs: BTreeMap::from([("report".to_owned(), Value::from("ok"))]),
+        }
+    );
+    let child = store.load(c).unwrap();
+    assert_eq!(
+        child,
+        RunSnapshot {
+            schema_version: 1,
+            run_id: c.into(),
+            parent_run_id: Some(p.into()),
+            workflow: "child-wf".into(),
+            workflow_name: "child".into(),
+            workflow_path: Some("/wf/child-wf.yaml".into()),
+            status: StoredStatus::Success,
+            current_state: "inner".into(),
+            inputs: Map::new(),
+            states: BTreeMap::from([("inner".to_owned(), done_state("inner", 400, true))]),
+            started_at: t(110),
+            updated_at: t(140),
+            completed_at: Some(t(140)),
+            exit_code: Some(0),
+            terminal: Some("end".into()),
+            error: None,
+            outputs: BTreeMap::new(),
+        }
+    );
+    let child_row = HistoryStore::get(&store, c).unwrap().unwrap();
+    assert_eq!(
+        child_row,
+        HistoryRecord {
+            id: c.into(),
+            workflow_id: "child-wf".into(),
+            workflow_name: "child".into(),
+            status: StoredStatus::Success,
+            exit_code: Some(0),
+            started_at_ms: millis(t(110)),
+            completed_at_ms: Some(millis(t(140))),
+            duration_ms: Some(1234),
+            error_message: None,
+            parent_run_id: Some(p.into()),
+        }
+    );
+    assert_eq!(rec.take_errors(), Vec::<String>::new());
+}
+
+#[test]
+fn state_file_is_0600_and_valid_after_every_step() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let states_dir = d.path().join("states");
+    assert_eq!(
+        std::fs::metadata(&states_dir).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    let file = states_dir.join("r.json");
+    assert_eq!(store.load("r").unwrap().states.len(), 0);
+    for i in 0..5 {
+        let name = format!("s{i}");
+        rec.emit(s.ev("r", None, &name, None, step_started(&name)));
+        rec.emit(s.ev("r", None, &name, None, step_finished(&name, i * 10, true)));
+        rec.flush();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let snap: RunSnapshot = serde_json::from_str(&text).unwrap();
+        assert_eq!(snap.states.len() as u64, i + 1);
+        assert_eq!(snap.current_state, name);
+        assert_eq!(
+            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let names: Vec<String> = std::fs::read_dir(&states_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["r.json"]);
+    }
+}
+
+#[test]
+fn queued_updates_of_one_run_are_written_once() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    // The writer waits until `release` is dropped, so everything below queues up.
+    let release = rec.hold();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    for i in 0..200 {
+        let name = format!("s{i:03}");
+        rec.emit(s.ev("r", None, &name, None, step_started(&name)));
+        rec.emit(s.ev("r", None, &name, None, step_finished(&name, i, true)));
+    }
+    assert_eq!(rec.state_writes(), 0);
+    drop(release);
+    rec.flush();
+    assert_eq!(rec.state_writes(), 1);
+    let snap = store.load("r").unwrap();
+    assert_eq!(
+        (snap.states.len(), snap.current_state.as_str()),
+        (200, "s199")
+    );
+}
+
+#[test]
+fn history_row_is_upserted_and_resume_updates_it_in_place() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), true);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        started("deploy", "deploy-wf", Map::new(), None),
+    ));
+    rec.flush();
+    let row = HistoryStore::get(&store, "r").unwrap().unwrap();
+    assert_eq!(
+        row,
+        HistoryRecord {
+            id: "r".into(),
+            workflow_id: "deploy-wf".into(),
+            workflow_name: "deploy".into(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: millis(t(10)),
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: None,
+        }
+    );
+    rec.emit(s.ev("r", None, "a", None, step_started("a")));
+    rec.emit(s.ev("r", None, "a", None, step_finished("a", 20, true)));
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    rec.emit(s.ev("r", None, "b", None, step_finished("b", 40, false)));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished(
+            "r",
+            "deploy-wf",
+            RunStatus::Failure,
+            3,
+            None,
+            Some("step b failed"),
+        ),
+    ));
+    rec.flush();
+    let row = HistoryStore::get(&store, "r").unwrap().unwrap();
+    assert_eq!(
+        (
+            row.status,
+            row.exit_code,
+            row.error_message.as_deref(),
+            row.completed_at_ms
+        ),
+        (
+            StoredStatus::Failure,
+            Some(3),
+            Some("step b failed"),
+            Some(millis(t(60)))
+        )
+    );
+    let failed = store.load("r").unwrap();
+    assert_eq!(
+        (
+            failed.status,
+            failed.current_state.as_str(),
+            failed.exit_code
+        ),
+        (StoredStatus::Failure, "b", Some(3))
+    );
+
+    // `awf resume r`: same id, the engine restarts its seqs and reruns from `b`.
+    s.restart("r");
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        started("deploy", "deploy-wf", Map::new(), Some("b")),
+    ));
+    rec.flush();
+    let resumed = store.load("r").unwrap();
+    assert_eq!(
+        (
+            resumed.status,
+            resumed.current_state.as_str(),
+            resumed.started_at,
+            resumed.states.len(),
+            resumed.completed_at
+        ),
+        (StoredStatus::Running, "b", t(10), 2, None)
+    );
+    assert_eq!(
+        HistoryStore::get(&store, "r").unwrap().unwrap().status,
+        StoredStatus::Running
+    );
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    rec.emit(s.ev("r", None, "b", None, step_finished("b", 80, true)));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "deploy-wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    let rows = HistoryStore::list(&store, &Default::default()).unwrap();
+    assert_eq!(
+        rows,
+        [HistoryRecord {
+            id: "r".into(),
+            workflow_id: "deploy-wf".into(),
+            workflow_name: "deploy".into(),
+            status: StoredStatus::Success,
+            exit_code: Some(0),
+            started_at_ms: millis(t(10)),
+            completed_at_ms: Some(millis(t(100))),
+            duration_ms: Some(1234),
+            error_message: None,
+            parent_run_id: None,
+        }]
+    );
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"], done_state("a", 20, true));
+    assert_eq!(snap.states["b"], done_state("b", 80, true));
+    assert_eq!(
+        (snap.status, snap.terminal.as_deref(), snap.error),
+        (StoredStatus::Success, Some("done"), None)
+    );
+
+    // Transcript: seqs continue after the first attempt's last line.
+    let seqs: Vec<u64> = lines(&d.path().join("transcripts/r.jsonl"))
+        .iter()
+        .map(|l| l["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=10).collect::<Vec<_>>());
+    // Audit: a started/completed pair per attempt.
+    let events: Vec<(String, Option<String>)> = lines(&d.path().join("audit.jsonl"))
+        .iter()
+        .map(|l| {
+            (
+                l["event"].as_str().unwrap().to_owned(),
+                l.get("status").and_then(Value::as_str).map(str::to_owned),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("workflow.started".to_owned(), None),
+            ("workflow.completed".to_owned(), Some("failure".to_owned())),
+            ("workflow.started".to_owned(), None),
+            ("workflow.completed".to_owned(), Some("success".to_owned())),
+        ]
+    );
+}
+
+#[test]
+fn audit_lines_per_run_including_sub_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), true);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev(
+        "p",
+        None,
+        "",
+        None,
+        started("deploy", "deploy-wf", inputs(&[("env", "prod")]), None),
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "call",
+        None,
+        RunEvent::ChildRunStarted {
+            step: "call".into(),
+            child_run_id: RunId("c".into()),
+            workflow: "child-wf".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "c",
+        Some("p"),
+        "",
+        None,
+        started("child", "child-wf", Map::new(), None),
+    ));
+    rec.emit(s.ev(
+        "c",
+        Some("p"),
+        "",
+        None,
+        finished("c", "child-wf", RunStatus::Cancelled, 130, None, None),
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "",
+        None,
+        finished(
+            "p",
+            "deploy-wf",
+            RunStatus::Failure,
+            7,
+            Some("bad"),
+            Some("step call failed"),
+        ),
+    ));
+    rec.flush();
+    let path = d.path().join("audit.jsonl");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let expected = [
+        r#"{"event":"workflow.started","execution_id":"p","timestamp":"2025-11-30T01:02:03.010Z","user":"tester","workflow_name":"deploy","inputs":{"env":"prod"},"schema_version":1}"#,
+        r#"{"event":"workflow.started","execution_id":"c","timestamp":"2025-11-30T01:02:03.030Z","user":"tester","workflow_name":"child","schema_version":1}"#,
+        r#"{"event":"workflow.completed","execution_id":"c","timestamp":"2025-11-30T01:02:03.040Z","user":"tester","workflow_name":"child","status":"cancelled","exit_code":130,"duration_ms":1234,"error":"workflow cancelled","schema_version":1}"#,
+        r#"{"event":"workflow.completed","execution_id":"p","timestamp":"2025-11-30T01:02:03.050Z","user":"tester","workflow_name":"deploy","status":"failure","exit_code":7,"duration_ms":1234,"error":"step call failed","schema_version":1}"#,
+    ];
+    assert_eq!(text.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn audit_off_writes_no_file() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, None, None),
+    ));
+    rec.flush();
+    assert!(!d.path().join("audit.jsonl").exists());
+    assert!(d.path().join("states/r.json").exists());
+}
+
+#[test]
+fn transcript_lines_and_seqs() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev(
+        "p",
+        None,
+        "",
+        None,
+        started("deploy", "deploy-wf", inputs(&[("env", "prod")]), None),
+    ));
+    rec.emit(s.ev("p", None, "ask", None, step_started("ask")));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "ask",
+        None,
+        RunEvent::AgentThoughtChunk {
+            step: "ask".into(),
+            text: "hmm".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "ask",
+        None,
+        RunEvent::AgentMessageChunk {
+            step: "ask".into(),
+            text: "hello".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "ask",
+        None,
+        RunEvent::ToolCall {
+            step: "ask".into(),
+            id: "t1".into(),
+            name: "Read".into(),
+            input: serde_json::json!({"path": "a"}),
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "ask",
+        None,
+        RunEvent::ToolCallResult {
+            step: "ask".into(),
+            id: "t1".into(),
+            output: "nope".into(),
+            is_error: true,
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "ask",
+        None,
+        RunEvent::InputRequired {
+            step: "ask".into(),
+            request_id: "q1".into(),
+            prompt: "> ".into(),
+        },
+    ));
+    rec.emit(s.ev("p", None, "ask", None, step_finished("ask", 0, true)));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "loop:1/body",
+        Some(1),
+        RunEvent::StepRetrying {
+            step: "body".into(),
+            attempt: 2,
+            delay_ms: 50,
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "loop:1/body",
+        Some(1),
+        RunEvent::OutputChunk {
+            step: "body".into(),
+            stream: OutputStream::Stderr,
+            text: "warn\n".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "",
+        None,
+        RunEvent::Log {
+            step: None,
+            level: awf_domain::event::LogLevel::Warn,
+            message: "note".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "call",
+        None,
+        RunEvent::ChildRunStarted {
+            step: "call".into(),
+            child_run_id: RunId("c".into()),
+            workflow: "child-wf".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "c",
+        Some("p"),
+        "",
+        None,
+        started("child", "child-wf", Map::new(), None),
+    ));
+    rec.emit(s.ev("c", Some("p"), "x", None, step_finished("x", 0, false)));
+    rec.emit(s.ev(
+        "c",
+        Some("p"),
+        "",
+        None,
+        finished(
+            "c",
+            "child-wf",
+            RunStatus::Failure,
+            3,
+            None,
+            Some("x failed"),
+        ),
+    ));
+    rec.emit(s.ev("p", None, "call", None, step_finished("call", 0, false)));
+    rec.emit(s.ev(
+        "p",
+        None,
+        "",
+        None,
+        finished(
+            "p",
+            "deploy-wf",
+            RunStatus::Failure,
+            3,
+            None,
+            Some("call failed"),
+        ),
+    ));
+    rec.flush();
+    let ts = |ms: u64| awf_domain::timefmt::format_rfc3339(t(ms));
+    let err = |m: &str| serde_json::json!({"code": "EXECUTION.COMMAND.FAILED", "message": m, "hints": []});
+    let parent = lines(&d.path().join("transcripts/p.jsonl"));
+    let expected = serde_json::json!([
+        {"seq": 1, "run_id": "p", "type": "run.started", "path": "", "timestamp": ts(10),
+         "payload": {"workflow": "deploy-wf", "workflow_name": "deploy", "workflow_path": "/wf/deploy-wf.yaml", "inputs": {"env": "prod"}}},
+        {"seq": 2, "run_id": "p", "type": "step.started", "path": "ask", "timestamp": ts(20), "payload": {"name": "ask", "kind": "command"}},
+        {"seq": 3, "run_id": "p", "type": "message.assistant", "path": "ask", "timestamp": ts(30),
+         "payload": {"role": "assistant", "blocks": [{"type": "thinking", "text": "hmm"}]}},
+        {"seq": 4, "run_id": "p", "type": "message.assistant", "path": "ask", "timestamp": ts(40),
+         "payload": {"role": "assistant", "blocks": [{"type": "text", "text": "hello"}]}},
+        {"seq": 5, "run_id": "p", "type": "tool.call", "path": "ask", "timestamp": ts(50),
+         "payload": {"name": "Read", "call_id": "t1", "input": {"path": "a"}}},
+        {"seq": 6, "run_id": "p", "type": "tool.result", "path": "ask", "timestamp": ts(60),
+         "payload": {"call_id": "t1", "output": "nope", "error": true}},
+        {"seq": 7, "run_id": "p", "type": "input.required", "path": "ask", "timestamp": ts(70),
+         "payload": {"name": "ask", "request_id": "q1", "prompt": "> "}},
+        {"seq": 8, "run_id": "p", "type": "step.completed", "path": "ask", "timestamp": ts(80),
+         "payload": {"name": "ask", "kind": "command", "status": "completed", "exit_code": 0}},
+        {"seq": 9, "run_id": "p", "type": "step.retrying", "path": "loop:1/body", "iteration": 1, "timestamp": ts(90),
+         "payload": {"name": "body", "attempt": 2, "delay_ms": 50}},
+        {"seq": 10, "run_id": "p", "type": "step.output", "path": "loop:1/body", "iteration": 1, "timestamp": ts(100),
+         "payload": {"name": "body", "stream": "stderr", "text": "warn\n"}},
+        {"seq": 11, "run_id": "p", "type": "log", "path": "", "timestamp": ts(110), "payload": {"level": "warn", "message": "note"}},
+        {"seq": 12, "run_id": "p", "child_run_id": "c", "type": "step.call_workflow.started", "path": "call", "timestamp": ts(120),
+         "payload": {"name": "call", "workflow": "child-wf"}},
+        {"seq": 13, "run_id": "p", "child_run_id": "c", "type": "step.call_workflow.completed", "path": "call", "timestamp": ts(150),
+         "payload": {"name": "call", "workflow": "child-wf", "status": "failure", "exit_code": 3}},
+        {"seq": 14, "run_id": "p", "type": "step.completed", "path": "call", "timestamp": ts(160),
+         "payload": {"name": "call", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2}},
+        {"seq": 15, "run_id": "p", "type": "run.completed", "path": "", "timestamp": ts(170),
+         "payload": {"status": "failure", "exit_code": 3, "terminal": null, "duration_ms": 1234, "error": err("call failed")}},
+    ]);
+    assert_eq!(Value::Array(parent), expected);
+    let child = lines(&d.path().join("transcripts/c.jsonl"));
+    let expected = serde_json::json!([
+        {"seq": 1, "run_id": "c", "parent_run_id": "p", "type": "run.started", "path": "", "timestamp": ts(130),
+         "payload": {"workflow": "child-wf", "workflow_name": "child", "workflow_path": "/wf/child-wf.yaml", "inputs": {}}},
+        {"seq": 2, "run_id": "c", "parent_run_id": "p", "type": "step.completed", "path": "x", "timestamp": ts(140),
+         "payload": {"name": "x", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2}},
+        {"seq": 3, "run_id": "c", "parent_run_id": "p", "type": "run.completed", "path": "", "timestamp": ts(150),
+         "payload": {"status": "failure", "exit_code": 3, "terminal": null, "duration_ms": 1234, "error": err("x failed")}},
+    ]);
+    assert_eq!(Value::Array(child), expected);
+    // Key order of the envelope.
+    let first = std::fs::read_to_string(d.path().join("transcripts/c.jsonl")).unwrap();
+    assert!(first.starts_with(r#"{"seq":1,"run_id":"c","parent_run_id":"p","type":"run.started","path":"","timestamp":""#), "{first}");
+    let mode = std::fs::metadata(d.path().join("transcripts/p.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[test]
+fn write_failures_are_reported_once_per_target_and_the_stream_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    // Make state writes impossible: replace the states directory by a file.
+    std::fs::remove_dir(d.path().join("states")).unwrap();
+    std::fs::write(d.path().join("states"), "not a dir").unwrap();
+    let rec = store.recorder();
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&seen);
+    rec.on_error(Arc::new(move |m| sink.lock().unwrap().push(m)));
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    // Both events in one batch: one more (coalesced) state write fails.
+    let release = rec.hold();
+    rec.emit(s.ev("r", None, "a", None, step_finished("a", 0, true)));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, None, None),
+    ));
+    drop(release);
+    rec.flush();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].starts_with("cannot write the state file "),
+        "{}",
+        seen[0]
+    );
+    let errors = rec.take_errors();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(rec.take_errors(), Vec::<String>::new());
+    // Other projections still work.
+    assert_eq!(lines(&d.path().join("transcripts/r.jsonl")).len(), 3);
+    assert_eq!(
+        HistoryStore::get(&store, "r").unwrap().unwrap().status,
+        StoredStatus::Success
+    );
+}
+
+#[test]
+fn flush_waits_for_queued_events_and_dropping_drains_the_queue() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = Script::default();
+    {
+        let store = open(d.path(), true);
+        let rec = store.recorder();
+        let again = store.recorder();
+        rec.emit(s.ev("a", None, "", None, started("wf", "wf", Map::new(), None)));
+        again.emit(s.ev(
+            "a",
+            None,
+            "",
+            None,
+            finished("a", "wf", RunStatus::Success, 0, None, None),
+        ));
+        again.flush();
+        assert_eq!(store.load("a").unwrap().status, StoredStatus::Success);
+        assert_eq!(rec.state_writes(), again.state_writes());
+        // Queued but not flushed: dropping the store and every handle still writes it.
+        rec.emit(s.ev("b", None, "", None, started("wf", "wf", Map::new(), None)));
+        drop(again);
+        drop(rec);
+    }
+    let store = open(d.path(), true);
+    assert_eq!(store.load("b").unwrap().status, StoredStatus::Running);
+    assert_eq!(lines(&d.path().join("audit.jsonl")).len(), 3);
+    // A flush with nothing queued returns.
+    store.recorder().flush();
+}
+
+#[test]
+fn branches_of_a_top_level_parallel_block_do_not_become_current() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let par = |step: &str| RunEvent::StepStarted {
+        step: step.into(),
+        kind: "parallel".into(),
+    };
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev("r", None, "fan", None, par("fan")));
+    rec.emit(s.ev("r", None, "left", None, step_started("left")));
+    rec.emit(s.ev("r", None, "right", None, step_started("right")));
+    rec.emit(s.ev("r", None, "left", None, step_finished("left", 0, true)));
+    rec.flush();
+    assert_eq!(store.load("r").unwrap().current_state, "fan");
+    rec.emit(s.ev("r", None, "right", None, step_finished("right", 0, true)));
+    rec.emit(s.ev("r", None, "fan", None, step_finished("fan", 0, true)));
+    rec.emit(s.ev("r", None, "after", None, step_started("after")));
+    rec.flush();
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.current_state, "after");
+    assert_eq!(
+        snap.states.keys().collect::<Vec<_>>(),
+        ["fan", "left", "right"]
+    );
+}

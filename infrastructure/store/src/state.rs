@@ -1,0 +1,129 @@
+//! State files: `<root>/states/<run_id>.json`, written atomically (temp file in the same
+//! directory, write, fsync, rename; mode 0600).
+//!
+//! Source: spec/workflow.md §3.11; http-ops.md §3.2.
+
+use std::fs;
+use std::fs::DirBuilder;
+use std::io::Write;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::store::RunSnapshot;
+
+use crate::StorePaths;
+use crate::read_failed;
+use crate::write_failed;
+
+/// Creates `dir` (and its parents) with `mode` when missing.
+pub(crate) fn create_dir(dir: &Path, mode: u32) -> Result<(), AwfError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(|e| write_failed("the directory", dir, e))
+}
+
+/// Whether `run_id` can name a file in the states directory.
+fn valid_id(run_id: &str) -> bool {
+    !run_id.is_empty()
+        && run_id != "."
+        && run_id != ".."
+        && !run_id.contains(['/', '\\', '\0'])
+        && !run_id.starts_with('.')
+}
+
+/// Writes `bytes` to `target` atomically: a temp file in the same directory (mode 0600),
+/// write, fsync, rename over `target`; with `sync_dir` the directory is fsynced too.
+pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::io::Result<()> {
+    let dir = target.parent().unwrap_or_else(|| Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".")
+        .suffix(".tmp")
+        .permissions(fs::Permissions::from_mode(0o600))
+        .tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(target).map_err(|e| e.error)?;
+    if sync_dir {
+        fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Serialises and writes one snapshot to `<root>/states/<run_id>.json`.
+pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Result<(), AwfError> {
+    let target = paths.state_file(&snap.run_id);
+    if !valid_id(&snap.run_id) {
+        return Err(write_failed("the state file", &target, "invalid run id"));
+    }
+    let mut bytes =
+        serde_json::to_vec_pretty(snap).map_err(|e| write_failed("the state file", &target, e))?;
+    bytes.push(b'\n');
+    write_atomic(&target, &bytes, sync_dir).map_err(|e| write_failed("the state file", &target, e))
+}
+
+/// Reads one state file; `Ok(None)` when it does not exist.
+pub(crate) fn read(paths: &StorePaths, run_id: &str) -> Result<Option<RunSnapshot>, AwfError> {
+    if !valid_id(run_id) {
+        return Ok(None);
+    }
+    let path = paths.state_file(run_id);
+    match fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| read_failed("the state file", &path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(read_failed("the state file", &path, e)),
+    }
+}
+
+/// Loads one state file.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` (hint `awf resume --list`) when there is none;
+/// `SYSTEM.IO.READ_FAILED` when it cannot be read or parsed.
+pub(crate) fn load(paths: &StorePaths, run_id: &str) -> Result<RunSnapshot, AwfError> {
+    read(paths, run_id)?.ok_or_else(|| {
+        AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("workflow execution not found: {run_id}"),
+        )
+        .with_detail("run_id", run_id)
+        .with_hint("awf resume --list")
+    })
+}
+
+/// Every parsable `*.json` state file of `dir`, newest first (by `started_at`, then run id).
+/// Files that do not parse (foreign files) are skipped.
+pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(read_failed("the states directory", dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| read_failed("the states directory", dir, e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let Ok(bytes) = fs::read(entry.path()) else {
+            continue;
+        };
+        if let Ok(snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
+            out.push(snap);
+        }
+    }
+    out.sort_by(|a, b| {
+        b.started_at
+            .cmp(&a.started_at)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
+    Ok(out)
+}

@@ -1,0 +1,265 @@
+//! Transcript lines: `<root>/transcripts/<run_id>.jsonl`, one JSON line per event of the run.
+//!
+//! Envelope (keys in this order, `?` = only when set):
+//! `{"seq", "run_id", "parent_run_id"?, "child_run_id"?, "type", "path", "iteration"?,
+//! "timestamp", "payload"}`. `seq` is the event's envelope `seq` (monotonic per run, from 1);
+//! the one line the engine does not emit itself (`step.call_workflow.completed`) takes the
+//! next number, and later lines of the file are shifted by one so `seq` stays unique and
+//! increasing. A resumed run continues after the last `seq` of its file. `timestamp` is
+//! RFC 3339 (UTC, milliseconds).
+//!
+//! | event | `type` | `payload` |
+//! |---|---|---|
+//! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?}` |
+//! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
+//! | StepStarted | `step.started` | `{name, kind}` |
+//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?}` |
+//! | ChildRunStarted | `step.call_workflow.started` (+ `child_run_id`) | `{name, workflow}` |
+//! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
+//! | AgentMessageChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "text", text}]}` |
+//! | AgentThoughtChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "thinking", text}]}` |
+//! | ToolCall | `tool.call` | `{name, call_id, input}` |
+//! | ToolCallResult | `tool.result` | `{call_id, output, error?: true}` |
+//! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}` |
+//! | Log (awf addition) | `log` | `{name?, level, message}` |
+//! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms}` |
+//! | InputRequired (awf addition) | `input.required` | `{name, request_id, prompt}` |
+//! | BreakpointReached (awf addition) | `breakpoint` | `{name, kind, request_id, previous}` |
+//!
+//! Text is already masked by the engine.
+//!
+//! Source: spec/workflow.md §3.15; http-ops.md §3.5.
+
+use std::fs::File;
+use std::io::BufRead;
+use std::io::BufReader;
+use std::path::Path;
+use std::time::SystemTime;
+
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::RunEvent;
+use awf_domain::run::RunStatus;
+use awf_domain::timefmt::format_rfc3339;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
+
+/// Wire text of a run status.
+pub(crate) fn status_str(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Success => "success",
+        RunStatus::Failure => "failure",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+/// The envelope fields of one line.
+pub(crate) struct Head<'a> {
+    pub(crate) seq: u64,
+    pub(crate) run_id: &'a str,
+    pub(crate) parent_run_id: Option<&'a str>,
+    pub(crate) child_run_id: Option<&'a str>,
+    pub(crate) kind: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) iteration: Option<usize>,
+    pub(crate) at: SystemTime,
+}
+
+/// One line (newline included).
+pub(crate) fn line(h: &Head<'_>, payload: Value) -> String {
+    let mut m = Map::new();
+    m.insert("seq".into(), h.seq.into());
+    m.insert("run_id".into(), h.run_id.into());
+    if let Some(p) = h.parent_run_id {
+        m.insert("parent_run_id".into(), p.into());
+    }
+    if let Some(c) = h.child_run_id {
+        m.insert("child_run_id".into(), c.into());
+    }
+    m.insert("type".into(), h.kind.into());
+    m.insert("path".into(), h.path.into());
+    if let Some(i) = h.iteration {
+        m.insert("iteration".into(), i.into());
+    }
+    m.insert("timestamp".into(), format_rfc3339(h.at).into());
+    m.insert("payload".into(), payload);
+    let mut s = Value::Object(m).to_string();
+    s.push('\n');
+    s
+}
+
+/// `type`, `child_run_id` and `payload` of the line for one event.
+pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) {
+    match event {
+        RunEvent::RunStarted {
+            workflow,
+            identifier,
+            workflow_path,
+            inputs,
+            resumed_from,
+        } => {
+            let mut p = Map::new();
+            p.insert("workflow".into(), identifier.as_str().into());
+            p.insert("workflow_name".into(), workflow.as_str().into());
+            if let Some(wp) = workflow_path {
+                p.insert("workflow_path".into(), wp.as_str().into());
+            }
+            p.insert("inputs".into(), Value::Object(inputs.clone()));
+            if let Some(r) = resumed_from {
+                p.insert("resumed_from".into(), r.as_str().into());
+            }
+            ("run.started", None, Value::Object(p))
+        }
+        RunEvent::RunFinished { result } => {
+            let mut p = Map::new();
+            p.insert("status".into(), status_str(result.status).into());
+            p.insert("exit_code".into(), result.exit_code.into());
+            p.insert("terminal".into(), result.terminal.clone().into());
+            p.insert("duration_ms".into(), result.duration_ms.into());
+            if let Some(e) = &result.error {
+                p.insert(
+                    "error".into(),
+                    serde_json::to_value(e).unwrap_or(Value::Null),
+                );
+            }
+            ("run.completed", None, Value::Object(p))
+        }
+        RunEvent::StepStarted { step, kind } => {
+            ("step.started", None, json!({"name": step, "kind": kind}))
+        }
+        RunEvent::StepFinished { step, kind, state } => {
+            let mut p = Map::new();
+            p.insert("name".into(), step.as_str().into());
+            p.insert("kind".into(), kind.as_str().into());
+            p.insert("status".into(), state.status.as_str().into());
+            if let Some(e) = &state.error {
+                p.insert("error".into(), e.as_str().into());
+            }
+            if let Some(c) = state.exit_code {
+                p.insert("exit_code".into(), c.into());
+            }
+            ("step.completed", None, Value::Object(p))
+        }
+        RunEvent::ChildRunStarted {
+            step,
+            child_run_id,
+            workflow,
+        } => (
+            "step.call_workflow.started",
+            Some(child_run_id.0.as_str()),
+            json!({"name": step, "workflow": workflow}),
+        ),
+        RunEvent::AgentMessageChunk { text, .. } => (
+            "message.assistant",
+            None,
+            json!({"role": "assistant", "blocks": [{"type": "text", "text": text}]}),
+        ),
+        RunEvent::AgentThoughtChunk { text, .. } => (
+            "message.assistant",
+            None,
+            json!({"role": "assistant", "blocks": [{"type": "thinking", "text": text}]}),
+        ),
+        RunEvent::ToolCall {
+            id, name, input, ..
+        } => (
+            "tool.call",
+            None,
+            json!({"name": name, "call_id": id, "input": input}),
+        ),
+        RunEvent::ToolCallResult {
+            id,
+            output,
+            is_error,
+            ..
+        } => {
+            let mut p = Map::new();
+            p.insert("call_id".into(), id.as_str().into());
+            p.insert("output".into(), output.as_str().into());
+            if *is_error {
+                p.insert("error".into(), true.into());
+            }
+            ("tool.result", None, Value::Object(p))
+        }
+        RunEvent::OutputChunk { step, stream, text } => (
+            "step.output",
+            None,
+            json!({"name": step, "stream": stream, "text": text}),
+        ),
+        RunEvent::Log {
+            step,
+            level,
+            message,
+        } => {
+            let mut p = Map::new();
+            if let Some(s) = step {
+                p.insert("name".into(), s.as_str().into());
+            }
+            p.insert(
+                "level".into(),
+                serde_json::to_value(level).unwrap_or(Value::Null),
+            );
+            p.insert("message".into(), message.as_str().into());
+            ("log", None, Value::Object(p))
+        }
+        RunEvent::StepRetrying {
+            step,
+            attempt,
+            delay_ms,
+        } => (
+            "step.retrying",
+            None,
+            json!({"name": step, "attempt": attempt, "delay_ms": delay_ms}),
+        ),
+        RunEvent::InputRequired {
+            step,
+            request_id,
+            prompt,
+        } => (
+            "input.required",
+            None,
+            json!({"name": step, "request_id": request_id, "prompt": prompt}),
+        ),
+        RunEvent::BreakpointReached {
+            step,
+            kind,
+            request_id,
+            previous,
+        } => (
+            "breakpoint",
+            None,
+            json!({"name": step, "kind": kind, "request_id": request_id, "previous": previous}),
+        ),
+    }
+}
+
+/// The line of an event, numbered `seq`.
+pub(crate) fn event_line(env: &EventEnvelope, seq: u64) -> String {
+    let (kind, child, payload) = describe(&env.event);
+    line(
+        &Head {
+            seq,
+            run_id: &env.run_id.0,
+            parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.as_str()),
+            child_run_id: child,
+            kind,
+            path: &env.path,
+            iteration: env.iteration,
+            at: env.at,
+        },
+        payload,
+    )
+}
+
+/// The highest `seq` in an existing transcript (0 when missing or empty).
+pub(crate) fn last_seq(path: &Path) -> u64 {
+    let Ok(f) = File::open(path) else {
+        return 0;
+    };
+    BufReader::new(f)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .filter_map(|v| v.get("seq").and_then(Value::as_u64))
+        .max()
+        .unwrap_or(0)
+}

@@ -1,0 +1,3 @@
+mod common;
+mod concurrency;
+mod state_store;

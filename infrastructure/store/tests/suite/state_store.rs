@@ -1,0 +1,173 @@
+//! `StateStore` and `HistoryStore` through `Store`.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+
+use awf_domain::ErrorCode;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryStats;
+use awf_domain::ports::store::HistoryStore;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StateStore;
+use awf_domain::ports::store::StoredStatus;
+use awf_store::AuditTarget;
+use awf_store::Store;
+use awf_store::StorePaths;
+use pretty_assertions::assert_eq;
+use serde_json::Map;
+
+use super::common::at;
+use super::common::open;
+use super::common::run_workflow;
+
+fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
+    RunSnapshot {
+        schema_version: 1,
+        run_id: id.to_owned(),
+        parent_run_id: None,
+        workflow: "wf.yaml".into(),
+        workflow_name: "wf".into(),
+        workflow_path: None,
+        status: StoredStatus::Failure,
+        current_state: "b".into(),
+        inputs: Map::new(),
+        states: BTreeMap::new(),
+        started_at: at(started_ms),
+        updated_at: at(started_ms + 5),
+        completed_at: Some(at(started_ms + 5)),
+        exit_code: Some(3),
+        terminal: None,
+        error: None,
+        outputs: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn load_of_a_missing_run_is_a_user_error_with_a_hint() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), "u");
+    let err = store.load("no-such-run").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(err.message(), "workflow execution not found: no-such-run");
+    assert_eq!(err.hints(), ["awf resume --list"]);
+    // Ids that cannot name a file are simply unknown.
+    assert_eq!(
+        store.load("../etc/passwd").unwrap_err().code(),
+        ErrorCode::UserInputValidationFailed
+    );
+}
+
+#[test]
+fn load_of_a_corrupt_file_is_a_read_failure() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), "u");
+    std::fs::write(d.path().join("states/bad.json"), "{not json").unwrap();
+    assert_eq!(
+        store.load("bad").unwrap_err().code(),
+        ErrorCode::SystemIoReadFailed
+    );
+    // `list` skips it.
+    assert_eq!(StateStore::list(&store).unwrap(), Vec::<RunSnapshot>::new());
+}
+
+#[test]
+fn save_load_and_list_newest_first() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), "u");
+    for (id, ms) in [("old", 0), ("newest", 2_000), ("middle", 1_000)] {
+        store.save(&snapshot(id, ms)).unwrap();
+    }
+    let path = d.path().join("states/newest.json");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(store.load("middle").unwrap(), snapshot("middle", 1_000));
+    let ids: Vec<String> = StateStore::list(&store)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.run_id)
+        .collect();
+    assert_eq!(ids, ["newest", "middle", "old"]);
+    // Overwrite in place.
+    let mut s = snapshot("old", 0);
+    s.status = StoredStatus::Success;
+    store.save(&s).unwrap();
+    assert_eq!(store.load("old").unwrap().status, StoredStatus::Success);
+    // Pretty JSON with snake_case keys and RFC 3339 times.
+    let text = std::fs::read_to_string(d.path().join("states/old.json")).unwrap();
+    assert!(
+        text.contains("\n  \"started_at\": \"2025-11-30T01:02:03.000Z\",\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn history_through_the_store() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), "u");
+    let rec = store.recorder();
+    run_workflow(&rec, "r1", 0, 2);
+    run_workflow(&rec, "r2", 1_000, 1);
+    rec.flush();
+    let rows = HistoryStore::list(
+        &store,
+        &HistoryFilter {
+            workflow: Some("stress".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["r2", "r1"]
+    );
+    assert_eq!(
+        store.stats(&HistoryFilter::default()).unwrap(),
+        HistoryStats {
+            total_executions: 2,
+            success_count: 2,
+            failed_count: 0,
+            cancelled_count: 0,
+            running_count: 0,
+            avg_duration_ms: Some(5),
+        }
+    );
+    assert_eq!(
+        store.get("r1").unwrap().map(|r| r.workflow_id),
+        Some("stress.yaml".to_owned())
+    );
+}
+
+#[test]
+fn open_creates_the_layout() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("nested/awf");
+    let store = Store::open(StorePaths {
+        data_root: root.clone(),
+        audit: AuditTarget::Path(d.path().join("logs/audit.jsonl")),
+        user: "u".into(),
+    })
+    .unwrap();
+    assert_eq!(
+        std::fs::metadata(root.join("states"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    assert!(root.join("transcripts").is_dir());
+    assert!(root.join("history.db").is_file());
+    let rec = store.recorder();
+    run_workflow(&rec, "r", 0, 1);
+    rec.flush();
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("logs/audit.jsonl"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+    assert_eq!(store.paths().data_root, root);
+}

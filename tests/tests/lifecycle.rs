@@ -1,0 +1,277 @@
+//! Run lifecycle through the binary: state files, `awf resume`, history, status, audit trail,
+//! transcripts, and many runs at once on one data root.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+fn data(sb: &Sandbox) -> std::path::PathBuf {
+    sb.path().join("data").join("awf")
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigkill_mid_run_then_resume_finishes_without_rerunning_earlier_steps() {
+    let sb = Sandbox::new().unwrap();
+    let dir = sb.path().display().to_string();
+    let mut child = sb
+        .cmd(&["run", "killable", "-i", &format!("dir={dir}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run is recorded as being in state `two`.
+    let states = data(&sb).join("states");
+    let mut run_id = String::new();
+    wait_for("state file at `two`", || {
+        let Ok(entries) = std::fs::read_dir(&states) else {
+            return false;
+        };
+        for e in entries.flatten() {
+            if let Ok(text) = std::fs::read_to_string(e.path())
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+                && v["current_state"] == json!("two")
+            {
+                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
+                return true;
+            }
+        }
+        false
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The `sleep 37` of the killed run is an orphan now; stop it.
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", "^sleep 37$"])
+        .status();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+
+    let list = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
+    assert!(list.stdout.contains(&run_id), "{}", list.stdout);
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["run_id"], json!(run_id));
+    assert_eq!(doc["status"], json!("success"));
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log")).unwrap(),
+        "one\nthree\n"
+    );
+
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    let rows: Value = serde_json::from_str(&h.stdout).unwrap();
+    assert_eq!(
+        rows.as_array().map(Vec::len),
+        Some(1),
+        "one row per run: {rows}"
+    );
+    assert_eq!(rows[0]["status"], json!("success"));
+    let again = sb.run(&["resume", &run_id]).unwrap();
+    assert_eq!(
+        again.code, 1,
+        "a finished run is not resumable: {}",
+        again.stderr
+    );
+}
+
+#[test]
+fn history_filters_stats_and_status() {
+    let sb = Sandbox::new().unwrap();
+    assert_eq!(sb.run(&["run", "continue-on-error"]).unwrap().code, 0);
+    assert_eq!(sb.run(&["run", "unrouted"]).unwrap().code, 3);
+    let r = sb.run(&["run", "inline-failure", "-f", "json"]).unwrap();
+    let failed_id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+
+    let all: Value =
+        serde_json::from_str(&sb.run(&["history", "-f", "json"]).unwrap().stdout).unwrap();
+    assert_eq!(all.as_array().map(Vec::len), Some(3));
+    assert_eq!(all[0]["id"], json!(failed_id), "newest first");
+    let failures: Value = serde_json::from_str(
+        &sb.run(&["history", "-f", "json", "--status", "failure"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(failures.as_array().map(Vec::len), Some(2));
+    let one: Value = serde_json::from_str(
+        &sb.run(&["history", "-f", "json", "-w", "unrouted"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(one.as_array().map(Vec::len), Some(1));
+    assert_eq!(one[0]["exit_code"], json!(3));
+    let stats: Value = serde_json::from_str(
+        &sb.run(&["history", "--stats", "-f", "json"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(stats["total_executions"], json!(3));
+    assert_eq!(stats["success_count"], json!(1));
+    assert_eq!(stats["failed_count"], json!(2));
+    let bad = sb.run(&["history", "--since", "yesterday"]).unwrap();
+    assert_eq!(bad.code, 1);
+
+    let st = sb.run(&["status", &failed_id, "-f", "json"]).unwrap();
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    let doc: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(doc["exit_code"], json!(7));
+    assert_eq!(doc["terminal"], json!("__inline_error_check"));
+    assert_eq!(doc["states"]["check"]["exit_code"], json!(1));
+    assert_eq!(sb.run(&["status", "no-such-run"]).unwrap().code, 1);
+}
+
+#[test]
+fn audit_trail_pairs_and_transcript_per_run() {
+    let sb = Sandbox::new().unwrap();
+    let r = sb
+        .run(&["run", "call-parent", "-f", "json", "-i", "who=Ada"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let run_id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let audit = std::fs::read_to_string(data(&sb).join("audit.jsonl")).unwrap();
+    let lines: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        lines.len(),
+        4,
+        "a start/end pair for the parent and for the child: {audit}"
+    );
+    let events: Vec<&str> = lines.iter().map(|l| l["event"].as_str().unwrap()).collect();
+    assert_eq!(
+        events.iter().filter(|e| **e == "workflow.started").count(),
+        2
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| **e == "workflow.completed")
+            .count(),
+        2
+    );
+    let transcript = std::fs::read_to_string(
+        data(&sb)
+            .join("transcripts")
+            .join(format!("{run_id}.jsonl")),
+    )
+    .unwrap();
+    let t: Vec<Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(t.first().unwrap()["type"], json!("run.started"));
+    assert_eq!(t.last().unwrap()["type"], json!("run.completed"));
+    let seqs: Vec<u64> = t.iter().map(|l| l["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    assert!(
+        t.iter()
+            .any(|l| l["type"] == json!("step.call_workflow.started")
+                && l["child_run_id"].is_string())
+    );
+    let meta = std::fs::metadata(data(&sb).join("states").join(format!("{run_id}.json"))).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+
+    let mut sb2 = Sandbox::new().unwrap();
+    sb2.set_env("AWF_AUDIT_LOG", "off");
+    assert_eq!(sb2.run(&["run", "continue-on-error"]).unwrap().code, 0);
+    assert!(!data(&sb2).join("audit.jsonl").exists());
+}
+
+#[test]
+fn secrets_never_reach_state_files_audit_or_transcripts() {
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("MY_API_TOKEN", "supersecretvalue");
+    assert_eq!(sb.run(&["run", "secret-env"]).unwrap().code, 3);
+    for sub in ["states", "transcripts"] {
+        for e in std::fs::read_dir(data(&sb).join(sub)).unwrap().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap();
+            assert!(
+                !text.contains("supersecretvalue") && !text.contains("hunter2-very-secret"),
+                "{sub}: {text}"
+            );
+        }
+    }
+    let audit = std::fs::read_to_string(data(&sb).join("audit.jsonl")).unwrap();
+    assert!(!audit.contains("hunter2-very-secret"), "{audit}");
+}
+
+#[test]
+fn twenty_runs_at_once_on_one_data_root_lose_nothing() {
+    let sb = Sandbox::new().unwrap();
+    let children: Vec<_> = (0..20)
+        .map(|_| {
+            sb.cmd(&["run", "best-effort"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut c in children {
+        assert_eq!(c.wait().unwrap().code(), Some(0));
+    }
+    let rows: Value = serde_json::from_str(
+        &sb.run(&["history", "-f", "json", "-n", "100"])
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(20));
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["status"] == json!("success"))
+    );
+    let states: Vec<_> = std::fs::read_dir(data(&sb).join("states"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(states.len(), 20);
+    for s in states {
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(s.path()).unwrap()).unwrap();
+        assert_eq!(v["status"], json!("success"));
+    }
+    let audit = std::fs::read_to_string(data(&sb).join("audit.jsonl")).unwrap();
+    assert_eq!(audit.lines().count(), 40);
+    assert!(
+        audit
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok())
+    );
+}
+
+#[test]
+fn config_show_prints_project_inputs_masked() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        ".awf/config.yaml",
+        "inputs:\n  model: gpt-x\n  api_key: sk-123456789\n",
+    )
+    .unwrap();
+    let r = sb.run(&["config", "show", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["inputs"], json!({"model": "gpt-x", "api_key": "***"}));
+}
