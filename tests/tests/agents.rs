@@ -293,3 +293,85 @@ cli_tests! {
     gemini => Cli::Gemini,
     opencode => Cli::Opencode,
 }
+
+// ---- openai_compatible over HTTP, against the same scripted server ---------------------------
+
+fn openai_workflow(url: &str, prompt: &str, extra: &str) -> String {
+    format!(
+        "name: oa\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: \"{prompt}\"\n    options:\n      base_url: \"{url}/v1\"\n      model: mock-model\n      api_key: \"{{{{.env.MOCK_KEY}}}}\"\n{extra}    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n"
+    )
+}
+
+fn openai_harness(script: Value) -> Harness {
+    let mut sb = Sandbox::new().expect("sandbox");
+    sb.set_env("MOCK_KEY", "sk-mock-key-123");
+    Harness {
+        sb,
+        mock: MockLlm::start(script),
+    }
+}
+
+#[test]
+fn openai_compatible_streams_tokens_and_sends_history() {
+    let h = openai_harness(json!({"rules": [
+        {"when_last_user_contains": "what word", "when_any_user_contains": "ZEBRA", "reply": {"text": "the word was ZEBRA", "usage": {"input": 20, "output": 5}}},
+        {"when_last_user_contains": "ZEBRA", "reply": {"text": "first answer ALPHA", "text_chunks": ["first ", "answer ", "ALPHA"], "usage": {"input": 11, "output": 7}}}
+    ], "default": {"text": "unexpected"}}));
+    let url = h.mock.url();
+    let yaml = format!(
+        "name: oa\nstates:\n  initial: first\n  first:\n    type: agent\n    provider: openai_compatible\n    prompt: remember the word ZEBRA\n    system_prompt: be brief\n    options: {{base_url: \"{url}/v1\", model: mock-model, api_key: \"{{{{.env.MOCK_KEY}}}}\"}}\n    conversation: {{}}\n    on_success: second\n  second:\n    type: agent\n    provider: openai_compatible\n    prompt: what word?\n    options: {{base_url: \"{url}/v1\", model: mock-model, api_key: \"{{{{.env.MOCK_KEY}}}}\"}}\n    conversation:\n      continue_from: first\n    on_success: done\n  done:\n    type: terminal\n"
+    );
+    let (code, doc, stderr) = h.run_workflow(&yaml);
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    assert_eq!(
+        doc["states"]["first"]["output"],
+        json!("first answer ALPHA")
+    );
+    assert_eq!(doc["states"]["first"]["tokens"]["total"], json!(18));
+    assert_eq!(
+        doc["states"]["second"]["output"],
+        json!("the word was ZEBRA")
+    );
+    let reqs = h.mock.model_requests();
+    let last = reqs.last().expect("requests");
+    assert_eq!(
+        last["headers"]["authorization"],
+        json!("Bearer sk-mock-key-123"),
+        "{last}"
+    );
+    let roles: Vec<String> = last["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(roles, vec!["system", "user", "assistant", "user"]);
+    assert_eq!(last["body"]["stream"], json!(true));
+}
+
+#[test]
+fn openai_compatible_error_classes_route_on_failure() {
+    for (status, code) in [
+        (401, "EXECUTION.AGENT.AUTH_FAILED"),
+        (429, "EXECUTION.AGENT.RATE_LIMITED"),
+        (500, "EXECUTION.AGENT.SERVER_ERROR"),
+        (400, "EXECUTION.AGENT.BAD_REQUEST"),
+    ] {
+        let h =
+            openai_harness(json!({"default": {"status": status, "error_message": "mock says no"}}));
+        let (exit, doc, stderr) = h.run_workflow(&openai_workflow(&h.mock.url(), "hello", ""));
+        assert_eq!(exit, 3, "{status}: {doc}\n{stderr}");
+        assert_eq!(doc["terminal"], json!("failed"), "{status}");
+        let err = doc["states"]["ask"]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(err.contains("mock says no"), "{status}: {err}");
+        // Without on_failure the step's error becomes the run's error, with its code.
+        let unrouted =
+            openai_workflow(&h.mock.url(), "hello", "").replace("    on_failure: failed\n", "");
+        let (exit, doc, _) = h.run_workflow(&unrouted);
+        assert_eq!(exit, 3);
+        assert_eq!(doc["error"]["code"], json!(code), "{status}: {doc}");
+    }
+}

@@ -34,6 +34,9 @@ use super::step::At;
 use super::step::Body;
 use super::step::MAX_FILE_BYTES;
 
+/// Deadline of an agent step without `timeout:` (spec/workflow.md §1.5.3: 300 s).
+const DEFAULT_AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Providers awf knows (for the unknown-provider hint).
 const KNOWN_PROVIDERS: &[&str] = &[
     "claude",
@@ -55,6 +58,13 @@ impl Run {
         deadline: Option<Instant>,
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
+        // The documented default for agent steps without `timeout:` (single turns; an
+        // interactive conversation waits for the user and has no default).
+        let deadline = if step.mode == "conversation" {
+            deadline
+        } else {
+            deadline.or_else(|| Instant::now().checked_add(DEFAULT_AGENT_TIMEOUT))
+        };
         let mut attempt = 0u32;
         loop {
             attempt += 1;
