@@ -66,6 +66,7 @@ impl Facade {
         }
         let loaded = self.services.repository.load(&req.identifier, None)?;
         crate::validation::check_for_run(&self.services, &loaded)?;
+        check_named_states(&loaded.workflow, &req)?;
         let warnings = crate::validation::run_warnings(&loaded, &req.inputs);
         let workflow = loaded.workflow;
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
@@ -113,6 +114,17 @@ impl Facade {
             ));
         };
         let snap = store.load(&req.run_id)?;
+        if snap.status == awf_domain::ports::store::StoredStatus::Running
+            && let Some(pid) = snap.owner_pid
+            && pid != std::process::id()
+            && Path::new("/proc").join(pid.to_string()).exists()
+        {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("run {} is still running (awf process {pid})", snap.run_id),
+            )
+            .with_hint("wait for it to finish, or stop it (Ctrl-C / kill) before resuming"));
+        }
         if !snap.status.resumable() {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -261,6 +273,45 @@ struct Launch {
     only_step: Option<String>,
 }
 
+/// `--mock` targets and breakpoints must name states of the workflow.
+fn check_named_states(
+    wf: &awf_domain::workflow::Workflow,
+    req: &RunRequest,
+) -> Result<(), AwfError> {
+    let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
+    let unknown = |what: &str, s: &str| {
+        let mut e = AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!(
+                "{what} names a state that workflow {} does not have: {s}",
+                wf.name
+            ),
+        );
+        if let Some(c) = awf_domain::validate::closest(s, names.iter().copied()) {
+            e = e.with_hint(format!("did you mean '{c}'?"));
+        }
+        e
+    };
+    for step in req.mocks.keys() {
+        if wf.state(step).is_none() {
+            return Err(unknown("--mock", step));
+        }
+    }
+    if let Some(i) = &req.interactive {
+        for b in &i.breakpoints {
+            if wf.state(b).is_none() {
+                return Err(unknown("--breakpoint", b));
+            }
+        }
+    }
+    if let Some(s) = &req.only_step
+        && wf.state(s).is_none()
+    {
+        return Err(unknown("--step", s));
+    }
+    Ok(())
+}
+
 /// The states to keep and the state to restart at. Source: spec/workflow.md §3.11.
 fn resume_point(
     snap: &RunSnapshot,
@@ -278,9 +329,12 @@ fn resume_point(
             .map(|s| s.name.clone())
             .ok_or_else(|| bad("no prior step: no completed step found to resume from".into()))?,
         ResumeFrom::Step(s) => {
-            if !snap.states.contains_key(s) {
-                let names: Vec<&str> = snap.states.keys().map(String::as_str).collect();
-                let mut e = bad(format!("step not found in execution history: {s}"));
+            if wf.state(s).is_none() {
+                let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
+                let mut e = bad(format!(
+                    "state not found in workflow {}: {s}",
+                    snap.workflow
+                ));
                 if let Some(c) = awf_domain::validate::closest(s, names.iter().copied()) {
                     e = e.with_hint(format!("did you mean '{c}'?"));
                 }

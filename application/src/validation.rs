@@ -56,6 +56,7 @@ pub fn validate_workflow(
     diagnostics.extend(validate::missing_env(&loaded.workflow, env));
     diagnostics.extend(routing_warnings(&loaded.workflow));
     diagnostics.extend(missing_children(services, &loaded.workflow));
+    diagnostics.extend(unknown_providers(&loaded.workflow));
     for d in &mut diagnostics {
         d.locate(&loaded.source_map);
     }
@@ -110,6 +111,7 @@ pub(crate) fn run_warnings(
         found.push(d);
     }
     found.extend(routing_warnings(wf));
+    found.extend(unknown_providers(wf));
     let mut out: Vec<String> = found
         .iter_mut()
         .map(|d| {
@@ -158,6 +160,42 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
             }
             out.push(d);
         }
+    }
+    out
+}
+
+/// Agent providers awf knows.
+const KNOWN_PROVIDERS: &[&str] = &[
+    "claude",
+    "codex",
+    "gemini",
+    "github_copilot",
+    "mistral_vibe",
+    "opencode",
+    "openai_compatible",
+];
+
+/// A literal `provider:` awf does not know (it would fail at run time).
+fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, st) in &wf.states {
+        let StateKind::Agent(a) = &st.kind else {
+            continue;
+        };
+        let p = a.provider.trim();
+        if p.contains("{{") || KNOWN_PROVIDERS.contains(&p) {
+            continue;
+        }
+        let mut d = Diagnostic::warning(
+            ErrorCode::UserAgentUnknownProvider,
+            format!("states.{name}.provider"),
+            format!("unknown provider \"{p}\": the step will fail when it runs"),
+        );
+        d = match validate::closest(p, KNOWN_PROVIDERS.iter().copied()) {
+            Some(c) => d.with_hint(format!("did you mean '{c}'?")),
+            None => d.with_hint(format!("known providers: {}", KNOWN_PROVIDERS.join(", "))),
+        };
+        out.push(d);
     }
     out
 }

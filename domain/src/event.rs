@@ -50,6 +50,9 @@ pub enum RunEvent {
         /// Set when this run continues an earlier run with the same id (`awf resume`): the
         /// state it restarts from. Projections keep what they recorded for the run before.
         resumed_from: Option<String>,
+        /// Process id of the awf process running it (so a second `awf resume` can tell the
+        /// run is still alive).
+        pid: u32,
     },
     /// A state started executing.
     StepStarted {

@@ -275,3 +275,49 @@ fn config_show_prints_project_inputs_masked() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["inputs"], json!({"model": "gpt-x", "api_key": "***"}));
 }
+
+#[test]
+fn a_run_that_is_still_running_cannot_be_resumed() {
+    let sb = Sandbox::new().unwrap();
+    let dir = sb.path().display().to_string();
+    let mut child = sb
+        .cmd(&["run", "killable", "-i", &format!("dir={dir}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let states = data(&sb).join("states");
+    let mut run_id = String::new();
+    wait_for("a running state file", || {
+        let Ok(entries) = std::fs::read_dir(&states) else {
+            return false;
+        };
+        for e in entries.flatten() {
+            if let Ok(v) = std::fs::read_to_string(e.path())
+                .map(|t| serde_json::from_str::<Value>(&t).unwrap_or_default())
+                && v["current_state"] == json!("two")
+            {
+                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
+                return true;
+            }
+        }
+        false
+    });
+    let r = sb.run(&["resume", &run_id]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("is still running"), "{}", r.stderr);
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // Cancelled now: resuming from a state that never ran is allowed.
+    let r = sb
+        .run(&["resume", &run_id, "--from", "three", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log")).unwrap(),
+        "one\nthree\n"
+    );
+}

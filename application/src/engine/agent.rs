@@ -107,7 +107,7 @@ impl Run {
             Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
         };
         if let Some(mock) = self.mocks.get(name) {
-            return Ok(self.mocked(st, mock));
+            return self.mocked(st, step, &prepared, mock);
         }
         let Some(provider) = self.svc.agents.get(&prepared.provider) else {
             let mut e = AwfError::new(
@@ -177,16 +177,21 @@ impl Run {
                         early_exit: None,
                     });
                 }
-                fail(
-                    st,
-                    e.map_message(|m| {
-                        if m.starts_with("step ") {
-                            m
-                        } else {
-                            format!("step {name}: {m}")
-                        }
-                    }),
-                )
+                // The step's error text keeps the first hint (e.g. which npm package provides
+                // a missing CLI), since an on_failure route would otherwise drop it.
+                let hint = e.hints().first().cloned();
+                let e = e.map_message(|m| {
+                    let m = if m.starts_with("step ") {
+                        m
+                    } else {
+                        format!("step {name}: {m}")
+                    };
+                    match &hint {
+                        Some(h) => format!("{m} (hint: {h})"),
+                        None => m,
+                    }
+                });
+                fail(st, e)
             }
         }
     }
@@ -229,42 +234,50 @@ impl Run {
         })
     }
 
-    fn mocked(&self, mut st: StepState, mock: &std::collections::BTreeMap<String, String>) -> Body {
+    /// `--mock states.<step>.output=…`: answers without the provider; the text goes through
+    /// `output_format` like a real answer, and a session-tracked step gets a session holding
+    /// the exchange so `continue_from` works.
+    fn mocked(
+        &self,
+        mut st: StepState,
+        step: &AgentStep,
+        prepared: &Prepared,
+        mock: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Body, AwfError> {
         let get = |k: &str| {
             mock.iter()
                 .find(|(field, _)| field.eq_ignore_ascii_case(k))
                 .map(|(_, v)| v.clone())
         };
-        st.output = get("output").unwrap_or_default();
+        let output = get("output").unwrap_or_default();
         st.stderr = get("stderr").unwrap_or_default();
-        st.completed_at = Some(SystemTime::now());
         st.tokens = TokenUsage::default();
-        let failed = get("status").is_some_and(|s| s.eq_ignore_ascii_case("failed"));
-        if failed {
+        if step.conversation.is_some() {
+            let mut session = prepared.session.clone().unwrap_or_default();
+            session.turns.push(Turn {
+                role: Role::User,
+                content: prepared.prompt.clone(),
+            });
+            session.turns.push(Turn {
+                role: Role::Assistant,
+                content: output.clone(),
+            });
+            st.session = Some(session);
+        }
+        if get("status").is_some_and(|s| s.eq_ignore_ascii_case("failed")) {
+            st.output = output;
             st.status = StepStatus::Failed;
-            st.error = Some(format!("step {}: mocked failure", st.name));
-            let e = AwfError::new(
-                ErrorCode::ExecutionAgentFailed,
-                format!("step {}: mocked failure", st.name),
-            );
-            return Body {
+            st.completed_at = Some(SystemTime::now());
+            let msg = format!("step {}: mocked failure", st.name);
+            st.error = Some(msg.clone());
+            let e = AwfError::new(ErrorCode::ExecutionAgentFailed, msg);
+            return Ok(Body {
                 state: st,
                 failure: Some(e),
                 early_exit: None,
-            };
+            });
         }
-        if let Ok(v) = serde_json::from_str::<Value>(st.output.trim())
-            && (v.is_object() || v.is_array())
-        {
-            st.json = Some(v);
-        }
-        st.status = StepStatus::Completed;
-        st.exit_code = Some(0);
-        Body {
-            state: st,
-            failure: None,
-            early_exit: None,
-        }
+        self.finish_agent(st, step, &output)
     }
 
     /// Streams agent chunks into the run's events (masked).

@@ -926,6 +926,7 @@ fn snapshot(
         terminal: None,
         error: None,
         outputs: BTreeMap::new(),
+        owner_pid: None,
     }
 }
 
@@ -1064,7 +1065,7 @@ async fn resume_from_a_step_forgets_what_completed_after_it() {
         ))
         .await
         .expect_err("unknown step");
-    assert_eq!(e.message(), "step not found in execution history: nope");
+    assert_eq!(e.message(), "state not found in workflow w: nope");
 }
 
 #[tokio::test]

@@ -462,6 +462,7 @@ impl Run {
                     .map(|p| p.display().to_string()),
                 inputs: shown,
                 resumed_from: self.resume_at.clone(),
+                pid: std::process::id(),
             },
         );
         for w in &self.warnings {
@@ -657,18 +658,7 @@ impl Run {
                 "e" | "edit" => match rest.split_once('=') {
                     Some((k, v)) if !k.trim().is_empty() => {
                         let (k, v) = (k.trim().to_owned(), v.trim().to_owned());
-                        lock(&self.inputs).insert(k.clone(), Value::String(v.clone()));
-                        let mut exported = lock(&self.exported);
-                        exported.retain(|(name, _)| *name != k);
-                        exported.push((k.clone(), v));
-                        drop(exported);
-                        self.log(
-                            Some(state),
-                            LogLevel::Info,
-                            &format!("input {k} updated"),
-                            state,
-                            None,
-                        );
+                        self.edit_input(state, &k, &v);
                     }
                     _ => self.log(
                         Some(state),
@@ -678,13 +668,57 @@ impl Run {
                         None,
                     ),
                 },
-                other => self.log(
+                other => {
+                    let r = if previous.is_some() { ", r" } else { "" };
+                    self.log(
+                        Some(state),
+                        LogLevel::Warn,
+                        &format!("unknown answer '{other}': use c, s, a{r}, i or e NAME=VALUE"),
+                        state,
+                        None,
+                    );
+                }
+            }
+        }
+    }
+
+    /// `e NAME=VALUE` at a breakpoint: the value must pass the input's rules.
+    fn edit_input(&self, state: &str, k: &str, v: &str) {
+        let Some(def) = self.wf.inputs.iter().find(|d| d.name == k) else {
+            let names: Vec<&str> = self.wf.inputs.iter().map(|d| d.name.as_str()).collect();
+            let hint = awf_domain::validate::closest(k, names.iter().copied())
+                .map(|c| format!(" (did you mean '{c}'?)"))
+                .unwrap_or_default();
+            self.log(
+                Some(state),
+                LogLevel::Warn,
+                &format!("{k} is not an input of this workflow{hint}"),
+                state,
+                None,
+            );
+            return;
+        };
+        match crate::inputs::check_one(def, v, &self.working_dir) {
+            Err(why) => self.log(
+                Some(state),
+                LogLevel::Warn,
+                &format!("input {k} not changed: {why}"),
+                state,
+                None,
+            ),
+            Ok(typed) => {
+                lock(&self.inputs).insert(k.to_owned(), typed);
+                let mut exported = lock(&self.exported);
+                exported.retain(|(name, _)| name != k);
+                exported.push((k.to_owned(), v.to_owned()));
+                drop(exported);
+                self.log(
                     Some(state),
-                    LogLevel::Warn,
-                    &format!("unknown answer '{other}': use c, s, a, r, i or e NAME=VALUE"),
+                    LogLevel::Info,
+                    &format!("input {k} updated"),
                     state,
                     None,
-                ),
+                );
             }
         }
     }
@@ -694,16 +728,26 @@ impl Run {
         let mut out = String::from("inputs:");
         for (k, v) in lock(&self.inputs).iter() {
             let shown = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            out.push_str(&format!("\n  {k} = {}", self.mask(&shown)));
+            let shown = if awf_domain::mask::is_secret_name(k) {
+                awf_domain::mask::MASK.to_owned()
+            } else {
+                self.mask(&shown)
+            };
+            out.push_str(&format!("\n    {k} = {shown}"));
         }
-        out.push_str("\nstates:");
-        for (name, st) in lock(&self.states).iter() {
-            let first = st.output.lines().next().unwrap_or("");
-            out.push_str(&format!(
-                "\n  {name}: {} {}",
-                st.status.as_str(),
-                self.mask(first)
-            ));
+        let states = lock(&self.states);
+        if states.is_empty() {
+            out.push_str("\n  states: none ran yet");
+        } else {
+            out.push_str("\n  states:");
+            for (name, st) in states.iter() {
+                let first = st.output.lines().next().unwrap_or("");
+                out.push_str(&format!(
+                    "\n    {name}: {} {}",
+                    st.status.as_str(),
+                    self.mask(first)
+                ));
+            }
         }
         out
     }

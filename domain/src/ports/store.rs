@@ -99,6 +99,9 @@ pub struct RunSnapshot {
     /// The workflow's declared outputs, once finished.
     #[serde(default)]
     pub outputs: BTreeMap<String, Value>,
+    /// Process id of the awf process that ran (or runs) it.
+    #[serde(default)]
+    pub owner_pid: Option<u32>,
 }
 
 /// Reads state files.

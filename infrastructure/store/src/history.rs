@@ -52,7 +52,13 @@ pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
     loop {
         attempt += 1;
         match try_open(path) {
-            Ok(c) => return Ok(c),
+            Ok(c) => {
+                // The history holds error texts and workflow names: owner-only, like the
+                // state files and the audit trail.
+                use std::os::unix::fs::PermissionsExt;
+                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
+                return Ok(c);
+            }
             Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
             Err(_) => {
                 thread::sleep(delay);

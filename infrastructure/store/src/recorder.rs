@@ -389,6 +389,7 @@ impl Writer {
                 workflow_path,
                 inputs,
                 resumed_from,
+                pid,
             } => {
                 let earlier = match resumed_from {
                     Some(_) => match self.runs.remove(run_id) {
@@ -418,6 +419,7 @@ impl Writer {
                     terminal: None,
                     error: None,
                     outputs: BTreeMap::new(),
+                    owner_pid: Some(*pid),
                 };
                 if let Some(old) = earlier {
                     snap.states = old.states;

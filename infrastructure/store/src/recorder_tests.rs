@@ -71,6 +71,7 @@ fn started(
         workflow_path: Some(format!("/wf/{ident}.yaml")),
         inputs,
         resumed_from: resumed_from.map(str::to_owned),
+        pid: 1,
     }
 }
 
@@ -266,6 +267,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             terminal: Some("done".into()),
             error: None,
             outputs: BTreeMap::from([("report".to_owned(), Value::from("ok"))]),
+            owner_pid: Some(1),
         }
     );
     let child = store.load(c).unwrap();
@@ -289,6 +291,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             terminal: Some("end".into()),
             error: None,
             outputs: BTreeMap::new(),
+            owner_pid: Some(1),
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();

@@ -97,6 +97,7 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             workflow_path,
             inputs,
             resumed_from,
+            ..
         } => {
             let mut p = Map::new();
             p.insert("workflow".into(), identifier.as_str().into());

@@ -173,10 +173,20 @@ impl OtelConfig {
                 .filter(|s| !s.is_empty())
         };
 
-        let protocol = env_get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        let explicit = env_get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
             .or_else(|| env_get("OTEL_EXPORTER_OTLP_PROTOCOL"))
-            .and_then(OtelProtocol::parse)
-            .unwrap_or(OtelProtocol::Grpc);
+            .and_then(OtelProtocol::parse);
+        // Without an explicit protocol, an endpoint URL whose path is `/v1/traces` is the
+        // OTLP/HTTP traces endpoint; anything else is gRPC.
+        let given = cli_exporter
+            .map(str::trim)
+            .or_else(|| config_str("exporter"));
+        let protocol = explicit.unwrap_or_else(|| match given {
+            Some(url) if url.trim_end_matches('/').ends_with(HTTP_TRACES_PATH) => {
+                OtelProtocol::HttpProtobuf
+            }
+            _ => OtelProtocol::Grpc,
+        });
 
         let endpoint = match cli_exporter.map(str::trim) {
             Some("") => return None,

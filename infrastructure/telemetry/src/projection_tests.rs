@@ -65,6 +65,7 @@ impl Script {
                 workflow_path: None,
                 inputs: serde_json::Map::new(),
                 resumed_from: None,
+                pid: 1,
             },
         );
     }

@@ -15,6 +15,7 @@ mod init_cmd;
 mod json_out;
 mod list_cmd;
 mod printer;
+mod progress;
 mod run_cmd;
 mod runs_cmd;
 mod style;

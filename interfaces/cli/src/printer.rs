@@ -6,6 +6,9 @@
 //! so that stdout carries only what the workflow's commands printed. With `-o streaming` each
 //! stdout line is prefixed `[OUT] ` and each stderr line `[ERR] ` (the latter on stderr).
 //!
+//! On a terminal the printer can carry a [`LiveProgress`]: step start lines then become
+//! spinners and every stderr line is printed above them (see [`crate::progress`]).
+//!
 //! Source: spec/workflow.md §4.2 (`awf run` text output) and §4.3 (output modes).
 
 use std::collections::HashMap;
@@ -23,6 +26,7 @@ use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
 
 use crate::cli::OutputMode;
+use crate::progress::LiveProgress;
 use crate::style::Style;
 
 /// Renders run events as human text.
@@ -44,6 +48,8 @@ pub struct TextPrinter {
     agent_text: String,
     /// Whether streamed agent text left the cursor mid-line.
     agent_mid_line: bool,
+    /// Spinners on a terminal; `None` prints plain lines.
+    live: Option<LiveProgress>,
 }
 
 impl TextPrinter {
@@ -60,6 +66,63 @@ impl TextPrinter {
             verbose: false,
             agent_text: String::new(),
             agent_mid_line: false,
+            live: None,
+        }
+    }
+
+    /// Shows running steps as spinners through `live` (`None`: plain lines).
+    #[must_use]
+    pub fn with_live(mut self, live: Option<LiveProgress>) -> Self {
+        self.live = live;
+        self
+    }
+
+    /// The live progress, when the printer has one.
+    #[cfg(test)]
+    pub fn live(&self) -> Option<&LiveProgress> {
+        self.live.as_ref()
+    }
+
+    /// [`Self::handle`] on this process's stdout and stderr. Without live progress both are
+    /// locked for the event; with it they are not (the spinner thread writes stderr too).
+    ///
+    /// # Errors
+    /// I/O errors of the streams.
+    pub fn handle_stdio(&mut self, ev: &EventEnvelope) -> io::Result<()> {
+        if self.live.is_some() {
+            self.handle(ev, &mut io::stdout(), &mut io::stderr())
+        } else {
+            let mut out = io::stdout().lock();
+            let mut err = io::stderr().lock();
+            self.handle(ev, &mut out, &mut err)
+        }
+    }
+
+    /// The prompt of the last `InputRequired` / `BreakpointReached` was answered: the
+    /// spinners show again.
+    pub fn prompt_answered(&mut self) {
+        if let Some(live) = self.live.as_mut() {
+            live.resume();
+        }
+    }
+
+    /// Prints one line on stderr (above the spinners when they are shown).
+    pub fn stderr_line(&mut self, text: &str) {
+        match self.live.as_mut() {
+            Some(live) => {
+                let _ = live.line(text, &mut io::stderr());
+            }
+            None => {
+                let _ = writeln!(io::stderr().lock(), "{text}");
+            }
+        }
+    }
+
+    /// Clears the spinners and writes any held output; call before the run summary.
+    /// Plain printing needs nothing. Safe to call more than once.
+    pub fn finish(&mut self) {
+        if let Some(live) = self.live.as_mut() {
+            let _ = live.finish(&mut io::stdout(), &mut io::stderr());
         }
     }
 
@@ -86,9 +149,58 @@ impl TextPrinter {
     ///
     /// The top-level `RunFinished` prints nothing: the caller prints the run summary.
     ///
+    /// With live progress, a started step gets a spinner instead of its `→` line, a finished
+    /// step's spinner is replaced by its final line, and a prompt clears the spinners until
+    /// [`Self::prompt_answered`].
+    ///
     /// # Errors
     /// I/O errors of the writers.
     pub fn handle(
+        &mut self,
+        ev: &EventEnvelope,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
+        if self.live.is_none() {
+            return self.render(ev, out, err);
+        }
+        let (mut out_bytes, mut err_bytes) = (Vec::new(), Vec::new());
+        self.render(ev, &mut out_bytes, &mut err_bytes)?;
+        let ind = self.indent(ev);
+        let Some(live) = self.live.as_mut() else {
+            return Ok(());
+        };
+        match &ev.event {
+            RunEvent::StepStarted { step, .. } => {
+                live.start(&ev.run_id, &ev.path, &ind, &Self::label(step, ev));
+            }
+            RunEvent::StepFinished { .. } => {
+                live.stop(&ev.run_id, &ev.path);
+            }
+            RunEvent::RunFinished { .. } => {
+                if ev.parent_run_id.is_none() {
+                    live.stop_all();
+                } else {
+                    live.stop_run(&ev.run_id);
+                }
+            }
+            RunEvent::InputRequired { .. } | RunEvent::BreakpointReached { .. } => live.pause(),
+            RunEvent::RunStarted { .. }
+            | RunEvent::StepRetrying { .. }
+            | RunEvent::OutputChunk { .. }
+            | RunEvent::Log { .. }
+            | RunEvent::AgentMessageChunk { .. }
+            | RunEvent::AgentThoughtChunk { .. }
+            | RunEvent::ToolCall { .. }
+            | RunEvent::ToolCallResult { .. }
+            | RunEvent::ChildRunStarted { .. } => {}
+        }
+        live.write(&out_bytes, &err_bytes, out, err)
+    }
+
+    /// The plain projection of one event (see [`Self::handle`]); with live progress the `→`
+    /// line of a started step is left out (its spinner stands for it).
+    fn render(
         &mut self,
         ev: &EventEnvelope,
         out: &mut dyn Write,
@@ -102,7 +214,7 @@ impl TextPrinter {
                 }
             }
             RunEvent::StepStarted { step, .. } => {
-                if !self.quiet {
+                if !self.quiet && self.live.is_none() {
                     writeln!(
                         err,
                         "{ind}{} {}",

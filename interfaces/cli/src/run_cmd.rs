@@ -26,6 +26,7 @@ use crate::errors;
 use crate::errors::Outcome;
 use crate::json_out;
 use crate::printer::TextPrinter;
+use crate::progress::LiveProgress;
 use crate::wiring;
 use crate::wiring::Wiring;
 
@@ -90,7 +91,12 @@ fn prompt_input(
         );
         let _ = err.flush();
         let mut line = String::new();
-        let n = stdin.lock().read_line(&mut line).unwrap_or(0);
+        let secret = awf_domain::mask::is_secret_name(&def.name);
+        let n = if secret {
+            read_hidden(&mut line)
+        } else {
+            stdin.lock().read_line(&mut line).unwrap_or(0)
+        };
         if n == 0 {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -113,6 +119,26 @@ fn prompt_input(
             }
         }
     }
+}
+
+/// Reads a line from the terminal without echoing it (secret inputs); echo is restored
+/// afterwards, also when the read fails.
+fn read_hidden(line: &mut String) -> usize {
+    use nix::sys::termios;
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    let saved = termios::tcgetattr(&stdin).ok();
+    if let Some(t) = &saved {
+        let mut quiet = t.clone();
+        quiet.local_flags.remove(termios::LocalFlags::ECHO);
+        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
+    }
+    let n = stdin.lock().read_line(line).unwrap_or(0);
+    if let Some(t) = &saved {
+        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, t);
+    }
+    let _ = writeln!(std::io::stderr());
+    n
 }
 
 /// Parses `--mock states.<step>.<field>=<value>` flags into step → field → value.
@@ -213,10 +239,12 @@ pub fn expand_prompt_refs(
 /// Runs `awf run`. Every failure is reported here (text on stderr, or the run-result object
 /// on stdout with `-f json`), so the outcome is final.
 pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
-    // Own SIGINT/SIGTERM from the start so a signal never kills us with children running.
-    let signals = Signals::install();
+    // Input prompts come first, with the default SIGINT disposition: Ctrl-C at a prompt
+    // ends awf at once (exit 130). Signals are ours before anything is started, so a signal
+    // never kills awf with children running.
     match prepare(ctx, args) {
         Ok((w, request)) => {
+            let signals = Signals::install();
             if args.dry_run {
                 return dry_run(ctx, &w, &request);
             }
@@ -323,8 +351,18 @@ async fn execute(
     signals: Signals,
 ) -> Outcome {
     let identifier = request.identifier.clone();
-    let recorder = w.recorder.clone();
-    let facade = Facade::new(w.services);
+    let mut services = w.services;
+    let recorder = if args.step.is_some() {
+        // `--step` is a debugging aid: it leaves no run record (it could not be resumed).
+        services.recorders.retain(|_| false);
+        services
+            .recorders
+            .push(std::sync::Arc::new(awf_telemetry::span_projection()));
+        None
+    } else {
+        w.recorder.clone()
+    };
+    let facade = Facade::new(services);
     let handle = match facade.start_run(request).await {
         Ok(h) => h,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
@@ -356,7 +394,9 @@ pub(crate) async fn drive(
     step: Option<&str>,
 ) -> Outcome {
     let canceller = handle.canceller();
-    let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style).with_verbose(ctx.verbose);
+    let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
+        .with_verbose(ctx.verbose)
+        .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
     let mut result: Option<RunResult> = None;
     let mut cancelled = false;
     // A conversation turn being read from stdin: (request id, reader).
@@ -370,7 +410,11 @@ pub(crate) async fn drive(
                 }
             } => {
                 if let Some((id, _)) = reader.take() {
+                    if line.is_none() && !ctx.json() {
+                        let _ = writeln!(std::io::stderr().lock(), "(end of input)");
+                    }
                     let _ = handle.answer(&id, line);
+                    printer.prompt_answered();
                 }
             }
             ev = handle.next_event() => {
@@ -388,21 +432,20 @@ pub(crate) async fn drive(
                         let _ = writeln!(std::io::stderr().lock(), "WARN {message}");
                     }
                 } else {
-                    let mut out = std::io::stdout().lock();
-                    let mut err = std::io::stderr().lock();
-                    let _ = printer.handle(&ev, &mut out, &mut err);
+                    let _ = printer.handle_stdio(&ev);
                 }
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
                     let what = if reason == CancelReason::Terminate { "SIGTERM" } else { "SIGINT" };
-                    let _ = writeln!(std::io::stderr().lock(), "{} received {what}, cancelling…", ctx.err_style.yellow("WARN"));
+                    printer.stderr_line(&format!("{} received {what}, cancelling…", ctx.err_style.yellow("WARN")));
                 }
                 cancelled = true;
                 canceller.cancel(reason);
             }
         }
     }
+    printer.finish();
     let Some(result) = result else {
         let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
         return fail_before_start(ctx, identifier, &e);

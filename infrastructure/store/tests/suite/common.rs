@@ -56,6 +56,7 @@ pub fn run_workflow(sink: &dyn EventSink, run_id: &str, start_ms: u64, steps: us
             workflow_path: None,
             inputs,
             resumed_from: None,
+            pid: 1,
         },
     );
     for i in 0..steps {

@@ -39,6 +39,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         terminal: None,
         error: None,
         outputs: BTreeMap::new(),
+        owner_pid: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn emit_run() {
                 workflow_path: None,
                 inputs: serde_json::Map::new(),
                 resumed_from: None,
+                pid: 1,
             },
         ),
         envelope(
