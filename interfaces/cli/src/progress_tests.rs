@@ -343,7 +343,7 @@ fn finished_lines_replace_spinners_and_logs_print_above_them() {
     // The spinner line was drawn (frame, label, time) before the final line replaced it.
     let spinner = writes
         .iter()
-        .position(|w| w.starts_with("  ⠋ s  "))
+        .position(|w| FRAMES.iter().any(|f| w.starts_with(&format!("  {f} s  "))))
         .unwrap();
     let done = writes.iter().position(|w| w == "  ✓ s (1.5s)").unwrap();
     assert!(spinner < done, "{writes:?}");

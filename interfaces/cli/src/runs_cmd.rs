@@ -80,7 +80,14 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         working_dir: w.cwd.clone(),
     };
     let recorder = w.recorder.clone();
-    let facade = Facade::new(w.services);
+    let mut services = w.services.clone();
+    if services.state_store.is_none() {
+        match w.state_store() {
+            Ok(s) => services.state_store = Some(s),
+            Err(e) => return fail(&e),
+        }
+    }
+    let facade = Facade::new(services);
     let handle = match facade.resume_run(request).await {
         Ok(h) => h,
         Err(e) => return run_cmd::fail_before_start(ctx, &run_id, &e),

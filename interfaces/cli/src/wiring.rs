@@ -139,11 +139,17 @@ pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: Pa
     let record = env
         .get("AWF_RECORD")
         .is_none_or(|v| !v.eq_ignore_ascii_case("off"));
-    let (store, store_error) =
+    // The store is opened only when it is needed: here for recording; `history`, `status`
+    // and `resume` open it through `Wiring::state_store`/`history_store`. That keeps commands
+    // such as `validate` and `list`, and unrecorded runs, fast.
+    let (store, store_error) = if record {
         match awf_store::Store::open(awf_store::StorePaths::from_env(&data_root, &env)) {
             Ok(s) => (Some(Arc::new(s)), None),
             Err(e) => (None, Some(e)),
-        };
+        }
+    } else {
+        (None, None)
+    };
     let recorder = if record {
         store.as_ref().map(|s| s.recorder())
     } else {
@@ -189,15 +195,28 @@ impl Wiring {
         self.repository.load_config()
     }
 
+    /// The run store, opened on first use.
+    ///
+    /// # Errors
+    /// Why the store could not be opened.
+    fn open_store(&self) -> Result<Arc<awf_store::Store>, AwfError> {
+        if let Some(s) = &self.store {
+            return Ok(Arc::clone(s));
+        }
+        if let Some(e) = &self.store_error {
+            return Err(e.clone());
+        }
+        awf_store::Store::open(awf_store::StorePaths::from_env(&self.data_root, &self.env))
+            .map(Arc::new)
+    }
+
     /// The state files of recorded runs.
     ///
     /// # Errors
     /// Why the store could not be opened.
     pub fn state_store(&self) -> Result<Arc<dyn awf_domain::ports::StateStore>, AwfError> {
-        match &self.store {
-            Some(s) => Ok(Arc::clone(s) as Arc<dyn awf_domain::ports::StateStore>),
-            None => Err(self.unavailable()),
-        }
+        self.open_store()
+            .map(|s| s as Arc<dyn awf_domain::ports::StateStore>)
     }
 
     /// The run history.
@@ -205,19 +224,8 @@ impl Wiring {
     /// # Errors
     /// Why the store could not be opened.
     pub fn history_store(&self) -> Result<Arc<dyn awf_domain::ports::HistoryStore>, AwfError> {
-        match &self.store {
-            Some(s) => Ok(Arc::clone(s) as Arc<dyn awf_domain::ports::HistoryStore>),
-            None => Err(self.unavailable()),
-        }
-    }
-
-    fn unavailable(&self) -> AwfError {
-        self.store_error.clone().unwrap_or_else(|| {
-            AwfError::new(
-                ErrorCode::SystemIoReadFailed,
-                format!("run store at {} is not available", self.data_root.display()),
-            )
-        })
+        self.open_store()
+            .map(|s| s as Arc<dyn awf_domain::ports::HistoryStore>)
     }
 }
 
