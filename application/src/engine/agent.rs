@@ -37,6 +37,16 @@ use super::step::MAX_FILE_BYTES;
 /// Deadline of an agent step without `timeout:` (spec/workflow.md §1.5.3: 300 s).
 const DEFAULT_AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// The deadline of an agent step: its `timeout`, else the documented default for single
+/// turns (an interactive conversation waits for the user and has none).
+pub(crate) fn agent_deadline(step: &AgentStep, deadline: Option<Instant>) -> Option<Instant> {
+    if step.mode == "conversation" {
+        deadline
+    } else {
+        deadline.or_else(|| Instant::now().checked_add(DEFAULT_AGENT_TIMEOUT))
+    }
+}
+
 /// Providers awf knows (for the unknown-provider hint).
 const KNOWN_PROVIDERS: &[&str] = &[
     "claude",
@@ -49,40 +59,7 @@ const KNOWN_PROVIDERS: &[&str] = &[
 ];
 
 impl Run {
-    /// Runs an agent step with its retry policy; one deadline covers every attempt.
-    pub(crate) async fn agent_with_retry(
-        &self,
-        state: &State,
-        step: &AgentStep,
-        at: At<'_>,
-        deadline: Option<Instant>,
-        token: &CancellationToken,
-    ) -> Result<Body, AwfError> {
-        // The documented default for agent steps without `timeout:` (single turns; an
-        // interactive conversation waits for the user and has no default).
-        let deadline = if step.mode == "conversation" {
-            deadline
-        } else {
-            deadline.or_else(|| Instant::now().checked_add(DEFAULT_AGENT_TIMEOUT))
-        };
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            let mut body = self.agent_once(state, step, at, deadline, token).await?;
-            body.state.attempts = attempt;
-            if body.state.status != StepStatus::Failed {
-                return Ok(body);
-            }
-            let Some(wait) = self.retry_wait(state, attempt, None, deadline, at) else {
-                return Ok(body);
-            };
-            if !self.sleep_or_stop(wait, deadline, token).await {
-                return Ok(body);
-            }
-        }
-    }
-
-    async fn agent_once(
+    pub(crate) async fn agent_once(
         &self,
         state: &State,
         step: &AgentStep,

@@ -28,7 +28,7 @@ use super::step::At;
 use super::step::Body;
 
 /// Default deadline of a sub-workflow call (spec §1.5.8).
-const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Deepest allowed call stack.
 const MAX_DEPTH: usize = 10;
 
@@ -45,33 +45,7 @@ pub(crate) fn identity(wf: &awf_domain::workflow::Workflow) -> String {
 }
 
 impl Run {
-    pub(crate) async fn call_with_retry(
-        &self,
-        state: &State,
-        call: &CallWorkflowStep,
-        at: At<'_>,
-        deadline: Option<Instant>,
-        token: &CancellationToken,
-    ) -> Result<Body, AwfError> {
-        let deadline = deadline.or_else(|| Some(Instant::now() + DEFAULT_CALL_TIMEOUT));
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            let mut body = self.call_once(state, call, at, deadline, token).await?;
-            body.state.attempts = attempt;
-            if body.state.status != StepStatus::Failed {
-                return Ok(body);
-            }
-            let Some(wait) = self.retry_wait(state, attempt, None, deadline, at) else {
-                return Ok(body);
-            };
-            if !self.sleep_or_stop(wait, deadline, token).await {
-                return Ok(body);
-            }
-        }
-    }
-
-    async fn call_once(
+    pub(crate) async fn call_once(
         &self,
         state: &State,
         call: &CallWorkflowStep,

@@ -307,6 +307,20 @@ impl Run {
         }
     }
 
+    /// Calls `f` with a scope over the current run state (inputs and states locked for the
+    /// duration of the call).
+    fn with_scope<T>(
+        &self,
+        frame: Option<&LoopFrame>,
+        error: Option<&ErrorInfo>,
+        f: impl FnOnce(&Scope<'_>) -> T,
+    ) -> T {
+        let inputs = lock(&self.inputs);
+        let states = lock(&self.states);
+        let info = self.workflow_info();
+        f(&self.scope(&inputs, &states, &info, frame, error))
+    }
+
     /// Renders a template against the current run state.
     pub(crate) fn render(
         &self,
@@ -317,11 +331,9 @@ impl Run {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
-        let inputs = lock(&self.inputs);
-        let states = lock(&self.states);
-        let info = self.workflow_info();
-        let scope = self.scope(&inputs, &states, &info, frame, error);
-        self.svc.interpolator.render(template, &scope)
+        self.with_scope(frame, error, |scope| {
+            self.svc.interpolator.render(template, scope)
+        })
     }
 
     /// Renders shell command text (composite loop items inside double quotes are escaped).
@@ -333,11 +345,9 @@ impl Run {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
-        let inputs = lock(&self.inputs);
-        let states = lock(&self.states);
-        let info = self.workflow_info();
-        let scope = self.scope(&inputs, &states, &info, frame, None);
-        self.svc.interpolator.render_shell(template, &scope)
+        self.with_scope(frame, None, |scope| {
+            self.svc.interpolator.render_shell(template, scope)
+        })
     }
 
     /// Evaluates a boolean expression against the current run state.
@@ -346,11 +356,9 @@ impl Run {
         expr: &str,
         frame: Option<&LoopFrame>,
     ) -> Result<bool, TemplateError> {
-        let inputs = lock(&self.inputs);
-        let states = lock(&self.states);
-        let info = self.workflow_info();
-        let scope = self.scope(&inputs, &states, &info, frame, None);
-        self.svc.expressions.eval_bool(expr, &scope)
+        self.with_scope(frame, None, |scope| {
+            self.svc.expressions.eval_bool(expr, scope)
+        })
     }
 
     fn workflow_info(&self) -> WorkflowInfo {

@@ -132,8 +132,11 @@ impl Run {
             }
             let started = SystemTime::now();
             let body: Result<Body, AwfError> = match &state.kind {
-                StateKind::Command(cmd) => Ok(self.command_with_retry(state, cmd, at, deadline, token).await),
-                StateKind::CallWorkflow(call) => self.call_with_retry(state, call, at, deadline, token).await,
+                StateKind::Command(_) => self.with_retry(state, at, deadline, token).await,
+                StateKind::CallWorkflow(_) => {
+                    let deadline = deadline.or_else(|| Instant::now().checked_add(super::call::DEFAULT_CALL_TIMEOUT));
+                    self.with_retry(state, at, deadline, token).await
+                }
                 StateKind::Parallel(p) => {
                     let step_token = token.child_token();
                     let fut = self.run_parallel(state, p, at, &step_token);
@@ -144,7 +147,10 @@ impl Run {
                     let fut = self.run_loop(state, l, at, &step_token);
                     self.with_deadline(state, fut, deadline, &step_token).await
                 }
-                StateKind::Agent(a) => self.agent_with_retry(state, a, at, deadline, token).await,
+                StateKind::Agent(a) => {
+                    let deadline = super::agent::agent_deadline(a, deadline);
+                    self.with_retry(state, at, deadline, token).await
+                }
                 StateKind::Operation(_) => Err(AwfError::new(
                     ErrorCode::ExecutionStepUnavailable,
                     format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
@@ -318,29 +324,51 @@ impl Run {
         Ok(None)
     }
 
-    /// Runs a command step with its retry policy; one deadline covers every attempt.
-    async fn command_with_retry(
+    /// Runs a step that can fail (shell command, agent, sub-workflow call) with its retry
+    /// policy; one deadline covers every attempt and the waits between them.
+    /// Source: spec/workflow.md §1.8; decisions.md (retry applies to every step type).
+    pub(crate) async fn with_retry(
         &self,
         state: &State,
-        cmd: &CommandStep,
         at: At<'_>,
         deadline: Option<Instant>,
         token: &CancellationToken,
-    ) -> Body {
+    ) -> Result<Body, AwfError> {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let mut body = self.command_attempt(state, cmd, at, deadline, token).await;
+            let mut body = match &state.kind {
+                StateKind::Command(cmd) => {
+                    self.command_attempt(state, cmd, at, deadline, token).await
+                }
+                StateKind::CallWorkflow(call) => {
+                    self.call_once(state, call, at, deadline, token).await?
+                }
+                StateKind::Agent(step) => self.agent_once(state, step, at, deadline, token).await?,
+                StateKind::Parallel(_)
+                | StateKind::Loop(_)
+                | StateKind::Operation(_)
+                | StateKind::Terminal(_) => {
+                    return Err(AwfError::new(
+                        ErrorCode::SystemInternal,
+                        format!("step {}: not a retryable step type", state.name),
+                    ));
+                }
+            };
             body.state.attempts = attempt;
             if body.state.status != StepStatus::Failed {
-                return body;
+                return Ok(body);
             }
-            let Some(wait) = self.retry_wait(state, attempt, body.state.exit_code, deadline, at)
-            else {
-                return body;
+            // Only processes have exit codes for `retryable_exit_codes`.
+            let code = match state.kind {
+                StateKind::Command(_) => body.state.exit_code,
+                _ => None,
+            };
+            let Some(wait) = self.retry_wait(state, attempt, code, deadline, at) else {
+                return Ok(body);
             };
             if !self.sleep_or_stop(wait, deadline, token).await {
-                return body;
+                return Ok(body);
             }
         }
     }
