@@ -94,6 +94,7 @@ impl Facade {
             warnings,
             mocks: req.mocks,
             resume: None,
+            resume_loop: None,
             interactive: req.interactive,
             only_step: req.only_step,
         }))
@@ -145,6 +146,11 @@ impl Facade {
         crate::validation::check_for_run(&self.services, &loaded)?;
         let workflow = loaded.workflow;
         let (states, start) = resume_point(&snap, &workflow, &req.from)?;
+        let resume_loop = snap
+            .loop_position
+            .as_ref()
+            .filter(|l| l.state == start)
+            .map(|l| (l.state.clone(), l.iteration));
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         // Stored inputs (secrets masked) under config and CLI overrides.
         let given: std::collections::BTreeSet<&str> = req
@@ -199,6 +205,7 @@ impl Facade {
             warnings: Vec::new(),
             mocks: BTreeMap::new(),
             resume: Some((states, start)),
+            resume_loop,
             interactive: None,
             only_step: None,
         }))
@@ -241,6 +248,7 @@ impl Facade {
             mocks: Arc::new(l.mocks),
             interaction: Arc::clone(&interaction),
             resume: l.resume,
+            resume_loop: l.resume_loop,
             interactive: l.interactive,
             only_step: l.only_step,
         });
@@ -269,6 +277,7 @@ struct Launch {
     warnings: Vec<String>,
     mocks: BTreeMap<String, BTreeMap<String, String>>,
     resume: Option<(BTreeMap<String, StepState>, String)>,
+    resume_loop: Option<(String, usize)>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
 }

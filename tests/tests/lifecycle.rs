@@ -321,3 +321,48 @@ fn a_run_that_is_still_running_cannot_be_resumed() {
         "one\nthree\n"
     );
 }
+
+#[test]
+fn resume_continues_a_loop_at_the_iteration_it_stopped_in() {
+    let sb = Sandbox::new().unwrap();
+    let dir = sb.path().display().to_string();
+    let mut child = sb
+        .cmd(&["run", "loop-killable", "-i", &format!("dir={dir}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let states = data(&sb).join("states");
+    let mut run_id = String::new();
+    wait_for("the loop at iteration 2", || {
+        let Ok(entries) = std::fs::read_dir(&states) else {
+            return false;
+        };
+        for e in entries.flatten() {
+            if let Ok(v) = std::fs::read_to_string(e.path())
+                .map(|t| serde_json::from_str::<Value>(&t).unwrap_or_default())
+                && v["loop_position"] == json!({"state": "each", "iteration": 2})
+            {
+                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
+                return true;
+            }
+        }
+        false
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", "^sleep 38$"])
+        .status();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json().unwrap()["states"]["each"]["output"],
+        json!("completed 4 iterations")
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log")).unwrap(),
+        "a\nb\nc\nd\n"
+    );
+}

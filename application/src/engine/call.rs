@@ -182,6 +182,7 @@ impl Run {
             resume: None,
             interactive: None,
             only_step: None,
+            resume_loop: None,
         });
         let run = child.execute();
         tokio::pin!(run);

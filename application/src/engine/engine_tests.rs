@@ -927,6 +927,7 @@ fn snapshot(
         error: None,
         outputs: BTreeMap::new(),
         owner_pid: None,
+        loop_position: None,
     }
 }
 

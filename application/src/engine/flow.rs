@@ -216,10 +216,24 @@ impl Run {
                 at.iteration(),
             );
         }
-        let mut iterations = 0usize;
+        // A resumed run continues a top-level loop at the iteration it stopped in.
+        let first = if at.prefix.is_empty() {
+            let mut r = lock(&self.resume_loop);
+            match r.as_ref() {
+                Some((s, i)) if *s == state.name => {
+                    let i = *i;
+                    *r = None;
+                    i
+                }
+                _ => 0,
+            }
+        } else {
+            0
+        };
+        let mut iterations = first;
         let mut early_exit = None;
         let mut hit_max = false;
-        'outer: for index in 0.. {
+        'outer: for index in first.. {
             if token.is_cancelled() {
                 st.status = StepStatus::Cancelled;
                 st.completed_at = Some(SystemTime::now());

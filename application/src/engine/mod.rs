@@ -177,6 +177,9 @@ pub(crate) struct RunSpec {
     pub(crate) interaction: Arc<Interaction>,
     /// `awf resume`: states recorded by the earlier attempt, and the state to start at.
     pub(crate) resume: Option<(BTreeMap<String, StepState>, String)>,
+    /// `awf resume` of a run stopped inside a top-level loop: the loop and the iteration to
+    /// continue at.
+    pub(crate) resume_loop: Option<(String, usize)>,
     /// `--interactive`: where to stop and ask.
     pub(crate) interactive: Option<awf_domain::ports::facade::Interactive>,
     /// `--step`: run only this state.
@@ -210,6 +213,8 @@ pub(crate) struct Run {
     pub(crate) resume_at: Option<String>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
+    /// Taken by the first run of that loop.
+    pub(crate) resume_loop: Mutex<Option<(String, usize)>>,
 }
 
 /// What an interactive run does before a state.
@@ -304,6 +309,7 @@ impl Run {
             resume_at,
             interactive: spec.interactive,
             only_step: spec.only_step,
+            resume_loop: Mutex::new(spec.resume_loop),
         }
     }
 

@@ -102,6 +102,19 @@ pub struct RunSnapshot {
     /// Process id of the awf process that ran (or runs) it.
     #[serde(default)]
     pub owner_pid: Option<u32>,
+    /// The top-level loop in progress and the index of its iteration in progress, so a
+    /// resumed run continues the loop there instead of at its first iteration.
+    #[serde(default)]
+    pub loop_position: Option<LoopPosition>,
+}
+
+/// Where a top-level loop was when the run stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopPosition {
+    /// The loop state.
+    pub state: String,
+    /// 0-based index of the iteration in progress.
+    pub iteration: usize,
 }
 
 /// Reads state files.

@@ -420,6 +420,7 @@ impl Writer {
                     error: None,
                     outputs: BTreeMap::new(),
                     owner_pid: Some(*pid),
+                    loop_position: None,
                 };
                 if let Some(old) = earlier {
                     snap.states = old.states;
@@ -451,6 +452,23 @@ impl Writer {
                 self.audit_line(&line);
             }
             RunEvent::StepStarted { step, kind } => {
+                // A body step of a top-level loop: remember the iteration in progress.
+                if let (Some(i), Some(p)) = (env.iteration, self.runs.get_mut(run_id))
+                    && let Some(first) = env.path.strip_prefix("loop:")
+                    && let Some((index, _)) = first.split_once('/')
+                    && let Ok(index) = index.parse::<usize>()
+                    && i == index
+                    && p.parallel_open.is_none()
+                {
+                    let pos = awf_domain::ports::store::LoopPosition {
+                        state: p.snap.current_state.clone(),
+                        iteration: index,
+                    };
+                    if p.snap.loop_position.as_ref() != Some(&pos) {
+                        p.snap.loop_position = Some(pos);
+                        p.dirty = true;
+                    }
+                }
                 // Branches of a top-level parallel block also have bare paths; the block
                 // stays the current state until it finishes.
                 if env.path == *step
@@ -469,6 +487,14 @@ impl Writer {
                 if let Some(p) = self.runs.get_mut(run_id) {
                     if env.path == *step && p.parallel_open.as_ref() == Some(step) {
                         p.parallel_open = None;
+                    }
+                    if env.path == *step
+                        && p.snap
+                            .loop_position
+                            .as_ref()
+                            .is_some_and(|l| l.state == *step)
+                    {
+                        p.snap.loop_position = None;
                     }
                     p.snap.states.insert(step.clone(), (**state).clone());
                     p.snap.updated_at = env.at;

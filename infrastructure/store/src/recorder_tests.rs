@@ -268,6 +268,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             error: None,
             outputs: BTreeMap::from([("report".to_owned(), Value::from("ok"))]),
             owner_pid: Some(1),
+            loop_position: None,
         }
     );
     let child = store.load(c).unwrap();
@@ -292,6 +293,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             error: None,
             outputs: BTreeMap::new(),
             owner_pid: Some(1),
+            loop_position: None,
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();

@@ -40,6 +40,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         error: None,
         outputs: BTreeMap::new(),
         owner_pid: None,
+        loop_position: None,
     }
 }
 
