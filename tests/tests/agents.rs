@@ -375,3 +375,36 @@ fn openai_compatible_error_classes_route_on_failure() {
         assert_eq!(doc["error"]["code"], json!(code), "{status}: {doc}");
     }
 }
+
+#[test]
+fn conversation_sessions_are_masked_in_state_files() {
+    let h = openai_harness(json!({"default": {"text": "echo sk-supersecret-123 back"}}));
+    let url = h.mock.url();
+    let yaml = format!(
+        "name: s\ninputs:\n  - name: db_password\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: \"pw {{{{.inputs.db_password}}}}\"\n    options: {{base_url: \"{url}/v1\", model: m, api_key: \"{{{{.env.MOCK_KEY}}}}\"}}\n    conversation: {{}}\n    on_success: done\n  done:\n    type: terminal\n"
+    );
+    let wf = h.sb.write("wf.yaml", &yaml).unwrap();
+    let mut sb_env = h.sb.cmd(&[
+        "run",
+        wf.to_str().unwrap(),
+        "-i",
+        "db_password=hunter2hunter2",
+    ]);
+    sb_env.env("MY_API_TOKEN", "sk-supersecret-123");
+    let out = sb_env.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let states = h.sb.path().join("data/awf/states");
+    for e in std::fs::read_dir(states).unwrap().flatten() {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        assert!(text.contains("\"turns\""), "{text}");
+        assert!(
+            !text.contains("hunter2hunter2") && !text.contains("sk-supersecret-123"),
+            "{text}"
+        );
+    }
+}

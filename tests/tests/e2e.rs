@@ -802,3 +802,60 @@ fn validate_warns_about_an_unknown_literal_provider() {
     );
     assert!(r.stderr.contains("did you mean 'claude'?"), "{}", r.stderr);
 }
+
+// ---- regressions from the second adversarial trial -------------------------------------------
+
+#[test]
+fn prompt_files_and_audit_logs_that_are_pipes_do_not_block() {
+    let mut sb = sandbox();
+    let fifo = sb.path().join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let wf = sb
+        .write(
+            "pf.yaml",
+            &format!(
+                "name: pf\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt_file: {}\n    timeout: 5s\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n",
+                fifo.display()
+            ),
+        )
+        .unwrap();
+    let t0 = Instant::now();
+    let r = sb
+        .run(&[
+            "run",
+            wf.to_str().unwrap(),
+            "-f",
+            "json",
+            "--mock",
+            "states.ask.output=x",
+        ])
+        .unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(10), "blocked on a FIFO");
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let err = state(&r.json().unwrap(), "ask")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(err.contains("not a regular file"), "{err}");
+
+    sb.set_env("AWF_AUDIT_LOG", &fifo.display().to_string());
+    let t0 = Instant::now();
+    let r = sb.run(&["run", "continue-on-error"]).unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "blocked on a FIFO audit log"
+    );
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr
+            .contains("WARN run record: cannot write the audit trail"),
+        "{}",
+        r.stderr
+    );
+}

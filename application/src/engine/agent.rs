@@ -32,7 +32,6 @@ use super::Run;
 use super::lock;
 use super::step::At;
 use super::step::Body;
-use super::step::MAX_FILE_BYTES;
 
 /// Deadline of an agent step without `timeout:` (spec/workflow.md §1.5.3: 300 s).
 const DEFAULT_AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -260,7 +259,7 @@ impl Run {
     /// Streams agent chunks into the run's events (masked).
     fn agent_callback(&self, name: &str, at: At<'_>) -> AgentCallback {
         let emitter = Arc::clone(&self.emitter);
-        let masker = self.masker.clone();
+        let masker = self.masker();
         let step = name.to_owned();
         let path = format!("{}{name}", at.prefix);
         let iteration = at.iteration();
@@ -352,9 +351,9 @@ impl Run {
                     });
                 }
             };
-            tokens.input += resp.tokens.input;
-            tokens.output += resp.tokens.output;
-            tokens.total += resp.tokens.total;
+            tokens.input = tokens.input.saturating_add(resp.tokens.input);
+            tokens.output = tokens.output.saturating_add(resp.tokens.output);
+            tokens.total = tokens.total.saturating_add(resp.tokens.total);
             tokens.estimated |= resp.tokens.estimated;
             session = resp.session.unwrap_or_else(|| {
                 let mut s = session.clone();
@@ -683,30 +682,7 @@ fn join_dirs(dirs: &[PathBuf]) -> String {
 }
 
 fn read_limited(path: &Path, what: &str) -> Result<String, AwfError> {
-    let meta = std::fs::metadata(path).map_err(|_| {
-        AwfError::new(
-            ErrorCode::UserInputMissingFile,
-            format!("{what} not found: {}", path.display()),
-        )
-    })?;
-    if meta.is_dir() {
-        return Err(AwfError::new(
-            ErrorCode::UserInputMissingFile,
-            format!("{what} is a directory: {}", path.display()),
-        ));
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(AwfError::new(
-            ErrorCode::UserInputInvalidFormat,
-            format!("{what} exceeds 1MB limit: {}", path.display()),
-        ));
-    }
-    std::fs::read_to_string(path).map_err(|e| {
-        AwfError::new(
-            ErrorCode::SystemIoReadFailed,
-            format!("read {}: {e}", path.display()),
-        )
-    })
+    super::step::read_workflow_file(path, what)
 }
 
 /// Drops a leading `---` YAML front matter block.

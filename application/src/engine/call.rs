@@ -175,7 +175,7 @@ impl Run {
                 force: self.cancel.force.clone(),
             },
             call_stack,
-            inherited_secrets: self.masker.clone(),
+            inherited_secrets: self.masker(),
             warnings: Vec::new(),
             mocks: Arc::default(),
             interaction: Arc::clone(&self.interaction),

@@ -197,7 +197,7 @@ pub(crate) struct Run {
     pub(crate) working_dir: PathBuf,
     pub(crate) started_at: SystemTime,
     pub(crate) started: Instant,
-    pub(crate) masker: Masker,
+    pub(crate) masker: Mutex<Masker>,
     /// String inputs exported to commands as environment variables.
     pub(crate) exported: Mutex<Vec<(String, String)>>,
     pub(crate) states: Mutex<BTreeMap<String, StepState>>,
@@ -296,7 +296,7 @@ impl Run {
             working_dir: spec.working_dir,
             started_at: SystemTime::now(),
             started: Instant::now(),
-            masker,
+            masker: Mutex::new(masker),
             exported: Mutex::new(exported),
             states: Mutex::new(restored),
             emitter,
@@ -398,9 +398,14 @@ impl Run {
         }
     }
 
+    /// The current secret set (grows when a secret input is edited at a breakpoint).
+    pub(crate) fn masker(&self) -> Masker {
+        lock(&self.masker).clone()
+    }
+
     /// Masks text leaving the process.
     pub(crate) fn mask(&self, text: &str) -> String {
-        self.masker.mask(text).into_owned()
+        lock(&self.masker).mask(text).into_owned()
     }
 
     pub(crate) fn log(
@@ -430,19 +435,30 @@ impl Run {
         path: &str,
         iteration: Option<usize>,
     ) {
-        if !self.masker.is_empty() {
-            st.output = self.mask(&st.output);
-            st.stderr = self.mask(&st.stderr);
-            st.error = st.error.as_deref().map(|e| self.mask(e));
+        let masker = self.masker();
+        if !masker.is_empty() {
+            st.output = masker.mask(&st.output).into_owned();
+            st.stderr = masker.mask(&st.stderr).into_owned();
+            st.error = st.error.as_deref().map(|e| masker.mask(e).into_owned());
         }
-        lock(&self.states).insert(st.name.clone(), st.clone());
+        // The run keeps agent sessions as they are (a later `continue_from` resends them);
+        // what leaves the engine (state files, transcripts) has them masked.
+        let mut shown = st.clone();
+        if let Some(session) = shown.session.as_mut()
+            && !masker.is_empty()
+        {
+            for t in &mut session.turns {
+                t.content = masker.mask(&t.content).into_owned();
+            }
+        }
+        lock(&self.states).insert(st.name.clone(), st);
         self.emitter.emit(
             path,
             iteration,
             RunEvent::StepFinished {
-                step: st.name.clone(),
+                step: shown.name.clone(),
                 kind: kind.to_owned(),
-                state: Box::new(st),
+                state: Box::new(shown),
             },
         );
     }
@@ -459,7 +475,7 @@ impl Run {
                     *v = Value::String(awf_domain::mask::MASK.to_owned());
                 }
             } else {
-                self.masker.mask_json(v);
+                self.masker().mask_json(v);
             }
         }
         self.emitter.emit(
@@ -721,6 +737,9 @@ impl Run {
                 None,
             ),
             Ok(typed) => {
+                if awf_domain::mask::is_secret_name(k) {
+                    lock(&self.masker).add(v);
+                }
                 lock(&self.inputs).insert(k.to_owned(), typed);
                 let mut exported = lock(&self.exported);
                 exported.retain(|(name, _)| name != k);

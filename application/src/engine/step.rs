@@ -497,7 +497,7 @@ impl Run {
         let path = format!("{}{name}", at.prefix);
         let callback = live_output(
             Arc::clone(&self.emitter),
-            self.masker.clone(),
+            self.masker(),
             name,
             path,
             at.iteration(),
@@ -605,30 +605,8 @@ impl Run {
             )
         })?;
         let file = self.resolve_file(&rendered);
-        let meta = std::fs::metadata(&file).map_err(|_| {
-            AwfError::new(
-                ErrorCode::UserInputMissingFile,
-                format!("script file not found: {}", file.display()),
-            )
-            .with_hint("script_file paths are relative to the workflow file's directory")
-        })?;
-        if meta.is_dir() {
-            return Err(AwfError::new(
-                ErrorCode::UserInputMissingFile,
-                format!("script file is a directory: {}", file.display()),
-            ));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(AwfError::new(
-                ErrorCode::UserInputInvalidFormat,
-                format!("script file exceeds 1MB limit: {}", file.display()),
-            ));
-        }
-        let text = std::fs::read_to_string(&file).map_err(|e| {
-            AwfError::new(
-                ErrorCode::SystemIoReadFailed,
-                format!("read {}: {e}", file.display()),
-            )
+        let text = read_workflow_file(&file, "script file").map_err(|e| {
+            e.with_hint("script_file paths are relative to the workflow file's directory")
         })?;
         self.render(&text, frame, None).map_err(|e| {
             AwfError::new(
@@ -666,6 +644,63 @@ impl Run {
             self.wf.source.dir.join(path)
         }
     }
+}
+
+/// Reads a file a workflow names (`script_file`, `prompt_file`, a role or a skill): it must
+/// be a regular file (not a FIFO or a device, which could block or never end) of at most
+/// 1 MiB; reading stops after the limit.
+///
+/// # Errors
+/// `USER.INPUT.MISSING_FILE` (missing, a directory or not a regular file),
+/// `USER.INPUT.INVALID_FORMAT` (over 1 MiB), `SYSTEM.IO.READ_FAILED`.
+pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfError> {
+    use std::io::Read;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|_| {
+        AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("{what} not found: {shown}"),
+        )
+    })?;
+    if meta.is_dir() {
+        return Err(AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("{what} is a directory: {shown}"),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("{what} is not a regular file (a pipe or a device?): {shown}"),
+        ));
+    }
+    let too_big = || {
+        AwfError::new(
+            ErrorCode::UserInputInvalidFormat,
+            format!("{what} exceeds 1MB limit: {shown}"),
+        )
+    };
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_big());
+    }
+    let read_failed = |e: std::io::Error| {
+        AwfError::new(ErrorCode::SystemIoReadFailed, format!("read {shown}: {e}"))
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(read_failed)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_failed)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|_| {
+        AwfError::new(
+            ErrorCode::UserInputInvalidFormat,
+            format!("{what} is not valid UTF-8: {shown}"),
+        )
+    })
 }
 
 fn expand_home(p: &str, env: &std::collections::BTreeMap<String, String>) -> PathBuf {

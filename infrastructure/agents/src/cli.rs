@@ -190,7 +190,7 @@ pub(crate) fn tokens(usage: Option<Usage>, request: &AgentRequest, output: &str)
             TokenUsage {
                 input,
                 output: out,
-                total: input + out,
+                total: input.saturating_add(out),
                 estimated: true,
             }
         }

@@ -184,11 +184,20 @@ impl AuditFile {
             if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 create_dir(dir, 0o750).map_err(|e| std::io::Error::other(e.to_string()))?;
             }
+            // O_NONBLOCK: a FIFO named as the audit log must not block the writer (and with
+            // it the run's final flush); only regular files are accepted.
             let f = OpenOptions::new()
                 .append(true)
                 .create(true)
                 .mode(0o600)
+                .custom_flags(nix::libc::O_NONBLOCK)
                 .open(&self.path)?;
+            if !f.metadata()?.is_file() {
+                return Err(std::io::Error::other(format!(
+                    "{} is not a regular file",
+                    self.path.display()
+                )));
+            }
             self.file = Some(f);
         }
         let Some(f) = self.file.as_mut() else {

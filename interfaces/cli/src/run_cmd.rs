@@ -129,8 +129,11 @@ fn read_hidden(line: &mut String) -> usize {
     let stdin = std::io::stdin();
     let saved = termios::tcgetattr(&stdin).ok();
     if let Some(t) = &saved {
+        // No echo, and no signal from Ctrl-C (it arrives as a character instead), so the
+        // terminal is always restored before awf ends.
         let mut quiet = t.clone();
         quiet.local_flags.remove(termios::LocalFlags::ECHO);
+        quiet.local_flags.remove(termios::LocalFlags::ISIG);
         let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
     }
     let n = stdin.lock().read_line(line).unwrap_or(0);
@@ -138,6 +141,11 @@ fn read_hidden(line: &mut String) -> usize {
         let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, t);
     }
     let _ = writeln!(std::io::stderr());
+    if line.contains('\u{3}') {
+        // Ctrl-C at the prompt: nothing has started; end like an interrupted awf.
+        let _ = writeln!(std::io::stderr(), "interrupted");
+        std::process::exit(130);
+    }
     n
 }
 
@@ -351,6 +359,8 @@ async fn execute(
     signals: Signals,
 ) -> Outcome {
     let identifier = request.identifier.clone();
+    warn_unrecorded(&w);
+    let data_root = w.data_root.clone();
     let mut services = w.services;
     let recorder = if args.step.is_some() {
         // `--step` is a debugging aid: it leaves no run record (it could not be resumed).
@@ -367,6 +377,12 @@ async fn execute(
         Ok(h) => h,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
+    let _lock = lock_run(
+        &data_root,
+        awf_domain::ports::RunSession::run_id(&handle).0.as_str(),
+    )
+    .ok()
+    .flatten();
     let outcome = drive(
         ctx,
         args.output,
@@ -458,6 +474,59 @@ pub(crate) async fn drive(
         print_summary(ctx, &result);
     }
     Outcome::Run(result.exit_code)
+}
+
+/// An exclusive lock on one run (`<data root>/locks/<run_id>.lock`) held while this process
+/// runs or resumes it, so two processes never drive the same run id at once.
+pub(crate) struct RunLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
+
+/// Takes the run's lock without waiting.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` when another awf process holds it. A lock file that cannot
+/// be created (no store) gives `Ok(None)`: nothing is recorded to protect.
+pub(crate) fn lock_run(
+    data_root: &std::path::Path,
+    run_id: &str,
+) -> Result<Option<RunLock>, AwfError> {
+    let dir = data_root.join("locks");
+    if run_id.contains('/') || run_id.contains("..") || std::fs::create_dir_all(&dir).is_err() {
+        return Ok(None);
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(format!("{run_id}.lock")))
+    else {
+        return Ok(None);
+    };
+    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+        Ok(l) => Ok(Some(RunLock(l))),
+        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("run {run_id} is still running in another awf process"),
+        )
+        .with_hint("wait for it to finish, or stop it before resuming")),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Says on stderr when runs cannot be recorded (the store did not open, or a write fails
+/// later): the run goes on, but `awf resume`/`status`/`history` will not know it.
+pub(crate) fn warn_unrecorded(w: &Wiring) {
+    if let Some(e) = &w.store_error {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "WARN runs are not recorded: {}",
+            e.message()
+        );
+    }
+    if let Some(r) = &w.recorder {
+        r.on_error(std::sync::Arc::new(|msg: String| {
+            let _ = writeln!(std::io::stderr().lock(), "WARN run record: {msg}");
+        }));
+    }
 }
 
 /// `--step S` report on stdout: `--- [S] stdout ---` / `--- [S] stderr ---` blocks, then

@@ -79,6 +79,11 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         working_dir: w.cwd.clone(),
     };
+    run_cmd::warn_unrecorded(&w);
+    let _lock = match run_cmd::lock_run(&w.data_root, &run_id) {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
+    };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
     if services.state_store.is_none() {
@@ -297,6 +302,19 @@ fn result_of(s: &RunSnapshot) -> RunResult {
     }
 }
 
+/// `running`, or `running (its awf process is gone; resume it)` when the process that ran it
+/// died (SIGKILL, crash).
+fn status_text(s: &RunSnapshot) -> String {
+    let gone = s.status == StoredStatus::Running
+        && s.owner_pid
+            .is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists());
+    if gone {
+        "running (its awf process is gone; `awf resume` continues it)".to_owned()
+    } else {
+        s.status.as_str().to_owned()
+    }
+}
+
 /// `awf status <id>`.
 ///
 /// # Errors
@@ -335,7 +353,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let r = result_of(&snap);
     let _ = writeln!(out, "Run:       {}", snap.run_id);
     let _ = writeln!(out, "Workflow:  {} ({})", snap.workflow_name, snap.workflow);
-    let _ = writeln!(out, "Status:    {}", snap.status.as_str());
+    let _ = writeln!(out, "Status:    {}", status_text(&snap));
     let _ = writeln!(out, "State:     {}", snap.current_state);
     let _ = writeln!(out, "Started:   {}", format_rfc3339(snap.started_at));
     let _ = writeln!(

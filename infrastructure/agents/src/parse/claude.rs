@@ -185,8 +185,8 @@ impl LineParser for State {
             let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
             parsed.usage = Some(Usage {
                 input: n("input_tokens")
-                    + n("cache_creation_input_tokens")
-                    + n("cache_read_input_tokens"),
+                    .saturating_add(n("cache_creation_input_tokens"))
+                    .saturating_add(n("cache_read_input_tokens")),
                 output: n("output_tokens"),
                 total: None,
             });

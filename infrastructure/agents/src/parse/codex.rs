@@ -222,8 +222,8 @@ impl LineParser for State {
             "turn.completed" => {
                 if let Ok(TurnCompleted { usage: Some(u) }) = serde_json::from_str(line) {
                     let acc = self.usage.get_or_insert_with(Usage::default);
-                    acc.input += u.input_tokens;
-                    acc.output += u.output_tokens;
+                    acc.input = acc.input.saturating_add(u.input_tokens);
+                    acc.output = acc.output.saturating_add(u.output_tokens);
                 }
             }
             "turn.failed" | "error" => {

@@ -44,7 +44,7 @@ pub struct Usage {
 impl Usage {
     /// `total`, or `input + output` when the CLI gave none.
     pub fn total(&self) -> u64 {
-        self.total.unwrap_or(self.input + self.output)
+        self.total.unwrap_or(self.input.saturating_add(self.output))
     }
 }
 
@@ -242,6 +242,16 @@ pub(crate) fn json_object(text: &str) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn usage_totals_saturate_on_absurd_counts() {
+        let u = super::Usage {
+            input: u64::MAX,
+            output: u64::MAX,
+            total: None,
+        };
+        assert_eq!(u.total(), u64::MAX);
+    }
+
     use super::*;
 
     #[test]

@@ -140,10 +140,13 @@ impl LineParser for State {
             ("step_finish", Some(part)) => {
                 if let Some(t) = part.tokens {
                     let acc = self.usage.get_or_insert_with(Usage::default);
-                    acc.input += t.input;
-                    acc.output += t.output;
-                    acc.total =
-                        Some(acc.total.unwrap_or(0) + t.total.unwrap_or(t.input + t.output));
+                    acc.input = acc.input.saturating_add(t.input);
+                    acc.output = acc.output.saturating_add(t.output);
+                    acc.total = Some(
+                        acc.total
+                            .unwrap_or(0)
+                            .saturating_add(t.total.unwrap_or(t.input.saturating_add(t.output))),
+                    );
                 }
             }
             ("error", _) => {
