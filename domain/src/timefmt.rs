@@ -37,7 +37,14 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = match mo {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1..=12).contains(&mo) || !(1..=month_days).contains(&d) || h > 23 || mi > 59 || se > 60 {
         return None;
     }
     let mut rest = &s[19..];
@@ -169,6 +176,9 @@ mod tests {
             Some(UNIX_EPOCH + Duration::from_secs(1_709_200_800))
         );
         assert_eq!(parse_rfc3339("2024-13-01T00:00:00Z"), None);
+        assert_eq!(parse_rfc3339("2020-02-30T00:00:00Z"), None);
+        assert!(parse_rfc3339("2024-02-29T00:00:00Z").is_some());
+        assert_eq!(parse_rfc3339("2023-02-29T00:00:00Z"), None);
         assert_eq!(parse_rfc3339("garbage"), None);
     }
 }

@@ -859,3 +859,39 @@ fn prompt_files_and_audit_logs_that_are_pipes_do_not_block() {
         r.stderr
     );
 }
+
+#[test]
+fn output_format_can_be_a_template() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "fmt.yaml",
+            "name: fmt\ninputs:\n  - name: fmt\n    default: json\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt: hi\n    output_format: \"{{.inputs.fmt}}\"\n    on_success: done\n  done:\n    type: terminal\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&[
+            "run",
+            wf.to_str().unwrap(),
+            "-f",
+            "json",
+            "--mock",
+            "states.ask.output={\"a\": 1}",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(state(&r.json().unwrap(), "ask")["json"], json!({"a": 1}));
+    let r = sb
+        .run(&[
+            "run",
+            wf.to_str().unwrap(),
+            "-f",
+            "json",
+            "-i",
+            "fmt=json",
+            "--mock",
+            "states.ask.output=nope",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 3);
+}

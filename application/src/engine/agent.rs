@@ -101,7 +101,7 @@ impl Run {
         };
         if step.mode == "conversation" {
             return self
-                .conversation(state, step, prepared, provider, at, deadline, token)
+                .conversation(state, prepared, provider, at, deadline, token)
                 .await;
         }
         let request = AgentRequest {
@@ -139,7 +139,7 @@ impl Run {
                     });
                 }
                 st.stderr = resp.stderr;
-                self.finish_agent(st, step, &resp.output)
+                self.finish_agent(st, prepared.output_format.as_deref(), &resp.output)
             }
             Err(e) => {
                 if e.code() == ErrorCode::ExecutionRunCancelled || self.cancel.token.is_cancelled()
@@ -176,11 +176,11 @@ impl Run {
     fn finish_agent(
         &self,
         mut st: StepState,
-        step: &AgentStep,
+        output_format: Option<&str>,
         output: &str,
     ) -> Result<Body, AwfError> {
         st.completed_at = Some(SystemTime::now());
-        match step.output_format.as_deref().map(str::trim) {
+        match output_format.map(str::trim) {
             Some("json") => match parse_json_output(output) {
                 Ok((text, json)) => {
                     st.output = text;
@@ -253,7 +253,7 @@ impl Run {
                 early_exit: None,
             });
         }
-        self.finish_agent(st, step, &output)
+        self.finish_agent(st, prepared.output_format.as_deref(), &output)
     }
 
     /// Streams agent chunks into the run's events (masked).
@@ -304,11 +304,9 @@ impl Run {
     /// `mode: conversation`: the first turn sends the prompt; each later turn is a line the
     /// user types (an `InputRequired` event answered through the run session). An empty line,
     /// EOF, `exit` or `quit` ends it.
-    #[allow(clippy::too_many_arguments)]
     async fn conversation(
         &self,
         state: &State,
-        step: &AgentStep,
         prepared: Prepared,
         provider: Arc<dyn awf_domain::ports::AgentProvider>,
         at: At<'_>,
@@ -376,7 +374,7 @@ impl Run {
         };
         st.tokens = tokens;
         st.session = Some(session);
-        self.finish_agent(st, step, &last)
+        self.finish_agent(st, prepared.output_format.as_deref(), &last)
     }
 
     /// Asks the front-end for a line; `None` on EOF, cancel or a closed session.
@@ -462,10 +460,14 @@ impl Run {
             }
             options.insert(k.clone(), self.render_json(v, frame)?);
         }
+        let output_format = match &step.output_format {
+            Some(f) => Some(tpl("output_format", f)?.trim().to_owned()),
+            None => None,
+        };
         if !options.contains_key("output_format") {
             options.insert(
                 "output_format".into(),
-                Value::String(step.output_format.clone().unwrap_or_else(|| "text".into())),
+                Value::String(output_format.clone().unwrap_or_else(|| "text".into())),
             );
         }
         let session = match &step.conversation {
@@ -509,6 +511,7 @@ impl Run {
             system_prompt,
             options,
             session,
+            output_format,
         })
     }
 
@@ -668,6 +671,8 @@ struct Prepared {
     system_prompt: Option<String>,
     options: serde_json::Map<String, Value>,
     session: Option<AgentSession>,
+    /// `output_format`, interpolated.
+    output_format: Option<String>,
 }
 
 fn is_path_ref(s: &str) -> bool {
