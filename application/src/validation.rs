@@ -164,17 +164,6 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
-/// Agent providers awf knows.
-const KNOWN_PROVIDERS: &[&str] = &[
-    "claude",
-    "codex",
-    "gemini",
-    "github_copilot",
-    "mistral_vibe",
-    "opencode",
-    "openai_compatible",
-];
-
 /// A literal `provider:` awf does not know (it would fail at run time).
 fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -183,7 +172,7 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
             continue;
         };
         let p = a.provider.trim();
-        if p.contains("{{") || KNOWN_PROVIDERS.contains(&p) {
+        if p.contains("{{") || awf_domain::workflow::AGENT_PROVIDERS.contains(&p) {
             continue;
         }
         let mut d = Diagnostic::warning(
@@ -191,9 +180,12 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
             format!("states.{name}.provider"),
             format!("unknown provider \"{p}\": the step will fail when it runs"),
         );
-        d = match validate::closest(p, KNOWN_PROVIDERS.iter().copied()) {
+        d = match validate::closest(p, awf_domain::workflow::AGENT_PROVIDERS.iter().copied()) {
             Some(c) => d.with_hint(format!("did you mean '{c}'?")),
-            None => d.with_hint(format!("known providers: {}", KNOWN_PROVIDERS.join(", "))),
+            None => d.with_hint(format!(
+                "known providers: {}",
+                awf_domain::workflow::AGENT_PROVIDERS.join(", ")
+            )),
         };
         out.push(d);
     }

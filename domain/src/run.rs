@@ -122,6 +122,62 @@ impl StepState {
         }
     }
 
+    /// The fields templates and expressions expose as `states.<name>.<Field>`, as
+    /// (PascalCase name, snake_case name, value), in one place for every adapter. A missing
+    /// exit code reads as 0, a missing response as `{}`, a missing error as `""`.
+    pub fn fields(&self) -> [(&'static str, &'static str, Value); 13] {
+        let outputs: serde_json::Map<String, Value> = self
+            .outputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        [
+            ("Output", "output", Value::String(self.output.clone())),
+            ("Stderr", "stderr", Value::String(self.stderr.clone())),
+            (
+                "ExitCode",
+                "exit_code",
+                Value::from(self.exit_code.unwrap_or(0)),
+            ),
+            (
+                "Status",
+                "status",
+                Value::String(self.status.as_str().to_owned()),
+            ),
+            (
+                "Response",
+                "response",
+                self.response
+                    .clone()
+                    .unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+            ),
+            ("JSON", "json", self.json.clone().unwrap_or(Value::Null)),
+            ("TokensUsed", "tokens_used", Value::from(self.tokens.total)),
+            (
+                "TokensInput",
+                "tokens_input",
+                Value::from(self.tokens.input),
+            ),
+            (
+                "TokensOutput",
+                "tokens_output",
+                Value::from(self.tokens.output),
+            ),
+            (
+                "TokensEstimated",
+                "tokens_estimated",
+                Value::Bool(self.tokens.estimated),
+            ),
+            (
+                "Error",
+                "error",
+                Value::String(self.error.clone().unwrap_or_default()),
+            ),
+            ("Attempt", "attempt", Value::from(self.attempts)),
+            ("Outputs", "outputs", Value::Object(outputs)),
+        ]
+    }
+
     /// Whether the state ended successfully.
     pub fn succeeded(&self) -> bool {
         self.status == StepStatus::Completed

@@ -325,7 +325,18 @@ pub struct CommandStep {
     pub dir: Option<String>,
 }
 
-/// `type: agent` (executed by a later issue; parsed fully now).
+/// Agent providers awf knows (`provider:` of an agent step). Source: spec/workflow.md §5.1.
+pub const AGENT_PROVIDERS: &[&str] = &[
+    "claude",
+    "codex",
+    "gemini",
+    "github_copilot",
+    "mistral_vibe",
+    "opencode",
+    "openai_compatible",
+];
+
+/// `type: agent`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentStep {
     /// Provider name (template).

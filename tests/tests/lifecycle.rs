@@ -27,6 +27,28 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Waits until a state file under the sandbox's data root satisfies `pred`; returns its run id.
+fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> String {
+    let states = data(sb).join("states");
+    let mut run_id = String::new();
+    wait_for(what, || {
+        let Ok(entries) = std::fs::read_dir(&states) else {
+            return false;
+        };
+        for e in entries.flatten() {
+            if let Ok(text) = std::fs::read_to_string(e.path())
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+                && pred(&v)
+            {
+                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
+                return true;
+            }
+        }
+        false
+    });
+    run_id
+}
+
 #[test]
 fn sigkill_mid_run_then_resume_finishes_without_rerunning_earlier_steps() {
     let sb = Sandbox::new().unwrap();
@@ -38,22 +60,8 @@ fn sigkill_mid_run_then_resume_finishes_without_rerunning_earlier_steps() {
         .spawn()
         .unwrap();
     // Wait until the run is recorded as being in state `two`.
-    let states = data(&sb).join("states");
-    let mut run_id = String::new();
-    wait_for("state file at `two`", || {
-        let Ok(entries) = std::fs::read_dir(&states) else {
-            return false;
-        };
-        for e in entries.flatten() {
-            if let Ok(text) = std::fs::read_to_string(e.path())
-                && let Ok(v) = serde_json::from_str::<Value>(&text)
-                && v["current_state"] == json!("two")
-            {
-                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
-                return true;
-            }
-        }
-        false
+    let run_id = wait_for_state(&sb, "state file at `two`", |v| {
+        v["current_state"] == json!("two")
     });
     child.kill().unwrap();
     child.wait().unwrap();
@@ -286,22 +294,8 @@ fn a_run_that_is_still_running_cannot_be_resumed() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let states = data(&sb).join("states");
-    let mut run_id = String::new();
-    wait_for("a running state file", || {
-        let Ok(entries) = std::fs::read_dir(&states) else {
-            return false;
-        };
-        for e in entries.flatten() {
-            if let Ok(v) = std::fs::read_to_string(e.path())
-                .map(|t| serde_json::from_str::<Value>(&t).unwrap_or_default())
-                && v["current_state"] == json!("two")
-            {
-                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
-                return true;
-            }
-        }
-        false
+    let run_id = wait_for_state(&sb, "a running state file", |v| {
+        v["current_state"] == json!("two")
     });
     let r = sb.run(&["resume", &run_id]).unwrap();
     assert_eq!(r.code, 1, "{}", r.stderr);
@@ -332,22 +326,8 @@ fn resume_continues_a_loop_at_the_iteration_it_stopped_in() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let states = data(&sb).join("states");
-    let mut run_id = String::new();
-    wait_for("the loop at iteration 2", || {
-        let Ok(entries) = std::fs::read_dir(&states) else {
-            return false;
-        };
-        for e in entries.flatten() {
-            if let Ok(v) = std::fs::read_to_string(e.path())
-                .map(|t| serde_json::from_str::<Value>(&t).unwrap_or_default())
-                && v["loop_position"] == json!({"state": "each", "iteration": 2})
-            {
-                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
-                return true;
-            }
-        }
-        false
+    let run_id = wait_for_state(&sb, "the loop at iteration 2", |v| {
+        v["loop_position"] == json!({"state": "each", "iteration": 2})
     });
     child.kill().unwrap();
     child.wait().unwrap();

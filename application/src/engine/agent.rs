@@ -46,17 +46,6 @@ pub(crate) fn agent_deadline(step: &AgentStep, deadline: Option<Instant>) -> Opt
     }
 }
 
-/// Providers awf knows (for the unknown-provider hint).
-const KNOWN_PROVIDERS: &[&str] = &[
-    "claude",
-    "codex",
-    "gemini",
-    "github_copilot",
-    "mistral_vibe",
-    "opencode",
-    "openai_compatible",
-];
-
 impl Run {
     pub(crate) async fn agent_once(
         &self,
@@ -90,12 +79,16 @@ impl Run {
                 ErrorCode::UserAgentUnknownProvider,
                 format!("step {name}: provider \"{}\" not found", prepared.provider),
             );
-            if let Some(c) =
-                awf_domain::validate::closest(&prepared.provider, KNOWN_PROVIDERS.iter().copied())
-            {
+            if let Some(c) = awf_domain::validate::closest(
+                &prepared.provider,
+                awf_domain::workflow::AGENT_PROVIDERS.iter().copied(),
+            ) {
                 e = e.with_hint(format!("did you mean '{c}'?"));
             } else {
-                e = e.with_hint(format!("known providers: {}", KNOWN_PROVIDERS.join(", ")));
+                e = e.with_hint(format!(
+                    "known providers: {}",
+                    awf_domain::workflow::AGENT_PROVIDERS.join(", ")
+                ));
             }
             return fail(st, e);
         };
@@ -421,7 +414,7 @@ impl Run {
             (Some(p), _) => tpl("prompt", p)?,
             (None, Some(f)) => {
                 let path = self.resolve_file(&tpl("prompt_file", f)?);
-                let text = read_limited(&path, "prompt file")?;
+                let text = super::step::read_workflow_file(&path, "prompt file")?;
                 tpl("prompt file contents", &text)?
             }
             (None, None) => String::new(),
@@ -592,9 +585,11 @@ impl Run {
                 })?
         };
         let file = dir.join("SKILL.md");
-        let content = strip_front_matter(&read_limited(&file, "skill").map_err(|e| {
-            AwfError::new(ErrorCode::UserInputMissingSkill, e.message().to_owned())
-        })?)
+        let content = strip_front_matter(
+            &super::step::read_workflow_file(&file, "skill").map_err(|e| {
+                AwfError::new(ErrorCode::UserInputMissingSkill, e.message().to_owned())
+            })?,
+        )
         .to_owned();
         let abs = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
         let mut out = format!(
@@ -650,7 +645,7 @@ impl Run {
                     ))
                 })?
         };
-        let text = read_limited(&file, "role")
+        let text = super::step::read_workflow_file(&file, "role")
             .map_err(|e| AwfError::new(ErrorCode::UserInputMissingRole, e.message().to_owned()))?;
         let body = strip_front_matter(&text).trim().to_owned();
         if body.is_empty() {
@@ -684,10 +679,6 @@ fn join_dirs(dirs: &[PathBuf]) -> String {
         .map(|d| d.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn read_limited(path: &Path, what: &str) -> Result<String, AwfError> {
-    super::step::read_workflow_file(path, what)
 }
 
 /// Drops a leading `---` YAML front matter block.

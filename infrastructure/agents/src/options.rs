@@ -76,6 +76,24 @@ impl<'a> Opts<'a> {
     }
 
     /// A list of strings; a single string is split on commas.
+    /// `model`, checked by the provider's naming rule; `expected` says what it accepts.
+    ///
+    /// # Errors
+    /// `USER.AGENT.INVALID_OPTION` for a name `ok` rejects, or a value that is not a string.
+    pub(crate) fn model(
+        &self,
+        ok: impl Fn(&str) -> bool,
+        expected: &str,
+    ) -> Result<Option<String>, AwfError> {
+        let model = self.string("model")?;
+        if let Some(m) = &model
+            && !ok(m)
+        {
+            return Err(self.invalid("model", format!("expected {expected}, got {m:?}")));
+        }
+        Ok(model)
+    }
+
     pub(crate) fn string_list(&self, key: &str) -> Result<Vec<String>, AwfError> {
         match self.get(key) {
             None => Ok(Vec::new()),

@@ -75,58 +75,9 @@ fn string_map<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> Va
 /// `.states.<name>`.
 pub(crate) fn state_value(s: &StepState) -> Value {
     let mut m = Fields::with_capacity(28);
-    both(&mut m, "Output", "output", Value::String(s.output.clone()));
-    both(&mut m, "Stderr", "stderr", Value::String(s.stderr.clone()));
-    both(
-        &mut m,
-        "ExitCode",
-        "exit_code",
-        num_i64(i64::from(s.exit_code.unwrap_or(0))),
-    );
-    both(
-        &mut m,
-        "Status",
-        "status",
-        Value::String(s.status.as_str().to_owned()),
-    );
-    let response = match &s.response {
-        Some(r) => from_json(r),
-        None => Value::Object(HashMap::new()),
-    };
-    both(&mut m, "Response", "response", response);
-    both(
-        &mut m,
-        "JSON",
-        "json",
-        s.json.as_ref().map_or(Value::Nil, from_json),
-    );
-    both(&mut m, "TokensUsed", "tokens_used", num_u64(s.tokens.total));
-    both(
-        &mut m,
-        "TokensInput",
-        "tokens_input",
-        num_u64(s.tokens.input),
-    );
-    both(
-        &mut m,
-        "TokensOutput",
-        "tokens_output",
-        num_u64(s.tokens.output),
-    );
-    both(
-        &mut m,
-        "TokensEstimated",
-        "tokens_estimated",
-        Value::Bool(s.tokens.estimated),
-    );
-    both(
-        &mut m,
-        "Error",
-        "error",
-        Value::String(s.error.clone().unwrap_or_default()),
-    );
-    both(&mut m, "Attempt", "attempt", num_u64(u64::from(s.attempts)));
-    both(&mut m, "Outputs", "outputs", string_map(s.outputs.iter()));
+    for (pascal, snake, v) in s.fields() {
+        both(&mut m, pascal, snake, from_json(&v));
+    }
     Value::Object(m)
 }
 

@@ -244,10 +244,6 @@ fn both(m: &mut Fields, pascal: &str, snake: &str, v: Value) {
     m.insert(pascal.to_owned(), v);
 }
 
-fn int_u64(n: u64) -> Value {
-    Value::Integer(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
 fn strings<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> Value {
     Value::Map(
         entries
@@ -258,58 +254,9 @@ fn strings<'a>(entries: impl Iterator<Item = (&'a String, &'a String)>) -> Value
 
 fn state_value(s: &StepState) -> Value {
     let mut m = Fields::with_capacity(26);
-    both(&mut m, "Output", "output", Value::String(s.output.clone()));
-    both(&mut m, "Stderr", "stderr", Value::String(s.stderr.clone()));
-    both(
-        &mut m,
-        "ExitCode",
-        "exit_code",
-        Value::Integer(i64::from(s.exit_code.unwrap_or(0))),
-    );
-    both(
-        &mut m,
-        "Status",
-        "status",
-        Value::String(s.status.as_str().to_owned()),
-    );
-    let response = s
-        .response
-        .as_ref()
-        .map_or_else(|| Value::Map(Fields::new()), from_json);
-    both(&mut m, "Response", "response", response);
-    both(
-        &mut m,
-        "JSON",
-        "json",
-        s.json.as_ref().map_or(Value::Nil, from_json),
-    );
-    both(&mut m, "TokensUsed", "tokens_used", int_u64(s.tokens.total));
-    both(
-        &mut m,
-        "TokensInput",
-        "tokens_input",
-        int_u64(s.tokens.input),
-    );
-    both(
-        &mut m,
-        "TokensOutput",
-        "tokens_output",
-        int_u64(s.tokens.output),
-    );
-    both(
-        &mut m,
-        "TokensEstimated",
-        "tokens_estimated",
-        Value::Bool(s.tokens.estimated),
-    );
-    both(
-        &mut m,
-        "Error",
-        "error",
-        Value::String(s.error.clone().unwrap_or_default()),
-    );
-    both(&mut m, "Attempt", "attempt", int_u64(u64::from(s.attempts)));
-    both(&mut m, "Outputs", "outputs", strings(s.outputs.iter()));
+    for (pascal, snake, v) in s.fields() {
+        both(&mut m, pascal, snake, from_json(&v));
+    }
     Value::Map(m)
 }
 

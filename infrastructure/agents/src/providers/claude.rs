@@ -38,17 +38,10 @@ impl CliAgent for Claude {
 
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("claude", &request.options);
-        let model = o.string("model")?;
-        if let Some(m) = &model {
-            if !(matches!(m.as_str(), "sonnet" | "opus" | "haiku") || m.starts_with("claude-")) {
-                return Err(o.invalid(
-                    "model",
-                    format!(
-                        "expected sonnet, opus, haiku or a name starting with claude-, got {m:?}"
-                    ),
-                ));
-            }
-        }
+        let model = o.model(
+            |m: &str| matches!(m, "sonnet" | "opus" | "haiku") || m.starts_with("claude-"),
+            "sonnet, opus, haiku or a name starting with claude-",
+        )?;
         let allowed = o.string_list("allowed_tools")?;
         let skip = o.flag("dangerously_skip_permissions")?;
 

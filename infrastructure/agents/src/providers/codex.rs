@@ -42,15 +42,7 @@ impl CliAgent for Codex {
 
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("codex", &request.options);
-        let model = o.string("model")?;
-        if let Some(m) = &model {
-            if !valid_model(m) {
-                return Err(o.invalid(
-                    "model",
-                    format!("expected a name starting with gpt-, codex- or o<digit>, got {m:?}"),
-                ));
-            }
-        }
+        let model = o.model(valid_model, "a name starting with gpt-, codex- or o<digit>")?;
         let skip = o.flag("dangerously_skip_permissions")?;
         let mut flags = Vec::new();
         if let Some(m) = model {

@@ -37,15 +37,10 @@ impl CliAgent for Gemini {
 
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("gemini", &request.options);
-        let model = o.string("model")?;
-        if let Some(m) = &model {
-            if !m.starts_with("gemini-") {
-                return Err(o.invalid(
-                    "model",
-                    format!("expected a name starting with gemini-, got {m:?}"),
-                ));
-            }
-        }
+        let model = o.model(
+            |m: &str| m.starts_with("gemini-"),
+            "a name starting with gemini-",
+        )?;
         let mut args = Vec::new();
         if o.flag("dangerously_skip_permissions")? {
             args.push("--approval-mode=yolo".to_owned());
