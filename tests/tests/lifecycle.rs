@@ -35,8 +35,11 @@ fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> St
         let Ok(entries) = std::fs::read_dir(&states) else {
             return false;
         };
+        // Only committed state files: a `.tmp` file being written may never be renamed
+        // into place if the run is killed now.
         for e in entries.flatten() {
-            if let Ok(text) = std::fs::read_to_string(e.path())
+            if e.path().extension().is_some_and(|x| x == "json")
+                && let Ok(text) = std::fs::read_to_string(e.path())
                 && let Ok(v) = serde_json::from_str::<Value>(&text)
                 && pred(&v)
             {
