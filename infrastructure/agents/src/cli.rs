@@ -35,7 +35,8 @@ use crate::parse::LineSplitter;
 use crate::parse::Parsed;
 use crate::parse::Usage;
 
-/// How much of stderr goes into an `EXECUTION.AGENT.FAILED` message (bytes, the tail).
+/// How much of stderr, and of stdout when the CLI exited non-zero without an error event the
+/// parser understood, goes into an `EXECUTION.AGENT.FAILED` message (bytes, the tail of each).
 pub const STDERR_TAIL_BYTES: usize = 2048;
 
 /// One agent CLI: its binary, argv and output parser.
@@ -49,6 +50,16 @@ pub trait CliAgent: Send + Sync + 'static {
     fn binary(&self) -> &'static str;
     /// How to install the binary (shown as the hint of `EXECUTION.AGENT.BINARY_NOT_FOUND`).
     fn install_hint(&self) -> &'static str;
+    /// Every `options:` key [`CliAgent::argv`] reads (snake_case; [`COMMON_AGENT_OPTIONS`]
+    /// included), each of which reaches the CLI.
+    ///
+    /// [`COMMON_AGENT_OPTIONS`]: awf_domain::ports::agent::COMMON_AGENT_OPTIONS
+    fn options(&self) -> &'static [&'static str];
+    /// Whether a later turn resumes through the session id the CLI printed (`-r <id>`,
+    /// `exec resume <id>`, …); `false` for transcript-in-prompt CLIs.
+    fn resumes_by_session_id(&self) -> bool {
+        true
+    }
     /// Validates the options and builds the argv (without the binary).
     ///
     /// # Errors
@@ -282,6 +293,14 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         self.agent.name()
     }
 
+    fn options(&self) -> Option<&'static [&'static str]> {
+        Some(self.agent.options())
+    }
+
+    fn resumes_by_session_id(&self) -> bool {
+        self.agent.resumes_by_session_id()
+    }
+
     async fn execute(
         &self,
         request: AgentRequest,
@@ -390,6 +409,11 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
             if !err_tail.is_empty() {
                 msg.push_str("\nstderr: ");
                 msg.push_str(err_tail);
+            }
+            let out_tail = tail(&out.stdout, STDERR_TAIL_BYTES);
+            if out.exit_code != 0 && parsed.error.is_none() && !out_tail.is_empty() {
+                msg.push_str("\nstdout: ");
+                msg.push_str(out_tail);
             }
             return Err(AwfError::new(ErrorCode::ExecutionAgentFailed, msg)
                 .with_detail("provider", name)
