@@ -131,3 +131,42 @@ fn unknown_agent_options_are_warned_with_the_known_ones() {
     let argv = std::fs::read_to_string(sb.path().join("bin/argv.log")).unwrap();
     assert!(argv.contains("--allowedTools Read"), "{argv}");
 }
+
+/// Issue 8: a malformed line in an agent's stream is not printed in `-o streaming` output,
+/// whether or not the rest of the stream parses.
+#[test]
+fn malformed_stream_lines_are_not_printed_live() {
+    let stream =
+        "#!/bin/sh\necho 'plain words'\necho '{\"type\":\"assistant\", broken'\necho '[\"half'\n";
+    for (cli, provider, tail) in [
+        (
+            "claude",
+            "claude",
+            "echo '{\"type\":\"assistant\",\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"the answer\"}]}}'\necho '{\"type\":\"result\",\"result\":\"the answer\"}'\n",
+        ),
+        ("codex", "codex", ""),
+        ("gemini", "gemini", ""),
+    ] {
+        let sb = with_cli(cli, &format!("{stream}{tail}"));
+        let wf = sb
+            .write(
+                "wf.yaml",
+                &format!(
+                    "name: m\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: {provider}\n    prompt: hi\n    on_success: d\n  d:\n    type: terminal\n"
+                ),
+            )
+            .unwrap();
+        let r = sb
+            .run(&["run", wf.to_str().unwrap(), "-o", "streaming"])
+            .unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(!r.stdout.contains("broken"), "{cli}: {}", r.stdout);
+        assert!(!r.stdout.contains("half"), "{cli}: {}", r.stdout);
+        assert!(!r.stderr.contains("broken"), "{cli}: {}", r.stderr);
+        if tail.is_empty() {
+            assert_eq!(r.stdout.trim(), "plain words", "{cli}");
+        } else {
+            assert_eq!(r.stdout.trim(), "the answer", "{cli}");
+        }
+    }
+}

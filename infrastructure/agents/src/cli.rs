@@ -221,6 +221,28 @@ pub(crate) fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
+/// What of a raw stdout is shown live when the parser found no answer in it: the plain-text
+/// lines, without the JSON lines the parser could not read (a malformed or unknown event is
+/// never printed as if the agent had said it). Their number goes to the debug log.
+pub(crate) fn without_event_lines(stdout: &str) -> String {
+    let mut kept = String::with_capacity(stdout.len());
+    let mut dropped = 0usize;
+    for line in stdout.split_inclusive('\n') {
+        if matches!(line.trim_start().as_bytes().first(), Some(b'{' | b'[')) {
+            dropped += 1;
+        } else {
+            kept.push_str(line);
+        }
+    }
+    if dropped > 0 {
+        tracing::debug!(
+            lines = dropped,
+            "agent output lines that are not events awf reads were left out of the live output"
+        );
+    }
+    kept
+}
+
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -420,10 +442,16 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 .with_detail("exit_code", out.exit_code));
         }
 
+        let extracted = parsed.output.is_some();
         let output = parsed.output.unwrap_or_else(|| out.stdout.clone());
         if messages == 0 && !output.is_empty() {
-            if let Some(cb) = &on_chunk {
-                cb(AgentChunk::Message(output.clone()));
+            let shown = if extracted {
+                output.clone()
+            } else {
+                without_event_lines(&output)
+            };
+            if let (Some(cb), false) = (&on_chunk, shown.trim().is_empty()) {
+                cb(AgentChunk::Message(shown));
             }
         }
         let tokens = tokens(parsed.usage, &request, &output);
@@ -442,6 +470,14 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_lines_are_not_shown_as_the_answer() {
+        assert_eq!(
+            without_event_lines("{\"type\": broken\nplain text\n[1,\n  {\"x\":1}\nlast"),
+            "plain text\nlast"
+        );
+    }
 
     #[test]
     fn tail_keeps_the_end_on_a_char_boundary() {
