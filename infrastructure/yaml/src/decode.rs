@@ -130,15 +130,17 @@ pub fn decode_workflow(
         ],
         "the workflow",
     );
+    // Decoding goes on past errors (they are in `d`; `load` refuses the workflow when there
+    // are any), so `awf validate` can run its later checks on what was written.
     Some(Workflow {
-        name: name?,
+        name: name.unwrap_or_default(),
         version,
         description,
         author,
         tags,
         inputs,
         env,
-        initial: initial?,
+        initial: initial.unwrap_or_default(),
         states,
         hooks,
         outputs,
@@ -195,14 +197,17 @@ fn decode_states(
                     expanded = n;
                     &expanded
                 }
-                None => continue,
+                None => {
+                    states.insert(entry.key.clone(), placeholder(&entry.key));
+                    continue;
+                }
             }
         } else {
             &entry.value
         };
-        if let Some(state) = decode_state(&entry.key, state_node, &path, d, &mut inline_terminals) {
-            states.insert(entry.key.clone(), state);
-        }
+        let state = decode_state(&entry.key, state_node, &path, d, &mut inline_terminals)
+            .unwrap_or_else(|| placeholder(&entry.key));
+        states.insert(entry.key.clone(), state);
     }
     for t in inline_terminals {
         if !states.contains_key(&t.name) {
@@ -210,6 +215,28 @@ fn decode_states(
         }
     }
     initial
+}
+
+/// Stands in for a state that could not be decoded at all (its error is already recorded):
+/// a success terminal, so that references to it and routes through it raise no second error.
+fn placeholder(name: &str) -> State {
+    State {
+        name: name.to_owned(),
+        description: None,
+        kind: StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Success,
+            message: None,
+            exit_code: None,
+        }),
+        on_success: None,
+        on_failure: None,
+        transitions: Vec::new(),
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    }
 }
 
 fn kind_of(raw: &str) -> Option<&'static str> {
@@ -325,7 +352,14 @@ fn decode_state(
         _ => Some(decode_call(&mut f, d)),
     };
     f.finish(d, &notes, &format!("a {ty} state"));
-    state.kind = kind?;
+    // A kind that failed to decode (its error is recorded) keeps the state and its routes
+    // under an empty command, so later checks see the rest of the workflow.
+    state.kind = kind.unwrap_or_else(|| {
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline(String::new()),
+            dir: None,
+        })
+    });
     Some(state)
 }
 
@@ -630,12 +664,21 @@ fn decode_command(f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {
             return None;
         }
         (None, None) => {
-            d.error(
+            let typo = f.misspelled(&["command", "script_file"]);
+            let e = d.error(
                 ErrorCode::WorkflowValidationInvalidState,
                 &f.child("command"),
                 Some(f.pos()),
-                "a command step needs command or script_file",
+                match &typo {
+                    Some((k, c)) => format!(
+                        "a command step needs command or script_file (\"{k}\" is not a key: did you mean '{c}'?)"
+                    ),
+                    None => "a command step needs command or script_file".to_owned(),
+                },
             );
+            if let Some((k, c)) = typo {
+                e.hint = Some(format!("rename `{k}:` to `{c}:`"));
+            }
             return None;
         }
     };
@@ -784,7 +827,7 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
                     Some(f.pos()),
                     "a for_each loop needs items",
                 );
-                return None;
+                LoopOver::Items("[]".to_owned())
             }
         }
     } else {
@@ -797,7 +840,7 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
                     Some(f.pos()),
                     "a while loop needs a while: condition",
                 );
-                return None;
+                LoopOver::While("false".to_owned())
             }
         }
     };
