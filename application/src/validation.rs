@@ -118,11 +118,13 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     diagnostics
 }
 
-/// Input declarations: an unknown `type:` and a `default:` that breaks the input's own type
-/// or rules (a bad `pattern:` included) are errors, reported with the declaration's position.
+/// Input declarations: an unknown `type:`, a `pattern:` that is not a regular expression and
+/// a `default:` that breaks the input's own type or rules are errors, reported with the
+/// declaration's position.
 /// `file_exists` is not applied to defaults here (it depends on the directory of the run).
 ///
-/// Code `WORKFLOW.VALIDATION.INVALID_STATE`, paths `inputs.<i>.type` / `inputs.<i>.default`.
+/// Code `WORKFLOW.VALIDATION.INVALID_STATE`, paths `inputs.<i>.type`,
+/// `inputs.<i>.validation.pattern`, `inputs.<i>.default`.
 /// Source: spec/workflow.md §1.4; issue 7.
 fn input_declarations(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -139,6 +141,22 @@ fn input_declarations(wf: &Workflow) -> Vec<Diagnostic> {
                     format!("input \"{}\" has unknown type \"{t}\"", def.name),
                 )
                 .with_hint(hint),
+            );
+            continue;
+        }
+        if let Some(p) = &def.validation.pattern
+            && let Err(e) = regex::Regex::new(p)
+        {
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("inputs.{i}.validation.pattern"),
+                    format!(
+                        "input \"{}\": pattern \"{p}\" is not a valid regular expression: {e}",
+                        def.name
+                    ),
+                )
+                .with_hint("fix the pattern (Rust regex syntax, close to Go's RE2)"),
             );
             continue;
         }

@@ -859,6 +859,8 @@ fn reference_tokens(action: &str) -> Vec<String> {
     if body.starts_with("/*") {
         return Vec::new();
     }
+    // expr-lang's optional chaining (`states.a?.Output`) reads like `states.a.Output`.
+    let body = body.replace("?.", ".");
     let mut cleaned = String::new();
     let mut quote: Option<char> = None;
     let mut escaped = false;
@@ -867,7 +869,7 @@ fn reference_tokens(action: &str) -> Vec<String> {
             Some(q) => {
                 if escaped {
                     escaped = false;
-                } else if c == '\\' && q == '"' {
+                } else if c == '\\' && q != '`' {
                     escaped = true;
                 } else if c == q {
                     quote = None;

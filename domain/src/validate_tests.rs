@@ -909,7 +909,7 @@ fn valid_expressions_raise_nothing() {
     let mut a = cmd("a", "echo", Some("done"));
     a.transitions = vec![Transition {
         when: Some(
-            "states.a.exit_code == 0 and len(states.a.Outputs[\"k\"]) > 1.5 && inputs.mode in ['a.b', \"c.d\"] && env.HOME != ''"
+            "states.a.exit_code == 0 and len(states.a.Outputs[\"k\"]) > 1.5 && inputs.mode in ['a.b', \"c.d\"] && env.HOME != '' && states.a?.Output != 'it\\'s x.y' && (inputs.mode == 'q' ? states.a.Output : 'n.m') != ''"
                 .into(),
         ),
         goto: "done".into(),

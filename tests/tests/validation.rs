@@ -385,6 +385,9 @@ inputs:
     default: 3
     validation:
       min: 1
+  - name: tag
+    validation:
+      pattern: '([a-z'
 states:
   initial: a
   a:
@@ -416,6 +419,10 @@ states:
             (
                 "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
                 "inputs.3.default".to_owned()
+            ),
+            (
+                "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
+                "inputs.5.validation.pattern".to_owned()
             ),
         ]
     );
