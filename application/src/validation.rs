@@ -96,9 +96,14 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(missing_children(services, wf));
     later.extend(unknown_providers(wf));
     later.retain(|d| {
-        !load_errors
-            .iter()
-            .any(|p| !p.is_empty() && (d.path == *p || d.path.starts_with(&format!("{p}."))))
+        let below =
+            |p: &String| !p.is_empty() && (d.path == *p || d.path.starts_with(&format!("{p}.")));
+        // A state whose routes failed to decode has "no way out" only because of that error.
+        let routes_broken = d.code == ErrorCode::WorkflowValidationNoExit
+            && load_errors
+                .iter()
+                .any(|p| p.starts_with(&format!("{}.", d.path)));
+        !routes_broken && !load_errors.iter().any(below)
     });
     let mut diagnostics = loaded.diagnostics.clone();
     for d in &mut diagnostics {
@@ -111,11 +116,48 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
         }
     }
     diagnostics.extend(later);
+    name_mistyped_keys(&mut diagnostics);
     for d in &mut diagnostics {
         d.locate(&loaded.source_map);
     }
     sort(&mut diagnostics);
     diagnostics
+}
+
+/// An error about a required key (`states.a.prompt`: "needs prompt") whose cause is a
+/// mistyped sibling key (`states.a.promt`, an unknown-field warning suggesting `prompt`)
+/// names that key, so `awf run`, which prints errors only, says what to rename.
+fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
+    let typos: Vec<(String, String, String)> = diagnostics
+        .iter()
+        .filter(|d| d.code == ErrorCode::WorkflowParseUnknownField)
+        .filter_map(|d| {
+            let (parent, key) = d.path.rsplit_once('.')?;
+            let wanted = d
+                .hint
+                .as_deref()?
+                .strip_prefix("did you mean '")?
+                .strip_suffix("'?")?;
+            Some((parent.to_owned(), key.to_owned(), wanted.to_owned()))
+        })
+        .collect();
+    for d in diagnostics
+        .iter_mut()
+        .filter(|d| d.severity == Severity::Error && !d.message.contains("is not a key"))
+    {
+        let Some((parent, key)) = d.path.rsplit_once('.') else {
+            continue;
+        };
+        if let Some((_, typo, wanted)) = typos
+            .iter()
+            .find(|(p, _, w)| p == parent && (w == key || d.message.contains(w.as_str())))
+        {
+            d.message.push_str(&format!(
+                " (\"{typo}\" is not a key: did you mean '{wanted}'?)"
+            ));
+            d.hint = Some(format!("rename `{typo}:` to `{wanted}:`"));
+        }
+    }
 }
 
 /// Input declarations: an unknown `type:`, a `pattern:` that is not a regular expression and
@@ -271,8 +313,12 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
             continue;
         };
         let p = a.provider.trim();
-        // `custom` has its own error (structural rules).
-        if p.contains("{{") || p == "custom" || awf_domain::workflow::AGENT_PROVIDERS.contains(&p) {
+        // An empty and the removed `custom` provider have their own errors (structural rules).
+        if p.is_empty()
+            || p.contains("{{")
+            || p == "custom"
+            || awf_domain::workflow::AGENT_PROVIDERS.contains(&p)
+        {
             continue;
         }
         let mut d = Diagnostic::warning(

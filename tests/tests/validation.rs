@@ -697,3 +697,93 @@ states:
     );
     assert_eq!(d["hint"], json!("did you mean 'who'?"));
 }
+
+#[test]
+fn every_required_key_error_names_the_mistyped_key() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "typos.yaml",
+            "name: typos
+states:
+  initial: a
+  a:
+    typ: step
+    command: echo
+  b:
+    type: agent
+    provder: claude
+    promt: hi
+    on_success: c
+  c:
+    type: for_each
+    itmes: [1]
+    body: [x]
+    on_complete: d
+  x:
+    type: step
+    command: echo
+  d:
+    type: step
+    command: echo
+    transitions:
+      - got: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    for (path, typo) in [
+        ("states.a.type", "typ"),
+        ("states.b.provider", "provder"),
+        ("states.b.prompt", "promt"),
+        ("states.c.items", "itmes"),
+        ("states.d.transitions.0.goto", "got"),
+    ] {
+        let d = diags
+            .iter()
+            .find(|d| d["severity"] == "error" && d["path"] == path)
+            .unwrap_or_else(|| panic!("no error at {path}: {diags:#?}"));
+        let msg = d["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!("\"{typo}\" is not a key: did you mean")),
+            "{path}: {msg}"
+        );
+    }
+    // No second-hand errors: d's transitions failed to decode, it is not "without a way out";
+    // b's provider is missing, not "unknown".
+    assert!(
+        !diags
+            .iter()
+            .any(|d| d["code"] == "WORKFLOW.VALIDATION.NO_EXIT"
+                || d["code"] == "USER.AGENT.UNKNOWN_PROVIDER"),
+        "{diags:#?}"
+    );
+    // `awf run` prints errors only: the one it stops on names the key too.
+    let agent_only = sb
+        .write(
+            "agent.yaml",
+            "name: agent
+states:
+  initial: b
+  b:
+    type: agent
+    provider: claude
+    promt: hi
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let r = run(&sb, &agent_only);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("\"promt\" is not a key: did you mean 'prompt'?"),
+        "{}",
+        r.stderr
+    );
+}
