@@ -349,12 +349,34 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
 }
 
 /// Route edges for reachability: every route of a state, a container's children, and from
-/// each child back to its container (a branch or body step returns there when it ends).
+/// each child back to its container (a branch or body step returns there when it ends). The
+/// routes of a state that only runs as a parallel branch are left out: the block ignores them.
 fn route_graph(wf: &Workflow) -> HashMap<&str, Vec<&str>> {
+    // A state that runs only as a parallel branch: the block ignores its own routes.
+    let mut routed: BTreeSet<&str> = BTreeSet::new();
+    let mut branches: BTreeSet<&str> = BTreeSet::new();
+    for s in wf.states.values() {
+        routed.extend(s.on_success.as_deref());
+        routed.extend(s.on_failure.as_deref());
+        routed.extend(s.transitions.iter().map(|t| t.goto.as_str()));
+        match &s.kind {
+            StateKind::Parallel(p) => branches.extend(p.branches.iter().map(String::as_str)),
+            StateKind::Loop(l) => {
+                routed.extend(l.body.iter().map(String::as_str));
+                routed.extend(l.on_complete.as_deref());
+            }
+            _ => {}
+        }
+    }
+    routed.insert(wf.initial.as_str());
     let mut g: HashMap<&str, Vec<&str>> = HashMap::new();
     for (name, s) in &wf.states {
         let e = g.entry(name.as_str()).or_default();
-        e.extend(successors(s, true));
+        if branches.contains(name.as_str()) && !routed.contains(name.as_str()) {
+            e.extend(children(s).iter().map(String::as_str));
+        } else {
+            e.extend(successors(s, true));
+        }
         for c in children(s) {
             if wf.states.contains_key(c) {
                 g.entry(c.as_str()).or_default().push(name.as_str());
@@ -455,8 +477,9 @@ pub fn reachability(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
-/// Branch children of a parallel block that declare routes: the block ignores them (it
-/// continues with its own `on_success`/`on_failure` when all branches end).
+/// Branch children of a parallel block that declare routes (`on_success`, `on_failure`,
+/// `transitions`, a loop's `on_complete`): the block ignores them (it continues with its own
+/// `on_success`/`on_failure` when all branches end).
 ///
 /// Code `WORKFLOW.VALIDATION.INVALID_TRANSITION`, severity Warning, path
 /// `states.<branch>.<field>`. Source: spec/workflow.md §3.4; issue 7.
@@ -475,10 +498,12 @@ pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
             if b == parent || !warned.insert(b.as_str()) {
                 continue;
             }
+            let on_complete = matches!(&child.kind, StateKind::Loop(l) if l.on_complete.is_some());
             let fields: Vec<&str> = [
                 ("on_success", child.on_success.is_some()),
                 ("on_failure", child.on_failure.is_some()),
                 ("transitions", !child.transitions.is_empty()),
+                ("on_complete", on_complete),
             ]
             .iter()
             .filter(|(_, set)| *set)

@@ -918,3 +918,48 @@ fn valid_expressions_raise_nothing() {
     w.inputs = vec![input("mode")];
     assert_eq!(ref_msgs(&w), vec![]);
 }
+
+#[test]
+fn routes_of_a_branch_do_not_count_as_a_way_to_a_terminal() {
+    // p re-runs itself forever; only its branch (whose routes the block ignores) points at
+    // the terminal.
+    let mut p = par("p", &["a"], None);
+    p.on_success = Some("p".into());
+    let w = wf(
+        "p",
+        vec![p, cmd("a", "echo", Some("done")), terminal("done")],
+    );
+    let d = reachability(&w);
+    assert_eq!(
+        codes(&d)[0],
+        (ErrorCode::WorkflowValidationNoExit, "states.p".into()),
+        "{d:?}"
+    );
+    // The same branch also routed to from elsewhere keeps its routes.
+    let mut p = par("p", &["a"], Some("a"));
+    p.on_failure = Some("p".into());
+    let w = wf(
+        "p",
+        vec![p, cmd("a", "echo", Some("done")), terminal("done")],
+    );
+    assert_eq!(codes(&reachability(&w)), vec![]);
+    // A loop branch's on_complete is ignored by the block too, and warned about.
+    let mut p = par("p", &["l"], Some("done"));
+    p.on_failure = Some("done".into());
+    let w = wf(
+        "p",
+        vec![
+            p,
+            loop_state("l", LoopOver::Items("[1]".into()), &["x"], Some("done")),
+            cmd("x", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(
+        codes(&ignored_branch_routes(&w)),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidTransition,
+            "states.l.on_complete".into()
+        )]
+    );
+}
