@@ -787,3 +787,51 @@ states:
         r.stderr
     );
 }
+
+/// Writes `count` workflows `w0` … into the sandbox, each `levels` blocks deep around a call
+/// of the next one (the last runs `echo deepest`), and points `AWF_WORKFLOWS_PATH` at them.
+fn call_chain(sb: &mut Sandbox, count: usize, levels: usize) {
+    for w in 0..count {
+        let mut s = nested(levels).replace(&format!("name: deep{levels}"), &format!("name: w{w}"));
+        if w + 1 < count {
+            s = s.replace(
+                "  leaf:\n    type: step\n    command: echo leaf\n",
+                &format!(
+                    "  leaf:\n    type: call_workflow\n    workflow: w{}\n",
+                    w + 1
+                ),
+            );
+        } else {
+            s = s.replace("command: echo leaf", "command: echo deepest");
+        }
+        sb.write(&format!("chain/w{w}.yaml"), &s).unwrap();
+    }
+    let dir = sb.path().join("chain").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &dir);
+}
+
+#[test]
+fn a_deep_chain_of_sub_workflows_runs_without_overflowing_the_stack() {
+    // 9 workflows, each 2 blocks deep around the call of the next: 27 nested levels, which
+    // overflowed a default 2 MiB worker stack.
+    let mut sb = sandbox();
+    call_chain(&mut sb, 9, 2);
+    let r = sb.run(&["run", "w0", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json().unwrap()["status"], json!("success"));
+}
+
+#[test]
+fn nesting_past_the_engine_limit_across_sub_workflows_fails_cleanly() {
+    // Each workflow is valid on its own (16 levels), but 5 of them chained nest 85 levels.
+    let mut sb = sandbox();
+    call_chain(&mut sb, 5, 16);
+    let (code, _) = validate(&sb, &sb.path().join("chain/w0.yaml"));
+    assert_eq!(code, 0, "each workflow is valid on its own");
+    let r = sb.run(&["run", "w0", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "an EXECUTION failure, not a crash: {r:?}");
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], json!("failure"));
+    let msg = doc["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("nest more than 64 levels deep"), "{msg}");
+}
