@@ -103,7 +103,11 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
             && load_errors
                 .iter()
                 .any(|p| p.starts_with(&format!("{}.", d.path)));
-        !routes_broken && !load_errors.iter().any(below)
+        // With the `inputs:` block undecodable, every input reads as undeclared.
+        let inputs_broken = d.code == ErrorCode::WorkflowValidationInvalidReference
+            && d.message.starts_with("undefined input")
+            && load_errors.contains("inputs");
+        !routes_broken && !inputs_broken && !load_errors.iter().any(below)
     });
     let mut diagnostics = loaded.diagnostics.clone();
     for d in &mut diagnostics {

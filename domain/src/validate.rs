@@ -218,8 +218,8 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
 /// Deepest nesting of parallel blocks and loops that a workflow may use (a parallel whose
 /// branch is a loop whose body is a parallel is depth 3). Deeper nesting is rejected by
 /// [`containment`] and by the engine's guard: each level costs stack at run time (a debug
-/// build overflows its 2 MiB worker stack between 24 and 28 levels; 16 leaves room for the
-/// states and sub-workflow calls inside the innermost level).
+/// build overflowed a 2 MiB worker stack between 24 and 28 levels); 16 leaves room for
+/// sub-workflows below, within the engine's run-time limit over the whole call chain.
 pub const MAX_NESTING: usize = 16;
 
 /// Children a container runs: parallel branches and loop bodies (empty for other kinds).

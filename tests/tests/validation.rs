@@ -545,6 +545,30 @@ states:
         "states.build.on_success",
     );
     assert_eq!(missing["hint"], json!("did you mean 'test'?"));
+    // An `inputs:` block that cannot be decoded does not make every reference "undeclared".
+    let broken = sb
+        .write(
+            "broken-inputs.yaml",
+            "name: broken
+inputs:
+  mode: fast
+states:
+  initial: a
+  a:
+    type: step
+    command: echo {{.inputs.mode}}
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, bd) = validate(&sb, &broken);
+    assert_eq!(code, 2);
+    assert_eq!(
+        errors(&bd),
+        vec![("WORKFLOW.PARSE.YAML_SYNTAX".to_owned(), "inputs".to_owned())]
+    );
     // Text output: all of them, and the count.
     let r = sb.run(&["validate", &f.display().to_string()]).unwrap();
     assert_eq!(r.code, 2);
