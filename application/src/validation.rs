@@ -152,10 +152,7 @@ fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
         let Some((parent, key)) = d.path.rsplit_once('.') else {
             continue;
         };
-        if let Some((_, typo, wanted)) = typos
-            .iter()
-            .find(|(p, _, w)| p == parent && (w == key || d.message.contains(w.as_str())))
-        {
+        if let Some((_, typo, wanted)) = typos.iter().find(|(p, _, w)| p == parent && w == key) {
             d.message.push_str(&format!(
                 " (\"{typo}\" is not a key: did you mean '{wanted}'?)"
             ));

@@ -130,7 +130,9 @@ fn targets(state: &State) -> Vec<(String, &'static str, &str)> {
 /// per-type rules, that every non-terminal state has a way out, and [`containment`].
 ///
 /// Codes: `WORKFLOW.VALIDATION.MISSING_STATE` (with a `did you mean` hint),
-/// `WORKFLOW.VALIDATION.NO_EXIT`, `WORKFLOW.VALIDATION.INVALID_STATE`. All are errors.
+/// `WORKFLOW.VALIDATION.NO_EXIT`, `WORKFLOW.VALIDATION.INVALID_STATE`,
+/// `WORKFLOW.VALIDATION.CYCLE_DETECTED`. All are errors. (Every cyclic group of blocks yields
+/// at least one named cycle; fixing it reveals any other through the same states.)
 /// Source: spec/workflow.md §1.5, §1.8, §1.16; decisions.md.
 pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
