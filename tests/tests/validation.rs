@@ -859,3 +859,63 @@ fn nesting_past_the_engine_limit_across_sub_workflows_fails_cleanly() {
     let msg = doc["error"]["message"].as_str().unwrap();
     assert!(msg.contains("nest more than 64 levels deep"), "{msg}");
 }
+
+#[test]
+fn a_duplicate_key_does_not_hide_later_findings() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "dup.yaml",
+            "name: dup
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: b
+    on_success: done
+    on_sucess: done
+  b:
+    type: step
+    command: echo b
+    on_success: nowhere
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    let dup = diags
+        .iter()
+        .find(|d| d["code"] == "WORKFLOW.PARSE.YAML_SYNTAX")
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(dup["line"], json!(8));
+    assert!(
+        dup["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"on_success\" already defined at line 7"),
+        "{dup}"
+    );
+    find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.MISSING_STATE",
+        "states.b.on_success",
+    );
+    find(
+        &diags,
+        "warning",
+        "WORKFLOW.PARSE.UNKNOWN_FIELD",
+        "states.a.on_sucess",
+    );
+    // `awf run` still refuses the file on the duplicate key.
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("already defined at line 7"),
+        "{}",
+        r.stderr
+    );
+}

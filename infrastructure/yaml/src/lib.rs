@@ -96,8 +96,15 @@ fn parse(
 ) -> Result<LoadedWorkflow, AwfError> {
     let file_buf = file.map(Path::to_path_buf);
     let mut diags = Diags::new(file_buf.clone());
-    let root = match node::parse_document(text) {
-        Ok(n) => n,
+    let root = match node::parse_document_collecting(text) {
+        Ok((n, duplicates)) => {
+            // Duplicate keys are errors, but decoding goes on (the first value is kept).
+            for e in duplicates {
+                let d = diags.syntax("", Some(e.pos), e.message);
+                d.hint = e.hint;
+            }
+            n
+        }
         Err(e) => {
             let d = diags.syntax("", Some(e.pos), e.message);
             d.hint = e.hint;
