@@ -919,3 +919,56 @@ states:
         r.stderr
     );
 }
+
+#[test]
+fn a_sub_workflow_gets_the_checks_a_run_applies() {
+    let mut sb = sandbox();
+    sb.write(
+        "wfs/child.yaml",
+        "name: child
+states:
+  initial: a
+  a:
+    type: step
+    command: touch child-ran
+    transitions:
+      - when: states.a.ExitCod == 0
+        goto: done
+      - goto: done
+  done:
+    type: terminal
+",
+    )
+    .unwrap();
+    sb.write(
+        "wfs/parent.yaml",
+        "name: parent
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: child
+    on_success: done
+    on_failure: handled
+  done:
+    type: terminal
+  handled:
+    type: terminal
+    status: failure
+    message: child refused
+",
+    )
+    .unwrap();
+    let dir = sb.path().join("wfs").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &dir);
+    // Run directly, the child is refused ...
+    let r = sb.run(&["run", "child"]).unwrap();
+    assert_eq!(r.code, 2, "{r:?}");
+    // ... and called, it fails the call step the same way (routable), before its first step.
+    let r = sb.run(&["run", "parent", "-f", "json"]).unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("handled"), "{doc}");
+    let err = doc["states"]["call"]["error"].as_str().unwrap();
+    assert!(err.contains("ExitCod"), "{err}");
+    assert!(!sb.path().join("child-ran").exists());
+}
