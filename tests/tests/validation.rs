@@ -972,3 +972,32 @@ states:
     assert!(err.contains("ExitCod"), "{err}");
     assert!(!sb.path().join("child-ran").exists());
 }
+
+#[test]
+fn dry_run_refuses_what_run_refuses() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "dry.yaml",
+            "name: dry
+states:
+  initial: a
+  a:
+    type: step
+    command: echo {{.inputs.mdoe}}
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", &f.display().to_string(), "--dry-run"])
+        .unwrap();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("undefined input \"mdoe\""),
+        "{}",
+        r.stderr
+    );
+}
