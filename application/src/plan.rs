@@ -18,7 +18,6 @@ use std::time::SystemTime;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::mask::Masker;
-use awf_domain::ports::repository::Severity;
 use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
@@ -253,12 +252,12 @@ pub struct PlannedState {
 
 /// Builds the dry-run plan for `identifier`.
 ///
-/// Loads the workflow (structural errors fail like `awf run` does), resolves inputs
+/// Loads the workflow (it fails the checks `awf run` applies, like `awf run` does), resolves inputs
 /// (defaults < `config_inputs` < `cli_inputs`) and walks the states. Nothing is executed.
 ///
 /// # Errors
 /// Load errors of the repository (`USER.FACADE.WORKFLOW_NOT_FOUND`, `WORKFLOW.*`);
-/// `WORKFLOW.*` for a structurally invalid workflow; `USER.INPUT.VALIDATION_FAILED` for missing
+/// `WORKFLOW.*` for a workflow `awf validate` rejects; `USER.INPUT.VALIDATION_FAILED` for missing
 /// required or invalid inputs; `USER.INPUT.MISSING_FILE` when a `script_file` or `prompt_file`
 /// does not exist.
 ///
@@ -270,13 +269,8 @@ pub fn plan(
     config_inputs: &Map<String, Value>,
 ) -> Result<Plan, AwfError> {
     let loaded = services.repository.load(identifier, None)?;
+    crate::validation::check_for_run(services, &loaded)?;
     let wf = &loaded.workflow;
-    for mut d in awf_domain::validate::structural(wf) {
-        if d.severity == Severity::Error {
-            d.locate(&loaded.source_map);
-            return Err(d.to_error());
-        }
-    }
     let resolved =
         crate::inputs::resolve_inputs(wf, cli_inputs, config_inputs, std::path::Path::new("."))?;
     let masker = Masker::from_named(

@@ -39,6 +39,19 @@ pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Boxed future used for the recursive state execution.
 pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Deepest nesting of state executions (a parallel branch, a loop body step, a sub-workflow's
+/// state each add one level) before a run fails with `EXECUTION.WORKFLOW.MAX_DEPTH`. Each
+/// level costs stack: a debug build overflowed a 2 MiB worker stack at about 28 nested blocks,
+/// or 8 sub-workflow calls 3 levels deep each; the `awf` binary gives its workers 16 MiB.
+/// Validation keeps one workflow within `validate::MAX_NESTING`; this guard holds across
+/// sub-workflows and when validation was bypassed.
+pub(crate) const MAX_EXEC_DEPTH: usize = 64;
+
+tokio::task_local! {
+    /// Nesting depth of the state execution being polled (0 outside any).
+    static EXEC_DEPTH: usize;
+}
+
 /// Where the state runs: loop frame and event path prefix (`loop:0/loop:2/`).
 #[derive(Clone, Copy)]
 pub(crate) struct At<'a> {
@@ -85,7 +98,18 @@ impl Run {
         prefix: &'a str,
         token: &'a CancellationToken,
     ) -> BoxFut<'a, Result<StepExit, AwfError>> {
-        Box::pin(async move {
+        let depth = EXEC_DEPTH.try_with(|d| *d).unwrap_or(0) + 1;
+        if depth > MAX_EXEC_DEPTH {
+            return Box::pin(std::future::ready(Err(AwfError::new(
+                ErrorCode::ExecutionMaxDepth,
+                format!(
+                    "state {name}: parallel blocks, loops and sub-workflows nest more than {MAX_EXEC_DEPTH} levels deep"
+                ),
+            )
+            .with_detail("state", name)
+            .with_hint("flatten the nesting; `awf validate` shows containment cycles"))));
+        }
+        Box::pin(EXEC_DEPTH.scope(depth, async move {
             let at = At { frame, prefix };
             let Some(state) = self.wf.state(name) else {
                 return Err(AwfError::new(
@@ -201,7 +225,7 @@ impl Run {
                 return Err(cancelled(name));
             }
             self.route(state, succeeded, body.failure, body.early_exit, frame)
-        })
+        }))
     }
 
     /// Races a block against its deadline; on expiry cancels the block's token, waits for it

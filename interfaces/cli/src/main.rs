@@ -56,6 +56,9 @@ fn main() -> ExitCode {
     // busy rendering a large template or evaluating an expression.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
+        // reservation, touched only as used) leaves room for the engine's nesting limit.
+        .thread_stack_size(16 * 1024 * 1024)
         .enable_all()
         .build();
     let telemetry = match init_telemetry(&cli) {
