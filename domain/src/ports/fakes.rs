@@ -154,10 +154,10 @@ impl CommandExecutor for FakeExecutor {
             } => {
                 if let Some(cb) = &on_output {
                     if !stdout.is_empty() {
-                        cb(OutputStream::Stdout, &stdout);
+                        cb(OutputStream::Stdout, stdout.as_bytes());
                     }
                     if !stderr.is_empty() {
-                        cb(OutputStream::Stderr, &stderr);
+                        cb(OutputStream::Stderr, stderr.as_bytes());
                     }
                 }
                 Ok(CommandOutput {

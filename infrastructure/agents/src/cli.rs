@@ -27,6 +27,7 @@ use awf_domain::ports::exec::CommandSpec;
 use awf_domain::ports::exec::OutputCallback;
 use awf_domain::ports::exec::Program;
 use awf_domain::ports::exec::Termination;
+use awf_domain::ports::exec::Utf8Chunks;
 use awf_domain::run::TokenUsage;
 use tokio_util::sync::CancellationToken;
 
@@ -239,6 +240,7 @@ pub fn find_program(
 
 /// Stream state shared with the output callback.
 struct Feed<P> {
+    decoder: Utf8Chunks,
     splitter: LineSplitter,
     parser: P,
     fed: usize,
@@ -247,6 +249,13 @@ struct Feed<P> {
 }
 
 impl<P: LineParser> Feed<P> {
+    /// Feeds raw stdout bytes (decoded as UTF-8 without splitting characters).
+    fn push_bytes(&mut self, bytes: &[u8]) {
+        let mut decoder = std::mem::take(&mut self.decoder);
+        decoder.push(bytes, |text| self.push(text));
+        self.decoder = decoder;
+    }
+
     fn push(&mut self, text: &str) {
         self.fed += text.len();
         let mut chunks = Vec::new();
@@ -257,6 +266,8 @@ impl<P: LineParser> Feed<P> {
     }
 
     fn end(&mut self) {
+        let mut decoder = std::mem::take(&mut self.decoder);
+        decoder.finish(|text| self.push(text));
         let mut chunks = Vec::new();
         let parser = &mut self.parser;
         self.splitter
@@ -308,6 +319,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         };
 
         let feed = Arc::new(Mutex::new(Feed {
+            decoder: Utf8Chunks::default(),
             splitter: LineSplitter::default(),
             parser: self.agent.parser(&request),
             fed: 0,
@@ -315,11 +327,11 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
             on_chunk: on_chunk.clone(),
         }));
         let sink = Arc::clone(&feed);
-        let callback: OutputCallback = Arc::new(move |stream, text| {
+        let callback: OutputCallback = Arc::new(move |stream, bytes| {
             if stream == OutputStream::Stdout {
                 sink.lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .push(text);
+                    .push_bytes(bytes);
             }
         });
         let spec = CommandSpec {

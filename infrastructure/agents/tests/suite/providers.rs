@@ -84,7 +84,7 @@ impl CommandExecutor for Replay {
         self.calls.lock().unwrap().push(spec);
         if let Some(cb) = on_output {
             for p in pieces(&self.stdout, 37) {
-                cb(OutputStream::Stdout, p);
+                cb(OutputStream::Stdout, p.as_bytes());
                 if let Some(probe) = self.probe.lock().unwrap().as_ref() {
                     self.seen_at_piece
                         .lock()
@@ -93,7 +93,7 @@ impl CommandExecutor for Replay {
                 }
             }
             if !self.stderr.is_empty() {
-                cb(OutputStream::Stderr, &self.stderr);
+                cb(OutputStream::Stderr, self.stderr.as_bytes());
             }
         }
         Ok(CommandOutput {
