@@ -1,0 +1,237 @@
+//! Secrets through the binary (issue 7): multi-line secrets, masking before truncation and at
+//! a timeout, dry-run options, environment values never in errors or panics; and a step's
+//! bytes passed through exactly to live output, with documented text conversions elsewhere.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::Output;
+
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+/// A PEM-shaped multi-line secret.
+const PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSj\nAgEAAoIBAQC7VJTUt9Us8cKjMzEfYyjiWA4R4\nqzb+tWLXhy0yExrdZ3u8Y2hE1SuW4Pc0ZBTr\n-----END PRIVATE KEY-----";
+
+/// Every file under `dir` (recursively), read as bytes.
+fn files(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files(&p, out);
+        } else if let Ok(b) = std::fs::read(&p) {
+            out.push((p.display().to_string(), b));
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    has(hay, needle.as_bytes())
+}
+
+fn has(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Asserts that none of `needles` appears in the run's stdout, stderr or any file of the
+/// sandbox's data root (state files, transcripts, audit trail, history).
+fn assert_nowhere(sb: &Sandbox, out: &Output, needles: &[&str]) {
+    let mut all = vec![
+        ("stdout".to_owned(), out.stdout.clone()),
+        ("stderr".to_owned(), out.stderr.clone()),
+    ];
+    files(&sb.path().join("data"), &mut all);
+    assert!(all.len() > 2, "the run recorded nothing");
+    for (what, bytes) in &all {
+        for n in needles {
+            assert!(
+                !contains(bytes, n),
+                "{n:?} in {what}:\n{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+}
+
+/// The state file of the only run in the sandbox.
+fn state_file(sb: &Sandbox) -> Value {
+    let dir = sb.path().join("data").join("awf").join("states");
+    let mut found = Vec::new();
+    files(&dir, &mut found);
+    let (_, bytes) = found
+        .into_iter()
+        .find(|(p, _)| p.ends_with(".json"))
+        .expect("a state file");
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn pem_lines() -> Vec<&'static str> {
+    PEM.lines().filter(|l| l.len() >= 4).collect()
+}
+
+const PRINT_LINES: &str = r#"name: pem
+inputs:
+  - name: deploy_private_key
+    required: false
+    default: ""
+states:
+  initial: whole
+  whole:
+    type: step
+    command: printf '%s\n' "$PRIVATE_KEY"
+    on_success: indented
+  indented:
+    type: step
+    command: printf '%s\n' "$PRIVATE_KEY" | sed 's/^/    /'
+    on_success: one_by_one
+  one_by_one:
+    type: step
+    command: |
+      printf '%s\n' "$PRIVATE_KEY" | while IFS= read -r l; do printf 'key line: %s\n' "$l"; sleep 0.02; done
+    on_success: from_input
+  from_input:
+    type: step
+    command: |
+      printf '%s\n' '{{.inputs.deploy_private_key}}' | while IFS= read -r l; do printf '>> %s\n' "$l" >&2; done
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+#[test]
+fn every_line_of_a_multi_line_secret_is_masked_in_streaming_output_state_and_transcript() {
+    for args in [
+        &["-o", "streaming"][..],
+        &["-o", "buffered"],
+        &["-f", "json"],
+    ] {
+        let mut sb = Sandbox::new().unwrap();
+        sb.set_env("PRIVATE_KEY", PEM);
+        let wf = sb.write("pem.yaml", PRINT_LINES).unwrap();
+        let input = format!("deploy_private_key={PEM}");
+        let mut a = vec!["run", wf.to_str().unwrap(), "-i", &input];
+        a.extend_from_slice(args);
+        let out = sb.cmd(&a).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_nowhere(&sb, &out, &pem_lines());
+        // The lines were printed, masked.
+        let shown = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        if args[0] == "-o" {
+            assert!(shown.contains("key line: ***"), "{shown}");
+            assert!(shown.contains("    ***"), "{shown}");
+        }
+        let st = state_file(&sb);
+        assert_eq!(
+            st["states"]["one_by_one"]["output"].as_str(),
+            Some("key line: ***\n".repeat(5).as_str()),
+            "{st}"
+        );
+    }
+}
+
+#[test]
+fn capture_max_size_cutting_inside_a_secret_leaves_no_prefix_of_it() {
+    let secret = "s3cr3t-QWxyzKLMnoPQRstuvWX";
+    for max in [6, 8, 10, 12, 20] {
+        let mut sb = Sandbox::new().unwrap();
+        sb.set_env("DEPLOY_TOKEN", secret);
+        let wf = sb
+            .write(
+                "cap.yaml",
+                &format!(
+                    "name: cap\nstates:\n  initial: a\n  a:\n    type: step\n    command: printf 'id=%s\\n' \"$DEPLOY_TOKEN\"; printf 'e=%s' \"$DEPLOY_TOKEN\" >&2\n    capture:\n      max_size: {max}\n    on_success: done\n  done:\n    type: terminal\n"
+                ),
+            )
+            .unwrap();
+        let out = sb
+            .cmd(&["run", wf.to_str().unwrap(), "-f", "json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        // Any 5 consecutive characters of the secret would be a leak.
+        let pieces: Vec<&str> = (0..=secret.len() - 5).map(|i| &secret[i..i + 5]).collect();
+        assert_nowhere(&sb, &out, &pieces);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stored = v["states"]["a"]["output"].as_str().unwrap().to_owned();
+        let want = "id=***\n";
+        assert_eq!(stored, want[..max.min(want.len())], "max_size {max}");
+    }
+}
+
+#[test]
+fn a_step_killed_half_way_through_printing_a_secret_shows_no_prefix_of_it() {
+    let secret = "tok-ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    for args in [&["-o", "streaming"][..], &["-f", "json"]] {
+        let mut sb = Sandbox::new().unwrap();
+        sb.set_env("MY_API_TOKEN", secret);
+        let wf = sb
+            .write(
+                "half.yaml",
+                "name: half\nstates:\n  initial: a\n  a:\n    type: step\n    command: printf 'key=%s' \"$(printf %s \"$MY_API_TOKEN\" | cut -c1-14)\"; sleep 30\n    timeout: 1s\n    on_success: done\n    on_failure: failed\n  done:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n",
+            )
+            .unwrap();
+        let mut a = vec!["run", wf.to_str().unwrap()];
+        a.extend_from_slice(args);
+        let out = sb.cmd(&a).output().unwrap();
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        assert_nowhere(&sb, &out, &["tok-ABCD", "ABCDEFGH", "EFGHIJ"]);
+        let st = state_file(&sb);
+        assert_eq!(st["states"]["a"]["output"], "key=***", "{st}");
+        if args[0] == "-o" {
+            assert!(contains(&out.stdout, "[OUT] key=***"), "{out:?}");
+        }
+    }
+}
+
+const BYTES: &str = r#"name: bytes
+states:
+  initial: a
+  a:
+    type: step
+    command: printf 'A\377B\n'; printf 'E\376\n' >&2
+    on_success: b
+  b:
+    type: step
+    command: printf '%s|' '{{.states.a.Output}}'
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+#[test]
+fn live_output_passes_a_steps_bytes_exactly() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("bytes.yaml", BYTES).unwrap();
+    let wf = wf.to_str().unwrap();
+    let out = sb.cmd(&["run", wf, "-o", "streaming"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stdout.starts_with(b"[OUT] A\xffB\n"), "{out:?}");
+    assert!(has(&out.stderr, b"[ERR] E\xfe\n"), "{out:?}");
+    let out = sb.cmd(&["run", wf, "-o", "buffered"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stdout.starts_with(b"A\xffB\n"), "{out:?}");
+    assert!(has(&out.stderr, b"E\xfe\n"), "{out:?}");
+}
+
+#[test]
+fn output_that_is_not_utf8_becomes_replacement_characters_where_it_must_be_text() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("bytes.yaml", BYTES).unwrap();
+    let out = sb
+        .cmd(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // JSON (the result, state files): each invalid sequence is U+FFFD.
+    assert_eq!(v["states"]["a"]["output"], "A\u{FFFD}B\n");
+    assert_eq!(v["states"]["a"]["stderr"], "E\u{FFFD}\n");
+    // Templates see the same text: `.Output` renders U+FFFD (as UTF-8) into the command.
+    assert_eq!(v["states"]["b"]["output"], "A\u{FFFD}B\n|");
+    assert_eq!(state_file(&sb)["states"]["a"]["output"], "A\u{FFFD}B\n");
+}
