@@ -50,11 +50,14 @@ impl Masker {
     }
 
     /// Adds one secret value (ignored when shorter than 4 characters). A value with line
-    /// breaks also adds each of its lines (trimmed) that has at least 4 characters.
+    /// breaks also adds each of its lines (trimmed) that has at least 4 characters. A value
+    /// read from bytes that were not UTF-8 (invalid sequences shown as U+FFFD) also adds each
+    /// run of 4+ characters between them, so the raw bytes are masked in live output too.
     pub fn add(&mut self, value: &str) {
+        const BREAKS: [char; 3] = ['\n', '\r', '\u{FFFD}'];
         self.add_one(value);
-        if value.contains(['\n', '\r']) {
-            for line in value.split(['\n', '\r']) {
+        if value.contains(BREAKS) {
+            for line in value.split(BREAKS) {
                 self.add_one(line.trim());
             }
         }
@@ -315,6 +318,16 @@ mod tests {
         // A value given with CRLF line ends is split the same way.
         let m = Masker::from_named([("SECRET", "line-one\r\nline-two\r\n")]);
         assert_eq!(m.mask("a line-two b line-one"), "a *** b ***");
+    }
+
+    #[test]
+    fn a_secret_read_from_invalid_utf8_is_masked_as_text_and_as_bytes() {
+        let m = Masker::from_named([("MY_TOKEN", "sec\u{FFFD}ret-value")]);
+        assert_eq!(m.mask("x sec\u{FFFD}ret-value y"), "x *** y");
+        assert_eq!(
+            stream(&m, &[b"x sec\xffret-", b"value y"]),
+            b"x sec\xff*** y"
+        );
     }
 
     #[test]

@@ -235,3 +235,123 @@ fn output_that_is_not_utf8_becomes_replacement_characters_where_it_must_be_text(
     assert_eq!(v["states"]["b"]["output"], "A\u{FFFD}B\n|");
     assert_eq!(state_file(&sb)["states"]["a"]["output"], "A\u{FFFD}B\n");
 }
+
+// ---- bytes that are not UTF-8 in the environment and the arguments ---------------------------
+
+const SIMPLE: &str = "name: x\nstates:\n  initial: a\n  a:\n    type: step\n    command: printf '%s\\n' \"$MY_TOKEN\" \"$JUNK\"\n    on_success: d\n  d:\n    type: terminal\n";
+
+/// Runs `awf <args>` in `dir` with a non-UTF-8 `JUNK`, a non-UTF-8 secret and `PWD` = `dir`.
+fn run_in(sb: &Sandbox, dir: &Path, args: &[&str]) -> Output {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::ffi::OsStringExt;
+    let os = |b: &[u8]| std::ffi::OsString::from_vec(b.to_vec());
+    sb.cmd(args)
+        .current_dir(dir)
+        .env("JUNK", os(b"\xff\xfe junk"))
+        .env("MY_TOKEN", os(b"sec\xffret-value-42"))
+        .env(
+            "PWD",
+            std::ffi::OsStr::from_bytes(dir.as_os_str().as_bytes()),
+        )
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn every_subcommand_survives_a_non_utf8_environment_and_working_directory() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new().unwrap();
+    // A Latin-1 directory name ("café"), used as the working directory and PWD.
+    let latin1 = sb.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir_all(&latin1).unwrap();
+    std::fs::write(latin1.join("x.yaml"), SIMPLE).unwrap();
+    for dir in [sb.path().to_path_buf(), latin1] {
+        std::fs::write(dir.join("x.yaml"), SIMPLE).unwrap();
+        let first = run_in(&sb, &dir, &["run", "x.yaml", "-f", "json"]);
+        assert_eq!(first.status.code(), Some(0), "{first:?}");
+        let v: Value = serde_json::from_slice(&first.stdout).unwrap();
+        let run_id = v["run_id"].as_str().unwrap().to_owned();
+        // The secret is masked, the junk value passes through to the child unchanged.
+        assert_eq!(
+            v["states"]["a"]["output"],
+            "sec\u{FFFD}***\n\u{FFFD}\u{FFFD} junk\n"
+        );
+        let cases: Vec<(Vec<&str>, &[i32])> = vec![
+            (vec!["--help"], &[0]),
+            (vec!["run", "x.yaml", "-o", "streaming"], &[0]),
+            (vec!["validate", "x.yaml"], &[0]),
+            (vec!["list"], &[0]),
+            (vec!["diagram", "x.yaml"], &[0]),
+            (vec!["error"], &[0]),
+            (vec!["error", "USER.INPUT.INVALID_FORMAT"], &[0]),
+            (vec!["init"], &[0, 1]),
+            (vec!["history"], &[0]),
+            (vec!["status", &run_id], &[0]),
+            (vec!["resume", &run_id], &[0, 1]),
+            (vec!["resume", "--list"], &[0]),
+            (vec!["config", "show"], &[0]),
+        ];
+        for (args, codes) in cases {
+            let out = run_in(&sb, &dir, &args);
+            let code = out.status.code().unwrap_or(-1);
+            let all = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+            assert!(
+                codes.contains(&code) && !contains(&all, "panicked"),
+                "awf {args:?} in {dir:?}: exit {code}\n{}",
+                String::from_utf8_lossy(&all)
+            );
+            assert!(!contains(&all, "ret-value-42"), "awf {args:?}: {out:?}");
+            if args == ["run", "x.yaml", "-o", "streaming"] {
+                assert!(
+                    has(&out.stdout, b"[OUT] sec\xff***\n[OUT] \xff\xfe junk\n"),
+                    "{out:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_non_utf8_input_value_or_workflow_path_is_a_user_error() {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new().unwrap();
+    sb.write("x.yaml", SIMPLE).unwrap();
+    let arg = |b: &'static [u8]| std::ffi::OsStr::from_bytes(b);
+    for (extra, shown) in [
+        (
+            &[
+                &b"run"[..],
+                b"x.yaml",
+                b"--input",
+                b"api_key=\xffhunter2-secret",
+            ][..],
+            "api_key=…",
+        ),
+        (
+            &[b"run", b"x.yaml", b"--input=api_key=hunter2-secret\xff"],
+            "--input=…",
+        ),
+        (&[b"run", b"caf\xe9.yaml"], "caf\u{FFFD}.yaml"),
+        (&[b"validate", b"caf\xe9.yaml"], "caf\u{FFFD}.yaml"),
+    ] {
+        for json in [false, true] {
+            let mut c = sb.cmd(&[]);
+            c.args(extra.iter().map(|b| arg(b)));
+            if json {
+                c.args(["-f", "json"]);
+            }
+            let out = c.output().unwrap();
+            assert_eq!(out.status.code(), Some(1), "{out:?}");
+            let text = if json { &out.stdout } else { &out.stderr };
+            let text = String::from_utf8_lossy(text);
+            assert!(text.contains("USER.INPUT.INVALID_FORMAT"), "{text}");
+            assert!(text.contains("not valid UTF-8"), "{text}");
+            assert!(text.contains(shown), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+            if json {
+                let v: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(v["error"]["code"], "USER.INPUT.INVALID_FORMAT");
+            }
+        }
+    }
+}

@@ -111,12 +111,44 @@ pub fn project_telemetry(
     repo.load_config().ok()?.other.get("telemetry").cloned()
 }
 
+/// The process environment as text, read byte-safely (never panics).
+///
+/// A variable whose name is not UTF-8 is left out. One whose value is not UTF-8 is left out
+/// too (templates cannot show it faithfully), except when its name marks a secret: then it is
+/// kept with each invalid sequence as U+FFFD, so that it is still masked (see
+/// [`awf_domain::mask::Masker::add`]). Child processes inherit every variable unchanged
+/// either way, since they inherit this process's environment.
+pub fn process_env() -> BTreeMap<String, String> {
+    env_from(std::env::vars_os())
+}
+
+/// [`process_env`] over explicit pairs.
+pub fn env_from(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for (k, v) in vars {
+        let Ok(k) = k.into_string() else { continue };
+        match v.into_string() {
+            Ok(v) => {
+                env.insert(k, v);
+            }
+            Err(v) if awf_domain::mask::is_secret_name(&k) => {
+                let lossy = v.to_string_lossy().into_owned();
+                env.insert(k, lossy);
+            }
+            Err(_) => {}
+        }
+    }
+    env
+}
+
 /// Builds the services from the real process environment.
 ///
 /// # Errors
 /// `SYSTEM.IO.READ_FAILED` when the working directory cannot be determined.
 pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
-    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let env = process_env();
     let cwd = std::env::current_dir().map_err(|e| {
         AwfError::new(
             ErrorCode::SystemIoReadFailed,
@@ -232,6 +264,27 @@ impl Wiring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_values_that_are_not_utf8_are_skipped_or_kept_masked() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let os = |b: &[u8]| OsString::from_vec(b.to_vec());
+        let e = env_from([
+            (os(b"JUNK"), os(b"\xff")),
+            (os(b"PWD"), os(b"/tmp/caf\xe9")),
+            (os(b"N\xffAME"), os(b"x")),
+            (os(b"MY_TOKEN"), os(b"sec\xffret-value")),
+            (os(b"OK"), os(b"fine")),
+        ]);
+        assert_eq!(
+            e.into_iter().collect::<Vec<_>>(),
+            vec![
+                ("MY_TOKEN".to_owned(), "sec\u{FFFD}ret-value".to_owned()),
+                ("OK".to_owned(), "fine".to_owned()),
+            ]
+        );
+    }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
