@@ -355,3 +355,76 @@ fn a_non_utf8_input_value_or_workflow_path_is_a_user_error() {
         }
     }
 }
+
+// ---- dry run ---------------------------------------------------------------------------------
+
+const AGENT: &str = r#"name: ag
+inputs:
+  - name: model
+    default: gpt-x
+  - name: secret_token
+    default: tok-very-secret-1
+states:
+  initial: a
+  a:
+    type: agent
+    provider: openai_compatible
+    prompt: "hi {{.inputs.model}}"
+    options:
+      model: "{{.inputs.model}}"
+      api_key: sk-live-abcdef123456
+      base_url: "{{.env.BASE}}/{{.env.MY_API_TOKEN}}"
+      extra:
+        header: "Bearer {{.inputs.secret_token}}"
+        credentials: { user: admin-user, pass: pw-in-clear-99 }
+      tags: ["{{.inputs.model}}", "x"]
+    on_success: d
+  d:
+    type: terminal
+"#;
+
+#[test]
+fn dry_run_renders_and_masks_agent_options() {
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("BASE", "http://llm.local");
+    sb.set_env("MY_API_TOKEN", "env-secret-token-77");
+    let wf = sb.write("ag.yaml", AGENT).unwrap();
+    let wf = wf.to_str().unwrap();
+    let leaks = [
+        "sk-live-abcdef123456",
+        "tok-very-secret-1",
+        "env-secret-token-77",
+        "pw-in-clear-99",
+        "admin-user",
+        "{{",
+    ];
+    let text = sb.cmd(&["run", wf, "--dry-run"]).output().unwrap();
+    assert_eq!(text.status.code(), Some(0), "{text:?}");
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        shown.contains(
+            "Options: model=gpt-x, api_key=***, base_url=http://llm.local/***, \
+             extra={\"header\":\"Bearer ***\",\"credentials\":{\"user\":\"***\",\"pass\":\"***\"}}, \
+             tags=[\"gpt-x\",\"x\"]"
+        ),
+        "{shown}"
+    );
+    let json = sb
+        .cmd(&["run", wf, "--dry-run", "-f", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(0), "{json:?}");
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let states = v["states"].to_string();
+    assert!(states.contains(r#""model":"gpt-x""#), "{states}");
+    for out in [&text, &json] {
+        for l in leaks {
+            assert!(
+                !contains(&out.stdout, l),
+                "{l}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(!contains(&out.stderr, l), "{l}");
+        }
+    }
+}

@@ -331,11 +331,12 @@ pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Ou
 }
 
 fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
-    match awf_application::plan::plan(
+    match awf_application::plan::plan_with_env(
         &w.services,
         &req.identifier,
         &req.inputs,
         &req.config_inputs,
+        &w.env,
     ) {
         Ok(plan) => {
             if ctx.json() {
