@@ -107,6 +107,7 @@ impl Run {
             dir: Some(self.working_dir.clone()),
             timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
             env: lock(&self.exported).clone(),
+            secrets: self.masker(),
         };
         let (callback, flush) = self.agent_callback(name, at);
         let result = provider
@@ -379,6 +380,7 @@ impl Run {
                 dir: Some(self.working_dir.clone()),
                 timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
                 env: lock(&self.exported).clone(),
+                secrets: self.masker(),
             };
             let (callback, flush) = self.agent_callback(name, at);
             let result = provider

@@ -398,7 +398,9 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 msg.push_str(": ");
                 msg.push_str(e);
             }
-            let err_tail = tail(&out.stderr, STDERR_TAIL_BYTES);
+            // Masked before it is cut: a secret across the cut leaves no suffix in clear.
+            let stderr = request.secrets.mask(&out.stderr);
+            let err_tail = tail(&stderr, STDERR_TAIL_BYTES);
             if !err_tail.is_empty() {
                 msg.push_str("\nstderr: ");
                 msg.push_str(err_tail);

@@ -491,3 +491,27 @@ async fn timeout_and_cancel_map_to_their_codes() {
     let (res, _) = run(&b, "claude", req("x")).await;
     assert_eq!(res.unwrap_err().code(), ErrorCode::ExecutionRunCancelled);
 }
+
+#[tokio::test]
+async fn a_secret_across_the_stderr_tail_cut_leaves_no_suffix_in_clear() {
+    let secret = "sk-SECRETSUFFIXabcdefghij";
+    // The secret straddles the start of the kept tail (the last STDERR_TAIL_BYTES bytes).
+    let tail = awf_agents::STDERR_TAIL_BYTES;
+    for before_cut in [4, 10, 20] {
+        let stderr = format!(
+            "{}{secret}{}",
+            "x".repeat(100),
+            "y".repeat(tail - (secret.len() - before_cut))
+        );
+        let b = bed(
+            "gemini",
+            Replay::new(String::new(), &stderr, 1, Termination::Exited),
+        );
+        let mut r = req("p");
+        r.secrets = awf_domain::mask::Masker::from_named([("GEMINI_API_KEY", secret)]);
+        let (res, _) = run(&b, "gemini", r).await;
+        let e = res.unwrap_err();
+        assert!(!e.message().contains("SUFFIX"), "{}", e.message());
+        assert!(!e.message().contains("abcdefghij"), "{}", e.message());
+    }
+}
