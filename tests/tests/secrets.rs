@@ -428,3 +428,33 @@ fn dry_run_renders_and_masks_agent_options() {
         }
     }
 }
+
+#[test]
+fn a_non_utf8_home_is_ignored_with_a_warning() {
+    use std::os::unix::ffi::OsStringExt;
+    let sb = Sandbox::new().unwrap();
+    sb.write("x.yaml", SIMPLE).unwrap();
+    for args in [
+        &["run", "x.yaml"][..],
+        &["history"],
+        &["list"],
+        &["config", "show"],
+    ] {
+        let out = sb
+            .cmd(args)
+            .env(
+                "HOME",
+                std::ffi::OsString::from_vec(b"/nowhere/h\xff".to_vec()),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            err.matches("WARN HOME is not valid UTF-8 and is ignored")
+                .count(),
+            1,
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -119,7 +119,40 @@ pub fn project_telemetry(
 /// [`awf_domain::mask::Masker::add`]). Child processes inherit every variable unchanged
 /// either way, since they inherit this process's environment.
 pub fn process_env() -> BTreeMap<String, String> {
-    env_from(std::env::vars_os())
+    let vars: Vec<_> = std::env::vars_os().collect();
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        for name in ignored_paths(&vars) {
+            eprintln!(
+                "WARN {name} is not valid UTF-8 and is ignored; set it to a UTF-8 path (or pass \
+                 --storage)"
+            );
+        }
+    });
+    env_from(vars)
+}
+
+/// Variables that name awf's own files and folders.
+const PATH_VARS: &[&str] = &[
+    "HOME",
+    "XDG_DATA_HOME",
+    "XDG_CONFIG_HOME",
+    "AWF_STORAGE_DIR",
+    "AWF_CONFIG_HOME",
+    "AWF_CONFIG_PATH",
+    "AWF_WORKFLOWS_PATH",
+    "AWF_PROMPTS_PATH",
+    "AWF_AUDIT_LOG",
+];
+
+/// Names of the [`PATH_VARS`] in `vars` whose value is not UTF-8 (they are ignored, which
+/// changes where awf looks for files: worth a warning).
+fn ignored_paths(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> Vec<&'static str> {
+    PATH_VARS
+        .iter()
+        .copied()
+        .filter(|n| vars.iter().any(|(k, v)| k == n && v.to_str().is_none()))
+        .collect()
 }
 
 /// [`process_env`] over explicit pairs.
@@ -277,6 +310,11 @@ mod tests {
             (os(b"MY_TOKEN"), os(b"sec\xffret-value")),
             (os(b"OK"), os(b"fine")),
         ]);
+        let vars = [
+            (os(b"HOME"), os(b"/h\xff")),
+            (os(b"XDG_DATA_HOME"), os(b"/x")),
+        ];
+        assert_eq!(ignored_paths(&vars), ["HOME"]);
         assert_eq!(
             e.into_iter().collect::<Vec<_>>(),
             vec![
