@@ -490,9 +490,9 @@ impl Run {
             dir,
             env: lock(&self.exported).clone(),
             timeout: remaining,
-            capture_limit: state
-                .capture_max_size
-                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+            // The engine keeps the masked stream itself (mask first, cut second); the
+            // executor's own copy is only a fallback for executors that stream nothing.
+            capture_limit: Some(0),
         };
         let path = format!("{}{name}", at.prefix);
         let callback = live_output(
