@@ -30,8 +30,9 @@ pub fn is_secret_name(name: &str) -> bool {
     SECRET_MARKERS.iter().any(|m| up.contains(m))
 }
 
-/// Replaces known secret values by `***`, longest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Replaces known secret values by `***`, longest first. Its `Debug` form shows how many
+/// secrets it holds, never their values.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Masker {
     /// Secret values and the lines of multi-line ones, longest first.
     secrets: Vec<String>,
@@ -214,16 +215,34 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+impl std::fmt::Debug for Masker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Masker")
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
 /// Masks a stream of bytes delivered in arbitrary chunks. Everything is released at once
 /// except a tail that could be the start of a secret (a partial match), which is held until
 /// the next chunk decides it; a secret split across chunks is therefore still caught, and
 /// bytes that are not UTF-8 pass through unchanged. At end of stream ([`StreamMasker::finish`])
 /// a held partial match of at least [`MIN_SECRET_CHARS`] characters (a secret cut short by a
 /// timeout or a kill) is released as `***`, never in clear.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StreamMasker {
     masker: Masker,
     pending: Vec<u8>,
+}
+
+impl std::fmt::Debug for StreamMasker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The held bytes may be the start of a secret: only their count is shown.
+        f.debug_struct("StreamMasker")
+            .field("masker", &self.masker)
+            .field("held", &self.pending.len())
+            .finish()
+    }
 }
 
 impl StreamMasker {
@@ -282,6 +301,19 @@ mod tests {
         }
         out.extend(s.finish());
         out
+    }
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let m = Masker::from_named([("API_KEY", "hunter22-value")]);
+        let mut s = StreamMasker::new(m.clone());
+        assert!(s.push(b"x hunter22").len() < 10);
+        let shown = format!("{m:?} {s:?}");
+        assert!(!shown.contains("hunter"), "{shown}");
+        assert_eq!(
+            shown,
+            "Masker { secrets: 1 } StreamMasker { masker: Masker { secrets: 1 }, held: 8 }"
+        );
     }
 
     #[test]
