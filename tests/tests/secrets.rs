@@ -234,6 +234,25 @@ fn output_that_is_not_utf8_becomes_replacement_characters_where_it_must_be_text(
     // Templates see the same text: `.Output` renders U+FFFD (as UTF-8) into the command.
     assert_eq!(v["states"]["b"]["output"], "A\u{FFFD}B\n|");
     assert_eq!(state_file(&sb)["states"]["a"]["output"], "A\u{FFFD}B\n");
+    // Transcripts: the streamed chunks as text, the same way.
+    let mut found = Vec::new();
+    files(
+        &sb.path().join("data").join("awf").join("transcripts"),
+        &mut found,
+    );
+    let texts: String = found
+        .iter()
+        .flat_map(|(_, b)| {
+            String::from_utf8_lossy(b)
+                .lines()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+        .filter(|e| e["type"] == "step.output" && e["payload"]["name"] == "a")
+        .filter_map(|e| e["payload"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(texts.contains("A\u{FFFD}B\n"), "{texts:?}");
 }
 
 // ---- bytes that are not UTF-8 in the environment and the arguments ---------------------------
