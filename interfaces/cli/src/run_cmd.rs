@@ -33,16 +33,25 @@ use crate::wiring::Wiring;
 /// Splits `--input` values at the first `=`.
 ///
 /// # Errors
-/// `USER.INPUT.INVALID_FORMAT` for a value without `=` or with an empty name.
+/// `USER.INPUT.INVALID_FORMAT` for a value without `=` or with an empty name. The message
+/// quotes the argument, except one that may hold a value (it has an `=`, or names a secret
+/// such as `API_KEY:sk-…`): that is not repeated.
 pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
     raw.iter()
         .map(|item| match item.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-            _ => Err(AwfError::new(
-                ErrorCode::UserInputInvalidFormat,
-                format!("invalid input '{item}': expected name=value"),
-            )
-            .with_hint("Use --input name=value (repeat the flag for several inputs).")),
+            _ => {
+                let shown = if item.contains('=') || awf_domain::mask::is_secret_name(item) {
+                    "(not shown: it may hold a secret)".to_owned()
+                } else {
+                    format!("'{item}'")
+                };
+                Err(AwfError::new(
+                    ErrorCode::UserInputInvalidFormat,
+                    format!("invalid input {shown}: expected name=value"),
+                )
+                .with_hint("Use --input name=value (repeat the flag for several inputs)."))
+            }
         })
         .collect()
 }
@@ -669,6 +678,16 @@ mod tests {
         let e = parse_inputs(&["oops".into()]).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
         assert_eq!(e.message(), "invalid input 'oops': expected name=value");
+        for bad in ["API_KEY:sk-live-123456", "=sk-live-123456", " =x"] {
+            let e = parse_inputs(&[bad.into()]).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+            assert!(!e.message().contains("sk-live"), "{}", e.message());
+            assert!(
+                e.message().contains("expected name=value"),
+                "{}",
+                e.message()
+            );
+        }
     }
 
     #[test]
