@@ -57,6 +57,7 @@ pub fn validate_workflow(
     diagnostics.extend(routing_warnings(&loaded.workflow));
     diagnostics.extend(missing_children(services, &loaded.workflow));
     diagnostics.extend(unknown_providers(&loaded.workflow));
+    diagnostics.extend(unknown_options(services, &loaded.workflow));
     for d in &mut diagnostics {
         d.locate(&loaded.source_map);
     }
@@ -94,6 +95,7 @@ pub fn one_line(d: &Diagnostic) -> String {
 /// references `awf validate` rejects, routing pitfalls, and `--input` names the workflow does
 /// not declare.
 pub(crate) fn run_warnings(
+    services: &Services,
     loaded: &LoadedWorkflow,
     cli_inputs: &[(String, String)],
 ) -> Vec<String> {
@@ -112,6 +114,7 @@ pub(crate) fn run_warnings(
     }
     found.extend(routing_warnings(wf));
     found.extend(unknown_providers(wf));
+    found.extend(unknown_options(services, wf));
     let mut out: Vec<String> = found
         .iter_mut()
         .map(|d| {
@@ -360,5 +363,45 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         &wf.hooks.workflow_cancel,
         &mut out,
     );
+    out
+}
+
+/// `options:` keys the step's (literal) provider does not understand: it would ignore them,
+/// so a tool restriction or a turn limit the user wrote would silently not apply. Keys are
+/// compared in their canonical spelling (`allowedTools` = `allowed_tools`).
+fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, st) in &wf.states {
+        let StateKind::Agent(a) = &st.kind else {
+            continue;
+        };
+        let Some(known) = services
+            .agents
+            .get(a.provider.trim())
+            .and_then(|p| p.options())
+        else {
+            continue;
+        };
+        for key in a.options.keys() {
+            let canonical = awf_domain::ports::agent::option_key(key);
+            if known.contains(&canonical.as_ref()) {
+                continue;
+            }
+            let mut d = Diagnostic::warning(
+                ErrorCode::UserAgentInvalidOption,
+                format!("states.{name}.options.{key}"),
+                format!(
+                    "provider \"{}\" has no option \"{key}\": it is not passed to the agent",
+                    a.provider.trim()
+                ),
+            );
+            let hint = format!("known options: {}", known.join(", "));
+            d = match validate::closest(&canonical, known.iter().copied()) {
+                Some(c) => d.with_hint(format!("did you mean '{c}'? {hint}")),
+                None => d.with_hint(hint),
+            };
+            out.push(d);
+        }
+    }
     out
 }

@@ -13,6 +13,7 @@ use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::event::LogLevel;
 use awf_domain::event::RunEvent;
 use awf_domain::mask::StreamMasker;
 use awf_domain::ports::agent::AgentCallback;
@@ -99,6 +100,7 @@ impl Run {
                 .conversation(state, prepared, provider, at, deadline, token)
                 .await;
         }
+        self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
         let request = AgentRequest {
             prompt: prepared.prompt.clone(),
             system_prompt: prepared.system_prompt.clone(),
@@ -253,6 +255,35 @@ impl Run {
         self.finish_agent(st, prepared.output_format.as_deref(), &output)
     }
 
+    /// Warns when a turn continues a session that has turns but no id, with a provider that
+    /// resumes by id: the CLI cannot resume it, so this turn starts a fresh session.
+    fn warn_if_fresh(
+        &self,
+        name: &str,
+        at: At<'_>,
+        provider: &dyn awf_domain::ports::AgentProvider,
+        session: Option<&AgentSession>,
+    ) -> bool {
+        let Some(s) = session else { return false };
+        if s.turns.is_empty()
+            || s.session_id.as_deref().is_some_and(|id| !id.is_empty())
+            || !provider.resumes_by_session_id()
+        {
+            return false;
+        }
+        self.log(
+            Some(name),
+            LogLevel::Warn,
+            &format!(
+                "step {name}: provider \"{}\" returned no session id for the earlier turns of this conversation, so this turn starts a fresh session without them",
+                provider.name()
+            ),
+            &format!("{}{name}", at.prefix),
+            at.iteration(),
+        );
+        true
+    }
+
     /// Streams agent chunks into the run's events, masked across chunk boundaries: a piece
     /// of message or thought text that could be the start of a secret is held until the next
     /// chunk decides it. Call the returned flush when the provider call returns (a partial
@@ -371,7 +402,11 @@ impl Run {
         let mut session = prepared.session.clone().unwrap_or_default();
         let mut message = prepared.prompt.clone();
         let mut tokens = TokenUsage::default();
+        let mut warned = false;
         let last = loop {
+            if !warned {
+                warned = self.warn_if_fresh(name, at, provider.as_ref(), Some(&session));
+            }
             let request = AgentRequest {
                 prompt: message.clone(),
                 system_prompt: prepared.system_prompt.clone(),

@@ -117,7 +117,15 @@ impl CommandExecutor for ProcessExecutor {
         } = spec;
         let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
         let invocation = match program {
-            Program::Shell(text) => Invocation::shell(self.shell_for(&env), text),
+            Program::Shell(text) => {
+                let in_env = |k: &str| {
+                    env.iter().any(|(name, _)| name == k) || std::env::var_os(k).is_some()
+                };
+                match crate::direct::plan(&text, crate::direct::path_for(&env).as_deref(), in_env) {
+                    Some((name, program, args)) => Invocation::program(name, program, args),
+                    None => Invocation::shell(self.shell_for(&env), text),
+                }
+            }
             Program::Script(contents) if contents.starts_with("#!") => {
                 Invocation::script(&contents)?
             }
@@ -126,6 +134,9 @@ impl CommandExecutor for ProcessExecutor {
         };
 
         let mut cmd = Command::new(&invocation.program);
+        if let Some(a) = &invocation.arg0 {
+            cmd.arg0(a);
+        }
         cmd.args(&invocation.args)
             .envs(env)
             .stdin(Stdio::null())

@@ -1,4 +1,5 @@
 mod basics;
+mod direct;
 mod output;
 mod scripts;
 mod stopping;
