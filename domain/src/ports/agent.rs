@@ -66,6 +66,9 @@ pub struct AgentRequest {
     pub timeout: Option<Duration>,
     /// Extra environment variables for CLI agents.
     pub env: Vec<(String, String)>,
+    /// The run's secrets: a provider masks text with them before it cuts it (an error's
+    /// stderr tail), so no part of a secret survives the cut.
+    pub secrets: crate::mask::Masker,
 }
 
 /// Something the agent produced while it runs, in order.

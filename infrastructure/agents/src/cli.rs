@@ -27,6 +27,7 @@ use awf_domain::ports::exec::CommandSpec;
 use awf_domain::ports::exec::OutputCallback;
 use awf_domain::ports::exec::Program;
 use awf_domain::ports::exec::Termination;
+use awf_domain::ports::exec::Utf8Chunks;
 use awf_domain::run::TokenUsage;
 use tokio_util::sync::CancellationToken;
 
@@ -272,6 +273,7 @@ pub fn find_program(
 
 /// Stream state shared with the output callback.
 struct Feed<P> {
+    decoder: Utf8Chunks,
     splitter: LineSplitter,
     parser: P,
     fed: usize,
@@ -280,6 +282,13 @@ struct Feed<P> {
 }
 
 impl<P: LineParser> Feed<P> {
+    /// Feeds raw stdout bytes (decoded as UTF-8 without splitting characters).
+    fn push_bytes(&mut self, bytes: &[u8]) {
+        let mut decoder = std::mem::take(&mut self.decoder);
+        decoder.push(bytes, |text| self.push(text));
+        self.decoder = decoder;
+    }
+
     fn push(&mut self, text: &str) {
         self.fed += text.len();
         let mut chunks = Vec::new();
@@ -290,6 +299,8 @@ impl<P: LineParser> Feed<P> {
     }
 
     fn end(&mut self) {
+        let mut decoder = std::mem::take(&mut self.decoder);
+        decoder.finish(|text| self.push(text));
         let mut chunks = Vec::new();
         let parser = &mut self.parser;
         self.splitter
@@ -349,6 +360,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         };
 
         let feed = Arc::new(Mutex::new(Feed {
+            decoder: Utf8Chunks::default(),
             splitter: LineSplitter::default(),
             parser: self.agent.parser(&request),
             fed: 0,
@@ -356,11 +368,11 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
             on_chunk: on_chunk.clone(),
         }));
         let sink = Arc::clone(&feed);
-        let callback: OutputCallback = Arc::new(move |stream, text| {
+        let callback: OutputCallback = Arc::new(move |stream, bytes| {
             if stream == OutputStream::Stdout {
                 sink.lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .push(text);
+                    .push_bytes(bytes);
             }
         });
         let spec = CommandSpec {
@@ -427,12 +439,15 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 msg.push_str(": ");
                 msg.push_str(e);
             }
-            let err_tail = tail(&out.stderr, STDERR_TAIL_BYTES);
+            // Masked before it is cut: a secret across the cut leaves no suffix in clear.
+            let stderr = request.secrets.mask(&out.stderr);
+            let err_tail = tail(&stderr, STDERR_TAIL_BYTES);
             if !err_tail.is_empty() {
                 msg.push_str("\nstderr: ");
                 msg.push_str(err_tail);
             }
-            let out_tail = tail(&out.stdout, STDERR_TAIL_BYTES);
+            let stdout = request.secrets.mask(&out.stdout);
+            let out_tail = tail(&stdout, STDERR_TAIL_BYTES);
             if out.exit_code != 0 && parsed.error.is_none() && !out_tail.is_empty() {
                 msg.push_str("\nstdout: ");
                 msg.push_str(out_tail);
