@@ -656,11 +656,18 @@ impl Run {
 pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfError> {
     use std::io::Read;
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|_| {
-        AwfError::new(
-            ErrorCode::UserInputMissingFile,
-            format!("{what} not found: {shown}"),
-        )
+    let meta = std::fs::metadata(path).map_err(|e| {
+        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        let msg = if link && e.kind() == std::io::ErrorKind::NotFound {
+            format!("{what} is a symbolic link whose target does not exist: {shown}")
+        } else if link {
+            format!("{what} is a symbolic link that cannot be followed ({e}): {shown}")
+        } else if e.kind() == std::io::ErrorKind::NotFound {
+            format!("{what} not found: {shown}")
+        } else {
+            format!("{what} cannot be read ({e}): {shown}")
+        };
+        AwfError::new(ErrorCode::UserInputMissingFile, msg)
     })?;
     if meta.is_dir() {
         return Err(AwfError::new(

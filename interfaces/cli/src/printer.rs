@@ -414,7 +414,13 @@ impl TextPrinter {
             }
             StepStatus::Failed => {
                 let why = match (&state.error, state.exit_code) {
-                    (Some(e), _) => first_line(e).to_owned(),
+                    // The line already names the step: drop the error's own `step S: `.
+                    (Some(e), _) => {
+                        let e = first_line(e);
+                        e.strip_prefix(&format!("step {}: ", state.name))
+                            .unwrap_or(e)
+                            .to_owned()
+                    }
                     (None, Some(c)) => format!("exit code {c}"),
                     (None, None) => "failed".to_owned(),
                 };
@@ -586,7 +592,7 @@ mod tests {
             ],
         );
         assert_eq!(out, "partial\n");
-        assert_eq!(err, "  ✗ s (12ms): step s: exit code 2\n  ✓ loop (3ms)\n");
+        assert_eq!(err, "  ✗ s (12ms): exit code 2\n  ✓ loop (3ms)\n");
     }
 
     #[test]

@@ -299,6 +299,7 @@ fn result_of(s: &RunSnapshot) -> RunResult {
             .collect(),
         outputs: s.outputs.clone(),
         error: s.error.clone(),
+        message: None,
     }
 }
 
