@@ -261,3 +261,161 @@ fn errors_print_compactly_once_and_without_internal_names() {
         r.stderr
     );
 }
+
+// ---- logging --------------------------------------------------------------------------------
+
+const HOOKED: &str = "name: hooked\nhooks:\n  workflow_start:\n    - log: \"hello from the hook\"\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  done: {type: terminal}\n";
+
+#[test]
+fn hook_log_lines_follow_log_level_and_log_format() {
+    let sb = sandbox();
+    sb.write("hooked.yaml", HOOKED).unwrap();
+    let default = sb.run(&["run", "hooked.yaml"]).unwrap();
+    assert!(
+        default.stderr.contains("INFO hello from the hook"),
+        "{}",
+        default.stderr
+    );
+    for level in ["error", "off", "warn"] {
+        let r = sb
+            .run(&["--log-level", level, "run", "hooked.yaml"])
+            .unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            !r.stderr.contains("hello from the hook"),
+            "{level}: {}",
+            r.stderr
+        );
+    }
+    let info = sb
+        .run(&["--log-level", "info", "run", "hooked.yaml"])
+        .unwrap();
+    assert!(
+        info.stderr.contains("INFO hello from the hook"),
+        "{}",
+        info.stderr
+    );
+    let json = sb
+        .run(&["--log-format", "json", "run", "hooked.yaml"])
+        .unwrap();
+    let line = json
+        .stderr
+        .lines()
+        .find(|l| l.contains("hello from the hook"))
+        .unwrap_or_else(|| panic!("no hook line: {}", json.stderr));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["level"], json!("INFO"));
+    assert_eq!(v["message"], json!("hello from the hook"));
+    assert!(v["timestamp"].is_string(), "{v}");
+}
+
+// ---- runs: prefixes, durations --------------------------------------------------------------
+
+fn run_id_of(sb: &Sandbox, args: &[&str]) -> String {
+    let r = sb.run(args).unwrap();
+    r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn a_unique_run_id_prefix_works_for_status_and_resume() {
+    let sb = sandbox();
+    sb.write(
+        "flaky.yaml",
+        "name: flaky\nstates:\n  initial: s\n  s: {type: step, command: test -f go, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let id = run_id_of(&sb, &["run", "flaky.yaml", "-f", "json"]);
+    let prefix = &id[..8];
+    let st = sb.run(&["status", prefix, "-f", "json"]).unwrap();
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    assert_eq!(st.json().unwrap()["run_id"], json!(id));
+    let unknown = sb.run(&["status", "zzzz"]).unwrap();
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown
+            .stderr
+            .starts_with("[USER.INPUT.VALIDATION_FAILED] no run with id 'zzzz'"),
+        "{}",
+        unknown.stderr
+    );
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let resumed = sb.run(&["resume", prefix, "-f", "json"]).unwrap();
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let doc = resumed.json().unwrap();
+    assert_eq!(doc["run_id"], json!(id));
+    assert_eq!(doc["status"], json!("success"));
+    // After the resume, status and history give the same duration.
+    let status = sb
+        .run(&["status", prefix, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    let history = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    let row = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == json!(id))
+        .unwrap()
+        .clone();
+    assert_eq!(status["duration_ms"], row["duration_ms"], "{status}\n{row}");
+}
+
+#[test]
+fn status_of_a_killed_run_does_not_claim_a_few_milliseconds() {
+    let sb = sandbox();
+    sb.write(
+        "long.yaml",
+        "name: long\nstates:\n  initial: s\n  s: {type: step, command: sleep 41, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd(&["run", "long.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait (generously) until the step's own `sleep 41` runs: it carries the sandbox marker.
+    let t0 = std::time::Instant::now();
+    while !sb.processes().iter().any(|p| p.cmdline == "sleep 41") {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "sleep never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A second later the run has lasted at least that long.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(sb.kill_processes(Some("sleep 41")), 1);
+    let states = sb.path().join("data/awf/states");
+    let file = std::fs::read_dir(&states)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let id = file
+        .path()
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let text = sb.run(&["status", &id]).unwrap();
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let line = text
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Duration:"))
+        .unwrap()
+        .to_owned();
+    assert!(line.contains("unknown"), "{}", text.stdout);
+    assert!(!line.ends_with("ms"), "{line}");
+    let doc = sb
+        .run(&["status", &id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(doc["duration_ms"], serde_json::Value::Null, "{doc}");
+}

@@ -35,6 +35,10 @@ pub struct TextPrinter {
     mode: OutputMode,
     quiet: bool,
     style: Style,
+    /// Run log lines (`RunEvent::Log`) more verbose than this are not shown.
+    log_level: awf_telemetry::LevelFilter,
+    /// Run log lines as JSON objects (`--log-format json`).
+    log_json: bool,
     /// Nesting depth of sub-workflow runs (the top-level run is absent = 0).
     depth: HashMap<RunId, usize>,
     /// Child run id → workflow identifier.
@@ -60,6 +64,8 @@ impl TextPrinter {
             mode,
             quiet,
             style,
+            log_level: awf_telemetry::LevelFilter::TRACE,
+            log_json: false,
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
@@ -124,6 +130,15 @@ impl TextPrinter {
         if let Some(live) = self.live.as_mut() {
             let _ = live.finish(&mut io::stdout(), &mut io::stderr());
         }
+    }
+
+    /// Run log lines (`RunEvent::Log`): the most verbose level shown and whether they are
+    /// JSON objects (`--log-format json`) instead of `INFO …` / `WARN …` lines.
+    #[must_use]
+    pub fn with_logs(mut self, level: awf_telemetry::LevelFilter, json: bool) -> Self {
+        self.log_level = level;
+        self.log_json = json;
+        self
     }
 
     /// Shows agent thoughts and tool-call markers (`--verbose`).
@@ -258,14 +273,33 @@ impl TextPrinter {
                     }
                 }
             }
-            RunEvent::Log { level, message, .. } => match level {
-                LogLevel::Info => {
-                    if !self.quiet {
-                        writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+            RunEvent::Log {
+                level,
+                message,
+                step,
+            } => {
+                let shown = awf_telemetry::LogConfig::shows(self.log_level, *level);
+                if shown && self.log_json {
+                    let line = awf_telemetry::LogConfig::run_log_json(
+                        std::time::SystemTime::now(),
+                        *level,
+                        step.as_deref(),
+                        message,
+                    );
+                    writeln!(err, "{line}")?;
+                } else if shown {
+                    match level {
+                        LogLevel::Info => {
+                            if !self.quiet {
+                                writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+                            }
+                        }
+                        LogLevel::Warn => {
+                            writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?;
+                        }
                     }
                 }
-                LogLevel::Warn => writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?,
-            },
+            }
             RunEvent::AgentMessageChunk { text, .. } => {
                 if self.mode == OutputMode::Streaming {
                     out.write_all(text.as_bytes())?;

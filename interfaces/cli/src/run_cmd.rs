@@ -412,6 +412,7 @@ pub(crate) async fn drive(
     let canceller = handle.canceller();
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
+        .with_logs(ctx.run_log_level, ctx.log_json)
         .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
     let mut result: Option<RunResult> = None;
     let mut cancelled = false;
