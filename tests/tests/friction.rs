@@ -419,3 +419,61 @@ fn status_of_a_killed_run_does_not_claim_a_few_milliseconds() {
         .unwrap();
     assert_eq!(doc["duration_ms"], serde_json::Value::Null, "{doc}");
 }
+
+// ---- diagram, help --------------------------------------------------------------------------
+
+#[test]
+fn diagram_json_is_a_json_graph() {
+    let sb = sandbox();
+    sb.write("wfs/ok.yaml", OK).unwrap();
+    let r = sb.run(&["diagram", "ok", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["initial"], json!("a"));
+    assert_eq!(
+        doc["nodes"],
+        json!([
+            {"name": "a", "type": "command"},
+            {"name": "done", "type": "terminal", "terminal_status": "success"}
+        ])
+    );
+    assert_eq!(
+        doc["edges"],
+        json!([{"from": "a", "to": "done", "kind": "success"}])
+    );
+    assert!(doc["dot"].as_str().unwrap().starts_with("digraph"), "{doc}");
+    // Text stays DOT.
+    let dot = sb.run(&["diagram", "ok"]).unwrap();
+    assert!(dot.stdout.starts_with("digraph"), "{}", dot.stdout);
+}
+
+#[test]
+fn subcommand_help_does_not_repeat_the_global_options() {
+    let sb = sandbox();
+    let top = sb.run(&["--help"]).unwrap();
+    assert!(top.stdout.contains("--log-format"), "{}", top.stdout);
+    for sub in ["run", "list", "status", "init", "diagram"] {
+        let h = sb.run(&[sub, "--help"]).unwrap();
+        assert_eq!(h.code, 0, "{}", h.stderr);
+        for global in [
+            "--log-format",
+            "--otel-exporter",
+            "--otel-service-name",
+            "--storage <DIR>",
+        ] {
+            assert!(
+                !h.stdout.contains(global),
+                "{sub} --help shows {global}:\n{}",
+                h.stdout
+            );
+        }
+        assert!(h.stdout.contains("see `awf --help`"), "{}", h.stdout);
+    }
+    // They still work after the subcommand.
+    sb.write("wfs/ok.yaml", OK).unwrap();
+    let r = sb
+        .run(&["run", "ok", "-f", "json", "--log-level", "off"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json().unwrap()["status"], json!("success"));
+}

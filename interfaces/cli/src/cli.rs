@@ -57,6 +57,48 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The clap command of [`Cli`], with the global options shown only by `awf --help`: each
+/// subcommand gets a hidden copy of every global option (so `awf run wf -f json` still
+/// parses) and a line pointing at `awf --help`.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    names.into_iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, |sc| {
+            globals
+                .iter()
+                .fold(sc, |sc, g| sc.arg(g.clone().hide(true)))
+                .after_help(
+                    "Global options (output format, quiet/verbose, logging, storage, colour, \
+                     hints, telemetry) work here too: see `awf --help`.",
+                )
+        })
+    })
+}
+
+/// Parses `args` (program name first) with [`command`].
+///
+/// # Errors
+/// clap's error for bad arguments, `--help` and `--version` (which print themselves).
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// `--log-format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -319,6 +361,29 @@ mod tests {
             panic!("not diagram")
         };
         assert_eq!(d.direction, Direction::Lr);
+    }
+
+    #[test]
+    fn subcommand_help_leaves_global_options_to_the_top_level_help() {
+        let mut cmd = command();
+        let top = cmd.render_long_help().to_string();
+        assert!(top.contains("--log-format"), "{top}");
+        let run = cmd
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(run.contains("--dry-run"), "{run}");
+        for global in ["--log-format", "--otel-exporter", "--storage", "--no-hints"] {
+            assert!(!run.contains(&format!("{global} ")), "{global} in:\n{run}");
+        }
+        assert!(run.contains("see `awf --help`"), "{run}");
+        // Global options still parse after the subcommand.
+        let cli = parse_from(["awf", "run", "wf", "-f", "json", "--log-level", "off"]).unwrap();
+        assert_eq!(cli.format, Format::Json);
+        assert_eq!(cli.log_level.as_deref(), Some("off"));
+        let cli = parse_from(["awf", "config", "show", "--storage", "/x"]).unwrap();
+        assert_eq!(cli.storage, Some(PathBuf::from("/x")));
     }
 
     #[test]

@@ -152,6 +152,63 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     s
 }
 
+/// The graph of `wf` as JSON (`awf diagram -f json`): `{"workflow", "initial", "direction",
+/// "highlight", "nodes": [{"name", "type", "terminal_status"?}], "edges": [{"from", "to",
+/// "kind": "success" | "failure" | "transition" | "branch" | "body" | "complete", "when"?}],
+/// "dot"}`; the same nodes and edges as [`to_dot`], whose text is `dot`.
+pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
+    use serde_json::json;
+    let nodes: Vec<serde_json::Value> = wf
+        .states
+        .values()
+        .map(|st| {
+            let mut n = json!({"name": st.name, "type": st.kind.kind_name()});
+            if let StateKind::Terminal(t) = &st.kind {
+                n["terminal_status"] = json!(match t.status {
+                    TerminalStatus::Success => "success",
+                    TerminalStatus::Failure => "failure",
+                });
+            }
+            n
+        })
+        .collect();
+    let mut edges = Vec::new();
+    for st in wf.states.values() {
+        for t in &st.transitions {
+            edges
+                .push(json!({"from": st.name, "to": t.goto, "kind": "transition", "when": t.when}));
+        }
+        let mut edge = |to: &str, kind: &str| {
+            edges.push(json!({"from": st.name, "to": to, "kind": kind}));
+        };
+        match &st.kind {
+            StateKind::Parallel(p) => p.branches.iter().for_each(|b| edge(b, "branch")),
+            StateKind::Loop(l) => {
+                l.body.iter().for_each(|b| edge(b, "body"));
+                if let Some(c) = &l.on_complete {
+                    edge(c, "complete");
+                }
+            }
+            _ => {}
+        }
+        if let Some(to) = &st.on_success {
+            edge(to, "success");
+        }
+        if let Some(to) = &st.on_failure {
+            edge(to, "failure");
+        }
+    }
+    json!({
+        "workflow": wf.name,
+        "initial": wf.initial,
+        "direction": opts.direction.as_str(),
+        "highlight": opts.highlight,
+        "nodes": nodes,
+        "edges": edges,
+        "dot": to_dot(wf, opts),
+    })
+}
+
 /// Runs `awf diagram`.
 ///
 /// # Errors
@@ -165,14 +222,13 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     {
         return Err(CliError::Usage(format!("--highlight: unknown state '{h}'")));
     }
-    let dot = to_dot(
-        &loaded.workflow,
-        &DiagramOptions {
-            direction: args.direction,
-            highlight: args.highlight.clone(),
-        },
-    );
+    let opts = DiagramOptions {
+        direction: args.direction,
+        highlight: args.highlight.clone(),
+    };
+    let dot = to_dot(&loaded.workflow, &opts);
     match &args.output {
+        None if ctx.json() => crate::json_out::print(&to_json(&loaded.workflow, &opts)),
         None => {
             let _ = std::io::stdout().lock().write_all(dot.as_bytes());
         }

@@ -24,8 +24,6 @@ mod wiring;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::cli::Cli;
 use crate::cli::Command;
 use crate::ctx::Ctx;
@@ -33,7 +31,7 @@ use crate::errors::CliError;
 use crate::errors::Outcome;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse_from(std::env::args_os()) {
         Ok(c) => c,
         Err(e) => {
             // --help / --version print to stdout and succeed; usage errors exit 1 (with the
