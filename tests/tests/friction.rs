@@ -477,3 +477,48 @@ fn subcommand_help_does_not_repeat_the_global_options() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json().unwrap()["status"], json!("success"));
 }
+
+// ---- live progress and Ctrl-C ---------------------------------------------------------------
+
+/// rexpect hands back each byte as one char: rebuild the UTF-8 text the terminal got.
+fn utf8(latin1: &str) -> String {
+    let bytes: Vec<u8> = latin1
+        .chars()
+        .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+#[test]
+fn ctrl_c_under_the_spinner_leaves_no_echoed_caret_c_to_wrap_the_line() {
+    let sb = sandbox();
+    sb.write(
+        "slow.yaml",
+        "name: slow\nstates:\n  initial: s\n  s: {type: step, command: sleep 47, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    // rexpect turns the terminal's echo off; a user's terminal echoes (with ECHOCTL, `^C`).
+    let awf = sb.tty_cmd(&[]);
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "stty echo echoctl cols 100 && exec \"$0\" \"$@\""])
+        .arg(awf_tests::awf_bin())
+        .args(["--no-color", "run", "slow.yaml"])
+        .current_dir(sb.path());
+    for (k, v) in awf.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.env_remove("NO_COLOR").env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    // The spinner is up once its elapsed time shows.
+    p.exp_string(" s  0.").unwrap();
+    p.send_control('c').unwrap();
+    let shown = utf8(&p.exp_string("Workflow cancelled.").unwrap());
+    p.exp_eof().unwrap();
+    // The spinner line fills the terminal's width: an echoed `^C` would wrap to a new line
+    // and leave the last frame frozen above when the spinner is cleared.
+    assert!(!shown.contains("^C"), "{shown:?}");
+    assert!(shown.contains("⊘ s: cancelled"), "{shown:?}");
+}
