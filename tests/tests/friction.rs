@@ -522,3 +522,36 @@ fn ctrl_c_under_the_spinner_leaves_no_echoed_caret_c_to_wrap_the_line() {
     assert!(!shown.contains("^C"), "{shown:?}");
     assert!(shown.contains("⊘ s: cancelled"), "{shown:?}");
 }
+
+// ---- awf.* directories ----------------------------------------------------------------------
+
+#[test]
+fn awf_scripts_dir_means_the_project_folder_first_in_command_and_dir() {
+    let sb = sandbox();
+    sb.write(".awf/scripts/hello.sh", "echo local-script\n")
+        .unwrap();
+    sb.write(
+        ".awf/workflows/dirs.yaml",
+        "name: dirs\nstates:\n  initial: cmd\n  cmd: {type: step, command: \"sh {{.awf.scripts_dir}}/hello.sh\", on_success: where}\n  where: {type: step, dir: \"{{.awf.scripts_dir}}\", command: pwd, on_success: file}\n  file: {type: step, script_file: \"{{.awf.scripts_dir}}/hello.sh\", on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "dirs", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["states"]["cmd"]["output"],
+        json!("local-script\n"),
+        "{doc}"
+    );
+    let local = sb.path().join(".awf/scripts").canonicalize().unwrap();
+    assert_eq!(
+        doc["states"]["where"]["output"],
+        json!(format!("{}\n", local.display())),
+        "{doc}"
+    );
+    assert_eq!(
+        doc["states"]["file"]["output"],
+        json!("local-script\n"),
+        "{doc}"
+    );
+}
