@@ -555,3 +555,26 @@ fn awf_scripts_dir_means_the_project_folder_first_in_command_and_dir() {
         "{doc}"
     );
 }
+
+#[test]
+fn every_command_error_uses_the_taxonomy_never_a_plain_error_line() {
+    let sb = sandbox();
+    sb.write("wfs/ok.yaml", OK).unwrap();
+    let r = sb.run(&["diagram", "ok", "--highlight", "dnoe"]).unwrap();
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stderr,
+        "[USER.INPUT.VALIDATION_FAILED] --highlight: unknown state 'dnoe'\n  Hint: did you mean 'done'?\n"
+    );
+    for args in [
+        &["error", "NOPE"][..],
+        &["diagram", "ok", "--highlight", "zzzzzz"],
+        &["status", "nope"],
+        &["resume", "nope"],
+    ] {
+        let r = sb.run(args).unwrap();
+        assert_ne!(r.code, 0, "{args:?}");
+        assert!(r.stderr.starts_with('['), "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("Error: "), "{args:?}: {}", r.stderr);
+    }
+}

@@ -213,14 +213,30 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
 ///
 /// # Errors
 /// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
-/// written; a usage error when an image format is asked for and Graphviz `dot` fails.
+/// written; `USER.INPUT.VALIDATION_FAILED` for a `--highlight` state the workflow lacks (with
+/// a did-you-mean hint); `EXECUTION.COMMAND.FAILED` when an image format is asked for and
+/// Graphviz `dot` cannot run or fails.
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let loaded = w.services.repository.load(&args.workflow, None)?;
     if let Some(h) = &args.highlight
         && loaded.workflow.state(h).is_none()
     {
-        return Err(CliError::Usage(format!("--highlight: unknown state '{h}'")));
+        let names: Vec<&str> = loaded.workflow.states.keys().map(String::as_str).collect();
+        let closest = names
+            .iter()
+            .map(|n| (strsim::levenshtein(h, n), *n))
+            .min()
+            .filter(|(d, n)| *d <= n.len().max(h.len()) / 2)
+            .map(|(_, n)| n);
+        let err = AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--highlight: unknown state '{h}'"),
+        );
+        return Err(CliError::Awf(match closest {
+            Some(c) => err.with_hint(format!("did you mean '{c}'?")),
+            None => err.with_hint(format!("states of this workflow: {}", names.join(", "))),
+        }));
     }
     let opts = DiagramOptions {
         direction: args.direction,
@@ -257,13 +273,25 @@ fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
                 .arg(path)
                 .stdin(std::process::Stdio::piped())
                 .spawn()
-                .map_err(|e| CliError::Usage(format!("cannot run Graphviz `dot` to write .{ext} ({e}); install Graphviz or write a .dot file")))?;
+                .map_err(|e| {
+                    AwfError::new(
+                        ErrorCode::ExecutionCommandFailed,
+                        format!("cannot run Graphviz `dot` to write .{ext}: {e}"),
+                    )
+                    .with_hint("install Graphviz, or write a .dot file (-o graph.dot)")
+                })?;
             if let Some(mut stdin) = child.stdin.take() {
                 stdin.write_all(dot.as_bytes()).map_err(write_err)?;
             }
             let status = child.wait().map_err(write_err)?;
             if !status.success() {
-                return Err(CliError::Usage(format!("Graphviz `dot` failed ({status})")));
+                return Err(CliError::Awf(
+                    AwfError::new(
+                        ErrorCode::ExecutionCommandFailed,
+                        format!("Graphviz `dot` failed ({status})"),
+                    )
+                    .with_hint("its message is above; or write a .dot file (-o graph.dot)"),
+                ));
             }
             Ok(())
         }

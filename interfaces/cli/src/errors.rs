@@ -22,17 +22,14 @@ pub enum Outcome {
     /// A run ended; the engine computed the exit code (0, 1..4, failure-terminal status,
     /// 130/143 after a signal).
     Run(u8),
-    /// A command-line usage error that was already printed (`Error: …`): exit 1.
-    Usage,
 }
 
-/// A failure not yet reported to the user.
+/// A failure not yet reported to the user (always a structured error with a taxonomy code;
+/// clap's own usage errors are printed by clap before any command runs).
 #[derive(Debug)]
 pub enum CliError {
     /// A structured failure.
     Awf(AwfError),
-    /// A plain usage error, printed as `Error: <message>`, exit 1.
-    Usage(String),
 }
 
 impl From<AwfError> for CliError {
@@ -47,7 +44,6 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
         Outcome::Success => 0,
         Outcome::Reported(code) => code.exit_code(),
         Outcome::Run(code) => *code,
-        Outcome::Usage => 1,
     }
 }
 
@@ -133,15 +129,6 @@ pub fn report(err: &CliError, json_mode: bool, hints: bool, style: Style) -> Out
             let _ = stderr.write_all(text.as_bytes());
             Outcome::Reported(e.code())
         }
-        CliError::Usage(msg) => {
-            let text = if json_mode {
-                format!("{:#}\n", json!({"error": msg, "code": 1}))
-            } else {
-                format!("Error: {msg}\n")
-            };
-            let _ = stderr.write_all(text.as_bytes());
-            Outcome::Usage
-        }
     }
 }
 
@@ -184,7 +171,6 @@ mod tests {
         );
         assert_eq!(exit_code(&Outcome::Run(42)), 42);
         assert_eq!(exit_code(&Outcome::Run(130)), 130);
-        assert_eq!(exit_code(&Outcome::Usage), 1);
     }
 
     #[test]

@@ -242,9 +242,7 @@ mod tests {
 
         std::fs::write(dir.path().join(".awf.yaml"), "mine").unwrap();
         let err = write_files(dir.path(), &project_files(), &[], false).unwrap_err();
-        let CliError::Awf(e) = err else {
-            panic!("not a structured error")
-        };
+        let CliError::Awf(e) = err;
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
         assert!(e.message().contains(".awf.yaml"), "{}", e.message());
         assert_eq!(
