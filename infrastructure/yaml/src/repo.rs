@@ -390,6 +390,31 @@ impl WorkflowRepository for YamlRepository {
 impl ConfigSource for YamlRepository {
     fn load_config(&self) -> Result<ProjectConfig, AwfError> {
         let path = &self.paths.config_path;
+        // A FIFO or device would block the read (or never end): say what it is instead.
+        if let Ok(meta) = std::fs::metadata(path)
+            && let Some(kind) = special_kind(&meta)
+        {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!(
+                    "project configuration {} is {kind}, not a regular file",
+                    path.display()
+                ),
+            )
+            .with_detail("file", path.display().to_string())
+            .with_hint("make .awf/config.yaml (or $AWF_CONFIG_PATH) a regular YAML file"));
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!(
+                    "project configuration {} is a directory, not a file",
+                    path.display()
+                ),
+            )
+            .with_detail("file", path.display().to_string())
+            .with_hint("make .awf/config.yaml (or $AWF_CONFIG_PATH) a regular YAML file"));
+        }
         match std::fs::read(path) {
             Ok(bytes) => parse_config(&crate::decode_utf8(bytes, path)?, path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ProjectConfig::default()),

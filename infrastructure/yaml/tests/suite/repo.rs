@@ -413,3 +413,30 @@ fn a_symlink_loop_or_dangling_link_is_named_as_such() {
         "workflow path is a symbolic link whose target does not exist: dangling.yaml"
     );
 }
+
+#[test]
+fn a_fifo_or_directory_as_the_project_config_is_an_error_not_a_hang() {
+    let f = fixture();
+    let cwd = f.root.join("proj");
+    let config = cwd.join(".awf/config.yaml");
+    std::process::Command::new("mkfifo")
+        .arg(&config)
+        .status()
+        .unwrap();
+    let e = f.repo.load_config().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+    assert!(
+        e.message()
+            .ends_with("config.yaml is a named pipe (FIFO), not a regular file"),
+        "{}",
+        e.message()
+    );
+    std::fs::remove_file(&config).unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    let e = f.repo.load_config().unwrap_err();
+    assert!(
+        e.message().ends_with("is a directory, not a file"),
+        "{}",
+        e.message()
+    );
+}
