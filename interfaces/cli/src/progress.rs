@@ -92,7 +92,7 @@ pub struct LiveProgress {
     pending_out: Vec<u8>,
     pending_err: Vec<u8>,
     bar_style: ProgressStyle,
-    /// The terminal settings of stdin before echoing of control characters was turned off
+    /// The terminal settings of stderr's terminal before echoing of control characters was turned off
     /// (see [`LiveProgress::quiet_control_echo`]); restored by [`LiveProgress::finish`].
     saved_termios: Option<nix::sys::termios::Termios>,
 }
@@ -157,7 +157,7 @@ impl LiveProgress {
         }
     }
 
-    /// Stops the terminal on stdin (when it is one) from echoing control characters
+    /// Stops the terminal the spinners are drawn on (stderr, when it is one) from echoing control characters
     /// (`ECHOCTL`) while spinners are drawn. The spinner line fills the terminal's width, so
     /// the `^C` the terminal echoes for Ctrl-C would wrap to a new line and leave the last
     /// spinner frozen on screen when it is cleared. Ctrl-C still interrupts (`ISIG` is
@@ -165,14 +165,14 @@ impl LiveProgress {
     #[must_use]
     pub fn quiet_control_echo(mut self) -> Self {
         use nix::sys::termios;
-        let stdin = io::stdin();
-        if !stdin.is_terminal() {
+        let tty = io::stderr();
+        if !tty.is_terminal() {
             return self;
         }
-        if let Ok(saved) = termios::tcgetattr(&stdin) {
+        if let Ok(saved) = termios::tcgetattr(&tty) {
             let mut quiet = saved.clone();
             quiet.local_flags.remove(termios::LocalFlags::ECHOCTL);
-            if termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet).is_ok() {
+            if termios::tcsetattr(&tty, termios::SetArg::TCSANOW, &quiet).is_ok() {
                 self.saved_termios = Some(saved);
             }
         }
@@ -183,7 +183,7 @@ impl LiveProgress {
     fn restore_terminal(&mut self) {
         if let Some(saved) = self.saved_termios.take() {
             let _ = nix::sys::termios::tcsetattr(
-                io::stdin(),
+                io::stderr(),
                 nix::sys::termios::SetArg::TCSANOW,
                 &saved,
             );
