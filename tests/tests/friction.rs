@@ -254,6 +254,28 @@ fn errors_print_compactly_once_and_without_internal_names() {
     let r = sb.run(&["run", "plain.yaml"]).unwrap();
     assert_eq!(r.code, 3);
     assert_eq!(r.stderr.matches("kaputt").count(), 1, "{}", r.stderr);
+
+    // A block whose error wraps its branch's or body step's error prints it once too.
+    sb.write(
+        "blocks.yaml",
+        "name: b
+states:
+  initial: each
+  each:
+    type: for_each
+    items: '[\"a\"]'
+    body: [w]
+    on_complete: both
+  w: {type: step, command: \"echo bodyerr >&2; exit 2\"}
+  both: {type: parallel, parallel: [l], on_success: done}
+  l: {type: step, command: echo}
+  done: {type: terminal}
+",
+    )
+    .unwrap();
+    let rb = sb.run(&["run", "blocks.yaml"]).unwrap();
+    assert_eq!(rb.code, 3, "{}", rb.stderr);
+    assert_eq!(rb.stderr.matches("bodyerr").count(), 1, "{}", rb.stderr);
     assert!(
         r.stderr
             .contains("Workflow failed: [EXECUTION.COMMAND.FAILED]"),

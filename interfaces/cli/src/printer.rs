@@ -35,6 +35,9 @@ pub struct TextPrinter {
     mode: OutputMode,
     quiet: bool,
     style: Style,
+    /// First lines of the errors of failed steps already printed (most recent last), so a
+    /// block whose error wraps a branch's or body step's error does not repeat it.
+    shown_errors: Vec<String>,
     /// Run log lines (`RunEvent::Log`) more verbose than this are not shown.
     log_level: awf_telemetry::LevelFilter,
     /// Run log lines as JSON objects (`--log-format json`).
@@ -66,6 +69,7 @@ impl TextPrinter {
             style,
             log_level: awf_telemetry::LevelFilter::TRACE,
             log_json: false,
+            shown_errors: Vec::new(),
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
@@ -399,6 +403,14 @@ impl TextPrinter {
                     let line = self.finished_line(&Self::label(step, ev), state);
                     writeln!(err, "{ind}{line}")?;
                 }
+                if state.status == StepStatus::Failed
+                    && let Some(e) = &state.error
+                {
+                    self.shown_errors.push(first_line(e).to_owned());
+                    if self.shown_errors.len() > 64 {
+                        self.shown_errors.remove(0);
+                    }
+                }
             }
             RunEvent::ChildRunStarted {
                 child_run_id,
@@ -448,12 +460,26 @@ impl TextPrinter {
             }
             StepStatus::Failed => {
                 let why = match (&state.error, state.exit_code) {
-                    // The line already names the step: drop the error's own `step S: `.
+                    // The line already names the step: drop the error's own `step S: ` (or
+                    // `parallel step S: `), and a wrapped error a line above already showed.
                     (Some(e), _) => {
-                        let e = first_line(e);
-                        e.strip_prefix(&format!("step {}: ", state.name))
-                            .unwrap_or(e)
-                            .to_owned()
+                        let mut e = first_line(e);
+                        for prefix in [
+                            format!("step {}: ", state.name),
+                            format!("parallel step {}: ", state.name),
+                        ] {
+                            e = e.strip_prefix(&prefix).unwrap_or(e);
+                        }
+                        for shown in self.shown_errors.iter().rev() {
+                            if let Some(cut) = e.strip_suffix(shown.as_str())
+                                && let Some(cut) = cut.strip_suffix(": ")
+                                && !cut.is_empty()
+                            {
+                                e = cut;
+                                break;
+                            }
+                        }
+                        e.to_owned()
                     }
                     (None, Some(c)) => format!("exit code {c}"),
                     (None, None) => "failed".to_owned(),
@@ -627,6 +653,37 @@ mod tests {
         );
         assert_eq!(out, "partial\n");
         assert_eq!(err, "  ✗ s (12ms): exit code 2\n  ✓ loop (3ms)\n");
+    }
+
+    #[test]
+    fn a_block_error_does_not_repeat_the_branch_error_shown_above_it() {
+        let mut p = TextPrinter::new(OutputMode::Silent, false, Style::plain());
+        let mut branch = state(StepStatus::Failed, "", 2);
+        branch.name = "l".into();
+        branch.error = Some("step l: lefterr".into());
+        let mut block = state(StepStatus::Failed, "", 3);
+        block.name = "both".into();
+        block.error = Some("parallel step both: branch l failed: step l: lefterr".into());
+        let (_, err) = run(
+            &mut p,
+            &[
+                env(RunEvent::StepFinished {
+                    step: "l".into(),
+                    kind: "command".into(),
+                    state: Box::new(branch),
+                }),
+                env(RunEvent::StepFinished {
+                    step: "both".into(),
+                    kind: "parallel".into(),
+                    state: Box::new(block),
+                }),
+            ],
+        );
+        assert_eq!(
+            err,
+            "  ✗ l (2ms): lefterr\n  ✗ both (3ms): branch l failed\n"
+        );
+        assert_eq!(err.matches("lefterr").count(), 1);
     }
 
     #[test]
