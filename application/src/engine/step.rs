@@ -621,21 +621,7 @@ impl Run {
     /// project folder is the parent of the workflow file's directory (`.awf/` for a workflow
     /// in `.awf/workflows/`). Source: spec/workflow.md §1.12 (last paragraph).
     pub(crate) fn localize_awf_dirs(&self, text: &str) -> String {
-        let Some(project) = self.wf.source.dir.parent() else {
-            return text.to_owned();
-        };
-        let pairs: Vec<(String, PathBuf)> =
-            [("scripts_dir", "scripts"), ("prompts_dir", "prompts")]
-                .iter()
-                .filter_map(|(key, sub)| {
-                    self.svc
-                        .awf_dirs
-                        .get(*key)
-                        .filter(|g| !g.is_empty())
-                        .map(|g| (g.clone(), project.join(sub)))
-                })
-                .collect();
-        localize_dirs(text, &pairs)
+        localize_awf_dirs_in(text, &self.svc.awf_dirs, &self.wf.source.dir)
     }
 
     /// Resolves a file path named in the workflow: `~/` → home; local-before-global for the
@@ -730,6 +716,29 @@ pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfE
             format!("{what} is not valid UTF-8: {shown}"),
         )
     })
+}
+
+/// [`localize_dirs`] for the global `scripts_dir` / `prompts_dir` of `awf_dirs` (the `.awf`
+/// template namespace) and the project folder of a workflow in `workflow_dir` (its parent:
+/// `.awf/` for `.awf/workflows/`).
+pub(crate) fn localize_awf_dirs_in(
+    text: &str,
+    awf_dirs: &std::collections::BTreeMap<String, String>,
+    workflow_dir: &Path,
+) -> String {
+    let Some(project) = workflow_dir.parent() else {
+        return text.to_owned();
+    };
+    let pairs: Vec<(String, PathBuf)> = [("scripts_dir", "scripts"), ("prompts_dir", "prompts")]
+        .iter()
+        .filter_map(|(key, sub)| {
+            awf_dirs
+                .get(*key)
+                .filter(|g| !g.is_empty())
+                .map(|g| (g.clone(), project.join(sub)))
+        })
+        .collect();
+    localize_dirs(text, &pairs)
 }
 
 /// Rewrites each occurrence of a global directory in `text` to its local counterpart when
