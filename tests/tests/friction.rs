@@ -329,6 +329,45 @@ fn hook_log_lines_follow_log_level_and_log_format() {
     assert_eq!(v["level"], json!("INFO"));
     assert_eq!(v["message"], json!("hello from the hook"));
     assert!(v["timestamp"].is_string(), "{v}");
+
+    // With -f json only warnings reach stderr, and the logging flags apply to them too.
+    let warn = "input 'zz' is not declared";
+    let plain = sb
+        .run(&["run", "hooked.yaml", "-i", "zz=1", "-f", "json"])
+        .unwrap();
+    assert!(
+        plain.stderr.contains(&format!("WARN {warn}")),
+        "{}",
+        plain.stderr
+    );
+    let off = sb
+        .run(&[
+            "--log-level",
+            "error",
+            "run",
+            "hooked.yaml",
+            "-i",
+            "zz=1",
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    assert!(!off.stderr.contains(warn), "{}", off.stderr);
+    let js = sb
+        .run(&[
+            "--log-format",
+            "json",
+            "run",
+            "hooked.yaml",
+            "-i",
+            "zz=1",
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    let line = js.stderr.lines().find(|l| l.contains(warn)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert_eq!(v["level"], json!("WARN"));
 }
 
 // ---- runs: prefixes, durations --------------------------------------------------------------

@@ -445,8 +445,17 @@ pub(crate) async fn drive(
                     reader = Some((request_id.clone(), tokio::task::spawn_blocking(read_stdin_line)));
                 }
                 if ctx.json() {
-                    if let RunEvent::Log { level: awf_domain::event::LogLevel::Warn, message, .. } = &ev.event {
-                        let _ = writeln!(std::io::stderr().lock(), "WARN {message}");
+                    // Only warnings reach stderr in JSON mode; --log-level and --log-format
+                    // apply to them as to every log line.
+                    if let RunEvent::Log { level: level @ awf_domain::event::LogLevel::Warn, message, step } = &ev.event
+                        && awf_telemetry::LogConfig::shows(ctx.run_log_level, *level)
+                    {
+                        let line = if ctx.log_json {
+                            awf_telemetry::LogConfig::run_log_json(std::time::SystemTime::now(), *level, step.as_deref(), message)
+                        } else {
+                            format!("WARN {message}")
+                        };
+                        let _ = writeln!(std::io::stderr().lock(), "{line}");
                     }
                 } else {
                     let _ = printer.handle_stdio(&ev);
