@@ -331,9 +331,14 @@ fn hook_log_lines_follow_log_level_and_log_format() {
     assert!(v["timestamp"].is_string(), "{v}");
 
     // With -f json only warnings reach stderr, and the logging flags apply to them too.
+    sb.write(
+        "warned.yaml",
+        &HOOKED.replace("states:", "inputs:\n  - {name: a, default: x}\nstates:"),
+    )
+    .unwrap();
     let warn = "input 'zz' is not declared";
     let plain = sb
-        .run(&["run", "hooked.yaml", "-i", "zz=1", "-f", "json"])
+        .run(&["run", "warned.yaml", "-i", "zz=1", "-f", "json"])
         .unwrap();
     assert!(
         plain.stderr.contains(&format!("WARN {warn}")),
@@ -345,7 +350,7 @@ fn hook_log_lines_follow_log_level_and_log_format() {
             "--log-level",
             "error",
             "run",
-            "hooked.yaml",
+            "warned.yaml",
             "-i",
             "zz=1",
             "-f",
@@ -358,7 +363,7 @@ fn hook_log_lines_follow_log_level_and_log_format() {
             "--log-format",
             "json",
             "run",
-            "hooked.yaml",
+            "warned.yaml",
             "-i",
             "zz=1",
             "-f",
