@@ -20,6 +20,16 @@ fn sandbox() -> Sandbox {
 
 const OK: &str = "name: ok\ndescription: fine\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  done: {type: terminal}\n";
 
+/// The id of the newest recorded run of the sandbox.
+fn last_run_id(sb: &Sandbox) -> String {
+    let rows = sb
+        .run(&["history", "-f", "json", "-n", "1"])
+        .unwrap()
+        .json()
+        .unwrap();
+    rows[0]["id"].as_str().unwrap().to_owned()
+}
+
 // ---- taxonomy errors ----------------------------------------------------------------------
 
 #[test]
@@ -245,6 +255,17 @@ fn errors_print_compactly_once_and_without_internal_names() {
     );
     assert!(!r.stderr.contains("__inline_error"), "{}", r.stderr);
     assert!(!r.stderr.contains("Details:"), "{}", r.stderr);
+    let status = sb.run(&["status", &last_run_id(&sb)]).unwrap();
+    assert!(
+        status.stdout.contains("Terminal:  verify's on_failure"),
+        "{}",
+        status.stdout
+    );
+    assert!(
+        !status.stdout.contains("__inline_error"),
+        "{}",
+        status.stdout
+    );
 
     sb.write(
         "plain.yaml",

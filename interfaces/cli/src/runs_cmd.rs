@@ -412,6 +412,15 @@ fn status_duration_ms(
     Some(end.duration_since(s.started_at).map_or(0, ms))
 }
 
+/// A terminal's name as shown to users: the inline failure terminal the loader makes for
+/// `on_failure: {message, status}` (`__inline_error_<step>`) reads `<step>'s on_failure`.
+fn terminal_text(name: &str) -> String {
+    match name.strip_prefix("__inline_error_") {
+        Some(step) => format!("{step}'s on_failure"),
+        None => name.to_owned(),
+    }
+}
+
 /// `awf status <id>`.
 ///
 /// # Errors
@@ -468,7 +477,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         )
     );
     if let Some(t) = &snap.terminal {
-        let _ = writeln!(out, "Terminal:  {t}");
+        let _ = writeln!(out, "Terminal:  {}", terminal_text(t));
     }
     if let Some(e) = &snap.error {
         let _ = writeln!(out, "Error:     [{}] {}", e.code, e.message);
@@ -562,6 +571,15 @@ mod tests {
         "3f2b0000-0000-4000-8000-000000000002",
         "9d00aa11-0000-4000-8000-000000000003",
     ];
+
+    #[test]
+    fn inline_failure_terminals_are_shown_by_their_step() {
+        assert_eq!(
+            terminal_text("__inline_error_verify"),
+            "verify's on_failure"
+        );
+        assert_eq!(terminal_text("done"), "done");
+    }
 
     #[test]
     fn a_unique_prefix_names_a_run() {
