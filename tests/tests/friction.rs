@@ -520,8 +520,8 @@ fn diagram_json_is_a_json_graph() {
     assert_eq!(
         doc["nodes"],
         json!([
-            {"name": "a", "type": "command"},
-            {"name": "done", "type": "terminal", "terminal_status": "success"}
+            {"name": "a", "label": "a", "type": "command"},
+            {"name": "done", "label": "done", "type": "terminal", "terminal_status": "success"}
         ])
     );
     assert_eq!(
@@ -532,6 +532,23 @@ fn diagram_json_is_a_json_graph() {
     // Text stays DOT.
     let dot = sb.run(&["diagram", "ok"]).unwrap();
     assert!(dot.stdout.starts_with("digraph"), "{}", dot.stdout);
+    // An inline failure terminal shows its message, not its internal name.
+    sb.write(
+        "inl.yaml",
+        "name: f\nstates:\n  initial: verify\n  verify: {type: step, command: exit 3, on_failure: {message: verify failed, status: 5}}\n",
+    )
+    .unwrap();
+    let dot = sb.run(&["diagram", "inl.yaml"]).unwrap();
+    assert!(
+        dot.stdout.contains("label=\"verify failed\""),
+        "{}",
+        dot.stdout
+    );
+    assert!(
+        !dot.stdout.contains("label=\"__inline_error"),
+        "{}",
+        dot.stdout
+    );
 }
 
 #[test]

@@ -73,6 +73,23 @@ fn node_attrs(state: &State) -> Vec<String> {
     }
 }
 
+/// What a node shows: the state's name, or for the failure terminal the loader makes from an
+/// inline `on_failure: {message, status}` (`__inline_error_<step>`), its message (else
+/// `<step>: on_failure`), never the internal name.
+pub fn node_label(state: &State) -> String {
+    match state.name.strip_prefix("__inline_error_") {
+        Some(step) => match &state.kind {
+            StateKind::Terminal(t) => t
+                .message
+                .clone()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| format!("{step}: on_failure")),
+            _ => state.name.clone(),
+        },
+        None => state.name.clone(),
+    }
+}
+
 /// Builds the DOT text of `wf`.
 pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     let mut s = format!("digraph {} {{\n", quote(&wf.name));
@@ -80,7 +97,7 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     s.push_str("  node [fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n");
     s.push_str("  __start__ [shape=point];\n");
     for state in wf.states.values() {
-        let mut attrs = vec![format!("label={}", quote(&state.name))];
+        let mut attrs = vec![format!("label={}", quote(&node_label(state)))];
         attrs.extend(node_attrs(state));
         if opts.highlight.as_deref() == Some(state.name.as_str()) {
             attrs.push("penwidth=3".to_owned());
@@ -153,7 +170,7 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
 }
 
 /// The graph of `wf` as JSON (`awf diagram -f json`): `{"workflow", "initial", "direction",
-/// "highlight", "nodes": [{"name", "type", "terminal_status"?}], "edges": [{"from", "to",
+/// "highlight", "nodes": [{"name", "label", "type", "terminal_status"?}], "edges": [{"from", "to",
 /// "kind": "success" | "failure" | "transition" | "branch" | "body" | "complete", "when"?}],
 /// "dot"}`; the same nodes and edges as [`to_dot`], whose text is `dot`.
 pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
@@ -162,7 +179,8 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
         .states
         .values()
         .map(|st| {
-            let mut n = json!({"name": st.name, "type": st.kind.kind_name()});
+            let mut n =
+                json!({"name": st.name, "label": node_label(st), "type": st.kind.kind_name()});
             if let StateKind::Terminal(t) = &st.kind {
                 n["terminal_status"] = json!(match t.status {
                     TerminalStatus::Success => "success",
