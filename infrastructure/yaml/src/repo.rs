@@ -371,7 +371,12 @@ impl WorkflowRepository for YamlRepository {
                 }
                 let (version, description, error) = match self.load_file(&path, &name) {
                     Ok(l) => (l.workflow.version, l.workflow.description, None),
-                    Err(e) => (None, None, Some(format!("[{}] {}", e.code(), e.message()))),
+                    // The entry names the file: the message need not repeat it.
+                    Err(e) => {
+                        let prefix = format!("{}: ", path.display());
+                        let msg = e.message().strip_prefix(&prefix).unwrap_or(e.message());
+                        (None, None, Some(format!("[{}] {msg}", e.code())))
+                    }
                 };
                 out.push(WorkflowEntry {
                     name,

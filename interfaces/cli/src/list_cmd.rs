@@ -85,7 +85,12 @@ pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
                 .iter()
                 .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
                 .map(|d| format!("[{}] {}", d.code, d.message)),
-            Err(err) => Some(format!("[{}] {}", err.code(), err.message())),
+            Err(err) => {
+                // The entry names the file: the message need not repeat it.
+                let prefix = format!("{ident}: ");
+                let msg = err.message().strip_prefix(&prefix).unwrap_or(err.message());
+                Some(format!("[{}] {msg}", err.code()))
+            }
         };
     }
     if ctx.json() {

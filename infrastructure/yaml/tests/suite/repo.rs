@@ -355,6 +355,8 @@ fn list_marks_files_that_do_not_load() {
     let broken = list.iter().find(|e| e.name == "broken").unwrap();
     let err = broken.error.as_deref().unwrap();
     assert!(err.starts_with("[WORKFLOW.PARSE.YAML_SYNTAX] "), "{err}");
+    // The entry has the path; the message does not repeat it.
+    assert!(!err.contains(broken.path.to_str().unwrap()), "{err}");
     let fine = list.iter().find(|e| e.name == "local-only").unwrap();
     assert_eq!(fine.error, None);
 }
