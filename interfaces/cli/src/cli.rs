@@ -36,7 +36,8 @@ pub struct Cli {
     /// Storage root (states, history, transcripts, templates); default $AWF_STORAGE_DIR or $XDG_DATA_HOME/awf.
     #[arg(long, global = true, value_name = "DIR")]
     pub storage: Option<PathBuf>,
-    /// Log level for diagnostics on stderr: error, warn, info, debug, trace, off (default warn).
+    /// Log level for diagnostics on stderr: error, warn, info, debug, trace, off (default warn;
+    /// hook `log:` lines are shown unless a level is given that hides them).
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// Log line format on stderr.
@@ -167,7 +168,7 @@ pub enum Command {
     /// List available workflows.
     #[command(visible_alias = "ls")]
     List,
-    /// Print a workflow as a Graphviz DOT graph.
+    /// Print a workflow as a Graphviz DOT graph (a JSON graph with -f json).
     Diagram(DiagramArgs),
     /// Explain error codes (all of them, one, or those under a prefix).
     Error(ErrorArgs),
@@ -186,7 +187,7 @@ pub enum Command {
 /// `awf resume`.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// Run id (see `awf resume --list`).
+    /// Run id, or a unique prefix of one (see `awf resume --list`).
     pub run_id: Option<String>,
     /// List runs that can be resumed.
     #[arg(short = 'l', long)]
@@ -225,7 +226,7 @@ pub struct HistoryArgs {
 /// `awf status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Run id.
+    /// Run id, or a unique prefix of one (see `awf history`).
     pub run_id: String,
 }
 
