@@ -141,6 +141,23 @@ fn list_marks_workflows_that_do_not_parse_or_validate() {
     assert!(by_name("syntax")["error"].is_string(), "{doc}");
     assert!(by_name("invalid")["error"].is_string(), "{doc}");
     assert!(by_name("good").get("error").is_none(), "{doc}");
+
+    // A FIFO in a workflow directory is listed as broken, not read (which would block).
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(sb.path().join("wfs/pipe.yaml"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let text = sb.run(&["list"]).unwrap();
+    assert!(
+        text.stdout
+            .lines()
+            .any(|l| l.starts_with("pipe") && l.contains("BROKEN: [USER.INPUT.INVALID_FORMAT]")),
+        "{}",
+        text.stdout
+    );
 }
 
 // ---- special files --------------------------------------------------------------------------

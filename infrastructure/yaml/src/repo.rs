@@ -122,7 +122,8 @@ impl YamlRepository {
     }
 
     /// Every workflow file in `dir` as `(stem, path)`, sorted by stem, empty when the
-    /// directory is missing. Both `.yaml` and `.yml` count; when both exist for one stem the
+    /// directory is missing. Any entry but a directory counts (a FIFO or a dangling link is
+    /// listed so that `list` can mark it). Both `.yaml` and `.yml` count; when both exist for one stem the
     /// `.yaml` file wins (it is the one `load` finds first).
     fn names_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, AwfError> {
         let rd = match std::fs::read_dir(dir) {
@@ -141,7 +142,8 @@ impl YamlRepository {
             let Some(ext) = p.extension().and_then(|x| x.to_str()) else {
                 continue;
             };
-            if !WORKFLOW_EXTENSIONS.contains(&ext) || !p.is_file() {
+            // Everything but directories: a FIFO or a dangling link is listed (and marked).
+            if !WORKFLOW_EXTENSIONS.contains(&ext) || p.is_dir() {
                 continue;
             }
             if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
@@ -369,7 +371,12 @@ impl WorkflowRepository for YamlRepository {
                 if !seen.insert(name.clone()) {
                     continue;
                 }
-                let (version, description, error) = match self.load_file(&path, &name) {
+                // Never read a FIFO or device (it could block): mark it instead.
+                let loaded = match unusable_path_error(&path, &name) {
+                    Some(e) => Err(e),
+                    None => self.load_file(&path, &name),
+                };
+                let (version, description, error) = match loaded {
                     Ok(l) => (l.workflow.version, l.workflow.description, None),
                     // The entry names the file: the message need not repeat it.
                     Err(e) => {

@@ -391,6 +391,17 @@ fn a_fifo_given_as_a_workflow_is_named_as_such() {
     let e = f.repo.load("named", None).unwrap_err();
     assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
     assert!(e.message().contains("named pipe (FIFO)"), "{}", e.message());
+    // `list` shows it, marked, without reading it (reading would block).
+    let list = f.repo.list().unwrap();
+    let named = list.iter().find(|e| e.name == "named").unwrap();
+    assert!(
+        named
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("named pipe (FIFO)"),
+        "{named:?}"
+    );
 }
 
 #[test]
