@@ -304,4 +304,9 @@ pub struct RunResult {
     pub outputs: BTreeMap<String, Value>,
     /// The failure, or `null`.
     pub error: Option<ErrorBody>,
+    /// The interpolated `message` of the success terminal that ended the run (secrets
+    /// masked); absent from JSON when the terminal has none (failure terminals put theirs in
+    /// `error.message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
 }

@@ -8,16 +8,109 @@ use std::process::Command;
 use std::process::Output;
 use std::process::Stdio;
 
-/// Path of the `awf` binary under test: `$AWF_BIN`, else `target/debug/awf` of this workspace
-/// (the `cargo t` alias and `scripts/test.sh` build it first).
+/// Path of the `awf` binary under test: `$AWF_BIN` as given, else `target/debug/awf` of this
+/// workspace (or of `$CARGO_TARGET_DIR`), made fresh first: when the binary is missing or older
+/// than any source file its dep-info (`awf.d`) lists, `cargo build -p awf` runs (once per test
+/// process), so a stale binary is never tested.
+///
+/// # Panics
+/// When the build fails or the binary is still stale afterwards (the message says why).
 pub fn awf_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("AWF_BIN") {
         return PathBuf::from(p);
     }
+    static FRESH: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    match FRESH.get_or_init(fresh_debug_bin) {
+        Ok(p) => p.clone(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The debug binary's path (not checked).
+fn debug_bin() -> PathBuf {
     let root = workspace_root();
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     target.join("debug").join("awf")
+}
+
+/// Why `bin` is stale (`Some(reason)`), judged by its dep-info file `<bin>.d`; `None` when
+/// it is at least as new as every source file listed there.
+pub fn staleness(bin: &Path) -> Option<String> {
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return Some(format!("{} does not exist", bin.display()));
+    };
+    let dep_info = bin.with_extension("d");
+    let Ok(text) = std::fs::read_to_string(&dep_info) else {
+        return Some(format!("{} is missing", dep_info.display()));
+    };
+    for source in dep_info_sources(&text) {
+        match std::fs::metadata(&source).and_then(|m| m.modified()) {
+            Ok(t) if t > built => {
+                return Some(format!("{} changed since the build", source.display()));
+            }
+            Ok(_) => {}
+            Err(_) => return Some(format!("{} is gone", source.display())),
+        }
+    }
+    None
+}
+
+/// The source files of a Makefile-style dep-info text (`target: a b\ c`), first rule only.
+pub fn dep_info_sources(text: &str) -> Vec<PathBuf> {
+    let first = text.lines().next().unwrap_or("");
+    let Some((_, deps)) = first.split_once(": ") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = deps.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            ' ' => {
+                if !cur.is_empty() {
+                    out.push(PathBuf::from(std::mem::take(&mut cur)));
+                }
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(PathBuf::from(cur));
+    }
+    out
+}
+
+fn fresh_debug_bin() -> Result<PathBuf, String> {
+    let bin = debug_bin();
+    let Some(why) = staleness(&bin) else {
+        return Ok(bin);
+    };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(["build", "--quiet", "-p", "awf"])
+        .current_dir(workspace_root())
+        .stdin(Stdio::null())
+        .status()
+        .map_err(|e| {
+            format!("awf binary is stale ({why}) and `cargo build -p awf` could not start: {e}")
+        })?;
+    if !status.success() {
+        return Err(format!(
+            "awf binary is stale ({why}) and `cargo build -p awf` failed: {status}"
+        ));
+    }
+    match staleness(&bin) {
+        None => Ok(bin),
+        Some(still) => Err(format!(
+            "awf binary is still stale after `cargo build -p awf`: {still}"
+        )),
+    }
 }
 
 /// The workspace root (parent of this crate).
@@ -35,6 +128,19 @@ pub fn shared_dir() -> PathBuf {
 /// Folder of this crate's own workflow fixtures.
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Environment variable set (to the sandbox directory) for every command a [`Sandbox`] runs;
+/// children inherit it, so a test finds its own processes and only those.
+pub const SANDBOX_MARK: &str = "E2E_SANDBOX_MARK";
+
+/// A process found by [`Sandbox::processes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxProcess {
+    /// Process id.
+    pub pid: u32,
+    /// Command line, arguments joined by single spaces.
+    pub cmdline: String,
 }
 
 /// A hermetic sandbox: temp dir used as CWD, HOME and XDG dirs inside it.
@@ -62,7 +168,63 @@ impl Sandbox {
             fixtures().display().to_string(),
         );
         env.insert("NO_COLOR".into(), "1".into());
+        env.insert(SANDBOX_MARK.into(), dir.path().display().to_string());
         Ok(Self { dir, env })
+    }
+
+    /// Live processes started from this sandbox: every process whose environment carries this
+    /// sandbox's [`SANDBOX_MARK`] (awf and everything it spawned, orphans of a killed awf
+    /// included), never another test's. Zombies have no environment and are not listed.
+    pub fn processes(&self) -> Vec<SandboxProcess> {
+        let marker = format!("{SANDBOX_MARK}={}", self.dir.path().display());
+        let Ok(rd) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for entry in rd.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+                continue;
+            };
+            if environ.split(|b| *b == 0).any(|kv| kv == marker.as_bytes()) {
+                let cmdline = std::fs::read(entry.path().join("cmdline"))
+                    .map(|c| {
+                        c.split(|b| *b == 0)
+                            .filter(|p| !p.is_empty())
+                            .map(|p| String::from_utf8_lossy(p).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .unwrap_or_default();
+                out.push(SandboxProcess { pid, cmdline });
+            }
+        }
+        out
+    }
+
+    /// Sends SIGKILL to every process of [`Sandbox::processes`] whose command line is exactly
+    /// `cmdline` (all of them when `None`); returns how many were signalled.
+    pub fn kill_processes(&self, cmdline: Option<&str>) -> usize {
+        let mut n = 0;
+        for p in self.processes() {
+            if cmdline.is_none_or(|c| p.cmdline == c)
+                && Command::new("kill")
+                    .args(["-KILL", &p.pid.to_string()])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The sandbox directory (the CWD of commands).
@@ -121,6 +283,14 @@ impl Sandbox {
     }
 }
 
+impl Drop for Sandbox {
+    /// Stops whatever this sandbox's commands left running (orphans of a killed awf), so no
+    /// test leaves processes behind for the next.
+    fn drop(&mut self) {
+        self.kill_processes(None);
+    }
+}
+
 /// The outcome of one `awf` invocation.
 #[derive(Debug)]
 pub struct Run {
@@ -152,5 +322,58 @@ impl Run {
                 self.stderr
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn dep_info_lists_sources_with_escaped_spaces() {
+        assert_eq!(
+            dep_info_sources("/t/awf: /w/a.rs /w/my\\ dir/b.rs\n\n/w/a.rs:\n"),
+            vec![PathBuf::from("/w/a.rs"), PathBuf::from("/w/my dir/b.rs")]
+        );
+        assert!(dep_info_sources("").is_empty());
+    }
+
+    #[test]
+    fn a_binary_older_than_a_source_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("main.rs");
+        let bin = dir.path().join("awf");
+        std::fs::write(&src, "fn main() {}").unwrap();
+        std::fs::write(&bin, "binary").unwrap();
+        std::fs::write(
+            dir.path().join("awf.d"),
+            format!("{}: {}\n", bin.display(), src.display()),
+        )
+        .unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&src)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(staleness(&bin), None);
+        // The source changes after the build.
+        std::fs::File::options()
+            .write(true)
+            .open(&bin)
+            .unwrap()
+            .set_modified(old - std::time::Duration::from_secs(60))
+            .unwrap();
+        let why = staleness(&bin).unwrap();
+        assert!(why.contains("main.rs changed since the build"), "{why}");
+        std::fs::remove_file(&src).unwrap();
+        assert!(staleness(&bin).unwrap().contains("is gone"));
+        assert!(
+            staleness(&dir.path().join("nope"))
+                .unwrap()
+                .contains("does not exist")
+        );
     }
 }

@@ -47,7 +47,7 @@ fn allowed(pkg: &str) -> Option<&'static [&'static str]> {
 /// Third-party crates that must stay inside one adapter.
 const CONFINED: &[(&str, &str)] = &[
     ("clap", "awf"),
-    ("serde_yaml", "awf-yaml"),
+    ("yaml-rust2", "awf-yaml"),
     ("gtmpl-ng", "awf-template"),
     ("expr-lang", "awf-template"),
     ("rusqlite", "awf-store"),

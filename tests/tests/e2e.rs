@@ -656,15 +656,13 @@ fn a_second_signal_stops_a_hanging_cancel_hook() {
         "hook was not stopped"
     );
     assert_eq!(code, Some(130));
-    let leftover = std::process::Command::new("pgrep")
-        .args(["-f", "^sleep 14[23]$"])
-        .output()
-        .unwrap();
-    assert!(
-        leftover.stdout.is_empty(),
-        "left behind: {}",
-        String::from_utf8_lossy(&leftover.stdout)
-    );
+    // Only this sandbox's processes (environment marker), never another test's.
+    let leftover: Vec<_> = sb
+        .processes()
+        .into_iter()
+        .filter(|p| p.cmdline == "sleep 142" || p.cmdline == "sleep 143")
+        .collect();
+    assert!(leftover.is_empty(), "left behind: {leftover:?}");
 }
 
 #[test]

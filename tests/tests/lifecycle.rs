@@ -69,9 +69,8 @@ fn sigkill_mid_run_then_resume_finishes_without_rerunning_earlier_steps() {
     child.kill().unwrap();
     child.wait().unwrap();
     // The `sleep 37` of the killed run is an orphan now; stop it.
-    let _ = std::process::Command::new("pkill")
-        .args(["-f", "^sleep 37$"])
-        .status();
+    // Only this sandbox's own processes (environment marker), never another test's.
+    sb.kill_processes(Some("sleep 37"));
     std::fs::write(sb.path().join("go"), "").unwrap();
 
     let list = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
@@ -334,9 +333,8 @@ fn resume_continues_a_loop_at_the_iteration_it_stopped_in() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
-    let _ = std::process::Command::new("pkill")
-        .args(["-f", "^sleep 38$"])
-        .status();
+    // Only this sandbox's own processes (environment marker), never another test's.
+    sb.kill_processes(Some("sleep 38"));
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);

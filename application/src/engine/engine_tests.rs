@@ -851,7 +851,8 @@ async fn mocked_agent_step_does_not_call_the_provider() {
             terminal("done", TerminalStatus::Success),
         ],
     );
-    let claude = Arc::new(FakeAgent::new("claude").answer("real"));
+    // No answer scripted: a call would panic the fake.
+    let claude = Arc::new(FakeAgent::new("claude"));
     let f = facade_with_agents(
         FakeRepository::new().with(wf),
         Arc::new(FakeExecutor::new()),
@@ -868,6 +869,105 @@ async fn mocked_agent_step_does_not_call_the_provider() {
     let (_, result) = run_all(&f, req).await;
     assert_eq!(result.states["ask"].output, "mocked");
     assert!(claude.calls().is_empty());
+}
+
+// ---- the fakes fail loudly ------------------------------------------------------------------
+
+fn spec(command: &str) -> awf_domain::ports::exec::CommandSpec {
+    awf_domain::ports::exec::CommandSpec {
+        program: awf_domain::ports::exec::Program::Shell(command.to_owned()),
+        dir: None,
+        env: Vec::new(),
+        timeout: None,
+        capture_limit: None,
+    }
+}
+
+#[tokio::test]
+#[should_panic(expected = "FakeExecutor: \"echo a\" called more often than scripted")]
+async fn a_fake_command_called_more_often_than_scripted_panics() {
+    use awf_domain::ports::CommandExecutor;
+    let exec = FakeExecutor::new().on("echo a", [FakeCommand::ok("a\n")]);
+    let token = tokio_util::sync::CancellationToken::new();
+    let first = exec.run(spec("echo a"), None, token.clone()).await.unwrap();
+    assert_eq!(first.stdout, "a\n");
+    let _ = exec.run(spec("echo a"), None, token).await;
+}
+
+#[test]
+#[should_panic(expected = "FakeExecutor: scripted answers never asked for")]
+fn an_unused_fake_command_answer_panics_when_the_fake_is_dropped() {
+    drop(FakeExecutor::new().on("echo a", [FakeCommand::ok(""), FakeCommand::ok("")]));
+}
+
+#[test]
+#[should_panic(expected = "FakeExpressions: \"x\" evaluated more often than scripted")]
+fn a_fake_expression_evaluated_more_often_than_scripted_panics() {
+    use awf_domain::ports::ExpressionEvaluator;
+    let exprs = FakeExpressions::new().on("x", [true]);
+    let inputs = serde_json::Map::new();
+    let states = std::collections::BTreeMap::new();
+    let info = awf_domain::scope::WorkflowInfo {
+        id: "r".into(),
+        name: "w".into(),
+        current_state: "s".into(),
+        started_at: std::time::UNIX_EPOCH,
+        duration: std::time::Duration::ZERO,
+    };
+    let env = std::collections::BTreeMap::new();
+    let runtime = awf_domain::scope::RuntimeInfo::default();
+    let awf = std::collections::BTreeMap::new();
+    let scope = awf_domain::scope::Scope {
+        inputs: &inputs,
+        states: &states,
+        workflow: &info,
+        env: &env,
+        context: &runtime,
+        awf: &awf,
+        loop_frame: None,
+        error: None,
+        workflow_dir: std::path::Path::new("/"),
+    };
+    assert!(exprs.eval_bool("x", &scope).unwrap());
+    let _ = exprs.eval_bool("x", &scope);
+}
+
+#[test]
+#[should_panic(expected = "FakeAgent claude: 1 scripted answer(s) never asked for")]
+fn an_unused_fake_agent_answer_panics_when_the_fake_is_dropped() {
+    drop(FakeAgent::new("claude").answer("never"));
+}
+
+#[tokio::test]
+async fn an_engine_that_runs_a_step_twice_fails_against_a_once_scripted_fake() {
+    // A workflow that runs `echo a` twice, scripted for one call: the run must not pass
+    // silently with a repeated answer.
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "echo a", Some("again"), None),
+            cmd("again", "echo a", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on("echo a", [FakeCommand::ok("a\n")]));
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let mut h = f.start_run(request("w", &[])).await.expect("run starts");
+    let mut finished = None;
+    while let Some(e) = h.next_event().await {
+        if let RunEvent::RunFinished { result } = e.event {
+            finished = Some(result);
+        }
+    }
+    // The fake panicked on the second call: the run never finished (it used to succeed with
+    // the first answer repeated).
+    assert_eq!(finished, None);
+    assert_eq!(exec.commands(), ["echo a", "echo a"]);
 }
 
 // ---- resume ---------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ fn workflow(initial: &str, states: Vec<State>) -> Workflow {
 /// Runs `wf` without any validation and returns the run's status, error code and the
 /// commands the executor was asked to run.
 async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<String>) {
-    let exec = Arc::new(FakeExecutor::new().on("work", [FakeCommand::ok("done")]));
+    let exec = Arc::new(FakeExecutor::new().always("work", FakeCommand::ok("done")));
     let services = Arc::new(Services {
         agents: Arc::new(FakeAgents::default()),
         state_store: None,

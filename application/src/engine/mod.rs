@@ -232,6 +232,8 @@ struct Ending {
     exit_code: u8,
     error: Option<AwfError>,
     failed_state: Option<String>,
+    /// A success terminal's interpolated `message`.
+    message: Option<String>,
 }
 
 impl Run {
@@ -827,6 +829,7 @@ impl Run {
                 exit_code: 0,
                 error: None,
                 failed_state: None,
+                message: None,
             },
             Ok(exit) => {
                 let e = exit.failure.unwrap_or_else(|| {
@@ -857,6 +860,7 @@ impl Run {
                 "workflow cancelled",
             )),
             failed_state: Some(lock(&self.current).clone()),
+            message: None,
         })
     }
 
@@ -868,6 +872,7 @@ impl Run {
             exit_code: error.code().exit_code(),
             error: Some(error),
             failed_state: state,
+            message: None,
         }
     }
 
@@ -885,6 +890,10 @@ impl Run {
                 exit_code: 0,
                 error: None,
                 failed_state: None,
+                message: message
+                    .map(|m| self.render(m, None, None).unwrap_or_else(|_| m.to_owned()))
+                    .map(|t| self.mask(&t))
+                    .filter(|t| !t.trim().is_empty()),
             },
             TerminalStatus::Failure => {
                 let text = match message {
@@ -908,6 +917,7 @@ impl Run {
                     exit_code: code,
                     error: Some(error),
                     failed_state,
+                    message: None,
                 }
             }
         }
@@ -987,6 +997,7 @@ impl Run {
                 .collect(),
             outputs,
             error: ending.error.map(|e| e.body()),
+            message: ending.message,
         }
     }
 }

@@ -473,7 +473,7 @@ impl Run {
         };
         let program = match &cmd.source {
             CommandSource::Inline(text) => match self.render_shell(text, at.frame) {
-                Ok(t) => Program::Shell(t),
+                Ok(t) => Program::Shell(self.localize_awf_dirs(&t)),
                 Err(e) => {
                     return fail(
                         st,
@@ -491,7 +491,7 @@ impl Run {
             None => None,
             Some(d) => match self.render(d, at.frame, None) {
                 Ok(d) if d.trim().is_empty() => None,
-                Ok(d) => Some(self.resolve_dir(&d)),
+                Ok(d) => Some(self.resolve_dir(&self.localize_awf_dirs(&d))),
                 Err(e) => {
                     return fail(
                         st,
@@ -645,6 +645,14 @@ impl Run {
         })
     }
 
+    /// Local-before-global for `{{.awf.scripts_dir}}` / `{{.awf.prompts_dir}}` inside an
+    /// interpolated `command` or `dir`, as for `script_file` (see [`localize_dirs`]); the
+    /// project folder is the parent of the workflow file's directory (`.awf/` for a workflow
+    /// in `.awf/workflows/`). Source: spec/workflow.md §1.12 (last paragraph).
+    pub(crate) fn localize_awf_dirs(&self, text: &str) -> String {
+        localize_awf_dirs_in(text, &self.svc.awf_dirs, &self.wf.source.dir)
+    }
+
     /// Resolves a file path named in the workflow: `~/` → home; local-before-global for the
     /// global scripts/prompts dirs; relative → the workflow file's directory.
     pub(crate) fn resolve_file(&self, p: &str) -> PathBuf {
@@ -685,11 +693,18 @@ impl Run {
 pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfError> {
     use std::io::Read;
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|_| {
-        AwfError::new(
-            ErrorCode::UserInputMissingFile,
-            format!("{what} not found: {shown}"),
-        )
+    let meta = std::fs::metadata(path).map_err(|e| {
+        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+        let msg = if link && e.kind() == std::io::ErrorKind::NotFound {
+            format!("{what} is a symbolic link whose target does not exist: {shown}")
+        } else if link {
+            format!("{what} is a symbolic link that cannot be followed ({e}): {shown}")
+        } else if e.kind() == std::io::ErrorKind::NotFound {
+            format!("{what} not found: {shown}")
+        } else {
+            format!("{what} cannot be read ({e}): {shown}")
+        };
+        AwfError::new(ErrorCode::UserInputMissingFile, msg)
     })?;
     if meta.is_dir() {
         return Err(AwfError::new(
@@ -730,6 +745,69 @@ pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfE
             format!("{what} is not valid UTF-8: {shown}"),
         )
     })
+}
+
+/// [`localize_dirs`] for the global `scripts_dir` / `prompts_dir` of `awf_dirs` (the `.awf`
+/// template namespace) and the project folder of a workflow in `workflow_dir` (its parent:
+/// `.awf/` for `.awf/workflows/`).
+pub(crate) fn localize_awf_dirs_in(
+    text: &str,
+    awf_dirs: &std::collections::BTreeMap<String, String>,
+    workflow_dir: &Path,
+) -> String {
+    let Some(project) = workflow_dir.parent() else {
+        return text.to_owned();
+    };
+    let pairs: Vec<(String, PathBuf)> = [("scripts_dir", "scripts"), ("prompts_dir", "prompts")]
+        .iter()
+        .filter_map(|(key, sub)| {
+            awf_dirs
+                .get(*key)
+                .filter(|g| !g.is_empty())
+                .map(|g| (g.clone(), project.join(sub)))
+        })
+        .collect();
+    localize_dirs(text, &pairs)
+}
+
+/// Rewrites each occurrence of a global directory in `text` to its local counterpart when
+/// that exists: `(global, local)` pairs; `<global>/<suffix>` (the suffix ends at whitespace, a
+/// quote, `|`, `&`, `;`, `<`, `>`, `(` or `)`) becomes `<local>/<suffix>` when
+/// `<local>/<suffix>` exists; `<global>` on its own becomes `<local>` when that directory
+/// exists. Anything else is left as it is (the global path is used).
+pub(crate) fn localize_dirs(text: &str, pairs: &[(String, PathBuf)]) -> String {
+    let ends = |c: char| c.is_whitespace() || "'\"|&;<>()`".contains(c);
+    let mut out = text.to_owned();
+    for (global, local) in pairs {
+        let mut result = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        while let Some(i) = rest.find(global.as_str()) {
+            let after = &rest[i + global.len()..];
+            // Only the whole directory name: `/x/scripts` must not match `/x/scripts2`.
+            let boundary = after.chars().next().is_none_or(|c| c == '/' || ends(c));
+            result.push_str(&rest[..i]);
+            if !boundary {
+                result.push_str(global);
+                rest = after;
+                continue;
+            }
+            let suffix_len = after.find(|c: char| ends(c)).unwrap_or(after.len());
+            let suffix = &after[..suffix_len];
+            let candidate = match suffix.strip_prefix('/') {
+                Some(s) if !s.is_empty() => local.join(s),
+                _ => local.clone(),
+            };
+            if candidate.exists() {
+                result.push_str(&local.display().to_string());
+            } else {
+                result.push_str(global);
+            }
+            rest = after;
+        }
+        result.push_str(rest);
+        out = result;
+    }
+    out
 }
 
 fn expand_home(p: &str, env: &std::collections::BTreeMap<String, String>) -> PathBuf {
@@ -915,5 +993,48 @@ fn live_output(
         streams,
         emit,
         limit,
+    }
+}
+
+#[cfg(test)]
+mod localize_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::localize_dirs;
+
+    #[test]
+    fn global_dirs_become_local_ones_where_the_local_file_exists() {
+        // A real directory (no tempfile crate in this crate's dev-dependencies).
+        let root = std::env::temp_dir().join(format!(
+            "awf-localize-{}-{:?}",
+            std::process::id(),
+            std::time::SystemTime::now()
+        ));
+        let local = root.join(".awf/scripts");
+        std::fs::create_dir_all(&local).unwrap();
+        std::fs::write(local.join("build.sh"), "echo").unwrap();
+        let global = "/home/u/.config/awf/scripts".to_owned();
+        let pairs = vec![(global.clone(), local.clone())];
+        let l = local.display();
+        // A file that exists locally: local path; one that does not: global path kept.
+        assert_eq!(
+            localize_dirs(
+                &format!("sh {global}/build.sh --x | tee {global}/missing.sh"),
+                &pairs
+            ),
+            format!("sh {l}/build.sh --x | tee {global}/missing.sh")
+        );
+        // Quoted, and the directory on its own (a `dir:` value).
+        assert_eq!(
+            localize_dirs(&format!("\"{global}/build.sh\""), &pairs),
+            format!("\"{l}/build.sh\"")
+        );
+        assert_eq!(localize_dirs(&global, &pairs), l.to_string());
+        // Only the whole directory name matches.
+        let other = format!("{global}2/build.sh");
+        assert_eq!(localize_dirs(&other, &pairs), other);
+        // No local directory at all: unchanged.
+        let none = vec![(global.clone(), root.join("nope"))];
+        assert_eq!(localize_dirs(&global, &none), global);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

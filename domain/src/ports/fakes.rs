@@ -2,7 +2,10 @@
 //! disks or template engines. Enabled by the `testing` feature.
 //!
 //! Each fake answers from a script and records every call so tests can assert on whole values.
-//! A call the script does not cover panics with the call shown, so a test fails loudly.
+//! Every scripted answer is given once, in order (`always` answers repeat on purpose). A call
+//! the script does not cover, a call after the answers ran out, and (when the fake is dropped
+//! at the end of a test that did not panic) an answer never asked for all panic with the call
+//! shown, so an engine change that calls a port once more, or once less, fails the test.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
@@ -68,12 +71,61 @@ impl FakeCommand {
     }
 }
 
-/// A command executor answering by command text. Each text has a queue of answers; the last
-/// answer repeats once the queue has one left.
+/// The scripted answers of one key: given once each, in order, then `always` (if set) for
+/// every further call.
+#[derive(Debug, Clone)]
+struct Answers<T> {
+    queue: VecDeque<T>,
+    always: Option<T>,
+}
+
+impl<T> Default for Answers<T> {
+    fn default() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            always: None,
+        }
+    }
+}
+
+impl<T: Clone> Answers<T> {
+    fn next(&mut self) -> Option<T> {
+        self.queue.pop_front().or_else(|| self.always.clone())
+    }
+}
+
+/// Panics (unless the thread is already panicking) when any key still has answers that were
+/// scripted but never asked for.
+fn assert_all_used<T: std::fmt::Debug>(fake: &str, script: &BTreeMap<String, Answers<T>>) {
+    if std::thread::panicking() {
+        return;
+    }
+    let unused: Vec<String> = script
+        .iter()
+        .filter(|(_, a)| !a.queue.is_empty())
+        .map(|(k, a)| format!("{k:?}: {:?}", a.queue))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "{fake}: scripted answers never asked for: {}",
+        unused.join("; ")
+    );
+}
+
+/// A command executor answering by command text: each scripted answer once, in order.
+/// Unscripted commands, calls beyond the script and (on drop) unused answers panic.
 #[derive(Debug, Default)]
 pub struct FakeExecutor {
-    script: Mutex<BTreeMap<String, VecDeque<FakeCommand>>>,
+    script: Mutex<BTreeMap<String, Answers<FakeCommand>>>,
     calls: Mutex<Vec<CommandSpec>>,
+}
+
+impl Drop for FakeExecutor {
+    fn drop(&mut self) {
+        if let Ok(script) = self.script.lock() {
+            assert_all_used("FakeExecutor", &script);
+        }
+    }
 }
 
 impl FakeExecutor {
@@ -82,7 +134,7 @@ impl FakeExecutor {
         Self::default()
     }
 
-    /// Adds answers for a command text (in order).
+    /// Adds answers for a command text, each given once, in order.
     #[must_use]
     pub fn on(self, command: &str, answers: impl IntoIterator<Item = FakeCommand>) -> Self {
         self.script
@@ -90,7 +142,21 @@ impl FakeExecutor {
             .unwrap()
             .entry(command.to_owned())
             .or_default()
+            .queue
             .extend(answers);
+        self
+    }
+
+    /// Answers every call of a command text (after any [`Self::on`] answers) with `answer`,
+    /// however often it comes; for steps a test means to run an open number of times.
+    #[must_use]
+    pub fn always(self, command: &str, answer: FakeCommand) -> Self {
+        self.script
+            .lock()
+            .unwrap()
+            .entry(command.to_owned())
+            .or_default()
+            .always = Some(answer);
         self
     }
 
@@ -126,16 +192,15 @@ impl CommandExecutor for FakeExecutor {
         };
         let answer = {
             let mut script = self.script.lock().unwrap();
-            let queue = script
+            let answers = script
                 .get_mut(&text)
                 .unwrap_or_else(|| panic!("FakeExecutor: unscripted command {text:?}"));
-            if queue.len() > 1 {
-                queue.pop_front()
-            } else {
-                queue.front().cloned()
-            }
+            answers.next()
         }
-        .unwrap_or_else(|| panic!("FakeExecutor: no answer left for {text:?}"));
+        .unwrap_or_else(|| {
+            let n = self.calls.lock().map_or(0, |c| c.len());
+            panic!("FakeExecutor: {text:?} called more often than scripted (call {n})")
+        });
         if cancel.is_cancelled() {
             return Ok(CommandOutput {
                 exit_code: -1,
@@ -248,11 +313,21 @@ impl Interpolator for FakeInterpolator {
     }
 }
 
-/// An expression evaluator with scripted answers by expression text; records every call.
+/// An expression evaluator with scripted answers by expression text, each given once;
+/// records every call. Unscripted expressions, evaluations beyond the script and (on drop)
+/// unused answers panic.
 #[derive(Debug, Default)]
 pub struct FakeExpressions {
-    answers: Mutex<BTreeMap<String, VecDeque<bool>>>,
+    answers: Mutex<BTreeMap<String, Answers<bool>>>,
     calls: Mutex<Vec<String>>,
+}
+
+impl Drop for FakeExpressions {
+    fn drop(&mut self) {
+        if let Ok(answers) = self.answers.lock() {
+            assert_all_used("FakeExpressions", &answers);
+        }
+    }
 }
 
 impl FakeExpressions {
@@ -261,7 +336,7 @@ impl FakeExpressions {
         Self::default()
     }
 
-    /// Answers for `expr`, in order; the last one repeats.
+    /// Answers for `expr`, each given once, in order.
     #[must_use]
     pub fn on(self, expr: &str, answers: impl IntoIterator<Item = bool>) -> Self {
         self.answers
@@ -269,7 +344,20 @@ impl FakeExpressions {
             .unwrap()
             .entry(expr.to_owned())
             .or_default()
+            .queue
             .extend(answers);
+        self
+    }
+
+    /// Answers every evaluation of `expr` (after any [`Self::on`] answers) with `value`.
+    #[must_use]
+    pub fn always(self, expr: &str, value: bool) -> Self {
+        self.answers
+            .lock()
+            .unwrap()
+            .entry(expr.to_owned())
+            .or_default()
+            .always = Some(value);
         self
     }
 
@@ -283,15 +371,12 @@ impl ExpressionEvaluator for FakeExpressions {
     fn eval_bool(&self, expr: &str, _scope: &Scope<'_>) -> Result<bool, TemplateError> {
         self.calls.lock().unwrap().push(expr.to_owned());
         let mut answers = self.answers.lock().unwrap();
-        let queue = answers
+        let scripted = answers
             .get_mut(expr)
             .unwrap_or_else(|| panic!("FakeExpressions: unscripted expression {expr:?}"));
-        let v = if queue.len() > 1 {
-            queue.pop_front()
-        } else {
-            queue.front().copied()
-        };
-        v.ok_or_else(|| TemplateError::Failed(format!("no answer for {expr}")))
+        Ok(scripted.next().unwrap_or_else(|| {
+            panic!("FakeExpressions: {expr:?} evaluated more often than scripted")
+        }))
     }
 
     fn eval_int(&self, expr: &str) -> Result<i64, TemplateError> {
@@ -361,7 +446,8 @@ impl WorkflowRepository for FakeRepository {
     }
 }
 
-/// A scripted agent: answers in order (the last answer repeats), streams each answer's
+/// A scripted agent: each answer once, in order (a call beyond them, and on drop an answer
+/// never asked for, panic), streams each answer's
 /// output as one `Message` chunk, records every request, and keeps sessions like a CLI with
 /// session ids (`fake-session-1`, …) when the request carries one.
 #[derive(Debug)]
@@ -445,15 +531,12 @@ impl crate::ports::agent::AgentProvider for FakeAgent {
         if cancel.is_cancelled() {
             return Err(AwfError::new(ErrorCode::ExecutionRunCancelled, "cancelled"));
         }
-        let answer = {
-            let mut q = self.answers.lock().unwrap();
-            if q.len() > 1 {
-                q.pop_front()
-            } else {
-                q.front().cloned()
-            }
-        }
-        .unwrap_or_else(|| panic!("FakeAgent {}: no answer scripted", self.name));
+        let answer = self.answers.lock().unwrap().pop_front().unwrap_or_else(|| {
+            panic!(
+                "FakeAgent {}: called more often than scripted (call {n})",
+                self.name
+            )
+        });
         let mut resp = answer?;
         if let Some(cb) = &on_chunk {
             if self.chunk_chars == 0 {
@@ -484,6 +567,28 @@ impl crate::ports::agent::AgentProvider for FakeAgent {
             resp.session = Some(session);
         }
         Ok(resp)
+    }
+}
+
+impl Drop for FakeAgent {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Ok(q) = self.answers.lock() {
+            assert!(
+                q.is_empty(),
+                "FakeAgent {}: {} scripted answer(s) never asked for: {:?}",
+                self.name,
+                q.len(),
+                q.iter()
+                    .map(|a| a
+                        .as_ref()
+                        .map(|r| r.output.clone())
+                        .map_err(AwfError::message))
+                    .collect::<Vec<_>>()
+            );
+        }
     }
 }
 

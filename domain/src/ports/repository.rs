@@ -190,7 +190,7 @@ pub struct LoadedWorkflow {
 /// One entry of `awf list`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct WorkflowEntry {
-    /// Identifier (file name without `.yaml`).
+    /// Identifier (file name without `.yaml` / `.yml`).
     pub name: String,
     /// `env`, `local` or `global`.
     pub source: String,
@@ -200,12 +200,16 @@ pub struct WorkflowEntry {
     pub version: Option<String>,
     /// `description:` when the file parses.
     pub description: Option<String>,
+    /// Why the file cannot be loaded (`[CODE] message`), `None` when it loads; `awf list`
+    /// marks such entries as broken. Omitted from JSON when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Finds and loads workflow files. Source: spec/workflow.md §1.1, §1.2, §3.13.
 pub trait WorkflowRepository: Send + Sync {
     /// Loads a workflow by identifier: an existing file path, else `<name>.yaml` in
-    /// `$AWF_WORKFLOWS_PATH`, `.awf/workflows`, then the global config dir. When `base_dir`
+    /// `$AWF_WORKFLOWS_PATH`, `.awf/workflows`, then the global config dir (`.yml` when no `.yaml`). When `base_dir`
     /// is given (sub-workflow calls) it is searched first.
     ///
     /// # Errors

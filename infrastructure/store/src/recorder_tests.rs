@@ -129,6 +129,7 @@ fn finished(
                 hints: vec![],
                 details: BTreeMap::new(),
             }),
+            message: None,
         }),
     }
 }

@@ -71,6 +71,64 @@ impl LogConfig {
         }
     }
 
+    /// The level applied to the run's own log lines (`RunEvent::Log`: hook `log:` actions and
+    /// engine warnings), which the terminal printer writes. `explicit` is whether the user
+    /// gave a level (`--log-level`): then it applies as given (`error` and `off` hide hook
+    /// `INFO` lines, `off` hides warnings too). Without one, `INFO` lines stay visible (a hook's
+    /// `log:` is output the workflow asked for). `verbose` raises to at least `debug`; `quiet`
+    /// lowers to at most `warn`.
+    pub fn run_log_level(&self, explicit: bool) -> LevelFilter {
+        let mut level = if explicit {
+            self.level
+        } else {
+            self.level.max(LevelFilter::INFO)
+        };
+        if self.verbose {
+            level = level.max(LevelFilter::DEBUG);
+        }
+        if self.quiet {
+            level = level.min(LevelFilter::WARN);
+        }
+        level
+    }
+
+    /// Whether a run log line of `level` passes `filter` (from [`LogConfig::run_log_level`]).
+    pub fn shows(filter: LevelFilter, level: awf_domain::event::LogLevel) -> bool {
+        let l = match level {
+            awf_domain::event::LogLevel::Info => LevelFilter::INFO,
+            awf_domain::event::LogLevel::Warn => LevelFilter::WARN,
+        };
+        l <= filter
+    }
+
+    /// A run log line in the `--log-format json` shape of every other log line (one object,
+    /// no trailing newline): `{"timestamp": RFC 3339 UTC with microseconds, "level": "INFO" |
+    /// "WARN", "message", "target": "awf::run", "step"?}`; `step` is omitted when the line
+    /// belongs to no state.
+    pub fn run_log_json(
+        at: std::time::SystemTime,
+        level: awf_domain::event::LogLevel,
+        step: Option<&str>,
+        message: &str,
+    ) -> String {
+        let mut obj = serde_json::Map::new();
+        obj.insert(
+            "timestamp".into(),
+            Value::String(humantime::format_rfc3339_micros(at).to_string()),
+        );
+        let level = match level {
+            awf_domain::event::LogLevel::Info => "INFO",
+            awf_domain::event::LogLevel::Warn => "WARN",
+        };
+        obj.insert("level".into(), Value::String(level.into()));
+        obj.insert("message".into(), Value::String(message.into()));
+        obj.insert("target".into(), Value::String("awf::run".into()));
+        if let Some(s) = step {
+            obj.insert("step".into(), Value::String(s.into()));
+        }
+        Value::Object(obj).to_string()
+    }
+
     /// The level actually applied, after `quiet` and `verbose`.
     pub fn effective_level(&self) -> LevelFilter {
         if self.quiet {

@@ -236,3 +236,69 @@ fn log_levels_parse_and_combine_with_quiet_and_verbose() {
     };
     assert_eq!(quiet.effective_level(), LevelFilter::ERROR);
 }
+
+#[test]
+fn run_log_lines_follow_an_explicit_level_and_stay_visible_by_default() {
+    use awf_domain::event::LogLevel;
+    let cfg = |level: LevelFilter, quiet: bool, verbose: bool| LogConfig {
+        level,
+        quiet,
+        verbose,
+        ..LogConfig::default()
+    };
+    let shows =
+        |c: &LogConfig, explicit: bool, l: LogLevel| LogConfig::shows(c.run_log_level(explicit), l);
+    // Default (no --log-level): hook INFO lines and warnings are shown.
+    let d = LogConfig::default();
+    assert!(shows(&d, false, LogLevel::Info));
+    assert!(shows(&d, false, LogLevel::Warn));
+    // --log-level error: neither; off: neither; warn: warnings only; info: both.
+    for (level, info, warn) in [
+        (LevelFilter::ERROR, false, false),
+        (LevelFilter::OFF, false, false),
+        (LevelFilter::WARN, false, true),
+        (LevelFilter::INFO, true, true),
+        (LevelFilter::TRACE, true, true),
+    ] {
+        let c = cfg(level, false, false);
+        assert_eq!(shows(&c, true, LogLevel::Info), info, "{level}");
+        assert_eq!(shows(&c, true, LogLevel::Warn), warn, "{level}");
+    }
+    // -q hides INFO but keeps warnings; --verbose shows INFO even under --log-level error.
+    assert!(!shows(
+        &cfg(LevelFilter::WARN, true, false),
+        false,
+        LogLevel::Info
+    ));
+    assert!(shows(
+        &cfg(LevelFilter::WARN, true, false),
+        false,
+        LogLevel::Warn
+    ));
+    assert!(shows(
+        &cfg(LevelFilter::ERROR, false, true),
+        true,
+        LogLevel::Info
+    ));
+}
+
+#[test]
+fn run_log_json_has_the_shape_of_other_log_lines() {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_700_000_000_123_456);
+    let line =
+        LogConfig::run_log_json(at, awf_domain::event::LogLevel::Info, Some("s"), "hi \"x\"");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "timestamp": "2023-11-14T22:13:20.123456Z",
+            "level": "INFO",
+            "message": "hi \"x\"",
+            "target": "awf::run",
+            "step": "s",
+        })
+    );
+    let none = LogConfig::run_log_json(at, awf_domain::event::LogLevel::Warn, None, "w");
+    assert!(!none.contains("\"step\""), "{none}");
+    assert!(!none.contains('\n'));
+}

@@ -164,6 +164,7 @@ impl Script {
                     states: BTreeMap::new(),
                     outputs: BTreeMap::new(),
                     error,
+                    message: None,
                 }),
             },
         );

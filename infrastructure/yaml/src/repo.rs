@@ -121,8 +121,11 @@ impl YamlRepository {
         parse_workflow_with(&text, Some(path), source, &templates)
     }
 
-    /// Every `*.yaml` stem in `dir` (sorted), empty when the directory is missing.
-    fn names_in(dir: &Path) -> Result<Vec<String>, AwfError> {
+    /// Every workflow file in `dir` as `(stem, path)`, sorted by stem, empty when the
+    /// directory is missing. Any entry but a directory counts (a FIFO or a dangling link is
+    /// listed so that `list` can mark it). Both `.yaml` and `.yml` count; when both exist for one stem the
+    /// `.yaml` file wins (it is the one `load` finds first).
+    fn names_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, AwfError> {
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
             Err(e)
@@ -133,14 +136,23 @@ impl YamlRepository {
             }
             Err(e) => return Err(io_error(&e, dir)),
         };
-        let mut names = BTreeSet::new();
+        let mut names: BTreeMap<String, PathBuf> = BTreeMap::new();
         for entry in rd.flatten() {
             let p = entry.path();
-            if p.is_file()
-                && p.extension().is_some_and(|x| x == "yaml")
-                && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
-            {
-                names.insert(stem.to_owned());
+            let Some(ext) = p.extension().and_then(|x| x.to_str()) else {
+                continue;
+            };
+            // Everything but directories: a FIFO or a dangling link is listed (and marked).
+            if !WORKFLOW_EXTENSIONS.contains(&ext) || p.is_dir() {
+                continue;
+            }
+            if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
+                let keep_existing = names
+                    .get(stem)
+                    .is_some_and(|old| old.extension().is_some_and(|x| x == "yaml"));
+                if !keep_existing {
+                    names.insert(stem.to_owned(), p.clone());
+                }
             }
         }
         Ok(names.into_iter().collect())
@@ -153,6 +165,65 @@ impl YamlRepository {
         }
         dirs.extend(self.paths.sources().into_iter().map(|(d, _)| d));
         dirs
+    }
+}
+
+/// Workflow file extensions, in lookup order (`name` → `name.yaml`, then `name.yml`).
+const WORKFLOW_EXTENSIONS: [&str; 2] = ["yaml", "yml"];
+
+/// What a path that exists but is neither a regular file nor a directory is, for messages
+/// (`None` for a regular file or a directory).
+fn special_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_file() || t.is_dir() {
+        None
+    } else if t.is_fifo() {
+        Some("a named pipe (FIFO)")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_block_device() || t.is_char_device() {
+        Some("a device")
+    } else {
+        Some("not a regular file")
+    }
+}
+
+/// The error for a workflow path that exists but cannot be used as a workflow file: a FIFO,
+/// socket or device (reading it could block forever), or a symlink that cannot be followed
+/// (a loop, or a dangling target). `None` when the path does not exist at all or is a regular
+/// file or directory.
+fn unusable_path_error(path: &Path, ident: &str) -> Option<AwfError> {
+    let link = std::fs::symlink_metadata(path).ok()?;
+    match std::fs::metadata(path) {
+        Ok(meta) => special_kind(&meta).map(|kind| {
+            AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!("workflow path is {kind}, not a regular file: {ident}"),
+            )
+            .with_detail("file", path.display().to_string())
+            .with_hint(
+                "pass the path of a workflow .yaml file (a FIFO, socket or device is not read)",
+            )
+        }),
+        Err(e) if link.file_type().is_symlink() => {
+            let why = if e.kind() == io::ErrorKind::NotFound {
+                "a symbolic link whose target does not exist".to_owned()
+            } else {
+                format!("a symbolic link that cannot be followed ({e})")
+            };
+            Some(
+                AwfError::new(
+                    ErrorCode::UserInputMissingFile,
+                    format!("workflow path is {why}: {ident}"),
+                )
+                .with_detail("file", path.display().to_string())
+                .with_hint(
+                    "fix or remove the link (see `ls -l` on it); a link loop never resolves",
+                ),
+            )
+        }
+        Err(e) => Some(io_error(&e, path)),
     }
 }
 
@@ -193,23 +264,33 @@ impl WorkflowRepository for YamlRepository {
         }
         let path_like = ident.contains('/') || ident.contains('\\');
         let yaml_suffix = ident.ends_with(".yaml") || ident.ends_with(".yml");
-        // 2. A name in the workflow directories (base dir of a calling workflow first).
+        // 2. A name in the workflow directories (base dir of a calling workflow first):
+        // `name.yaml`, then `name.yml`, in each directory.
         if !path_like {
-            let file_name = if ident.ends_with(".yaml") {
-                ident.to_owned()
+            let file_names: Vec<String> = if yaml_suffix {
+                vec![ident.to_owned()]
             } else {
-                format!("{ident}.yaml")
+                WORKFLOW_EXTENSIONS
+                    .iter()
+                    .map(|x| format!("{ident}.{x}"))
+                    .collect()
             };
-            if is_safe_name(&file_name) {
-                for dir in self.search_dirs(base_dir) {
-                    let p = dir.join(&file_name);
+            for dir in self.search_dirs(base_dir) {
+                for file_name in file_names.iter().filter(|f| is_safe_name(f)) {
+                    let p = dir.join(file_name);
                     if p.is_file() {
                         return self.load_file(&p, ident);
+                    }
+                    if let Some(err) = unusable_path_error(&p, ident) {
+                        return Err(err);
                     }
                 }
             }
         }
-        // 3. Not found.
+        // 3. Not found: say what the path is when it exists but is not a usable file.
+        if let Some(err) = unusable_path_error(&as_path, ident) {
+            return Err(err);
+        }
         if as_path.is_dir() {
             let mut err = AwfError::new(
                 ErrorCode::UserInputMissingFile,
@@ -263,7 +344,12 @@ impl WorkflowRepository for YamlRepository {
         }
         let mut known = BTreeSet::new();
         for dir in self.search_dirs(base_dir) {
-            known.extend(Self::names_in(dir).unwrap_or_default());
+            known.extend(
+                Self::names_in(dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(n, _)| n),
+            );
         }
         let mut err = AwfError::new(
             ErrorCode::UserFacadeWorkflowNotFound,
@@ -317,14 +403,23 @@ impl WorkflowRepository for YamlRepository {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for (dir, source) in self.paths.sources() {
-            for name in Self::names_in(dir)? {
+            for (name, path) in Self::names_in(dir)? {
                 if !seen.insert(name.clone()) {
                     continue;
                 }
-                let path = dir.join(format!("{name}.yaml"));
-                let (version, description) = match self.load_file(&path, &name) {
-                    Ok(l) => (l.workflow.version, l.workflow.description),
-                    Err(_) => (None, None),
+                // Never read a FIFO or device (it could block): mark it instead.
+                let loaded = match unusable_path_error(&path, &name) {
+                    Some(e) => Err(e),
+                    None => self.load_file(&path, &name),
+                };
+                let (version, description, error) = match loaded {
+                    Ok(l) => (l.workflow.version, l.workflow.description, None),
+                    // The entry names the file: the message need not repeat it.
+                    Err(e) => {
+                        let prefix = format!("{}: ", path.display());
+                        let msg = e.message().strip_prefix(&prefix).unwrap_or(e.message());
+                        (None, None, Some(format!("[{}] {msg}", e.code())))
+                    }
                 };
                 out.push(WorkflowEntry {
                     name,
@@ -332,6 +427,7 @@ impl WorkflowRepository for YamlRepository {
                     path,
                     version,
                     description,
+                    error,
                 });
             }
         }
@@ -342,6 +438,31 @@ impl WorkflowRepository for YamlRepository {
 impl ConfigSource for YamlRepository {
     fn load_config(&self) -> Result<ProjectConfig, AwfError> {
         let path = &self.paths.config_path;
+        // A FIFO or device would block the read (or never end): say what it is instead.
+        if let Ok(meta) = std::fs::metadata(path)
+            && let Some(kind) = special_kind(&meta)
+        {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!(
+                    "project configuration {} is {kind}, not a regular file",
+                    path.display()
+                ),
+            )
+            .with_detail("file", path.display().to_string())
+            .with_hint("make .awf/config.yaml (or $AWF_CONFIG_PATH) a regular YAML file"));
+        }
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!(
+                    "project configuration {} is a directory, not a file",
+                    path.display()
+                ),
+            )
+            .with_detail("file", path.display().to_string())
+            .with_hint("make .awf/config.yaml (or $AWF_CONFIG_PATH) a regular YAML file"));
+        }
         match std::fs::read(path) {
             Ok(bytes) => parse_config(&crate::decode_utf8(bytes, path)?, path),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ProjectConfig::default()),

@@ -36,7 +36,8 @@ pub struct Cli {
     /// Storage root (states, history, transcripts, templates); default $AWF_STORAGE_DIR or $XDG_DATA_HOME/awf.
     #[arg(long, global = true, value_name = "DIR")]
     pub storage: Option<PathBuf>,
-    /// Log level for diagnostics on stderr: error, warn, info, debug, trace, off (default warn).
+    /// Log level for diagnostics on stderr: error, warn, info, debug, trace, off (default warn;
+    /// hook `log:` lines are shown unless a level is given that hides them).
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
     /// Log line format on stderr.
@@ -55,6 +56,48 @@ pub struct Cli {
     /// The command.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The clap command of [`Cli`], with the global options shown only by `awf --help`: each
+/// subcommand gets a hidden copy of every global option (so `awf run wf -f json` still
+/// parses) and a line pointing at `awf --help`.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let globals: Vec<clap::Arg> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .cloned()
+        .collect();
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    names.into_iter().fold(cmd, |cmd, name| {
+        cmd.mut_subcommand(name, |sc| {
+            globals
+                .iter()
+                .fold(sc, |sc, g| sc.arg(g.clone().hide(true)))
+                .after_help(
+                    "Global options (output format, quiet/verbose, logging, storage, colour, \
+                     hints, telemetry) work here too: see `awf --help`.",
+                )
+        })
+    })
+}
+
+/// Parses `args` (program name first) with [`command`].
+///
+/// # Errors
+/// clap's error for bad arguments, `--help` and `--version` (which print themselves).
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::FromArgMatches;
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
 }
 
 /// `--log-format`.
@@ -125,7 +168,7 @@ pub enum Command {
     /// List available workflows.
     #[command(visible_alias = "ls")]
     List,
-    /// Print a workflow as a Graphviz DOT graph.
+    /// Print a workflow as a Graphviz DOT graph (a JSON graph with -f json).
     Diagram(DiagramArgs),
     /// Explain error codes (all of them, one, or those under a prefix).
     Error(ErrorArgs),
@@ -144,7 +187,7 @@ pub enum Command {
 /// `awf resume`.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// Run id (see `awf resume --list`).
+    /// Run id, or a unique prefix of one (see `awf resume --list`).
     pub run_id: Option<String>,
     /// List runs that can be resumed.
     #[arg(short = 'l', long)]
@@ -183,7 +226,7 @@ pub struct HistoryArgs {
 /// `awf status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Run id.
+    /// Run id, or a unique prefix of one (see `awf history`).
     pub run_id: String,
 }
 
@@ -319,6 +362,29 @@ mod tests {
             panic!("not diagram")
         };
         assert_eq!(d.direction, Direction::Lr);
+    }
+
+    #[test]
+    fn subcommand_help_leaves_global_options_to_the_top_level_help() {
+        let mut cmd = command();
+        let top = cmd.render_long_help().to_string();
+        assert!(top.contains("--log-format"), "{top}");
+        let run = cmd
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(run.contains("--dry-run"), "{run}");
+        for global in ["--log-format", "--otel-exporter", "--storage", "--no-hints"] {
+            assert!(!run.contains(&format!("{global} ")), "{global} in:\n{run}");
+        }
+        assert!(run.contains("see `awf --help`"), "{run}");
+        // Global options still parse after the subcommand.
+        let cli = parse_from(["awf", "run", "wf", "-f", "json", "--log-level", "off"]).unwrap();
+        assert_eq!(cli.format, Format::Json);
+        assert_eq!(cli.log_level.as_deref(), Some("off"));
+        let cli = parse_from(["awf", "config", "show", "--storage", "/x"]).unwrap();
+        assert_eq!(cli.storage, Some(PathBuf::from("/x")));
     }
 
     #[test]

@@ -21,6 +21,11 @@ pub struct Ctx {
     pub err_style: Style,
     /// `--verbose`: agent thoughts and tool-call markers in streaming output.
     pub verbose: bool,
+    /// Most verbose level of the run's own log lines (hook `log:`, engine warnings) that are
+    /// shown: the `--log-level` given, else `info` (see `LogConfig::run_log_level`).
+    pub run_log_level: awf_telemetry::LevelFilter,
+    /// `--log-format json`: those lines are JSON objects.
+    pub log_json: bool,
 }
 
 impl Ctx {
@@ -33,11 +38,30 @@ impl Ctx {
             storage: cli.storage.clone(),
             err_style: Style::stderr(cli.no_color),
             verbose: cli.verbose,
+            run_log_level: log_config(cli).run_log_level(cli.log_level.is_some()),
+            log_json: cli.log_format == crate::cli::LogFormat::Json,
         }
     }
 
     /// Whether `-f json` was given.
     pub fn json(&self) -> bool {
         self.format == Format::Json
+    }
+}
+
+/// The logging configuration of the flags (an unknown `--log-level` falls back to the
+/// default here; `main` reports it as an error before any command runs).
+pub fn log_config(cli: &Cli) -> awf_telemetry::LogConfig {
+    let level = cli
+        .log_level
+        .as_deref()
+        .and_then(|l| awf_telemetry::LogConfig::parse_level(l).ok())
+        .unwrap_or(awf_telemetry::LogConfig::default().level);
+    awf_telemetry::LogConfig {
+        level,
+        json: cli.log_format == crate::cli::LogFormat::Json,
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        directives: std::env::var("AWF_LOG").ok().filter(|v| !v.is_empty()),
     }
 }

@@ -73,6 +73,23 @@ fn node_attrs(state: &State) -> Vec<String> {
     }
 }
 
+/// What a node shows: the state's name, or for the failure terminal the loader makes from an
+/// inline `on_failure: {message, status}` (`__inline_error_<step>`), its message (else
+/// `<step>: on_failure`), never the internal name.
+pub fn node_label(state: &State) -> String {
+    match state.name.strip_prefix("__inline_error_") {
+        Some(step) => match &state.kind {
+            StateKind::Terminal(t) => t
+                .message
+                .clone()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or_else(|| format!("{step}: on_failure")),
+            _ => state.name.clone(),
+        },
+        None => state.name.clone(),
+    }
+}
+
 /// Builds the DOT text of `wf`.
 pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     let mut s = format!("digraph {} {{\n", quote(&wf.name));
@@ -80,7 +97,7 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     s.push_str("  node [fontname=\"Helvetica\"];\n  edge [fontname=\"Helvetica\", fontsize=10];\n");
     s.push_str("  __start__ [shape=point];\n");
     for state in wf.states.values() {
-        let mut attrs = vec![format!("label={}", quote(&state.name))];
+        let mut attrs = vec![format!("label={}", quote(&node_label(state)))];
         attrs.extend(node_attrs(state));
         if opts.highlight.as_deref() == Some(state.name.as_str()) {
             attrs.push("penwidth=3".to_owned());
@@ -152,27 +169,100 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     s
 }
 
+/// The graph of `wf` as JSON (`awf diagram -f json`): `{"workflow", "initial", "direction",
+/// "highlight", "nodes": [{"name", "label", "type", "terminal_status"?}], "edges": [{"from", "to",
+/// "kind": "success" | "failure" | "transition" | "branch" | "body" | "complete", "when"?}],
+/// "dot"}`; the same nodes and edges as [`to_dot`], whose text is `dot`.
+pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
+    use serde_json::json;
+    let nodes: Vec<serde_json::Value> = wf
+        .states
+        .values()
+        .map(|st| {
+            let mut n =
+                json!({"name": st.name, "label": node_label(st), "type": st.kind.kind_name()});
+            if let StateKind::Terminal(t) = &st.kind {
+                n["terminal_status"] = json!(match t.status {
+                    TerminalStatus::Success => "success",
+                    TerminalStatus::Failure => "failure",
+                });
+            }
+            n
+        })
+        .collect();
+    let mut edges = Vec::new();
+    for st in wf.states.values() {
+        for t in &st.transitions {
+            edges
+                .push(json!({"from": st.name, "to": t.goto, "kind": "transition", "when": t.when}));
+        }
+        let mut edge = |to: &str, kind: &str| {
+            edges.push(json!({"from": st.name, "to": to, "kind": kind}));
+        };
+        match &st.kind {
+            StateKind::Parallel(p) => p.branches.iter().for_each(|b| edge(b, "branch")),
+            StateKind::Loop(l) => {
+                l.body.iter().for_each(|b| edge(b, "body"));
+                if let Some(c) = &l.on_complete {
+                    edge(c, "complete");
+                }
+            }
+            _ => {}
+        }
+        if let Some(to) = &st.on_success {
+            edge(to, "success");
+        }
+        if let Some(to) = &st.on_failure {
+            edge(to, "failure");
+        }
+    }
+    json!({
+        "workflow": wf.name,
+        "initial": wf.initial,
+        "direction": opts.direction.as_str(),
+        "highlight": opts.highlight,
+        "nodes": nodes,
+        "edges": edges,
+        "dot": to_dot(wf, opts),
+    })
+}
+
 /// Runs `awf diagram`.
 ///
 /// # Errors
 /// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
-/// written; a usage error when an image format is asked for and Graphviz `dot` fails.
+/// written; `USER.INPUT.VALIDATION_FAILED` for a `--highlight` state the workflow lacks (with
+/// a did-you-mean hint); `EXECUTION.COMMAND.FAILED` when an image format is asked for and
+/// Graphviz `dot` cannot run or fails.
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let loaded = w.services.repository.load(&args.workflow, None)?;
     if let Some(h) = &args.highlight
         && loaded.workflow.state(h).is_none()
     {
-        return Err(CliError::Usage(format!("--highlight: unknown state '{h}'")));
+        let names: Vec<&str> = loaded.workflow.states.keys().map(String::as_str).collect();
+        let closest = names
+            .iter()
+            .map(|n| (strsim::levenshtein(h, n), *n))
+            .min()
+            .filter(|(d, n)| *d <= n.len().max(h.len()) / 2)
+            .map(|(_, n)| n);
+        let err = AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--highlight: unknown state '{h}'"),
+        );
+        return Err(CliError::Awf(match closest {
+            Some(c) => err.with_hint(format!("did you mean '{c}'?")),
+            None => err.with_hint(format!("states of this workflow: {}", names.join(", "))),
+        }));
     }
-    let dot = to_dot(
-        &loaded.workflow,
-        &DiagramOptions {
-            direction: args.direction,
-            highlight: args.highlight.clone(),
-        },
-    );
+    let opts = DiagramOptions {
+        direction: args.direction,
+        highlight: args.highlight.clone(),
+    };
+    let dot = to_dot(&loaded.workflow, &opts);
     match &args.output {
+        None if ctx.json() => crate::json_out::print(&to_json(&loaded.workflow, &opts)),
         None => {
             let _ = std::io::stdout().lock().write_all(dot.as_bytes());
         }
@@ -201,13 +291,25 @@ fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
                 .arg(path)
                 .stdin(std::process::Stdio::piped())
                 .spawn()
-                .map_err(|e| CliError::Usage(format!("cannot run Graphviz `dot` to write .{ext} ({e}); install Graphviz or write a .dot file")))?;
+                .map_err(|e| {
+                    AwfError::new(
+                        ErrorCode::ExecutionCommandFailed,
+                        format!("cannot run Graphviz `dot` to write .{ext}: {e}"),
+                    )
+                    .with_hint("install Graphviz, or write a .dot file (-o graph.dot)")
+                })?;
             if let Some(mut stdin) = child.stdin.take() {
                 stdin.write_all(dot.as_bytes()).map_err(write_err)?;
             }
             let status = child.wait().map_err(write_err)?;
             if !status.success() {
-                return Err(CliError::Usage(format!("Graphviz `dot` failed ({status})")));
+                return Err(CliError::Awf(
+                    AwfError::new(
+                        ErrorCode::ExecutionCommandFailed,
+                        format!("Graphviz `dot` failed ({status})"),
+                    )
+                    .with_hint("its message is above; or write a .dot file (-o graph.dot)"),
+                ));
             }
             Ok(())
         }

@@ -3,7 +3,8 @@
 //! No argument lists every code with its one-line description. An exact code (any case) shows
 //! `Error Code`, `Description`, `Resolution`, `Related Codes`; a prefix (`USER.INPUT`) shows
 //! every code under it. JSON: one `{code, description, resolution, related_codes}` object for
-//! an exact match, an array otherwise. Unknown → `Error: error code not found: X`, exit 1.
+//! an exact match, an array otherwise. Unknown → `[USER.INPUT.VALIDATION_FAILED] error code not
+//! found: X` with a did-you-mean or list hint, exit 1.
 //!
 //! Source: spec/workflow.md §4.2, §4.5.
 
@@ -37,6 +38,28 @@ pub fn lookup(query: &str) -> Vec<ErrorCode> {
             s.starts_with(&q) && s[q.len()..].starts_with('.')
         })
         .collect()
+}
+
+/// The error for a query that matches no code: the closest code as a hint when one is near,
+/// else a pointer to the full list.
+pub fn unknown_code(query: &str) -> awf_domain::AwfError {
+    let upper = query.to_ascii_uppercase();
+    let closest = ErrorCode::ALL
+        .iter()
+        .map(|c| (strsim::levenshtein(&upper, c.as_str()), c.as_str()))
+        .min()
+        .filter(|(d, code)| *d <= code.len() / 3)
+        .map(|(_, c)| c);
+    let err = awf_domain::AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        format!("error code not found: {query}"),
+    )
+    .with_detail("code", query.to_owned());
+    match closest {
+        Some(c) => err.with_hint(format!("did you mean '{c}'?")),
+        None => err
+            .with_hint("run `awf error` to list every code, or give a prefix such as `USER.INPUT`"),
+    }
 }
 
 /// The detail block of one code.
@@ -77,14 +100,15 @@ pub fn json_one(code: ErrorCode) -> Value {
 /// Runs `awf error`.
 ///
 /// # Errors
-/// A usage error (`error code not found: X`, exit 1) for an unknown code.
+/// `USER.INPUT.VALIDATION_FAILED` (exit 1) for an unknown code, with a hint naming the closest
+/// code or pointing at `awf error`.
 pub fn run(ctx: &Ctx, args: &ErrorArgs) -> Result<Outcome, CliError> {
     let (codes, exact) = match &args.code {
         None => (ErrorCode::ALL.to_vec(), false),
         Some(q) => {
             let found = lookup(q);
             if found.is_empty() {
-                return Err(CliError::Usage(format!("error code not found: {q}")));
+                return Err(CliError::Awf(unknown_code(q)));
             }
             let exact = ErrorCode::parse(q).is_some();
             (found, exact)
@@ -134,6 +158,19 @@ mod tests {
         assert!(lookup("NOPE").is_empty());
         // A prefix must end at a dot boundary.
         assert!(lookup("SYSTEM.I").is_empty());
+    }
+
+    #[test]
+    fn unknown_code_is_a_taxonomy_error_with_a_hint() {
+        let e = unknown_code("NOPE");
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(e.message(), "error code not found: NOPE");
+        assert_eq!(
+            e.hints(),
+            ["run `awf error` to list every code, or give a prefix such as `USER.INPUT`"]
+        );
+        let near = unknown_code("SYSTEM.IO.READ_FAILD");
+        assert_eq!(near.hints(), ["did you mean 'SYSTEM.IO.READ_FAILED'?"]);
     }
 
     #[test]

@@ -22,17 +22,14 @@ pub enum Outcome {
     /// A run ended; the engine computed the exit code (0, 1..4, failure-terminal status,
     /// 130/143 after a signal).
     Run(u8),
-    /// A command-line usage error that was already printed (`Error: …`): exit 1.
-    Usage,
 }
 
-/// A failure not yet reported to the user.
+/// A failure not yet reported to the user (always a structured error with a taxonomy code;
+/// clap's own usage errors are printed by clap before any command runs).
 #[derive(Debug)]
 pub enum CliError {
     /// A structured failure.
     Awf(AwfError),
-    /// A plain usage error, printed as `Error: <message>`, exit 1.
-    Usage(String),
 }
 
 impl From<AwfError> for CliError {
@@ -47,24 +44,23 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
         Outcome::Success => 0,
         Outcome::Reported(code) => code.exit_code(),
         Outcome::Run(code) => *code,
-        Outcome::Usage => 1,
     }
 }
 
-/// Text rendering of a structured error:
-/// `[CODE] message`, then `  Details:` with `    key: value` lines (sorted), then `  Hint: …`
-/// lines (unless `hints` is false). Ends with a newline.
+/// Text rendering of a structured error, compact:
+/// `[CODE] message`, then `  at FILE:LINE:COLUMN` when the location is not already in the
+/// message, then one `  key: value` line per other detail that adds something (a value the
+/// message already contains, or an internal name such as `__inline_error_x`, is left out),
+/// then `  Hint: …` lines (unless `hints` is false). Ends with a newline.
 pub fn render_text(err: &AwfError, hints: bool, style: Style) -> String {
-    let mut out = format!(
-        "{} {}\n",
-        style.red_bold(&format!("[{}]", err.code())),
-        err.message()
-    );
-    if !err.details().is_empty() {
-        out.push_str("  Details:\n");
-        for (k, v) in err.details() {
-            out.push_str(&format!("    {k}: {}\n", value_text(v)));
-        }
+    render_text_with(err, &format!("[{}]", err.code()), hints, style)
+}
+
+/// [`render_text`] with another head before the message (e.g. `Workflow failed: [CODE]`).
+pub fn render_text_with(err: &AwfError, head: &str, hints: bool, style: Style) -> String {
+    let mut out = format!("{} {}\n", style.red_bold(head), err.message());
+    for line in detail_lines(err.message(), err.details()) {
+        out.push_str(&format!("  {line}\n"));
     }
     if hints {
         for h in err.hints() {
@@ -72,6 +68,40 @@ pub fn render_text(err: &AwfError, hints: bool, style: Style) -> String {
         }
     }
     out
+}
+
+/// The detail lines worth showing under `message` (see [`render_text`]).
+pub fn detail_lines(
+    message: &str,
+    details: &std::collections::BTreeMap<String, Value>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let text = |k: &str| details.get(k).map(value_text);
+    let mut located = false;
+    if let Some(file) = text("file") {
+        located = true;
+        if !message.contains(&file) {
+            let mut at = file;
+            if let Some(line) = text("line") {
+                at.push_str(&format!(":{line}"));
+                if let Some(col) = text("column") {
+                    at.push_str(&format!(":{col}"));
+                }
+            }
+            lines.push(format!("at {at}"));
+        }
+    }
+    for (k, v) in details {
+        if located && matches!(k.as_str(), "file" | "line" | "column") {
+            continue;
+        }
+        let v = value_text(v);
+        if v.is_empty() || v.starts_with("__") || message.contains(&v) {
+            continue;
+        }
+        lines.push(format!("{k}: {v}"));
+    }
+    lines
 }
 
 /// JSON rendering of an error outside a run (stderr):
@@ -98,15 +128,6 @@ pub fn report(err: &CliError, json_mode: bool, hints: bool, style: Style) -> Out
             };
             let _ = stderr.write_all(text.as_bytes());
             Outcome::Reported(e.code())
-        }
-        CliError::Usage(msg) => {
-            let text = if json_mode {
-                format!("{:#}\n", json!({"error": msg, "code": 1}))
-            } else {
-                format!("Error: {msg}\n")
-            };
-            let _ = stderr.write_all(text.as_bytes());
-            Outcome::Usage
         }
     }
 }
@@ -150,23 +171,49 @@ mod tests {
         );
         assert_eq!(exit_code(&Outcome::Run(42)), 42);
         assert_eq!(exit_code(&Outcome::Run(130)), 130);
-        assert_eq!(exit_code(&Outcome::Usage), 1);
     }
 
     #[test]
-    fn text_error_has_code_details_and_hints() {
+    fn text_error_has_code_location_and_hints() {
         let e = AwfError::new(ErrorCode::WorkflowParseYamlSyntax, "bad yaml")
             .with_detail("line", 3)
+            .with_detail("column", 7)
             .with_detail("file", "/w/a.yaml")
+            .with_detail("key", "states.a")
             .with_hint("quote the string");
         assert_eq!(
             render_text(&e, true, Style::plain()),
-            "[WORKFLOW.PARSE.YAML_SYNTAX] bad yaml\n  Details:\n    file: /w/a.yaml\n    line: 3\n  Hint: quote the string\n"
+            "[WORKFLOW.PARSE.YAML_SYNTAX] bad yaml\n  at /w/a.yaml:3:7\n  key: states.a\n  Hint: quote the string\n"
         );
         assert_eq!(
             render_text(&e, false, Style::plain()),
-            "[WORKFLOW.PARSE.YAML_SYNTAX] bad yaml\n  Details:\n    file: /w/a.yaml\n    line: 3\n"
+            "[WORKFLOW.PARSE.YAML_SYNTAX] bad yaml\n  at /w/a.yaml:3:7\n  key: states.a\n"
         );
+    }
+
+    #[test]
+    fn text_error_repeats_nothing_the_message_says_and_hides_internal_names() {
+        // The location is already in the message: no second copy of file, line or column.
+        let e = AwfError::new(
+            ErrorCode::WorkflowParseYamlSyntax,
+            "/w/a.yaml: line 5, column 1: expected ']'",
+        )
+        .with_detail("file", "/w/a.yaml")
+        .with_detail("line", 5)
+        .with_detail("column", 1);
+        assert_eq!(
+            render_text(&e, true, Style::plain()),
+            "[WORKFLOW.PARSE.YAML_SYNTAX] /w/a.yaml: line 5, column 1: expected ']'\n"
+        );
+        // Internal state names and values the message already holds are left out.
+        let e = AwfError::new(ErrorCode::ExecutionTerminalFailure, "verify failed")
+            .with_detail("terminal", "__inline_error_verify")
+            .with_detail("state", "verify");
+        assert_eq!(
+            render_text(&e, true, Style::plain()),
+            "[EXECUTION.WORKFLOW.FAILURE_TERMINAL] verify failed\n"
+        );
+        assert!(!render_text(&e, true, Style::plain()).contains("Details"));
     }
 
     #[test]

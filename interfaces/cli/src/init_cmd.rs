@@ -23,8 +23,10 @@ use crate::errors::Outcome;
 use crate::json_out;
 use crate::wiring;
 
-const ROOT_FILE: &str =
-    "# awf project file (informational)\nversion: \"1\"\nlog_level: info\noutput_format: text\n";
+/// `.awf.yaml`: marks the project root. It carries no settings: awf reads none from it (log
+/// level and output format are command-line flags; project settings live in
+/// `.awf/config.yaml`), so writing `log_level:` / `output_format:` would only mislead.
+const ROOT_FILE: &str = "# awf project root marker. awf reads no settings from this file:\n# use --log-level / --log-format / -f on the command line, and .awf/config.yaml for\n# project settings (inputs, telemetry).\nversion: \"1\"\n";
 
 const CONFIG: &str = "# Project configuration for awf.\n# `inputs` gives default values to workflow inputs (--input on the command line wins).\ninputs: {}\n";
 
@@ -141,7 +143,7 @@ pub fn global_files() -> Vec<InitFile> {
 /// Returns the written paths.
 ///
 /// # Errors
-/// A usage error naming the existing files (nothing is written then);
+/// `USER.INPUT.VALIDATION_FAILED` naming the existing files (nothing is written then);
 /// `SYSTEM.IO.WRITE_FAILED` when a directory or file cannot be written.
 pub fn write_files(
     root: &Path,
@@ -155,10 +157,14 @@ pub fn write_files(
         .map(|f| f.rel.to_owned())
         .collect();
     if !existing.is_empty() && !force {
-        return Err(CliError::Usage(format!(
-            "already initialized (existing: {}); use --force to overwrite",
-            existing.join(", ")
-        )));
+        return Err(CliError::Awf(
+            AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("already initialized (existing: {})", existing.join(", ")),
+            )
+            .with_detail("root", root.display().to_string())
+            .with_hint("use `awf init --force` to overwrite these files"),
+        ));
     }
     let io = |p: &Path, e: std::io::Error| {
         CliError::Awf(AwfError::new(
@@ -236,10 +242,13 @@ mod tests {
 
         std::fs::write(dir.path().join(".awf.yaml"), "mine").unwrap();
         let err = write_files(dir.path(), &project_files(), &[], false).unwrap_err();
-        let CliError::Usage(msg) = err else {
-            panic!("not usage")
-        };
-        assert!(msg.contains(".awf.yaml"), "{msg}");
+        let CliError::Awf(e) = err;
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert!(e.message().contains(".awf.yaml"), "{}", e.message());
+        assert_eq!(
+            e.hints(),
+            ["use `awf init --force` to overwrite these files"]
+        );
         assert_eq!(
             std::fs::read_to_string(dir.path().join(".awf.yaml")).unwrap(),
             "mine"

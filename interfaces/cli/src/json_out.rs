@@ -23,6 +23,7 @@ pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
         states: BTreeMap::new(),
         outputs: BTreeMap::new(),
         error: Some(err.body()),
+        message: None,
     }
 }
 

@@ -1,7 +1,9 @@
 //! `awf list`: every workflow the repository can find (env path, project, global).
 //!
 //! Text: an aligned table `NAME  SOURCE  VERSION  DESCRIPTION` on stdout; JSON: an array of
-//! `{"name", "source", "path", "version", "description"}`.
+//! `{"name", "source", "path", "version", "description"}`. A workflow that does not load or
+//! does not pass validation is marked: its description reads `BROKEN: [CODE] message` (the
+//! first error; `awf validate <name>` shows all of them) and its JSON object carries `"error"`.
 //!
 //! Source: spec/workflow.md §4.2.
 
@@ -29,13 +31,17 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
                 e.name.clone(),
                 e.source.clone(),
                 e.version.clone().unwrap_or_default(),
-                e.description
-                    .clone()
-                    .unwrap_or_default()
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_owned(),
+                match &e.error {
+                    Some(err) => format!("BROKEN: {}", err.lines().next().unwrap_or("")),
+                    None => e
+                        .description
+                        .clone()
+                        .unwrap_or_default()
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                        .to_owned(),
+                },
             ]
         })
         .collect();
@@ -70,7 +76,23 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
 /// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
 pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
-    let entries = w.repository.list()?;
+    let mut entries = w.repository.list()?;
+    for e in entries.iter_mut().filter(|e| e.error.is_none()) {
+        let ident = e.path.display().to_string();
+        e.error = match awf_application::validate_workflow(&w.services, &ident, &w.env) {
+            Ok(report) => report
+                .diagnostics
+                .iter()
+                .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
+                .map(|d| format!("[{}] {}", d.code, d.message)),
+            Err(err) => {
+                // The entry names the file: the message need not repeat it.
+                let prefix = format!("{ident}: ");
+                let msg = err.message().strip_prefix(&prefix).unwrap_or(err.message());
+                Some(format!("[{}] {msg}", err.code()))
+            }
+        };
+    }
     if ctx.json() {
         json_out::print(&entries);
     } else {
@@ -94,6 +116,7 @@ mod tests {
             path: PathBuf::from(format!("/w/{n}.yaml")),
             version: v.map(Into::into),
             description: d.map(Into::into),
+            error: None,
         };
         assert_eq!(
             render_table(&[
@@ -101,6 +124,22 @@ mod tests {
                 e("longer-name", None, None)
             ]),
             "NAME         SOURCE  VERSION  DESCRIPTION\na            local   1.0.0    First\nlonger-name  local\n"
+        );
+    }
+
+    #[test]
+    fn broken_entries_are_marked() {
+        let e = WorkflowEntry {
+            name: "bad".into(),
+            source: "local".into(),
+            path: PathBuf::from("/w/bad.yaml"),
+            version: None,
+            description: Some("would be shown".into()),
+            error: Some("[WORKFLOW.PARSE.YAML_SYNTAX] bad indentation\nmore".into()),
+        };
+        assert_eq!(
+            render_table(&[e]),
+            "NAME  SOURCE  VERSION  DESCRIPTION\nbad   local            BROKEN: [WORKFLOW.PARSE.YAML_SYNTAX] bad indentation\n"
         );
     }
 }

@@ -25,8 +25,6 @@ mod wiring;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::cli::Cli;
 use crate::cli::Command;
 use crate::ctx::Ctx;
@@ -54,7 +52,7 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(1);
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match cli::parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             // --help / --version print to stdout and succeed; usage errors exit 1 (with the

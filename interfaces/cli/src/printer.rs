@@ -35,6 +35,13 @@ pub struct TextPrinter {
     mode: OutputMode,
     quiet: bool,
     style: Style,
+    /// First lines of the errors of failed steps already printed (most recent last), so a
+    /// block whose error wraps a branch's or body step's error does not repeat it.
+    shown_errors: Vec<String>,
+    /// Run log lines (`RunEvent::Log`) more verbose than this are not shown.
+    log_level: awf_telemetry::LevelFilter,
+    /// Run log lines as JSON objects (`--log-format json`).
+    log_json: bool,
     /// Nesting depth of sub-workflow runs (the top-level run is absent = 0).
     depth: HashMap<RunId, usize>,
     /// Child run id → workflow identifier.
@@ -63,6 +70,9 @@ impl TextPrinter {
             mode,
             quiet,
             style,
+            log_level: awf_telemetry::LevelFilter::TRACE,
+            log_json: false,
+            shown_errors: Vec::new(),
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
@@ -128,6 +138,15 @@ impl TextPrinter {
         if let Some(live) = self.live.as_mut() {
             let _ = live.finish(&mut io::stdout(), &mut io::stderr());
         }
+    }
+
+    /// Run log lines (`RunEvent::Log`): the most verbose level shown and whether they are
+    /// JSON objects (`--log-format json`) instead of `INFO …` / `WARN …` lines.
+    #[must_use]
+    pub fn with_logs(mut self, level: awf_telemetry::LevelFilter, json: bool) -> Self {
+        self.log_level = level;
+        self.log_json = json;
+        self
     }
 
     /// Shows agent thoughts and tool-call markers (`--verbose`).
@@ -275,14 +294,33 @@ impl TextPrinter {
                         .extend_from_slice(text.as_bytes());
                 }
             }
-            RunEvent::Log { level, message, .. } => match level {
-                LogLevel::Info => {
-                    if !self.quiet {
-                        writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+            RunEvent::Log {
+                level,
+                message,
+                step,
+            } => {
+                let shown = awf_telemetry::LogConfig::shows(self.log_level, *level);
+                if shown && self.log_json {
+                    let line = awf_telemetry::LogConfig::run_log_json(
+                        std::time::SystemTime::now(),
+                        *level,
+                        step.as_deref(),
+                        message,
+                    );
+                    writeln!(err, "{line}")?;
+                } else if shown {
+                    match level {
+                        LogLevel::Info => {
+                            if !self.quiet {
+                                writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+                            }
+                        }
+                        LogLevel::Warn => {
+                            writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?;
+                        }
                     }
                 }
-                LogLevel::Warn => writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?,
-            },
+            }
             RunEvent::AgentMessageChunk { text, .. } => {
                 if self.mode == OutputMode::Streaming {
                     out.write_all(text.as_bytes())?;
@@ -393,6 +431,14 @@ impl TextPrinter {
                     let line = self.finished_line(&Self::label(step, ev), state);
                     writeln!(err, "{ind}{line}")?;
                 }
+                if state.status == StepStatus::Failed
+                    && let Some(e) = &state.error
+                {
+                    self.shown_errors.push(first_line(e).to_owned());
+                    if self.shown_errors.len() > 64 {
+                        self.shown_errors.remove(0);
+                    }
+                }
             }
             RunEvent::ChildRunStarted {
                 child_run_id,
@@ -442,7 +488,27 @@ impl TextPrinter {
             }
             StepStatus::Failed => {
                 let why = match (&state.error, state.exit_code) {
-                    (Some(e), _) => first_line(e).to_owned(),
+                    // The line already names the step: drop the error's own `step S: ` (or
+                    // `parallel step S: `), and a wrapped error a line above already showed.
+                    (Some(e), _) => {
+                        let mut e = first_line(e);
+                        for prefix in [
+                            format!("step {}: ", state.name),
+                            format!("parallel step {}: ", state.name),
+                        ] {
+                            e = e.strip_prefix(&prefix).unwrap_or(e);
+                        }
+                        for shown in self.shown_errors.iter().rev() {
+                            if let Some(cut) = e.strip_suffix(shown.as_str())
+                                && let Some(cut) = cut.strip_suffix(": ")
+                                && !cut.is_empty()
+                            {
+                                e = cut;
+                                break;
+                            }
+                        }
+                        e.to_owned()
+                    }
                     (None, Some(c)) => format!("exit code {c}"),
                     (None, None) => "failed".to_owned(),
                 };
@@ -644,7 +710,38 @@ mod tests {
             ],
         );
         assert_eq!(out, "partial\n");
-        assert_eq!(err, "  ✗ s (12ms): step s: exit code 2\n  ✓ loop (3ms)\n");
+        assert_eq!(err, "  ✗ s (12ms): exit code 2\n  ✓ loop (3ms)\n");
+    }
+
+    #[test]
+    fn a_block_error_does_not_repeat_the_branch_error_shown_above_it() {
+        let mut p = TextPrinter::new(OutputMode::Silent, false, Style::plain());
+        let mut branch = state(StepStatus::Failed, "", 2);
+        branch.name = "l".into();
+        branch.error = Some("step l: lefterr".into());
+        let mut block = state(StepStatus::Failed, "", 3);
+        block.name = "both".into();
+        block.error = Some("parallel step both: branch l failed: step l: lefterr".into());
+        let (_, err) = run(
+            &mut p,
+            &[
+                env(RunEvent::StepFinished {
+                    step: "l".into(),
+                    kind: "command".into(),
+                    state: Box::new(branch),
+                }),
+                env(RunEvent::StepFinished {
+                    step: "both".into(),
+                    kind: "parallel".into(),
+                    state: Box::new(block),
+                }),
+            ],
+        );
+        assert_eq!(
+            err,
+            "  ✗ l (2ms): lefterr\n  ✗ both (3ms): branch l failed\n"
+        );
+        assert_eq!(err.matches("lefterr").count(), 1);
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub struct LiveProgress {
     pending_out: Vec<u8>,
     pending_err: Vec<u8>,
     bar_style: ProgressStyle,
+    /// The terminal settings of stderr's terminal before echoing of control characters was turned off
+    /// (see [`LiveProgress::quiet_control_echo`]); restored by [`LiveProgress::finish`].
+    saved_termios: Option<nix::sys::termios::Termios>,
 }
 
 impl fmt::Debug for LiveProgress {
@@ -125,6 +128,7 @@ impl LiveProgress {
                 io::stdout().is_terminal(),
                 style,
             )
+            .quiet_control_echo()
         })
     }
 
@@ -149,6 +153,40 @@ impl LiveProgress {
             pending_out: Vec::new(),
             pending_err: Vec::new(),
             bar_style: bar_style(style),
+            saved_termios: None,
+        }
+    }
+
+    /// Stops the terminal the spinners are drawn on (stderr, when it is one) from echoing control characters
+    /// (`ECHOCTL`) while spinners are drawn. The spinner line fills the terminal's width, so
+    /// the `^C` the terminal echoes for Ctrl-C would wrap to a new line and leave the last
+    /// spinner frozen on screen when it is cleared. Ctrl-C still interrupts (`ISIG` is
+    /// untouched); the setting is restored by [`Self::finish`] (and on drop).
+    #[must_use]
+    pub fn quiet_control_echo(mut self) -> Self {
+        use nix::sys::termios;
+        let tty = io::stderr();
+        if !tty.is_terminal() {
+            return self;
+        }
+        if let Ok(saved) = termios::tcgetattr(&tty) {
+            let mut quiet = saved.clone();
+            quiet.local_flags.remove(termios::LocalFlags::ECHOCTL);
+            if termios::tcsetattr(&tty, termios::SetArg::TCSANOW, &quiet).is_ok() {
+                self.saved_termios = Some(saved);
+            }
+        }
+        self
+    }
+
+    /// Puts back the terminal settings [`Self::quiet_control_echo`] changed.
+    fn restore_terminal(&mut self) {
+        if let Some(saved) = self.saved_termios.take() {
+            let _ = nix::sys::termios::tcsetattr(
+                io::stderr(),
+                nix::sys::termios::SetArg::TCSANOW,
+                &saved,
+            );
         }
     }
 
@@ -321,6 +359,7 @@ impl LiveProgress {
             self.multi.set_draw_target(ProgressDrawTarget::hidden());
             self.finished = true;
         }
+        self.restore_terminal();
         self.flush_pending(out, err)
     }
 

@@ -81,6 +81,7 @@ fn result() -> RunResult {
         states: BTreeMap::new(),
         outputs: BTreeMap::new(),
         error: None,
+        message: None,
     }
 }
 

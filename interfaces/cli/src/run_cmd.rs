@@ -445,6 +445,7 @@ pub(crate) async fn drive(
     let canceller = handle.canceller();
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
+        .with_logs(ctx.run_log_level, ctx.log_json)
         .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
     let mut result: Option<RunResult> = None;
     let mut cancelled = false;
@@ -477,8 +478,17 @@ pub(crate) async fn drive(
                     reader = Some((request_id.clone(), tokio::task::spawn_blocking(read_stdin_line)));
                 }
                 if ctx.json() {
-                    if let RunEvent::Log { level: awf_domain::event::LogLevel::Warn, message, .. } = &ev.event {
-                        let _ = writeln!(std::io::stderr().lock(), "WARN {message}");
+                    // Only warnings reach stderr in JSON mode; --log-level and --log-format
+                    // apply to them as to every log line.
+                    if let RunEvent::Log { level: level @ awf_domain::event::LogLevel::Warn, message, step } = &ev.event
+                        && awf_telemetry::LogConfig::shows(ctx.run_log_level, *level)
+                    {
+                        let line = if ctx.log_json {
+                            awf_telemetry::LogConfig::run_log_json(std::time::SystemTime::now(), *level, step.as_deref(), message)
+                        } else {
+                            format!("WARN {message}")
+                        };
+                        let _ = writeln!(std::io::stderr().lock(), "{line}");
                     }
                 } else {
                     let _ = printer.handle_stdio(&ev);
@@ -593,12 +603,24 @@ fn print_step(step: &str, result: &RunResult) {
     }
 }
 
-/// Text summary on stderr: `Workflow completed.`, `Workflow failed: <msg>` plus the error
-/// block, or `Workflow cancelled.`.
+/// Text summary on stderr: `Workflow completed.` (or `Workflow completed: <message>` when the
+/// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
+/// detail and hint lines (when a step line already showed that message, it is not repeated:
+/// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
 fn print_summary(ctx: &Ctx, result: &RunResult) {
-    let mut err = std::io::stderr().lock();
-    let s = ctx.err_style;
-    let block = result.error.as_ref().map(|b| {
+    let _ = std::io::stderr()
+        .lock()
+        .write_all(summary_text(ctx.quiet, ctx.hints, ctx.err_style, result).as_bytes());
+}
+
+/// The text of [`print_summary`].
+pub(crate) fn summary_text(
+    quiet: bool,
+    hints: bool,
+    s: crate::style::Style,
+    result: &RunResult,
+) -> String {
+    let error = result.error.as_ref().map(|b| {
         let mut e = AwfError::new(b.code, b.message.clone());
         for (k, v) in &b.details {
             e = e.with_detail(k.clone(), v.clone());
@@ -606,29 +628,55 @@ fn print_summary(ctx: &Ctx, result: &RunResult) {
         for h in &b.hints {
             e = e.with_hint(h.clone());
         }
-        errors::render_text(&e, ctx.hints, s)
+        e
     });
     match result.status {
         RunStatus::Success => {
-            if !ctx.quiet {
-                let _ = writeln!(err, "{}", s.green("Workflow completed."));
+            if quiet {
+                return String::new();
+            }
+            match result.message.as_deref() {
+                Some(m) => format!("{} {m}\n", s.green("Workflow completed:")),
+                None => format!("{}\n", s.green("Workflow completed.")),
             }
         }
-        RunStatus::Failure => {
-            let msg = result.error.as_ref().map_or_else(
-                || format!("terminal '{}'", result.terminal.as_deref().unwrap_or("?")),
-                |b| b.message.clone(),
-            );
-            let _ = writeln!(err, "{} {msg}", s.red_bold("Workflow failed:"));
-            if let Some(b) = block {
-                let _ = err.write_all(b.as_bytes());
+        RunStatus::Failure => match error {
+            Some(e) => {
+                let shown_by = result
+                    .states
+                    .iter()
+                    .find(|(_, st)| st.error.as_deref() == Some(e.message()))
+                    .map(|(name, _)| name.clone());
+                let head = format!("Workflow failed: [{}]", e.code());
+                match shown_by {
+                    Some(step) => {
+                        let short = AwfError::new(e.code(), format!("in step '{step}' (above)"));
+                        let mut out = errors::render_text_with(&short, &head, false, s);
+                        for line in errors::detail_lines(e.message(), e.details()) {
+                            out.push_str(&format!("  {line}\n"));
+                        }
+                        if hints {
+                            for h in e.hints() {
+                                out.push_str(&format!("  {} {h}\n", s.cyan("Hint:")));
+                            }
+                        }
+                        out
+                    }
+                    None => errors::render_text_with(&e, &head, hints, s),
+                }
             }
-        }
+            None => format!(
+                "{} terminal '{}'\n",
+                s.red_bold("Workflow failed:"),
+                result.terminal.as_deref().unwrap_or("?")
+            ),
+        },
         RunStatus::Cancelled => {
-            let _ = writeln!(err, "{}", s.yellow("Workflow cancelled."));
-            if let Some(b) = block {
-                let _ = err.write_all(b.as_bytes());
+            let mut out = format!("{}\n", s.yellow("Workflow cancelled."));
+            if let Some(e) = error {
+                out.push_str(&errors::render_text(&e, hints, s));
             }
+            out
         }
     }
 }
@@ -682,6 +730,64 @@ fn read_stdin_line() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finished(status: RunStatus, error: Option<awf_domain::error::ErrorBody>) -> RunResult {
+        RunResult {
+            run_id: None,
+            workflow: "wf".into(),
+            status,
+            exit_code: 0,
+            terminal: None,
+            duration_ms: 1,
+            states: std::collections::BTreeMap::new(),
+            outputs: std::collections::BTreeMap::new(),
+            error,
+            message: None,
+        }
+    }
+
+    #[test]
+    fn summary_prints_a_success_message_and_each_failure_message_once() {
+        let plain = crate::style::Style::plain();
+        let mut ok = finished(RunStatus::Success, None);
+        assert_eq!(
+            summary_text(false, true, plain, &ok),
+            "Workflow completed.\n"
+        );
+        ok.message = Some("deployed 1.2.3".into());
+        assert_eq!(
+            summary_text(false, true, plain, &ok),
+            "Workflow completed: deployed 1.2.3\n"
+        );
+        let body = |msg: &str| awf_domain::error::ErrorBody {
+            code: ErrorCode::ExecutionTerminalFailure,
+            message: msg.into(),
+            hints: vec!["look".into()],
+            details: [(
+                "terminal".to_owned(),
+                serde_json::json!("__inline_error_verify"),
+            )]
+            .into(),
+        };
+        let failed = finished(RunStatus::Failure, Some(body("verify failed")));
+        let text = summary_text(false, true, plain, &failed);
+        assert_eq!(
+            text,
+            "Workflow failed: [EXECUTION.WORKFLOW.FAILURE_TERMINAL] verify failed\n  Hint: look\n"
+        );
+        assert_eq!(text.matches("verify failed").count(), 1);
+        // The failing step's line already showed the message: it is not printed again.
+        let mut step_failed = finished(RunStatus::Failure, Some(body("step s: boom")));
+        let mut st = awf_domain::run::StepState::running("s", std::time::SystemTime::now());
+        st.error = Some("step s: boom".into());
+        step_failed
+            .states
+            .insert("s".into(), awf_domain::run::StateResult::from(&st));
+        assert_eq!(
+            summary_text(false, false, plain, &step_failed),
+            "Workflow failed: [EXECUTION.WORKFLOW.FAILURE_TERMINAL] in step 's' (above)\n"
+        );
+    }
 
     #[test]
     fn inputs_split_at_the_first_equals() {

@@ -49,7 +49,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             Err(e) => fail(&e),
         };
     }
-    let Some(run_id) = args.run_id.clone() else {
+    let Some(query) = args.run_id.clone() else {
         return fail(
             &AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -57,6 +57,10 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"),
         );
+    };
+    let run_id = match resolve_run_id(&w, &query) {
+        Ok(id) => id,
+        Err(e) => return fail(&e),
     };
     let inputs = match run_cmd::parse_inputs(&args.inputs) {
         Ok(i) => i,
@@ -299,19 +303,121 @@ fn result_of(s: &RunSnapshot) -> RunResult {
             .collect(),
         outputs: s.outputs.clone(),
         error: s.error.clone(),
+        message: None,
     }
+}
+
+/// The run id that `query` names among `known` ids: the id itself, else the one id that
+/// starts with it (as git takes a unique prefix of a hash).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED`: no run matches (hint: `awf history`), or the prefix is
+/// ambiguous (the hint lists the candidates, at most five).
+pub fn match_run_id<'a>(
+    query: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Result<String, AwfError> {
+    let q = query.trim();
+    let mut hits: Vec<&str> = Vec::new();
+    for id in known {
+        if id == q {
+            return Ok(id.to_owned());
+        }
+        if !q.is_empty() && id.starts_with(q) && !hits.contains(&id) {
+            hits.push(id);
+        }
+    }
+    match hits.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("no run with id '{q}'"),
+        )
+        .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")),
+        many => {
+            let mut shown: Vec<&str> = many.iter().take(5).copied().collect();
+            shown.sort_unstable();
+            Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "run id prefix '{q}' is ambiguous: {} runs match",
+                    many.len()
+                ),
+            )
+            .with_hint(format!(
+                "give more characters; candidates: {}",
+                shown.join(", ")
+            )))
+        }
+    }
+}
+
+/// Resolves a run id or a unique prefix of one against the state files and the history.
+///
+/// # Errors
+/// See [`match_run_id`]; store failures.
+pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfError> {
+    let mut ids: Vec<String> = w
+        .state_store()?
+        .list()?
+        .into_iter()
+        .map(|s| s.run_id)
+        .collect();
+    if let Ok(history) = w.history_store()
+        && let Ok(rows) = history.list(&HistoryFilter::default())
+    {
+        ids.extend(rows.into_iter().map(|r| r.id));
+    }
+    match_run_id(query, ids.iter().map(String::as_str))
+}
+
+/// Whether `s` is recorded as running but the awf process that ran it is gone (SIGKILL,
+/// crash).
+fn process_gone(s: &RunSnapshot) -> bool {
+    s.status == StoredStatus::Running
+        && s.owner_pid
+            .is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists())
 }
 
 /// `running`, or `running (its awf process is gone; resume it)` when the process that ran it
 /// died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot) -> String {
-    let gone = s.status == StoredStatus::Running
-        && s.owner_pid
-            .is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists());
-    if gone {
+    if process_gone(s) {
         "running (its awf process is gone; `awf resume` continues it)".to_owned()
     } else {
         s.status.as_str().to_owned()
+    }
+}
+
+/// The duration `awf status` shows, in milliseconds, the same number `awf history` shows:
+/// a finished run's recorded duration (the history row's, else end − start); a live run's
+/// time since it started (`now`); `None` (unknown) for a run whose process died, since
+/// nothing recorded when it stopped.
+fn status_duration_ms(
+    s: &RunSnapshot,
+    history: Option<&HistoryRecord>,
+    now: std::time::SystemTime,
+) -> Option<u64> {
+    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    if s.status == StoredStatus::Running {
+        if process_gone(s) {
+            return None;
+        }
+        return Some(now.duration_since(s.started_at).map_or(0, ms));
+    }
+    if let Some(d) = history.and_then(|h| h.duration_ms) {
+        return Some(d);
+    }
+    let end = s.completed_at.unwrap_or(s.updated_at);
+    Some(end.duration_since(s.started_at).map_or(0, ms))
+}
+
+/// A terminal's name as shown to users: the inline failure terminal the loader makes for
+/// `on_failure: {message, status}` (`__inline_error_<step>`) reads `<step>'s on_failure`.
+fn terminal_text(name: &str) -> String {
+    match name.strip_prefix("__inline_error_") {
+        Some(step) => format!("{step}'s on_failure"),
+        None => name.to_owned(),
     }
 }
 
@@ -321,14 +427,21 @@ fn status_text(s: &RunSnapshot) -> String {
 /// Unknown run (`USER.INPUT.VALIDATION_FAILED`), store failures.
 pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref()).map_err(CliError::Awf)?;
+    let run_id = resolve_run_id(&w, &args.run_id).map_err(CliError::Awf)?;
     let snap = w
         .state_store()
-        .and_then(|s| s.load(&args.run_id))
+        .and_then(|s| s.load(&run_id))
         .map_err(CliError::Awf)?;
+    let record = w
+        .history_store()
+        .ok()
+        .and_then(|h| h.get(&run_id).ok().flatten());
+    let duration = status_duration_ms(&snap, record.as_ref(), std::time::SystemTime::now());
     let mut out = std::io::stdout().lock();
     if ctx.json() {
         let mut v = serde_json::to_value(result_of(&snap)).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
+            o.insert("duration_ms".into(), serde_json::json!(duration));
             o.insert("run_status".into(), serde_json::json!(snap.status));
             o.insert(
                 "current_state".into(),
@@ -350,7 +463,6 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         );
         return Ok(Outcome::Success);
     }
-    let r = result_of(&snap);
     let _ = writeln!(out, "Run:       {}", snap.run_id);
     let _ = writeln!(out, "Workflow:  {} ({})", snap.workflow_name, snap.workflow);
     let _ = writeln!(out, "Status:    {}", status_text(&snap));
@@ -359,10 +471,13 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let _ = writeln!(
         out,
         "Duration:  {}",
-        awf_domain::duration::format_go(std::time::Duration::from_millis(r.duration_ms))
+        duration.map_or_else(
+            || "unknown (its awf process stopped without recording when)".to_owned(),
+            |ms| awf_domain::duration::format_go(std::time::Duration::from_millis(ms))
+        )
     );
     if let Some(t) = &snap.terminal {
-        let _ = writeln!(out, "Terminal:  {t}");
+        let _ = writeln!(out, "Terminal:  {}", terminal_text(t));
     }
     if let Some(e) = &snap.error {
         let _ = writeln!(out, "Error:     [{}] {}", e.code, e.message);
@@ -445,4 +560,47 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(std::io::stderr().lock(), "WARN {}: {}", d.path, d.message);
     }
     Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDS: [&str; 3] = [
+        "3f2a9c1e-0000-4000-8000-000000000001",
+        "3f2b0000-0000-4000-8000-000000000002",
+        "9d00aa11-0000-4000-8000-000000000003",
+    ];
+
+    #[test]
+    fn inline_failure_terminals_are_shown_by_their_step() {
+        assert_eq!(
+            terminal_text("__inline_error_verify"),
+            "verify's on_failure"
+        );
+        assert_eq!(terminal_text("done"), "done");
+    }
+
+    #[test]
+    fn a_unique_prefix_names_a_run() {
+        assert_eq!(match_run_id("3f2a", IDS).unwrap(), IDS[0]);
+        assert_eq!(match_run_id("9", IDS).unwrap(), IDS[2]);
+        assert_eq!(match_run_id(IDS[1], IDS).unwrap(), IDS[1]);
+        // The same id from two sources (state file and history) is one run.
+        assert_eq!(match_run_id("9d", [IDS[2], IDS[2]]).unwrap(), IDS[2]);
+    }
+
+    #[test]
+    fn an_ambiguous_or_unknown_prefix_is_a_user_error() {
+        let e = match_run_id("3f2", IDS).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(
+            e.message(),
+            "run id prefix '3f2' is ambiguous: 2 runs match"
+        );
+        assert!(e.hints()[0].contains(IDS[0]) && e.hints()[0].contains(IDS[1]));
+        let e = match_run_id("zz", IDS).unwrap_err();
+        assert_eq!(e.message(), "no run with id 'zz'");
+        assert!(match_run_id("", IDS).is_err());
+    }
 }

@@ -104,6 +104,7 @@ pub fn run_workflow(sink: &dyn EventSink, run_id: &str, start_ms: u64, steps: us
                 states: BTreeMap::new(),
                 outputs: BTreeMap::new(),
                 error: None,
+                message: None,
             }),
         },
     );

@@ -106,6 +106,7 @@ fn emit_run() {
                     states: BTreeMap::new(),
                     outputs: BTreeMap::new(),
                     error: None,
+                    message: None,
                 }),
             },
         ),

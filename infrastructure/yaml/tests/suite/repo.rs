@@ -314,3 +314,142 @@ fn directory_as_workflow_path_says_it_is_a_directory() {
         ["pass the path of a workflow .yaml file, or a workflow name"]
     );
 }
+
+#[test]
+fn yml_files_are_found_by_name_and_listed() {
+    let f = fixture();
+    let cwd = f.root.join("proj");
+    write(&cwd.join(".awf/workflows/short.yml"), &simple("short", "7"));
+    // `.yaml` wins over `.yml` for the same stem, in lookup and in the list.
+    write(
+        &cwd.join(".awf/workflows/both.yml"),
+        &simple("both-yml", "8"),
+    );
+    write(
+        &cwd.join(".awf/workflows/both.yaml"),
+        &simple("both-yaml", "9"),
+    );
+    let loaded = f.repo.load("short", None).unwrap();
+    assert_eq!(loaded.workflow.name, "short");
+    assert_eq!(
+        f.repo.load("short.yml", None).unwrap().workflow.name,
+        "short"
+    );
+    assert_eq!(
+        f.repo.load("both", None).unwrap().workflow.name,
+        "both-yaml"
+    );
+    let list = f.repo.list().unwrap();
+    let short = list.iter().find(|e| e.name == "short").unwrap();
+    assert_eq!(short.path, cwd.join(".awf/workflows/short.yml"));
+    assert_eq!(short.version.as_deref(), Some("7"));
+    let both: Vec<_> = list.iter().filter(|e| e.name == "both").collect();
+    assert_eq!(both.len(), 1);
+    assert_eq!(both[0].path, cwd.join(".awf/workflows/both.yaml"));
+}
+
+#[test]
+fn list_marks_files_that_do_not_load() {
+    let f = fixture();
+    let list = f.repo.list().unwrap();
+    let broken = list.iter().find(|e| e.name == "broken").unwrap();
+    let err = broken.error.as_deref().unwrap();
+    assert!(err.starts_with("[WORKFLOW.PARSE.YAML_SYNTAX] "), "{err}");
+    // The entry has the path; the message does not repeat it.
+    assert!(!err.contains(broken.path.to_str().unwrap()), "{err}");
+    let fine = list.iter().find(|e| e.name == "local-only").unwrap();
+    assert_eq!(fine.error, None);
+}
+
+#[test]
+fn a_fifo_given_as_a_workflow_is_named_as_such() {
+    let f = fixture();
+    let cwd = f.root.join("proj");
+    let status = std::process::Command::new("mkfifo")
+        .arg(cwd.join("pipe.yaml"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for ident in ["pipe.yaml", "./pipe.yaml"] {
+        let e = f.repo.load(ident, None).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat, "{ident}");
+        assert_eq!(
+            e.message(),
+            format!("workflow path is a named pipe (FIFO), not a regular file: {ident}")
+        );
+        assert!(
+            !e.hints().iter().any(|h| h.contains("did you mean")),
+            "{:?}",
+            e.hints()
+        );
+    }
+    // A FIFO in a workflow directory, looked up by name.
+    std::process::Command::new("mkfifo")
+        .arg(cwd.join(".awf/workflows/named.yaml"))
+        .status()
+        .unwrap();
+    let e = f.repo.load("named", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+    assert!(e.message().contains("named pipe (FIFO)"), "{}", e.message());
+    // `list` shows it, marked, without reading it (reading would block).
+    let list = f.repo.list().unwrap();
+    let named = list.iter().find(|e| e.name == "named").unwrap();
+    assert!(
+        named
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("named pipe (FIFO)"),
+        "{named:?}"
+    );
+}
+
+#[test]
+fn a_symlink_loop_or_dangling_link_is_named_as_such() {
+    let f = fixture();
+    let cwd = f.root.join("proj");
+    std::os::unix::fs::symlink(cwd.join("b.yaml"), cwd.join("a.yaml")).unwrap();
+    std::os::unix::fs::symlink(cwd.join("a.yaml"), cwd.join("b.yaml")).unwrap();
+    let e = f.repo.load("a.yaml", None).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+    assert!(
+        e.message()
+            .starts_with("workflow path is a symbolic link that cannot be followed"),
+        "{}",
+        e.message()
+    );
+    assert!(!e.message().contains("not found"), "{}", e.message());
+    std::os::unix::fs::symlink(cwd.join("gone.yaml"), cwd.join("dangling.yaml")).unwrap();
+    let e = f.repo.load("dangling.yaml", None).unwrap_err();
+    assert_eq!(
+        e.message(),
+        "workflow path is a symbolic link whose target does not exist: dangling.yaml"
+    );
+}
+
+#[test]
+fn a_fifo_or_directory_as_the_project_config_is_an_error_not_a_hang() {
+    let f = fixture();
+    let cwd = f.root.join("proj");
+    let config = cwd.join(".awf/config.yaml");
+    std::process::Command::new("mkfifo")
+        .arg(&config)
+        .status()
+        .unwrap();
+    let e = f.repo.load_config().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+    assert!(
+        e.message()
+            .ends_with("config.yaml is a named pipe (FIFO), not a regular file"),
+        "{}",
+        e.message()
+    );
+    std::fs::remove_file(&config).unwrap();
+    std::fs::create_dir_all(&config).unwrap();
+    let e = f.repo.load_config().unwrap_err();
+    assert!(
+        e.message().ends_with("is a directory, not a file"),
+        "{}",
+        e.message()
+    );
+}
