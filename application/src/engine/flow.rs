@@ -431,8 +431,15 @@ impl Run {
         Ok(u32::try_from(value).unwrap_or(MAX_ITERATIONS_LIMIT))
     }
 
-    /// Resolves for_each items: interpolate, then a JSON array, else a comma-separated list.
+    /// Resolves for_each items: a single reference to a list value (`{{.inputs.targets}}` for
+    /// an input of `type: array`, `{{.loop.Item}}`, `{{.states.x.JSON.list}}`) gives that
+    /// list's elements; otherwise interpolate, then a JSON array, else a comma-separated list.
     fn resolve_items(&self, text: &str, frame: Option<&LoopFrame>) -> Result<Vec<Value>, AwfError> {
+        if let Some(path) = single_reference(text)
+            && let Some(Value::Array(list)) = self.lookup_value(&path, frame)
+        {
+            return Ok(list);
+        }
         let rendered = self.render(text, frame, None).map_err(|e| {
             AwfError::new(
                 ErrorCode::ExecutionTemplateFailed,
@@ -452,5 +459,73 @@ impl Run {
             .map(|s| Value::String(s.trim().to_owned()))
             .filter(|v| v.as_str() != Some(""))
             .collect())
+    }
+}
+
+/// The path of a template that is one bare field reference and nothing else
+/// (`{{.inputs.targets}}`, `{{ inputs.targets }}`, `{{- .loop.Item -}}`): its dot-separated
+/// segments, without the leading dot. `None` for anything else (text around it, pipes,
+/// functions, several actions).
+fn single_reference(text: &str) -> Option<Vec<String>> {
+    let inner = text.trim().strip_prefix("{{")?.strip_suffix("}}")?;
+    let inner = inner.strip_prefix('-').unwrap_or(inner);
+    let inner = inner.strip_suffix('-').unwrap_or(inner).trim();
+    let path = inner.strip_prefix('.').unwrap_or(inner);
+    let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
+    let plain = |s: &String| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    (segments.len() >= 2 && segments.iter().all(plain)).then_some(segments)
+}
+
+/// Follows `rest` through JSON objects (keys as written, then case-insensitively).
+fn descend(mut v: Value, rest: &[String]) -> Option<Value> {
+    for key in rest {
+        let Value::Object(mut map) = v else {
+            return None;
+        };
+        let found = match map.remove(key.as_str()) {
+            Some(x) => x,
+            None => {
+                let k = map.keys().find(|k| k.eq_ignore_ascii_case(key))?.clone();
+                map.remove(&k)?
+            }
+        };
+        v = found;
+    }
+    Some(v)
+}
+
+impl Run {
+    /// The value a bare reference names, for the namespaces that can hold lists: `inputs`,
+    /// `loop.Item`, `states.<name>.JSON` (each with or without the leading dot, any case).
+    fn lookup_value(&self, path: &[String], frame: Option<&LoopFrame>) -> Option<Value> {
+        let (ns, rest) = path.split_first()?;
+        match ns.to_ascii_lowercase().as_str() {
+            "inputs" => {
+                let (name, rest) = rest.split_first()?;
+                let v = lock(&self.inputs).get(name.as_str()).cloned()?;
+                descend(v, rest)
+            }
+            "loop" => {
+                let (field, rest) = rest.split_first()?;
+                if !field.eq_ignore_ascii_case("item") {
+                    return None;
+                }
+                descend(frame?.item.clone(), rest)
+            }
+            "states" => {
+                let (name, rest) = rest.split_first()?;
+                let (field, rest) = rest.split_first()?;
+                if !field.eq_ignore_ascii_case("json") {
+                    return None;
+                }
+                let v = lock(&self.states).get(name.as_str())?.json.clone()?;
+                descend(v, rest)
+            }
+            _ => None,
+        }
     }
 }
