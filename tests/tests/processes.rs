@@ -4,8 +4,66 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::process::Stdio;
+use std::time::Duration;
+use std::time::Instant;
+
 use awf_tests::Sandbox;
 use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+fn data(sb: &Sandbox) -> std::path::PathBuf {
+    sb.path().join("data").join("awf")
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until a committed state file satisfies `pred`; returns its run id.
+fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> String {
+    let states = data(sb).join("states");
+    let mut run_id = String::new();
+    wait_for(what, || {
+        let Ok(entries) = std::fs::read_dir(&states) else {
+            return false;
+        };
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "json")
+                && let Ok(text) = std::fs::read_to_string(e.path())
+                && let Ok(v) = serde_json::from_str::<Value>(&text)
+                && pred(&v)
+            {
+                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
+                return true;
+            }
+        }
+        false
+    });
+    run_id
+}
+
+/// Sends signal `sig` (`INT`, `TERM`, `HUP`, `KILL`) to process `pid` with kill(1).
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid}");
+}
+
+fn read(sb: &Sandbox, rel: &str) -> String {
+    std::fs::read_to_string(sb.path().join(rel)).unwrap_or_default()
+}
 
 /// The `item=` lines a run printed on stdout.
 fn items(stdout: &str) -> Vec<String> {
@@ -83,4 +141,90 @@ fn array_input_to_for_each_runs_one_iteration_per_element() {
     let r = sb.run(&["run", "arr.yaml", "-o", "streaming"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(items(&r.stdout), vec!["p", "q", "r"]);
+}
+
+const PARALLEL_RESUME: &str = r#"
+name: par
+states:
+  initial: p
+  p:
+    type: parallel
+    parallel: [a, b]
+    strategy: all_succeed
+    on_success: done
+  a:
+    type: step
+    command: echo a >> log
+  b:
+    type: step
+    command: "echo b-start >> log; while [ ! -f go ]; do sleep 0.05; done; echo b >> log"
+  done: { type: terminal }
+"#;
+
+#[test]
+fn resume_after_a_cancel_inside_a_parallel_block_keeps_the_completed_branches() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("par.yaml", PARALLEL_RESUME).unwrap();
+    let mut child = sb
+        .cmd(&["run", "par.yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_id = wait_for_state(&sb, "branch a recorded as completed", |v| {
+        v["states"]["a"]["status"] == json!("completed")
+    });
+    wait_for("branch b started", || read(&sb, "log").contains("b-start"));
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["a"]["status"], json!("completed"));
+    assert_eq!(doc["states"]["b"]["status"], json!("completed"));
+    // Branch a ran once; b (cancelled) ran again.
+    assert_eq!(read(&sb, "log"), "a\nb-start\nb-start\nb\n");
+}
+
+const LOOP_RESUME: &str = r#"
+name: fe
+states:
+  initial: loop
+  loop:
+    type: for_each
+    items: '["1", "2", "3"]'
+    body: [work]
+    on_complete: done
+  work:
+    type: step
+    command: "echo {{.loop.Item}} >> log; if [ {{.loop.Item}} = 2 ]; then while [ ! -f go ]; do sleep 0.05; done; fi"
+  done: { type: terminal }
+"#;
+
+#[test]
+fn resume_after_a_cancel_inside_a_for_each_keeps_the_completed_iterations() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("fe.yaml", LOOP_RESUME).unwrap();
+    let mut child = sb
+        .cmd(&["run", "fe.yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_id = wait_for_state(&sb, "the loop at iteration 1", |v| {
+        v["loop_position"] == json!({"state": "loop", "iteration": 1})
+    });
+    wait_for("item 2 started", || read(&sb, "log") == "1\n2\n");
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.json().unwrap()["states"]["loop"]["output"],
+        json!("completed 3 iterations")
+    );
+    // Item 1 completed before the cancel and is not run again; item 2 was interrupted.
+    assert_eq!(read(&sb, "log"), "1\n2\n2\n3\n");
 }

@@ -48,8 +48,9 @@ impl Run {
             p.max_concurrent.min(branches)
         };
         let sem = Arc::new(Semaphore::new(limit));
+        let kept = self.kept_branches(&state.name, p, at);
         let mut running = FuturesUnordered::new();
-        for branch in &p.branches {
+        for branch in p.branches.iter().filter(|b| !kept.contains(b)) {
             let sem = Arc::clone(&sem);
             let group = &group;
             running.push(async move {
@@ -68,7 +69,10 @@ impl Run {
             });
         }
         let mut first_failure: Option<AwfError> = None;
-        let mut any_ok = false;
+        let mut any_ok = !kept.is_empty();
+        if any_ok && p.strategy == ParallelStrategy::AnySucceed {
+            group.cancel();
+        }
         let mut failures = 0usize;
         while let Some((branch, outcome)) = running.next().await {
             let ok = match outcome {
@@ -166,6 +170,51 @@ impl Run {
             failure: Some(err),
             early_exit: None,
         })
+    }
+
+    /// Branches of a resumed parallel block that completed in the interrupted attempt of it:
+    /// they are kept, not run again. Empty unless `block` is the top-level block the resumed
+    /// run stopped in (the first run of it only).
+    fn kept_branches<'p>(&self, block: &str, p: &'p ParallelStep, at: At<'_>) -> Vec<&'p String> {
+        if !at.prefix.is_empty() {
+            return Vec::new();
+        }
+        let since = {
+            let mut r = lock(&self.resume_block);
+            match r.as_ref() {
+                Some((name, since)) if name == block => {
+                    let since = *since;
+                    *r = None;
+                    since
+                }
+                _ => return Vec::new(),
+            }
+        };
+        let states = lock(&self.states);
+        let kept: Vec<&String> = p
+            .branches
+            .iter()
+            .filter(|b| {
+                states.get(b.as_str()).is_some_and(|s| {
+                    s.status == StepStatus::Completed
+                        && match (since, s.started_at) {
+                            (Some(since), Some(started)) => started >= since,
+                            _ => false,
+                        }
+                })
+            })
+            .collect();
+        drop(states);
+        for b in &kept {
+            self.log(
+                Some(b.as_str()),
+                LogLevel::Info,
+                &format!("branch {b} of {block} completed before the resume; kept"),
+                b.as_str(),
+                None,
+            );
+        }
+        kept
     }
 
     /// Runs a for_each or while loop.

@@ -215,6 +215,10 @@ pub(crate) struct Run {
     only_step: Option<String>,
     /// Taken by the first run of that loop.
     pub(crate) resume_loop: Mutex<Option<(String, usize)>>,
+    /// `awf resume` of a run stopped inside a top-level parallel block (its recorded state is
+    /// not `completed`): the block and when that attempt of it started. Taken by the first run
+    /// of the block, which keeps the branches that completed in that attempt.
+    pub(crate) resume_block: Mutex<Option<(String, Option<SystemTime>)>>,
 }
 
 /// What an interactive run does before a state.
@@ -276,6 +280,15 @@ impl Run {
                 restored.insert(name.clone(), st);
             }
         }
+        let resume_block = resume_at.as_ref().and_then(|at| {
+            let st = restored.get(at)?;
+            let parallel = matches!(
+                spec.workflow.state(at).map(|s| &s.kind),
+                Some(awf_domain::workflow::StateKind::Parallel(_))
+            );
+            (parallel && st.status != awf_domain::run::StepStatus::Completed)
+                .then(|| (at.clone(), st.started_at))
+        });
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
@@ -310,6 +323,7 @@ impl Run {
             interactive: spec.interactive,
             only_step: spec.only_step,
             resume_loop: Mutex::new(spec.resume_loop),
+            resume_block: Mutex::new(resume_block),
         }
     }
 

@@ -488,7 +488,10 @@ impl Writer {
                     if env.path == *step && p.parallel_open.as_ref() == Some(step) {
                         p.parallel_open = None;
                     }
+                    // A loop that completed has no position left; one that was cancelled
+                    // or failed keeps it, so `awf resume` continues at that iteration.
                     if env.path == *step
+                        && state.status == awf_domain::run::StepStatus::Completed
                         && p.snap
                             .loop_position
                             .as_ref()
