@@ -61,6 +61,65 @@ fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill -{sig} {pid}");
 }
 
+/// A sandbox whose processes all carry `AWF_PROCESS_TEST_MARKER=<unique>` in their
+/// environment, so a test can find its own descendants (and only those), wherever they were
+/// re-parented to.
+fn marked_sandbox() -> (Sandbox, String) {
+    let mut sb = Sandbox::new().unwrap();
+    let marker = sb
+        .path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    sb.set_env("AWF_PROCESS_TEST_MARKER", &marker);
+    (sb, marker)
+}
+
+/// Live processes (zombies excluded) whose environment holds this test's marker, except
+/// `except` (the awf process itself while it runs).
+fn marked_pids(marker: &str, except: Option<u32>) -> Vec<u32> {
+    let needle = format!("AWF_PROCESS_TEST_MARKER={marker}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if Some(pid) == except {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits until no process of this test (by marker) is left.
+fn wait_none_left(marker: &str, what: &str) {
+    let t0 = Instant::now();
+    loop {
+        let left = marked_pids(marker, None);
+        if left.is_empty() {
+            return;
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            for pid in &left {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            panic!("{what}: processes left behind: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn read(sb: &Sandbox, rel: &str) -> String {
     std::fs::read_to_string(sb.path().join(rel)).unwrap_or_default()
 }
@@ -227,4 +286,35 @@ fn resume_after_a_cancel_inside_a_for_each_keeps_the_completed_iterations() {
     );
     // Item 1 completed before the cancel and is not run again; item 2 was interrupted.
     assert_eq!(read(&sb, "log"), "1\n2\n2\n3\n");
+}
+
+const SLOW: &str = r#"
+name: slow
+states:
+  initial: work
+  work:
+    type: step
+    command: "echo started > started; sleep 300; echo after"
+    on_success: done
+  done: { type: terminal }
+"#;
+
+#[test]
+fn sighup_cancels_the_run_like_sigterm() {
+    let (sb, marker) = marked_sandbox();
+    sb.write("slow.yaml", SLOW).unwrap();
+    let mut child = sb
+        .cmd(&["run", "slow.yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the step started", || read(&sb, "started") == "started\n");
+    signal(child.id(), "HUP");
+    assert_eq!(child.wait().unwrap().code(), Some(129));
+    wait_none_left(&marker, "after SIGHUP");
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    let rows: Value = serde_json::from_str(&h.stdout).unwrap();
+    assert_eq!(rows[0]["status"], json!("cancelled"), "{rows}");
+    assert_eq!(rows[0]["exit_code"], json!(129), "{rows}");
 }

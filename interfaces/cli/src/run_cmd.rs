@@ -453,7 +453,11 @@ pub(crate) async fn drive(
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
-                    let what = if reason == CancelReason::Terminate { "SIGTERM" } else { "SIGINT" };
+                    let what = match reason {
+                        CancelReason::Terminate => "SIGTERM",
+                        CancelReason::Hangup => "SIGHUP",
+                        CancelReason::Interrupt | CancelReason::Requested => "SIGINT",
+                    };
                     printer.stderr_line(&format!("{} received {what}, cancelling…", ctx.err_style.yellow("WARN")));
                 }
                 cancelled = true;
@@ -600,10 +604,13 @@ fn print_summary(ctx: &Ctx, result: &RunResult) {
     }
 }
 
-/// SIGINT and SIGTERM streams, when they could be installed.
+/// SIGINT, SIGTERM and SIGHUP streams, when they could be installed. SIGHUP (terminal closed,
+/// SSH dropped) cancels like SIGTERM, so the run's processes are stopped and it is recorded as
+/// `cancelled` (exit 129) instead of awf dying at once.
 pub(crate) struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
+    hup: Option<Signal>,
 }
 
 impl Signals {
@@ -611,6 +618,7 @@ impl Signals {
         Self {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
         }
     }
 
@@ -631,6 +639,10 @@ impl Signals {
                 r = recv(&mut self.term) => match r {
                     Some(()) => return CancelReason::Terminate,
                     None => self.term = None,
+                },
+                r = recv(&mut self.hup) => match r {
+                    Some(()) => return CancelReason::Hangup,
+                    None => self.hup = None,
                 },
             }
         }
