@@ -318,3 +318,69 @@ fn sighup_cancels_the_run_like_sigterm() {
     assert_eq!(rows[0]["status"], json!("cancelled"), "{rows}");
     assert_eq!(rows[0]["exit_code"], json!(129), "{rows}");
 }
+
+const QUICK: &str = r#"
+name: quick
+states:
+  initial: work
+  work:
+    type: step
+    command: echo hi
+    on_success: done
+  done: { type: terminal }
+"#;
+
+/// Runs `awf <args>` with stdout on `/dev/full`; returns (exit code, stderr).
+fn to_full_disk(sb: &Sandbox, args: &[&str]) -> (Option<i32>, String) {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = sb
+        .cmd(args)
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn json_output_that_cannot_be_written_is_an_error_exit() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("quick.yaml", QUICK).unwrap();
+    // Recorded once, so history has a row to print.
+    assert_eq!(sb.run(&["run", "quick.yaml"]).unwrap().code, 0);
+    for args in [
+        &["run", "quick.yaml", "-f", "json"][..],
+        &["history", "-f", "json"],
+        &["history", "--stats", "-f", "json"],
+        &["validate", "quick.yaml", "-f", "json"],
+        &["run", "quick.yaml", "--dry-run", "-f", "json"],
+    ] {
+        let (code, stderr) = to_full_disk(&sb, args);
+        assert_eq!(code, Some(4), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("SYSTEM.IO.WRITE_FAILED"),
+            "{args:?}: {stderr}"
+        );
+    }
+    // A pipe whose reader has gone away.
+    let mut child = sb
+        .cmd(&["run", "quick.yaml", "-f", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("SYSTEM.IO.WRITE_FAILED"));
+    // A writable stdout still exits 0.
+    let r = sb.run(&["run", "quick.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json().unwrap()["status"], json!("success"));
+}

@@ -72,7 +72,7 @@ pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let entries = w.repository.list()?;
     if ctx.json() {
-        json_out::print(&entries);
+        json_out::print(&entries)?;
     } else {
         let _ = std::io::stdout()
             .lock()

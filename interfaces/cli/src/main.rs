@@ -44,7 +44,7 @@ fn main() -> ExitCode {
                     e.render().to_string().trim().to_owned(),
                 )
                 .with_hint("run `awf --help` for the accepted flags");
-                json_out::print(&json_out::failure_result("", &err));
+                let _ = json_out::print(&json_out::failure_result("", &err));
                 return ExitCode::from(1);
             }
             let _ = e.print();

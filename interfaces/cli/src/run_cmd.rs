@@ -322,7 +322,12 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
 
 pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
     if ctx.json() {
-        json_out::print(&json_out::failure_result(identifier, e));
+        if let Err(w) = json_out::print(&json_out::failure_result(identifier, e)) {
+            // The result object did not get out: say both on stderr.
+            let text = errors::render_text(e, ctx.hints, ctx.err_style)
+                + &errors::render_text(&w, ctx.hints, ctx.err_style);
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
     } else {
         let text = errors::render_text(e, ctx.hints, ctx.err_style);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -339,7 +344,14 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
     ) {
         Ok(plan) => {
             if ctx.json() {
-                json_out::print(&plan);
+                if let Err(e) = json_out::print(&plan) {
+                    return errors::report(
+                        &crate::errors::CliError::Awf(e),
+                        true,
+                        ctx.hints,
+                        ctx.err_style,
+                    );
+                }
             } else {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(dry_run::render(&plan).as_bytes());
@@ -471,7 +483,14 @@ pub(crate) async fn drive(
         return fail_before_start(ctx, identifier, &e);
     };
     if ctx.json() {
-        json_out::print(&result);
+        if let Err(e) = json_out::print(&result) {
+            return errors::report(
+                &crate::errors::CliError::Awf(e),
+                true,
+                ctx.hints,
+                ctx.err_style,
+            );
+        }
     } else if let Some(step) = step {
         print_step(step, &result);
     } else {
