@@ -242,8 +242,11 @@ fn resume_after_a_cancel_inside_a_parallel_block_keeps_the_completed_branches() 
     let doc = r.json().unwrap();
     assert_eq!(doc["states"]["a"]["status"], json!("completed"));
     assert_eq!(doc["states"]["b"]["status"], json!("completed"));
-    // Branch a ran once; b (cancelled) ran again.
-    assert_eq!(read(&sb, "log"), "a\nb-start\nb-start\nb\n");
+    // Branch a ran once; b (cancelled) ran again. (a and b run concurrently: sort the lines.)
+    let log = read(&sb, "log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, vec!["a", "b", "b-start", "b-start"]);
 }
 
 const LOOP_RESUME: &str = r#"
@@ -383,4 +386,123 @@ fn json_output_that_cannot_be_written_is_an_error_exit() {
     let r = sb.run(&["run", "quick.yaml", "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json().unwrap()["status"], json!("success"));
+}
+
+/// Starts `awf run <file>` in the background, its output discarded.
+fn spawn_run(sb: &Sandbox, file: &str) -> std::process::Child {
+    sb.cmd(&["run", file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn step_processes_die_when_awf_is_killed() {
+    for command in [
+        // No shell syntax: exec'd directly.
+        "sleep 300",
+        // Through the shell, which execs the last command.
+        "echo started > started; exec sleep 300",
+    ] {
+        let (sb, marker) = marked_sandbox();
+        sb.write(
+            "slow.yaml",
+            &SLOW.replace(
+                "\"echo started > started; sleep 300; echo after\"",
+                &format!("\"{command}\""),
+            ),
+        )
+        .unwrap();
+        let mut child = spawn_run(&sb, "slow.yaml");
+        let awf = child.id();
+        wait_for("the step's process", || {
+            marked_pids(&marker, Some(awf)).iter().any(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\x00300"))
+            })
+        });
+        signal(awf, "KILL");
+        child.wait().unwrap();
+        wait_none_left(&marker, command);
+    }
+}
+
+const DAEMON_THEN_WAIT: &str = r#"
+name: daemon
+states:
+  initial: work
+  work:
+    type: step
+    command: "setsid sh -c 'touch ready; exec sleep 300' >/dev/null 2>&1 </dev/null & while [ ! -f ready ]; do sleep 0.01; done; sleep 300"
+    on_success: done
+  done: { type: terminal }
+"#;
+
+#[test]
+fn a_daemonised_descendant_does_not_survive_a_cancel() {
+    let (sb, marker) = marked_sandbox();
+    sb.write("daemon.yaml", DAEMON_THEN_WAIT).unwrap();
+    let mut child = spawn_run(&sb, "daemon.yaml");
+    wait_for("the daemon", || sb.path().join("ready").exists());
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    wait_none_left(&marker, "after the cancel");
+}
+
+const DAEMON_THEN_END: &str = r#"
+name: daemon-end
+states:
+  initial: start
+  start:
+    type: step
+    command: "setsid sh -c 'touch ready; exec sleep 300' >/dev/null 2>&1 </dev/null & while [ ! -f ready ]; do sleep 0.01; done"
+    on_success: check
+  check:
+    type: step
+    command: "echo checked"
+    on_success: done
+  done: { type: terminal }
+"#;
+
+#[test]
+fn a_daemonised_descendant_does_not_survive_the_end_of_the_run() {
+    let (sb, marker) = marked_sandbox();
+    sb.write("daemon.yaml", DAEMON_THEN_END).unwrap();
+    let r = sb.run(&["run", "daemon.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(sb.path().join("ready").exists());
+    wait_none_left(&marker, "after the run");
+}
+
+const TERM_IGNORING: &str = r#"
+name: stubborn
+states:
+  initial: work
+  work:
+    type: step
+    command: "trap 'echo term >> got' TERM; echo started > started; while true; do sleep 0.05; done"
+    on_success: done
+  done: { type: terminal }
+"#;
+
+#[test]
+fn a_second_ctrl_c_stops_at_once_instead_of_waiting_out_the_grace() {
+    let (sb, marker) = marked_sandbox();
+    sb.write("stubborn.yaml", TERM_IGNORING).unwrap();
+    let mut child = spawn_run(&sb, "stubborn.yaml");
+    wait_for("the step started", || sb.path().join("started").exists());
+    let first = Instant::now();
+    signal(child.id(), "INT");
+    // The step got SIGTERM and ignores it: awf is now in the 5 s grace period.
+    wait_for("the step saw SIGTERM", || read(&sb, "got").contains("term"));
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    // Without the second Ctrl-C awf cannot exit before the grace period (5 s) has passed.
+    assert!(
+        first.elapsed() < Duration::from_secs(5),
+        "awf waited out the grace period: {:?}",
+        first.elapsed()
+    );
+    wait_none_left(&marker, "after the second Ctrl-C");
 }

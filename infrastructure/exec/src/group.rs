@@ -1,6 +1,8 @@
 //! Process-group signalling: a safe `killpg` wrapper and a guard that kills a group on drop.
 
+use std::collections::BTreeSet;
 use std::io;
+use std::sync::Mutex;
 
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
@@ -28,6 +30,20 @@ pub fn signal_group(pgid: i32, sig: Signal) -> io::Result<()> {
     }
 }
 
+/// Process groups (= pids of the group leaders, our direct children) of the children this
+/// process is running now.
+static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn live() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The process groups of the children running now.
+pub(crate) fn live_groups() -> Vec<i32> {
+    live().iter().copied().collect()
+}
+
 /// SIGKILLs a process group when dropped, unless disarmed first.
 ///
 /// Held for the whole life of a child so that a run future dropped half-way (instead of being
@@ -40,6 +56,9 @@ pub(crate) struct GroupGuard {
 impl GroupGuard {
     /// Guards group `pgid` (`None` when the child id was not available: nothing to guard).
     pub(crate) fn new(pgid: Option<i32>) -> Self {
+        if let Some(g) = pgid {
+            live().insert(g);
+        }
         Self { pgid }
     }
 
@@ -58,13 +77,15 @@ impl GroupGuard {
     /// SIGKILLs the group now and disarms the guard.
     pub(crate) fn kill_and_disarm(&mut self) {
         self.signal(Signal::SIGKILL);
-        self.pgid = None;
+        if let Some(g) = self.pgid.take() {
+            live().remove(&g);
+        }
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.signal(Signal::SIGKILL);
+        self.kill_and_disarm();
     }
 }
 

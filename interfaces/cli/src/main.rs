@@ -52,6 +52,12 @@ fn main() -> ExitCode {
         }
     };
     let ctx = Ctx::from_cli(&cli);
+    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
+        // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
+        // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
+        // sandbox): they are not tracked, everything else works.
+        let _ = awf_exec::become_subreaper();
+    }
     // Two workers: signal handling and the event printer stay responsive while a worker is
     // busy rendering a large template or evaluating an expression.
     let runtime = tokio::runtime::Builder::new_multi_thread()

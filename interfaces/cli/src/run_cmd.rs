@@ -472,12 +472,21 @@ pub(crate) async fn drive(
                     };
                     printer.stderr_line(&format!("{} received {what}, cancelling…", ctx.err_style.yellow("WARN")));
                 }
+                if cancelled {
+                    // The second signal: no grace period for anything still running.
+                    if !ctx.json() && !ctx.quiet {
+                        printer.stderr_line(&format!("{} second signal, stopping now", ctx.err_style.yellow("WARN")));
+                    }
+                    awf_exec::kill_all_now();
+                }
                 cancelled = true;
                 canceller.cancel(reason);
             }
         }
     }
     printer.finish();
+    // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
+    awf_exec::sweep_adopted().await;
     let Some(result) = result else {
         let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
         return fail_before_start(ctx, identifier, &e);

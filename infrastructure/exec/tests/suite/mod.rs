@@ -1,4 +1,5 @@
 mod basics;
+mod escapes;
 mod output;
 mod scripts;
 mod stopping;
