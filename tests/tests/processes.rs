@@ -404,6 +404,8 @@ fn step_processes_die_when_awf_is_killed() {
         "sleep 300",
         // Through the shell, which execs the last command.
         "echo started > started; exec sleep 300",
+        // A process the shell forked (a grandchild of awf): stopped by the watchdog.
+        "echo started > started; sleep 300; echo after",
     ] {
         let (sb, marker) = marked_sandbox();
         sb.write(

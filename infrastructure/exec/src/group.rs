@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::io;
 use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
@@ -44,6 +45,25 @@ pub(crate) fn live_groups() -> Vec<i32> {
     live().iter().copied().collect()
 }
 
+/// Told about every process group that starts (`true`) or ends (`false`) being one of ours.
+pub type GroupObserver = Box<dyn Fn(bool, i32) + Send + Sync>;
+
+static OBSERVER: OnceLock<GroupObserver> = OnceLock::new();
+
+/// Installs the one observer of this process's child process groups (the `awf` binary's
+/// watchdog feed, which SIGKILLs the groups still listed when awf dies). Called with `true`
+/// and the group id right after a child is spawned, with `false` once its group is gone. The
+/// observer must be quick and must not block. A second call is ignored (returns `false`).
+pub fn set_group_observer(observer: GroupObserver) -> bool {
+    OBSERVER.set(observer).is_ok()
+}
+
+fn observe(started: bool, pgid: i32) {
+    if let Some(o) = OBSERVER.get() {
+        o(started, pgid);
+    }
+}
+
 /// SIGKILLs a process group when dropped, unless disarmed first.
 ///
 /// Held for the whole life of a child so that a run future dropped half-way (instead of being
@@ -58,6 +78,7 @@ impl GroupGuard {
     pub(crate) fn new(pgid: Option<i32>) -> Self {
         if let Some(g) = pgid {
             live().insert(g);
+            observe(true, g);
         }
         Self { pgid }
     }
@@ -79,6 +100,7 @@ impl GroupGuard {
         self.signal(Signal::SIGKILL);
         if let Some(g) = self.pgid.take() {
             live().remove(&g);
+            observe(false, g);
         }
     }
 }

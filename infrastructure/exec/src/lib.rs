@@ -27,6 +27,8 @@ pub use executor::DEFAULT_CAPTURE_LIMIT;
 pub use executor::DRAIN_WINDOW;
 pub use executor::KILL_GRACE;
 pub use executor::ProcessExecutor;
+pub use group::GroupObserver;
+pub use group::set_group_observer;
 pub use group::signal_group;
 pub use reaper::TAG_VAR;
 pub use reaper::become_subreaper;
