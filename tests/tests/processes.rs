@@ -508,3 +508,52 @@ fn a_second_ctrl_c_stops_at_once_instead_of_waiting_out_the_grace() {
     );
     wait_none_left(&marker, "after the second Ctrl-C");
 }
+
+const LOOP_OF_PARALLEL: &str = r#"
+name: loop-par
+states:
+  initial: loop
+  loop:
+    type: for_each
+    items: '["1", "2"]'
+    body: [p]
+    on_complete: done
+  p:
+    type: parallel
+    parallel: [a, b]
+    strategy: all_succeed
+  a:
+    type: step
+    command: "echo a{{.loop.Item}} >> log"
+  b:
+    type: step
+    command: "echo b{{.loop.Item}} >> log; if [ {{.loop.Item}} = 2 ]; then while [ ! -f go ]; do sleep 0.05; done; fi"
+  done: { type: terminal }
+"#;
+
+#[test]
+fn resume_inside_a_parallel_block_in_a_loop_body_keeps_its_completed_branches() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("lp.yaml", LOOP_OF_PARALLEL).unwrap();
+    let mut child = spawn_run(&sb, "lp.yaml");
+    // Branch a of iteration 2 is recorded as completed: it started after the block of
+    // iteration 1 completed.
+    let run_id = wait_for_state(&sb, "a of iteration 2 recorded", |v| {
+        v["loop_position"] == json!({"state": "loop", "iteration": 1})
+            && v["states"]["a"]["status"] == json!("completed")
+            && v["states"]["a"]["started_at"].as_str() >= v["states"]["p"]["completed_at"].as_str()
+    });
+    wait_for("b of iteration 2 started", || {
+        read(&sb, "log").contains("b2")
+    });
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let log = read(&sb, "log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort_unstable();
+    // Iteration 1 is not run again; in iteration 2 only b (interrupted) runs again.
+    assert_eq!(lines, vec!["a1", "a2", "b1", "b2", "b2"]);
+}

@@ -173,22 +173,11 @@ impl Run {
     }
 
     /// Branches of a resumed parallel block that completed in the interrupted attempt of it:
-    /// they are kept, not run again. Empty unless `block` is the top-level block the resumed
-    /// run stopped in (the first run of it only).
+    /// they are kept, not run again. Empty unless `block` is one the resumed run stopped in
+    /// (see `Run::resume_blocks`), and only on the first run of it.
     fn kept_branches<'p>(&self, block: &str, p: &'p ParallelStep, at: At<'_>) -> Vec<&'p String> {
-        if !at.prefix.is_empty() {
+        let Some(since) = lock(&self.resume_blocks).remove(block) else {
             return Vec::new();
-        }
-        let since = {
-            let mut r = lock(&self.resume_block);
-            match r.as_ref() {
-                Some((name, since)) if name == block => {
-                    let since = *since;
-                    *r = None;
-                    since
-                }
-                _ => return Vec::new(),
-            }
         };
         let states = lock(&self.states);
         let kept: Vec<&String> = p
@@ -210,8 +199,8 @@ impl Run {
                 Some(b.as_str()),
                 LogLevel::Info,
                 &format!("branch {b} of {block} completed before the resume; kept"),
-                b.as_str(),
-                None,
+                &format!("{}{b}", at.prefix),
+                at.iteration(),
             );
         }
         kept

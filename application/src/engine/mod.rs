@@ -215,10 +215,11 @@ pub(crate) struct Run {
     only_step: Option<String>,
     /// Taken by the first run of that loop.
     pub(crate) resume_loop: Mutex<Option<(String, usize)>>,
-    /// `awf resume` of a run stopped inside a top-level parallel block (its recorded state is
-    /// not `completed`): the block and when that attempt of it started. Taken by the first run
-    /// of the block, which keeps the branches that completed in that attempt.
-    pub(crate) resume_block: Mutex<Option<(String, Option<SystemTime>)>>,
+    /// `awf resume`: the parallel blocks the earlier attempt stopped inside (the block it
+    /// resumes at when not `completed`, and every block recorded as `cancelled`, such as one
+    /// in the body of the loop it resumes), each with when that attempt of it started. Each
+    /// is taken by the first run of its block, which keeps the branches that completed then.
+    pub(crate) resume_blocks: Mutex<BTreeMap<String, Option<SystemTime>>>,
 }
 
 /// What an interactive run does before a state.
@@ -280,15 +281,24 @@ impl Run {
                 restored.insert(name.clone(), st);
             }
         }
-        let resume_block = resume_at.as_ref().and_then(|at| {
-            let st = restored.get(at)?;
-            let parallel = matches!(
-                spec.workflow.state(at).map(|s| &s.kind),
-                Some(awf_domain::workflow::StateKind::Parallel(_))
-            );
-            (parallel && st.status != awf_domain::run::StepStatus::Completed)
-                .then(|| (at.clone(), st.started_at))
-        });
+        let resume_blocks: BTreeMap<String, Option<SystemTime>> = if resume_at.is_some() {
+            restored
+                .values()
+                .filter(|st| {
+                    let parallel = matches!(
+                        spec.workflow.state(&st.name).map(|s| &s.kind),
+                        Some(awf_domain::workflow::StateKind::Parallel(_))
+                    );
+                    let interrupted = st.status == awf_domain::run::StepStatus::Cancelled
+                        || (resume_at.as_deref() == Some(st.name.as_str())
+                            && st.status != awf_domain::run::StepStatus::Completed);
+                    parallel && interrupted
+                })
+                .map(|st| (st.name.clone(), st.started_at))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
@@ -323,7 +333,7 @@ impl Run {
             interactive: spec.interactive,
             only_step: spec.only_step,
             resume_loop: Mutex::new(spec.resume_loop),
-            resume_block: Mutex::new(resume_block),
+            resume_blocks: Mutex::new(resume_blocks),
         }
     }
 
