@@ -567,3 +567,54 @@ impl Run {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(text: &str) -> Option<Vec<String>> {
+        single_reference(text)
+    }
+
+    #[test]
+    fn a_bare_reference_is_recognised_with_or_without_dot_and_trim_markers() {
+        let want = Some(vec!["inputs".to_owned(), "targets".to_owned()]);
+        assert_eq!(path("{{.inputs.targets}}"), want);
+        assert_eq!(path("  {{ inputs.targets }} "), want);
+        assert_eq!(path("{{- .inputs.targets -}}"), want);
+        assert_eq!(
+            path("{{.states.build.JSON.files}}"),
+            Some(vec![
+                "states".to_owned(),
+                "build".to_owned(),
+                "JSON".to_owned(),
+                "files".to_owned()
+            ])
+        );
+    }
+
+    #[test]
+    fn anything_more_than_a_bare_reference_is_rendered_as_text() {
+        for text in [
+            "{{.inputs.targets | json}}",
+            "x{{.inputs.targets}}",
+            "{{.inputs.a}},{{.inputs.b}}",
+            "{{join .inputs.targets \",\"}}",
+            "{{.inputs}}",
+            "{{.}}",
+            "[\"a\", \"b\"]",
+        ] {
+            assert_eq!(path(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn descend_follows_object_keys_in_any_case() {
+        let v = serde_json::json!({"Files": {"list": [1, 2]}});
+        assert_eq!(
+            descend(v.clone(), &["files".to_owned(), "LIST".to_owned()]),
+            Some(serde_json::json!([1, 2]))
+        );
+        assert_eq!(descend(v, &["nope".to_owned()]), None);
+    }
+}
