@@ -557,3 +557,27 @@ fn resume_inside_a_parallel_block_in_a_loop_body_keeps_its_completed_branches() 
     // Iteration 1 is not run again; in iteration 2 only b (interrupted) runs again.
     assert_eq!(lines, vec!["a1", "a2", "b1", "b2", "b2"]);
 }
+
+#[test]
+fn a_state_temp_file_left_by_a_killed_awf_is_removed_at_the_next_start() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("quick.yaml", QUICK).unwrap();
+    assert_eq!(sb.run(&["run", "quick.yaml"]).unwrap().code, 0);
+    // What a SIGKILL between write and rename leaves: a temp file named by the dead writer.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let states = data(&sb).join("states");
+    let tmp = states.join(format!(".awf-{dead}-x1y2z3.tmp"));
+    std::fs::write(&tmp, "{\"partial\":").unwrap();
+    let r = sb.run(&["history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!tmp.exists(), "stale temp file kept");
+    // The committed state file is untouched.
+    let json_files = std::fs::read_dir(&states)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(json_files, 1);
+}
