@@ -581,3 +581,41 @@ fn a_state_temp_file_left_by_a_killed_awf_is_removed_at_the_next_start() {
         .count();
     assert_eq!(json_files, 1);
 }
+
+const NESTED_LOOPS: &str = r#"
+name: nested
+states:
+  initial: outer
+  outer:
+    type: for_each
+    items: '["1", "2"]'
+    body: [inner]
+    on_complete: done
+  inner:
+    type: for_each
+    items: '["a", "b", "c"]'
+    body: [work]
+  work:
+    type: step
+    command: "echo {{.loop.Parent.Item}}{{.loop.Item}} >> log; if [ {{.loop.Parent.Item}}{{.loop.Item}} = 2b ]; then while [ ! -f go ]; do sleep 0.05; done; fi"
+  done: { type: terminal }
+"#;
+
+#[test]
+fn resume_inside_nested_loops_keeps_the_completed_iterations_of_both() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("nested.yaml", NESTED_LOOPS).unwrap();
+    let mut child = spawn_run(&sb, "nested.yaml");
+    let run_id = wait_for_state(&sb, "outer 2, inner b", |v| {
+        v["loop_position"]
+            == json!({"state": "outer", "iteration": 1,
+                      "inner": {"state": "inner", "iteration": 1}})
+    });
+    wait_for("2b started", || read(&sb, "log").ends_with("2b\n"));
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(read(&sb, "log"), "1a\n1b\n1c\n2a\n2b\n2b\n2c\n");
+}

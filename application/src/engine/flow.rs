@@ -254,19 +254,18 @@ impl Run {
                 at.iteration(),
             );
         }
-        // A resumed run continues a top-level loop at the iteration it stopped in.
-        let first = if at.prefix.is_empty() {
+        // A resumed run continues a top-level loop, and the loops nested in its resumed
+        // iteration, at the iteration each stopped in.
+        let first = {
             let mut r = lock(&self.resume_loop);
-            match r.as_ref() {
+            match r.front() {
                 Some((s, i)) if *s == state.name => {
                     let i = *i;
-                    *r = None;
+                    r.pop_front();
                     i
                 }
                 _ => 0,
             }
-        } else {
-            0
         };
         let mut iterations = first;
         let mut early_exit = None;

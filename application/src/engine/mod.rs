@@ -178,8 +178,8 @@ pub(crate) struct RunSpec {
     /// `awf resume`: states recorded by the earlier attempt, and the state to start at.
     pub(crate) resume: Option<(BTreeMap<String, StepState>, String)>,
     /// `awf resume` of a run stopped inside a top-level loop: the loop and the iteration to
-    /// continue at.
-    pub(crate) resume_loop: Option<(String, usize)>,
+    /// continue at, then the same for each loop nested in that iteration (outermost first).
+    pub(crate) resume_loop: Vec<(String, usize)>,
     /// `--interactive`: where to stop and ask.
     pub(crate) interactive: Option<awf_domain::ports::facade::Interactive>,
     /// `--step`: run only this state.
@@ -213,8 +213,9 @@ pub(crate) struct Run {
     pub(crate) resume_at: Option<String>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
-    /// Taken by the first run of that loop.
-    pub(crate) resume_loop: Mutex<Option<(String, usize)>>,
+    /// Taken in order: each by the first run of its loop (the nested ones inside the resumed
+    /// iteration of the one before).
+    pub(crate) resume_loop: Mutex<std::collections::VecDeque<(String, usize)>>,
     /// `awf resume`: the parallel blocks the earlier attempt stopped inside (the block it
     /// resumes at when not `completed`, and every block recorded as `cancelled`, such as one
     /// in the body of the loop it resumes), each with when that attempt of it started. Each
@@ -332,7 +333,7 @@ impl Run {
             resume_at,
             interactive: spec.interactive,
             only_step: spec.only_step,
-            resume_loop: Mutex::new(spec.resume_loop),
+            resume_loop: Mutex::new(spec.resume_loop.into()),
             resume_blocks: Mutex::new(resume_blocks),
         }
     }
