@@ -619,3 +619,46 @@ fn resume_inside_nested_loops_keeps_the_completed_iterations_of_both() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert_eq!(read(&sb, "log"), "1a\n1b\n1c\n2a\n2b\n2b\n2c\n");
 }
+
+const PARALLEL_AFTER_A_STEP: &str = r#"
+name: par2
+states:
+  initial: first
+  first:
+    type: step
+    command: echo first >> log
+    on_success: p
+  p:
+    type: parallel
+    parallel: [a, b]
+    strategy: all_succeed
+    on_success: done
+  a:
+    type: step
+    command: echo a >> log
+  b:
+    type: step
+    command: "echo b-start >> log; while [ ! -f go ]; do sleep 0.05; done; echo b >> log"
+  done: { type: terminal }
+"#;
+
+#[test]
+fn resume_after_awf_was_killed_inside_a_parallel_block_keeps_the_completed_branches() {
+    let (sb, marker) = marked_sandbox();
+    sb.write("par2.yaml", PARALLEL_AFTER_A_STEP).unwrap();
+    let mut child = spawn_run(&sb, "par2.yaml");
+    let run_id = wait_for_state(&sb, "branch a recorded as completed", |v| {
+        v["states"]["a"]["status"] == json!("completed")
+    });
+    wait_for("branch b started", || read(&sb, "log").contains("b-start"));
+    signal(child.id(), "KILL");
+    child.wait().unwrap();
+    wait_none_left(&marker, "after SIGKILL");
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let log = read(&sb, "log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, vec!["a", "b", "b-start", "b-start", "first"]);
+}

@@ -187,8 +187,9 @@ impl Run {
                 states.get(b.as_str()).is_some_and(|s| {
                     s.status == StepStatus::Completed
                         && match (since, s.started_at) {
+                            (None, _) => true,
                             (Some(since), Some(started)) => started >= since,
-                            _ => false,
+                            (Some(_), None) => false,
                         }
                 })
             })

@@ -218,8 +218,9 @@ pub(crate) struct Run {
     pub(crate) resume_loop: Mutex<std::collections::VecDeque<(String, usize)>>,
     /// `awf resume`: the parallel blocks the earlier attempt stopped inside (the block it
     /// resumes at when not `completed`, and every block recorded as `cancelled`, such as one
-    /// in the body of the loop it resumes), each with when that attempt of it started. Each
-    /// is taken by the first run of its block, which keeps the branches that completed then.
+    /// in the body of the loop it resumes), each with when that attempt of it started (`None`:
+    /// no bound). Each is taken by the first run of its block, which keeps the branches that
+    /// completed since.
     pub(crate) resume_blocks: Mutex<BTreeMap<String, Option<SystemTime>>>,
 }
 
@@ -300,6 +301,22 @@ impl Run {
         } else {
             BTreeMap::new()
         };
+        let mut resume_blocks = resume_blocks;
+        // Killed inside the block it resumes at (SIGKILL: the block itself was never
+        // recorded): its branches that completed after every other recorded state belong to
+        // the interrupted attempt.
+        if let Some(at) = resume_at.as_ref()
+            && !restored.contains_key(at)
+            && let Some(awf_domain::workflow::StateKind::Parallel(p)) =
+                spec.workflow.state(at).map(|s| &s.kind)
+        {
+            let since = restored
+                .values()
+                .filter(|st| !p.branches.contains(&st.name))
+                .filter_map(|st| st.completed_at)
+                .max();
+            resume_blocks.insert(at.clone(), since);
+        }
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
