@@ -120,6 +120,39 @@ fn wait_none_left(marker: &str, what: &str) {
     }
 }
 
+/// An `awf` process started by a test; SIGKILLed when dropped unfinished (a failing test
+/// leaves no run behind).
+struct Awf(std::process::Child);
+
+impl Awf {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn wait(&mut self) -> std::process::ExitStatus {
+        self.0.wait().unwrap()
+    }
+}
+
+impl Drop for Awf {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// Starts `awf run <file>` in the background, its output discarded.
+fn spawn_run(sb: &Sandbox, file: &str) -> Awf {
+    Awf(sb
+        .cmd(&["run", file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap())
+}
+
 fn read(sb: &Sandbox, rel: &str) -> String {
     std::fs::read_to_string(sb.path().join(rel)).unwrap_or_default()
 }
@@ -224,18 +257,13 @@ states:
 fn resume_after_a_cancel_inside_a_parallel_block_keeps_the_completed_branches() {
     let sb = Sandbox::new().unwrap();
     sb.write("par.yaml", PARALLEL_RESUME).unwrap();
-    let mut child = sb
-        .cmd(&["run", "par.yaml"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&sb, "par.yaml");
     let run_id = wait_for_state(&sb, "branch a recorded as completed", |v| {
         v["states"]["a"]["status"] == json!("completed")
     });
     wait_for("branch b started", || read(&sb, "log").contains("b-start"));
     signal(child.id(), "INT");
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().code(), Some(130));
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -268,18 +296,13 @@ states:
 fn resume_after_a_cancel_inside_a_for_each_keeps_the_completed_iterations() {
     let sb = Sandbox::new().unwrap();
     sb.write("fe.yaml", LOOP_RESUME).unwrap();
-    let mut child = sb
-        .cmd(&["run", "fe.yaml"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&sb, "fe.yaml");
     let run_id = wait_for_state(&sb, "the loop at iteration 1", |v| {
         v["loop_position"] == json!({"state": "loop", "iteration": 1})
     });
     wait_for("item 2 started", || read(&sb, "log") == "1\n2\n");
     signal(child.id(), "INT");
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().code(), Some(130));
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -306,15 +329,10 @@ states:
 fn sighup_cancels_the_run_like_sigterm() {
     let (sb, marker) = marked_sandbox();
     sb.write("slow.yaml", SLOW).unwrap();
-    let mut child = sb
-        .cmd(&["run", "slow.yaml"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&sb, "slow.yaml");
     wait_for("the step started", || read(&sb, "started") == "started\n");
     signal(child.id(), "HUP");
-    assert_eq!(child.wait().unwrap().code(), Some(129));
+    assert_eq!(child.wait().code(), Some(129));
     wait_none_left(&marker, "after SIGHUP");
     let h = sb.run(&["history", "-f", "json"]).unwrap();
     let rows: Value = serde_json::from_str(&h.stdout).unwrap();
@@ -388,15 +406,6 @@ fn json_output_that_cannot_be_written_is_an_error_exit() {
     assert_eq!(r.json().unwrap()["status"], json!("success"));
 }
 
-/// Starts `awf run <file>` in the background, its output discarded.
-fn spawn_run(sb: &Sandbox, file: &str) -> std::process::Child {
-    sb.cmd(&["run", file])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 #[test]
 fn step_processes_die_when_awf_is_killed() {
     for command in [
@@ -425,7 +434,7 @@ fn step_processes_die_when_awf_is_killed() {
             })
         });
         signal(awf, "KILL");
-        child.wait().unwrap();
+        child.wait();
         wait_none_left(&marker, command);
     }
 }
@@ -448,7 +457,7 @@ fn a_daemonised_descendant_does_not_survive_a_cancel() {
     let mut child = spawn_run(&sb, "daemon.yaml");
     wait_for("the daemon", || sb.path().join("ready").exists());
     signal(child.id(), "INT");
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().code(), Some(130));
     wait_none_left(&marker, "after the cancel");
 }
 
@@ -499,7 +508,7 @@ fn a_second_ctrl_c_stops_at_once_instead_of_waiting_out_the_grace() {
     // The step got SIGTERM and ignores it: awf is now in the 5 s grace period.
     wait_for("the step saw SIGTERM", || read(&sb, "got").contains("term"));
     signal(child.id(), "INT");
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().code(), Some(130));
     // Without the second Ctrl-C awf cannot exit before the grace period (5 s) has passed.
     assert!(
         first.elapsed() < Duration::from_secs(5),
@@ -547,7 +556,7 @@ fn resume_inside_a_parallel_block_in_a_loop_body_keeps_its_completed_branches() 
         read(&sb, "log").contains("b2")
     });
     signal(child.id(), "INT");
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().code(), Some(130));
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -613,7 +622,7 @@ fn resume_inside_nested_loops_keeps_the_completed_iterations_of_both() {
     });
     wait_for("2b started", || read(&sb, "log").ends_with("2b\n"));
     signal(child.id(), "INT");
-    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert_eq!(child.wait().code(), Some(130));
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -652,7 +661,7 @@ fn resume_after_awf_was_killed_inside_a_parallel_block_keeps_the_completed_branc
     });
     wait_for("branch b started", || read(&sb, "log").contains("b-start"));
     signal(child.id(), "KILL");
-    child.wait().unwrap();
+    child.wait();
     wait_none_left(&marker, "after SIGKILL");
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
