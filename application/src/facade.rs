@@ -67,7 +67,7 @@ impl Facade {
         let loaded = self.services.repository.load(&req.identifier, None)?;
         crate::validation::check_for_run(&self.services, &loaded)?;
         check_named_states(&loaded.workflow, &req)?;
-        let warnings = crate::validation::run_warnings(&loaded, &req.inputs);
+        let warnings = crate::validation::run_warnings(&self.services, &loaded, &req.inputs);
         let workflow = loaded.workflow;
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         let masker = {

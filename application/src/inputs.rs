@@ -148,7 +148,11 @@ fn as_text(v: &Value) -> String {
 
 /// Checks `v` against the input's type and rules; returns the value converted to the
 /// declared type (integer, number, boolean, array), `None` when it stays as given.
-fn check_value(def: &InputDef, v: &Value, base_dir: &Path) -> Result<Option<Value>, String> {
+pub(crate) fn check_value(
+    def: &InputDef,
+    v: &Value,
+    base_dir: &Path,
+) -> Result<Option<Value>, String> {
     let rules = &def.validation;
     let mut typed = None;
     let number: Option<f64> = match &def.ty {

@@ -18,7 +18,6 @@ use std::time::SystemTime;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::mask::Masker;
-use awf_domain::ports::repository::Severity;
 use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
@@ -144,7 +143,7 @@ pub enum PlanDetails {
         prompt_file: Option<String>,
         /// `single` or `conversation`.
         mode: String,
-        /// Provider options as written.
+        /// Provider options: string values rendered and masked, secret-named keys as `***`.
         #[serde(skip_serializing_if = "Map::is_empty")]
         options: Map<String, Value>,
     },
@@ -253,12 +252,12 @@ pub struct PlannedState {
 
 /// Builds the dry-run plan for `identifier`.
 ///
-/// Loads the workflow (structural errors fail like `awf run` does), resolves inputs
+/// Loads the workflow (it fails the checks `awf run` applies, like `awf run` does), resolves inputs
 /// (defaults < `config_inputs` < `cli_inputs`) and walks the states. Nothing is executed.
 ///
 /// # Errors
 /// Load errors of the repository (`USER.FACADE.WORKFLOW_NOT_FOUND`, `WORKFLOW.*`);
-/// `WORKFLOW.*` for a structurally invalid workflow; `USER.INPUT.VALIDATION_FAILED` for missing
+/// `WORKFLOW.*` for a workflow `awf validate` rejects; `USER.INPUT.VALIDATION_FAILED` for missing
 /// required or invalid inputs; `USER.INPUT.MISSING_FILE` when a `script_file` or `prompt_file`
 /// does not exist.
 ///
@@ -269,21 +268,41 @@ pub fn plan(
     cli_inputs: &[(String, String)],
     config_inputs: &Map<String, Value>,
 ) -> Result<Plan, AwfError> {
+    plan_with_env(
+        services,
+        identifier,
+        cli_inputs,
+        config_inputs,
+        &BTreeMap::new(),
+    )
+}
+
+/// [`plan`] with the process environment: templates reading `env` are rendered with it, and
+/// the values of its secret-named variables are masked like secret inputs (as `awf run`
+/// masks them).
+///
+/// # Errors
+/// As [`plan`].
+pub fn plan_with_env(
+    services: &Services,
+    identifier: &str,
+    cli_inputs: &[(String, String)],
+    config_inputs: &Map<String, Value>,
+    env: &BTreeMap<String, String>,
+) -> Result<Plan, AwfError> {
     let loaded = services.repository.load(identifier, None)?;
+    crate::validation::check_for_run(services, &loaded)?;
     let wf = &loaded.workflow;
-    for mut d in awf_domain::validate::structural(wf) {
-        if d.severity == Severity::Error {
-            d.locate(&loaded.source_map);
-            return Err(d.to_error());
-        }
-    }
     let resolved =
         crate::inputs::resolve_inputs(wf, cli_inputs, config_inputs, std::path::Path::new("."))?;
-    let masker = Masker::from_named(
+    let mut masker = Masker::from_named(
         resolved
             .iter()
             .filter_map(|(k, v)| v.as_str().map(|s| (k.as_str(), s))),
     );
+    masker.extend(&Masker::from_named(
+        env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    ));
     let inputs = plan_inputs(wf, &resolved, cli_inputs, config_inputs, &masker);
 
     let planner = Planner {
@@ -292,6 +311,7 @@ pub fn plan(
         inputs: &resolved,
         masker: &masker,
         awf_dirs: &services.awf_dirs,
+        env,
     };
     let hooks = PlanWorkflowHooks {
         workflow_start: planner.hooks(&wf.hooks.workflow_start),
@@ -393,6 +413,7 @@ struct Planner<'a> {
     inputs: &'a Map<String, Value>,
     masker: &'a Masker,
     awf_dirs: &'a BTreeMap<String, String>,
+    env: &'a BTreeMap<String, String>,
 }
 
 impl Planner<'_> {
@@ -403,7 +424,7 @@ impl Planner<'_> {
             return self.masker.mask(template).into_owned();
         }
         let states = BTreeMap::new();
-        let env = BTreeMap::new();
+        let env = self.env;
         let awf = BTreeMap::new();
         let info = WorkflowInfo {
             id: String::new(),
@@ -417,7 +438,7 @@ impl Planner<'_> {
             inputs: self.inputs,
             states: &states,
             workflow: &info,
-            env: &env,
+            env,
             context: &context,
             awf: &awf,
             loop_frame: None,
@@ -430,6 +451,27 @@ impl Planner<'_> {
             .render(template, &scope)
             .unwrap_or_else(|_| template.to_owned());
         self.masker.mask(&text).into_owned()
+    }
+
+    /// An agent option as the run would use it: string values (nested too) rendered and
+    /// masked; every string under a secret-named key (`api_key`, `token`, …) shown as `***`.
+    fn option(&self, key: &str, v: &Value, secret: bool) -> Value {
+        let secret = secret || awf_domain::mask::is_secret_name(key);
+        match v {
+            Value::String(s) if secret && !s.is_empty() => {
+                Value::String(awf_domain::mask::MASK.to_owned())
+            }
+            Value::String(s) => Value::String(self.render(s)),
+            Value::Array(a) => {
+                Value::Array(a.iter().map(|x| self.option(key, x, secret)).collect())
+            }
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.option(k, x, secret)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
     }
 
     fn hooks(&self, actions: &[HookAction]) -> Vec<String> {
@@ -511,7 +553,7 @@ impl Planner<'_> {
                 options: a
                     .options
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .map(|(k, v)| (k.clone(), self.option(k, v, false)))
                     .collect(),
             },
             StateKind::Parallel(p) => PlanDetails::Parallel {

@@ -38,8 +38,10 @@ impl ValidationReport {
     }
 }
 
-/// Loads and fully validates a workflow: structural checks, template references, expression
-/// and template syntax, `while` conditions that can never be true, unset `env:` variables.
+/// Loads and fully validates a workflow: the checks `awf run` enforces ([`checks`]) plus
+/// unset `env:` variables. Decoding goes on past errors (the repository's
+/// `load_for_validation`), so a parse-stage error does not hide unknown-key warnings or later
+/// errors; what cannot be decoded at all (YAML syntax, no `name:`) is the repository's error.
 ///
 /// # Errors
 /// Only when the workflow cannot be found or parsed (the repository's error).
@@ -48,24 +50,180 @@ pub fn validate_workflow(
     identifier: &str,
     env: &BTreeMap<String, String>,
 ) -> Result<ValidationReport, AwfError> {
-    let loaded = services.repository.load(identifier, None)?;
-    let mut diagnostics = loaded.diagnostics.clone();
-    diagnostics.extend(run_checks(services, &loaded.workflow));
-    diagnostics.extend(validate::references(&loaded.workflow));
-    diagnostics.extend(validate::while_never_true(&loaded.workflow));
-    diagnostics.extend(validate::missing_env(&loaded.workflow, env));
-    diagnostics.extend(routing_warnings(&loaded.workflow));
-    diagnostics.extend(missing_children(services, &loaded.workflow));
-    diagnostics.extend(unknown_providers(&loaded.workflow));
-    for d in &mut diagnostics {
+    let loaded = services.repository.load_for_validation(identifier, None)?;
+    let mut extra = validate::missing_env(&loaded.workflow, env);
+    for d in &mut extra {
         d.locate(&loaded.source_map);
     }
-    diagnostics.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.line.cmp(&b.line)));
-    diagnostics.dedup();
+    let mut diagnostics = checks(services, &loaded);
+    diagnostics.extend(extra);
+    sort(&mut diagnostics);
     Ok(ValidationReport {
         workflow: Some(loaded.workflow),
         diagnostics,
     })
+}
+
+fn sort(diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.line.cmp(&b.line)));
+    diagnostics.dedup();
+}
+
+/// Every check both `awf validate` and `awf run` apply, with one severity each: load-time
+/// findings, structural rules (containment cycles and reachability included), expression and
+/// template syntax, template and expression references, input declarations, `while`
+/// conditions that can never be true, routing pitfalls, branch routes a parallel ignores,
+/// sub-workflows that cannot be loaded, unknown providers. Positioned, errors first.
+///
+/// A finding at or below a path where loading already reported an error is dropped (one
+/// mistake, one message: a missing `states:` is not followed by "initial state \"\" does not
+/// exist", a state that could not be decoded raises nothing more).
+pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
+    let wf = &loaded.workflow;
+    let load_errors: std::collections::BTreeSet<String> = loaded
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| d.path.clone())
+        .collect();
+    let mut later = run_checks(services, wf);
+    later.extend(validate::reachability(wf));
+    later.extend(validate::references(wf));
+    later.extend(validate::while_never_true(wf));
+    later.extend(routing_warnings(wf));
+    later.extend(validate::ignored_branch_routes(wf));
+    later.extend(input_declarations(wf));
+    later.extend(missing_children(services, wf));
+    later.extend(unknown_providers(wf));
+    later.extend(unknown_options(services, wf));
+    later.retain(|d| {
+        let below =
+            |p: &String| !p.is_empty() && (d.path == *p || d.path.starts_with(&format!("{p}.")));
+        // A state whose routes failed to decode has "no way out" only because of that error.
+        let routes_broken = d.code == ErrorCode::WorkflowValidationNoExit
+            && load_errors
+                .iter()
+                .any(|p| p.starts_with(&format!("{}.", d.path)));
+        // With the `inputs:` block undecodable, every input reads as undeclared.
+        let inputs_broken = d.code == ErrorCode::WorkflowValidationInvalidReference
+            && d.message.starts_with("undefined input")
+            && load_errors.contains("inputs");
+        !routes_broken && !inputs_broken && !load_errors.iter().any(below)
+    });
+    let mut diagnostics = loaded.diagnostics.clone();
+    for d in &mut diagnostics {
+        // Load-time messages may repeat their path (`name: required field missing`); the
+        // report prints the path already.
+        if let Some(rest) = d.message.strip_prefix(&format!("{}: ", d.path))
+            && !d.path.is_empty()
+        {
+            d.message = rest.to_owned();
+        }
+    }
+    diagnostics.extend(later);
+    name_mistyped_keys(&mut diagnostics);
+    for d in &mut diagnostics {
+        d.locate(&loaded.source_map);
+    }
+    sort(&mut diagnostics);
+    diagnostics
+}
+
+/// An error about a required key (`states.a.prompt`: "needs prompt") whose cause is a
+/// mistyped sibling key (`states.a.promt`, an unknown-field warning suggesting `prompt`)
+/// names that key, so `awf run`, which prints errors only, says what to rename.
+fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
+    let typos: Vec<(String, String, String)> = diagnostics
+        .iter()
+        .filter(|d| d.code == ErrorCode::WorkflowParseUnknownField)
+        .filter_map(|d| {
+            let (parent, key) = d.path.rsplit_once('.')?;
+            let wanted = d
+                .hint
+                .as_deref()?
+                .strip_prefix("did you mean '")?
+                .strip_suffix("'?")?;
+            Some((parent.to_owned(), key.to_owned(), wanted.to_owned()))
+        })
+        .collect();
+    for d in diagnostics
+        .iter_mut()
+        .filter(|d| d.severity == Severity::Error && !d.message.contains("is not a key"))
+    {
+        let Some((parent, key)) = d.path.rsplit_once('.') else {
+            continue;
+        };
+        if let Some((_, typo, wanted)) = typos.iter().find(|(p, _, w)| p == parent && w == key) {
+            d.message.push_str(&format!(
+                " (\"{typo}\" is not a key: did you mean '{wanted}'?)"
+            ));
+            d.hint = Some(format!("rename `{typo}:` to `{wanted}:`"));
+        }
+    }
+}
+
+/// Input declarations: an unknown `type:`, a `pattern:` that is not a regular expression and
+/// a `default:` that breaks the input's own type or rules are errors, reported with the
+/// declaration's position.
+/// `file_exists` is not applied to defaults here (it depends on the directory of the run).
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_STATE`, paths `inputs.<i>.type`,
+/// `inputs.<i>.validation.pattern`, `inputs.<i>.default`.
+/// Source: spec/workflow.md §1.4; issue 7.
+fn input_declarations(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (i, def) in wf.inputs.iter().enumerate() {
+        if let awf_domain::workflow::InputType::Unknown(t) = &def.ty {
+            let known = ["string", "integer", "number", "boolean", "array"];
+            let hint = validate::closest(t, known)
+                .map(|c| format!("did you mean '{c}'?"))
+                .unwrap_or_else(|| format!("use one of {}", known.join(", ")));
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("inputs.{i}.type"),
+                    format!("input \"{}\" has unknown type \"{t}\"", def.name),
+                )
+                .with_hint(hint),
+            );
+            continue;
+        }
+        if let Some(p) = &def.validation.pattern
+            && let Err(e) = regex::Regex::new(p)
+        {
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("inputs.{i}.validation.pattern"),
+                    format!(
+                        "input \"{}\": pattern \"{p}\" is not a valid regular expression: {e}",
+                        def.name
+                    ),
+                )
+                .with_hint("fix the pattern (Rust regex syntax, close to Go's RE2)"),
+            );
+            continue;
+        }
+        let Some(default) = def.default.as_ref().filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let mut rules = def.clone();
+        rules.validation.file_exists = false;
+        if let Err(p) = crate::inputs::check_value(&rules, default, std::path::Path::new(".")) {
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("inputs.{i}.default"),
+                    format!(
+                        "the default of input \"{}\" does not satisfy its own declaration: {p}",
+                        def.name
+                    ),
+                )
+                .with_hint("fix the default or the input's type/validation"),
+            );
+        }
+    }
+    out
 }
 
 /// One-line form of a diagnostic: `file:line:col: [CODE] path: message (hint)`.
@@ -90,34 +248,19 @@ pub fn one_line(d: &Diagnostic) -> String {
     s
 }
 
-/// What `awf run` announces as warnings before the first state: unknown keys, template
-/// references `awf validate` rejects, routing pitfalls, and `--input` names the workflow does
-/// not declare.
+/// What `awf run` announces as warnings before the first state: the warnings of [`checks`]
+/// (the same findings `awf validate` reports as warnings), and `--input` names the workflow
+/// does not declare. (Unset `env:` names are logged by the engine itself.)
 pub(crate) fn run_warnings(
+    services: &Services,
     loaded: &LoadedWorkflow,
     cli_inputs: &[(String, String)],
 ) -> Vec<String> {
     let wf = &loaded.workflow;
-    let mut found: Vec<Diagnostic> = loaded
-        .diagnostics
+    let mut out: Vec<String> = checks(services, loaded)
         .iter()
         .filter(|d| d.severity == Severity::Warning)
-        .cloned()
-        .collect();
-    for mut d in validate::references(wf) {
-        if d.severity == Severity::Error {
-            d.message = format!("{} (`awf validate` reports this as an error)", d.message);
-        }
-        found.push(d);
-    }
-    found.extend(routing_warnings(wf));
-    found.extend(unknown_providers(wf));
-    let mut out: Vec<String> = found
-        .iter_mut()
-        .map(|d| {
-            d.locate(&loaded.source_map);
-            one_line(d)
-        })
+        .map(one_line)
         .collect();
     let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
     let mut seen = std::collections::BTreeSet::new();
@@ -172,7 +315,12 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
             continue;
         };
         let p = a.provider.trim();
-        if p.contains("{{") || awf_domain::workflow::AGENT_PROVIDERS.contains(&p) {
+        // An empty and the removed `custom` provider have their own errors (structural rules).
+        if p.is_empty()
+            || p.contains("{{")
+            || p == "custom"
+            || awf_domain::workflow::AGENT_PROVIDERS.contains(&p)
+        {
             continue;
         }
         let mut d = Diagnostic::warning(
@@ -231,20 +379,18 @@ fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
-/// Checks `awf run` enforces before starting: structural rules and expression/template syntax.
+/// Checks `awf run` enforces before starting: every error of [`checks`], the same set
+/// `awf validate` reports.
 ///
 /// # Errors
 /// The first error found, positioned, with the number of other errors in its message.
 pub(crate) fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(), AwfError> {
-    let mut errors: Vec<Diagnostic> = run_checks(services, &loaded.workflow)
+    let errors: Vec<Diagnostic> = checks(services, loaded)
         .into_iter()
         .filter(|d| d.severity == Severity::Error)
         .collect();
     if errors.is_empty() {
         return Ok(());
-    }
-    for d in &mut errors {
-        d.locate(&loaded.source_map);
     }
     let first = errors[0].to_error();
     if errors.len() == 1 {
@@ -360,5 +506,45 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         &wf.hooks.workflow_cancel,
         &mut out,
     );
+    out
+}
+
+/// `options:` keys the step's (literal) provider does not understand: it would ignore them,
+/// so a tool restriction or a turn limit the user wrote would silently not apply. Keys are
+/// compared in their canonical spelling (`allowedTools` = `allowed_tools`).
+fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, st) in &wf.states {
+        let StateKind::Agent(a) = &st.kind else {
+            continue;
+        };
+        let Some(known) = services
+            .agents
+            .get(a.provider.trim())
+            .and_then(|p| p.options())
+        else {
+            continue;
+        };
+        for key in a.options.keys() {
+            let canonical = awf_domain::ports::agent::option_key(key);
+            if known.contains(&canonical.as_ref()) {
+                continue;
+            }
+            let mut d = Diagnostic::warning(
+                ErrorCode::UserAgentInvalidOption,
+                format!("states.{name}.options.{key}"),
+                format!(
+                    "provider \"{}\" has no option \"{key}\": it is not passed to the agent",
+                    a.provider.trim()
+                ),
+            );
+            let hint = format!("known options: {}", known.join(", "));
+            d = match validate::closest(&canonical, known.iter().copied()) {
+                Some(c) => d.with_hint(format!("did you mean '{c}'? {hint}")),
+                None => d.with_hint(hint),
+            };
+            out.push(d);
+        }
+    }
     out
 }

@@ -23,6 +23,60 @@ pub enum OutputStream {
     Stderr,
 }
 
+/// Bytes a command wrote, which need not be UTF-8. Terminals get them exactly
+/// ([`OutputBytes::as_bytes`]); text projections (transcript, JSON, SSE) use
+/// [`OutputBytes::to_text`], where each invalid sequence becomes U+FFFD (as
+/// [`String::from_utf8_lossy`] does). Serializes as that text.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct OutputBytes(pub Vec<u8>);
+
+impl OutputBytes {
+    /// The raw bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes as text (invalid UTF-8 sequences replaced by U+FFFD).
+    pub fn to_text(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for OutputBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.to_text())
+    }
+}
+
+impl From<&str> for OutputBytes {
+    fn from(s: &str) -> Self {
+        Self(s.as_bytes().to_vec())
+    }
+}
+
+impl From<String> for OutputBytes {
+    fn from(s: String) -> Self {
+        Self(s.into_bytes())
+    }
+}
+
+impl From<Vec<u8>> for OutputBytes {
+    fn from(b: Vec<u8>) -> Self {
+        Self(b)
+    }
+}
+
+impl Serialize for OutputBytes {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_text())
+    }
+}
+
 /// Severity of a log event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -70,14 +124,16 @@ pub enum RunEvent {
         /// Wait before it, in milliseconds.
         delay_ms: u64,
     },
-    /// Live output of a running command (masked; whole lines except at stream end).
+    /// Live output of a running command: the bytes it wrote (masked), exactly, in arbitrary
+    /// chunks (a chunk may end inside a line or a UTF-8 character; only a possible start of a
+    /// secret is held back until the next chunk).
     OutputChunk {
         /// State name.
         step: String,
         /// Which stream.
         stream: OutputStream,
-        /// Masked text.
-        text: String,
+        /// Masked bytes (serialized as UTF-8 text, invalid bytes as U+FFFD).
+        text: OutputBytes,
     },
     /// A log line (hook `log:` action, warning).
     Log {

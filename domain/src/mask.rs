@@ -1,7 +1,10 @@
 //! Secret masking. A value is secret when its name (environment variable or workflow input)
 //! contains SECRET, API_KEY, PASSWORD, TOKEN, CREDENTIAL or PRIVATE_KEY (any case) and the
 //! value has at least 4 characters. Secrets are replaced by `***` wherever text leaves the
-//! process. Source: design/decisions.md ("Execution and processes").
+//! process. A secret spanning several lines (a PEM key) is also masked line by line: each of
+//! its lines with at least 4 characters (surrounding whitespace trimmed) is a secret of its
+//! own, so a step printing the lines separately (indented, prefixed, one at a time) shows
+//! none of them. Source: design/decisions.md ("Execution and processes").
 
 use std::borrow::Cow;
 
@@ -18,15 +21,20 @@ pub const SECRET_MARKERS: &[&str] = &[
 /// Replacement text.
 pub const MASK: &str = "***";
 
+/// Values (and lines of multi-line values) shorter than this many characters are not masked.
+pub const MIN_SECRET_CHARS: usize = 4;
+
 /// Whether a variable or input name marks its value as secret.
 pub fn is_secret_name(name: &str) -> bool {
     let up = name.to_ascii_uppercase();
     SECRET_MARKERS.iter().any(|m| up.contains(m))
 }
 
-/// Replaces known secret values by `***`, longest first.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Replaces known secret values by `***`, longest first. Its `Debug` form shows how many
+/// secrets it holds, never their values.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Masker {
+    /// Secret values and the lines of multi-line ones, longest first.
     secrets: Vec<String>,
 }
 
@@ -42,9 +50,22 @@ impl Masker {
         m
     }
 
-    /// Adds one secret value (ignored when shorter than 4 characters).
+    /// Adds one secret value (ignored when shorter than 4 characters). A value with line
+    /// breaks also adds each of its lines (trimmed) that has at least 4 characters. A value
+    /// read from bytes that were not UTF-8 (invalid sequences shown as U+FFFD) also adds each
+    /// run of 4+ characters between them, so the raw bytes are masked in live output too.
     pub fn add(&mut self, value: &str) {
-        if value.chars().count() < 4 || self.secrets.iter().any(|s| s == value) {
+        const BREAKS: [char; 3] = ['\n', '\r', '\u{FFFD}'];
+        self.add_one(value);
+        if value.contains(BREAKS) {
+            for line in value.split(BREAKS) {
+                self.add_one(line.trim());
+            }
+        }
+    }
+
+    fn add_one(&mut self, value: &str) {
+        if value.chars().count() < MIN_SECRET_CHARS || self.secrets.iter().any(|s| s == value) {
             return;
         }
         self.secrets.push(value.to_owned());
@@ -55,7 +76,7 @@ impl Masker {
     /// Merges another masker's secrets.
     pub fn extend(&mut self, other: &Masker) {
         for s in &other.secrets {
-            self.add(s);
+            self.add_one(s);
         }
     }
 
@@ -69,17 +90,52 @@ impl Masker {
         self.secrets.first().map_or(0, String::len)
     }
 
-    /// Masks `text`.
+    /// Masks `text`. Every byte that belongs to an occurrence of a secret is hidden:
+    /// overlapping occurrences (of the same or different secrets) become one `***`.
     pub fn mask<'t>(&self, text: &'t str) -> Cow<'t, str> {
-        if self.secrets.iter().all(|s| !text.contains(s.as_str())) {
-            return Cow::Borrowed(text);
+        match self.mask_bytes(text.as_bytes()) {
+            Cow::Borrowed(_) => Cow::Borrowed(text),
+            // Secrets are whole UTF-8 strings, so the ranges replaced in valid text start and
+            // end on character boundaries and the result is valid UTF-8.
+            Cow::Owned(b) => Cow::Owned(match String::from_utf8(b) {
+                Ok(s) => s,
+                Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+            }),
         }
-        let mut out = text.to_owned();
+    }
+
+    /// Masks raw bytes (output that need not be UTF-8): every byte range covered by an
+    /// occurrence of a secret's UTF-8 bytes becomes `***` (overlapping ranges merged); other
+    /// bytes are kept exactly.
+    pub fn mask_bytes<'t>(&self, bytes: &'t [u8]) -> Cow<'t, [u8]> {
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
         for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), MASK);
+            let s = s.as_bytes();
+            let mut at = 0;
+            while let Some(i) = find(bytes, s, at) {
+                ranges.push((i, i + s.len()));
+                at = i + 1;
             }
         }
+        if ranges.is_empty() {
+            return Cow::Borrowed(bytes);
+        }
+        ranges.sort_unstable();
+        let mut out = Vec::with_capacity(bytes.len());
+        let mut done = 0;
+        let mut i = 0;
+        while i < ranges.len() {
+            let (start, mut end) = ranges[i];
+            i += 1;
+            while i < ranges.len() && ranges[i].0 < end {
+                end = end.max(ranges[i].1);
+                i += 1;
+            }
+            out.extend_from_slice(&bytes[done..start]);
+            out.extend_from_slice(MASK.as_bytes());
+            done = end;
+        }
+        out.extend_from_slice(&bytes[done..]);
         Cow::Owned(out)
     }
 
@@ -99,59 +155,166 @@ impl Masker {
             _ => {}
         }
     }
+
+    /// Length of the longest suffix of `b` that is a proper prefix of some secret (a match
+    /// that may complete with the bytes that follow); 0 when none.
+    fn partial_tail(&self, b: &[u8]) -> usize {
+        let mut best = 0;
+        for s in &self.secrets {
+            let s = s.as_bytes();
+            let max = (s.len() - 1).min(b.len());
+            for k in (best + 1..=max).rev() {
+                if b[b.len() - k] == s[0] && b.ends_with(&s[..k]) {
+                    best = k;
+                    break;
+                }
+            }
+        }
+        best
+    }
+
+    /// Moves `cut` back so that no whole secret occurrence in `b` straddles it.
+    fn no_straddle(&self, b: &[u8], mut cut: usize) -> usize {
+        loop {
+            let before = cut;
+            for s in &self.secrets {
+                let s = s.as_bytes();
+                let from = cut.saturating_sub(s.len() - 1);
+                let mut at = from;
+                while let Some(i) = find(b, s, at) {
+                    if i >= cut {
+                        break;
+                    }
+                    if i + s.len() > cut {
+                        cut = i;
+                        break;
+                    }
+                    at = i + 1;
+                }
+            }
+            if cut == before {
+                return cut;
+            }
+        }
+    }
 }
 
-/// Masks a stream delivered in arbitrary chunks. Text is released up to the last newline;
-/// a partial line is held back only while it is shorter than a cap, and then everything but
-/// the last `longest secret − 1` bytes is released, so a secret split across chunks is still
-/// caught.
-#[derive(Debug, Clone)]
+/// First occurrence of `needle` in `hay` at or after `from`.
+fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
+    let first = *needle.first()?;
+    let mut i = from;
+    while i + needle.len() <= hay.len() {
+        let j = i + hay[i..=hay.len() - needle.len()]
+            .iter()
+            .position(|&c| c == first)?;
+        if hay[j..].starts_with(needle) {
+            return Some(j);
+        }
+        i = j + 1;
+    }
+    None
+}
+
+impl std::fmt::Debug for Masker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Masker")
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+/// Masks a stream of bytes delivered in arbitrary chunks. Everything is released at once
+/// except a tail that could be the start of a secret (a partial match), which is held until
+/// the next chunk decides it; a secret split across chunks is therefore still caught, and
+/// bytes that are not UTF-8 pass through unchanged. At end of stream ([`StreamMasker::finish`])
+/// a held partial match of at least [`MIN_SECRET_CHARS`] characters (a secret cut short by a
+/// timeout or a kill) is released as `***`, never in clear.
+#[derive(Clone)]
 pub struct StreamMasker {
     masker: Masker,
-    pending: String,
+    pending: Vec<u8>,
 }
 
-/// A partial line longer than this is released without waiting for its newline.
-const MAX_HELD_LINE: usize = 8 * 1024;
+impl std::fmt::Debug for StreamMasker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The held bytes may be the start of a secret: only their count is shown.
+        f.debug_struct("StreamMasker")
+            .field("masker", &self.masker)
+            .field("held", &self.pending.len())
+            .finish()
+    }
+}
 
 impl StreamMasker {
     /// New stream masker.
     pub fn new(masker: Masker) -> Self {
         Self {
             masker,
-            pending: String::new(),
+            pending: Vec::new(),
         }
     }
 
-    /// Feeds a chunk; returns masked text that is safe to show now (may be empty).
-    pub fn push(&mut self, chunk: &str) -> String {
-        self.pending.push_str(chunk);
-        let cut = match self.pending.rfind('\n') {
-            Some(i) => i + 1,
-            None if self.pending.len() > MAX_HELD_LINE => {
-                let keep = self.masker.longest().saturating_sub(1);
-                let mut c = self.pending.len().saturating_sub(keep);
-                while !self.pending.is_char_boundary(c) {
-                    c -= 1;
-                }
-                c
-            }
-            None => return String::new(),
-        };
-        let ready: String = self.pending.drain(..cut).collect();
-        self.masker.mask(&ready).into_owned()
+    /// Feeds a chunk; returns masked bytes that are safe to show now (may be empty).
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<u8> {
+        if self.masker.is_empty() {
+            return chunk.to_vec();
+        }
+        self.pending.extend_from_slice(chunk);
+        let hold = self.masker.partial_tail(&self.pending);
+        let cut = self
+            .masker
+            .no_straddle(&self.pending, self.pending.len() - hold);
+        let ready: Vec<u8> = self.pending.drain(..cut).collect();
+        self.masker.mask_bytes(&ready).into_owned()
     }
 
-    /// Releases whatever is held (call at end of stream).
-    pub fn finish(&mut self) -> String {
+    /// Releases whatever is held (call at end of stream): masked, and a trailing partial
+    /// match of at least [`MIN_SECRET_CHARS`] characters replaced by `***`.
+    pub fn finish(&mut self) -> Vec<u8> {
         let rest = std::mem::take(&mut self.pending);
-        self.masker.mask(&rest).into_owned()
+        let mut out = self.masker.mask_bytes(&rest).into_owned();
+        let tail = self.masker.partial_tail(&out);
+        if tail > 0
+            && String::from_utf8_lossy(&out[out.len() - tail..])
+                .chars()
+                .count()
+                >= MIN_SECRET_CHARS
+        {
+            out.truncate(out.len() - tail);
+            out.extend_from_slice(MASK.as_bytes());
+        }
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const PEM: &str = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\nab\n-----END PRIVATE KEY-----\n";
+
+    fn stream(m: &Masker, chunks: &[&[u8]]) -> Vec<u8> {
+        let mut s = StreamMasker::new(m.clone());
+        let mut out = Vec::new();
+        for c in chunks {
+            out.extend(s.push(c));
+        }
+        out.extend(s.finish());
+        out
+    }
+
+    #[test]
+    fn debug_output_shows_no_secret() {
+        let m = Masker::from_named([("API_KEY", "hunter22-value")]);
+        let mut s = StreamMasker::new(m.clone());
+        assert!(s.push(b"x hunter22").len() < 10);
+        let shown = format!("{m:?} {s:?}");
+        assert!(!shown.contains("hunter"), "{shown}");
+        assert_eq!(
+            shown,
+            "Masker { secrets: 1 } StreamMasker { masker: Masker { secrets: 1 }, held: 8 }"
+        );
+    }
 
     #[test]
     fn names_and_short_values() {
@@ -170,27 +333,106 @@ mod tests {
     }
 
     #[test]
-    fn stream_masks_across_chunk_boundaries() {
-        let m = Masker::from_named([("SECRET_X", "hunter22")]);
-        let mut s = StreamMasker::new(m);
-        let mut out = String::new();
-        for c in ["pass=hun", "ter", "22\nnext hunt", "er22"] {
-            out.push_str(&s.push(c));
+    fn every_line_of_a_multi_line_secret_is_masked() {
+        let m = Masker::from_named([("PRIVATE_KEY", PEM)]);
+        // Whole, indented, prefixed, one by one, with CRLF.
+        assert_eq!(m.mask(PEM), "***");
+        let indented: String = PEM.lines().map(|l| format!("    {l}\n")).collect();
+        let shown = m.mask(&indented);
+        let prefixed: String = PEM.lines().map(|l| format!("key: {l}\r\n")).collect();
+        let shown2 = m.mask(&prefixed);
+        for line in PEM.lines().filter(|l| l.len() >= 4) {
+            assert!(!shown.contains(line), "{shown}");
+            assert!(!shown2.contains(line), "{shown2}");
         }
-        out.push_str(&s.finish());
-        assert_eq!(out, "pass=***\nnext ***");
+        // Lines under 4 characters are left alone, as short values are.
+        assert!(shown.contains("    ab\n"));
+        // A value given with CRLF line ends is split the same way.
+        let m = Masker::from_named([("SECRET", "line-one\r\nline-two\r\n")]);
+        assert_eq!(m.mask("a line-two b line-one"), "a *** b ***");
     }
 
     #[test]
-    fn long_partial_lines_are_released_but_keep_a_tail() {
+    fn a_secret_read_from_invalid_utf8_is_masked_as_text_and_as_bytes() {
+        let m = Masker::from_named([("MY_TOKEN", "sec\u{FFFD}ret-value")]);
+        assert_eq!(m.mask("x sec\u{FFFD}ret-value y"), "x *** y");
+        assert_eq!(
+            stream(&m, &[b"x sec\xffret-", b"value y"]),
+            b"x sec\xff*** y"
+        );
+    }
+
+    #[test]
+    fn multi_line_secret_lines_are_masked_in_streams_at_any_chunking() {
+        let m = Masker::from_named([("PRIVATE_KEY", PEM)]);
+        let text: String = PEM.lines().map(|l| format!("> {l}\n")).collect();
+        for step in 1..=7 {
+            let chunks: Vec<&[u8]> = text.as_bytes().chunks(step).collect();
+            let out = String::from_utf8(stream(&m, &chunks)).unwrap_or_default();
+            for line in PEM.lines().filter(|l| l.len() >= 4) {
+                assert!(!out.contains(line), "step {step}: {out}");
+            }
+            assert!(out.starts_with("> ***\n"), "{out}");
+        }
+    }
+
+    #[test]
+    fn stream_masks_across_chunk_boundaries() {
+        let m = Masker::from_named([("SECRET_X", "hunter22")]);
+        let out = stream(&m, &[b"pass=hun", b"ter", b"22\nnext hunt", b"er22"]);
+        assert_eq!(out, b"pass=***\nnext ***");
+    }
+
+    #[test]
+    fn stream_releases_what_cannot_start_a_secret_at_once() {
         let m = Masker::from_named([("SECRET_X", "hunter22")]);
         let mut s = StreamMasker::new(m);
-        let big = "a".repeat(MAX_HELD_LINE + 10);
-        let first = s.push(&format!("{big}hunt"));
-        let second = s.push("er22");
-        let rest = s.finish();
-        let all = format!("{first}{second}{rest}");
-        assert!(all.ends_with("***"), "{}", &all[all.len() - 10..]);
-        assert!(!first.is_empty());
+        assert_eq!(s.push(b"prompt> "), b"prompt> ");
+        assert_eq!(s.push(b"a hun"), b"a ");
+        assert_eq!(s.push(b"gry\n"), b"hungry\n");
+        assert_eq!(s.finish(), b"");
+    }
+
+    #[test]
+    fn a_secret_cut_short_at_end_of_stream_is_masked() {
+        let m = Masker::from_named([("SECRET_X", "hunter22-long-value")]);
+        // Killed half-way through printing it: the prefix never leaves in clear.
+        assert_eq!(stream(&m, &[b"key=hunter2"]), b"key=***");
+        assert_eq!(stream(&m, &[b"key=hu", b"nt"]), b"key=***");
+        // Under 4 characters it is left alone, as short values are.
+        assert_eq!(stream(&m, &[b"key=hun"]), b"key=hun");
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_pass_through() {
+        let m = Masker::from_named([("SECRET_X", "hunter22")]);
+        assert_eq!(
+            stream(&m, &[b"A\xff", b"B hunter", b"22 \xc3"]),
+            b"A\xffB *** \xc3"
+        );
+        assert_eq!(stream(&Masker::default(), &[b"A\xffB"]), b"A\xffB");
+        assert_eq!(&*m.mask_bytes(b"\xfehunter22\xfe"), b"\xfe***\xfe");
+    }
+
+    #[test]
+    fn overlapping_secrets_split_across_chunks_are_both_masked() {
+        let m = Masker::from_named([("A_TOKEN", "abcd"), ("B_TOKEN", "cdefgh")]);
+        for split in 1..9 {
+            let text = b"xabcdefghy";
+            let out = stream(&m, &[&text[..split], &text[split..]]);
+            let out = String::from_utf8(out).unwrap_or_default();
+            assert!(!out.contains("ab") && !out.contains("gh"), "{split}: {out}");
+        }
+    }
+
+    #[test]
+    fn long_lines_without_newline_are_released() {
+        let m = Masker::from_named([("SECRET_X", "hunter22")]);
+        let mut s = StreamMasker::new(m);
+        let big = "a".repeat(100_000);
+        let first = s.push(format!("{big}hunt").as_bytes());
+        assert_eq!(first.len(), 100_000);
+        let second = s.push(b"er22");
+        assert_eq!(second, b"***");
     }
 }

@@ -127,10 +127,12 @@ fn targets(state: &State) -> Vec<(String, &'static str, &str)> {
 }
 
 /// Structural checks run on every load: initial state, state references, a terminal exists,
-/// per-type rules, and that every non-terminal state has a way out.
+/// per-type rules, that every non-terminal state has a way out, and [`containment`].
 ///
 /// Codes: `WORKFLOW.VALIDATION.MISSING_STATE` (with a `did you mean` hint),
-/// `WORKFLOW.VALIDATION.NO_EXIT`, `WORKFLOW.VALIDATION.INVALID_STATE`. All are errors.
+/// `WORKFLOW.VALIDATION.NO_EXIT`, `WORKFLOW.VALIDATION.INVALID_STATE`,
+/// `WORKFLOW.VALIDATION.CYCLE_DETECTED`. All are errors. (Every cyclic group of blocks yields
+/// at least one named cycle; fixing it reveals any other through the same states.)
 /// Source: spec/workflow.md §1.5, §1.8, §1.16; decisions.md.
 pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -210,6 +212,320 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
             }
         }
         per_type(name, s, &base, &mut out);
+    }
+    out.extend(containment(wf));
+    out
+}
+
+/// Deepest nesting of parallel blocks and loops that a workflow may use (a parallel whose
+/// branch is a loop whose body is a parallel is depth 3). Deeper nesting is rejected by
+/// [`containment`] and by the engine's guard: each level costs stack at run time (a debug
+/// build overflowed a 2 MiB worker stack between 24 and 28 levels); 16 leaves room for
+/// sub-workflows below, within the engine's run-time limit over the whole call chain.
+pub const MAX_NESTING: usize = 16;
+
+/// Children a container runs: parallel branches and loop bodies (empty for other kinds).
+fn children(s: &State) -> &[String] {
+    match &s.kind {
+        StateKind::Parallel(p) => &p.branches,
+        StateKind::Loop(l) => &l.body,
+        _ => &[],
+    }
+}
+
+/// Containment checks: a parallel block or loop that contains itself, directly
+/// (`p: [slow, p]`) or through other blocks and loops (`p1: [p2]` + `p2: [p1]`, a loop body
+/// holding the parallel that holds the loop), and nesting deeper than [`MAX_NESTING`].
+///
+/// Code `WORKFLOW.VALIDATION.CYCLE_DETECTED` (path `states.<first state of the cycle>`, the
+/// message names the cycle `a -> b -> a`) and `WORKFLOW.VALIDATION.INVALID_STATE` for depth;
+/// all errors. A loop listing itself in its own body is left to [`structural`]'s per-type
+/// rule. The engine runs the same check before a run starts (it would otherwise recurse
+/// without end). Source: spec/workflow.md §3.4, §3.5; issue 7.
+pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
+    // 0 = unvisited, 1 = on the stack, 2 = done.
+    let mut color: HashMap<&str, u8> = HashMap::new();
+    let mut seen_cycles: BTreeSet<Vec<&str>> = BTreeSet::new();
+    for start in &names {
+        if color.get(start).copied().unwrap_or(0) != 0 {
+            continue;
+        }
+        // Iterative DFS: (node, index of the next child to visit).
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        color.insert(start, 1);
+        while let Some(top) = stack.last_mut() {
+            let (node, next) = *top;
+            let kids = wf.states.get(node).map_or(&[][..], children);
+            if next >= kids.len() {
+                color.insert(node, 2);
+                stack.pop();
+                continue;
+            }
+            top.1 += 1;
+            let child = kids[next].as_str();
+            if !wf.states.contains_key(child) {
+                continue;
+            }
+            match color.get(child).copied().unwrap_or(0) {
+                0 => {
+                    color.insert(child, 1);
+                    stack.push((child, 0));
+                }
+                1 => {
+                    let from = stack.iter().position(|(n, _)| *n == child).unwrap_or(0);
+                    let cycle: Vec<&str> = stack[from..].iter().map(|(n, _)| *n).collect();
+                    let self_loop = cycle.len() == 1
+                        && matches!(
+                            wf.states.get(child).map(|s| &s.kind),
+                            Some(StateKind::Loop(_))
+                        );
+                    let mut key = cycle.clone();
+                    key.sort_unstable();
+                    if self_loop || !seen_cycles.insert(key) {
+                        continue;
+                    }
+                    let mut shown = cycle.clone();
+                    shown.push(child);
+                    let first = cycle[0];
+                    out.push(
+                        Diagnostic::error(
+                            ErrorCode::WorkflowValidationCycleDetected,
+                            format!("states.{first}"),
+                            format!(
+                                "state \"{first}\" contains itself: {} (a parallel block or loop cannot run inside itself)",
+                                shown.join(" -> ")
+                            ),
+                        )
+                        .with_hint("remove the state from the branches or body that lead back to it; use a while loop to repeat steps"),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    // Acyclic: nesting depth of each container, children first (iterative post-order, so a
+    // long chain cannot exhaust the validator's own stack).
+    let mut depth: HashMap<&str, usize> = HashMap::new();
+    for start in &names {
+        let mut stack: Vec<(&str, bool)> = vec![(start, false)];
+        while let Some((n, expanded)) = stack.pop() {
+            if depth.contains_key(n) {
+                continue;
+            }
+            let kids = wf.states.get(n).map_or(&[][..], children);
+            if expanded {
+                let d = kids
+                    .iter()
+                    .filter_map(|k| depth.get(k.as_str()).map(|d| d + 1))
+                    .max()
+                    .unwrap_or(0);
+                depth.insert(n, d);
+                continue;
+            }
+            stack.push((n, true));
+            for k in kids {
+                if wf.states.contains_key(k) && !depth.contains_key(k.as_str()) {
+                    stack.push((k.as_str(), false));
+                }
+            }
+        }
+    }
+    if let Some((n, d)) = names
+        .iter()
+        .filter_map(|n| depth.get(n).map(|d| (*n, *d)))
+        .find(|(_, d)| *d > MAX_NESTING)
+    {
+        out.push(invalid_state(
+            format!("states.{n}"),
+            format!(
+                "state \"{n}\" nests parallel blocks and loops {d} levels deep (at most {MAX_NESTING})"
+            ),
+        ).with_hint("flatten the nesting: run inner blocks one after another"));
+    }
+    out
+}
+
+/// Route edges for reachability: every route of a state, a container's children, and from
+/// each child back to its container (a branch or body step returns there when it ends). The
+/// routes of a state that only runs as a parallel branch are left out: the block ignores them.
+fn route_graph(wf: &Workflow) -> HashMap<&str, Vec<&str>> {
+    // A state that runs only as a parallel branch: the block ignores its own routes.
+    let mut routed: BTreeSet<&str> = BTreeSet::new();
+    let mut branches: BTreeSet<&str> = BTreeSet::new();
+    for s in wf.states.values() {
+        routed.extend(s.on_success.as_deref());
+        routed.extend(s.on_failure.as_deref());
+        routed.extend(s.transitions.iter().map(|t| t.goto.as_str()));
+        match &s.kind {
+            StateKind::Parallel(p) => branches.extend(p.branches.iter().map(String::as_str)),
+            StateKind::Loop(l) => {
+                routed.extend(l.body.iter().map(String::as_str));
+                routed.extend(l.on_complete.as_deref());
+            }
+            _ => {}
+        }
+    }
+    routed.insert(wf.initial.as_str());
+    let mut g: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, s) in &wf.states {
+        let e = g.entry(name.as_str()).or_default();
+        if branches.contains(name.as_str()) && !routed.contains(name.as_str()) {
+            e.extend(children(s).iter().map(String::as_str));
+        } else {
+            e.extend(successors(s, true));
+        }
+        for c in children(s) {
+            if wf.states.contains_key(c) {
+                g.entry(c.as_str()).or_default().push(name.as_str());
+            }
+        }
+    }
+    g
+}
+
+/// Reachability over all routes (conditional transitions included): a state reachable from
+/// `initial` from which no terminal state can be reached is an error (the run can never end
+/// well: `a -> b -> a`); a state that `initial` never reaches is a warning.
+///
+/// A state with no route at all (already a `NO_EXIT` error) and a route to an unknown state
+/// (already a `MISSING_STATE` error) count as ends here, so one mistake is reported once.
+/// Codes: `WORKFLOW.VALIDATION.NO_EXIT` (error, path `states.<first trapped state>`, the
+/// message lists the trapped states), `WORKFLOW.VALIDATION.INVALID_TRANSITION` (warning,
+/// path `states.<name>`). Source: spec/workflow.md §1.16; issue 7.
+pub fn reachability(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if !wf.states.contains_key(&wf.initial) {
+        return out;
+    }
+    let g = route_graph(wf);
+    let mut reached: BTreeSet<&str> = BTreeSet::new();
+    let mut queue: VecDeque<&str> = VecDeque::from([wf.initial.as_str()]);
+    while let Some(n) = queue.pop_front() {
+        if !wf.states.contains_key(n) || !reached.insert(n) {
+            continue;
+        }
+        queue.extend(g.get(n).into_iter().flatten().copied());
+    }
+    // Reverse search from the ends.
+    let mut rev: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (from, tos) in &g {
+        for to in tos {
+            rev.entry(*to).or_default().push(*from);
+        }
+    }
+    let mut ends: VecDeque<&str> = VecDeque::new();
+    for (name, s) in &wf.states {
+        let succ = g.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+        if matches!(s.kind, StateKind::Terminal(_))
+            || succ.is_empty()
+            || succ.iter().any(|t| !wf.states.contains_key(*t))
+        {
+            ends.push_back(name.as_str());
+        }
+    }
+    let mut ok: BTreeSet<&str> = BTreeSet::new();
+    while let Some(n) = ends.pop_front() {
+        if !ok.insert(n) {
+            continue;
+        }
+        ends.extend(rev.get(n).into_iter().flatten().copied());
+    }
+    let trapped: Vec<&str> = wf
+        .states
+        .keys()
+        .map(String::as_str)
+        .filter(|n| reached.contains(n) && !ok.contains(n))
+        .collect();
+    if let Some(first) = trapped.first() {
+        out.push(
+            Diagnostic::error(
+                ErrorCode::WorkflowValidationNoExit,
+                format!("states.{first}"),
+                format!(
+                    "no terminal state can be reached from {}: {} (every route leads back into these states)",
+                    if trapped.len() == 1 { "state" } else { "states" },
+                    trapped.join(", ")
+                ),
+            )
+            .with_hint("route one of them to a terminal state (on_success, on_failure or a transition)"),
+        );
+    }
+    // A route to an unknown state (its own error) makes the states behind it look
+    // unreachable: no warnings then.
+    let broken_route = g.values().flatten().any(|t| !wf.states.contains_key(*t));
+    for name in wf.states.keys() {
+        if broken_route {
+            break;
+        }
+        if !reached.contains(name.as_str()) && !name.starts_with("__inline_error_") {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidTransition,
+                    format!("states.{name}"),
+                    format!(
+                        "state \"{name}\" is never reached from the initial state \"{}\"",
+                        wf.initial
+                    ),
+                )
+                .with_hint("route to it from another state, or remove it"),
+            );
+        }
+    }
+    out
+}
+
+/// Branch children of a parallel block that declare routes (`on_success`, `on_failure`,
+/// `transitions`, a loop's `on_complete`): the block ignores them (it continues with its own
+/// `on_success`/`on_failure` when all branches end).
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_TRANSITION`, severity Warning, path
+/// `states.<branch>.<field>`. Source: spec/workflow.md §3.4; issue 7.
+pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut warned: BTreeSet<&str> = BTreeSet::new();
+    for (parent, s) in &wf.states {
+        let StateKind::Parallel(p) = &s.kind else {
+            continue;
+        };
+        for b in &p.branches {
+            let Some(child) = wf.states.get(b) else {
+                continue;
+            };
+            // A block listing itself is a containment cycle, reported by `containment`.
+            if b == parent || !warned.insert(b.as_str()) {
+                continue;
+            }
+            let on_complete = matches!(&child.kind, StateKind::Loop(l) if l.on_complete.is_some());
+            let fields: Vec<&str> = [
+                ("on_success", child.on_success.is_some()),
+                ("on_failure", child.on_failure.is_some()),
+                ("transitions", !child.transitions.is_empty()),
+                ("on_complete", on_complete),
+            ]
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(f, _)| *f)
+            .collect();
+            if let Some(first) = fields.first() {
+                out.push(
+                    Diagnostic::warning(
+                        ErrorCode::WorkflowValidationInvalidTransition,
+                        format!("states.{b}.{first}"),
+                        format!(
+                            "\"{b}\" is a branch of parallel \"{parent}\": its {} {} ignored there (the block continues with its own on_success/on_failure)",
+                            fields.join(", "),
+                            if fields.len() == 1 { "is" } else { "are" }
+                        ),
+                    )
+                    .with_hint(format!("move the routing to \"{parent}\", or remove it from \"{b}\"")),
+                );
+            }
+        }
     }
     out
 }
@@ -503,6 +819,9 @@ enum Site<'a> {
     PostHook(&'a str),
     /// A workflow hook; `error` is true in `workflow_error`.
     Workflow { error: bool },
+    /// An expression (`when`, `while`, `break_when`) of a state: names and fields are
+    /// checked, not the order (a condition may read a state of an earlier iteration).
+    Expr,
 }
 
 const STATE_FIELDS: [&str; 11] = [
@@ -567,6 +886,8 @@ fn reference_tokens(action: &str) -> Vec<String> {
     if body.starts_with("/*") {
         return Vec::new();
     }
+    // expr-lang's optional chaining (`states.a?.Output`) reads like `states.a.Output`.
+    let body = body.replace("?.", ".");
     let mut cleaned = String::new();
     let mut quote: Option<char> = None;
     let mut escaped = false;
@@ -575,7 +896,7 @@ fn reference_tokens(action: &str) -> Vec<String> {
             Some(q) => {
                 if escaped {
                     escaped = false;
-                } else if c == '\\' && q == '"' {
+                } else if c == '\\' && q != '`' {
                     escaped = true;
                 } else if c == q {
                     quote = None;
@@ -596,7 +917,24 @@ fn reference_tokens(action: &str) -> Vec<String> {
             c.is_whitespace()
                 || matches!(
                     c,
-                    '(' | ')' | '|' | ',' | '=' | '!' | '<' | '>' | '+' | '*' | '/' | '%'
+                    '(' | ')'
+                        | '|'
+                        | ','
+                        | '='
+                        | '!'
+                        | '<'
+                        | '>'
+                        | '+'
+                        | '*'
+                        | '/'
+                        | '%'
+                        | '['
+                        | ']'
+                        | '&'
+                        | '?'
+                        | ':'
+                        | '{'
+                        | '}'
                 )
         })
         .filter(|t| {
@@ -660,6 +998,16 @@ impl RefCtx<'_> {
         }
     }
 
+    /// An expression (`when`, `while`, `break_when`): its identifiers, or its `{{ }}` actions
+    /// when it is written as a template.
+    fn check_expr(&mut self, text: &str, path: &str) {
+        if text.contains("{{") {
+            self.check_text(text, path, Site::Expr);
+        } else {
+            self.check_bare(text, path, Site::Expr);
+        }
+    }
+
     fn check_token(&mut self, token: &str, path: &str, site: Site<'_>) {
         let parts: Vec<&str> = token.split('.').collect();
         let ns = parts[0];
@@ -695,7 +1043,7 @@ impl RefCtx<'_> {
                 let (current, allow_self) = match site {
                     Site::Step(c) => (c, false),
                     Site::PostHook(c) => (c, true),
-                    Site::Workflow { .. } => return,
+                    Site::Workflow { .. } | Site::Expr => return,
                 };
                 if let (Some(a), Some(b)) = (self.siblings.get(current), self.siblings.get(target))
                     && a == b
@@ -768,8 +1116,9 @@ impl RefCtx<'_> {
 /// loop bodies not followed; a post hook may read its own step), unknown fields per namespace
 /// (either casing accepted), `error.*` outside `workflow_error` hooks, unknown namespaces.
 ///
-/// Scanned: step `command` and `dir`, loop `items` / `max_iterations` / `while` /
-/// `break_when`, step hooks, workflow hooks. Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`,
+/// Scanned: step `command` and `dir`, loop `items` / `max_iterations`, the expressions
+/// `while`, `break_when` and transition `when` (names and fields only, not order), step
+/// hooks, workflow hooks. Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`,
 /// severity Error (a parallel sibling reference is a Warning).
 /// Source: spec/workflow.md §2.10; decisions.md (casing).
 pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
@@ -802,7 +1151,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
             StateKind::Loop(l) => {
                 match &l.over {
                     LoopOver::Items(items) => ctx.check_text(items, &format!("{base}.items"), site),
-                    LoopOver::While(w) => ctx.check_text(w, &format!("{base}.while"), site),
+                    LoopOver::While(w) => ctx.check_expr(w, &format!("{base}.while")),
                 }
                 if let MaxIterations::Dynamic(m) = &l.max_iterations {
                     let p = format!("{base}.max_iterations");
@@ -813,10 +1162,15 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
                     }
                 }
                 if let Some(b) = &l.break_when {
-                    ctx.check_text(b, &format!("{base}.break_when"), site);
+                    ctx.check_expr(b, &format!("{base}.break_when"));
                 }
             }
             _ => {}
+        }
+        for (i, t) in s.transitions.iter().enumerate() {
+            if let Some(w) = &t.when {
+                ctx.check_expr(w, &format!("{base}.transitions.{i}.when"));
+            }
         }
         ctx.check_actions(&s.hooks.pre, &format!("{base}.hooks.pre"), site);
         ctx.check_actions(

@@ -603,3 +603,363 @@ fn parallel_siblings_warn() {
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].severity, Severity::Warning);
 }
+
+fn par(name: &str, branches: &[&str], next: Option<&str>) -> State {
+    let mut s = state(
+        name,
+        StateKind::Parallel(ParallelStep {
+            branches: branches.iter().map(|b| (*b).to_owned()).collect(),
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 0,
+        }),
+    );
+    s.on_success = next.map(str::to_owned);
+    s
+}
+
+fn cycle_msgs(w: &Workflow) -> Vec<(ErrorCode, String, String)> {
+    structural(w)
+        .into_iter()
+        .filter(|d| d.code == ErrorCode::WorkflowValidationCycleDetected)
+        .map(|d| (d.code, d.path, d.message))
+        .collect()
+}
+
+#[test]
+fn a_parallel_that_lists_itself_is_a_cycle() {
+    let w = wf(
+        "p",
+        vec![
+            par("p", &["slow", "p"], Some("done")),
+            cmd("slow", "sleep 1", None),
+            terminal("done"),
+        ],
+    );
+    let got = cycle_msgs(&w);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].1, "states.p");
+    assert!(got[0].2.contains("p -> p"), "{}", got[0].2);
+    // One finding for one mistake: no "branch routes are ignored" warning on the block.
+    assert!(ignored_branch_routes(&w).is_empty());
+}
+
+#[test]
+fn containment_cycles_through_blocks_and_loops_are_named() {
+    // p1 -> p2 -> p1
+    let w = wf(
+        "p1",
+        vec![
+            par("p1", &["p2"], Some("done")),
+            par("p2", &["p1"], None),
+            terminal("done"),
+        ],
+    );
+    let got = cycle_msgs(&w);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].2.contains("p1 -> p2 -> p1"), "{}", got[0].2);
+    // A loop whose body holds the parallel that holds the loop.
+    let w = wf(
+        "l",
+        vec![
+            loop_state("l", LoopOver::Items("[1]".into()), &["p"], Some("done")),
+            par("p", &["x", "l"], None),
+            cmd("x", "echo", None),
+            terminal("done"),
+        ],
+    );
+    let got = cycle_msgs(&w);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].2.contains("l -> p -> l"), "{}", got[0].2);
+    // Three levels deep: a -> b -> c -> a, reported once.
+    let w = wf(
+        "a",
+        vec![
+            par("a", &["b"], Some("done")),
+            loop_state("b", LoopOver::While("true".into()), &["c"], None),
+            par("c", &["a"], None),
+            terminal("done"),
+        ],
+    );
+    let got = cycle_msgs(&w);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].2.contains("a -> b -> c -> a"), "{}", got[0].2);
+}
+
+#[test]
+fn shared_children_without_a_cycle_are_fine_and_deep_nesting_is_capped() {
+    // Two blocks sharing a branch is not a cycle.
+    let w = wf(
+        "p0",
+        vec![
+            par("p0", &["p1", "p2"], Some("done")),
+            par("p1", &["x"], None),
+            par("p2", &["x"], None),
+            cmd("x", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(codes(&structural(&w)), vec![]);
+    // A chain of MAX_NESTING blocks is accepted; one more level is not.
+    let chain = |n: usize| {
+        let mut states = Vec::new();
+        for i in 0..n {
+            let next = if i + 1 < n {
+                format!("p{}", i + 1)
+            } else {
+                "leaf".to_owned()
+            };
+            states.push(par(
+                &format!("p{i}"),
+                &[next.as_str()],
+                (i == 0).then_some("done"),
+            ));
+        }
+        states.push(cmd("leaf", "echo", None));
+        states.push(terminal("done"));
+        wf("p0", states)
+    };
+    assert_eq!(codes(&structural(&chain(MAX_NESTING))), vec![]);
+    assert_eq!(
+        codes(&structural(&chain(MAX_NESTING + 1))),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidState,
+            "states.p0".into()
+        )]
+    );
+}
+
+#[test]
+fn no_reachable_terminal_is_an_error_and_unreachable_states_warn() {
+    // a -> b -> a, with a conditional route that also leads back: trapped.
+    let mut b = cmd("b", "echo", None);
+    b.transitions = vec![
+        Transition {
+            when: Some("states.a.ExitCode == 0".into()),
+            goto: "a".into(),
+        },
+        Transition {
+            when: None,
+            goto: "a".into(),
+        },
+    ];
+    let w = wf(
+        "a",
+        vec![cmd("a", "echo", Some("b")), b.clone(), terminal("done")],
+    );
+    let d = reachability(&w);
+    assert_eq!(
+        d.iter()
+            .map(|d| (d.code, d.severity, d.path.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                ErrorCode::WorkflowValidationNoExit,
+                Severity::Error,
+                "states.a".into()
+            ),
+            (
+                ErrorCode::WorkflowValidationInvalidTransition,
+                Severity::Warning,
+                "states.done".into()
+            ),
+        ]
+    );
+    assert!(d[0].message.contains("a, b"), "{}", d[0].message);
+    // Any one route out (here on_failure of b) is enough.
+    let mut b2 = b;
+    b2.on_failure = Some("done".into());
+    let w = wf("a", vec![cmd("a", "echo", Some("b")), b2, terminal("done")]);
+    assert_eq!(codes(&reachability(&w)), vec![]);
+    // Body steps return to their loop, which goes on to on_complete.
+    let w = wf(
+        "l",
+        vec![
+            loop_state(
+                "l",
+                LoopOver::Items("[1]".into()),
+                &["x", "y"],
+                Some("done"),
+            ),
+            cmd("x", "echo", Some("y")),
+            cmd("y", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(codes(&reachability(&w)), vec![]);
+    // A dead end is NO_EXIT already (structural); reachability adds nothing.
+    let w = wf("a", vec![cmd("a", "echo", None), terminal("done")]);
+    assert_eq!(
+        codes(&reachability(&w)),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidTransition,
+            "states.done".into()
+        )]
+    );
+}
+
+#[test]
+fn branch_routes_of_a_parallel_warn() {
+    let mut a = cmd("a", "echo", Some("done"));
+    a.on_failure = Some("done".into());
+    let mut b = cmd("b", "echo", None);
+    b.transitions = vec![Transition {
+        when: None,
+        goto: "done".into(),
+    }];
+    let w = wf(
+        "p",
+        vec![
+            par("p", &["a", "b", "c"], Some("done")),
+            a,
+            b,
+            cmd("c", "echo", None),
+            terminal("done"),
+        ],
+    );
+    let d = ignored_branch_routes(&w);
+    assert_eq!(
+        d.iter()
+            .map(|d| (d.severity, d.path.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (Severity::Warning, "states.a.on_success".into()),
+            (Severity::Warning, "states.b.transitions".into()),
+        ]
+    );
+    assert!(
+        d[0].message.contains("on_success, on_failure are ignored"),
+        "{}",
+        d[0].message
+    );
+}
+
+#[test]
+fn expressions_in_when_while_and_break_when_are_checked_with_hints() {
+    let mut check = cmd("check", "echo", Some("l"));
+    check.transitions = vec![
+        Transition {
+            when: Some("states.check.ExitCod == 0 && inputs.mdoe == 'x'".into()),
+            goto: "l".into(),
+        },
+        Transition {
+            when: Some("states.chekc.Output != ''".into()),
+            goto: "l".into(),
+        },
+    ];
+    let mut l = loop_state(
+        "l",
+        LoopOver::While("states.check.Output != 'done' && inputs.mode != 'y'".into()),
+        &["x"],
+        Some("done"),
+    );
+    if let StateKind::Loop(ls) = &mut l.kind {
+        ls.break_when = Some("states.x.Outptu contains 'stop'".into());
+    }
+    let mut l2 = loop_state(
+        "l2",
+        LoopOver::While("inputs.mdoe == 'z'".into()),
+        &["x"],
+        Some("done"),
+    );
+    l2.on_success = None;
+    let mut w = wf(
+        "check",
+        vec![check, l, l2, cmd("x", "echo", None), terminal("done")],
+    );
+    w.inputs = vec![input("mode")];
+    let got: Vec<(String, String, Option<String>)> = references(&w)
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| (d.path, d.message, d.hint))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "states.check.transitions.0.when".into(),
+                "invalid state property \"ExitCod\" in \"states.check.ExitCod\"".into(),
+                Some("did you mean 'ExitCode'?".into())
+            ),
+            (
+                "states.check.transitions.0.when".into(),
+                "undefined input \"mdoe\" referenced in states.check.transitions.0.when".into(),
+                Some("did you mean 'mode'?".into())
+            ),
+            (
+                "states.check.transitions.1.when".into(),
+                "reference to unknown state \"chekc\" in states.check.transitions.1.when".into(),
+                Some("did you mean 'check'?".into())
+            ),
+            (
+                "states.l.break_when".into(),
+                "invalid state property \"Outptu\" in \"states.x.Outptu\"".into(),
+                Some("did you mean 'Output'?".into())
+            ),
+            (
+                "states.l2.while".into(),
+                "undefined input \"mdoe\" referenced in states.l2.while".into(),
+                Some("did you mean 'mode'?".into())
+            ),
+        ]
+    );
+}
+
+#[test]
+fn valid_expressions_raise_nothing() {
+    let mut a = cmd("a", "echo", Some("done"));
+    a.transitions = vec![Transition {
+        when: Some(
+            "states.a.exit_code == 0 and len(states.a.Outputs[\"k\"]) > 1.5 && inputs.mode in ['a.b', \"c.d\"] && env.HOME != '' && states.a?.Output != 'it\\'s x.y' && (inputs.mode == 'q' ? states.a.Output : 'n.m') != ''"
+                .into(),
+        ),
+        goto: "done".into(),
+    }];
+    let mut w = wf("a", vec![a, terminal("done")]);
+    w.inputs = vec![input("mode")];
+    assert_eq!(ref_msgs(&w), vec![]);
+}
+
+#[test]
+fn routes_of_a_branch_do_not_count_as_a_way_to_a_terminal() {
+    // p re-runs itself forever; only its branch (whose routes the block ignores) points at
+    // the terminal.
+    let mut p = par("p", &["a"], None);
+    p.on_success = Some("p".into());
+    let w = wf(
+        "p",
+        vec![p, cmd("a", "echo", Some("done")), terminal("done")],
+    );
+    let d = reachability(&w);
+    assert_eq!(
+        codes(&d)[0],
+        (ErrorCode::WorkflowValidationNoExit, "states.p".into()),
+        "{d:?}"
+    );
+    // The same branch also routed to from elsewhere keeps its routes.
+    let mut p = par("p", &["a"], Some("a"));
+    p.on_failure = Some("p".into());
+    let w = wf(
+        "p",
+        vec![p, cmd("a", "echo", Some("done")), terminal("done")],
+    );
+    assert_eq!(codes(&reachability(&w)), vec![]);
+    // A loop branch's on_complete is ignored by the block too, and warned about.
+    let mut p = par("p", &["l"], Some("done"));
+    p.on_failure = Some("done".into());
+    let w = wf(
+        "p",
+        vec![
+            p,
+            loop_state("l", LoopOver::Items("[1]".into()), &["x"], Some("done")),
+            cmd("x", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(
+        codes(&ignored_branch_routes(&w)),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidTransition,
+            "states.l.on_complete".into()
+        )]
+    );
+}

@@ -75,7 +75,8 @@ pub enum InputType {
     Boolean,
     /// A JSON array, or a comma-separated list (awf extension).
     Array,
-    /// Anything else: a run-time USER error naming the type.
+    /// Anything else: rejected by validation (`WORKFLOW.VALIDATION.INVALID_STATE` at the
+    /// declaration); should it reach a run, a USER error naming the type.
     Unknown(String),
 }
 

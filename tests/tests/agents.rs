@@ -408,3 +408,52 @@ fn conversation_sessions_are_masked_in_state_files() {
         );
     }
 }
+
+/// Names of the tools the CLI offered the model in its last model request.
+fn offered_tools(mock: &MockLlm) -> Vec<String> {
+    let reqs = mock.model_requests();
+    let last = reqs.last().expect("a model request");
+    last["body"]["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Issue 7: every option claude documents reaches the CLI. The tool options change which tools
+/// the real CLI offers the model, whatever the spelling (`tools`, `disallowedTools`); the
+/// others are flags the real CLI must accept (it exits non-zero on an unknown one).
+#[test]
+fn claude_tool_options_reach_the_cli() {
+    let run = |options: &str| {
+        let h = harness(Cli::Claude, json!({"default": {"text": "fine"}}));
+        let (code, doc, stderr) = h.run_workflow(&format!(
+            "name: opts\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt: say hi\n    options:\n{options}    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n"
+        ));
+        assert_eq!(code, 0, "{doc}\n{stderr}");
+        assert_eq!(doc["states"]["ask"]["output"], json!("fine"));
+        assert!(
+            !stderr.contains("has no option"),
+            "documented options warned about: {stderr}"
+        );
+        offered_tools(&h.mock)
+    };
+    let all = run("      model: sonnet\n");
+    assert!(all.iter().any(|t| t == "Bash"), "{all:?}");
+    assert!(all.iter().any(|t| t == "Read"), "{all:?}");
+
+    let only = run("      tools: [Read, Grep]\n");
+    let mut only_sorted = only.clone();
+    only_sorted.sort();
+    assert_eq!(only_sorted, ["Grep", "Read"], "{only:?}");
+
+    let without = run(
+        "      disallowedTools: [Bash]\n      max_turns: 2\n      permission_mode: default\n      effort: low\n      append_system_prompt: be brief\n      add_dirs: [/tmp]\n      allowed_tools: [Read]\n",
+    );
+    assert!(!without.iter().any(|t| t == "Bash"), "{without:?}");
+    assert!(without.iter().any(|t| t == "Read"), "{without:?}");
+}

@@ -605,21 +605,27 @@ fn extreme_numbers_do_not_panic() {
 }
 
 #[test]
-fn a_missing_sub_workflow_is_a_routable_step_failure() {
-    let r = sandbox()
-        .run(&["run", "missing-child", "-f", "json"])
-        .unwrap();
-    assert_eq!(r.code, 3);
+fn a_missing_sub_workflow_is_refused_by_run_as_by_validate() {
+    // `awf validate` and `awf run` apply the same checks (issue 7): a literal `workflow:`
+    // that cannot be loaded is a WORKFLOW error before the run starts, not a step failure.
+    let sb = sandbox();
+    let v = sb.run(&["validate", "missing-child"]).unwrap();
+    assert_eq!(v.code, 2, "{}", v.stderr);
+    let r = sb.run(&["run", "missing-child", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
     let doc = r.json().unwrap();
-    assert_eq!(doc["terminal"], json!("handled"));
-    assert_eq!(state(&doc, "c")["status"], json!("failed"));
+    assert_eq!(
+        doc["error"]["code"],
+        json!("WORKFLOW.VALIDATION.INVALID_REFERENCE")
+    );
     assert!(
-        state(&doc, "c")["error"]
+        doc["error"]["message"]
             .as_str()
             .unwrap()
             .contains("no-such-child"),
         "{doc}"
     );
+    assert_eq!(doc["states"], json!({}), "nothing ran");
 }
 
 #[test]

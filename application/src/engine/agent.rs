@@ -7,12 +7,15 @@
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Instant;
 use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::event::LogLevel;
 use awf_domain::event::RunEvent;
+use awf_domain::mask::StreamMasker;
 use awf_domain::ports::agent::AgentCallback;
 use awf_domain::ports::agent::AgentChunk;
 use awf_domain::ports::agent::AgentRequest;
@@ -97,6 +100,7 @@ impl Run {
                 .conversation(state, prepared, provider, at, deadline, token)
                 .await;
         }
+        self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
         let request = AgentRequest {
             prompt: prepared.prompt.clone(),
             system_prompt: prepared.system_prompt.clone(),
@@ -105,12 +109,14 @@ impl Run {
             dir: Some(self.working_dir.clone()),
             timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
             env: lock(&self.exported).clone(),
+            secrets: self.masker(),
         };
-        let callback = self.agent_callback(name, at);
-        match provider
+        let (callback, flush) = self.agent_callback(name, at);
+        let result = provider
             .execute(request, Some(callback), token.clone())
-            .await
-        {
+            .await;
+        flush();
+        match result {
             Ok(resp) => {
                 let mut st = st;
                 st.response = resp.response;
@@ -174,7 +180,7 @@ impl Run {
     ) -> Result<Body, AwfError> {
         st.completed_at = Some(SystemTime::now());
         match output_format.map(str::trim) {
-            Some("json") => match parse_json_output(output) {
+            Some("json") => match parse_json_output(output, &self.masker()) {
                 Ok((text, json)) => {
                     st.output = text;
                     st.json = Some(json);
@@ -249,23 +255,105 @@ impl Run {
         self.finish_agent(st, prepared.output_format.as_deref(), &output)
     }
 
-    /// Streams agent chunks into the run's events (masked).
-    fn agent_callback(&self, name: &str, at: At<'_>) -> AgentCallback {
+    /// Warns when a turn continues a session that has turns but no id, with a provider that
+    /// resumes by id: the CLI cannot resume it, so this turn starts a fresh session.
+    fn warn_if_fresh(
+        &self,
+        name: &str,
+        at: At<'_>,
+        provider: &dyn awf_domain::ports::AgentProvider,
+        session: Option<&AgentSession>,
+    ) -> bool {
+        let Some(s) = session else { return false };
+        if s.turns.is_empty()
+            || s.session_id.as_deref().is_some_and(|id| !id.is_empty())
+            || !provider.resumes_by_session_id()
+        {
+            return false;
+        }
+        self.log(
+            Some(name),
+            LogLevel::Warn,
+            &format!(
+                "step {name}: provider \"{}\" returned no session id for the earlier turns of this conversation, so this turn starts a fresh session without them",
+                provider.name()
+            ),
+            &format!("{}{name}", at.prefix),
+            at.iteration(),
+        );
+        true
+    }
+
+    /// Streams agent chunks into the run's events, masked across chunk boundaries: a piece
+    /// of message or thought text that could be the start of a secret is held until the next
+    /// chunk decides it. Call the returned flush when the provider call returns (a partial
+    /// secret left at the end is released as `***`).
+    fn agent_callback(
+        &self,
+        name: &str,
+        at: At<'_>,
+    ) -> (AgentCallback, Arc<dyn Fn() + Send + Sync>) {
         let emitter = Arc::clone(&self.emitter);
         let masker = self.masker();
+        let streams = Arc::new(Mutex::new((
+            StreamMasker::new(masker.clone()),
+            StreamMasker::new(masker.clone()),
+        )));
         let step = name.to_owned();
         let path = format!("{}{name}", at.prefix);
         let iteration = at.iteration();
-        Arc::new(move |chunk: AgentChunk| {
+        let text = |b: Vec<u8>| match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        };
+        let emit_text = {
+            let emitter = Arc::clone(&emitter);
+            let step = step.clone();
+            let path = path.clone();
+            move |thought: bool, t: String| {
+                if t.is_empty() {
+                    return;
+                }
+                let event = if thought {
+                    RunEvent::AgentThoughtChunk {
+                        step: step.clone(),
+                        text: t,
+                    }
+                } else {
+                    RunEvent::AgentMessageChunk {
+                        step: step.clone(),
+                        text: t,
+                    }
+                };
+                emitter.emit(&path, iteration, event);
+            }
+        };
+        let emit_text = Arc::new(emit_text);
+        let flush: Arc<dyn Fn() + Send + Sync> = {
+            let streams = Arc::clone(&streams);
+            let emit_text = Arc::clone(&emit_text);
+            Arc::new(move || {
+                let (m, t) = {
+                    let mut s = lock(&streams);
+                    (s.0.finish(), s.1.finish())
+                };
+                emit_text(false, text(m));
+                emit_text(true, text(t));
+            })
+        };
+        let flush_before = Arc::clone(&flush);
+        let callback: AgentCallback = Arc::new(move |chunk: AgentChunk| {
             let event = match chunk {
-                AgentChunk::Message(t) => RunEvent::AgentMessageChunk {
-                    step: step.clone(),
-                    text: masker.mask(&t).into_owned(),
-                },
-                AgentChunk::Thought(t) => RunEvent::AgentThoughtChunk {
-                    step: step.clone(),
-                    text: masker.mask(&t).into_owned(),
-                },
+                AgentChunk::Message(t) => {
+                    let ready = lock(&streams).0.push(t.as_bytes());
+                    emit_text(false, text(ready));
+                    return;
+                }
+                AgentChunk::Thought(t) => {
+                    let ready = lock(&streams).1.push(t.as_bytes());
+                    emit_text(true, text(ready));
+                    return;
+                }
                 AgentChunk::ToolCall {
                     id,
                     name,
@@ -290,8 +378,11 @@ impl Run {
                     is_error,
                 },
             };
+            // Text held back so far comes before the tool event.
+            flush_before();
             emitter.emit(&path, iteration, event);
-        })
+        });
+        (callback, flush)
     }
 
     /// `mode: conversation`: the first turn sends the prompt; each later turn is a line the
@@ -311,7 +402,11 @@ impl Run {
         let mut session = prepared.session.clone().unwrap_or_default();
         let mut message = prepared.prompt.clone();
         let mut tokens = TokenUsage::default();
+        let mut warned = false;
         let last = loop {
+            if !warned {
+                warned = self.warn_if_fresh(name, at, provider.as_ref(), Some(&session));
+            }
             let request = AgentRequest {
                 prompt: message.clone(),
                 system_prompt: prepared.system_prompt.clone(),
@@ -320,11 +415,14 @@ impl Run {
                 dir: Some(self.working_dir.clone()),
                 timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
                 env: lock(&self.exported).clone(),
+                secrets: self.masker(),
             };
-            let resp = match provider
-                .execute(request, Some(self.agent_callback(name, at)), token.clone())
-                .await
-            {
+            let (callback, flush) = self.agent_callback(name, at);
+            let result = provider
+                .execute(request, Some(callback), token.clone())
+                .await;
+            flush();
+            let resp = match result {
                 Ok(r) => r,
                 Err(e) => {
                     st.status = if self.cancel.token.is_cancelled() {
@@ -739,8 +837,12 @@ pub(crate) fn strip_fences(text: &str) -> &str {
     }
 }
 
-/// `output_format: json`: strip fences, parse; else the first ```` ```json ```` block.
-pub(crate) fn parse_json_output(text: &str) -> Result<(String, Value), String> {
+/// `output_format: json`: strip fences, parse; else the first ```` ```json ```` block. The
+/// error quotes the first 200 characters of the text, masked before it is cut.
+pub(crate) fn parse_json_output(
+    text: &str,
+    masker: &awf_domain::mask::Masker,
+) -> Result<(String, Value), String> {
     let stripped = strip_fences(text).trim();
     match serde_json::from_str::<Value>(stripped) {
         Ok(v) => Ok((stripped.to_owned(), v)),
@@ -754,7 +856,7 @@ pub(crate) fn parse_json_output(text: &str) -> Result<(String, Value), String> {
                     }
                 }
             }
-            let preview: String = text.chars().take(200).collect();
+            let preview: String = masker.mask(text).chars().take(200).collect();
             Err(format!("invalid JSON: {first} (content: {preview})"))
         }
     }
@@ -763,23 +865,41 @@ pub(crate) fn parse_json_output(text: &str) -> Result<(String, Value), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use awf_domain::mask::Masker;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_invalid_json_preview_is_masked_before_it_is_cut() {
+        let secret = "sk-0123456789abcdefghij";
+        let m = Masker::from_named([("OPENAI_API_KEY", secret)]);
+        for at in 180..200 {
+            let text = format!("{}{secret} tail", "x".repeat(at));
+            let e = parse_json_output(&text, &m).unwrap_err();
+            assert!(!e.contains("sk-0"), "{at}: {e}");
+            assert!(e.contains("x*"), "{at}: {e}");
+        }
+    }
 
     #[test]
     fn fences_and_json() {
         assert_eq!(strip_fences("```json\n{\"a\":1}\n```"), "{\"a\":1}");
         assert_eq!(strip_fences("plain"), "plain");
         assert_eq!(
-            parse_json_output("```\n[1,2]\n```").unwrap().1,
+            parse_json_output("```\n[1,2]\n```", &Masker::default())
+                .unwrap()
+                .1,
             serde_json::json!([1, 2])
         );
         assert_eq!(
-            parse_json_output("Here you go:\n```json\n{\"ok\":true}\n```\nbye")
-                .unwrap()
-                .1,
+            parse_json_output(
+                "Here you go:\n```json\n{\"ok\":true}\n```\nbye",
+                &Masker::default()
+            )
+            .unwrap()
+            .1,
             serde_json::json!({"ok": true})
         );
-        let e = parse_json_output("not json").unwrap_err();
+        let e = parse_json_output("not json", &Masker::default()).unwrap_err();
         assert!(e.starts_with("invalid JSON: "), "{e}");
         assert!(e.ends_with("(content: not json)"), "{e}");
     }

@@ -10,7 +10,6 @@ use std::time::SystemTime;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::event::RunEvent;
-use awf_domain::ports::repository::Severity;
 use awf_domain::run::RunId;
 use awf_domain::run::RunStatus;
 use awf_domain::run::StepState;
@@ -84,7 +83,7 @@ impl Run {
                 );
             }
         };
-        let child_wf = loaded.workflow;
+        let child_wf = loaded.workflow.clone();
         let child_id = identity(&child_wf);
         if self.call_stack.contains(&child_id) {
             let names: Vec<String> = self
@@ -107,11 +106,8 @@ impl Run {
             .with_detail("state", name)
             .with_hint("a workflow cannot call itself, directly or through other workflows"));
         }
-        let mut problems = awf_domain::validate::structural(&child_wf);
-        problems.retain(|d| d.severity == Severity::Error);
-        if let Some(first) = problems.first_mut() {
-            first.locate(&loaded.source_map);
-            let e = first.to_error();
+        // The child gets the checks `awf run` applies to a workflow it starts.
+        if let Err(e) = crate::validation::check_for_run(&self.svc, &loaded) {
             return fail(
                 st,
                 e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow)),

@@ -1121,3 +1121,44 @@ async fn resume_asks_for_masked_secrets_again() {
         "{env:?}"
     );
 }
+
+#[tokio::test]
+async fn agent_text_is_masked_across_chunk_boundaries_and_at_its_end() {
+    let wf = workflow(
+        "w",
+        "ask",
+        vec![
+            agent("ask", "claude", "x", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let secret = "sk-abcdefgh12345";
+    for (answer, chunk) in [
+        (format!("key: {secret} done"), 3),
+        (format!("key: {secret} done"), 7),
+        // The answer stops half-way through the secret.
+        ("key: sk-abcdefg".to_owned(), 4),
+    ] {
+        let agents = FakeAgents::default().with(Arc::new(
+            FakeAgent::new("claude").answer(&answer).chunked(chunk),
+        ));
+        let f = facade_with_agents(
+            FakeRepository::new().with(wf.clone()),
+            Arc::new(FakeExecutor::new()),
+            FakeExpressions::new(),
+            agents,
+        );
+        let mut req = request("w", &[]);
+        req.env = vec![("OPENAI_API_KEY".into(), secret.into())];
+        let (events, _) = run_all(&f, req).await;
+        let streamed: String = events
+            .iter()
+            .filter_map(|e| match &e.event {
+                RunEvent::AgentMessageChunk { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(!streamed.contains("sk-a"), "{chunk}: {streamed}");
+        assert!(streamed.starts_with("key: ***"), "{chunk}: {streamed}");
+    }
+}

@@ -566,6 +566,15 @@ impl Run {
     }
 
     async fn main_loop(&self) -> Ending {
+        // Depth guard: parallel blocks and loops run their children recursively, so a block
+        // that contains itself (or nesting deeper than MAX_NESTING) would recurse until the
+        // stack overflows. Validation rejects both; this holds when it was bypassed.
+        if let Some(d) = awf_domain::validate::containment(&self.wf)
+            .into_iter()
+            .next()
+        {
+            return self.failure(d.to_error(), None);
+        }
         let start_hooks = &self.wf.hooks.workflow_start;
         if !start_hooks.is_empty()
             && let Err(e) = self
@@ -1027,3 +1036,7 @@ impl Run {
 #[cfg(test)]
 #[path = "engine_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "guard_tests.rs"]
+mod guard_tests;

@@ -39,6 +39,19 @@ pub(crate) const MAX_FILE_BYTES: u64 = 1024 * 1024;
 /// Boxed future used for the recursive state execution.
 pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Deepest nesting of state executions (a parallel branch, a loop body step, a sub-workflow's
+/// state each add one level) before a run fails with `EXECUTION.WORKFLOW.MAX_DEPTH`. Each
+/// level costs stack: a debug build overflowed a 2 MiB worker stack at about 28 nested blocks,
+/// or 8 sub-workflow calls 3 levels deep each; the `awf` binary gives its workers 16 MiB.
+/// Validation keeps one workflow within `validate::MAX_NESTING`; this guard holds across
+/// sub-workflows and when validation was bypassed.
+pub(crate) const MAX_EXEC_DEPTH: usize = 64;
+
+tokio::task_local! {
+    /// Nesting depth of the state execution being polled (0 outside any).
+    static EXEC_DEPTH: usize;
+}
+
 /// Where the state runs: loop frame and event path prefix (`loop:0/loop:2/`).
 #[derive(Clone, Copy)]
 pub(crate) struct At<'a> {
@@ -85,7 +98,18 @@ impl Run {
         prefix: &'a str,
         token: &'a CancellationToken,
     ) -> BoxFut<'a, Result<StepExit, AwfError>> {
-        Box::pin(async move {
+        let depth = EXEC_DEPTH.try_with(|d| *d).unwrap_or(0) + 1;
+        if depth > MAX_EXEC_DEPTH {
+            return Box::pin(std::future::ready(Err(AwfError::new(
+                ErrorCode::ExecutionMaxDepth,
+                format!(
+                    "state {name}: parallel blocks, loops and sub-workflows nest more than {MAX_EXEC_DEPTH} levels deep"
+                ),
+            )
+            .with_detail("state", name)
+            .with_hint("flatten the nesting; `awf validate` shows containment cycles"))));
+        }
+        Box::pin(EXEC_DEPTH.scope(depth, async move {
             let at = At { frame, prefix };
             let Some(state) = self.wf.state(name) else {
                 return Err(AwfError::new(
@@ -201,7 +225,7 @@ impl Run {
                 return Err(cancelled(name));
             }
             self.route(state, succeeded, body.failure, body.early_exit, frame)
-        })
+        }))
     }
 
     /// Races a block against its deadline; on expiry cancels the block's token, waits for it
@@ -490,9 +514,9 @@ impl Run {
             dir,
             env: lock(&self.exported).clone(),
             timeout: remaining,
-            capture_limit: state
-                .capture_max_size
-                .map(|m| usize::try_from(m).unwrap_or(usize::MAX)),
+            // The engine keeps the masked stream itself (mask first, cut second); the
+            // executor's own copy is only a fallback for executors that stream nothing.
+            capture_limit: Some(0),
         };
         let path = format!("{}{name}", at.prefix);
         let callback = live_output(
@@ -501,6 +525,9 @@ impl Run {
             name,
             path,
             at.iteration(),
+            state.capture_max_size.map_or(DEFAULT_STORED_OUTPUT, |m| {
+                usize::try_from(m).unwrap_or(usize::MAX)
+            }),
         );
         let out = match self
             .svc
@@ -513,10 +540,12 @@ impl Run {
                 return fail(st, e.code(), format!("step {name}: {}", e.message()));
             }
         };
-        callback.flush();
+        let (stdout, stderr) = callback.finish();
         st.completed_at = Some(SystemTime::now());
-        st.output = self.cap(state, out.stdout);
-        st.stderr = self.cap(state, out.stderr);
+        // What was streamed was masked before it was cut; an executor that streamed nothing
+        // (a test double) is taken at its word.
+        st.output = stdout.unwrap_or_else(|| self.cap(state, out.stdout));
+        st.stderr = stderr.unwrap_or_else(|| self.cap(state, out.stderr));
         st.exit_code = Some(out.exit_code);
         match out.termination {
             Termination::Cancelled => {
@@ -747,15 +776,88 @@ pub(crate) fn cancelled(step: &str) -> AwfError {
     .with_detail("state", step)
 }
 
-/// Live output plumbing: masks each stream across chunk boundaries and emits `OutputChunk`s.
+/// Most bytes of each stream stored in a step's state when `capture.max_size` is not set
+/// (64 MiB, the process executor's own default).
+const DEFAULT_STORED_OUTPUT: usize = 64 * 1024 * 1024;
+
+/// The masked bytes of one stream kept for the step's state: mask first, cut second.
+#[derive(Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    /// Whether the callback saw any byte of this stream.
+    seen: bool,
+    truncated: bool,
+}
+
+impl Kept {
+    fn take(&mut self, masked: &[u8], limit: usize) {
+        let room = limit.saturating_sub(self.bytes.len());
+        if masked.len() > room {
+            self.truncated = true;
+        }
+        self.bytes
+            .extend_from_slice(&masked[..room.min(masked.len())]);
+    }
+
+    /// The kept bytes as text (invalid UTF-8 as U+FFFD); a character split by the cap is
+    /// dropped. `None` when nothing was streamed.
+    fn text(self) -> Option<String> {
+        if !self.seen {
+            return None;
+        }
+        let mut b = self.bytes;
+        if self.truncated {
+            let valid = match std::str::from_utf8(&b) {
+                Ok(_) => b.len(),
+                Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                Err(_) => b.len(),
+            };
+            b.truncate(valid);
+        }
+        Some(match String::from_utf8(b) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+}
+
+/// One stream's masker and kept bytes.
+struct LiveStream {
+    masker: StreamMasker,
+    kept: Kept,
+}
+
+/// Live output plumbing: masks each stream across chunk boundaries, emits `OutputChunk`s with
+/// the masked bytes exactly, and keeps the first `limit` masked bytes of each stream for the
+/// step's state (so a cap never cuts a secret in half: mask first, cut second).
 struct LiveOutput {
     callback: OutputCallback,
-    flush: Arc<dyn Fn() + Send + Sync>,
+    streams: Arc<Mutex<[LiveStream; 2]>>,
+    emit: Arc<dyn Fn(OutputStream, Vec<u8>) + Send + Sync>,
+    limit: usize,
 }
 
 impl LiveOutput {
-    fn flush(&self) {
-        (self.flush)();
+    /// Ends both streams (a held partial secret is released masked) and returns the stored
+    /// (stdout, stderr) text; `None` for a stream the executor never streamed.
+    fn finish(&self) -> (Option<String>, Option<String>) {
+        let mut texts = [None, None];
+        for (i, stream) in [OutputStream::Stdout, OutputStream::Stderr]
+            .into_iter()
+            .enumerate()
+        {
+            let (rest, kept) = {
+                let mut s = lock(&self.streams);
+                let ls = &mut s[i];
+                let rest = ls.masker.finish();
+                ls.kept.take(&rest, self.limit);
+                (rest, std::mem::take(&mut ls.kept))
+            };
+            (self.emit)(stream, rest);
+            texts[i] = kept.text();
+        }
+        let [a, b] = texts;
+        (a, b)
     }
 }
 
@@ -765,47 +867,53 @@ fn live_output(
     step: &str,
     path: String,
     iteration: Option<usize>,
+    limit: usize,
 ) -> LiveOutput {
-    let streams = Arc::new(Mutex::new((
-        StreamMasker::new(masker.clone()),
-        StreamMasker::new(masker),
-    )));
+    let streams = Arc::new(Mutex::new([
+        LiveStream {
+            masker: StreamMasker::new(masker.clone()),
+            kept: Kept::default(),
+        },
+        LiveStream {
+            masker: StreamMasker::new(masker),
+            kept: Kept::default(),
+        },
+    ]));
     let step = step.to_owned();
-    let emit = {
-        move |stream: OutputStream, text: String| {
-            if !text.is_empty() {
+    let emit: Arc<dyn Fn(OutputStream, Vec<u8>) + Send + Sync> =
+        Arc::new(move |stream: OutputStream, bytes: Vec<u8>| {
+            if !bytes.is_empty() {
                 emitter.emit(
                     &path,
                     iteration,
                     RunEvent::OutputChunk {
                         step: step.clone(),
                         stream,
-                        text,
+                        text: bytes.into(),
                     },
                 );
             }
-        }
-    };
-    let emit = Arc::new(emit);
+        });
     let cb_streams = Arc::clone(&streams);
     let cb_emit = Arc::clone(&emit);
-    let callback: OutputCallback = Arc::new(move |stream: OutputStream, chunk: &str| {
+    let callback: OutputCallback = Arc::new(move |stream: OutputStream, chunk: &[u8]| {
         let ready = {
             let mut s = lock(&cb_streams);
-            match stream {
-                OutputStream::Stdout => s.0.push(chunk),
-                OutputStream::Stderr => s.1.push(chunk),
-            }
+            let ls = match stream {
+                OutputStream::Stdout => &mut s[0],
+                OutputStream::Stderr => &mut s[1],
+            };
+            ls.kept.seen |= !chunk.is_empty();
+            let ready = ls.masker.push(chunk);
+            ls.kept.take(&ready, limit);
+            ready
         };
         cb_emit(stream, ready);
     });
-    let flush = Arc::new(move || {
-        let (a, b) = {
-            let mut s = lock(&streams);
-            (s.0.finish(), s.1.finish())
-        };
-        emit(OutputStream::Stdout, a);
-        emit(OutputStream::Stderr, b);
-    });
-    LiveOutput { callback, flush }
+    LiveOutput {
+        callback,
+        streams,
+        emit,
+        limit,
+    }
 }

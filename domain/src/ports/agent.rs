@@ -66,6 +66,9 @@ pub struct AgentRequest {
     pub timeout: Option<Duration>,
     /// Extra environment variables for CLI agents.
     pub env: Vec<(String, String)>,
+    /// The run's secrets: a provider masks text with them before it cuts it (an error's
+    /// stderr tail), so no part of a secret survives the cut.
+    pub secrets: crate::mask::Masker,
 }
 
 /// Something the agent produced while it runs, in order.
@@ -126,6 +129,21 @@ pub trait AgentProvider: Send + Sync {
     /// Provider name as written in workflows (`claude`, `openai_compatible`, …).
     fn name(&self) -> &str;
 
+    /// The `options:` keys this provider understands, in snake_case (see [`option_key`] for
+    /// the spellings accepted), or `None` when it takes any key. `awf validate` and `awf run`
+    /// warn about a key outside this list, since the provider would ignore it.
+    fn options(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    /// Whether a later turn resumes the session through the id this provider returns (the
+    /// CLIs' resume flags); `false` when the provider resends the history itself (HTTP APIs,
+    /// transcript-in-prompt CLIs). When it does and a session-tracked turn came back without
+    /// an id, the engine warns that the next turn starts a fresh session.
+    fn resumes_by_session_id(&self) -> bool {
+        false
+    }
+
     /// Runs one prompt turn.
     ///
     /// # Errors
@@ -143,10 +161,52 @@ pub trait AgentProvider: Send + Sync {
     ) -> Result<AgentResponse, AwfError>;
 }
 
+/// Option keys every provider understands: `output_format` (the display format the engine
+/// fills in) and `system_prompt` (prepended or passed as the CLI's flag).
+pub const COMMON_AGENT_OPTIONS: &[&str] = &["output_format", "system_prompt"];
+
+/// The canonical (snake_case) spelling of an `options:` key: `allowedTools` and
+/// `allowed-tools` are both `allowed_tools`, so a key may be written as the agent CLI spells
+/// its flag. Keys already in snake_case are returned unchanged.
+pub fn option_key(key: &str) -> std::borrow::Cow<'_, str> {
+    if !key.bytes().any(|b| b.is_ascii_uppercase() || b == b'-') {
+        return std::borrow::Cow::Borrowed(key);
+    }
+    let mut out = String::with_capacity(key.len() + 4);
+    for (i, c) in key.chars().enumerate() {
+        if c == '-' {
+            out.push('_');
+        } else if c.is_ascii_uppercase() {
+            if i > 0 && !out.ends_with('_') {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Finds providers by name.
 pub trait AgentRegistry: Send + Sync {
     /// The provider called `name`, if registered.
     fn get(&self, name: &str) -> Option<Arc<dyn AgentProvider>>;
     /// Every registered name, sorted.
     fn names(&self) -> Vec<String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::option_key;
+
+    #[test]
+    fn option_keys_accept_the_cli_spellings() {
+        assert_eq!(option_key("allowed_tools"), "allowed_tools");
+        assert_eq!(option_key("allowedTools"), "allowed_tools");
+        assert_eq!(option_key("allowed-tools"), "allowed_tools");
+        assert_eq!(option_key("maxTurns"), "max_turns");
+        assert_eq!(option_key("permissionMode"), "permission_mode");
+        assert_eq!(option_key("max-budget-usd"), "max_budget_usd");
+    }
 }

@@ -75,9 +75,69 @@ pub struct CommandOutput {
     pub signal: Option<i32>,
 }
 
-/// Receives live output as it arrives: raw, unmasked, in arbitrary chunk sizes (the caller
-/// masks before showing it).
-pub type OutputCallback = Arc<dyn Fn(OutputStream, &str) + Send + Sync>;
+/// Receives live output as it arrives: the raw bytes exactly as read (not necessarily UTF-8,
+/// unmasked), in arbitrary chunk sizes that may split a UTF-8 character (the caller masks
+/// before showing it; [`Utf8Chunks`] turns the bytes into text where text is needed).
+pub type OutputCallback = Arc<dyn Fn(OutputStream, &[u8]) + Send + Sync>;
+
+/// Turns a byte stream delivered in arbitrary chunks into text chunks that never split a
+/// character: an incomplete sequence at the end of a chunk is held until the next one (or
+/// [`Utf8Chunks::finish`]); invalid bytes become U+FFFD exactly as
+/// [`String::from_utf8_lossy`] does, so the text chunks concatenate to the lossy text of
+/// the whole stream.
+#[derive(Debug, Default, Clone)]
+pub struct Utf8Chunks {
+    pending: Vec<u8>,
+}
+
+impl Utf8Chunks {
+    /// Feeds bytes; calls `out` with each piece of text ready now.
+    pub fn push(&mut self, bytes: &[u8], out: impl FnMut(&str)) {
+        self.pending.extend_from_slice(bytes);
+        self.emit(false, out);
+    }
+
+    /// Ends the stream: a held incomplete sequence becomes U+FFFD.
+    pub fn finish(&mut self, out: impl FnMut(&str)) {
+        self.emit(true, out);
+    }
+
+    fn emit(&mut self, eof: bool, mut out: impl FnMut(&str)) {
+        let mut done = 0usize;
+        while done < self.pending.len() {
+            let rest = &self.pending[done..];
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    out(s);
+                    done = self.pending.len();
+                }
+                Err(e) => {
+                    let valid = e.valid_up_to();
+                    if let Ok(s) = std::str::from_utf8(&rest[..valid])
+                        && !s.is_empty()
+                    {
+                        out(s);
+                    }
+                    match e.error_len() {
+                        Some(bad) => {
+                            out("\u{FFFD}");
+                            done += valid + bad;
+                        }
+                        None if eof => {
+                            out("\u{FFFD}");
+                            done = self.pending.len();
+                        }
+                        None => {
+                            done += valid;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.drain(..done);
+    }
+}
 
 /// Runs child processes.
 ///
@@ -100,4 +160,44 @@ pub trait CommandExecutor: Send + Sync {
         on_output: Option<OutputCallback>,
         cancel: CancellationToken,
     ) -> Result<CommandOutput, AwfError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(bytes: &[u8], step: usize) -> Vec<String> {
+        let mut d = Utf8Chunks::default();
+        let mut out = Vec::new();
+        for piece in bytes.chunks(step) {
+            d.push(piece, |s| out.push(s.to_owned()));
+        }
+        d.finish(|s| out.push(s.to_owned()));
+        out
+    }
+
+    #[test]
+    fn text_chunks_never_split_characters_and_match_lossy_decoding() {
+        let cases: &[&[u8]] = &[
+            "héllo wörld € 𝄞 ✓".as_bytes(),
+            b"\xffabc",
+            b"abc\xff",
+            b"ab\xe2\x82",
+            b"ab\xe2\x82x\xe2\x82\xac",
+            b"\xf0\x9d\x84",
+            b"\xc0\x80\xed\xa0\x80z",
+            b"",
+        ];
+        for bytes in cases {
+            let want = String::from_utf8_lossy(bytes);
+            for step in 1..=5 {
+                let chunks = decode(bytes, step);
+                assert_eq!(chunks.concat(), want, "{bytes:?} step {step}");
+                if std::str::from_utf8(bytes).is_ok() {
+                    assert!(chunks.iter().all(|c| !c.contains('\u{FFFD}')));
+                }
+            }
+        }
+        assert_eq!(decode("a€b".as_bytes(), 1), vec!["a", "€", "b"]);
+    }
 }

@@ -154,10 +154,10 @@ impl CommandExecutor for FakeExecutor {
             } => {
                 if let Some(cb) = &on_output {
                     if !stdout.is_empty() {
-                        cb(OutputStream::Stdout, &stdout);
+                        cb(OutputStream::Stdout, stdout.as_bytes());
                     }
                     if !stderr.is_empty() {
-                        cb(OutputStream::Stderr, &stderr);
+                        cb(OutputStream::Stderr, stderr.as_bytes());
                     }
                 }
                 Ok(CommandOutput {
@@ -367,6 +367,8 @@ impl WorkflowRepository for FakeRepository {
 #[derive(Debug)]
 pub struct FakeAgent {
     name: String,
+    /// Stream each answer in pieces of this many characters (0: one chunk).
+    chunk_chars: usize,
     answers: Mutex<VecDeque<Result<crate::ports::agent::AgentResponse, AwfError>>>,
     calls: Mutex<Vec<crate::ports::agent::AgentRequest>>,
 }
@@ -376,6 +378,7 @@ impl FakeAgent {
     pub fn new(name: &str) -> Self {
         Self {
             name: name.to_owned(),
+            chunk_chars: 0,
             answers: Mutex::new(VecDeque::new()),
             calls: Mutex::new(Vec::new()),
         }
@@ -397,6 +400,13 @@ impl FakeAgent {
                 },
                 ..Default::default()
             }));
+        self
+    }
+
+    /// Streams each answer in `Message` chunks of `n` characters instead of one.
+    #[must_use]
+    pub fn chunked(mut self, n: usize) -> Self {
+        self.chunk_chars = n;
         self
     }
 
@@ -446,9 +456,18 @@ impl crate::ports::agent::AgentProvider for FakeAgent {
         .unwrap_or_else(|| panic!("FakeAgent {}: no answer scripted", self.name));
         let mut resp = answer?;
         if let Some(cb) = &on_chunk {
-            cb(crate::ports::agent::AgentChunk::Message(
-                resp.output.clone(),
-            ));
+            if self.chunk_chars == 0 {
+                cb(crate::ports::agent::AgentChunk::Message(
+                    resp.output.clone(),
+                ));
+            } else {
+                let chars: Vec<char> = resp.output.chars().collect();
+                for piece in chars.chunks(self.chunk_chars) {
+                    cb(crate::ports::agent::AgentChunk::Message(
+                        piece.iter().collect(),
+                    ));
+                }
+            }
         }
         if let Some(mut session) = request.session {
             if session.session_id.is_none() {

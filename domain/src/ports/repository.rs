@@ -182,7 +182,8 @@ pub struct LoadedWorkflow {
     pub workflow: Workflow,
     /// Positions of every key and sequence item in the file.
     pub source_map: SourceMap,
-    /// Load-time warnings and notes (unknown keys, ignored keys), positioned.
+    /// Load-time warnings and notes (unknown keys, ignored keys), positioned; from
+    /// `load_for_validation` also the load-time errors.
     pub diagnostics: Vec<Diagnostic>,
 }
 
@@ -211,6 +212,22 @@ pub trait WorkflowRepository: Send + Sync {
     /// `USER.FACADE.WORKFLOW_NOT_FOUND` / `USER.INPUT.MISSING_FILE` (with a "did you mean"
     /// hint), `WORKFLOW.PARSE.*` with `file`, `line`, `column` details, `SYSTEM.IO.READ_FAILED`.
     fn load(&self, identifier: &str, base_dir: Option<&Path>) -> Result<LoadedWorkflow, AwfError>;
+
+    /// Like [`WorkflowRepository::load`], but decoding goes on past errors for `awf validate`:
+    /// the workflow is returned with every finding in `diagnostics`, errors included (a state
+    /// that cannot be decoded keeps its routes under a placeholder kind, so later checks still
+    /// run). The default is `load`.
+    ///
+    /// # Errors
+    /// Lookup errors as `load`; `WORKFLOW.PARSE.*` only when nothing can be decoded (YAML
+    /// syntax, a document that is not a mapping, no `name:` or `states:`).
+    fn load_for_validation(
+        &self,
+        identifier: &str,
+        base_dir: Option<&Path>,
+    ) -> Result<LoadedWorkflow, AwfError> {
+        self.load(identifier, base_dir)
+    }
 
     /// Lists workflows of every source, first source wins per name.
     ///

@@ -27,6 +27,7 @@ use awf_domain::ports::exec::CommandSpec;
 use awf_domain::ports::exec::OutputCallback;
 use awf_domain::ports::exec::Program;
 use awf_domain::ports::exec::Termination;
+use awf_domain::ports::exec::Utf8Chunks;
 use awf_domain::run::TokenUsage;
 use tokio_util::sync::CancellationToken;
 
@@ -35,7 +36,8 @@ use crate::parse::LineSplitter;
 use crate::parse::Parsed;
 use crate::parse::Usage;
 
-/// How much of stderr goes into an `EXECUTION.AGENT.FAILED` message (bytes, the tail).
+/// How much of stderr, and of stdout when the CLI exited non-zero without an error event the
+/// parser understood, goes into an `EXECUTION.AGENT.FAILED` message (bytes, the tail of each).
 pub const STDERR_TAIL_BYTES: usize = 2048;
 
 /// One agent CLI: its binary, argv and output parser.
@@ -49,6 +51,16 @@ pub trait CliAgent: Send + Sync + 'static {
     fn binary(&self) -> &'static str;
     /// How to install the binary (shown as the hint of `EXECUTION.AGENT.BINARY_NOT_FOUND`).
     fn install_hint(&self) -> &'static str;
+    /// Every `options:` key [`CliAgent::argv`] reads (snake_case; [`COMMON_AGENT_OPTIONS`]
+    /// included), each of which reaches the CLI.
+    ///
+    /// [`COMMON_AGENT_OPTIONS`]: awf_domain::ports::agent::COMMON_AGENT_OPTIONS
+    fn options(&self) -> &'static [&'static str];
+    /// Whether a later turn resumes through the session id the CLI printed (`-r <id>`,
+    /// `exec resume <id>`, …); `false` for transcript-in-prompt CLIs.
+    fn resumes_by_session_id(&self) -> bool {
+        true
+    }
     /// Validates the options and builds the argv (without the binary).
     ///
     /// # Errors
@@ -210,6 +222,28 @@ pub(crate) fn tail(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
+/// What of a raw stdout is shown live when the parser found no answer in it: the plain-text
+/// lines, without the JSON lines the parser could not read (a malformed or unknown event is
+/// never printed as if the agent had said it). Their number goes to the debug log.
+pub(crate) fn without_event_lines(stdout: &str) -> String {
+    let mut kept = String::with_capacity(stdout.len());
+    let mut dropped = 0usize;
+    for line in stdout.split_inclusive('\n') {
+        if matches!(line.trim_start().as_bytes().first(), Some(b'{' | b'[')) {
+            dropped += 1;
+        } else {
+            kept.push_str(line);
+        }
+    }
+    if dropped > 0 {
+        tracing::debug!(
+            lines = dropped,
+            "agent output lines that are not events awf reads were left out of the live output"
+        );
+    }
+    kept
+}
+
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -239,6 +273,7 @@ pub fn find_program(
 
 /// Stream state shared with the output callback.
 struct Feed<P> {
+    decoder: Utf8Chunks,
     splitter: LineSplitter,
     parser: P,
     fed: usize,
@@ -247,6 +282,13 @@ struct Feed<P> {
 }
 
 impl<P: LineParser> Feed<P> {
+    /// Feeds raw stdout bytes (decoded as UTF-8 without splitting characters).
+    fn push_bytes(&mut self, bytes: &[u8]) {
+        let mut decoder = std::mem::take(&mut self.decoder);
+        decoder.push(bytes, |text| self.push(text));
+        self.decoder = decoder;
+    }
+
     fn push(&mut self, text: &str) {
         self.fed += text.len();
         let mut chunks = Vec::new();
@@ -257,6 +299,8 @@ impl<P: LineParser> Feed<P> {
     }
 
     fn end(&mut self) {
+        let mut decoder = std::mem::take(&mut self.decoder);
+        decoder.finish(|text| self.push(text));
         let mut chunks = Vec::new();
         let parser = &mut self.parser;
         self.splitter
@@ -280,6 +324,14 @@ impl<P: LineParser> Feed<P> {
 impl<A: CliAgent> AgentProvider for CliProvider<A> {
     fn name(&self) -> &str {
         self.agent.name()
+    }
+
+    fn options(&self) -> Option<&'static [&'static str]> {
+        Some(self.agent.options())
+    }
+
+    fn resumes_by_session_id(&self) -> bool {
+        self.agent.resumes_by_session_id()
     }
 
     async fn execute(
@@ -308,6 +360,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         };
 
         let feed = Arc::new(Mutex::new(Feed {
+            decoder: Utf8Chunks::default(),
             splitter: LineSplitter::default(),
             parser: self.agent.parser(&request),
             fed: 0,
@@ -315,11 +368,11 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
             on_chunk: on_chunk.clone(),
         }));
         let sink = Arc::clone(&feed);
-        let callback: OutputCallback = Arc::new(move |stream, text| {
+        let callback: OutputCallback = Arc::new(move |stream, bytes| {
             if stream == OutputStream::Stdout {
                 sink.lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .push(text);
+                    .push_bytes(bytes);
             }
         });
         let spec = CommandSpec {
@@ -386,20 +439,34 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 msg.push_str(": ");
                 msg.push_str(e);
             }
-            let err_tail = tail(&out.stderr, STDERR_TAIL_BYTES);
+            // Masked before it is cut: a secret across the cut leaves no suffix in clear.
+            let stderr = request.secrets.mask(&out.stderr);
+            let err_tail = tail(&stderr, STDERR_TAIL_BYTES);
             if !err_tail.is_empty() {
                 msg.push_str("\nstderr: ");
                 msg.push_str(err_tail);
+            }
+            let stdout = request.secrets.mask(&out.stdout);
+            let out_tail = tail(&stdout, STDERR_TAIL_BYTES);
+            if out.exit_code != 0 && parsed.error.is_none() && !out_tail.is_empty() {
+                msg.push_str("\nstdout: ");
+                msg.push_str(out_tail);
             }
             return Err(AwfError::new(ErrorCode::ExecutionAgentFailed, msg)
                 .with_detail("provider", name)
                 .with_detail("exit_code", out.exit_code));
         }
 
+        let extracted = parsed.output.is_some();
         let output = parsed.output.unwrap_or_else(|| out.stdout.clone());
         if messages == 0 && !output.is_empty() {
-            if let Some(cb) = &on_chunk {
-                cb(AgentChunk::Message(output.clone()));
+            let shown = if extracted {
+                output.clone()
+            } else {
+                without_event_lines(&output)
+            };
+            if let (Some(cb), false) = (&on_chunk, shown.trim().is_empty()) {
+                cb(AgentChunk::Message(shown));
             }
         }
         let tokens = tokens(parsed.usage, &request, &output);
@@ -418,6 +485,14 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_lines_are_not_shown_as_the_answer() {
+        assert_eq!(
+            without_event_lines("{\"type\": broken\nplain text\n[1,\n  {\"x\":1}\nlast"),
+            "plain text\nlast"
+        );
+    }
 
     #[test]
     fn tail_keeps_the_end_on_a_char_boundary() {

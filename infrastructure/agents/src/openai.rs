@@ -474,6 +474,20 @@ impl AgentProvider for OpenAiCompatible {
         NAME
     }
 
+    fn options(&self) -> Option<&'static [&'static str]> {
+        Some(&[
+            "base_url",
+            "model",
+            "api_key",
+            "temperature",
+            "top_p",
+            "max_completion_tokens",
+            "max_tokens",
+            "output_format",
+            "system_prompt",
+        ])
+    }
+
     async fn execute(
         &self,
         request: AgentRequest,

@@ -5,6 +5,7 @@
 
 use awf_domain::error::AwfError;
 use awf_domain::error::ErrorCode;
+use awf_domain::ports::agent::option_key;
 use serde_json::Map;
 use serde_json::Value;
 
@@ -41,8 +42,23 @@ impl<'a> Opts<'a> {
         .with_detail("option", key)
     }
 
+    /// The value of `key` (snake_case), also when written as the CLI spells the flag
+    /// (`allowedTools`, `max-turns`; see [`option_key`]). `null` counts as absent.
     fn get(&self, key: &str) -> Option<&'a Value> {
-        self.map.get(key).filter(|v| !v.is_null())
+        self.map
+            .get(key)
+            .or_else(|| {
+                self.map
+                    .iter()
+                    .find(|(k, _)| k.as_str() != key && option_key(k) == key)
+                    .map(|(_, v)| v)
+            })
+            .filter(|v| !v.is_null())
+    }
+
+    /// Whether `key` was given (in any accepted spelling) with a non-null value.
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
     }
 
     /// A string option (numbers and booleans are formatted); empty = absent.
@@ -198,6 +214,16 @@ mod tests {
         assert_eq!(o.number("n").unwrap(), Some(0.5));
         assert_eq!(o.uint("u").unwrap(), Some(12));
         assert_eq!(o.string_list("l").unwrap(), ["a", "b"]);
+    }
+
+    #[test]
+    fn accepts_the_cli_spelling_of_a_key() {
+        let m = map(json!({"allowedTools": ["Read"], "max-turns": 3}));
+        let o = Opts::new("claude", &m);
+        assert_eq!(o.string_list("allowed_tools").unwrap(), ["Read"]);
+        assert_eq!(o.uint("max_turns").unwrap(), Some(3));
+        assert!(o.has("allowed_tools"));
+        assert!(!o.has("disallowed_tools"));
     }
 
     #[test]

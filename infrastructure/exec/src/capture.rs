@@ -1,5 +1,5 @@
-//! Capturing one output stream: the first bytes kept (up to a cap), live UTF-8 chunks for
-//! the callback.
+//! Capturing one output stream: the first bytes kept (up to a cap), every byte handed to the
+//! live callback exactly as read.
 
 use awf_domain::event::OutputStream;
 use awf_domain::ports::exec::OutputCallback;
@@ -9,10 +9,9 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// What has been read from one pipe: the first `limit` bytes kept, the rest only counted.
 ///
-/// Chunks given to the callback never split a UTF-8 character: an incomplete sequence at the
-/// end of a read is held back until the next read (or EOF). Invalid bytes become U+FFFD exactly
-/// as [`String::from_utf8_lossy`] does, so the concatenated chunks equal the whole stream's
-/// text, and the kept text is its prefix.
+/// The callback gets every byte read, unchanged and in order (chunks may split a UTF-8
+/// character; the callback's owner decodes). The kept bytes become text only at the end
+/// ([`Capture::into_string`]).
 #[derive(Debug)]
 pub(crate) struct Capture {
     stream: OutputStream,
@@ -23,8 +22,6 @@ pub(crate) struct Capture {
     truncated: bool,
     /// The buffer each read fills; emptied after every read.
     scratch: Vec<u8>,
-    /// Bytes read but not yet handed to the callback (an incomplete trailing character).
-    pending: Vec<u8>,
 }
 
 impl Capture {
@@ -36,7 +33,6 @@ impl Capture {
             limit,
             truncated: false,
             scratch: Vec::new(),
-            pending: Vec::new(),
         }
     }
 
@@ -48,74 +44,20 @@ impl Capture {
     }
 
     /// Takes the bytes just read into the read target: keeps what fits under the limit and,
-    /// with a callback, hands them on, holding back an incomplete trailing character unless
-    /// `eof` (then it becomes U+FFFD).
-    pub(crate) fn accept(&mut self, cb: Option<&OutputCallback>, eof: bool) {
+    /// with a callback, hands them all on as they are.
+    pub(crate) fn accept(&mut self, cb: Option<&OutputCallback>) {
         let room = self.limit.saturating_sub(self.kept.len());
         let keep = room.min(self.scratch.len());
         if keep < self.scratch.len() {
             self.truncated = true;
         }
         self.kept.extend_from_slice(&self.scratch[..keep]);
-        if let Some(cb) = cb {
-            if self.pending.is_empty() {
-                std::mem::swap(&mut self.pending, &mut self.scratch);
-            } else {
-                self.pending.extend_from_slice(&self.scratch);
-            }
-            self.scratch.clear();
-            self.emit(cb, eof);
-        } else {
-            self.scratch.clear();
+        if let Some(cb) = cb
+            && !self.scratch.is_empty()
+        {
+            cb(self.stream, &self.scratch);
         }
-    }
-
-    /// Hands the pending bytes to `cb`, holding back an incomplete trailing character unless
-    /// `eof`.
-    fn emit(&mut self, cb: &OutputCallback, eof: bool) {
-        let mut done = 0usize;
-        loop {
-            let rest = &self.pending[done..];
-            if rest.is_empty() {
-                break;
-            }
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    cb(self.stream, s);
-                    done = self.pending.len();
-                    break;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    if let Ok(s) = std::str::from_utf8(&rest[..valid]) {
-                        if !s.is_empty() {
-                            cb(self.stream, s);
-                        }
-                    }
-                    match e.error_len() {
-                        Some(bad) => {
-                            cb(self.stream, "\u{FFFD}");
-                            done += valid + bad;
-                        }
-                        None if eof => {
-                            cb(self.stream, "\u{FFFD}");
-                            done = self.pending.len();
-                            break;
-                        }
-                        None => {
-                            done += valid;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending.drain(..done);
-    }
-
-    /// Flushes a held-back incomplete character to the callback (as U+FFFD).
-    pub(crate) fn finish(&mut self, cb: &OutputCallback) {
-        self.emit(cb, true);
+        self.scratch.clear();
     }
 
     /// Whether bytes were dropped at the limit.
@@ -163,8 +105,8 @@ mod tests {
     use super::*;
 
     /// Feeds `bytes` in pieces of `step` bytes; returns (chunks seen, final text).
-    fn feed(bytes: &[u8], step: usize) -> (Vec<String>, String) {
-        let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    fn feed(bytes: &[u8], step: usize) -> (Vec<Vec<u8>>, String) {
+        let seen = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
         let sink = Arc::clone(&seen);
         let cb: OutputCallback = Arc::new(move |stream, s| {
             assert_eq!(stream, OutputStream::Stdout);
@@ -175,50 +117,25 @@ mod tests {
         let mut cap = Capture::new(OutputStream::Stdout, usize::MAX);
         for piece in bytes.chunks(step) {
             cap.read_target().extend_from_slice(piece);
-            cap.accept(Some(&cb), false);
+            cap.accept(Some(&cb));
         }
-        cap.finish(&cb);
         let chunks = seen.lock().map(|v| v.clone()).unwrap_or_default();
         (chunks, cap.into_string())
     }
 
     #[test]
-    fn multibyte_chars_are_never_split() {
-        let text = "héllo wörld € 𝄞 ✓";
-        for step in 1..=5 {
-            let (chunks, all) = feed(text.as_bytes(), step);
-            assert_eq!(all, text);
-            assert_eq!(chunks.concat(), text, "step {step}");
-            assert!(
-                chunks.iter().all(|c| !c.contains('\u{FFFD}')),
-                "step {step}"
-            );
-        }
-    }
-
-    #[test]
-    fn byte_by_byte_gives_whole_characters() {
-        let (chunks, _) = feed("a€b".as_bytes(), 1);
-        assert_eq!(chunks, vec!["a", "€", "b"]);
-    }
-
-    #[test]
-    fn invalid_bytes_match_from_utf8_lossy() {
+    fn callback_gets_the_bytes_exactly() {
         let cases: &[&[u8]] = &[
-            b"\xffabc",
-            b"abc\xff",
-            b"ab\xe2\x82",              // truncated euro sign at EOF
-            b"ab\xe2\x82x\xe2\x82\xac", // truncated then valid
-            b"\xf0\x9d\x84",            // truncated 4-byte at EOF
-            b"\xc0\x80\xed\xa0\x80z",   // overlong and surrogate
-            b"",
+            "héllo wörld € 𝄞 ✓".as_bytes(),
+            b"A\xffB",
+            b"ab\xe2\x82",
+            b"\xc0\x80\xed\xa0\x80z",
         ];
         for bytes in cases {
-            let want = String::from_utf8_lossy(bytes).into_owned();
             for step in 1..=4 {
                 let (chunks, all) = feed(bytes, step);
-                assert_eq!(all, want, "{bytes:?}");
-                assert_eq!(chunks.concat(), want, "{bytes:?} step {step}");
+                assert_eq!(chunks.concat(), *bytes, "step {step}");
+                assert_eq!(all, String::from_utf8_lossy(bytes), "step {step}");
             }
         }
     }
@@ -236,15 +153,14 @@ mod tests {
         let sink = Arc::clone(&seen);
         let cb: OutputCallback = Arc::new(move |_, s| {
             if let Ok(mut v) = sink.lock() {
-                v.push_str(s);
+                v.push_str(&String::from_utf8_lossy(s));
             }
         });
         let mut cap = Capture::new(OutputStream::Stdout, 5);
         for piece in ["abc", "d€f", "ghi"] {
             cap.read_target().extend_from_slice(piece.as_bytes());
-            cap.accept(Some(&cb), false);
+            cap.accept(Some(&cb));
         }
-        cap.finish(&cb);
         assert!(cap.truncated());
         assert_eq!(
             seen.lock().map(|s| s.clone()).unwrap_or_default(),
@@ -254,10 +170,10 @@ mod tests {
         assert_eq!(cap.into_string(), "abcd");
         let mut cap = Capture::new(OutputStream::Stdout, 3);
         cap.read_target().extend_from_slice(b"abc");
-        cap.accept(None, false);
+        cap.accept(None);
         assert!(!cap.truncated());
         cap.read_target().extend_from_slice(b"d");
-        cap.accept(None, true);
+        cap.accept(None);
         assert!(cap.truncated());
         assert_eq!(cap.into_string(), "abc");
     }

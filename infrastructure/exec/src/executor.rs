@@ -62,7 +62,7 @@ const SPAWN_ATTEMPTS: u32 = 5;
 /// Each child: `$SHELL -c <text>` (or a temp shebang script exec'd directly), its own process
 /// group, stdin on `/dev/null`, the inherited environment plus `CommandSpec::env`, cwd
 /// `CommandSpec::dir`. stdout and stderr are streamed to the callback in full as they arrive,
-/// never splitting a UTF-8 character, and their first `CommandSpec::capture_limit` bytes
+/// byte for byte (not necessarily UTF-8), and their first `CommandSpec::capture_limit` bytes
 /// (default [`DEFAULT_CAPTURE_LIMIT`] per stream) are kept in the result (UTF-8, lossy); past
 /// the limit the pipe is still drained, so the child never blocks, and
 /// [`CommandOutput::truncated`] is set.
@@ -127,7 +127,15 @@ impl CommandExecutor for ProcessExecutor {
         } = spec;
         let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
         let invocation = match program {
-            Program::Shell(text) => Invocation::shell(self.shell_for(&env), text),
+            Program::Shell(text) => {
+                let in_env = |k: &str| {
+                    env.iter().any(|(name, _)| name == k) || std::env::var_os(k).is_some()
+                };
+                match crate::direct::plan(&text, crate::direct::path_for(&env).as_deref(), in_env) {
+                    Some((name, program, args)) => Invocation::program(name, program, args),
+                    None => Invocation::shell(self.shell_for(&env), text),
+                }
+            }
             Program::Script(contents) if contents.starts_with("#!") => {
                 Invocation::script(&contents)?
             }
@@ -137,6 +145,9 @@ impl CommandExecutor for ProcessExecutor {
 
         let tag = new_tag();
         let mut cmd = Command::new(&invocation.program);
+        if let Some(a) = &invocation.arg0 {
+            cmd.arg0(a);
+        }
         cmd.args(&invocation.args)
             .envs(env)
             .env(TAG_VAR, &tag)
@@ -378,17 +389,9 @@ impl Pipes {
         }
     }
 
-    /// Closes the pipes, flushes held-back bytes to the callback, and returns (stdout,
-    /// stderr, whether either was cut at the capture limit).
-    fn finish(mut self) -> (String, String, bool) {
-        if let Some(cb) = &self.cb {
-            if self.out.take().is_some() {
-                self.out_cap.finish(cb);
-            }
-            if self.err.take().is_some() {
-                self.err_cap.finish(cb);
-            }
-        }
+    /// Closes the pipes and returns (stdout, stderr, whether either was cut at the capture
+    /// limit).
+    fn finish(self) -> (String, String, bool) {
         let truncated = self.out_cap.truncated() || self.err_cap.truncated();
         (
             self.out_cap.into_string(),
@@ -423,5 +426,5 @@ fn after_read<R>(
     if eof {
         *pipe = None;
     }
-    cap.accept(cb, eof);
+    cap.accept(cb);
 }

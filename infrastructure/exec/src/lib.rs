@@ -18,6 +18,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod capture;
+mod direct;
 mod executor;
 mod group;
 mod reaper;

@@ -47,6 +47,8 @@ pub(crate) struct Invocation {
     pub(crate) args: Vec<OsString>,
     /// Temp script file, deleted when dropped (after the child is gone).
     pub(crate) script: Option<TempPath>,
+    /// argv[0] when it is not `program` (the name as the command wrote it, as a shell passes).
+    pub(crate) arg0: Option<OsString>,
 }
 
 impl Invocation {
@@ -56,6 +58,7 @@ impl Invocation {
             program: shell.into_os_string(),
             args: vec![OsString::from("-c"), OsString::from(text)],
             script: None,
+            arg0: None,
         }
     }
 
@@ -65,6 +68,18 @@ impl Invocation {
             program: OsString::from(program),
             args: args.into_iter().map(OsString::from).collect(),
             script: None,
+            arg0: None,
+        }
+    }
+
+    /// A program found on `PATH`, exec'd directly (a shell command with no shell syntax),
+    /// with `name`, the word the command used, as argv[0] as a shell would pass it.
+    pub(crate) fn program(name: String, program: PathBuf, args: Vec<String>) -> Self {
+        Self {
+            program: program.into_os_string(),
+            args: args.into_iter().map(OsString::from).collect(),
+            script: None,
+            arg0: Some(OsString::from(name)),
         }
     }
 
@@ -91,6 +106,7 @@ impl Invocation {
             program: path.as_os_str().to_owned(),
             args: Vec::new(),
             script: Some(path),
+            arg0: None,
         })
     }
 }

@@ -184,7 +184,7 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
         RunEvent::OutputChunk { step, stream, text } => (
             "step.output",
             None,
-            json!({"name": step, "stream": stream, "text": text}),
+            json!({"name": step, "stream": stream, "text": text.to_text()}),
         ),
         RunEvent::Log {
             step,

@@ -183,7 +183,7 @@ fn scripted_run(main_status: RunStatus) -> Vec<EventEnvelope> {
         RunEvent::OutputChunk {
             step: "build".to_owned(),
             stream: awf_domain::event::OutputStream::Stdout,
-            text: "compiling\n".to_owned(),
+            text: "compiling\n".into(),
         },
     );
     s.ok(MAIN, None, "build", "command");

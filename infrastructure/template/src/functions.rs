@@ -1,4 +1,5 @@
-//! The AWF template functions: `escape`, `json`, `split`, `join`, `readFile`, `trimSpace`.
+//! The AWF template functions: `escape`, `json` (alias `toJson`), `split`, `join`, `readFile`,
+//! `trimSpace`.
 //!
 //! gtmpl-ng functions are plain `fn` pointers, so what a function needs from the render
 //! (the workflow directory for `readFile`, the JSON texts of composite loop items for `json`)
@@ -21,9 +22,11 @@ use crate::gojson;
 pub const READ_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The AWF functions, by template name.
-pub(crate) const AWF_FUNCS: [(&str, Func); 7] = [
+pub(crate) const AWF_FUNCS: [(&str, Func); 8] = [
     ("escape", escape as Func),
     ("json", json as Func),
+    // Alias of `json` (the name Go template users reach for).
+    ("toJson", json as Func),
     ("split", split as Func),
     ("join", join as Func),
     ("readFile", read_file as Func),

@@ -649,3 +649,16 @@ fn hostile_template_text_never_panics() {
             awf_domain::ports::template::ExpressionEvaluator::eval_bool(&ev, &text, &data.scope());
     }
 }
+
+#[test]
+fn to_json_is_an_alias_of_json() {
+    for arg in [".inputs.m", ".inputs.list", ".inputs.name", ".inputs.count"] {
+        assert_eq!(
+            ok(&format!("{{{{toJson {arg}}}}}")),
+            ok(&format!("{{{{json {arg}}}}}")),
+            "{arg}"
+        );
+    }
+    assert_eq!(ok("{{.inputs.m | toJson}}"), r#"{"k":"v"}"#);
+    assert_eq!(GoTemplates::new().check("{{toJson .inputs.m}}"), Ok(()));
+}

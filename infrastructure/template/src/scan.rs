@@ -305,6 +305,7 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
                                 copied = start;
                             } else if word == "readFile"
                                 || word == "json"
+                                || word == "toJson"
                                 || word == crate::shell::SHELL_DQ_FUNC
                             {
                                 needs.side_data = true;

@@ -85,8 +85,10 @@ pub fn decode_workflow(
     let mut f = Fields::of(root, "", d, "a mapping (a workflow file)")?;
     let name = f.string("name", d);
     if name.is_none() {
-        d.syntax("name", Some(root.pos), "name: required field missing")
-            .hint = Some("add a top-level `name:`".to_owned());
+        let typo = f.misspelled(&["name"]);
+        let e = d.syntax("name", Some(root.pos), "name: required field missing");
+        e.hint = Some("add a top-level `name:`".to_owned());
+        name_typo(e, typo);
     }
     let version = f.string("version", d);
     let description = f.string("description", d);
@@ -109,7 +111,9 @@ pub fn decode_workflow(
     let mut states = IndexMap::new();
     match f.take("states") {
         None => {
-            d.syntax("states", Some(root.pos), "states: required field missing");
+            let typo = f.misspelled(&["states"]);
+            let e = d.syntax("states", Some(root.pos), "states: required field missing");
+            name_typo(e, typo);
         }
         Some(n) => {
             if let Some(sf) = Fields::of(n, "states", d, "a mapping of states") {
@@ -130,15 +134,17 @@ pub fn decode_workflow(
         ],
         "the workflow",
     );
+    // Decoding goes on past errors (they are in `d`; `load` refuses the workflow when there
+    // are any), so `awf validate` can run its later checks on what was written.
     Some(Workflow {
-        name: name?,
+        name: name.unwrap_or_default(),
         version,
         description,
         author,
         tags,
         inputs,
         env,
-        initial: initial?,
+        initial: initial.unwrap_or_default(),
         states,
         hooks,
         outputs,
@@ -155,12 +161,14 @@ fn decode_states(
 ) -> Option<String> {
     let initial = sf.string("initial", d);
     if initial.is_none() {
-        d.syntax(
+        let typo = sf.misspelled(&["initial"]);
+        let e = d.syntax(
             "states.initial",
             Some(node.pos),
             "states.initial: required field missing",
-        )
-        .hint = Some("add `initial: <first state>` under `states:`".to_owned());
+        );
+        e.hint = Some("add `initial: <first state>` under `states:`".to_owned());
+        name_typo(e, typo);
     }
     if initial.as_deref().is_some_and(|i| i.trim().is_empty()) {
         let pos = node.get("initial").map(|n| n.pos);
@@ -195,14 +203,17 @@ fn decode_states(
                     expanded = n;
                     &expanded
                 }
-                None => continue,
+                None => {
+                    states.insert(entry.key.clone(), placeholder(&entry.key));
+                    continue;
+                }
             }
         } else {
             &entry.value
         };
-        if let Some(state) = decode_state(&entry.key, state_node, &path, d, &mut inline_terminals) {
-            states.insert(entry.key.clone(), state);
-        }
+        let state = decode_state(&entry.key, state_node, &path, d, &mut inline_terminals)
+            .unwrap_or_else(|| placeholder(&entry.key));
+        states.insert(entry.key.clone(), state);
     }
     for t in inline_terminals {
         if !states.contains_key(&t.name) {
@@ -210,6 +221,38 @@ fn decode_states(
         }
     }
     initial
+}
+
+/// Names a mistyped key in the error about the required key it was meant to be:
+/// `("comand" is not a key: did you mean 'command'?)`, with a rename hint.
+fn name_typo(diag: &mut awf_domain::ports::repository::Diagnostic, typo: Option<(String, &str)>) {
+    if let Some((k, c)) = typo {
+        diag.message
+            .push_str(&format!(" (\"{k}\" is not a key: did you mean '{c}'?)"));
+        diag.hint = Some(format!("rename `{k}:` to `{c}:`"));
+    }
+}
+
+/// Stands in for a state that could not be decoded at all (its error is already recorded):
+/// a success terminal, so that references to it and routes through it raise no second error.
+fn placeholder(name: &str) -> State {
+    State {
+        name: name.to_owned(),
+        description: None,
+        kind: StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Success,
+            message: None,
+            exit_code: None,
+        }),
+        on_success: None,
+        on_failure: None,
+        transitions: Vec::new(),
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    }
 }
 
 fn kind_of(raw: &str) -> Option<&'static str> {
@@ -228,13 +271,15 @@ fn decode_state(
     let type_path = f.child("type");
     let ty = match f.string("type", d) {
         None => {
-            d.error(
+            let typo = f.misspelled(&["type"]);
+            let e = d.error(
                 ErrorCode::WorkflowParseUnknownStepType,
                 &type_path,
                 Some(node.pos),
                 format!("state \"{name}\" has no type"),
-            )
-            .hint = Some(format!("add `type:` (one of {})", STATE_TYPES.join(", ")));
+            );
+            e.hint = Some(format!("add `type:` (one of {})", STATE_TYPES.join(", ")));
+            name_typo(e, typo);
             return None;
         }
         Some(t) => match kind_of(&t) {
@@ -325,7 +370,14 @@ fn decode_state(
         _ => Some(decode_call(&mut f, d)),
     };
     f.finish(d, &notes, &format!("a {ty} state"));
-    state.kind = kind?;
+    // A kind that failed to decode (its error is recorded) keeps the state and its routes
+    // under an empty command, so later checks see the rest of the workflow.
+    state.kind = kind.unwrap_or_else(|| {
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline(String::new()),
+            dir: None,
+        })
+    });
     Some(state)
 }
 
@@ -365,14 +417,16 @@ fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Op
         },
         None => None,
     };
+    let typo = f.misspelled(&["message"]);
     f.finish(d, &[], "an inline on_failure");
     let Some(message) = message else {
-        d.syntax(
+        let e = d.syntax(
             &format!("{path}.message"),
             Some(node.pos),
             "message: required field missing",
-        )
-        .hint = Some("inline on_failure needs a non-empty `message:`".to_owned());
+        );
+        e.hint = Some("inline on_failure needs a non-empty `message:`".to_owned());
+        name_typo(e, typo);
         return None;
     };
     Some(State {
@@ -407,15 +461,17 @@ fn decode_transitions(node: &Node, path: &str, d: &mut Diags) -> Vec<Transition>
         };
         let when = f.string("when", d).filter(|w| !w.trim().is_empty());
         let goto = f.string("goto", d);
+        let typo = f.misspelled(&["goto"]);
         f.finish(d, &[], "a transition");
         match goto {
             Some(goto) => out.push(Transition { when, goto }),
             None => {
-                d.syntax(
+                let e = d.syntax(
                     &format!("{ipath}.goto"),
                     Some(item.pos),
                     "goto: required field missing",
                 );
+                name_typo(e, typo);
             }
         }
     }
@@ -630,12 +686,14 @@ fn decode_command(f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {
             return None;
         }
         (None, None) => {
-            d.error(
+            let typo = f.misspelled(&["command", "script_file"]);
+            let e = d.error(
                 ErrorCode::WorkflowValidationInvalidState,
                 &f.child("command"),
                 Some(f.pos()),
                 "a command step needs command or script_file",
             );
+            name_typo(e, typo);
             return None;
         }
     };
@@ -778,26 +836,30 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
         match items {
             Some(i) => LoopOver::Items(i),
             None => {
-                d.error(
+                let typo = f.misspelled(&["items"]);
+                let e = d.error(
                     ErrorCode::WorkflowValidationInvalidState,
                     &f.child("items"),
                     Some(f.pos()),
                     "a for_each loop needs items",
                 );
-                return None;
+                name_typo(e, typo);
+                LoopOver::Items("[]".to_owned())
             }
         }
     } else {
         match f.string("while", d).filter(|w| !w.trim().is_empty()) {
             Some(w) => LoopOver::While(w),
             None => {
-                d.error(
+                let typo = f.misspelled(&["while"]);
+                let e = d.error(
                     ErrorCode::WorkflowValidationInvalidState,
                     &f.child("while"),
                     Some(f.pos()),
                     "a while loop needs a while: condition",
                 );
-                return None;
+                name_typo(e, typo);
+                LoopOver::While("false".to_owned())
             }
         }
     };
@@ -959,6 +1021,7 @@ fn decode_inputs(node: &Node, path: &str, d: &mut Diags) -> Vec<InputDef> {
                 vf.finish(d, &[], "input validation");
             }
         }
+        let typo = f.misspelled(&["name"]);
         f.finish(d, &[], "an input");
         match name.filter(|n| !n.trim().is_empty()) {
             Some(name) => out.push(InputDef {
@@ -970,11 +1033,12 @@ fn decode_inputs(node: &Node, path: &str, d: &mut Diags) -> Vec<InputDef> {
                 validation,
             }),
             None => {
-                d.syntax(
+                let e = d.syntax(
                     &format!("{ipath}.name"),
                     Some(item.pos),
                     "name: required field missing",
                 );
+                name_typo(e, typo);
             }
         }
     }
@@ -995,6 +1059,7 @@ fn decode_outputs(node: &Node, path: &str, d: &mut Diags) -> Vec<OutputDef> {
         let name = f.string("name", d);
         let from = f.string("from", d);
         let description = f.string("description", d);
+        let typo = f.misspelled(&["name", "from"]);
         f.finish(d, &[], "an output");
         match (name, from) {
             (Some(name), Some(from)) => out.push(OutputDef {
@@ -1003,18 +1068,20 @@ fn decode_outputs(node: &Node, path: &str, d: &mut Diags) -> Vec<OutputDef> {
                 description,
             }),
             (None, _) => {
-                d.syntax(
+                let e = d.syntax(
                     &format!("{ipath}.name"),
                     Some(item.pos),
                     "name: required field missing",
                 );
+                name_typo(e, typo.filter(|(_, c)| *c == "name"));
             }
             (Some(_), None) => {
-                d.syntax(
+                let e = d.syntax(
                     &format!("{ipath}.from"),
                     Some(item.pos),
                     "from: required field missing",
                 );
+                name_typo(e, typo.filter(|(_, c)| *c == "from"));
             }
         }
     }

@@ -243,6 +243,17 @@ impl<'n> Fields<'n> {
         if v.is_null() { None } else { Some(v) }
     }
 
+    /// A key not read so far that looks like a misspelling of one of `wanted`:
+    /// `(written key, intended key)`.
+    pub fn misspelled(&self, wanted: &[&'static str]) -> Option<(String, &'static str)> {
+        let entries = self.node.entries()?;
+        entries
+            .iter()
+            .zip(&self.used)
+            .filter(|(_, used)| !**used)
+            .find_map(|(e, _)| closest(&e.key, wanted.iter().copied()).map(|c| (e.key.clone(), c)))
+    }
+
     /// Whether `key` is present (without marking it).
     pub fn has(&self, key: &str) -> bool {
         self.node.get(key).is_some()

@@ -69,10 +69,42 @@ pub fn parse_workflow_with(
     source: WorkflowSource,
     templates: &dyn TemplateLookup,
 ) -> Result<LoadedWorkflow, AwfError> {
+    parse(text, file, source, templates, false)
+}
+
+/// Like [`parse_workflow_with`], but decoding errors do not stop it: the workflow comes back
+/// with every finding in `diagnostics`, errors included (states that could not be decoded
+/// are placeholders). For `awf validate`, which goes on to its later checks.
+///
+/// # Errors
+/// `WORKFLOW.PARSE.YAML_SYNTAX` when the text is not YAML or not a mapping.
+pub fn parse_workflow_lenient(
+    text: &str,
+    file: Option<&Path>,
+    source: WorkflowSource,
+    templates: &dyn TemplateLookup,
+) -> Result<LoadedWorkflow, AwfError> {
+    parse(text, file, source, templates, true)
+}
+
+fn parse(
+    text: &str,
+    file: Option<&Path>,
+    source: WorkflowSource,
+    templates: &dyn TemplateLookup,
+    lenient: bool,
+) -> Result<LoadedWorkflow, AwfError> {
     let file_buf = file.map(Path::to_path_buf);
     let mut diags = Diags::new(file_buf.clone());
-    let root = match node::parse_document(text) {
-        Ok(n) => n,
+    let root = match node::parse_document_collecting(text) {
+        Ok((n, duplicates)) => {
+            // Duplicate keys are errors, but decoding goes on (the first value is kept).
+            for e in duplicates {
+                let d = diags.syntax("", Some(e.pos), e.message);
+                d.hint = e.hint;
+            }
+            n
+        }
         Err(e) => {
             let d = diags.syntax("", Some(e.pos), e.message);
             d.hint = e.hint;
@@ -90,7 +122,12 @@ pub fn parse_workflow_with(
     for d in &mut diags.list {
         d.locate(&source_map);
     }
-    if let Some(err) = errors_to_error(&diags.list) {
+    if !lenient && let Some(err) = errors_to_error(&diags.list) {
+        return Err(err);
+    }
+    if wf.is_none()
+        && let Some(err) = errors_to_error(&diags.list)
+    {
         return Err(err);
     }
     match wf {

@@ -291,6 +291,8 @@ struct MapFrame {
     /// Key text → index in `entries` of the live entry with that key.
     index: HashMap<String, usize>,
     pending: Option<(String, Pos)>,
+    /// The pending key repeats an earlier one: its value is dropped (the error is recorded).
+    pending_duplicate: bool,
     anchor: usize,
     nodes: usize,
     height: usize,
@@ -376,6 +378,21 @@ fn too_deep(pos: Pos) -> SyntaxError {
 /// A [`SyntaxError`] for scanner/parser errors, non-scalar keys, duplicate keys, unknown
 /// aliases, multi-document streams, and documents over the bounds above.
 pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
+    let (node, mut soft) = parse_document_collecting(text)?;
+    match soft.drain(..).next() {
+        Some(first) => Err(first),
+        None => Ok(node),
+    }
+}
+
+/// Like [`parse_document`], but a duplicate key does not stop parsing: the first value is
+/// kept and each repetition is returned as an error beside the tree, so later findings of
+/// the same file can still be reported.
+///
+/// # Errors
+/// As [`parse_document`], except duplicate keys.
+pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>), SyntaxError> {
+    let mut soft: Vec<SyntaxError> = Vec::new();
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
     // Anchor id → (node, its node count, its height).
@@ -474,6 +491,7 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                         entries: Vec::new(),
                         index: HashMap::new(),
                         pending: None,
+                        pending_duplicate: false,
                         anchor,
                         nodes: 1,
                         height: 0,
@@ -570,7 +588,7 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                             .and_then(Option::as_ref)
                             .filter(|e| e.key_pos != MERGED)
                     {
-                        return Err(SyntaxError {
+                        soft.push(SyntaxError {
                             pos: node.pos,
                             message: format!(
                                 "mapping key \"{key}\" already defined at line {}",
@@ -578,11 +596,14 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
                             ),
                             hint: Some(format!("remove or rename the second \"{key}\"")),
                         });
+                        m.pending_duplicate = true;
                     }
                     m.pending = Some((key, node.pos));
                 }
                 Some((key, key_pos)) => {
-                    if key == "<<" {
+                    if std::mem::take(&mut m.pending_duplicate) {
+                        // The repeated key's value: dropped, the first one stays.
+                    } else if key == "<<" {
                         m.merge(&node);
                     } else {
                         m.push(MapEntry {
@@ -595,14 +616,15 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
             },
         }
     }
-    Ok(root.unwrap_or(Node {
+    let root = root.unwrap_or(Node {
         pos: Pos { line: 1, column: 1 },
         kind: NodeKind::Scalar {
             text: String::new(),
             plain: true,
             tag: None,
         },
-    }))
+    });
+    Ok((root, soft))
 }
 
 /// The parser marks a block collection where its first child ends; use the first child's
@@ -699,6 +721,32 @@ mod tests {
         let n = parse_document("a: !!str 30\nb: !!int \"7\"\n").unwrap();
         assert_eq!(n.get("a").unwrap().scalar(), Some(Scalar::Str("30".into())));
         assert_eq!(n.get("b").unwrap().scalar(), Some(Scalar::Int(7)));
+    }
+
+    #[test]
+    fn duplicate_keys_are_collected_and_parsing_goes_on() {
+        let (n, soft) = parse_document_collecting("a: 1\nb: 2\na: 3\nc: {x: 1, x: 2}\n").unwrap();
+        let msgs: Vec<(u32, &str)> = soft
+            .iter()
+            .map(|e| (e.pos.line, e.message.as_str()))
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                (3, "mapping key \"a\" already defined at line 1"),
+                (4, "mapping key \"x\" already defined at line 4"),
+            ]
+        );
+        assert_eq!(
+            n.get("a").and_then(Node::text),
+            Some("1"),
+            "the first value stays"
+        );
+        assert_eq!(n.get("b").and_then(Node::text), Some("2"));
+        assert_eq!(
+            n.get("c").and_then(|c| c.get("x")).and_then(Node::text),
+            Some("1")
+        );
     }
 
     #[test]

@@ -277,6 +277,42 @@ impl WorkflowRepository for YamlRepository {
         Err(err)
     }
 
+    fn load_for_validation(
+        &self,
+        identifier: &str,
+        base_dir: Option<&Path>,
+    ) -> Result<LoadedWorkflow, AwfError> {
+        let err = match self.load(identifier, base_dir) {
+            Ok(l) => return Ok(l),
+            Err(e) => e,
+        };
+        // Only a file that was found but failed to decode is read again, leniently.
+        if err.code().category() != awf_domain::error::Category::Workflow {
+            return Err(err);
+        }
+        let Some(file) = err.details().get("file").and_then(|f| f.as_str()) else {
+            return Err(err);
+        };
+        let path = PathBuf::from(file);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Err(err);
+        };
+        let Ok(text) = crate::decode_utf8(bytes, &path) else {
+            return Err(err);
+        };
+        let source = WorkflowSource {
+            identifier: identifier.trim().to_owned(),
+            path: Some(path.clone()),
+            dir: path
+                .parent()
+                .map_or_else(|| self.paths.cwd.clone(), Path::to_path_buf),
+        };
+        let templates = DirTemplates {
+            dirs: self.paths.template_dirs.clone(),
+        };
+        crate::parse_workflow_lenient(&text, Some(&path), source, &templates).map_err(|_| err)
+    }
+
     fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();

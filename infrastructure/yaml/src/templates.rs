@@ -3,8 +3,9 @@
 //!
 //! A template file `<dir>/<name>.yaml` holds `name`, `parameters: [{name, required, default}]`
 //! and `states:`; the primary state is the one named like the template (else the first).
-//! The literal text `{{parameters.NAME}}` is replaced in the primary state's `command` and
-//! `dir`. The step takes the template's `type` and `command`, and `dir`, `timeout`, `retry`,
+//! `{{parameters.NAME}}` (also `{{.parameters.NAME}}`, spaces and trim markers allowed) is
+//! replaced in the primary state's `command` and `dir`; a parameter the template does not
+//! declare is a `WORKFLOW.VALIDATION.INVALID_REFERENCE` error. The step takes the template's `type` and `command`, and `dir`, `timeout`, `retry`,
 //! `capture` when it lacks them. Source: spec/workflow.md §1.11, §2.9; decisions.md
 //! ("expand templates first, then validate").
 
@@ -224,13 +225,18 @@ fn expand(
         primary.value.clone()
     };
     stack.pop();
-    let replace = |s: &str| {
-        let mut out = s.to_owned();
-        for (k, v) in &params {
-            out = out.replace(&format!("{{{{parameters.{k}}}}}"), v);
-        }
-        out
-    };
+    let declared: Vec<String> = troot
+        .get("parameters")
+        .and_then(Node::items)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|p| p.get("name").and_then(Node::text).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut unknown: Vec<String> = Vec::new();
+    let mut replace = |s: &str| substitute(s, &params, &declared, &mut unknown);
     let mut merged: Vec<MapEntry> = entries
         .iter()
         .filter(|e| e.key != "use_template" && e.key != "parameters")
@@ -266,10 +272,99 @@ fn expand(
             value,
         });
     }
+    if let Some(u) = unknown.first() {
+        let hint = crate::fields::closest(u, declared.iter().map(String::as_str))
+            .map(|c| format!("did you mean '{c}'?"))
+            .unwrap_or_else(|| {
+                if declared.is_empty() {
+                    format!("declare it in the template: parameters: [{{name: {u}}}]")
+                } else {
+                    format!("template parameters: {}", declared.join(", "))
+                }
+            });
+        d.error(
+            ErrorCode::WorkflowValidationInvalidReference,
+            &ut_path,
+            ut_pos,
+            format!("template \"{name}\" uses parameter \"{u}\", which it does not declare"),
+        )
+        .hint = Some(hint);
+        return None;
+    }
     Some(Node {
         pos: step.pos,
         kind: NodeKind::Map(merged),
     })
+}
+
+/// Replaces each `{{parameters.NAME}}` action of `text` by the parameter's value. Both forms
+/// are accepted, with or without the leading dot (`{{.parameters.NAME}}`), with spaces inside
+/// the braces and Go's trim markers (`{{- … -}}` drop the white space before/after). A name
+/// the template does not declare is pushed to `unknown`; a declared one without a value stays
+/// as written. Any other action is left for the template engine.
+fn substitute(
+    text: &str,
+    params: &[(String, String)],
+    declared: &[String],
+    unknown: &mut Vec<String>,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut trim_next = false;
+    while let Some(i) = rest.find("{{") {
+        let (before, after_open) = (&rest[..i], &rest[i + 2..]);
+        let Some(j) = after_open.find("}}") else {
+            break;
+        };
+        let body = &after_open[..j];
+        let trim_left = body.starts_with('-');
+        let trim_right = body.ends_with('-') && body.len() > 1;
+        let mut inner = body;
+        if trim_left {
+            inner = &inner[1..];
+        }
+        if trim_right {
+            inner = inner.strip_suffix('-').unwrap_or(inner);
+        }
+        let inner = inner.trim();
+        let name = inner
+            .strip_prefix('.')
+            .unwrap_or(inner)
+            .strip_prefix("parameters.")
+            .filter(|n| {
+                !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+            });
+        let piece = if trim_next {
+            before.trim_start()
+        } else {
+            before
+        };
+        match name.and_then(|n| params.iter().find(|(k, _)| k == n).map(|(_, v)| (n, v))) {
+            Some((_, value)) => {
+                out.push_str(if trim_left { piece.trim_end() } else { piece });
+                out.push_str(value);
+                trim_next = trim_right;
+            }
+            None => {
+                if let Some(n) = name
+                    && !declared.iter().any(|d| d == n)
+                    && !unknown.iter().any(|u| u == n)
+                {
+                    unknown.push(n.to_owned());
+                }
+                out.push_str(piece);
+                out.push_str("{{");
+                out.push_str(body);
+                out.push_str("}}");
+                trim_next = false;
+            }
+        }
+        rest = &after_open[j + 2..];
+    }
+    out.push_str(if trim_next { rest.trim_start() } else { rest });
+    out
 }
 
 fn text_of(n: &Node) -> String {
@@ -295,4 +390,80 @@ fn relocated(n: &Node, pos: Pos) -> Node {
         ),
     };
     Node { pos, kind }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use awf_domain::ErrorCode;
+    use awf_domain::workflow::CommandSource;
+    use awf_domain::workflow::StateKind;
+    use awf_domain::workflow::WorkflowSource;
+
+    fn expand(command: &str) -> Result<String, awf_domain::AwfError> {
+        let mut t = BTreeMap::new();
+        t.insert(
+            "greet".to_owned(),
+            format!(
+                "name: greet\nparameters: [{{name: who, default: world}}, {{name: greeting}}]\nstates:\n  greet: {{type: step, command: '{command}'}}\n"
+            ),
+        );
+        let wf = "name: w\nstates:\n  initial: a\n  a:\n    use_template: greet\n    parameters: {who: Ada}\n    on_success: done\n  done: {type: terminal}\n";
+        let loaded = crate::parse_workflow_with(
+            wf,
+            Some(std::path::Path::new("w.yaml")),
+            WorkflowSource::default(),
+            &t,
+        )?;
+        match &loaded.workflow.states["a"].kind {
+            StateKind::Command(c) => match &c.source {
+                CommandSource::Inline(s) => Ok(s.clone()),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn parameters_resolve_with_or_without_the_dot_and_with_spaces_or_trim_markers() {
+        let cases = [
+            ("echo {{parameters.who}}", "echo Ada"),
+            ("echo {{.parameters.who}}", "echo Ada"),
+            ("echo {{ .parameters.who }}!", "echo Ada!"),
+            ("echo {{ parameters.who }}", "echo Ada"),
+            ("echo [ {{- .parameters.who -}} ]", "echo [Ada]"),
+            // Other actions are left to the template engine.
+            (
+                "echo {{.inputs.x}} {{.parameters.who}}",
+                "echo {{.inputs.x}} Ada",
+            ),
+            // Declared without a value: left as written (as before).
+            (
+                "echo {{.parameters.greeting}}",
+                "echo {{.parameters.greeting}}",
+            ),
+        ];
+        for (command, want) in cases {
+            assert_eq!(
+                expand(command).map_err(|e| e.message().to_owned()),
+                Ok(want.to_owned()),
+                "{command}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_undeclared_parameter_is_an_error_with_a_did_you_mean() {
+        let e = match expand("echo {{.parameters.wh}}") {
+            Err(e) => e,
+            Ok(s) => panic!("expanded to {s}"),
+        };
+        assert_eq!(e.code(), ErrorCode::WorkflowValidationInvalidReference);
+        assert!(e.message().contains("parameter \"wh\""), "{}", e.message());
+        assert_eq!(
+            e.hints().first().map(String::as_str),
+            Some("did you mean 'who'?")
+        );
+    }
 }

@@ -23,6 +23,7 @@ mod validate_cmd;
 mod watchdog;
 mod wiring;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -34,12 +35,32 @@ use crate::errors::CliError;
 use crate::errors::Outcome;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    install_panic_hook();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let text_args = || {
+        args.iter()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+    };
+    if let Some(err) = non_utf8_argument(&args) {
+        if wants_json(text_args()) {
+            let _ = json_out::print(&json_out::failure_result("", &err));
+        } else {
+            errors::report(
+                &CliError::Awf(err),
+                false,
+                true,
+                style::Style::stderr(false),
+            );
+        }
+        return ExitCode::from(1);
+    }
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             // --help / --version print to stdout and succeed; usage errors exit 1 (with the
             // run-result object on stdout when `-f json` was asked for).
-            if e.use_stderr() && wants_json(std::env::args().skip(1)) {
+            if e.use_stderr() && wants_json(text_args()) {
                 let err = awf_domain::AwfError::new(
                     awf_domain::ErrorCode::UserInputInvalidFormat,
                     e.render().to_string().trim().to_owned(),
@@ -69,6 +90,9 @@ fn main() -> ExitCode {
     // busy rendering a large template or evaluating an expression.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
+        // reservation, touched only as used) leaves room for the engine's nesting limit.
+        .thread_stack_size(16 * 1024 * 1024)
         .enable_all()
         .build();
     let telemetry = match init_telemetry(&cli) {
@@ -102,7 +126,7 @@ fn main() -> ExitCode {
 /// `run` and `resume`, OpenTelemetry export (`--otel-exporter`, `OTEL_EXPORTER_OTLP_*`,
 /// `telemetry:` in the project configuration).
 fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain::AwfError> {
-    let env: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+    let env = wiring::process_env();
     let level = match cli.log_level.as_deref() {
         Some(l) => awf_telemetry::LogConfig::parse_level(l)?,
         None => awf_telemetry::LogConfig::default().level,
@@ -127,6 +151,73 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
         None
     };
     awf_telemetry::init_logging(&cfg, otel.as_ref())
+}
+
+/// Replaces the default panic message (which prints the panic payload as is) by one that
+/// carries no environment value: every value of the process environment with 4+ characters
+/// (secret or not, read byte-safely) is masked in the payload. The location stays, so the
+/// report is still useful. A panic is a bug; the message says so.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        let text = panic_text(&payload, &at, std::env::vars_os().map(|(_, v)| v));
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }));
+}
+
+/// The crash message for a panic with `payload` at `at`, every environment value in `env`
+/// (4+ characters) masked.
+fn panic_text(
+    payload: &str,
+    at: &str,
+    env: impl IntoIterator<Item = std::ffi::OsString>,
+) -> String {
+    let mut masker = awf_domain::mask::Masker::default();
+    for v in env {
+        masker.add(&v.to_string_lossy());
+    }
+    format!(
+        "[SYSTEM.INTERNAL.UNMAPPED] awf crashed{at}: {}\n  Hint: this is a bug in awf; please \
+         report it with the command that triggered it\n",
+        masker.mask(payload)
+    )
+}
+
+/// `USER.INPUT.INVALID_FORMAT` for the first argument that is not UTF-8 (workflow names,
+/// paths, `--input` values and every other argument are text). The message shows the
+/// argument with invalid bytes as U+FFFD, or only its `NAME=` part when it has one (an
+/// `--input` value may be a secret).
+fn non_utf8_argument(args: &[std::ffi::OsString]) -> Option<awf_domain::AwfError> {
+    let (i, bad) = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .find(|(_, a)| a.to_str().is_none())?;
+    let lossy = bad.to_string_lossy();
+    let shown = match lossy.split_once('=') {
+        Some((name, _)) => format!("{name}=…"),
+        None => lossy.into_owned(),
+    };
+    Some(
+        awf_domain::AwfError::new(
+            awf_domain::ErrorCode::UserInputInvalidFormat,
+            format!("argument {i} is not valid UTF-8: {shown}"),
+        )
+        .with_detail("argument", i)
+        .with_hint(
+            "awf reads workflow names, paths and --input values as UTF-8 text: rename the file \
+             or pass the value in UTF-8",
+        ),
+    )
 }
 
 /// Whether the raw arguments ask for `-f json` (`-f json`, `--format json`, `--format=json`,
@@ -158,5 +249,31 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
     match result {
         Ok(o) => o,
         Err(e) => errors::report(&e, ctx.json(), ctx.hints, ctx.err_style),
+    }
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+
+    #[test]
+    fn a_panic_message_carries_no_environment_value() {
+        let env = [
+            OsString::from("plain-value-123"),
+            OsString::from_vec(b"raw\xffbytes-here".to_vec()),
+            OsString::from("ab"),
+        ];
+        let text = super::panic_text(
+            "called `unwrap()` on \"plain-value-123\" and \"raw\u{FFFD}bytes-here\" ab",
+            " at x.rs:1",
+            env,
+        );
+        assert_eq!(
+            text.lines().next(),
+            Some(
+                "[SYSTEM.INTERNAL.UNMAPPED] awf crashed at x.rs:1: called `unwrap()` on \"***\" and \"***\" ab"
+            )
+        );
     }
 }

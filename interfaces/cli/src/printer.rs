@@ -41,6 +41,9 @@ pub struct TextPrinter {
     child_names: HashMap<RunId, String>,
     /// Whether the next streamed chunk of (run, path, stream) starts a new line.
     mid_line: HashMap<(RunId, String, bool), bool>,
+    /// `-o buffered`: the bytes a running step wrote to (run, path, stdout?), printed exactly
+    /// when it finishes.
+    buffered: HashMap<(RunId, String, bool), Vec<u8>>,
     /// `--verbose`: agent thoughts and `[tool: Name(arg)]` markers.
     verbose: bool,
     /// Agent text received since the last conversation prompt (shown before asking, in the
@@ -63,6 +66,7 @@ impl TextPrinter {
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
+            buffered: HashMap::new(),
             verbose: false,
             agent_text: String::new(),
             agent_mid_line: false,
@@ -228,6 +232,11 @@ impl TextPrinter {
                 attempt,
                 delay_ms,
             } => {
+                // Buffered output shows the last attempt only, as the step's state does.
+                for is_out in [true, false] {
+                    self.buffered
+                        .remove(&(ev.run_id.clone(), ev.path.clone(), is_out));
+                }
                 if !self.quiet {
                     writeln!(
                         err,
@@ -243,19 +252,27 @@ impl TextPrinter {
                 stream,
                 text,
             } => {
+                let is_out = *stream == OutputStream::Stdout;
+                let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                 if self.mode == OutputMode::Streaming {
-                    let is_out = *stream == OutputStream::Stdout;
-                    let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                     let mid = self.mid_line.get(&key).copied().unwrap_or(false);
-                    let (prefixed, now_mid) =
-                        prefix_lines(text, if is_out { "[OUT] " } else { "[ERR] " }, mid);
+                    let (prefixed, now_mid) = prefix_lines(
+                        text.as_bytes(),
+                        if is_out { "[OUT] " } else { "[ERR] " },
+                        mid,
+                    );
                     self.mid_line.insert(key, now_mid);
                     if is_out {
-                        out.write_all(prefixed.as_bytes())?;
+                        out.write_all(&prefixed)?;
                         out.flush()?;
                     } else {
-                        err.write_all(prefixed.as_bytes())?;
+                        err.write_all(&prefixed)?;
                     }
+                } else if self.mode == OutputMode::Buffered {
+                    self.buffered
+                        .entry(key)
+                        .or_default()
+                        .extend_from_slice(text.as_bytes());
                 }
             }
             RunEvent::Log { level, message, .. } => match level {
@@ -344,19 +361,30 @@ impl TextPrinter {
                         }
                     }
                 }
+                // What the step wrote, byte for byte when it was streamed (else its text).
+                let written_out = self
+                    .buffered
+                    .remove(&(ev.run_id.clone(), ev.path.clone(), true));
+                let written_err =
+                    self.buffered
+                        .remove(&(ev.run_id.clone(), ev.path.clone(), false));
                 if self.mode == OutputMode::Buffered
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
                 {
-                    if !state.output.is_empty() {
-                        out.write_all(state.output.as_bytes())?;
-                        if !state.output.ends_with('\n') {
+                    let shown_out =
+                        written_out.unwrap_or_else(|| state.output.clone().into_bytes());
+                    let shown_err =
+                        written_err.unwrap_or_else(|| state.stderr.clone().into_bytes());
+                    if !shown_out.is_empty() {
+                        out.write_all(&shown_out)?;
+                        if !shown_out.ends_with(b"\n") {
                             out.write_all(b"\n")?;
                         }
                         out.flush()?;
                     }
-                    if !state.stderr.is_empty() {
-                        err.write_all(state.stderr.as_bytes())?;
-                        if !state.stderr.ends_with('\n') {
+                    if !shown_err.is_empty() {
+                        err.write_all(&shown_err)?;
+                        if !shown_err.ends_with(b"\n") {
                             err.write_all(b"\n")?;
                         }
                     }
@@ -442,15 +470,15 @@ fn first_line(s: &str) -> &str {
 
 /// Prefixes every line of `text` that starts at a line start; `mid_line` says whether the
 /// previous chunk ended without a newline. Returns the text and the new `mid_line`.
-pub fn prefix_lines(text: &str, prefix: &str, mid_line: bool) -> (String, bool) {
-    let mut out = String::with_capacity(text.len() + prefix.len());
+pub fn prefix_lines(text: &[u8], prefix: &str, mid_line: bool) -> (Vec<u8>, bool) {
+    let mut out = Vec::with_capacity(text.len() + prefix.len());
     let mut mid = mid_line;
-    for piece in text.split_inclusive('\n') {
+    for piece in text.split_inclusive(|&b| b == b'\n') {
         if !mid {
-            out.push_str(prefix);
+            out.extend_from_slice(prefix.as_bytes());
         }
-        out.push_str(piece);
-        mid = !piece.ends_with('\n');
+        out.extend_from_slice(piece);
+        mid = !piece.ends_with(b"\n");
     }
     (out, mid)
 }
@@ -561,6 +589,41 @@ mod tests {
     }
 
     #[test]
+    fn buffered_and_streaming_pass_the_bytes_a_step_wrote_exactly() {
+        let chunk = |stream, bytes: &[u8]| {
+            env(RunEvent::OutputChunk {
+                step: "s".into(),
+                stream,
+                text: bytes.to_vec().into(),
+            })
+        };
+        let events = [
+            chunk(OutputStream::Stdout, b"A\xff"),
+            chunk(OutputStream::Stdout, b"B\n\xc3"),
+            chunk(OutputStream::Stderr, b"e\xfe\n"),
+            env(RunEvent::StepFinished {
+                step: "s".into(),
+                kind: "command".into(),
+                state: Box::new(state(StepStatus::Completed, "A\u{FFFD}B\n\u{FFFD}", 1)),
+            }),
+        ];
+        let mut p = TextPrinter::new(OutputMode::Buffered, true, Style::plain());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for e in &events {
+            p.handle(e, &mut out, &mut err).unwrap();
+        }
+        assert_eq!(out, b"A\xffB\n\xc3\n");
+        assert_eq!(err, b"e\xfe\n");
+        let mut p = TextPrinter::new(OutputMode::Streaming, true, Style::plain());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for e in &events {
+            p.handle(e, &mut out, &mut err).unwrap();
+        }
+        assert_eq!(out, b"[OUT] A\xffB\n[OUT] \xc3\n");
+        assert_eq!(err, b"[ERR] e\xfe\n");
+    }
+
+    #[test]
     fn buffered_prints_output_after_the_step_and_failure_reason() {
         let mut p = TextPrinter::new(OutputMode::Buffered, false, Style::plain());
         let mut failed = state(StepStatus::Failed, "partial", 12);
@@ -568,11 +631,6 @@ mod tests {
         let (out, err) = run(
             &mut p,
             &[
-                env(RunEvent::OutputChunk {
-                    step: "s".into(),
-                    stream: OutputStream::Stdout,
-                    text: "x\n".into(),
-                }),
                 env(RunEvent::StepFinished {
                     step: "s".into(),
                     kind: "command".into(),

@@ -33,16 +33,25 @@ use crate::wiring::Wiring;
 /// Splits `--input` values at the first `=`.
 ///
 /// # Errors
-/// `USER.INPUT.INVALID_FORMAT` for a value without `=` or with an empty name.
+/// `USER.INPUT.INVALID_FORMAT` for a value without `=` or with an empty name. The message
+/// quotes the argument, except one that may hold a value (it has an `=`, or names a secret
+/// such as `API_KEY:sk-…`): that is not repeated.
 pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
     raw.iter()
         .map(|item| match item.split_once('=') {
             Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-            _ => Err(AwfError::new(
-                ErrorCode::UserInputInvalidFormat,
-                format!("invalid input '{item}': expected name=value"),
-            )
-            .with_hint("Use --input name=value (repeat the flag for several inputs).")),
+            _ => {
+                let shown = if item.contains('=') || awf_domain::mask::is_secret_name(item) {
+                    "(not shown: it may hold a secret)".to_owned()
+                } else {
+                    format!("'{item}'")
+                };
+                Err(AwfError::new(
+                    ErrorCode::UserInputInvalidFormat,
+                    format!("invalid input {shown}: expected name=value"),
+                )
+                .with_hint("Use --input name=value (repeat the flag for several inputs)."))
+            }
         })
         .collect()
 }
@@ -53,7 +62,6 @@ fn prompt_input(
     def: &awf_domain::workflow::InputDef,
     cwd: &std::path::Path,
 ) -> Result<String, AwfError> {
-    use std::io::BufRead;
     let mut err = std::io::stderr();
     let stdin = std::io::stdin();
     loop {
@@ -92,10 +100,17 @@ fn prompt_input(
         let _ = err.flush();
         let mut line = String::new();
         let secret = awf_domain::mask::is_secret_name(&def.name);
-        let n = if secret {
+        let read = if secret {
             read_hidden(&mut line)
         } else {
-            stdin.lock().read_line(&mut line).unwrap_or(0)
+            read_text_line(&mut stdin.lock(), &mut line)
+        };
+        let n = match read {
+            Ok(n) => n,
+            Err(NotUtf8) => {
+                let _ = writeln!(err, "  invalid: the value is not valid UTF-8; try again");
+                continue;
+            }
         };
         if n == 0 {
             return Err(AwfError::new(
@@ -121,11 +136,28 @@ fn prompt_input(
     }
 }
 
+/// A line read from the terminal was not UTF-8 (it is dropped, never shown).
+#[derive(Debug, PartialEq, Eq)]
+struct NotUtf8;
+
+/// Reads one line into `line` as bytes and checks it is UTF-8. Returns the bytes read (0 at
+/// EOF or on a read error); `NotUtf8` for a line that is not text.
+fn read_text_line(r: &mut impl std::io::BufRead, line: &mut String) -> Result<usize, NotUtf8> {
+    let mut bytes = Vec::new();
+    let n = r.read_until(b'\n', &mut bytes).unwrap_or(0);
+    match String::from_utf8(bytes) {
+        Ok(text) => {
+            line.push_str(&text);
+            Ok(n)
+        }
+        Err(_) => Err(NotUtf8),
+    }
+}
+
 /// Reads a line from the terminal without echoing it (secret inputs); echo is restored
 /// afterwards, also when the read fails.
-fn read_hidden(line: &mut String) -> usize {
+fn read_hidden(line: &mut String) -> Result<usize, NotUtf8> {
     use nix::sys::termios;
-    use std::io::BufRead;
     let stdin = std::io::stdin();
     let saved = termios::tcgetattr(&stdin).ok();
     if let Some(t) = &saved {
@@ -136,7 +168,7 @@ fn read_hidden(line: &mut String) -> usize {
         quiet.local_flags.remove(termios::LocalFlags::ISIG);
         let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
     }
-    let n = stdin.lock().read_line(line).unwrap_or(0);
+    let n = read_text_line(&mut stdin.lock(), line);
     if let Some(t) = &saved {
         let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, t);
     }
@@ -336,11 +368,12 @@ pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Ou
 }
 
 fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
-    match awf_application::plan::plan(
+    match awf_application::plan::plan_with_env(
         &w.services,
         &req.identifier,
         &req.inputs,
         &req.config_inputs,
+        &w.env,
     ) {
         Ok(plan) => {
             if ctx.json() {
@@ -704,10 +737,34 @@ mod tests {
     }
 
     #[test]
+    fn typed_lines_must_be_utf8() {
+        let mut r = std::io::Cursor::new(b"ok value\n\xffbad\nlast".to_vec());
+        let mut line = String::new();
+        assert_eq!(read_text_line(&mut r, &mut line), Ok(9));
+        assert_eq!(line, "ok value\n");
+        let mut line = String::new();
+        assert_eq!(read_text_line(&mut r, &mut line), Err(NotUtf8));
+        assert_eq!(line, "");
+        assert_eq!(read_text_line(&mut r, &mut line), Ok(4));
+        assert_eq!(line, "last");
+        assert_eq!(read_text_line(&mut r, &mut String::new()), Ok(0));
+    }
+
+    #[test]
     fn input_without_equals_is_a_user_error() {
         let e = parse_inputs(&["oops".into()]).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
         assert_eq!(e.message(), "invalid input 'oops': expected name=value");
+        for bad in ["API_KEY:sk-live-123456", "=sk-live-123456", " =x"] {
+            let e = parse_inputs(&[bad.into()]).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+            assert!(!e.message().contains("sk-live"), "{}", e.message());
+            assert!(
+                e.message().contains("expected name=value"),
+                "{}",
+                e.message()
+            );
+        }
     }
 
     #[test]

@@ -111,12 +111,77 @@ pub fn project_telemetry(
     repo.load_config().ok()?.other.get("telemetry").cloned()
 }
 
+/// The process environment as text, read byte-safely (never panics).
+///
+/// A variable whose name is not UTF-8 is left out. One whose value is not UTF-8 is left out
+/// too (templates cannot show it faithfully), except when its name marks a secret: then it is
+/// kept with each invalid sequence as U+FFFD, so that it is still masked (see
+/// [`awf_domain::mask::Masker::add`]). Child processes inherit every variable unchanged
+/// either way, since they inherit this process's environment.
+pub fn process_env() -> BTreeMap<String, String> {
+    let vars: Vec<_> = std::env::vars_os().collect();
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        for name in ignored_paths(&vars) {
+            eprintln!(
+                "WARN {name} is not valid UTF-8 and is ignored; set it to a UTF-8 path (or pass \
+                 --storage)"
+            );
+        }
+    });
+    env_from(vars)
+}
+
+/// Variables that name awf's own files and folders.
+const PATH_VARS: &[&str] = &[
+    "HOME",
+    "XDG_DATA_HOME",
+    "XDG_CONFIG_HOME",
+    "AWF_STORAGE_DIR",
+    "AWF_CONFIG_HOME",
+    "AWF_CONFIG_PATH",
+    "AWF_WORKFLOWS_PATH",
+    "AWF_PROMPTS_PATH",
+    "AWF_AUDIT_LOG",
+];
+
+/// Names of the [`PATH_VARS`] in `vars` whose value is not UTF-8 (they are ignored, which
+/// changes where awf looks for files: worth a warning).
+fn ignored_paths(vars: &[(std::ffi::OsString, std::ffi::OsString)]) -> Vec<&'static str> {
+    PATH_VARS
+        .iter()
+        .copied()
+        .filter(|n| vars.iter().any(|(k, v)| k == n && v.to_str().is_none()))
+        .collect()
+}
+
+/// [`process_env`] over explicit pairs.
+pub fn env_from(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for (k, v) in vars {
+        let Ok(k) = k.into_string() else { continue };
+        match v.into_string() {
+            Ok(v) => {
+                env.insert(k, v);
+            }
+            Err(v) if awf_domain::mask::is_secret_name(&k) => {
+                let lossy = v.to_string_lossy().into_owned();
+                env.insert(k, lossy);
+            }
+            Err(_) => {}
+        }
+    }
+    env
+}
+
 /// Builds the services from the real process environment.
 ///
 /// # Errors
 /// `SYSTEM.IO.READ_FAILED` when the working directory cannot be determined.
 pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
-    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let env = process_env();
     let cwd = std::env::current_dir().map_err(|e| {
         AwfError::new(
             ErrorCode::SystemIoReadFailed,
@@ -232,6 +297,32 @@ impl Wiring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_values_that_are_not_utf8_are_skipped_or_kept_masked() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
+        let os = |b: &[u8]| OsString::from_vec(b.to_vec());
+        let e = env_from([
+            (os(b"JUNK"), os(b"\xff")),
+            (os(b"PWD"), os(b"/tmp/caf\xe9")),
+            (os(b"N\xffAME"), os(b"x")),
+            (os(b"MY_TOKEN"), os(b"sec\xffret-value")),
+            (os(b"OK"), os(b"fine")),
+        ]);
+        let vars = [
+            (os(b"HOME"), os(b"/h\xff")),
+            (os(b"XDG_DATA_HOME"), os(b"/x")),
+        ];
+        assert_eq!(ignored_paths(&vars), ["HOME"]);
+        assert_eq!(
+            e.into_iter().collect::<Vec<_>>(),
+            vec![
+                ("MY_TOKEN".to_owned(), "sec\u{FFFD}ret-value".to_owned()),
+                ("OK".to_owned(), "fine".to_owned()),
+            ]
+        );
+    }
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -30,6 +30,33 @@ use super::value_text;
 pub struct State {
     session_id: Option<String>,
     last_result: Option<Value>,
+    /// An event array (`--output-format json --verbose`) still being read, line by line.
+    array: Option<String>,
+}
+
+/// At most this much of an event array is buffered while it spans several lines (bytes).
+const MAX_ARRAY_BYTES: usize = 64 * 1024 * 1024;
+
+impl State {
+    /// A line of (or the start of) a JSON array of events: each event is parsed as if it
+    /// had come on its own line. A pretty-printed array is gathered until it is complete.
+    fn array_line(&mut self, line: &str, out: &mut Vec<AgentChunk>) {
+        let buf = self.array.get_or_insert_with(String::new);
+        buf.push_str(line);
+        buf.push('\n');
+        match serde_json::from_str::<Vec<Value>>(buf) {
+            Ok(events) => {
+                self.array = None;
+                for ev in events {
+                    if ev.is_object() {
+                        self.parse_line_into(&ev.to_string(), out);
+                    }
+                }
+            }
+            Err(e) if e.is_eof() && buf.len() < MAX_ARRAY_BYTES => {}
+            Err(_) => self.array = None,
+        }
+    }
 }
 
 /// Parses one line; see the module docs.
@@ -116,6 +143,10 @@ struct SessionOnly<'a> {
 
 impl LineParser for State {
     fn parse_line_into(&mut self, line: &str, out: &mut Vec<AgentChunk>) {
+        if self.array.is_some() || line.trim_start().starts_with('[') {
+            self.array_line(line, out);
+            return;
+        }
         let Some(kind) = event_type(line) else {
             return;
         };

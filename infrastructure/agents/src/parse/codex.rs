@@ -164,9 +164,114 @@ const NOT_TOOLS: [&str; 5] = [
     "todo_list",
 ];
 
+/// An event of codex's older `exec --json` shape: `{"id": "0", "msg": {"type": …}}`.
+#[derive(Deserialize)]
+struct LegacyEvent {
+    msg: Map<String, Value>,
+}
+
+fn command_text(v: Option<&Value>) -> Value {
+    match v {
+        Some(Value::Array(parts)) => {
+            Value::String(parts.iter().map(value_text).collect::<Vec<_>>().join(" "))
+        }
+        Some(other) => other.clone(),
+        None => Value::Null,
+    }
+}
+
+impl State {
+    /// One event of the older shape (codex before the `thread.*`/`item.*` events):
+    /// `session_configured` (session id), `agent_message` (`message`), `agent_reasoning`
+    /// (`text`), `token_count` (cumulative usage, flat or under `info.total_token_usage`),
+    /// `exec_command_begin`/`_end` and `mcp_tool_call_begin`/`_end` (tools, by `call_id`),
+    /// `error`/`stream_error` (`message`), `task_complete` (`last_agent_message`).
+    fn legacy(&mut self, msg: &Map<String, Value>, out: &mut Vec<AgentChunk>) {
+        let kind = msg.get("type").and_then(Value::as_str).unwrap_or("");
+        let text = |k: &str| msg.get(k).map(value_text).unwrap_or_default();
+        match kind {
+            "session_configured" if self.session_id.is_none() => {
+                self.session_id = Some(text("session_id")).filter(|s| !s.is_empty());
+            }
+            "agent_message" => {
+                let t = text("message");
+                if !t.is_empty() {
+                    out.push(AgentChunk::Message(t.clone()));
+                }
+                self.messages.push(t);
+            }
+            "agent_reasoning" => {
+                let t = text("text");
+                if !t.is_empty() {
+                    out.push(AgentChunk::Thought(t));
+                }
+            }
+            "token_count" => {
+                let usage = msg
+                    .get("info")
+                    .and_then(|i| i.get("total_token_usage"))
+                    .unwrap_or(&Value::Null);
+                let n = |k: &str| {
+                    usage
+                        .get(k)
+                        .or_else(|| msg.get(k))
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0)
+                };
+                self.usage = Some(Usage {
+                    input: n("input_tokens"),
+                    output: n("output_tokens"),
+                    total: None,
+                });
+            }
+            "exec_command_begin" => out.push(AgentChunk::ToolCall {
+                id: text("call_id"),
+                name: "command_execution".to_owned(),
+                input: serde_json::json!({ "command": command_text(msg.get("command")) }),
+            }),
+            "mcp_tool_call_begin" => {
+                let inv = msg.get("invocation").unwrap_or(&Value::Null);
+                let part = |k: &str| inv.get(k).map(value_text).unwrap_or_default();
+                out.push(AgentChunk::ToolCall {
+                    id: text("call_id"),
+                    name: format!("mcp__{}__{}", part("server"), part("tool")),
+                    input: inv.get("arguments").cloned().unwrap_or(Value::Null),
+                });
+            }
+            "exec_command_end" | "mcp_tool_call_end" => {
+                let (output, is_error) = tool_result(msg);
+                let output = if output.is_empty() {
+                    text("stdout")
+                } else {
+                    output
+                };
+                out.push(AgentChunk::ToolResult {
+                    id: text("call_id"),
+                    output,
+                    is_error,
+                });
+            }
+            "error" | "stream_error" => self.last_error = Some(text("message")),
+            "task_complete" if self.messages.is_empty() => {
+                let t = text("last_agent_message");
+                if !t.is_empty() {
+                    out.push(AgentChunk::Message(t.clone()));
+                    self.messages.push(t);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 impl LineParser for State {
     fn parse_line_into(&mut self, line: &str, out: &mut Vec<AgentChunk>) {
         let Some(kind) = event_type(line) else {
+            if line.contains("\"msg\"")
+                && let Ok(ev) = serde_json::from_str::<LegacyEvent>(line)
+            {
+                self.legacy(&ev.msg, out);
+            }
             return;
         };
         match kind.as_ref() {

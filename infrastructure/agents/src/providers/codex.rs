@@ -13,7 +13,9 @@ use crate::parse::codex::State;
 /// [--dangerously-bypass-approvals-and-sandbox]`; resume `exec --json [--model M]
 /// [--dangerously-bypass-approvals-and-sandbox] resume <thread id> <prompt>` (exec-level flags
 /// go before `resume`, which rejects them after it). Options: `model` (`gpt-…`, `codex-…` or
-/// `o<digit>…`), `dangerously_skip_permissions`.
+/// `o<digit>…`), `dangerously_skip_permissions`, `sandbox` → `-s` (`read-only`,
+/// `workspace-write`, `danger-full-access`), `profile` → `-p`, `config` (list of `key=value`)
+/// → one `-c` each, `add_dirs` → one `--add-dir` each, `output_schema` → `--output-schema`.
 ///
 /// Source: spec/workflow.md §5.2 "codex"; agents-offline.md §2.7.
 #[derive(Debug, Default, Clone, Copy)]
@@ -40,6 +42,20 @@ impl CliAgent for Codex {
         "Install the Codex CLI: npm install -g @openai/codex"
     }
 
+    fn options(&self) -> &'static [&'static str] {
+        &[
+            "model",
+            "dangerously_skip_permissions",
+            "sandbox",
+            "profile",
+            "config",
+            "add_dirs",
+            "output_schema",
+            "output_format",
+            "system_prompt",
+        ]
+    }
+
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("codex", &request.options);
         let model = o.model(valid_model, "a name starting with gpt-, codex- or o<digit>")?;
@@ -50,6 +66,27 @@ impl CliAgent for Codex {
         }
         if skip {
             flags.push("--dangerously-bypass-approvals-and-sandbox".to_owned());
+        }
+        if let Some(m) = o.one_of(
+            "sandbox",
+            &["read-only", "workspace-write", "danger-full-access"],
+        )? {
+            flags.extend(["-s".to_owned(), m]);
+        }
+        if let Some(p) = o.string("profile")? {
+            flags.extend(["-p".to_owned(), p]);
+        }
+        for kv in o.string_list("config")? {
+            if !kv.contains('=') {
+                return Err(o.invalid("config", format!("expected key=value, got {kv:?}")));
+            }
+            flags.extend(["-c".to_owned(), kv]);
+        }
+        for d in o.string_list("add_dirs")? {
+            flags.extend(["--add-dir".to_owned(), d]);
+        }
+        if let Some(f) = o.string("output_schema")? {
+            flags.extend(["--output-schema".to_owned(), f]);
         }
         // Workflows run in any directory, git repository or not.
         let mut args = vec![
@@ -137,5 +174,28 @@ mod tests {
             let e = Codex.argv(&req("x", json!({"model": bad}))).unwrap_err();
             assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption, "{bad}");
         }
+    }
+
+    #[test]
+    fn every_documented_option_reaches_the_cli() {
+        every_option_reaches_argv(
+            &Codex,
+            &[
+                ("model", json!("gpt-5")),
+                ("dangerously_skip_permissions", json!(true)),
+                ("sandbox", json!("read-only")),
+                ("profile", json!("ci")),
+                ("config", json!(["model_reasoning_effort=high"])),
+                ("add_dirs", json!(["/tmp/x"])),
+                ("output_schema", json!("schema.json")),
+            ],
+        );
+        let e = Codex
+            .argv(&req("x", json!({"config": ["nokey"]})))
+            .unwrap_err();
+        assert_eq!(
+            e.message(),
+            "codex option `config` is invalid: expected key=value, got \"nokey\""
+        );
     }
 }

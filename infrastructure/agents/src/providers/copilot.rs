@@ -34,6 +34,20 @@ impl CliAgent for Copilot {
         "Install the GitHub Copilot CLI: npm install -g @github/copilot"
     }
 
+    fn options(&self) -> &'static [&'static str] {
+        &[
+            "model",
+            "mode",
+            "effort",
+            "allowed_tools",
+            "denied_tools",
+            "allow_all",
+            "dangerously_skip_permissions",
+            "output_format",
+            "system_prompt",
+        ]
+    }
+
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("github_copilot", &request.options);
         let model = o.string("model")?;
@@ -132,5 +146,21 @@ mod tests {
             "github_copilot option `mode` is invalid: expected one of interactive, plan, autopilot, got \"yolo\""
         );
         assert!(Copilot.argv(&req("x", json!({"effort": "max"}))).is_err());
+    }
+
+    #[test]
+    fn every_documented_option_reaches_the_cli() {
+        every_option_reaches_argv(
+            &Copilot,
+            &[
+                ("model", json!("gpt-5")),
+                ("mode", json!("plan")),
+                ("effort", json!("low")),
+                ("allowed_tools", json!(["shell"])),
+                ("denied_tools", json!("write")),
+                ("allow_all", json!(true)),
+                ("dangerously_skip_permissions", json!(true)),
+            ],
+        );
     }
 }

@@ -13,7 +13,11 @@ use crate::parse::json_object;
 ///
 /// argv: `[--approval-mode=yolo] --output-format stream-json [--model M] [--resume <id>]
 /// -p <prompt>`; the system prompt is prepended to the prompt unless resuming. Options:
-/// `model` (`gemini-…`), `dangerously_skip_permissions` (→ `--approval-mode=yolo`).
+/// `model` (`gemini-…`), `dangerously_skip_permissions` (→ `--approval-mode=yolo`),
+/// `approval_mode` (→ `--approval-mode=M`: `default`, `auto_edit`, `yolo`, `plan`; not
+/// together with `dangerously_skip_permissions`), `sandbox` (→ `--sandbox`),
+/// `include_directories` (→ `--include-directories a,b`), `extensions` (→ `--extensions a,b`),
+/// `policy` (→ one `--policy P` each).
 /// Response: the whole stdout as a JSON object, only with display format json.
 ///
 /// Source: spec/workflow.md §5.2 "gemini"; agents-offline.md §3.7.
@@ -35,6 +39,20 @@ impl CliAgent for Gemini {
         "Install the Gemini CLI: npm install -g @google/gemini-cli"
     }
 
+    fn options(&self) -> &'static [&'static str] {
+        &[
+            "model",
+            "dangerously_skip_permissions",
+            "approval_mode",
+            "sandbox",
+            "include_directories",
+            "extensions",
+            "policy",
+            "output_format",
+            "system_prompt",
+        ]
+    }
+
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("gemini", &request.options);
         let model = o.model(
@@ -42,12 +60,37 @@ impl CliAgent for Gemini {
             "a name starting with gemini-",
         )?;
         let mut args = Vec::new();
-        if o.flag("dangerously_skip_permissions")? {
-            args.push("--approval-mode=yolo".to_owned());
+        let approval = o.one_of("approval_mode", &["default", "auto_edit", "yolo", "plan"])?;
+        let skip = o.flag("dangerously_skip_permissions")?;
+        match (approval, skip) {
+            (Some(m), true) if m != "yolo" => {
+                return Err(o.invalid(
+                    "approval_mode",
+                    format!("{m:?} conflicts with dangerously_skip_permissions (yolo)"),
+                ));
+            }
+            (Some(m), _) => args.push(format!("--approval-mode={m}")),
+            (None, true) => args.push("--approval-mode=yolo".to_owned()),
+            (None, false) => {}
         }
         args.extend(["--output-format", "stream-json"].map(String::from));
         if let Some(m) = model {
             args.extend(["--model".to_owned(), m]);
+        }
+        if o.flag("sandbox")? {
+            args.push("--sandbox".to_owned());
+        }
+        for (key, flag) in [
+            ("include_directories", "--include-directories"),
+            ("extensions", "--extensions"),
+        ] {
+            let list = o.string_list(key)?;
+            if !list.is_empty() {
+                args.extend([flag.to_owned(), list.join(",")]);
+            }
+        }
+        for p in o.string_list("policy")? {
+            args.extend(["--policy".to_owned(), p]);
         }
         if let Some(id) = resume_id(request) {
             args.extend(["--resume".to_owned(), id.to_owned()]);
@@ -123,5 +166,28 @@ mod tests {
             e.message(),
             "gemini option `model` is invalid: expected a name starting with gemini-, got \"flash\""
         );
+    }
+
+    #[test]
+    fn every_documented_option_reaches_the_cli() {
+        every_option_reaches_argv(
+            &Gemini,
+            &[
+                ("model", json!("gemini-2.5-pro")),
+                ("dangerously_skip_permissions", json!(true)),
+                ("approval_mode", json!("auto_edit")),
+                ("sandbox", json!(true)),
+                ("include_directories", json!(["../lib", "../docs"])),
+                ("extensions", json!("a,b")),
+                ("policy", json!(["p.toml"])),
+            ],
+        );
+        let e = Gemini
+            .argv(&req(
+                "x",
+                json!({"approval_mode": "plan", "dangerously_skip_permissions": true}),
+            ))
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
     }
 }

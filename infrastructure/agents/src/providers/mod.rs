@@ -61,4 +61,46 @@ pub(crate) mod test_support {
         r.session = Some(AgentSession::default());
         r
     }
+
+    /// Checks that `samples` gives a value for every option `agent` documents (the common
+    /// ones aside) and that each one, alone, changes the argv: no documented option is
+    /// dropped on the way to the CLI.
+    pub fn every_option_reaches_argv(agent: &dyn DynArgv, samples: &[(&str, Value)]) {
+        let documented: Vec<&str> = agent
+            .documented()
+            .iter()
+            .copied()
+            .filter(|k| !awf_domain::ports::agent::COMMON_AGENT_OPTIONS.contains(k))
+            .collect();
+        let mut sampled: Vec<&str> = samples.iter().map(|(k, _)| *k).collect();
+        sampled.sort_unstable();
+        let mut expected = documented.clone();
+        expected.sort_unstable();
+        assert_eq!(
+            sampled, expected,
+            "samples must cover every documented option"
+        );
+        let base = agent.args(&req("p", Value::Object(Map::new())));
+        for (k, v) in samples {
+            let mut m = Map::new();
+            m.insert((*k).to_owned(), v.clone());
+            let args = agent.args(&req("p", Value::Object(m)));
+            assert_ne!(args, base, "option `{k}` did not reach the argv");
+        }
+    }
+
+    /// The parts of [`crate::cli::CliAgent`] the check above needs, object-safe.
+    pub trait DynArgv {
+        fn documented(&self) -> &'static [&'static str];
+        fn args(&self, r: &AgentRequest) -> Vec<String>;
+    }
+
+    impl<A: crate::cli::CliAgent> DynArgv for A {
+        fn documented(&self) -> &'static [&'static str] {
+            self.options()
+        }
+        fn args(&self, r: &AgentRequest) -> Vec<String> {
+            self.argv(r).unwrap()
+        }
+    }
 }

@@ -14,7 +14,8 @@ use crate::parse::opencode::State;
 /// argv: `run <prompt> --format json [--model M] [--dangerously-skip-permissions]
 /// [--framework F] [--verbose] [--output DIR] [-s <session id>]`; the system prompt is
 /// prepended unless resuming. Options: `model`, `dangerously_skip_permissions`, `framework`,
-/// `verbose` (bool), `output_dir` (string). Response: the whole stdout as a JSON object, only
+/// `verbose` (bool), `output_dir` (string), `agent` (→ `--agent`), `variant` (→ `--variant`),
+/// `files` (→ one `-f F` each). Response: the whole stdout as a JSON object, only
 /// with display format json. Unlike AWF, a session without an id starts fresh instead of
 /// `-c` (continue the *last* session, which may belong to someone else).
 ///
@@ -35,6 +36,21 @@ impl CliAgent for OpenCode {
 
     fn install_hint(&self) -> &'static str {
         "Install OpenCode: npm install -g opencode-ai"
+    }
+
+    fn options(&self) -> &'static [&'static str] {
+        &[
+            "model",
+            "dangerously_skip_permissions",
+            "framework",
+            "verbose",
+            "output_dir",
+            "agent",
+            "variant",
+            "files",
+            "output_format",
+            "system_prompt",
+        ]
     }
 
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
@@ -70,6 +86,15 @@ impl CliAgent for OpenCode {
         }
         if let Some(d) = output_dir {
             args.extend(["--output".to_owned(), d]);
+        }
+        if let Some(a) = o.string("agent")? {
+            args.extend(["--agent".to_owned(), a]);
+        }
+        if let Some(v) = o.string("variant")? {
+            args.extend(["--variant".to_owned(), v]);
+        }
+        for f in o.string_list("files")? {
+            args.extend(["-f".to_owned(), f]);
         }
         if let Some(id) = resume_id(request) {
             args.extend(["-s".to_owned(), id.to_owned()]);
@@ -140,6 +165,23 @@ mod tests {
         assert_eq!(
             e.message(),
             "opencode option `output_dir` is invalid: expected a string"
+        );
+    }
+
+    #[test]
+    fn every_documented_option_reaches_the_cli() {
+        every_option_reaches_argv(
+            &OpenCode,
+            &[
+                ("model", json!("anthropic/claude-sonnet-4")),
+                ("dangerously_skip_permissions", json!(true)),
+                ("framework", json!("react")),
+                ("verbose", json!(true)),
+                ("output_dir", json!("out")),
+                ("agent", json!("build")),
+                ("variant", json!("high")),
+                ("files", json!(["a.txt"])),
+            ],
         );
     }
 }

@@ -94,6 +94,26 @@ impl CliAgent for MistralVibe {
         "Install Mistral Vibe: uv tool install mistral-vibe (or pip install mistral-vibe)"
     }
 
+    fn resumes_by_session_id(&self) -> bool {
+        false
+    }
+
+    fn options(&self) -> &'static [&'static str] {
+        &[
+            "dangerously_skip_permissions",
+            "agent_profile",
+            "max_turns",
+            "max_tokens",
+            "max_price",
+            "workdir",
+            "enabled_tools",
+            "add_dirs",
+            "trust",
+            "output_format",
+            "system_prompt",
+        ]
+    }
+
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         let o = Opts::new("mistral_vibe", &request.options);
         let skip = o.flag("dangerously_skip_permissions")?;
@@ -300,5 +320,23 @@ mod tests {
             assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
             assert_eq!(e.message(), msg);
         }
+    }
+
+    #[test]
+    fn every_documented_option_reaches_the_cli() {
+        every_option_reaches_argv(
+            &MistralVibe,
+            &[
+                ("dangerously_skip_permissions", json!(true)),
+                ("agent_profile", json!("plan")),
+                ("max_turns", json!(2)),
+                ("max_tokens", json!(10)),
+                ("max_price", json!(1)),
+                ("workdir", json!("src")),
+                ("enabled_tools", json!(["bash"])),
+                ("add_dirs", json!(["a"])),
+                ("trust", json!(true)),
+            ],
+        );
     }
 }

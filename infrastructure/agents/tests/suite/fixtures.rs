@@ -43,6 +43,33 @@ fn claude_text() {
     assert_eq!(resp["result"], "hello from mock");
 }
 
+/// Issue 7: `claude -p --output-format json --verbose` writes every event as one JSON array
+/// (recorded from the real CLI); compact on one line or pretty-printed, it parses like the
+/// stream.
+#[test]
+fn claude_event_array() {
+    let compact = fixture("claude/array.json");
+    let value: serde_json::Value = serde_json::from_str(&compact).unwrap();
+    let pretty = serde_json::to_string_pretty(&value).unwrap();
+    for text in [compact, pretty] {
+        let (chunks, p) = parse::parse_all(parse::claude::State::default(), &text);
+        assert_eq!(chunks, [msg("hello from mock")]);
+        assert_eq!(p.output.as_deref(), Some("hello from mock"));
+        assert_eq!(p.usage, usage(11, 7, None));
+        assert_eq!(
+            p.session_id.as_deref(),
+            Some("85becc96-77f6-435a-b20e-dda2d21016ce")
+        );
+        assert!(!p.failed);
+    }
+    // A broken array is dropped, and the events after it still parse.
+    let (_, p) = parse::parse_all(
+        parse::claude::State::default(),
+        "[{\"type\": oops]\n{\"type\":\"result\",\"result\":\"after\"}\n",
+    );
+    assert_eq!(p.output.as_deref(), Some("after"));
+}
+
 #[test]
 fn claude_tool() {
     let (chunks, p) = parse::parse_all(
@@ -417,4 +444,70 @@ fn claude_large_stream_in_odd_chunks() {
         parse::claude::finish(st).output.as_deref(),
         Some("done after tool")
     );
+}
+
+/// Issue 7: codex's older `exec --json` shape (`{"id", "msg": {"type", …}}`, before the
+/// `thread.*`/`item.*` events) gives the same answer, tools, tokens and session id.
+#[test]
+fn codex_legacy_event_shape() {
+    let stream = concat!(
+        r#"{"model":"o3","provider":"openai","sandbox":"read-only"}"#,
+        "\n",
+        r#"{"prompt":"run the marker tool"}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"session_configured","session_id":"5973b6c0-94b8-487b-a530-2aeb6098ae0e","model":"o3"}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"task_started"}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"agent_reasoning","text":"**Running the tool**"}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"exec_command_begin","call_id":"call_1","command":["bash","-lc","echo hi-from-tool"],"cwd":"/w"}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"exec_command_end","call_id":"call_1","stdout":"hi-from-tool\n","stderr":"","exit_code":0}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"agent_message","message":"done after tool"}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"token_count","input_tokens":22,"cached_input_tokens":0,"output_tokens":14,"total_tokens":36}}"#,
+        "\n",
+        r#"{"id":"0","msg":{"type":"task_complete","last_agent_message":"done after tool"}}"#,
+        "\n",
+    );
+    let (chunks, p) = parse::parse_all(parse::codex::State::default(), stream);
+    assert_eq!(
+        chunks,
+        [
+            AgentChunk::Thought("**Running the tool**".into()),
+            AgentChunk::ToolCall {
+                id: "call_1".into(),
+                name: "command_execution".into(),
+                input: json!({"command": "bash -lc echo hi-from-tool"}),
+            },
+            AgentChunk::ToolResult {
+                id: "call_1".into(),
+                output: "hi-from-tool\n".into(),
+                is_error: false,
+            },
+            msg("done after tool"),
+        ]
+    );
+    assert_eq!(p.output.as_deref(), Some("done after tool"));
+    assert_eq!(p.usage, usage(22, 14, None));
+    assert_eq!(
+        p.session_id.as_deref(),
+        Some("5973b6c0-94b8-487b-a530-2aeb6098ae0e")
+    );
+    assert!(!p.failed);
+
+    // Only a task_complete carries the answer: it is the output.
+    let (_, p) = parse::parse_all(
+        parse::codex::State::default(),
+        r#"{"id":"0","msg":{"type":"task_complete","last_agent_message":"only here"}}"#,
+    );
+    assert_eq!(p.output.as_deref(), Some("only here"));
+    // An error event is the failure text.
+    let (_, p) = parse::parse_all(
+        parse::codex::State::default(),
+        r#"{"id":"0","msg":{"type":"error","message":"stream disconnected"}}"#,
+    );
+    assert_eq!(p.error.as_deref(), Some("stream disconnected"));
 }

@@ -84,7 +84,7 @@ impl CommandExecutor for Replay {
         self.calls.lock().unwrap().push(spec);
         if let Some(cb) = on_output {
             for p in pieces(&self.stdout, 37) {
-                cb(OutputStream::Stdout, p);
+                cb(OutputStream::Stdout, p.as_bytes());
                 if let Some(probe) = self.probe.lock().unwrap().as_ref() {
                     self.seen_at_piece
                         .lock()
@@ -93,7 +93,7 @@ impl CommandExecutor for Replay {
                 }
             }
             if !self.stderr.is_empty() {
-                cb(OutputStream::Stderr, &self.stderr);
+                cb(OutputStream::Stderr, self.stderr.as_bytes());
             }
         }
         Ok(CommandOutput {
@@ -330,6 +330,32 @@ async fn gemini_failure_carries_the_stderr_tail() {
     assert!(e.message().ends_with(stderr.trim_end()));
 }
 
+/// Issue 7: a CLI that exits non-zero without an error event awf understands has the tail of
+/// its stdout in the error as well as stderr (stdout is often where the CLI said why).
+#[tokio::test]
+async fn failure_without_an_error_event_carries_the_stdout_tail() {
+    for provider in ["claude", "codex", "gemini", "opencode"] {
+        let b = bed(
+            provider,
+            Replay::new(
+                "starting\nfatal: settings file is not valid JSON\n".into(),
+                "warning: old node\n",
+                2,
+                Termination::Exited,
+            ),
+        );
+        let (res, _) = run(&b, provider, req("x")).await;
+        let e = res.unwrap_err();
+        assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
+        assert_eq!(
+            e.message(),
+            format!(
+                "{provider}: `{provider}` exited with status 2\nstderr: warning: old node\nstdout: starting\nfatal: settings file is not valid JSON"
+            )
+        );
+    }
+}
+
 #[tokio::test]
 async fn codex_tool_turn_and_fresh_session_prompt() {
     let b = bed("codex", recorded("codex/tool.ndjson"));
@@ -490,4 +516,40 @@ async fn timeout_and_cancel_map_to_their_codes() {
     );
     let (res, _) = run(&b, "claude", req("x")).await;
     assert_eq!(res.unwrap_err().code(), ErrorCode::ExecutionRunCancelled);
+}
+
+#[tokio::test]
+async fn a_secret_across_the_stderr_or_stdout_tail_cut_leaves_no_suffix_in_clear() {
+    let secret = "sk-SECRETSUFFIXabcdefghij";
+    // The secret straddles the start of the kept tail (the last STDERR_TAIL_BYTES bytes).
+    let tail = awf_agents::STDERR_TAIL_BYTES;
+    for before_cut in [4, 10, 20] {
+        let stderr = format!(
+            "{}{secret}{}",
+            "x".repeat(100),
+            "y".repeat(tail - (secret.len() - before_cut))
+        );
+        let b = bed(
+            "gemini",
+            Replay::new(String::new(), &stderr, 1, Termination::Exited),
+        );
+        let mut r = req("p");
+        r.secrets = awf_domain::mask::Masker::from_named([("GEMINI_API_KEY", secret)]);
+        let (res, _) = run(&b, "gemini", r).await;
+        let e = res.unwrap_err();
+        assert!(!e.message().contains("SUFFIX"), "{}", e.message());
+        assert!(!e.message().contains("abcdefghij"), "{}", e.message());
+        // The stdout tail (no error event understood) is masked before its cut too.
+        let b = bed(
+            "gemini",
+            Replay::new(stderr.clone(), "", 1, Termination::Exited),
+        );
+        let mut r = req("p");
+        r.secrets = awf_domain::mask::Masker::from_named([("GEMINI_API_KEY", secret)]);
+        let (res, _) = run(&b, "gemini", r).await;
+        let e = res.unwrap_err();
+        assert!(e.message().contains("\nstdout: "), "{}", e.message());
+        assert!(!e.message().contains("SUFFIX"), "{}", e.message());
+        assert!(!e.message().contains("abcdefghij"), "{}", e.message());
+    }
 }

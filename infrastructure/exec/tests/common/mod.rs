@@ -48,7 +48,7 @@ pub async fn run_ok(spec: CommandSpec) -> CommandOutput {
 }
 
 /// Chunks seen by a recording callback, in arrival order.
-pub type Chunks = Arc<Mutex<Vec<(OutputStream, String)>>>;
+pub type Chunks = Arc<Mutex<Vec<(OutputStream, Vec<u8>)>>>;
 
 /// A callback recording every chunk.
 pub fn recorder() -> (OutputCallback, Chunks) {
@@ -60,15 +60,20 @@ pub fn recorder() -> (OutputCallback, Chunks) {
     (cb, chunks)
 }
 
-/// Concatenation of the recorded chunks of one stream.
-pub fn joined(chunks: &Chunks, stream: OutputStream) -> String {
+/// Concatenation of the recorded chunks of one stream, as bytes.
+pub fn joined_bytes(chunks: &Chunks, stream: OutputStream) -> Vec<u8> {
     chunks
         .lock()
         .expect("lock")
         .iter()
         .filter(|(s, _)| *s == stream)
-        .map(|(_, t)| t.as_str())
+        .flat_map(|(_, t)| t.iter().copied())
         .collect()
+}
+
+/// Concatenation of the recorded chunks of one stream, as (lossy) text.
+pub fn joined(chunks: &Chunks, stream: OutputStream) -> String {
+    String::from_utf8_lossy(&joined_bytes(chunks, stream)).into_owned()
 }
 
 /// A callback that cancels `token` once stdout has seen a full line.
@@ -77,7 +82,7 @@ pub fn cancel_after_first_line(token: CancellationToken) -> OutputCallback {
     Arc::new(move |stream, text| {
         if stream == OutputStream::Stdout {
             let mut s = seen.lock().expect("lock");
-            s.push_str(text);
+            s.push_str(&String::from_utf8_lossy(text));
             if s.contains('\n') {
                 token.cancel();
             }

@@ -1,4 +1,5 @@
 mod basics;
+mod direct;
 mod escapes;
 mod output;
 mod scripts;

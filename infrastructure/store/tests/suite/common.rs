@@ -73,7 +73,7 @@ pub fn run_workflow(sink: &dyn EventSink, run_id: &str, start_ms: u64, steps: us
             RunEvent::OutputChunk {
                 step: name.clone(),
                 stream: OutputStream::Stdout,
-                text: format!("{run_id} {i}\n"),
+                text: format!("{run_id} {i}\n").into(),
             },
         );
         let mut st = StepState::running(&name, at(start_ms));

@@ -1,0 +1,213 @@
+//! The engine's depth guard, driven directly (validation bypassed): a parallel block or loop
+//! that contains itself must end the run cleanly instead of recursing until the stack
+//! overflows.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use awf_domain::ErrorCode;
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::EventSink;
+use awf_domain::event::RunEvent;
+use awf_domain::mask::Masker;
+use awf_domain::ports::fakes::FakeAgents;
+use awf_domain::ports::fakes::FakeCommand;
+use awf_domain::ports::fakes::FakeExecutor;
+use awf_domain::ports::fakes::FakeExpressions;
+use awf_domain::ports::fakes::FakeInterpolator;
+use awf_domain::ports::fakes::FakeRepository;
+use awf_domain::run::RunId;
+use awf_domain::run::RunStatus;
+use awf_domain::scope::RuntimeInfo;
+use awf_domain::workflow::*;
+use indexmap::IndexMap;
+
+use super::CancelState;
+use super::Interaction;
+use super::Run;
+use super::RunSpec;
+use crate::Services;
+
+#[derive(Default)]
+struct Collect(Mutex<Vec<EventEnvelope>>);
+
+impl EventSink for Collect {
+    fn emit(&self, event: EventEnvelope) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(event);
+        }
+    }
+}
+
+fn state(name: &str, kind: StateKind) -> State {
+    State {
+        name: name.into(),
+        description: None,
+        kind,
+        on_success: None,
+        on_failure: None,
+        transitions: vec![],
+        continue_on_error: false,
+        timeout: None,
+        retry: None,
+        hooks: StepHooks::default(),
+        capture_max_size: None,
+    }
+}
+
+fn parallel(name: &str, branches: &[&str], next: Option<&str>) -> State {
+    let mut s = state(
+        name,
+        StateKind::Parallel(ParallelStep {
+            branches: branches.iter().map(|b| (*b).to_owned()).collect(),
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 0,
+        }),
+    );
+    s.on_success = next.map(str::to_owned);
+    s
+}
+
+fn workflow(initial: &str, states: Vec<State>) -> Workflow {
+    let mut map = IndexMap::new();
+    for s in states {
+        map.insert(s.name.clone(), s);
+    }
+    Workflow {
+        name: "cyclic".into(),
+        version: None,
+        description: None,
+        author: None,
+        tags: vec![],
+        inputs: vec![],
+        env: vec![],
+        initial: initial.into(),
+        states: map,
+        hooks: WorkflowHooks::default(),
+        outputs: vec![],
+        source: WorkflowSource {
+            identifier: "cyclic".into(),
+            path: None,
+            dir: PathBuf::from("/"),
+        },
+    }
+}
+
+/// Runs `wf` without any validation and returns the run's status, error code and the
+/// commands the executor was asked to run.
+async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<String>) {
+    let exec = Arc::new(FakeExecutor::new().on("work", [FakeCommand::ok("done")]));
+    let services = Arc::new(Services {
+        agents: Arc::new(FakeAgents::default()),
+        state_store: None,
+        recorders: vec![],
+        repository: Arc::new(FakeRepository::new()),
+        interpolator: Arc::new(FakeInterpolator),
+        expressions: Arc::new(FakeExpressions::new()),
+        executor: Arc::clone(&exec) as _,
+        awf_dirs: BTreeMap::new(),
+    });
+    let sink = Arc::new(Collect::default());
+    let call_stack = vec![super::call::identity(&wf)];
+    let run = Run::new(RunSpec {
+        services,
+        workflow: Arc::new(wf),
+        run_id: RunId("guard".into()),
+        parent_run_id: None,
+        inputs: serde_json::Map::new(),
+        env: Arc::new(BTreeMap::new()),
+        runtime: Arc::new(RuntimeInfo::default()),
+        working_dir: PathBuf::from("/"),
+        sink: Arc::clone(&sink) as _,
+        cancel: CancelState::default(),
+        call_stack,
+        inherited_secrets: Masker::default(),
+        warnings: vec![],
+        mocks: Arc::new(BTreeMap::new()),
+        interaction: Arc::new(Interaction::default()),
+        resume: None,
+        resume_loop: Vec::new(),
+        interactive: None,
+        only_step: None,
+    });
+    let result = run.execute().await;
+    let finished = sink
+        .0
+        .lock()
+        .map(|v| {
+            v.iter()
+                .filter(|e| matches!(e.event, RunEvent::RunFinished { .. }))
+                .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(finished, 1, "the run ends with exactly one RunFinished");
+    (
+        result.status,
+        result.error.as_ref().map(|e| e.code),
+        exec.commands(),
+    )
+}
+
+#[tokio::test]
+async fn a_parallel_listing_itself_fails_cleanly_without_running_anything() {
+    let wf = workflow(
+        "p",
+        vec![
+            parallel("p", &["slow", "p"], Some("done")),
+            state(
+                "slow",
+                StateKind::Command(CommandStep {
+                    source: CommandSource::Inline("work".into()),
+                    dir: None,
+                }),
+            ),
+            state(
+                "done",
+                StateKind::Terminal(TerminalState {
+                    status: TerminalStatus::Success,
+                    message: None,
+                    exit_code: None,
+                }),
+            ),
+        ],
+    );
+    let (status, code, commands) = run_unvalidated(wf).await;
+    assert_eq!(status, RunStatus::Failure);
+    assert_eq!(code, Some(ErrorCode::WorkflowValidationCycleDetected));
+    assert!(commands.is_empty(), "nothing ran: {commands:?}");
+}
+
+#[tokio::test]
+async fn mutually_containing_blocks_and_loops_fail_cleanly() {
+    let body_loop = state(
+        "l",
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items("[1]".into()),
+            body: vec!["p2".into()],
+            max_iterations: MaxIterations::Static(0),
+            break_when: None,
+            on_complete: None,
+        }),
+    );
+    let wf = workflow(
+        "p1",
+        vec![
+            parallel("p1", &["p2"], Some("done")),
+            parallel("p2", &["l"], None),
+            body_loop,
+            state(
+                "done",
+                StateKind::Terminal(TerminalState {
+                    status: TerminalStatus::Success,
+                    message: None,
+                    exit_code: None,
+                }),
+            ),
+        ],
+    );
+    let (status, code, _) = run_unvalidated(wf).await;
+    assert_eq!(status, RunStatus::Failure);
+    assert_eq!(code, Some(ErrorCode::WorkflowValidationCycleDetected));
+}

@@ -1,0 +1,1003 @@
+//! End-to-end tests of `awf validate` and the checks `awf run` applies before it starts
+//! (issue 7, "Structure that validate must reject"): containment cycles, reachability,
+//! expression references, input declarations, one set of checks for validate and run, every
+//! problem in one pass, ignored branch routes; and the template fixes `toJson` and
+//! `{{.parameters.NAME}}`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+
+use awf_tests::Run;
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+fn sandbox() -> Sandbox {
+    Sandbox::new().expect("sandbox")
+}
+
+/// `awf validate -f json <file>`: exit code and the diagnostics.
+fn validate(sb: &Sandbox, file: &Path) -> (i32, Vec<Value>) {
+    let r = sb
+        .run(&["validate", "-f", "json", &file.display().to_string()])
+        .unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["valid"],
+        json!(r.code == 0),
+        "valid flag and exit code agree: {doc}"
+    );
+    let diags = doc["diagnostics"].as_array().cloned().unwrap_or_default();
+    (r.code, diags)
+}
+
+fn find<'a>(diags: &'a [Value], severity: &str, code: &str, path: &str) -> &'a Value {
+    diags
+        .iter()
+        .find(|d| d["severity"] == severity && d["code"] == code && d["path"] == path)
+        .unwrap_or_else(|| panic!("no {severity} {code} at {path} in {diags:#?}"))
+}
+
+fn errors(diags: &[Value]) -> Vec<(String, String)> {
+    diags
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap_or_default().to_owned(),
+                d["path"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn run(sb: &Sandbox, file: &Path) -> Run {
+    sb.run(&["run", &file.display().to_string()]).unwrap()
+}
+
+// ---- containment cycles --------------------------------------------------------------------
+
+const SELF_PARALLEL: &str = "name: selfpar
+states:
+  initial: p
+  p:
+    type: parallel
+    parallel: [slow, p]
+    on_success: done
+  slow:
+    type: step
+    command: touch started-MARK
+  done:
+    type: terminal
+";
+
+const MUTUAL_PARALLELS: &str = "name: mutual
+states:
+  initial: p1
+  p1:
+    type: parallel
+    parallel: [p2]
+    on_success: done
+  p2:
+    type: parallel
+    parallel: [p1, slow]
+  slow:
+    type: step
+    command: touch started-MARK
+  done:
+    type: terminal
+";
+
+const LOOP_PARALLEL_LOOP: &str = "name: looppar
+states:
+  initial: l
+  l:
+    type: for_each
+    items: '[\"a\", \"b\"]'
+    body: [p]
+    on_complete: done
+  p:
+    type: parallel
+    parallel: [slow, l]
+  slow:
+    type: step
+    command: touch started-MARK
+  done:
+    type: terminal
+";
+
+#[test]
+fn containment_cycles_are_validation_errors_naming_the_cycle() {
+    let sb = sandbox();
+    for (name, text, cycle) in [
+        ("self", SELF_PARALLEL, "p -> p"),
+        ("mutual", MUTUAL_PARALLELS, "p1 -> p2 -> p1"),
+        ("looppar", LOOP_PARALLEL_LOOP, "l -> p -> l"),
+    ] {
+        let f = sb.write(&format!("{name}.yaml"), text).unwrap();
+        let (code, diags) = validate(&sb, &f);
+        assert_eq!(code, 2, "{name}: {diags:#?}");
+        let cyc: Vec<&Value> = diags
+            .iter()
+            .filter(|d| d["code"] == "WORKFLOW.VALIDATION.CYCLE_DETECTED")
+            .collect();
+        assert_eq!(cyc.len(), 1, "{name}: one finding per cycle: {diags:#?}");
+        assert_eq!(cyc[0]["severity"], "error");
+        let msg = cyc[0]["message"].as_str().unwrap();
+        assert!(msg.contains(cycle), "{name}: {msg}");
+        assert!(cyc[0]["line"].as_u64().is_some(), "{name}: positioned");
+    }
+}
+
+#[test]
+fn run_refuses_a_containment_cycle_before_any_step_starts() {
+    let sb = sandbox();
+    for (name, text) in [
+        ("self", SELF_PARALLEL),
+        ("mutual", MUTUAL_PARALLELS),
+        ("looppar", LOOP_PARALLEL_LOOP),
+    ] {
+        let marker = format!("started-{name}");
+        let f = sb
+            .write(
+                &format!("{name}.yaml"),
+                &text.replace("started-MARK", &marker),
+            )
+            .unwrap();
+        let r = run(&sb, &f);
+        assert_eq!(r.code, 2, "{name}: a WORKFLOW error, not a crash: {r:?}");
+        assert!(
+            r.stderr.contains("WORKFLOW.VALIDATION.CYCLE_DETECTED"),
+            "{name}: {}",
+            r.stderr
+        );
+        assert!(
+            !sb.path().join(&marker).exists(),
+            "{name}: no step ran before the refusal"
+        );
+    }
+}
+
+/// A chain of `n` nested blocks (parallel, for_each, parallel, …) around one step.
+fn nested(n: usize) -> String {
+    let mut s = format!("name: deep{n}\nstates:\n  initial: p0\n");
+    for i in 0..n {
+        let next = if i + 1 < n {
+            format!("p{}", i + 1)
+        } else {
+            "leaf".to_owned()
+        };
+        if i % 2 == 0 {
+            s.push_str(&format!(
+                "  p{i}:\n    type: parallel\n    parallel: [{next}]\n"
+            ));
+        } else {
+            s.push_str(&format!(
+                "  p{i}:\n    type: for_each\n    items: '[1]'\n    body: [{next}]\n"
+            ));
+        }
+        if i == 0 {
+            s.push_str("    on_success: done\n");
+        }
+    }
+    s.push_str("  leaf:\n    type: step\n    command: echo leaf\n  done:\n    type: terminal\n");
+    s
+}
+
+#[test]
+fn nesting_is_capped_below_what_overflows_the_stack() {
+    let sb = sandbox();
+    // 16 levels run (a debug build overflowed at 28 before the cap).
+    let ok = sb.write("deep16.yaml", &nested(16)).unwrap();
+    let r = run(&sb, &ok);
+    assert_eq!(r.code, 0, "{r:?}");
+    // 28 levels are refused cleanly instead of aborting with a stack overflow.
+    let deep = sb.write("deep28.yaml", &nested(28)).unwrap();
+    let (code, diags) = validate(&sb, &deep);
+    assert_eq!(code, 2);
+    let d = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_STATE",
+        "states.p0",
+    );
+    assert!(
+        d["message"].as_str().unwrap().contains("levels deep"),
+        "{d}"
+    );
+    let r = run(&sb, &deep);
+    assert_eq!(r.code, 2, "{r:?}");
+}
+
+// ---- reachability --------------------------------------------------------------------------
+
+#[test]
+fn no_reachable_terminal_is_an_error_and_an_unreachable_state_a_warning() {
+    let sb = sandbox();
+    let trap = sb
+        .write(
+            "trap.yaml",
+            "name: trap
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: b
+  b:
+    type: step
+    command: echo b
+    transitions:
+      - when: states.a.ExitCode == 0
+        goto: a
+      - goto: a
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &trap);
+    assert_eq!(code, 2);
+    let d = find(&diags, "error", "WORKFLOW.VALIDATION.NO_EXIT", "states.a");
+    assert!(d["message"].as_str().unwrap().contains("a, b"), "{d}");
+    find(
+        &diags,
+        "warning",
+        "WORKFLOW.VALIDATION.INVALID_TRANSITION",
+        "states.done",
+    );
+    assert_eq!(run(&sb, &trap).code, 2, "run refuses it too");
+
+    let orphan = sb
+        .write(
+            "orphan.yaml",
+            "name: orphan
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: done
+  lonely:
+    type: step
+    command: echo never
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &orphan);
+    assert_eq!(code, 0, "{diags:#?}");
+    let w = find(
+        &diags,
+        "warning",
+        "WORKFLOW.VALIDATION.INVALID_TRANSITION",
+        "states.lonely",
+    );
+    assert!(
+        w["message"].as_str().unwrap().contains("never reached"),
+        "{w}"
+    );
+    // The same warning in `awf run`, which still runs.
+    let r = run(&sb, &orphan);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("\"lonely\" is never reached"),
+        "{}",
+        r.stderr
+    );
+}
+
+// ---- expressions ---------------------------------------------------------------------------
+
+#[test]
+fn expression_typos_in_when_while_and_break_when_are_reported_with_hints() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "expr.yaml",
+            "name: expr
+inputs:
+  - name: mode
+    default: fast
+states:
+  initial: check
+  check:
+    type: step
+    command: echo ok
+    transitions:
+      - when: states.check.ExitCod == 0
+        goto: l
+      - when: states.chekc.Output != ''
+        goto: l
+      - goto: l
+  l:
+    type: while
+    while: inputs.mdoe == 'fast'
+    break_when: states.body.Outptu == 'stop'
+    max_iterations: 2
+    body: [body]
+    on_complete: done
+  body:
+    type: step
+    command: echo stop
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    let hint = |path: &str| {
+        find(
+            &diags,
+            "error",
+            "WORKFLOW.VALIDATION.INVALID_REFERENCE",
+            path,
+        )["hint"]
+            .clone()
+    };
+    assert_eq!(
+        hint("states.check.transitions.0.when"),
+        json!("did you mean 'ExitCode'?")
+    );
+    assert_eq!(
+        hint("states.check.transitions.1.when"),
+        json!("did you mean 'check'?")
+    );
+    assert_eq!(hint("states.l.while"), json!("did you mean 'mode'?"));
+    assert_eq!(hint("states.l.break_when"), json!("did you mean 'Output'?"));
+    // Today these were silently false at run time; now the run refuses to start.
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("INVALID_REFERENCE"), "{}", r.stderr);
+}
+
+// ---- input declarations --------------------------------------------------------------------
+
+#[test]
+fn unknown_input_types_and_bad_defaults_are_positioned_validation_errors() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "inputs.yaml",
+            "name: inputs
+inputs:
+  - name: count
+    type: integr
+  - name: n
+    type: integer
+    default: abc
+  - name: env
+    default: qa
+    validation:
+      enum: [dev, prod]
+  - name: port
+    type: integer
+    default: 80
+    validation:
+      min: 1024
+  - name: ok
+    type: integer
+    default: 3
+    validation:
+      min: 1
+  - name: tag
+    validation:
+      pattern: '([a-z'
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    assert_eq!(
+        errors(&diags),
+        vec![
+            (
+                "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
+                "inputs.0.type".to_owned()
+            ),
+            (
+                "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
+                "inputs.1.default".to_owned()
+            ),
+            (
+                "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
+                "inputs.2.default".to_owned()
+            ),
+            (
+                "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
+                "inputs.3.default".to_owned()
+            ),
+            (
+                "WORKFLOW.VALIDATION.INVALID_STATE".to_owned(),
+                "inputs.5.validation.pattern".to_owned()
+            ),
+        ]
+    );
+    let t = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_STATE",
+        "inputs.0.type",
+    );
+    assert_eq!(t["line"], json!(4));
+    assert_eq!(t["hint"], json!("did you mean 'integer'?"));
+    let d = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_STATE",
+        "inputs.3.default",
+    );
+    assert_eq!(d["line"], json!(14));
+    assert!(
+        d["message"]
+            .as_str()
+            .unwrap()
+            .contains("below minimum 1024"),
+        "{d}"
+    );
+    // `awf run` stops on the same WORKFLOW error (not a USER error at input resolution).
+    let r = sb
+        .run(&["run", &f.display().to_string(), "-i", "count=1"])
+        .unwrap();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("inputs.0.type"), "{}", r.stderr);
+}
+
+// ---- validate and run agree; one pass ------------------------------------------------------
+
+#[test]
+fn a_template_error_stops_validate_and_run_alike() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "tpl.yaml",
+            "name: tpl
+states:
+  initial: first
+  first:
+    type: step
+    command: touch ran-first
+    on_success: second
+  second:
+    type: step
+    command: echo {{.states.first.Outptu}}
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_REFERENCE",
+        "states.second.command",
+    );
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "same severity in run: {r:?}");
+    assert!(r.stderr.contains("Outptu"), "{}", r.stderr);
+    assert!(
+        !sb.path().join("ran-first").exists(),
+        "the run stops before its first step"
+    );
+}
+
+#[test]
+fn one_pass_reports_the_mistyped_key_the_parse_error_and_later_errors() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "typo.yaml",
+            "name: typo
+states:
+  initial: build
+  build:
+    type: step
+    comand: make
+    on_success: tset
+  test:
+    type: step
+    command: make test
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    let unknown = find(
+        &diags,
+        "warning",
+        "WORKFLOW.PARSE.UNKNOWN_FIELD",
+        "states.build.comand",
+    );
+    assert_eq!(unknown["hint"], json!("did you mean 'command'?"));
+    let needs = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_STATE",
+        "states.build.command",
+    );
+    assert!(
+        needs["message"].as_str().unwrap().contains("\"comand\""),
+        "the error names the mistyped key: {needs}"
+    );
+    let missing = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.MISSING_STATE",
+        "states.build.on_success",
+    );
+    assert_eq!(missing["hint"], json!("did you mean 'test'?"));
+    // An `inputs:` block that cannot be decoded does not make every reference "undeclared".
+    let broken = sb
+        .write(
+            "broken-inputs.yaml",
+            "name: broken
+inputs:
+  mode: fast
+states:
+  initial: a
+  a:
+    type: step
+    command: echo {{.inputs.mode}}
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, bd) = validate(&sb, &broken);
+    assert_eq!(code, 2);
+    assert_eq!(
+        errors(&bd),
+        vec![("WORKFLOW.PARSE.YAML_SYNTAX".to_owned(), "inputs".to_owned())]
+    );
+    // Text output: all of them, and the count.
+    let r = sb.run(&["validate", &f.display().to_string()]).unwrap();
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("states.build.comand"), "{}", r.stderr);
+    assert!(r.stderr.contains("is invalid: 2 errors"), "{}", r.stderr);
+}
+
+// ---- parallel branch routes ----------------------------------------------------------------
+
+#[test]
+fn routes_on_parallel_branches_are_warned_as_ignored() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "branches.yaml",
+            "name: branches
+states:
+  initial: p
+  p:
+    type: parallel
+    parallel: [a, b]
+    on_success: done
+  a:
+    type: step
+    command: echo a
+    on_success: done
+    on_failure: done
+  b:
+    type: step
+    command: echo b
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 0, "{diags:#?}");
+    let w = find(
+        &diags,
+        "warning",
+        "WORKFLOW.VALIDATION.INVALID_TRANSITION",
+        "states.a.on_success",
+    );
+    assert!(w["message"].as_str().unwrap().contains("ignored"), "{w}");
+    assert!(
+        !diags.iter().any(|d| d["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("states.b."))),
+        "b declares no route: {diags:#?}"
+    );
+}
+
+// ---- templates -----------------------------------------------------------------------------
+
+#[test]
+fn to_json_is_an_alias_of_json() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "tojson.yaml",
+            "name: tojson
+inputs:
+  - name: who
+states:
+  initial: a
+  a:
+    type: step
+    command: 'echo {{toJson .inputs.who}} {{json .inputs.who}}'
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let r = sb
+        .run(&[
+            "run",
+            &f.display().to_string(),
+            "-f",
+            "json",
+            "-i",
+            "who=Ada",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["a"]["output"], json!("Ada Ada\n"));
+}
+
+#[test]
+fn use_template_parameters_resolve_with_and_without_the_dot() {
+    let sb = sandbox();
+    sb.write(
+        ".awf/templates/greet.yaml",
+        "name: greet
+parameters:
+  - name: who
+    default: world
+states:
+  greet:
+    type: step
+    command: 'echo dot={{.parameters.who}} bare={{parameters.who}} spaced={{ .parameters.who }}'
+",
+    )
+    .unwrap();
+    let f = sb
+        .write(
+            "uses.yaml",
+            "name: uses
+states:
+  initial: hello
+  hello:
+    use_template: greet
+    parameters: {who: Ada}
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", &f.display().to_string(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["states"]["hello"]["output"],
+        json!("dot=Ada bare=Ada spaced=Ada\n")
+    );
+    // A parameter the template does not declare is named, with a did-you-mean.
+    sb.write(
+        ".awf/templates/greet.yaml",
+        "name: greet
+parameters:
+  - name: who
+states:
+  greet:
+    type: step
+    command: 'echo {{.parameters.whom}}'
+",
+    )
+    .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    let d = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_REFERENCE",
+        "states.hello.use_template",
+    );
+    assert_eq!(d["hint"], json!("did you mean 'who'?"));
+}
+
+#[test]
+fn every_required_key_error_names_the_mistyped_key() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "typos.yaml",
+            "name: typos
+states:
+  initial: a
+  a:
+    typ: step
+    command: echo
+  b:
+    type: agent
+    provder: claude
+    promt: hi
+    on_success: c
+  c:
+    type: for_each
+    itmes: [1]
+    body: [x]
+    on_complete: d
+  x:
+    type: step
+    command: echo
+  d:
+    type: step
+    command: echo
+    transitions:
+      - got: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    for (path, typo) in [
+        ("states.a.type", "typ"),
+        ("states.b.provider", "provder"),
+        ("states.b.prompt", "promt"),
+        ("states.c.items", "itmes"),
+        ("states.d.transitions.0.goto", "got"),
+    ] {
+        let d = diags
+            .iter()
+            .find(|d| d["severity"] == "error" && d["path"] == path)
+            .unwrap_or_else(|| panic!("no error at {path}: {diags:#?}"));
+        let msg = d["message"].as_str().unwrap();
+        assert!(
+            msg.contains(&format!("\"{typo}\" is not a key: did you mean")),
+            "{path}: {msg}"
+        );
+    }
+    // No second-hand errors: d's transitions failed to decode, it is not "without a way out";
+    // b's provider is missing, not "unknown".
+    assert!(
+        !diags
+            .iter()
+            .any(|d| d["code"] == "WORKFLOW.VALIDATION.NO_EXIT"
+                || d["code"] == "USER.AGENT.UNKNOWN_PROVIDER"),
+        "{diags:#?}"
+    );
+    // `awf run` prints errors only: the one it stops on names the key too.
+    let agent_only = sb
+        .write(
+            "agent.yaml",
+            "name: agent
+states:
+  initial: b
+  b:
+    type: agent
+    provider: claude
+    promt: hi
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let r = run(&sb, &agent_only);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("\"promt\" is not a key: did you mean 'prompt'?"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Writes `count` workflows `w0` … into the sandbox, each `levels` blocks deep around a call
+/// of the next one (the last runs `echo deepest`), and points `AWF_WORKFLOWS_PATH` at them.
+fn call_chain(sb: &mut Sandbox, count: usize, levels: usize) {
+    for w in 0..count {
+        let mut s = nested(levels).replace(&format!("name: deep{levels}"), &format!("name: w{w}"));
+        if w + 1 < count {
+            s = s.replace(
+                "  leaf:\n    type: step\n    command: echo leaf\n",
+                &format!(
+                    "  leaf:\n    type: call_workflow\n    workflow: w{}\n",
+                    w + 1
+                ),
+            );
+        } else {
+            s = s.replace("command: echo leaf", "command: echo deepest");
+        }
+        sb.write(&format!("chain/w{w}.yaml"), &s).unwrap();
+    }
+    let dir = sb.path().join("chain").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &dir);
+}
+
+#[test]
+fn a_deep_chain_of_sub_workflows_runs_without_overflowing_the_stack() {
+    // 9 workflows, each 2 blocks deep around the call of the next: 27 nested levels, which
+    // overflowed a default 2 MiB worker stack.
+    let mut sb = sandbox();
+    call_chain(&mut sb, 9, 2);
+    let r = sb.run(&["run", "w0", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json().unwrap()["status"], json!("success"));
+}
+
+#[test]
+fn nesting_past_the_engine_limit_across_sub_workflows_fails_cleanly() {
+    // Each workflow is valid on its own (16 levels), but 5 of them chained nest 85 levels.
+    let mut sb = sandbox();
+    call_chain(&mut sb, 5, 16);
+    let (code, _) = validate(&sb, &sb.path().join("chain/w0.yaml"));
+    assert_eq!(code, 0, "each workflow is valid on its own");
+    let r = sb.run(&["run", "w0", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "an EXECUTION failure, not a crash: {r:?}");
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], json!("failure"));
+    let msg = doc["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("nest more than 64 levels deep"), "{msg}");
+}
+
+#[test]
+fn a_duplicate_key_does_not_hide_later_findings() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "dup.yaml",
+            "name: dup
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: b
+    on_success: done
+    on_sucess: done
+  b:
+    type: step
+    command: echo b
+    on_success: nowhere
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    let dup = diags
+        .iter()
+        .find(|d| d["code"] == "WORKFLOW.PARSE.YAML_SYNTAX")
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(dup["line"], json!(8));
+    assert!(
+        dup["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"on_success\" already defined at line 7"),
+        "{dup}"
+    );
+    find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.MISSING_STATE",
+        "states.b.on_success",
+    );
+    find(
+        &diags,
+        "warning",
+        "WORKFLOW.PARSE.UNKNOWN_FIELD",
+        "states.a.on_sucess",
+    );
+    // `awf run` still refuses the file on the duplicate key.
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("already defined at line 7"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_sub_workflow_gets_the_checks_a_run_applies() {
+    let mut sb = sandbox();
+    sb.write(
+        "wfs/child.yaml",
+        "name: child
+states:
+  initial: a
+  a:
+    type: step
+    command: touch child-ran
+    transitions:
+      - when: states.a.ExitCod == 0
+        goto: done
+      - goto: done
+  done:
+    type: terminal
+",
+    )
+    .unwrap();
+    sb.write(
+        "wfs/parent.yaml",
+        "name: parent
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: child
+    on_success: done
+    on_failure: handled
+  done:
+    type: terminal
+  handled:
+    type: terminal
+    status: failure
+    message: child refused
+",
+    )
+    .unwrap();
+    let dir = sb.path().join("wfs").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &dir);
+    // Run directly, the child is refused ...
+    let r = sb.run(&["run", "child"]).unwrap();
+    assert_eq!(r.code, 2, "{r:?}");
+    // ... and called, it fails the call step the same way (routable), before its first step.
+    let r = sb.run(&["run", "parent", "-f", "json"]).unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], json!("handled"), "{doc}");
+    let err = doc["states"]["call"]["error"].as_str().unwrap();
+    assert!(err.contains("ExitCod"), "{err}");
+    assert!(!sb.path().join("child-ran").exists());
+}
+
+#[test]
+fn dry_run_refuses_what_run_refuses() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "dry.yaml",
+            "name: dry
+states:
+  initial: a
+  a:
+    type: step
+    command: echo {{.inputs.mdoe}}
+    on_success: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", &f.display().to_string(), "--dry-run"])
+        .unwrap();
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("undefined input \"mdoe\""),
+        "{}",
+        r.stderr
+    );
+}
