@@ -148,7 +148,15 @@ impl Facade {
         let (states, start) = resume_point(&snap, &workflow, &req.from)?;
         // The loop it stopped in and the loops nested in it, outermost first.
         let mut resume_loop = Vec::new();
-        let mut level = snap.loop_position.as_ref().filter(|l| l.state == start);
+        // (The loop is the state it resumes at, or a branch of that parallel block.)
+        let resumes_in = |name: &str| {
+            name == start
+                || matches!(
+                    workflow.state(&start).map(|s| &s.kind),
+                    Some(awf_domain::workflow::StateKind::Parallel(p)) if p.branches.iter().any(|b| b == name)
+                )
+        };
+        let mut level = snap.loop_position.as_ref().filter(|l| resumes_in(&l.state));
         while let Some(l) = level {
             resume_loop.push((l.state.clone(), l.iteration));
             level = l.inner.as_deref();

@@ -671,3 +671,47 @@ fn resume_after_awf_was_killed_inside_a_parallel_block_keeps_the_completed_branc
     lines.sort_unstable();
     assert_eq!(lines, vec!["a", "b", "b-start", "b-start", "first"]);
 }
+
+const PARALLEL_WITH_A_LOOP: &str = r#"
+name: par-loop
+states:
+  initial: p
+  p:
+    type: parallel
+    parallel: [a, each]
+    strategy: all_succeed
+    on_success: done
+  a:
+    type: step
+    command: echo a >> log
+  each:
+    type: for_each
+    items: '["1", "2", "3"]'
+    body: [work]
+  work:
+    type: step
+    command: "echo {{.loop.Item}} >> log; if [ {{.loop.Item}} = 2 ]; then while [ ! -f go ]; do sleep 0.05; done; fi"
+  done: { type: terminal }
+"#;
+
+#[test]
+fn resume_inside_a_loop_branch_of_a_parallel_block_keeps_the_completed_iterations() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("pl.yaml", PARALLEL_WITH_A_LOOP).unwrap();
+    let mut child = spawn_run(&sb, "pl.yaml");
+    let run_id = wait_for_state(&sb, "the loop branch at iteration 1, a done", |v| {
+        v["loop_position"] == json!({"state": "each", "iteration": 1})
+            && v["states"]["a"]["status"] == json!("completed")
+    });
+    wait_for("item 2 started", || read(&sb, "log").contains("2\n"));
+    signal(child.id(), "INT");
+    assert_eq!(child.wait().code(), Some(130));
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let log = read(&sb, "log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    lines.sort_unstable();
+    // a once, item 1 once, item 2 (interrupted) twice, item 3 once.
+    assert_eq!(lines, vec!["1", "2", "2", "3", "a"]);
+}

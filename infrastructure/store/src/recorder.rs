@@ -468,13 +468,18 @@ impl Writer {
                     p.loops_open[depth].push((env.path.clone(), step.clone()));
                 }
                 // A body step of a top-level loop (and of the loops nested in it): remember
-                // the iteration in progress of each.
-                if let (Some(i), Some(p)) = (env.iteration, self.runs.get_mut(run_id))
-                    && p.parallel_open.is_none()
-                {
+                // the iteration in progress of each. Inside a top-level parallel block, the
+                // loop is the block's one loop branch (with several, they cannot be told apart).
+                if let (Some(i), Some(p)) = (env.iteration, self.runs.get_mut(run_id)) {
+                    let top = match (&p.parallel_open, p.loops_open.first().map(Vec::as_slice)) {
+                        (None, _) => Some(p.snap.current_state.clone()),
+                        (Some(_), Some([(_, name)])) => Some(name.clone()),
+                        (Some(_), _) => None,
+                    };
                     let indexes = loop_indexes(&env.path);
                     if indexes.last() == Some(&i)
-                        && let Some(pos) = position(&p.snap.current_state, &indexes, &p.loops_open)
+                        && let Some(top) = top
+                        && let Some(pos) = position(&top, &indexes, &p.loops_open)
                         && p.snap.loop_position.as_ref() != Some(&pos)
                     {
                         p.snap.loop_position = Some(pos);
