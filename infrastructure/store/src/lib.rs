@@ -126,7 +126,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (and creates when missing) the store: `<root>/states/` (0700),
+    /// Opens (and creates when missing) the store: `<root>/states/` (0700, cleared of the
+    /// temp files of killed writers),
     /// `<root>/transcripts/` (0750), and `<root>/history.db` (WAL, busy timeout 10 s, table
     /// `runs` and its indexes).
     ///
@@ -135,6 +136,8 @@ impl Store {
     /// opened or initialised.
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
+        // A process killed while writing a state file leaves its temp file behind.
+        state::remove_stale_temps(&paths.states_dir());
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
         let db = history::open(&paths.history_db())?;
         Ok(Self {

@@ -36,13 +36,24 @@ fn valid_id(run_id: &str) -> bool {
         && !run_id.starts_with('.')
 }
 
-/// Writes `bytes` to `target` atomically: a temp file in the same directory (mode 0600),
-/// write, fsync, rename over `target`; with `sync_dir` the directory is fsynced too.
+/// Start of the name of every temp file [`write_atomic`] creates: `.awf-<writer pid>-…`.
+const TMP_PREFIX: &str = ".awf-";
+
+/// Suffix of those temp files.
+const TMP_SUFFIX: &str = ".tmp";
+
+/// Temp files older than this are stale whoever wrote them (a write takes milliseconds).
+const TMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Writes `bytes` to `target` atomically: a temp file in the same directory (mode 0600,
+/// named `.awf-<pid>-<random>.tmp`), write, fsync, rename over `target`; with `sync_dir` the
+/// directory is fsynced too.
 pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::io::Result<()> {
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
+    let prefix = format!("{TMP_PREFIX}{}-", std::process::id());
     let mut tmp = tempfile::Builder::new()
-        .prefix(".")
-        .suffix(".tmp")
+        .prefix(&prefix)
+        .suffix(TMP_SUFFIX)
         .permissions(fs::Permissions::from_mode(0o600))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
@@ -52,6 +63,46 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::
         fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Removes the temp files of `dir` that a killed writer left behind: those named
+/// `.awf-<pid>-….tmp` whose process is gone, and any `.*.tmp` older than 10 minutes (earlier
+/// releases named them `.<random>.tmp`). Temp files of live writers (another awf process on
+/// the same data root) are left alone. Best effort: errors are ignored. Returns how many
+/// files were removed.
+pub(crate) fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !name.starts_with('.') || !name.ends_with(TMP_SUFFIX) {
+            continue;
+        }
+        let writer_gone = name
+            .strip_prefix(TMP_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+            });
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > TMP_MAX_AGE);
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if is_file && (writer_gone || old) && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Serialises and writes one snapshot to `<root>/states/<run_id>.json`.

@@ -94,7 +94,7 @@ pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
         };
     }
     if ctx.json() {
-        json_out::print(&entries);
+        json_out::print(&entries)?;
     } else {
         let _ = std::io::stdout()
             .lock()

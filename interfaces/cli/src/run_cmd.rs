@@ -354,7 +354,12 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
 
 pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
     if ctx.json() {
-        json_out::print(&json_out::failure_result(identifier, e));
+        if let Err(w) = json_out::print(&json_out::failure_result(identifier, e)) {
+            // The result object did not get out: say both on stderr.
+            let text = errors::render_text(e, ctx.hints, ctx.err_style)
+                + &errors::render_text(&w, ctx.hints, ctx.err_style);
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
     } else {
         let text = errors::render_text(e, ctx.hints, ctx.err_style);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -372,7 +377,14 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
     ) {
         Ok(plan) => {
             if ctx.json() {
-                json_out::print(&plan);
+                if let Err(e) = json_out::print(&plan) {
+                    return errors::report(
+                        &crate::errors::CliError::Awf(e),
+                        true,
+                        ctx.hints,
+                        ctx.err_style,
+                    );
+                }
             } else {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(dry_run::render(&plan).as_bytes());
@@ -496,8 +508,19 @@ pub(crate) async fn drive(
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
-                    let what = if reason == CancelReason::Terminate { "SIGTERM" } else { "SIGINT" };
+                    let what = match reason {
+                        CancelReason::Terminate => "SIGTERM",
+                        CancelReason::Hangup => "SIGHUP",
+                        CancelReason::Interrupt | CancelReason::Requested => "SIGINT",
+                    };
                     printer.stderr_line(&format!("{} received {what}, cancelling…", ctx.err_style.yellow("WARN")));
+                }
+                if cancelled {
+                    // The second signal: no grace period for anything still running.
+                    if !ctx.json() && !ctx.quiet {
+                        printer.stderr_line(&format!("{} second signal, stopping now", ctx.err_style.yellow("WARN")));
+                    }
+                    awf_exec::kill_all_now();
                 }
                 cancelled = true;
                 canceller.cancel(reason);
@@ -505,12 +528,21 @@ pub(crate) async fn drive(
         }
     }
     printer.finish();
+    // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
+    awf_exec::sweep_adopted().await;
     let Some(result) = result else {
         let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
         return fail_before_start(ctx, identifier, &e);
     };
     if ctx.json() {
-        json_out::print(&result);
+        if let Err(e) = json_out::print(&result) {
+            return errors::report(
+                &crate::errors::CliError::Awf(e),
+                true,
+                ctx.hints,
+                ctx.err_style,
+            );
+        }
     } else if let Some(step) = step {
         print_step(step, &result);
     } else {
@@ -681,10 +713,13 @@ pub(crate) fn summary_text(
     }
 }
 
-/// SIGINT and SIGTERM streams, when they could be installed.
+/// SIGINT, SIGTERM and SIGHUP streams, when they could be installed. SIGHUP (terminal closed,
+/// SSH dropped) cancels like SIGTERM, so the run's processes are stopped and it is recorded as
+/// `cancelled` (exit 129) instead of awf dying at once.
 pub(crate) struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
+    hup: Option<Signal>,
 }
 
 impl Signals {
@@ -692,6 +727,7 @@ impl Signals {
         Self {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
         }
     }
 
@@ -712,6 +748,10 @@ impl Signals {
                 r = recv(&mut self.term) => match r {
                     Some(()) => return CancelReason::Terminate,
                     None => self.term = None,
+                },
+                r = recv(&mut self.hup) => match r {
+                    Some(()) => return CancelReason::Hangup,
+                    None => self.hup = None,
                 },
             }
         }

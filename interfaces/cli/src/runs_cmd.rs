@@ -25,6 +25,7 @@ use crate::cli::StatusArgs;
 use crate::ctx::Ctx;
 use crate::errors::CliError;
 use crate::errors::Outcome;
+use crate::json_out;
 use crate::run_cmd;
 use crate::wiring;
 
@@ -127,11 +128,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 })
             })
             .collect();
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        );
+        json_out::print(&rows)?;
         return Ok(());
     }
     if runs.is_empty() {
@@ -192,11 +189,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     if args.stats {
         let stats = store.stats(&filter).map_err(CliError::Awf)?;
         if ctx.json() {
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&stats).unwrap_or_default()
-            );
+            json_out::print(&stats)?;
         } else {
             let _ = writeln!(out, "Total runs:       {}", stats.total_executions);
             let _ = writeln!(out, "Succeeded:        {}", stats.success_count);
@@ -213,11 +206,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     }
     let rows = store.list(&filter).map_err(CliError::Awf)?;
     if ctx.json() {
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&rows).unwrap_or_default()
-        );
+        json_out::print(&rows)?;
         return Ok(Outcome::Success);
     }
     if rows.is_empty() {
@@ -456,11 +445,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
                 serde_json::json!(format_rfc3339(snap.updated_at)),
             );
         }
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&v).unwrap_or_default()
-        );
+        json_out::print(&v)?;
         return Ok(Outcome::Success);
     }
     let _ = writeln!(out, "Run:       {}", snap.run_id);
@@ -522,11 +507,7 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
             "inputs": inputs,
             "settings": cfg.other,
         });
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&v).unwrap_or_default()
-        );
+        json_out::print(&v)?;
         return Ok(Outcome::Success);
     }
     match &cfg.path {

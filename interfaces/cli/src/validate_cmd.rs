@@ -89,11 +89,13 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
         .as_ref()
         .map_or_else(|| args.workflow.clone(), |w| w.name.clone());
     if ctx.json() {
-        json_out::print(&json!({
+        if let Err(e) = json_out::print(&json!({
             "valid": first_error.is_none(),
             "workflow": name,
             "diagnostics": diags,
-        }));
+        })) {
+            return errors::report(&e.into(), true, ctx.hints, ctx.err_style);
+        }
     } else {
         let mut err = std::io::stderr().lock();
         for d in &diags {
@@ -135,7 +137,7 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
 fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
     if ctx.json() {
         let d = e.details();
-        json_out::print(&json!({
+        let printed = json_out::print(&json!({
             "valid": false,
             "workflow": identifier,
             "diagnostics": [{
@@ -149,6 +151,9 @@ fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
                 "column": d.get("column"),
             }],
         }));
+        if let Err(w) = printed {
+            return errors::report(&w.into(), true, ctx.hints, ctx.err_style);
+        }
     } else {
         let text = errors::render_text(e, ctx.hints, ctx.err_style);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
