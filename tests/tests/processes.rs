@@ -38,8 +38,7 @@ fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> St
         };
         for e in entries.flatten() {
             if e.path().extension().is_some_and(|x| x == "json")
-                && let Ok(text) = std::fs::read_to_string(e.path())
-                && let Ok(v) = serde_json::from_str::<Value>(&text)
+                && let Some(v) = awf_tests::read_state_file(&e.path())
                 && pred(&v)
             {
                 run_id = v["run_id"].as_str().unwrap_or_default().to_owned();

@@ -109,6 +109,12 @@ impl StorePaths {
         self.states_dir().join(format!("{run_id}.json"))
     }
 
+    /// Journal of one live run (`<root>/states/<run_id>.journal`): the step results recorded
+    /// since its state file was last written whole (see the recorder).
+    pub fn journal_file(&self, run_id: &str) -> PathBuf {
+        self.states_dir().join(format!("{run_id}.journal"))
+    }
+
     /// Transcript of one run (`<root>/transcripts/<run_id>.jsonl`).
     pub fn transcript_file(&self, run_id: &str) -> PathBuf {
         self.transcripts_dir().join(format!("{run_id}.jsonl"))

@@ -264,6 +264,11 @@ struct RunProj {
     snap: RunSnapshot,
     dirty: bool,
     finished: bool,
+    /// Whether this writer has written the state file whole; until then the next write is
+    /// whole, afterwards writes go to the journal until the run finishes.
+    whole: bool,
+    /// States recorded since the last write (they go to the journal).
+    changed: BTreeSet<String>,
     /// The top-level parallel block being executed.
     parallel_open: Option<String>,
     /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
@@ -437,6 +442,8 @@ impl Writer {
                         snap,
                         dirty: true,
                         finished: false,
+                        whole: false,
+                        changed: BTreeSet::new(),
                         parallel_open: None,
                         loops_open: Vec::new(),
                     },
@@ -529,6 +536,7 @@ impl Writer {
                         p.snap.loop_position = None;
                     }
                     p.snap.states.insert(step.clone(), (**state).clone());
+                    p.changed.insert(step.clone());
                     p.snap.updated_at = env.at;
                     p.dirty = true;
                 }
@@ -756,7 +764,7 @@ impl Writer {
         }
         for p in self.runs.values_mut().filter(|p| p.dirty) {
             p.dirty = false;
-            match state::save(&self.paths, &p.snap, p.finished) {
+            match write_state(&self.paths, p) {
                 Ok(()) => {
                     self.shared.state_writes.fetch_add(1, Ordering::Relaxed);
                 }
@@ -772,6 +780,34 @@ impl Writer {
             self.shared.report("audit", msg);
         }
     }
+}
+
+/// Records one run's changes: the state file whole at its first write and when the run has
+/// finished (then the journal is removed: the file holds everything), else one journal line
+/// with the header fields and the states recorded since the last write, so the cost of a step
+/// does not grow with the steps before it. Either way the data is synced before returning.
+fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
+    if !p.whole || p.finished {
+        state::save(paths, &p.snap, p.finished)?;
+        p.whole = true;
+        p.changed.clear();
+        return state::remove_journal(paths, &p.snap.run_id);
+    }
+    let states = std::mem::take(&mut p.changed)
+        .into_iter()
+        .filter_map(|name| {
+            let st = p.snap.states.get(&name)?;
+            Some((name, std::borrow::Cow::Borrowed(st)))
+        })
+        .collect();
+    let entry = state::JournalEntry {
+        status: p.snap.status,
+        current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
+        updated_at: p.snap.updated_at,
+        loop_position: p.snap.loop_position.clone(),
+        states,
+    };
+    state::append_journal(paths, &p.snap.run_id, &entry)
 }
 
 #[cfg(test)]

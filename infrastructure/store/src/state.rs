@@ -1,5 +1,10 @@
 //! State files: `<root>/states/<run_id>.json`, written atomically (temp file in the same
-//! directory, write, fsync, rename; mode 0600).
+//! directory, write, fsync, rename; mode 0600), and the journal of a live run,
+//! `<root>/states/<run_id>.journal`: one JSON line per recorder batch, appended and fsynced,
+//! holding what changed since the state file was written whole (the header fields and the
+//! states that finished). Readers replay the journal over the state file, so recording a step
+//! costs the size of that step, not of the whole run; the recorder writes the state file whole
+//! at the start and the end of a run (and then removes the journal).
 //!
 //! Source: spec/workflow.md §3.11; http-ops.md §3.2.
 
@@ -12,7 +17,12 @@ use std::path::Path;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::ports::store::LoopPosition;
 use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::StepState;
+use serde::Deserialize;
+use serde::Serialize;
 
 use crate::StorePaths;
 use crate::read_failed;
@@ -117,16 +127,98 @@ pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Re
     write_atomic(&target, &bytes, sync_dir).map_err(|e| write_failed("the state file", &target, e))
 }
 
-/// Reads one state file; `Ok(None)` when it does not exist.
+/// One journal line: the snapshot's changing header fields as they were at the end of a
+/// recorder batch, and the states recorded in that batch.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct JournalEntry<'a> {
+    /// Status.
+    pub status: StoredStatus,
+    /// Top-level state being executed.
+    pub current_state: std::borrow::Cow<'a, str>,
+    /// Last write.
+    #[serde(with = "awf_domain::timefmt::rfc3339")]
+    pub updated_at: std::time::SystemTime,
+    /// The loop in progress (`null` = none).
+    pub loop_position: Option<LoopPosition>,
+    /// States recorded since the previous line, by name.
+    pub states: std::collections::BTreeMap<String, std::borrow::Cow<'a, StepState>>,
+}
+
+impl JournalEntry<'_> {
+    fn apply(self, snap: &mut RunSnapshot) {
+        snap.status = self.status;
+        snap.current_state = self.current_state.into_owned();
+        snap.updated_at = self.updated_at;
+        snap.loop_position = self.loop_position;
+        for (name, st) in self.states {
+            snap.states.insert(name, st.into_owned());
+        }
+    }
+}
+
+/// Appends one entry to the run's journal (created 0600) and syncs it.
+pub(crate) fn append_journal(
+    paths: &StorePaths,
+    run_id: &str,
+    entry: &JournalEntry<'_>,
+) -> Result<(), AwfError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = paths.journal_file(run_id);
+    if !valid_id(run_id) {
+        return Err(write_failed("the state journal", &path, "invalid run id"));
+    }
+    let mut line =
+        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
+    line.push(b'\n');
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| write_failed("the state journal", &path, e))?;
+    f.write_all(&line)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| write_failed("the state journal", &path, e))
+}
+
+/// Removes the run's journal once its state file holds everything (missing is fine).
+pub(crate) fn remove_journal(paths: &StorePaths, run_id: &str) -> Result<(), AwfError> {
+    let path = paths.journal_file(run_id);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(write_failed("the state journal", &path, e)),
+    }
+}
+
+/// Replays the journal next to a state file over its snapshot. A line that does not parse
+/// (the torn end of a write cut short by a kill) ends the replay: what came before it was
+/// synced, so the snapshot is the one of the last complete batch.
+fn replay(path: &Path, snap: &mut RunSnapshot) {
+    let Ok(bytes) = fs::read(path) else {
+        return;
+    };
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<JournalEntry<'_>>(line) {
+            Ok(entry) => entry.apply(snap),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Reads one state file, with its journal replayed; `Ok(None)` when it does not exist.
 pub(crate) fn read(paths: &StorePaths, run_id: &str) -> Result<Option<RunSnapshot>, AwfError> {
     if !valid_id(run_id) {
         return Ok(None);
     }
     let path = paths.state_file(run_id);
     match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| read_failed("the state file", &path, e)),
+        Ok(bytes) => {
+            let mut snap: RunSnapshot = serde_json::from_slice(&bytes)
+                .map_err(|e| read_failed("the state file", &path, e))?;
+            replay(&paths.journal_file(run_id), &mut snap);
+            Ok(Some(snap))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(read_failed("the state file", &path, e)),
     }
@@ -167,7 +259,8 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
         let Ok(bytes) = fs::read(entry.path()) else {
             continue;
         };
-        if let Ok(snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
+        if let Ok(mut snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
+            replay(&entry.path().with_extension("journal"), &mut snap);
             out.push(snap);
         }
     }
