@@ -552,8 +552,31 @@ pub(crate) async fn drive(
 }
 
 /// An exclusive lock on one run (`<data root>/locks/<run_id>.lock`) held while this process
-/// runs or resumes it, so two processes never drive the same run id at once.
-pub(crate) struct RunLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
+/// runs or resumes it, so two processes never drive the same run id at once. The lock file is
+/// removed when the lock is dropped (the run is over), so none is left behind.
+pub(crate) struct RunLock {
+    lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    path: std::path::PathBuf,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Unlink while still holding the lock: a process that opens the path afterwards
+        // creates a new file, and one that opened the old file first sees it unlinked (see
+        // `lock_run`) and tries again.
+        let _ = std::fs::remove_file(&self.path);
+        drop(self.lock.take());
+    }
+}
+
+/// Whether `file` is still the file at `path` (it was not unlinked by a finishing holder).
+fn still_linked(file: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
 
 /// Takes the run's lock without waiting.
 ///
@@ -568,23 +591,36 @@ pub(crate) fn lock_run(
     if run_id.contains('/') || run_id.contains("..") || std::fs::create_dir_all(&dir).is_err() {
         return Ok(None);
     }
-    let Ok(file) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(format!("{run_id}.lock")))
-    else {
-        return Ok(None);
-    };
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(RunLock(l))),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(AwfError::new(
-            ErrorCode::UserInputValidationFailed,
-            format!("run {run_id} is still running in another awf process"),
-        )
-        .with_hint("wait for it to finish, or stop it before resuming")),
-        Err(_) => Ok(None),
+    let path = dir.join(format!("{run_id}.lock"));
+    for _ in 0..8 {
+        let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+        else {
+            return Ok(None);
+        };
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) if still_linked(&l, &path) => {
+                return Ok(Some(RunLock {
+                    lock: Some(l),
+                    path,
+                }));
+            }
+            // The holder finished and removed the file between our open and our lock.
+            Ok(_) => {}
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!("run {run_id} is still running in another awf process"),
+                )
+                .with_hint("wait for it to finish, or stop it before resuming"));
+            }
+            Err(_) => return Ok(None),
+        }
     }
+    Ok(None)
 }
 
 /// Says on stderr when runs cannot be recorded (the store did not open, or a write fails
