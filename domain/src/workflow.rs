@@ -268,6 +268,38 @@ pub struct State {
     pub capture_max_size: Option<u64>,
 }
 
+impl State {
+    /// A state named `name` doing `kind`, with no routes, no description, no timeout, no
+    /// retry, no hooks and no capture cap (fields set afterwards as decoded).
+    pub fn new(name: impl Into<String>, kind: StateKind) -> Self {
+        Self {
+            name: name.into(),
+            description: None,
+            kind,
+            on_success: None,
+            on_failure: None,
+            transitions: Vec::new(),
+            continue_on_error: false,
+            timeout: None,
+            retry: None,
+            hooks: StepHooks::default(),
+            capture_max_size: None,
+        }
+    }
+
+    /// A success terminal named `name`.
+    pub fn success_terminal(name: impl Into<String>) -> Self {
+        Self::new(
+            name,
+            StateKind::Terminal(TerminalState {
+                status: TerminalStatus::Success,
+                message: None,
+                exit_code: None,
+            }),
+        )
+    }
+}
+
 /// The state types. Source: spec/workflow.md §1.5.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

@@ -325,6 +325,51 @@ impl Run {
     }
 }
 
+/// The data root of a sandbox (`<sandbox>/data/awf`, from its `XDG_DATA_HOME`).
+pub fn data(sb: &Sandbox) -> PathBuf {
+    sb.path().join("data").join("awf")
+}
+
+/// Polls `f` every 50 ms until it holds; panics naming `what` after 30 s.
+pub fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !f() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// Waits until a committed state file of the sandbox (its journal replayed) satisfies
+/// `pred`; returns its run id. A `.tmp` file being written is never read: it may never be
+/// renamed into place if the run is killed now.
+pub fn wait_for_state(
+    sb: &Sandbox,
+    what: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> String {
+    let states = data(sb).join("states");
+    let mut run_id = String::new();
+    wait_for(what, || {
+        let Ok(entries) = std::fs::read_dir(&states) else {
+            return false;
+        };
+        for e in entries.flatten() {
+            if e.path().extension().is_some_and(|x| x == "json")
+                && let Some(v) = read_state_file(&e.path())
+                && pred(&v)
+            {
+                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
+                return true;
+            }
+        }
+        false
+    });
+    run_id
+}
+
 /// A state file's JSON with its live run's journal (`<run_id>.journal` beside it: one JSON
 /// line per recorder batch, header fields plus the `states` recorded in that batch) replayed
 /// over it, as the store reads it; `None` when the file is missing or not JSON.

@@ -13,42 +13,9 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
 
-fn data(sb: &Sandbox) -> std::path::PathBuf {
-    sb.path().join("data").join("awf")
-}
-
-fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Waits until a committed state file satisfies `pred`; returns its run id.
-fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> String {
-    let states = data(sb).join("states");
-    let mut run_id = String::new();
-    wait_for(what, || {
-        let Ok(entries) = std::fs::read_dir(&states) else {
-            return false;
-        };
-        for e in entries.flatten() {
-            if e.path().extension().is_some_and(|x| x == "json")
-                && let Some(v) = awf_tests::read_state_file(&e.path())
-                && pred(&v)
-            {
-                run_id = v["run_id"].as_str().unwrap_or_default().to_owned();
-                return true;
-            }
-        }
-        false
-    });
-    run_id
-}
+use awf_tests::data;
+use awf_tests::wait_for;
+use awf_tests::wait_for_state;
 
 /// Sends signal `sig` (`INT`, `TERM`, `HUP`, `KILL`) to process `pid` with kill(1).
 fn signal(pid: u32, sig: &str) {

@@ -101,16 +101,12 @@ impl Run {
                 .await;
         }
         self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
-        let request = AgentRequest {
-            prompt: prepared.prompt.clone(),
-            system_prompt: prepared.system_prompt.clone(),
-            options: prepared.options.clone(),
-            session: prepared.session.clone(),
-            dir: Some(self.working_dir.clone()),
-            timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
-            env: lock(&self.exported).clone(),
-            secrets: self.masker(),
-        };
+        let request = self.agent_request(
+            &prepared,
+            prepared.prompt.clone(),
+            prepared.session.clone(),
+            deadline,
+        );
         let (callback, flush) = self.agent_callback(name, at);
         let result = provider
             .execute(request, Some(callback), token.clone())
@@ -253,6 +249,28 @@ impl Run {
             });
         }
         self.finish_agent(st, prepared.output_format.as_deref(), &output)
+    }
+
+    /// One call to the provider: the prepared system prompt and options, `prompt` and
+    /// `session`, the step's directory, what is left of its deadline, the exported
+    /// environment and the run's secrets.
+    fn agent_request(
+        &self,
+        prepared: &Prepared,
+        prompt: String,
+        session: Option<AgentSession>,
+        deadline: Option<Instant>,
+    ) -> AgentRequest {
+        AgentRequest {
+            prompt,
+            system_prompt: prepared.system_prompt.clone(),
+            options: prepared.options.clone(),
+            session,
+            dir: Some(self.working_dir.clone()),
+            timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            env: lock(&self.exported).clone(),
+            secrets: self.masker(),
+        }
     }
 
     /// Warns when a turn continues a session that has turns but no id, with a provider that
@@ -407,16 +425,8 @@ impl Run {
             if !warned {
                 warned = self.warn_if_fresh(name, at, provider.as_ref(), Some(&session));
             }
-            let request = AgentRequest {
-                prompt: message.clone(),
-                system_prompt: prepared.system_prompt.clone(),
-                options: prepared.options.clone(),
-                session: Some(session.clone()),
-                dir: Some(self.working_dir.clone()),
-                timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
-                env: lock(&self.exported).clone(),
-                secrets: self.masker(),
-            };
+            let request =
+                self.agent_request(&prepared, message.clone(), Some(session.clone()), deadline);
             let (callback, flush) = self.agent_callback(name, at);
             let result = provider
                 .execute(request, Some(callback), token.clone())

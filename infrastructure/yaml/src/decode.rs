@@ -236,23 +236,7 @@ fn name_typo(diag: &mut awf_domain::ports::repository::Diagnostic, typo: Option<
 /// Stands in for a state that could not be decoded at all (its error is already recorded):
 /// a success terminal, so that references to it and routes through it raise no second error.
 fn placeholder(name: &str) -> State {
-    State {
-        name: name.to_owned(),
-        description: None,
-        kind: StateKind::Terminal(TerminalState {
-            status: TerminalStatus::Success,
-            message: None,
-            exit_code: None,
-        }),
-        on_success: None,
-        on_failure: None,
-        transitions: Vec::new(),
-        continue_on_error: false,
-        timeout: None,
-        retry: None,
-        hooks: StepHooks::default(),
-        capture_max_size: None,
-    }
+    State::success_terminal(name)
 }
 
 fn kind_of(raw: &str) -> Option<&'static str> {
@@ -301,23 +285,8 @@ fn decode_state(
         },
     };
     let description = f.string("description", d);
-    let mut state = State {
-        name: name.to_owned(),
-        description,
-        kind: StateKind::Terminal(TerminalState {
-            status: TerminalStatus::Success,
-            message: None,
-            exit_code: None,
-        }),
-        on_success: None,
-        on_failure: None,
-        transitions: Vec::new(),
-        continue_on_error: false,
-        timeout: None,
-        retry: None,
-        hooks: StepHooks::default(),
-        capture_max_size: None,
-    };
+    let mut state = State::success_terminal(name);
+    state.description = description;
     if ty == "terminal" {
         state.kind = decode_terminal(&mut f, d);
         f.finish(d, &[], "a terminal state");
