@@ -46,3 +46,31 @@ fn a_finished_run_leaves_no_lock_file_and_no_journal() {
         }
     }
 }
+
+/// Issue 9: commands that need no store do not create one (no SQLite files, no folders).
+#[test]
+fn commands_without_runs_touch_no_data_root() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("wf.yaml", WF).unwrap();
+    let wf = wf.to_str().unwrap();
+    for args in [
+        vec!["validate", wf],
+        vec!["list"],
+        vec!["diagram", wf],
+        vec!["error"],
+        vec!["--version"],
+        vec!["run", wf, "--dry-run"],
+    ] {
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            !sb.path().join("data/awf").exists(),
+            "{args:?} created the data root: {:?}",
+            files(&sb.path().join("data/awf"))
+        );
+    }
+    // A run does record.
+    let r = sb.run(&["run", wf]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(sb.path().join("data/awf/history.db").exists());
+}

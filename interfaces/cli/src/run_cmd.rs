@@ -296,7 +296,12 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
 
 fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> {
     let inputs = parse_inputs(&args.inputs)?;
-    let w = wiring::build(ctx.storage.as_deref())?;
+    // A dry run records nothing, like the commands that run no workflow.
+    let w = if args.dry_run {
+        wiring::build(ctx.storage.as_deref())?
+    } else {
+        wiring::build_recording(ctx.storage.as_deref())?
+    };
     let config = w.config()?;
     if !ctx.json() && !ctx.quiet {
         let mut err = std::io::stderr().lock();

@@ -40,7 +40,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             ctx.err_style,
         )
     };
-    let w = match wiring::build(ctx.storage.as_deref()) {
+    let w = match wiring::build_recording(ctx.storage.as_deref()) {
         Ok(w) => w,
         Err(e) => return fail(&e),
     };

@@ -181,6 +181,21 @@ pub fn env_from(
 /// # Errors
 /// `SYSTEM.IO.READ_FAILED` when the working directory cannot be determined.
 pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
+    build_as(storage, false)
+}
+
+/// [`build`] for the commands that run a workflow (`run`, `resume`): runs are recorded (the
+/// store is opened) unless `AWF_RECORD=off`. Every other command leaves the store closed
+/// until it asks for it ([`Wiring::state_store`], [`Wiring::history_store`]), so `validate`,
+/// `list` or `diagram` touch no file of the data root.
+///
+/// # Errors
+/// As [`build`].
+pub fn build_recording(storage: Option<&Path>) -> Result<Wiring, AwfError> {
+    build_as(storage, true)
+}
+
+fn build_as(storage: Option<&Path>, recording: bool) -> Result<Wiring, AwfError> {
     let env = process_env();
     let cwd = std::env::current_dir().map_err(|e| {
         AwfError::new(
@@ -188,11 +203,16 @@ pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
             format!("cannot read the working directory: {e}"),
         )
     })?;
-    Ok(build_with(storage, env, cwd))
+    Ok(build_with(storage, env, cwd, recording))
 }
 
 /// Builds the services from an explicit environment and working directory.
-pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: PathBuf) -> Wiring {
+pub fn build_with(
+    storage: Option<&Path>,
+    env: BTreeMap<String, String>,
+    cwd: PathBuf,
+    recording: bool,
+) -> Wiring {
     let data_root = data_root(storage, &env);
     let config_dir = config_dir(&env);
     let repository = Arc::new(YamlRepository::new(RepoPaths::from_env(
@@ -201,9 +221,10 @@ pub fn build_with(storage: Option<&Path>, env: BTreeMap<String, String>, cwd: Pa
     let executor: Arc<dyn awf_domain::ports::CommandExecutor> = Arc::new(ProcessExecutor::new());
     // Run records (state files, history, audit, transcripts) unless AWF_RECORD=off. A store
     // that cannot be opened (read-only disk) leaves runs working, unrecorded, with a warning.
-    let record = env
-        .get("AWF_RECORD")
-        .is_none_or(|v| !v.eq_ignore_ascii_case("off"));
+    let record = recording
+        && env
+            .get("AWF_RECORD")
+            .is_none_or(|v| !v.eq_ignore_ascii_case("off"));
     // The store is opened only when it is needed: here for recording; `history`, `status`
     // and `resume` open it through `Wiring::state_store`/`history_store`. That keeps commands
     // such as `validate` and `list`, and unrecorded runs, fast.
