@@ -19,6 +19,7 @@ mod progress;
 mod run_cmd;
 mod runs_cmd;
 mod style;
+mod table;
 mod validate_cmd;
 mod wiring;
 
@@ -221,7 +222,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
     let result: Result<Outcome, CliError> = match &command {
         Command::Run(args) => Ok(run_cmd::run(ctx, args).await),
         Command::Validate(args) => Ok(validate_cmd::run(ctx, args)),
-        Command::List => list_cmd::run(ctx),
+        Command::List(args) => list_cmd::run(ctx, args),
         Command::Diagram(args) => diagram::run(ctx, args),
         Command::Error(args) => error_cmd::run(ctx, args),
         Command::Init(args) => init_cmd::run(ctx, args),
