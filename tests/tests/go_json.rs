@@ -455,3 +455,23 @@ fn list_prompts_with_none_says_where_it_looked() {
     assert!(r.stdout.contains("awf init"), "{}", r.stdout);
     assert_eq!(sb.run(&["list", "p", "-f", "json"]).unwrap().stdout, "[]\n");
 }
+
+// ---- JSON errors ---------------------------------------------------------------------------
+
+#[test]
+fn a_usage_error_of_a_listing_command_is_a_json_error_on_stderr() {
+    let sb = sandbox();
+    let r = sb.run(&["history", "--bogus", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 1);
+    assert_eq!(r.stdout, "", "stdout stays empty");
+    let err: Value = serde_json::from_str(&r.stderr).expect("stderr is one JSON object");
+    assert_eq!(err["code"], json!(1));
+    assert!(err["error"].as_str().unwrap().contains("--bogus"), "{err}");
+    assert_eq!(err["error_code"], json!("USER.INPUT.INVALID_FORMAT"));
+    // Status of an unknown run: the JSON error on stderr, exit 1 (AWF (Go) exits 0: a bug).
+    let r = sb.run(&["status", "nope", "-f", "json"]).unwrap();
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    let err: Value = serde_json::from_str(&r.stderr).unwrap();
+    assert_eq!(err["code"], json!(1));
+    assert!(err["error"].as_str().unwrap().contains("nope"), "{err}");
+}

@@ -487,13 +487,13 @@ fn process_gone(s: &RunSnapshot) -> bool {
             .is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists())
 }
 
-/// `running`, or `running (its awf process is gone; resume it)` when the process that ran it
-/// died (SIGKILL, crash).
+/// The status word ([`go_status`]), or `running (its awf process is gone; …)` when the
+/// process that ran it died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot) -> String {
     if process_gone(s) {
         "running (its awf process is gone; `awf resume` continues it)".to_owned()
     } else {
-        s.status.as_str().to_owned()
+        go_status(s.status).to_owned()
     }
 }
 
