@@ -854,6 +854,44 @@ mod tests {
     ];
 
     #[test]
+    fn history_durations_use_go_s_units() {
+        assert_eq!(go_duration(999), "999ms");
+        assert_eq!(go_duration(1_250), "1.2s");
+        assert_eq!(go_duration(59_999), "60.0s");
+        assert_eq!(go_duration(90_000), "1.5m");
+    }
+
+    #[test]
+    fn history_text_cuts_nothing_and_marks_running_rows() {
+        let row = HistoryRecord {
+            id: IDS[0].to_owned(),
+            workflow_id: "wf/x.yaml".to_owned(),
+            workflow_name: "a-very-long-workflow-name-that-goes-on-and-on".to_owned(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: 0,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: None,
+        };
+        let text = history_text(std::slice::from_ref(&row));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[2],
+            format!("{}  {}  running  -         -", IDS[0], row.workflow_name)
+        );
+        let v = history_json(&row);
+        assert_eq!(v["workflow_id"], serde_json::json!(IDS[0]));
+        assert_eq!(v["workflow"], serde_json::json!("wf/x.yaml"));
+        assert_eq!(v["completed_at"], serde_json::Value::Null);
+        assert_eq!(
+            v["started_at"],
+            serde_json::json!("1970-01-01T00:00:00.000Z")
+        );
+    }
+
+    #[test]
     fn inline_failure_terminals_are_shown_by_their_step() {
         assert_eq!(
             terminal_text("__inline_error_verify"),
