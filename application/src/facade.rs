@@ -94,7 +94,7 @@ impl Facade {
             warnings,
             mocks: req.mocks,
             resume: None,
-            resume_loop: None,
+            resume_loop: Vec::new(),
             interactive: req.interactive,
             only_step: req.only_step,
         }))
@@ -146,11 +146,21 @@ impl Facade {
         crate::validation::check_for_run(&self.services, &loaded)?;
         let workflow = loaded.workflow;
         let (states, start) = resume_point(&snap, &workflow, &req.from)?;
-        let resume_loop = snap
-            .loop_position
-            .as_ref()
-            .filter(|l| l.state == start)
-            .map(|l| (l.state.clone(), l.iteration));
+        // The loop it stopped in and the loops nested in it, outermost first.
+        let mut resume_loop = Vec::new();
+        // (The loop is the state it resumes at, or a branch of that parallel block.)
+        let resumes_in = |name: &str| {
+            name == start
+                || matches!(
+                    workflow.state(&start).map(|s| &s.kind),
+                    Some(awf_domain::workflow::StateKind::Parallel(p)) if p.branches.iter().any(|b| b == name)
+                )
+        };
+        let mut level = snap.loop_position.as_ref().filter(|l| resumes_in(&l.state));
+        while let Some(l) = level {
+            resume_loop.push((l.state.clone(), l.iteration));
+            level = l.inner.as_deref();
+        }
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         // Stored inputs (secrets masked) under config and CLI overrides.
         let given: std::collections::BTreeSet<&str> = req
@@ -277,7 +287,7 @@ struct Launch {
     warnings: Vec<String>,
     mocks: BTreeMap<String, BTreeMap<String, String>>,
     resume: Option<(BTreeMap<String, StepState>, String)>,
-    resume_loop: Option<(String, usize)>,
+    resume_loop: Vec<(String, usize)>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
 }

@@ -207,7 +207,7 @@ pub enum RunStatus {
     Cancelled,
 }
 
-/// Why a run was cancelled; decides exit code 130 (interrupt) or 143 (terminate).
+/// Why a run was cancelled; decides exit code 130 (interrupt), 143 (terminate) or 129 (hangup).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
@@ -215,6 +215,8 @@ pub enum CancelReason {
     Interrupt,
     /// SIGTERM.
     Terminate,
+    /// SIGHUP (the terminal closed, the SSH connection dropped): cancels like SIGTERM.
+    Hangup,
     /// A front-end asked (ACP `session/cancel`, HTTP).
     Requested,
 }
@@ -225,6 +227,7 @@ impl CancelReason {
         match self {
             Self::Interrupt => 130,
             Self::Terminate => 143,
+            Self::Hangup => 129,
             Self::Requested => 130,
         }
     }

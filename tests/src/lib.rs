@@ -325,6 +325,33 @@ impl Run {
     }
 }
 
+/// A state file's JSON with its live run's journal (`<run_id>.journal` beside it: one JSON
+/// line per recorder batch, header fields plus the `states` recorded in that batch) replayed
+/// over it, as the store reads it; `None` when the file is missing or not JSON.
+pub fn read_state_file(path: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let Ok(journal) = std::fs::read_to_string(path.with_extension("journal")) else {
+        return Some(v);
+    };
+    for line in journal.lines() {
+        let Ok(serde_json::Value::Object(entry)) = serde_json::from_str(line) else {
+            break;
+        };
+        for (k, val) in entry {
+            match (k.as_str(), val) {
+                ("states", serde_json::Value::Object(states)) => {
+                    for (name, st) in states {
+                        v["states"][name] = st;
+                    }
+                }
+                (_, val) => v[k] = val,
+            }
+        }
+    }
+    Some(v)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -27,7 +27,8 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Waits until a state file under the sandbox's data root satisfies `pred`; returns its run id.
+/// Waits until a state file (its journal replayed) under the sandbox's data root satisfies
+/// `pred`; returns its run id.
 fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> String {
     let states = data(sb).join("states");
     let mut run_id = String::new();
@@ -39,8 +40,7 @@ fn wait_for_state(sb: &Sandbox, what: &str, pred: impl Fn(&Value) -> bool) -> St
         // into place if the run is killed now.
         for e in entries.flatten() {
             if e.path().extension().is_some_and(|x| x == "json")
-                && let Ok(text) = std::fs::read_to_string(e.path())
-                && let Ok(v) = serde_json::from_str::<Value>(&text)
+                && let Some(v) = awf_tests::read_state_file(&e.path())
                 && pred(&v)
             {
                 run_id = v["run_id"].as_str().unwrap_or_default().to_owned();

@@ -178,7 +178,7 @@ impl Run {
             resume: None,
             interactive: None,
             only_step: None,
-            resume_loop: None,
+            resume_loop: Vec::new(),
         });
         let run = child.execute();
         tokio::pin!(run);

@@ -48,8 +48,9 @@ impl Run {
             p.max_concurrent.min(branches)
         };
         let sem = Arc::new(Semaphore::new(limit));
+        let kept = self.kept_branches(&state.name, p, at);
         let mut running = FuturesUnordered::new();
-        for branch in &p.branches {
+        for branch in p.branches.iter().filter(|b| !kept.contains(b)) {
             let sem = Arc::clone(&sem);
             let group = &group;
             running.push(async move {
@@ -68,7 +69,10 @@ impl Run {
             });
         }
         let mut first_failure: Option<AwfError> = None;
-        let mut any_ok = false;
+        let mut any_ok = !kept.is_empty();
+        if any_ok && p.strategy == ParallelStrategy::AnySucceed {
+            group.cancel();
+        }
         let mut failures = 0usize;
         while let Some((branch, outcome)) = running.next().await {
             let ok = match outcome {
@@ -168,6 +172,41 @@ impl Run {
         })
     }
 
+    /// Branches of a resumed parallel block that completed in the interrupted attempt of it:
+    /// they are kept, not run again. Empty unless `block` is one the resumed run stopped in
+    /// (see `Run::resume_blocks`), and only on the first run of it.
+    fn kept_branches<'p>(&self, block: &str, p: &'p ParallelStep, at: At<'_>) -> Vec<&'p String> {
+        let Some(since) = lock(&self.resume_blocks).remove(block) else {
+            return Vec::new();
+        };
+        let states = lock(&self.states);
+        let kept: Vec<&String> = p
+            .branches
+            .iter()
+            .filter(|b| {
+                states.get(b.as_str()).is_some_and(|s| {
+                    s.status == StepStatus::Completed
+                        && match (since, s.started_at) {
+                            (None, _) => true,
+                            (Some(since), Some(started)) => started >= since,
+                            (Some(_), None) => false,
+                        }
+                })
+            })
+            .collect();
+        drop(states);
+        for b in &kept {
+            self.log(
+                Some(b.as_str()),
+                LogLevel::Info,
+                &format!("branch {b} of {block} completed before the resume; kept"),
+                &format!("{}{b}", at.prefix),
+                at.iteration(),
+            );
+        }
+        kept
+    }
+
     /// Runs a for_each or while loop.
     pub(crate) async fn run_loop(
         &self,
@@ -216,19 +255,18 @@ impl Run {
                 at.iteration(),
             );
         }
-        // A resumed run continues a top-level loop at the iteration it stopped in.
-        let first = if at.prefix.is_empty() {
+        // A resumed run continues a top-level loop, and the loops nested in its resumed
+        // iteration, at the iteration each stopped in.
+        let first = {
             let mut r = lock(&self.resume_loop);
-            match r.as_ref() {
+            match r.front() {
                 Some((s, i)) if *s == state.name => {
                     let i = *i;
-                    *r = None;
+                    r.pop_front();
                     i
                 }
                 _ => 0,
             }
-        } else {
-            0
         };
         let mut iterations = first;
         let mut early_exit = None;
@@ -431,8 +469,15 @@ impl Run {
         Ok(u32::try_from(value).unwrap_or(MAX_ITERATIONS_LIMIT))
     }
 
-    /// Resolves for_each items: interpolate, then a JSON array, else a comma-separated list.
+    /// Resolves for_each items: a single reference to a list value (`{{.inputs.targets}}` for
+    /// an input of `type: array`, `{{.loop.Item}}`, `{{.states.x.JSON.list}}`) gives that
+    /// list's elements; otherwise interpolate, then a JSON array, else a comma-separated list.
     fn resolve_items(&self, text: &str, frame: Option<&LoopFrame>) -> Result<Vec<Value>, AwfError> {
+        if let Some(path) = single_reference(text)
+            && let Some(Value::Array(list)) = self.lookup_value(&path, frame)
+        {
+            return Ok(list);
+        }
         let rendered = self.render(text, frame, None).map_err(|e| {
             AwfError::new(
                 ErrorCode::ExecutionTemplateFailed,
@@ -452,5 +497,124 @@ impl Run {
             .map(|s| Value::String(s.trim().to_owned()))
             .filter(|v| v.as_str() != Some(""))
             .collect())
+    }
+}
+
+/// The path of a template that is one bare field reference and nothing else
+/// (`{{.inputs.targets}}`, `{{ inputs.targets }}`, `{{- .loop.Item -}}`): its dot-separated
+/// segments, without the leading dot. `None` for anything else (text around it, pipes,
+/// functions, several actions).
+fn single_reference(text: &str) -> Option<Vec<String>> {
+    let inner = text.trim().strip_prefix("{{")?.strip_suffix("}}")?;
+    let inner = inner.strip_prefix('-').unwrap_or(inner);
+    let inner = inner.strip_suffix('-').unwrap_or(inner).trim();
+    let path = inner.strip_prefix('.').unwrap_or(inner);
+    let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
+    let plain = |s: &String| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    (segments.len() >= 2 && segments.iter().all(plain)).then_some(segments)
+}
+
+/// Follows `rest` through JSON objects (keys as written, then case-insensitively).
+fn descend(mut v: Value, rest: &[String]) -> Option<Value> {
+    for key in rest {
+        let Value::Object(mut map) = v else {
+            return None;
+        };
+        let found = match map.remove(key.as_str()) {
+            Some(x) => x,
+            None => {
+                let k = map.keys().find(|k| k.eq_ignore_ascii_case(key))?.clone();
+                map.remove(&k)?
+            }
+        };
+        v = found;
+    }
+    Some(v)
+}
+
+impl Run {
+    /// The value a bare reference names, for the namespaces that can hold lists: `inputs`,
+    /// `loop.Item`, `states.<name>.JSON` (each with or without the leading dot, any case).
+    fn lookup_value(&self, path: &[String], frame: Option<&LoopFrame>) -> Option<Value> {
+        let (ns, rest) = path.split_first()?;
+        match ns.to_ascii_lowercase().as_str() {
+            "inputs" => {
+                let (name, rest) = rest.split_first()?;
+                let v = lock(&self.inputs).get(name.as_str()).cloned()?;
+                descend(v, rest)
+            }
+            "loop" => {
+                let (field, rest) = rest.split_first()?;
+                if !field.eq_ignore_ascii_case("item") {
+                    return None;
+                }
+                descend(frame?.item.clone(), rest)
+            }
+            "states" => {
+                let (name, rest) = rest.split_first()?;
+                let (field, rest) = rest.split_first()?;
+                if !field.eq_ignore_ascii_case("json") {
+                    return None;
+                }
+                let v = lock(&self.states).get(name.as_str())?.json.clone()?;
+                descend(v, rest)
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path(text: &str) -> Option<Vec<String>> {
+        single_reference(text)
+    }
+
+    #[test]
+    fn a_bare_reference_is_recognised_with_or_without_dot_and_trim_markers() {
+        let want = Some(vec!["inputs".to_owned(), "targets".to_owned()]);
+        assert_eq!(path("{{.inputs.targets}}"), want);
+        assert_eq!(path("  {{ inputs.targets }} "), want);
+        assert_eq!(path("{{- .inputs.targets -}}"), want);
+        assert_eq!(
+            path("{{.states.build.JSON.files}}"),
+            Some(vec![
+                "states".to_owned(),
+                "build".to_owned(),
+                "JSON".to_owned(),
+                "files".to_owned()
+            ])
+        );
+    }
+
+    #[test]
+    fn anything_more_than_a_bare_reference_is_rendered_as_text() {
+        for text in [
+            "{{.inputs.targets | json}}",
+            "x{{.inputs.targets}}",
+            "{{.inputs.a}},{{.inputs.b}}",
+            "{{join .inputs.targets \",\"}}",
+            "{{.inputs}}",
+            "{{.}}",
+            "[\"a\", \"b\"]",
+        ] {
+            assert_eq!(path(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn descend_follows_object_keys_in_any_case() {
+        let v = serde_json::json!({"Files": {"list": [1, 2]}});
+        assert_eq!(
+            descend(v.clone(), &["files".to_owned(), "LIST".to_owned()]),
+            Some(serde_json::json!([1, 2]))
+        );
+        assert_eq!(descend(v, &["nope".to_owned()]), None);
     }
 }

@@ -128,7 +128,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         mocks: Arc::new(BTreeMap::new()),
         interaction: Arc::new(Interaction::default()),
         resume: None,
-        resume_loop: None,
+        resume_loop: Vec::new(),
         interactive: None,
         only_step: None,
     });

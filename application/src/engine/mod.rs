@@ -178,8 +178,8 @@ pub(crate) struct RunSpec {
     /// `awf resume`: states recorded by the earlier attempt, and the state to start at.
     pub(crate) resume: Option<(BTreeMap<String, StepState>, String)>,
     /// `awf resume` of a run stopped inside a top-level loop: the loop and the iteration to
-    /// continue at.
-    pub(crate) resume_loop: Option<(String, usize)>,
+    /// continue at, then the same for each loop nested in that iteration (outermost first).
+    pub(crate) resume_loop: Vec<(String, usize)>,
     /// `--interactive`: where to stop and ask.
     pub(crate) interactive: Option<awf_domain::ports::facade::Interactive>,
     /// `--step`: run only this state.
@@ -213,8 +213,15 @@ pub(crate) struct Run {
     pub(crate) resume_at: Option<String>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
-    /// Taken by the first run of that loop.
-    pub(crate) resume_loop: Mutex<Option<(String, usize)>>,
+    /// Taken in order: each by the first run of its loop (the nested ones inside the resumed
+    /// iteration of the one before).
+    pub(crate) resume_loop: Mutex<std::collections::VecDeque<(String, usize)>>,
+    /// `awf resume`: the parallel blocks the earlier attempt stopped inside (the block it
+    /// resumes at when not `completed`, and every block recorded as `cancelled`, such as one
+    /// in the body of the loop it resumes), each with when that attempt of it started (`None`:
+    /// no bound). Each is taken by the first run of its block, which keeps the branches that
+    /// completed since.
+    pub(crate) resume_blocks: Mutex<BTreeMap<String, Option<SystemTime>>>,
 }
 
 /// What an interactive run does before a state.
@@ -278,6 +285,40 @@ impl Run {
                 restored.insert(name.clone(), st);
             }
         }
+        let resume_blocks: BTreeMap<String, Option<SystemTime>> = if resume_at.is_some() {
+            restored
+                .values()
+                .filter(|st| {
+                    let parallel = matches!(
+                        spec.workflow.state(&st.name).map(|s| &s.kind),
+                        Some(awf_domain::workflow::StateKind::Parallel(_))
+                    );
+                    let interrupted = st.status == awf_domain::run::StepStatus::Cancelled
+                        || (resume_at.as_deref() == Some(st.name.as_str())
+                            && st.status != awf_domain::run::StepStatus::Completed);
+                    parallel && interrupted
+                })
+                .map(|st| (st.name.clone(), st.started_at))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let mut resume_blocks = resume_blocks;
+        // Killed inside the block it resumes at (SIGKILL: the block itself was never
+        // recorded): its branches that completed after every other recorded state belong to
+        // the interrupted attempt.
+        if let Some(at) = resume_at.as_ref()
+            && !restored.contains_key(at)
+            && let Some(awf_domain::workflow::StateKind::Parallel(p)) =
+                spec.workflow.state(at).map(|s| &s.kind)
+        {
+            let since = restored
+                .values()
+                .filter(|st| !p.branches.contains(&st.name))
+                .filter_map(|st| st.completed_at)
+                .max();
+            resume_blocks.insert(at.clone(), since);
+        }
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
@@ -311,7 +352,8 @@ impl Run {
             resume_at,
             interactive: spec.interactive,
             only_step: spec.only_step,
-            resume_loop: Mutex::new(spec.resume_loop),
+            resume_loop: Mutex::new(spec.resume_loop.into()),
+            resume_blocks: Mutex::new(resume_blocks),
         }
     }
 

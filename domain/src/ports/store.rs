@@ -115,6 +115,9 @@ pub struct LoopPosition {
     pub state: String,
     /// 0-based index of the iteration in progress.
     pub iteration: usize,
+    /// The loop in progress inside that iteration (a nested loop), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner: Option<Box<LoopPosition>>,
 }
 
 /// Reads state files.

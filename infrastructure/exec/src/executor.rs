@@ -32,6 +32,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::capture::Capture;
 use crate::group::GroupGuard;
+use crate::reaper::TAG_VAR;
+use crate::reaper::arm_parent_death;
+use crate::reaper::new_tag;
+use crate::reaper::reap_group;
+use crate::reaper::sweep_tagged;
 use crate::shell::Invocation;
 use crate::shell::resolve_shell;
 
@@ -68,6 +73,11 @@ const SPAWN_ATTEMPTS: u32 = 5;
 /// processes the command left behind do not outlive it. A child killed by a signal reports
 /// `exit_code == -1` with [`Termination::Exited`] and the signal's number in
 /// [`CommandOutput::signal`]; a stopped child reports the signal that ended it (15 or 9).
+///
+/// Every child also has a parent-death signal (SIGKILL when awf dies) and carries
+/// [`TAG_VAR`](crate::TAG_VAR); after a stop (timeout or cancel) the descendants that left the
+/// group (`setsid cmd &`) and were adopted by awf (see [`become_subreaper`](crate::become_subreaper))
+/// are stopped too, found by that tag.
 ///
 /// Needs a tokio runtime with the I/O and time drivers enabled.
 ///
@@ -133,12 +143,14 @@ impl CommandExecutor for ProcessExecutor {
             Program::Exec { program, args } => Invocation::direct(program, args),
         };
 
+        let tag = new_tag();
         let mut cmd = Command::new(&invocation.program);
         if let Some(a) = &invocation.arg0 {
             cmd.arg0(a);
         }
         cmd.args(&invocation.args)
             .envs(env)
+            .env(TAG_VAR, &tag)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -147,6 +159,7 @@ impl CommandExecutor for ProcessExecutor {
         if let Some(d) = &dir {
             cmd.current_dir(d);
         }
+        arm_parent_death(&mut cmd);
         let mut child = spawn(&mut cmd)
             .await
             .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
@@ -159,7 +172,7 @@ impl CommandExecutor for ProcessExecutor {
             err_cap: Capture::new(OutputStream::Stderr, limit),
             cb: on_output,
         };
-        let output = supervise(child, guard, pipes, timeout, &cancel).await;
+        let output = supervise(child, guard, pipes, timeout, &cancel, &tag).await;
         // The temp script (if any) is removed only now, after the group is gone.
         drop(invocation);
         Ok(output)
@@ -247,6 +260,7 @@ async fn supervise(
     mut pipes: Pipes,
     timeout: Option<Duration>,
     cancel: &CancellationToken,
+    tag: &str,
 ) -> CommandOutput {
     let deadline = async move {
         match timeout {
@@ -269,6 +283,7 @@ async fn supervise(
         }
     };
 
+    let stopped = matches!(end, End::Stop(_));
     let (exit_code, signal, termination) = match end {
         End::Exited(status) => (
             status.and_then(|s| s.code()).unwrap_or(-1),
@@ -292,7 +307,17 @@ async fn supervise(
         }
     }
     // Whatever the command left in the background (same group) does not outlive the step.
+    let pgid = guard.pgid();
     guard.kill_and_disarm();
+    if let Some(g) = pgid {
+        // Members whose parent died were adopted (awf is a subreaper): reap them.
+        reap_group(g).await;
+    }
+    if stopped {
+        // A stopped step's daemonised descendants (`setsid cmd &`) left the group: stop them
+        // too, found by the tag they inherited.
+        sweep_tagged(tag).await;
+    }
     let (stdout, stderr, truncated) = pipes.finish();
     CommandOutput {
         exit_code,

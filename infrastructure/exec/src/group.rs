@@ -1,6 +1,9 @@
 //! Process-group signalling: a safe `killpg` wrapper and a guard that kills a group on drop.
 
+use std::collections::BTreeSet;
 use std::io;
+use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
@@ -28,6 +31,39 @@ pub fn signal_group(pgid: i32, sig: Signal) -> io::Result<()> {
     }
 }
 
+/// Process groups (= pids of the group leaders, our direct children) of the children this
+/// process is running now.
+static LIVE: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn live() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The process groups of the children running now.
+pub(crate) fn live_groups() -> Vec<i32> {
+    live().iter().copied().collect()
+}
+
+/// Told about every process group that starts (`true`) or ends (`false`) being one of ours.
+pub type GroupObserver = Box<dyn Fn(bool, i32) + Send + Sync>;
+
+static OBSERVER: OnceLock<GroupObserver> = OnceLock::new();
+
+/// Installs the one observer of this process's child process groups (the `awf` binary's
+/// watchdog feed, which SIGKILLs the groups still listed when awf dies). Called with `true`
+/// and the group id right after a child is spawned, with `false` once its group is gone. The
+/// observer must be quick and must not block. A second call is ignored (returns `false`).
+pub fn set_group_observer(observer: GroupObserver) -> bool {
+    OBSERVER.set(observer).is_ok()
+}
+
+fn observe(started: bool, pgid: i32) {
+    if let Some(o) = OBSERVER.get() {
+        o(started, pgid);
+    }
+}
+
 /// SIGKILLs a process group when dropped, unless disarmed first.
 ///
 /// Held for the whole life of a child so that a run future dropped half-way (instead of being
@@ -40,6 +76,10 @@ pub(crate) struct GroupGuard {
 impl GroupGuard {
     /// Guards group `pgid` (`None` when the child id was not available: nothing to guard).
     pub(crate) fn new(pgid: Option<i32>) -> Self {
+        if let Some(g) = pgid {
+            live().insert(g);
+            observe(true, g);
+        }
         Self { pgid }
     }
 
@@ -58,13 +98,16 @@ impl GroupGuard {
     /// SIGKILLs the group now and disarms the guard.
     pub(crate) fn kill_and_disarm(&mut self) {
         self.signal(Signal::SIGKILL);
-        self.pgid = None;
+        if let Some(g) = self.pgid.take() {
+            live().remove(&g);
+            observe(false, g);
+        }
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.signal(Signal::SIGKILL);
+        self.kill_and_disarm();
     }
 }
 

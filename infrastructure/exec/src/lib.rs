@@ -6,6 +6,11 @@
 //! child exits its pipes are drained within a bounded window so a background grandchild cannot
 //! hang the caller. [`signal_group`] is the one safe `killpg` wrapper other adapters may reuse.
 //!
+//! Descendants that leave the group are handled too: every child has a parent-death signal
+//! (it dies with awf), carries [`TAG_VAR`], and with [`become_subreaper`] orphaned
+//! descendants come back to awf, where a stopped step sweeps its own and [`sweep_adopted`]
+//! sweeps the rest at the end of a run. [`kill_all_now`] is the second Ctrl-C.
+//!
 //! Depends on `awf-domain` only (plus tokio, nix and tempfile); never on `awf-application`.
 //!
 //! Source: spec/workflow.md §1.5.2, §1.9, §1.12 (shebang), §3.3, §3.10; design/decisions.md
@@ -16,10 +21,17 @@ mod capture;
 mod direct;
 mod executor;
 mod group;
+mod reaper;
 mod shell;
 
 pub use executor::DEFAULT_CAPTURE_LIMIT;
 pub use executor::DRAIN_WINDOW;
 pub use executor::KILL_GRACE;
 pub use executor::ProcessExecutor;
+pub use group::GroupObserver;
+pub use group::set_group_observer;
 pub use group::signal_group;
+pub use reaper::TAG_VAR;
+pub use reaper::become_subreaper;
+pub use reaper::kill_all_now;
+pub use reaper::sweep_adopted;

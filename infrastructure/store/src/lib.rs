@@ -109,6 +109,12 @@ impl StorePaths {
         self.states_dir().join(format!("{run_id}.json"))
     }
 
+    /// Journal of one live run (`<root>/states/<run_id>.journal`): the step results recorded
+    /// since its state file was last written whole (see the recorder).
+    pub fn journal_file(&self, run_id: &str) -> PathBuf {
+        self.states_dir().join(format!("{run_id}.journal"))
+    }
+
     /// Transcript of one run (`<root>/transcripts/<run_id>.jsonl`).
     pub fn transcript_file(&self, run_id: &str) -> PathBuf {
         self.transcripts_dir().join(format!("{run_id}.jsonl"))
@@ -126,7 +132,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (and creates when missing) the store: `<root>/states/` (0700),
+    /// Opens (and creates when missing) the store: `<root>/states/` (0700, cleared of the
+    /// temp files of killed writers),
     /// `<root>/transcripts/` (0750), and `<root>/history.db` (WAL, busy timeout 10 s, table
     /// `runs` and its indexes).
     ///
@@ -135,6 +142,8 @@ impl Store {
     /// opened or initialised.
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
+        // A process killed while writing a state file leaves its temp file behind.
+        state::remove_stale_temps(&paths.states_dir());
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
         let db = history::open(&paths.history_db())?;
         Ok(Self {

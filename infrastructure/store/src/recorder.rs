@@ -32,6 +32,7 @@ use awf_domain::event::EventEnvelope;
 use awf_domain::event::EventSink;
 use awf_domain::event::RunEvent;
 use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::LoopPosition;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::STATE_SCHEMA_VERSION;
 use awf_domain::ports::store::StoredStatus;
@@ -263,8 +264,16 @@ struct RunProj {
     snap: RunSnapshot,
     dirty: bool,
     finished: bool,
+    /// Whether this writer has written the state file whole; until then the next write is
+    /// whole, afterwards writes go to the journal until the run finishes.
+    whole: bool,
+    /// States recorded since the last write (they go to the journal).
+    changed: BTreeSet<String>,
     /// The top-level parallel block being executed.
     parallel_open: Option<String>,
+    /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
+    /// in their path): their names. Depth 0 is a top-level loop.
+    loops_open: Vec<Vec<(String, String)>>,
 }
 
 /// An open transcript.
@@ -433,7 +442,10 @@ impl Writer {
                         snap,
                         dirty: true,
                         finished: false,
+                        whole: false,
+                        changed: BTreeSet::new(),
                         parallel_open: None,
+                        loops_open: Vec::new(),
                     },
                 );
                 if let Some(c) = self.db()
@@ -452,19 +464,31 @@ impl Writer {
                 self.audit_line(&line);
             }
             RunEvent::StepStarted { step, kind } => {
-                // A body step of a top-level loop: remember the iteration in progress.
-                if let (Some(i), Some(p)) = (env.iteration, self.runs.get_mut(run_id))
-                    && let Some(first) = env.path.strip_prefix("loop:")
-                    && let Some((index, _)) = first.split_once('/')
-                    && let Ok(index) = index.parse::<usize>()
-                    && i == index
-                    && p.parallel_open.is_none()
+                // A loop starts: remember its name at its depth.
+                if (kind == "for_each" || kind == "while")
+                    && let Some(p) = self.runs.get_mut(run_id)
                 {
-                    let pos = awf_domain::ports::store::LoopPosition {
-                        state: p.snap.current_state.clone(),
-                        iteration: index,
+                    let depth = loop_indexes(&env.path).len();
+                    if p.loops_open.len() <= depth {
+                        p.loops_open.resize_with(depth + 1, Vec::new);
+                    }
+                    p.loops_open[depth].push((env.path.clone(), step.clone()));
+                }
+                // A body step of a top-level loop (and of the loops nested in it): remember
+                // the iteration in progress of each. Inside a top-level parallel block, the
+                // loop is the block's one loop branch (with several, they cannot be told apart).
+                if let (Some(i), Some(p)) = (env.iteration, self.runs.get_mut(run_id)) {
+                    let top = match (&p.parallel_open, p.loops_open.first().map(Vec::as_slice)) {
+                        (None, _) => Some(p.snap.current_state.clone()),
+                        (Some(_), Some([(_, name)])) => Some(name.clone()),
+                        (Some(_), _) => None,
                     };
-                    if p.snap.loop_position.as_ref() != Some(&pos) {
+                    let indexes = loop_indexes(&env.path);
+                    if indexes.last() == Some(&i)
+                        && let Some(top) = top
+                        && let Some(pos) = position(&top, &indexes, &p.loops_open)
+                        && p.snap.loop_position.as_ref() != Some(&pos)
+                    {
                         p.snap.loop_position = Some(pos);
                         p.dirty = true;
                     }
@@ -485,10 +509,25 @@ impl Writer {
             }
             RunEvent::StepFinished { step, state, .. } => {
                 if let Some(p) = self.runs.get_mut(run_id) {
+                    for open in &mut p.loops_open {
+                        open.retain(|(path, _)| path != &env.path);
+                    }
+                    // A nested loop that completed is no longer in progress.
+                    let depth = loop_indexes(&env.path).len();
+                    if depth > 0
+                        && state.status == awf_domain::run::StepStatus::Completed
+                        && let Some(pos) = p.snap.loop_position.as_mut()
+                        && clear_inner(pos, depth, step)
+                    {
+                        p.dirty = true;
+                    }
                     if env.path == *step && p.parallel_open.as_ref() == Some(step) {
                         p.parallel_open = None;
                     }
+                    // A loop that completed has no position left; one that was cancelled
+                    // or failed keeps it, so `awf resume` continues at that iteration.
                     if env.path == *step
+                        && state.status == awf_domain::run::StepStatus::Completed
                         && p.snap
                             .loop_position
                             .as_ref()
@@ -497,6 +536,7 @@ impl Writer {
                         p.snap.loop_position = None;
                     }
                     p.snap.states.insert(step.clone(), (**state).clone());
+                    p.changed.insert(step.clone());
                     p.snap.updated_at = env.at;
                     p.dirty = true;
                 }
@@ -724,7 +764,7 @@ impl Writer {
         }
         for p in self.runs.values_mut().filter(|p| p.dirty) {
             p.dirty = false;
-            match state::save(&self.paths, &p.snap, p.finished) {
+            match write_state(&self.paths, p) {
                 Ok(()) => {
                     self.shared.state_writes.fetch_add(1, Ordering::Relaxed);
                 }
@@ -742,6 +782,149 @@ impl Writer {
     }
 }
 
+/// Records one run's changes: the state file whole at its first write and when the run has
+/// finished (then the journal is removed: the file holds everything), else one journal line
+/// with the header fields and the states recorded since the last write, so the cost of a step
+/// does not grow with the steps before it. Either way the data is synced before returning.
+fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
+    if !p.whole || p.finished {
+        state::save(paths, &p.snap, p.finished)?;
+        p.whole = true;
+        p.changed.clear();
+        return state::remove_journal(paths, &p.snap.run_id);
+    }
+    let states = std::mem::take(&mut p.changed)
+        .into_iter()
+        .filter_map(|name| {
+            let st = p.snap.states.get(&name)?;
+            Some((name, std::borrow::Cow::Borrowed(st)))
+        })
+        .collect();
+    let entry = state::JournalEntry {
+        status: p.snap.status,
+        current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
+        updated_at: p.snap.updated_at,
+        loop_position: p.snap.loop_position.clone(),
+        states,
+    };
+    state::append_journal(paths, &p.snap.run_id, &entry)
+}
+
 #[cfg(test)]
 #[path = "recorder_tests.rs"]
 mod tests;
+
+/// The iteration indexes of the `loop:N/` segments of an event path, outermost first
+/// (`loop:2/loop:0/work` gives `[2, 0]`).
+fn loop_indexes(path: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while let Some(after) = rest.strip_prefix("loop:") {
+        let Some((n, tail)) = after.split_once('/') else {
+            break;
+        };
+        let Ok(n) = n.parse::<usize>() else {
+            break;
+        };
+        out.push(n);
+        rest = tail;
+    }
+    out
+}
+
+/// The position of the top-level loop `top` at `indexes` (one per nesting level), with the
+/// loops open at each inner level named from `open`. An inner level where several loops run
+/// at once (parallel branches) cannot be told apart: the position stops above it.
+fn position(top: &str, indexes: &[usize], open: &[Vec<(String, String)>]) -> Option<LoopPosition> {
+    let (&first, inner) = indexes.split_first()?;
+    let mut pos = LoopPosition {
+        state: top.to_owned(),
+        iteration: first,
+        inner: None,
+    };
+    let mut levels = Vec::new();
+    for (depth, &i) in inner.iter().enumerate() {
+        match open.get(depth + 1).map(Vec::as_slice) {
+            Some([(_, name)]) => levels.push((name.clone(), i)),
+            _ => break,
+        }
+    }
+    let mut slot = &mut pos.inner;
+    for (name, i) in levels {
+        let next = slot.insert(Box::new(LoopPosition {
+            state: name,
+            iteration: i,
+            inner: None,
+        }));
+        slot = &mut next.inner;
+    }
+    Some(pos)
+}
+
+/// Drops the position of loop `name` at nesting `depth` (>= 1) from `pos`; whether it was there.
+fn clear_inner(pos: &mut LoopPosition, depth: usize, name: &str) -> bool {
+    if depth <= 1 {
+        if pos.inner.as_ref().is_some_and(|l| l.state == name) {
+            pos.inner = None;
+            return true;
+        }
+        return false;
+    }
+    match pos.inner.as_deref_mut() {
+        Some(next) => clear_inner(next, depth - 1, name),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod position_tests {
+    use super::*;
+
+    fn open(levels: &[&[&str]]) -> Vec<Vec<(String, String)>> {
+        levels
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|n| (format!("p/{n}"), (*n).to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loop_indexes_read_every_loop_segment() {
+        assert_eq!(loop_indexes("work"), Vec::<usize>::new());
+        assert_eq!(loop_indexes("loop:2/work"), vec![2]);
+        assert_eq!(loop_indexes("loop:2/loop:0/work"), vec![2, 0]);
+        assert_eq!(loop_indexes("loop:x/work"), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn nested_positions_stop_where_a_level_is_ambiguous() {
+        let one = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
+        assert_eq!(
+            one,
+            LoopPosition {
+                state: "outer".into(),
+                iteration: 1,
+                inner: Some(Box::new(LoopPosition {
+                    state: "inner".into(),
+                    iteration: 3,
+                    inner: None
+                }))
+            }
+        );
+        // Two loops running side by side at level 1 (parallel branches): only the top level.
+        let two = position("outer", &[1, 3], &open(&[&["outer"], &["x", "y"]])).unwrap();
+        assert_eq!(two.inner, None);
+        assert_eq!(position("outer", &[], &[]), None);
+    }
+
+    #[test]
+    fn a_completed_nested_loop_is_dropped_from_the_position() {
+        let mut pos = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
+        assert!(!clear_inner(&mut pos, 1, "other"));
+        assert!(clear_inner(&mut pos, 1, "inner"));
+        assert_eq!(pos.inner, None);
+    }
+}

@@ -330,26 +330,111 @@ fn state_file_is_0600_and_valid_after_every_step() {
     rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
     rec.flush();
     let file = states_dir.join("r.json");
+    let journal = states_dir.join("r.journal");
     assert_eq!(store.load("r").unwrap().states.len(), 0);
+    let names = || {
+        let mut v: Vec<String> = std::fs::read_dir(&states_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
     for i in 0..5 {
         let name = format!("s{i}");
         rec.emit(s.ev("r", None, &name, None, step_started(&name)));
         rec.emit(s.ev("r", None, &name, None, step_finished(&name, i * 10, true)));
         rec.flush();
-        let text = std::fs::read_to_string(&file).unwrap();
-        let snap: RunSnapshot = serde_json::from_str(&text).unwrap();
+        // The state file, with its journal replayed, is the run so far.
+        let snap = store.load("r").unwrap();
         assert_eq!(snap.states.len() as u64, i + 1);
         assert_eq!(snap.current_state, name);
-        assert_eq!(
-            std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        let names: Vec<String> = std::fs::read_dir(&states_dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["r.json"]);
+        for f in [&file, &journal] {
+            assert_eq!(
+                std::fs::metadata(f).unwrap().permissions().mode() & 0o777,
+                0o600
+            );
+        }
+        assert_eq!(names(), ["r.journal", "r.json"]);
     }
+    // At the end the state file is written whole and the journal removed.
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    assert_eq!(names(), ["r.json"]);
+    let snap: RunSnapshot = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(snap.states.len(), 5);
+    assert_eq!(snap.status, StoredStatus::Success);
+}
+
+/// Issue 9: recording a step costs the same whatever number of steps came before it: the
+/// state file is not rewritten while the run goes on, and each step adds one journal line of
+/// the size of that step.
+#[test]
+fn recording_a_step_does_not_grow_with_the_steps_before_it() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    let file = d.path().join("states/r.json");
+    let journal = d.path().join("states/r.journal");
+    let base = std::fs::read(&file).unwrap();
+    let mut sizes = Vec::new();
+    let mut last = 0;
+    for i in 0..300u64 {
+        let name = format!("s{i:03}");
+        rec.emit(s.ev("r", None, &name, None, step_started(&name)));
+        rec.emit(s.ev("r", None, &name, None, step_finished(&name, i, true)));
+        rec.flush();
+        let len = std::fs::metadata(&journal).unwrap().len();
+        sizes.push(len - last);
+        last = len;
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), base, "state file rewritten");
+    let (first, later) = (sizes[0], sizes[299]);
+    assert!(
+        later <= first + 8,
+        "the 300th step wrote {later} bytes, the first {first}"
+    );
+    assert_eq!(store.load("r").unwrap().states.len(), 300);
+}
+
+/// A kill in the middle of a journal append leaves a torn last line: the run reads as it was
+/// after the last complete batch, which is what `awf resume` continues from.
+#[test]
+fn a_torn_journal_line_is_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    for name in ["a", "b"] {
+        rec.emit(s.ev("r", None, name, None, step_started(name)));
+        rec.emit(s.ev("r", None, name, None, step_finished(name, 5, true)));
+        rec.flush();
+    }
+    let journal = d.path().join("states/r.journal");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .unwrap();
+    std::io::Write::write_all(
+        &mut f,
+        b"{\"status\":\"running\",\"current_state\":\"c\",\"upd",
+    )
+    .unwrap();
+    drop(f);
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states.keys().collect::<Vec<_>>(), ["a", "b"]);
+    assert_eq!(snap.current_state, "b");
+    assert_eq!(StateStore::list(&store).unwrap()[0].states.len(), 2);
 }
 
 #[test]

@@ -1,5 +1,10 @@
 //! State files: `<root>/states/<run_id>.json`, written atomically (temp file in the same
-//! directory, write, fsync, rename; mode 0600).
+//! directory, write, fsync, rename; mode 0600), and the journal of a live run,
+//! `<root>/states/<run_id>.journal`: one JSON line per recorder batch, appended and fsynced,
+//! holding what changed since the state file was written whole (the header fields and the
+//! states that finished). Readers replay the journal over the state file, so recording a step
+//! costs the size of that step, not of the whole run; the recorder writes the state file whole
+//! at the start and the end of a run (and then removes the journal).
 //!
 //! Source: spec/workflow.md §3.11; http-ops.md §3.2.
 
@@ -12,7 +17,12 @@ use std::path::Path;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::ports::store::LoopPosition;
 use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::StepState;
+use serde::Deserialize;
+use serde::Serialize;
 
 use crate::StorePaths;
 use crate::read_failed;
@@ -36,13 +46,24 @@ fn valid_id(run_id: &str) -> bool {
         && !run_id.starts_with('.')
 }
 
-/// Writes `bytes` to `target` atomically: a temp file in the same directory (mode 0600),
-/// write, fsync, rename over `target`; with `sync_dir` the directory is fsynced too.
+/// Start of the name of every temp file [`write_atomic`] creates: `.awf-<writer pid>-…`.
+const TMP_PREFIX: &str = ".awf-";
+
+/// Suffix of those temp files.
+const TMP_SUFFIX: &str = ".tmp";
+
+/// Temp files older than this are stale whoever wrote them (a write takes milliseconds).
+const TMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Writes `bytes` to `target` atomically: a temp file in the same directory (mode 0600,
+/// named `.awf-<pid>-<random>.tmp`), write, fsync, rename over `target`; with `sync_dir` the
+/// directory is fsynced too.
 pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::io::Result<()> {
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
+    let prefix = format!("{TMP_PREFIX}{}-", std::process::id());
     let mut tmp = tempfile::Builder::new()
-        .prefix(".")
-        .suffix(".tmp")
+        .prefix(&prefix)
+        .suffix(TMP_SUFFIX)
         .permissions(fs::Permissions::from_mode(0o600))
         .tempfile_in(dir)?;
     tmp.write_all(bytes)?;
@@ -52,6 +73,46 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::
         fs::File::open(dir)?.sync_all()?;
     }
     Ok(())
+}
+
+/// Removes the temp files of `dir` that a killed writer left behind: those named
+/// `.awf-<pid>-….tmp` whose process is gone, and any `.*.tmp` older than 10 minutes (earlier
+/// releases named them `.<random>.tmp`). Temp files of live writers (another awf process on
+/// the same data root) are left alone. Best effort: errors are ignored. Returns how many
+/// files were removed.
+pub(crate) fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !name.starts_with('.') || !name.ends_with(TMP_SUFFIX) {
+            continue;
+        }
+        let writer_gone = name
+            .strip_prefix(TMP_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .is_some_and(|pid| {
+                pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
+            });
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > TMP_MAX_AGE);
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+        if is_file && (writer_gone || old) && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Serialises and writes one snapshot to `<root>/states/<run_id>.json`.
@@ -66,16 +127,98 @@ pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Re
     write_atomic(&target, &bytes, sync_dir).map_err(|e| write_failed("the state file", &target, e))
 }
 
-/// Reads one state file; `Ok(None)` when it does not exist.
+/// One journal line: the snapshot's changing header fields as they were at the end of a
+/// recorder batch, and the states recorded in that batch.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct JournalEntry<'a> {
+    /// Status.
+    pub status: StoredStatus,
+    /// Top-level state being executed.
+    pub current_state: std::borrow::Cow<'a, str>,
+    /// Last write.
+    #[serde(with = "awf_domain::timefmt::rfc3339")]
+    pub updated_at: std::time::SystemTime,
+    /// The loop in progress (`null` = none).
+    pub loop_position: Option<LoopPosition>,
+    /// States recorded since the previous line, by name.
+    pub states: std::collections::BTreeMap<String, std::borrow::Cow<'a, StepState>>,
+}
+
+impl JournalEntry<'_> {
+    fn apply(self, snap: &mut RunSnapshot) {
+        snap.status = self.status;
+        snap.current_state = self.current_state.into_owned();
+        snap.updated_at = self.updated_at;
+        snap.loop_position = self.loop_position;
+        for (name, st) in self.states {
+            snap.states.insert(name, st.into_owned());
+        }
+    }
+}
+
+/// Appends one entry to the run's journal (created 0600) and syncs it.
+pub(crate) fn append_journal(
+    paths: &StorePaths,
+    run_id: &str,
+    entry: &JournalEntry<'_>,
+) -> Result<(), AwfError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = paths.journal_file(run_id);
+    if !valid_id(run_id) {
+        return Err(write_failed("the state journal", &path, "invalid run id"));
+    }
+    let mut line =
+        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
+    line.push(b'\n');
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| write_failed("the state journal", &path, e))?;
+    f.write_all(&line)
+        .and_then(|()| f.sync_data())
+        .map_err(|e| write_failed("the state journal", &path, e))
+}
+
+/// Removes the run's journal once its state file holds everything (missing is fine).
+pub(crate) fn remove_journal(paths: &StorePaths, run_id: &str) -> Result<(), AwfError> {
+    let path = paths.journal_file(run_id);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(write_failed("the state journal", &path, e)),
+    }
+}
+
+/// Replays the journal next to a state file over its snapshot. A line that does not parse
+/// (the torn end of a write cut short by a kill) ends the replay: what came before it was
+/// synced, so the snapshot is the one of the last complete batch.
+fn replay(path: &Path, snap: &mut RunSnapshot) {
+    let Ok(bytes) = fs::read(path) else {
+        return;
+    };
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        match serde_json::from_slice::<JournalEntry<'_>>(line) {
+            Ok(entry) => entry.apply(snap),
+            Err(_) => break,
+        }
+    }
+}
+
+/// Reads one state file, with its journal replayed; `Ok(None)` when it does not exist.
 pub(crate) fn read(paths: &StorePaths, run_id: &str) -> Result<Option<RunSnapshot>, AwfError> {
     if !valid_id(run_id) {
         return Ok(None);
     }
     let path = paths.state_file(run_id);
     match fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| read_failed("the state file", &path, e)),
+        Ok(bytes) => {
+            let mut snap: RunSnapshot = serde_json::from_slice(&bytes)
+                .map_err(|e| read_failed("the state file", &path, e))?;
+            replay(&paths.journal_file(run_id), &mut snap);
+            Ok(Some(snap))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(read_failed("the state file", &path, e)),
     }
@@ -116,7 +259,8 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
         let Ok(bytes) = fs::read(entry.path()) else {
             continue;
         };
-        if let Ok(snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
+        if let Ok(mut snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
+            replay(&entry.path().with_extension("journal"), &mut snap);
             out.push(snap);
         }
     }

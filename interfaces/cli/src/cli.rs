@@ -188,6 +188,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Project configuration.
     Config(ConfigArgs),
+    /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog,
 }
 
 /// `awf list`.

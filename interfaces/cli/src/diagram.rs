@@ -262,7 +262,7 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     };
     let dot = to_dot(&loaded.workflow, &opts);
     match &args.output {
-        None if ctx.json() => crate::json_out::print(&to_json(&loaded.workflow, &opts)),
+        None if ctx.json() => crate::json_out::print(&to_json(&loaded.workflow, &opts))?,
         None => {
             let _ = std::io::stdout().lock().write_all(dot.as_bytes());
         }

@@ -116,9 +116,9 @@ pub fn run(ctx: &Ctx, args: &ErrorArgs) -> Result<Outcome, CliError> {
     };
     if ctx.json() {
         if exact {
-            json_out::print(&json_one(codes[0]));
+            json_out::print(&json_one(codes[0]))?;
         } else {
-            json_out::print(&codes.iter().map(|c| json_one(*c)).collect::<Vec<_>>());
+            json_out::print(&codes.iter().map(|c| json_one(*c)).collect::<Vec<_>>())?;
         }
     } else {
         let text = if args.code.is_none() {

@@ -205,7 +205,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Outcome, CliError> {
     };
     if ctx.json() {
         let paths: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
-        json_out::print(&serde_json::json!({ "created": paths }));
+        json_out::print(&serde_json::json!({ "created": paths }))?;
     } else if !ctx.quiet {
         let mut out = std::io::stdout().lock();
         for p in &written {

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use awf_domain::AwfError;
+use awf_domain::ErrorCode;
 use awf_domain::run::RunResult;
 use awf_domain::run::RunStatus;
 use serde::Serialize;
@@ -39,11 +40,25 @@ pub fn to_text<T: Serialize>(value: &T) -> String {
     }
 }
 
-/// Prints `value` as the one JSON document on stdout (errors such as a closed pipe are ignored).
-pub fn print<T: Serialize>(value: &T) {
+/// Prints `value` as the one JSON document on stdout and flushes it.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED` when the write or the flush fails: a pipe whose reader went away
+/// (`EPIPE`), a full disk (`ENOSPC`), any other I/O error. The JSON did not reach its reader,
+/// so the command must not exit 0. (A stdout closed before awf started is reopened on
+/// `/dev/null` by the Rust runtime and cannot be told from `> /dev/null`.)
+pub fn print<T: Serialize>(value: &T) -> Result<(), AwfError> {
+    let fail = |why: String| {
+        AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!("cannot write the JSON output to stdout: {why}"),
+        )
+        .with_hint("stdout is closed or its disk is full; redirect it to a writable file or pipe")
+    };
     let mut out = std::io::stdout().lock();
-    let _ = out.write_all(to_text(value).as_bytes());
-    let _ = out.flush();
+    out.write_all(to_text(value).as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| fail(e.to_string()))
 }
 
 #[cfg(test)]

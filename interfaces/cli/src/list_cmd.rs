@@ -137,7 +137,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
     }
     let text = match ctx.format {
         Format::Json => {
-            json_out::print(&entries);
+            json_out::print(&entries)?;
             return Ok(Outcome::Success);
         }
         Format::Quiet => entries.iter().map(|e| format!("{}\n", e.name)).collect(),
@@ -289,7 +289,7 @@ fn prompts(ctx: &Ctx, w: &wiring::Wiring) -> Result<Outcome, CliError> {
     let prompts = collect_prompts(&dirs, &w.cwd);
     let text = match ctx.format {
         Format::Json => {
-            json_out::print(&prompts);
+            json_out::print(&prompts)?;
             return Ok(Outcome::Success);
         }
         Format::Quiet => prompts.iter().map(|p| format!("{}\n", p.name)).collect(),

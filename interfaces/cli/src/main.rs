@@ -21,6 +21,7 @@ mod runs_cmd;
 mod style;
 mod table;
 mod validate_cmd;
+mod watchdog;
 mod wiring;
 
 use std::io::Write;
@@ -42,7 +43,7 @@ fn main() -> ExitCode {
     };
     if let Some(err) = non_utf8_argument(&args) {
         if wants_json(text_args()) {
-            json_out::print(&json_out::failure_result("", &err));
+            let _ = json_out::print(&json_out::failure_result("", &err));
         } else {
             errors::report(
                 &CliError::Awf(err),
@@ -69,7 +70,7 @@ fn main() -> ExitCode {
                     subcommand(text_args()).as_deref(),
                     Some("run" | "resume") | None
                 ) {
-                    json_out::print(&json_out::failure_result("", &err));
+                    let _ = json_out::print(&json_out::failure_result("", &err));
                 } else {
                     // Other commands: the JSON error object on stderr, stdout empty (AWF (Go)).
                     errors::report(&CliError::Awf(err), true, true, style::Style::plain());
@@ -80,7 +81,19 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
+    if matches!(cli.command, Command::Watchdog) {
+        watchdog::serve();
+        return ExitCode::SUCCESS;
+    }
     let ctx = Ctx::from_cli(&cli);
+    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
+        // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
+        // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
+        // sandbox): they are not tracked, everything else works.
+        let _ = awf_exec::become_subreaper();
+        // If awf itself is killed, a watchdog kills the process groups of its steps.
+        watchdog::install();
+    }
     // Two workers: signal handling and the event printer stay responsive while a worker is
     // busy rendering a large template or evaluating an expression.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -268,6 +281,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::History(args) => runs_cmd::history(ctx, args),
         Command::Status(args) => runs_cmd::status(ctx, args),
         Command::Config(args) => runs_cmd::config(ctx, args),
+        Command::Watchdog => Ok(Outcome::Success),
     };
     match result {
         Ok(o) => o,

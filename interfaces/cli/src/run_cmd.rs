@@ -354,7 +354,12 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
 
 pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
     if ctx.json() {
-        json_out::print(&json_out::failure_result(identifier, e));
+        if let Err(w) = json_out::print(&json_out::failure_result(identifier, e)) {
+            // The result object did not get out: say both on stderr.
+            let text = errors::render_text(e, ctx.hints, ctx.err_style)
+                + &errors::render_text(&w, ctx.hints, ctx.err_style);
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
     } else {
         let text = errors::render_text(e, ctx.hints, ctx.err_style);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -372,7 +377,14 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
     ) {
         Ok(plan) => {
             if ctx.json() {
-                json_out::print(&plan);
+                if let Err(e) = json_out::print(&plan) {
+                    return errors::report(
+                        &crate::errors::CliError::Awf(e),
+                        true,
+                        ctx.hints,
+                        ctx.err_style,
+                    );
+                }
             } else {
                 let mut out = std::io::stdout().lock();
                 let _ = out.write_all(dry_run::render(&plan).as_bytes());
@@ -496,8 +508,19 @@ pub(crate) async fn drive(
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
-                    let what = if reason == CancelReason::Terminate { "SIGTERM" } else { "SIGINT" };
+                    let what = match reason {
+                        CancelReason::Terminate => "SIGTERM",
+                        CancelReason::Hangup => "SIGHUP",
+                        CancelReason::Interrupt | CancelReason::Requested => "SIGINT",
+                    };
                     printer.stderr_line(&format!("{} received {what}, cancelling…", ctx.err_style.yellow("WARN")));
+                }
+                if cancelled {
+                    // The second signal: no grace period for anything still running.
+                    if !ctx.json() && !ctx.quiet {
+                        printer.stderr_line(&format!("{} second signal, stopping now", ctx.err_style.yellow("WARN")));
+                    }
+                    awf_exec::kill_all_now();
                 }
                 cancelled = true;
                 canceller.cancel(reason);
@@ -505,12 +528,21 @@ pub(crate) async fn drive(
         }
     }
     printer.finish();
+    // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
+    awf_exec::sweep_adopted().await;
     let Some(result) = result else {
         let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
         return fail_before_start(ctx, identifier, &e);
     };
     if ctx.json() {
-        json_out::print(&result);
+        if let Err(e) = json_out::print(&result) {
+            return errors::report(
+                &crate::errors::CliError::Awf(e),
+                true,
+                ctx.hints,
+                ctx.err_style,
+            );
+        }
     } else if let Some(step) = step {
         print_step(step, &result);
     } else {
@@ -520,8 +552,31 @@ pub(crate) async fn drive(
 }
 
 /// An exclusive lock on one run (`<data root>/locks/<run_id>.lock`) held while this process
-/// runs or resumes it, so two processes never drive the same run id at once.
-pub(crate) struct RunLock(#[allow(dead_code)] nix::fcntl::Flock<std::fs::File>);
+/// runs or resumes it, so two processes never drive the same run id at once. The lock file is
+/// removed when the lock is dropped (the run is over), so none is left behind.
+pub(crate) struct RunLock {
+    lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    path: std::path::PathBuf,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Unlink while still holding the lock: a process that opens the path afterwards
+        // creates a new file, and one that opened the old file first sees it unlinked (see
+        // `lock_run`) and tries again.
+        let _ = std::fs::remove_file(&self.path);
+        drop(self.lock.take());
+    }
+}
+
+/// Whether `file` is still the file at `path` (it was not unlinked by a finishing holder).
+fn still_linked(file: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
 
 /// Takes the run's lock without waiting.
 ///
@@ -536,23 +591,36 @@ pub(crate) fn lock_run(
     if run_id.contains('/') || run_id.contains("..") || std::fs::create_dir_all(&dir).is_err() {
         return Ok(None);
     }
-    let Ok(file) = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(format!("{run_id}.lock")))
-    else {
-        return Ok(None);
-    };
-    match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-        Ok(l) => Ok(Some(RunLock(l))),
-        Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(AwfError::new(
-            ErrorCode::UserInputValidationFailed,
-            format!("run {run_id} is still running in another awf process"),
-        )
-        .with_hint("wait for it to finish, or stop it before resuming")),
-        Err(_) => Ok(None),
+    let path = dir.join(format!("{run_id}.lock"));
+    for _ in 0..8 {
+        let Ok(file) = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+        else {
+            return Ok(None);
+        };
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(l) if still_linked(&l, &path) => {
+                return Ok(Some(RunLock {
+                    lock: Some(l),
+                    path,
+                }));
+            }
+            // The holder finished and removed the file between our open and our lock.
+            Ok(_) => {}
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                return Err(AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!("run {run_id} is still running in another awf process"),
+                )
+                .with_hint("wait for it to finish, or stop it before resuming"));
+            }
+            Err(_) => return Ok(None),
+        }
     }
+    Ok(None)
 }
 
 /// Says on stderr when runs cannot be recorded (the store did not open, or a write fails
@@ -681,10 +749,13 @@ pub(crate) fn summary_text(
     }
 }
 
-/// SIGINT and SIGTERM streams, when they could be installed.
+/// SIGINT, SIGTERM and SIGHUP streams, when they could be installed. SIGHUP (terminal closed,
+/// SSH dropped) cancels like SIGTERM, so the run's processes are stopped and it is recorded as
+/// `cancelled` (exit 129) instead of awf dying at once.
 pub(crate) struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
+    hup: Option<Signal>,
 }
 
 impl Signals {
@@ -692,6 +763,7 @@ impl Signals {
         Self {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
+            hup: signal(SignalKind::hangup()).ok(),
         }
     }
 
@@ -712,6 +784,10 @@ impl Signals {
                 r = recv(&mut self.term) => match r {
                     Some(()) => return CancelReason::Terminate,
                     None => self.term = None,
+                },
+                r = recv(&mut self.hup) => match r {
+                    Some(()) => return CancelReason::Hangup,
+                    None => self.hup = None,
                 },
             }
         }

@@ -187,7 +187,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let text = match ctx.format {
         Format::Json => {
             let rows: Vec<serde_json::Value> = runs.iter().map(resumable_json).collect();
-            json_out::to_text(&rows)
+            return json_out::print(&rows);
         }
         Format::Quiet => runs.iter().map(|s| format!("{}\n", s.run_id)).collect(),
         _ if runs.is_empty() => "No resumable workflows found\n".to_owned(),
@@ -264,7 +264,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     if args.stats {
         let stats = store.stats(&filter).map_err(CliError::Awf)?;
         if ctx.json() {
-            json_out::print(&stats);
+            json_out::print(&stats)?;
         } else {
             let _ = writeln!(out, "Execution Statistics");
             let _ = writeln!(out, "====================");
@@ -282,7 +282,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     let rows = store.list(&filter).map_err(CliError::Awf)?;
     if ctx.json() {
         let rows: Vec<serde_json::Value> = rows.iter().map(history_json).collect();
-        json_out::print(&rows);
+        json_out::print(&rows)?;
         return Ok(Outcome::Success);
     }
     if rows.is_empty() {
@@ -661,7 +661,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let mut out = std::io::stdout().lock();
     match ctx.format {
         Format::Json => {
-            json_out::print(&status_json(&snap, duration));
+            json_out::print(&status_json(&snap, duration))?;
             return Ok(Outcome::Success);
         }
         Format::Quiet => {
@@ -777,7 +777,7 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
                 cfg.path.as_deref(),
                 &inputs,
                 &cfg.other,
-            ));
+            ))?;
             return Ok(Outcome::Success);
         }
         Format::Quiet => {

@@ -126,7 +126,9 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
             o.insert("workflow_name".into(), json!(name));
             o.insert("diagnostics".into(), json!(diags));
         }
-        json_out::print(&doc);
+        if let Err(e) = json_out::print(&doc) {
+            return errors::report(&e.into(), true, ctx.hints, ctx.err_style);
+        }
     } else if ctx.format == Format::Table {
         let _ = std::io::stdout().lock().write_all(
             render_table(
@@ -251,7 +253,7 @@ fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
             .lock()
             .write_all(format!("{:#}\n", errors::render_json(e)).as_bytes());
         let d = e.details();
-        json_out::print(&json!({
+        let printed = json_out::print(&json!({
             "valid": false,
             "workflow": identifier,
             "errors": [e.message()],
@@ -266,6 +268,9 @@ fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
                 "column": d.get("column"),
             }],
         }));
+        if let Err(w) = printed {
+            return errors::report(&w.into(), true, ctx.hints, ctx.err_style);
+        }
     } else {
         let text = errors::render_text(e, ctx.hints, ctx.err_style);
         let _ = std::io::stderr().lock().write_all(text.as_bytes());

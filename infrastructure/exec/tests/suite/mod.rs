@@ -1,5 +1,6 @@
 mod basics;
 mod direct;
+mod escapes;
 mod output;
 mod scripts;
 mod stopping;

@@ -173,3 +173,59 @@ fn open_creates_the_layout() {
     );
     assert_eq!(store.paths().data_root, root);
 }
+
+/// The pid of a process that has exited and been reaped (`true`).
+fn dead_pid() -> u32 {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    pid
+}
+
+#[test]
+fn open_removes_temp_files_left_by_killed_writers_only() {
+    let d = tempfile::tempdir().unwrap();
+    drop(open(d.path(), "u"));
+    let states = d.path().join("states");
+    let dead = format!(".awf-{}-k1ll3d.tmp", dead_pid());
+    let live = format!(".awf-{}-writing.tmp", std::process::id());
+    for name in [
+        dead.as_str(),
+        live.as_str(),
+        ".legacyold.tmp",
+        ".legacynew.tmp",
+        "run.json",
+    ] {
+        std::fs::write(states.join(name), "{").unwrap();
+    }
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(states.join(".legacyold.tmp"))
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    drop(open(d.path(), "u"));
+    let mut left: Vec<String> = std::fs::read_dir(&states)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let mut want = vec![live, ".legacynew.tmp".to_owned(), "run.json".to_owned()];
+    want.sort();
+    assert_eq!(left, want);
+}
+
+#[test]
+fn state_temp_files_carry_the_writer_pid() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), "u");
+    store.save(&snapshot("r1", 1_000)).unwrap();
+    // The rename happened; no temp file is left, and the state reads back.
+    assert_eq!(store.load("r1").unwrap().run_id, "r1");
+    let names: Vec<String> = std::fs::read_dir(d.path().join("states"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["r1.json".to_owned()]);
+}

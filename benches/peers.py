@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""awf side by side with make, just and go-task (issue 9: performance).
+
+Every figure is a ratio measured pair by pair: A and B alternate, REPS times, and the ratio of
+each pair's wall times gives min/median/max; the medians of A and B are shown too. Peers: make
+(Debian), just and go-task (the PyPI wheels `rust-just` and `go-task-bin`, installed into
+.cache/bench by this script), and the spawn floor (a Python loop of posix_spawn of /bin/true and
+of `bash -c true`). With --callgrind, instruction counts per step and per loop iteration are
+measured with valgrind's callgrind (repeatable on a noisy machine).
+
+Cases and targets (issue 9):
+  chain-bash   200 `command: 'true'` steps, recording on, SHELL=/bin/bash  vs make `@true`     <= 1.1x
+  chain-sh     200 steps needing the shell (`true;`), SHELL=/bin/sh       vs make `@sh -c true`, just  <= 1.1x
+  record       the 200-step chain, recording on vs AWF_RECORD=off (CPU time)                   <= 1.1x
+  output       a step printing 50 MB                                      vs the command > file  <= 2x,
+               peak RSS <= kept output + 20 MB, at most one stored copy
+  startup      `awf validate` (10 states) and `awf list` (20 workflows)   vs `just --list` (20) <= 1.5x;
+               `awf --version`                                             vs `just --version`   <= 1.2x
+  parallel64   a 64-branch parallel block of `sleep 0.2`                  vs make -j64          <= make + 10%
+  callgrind    (--callgrind) awf's instructions per step at 100/200/400/800 steps: flat within 10%
+
+Usage: benches/peers.py [--awf target/release/awf] [--reps 9] [--only CASE,...] [--callgrind]
+"""
+import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CACHE = os.path.join(ROOT, ".cache", "bench")
+PINS = ["rust-just==1.59.0", "go-task-bin==3.54.0"]
+TIME = "/usr/bin/time"
+
+
+def install_peers():
+    """just and go-task from their PyPI wheels, into .cache/bench (once)."""
+    bindir = os.path.join(CACHE, "bin")
+    if not (os.path.exists(os.path.join(bindir, "just")) and os.path.exists(os.path.join(bindir, "task"))):
+        os.makedirs(CACHE, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--target", CACHE, "--upgrade"] + PINS, check=True)
+    return {"just": os.path.join(bindir, "just"), "task": os.path.join(bindir, "task")}
+
+
+def wall(argv, cwd, env, stdout=subprocess.DEVNULL):
+    t0 = time.perf_counter()
+    p = subprocess.run(argv, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.DEVNULL,
+                       stdin=subprocess.DEVNULL)
+    dt = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(argv)}")
+    return dt
+
+
+def cpu(argv, cwd, env):
+    """User+system CPU seconds of the command and its children, and its peak RSS (KiB)."""
+    out = os.path.join(cwd, ".time")
+    p = subprocess.run([TIME, "-o", out, "-f", "%U %S %M"] + argv, cwd=cwd, env=env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(argv)}")
+    u, s, m = open(out).read().split()[-3:]
+    return float(u) + float(s), int(m)
+
+
+def pairs(a, b, reps, measure=wall):
+    """Alternates A and B; returns (median A, median B, [ratio A/B per pair])."""
+    measure(*a)
+    measure(*b)
+    ta, tb, ratios = [], [], []
+    for _ in range(reps):
+        x = measure(*a)
+        y = measure(*b)
+        ta.append(x)
+        tb.append(y)
+        ratios.append(x / y if y > 0 else float("inf"))
+    return statistics.median(ta), statistics.median(tb), ratios
+
+
+ROWS = []
+
+
+def report(case, label_a, label_b, ta, tb, ratios, target, unit="ms", scale=1000):
+    r = sorted(ratios)
+    med = statistics.median(r)
+    ok = "OK" if med <= target else "OVER"
+    ROWS.append((case, label_a, label_b, ta * scale, tb * scale, r[0], med, r[-1], target, ok, unit))
+
+
+def chain_yaml(n, command):
+    lines = [f"name: chain{n}", "states:", "  initial: s0"]
+    for i in range(n):
+        nxt = f"s{i+1}" if i < n - 1 else "done"
+        lines += [f"  s{i}:", "    type: step", f"    command: '{command}'", f"    on_success: {nxt}"]
+    lines += ["  done:", "    type: terminal"]
+    return "\n".join(lines) + "\n"
+
+
+def makefile(n, recipe, name):
+    body = "all: " + " ".join(f"t{i}" for i in range(n)) + "\n.NOTPARALLEL:\n"
+    body += "".join(f"t{i}:\n\t@{recipe}\n" for i in range(n))
+    return body
+
+
+def justfile(n, recipe):
+    body = "all: " + " ".join(f"t{i}" for i in range(n)) + "\n"
+    body += "".join(f"t{i}:\n    @{recipe}\n" for i in range(n))
+    return body
+
+
+def taskfile(n, recipe):
+    body = "version: '3'\ntasks:\n  all:\n    cmds:\n"
+    body += "".join(f"      - task: t{i}\n" for i in range(n))
+    body += "".join(f"  t{i}:\n    silent: true\n    cmds:\n      - {recipe}\n" for i in range(n))
+    return body
+
+
+def write(d, name, text):
+    with open(os.path.join(d, name), "w") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--awf", default=os.path.join(ROOT, "target", "release", "awf"))
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--callgrind", action="store_true")
+    a = ap.parse_args()
+    awf = os.path.abspath(a.awf)
+    only = set(filter(None, a.only.split(",")))
+    want = lambda c: not only or c in only
+    peers = install_peers()
+    d = tempfile.mkdtemp(prefix="awf-peers-")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWF_")}
+    base.update({"HOME": d, "XDG_DATA_HOME": os.path.join(d, "data"), "XDG_CONFIG_HOME": os.path.join(d, "config"),
+                 "XDG_STATE_HOME": os.path.join(d, "state"), "NO_COLOR": "1", "AWF_WORKFLOWS_PATH": os.path.join(d, "wf")})
+    bash = dict(base, SHELL="/bin/bash")
+    sh = dict(base, SHELL="/bin/sh")
+    off = dict(base, SHELL="/bin/bash", AWF_RECORD="off")
+    reps = a.reps
+
+    if want("chain-bash"):
+        write(d, "chain.yaml", chain_yaml(200, "true"))
+        write(d, "Makefile.true", makefile(200, "true", "true"))
+        ta, tb, r = pairs(([awf, "run", "chain.yaml"], d, bash),
+                          (["make", "-s", "-f", "Makefile.true", "SHELL=/bin/bash"], d, bash), reps)
+        report("chain-bash", "awf 200 x true (recording on)", "make @true", ta, tb, r, 1.1)
+        write(d, "Taskfile.yml", taskfile(200, "true"))
+        ta, tb, r = pairs(([awf, "run", "chain.yaml"], d, bash), ([peers["task"], "-s", "all"], d, bash), reps)
+        report("chain-bash", "awf 200 x true (recording on)", "go-task true", ta, tb, r, 1.1)
+
+    if want("chain-sh"):
+        write(d, "chainsh.yaml", chain_yaml(200, "true;"))
+        write(d, "Makefile.sh", makefile(200, "sh -c true", "sh"))
+        write(d, "justfile", justfile(200, "true"))
+        ta, tb, r = pairs(([awf, "run", "chainsh.yaml"], d, sh), (["make", "-s", "-f", "Makefile.sh"], d, sh), reps)
+        report("chain-sh", "awf 200 x 'true;' (sh)", "make @sh -c true", ta, tb, r, 1.1)
+        ta, tb, r = pairs(([awf, "run", "chainsh.yaml"], d, sh), ([peers["just"], "all"], d, sh), reps)
+        report("chain-sh", "awf 200 x 'true;' (sh)", "just (sh -cu)", ta, tb, r, 1.1)
+
+    if want("record"):
+        write(d, "chain.yaml", chain_yaml(200, "true"))
+        cpu_only = lambda argv, cwd, env: cpu(argv, cwd, env)[0]
+        ta, tb, r = pairs(([awf, "run", "chain.yaml"], d, bash), ([awf, "run", "chain.yaml"], d, off), reps, cpu_only)
+        report("record", "recording on (CPU)", "AWF_RECORD=off (CPU)", ta, tb, r, 1.1)
+
+    if want("output"):
+        gen = "head -c 52428800 /dev/zero | tr '\\\\0' x"
+        write(d, "big.yaml", "name: big\nstates:\n  initial: s\n  s:\n    type: step\n"
+              f"    command: \"{gen}\"\n    on_success: done\n  done:\n    type: terminal\n")
+        target = os.path.join(d, "big.out")
+        ta, tb, r = pairs(([awf, "run", "big.yaml"], d, bash), (["bash", "-c", f"{gen} > {target}"], d, bash), max(3, reps // 3))
+        report("output", "awf 50 MB step", "cmd > file", ta, tb, r, 2.0)
+        _, rss = cpu([awf, "run", "big.yaml"], d, bash)
+        data = os.path.join(d, "data", "awf")
+        stored = sum(os.path.getsize(os.path.join(p, f)) for p, _, fs in os.walk(data) for f in fs) if os.path.isdir(data) else 0
+        ROWS.append(("output", "awf peak RSS (MB)", "kept output + 20 MB", rss / 1024, 0, 0, 0, 0, 0, "", "MB"))
+        print(f"(output: data root holds {stored / 1e6:.1f} MB after {2 + max(3, reps // 3) * 1 + 1} runs of 50 MB)")
+
+    if want("startup"):
+        os.makedirs(base["AWF_WORKFLOWS_PATH"], exist_ok=True)
+        for i in range(20):
+            write(base["AWF_WORKFLOWS_PATH"], f"w{i}.yaml", chain_yaml(3, "true").replace("chain3", f"w{i}"))
+        write(d, "ten.yaml", chain_yaml(9, "true"))
+        write(d, "justfile", justfile(20, "true"))
+        ta, tb, r = pairs(([awf, "validate", "ten.yaml"], d, bash), ([peers["just"], "--list"], d, bash), reps * 3)
+        report("startup", "awf validate (10 states)", "just --list (20)", ta, tb, r, 1.5)
+        ta, tb, r = pairs(([awf, "list"], d, bash), ([peers["just"], "--list"], d, bash), reps * 3)
+        report("startup", "awf list (20 workflows)", "just --list (20)", ta, tb, r, 1.5)
+        ta, tb, r = pairs(([awf, "--version"], d, bash), ([peers["just"], "--version"], d, bash), reps * 3)
+        report("startup", "awf --version", "just --version", ta, tb, r, 1.2)
+
+    if want("parallel64"):
+        lines = ["name: p64", "states:", "  initial: p", "  p:", "    type: parallel", "    strategy: all_succeed",
+                 "    parallel: [" + ", ".join(f"b{i}" for i in range(64)) + "]", "    on_success: done"]
+        for i in range(64):
+            lines += [f"  b{i}:", "    type: step", "    command: 'sleep 0.2'"]
+        lines += ["  done:", "    type: terminal"]
+        write(d, "p64.yaml", "\n".join(lines) + "\n")
+        write(d, "Makefile.p64", "all: " + " ".join(f"b{i}" for i in range(64)) + "\n" +
+              "".join(f"b{i}:\n\t@sleep 0.2\n" for i in range(64)))
+        ta, tb, r = pairs(([awf, "run", "p64.yaml"], d, bash), (["make", "-s", "-j64", "-f", "Makefile.p64"], d, bash), reps)
+        # Target: awf's time above the ideal 0.2 s within make's plus 10%.
+        report("parallel64", "awf 64 x sleep 0.2", "make -j64", ta, tb, r, (0.2 + (tb - 0.2) * 1.1) / tb)
+
+    if want("floor"):
+        n = 200
+        def spawn_loop(argv):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                pid = os.posix_spawn(argv[0], argv, os.environ)
+                os.waitpid(pid, 0)
+            return time.perf_counter() - t0
+        ft = statistics.median(spawn_loop(["/bin/true"]) for _ in range(reps))
+        fb = statistics.median(spawn_loop(["/bin/bash", "-c", "true"]) for _ in range(reps))
+        print(f"spawn floor: {n} x posix_spawn /bin/true {ft*1000:.1f} ms ({ft/n*1000:.3f} ms each); "
+              f"{n} x bash -c true {fb*1000:.1f} ms ({fb/n*1000:.3f} ms each)")
+
+    if a.callgrind and shutil.which("valgrind"):
+        print("callgrind: awf's own instructions per step (recording on, SHELL=/bin/bash)")
+        per = {}
+        for n in (100, 200, 400, 800):
+            write(d, f"c{n}.yaml", chain_yaml(n, "true"))
+            outf = os.path.join(d, f"cg.{n}")
+            subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={outf}", awf, "run", f"c{n}.yaml"],
+                           cwd=d, env=bash, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            total = 0
+            for line in open(outf):
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    total = int(line.split()[1])
+            per[n] = total / n
+            print(f"  {n:>4} steps: {total/1e6:9.1f} M instructions, {per[n]/1e3:8.1f} K per step")
+        flat = max(per.values()) / min(per.values())
+        print(f"  per-step spread 100..800: {flat:.2f}x (target <= 1.10): {'OK' if flat <= 1.10 else 'OVER'}")
+
+    print(f"awf: {awf}  reps: {reps}  (A/B alternate; ratio = A/B per pair: min / median / max)")
+    print(f"{'case':<11} {'A':<32} {'B':<22} {'A med':>9} {'B med':>9} {'min':>6} {'median':>7} {'max':>6} {'target':>7}")
+    for case, la, lb, ta, tb, rmin, rmed, rmax, target, ok, unit in ROWS:
+        if ok == "":
+            print(f"{case:<11} {la:<32} {lb:<22} {ta:>7.1f}{unit}")
+            continue
+        print(f"{case:<11} {la:<32} {lb:<22} {ta:>7.1f}{unit} {tb:>7.1f}{unit} {rmin:>6.2f} {rmed:>7.2f} {rmax:>6.2f} {target:>6.2f}x {ok}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+//! Descendants that escape their process group: parent-death signal, child subreaper, tags and
+//! sweeps.
+//!
+//! - Every child gets `PR_SET_PDEATHSIG` = SIGKILL (see [`arm_parent_death`]), so it dies
+//!   with awf even when awf itself is SIGKILLed. The signal fires when the *thread* that
+//!   spawned the child exits: children are spawned from the runtime's worker threads (or the
+//!   thread of a current-thread runtime), which live as long as the run.
+//! - [`become_subreaper`] makes this process a child subreaper: a step's descendant whose
+//!   parent dies (`setsid cmd &`, a double fork) is re-parented to awf instead of init.
+//! - Every child carries [`TAG_VAR`] in its environment (inherited by its descendants), so a
+//!   stopped step can find and stop what it left behind ([`sweep_tagged`]); at the end of a
+//!   run [`sweep_adopted`] stops every adopted descendant, tagged or not.
+//!
+//! Linux only (`/proc`, `prctl`). Source: design/decisions.md "Execution and processes" ("No
+//! orphan survives a run, a timeout or a cancel"); issue 7 ("Processes").
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::signal::kill;
+use nix::sys::wait::WaitPidFlag;
+use nix::sys::wait::WaitStatus;
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
+
+use crate::group::live_groups;
+
+/// Environment variable set on every child: `<awf pid>-<sequence>`, unique per spawned child.
+pub const TAG_VAR: &str = "AWF_PROCESS_TAG";
+
+/// Rounds of a sweep at most (each kills what it found; their children are adopted next).
+const SWEEP_ROUNDS: usize = 64;
+
+/// Time swept processes get between SIGTERM and SIGKILL.
+const SWEEP_GRACE: Duration = Duration::from_secs(2);
+
+/// Set by [`kill_all_now`]: later sweeps skip their grace.
+static FORCED: AtomicBool = AtomicBool::new(false);
+
+static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh tag for one child.
+pub(crate) fn new_tag() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        NEXT_TAG.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned descendants of
+/// its children are re-parented to it, where [`sweep_tagged`] and [`sweep_adopted`] find
+/// them. Process-wide; call once at start (the `awf` binary does).
+///
+/// # Errors
+/// The OS error of `prctl(2)` (not Linux, or refused by a sandbox).
+pub fn become_subreaper() -> io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+}
+
+/// Arms `cmd` so that its child gets SIGKILL when the spawning thread (awf) dies.
+///
+/// The hook runs in the forked child before exec: it calls `prctl(PR_SET_PDEATHSIG)` and
+/// then checks that the parent is still the process that forked it (if awf died in between,
+/// the signal would never come: the spawn fails instead).
+pub(crate) fn arm_parent_death(cmd: &mut tokio::process::Command) {
+    let parent = nix::unistd::getpid();
+    #[allow(unsafe_code)]
+    // SAFETY: `pre_exec` runs the closure in the child between fork and exec, where only
+    // async-signal-safe operations are allowed. The closure only makes two system calls
+    // (`prctl` through nix's thin wrapper and `getppid`), captures a plain `Pid` by value,
+    // does not allocate (the error is built from a raw errno), takes no lock and touches no
+    // shared state. This is the one `unsafe` block of the workspace (issue 7).
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+            if nix::unistd::getppid() != parent {
+                return Err(io::Error::from_raw_os_error(Errno::ESRCH as i32));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// SIGKILLs every process group this process is running a child in, and makes the stops in
+/// progress skip their remaining grace: the second Ctrl-C. Safe to call from any thread.
+pub fn kill_all_now() {
+    FORCED.store(true, Ordering::SeqCst);
+    for pgid in live_groups() {
+        let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
+    }
+}
+
+/// Whether [`kill_all_now`] was called.
+pub(crate) fn forced() -> bool {
+    FORCED.load(Ordering::SeqCst)
+}
+
+/// One child of this process, from `/proc/<pid>/stat`.
+struct ProcEntry {
+    pid: i32,
+    zombie: bool,
+}
+
+/// The children of this process (its own and adopted ones), from `/proc/<pid>/stat`.
+fn children() -> Vec<ProcEntry> {
+    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let Some(ppid) = fields.next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        if ppid == me {
+            out.push(ProcEntry {
+                pid,
+                zombie: state == "Z" || state == "X",
+            });
+        }
+    }
+    out
+}
+
+/// Whether process `pid` was started with `TAG_VAR=tag` in its environment.
+fn has_tag(pid: i32, tag: &str) -> bool {
+    let needle = format!("{TAG_VAR}={tag}");
+    std::fs::read(Path::new("/proc").join(pid.to_string()).join("environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+}
+
+/// Stops every adopted descendant carrying `tag` (the tag of a step's child that was just
+/// stopped): SIGTERM, a short grace, SIGKILL, and reaps them. Their own children, adopted in
+/// turn, are found by the next round. Returns how many processes were stopped.
+pub(crate) async fn sweep_tagged(tag: &str) -> usize {
+    sweep(Some(tag)).await
+}
+
+/// Stops every descendant this process adopted (any tag, or none) and reaps the adopted
+/// zombies: call when a run has ended and no step is running, so that nothing a run started
+/// outlives it, daemonised processes included. Needs [`become_subreaper`] to see processes
+/// whose parent died. Returns how many processes were stopped.
+pub async fn sweep_adopted() -> usize {
+    sweep(None).await
+}
+
+async fn sweep(tag: Option<&str>) -> usize {
+    let mut stopped = 0;
+    for _ in 0..SWEEP_ROUNDS {
+        let live: BTreeSet<i32> = live_groups().into_iter().collect();
+        let mut targets = Vec::new();
+        for c in children() {
+            if live.contains(&c.pid) {
+                continue; // a child of a step that is still running
+            }
+            if c.zombie {
+                if tag.is_none() {
+                    let _ = waitpid(Pid::from_raw(c.pid), Some(WaitPidFlag::WNOHANG));
+                }
+                continue;
+            }
+            if tag.is_none_or(|t| has_tag(c.pid, t)) {
+                targets.push(c.pid);
+            }
+        }
+        if targets.is_empty() {
+            break;
+        }
+        stopped += targets.len();
+        stop_all(&targets).await;
+    }
+    stopped
+}
+
+/// SIGTERM to each, up to [`SWEEP_GRACE`] for them to exit (none after [`kill_all_now`]),
+/// SIGKILL to the rest; every one is reaped.
+async fn stop_all(pids: &[i32]) {
+    let first = if forced() {
+        Signal::SIGKILL
+    } else {
+        Signal::SIGTERM
+    };
+    for &pid in pids {
+        let _ = kill(Pid::from_raw(pid), first);
+    }
+    let mut left: Vec<i32> = pids.to_vec();
+    let t0 = Instant::now();
+    let mut killed = first == Signal::SIGKILL;
+    while !left.is_empty() {
+        left.retain(|&pid| !reaped(pid));
+        if left.is_empty() {
+            break;
+        }
+        if !killed && (t0.elapsed() >= SWEEP_GRACE || forced()) {
+            for &pid in &left {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            killed = true;
+        }
+        if t0.elapsed() >= SWEEP_GRACE * 3 {
+            break; // stuck in the kernel; nothing more to do
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Reaps `pid` if it has exited; true when it is gone (reaped now, or not our child).
+fn reaped(pid: i32) -> bool {
+    match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => false,
+        Ok(_) | Err(Errno::ECHILD) => true,
+        Err(_) => false,
+    }
+}
+
+/// Reaps the exited members of process group `pgid` that were adopted by this process (the
+/// background processes of a step whose shell is gone), waiting up to [`SWEEP_GRACE`] for
+/// members that were just SIGKILLed. One system call when the group left nothing behind.
+pub(crate) async fn reap_group(pgid: i32) {
+    if pgid <= 1 {
+        return;
+    }
+    let t0 = Instant::now();
+    loop {
+        match waitpid(Pid::from_raw(-pgid), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if t0.elapsed() >= SWEEP_GRACE {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Ok(_) => {}
+            Err(Errno::EINTR) => {}
+            Err(_) => return, // ECHILD: none left
+        }
+    }
+}
