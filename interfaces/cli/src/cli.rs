@@ -204,8 +204,10 @@ pub struct ListArgs {
 /// `awf list …`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
 pub enum ListWhat {
-    /// List prompt files on the prompt search path ($AWF_PROMPTS_PATH, .awf/prompts, the
-    /// global config dir's prompts/): what `--input k=@prompts/<name>` can read.
+    /// List prompt files (what `--input k=@prompts/<name>` reads).
+    ///
+    /// Looks in $AWF_PROMPTS_PATH, .awf/prompts, then the global config dir's prompts/ (the
+    /// first one wins for a name).
     #[command(visible_alias = "p")]
     Prompts,
 }
