@@ -53,7 +53,7 @@ fn sigkill_mid_run_then_resume_finishes_without_rerunning_earlier_steps() {
         Some(1),
         "one row per run: {rows}"
     );
-    assert_eq!(rows[0]["status"], json!("success"));
+    assert_eq!(rows[0]["status"], json!("completed"));
     let again = sb.run(&["resume", &run_id]).unwrap();
     assert_eq!(
         again.code, 1,
@@ -213,7 +213,7 @@ fn twenty_runs_at_once_on_one_data_root_lose_nothing() {
         rows.as_array()
             .unwrap()
             .iter()
-            .all(|r| r["status"] == json!("success"))
+            .all(|r| r["status"] == json!("completed"))
     );
     let states: Vec<_> = std::fs::read_dir(data(&sb).join("states"))
         .unwrap()

@@ -116,6 +116,12 @@ pub enum Format {
     Text,
     /// One JSON document on stdout.
     Json,
+    /// Bordered table (AWF (Go)'s `table`): `list`, `list prompts`, `history`, `status`,
+    /// `resume --list`, `config show`, `validate`; other commands print text.
+    Table,
+    /// The bare essentials, one item a line (AWF (Go)'s `quiet`): names, run ids, a status
+    /// word; other commands print text.
+    Quiet,
 }
 
 /// `run -o/--output`: what happens to command output in text mode.
@@ -165,9 +171,9 @@ pub enum Command {
     Run(RunArgs),
     /// Validate a workflow file and print every finding.
     Validate(ValidateArgs),
-    /// List available workflows.
+    /// List available workflows (or, with `prompts`, the prompt files).
     #[command(visible_alias = "ls")]
-    List,
+    List(ListArgs),
     /// Print a workflow as a Graphviz DOT graph (a JSON graph with -f json).
     Diagram(DiagramArgs),
     /// Explain error codes (all of them, one, or those under a prefix).
@@ -185,6 +191,25 @@ pub enum Command {
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
+}
+
+/// `awf list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// What to list (default: workflows).
+    #[command(subcommand)]
+    pub what: Option<ListWhat>,
+}
+
+/// `awf list …`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Subcommand)]
+pub enum ListWhat {
+    /// List prompt files (what `--input k=@prompts/<name>` reads).
+    ///
+    /// Looks in $AWF_PROMPTS_PATH, .awf/prompts, then the global config dir's prompts/ (the
+    /// first one wins for a name).
+    #[command(visible_alias = "p")]
+    Prompts,
 }
 
 /// `awf resume`.
@@ -212,7 +237,8 @@ pub struct HistoryArgs {
     /// Only runs of this workflow (name or identifier).
     #[arg(short = 'w', long)]
     pub workflow: Option<String>,
-    /// Only runs with this status: running, success, failure, cancelled.
+    /// Only runs with this status: running, completed, failed, cancelled (also success,
+    /// failure).
     #[arg(short = 's', long)]
     pub status: Option<String>,
     /// Only runs started on or after this day (YYYY-MM-DD, UTC).
@@ -393,5 +419,21 @@ mod tests {
     #[test]
     fn unknown_format_is_rejected() {
         assert!(Cli::try_parse_from(["awf", "-f", "xml", "list"]).is_err());
+    }
+
+    #[test]
+    fn table_and_quiet_formats_and_list_prompts_parse() {
+        let cli = parse_from(["awf", "list", "p", "-f", "table"]).unwrap();
+        assert_eq!(cli.format, Format::Table);
+        let Command::List(l) = cli.command else {
+            panic!("not list")
+        };
+        assert_eq!(l.what, Some(ListWhat::Prompts));
+        let cli = parse_from(["awf", "-f", "quiet", "list"]).unwrap();
+        assert_eq!(cli.format, Format::Quiet);
+        let Command::List(l) = cli.command else {
+            panic!("not list")
+        };
+        assert_eq!(l.what, None);
     }
 }

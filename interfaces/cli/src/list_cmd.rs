@@ -5,13 +5,28 @@
 //! does not pass validation is marked: its description reads `BROKEN: [CODE] message` (the
 //! first error; `awf validate <name>` shows all of them) and its JSON object carries `"error"`.
 //!
-//! Source: spec/workflow.md §4.2.
+//! `-f quiet`: the names, one a line. `-f table`: a bordered NAME(20) SOURCE(10) VERSION(10)
+//! DESCRIPTION(40) table (AWF (Go)'s).
+//!
+//! `awf list prompts` (alias `p`): every file under the prompt search path
+//! (`$AWF_PROMPTS_PATH` = `env`, `.awf/prompts` = `local`, `<config dir>/prompts` = `global`;
+//! the first directory wins for a name), sorted by source then name. Text: `NAME  SOURCE  SIZE
+//! MODIFIED`; JSON: `[{"name", "source", "path", "size", "mod_time"}]` (size in bytes,
+//! mod_time `YYYY-MM-DD HH:MM:SS` UTC); quiet: names; table: NAME(30) SOURCE(8) SIZE(10)
+//! MODIFIED(19).
+//!
+//! Source: spec/workflow.md §4.2; issue 8 notes §1.7, §1.8, §2, §4 (AWF (Go)'s `list`).
 
 use std::io::Write;
 
 use awf_domain::ports::WorkflowRepository;
 use awf_domain::ports::repository::WorkflowEntry;
 
+use serde::Serialize;
+
+use crate::cli::Format;
+use crate::cli::ListArgs;
+use crate::cli::ListWhat;
 use crate::ctx::Ctx;
 use crate::errors::CliError;
 use crate::errors::Outcome;
@@ -31,17 +46,7 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
                 e.name.clone(),
                 e.source.clone(),
                 e.version.clone().unwrap_or_default(),
-                match &e.error {
-                    Some(err) => format!("BROKEN: {}", err.lines().next().unwrap_or("")),
-                    None => e
-                        .description
-                        .clone()
-                        .unwrap_or_default()
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                        .to_owned(),
-                },
+                description_of(e),
             ]
         })
         .collect();
@@ -70,12 +75,49 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
     out
 }
 
-/// Runs `awf list`.
+/// One line of a workflow's description for the list (a broken entry's error instead).
+fn description_of(e: &WorkflowEntry) -> String {
+    match &e.error {
+        Some(err) => format!("BROKEN: {}", err.lines().next().unwrap_or("")),
+        None => e
+            .description
+            .clone()
+            .unwrap_or_default()
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_owned(),
+    }
+}
+
+/// `-f table`: the bordered workflow table (the text notice when there are none).
+pub fn render_bordered(entries: &[WorkflowEntry]) -> String {
+    if entries.is_empty() {
+        return render_table(entries);
+    }
+    let mut t = crate::table::Table::new(&[20, 10, 10, 40]);
+    t.header(&["NAME", "SOURCE", "VERSION", "DESCRIPTION"]);
+    for e in entries {
+        t.row(&[
+            e.name.clone(),
+            e.source.clone(),
+            e.version.clone().unwrap_or_default(),
+            description_of(e),
+        ]);
+    }
+    t.sep();
+    t.text().to_owned()
+}
+
+/// Runs `awf list` (workflows) or `awf list prompts`.
 ///
 /// # Errors
 /// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
-pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
+pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
+    if args.what == Some(ListWhat::Prompts) {
+        return prompts(ctx, &w);
+    }
     let mut entries = w.repository.list()?;
     for e in entries.iter_mut().filter(|e| e.error.is_none()) {
         let ident = e.path.display().to_string();
@@ -93,13 +135,192 @@ pub fn run(ctx: &Ctx) -> Result<Outcome, CliError> {
             }
         };
     }
-    if ctx.json() {
-        json_out::print(&entries)?;
-    } else {
-        let _ = std::io::stdout()
-            .lock()
-            .write_all(render_table(&entries).as_bytes());
+    let text = match ctx.format {
+        Format::Json => {
+            json_out::print(&entries)?;
+            return Ok(Outcome::Success);
+        }
+        Format::Quiet => entries.iter().map(|e| format!("{}\n", e.name)).collect(),
+        Format::Table => render_bordered(&entries),
+        Format::Text => render_table(&entries),
+    };
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(Outcome::Success)
+}
+
+/// One prompt file of `awf list prompts` (JSON shape of AWF (Go)'s `PromptInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PromptEntry {
+    /// Path relative to its prompts directory, `/`-separated (what `@prompts/<name>` reads).
+    pub name: String,
+    /// `env`, `local` or `global`.
+    pub source: String,
+    /// The prompts directory joined with `name` (relative for `local`: `.awf/prompts/<name>`).
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, `YYYY-MM-DD HH:MM:SS` (UTC); omitted when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mod_time: Option<String>,
+}
+
+/// The prompt search path with each directory's source, in priority order (the same as
+/// `--input k=@prompts/<file>`): `$AWF_PROMPTS_PATH` (`env`), `.awf/prompts` (`local`,
+/// shown relative), `<config dir>/prompts` (`global`).
+pub fn prompt_search_path(w: &wiring::Wiring) -> Vec<(std::path::PathBuf, &'static str)> {
+    let mut dirs = Vec::new();
+    if let Some(p) = w.env.get("AWF_PROMPTS_PATH").filter(|p| !p.is_empty()) {
+        dirs.push((std::path::PathBuf::from(p), "env"));
     }
+    dirs.push((std::path::PathBuf::from(".awf/prompts"), "local"));
+    dirs.push((w.config_dir.join("prompts"), "global"));
+    dirs
+}
+
+/// `YYYY-MM-DD HH:MM:SS` (UTC) of `t`.
+fn day_time(t: std::time::SystemTime) -> String {
+    let s = awf_domain::timefmt::format_rfc3339(t);
+    s.get(..19).unwrap_or(&s).replacen('T', " ", 1)
+}
+
+/// Every file (a regular file, or a link to one) under `dir`, recursively, as
+/// `(relative name, metadata)`; unreadable entries and directories are skipped, links to
+/// directories are not followed.
+fn walk_files(dir: &std::path::Path) -> Vec<(String, std::fs::Metadata)> {
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), String::new())];
+    while let Some((d, prefix)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let Ok(ft) = entry.file_type() else {
+                continue;
+            };
+            if ft.is_dir() {
+                stack.push((entry.path(), rel));
+            } else if let Ok(meta) = std::fs::metadata(entry.path())
+                && meta.is_file()
+            {
+                out.push((rel, meta));
+            }
+        }
+    }
+    out
+}
+
+/// The prompt files on `dirs` (first directory wins for a name), sorted by source then name.
+pub fn collect_prompts(
+    dirs: &[(std::path::PathBuf, &'static str)],
+    cwd: &std::path::Path,
+) -> Vec<PromptEntry> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (dir, source) in dirs {
+        let abs = if dir.is_absolute() {
+            dir.clone()
+        } else {
+            cwd.join(dir)
+        };
+        if !abs.is_dir() {
+            continue;
+        }
+        for (name, meta) in walk_files(&abs) {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            out.push(PromptEntry {
+                path: dir.join(&name).display().to_string(),
+                source: (*source).to_owned(),
+                size: meta.len(),
+                mod_time: meta.modified().ok().map(day_time),
+                name,
+            });
+        }
+    }
+    out.sort_by(|a, b| (&a.source, &a.name).cmp(&(&b.source, &b.name)));
+    out
+}
+
+/// Text table of prompts (`NAME  SOURCE  SIZE  MODIFIED`, columns two spaces apart).
+pub fn render_prompts(prompts: &[PromptEntry]) -> String {
+    let rows: Vec<[String; 4]> =
+        std::iter::once(["NAME", "SOURCE", "SIZE", "MODIFIED"].map(str::to_owned))
+            .chain(prompts.iter().map(|p| {
+                [
+                    p.name.clone(),
+                    p.source.clone(),
+                    format!("{} B", p.size),
+                    p.mod_time.clone().unwrap_or_default(),
+                ]
+            }))
+            .collect();
+    let mut widths = [0usize; 3];
+    for r in &rows {
+        for (i, w) in widths.iter_mut().enumerate() {
+            *w = (*w).max(r[i].chars().count());
+        }
+    }
+    rows.iter()
+        .map(|r| {
+            let line = format!(
+                "{:w0$}  {:w1$}  {:w2$}  {}",
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            );
+            format!("{}\n", line.trim_end())
+        })
+        .collect()
+}
+
+fn prompts(ctx: &Ctx, w: &wiring::Wiring) -> Result<Outcome, CliError> {
+    let dirs = prompt_search_path(w);
+    let prompts = collect_prompts(&dirs, &w.cwd);
+    let text = match ctx.format {
+        Format::Json => {
+            json_out::print(&prompts)?;
+            return Ok(Outcome::Success);
+        }
+        Format::Quiet => prompts.iter().map(|p| format!("{}\n", p.name)).collect(),
+        _ if prompts.is_empty() => {
+            if ctx.quiet {
+                return Ok(Outcome::Success);
+            }
+            let mut s = "No prompts found\nSearch paths:\n".to_owned();
+            for (d, source) in &dirs {
+                s.push_str(&format!("  - {} ({source})\n", d.display()));
+            }
+            s.push_str("Run 'awf init' to create the prompts directory\n");
+            s
+        }
+        Format::Table => {
+            let mut t = crate::table::Table::new(&[30, 8, 10, 19]);
+            t.header(&["NAME", "SOURCE", "SIZE", "MODIFIED"]);
+            for p in &prompts {
+                t.row(&[
+                    p.name.clone(),
+                    p.source.clone(),
+                    format!("{} B", p.size),
+                    p.mod_time.clone().unwrap_or_default(),
+                ]);
+            }
+            t.sep();
+            t.text().to_owned()
+        }
+        Format::Text => render_prompts(&prompts),
+    };
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(Outcome::Success)
 }
 
@@ -125,6 +346,39 @@ mod tests {
             ]),
             "NAME         SOURCE  VERSION  DESCRIPTION\na            local   1.0.0    First\nlonger-name  local\n"
         );
+    }
+
+    #[test]
+    fn prompts_are_found_recursively_first_directory_winning() {
+        let tmp = tempfile::tempdir().unwrap();
+        let env_dir = tmp.path().join("env");
+        let local = tmp.path().join(".awf/prompts");
+        std::fs::create_dir_all(env_dir.join("sub")).unwrap();
+        std::fs::create_dir_all(&local).unwrap();
+        std::fs::write(env_dir.join("sub/a.md"), "abc").unwrap();
+        std::fs::write(env_dir.join("same.txt"), "env").unwrap();
+        std::fs::write(local.join("same.txt"), "local one").unwrap();
+        std::fs::write(local.join("z.md"), "z").unwrap();
+        let dirs = vec![
+            (env_dir, "env"),
+            (PathBuf::from(".awf/prompts"), "local"),
+            (tmp.path().join("missing"), "global"),
+        ];
+        let got = collect_prompts(&dirs, tmp.path());
+        let names: Vec<(&str, &str, u64)> = got
+            .iter()
+            .map(|p| (p.source.as_str(), p.name.as_str(), p.size))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("env", "same.txt", 3),
+                ("env", "sub/a.md", 3),
+                ("local", "z.md", 1)
+            ]
+        );
+        assert_eq!(got[2].path, ".awf/prompts/z.md");
+        assert_eq!(got[2].mod_time.as_ref().map(String::len), Some(19));
     }
 
     #[test]

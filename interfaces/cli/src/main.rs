@@ -19,6 +19,7 @@ mod progress;
 mod run_cmd;
 mod runs_cmd;
 mod style;
+mod table;
 mod validate_cmd;
 mod watchdog;
 mod wiring;
@@ -56,15 +57,24 @@ fn main() -> ExitCode {
     let cli = match cli::parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
-            // --help / --version print to stdout and succeed; usage errors exit 1 (with the
-            // run-result object on stdout when `-f json` was asked for).
+            // --help / --version print to stdout and succeed; usage errors exit 1 (with `-f
+            // json`: the run-result object on stdout for `run`/`resume`, else the JSON error
+            // object on stderr).
             if e.use_stderr() && wants_json(text_args()) {
                 let err = awf_domain::AwfError::new(
                     awf_domain::ErrorCode::UserInputInvalidFormat,
                     e.render().to_string().trim().to_owned(),
                 )
                 .with_hint("run `awf --help` for the accepted flags");
-                let _ = json_out::print(&json_out::failure_result("", &err));
+                if matches!(
+                    subcommand(text_args()).as_deref(),
+                    Some("run" | "resume") | None
+                ) {
+                    let _ = json_out::print(&json_out::failure_result("", &err));
+                } else {
+                    // Other commands: the JSON error object on stderr, stdout empty (AWF (Go)).
+                    errors::report(&CliError::Awf(err), true, true, style::Style::plain());
+                }
                 return ExitCode::from(1);
             }
             let _ = e.print();
@@ -229,12 +239,41 @@ fn wants_json(args: impl Iterator<Item = String>) -> bool {
     })
 }
 
+/// The subcommand named in the raw arguments: the first one that is not an option or the
+/// value of a global option that takes one (looked at when clap could not parse them).
+fn subcommand(args: impl Iterator<Item = String>) -> Option<String> {
+    const WITH_VALUE: [&str; 9] = [
+        "-f",
+        "--format",
+        "--storage",
+        "--log-level",
+        "--log-format",
+        "--otel-exporter",
+        "--otel-service-name",
+        "--config",
+        "--",
+    ];
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if WITH_VALUE.contains(&a.as_str()) {
+            skip = true;
+        } else if !a.starts_with('-') {
+            return Some(a);
+        }
+    }
+    None
+}
+
 /// Dispatches one command; failures not yet shown are reported here.
 async fn run(ctx: &Ctx, command: Command) -> Outcome {
     let result: Result<Outcome, CliError> = match &command {
         Command::Run(args) => Ok(run_cmd::run(ctx, args).await),
         Command::Validate(args) => Ok(validate_cmd::run(ctx, args)),
-        Command::List => list_cmd::run(ctx),
+        Command::List(args) => list_cmd::run(ctx, args),
         Command::Diagram(args) => diagram::run(ctx, args),
         Command::Error(args) => error_cmd::run(ctx, args),
         Command::Init(args) => init_cmd::run(ctx, args),
@@ -247,6 +286,23 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
     match result {
         Ok(o) => o,
         Err(e) => errors::report(&e, ctx.json(), ctx.hints, ctx.err_style),
+    }
+}
+
+#[cfg(test)]
+mod arg_tests {
+    #[test]
+    fn the_subcommand_is_found_past_global_options_and_their_values() {
+        let sub = |a: &[&str]| super::subcommand(a.iter().map(|s| (*s).to_owned()));
+        assert_eq!(
+            sub(&["-f", "json", "list", "--bogus"]).as_deref(),
+            Some("list")
+        );
+        assert_eq!(
+            sub(&["--storage", "/x", "-q", "run", "wf"]).as_deref(),
+            Some("run")
+        );
+        assert_eq!(sub(&["-f", "json"]), None);
     }
 }
 

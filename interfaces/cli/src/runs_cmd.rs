@@ -19,6 +19,7 @@ use awf_domain::timefmt::format_rfc3339;
 
 use crate::cli::ConfigAction;
 use crate::cli::ConfigArgs;
+use crate::cli::Format;
 use crate::cli::HistoryArgs;
 use crate::cli::ResumeArgs;
 use crate::cli::StatusArgs;
@@ -27,6 +28,7 @@ use crate::errors::CliError;
 use crate::errors::Outcome;
 use crate::json_out;
 use crate::run_cmd;
+use crate::table::Table;
 use crate::wiring;
 
 /// `awf resume <id>` / `awf resume --list`.
@@ -109,6 +111,71 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     outcome
 }
 
+/// A run status in AWF (Go)'s words (`running`, `completed`, `failed`, `cancelled`): what every
+/// JSON output naming a run status prints (history, status, resume --list) and the text tables.
+pub const fn go_status(s: StoredStatus) -> &'static str {
+    match s {
+        StoredStatus::Running => "running",
+        StoredStatus::Success => "completed",
+        StoredStatus::Failure => "failed",
+        StoredStatus::Cancelled => "cancelled",
+    }
+}
+
+/// `n/N`: states of the run that completed / states it recorded (ran or running).
+fn progress_of(s: &RunSnapshot) -> String {
+    let done = s
+        .states
+        .values()
+        .filter(|st| st.status == awf_domain::run::StepStatus::Completed)
+        .count();
+    format!("{done}/{}", s.states.len())
+}
+
+/// One `awf resume --list -f json` row: AWF (Go)'s `workflow_id` (the run id),
+/// `workflow_name`, `status`, `current_step`, `updated_at`, `progress`, plus `run_id` (the same
+/// id), `workflow` (the identifier it was started with), `current_state` and `started_at`.
+pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
+    serde_json::json!({
+        "workflow_id": s.run_id,
+        "workflow_name": s.workflow_name,
+        "status": go_status(s.status),
+        "current_step": s.current_state,
+        "updated_at": format_rfc3339(s.updated_at),
+        "progress": progress_of(s),
+        "run_id": s.run_id,
+        "workflow": s.workflow,
+        "current_state": s.current_state,
+        "started_at": format_rfc3339(s.started_at),
+    })
+}
+
+/// Left-aligned columns two spaces apart, each as wide as its widest cell (nothing cut);
+/// the last column is not padded.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0usize; n];
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(c);
+            } else {
+                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let states = w.state_store()?;
     let runs: Vec<RunSnapshot> = states
@@ -117,51 +184,59 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
         .filter(|s| s.status.resumable() && s.parent_run_id.is_none())
         .collect();
     let mut out = std::io::stdout().lock();
-    if ctx.json() {
-        let rows: Vec<serde_json::Value> = runs
-            .iter()
-            .map(|s| {
-                serde_json::json!({
-                    "run_id": s.run_id, "workflow": s.workflow, "status": s.status,
-                    "current_state": s.current_state, "started_at": format_rfc3339(s.started_at),
-                    "updated_at": format_rfc3339(s.updated_at),
-                })
-            })
-            .collect();
-        json_out::print(&rows)?;
-        return Ok(());
-    }
-    if runs.is_empty() {
-        let _ = writeln!(out, "No resumable runs.");
-        return Ok(());
-    }
-    let _ = writeln!(
-        out,
-        "{:<36}  {:<24}  {:<9}  {:<20}  UPDATED",
-        "RUN ID", "WORKFLOW", "STATUS", "STATE"
-    );
-    for s in runs {
-        let _ = writeln!(
-            out,
-            "{:<36}  {:<24}  {:<9}  {:<20}  {}",
-            s.run_id,
-            clip(&s.workflow, 24),
-            s.status.as_str(),
-            clip(&s.current_state, 20),
-            format_rfc3339(s.updated_at)
-        );
-    }
+    let text = match ctx.format {
+        Format::Json => {
+            let rows: Vec<serde_json::Value> = runs.iter().map(resumable_json).collect();
+            return json_out::print(&rows);
+        }
+        Format::Quiet => runs.iter().map(|s| format!("{}\n", s.run_id)).collect(),
+        _ if runs.is_empty() => "No resumable workflows found\n".to_owned(),
+        Format::Table => {
+            let mut t = Table::new(&[20, 15, 10, 15, 12, 20]);
+            t.header(&[
+                "ID",
+                "WORKFLOW",
+                "STATUS",
+                "CURRENT STEP",
+                "PROGRESS",
+                "UPDATED",
+            ]);
+            for s in &runs {
+                t.row(&[
+                    s.run_id.clone(),
+                    s.workflow_name.clone(),
+                    go_status(s.status).to_owned(),
+                    s.current_state.clone(),
+                    progress_of(s),
+                    format_rfc3339(s.updated_at),
+                ]);
+            }
+            t.sep();
+            t.text().to_owned()
+        }
+        Format::Text => {
+            let mut rows = vec![
+                [
+                    "RUN ID", "WORKFLOW", "STATUS", "STATE", "PROGRESS", "UPDATED",
+                ]
+                .map(str::to_owned)
+                .to_vec(),
+            ];
+            rows.extend(runs.iter().map(|s| {
+                vec![
+                    s.run_id.clone(),
+                    s.workflow_name.clone(),
+                    go_status(s.status).to_owned(),
+                    s.current_state.clone(),
+                    progress_of(s),
+                    format_rfc3339(s.updated_at),
+                ]
+            }));
+            aligned(&rows)
+        }
+    };
+    let _ = out.write_all(text.as_bytes());
     Ok(())
-}
-
-fn clip(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_owned()
-    } else {
-        let mut c: String = s.chars().take(n - 1).collect();
-        c.push('…');
-        c
-    }
 }
 
 /// `awf history`.
@@ -191,55 +266,99 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         if ctx.json() {
             json_out::print(&stats)?;
         } else {
-            let _ = writeln!(out, "Total runs:       {}", stats.total_executions);
-            let _ = writeln!(out, "Succeeded:        {}", stats.success_count);
-            let _ = writeln!(out, "Failed:           {}", stats.failed_count);
-            let _ = writeln!(out, "Cancelled:        {}", stats.cancelled_count);
-            let _ = writeln!(out, "Running:          {}", stats.running_count);
-            let avg = stats.avg_duration_ms.map_or_else(
-                || "-".to_owned(),
-                |ms| awf_domain::duration::format_go(std::time::Duration::from_millis(ms)),
-            );
-            let _ = writeln!(out, "Average duration: {avg}");
+            let _ = writeln!(out, "Execution Statistics");
+            let _ = writeln!(out, "====================");
+            let _ = writeln!(out, "Total Executions: {}", stats.total_executions);
+            let _ = writeln!(out, "Success: {}", stats.success_count);
+            let _ = writeln!(out, "Failed: {}", stats.failed_count);
+            let _ = writeln!(out, "Cancelled: {}", stats.cancelled_count);
+            let _ = writeln!(out, "Running: {}", stats.running_count);
+            if let Some(ms) = stats.avg_duration_ms {
+                let _ = writeln!(out, "Average Duration: {}", go_duration(ms));
+            }
         }
         return Ok(Outcome::Success);
     }
     let rows = store.list(&filter).map_err(CliError::Awf)?;
     if ctx.json() {
+        let rows: Vec<serde_json::Value> = rows.iter().map(history_json).collect();
         json_out::print(&rows)?;
         return Ok(Outcome::Success);
     }
     if rows.is_empty() {
-        let _ = writeln!(out, "No runs recorded.");
+        let _ = writeln!(out, "No execution history found");
         return Ok(Outcome::Success);
     }
-    let _ = writeln!(
-        out,
-        "{:<36}  {:<24}  {:<9}  {:>4}  {:<24}  DURATION",
-        "RUN ID", "WORKFLOW", "STATUS", "EXIT", "STARTED"
-    );
-    for r in rows {
-        let _ = writeln!(out, "{}", history_line(&r));
-    }
+    let _ = out.write_all(history_text(&rows).as_bytes());
     Ok(Outcome::Success)
 }
 
-fn history_line(r: &HistoryRecord) -> String {
-    let started =
-        format_rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(r.started_at_ms));
-    let dur = r.duration_ms.map_or_else(
-        || "-".to_owned(),
-        |ms| awf_domain::duration::format_go(std::time::Duration::from_millis(ms)),
-    );
-    format!(
-        "{:<36}  {:<24}  {:<9}  {:>4}  {:<24}  {dur}",
-        r.id,
-        clip(&r.workflow_name, 24),
-        r.status.as_str(),
-        r.exit_code
-            .map_or_else(|| "-".to_owned(), |c| c.to_string()),
-        started
-    )
+/// A time in milliseconds since the epoch as RFC 3339 (UTC, milliseconds).
+fn ms_time(ms: u64) -> String {
+    format_rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+}
+
+/// One `awf history -f json` row: AWF (Go)'s `id`, `workflow_id` (the run id, as in Go),
+/// `workflow_name`, `status` (Go's words), `exit_code`, `started_at` / `completed_at` (RFC 3339
+/// strings; `completed_at` null while running), `duration_ms`, `error_message`; plus `run_id`
+/// (the same id), `workflow` (the identifier it was started with), `started_at_ms` /
+/// `completed_at_ms` (epoch milliseconds) and `parent_run_id`.
+pub fn history_json(r: &HistoryRecord) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id,
+        "workflow_id": r.id,
+        "workflow_name": r.workflow_name,
+        "status": go_status(r.status),
+        "exit_code": r.exit_code,
+        "started_at": ms_time(r.started_at_ms),
+        "completed_at": r.completed_at_ms.map(ms_time),
+        "duration_ms": r.duration_ms,
+        "error_message": r.error_message,
+        "run_id": r.id,
+        "workflow": r.workflow_id,
+        "started_at_ms": r.started_at_ms,
+        "completed_at_ms": r.completed_at_ms,
+        "parent_run_id": r.parent_run_id,
+    })
+}
+
+/// AWF (Go)'s history duration: `<1000` ms → `Nms`, `<60000` → `N.Ns`, else `N.Nm`.
+pub fn go_duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{:.1}m", ms as f64 / 60_000.0)
+    }
+}
+
+/// `awf history` text (also `-f table` / `-f quiet`, as in AWF (Go)): columns `ID  WORKFLOW
+/// STATUS  DURATION  COMPLETED`, a dash line under each header, then one row per run with the
+/// full run id and the full workflow name (nothing is cut); COMPLETED is `YYYY-MM-DD HH:MM`
+/// (UTC), `-` while running.
+pub fn history_text(rows: &[HistoryRecord]) -> String {
+    let header = ["ID", "WORKFLOW", "STATUS", "DURATION", "COMPLETED"];
+    let mut table = vec![
+        header.map(str::to_owned).to_vec(),
+        header.map(|h| "-".repeat(h.len())).to_vec(),
+    ];
+    for r in rows {
+        table.push(vec![
+            r.id.clone(),
+            r.workflow_name.clone(),
+            go_status(r.status).to_owned(),
+            r.duration_ms.map_or_else(|| "-".to_owned(), go_duration),
+            r.completed_at_ms.map_or_else(
+                || "-".to_owned(),
+                |ms| {
+                    let t = ms_time(ms);
+                    t.get(..16).unwrap_or(&t).replacen('T', " ", 1)
+                },
+            ),
+        ]);
+    }
+    aligned(&table)
 }
 
 fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
@@ -252,7 +371,7 @@ fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
             ErrorCode::UserInputInvalidFormat,
             format!("unknown status '{s}'"),
         )
-        .with_hint("use running, success, failure or cancelled")),
+        .with_hint("use running, completed, failed or cancelled (success and failure work too)")),
     }
 }
 
@@ -368,13 +487,13 @@ fn process_gone(s: &RunSnapshot) -> bool {
             .is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists())
 }
 
-/// `running`, or `running (its awf process is gone; resume it)` when the process that ran it
-/// died (SIGKILL, crash).
+/// The status word ([`go_status`]), or `running (its awf process is gone; …)` when the
+/// process that ran it died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot) -> String {
     if process_gone(s) {
         "running (its awf process is gone; `awf resume` continues it)".to_owned()
     } else {
-        s.status.as_str().to_owned()
+        go_status(s.status).to_owned()
     }
 }
 
@@ -410,6 +529,119 @@ fn terminal_text(name: &str) -> String {
     }
 }
 
+/// The steps of a run in the order they started (never-started ones last, by name).
+fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
+    let mut states: Vec<_> = snap.states.values().collect();
+    states.sort_by(|a, b| {
+        (a.started_at.is_none(), a.started_at, &a.name).cmp(&(
+            b.started_at.is_none(),
+            b.started_at,
+            &b.name,
+        ))
+    });
+    states
+}
+
+/// `awf status -f json`: the run-result object (`run_id`, `workflow`, `status`, `exit_code`,
+/// `terminal`, `duration_ms`, `states`, `outputs`, `error`) with `status` in AWF (Go)'s words
+/// (`running`/`completed`/`failed`/`cancelled`), plus AWF (Go)'s `workflow_id` (the run id),
+/// `workflow_name`, `current_step` (while not completed), `started_at`, `completed_at` (when
+/// finished) and `steps` (`[{name, status, output, stderr, exit_code, started_at,
+/// completed_at, error}]` in start order), plus ours: `run_status` (the stored word),
+/// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process).
+pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Value {
+    let mut v = serde_json::to_value(result_of(snap)).unwrap_or_default();
+    let steps: Vec<serde_json::Value> = ordered_steps(snap)
+        .into_iter()
+        .map(|st| {
+            let mut o = serde_json::json!({
+                "name": st.name,
+                "status": st.status.as_str(),
+                "output": st.output,
+                "stderr": st.stderr,
+                "exit_code": st.exit_code,
+                "started_at": st.started_at.map(format_rfc3339),
+                "completed_at": st.completed_at.map(format_rfc3339),
+                "error": st.error,
+            });
+            if let Some(m) = o.as_object_mut() {
+                m.retain(|_, v| !v.is_null());
+            }
+            o
+        })
+        .collect();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("status".into(), serde_json::json!(go_status(snap.status)));
+        o.insert("duration_ms".into(), serde_json::json!(duration));
+        o.insert("workflow_id".into(), serde_json::json!(snap.run_id));
+        o.insert(
+            "workflow_name".into(),
+            serde_json::json!(snap.workflow_name),
+        );
+        if snap.status != StoredStatus::Success {
+            o.insert("current_step".into(), serde_json::json!(snap.current_state));
+        }
+        o.insert(
+            "started_at".into(),
+            serde_json::json!(format_rfc3339(snap.started_at)),
+        );
+        if let Some(c) = snap.completed_at {
+            o.insert("completed_at".into(), serde_json::json!(format_rfc3339(c)));
+        }
+        o.insert("steps".into(), serde_json::Value::Array(steps));
+        o.insert("run_status".into(), serde_json::json!(snap.status));
+        o.insert(
+            "current_state".into(),
+            serde_json::json!(snap.current_state),
+        );
+        o.insert(
+            "updated_at".into(),
+            serde_json::json!(format_rfc3339(snap.updated_at)),
+        );
+    }
+    v
+}
+
+/// `awf status -f table` (AWF (Go)'s box): a full-width header with the workflow name, the
+/// first 12 characters of the run id, the status and the duration, then STEP(12) STATUS(10)
+/// DURATION(10) ERROR(30) rows (`-` for an empty cell).
+pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
+    let mut t = Table::new(&[12, 10, 10, 30]);
+    let short: String = snap.run_id.chars().take(12).collect();
+    t.full_sep();
+    t.full_row(&format!(
+        "Workflow: {:<20} ID: {short}...",
+        snap.workflow_name
+    ));
+    t.full_row(&format!(
+        "Status: {:<22} Duration: {}",
+        go_status(snap.status),
+        duration.map_or_else(|| "unknown".to_owned(), |ms| format!("{ms}ms"))
+    ));
+    let steps = ordered_steps(snap);
+    if !steps.is_empty() {
+        t.header(&["STEP", "STATUS", "DURATION", "ERROR"]);
+        for st in steps {
+            let dur = match (st.started_at, st.completed_at) {
+                (Some(_), Some(_)) => format!("{}ms", st.duration_ms()),
+                _ => "-".to_owned(),
+            };
+            let err = st
+                .error
+                .as_deref()
+                .filter(|e| !e.is_empty())
+                .unwrap_or("-")
+                .lines()
+                .next()
+                .unwrap_or("-")
+                .to_owned();
+            t.row(&[st.name.clone(), st.status.as_str().to_owned(), dur, err]);
+        }
+    }
+    t.sep();
+    t.text().to_owned()
+}
+
 /// `awf status <id>`.
 ///
 /// # Errors
@@ -427,26 +659,20 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         .and_then(|h| h.get(&run_id).ok().flatten());
     let duration = status_duration_ms(&snap, record.as_ref(), std::time::SystemTime::now());
     let mut out = std::io::stdout().lock();
-    if ctx.json() {
-        let mut v = serde_json::to_value(result_of(&snap)).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            o.insert("duration_ms".into(), serde_json::json!(duration));
-            o.insert("run_status".into(), serde_json::json!(snap.status));
-            o.insert(
-                "current_state".into(),
-                serde_json::json!(snap.current_state),
-            );
-            o.insert(
-                "started_at".into(),
-                serde_json::json!(format_rfc3339(snap.started_at)),
-            );
-            o.insert(
-                "updated_at".into(),
-                serde_json::json!(format_rfc3339(snap.updated_at)),
-            );
+    match ctx.format {
+        Format::Json => {
+            json_out::print(&status_json(&snap, duration))?;
+            return Ok(Outcome::Success);
         }
-        json_out::print(&v)?;
-        return Ok(Outcome::Success);
+        Format::Quiet => {
+            let _ = writeln!(out, "{}", go_status(snap.status));
+            return Ok(Outcome::Success);
+        }
+        Format::Table => {
+            let _ = out.write_all(status_table(&snap, duration).as_bytes());
+            return Ok(Outcome::Success);
+        }
+        Format::Text => {}
     }
     let _ = writeln!(out, "Run:       {}", snap.run_id);
     let _ = writeln!(out, "Workflow:  {} ({})", snap.workflow_name, snap.workflow);
@@ -485,6 +711,36 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Success)
 }
 
+/// `awf config show -f json`: AWF (Go)'s `path` (`$AWF_CONFIG_PATH` or `.awf/config.yaml`, as
+/// given), `exists` (the file is there) and `inputs` (omitted when there are none; secret
+/// values masked), plus ours: `file` (the absolute path read, null when none) and `settings`
+/// (the other top-level keys).
+pub fn config_json(
+    go_path: &str,
+    file: Option<&std::path::Path>,
+    inputs: &serde_json::Value,
+    settings: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "path": go_path,
+        "exists": file.is_some(),
+    });
+    if let Some(o) = v.as_object_mut() {
+        if inputs.as_object().is_some_and(|m| !m.is_empty()) {
+            o.insert("inputs".into(), inputs.clone());
+        }
+        o.insert(
+            "file".into(),
+            serde_json::json!(file.map(|p| p.display().to_string())),
+        );
+        o.insert(
+            "settings".into(),
+            serde_json::Value::Object(settings.clone()),
+        );
+    }
+    v
+}
+
 /// `awf config show`.
 ///
 /// # Errors
@@ -501,14 +757,58 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
     let mut inputs = serde_json::Value::Object(cfg.inputs.clone());
     masker.mask_json(&mut inputs);
     let mut out = std::io::stdout().lock();
-    if ctx.json() {
-        let v = serde_json::json!({
-            "path": cfg.path.as_ref().map(|p| p.display().to_string()),
-            "inputs": inputs,
-            "settings": cfg.other,
-        });
-        json_out::print(&v)?;
-        return Ok(Outcome::Success);
+    // AWF (Go)'s `path`: $AWF_CONFIG_PATH, else the relative `.awf/config.yaml`.
+    let go_path = w
+        .env
+        .get("AWF_CONFIG_PATH")
+        .filter(|p| !p.is_empty())
+        .cloned()
+        .unwrap_or_else(|| ".awf/config.yaml".to_owned());
+    let mut keys: Vec<(&String, &serde_json::Value)> = inputs
+        .as_object()
+        .map(|m| m.iter().collect())
+        .unwrap_or_default();
+    keys.sort_by(|a, b| a.0.cmp(b.0));
+    let shown = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    match ctx.format {
+        Format::Json => {
+            json_out::print(&config_json(
+                &go_path,
+                cfg.path.as_deref(),
+                &inputs,
+                &cfg.other,
+            ))?;
+            return Ok(Outcome::Success);
+        }
+        Format::Quiet => {
+            for (k, _) in &keys {
+                let _ = writeln!(out, "{k}");
+            }
+            return Ok(Outcome::Success);
+        }
+        Format::Table => {
+            if cfg.path.is_none() {
+                let _ = writeln!(
+                    out,
+                    "No project configuration found\n\nRun 'awf init' to create .awf/config.yaml"
+                );
+                return Ok(Outcome::Success);
+            }
+            let _ = writeln!(out, "Config: {go_path}\n");
+            if keys.is_empty() {
+                let _ = writeln!(out, "No inputs configured");
+                return Ok(Outcome::Success);
+            }
+            let mut t = Table::new(&[20, 28]);
+            t.header(&["KEY", "VALUE"]);
+            for (k, v) in &keys {
+                t.row(&[(*k).clone(), shown(v)]);
+            }
+            t.sep();
+            let _ = out.write_all(t.text().as_bytes());
+            return Ok(Outcome::Success);
+        }
+        Format::Text => {}
     }
     match &cfg.path {
         Some(p) => {
@@ -552,6 +852,44 @@ mod tests {
         "3f2b0000-0000-4000-8000-000000000002",
         "9d00aa11-0000-4000-8000-000000000003",
     ];
+
+    #[test]
+    fn history_durations_use_go_s_units() {
+        assert_eq!(go_duration(999), "999ms");
+        assert_eq!(go_duration(1_250), "1.2s");
+        assert_eq!(go_duration(59_999), "60.0s");
+        assert_eq!(go_duration(90_000), "1.5m");
+    }
+
+    #[test]
+    fn history_text_cuts_nothing_and_marks_running_rows() {
+        let row = HistoryRecord {
+            id: IDS[0].to_owned(),
+            workflow_id: "wf/x.yaml".to_owned(),
+            workflow_name: "a-very-long-workflow-name-that-goes-on-and-on".to_owned(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: 0,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: None,
+        };
+        let text = history_text(std::slice::from_ref(&row));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[2],
+            format!("{}  {}  running  -         -", IDS[0], row.workflow_name)
+        );
+        let v = history_json(&row);
+        assert_eq!(v["workflow_id"], serde_json::json!(IDS[0]));
+        assert_eq!(v["workflow"], serde_json::json!("wf/x.yaml"));
+        assert_eq!(v["completed_at"], serde_json::Value::Null);
+        assert_eq!(
+            v["started_at"],
+            serde_json::json!("1970-01-01T00:00:00.000Z")
+        );
+    }
 
     #[test]
     fn inline_failure_terminals_are_shown_by_their_step() {

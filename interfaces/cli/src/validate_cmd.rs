@@ -2,7 +2,14 @@
 //!
 //! Text: one line per diagnostic on stderr, `<file>:<line>:<col>: error|warning|note [CODE]
 //! path: message`, then `  Hint: …`; a summary line (`Workflow '<wf>' is valid` on stdout).
-//! JSON (stdout): `{"valid": bool, "workflow": "<name>", "diagnostics": [Diagnostic…]}`.
+//! JSON (stdout): `{"valid": bool, "workflow": "<identifier as typed>", "errors": [msg…],
+//! "warnings": [msg…], "diagnostics": [Diagnostic…]}` (`errors`/`warnings`, message strings,
+//! are AWF (Go)'s and omitted when empty; `diagnostics` is ours, `workflow_name` the YAML
+//! name). A workflow that cannot be found or loaded also gets the JSON error object on stderr
+//! (`{"error", "code", "error_code", …}`), as AWF (Go) prints it.
+//! `-f quiet`: `valid` / `invalid` on stdout (the findings still on stderr). `-f table`: a
+//! box `Workflow: <name>    Status: valid|invalid`, an INPUT/TYPE/REQUIRED/DEFAULT table, a
+//! STEP/TYPE/NEXT table, then `ERROR: …` / `WARNING: …` lines.
 //! Exit 0 when valid, 2 (WORKFLOW) when not — `--strict` turns unknown-key warnings into
 //! errors; a file that cannot be found or read exits by its error's category.
 //!
@@ -16,6 +23,7 @@ use awf_domain::ports::repository::Diagnostic;
 use awf_domain::ports::repository::Severity;
 use serde_json::json;
 
+use crate::cli::Format;
 use crate::cli::ValidateArgs;
 use crate::ctx::Ctx;
 use crate::errors;
@@ -88,14 +96,50 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
         .workflow
         .as_ref()
         .map_or_else(|| args.workflow.clone(), |w| w.name.clone());
+    let messages = |sev: Severity| -> Vec<String> {
+        diags
+            .iter()
+            .filter(|d| d.severity == sev)
+            .map(|d| {
+                if d.path.is_empty() {
+                    d.message.clone()
+                } else {
+                    format!("{}: {}", d.path, d.message)
+                }
+            })
+            .collect()
+    };
     if ctx.json() {
-        if let Err(e) = json_out::print(&json!({
+        let mut doc = json!({
             "valid": first_error.is_none(),
-            "workflow": name,
-            "diagnostics": diags,
-        })) {
+            "workflow": args.workflow,
+        });
+        if let Some(o) = doc.as_object_mut() {
+            let errors = messages(Severity::Error);
+            let warnings = messages(Severity::Warning);
+            if !errors.is_empty() {
+                o.insert("errors".into(), json!(errors));
+            }
+            if !warnings.is_empty() {
+                o.insert("warnings".into(), json!(warnings));
+            }
+            o.insert("workflow_name".into(), json!(name));
+            o.insert("diagnostics".into(), json!(diags));
+        }
+        if let Err(e) = json_out::print(&doc) {
             return errors::report(&e.into(), true, ctx.hints, ctx.err_style);
         }
+    } else if ctx.format == Format::Table {
+        let _ = std::io::stdout().lock().write_all(
+            render_table(
+                report.workflow.as_ref(),
+                &name,
+                first_error.is_none(),
+                &messages(Severity::Error),
+                &messages(Severity::Warning),
+            )
+            .as_bytes(),
+        );
     } else {
         let mut err = std::io::stderr().lock();
         for d in &diags {
@@ -111,7 +155,10 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
             .iter()
             .filter(|d| d.severity == Severity::Warning)
             .count();
-        if errors_n == 0 {
+        if ctx.format == Format::Quiet {
+            let word = if errors_n == 0 { "valid" } else { "invalid" };
+            let _ = writeln!(std::io::stdout().lock(), "{word}");
+        } else if errors_n == 0 {
             let mut out = std::io::stdout().lock();
             let suffix = match warnings_n {
                 0 => String::new(),
@@ -134,12 +181,82 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
     }
 }
 
+/// `-f table` (AWF (Go)'s layout): a status box, then the inputs (INPUT(15) TYPE(10)
+/// REQUIRED(10) DEFAULT(20), `yes`/`no`, `-` for no default) and the states (STEP(15) TYPE(10)
+/// NEXT(20): `on_success`, `(terminal)`, else `-`), then a blank line and `ERROR: …` /
+/// `WARNING: …` lines.
+pub fn render_table(
+    wf: Option<&awf_domain::workflow::Workflow>,
+    name: &str,
+    valid: bool,
+    errors: &[String],
+    warnings: &[String],
+) -> String {
+    use crate::table::Table;
+    let status = if valid { "valid" } else { "invalid" };
+    let mut head = Table::new(&[15, 10, 10, 20]);
+    head.full_sep()
+        .full_row(&format!("Workflow: {name}    Status: {status}"))
+        .full_sep();
+    let mut out = head.text().to_owned();
+    if let Some(wf) = wf {
+        if !wf.inputs.is_empty() {
+            let mut t = Table::new(&[15, 10, 10, 20]);
+            t.header(&["INPUT", "TYPE", "REQUIRED", "DEFAULT"]);
+            for i in &wf.inputs {
+                let ty = serde_json::to_value(&i.ty)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .filter(|t| t != "untyped")
+                    .unwrap_or_else(|| "-".to_owned());
+                let default = i.default.as_ref().map_or_else(
+                    || "-".to_owned(),
+                    |v| v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+                );
+                let req = if i.required { "yes" } else { "no" };
+                t.row(&[i.name.clone(), ty, req.to_owned(), default]);
+            }
+            t.sep();
+            out.push_str(t.text());
+        }
+        if !wf.states.is_empty() {
+            let mut t = Table::new(&[15, 10, 20]);
+            t.header(&["STEP", "TYPE", "NEXT"]);
+            for (n, st) in &wf.states {
+                let next = match (&st.kind, &st.on_success) {
+                    (awf_domain::workflow::StateKind::Terminal(_), _) => "(terminal)".to_owned(),
+                    (_, Some(s)) => s.clone(),
+                    (_, None) => "-".to_owned(),
+                };
+                t.row(&[n.clone(), st.kind.kind_name().to_owned(), next]);
+            }
+            t.sep();
+            out.push_str(t.text());
+        }
+    }
+    if !errors.is_empty() || !warnings.is_empty() {
+        out.push('\n');
+        for e in errors {
+            out.push_str(&format!("ERROR: {e}\n"));
+        }
+        for w in warnings {
+            out.push_str(&format!("WARNING: {w}\n"));
+        }
+    }
+    out
+}
+
 fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
     if ctx.json() {
+        // AWF (Go)'s JSON error on stderr; the report on stdout stays (ours).
+        let _ = std::io::stderr()
+            .lock()
+            .write_all(format!("{:#}\n", errors::render_json(e)).as_bytes());
         let d = e.details();
         let printed = json_out::print(&json!({
             "valid": false,
             "workflow": identifier,
+            "errors": [e.message()],
             "diagnostics": [{
                 "severity": "error",
                 "code": e.code(),
