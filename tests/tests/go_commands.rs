@@ -245,3 +245,82 @@ fn awf_dirs_in_a_command_prefer_the_project_file_then_the_global_one() {
         "{doc}"
     );
 }
+
+// ---- awf run <workflow> --help --------------------------------------------------------------
+
+#[test]
+fn run_help_for_a_workflow_shows_its_description_and_input_table() {
+    let sb = sandbox();
+    sb.write(
+        "wf/deploy.yaml",
+        "name: deploy\ndescription: Deploy the app\ninputs:\n  - name: branch\n    type: string\n    required: true\n    description: Git branch to deploy\n  - name: count\n    type: integer\n    default: 30\n  - name: dry\n    type: boolean\n    default: true\n    description: \"  Only pretend  \"\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "wf/deploy.yaml", "--help"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines[0], "Description: Deploy the app", "{}", r.stdout);
+    assert_eq!(lines[1], "");
+    assert_eq!(lines[2], "Input Parameters:");
+    assert_eq!(
+        lines[3],
+        "  NAME    TYPE     REQUIRED  DEFAULT  DESCRIPTION"
+    );
+    assert_eq!(
+        lines[4],
+        "  branch  string   yes       -        Git branch to deploy"
+    );
+    assert_eq!(
+        lines[5],
+        "  count   integer  no        30       No description"
+    );
+    assert_eq!(
+        lines[6],
+        "  dry     boolean  no        true     Only pretend"
+    );
+    // The usual run help follows.
+    assert!(r.stdout.contains("Usage: awf run"), "{}", r.stdout);
+    assert!(r.stdout.contains("--dry-run"), "{}", r.stdout);
+
+    sb.write("wf/plain.yaml", OK).unwrap();
+    let plain = sb.run(&["run", "wf/plain.yaml", "-h"]).unwrap();
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert!(
+        plain
+            .stdout
+            .starts_with("Description: fine\n\nNo input parameters\n"),
+        "{}",
+        plain.stdout
+    );
+}
+
+#[test]
+fn run_help_for_a_missing_or_broken_workflow_is_an_error() {
+    let sb = sandbox();
+    let missing = sb.run(&["run", "no-such-workflow", "--help"]).unwrap();
+    assert_eq!(missing.code, 1, "{}", missing.stdout);
+    assert!(
+        missing
+            .stderr
+            .starts_with("[USER.FACADE.WORKFLOW_NOT_FOUND]"),
+        "{}",
+        missing.stderr
+    );
+    assert!(!missing.stdout.contains("Usage:"), "{}", missing.stdout);
+    sb.write("wf/broken.yaml", "name: [\n").unwrap();
+    let broken = sb.run(&["run", "wf/broken.yaml", "--help"]).unwrap();
+    assert_eq!(broken.code, 2, "{}", broken.stdout);
+    assert!(
+        broken.stderr.starts_with("[WORKFLOW.PARSE.YAML_SYNTAX]"),
+        "{}",
+        broken.stderr
+    );
+    // Plain `awf run --help` stays clap's help.
+    let generic = sb.run(&["run", "--help"]).unwrap();
+    assert_eq!(generic.code, 0);
+    assert!(
+        generic.stdout.contains("Usage: awf run"),
+        "{}",
+        generic.stdout
+    );
+}

@@ -17,6 +17,7 @@ mod list_cmd;
 mod printer;
 mod progress;
 mod run_cmd;
+mod run_help;
 mod runs_cmd;
 mod style;
 mod validate_cmd;
@@ -55,6 +56,12 @@ fn main() -> ExitCode {
     let cli = match cli::parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
+            // `awf run <workflow> --help` describes that workflow (or fails to load it).
+            if e.kind() == clap::error::ErrorKind::DisplayHelp
+                && let Some(cli) = run_help::wanted(&args)
+            {
+                return ExitCode::from(run_help::print(&cli, &e.render().to_string()));
+            }
             // --help / --version print to stdout and succeed; usage errors exit 1 (with the
             // run-result object on stdout when `-f json` was asked for).
             if e.use_stderr() && wants_json(text_args()) {
