@@ -324,3 +324,102 @@ fn run_help_for_a_missing_or_broken_workflow_is_an_error() {
         generic.stdout
     );
 }
+
+// ---- awf validate: files and field casing ---------------------------------------------------
+
+#[test]
+fn validate_reports_a_missing_or_directory_prompt_file() {
+    let sb = sandbox();
+    std::fs::create_dir_all(sb.path().join("wf/prompts/adir")).unwrap();
+    sb.write("wf/prompts/real.md", "Say hi\n").unwrap();
+    sb.write(
+        "wf/pf.yaml",
+        "name: pf\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt_file: prompts/missing.md\n    on_success: b\n  b:\n    type: agent\n    provider: claude\n    prompt_file: prompts/adir\n    on_success: c\n  c:\n    type: agent\n    provider: claude\n    prompt_file: prompts/real.md\n    on_success: d\n  d:\n    type: agent\n    provider: claude\n    prompt_file: \"prompts/{{.inputs.topic}}.md\"\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "wf/pf.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        all.contains("[USER.INPUT.MISSING_FILE] states.a.prompt_file: prompt_file not found: prompts/missing.md"),
+        "{all}"
+    );
+    assert!(
+        all.contains("states.b.prompt_file: prompt_file is a directory, not a file: prompts/adir"),
+        "{all}"
+    );
+    assert!(!all.contains("states.c.prompt_file"), "{all}");
+    // A templated path is known only at run time.
+    assert!(!all.contains("states.d.prompt_file"), "{all}");
+    let j = sb.run(&["validate", "wf/pf.yaml", "-f", "json"]).unwrap();
+    let doc = j.json().unwrap();
+    assert_eq!(doc["valid"], json!(false), "{doc}");
+}
+
+#[test]
+fn validate_reports_missing_and_skill_md_less_skills_and_warns_on_empty_ones() {
+    let sb = sandbox();
+    sb.write(".awf/skills/good/SKILL.md", "Review carefully.\n")
+        .unwrap();
+    sb.write(".awf/skills/blank/SKILL.md", "---\nname: blank\n---\n\n")
+        .unwrap();
+    std::fs::create_dir_all(sb.path().join(".awf/skills/nomd")).unwrap();
+    sb.write(
+        "wf/sk.yaml",
+        "name: sk\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: hi\n    skills: [good, blank, nomd, ghost]\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "wf/sk.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        all.contains(
+            "error [USER.INPUT.MISSING_SKILL] states.a.skills.2: skill \"nomd\" has no SKILL.md"
+        ),
+        "{all}"
+    );
+    assert!(
+        all.contains(
+            "error [USER.INPUT.MISSING_SKILL] states.a.skills.3: skill \"ghost\" not found"
+        ),
+        "{all}"
+    );
+    assert!(
+        all.contains("warning [USER.INPUT.MISSING_SKILL] states.a.skills.1: skill \"blank\" has empty content"),
+        "{all}"
+    );
+    assert!(!all.contains("\"good\""), "{all}");
+    // Only the good skill: valid.
+    sb.write(
+        "wf/ok-skill.yaml",
+        "name: ok-skill\nstates:\n  initial: a\n  a:\n    type: agent\n    provider: claude\n    prompt: hi\n    skills: [good]\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let ok = sb.run(&["validate", "wf/ok-skill.yaml"]).unwrap();
+    assert_eq!(ok.code, 0, "{}\n{}", ok.stdout, ok.stderr);
+}
+
+#[test]
+fn validate_reports_a_state_field_in_a_casing_that_matches_no_field() {
+    let sb = sandbox();
+    sb.write(
+        "wf/case.yaml",
+        "name: case\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_success: b}\n  b: {type: step, command: \"echo {{.states.a.OUTPUT}} {{.states.a.output}} {{.states.a.Output}} {{.states.a.exit_code}}\", on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "wf/case.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(
+        all.contains("invalid state property \"OUTPUT\" in \"states.a.OUTPUT\""),
+        "{all}"
+    );
+    assert!(
+        all.contains("Hint: field names are case-sensitive: write 'Output' (or 'output')"),
+        "{all}"
+    );
+    assert_eq!(all.matches("invalid state property").count(), 1, "{all}");
+    // The run agrees: the field is undefined there too.
+    let run = sb.run(&["run", "wf/case.yaml"]).unwrap();
+    assert_eq!(run.code, 2, "{}", run.stderr);
+}
