@@ -292,7 +292,7 @@ struct Launch {
     only_step: Option<String>,
 }
 
-/// `--mock` targets and breakpoints must name states of the workflow.
+/// `--mock` and `--step` targets must name states of the workflow.
 fn check_named_states(
     wf: &awf_domain::workflow::Workflow,
     req: &RunRequest,
@@ -316,13 +316,8 @@ fn check_named_states(
             return Err(unknown("--mock", step));
         }
     }
-    if let Some(i) = &req.interactive {
-        for b in &i.breakpoints {
-            if wf.state(b).is_none() {
-                return Err(unknown("--breakpoint", b));
-            }
-        }
-    }
+    // A breakpoint naming no state is not an error (as in AWF (Go)): it never matches, so the
+    // run does not pause there; the terminal front-end warns about it.
     if let Some(s) = &req.only_step
         && wf.state(s).is_none()
     {

@@ -52,6 +52,13 @@ pub fn validate_workflow(
 ) -> Result<ValidationReport, AwfError> {
     let loaded = services.repository.load_for_validation(identifier, None)?;
     let mut extra = validate::missing_env(&loaded.workflow, env);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    extra.extend(file_references(
+        &loaded.workflow,
+        &services.awf_dirs,
+        env,
+        &cwd,
+    ));
     for d in &mut extra {
         d.locate(&loaded.source_map);
     }
@@ -62,6 +69,189 @@ pub fn validate_workflow(
         workflow: Some(loaded.workflow),
         diagnostics,
     })
+}
+
+/// Files an agent step names that a run would fail to read, reported by `awf validate` (as
+/// AWF (Go) does) instead of at run time: a `prompt_file` (used when there is no `prompt`)
+/// that does not exist or is not a regular file (`USER.INPUT.MISSING_FILE`), and each skill
+/// that is unnamed, not found on the skills search path or has no `SKILL.md`
+/// (`USER.INPUT.MISSING_SKILL`; a warning when its `SKILL.md` has no content, as in AWF (Go)). Paths resolve as at run time: `{{.awf.*}}`
+/// directories from `awf_dirs` (a global scripts/prompts file preferring the workflow
+/// project's copy, `<workflow dir>/../prompts|scripts/…`), `~/` from `HOME`, relative to the
+/// workflow file's directory; skill names search `$AWF_SKILLS_PATH`, else `.awf/skills`,
+/// `.agents/skills`, `.claude/skills` under `cwd`, the global skills dir, then
+/// `~/.agents/skills`, `~/.claude/skills`. A path with any other template (inputs, states)
+/// is known only at run time and is not checked.
+pub fn file_references(
+    wf: &Workflow,
+    awf_dirs: &BTreeMap<String, String>,
+    env: &BTreeMap<String, String>,
+    cwd: &std::path::Path,
+) -> Vec<Diagnostic> {
+    use std::path::PathBuf;
+    let static_path = |text: &str| -> Option<PathBuf> {
+        let mut t = text.trim().to_owned();
+        for (k, v) in awf_dirs {
+            for form in [
+                format!("{{{{.awf.{k}}}}}"),
+                format!("{{{{ .awf.{k} }}}}"),
+                format!("{{{{awf.{k}}}}}"),
+                format!("{{{{ awf.{k} }}}}"),
+            ] {
+                t = t.replace(&form, v);
+            }
+        }
+        if t.contains("{{") || t.is_empty() {
+            return None;
+        }
+        for (key, sub) in [("scripts_dir", "scripts"), ("prompts_dir", "prompts")] {
+            if let Some(global) = awf_dirs.get(key).filter(|g| !g.is_empty())
+                && let Some(rest) = t.strip_prefix(&format!("{global}/"))
+                && let Some(project) = wf.source.dir.parent()
+            {
+                let local = project.join(sub).join(rest);
+                if local.exists() {
+                    return Some(local);
+                }
+            }
+        }
+        let p = match (t.strip_prefix("~/"), env.get("HOME")) {
+            (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+            _ => PathBuf::from(&t),
+        };
+        Some(if p.is_absolute() {
+            p
+        } else {
+            wf.source.dir.join(p)
+        })
+    };
+    let skill_dirs = || -> Vec<PathBuf> {
+        if let Some(list) = env.get("AWF_SKILLS_PATH").filter(|v| !v.is_empty()) {
+            return std::env::split_paths(list).collect();
+        }
+        let mut dirs: Vec<PathBuf> = [".awf/skills", ".agents/skills", ".claude/skills"]
+            .iter()
+            .map(|d| cwd.join(d))
+            .collect();
+        if let Some(g) = awf_dirs.get("skills_dir").filter(|g| !g.is_empty()) {
+            dirs.push(PathBuf::from(g));
+        }
+        if let Some(h) = env.get("HOME") {
+            dirs.extend(
+                [".agents/skills", ".claude/skills"]
+                    .iter()
+                    .map(|d| std::path::Path::new(h).join(d)),
+            );
+        }
+        dirs
+    };
+    let mut out = Vec::new();
+    for (name, state) in &wf.states {
+        let StateKind::Agent(a) = &state.kind else {
+            continue;
+        };
+        if a.prompt.is_none()
+            && let Some(f) = &a.prompt_file
+            && let Some(path) = static_path(f)
+        {
+            let problem = match std::fs::metadata(&path) {
+                Err(_) => Some("not found"),
+                Ok(m) if m.is_dir() => Some("is a directory, not a file"),
+                Ok(m) if !m.is_file() => Some("is not a regular file"),
+                Ok(_) => None,
+            };
+            if let Some(problem) = problem {
+                let mut d = Diagnostic::error(
+                    ErrorCode::UserInputMissingFile,
+                    format!("states.{name}.prompt_file"),
+                    format!("prompt_file {problem}: {f} ({})", path.display()),
+                );
+                d.hint = Some(
+                    "prompt_file paths are relative to the workflow file's directory".to_owned(),
+                );
+                out.push(d);
+            }
+        }
+        for (i, skill) in a.skills.iter().enumerate() {
+            let at = format!("states.{name}.skills.{i}");
+            let skill = skill.trim();
+            let missing = |message: String, hint: String| {
+                let mut d =
+                    Diagnostic::error(ErrorCode::UserInputMissingSkill, at.clone(), message);
+                d.hint = Some(hint);
+                d
+            };
+            if skill.is_empty() {
+                out.push(missing(
+                    "skill name is empty".to_owned(),
+                    "name a skill directory (holding SKILL.md) or remove the entry".to_owned(),
+                ));
+                continue;
+            }
+            if skill.contains("{{") {
+                continue;
+            }
+            let is_path = skill.contains('/') || skill.starts_with('.') || skill.starts_with('~');
+            let dir = if is_path {
+                match static_path(skill) {
+                    Some(p) if p.is_file() => p.parent().map(std::path::Path::to_path_buf),
+                    Some(p) => Some(p),
+                    None => continue,
+                }
+            } else {
+                skill_dirs()
+                    .into_iter()
+                    .map(|d| d.join(skill))
+                    .find(|d| d.is_dir())
+            };
+            let Some(dir) = dir.filter(|d| d.is_dir()) else {
+                let dirs: Vec<String> = skill_dirs()
+                    .iter()
+                    .map(|d| d.display().to_string())
+                    .collect();
+                out.push(missing(
+                    format!("skill \"{skill}\" not found"),
+                    if is_path {
+                        format!("create the directory {skill} with a SKILL.md")
+                    } else {
+                        format!(
+                            "create <skills dir>/{skill}/SKILL.md in one of: {}",
+                            dirs.join(", ")
+                        )
+                    },
+                ));
+                continue;
+            };
+            let file = dir.join("SKILL.md");
+            match std::fs::read_to_string(&file) {
+                Err(_) => out.push(missing(
+                    format!("skill \"{skill}\" has no SKILL.md ({})", file.display()),
+                    "a skill is a directory with a SKILL.md describing it".to_owned(),
+                )),
+                Ok(text) if skill_body_is_empty(&text) => {
+                    // AWF (Go): a warning; the run would send an empty skill.
+                    let mut d = missing(
+                        format!("skill \"{skill}\" has empty content ({})", file.display()),
+                        "write the skill's instructions in its SKILL.md".to_owned(),
+                    );
+                    d.severity = Severity::Warning;
+                    out.push(d);
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    out
+}
+
+/// Whether a SKILL.md has nothing but whitespace after its optional `---` front matter.
+fn skill_body_is_empty(text: &str) -> bool {
+    let t = text.trim_start();
+    let body = t
+        .strip_prefix("---")
+        .and_then(|rest| rest.find("\n---").map(|i| &rest[i + 4..]))
+        .unwrap_or(t);
+    body.trim().is_empty()
 }
 
 fn sort(diagnostics: &mut Vec<Diagnostic>) {

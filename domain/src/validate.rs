@@ -851,11 +851,32 @@ fn norm(s: &str) -> String {
         .collect()
 }
 
-/// Matches a field in either casing (`ExitCode`, `exit_code`, `exitcode`); `tokens` is an
-/// alias of `TokensUsed`.
+/// `ExitCode` → `exit_code`: the snake_case spelling templates and expressions also accept
+/// (an underscore before each capital that follows a lower-case letter or digit).
+fn snake(pascal: &str) -> String {
+    let mut out = String::with_capacity(pascal.len() + 4);
+    let mut prev_lower = false;
+    for c in pascal.chars() {
+        if c.is_uppercase() && prev_lower {
+            out.push('_');
+        }
+        prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
+/// Matches a field as the runtime does: exactly its PascalCase name (`ExitCode`) or its
+/// snake_case one (`exit_code`); any other casing (`EXITCODE`, `exitcode`) is undefined at run
+/// time.
 fn field_ok(field: &str, allowed: &[&str]) -> bool {
+    allowed.iter().any(|a| *a == field || snake(a) == field)
+}
+
+/// The allowed field `field` differs from only by casing or underscores (`OUTPUT` → `Output`).
+fn case_twin<'a>(field: &str, allowed: &[&'a str]) -> Option<&'a str> {
     let n = norm(field);
-    allowed.iter().any(|a| norm(a) == n) || (allowed.contains(&"TokensUsed") && n == "tokens")
+    allowed.iter().copied().find(|a| norm(a) == n)
 }
 
 /// `{{ … }}` bodies in a template text.
@@ -970,8 +991,16 @@ impl RefCtx<'_> {
                 None,
             ),
             Some(f) if !field_ok(f, allowed) => {
-                let hint = closest(f, allowed.iter().copied())
-                    .map(|c| format!("did you mean '{c}'?"))
+                let hint = case_twin(f, allowed)
+                    .map(|c| {
+                        format!(
+                            "field names are case-sensitive: write '{c}' (or '{}')",
+                            snake(c)
+                        )
+                    })
+                    .or_else(|| {
+                        closest(f, allowed.iter().copied()).map(|c| format!("did you mean '{c}'?"))
+                    })
                     .or_else(|| Some(format!("{ns} fields: {}", allowed.join(", "))));
                 self.err(
                     path,
@@ -1114,7 +1143,8 @@ impl RefCtx<'_> {
 /// Static reference analysis run by `awf validate`: undeclared inputs (also in arithmetic
 /// `max_iterations`), unknown states, forward and self references (BFS order from `initial`,
 /// loop bodies not followed; a post hook may read its own step), unknown fields per namespace
-/// (either casing accepted), `error.*` outside `workflow_error` hooks, unknown namespaces.
+/// (PascalCase or snake_case, as at run time; another casing such as `OUTPUT` is an error),
+/// `error.*` outside `workflow_error` hooks, unknown namespaces.
 ///
 /// Scanned: step `command` and `dir`, loop `items` / `max_iterations`, the expressions
 /// `while`, `break_when` and transition `when` (names and fields only, not order), step

@@ -963,3 +963,47 @@ fn routes_of_a_branch_do_not_count_as_a_way_to_a_terminal() {
         )]
     );
 }
+
+#[test]
+fn a_state_field_in_a_casing_the_runtime_does_not_accept_is_an_error() {
+    let w = wf(
+        "a",
+        vec![
+            cmd("a", "echo hi", Some("b")),
+            cmd(
+                "b",
+                "echo {{states.a.OUTPUT}} {{states.a.exitcode}} {{states.a.tokens_used}} {{states.a.JSON}} {{states.a.json}}",
+                Some("done"),
+            ),
+            terminal("done"),
+        ],
+    );
+    let found = references(&w);
+    let msgs: Vec<(&str, Option<&str>)> = found
+        .iter()
+        .map(|d| (d.message.as_str(), d.hint.as_deref()))
+        .collect();
+    assert_eq!(
+        msgs,
+        vec![
+            (
+                "invalid state property \"OUTPUT\" in \"states.a.OUTPUT\"",
+                Some("field names are case-sensitive: write 'Output' (or 'output')")
+            ),
+            (
+                "invalid state property \"exitcode\" in \"states.a.exitcode\"",
+                Some("field names are case-sensitive: write 'ExitCode' (or 'exit_code')")
+            ),
+        ]
+    );
+}
+
+#[test]
+fn snake_case_spellings_match_the_runtime_ones() {
+    assert_eq!(snake("ExitCode"), "exit_code");
+    assert_eq!(snake("JSON"), "json");
+    assert_eq!(snake("ID"), "id");
+    assert_eq!(snake("Index1"), "index1");
+    assert_eq!(snake("TokensEstimated"), "tokens_estimated");
+    assert_eq!(snake("CurrentState"), "current_state");
+}

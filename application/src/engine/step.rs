@@ -573,6 +573,7 @@ impl Run {
                 }
             }
             Termination::Exited => {
+                let stderr_text = st.stderr.clone();
                 let err_text = st.stderr.trim();
                 let msg = if let Some(sig) = out.signal {
                     format!("step {name}: killed by signal {sig}{}", signal_name(sig))
@@ -585,9 +586,20 @@ impl Run {
                 if let Some(f) = b.failure.take() {
                     let mut f = f.with_detail("exit_code", out.exit_code);
                     if out.exit_code == 127 {
-                        f = f.with_hint(
-                            "exit code 127: the command was not found; check its spelling and PATH",
-                        );
+                        match missing_program(&stderr_text) {
+                            Some(p) => {
+                                f = f.with_detail("command", p.clone()).with_hint(format!(
+                                    "exit code 127: `{p}` was not found; check that it is \
+                                     installed and on PATH (try: which {p})"
+                                ));
+                            }
+                            None => {
+                                f = f.with_hint(
+                                    "exit code 127: the command was not found; check its \
+                                     spelling and PATH",
+                                );
+                            }
+                        }
                     } else if out.exit_code == 126 {
                         f = f.with_hint(
                             "exit code 126: the command is not executable; check its permissions",
@@ -832,6 +844,19 @@ fn tail(s: &str, max: usize) -> &str {
 }
 
 /// ` (SIGKILL)` for the common signals, else empty.
+/// The program a shell reported missing in `stderr` (exit 127): the name before `: command not
+/// found` (bash) or `: not found` (dash/sh) on the last such line, without any directory.
+fn missing_program(stderr: &str) -> Option<String> {
+    stderr.lines().rev().find_map(|line| {
+        let head = line
+            .trim_end()
+            .strip_suffix(": command not found")
+            .or_else(|| line.trim_end().strip_suffix(": not found"))?;
+        let name = head.rsplit(": ").next()?.trim();
+        (!name.is_empty() && !name.contains(char::is_whitespace)).then(|| name.to_owned())
+    })
+}
+
 fn signal_name(sig: i32) -> &'static str {
     match sig {
         1 => " (SIGHUP)",
@@ -1036,5 +1061,24 @@ mod localize_tests {
         let none = vec![(global.clone(), root.join("nope"))];
         assert_eq!(localize_dirs(&global, &none), global);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod missing_program_tests {
+    use super::missing_program;
+
+    #[test]
+    fn the_missing_program_is_read_from_bash_and_dash_messages() {
+        assert_eq!(
+            missing_program("/bin/bash: line 1: nonexistentcmd42: command not found\n").as_deref(),
+            Some("nonexistentcmd42")
+        );
+        assert_eq!(
+            missing_program("sh: 1: frobnicate: not found\n").as_deref(),
+            Some("frobnicate")
+        );
+        assert_eq!(missing_program("boom\n"), None);
+        assert_eq!(missing_program(""), None);
     }
 }

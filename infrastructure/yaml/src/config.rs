@@ -27,10 +27,35 @@ const KNOWN: [&str; 6] = [
 
 /// Decodes configuration text read from `path`.
 ///
+/// A broken configuration is the user's to fix, not a workflow's: as in AWF (Go) (where it
+/// exits 1), every failure is `USER.INPUT.INVALID_FORMAT` (exit 1), its message prefixed
+/// `project configuration: `, keeping the syntax error's `file`, `line`, `column` details and
+/// hints.
+///
 /// # Errors
-/// `WORKFLOW.PARSE.YAML_SYNTAX` with `file`, `line`, `column` when the text is not valid YAML
+/// `USER.INPUT.INVALID_FORMAT` with `file`, `line`, `column` when the text is not valid YAML
 /// or is not a mapping, or `inputs:` is not a mapping.
 pub fn parse_config(text: &str, path: &Path) -> Result<ProjectConfig, AwfError> {
+    parse_config_inner(text, path).map_err(as_config_error)
+}
+
+/// `err` (a parse error of the configuration) as a `USER.INPUT.INVALID_FORMAT` error with
+/// the same details and hints.
+pub(crate) fn as_config_error(err: AwfError) -> AwfError {
+    let mut out = AwfError::new(
+        ErrorCode::UserInputInvalidFormat,
+        format!("project configuration: {}", err.message()),
+    );
+    for (k, v) in err.details() {
+        out = out.with_detail(k.clone(), v.clone());
+    }
+    for h in err.hints() {
+        out = out.with_hint(h.clone());
+    }
+    out
+}
+
+fn parse_config_inner(text: &str, path: &Path) -> Result<ProjectConfig, AwfError> {
     let mut d = Diags::new(Some(path.to_path_buf()));
     let root = match parse_document(text) {
         Ok(n) => n,

@@ -337,9 +337,10 @@ impl WorkflowRepository for YamlRepository {
                         .collect()
                 })
                 .unwrap_or_default();
-            if let Some(c) = closest(&wanted, files.iter().map(String::as_str)) {
-                err = err.with_hint(format!("did you mean '{c}'?"));
-            }
+            err = match closest(&wanted, files.iter().map(String::as_str)) {
+                Some(c) => err.with_hint(format!("did you mean '{c}'?")),
+                None => err.with_hint("run `awf list` to see the available workflows"),
+            };
             return Err(err);
         }
         let mut known = BTreeSet::new();
@@ -464,7 +465,10 @@ impl ConfigSource for YamlRepository {
             .with_hint("make .awf/config.yaml (or $AWF_CONFIG_PATH) a regular YAML file"));
         }
         match std::fs::read(path) {
-            Ok(bytes) => parse_config(&crate::decode_utf8(bytes, path)?, path),
+            Ok(bytes) => parse_config(
+                &crate::decode_utf8(bytes, path).map_err(crate::config::as_config_error)?,
+                path,
+            ),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(ProjectConfig::default()),
             Err(e) => Err(io_error(&e, path)),
         }

@@ -5,7 +5,8 @@
 //! failure double-bordered and filled light red). Edges: `on_success` solid, `on_failure`
 //! `style=dashed, color=red`, transitions labelled with their `when`, parallel branches and
 //! loop bodies dotted, the loop's `on_complete` labelled `complete`. An invisible `__start__`
-//! point leads to the initial state.
+//! point leads to the initial state. Each parallel state's branches sit inside a dashed
+//! `cluster_<name>` subgraph labelled `<name> branches` (as in AWF (Go)).
 //!
 //! Source: spec/workflow.md §4.2 (`awf diagram`).
 
@@ -90,7 +91,28 @@ pub fn node_label(state: &State) -> String {
     }
 }
 
-/// Builds the DOT text of `wf`.
+/// The `subgraph "cluster_<name>"` block that draws the branches of parallel state `name`
+/// inside a dashed box labelled `<name> branches` (as AWF (Go) does); branches the workflow
+/// does not define are left out, and no block is written when none is left.
+fn cluster(wf: &Workflow, name: &str, branches: &[String]) -> String {
+    let members: Vec<&String> = branches.iter().filter(|b| wf.state(b).is_some()).collect();
+    if members.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("  subgraph {} {{\n", quote(&format!("cluster_{name}")));
+    s.push_str(&format!(
+        "    label={};\n    style=dashed;\n",
+        quote(&format!("{name} branches"))
+    ));
+    for b in members {
+        s.push_str(&format!("    {};\n", quote(b)));
+    }
+    s.push_str("  }\n");
+    s
+}
+
+/// Builds the DOT text of `wf`: nodes, then one cluster per parallel state (its branches),
+/// then edges.
 pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     let mut s = format!("digraph {} {{\n", quote(&wf.name));
     s.push_str(&format!("  rankdir={};\n", opts.direction.as_str()));
@@ -108,6 +130,11 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
             quote(&state.name),
             attrs.join(", ")
         ));
+    }
+    for state in wf.states.values() {
+        if let StateKind::Parallel(p) = &state.kind {
+            s.push_str(&cluster(wf, &state.name, &p.branches));
+        }
     }
     s.push_str(&format!("  __start__ -> {};\n", quote(&wf.initial)));
     for state in wf.states.values() {
@@ -227,18 +254,19 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
     })
 }
 
-/// Runs `awf diagram`.
+/// Runs `awf diagram`. A `--highlight` state the workflow lacks is a warning on stderr (with a
+/// did-you-mean), not an error: as AWF (Go), the graph is drawn without a highlight.
 ///
 /// # Errors
 /// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
-/// written; `USER.INPUT.VALIDATION_FAILED` for a `--highlight` state the workflow lacks (with
-/// a did-you-mean hint); `EXECUTION.COMMAND.FAILED` when an image format is asked for and
+/// written; `EXECUTION.COMMAND.FAILED` when an image format is asked for and
 /// Graphviz `dot` cannot run or fails.
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let loaded = w.services.repository.load(&args.workflow, None)?;
     if let Some(h) = &args.highlight
         && loaded.workflow.state(h).is_none()
+        && !ctx.quiet
     {
         let names: Vec<&str> = loaded.workflow.states.keys().map(String::as_str).collect();
         let closest = names
@@ -247,14 +275,16 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
             .min()
             .filter(|(d, n)| *d <= n.len().max(h.len()) / 2)
             .map(|(_, n)| n);
-        let err = AwfError::new(
-            ErrorCode::UserInputValidationFailed,
-            format!("--highlight: unknown state '{h}'"),
+        let guess = match closest {
+            Some(c) => format!(" (did you mean '{c}'?)"),
+            None => format!(" (states: {})", names.join(", ")),
+        };
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{} --highlight: workflow '{}' has no state '{h}'{guess}; nothing is highlighted",
+            ctx.err_style.yellow("WARN"),
+            loaded.workflow.name
         );
-        return Err(CliError::Awf(match closest {
-            Some(c) => err.with_hint(format!("did you mean '{c}'?")),
-            None => err.with_hint(format!("states of this workflow: {}", names.join(", "))),
-        }));
     }
     let opts = DiagramOptions {
         direction: args.direction,

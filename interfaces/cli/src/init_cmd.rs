@@ -3,8 +3,9 @@
 //! Project (default): `.awf.yaml`, `.awf/config.yaml`, `.awf/workflows/example.yaml`,
 //! `.awf/prompts/example.md`, `.awf/scripts/example.sh` (mode 0755) and an empty
 //! `.awf/templates/`. `--global`: `prompts/example.md` and `scripts/example.sh` in the global
-//! config dir. Existing files are never overwritten without `--force` (nothing is written
-//! then).
+//! config dir. Existing files are never overwritten without `--force`: in an initialised
+//! project (a `.awf/` directory, as AWF (Go) decides, or any of these files) `awf init` says so,
+//! writes nothing and succeeds (exit 0), so re-running it (in CI, say) is harmless.
 //!
 //! Source: spec/workflow.md §3.13.
 
@@ -192,12 +193,61 @@ pub fn write_files(
     Ok(written)
 }
 
+/// The files of `files` that exist under `root`, plus `marker_dir` when it is a directory
+/// (relative names, in that order): a non-empty answer means "already initialised".
+pub fn existing(root: &Path, files: &[InitFile], marker_dir: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = files
+        .iter()
+        .filter(|f| root.join(f.rel).exists())
+        .map(|f| f.rel.to_owned())
+        .collect();
+    if let Some(d) = marker_dir {
+        if out.is_empty() && root.join(d).is_dir() {
+            out.push(format!("{d}/"));
+        }
+    }
+    out
+}
+
 /// Runs `awf init`.
+///
+/// Already initialised without `--force`: stdout `awf already initialized in '<dir>'
+/// (existing: …)` and `Use --force to reinitialize (overwrites these files)`; JSON
+/// `{"created": [], "already_initialized": true, "existing": [...]}`; exit 0, nothing written.
 ///
 /// # Errors
 /// See [`write_files`]; `SYSTEM.IO.READ_FAILED` when the working directory is unknown.
 pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
+    if !args.force {
+        let (root, found) = if args.global {
+            (
+                &w.config_dir,
+                existing(&w.config_dir, &global_files(), None),
+            )
+        } else {
+            (&w.cwd, existing(&w.cwd, &project_files(), Some(".awf")))
+        };
+        if !found.is_empty() {
+            if ctx.json() {
+                json_out::print(&serde_json::json!({
+                    "created": [],
+                    "already_initialized": true,
+                    "existing": found,
+                }))?;
+            } else if !ctx.quiet {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(
+                    out,
+                    "awf already initialized in '{}' (existing: {})",
+                    root.display(),
+                    found.join(", ")
+                );
+                let _ = writeln!(out, "Use --force to reinitialize (overwrites these files)");
+            }
+            return Ok(Outcome::Success);
+        }
+    }
     let written = if args.global {
         write_files(&w.config_dir, &global_files(), &[], args.force)?
     } else {

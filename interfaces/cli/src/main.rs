@@ -17,6 +17,7 @@ mod list_cmd;
 mod printer;
 mod progress;
 mod run_cmd;
+mod run_help;
 mod runs_cmd;
 mod style;
 mod table;
@@ -57,6 +58,12 @@ fn main() -> ExitCode {
     let cli = match cli::parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
+            // `awf run <workflow> --help` describes that workflow (or fails to load it).
+            if e.kind() == clap::error::ErrorKind::DisplayHelp
+                && let Some(cli) = run_help::wanted(&args)
+            {
+                return ExitCode::from(run_help::print(&cli, &e.render().to_string()));
+            }
             // --help / --version print to stdout and succeed; usage errors exit 1 (with `-f
             // json`: the run-result object on stdout for `run`/`resume`, else the JSON error
             // object on stderr).

@@ -334,6 +334,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         }
     }
     let mocks = parse_mocks(&args.mocks)?;
+    warn_unknown_breakpoints(ctx, &w, args);
     let interactive = (args.interactive || !args.breakpoints.is_empty()).then(|| {
         awf_domain::ports::facade::Interactive {
             breakpoints: args
@@ -355,6 +356,36 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         working_dir: w.cwd.clone(),
     };
     Ok((w, request))
+}
+
+/// One stderr warning per `--breakpoint` naming no state of the workflow (as in AWF (Go), it is
+/// not an error: the run simply never pauses there). Silent with `-f json` or `-q`, and when
+/// the workflow cannot be loaded (the run reports that).
+fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
+    if args.breakpoints.is_empty() || ctx.json() || ctx.quiet {
+        return;
+    }
+    let Ok(loaded) =
+        awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), &args.workflow, None)
+    else {
+        return;
+    };
+    let wf = &loaded.workflow;
+    let mut err = std::io::stderr().lock();
+    for b in args.breakpoints.iter().map(|b| b.trim()) {
+        if b.is_empty() || wf.state(b).is_some() {
+            continue;
+        }
+        let guess = awf_domain::validate::closest(b, wf.states.keys().map(String::as_str))
+            .map(|c| format!(" (did you mean '{c}'?)"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            err,
+            "{} --breakpoint: workflow '{}' has no state '{b}'{guess}; it will never pause there",
+            ctx.err_style.yellow("WARN"),
+            wf.name
+        );
+    }
 }
 
 pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {

@@ -817,7 +817,8 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
         None => {
             let _ = writeln!(
                 out,
-                "Config: none (create .awf/config.yaml, or set AWF_CONFIG_PATH)"
+                "Config: none (create .awf/config.yaml, or set AWF_CONFIG_PATH)\n\
+                 Run 'awf init' to create .awf/config.yaml"
             );
         }
     }

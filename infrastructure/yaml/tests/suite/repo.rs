@@ -264,8 +264,15 @@ fn config_inputs_known_and_unknown_keys() {
     );
     write(&path, "inputs:\n  a: [\n");
     let e = repo.load_config().unwrap_err();
-    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    // A broken project configuration is a user error (exit 1), as in AWF (Go).
+    assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
     assert!(e.message().contains("line 3"), "{}", e.message());
+    assert!(
+        e.message().starts_with("project configuration: "),
+        "{}",
+        e.message()
+    );
+    assert!(e.details().contains_key("line"), "{:?}", e.details());
 }
 
 #[test]

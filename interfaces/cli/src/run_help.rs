@@ -1,0 +1,169 @@
+//! `awf run <workflow> --help`: the workflow's description and input parameters, then the
+//! usual `run` help, as AWF (Go) shows them.
+//!
+//! Layout (stdout):
+//! ```text
+//! Description: <description>        (and a blank line; only when the workflow has one)
+//!
+//! Input Parameters:
+//!   NAME    TYPE     REQUIRED  DEFAULT  DESCRIPTION
+//!   branch  string   yes       -        Git branch to deploy
+//!   count   integer  no        30       No description
+//!
+//! <clap's help for `awf run`>
+//! ```
+//! Columns are padded to their widest cell plus two spaces. `REQUIRED` is `yes`/`no`, `DEFAULT`
+//! is `-` when none (`***` for a secret-named input), `DESCRIPTION` is trimmed (`No
+//! description` when empty). Without inputs the section is the line `No input parameters`.
+//!
+//! Unlike AWF (Go) (which prints generic help and exits 0), a workflow that cannot be found
+//! or loaded is an error reported as `awf run` reports it, with its usual exit code
+//! (docs/compatibility.md).
+
+use std::io::Write;
+
+use awf_domain::workflow::InputDef;
+use awf_domain::workflow::InputType;
+use awf_domain::workflow::Workflow;
+
+use crate::cli::Cli;
+use crate::cli::Command;
+use crate::ctx::Ctx;
+use crate::errors;
+use crate::errors::CliError;
+use crate::wiring;
+
+/// When `args` (program name first) ask for `awf run <workflow> --help` (or `-h`), the
+/// parsed command line without the help flag; `None` otherwise (then clap's own help stands).
+pub fn wanted(args: &[std::ffi::OsString]) -> Option<Cli> {
+    let is_help = |a: &std::ffi::OsString| a == "--help" || a == "-h";
+    if !args.iter().any(is_help) {
+        return None;
+    }
+    let rest: Vec<std::ffi::OsString> = args.iter().filter(|a| !is_help(a)).cloned().collect();
+    let cli = crate::cli::parse_from(&rest).ok()?;
+    matches!(cli.command, Command::Run(_)).then_some(cli)
+}
+
+/// Prints the help of `awf run <workflow>` for `cli` (see the module doc), `run_help` (clap's
+/// rendered help of `awf run`) after the workflow part, and returns the exit code: 0, or the
+/// load error's category code (1 user, 2 workflow, …) after reporting the error on stderr
+/// (JSON with `-f json`).
+pub fn print(cli: &Cli, run_help: &str) -> u8 {
+    let Command::Run(args) = &cli.command else {
+        return 0;
+    };
+    let ctx = Ctx::from_cli(cli);
+    let loaded = wiring::build(cli.storage.as_deref()).and_then(|w| {
+        awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), &args.workflow, None)
+    });
+    match loaded {
+        Ok(l) => {
+            let mut text = render(&l.workflow);
+            text.push('\n');
+            text.push_str(run_help);
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            0
+        }
+        Err(e) => {
+            let outcome = errors::report(&CliError::Awf(e), ctx.json(), ctx.hints, ctx.err_style);
+            errors::exit_code(&outcome)
+        }
+    }
+}
+
+/// The workflow part of the help: description and the input parameter table.
+pub fn render(wf: &Workflow) -> String {
+    let mut out = String::new();
+    if let Some(d) = wf
+        .description
+        .as_deref()
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+    {
+        out.push_str(&format!("Description: {d}\n\n"));
+    }
+    if wf.inputs.is_empty() {
+        out.push_str("No input parameters\n");
+        return out;
+    }
+    out.push_str("Input Parameters:\n");
+    let mut rows: Vec<[String; 5]> = vec![[
+        "NAME".into(),
+        "TYPE".into(),
+        "REQUIRED".into(),
+        "DEFAULT".into(),
+        "DESCRIPTION".into(),
+    ]];
+    rows.extend(wf.inputs.iter().map(row));
+    let mut widths = [0usize; 5];
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for r in &rows {
+        let mut line = String::from("  ");
+        for (i, cell) in r.iter().enumerate() {
+            if i + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[i] - cell.chars().count() + 2;
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn row(def: &InputDef) -> [String; 5] {
+    let ty = match &def.ty {
+        InputType::Untyped | InputType::String => "string".to_owned(),
+        InputType::Integer => "integer".to_owned(),
+        InputType::Number => "number".to_owned(),
+        InputType::Boolean => "boolean".to_owned(),
+        InputType::Array => "array".to_owned(),
+        InputType::Unknown(t) => t.clone(),
+    };
+    let default = match &def.default {
+        None | Some(serde_json::Value::Null) => "-".to_owned(),
+        Some(_) if awf_domain::mask::is_secret_name(&def.name) => "***".to_owned(),
+        Some(serde_json::Value::String(s)) => s.replace('\n', "\\n"),
+        Some(v) => v.to_string(),
+    };
+    let description = def
+        .description
+        .as_deref()
+        .map(|d| d.trim().replace('\n', " "))
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| "No description".to_owned());
+    [
+        def.name.clone(),
+        ty,
+        if def.required { "yes" } else { "no" }.to_owned(),
+        default,
+        description,
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_help_with_a_workflow_is_recognised_and_others_are_not() {
+        let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let cli = wanted(&os(&["awf", "run", "deploy", "--help"])).unwrap();
+        let Command::Run(r) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(r.workflow, "deploy");
+        assert!(wanted(&os(&["awf", "run", "-h", "-i", "a=1", "wf"])).is_some());
+        assert!(wanted(&os(&["awf", "run", "--help"])).is_none());
+        assert!(wanted(&os(&["awf", "validate", "wf", "--help"])).is_none());
+        assert!(wanted(&os(&["awf", "run", "wf"])).is_none());
+    }
+}
