@@ -10,6 +10,8 @@ mod hooks;
 mod step;
 
 pub(crate) use call::identity;
+pub(crate) use step::localize_awf_dirs_in;
+pub(crate) use step::read_workflow_file;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

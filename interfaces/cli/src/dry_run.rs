@@ -93,6 +93,7 @@ fn render_state(s: &mut String, st: &PlannedState) {
         PlanDetails::Command {
             command,
             script_file,
+            script,
             dir,
         } => {
             if let Some(c) = command {
@@ -100,6 +101,9 @@ fn render_state(s: &mut String, st: &PlannedState) {
             }
             if let Some(f) = script_file {
                 line(s, format!("Script: {f}"));
+            }
+            if let Some(c) = script {
+                line(s, format!("Command: {}", c.trim_end()));
             }
             if let Some(d) = dir {
                 line(s, format!("Dir: {d}"));
@@ -114,11 +118,11 @@ fn render_state(s: &mut String, st: &PlannedState) {
         } => {
             line(s, format!("Provider: {provider}"));
             line(s, format!("Mode: {mode}"));
-            if let Some(p) = prompt {
-                line(s, format!("Prompt: {}", p.trim_end()));
-            }
             if let Some(f) = prompt_file {
                 line(s, format!("Prompt file: {f}"));
+            }
+            if let Some(p) = prompt {
+                line(s, format!("Prompt: {}", p.trim_end()));
             }
             if !options.is_empty() {
                 let opts: Vec<String> = options
@@ -225,6 +229,15 @@ fn render_state(s: &mut String, st: &PlannedState) {
     }
     for r in &st.routes {
         let text = match (r.on, &r.when) {
+            (on, _) if r.inline_error.is_some() => {
+                let e = r.inline_error.as_ref();
+                let msg = e
+                    .and_then(|e| e.message.as_deref())
+                    .map(|m| format!(" \"{m}\""))
+                    .unwrap_or_default();
+                let code = e.and_then(|e| e.exit_code).unwrap_or(3);
+                format!("→ {on}: fail{msg} (exit {code})")
+            }
             (_, Some(w)) => format!("→ when \"{w}\": {}", r.target),
             ("default", None) => format!("→ default: {}", r.target),
             (on, None) => format!("→ {on}: {}", r.target),
@@ -284,6 +297,7 @@ mod tests {
             PlanDetails::Command {
                 command: Some("cat \"/x\"".into()),
                 script_file: None,
+                script: None,
                 dir: None,
             },
         );
@@ -301,11 +315,13 @@ mod tests {
                 on: "when",
                 when: Some("inputs.count > 5".into()),
                 target: "big".into(),
+                inline_error: None,
             },
             PlanRoute {
                 on: "on_success",
                 when: None,
                 target: "done".into(),
+                inline_error: None,
             },
         ];
         let plan = Plan {

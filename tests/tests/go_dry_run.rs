@@ -1,0 +1,196 @@
+//! `awf run --dry-run` and `--interactive` show what will happen, as AWF (Go) does (issue 8):
+//! the loaded and interpolated content of `script_file` / `prompt_file`, `{{.awf.*}}` resolved,
+//! the run's 1 MiB file limit, no `file_exists` check on inputs, no internal state names, and
+//! the `-f quiet` / `-f json` forms of the plan. Written from AWF (Go)'s
+//! `tests/integration/cli/run_script_file_test.go`, `run_prompt_file_test.go` and its
+//! dry-run / interactive executors.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use awf_tests::Sandbox;
+
+/// A workflow with a script step, an agent step reading a prompt file, and an inline command
+/// using `{{.awf.scripts_dir}}`.
+fn demo(sb: &Sandbox) -> String {
+    sb.write(
+        "wf/scripts/s.sh",
+        "#!/bin/bash\necho \"dry run test {{.inputs.name}}\"\n",
+    )
+    .unwrap();
+    sb.write(
+        "wf/prompts/p.md",
+        "Analyze {{.inputs.name}} carefully.\nSecond line.\n",
+    )
+    .unwrap();
+    sb.write(
+        "wf/dr.yaml",
+        "name: dr\ninputs:\n  - name: name\n    type: string\n    default: world\n\
+         states:\n  initial: s1\n  s1:\n    type: step\n    script_file: scripts/s.sh\n    on_success: ag\n\
+         \x20 ag:\n    type: agent\n    provider: claude\n    prompt_file: prompts/p.md\n    on_success: c\n\
+         \x20 c:\n    type: step\n    command: echo \"{{.awf.scripts_dir}}/x.sh\"\n    on_success: done\n\
+         \x20 done:\n    type: terminal\n",
+    )
+    .unwrap()
+    .display()
+    .to_string()
+}
+
+#[test]
+fn dry_run_shows_the_interpolated_content_of_script_and_prompt_files() {
+    let sb = Sandbox::new().unwrap();
+    let wf = demo(&sb);
+    let r = sb
+        .run(&["run", &wf, "--dry-run", "-i", "name=TestData"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The script's line, with the input substituted (Go: run_script_file_test.go).
+    assert!(
+        r.stdout.contains("echo \"dry run test TestData\""),
+        "{}",
+        r.stdout
+    );
+    // The prompt file's text, interpolated (Go: run_prompt_file_test.go).
+    assert!(
+        r.stdout.contains("Prompt: Analyze TestData carefully."),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("Second line."), "{}", r.stdout);
+    assert!(!r.stdout.contains("{{"), "{}", r.stdout);
+}
+
+#[test]
+fn dry_run_resolves_awf_directories() {
+    let sb = Sandbox::new().unwrap();
+    let wf = demo(&sb);
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let global = sb.path().join("config/awf/scripts/x.sh");
+    assert!(
+        r.stdout
+            .contains(&format!("Command: echo \"{}\"", global.display())),
+        "{}",
+        r.stdout
+    );
+    // A project copy next to the workflow wins, as at run time.
+    sb.write("scripts/x.sh", "true\n").unwrap();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    let local = sb.path().join("wf/../scripts/x.sh");
+    let local_norm = sb.path().join("scripts/x.sh");
+    assert!(
+        r.stdout.contains(&local.display().to_string())
+            || r.stdout.contains(&local_norm.display().to_string()),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn dry_run_json_carries_the_loaded_contents() {
+    let sb = Sandbox::new().unwrap();
+    let wf = demo(&sb);
+    let r = sb.run(&["run", &wf, "--dry-run", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = r.json().unwrap();
+    let states = v["states"].as_array().unwrap();
+    assert_eq!(
+        states[0]["script"],
+        "#!/bin/bash\necho \"dry run test world\"\n"
+    );
+    assert!(
+        states[0]["script_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("scripts/s.sh")
+    );
+    assert_eq!(
+        states[1]["prompt"],
+        "Analyze world carefully.\nSecond line.\n"
+    );
+    assert!(
+        states[1]["prompt_file"]
+            .as_str()
+            .unwrap()
+            .ends_with("prompts/p.md")
+    );
+}
+
+#[test]
+fn dry_run_refuses_a_prompt_file_over_one_mebibyte_like_a_run() {
+    let sb = Sandbox::new().unwrap();
+    let wf = demo(&sb);
+    sb.write("wf/prompts/p.md", &"a".repeat(1024 * 1024 + 1))
+        .unwrap();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("exceeds"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("USER.INPUT.INVALID_FORMAT"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("Hint:"), "{}", r.stderr);
+    assert!(!r.stdout.contains("Execution Plan"), "{}", r.stdout);
+    // Exactly 1 MiB is allowed.
+    sb.write("wf/prompts/p.md", &"a".repeat(1024 * 1024))
+        .unwrap();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn dry_run_does_not_check_file_exists_on_inputs() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "fe.yaml",
+            "name: fe\ninputs:\n  - name: file\n    type: string\n    required: true\n    validation:\n      file_exists: true\n\
+             states:\n  initial: a\n  a:\n    type: step\n    command: cat {{.inputs.file}}\n    on_success: done\n\
+             \x20 done:\n    type: terminal\n",
+        )
+        .unwrap()
+        .display()
+        .to_string();
+    let r = sb
+        .run(&["run", &wf, "--dry-run", "-i", "file=/does/not/exist"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("Command: cat /does/not/exist"),
+        "{}",
+        r.stdout
+    );
+    // A missing required input is still an error, as in AWF (Go).
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(r.stderr.contains("file"), "{}", r.stderr);
+}
+
+#[test]
+fn dry_run_shows_an_inline_error_without_its_internal_name() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "ie.yaml",
+            "name: ie\nstates:\n  initial: verify\n  verify:\n    type: step\n    command: test -f x\n    on_success: done\n\
+             \x20   on_failure: {message: \"verify failed\", status: 4}\n  done:\n    type: terminal\n",
+        )
+        .unwrap()
+        .display()
+        .to_string();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stdout.contains("__inline_error"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("→ on_failure: fail \"verify failed\" (exit 4)"),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["run", &wf, "--dry-run", "-f", "json"]).unwrap();
+    assert!(!r.stdout.contains("__inline_error"), "{}", r.stdout);
+    let v = r.json().unwrap();
+    let routes = v["states"][0]["routes"].as_array().unwrap();
+    assert_eq!(routes[1]["inline_error"]["message"], "verify failed");
+    assert_eq!(routes[1]["inline_error"]["exit_code"], 4);
+    assert_eq!(v["states"].as_array().unwrap().len(), 2);
+}
