@@ -194,3 +194,53 @@ fn dry_run_shows_an_inline_error_without_its_internal_name() {
     assert_eq!(routes[1]["inline_error"]["exit_code"], 4);
     assert_eq!(v["states"].as_array().unwrap().len(), 2);
 }
+
+/// Under a real pseudo-terminal (rexpect reads bytes as Latin-1, so only ASCII is matched): before each step, `[Step n/N]`, the resolved command, the
+/// timeout and the routes; after it, `Executing`, its output, stderr and exit code (AWF (Go)'s
+/// interactive executor).
+#[test]
+fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "int.yaml",
+            "name: int\ninputs:\n  - name: who\n    default: bob\nstates:\n  initial: a\n\
+             \x20 a:\n    type: step\n    command: echo \"hi {{.inputs.who}}\"; echo oops >&2; exit 3\n    timeout: 5s\n\
+             \x20   on_success: done\n    on_failure: b\n\
+             \x20 b:\n    type: step\n    command: echo \"got {{.states.a.ExitCode}}\"\n    transitions:\n\
+             \x20     - when: 'states.a.ExitCode == 3'\n        goto: done\n      - goto: err\n\
+             \x20 done:\n    type: terminal\n  err:\n    type: terminal\n    status: failure\n",
+        )
+        .unwrap()
+        .display()
+        .to_string();
+    let cmd = sb.tty_cmd(&["run", &wf, "--interactive", "-i", "who=ada"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    p.exp_string("[Step 1/4] a (command)").unwrap();
+    p.exp_string("Command: echo \"hi ada\"; echo oops >&2; exit 3")
+        .unwrap();
+    p.exp_string("Timeout: 5s").unwrap();
+    p.exp_string("on_success: done").unwrap();
+    p.exp_string("on_failure: b").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("Executing a...").unwrap();
+    p.exp_string("Output: hi ada").unwrap();
+    p.exp_string("Stderr: oops").unwrap();
+    p.exp_string("Exit: 3 | Duration: ").unwrap();
+    p.exp_string("Status: ").unwrap();
+    p.exp_string(" failed\r\n").unwrap();
+    // The next step's command is resolved with the state that just ran.
+    p.exp_string("[Step 2/4] b (command)").unwrap();
+    p.exp_string("Command: echo \"got 3\"").unwrap();
+    p.exp_string("when 'states.a.ExitCode == 3': done").unwrap();
+    p.exp_string("default: err").unwrap();
+    p.exp_string("[r]etry > ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("Output: got 3").unwrap();
+    p.exp_string("Exit: 0 | Duration: ").unwrap();
+    p.exp_string("Status: ").unwrap();
+    p.exp_string(" completed\r\n").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+}
