@@ -91,6 +91,12 @@ fn dry_run_json_carries_the_loaded_contents() {
     let r = sb.run(&["run", &wf, "--dry-run", "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = r.json().unwrap();
+    // A dry run starts no run: the plan names none.
+    assert!(
+        v.get("run_id").is_none() && v.get("workflow_id").is_none(),
+        "{v}"
+    );
+    assert_eq!(v["workflow"], "dr");
     let states = v["states"].as_array().unwrap();
     assert_eq!(
         states[0]["script"],
@@ -111,6 +117,24 @@ fn dry_run_json_carries_the_loaded_contents() {
             .as_str()
             .unwrap()
             .ends_with("prompts/p.md")
+    );
+}
+
+#[test]
+fn dry_run_quiet_prints_the_workflow_name_and_table_prints_the_plan() {
+    let sb = Sandbox::new().unwrap();
+    let wf = demo(&sb);
+    let r = sb.run(&["run", &wf, "--dry-run", "-f", "quiet"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "dr\n");
+    let text = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    let table = sb.run(&["run", &wf, "--dry-run", "-f", "table"]).unwrap();
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    assert_eq!(table.stdout, text.stdout);
+    assert!(
+        table.stdout.starts_with("Dry Run: dr\n"),
+        "{}",
+        table.stdout
     );
 }
 

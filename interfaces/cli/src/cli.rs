@@ -116,6 +116,11 @@ pub enum Format {
     Text,
     /// One JSON document on stdout.
     Json,
+    /// A bordered table where the command has one, else text (AWF (Go)'s `table`).
+    Table,
+    /// Only the essentials (a name or an id per line) where the command has that form, else
+    /// text (AWF (Go)'s `quiet`).
+    Quiet,
 }
 
 /// `run -o/--output`: what happens to command output in text mode.

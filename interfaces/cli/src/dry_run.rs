@@ -10,6 +10,8 @@ use awf_application::plan::PlannedState;
 use awf_domain::duration::format_go;
 use serde_json::Value;
 
+use crate::cli::Format;
+
 fn value_text(v: &Value) -> String {
     match v {
         Value::Null => "(not set)".to_owned(),
@@ -20,6 +22,16 @@ fn value_text(v: &Value) -> String {
 
 fn ms(n: u64) -> String {
     format_go(Duration::from_millis(n))
+}
+
+/// The plan in a text `-f` form: `quiet` is the workflow name alone on one line (as in
+/// AWF (Go)); `table` and `text` are [`render`]. (`json` is the serialized [`Plan`], printed by
+/// the caller; here it falls back to text.)
+pub fn render_as(plan: &Plan, format: Format) -> String {
+    match format {
+        Format::Quiet => format!("{}\n", plan.workflow),
+        Format::Text | Format::Table | Format::Json => render(plan),
+    }
 }
 
 /// Renders the plan: header, inputs, one block per state, and the closing

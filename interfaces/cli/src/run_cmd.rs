@@ -375,7 +375,7 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
                 json_out::print(&plan);
             } else {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(dry_run::render(&plan).as_bytes());
+                let _ = out.write_all(dry_run::render_as(&plan, ctx.format).as_bytes());
                 let _ = out.flush();
             }
             Outcome::Success
