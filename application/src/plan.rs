@@ -27,6 +27,7 @@ use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
 use awf_domain::workflow::Backoff;
+use awf_domain::workflow::CaptureNames;
 use awf_domain::workflow::CommandSource;
 use awf_domain::workflow::HookAction;
 use awf_domain::workflow::LoopOver;
@@ -269,6 +270,9 @@ pub struct PlannedState {
     /// `capture.max_size` in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture_max_size: Option<u64>,
+    /// `capture.stdout` / `capture.stderr` variable names (JSON `capture: {stdout, stderr}`).
+    #[serde(skip_serializing_if = "CaptureNames::is_empty")]
+    pub capture: CaptureNames,
     /// Failures are routed like successes.
     pub continue_on_error: bool,
     /// Routes out of the state, in evaluation order (transitions first).
@@ -744,6 +748,7 @@ impl Planner<'_> {
                 multiplier: r.multiplier,
             }),
             capture_max_size: state.capture_max_size,
+            capture: state.capture_names.clone(),
             continue_on_error: state.continue_on_error,
             routes,
         })
@@ -877,6 +882,7 @@ mod tests {
             retry: None,
             hooks: StepHooks::default(),
             capture_max_size: None,
+            capture_names: Default::default(),
         }
     }
 

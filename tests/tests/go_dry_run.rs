@@ -139,6 +139,34 @@ fn dry_run_quiet_prints_the_workflow_name_and_table_prints_the_plan() {
 }
 
 #[test]
+fn dry_run_names_the_captured_variables() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "cap.yaml",
+            "name: cap\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n\
+             \x20   capture:\n      stdout: out_var\n      stderr: err_var\n      max_size: 1KB\n    on_success: done\n\
+             \x20 done:\n    type: terminal\n",
+        )
+        .unwrap()
+        .display()
+        .to_string();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("Capture: stdout -> out_var, stderr -> err_var"),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["run", &wf, "--dry-run", "-f", "json"]).unwrap();
+    let v = r.json().unwrap();
+    assert_eq!(v["states"][0]["capture"]["stdout"], "out_var");
+    assert_eq!(v["states"][0]["capture"]["stderr"], "err_var");
+    assert_eq!(v["states"][0]["capture_max_size"], 1024);
+}
+
+#[test]
 fn dry_run_refuses_a_prompt_file_over_one_mebibyte_like_a_run() {
     let sb = Sandbox::new().unwrap();
     let wf = demo(&sb);

@@ -343,6 +343,7 @@ mod tests {
             retry: None,
             hooks: StepHooks::default(),
             capture_max_size: None,
+            capture_names: Default::default(),
         }
     }
 

@@ -233,8 +233,18 @@ fn render_state(s: &mut String, st: &PlannedState) {
         }
         line(s, text);
     }
+    let mut capture = Vec::new();
+    if let Some(v) = &st.capture.stdout {
+        capture.push(format!("stdout -> {v}"));
+    }
+    if let Some(v) = &st.capture.stderr {
+        capture.push(format!("stderr -> {v}"));
+    }
     if let Some(c) = st.capture_max_size {
-        line(s, format!("Capture: max {c} bytes"));
+        capture.push(format!("max {c} bytes"));
+    }
+    if !capture.is_empty() {
+        line(s, format!("Capture: {}", capture.join(", ")));
     }
     if st.continue_on_error {
         line(s, "Continue on error: yes".to_owned());
@@ -296,6 +306,7 @@ mod tests {
             timeout_ms: None,
             retry: None,
             capture_max_size: None,
+            capture: Default::default(),
             continue_on_error: false,
             routes: Vec::new(),
         }
