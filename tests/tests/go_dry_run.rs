@@ -247,8 +247,8 @@ fn dry_run_shows_an_inline_error_without_its_internal_name() {
     assert_eq!(v["states"].as_array().unwrap().len(), 2);
 }
 
-/// Under a real pseudo-terminal (rexpect reads bytes as Latin-1, so only ASCII is matched): before each step, `[Step n/N]`, the resolved command, the
-/// timeout and the routes; after it, `Executing`, its output, stderr and exit code (AWF (Go)'s
+/// Under a real pseudo-terminal (rexpect reads bytes as Latin-1, so only ASCII is matched):
+/// before each step, `[Step n/N]`, the resolved command, the timeout and the routes; after it, `Executing`, its output, stderr and exit code (AWF (Go)'s
 /// interactive executor).
 #[test]
 fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
@@ -268,7 +268,8 @@ fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
         .to_string();
     let cmd = sb.tty_cmd(&["run", &wf, "--interactive", "-i", "who=ada"]);
     let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
-    p.exp_string("[Step 1/4] a (command)").unwrap();
+    p.exp_string("[Step 1/4] a\r\n").unwrap();
+    p.exp_string("Type: command").unwrap();
     p.exp_string("Command: echo \"hi ada\"; echo oops >&2; exit 3")
         .unwrap();
     p.exp_string("Timeout: 5s").unwrap();
@@ -283,7 +284,8 @@ fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
     p.exp_string("Status: ").unwrap();
     p.exp_string(" failed\r\n").unwrap();
     // The next step's command is resolved with the state that just ran.
-    p.exp_string("[Step 2/4] b (command)").unwrap();
+    p.exp_string("[Step 2/4] b\r\n").unwrap();
+    p.exp_string("Type: command").unwrap();
     p.exp_string("Command: echo \"got 3\"").unwrap();
     p.exp_string("when 'states.a.ExitCode == 3': done").unwrap();
     p.exp_string("default: err").unwrap();
@@ -295,4 +297,40 @@ fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
     p.exp_string(" completed\r\n").unwrap();
     p.exp_string("Workflow completed.").unwrap();
     p.exp_eof().unwrap();
+}
+
+/// `[Step n/N]` counts visited steps; a step run again by `retry` keeps its number.
+#[test]
+fn interactive_step_counter_reuses_the_number_on_retry() {
+    let sb = Sandbox::new().unwrap();
+    let log = sb.path().join("log");
+    let cmd = sb.tty_cmd(&[
+        "run",
+        "three-logged",
+        "--interactive",
+        "-i",
+        &format!("log={}", log.display()),
+    ]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("[Step 2/4] two\r\n").unwrap();
+    p.exp_string("[r]etry > ").unwrap();
+    p.send_line("r").unwrap();
+    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("[Step 2/4] two\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("[Step 3/4] three\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "one\none\ntwo\nthree\n"
+    );
 }

@@ -372,7 +372,7 @@ impl TextPrinter {
                 out.flush()?;
                 writeln!(
                     err,
-                    "\n{ind}{} [Step {}/{}] {step} ({kind})",
+                    "\n{ind}{} [Step {}/{}] {step}\n{ind}Type: {kind}",
                     self.style.yellow("⏸"),
                     preview.position,
                     preview.total
