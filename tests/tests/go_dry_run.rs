@@ -334,3 +334,41 @@ fn interactive_step_counter_reuses_the_number_on_retry() {
         "one\none\ntwo\nthree\n"
     );
 }
+
+/// `prompt_file: "{{.awf.prompts_dir}}/…"` is found in the global prompts folder, and the
+/// project's `.awf/prompts` copy wins when there is one (AWF (Go): run_prompt_file_test.go).
+#[test]
+fn dry_run_finds_a_prompt_file_named_through_awf_prompts_dir() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "config/awf/prompts/review.md",
+        "global review of {{.inputs.x}}\n",
+    )
+    .unwrap();
+    let wf = sb
+        .write(
+            ".awf/workflows/pf.yaml",
+            "name: pf\ninputs:\n  - name: x\n    default: main.rs\nstates:\n  initial: ag\n\
+             \x20 ag:\n    type: agent\n    provider: claude\n    prompt_file: \"{{.awf.prompts_dir}}/review.md\"\n    on_success: done\n\
+             \x20 done:\n    type: terminal\n",
+        )
+        .unwrap()
+        .display()
+        .to_string();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("Prompt: global review of main.rs"),
+        "{}",
+        r.stdout
+    );
+    sb.write(".awf/prompts/review.md", "local review of {{.inputs.x}}\n")
+        .unwrap();
+    let r = sb.run(&["run", &wf, "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("Prompt: local review of main.rs"),
+        "{}",
+        r.stdout
+    );
+}
