@@ -3,8 +3,13 @@
 //! The plan lists the workflow's inputs (with their effective values) and every state reachable
 //! from `initial`, in breadth-first order over transitions, `on_success`, `on_failure`, parallel
 //! branches, loop bodies and `on_complete`. Commands, script paths, prompts and hooks are
-//! interpolated with the inputs and the workflow name only; a template that needs anything else
-//! (states, env, loop variables) is shown raw. Front-ends render the [`Plan`] as text or JSON.
+//! interpolated with the inputs, the environment, the workflow name and `{{.awf.*}}` (the awf
+//! directories); a template that needs anything else (states, loop variables) is shown raw.
+//! `script_file` and `prompt_file` are loaded (1 MiB at most, as at run time) and their
+//! content is interpolated the same way. Input rules are checked except `file_exists` (the
+//! dry run reads nothing the inputs name). The `__inline_error_<step>` terminal that an inline
+//! `on_failure: {message, status}` becomes is not listed: its route carries the message.
+//! Front-ends render the [`Plan`] as text or JSON.
 //!
 //! Source: spec/workflow.md §3.12 ("Dry run").
 
@@ -22,6 +27,7 @@ use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
 use awf_domain::workflow::Backoff;
+use awf_domain::workflow::CaptureNames;
 use awf_domain::workflow::CommandSource;
 use awf_domain::workflow::HookAction;
 use awf_domain::workflow::LoopOver;
@@ -111,8 +117,24 @@ pub struct PlanRoute {
     /// The `when` expression of a conditional transition.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
-    /// Target state.
+    /// Target state; empty (and left out of JSON) for an inline error.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub target: String,
+    /// The inline `on_failure: {message, status}` this route ends the run with, instead of a
+    /// named state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_error: Option<PlanInlineError>,
+}
+
+/// An inline failure terminal (`on_failure: {message, status}`), as shown in the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanInlineError {
+    /// Message (interpolated when possible).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Process exit status (`None`: the default, 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 /// Per-type details of a planned state (`type` tag in JSON).
@@ -127,6 +149,10 @@ pub enum PlanDetails {
         /// Interpolated script file path, resolved.
         #[serde(skip_serializing_if = "Option::is_none")]
         script_file: Option<String>,
+        /// Content of `script_file`, interpolated (raw where it needs run-time data); `None`
+        /// when the path itself needs run-time data.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        script: Option<String>,
         /// Interpolated working directory.
         #[serde(skip_serializing_if = "Option::is_none")]
         dir: Option<String>,
@@ -135,7 +161,7 @@ pub enum PlanDetails {
     Agent {
         /// Provider name.
         provider: String,
-        /// Interpolated inline prompt.
+        /// Interpolated prompt: the inline `prompt`, or the content of `prompt_file`.
         #[serde(skip_serializing_if = "Option::is_none")]
         prompt: Option<String>,
         /// Prompt file path, resolved.
@@ -244,6 +270,9 @@ pub struct PlannedState {
     /// `capture.max_size` in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture_max_size: Option<u64>,
+    /// `capture.stdout` / `capture.stderr` variable names (JSON `capture: {stdout, stderr}`).
+    #[serde(skip_serializing_if = "CaptureNames::is_empty")]
+    pub capture: CaptureNames,
     /// Failures are routed like successes.
     pub continue_on_error: bool,
     /// Routes out of the state, in evaluation order (transitions first).
@@ -258,8 +287,9 @@ pub struct PlannedState {
 /// # Errors
 /// Load errors of the repository (`USER.FACADE.WORKFLOW_NOT_FOUND`, `WORKFLOW.*`);
 /// `WORKFLOW.*` for a workflow `awf validate` rejects; `USER.INPUT.VALIDATION_FAILED` for missing
-/// required or invalid inputs; `USER.INPUT.MISSING_FILE` when a `script_file` or `prompt_file`
-/// does not exist.
+/// required or invalid inputs (`file_exists` is not checked); `USER.INPUT.MISSING_FILE` when a
+/// `script_file` or `prompt_file` does not exist or is not a regular file;
+/// `USER.INPUT.INVALID_FORMAT` when one is over 1 MiB or not UTF-8.
 ///
 /// Source: spec/workflow.md §3.12.
 pub fn plan(
@@ -293,8 +323,18 @@ pub fn plan_with_env(
     let loaded = services.repository.load(identifier, None)?;
     crate::validation::check_for_run(services, &loaded)?;
     let wf = &loaded.workflow;
-    let resolved =
-        crate::inputs::resolve_inputs(wf, cli_inputs, config_inputs, std::path::Path::new("."))?;
+    // Nothing an input names is read by a dry run, so `file_exists` is not checked (as in
+    // AWF (Go)); every other rule is.
+    let mut unchecked = wf.clone();
+    for def in &mut unchecked.inputs {
+        def.validation.file_exists = false;
+    }
+    let resolved = crate::inputs::resolve_inputs(
+        &unchecked,
+        cli_inputs,
+        config_inputs,
+        std::path::Path::new("."),
+    )?;
     let mut masker = Masker::from_named(
         resolved
             .iter()
@@ -325,6 +365,10 @@ pub fn plan_with_env(
         let Some(state) = wf.state(&name) else {
             continue;
         };
+        if inline_error(wf, &name).is_some() {
+            // Shown on the route that leads to it.
+            continue;
+        }
         states.push(planner.state(state, &mut counter)?);
     }
     Ok(Plan {
@@ -425,7 +469,7 @@ impl Planner<'_> {
         }
         let states = BTreeMap::new();
         let env = self.env;
-        let awf = BTreeMap::new();
+        let awf = self.awf_dirs;
         let info = WorkflowInfo {
             id: String::new(),
             name: self.wf.name.clone(),
@@ -440,7 +484,7 @@ impl Planner<'_> {
             workflow: &info,
             env,
             context: &context,
-            awf: &awf,
+            awf,
             loop_frame: None,
             error: None,
             workflow_dir: &self.wf.source.dir,
@@ -485,12 +529,18 @@ impl Planner<'_> {
     }
 
     /// Resolves an external file path like the engine does (spec §1.12), as far as the
-    /// planning scope allows, and checks that it exists.
-    fn external_file(&self, raw: &str, state: &str, kind: &str) -> Result<String, AwfError> {
+    /// planning scope allows, and loads it with the run's limits: returns the path shown and the
+    /// interpolated content (`None` when the path needs run-time data).
+    fn external_file(
+        &self,
+        raw: &str,
+        state: &str,
+        kind: &str,
+    ) -> Result<(String, Option<String>), AwfError> {
         let rendered = self.render(raw);
         if rendered.contains("{{") {
-            // Needs run-time data; cannot check it now.
-            return Ok(rendered);
+            // Needs run-time data; cannot load it now.
+            return Ok((rendered, None));
         }
         let path = normalize(&resolve_external(
             &rendered,
@@ -498,20 +548,35 @@ impl Planner<'_> {
             self.awf_dirs,
             kind,
         ));
-        if path.is_file() {
-            Ok(path.display().to_string())
-        } else {
-            Err(AwfError::new(
-                ErrorCode::UserInputMissingFile,
-                format!("state '{state}': {kind} file not found: {}", path.display()),
-            )
-            .with_detail("state", state.to_owned())
-            .with_detail("file", path.display().to_string())
-            .with_hint(format!(
-                "Relative {kind} paths resolve against the workflow's directory ({}).",
-                self.wf.source.dir.display()
-            )))
-        }
+        let text = crate::engine::read_workflow_file(&path, &format!("{kind} file")).map_err(|e| {
+            let hint = if e.code() == ErrorCode::UserInputMissingFile {
+                format!(
+                    "Relative {kind} paths resolve against the workflow's directory ({}).",
+                    self.wf.source.dir.display()
+                )
+            } else {
+                format!(
+                    "A {kind} file must be UTF-8 text of at most 1 MiB ({MAX} bytes), as at run time.",
+                    MAX = 1024 * 1024
+                )
+            };
+            e.map_message(|m| format!("state '{state}': {m}"))
+                .with_detail("state", state.to_owned())
+                .with_detail("file", path.display().to_string())
+                .with_hint(hint)
+        })?;
+        Ok((path.display().to_string(), Some(self.render(&text))))
+    }
+
+    /// [`Self::render`] for a shell command or directory: `{{.awf.scripts_dir}}` /
+    /// `{{.awf.prompts_dir}}` paths are then rewritten to the project's `.awf/` copy when it
+    /// exists, as the engine does.
+    fn render_shell(&self, template: &str) -> String {
+        crate::engine::localize_awf_dirs_in(
+            &self.render(template),
+            self.awf_dirs,
+            &self.wf.source.dir,
+        )
     }
 
     fn state(&self, state: &State, counter: &mut usize) -> Result<PlannedState, AwfError> {
@@ -530,32 +595,41 @@ impl Planner<'_> {
         };
         let details = match &state.kind {
             StateKind::Command(c) => {
-                let (command, script_file) = match &c.source {
-                    CommandSource::Inline(t) => (Some(self.render(t)), None),
+                let (command, script_file, script) = match &c.source {
+                    CommandSource::Inline(t) => (Some(self.render_shell(t)), None, None),
                     CommandSource::ScriptFile(p) => {
-                        (None, Some(self.external_file(p, &state.name, "script")?))
+                        let (path, content) = self.external_file(p, &state.name, "script")?;
+                        (None, Some(path), content)
                     }
                 };
                 PlanDetails::Command {
                     command,
                     script_file,
-                    dir: c.dir.as_deref().map(|d| self.render(d)),
+                    script,
+                    dir: c.dir.as_deref().map(|d| self.render_shell(d)),
                 }
             }
-            StateKind::Agent(a) => PlanDetails::Agent {
-                provider: self.render(&a.provider),
-                prompt: a.prompt.as_deref().map(|p| self.render(p)),
-                prompt_file: match &a.prompt_file {
-                    Some(p) => Some(self.external_file(p, &state.name, "prompt")?),
-                    None => None,
-                },
-                mode: a.mode.clone(),
-                options: a
-                    .options
-                    .iter()
-                    .map(|(k, v)| (k.clone(), self.option(k, v, false)))
-                    .collect(),
-            },
+            StateKind::Agent(a) => {
+                let (prompt, prompt_file) = match (&a.prompt, &a.prompt_file) {
+                    (Some(p), _) => (Some(self.render(p)), None),
+                    (None, Some(f)) => {
+                        let (path, content) = self.external_file(f, &state.name, "prompt")?;
+                        (content, Some(path))
+                    }
+                    (None, None) => (None, None),
+                };
+                PlanDetails::Agent {
+                    provider: self.render(&a.provider),
+                    prompt,
+                    prompt_file,
+                    mode: a.mode.clone(),
+                    options: a
+                        .options
+                        .iter()
+                        .map(|(k, v)| (k.clone(), self.option(k, v, false)))
+                        .collect(),
+                }
+            }
             StateKind::Parallel(p) => PlanDetails::Parallel {
                 branches: p.branches.clone(),
                 strategy: match p.strategy {
@@ -620,6 +694,7 @@ impl Planner<'_> {
                 on: if t.when.is_some() { "when" } else { "default" },
                 when: t.when.clone(),
                 target: t.goto.clone(),
+                inline_error: None,
             })
             .collect();
         if let Some(s) = &state.on_success {
@@ -627,13 +702,26 @@ impl Planner<'_> {
                 on: "on_success",
                 when: None,
                 target: s.clone(),
+                inline_error: None,
             });
         }
         if let Some(f) = &state.on_failure {
-            routes.push(PlanRoute {
-                on: "on_failure",
-                when: None,
-                target: f.clone(),
+            routes.push(match inline_error(self.wf, f) {
+                Some(t) => PlanRoute {
+                    on: "on_failure",
+                    when: None,
+                    target: String::new(),
+                    inline_error: Some(PlanInlineError {
+                        message: t.message.as_deref().map(|m| self.render(m)),
+                        exit_code: t.exit_code,
+                    }),
+                },
+                None => PlanRoute {
+                    on: "on_failure",
+                    when: None,
+                    target: f.clone(),
+                    inline_error: None,
+                },
             });
         }
         Ok(PlannedState {
@@ -660,9 +748,25 @@ impl Planner<'_> {
                 multiplier: r.multiplier,
             }),
             capture_max_size: state.capture_max_size,
+            capture: state.capture_names.clone(),
             continue_on_error: state.continue_on_error,
             routes,
         })
+    }
+}
+
+/// The synthesized terminal of an inline `on_failure: {message, status}` (named
+/// `__inline_error_<step>` by the loader), when `name` is one.
+fn inline_error<'w>(
+    wf: &'w Workflow,
+    name: &str,
+) -> Option<&'w awf_domain::workflow::TerminalState> {
+    if !name.starts_with("__inline_error_") {
+        return None;
+    }
+    match &wf.state(name)?.kind {
+        StateKind::Terminal(t) => Some(t),
+        _ => None,
     }
 }
 
@@ -778,6 +882,7 @@ mod tests {
             retry: None,
             hooks: StepHooks::default(),
             capture_max_size: None,
+            capture_names: Default::default(),
         }
     }
 

@@ -13,6 +13,43 @@ use crate::run::RunId;
 use crate::run::RunResult;
 use crate::run::StepState;
 
+/// What `--interactive` shows before a step: its place in the run, what it will execute
+/// and where it can go next. Source: spec/workflow.md §3.12 (interactive mode).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StepPreview {
+    /// 1-based visit counter of the run: each visited step takes the next number; a step run
+    /// again by `retry` takes its earlier number.
+    pub position: usize,
+    /// Number of states in the workflow file.
+    pub total: usize,
+    /// The command as it will run (interpolated with the current inputs and states; the
+    /// loaded `script_file` content; raw when it cannot be resolved yet); `None` for steps
+    /// that run no command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Step timeout in milliseconds, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Routes out of the step, in evaluation order.
+    pub routes: Vec<PreviewRoute>,
+}
+
+/// One route of a [`StepPreview`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreviewRoute {
+    /// `on_success`, `on_failure`, `when` (a conditional transition), `default` (a transition
+    /// without `when`) or `on_complete`.
+    pub on: String,
+    /// The `when` expression of a conditional transition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Target state; empty for an inline `on_failure: {message, status}`.
+    pub target: String,
+    /// The message of an inline `on_failure` (the run fails with it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inline_error: Option<String>,
+}
+
 /// Which output stream a chunk came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -205,6 +242,8 @@ pub enum RunEvent {
         request_id: String,
         /// The state that ran before (what `r` re-runs), if any.
         previous: Option<String>,
+        /// What the front-end shows about the step before asking.
+        preview: Box<StepPreview>,
     },
     /// A state finished (completed or failed); `state` is its recorded result.
     StepFinished {

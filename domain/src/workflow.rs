@@ -266,6 +266,26 @@ pub struct State {
     pub hooks: StepHooks,
     /// `capture.max_size`: cap on the stored output, in bytes.
     pub capture_max_size: Option<u64>,
+    /// `capture.stdout` / `capture.stderr`: the variable names the step's output is captured
+    /// into. Shown by `--dry-run`; nothing reads them at run time (as in AWF (Go)).
+    #[serde(skip_serializing_if = "CaptureNames::is_empty")]
+    pub capture_names: CaptureNames,
+}
+
+/// The variable names of a step's `capture:` block. Source: spec/workflow.md §1.6 (`capture`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CaptureNames {
+    /// `capture.stdout`.
+    pub stdout: Option<String>,
+    /// `capture.stderr`.
+    pub stderr: Option<String>,
+}
+
+impl CaptureNames {
+    /// Neither name is set.
+    pub fn is_empty(&self) -> bool {
+        self.stdout.is_none() && self.stderr.is_none()
+    }
 }
 
 impl State {
@@ -284,6 +304,7 @@ impl State {
             retry: None,
             hooks: StepHooks::default(),
             capture_max_size: None,
+            capture_names: Default::default(),
         }
     }
 

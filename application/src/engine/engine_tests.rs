@@ -42,6 +42,7 @@ fn state(name: &str, kind: StateKind) -> State {
         retry: None,
         hooks: StepHooks::default(),
         capture_max_size: None,
+        capture_names: Default::default(),
     }
 }
 

@@ -10,6 +10,8 @@ mod hooks;
 mod step;
 
 pub(crate) use call::identity;
+pub(crate) use step::localize_awf_dirs_in;
+pub(crate) use step::read_workflow_file;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -26,7 +28,9 @@ use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::EventSink;
 use awf_domain::event::LogLevel;
+use awf_domain::event::PreviewRoute;
 use awf_domain::event::RunEvent;
+use awf_domain::event::StepPreview;
 use awf_domain::mask::Masker;
 use awf_domain::ports::template::TemplateError;
 use awf_domain::run::CancelReason;
@@ -40,6 +44,7 @@ use awf_domain::scope::LoopFrame;
 use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
+use awf_domain::workflow::CommandSource;
 use awf_domain::workflow::StateKind;
 use awf_domain::workflow::TerminalStatus;
 use awf_domain::workflow::Workflow;
@@ -596,6 +601,9 @@ impl Run {
             return self.single_step(&step).await;
         }
         let mut previous: Option<String> = None;
+        // `[Step n/N]` of --interactive: this step's visit number, and the previous one's.
+        let mut position = 0usize;
+        let mut previous_position = 0usize;
         let mut current = self
             .resume_at
             .clone()
@@ -617,8 +625,12 @@ impl Run {
             if let StateKind::Terminal(t) = &state.kind {
                 return self.terminal(&current, t.status, t.message.as_deref(), t.exit_code);
             }
+            position += 1;
             if self.stops_at(&current) {
-                match self.breakpoint(&current, previous.as_deref()).await {
+                match self
+                    .breakpoint(&current, previous.as_deref(), position)
+                    .await
+                {
                     Decision::Run => {}
                     Decision::Skip => {
                         let Some(next) = state.on_success.clone() else {
@@ -631,12 +643,15 @@ impl Run {
                             );
                         };
                         previous = Some(current.clone());
+                        previous_position = position;
                         current = next;
                         continue;
                     }
                     Decision::Retry(prev) => {
                         current = prev;
                         previous = None;
+                        // The step run again keeps its number.
+                        position = previous_position.saturating_sub(1);
                         continue;
                     }
                     Decision::Abort => {
@@ -657,6 +672,7 @@ impl Run {
                 Ok(exit) => match exit.next {
                     Some(next) => {
                         previous = Some(current.clone());
+                        previous_position = position;
                         current = next;
                     }
                     None => {
@@ -693,13 +709,15 @@ impl Run {
 
     /// Asks the front-end what to do before `state` (`--interactive`), handling inspect and
     /// edit answers itself. Source: spec/workflow.md §3.12.
-    async fn breakpoint(&self, state: &str, previous: Option<&str>) -> Decision {
+    async fn breakpoint(&self, state: &str, previous: Option<&str>, position: usize) -> Decision {
         let kind = self
             .wf
             .state(state)
             .map_or("", |s| s.kind.kind_name())
             .to_owned();
         loop {
+            // Built at each ask: an edited input shows in the command.
+            let preview = Box::new(self.preview(state, position));
             let (request_id, rx) = self.interaction.request();
             self.emitter.emit(
                 state,
@@ -709,6 +727,7 @@ impl Run {
                     kind: kind.clone(),
                     request_id,
                     previous: previous.map(str::to_owned),
+                    preview,
                 },
             );
             let answer = tokio::select! {
@@ -763,6 +782,77 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// What `--interactive` shows before `state`: its number, the command as it will run
+    /// (raw when it cannot be resolved yet), its timeout and its routes.
+    fn preview(&self, state: &str, position: usize) -> StepPreview {
+        let mut preview = StepPreview {
+            position,
+            total: self.wf.states.len(),
+            ..StepPreview::default()
+        };
+        let Some(st) = self.wf.state(state) else {
+            return preview;
+        };
+        preview.command = match &st.kind {
+            StateKind::Command(c) => Some(match &c.source {
+                CommandSource::Inline(t) => match self.render_shell(t, None) {
+                    Ok(r) => self.localize_awf_dirs(&r),
+                    Err(_) => t.clone(),
+                },
+                CommandSource::ScriptFile(p) => {
+                    self.load_script(p, None).unwrap_or_else(|_| p.clone())
+                }
+            }),
+            _ => None,
+        };
+        preview.timeout_ms = st
+            .timeout
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let route = |on: &str, when: Option<String>, target: &str| {
+            let inline = target
+                .starts_with("__inline_error_")
+                .then(|| self.wf.state(target))
+                .flatten()
+                .and_then(|s| match &s.kind {
+                    StateKind::Terminal(t) => Some(t.message.clone().unwrap_or_default()),
+                    _ => None,
+                });
+            PreviewRoute {
+                on: on.to_owned(),
+                when,
+                target: if inline.is_some() {
+                    String::new()
+                } else {
+                    target.to_owned()
+                },
+                inline_error: inline,
+            }
+        };
+        for t in &st.transitions {
+            let on = if t.when.is_some() { "when" } else { "default" };
+            preview.routes.push(route(on, t.when.clone(), &t.goto));
+        }
+        if st.transitions.is_empty() {
+            if let Some(s) = &st.on_success {
+                preview.routes.push(route("on_success", None, s));
+            }
+            if let Some(f) = &st.on_failure {
+                preview.routes.push(route("on_failure", None, f));
+            }
+        }
+        if let StateKind::Loop(l) = &st.kind
+            && let Some(c) = &l.on_complete
+        {
+            preview.routes.push(route("on_complete", None, c));
+        }
+        // Secrets never reach the front-end.
+        preview.command = preview.command.map(|c| self.mask(&c));
+        for r in &mut preview.routes {
+            r.inline_error = r.inline_error.take().map(|m| self.mask(&m));
+        }
+        preview
     }
 
     /// `e NAME=VALUE` at a breakpoint: the value must pass the input's rules.

@@ -638,7 +638,11 @@ impl Run {
 
     /// Loads and interpolates a `script_file` (≤ 1 MiB; relative paths against the workflow
     /// file's directory; `~/` is the home directory). Source: spec/workflow.md §1.12.
-    fn load_script(&self, path: &str, frame: Option<&LoopFrame>) -> Result<String, AwfError> {
+    pub(crate) fn load_script(
+        &self,
+        path: &str,
+        frame: Option<&LoopFrame>,
+    ) -> Result<String, AwfError> {
         let rendered = self.render(path, frame, None).map_err(|e| {
             AwfError::new(
                 ErrorCode::ExecutionTemplateFailed,

@@ -225,6 +225,7 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             kind,
             request_id,
             previous,
+            ..
         } => (
             "breakpoint",
             None,

@@ -318,7 +318,8 @@ fn decode_state(
         state.hooks = decode_step_hooks(n, &f.child("hooks"), d);
     }
     if let Some(n) = f.take("capture") {
-        state.capture_max_size = decode_capture(n, &f.child("capture"), d);
+        (state.capture_max_size, state.capture_names) =
+            decode_capture(n, &f.child("capture"), d).unwrap_or_default();
     }
     let mut notes: Vec<(&str, &str)> = STEP_NOTES.to_vec();
     let kind = match ty {
@@ -414,6 +415,7 @@ fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Op
         retry: None,
         hooks: StepHooks::default(),
         capture_max_size: None,
+        capture_names: Default::default(),
     })
 }
 
@@ -613,9 +615,28 @@ pub fn parse_size(text: &str) -> Option<u64> {
     n.checked_mul(mult)
 }
 
-fn decode_capture(node: &Node, path: &str, d: &mut Diags) -> Option<u64> {
+/// `capture:`: `max_size` (bytes) and the `stdout` / `stderr` variable names (noted as having
+/// no run-time effect; the dry run shows them).
+fn decode_capture(
+    node: &Node,
+    path: &str,
+    d: &mut Diags,
+) -> Option<(Option<u64>, awf_domain::workflow::CaptureNames)> {
     let mut f = Fields::of(node, path, d, "a mapping (capture)")?;
     let mut size = None;
+    let names_note = "capture.stdout and capture.stderr only name the output in --dry-run; they have no effect at run time";
+    let name = |f: &mut Fields<'_>, key: &'static str, d: &mut Diags| {
+        let pos = f.key_pos(key);
+        let value = f.take(key).and_then(|n| d.string(n, &f.child(key)));
+        if value.is_some() {
+            d.note(&f.child(key), pos, names_note);
+        }
+        value
+    };
+    let names = awf_domain::workflow::CaptureNames {
+        stdout: name(&mut f, "stdout", d),
+        stderr: name(&mut f, "stderr", d),
+    };
     if let Some(n) = f.take("max_size") {
         let spath = f.child("max_size");
         if let Some(t) = d.string(n, &spath) {
@@ -630,12 +651,8 @@ fn decode_capture(node: &Node, path: &str, d: &mut Diags) -> Option<u64> {
         }
     }
     let note = "only capture.max_size has an effect; this key is ignored";
-    f.finish(
-        d,
-        &[("stdout", note), ("stderr", note), ("encoding", note)],
-        "capture",
-    );
-    size
+    f.finish(d, &[("encoding", note)], "capture");
+    Some((size, names))
 }
 
 fn decode_command(f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind> {

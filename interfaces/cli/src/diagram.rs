@@ -373,6 +373,7 @@ mod tests {
             retry: None,
             hooks: StepHooks::default(),
             capture_max_size: None,
+            capture_names: Default::default(),
         }
     }
 

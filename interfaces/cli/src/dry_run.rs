@@ -10,6 +10,8 @@ use awf_application::plan::PlannedState;
 use awf_domain::duration::format_go;
 use serde_json::Value;
 
+use crate::cli::Format;
+
 fn value_text(v: &Value) -> String {
     match v {
         Value::Null => "(not set)".to_owned(),
@@ -20,6 +22,16 @@ fn value_text(v: &Value) -> String {
 
 fn ms(n: u64) -> String {
     format_go(Duration::from_millis(n))
+}
+
+/// The plan in a text `-f` form: `quiet` is the workflow name alone on one line (as in
+/// AWF (Go)); `table` and `text` are [`render`]. (`json` is the serialized [`Plan`], printed by
+/// the caller; here it falls back to text.)
+pub fn render_as(plan: &Plan, format: Format) -> String {
+    match format {
+        Format::Quiet => format!("{}\n", plan.workflow),
+        Format::Text | Format::Table | Format::Json => render(plan),
+    }
 }
 
 /// Renders the plan: header, inputs, one block per state, and the closing
@@ -93,6 +105,7 @@ fn render_state(s: &mut String, st: &PlannedState) {
         PlanDetails::Command {
             command,
             script_file,
+            script,
             dir,
         } => {
             if let Some(c) = command {
@@ -100,6 +113,9 @@ fn render_state(s: &mut String, st: &PlannedState) {
             }
             if let Some(f) = script_file {
                 line(s, format!("Script: {f}"));
+            }
+            if let Some(c) = script {
+                line(s, format!("Command: {}", c.trim_end()));
             }
             if let Some(d) = dir {
                 line(s, format!("Dir: {d}"));
@@ -114,11 +130,11 @@ fn render_state(s: &mut String, st: &PlannedState) {
         } => {
             line(s, format!("Provider: {provider}"));
             line(s, format!("Mode: {mode}"));
-            if let Some(p) = prompt {
-                line(s, format!("Prompt: {}", p.trim_end()));
-            }
             if let Some(f) = prompt_file {
                 line(s, format!("Prompt file: {f}"));
+            }
+            if let Some(p) = prompt {
+                line(s, format!("Prompt: {}", p.trim_end()));
             }
             if !options.is_empty() {
                 let opts: Vec<String> = options
@@ -217,14 +233,33 @@ fn render_state(s: &mut String, st: &PlannedState) {
         }
         line(s, text);
     }
+    let mut capture = Vec::new();
+    if let Some(v) = &st.capture.stdout {
+        capture.push(format!("stdout -> {v}"));
+    }
+    if let Some(v) = &st.capture.stderr {
+        capture.push(format!("stderr -> {v}"));
+    }
     if let Some(c) = st.capture_max_size {
-        line(s, format!("Capture: max {c} bytes"));
+        capture.push(format!("max {c} bytes"));
+    }
+    if !capture.is_empty() {
+        line(s, format!("Capture: {}", capture.join(", ")));
     }
     if st.continue_on_error {
         line(s, "Continue on error: yes".to_owned());
     }
     for r in &st.routes {
         let text = match (r.on, &r.when) {
+            (on, _) if r.inline_error.is_some() => {
+                let e = r.inline_error.as_ref();
+                let msg = e
+                    .and_then(|e| e.message.as_deref())
+                    .map(|m| format!(" \"{m}\""))
+                    .unwrap_or_default();
+                let code = e.and_then(|e| e.exit_code).unwrap_or(3);
+                format!("→ {on}: fail{msg} (exit {code})")
+            }
             (_, Some(w)) => format!("→ when \"{w}\": {}", r.target),
             ("default", None) => format!("→ default: {}", r.target),
             (on, None) => format!("→ {on}: {}", r.target),
@@ -271,6 +306,7 @@ mod tests {
             timeout_ms: None,
             retry: None,
             capture_max_size: None,
+            capture: Default::default(),
             continue_on_error: false,
             routes: Vec::new(),
         }
@@ -284,6 +320,7 @@ mod tests {
             PlanDetails::Command {
                 command: Some("cat \"/x\"".into()),
                 script_file: None,
+                script: None,
                 dir: None,
             },
         );
@@ -301,11 +338,13 @@ mod tests {
                 on: "when",
                 when: Some("inputs.count > 5".into()),
                 target: "big".into(),
+                inline_error: None,
             },
             PlanRoute {
                 on: "on_success",
                 when: None,
                 target: "done".into(),
+                inline_error: None,
             },
         ];
         let plan = Plan {

@@ -60,6 +60,10 @@ pub struct TextPrinter {
     agent_mid_line: bool,
     /// Spinners on a terminal; `None` prints plain lines.
     live: Option<LiveProgress>,
+    /// Set by the first `BreakpointReached` (`--interactive` / `--breakpoint`): from then on
+    /// each top-level step gets an `Executing` line and a result block (output, exit code,
+    /// duration, status).
+    interactive: bool,
 }
 
 impl TextPrinter {
@@ -81,7 +85,14 @@ impl TextPrinter {
             agent_text: String::new(),
             agent_mid_line: false,
             live: None,
+            interactive: false,
         }
+    }
+
+    /// Whether `ev` is about a step of the top-level run itself (not a branch, a loop body
+    /// step or a sub-workflow's step), which the interactive display describes.
+    fn top_level_step(ev: &EventEnvelope, step: &str) -> bool {
+        ev.parent_run_id.is_none() && ev.path == step && ev.iteration.is_none()
     }
 
     /// Shows running steps as spinners through `live` (`None`: plain lines).
@@ -237,7 +248,11 @@ impl TextPrinter {
                 }
             }
             RunEvent::StepStarted { step, .. } => {
-                if !self.quiet && self.live.is_none() {
+                let announced = self.interactive && Self::top_level_step(ev, step);
+                if announced {
+                    writeln!(err, "\n{ind}Executing {step}...\n{ind}{}", "-".repeat(20))?;
+                }
+                if !self.quiet && self.live.is_none() && !announced {
                     writeln!(
                         err,
                         "{ind}{} {}",
@@ -350,10 +365,19 @@ impl TextPrinter {
                 step,
                 kind,
                 previous,
+                preview,
                 ..
             } => {
+                self.interactive = true;
                 out.flush()?;
-                writeln!(err, "{ind}{} next: {step} ({kind})", self.style.yellow("⏸"))?;
+                writeln!(
+                    err,
+                    "\n{ind}{} [Step {}/{}] {step}\n{ind}Type: {kind}",
+                    self.style.yellow("⏸"),
+                    preview.position,
+                    preview.total
+                )?;
+                write!(err, "{}", preview_text(preview, &ind))?;
                 let retry = if previous.is_some() { " [r]etry" } else { "" };
                 write!(
                     err,
@@ -427,6 +451,10 @@ impl TextPrinter {
                         }
                     }
                 }
+                if self.interactive && Self::top_level_step(ev, step) {
+                    let shows_output = self.mode == OutputMode::Silent;
+                    write!(err, "{}", self.result_block(state, shows_output, &ind))?;
+                }
                 if !self.quiet || state.status == StepStatus::Failed {
                     let line = self.finished_line(&Self::label(step, ev), state);
                     writeln!(err, "{ind}{line}")?;
@@ -473,6 +501,38 @@ impl TextPrinter {
             }
         }
         Ok(())
+    }
+
+    /// The interactive result block of a finished step: `Output: …` and `Stderr: …` (trimmed,
+    /// when `with_output` and not empty), then `Exit: N | Duration: D | Status: ✓ completed`.
+    fn result_block(&self, state: &StepState, with_output: bool, ind: &str) -> String {
+        let mut s = String::new();
+        if with_output {
+            for (label, text) in [("Output", &state.output), ("Stderr", &state.stderr)] {
+                let text = text.trim();
+                if !text.is_empty() {
+                    s.push_str(&indented(&format!("{label}: {text}"), ind));
+                }
+            }
+        }
+        let exit = state
+            .exit_code
+            .map_or_else(|| "-".to_owned(), |c| c.to_string());
+        let dur = format_go(Duration::from_millis(state.duration_ms()));
+        let status = match state.status {
+            StepStatus::Completed => format!("{} completed", self.style.green("✓")),
+            other => {
+                let word = serde_json::to_value(other)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                format!("{} {word}", self.style.red("✗"))
+            }
+        };
+        s.push_str(&format!(
+            "{ind}Exit: {exit} | Duration: {dur} | Status: {status}\n"
+        ));
+        s
     }
 
     /// `✓ step (12ms)`, `✗ step (1.5s): <error>`, `⊘ step: cancelled (2s)`, `- step: skipped`.
@@ -564,8 +624,83 @@ pub fn tool_arg_preview(input: &serde_json::Value) -> String {
     String::new()
 }
 
+/// `text` with `ind` before its first line and `ind` plus two spaces before the others.
+fn indented(text: &str, ind: &str) -> String {
+    let mut s = String::new();
+    for (i, l) in text.lines().enumerate() {
+        s.push_str(ind);
+        if i > 0 {
+            s.push_str("  ");
+        }
+        s.push_str(l);
+        s.push('\n');
+    }
+    s
+}
+
+/// What `--interactive` shows before a step, under its `[Step n/N]` header: `Command:`
+/// (multi-line commands indented), `Timeout:`, then one `→` line per route
+/// (`→ on_success: b`, `→ when 'expr': t`, `→ default: t`, `→ on_failure: fail "msg"`),
+/// then a blank line.
+fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
+    let mut s = String::new();
+    if let Some(c) = &p.command {
+        s.push_str(&indented(&format!("Command: {}", c.trim_end()), ind));
+    }
+    if let Some(t) = p.timeout_ms {
+        s.push_str(&format!(
+            "{ind}Timeout: {}\n",
+            format_go(Duration::from_millis(t))
+        ));
+    }
+    for r in &p.routes {
+        let target = match &r.inline_error {
+            Some(m) if m.is_empty() => "fail".to_owned(),
+            Some(m) => format!("fail \"{m}\""),
+            None => r.target.clone(),
+        };
+        let label = match &r.when {
+            Some(w) => format!("when '{w}'"),
+            None => r.on.clone(),
+        };
+        s.push_str(&format!("{ind}→ {label}: {target}\n"));
+    }
+    s.push('\n');
+    s
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn interactive_preview_lists_command_timeout_and_routes() {
+        use awf_domain::event::PreviewRoute;
+        use awf_domain::event::StepPreview;
+        let p = StepPreview {
+            position: 2,
+            total: 5,
+            command: Some("echo a\necho b\n".into()),
+            timeout_ms: Some(5000),
+            routes: vec![
+                PreviewRoute {
+                    on: "when".into(),
+                    when: Some("inputs.x == 1".into()),
+                    target: "big".into(),
+                    inline_error: None,
+                },
+                PreviewRoute {
+                    on: "on_failure".into(),
+                    when: None,
+                    target: String::new(),
+                    inline_error: Some("it broke".into()),
+                },
+            ],
+        };
+        assert_eq!(
+            super::preview_text(&p, "  "),
+            "  Command: echo a\n    echo b\n  Timeout: 5s\n  \u{2192} when 'inputs.x == 1': big\n  \u{2192} on_failure: fail \"it broke\"\n\n"
+        );
+    }
+
     use super::*;
     use std::collections::BTreeMap;
     use std::time::SystemTime;

@@ -423,7 +423,7 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
                 }
             } else {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(dry_run::render(&plan).as_bytes());
+                let _ = out.write_all(dry_run::render_as(&plan, ctx.format).as_bytes());
                 let _ = out.flush();
             }
             Outcome::Success
