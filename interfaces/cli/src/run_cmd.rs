@@ -712,9 +712,27 @@ fn print_step(step: &str, result: &RunResult) {
 /// detail and hint lines (when a step line already showed that message, it is not repeated:
 /// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
 fn print_summary(ctx: &Ctx, result: &RunResult) {
-    let _ = std::io::stderr()
-        .lock()
-        .write_all(summary_text(ctx.quiet, ctx.hints, ctx.err_style, result).as_bytes());
+    let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
+    let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
+    if let (Some(id), true, true, false) = (
+        &result.run_id,
+        recorded,
+        ctx.hints,
+        result.status == RunStatus::Success,
+    ) {
+        text.push_str(&format!(
+            "  {} continue it with `awf resume {}`\n",
+            ctx.err_style.cyan("Hint:"),
+            id.0
+        ));
+    }
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    // `-f quiet`: the run id alone on stdout, for `ID=$(awf run wf -f quiet)` (AWF (Go)).
+    if ctx.format == crate::cli::Format::Quiet
+        && let Some(id) = &result.run_id
+    {
+        let _ = writeln!(std::io::stdout().lock(), "{}", id.0);
+    }
 }
 
 /// The text of [`print_summary`].
@@ -777,7 +795,8 @@ pub(crate) fn summary_text(
         },
         RunStatus::Cancelled => {
             let mut out = format!("{}\n", s.yellow("Workflow cancelled."));
-            if let Some(e) = error {
+            // The cancel itself is said above; only another cause is worth a second line.
+            if let Some(e) = error.filter(|e| e.code() != ErrorCode::ExecutionRunCancelled) {
                 out.push_str(&errors::render_text(&e, hints, s));
             }
             out

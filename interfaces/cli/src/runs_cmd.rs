@@ -192,7 +192,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
         Format::Quiet => runs.iter().map(|s| format!("{}\n", s.run_id)).collect(),
         _ if runs.is_empty() => "No resumable workflows found\n".to_owned(),
         Format::Table => {
-            let mut t = Table::new(&[20, 15, 10, 15, 12, 20]);
+            let mut t = Table::new(&[36, 15, 10, 15, 12, 20]);
             t.header(&[
                 "ID",
                 "WORKFLOW",
@@ -289,7 +289,20 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(out, "No execution history found");
         return Ok(Outcome::Success);
     }
-    let _ = out.write_all(history_text(&rows).as_bytes());
+    let text = match ctx.format {
+        Format::Quiet => rows.iter().map(|r| format!("{}\n", r.id)).collect(),
+        Format::Table => {
+            let mut t = Table::new(&[36, 20, 10, 10, 16]);
+            t.header(&["ID", "WORKFLOW", "STATUS", "DURATION", "COMPLETED"]);
+            for r in &rows {
+                t.row(&history_cells(r));
+            }
+            t.sep();
+            t.text().to_owned()
+        }
+        Format::Text | Format::Json => history_text(&rows),
+    };
+    let _ = out.write_all(text.as_bytes());
     Ok(Outcome::Success)
 }
 
@@ -343,22 +356,25 @@ pub fn history_text(rows: &[HistoryRecord]) -> String {
         header.map(str::to_owned).to_vec(),
         header.map(|h| "-".repeat(h.len())).to_vec(),
     ];
-    for r in rows {
-        table.push(vec![
-            r.id.clone(),
-            r.workflow_name.clone(),
-            go_status(r.status).to_owned(),
-            r.duration_ms.map_or_else(|| "-".to_owned(), go_duration),
-            r.completed_at_ms.map_or_else(
-                || "-".to_owned(),
-                |ms| {
-                    let t = ms_time(ms);
-                    t.get(..16).unwrap_or(&t).replacen('T', " ", 1)
-                },
-            ),
-        ]);
-    }
+    table.extend(rows.iter().map(history_cells));
     aligned(&table)
+}
+
+/// One history row's cells: id, workflow name, status word, duration, completion minute.
+fn history_cells(r: &HistoryRecord) -> Vec<String> {
+    vec![
+        r.id.clone(),
+        r.workflow_name.clone(),
+        go_status(r.status).to_owned(),
+        r.duration_ms.map_or_else(|| "-".to_owned(), go_duration),
+        r.completed_at_ms.map_or_else(
+            || "-".to_owned(),
+            |ms| {
+                let t = ms_time(ms);
+                t.get(..16).unwrap_or(&t).replacen('T', " ", 1)
+            },
+        ),
+    ]
 }
 
 fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
@@ -603,16 +619,14 @@ pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Val
 }
 
 /// `awf status -f table` (AWF (Go)'s box): a full-width header with the workflow name, the
-/// first 12 characters of the run id, the status and the duration, then STEP(12) STATUS(10)
+/// whole run id (Go cuts it to 12 characters; a cut id cannot be copied), the status and the
+/// duration, then STEP(12) STATUS(10)
 /// DURATION(10) ERROR(30) rows (`-` for an empty cell).
 pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
-    let mut t = Table::new(&[12, 10, 10, 30]);
-    let short: String = snap.run_id.chars().take(12).collect();
+    let mut t = Table::new(&[20, 10, 10, 30]);
     t.full_sep();
-    t.full_row(&format!(
-        "Workflow: {:<20} ID: {short}...",
-        snap.workflow_name
-    ));
+    t.full_row(&format!("Workflow: {}", snap.workflow_name));
+    t.full_row(&format!("ID: {}", snap.run_id));
     t.full_row(&format!(
         "Status: {:<22} Duration: {}",
         go_status(snap.status),

@@ -195,6 +195,11 @@ pub fn build_recording(storage: Option<&Path>) -> Result<Wiring, AwfError> {
     build_as(storage, true)
 }
 
+/// Whether runs are recorded given the value of `AWF_RECORD` (anything but `off`, any case).
+pub fn recording_on(awf_record: Option<&str>) -> bool {
+    awf_record.is_none_or(|v| !v.eq_ignore_ascii_case("off"))
+}
+
 fn build_as(storage: Option<&Path>, recording: bool) -> Result<Wiring, AwfError> {
     let env = process_env();
     let cwd = std::env::current_dir().map_err(|e| {
@@ -221,10 +226,7 @@ pub fn build_with(
     let executor: Arc<dyn awf_domain::ports::CommandExecutor> = Arc::new(ProcessExecutor::new());
     // Run records (state files, history, audit, transcripts) unless AWF_RECORD=off. A store
     // that cannot be opened (read-only disk) leaves runs working, unrecorded, with a warning.
-    let record = recording
-        && env
-            .get("AWF_RECORD")
-            .is_none_or(|v| !v.eq_ignore_ascii_case("off"));
+    let record = recording && recording_on(env.get("AWF_RECORD").map(String::as_str));
     // The store is opened only when it is needed: here for recording; `history`, `status`
     // and `resume` open it through `Wiring::state_store`/`history_store`. That keeps commands
     // such as `validate` and `list`, and unrecorded runs, fast.

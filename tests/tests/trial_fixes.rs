@@ -1,0 +1,103 @@
+//! Findings of a new-user trial (issues 7 and 8): what scripts capture and what a failed or
+//! cancelled run tells the user.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Stdio;
+
+use awf_tests::Sandbox;
+
+const OK: &str = "name: ok\nstates:\n  initial: a\n  a: {type: step, command: 'echo hi', on_success: done}\n  done: {type: terminal}\n";
+const FAIL: &str = "name: broken-run\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n";
+
+#[test]
+fn run_quiet_prints_the_run_id_for_scripts() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("ok.yaml", OK).unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "quiet"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout.trim();
+    assert_eq!(id.len(), 36, "{:?}", r.stdout);
+    let s = sb.run(&["status", id, "-f", "quiet"]).unwrap();
+    assert_eq!(s.stdout.trim(), "completed", "{}", s.stderr);
+}
+
+#[test]
+fn history_quiet_lists_run_ids_and_table_keeps_them_whole() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("ok.yaml", OK).unwrap();
+    let id = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "quiet"])
+        .unwrap()
+        .stdout;
+    let id = id.trim();
+    let q = sb.run(&["history", "-f", "quiet"]).unwrap();
+    assert_eq!(q.stdout, format!("{id}\n"));
+    let t = sb.run(&["history", "-f", "table"]).unwrap();
+    assert!(t.stdout.starts_with("+---"), "{}", t.stdout);
+    assert!(t.stdout.contains(&format!("| {id} |")), "{}", t.stdout);
+    let st = sb.run(&["status", id, "-f", "table"]).unwrap();
+    assert!(st.stdout.contains(id), "{}", st.stdout);
+}
+
+#[test]
+fn a_failed_run_says_how_to_resume_it() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("f.yaml", FAIL).unwrap();
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 3);
+    let id = r
+        .stderr
+        .lines()
+        .next()
+        .and_then(|l| {
+            l.rsplit_once('(')
+                .map(|(_, id)| id.trim_end_matches(')').to_owned())
+        })
+        .unwrap();
+    assert!(
+        r.stderr
+            .contains(&format!("Hint: continue it with `awf resume {id}`")),
+        "{}",
+        r.stderr
+    );
+    let quiet = sb
+        .run(&["run", wf.to_str().unwrap(), "--no-hints"])
+        .unwrap();
+    assert!(!quiet.stderr.contains("awf resume"), "{}", quiet.stderr);
+}
+
+#[test]
+fn a_cancelled_run_says_so_once() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 30', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    awf_tests::wait_for("the step to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 30")
+    });
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Workflow cancelled."), "{err}");
+    assert!(!err.contains("EXECUTION.RUN.CANCELLED"), "{err}");
+}
