@@ -1195,6 +1195,16 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
                     ctx.check_expr(b, &format!("{base}.break_when"));
                 }
             }
+            // A terminal's message is rendered when the run ends: any state may have run.
+            StateKind::Terminal(t) => {
+                if let Some(m) = &t.message {
+                    ctx.check_text(
+                        m,
+                        &format!("{base}.message"),
+                        Site::Workflow { error: false },
+                    );
+                }
+            }
             _ => {}
         }
         for (i, t) in s.transitions.iter().enumerate() {

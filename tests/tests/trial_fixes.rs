@@ -101,3 +101,26 @@ fn a_cancelled_run_says_so_once() {
     assert!(err.contains("Workflow cancelled."), "{err}");
     assert!(!err.contains("EXECUTION.RUN.CANCELLED"), "{err}");
 }
+
+/// A terminal's `message` is checked like every other template: a bad reference is a
+/// validation error instead of a message printed as raw template text.
+#[test]
+fn terminal_message_references_are_validated() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "tm.yaml",
+            "name: tm\nstates:\n  initial: a\n  a: {type: step, command: 'echo hi', on_success: done}\n  done: {type: terminal, message: \"x={{.states.nosuch.Output}} i={{.inputs.nope}}\"}\n",
+        )
+        .unwrap();
+    let v = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(v.code, 2, "{}{}", v.stdout, v.stderr);
+    let all = format!("{}{}", v.stdout, v.stderr);
+    assert!(
+        all.contains("reference to unknown state \"nosuch\" in states.done.message"),
+        "{all}"
+    );
+    assert!(all.contains("undefined input \"nope\""), "{all}");
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
