@@ -124,3 +124,22 @@ fn terminal_message_references_are_validated() {
     let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+/// An operation state (not runnable in this build) fails like any step: `on_failure` routes it.
+#[test]
+fn an_operation_failure_is_routed_by_on_failure() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "op.yaml",
+            "name: op\nstates:\n  initial: o\n  o: {type: operation, operation: github.get_issue, on_success: done, on_failure: bad}\n  done: {type: terminal}\n  bad: {type: terminal, status: failure, message: routed}\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], "bad", "{doc}");
+    assert_eq!(doc["states"]["o"]["status"], "failed", "{doc}");
+}

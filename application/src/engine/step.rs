@@ -175,12 +175,20 @@ impl Run {
                     let deadline = super::agent::agent_deadline(a, deadline);
                     self.with_retry(state, at, deadline, token).await
                 }
-                StateKind::Operation(_) => Err(AwfError::new(
-                    ErrorCode::ExecutionStepUnavailable,
-                    format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
-                )
-                .with_detail("state", name)
-                .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet")),
+                // A failure like any other: `on_failure` routes it (all failures are routable).
+                StateKind::Operation(_) => {
+                    let err = AwfError::new(
+                        ErrorCode::ExecutionStepUnavailable,
+                        format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
+                    )
+                    .with_detail("state", name)
+                    .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet");
+                    let mut st = StepState::running(name, started);
+                    st.completed_at = Some(SystemTime::now());
+                    st.status = StepStatus::Failed;
+                    st.error = Some(err.message().to_owned());
+                    Ok(Body { state: st, failure: Some(err), early_exit: None })
+                }
                 StateKind::Terminal(_) => {
                     return Ok(StepExit {
                         next: Some(name.to_owned()),
