@@ -25,7 +25,7 @@ fn run_quiet_prints_the_run_id_for_scripts() {
 }
 
 #[test]
-fn history_quiet_lists_run_ids_and_table_keeps_them_whole() {
+fn status_table_keeps_the_run_id_whole() {
     let sb = Sandbox::new().unwrap();
     let wf = sb.write("ok.yaml", OK).unwrap();
     let id = sb
@@ -33,13 +33,8 @@ fn history_quiet_lists_run_ids_and_table_keeps_them_whole() {
         .unwrap()
         .stdout;
     let id = id.trim();
-    let q = sb.run(&["history", "-f", "quiet"]).unwrap();
-    assert_eq!(q.stdout, format!("{id}\n"));
-    let t = sb.run(&["history", "-f", "table"]).unwrap();
-    assert!(t.stdout.starts_with("+---"), "{}", t.stdout);
-    assert!(t.stdout.contains(&format!("| {id} |")), "{}", t.stdout);
     let st = sb.run(&["status", id, "-f", "table"]).unwrap();
-    assert!(st.stdout.contains(id), "{}", st.stdout);
+    assert!(st.stdout.contains(&format!("ID: {id}")), "{}", st.stdout);
 }
 
 #[test]
@@ -142,4 +137,34 @@ fn an_operation_failure_is_routed_by_on_failure() {
     let doc = r.json().unwrap();
     assert_eq!(doc["terminal"], "bad", "{doc}");
     assert_eq!(doc["states"]["o"]["status"], "failed", "{doc}");
+}
+
+/// A run whose awf process was SIGKILLed is not shown as simply `running` by `awf history`.
+#[test]
+fn history_marks_a_run_whose_process_is_gone() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 31', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("the step to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 31")
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = sb.kill_processes(Some("sleep 31"));
+    let h = sb.run(&["history"]).unwrap();
+    assert!(h.stdout.contains("running (process gone)"), "{}", h.stdout);
+    let j = sb.run(&["history", "-f", "json"]).unwrap();
+    let doc = j.json().unwrap();
+    assert_eq!(doc[0]["status"], "running", "{doc}");
+    assert_eq!(doc[0]["process_gone"], true, "{doc}");
 }

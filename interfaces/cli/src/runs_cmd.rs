@@ -280,8 +280,28 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         return Ok(Outcome::Success);
     }
     let rows = store.list(&filter).map_err(CliError::Awf)?;
+    // A row still `running` whose awf process is gone (SIGKILL, crash) says so, as `status`
+    // does: its state file names the process.
+    let gone: std::collections::BTreeSet<String> = match w.state_store() {
+        Ok(states) => rows
+            .iter()
+            .filter(|r| r.status == StoredStatus::Running)
+            .filter(|r| states.load(&r.id).is_ok_and(|s| process_gone(&s)))
+            .map(|r| r.id.clone())
+            .collect(),
+        Err(_) => std::collections::BTreeSet::new(),
+    };
     if ctx.json() {
-        let rows: Vec<serde_json::Value> = rows.iter().map(history_json).collect();
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                let mut v = history_json(r);
+                if gone.contains(&r.id) {
+                    v["process_gone"] = serde_json::Value::Bool(true);
+                }
+                v
+            })
+            .collect();
         json_out::print(&rows)?;
         return Ok(Outcome::Success);
     }
@@ -289,19 +309,9 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(out, "No execution history found");
         return Ok(Outcome::Success);
     }
-    let text = match ctx.format {
-        Format::Quiet => rows.iter().map(|r| format!("{}\n", r.id)).collect(),
-        Format::Table => {
-            let mut t = Table::new(&[36, 20, 10, 10, 16]);
-            t.header(&["ID", "WORKFLOW", "STATUS", "DURATION", "COMPLETED"]);
-            for r in &rows {
-                t.row(&history_cells(r));
-            }
-            t.sep();
-            t.text().to_owned()
-        }
-        Format::Text | Format::Json => history_text(&rows),
-    };
+    // `-f table` and `-f quiet` print the same as text, as in AWF (Go) (its integration tests
+    // check the three alike: whole ids and names under the same header).
+    let text = history_text_marking(&rows, &gone);
     let _ = out.write_all(text.as_bytes());
     Ok(Outcome::Success)
 }
@@ -350,22 +360,32 @@ pub fn go_duration(ms: u64) -> String {
 /// STATUS  DURATION  COMPLETED`, a dash line under each header, then one row per run with the
 /// full run id and the full workflow name (nothing is cut); COMPLETED is `YYYY-MM-DD HH:MM`
 /// (UTC), `-` while running.
-pub fn history_text(rows: &[HistoryRecord]) -> String {
+///
+/// Rows in `gone` (running, their awf process dead) are marked.
+fn history_text_marking(
+    rows: &[HistoryRecord],
+    gone: &std::collections::BTreeSet<String>,
+) -> String {
     let header = ["ID", "WORKFLOW", "STATUS", "DURATION", "COMPLETED"];
     let mut table = vec![
         header.map(str::to_owned).to_vec(),
         header.map(|h| "-".repeat(h.len())).to_vec(),
     ];
-    table.extend(rows.iter().map(history_cells));
+    table.extend(rows.iter().map(|r| history_cells(r, gone.contains(&r.id))));
     aligned(&table)
 }
 
-/// One history row's cells: id, workflow name, status word, duration, completion minute.
-fn history_cells(r: &HistoryRecord) -> Vec<String> {
+/// One history row's cells: id, workflow name, status word (`running (process gone)` for a
+/// run whose awf process died), duration, completion minute.
+fn history_cells(r: &HistoryRecord, gone: bool) -> Vec<String> {
     vec![
         r.id.clone(),
         r.workflow_name.clone(),
-        go_status(r.status).to_owned(),
+        if gone {
+            "running (process gone)".to_owned()
+        } else {
+            go_status(r.status).to_owned()
+        },
         r.duration_ms.map_or_else(|| "-".to_owned(), go_duration),
         r.completed_at_ms.map_or_else(
             || "-".to_owned(),
@@ -890,7 +910,10 @@ mod tests {
             error_message: None,
             parent_run_id: None,
         };
-        let text = history_text(std::slice::from_ref(&row));
+        let text = history_text_marking(
+            std::slice::from_ref(&row),
+            &std::collections::BTreeSet::new(),
+        );
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[2],
