@@ -335,11 +335,7 @@ pub fn plan_with_env(
         config_inputs,
         std::path::Path::new("."),
     )?;
-    let mut masker = Masker::from_named(
-        resolved
-            .iter()
-            .filter_map(|(k, v)| v.as_str().map(|s| (k.as_str(), s))),
-    );
+    let mut masker = Masker::from_named_values(&resolved);
     masker.extend(&Masker::from_named(
         env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     ));
@@ -395,6 +391,9 @@ fn plan_inputs(
         let given = cli.iter().any(|(k, _)| k == &def.name) || config.contains_key(&def.name);
         let mut value = resolved.get(&def.name).cloned().unwrap_or(Value::Null);
         masker.mask_json(&mut value);
+        if awf_domain::mask::is_secret_name(&def.name) && !value.is_null() {
+            value = Value::String(awf_domain::mask::MASK.to_owned());
+        }
         out.push(PlanInput {
             name: def.name.clone(),
             value,
@@ -405,6 +404,9 @@ fn plan_inputs(
         if seen.insert(k.clone()) {
             let mut value = v.clone();
             masker.mask_json(&mut value);
+            if awf_domain::mask::is_secret_name(k) && !value.is_null() {
+                value = Value::String(awf_domain::mask::MASK.to_owned());
+            }
             out.push(PlanInput {
                 name: k.clone(),
                 value,

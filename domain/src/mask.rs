@@ -24,6 +24,20 @@ pub const MASK: &str = "***";
 /// Values (and lines of multi-line values) shorter than this many characters are not masked.
 pub const MIN_SECRET_CHARS: usize = 4;
 
+/// Replaces every value under a secret name in `map` (at any depth) with `***`, whatever
+/// its type: how inputs are shown (dry runs, state files, audit, `config show`).
+pub fn redact_named(map: &mut serde_json::Map<String, serde_json::Value>) {
+    for (k, v) in map.iter_mut() {
+        if is_secret_name(k) {
+            if !v.is_null() && v.as_str() != Some("") {
+                *v = serde_json::Value::String(MASK.to_owned());
+            }
+        } else if let serde_json::Value::Object(inner) = v {
+            redact_named(inner);
+        }
+    }
+}
+
 /// Whether a variable or input name marks its value as secret.
 pub fn is_secret_name(name: &str) -> bool {
     let up = name.to_ascii_uppercase();
@@ -137,6 +151,42 @@ impl Masker {
         }
         out.extend_from_slice(&bytes[done..]);
         Cow::Owned(out)
+    }
+
+    /// Adds every value inside `v` as a secret: strings, numbers and booleans as written
+    /// (`987654`), the elements of lists and the leaves of maps (so each item a loop takes
+    /// from a secret list is masked), and the whole value's compact JSON text.
+    pub fn add_value(&mut self, v: &serde_json::Value) {
+        match v {
+            serde_json::Value::Null => {}
+            serde_json::Value::String(s) => self.add(s),
+            serde_json::Value::Number(n) => self.add(&n.to_string()),
+            serde_json::Value::Bool(_) => {}
+            serde_json::Value::Array(items) => {
+                self.add(&v.to_string());
+                items.iter().for_each(|x| self.add_value(x));
+            }
+            serde_json::Value::Object(map) => {
+                self.add(&v.to_string());
+                map.values().for_each(|x| self.add_value(x));
+            }
+        }
+    }
+
+    /// A masker of every value under a secret name in `values` (see [`is_secret_name`]),
+    /// whatever its type (see [`Masker::add_value`]); names inside nested maps count too.
+    pub fn from_named_values<'a>(
+        values: impl IntoIterator<Item = (&'a String, &'a serde_json::Value)>,
+    ) -> Self {
+        let mut m = Self::default();
+        for (k, v) in values {
+            if is_secret_name(k) {
+                m.add_value(v);
+            } else if let serde_json::Value::Object(inner) = v {
+                m.extend(&Self::from_named_values(inner));
+            }
+        }
+        m
     }
 
     /// Masks every string inside a JSON value.

@@ -561,6 +561,12 @@ impl Run {
             }
             options.insert(k.clone(), self.render_json(v, frame)?);
         }
+        // A literal secret in the options (`api_key: sk-…`) is masked like one from the
+        // environment: an error that echoes it (a 401 body) must not show it.
+        let secrets = awf_domain::mask::Masker::from_named_values(&options);
+        if !secrets.is_empty() {
+            lock(&self.masker).extend(&secrets);
+        }
         let output_format = match &step.output_format {
             Some(f) => Some(tpl("output_format", f)?.trim().to_owned()),
             None => None,

@@ -252,6 +252,8 @@ impl Run {
     pub(crate) fn new(spec: RunSpec) -> Self {
         let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         masker.extend(&spec.inherited_secrets);
+        // Secret inputs of any type: numbers as written, every item of a list, every leaf.
+        masker.extend(&Masker::from_named_values(&spec.inputs));
         let mut exported = Vec::new();
         for (k, v) in &spec.inputs {
             let text = match v {
@@ -259,9 +261,6 @@ impl Run {
                 Value::Null => continue,
                 other => other.to_string(),
             };
-            if awf_domain::mask::is_secret_name(k) {
-                masker.add(&text);
-            }
             exported.push((k.clone(), text));
         }
         let (mut restored, resume_at) = match spec.resume {
@@ -516,16 +515,10 @@ impl Run {
     /// `RunFinished` last.
     pub(crate) async fn execute(&self) -> RunResult {
         let mut shown = lock(&self.inputs).clone();
-        for (k, v) in shown.iter_mut() {
-            if awf_domain::mask::is_secret_name(k) {
-                if let Value::String(s) = v
-                    && s.chars().count() >= 4
-                {
-                    *v = Value::String(awf_domain::mask::MASK.to_owned());
-                }
-            } else {
-                self.masker().mask_json(v);
-            }
+        awf_domain::mask::redact_named(&mut shown);
+        let masker = self.masker();
+        for v in shown.values_mut() {
+            masker.mask_json(v);
         }
         self.emitter.emit(
             "",

@@ -783,12 +783,10 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
     let ConfigAction::Show = args.action;
     let w = wiring::build(ctx.storage.as_deref()).map_err(CliError::Awf)?;
     let cfg = w.config().map_err(CliError::Awf)?;
-    let masker = awf_domain::mask::Masker::from_named(
-        cfg.inputs
-            .iter()
-            .filter_map(|(k, v)| v.as_str().map(|s| (k.as_str(), s))),
-    );
-    let mut inputs = serde_json::Value::Object(cfg.inputs.clone());
+    let masker = awf_domain::mask::Masker::from_named_values(&cfg.inputs);
+    let mut shown = cfg.inputs.clone();
+    awf_domain::mask::redact_named(&mut shown);
+    let mut inputs = serde_json::Value::Object(shown);
     masker.mask_json(&mut inputs);
     let mut out = std::io::stdout().lock();
     // AWF (Go)'s `path`: $AWF_CONFIG_PATH, else the relative `.awf/config.yaml`.

@@ -209,10 +209,13 @@ pub fn render_table(
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .filter(|t| t != "untyped")
                     .unwrap_or_else(|| "-".to_owned());
-                let default = i.default.as_ref().map_or_else(
-                    || "-".to_owned(),
-                    |v| v.as_str().map_or_else(|| v.to_string(), str::to_owned),
-                );
+                let default = match &i.default {
+                    None => "-".to_owned(),
+                    Some(_) if awf_domain::mask::is_secret_name(&i.name) => {
+                        awf_domain::mask::MASK.to_owned()
+                    }
+                    Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_owned),
+                };
                 let req = if i.required { "yes" } else { "no" };
                 t.row(&[i.name.clone(), ty, req.to_owned(), default]);
             }
