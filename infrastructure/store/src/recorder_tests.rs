@@ -400,7 +400,10 @@ fn recording_a_step_does_not_grow_with_the_steps_before_it() {
     assert!(lines.len() >= 300, "{} lines", lines.len());
     let first = lines[..50].iter().max().unwrap();
     let last = lines[lines.len() - 50..].iter().max().unwrap();
-    assert!(last <= &(first + 8), "last lines {last} bytes, first {first}");
+    assert!(
+        last <= &(first + 8),
+        "last lines {last} bytes, first {first}"
+    );
     assert_eq!(store.load("r").unwrap().states.len(), 300);
 }
 

@@ -269,6 +269,10 @@ fn parse_float(text: &str) -> Option<f64> {
 /// anchored value it copies).
 pub const MAX_ALIAS_NODES: usize = 100_000;
 
+/// Most bytes of scalar text aliases may copy into a document (16 MiB): a few large
+/// scalars aliased many times are as costly as many nodes.
+pub const MAX_ALIAS_BYTES: usize = 16 * 1024 * 1024;
+
 /// Most nodes a document may hold, aliases expanded.
 pub const MAX_TOTAL_NODES: usize = 1_000_000;
 
@@ -348,12 +352,24 @@ impl Frame {
     }
 }
 
+/// Bytes of scalar text (keys included) in `node`.
+fn text_bytes(node: &Node) -> usize {
+    match &node.kind {
+        NodeKind::Scalar { text, .. } => text.len(),
+        NodeKind::Seq(items) => items.iter().map(text_bytes).fold(0, usize::saturating_add),
+        NodeKind::Map(entries) => entries
+            .iter()
+            .map(|e| e.key.len().saturating_add(text_bytes(&e.value)))
+            .fold(0, usize::saturating_add),
+    }
+}
+
 fn too_large(pos: Pos) -> SyntaxError {
     SyntaxError {
         pos,
         message: format!(
             "document too large after alias expansion (more than {MAX_ALIAS_NODES} nodes \
-             copied by aliases or {MAX_TOTAL_NODES} nodes in all)"
+             or {MAX_ALIAS_BYTES} bytes copied by aliases, or {MAX_TOTAL_NODES} nodes in all)"
         ),
         hint: Some("an alias repeats its anchored value; nested aliases multiply it".to_owned()),
     }
@@ -395,11 +411,12 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
     let mut soft: Vec<SyntaxError> = Vec::new();
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
-    // Anchor id → (node, its node count, its height).
-    let mut anchors: HashMap<usize, (Node, usize, usize)> = HashMap::new();
+    // Anchor id → (node, its node count, its height, its bytes of text).
+    let mut anchors: HashMap<usize, (Node, usize, usize, usize)> = HashMap::new();
     let mut root: Option<Node> = None;
     let mut documents = 0usize;
     let mut alias_nodes = 0usize;
+    let mut alias_bytes = 0usize;
     let mut total_nodes = 0usize;
     loop {
         let (event, marker) = parser.next_token().map_err(|e| scan_error(text, &e))?;
@@ -419,10 +436,14 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
             }
             Event::Nothing | Event::StreamStart | Event::DocumentEnd => None,
             Event::Alias(id) => match anchors.get(&id) {
-                Some((n, nodes, height)) => {
+                Some((n, nodes, height, bytes)) => {
                     alias_nodes = alias_nodes.saturating_add(*nodes);
+                    alias_bytes = alias_bytes.saturating_add(*bytes);
                     total_nodes = total_nodes.saturating_add(*nodes);
-                    if alias_nodes > MAX_ALIAS_NODES || total_nodes > MAX_TOTAL_NODES {
+                    if alias_nodes > MAX_ALIAS_NODES
+                        || alias_bytes > MAX_ALIAS_BYTES
+                        || total_nodes > MAX_TOTAL_NODES
+                    {
                         return Err(too_large(pos));
                     }
                     if stack.len().saturating_add(*height) > MAX_DEPTH.saturating_add(1) {
@@ -559,7 +580,8 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
             if total_nodes > MAX_TOTAL_NODES {
                 return Err(too_large(node.pos));
             }
-            anchors.insert(anchor, (node.clone(), nodes, height));
+            let bytes = text_bytes(&node);
+            anchors.insert(anchor, (node.clone(), nodes, height, bytes));
         }
         let Some(frame) = stack.last_mut() else {
             root = Some(node);
@@ -797,13 +819,31 @@ mod tests {
         s
     }
 
+    /// A large scalar aliased many times is bounded by the bytes it copies (trial: a 1 MB
+    /// scalar aliased 5,000 times needed 5 GB and aborted).
+    #[test]
+    fn a_large_scalar_aliased_many_times_is_rejected() {
+        let big = "a".repeat(1_000_000);
+        let list = vec!["*b"; 5000].join(",");
+        let text = format!("name: s\nbig: &b \"{big}\"\nlist: [{list}]\n");
+        let e = parse_document(&text).unwrap_err();
+        assert!(
+            e.message.contains("bytes copied by aliases"),
+            "{}",
+            e.message
+        );
+        // A few copies are fine.
+        let text = format!("name: s\nbig: &b \"{big}\"\nlist: [*b, *b]\n");
+        assert!(parse_document(&text).is_ok());
+    }
+
     #[test]
     fn yaml_alias_bomb_is_rejected() {
         let e = parse_document(&alias_bomb(9, 9)).unwrap_err();
         assert_eq!(
             e.message,
-            "document too large after alias expansion (more than 100000 nodes copied by \
-             aliases or 1000000 nodes in all)"
+            "document too large after alias expansion (more than 100000 nodes or 16777216 \
+             bytes copied by aliases, or 1000000 nodes in all)"
         );
         // Aliases on lines 2-5 copy 74 718 nodes; the first `*a4` (66 430 more) on line 6
         // goes over the budget.
