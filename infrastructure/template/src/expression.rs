@@ -133,7 +133,65 @@ fn precheck(expr: &str) -> Result<&str, TemplateError> {
     if scan::expression_depth(code) > scan::MAX_EXPRESSION_NESTING {
         return Err(scan::too_deep(scan::MAX_EXPRESSION_NESTING));
     }
+    if let Some((lo, hi)) = huge_range(code) {
+        return Err(TemplateError::Failed(format!(
+            "expression \"{code}\": the range {lo}..{hi} has more than {MAX_RANGE_ITEMS} items \
+             (each becomes a value in memory)"
+        )));
+    }
     Ok(code)
+}
+
+/// Most items a literal range `a..b` in an expression may have: the evaluator builds every
+/// item, so `1..999999999999` would need terabytes.
+pub const MAX_RANGE_ITEMS: u128 = 1_000_000;
+
+/// The first literal range `a..b` of `code` (outside string literals) with more than
+/// [`MAX_RANGE_ITEMS`] items.
+fn huge_range(code: &str) -> Option<(u128, u128)> {
+    let b = code.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) => {
+                if c == b'\\' {
+                    i += 1;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None if c == b'"' || c == b'\'' || c == b'`' => quote = Some(c),
+            None if c == b'.' && b.get(i + 1) == Some(&b'.') => {
+                let left = code[..i].trim_end();
+                let lo_text: String = left
+                    .chars()
+                    .rev()
+                    .take_while(char::is_ascii_digit)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
+                let right = code[i + 2..].trim_start();
+                let hi_text: String = right.chars().take_while(char::is_ascii_digit).collect();
+                let parse = |t: &str| {
+                    t.parse::<u128>()
+                        .ok()
+                        .or((!t.is_empty()).then_some(u128::MAX))
+                };
+                if let (Some(lo), Some(hi)) = (parse(&lo_text), parse(&hi_text))
+                    && hi.saturating_sub(lo) >= MAX_RANGE_ITEMS
+                {
+                    return Some((lo, hi));
+                }
+                i += 1;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 fn compile_error(code: &str, e: &expr::Error) -> TemplateError {
@@ -484,6 +542,26 @@ impl ExpressionEvaluator for ExprEvaluator {
         let code = precheck(expr)?;
         let code = rewrite_contains(code);
         self.compile(&code).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::huge_range;
+
+    #[test]
+    fn literal_ranges_are_bounded() {
+        assert_eq!(
+            huge_range("len(1..999999999999) > 0"),
+            Some((1, 999_999_999_999))
+        );
+        assert_eq!(
+            huge_range("map(1 .. 100000000, # * 2)[0] == 2"),
+            Some((1, 100_000_000))
+        );
+        assert_eq!(huge_range("len(1..10) == 10"), None);
+        assert_eq!(huge_range("'1..999999999' == inputs.x"), None);
+        assert_eq!(huge_range("1..inputs.n"), None);
     }
 }
 
