@@ -408,6 +408,20 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
 /// # Errors
 /// As [`parse_document`], except duplicate keys.
 pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>), SyntaxError> {
+    // YAML forbids NUL; the scanner would stop there and ignore the rest of the file.
+    if let Some(at) = text.find('\0') {
+        let before = &text[..at];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        return Err(SyntaxError {
+            pos: Pos {
+                line: u32::try_from(line).unwrap_or(u32::MAX),
+                column: u32::try_from(column).unwrap_or(u32::MAX),
+            },
+            message: "the file holds a NUL byte, which YAML does not allow".to_owned(),
+            hint: Some("remove it (a binary file, or a file cut short while written?)".to_owned()),
+        });
+    }
     let mut soft: Vec<SyntaxError> = Vec::new();
     let mut parser = Parser::new_from_str(text);
     let mut stack: Vec<Frame> = Vec::new();
@@ -817,6 +831,13 @@ mod tests {
             ));
         }
         s
+    }
+
+    #[test]
+    fn a_nul_byte_is_a_syntax_error_at_its_position() {
+        let e = parse_document("name: n\nstates:\n  initial: x\n\0\n  y: 1\n").unwrap_err();
+        assert_eq!((e.pos.line, e.pos.column), (4, 1));
+        assert!(e.message.contains("NUL"), "{}", e.message);
     }
 
     /// A large scalar aliased many times is bounded by the bytes it copies (trial: a 1 MB
