@@ -43,7 +43,7 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
         .iter()
         .map(|e| {
             [
-                e.name.clone(),
+                crate::style::printable(&e.name).into_owned(),
                 e.source.clone(),
                 e.version.clone().unwrap_or_default(),
                 description_of(e),
@@ -77,7 +77,7 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
 
 /// One line of a workflow's description for the list (a broken entry's error instead).
 fn description_of(e: &WorkflowEntry) -> String {
-    match &e.error {
+    let text = match &e.error {
         Some(err) => format!("BROKEN: {}", err.lines().next().unwrap_or("")),
         None => e
             .description
@@ -87,7 +87,8 @@ fn description_of(e: &WorkflowEntry) -> String {
             .next()
             .unwrap_or("")
             .to_owned(),
-    }
+    };
+    crate::style::printable(&text).into_owned()
 }
 
 /// `-f table`: the bordered workflow table (the text notice when there are none).
@@ -99,7 +100,7 @@ pub fn render_bordered(entries: &[WorkflowEntry]) -> String {
     t.header(&["NAME", "SOURCE", "VERSION", "DESCRIPTION"]);
     for e in entries {
         t.row(&[
-            e.name.clone(),
+            crate::style::printable(&e.name).into_owned(),
             e.source.clone(),
             e.version.clone().unwrap_or_default(),
             description_of(e),

@@ -173,9 +173,10 @@ impl TextPrinter {
     }
 
     fn label(step: &str, ev: &EventEnvelope) -> String {
+        let step = crate::style::printable(step);
         match ev.iteration {
             Some(i) => format!("{step}[{i}]"),
-            None => step.to_owned(),
+            None => step.into_owned(),
         }
     }
 
@@ -244,7 +245,12 @@ impl TextPrinter {
         match &ev.event {
             RunEvent::RunStarted { workflow, .. } => {
                 if ev.parent_run_id.is_none() && !self.quiet {
-                    writeln!(err, "Workflow started: {workflow} ({})", ev.run_id)?;
+                    writeln!(
+                        err,
+                        "Workflow started: {} ({})",
+                        crate::style::printable(workflow),
+                        ev.run_id
+                    )?;
                 }
             }
             RunEvent::StepStarted { step, .. } => {

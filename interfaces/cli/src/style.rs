@@ -2,6 +2,26 @@
 
 use std::io::IsTerminal;
 
+/// `text` with its control characters (ESC, CR, BEL, …; tabs kept) written as escapes
+/// (`\u{1b}`), for names and descriptions that come from a workflow file: they must not
+/// move the cursor, clear the screen or retitle the terminal.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\t') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if c.is_control() && c != '\t' {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 /// Whether to colour one output stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
@@ -89,6 +109,20 @@ mod tests {
         assert_eq!(
             Style::detect(true, false, Some("")).green("ok"),
             "\x1b[32mok\x1b[0m"
+        );
+    }
+}
+
+#[cfg(test)]
+mod printable_tests {
+    use super::printable;
+
+    #[test]
+    fn control_characters_from_workflow_files_are_escaped() {
+        assert_eq!(printable("plain\tname"), "plain\tname");
+        assert_eq!(
+            printable("esc\u{1b}[31mRED\u{1b}]0;pwned\u{7}\rX"),
+            "esc\\u{1b}[31mRED\\u{1b}]0;pwned\\u{7}\\u{d}X"
         );
     }
 }
