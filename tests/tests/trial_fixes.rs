@@ -168,3 +168,45 @@ fn history_marks_a_run_whose_process_is_gone() {
     assert_eq!(doc[0]["status"], "running", "{doc}");
     assert_eq!(doc[0]["process_gone"], true, "{doc}");
 }
+
+/// A `workflow_cancel` hook that hangs does not keep a cancelled run alive: it is stopped
+/// after a bounded time (10 s) and awf exits 143.
+#[test]
+fn a_hanging_cancel_hook_is_stopped_after_a_bounded_time() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "hang.yaml",
+            "name: hang\nhooks:\n  workflow_cancel:\n    - command: 'sleep 1020'\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 1022', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("the step to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 1022")
+    });
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "awf still running a minute after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(status.code(), Some(143));
+    let _ = sb.kill_processes(None);
+}

@@ -248,6 +248,10 @@ struct Ending {
     message: Option<String>,
 }
 
+/// How long `workflow_cancel` hooks may run after a cancel before they are stopped (the run
+/// still ends as cancelled).
+pub(crate) const CANCEL_HOOKS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Run {
     pub(crate) fn new(spec: RunSpec) -> Self {
         let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -1064,10 +1068,28 @@ impl Run {
                 (&self.wf.hooks.workflow_error, info)
             }
         };
+        // After a cancel the user is waiting: the cancel hooks get a bounded time, then
+        // they are stopped like a second Ctrl-C would stop them.
+        let cancelled = ending.status == RunStatus::Cancelled;
+        let bounded = async {
+            if cancelled {
+                let guard = fresh.clone();
+                let timer = tokio::spawn(async move {
+                    tokio::time::sleep(CANCEL_HOOKS_TIMEOUT).await;
+                    guard.cancel();
+                });
+                let r = self
+                    .run_hooks(actions, None, None, error_info.as_ref(), &fresh)
+                    .await;
+                timer.abort();
+                r
+            } else {
+                self.run_hooks(actions, None, None, error_info.as_ref(), &fresh)
+                    .await
+            }
+        };
         if !actions.is_empty()
-            && let Err(e) = self
-                .run_hooks(actions, None, None, error_info.as_ref(), &fresh)
-                .await
+            && let Err(e) = bounded.await
         {
             self.log(
                 None,
