@@ -55,8 +55,18 @@ fn non_empty<'a>(env: &'a BTreeMap<String, String>, key: &str) -> Option<&'a str
     env.get(key).map(String::as_str).filter(|v| !v.is_empty())
 }
 
+/// `$HOME`, else the user's home directory from the password database (read only then: a
+/// stripped environment such as `env -i` must not put runs under `/`), else `/`.
 fn home(env: &BTreeMap<String, String>) -> PathBuf {
-    non_empty(env, "HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from)
+    if let Some(h) = non_empty(env, "HOME") {
+        return PathBuf::from(h);
+    }
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.dir)
+        .filter(|d| d.is_absolute())
+        .unwrap_or_else(|| PathBuf::from("/"))
 }
 
 /// Data root: `--storage` > `AWF_STORAGE_DIR` > `$XDG_DATA_HOME/awf` > `~/.local/share/awf`.
@@ -374,6 +384,12 @@ mod tests {
             data_root(None, &env(&[("HOME", "/h")])),
             PathBuf::from("/h/.local/share/awf")
         );
+        // Without HOME: the password database's home, never `/.local/share/awf`.
+        let home = nix::unistd::User::from_uid(nix::unistd::getuid())
+            .unwrap()
+            .unwrap()
+            .dir;
+        assert_eq!(data_root(None, &env(&[])), home.join(".local/share/awf"));
     }
 
     #[test]
