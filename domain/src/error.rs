@@ -224,6 +224,9 @@ error_codes! {
     SystemIoPermissionDenied => "SYSTEM.IO.PERMISSION_DENIED", System,
         "The operating system refused access.",
         "Check file and directory permissions.";
+    SystemResourceExhausted => "SYSTEM.RESOURCE.EXHAUSTED", System,
+        "The operating system ran out of a resource awf needed (file descriptors, processes, memory).",
+        "Raise the limit (`ulimit -n`, `ulimit -u`), lower `max_concurrent`, or free memory, then run again.";
     SystemInternal => "SYSTEM.INTERNAL.UNMAPPED", System,
         "An internal fault that awf did not expect.",
         "Report it with the command line and workflow file.";

@@ -224,6 +224,24 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
         }
     }
     let program = Path::new(&inv.program).display().to_string();
+    if matches!(
+        Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM
+    ) {
+        return AwfError::new(
+            ErrorCode::SystemResourceExhausted,
+            format!("cannot start {program}: {e}"),
+        )
+        .with_detail("program", program)
+        .with_hint("raise the limit (`ulimit -n`, `ulimit -u`) or lower `max_concurrent`");
+    }
+    if inv.arg0.is_some() {
+        return AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!("cannot start {program}: {e}"),
+        )
+        .with_detail("program", program);
+    }
     if inv.script.is_some() {
         AwfError::new(
             ErrorCode::ExecutionCommandFailed,
@@ -427,4 +445,32 @@ fn after_read<R>(
         *pipe = None;
     }
     cap.accept(cb);
+}
+
+#[cfg(test)]
+mod spawn_error_tests {
+    use super::*;
+
+    /// Running out of descriptors or processes is the system's fault, not the command's
+    /// (adversarial trial: a 3000-branch parallel under `ulimit -n 64`).
+    #[test]
+    fn exhausted_resources_are_system_errors_naming_the_program() {
+        let inv = Invocation::program("true".into(), PathBuf::from("/usr/bin/true"), vec![]);
+        for errno in [Errno::EMFILE, Errno::ENFILE, Errno::EAGAIN, Errno::ENOMEM] {
+            let e = spawn_error(&io::Error::from_raw_os_error(errno as i32), &inv, None);
+            assert_eq!(e.code(), ErrorCode::SystemResourceExhausted, "{errno}");
+            assert!(
+                e.message().starts_with("cannot start /usr/bin/true: "),
+                "{}",
+                e.message()
+            );
+        }
+        let e = spawn_error(
+            &io::Error::from_raw_os_error(Errno::EACCES as i32),
+            &inv,
+            None,
+        );
+        assert_eq!(e.code(), ErrorCode::ExecutionCommandFailed);
+        assert!(!e.message().contains("shell"), "{}", e.message());
+    }
 }
