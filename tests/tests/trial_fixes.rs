@@ -210,3 +210,31 @@ fn a_hanging_cancel_hook_is_stopped_after_a_bounded_time() {
     assert_eq!(status.code(), Some(143));
     let _ = sb.kill_processes(None);
 }
+
+/// An inline failure `status` outside 1..=255 is a validation error, not an exit code that
+/// wraps around (99999999999 exited 1, 256 exited 3).
+#[test]
+fn an_inline_failure_status_must_be_an_exit_code() {
+    let sb = Sandbox::new().unwrap();
+    for v in ["99999999999", "256", "-1", "0"] {
+        let wf = sb
+            .write(
+                "st.yaml",
+                &format!("name: st\nstates:\n  initial: a\n  a: {{type: step, command: 'false', on_failure: {{message: m, status: {v}}}}}\n"),
+            )
+            .unwrap();
+        let r = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
+        assert_eq!(r.code, 2, "{v}: {}{}", r.stdout, r.stderr);
+        assert!(
+            format!("{}{}", r.stdout, r.stderr).contains("is out of range (expected 1 to 255)"),
+            "{v}"
+        );
+    }
+    let wf = sb
+        .write(
+            "ok.yaml",
+            "name: st\nstates:\n  initial: a\n  a: {type: step, command: 'false', on_failure: {message: m, status: 42}}\n",
+        )
+        .unwrap();
+    assert_eq!(sb.run(&["run", wf.to_str().unwrap()]).unwrap().code, 42);
+}

@@ -380,11 +380,26 @@ fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Op
     let mut f = Fields::of(node, path, d, "a state name or {message, status}")?;
     let message = f.string("message", d).filter(|m| !m.trim().is_empty());
     let status = match f.take("status") {
-        Some(n) => match n.scalar() {
-            #[allow(clippy::cast_possible_truncation)]
-            Some(Scalar::Float(x)) => Some(x.trunc() as i64),
-            _ => d.int(n, &f.child("status")),
-        },
+        Some(n) => {
+            let v = match n.scalar() {
+                #[allow(clippy::cast_possible_truncation)]
+                Some(Scalar::Float(x)) => Some(x.trunc() as i64),
+                _ => d.int(n, &f.child("status")),
+            };
+            // A process exit status is 1..=255 (0 would report a failure as success).
+            match v {
+                Some(code) if !(1..=255).contains(&code) => {
+                    d.invalid(
+                        &f.child("status"),
+                        Some(n.pos),
+                        format!("exit status {code} is out of range (expected 1 to 255)"),
+                    )
+                    .hint = Some("use a process exit code such as 2 or 42".to_owned());
+                    None
+                }
+                other => other,
+            }
+        }
         None => None,
     };
     let typo = f.misspelled(&["message"]);
