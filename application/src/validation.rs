@@ -73,7 +73,8 @@ pub fn validate_workflow(
 
 /// Files an agent step names that a run would fail to read, reported by `awf validate` (as
 /// AWF (Go) does) instead of at run time: a `prompt_file` (used when there is no `prompt`)
-/// that does not exist or is not a regular file (`USER.INPUT.MISSING_FILE`), and each skill
+/// or a `script_file` that does not exist or is not a regular file
+/// (`USER.INPUT.MISSING_FILE`), and each skill
 /// that is unnamed, not found on the skills search path or has no `SKILL.md`
 /// (`USER.INPUT.MISSING_SKILL`; a warning when its `SKILL.md` has no content, as in AWF (Go)). Paths resolve as at run time: `{{.awf.*}}`
 /// directories from `awf_dirs` (a global scripts/prompts file preferring the workflow
@@ -146,31 +147,38 @@ pub fn file_references(
         dirs
     };
     let mut out = Vec::new();
+    // A file a step names (`prompt_file`, `script_file`) that a run could not read.
+    let file_problem = |field: &str, name: &str, f: &str| -> Option<Diagnostic> {
+        let path = static_path(f)?;
+        let problem = match std::fs::metadata(&path) {
+            Err(_) => "not found",
+            Ok(m) if m.is_dir() => "is a directory, not a file",
+            Ok(m) if !m.is_file() => "is not a regular file",
+            Ok(_) => return None,
+        };
+        let mut d = Diagnostic::error(
+            ErrorCode::UserInputMissingFile,
+            format!("states.{name}.{field}"),
+            format!("{field} {problem}: {f} ({})", path.display()),
+        );
+        d.hint = Some(format!(
+            "{field} paths are relative to the workflow file's directory"
+        ));
+        Some(d)
+    };
     for (name, state) in &wf.states {
+        if let StateKind::Command(c) = &state.kind
+            && let awf_domain::workflow::CommandSource::ScriptFile(f) = &c.source
+        {
+            out.extend(file_problem("script_file", name, f));
+        }
         let StateKind::Agent(a) = &state.kind else {
             continue;
         };
         if a.prompt.is_none()
             && let Some(f) = &a.prompt_file
-            && let Some(path) = static_path(f)
         {
-            let problem = match std::fs::metadata(&path) {
-                Err(_) => Some("not found"),
-                Ok(m) if m.is_dir() => Some("is a directory, not a file"),
-                Ok(m) if !m.is_file() => Some("is not a regular file"),
-                Ok(_) => None,
-            };
-            if let Some(problem) = problem {
-                let mut d = Diagnostic::error(
-                    ErrorCode::UserInputMissingFile,
-                    format!("states.{name}.prompt_file"),
-                    format!("prompt_file {problem}: {f} ({})", path.display()),
-                );
-                d.hint = Some(
-                    "prompt_file paths are relative to the workflow file's directory".to_owned(),
-                );
-                out.push(d);
-            }
+            out.extend(file_problem("prompt_file", name, f));
         }
         for (i, skill) in a.skills.iter().enumerate() {
             let at = format!("states.{name}.skills.{i}");

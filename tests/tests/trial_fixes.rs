@@ -238,3 +238,40 @@ fn an_inline_failure_status_must_be_an_exit_code() {
         .unwrap();
     assert_eq!(sb.run(&["run", wf.to_str().unwrap()]).unwrap().code, 42);
 }
+
+/// `awf validate` reports a `script_file` a run could not read (missing, a FIFO), as it does
+/// for `prompt_file`, instead of the run failing after earlier steps ran.
+#[test]
+fn validate_reports_a_missing_or_special_script_file() {
+    let sb = Sandbox::new().unwrap();
+    let fifo = sb.path().join("ff");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (file, problem) in [
+        ("nope.sh".to_owned(), "script_file not found: nope.sh"),
+        (
+            fifo.display().to_string(),
+            "script_file is not a regular file",
+        ),
+    ] {
+        let wf = sb
+            .write(
+                "sf.yaml",
+                &format!("name: sf\nstates:\n  initial: a\n  a: {{type: step, script_file: \"{file}\", on_success: d}}\n  d: {{type: terminal}}\n"),
+            )
+            .unwrap();
+        let r = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
+        assert_ne!(r.code, 0, "{file}");
+        assert!(
+            format!("{}{}", r.stdout, r.stderr).contains(problem),
+            "{file}: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}
