@@ -275,3 +275,31 @@ fn validate_reports_a_missing_or_special_script_file() {
         );
     }
 }
+
+/// A daemonised grandchild (`setsid … &`, its own session and group) does not outlive an
+/// awf killed with SIGKILL: the watchdog finds it by the tag in its environment.
+#[test]
+fn a_daemon_does_not_outlive_a_sigkilled_awf() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "daemon.yaml",
+            "name: daemon\nstates:\n  initial: a\n  a: {type: step, command: 'setsid sh -c \"trap \\\"\\\" TERM HUP INT; exec sleep 1000\" & sleep 1003', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("the daemon to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 1000")
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    awf_tests::wait_for("the daemon to die with awf", || {
+        !sb.processes().iter().any(|p| p.cmdline == "sleep 1000")
+    });
+    let _ = sb.kill_processes(None);
+}

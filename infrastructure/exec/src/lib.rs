@@ -34,4 +34,5 @@ pub use group::signal_group;
 pub use reaper::TAG_VAR;
 pub use reaper::become_subreaper;
 pub use reaper::kill_all_now;
+pub use reaper::kill_tagged_by;
 pub use reaper::sweep_adopted;

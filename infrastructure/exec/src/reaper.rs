@@ -151,6 +151,34 @@ fn has_tag(pid: i32, tag: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
 }
 
+/// SIGKILLs every process whose environment carries a tag of the awf process `owner`
+/// (`AWF_PROCESS_TAG=<owner>-…`): the descendants of its steps, daemonised ones included
+/// (they left the step's process group and session, not its environment). For the watchdog,
+/// once `owner` has died. Returns how many processes were signalled.
+pub fn kill_tagged_by(owner: u32) -> usize {
+    let needle = format!("{TAG_VAR}={owner}-");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        let tagged = std::fs::read(e.path().join("environ")).is_ok_and(|env| {
+            env.split(|b| *b == 0)
+                .any(|v| v.starts_with(needle.as_bytes()))
+        });
+        if tagged && nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+            killed += 1;
+        }
+    }
+    killed
+}
+
 /// Stops every adopted descendant carrying `tag` (the tag of a step's child that was just
 /// stopped): SIGTERM, a short grace, SIGKILL, and reaps them. Their own children, adopted in
 /// turn, are found by the next round. Returns how many processes were stopped.

@@ -74,8 +74,11 @@ fn spawn() -> Option<ChildStdin> {
 }
 
 /// Runs the watchdog: reads `+<pgid>` / `-<pgid>` lines from stdin until end of file, then
-/// SIGKILLs every group still listed. Malformed lines are ignored. Always succeeds.
+/// SIGKILLs every group still listed and every process tagged as a descendant of a step of
+/// the awf process that started it (daemonised ones included). Malformed lines are ignored. Always succeeds.
 pub fn serve() {
+    // The awf process that started us: its steps' processes carry its pid in their tag.
+    let owner = std::os::unix::process::parent_id();
     let mut groups = BTreeSet::new();
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -95,5 +98,9 @@ pub fn serve() {
     }
     for pgid in groups {
         let _ = awf_exec::signal_group(pgid, Signal::SIGKILL);
+    }
+    // Daemonised descendants (`setsid cmd &`) left those groups but kept the tag.
+    if owner > 1 {
+        awf_exec::kill_tagged_by(owner);
     }
 }
