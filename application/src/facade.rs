@@ -116,6 +116,7 @@ impl Facade {
         };
         let snap = store.load(&req.run_id)?;
         if snap.status == awf_domain::ports::store::StoredStatus::Running
+            && !req.lock_held
             && let Some(pid) = snap.owner_pid
             && pid != std::process::id()
             && Path::new("/proc").join(pid.to_string()).exists()

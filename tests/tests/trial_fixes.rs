@@ -303,3 +303,35 @@ fn a_daemon_does_not_outlive_a_sigkilled_awf() {
     });
     let _ = sb.kill_processes(None);
 }
+
+/// A killed run whose recorded owner pid now belongs to another process (pids are reused)
+/// can be resumed: nobody holds its lock, so nobody runs it.
+#[test]
+fn a_reused_owner_pid_does_not_block_resume() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 1032', on_success: b}\n  b: {type: step, command: 'echo resumed', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = awf_tests::wait_for_state(&sb, "the run to be at a", |v| v["current_state"] == "a");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = sb.kill_processes(Some("sleep 1032"));
+    // Another process now has the recorded owner's pid: ours (the test runner).
+    let file = awf_tests::data(&sb).join(format!("states/{id}.json"));
+    let mut snap: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    snap["owner_pid"] = serde_json::json!(std::process::id());
+    std::fs::write(&file, snap.to_string()).unwrap();
+    let r = sb.run(&["resume", &id, "--from", "b"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("still running"), "{}", r.stderr);
+}

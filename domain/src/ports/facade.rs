@@ -69,6 +69,10 @@ pub struct ResumeRequest {
     pub env: Vec<(String, String)>,
     /// Working directory.
     pub working_dir: PathBuf,
+    /// Whether the caller holds the run's exclusive lock (every process that drives a run
+    /// holds it): then no live process runs it, whatever process now has the recorded
+    /// owner's pid (pids are reused), and the liveness check by pid is skipped.
+    pub lock_held: bool,
 }
 
 /// An answer to a request the run made (missing input, permission, conversation turn).

@@ -78,6 +78,12 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         "previous" => ResumeFrom::Previous,
         s => ResumeFrom::Step(s.to_owned()),
     };
+    run_cmd::warn_unrecorded(&w);
+    // Held until the resumed run ends.
+    let lock = match run_cmd::lock_run(&w.data_root, &run_id) {
+        Ok(l) => l,
+        Err(e) => return fail(&e),
+    };
     let request = ResumeRequest {
         run_id: run_id.clone(),
         from,
@@ -85,11 +91,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         config_inputs: config.inputs,
         env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         working_dir: w.cwd.clone(),
-    };
-    run_cmd::warn_unrecorded(&w);
-    let _lock = match run_cmd::lock_run(&w.data_root, &run_id) {
-        Ok(l) => l,
-        Err(e) => return fail(&e),
+        lock_held: lock.is_some(),
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
