@@ -335,3 +335,36 @@ fn a_reused_owner_pid_does_not_block_resume() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("still running"), "{}", r.stderr);
 }
+
+/// A run whose state cannot be recorded (here its states folder disappears mid-run, as on a
+/// full or failing disk) does not end with exit 0: `awf resume` and `status` would not know
+/// how it ended.
+#[test]
+fn a_run_that_cannot_be_recorded_is_a_system_error() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "rec.yaml",
+            "name: rec\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 1', on_success: b}\n  b: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _id = awf_tests::wait_for_state(&sb, "the run to be at a", |v| v["current_state"] == "a");
+    let states = awf_tests::data(&sb).join("states");
+    std::fs::rename(&states, awf_tests::data(&sb).join("states.moved")).unwrap();
+    std::fs::write(&states, "not a directory").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains(
+            "[SYSTEM.IO.WRITE_FAILED] the run succeeded but its record could not be written"
+        ),
+        "{err}"
+    );
+}

@@ -210,6 +210,21 @@ impl Recorder {
         )
     }
 
+    /// Whether a write that `awf resume`, `status` or `history` depend on failed (a state
+    /// file, its journal, a history row, or the writer itself); audit and transcript
+    /// failures are not counted.
+    pub fn run_record_failed(&self) -> bool {
+        let reported = self
+            .inner
+            .shared
+            .reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        ["state", "history", "recorder"]
+            .iter()
+            .any(|t| reported.contains(t))
+    }
+
     /// How many state files the writer has written so far (diagnostics; shows coalescing).
     pub fn state_writes(&self) -> u64 {
         self.inner.shared.state_writes.load(Ordering::Relaxed)

@@ -953,6 +953,7 @@ fn write_failures_are_reported_once_per_target_and_the_stream_goes_on() {
     let errors = rec.take_errors();
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert_eq!(rec.take_errors(), Vec::<String>::new());
+    assert!(rec.run_record_failed());
     // Other projections still work.
     assert_eq!(lines(&d.path().join("transcripts/r.jsonl")).len(), 3);
     assert_eq!(

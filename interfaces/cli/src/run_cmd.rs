@@ -473,10 +473,44 @@ async fn execute(
         args.step.as_deref(),
     )
     .await;
-    if let Some(r) = recorder {
-        r.flush();
+    finish_recording(ctx, recorder.as_ref(), outcome)
+}
+
+/// Waits for the run's record to be written; a run that succeeded but could not be recorded
+/// (full disk, read-only data root) is a `SYSTEM.IO.WRITE_FAILED` exit (4), not a success:
+/// `awf resume`, `status` and `history` would not know how it ended.
+pub(crate) fn finish_recording(
+    ctx: &Ctx,
+    recorder: Option<&awf_store::Recorder>,
+    outcome: Outcome,
+) -> Outcome {
+    let Some(r) = recorder else {
+        return outcome;
+    };
+    r.flush();
+    if !r.run_record_failed() {
+        return outcome;
     }
-    outcome
+    let errors = r.take_errors();
+    match (&outcome, errors.first()) {
+        (Outcome::Run(0), Some(first)) => {
+            let e = AwfError::new(
+                ErrorCode::SystemIoWriteFailed,
+                format!(
+                    "the run succeeded but its record could not be written ({} failure(s)): {first}",
+                    errors.len()
+                ),
+            )
+            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end");
+            errors::report(
+                &crate::errors::CliError::Awf(e),
+                false,
+                ctx.hints,
+                ctx.err_style,
+            )
+        }
+        _ => outcome,
+    }
 }
 
 /// Shows a started run's events until it ends, answers conversation turns from stdin,

@@ -107,10 +107,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Err(e) => return run_cmd::fail_before_start(ctx, &run_id, &e),
     };
     let outcome = run_cmd::drive(ctx, args.output, &run_id, handle, signals, None).await;
-    if let Some(r) = recorder {
-        r.flush();
-    }
-    outcome
+    run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
 }
 
 /// A run status in AWF (Go)'s words (`running`, `completed`, `failed`, `cancelled`): what every
