@@ -701,6 +701,25 @@ fn successors(s: &State, with_bodies: bool) -> Vec<&str> {
     v
 }
 
+/// Whether some route leads from state `from` to state `to` (loop bodies and branches
+/// followed).
+fn reaches(wf: &Workflow, from: &str, to: &str) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    let mut queue = VecDeque::from([from]);
+    while let Some(n) = queue.pop_front() {
+        let Some(s) = wf.states.get(n) else { continue };
+        for t in successors(s, true) {
+            if t == to {
+                return true;
+            }
+            if seen.insert(t) {
+                queue.push_back(t);
+            }
+        }
+    }
+    false
+}
+
 /// BFS order from `initial` (loop bodies not followed): name → index.
 fn bfs_order(wf: &Workflow) -> HashMap<&str, usize> {
     let mut order = HashMap::new();
@@ -1087,7 +1106,14 @@ impl RefCtx<'_> {
                 }
                 if let (Some(oc), Some(ot)) = (self.order.get(current), self.order.get(target)) {
                     let forward = if allow_self { ot > oc } else { ot >= oc };
-                    if forward {
+                    if forward && current != target && reaches(self.wf, target, current) {
+                        // Some route runs it first (`a -> b -> c` beside `a -> c`).
+                        self.out.push(Diagnostic::warning(
+                            ErrorCode::WorkflowValidationInvalidReference,
+                            path,
+                            format!("step \"{target}\" may not have run on every route to {path}"),
+                        ));
+                    } else if forward {
                         self.err(
                             path,
                             format!("forward reference to step \"{target}\" in {path}: it has not run at this point"),

@@ -368,3 +368,45 @@ fn a_run_that_cannot_be_recorded_is_a_system_error() {
         "{err}"
     );
 }
+
+/// Reading a state that runs on only some routes to the reader is a warning, not an error
+/// that cannot be avoided; reading one that can never run first stays an error.
+#[test]
+fn a_state_that_runs_on_some_routes_may_be_read_with_a_warning() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "skip.yaml",
+            "name: skip\ninputs: [{name: go, type: boolean, default: false}]\nstates:\n  initial: a\n  a: {type: step, command: 'true', transitions: [{when: 'inputs.go', goto: b}], on_success: c}\n  b: {type: step, command: 'echo B', on_success: c}\n  c: {type: step, command: 'echo got-{{.states.b.Output}}', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let v = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(v.code, 0, "{}{}", v.stdout, v.stderr);
+    assert!(
+        format!("{}{}", v.stdout, v.stderr).contains("step \"b\" may not have run on every route"),
+        "{}{}",
+        v.stdout,
+        v.stderr
+    );
+    let r = sb
+        .run(&[
+            "run",
+            wf.to_str().unwrap(),
+            "-i",
+            "go=true",
+            "-o",
+            "streaming",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("got-B"), "{}", r.stdout);
+    // `d` runs only after `c`: reading it from `c` can never work.
+    let bad = sb
+        .write(
+            "bad.yaml",
+            "name: bad\nstates:\n  initial: c\n  c: {type: step, command: 'echo {{.states.d.Output}}', on_success: d}\n  d: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let v = sb.run(&["validate", bad.to_str().unwrap()]).unwrap();
+    assert_eq!(v.code, 2, "{}{}", v.stdout, v.stderr);
+}
