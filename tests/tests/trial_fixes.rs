@@ -7,6 +7,26 @@ use std::process::Stdio;
 
 use awf_tests::Sandbox;
 
+/// Starts `awf run <wf>` (stderr piped when `piped`) and waits until the sandbox has a
+/// process running `cmdline` (the step's own command).
+fn run_until(
+    sb: &Sandbox,
+    wf: &std::path::Path,
+    cmdline: &str,
+    piped: bool,
+) -> std::process::Child {
+    let child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(if piped { Stdio::piped() } else { Stdio::null() })
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for(&format!("`{cmdline}` to start"), || {
+        sb.processes().iter().any(|p| p.cmdline == cmdline)
+    });
+    child
+}
+
 const OK: &str = "name: ok\nstates:\n  initial: a\n  a: {type: step, command: 'echo hi', on_success: done}\n  done: {type: terminal}\n";
 const FAIL: &str = "name: broken-run\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n";
 
@@ -149,15 +169,7 @@ fn history_marks_a_run_whose_process_is_gone() {
             "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 31', on_success: done}\n  done: {type: terminal}\n",
         )
         .unwrap();
-    let mut child = sb
-        .cmd(&["run", wf.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    awf_tests::wait_for("the step to start", || {
-        sb.processes().iter().any(|p| p.cmdline == "sleep 31")
-    });
+    let mut child = run_until(&sb, &wf, "sleep 31", false);
     child.kill().unwrap();
     child.wait().unwrap();
     let _ = sb.kill_processes(Some("sleep 31"));
@@ -180,15 +192,7 @@ fn a_hanging_cancel_hook_is_stopped_after_a_bounded_time() {
             "name: hang\nhooks:\n  workflow_cancel:\n    - command: 'sleep 1020'\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 1022', on_success: done}\n  done: {type: terminal}\n",
         )
         .unwrap();
-    let mut child = sb
-        .cmd(&["run", wf.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    awf_tests::wait_for("the step to start", || {
-        sb.processes().iter().any(|p| p.cmdline == "sleep 1022")
-    });
+    let mut child = run_until(&sb, &wf, "sleep 1022", false);
     assert!(
         std::process::Command::new("kill")
             .args(["-TERM", &child.id().to_string()])
@@ -287,15 +291,7 @@ fn a_daemon_does_not_outlive_a_sigkilled_awf() {
             "name: daemon\nstates:\n  initial: a\n  a: {type: step, command: 'setsid sh -c \"trap \\\"\\\" TERM HUP INT; exec sleep 1000\" & sleep 1003', on_success: done}\n  done: {type: terminal}\n",
         )
         .unwrap();
-    let mut child = sb
-        .cmd(&["run", wf.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    awf_tests::wait_for("the daemon to start", || {
-        sb.processes().iter().any(|p| p.cmdline == "sleep 1000")
-    });
+    let mut child = run_until(&sb, &wf, "sleep 1000", false);
     child.kill().unwrap();
     child.wait().unwrap();
     awf_tests::wait_for("the daemon to die with awf", || {
