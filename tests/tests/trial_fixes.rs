@@ -406,3 +406,33 @@ fn a_state_that_runs_on_some_routes_may_be_read_with_a_warning() {
     let v = sb.run(&["validate", bad.to_str().unwrap()]).unwrap();
     assert_eq!(v.code, 2, "{}{}", v.stdout, v.stderr);
 }
+
+/// Resume after a failure inside a parallel block in a `for_each` body keeps the branch that
+/// completed in the failed iteration (its side effects must not happen twice).
+#[test]
+fn resume_keeps_a_completed_branch_of_a_failed_block_in_a_loop() {
+    let sb = Sandbox::new().unwrap();
+    let log = sb.path().join("log");
+    let ok = sb.path().join("ok");
+    let wf = sb
+        .write(
+            "lp.yaml",
+            &format!(
+                "name: lp\nstates:\n  initial: l\n  l: {{type: for_each, items: '[\"A\",\"B\"]', body: [pp], on_complete: d}}\n  pp: {{type: parallel, parallel: [q1, q2], strategy: all_succeed}}\n  q1: {{type: step, command: \"echo q1-{{{{.loop.Item}}}} >> {log}\"}}\n  q2: {{type: step, command: \"echo q2-{{{{.loop.Item}}}} >> {log}; if [ {{{{.loop.Item}}}} = B ] && [ ! -e {ok} ]; then exit 1; fi\"}}\n  d: {{type: terminal}}\n",
+                log = log.display(),
+                ok = ok.display()
+            ),
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    std::fs::write(&ok, "").unwrap();
+    let again = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(lines.matches("q1-B").count(), 1, "{lines}");
+    assert_eq!(lines.matches("q2-B").count(), 2, "{lines}");
+}

@@ -301,9 +301,14 @@ impl Run {
                         spec.workflow.state(&st.name).map(|s| &s.kind),
                         Some(awf_domain::workflow::StateKind::Parallel(_))
                     );
-                    let interrupted = st.status == awf_domain::run::StepStatus::Cancelled
-                        || (resume_at.as_deref() == Some(st.name.as_str())
-                            && st.status != awf_domain::run::StepStatus::Completed);
+                    // A block cancelled or failed in the attempt being resumed (at top level
+                    // or inside the loop the run resumes in): its completed branches stay.
+                    let interrupted = matches!(
+                        st.status,
+                        awf_domain::run::StepStatus::Cancelled
+                            | awf_domain::run::StepStatus::Failed
+                    ) || (resume_at.as_deref() == Some(st.name.as_str())
+                        && st.status != awf_domain::run::StepStatus::Completed);
                     parallel && interrupted
                 })
                 .map(|st| (st.name.clone(), st.started_at))
