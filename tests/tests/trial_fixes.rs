@@ -436,3 +436,37 @@ fn resume_keeps_a_completed_branch_of_a_failed_block_in_a_loop() {
     assert_eq!(lines.matches("q1-B").count(), 1, "{lines}");
     assert_eq!(lines.matches("q2-B").count(), 2, "{lines}");
 }
+
+/// Text output that cannot be written (stdout on a full disk) is an error exit in every
+/// format, not a silent success.
+#[test]
+fn text_output_to_a_full_disk_is_an_error_exit() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("ok.yaml", OK).unwrap();
+    let wf = wf.to_str().unwrap();
+    for args in [
+        vec!["list"],
+        vec!["validate", wf],
+        vec!["error"],
+        vec!["diagram", wf],
+        vec!["run", wf, "--dry-run"],
+        vec!["run", wf, "-o", "streaming"],
+    ] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = sb
+            .cmd(&args)
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{args:?}: {err}");
+        assert!(err.contains("SYSTEM.IO.WRITE_FAILED"), "{args:?}: {err}");
+    }
+    // To /dev/null all is well.
+    let out = sb.cmd(&["list"]).stdout(Stdio::null()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+}

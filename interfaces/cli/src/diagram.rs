@@ -294,7 +294,7 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     match &args.output {
         None if ctx.json() => crate::json_out::print(&to_json(&loaded.workflow, &opts))?,
         None => {
-            let _ = std::io::stdout().lock().write_all(dot.as_bytes());
+            crate::stdout_check::checked(std::io::stdout().lock().write_all(dot.as_bytes()));
         }
         Some(path) => write_output(path, &dot)?,
     }

@@ -130,7 +130,7 @@ pub fn run(ctx: &Ctx, args: &ErrorArgs) -> Result<Outcome, CliError> {
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        crate::stdout_check::checked(std::io::stdout().lock().write_all(text.as_bytes()));
     }
     Ok(Outcome::Success)
 }

@@ -243,7 +243,10 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Outcome, CliError> {
                     root.display(),
                     found.join(", ")
                 );
-                let _ = writeln!(out, "Use --force to reinitialize (overwrites these files)");
+                crate::stdout_check::checked(writeln!(
+                    out,
+                    "Use --force to reinitialize (overwrites these files)"
+                ));
             }
             return Ok(Outcome::Success);
         }
@@ -260,10 +263,10 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Outcome, CliError> {
         let mut out = std::io::stdout().lock();
         for p in &written {
             let shown = p.strip_prefix(&w.cwd).unwrap_or(p);
-            let _ = writeln!(out, "Created {}", shown.display());
+            crate::stdout_check::checked(writeln!(out, "Created {}", shown.display()));
         }
         if !args.global {
-            let _ = writeln!(out, "\nTry it: awf run example");
+            crate::stdout_check::checked(writeln!(out, "\nTry it: awf run example"));
         }
     }
     Ok(Outcome::Success)

@@ -145,7 +145,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
         Format::Table => render_bordered(&entries),
         Format::Text => render_table(&entries),
     };
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    crate::stdout_check::checked(std::io::stdout().lock().write_all(text.as_bytes()));
     Ok(Outcome::Success)
 }
 
@@ -321,7 +321,7 @@ fn prompts(ctx: &Ctx, w: &wiring::Wiring) -> Result<Outcome, CliError> {
         }
         Format::Text => render_prompts(&prompts),
     };
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    crate::stdout_check::checked(std::io::stdout().lock().write_all(text.as_bytes()));
     Ok(Outcome::Success)
 }
 

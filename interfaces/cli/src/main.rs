@@ -19,6 +19,7 @@ mod progress;
 mod run_cmd;
 mod run_help;
 mod runs_cmd;
+mod stdout_check;
 mod style;
 mod table;
 mod validate_cmd;
@@ -133,6 +134,24 @@ fn main() -> ExitCode {
             ctx.hints,
             ctx.err_style,
         ),
+    };
+    // What a successful command printed must have reached stdout (full disk, closed stdout).
+    let outcome = match outcome {
+        Outcome::Success | Outcome::Run(0) if stdout_check::failed() => errors::report(
+            &CliError::Awf(
+                awf_domain::AwfError::new(
+                    awf_domain::ErrorCode::SystemIoWriteFailed,
+                    "cannot write the output to stdout",
+                )
+                .with_hint(
+                    "stdout is closed or its disk is full; redirect it to a writable file or pipe",
+                ),
+            ),
+            ctx.json(),
+            ctx.hints,
+            ctx.err_style,
+        ),
+        other => other,
     };
     ExitCode::from(errors::exit_code(&outcome))
 }

@@ -423,7 +423,9 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
                 }
             } else {
                 let mut out = std::io::stdout().lock();
-                let _ = out.write_all(dry_run::render_as(&plan, ctx.format).as_bytes());
+                crate::stdout_check::checked(
+                    out.write_all(dry_run::render_as(&plan, ctx.format).as_bytes()),
+                );
                 let _ = out.flush();
             }
             Outcome::Success
@@ -573,7 +575,7 @@ pub(crate) async fn drive(
                         let _ = writeln!(std::io::stderr().lock(), "{line}");
                     }
                 } else {
-                    let _ = printer.handle_stdio(&ev);
+                    crate::stdout_check::checked(printer.handle_stdio(&ev));
                 }
             }
             reason = signals.next() => {
@@ -716,24 +718,27 @@ pub(crate) fn warn_unrecorded(w: &Wiring) {
 fn print_step(step: &str, result: &RunResult) {
     let mut out = std::io::stdout().lock();
     if let Some(st) = result.states.get(step) {
-        let _ = writeln!(out, "--- [{step}] stdout ---");
-        let _ = out.write_all(st.output.as_bytes());
+        crate::stdout_check::checked(writeln!(out, "--- [{step}] stdout ---"));
+        crate::stdout_check::checked(out.write_all(st.output.as_bytes()));
         if !st.output.is_empty() && !st.output.ends_with('\n') {
-            let _ = writeln!(out);
+            crate::stdout_check::checked(writeln!(out));
         }
-        let _ = writeln!(out, "--- [{step}] stderr ---");
-        let _ = out.write_all(st.stderr.as_bytes());
+        crate::stdout_check::checked(writeln!(out, "--- [{step}] stderr ---"));
+        crate::stdout_check::checked(out.write_all(st.stderr.as_bytes()));
         if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
-            let _ = writeln!(out);
+            crate::stdout_check::checked(writeln!(out));
         }
         let d = awf_domain::duration::format_go(std::time::Duration::from_millis(st.duration_ms));
         if result.status == RunStatus::Success {
-            let _ = writeln!(out, "Step '{step}' completed successfully in {d}");
+            crate::stdout_check::checked(writeln!(
+                out,
+                "Step '{step}' completed successfully in {d}"
+            ));
         } else {
             let code = st
                 .exit_code
                 .map_or_else(|| "none".to_owned(), |c| c.to_string());
-            let _ = writeln!(out, "Step '{step}' failed (exit code: {code})");
+            crate::stdout_check::checked(writeln!(out, "Step '{step}' failed (exit code: {code})"));
         }
     }
     if let Some(e) = &result.error {
@@ -765,7 +770,7 @@ fn print_summary(ctx: &Ctx, result: &RunResult) {
     if ctx.format == crate::cli::Format::Quiet
         && let Some(id) = &result.run_id
     {
-        let _ = writeln!(std::io::stdout().lock(), "{}", id.0);
+        crate::stdout_check::checked(writeln!(std::io::stdout().lock(), "{}", id.0));
     }
 }
 

@@ -62,7 +62,7 @@ pub fn print(cli: &Cli, run_help: &str) -> u8 {
             let mut text = render(&l.workflow);
             text.push('\n');
             text.push_str(run_help);
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            crate::stdout_check::checked(std::io::stdout().lock().write_all(text.as_bytes()));
             0
         }
         Err(e) => {

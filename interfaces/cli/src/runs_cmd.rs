@@ -234,7 +234,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
             aligned(&rows)
         }
     };
-    let _ = out.write_all(text.as_bytes());
+    crate::stdout_check::checked(out.write_all(text.as_bytes()));
     Ok(())
 }
 
@@ -265,15 +265,23 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         if ctx.json() {
             json_out::print(&stats)?;
         } else {
-            let _ = writeln!(out, "Execution Statistics");
-            let _ = writeln!(out, "====================");
-            let _ = writeln!(out, "Total Executions: {}", stats.total_executions);
-            let _ = writeln!(out, "Success: {}", stats.success_count);
-            let _ = writeln!(out, "Failed: {}", stats.failed_count);
-            let _ = writeln!(out, "Cancelled: {}", stats.cancelled_count);
-            let _ = writeln!(out, "Running: {}", stats.running_count);
+            crate::stdout_check::checked(writeln!(out, "Execution Statistics"));
+            crate::stdout_check::checked(writeln!(out, "===================="));
+            crate::stdout_check::checked(writeln!(
+                out,
+                "Total Executions: {}",
+                stats.total_executions
+            ));
+            crate::stdout_check::checked(writeln!(out, "Success: {}", stats.success_count));
+            crate::stdout_check::checked(writeln!(out, "Failed: {}", stats.failed_count));
+            crate::stdout_check::checked(writeln!(out, "Cancelled: {}", stats.cancelled_count));
+            crate::stdout_check::checked(writeln!(out, "Running: {}", stats.running_count));
             if let Some(ms) = stats.avg_duration_ms {
-                let _ = writeln!(out, "Average Duration: {}", go_duration(ms));
+                crate::stdout_check::checked(writeln!(
+                    out,
+                    "Average Duration: {}",
+                    go_duration(ms)
+                ));
             }
         }
         return Ok(Outcome::Success);
@@ -305,13 +313,13 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         return Ok(Outcome::Success);
     }
     if rows.is_empty() {
-        let _ = writeln!(out, "No execution history found");
+        crate::stdout_check::checked(writeln!(out, "No execution history found"));
         return Ok(Outcome::Success);
     }
     // `-f table` and `-f quiet` print the same as text, as in AWF (Go) (its integration tests
     // check the three alike: whole ids and names under the same header).
     let text = history_text_marking(&rows, &gone);
-    let _ = out.write_all(text.as_bytes());
+    crate::stdout_check::checked(out.write_all(text.as_bytes()));
     Ok(Outcome::Success)
 }
 
@@ -698,20 +706,28 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
             return Ok(Outcome::Success);
         }
         Format::Quiet => {
-            let _ = writeln!(out, "{}", go_status(snap.status));
+            crate::stdout_check::checked(writeln!(out, "{}", go_status(snap.status)));
             return Ok(Outcome::Success);
         }
         Format::Table => {
-            let _ = out.write_all(status_table(&snap, duration).as_bytes());
+            crate::stdout_check::checked(out.write_all(status_table(&snap, duration).as_bytes()));
             return Ok(Outcome::Success);
         }
         Format::Text => {}
     }
-    let _ = writeln!(out, "Run:       {}", snap.run_id);
-    let _ = writeln!(out, "Workflow:  {} ({})", snap.workflow_name, snap.workflow);
-    let _ = writeln!(out, "Status:    {}", status_text(&snap));
-    let _ = writeln!(out, "State:     {}", snap.current_state);
-    let _ = writeln!(out, "Started:   {}", format_rfc3339(snap.started_at));
+    crate::stdout_check::checked(writeln!(out, "Run:       {}", snap.run_id));
+    crate::stdout_check::checked(writeln!(
+        out,
+        "Workflow:  {} ({})",
+        snap.workflow_name, snap.workflow
+    ));
+    crate::stdout_check::checked(writeln!(out, "Status:    {}", status_text(&snap)));
+    crate::stdout_check::checked(writeln!(out, "State:     {}", snap.current_state));
+    crate::stdout_check::checked(writeln!(
+        out,
+        "Started:   {}",
+        format_rfc3339(snap.started_at)
+    ));
     let _ = writeln!(
         out,
         "Duration:  {}",
@@ -721,12 +737,12 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         )
     );
     if let Some(t) = &snap.terminal {
-        let _ = writeln!(out, "Terminal:  {}", terminal_text(t));
+        crate::stdout_check::checked(writeln!(out, "Terminal:  {}", terminal_text(t)));
     }
     if let Some(e) = &snap.error {
-        let _ = writeln!(out, "Error:     [{}] {}", e.code, e.message);
+        crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, e.message));
     }
-    let _ = writeln!(out, "States:");
+    crate::stdout_check::checked(writeln!(out, "States:"));
     let mut states: Vec<_> = snap.states.values().collect();
     states.sort_by_key(|s| s.started_at);
     for s in states {
@@ -813,7 +829,7 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
         }
         Format::Quiet => {
             for (k, _) in &keys {
-                let _ = writeln!(out, "{k}");
+                crate::stdout_check::checked(writeln!(out, "{k}"));
             }
             return Ok(Outcome::Success);
         }
@@ -825,9 +841,9 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
                 );
                 return Ok(Outcome::Success);
             }
-            let _ = writeln!(out, "Config: {go_path}\n");
+            crate::stdout_check::checked(writeln!(out, "Config: {go_path}\n"));
             if keys.is_empty() {
-                let _ = writeln!(out, "No inputs configured");
+                crate::stdout_check::checked(writeln!(out, "No inputs configured"));
                 return Ok(Outcome::Success);
             }
             let mut t = Table::new(&[20, 28]);
@@ -836,14 +852,14 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
                 t.row(&[(*k).clone(), shown(v)]);
             }
             t.sep();
-            let _ = out.write_all(t.text().as_bytes());
+            crate::stdout_check::checked(out.write_all(t.text().as_bytes()));
             return Ok(Outcome::Success);
         }
         Format::Text => {}
     }
     match &cfg.path {
         Some(p) => {
-            let _ = writeln!(out, "Config: {}", p.display());
+            crate::stdout_check::checked(writeln!(out, "Config: {}", p.display()));
         }
         None => {
             let _ = writeln!(
@@ -853,20 +869,20 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
             );
         }
     }
-    let _ = writeln!(out, "Inputs:");
+    crate::stdout_check::checked(writeln!(out, "Inputs:"));
     if let Some(m) = inputs.as_object() {
         if m.is_empty() {
-            let _ = writeln!(out, "  (none)");
+            crate::stdout_check::checked(writeln!(out, "  (none)"));
         }
         for (k, v) in m {
             let shown = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            let _ = writeln!(out, "  {k}: {shown}");
+            crate::stdout_check::checked(writeln!(out, "  {k}: {shown}"));
         }
     }
     if !cfg.other.is_empty() {
-        let _ = writeln!(out, "Settings:");
+        crate::stdout_check::checked(writeln!(out, "Settings:"));
         for (k, v) in &cfg.other {
-            let _ = writeln!(out, "  {k}: {v}");
+            crate::stdout_check::checked(writeln!(out, "  {k}: {v}"));
         }
     }
     for d in &cfg.diagnostics {

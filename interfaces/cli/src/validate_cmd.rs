@@ -130,15 +130,17 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
             return errors::report(&e.into(), true, ctx.hints, ctx.err_style);
         }
     } else if ctx.format == Format::Table {
-        let _ = std::io::stdout().lock().write_all(
-            render_table(
-                report.workflow.as_ref(),
-                &name,
-                first_error.is_none(),
-                &messages(Severity::Error),
-                &messages(Severity::Warning),
-            )
-            .as_bytes(),
+        crate::stdout_check::checked(
+            std::io::stdout().lock().write_all(
+                render_table(
+                    report.workflow.as_ref(),
+                    &name,
+                    first_error.is_none(),
+                    &messages(Severity::Error),
+                    &messages(Severity::Warning),
+                )
+                .as_bytes(),
+            ),
         );
     } else {
         let mut err = std::io::stderr().lock();
@@ -157,7 +159,7 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
             .count();
         if ctx.format == Format::Quiet {
             let word = if errors_n == 0 { "valid" } else { "invalid" };
-            let _ = writeln!(std::io::stdout().lock(), "{word}");
+            crate::stdout_check::checked(writeln!(std::io::stdout().lock(), "{word}"));
         } else if errors_n == 0 {
             let mut out = std::io::stdout().lock();
             let suffix = match warnings_n {
@@ -165,7 +167,11 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
                 1 => " (1 warning)".to_owned(),
                 n => format!(" ({n} warnings)"),
             };
-            let _ = writeln!(out, "Workflow '{}' is valid{suffix}", args.workflow);
+            crate::stdout_check::checked(writeln!(
+                out,
+                "Workflow '{}' is valid{suffix}",
+                args.workflow
+            ));
         } else {
             let plural = if errors_n == 1 { "" } else { "s" };
             let _ = writeln!(
