@@ -408,7 +408,9 @@ fn a_state_that_runs_on_some_routes_may_be_read_with_a_warning() {
 }
 
 /// Resume after a failure inside a parallel block in a `for_each` body keeps the branch that
-/// completed in the failed iteration (its side effects must not happen twice).
+/// completed in the failed iteration (its side effects must not happen twice). `q2` fails a
+/// second after `q1` has completed (a branch still running when its sibling fails is stopped,
+/// not completed, and runs again).
 #[test]
 fn resume_keeps_a_completed_branch_of_a_failed_block_in_a_loop() {
     let sb = Sandbox::new().unwrap();
@@ -418,7 +420,7 @@ fn resume_keeps_a_completed_branch_of_a_failed_block_in_a_loop() {
         .write(
             "lp.yaml",
             &format!(
-                "name: lp\nstates:\n  initial: l\n  l: {{type: for_each, items: '[\"A\",\"B\"]', body: [pp], on_complete: d}}\n  pp: {{type: parallel, parallel: [q1, q2], strategy: all_succeed}}\n  q1: {{type: step, command: \"echo q1-{{{{.loop.Item}}}} >> {log}\"}}\n  q2: {{type: step, command: \"echo q2-{{{{.loop.Item}}}} >> {log}; if [ {{{{.loop.Item}}}} = B ] && [ ! -e {ok} ]; then exit 1; fi\"}}\n  d: {{type: terminal}}\n",
+                "name: lp\nstates:\n  initial: l\n  l: {{type: for_each, items: '[\"A\",\"B\"]', body: [pp], on_complete: d}}\n  pp: {{type: parallel, parallel: [q1, q2], strategy: all_succeed}}\n  q1: {{type: step, command: \"echo q1-{{{{.loop.Item}}}} >> {log}\"}}\n  q2: {{type: step, command: \"echo q2-{{{{.loop.Item}}}} >> {log}; if [ {{{{.loop.Item}}}} = B ] && [ ! -e {ok} ]; then sleep 1; exit 1; fi\"}}\n  d: {{type: terminal}}\n",
                 log = log.display(),
                 ok = ok.display()
             ),
