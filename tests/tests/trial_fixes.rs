@@ -170,6 +170,10 @@ fn history_marks_a_run_whose_process_is_gone() {
         )
         .unwrap();
     let mut child = run_until(&sb, &wf, "sleep 31", false);
+    // The state file (with the owner's pid) is written by a background writer: wait for it.
+    awf_tests::wait_for_state(&sb, "the run to be recorded at a", |v| {
+        v["current_state"] == "a"
+    });
     child.kill().unwrap();
     child.wait().unwrap();
     let _ = sb.kill_processes(Some("sleep 31"));
