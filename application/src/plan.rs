@@ -866,26 +866,12 @@ fn resolve_external(
 mod tests {
     use super::*;
     use awf_domain::workflow::CommandStep;
-    use awf_domain::workflow::StepHooks;
     use awf_domain::workflow::TerminalState;
     use awf_domain::workflow::Transition;
     use indexmap::IndexMap;
 
     fn st(name: &str, kind: StateKind) -> State {
-        State {
-            name: name.into(),
-            description: None,
-            kind,
-            on_success: None,
-            on_failure: None,
-            transitions: Vec::new(),
-            continue_on_error: false,
-            timeout: None,
-            retry: None,
-            hooks: StepHooks::default(),
-            capture_max_size: None,
-            capture_names: Default::default(),
-        }
+        State::new(name, kind)
     }
 
     fn cmd(text: &str) -> StateKind {

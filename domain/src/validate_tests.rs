@@ -15,7 +15,6 @@ use crate::workflow::LoopStep;
 use crate::workflow::ParallelStep;
 use crate::workflow::ParallelStrategy;
 use crate::workflow::RetryPolicy;
-use crate::workflow::StepHooks;
 use crate::workflow::TerminalState;
 use crate::workflow::TerminalStatus;
 use crate::workflow::Transition;
@@ -23,20 +22,7 @@ use crate::workflow::WorkflowHooks;
 use crate::workflow::WorkflowSource;
 
 fn state(name: &str, kind: StateKind) -> State {
-    State {
-        name: name.to_owned(),
-        description: None,
-        kind,
-        on_success: None,
-        on_failure: None,
-        transitions: Vec::new(),
-        continue_on_error: false,
-        timeout: None,
-        retry: None,
-        hooks: StepHooks::default(),
-        capture_max_size: None,
-        capture_names: Default::default(),
-    }
+    State::new(name, kind)
 }
 
 fn cmd(name: &str, command: &str, next: Option<&str>) -> State {

@@ -30,20 +30,7 @@ use crate::Facade;
 use crate::Services;
 
 fn state(name: &str, kind: StateKind) -> State {
-    State {
-        name: name.into(),
-        description: None,
-        kind,
-        on_success: None,
-        on_failure: None,
-        transitions: vec![],
-        continue_on_error: false,
-        timeout: None,
-        retry: None,
-        hooks: StepHooks::default(),
-        capture_max_size: None,
-        capture_names: Default::default(),
-    }
+    State::new(name, kind)
 }
 
 fn cmd(name: &str, command: &str, on_success: Option<&str>, on_failure: Option<&str>) -> State {

@@ -42,20 +42,7 @@ impl EventSink for Collect {
 }
 
 fn state(name: &str, kind: StateKind) -> State {
-    State {
-        name: name.into(),
-        description: None,
-        kind,
-        on_success: None,
-        on_failure: None,
-        transitions: vec![],
-        continue_on_error: false,
-        timeout: None,
-        retry: None,
-        hooks: StepHooks::default(),
-        capture_max_size: None,
-        capture_names: Default::default(),
-    }
+    State::new(name, kind)
 }
 
 fn parallel(name: &str, branches: &[&str], next: Option<&str>) -> State {

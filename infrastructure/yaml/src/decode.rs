@@ -414,24 +414,14 @@ fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Op
         name_typo(e, typo);
         return None;
     };
-    Some(State {
-        name: format!("__inline_error_{step}"),
-        description: None,
-        kind: StateKind::Terminal(TerminalState {
+    Some(State::new(
+        format!("__inline_error_{step}"),
+        StateKind::Terminal(TerminalState {
             status: TerminalStatus::Failure,
             message: Some(message),
             exit_code: status.map(|s| i32::try_from(s).unwrap_or(1)),
         }),
-        on_success: None,
-        on_failure: None,
-        transitions: Vec::new(),
-        continue_on_error: false,
-        timeout: None,
-        retry: None,
-        hooks: StepHooks::default(),
-        capture_max_size: None,
-        capture_names: Default::default(),
-    })
+    ))
 }
 
 fn decode_transitions(node: &Node, path: &str, d: &mut Diags) -> Vec<Transition> {

@@ -39,40 +39,18 @@ pub fn render_table(entries: &[WorkflowEntry]) -> String {
         return "No workflows found (looked in $AWF_WORKFLOWS_PATH, .awf/workflows and the global config dir).\n"
             .to_owned();
     }
-    let rows: Vec<[String; 4]> = entries
-        .iter()
-        .map(|e| {
-            [
+    let header = ["NAME", "SOURCE", "VERSION", "DESCRIPTION"].map(str::to_owned);
+    let rows: Vec<Vec<String>> = std::iter::once(header.to_vec())
+        .chain(entries.iter().map(|e| {
+            vec![
                 crate::style::printable(&e.name).into_owned(),
                 e.source.clone(),
                 e.version.clone().unwrap_or_default(),
                 description_of(e),
             ]
-        })
+        }))
         .collect();
-    let header = ["NAME", "SOURCE", "VERSION", "DESCRIPTION"].map(str::to_owned);
-    let mut widths = [0usize; 3];
-    for r in std::iter::once(&header).chain(rows.iter()) {
-        for (i, w) in widths.iter_mut().enumerate() {
-            *w = (*w).max(r[i].chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in std::iter::once(&header).chain(rows.iter()) {
-        let line = format!(
-            "{:w0$}  {:w1$}  {:w2$}  {}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2]
-        );
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    crate::table::aligned(&rows)
 }
 
 /// One line of a workflow's description for the list (a broken entry's error instead).
@@ -251,38 +229,21 @@ pub fn collect_prompts(
 
 /// Text table of prompts (`NAME  SOURCE  SIZE  MODIFIED`, columns two spaces apart).
 pub fn render_prompts(prompts: &[PromptEntry]) -> String {
-    let rows: Vec<[String; 4]> =
-        std::iter::once(["NAME", "SOURCE", "SIZE", "MODIFIED"].map(str::to_owned))
-            .chain(prompts.iter().map(|p| {
-                [
-                    p.name.clone(),
-                    p.source.clone(),
-                    format!("{} B", p.size),
-                    p.mod_time.clone().unwrap_or_default(),
-                ]
-            }))
-            .collect();
-    let mut widths = [0usize; 3];
-    for r in &rows {
-        for (i, w) in widths.iter_mut().enumerate() {
-            *w = (*w).max(r[i].chars().count());
-        }
-    }
-    rows.iter()
-        .map(|r| {
-            let line = format!(
-                "{:w0$}  {:w1$}  {:w2$}  {}",
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            );
-            format!("{}\n", line.trim_end())
-        })
-        .collect()
+    let rows: Vec<Vec<String>> = std::iter::once(
+        ["NAME", "SOURCE", "SIZE", "MODIFIED"]
+            .map(str::to_owned)
+            .to_vec(),
+    )
+    .chain(prompts.iter().map(|p| {
+        vec![
+            p.name.clone(),
+            p.source.clone(),
+            format!("{} B", p.size),
+            p.mod_time.clone().unwrap_or_default(),
+        ]
+    }))
+    .collect();
+    crate::table::aligned(&rows)
 }
 
 fn prompts(ctx: &Ctx, w: &wiring::Wiring) -> Result<Outcome, CliError> {

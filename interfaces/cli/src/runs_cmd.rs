@@ -149,32 +149,6 @@ pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
     })
 }
 
-/// Left-aligned columns two spaces apart, each as wide as its widest cell (nothing cut);
-/// the last column is not padded.
-fn aligned(rows: &[Vec<String>]) -> String {
-    let n = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let mut widths = vec![0usize; n];
-    for r in rows {
-        for (i, c) in r.iter().enumerate() {
-            widths[i] = widths[i].max(c.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (i, c) in r.iter().enumerate() {
-            if i + 1 == r.len() {
-                line.push_str(c);
-            } else {
-                line.push_str(&format!("{c:<w$}  ", w = widths[i]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let states = w.state_store()?;
     let runs: Vec<RunSnapshot> = states
@@ -231,7 +205,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                     format_rfc3339(s.updated_at),
                 ]
             }));
-            aligned(&rows)
+            crate::table::aligned(&rows)
         }
     };
     crate::stdout_check::checked(out.write_all(text.as_bytes()));
@@ -379,7 +353,7 @@ fn history_text_marking(
         header.map(|h| "-".repeat(h.len())).to_vec(),
     ];
     table.extend(rows.iter().map(|r| history_cells(r, gone.contains(&r.id))));
-    aligned(&table)
+    crate::table::aligned(&table)
 }
 
 /// One history row's cells: id, workflow name, status word (`running (process gone)` for a
