@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::ports::agent::COMMON_AGENT_OPTIONS;
 use awf_domain::ports::repository::Diagnostic;
 use awf_domain::ports::repository::LoadedWorkflow;
 use awf_domain::ports::repository::Severity;
@@ -725,7 +726,11 @@ fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         };
         for key in a.options.keys() {
             let canonical = awf_domain::ports::agent::option_key(key);
-            if known.contains(&canonical.as_ref()) {
+            if known
+                .iter()
+                .chain(COMMON_AGENT_OPTIONS)
+                .any(|k| *k == canonical.as_ref())
+            {
                 continue;
             }
             let mut d = Diagnostic::warning(
@@ -736,8 +741,9 @@ fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                     a.provider.trim()
                 ),
             );
-            let hint = format!("known options: {}", known.join(", "));
-            d = match validate::closest(&canonical, known.iter().copied()) {
+            let all: Vec<&str> = known.iter().chain(COMMON_AGENT_OPTIONS).copied().collect();
+            let hint = format!("known options: {}", all.join(", "));
+            d = match validate::closest(&canonical, all.iter().copied()) {
                 Some(c) => d.with_hint(format!("did you mean '{c}'? {hint}")),
                 None => d.with_hint(hint),
             };

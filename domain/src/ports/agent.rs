@@ -129,8 +129,9 @@ pub trait AgentProvider: Send + Sync {
     /// Provider name as written in workflows (`claude`, `openai_compatible`, …).
     fn name(&self) -> &str;
 
-    /// The `options:` keys this provider understands, in snake_case (see [`option_key`] for
-    /// the spellings accepted), or `None` when it takes any key. `awf validate` and `awf run`
+    /// The `options:` keys this provider understands besides [`COMMON_AGENT_OPTIONS`], in
+    /// snake_case (see [`option_key`] for the spellings accepted), or `None` when it takes
+    /// any key. `awf validate` and `awf run`
     /// warn about a key outside this list, since the provider would ignore it.
     fn options(&self) -> Option<&'static [&'static str]> {
         None

@@ -51,8 +51,8 @@ pub trait CliAgent: Send + Sync + 'static {
     fn binary(&self) -> &'static str;
     /// How to install the binary (shown as the hint of `EXECUTION.AGENT.BINARY_NOT_FOUND`).
     fn install_hint(&self) -> &'static str;
-    /// Every `options:` key [`CliAgent::argv`] reads (snake_case; [`COMMON_AGENT_OPTIONS`]
-    /// included), each of which reaches the CLI.
+    /// Every `options:` key [`CliAgent::argv`] reads besides [`COMMON_AGENT_OPTIONS`]
+    /// (snake_case), each of which reaches the CLI.
     ///
     /// [`COMMON_AGENT_OPTIONS`]: awf_domain::ports::agent::COMMON_AGENT_OPTIONS
     fn options(&self) -> &'static [&'static str];

@@ -483,8 +483,6 @@ impl AgentProvider for OpenAiCompatible {
             "top_p",
             "max_completion_tokens",
             "max_tokens",
-            "output_format",
-            "system_prompt",
         ])
     }
 

@@ -43,8 +43,6 @@ const OPTIONS: &[&str] = &[
     "add_dirs",
     "settings",
     "dangerously_skip_permissions",
-    "output_format",
-    "system_prompt",
 ];
 
 const PERMISSION_MODES: &[&str] = &[

@@ -51,8 +51,6 @@ impl CliAgent for Codex {
             "config",
             "add_dirs",
             "output_schema",
-            "output_format",
-            "system_prompt",
         ]
     }
 

@@ -43,8 +43,6 @@ impl CliAgent for Copilot {
             "denied_tools",
             "allow_all",
             "dangerously_skip_permissions",
-            "output_format",
-            "system_prompt",
         ]
     }
 

@@ -48,8 +48,6 @@ impl CliAgent for Gemini {
             "include_directories",
             "extensions",
             "policy",
-            "output_format",
-            "system_prompt",
         ]
     }
 

@@ -48,8 +48,6 @@ impl CliAgent for OpenCode {
             "agent",
             "variant",
             "files",
-            "output_format",
-            "system_prompt",
         ]
     }
 

@@ -109,8 +109,6 @@ impl CliAgent for MistralVibe {
             "enabled_tools",
             "add_dirs",
             "trust",
-            "output_format",
-            "system_prompt",
         ]
     }
 
