@@ -8,6 +8,7 @@
 pub mod duration;
 pub mod error;
 pub mod event;
+pub mod interaction;
 pub mod mask;
 pub mod ports;
 pub mod run;

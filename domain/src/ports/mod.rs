@@ -4,6 +4,7 @@ pub mod agent;
 pub mod exec;
 pub mod facade;
 pub mod repository;
+pub mod service;
 pub mod store;
 pub mod template;
 
@@ -13,6 +14,7 @@ pub use exec::CommandExecutor;
 pub use facade::RunSession;
 pub use facade::WorkflowFacade;
 pub use repository::WorkflowRepository;
+pub use service::RunService;
 pub use store::HistoryStore;
 pub use store::StateStore;
 pub use template::ExpressionEvaluator;

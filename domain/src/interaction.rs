@@ -1,0 +1,157 @@
+//! Typed interactions: what a run asks a front-end, and the answers it takes.
+//!
+//! The engine asks through a [`RunEvent::InteractionRequired`](crate::event::RunEvent) event
+//! that carries an [`InteractionRequest`]; a front-end answers with
+//! `RunService::respond(request_id, Answer)`. The engine never parses user text: each
+//! front-end renders the request its own way (a terminal prompt, ACP
+//! `session/request_permission`, an HTTP respond call) and turns what the user did into an
+//! [`Answer`]. Every request ends with exactly one [`Resolution`], announced by a
+//! `RunEvent::InteractionResolved` event.
+
+use serde::Deserialize;
+use serde::Serialize;
+
+use crate::event::StepPreview;
+use crate::workflow::InputDef;
+
+/// A question a run asks, waiting for [`Answer`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InteractionRequest {
+    /// Unique among the live requests of the process; what `respond` is called with.
+    pub request_id: String,
+    /// The state the request belongs to; `None` for requests before the first state (missing
+    /// inputs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// What is asked.
+    pub kind: RequestKind,
+    /// How long the run waits, in milliseconds, before the request resolves as
+    /// [`Resolution::TimedOut`]; `None`: no limit (a cancel still resolves it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// The kinds of question, each with what a front-end needs to render it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RequestKind {
+    /// A required input has no value (no flag, config or default). Answer with
+    /// [`Answer::Value`] (checked against the declaration; a bad value is asked again with
+    /// `problem` set) or [`Answer::EndOfInput`] (the run does not start: the usual
+    /// `USER.INPUT.VALIDATION_FAILED` error).
+    MissingInput {
+        /// The input's declaration (type, description, enum values, rules). A name matching
+        /// the secret rule (`mask::is_secret_name`) should be read without echo.
+        input: Box<InputDef>,
+        /// Why the previous answer was refused, when this asks again.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        problem: Option<String>,
+    },
+    /// A conversation turn of an agent step in `mode: conversation`. Answer with
+    /// [`Answer::Value`] (the user's message; empty, `exit` or `quit` ends the conversation) or
+    /// [`Answer::EndOfInput`].
+    ConversationTurn {
+        /// What to show before reading (the agent's last answer is already in the stream).
+        prompt: String,
+    },
+    /// `--interactive` / `--breakpoint`: the run stopped before a state. Answer with
+    /// [`Answer::Decision`].
+    Breakpoint {
+        /// Internal kind of the state about to run.
+        state_kind: String,
+        /// The state that ran before (what [`BreakpointDecision::Retry`] runs again).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        previous: Option<String>,
+        /// What to show about the state before asking.
+        preview: Box<StepPreview>,
+    },
+    /// An approval gate (`approval:` on a step), asked before the step runs. Answer with
+    /// [`Answer::Option`] naming one of `options`.
+    Approval {
+        /// The gate's (interpolated, masked) message.
+        message: String,
+        /// The choices, in order; at least one allows and one rejects.
+        options: Vec<ApprovalOption>,
+    },
+}
+
+/// One choice of an approval gate. Kinds are ACP's (ACP v1 schema, `PermissionOptionKind`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalOption {
+    /// What [`Answer::Option`] names.
+    pub id: String,
+    /// Label shown to the user.
+    pub name: String,
+    /// Whether choosing it lets the step run.
+    pub kind: ApprovalKind,
+}
+
+/// ACP v1 `PermissionOptionKind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalKind {
+    /// Allow this time.
+    AllowOnce,
+    /// Allow, and do not ask again for this gate in this run.
+    AllowAlways,
+    /// Reject this time.
+    RejectOnce,
+    /// Reject, and reject this gate again without asking in this run.
+    RejectAlways,
+}
+
+impl ApprovalKind {
+    /// Whether the step runs.
+    pub const fn allows(self) -> bool {
+        matches!(self, Self::AllowOnce | Self::AllowAlways)
+    }
+}
+
+/// What a front-end answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "value", rename_all = "snake_case")]
+pub enum Answer {
+    /// A typed value (missing input, conversation turn).
+    Value(String),
+    /// The user closed the input (EOF, Ctrl-D) without answering.
+    EndOfInput,
+    /// What to do at a breakpoint.
+    Decision(BreakpointDecision),
+    /// The id of the chosen [`ApprovalOption`].
+    Option(String),
+}
+
+/// A decision at a breakpoint (`--interactive`). Source: spec/workflow.md §3.12.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum BreakpointDecision {
+    /// Run the state.
+    Continue,
+    /// Do not run it; take its `on_success` route.
+    Skip,
+    /// End the run (cancelled).
+    Abort,
+    /// Run the previous state again.
+    Retry,
+    /// Log the run's context, then ask again.
+    Inspect,
+    /// Set an input, then ask again.
+    Edit {
+        /// Input name.
+        name: String,
+        /// New value.
+        value: String,
+    },
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "answer", rename_all = "snake_case")]
+pub enum Resolution {
+    /// A front-end answered.
+    Answered(Answer),
+    /// Nobody answered within `timeout_ms`.
+    TimedOut,
+    /// The run was cancelled while waiting.
+    Cancelled,
+}
