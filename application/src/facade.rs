@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink;
+use awf_domain::event::EventPublisher;
 use awf_domain::mask::Masker;
 use awf_domain::ports::RunSession;
 use awf_domain::ports::WorkflowFacade;
@@ -234,10 +234,10 @@ impl Facade {
             hostname: hostname(&l.env),
         };
         let call_stack = vec![crate::engine::identity(&l.workflow)];
-        let sink: Arc<dyn EventSink> = if self.services.recorders.is_empty() {
+        let sink: Arc<dyn EventPublisher> = if self.services.recorders.is_empty() {
             Arc::new(ChannelSink(tx))
         } else {
-            let mut sinks: Vec<Arc<dyn EventSink>> = self.services.recorders.clone();
+            let mut sinks: Vec<Arc<dyn EventPublisher>> = self.services.recorders.clone();
             sinks.push(Arc::new(ChannelSink(tx)));
             Arc::new(TeeSink(sinks))
         };
@@ -395,9 +395,9 @@ impl WorkflowFacade for Facade {
 }
 
 /// Delivers each event to several sinks, in order.
-struct TeeSink(Vec<Arc<dyn EventSink>>);
+struct TeeSink(Vec<Arc<dyn EventPublisher>>);
 
-impl EventSink for TeeSink {
+impl EventPublisher for TeeSink {
     fn emit(&self, event: EventEnvelope) {
         if let Some((last, rest)) = self.0.split_last() {
             for s in rest {
@@ -410,7 +410,7 @@ impl EventSink for TeeSink {
 
 struct ChannelSink(mpsc::UnboundedSender<EventEnvelope>);
 
-impl EventSink for ChannelSink {
+impl EventPublisher for ChannelSink {
     fn emit(&self, event: EventEnvelope) {
         // A closed receiver means nobody watches any more; the run goes on regardless.
         let _ = self.0.send(event);

@@ -46,7 +46,7 @@ pub struct Services {
     /// State files of earlier runs (`awf resume`); `None` when persistence is off.
     pub state_store: Option<Arc<dyn StateStore>>,
     /// Projections that record every run (state files, history, audit, transcript, spans).
-    pub recorders: Vec<Arc<dyn awf_domain::event::EventSink>>,
+    pub recorders: Vec<Arc<dyn awf_domain::event::EventPublisher>>,
     /// The `.awf` template namespace: `prompts_dir`, `scripts_dir`, `config_dir`, `data_dir`,
     /// `workflows_dir`, `plugins_dir`, `skills_dir`, `roles_dir`.
     pub awf_dirs: BTreeMap<String, String>,

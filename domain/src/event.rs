@@ -295,7 +295,7 @@ pub struct EventEnvelope {
 
 /// Receives run events. Implementations must not block for long: the engine calls `emit`
 /// inline. Events of one run arrive in `seq` order.
-pub trait EventSink: Send + Sync {
+pub trait EventPublisher: Send + Sync {
     /// Delivers one event.
     fn emit(&self, event: EventEnvelope);
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink;
+use awf_domain::event::EventPublisher;
 use awf_domain::event::RunEvent;
 use awf_domain::mask::Masker;
 use awf_domain::ports::fakes::FakeAgents;
@@ -33,7 +33,7 @@ use crate::Services;
 #[derive(Default)]
 struct Collect(Mutex<Vec<EventEnvelope>>);
 
-impl EventSink for Collect {
+impl EventPublisher for Collect {
     fn emit(&self, event: EventEnvelope) {
         if let Ok(mut v) = self.0.lock() {
             v.push(event);

@@ -26,7 +26,7 @@ use std::time::SystemTime;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink;
+use awf_domain::event::EventPublisher;
 use awf_domain::event::LogLevel;
 use awf_domain::event::PreviewRoute;
 use awf_domain::event::RunEvent;
@@ -61,14 +61,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Numbers events of one run and hands them to the sink.
 pub(crate) struct Emitter {
-    sink: Arc<dyn EventSink>,
+    sink: Arc<dyn EventPublisher>,
     seq: AtomicU64,
     run_id: RunId,
     parent: Option<RunId>,
 }
 
 impl Emitter {
-    pub(crate) fn new(sink: Arc<dyn EventSink>, run_id: RunId, parent: Option<RunId>) -> Self {
+    pub(crate) fn new(sink: Arc<dyn EventPublisher>, run_id: RunId, parent: Option<RunId>) -> Self {
         Self {
             sink,
             seq: AtomicU64::new(0),
@@ -166,7 +166,7 @@ pub(crate) struct RunSpec {
     pub(crate) env: Arc<BTreeMap<String, String>>,
     pub(crate) runtime: Arc<RuntimeInfo>,
     pub(crate) working_dir: PathBuf,
-    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) sink: Arc<dyn EventPublisher>,
     pub(crate) cancel: CancelState,
     /// Identities (file paths or identifiers) of the workflows in the call stack, root first,
     /// this one last.
@@ -208,7 +208,7 @@ pub(crate) struct Run {
     pub(crate) states: Mutex<BTreeMap<String, StepState>>,
     pub(crate) current: Mutex<String>,
     pub(crate) emitter: Arc<Emitter>,
-    pub(crate) sink: Arc<dyn EventSink>,
+    pub(crate) sink: Arc<dyn EventPublisher>,
     pub(crate) cancel: CancelState,
     pub(crate) call_stack: Vec<String>,
     warnings: Vec<String>,

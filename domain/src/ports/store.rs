@@ -1,6 +1,6 @@
 //! Run persistence: the state file of each run (for `awf resume` and `awf status`) and the run
 //! history (for `awf history`). Writers are event-stream projections (they implement
-//! [`crate::event::EventSink`]); these ports are the read side plus the snapshot format.
+//! [`crate::event::EventPublisher`]); these ports are the read side plus the snapshot format.
 //!
 //! Source: spec/workflow.md §3.11 (persistence and resume) and http-ops.md §3; choices in
 //! design/decisions.md ("Storage (embedded default)").

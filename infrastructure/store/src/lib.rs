@@ -11,7 +11,7 @@
 //! | `<root>/transcripts/<run_id>.jsonl` | [`Recorder`] | JSONL, one line per event of the run, 0600, append |
 //!
 //! The writers are projections of the engine's event stream: [`Recorder`] implements
-//! [`EventSink`](awf_domain::event::EventSink) and hands every event to one background writer
+//! [`EventPublisher`](awf_domain::event::EventPublisher) and hands every event to one background writer
 //! thread. [`Store`] implements the read ports [`StateStore`] and [`HistoryStore`].
 //!
 //! Depends on `awf-domain` and third-party crates only (rusqlite stays in this crate).

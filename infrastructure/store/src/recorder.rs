@@ -1,4 +1,4 @@
-//! The writer side: [`Recorder`] is an [`EventSink`] that hands every event to one background
+//! The writer side: [`Recorder`] is an [`EventPublisher`] that hands every event to one background
 //! thread, which projects the stream onto the state files, the history rows, the audit trail
 //! and the transcripts.
 //!
@@ -29,7 +29,7 @@ use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink;
+use awf_domain::event::EventPublisher;
 use awf_domain::event::RunEvent;
 use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::LoopPosition;
@@ -117,7 +117,7 @@ impl Drop for Inner {
     }
 }
 
-/// The event-stream writer of a [`Store`](crate::Store): an [`EventSink`] whose `emit` only
+/// The event-stream writer of a [`Store`](crate::Store): an [`EventPublisher`] whose `emit` only
 /// queues the event (no I/O on the caller's thread) for one background writer thread.
 ///
 /// Clones share the same writer. The writer stops once every clone (and the store) is
@@ -244,7 +244,7 @@ impl Recorder {
     }
 }
 
-impl EventSink for Recorder {
+impl EventPublisher for Recorder {
     fn emit(&self, event: EventEnvelope) {
         let sent = self
             .inner

@@ -5,7 +5,7 @@
 //!   OTLP (gRPC via tonic, or HTTP/protobuf via the workspace's reqwest).
 //! - [`OtelConfig::from_sources`] resolves export settings from flags, `.awf/config.yaml`
 //!   `telemetry:` and the standard `OTEL_*` variables.
-//! - [`span_projection`] is an [`awf_domain::event::EventSink`] turning the run-event stream
+//! - [`span_projection`] is an [`awf_domain::event::EventPublisher`] turning the run-event stream
 //!   into `workflow.run` / `workflow.step` / `workflow.loop.iteration` spans.
 //!
 //! Depends on awf-domain and third-party crates only (tracing, tracing-subscriber,

@@ -40,7 +40,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering;
 
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink;
+use awf_domain::event::EventPublisher;
 use awf_domain::event::LogLevel;
 use awf_domain::event::RunEvent;
 use awf_domain::run::RunId;
@@ -71,7 +71,7 @@ pub fn span_projection() -> SpanProjection {
     }
 }
 
-/// [`EventSink`] that opens a span on each `*Started` event and closes it on the matching
+/// [`EventPublisher`] that opens a span on each `*Started` event and closes it on the matching
 /// `*Finished` event (see the module docs for the tree and attributes).
 #[derive(Debug)]
 pub struct SpanProjection {
@@ -113,7 +113,7 @@ struct OpenStep {
     iterations: u64,
 }
 
-impl EventSink for SpanProjection {
+impl EventPublisher for SpanProjection {
     fn emit(&self, env: EventEnvelope) {
         // Streaming chunks never make spans: leave before any other work.
         if matches!(

@@ -253,7 +253,7 @@ pub fn build_with(
     } else {
         None
     };
-    let mut recorders: Vec<Arc<dyn awf_domain::event::EventSink>> = Vec::new();
+    let mut recorders: Vec<Arc<dyn awf_domain::event::EventPublisher>> = Vec::new();
     if let Some(r) = &recorder {
         recorders.push(Arc::new(r.clone()));
     }

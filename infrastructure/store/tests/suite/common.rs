@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use std::time::UNIX_EPOCH;
 
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink;
+use awf_domain::event::EventPublisher;
 use awf_domain::event::OutputStream;
 use awf_domain::event::RunEvent;
 use awf_domain::run::RunId;
@@ -30,7 +30,7 @@ pub fn open(root: &Path, user: &str) -> Store {
 }
 
 /// Emits a whole successful run of `steps` command steps (with output) and flushes.
-pub fn run_workflow(sink: &dyn EventSink, run_id: &str, start_ms: u64, steps: usize) {
+pub fn run_workflow(sink: &dyn EventPublisher, run_id: &str, start_ms: u64, steps: usize) {
     let mut seq = 0;
     let mut clock = start_ms;
     let mut emit = |path: &str, event: RunEvent| {

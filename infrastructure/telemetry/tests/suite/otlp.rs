@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use awf_domain::event::EventEnvelope;
-use awf_domain::event::EventSink as _;
+use awf_domain::event::EventPublisher as _;
 use awf_domain::event::RunEvent;
 use awf_domain::run::RunId;
 use awf_domain::run::RunResult;
