@@ -443,12 +443,30 @@ impl RunHandle {
         self.interaction.respond(request_id, value)
     }
 
+    /// The run's parts, for the run service (it owns the event stream from then on).
+    pub(crate) fn into_parts(self) -> RunParts {
+        RunParts {
+            run_id: self.run_id,
+            events: self.events,
+            cancel: self.cancel,
+            interaction: self.interaction,
+        }
+    }
+
     /// A cloneable way to cancel the run from elsewhere (a signal handler).
     pub fn canceller(&self) -> Canceller {
         Canceller {
             cancel: self.cancel.clone(),
         }
     }
+}
+
+/// A started run taken apart by the run service.
+pub(crate) struct RunParts {
+    pub(crate) run_id: RunId,
+    pub(crate) events: mpsc::UnboundedReceiver<EventEnvelope>,
+    pub(crate) cancel: CancelState,
+    pub(crate) interaction: Arc<crate::engine::Interaction>,
 }
 
 /// Cancels a run; cloneable and idempotent. The first reason given wins.

@@ -20,12 +20,15 @@ mod engine;
 pub mod facade;
 pub mod inputs;
 pub mod plan;
+pub mod service;
 pub mod validation;
 
 pub use facade::Canceller;
 pub use facade::Facade;
 pub use facade::RunHandle;
 pub use inputs::resolve_inputs;
+pub use service::RunManager;
+pub use service::ServiceConfig;
 pub use validation::ValidationReport;
 pub use validation::one_line;
 pub use validation::validate_workflow;

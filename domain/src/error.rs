@@ -107,6 +107,12 @@ error_codes! {
     UserFacadeSessionClosed => "USER.FACADE.SESSION_CLOSED", User,
         "The run session has already ended.",
         "Start a new run.";
+    UserFacadeRunNotFound => "USER.FACADE.RUN_NOT_FOUND", User,
+        "No run with this id is known to this process or recorded in the store.",
+        "Check the run id; `awf history` lists recorded runs.";
+    UserFacadeRunLimit => "USER.FACADE.RUN_LIMIT", User,
+        "The cap on concurrent runs of this process is reached; the run was not started (nothing queues it).",
+        "Wait for a run to finish (or cancel one), then start it again.";
     UserAgentInvalidOption => "USER.AGENT.INVALID_OPTION", User,
         "An agent step's provider option has a wrong value or type (for example a model name the provider does not accept).",
         "Fix the option under `options:`; the message names what the provider accepts.";

@@ -124,13 +124,15 @@ impl CancelState {
 #[derive(Default)]
 pub(crate) struct Interaction {
     pending: Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Option<String>>>>,
-    next: AtomicU64,
 }
 
 impl Interaction {
     /// Registers a new request; the receiver gets the answer (`None` = end of input).
     pub(crate) fn request(&self) -> (String, tokio::sync::oneshot::Receiver<Option<String>>) {
-        let id = format!("input-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        // Ids are unique in the process (not only in the run): the run service routes
+        // `respond(request_id, ..)` to the run that asked by id alone.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let id = format!("input-{}", NEXT.fetch_add(1, Ordering::Relaxed) + 1);
         let (tx, rx) = tokio::sync::oneshot::channel();
         lock(&self.pending).insert(id.clone(), tx);
         (id, rx)

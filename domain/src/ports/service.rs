@@ -8,18 +8,31 @@ use crate::event::EventEnvelope;
 use crate::interaction::Answer;
 use crate::ports::facade::ResumeRequest;
 use crate::ports::facade::RunRequest;
+use crate::ports::store::StoredStatus;
 use crate::run::CancelReason;
 use crate::run::RunId;
 use crate::run::RunResult;
 
 /// What a subscription yields, in order.
+///
+/// Positions: a run's log holds every envelope its publisher got, the root run's and those
+/// of its sub-workflow runs, in the order they were published, numbered 1, 2, 3, … by the
+/// log itself. `position` is that number: the cursor of [`RunService::subscribe`] (what an
+/// SSE `Last-Event-ID` or an ACP session reload names). It is not the envelope's `seq`, which
+/// stays per run id (a child run counts from 1; a resumed run's transcript shifts it).
 #[derive(Debug, Clone, PartialEq)]
 pub enum SubscriptionItem {
     /// The next event of the run's log.
-    Event(EventEnvelope),
-    /// The subscriber fell too far behind and events were dropped for it: the log continues
-    /// at `resume_seq` (re-read the gap from the transcript, or subscribe again from the
-    /// last seq seen).
+    Event {
+        /// Position in the run's log (1-based, gap-free, strictly increasing).
+        position: u64,
+        /// The event.
+        envelope: Box<EventEnvelope>,
+    },
+    /// The subscriber fell too far behind: the events before `resume_seq` left the memory
+    /// of the log (it keeps a bounded window, always the newest events) before this
+    /// subscriber read them. The subscription goes on at `resume_seq`; the gap can be re-read
+    /// from the transcript.
     Lagged {
         /// First position the subscription will deliver next.
         resume_seq: u64,
@@ -27,8 +40,10 @@ pub enum SubscriptionItem {
 }
 
 /// A subscriber's view of one run's event log: first the past events from the requested
-/// position, then live ones, with no gap and no duplicate; ends (`None`) after the run's last
-/// event (`RunFinished` of the root run) was delivered.
+/// position, then live ones, with no gap and no duplicate (a gap only as an explicit
+/// [`SubscriptionItem::Lagged`]); ends (`None`) after the run's last event (`RunFinished` of
+/// the root run) was delivered. Reading never blocks the run: the engine appends to the log
+/// and goes on whether or not anyone reads.
 #[async_trait::async_trait]
 pub trait Subscription: Send {
     /// The next item; `None` once the run ended and everything was delivered.
@@ -45,6 +60,29 @@ pub enum RunPhase {
     Finished,
     /// Read from the store only.
     Recorded,
+}
+
+/// A run as the service shows it (`get`, `list`): live and finished runs of this process, and
+/// runs read from the state store.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RunView {
+    /// Run id.
+    pub run_id: RunId,
+    /// The run that called this one (`call_workflow`), for a recorded sub-workflow run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<RunId>,
+    /// Identifier the run was started with (name or path).
+    pub workflow: String,
+    /// Where the run is.
+    pub phase: RunPhase,
+    /// Its status (`running` while live, and for a recorded run that never finished).
+    pub status: StoredStatus,
+    /// The top-level state being executed (or last executed), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_state: Option<String>,
+    /// Process exit code, once finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<u8>,
 }
 
 /// Starts, watches, answers and cancels runs by id.
@@ -64,10 +102,26 @@ pub trait RunService: Send + Sync {
     /// or still-running run.
     async fn resume(&self, request: ResumeRequest) -> Result<RunId, AwfError>;
 
-    /// Subscribes to a run's event log from position `from_seq` (1 = from the start).
+    /// One run: live or finished in this process, else read from the state store.
     ///
     /// # Errors
-    /// `USER.FACADE.RUN_NOT_FOUND` for a run this process does not hold.
+    /// `USER.FACADE.RUN_NOT_FOUND` when neither holds it; `SYSTEM.IO.READ_FAILED` when its
+    /// state file cannot be read.
+    fn get(&self, run_id: &RunId) -> Result<RunView, AwfError>;
+
+    /// Every run: live ones first, then those finished in memory, then the recorded ones
+    /// (newest first) that are not in memory.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when the store cannot be listed.
+    fn list(&self) -> Result<Vec<RunView>, AwfError>;
+
+    /// Subscribes to a run's event log from position `from_seq` (1 = from the start; 0 is
+    /// taken as 1; a position past the end waits for it).
+    ///
+    /// # Errors
+    /// `USER.FACADE.RUN_NOT_FOUND` for a run this process does not hold (never started here,
+    /// or evicted after its TTL: read its transcript instead).
     fn subscribe(&self, run_id: &RunId, from_seq: u64) -> Result<Box<dyn Subscription>, AwfError>;
 
     /// Answers a pending interaction request of any live run.
@@ -87,6 +141,7 @@ pub trait RunService: Send + Sync {
     /// Waits for a run to end and gives its result.
     ///
     /// # Errors
-    /// `USER.FACADE.RUN_NOT_FOUND` for an unknown run.
+    /// `USER.FACADE.RUN_NOT_FOUND` for a run this process does not hold (see `get` for
+    /// recorded runs).
     async fn wait(&self, run_id: &RunId) -> Result<RunResult, AwfError>;
 }

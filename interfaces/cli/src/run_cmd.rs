@@ -1,4 +1,4 @@
-//! `awf run`: starts a run through the facade, projects its events, handles SIGINT/SIGTERM,
+//! `awf run`: starts a run through the run service, projects its events, handles SIGINT/SIGTERM,
 //! prints the result. With `--dry-run`, prints the plan instead and executes nothing.
 //!
 //! Source: spec/workflow.md §3.1, §3.10, §3.12, §4.2; shared/conformance/README.md.
@@ -6,13 +6,15 @@
 use std::io::IsTerminal;
 use std::io::Write;
 
-use awf_application::Facade;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::event::RunEvent;
-use awf_domain::ports::RunSession;
+use awf_domain::interaction::Answer;
+use awf_domain::ports::RunService;
 use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::service::SubscriptionItem;
 use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
 use awf_domain::run::RunResult;
 use awf_domain::run::RunStatus;
 use tokio::signal::unix::Signal;
@@ -455,22 +457,17 @@ async fn execute(
     } else {
         w.recorder.clone()
     };
-    let facade = Facade::new(services);
-    let handle = match facade.start_run(request).await {
-        Ok(h) => h,
+    let service = wiring::run_service(services);
+    let run_id = match service.start(request).await {
+        Ok(id) => id,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
-    let _lock = lock_run(
-        &data_root,
-        awf_domain::ports::RunSession::run_id(&handle).0.as_str(),
-    )
-    .ok()
-    .flatten();
+    let _lock = lock_run(&data_root, run_id.0.as_str()).ok().flatten();
     let outcome = drive(
         ctx,
         args.output,
         &identifier,
-        handle,
+        (service.as_ref(), &run_id),
         signals,
         args.step.as_deref(),
     )
@@ -515,23 +512,26 @@ pub(crate) fn finish_recording(
     }
 }
 
-/// Shows a started run's events until it ends, answers conversation turns from stdin,
-/// cancels on SIGINT/SIGTERM, prints the result (text summary or the JSON object) and gives
-/// the outcome. Shared by `awf run` and `awf resume`.
+/// Shows a started run's events until it ends (its log in the run service, from the start),
+/// answers its requests from stdin (through `respond`), cancels on SIGINT/SIGTERM (through
+/// `cancel`), prints the result (`wait`: text summary or the JSON object) and gives the
+/// outcome. Shared by `awf run` and `awf resume`.
 pub(crate) async fn drive(
     ctx: &Ctx,
     output: crate::cli::OutputMode,
     identifier: &str,
-    mut handle: awf_application::RunHandle,
+    (service, run_id): (&dyn RunService, &RunId),
     mut signals: Signals,
     step: Option<&str>,
 ) -> Outcome {
-    let canceller = handle.canceller();
+    let mut events = match service.subscribe(run_id, 1) {
+        Ok(s) => s,
+        Err(e) => return fail_before_start(ctx, identifier, &e),
+    };
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
         .with_logs(ctx.run_log_level, ctx.log_json)
         .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
-    let mut result: Option<RunResult> = None;
     let mut cancelled = false;
     // A conversation turn being read from stdin: (request id, reader).
     let mut reader: Option<(String, tokio::task::JoinHandle<Option<String>>)> = None;
@@ -547,17 +547,27 @@ pub(crate) async fn drive(
                     if line.is_none() && !ctx.json() {
                         let _ = writeln!(std::io::stderr().lock(), "(end of input)");
                     }
-                    let _ = handle.answer(&id, line);
+                    // The one place this front-end answers a request.
+                    let answer = line.map_or(Answer::EndOfInput, Answer::Value);
+                    let _ = service.respond(&id, answer);
                     printer.prompt_answered();
                 }
             }
-            ev = handle.next_event() => {
-                let Some(ev) = ev else { break };
-                if let RunEvent::RunFinished { result: r } = &ev.event
-                    && ev.parent_run_id.is_none()
-                {
-                    result = Some(r.as_ref().clone());
-                }
+            item = events.next() => {
+                let ev = match item {
+                    None => break,
+                    Some(SubscriptionItem::Event { envelope, .. }) => *envelope,
+                    Some(SubscriptionItem::Lagged { resume_seq }) => {
+                        // Only when the terminal falls more than the log's budget behind.
+                        if !ctx.json() {
+                            printer.stderr_line(&format!(
+                                "{} output came faster than it could be shown; events before #{resume_seq} were skipped (the run's transcript has them)",
+                                ctx.err_style.yellow("WARN")
+                            ));
+                        }
+                        continue;
+                    }
+                };
                 if let RunEvent::InputRequired { request_id, .. } | RunEvent::BreakpointReached { request_id, .. } = &ev.event {
                     reader = Some((request_id.clone(), tokio::task::spawn_blocking(read_stdin_line)));
                 }
@@ -595,16 +605,16 @@ pub(crate) async fn drive(
                     awf_exec::kill_all_now();
                 }
                 cancelled = true;
-                canceller.cancel(reason);
+                let _ = service.cancel(run_id, reason);
             }
         }
     }
     printer.finish();
     // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
     awf_exec::sweep_adopted().await;
-    let Some(result) = result else {
-        let e = AwfError::new(ErrorCode::SystemInternal, "the run ended without a result");
-        return fail_before_start(ctx, identifier, &e);
+    let result = match service.wait(run_id).await {
+        Ok(r) => r,
+        Err(e) => return fail_before_start(ctx, identifier, &e),
     };
     if ctx.json() {
         if let Err(e) = json_out::print(&result) {

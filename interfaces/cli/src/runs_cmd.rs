@@ -3,7 +3,6 @@
 
 use std::io::Write;
 
-use awf_application::Facade;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::ports::facade::ResumeFrom;
@@ -101,12 +100,20 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             Err(e) => return fail(&e),
         }
     }
-    let facade = Facade::new(services);
-    let handle = match facade.resume_run(request).await {
-        Ok(h) => h,
+    let service = wiring::run_service(services);
+    let id = match service.resume(request).await {
+        Ok(id) => id,
         Err(e) => return run_cmd::fail_before_start(ctx, &run_id, &e),
     };
-    let outcome = run_cmd::drive(ctx, args.output, &run_id, handle, signals, None).await;
+    let outcome = run_cmd::drive(
+        ctx,
+        args.output,
+        &run_id,
+        (service.as_ref(), &id),
+        signals,
+        None,
+    )
+    .await;
     run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
 }
 

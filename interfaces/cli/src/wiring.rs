@@ -11,6 +11,7 @@ use std::sync::Arc;
 use awf_application::Services;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::ports::RunService;
 use awf_domain::ports::repository::ConfigSource;
 use awf_domain::ports::repository::ProjectConfig;
 use awf_exec::ProcessExecutor;
@@ -18,6 +19,16 @@ use awf_template::ExprEvaluator;
 use awf_template::GoTemplates;
 use awf_yaml::RepoPaths;
 use awf_yaml::YamlRepository;
+
+/// The run service over `services`: what `awf run` and `awf resume` drive runs through (and
+/// every later front-end). The one place a front-end constructs the application's run
+/// machinery; everything else sees only the [`RunService`] port.
+pub fn run_service(services: Services) -> Arc<dyn RunService> {
+    Arc::new(awf_application::RunManager::new(
+        services,
+        awf_application::ServiceConfig::default(),
+    ))
+}
 
 /// Everything a command needs: services plus the resolved environment.
 pub struct Wiring {

@@ -1,0 +1,552 @@
+//! The run service: the one place where runs are driven. Every front-end (terminal, ACP, MCP,
+//! HTTP) starts, watches, answers and cancels runs through [`RunManager`], behind the domain
+//! port [`RunService`]; [`Facade`] stays the validation and launch path underneath.
+//!
+//! - Runs by id: a registry of the runs of this process (live, then finished until their TTL
+//!   passes), merged with the recorded ones of the state store by `get` and `list`; a cap on
+//!   live runs (`USER.FACADE.RUN_LIMIT`, nothing queues).
+//! - Events: each run's ordered log ([`log::EventLog`]), replayed to any number of
+//!   subscribers from any position, then live.
+//! - Interactions: the requests a run makes (`InputRequired`, `BreakpointReached`) are routed
+//!   by request id; `respond` answers the run that asked, `cancel` resolves them as
+//!   cancelled, and an optional timeout resolves an unanswered one as end of input.
+//!
+//! Reference: shared/design/architecture.md ("The run service: the one way in").
+
+mod log;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::RunEvent;
+use awf_domain::interaction::Answer;
+use awf_domain::interaction::BreakpointDecision;
+use awf_domain::ports::facade::ResumeRequest;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::service::RunPhase;
+use awf_domain::ports::service::RunService;
+use awf_domain::ports::service::RunView;
+use awf_domain::ports::service::Subscription;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use indexmap::IndexMap;
+use tokio::sync::watch;
+
+use crate::Facade;
+use crate::Services;
+use crate::engine::CancelState;
+use crate::engine::Interaction;
+use crate::engine::lock;
+use crate::facade::RunHandle;
+use log::EventLog;
+
+/// Tunables of the run service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// Most runs live at once in this process; `start`/`resume` beyond it fail with
+    /// `USER.FACADE.RUN_LIMIT` (nothing is queued).
+    pub max_live_runs: usize,
+    /// How long a finished run (its log and result) stays in memory after it ended; after
+    /// that `get` reads it from the store and `subscribe`/`wait` no longer know it.
+    pub finished_ttl: Duration,
+    /// Estimated bytes of events each run's log keeps in memory (the newest ones); a
+    /// subscriber further behind gets `SubscriptionItem::Lagged`.
+    pub log_budget_bytes: usize,
+    /// An interaction request not answered within this time resolves as end of input
+    /// (a conversation ends, a breakpoint aborts); `None`: it waits until answered or
+    /// cancelled.
+    pub request_timeout: Option<Duration>,
+}
+
+impl Default for ServiceConfig {
+    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, no request timeout.
+    fn default() -> Self {
+        Self {
+            max_live_runs: 64,
+            finished_ttl: Duration::from_secs(600),
+            log_budget_bytes: 64 << 20,
+            request_timeout: None,
+        }
+    }
+}
+
+/// Monotonic time for TTLs (a fixed, settable one in tests).
+pub(crate) type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
+
+/// The run service over a [`Facade`]. Cheap to share (`Arc`); needs a tokio runtime for
+/// `start` and `resume`.
+pub struct RunManager {
+    facade: Facade,
+    config: ServiceConfig,
+    clock: Clock,
+    registry: Arc<Mutex<Registry>>,
+}
+
+impl std::fmt::Debug for RunManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunManager")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The runs of this process and the requests they wait on.
+#[derive(Default)]
+struct Registry {
+    /// In start order.
+    runs: IndexMap<RunId, Arc<Entry>>,
+    /// Slots taken by `start`/`resume` calls still loading and validating.
+    starting: usize,
+    /// Pending requests by id.
+    requests: HashMap<String, Route>,
+}
+
+impl Registry {
+    fn live(&self) -> usize {
+        self.starting + self.runs.values().filter(|e| e.is_live()).count()
+    }
+}
+
+/// Which run asked, and what.
+#[derive(Debug, Clone)]
+struct Route {
+    run_id: RunId,
+    kind: RouteKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RouteKind {
+    /// `InputRequired` (a conversation turn): a value or end of input.
+    Turn,
+    /// `BreakpointReached`: a decision (or, from the terminal, its command line).
+    Breakpoint,
+}
+
+/// How a run ended, for `wait`.
+#[derive(Debug, Clone)]
+enum Ending {
+    Running,
+    Finished(Arc<RunResult>),
+    /// The engine stopped without a `RunFinished` (an internal fault).
+    Lost,
+}
+
+/// One run of this process.
+struct Entry {
+    run_id: RunId,
+    log: Arc<EventLog>,
+    cancel: CancelState,
+    interaction: Arc<Interaction>,
+    info: Mutex<Info>,
+    ending: watch::Sender<Ending>,
+}
+
+struct Info {
+    workflow: String,
+    current_state: Option<String>,
+    finished_at: Option<Instant>,
+    result: Option<Arc<RunResult>>,
+}
+
+impl Entry {
+    fn is_live(&self) -> bool {
+        lock(&self.info).finished_at.is_none()
+    }
+
+    fn view(&self) -> RunView {
+        let info = lock(&self.info);
+        let (phase, status, exit_code) = match (&info.finished_at, &info.result) {
+            (None, _) => (RunPhase::Live, StoredStatus::Running, None),
+            (Some(_), Some(r)) => (
+                RunPhase::Finished,
+                stored_status(r.status),
+                Some(r.exit_code),
+            ),
+            (Some(_), None) => (RunPhase::Finished, StoredStatus::Failure, None),
+        };
+        RunView {
+            run_id: self.run_id.clone(),
+            parent_run_id: None,
+            workflow: info.workflow.clone(),
+            phase,
+            status,
+            current_state: info.current_state.clone(),
+            exit_code,
+        }
+    }
+}
+
+const fn stored_status(s: RunStatus) -> StoredStatus {
+    match s {
+        RunStatus::Success => StoredStatus::Success,
+        RunStatus::Failure => StoredStatus::Failure,
+        RunStatus::Cancelled => StoredStatus::Cancelled,
+    }
+}
+
+fn recorded_view(s: &RunSnapshot) -> RunView {
+    RunView {
+        run_id: RunId(s.run_id.clone()),
+        parent_run_id: s.parent_run_id.clone().map(RunId),
+        workflow: s.workflow.clone(),
+        phase: RunPhase::Recorded,
+        status: s.status,
+        current_state: Some(s.current_state.clone()).filter(|c| !c.is_empty()),
+        exit_code: s.exit_code,
+    }
+}
+
+fn not_found(run_id: &RunId) -> AwfError {
+    AwfError::new(
+        ErrorCode::UserFacadeRunNotFound,
+        format!("no run with id {run_id} in this process"),
+    )
+    .with_hint("`awf history` lists recorded runs; a finished run leaves memory after its TTL")
+}
+
+fn rejected(message: String) -> AwfError {
+    AwfError::new(ErrorCode::UserFacadeInputRejected, message)
+        .with_hint("answer only a request the run announced and still waits for")
+}
+
+/// Frees a slot taken by `start`/`resume` when the call ends, however it ends.
+struct Slot<'a>(&'a Mutex<Registry>);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut r = lock(self.0);
+        r.starting = r.starting.saturating_sub(1);
+    }
+}
+
+impl RunManager {
+    /// A service over `services` with the given tunables.
+    pub fn new(services: Services, config: ServiceConfig) -> Self {
+        Self::with_clock(services, config, Arc::new(Instant::now))
+    }
+
+    /// As [`RunManager::new`], with the time source of the TTL.
+    pub(crate) fn with_clock(services: Services, config: ServiceConfig, clock: Clock) -> Self {
+        Self {
+            facade: Facade::new(services),
+            config,
+            clock,
+            registry: Arc::new(Mutex::new(Registry::default())),
+        }
+    }
+
+    /// Drops finished runs whose TTL passed.
+    fn evict(&self) {
+        let now = (self.clock)();
+        let ttl = self.config.finished_ttl;
+        lock(&self.registry).runs.retain(|_, e| {
+            lock(&e.info)
+                .finished_at
+                .is_none_or(|t| now.saturating_duration_since(t) < ttl)
+        });
+    }
+
+    /// Takes a live-run slot.
+    fn reserve(&self) -> Result<Slot<'_>, AwfError> {
+        let mut r = lock(&self.registry);
+        let live = r.live();
+        if live >= self.config.max_live_runs {
+            return Err(AwfError::new(
+                ErrorCode::UserFacadeRunLimit,
+                format!(
+                    "{live} runs are live, the most this process runs at once ({}); the run was not started",
+                    self.config.max_live_runs
+                ),
+            )
+            .with_hint("wait for a run to finish or cancel one, then start it again"));
+        }
+        r.starting += 1;
+        Ok(Slot(&self.registry))
+    }
+
+    fn entry(&self, run_id: &RunId) -> Option<Arc<Entry>> {
+        lock(&self.registry).runs.get(run_id).cloned()
+    }
+
+    /// Registers a launched run and starts pumping its events into its log.
+    fn register(&self, handle: RunHandle, workflow: String) -> RunId {
+        let parts = handle.into_parts();
+        let entry = Arc::new(Entry {
+            run_id: parts.run_id.clone(),
+            log: Arc::new(EventLog::new(self.config.log_budget_bytes)),
+            cancel: parts.cancel,
+            interaction: parts.interaction,
+            info: Mutex::new(Info {
+                workflow,
+                current_state: None,
+                finished_at: None,
+                result: None,
+            }),
+            ending: watch::Sender::new(Ending::Running),
+        });
+        {
+            let mut r = lock(&self.registry);
+            // A run resumed again after it finished here replaces its old entry.
+            r.runs.shift_remove(&parts.run_id);
+            r.runs.insert(parts.run_id.clone(), Arc::clone(&entry));
+        }
+        let pump = Pump {
+            entry,
+            registry: Arc::clone(&self.registry),
+            clock: Arc::clone(&self.clock),
+            request_timeout: self.config.request_timeout,
+        };
+        tokio::spawn(pump.run(parts.events));
+        parts.run_id
+    }
+
+    /// The estimated bytes and number of events a run's log keeps in memory now.
+    ///
+    /// # Errors
+    /// `USER.FACADE.RUN_NOT_FOUND` for a run this process does not hold.
+    pub fn log_footprint(&self, run_id: &RunId) -> Result<(usize, usize), AwfError> {
+        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
+        let (_, n, bytes) = e.log.stats();
+        Ok((bytes, n))
+    }
+}
+
+/// Moves a run's events into its log, routes its requests, records its end.
+struct Pump {
+    entry: Arc<Entry>,
+    registry: Arc<Mutex<Registry>>,
+    clock: Clock,
+    request_timeout: Option<Duration>,
+}
+
+impl Pump {
+    async fn run(self, mut events: tokio::sync::mpsc::UnboundedReceiver<EventEnvelope>) {
+        while let Some(env) = events.recv().await {
+            let root = env.parent_run_id.is_none();
+            match &env.event {
+                RunEvent::RunStarted { identifier, .. } if root => {
+                    lock(&self.entry.info).workflow.clone_from(identifier);
+                }
+                RunEvent::StepStarted { step, .. } if root => {
+                    lock(&self.entry.info).current_state = Some(step.clone());
+                }
+                RunEvent::InputRequired { request_id, .. } => {
+                    self.route(request_id, RouteKind::Turn);
+                }
+                RunEvent::BreakpointReached { request_id, .. } => {
+                    self.route(request_id, RouteKind::Breakpoint);
+                }
+                RunEvent::RunFinished { result } if root => {
+                    lock(&self.entry.info).result = Some(Arc::new(result.as_ref().clone()));
+                }
+                _ => {}
+            }
+            // Routed before it is logged: whoever sees a request can answer it.
+            self.entry.log.append(env);
+            if lock(&self.entry.info).result.is_some() {
+                break;
+            }
+        }
+        self.finish();
+        // Whatever the engine still emits after its end (nothing, normally) is dropped.
+        drop(events);
+    }
+
+    fn route(&self, request_id: &str, kind: RouteKind) {
+        lock(&self.registry).requests.insert(
+            request_id.to_owned(),
+            Route {
+                run_id: self.entry.run_id.clone(),
+                kind,
+            },
+        );
+        if let Some(t) = self.request_timeout {
+            let registry = Arc::clone(&self.registry);
+            let interaction = Arc::clone(&self.entry.interaction);
+            let id = request_id.to_owned();
+            tokio::spawn(async move {
+                tokio::time::sleep(t).await;
+                // Still pending: nobody answered in time.
+                if lock(&registry).requests.remove(&id).is_some() {
+                    let _ = interaction.respond(&id, None);
+                }
+            });
+        }
+    }
+
+    fn finish(&self) {
+        let result = {
+            let mut info = lock(&self.entry.info);
+            info.finished_at = Some((self.clock)());
+            info.result.clone()
+        };
+        lock(&self.registry)
+            .requests
+            .retain(|_, r| r.run_id != self.entry.run_id);
+        self.entry.log.end();
+        let ending = result.map_or(Ending::Lost, Ending::Finished);
+        self.entry.ending.send_replace(ending);
+    }
+}
+
+/// What the engine (which still reads text today) gets for an answer.
+fn answer_text(kind: RouteKind, answer: Answer) -> Result<Option<String>, AwfError> {
+    match (kind, answer) {
+        (_, Answer::EndOfInput) => Ok(None),
+        // A terminal's breakpoint line passes through as typed.
+        (_, Answer::Value(v)) => Ok(Some(v)),
+        (RouteKind::Breakpoint, Answer::Decision(d)) => Ok(Some(match d {
+            BreakpointDecision::Continue => "c".to_owned(),
+            BreakpointDecision::Skip => "s".to_owned(),
+            BreakpointDecision::Abort => "a".to_owned(),
+            BreakpointDecision::Retry => "r".to_owned(),
+            BreakpointDecision::Inspect => "i".to_owned(),
+            BreakpointDecision::Edit { name, value } => format!("e {name}={value}"),
+        })),
+        (RouteKind::Turn, Answer::Decision(_)) => Err(rejected(
+            "a conversation turn takes a value or end of input, not a breakpoint decision".into(),
+        )),
+        (_, Answer::Option(id)) => Err(rejected(format!(
+            "option {id:?} answers an approval, and this request is not one"
+        ))),
+    }
+}
+
+#[async_trait::async_trait]
+impl RunService for RunManager {
+    async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
+        self.evict();
+        let _slot = self.reserve()?;
+        let workflow = request.identifier.clone();
+        let handle = self.facade.start_run(request).await?;
+        Ok(self.register(handle, workflow))
+    }
+
+    async fn resume(&self, request: ResumeRequest) -> Result<RunId, AwfError> {
+        self.evict();
+        let id = RunId(request.run_id.clone());
+        if self.entry(&id).is_some_and(|e| e.is_live()) {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("run {id} is still running in this process"),
+            )
+            .with_hint("wait for it to finish, or cancel it before resuming"));
+        }
+        let _slot = self.reserve()?;
+        let handle = self.facade.resume_run(request).await?;
+        Ok(self.register(handle, id.0))
+    }
+
+    fn get(&self, run_id: &RunId) -> Result<RunView, AwfError> {
+        self.evict();
+        if let Some(e) = self.entry(run_id) {
+            return Ok(e.view());
+        }
+        let Some(store) = &self.facade.services().state_store else {
+            return Err(not_found(run_id));
+        };
+        match store.load(&run_id.0) {
+            Ok(s) => Ok(recorded_view(&s)),
+            Err(e) if e.code() == ErrorCode::UserInputValidationFailed => Err(not_found(run_id)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn list(&self) -> Result<Vec<RunView>, AwfError> {
+        self.evict();
+        let entries: Vec<Arc<Entry>> = lock(&self.registry).runs.values().cloned().collect();
+        let mut views: Vec<RunView> = entries.iter().map(|e| e.view()).collect();
+        // Live first, each group in start order.
+        views.sort_by_key(|v| v.phase != RunPhase::Live);
+        if let Some(store) = &self.facade.services().state_store {
+            let known: std::collections::HashSet<RunId> =
+                views.iter().map(|v| v.run_id.clone()).collect();
+            views.extend(
+                store
+                    .list()?
+                    .iter()
+                    .map(recorded_view)
+                    .filter(|v| !known.contains(&v.run_id)),
+            );
+        }
+        Ok(views)
+    }
+
+    fn subscribe(&self, run_id: &RunId, from_seq: u64) -> Result<Box<dyn Subscription>, AwfError> {
+        self.evict();
+        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
+        Ok(Box::new(e.log.subscribe(from_seq)))
+    }
+
+    fn respond(&self, request_id: &str, answer: Answer) -> Result<(), AwfError> {
+        let route = lock(&self.registry)
+            .requests
+            .get(request_id)
+            .cloned()
+            .ok_or_else(|| {
+                rejected(format!(
+                    "no pending request with id {request_id} (answered, timed out, cancelled, or never asked)"
+                ))
+            })?;
+        let value = answer_text(route.kind, answer)?;
+        if lock(&self.registry).requests.remove(request_id).is_none() {
+            return Err(rejected(format!(
+                "request {request_id} was resolved meanwhile"
+            )));
+        }
+        let e = self
+            .entry(&route.run_id)
+            .ok_or_else(|| not_found(&route.run_id))?;
+        e.interaction.respond(request_id, value)
+    }
+
+    fn cancel(&self, run_id: &RunId, reason: CancelReason) -> Result<(), AwfError> {
+        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
+        if !e.is_live() {
+            return Ok(());
+        }
+        // The engine stops waiting on its requests (each wait also watches the cancel); they
+        // can no longer be answered.
+        lock(&self.registry)
+            .requests
+            .retain(|_, r| &r.run_id != run_id);
+        e.cancel.cancel(reason);
+        Ok(())
+    }
+
+    async fn wait(&self, run_id: &RunId) -> Result<RunResult, AwfError> {
+        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
+        let mut rx = e.ending.subscribe();
+        drop(e);
+        loop {
+            let ending = rx.borrow_and_update().clone();
+            match ending {
+                Ending::Finished(r) => return Ok(r.as_ref().clone()),
+                Ending::Lost => {
+                    return Err(AwfError::new(
+                        ErrorCode::SystemInternal,
+                        "the run ended without a result",
+                    ));
+                }
+                Ending::Running => {
+                    if rx.changed().await.is_err() {
+                        return Err(not_found(run_id));
+                    }
+                }
+            }
+        }
+    }
+}

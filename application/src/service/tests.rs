@@ -1,0 +1,558 @@
+//! Run service tests over the scripted port fakes (no processes, no disk).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::Instant;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::event::RunEvent;
+use awf_domain::interaction::Answer;
+use awf_domain::interaction::BreakpointDecision;
+use awf_domain::ports::StateStore;
+use awf_domain::ports::facade::Interactive;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::fakes::FakeAgents;
+use awf_domain::ports::fakes::FakeCommand;
+use awf_domain::ports::fakes::FakeExecutor;
+use awf_domain::ports::fakes::FakeExpressions;
+use awf_domain::ports::fakes::FakeInterpolator;
+use awf_domain::ports::fakes::FakeRepository;
+use awf_domain::ports::service::RunPhase;
+use awf_domain::ports::service::RunService;
+use awf_domain::ports::service::Subscription;
+use awf_domain::ports::service::SubscriptionItem;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
+use awf_domain::run::RunStatus;
+use awf_domain::workflow::*;
+use indexmap::IndexMap;
+use pretty_assertions::assert_eq;
+
+use super::RunManager;
+use super::ServiceConfig;
+use crate::Services;
+
+fn cmd(name: &str, command: &str, next: &str) -> State {
+    let mut s = State::new(
+        name,
+        StateKind::Command(CommandStep {
+            source: CommandSource::Inline(command.into()),
+            dir: None,
+        }),
+    );
+    s.on_success = Some(next.into());
+    s.on_failure = Some("failed".into());
+    s
+}
+
+fn call(name: &str, child: &str, next: &str) -> State {
+    let mut s = State::new(
+        name,
+        StateKind::CallWorkflow(CallWorkflowStep {
+            workflow: child.into(),
+            inputs: IndexMap::new(),
+            outputs: IndexMap::new(),
+        }),
+    );
+    s.on_success = Some(next.into());
+    s.on_failure = Some("failed".into());
+    s
+}
+
+fn terminal(name: &str, status: TerminalStatus) -> State {
+    State::new(
+        name,
+        StateKind::Terminal(TerminalState {
+            status,
+            message: None,
+            exit_code: None,
+        }),
+    )
+}
+
+/// `states` then the terminals `done` and `failed`.
+fn workflow(id: &str, states: Vec<State>) -> Workflow {
+    let initial = states.first().map(|s| s.name.clone()).unwrap_or_default();
+    let mut map = IndexMap::new();
+    for s in states.into_iter().chain([
+        terminal("done", TerminalStatus::Success),
+        terminal("failed", TerminalStatus::Failure),
+    ]) {
+        map.insert(s.name.clone(), s);
+    }
+    Workflow {
+        name: id.into(),
+        version: None,
+        description: None,
+        author: None,
+        tags: vec![],
+        inputs: vec![],
+        env: vec![],
+        initial,
+        states: map,
+        hooks: WorkflowHooks::default(),
+        outputs: vec![],
+        source: WorkflowSource {
+            identifier: id.into(),
+            path: None,
+            dir: PathBuf::from("/"),
+        },
+    }
+}
+
+/// A linear workflow of `n` command steps `s0 … s<n-1>`, each running `step` once.
+fn steps(id: &str, n: usize) -> Workflow {
+    let states = (0..n)
+        .map(|i| {
+            let next = if i + 1 == n {
+                "done".to_owned()
+            } else {
+                format!("s{}", i + 1)
+            };
+            cmd(&format!("s{i}"), "step", &next)
+        })
+        .collect();
+    workflow(id, states)
+}
+
+fn services(repo: FakeRepository, exec: FakeExecutor, store: Option<Arc<MemStore>>) -> Services {
+    Services {
+        agents: Arc::new(FakeAgents::default()),
+        state_store: store.map(|s| s as Arc<dyn StateStore>),
+        recorders: vec![],
+        repository: Arc::new(repo),
+        interpolator: Arc::new(FakeInterpolator),
+        expressions: Arc::new(FakeExpressions::new()),
+        executor: Arc::new(exec),
+        awf_dirs: BTreeMap::new(),
+    }
+}
+
+fn request(id: &str) -> RunRequest {
+    RunRequest {
+        identifier: id.into(),
+        working_dir: PathBuf::from("/"),
+        ..RunRequest::default()
+    }
+}
+
+/// Stops before `at`.
+fn interactive(id: &str, at: &str) -> RunRequest {
+    RunRequest {
+        interactive: Some(Interactive {
+            breakpoints: vec![at.into()],
+        }),
+        ..request(id)
+    }
+}
+
+/// Every item until the end, with the positions of the events.
+async fn drain(sub: &mut Box<dyn Subscription>) -> Vec<SubscriptionItem> {
+    let mut out = Vec::new();
+    while let Some(item) = sub.next().await {
+        out.push(item);
+    }
+    out
+}
+
+fn positions(items: &[SubscriptionItem]) -> Vec<u64> {
+    items
+        .iter()
+        .map(|i| match i {
+            SubscriptionItem::Event { position, .. } => *position,
+            SubscriptionItem::Lagged { .. } => 0,
+        })
+        .collect()
+}
+
+/// Reads until a breakpoint; gives the items read and its request id.
+async fn until_breakpoint(sub: &mut Box<dyn Subscription>) -> (Vec<SubscriptionItem>, String) {
+    let mut seen = Vec::new();
+    loop {
+        let item = sub.next().await.expect("the run stops at a breakpoint");
+        let id = match &item {
+            SubscriptionItem::Event { envelope, .. } => match &envelope.event {
+                RunEvent::BreakpointReached { request_id, .. } => Some(request_id.clone()),
+                _ => None,
+            },
+            SubscriptionItem::Lagged { .. } => None,
+        };
+        seen.push(item);
+        if let Some(id) = id {
+            return (seen, id);
+        }
+    }
+}
+
+fn code<T>(r: Result<T, AwfError>) -> ErrorCode {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.code(),
+    }
+}
+
+/// A settable clock.
+fn clock() -> (Arc<Mutex<Instant>>, super::Clock) {
+    let now = Arc::new(Mutex::new(Instant::now()));
+    let read = Arc::clone(&now);
+    (now, Arc::new(move || *crate::engine::lock(&read)))
+}
+
+/// State files in memory.
+#[derive(Default)]
+struct MemStore(Mutex<Vec<RunSnapshot>>);
+
+impl StateStore for MemStore {
+    fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
+        crate::engine::lock(&self.0)
+            .iter()
+            .find(|s| s.run_id == run_id)
+            .cloned()
+            .ok_or_else(|| {
+                AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!("no run {run_id}"),
+                )
+            })
+    }
+
+    fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
+        Ok(crate::engine::lock(&self.0).clone())
+    }
+
+    fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
+        crate::engine::lock(&self.0).push(snapshot.clone());
+        Ok(())
+    }
+}
+
+fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
+    RunSnapshot {
+        schema_version: 1,
+        run_id: run_id.into(),
+        parent_run_id: None,
+        workflow: "w".into(),
+        workflow_name: "w".into(),
+        workflow_path: None,
+        status,
+        current_state: "done".into(),
+        inputs: serde_json::Map::new(),
+        states: BTreeMap::new(),
+        started_at: SystemTime::UNIX_EPOCH,
+        updated_at: SystemTime::UNIX_EPOCH,
+        completed_at: None,
+        exit_code: Some(0),
+        terminal: Some("done".into()),
+        error: None,
+        outputs: BTreeMap::new(),
+        owner_pid: None,
+        loop_position: None,
+    }
+}
+
+#[tokio::test]
+async fn subscribers_from_the_start_mid_run_and_after_the_end_see_one_sequence() {
+    // A parent calling a child: the log holds both runs' events in one numbering.
+    let parent = workflow(
+        "parent",
+        vec![
+            cmd("a", "echo a", "b"),
+            call("b", "child", "c"),
+            cmd("c", "echo c", "done"),
+        ],
+    );
+    let child = workflow("child", vec![cmd("x", "echo x", "done")]);
+    let exec = FakeExecutor::new()
+        .on("echo a", [FakeCommand::ok("a\n")])
+        .on("echo x", [FakeCommand::ok("x\n")])
+        .on("echo c", [FakeCommand::ok("c\n")]);
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(parent).with(child), exec, None),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(interactive("parent", "c")).await.unwrap();
+    let mut first = svc.subscribe(&id, 1).unwrap();
+    let (mut seen, request) = until_breakpoint(&mut first).await;
+    assert!(
+        seen.iter().any(|i| matches!(i, SubscriptionItem::Event { envelope, .. } if envelope.parent_run_id.is_some())),
+        "the child's events are in the parent's log"
+    );
+    // Joins mid-run, while the run waits at the breakpoint.
+    let mut second = svc.subscribe(&id, 3).unwrap();
+    svc.respond(&request, Answer::Decision(BreakpointDecision::Continue))
+        .unwrap();
+    seen.extend(drain(&mut first).await);
+    let joined = drain(&mut second).await;
+    assert_eq!(
+        positions(&seen),
+        (1..=seen.len() as u64).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    assert_eq!(joined, seen[2..].to_vec());
+    let Some(SubscriptionItem::Event { envelope, .. }) = seen.last() else {
+        panic!("ends with an event");
+    };
+    assert!(matches!(envelope.event, RunEvent::RunFinished { .. }));
+    assert_eq!(envelope.parent_run_id, None);
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Success);
+    // After the end: the whole log, then the end.
+    let mut late = svc.subscribe(&id, 1).unwrap();
+    assert_eq!(drain(&mut late).await, seen);
+    let mut past_end = svc.subscribe(&id, seen.len() as u64 + 5).unwrap();
+    assert_eq!(past_end.next().await, None);
+}
+
+#[tokio::test]
+async fn a_never_read_subscriber_does_not_hold_up_a_thousand_step_run() {
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok("out\n"));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 1000)), exec, None),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(request("w")).await.unwrap();
+    // Subscribed at once, read only after the run ended: the engine never waited for it.
+    let mut blocked = svc.subscribe(&id, 1).unwrap();
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.states.len(), 1000);
+    assert_eq!(svc.get(&id).unwrap().phase, RunPhase::Finished);
+    let items = drain(&mut blocked).await;
+    // RunStarted, 3 events per step (started, output, finished), RunFinished; nothing dropped.
+    assert_eq!(items.len(), 1000 * 3 + 2);
+    assert_eq!(
+        positions(&items),
+        (1..=items.len() as u64).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test]
+#[allow(clippy::print_stderr)]
+async fn a_ten_thousand_step_run_log_stays_within_its_budget() {
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok("one line of output\n"));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 10_000)), exec, None),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(request("w")).await.unwrap();
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Success);
+    let (bytes, events) = svc.log_footprint(&id).unwrap();
+    eprintln!("10,000-step run: {events} events, about {bytes} bytes kept in its log");
+    assert_eq!(events, 30_002, "all kept: far under the default budget");
+    assert!(bytes < ServiceConfig::default().log_budget_bytes);
+    // A small budget keeps only the newest events; a late subscriber is told.
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok("one line of output\n"));
+    let small = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 1000)), exec, None),
+        ServiceConfig {
+            log_budget_bytes: 64 << 10,
+            ..ServiceConfig::default()
+        },
+    );
+    let id = small.start(request("w")).await.unwrap();
+    small.wait(&id).await.unwrap();
+    let (bytes, events) = small.log_footprint(&id).unwrap();
+    assert!(
+        bytes <= 64 << 10 && events < 3002,
+        "{bytes} bytes, {events} events"
+    );
+    let mut late = small.subscribe(&id, 1).unwrap();
+    let items = drain(&mut late).await;
+    assert_eq!(
+        items.first(),
+        Some(&SubscriptionItem::Lagged {
+            resume_seq: 3002 - events as u64 + 1
+        })
+    );
+    assert_eq!(items.len(), events + 1);
+}
+
+#[tokio::test]
+async fn the_cap_on_live_runs_refuses_with_a_clear_error_and_frees_at_the_end() {
+    let exec = FakeExecutor::new()
+        .always("hang", FakeCommand::Hang)
+        .on("step", [FakeCommand::ok(""), FakeCommand::ok("")]);
+    let svc = RunManager::new(
+        services(
+            FakeRepository::new()
+                .with(workflow("hangs", vec![cmd("h", "hang", "done")]))
+                .with(steps("w", 1)),
+            exec,
+            None,
+        ),
+        ServiceConfig {
+            max_live_runs: 1,
+            ..ServiceConfig::default()
+        },
+    );
+    let live = svc.start(request("hangs")).await.unwrap();
+    let e = svc.start(request("w")).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserFacadeRunLimit);
+    assert!(e.message().contains("(1)"), "{}", e.message());
+    assert!(!e.hints().is_empty());
+    // A failed start gives its slot back.
+    assert_eq!(
+        code(svc.start(request("nope")).await),
+        ErrorCode::UserFacadeRunLimit
+    );
+    svc.cancel(&live, CancelReason::Requested).unwrap();
+    assert_eq!(svc.wait(&live).await.unwrap().status, RunStatus::Cancelled);
+    // Cancelling an ended run is a no-op.
+    svc.cancel(&live, CancelReason::Requested).unwrap();
+    let next = svc.start(request("w")).await.unwrap();
+    assert_eq!(svc.wait(&next).await.unwrap().status, RunStatus::Success);
+    // An unknown workflow fails the start and frees the slot again.
+    assert_eq!(
+        code(svc.start(request("nope")).await),
+        ErrorCode::UserFacadeWorkflowNotFound
+    );
+    let again = svc.start(request("w")).await.unwrap();
+    assert_eq!(svc.wait(&again).await.unwrap().status, RunStatus::Success);
+}
+
+#[tokio::test]
+async fn a_finished_run_leaves_memory_after_its_ttl_and_stays_readable_from_the_store() {
+    let store = Arc::new(MemStore::default());
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    let (now, clock) = clock();
+    let svc = RunManager::with_clock(
+        services(
+            FakeRepository::new().with(steps("w", 2)),
+            exec,
+            Some(Arc::clone(&store)),
+        ),
+        ServiceConfig {
+            finished_ttl: Duration::from_secs(60),
+            ..ServiceConfig::default()
+        },
+        clock,
+    );
+    store.save(&snapshot("old", StoredStatus::Failure)).unwrap();
+    let id = svc.start(request("w")).await.unwrap();
+    svc.wait(&id).await.unwrap();
+    // The recorder would have written this state file.
+    store.save(&snapshot(&id.0, StoredStatus::Success)).unwrap();
+    let view = svc.get(&id).unwrap();
+    assert_eq!(view.phase, RunPhase::Finished);
+    assert_eq!(view.status, StoredStatus::Success);
+    assert_eq!(view.workflow, "w");
+    let listed: Vec<(String, RunPhase)> = svc
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|v| (v.run_id.0, v.phase))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (id.0.clone(), RunPhase::Finished),
+            ("old".to_owned(), RunPhase::Recorded)
+        ]
+    );
+    *crate::engine::lock(&now) += Duration::from_secs(59);
+    assert!(svc.subscribe(&id, 1).is_ok(), "still in memory");
+    *crate::engine::lock(&now) += Duration::from_secs(1);
+    assert_eq!(
+        code(svc.subscribe(&id, 1)),
+        ErrorCode::UserFacadeRunNotFound
+    );
+    assert_eq!(code(svc.wait(&id).await), ErrorCode::UserFacadeRunNotFound);
+    let view = svc.get(&id).unwrap();
+    assert_eq!(view.phase, RunPhase::Recorded);
+    assert_eq!(view.status, StoredStatus::Success);
+    assert_eq!(
+        code(svc.get(&RunId("unknown".into()))),
+        ErrorCode::UserFacadeRunNotFound
+    );
+    assert_eq!(
+        code(svc.cancel(&RunId("unknown".into()), CancelReason::Requested)),
+        ErrorCode::UserFacadeRunNotFound
+    );
+}
+
+#[tokio::test]
+async fn a_request_is_answered_once_by_the_run_that_asked() {
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 2)), exec, None),
+        ServiceConfig::default(),
+    );
+    // Two live runs, each stopped at its own request.
+    let one = svc.start(interactive("w", "s1")).await.unwrap();
+    let two = svc.start(interactive("w", "s1")).await.unwrap();
+    let (_, req_one) = until_breakpoint(&mut svc.subscribe(&one, 1).unwrap()).await;
+    let (_, req_two) = until_breakpoint(&mut svc.subscribe(&two, 1).unwrap()).await;
+    assert_ne!(req_one, req_two, "request ids are unique in the process");
+    assert_eq!(
+        code(svc.respond(&req_one, Answer::Option("allow".into()))),
+        ErrorCode::UserFacadeInputRejected,
+        "an approval answer does not fit a breakpoint"
+    );
+    svc.respond(&req_two, Answer::Decision(BreakpointDecision::Skip))
+        .unwrap();
+    svc.respond(&req_one, Answer::Decision(BreakpointDecision::Continue))
+        .unwrap();
+    assert_eq!(
+        code(svc.respond(&req_one, Answer::Decision(BreakpointDecision::Continue))),
+        ErrorCode::UserFacadeInputRejected,
+        "answered already"
+    );
+    let r1 = svc.wait(&one).await.unwrap();
+    let r2 = svc.wait(&two).await.unwrap();
+    assert_eq!(r1.status, RunStatus::Success);
+    assert!(r1.states.contains_key("s1"), "continued: s1 ran");
+    assert_eq!(r2.status, RunStatus::Success);
+    assert!(!r2.states.contains_key("s1"), "skipped: s1 did not run");
+    assert_eq!(
+        code(svc.respond("input-0", Answer::EndOfInput)),
+        ErrorCode::UserFacadeInputRejected
+    );
+}
+
+#[tokio::test]
+async fn an_unanswered_request_times_out_and_a_cancel_resolves_one() {
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 2)), exec, None),
+        ServiceConfig {
+            request_timeout: Some(Duration::from_millis(50)),
+            ..ServiceConfig::default()
+        },
+    );
+    let id = svc.start(interactive("w", "s1")).await.unwrap();
+    let (_, request) = until_breakpoint(&mut svc.subscribe(&id, 1).unwrap()).await;
+    // Nobody answers: the breakpoint resolves as end of input, which aborts the run.
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled);
+    assert!(!result.states.contains_key("s1"));
+    assert_eq!(
+        code(svc.respond(&request, Answer::Decision(BreakpointDecision::Continue))),
+        ErrorCode::UserFacadeInputRejected,
+        "timed out already"
+    );
+
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 2)), exec, None),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(interactive("w", "s1")).await.unwrap();
+    let (_, request) = until_breakpoint(&mut svc.subscribe(&id, 1).unwrap()).await;
+    svc.cancel(&id, CancelReason::Interrupt).unwrap();
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.exit_code, 130);
+    assert_eq!(
+        code(svc.respond(&request, Answer::Decision(BreakpointDecision::Continue))),
+        ErrorCode::UserFacadeInputRejected,
+        "resolved by the cancel"
+    );
+}
