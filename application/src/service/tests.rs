@@ -311,16 +311,27 @@ async fn subscribers_from_the_start_mid_run_and_after_the_end_see_one_sequence()
 }
 
 #[tokio::test]
+#[allow(clippy::print_stderr)]
 async fn a_never_read_subscriber_does_not_hold_up_a_thousand_step_run() {
     let exec = FakeExecutor::new().always("step", FakeCommand::ok("out\n"));
     let svc = RunManager::new(
         services(FakeRepository::new().with(steps("w", 1000)), exec, None),
         ServiceConfig::default(),
     );
+    // For the record only (no timing is asserted): the same run without a subscriber.
+    let started = Instant::now();
+    let alone = svc.start(request("w")).await.unwrap();
+    svc.wait(&alone).await.unwrap();
+    let without = started.elapsed();
+    let started = Instant::now();
     let id = svc.start(request("w")).await.unwrap();
     // Subscribed at once, read only after the run ended: the engine never waited for it.
     let mut blocked = svc.subscribe(&id, 1).unwrap();
     let result = svc.wait(&id).await.unwrap();
+    eprintln!(
+        "1,000 steps: {without:?} alone, {:?} with a subscriber that reads nothing",
+        started.elapsed()
+    );
     assert_eq!(result.status, RunStatus::Success);
     assert_eq!(result.states.len(), 1000);
     assert_eq!(svc.get(&id).unwrap().phase, RunPhase::Finished);
@@ -555,4 +566,45 @@ async fn an_unanswered_request_times_out_and_a_cancel_resolves_one() {
         ErrorCode::UserFacadeInputRejected,
         "resolved by the cancel"
     );
+}
+
+#[tokio::test]
+async fn a_run_live_in_this_process_cannot_be_resumed_beside_itself() {
+    let exec = FakeExecutor::new().always("hang", FakeCommand::Hang);
+    let svc = RunManager::new(
+        services(
+            FakeRepository::new().with(workflow("hangs", vec![cmd("h", "hang", "done")])),
+            exec,
+            Some(Arc::new(MemStore::default())),
+        ),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(request("hangs")).await.unwrap();
+    let mut sub = svc.subscribe(&id, 1).unwrap();
+    while let Some(item) = sub.next().await {
+        if matches!(&item, SubscriptionItem::Event { envelope, .. }
+            if matches!(&envelope.event, RunEvent::StepStarted { step, .. } if step == "h"))
+        {
+            break;
+        }
+    }
+    let e = svc
+        .resume(awf_domain::ports::facade::ResumeRequest {
+            run_id: id.0.clone(),
+            working_dir: PathBuf::from("/"),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert!(e.message().contains("still running"), "{}", e.message());
+    let view = svc.get(&id).unwrap();
+    assert_eq!(view.phase, RunPhase::Live);
+    assert_eq!(view.status, StoredStatus::Running);
+    assert_eq!(view.current_state.as_deref(), Some("h"));
+    svc.cancel(&id, CancelReason::Terminate).unwrap();
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.exit_code, 143);
+    assert_eq!(svc.get(&id).unwrap().exit_code, Some(143));
 }
