@@ -7,6 +7,11 @@
 //! read them yet is told so ([`SubscriptionItem::Lagged`]) and goes on from the oldest one
 //! kept. Subscribers pull from the log with their own cursor, so appending never waits for
 //! anyone: the engine's `emit` takes one short lock and returns.
+//!
+//! With `keep_unread` (the terminal: it must show everything), the events a subscription has
+//! not read yet are kept for it whatever the budget, and everything is kept until the first
+//! subscription arrives; such a subscriber never lags, and memory grows with its backlog
+//! instead (what an unbounded channel did).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -57,6 +62,32 @@ struct Inner {
     bytes: usize,
     /// No event follows.
     ended: bool,
+    /// With `keep_unread`: the next position of each subscription, by subscription number.
+    cursors: std::collections::HashMap<u64, u64>,
+    /// Number of the next subscription.
+    next_sub: u64,
+    /// With `keep_unread`, until the first subscription: keep everything.
+    hold_all: bool,
+}
+
+impl Inner {
+    /// Drops the oldest events while over `budget` (never the newest one, nor one a
+    /// `keep_unread` subscription has not read).
+    fn trim(&mut self, budget: usize, keep_unread: bool) {
+        let floor = if !keep_unread {
+            u64::MAX
+        } else if self.hold_all {
+            1
+        } else {
+            self.cursors.values().copied().min().unwrap_or(u64::MAX)
+        };
+        while self.bytes > budget && self.events.len() > 1 && self.first < floor {
+            if let Some((_, s)) = self.events.pop_front() {
+                self.bytes -= s;
+                self.first += 1;
+            }
+        }
+    }
 }
 
 /// The event log of one run.
@@ -66,20 +97,27 @@ pub(crate) struct EventLog {
     tick: watch::Sender<u64>,
     /// Most estimated bytes kept (the newest event is always kept).
     budget: usize,
+    /// Keep what subscriptions have not read (see the module doc).
+    keep_unread: bool,
 }
 
 impl EventLog {
-    /// An empty log keeping at most `budget` estimated bytes.
-    pub(crate) fn new(budget: usize) -> Self {
+    /// An empty log keeping at most `budget` estimated bytes (and, with `keep_unread`,
+    /// whatever its subscriptions have not read yet).
+    pub(crate) fn new(budget: usize, keep_unread: bool) -> Self {
         Self {
             inner: Mutex::new(Inner {
                 first: 1,
                 events: VecDeque::new(),
                 bytes: 0,
                 ended: false,
+                cursors: std::collections::HashMap::new(),
+                next_sub: 0,
+                hold_all: keep_unread,
             }),
             tick: watch::Sender::new(0),
             budget,
+            keep_unread,
         }
     }
 
@@ -90,12 +128,7 @@ impl EventLog {
             let mut g = lock(&self.inner);
             g.events.push_back((env, size));
             g.bytes += size;
-            while g.bytes > self.budget && g.events.len() > 1 {
-                if let Some((_, s)) = g.events.pop_front() {
-                    g.bytes -= s;
-                    g.first += 1;
-                }
-            }
+            g.trim(self.budget, self.keep_unread);
             g.first + g.events.len() as u64 - 1
         };
         self.tick.send_modify(|t| *t = t.wrapping_add(1));
@@ -116,9 +149,22 @@ impl EventLog {
 
     /// A subscription from position `from` (0 is taken as 1).
     pub(crate) fn subscribe(self: &Arc<Self>, from: u64) -> LogSubscription {
+        let next = from.max(1);
+        let id = {
+            let mut g = lock(&self.inner);
+            let id = g.next_sub;
+            g.next_sub += 1;
+            if self.keep_unread {
+                g.cursors.insert(id, next);
+                g.hold_all = false;
+                g.trim(self.budget, true);
+            }
+            id
+        };
         LogSubscription {
             log: Arc::clone(self),
-            next: from.max(1),
+            id,
+            next,
             tick: self.tick.subscribe(),
         }
     }
@@ -127,14 +173,31 @@ impl EventLog {
 /// A cursor into an [`EventLog`].
 pub(crate) struct LogSubscription {
     log: Arc<EventLog>,
+    /// Its number in the log's cursors.
+    id: u64,
     next: u64,
     tick: watch::Receiver<u64>,
+}
+
+impl Drop for LogSubscription {
+    fn drop(&mut self) {
+        if self.log.keep_unread {
+            let mut g = lock(&self.log.inner);
+            g.cursors.remove(&self.id);
+            g.trim(self.log.budget, true);
+        }
+    }
 }
 
 impl LogSubscription {
     /// What is available now: an item, the end (`Some(None)`), or nothing yet (`None`).
     fn poll_now(&mut self) -> Option<Option<SubscriptionItem>> {
-        let g = lock(&self.log.inner);
+        let mut g = lock(&self.log.inner);
+        if self.log.keep_unread {
+            // What was delivered before may go now.
+            g.cursors.insert(self.id, self.next);
+            g.trim(self.log.budget, true);
+        }
         if self.next < g.first {
             self.next = g.first;
             return Some(Some(SubscriptionItem::Lagged {
@@ -203,7 +266,7 @@ mod tests {
     #[tokio::test]
     async fn a_subscriber_behind_the_kept_window_is_told_and_goes_on_from_the_oldest_kept() {
         let one = approx_size(&chunk(1, 100));
-        let log = Arc::new(EventLog::new(one * 3));
+        let log = Arc::new(EventLog::new(one * 3, false));
         assert_eq!(log.append(chunk(1, 100)), 1);
         let mut early = log.subscribe(1);
         assert_eq!(position(early.next().await), 1);
@@ -222,8 +285,32 @@ mod tests {
         log.end();
         assert_eq!(early.next().await, None);
         // The newest event is kept even when it alone is over the budget.
-        let tiny = Arc::new(EventLog::new(1));
+        let tiny = Arc::new(EventLog::new(1, false));
         tiny.append(chunk(1, 1000));
         assert_eq!(tiny.stats().1, 1);
+    }
+
+    #[tokio::test]
+    async fn with_keep_unread_a_slow_subscriber_loses_nothing_and_read_events_go() {
+        let one = approx_size(&chunk(1, 100));
+        let log = Arc::new(EventLog::new(one * 2, true));
+        // Before anyone subscribes, everything is kept.
+        for seq in 1..=5 {
+            log.append(chunk(seq, 100));
+        }
+        assert_eq!(log.stats(), (1, 5, one * 5));
+        let mut slow = log.subscribe(1);
+        for seq in 6..=10 {
+            log.append(chunk(seq, 100));
+        }
+        assert_eq!(log.stats().1, 10, "all unread events are kept");
+        for want in 1..=8 {
+            assert_eq!(position(slow.next().await), want);
+        }
+        // Read ones leave, down to the budget.
+        assert_eq!(log.stats().0, 8);
+        assert_eq!(log.stats().1, 3);
+        drop(slow);
+        assert_eq!(log.stats().1, 2, "back to the budget once nobody reads");
     }
 }

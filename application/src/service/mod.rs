@@ -65,6 +65,11 @@ pub struct ServiceConfig {
     /// Estimated bytes of events each run's log keeps in memory (the newest ones); a
     /// subscriber further behind gets `SubscriptionItem::Lagged`.
     pub log_budget_bytes: usize,
+    /// Keep, whatever the budget, every event a subscription has not read yet (and every
+    /// event until a run's first subscription): no subscriber ever lags, and memory grows
+    /// with the slowest one's backlog instead. For a front-end that must show everything and
+    /// subscribes at once (the terminal); off for servers.
+    pub keep_unread: bool,
     /// An interaction request not answered within this time resolves as end of input
     /// (a conversation ends, a breakpoint aborts); `None`: it waits until answered or
     /// cancelled.
@@ -72,12 +77,14 @@ pub struct ServiceConfig {
 }
 
 impl Default for ServiceConfig {
-    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, no request timeout.
+    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag, no
+    /// request timeout.
     fn default() -> Self {
         Self {
             max_live_runs: 64,
             finished_ttl: Duration::from_secs(600),
             log_budget_bytes: 64 << 20,
+            keep_unread: false,
             request_timeout: None,
         }
     }
@@ -286,7 +293,10 @@ impl RunManager {
         let parts = handle.into_parts();
         let entry = Arc::new(Entry {
             run_id: parts.run_id.clone(),
-            log: Arc::new(EventLog::new(self.config.log_budget_bytes)),
+            log: Arc::new(EventLog::new(
+                self.config.log_budget_bytes,
+                self.config.keep_unread,
+            )),
             cancel: parts.cancel,
             interaction: parts.interaction,
             info: Mutex::new(Info {

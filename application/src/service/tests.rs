@@ -608,3 +608,28 @@ async fn a_run_live_in_this_process_cannot_be_resumed_beside_itself() {
     assert_eq!(result.exit_code, 143);
     assert_eq!(svc.get(&id).unwrap().exit_code, Some(143));
 }
+
+#[tokio::test]
+async fn a_terminal_style_log_loses_nothing_and_keeps_only_what_is_unread() {
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok("one line of output\n"));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 1000)), exec, None),
+        ServiceConfig {
+            log_budget_bytes: 0,
+            keep_unread: true,
+            ..ServiceConfig::default()
+        },
+    );
+    let id = svc.start(request("w")).await.unwrap();
+    // Whatever ran before this subscription is kept for it.
+    let mut sub = svc.subscribe(&id, 1).unwrap();
+    svc.wait(&id).await.unwrap();
+    assert_eq!(svc.log_footprint(&id).unwrap().1, 3002, "nothing read yet");
+    let items = drain(&mut sub).await;
+    assert_eq!(positions(&items), (1..=3002).collect::<Vec<_>>());
+    assert_eq!(
+        svc.log_footprint(&id).unwrap().1,
+        1,
+        "only the newest is left"
+    );
+}

@@ -23,10 +23,18 @@ use awf_yaml::YamlRepository;
 /// The run service over `services`: what `awf run` and `awf resume` drive runs through (and
 /// every later front-end). The one place a front-end constructs the application's run
 /// machinery; everything else sees only the [`RunService`] port.
+///
+/// The terminal shows every event of its one run and subscribes at once, so the log keeps
+/// only what it has not read yet (nothing for late subscribers: there are none), as the
+/// channel before the service did.
 pub fn run_service(services: Services) -> Arc<dyn RunService> {
     Arc::new(awf_application::RunManager::new(
         services,
-        awf_application::ServiceConfig::default(),
+        awf_application::ServiceConfig {
+            log_budget_bytes: 0,
+            keep_unread: true,
+            ..awf_application::ServiceConfig::default()
+        },
     ))
 }
 
