@@ -1,4 +1,6 @@
-//! The run facade: the driving port front-ends use to start and observe runs.
+//! The run facade: loads, validates and launches runs. Front-ends do not call it: they drive
+//! runs through the run service ([`crate::service::RunManager`], the `RunService` port), which
+//! starts and resumes runs here.
 
 use std::collections::BTreeMap;
 use std::path::Path;

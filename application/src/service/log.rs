@@ -25,11 +25,13 @@ use tokio::sync::watch;
 
 use crate::engine::lock;
 
-/// Fixed cost counted per event (the envelope, its run ids, time and path), in bytes.
-const ENVELOPE_OVERHEAD: usize = 160;
+/// Fixed cost counted per kept event: the envelope inline in the log's queue, with its size.
+const ENVELOPE_OVERHEAD: usize =
+    std::mem::size_of::<EventEnvelope>() + std::mem::size_of::<usize>();
 
-/// Estimated bytes one event holds in memory: [`ENVELOPE_OVERHEAD`] plus its text payloads
-/// (output chunks, agent text, log lines, the outputs recorded in step and run results).
+/// Estimated bytes one event holds in memory: [`ENVELOPE_OVERHEAD`], its run ids and path,
+/// plus its boxed and text payloads (output chunks, agent text, log lines, the step and run
+/// results with their outputs). Allocator overhead is not counted.
 pub(crate) fn approx_size(env: &EventEnvelope) -> usize {
     let payload = match &env.event {
         RunEvent::OutputChunk { step, text, .. } => step.len() + text.as_bytes().len(),
@@ -41,16 +43,28 @@ pub(crate) fn approx_size(env: &EventEnvelope) -> usize {
         RunEvent::ToolCallResult { output, .. } => output.len(),
         RunEvent::InputRequired { prompt, .. } => prompt.len(),
         RunEvent::StepFinished { state, .. } => {
-            state.name.len() + state.output.len() + state.stderr.len()
+            std::mem::size_of::<awf_domain::run::StepState>()
+                + state.name.len()
+                + state.output.len()
+                + state.stderr.len()
         }
-        RunEvent::RunFinished { result } => result
-            .states
-            .iter()
-            .map(|(k, s)| k.len() + s.output.len() + s.stderr.len())
-            .sum(),
+        RunEvent::RunFinished { result } => {
+            std::mem::size_of::<awf_domain::run::RunResult>()
+                + result
+                    .states
+                    .iter()
+                    .map(|(k, s)| {
+                        std::mem::size_of::<awf_domain::run::StateResult>()
+                            + k.len()
+                            + s.output.len()
+                            + s.stderr.len()
+                    })
+                    .sum::<usize>()
+        }
         _ => 0,
     };
-    ENVELOPE_OVERHEAD + env.path.len() + payload
+    let ids = env.run_id.0.len() + env.parent_run_id.as_ref().map_or(0, |p| p.0.len());
+    ENVELOPE_OVERHEAD + ids + env.path.len() + payload
 }
 
 struct Inner {

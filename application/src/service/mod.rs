@@ -5,7 +5,7 @@
 //! - Runs by id: a registry of the runs of this process (live, then finished until their TTL
 //!   passes), merged with the recorded ones of the state store by `get` and `list`; a cap on
 //!   live runs (`USER.FACADE.RUN_LIMIT`, nothing queues).
-//! - Events: each run's ordered log ([`log::EventLog`]), replayed to any number of
+//! - Events: each run's ordered log (`log::EventLog`), replayed to any number of
 //!   subscribers from any position, then live.
 //! - Interactions: the requests a run makes (`InputRequired`, `BreakpointReached`) are routed
 //!   by request id; `respond` answers the run that asked, `cancel` resolves them as

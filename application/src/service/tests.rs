@@ -364,7 +364,7 @@ async fn a_ten_thousand_step_run_log_stays_within_its_budget() {
     let small = RunManager::new(
         services(FakeRepository::new().with(steps("w", 1000)), exec, None),
         ServiceConfig {
-            log_budget_bytes: 64 << 10,
+            log_budget_bytes: 1 << 20,
             ..ServiceConfig::default()
         },
     );
@@ -372,7 +372,7 @@ async fn a_ten_thousand_step_run_log_stays_within_its_budget() {
     small.wait(&id).await.unwrap();
     let (bytes, events) = small.log_footprint(&id).unwrap();
     assert!(
-        bytes <= 64 << 10 && events < 3002,
+        bytes <= 1 << 20 && events < 3002,
         "{bytes} bytes, {events} events"
     );
     let mut late = small.subscribe(&id, 1).unwrap();
