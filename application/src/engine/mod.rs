@@ -65,11 +65,18 @@ pub(crate) struct Emitter {
     seq: AtomicU64,
     run_id: RunId,
     parent: Option<RunId>,
+    clock: Arc<dyn awf_domain::ports::Clock>,
 }
 
 impl Emitter {
-    pub(crate) fn new(sink: Arc<dyn EventPublisher>, run_id: RunId, parent: Option<RunId>) -> Self {
+    pub(crate) fn new(
+        sink: Arc<dyn EventPublisher>,
+        run_id: RunId,
+        parent: Option<RunId>,
+        clock: Arc<dyn awf_domain::ports::Clock>,
+    ) -> Self {
         Self {
+            clock,
             sink,
             seq: AtomicU64::new(0),
             run_id,
@@ -83,7 +90,7 @@ impl Emitter {
             seq,
             run_id: self.run_id.clone(),
             parent_run_id: self.parent.clone(),
-            at: SystemTime::now(),
+            at: self.clock.now(),
             path: path.to_owned(),
             iteration,
             event,
@@ -280,7 +287,7 @@ impl Run {
                         .find(|(f, _)| f.eq_ignore_ascii_case(k))
                         .map(|(_, v)| v.clone())
                 };
-                let mut st = StepState::running(name, SystemTime::now());
+                let mut st = StepState::running(name, spec.services.clock.now());
                 st.output = get("output").unwrap_or_default();
                 st.stderr = get("stderr").unwrap_or_default();
                 st.status = if get("status").is_some_and(|v| v.eq_ignore_ascii_case("failed")) {
@@ -289,7 +296,7 @@ impl Run {
                     awf_domain::run::StepStatus::Completed
                 };
                 st.exit_code = Some(i32::from(st.status == awf_domain::run::StepStatus::Failed));
-                st.completed_at = Some(SystemTime::now());
+                st.completed_at = Some(spec.services.clock.now());
                 restored.insert(name.clone(), st);
             }
         }
@@ -336,8 +343,11 @@ impl Run {
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
             spec.parent_run_id.clone(),
+            Arc::clone(&spec.services.clock),
         ));
         Self {
+            started_at: spec.services.clock.now(),
+            started: spec.services.clock.instant(),
             svc: spec.services,
             current: Mutex::new(
                 resume_at
@@ -350,8 +360,6 @@ impl Run {
             env: spec.env,
             runtime: spec.runtime,
             working_dir: spec.working_dir,
-            started_at: SystemTime::now(),
-            started: Instant::now(),
             masker: Mutex::new(masker),
             exported: Mutex::new(exported),
             states: Mutex::new(restored),
@@ -543,7 +551,7 @@ impl Run {
                     .map(|p| p.display().to_string()),
                 inputs: shown,
                 resumed_from: self.resume_at.clone(),
-                pid: std::process::id(),
+                pid: self.svc.host.pid(),
             },
         );
         for w in &self.warnings {
@@ -873,7 +881,7 @@ impl Run {
             );
             return;
         };
-        match crate::inputs::check_one(def, v, &self.working_dir) {
+        match crate::inputs::check_one(def, v, &self.working_dir, self.svc.host.as_ref()) {
             Err(why) => self.log(
                 Some(state),
                 LogLevel::Warn,
