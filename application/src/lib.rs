@@ -27,6 +27,9 @@ pub mod plan;
 pub mod runs;
 pub mod validation;
 
+#[cfg(test)]
+mod ports_tests;
+
 pub use facade::Canceller;
 pub use facade::Facade;
 pub use facade::RunHandle;

@@ -124,6 +124,8 @@ const NO_DIRECT_IO: &[&str] = &[
     "uuid::",
     "SystemTime::now",
     "Instant::now",
+    // `Instant::elapsed` and `SystemTime::elapsed` read the clock too.
+    ".elapsed()",
 ];
 
 /// `text` without its comments (line comments, and block comments on one or more lines),
@@ -292,7 +294,8 @@ fn the_io_scan_finds_direct_calls_and_skips_tests_and_comments() {
                 mod tests { fn t() { std::env::temp_dir(); } }\n\
                 #[cfg(test)]\n\
                 mod more;\n\
-                fn e() { tokio::process::Command::new(\"x\"); }\n";
+                fn e() { tokio::process::Command::new(\"x\"); }\n\
+                fn f(t: Instant) -> Duration { t.elapsed() }\n";
     assert_eq!(
         direct_io(code),
         vec![
@@ -302,6 +305,7 @@ fn the_io_scan_finds_direct_calls_and_skips_tests_and_comments() {
             (6, "uuid::"),
             (6, "SystemTime::now"),
             (13, "tokio::process"),
+            (14, ".elapsed()"),
         ]
     );
 }

@@ -438,7 +438,11 @@ impl Run {
             name: self.wf.name.clone(),
             current_state: lock(&self.current).clone(),
             started_at: self.started_at,
-            duration: self.started.elapsed(),
+            duration: self
+                .svc
+                .clock
+                .instant()
+                .saturating_duration_since(self.started),
         }
     }
 
@@ -1150,7 +1154,14 @@ impl Run {
             status: ending.status,
             exit_code: ending.exit_code,
             terminal: ending.terminal,
-            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            duration_ms: u64::try_from(
+                self.svc
+                    .clock
+                    .instant()
+                    .saturating_duration_since(self.started)
+                    .as_millis(),
+            )
+            .unwrap_or(u64::MAX),
             states: states
                 .iter()
                 .map(|(k, v)| (k.clone(), StateResult::from(v)))
