@@ -769,13 +769,12 @@ impl FakeHost {
     }
 
     fn is_a_dir(&self, path: &Path) -> bool {
-        self.dirs.lock().unwrap().contains(path)
-            || self
-                .files
-                .lock()
-                .unwrap()
+        let dirs = self.dirs.lock().unwrap();
+        let files = self.files.lock().unwrap();
+        dirs.contains(path)
+            || files
                 .keys()
-                .chain(self.dirs.lock().unwrap().iter())
+                .chain(dirs.iter())
                 .any(|f| f != path && f.starts_with(path))
     }
 
