@@ -3,7 +3,6 @@
 //! starts and resumes runs here.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
@@ -84,10 +83,13 @@ impl Facade {
             &req.inputs,
             &req.config_inputs,
             &req.working_dir,
+            self.services.host.as_ref(),
         )
         .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
-        let run_id = RunId(uuid::Uuid::new_v4().to_string());
+        let run_id = self.services.ids.run_id();
+        let lock = crate::runs::lock_run(&self.services, &run_id.0)?;
         Ok(self.launch(Launch {
+            lock,
             workflow,
             inputs,
             env,
@@ -116,12 +118,19 @@ impl Facade {
                 "resume needs run state, and persistence is off",
             ));
         };
+        // Held until the run ends (unless the caller took it already).
+        let lock = if req.lock_held {
+            None
+        } else {
+            crate::runs::lock_run(&self.services, &req.run_id)?
+        };
+        let lock_held = req.lock_held || lock.is_some();
         let snap = store.load(&req.run_id)?;
         if snap.status == awf_domain::ports::store::StoredStatus::Running
-            && !req.lock_held
+            && !lock_held
             && let Some(pid) = snap.owner_pid
-            && pid != std::process::id()
-            && Path::new("/proc").join(pid.to_string()).exists()
+            && pid != self.services.host.pid()
+            && self.services.host.process_alive(pid)
         {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -142,7 +151,7 @@ impl Facade {
         let identifier = snap
             .workflow_path
             .as_ref()
-            .filter(|p| p.is_file())
+            .filter(|p| self.services.host.is_file(p))
             .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
         let mut loaded = self.services.repository.load(&identifier, None)?;
         loaded.workflow.source.identifier.clone_from(&snap.workflow);
@@ -207,13 +216,20 @@ impl Facade {
             base.insert(k.clone(), v.clone());
         }
         let masker = Masker::from_named(req.inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let inputs = crate::inputs::resolve_inputs(&workflow, &req.inputs, &base, &req.working_dir)
-            .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+        let inputs = crate::inputs::resolve_inputs(
+            &workflow,
+            &req.inputs,
+            &base,
+            &req.working_dir,
+            self.services.host.as_ref(),
+        )
+        .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
         Ok(self.launch(Launch {
             workflow,
             inputs,
             env,
             run_id: RunId(snap.run_id.clone()),
+            lock,
             working_dir: req.working_dir,
             warnings: Vec::new(),
             mocks: BTreeMap::new(),
@@ -233,9 +249,12 @@ impl Facade {
         let runtime = RuntimeInfo {
             working_dir: l.working_dir.display().to_string(),
             user: l.env.get("USER").cloned().unwrap_or_default(),
-            hostname: hostname(&l.env),
+            hostname: hostname(&l.env, self.services.host.as_ref()),
         };
-        let call_stack = vec![crate::engine::identity(&l.workflow)];
+        let call_stack = vec![crate::engine::identity(
+            &l.workflow,
+            self.services.host.as_ref(),
+        )];
         let sink: Arc<dyn EventPublisher> = if self.services.recorders.is_empty() {
             Arc::new(ChannelSink(tx))
         } else {
@@ -276,12 +295,14 @@ impl Facade {
             cancel,
             finished,
             interaction,
+            lock: l.lock,
         }
     }
 }
 
 /// What [`Facade::launch`] needs.
 struct Launch {
+    lock: Option<awf_domain::ports::locks::RunLockGuard>,
     workflow: awf_domain::workflow::Workflow,
     inputs: serde_json::Map<String, serde_json::Value>,
     env: BTreeMap<String, String>,
@@ -375,14 +396,12 @@ fn resume_point(
     Ok((states, target))
 }
 
-fn hostname(env: &BTreeMap<String, String>) -> String {
+/// `$HOSTNAME` of the run's environment, else the host's name.
+fn hostname(env: &BTreeMap<String, String>, host: &dyn awf_domain::ports::Host) -> String {
     if let Some(h) = env.get("HOSTNAME") {
         return h.clone();
     }
-    std::fs::read_to_string(Path::new("/proc/sys/kernel/hostname"))
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
+    host.hostname()
 }
 
 #[async_trait::async_trait]
@@ -427,6 +446,8 @@ pub struct RunHandle {
     cancel: CancelState,
     finished: Arc<AtomicBool>,
     interaction: Arc<crate::engine::Interaction>,
+    /// The run's lock, held as long as the handle (or whoever takes it).
+    lock: Option<awf_domain::ports::locks::RunLockGuard>,
 }
 
 impl std::fmt::Debug for crate::engine::Interaction {
@@ -445,13 +466,15 @@ impl RunHandle {
         self.interaction.respond(request_id, value)
     }
 
-    /// The run's parts, for the run service (it owns the event stream from then on).
+    /// The run's parts, for the run service (it owns the event stream and the run's lock
+    /// from then on).
     pub(crate) fn into_parts(self) -> RunParts {
         RunParts {
             run_id: self.run_id,
             events: self.events,
             cancel: self.cancel,
             interaction: self.interaction,
+            lock: self.lock,
         }
     }
 
@@ -469,6 +492,8 @@ pub(crate) struct RunParts {
     pub(crate) events: mpsc::UnboundedReceiver<EventEnvelope>,
     pub(crate) cancel: CancelState,
     pub(crate) interaction: Arc<crate::engine::Interaction>,
+    /// The run's exclusive lock, released when its last event was delivered.
+    pub(crate) lock: Option<awf_domain::ports::locks::RunLockGuard>,
 }
 
 /// Cancels a run; cloneable and idempotent. The first reason given wins.

@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use awf_domain::ports::Host;
+
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::workflow::InputDef;
@@ -30,6 +32,7 @@ pub fn resolve_inputs(
     cli: &[(String, String)],
     config: &Map<String, Value>,
     base_dir: &Path,
+    host: &dyn Host,
 ) -> Result<Map<String, Value>, AwfError> {
     let mut values = Map::new();
     for def in &wf.inputs {
@@ -60,7 +63,7 @@ pub fn resolve_inputs(
                     problems.push(format!("inputs.{}: required but empty", def.name));
                     continue;
                 }
-                match check_value(def, v, base_dir) {
+                match check_value(def, v, base_dir, host) {
                     Ok(Some(typed)) => typed_values.push((def.name.clone(), typed)),
                     Ok(None) => {}
                     Err(p) => problems.push(format!("inputs.{}: {p}", def.name)),
@@ -113,12 +116,18 @@ pub fn resolve_inputs(
 ///
 /// # Errors
 /// The rule it breaks, as text (`value "qa" not in allowed values [dev staging prod]`).
-pub fn check_one(def: &InputDef, value: &str, base_dir: &Path) -> Result<Value, String> {
+/// `base_dir` is where relative `file_exists` paths resolve; `host` answers whether they exist.
+pub fn check_one(
+    def: &InputDef,
+    value: &str,
+    base_dir: &Path,
+    host: &dyn Host,
+) -> Result<Value, String> {
     let v = Value::String(value.to_owned());
     if def.required && value.trim().is_empty() {
         return Err("a value is required".to_owned());
     }
-    Ok(check_value(def, &v, base_dir)?.unwrap_or(v))
+    Ok(check_value(def, &v, base_dir, host)?.unwrap_or(v))
 }
 
 /// Names of required inputs that neither the CLI, the config nor a default provides.
@@ -152,6 +161,7 @@ pub(crate) fn check_value(
     def: &InputDef,
     v: &Value,
     base_dir: &Path,
+    host: &dyn Host,
 ) -> Result<Option<Value>, String> {
     let rules = &def.validation;
     let mut typed = None;
@@ -228,7 +238,7 @@ pub(crate) fn check_value(
         } else {
             base_dir.join(p)
         };
-        if !full.exists() {
+        if !host.exists(&full) {
             return Err(format!("file does not exist: {text}"));
         }
     }
@@ -326,6 +336,7 @@ fn regex_lite(p: &str) -> Result<regex::Regex, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use awf_domain::ports::fakes::FakeHost;
     use awf_domain::workflow::InputValidation;
     use indexmap::IndexMap;
     use pretty_assertions::assert_eq;
@@ -375,10 +386,16 @@ mod tests {
         )]);
         let mut config = Map::new();
         config.insert("a".into(), Value::from(2));
-        let r = resolve_inputs(&w, &[], &config, Path::new(".")).unwrap();
+        let r = resolve_inputs(&w, &[], &config, Path::new("."), &FakeHost::default()).unwrap();
         assert_eq!(r["a"], Value::from(2));
-        let r =
-            resolve_inputs(&w, &cli(&[("a", "3"), ("a", "4")]), &config, Path::new(".")).unwrap();
+        let r = resolve_inputs(
+            &w,
+            &cli(&[("a", "3"), ("a", "4")]),
+            &config,
+            Path::new("."),
+            &FakeHost::default(),
+        )
+        .unwrap();
         assert_eq!(r["a"], Value::from(4));
     }
 
@@ -394,6 +411,7 @@ mod tests {
             &cli(&[("port", "80"), ("environment", "qa")]),
             &Map::new(),
             Path::new("."),
+            &FakeHost::default(),
         )
         .unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
@@ -410,8 +428,14 @@ mod tests {
     #[test]
     fn type_errors() {
         let w = wf(vec![def("port", InputType::Integer, true, None)]);
-        let e =
-            resolve_inputs(&w, &cli(&[("port", "abc")]), &Map::new(), Path::new(".")).unwrap_err();
+        let e = resolve_inputs(
+            &w,
+            &cli(&[("port", "abc")]),
+            &Map::new(),
+            Path::new("."),
+            &FakeHost::default(),
+        )
+        .unwrap_err();
         assert_eq!(
             e.message(),
             "input validation failed: inputs.port: cannot convert \"abc\" to integer"
@@ -422,15 +446,34 @@ mod tests {
             false,
             Some(Value::from("x")),
         )]);
-        let e = resolve_inputs(&w, &[], &Map::new(), Path::new(".")).unwrap_err();
+        let e =
+            resolve_inputs(&w, &[], &Map::new(), Path::new("."), &FakeHost::default()).unwrap_err();
         assert!(
             e.message().contains("unknown type \"map\""),
             "{}",
             e.message()
         );
         let w = wf(vec![def("b", InputType::Boolean, false, None)]);
-        assert!(resolve_inputs(&w, &cli(&[("b", "Yes")]), &Map::new(), Path::new(".")).is_ok());
-        assert!(resolve_inputs(&w, &cli(&[("b", "maybe")]), &Map::new(), Path::new(".")).is_err());
+        assert!(
+            resolve_inputs(
+                &w,
+                &cli(&[("b", "Yes")]),
+                &Map::new(),
+                Path::new("."),
+                &FakeHost::default()
+            )
+            .is_ok()
+        );
+        assert!(
+            resolve_inputs(
+                &w,
+                &cli(&[("b", "maybe")]),
+                &Map::new(),
+                Path::new("."),
+                &FakeHost::default()
+            )
+            .is_err()
+        );
     }
 
     #[test]
@@ -453,6 +496,7 @@ mod tests {
             ]),
             &Map::new(),
             Path::new("."),
+            &FakeHost::default(),
         )
         .unwrap();
         assert_eq!(
@@ -471,27 +515,48 @@ mod tests {
                 &w,
                 &cli(&[("email", "a@b.co")]),
                 &Map::new(),
-                Path::new(".")
+                Path::new("."),
+                &FakeHost::default()
             )
             .is_ok()
         );
-        let e = resolve_inputs(&w, &cli(&[("email", "nope")]), &Map::new(), Path::new("."))
-            .unwrap_err();
+        let e = resolve_inputs(
+            &w,
+            &cli(&[("email", "nope")]),
+            &Map::new(),
+            Path::new("."),
+            &FakeHost::default(),
+        )
+        .unwrap_err();
         assert!(e.message().contains("does not match pattern"));
         let mut f = def("f", InputType::String, true, None);
         f.validation.file_exists = true;
         let w = wf(vec![f]);
-        let dir = std::env::temp_dir();
+        let dir = std::path::PathBuf::from("/tmp");
         let e = resolve_inputs(
             &w,
             &cli(&[("f", "/definitely/not/here")]),
             &Map::new(),
             &dir,
+            &FakeHost::default(),
         )
         .unwrap_err();
         assert!(
             e.message()
                 .contains("file does not exist: /definitely/not/here")
         );
+        // Existence is the host's answer, relative paths against the base directory.
+        let host = FakeHost::default().file("/tmp/notes/here.txt", "x");
+        assert!(
+            resolve_inputs(
+                &w,
+                &cli(&[("f", "notes/here.txt")]),
+                &Map::new(),
+                &dir,
+                &host
+            )
+            .is_ok()
+        );
+        assert!(resolve_inputs(&w, &cli(&[("f", "notes")]), &Map::new(), &dir, &host).is_ok());
     }
 }

@@ -10,9 +10,13 @@ use std::sync::Arc;
 
 use awf_domain::ports::AgentProvider;
 use awf_domain::ports::AgentRegistry;
+use awf_domain::ports::Clock;
 use awf_domain::ports::CommandExecutor;
 use awf_domain::ports::ExpressionEvaluator;
+use awf_domain::ports::Host;
+use awf_domain::ports::IdGenerator;
 use awf_domain::ports::Interpolator;
+use awf_domain::ports::RunLocks;
 use awf_domain::ports::StateStore;
 use awf_domain::ports::WorkflowRepository;
 
@@ -20,8 +24,12 @@ mod engine;
 pub mod facade;
 pub mod inputs;
 pub mod plan;
+pub mod runs;
 pub mod service;
 pub mod validation;
+
+#[cfg(test)]
+mod ports_tests;
 
 pub use facade::Canceller;
 pub use facade::Facade;
@@ -53,6 +61,16 @@ pub struct Services {
     /// The `.awf` template namespace: `prompts_dir`, `scripts_dir`, `config_dir`, `data_dir`,
     /// `workflows_dir`, `plugins_dir`, `skills_dir`, `roles_dir`.
     pub awf_dirs: BTreeMap<String, String>,
+    /// Wall time (records, events) and monotonic time (deadlines).
+    pub clock: Arc<dyn Clock>,
+    /// Ids of runs, child runs and interaction requests.
+    pub ids: Arc<dyn IdGenerator>,
+    /// Read-only files (scripts, prompts, roles, skills, input and validation checks) and host
+    /// facts (pid, process liveness, host name, working and temp dirs, home).
+    pub host: Arc<dyn Host>,
+    /// Exclusive locks on run ids, taken when a run starts or resumes; `None`: no locking
+    /// (nothing is recorded to protect).
+    pub run_locks: Option<Arc<dyn RunLocks>>,
 }
 
 impl std::fmt::Debug for Services {

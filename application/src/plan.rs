@@ -334,6 +334,7 @@ pub fn plan_with_env(
         cli_inputs,
         config_inputs,
         std::path::Path::new("."),
+        services.host.as_ref(),
     )?;
     let mut masker = Masker::from_named_values(&resolved);
     masker.extend(&Masker::from_named(
@@ -549,8 +550,14 @@ impl Planner<'_> {
             &self.wf.source.dir,
             self.awf_dirs,
             kind,
+            self.services.host.as_ref(),
         ));
-        let text = crate::engine::read_workflow_file(&path, &format!("{kind} file")).map_err(|e| {
+        let text = crate::engine::read_workflow_file(
+            self.services.host.as_ref(),
+            &path,
+            &format!("{kind} file"),
+        )
+        .map_err(|e| {
             let hint = if e.code() == ErrorCode::UserInputMissingFile {
                 format!(
                     "Relative {kind} paths resolve against the workflow's directory ({}).",
@@ -578,6 +585,7 @@ impl Planner<'_> {
             &self.render(template),
             self.awf_dirs,
             &self.wf.source.dir,
+            self.services.host.as_ref(),
         )
     }
 
@@ -832,6 +840,7 @@ fn resolve_external(
     wf_dir: &Path,
     awf_dirs: &BTreeMap<String, String>,
     kind: &str,
+    host: &dyn awf_domain::ports::Host,
 ) -> PathBuf {
     let (dir_key, sub) = if kind == "prompt" {
         ("prompts_dir", "prompts")
@@ -845,14 +854,14 @@ fn resolve_external(
         && let Some(parent) = wf_dir.parent()
     {
         let local = parent.join(sub).join(suffix);
-        if local.is_file() {
+        if host.is_file(&local) {
             return local;
         }
     }
     if let Some(rest) = path.strip_prefix("~/") {
-        if let Some(home) = std::env::var_os("HOME") {
-            let p = PathBuf::from(home).join(rest);
-            if p.is_file() {
+        if let Some(home) = host.home_dir() {
+            let p = home.join(rest);
+            if host.is_file(&p) {
                 return p;
             }
         }
@@ -945,13 +954,24 @@ mod tests {
     #[test]
     fn external_paths_resolve_against_the_workflow_dir() {
         let dirs = BTreeMap::new();
+        let host = awf_domain::ports::fakes::FakeHost::default();
         assert_eq!(
-            resolve_external("s.sh", Path::new("/w/flows"), &dirs, "script"),
+            resolve_external("s.sh", Path::new("/w/flows"), &dirs, "script", &host),
             PathBuf::from("/w/flows/s.sh")
         );
         assert_eq!(
-            resolve_external("/abs/s.sh", Path::new("/w/flows"), &dirs, "script"),
+            resolve_external("/abs/s.sh", Path::new("/w/flows"), &dirs, "script", &host),
             PathBuf::from("/abs/s.sh")
+        );
+        // `~/` is the host's home when the file is there, else the workflow's directory.
+        assert_eq!(
+            resolve_external("~/s.sh", Path::new("/w/flows"), &dirs, "script", &host),
+            PathBuf::from("/w/flows/s.sh")
+        );
+        let host = host.file("/home/user/s.sh", "echo");
+        assert_eq!(
+            resolve_external("~/s.sh", Path::new("/w/flows"), &dirs, "script", &host),
+            PathBuf::from("/home/user/s.sh")
         );
         assert_eq!(
             normalize(Path::new("/w/flows/../scripts/./s.sh")),

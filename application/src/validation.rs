@@ -39,6 +39,17 @@ impl ValidationReport {
     }
 }
 
+/// The severity a diagnostic counts with under the `--strict` policy: strict makes unknown keys
+/// (`WORKFLOW.PARSE.UNKNOWN_FIELD` warnings) errors; every other diagnostic keeps its own.
+/// Source: design/decisions.md ("Unknown keys in a workflow file").
+pub fn effective(d: &Diagnostic, strict: bool) -> Severity {
+    if strict && d.severity == Severity::Warning && d.code == ErrorCode::WorkflowParseUnknownField {
+        Severity::Error
+    } else {
+        d.severity
+    }
+}
+
 /// Loads and fully validates a workflow: the checks `awf run` enforces ([`checks`]) plus
 /// unset `env:` variables. Decoding goes on past errors (the repository's
 /// `load_for_validation`), so a parse-stage error does not hide unknown-key warnings or later
@@ -53,12 +64,13 @@ pub fn validate_workflow(
 ) -> Result<ValidationReport, AwfError> {
     let loaded = services.repository.load_for_validation(identifier, None)?;
     let mut extra = validate::missing_env(&loaded.workflow, env);
-    let cwd = std::env::current_dir().unwrap_or_default();
+    let cwd = services.host.current_dir().unwrap_or_default();
     extra.extend(file_references(
         &loaded.workflow,
         &services.awf_dirs,
         env,
         &cwd,
+        services.host.as_ref(),
     ));
     for d in &mut extra {
         d.locate(&loaded.source_map);
@@ -89,6 +101,7 @@ pub fn file_references(
     awf_dirs: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
     cwd: &std::path::Path,
+    host: &dyn awf_domain::ports::Host,
 ) -> Vec<Diagnostic> {
     use std::path::PathBuf;
     let static_path = |text: &str| -> Option<PathBuf> {
@@ -112,7 +125,7 @@ pub fn file_references(
                 && let Some(project) = wf.source.dir.parent()
             {
                 let local = project.join(sub).join(rest);
-                if local.exists() {
+                if host.exists(&local) {
                     return Some(local);
                 }
             }
@@ -129,7 +142,7 @@ pub fn file_references(
     };
     let skill_dirs = || -> Vec<PathBuf> {
         if let Some(list) = env.get("AWF_SKILLS_PATH").filter(|v| !v.is_empty()) {
-            return std::env::split_paths(list).collect();
+            return list.split(':').map(PathBuf::from).collect();
         }
         let mut dirs: Vec<PathBuf> = [".awf/skills", ".agents/skills", ".claude/skills"]
             .iter()
@@ -151,10 +164,10 @@ pub fn file_references(
     // A file a step names (`prompt_file`, `script_file`) that a run could not read.
     let file_problem = |field: &str, name: &str, f: &str| -> Option<Diagnostic> {
         let path = static_path(f)?;
-        let problem = match std::fs::metadata(&path) {
+        let problem = match host.metadata(&path).map(|m| m.kind) {
             Err(_) => "not found",
-            Ok(m) if m.is_dir() => "is a directory, not a file",
-            Ok(m) if !m.is_file() => "is not a regular file",
+            Ok(awf_domain::ports::host::FileKind::Dir) => "is a directory, not a file",
+            Ok(awf_domain::ports::host::FileKind::Other) => "is not a regular file",
             Ok(_) => return None,
         };
         let mut d = Diagnostic::error(
@@ -203,7 +216,7 @@ pub fn file_references(
             let is_path = skill.contains('/') || skill.starts_with('.') || skill.starts_with('~');
             let dir = if is_path {
                 match static_path(skill) {
-                    Some(p) if p.is_file() => p.parent().map(std::path::Path::to_path_buf),
+                    Some(p) if host.is_file(&p) => p.parent().map(std::path::Path::to_path_buf),
                     Some(p) => Some(p),
                     None => continue,
                 }
@@ -211,9 +224,9 @@ pub fn file_references(
                 skill_dirs()
                     .into_iter()
                     .map(|d| d.join(skill))
-                    .find(|d| d.is_dir())
+                    .find(|d| host.is_dir(d))
             };
-            let Some(dir) = dir.filter(|d| d.is_dir()) else {
+            let Some(dir) = dir.filter(|d| host.is_dir(d)) else {
                 let dirs: Vec<String> = skill_dirs()
                     .iter()
                     .map(|d| d.display().to_string())
@@ -232,7 +245,7 @@ pub fn file_references(
                 continue;
             };
             let file = dir.join("SKILL.md");
-            match std::fs::read_to_string(&file) {
+            match host.read_to_string(&file) {
                 Err(_) => out.push(missing(
                     format!("skill \"{skill}\" has no SKILL.md ({})", file.display()),
                     "a skill is a directory with a SKILL.md describing it".to_owned(),
@@ -291,7 +304,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(validate::while_never_true(wf));
     later.extend(routing_warnings(wf));
     later.extend(validate::ignored_branch_routes(wf));
-    later.extend(input_declarations(wf));
+    later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
     later.extend(unknown_providers(wf));
     later.extend(unknown_options(services, wf));
@@ -369,7 +382,7 @@ fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
 /// Code `WORKFLOW.VALIDATION.INVALID_STATE`, paths `inputs.<i>.type`,
 /// `inputs.<i>.validation.pattern`, `inputs.<i>.default`.
 /// Source: spec/workflow.md §1.4; issue 7.
-fn input_declarations(wf: &Workflow) -> Vec<Diagnostic> {
+fn input_declarations(wf: &Workflow, host: &dyn awf_domain::ports::Host) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (i, def) in wf.inputs.iter().enumerate() {
         if let awf_domain::workflow::InputType::Unknown(t) = &def.ty {
@@ -408,7 +421,8 @@ fn input_declarations(wf: &Workflow) -> Vec<Diagnostic> {
         };
         let mut rules = def.clone();
         rules.validation.file_exists = false;
-        if let Err(p) = crate::inputs::check_value(&rules, default, std::path::Path::new(".")) {
+        if let Err(p) = crate::inputs::check_value(&rules, default, std::path::Path::new("."), host)
+        {
             out.push(
                 Diagnostic::error(
                     ErrorCode::WorkflowValidationInvalidState,

@@ -230,3 +230,206 @@ fn the_front_end_scan_flags_internals_and_spares_the_port() {
         "only the CLI's composition root may build the service"
     );
 }
+
+/// What application code must not name outside its tests: it reaches files, processes, the
+/// environment, the network, the clock and randomness for ids only through domain ports
+/// (`Host`, `Clock`, `IdGenerator`, `RunLocks`).
+const NO_DIRECT_IO: &[&str] = &[
+    "std::fs",
+    "std::process",
+    "std::env",
+    "std::net",
+    "tokio::fs",
+    "tokio::process",
+    "tokio::net",
+    "\"/proc",
+    "uuid::",
+    "SystemTime::now",
+    "Instant::now",
+    // `Instant::elapsed` and `SystemTime::elapsed` read the clock too.
+    ".elapsed()",
+];
+
+/// `text` without its comments (line comments, and block comments on one or more lines),
+/// string contents kept: a doc comment may name `std::env`, code may not.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let (mut in_str, mut block) = (false, 0usize);
+    while let Some(c) = chars.next() {
+        if block > 0 {
+            if c == '*' && chars.peek() == Some(&'/') {
+                chars.next();
+                block -= 1;
+            } else if c == '\n' {
+                out.push('\n');
+            }
+            continue;
+        }
+        if in_str {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == '"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_str = true;
+                out.push(c);
+            }
+            // A char literal such as '"' must not open a string.
+            '\'' if chars.clone().nth(1) == Some('\'') => {
+                out.push(c);
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            }
+            '/' if chars.peek() == Some(&'/') => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                block += 1;
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` without its `#[cfg(test)]` items (a module or function with a `{ … }` body is cut
+/// to its closing brace; `mod x;` declarations name files that are skipped by name), line
+/// breaks kept so that line numbers still match the file.
+fn strip_test_items(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i..];
+        let open = after.find('{');
+        let semi = after.find(';');
+        match (open, semi) {
+            (Some(o), s) if s.is_none_or(|s| o < s) => {
+                let mut depth = 0usize;
+                let mut end = after.len();
+                for (j, c) in after[o..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = o + j + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                out.push_str(&"\n".repeat(after[..end].matches('\n').count()));
+                rest = &after[end..];
+            }
+            (_, Some(s)) => {
+                out.push_str(&"\n".repeat(after[..s].matches('\n').count()));
+                rest = &after[s + 1..];
+            }
+            _ => rest = "",
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `(line number, pattern)` of each forbidden pattern in the non-test code of one file.
+fn direct_io(text: &str) -> Vec<(usize, &'static str)> {
+    let code = strip_test_items(&strip_comments(text));
+    let mut hits = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        for p in NO_DIRECT_IO {
+            if line.contains(p) {
+                hits.push((n + 1, *p));
+            }
+        }
+    }
+    hits
+}
+
+fn rust_paths(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("source dir is readable") {
+        let p = e.expect("dir entry").path();
+        if p.is_dir() {
+            rust_paths(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn application_code_does_no_io_of_its_own() {
+    let src = awf_tests::workspace_root().join("application/src");
+    let mut files = Vec::new();
+    rust_paths(&src, &mut files);
+    files.sort();
+    assert!(
+        files.iter().any(|f| f.ends_with("engine/step.rs")),
+        "{files:?}"
+    );
+    let mut violations = Vec::new();
+    // Test modules in files of their own (`#[cfg(test)] mod tests;`) are `tests.rs` or
+    // `*_tests.rs`.
+    for f in files.iter().filter(|f| {
+        let name = f.to_string_lossy();
+        !name.ends_with("_tests.rs") && !name.ends_with("/tests.rs")
+    }) {
+        let text = std::fs::read_to_string(f).expect("source is readable");
+        for (line, p) in direct_io(&text) {
+            let shown = f.strip_prefix(&src).unwrap_or(f).display().to_string();
+            violations.push(format!("application/src/{shown}:{line}: {p}"));
+        }
+    }
+    assert_eq!(
+        violations,
+        Vec::<String>::new(),
+        "application code must go through the domain ports (Host, Clock, IdGenerator, RunLocks)"
+    );
+}
+
+#[test]
+fn the_io_scan_finds_direct_calls_and_skips_tests_and_comments() {
+    // Guard against a scan that cannot fail.
+    let code = "use std::path::Path;\n\
+                /// Reads like `std::fs::read` would.\n\
+                fn a() { let _ = std::fs::read(\"x\"); } // std::env\n\
+                fn b() -> u32 { std::process::id() }\n\
+                fn c() -> bool { Path::new(\"/proc/1\").exists() }\n\
+                fn d() { let _ = uuid::Uuid::new_v4(); let q = '\"'; let _ = SystemTime::now(); }\n\
+                /* std::net\n   still a comment */\n\
+                #[cfg(test)]\n\
+                mod tests { fn t() { std::env::temp_dir(); } }\n\
+                #[cfg(test)]\n\
+                mod more;\n\
+                fn e() { tokio::process::Command::new(\"x\"); }\n\
+                fn f(t: Instant) -> Duration { t.elapsed() }\n";
+    assert_eq!(
+        direct_io(code),
+        vec![
+            (3, "std::fs"),
+            (4, "std::process"),
+            (5, "\"/proc"),
+            (6, "uuid::"),
+            (6, "SystemTime::now"),
+            (13, "tokio::process"),
+            (14, ".elapsed()"),
+        ]
+    );
+}

@@ -9,7 +9,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Instant;
-use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
@@ -41,11 +40,15 @@ const DEFAULT_AGENT_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 
 /// The deadline of an agent step: its `timeout`, else the documented default for single
 /// turns (an interactive conversation waits for the user and has none).
-pub(crate) fn agent_deadline(step: &AgentStep, deadline: Option<Instant>) -> Option<Instant> {
+pub(crate) fn agent_deadline(
+    step: &AgentStep,
+    deadline: Option<Instant>,
+    now: Instant,
+) -> Option<Instant> {
     if step.mode == "conversation" {
         deadline
     } else {
-        deadline.or_else(|| Instant::now().checked_add(DEFAULT_AGENT_TIMEOUT))
+        deadline.or_else(|| now.checked_add(DEFAULT_AGENT_TIMEOUT))
     }
 }
 
@@ -59,10 +62,10 @@ impl Run {
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
         let name = state.name.as_str();
-        let st = StepState::running(name, SystemTime::now());
+        let st = StepState::running(name, self.svc.clock.now());
         let fail = |mut st: StepState, err: AwfError| {
             st.status = StepStatus::Failed;
-            st.completed_at = Some(SystemTime::now());
+            st.completed_at = Some(self.svc.clock.now());
             st.error = Some(err.message().to_owned());
             Ok(Body {
                 state: st,
@@ -141,7 +144,7 @@ impl Run {
                 {
                     let mut st = st;
                     st.status = StepStatus::Cancelled;
-                    st.completed_at = Some(SystemTime::now());
+                    st.completed_at = Some(self.svc.clock.now());
                     return Ok(Body {
                         state: st,
                         failure: Some(super::step::cancelled(name)),
@@ -174,7 +177,7 @@ impl Run {
         output_format: Option<&str>,
         output: &str,
     ) -> Result<Body, AwfError> {
-        st.completed_at = Some(SystemTime::now());
+        st.completed_at = Some(self.svc.clock.now());
         match output_format.map(str::trim) {
             Some("json") => match parse_json_output(output, &self.masker()) {
                 Ok((text, json)) => {
@@ -238,7 +241,7 @@ impl Run {
         if get("status").is_some_and(|s| s.eq_ignore_ascii_case("failed")) {
             st.output = output;
             st.status = StepStatus::Failed;
-            st.completed_at = Some(SystemTime::now());
+            st.completed_at = Some(self.svc.clock.now());
             let msg = format!("step {}: mocked failure", st.name);
             st.error = Some(msg.clone());
             let e = AwfError::new(ErrorCode::ExecutionAgentFailed, msg);
@@ -267,7 +270,7 @@ impl Run {
             options: prepared.options.clone(),
             session,
             dir: Some(self.working_dir.clone()),
-            timeout: deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            timeout: deadline.map(|d| d.saturating_duration_since(self.svc.clock.instant())),
             env: lock(&self.exported).clone(),
             secrets: self.masker(),
         }
@@ -416,7 +419,7 @@ impl Run {
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
         let name = state.name.as_str();
-        let mut st = StepState::running(name, SystemTime::now());
+        let mut st = StepState::running(name, self.svc.clock.now());
         let mut session = prepared.session.clone().unwrap_or_default();
         let mut message = prepared.prompt.clone();
         let mut tokens = TokenUsage::default();
@@ -440,7 +443,7 @@ impl Run {
                     } else {
                         StepStatus::Failed
                     };
-                    st.completed_at = Some(SystemTime::now());
+                    st.completed_at = Some(self.svc.clock.now());
                     st.error = Some(e.message().to_owned());
                     st.session = Some(session);
                     return Ok(Body {
@@ -522,7 +525,8 @@ impl Run {
             (Some(p), _) => tpl("prompt", p)?,
             (None, Some(f)) => {
                 let path = self.resolve_file(&tpl("prompt_file", f)?);
-                let text = super::step::read_workflow_file(&path, "prompt file")?;
+                let text =
+                    super::step::read_workflow_file(self.svc.host.as_ref(), &path, "prompt file")?;
                 tpl("prompt file contents", &text)?
             }
             (None, None) => String::new(),
@@ -655,7 +659,7 @@ impl Run {
         home: &[&str],
     ) -> Vec<PathBuf> {
         if let Some(list) = self.env.get(env_key).filter(|v| !v.is_empty()) {
-            return std::env::split_paths(list).collect();
+            return split_paths(list);
         }
         let mut dirs: Vec<PathBuf> = local.iter().map(|l| self.working_dir.join(l)).collect();
         if let Some(g) = self.svc.awf_dirs.get(global_key) {
@@ -672,7 +676,7 @@ impl Run {
     fn skill_block(&self, skill: &str) -> Result<String, AwfError> {
         let dir = if is_path_ref(skill) {
             let p = self.resolve_file(skill);
-            if p.is_file() {
+            if self.svc.host.is_file(&p) {
                 p.parent().map(Path::to_path_buf).unwrap_or(p)
             } else {
                 p
@@ -686,7 +690,7 @@ impl Run {
             );
             dirs.iter()
                 .map(|d| d.join(skill))
-                .find(|d| d.is_dir())
+                .find(|d| self.svc.host.is_dir(d))
                 .ok_or_else(|| {
                     AwfError::new(
                         ErrorCode::UserInputMissingSkill,
@@ -700,12 +704,16 @@ impl Run {
         };
         let file = dir.join("SKILL.md");
         let content = strip_front_matter(
-            &super::step::read_workflow_file(&file, "skill").map_err(|e| {
-                AwfError::new(ErrorCode::UserInputMissingSkill, e.message().to_owned())
-            })?,
+            &super::step::read_workflow_file(self.svc.host.as_ref(), &file, "skill").map_err(
+                |e| AwfError::new(ErrorCode::UserInputMissingSkill, e.message().to_owned()),
+            )?,
         )
         .to_owned();
-        let abs = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+        let abs = self
+            .svc
+            .host
+            .canonicalize(&dir)
+            .unwrap_or_else(|_| dir.clone());
         let mut out = format!(
             "<skill_content name=\"{}\">\n{}\n\nSkill directory: {}\nRelative paths in this skill are relative to the skill directory.",
             abs.file_name()
@@ -714,7 +722,7 @@ impl Run {
             abs.display()
         );
         let mut files = Vec::new();
-        collect_files(&abs, &abs, 0, &mut files);
+        collect_files(self.svc.host.as_ref(), &abs, &abs, 0, &mut files);
         files.sort();
         if !files.is_empty() {
             out.push_str("\n<skill_resources>\n");
@@ -737,7 +745,11 @@ impl Run {
         }
         let file = if is_path_ref(role) {
             let p = self.resolve_file(role);
-            if p.is_dir() { p.join("AGENTS.md") } else { p }
+            if self.svc.host.is_dir(&p) {
+                p.join("AGENTS.md")
+            } else {
+                p
+            }
         } else {
             let dirs = self.search_dirs(
                 "AWF_ROLES_PATH",
@@ -747,7 +759,7 @@ impl Run {
             );
             dirs.iter()
                 .map(|d| d.join(role).join("AGENTS.md"))
-                .find(|f| f.is_file())
+                .find(|f| self.svc.host.is_file(f))
                 .ok_or_else(|| {
                     AwfError::new(
                         ErrorCode::UserInputMissingRole,
@@ -759,7 +771,7 @@ impl Run {
                     ))
                 })?
         };
-        let text = super::step::read_workflow_file(&file, "role")
+        let text = super::step::read_workflow_file(self.svc.host.as_ref(), &file, "role")
             .map_err(|e| AwfError::new(ErrorCode::UserInputMissingRole, e.message().to_owned()))?;
         let body = strip_front_matter(&text).trim().to_owned();
         if body.is_empty() {
@@ -795,6 +807,12 @@ fn join_dirs(dirs: &[PathBuf]) -> String {
         .join(", ")
 }
 
+/// A `:`-separated search path (`$AWF_SKILLS_PATH`, `$AWF_ROLES_PATH`) as directories, as
+/// `std::env::split_paths` reads it on Unix (an empty entry stays an empty path).
+pub(crate) fn split_paths(list: &str) -> Vec<PathBuf> {
+    list.split(':').map(PathBuf::from).collect()
+}
+
 /// Drops a leading `---` YAML front matter block.
 fn strip_front_matter(text: &str) -> &str {
     let t = text.trim_start_matches('\u{feff}');
@@ -814,22 +832,30 @@ fn strip_front_matter(text: &str) -> &str {
 
 /// Files of a skill directory (≤ 4 levels, minus SKILL.md, `.git`, `node_modules`), as
 /// relative paths.
-fn collect_files(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) {
+fn collect_files(
+    host: &dyn awf_domain::ports::Host,
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    out: &mut Vec<String>,
+) {
     if depth > 4 || out.len() > 500 {
         return;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = host.read_dir(dir) else {
         return;
     };
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
+    for e in entries {
+        let p = e.path;
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         if name == ".git" || name == "node_modules" {
             continue;
         }
-        let Ok(ft) = e.file_type() else { continue };
-        if ft.is_dir() {
-            collect_files(root, &p, depth + 1, out);
+        if e.kind == awf_domain::ports::host::FileKind::Dir {
+            collect_files(host, root, &p, depth + 1, out);
         } else if !(depth == 0 && name == "SKILL.md")
             && let Ok(rel) = p.strip_prefix(root)
         {

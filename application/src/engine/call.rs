@@ -5,12 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
-use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::event::RunEvent;
-use awf_domain::run::RunId;
 use awf_domain::run::RunStatus;
 use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
@@ -33,9 +31,13 @@ const MAX_DEPTH: usize = 10;
 
 /// Identity of a workflow for circular-call detection: its canonical file path, else its
 /// identifier.
-pub(crate) fn identity(wf: &awf_domain::workflow::Workflow) -> String {
+pub(crate) fn identity(
+    wf: &awf_domain::workflow::Workflow,
+    host: &dyn awf_domain::ports::Host,
+) -> String {
     match &wf.source.path {
-        Some(p) => std::fs::canonicalize(p)
+        Some(p) => host
+            .canonicalize(p)
             .unwrap_or_else(|_| p.clone())
             .display()
             .to_string(),
@@ -53,10 +55,10 @@ impl Run {
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
         let name = state.name.as_str();
-        let mut st = StepState::running(name, SystemTime::now());
+        let mut st = StepState::running(name, self.svc.clock.now());
         let fail = |mut st: StepState, err: AwfError| {
             st.status = StepStatus::Failed;
-            st.completed_at = Some(SystemTime::now());
+            st.completed_at = Some(self.svc.clock.now());
             st.error = Some(err.message().to_owned());
             Ok(Body {
                 state: st,
@@ -84,7 +86,7 @@ impl Run {
             }
         };
         let child_wf = loaded.workflow.clone();
-        let child_id = identity(&child_wf);
+        let child_id = identity(&child_wf, self.svc.host.as_ref());
         if self.call_stack.contains(&child_id) {
             let names: Vec<String> = self
                 .call_stack
@@ -133,6 +135,7 @@ impl Run {
             &child_inputs,
             &Map::new(),
             &self.working_dir,
+            self.svc.host.as_ref(),
         ) {
             Ok(i) => i,
             Err(e) => {
@@ -142,7 +145,7 @@ impl Run {
                 );
             }
         };
-        let child_run_id = RunId(uuid::Uuid::new_v4().to_string());
+        let child_run_id = self.svc.ids.child_run_id(&self.run_id);
         self.emitter.emit(
             &format!("{}{name}", at.prefix),
             at.iteration(),
@@ -194,7 +197,7 @@ impl Run {
                 }
             },
         };
-        st.completed_at = Some(SystemTime::now());
+        st.completed_at = Some(self.svc.clock.now());
         if self.cancel.token.is_cancelled() {
             st.status = StepStatus::Cancelled;
             return Ok(Body {

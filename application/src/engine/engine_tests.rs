@@ -101,6 +101,10 @@ fn facade_with_agents(
         expressions: Arc::new(exprs),
         executor: exec,
         awf_dirs: BTreeMap::new(),
+        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
+        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
+        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
+        run_locks: None,
     })
 }
 
@@ -1029,6 +1033,10 @@ fn resume_facade(exec: Arc<FakeExecutor>, store: Arc<MemStore>, wf: Workflow) ->
         state_store: Some(store),
         recorders: vec![],
         awf_dirs: BTreeMap::new(),
+        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
+        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
+        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
+        run_locks: None,
     })
 }
 

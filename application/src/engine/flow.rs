@@ -1,7 +1,6 @@
 //! Parallel blocks and loops. Source: spec/workflow.md §3.4 and §3.5.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
@@ -38,7 +37,7 @@ impl Run {
         at: At<'_>,
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
-        let mut st = StepState::running(&state.name, SystemTime::now());
+        let mut st = StepState::running(&state.name, self.svc.clock.now());
         st.attempts = 1;
         let group = token.child_token();
         let branches = p.branches.len().max(1);
@@ -78,9 +77,9 @@ impl Run {
             let ok = match outcome {
                 None => {
                     // Never started: the block ended first.
-                    let mut skipped = StepState::running(branch, SystemTime::now());
+                    let mut skipped = StepState::running(branch, self.svc.clock.now());
                     skipped.status = StepStatus::Skipped;
-                    skipped.completed_at = Some(SystemTime::now());
+                    skipped.completed_at = Some(self.svc.clock.now());
                     lock(&self.states).insert(branch.to_owned(), skipped);
                     continue;
                 }
@@ -122,7 +121,7 @@ impl Run {
                 group.cancel();
             }
         }
-        st.completed_at = Some(SystemTime::now());
+        st.completed_at = Some(self.svc.clock.now());
         if token.is_cancelled() && self.cancel.token.is_cancelled() {
             st.status = StepStatus::Cancelled;
             return Ok(Body {
@@ -216,11 +215,11 @@ impl Run {
         token: &CancellationToken,
     ) -> Result<Body, AwfError> {
         let name = state.name.as_str();
-        let mut st = StepState::running(name, SystemTime::now());
+        let mut st = StepState::running(name, self.svc.clock.now());
         st.attempts = 1;
         let fail = |mut st: StepState, err: AwfError| {
             st.status = StepStatus::Failed;
-            st.completed_at = Some(SystemTime::now());
+            st.completed_at = Some(self.svc.clock.now());
             st.error = Some(err.message().to_owned());
             Ok(Body {
                 state: st,
@@ -274,7 +273,7 @@ impl Run {
         'outer: for index in first.. {
             if token.is_cancelled() {
                 st.status = StepStatus::Cancelled;
-                st.completed_at = Some(SystemTime::now());
+                st.completed_at = Some(self.svc.clock.now());
                 return Ok(Body {
                     state: st,
                     failure: Some(cancelled(name)),
@@ -342,7 +341,7 @@ impl Run {
                     Err(e) => {
                         if e.code() == ErrorCode::ExecutionRunCancelled {
                             st.status = StepStatus::Cancelled;
-                            st.completed_at = Some(SystemTime::now());
+                            st.completed_at = Some(self.svc.clock.now());
                             return Ok(Body {
                                 state: st,
                                 failure: Some(e),
@@ -415,7 +414,7 @@ impl Run {
             );
         }
         st.status = StepStatus::Completed;
-        st.completed_at = Some(SystemTime::now());
+        st.completed_at = Some(self.svc.clock.now());
         st.output = format!("completed {iterations} iterations");
         Ok(Body {
             state: st,

@@ -96,9 +96,16 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         expressions: Arc::new(FakeExpressions::new()),
         executor: Arc::clone(&exec) as _,
         awf_dirs: BTreeMap::new(),
+        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
+        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
+        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
+        run_locks: None,
     });
     let sink = Arc::new(Collect::default());
-    let call_stack = vec![super::call::identity(&wf)];
+    let call_stack = vec![super::call::identity(
+        &wf,
+        &awf_domain::ports::fakes::FakeHost::default(),
+    )];
     let run = Run::new(RunSpec {
         services,
         workflow: Arc::new(wf),

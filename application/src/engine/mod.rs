@@ -65,11 +65,18 @@ pub(crate) struct Emitter {
     seq: AtomicU64,
     run_id: RunId,
     parent: Option<RunId>,
+    clock: Arc<dyn awf_domain::ports::Clock>,
 }
 
 impl Emitter {
-    pub(crate) fn new(sink: Arc<dyn EventPublisher>, run_id: RunId, parent: Option<RunId>) -> Self {
+    pub(crate) fn new(
+        sink: Arc<dyn EventPublisher>,
+        run_id: RunId,
+        parent: Option<RunId>,
+        clock: Arc<dyn awf_domain::ports::Clock>,
+    ) -> Self {
         Self {
+            clock,
             sink,
             seq: AtomicU64::new(0),
             run_id,
@@ -83,7 +90,7 @@ impl Emitter {
             seq,
             run_id: self.run_id.clone(),
             parent_run_id: self.parent.clone(),
-            at: SystemTime::now(),
+            at: self.clock.now(),
             path: path.to_owned(),
             iteration,
             event,
@@ -282,7 +289,7 @@ impl Run {
                         .find(|(f, _)| f.eq_ignore_ascii_case(k))
                         .map(|(_, v)| v.clone())
                 };
-                let mut st = StepState::running(name, SystemTime::now());
+                let mut st = StepState::running(name, spec.services.clock.now());
                 st.output = get("output").unwrap_or_default();
                 st.stderr = get("stderr").unwrap_or_default();
                 st.status = if get("status").is_some_and(|v| v.eq_ignore_ascii_case("failed")) {
@@ -291,7 +298,7 @@ impl Run {
                     awf_domain::run::StepStatus::Completed
                 };
                 st.exit_code = Some(i32::from(st.status == awf_domain::run::StepStatus::Failed));
-                st.completed_at = Some(SystemTime::now());
+                st.completed_at = Some(spec.services.clock.now());
                 restored.insert(name.clone(), st);
             }
         }
@@ -338,8 +345,11 @@ impl Run {
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
             spec.parent_run_id.clone(),
+            Arc::clone(&spec.services.clock),
         ));
         Self {
+            started_at: spec.services.clock.now(),
+            started: spec.services.clock.instant(),
             svc: spec.services,
             current: Mutex::new(
                 resume_at
@@ -352,8 +362,6 @@ impl Run {
             env: spec.env,
             runtime: spec.runtime,
             working_dir: spec.working_dir,
-            started_at: SystemTime::now(),
-            started: Instant::now(),
             masker: Mutex::new(masker),
             exported: Mutex::new(exported),
             states: Mutex::new(restored),
@@ -432,7 +440,11 @@ impl Run {
             name: self.wf.name.clone(),
             current_state: lock(&self.current).clone(),
             started_at: self.started_at,
-            duration: self.started.elapsed(),
+            duration: self
+                .svc
+                .clock
+                .instant()
+                .saturating_duration_since(self.started),
         }
     }
 
@@ -545,7 +557,7 @@ impl Run {
                     .map(|p| p.display().to_string()),
                 inputs: shown,
                 resumed_from: self.resume_at.clone(),
-                pid: std::process::id(),
+                pid: self.svc.host.pid(),
             },
         );
         for w in &self.warnings {
@@ -875,7 +887,7 @@ impl Run {
             );
             return;
         };
-        match crate::inputs::check_one(def, v, &self.working_dir) {
+        match crate::inputs::check_one(def, v, &self.working_dir, self.svc.host.as_ref()) {
             Err(why) => self.log(
                 Some(state),
                 LogLevel::Warn,
@@ -1144,7 +1156,14 @@ impl Run {
             status: ending.status,
             exit_code: ending.exit_code,
             terminal: ending.terminal,
-            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            duration_ms: u64::try_from(
+                self.svc
+                    .clock
+                    .instant()
+                    .saturating_duration_since(self.started)
+                    .as_millis(),
+            )
+            .unwrap_or(u64::MAX),
             states: states
                 .iter()
                 .map(|(k, v)| (k.clone(), StateResult::from(v)))

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
-use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
@@ -137,7 +136,7 @@ impl Run {
             let deadline = state
                 .timeout
                 .filter(|t| !t.is_zero())
-                .and_then(|t| Instant::now().checked_add(t));
+                .and_then(|t| self.svc.clock.instant().checked_add(t));
             if !state.hooks.pre.is_empty()
                 && let Err(e) = self
                     .run_hooks(&state.hooks.pre, Some(name), frame, None, token)
@@ -154,11 +153,11 @@ impl Run {
             if token.is_cancelled() {
                 return Err(cancelled(name));
             }
-            let started = SystemTime::now();
+            let started = self.svc.clock.now();
             let body: Result<Body, AwfError> = match &state.kind {
                 StateKind::Command(_) => self.with_retry(state, at, deadline, token).await,
                 StateKind::CallWorkflow(_) => {
-                    let deadline = deadline.or_else(|| Instant::now().checked_add(super::call::DEFAULT_CALL_TIMEOUT));
+                    let deadline = deadline.or_else(|| self.svc.clock.instant().checked_add(super::call::DEFAULT_CALL_TIMEOUT));
                     self.with_retry(state, at, deadline, token).await
                 }
                 StateKind::Parallel(p) => {
@@ -172,7 +171,7 @@ impl Run {
                     self.with_deadline(state, fut, deadline, &step_token).await
                 }
                 StateKind::Agent(a) => {
-                    let deadline = super::agent::agent_deadline(a, deadline);
+                    let deadline = super::agent::agent_deadline(a, deadline, self.svc.clock.instant());
                     self.with_retry(state, at, deadline, token).await
                 }
                 // A failure like any other: `on_failure` routes it (all failures are routable).
@@ -184,7 +183,7 @@ impl Run {
                     .with_detail("state", name)
                     .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet");
                     let mut st = StepState::running(name, started);
-                    st.completed_at = Some(SystemTime::now());
+                    st.completed_at = Some(self.svc.clock.now());
                     st.status = StepStatus::Failed;
                     st.error = Some(err.message().to_owned());
                     Ok(Body { state: st, failure: Some(err), early_exit: None })
@@ -202,7 +201,7 @@ impl Run {
                 Err(e) => {
                     // A hard error still leaves a record of the state in the run result.
                     let mut st = StepState::running(name, started);
-                    st.completed_at = Some(SystemTime::now());
+                    st.completed_at = Some(self.svc.clock.now());
                     st.status = if e.code() == ErrorCode::ExecutionRunCancelled {
                         StepStatus::Cancelled
                     } else {
@@ -259,10 +258,10 @@ impl Run {
                 }
                 let mut st = match inner {
                     Ok(b) => b.state,
-                    Err(_) => StepState::running(&state.name, SystemTime::now()),
+                    Err(_) => StepState::running(&state.name, self.svc.clock.now()),
                 };
                 st.status = StepStatus::Failed;
-                st.completed_at = Some(SystemTime::now());
+                st.completed_at = Some(self.svc.clock.now());
                 let msg = format!(
                     "step {}: timed out after {}",
                     state.name,
@@ -418,7 +417,7 @@ impl Run {
         if attempt >= policy.max_attempts || !policy.retries_exit_code(exit_code) {
             return None;
         }
-        if exit_code == Some(-1) && deadline.is_some_and(|d| Instant::now() >= d) {
+        if exit_code == Some(-1) && deadline.is_some_and(|d| self.svc.clock.instant() >= d) {
             return None;
         }
         let base = policy.base_delay(attempt);
@@ -447,14 +446,14 @@ impl Run {
         deadline: Option<Instant>,
         token: &CancellationToken,
     ) -> bool {
-        let Some(until) = Instant::now().checked_add(wait) else {
+        let Some(until) = self.svc.clock.instant().checked_add(wait) else {
             return false;
         };
         if deadline.is_some_and(|d| until >= d) {
             return false;
         }
         tokio::select! {
-            () = tokio::time::sleep_until(until.into()) => !token.is_cancelled(),
+            () = tokio::time::sleep(wait) => !token.is_cancelled(),
             () = token.cancelled() => false,
         }
     }
@@ -468,10 +467,10 @@ impl Run {
         token: &CancellationToken,
     ) -> Body {
         let name = state.name.as_str();
-        let mut st = StepState::running(name, SystemTime::now());
+        let mut st = StepState::running(name, self.svc.clock.now());
         let fail = |mut st: StepState, code: ErrorCode, msg: String| {
             st.status = StepStatus::Failed;
-            st.completed_at = Some(SystemTime::now());
+            st.completed_at = Some(self.svc.clock.now());
             st.error = Some(msg.clone());
             Body {
                 state: st,
@@ -509,7 +508,7 @@ impl Run {
                 }
             },
         };
-        let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let remaining = deadline.map(|d| d.saturating_duration_since(self.svc.clock.instant()));
         if remaining.is_some_and(|r| r.is_zero()) {
             return fail(
                 st,
@@ -549,7 +548,7 @@ impl Run {
             }
         };
         let (stdout, stderr) = callback.finish();
-        st.completed_at = Some(SystemTime::now());
+        st.completed_at = Some(self.svc.clock.now());
         // What was streamed was masked before it was cut; an executor that streamed nothing
         // (a test double) is taken at its word.
         st.output = stdout.unwrap_or_else(|| self.cap(state, out.stdout));
@@ -658,9 +657,10 @@ impl Run {
             )
         })?;
         let file = self.resolve_file(&rendered);
-        let text = read_workflow_file(&file, "script file").map_err(|e| {
-            e.with_hint("script_file paths are relative to the workflow file's directory")
-        })?;
+        let text =
+            read_workflow_file(self.svc.host.as_ref(), &file, "script file").map_err(|e| {
+                e.with_hint("script_file paths are relative to the workflow file's directory")
+            })?;
         self.render(&text, frame, None).map_err(|e| {
             AwfError::new(
                 ErrorCode::ExecutionTemplateFailed,
@@ -674,7 +674,12 @@ impl Run {
     /// project folder is the parent of the workflow file's directory (`.awf/` for a workflow
     /// in `.awf/workflows/`). Source: spec/workflow.md §1.12 (last paragraph).
     pub(crate) fn localize_awf_dirs(&self, text: &str) -> String {
-        localize_awf_dirs_in(text, &self.svc.awf_dirs, &self.wf.source.dir)
+        localize_awf_dirs_in(
+            text,
+            &self.svc.awf_dirs,
+            &self.wf.source.dir,
+            self.svc.host.as_ref(),
+        )
     }
 
     /// Resolves a file path named in the workflow: `~/` → home; local-before-global for the
@@ -693,7 +698,7 @@ impl Run {
                         "prompts"
                     })
                     .join(rest);
-                if local.exists() {
+                if self.svc.host.exists(&local) {
                     return local;
                 }
             }
@@ -714,11 +719,14 @@ impl Run {
 /// # Errors
 /// `USER.INPUT.MISSING_FILE` (missing, a directory or not a regular file),
 /// `USER.INPUT.INVALID_FORMAT` (over 1 MiB), `SYSTEM.IO.READ_FAILED`.
-pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfError> {
-    use std::io::Read;
+pub(crate) fn read_workflow_file(
+    host: &dyn awf_domain::ports::Host,
+    path: &Path,
+    what: &str,
+) -> Result<String, AwfError> {
     let shown = path.display();
-    let meta = std::fs::metadata(path).map_err(|e| {
-        let link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let meta = host.metadata(path).map_err(|e| {
+        let link = host.is_symlink(path);
         let msg = if link && e.kind() == std::io::ErrorKind::NotFound {
             format!("{what} is a symbolic link whose target does not exist: {shown}")
         } else if link {
@@ -730,13 +738,13 @@ pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfE
         };
         AwfError::new(ErrorCode::UserInputMissingFile, msg)
     })?;
-    if meta.is_dir() {
+    if meta.kind == awf_domain::ports::host::FileKind::Dir {
         return Err(AwfError::new(
             ErrorCode::UserInputMissingFile,
             format!("{what} is a directory: {shown}"),
         ));
     }
-    if !meta.is_file() {
+    if meta.kind != awf_domain::ports::host::FileKind::File {
         return Err(AwfError::new(
             ErrorCode::UserInputMissingFile,
             format!("{what} is not a regular file (a pipe or a device?): {shown}"),
@@ -748,17 +756,14 @@ pub(crate) fn read_workflow_file(path: &Path, what: &str) -> Result<String, AwfE
             format!("{what} exceeds 1MB limit: {shown}"),
         )
     };
-    if meta.len() > MAX_FILE_BYTES {
+    if meta.len > MAX_FILE_BYTES {
         return Err(too_big());
     }
     let read_failed = |e: std::io::Error| {
         AwfError::new(ErrorCode::SystemIoReadFailed, format!("read {shown}: {e}"))
     };
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(read_failed)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
+    let bytes = host
+        .read_limited(path, MAX_FILE_BYTES + 1)
         .map_err(read_failed)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(too_big());
@@ -778,6 +783,7 @@ pub(crate) fn localize_awf_dirs_in(
     text: &str,
     awf_dirs: &std::collections::BTreeMap<String, String>,
     workflow_dir: &Path,
+    host: &dyn awf_domain::ports::Host,
 ) -> String {
     let Some(project) = workflow_dir.parent() else {
         return text.to_owned();
@@ -791,7 +797,7 @@ pub(crate) fn localize_awf_dirs_in(
                 .map(|g| (g.clone(), project.join(sub)))
         })
         .collect();
-    localize_dirs(text, &pairs)
+    localize_dirs(text, &pairs, host)
 }
 
 /// Rewrites each occurrence of a global directory in `text` to its local counterpart when
@@ -799,7 +805,11 @@ pub(crate) fn localize_awf_dirs_in(
 /// quote, `|`, `&`, `;`, `<`, `>`, `(` or `)`) becomes `<local>/<suffix>` when
 /// `<local>/<suffix>` exists; `<global>` on its own becomes `<local>` when that directory
 /// exists. Anything else is left as it is (the global path is used).
-pub(crate) fn localize_dirs(text: &str, pairs: &[(String, PathBuf)]) -> String {
+pub(crate) fn localize_dirs(
+    text: &str,
+    pairs: &[(String, PathBuf)],
+    host: &dyn awf_domain::ports::Host,
+) -> String {
     let ends = |c: char| c.is_whitespace() || "'\"|&;<>()`".contains(c);
     let mut out = text.to_owned();
     for (global, local) in pairs {
@@ -821,7 +831,7 @@ pub(crate) fn localize_dirs(text: &str, pairs: &[(String, PathBuf)]) -> String {
                 Some(s) if !s.is_empty() => local.join(s),
                 _ => local.clone(),
             };
-            if candidate.exists() {
+            if host.exists(&candidate) {
                 result.push_str(&local.display().to_string());
             } else {
                 result.push_str(global);
@@ -1037,18 +1047,13 @@ fn live_output(
 mod localize_tests {
     #![allow(clippy::unwrap_used)]
     use super::localize_dirs;
+    use awf_domain::ports::fakes::FakeHost;
 
     #[test]
     fn global_dirs_become_local_ones_where_the_local_file_exists() {
-        // A real directory (no tempfile crate in this crate's dev-dependencies).
-        let root = std::env::temp_dir().join(format!(
-            "awf-localize-{}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-        ));
+        let root = std::path::PathBuf::from("/p");
         let local = root.join(".awf/scripts");
-        std::fs::create_dir_all(&local).unwrap();
-        std::fs::write(local.join("build.sh"), "echo").unwrap();
+        let host = FakeHost::default().file(local.join("build.sh"), "echo");
         let global = "/home/u/.config/awf/scripts".to_owned();
         let pairs = vec![(global.clone(), local.clone())];
         let l = local.display();
@@ -1056,23 +1061,23 @@ mod localize_tests {
         assert_eq!(
             localize_dirs(
                 &format!("sh {global}/build.sh --x | tee {global}/missing.sh"),
-                &pairs
+                &pairs,
+                &host
             ),
             format!("sh {l}/build.sh --x | tee {global}/missing.sh")
         );
         // Quoted, and the directory on its own (a `dir:` value).
         assert_eq!(
-            localize_dirs(&format!("\"{global}/build.sh\""), &pairs),
+            localize_dirs(&format!("\"{global}/build.sh\""), &pairs, &host),
             format!("\"{l}/build.sh\"")
         );
-        assert_eq!(localize_dirs(&global, &pairs), l.to_string());
+        assert_eq!(localize_dirs(&global, &pairs, &host), l.to_string());
         // Only the whole directory name matches.
         let other = format!("{global}2/build.sh");
-        assert_eq!(localize_dirs(&other, &pairs), other);
+        assert_eq!(localize_dirs(&other, &pairs, &host), other);
         // No local directory at all: unchanged.
         let none = vec![(global.clone(), root.join("nope"))];
-        assert_eq!(localize_dirs(&global, &none), global);
-        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(localize_dirs(&global, &none, &host), global);
     }
 }
 

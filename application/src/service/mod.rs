@@ -242,7 +242,8 @@ impl Drop for Slot<'_> {
 impl RunManager {
     /// A service over `services` with the given tunables.
     pub fn new(services: Services, config: ServiceConfig) -> Self {
-        Self::with_clock(services, config, Arc::new(Instant::now))
+        let clock = Arc::clone(&services.clock);
+        Self::with_clock(services, config, Arc::new(move || clock.instant()))
     }
 
     /// As [`RunManager::new`], with the time source of the TTL.
@@ -318,6 +319,7 @@ impl RunManager {
             registry: Arc::clone(&self.registry),
             clock: Arc::clone(&self.clock),
             request_timeout: self.config.request_timeout,
+            _lock: parts.lock,
         };
         tokio::spawn(pump.run(parts.events));
         parts.run_id
@@ -340,6 +342,8 @@ struct Pump {
     registry: Arc<Mutex<Registry>>,
     clock: Clock,
     request_timeout: Option<Duration>,
+    /// The run's lock: held until the run's last event (its end) was taken in.
+    _lock: Option<awf_domain::ports::locks::RunLockGuard>,
 }
 
 impl Pump {

@@ -132,6 +132,10 @@ fn services(repo: FakeRepository, exec: FakeExecutor, store: Option<Arc<MemStore
         expressions: Arc::new(FakeExpressions::new()),
         executor: Arc::new(exec),
         awf_dirs: BTreeMap::new(),
+        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
+        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
+        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
+        run_locks: None,
     }
 }
 
@@ -632,4 +636,31 @@ async fn a_terminal_style_log_loses_nothing_and_keeps_only_what_is_unread() {
         1,
         "only the newest is left"
     );
+}
+
+#[tokio::test]
+async fn the_service_holds_a_run_lock_until_the_run_ended() {
+    let locks = awf_domain::ports::fakes::FakeRunLocks::default();
+    let mut svcs = services(
+        FakeRepository::new().with(steps("w", 3)),
+        FakeExecutor::new().always("step", FakeCommand::ok("")),
+        None,
+    );
+    svcs.run_locks = Some(Arc::new(locks.clone()));
+    let svc = RunManager::new(svcs, ServiceConfig::default());
+    let id = svc.start(request("w")).await.unwrap();
+    assert_eq!(
+        locks.held(),
+        vec![id.0.clone()],
+        "taken when the run starts"
+    );
+    assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Success);
+    // Released once the run's last event was taken in (the pump ends just after the end).
+    for _ in 0..500 {
+        if locks.held().is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the lock is still held: {:?}", locks.held());
 }

@@ -71,7 +71,8 @@ pub struct ResumeRequest {
     pub working_dir: PathBuf,
     /// Whether the caller holds the run's exclusive lock (every process that drives a run
     /// holds it): then no live process runs it, whatever process now has the recorded
-    /// owner's pid (pids are reused), and the liveness check by pid is skipped.
+    /// owner's pid (pids are reused), and the liveness check by pid is skipped. When it does
+    /// not, resuming takes the lock itself (an error when another process holds it).
     pub lock_held: bool,
 }
 

@@ -625,3 +625,304 @@ impl crate::ports::agent::AgentRegistry for FakeAgents {
         self.0.keys().cloned().collect()
     }
 }
+
+/// A clock that stands still until told to move: wall time starts at `wall` (default
+/// 2026-01-01T00:00:00Z), monotonic time at the moment the fake was made.
+#[derive(Debug)]
+pub struct FakeClock {
+    wall: std::time::SystemTime,
+    base: std::time::Instant,
+    offset: Mutex<std::time::Duration>,
+}
+
+impl Default for FakeClock {
+    fn default() -> Self {
+        Self::at(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_225_600))
+    }
+}
+
+impl FakeClock {
+    /// A clock whose wall time starts at `wall`.
+    pub fn at(wall: std::time::SystemTime) -> Self {
+        Self {
+            wall,
+            base: std::time::Instant::now(),
+            offset: Mutex::new(std::time::Duration::ZERO),
+        }
+    }
+
+    /// Moves both times forward by `by`.
+    pub fn advance(&self, by: std::time::Duration) {
+        *self.offset.lock().unwrap() += by;
+    }
+
+    fn offset(&self) -> std::time::Duration {
+        *self.offset.lock().unwrap()
+    }
+}
+
+impl crate::ports::clock::Clock for FakeClock {
+    fn now(&self) -> std::time::SystemTime {
+        self.wall + self.offset()
+    }
+
+    fn instant(&self) -> std::time::Instant {
+        self.base + self.offset()
+    }
+}
+
+/// Ids in order: runs `run-1`, `run-2`, …; a child of run `p` is `p.1`, `p.2`, … (numbered per
+/// generator); requests `request-1`, `request-2`, ….
+#[derive(Debug, Default)]
+pub struct SeqIds {
+    runs: std::sync::atomic::AtomicU64,
+    children: std::sync::atomic::AtomicU64,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+impl SeqIds {
+    fn next(n: &std::sync::atomic::AtomicU64) -> u64 {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+    }
+}
+
+impl crate::ports::ids::IdGenerator for SeqIds {
+    fn run_id(&self) -> crate::run::RunId {
+        crate::run::RunId(format!("run-{}", Self::next(&self.runs)))
+    }
+
+    fn child_run_id(&self, parent: &crate::run::RunId) -> crate::run::RunId {
+        crate::run::RunId(format!("{}.{}", parent.0, Self::next(&self.children)))
+    }
+
+    fn request_id(&self) -> String {
+        format!("request-{}", Self::next(&self.requests))
+    }
+}
+
+/// An in-memory host: files with their text, directories (every ancestor of a file is one
+/// too), dangling symbolic links, live process ids, and fixed process facts (pid 4242, host
+/// `fake-host`, working directory `/work`, temp `/tmp`, home `/home/user`). No path exists
+/// unless added. Paths are taken as given (no `..` resolution); `canonicalize` of an existing
+/// path is the path itself.
+#[derive(Debug)]
+pub struct FakeHost {
+    files: Mutex<BTreeMap<std::path::PathBuf, String>>,
+    dirs: Mutex<std::collections::BTreeSet<std::path::PathBuf>>,
+    dangling: Mutex<std::collections::BTreeSet<std::path::PathBuf>>,
+    alive: Mutex<std::collections::BTreeSet<u32>>,
+    /// This process's id.
+    pub pid: u32,
+    /// The host name.
+    pub hostname: String,
+    /// The working directory.
+    pub cwd: std::path::PathBuf,
+    /// `$HOME`, if any.
+    pub home: Option<std::path::PathBuf>,
+}
+
+impl Default for FakeHost {
+    fn default() -> Self {
+        Self {
+            files: Mutex::default(),
+            dirs: Mutex::default(),
+            dangling: Mutex::default(),
+            alive: Mutex::new([4242].into()),
+            pid: 4242,
+            hostname: "fake-host".to_owned(),
+            cwd: "/work".into(),
+            home: Some("/home/user".into()),
+        }
+    }
+}
+
+impl FakeHost {
+    /// Adds (or replaces) a file.
+    pub fn file(self, path: impl Into<std::path::PathBuf>, text: &str) -> Self {
+        self.files
+            .lock()
+            .unwrap()
+            .insert(path.into(), text.to_owned());
+        self
+    }
+
+    /// Adds an empty directory.
+    pub fn dir(self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.dirs.lock().unwrap().insert(path.into());
+        self
+    }
+
+    /// Adds a symbolic link whose target does not exist.
+    pub fn dangling_link(self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.dangling.lock().unwrap().insert(path.into());
+        self
+    }
+
+    /// Marks a process id as alive (or dead with `false`).
+    pub fn process(&self, pid: u32, alive: bool) {
+        let mut a = self.alive.lock().unwrap();
+        if alive {
+            a.insert(pid);
+        } else {
+            a.remove(&pid);
+        }
+    }
+
+    fn is_a_dir(&self, path: &Path) -> bool {
+        let dirs = self.dirs.lock().unwrap();
+        let files = self.files.lock().unwrap();
+        dirs.contains(path)
+            || files
+                .keys()
+                .chain(dirs.iter())
+                .any(|f| f != path && f.starts_with(path))
+    }
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::NotFound)
+    }
+}
+
+impl crate::ports::host::Host for FakeHost {
+    fn metadata(&self, path: &Path) -> std::io::Result<crate::ports::host::FileMeta> {
+        use crate::ports::host::FileKind;
+        use crate::ports::host::FileMeta;
+        if let Some(text) = self.files.lock().unwrap().get(path) {
+            return Ok(FileMeta {
+                kind: FileKind::File,
+                len: text.len() as u64,
+            });
+        }
+        if self.is_a_dir(path) {
+            return Ok(FileMeta {
+                kind: FileKind::Dir,
+                len: 0,
+            });
+        }
+        Err(Self::not_found())
+    }
+
+    fn is_symlink(&self, path: &Path) -> bool {
+        self.dangling.lock().unwrap().contains(path)
+    }
+
+    fn read_limited(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+        let files = self.files.lock().unwrap();
+        let text = files.get(path).ok_or_else(Self::not_found)?;
+        let n = usize::try_from(limit).unwrap_or(usize::MAX).min(text.len());
+        Ok(text.as_bytes()[..n].to_vec())
+    }
+
+    fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+        self.files
+            .lock()
+            .unwrap()
+            .get(path)
+            .cloned()
+            .ok_or_else(Self::not_found)
+    }
+
+    fn canonicalize(&self, path: &Path) -> std::io::Result<std::path::PathBuf> {
+        if self.exists(path) {
+            Ok(path.to_path_buf())
+        } else {
+            Err(Self::not_found())
+        }
+    }
+
+    fn read_dir(&self, dir: &Path) -> std::io::Result<Vec<crate::ports::host::DirEntry>> {
+        use crate::ports::host::FileKind;
+        if !self.is_a_dir(dir) {
+            return Err(Self::not_found());
+        }
+        let mut names: BTreeMap<std::path::PathBuf, FileKind> = BTreeMap::new();
+        let files: Vec<_> = self.files.lock().unwrap().keys().cloned().collect();
+        let dirs: Vec<_> = self.dirs.lock().unwrap().iter().cloned().collect();
+        for (p, is_file) in files
+            .iter()
+            .map(|f| (f, true))
+            .chain(dirs.iter().map(|d| (d, false)))
+        {
+            let Ok(rest) = p.strip_prefix(dir) else {
+                continue;
+            };
+            let mut parts = rest.components();
+            let Some(first) = parts.next() else { continue };
+            let child = dir.join(first);
+            let kind = if is_file && parts.next().is_none() {
+                FileKind::File
+            } else {
+                FileKind::Dir
+            };
+            names.insert(child, kind);
+        }
+        Ok(names
+            .into_iter()
+            .map(|(path, kind)| crate::ports::host::DirEntry { path, kind })
+            .collect())
+    }
+
+    fn current_dir(&self) -> std::io::Result<std::path::PathBuf> {
+        Ok(self.cwd.clone())
+    }
+
+    fn temp_dir(&self) -> std::path::PathBuf {
+        "/tmp".into()
+    }
+
+    fn home_dir(&self) -> Option<std::path::PathBuf> {
+        self.home.clone()
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn process_alive(&self, pid: u32) -> bool {
+        self.alive.lock().unwrap().contains(&pid)
+    }
+
+    fn hostname(&self) -> String {
+        self.hostname.clone()
+    }
+}
+
+/// Run locks in memory: a second `try_lock` of a held id fails as the real one does; dropping
+/// the guard releases it.
+#[derive(Debug, Default, Clone)]
+pub struct FakeRunLocks {
+    held: std::sync::Arc<Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl FakeRunLocks {
+    /// The ids locked now.
+    pub fn held(&self) -> Vec<String> {
+        self.held.lock().unwrap().iter().cloned().collect()
+    }
+}
+
+struct FakeLock {
+    held: std::sync::Arc<Mutex<std::collections::BTreeSet<String>>>,
+    id: String,
+}
+
+impl Drop for FakeLock {
+    fn drop(&mut self) {
+        self.held.lock().unwrap().remove(&self.id);
+    }
+}
+
+impl crate::ports::locks::RunLocks for FakeRunLocks {
+    fn try_lock(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<crate::ports::locks::RunLockGuard>, AwfError> {
+        if !self.held.lock().unwrap().insert(run_id.to_owned()) {
+            return Err(crate::ports::locks::still_running(run_id));
+        }
+        Ok(Some(crate::ports::locks::RunLockGuard::new(FakeLock {
+            held: std::sync::Arc::clone(&self.held),
+            id: run_id.to_owned(),
+        })))
+    }
+}

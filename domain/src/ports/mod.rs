@@ -1,8 +1,12 @@
 //! Ports: the traits adapters implement and the engine drives. One file per port.
 
 pub mod agent;
+pub mod clock;
 pub mod exec;
 pub mod facade;
+pub mod host;
+pub mod ids;
+pub mod locks;
 pub mod repository;
 pub mod service;
 pub mod store;
@@ -10,9 +14,13 @@ pub mod template;
 
 pub use agent::AgentProvider;
 pub use agent::AgentRegistry;
+pub use clock::Clock;
 pub use exec::CommandExecutor;
 pub use facade::RunSession;
 pub use facade::WorkflowFacade;
+pub use host::Host;
+pub use ids::IdGenerator;
+pub use locks::RunLocks;
 pub use repository::WorkflowRepository;
 pub use service::RunService;
 pub use store::HistoryStore;

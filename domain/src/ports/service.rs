@@ -21,6 +21,7 @@ use crate::run::RunResult;
 /// SSE `Last-Event-ID` or an ACP session reload names). It is not the envelope's `seq`, which
 /// stays per run id (a child run counts from 1; a resumed run's transcript shifts it).
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // nearly every item is an event; boxing would not save
 pub enum SubscriptionItem {
     /// The next event of the run's log.
     Event {

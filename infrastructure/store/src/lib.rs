@@ -22,6 +22,7 @@
 
 mod audit;
 mod history;
+mod locks;
 mod recorder;
 mod state;
 mod transcript;
@@ -41,6 +42,7 @@ use awf_domain::ports::store::HistoryStore;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::StateStore;
 
+pub use locks::RunLockFiles;
 pub use recorder::ErrorCallback;
 pub use recorder::Recorder;
 

@@ -129,7 +129,7 @@ fn prompt_input(
         {
             value = choices[i - 1].clone();
         }
-        match awf_application::inputs::check_one(def, &value, cwd) {
+        match awf_application::inputs::check_one(def, &value, cwd, &awf_host::OsHost) {
             Ok(_) => return Ok(value),
             Err(why) => {
                 let _ = writeln!(err, "  invalid: {why}; try again");
@@ -215,69 +215,6 @@ pub fn parse_mocks(
     Ok(out)
 }
 
-/// Prompt search path for `--input k=@prompts/<file>`: `$AWF_PROMPTS_PATH`, then
-/// `.awf/prompts/`, then the global `<config dir>/prompts/`.
-fn prompt_dirs(w: &Wiring) -> Vec<std::path::PathBuf> {
-    let mut dirs = Vec::new();
-    if let Some(p) = w.env.get("AWF_PROMPTS_PATH").filter(|p| !p.is_empty()) {
-        dirs.push(std::path::PathBuf::from(p));
-    }
-    dirs.push(w.cwd.join(".awf").join("prompts"));
-    dirs.push(w.config_dir.join("prompts"));
-    dirs
-}
-
-/// Replaces `@prompts/<rel>` input values by the trimmed contents of the first matching file
-/// in `dirs`. Source: spec/workflow.md §1.4.
-///
-/// # Errors
-/// `USER.INPUT.INVALID_FORMAT` for absolute paths or `..`; `USER.INPUT.MISSING_FILE` when no
-/// directory has the file.
-pub fn expand_prompt_refs(
-    inputs: Vec<(String, String)>,
-    dirs: &[std::path::PathBuf],
-) -> Result<Vec<(String, String)>, AwfError> {
-    inputs
-        .into_iter()
-        .map(|(k, v)| {
-            let Some(rel) = v.trim().strip_prefix("@prompts/") else {
-                return Ok((k, v));
-            };
-            let rel_path = std::path::Path::new(rel);
-            if rel.is_empty()
-                || rel_path.is_absolute()
-                || rel_path
-                    .components()
-                    .any(|c| matches!(c, std::path::Component::ParentDir))
-            {
-                return Err(AwfError::new(
-                    ErrorCode::UserInputInvalidFormat,
-                    format!("input {k}: invalid prompt reference '{v}'"),
-                )
-                .with_hint("use @prompts/<relative path> without '..'"));
-            }
-            for d in dirs {
-                let p = d.join(rel_path);
-                if p.is_file() {
-                    let text = std::fs::read_to_string(&p).map_err(|e| {
-                        AwfError::new(
-                            ErrorCode::SystemIoReadFailed,
-                            format!("read {}: {e}", p.display()),
-                        )
-                    })?;
-                    return Ok((k, text.trim().to_owned()));
-                }
-            }
-            let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-            Err(AwfError::new(
-                ErrorCode::UserInputMissingFile,
-                format!("input {k}: prompt file {rel} not found"),
-            )
-            .with_hint(format!("searched: {}", searched.join(", "))))
-        })
-        .collect()
-}
-
 /// Runs `awf run`. Every failure is reported here (text on stderr, or the run-result object
 /// on stdout with `-f json`), so the outcome is final.
 pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
@@ -317,7 +254,11 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
             );
         }
     }
-    let mut inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
+    let mut inputs = awf_application::runs::expand_prompt_refs(
+        inputs,
+        &awf_application::runs::prompt_dirs(&w.env, &w.cwd, &w.config_dir),
+        w.services.host.as_ref(),
+    )?;
     if !ctx.json() && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         // Ask for missing required inputs on a terminal (without one they are a USER error
         // listing each missing input, raised when the run starts).
@@ -445,7 +386,6 @@ async fn execute(
 ) -> Outcome {
     let identifier = request.identifier.clone();
     warn_unrecorded(&w);
-    let data_root = w.data_root.clone();
     let mut services = w.services;
     let recorder = if args.step.is_some() {
         // `--step` is a debugging aid: it leaves no run record (it could not be resumed).
@@ -462,7 +402,6 @@ async fn execute(
         Ok(id) => id,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
-    let _lock = lock_run(&data_root, run_id.0.as_str()).ok().flatten();
     let outcome = drive(
         ctx,
         args.output,
@@ -631,78 +570,6 @@ pub(crate) async fn drive(
         print_summary(ctx, &result);
     }
     Outcome::Run(result.exit_code)
-}
-
-/// An exclusive lock on one run (`<data root>/locks/<run_id>.lock`) held while this process
-/// runs or resumes it, so two processes never drive the same run id at once. The lock file is
-/// removed when the lock is dropped (the run is over), so none is left behind.
-pub(crate) struct RunLock {
-    lock: Option<nix::fcntl::Flock<std::fs::File>>,
-    path: std::path::PathBuf,
-}
-
-impl Drop for RunLock {
-    fn drop(&mut self) {
-        // Unlink while still holding the lock: a process that opens the path afterwards
-        // creates a new file, and one that opened the old file first sees it unlinked (see
-        // `lock_run`) and tries again.
-        let _ = std::fs::remove_file(&self.path);
-        drop(self.lock.take());
-    }
-}
-
-/// Whether `file` is still the file at `path` (it was not unlinked by a finishing holder).
-fn still_linked(file: &std::fs::File, path: &std::path::Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), std::fs::metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
-}
-
-/// Takes the run's lock without waiting.
-///
-/// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` when another awf process holds it. A lock file that cannot
-/// be created (no store) gives `Ok(None)`: nothing is recorded to protect.
-pub(crate) fn lock_run(
-    data_root: &std::path::Path,
-    run_id: &str,
-) -> Result<Option<RunLock>, AwfError> {
-    let dir = data_root.join("locks");
-    if run_id.contains('/') || run_id.contains("..") || std::fs::create_dir_all(&dir).is_err() {
-        return Ok(None);
-    }
-    let path = dir.join(format!("{run_id}.lock"));
-    for _ in 0..8 {
-        let Ok(file) = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-        else {
-            return Ok(None);
-        };
-        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-            Ok(l) if still_linked(&l, &path) => {
-                return Ok(Some(RunLock {
-                    lock: Some(l),
-                    path,
-                }));
-            }
-            // The holder finished and removed the file between our open and our lock.
-            Ok(_) => {}
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                return Err(AwfError::new(
-                    ErrorCode::UserInputValidationFailed,
-                    format!("run {run_id} is still running in another awf process"),
-                )
-                .with_hint("wait for it to finish, or stop it before resuming"));
-            }
-            Err(_) => return Ok(None),
-        }
-    }
-    Ok(None)
 }
 
 /// Says on stderr when runs cannot be recorded (the store did not open, or a write fails
@@ -1011,38 +878,5 @@ mod tests {
                 e.message()
             );
         }
-    }
-
-    #[test]
-    fn prompt_references_read_the_first_matching_file() {
-        let a = tempfile::tempdir().unwrap();
-        let b = tempfile::tempdir().unwrap();
-        std::fs::write(b.path().join("p.md"), "  from b\n").unwrap();
-        std::fs::create_dir_all(a.path().join("sub")).unwrap();
-        std::fs::write(a.path().join("sub/q.md"), "from a").unwrap();
-        let dirs = vec![a.path().to_path_buf(), b.path().to_path_buf()];
-        let got = expand_prompt_refs(
-            vec![
-                ("x".into(), "@prompts/p.md".into()),
-                ("y".into(), "@prompts/sub/q.md".into()),
-                ("z".into(), "plain".into()),
-            ],
-            &dirs,
-        )
-        .unwrap();
-        assert_eq!(
-            got,
-            vec![
-                ("x".into(), "from b".into()),
-                ("y".into(), "from a".into()),
-                ("z".into(), "plain".into())
-            ]
-        );
-        let e = expand_prompt_refs(vec![("x".into(), "@prompts/../etc/passwd".into())], &dirs)
-            .unwrap_err();
-        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
-        let e =
-            expand_prompt_refs(vec![("x".into(), "@prompts/none.md".into())], &dirs).unwrap_err();
-        assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
     }
 }

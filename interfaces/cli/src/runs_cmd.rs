@@ -7,13 +7,9 @@ use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::ports::facade::ResumeFrom;
 use awf_domain::ports::facade::ResumeRequest;
-use awf_domain::ports::store::HistoryFilter;
 use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::StoredStatus;
-use awf_domain::run::RunResult;
-use awf_domain::run::RunStatus;
-use awf_domain::run::StateResult;
 use awf_domain::timefmt::format_rfc3339;
 
 use crate::cli::ConfigAction;
@@ -79,7 +75,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     };
     run_cmd::warn_unrecorded(&w);
     // Held until the resumed run ends.
-    let lock = match run_cmd::lock_run(&w.data_root, &run_id) {
+    let lock = match awf_application::runs::lock_run(&w.services, &run_id) {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };
@@ -157,12 +153,7 @@ pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
 }
 
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
-    let states = w.state_store()?;
-    let runs: Vec<RunSnapshot> = states
-        .list()?
-        .into_iter()
-        .filter(|s| s.status.resumable() && s.parent_run_id.is_none())
-        .collect();
+    let runs = awf_application::runs::resumable_runs(w.state_store()?.as_ref())?;
     let mut out = std::io::stdout().lock();
     let text = match ctx.format {
         Format::Json => {
@@ -225,20 +216,13 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
 /// Bad filter values (`USER.INPUT.INVALID_FORMAT`), store failures.
 pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref()).map_err(CliError::Awf)?;
-    let status = match args.status.as_deref() {
-        None => None,
-        Some(s) => Some(parse_status(s).map_err(CliError::Awf)?),
-    };
-    let since_ms = match args.since.as_deref() {
-        None => None,
-        Some(d) => Some(parse_day(d).map_err(CliError::Awf)?),
-    };
-    let filter = HistoryFilter {
-        workflow: args.workflow.clone(),
-        status,
-        since_ms,
-        limit: Some(args.limit),
-    };
+    let filter = awf_application::runs::history_filter(
+        args.workflow.as_deref(),
+        args.status.as_deref(),
+        args.since.as_deref(),
+        args.limit,
+    )
+    .map_err(CliError::Awf)?;
     let store = w.history_store().map_err(CliError::Awf)?;
     let mut out = std::io::stdout().lock();
     if args.stats {
@@ -270,15 +254,11 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     let rows = store.list(&filter).map_err(CliError::Awf)?;
     // A row still `running` whose awf process is gone (SIGKILL, crash) says so, as `status`
     // does: its state file names the process.
-    let gone: std::collections::BTreeSet<String> = match w.state_store() {
-        Ok(states) => rows
-            .iter()
-            .filter(|r| r.status == StoredStatus::Running)
-            .filter(|r| states.load(&r.id).is_ok_and(|s| process_gone(&s)))
-            .map(|r| r.id.clone())
-            .collect(),
-        Err(_) => std::collections::BTreeSet::new(),
-    };
+    let gone = awf_application::runs::gone_runs(
+        &rows,
+        w.state_store().ok().as_deref(),
+        w.services.host.as_ref(),
+    );
     if ctx.json() {
         let rows: Vec<serde_json::Value> = rows
             .iter()
@@ -385,163 +365,24 @@ fn history_cells(r: &HistoryRecord, gone: bool) -> Vec<String> {
     ]
 }
 
-fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
-    match s.to_ascii_lowercase().as_str() {
-        "running" => Ok(StoredStatus::Running),
-        "success" | "completed" => Ok(StoredStatus::Success),
-        "failure" | "failed" => Ok(StoredStatus::Failure),
-        "cancelled" | "canceled" => Ok(StoredStatus::Cancelled),
-        _ => Err(AwfError::new(
-            ErrorCode::UserInputInvalidFormat,
-            format!("unknown status '{s}'"),
-        )
-        .with_hint("use running, completed, failed or cancelled (success and failure work too)")),
-    }
-}
-
-/// `YYYY-MM-DD` (UTC midnight) → milliseconds since the epoch.
-fn parse_day(d: &str) -> Result<u64, AwfError> {
-    let t = awf_domain::timefmt::parse_rfc3339(&format!("{d}T00:00:00Z")).ok_or_else(|| {
-        AwfError::new(
-            ErrorCode::UserInputInvalidFormat,
-            format!("invalid date '{d}'"),
-        )
-        .with_hint("use YYYY-MM-DD, e.g. --since 2026-11-01")
-    })?;
-    Ok(t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)))
-}
-
-/// The run result contract of a recorded run (live or finished).
-fn result_of(s: &RunSnapshot) -> RunResult {
-    let end = s.completed_at.unwrap_or(s.updated_at);
-    RunResult {
-        run_id: Some(awf_domain::run::RunId(s.run_id.clone())),
-        workflow: s.workflow.clone(),
-        status: match s.status {
-            StoredStatus::Success => RunStatus::Success,
-            StoredStatus::Cancelled => RunStatus::Cancelled,
-            StoredStatus::Failure | StoredStatus::Running => RunStatus::Failure,
-        },
-        exit_code: s.exit_code.unwrap_or(0),
-        terminal: s.terminal.clone(),
-        duration_ms: end
-            .duration_since(s.started_at)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        states: s
-            .states
-            .iter()
-            .map(|(k, v)| (k.clone(), StateResult::from(v)))
-            .collect(),
-        outputs: s.outputs.clone(),
-        error: s.error.clone(),
-        message: None,
-    }
-}
-
-/// The run id that `query` names among `known` ids: the id itself, else the one id that
-/// starts with it (as git takes a unique prefix of a hash).
-///
-/// # Errors
-/// `USER.INPUT.VALIDATION_FAILED`: no run matches (hint: `awf history`), or the prefix is
-/// ambiguous (the hint lists the candidates, at most five).
-pub fn match_run_id<'a>(
-    query: &str,
-    known: impl IntoIterator<Item = &'a str>,
-) -> Result<String, AwfError> {
-    let q = query.trim();
-    let mut hits: Vec<&str> = Vec::new();
-    for id in known {
-        if id == q {
-            return Ok(id.to_owned());
-        }
-        if !q.is_empty() && id.starts_with(q) && !hits.contains(&id) {
-            hits.push(id);
-        }
-    }
-    match hits.as_slice() {
-        [one] => Ok((*one).to_owned()),
-        [] => Err(AwfError::new(
-            ErrorCode::UserInputValidationFailed,
-            format!("no run with id '{q}'"),
-        )
-        .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")),
-        many => {
-            let mut shown: Vec<&str> = many.iter().take(5).copied().collect();
-            shown.sort_unstable();
-            Err(AwfError::new(
-                ErrorCode::UserInputValidationFailed,
-                format!(
-                    "run id prefix '{q}' is ambiguous: {} runs match",
-                    many.len()
-                ),
-            )
-            .with_hint(format!(
-                "give more characters; candidates: {}",
-                shown.join(", ")
-            )))
-        }
-    }
-}
-
 /// Resolves a run id or a unique prefix of one against the state files and the history.
 ///
 /// # Errors
-/// See [`match_run_id`]; store failures.
+/// See [`awf_application::runs::match_run_id`]; store failures.
 pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfError> {
-    let mut ids: Vec<String> = w
-        .state_store()?
-        .list()?
-        .into_iter()
-        .map(|s| s.run_id)
-        .collect();
-    if let Ok(history) = w.history_store()
-        && let Ok(rows) = history.list(&HistoryFilter::default())
-    {
-        ids.extend(rows.into_iter().map(|r| r.id));
-    }
-    match_run_id(query, ids.iter().map(String::as_str))
-}
-
-/// Whether `s` is recorded as running but the awf process that ran it is gone (SIGKILL,
-/// crash).
-fn process_gone(s: &RunSnapshot) -> bool {
-    s.status == StoredStatus::Running
-        && s.owner_pid
-            .is_some_and(|p| !std::path::Path::new("/proc").join(p.to_string()).exists())
+    let states = w.state_store()?;
+    let history = w.history_store().ok();
+    awf_application::runs::resolve_run_id(states.as_ref(), history.as_deref(), query)
 }
 
 /// The status word ([`go_status`]), or `running (its awf process is gone; …)` when the
 /// process that ran it died (SIGKILL, crash).
-fn status_text(s: &RunSnapshot) -> String {
-    if process_gone(s) {
+fn status_text(s: &RunSnapshot, gone: bool) -> String {
+    if gone {
         "running (its awf process is gone; `awf resume` continues it)".to_owned()
     } else {
         go_status(s.status).to_owned()
     }
-}
-
-/// The duration `awf status` shows, in milliseconds, the same number `awf history` shows:
-/// a finished run's recorded duration (the history row's, else end − start); a live run's
-/// time since it started (`now`); `None` (unknown) for a run whose process died, since
-/// nothing recorded when it stopped.
-fn status_duration_ms(
-    s: &RunSnapshot,
-    history: Option<&HistoryRecord>,
-    now: std::time::SystemTime,
-) -> Option<u64> {
-    let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-    if s.status == StoredStatus::Running {
-        if process_gone(s) {
-            return None;
-        }
-        return Some(now.duration_since(s.started_at).map_or(0, ms));
-    }
-    if let Some(d) = history.and_then(|h| h.duration_ms) {
-        return Some(d);
-    }
-    let end = s.completed_at.unwrap_or(s.updated_at);
-    Some(end.duration_since(s.started_at).map_or(0, ms))
 }
 
 /// A terminal's name as shown to users: the inline failure terminal the loader makes for
@@ -574,7 +415,7 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// completed_at, error}]` in start order), plus ours: `run_status` (the stored word),
 /// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process).
 pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Value {
-    let mut v = serde_json::to_value(result_of(snap)).unwrap_or_default();
+    let mut v = serde_json::to_value(awf_application::runs::result_of(snap)).unwrap_or_default();
     let steps: Vec<serde_json::Value> = ordered_steps(snap)
         .into_iter()
         .map(|st| {
@@ -670,20 +511,20 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
 /// Unknown run (`USER.INPUT.VALIDATION_FAILED`), store failures.
 pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref()).map_err(CliError::Awf)?;
-    let run_id = resolve_run_id(&w, &args.run_id).map_err(CliError::Awf)?;
-    let snap = w
-        .state_store()
-        .and_then(|s| s.load(&run_id))
-        .map_err(CliError::Awf)?;
-    let record = w
-        .history_store()
-        .ok()
-        .and_then(|h| h.get(&run_id).ok().flatten());
-    let duration = status_duration_ms(&snap, record.as_ref(), std::time::SystemTime::now());
+    let states = w.state_store().map_err(CliError::Awf)?;
+    let history = w.history_store().ok();
+    let view = awf_application::runs::run_status(
+        &w.services,
+        states.as_ref(),
+        history.as_deref(),
+        &args.run_id,
+    )
+    .map_err(CliError::Awf)?;
+    let (snap, duration) = (&view.snapshot, view.duration_ms);
     let mut out = std::io::stdout().lock();
     match ctx.format {
         Format::Json => {
-            json_out::print(&status_json(&snap, duration))?;
+            json_out::print(&status_json(snap, duration))?;
             return Ok(Outcome::Success);
         }
         Format::Quiet => {
@@ -691,7 +532,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
             return Ok(Outcome::Success);
         }
         Format::Table => {
-            crate::stdout_check::checked(out.write_all(status_table(&snap, duration).as_bytes()));
+            crate::stdout_check::checked(out.write_all(status_table(snap, duration).as_bytes()));
             return Ok(Outcome::Success);
         }
         Format::Text => {}
@@ -702,7 +543,11 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         "Workflow:  {} ({})",
         snap.workflow_name, snap.workflow
     ));
-    crate::stdout_check::checked(writeln!(out, "Status:    {}", status_text(&snap)));
+    crate::stdout_check::checked(writeln!(
+        out,
+        "Status:    {}",
+        status_text(snap, view.process_gone)
+    ));
     crate::stdout_check::checked(writeln!(out, "State:     {}", snap.current_state));
     crate::stdout_check::checked(writeln!(
         out,
@@ -930,28 +775,5 @@ mod tests {
             "verify's on_failure"
         );
         assert_eq!(terminal_text("done"), "done");
-    }
-
-    #[test]
-    fn a_unique_prefix_names_a_run() {
-        assert_eq!(match_run_id("3f2a", IDS).unwrap(), IDS[0]);
-        assert_eq!(match_run_id("9", IDS).unwrap(), IDS[2]);
-        assert_eq!(match_run_id(IDS[1], IDS).unwrap(), IDS[1]);
-        // The same id from two sources (state file and history) is one run.
-        assert_eq!(match_run_id("9d", [IDS[2], IDS[2]]).unwrap(), IDS[2]);
-    }
-
-    #[test]
-    fn an_ambiguous_or_unknown_prefix_is_a_user_error() {
-        let e = match_run_id("3f2", IDS).unwrap_err();
-        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
-        assert_eq!(
-            e.message(),
-            "run id prefix '3f2' is ambiguous: 2 runs match"
-        );
-        assert!(e.hints()[0].contains(IDS[0]) && e.hints()[0].contains(IDS[1]));
-        let e = match_run_id("zz", IDS).unwrap_err();
-        assert_eq!(e.message(), "no run with id 'zz'");
-        assert!(match_run_id("", IDS).is_err());
     }
 }

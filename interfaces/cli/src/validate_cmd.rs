@@ -18,7 +18,6 @@
 use std::io::Write;
 
 use awf_domain::AwfError;
-use awf_domain::ErrorCode;
 use awf_domain::ports::repository::Diagnostic;
 use awf_domain::ports::repository::Severity;
 use serde_json::json;
@@ -32,14 +31,7 @@ use crate::json_out;
 use crate::style::Style;
 use crate::wiring;
 
-/// The severity a diagnostic counts with (`--strict` makes unknown keys errors).
-pub fn effective(d: &Diagnostic, strict: bool) -> Severity {
-    if strict && d.severity == Severity::Warning && d.code == ErrorCode::WorkflowParseUnknownField {
-        Severity::Error
-    } else {
-        d.severity
-    }
-}
+pub use awf_application::validation::effective;
 
 /// One diagnostic as text (with a trailing newline, hint lines included when `hints`).
 pub fn render_diagnostic(
@@ -290,6 +282,7 @@ fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use awf_domain::ErrorCode;
     use std::path::PathBuf;
 
     #[test]

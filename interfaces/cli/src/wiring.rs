@@ -289,6 +289,10 @@ pub fn build_with(
             .map(|s| Arc::clone(s) as Arc<dyn awf_domain::ports::StateStore>),
         recorders,
         awf_dirs: awf_dirs(&data_root, &config_dir),
+        clock: Arc::new(awf_host::SystemClock),
+        ids: Arc::new(awf_host::UuidIds),
+        host: Arc::new(awf_host::OsHost),
+        run_locks: Some(Arc::new(awf_store::RunLockFiles::new(&data_root))),
     };
     Wiring {
         services,

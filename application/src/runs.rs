@@ -1,0 +1,492 @@
+//! Use cases over runs that every front-end shares (not rendering): `@prompts/` input
+//! references, run locks, the liveness of a recorded run, the run result of a stored
+//! snapshot, run-id prefix matching, and the history, status and resumable queries.
+//!
+//! Source: spec/workflow.md §1.4 (`@prompts/`), §3.11 (persistence and resume), §4.2
+//! (`history`, `status`, `resume --list`).
+
+use std::collections::BTreeMap;
+use std::collections::BTreeSet;
+use std::path::Component;
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Duration;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::HistoryStore;
+use awf_domain::ports::Host;
+use awf_domain::ports::StateStore;
+use awf_domain::ports::locks::RunLockGuard;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::RunId;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use awf_domain::run::StateResult;
+
+use crate::Services;
+
+/// Prompt search path for `--input k=@prompts/<file>`: `$AWF_PROMPTS_PATH` (from `env`), then
+/// `<cwd>/.awf/prompts/`, then the global `<config_dir>/prompts/`.
+pub fn prompt_dirs(env: &BTreeMap<String, String>, cwd: &Path, config_dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(p) = env.get("AWF_PROMPTS_PATH").filter(|p| !p.is_empty()) {
+        dirs.push(PathBuf::from(p));
+    }
+    dirs.push(cwd.join(".awf").join("prompts"));
+    dirs.push(config_dir.join("prompts"));
+    dirs
+}
+
+/// Replaces `@prompts/<rel>` input values by the trimmed contents of the first matching file
+/// in `dirs` (read through `host`). Source: spec/workflow.md §1.4.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` for absolute paths or `..`; `USER.INPUT.MISSING_FILE` when no
+/// directory has the file; `SYSTEM.IO.READ_FAILED` when it cannot be read.
+pub fn expand_prompt_refs(
+    inputs: Vec<(String, String)>,
+    dirs: &[PathBuf],
+    host: &dyn Host,
+) -> Result<Vec<(String, String)>, AwfError> {
+    inputs
+        .into_iter()
+        .map(|(k, v)| {
+            let Some(rel) = v.trim().strip_prefix("@prompts/") else {
+                return Ok((k, v));
+            };
+            let rel_path = Path::new(rel);
+            if rel.is_empty()
+                || rel_path.is_absolute()
+                || rel_path
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir))
+            {
+                return Err(AwfError::new(
+                    ErrorCode::UserInputInvalidFormat,
+                    format!("input {k}: invalid prompt reference '{v}'"),
+                )
+                .with_hint("use @prompts/<relative path> without '..'"));
+            }
+            for d in dirs {
+                let p = d.join(rel_path);
+                if host.is_file(&p) {
+                    let text = host.read_to_string(&p).map_err(|e| {
+                        AwfError::new(
+                            ErrorCode::SystemIoReadFailed,
+                            format!("read {}: {e}", p.display()),
+                        )
+                    })?;
+                    return Ok((k, text.trim().to_owned()));
+                }
+            }
+            let searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Err(AwfError::new(
+                ErrorCode::UserInputMissingFile,
+                format!("input {k}: prompt file {rel} not found"),
+            )
+            .with_hint(format!("searched: {}", searched.join(", "))))
+        })
+        .collect()
+}
+
+/// Takes the exclusive lock of `run_id` (held while this process runs or resumes it) from the
+/// services' [`RunLocks`](awf_domain::ports::RunLocks); `Ok(None)` when runs are not locked.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` when another process holds it.
+pub fn lock_run(services: &Services, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
+    match &services.run_locks {
+        Some(locks) => locks.try_lock(run_id),
+        None => Ok(None),
+    }
+}
+
+/// Whether `s` is recorded as running but the awf process that ran it is gone (SIGKILL,
+/// crash), as `host` sees it.
+pub fn process_gone(s: &RunSnapshot, host: &dyn Host) -> bool {
+    s.status == StoredStatus::Running && s.owner_pid.is_some_and(|p| !host.process_alive(p))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The run result contract of a recorded run (live or finished): a run still `running` is a
+/// failure with exit code 0 until it ends; `duration_ms` is end (or last write) − start.
+pub fn result_of(s: &RunSnapshot) -> RunResult {
+    let end = s.completed_at.unwrap_or(s.updated_at);
+    RunResult {
+        run_id: Some(RunId(s.run_id.clone())),
+        workflow: s.workflow.clone(),
+        status: match s.status {
+            StoredStatus::Success => RunStatus::Success,
+            StoredStatus::Cancelled => RunStatus::Cancelled,
+            StoredStatus::Failure | StoredStatus::Running => RunStatus::Failure,
+        },
+        exit_code: s.exit_code.unwrap_or(0),
+        terminal: s.terminal.clone(),
+        duration_ms: end.duration_since(s.started_at).map_or(0, millis),
+        states: s
+            .states
+            .iter()
+            .map(|(k, v)| (k.clone(), StateResult::from(v)))
+            .collect(),
+        outputs: s.outputs.clone(),
+        error: s.error.clone(),
+        message: None,
+    }
+}
+
+/// The run id that `query` names among `known` ids: the id itself, else the one id that
+/// starts with it (as git takes a unique prefix of a hash).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED`: no run matches (hint: `awf history`), or the prefix is
+/// ambiguous (the hint lists the candidates, at most five).
+pub fn match_run_id<'a>(
+    query: &str,
+    known: impl IntoIterator<Item = &'a str>,
+) -> Result<String, AwfError> {
+    let q = query.trim();
+    let mut hits: Vec<&str> = Vec::new();
+    for id in known {
+        if id == q {
+            return Ok(id.to_owned());
+        }
+        if !q.is_empty() && id.starts_with(q) && !hits.contains(&id) {
+            hits.push(id);
+        }
+    }
+    match hits.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("no run with id '{q}'"),
+        )
+        .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")),
+        many => {
+            let mut shown: Vec<&str> = many.iter().take(5).copied().collect();
+            shown.sort_unstable();
+            Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "run id prefix '{q}' is ambiguous: {} runs match",
+                    many.len()
+                ),
+            )
+            .with_hint(format!(
+                "give more characters; candidates: {}",
+                shown.join(", ")
+            )))
+        }
+    }
+}
+
+/// Resolves a run id or a unique prefix of one against the state files and (when it can be
+/// read) the history.
+///
+/// # Errors
+/// See [`match_run_id`]; the state store's read errors.
+pub fn resolve_run_id(
+    states: &dyn StateStore,
+    history: Option<&dyn HistoryStore>,
+    query: &str,
+) -> Result<String, AwfError> {
+    let mut ids: Vec<String> = states.list()?.into_iter().map(|s| s.run_id).collect();
+    if let Some(rows) = history.and_then(|h| h.list(&HistoryFilter::default()).ok()) {
+        ids.extend(rows.into_iter().map(|r| r.id));
+    }
+    match_run_id(query, ids.iter().map(String::as_str))
+}
+
+/// `awf resume --list`: the recorded top-level runs that can be resumed (not succeeded), newest
+/// first.
+///
+/// # Errors
+/// The state store's read errors.
+pub fn resumable_runs(states: &dyn StateStore) -> Result<Vec<RunSnapshot>, AwfError> {
+    Ok(states
+        .list()?
+        .into_iter()
+        .filter(|s| s.status.resumable() && s.parent_run_id.is_none())
+        .collect())
+}
+
+/// A `--status` filter word of `awf history`: AWF (Go)'s `completed`/`failed`/`cancelled`
+/// (also `canceled`), or the stored `running`/`success`/`failure`, any case.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` for another word.
+pub fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
+    match s.to_ascii_lowercase().as_str() {
+        "running" => Ok(StoredStatus::Running),
+        "success" | "completed" => Ok(StoredStatus::Success),
+        "failure" | "failed" => Ok(StoredStatus::Failure),
+        "cancelled" | "canceled" => Ok(StoredStatus::Cancelled),
+        _ => Err(AwfError::new(
+            ErrorCode::UserInputInvalidFormat,
+            format!("unknown status '{s}'"),
+        )
+        .with_hint("use running, completed, failed or cancelled (success and failure work too)")),
+    }
+}
+
+/// A `--since` day of `awf history`, `YYYY-MM-DD` (UTC midnight), as milliseconds since the
+/// epoch.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` for anything else.
+pub fn parse_day(d: &str) -> Result<u64, AwfError> {
+    let t = awf_domain::timefmt::parse_rfc3339(&format!("{d}T00:00:00Z")).ok_or_else(|| {
+        AwfError::new(
+            ErrorCode::UserInputInvalidFormat,
+            format!("invalid date '{d}'"),
+        )
+        .with_hint("use YYYY-MM-DD, e.g. --since 2026-11-01")
+    })?;
+    Ok(t.duration_since(std::time::UNIX_EPOCH).map_or(0, millis))
+}
+
+/// The filter of `awf history` from its flags (`--workflow`, `--status`, `--since`,
+/// `--limit`), as given on the command line.
+///
+/// # Errors
+/// `USER.INPUT.INVALID_FORMAT` for a bad status word or day ([`parse_status`], [`parse_day`]).
+pub fn history_filter(
+    workflow: Option<&str>,
+    status: Option<&str>,
+    since: Option<&str>,
+    limit: usize,
+) -> Result<HistoryFilter, AwfError> {
+    Ok(HistoryFilter {
+        workflow: workflow.map(str::to_owned),
+        status: status.map(parse_status).transpose()?,
+        since_ms: since.map(parse_day).transpose()?,
+        limit: Some(limit),
+    })
+}
+
+/// The ids among `rows` still `running` whose awf process is gone (SIGKILL, crash): their state
+/// file names the process. Without state files, none.
+pub fn gone_runs(
+    rows: &[HistoryRecord],
+    states: Option<&dyn StateStore>,
+    host: &dyn Host,
+) -> BTreeSet<String> {
+    let Some(states) = states else {
+        return BTreeSet::new();
+    };
+    rows.iter()
+        .filter(|r| r.status == StoredStatus::Running)
+        .filter(|r| states.load(&r.id).is_ok_and(|s| process_gone(&s, host)))
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+/// The duration `awf status` shows, in milliseconds, the same number `awf history` shows: a
+/// finished run's recorded duration (the history row's, else end − start); a live run's time
+/// since it started (`now`); `None` (unknown) for a run whose process died, since nothing
+/// recorded when it stopped.
+pub fn status_duration_ms(
+    s: &RunSnapshot,
+    history: Option<&HistoryRecord>,
+    now: SystemTime,
+    host: &dyn Host,
+) -> Option<u64> {
+    if s.status == StoredStatus::Running {
+        if process_gone(s, host) {
+            return None;
+        }
+        return Some(now.duration_since(s.started_at).map_or(0, millis));
+    }
+    if let Some(d) = history.and_then(|h| h.duration_ms) {
+        return Some(d);
+    }
+    let end = s.completed_at.unwrap_or(s.updated_at);
+    Some(end.duration_since(s.started_at).map_or(0, millis))
+}
+
+/// What `awf status` shows of one recorded run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStatusView {
+    /// The state file.
+    pub snapshot: RunSnapshot,
+    /// See [`status_duration_ms`].
+    pub duration_ms: Option<u64>,
+    /// Recorded as running, its process gone ([`process_gone`]).
+    pub process_gone: bool,
+}
+
+/// `awf status <id or prefix>`: resolves the id, loads its state file and history row, and
+/// works out its duration at the services' clock and liveness on its host.
+///
+/// # Errors
+/// [`resolve_run_id`]'s errors; the state store's load errors.
+pub fn run_status(
+    services: &Services,
+    states: &dyn StateStore,
+    history: Option<&dyn HistoryStore>,
+    query: &str,
+) -> Result<RunStatusView, AwfError> {
+    let run_id = resolve_run_id(states, history, query)?;
+    let snapshot = states.load(&run_id)?;
+    let record = history.and_then(|h| h.get(&run_id).ok().flatten());
+    let host = services.host.as_ref();
+    let duration_ms = status_duration_ms(&snapshot, record.as_ref(), services.clock.now(), host);
+    Ok(RunStatusView {
+        process_gone: process_gone(&snapshot, host),
+        snapshot,
+        duration_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use awf_domain::ports::fakes::FakeHost;
+
+    const IDS: [&str; 3] = [
+        "3f2a9c1e-0000-4000-8000-000000000001",
+        "3f2b0000-0000-4000-8000-000000000002",
+        "9d00aa11-0000-4000-8000-000000000003",
+    ];
+
+    #[test]
+    fn a_unique_prefix_names_a_run() {
+        assert_eq!(match_run_id("3f2a", IDS).unwrap(), IDS[0]);
+        assert_eq!(match_run_id("9", IDS).unwrap(), IDS[2]);
+        assert_eq!(match_run_id(IDS[1], IDS).unwrap(), IDS[1]);
+        // The same id from two sources (state file and history) is one run.
+        assert_eq!(match_run_id("9d", [IDS[2], IDS[2]]).unwrap(), IDS[2]);
+    }
+
+    #[test]
+    fn an_ambiguous_or_unknown_prefix_is_a_user_error() {
+        let e = match_run_id("3f2", IDS).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(
+            e.message(),
+            "run id prefix '3f2' is ambiguous: 2 runs match"
+        );
+        assert!(e.hints()[0].contains(IDS[0]) && e.hints()[0].contains(IDS[1]));
+        let e = match_run_id("zz", IDS).unwrap_err();
+        assert_eq!(e.message(), "no run with id 'zz'");
+        assert!(match_run_id("", IDS).is_err());
+    }
+
+    #[test]
+    fn prompt_references_read_the_first_matching_file() {
+        let host = FakeHost::default()
+            .file("/b/p.md", "  from b\n")
+            .file("/a/sub/q.md", "from a")
+            .file("/a/p.md", "from a too");
+        let dirs = vec![
+            PathBuf::from("/x"),
+            PathBuf::from("/b"),
+            PathBuf::from("/a"),
+        ];
+        let got = expand_prompt_refs(
+            vec![
+                ("x".into(), "@prompts/p.md".into()),
+                ("y".into(), "@prompts/sub/q.md".into()),
+                ("z".into(), "plain".into()),
+            ],
+            &dirs,
+            &host,
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("x".into(), "from b".into()),
+                ("y".into(), "from a".into()),
+                ("z".into(), "plain".into())
+            ]
+        );
+        let e = expand_prompt_refs(
+            vec![("x".into(), "@prompts/../etc/passwd".into())],
+            &dirs,
+            &host,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+        let e = expand_prompt_refs(vec![("x".into(), "@prompts/none.md".into())], &dirs, &host)
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+        assert_eq!(e.hints(), ["searched: /x, /b, /a"]);
+        let env = BTreeMap::from([("AWF_PROMPTS_PATH".to_owned(), "/env".to_owned())]);
+        assert_eq!(
+            prompt_dirs(&env, Path::new("/w"), Path::new("/c")),
+            [
+                PathBuf::from("/env"),
+                PathBuf::from("/w/.awf/prompts"),
+                PathBuf::from("/c/prompts")
+            ]
+        );
+    }
+
+    fn snapshot(status: StoredStatus, pid: Option<u32>) -> RunSnapshot {
+        let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
+        RunSnapshot {
+            schema_version: 1,
+            run_id: "r".into(),
+            parent_run_id: None,
+            workflow: "wf".into(),
+            workflow_name: "wf".into(),
+            workflow_path: None,
+            status,
+            current_state: "a".into(),
+            inputs: serde_json::Map::new(),
+            states: BTreeMap::new(),
+            started_at: t0,
+            updated_at: t0 + Duration::from_millis(1_500),
+            completed_at: None,
+            exit_code: None,
+            terminal: None,
+            error: None,
+            outputs: BTreeMap::new(),
+            owner_pid: pid,
+            loop_position: None,
+        }
+    }
+
+    #[test]
+    fn a_running_run_whose_process_died_is_gone_and_has_no_duration() {
+        let host = FakeHost::default();
+        host.process(77, true);
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_010);
+        let live = snapshot(StoredStatus::Running, Some(77));
+        assert!(!process_gone(&live, &host));
+        assert_eq!(status_duration_ms(&live, None, now, &host), Some(10_000));
+        host.process(77, false);
+        assert!(process_gone(&live, &host));
+        assert_eq!(status_duration_ms(&live, None, now, &host), None);
+        // A finished run is never gone; its duration is the recorded one.
+        let done = snapshot(StoredStatus::Failure, Some(77));
+        assert!(!process_gone(&done, &host));
+        assert_eq!(status_duration_ms(&done, None, now, &host), Some(1_500));
+        let r = result_of(&done);
+        assert_eq!(
+            (r.status, r.duration_ms, r.exit_code),
+            (RunStatus::Failure, 1_500, 0)
+        );
+    }
+
+    #[test]
+    fn history_filters_take_go_s_words_and_days() {
+        let f = history_filter(Some("wf"), Some("Completed"), Some("1970-01-02"), 5).unwrap();
+        assert_eq!(f.status, Some(StoredStatus::Success));
+        assert_eq!(f.since_ms, Some(86_400_000));
+        assert_eq!(f.limit, Some(5));
+        let e = history_filter(None, Some("done"), None, 1).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+        let e = history_filter(None, None, Some("yesterday"), 1).unwrap_err();
+        assert_eq!(e.message(), "invalid date 'yesterday'");
+    }
+}

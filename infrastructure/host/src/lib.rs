@@ -1,0 +1,205 @@
+//! awf host adapters: the real [`Clock`], [`IdGenerator`] and [`Host`] ports of awf-domain.
+//!
+//! [`SystemClock`] reads the operating system's clocks, [`UuidIds`] makes random v4 UUIDs, and
+//! [`OsHost`] reads the file system (never writes) and asks the operating system about
+//! processes (`/proc`), the host name and the process environment (`HOME`, `TMPDIR`).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io;
+use std::io::Read;
+use std::path::Path;
+use std::path::PathBuf;
+use std::time::Instant;
+use std::time::SystemTime;
+
+use awf_domain::ports::Clock;
+use awf_domain::ports::Host;
+use awf_domain::ports::IdGenerator;
+use awf_domain::ports::host::DirEntry;
+use awf_domain::ports::host::FileKind;
+use awf_domain::ports::host::FileMeta;
+use awf_domain::run::RunId;
+
+/// The operating system's clocks (`SystemTime::now`, `Instant::now`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+
+    fn instant(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Random v4 UUIDs for runs, child runs and requests (`3f2a9c1e-…`, 36 characters).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UuidIds;
+
+impl IdGenerator for UuidIds {
+    fn run_id(&self) -> RunId {
+        RunId(uuid::Uuid::new_v4().to_string())
+    }
+
+    fn child_run_id(&self, _parent: &RunId) -> RunId {
+        RunId(uuid::Uuid::new_v4().to_string())
+    }
+
+    fn request_id(&self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+}
+
+/// The real file system (read only) and process facts.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OsHost;
+
+fn kind_of(t: std::fs::FileType) -> FileKind {
+    if t.is_file() {
+        FileKind::File
+    } else if t.is_dir() {
+        FileKind::Dir
+    } else {
+        FileKind::Other
+    }
+}
+
+impl Host for OsHost {
+    fn metadata(&self, path: &Path) -> io::Result<FileMeta> {
+        let m = std::fs::metadata(path)?;
+        Ok(FileMeta {
+            kind: kind_of(m.file_type()),
+            len: m.len(),
+        })
+    }
+
+    fn is_symlink(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    }
+
+    fn read_limited(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)?
+            .take(limit)
+            .read_to_end(&mut bytes)?;
+        Ok(bytes)
+    }
+
+    fn read_to_string(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+
+    fn canonicalize(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::canonicalize(path)
+    }
+
+    fn read_dir(&self, dir: &Path) -> io::Result<Vec<DirEntry>> {
+        Ok(std::fs::read_dir(dir)?
+            .flatten()
+            .filter_map(|e| {
+                let kind = kind_of(e.file_type().ok()?);
+                Some(DirEntry {
+                    path: e.path(),
+                    kind,
+                })
+            })
+            .collect())
+    }
+
+    fn current_dir(&self) -> io::Result<PathBuf> {
+        std::env::current_dir()
+    }
+
+    fn temp_dir(&self) -> PathBuf {
+        std::env::temp_dir()
+    }
+
+    fn home_dir(&self) -> Option<PathBuf> {
+        std::env::var_os("HOME").map(PathBuf::from)
+    }
+
+    fn pid(&self) -> u32 {
+        std::process::id()
+    }
+
+    fn process_alive(&self, pid: u32) -> bool {
+        Path::new("/proc").join(pid.to_string()).exists()
+    }
+
+    fn hostname(&self) -> String {
+        std::fs::read_to_string(Path::new("/proc/sys/kernel/hostname"))
+            .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn files_are_read_as_the_operating_system_sees_them() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("a.txt");
+        std::fs::write(&f, "hello world").unwrap();
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink(d.path().join("gone"), d.path().join("link")).unwrap();
+        let h = OsHost;
+        assert_eq!(
+            h.metadata(&f).unwrap(),
+            FileMeta {
+                kind: FileKind::File,
+                len: 11
+            }
+        );
+        assert!(h.is_dir(&d.path().join("sub")) && !h.is_file(&d.path().join("sub")));
+        assert_eq!(h.read_limited(&f, 5).unwrap(), b"hello");
+        assert_eq!(h.read_to_string(&f).unwrap(), "hello world");
+        let link = d.path().join("link");
+        assert!(h.is_symlink(&link) && !h.exists(&link));
+        assert_eq!(
+            h.metadata(&link).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        let mut names: Vec<(String, FileKind)> = h
+            .read_dir(d.path())
+            .unwrap()
+            .into_iter()
+            .map(|e| {
+                (
+                    e.path.file_name().unwrap().to_string_lossy().into_owned(),
+                    e.kind,
+                )
+            })
+            .collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            names,
+            vec![
+                ("a.txt".to_owned(), FileKind::File),
+                ("link".to_owned(), FileKind::Other),
+                ("sub".to_owned(), FileKind::Dir)
+            ]
+        );
+        assert_eq!(
+            h.canonicalize(&d.path().join("sub/../a.txt")).unwrap(),
+            std::fs::canonicalize(&f).unwrap()
+        );
+    }
+
+    #[test]
+    fn this_process_is_alive_and_ids_are_fresh() {
+        let h = OsHost;
+        assert!(h.process_alive(h.pid()));
+        // Beyond the kernel's pid_max (at most 2^22): no such process.
+        assert!(!h.process_alive(u32::MAX));
+        let a = UuidIds.run_id();
+        assert_eq!(a.0.len(), 36);
+        assert_ne!(a, UuidIds.child_run_id(&a));
+        assert_ne!(UuidIds.request_id(), UuidIds.request_id());
+    }
+}

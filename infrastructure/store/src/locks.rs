@@ -1,0 +1,119 @@
+//! Run locks beside the state files: `<data root>/locks/<run_id>.lock`, an exclusive `flock`
+//! held while a process runs or resumes the run, the file removed when the lock is dropped
+//! (so none is left behind).
+//!
+//! Source: spec/workflow.md §3.11 (persistence and resume).
+
+use std::path::Path;
+use std::path::PathBuf;
+
+use awf_domain::AwfError;
+use awf_domain::ports::RunLocks;
+use awf_domain::ports::locks::RunLockGuard;
+
+/// [`RunLocks`] as lock files under `<data root>/locks/` (created on first use, also when runs
+/// are not recorded).
+#[derive(Debug, Clone)]
+pub struct RunLockFiles {
+    dir: PathBuf,
+}
+
+impl RunLockFiles {
+    /// Locks under `<data_root>/locks`.
+    pub fn new(data_root: &Path) -> Self {
+        Self {
+            dir: data_root.join("locks"),
+        }
+    }
+}
+
+/// One held lock: the locked file and its path.
+struct HeldLock {
+    lock: Option<nix::fcntl::Flock<std::fs::File>>,
+    path: PathBuf,
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        // Unlink while still holding the lock: a process that opens the path afterwards
+        // creates a new file, and one that opened the old file first sees it unlinked (see
+        // `try_lock`) and tries again.
+        let _ = std::fs::remove_file(&self.path);
+        drop(self.lock.take());
+    }
+}
+
+/// Whether `file` is still the file at `path` (it was not unlinked by a finishing holder).
+fn still_linked(file: &std::fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+impl RunLocks for RunLockFiles {
+    /// A lock file that cannot be created (no writable data root) gives `Ok(None)`: nothing is
+    /// recorded to protect.
+    fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
+        let dir = &self.dir;
+        if run_id.contains('/') || run_id.contains("..") || std::fs::create_dir_all(dir).is_err() {
+            return Ok(None);
+        }
+        let path = dir.join(format!("{run_id}.lock"));
+        for _ in 0..8 {
+            let Ok(file) = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+            else {
+                return Ok(None);
+            };
+            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+                Ok(l) if still_linked(&l, &path) => {
+                    return Ok(Some(RunLockGuard::new(HeldLock {
+                        lock: Some(l),
+                        path,
+                    })));
+                }
+                // The holder finished and removed the file between our open and our lock.
+                Ok(_) => {}
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                    return Err(awf_domain::ports::locks::still_running(run_id));
+                }
+                Err(_) => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_held_lock_refuses_a_second_holder_and_leaves_no_file() {
+        let d = tempfile::tempdir().unwrap();
+        let locks = RunLockFiles::new(d.path());
+        let first = locks.try_lock("r1").unwrap().unwrap();
+        let file = d.path().join("locks/r1.lock");
+        assert!(file.exists());
+        // A second lock (another open file description, as another process has) is refused.
+        let e = RunLockFiles::new(d.path()).try_lock("r1").unwrap_err();
+        assert_eq!(e.code(), awf_domain::ErrorCode::UserInputValidationFailed);
+        assert_eq!(
+            e.message(),
+            "run r1 is still running in another awf process"
+        );
+        // Other runs are not affected.
+        assert!(locks.try_lock("r2").unwrap().is_some());
+        drop(first);
+        assert!(!file.exists());
+        assert!(locks.try_lock("r1").unwrap().is_some());
+        // Ids that cannot name a file are not locked.
+        assert!(locks.try_lock("../x").unwrap().is_none());
+    }
+}
