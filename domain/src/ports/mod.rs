@@ -11,6 +11,7 @@ pub mod repository;
 pub mod service;
 pub mod store;
 pub mod template;
+pub mod tools;
 
 pub use agent::AgentProvider;
 pub use agent::AgentRegistry;
@@ -27,6 +28,7 @@ pub use store::HistoryStore;
 pub use store::StateStore;
 pub use template::ExpressionEvaluator;
 pub use template::Interpolator;
+pub use tools::ToolProvider;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fakes;

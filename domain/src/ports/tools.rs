@@ -1,0 +1,95 @@
+//! ToolProvider: tools an agent can call during a step (the built-in Read, Write, Edit, Bash,
+//! Glob and Grep, plugin operations, workflows as tools), whoever serves them: `awf mcp-serve`
+//! over MCP, or the `openai_compatible` provider in-process as `tools[]`.
+//!
+//! Providers compose: the built-ins implement it, and the tool router in application
+//! implements it over them (registration, name collisions, the audit seam per call).
+//! Reference: shared/spec/mcp.md §2, §9 (MCP 2025-11-25 `tools/list`, `tools/call`).
+
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+/// A tool as `tools/list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// Wire name (`Read`, `Bash`, `<plugin>_<op>`, a workflow name).
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments (`{"type":"object","properties":…,"required":…}`),
+    /// hand-written: no `$schema`, no type arrays.
+    pub input_schema: Value,
+}
+
+/// One call of a tool.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ToolCall {
+    /// Wire name of the tool.
+    pub name: String,
+    /// Arguments as the client sent them.
+    pub arguments: Map<String, Value>,
+    /// The client's id of the call, when it has one (MCP request id, OpenAI `tool_call_id`).
+    pub call_id: Option<String>,
+}
+
+/// What a call gives back. A tool that fails (bad arguments, a path outside the root, a
+/// command that exits non-zero) answers with `is_error: true` and a text that says why; it is
+/// not a protocol error (MCP 2025-11-25, "Error Handling").
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct ToolOutput {
+    /// The text content (masked where it can hold secrets).
+    pub text: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+    /// Structured content (MCP `structuredContent`), when the tool has some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
+    }
+
+    /// A failed call saying why.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            text: text.into(),
+            is_error: true,
+            structured: None,
+        }
+    }
+}
+
+/// Why a call could not be made at all (a protocol error, not a tool result).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    /// No tool has that name (MCP answers JSON-RPC -32602).
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+}
+
+/// Serves tools.
+#[async_trait::async_trait]
+pub trait ToolProvider: Send + Sync {
+    /// The tools, in a stable order.
+    fn tools(&self) -> Vec<ToolSpec>;
+
+    /// Runs one call. `cancel` fires when the client cancels the request or the step ends:
+    /// a running command is stopped (SIGTERM → grace → SIGKILL to its process group) and the
+    /// call answers promptly.
+    ///
+    /// # Errors
+    /// [`ToolCallError::UnknownTool`] when no tool has that name.
+    async fn call(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ToolCallError>;
+}
