@@ -105,6 +105,114 @@ impl ApprovalKind {
     pub const fn allows(self) -> bool {
         matches!(self, Self::AllowOnce | Self::AllowAlways)
     }
+
+    /// Whether the decision holds for the rest of the run (the gate is not asked again).
+    pub const fn remembered(self) -> bool {
+        matches!(self, Self::AllowAlways | Self::RejectAlways)
+    }
+
+    /// The workflow-file spelling: ACP's (`allow_once`, …), also accepted: `allow` and
+    /// `reject` (the `_once` kinds). `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "allow_once" | "allow" | "approve" => Some(Self::AllowOnce),
+            "allow_always" => Some(Self::AllowAlways),
+            "reject_once" | "reject" => Some(Self::RejectOnce),
+            "reject_always" => Some(Self::RejectAlways),
+            _ => None,
+        }
+    }
+
+    /// The ACP spelling (`allow_once`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowAlways => "allow_always",
+            Self::RejectOnce => "reject_once",
+            Self::RejectAlways => "reject_always",
+        }
+    }
+}
+
+impl ApprovalOption {
+    /// The options of a gate that declares none: `approve` (allow once) and `reject`
+    /// (reject once).
+    pub fn defaults() -> Vec<Self> {
+        vec![
+            Self {
+                id: "approve".into(),
+                name: "Approve".into(),
+                kind: ApprovalKind::AllowOnce,
+            },
+            Self {
+                id: "reject".into(),
+                name: "Reject".into(),
+                kind: ApprovalKind::RejectOnce,
+            },
+        ]
+    }
+}
+
+impl RequestKind {
+    /// Short name of the kind (`missing_input`, `conversation_turn`, `breakpoint`,
+    /// `approval`), as serialized.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::MissingInput { .. } => "missing_input",
+            Self::ConversationTurn { .. } => "conversation_turn",
+            Self::Breakpoint { .. } => "breakpoint",
+            Self::Approval { .. } => "approval",
+        }
+    }
+
+    /// Checks that `answer` fits this kind of request: a value or end of input for missing
+    /// inputs and conversation turns, a decision for breakpoints, the id of one of the
+    /// options for approvals.
+    ///
+    /// # Errors
+    /// Why it does not fit (for `USER.FACADE.INPUT_REJECTED`).
+    pub fn accepts(&self, answer: &Answer) -> Result<(), String> {
+        let what = match answer {
+            Answer::Value(_) => "a value",
+            Answer::EndOfInput => "end of input",
+            Answer::Decision(_) => "a breakpoint decision",
+            Answer::Option(_) => "an option id",
+        };
+        let fits = match (self, answer) {
+            (
+                Self::MissingInput { .. } | Self::ConversationTurn { .. },
+                Answer::Value(_) | Answer::EndOfInput,
+            )
+            | (Self::Breakpoint { .. }, Answer::Decision(_)) => true,
+            (Self::Approval { options, .. }, Answer::Option(id)) => {
+                if options.iter().any(|o| o.id == *id) {
+                    true
+                } else {
+                    let ids: Vec<&str> = options.iter().map(|o| o.id.as_str()).collect();
+                    return Err(format!(
+                        "approval has no option '{id}' (options: {})",
+                        ids.join(", ")
+                    ));
+                }
+            }
+            _ => false,
+        };
+        if fits {
+            Ok(())
+        } else {
+            let wanted = match self {
+                Self::MissingInput { .. } | Self::ConversationTurn { .. } => {
+                    "a value or end of input"
+                }
+                Self::Breakpoint { .. } => "a breakpoint decision",
+                Self::Approval { .. } => "an option id",
+            };
+            Err(format!(
+                "a {} request takes {wanted}, not {what}",
+                self.name()
+            ))
+        }
+    }
 }
 
 /// What a front-end answers.
@@ -154,4 +262,44 @@ pub enum Resolution {
     TimedOut,
     /// The run was cancelled while waiting.
     Cancelled,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_must_fit_the_kind_of_request() {
+        let approval = RequestKind::Approval {
+            message: "deploy?".into(),
+            options: ApprovalOption::defaults(),
+        };
+        assert!(approval.accepts(&Answer::Option("approve".into())).is_ok());
+        let e = approval
+            .accepts(&Answer::Option("maybe".into()))
+            .unwrap_err();
+        assert!(e.contains("no option 'maybe'"), "{e}");
+        let e = approval.accepts(&Answer::Value("y".into())).unwrap_err();
+        assert_eq!(e, "a approval request takes an option id, not a value");
+        let turn = RequestKind::ConversationTurn {
+            prompt: "> ".into(),
+        };
+        assert!(turn.accepts(&Answer::EndOfInput).is_ok());
+        assert!(
+            turn.accepts(&Answer::Decision(BreakpointDecision::Continue))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn kinds_parse_in_acp_and_short_spellings() {
+        assert_eq!(ApprovalKind::parse("allow"), Some(ApprovalKind::AllowOnce));
+        assert_eq!(
+            ApprovalKind::parse("Reject_Always"),
+            Some(ApprovalKind::RejectAlways)
+        );
+        assert_eq!(ApprovalKind::parse("maybe"), None);
+        assert!(ApprovalKind::AllowAlways.allows() && ApprovalKind::AllowAlways.remembered());
+        assert!(!ApprovalKind::RejectOnce.allows() && !ApprovalKind::RejectOnce.remembered());
+    }
 }

@@ -14,6 +14,7 @@ use crate::run::RunResult;
 
 /// What a subscription yields, in order.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // nearly every item is an event; `Lagged` is rare
 pub enum SubscriptionItem {
     /// The next event of the run's log.
     Event(EventEnvelope),

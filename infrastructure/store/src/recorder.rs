@@ -581,8 +581,8 @@ impl Writer {
             | RunEvent::AgentThoughtChunk { .. }
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolCallResult { .. }
-            | RunEvent::InputRequired { .. }
-            | RunEvent::BreakpointReached { .. } => {}
+            | RunEvent::InteractionRequired { .. }
+            | RunEvent::InteractionResolved { .. } => {}
         }
     }
 

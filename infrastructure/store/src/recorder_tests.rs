@@ -773,10 +773,15 @@ fn transcript_lines_and_seqs() {
         None,
         "ask",
         None,
-        RunEvent::InputRequired {
-            step: "ask".into(),
-            request_id: "q1".into(),
-            prompt: "> ".into(),
+        RunEvent::InteractionRequired {
+            request: Box::new(awf_domain::interaction::InteractionRequest {
+                request_id: "q1".into(),
+                step: Some("ask".into()),
+                kind: awf_domain::interaction::RequestKind::ConversationTurn {
+                    prompt: "> ".into(),
+                },
+                timeout_ms: None,
+            }),
         },
     ));
     rec.emit(s.ev("p", None, "ask", None, step_finished("ask", 0, true)));

@@ -21,6 +21,7 @@ use awf_domain::event::EventEnvelope;
 use awf_domain::event::LogLevel;
 use awf_domain::event::OutputStream;
 use awf_domain::event::RunEvent;
+use awf_domain::interaction::RequestKind;
 use awf_domain::run::RunId;
 use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
@@ -60,7 +61,7 @@ pub struct TextPrinter {
     agent_mid_line: bool,
     /// Spinners on a terminal; `None` prints plain lines.
     live: Option<LiveProgress>,
-    /// Set by the first `BreakpointReached` (`--interactive` / `--breakpoint`): from then on
+    /// Set by the first breakpoint request (`--interactive` / `--breakpoint`): from then on
     /// each top-level step gets an `Executing` line and a result block (output, exit code,
     /// duration, status).
     interactive: bool,
@@ -123,7 +124,7 @@ impl TextPrinter {
         }
     }
 
-    /// The prompt of the last `InputRequired` / `BreakpointReached` was answered: the
+    /// The last interaction request was answered: the
     /// spinners show again.
     pub fn prompt_answered(&mut self) {
         if let Some(live) = self.live.as_mut() {
@@ -219,7 +220,7 @@ impl TextPrinter {
                     live.stop_run(&ev.run_id);
                 }
             }
-            RunEvent::InputRequired { .. } | RunEvent::BreakpointReached { .. } => live.pause(),
+            RunEvent::InteractionRequired { .. } => live.pause(),
             RunEvent::RunStarted { .. }
             | RunEvent::StepRetrying { .. }
             | RunEvent::OutputChunk { .. }
@@ -228,6 +229,7 @@ impl TextPrinter {
             | RunEvent::AgentThoughtChunk { .. }
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolCallResult { .. }
+            | RunEvent::InteractionResolved { .. }
             | RunEvent::ChildRunStarted { .. } => {}
         }
         live.write(&out_bytes, &err_bytes, out, err)
@@ -367,47 +369,52 @@ impl TextPrinter {
                 }
             }
             RunEvent::ToolCallResult { .. } => {}
-            RunEvent::BreakpointReached {
-                step,
-                kind,
-                previous,
-                preview,
-                ..
-            } => {
-                self.interactive = true;
-                out.flush()?;
-                writeln!(
-                    err,
-                    "\n{ind}{} [Step {}/{}] {step}\n{ind}Type: {kind}",
-                    self.style.yellow("⏸"),
-                    preview.position,
-                    preview.total
-                )?;
-                write!(err, "{}", preview_text(preview, &ind))?;
-                let retry = if previous.is_some() { " [r]etry" } else { "" };
-                write!(
-                    err,
-                    "{ind}[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE{retry} > "
-                )?;
-                err.flush()?;
-            }
-            RunEvent::InputRequired { prompt, .. } => {
-                if self.mode == OutputMode::Streaming {
-                    if self.agent_mid_line {
-                        out.write_all(b"\n")?;
-                        self.agent_mid_line = false;
-                    }
-                } else if !self.agent_text.is_empty() {
-                    out.write_all(self.agent_text.as_bytes())?;
-                    if !self.agent_text.ends_with('\n') {
-                        out.write_all(b"\n")?;
-                    }
+            RunEvent::InteractionRequired { request } => match &request.kind {
+                RequestKind::Breakpoint {
+                    state_kind,
+                    previous,
+                    preview,
+                } => {
+                    self.interactive = true;
+                    out.flush()?;
+                    let step = request.step.as_deref().unwrap_or("");
+                    write!(
+                        err,
+                        "{}",
+                        breakpoint_prompt(
+                            self.style,
+                            &ind,
+                            step,
+                            state_kind,
+                            previous.is_some(),
+                            preview
+                        )
+                    )?;
+                    err.flush()?;
                 }
-                self.agent_text.clear();
-                out.flush()?;
-                write!(err, "{prompt}")?;
-                err.flush()?;
-            }
+                RequestKind::ConversationTurn { prompt } => {
+                    if self.mode == OutputMode::Streaming {
+                        if self.agent_mid_line {
+                            out.write_all(b"\n")?;
+                            self.agent_mid_line = false;
+                        }
+                    } else if !self.agent_text.is_empty() {
+                        out.write_all(self.agent_text.as_bytes())?;
+                        if !self.agent_text.ends_with('\n') {
+                            out.write_all(b"\n")?;
+                        }
+                    }
+                    self.agent_text.clear();
+                    out.flush()?;
+                    write!(err, "{prompt}")?;
+                    err.flush()?;
+                }
+                // The terminal's answering code asks these itself (interact.rs).
+                RequestKind::MissingInput { .. } | RequestKind::Approval { .. } => {
+                    out.flush()?;
+                }
+            },
+            RunEvent::InteractionResolved { .. } => {}
             RunEvent::StepFinished { step, kind, state } => {
                 if kind == "agent" {
                     self.agent_text.clear();
@@ -644,6 +651,27 @@ fn indented(text: &str, ind: &str) -> String {
     s
 }
 
+/// What `--interactive` shows at a breakpoint: the `⏸ [Step n/N] step` header, `Type:`, the
+/// step's preview, then the `[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE` prompt
+/// (` [r]etry` when a state ran before). `ind` is the run's indent.
+pub(crate) fn breakpoint_prompt(
+    style: Style,
+    ind: &str,
+    step: &str,
+    kind: &str,
+    has_previous: bool,
+    preview: &awf_domain::event::StepPreview,
+) -> String {
+    let retry = if has_previous { " [r]etry" } else { "" };
+    format!(
+        "\n{ind}{} [Step {}/{}] {step}\n{ind}Type: {kind}\n{}{ind}[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE{retry} > ",
+        style.yellow("⏸"),
+        preview.position,
+        preview.total,
+        preview_text(preview, ind)
+    )
+}
+
 /// What `--interactive` shows before a step, under its `[Step n/N]` header: `Command:`
 /// (multi-line commands indented), `Timeout:`, then one `→` line per route
 /// (`→ on_success: b`, `→ when 'expr': t`, `→ default: t`, `→ on_failure: fail "msg"`),
@@ -741,6 +769,7 @@ mod tests {
             tokens: TokenUsage::default(),
             outputs: BTreeMap::new(),
             session: None,
+            approval: None,
         }
     }
 
