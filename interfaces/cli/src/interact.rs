@@ -58,21 +58,26 @@ impl Terminal {
             RequestKind::MissingInput { input, problem } => {
                 self.missing_input(input, problem.as_deref())
             }
-            RequestKind::ConversationTurn { .. } => match read_stdin_line() {
-                Some(line) => Answer::Value(line),
-                None => {
+            RequestKind::ConversationTurn { .. } => match next_line() {
+                Line::Text(line) => Answer::Value(line),
+                Line::Eof => {
                     self.end_of_input();
                     Answer::EndOfInput
                 }
+                Line::Replaced => Answer::EndOfInput,
             },
             RequestKind::Breakpoint {
                 state_kind,
                 previous,
                 preview,
             } => loop {
-                let Some(line) = read_stdin_line() else {
-                    self.end_of_input();
-                    return Answer::Decision(BreakpointDecision::Abort);
+                let line = match next_line() {
+                    Line::Text(l) => l,
+                    Line::Eof => {
+                        self.end_of_input();
+                        return Answer::Decision(BreakpointDecision::Abort);
+                    }
+                    Line::Replaced => return Answer::Decision(BreakpointDecision::Abort),
                 };
                 match parse_breakpoint(&line, previous.is_some()) {
                     Ok(d) => return Answer::Decision(d),
@@ -221,9 +226,13 @@ impl Terminal {
                 let _ = write!(err, "choose a number > ");
             }
             let _ = err.flush();
-            let Some(line) = read_stdin_line() else {
-                self.end_of_input();
-                return Answer::Option(reject);
+            let line = match next_line() {
+                Line::Text(l) => l,
+                Line::Eof => {
+                    self.end_of_input();
+                    return Answer::Option(reject);
+                }
+                Line::Replaced => return Answer::Option(reject),
             };
             match parse_approval(&line, options, simple) {
                 Some(id) => return Answer::Option(id),
@@ -303,12 +312,79 @@ fn parse_approval(line: &str, options: &[ApprovalOption], simple: bool) -> Optio
     options.iter().find(|o| o.id == a).map(|o| o.id.clone())
 }
 
-/// Reads one line from stdin (without its newline); `None` at EOF or on error.
-fn read_stdin_line() -> Option<String> {
-    let mut line = String::new();
-    match std::io::stdin().read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+/// What [`next_line`] gives.
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A line (without its newline).
+    Text(String),
+    /// End of input (or a read error).
+    Eof,
+    /// A later request took over the read (this one timed out or was cancelled): the line
+    /// goes to that one.
+    Replaced,
+}
+
+/// The one thread that reads visible lines from stdin, on demand, for the latest caller: a
+/// request that timed out while its line was being read does not keep the next line typed.
+struct LineReader {
+    slot: std::sync::Mutex<Slot>,
+    wake: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct Slot {
+    waiter: Option<std::sync::mpsc::Sender<Option<String>>>,
+    wanted: bool,
+}
+
+fn lock_slot(m: &std::sync::Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+static LINES: std::sync::OnceLock<std::sync::Arc<LineReader>> = std::sync::OnceLock::new();
+
+/// The next line from stdin, read by the shared reader thread.
+fn next_line() -> Line {
+    let reader = LINES.get_or_init(|| {
+        let r = std::sync::Arc::new(LineReader {
+            slot: std::sync::Mutex::new(Slot::default()),
+            wake: std::sync::Condvar::new(),
+        });
+        let shared = std::sync::Arc::clone(&r);
+        std::thread::spawn(move || {
+            loop {
+                let mut slot = lock_slot(&shared.slot);
+                while !slot.wanted {
+                    slot = shared
+                        .wake
+                        .wait(slot)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                slot.wanted = false;
+                drop(slot);
+                let mut line = String::new();
+                let got = match std::io::stdin().read_line(&mut line) {
+                    Ok(0) | Err(_) => None,
+                    Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+                };
+                if let Some(w) = lock_slot(&shared.slot).waiter.take() {
+                    let _ = w.send(got);
+                }
+            }
+        });
+        r
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    {
+        let mut slot = lock_slot(&reader.slot);
+        slot.waiter = Some(tx);
+        slot.wanted = true;
+    }
+    reader.wake.notify_one();
+    match rx.recv() {
+        Ok(Some(l)) => Line::Text(l),
+        Ok(None) => Line::Eof,
+        Err(_) => Line::Replaced,
     }
 }
 

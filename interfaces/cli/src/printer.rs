@@ -221,6 +221,7 @@ impl TextPrinter {
                 }
             }
             RunEvent::InteractionRequired { .. } => live.pause(),
+            RunEvent::InteractionResolved { .. } => live.resume(),
             RunEvent::RunStarted { .. }
             | RunEvent::StepRetrying { .. }
             | RunEvent::OutputChunk { .. }
@@ -229,7 +230,6 @@ impl TextPrinter {
             | RunEvent::AgentThoughtChunk { .. }
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolCallResult { .. }
-            | RunEvent::InteractionResolved { .. }
             | RunEvent::ChildRunStarted { .. } => {}
         }
         live.write(&out_bytes, &err_bytes, out, err)
@@ -414,7 +414,12 @@ impl TextPrinter {
                     out.flush()?;
                 }
             },
-            RunEvent::InteractionResolved { .. } => {}
+            RunEvent::InteractionResolved { resolution, .. } => {
+                // A prompt left unanswered: end its line.
+                if *resolution == awf_domain::interaction::Resolution::TimedOut {
+                    writeln!(err, "\n{ind}(no answer in time)")?;
+                }
+            }
             RunEvent::StepFinished { step, kind, state } => {
                 if kind == "agent" {
                     self.agent_text.clear();

@@ -1,0 +1,328 @@
+//! Approval gates (`approval:` on a step) and the typed interactions over the real binary:
+//! asked on a pseudo-terminal (rexpect), refused without one unless `--yes`, remembered
+//! `allow_always` in a loop, routed rejections, `awf validate` and `--dry-run` of the key,
+//! the transcript's lines, and the breakpoint language now parsed by the terminal.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+const TIMEOUT_MS: u64 = 20_000;
+
+/// `deploy` (gated, appends to `log`) → `done`; a rejection routes to `rejected`.
+const GATED: &str = r#"name: gated
+inputs:
+  - name: target
+    default: prod
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: echo deployed >> log
+    approval: "Deploy to {{.inputs.target}}?"
+    on_success: done
+    on_failure: rejected
+  rejected:
+    type: step
+    command: echo rejected >> log
+    on_success: failed
+  failed: {type: terminal, status: failure, message: "not approved"}
+  done: {type: terminal}
+"#;
+
+/// The same without an on_failure route.
+const GATED_UNROUTED: &str = r#"name: gated-unrouted
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: echo deployed >> log
+    approval: {message: "Ship it?"}
+    on_success: done
+  done: {type: terminal}
+"#;
+
+fn log(sb: &Sandbox) -> String {
+    std::fs::read_to_string(sb.path().join("log")).unwrap_or_default()
+}
+
+#[test]
+fn a_gate_is_asked_on_the_terminal_and_yes_runs_the_step() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("gated.yaml", GATED).unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "gated.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("? Deploy to prod? (deploy) [y/N] ").unwrap();
+    p.send_line("maybe").unwrap();
+    p.exp_string("invalid: answer y or n; try again").unwrap();
+    p.exp_string("[y/N] ").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(log(&sb), "deployed\n");
+}
+
+#[test]
+fn no_at_the_prompt_rejects_the_step_and_on_failure_routes_it() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("gated.yaml", GATED).unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "gated.yaml", "-i", "target=staging"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("? Deploy to staging? (deploy) [y/N] ")
+        .unwrap();
+    p.send_line("n").unwrap();
+    p.exp_string("approval rejected (reject)").unwrap();
+    p.exp_string("not approved").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(log(&sb), "rejected\n");
+}
+
+#[test]
+fn without_a_terminal_a_gate_is_refused_unless_yes() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("gated.yaml", GATED_UNROUTED).unwrap();
+    let r = sb.run(&["run", "gated.yaml"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("step 'deploy' needs approval (Ship it?) and there is no terminal to ask: rejected; pass --yes to approve every gate"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("EXECUTION.APPROVAL.REJECTED"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(log(&sb), "", "the step did not run");
+
+    let r = sb
+        .run(&["run", "gated.yaml", "--yes", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["deploy"]["approval"], json!("approve"));
+    assert_eq!(log(&sb), "deployed\n");
+}
+
+#[test]
+fn a_run_refused_at_its_gate_resumes_with_yes() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("gated.yaml", GATED_UNROUTED).unwrap();
+    let r = sb.run(&["run", "gated.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], json!("EXECUTION.APPROVAL.REJECTED"));
+    assert_eq!(doc["states"]["deploy"]["approval"], json!("reject"));
+    let id = doc["run_id"].as_str().unwrap().to_owned();
+    let r = sb.run(&["resume", &id, "--yes"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(log(&sb), "deployed\n");
+}
+
+#[test]
+fn allow_always_holds_for_the_rest_of_a_loop_and_the_transcript_records_it() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "loop.yaml",
+        r#"name: loop
+states:
+  initial: each
+  each:
+    type: for_each
+    items: '["a", "b", "c"]'
+    body: [item]
+    on_complete: done
+  item:
+    type: step
+    command: echo {{.loop.Item}} >> log
+    approval:
+      message: "Write {{.loop.Item}}?"
+      options:
+        - {id: once, name: Just this one, kind: allow_once}
+        - {id: all, name: All of them, kind: allow_always}
+        - {id: stop, name: Stop, kind: reject}
+  done: {type: terminal}
+"#,
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "loop.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("? Write a? (item)").unwrap();
+    p.exp_string("2) All of them [allow_always]").unwrap();
+    p.exp_string("choose a number > ").unwrap();
+    p.send_line("1").unwrap();
+    p.exp_string("? Write b? (item)").unwrap();
+    p.exp_string("choose a number > ").unwrap();
+    p.send_line("2").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(log(&sb), "a\nb\nc\n");
+    // The transcript has the two questions and their answers.
+    let dir = awf_tests::data(&sb).join("transcripts");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let asked: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == json!("approval.required"))
+        .collect();
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[1]["payload"]["message"], json!("Write b?"));
+    assert_eq!(
+        asked[1]["payload"]["options"][1]["kind"],
+        json!("allow_always")
+    );
+    let answers: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == json!("interaction.resolved"))
+        .map(|l| &l["payload"]["answer"]["value"])
+        .collect();
+    assert_eq!(answers, vec![&json!("once"), &json!("all")]);
+}
+
+#[test]
+fn an_unanswered_gate_takes_its_on_timeout_decision() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "timed.yaml",
+        r#"name: timed
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: echo deployed >> log
+    approval: {message: "Deploy?", timeout: 1s, on_timeout: approve}
+    on_success: announce
+  announce:
+    type: step
+    command: echo announced >> log
+    approval: "Announce?"
+    on_success: done
+  done: {type: terminal}
+"#,
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "timed.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("? Deploy? (deploy) [y/N] ").unwrap();
+    p.exp_string("(no answer in time)").unwrap();
+    // The next line typed answers the next question, not the one that timed out.
+    p.exp_string("? Announce? (announce) [y/N] ").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(log(&sb), "deployed\nannounced\n");
+}
+
+#[test]
+fn validate_checks_the_approval_key() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "bad.yaml",
+        r#"name: bad
+states:
+  initial: a
+  a:
+    type: step
+    command: "true"
+    approval:
+      message: go?
+      timeout: soon
+      on_timeout: later
+      colour: red
+      options:
+        - {id: ok, kind: allow_once}
+        - {id: no, kind: maybe}
+    on_success: done
+  done: {type: terminal}
+"#,
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "bad.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let text = format!("{}{}", r.stdout, r.stderr);
+    for want in [
+        "states.a.approval.timeout",
+        "states.a.approval.options.1.kind",
+        "kind must be allow_once, allow_always, reject_once or reject_always (or allow / reject), got \"maybe\"",
+        "on_timeout \"later\" names no option",
+        "unknown field \"colour\" in approval",
+        "has no option that rejects the step",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    sb.write("good.yaml", GATED).unwrap();
+    let r = sb.run(&["validate", "good.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+#[test]
+fn dry_run_shows_the_gate() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("gated.yaml", GATED).unwrap();
+    let r = sb.run(&["run", "gated.yaml", "--dry-run"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "Approval: \"Deploy to {{.inputs.target}}?\" [approve (allow_once), reject (reject_once)]"
+        ),
+        "{}",
+        r.stdout
+    );
+    let r = sb
+        .run(&["run", "gated.yaml", "--dry-run", "-f", "json"])
+        .unwrap();
+    let doc = r.json().unwrap();
+    let deploy = doc["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == json!("deploy"))
+        .unwrap()
+        .clone();
+    assert_eq!(deploy["approval"]["options"][0]["id"], json!("approve"));
+    assert_eq!(log(&sb), "", "a dry run runs nothing");
+}
+
+#[test]
+fn unknown_breakpoint_answers_are_explained_by_the_terminal_and_asked_again() {
+    let sb = Sandbox::new().unwrap();
+    let out = sb.path().join("bp-log");
+    let cmd = sb.tty_cmd(&[
+        "--no-color",
+        "run",
+        "three-logged",
+        "-b",
+        "one",
+        "-i",
+        &format!("log={}", out.display()),
+    ]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("zz").unwrap();
+    p.exp_string("WARN unknown answer 'zz': use c, s, a, i or e NAME=VALUE")
+        .unwrap();
+    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("e log").unwrap();
+    p.exp_string("WARN edit needs NAME=VALUE, e.g. `e count=3`")
+        .unwrap();
+    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "one\ntwo\nthree\n");
+}
