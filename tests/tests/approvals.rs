@@ -326,3 +326,25 @@ fn unknown_breakpoint_answers_are_explained_by_the_terminal_and_asked_again() {
     p.exp_eof().unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "one\ntwo\nthree\n");
 }
+
+#[test]
+fn ctrl_c_at_a_missing_input_prompt_ends_awf_with_130_and_records_nothing() {
+    let sb = Sandbox::new().unwrap();
+    let out = sb.path().join("out");
+    let cmd = sb.tty_cmd(&["run", "pick-env", "-i", &format!("out={}", out.display())]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("Input environment: Where to deploy").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_control('c').unwrap();
+    p.exp_eof().unwrap();
+    // nix's `WaitStatus` (not re-exported by rexpect), e.g. `Exited(Pid(12), 130)`.
+    let status = format!("{:?}", p.process().wait().unwrap());
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 130)"),
+        "{status}"
+    );
+    assert!(!out.exists());
+    let states = awf_tests::data(&sb).join("states");
+    let recorded = std::fs::read_dir(&states).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(recorded, 0, "a run that never started is not recorded");
+}

@@ -207,7 +207,7 @@ impl Terminal {
         if !self.tty {
             let _ = writeln!(
                 err,
-                "{} step '{step}' needs approval ({message}) and there is no terminal to ask: rejected; pass --yes to approve every gate",
+                "  {} step '{step}' needs approval ({message}) and there is no terminal to ask: rejected; pass --yes to approve every gate",
                 self.style.yellow("WARN")
             );
             return Answer::Option(reject);
