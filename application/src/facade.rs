@@ -545,4 +545,8 @@ impl RunSession for RunHandle {
         let SessionResponse { request_id, answer } = response;
         self.interaction.respond(&request_id, answer)
     }
+
+    fn start_error(&self) -> Option<AwfError> {
+        Self::start_error(self)
+    }
 }

@@ -282,6 +282,7 @@ async fn a_rejected_gate_fails_the_step_with_its_own_code_and_on_failure_routes_
     let error = result.error.expect("error");
     assert_eq!(error.code, ErrorCode::ExecutionApprovalRejected);
     assert_eq!(error.message, "step deploy: approval rejected (reject)");
+    assert!(error.hints[0].contains("--yes"), "{:?}", error.hints);
     assert_eq!(result.states["deploy"].status, StepStatus::Failed);
     assert_eq!(result.states["deploy"].approval.as_deref(), Some("reject"));
     assert!(exec.commands().is_empty());

@@ -293,7 +293,15 @@ impl Run {
                 approval: chosen,
                 stop: Some(Ok(Body {
                     state: st,
-                    failure: Some(AwfError::new(code, msg).with_detail("state", name)),
+                    failure: Some(
+                        AwfError::new(code, msg)
+                            .with_detail("state", name)
+                            .with_hint(if code == ErrorCode::ExecutionApprovalTimedOut {
+                                "answer sooner, raise the gate's timeout, or set `on_timeout: approve`"
+                            } else {
+                                "approve the gate, pass --yes to approve every gate, or route the rejection with on_failure"
+                            }),
+                    ),
                     early_exit: None,
                 })),
             }

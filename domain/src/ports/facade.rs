@@ -116,6 +116,12 @@ pub trait RunSession: Send {
     /// not fit the request's kind (the request stays pending); `USER.FACADE.SESSION_CLOSED`
     /// after the run ended.
     async fn respond(&self, response: SessionResponse) -> Result<(), AwfError>;
+
+    /// Why the run never started, once its events ended without `RunStarted` (a missing
+    /// input not given when asked, or a cancel while asking); `None` otherwise.
+    fn start_error(&self) -> Option<AwfError> {
+        None
+    }
 }
 
 /// Starts runs.
