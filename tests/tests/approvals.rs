@@ -348,3 +348,19 @@ fn ctrl_c_at_a_missing_input_prompt_ends_awf_with_130_and_records_nothing() {
     let recorded = std::fs::read_dir(&states).map(|d| d.count()).unwrap_or(0);
     assert_eq!(recorded, 0, "a run that never started is not recorded");
 }
+
+#[test]
+fn a_dry_run_on_a_terminal_still_asks_for_missing_inputs() {
+    let sb = Sandbox::new().unwrap();
+    let cmd = sb.tty_cmd(&["run", "pick-env", "--dry-run", "-i", "out=x"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("Input environment: Where to deploy").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("qa").unwrap();
+    p.exp_string("invalid: value \"qa\" not in allowed values [dev staging prod]; try again")
+        .unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("3").unwrap();
+    p.exp_string("environment: prod").unwrap();
+    p.exp_eof().unwrap();
+}

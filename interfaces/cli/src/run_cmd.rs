@@ -190,13 +190,16 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
             );
         }
     }
-    let inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
+    let mut inputs = expand_prompt_refs(inputs, &prompt_dirs(&w))?;
     // On a terminal the run asks for missing required inputs (`MissingInput` requests,
     // answered by `interact`); without one they are a USER error listing each of them.
-    let prompt_missing_inputs = !ctx.json()
-        && !args.dry_run
-        && std::io::stdin().is_terminal()
-        && std::io::stderr().is_terminal();
+    let on_terminal =
+        !ctx.json() && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let prompt_missing_inputs = on_terminal && !args.dry_run;
+    if on_terminal && args.dry_run {
+        // A dry run starts no run to ask through: the same questions, answered here.
+        ask_for_dry_run(ctx, &w, &args.workflow, &config.inputs, &mut inputs)?;
+    }
     let mocks = parse_mocks(&args.mocks)?;
     warn_unknown_breakpoints(ctx, &w, args);
     let interactive = (args.interactive || !args.breakpoints.is_empty()).then(|| {
@@ -222,6 +225,64 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         auto_approve: args.yes,
     };
     Ok((w, request))
+}
+
+/// `--dry-run` on a terminal: asks for the missing required inputs as a run would (the same
+/// `MissingInput` requests, answered by `interact`, checked by the input's rules).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` at end of input, as when no terminal can answer.
+fn ask_for_dry_run(
+    ctx: &Ctx,
+    w: &Wiring,
+    identifier: &str,
+    config: &serde_json::Map<String, serde_json::Value>,
+    inputs: &mut Vec<(String, String)>,
+) -> Result<(), AwfError> {
+    use awf_domain::interaction::Answer;
+    use awf_domain::interaction::InteractionRequest;
+    use awf_domain::interaction::RequestKind;
+    // A workflow that cannot be loaded is reported by the plan.
+    let Ok(loaded) =
+        awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), identifier, None)
+    else {
+        return Ok(());
+    };
+    let term = crate::interact::Terminal::new(ctx);
+    let missing = awf_application::inputs::missing_required(&loaded.workflow, inputs, config);
+    for (n, def) in missing.into_iter().enumerate() {
+        let mut problem = None;
+        loop {
+            let request = InteractionRequest {
+                request_id: format!("dry-run:{}", n + 1),
+                step: None,
+                kind: RequestKind::MissingInput {
+                    input: Box::new(def.clone()),
+                    problem: problem.take(),
+                },
+                timeout_ms: None,
+            };
+            match term.answer(&request) {
+                Answer::Value(v) => match awf_application::inputs::check_one(&def, &v, &w.cwd) {
+                    Ok(_) => {
+                        inputs.push((def.name.clone(), v));
+                        break;
+                    }
+                    Err(why) => problem = Some(why),
+                },
+                _ => {
+                    return Err(AwfError::new(
+                        ErrorCode::UserInputValidationFailed,
+                        format!(
+                            "input validation failed: inputs.{}: required but not provided",
+                            def.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One stderr warning per `--breakpoint` naming no state of the workflow (as in AWF (Go), it is
