@@ -26,7 +26,10 @@ pub struct InteractionRequest {
     /// What is asked.
     pub kind: RequestKind,
     /// How long the run waits, in milliseconds, before the request resolves as
-    /// [`Resolution::TimedOut`]; `None`: no limit (a cancel still resolves it).
+    /// [`Resolution::TimedOut`]; `None`: no limit (a cancel still resolves it). What a
+    /// timeout means: an approval takes its `on_timeout` option (none: the step fails with
+    /// `EXECUTION.APPROVAL.TIMED_OUT`); a missing input is not given (the run does not
+    /// start); a conversation turn ends the conversation; a breakpoint aborts the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }

@@ -364,3 +364,52 @@ fn a_dry_run_on_a_terminal_still_asks_for_missing_inputs() {
     p.exp_string("environment: prod").unwrap();
     p.exp_eof().unwrap();
 }
+
+#[test]
+fn gates_of_parallel_branches_are_asked_one_after_the_other() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "par.yaml",
+        r#"name: par
+states:
+  initial: both
+  both:
+    type: parallel
+    parallel: [left, right]
+    strategy: best_effort
+    on_success: done
+  left:
+    type: step
+    command: echo left >> log
+    approval: "Left?"
+  right:
+    type: step
+    command: echo right >> log
+    approval: "Right?"
+  done: {type: terminal}
+"#,
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "par.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    // Both branches ask at once; each question gets its own answer.
+    let first = p
+        .exp_regex(r"\? (Left|Right)\? \((left|right)\) \[y/N\] ")
+        .unwrap()
+        .1;
+    p.send_line("y").unwrap();
+    let second = p
+        .exp_regex(r"\? (Left|Right)\? \((left|right)\) \[y/N\] ")
+        .unwrap()
+        .1;
+    assert_ne!(first, second);
+    p.send_line("n").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    let approved = if first.contains("left") {
+        "left\n"
+    } else {
+        "right\n"
+    };
+    assert_eq!(log(&sb), approved);
+}

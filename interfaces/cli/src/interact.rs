@@ -252,6 +252,75 @@ impl Terminal {
     }
 }
 
+/// Answers a run's requests on the terminal one at a time, in the order they came (two
+/// parallel branches may ask at once): feed it every event ([`Answerer::on_event`]) and await
+/// [`Answerer::next`] for each answer to `respond` with. A request that ends without an
+/// answer (timed out, cancelled) is dropped, also while it is being read.
+pub(crate) struct Answerer {
+    term: Terminal,
+    queue: std::collections::VecDeque<InteractionRequest>,
+    current: Option<(String, tokio::task::JoinHandle<Answer>)>,
+}
+
+impl Answerer {
+    /// Nothing asked yet.
+    pub(crate) fn new(ctx: &Ctx) -> Self {
+        Self {
+            term: Terminal::new(ctx),
+            queue: std::collections::VecDeque::new(),
+            current: None,
+        }
+    }
+
+    /// Takes note of a request to answer, or of the end of one.
+    pub(crate) fn on_event(&mut self, event: &awf_domain::event::RunEvent) {
+        use awf_domain::event::RunEvent;
+        match event {
+            RunEvent::InteractionRequired { request } => {
+                self.queue.push_back(request.as_ref().clone());
+            }
+            RunEvent::InteractionResolved { request_id, .. } => {
+                self.queue.retain(|r| r.request_id != *request_id);
+                // Ended while being read (timed out, cancelled): its line is not waited for
+                // (the next read takes the line over, see `next_line`).
+                if self
+                    .current
+                    .as_ref()
+                    .is_some_and(|(id, _)| id == request_id)
+                    && self.current.as_ref().is_some_and(|(_, h)| !h.is_finished())
+                {
+                    self.current = None;
+                }
+            }
+            _ => return,
+        }
+        self.start_next();
+    }
+
+    fn start_next(&mut self) {
+        if self.current.is_some() {
+            return;
+        }
+        if let Some(request) = self.queue.pop_front() {
+            let term = self.term;
+            let id = request.request_id.clone();
+            let reader = tokio::task::spawn_blocking(move || term.answer(&request));
+            self.current = Some((id, reader));
+        }
+    }
+
+    /// The next answer: (request id, answer). Pends while nothing is asked. Cancel-safe.
+    pub(crate) async fn next(&mut self) -> (String, Answer) {
+        let answer = match self.current.as_mut() {
+            Some((_, h)) => h.await.unwrap_or(Answer::EndOfInput),
+            None => std::future::pending().await,
+        };
+        let id = self.current.take().map(|(id, _)| id).unwrap_or_default();
+        self.start_next();
+        (id, answer)
+    }
+}
+
 /// A menu number (`2`) stands for that choice of an enum; anything else is the value typed.
 fn menu_choice(value: &str, choices: &[String]) -> String {
     if let Ok(i) = value.trim().parse::<usize>()
@@ -367,7 +436,11 @@ fn next_line() -> Line {
                     Ok(0) | Err(_) => None,
                     Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
                 };
-                if let Some(w) = lock_slot(&shared.slot).waiter.take() {
+                // The line answers whoever waits now (a later caller takes over the read of
+                // one that gave up); it satisfies that caller's want too.
+                let mut slot = lock_slot(&shared.slot);
+                slot.wanted = false;
+                if let Some(w) = slot.waiter.take() {
                     let _ = w.send(got);
                 }
             }

@@ -460,25 +460,15 @@ pub(crate) async fn drive(
         .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
     let mut result: Option<RunResult> = None;
     let mut cancelled = false;
-    // A request being answered on the terminal: (request id, reader).
-    let mut reader: Option<(
-        String,
-        tokio::task::JoinHandle<awf_domain::interaction::Answer>,
-    )> = None;
+    // Answers the run's requests on the terminal, one at a time.
+    let mut answerer = crate::interact::Answerer::new(ctx);
     // The signal that cancelled the run, if one did.
     let mut signalled: Option<CancelReason> = None;
     loop {
         tokio::select! {
-            answer = async {
-                match reader.as_mut() {
-                    Some((_, h)) => h.await.unwrap_or(awf_domain::interaction::Answer::EndOfInput),
-                    None => std::future::pending().await,
-                }
-            } => {
-                if let Some((id, _)) = reader.take() {
-                    let _ = handle.respond(&id, answer);
-                    printer.prompt_answered();
-                }
+            (id, answer) = answerer.next() => {
+                let _ = handle.respond(&id, answer);
+                printer.prompt_answered();
             }
             ev = handle.next_event() => {
                 let Some(ev) = ev else { break };
@@ -504,10 +494,7 @@ pub(crate) async fn drive(
                     crate::stdout_check::checked(printer.handle_stdio(&ev));
                 }
                 // After the printer showed it: the terminal answers the request.
-                if let RunEvent::InteractionRequired { request } = &ev.event {
-                    let (request, term) = (request.clone(), crate::interact::Terminal::new(ctx));
-                    reader = Some((request.request_id.clone(), tokio::task::spawn_blocking(move || term.answer(&request))));
-                }
+                answerer.on_event(&ev.event);
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
