@@ -413,3 +413,42 @@ states:
     };
     assert_eq!(log(&sb), approved);
 }
+
+#[test]
+fn a_missing_input_asked_on_the_terminal_is_in_the_transcript_before_the_run_starts() {
+    let sb = Sandbox::new().unwrap();
+    let out = sb.path().join("out");
+    let cmd = sb.tty_cmd(&["run", "pick-env", "-i", &format!("out={}", out.display())]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("dev").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    let dir = awf_tests::data(&sb).join("transcripts");
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let head: Vec<(&str, u64)> = lines
+        .iter()
+        .take(3)
+        .map(|l| (l["type"].as_str().unwrap(), l["seq"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        head,
+        vec![
+            ("input.required", 1),
+            ("interaction.resolved", 2),
+            ("run.started", 3)
+        ]
+    );
+    assert_eq!(lines[0]["payload"]["input"], json!("environment"));
+    assert_eq!(lines[1]["payload"]["answer"]["value"], json!("dev"));
+}
