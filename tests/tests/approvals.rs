@@ -344,9 +344,15 @@ fn ctrl_c_at_a_missing_input_prompt_ends_awf_with_130_and_records_nothing() {
         "{status}"
     );
     assert!(!out.exists());
-    let states = awf_tests::data(&sb).join("states");
-    let recorded = std::fs::read_dir(&states).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(recorded, 0, "a run that never started is not recorded");
+    for dir in ["states", "transcripts"] {
+        let recorded = std::fs::read_dir(awf_tests::data(&sb).join(dir))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(
+            recorded, 0,
+            "a run that never started is not recorded ({dir})"
+        );
+    }
 }
 
 #[test]
