@@ -458,3 +458,34 @@ fn a_missing_input_asked_on_the_terminal_is_in_the_transcript_before_the_run_sta
     assert_eq!(lines[0]["payload"]["input"], json!("environment"));
     assert_eq!(lines[1]["payload"]["answer"]["value"], json!("dev"));
 }
+
+#[test]
+fn ctrl_c_at_a_hidden_secret_prompt_cancels_cleanly_with_130() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "secret.yaml",
+        "name: secret\ninputs:\n  - name: API_TOKEN\n    required: true\nstates:\n  initial: a\n  a: {type: step, command: echo ran >> log, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["run", "secret.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("Input API_TOKEN").unwrap();
+    p.exp_string("> ").unwrap();
+    // Echo and signals are off while the secret is read: Ctrl-C arrives as a character.
+    p.send_control('c').unwrap();
+    p.send_line("").unwrap();
+    p.exp_eof().unwrap();
+    let status = format!("{:?}", p.process().wait().unwrap());
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 130)"),
+        "{status}"
+    );
+    assert_eq!(log(&sb), "");
+    // Nothing is left behind: no run record, no lock.
+    for dir in ["states", "transcripts", "locks"] {
+        let left = std::fs::read_dir(awf_tests::data(&sb).join(dir))
+            .map(|d| d.count())
+            .unwrap_or(0);
+        assert_eq!(left, 0, "{dir}");
+    }
+}

@@ -499,9 +499,13 @@ fn read_hidden(line: &mut String) -> Result<usize, NotUtf8> {
     }
     let _ = writeln!(std::io::stderr());
     if line.contains('\u{3}') {
-        // Ctrl-C at the prompt: nothing has started; end like an interrupted awf.
-        let _ = writeln!(std::io::stderr(), "interrupted");
-        std::process::exit(130);
+        // Ctrl-C at the prompt (it arrived as a character): deliver it as the signal it
+        // stands for, so the run is cancelled like at any other prompt (nothing has started;
+        // awf exits 130). The request resolves as cancelled: this read never answers.
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT);
+        loop {
+            std::thread::park();
+        }
     }
     n
 }
