@@ -203,6 +203,9 @@ impl Terminal {
             .find(|o| !o.kind.allows())
             .or_else(|| options.first())
             .map_or_else(|| "reject".to_owned(), |o| o.id.clone());
+        // Workflow text reaches the terminal without control sequences.
+        let message = crate::style::printable(message);
+        let step = crate::style::printable(step);
         let mut err = std::io::stderr();
         if !self.tty {
             let _ = writeln!(

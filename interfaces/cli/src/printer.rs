@@ -711,6 +711,54 @@ fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn a_breakpoint_request_renders_the_header_preview_and_prompt() {
+        use awf_domain::event::PreviewRoute;
+        use awf_domain::event::StepPreview;
+        use awf_domain::interaction::InteractionRequest;
+        let preview = StepPreview {
+            position: 2,
+            total: 4,
+            command: Some("make".into()),
+            timeout_ms: None,
+            routes: vec![PreviewRoute {
+                on: "on_success".into(),
+                when: None,
+                target: "done".into(),
+                inline_error: None,
+            }],
+        };
+        let ev = awf_domain::event::EventEnvelope {
+            seq: 3,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: SystemTime::UNIX_EPOCH,
+            path: "build".into(),
+            iteration: None,
+            event: RunEvent::InteractionRequired {
+                request: Box::new(InteractionRequest {
+                    request_id: "r:1".into(),
+                    step: Some("build".into()),
+                    kind: RequestKind::Breakpoint {
+                        state_kind: "command".into(),
+                        previous: Some("lint".into()),
+                        preview: Box::new(preview),
+                    },
+                    timeout_ms: None,
+                }),
+            },
+        };
+        let mut p = TextPrinter::new(OutputMode::Silent, false, Style::plain());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        p.handle(&ev, &mut out, &mut err).unwrap();
+        // The display `--interactive` always had (header, type, preview, the prompt).
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "\n  ⏸ [Step 2/4] build\n  Type: command\n  Command: make\n  → on_success: done\n\n  [c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE [r]etry > "
+        );
+        assert!(out.is_empty());
+    }
+
+    #[test]
     fn interactive_preview_lists_command_timeout_and_routes() {
         use awf_domain::event::PreviewRoute;
         use awf_domain::event::StepPreview;
