@@ -23,7 +23,8 @@ pub struct InteractionRequest {
     /// inputs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// What is asked.
+    /// What is asked (serialized flat: `"kind": "approval"` beside its fields).
+    #[serde(flatten)]
     pub kind: RequestKind,
     /// How long the run waits, in milliseconds, before the request resolves as
     /// [`Resolution::TimedOut`]; `None`: no limit (a cancel still resolves it). What a
@@ -291,6 +292,33 @@ mod tests {
         assert!(
             turn.accepts(&Answer::Decision(BreakpointDecision::Continue))
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn a_request_serializes_flat_with_its_kind() {
+        let r = InteractionRequest {
+            request_id: "run-1:2".into(),
+            step: Some("deploy".into()),
+            kind: RequestKind::Approval {
+                message: "Deploy?".into(),
+                options: ApprovalOption::defaults()[..1].to_vec(),
+            },
+            timeout_ms: Some(1000),
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({
+                "request_id": "run-1:2", "step": "deploy", "kind": "approval",
+                "message": "Deploy?",
+                "options": [{"id": "approve", "name": "Approve", "kind": "allow_once"}],
+                "timeout_ms": 1000
+            })
+        );
+        let done = Resolution::Answered(Answer::Decision(BreakpointDecision::Skip));
+        assert_eq!(
+            serde_json::to_value(&done).unwrap(),
+            serde_json::json!({"outcome": "answered", "answer": {"type": "decision", "value": {"decision": "skip"}}})
         );
     }
 
