@@ -208,11 +208,9 @@ impl Terminal {
         let step = crate::style::printable(step);
         let mut err = std::io::stderr();
         if !self.tty {
-            let _ = writeln!(
-                err,
-                "  {} step '{step}' needs approval ({message}) and there is no terminal to ask: rejected; pass --yes to approve every gate",
-                self.style.yellow("WARN")
-            );
+            self.warn(&format!(
+                "step '{step}' needs approval ({message}) and there is no terminal to ask: rejected; pass --yes to approve every gate"
+            ));
             return Answer::Option(reject);
         }
         let simple = options.len() == 2
