@@ -176,12 +176,17 @@ pub(crate) async fn run(
         reap_group(g).await;
     }
     guard.armed = false;
+    let mut readers: Vec<_> = readers.into_iter().flatten().collect();
     let drain = async {
-        for r in readers.into_iter().flatten() {
+        for r in &mut readers {
             let _ = r.await;
         }
     };
     let drained = tokio::time::timeout(DRAIN_WINDOW, drain).await.is_ok();
+    // A pipe still held open (by a process that shed its marker) is not read any longer.
+    for r in &readers {
+        r.abort();
+    }
 
     let masker = &inner.masker;
     let stdout = lock(&out_cap).render(masker, "stdout");

@@ -5,6 +5,31 @@ use std::path::Component;
 use std::path::Path;
 use std::path::PathBuf;
 
+/// Refuses what is neither a regular file nor a directory (a FIFO would block the reader
+/// forever; a socket or device is not a file to edit).
+///
+/// # Errors
+/// A sentence naming what `real` is.
+pub(crate) fn regular(given: &str, real: &Path) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let ft = std::fs::metadata(real)
+        .map_err(|e| format!("{given}: {e}"))?
+        .file_type();
+    if ft.is_file() || ft.is_dir() {
+        return Ok(());
+    }
+    let what = if ft.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_block_device() || ft.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    Err(format!("{given} is {what}, not a regular file: refused"))
+}
+
 /// A canonical workspace root. Paths are resolved against it and must stay inside it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root {
@@ -150,6 +175,7 @@ impl Root {
             if real.is_dir() {
                 return Err(format!("{given} is a directory, not a file"));
             }
+            regular(given, &real)?;
             return Ok(WriteTarget {
                 path: real,
                 exists: true,

@@ -96,6 +96,7 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         .root
         .existing(given)
         .map_err(|e| format!("Edit: {e}"))?;
+    crate::confine::regular(given, &path).map_err(|e| format!("Edit: {e}"))?;
     let meta = fs::metadata(&path).map_err(|e| format!("Edit: {given}: {e}"))?;
     if meta.is_dir() {
         return Err(format!("Edit: {given} is a directory, not a file"));

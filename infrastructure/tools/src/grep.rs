@@ -1,5 +1,6 @@
 //! Grep: a regex over the files of a tree, on ripgrep's walker.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::BufReader;
 use std::io::Cursor;
@@ -72,6 +73,12 @@ fn grep(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     };
     let icase = a.opt_bool(&["case_insensitive", "-i"])?.unwrap_or(false);
     let numbers = a.opt_bool(&["-n"])?.unwrap_or(true);
+    let around = a.opt_uint(&["-C", "context"])?.unwrap_or(0);
+    let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let ctx = Context {
+        before: as_usize(a.opt_uint(&["-B"])?.unwrap_or(around)).min(100),
+        after: as_usize(a.opt_uint(&["-A"])?.unwrap_or(around)).min(100),
+    };
     let lim = &inner.limits;
     let head_limit = match a.opt_uint(&["head_limit"])? {
         None | Some(0) => lim.grep_results,
@@ -94,16 +101,15 @@ fn grep(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         budget: lim.list_budget,
         full: false,
     };
-    let mut files_matched = 0usize;
     if target.is_file() {
         search(
             &target,
             &re,
             mode,
             numbers,
+            ctx,
             lim.grep_line_chars,
             &mut out,
-            &mut files_matched,
         );
     } else {
         let mut walk = ignore::WalkBuilder::new(&target);
@@ -149,9 +155,9 @@ fn grep(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
                 &re,
                 mode,
                 numbers,
+                ctx,
                 lim.grep_line_chars,
                 &mut out,
-                &mut files_matched,
             );
         }
     }
@@ -174,6 +180,13 @@ fn split_globs(g: &str) -> impl Iterator<Item = &str> {
     g.split_whitespace()
 }
 
+/// Context lines around each match in `content` mode (ripgrep's `-B`/`-A`).
+#[derive(Clone, Copy)]
+struct Context {
+    before: usize,
+    after: usize,
+}
+
 /// Searches one file; binary files (a NUL in the first 8 KiB) and unreadable ones are
 /// skipped.
 fn search(
@@ -181,9 +194,9 @@ fn search(
     re: &regex::bytes::Regex,
     mode: Mode,
     numbers: bool,
+    ctx: Context,
     line_chars: usize,
     out: &mut Out,
-    files_matched: &mut usize,
 ) {
     let Ok(mut file) = std::fs::File::open(path) else {
         return;
@@ -197,35 +210,69 @@ fn search(
     let shown = path.to_string_lossy();
     let reader = BufReader::with_capacity(64 * 1024, Cursor::new(head).chain(file));
     let mut lr = lines::LineReader::new(reader, LINE_SEARCHED);
+    let entry = |no: u64, sep: char, t: &str| {
+        if numbers {
+            format!("{shown}{sep}{no}{sep}{t}")
+        } else {
+            format!("{shown}{sep}{t}")
+        }
+    };
+    let render = |bytes: &[u8], cut_in: bool| {
+        let (t, cut, _) = lines::text(bytes, line_chars, cut_in);
+        if cut {
+            format!("{t}… [line truncated]")
+        } else {
+            t
+        }
+    };
+    let mut ring: VecDeque<(u64, String)> = VecDeque::new();
+    let mut after_left = 0usize;
+    let mut last_printed = 0u64;
     let mut line_no = 0u64;
     let mut count = 0u64;
     while let Ok(Some(line)) = lr.next_line() {
         line_no += 1;
-        if !re.is_match(line.bytes) {
-            continue;
+        let matched = re.is_match(line.bytes);
+        if matched {
+            count += 1;
         }
-        count += 1;
         match mode {
-            Mode::Files => break,
-            Mode::Count => {}
-            Mode::Content => {
-                let (t, cut, _) = lines::text(line.bytes, line_chars, line.cut);
-                let mark = if cut { "… [line truncated]" } else { "" };
-                let entry = if numbers {
-                    format!("{shown}:{line_no}:{t}{mark}")
-                } else {
-                    format!("{shown}:{t}{mark}")
-                };
-                if !out.push(&entry) {
+            Mode::Files if matched => break,
+            Mode::Files | Mode::Count => continue,
+            Mode::Content => {}
+        }
+        if matched {
+            let first = ring.front().map_or(line_no, |(n, _)| *n);
+            let with_ctx = ctx.before > 0 || ctx.after > 0;
+            if with_ctx && last_printed > 0 && first > last_printed + 1 && !out.push("--") {
+                return;
+            }
+            for (n, t) in ring.drain(..) {
+                if !out.push(&entry(n, '-', &t)) {
                     return;
                 }
+            }
+            if !out.push(&entry(line_no, ':', &render(line.bytes, line.cut))) {
+                return;
+            }
+            last_printed = line_no;
+            after_left = ctx.after;
+        } else if after_left > 0 {
+            if !out.push(&entry(line_no, '-', &render(line.bytes, line.cut))) {
+                return;
+            }
+            last_printed = line_no;
+            after_left -= 1;
+        } else if ctx.before > 0 {
+            ring.push_back((line_no, render(line.bytes, line.cut)));
+            if ring.len() > ctx.before {
+                ring.pop_front();
             }
         }
     }
     if count == 0 {
         return;
     }
-    *files_matched += 1;
     match mode {
         Mode::Files => {
             out.push(&shown);

@@ -72,7 +72,8 @@
 //! The `ignore` walker (`.gitignore`, hidden files and binary files skipped) and the `regex`
 //! crate. `output_mode`: `files_with_matches` (default, as Claude Code), `content`
 //! (`file:line:text`), `count` (`file:count`). `glob` and `type` filter files as ripgrep's
-//! `--glob` and `--type` do; `head_limit` caps the entries (default and maximum
+//! `--glob` and `--type` do; `-A`/`-B`/`-C` add context lines in `content` mode
+//! (`file-line-text`, groups separated by `--`, at most 100 each); `head_limit` caps the entries (default and maximum
 //! [`Limits::grep_results`]); matched lines longer than [`Limits::grep_line_chars`] are cut.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 

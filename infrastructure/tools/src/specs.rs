@@ -104,6 +104,9 @@ pub(crate) fn all() -> Vec<ToolSpec> {
                     "type": {"type": "string", "description": "Only files of this ripgrep type (e.g. rust, py, js)"},
                     "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "description": "What to return (default files_with_matches)"},
                     "case_insensitive": {"type": "boolean", "description": "Ignore case (alias -i)", "default": false},
+                    "-A": {"type": "integer", "description": "Lines of context after each match (content mode)", "minimum": 0},
+                    "-B": {"type": "integer", "description": "Lines of context before each match (content mode)", "minimum": 0},
+                    "-C": {"type": "integer", "description": "Lines of context before and after each match (content mode)", "minimum": 0},
                     "head_limit": {"type": "integer", "description": "Return at most this many entries (default and maximum 1000)", "minimum": 1}
                 },
                 "required": ["pattern"]

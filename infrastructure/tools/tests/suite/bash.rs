@@ -253,3 +253,20 @@ async fn env_secret_child() {
         .await;
     assert_eq!(ok(&out), "pw=***\n[awf: exit code 0]\n");
 }
+
+#[tokio::test]
+async fn a_call_dropped_midway_leaves_nothing_behind() {
+    let ws = Ws::new();
+    let mark = marker("dropped");
+    let call = ws.call(
+        "Bash",
+        json!({"command": format!("export {mark}; setsid sleep 300 >/dev/null 2>&1 & sleep 300")}),
+    );
+    // The caller gives up without cancelling: the future is dropped.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), call)
+            .await
+            .is_err()
+    );
+    assert_eq!(survivors(&mark).await, Vec::<i32>::new());
+}

@@ -183,3 +183,31 @@ async fn a_root_reached_through_a_symlink_is_not_falsely_rejected() {
     ok(&out);
     assert_eq!(std::fs::read_to_string(ws.path("b.txt")).unwrap(), "b");
 }
+
+#[tokio::test]
+async fn fifos_are_refused_instead_of_blocking() {
+    let ws = Ws::new();
+    let fifo = ws.path("pipe");
+    let st = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let bound = std::time::Duration::from_secs(30);
+    for (tool, args) in [
+        ("Read", json!({"path": "pipe"})),
+        ("Edit", json!({"path": "pipe", "old": "a", "new": "b"})),
+        ("Write", json!({"path": "pipe", "content": "x"})),
+    ] {
+        let out = tokio::time::timeout(bound, ws.call(tool, args))
+            .await
+            .unwrap_or_else(|_| panic!("{tool} blocked on a FIFO"));
+        assert_err(&out, "is a FIFO (named pipe), not a regular file");
+    }
+    // Grep walks past it.
+    ws.write("f.txt", "needle\n");
+    let out = tokio::time::timeout(bound, ws.call("Grep", json!({"pattern": "needle"})))
+        .await
+        .unwrap();
+    assert_eq!(ok(&out), format!("{}\n", ws.path("f.txt").display()));
+}

@@ -186,3 +186,30 @@ async fn grep_cuts_long_lines_and_reads_non_utf8_files() {
     assert!(lines[1].ends_with("… [line truncated]"));
     assert!(lines[1].len() < 1200, "{}", lines[1].len());
 }
+
+#[tokio::test]
+async fn grep_context_lines_like_ripgrep() {
+    let ws = Ws::new();
+    let f = ws.write("f.txt", "1\n2\nhit a\n4\n5\n6\n7\nhit b\n9\n");
+    let out = ws
+        .call(
+            "Grep",
+            json!({"pattern": "hit", "output_mode": "content", "-B": 1, "-A": 1}),
+        )
+        .await;
+    let p = f.display();
+    assert_eq!(
+        ok(&out),
+        format!("{p}-2-2\n{p}:3:hit a\n{p}-4-4\n--\n{p}-7-7\n{p}:8:hit b\n{p}-9-9\n")
+    );
+    let out = ws
+        .call(
+            "Grep",
+            json!({"pattern": "hit b", "output_mode": "content", "-C": 3}),
+        )
+        .await;
+    assert_eq!(
+        ok(&out),
+        format!("{p}-5-5\n{p}-6-6\n{p}-7-7\n{p}:8:hit b\n{p}-9-9\n")
+    );
+}
