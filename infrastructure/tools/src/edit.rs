@@ -173,20 +173,25 @@ fn content_crlf(s: &[u8]) -> Vec<u8> {
 
 /// Non-overlapping occurrences of `needle` (not empty) in `hay`.
 fn count_matches(hay: &[u8], needle: &[u8]) -> usize {
-    let mut n = 0;
-    let mut at = 0;
-    while let Some(i) = find(&hay[at..], needle) {
-        n += 1;
-        at += i + needle.len();
+    if needle.is_empty() {
+        return 0;
     }
-    n
+    memchr::memmem::find_iter(hay, needle)
+        .fold((0, 0), |(n, next), i| {
+            if i >= next {
+                (n + 1, i + needle.len())
+            } else {
+                (n, next)
+            }
+        })
+        .0
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    if needle.is_empty() || needle.len() > hay.len() {
+    if needle.is_empty() {
         return None;
     }
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 /// Literal replacement of the first `max` occurrences.

@@ -59,7 +59,8 @@
 //! (together at most [`Limits::bash_stream_chars`] characters, the middle replaced by a
 //! mark), and values of secret-named variables of the inherited environment are masked
 //! (`awf_domain::mask`). The result always holds the exit code and both streams; a non-zero
-//! exit, a timeout or a cancel is `isError`.
+//! exit, a timeout or a cancel is `isError`. Residual risk: a process that both leaves the
+//! group and clears its environment (`env -i setsid …`) is not found by the marker.
 //!
 //! # Glob
 //! `**` patterns (globset, `/` is literal: `*.rs` matches only at the top of the base, use
@@ -115,7 +116,8 @@ pub struct Limits {
     pub read_lines: usize,
     /// Characters kept of one line by Read (2000).
     pub read_line_chars: usize,
-    /// Bytes of Read's output at most (100 KiB, well below the 25,000 tokens a client takes).
+    /// Bytes of Read's output at most (64 KiB: about 16,000 to 22,000 tokens, below the
+    /// 25,000 tokens Claude Code takes from an MCP tool).
     pub read_budget: usize,
     /// Largest file Edit rewrites (10 MiB).
     pub edit_max_file: u64,
@@ -133,7 +135,7 @@ pub struct Limits {
     pub grep_results: usize,
     /// Characters kept of one matched line by Grep (1000).
     pub grep_line_chars: usize,
-    /// Bytes of Glob's and Grep's output at most (100 KiB).
+    /// Bytes of Glob's and Grep's output at most (64 KiB).
     pub list_budget: usize,
 }
 
@@ -142,7 +144,7 @@ impl Default for Limits {
         Self {
             read_lines: 2000,
             read_line_chars: 2000,
-            read_budget: 100 * 1024,
+            read_budget: 64 * 1024,
             edit_max_file: 10 * 1024 * 1024,
             bash_default_timeout: Duration::from_secs(120),
             bash_max_timeout: Duration::from_secs(600),
@@ -151,7 +153,7 @@ impl Default for Limits {
             glob_results: 1000,
             grep_results: 1000,
             grep_line_chars: 1000,
-            list_budget: 100 * 1024,
+            list_budget: 64 * 1024,
         }
     }
 }

@@ -49,7 +49,7 @@ impl<R: BufRead> LineReader<R> {
                 break;
             }
             any = true;
-            let (take, done) = match avail.iter().position(|b| *b == b'\n') {
+            let (take, done) = match memchr::memchr(b'\n', avail) {
                 Some(i) => (i, true),
                 None => (avail.len(), false),
             };
