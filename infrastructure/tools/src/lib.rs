@@ -16,6 +16,11 @@
 //! strings, booleans as `"true"`/`"false"`. A missing or wrong-typed argument is an `isError`
 //! result naming the argument and what was expected.
 //!
+//! # Secrets
+//! The values of secret-named variables of this process's environment (and those given to
+//! [`BuiltinTools::with_masker`]) are replaced by `***` in every result, Read's and Grep's
+//! included (`awf_domain::mask`).
+//!
 //! # Confinement
 //! The root is canonicalized once ([`BuiltinTools::new`]). Relative paths resolve against it.
 //! Every path a tool touches is resolved with `realpath` and must lie inside the root
@@ -24,7 +29,7 @@
 //! rest of the path then holding no `..`), Bash's `cwd`, and Glob's and Grep's base
 //! directories. A symbolic link whose target does not exist is never written through. The
 //! walkers of Glob and Grep do not follow symbolic links. Refusals are `isError` results that
-//! say why.
+//! say why. Bash's `cwd` is confined; what the command itself then does is not sandboxed.
 //!
 //! # Read
 //! Output is `cat -n` style, as Claude Code prints it: the line number right-aligned in six
@@ -253,7 +258,8 @@ impl ToolProvider for BuiltinTools {
     ) -> Result<ToolOutput, ToolCallError> {
         let inner = Arc::clone(&self.inner);
         let args = call.arguments;
-        let out = match call.name.as_str() {
+        let shared = Arc::clone(&self.inner);
+        let mut out = match call.name.as_str() {
             "Read" => blocking(inner, move |i| read::run(i, &args)).await,
             "Write" => blocking(inner, move |i| edit::write(i, &args)).await,
             "Edit" => blocking(inner, move |i| edit::edit(i, &args)).await,
@@ -262,6 +268,10 @@ impl ToolProvider for BuiltinTools {
             "Bash" => bash::run(&inner, &args, cancel).await,
             _ => return Err(ToolCallError::UnknownTool(call.name)),
         };
+        // Secrets never leave in a result, whichever tool read them (a file's text included).
+        if let std::borrow::Cow::Owned(masked) = shared.masker.mask(&out.text) {
+            out.text = masked;
+        }
         Ok(out)
     }
 }

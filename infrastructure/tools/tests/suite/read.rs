@@ -167,3 +167,32 @@ async fn a_50_mb_file_stays_within_the_budget_and_memory_is_bounded() {
         "peak memory grew by {grown_mib} MiB reading 50 MB files"
     );
 }
+
+#[tokio::test]
+async fn secrets_are_masked_in_read_and_grep_results() {
+    let ws = Ws::new();
+    let tools = ws
+        .tools
+        .clone()
+        .with_masker(&awf_domain::mask::Masker::from_named([(
+            "DB_PASSWORD",
+            "pa55-word-xyz",
+        )]));
+    ws.write(".env.sample", "DB_PASSWORD=pa55-word-xyz\n");
+    let out = call_with(
+        &tools,
+        "Read",
+        json!({"path": ".env.sample"}),
+        Default::default(),
+    )
+    .await;
+    assert_eq!(ok(&out), "     1\tDB_PASSWORD=***\n");
+    let out = call_with(
+        &tools,
+        "Grep",
+        json!({"pattern": "pa55", "path": ".env.sample", "output_mode": "content"}),
+        Default::default(),
+    )
+    .await;
+    assert!(ok(&out).ends_with(":1:DB_PASSWORD=***\n"), "{}", out.text);
+}
