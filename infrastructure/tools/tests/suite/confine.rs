@@ -211,3 +211,39 @@ async fn fifos_are_refused_instead_of_blocking() {
         .unwrap();
     assert_eq!(ok(&out), format!("{}\n", ws.path("f.txt").display()));
 }
+
+#[tokio::test]
+async fn glob_patterns_cannot_climb_out() {
+    let ws = Ws::new();
+    std::fs::write(ws.outside().join("up.txt"), "x").unwrap();
+    assert_err(
+        &ws.call("Glob", json!({"pattern": "../*.txt"})).await,
+        "outside the workspace root",
+    );
+    assert_err(
+        &ws.call("Glob", json!({"pattern": "/etc/*"})).await,
+        "outside the workspace root",
+    );
+    let out = ws.call("Glob", json!({"pattern": "**/../*.txt"})).await;
+    assert_eq!(ok(&out), "No files found");
+}
+
+#[tokio::test]
+async fn links_that_stay_inside_the_root_are_followed() {
+    let ws = Ws::new();
+    std::fs::create_dir(ws.path("real")).unwrap();
+    std::os::unix::fs::symlink(ws.path("real"), ws.path("alias")).unwrap();
+    ok(&ws
+        .call("Write", json!({"path": "alias/new/f.txt", "content": "in"}))
+        .await);
+    assert_eq!(
+        std::fs::read_to_string(ws.path("real/new/f.txt")).unwrap(),
+        "in"
+    );
+    let out = ws.call("Read", json!({"path": "alias/new/f.txt"})).await;
+    assert_eq!(ok(&out), "     1\tin\n");
+    let out = ws
+        .call("Bash", json!({"command": "pwd -P", "cwd": "alias"}))
+        .await;
+    assert!(ok(&out).starts_with(&format!("{}\n", ws.path("real").display())));
+}
