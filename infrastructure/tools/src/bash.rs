@@ -489,3 +489,25 @@ impl Capture {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_falls_back_to_bin_sh() {
+        assert_eq!(resolve_shell(None), PathBuf::from("/bin/sh"));
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("bash"))),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("/no/such/shell"))),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            resolve_shell(Some(OsStr::new("/bin/sh"))),
+            PathBuf::from("/bin/sh")
+        );
+    }
+}

@@ -270,3 +270,30 @@ async fn a_call_dropped_midway_leaves_nothing_behind() {
     );
     assert_eq!(survivors(&mark).await, Vec::<i32>::new());
 }
+
+#[tokio::test]
+async fn concurrent_calls_do_not_stop_each_others_processes() {
+    let ws = Ws::new();
+    let mark = marker("concurrent");
+    let slow = ws.call(
+        "Bash",
+        json!({"command": "sleep 2; echo slow-done", "timeout_seconds": 60}),
+    );
+    let detaching = ws.call(
+        "Bash",
+        json!({"command": format!("export {mark}; setsid sleep 300 >/dev/null 2>&1 & echo quick")}),
+    );
+    let (slow, quick) = tokio::join!(slow, detaching);
+    assert!(ok(&quick).starts_with("quick\n"));
+    assert_eq!(ok(&slow), "slow-done\n[awf: exit code 0]\n");
+    assert_eq!(survivors(&mark).await, Vec::<i32>::new());
+}
+
+#[tokio::test]
+async fn output_that_is_not_utf8_is_shown_lossily() {
+    let ws = Ws::new();
+    let out = ws
+        .call("Bash", json!({"command": "printf 'caf\\351\\n'"}))
+        .await;
+    assert_eq!(ok(&out), "caf\u{FFFD}\n[awf: exit code 0]\n");
+}

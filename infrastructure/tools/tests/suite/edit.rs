@@ -191,3 +191,18 @@ async fn edit_keeps_crlf_bom_mode_and_non_utf8_bytes() {
     );
     assert_eq!(mode(&p), 0o755);
 }
+
+#[tokio::test]
+async fn edit_refuses_files_over_its_size_limit() {
+    let ws = Ws::with_limits(awf_tools::Limits {
+        edit_max_file: 10,
+        ..awf_tools::Limits::default()
+    });
+    let p = ws.write("big.txt", "0123456789abc");
+    assert_err(
+        &ws.call("Edit", json!({"path": "big.txt", "old": "abc", "new": "x"}))
+            .await,
+        "is 13 bytes, over the 10 bytes Edit rewrites",
+    );
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "0123456789abc");
+}
