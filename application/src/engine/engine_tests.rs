@@ -9,7 +9,6 @@ use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
 use awf_domain::interaction::Answer;
-use awf_domain::ports::RunSession;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::fakes::FakeAgent;
 use awf_domain::ports::fakes::FakeAgents;
