@@ -412,6 +412,21 @@ fn resume_point(
                 }
                 return Err(e);
             }
+            // A terminal runs nothing: resuming there would record the run as ended (even
+            // as a success) without running what failed or asking its approval gates.
+            if matches!(
+                wf.state(s).map(|st| &st.kind),
+                Some(awf_domain::workflow::StateKind::Terminal(_))
+            ) {
+                return Err(bad(format!(
+                    "cannot resume from {s}: it is a terminal state of workflow {}, which runs nothing",
+                    snap.workflow
+                ))
+                .with_hint(format!(
+                    "resume where the run stopped (`awf resume {}`) or from a state that runs (`--from <state>`)",
+                    snap.run_id
+                )));
+            }
             s.clone()
         }
     };

@@ -1167,6 +1167,19 @@ async fn resume_from_a_step_forgets_what_completed_after_it() {
         .await
         .expect_err("unknown step");
     assert_eq!(e.message(), "state not found in workflow w: nope");
+    // A terminal runs nothing: resuming there would mark the failed run as done.
+    let e = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Step("done".into()),
+            &[],
+        ))
+        .await
+        .expect_err("a terminal is refused");
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        e.message(),
+        "cannot resume from done: it is a terminal state of workflow w, which runs nothing"
+    );
 }
 
 #[tokio::test]
