@@ -416,7 +416,7 @@ impl Run {
         }
         st.status = StepStatus::Completed;
         st.completed_at = Some(SystemTime::now());
-        st.output = format!("completed {iterations} iterations");
+        st.output = format!("completed {iterations} iterations").into();
         Ok(Body {
             state: st,
             failure: None,

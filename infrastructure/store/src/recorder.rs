@@ -284,6 +284,10 @@ struct RunProj {
     whole: bool,
     /// States recorded since the last write (they go to the journal).
     changed: BTreeSet<String>,
+    /// The files holding long texts of the recorded states, by state name.
+    files: state::FileRefs,
+    /// Output files replaced by newer ones: removed once a record without them is written.
+    garbage: Vec<String>,
     /// The top-level parallel block being executed.
     parallel_open: Option<String>,
     /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
@@ -301,6 +305,8 @@ struct Transcript {
     buf: String,
     close: bool,
     unsynced: bool,
+    /// Bytes of (stdout, stderr) streamed by the step execution at each event path.
+    streamed: HashMap<String, [usize; 2]>,
 }
 
 /// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
@@ -405,7 +411,22 @@ impl Writer {
     /// Applies one event to every projection.
     fn apply(&mut self, env: &EventEnvelope) {
         let run_id = env.run_id.0.as_str();
-        self.transcript_event(env);
+        // A recorded state's long texts go to their own files first: the transcript line
+        // and the state record name them.
+        let spilled = match &env.event {
+            RunEvent::StepFinished { state, .. } if self.runs.contains_key(run_id) => {
+                match state::spill(&self.paths, run_id, state) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        // Kept inline instead: nothing is lost, only the size is not bounded.
+                        self.shared.report("state", e.message().to_owned());
+                        state::OutputFiles::default()
+                    }
+                }
+            }
+            _ => state::OutputFiles::default(),
+        };
+        self.transcript_event(env, &spilled);
         match &env.event {
             RunEvent::RunStarted {
                 workflow,
@@ -415,10 +436,11 @@ impl Writer {
                 resumed_from,
                 pid,
             } => {
+                // The earlier states keep their output files (not read back into memory).
                 let earlier = match resumed_from {
                     Some(_) => match self.runs.remove(run_id) {
-                        Some(p) => Some(p.snap),
-                        None => state::read(&self.paths, run_id).unwrap_or_else(|e| {
+                        Some(p) => Some((p.snap, p.files)),
+                        None => state::read_stored(&self.paths, run_id).unwrap_or_else(|e| {
                             self.shared.report("state", e.message().to_owned());
                             None
                         }),
@@ -446,9 +468,11 @@ impl Writer {
                     owner_pid: Some(*pid),
                     loop_position: None,
                 };
-                if let Some(old) = earlier {
+                let mut files = state::FileRefs::new();
+                if let Some((old, old_files)) = earlier {
                     snap.states = old.states;
                     snap.started_at = old.started_at;
+                    files = old_files;
                 }
                 let (started_ms, parent) = (millis(snap.started_at), snap.parent_run_id.clone());
                 self.runs.insert(
@@ -459,6 +483,8 @@ impl Writer {
                         finished: false,
                         whole: false,
                         changed: BTreeSet::new(),
+                        files,
+                        garbage: Vec::new(),
                         parallel_open: None,
                         loops_open: Vec::new(),
                     },
@@ -551,6 +577,14 @@ impl Writer {
                         p.snap.loop_position = None;
                     }
                     p.snap.states.insert(step.clone(), (**state).clone());
+                    let replaced = if spilled.is_empty() {
+                        p.files.remove(step)
+                    } else {
+                        p.files.insert(step.clone(), spilled)
+                    };
+                    if let Some(old) = replaced {
+                        p.garbage.extend(old.paths().map(str::to_owned));
+                    }
                     p.changed.insert(step.clone());
                     p.snap.updated_at = env.at;
                     p.dirty = true;
@@ -725,13 +759,18 @@ impl Writer {
                     buf: String::new(),
                     close: false,
                     unsynced: false,
+                    streamed: HashMap::new(),
                 },
             );
         }
         self.transcripts.get_mut(run_id)
     }
 
-    fn transcript_event(&mut self, env: &EventEnvelope) {
+    /// Appends the line of one event; `files` are the output files of a `StepFinished`
+    /// state. A step's output is written inline until its stream passed
+    /// [`state::INLINE_MAX`] bytes; later chunks only give their size (the kept text is in
+    /// the state's output file, named by the `step.completed` line).
+    fn transcript_event(&mut self, env: &EventEnvelope, files: &state::OutputFiles) {
         let Some(t) = self.transcript(&env.run_id.0) else {
             return;
         };
@@ -741,7 +780,25 @@ impl Writer {
             seq = t.last + 1;
         }
         t.last = seq;
-        t.buf.push_str(&transcript::event_line(env, seq));
+        let inline = match &env.event {
+            RunEvent::StepStarted { .. } | RunEvent::StepRetrying { .. } => {
+                t.streamed.remove(&env.path);
+                true
+            }
+            RunEvent::StepFinished { .. } => {
+                t.streamed.remove(&env.path);
+                true
+            }
+            RunEvent::OutputChunk { stream, text, .. } => {
+                let seen = t.streamed.entry(env.path.clone()).or_default();
+                let i = usize::from(*stream == awf_domain::event::OutputStream::Stderr);
+                seen[i] = seen[i].saturating_add(text.as_bytes().len());
+                seen[i] <= state::INLINE_MAX
+            }
+            _ => true,
+        };
+        t.buf
+            .push_str(&transcript::event_line_with(env, seq, inline, files));
     }
 
     /// Writes what the applied events changed; with `sync`, also fsyncs transcripts and audit.
@@ -803,26 +860,43 @@ impl Writer {
 /// does not grow with the steps before it. Either way the data is synced before returning.
 fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
-        state::save(paths, &p.snap, p.finished)?;
+        state::save_with(paths, &p.snap, &p.files, p.finished)?;
         p.whole = true;
         p.changed.clear();
-        return state::remove_journal(paths, &p.snap.run_id);
+        state::remove_journal(paths, &p.snap.run_id)?;
+        if p.finished {
+            state::prune_outputs(paths, &p.snap.run_id, &p.files);
+        }
+    } else {
+        let mut output_files = state::FileRefs::new();
+        let states = std::mem::take(&mut p.changed)
+            .into_iter()
+            .filter_map(|name| {
+                let st = p.snap.states.get(&name)?;
+                let shown = match p.files.get(&name) {
+                    Some(f) => {
+                        output_files.insert(name.clone(), f.clone());
+                        std::borrow::Cow::Owned(state::stored_form(st, f))
+                    }
+                    None => std::borrow::Cow::Borrowed(st),
+                };
+                Some((name, shown))
+            })
+            .collect();
+        let entry = state::JournalEntry {
+            status: p.snap.status,
+            current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
+            updated_at: p.snap.updated_at,
+            loop_position: p.snap.loop_position.clone(),
+            states,
+            output_files,
+        };
+        state::append_journal(paths, &p.snap.run_id, &entry)?;
     }
-    let states = std::mem::take(&mut p.changed)
-        .into_iter()
-        .filter_map(|name| {
-            let st = p.snap.states.get(&name)?;
-            Some((name, std::borrow::Cow::Borrowed(st)))
-        })
-        .collect();
-    let entry = state::JournalEntry {
-        status: p.snap.status,
-        current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
-        updated_at: p.snap.updated_at,
-        loop_position: p.snap.loop_position.clone(),
-        states,
-    };
-    state::append_journal(paths, &p.snap.run_id, &entry)
+    // The replaced files are named by no record any more.
+    state::remove_outputs(paths, p.garbage.iter().map(String::as_str));
+    p.garbage.clear();
+    Ok(())
 }
 
 #[cfg(test)]

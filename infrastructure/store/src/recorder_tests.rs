@@ -89,7 +89,7 @@ fn done_state(step: &str, at: u64, ok: bool) -> StepState {
     } else {
         StepStatus::Failed
     };
-    s.output = format!("{step} out\n");
+    s.output = format!("{step} out\n").into();
     s.exit_code = Some(if ok { 0 } else { 2 });
     s.attempts = 1;
     s.error = (!ok).then(|| "exit status 2".to_owned());
@@ -1020,4 +1020,218 @@ fn branches_of_a_top_level_parallel_block_do_not_become_current() {
         snap.states.keys().collect::<Vec<_>>(),
         ["fan", "left", "right"]
     );
+}
+
+/// A recorded state whose text is `out` (stdout) and `err` (stderr).
+fn state_with(step: &str, at: u64, out: &str, err: &str) -> RunEvent {
+    let mut st = done_state(step, at, true);
+    st.output = out.into();
+    st.stderr = err.into();
+    RunEvent::StepFinished {
+        step: step.to_owned(),
+        kind: "command".to_owned(),
+        state: Box::new(st),
+    }
+}
+
+/// Every file under `dir`, with its size.
+fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let m = e.metadata().unwrap();
+        if m.is_dir() {
+            out.extend(files_under(&e.path()));
+        } else {
+            out.push((e.path(), m.len()));
+        }
+    }
+    out
+}
+
+/// Issue 9: a long output is stored once, in its own file, which the journal, the state
+/// file and the transcript name; reading the run gives the same text back.
+#[test]
+fn a_long_output_is_stored_once_in_its_own_file() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    // 300 KiB of stdout with multi-byte characters, 100 KiB of stderr, and a short step.
+    let big: String = "héllo wörld €\n".repeat(300 * 1024 / 18);
+    let err = "e".repeat(100 * 1024);
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    rec.emit(s.ev("r", None, "a", None, step_started("a")));
+    for piece in big.as_bytes().chunks(64 * 1024) {
+        rec.emit(s.ev(
+            "r",
+            None,
+            "a",
+            None,
+            RunEvent::OutputChunk {
+                step: "a".into(),
+                stream: OutputStream::Stdout,
+                text: piece.to_vec().into(),
+            },
+        ));
+    }
+    rec.emit(s.ev("r", None, "a", None, state_with("a", 1, &big, &err)));
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    rec.emit(s.ev("r", None, "b", None, step_finished("b", 2, true)));
+    rec.flush();
+    // Mid-run: the journal names the files and holds neither text.
+    let journal = std::fs::read_to_string(d.path().join("states/r.journal")).unwrap();
+    assert!(journal.len() < 4096, "journal is {} bytes", journal.len());
+    assert!(journal.contains("\"output_files\""), "{journal}");
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"].output, big);
+    assert_eq!(snap.states["a"].stderr, err);
+    assert_eq!(snap.states["b"].output, "b out\n");
+    // The list does not read the files.
+    assert_eq!(StateStore::list(&store).unwrap()[0].states["a"].output, "");
+
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    let state_text = std::fs::read_to_string(d.path().join("states/r.json")).unwrap();
+    assert!(
+        state_text.len() < 8192,
+        "state file is {} bytes",
+        state_text.len()
+    );
+    let outputs = files_under(&d.path().join("outputs/r"));
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    let mut sizes: Vec<u64> = outputs.iter().map(|(_, n)| *n).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [err.len() as u64, big.len() as u64]);
+    for (p, _) in &outputs {
+        let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", p.display());
+    }
+    assert_eq!(store.load("r").unwrap().states["a"].output, big);
+    // Transcript: the first 64 KiB inline, then sizes only; step.completed names the files.
+    let tr = lines(&d.path().join("transcripts/r.jsonl"));
+    let chunks: Vec<&Value> = tr.iter().filter(|l| l["type"] == "step.output").collect();
+    assert_eq!(chunks.len(), big.len().div_ceil(64 * 1024));
+    assert!(chunks[0]["payload"]["text"].is_string());
+    assert_eq!(chunks[1]["payload"].get("text"), None);
+    assert_eq!(chunks[1]["payload"]["bytes"], 64 * 1024);
+    let done = tr
+        .iter()
+        .find(|l| l["type"] == "step.completed" && l["payload"]["name"] == "a")
+        .unwrap();
+    let named = done["payload"]["output_file"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(d.path().join(named)).unwrap(), big);
+    assert!(done["payload"]["stderr_file"].is_string());
+    let b_done = tr
+        .iter()
+        .find(|l| l["type"] == "step.completed" && l["payload"]["name"] == "b")
+        .unwrap();
+    assert_eq!(b_done["payload"].get("output_file"), None);
+    // Every byte of the data root: one copy of each text, plus small records.
+    let total: u64 = files_under(d.path()).iter().map(|(_, n)| *n).sum();
+    let texts = (big.len() + err.len()) as u64;
+    assert!(
+        total < texts + 64 * 1024 + 128 * 1024,
+        "data root holds {total} bytes for {texts} bytes of output"
+    );
+}
+
+/// A state recorded again (a loop body) replaces its file; a resumed run keeps the files of
+/// the states it did not run again.
+#[test]
+fn long_outputs_are_replaced_by_newer_records_and_kept_across_resume() {
+    let d = tempfile::tempdir().unwrap();
+    let one = "1".repeat(70 * 1024);
+    let two = "2".repeat(80 * 1024);
+    let three = "3".repeat(90 * 1024);
+    let mut s = Script::default();
+    {
+        let store = open(d.path(), false);
+        let rec = store.recorder();
+        rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+        rec.emit(s.ev("r", None, "a", None, step_started("a")));
+        rec.emit(s.ev("r", None, "a", None, state_with("a", 1, &one, "")));
+        rec.flush();
+        rec.emit(s.ev("r", None, "a", None, state_with("a", 2, &two, "")));
+        rec.flush();
+        assert_eq!(files_under(&d.path().join("outputs/r")).len(), 1);
+        rec.emit(s.ev(
+            "r",
+            None,
+            "",
+            None,
+            finished("r", "wf", RunStatus::Failure, 3, None, Some("boom")),
+        ));
+        rec.flush();
+    }
+    assert_eq!(
+        files_under(&d.path().join("outputs/r")),
+        vec![(
+            files_under(&d.path().join("outputs/r"))[0].0.clone(),
+            two.len() as u64
+        )]
+    );
+    // Resume in a new writer: `a` keeps its file, `c` adds one, short `a2` stays inline.
+    s.restart("r");
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        started("wf", "wf", Map::new(), Some("c")),
+    ));
+    rec.emit(s.ev("r", None, "c", None, step_started("c")));
+    rec.emit(s.ev("r", None, "c", None, state_with("c", 4, &three, "")));
+    rec.flush();
+    assert_eq!(store.load("r").unwrap().states["a"].output, two);
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"].output, two);
+    assert_eq!(snap.states["c"].output, three);
+    let mut sizes: Vec<u64> = files_under(&d.path().join("outputs/r"))
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [two.len() as u64, three.len() as u64]);
+}
+
+/// Short texts stay inline: no outputs directory at all.
+#[test]
+fn short_outputs_make_no_files() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let edge = "x".repeat(crate::state::INLINE_MAX);
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev("r", None, "a", None, state_with("a", 1, &edge, "")));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    assert!(!d.path().join("outputs").exists());
+    assert_eq!(store.load("r").unwrap().states["a"].output, edge);
 }
