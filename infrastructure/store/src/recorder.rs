@@ -309,6 +309,25 @@ struct Transcript {
     streamed: HashMap<String, [usize; 2]>,
 }
 
+/// Most bytes of one stream written to its spool file (the engine's default capture cap,
+/// 64 MiB); a text kept beyond it (a larger `capture.max_size`) is written at the end.
+const SPOOL_MAX: u64 = 64 * 1024 * 1024;
+
+/// One output stream of a running step: once it passed [`state::INLINE_MAX`] bytes it is
+/// written to a new output file as it arrives, so the text the step keeps is already on disk
+/// when the step ends (see [`state::spill`]).
+#[derive(Default)]
+struct Spool {
+    /// The first bytes, until they pass [`state::INLINE_MAX`].
+    pending: Vec<u8>,
+    /// The file and its path relative to the data root, once they did.
+    file: Option<(File, String)>,
+    /// Bytes written to the file.
+    len: u64,
+    /// A write failed or [`SPOOL_MAX`] was reached: nothing more is written.
+    stopped: bool,
+}
+
 /// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
 struct ChildCall {
     parent: String,
@@ -327,6 +346,8 @@ struct Writer {
     runs: HashMap<String, RunProj>,
     transcripts: HashMap<String, Transcript>,
     calls: HashMap<String, ChildCall>,
+    /// (stdout, stderr) spools of the running steps, by (run id, event path).
+    spools: HashMap<(String, String), [Spool; 2]>,
 }
 
 impl Writer {
@@ -343,6 +364,7 @@ impl Writer {
             runs: HashMap::new(),
             transcripts: HashMap::new(),
             calls: HashMap::new(),
+            spools: HashMap::new(),
         }
     }
 
@@ -413,9 +435,25 @@ impl Writer {
         let run_id = env.run_id.0.as_str();
         // A recorded state's long texts go to their own files first: the transcript line
         // and the state record name them.
+        match &env.event {
+            RunEvent::OutputChunk { stream, text, .. } if self.runs.contains_key(run_id) => {
+                self.spool(run_id, &env.path, *stream, text.as_bytes());
+            }
+            RunEvent::StepStarted { .. } | RunEvent::StepRetrying { .. } => {
+                self.drop_spools(|(r, p)| r == run_id && *p == env.path);
+            }
+            RunEvent::RunFinished { .. } => self.drop_spools(|(r, _)| r == run_id),
+            _ => {}
+        }
         let spilled = match &env.event {
             RunEvent::StepFinished { state, .. } if self.runs.contains_key(run_id) => {
-                match state::spill(&self.paths, run_id, state) {
+                let spools = self
+                    .spools
+                    .remove(&(run_id.to_owned(), env.path.clone()))
+                    .map_or([None, None], |pair| {
+                        pair.map(|sp| sp.file.map(|(f, rel)| (f, rel, sp.len)))
+                    });
+                match state::spill(&self.paths, run_id, state, spools) {
                     Ok(f) => f,
                     Err(e) => {
                         // Kept inline instead: nothing is lost, only the size is not bounded.
@@ -764,6 +802,79 @@ impl Writer {
             );
         }
         self.transcripts.get_mut(run_id)
+    }
+
+    /// Adds bytes of one stream of the step at `path` to its spool.
+    fn spool(
+        &mut self,
+        run_id: &str,
+        path: &str,
+        stream: awf_domain::event::OutputStream,
+        bytes: &[u8],
+    ) {
+        let i = usize::from(stream == awf_domain::event::OutputStream::Stderr);
+        let pair = self
+            .spools
+            .entry((run_id.to_owned(), path.to_owned()))
+            .or_default();
+        let sp = &mut pair[i];
+        if sp.stopped || bytes.is_empty() {
+            return;
+        }
+        if sp.file.is_none() {
+            if sp.pending.len() + bytes.len() <= state::INLINE_MAX {
+                sp.pending.extend_from_slice(bytes);
+                return;
+            }
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let kind = if i == 0 { "stdout" } else { "stderr" };
+            match state::create_output(&self.paths, run_id, name, kind) {
+                Ok(f) => sp.file = Some(f),
+                Err(_) => {
+                    // Written whole when the step ends instead.
+                    sp.stopped = true;
+                    sp.pending = Vec::new();
+                    return;
+                }
+            }
+        }
+        let pending = std::mem::take(&mut sp.pending);
+        let Some((f, rel)) = sp.file.as_mut() else {
+            return;
+        };
+        for part in [pending.as_slice(), bytes] {
+            let room = usize::try_from(SPOOL_MAX.saturating_sub(sp.len)).unwrap_or(usize::MAX);
+            let part = &part[..part.len().min(room)];
+            if part.is_empty() {
+                continue;
+            }
+            if f.write_all(part).is_err() {
+                sp.stopped = true;
+                let rel = rel.clone();
+                sp.file = None;
+                state::remove_outputs(&self.paths, std::iter::once(rel.as_str()));
+                return;
+            }
+            sp.len += part.len() as u64;
+        }
+        if sp.len >= SPOOL_MAX {
+            sp.stopped = true;
+        }
+    }
+
+    /// Removes the spools (and their files) whose (run id, path) matches.
+    fn drop_spools(&mut self, matches: impl Fn(&(String, String)) -> bool) {
+        let keys: Vec<(String, String)> =
+            self.spools.keys().filter(|k| matches(k)).cloned().collect();
+        for k in keys {
+            if let Some(pair) = self.spools.remove(&k) {
+                let rels: Vec<String> = pair
+                    .into_iter()
+                    .filter_map(|sp| sp.file.map(|(_, r)| r))
+                    .collect();
+                state::remove_outputs(&self.paths, rels.iter().map(String::as_str));
+            }
+        }
     }
 
     /// Appends the line of one event; `files` are the output files of a `StepFinished`

@@ -1235,3 +1235,99 @@ fn short_outputs_make_no_files() {
     assert!(!d.path().join("outputs").exists());
     assert_eq!(store.load("r").unwrap().states["a"].output, edge);
 }
+
+fn chunk(step: &str, stream: OutputStream, bytes: &[u8]) -> RunEvent {
+    RunEvent::OutputChunk {
+        step: step.into(),
+        stream,
+        text: bytes.to_vec().into(),
+    }
+}
+
+/// The file that received a stream as it was read becomes the stored copy when the kept text
+/// is its beginning (cut at a cap, last attempt only); otherwise the text is written anew.
+#[test]
+fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let first = "1".repeat(200 * 1024);
+    let second = "2".repeat(300 * 1024);
+    let kept = &second[..150 * 1024];
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev("r", None, "a", None, step_started("a")));
+    for piece in first.as_bytes().chunks(50_000) {
+        rec.emit(s.ev(
+            "r",
+            None,
+            "a",
+            None,
+            chunk("a", OutputStream::Stdout, piece),
+        ));
+    }
+    rec.emit(s.ev(
+        "r",
+        None,
+        "a",
+        None,
+        RunEvent::StepRetrying {
+            step: "a".into(),
+            attempt: 2,
+            delay_ms: 0,
+        },
+    ));
+    for piece in second.as_bytes().chunks(50_000) {
+        rec.emit(s.ev(
+            "r",
+            None,
+            "a",
+            None,
+            chunk("a", OutputStream::Stdout, piece),
+        ));
+    }
+    rec.flush();
+    // Only the last attempt's spool is left, written as it streamed.
+    let spooled = files_under(&d.path().join("outputs/r"));
+    assert_eq!(spooled.len(), 1, "{spooled:?}");
+    assert_eq!(spooled[0].1, second.len() as u64);
+    rec.emit(s.ev("r", None, "a", None, state_with("a", 1, kept, "")));
+    rec.flush();
+    // That file is the stored copy, cut to what the step kept.
+    assert_eq!(
+        files_under(&d.path().join("outputs/r")),
+        [(spooled[0].0.clone(), kept.len() as u64)]
+    );
+    // `b` streamed one text but keeps another (as a second masking pass would make it).
+    let streamed = "x".repeat(100 * 1024);
+    let other = "y".repeat(100 * 1024);
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "b",
+        None,
+        chunk("b", OutputStream::Stderr, streamed.as_bytes()),
+    ));
+    rec.emit(s.ev("r", None, "b", None, state_with("b", 2, "", &other)));
+    rec.flush();
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"].output, kept);
+    assert_eq!(snap.states["b"].stderr, other);
+    let mut sizes: Vec<u64> = files_under(&d.path().join("outputs/r"))
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [other.len() as u64, kept.len() as u64]);
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    assert_eq!(files_under(&d.path().join("outputs/r")).len(), 2);
+    assert_eq!(store.load("r").unwrap().states["a"].output, kept);
+}

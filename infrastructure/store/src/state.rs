@@ -184,19 +184,18 @@ fn file_stem(state: &str) -> String {
     }
 }
 
-/// Writes `text` (one stream of state `state`) to a new file of the run's outputs
-/// directory (created 0700; the file 0600, a name no earlier write used) and syncs it.
-/// Returns its path relative to the data root.
+/// Creates a new, empty output file for one stream of state `state` in the run's outputs
+/// directory (created 0700; the file 0600, a name no earlier file used). Returns the open
+/// file and its path relative to the data root.
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED`.
-pub(crate) fn write_output(
+pub(crate) fn create_output(
     paths: &StorePaths,
     run_id: &str,
     state: &str,
     stream: &str,
-    text: &str,
-) -> Result<String, AwfError> {
+) -> Result<(fs::File, String), AwfError> {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = outputs_dir(paths, run_id);
     if !valid_id(run_id) {
@@ -209,30 +208,77 @@ pub(crate) fn write_output(
         .unwrap_or(0);
     let stem = file_stem(state);
     let pid = std::process::id();
-    for n in 0u32.. {
+    for n in 0u32..1000 {
         let name = format!("{stem}-{millis}-{pid}-{n}.{stream}");
         let path = dir.join(&name);
         let opened = fs::OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&path);
         match opened {
-            Ok(mut f) => {
-                f.write_all(text.as_bytes())
-                    .and_then(|()| f.sync_data())
-                    .map_err(|e| write_failed("the step output", &path, e))?;
-                return Ok(format!("outputs/{run_id}/{name}"));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => {}
+            Ok(f) => return Ok((f, format!("outputs/{run_id}/{name}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(write_failed("the step output", &path, e)),
         }
     }
     Err(write_failed("the step output", &dir, "no free file name"))
 }
 
+/// Writes `text` (one stream of state `state`) to a new output file (see
+/// [`create_output`]) and syncs it. Returns its path relative to the data root.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED` (the file is removed).
+pub(crate) fn write_output(
+    paths: &StorePaths,
+    run_id: &str,
+    state: &str,
+    stream: &str,
+    text: &str,
+) -> Result<String, AwfError> {
+    let (mut f, rel) = create_output(paths, run_id, state, stream)?;
+    let path = paths.data_root.join(&rel);
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_data())
+        .map_err(|e| {
+            let _ = fs::remove_file(&path);
+            write_failed("the step output", &path, e)
+        })?;
+    Ok(rel)
+}
+
+/// Makes a file that received a stream as it was read (a spool) the stored copy of `text`,
+/// when `text` is its first `text.len()` bytes: cuts it there and syncs it. Whether it did;
+/// when not, the caller removes it.
+pub(crate) fn adopt_spool(file: &fs::File, spooled: u64, text: &str) -> bool {
+    use std::io::Read;
+    use std::io::Seek;
+    let mut reader = file;
+    let want = text.as_bytes();
+    let Ok(len) = u64::try_from(want.len()) else {
+        return false;
+    };
+    if spooled < len || reader.seek(std::io::SeekFrom::Start(0)).is_err() {
+        return false;
+    }
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut at = 0usize;
+    while at < want.len() {
+        let n = buf.len().min(want.len() - at);
+        if reader.read_exact(&mut buf[..n]).is_err() || buf[..n] != want[at..at + n] {
+            return false;
+        }
+        at += n;
+    }
+    (spooled == len || file.set_len(len).is_ok()) && file.sync_data().is_ok()
+}
+
 /// Writes the texts of `st` that are longer than [`INLINE_MAX`] to their own files; returns
-/// the files written (empty when every text stays inline).
+/// the files written (empty when every text stays inline). `spools` are the files that
+/// received the step's (stdout, stderr) as they were streamed, with their sizes: one that
+/// holds the text is kept instead of writing it again; the others are removed.
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED` (files written before the failure are removed).
@@ -240,13 +286,30 @@ pub(crate) fn spill(
     paths: &StorePaths,
     run_id: &str,
     st: &StepState,
+    spools: [Option<(fs::File, String, u64)>; 2],
 ) -> Result<OutputFiles, AwfError> {
     let mut files = OutputFiles::default();
-    for (stream, text) in [("stdout", &st.output), ("stderr", &st.stderr)] {
+    let [out_spool, err_spool] = spools;
+    for ((stream, text), spool) in [("stdout", &st.output), ("stderr", &st.stderr)]
+        .into_iter()
+        .zip([out_spool, err_spool])
+    {
+        let adopted = match spool {
+            Some((f, rel, n)) if text.len() > INLINE_MAX && adopt_spool(&f, n, text) => Some(rel),
+            Some((_, rel, _)) => {
+                remove_outputs(paths, std::iter::once(rel.as_str()));
+                None
+            }
+            None => None,
+        };
         if text.len() <= INLINE_MAX {
             continue;
         }
-        match write_output(paths, run_id, &st.name, stream, text) {
+        let written = match adopted {
+            Some(rel) => Ok(rel),
+            None => write_output(paths, run_id, &st.name, stream, text),
+        };
+        match written {
             Ok(rel) if stream == "stdout" => files.stdout = Some(rel),
             Ok(rel) => files.stderr = Some(rel),
             Err(e) => {
@@ -363,7 +426,7 @@ pub(crate) fn save_with(
 pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Result<(), AwfError> {
     let mut refs = FileRefs::new();
     for (name, st) in &snap.states {
-        let files = spill(paths, &snap.run_id, st)?;
+        let files = spill(paths, &snap.run_id, st, [None, None])?;
         if !files.is_empty() {
             refs.insert(name.clone(), files);
         }
