@@ -244,3 +244,61 @@ fn the_capture_cap_bounds_the_stored_copy() {
     assert_eq!(outputs[0].1, 100_000);
     assert!(total_size(&root) < 1024 * 1024, "{:?}", files_under(&root));
 }
+
+/// A step command printing its own parent-death signal (`prctl(PR_GET_PDEATHSIG)`).
+const PDEATHSIG: &str = "/usr/bin/python3 -c 'import ctypes; v = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(v)); print(v.value)'";
+
+/// Issue 9: while the watchdog runs (it stops a killed awf's steps), children get no
+/// parent-death signal, so they are spawned with `posix_spawn` instead of a full `fork`;
+/// when the watchdog is gone, later children get the signal again.
+#[test]
+fn children_get_a_parent_death_signal_only_when_no_watchdog_runs() {
+    let sb = Sandbox::new().unwrap();
+    let go = sb.path().join("go");
+    let wf = sb
+        .write(
+            "pd.yaml",
+            &format!(
+                "name: pd\nstates:\n  initial: first\n  first:\n    type: step\n    command: \"{}\"\n    on_success: wait\n  wait:\n    type: step\n    command: \"while [ ! -f {} ]; do sleep 0.01; done\"\n    on_success: after\n  after:\n    type: step\n    command: \"{}\"\n    on_success: done\n  done:\n    type: terminal\n",
+                PDEATHSIG.replace('"', "\\\""),
+                go.display(),
+                PDEATHSIG.replace('"', "\\\""),
+            ),
+        )
+        .unwrap();
+    let child = sb
+        .cmd(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the watchdog and the waiting step, then kill the watchdog.
+    let t0 = std::time::Instant::now();
+    let watchdog = loop {
+        let procs = sb.processes();
+        let w = procs.iter().find(|p| p.cmdline.ends_with(" __watchdog"));
+        let waiting = procs.iter().any(|p| p.cmdline.contains("while [ ! -f"));
+        if let (Some(w), true) = (w, waiting) {
+            break w.pid;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "no watchdog and waiting step: {procs:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &watchdog.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::fs::write(&go, "").unwrap();
+    let r = awf_tests::Run::from(child.wait_with_output().unwrap());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let res = r.json().unwrap();
+    assert_eq!(res["states"]["first"]["output"], "0\n", "with the watchdog");
+    assert_eq!(
+        res["states"]["after"]["output"], "9\n",
+        "without it (SIGKILL)"
+    );
+}

@@ -2,9 +2,13 @@
 //! sweeps.
 //!
 //! - Every child gets `PR_SET_PDEATHSIG` = SIGKILL (see [`arm_parent_death`]), so it dies
-//!   with awf even when awf itself is SIGKILLed. The signal fires when the *thread* that
-//!   spawned the child exits: children are spawned from the runtime's worker threads (or the
-//!   thread of a current-thread runtime), which live as long as the run.
+//!   with awf even when awf itself is SIGKILLed, unless [`set_parent_death_signal`] turned
+//!   that off because a watchdog process stops the children instead (the `awf` binary's
+//!   `awf __watchdog`): setting the signal needs a hook between fork and exec, which makes
+//!   every spawn a full `fork` instead of a `posix_spawn` (about 0.35 ms of CPU per step).
+//!   The signal fires when the *thread* that spawned the child exits: children are spawned
+//!   from the runtime's worker threads (or the thread of a current-thread runtime), which
+//!   live as long as the run.
 //! - [`become_subreaper`] makes this process a child subreaper: a step's descendant whose
 //!   parent dies (`setsid cmd &`, a double fork) is re-parented to awf instead of init.
 //! - Every child carries [`TAG_VAR`] in its environment (inherited by its descendants), so a
@@ -46,6 +50,43 @@ const SWEEP_GRACE: Duration = Duration::from_secs(2);
 static FORCED: AtomicBool = AtomicBool::new(false);
 
 static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
+
+/// Whether children get a parent-death signal (see [`set_parent_death_signal`]).
+static PARENT_DEATH: AtomicBool = AtomicBool::new(true);
+
+/// Turns the parent-death signal of the children spawned from now on off (`false`) or back
+/// on (`true`, the default). Turn it off only when something else stops the children if
+/// this process dies: the `awf` binary does once its watchdog process runs (that watchdog
+/// SIGKILLs every step's process group and every process carrying this process's
+/// [`TAG_VAR`]). Without the signal, children are spawned with `posix_spawn` (vfork)
+/// instead of `fork`. Process-wide.
+pub fn set_parent_death_signal(on: bool) {
+    PARENT_DEATH.store(on, Ordering::SeqCst);
+}
+
+/// Children of this process that the sweeps leave alone (see [`spare_from_sweeps`]).
+static SPARED: std::sync::Mutex<BTreeSet<i32>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// Makes [`sweep_adopted`] (and the other sweeps) leave the child `pid` alone: a helper
+/// process that must outlive the run (the `awf` binary's watchdog).
+pub fn spare_from_sweeps(pid: i32) {
+    SPARED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(pid);
+}
+
+fn spared() -> BTreeSet<i32> {
+    SPARED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
+/// Whether the children spawned now get a parent-death signal.
+pub(crate) fn parent_death_signal() -> bool {
+    PARENT_DEATH.load(Ordering::SeqCst)
+}
 
 /// A fresh tag for one child.
 pub(crate) fn new_tag() -> String {
@@ -198,10 +239,11 @@ async fn sweep(tag: Option<&str>) -> usize {
     let mut stopped = 0;
     for _ in 0..SWEEP_ROUNDS {
         let live: BTreeSet<i32> = live_groups().into_iter().collect();
+        let spared = spared();
         let mut targets = Vec::new();
         for c in children() {
-            if live.contains(&c.pid) {
-                continue; // a child of a step that is still running
+            if live.contains(&c.pid) || spared.contains(&c.pid) {
+                continue; // a child of a step that is still running, or a helper
             }
             if c.zombie {
                 if tag.is_none() {
