@@ -58,6 +58,12 @@ const MAX_KEPT_ERRORS: usize = 100;
 /// At most this many queued messages are applied as one batch.
 const MAX_BATCH: usize = 4096;
 
+/// Longest time a written journal line waits before it is synced to the disk. A journal
+/// line is written (one `write`) with its batch, so a killed awf loses nothing; the sync
+/// only guards against a crash of the machine, and syncing once per batch (twice per step)
+/// was most of the cost of recording.
+const JOURNAL_SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 enum Msg {
     Event(Box<EventEnvelope>),
     Flush(mpsc::SyncSender<()>),
@@ -73,6 +79,7 @@ struct Shared {
     errors: Mutex<Vec<String>>,
     reported: Mutex<BTreeSet<&'static str>>,
     state_writes: AtomicU64,
+    journal_syncs: AtomicU64,
 }
 
 impl Shared {
@@ -175,7 +182,8 @@ impl Recorder {
     }
 
     /// Blocks until every event queued before this call is written: state files fsynced and
-    /// renamed, history rows committed, audit and transcript lines appended and fsynced.
+    /// renamed, journal lines appended and fsynced, history rows committed, audit and
+    /// transcript lines appended and fsynced.
     /// Returns at once when the writer is not running.
     pub fn flush(&self) {
         let Some(tx) = &self.inner.tx else {
@@ -228,6 +236,11 @@ impl Recorder {
     /// How many state files the writer has written so far (diagnostics; shows coalescing).
     pub fn state_writes(&self) -> u64 {
         self.inner.shared.state_writes.load(Ordering::Relaxed)
+    }
+
+    /// How many times the writer has synced journals to the disk (diagnostics).
+    pub fn journal_syncs(&self) -> u64 {
+        self.inner.shared.journal_syncs.load(Ordering::Relaxed)
     }
 
     /// Test hook: returns once the writer is parked; it resumes when the result is dropped.
@@ -288,6 +301,10 @@ struct RunProj {
     files: state::FileRefs,
     /// Output files replaced by newer ones: removed once a record without them is written.
     garbage: Vec<String>,
+    /// The journal, open for appending once the state file was written whole.
+    journal: Option<File>,
+    /// Journal lines were written since it was last synced to the disk.
+    journal_unsynced: bool,
     /// The top-level parallel block being executed.
     parallel_open: Option<String>,
     /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
@@ -346,6 +363,8 @@ struct Writer {
     runs: HashMap<String, RunProj>,
     transcripts: HashMap<String, Transcript>,
     calls: HashMap<String, ChildCall>,
+    /// When the journals were last synced to the disk.
+    last_sync: std::time::Instant,
     /// (stdout, stderr) spools of the running steps, by (run id, event path).
     spools: HashMap<(String, String), [Spool; 2]>,
 }
@@ -364,12 +383,29 @@ impl Writer {
             runs: HashMap::new(),
             transcripts: HashMap::new(),
             calls: HashMap::new(),
+            last_sync: std::time::Instant::now(),
             spools: HashMap::new(),
         }
     }
 
     fn run(mut self, rx: &mpsc::Receiver<Msg>) {
-        while let Ok(first) = rx.recv() {
+        loop {
+            let first = if self.runs.values().any(|p| p.journal_unsynced) {
+                let wait = JOURNAL_SYNC_EVERY.saturating_sub(self.last_sync.elapsed());
+                match rx.recv_timeout(wait) {
+                    Ok(m) => m,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.sync_journals();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                }
+            };
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -523,6 +559,8 @@ impl Writer {
                         changed: BTreeSet::new(),
                         files,
                         garbage: Vec::new(),
+                        journal: None,
+                        journal_unsynced: false,
                         parallel_open: None,
                         loops_open: Vec::new(),
                     },
@@ -804,6 +842,27 @@ impl Writer {
         self.transcripts.get_mut(run_id)
     }
 
+    /// Syncs the journal lines written so far to the disk.
+    fn sync_journals(&mut self) {
+        self.last_sync = std::time::Instant::now();
+        let mut failures = Vec::new();
+        for p in self.runs.values_mut().filter(|p| p.journal_unsynced) {
+            p.journal_unsynced = false;
+            self.shared.journal_syncs.fetch_add(1, Ordering::Relaxed);
+            if let Some(f) = &p.journal
+                && let Err(e) = f.sync_data()
+            {
+                failures.push(format!(
+                    "cannot sync the state journal {}: {e}",
+                    self.paths.journal_file(&p.snap.run_id).display()
+                ));
+            }
+        }
+        for msg in failures {
+            self.shared.report("state", msg);
+        }
+    }
+
     /// Adds bytes of one stream of the step at `path` to its spool.
     fn spool(
         &mut self,
@@ -955,6 +1014,9 @@ impl Writer {
             }
         }
         self.runs.retain(|_, p| !p.finished);
+        if sync || self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
+            self.sync_journals();
+        }
         if sync
             && let Some(a) = self.audit.as_mut()
             && let Err(e) = a.sync()
@@ -968,12 +1030,16 @@ impl Writer {
 /// Records one run's changes: the state file whole at its first write and when the run has
 /// finished (then the journal is removed: the file holds everything), else one journal line
 /// with the header fields and the states recorded since the last write, so the cost of a step
-/// does not grow with the steps before it. Either way the data is synced before returning.
+/// does not grow with the steps before it. The state file is synced before returning; a
+/// journal line is written (a killed process loses nothing) and synced to the disk within
+/// [`JOURNAL_SYNC_EVERY`] (or at the next flush).
 fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
         state::save_with(paths, &p.snap, &p.files, p.finished)?;
         p.whole = true;
         p.changed.clear();
+        p.journal = None;
+        p.journal_unsynced = false;
         state::remove_journal(paths, &p.snap.run_id)?;
         if p.finished {
             state::prune_outputs(paths, &p.snap.run_id, &p.files);
@@ -1002,7 +1068,13 @@ fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::Aw
             states,
             output_files,
         };
-        state::append_journal(paths, &p.snap.run_id, &entry)?;
+        if p.journal.is_none() {
+            p.journal = Some(state::open_journal(paths, &p.snap.run_id)?);
+        }
+        if let Some(f) = p.journal.as_mut() {
+            state::append_journal(paths, &p.snap.run_id, f, &entry)?;
+            p.journal_unsynced = true;
+        }
     }
     // The replaced files are named by no record any more.
     state::remove_outputs(paths, p.garbage.iter().map(String::as_str));

@@ -1331,3 +1331,45 @@ fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
     assert_eq!(files_under(&d.path().join("outputs/r")).len(), 2);
     assert_eq!(store.load("r").unwrap().states["a"].output, kept);
 }
+
+/// Issue 9: each batch's journal line is written at once (a killed awf loses nothing), but
+/// synced to the disk at most every 50 ms (a sync per batch was most of recording's cost).
+#[test]
+fn journal_lines_are_written_at_once_and_synced_at_most_every_50_ms() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    let journal = d.path().join("states/r.journal");
+    let t0 = std::time::Instant::now();
+    let before = rec.journal_syncs();
+    for i in 0..100u64 {
+        let name = format!("s{i:03}");
+        rec.emit(s.ev("r", None, &name, None, step_finished(&name, i, true)));
+        // Without a flush, the line reaches the file (one batch per step).
+        let mut waited = 0;
+        while !std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .contains(&format!("\"{name}\""))
+        {
+            std::thread::sleep(Duration::from_millis(1));
+            waited += 1;
+            assert!(waited < 60_000, "{name} never reached the journal");
+        }
+    }
+    let syncs = rec.journal_syncs() - before;
+    let allowed = u64::try_from(t0.elapsed().as_millis() / 50).unwrap() + 2;
+    assert!(syncs <= allowed, "{syncs} syncs in {:?}", t0.elapsed());
+    // Once quiet, what was written is synced within the interval, without a flush.
+    let base = rec.journal_syncs();
+    rec.emit(s.ev("r", None, "last", None, step_finished("last", 200, true)));
+    let mut waited = 0;
+    while rec.journal_syncs() == base {
+        std::thread::sleep(Duration::from_millis(5));
+        waited += 1;
+        assert!(waited < 12_000, "the last lines were never synced");
+    }
+    assert_eq!(store.load("r").unwrap().states.len(), 101);
+}

@@ -1,6 +1,7 @@
 //! State files: `<root>/states/<run_id>.json`, written atomically (temp file in the same
 //! directory, write, fsync, rename; mode 0600), and the journal of a live run,
-//! `<root>/states/<run_id>.journal`: one JSON line per recorder batch, appended and fsynced,
+//! `<root>/states/<run_id>.journal`: one JSON line per recorder batch, appended (and synced
+//! to the disk at most 50 ms later, see the recorder),
 //! holding what changed since the state file was written whole (the header fields and the
 //! states that finished). Readers replay the journal over the state file, so recording a step
 //! costs the size of that step, not of the whole run; the recorder writes the state file whole
@@ -474,28 +475,40 @@ impl JournalEntry<'_> {
     }
 }
 
-/// Appends one entry to the run's journal (created 0600) and syncs it.
-pub(crate) fn append_journal(
-    paths: &StorePaths,
-    run_id: &str,
-    entry: &JournalEntry<'_>,
-) -> Result<(), AwfError> {
+/// Opens the run's journal for appending (created 0600).
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED`.
+pub(crate) fn open_journal(paths: &StorePaths, run_id: &str) -> Result<fs::File, AwfError> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = paths.journal_file(run_id);
     if !valid_id(run_id) {
         return Err(write_failed("the state journal", &path, "invalid run id"));
     }
-    let mut line =
-        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
-    line.push(b'\n');
-    let mut f = fs::OpenOptions::new()
+    fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|e| write_failed("the state journal", &path, e))?;
-    f.write_all(&line)
-        .and_then(|()| f.sync_data())
+        .map_err(|e| write_failed("the state journal", &path, e))
+}
+
+/// Appends one entry to an open journal in one `write` (once it returns, a kill of this
+/// process loses nothing; syncing to the disk is the caller's, see the recorder).
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED`.
+pub(crate) fn append_journal(
+    paths: &StorePaths,
+    run_id: &str,
+    file: &mut fs::File,
+    entry: &JournalEntry<'_>,
+) -> Result<(), AwfError> {
+    let path = paths.journal_file(run_id);
+    let mut line =
+        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
+    line.push(b'\n');
+    file.write_all(&line)
         .map_err(|e| write_failed("the state journal", &path, e))
 }
 
