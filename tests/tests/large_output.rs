@@ -302,3 +302,56 @@ fn children_get_a_parent_death_signal_only_when_no_watchdog_runs() {
         "without it (SIGKILL)"
     );
 }
+
+/// Issue 9 with issue 7's guarantee: the watchdog (now told nothing per step) still stops a
+/// killed awf's steps, a process of the step's group that cleared its environment (so it
+/// carries no tag) included.
+#[test]
+fn a_killed_awf_s_step_group_dies_even_without_tags() {
+    let sb = Sandbox::new().unwrap();
+    let pid_file = sb.path().join("pid");
+    let wf = sb
+        .write(
+            "kill.yaml",
+            &format!(
+                "name: kill\nstates:\n  initial: s\n  s:\n    type: step\n    command: \"env -i /bin/sleep 300 & echo $! > {}; wait\"\n    on_success: done\n  done:\n    type: terminal\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            && std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"/bin/sleep\x00300"))
+        {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the step never started its sleep"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // It carries no tag: only its process group ties it to the step.
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    assert!(!environ.windows(15).any(|w| w == b"AWF_PROCESS_TAG"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t0 = std::time::Instant::now();
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "the step's untagged sleep {pid} outlived the killed awf"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -75,9 +75,9 @@ const SPAWN_ATTEMPTS: u32 = 5;
 /// `exit_code == -1` with [`Termination::Exited`] and the signal's number in
 /// [`CommandOutput::signal`]; a stopped child reports the signal that ended it (15 or 9).
 ///
-/// Every child also has a parent-death signal (SIGKILL when awf dies; unless
-/// [`set_parent_death_signal`](crate::set_parent_death_signal) turned it off because a
-/// watchdog process stops the children instead) and carries
+/// Every child also has a parent-death signal (SIGKILL when awf dies; not while a watchdog
+/// process registered with [`set_watchdog`](crate::set_watchdog) runs, which stops the
+/// children instead) and carries
 /// [`TAG_VAR`](crate::TAG_VAR); after a stop (timeout or cancel) the descendants that left the
 /// group (`setsid cmd &`) and were adopted by awf (see [`become_subreaper`](crate::become_subreaper))
 /// are stopped too, found by that tag.
