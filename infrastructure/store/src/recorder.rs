@@ -140,6 +140,11 @@ impl Drop for Inner {
 /// - history row: inserted at `RunStarted` (`running`), updated in place at `RunFinished`.
 /// - audit: one `workflow.started` and one `workflow.completed` line.
 /// - transcript `<root>/transcripts/<run_id>.jsonl`: one line per event (see the crate docs).
+/// - output files `<root>/outputs/<run_id>/…`: a recorded state's `output` / `stderr` over
+///   64 KiB, kept once; a stream is written to its file as it arrives (once past 64 KiB,
+///   up to 64 MiB), and that file becomes the stored copy when the state's text is its
+///   beginning (else the text is written anew). Replaced files are removed after the record
+///   that replaces them; at the end of the run, every file no record names.
 ///
 /// Source: spec/workflow.md §3.11, §3.14, §3.15.
 #[derive(Clone)]
