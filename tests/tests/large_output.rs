@@ -355,3 +355,72 @@ fn a_killed_awf_s_step_group_dies_even_without_tags() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// An `awf run` inside a step, whose own step runs: when the outer awf is killed, the outer
+/// watchdog kills the inner awf, and the inner watchdog (which carries no outer tag, so the
+/// outer one leaves it alone) kills the inner step's process.
+#[test]
+fn a_killed_awf_s_nested_awf_run_leaves_nothing_behind() {
+    let sb = Sandbox::new().unwrap();
+    let pid_file = sb.path().join("pid");
+    let inner = sb
+        .write(
+            "inner.yaml",
+            &format!(
+                "name: inner\nstates:\n  initial: s\n  s:\n    type: step\n    command: \"/bin/sleep 300 & echo $! > {}; wait\"\n    on_success: done\n  done:\n    type: terminal\n",
+                pid_file.display()
+            ),
+        )
+        .unwrap();
+    let outer = sb
+        .write(
+            "outer.yaml",
+            &format!(
+                "name: outer\nstates:\n  initial: s\n  s:\n    type: step\n    command: {} run {}\n    on_success: done\n  done:\n    type: terminal\n",
+                awf_tests::awf_bin().display(),
+                inner.display()
+            ),
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", outer.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let pid = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok())
+            && std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"/bin/sleep\x00300"))
+        {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the inner step never started its sleep"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t0 = std::time::Instant::now();
+    while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "the inner step's sleep {pid} outlived the killed outer awf"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let t0 = std::time::Instant::now();
+    while !sb.processes().is_empty() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "left behind: {:?}",
+            sb.processes()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -63,8 +63,11 @@ fn send(line: &str) {
 /// Starts `awf __watchdog` in its own process group; its stdin is the returned pipe.
 fn spawn() -> Option<ChildStdin> {
     let exe = std::env::current_exe().ok()?;
+    // Without the tag this awf process may carry as some step's child (an `awf run` inside a
+    // step): the outer watchdog must not kill this one before it has done its work.
     let mut child = std::process::Command::new(exe)
         .arg(SUBCOMMAND)
+        .env_remove(awf_exec::TAG_VAR)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
