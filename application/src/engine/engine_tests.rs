@@ -1011,7 +1011,7 @@ fn snapshot(
                 let mut s = awf_domain::run::StepState::running(n, t0);
                 s.status = *st;
                 s.completed_at = Some(t0 + Duration::from_secs(*at));
-                s.output = format!("{n} before\n");
+                s.output = format!("{n} before\n").into();
                 ((*n).to_owned(), s)
             })
             .collect(),
