@@ -57,3 +57,83 @@ fn a_bare_or_non_string_approval_is_an_invalid_value_with_its_position() {
         assert_eq!(r.code, 0, "approval:{value}\n{}{}", r.stdout, r.stderr);
     }
 }
+
+const TIMEOUT_MS: u64 = 20_000;
+
+/// Writes raw bytes (not necessarily UTF-8) to the pseudo-terminal, as a keyboard would.
+fn send_bytes(p: &rexpect::session::PtySession, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = p.process().get_file_handle().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+}
+
+/// A menu gate (three options), then a default y/N gate, then a logged step.
+const TWO_GATES: &str = r#"name: two-gates
+states:
+  initial: menu
+  menu:
+    type: step
+    command: echo menu >> log
+    approval:
+      message: "Pick one"
+      options:
+        - {id: once, kind: allow_once}
+        - {id: all, kind: allow_always}
+        - {id: no, kind: reject_once}
+    on_success: yn
+  yn:
+    type: step
+    command: echo yn >> log
+    approval: "Go on?"
+    on_success: done
+  done: {type: terminal}
+"#;
+
+#[test]
+fn invalid_utf8_at_a_gate_menu_or_breakpoint_is_asked_again_not_end_of_input() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("g.yaml", TWO_GATES).unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "g.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("choose a number > ").unwrap();
+    send_bytes(&p, b"\xff\xfe\n");
+    p.exp_string("invalid: the value is not valid UTF-8; try again")
+        .unwrap();
+    p.exp_string("choose a number > ").unwrap();
+    p.send_line("1").unwrap();
+    p.exp_string("? Go on? (yn) [y/N] ").unwrap();
+    send_bytes(&p, b"\xc3\n");
+    p.exp_string("invalid: the value is not valid UTF-8; try again")
+        .unwrap();
+    p.exp_string("[y/N] ").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log")).unwrap(),
+        "menu\nyn\n"
+    );
+
+    // A breakpoint (`--interactive`): asked again, then `c` runs the step.
+    sb.write(
+        "one.yaml",
+        "name: one\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a >> log2\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "one.yaml", "--interactive"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("Type: command").unwrap();
+    p.exp_string("> ").unwrap();
+    send_bytes(&p, b"\xff\n");
+    p.exp_string("invalid: the value is not valid UTF-8; try again")
+        .unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("c").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log2")).unwrap(),
+        "a\n"
+    );
+}

@@ -58,47 +58,59 @@ impl Terminal {
             RequestKind::MissingInput { input, problem } => {
                 self.missing_input(input, problem.as_deref())
             }
-            RequestKind::ConversationTurn { .. } => match next_line() {
-                Line::Text(line) => Answer::Value(line),
-                Line::Eof => {
-                    self.end_of_input();
-                    Answer::EndOfInput
+            RequestKind::ConversationTurn { prompt } => loop {
+                match next_line() {
+                    Line::Text(line) => return Answer::Value(line),
+                    Line::Eof => {
+                        self.end_of_input();
+                        return Answer::EndOfInput;
+                    }
+                    Line::Replaced => return Answer::EndOfInput,
+                    Line::NotUtf8 => {
+                        let mut err = std::io::stderr().lock();
+                        let _ = writeln!(err, "{NOT_UTF8}");
+                        let _ = write!(err, "{}", crate::style::printable(prompt));
+                        let _ = err.flush();
+                    }
                 }
-                Line::Replaced => Answer::EndOfInput,
             },
             RequestKind::Breakpoint {
                 state_kind,
                 previous,
                 preview,
             } => loop {
-                let line = match next_line() {
-                    Line::Text(l) => l,
+                let problem = match next_line() {
+                    Line::Text(line) => match parse_breakpoint(&line, previous.is_some()) {
+                        Ok(d) => return Answer::Decision(d),
+                        Err(warning) => {
+                            self.warn(&warning);
+                            None
+                        }
+                    },
                     Line::Eof => {
                         self.end_of_input();
                         return Answer::Decision(BreakpointDecision::Abort);
                     }
                     Line::Replaced => return Answer::Decision(BreakpointDecision::Abort),
+                    Line::NotUtf8 => Some(NOT_UTF8),
                 };
-                match parse_breakpoint(&line, previous.is_some()) {
-                    Ok(d) => return Answer::Decision(d),
-                    Err(warning) => {
-                        self.warn(&warning);
-                        if !self.json {
-                            let step = request.step.as_deref().unwrap_or("");
-                            let text = crate::printer::breakpoint_prompt(
-                                self.style,
-                                "  ",
-                                step,
-                                state_kind,
-                                previous.is_some(),
-                                preview,
-                            );
-                            let mut err = std::io::stderr().lock();
-                            let _ = err.write_all(text.as_bytes());
-                            let _ = err.flush();
-                        }
-                    }
+                let mut err = std::io::stderr().lock();
+                if let Some(p) = problem {
+                    let _ = writeln!(err, "{p}");
                 }
+                if !self.json {
+                    let step = request.step.as_deref().unwrap_or("");
+                    let text = crate::printer::breakpoint_prompt(
+                        self.style,
+                        "  ",
+                        step,
+                        state_kind,
+                        previous.is_some(),
+                        preview,
+                    );
+                    let _ = err.write_all(text.as_bytes());
+                }
+                let _ = err.flush();
             },
             RequestKind::Approval { message, options } => {
                 self.approval(request.step.as_deref().unwrap_or(""), message, options)
@@ -182,7 +194,7 @@ impl Terminal {
             let n = match read {
                 Ok(n) => n,
                 Err(NotUtf8) => {
-                    let _ = writeln!(err, "  invalid: the value is not valid UTF-8; try again");
+                    let _ = writeln!(err, "{NOT_UTF8}");
                     continue;
                 }
             };
@@ -234,6 +246,10 @@ impl Terminal {
                     return Answer::Option(reject);
                 }
                 Line::Replaced => return Answer::Option(reject),
+                Line::NotUtf8 => {
+                    let _ = writeln!(err, "{NOT_UTF8}");
+                    continue;
+                }
             };
             match parse_approval(&line, options, simple) {
                 Some(id) => return Answer::Option(id),
@@ -392,7 +408,12 @@ enum Line {
     /// A later request took over the read (this one timed out or was cancelled): the line
     /// goes to that one.
     Replaced,
+    /// A line that is not UTF-8 (dropped, never shown): asked again, not end of input.
+    NotUtf8,
 }
+
+/// What the user is told before a prompt is asked again after a line that is not UTF-8.
+const NOT_UTF8: &str = "  invalid: the value is not valid UTF-8; try again";
 
 /// The one thread that reads visible lines from stdin, on demand, for the latest caller: a
 /// request that timed out while its line was being read does not keep the next line typed.
@@ -403,7 +424,7 @@ struct LineReader {
 
 #[derive(Default)]
 struct Slot {
-    waiter: Option<std::sync::mpsc::Sender<Option<String>>>,
+    waiter: Option<std::sync::mpsc::Sender<Line>>,
     wanted: bool,
 }
 
@@ -433,9 +454,10 @@ fn next_line() -> Line {
                 slot.wanted = false;
                 drop(slot);
                 let mut line = String::new();
-                let got = match std::io::stdin().read_line(&mut line) {
-                    Ok(0) | Err(_) => None,
-                    Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+                let got = match read_text_line(&mut std::io::stdin().lock(), &mut line) {
+                    Ok(0) => Line::Eof,
+                    Ok(_) => Line::Text(line.trim_end_matches(['\n', '\r']).to_owned()),
+                    Err(NotUtf8) => Line::NotUtf8,
                 };
                 // The line answers whoever waits now (a later caller takes over the read of
                 // one that gave up); it satisfies that caller's want too.
@@ -455,11 +477,7 @@ fn next_line() -> Line {
         slot.wanted = true;
     }
     reader.wake.notify_one();
-    match rx.recv() {
-        Ok(Some(l)) => Line::Text(l),
-        Ok(None) => Line::Eof,
-        Err(_) => Line::Replaced,
-    }
+    rx.recv().unwrap_or(Line::Replaced)
 }
 
 /// A line read from the terminal was not UTF-8 (it is dropped, never shown).
