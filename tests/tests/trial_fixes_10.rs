@@ -137,3 +137,105 @@ fn invalid_utf8_at_a_gate_menu_or_breakpoint_is_asked_again_not_end_of_input() {
         "a\n"
     );
 }
+
+/// One gated step with no `on_failure`.
+const SHIP: &str = r#"name: ship
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: echo deployed >> log
+    approval: {message: "Ship it?"}
+    on_success: done
+  done: {type: terminal}
+"#;
+
+#[test]
+fn a_gate_refused_for_want_of_a_terminal_says_so_and_records_no_choice() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("ship.yaml", SHIP).unwrap();
+    let r = sb.run(&["run", "ship.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], "EXECUTION.APPROVAL.REJECTED");
+    assert_eq!(
+        doc["error"]["message"],
+        "step deploy: approval not asked: no terminal to ask on; pass --yes to approve gates"
+    );
+    assert_eq!(doc["states"]["deploy"]["approval"], serde_json::Value::Null);
+    assert!(!sb.path().join("log").exists(), "the step did not run");
+    // Shown even when only errors are logged.
+    let r = sb
+        .run(&["--log-level", "error", "run", "ship.yaml"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("no terminal to ask on; pass --yes to approve gates"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn with_stderr_redirected_a_gate_is_asked_on_the_controlling_terminal() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("ship.yaml", SHIP).unwrap();
+    let err_log = sb.path().join("err.log");
+    let mut cmd = sb.tty_cmd(&["--no-color", "run", "ship.yaml", "-f", "json"]);
+    cmd.stderr(std::fs::File::create(&err_log).unwrap());
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("? Ship it? (deploy) [y/N] ").unwrap();
+    p.send_line("y").unwrap();
+    p.exp_string("\"status\": \"success\"").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+    let err = std::fs::read_to_string(&err_log).unwrap();
+    assert!(
+        !err.contains("Ship it?"),
+        "the prompt is not in the file: {err}"
+    );
+}
+
+/// One logged step, for `--interactive`.
+const ONE: &str = "name: one\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a >> log\n    on_success: done\n  done: {type: terminal}\n";
+
+#[test]
+fn a_breakpoint_without_a_terminal_ends_the_run_with_its_own_error_not_the_signal_code() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("one.yaml", ONE).unwrap();
+    let r = sb
+        .run(&["run", "one.yaml", "--interactive", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], "USER.FACADE.SESSION_CLOSED");
+    assert_eq!(
+        doc["error"]["message"],
+        "breakpoint before 'a' not asked: no terminal to ask on; --interactive and --breakpoint need a terminal"
+    );
+    assert!(!sb.path().join("log").exists(), "the step did not run");
+}
+
+#[test]
+fn end_of_input_at_a_breakpoint_aborts_with_its_own_message_and_exit_code() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("one.yaml", ONE).unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "one.yaml", "--interactive"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("Type: command").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_control('d').unwrap();
+    p.exp_string("input ended at the breakpoint before 'a': run aborted")
+        .unwrap();
+    p.exp_eof().unwrap();
+    let status = format!("{:?}", p.process().wait().unwrap());
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 1)"),
+        "{status}"
+    );
+    assert!(!sb.path().join("log").exists(), "the step did not run");
+}

@@ -831,3 +831,60 @@ async fn allow_always_holds_across_calls_of_a_sub_workflow_from_a_loop() {
     assert_eq!(exec.commands(), vec!["echo deploy"; 3]);
     assert_eq!(requests(&events).len(), 1, "asked once for three calls");
 }
+
+#[tokio::test]
+async fn nobody_to_ask_is_not_a_rejection_and_end_of_input_at_a_breakpoint_is_not_a_cancel() {
+    // A gate answered "unattended": the step fails with the reason, no option recorded.
+    let mut deploy = cmd("deploy", "echo deploy", Some("done"));
+    deploy.approval = Some(gate(ApprovalOption::defaults(), None, None));
+    let wf = workflow(vec![deploy, terminal("done", TerminalStatus::Success)]);
+    let exec = Arc::new(FakeExecutor::new());
+    let f = facade(wf, Arc::clone(&exec), FakeExpressions::new());
+    let h = f.start_run(request()).await.expect("starts");
+    let (_, result, _) = drive(h, |r, h| {
+        h.respond(&r.request_id, Answer::Unattended("nobody here".into()))
+            .expect("accepted");
+    })
+    .await;
+    let result = result.expect("finished");
+    let error = result.error.expect("error");
+    assert_eq!(error.code, ErrorCode::ExecutionApprovalRejected);
+    assert_eq!(
+        error.message,
+        "step deploy: approval not asked: nobody here"
+    );
+    assert_eq!(result.states["deploy"].approval, None);
+    assert!(exec.commands().is_empty());
+
+    // End of input and "unattended" at a breakpoint: USER.FACADE.SESSION_CLOSED (exit 1).
+    for (answer, message) in [
+        (
+            Answer::EndOfInput,
+            "input ended at the breakpoint before 'a': run aborted",
+        ),
+        (
+            Answer::Unattended("nobody here".into()),
+            "breakpoint before 'a' not asked: nobody here",
+        ),
+    ] {
+        let wf = workflow(vec![
+            cmd("a", "echo a", Some("done")),
+            terminal("done", TerminalStatus::Success),
+        ]);
+        let exec = Arc::new(FakeExecutor::new());
+        let f = facade(wf, Arc::clone(&exec), FakeExpressions::new());
+        let mut req = request();
+        req.interactive = Some(awf_domain::ports::facade::Interactive::default());
+        let h = f.start_run(req).await.expect("starts");
+        let (_, result, _) = drive(h, |r, h| {
+            h.respond(&r.request_id, answer.clone()).expect("accepted");
+        })
+        .await;
+        let result = result.expect("finished");
+        assert_eq!(result.exit_code, 1, "{message}");
+        let error = result.error.expect("error");
+        assert_eq!(error.code, ErrorCode::UserFacadeSessionClosed);
+        assert_eq!(error.message, message);
+        assert!(exec.commands().is_empty());
+    }
+}

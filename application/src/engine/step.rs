@@ -366,6 +366,14 @@ impl Run {
                         }
                     }
                 }
+                Resolution::Answered(Answer::Unattended(why)) => {
+                    // Nobody to ask: not a human rejection (no option recorded).
+                    return fail(
+                        ErrorCode::ExecutionApprovalRejected,
+                        format!("step {name}: approval not asked: {why}"),
+                        None,
+                    );
+                }
                 Resolution::TimedOut => match gate.timeout_option() {
                     // A timeout decides this time only: never remembered as "always".
                     Some(o) => {

@@ -36,9 +36,19 @@ pub(crate) struct Terminal {
     warnings: bool,
     /// `--log-format json`.
     log_json: bool,
-    /// stdin and stderr are terminals (approval gates are asked only then).
+    /// Whether there is a terminal to ask on: stdin is a terminal and there is one to show
+    /// the prompt on (stderr, or `/dev/tty` when stderr is redirected). Approval gates and
+    /// breakpoints are asked only then.
     tty: bool,
+    /// stderr is redirected: gate prompts go to `/dev/tty`.
+    prompt_on_dev_tty: bool,
 }
+
+/// Why a gate or breakpoint is not asked without a terminal.
+const NO_TERMINAL: &str = "no terminal to ask on; pass --yes to approve gates";
+/// The same for a breakpoint.
+const NO_TERMINAL_BREAKPOINT: &str =
+    "no terminal to ask on; --interactive and --breakpoint need a terminal";
 
 impl Terminal {
     /// The terminal of this process, as the global options set it up.
@@ -48,8 +58,21 @@ impl Terminal {
             json: ctx.json(),
             warnings: awf_telemetry::LogConfig::shows(ctx.run_log_level, LogLevel::Warn),
             log_json: ctx.log_json,
-            tty: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+            tty: std::io::stdin().is_terminal()
+                && (std::io::stderr().is_terminal() || dev_tty().is_some()),
+            prompt_on_dev_tty: !std::io::stderr().is_terminal(),
         }
+    }
+
+    /// Where gate prompts are written: stderr, or the controlling terminal when stderr is
+    /// redirected (`awf run wf -f json 2>err.log` typed at a keyboard).
+    fn prompt_out(&self) -> Box<dyn Write> {
+        if self.prompt_on_dev_tty
+            && let Some(f) = dev_tty()
+        {
+            return Box::new(f);
+        }
+        Box::new(std::io::stderr())
     }
 
     /// Asks the user on the terminal (blocking: reads stdin) and gives the typed answer.
@@ -79,6 +102,9 @@ impl Terminal {
                 previous,
                 preview,
             } => loop {
+                if !self.tty {
+                    return Answer::Unattended(NO_TERMINAL_BREAKPOINT.to_owned());
+                }
                 let problem = match next_line() {
                     Line::Text(line) => match parse_breakpoint(&line, previous.is_some()) {
                         Ok(d) => return Answer::Decision(d),
@@ -89,7 +115,7 @@ impl Terminal {
                     },
                     Line::Eof => {
                         self.end_of_input();
-                        return Answer::Decision(BreakpointDecision::Abort);
+                        return Answer::EndOfInput;
                     }
                     Line::Replaced => return Answer::Decision(BreakpointDecision::Abort),
                     Line::NotUtf8 => Some(NOT_UTF8),
@@ -207,8 +233,9 @@ impl Terminal {
     }
 
     /// An approval gate: `? message [y/N]` for the default approve/reject pair, a numbered
-    /// menu otherwise. Without a terminal the gate is refused (its first rejecting option),
-    /// with a line saying to pass `--yes`.
+    /// menu otherwise; end of input (Ctrl-D) takes the first rejecting option. Without a
+    /// terminal nothing is asked: [`Answer::Unattended`] (the step fails saying to pass
+    /// `--yes`).
     fn approval(&self, step: &str, message: &str, options: &[ApprovalOption]) -> Answer {
         let reject = options
             .iter()
@@ -218,13 +245,10 @@ impl Terminal {
         // Workflow text reaches the terminal without control sequences.
         let message = crate::style::printable(message);
         let step = crate::style::printable(step);
-        let mut err = std::io::stderr();
         if !self.tty {
-            self.warn(&format!(
-                "step '{step}' needs approval ({message}) and there is no terminal to ask: rejected; pass --yes to approve every gate"
-            ));
-            return Answer::Option(reject);
+            return Answer::Unattended(NO_TERMINAL.to_owned());
         }
+        let mut err = self.prompt_out();
         let simple = options.len() == 2
             && options[0].kind == ApprovalKind::AllowOnce
             && options[1].kind == ApprovalKind::RejectOnce;
@@ -478,6 +502,14 @@ fn next_line() -> Line {
     }
     reader.wake.notify_one();
     rx.recv().unwrap_or(Line::Replaced)
+}
+
+/// The controlling terminal, opened for writing prompts; `None` when there is none.
+fn dev_tty() -> Option<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/tty")
+        .ok()
 }
 
 /// A line read from the terminal was not UTF-8 (it is dropped, never shown).
