@@ -1295,6 +1295,10 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
             }
             _ => {}
         }
+        // Rendered when the gate is asked, before the step runs.
+        if let Some(a) = &s.approval {
+            ctx.check_text(&a.message, &format!("{base}.approval.message"), site);
+        }
         for (i, t) in s.transitions.iter().enumerate() {
             if let Some(w) = &t.when {
                 ctx.check_expr(w, &format!("{base}.transitions.{i}.when"));

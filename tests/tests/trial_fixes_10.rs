@@ -239,3 +239,49 @@ fn end_of_input_at_a_breakpoint_aborts_with_its_own_message_and_exit_code() {
     );
     assert!(!sb.path().join("log").exists(), "the step did not run");
 }
+
+#[test]
+fn approval_messages_are_checked_like_other_templates_and_dry_run_interpolates_them() {
+    let sb = Sandbox::new().unwrap();
+    let wf = |approval: &str| {
+        format!(
+            "name: x\ninputs:\n  - {{name: x, default: staging}}\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"echo hi\"\n    approval: {approval}\n    on_success: done\n  done: {{type: terminal}}\n"
+        )
+    };
+    for (approval, want) in [
+        (
+            "\"Deploy {{.inputs.nope}}?\"",
+            "x.yaml:9:5: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.approval.message: undefined input \"nope\"",
+        ),
+        (
+            "\"Deploy {{.inputs.x\"",
+            "x.yaml:9:5: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.approval.message: template does not parse",
+        ),
+        (
+            "{message: \"Deploy {{.inputs.nope}}?\"}",
+            "x.yaml:9:16: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.approval.message: undefined input \"nope\"",
+        ),
+    ] {
+        sb.write("x.yaml", &wf(approval)).unwrap();
+        let r = sb.run(&["validate", "x.yaml"]).unwrap();
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert_eq!(r.code, 2, "{approval}\n{text}");
+        assert!(
+            text.contains(want),
+            "{approval}: missing {want:?} in\n{text}"
+        );
+    }
+    sb.write("x.yaml", &wf("\"Deploy {{.inputs.x}}?\""))
+        .unwrap();
+    let r = sb.run(&["validate", "x.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = sb
+        .run(&["run", "x.yaml", "--dry-run", "-i", "x=prod"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("Approval: \"Deploy prod?\""),
+        "{}",
+        r.stdout
+    );
+}
