@@ -285,3 +285,24 @@ fn approval_messages_are_checked_like_other_templates_and_dry_run_interpolates_t
         r.stdout
     );
 }
+
+#[test]
+fn a_multi_line_approval_message_shows_its_lines_indented() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "m.yaml",
+        "name: m\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a >> log\n    approval: \"Deploy?\\nThis restarts prod.\\n\\e[2J\\n\"\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "m.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    let before = p.exp_string("[y/N] ").unwrap();
+    assert!(
+        before.ends_with("? Deploy?\r\n  This restarts prod.\r\n  \\u{1b}[2J (a) "),
+        "{before:?}"
+    );
+    assert!(!before.contains("\\u{a}"), "{before:?}");
+    p.send_line("y").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+}

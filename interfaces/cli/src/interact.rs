@@ -243,7 +243,8 @@ impl Terminal {
             .or_else(|| options.first())
             .map_or_else(|| "reject".to_owned(), |o| o.id.clone());
         // Workflow text reaches the terminal without control sequences.
-        let message = crate::style::printable(message);
+        // The author's newlines are kept (continuation lines indented).
+        let message = crate::style::printable_lines(message, "  ");
         let step = crate::style::printable(step);
         if !self.tty {
             return Answer::Unattended(NO_TERMINAL.to_owned());
