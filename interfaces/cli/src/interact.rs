@@ -363,8 +363,13 @@ impl Answerer {
     }
 }
 
-/// A menu number (`2`) stands for that choice of an enum; anything else is the value typed.
+/// A menu number (`2`) stands for that choice of an enum, unless what was typed is itself one
+/// of the values (an exact value wins over a position: with `[3, 1, 2]`, `1` is `1`);
+/// anything else is the value typed.
 fn menu_choice(value: &str, choices: &[String]) -> String {
+    if choices.iter().any(|c| c == value || c == value.trim()) {
+        return value.trim().to_owned();
+    }
     if let Ok(i) = value.trim().parse::<usize>()
         && (1..=choices.len()).contains(&i)
     {
@@ -404,8 +409,9 @@ pub(crate) fn parse_breakpoint(
     }
 }
 
-/// An approval answer: `y`/`yes` and `n`/`no`/empty for the simple prompt; a menu number or
-/// an option id for the menu. `None`: not an answer.
+/// An approval answer: `y`/`yes` and `n`/`no`/empty for the simple prompt; an option id or
+/// a menu number for the menu (an exact id wins over a position: an option `id: "2"` is
+/// picked by typing `2`). `None`: not an answer.
 fn parse_approval(line: &str, options: &[ApprovalOption], simple: bool) -> Option<String> {
     let a = line.trim();
     if simple {
@@ -415,12 +421,15 @@ fn parse_approval(line: &str, options: &[ApprovalOption], simple: bool) -> Optio
             _ => None,
         };
     }
+    if let Some(o) = options.iter().find(|o| o.id == a) {
+        return Some(o.id.clone());
+    }
     if let Ok(i) = a.parse::<usize>()
         && (1..=options.len()).contains(&i)
     {
         return Some(options[i - 1].id.clone());
     }
-    options.iter().find(|o| o.id == a).map(|o| o.id.clone())
+    None
 }
 
 /// What [`next_line`] gives.
@@ -636,6 +645,35 @@ mod tests {
         assert_eq!(parse_approval("2", &menu, false), Some("always".into()));
         assert_eq!(parse_approval("no", &menu, false), Some("no".into()));
         assert_eq!(parse_approval("4", &menu, false), None);
+    }
+
+    #[test]
+    fn an_exact_value_or_id_wins_over_a_position() {
+        let choices = vec!["3".to_owned(), "1".to_owned(), "2".to_owned()];
+        assert_eq!(menu_choice("1", &choices), "1");
+        assert_eq!(menu_choice(" 3 ", &choices), "3");
+        let mixed = vec!["10".to_owned(), "dev".to_owned()];
+        assert_eq!(menu_choice("2", &mixed), "dev");
+        let menu = vec![
+            ApprovalOption {
+                id: "2".into(),
+                name: "Two".into(),
+                kind: ApprovalKind::AllowOnce,
+            },
+            ApprovalOption {
+                id: "later".into(),
+                name: "Later".into(),
+                kind: ApprovalKind::AllowAlways,
+            },
+            ApprovalOption {
+                id: "no".into(),
+                name: "No".into(),
+                kind: ApprovalKind::RejectOnce,
+            },
+        ];
+        assert_eq!(parse_approval("2", &menu, false), Some("2".into()));
+        assert_eq!(parse_approval("3", &menu, false), Some("no".into()));
+        assert_eq!(parse_approval("1", &menu, false), Some("2".into()));
     }
 
     #[test]
