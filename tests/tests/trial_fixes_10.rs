@@ -306,3 +306,48 @@ fn a_multi_line_approval_message_shows_its_lines_indented() {
     p.exp_string("Workflow completed.").unwrap();
     p.exp_eof().unwrap();
 }
+
+#[test]
+fn ctrl_c_at_a_hidden_prompt_ends_it_at_once_without_enter() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "secret.yaml",
+        "name: secret\ninputs:\n  - name: API_TOKEN\n    required: true\nstates:\n  initial: a\n  a: {type: step, command: echo ran >> log, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["run", "secret.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("Input API_TOKEN").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send("abc").unwrap();
+    // No Enter: Ctrl-C alone ends the read and the run.
+    p.send_control('c').unwrap();
+    p.exp_eof().unwrap();
+    let status = format!("{:?}", p.process().wait().unwrap());
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 130)"),
+        "{status}"
+    );
+    assert!(!sb.path().join("log").exists());
+}
+
+#[test]
+fn a_hidden_prompt_takes_backspace_and_enter() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "secret.yaml",
+        "name: secret\ninputs:\n  - name: API_TOKEN\n    required: true\nstates:\n  initial: a\n  a: {type: step, command: 'printf %s \"$API_TOKEN\" > out', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "secret.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_string("> ").unwrap();
+    p.send("s3crx\x7fet").unwrap();
+    p.send_line("").unwrap();
+    p.exp_string("Workflow completed.").unwrap();
+    p.exp_eof().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("out")).unwrap(),
+        "s3cret"
+    );
+}

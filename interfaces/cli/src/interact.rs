@@ -540,35 +540,94 @@ fn read_text_line(r: &mut impl std::io::BufRead, line: &mut String) -> Result<us
     }
 }
 
-/// Reads a line from the terminal without echoing it (secret inputs); echo is restored
-/// afterwards, also when the read fails.
+/// Reads a line from the terminal without echoing it (secret inputs); the terminal's mode
+/// is restored afterwards, also when the read fails. The line is read a key at a time
+/// (no echo, no line editing by the terminal, no signal from Ctrl-C), so Ctrl-C ends it at
+/// once: the terminal is restored, then the SIGINT it stands for is raised (awf exits 130).
+/// Backspace deletes the last character; Ctrl-D on an empty line is end of input. Not a
+/// terminal: a plain line read.
 fn read_hidden(line: &mut String) -> Result<usize, NotUtf8> {
     use nix::sys::termios;
     let stdin = std::io::stdin();
-    let saved = termios::tcgetattr(&stdin).ok();
-    if let Some(t) = &saved {
-        // No echo, and no signal from Ctrl-C (it arrives as a character instead), so the
-        // terminal is always restored before awf ends.
-        let mut quiet = t.clone();
-        quiet.local_flags.remove(termios::LocalFlags::ECHO);
-        quiet.local_flags.remove(termios::LocalFlags::ISIG);
-        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
-    }
-    let n = read_text_line(&mut stdin.lock(), line);
-    if let Some(t) = &saved {
-        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, t);
-    }
+    let Ok(saved) = termios::tcgetattr(&stdin) else {
+        return read_text_line(&mut stdin.lock(), line);
+    };
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(termios::LocalFlags::ECHO);
+    quiet.local_flags.remove(termios::LocalFlags::ICANON);
+    quiet.local_flags.remove(termios::LocalFlags::ISIG);
+    quiet.control_chars[termios::SpecialCharacterIndices::VMIN as usize] = 1;
+    quiet.control_chars[termios::SpecialCharacterIndices::VTIME as usize] = 0;
+    let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
+    let key = hidden_keys(&mut stdin.lock());
+    let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &saved);
     let _ = writeln!(std::io::stderr());
-    if line.contains('\u{3}') {
-        // Ctrl-C at the prompt (it arrived as a character): deliver it as the signal it
-        // stands for, so the run is cancelled like at any other prompt (nothing has started;
-        // awf exits 130). The request resolves as cancelled: this read never answers.
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT);
-        loop {
-            std::thread::park();
+    match key {
+        Hidden::Line(bytes) => {
+            let n = bytes.len();
+            let text = String::from_utf8(bytes).map_err(|_| NotUtf8)?;
+            line.push_str(&text);
+            Ok(n)
+        }
+        Hidden::Eof => Ok(0),
+        Hidden::Interrupt => {
+            // Ctrl-C at the prompt: deliver it as the signal it stands for, so the run is
+            // cancelled like at any other prompt (nothing has started; awf exits 130). The
+            // request resolves as cancelled: this read never answers.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT);
+            loop {
+                std::thread::park();
+            }
         }
     }
-    n
+}
+
+/// How a hidden line read a key at a time ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Hidden {
+    /// Enter: the bytes typed (with the newline).
+    Line(Vec<u8>),
+    /// Ctrl-D on an empty line, or the input closed.
+    Eof,
+    /// Ctrl-C.
+    Interrupt,
+}
+
+/// Reads keys until Enter, Ctrl-C or Ctrl-D (on an empty line); backspace (DEL or BS)
+/// removes the last character typed.
+fn hidden_keys(r: &mut impl std::io::Read) -> Hidden {
+    let mut bytes = Vec::new();
+    let mut key = [0u8; 1];
+    loop {
+        match r.read(&mut key) {
+            Ok(0) | Err(_) => {
+                return if bytes.is_empty() {
+                    Hidden::Eof
+                } else {
+                    Hidden::Line(bytes)
+                };
+            }
+            Ok(_) => {}
+        }
+        match key[0] {
+            0x03 => return Hidden::Interrupt,
+            b'\n' | b'\r' => {
+                bytes.push(b'\n');
+                return Hidden::Line(bytes);
+            }
+            0x04 if bytes.is_empty() => return Hidden::Eof,
+            0x04 => {}
+            0x7f | 0x08 => {
+                // One character, not one byte (a UTF-8 continuation byte is 10xxxxxx).
+                while let Some(b) = bytes.pop() {
+                    if b & 0xC0 != 0x80 {
+                        break;
+                    }
+                }
+            }
+            b => bytes.push(b),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -587,6 +646,20 @@ mod tests {
         assert_eq!(read_text_line(&mut r, &mut line), Ok(4));
         assert_eq!(line, "last");
         assert_eq!(read_text_line(&mut r, &mut String::new()), Ok(0));
+    }
+
+    #[test]
+    fn hidden_keys_end_at_enter_ctrl_c_or_ctrl_d_and_backspace_deletes_a_character() {
+        let keys = |b: &[u8]| hidden_keys(&mut std::io::Cursor::new(b.to_vec()));
+        assert_eq!(keys(b"s3cr\x7fet\r"), Hidden::Line(b"s3cet\n".to_vec()));
+        assert_eq!(keys(b"ab\x03cd\n"), Hidden::Interrupt);
+        assert_eq!(keys(b"\x04"), Hidden::Eof);
+        assert_eq!(keys(b"x\x04y\n"), Hidden::Line(b"xy\n".to_vec()));
+        assert_eq!(
+            keys("\u{e9}\x7f!\n".as_bytes()),
+            Hidden::Line(b"!\n".to_vec())
+        );
+        assert_eq!(keys(b""), Hidden::Eof);
     }
 
     #[test]
