@@ -351,3 +351,90 @@ fn a_hidden_prompt_takes_backspace_and_enter() {
         "s3cret"
     );
 }
+
+/// Two gated branches and a slow ungated one that finishes while the prompts are open.
+const PAR_GATES: &str = r#"name: par
+states:
+  initial: all
+  all:
+    type: parallel
+    parallel: [left, right, slow]
+    strategy: best_effort
+    on_success: done
+  left:
+    type: step
+    command: echo left >> log
+    approval: "Left?"
+  right:
+    type: step
+    command: echo right >> log
+    approval: "Right?"
+  slow:
+    type: step
+    command: sleep 1; echo slow-done
+  done: {type: terminal}
+"#;
+
+const GATE_PROMPT: &str = r"\? (Left|Right)\? \((left|right)\) \[y/N\] ";
+
+/// Waits `ms`, then says whether the terminal got anything meanwhile (the wait only gives a
+/// broken build the time to show itself; a correct one passes however slow the machine).
+fn wrote_meanwhile(p: &mut rexpect::session::PtySession, ms: u64) -> Option<char> {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    p.try_read()
+}
+
+#[test]
+fn open_gate_prompts_are_not_drawn_over_by_spinners_or_other_branches() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("par.yaml", PAR_GATES).unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "par.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    let first = p.exp_regex(GATE_PROMPT).unwrap().1;
+    // `slow` finishes meanwhile: its line waits, no spinner is drawn.
+    assert_eq!(wrote_meanwhile(&mut p, 1500), None);
+    p.send_line("y").unwrap();
+    let (between, second) = p.exp_regex(GATE_PROMPT).unwrap();
+    assert_ne!(first, second);
+    assert!(!between.contains("slow"), "{between:?}");
+    // The second prompt is not erased by the spinners coming back.
+    assert_eq!(wrote_meanwhile(&mut p, 500), None);
+    p.send_line("y").unwrap();
+    let rest = p.exp_string("Workflow completed.").unwrap();
+    assert!(
+        rest.contains("slow"),
+        "the held line is written after: {rest:?}"
+    );
+    p.exp_eof().unwrap();
+    let mut log: Vec<String> = std::fs::read_to_string(sb.path().join("log"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    log.sort();
+    assert_eq!(log, vec!["left", "right"]);
+}
+
+#[test]
+fn after_ctrl_c_at_a_gate_no_other_gate_is_asked() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("par.yaml", PAR_GATES).unwrap();
+    let cmd = sb.tty_cmd(&["--no-color", "run", "par.yaml"]);
+    let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    p.exp_regex(GATE_PROMPT).unwrap();
+    p.send_control('c').unwrap();
+    let rest = p.exp_eof().unwrap();
+    // The notice starts on a line of its own, not after the prompt.
+    assert!(rest.starts_with("\r\n"), "{rest:?}");
+    assert!(rest.contains("received SIGINT, cancelling"), "{rest:?}");
+    assert!(
+        !rest.contains("[y/N]"),
+        "no gate is asked while cancelling: {rest:?}"
+    );
+    let status = format!("{:?}", p.process().wait().unwrap());
+    assert!(
+        status.starts_with("Exited(") && status.ends_with(", 130)"),
+        "{status}"
+    );
+    assert!(!sb.path().join("log").exists(), "no gated step ran");
+}

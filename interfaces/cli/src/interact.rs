@@ -250,19 +250,9 @@ impl Terminal {
             return Answer::Unattended(NO_TERMINAL.to_owned());
         }
         let mut err = self.prompt_out();
-        let simple = options.len() == 2
-            && options[0].kind == ApprovalKind::AllowOnce
-            && options[1].kind == ApprovalKind::RejectOnce;
+        let simple = simple_gate(options);
         loop {
-            if simple {
-                let _ = write!(err, "{} {message} ({step}) [y/N] ", self.style.yellow("?"));
-            } else {
-                let _ = writeln!(err, "{} {message} ({step})", self.style.yellow("?"));
-                for (i, o) in options.iter().enumerate() {
-                    let _ = writeln!(err, "  {}) {} [{}]", i + 1, o.name, o.kind.as_str());
-                }
-                let _ = write!(err, "choose a number > ");
-            }
+            let _ = write!(err, "{}", self.approval_prompt(&step, &message, options));
             let _ = err.flush();
             let line = match next_line() {
                 Line::Text(l) => l,
@@ -294,6 +284,64 @@ impl Terminal {
     }
 }
 
+impl Terminal {
+    /// The prompt of an approval gate (`message` and `step` already made printable):
+    /// `? message (step) [y/N] ` for the default pair, else the numbered menu and
+    /// `choose a number > `.
+    fn approval_prompt(&self, step: &str, message: &str, options: &[ApprovalOption]) -> String {
+        if simple_gate(options) {
+            return format!("{} {message} ({step}) [y/N] ", self.style.yellow("?"));
+        }
+        let mut text = format!("{} {message} ({step})\n", self.style.yellow("?"));
+        for (i, o) in options.iter().enumerate() {
+            text.push_str(&format!(
+                "  {}) {} [{}]\n",
+                i + 1,
+                crate::style::printable(&o.name),
+                o.kind.as_str()
+            ));
+        }
+        text.push_str("choose a number > ");
+        text
+    }
+
+    /// The prompt of `request` as shown when it was asked, to show it again after other
+    /// output was written over it; `None` for missing inputs (asked before anything runs).
+    fn prompt_again(&self, request: &InteractionRequest) -> Option<String> {
+        let step = request.step.as_deref().unwrap_or("");
+        match &request.kind {
+            RequestKind::Approval { message, options } => Some(self.approval_prompt(
+                &crate::style::printable(step),
+                &crate::style::printable_lines(message, "  "),
+                options,
+            )),
+            RequestKind::Breakpoint {
+                state_kind,
+                previous,
+                preview,
+            } => Some(crate::printer::breakpoint_prompt(
+                self.style,
+                "  ",
+                step,
+                state_kind,
+                previous.is_some(),
+                preview,
+            )),
+            RequestKind::ConversationTurn { prompt } => {
+                Some(crate::style::printable(prompt).into_owned())
+            }
+            RequestKind::MissingInput { .. } => None,
+        }
+    }
+}
+
+/// Whether a gate has the default pair (allow once, reject once), asked as `[y/N]`.
+fn simple_gate(options: &[ApprovalOption]) -> bool {
+    options.len() == 2
+        && options[0].kind == ApprovalKind::AllowOnce
+        && options[1].kind == ApprovalKind::RejectOnce
+}
+
 /// Answers a run's requests on the terminal one at a time, in the order they came (two
 /// parallel branches may ask at once): feed it every event ([`Answerer::on_event`]) and await
 /// [`Answerer::next`] for each answer to `respond` with. A request that ends without an
@@ -301,7 +349,9 @@ impl Terminal {
 pub(crate) struct Answerer {
     term: Terminal,
     queue: std::collections::VecDeque<InteractionRequest>,
-    current: Option<(String, tokio::task::JoinHandle<Answer>)>,
+    current: Option<(InteractionRequest, tokio::task::JoinHandle<Answer>)>,
+    /// The run is being cancelled: nothing new is asked (its requests resolve cancelled).
+    cancelling: bool,
 }
 
 impl Answerer {
@@ -311,6 +361,36 @@ impl Answerer {
             term: Terminal::new(ctx),
             queue: std::collections::VecDeque::new(),
             current: None,
+            cancelling: false,
+        }
+    }
+
+    /// The run is being cancelled: ask nothing new (what is queued is dropped; the engine
+    /// resolves every request of a cancelled run as cancelled).
+    pub(crate) fn cancelling(&mut self) {
+        self.cancelling = true;
+        self.queue.clear();
+    }
+
+    /// Shows the prompt being read again (other output was written over it).
+    pub(crate) fn reprompt(&self) {
+        if self.cancelling {
+            return;
+        }
+        let Some((request, reader)) = self.current.as_ref() else {
+            return;
+        };
+        if reader.is_finished() || !self.term.tty {
+            return;
+        }
+        if let Some(text) = self.term.prompt_again(request) {
+            let mut w = if matches!(request.kind, RequestKind::Approval { .. }) {
+                self.term.prompt_out()
+            } else {
+                Box::new(std::io::stderr())
+            };
+            let _ = write!(w, "{text}");
+            let _ = w.flush();
         }
     }
 
@@ -328,7 +408,7 @@ impl Answerer {
                 if self
                     .current
                     .as_ref()
-                    .is_some_and(|(id, _)| id == request_id)
+                    .is_some_and(|(r, _)| r.request_id == *request_id)
                     && self.current.as_ref().is_some_and(|(_, h)| !h.is_finished())
                 {
                     self.current = None;
@@ -340,14 +420,14 @@ impl Answerer {
     }
 
     fn start_next(&mut self) {
-        if self.current.is_some() {
+        if self.current.is_some() || self.cancelling {
             return;
         }
         if let Some(request) = self.queue.pop_front() {
             let term = self.term;
-            let id = request.request_id.clone();
-            let reader = tokio::task::spawn_blocking(move || term.answer(&request));
-            self.current = Some((id, reader));
+            let asked = request.clone();
+            let reader = tokio::task::spawn_blocking(move || term.answer(&asked));
+            self.current = Some((request, reader));
         }
     }
 
@@ -357,7 +437,11 @@ impl Answerer {
             Some((_, h)) => h.await.unwrap_or(Answer::EndOfInput),
             None => std::future::pending().await,
         };
-        let id = self.current.take().map(|(id, _)| id).unwrap_or_default();
+        let id = self
+            .current
+            .take()
+            .map(|(r, _)| r.request_id)
+            .unwrap_or_default();
         self.start_next();
         (id, answer)
     }
