@@ -111,7 +111,8 @@ pub struct PlanRetry {
 /// An approval gate as shown in the plan.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanApproval {
-    /// The message (a template, as written).
+    /// The message, interpolated as commands are (raw where it reads what only the run
+    /// knows, such as `states`); masked.
     pub message: String,
     /// The choices, in order.
     pub options: Vec<awf_domain::interaction::ApprovalOption>,
@@ -763,7 +764,7 @@ impl Planner<'_> {
                 .timeout
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             approval: state.approval.as_ref().map(|a| PlanApproval {
-                message: a.message.clone(),
+                message: self.render(&a.message),
                 options: a.options.clone(),
                 timeout_ms: a
                     .timeout

@@ -663,6 +663,9 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         }
         hooks(format!("{base}.hooks.pre"), &state.hooks.pre, &mut out);
         hooks(format!("{base}.hooks.post"), &state.hooks.post, &mut out);
+        if let Some(a) = &state.approval {
+            tpl(format!("{base}.approval.message"), &a.message, &mut out);
+        }
         match &state.kind {
             StateKind::Command(c) => {
                 match &c.source {

@@ -59,7 +59,9 @@ pub enum RequestKind {
         prompt: String,
     },
     /// `--interactive` / `--breakpoint`: the run stopped before a state. Answer with
-    /// [`Answer::Decision`].
+    /// [`Answer::Decision`]; [`Answer::EndOfInput`] (the user closed the input) and
+    /// [`Answer::Unattended`] end the run with `USER.FACADE.SESSION_CLOSED` (exit 1, not the
+    /// signal code of a cancel).
     Breakpoint {
         /// Internal kind of the state about to run.
         state_kind: String,
@@ -70,7 +72,8 @@ pub enum RequestKind {
         preview: Box<StepPreview>,
     },
     /// An approval gate (`approval:` on a step), asked before the step runs. Answer with
-    /// [`Answer::Option`] naming one of `options`.
+    /// [`Answer::Option`] naming one of `options`, or [`Answer::Unattended`] when nobody can
+    /// be asked.
     Approval {
         /// The gate's (interpolated, masked) message.
         message: String,
@@ -181,13 +184,18 @@ impl RequestKind {
             Answer::EndOfInput => "end of input",
             Answer::Decision(_) => "a breakpoint decision",
             Answer::Option(_) => "an option id",
+            Answer::Unattended(_) => "an unattended refusal",
         };
         let fits = match (self, answer) {
             (
                 Self::MissingInput { .. } | Self::ConversationTurn { .. },
                 Answer::Value(_) | Answer::EndOfInput,
             )
-            | (Self::Breakpoint { .. }, Answer::Decision(_)) => true,
+            | (
+                Self::Breakpoint { .. },
+                Answer::Decision(_) | Answer::EndOfInput | Answer::Unattended(_),
+            )
+            | (Self::Approval { .. }, Answer::Unattended(_)) => true,
             (Self::Approval { options, .. }, Answer::Option(id)) => {
                 if options.iter().any(|o| o.id == *id) {
                     true
@@ -231,6 +239,11 @@ pub enum Answer {
     Decision(BreakpointDecision),
     /// The id of the chosen [`ApprovalOption`].
     Option(String),
+    /// The front-end has nobody to ask (the terminal front-end: no terminal); the text says
+    /// why and what to do instead. Not a user's decision: an approval gate fails with
+    /// `EXECUTION.APPROVAL.REJECTED` and its state's `approval` stays null; a breakpoint ends
+    /// the run with `USER.FACADE.SESSION_CLOSED`. Taken by approvals and breakpoints only.
+    Unattended(String),
 }
 
 /// A decision at a breakpoint (`--interactive`). Source: spec/workflow.md §3.12.

@@ -550,6 +550,44 @@ fn approval_checks(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>)
             ));
         }
     }
+    // An exact id wins over a menu position and over the `on_timeout` keywords: say so where
+    // an id reads as something else.
+    for (i, o) in a.options.iter().enumerate() {
+        let id = o.id.trim();
+        if let Ok(n) = id.parse::<usize>()
+            && (1..=a.options.len()).contains(&n)
+            && n != i + 1
+        {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("{path}.options.{i}.id"),
+                    format!(
+                        "approval of \"{name}\": option id \"{id}\" is also the menu number of option {n}; typing {id} picks this option (an exact id wins)"
+                    ),
+                )
+                .with_hint("use an id that is not a number"),
+            );
+        }
+        let keyword_allows = match id.to_ascii_lowercase().as_str() {
+            "approve" | "allow" => Some(true),
+            "reject" | "deny" => Some(false),
+            _ => None,
+        };
+        if keyword_allows.is_some_and(|k| k != o.kind.allows()) {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("{path}.options.{i}.id"),
+                    format!(
+                        "approval of \"{name}\": option id \"{id}\" is an on_timeout keyword of the other side ({}); `on_timeout: {id}` names this option (an exact id wins)",
+                        o.kind.as_str()
+                    ),
+                )
+                .with_hint("use an id that is not approve, allow, reject or deny"),
+            );
+        }
+    }
     if !a.options.iter().any(|o| o.kind.allows()) {
         out.push(
             invalid_state(
@@ -1294,6 +1332,10 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
                 }
             }
             _ => {}
+        }
+        // Rendered when the gate is asked, before the step runs.
+        if let Some(a) = &s.approval {
+            ctx.check_text(&a.message, &format!("{base}.approval.message"), site);
         }
         for (i, t) in s.transitions.iter().enumerate() {
             if let Some(w) = &t.when {

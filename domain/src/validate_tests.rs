@@ -994,3 +994,61 @@ fn snake_case_spellings_match_the_runtime_ones() {
     assert_eq!(snake("TokensEstimated"), "tokens_estimated");
     assert_eq!(snake("CurrentState"), "current_state");
 }
+
+#[test]
+fn approval_ids_that_read_as_a_position_or_the_other_sides_keyword_are_warned() {
+    use crate::interaction::ApprovalKind;
+    use crate::interaction::ApprovalOption;
+    let opt = |id: &str, kind| ApprovalOption {
+        id: id.into(),
+        name: id.into(),
+        kind,
+    };
+    let mut a = cmd("a", "true", Some("done"));
+    a.approval = Some(crate::workflow::Approval {
+        message: "go?".into(),
+        options: vec![
+            opt("2", ApprovalKind::AllowOnce),
+            opt("reject", ApprovalKind::AllowAlways),
+            opt("3", ApprovalKind::RejectOnce),
+        ],
+        timeout: None,
+        on_timeout: None,
+    });
+    let d = structural(&wf("a", vec![a, terminal("done")]));
+    let warned: Vec<(&str, bool)> = d
+        .iter()
+        .map(|x| (x.path.as_str(), x.severity == Severity::Warning))
+        .collect();
+    assert_eq!(
+        warned,
+        vec![
+            ("states.a.approval.options.0.id", true),
+            ("states.a.approval.options.1.id", true),
+        ],
+        "{d:?}"
+    );
+    assert!(
+        d[0].message.contains("also the menu number of option 2"),
+        "{}",
+        d[0].message
+    );
+    assert!(
+        d[1].message
+            .contains("on_timeout keyword of the other side"),
+        "{}",
+        d[1].message
+    );
+    // The default pair and an id at its own position are fine.
+    let mut a = cmd("a", "true", Some("done"));
+    a.approval = Some(crate::workflow::Approval {
+        message: "go?".into(),
+        options: vec![
+            opt("1", ApprovalKind::AllowOnce),
+            opt("reject", ApprovalKind::RejectOnce),
+        ],
+        timeout: None,
+        on_timeout: None,
+    });
+    assert!(structural(&wf("a", vec![a, terminal("done")])).is_empty());
+}

@@ -295,16 +295,26 @@ pub struct Approval {
 }
 
 impl Approval {
-    /// The option `on_timeout` names (by id, else `approve`/`allow` for the first allowing
-    /// option and `reject`/`deny` for the first rejecting one); `None` when it names none.
+    /// The option `on_timeout` names: an option id (exact match) first, else `approve`/`allow`
+    /// for the first `allow_once` option (the first `allow_always` one when the gate has no
+    /// `allow_once`), and `reject`/`deny` likewise for the rejecting side; `None` when it names
+    /// none. Whatever it picks is applied once: a timeout is never remembered as an "always"
+    /// decision (the engine does not remember it).
     pub fn timeout_option(&self) -> Option<&crate::interaction::ApprovalOption> {
+        use crate::interaction::ApprovalKind;
         let name = self.on_timeout.as_deref()?.trim();
         if let Some(o) = self.options.iter().find(|o| o.id == name) {
             return Some(o);
         }
+        let side = |once: ApprovalKind, always: ApprovalKind| {
+            self.options
+                .iter()
+                .find(|o| o.kind == once)
+                .or_else(|| self.options.iter().find(|o| o.kind == always))
+        };
         match name.to_ascii_lowercase().as_str() {
-            "approve" | "allow" => self.options.iter().find(|o| o.kind.allows()),
-            "reject" | "deny" => self.options.iter().find(|o| !o.kind.allows()),
+            "approve" | "allow" => side(ApprovalKind::AllowOnce, ApprovalKind::AllowAlways),
+            "reject" | "deny" => side(ApprovalKind::RejectOnce, ApprovalKind::RejectAlways),
             _ => None,
         }
     }

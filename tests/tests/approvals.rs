@@ -86,8 +86,9 @@ fn without_a_terminal_a_gate_is_refused_unless_yes() {
     let r = sb.run(&["run", "gated.yaml"]).unwrap();
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
-        r.stderr
-            .contains("step 'deploy' needs approval (Ship it?) and there is no terminal to ask: rejected; pass --yes to approve every gate"),
+        r.stderr.contains("✗ deploy (")
+            && r.stderr
+                .contains("approval not asked: no terminal to ask on; pass --yes to approve gates"),
         "{}",
         r.stderr
     );
@@ -115,7 +116,8 @@ fn a_run_refused_at_its_gate_resumes_with_yes() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     let doc = r.json().unwrap();
     assert_eq!(doc["error"]["code"], json!("EXECUTION.APPROVAL.REJECTED"));
-    assert_eq!(doc["states"]["deploy"]["approval"], json!("reject"));
+    // Refused for want of a terminal: no option is recorded (not a human rejection).
+    assert_eq!(doc["states"]["deploy"]["approval"], json!(null));
     let id = doc["run_id"].as_str().unwrap().to_owned();
     let r = sb.run(&["resume", &id, "--yes"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -274,9 +276,8 @@ fn dry_run_shows_the_gate() {
     let r = sb.run(&["run", "gated.yaml", "--dry-run"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains(
-            "Approval: \"Deploy to {{.inputs.target}}?\" [approve (allow_once), reject (reject_once)]"
-        ),
+        r.stdout
+            .contains("Approval: \"Deploy to prod?\" [approve (allow_once), reject (reject_once)]"),
         "{}",
         r.stdout
     );

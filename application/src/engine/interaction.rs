@@ -124,7 +124,8 @@ impl Interaction {
 
     /// Asks `kind` and waits for its resolution: an answer, `timeout`, or a cancel of
     /// `at.cancel`. Emits `InteractionRequired` first and `InteractionResolved` last;
-    /// `shown` masks what the resolved event carries (secret values).
+    /// `shown` masks what the resolved event carries (secret values). Already cancelled:
+    /// [`Resolution::Cancelled`] at once, nothing asked (no event).
     pub(crate) async fn ask(
         &self,
         at: &AskAt<'_>,
@@ -132,6 +133,10 @@ impl Interaction {
         timeout: Option<Duration>,
         shown: impl FnOnce(&Resolution) -> Resolution,
     ) -> Resolution {
+        // A run that is being cancelled asks nothing new.
+        if at.cancel.is_cancelled() {
+            return Resolution::Cancelled;
+        }
         let (request_id, rx) = self.register(kind.clone());
         let request = InteractionRequest {
             request_id: request_id.clone(),

@@ -700,3 +700,191 @@ async fn breakpoint_decisions_are_typed() {
         vec![Some("a".into()), Some("a".into()), Some("b".into())]
     );
 }
+
+fn items_loop(items: &str, body: &str) -> State {
+    State::new(
+        "l",
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items(items.into()),
+            body: vec![body.into()],
+            max_iterations: MaxIterations::Static(10),
+            break_when: None,
+            on_complete: Some("done".into()),
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_timeout_takes_the_once_option_of_its_side_and_is_never_remembered() {
+    // `allow_always` comes first, but `on_timeout: approve` takes `allow_once`: every
+    // iteration is asked again.
+    let mut body = cmd("body", "step {{.loop.Index}}", None);
+    body.approval = Some(gate(
+        vec![
+            option("always", ApprovalKind::AllowAlways),
+            option("once", ApprovalKind::AllowOnce),
+            option("no", ApprovalKind::RejectOnce),
+        ],
+        Some(Duration::from_millis(10)),
+        Some("approve"),
+    ));
+    let wf = workflow(vec![
+        items_loop("[\"a\",\"b\"]", "body"),
+        body,
+        terminal("done", TerminalStatus::Success),
+    ]);
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .always("step 0", FakeCommand::ok(""))
+            .always("step 1", FakeCommand::ok("")),
+    );
+    let f = facade(wf, Arc::clone(&exec), FakeExpressions::new());
+    let h = f.start_run(request()).await.expect("starts");
+    let (events, result, _) = drive(h, |_, _| {}).await;
+    let result = result.expect("finished");
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.states["body"].approval.as_deref(), Some("once"));
+    assert_eq!(requests(&events).len(), 2, "each iteration asks again");
+
+    // Only an `allow_always` on the allowing side (even named by id): applied once, not
+    // remembered.
+    for on_timeout in ["approve", "always"] {
+        let mut body = cmd("body", "step {{.loop.Index}}", None);
+        body.approval = Some(gate(
+            vec![
+                option("always", ApprovalKind::AllowAlways),
+                option("no", ApprovalKind::RejectOnce),
+            ],
+            Some(Duration::from_millis(10)),
+            Some(on_timeout),
+        ));
+        let wf = workflow(vec![
+            items_loop("[\"a\",\"b\"]", "body"),
+            body,
+            terminal("done", TerminalStatus::Success),
+        ]);
+        let exec = Arc::new(
+            FakeExecutor::new()
+                .always("step 0", FakeCommand::ok(""))
+                .always("step 1", FakeCommand::ok("")),
+        );
+        let f = facade(wf, Arc::clone(&exec), FakeExpressions::new());
+        let h = f.start_run(request()).await.expect("starts");
+        let (events, result, _) = drive(h, |_, _| {}).await;
+        let result = result.expect("finished");
+        assert_eq!(result.status, RunStatus::Success, "{on_timeout}");
+        assert_eq!(result.states["body"].approval.as_deref(), Some("always"));
+        assert_eq!(requests(&events).len(), 2, "{on_timeout}: asked again");
+    }
+}
+
+#[tokio::test]
+async fn allow_always_holds_across_calls_of_a_sub_workflow_from_a_loop() {
+    let mut deploy = cmd("deploy", "echo deploy", Some("done"));
+    deploy.approval = Some(gate(
+        vec![
+            option("once", ApprovalKind::AllowOnce),
+            option("always", ApprovalKind::AllowAlways),
+            option("no", ApprovalKind::RejectOnce),
+        ],
+        None,
+        None,
+    ));
+    let mut child = workflow(vec![deploy, terminal("done", TerminalStatus::Success)]);
+    child.name = "child".into();
+    child.source.identifier = "child".into();
+    let call = State::new(
+        "call",
+        StateKind::CallWorkflow(CallWorkflowStep {
+            workflow: "child".into(),
+            inputs: IndexMap::new(),
+            outputs: IndexMap::new(),
+        }),
+    );
+    let parent = workflow(vec![
+        items_loop("[\"a\",\"b\",\"c\"]", "call"),
+        call,
+        terminal("done", TerminalStatus::Success),
+    ]);
+    let exec = Arc::new(FakeExecutor::new().always("echo deploy", FakeCommand::ok("")));
+    let f = Facade::new(Services {
+        agents: Arc::new(FakeAgents::default()),
+        state_store: None,
+        recorders: vec![],
+        repository: Arc::new(FakeRepository::new().with(parent).with(child)),
+        interpolator: Arc::new(FakeInterpolator),
+        expressions: Arc::new(FakeExpressions::new()),
+        executor: Arc::clone(&exec) as _,
+        awf_dirs: BTreeMap::new(),
+        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
+        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
+        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
+        run_locks: None,
+    });
+    let h = f.start_run(request()).await.expect("starts");
+    let (events, result, _) = drive(h, |r, h| {
+        h.respond(&r.request_id, Answer::Option("always".into()))
+            .expect("accepted");
+    })
+    .await;
+    assert_eq!(result.expect("finished").status, RunStatus::Success);
+    assert_eq!(exec.commands(), vec!["echo deploy"; 3]);
+    assert_eq!(requests(&events).len(), 1, "asked once for three calls");
+}
+
+#[tokio::test]
+async fn nobody_to_ask_is_not_a_rejection_and_end_of_input_at_a_breakpoint_is_not_a_cancel() {
+    // A gate answered "unattended": the step fails with the reason, no option recorded.
+    let mut deploy = cmd("deploy", "echo deploy", Some("done"));
+    deploy.approval = Some(gate(ApprovalOption::defaults(), None, None));
+    let wf = workflow(vec![deploy, terminal("done", TerminalStatus::Success)]);
+    let exec = Arc::new(FakeExecutor::new());
+    let f = facade(wf, Arc::clone(&exec), FakeExpressions::new());
+    let h = f.start_run(request()).await.expect("starts");
+    let (_, result, _) = drive(h, |r, h| {
+        h.respond(&r.request_id, Answer::Unattended("nobody here".into()))
+            .expect("accepted");
+    })
+    .await;
+    let result = result.expect("finished");
+    let error = result.error.expect("error");
+    assert_eq!(error.code, ErrorCode::ExecutionApprovalRejected);
+    assert_eq!(
+        error.message,
+        "step deploy: approval not asked: nobody here"
+    );
+    assert_eq!(result.states["deploy"].approval, None);
+    assert!(exec.commands().is_empty());
+
+    // End of input and "unattended" at a breakpoint: USER.FACADE.SESSION_CLOSED (exit 1).
+    for (answer, message) in [
+        (
+            Answer::EndOfInput,
+            "input ended at the breakpoint before 'a': run aborted",
+        ),
+        (
+            Answer::Unattended("nobody here".into()),
+            "breakpoint before 'a' not asked: nobody here",
+        ),
+    ] {
+        let wf = workflow(vec![
+            cmd("a", "echo a", Some("done")),
+            terminal("done", TerminalStatus::Success),
+        ]);
+        let exec = Arc::new(FakeExecutor::new());
+        let f = facade(wf, Arc::clone(&exec), FakeExpressions::new());
+        let mut req = request();
+        req.interactive = Some(awf_domain::ports::facade::Interactive::default());
+        let h = f.start_run(req).await.expect("starts");
+        let (_, result, _) = drive(h, |r, h| {
+            h.respond(&r.request_id, answer.clone()).expect("accepted");
+        })
+        .await;
+        let result = result.expect("finished");
+        assert_eq!(result.exit_code, 1, "{message}");
+        let error = result.error.expect("error");
+        assert_eq!(error.code, ErrorCode::UserFacadeSessionClosed);
+        assert_eq!(error.message, message);
+        assert!(exec.commands().is_empty());
+    }
+}

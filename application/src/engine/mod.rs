@@ -244,6 +244,8 @@ enum Decision {
     Skip,
     Abort,
     Retry(String),
+    /// The run ends with this error (end of input, nobody to ask).
+    Stop(AwfError),
 }
 
 /// How a run ended, before it becomes a [`RunResult`].
@@ -817,6 +819,7 @@ impl Run {
                         position = previous_position.saturating_sub(1);
                         continue;
                     }
+                    Decision::Stop(e) => return self.failure(e, Some(current)),
                     Decision::Abort => {
                         self.cancel.cancel(CancelReason::Requested);
                         return self.cancelled_ending().unwrap_or_else(|| {
@@ -889,11 +892,31 @@ impl Run {
                 previous: previous.map(str::to_owned),
                 preview,
             };
-            // Cancelled, timed out: the run stops.
-            let Resolution::Answered(Answer::Decision(decision)) =
-                self.ask(state, state, None, request, None).await
-            else {
-                return Decision::Abort;
+            // Cancelled, timed out: the run stops (cancelled). End of input and nobody to
+            // ask end it with their own error.
+            let decision = match self.ask(state, state, None, request, None).await {
+                Resolution::Answered(Answer::Decision(d)) => d,
+                Resolution::Answered(Answer::EndOfInput) => {
+                    return Decision::Stop(
+                        AwfError::new(
+                            ErrorCode::UserFacadeSessionClosed,
+                            format!("input ended at the breakpoint before '{state}': run aborted"),
+                        )
+                        .with_detail("state", state)
+                        .with_hint("answer c to continue or a to abort; Ctrl-C cancels"),
+                    );
+                }
+                Resolution::Answered(Answer::Unattended(why)) => {
+                    return Decision::Stop(
+                        AwfError::new(
+                            ErrorCode::UserFacadeSessionClosed,
+                            format!("breakpoint before '{state}' not asked: {why}"),
+                        )
+                        .with_detail("state", state)
+                        .with_hint("run it on a terminal, or drop --interactive / --breakpoint"),
+                    );
+                }
+                _ => return Decision::Abort,
             };
             match decision {
                 BreakpointDecision::Continue => return Decision::Run,

@@ -280,7 +280,14 @@ impl Run {
             return Gate::open(None);
         };
         let name = state.name.as_str();
-        let key = format!("{}/{name}", self.run_id.0);
+        // Remembered per root run (the `Interaction` is the root run's, shared by its
+        // sub-runs) and gate: the workflow's identity and the state, so an `allow_always`
+        // holds across every call of a sub-workflow from a loop.
+        let identity = self
+            .call_stack
+            .last()
+            .map_or(self.wf.source.identifier.as_str(), String::as_str);
+        let key = format!("{identity}/{name}");
         let started = self.svc.clock.now();
         let fail = |code: ErrorCode, msg: String, chosen: Option<String>| {
             let mut st = StepState::running(name, started);
@@ -305,6 +312,7 @@ impl Run {
                 })),
             }
         };
+        let mut timed_out = false;
         let chosen: ApprovalOption = if self.auto_approve {
             let option = gate
                 .options
@@ -358,8 +366,20 @@ impl Run {
                         }
                     }
                 }
+                Resolution::Answered(Answer::Unattended(why)) => {
+                    // Nobody to ask: not a human rejection (no option recorded).
+                    return fail(
+                        ErrorCode::ExecutionApprovalRejected,
+                        format!("step {name}: approval not asked: {why}"),
+                        None,
+                    );
+                }
                 Resolution::TimedOut => match gate.timeout_option() {
-                    Some(o) => o.clone(),
+                    // A timeout decides this time only: never remembered as "always".
+                    Some(o) => {
+                        timed_out = true;
+                        o.clone()
+                    }
                     None => {
                         return fail(
                             ErrorCode::ExecutionApprovalTimedOut,
@@ -379,7 +399,7 @@ impl Run {
                 }
             }
         };
-        if chosen.kind.remembered() {
+        if chosen.kind.remembered() && !timed_out {
             self.interaction.remember(&key, chosen.clone());
         }
         if chosen.kind.allows() {

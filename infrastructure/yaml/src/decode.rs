@@ -317,8 +317,20 @@ fn decode_state(
     if let Some(n) = f.take("hooks") {
         state.hooks = decode_step_hooks(n, &f.child("hooks"), d);
     }
+    let approval_pos = f.key_pos("approval");
     if let Some(n) = f.take("approval") {
         state.approval = decode_approval(name, n, &f.child("approval"), d);
+    } else if approval_pos.is_some() {
+        // A bare `approval:` (null) would silently turn the gate off.
+        d.invalid(
+            &f.child("approval"),
+            approval_pos,
+            "approval has no value (a bare `approval:` would turn the gate off)",
+        )
+        .hint = Some(
+            "give a message (`approval: \"Deploy?\"`) or a mapping (`approval: {message: ...}`), or remove the key"
+                .to_owned(),
+        );
     }
     if let Some(n) = f.take("capture") {
         (state.capture_max_size, state.capture_names) =
@@ -482,6 +494,18 @@ fn decode_approval(
     use awf_domain::interaction::ApprovalOption;
     let default_message = format!("Run step '{step}'?");
     if node.entries().is_none() {
+        if let Some(got) = not_a_message(node) {
+            d.invalid(
+                path,
+                Some(node.pos),
+                format!("approval must be a message (a string) or a mapping, found {got}"),
+            )
+            .hint = Some(format!(
+                "quote it to use it as the message (`approval: \"{}\"`), or use the mapping form",
+                node.text().unwrap_or_default()
+            ));
+            return None;
+        }
         let message = d.string(node, path)?;
         return Some(awf_domain::workflow::Approval {
             message: if message.trim().is_empty() {
@@ -495,8 +519,19 @@ fn decode_approval(
         });
     }
     let mut f = Fields::of(node, path, d, "a message or a mapping (approval gate)")?;
-    let message = f
-        .string("message", d)
+    let message_pos = f.key_pos("message");
+    let message_node = f.take("message");
+    if let Some(got) = message_node.and_then(not_a_message) {
+        d.invalid(
+            &f.child("message"),
+            message_pos,
+            format!("approval message must be a string, found {got}"),
+        )
+        .hint = Some("quote the message".to_owned());
+    }
+    let message = message_node
+        .filter(|n| not_a_message(n).is_none())
+        .and_then(|n| d.string(n, &format!("{path}.message")))
         .filter(|m| !m.trim().is_empty())
         .unwrap_or(default_message);
     let timeout = f
@@ -560,6 +595,15 @@ fn decode_approval(
         timeout,
         on_timeout,
     })
+}
+
+/// The YAML type of an approval message that is not a string (a plain `42`, `true`, `~`);
+/// `None` for a string (quoted or plain text) and for collections (reported elsewhere).
+fn not_a_message(node: &Node) -> Option<&'static str> {
+    match node.type_name() {
+        t @ ("null" | "a boolean" | "an integer" | "a number") => Some(t),
+        _ => None,
+    }
 }
 
 fn decode_retry(node: &Node, path: &str, d: &mut Diags) -> Option<RetryPolicy> {

@@ -36,9 +36,19 @@ pub(crate) struct Terminal {
     warnings: bool,
     /// `--log-format json`.
     log_json: bool,
-    /// stdin and stderr are terminals (approval gates are asked only then).
+    /// Whether there is a terminal to ask on: stdin is a terminal and there is one to show
+    /// the prompt on (stderr, or `/dev/tty` when stderr is redirected). Approval gates and
+    /// breakpoints are asked only then.
     tty: bool,
+    /// stderr is redirected: gate prompts go to `/dev/tty`.
+    prompt_on_dev_tty: bool,
 }
+
+/// Why a gate or breakpoint is not asked without a terminal.
+const NO_TERMINAL: &str = "no terminal to ask on; pass --yes to approve gates";
+/// The same for a breakpoint.
+const NO_TERMINAL_BREAKPOINT: &str =
+    "no terminal to ask on; --interactive and --breakpoint need a terminal";
 
 impl Terminal {
     /// The terminal of this process, as the global options set it up.
@@ -48,8 +58,21 @@ impl Terminal {
             json: ctx.json(),
             warnings: awf_telemetry::LogConfig::shows(ctx.run_log_level, LogLevel::Warn),
             log_json: ctx.log_json,
-            tty: std::io::stdin().is_terminal() && std::io::stderr().is_terminal(),
+            tty: std::io::stdin().is_terminal()
+                && (std::io::stderr().is_terminal() || dev_tty().is_some()),
+            prompt_on_dev_tty: !std::io::stderr().is_terminal(),
         }
+    }
+
+    /// Where gate prompts are written: stderr, or the controlling terminal when stderr is
+    /// redirected (`awf run wf -f json 2>err.log` typed at a keyboard).
+    fn prompt_out(&self) -> Box<dyn Write> {
+        if self.prompt_on_dev_tty
+            && let Some(f) = dev_tty()
+        {
+            return Box::new(f);
+        }
+        Box::new(std::io::stderr())
     }
 
     /// Asks the user on the terminal (blocking: reads stdin) and gives the typed answer.
@@ -58,47 +81,62 @@ impl Terminal {
             RequestKind::MissingInput { input, problem } => {
                 self.missing_input(input, problem.as_deref())
             }
-            RequestKind::ConversationTurn { .. } => match next_line() {
-                Line::Text(line) => Answer::Value(line),
-                Line::Eof => {
-                    self.end_of_input();
-                    Answer::EndOfInput
+            RequestKind::ConversationTurn { prompt } => loop {
+                match next_line() {
+                    Line::Text(line) => return Answer::Value(line),
+                    Line::Eof => {
+                        self.end_of_input();
+                        return Answer::EndOfInput;
+                    }
+                    Line::Replaced => return Answer::EndOfInput,
+                    Line::NotUtf8 => {
+                        let mut err = std::io::stderr().lock();
+                        let _ = writeln!(err, "{NOT_UTF8}");
+                        let _ = write!(err, "{}", crate::style::printable(prompt));
+                        let _ = err.flush();
+                    }
                 }
-                Line::Replaced => Answer::EndOfInput,
             },
             RequestKind::Breakpoint {
                 state_kind,
                 previous,
                 preview,
             } => loop {
-                let line = match next_line() {
-                    Line::Text(l) => l,
+                if !self.tty {
+                    return Answer::Unattended(NO_TERMINAL_BREAKPOINT.to_owned());
+                }
+                let problem = match next_line() {
+                    Line::Text(line) => match parse_breakpoint(&line, previous.is_some()) {
+                        Ok(d) => return Answer::Decision(d),
+                        Err(warning) => {
+                            self.warn(&warning);
+                            None
+                        }
+                    },
                     Line::Eof => {
                         self.end_of_input();
-                        return Answer::Decision(BreakpointDecision::Abort);
+                        return Answer::EndOfInput;
                     }
                     Line::Replaced => return Answer::Decision(BreakpointDecision::Abort),
+                    Line::NotUtf8 => Some(NOT_UTF8),
                 };
-                match parse_breakpoint(&line, previous.is_some()) {
-                    Ok(d) => return Answer::Decision(d),
-                    Err(warning) => {
-                        self.warn(&warning);
-                        if !self.json {
-                            let step = request.step.as_deref().unwrap_or("");
-                            let text = crate::printer::breakpoint_prompt(
-                                self.style,
-                                "  ",
-                                step,
-                                state_kind,
-                                previous.is_some(),
-                                preview,
-                            );
-                            let mut err = std::io::stderr().lock();
-                            let _ = err.write_all(text.as_bytes());
-                            let _ = err.flush();
-                        }
-                    }
+                let mut err = std::io::stderr().lock();
+                if let Some(p) = problem {
+                    let _ = writeln!(err, "{p}");
                 }
+                if !self.json {
+                    let step = request.step.as_deref().unwrap_or("");
+                    let text = crate::printer::breakpoint_prompt(
+                        self.style,
+                        "  ",
+                        step,
+                        state_kind,
+                        previous.is_some(),
+                        preview,
+                    );
+                    let _ = err.write_all(text.as_bytes());
+                }
+                let _ = err.flush();
             },
             RequestKind::Approval { message, options } => {
                 self.approval(request.step.as_deref().unwrap_or(""), message, options)
@@ -182,7 +220,7 @@ impl Terminal {
             let n = match read {
                 Ok(n) => n,
                 Err(NotUtf8) => {
-                    let _ = writeln!(err, "  invalid: the value is not valid UTF-8; try again");
+                    let _ = writeln!(err, "{NOT_UTF8}");
                     continue;
                 }
             };
@@ -195,8 +233,9 @@ impl Terminal {
     }
 
     /// An approval gate: `? message [y/N]` for the default approve/reject pair, a numbered
-    /// menu otherwise. Without a terminal the gate is refused (its first rejecting option),
-    /// with a line saying to pass `--yes`.
+    /// menu otherwise; end of input (Ctrl-D) takes the first rejecting option. Without a
+    /// terminal nothing is asked: [`Answer::Unattended`] (the step fails saying to pass
+    /// `--yes`).
     fn approval(&self, step: &str, message: &str, options: &[ApprovalOption]) -> Answer {
         let reject = options
             .iter()
@@ -204,28 +243,16 @@ impl Terminal {
             .or_else(|| options.first())
             .map_or_else(|| "reject".to_owned(), |o| o.id.clone());
         // Workflow text reaches the terminal without control sequences.
-        let message = crate::style::printable(message);
+        // The author's newlines are kept (continuation lines indented).
+        let message = crate::style::printable_lines(message, "  ");
         let step = crate::style::printable(step);
-        let mut err = std::io::stderr();
         if !self.tty {
-            self.warn(&format!(
-                "step '{step}' needs approval ({message}) and there is no terminal to ask: rejected; pass --yes to approve every gate"
-            ));
-            return Answer::Option(reject);
+            return Answer::Unattended(NO_TERMINAL.to_owned());
         }
-        let simple = options.len() == 2
-            && options[0].kind == ApprovalKind::AllowOnce
-            && options[1].kind == ApprovalKind::RejectOnce;
+        let mut err = self.prompt_out();
+        let simple = simple_gate(options);
         loop {
-            if simple {
-                let _ = write!(err, "{} {message} ({step}) [y/N] ", self.style.yellow("?"));
-            } else {
-                let _ = writeln!(err, "{} {message} ({step})", self.style.yellow("?"));
-                for (i, o) in options.iter().enumerate() {
-                    let _ = writeln!(err, "  {}) {} [{}]", i + 1, o.name, o.kind.as_str());
-                }
-                let _ = write!(err, "choose a number > ");
-            }
+            let _ = write!(err, "{}", self.approval_prompt(&step, &message, options));
             let _ = err.flush();
             let line = match next_line() {
                 Line::Text(l) => l,
@@ -234,6 +261,10 @@ impl Terminal {
                     return Answer::Option(reject);
                 }
                 Line::Replaced => return Answer::Option(reject),
+                Line::NotUtf8 => {
+                    let _ = writeln!(err, "{NOT_UTF8}");
+                    continue;
+                }
             };
             match parse_approval(&line, options, simple) {
                 Some(id) => return Answer::Option(id),
@@ -253,6 +284,64 @@ impl Terminal {
     }
 }
 
+impl Terminal {
+    /// The prompt of an approval gate (`message` and `step` already made printable):
+    /// `? message (step) [y/N] ` for the default pair, else the numbered menu and
+    /// `choose a number > `.
+    fn approval_prompt(&self, step: &str, message: &str, options: &[ApprovalOption]) -> String {
+        if simple_gate(options) {
+            return format!("{} {message} ({step}) [y/N] ", self.style.yellow("?"));
+        }
+        let mut text = format!("{} {message} ({step})\n", self.style.yellow("?"));
+        for (i, o) in options.iter().enumerate() {
+            text.push_str(&format!(
+                "  {}) {} [{}]\n",
+                i + 1,
+                crate::style::printable(&o.name),
+                o.kind.as_str()
+            ));
+        }
+        text.push_str("choose a number > ");
+        text
+    }
+
+    /// The prompt of `request` as shown when it was asked, to show it again after other
+    /// output was written over it; `None` for missing inputs (asked before anything runs).
+    fn prompt_again(&self, request: &InteractionRequest) -> Option<String> {
+        let step = request.step.as_deref().unwrap_or("");
+        match &request.kind {
+            RequestKind::Approval { message, options } => Some(self.approval_prompt(
+                &crate::style::printable(step),
+                &crate::style::printable_lines(message, "  "),
+                options,
+            )),
+            RequestKind::Breakpoint {
+                state_kind,
+                previous,
+                preview,
+            } => Some(crate::printer::breakpoint_prompt(
+                self.style,
+                "  ",
+                step,
+                state_kind,
+                previous.is_some(),
+                preview,
+            )),
+            RequestKind::ConversationTurn { prompt } => {
+                Some(crate::style::printable(prompt).into_owned())
+            }
+            RequestKind::MissingInput { .. } => None,
+        }
+    }
+}
+
+/// Whether a gate has the default pair (allow once, reject once), asked as `[y/N]`.
+fn simple_gate(options: &[ApprovalOption]) -> bool {
+    options.len() == 2
+        && options[0].kind == ApprovalKind::AllowOnce
+        && options[1].kind == ApprovalKind::RejectOnce
+}
+
 /// Answers a run's requests on the terminal one at a time, in the order they came (two
 /// parallel branches may ask at once): feed it every event ([`Answerer::on_event`]) and await
 /// [`Answerer::next`] for each answer to `respond` with. A request that ends without an
@@ -260,7 +349,9 @@ impl Terminal {
 pub(crate) struct Answerer {
     term: Terminal,
     queue: std::collections::VecDeque<InteractionRequest>,
-    current: Option<(String, tokio::task::JoinHandle<Answer>)>,
+    current: Option<(InteractionRequest, tokio::task::JoinHandle<Answer>)>,
+    /// The run is being cancelled: nothing new is asked (its requests resolve cancelled).
+    cancelling: bool,
 }
 
 impl Answerer {
@@ -270,6 +361,36 @@ impl Answerer {
             term: Terminal::new(ctx),
             queue: std::collections::VecDeque::new(),
             current: None,
+            cancelling: false,
+        }
+    }
+
+    /// The run is being cancelled: ask nothing new (what is queued is dropped; the engine
+    /// resolves every request of a cancelled run as cancelled).
+    pub(crate) fn cancelling(&mut self) {
+        self.cancelling = true;
+        self.queue.clear();
+    }
+
+    /// Shows the prompt being read again (other output was written over it).
+    pub(crate) fn reprompt(&self) {
+        if self.cancelling {
+            return;
+        }
+        let Some((request, reader)) = self.current.as_ref() else {
+            return;
+        };
+        if reader.is_finished() || !self.term.tty {
+            return;
+        }
+        if let Some(text) = self.term.prompt_again(request) {
+            let mut w = if matches!(request.kind, RequestKind::Approval { .. }) {
+                self.term.prompt_out()
+            } else {
+                Box::new(std::io::stderr())
+            };
+            let _ = write!(w, "{text}");
+            let _ = w.flush();
         }
     }
 
@@ -287,7 +408,7 @@ impl Answerer {
                 if self
                     .current
                     .as_ref()
-                    .is_some_and(|(id, _)| id == request_id)
+                    .is_some_and(|(r, _)| r.request_id == *request_id)
                     && self.current.as_ref().is_some_and(|(_, h)| !h.is_finished())
                 {
                     self.current = None;
@@ -299,14 +420,14 @@ impl Answerer {
     }
 
     fn start_next(&mut self) {
-        if self.current.is_some() {
+        if self.current.is_some() || self.cancelling {
             return;
         }
         if let Some(request) = self.queue.pop_front() {
             let term = self.term;
-            let id = request.request_id.clone();
-            let reader = tokio::task::spawn_blocking(move || term.answer(&request));
-            self.current = Some((id, reader));
+            let asked = request.clone();
+            let reader = tokio::task::spawn_blocking(move || term.answer(&asked));
+            self.current = Some((request, reader));
         }
     }
 
@@ -316,14 +437,23 @@ impl Answerer {
             Some((_, h)) => h.await.unwrap_or(Answer::EndOfInput),
             None => std::future::pending().await,
         };
-        let id = self.current.take().map(|(id, _)| id).unwrap_or_default();
+        let id = self
+            .current
+            .take()
+            .map(|(r, _)| r.request_id)
+            .unwrap_or_default();
         self.start_next();
         (id, answer)
     }
 }
 
-/// A menu number (`2`) stands for that choice of an enum; anything else is the value typed.
+/// A menu number (`2`) stands for that choice of an enum, unless what was typed is itself one
+/// of the values (an exact value wins over a position: with `[3, 1, 2]`, `1` is `1`);
+/// anything else is the value typed.
 fn menu_choice(value: &str, choices: &[String]) -> String {
+    if choices.iter().any(|c| c == value || c == value.trim()) {
+        return value.trim().to_owned();
+    }
     if let Ok(i) = value.trim().parse::<usize>()
         && (1..=choices.len()).contains(&i)
     {
@@ -363,8 +493,9 @@ pub(crate) fn parse_breakpoint(
     }
 }
 
-/// An approval answer: `y`/`yes` and `n`/`no`/empty for the simple prompt; a menu number or
-/// an option id for the menu. `None`: not an answer.
+/// An approval answer: `y`/`yes` and `n`/`no`/empty for the simple prompt; an option id or
+/// a menu number for the menu (an exact id wins over a position: an option `id: "2"` is
+/// picked by typing `2`). `None`: not an answer.
 fn parse_approval(line: &str, options: &[ApprovalOption], simple: bool) -> Option<String> {
     let a = line.trim();
     if simple {
@@ -374,12 +505,15 @@ fn parse_approval(line: &str, options: &[ApprovalOption], simple: bool) -> Optio
             _ => None,
         };
     }
+    if let Some(o) = options.iter().find(|o| o.id == a) {
+        return Some(o.id.clone());
+    }
     if let Ok(i) = a.parse::<usize>()
         && (1..=options.len()).contains(&i)
     {
         return Some(options[i - 1].id.clone());
     }
-    options.iter().find(|o| o.id == a).map(|o| o.id.clone())
+    None
 }
 
 /// What [`next_line`] gives.
@@ -392,7 +526,12 @@ enum Line {
     /// A later request took over the read (this one timed out or was cancelled): the line
     /// goes to that one.
     Replaced,
+    /// A line that is not UTF-8 (dropped, never shown): asked again, not end of input.
+    NotUtf8,
 }
+
+/// What the user is told before a prompt is asked again after a line that is not UTF-8.
+const NOT_UTF8: &str = "  invalid: the value is not valid UTF-8; try again";
 
 /// The one thread that reads visible lines from stdin, on demand, for the latest caller: a
 /// request that timed out while its line was being read does not keep the next line typed.
@@ -403,7 +542,7 @@ struct LineReader {
 
 #[derive(Default)]
 struct Slot {
-    waiter: Option<std::sync::mpsc::Sender<Option<String>>>,
+    waiter: Option<std::sync::mpsc::Sender<Line>>,
     wanted: bool,
 }
 
@@ -433,9 +572,10 @@ fn next_line() -> Line {
                 slot.wanted = false;
                 drop(slot);
                 let mut line = String::new();
-                let got = match std::io::stdin().read_line(&mut line) {
-                    Ok(0) | Err(_) => None,
-                    Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
+                let got = match read_text_line(&mut std::io::stdin().lock(), &mut line) {
+                    Ok(0) => Line::Eof,
+                    Ok(_) => Line::Text(line.trim_end_matches(['\n', '\r']).to_owned()),
+                    Err(NotUtf8) => Line::NotUtf8,
                 };
                 // The line answers whoever waits now (a later caller takes over the read of
                 // one that gave up); it satisfies that caller's want too.
@@ -455,11 +595,15 @@ fn next_line() -> Line {
         slot.wanted = true;
     }
     reader.wake.notify_one();
-    match rx.recv() {
-        Ok(Some(l)) => Line::Text(l),
-        Ok(None) => Line::Eof,
-        Err(_) => Line::Replaced,
-    }
+    rx.recv().unwrap_or(Line::Replaced)
+}
+
+/// The controlling terminal, opened for writing prompts; `None` when there is none.
+fn dev_tty() -> Option<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/tty")
+        .ok()
 }
 
 /// A line read from the terminal was not UTF-8 (it is dropped, never shown).
@@ -480,35 +624,94 @@ fn read_text_line(r: &mut impl std::io::BufRead, line: &mut String) -> Result<us
     }
 }
 
-/// Reads a line from the terminal without echoing it (secret inputs); echo is restored
-/// afterwards, also when the read fails.
+/// Reads a line from the terminal without echoing it (secret inputs); the terminal's mode
+/// is restored afterwards, also when the read fails. The line is read a key at a time
+/// (no echo, no line editing by the terminal, no signal from Ctrl-C), so Ctrl-C ends it at
+/// once: the terminal is restored, then the SIGINT it stands for is raised (awf exits 130).
+/// Backspace deletes the last character; Ctrl-D on an empty line is end of input. Not a
+/// terminal: a plain line read.
 fn read_hidden(line: &mut String) -> Result<usize, NotUtf8> {
     use nix::sys::termios;
     let stdin = std::io::stdin();
-    let saved = termios::tcgetattr(&stdin).ok();
-    if let Some(t) = &saved {
-        // No echo, and no signal from Ctrl-C (it arrives as a character instead), so the
-        // terminal is always restored before awf ends.
-        let mut quiet = t.clone();
-        quiet.local_flags.remove(termios::LocalFlags::ECHO);
-        quiet.local_flags.remove(termios::LocalFlags::ISIG);
-        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
-    }
-    let n = read_text_line(&mut stdin.lock(), line);
-    if let Some(t) = &saved {
-        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, t);
-    }
+    let Ok(saved) = termios::tcgetattr(&stdin) else {
+        return read_text_line(&mut stdin.lock(), line);
+    };
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(termios::LocalFlags::ECHO);
+    quiet.local_flags.remove(termios::LocalFlags::ICANON);
+    quiet.local_flags.remove(termios::LocalFlags::ISIG);
+    quiet.control_chars[termios::SpecialCharacterIndices::VMIN as usize] = 1;
+    quiet.control_chars[termios::SpecialCharacterIndices::VTIME as usize] = 0;
+    let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
+    let key = hidden_keys(&mut stdin.lock());
+    let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &saved);
     let _ = writeln!(std::io::stderr());
-    if line.contains('\u{3}') {
-        // Ctrl-C at the prompt (it arrived as a character): deliver it as the signal it
-        // stands for, so the run is cancelled like at any other prompt (nothing has started;
-        // awf exits 130). The request resolves as cancelled: this read never answers.
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT);
-        loop {
-            std::thread::park();
+    match key {
+        Hidden::Line(bytes) => {
+            let n = bytes.len();
+            let text = String::from_utf8(bytes).map_err(|_| NotUtf8)?;
+            line.push_str(&text);
+            Ok(n)
+        }
+        Hidden::Eof => Ok(0),
+        Hidden::Interrupt => {
+            // Ctrl-C at the prompt: deliver it as the signal it stands for, so the run is
+            // cancelled like at any other prompt (nothing has started; awf exits 130). The
+            // request resolves as cancelled: this read never answers.
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGINT);
+            loop {
+                std::thread::park();
+            }
         }
     }
-    n
+}
+
+/// How a hidden line read a key at a time ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Hidden {
+    /// Enter: the bytes typed (with the newline).
+    Line(Vec<u8>),
+    /// Ctrl-D on an empty line, or the input closed.
+    Eof,
+    /// Ctrl-C.
+    Interrupt,
+}
+
+/// Reads keys until Enter, Ctrl-C or Ctrl-D (on an empty line); backspace (DEL or BS)
+/// removes the last character typed.
+fn hidden_keys(r: &mut impl std::io::Read) -> Hidden {
+    let mut bytes = Vec::new();
+    let mut key = [0u8; 1];
+    loop {
+        match r.read(&mut key) {
+            Ok(0) | Err(_) => {
+                return if bytes.is_empty() {
+                    Hidden::Eof
+                } else {
+                    Hidden::Line(bytes)
+                };
+            }
+            Ok(_) => {}
+        }
+        match key[0] {
+            0x03 => return Hidden::Interrupt,
+            b'\n' | b'\r' => {
+                bytes.push(b'\n');
+                return Hidden::Line(bytes);
+            }
+            0x04 if bytes.is_empty() => return Hidden::Eof,
+            0x04 => {}
+            0x7f | 0x08 => {
+                // One character, not one byte (a UTF-8 continuation byte is 10xxxxxx).
+                while let Some(b) = bytes.pop() {
+                    if b & 0xC0 != 0x80 {
+                        break;
+                    }
+                }
+            }
+            b => bytes.push(b),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -527,6 +730,20 @@ mod tests {
         assert_eq!(read_text_line(&mut r, &mut line), Ok(4));
         assert_eq!(line, "last");
         assert_eq!(read_text_line(&mut r, &mut String::new()), Ok(0));
+    }
+
+    #[test]
+    fn hidden_keys_end_at_enter_ctrl_c_or_ctrl_d_and_backspace_deletes_a_character() {
+        let keys = |b: &[u8]| hidden_keys(&mut std::io::Cursor::new(b.to_vec()));
+        assert_eq!(keys(b"s3cr\x7fet\r"), Hidden::Line(b"s3cet\n".to_vec()));
+        assert_eq!(keys(b"ab\x03cd\n"), Hidden::Interrupt);
+        assert_eq!(keys(b"\x04"), Hidden::Eof);
+        assert_eq!(keys(b"x\x04y\n"), Hidden::Line(b"xy\n".to_vec()));
+        assert_eq!(
+            keys("\u{e9}\x7f!\n".as_bytes()),
+            Hidden::Line(b"!\n".to_vec())
+        );
+        assert_eq!(keys(b""), Hidden::Eof);
     }
 
     #[test]
@@ -585,6 +802,35 @@ mod tests {
         assert_eq!(parse_approval("2", &menu, false), Some("always".into()));
         assert_eq!(parse_approval("no", &menu, false), Some("no".into()));
         assert_eq!(parse_approval("4", &menu, false), None);
+    }
+
+    #[test]
+    fn an_exact_value_or_id_wins_over_a_position() {
+        let choices = vec!["3".to_owned(), "1".to_owned(), "2".to_owned()];
+        assert_eq!(menu_choice("1", &choices), "1");
+        assert_eq!(menu_choice(" 3 ", &choices), "3");
+        let mixed = vec!["10".to_owned(), "dev".to_owned()];
+        assert_eq!(menu_choice("2", &mixed), "dev");
+        let menu = vec![
+            ApprovalOption {
+                id: "2".into(),
+                name: "Two".into(),
+                kind: ApprovalKind::AllowOnce,
+            },
+            ApprovalOption {
+                id: "later".into(),
+                name: "Later".into(),
+                kind: ApprovalKind::AllowAlways,
+            },
+            ApprovalOption {
+                id: "no".into(),
+                name: "No".into(),
+                kind: ApprovalKind::RejectOnce,
+            },
+        ];
+        assert_eq!(parse_approval("2", &menu, false), Some("2".into()));
+        assert_eq!(parse_approval("3", &menu, false), Some("no".into()));
+        assert_eq!(parse_approval("1", &menu, false), Some("2".into()));
     }
 
     #[test]

@@ -65,7 +65,19 @@ pub struct TextPrinter {
     /// each top-level step gets an `Executing` line and a result block (output, exit code,
     /// duration, status).
     interactive: bool,
+    /// Requests whose prompt is open now (asked, not yet answered or resolved), in order.
+    open_prompts: Vec<String>,
+    /// What other events rendered while a prompt was open (stdout, stderr bytes), written
+    /// once no prompt is open, so the prompt's line stays readable.
+    held: (Vec<u8>, Vec<u8>),
+    /// Something was written over an open prompt (held output over its budget, a signal
+    /// notice): the prompt should be shown again.
+    overprinted: bool,
 }
+
+/// How much output is held while a prompt is open before it is written anyway (and the
+/// prompt shown again below it).
+const HELD_BUDGET: usize = 256 * 1024;
 
 impl TextPrinter {
     /// A printer for `mode`; `quiet` drops step, log and info lines (warnings and command
@@ -87,6 +99,9 @@ impl TextPrinter {
             agent_mid_line: false,
             live: None,
             interactive: false,
+            open_prompts: Vec::new(),
+            held: (Vec::new(), Vec::new()),
+            overprinted: false,
         }
     }
 
@@ -124,16 +139,49 @@ impl TextPrinter {
         }
     }
 
-    /// The last interaction request was answered: the
-    /// spinners show again.
-    pub fn prompt_answered(&mut self) {
-        if let Some(live) = self.live.as_mut() {
+    /// Request `request_id` was answered: once no other prompt is open, the spinners show
+    /// again (the output held meanwhile is written with the request's resolved event, which
+    /// follows).
+    pub fn prompt_answered(&mut self, request_id: &str) {
+        self.open_prompts.retain(|id| id != request_id);
+        if self.open_prompts.is_empty()
+            && let Some(live) = self.live.as_mut()
+        {
             live.resume();
         }
     }
 
-    /// Prints one line on stderr (above the spinners when they are shown).
+    /// Whether something was written over an open prompt since the last call (the prompt
+    /// should be shown again).
+    pub fn take_overprinted(&mut self) -> bool {
+        std::mem::take(&mut self.overprinted)
+    }
+
+    /// Writes the output held while prompts were open.
+    fn release_held(&mut self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<()> {
+        let (o, e) = std::mem::take(&mut self.held);
+        if o.is_empty() && e.is_empty() {
+            return Ok(());
+        }
+        match self.live.as_mut() {
+            Some(live) => live.write(&o, &e, out, err),
+            None => {
+                out.write_all(&o)?;
+                out.flush()?;
+                err.write_all(&e)?;
+                err.flush()
+            }
+        }
+    }
+
+    /// Prints one line on stderr (above the spinners when they are shown). While a prompt
+    /// is open the line starts on a line of its own (the prompt is shown again after it).
     pub fn stderr_line(&mut self, text: &str) {
+        if !self.open_prompts.is_empty() {
+            let _ = writeln!(io::stderr().lock(), "\n{text}");
+            self.overprinted = true;
+            return;
+        }
         match self.live.as_mut() {
             Some(live) => {
                 let _ = live.line(text, &mut io::stderr());
@@ -145,8 +193,10 @@ impl TextPrinter {
     }
 
     /// Clears the spinners and writes any held output; call before the run summary.
-    /// Plain printing needs nothing. Safe to call more than once.
+    /// Safe to call more than once.
     pub fn finish(&mut self) {
+        self.open_prompts.clear();
+        let _ = self.release_held(&mut io::stdout(), &mut io::stderr());
         if let Some(live) = self.live.as_mut() {
             let _ = live.finish(&mut io::stdout(), &mut io::stderr());
         }
@@ -197,12 +247,64 @@ impl TextPrinter {
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> io::Result<()> {
+        match &ev.event {
+            RunEvent::InteractionRequired { request } => {
+                self.open_prompts.push(request.request_id.clone());
+                self.handle_now(ev, out, err)
+            }
+            RunEvent::InteractionResolved { request_id, .. } => {
+                self.open_prompts.retain(|id| id != request_id);
+                self.handle_now(ev, out, err)?;
+                if self.open_prompts.is_empty() {
+                    self.release_held(out, err)?;
+                }
+                Ok(())
+            }
+            // A prompt is open (or its held output is not written yet): other output waits
+            // for its answer (the spinners' bookkeeping goes on, hidden).
+            _ if !self.open_prompts.is_empty()
+                || !self.held.0.is_empty()
+                || !self.held.1.is_empty() =>
+            {
+                let (mut o, mut e) = (Vec::new(), Vec::new());
+                self.handle_now(ev, &mut o, &mut e)?;
+                self.held.0.extend_from_slice(&o);
+                self.held.1.extend_from_slice(&e);
+                if self.held.0.len() + self.held.1.len() > HELD_BUDGET {
+                    // Too much to hold: write it below the prompt, then ask again.
+                    err.write_all(b"\n")?;
+                    let (o, e) = std::mem::take(&mut self.held);
+                    match self.live.as_mut() {
+                        Some(live) => live.write(&o, &e, out, err)?,
+                        None => {
+                            out.write_all(&o)?;
+                            out.flush()?;
+                            err.write_all(&e)?;
+                            err.flush()?;
+                        }
+                    }
+                    self.overprinted = true;
+                }
+                Ok(())
+            }
+            _ => self.handle_now(ev, out, err),
+        }
+    }
+
+    /// [`Self::handle`] without holding: renders `ev` and writes it now.
+    fn handle_now(
+        &mut self,
+        ev: &EventEnvelope,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
         if self.live.is_none() {
             return self.render(ev, out, err);
         }
         let (mut out_bytes, mut err_bytes) = (Vec::new(), Vec::new());
         self.render(ev, &mut out_bytes, &mut err_bytes)?;
         let ind = self.indent(ev);
+        let no_prompt_open = self.open_prompts.is_empty();
         let Some(live) = self.live.as_mut() else {
             return Ok(());
         };
@@ -221,7 +323,9 @@ impl TextPrinter {
                 }
             }
             RunEvent::InteractionRequired { .. } => live.pause(),
-            RunEvent::InteractionResolved { .. } => live.resume(),
+            // Another prompt may still be open (parallel branches): spinners stay hidden.
+            RunEvent::InteractionResolved { .. } if no_prompt_open => live.resume(),
+            RunEvent::InteractionResolved { .. } => {}
             RunEvent::RunStarted { .. }
             | RunEvent::StepRetrying { .. }
             | RunEvent::OutputChunk { .. }

@@ -282,7 +282,7 @@ fn iterations_and_sub_workflow_steps_are_labelled_and_indented() {
 
 #[test]
 fn a_prompt_clears_the_spinners_until_it_is_answered() {
-    let mut p = hidden_printer(OutputMode::Buffered);
+    let (mut p, rec) = recorded_printer(OutputMode::Buffered);
     let chunk = ev(
         "chat",
         RunEvent::AgentMessageChunk {
@@ -307,7 +307,7 @@ fn a_prompt_clears_the_spinners_until_it_is_answered() {
     assert_eq!((out.as_str(), err.as_str()), ("Hello\n", "> "));
     assert!(p.live().unwrap().is_paused());
     assert_eq!(running(&p), vec!["  chat"]);
-    // While the prompt waits, lines go straight to the terminal.
+    // While the prompt waits, other lines are held so its line stays readable...
     let log = ev(
         "chat",
         RunEvent::Log {
@@ -317,10 +317,98 @@ fn a_prompt_clears_the_spinners_until_it_is_answered() {
         },
     );
     let (_, err) = feed(&mut p, &[log]);
-    assert_eq!(err, "  WARN careful\n");
-    p.prompt_answered();
+    assert_eq!(err, "");
+    // ...and written once it is answered.
+    let resolved = ev(
+        "chat",
+        RunEvent::InteractionResolved {
+            request_id: "q1".into(),
+            resolution: awf_domain::interaction::Resolution::Answered(
+                awf_domain::interaction::Answer::Value("hi".into()),
+            ),
+        },
+    );
+    let before = rec.writes().len();
+    let (_, err) = feed(&mut p, &[resolved]);
+    assert_eq!(err, "");
+    assert!(
+        rec.writes()[before..]
+            .iter()
+            .any(|w| w.contains("WARN careful")),
+        "{:?}",
+        rec.writes()
+    );
     assert!(!p.live().unwrap().is_paused());
     assert_eq!(running(&p), vec!["  chat"]);
+}
+
+#[test]
+fn spinners_stay_hidden_until_every_open_prompt_is_answered() {
+    let (mut p, rec) = recorded_printer(OutputMode::Silent);
+    let gate = |id: &str, step: &str| {
+        ev(
+            step,
+            RunEvent::InteractionRequired {
+                request: Box::new(awf_domain::interaction::InteractionRequest {
+                    request_id: id.into(),
+                    step: Some(step.into()),
+                    kind: awf_domain::interaction::RequestKind::Approval {
+                        message: "go?".into(),
+                        options: awf_domain::interaction::ApprovalOption::defaults(),
+                    },
+                    timeout_ms: None,
+                }),
+            },
+        )
+    };
+    let resolved = |id: &str, step: &str| {
+        ev(
+            step,
+            RunEvent::InteractionResolved {
+                request_id: id.into(),
+                resolution: awf_domain::interaction::Resolution::Answered(
+                    awf_domain::interaction::Answer::Option("approve".into()),
+                ),
+            },
+        )
+    };
+    let log = |step: &str, text: &str| {
+        ev(
+            step,
+            RunEvent::Log {
+                step: None,
+                level: LogLevel::Warn,
+                message: text.into(),
+            },
+        )
+    };
+    feed(
+        &mut p,
+        &[started("a"), started("b"), gate("r1", "a"), gate("r2", "b")],
+    );
+    assert!(p.live().unwrap().is_paused());
+    // The first answer: the second prompt is still open, nothing is drawn over it.
+    p.prompt_answered("r1");
+    let (_, err) = feed(&mut p, &[resolved("r1", "a"), log("c", "from c")]);
+    assert_eq!(err, "");
+    assert!(p.live().unwrap().is_paused());
+    assert!(!rec.writes().iter().any(|w| w.contains("from c")));
+    p.prompt_answered("r2");
+    assert!(!p.live().unwrap().is_paused());
+    let (_, err) = feed(&mut p, &[resolved("r2", "b"), log("c", "later")]);
+    assert_eq!(err, "");
+    let lines: Vec<String> = rec
+        .writes()
+        .into_iter()
+        .filter(|w| w.contains("WARN"))
+        .collect();
+    assert_eq!(
+        lines,
+        vec!["  WARN from c", "  WARN later"],
+        "{:?}",
+        rec.writes()
+    );
+    assert!(!p.take_overprinted());
 }
 
 #[test]

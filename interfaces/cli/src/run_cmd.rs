@@ -412,7 +412,7 @@ pub(crate) async fn drive(
             (id, answer) = answerer.next() => {
                 // The one place this front-end answers a request.
                 let _ = service.respond(&id, answer);
-                printer.prompt_answered();
+                printer.prompt_answered(&id);
             }
             item = events.next() => {
                 let ev = match item {
@@ -447,6 +447,9 @@ pub(crate) async fn drive(
                 }
                 // After the printer showed it: the terminal answers the request.
                 answerer.on_event(&ev.event);
+                if printer.take_overprinted() {
+                    answerer.reprompt();
+                }
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
@@ -465,6 +468,8 @@ pub(crate) async fn drive(
                     awf_exec::kill_all_now();
                 }
                 cancelled = true;
+                // Nothing new is asked while the run winds down.
+                answerer.cancelling();
                 signalled.get_or_insert(reason);
                 let _ = service.cancel(run_id, reason);
             }

@@ -22,6 +22,17 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// [`printable`] for a multi-line text (an approval message): the author's newlines are
+/// kept (a `\r\n` counts as one), each continuation line starts with `indent`, trailing
+/// newlines are dropped; every other control character is still escaped.
+pub fn printable_lines(text: &str, indent: &str) -> String {
+    text.trim_end_matches(['\n', '\r'])
+        .split('\n')
+        .map(|line| printable(line.strip_suffix('\r').unwrap_or(line)).into_owned())
+        .collect::<Vec<_>>()
+        .join(&format!("\n{indent}"))
+}
+
 /// Whether to colour one output stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Style {
@@ -124,5 +135,19 @@ mod printable_tests {
             printable("esc\u{1b}[31mRED\u{1b}]0;pwned\u{7}\rX"),
             "esc\\u{1b}[31mRED\\u{1b}]0;pwned\\u{7}\\u{d}X"
         );
+    }
+}
+
+#[cfg(test)]
+mod printable_lines_tests {
+    use super::printable_lines;
+
+    #[test]
+    fn newlines_are_kept_and_indented_other_controls_escaped() {
+        assert_eq!(
+            printable_lines("Deploy?\nThis restarts prod.\r\n\u{1b}[2J\n", "  "),
+            "Deploy?\n  This restarts prod.\n  \\u{1b}[2J"
+        );
+        assert_eq!(printable_lines("one line", "  "), "one line");
     }
 }
