@@ -204,9 +204,10 @@ fn with_stderr_redirected_a_gate_is_asked_on_the_controlling_terminal() {
 const ONE: &str = "name: one\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a >> log\n    on_success: done\n  done: {type: terminal}\n";
 
 #[test]
-fn a_breakpoint_without_a_terminal_ends_the_run_with_its_own_error_not_the_signal_code() {
+fn breakpoint_decisions_come_from_a_pipe_and_its_end_is_not_the_signal_code() {
     let sb = Sandbox::new().unwrap();
     sb.write("one.yaml", ONE).unwrap();
+    // Nothing to read: the run ends with its own error, exit 1 (not 130 as for Ctrl-C).
     let r = sb
         .run(&["run", "one.yaml", "--interactive", "-f", "json"])
         .unwrap();
@@ -215,9 +216,31 @@ fn a_breakpoint_without_a_terminal_ends_the_run_with_its_own_error_not_the_signa
     assert_eq!(doc["error"]["code"], "USER.FACADE.SESSION_CLOSED");
     assert_eq!(
         doc["error"]["message"],
-        "breakpoint before 'a' not asked: no terminal to ask on; --interactive and --breakpoint need a terminal"
+        "input ended at the breakpoint before 'a': run aborted"
     );
     assert!(!sb.path().join("log").exists(), "the step did not run");
+    // Scripted answers, as AWF (Go) takes them: `c` runs the state.
+    let mut cmd = sb.cmd(&["run", "one.yaml", "--interactive"]);
+    cmd.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"c\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("log")).unwrap(),
+        "a\n"
+    );
 }
 
 #[test]

@@ -37,8 +37,8 @@ pub(crate) struct Terminal {
     /// `--log-format json`.
     log_json: bool,
     /// Whether there is a terminal to ask on: stdin is a terminal and there is one to show
-    /// the prompt on (stderr, or `/dev/tty` when stderr is redirected). Approval gates and
-    /// breakpoints are asked only then.
+    /// the prompt on (stderr, or `/dev/tty` when stderr is redirected). Approval gates are
+    /// asked only then (breakpoint decisions are also read from a pipe).
     tty: bool,
     /// stderr is redirected: gate prompts go to `/dev/tty`.
     prompt_on_dev_tty: bool,
@@ -46,9 +46,6 @@ pub(crate) struct Terminal {
 
 /// Why a gate or breakpoint is not asked without a terminal.
 const NO_TERMINAL: &str = "no terminal to ask on; pass --yes to approve gates";
-/// The same for a breakpoint.
-const NO_TERMINAL_BREAKPOINT: &str =
-    "no terminal to ask on; --interactive and --breakpoint need a terminal";
 
 impl Terminal {
     /// The terminal of this process, as the global options set it up.
@@ -102,9 +99,9 @@ impl Terminal {
                 previous,
                 preview,
             } => loop {
-                if !self.tty {
-                    return Answer::Unattended(NO_TERMINAL_BREAKPOINT.to_owned());
-                }
+                // Decisions are read from stdin whatever it is: a terminal, or a pipe of
+                // scripted answers (`printf 'c\ns\n' | awf run wf --interactive`, as AWF (Go)
+                // takes them); its end ends the run with its own error.
                 let problem = match next_line() {
                     Line::Text(line) => match parse_breakpoint(&line, previous.is_some()) {
                         Ok(d) => return Answer::Decision(d),
