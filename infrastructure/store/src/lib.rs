@@ -25,6 +25,7 @@ mod history;
 mod locks;
 mod recorder;
 mod state;
+mod tool_events;
 mod transcript;
 
 use std::collections::BTreeMap;
@@ -45,6 +46,7 @@ use awf_domain::ports::store::StateStore;
 pub use locks::RunLockFiles;
 pub use recorder::ErrorCallback;
 pub use recorder::Recorder;
+pub use tool_events::ToolEventFile;
 
 /// Where the audit trail goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

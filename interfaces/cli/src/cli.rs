@@ -188,6 +188,9 @@ pub enum Command {
     Status(StatusArgs),
     /// Project configuration.
     Config(ConfigArgs),
+    /// Serve the per-step MCP proxy on stdio (the agent CLI starts it; see README "awf mcp-serve").
+    #[command(name = "mcp-serve")]
+    McpServe(McpServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -333,6 +336,16 @@ pub struct DiagramArgs {
     /// State to highlight.
     #[arg(long, value_name = "STATE")]
     pub highlight: Option<String>,
+}
+
+/// `awf mcp-serve`.
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// The proxy's JSON config file (`intercept_builtins`, `plugin_tools`, `root_dir`,
+    /// `run_id`, `step`, `audit_path`, `traceparent`, `limits`): the global `--config FILE`
+    /// (AWF (Go)'s flag), copied here by main after parsing.
+    #[arg(skip)]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// `awf error`.
