@@ -310,13 +310,9 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        // Unknown names go to the provider too (the router audits every call, even to a tool
+        // that does not exist), which answers `UnknownTool`: -32602.
         let name = request.name.to_string();
-        if !self.tools.iter().any(|t| t.name == name) {
-            return Err(McpError::invalid_params(
-                format!("unknown tool: {name}"),
-                None,
-            ));
-        }
         let token = self.calls.child_token();
         // If rmcp drops this future (the session ends), the call is cancelled too.
         let _guard = token.clone().drop_guard();
