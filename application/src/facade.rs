@@ -78,14 +78,33 @@ impl Facade {
             ));
             m
         };
-        let inputs = crate::inputs::resolve_inputs(
-            &workflow,
-            &req.inputs,
-            &req.config_inputs,
-            &req.working_dir,
-            self.services.host.as_ref(),
-        )
-        .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+        // A front-end that can answer is asked for the missing required inputs, by the run
+        // before it starts; otherwise they are the USER error (with examples) right here.
+        let missing = if req.prompt_missing_inputs {
+            crate::inputs::missing_required(&workflow, &req.inputs, &req.config_inputs)
+        } else {
+            Vec::new()
+        };
+        let (inputs, ask_inputs) = if missing.is_empty() {
+            let inputs = crate::inputs::resolve_inputs(
+                &workflow,
+                &req.inputs,
+                &req.config_inputs,
+                &req.working_dir,
+                self.services.host.as_ref(),
+            )
+            .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+            (inputs, None)
+        } else {
+            (
+                serde_json::Map::new(),
+                Some(crate::engine::AskInputs {
+                    missing,
+                    given: req.inputs.clone(),
+                    config: req.config_inputs.clone(),
+                }),
+            )
+        };
         let run_id = self.services.ids.run_id();
         let lock = crate::runs::lock_run(&self.services, &run_id.0)?;
         Ok(self.launch(Launch {
@@ -101,6 +120,8 @@ impl Facade {
             resume_loop: Vec::new(),
             interactive: req.interactive,
             only_step: req.only_step,
+            ask_inputs,
+            auto_approve: req.auto_approve,
         }))
     }
 
@@ -237,6 +258,8 @@ impl Facade {
             resume_loop,
             interactive: None,
             only_step: None,
+            ask_inputs: None,
+            auto_approve: req.auto_approve,
         }))
     }
 
@@ -245,7 +268,8 @@ impl Facade {
         let (tx, rx) = mpsc::unbounded_channel();
         let finished = Arc::new(AtomicBool::new(false));
         let cancel = CancelState::default();
-        let interaction = Arc::new(crate::engine::Interaction::default());
+        let interaction = Arc::new(crate::engine::Interaction::new(&l.run_id.0));
+        let start_error: Arc<std::sync::Mutex<Option<AwfError>>> = Arc::default();
         let runtime = RuntimeInfo {
             working_dir: l.working_dir.display().to_string(),
             user: l.env.get("USER").cloned().unwrap_or_default(),
@@ -283,10 +307,20 @@ impl Facade {
             resume_loop: l.resume_loop,
             interactive: l.interactive,
             only_step: l.only_step,
+            ask_inputs: l.ask_inputs,
+            auto_approve: l.auto_approve,
         });
         let done = Arc::clone(&finished);
+        let failed_to_start = Arc::clone(&start_error);
         tokio::spawn(async move {
-            run.execute().await;
+            // Missing inputs are asked for first; a run that gets none does not start (no
+            // RunStarted, no RunFinished: the handle's `start_error` says why).
+            match run.ask_missing_inputs().await {
+                Ok(()) => {
+                    run.execute().await;
+                }
+                Err(e) => *crate::engine::lock(&failed_to_start) = Some(e),
+            }
             done.store(true, Ordering::SeqCst);
         });
         RunHandle {
@@ -296,6 +330,7 @@ impl Facade {
             finished,
             interaction,
             lock: l.lock,
+            start_error,
         }
     }
 }
@@ -314,6 +349,8 @@ struct Launch {
     resume_loop: Vec<(String, usize)>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
+    ask_inputs: Option<crate::engine::AskInputs>,
+    auto_approve: bool,
 }
 
 /// `--mock` and `--step` targets must name states of the workflow.
@@ -448,22 +485,34 @@ pub struct RunHandle {
     interaction: Arc<crate::engine::Interaction>,
     /// The run's lock, held as long as the handle (or whoever takes it).
     lock: Option<awf_domain::ports::locks::RunLockGuard>,
-}
-
-impl std::fmt::Debug for crate::engine::Interaction {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Interaction").finish_non_exhaustive()
-    }
+    start_error: Arc<std::sync::Mutex<Option<AwfError>>>,
 }
 
 impl RunHandle {
-    /// Answers a pending `InputRequired` request without going through the trait object;
-    /// `None` means end of input (EOF).
+    /// Answers a pending interaction request (`RunEvent::InteractionRequired`) without going
+    /// through the trait object.
     ///
     /// # Errors
-    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending.
-    pub fn answer(&self, request_id: &str, value: Option<String>) -> Result<(), AwfError> {
-        self.interaction.respond(request_id, value)
+    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending, or the answer does
+    /// not fit the request's kind (the request then stays pending).
+    pub fn respond(
+        &self,
+        request_id: &str,
+        answer: awf_domain::interaction::Answer,
+    ) -> Result<(), AwfError> {
+        self.interaction.respond(request_id, answer)
+    }
+
+    /// Ids of the interaction requests waiting for an answer now (sorted).
+    pub fn pending_requests(&self) -> Vec<String> {
+        self.interaction.pending_ids()
+    }
+
+    /// Why the run never started, once its events ended without `RunStarted`: a missing
+    /// input was not given (`USER.INPUT.VALIDATION_FAILED`, as without a front-end to ask)
+    /// or the run was cancelled while asking (`EXECUTION.RUN.CANCELLED`).
+    pub fn start_error(&self) -> Option<AwfError> {
+        crate::engine::lock(&self.start_error).clone()
     }
 
     /// The run's parts, for the run service (it owns the event stream and the run's lock
@@ -475,6 +524,7 @@ impl RunHandle {
             cancel: self.cancel,
             interaction: self.interaction,
             lock: self.lock,
+            start_error: self.start_error,
         }
     }
 
@@ -494,6 +544,8 @@ pub(crate) struct RunParts {
     pub(crate) interaction: Arc<crate::engine::Interaction>,
     /// The run's exclusive lock, released when its last event was delivered.
     pub(crate) lock: Option<awf_domain::ports::locks::RunLockGuard>,
+    /// Why the run never started (see [`RunHandle::start_error`]).
+    pub(crate) start_error: Arc<std::sync::Mutex<Option<AwfError>>>,
 }
 
 /// Cancels a run; cloneable and idempotent. The first reason given wins.
@@ -538,7 +590,11 @@ impl RunSession for RunHandle {
                 "the run has already ended",
             ));
         }
-        let SessionResponse::Input { request_id, value } = response;
-        self.interaction.respond(&request_id, Some(value))
+        let SessionResponse { request_id, answer } = response;
+        self.interaction.respond(&request_id, answer)
+    }
+
+    fn start_error(&self) -> Option<AwfError> {
+        Self::start_error(self)
     }
 }

@@ -108,6 +108,21 @@ pub struct PlanRetry {
     pub multiplier: f64,
 }
 
+/// An approval gate as shown in the plan.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanApproval {
+    /// The message (a template, as written).
+    pub message: String,
+    /// The choices, in order.
+    pub options: Vec<awf_domain::interaction::ApprovalOption>,
+    /// How long the gate waits, in milliseconds, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The option taken on timeout, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_timeout: Option<String>,
+}
+
 /// A route out of a state.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PlanRoute {
@@ -267,6 +282,9 @@ pub struct PlannedState {
     /// Retry policy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry: Option<PlanRetry>,
+    /// The step's approval gate (`approval:`), asked before it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<PlanApproval>,
     /// `capture.max_size` in bytes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture_max_size: Option<u64>,
@@ -744,6 +762,14 @@ impl Planner<'_> {
             timeout_ms: state
                 .timeout
                 .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            approval: state.approval.as_ref().map(|a| PlanApproval {
+                message: a.message.clone(),
+                options: a.options.clone(),
+                timeout_ms: a
+                    .timeout
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+                on_timeout: a.on_timeout.clone(),
+            }),
             retry: state.retry.as_ref().map(|r| PlanRetry {
                 max_attempts: r.max_attempts,
                 backoff: match r.backoff {

@@ -182,6 +182,12 @@ error_codes! {
     ExecutionCommandTimeout => "EXECUTION.COMMAND.TIMEOUT", Execution,
         "A step ran past its timeout and was stopped (SIGTERM, then SIGKILL after 5 s).",
         "Raise `timeout:` or make the command faster.";
+    ExecutionApprovalRejected => "EXECUTION.APPROVAL.REJECTED", Execution,
+        "A step's approval gate (`approval:`) was rejected, so the step did not run (without a terminal, gates are rejected unless `--yes`).",
+        "Approve the gate, pass `--yes` to approve every gate, or route the rejection with on_failure.";
+    ExecutionApprovalTimedOut => "EXECUTION.APPROVAL.TIMED_OUT", Execution,
+        "A step's approval gate got no answer within its `timeout` and has no allowing `on_timeout`.",
+        "Answer sooner, raise the gate's timeout, or set `on_timeout: approve`.";
     ExecutionParallelPartialFailure => "EXECUTION.PARALLEL.PARTIAL_FAILURE", Execution,
         "A parallel block failed under its strategy (a branch failed under all_succeed, or every branch failed under any_succeed).",
         "Check the failing branch; use best_effort to ignore branch failures.";

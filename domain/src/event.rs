@@ -217,33 +217,21 @@ pub enum RunEvent {
         /// Whether the tool failed.
         is_error: bool,
     },
-    /// The run waits for a line of user input (a conversation turn); answer it with
-    /// `RunSession::respond(SessionResponse::Input { request_id, .. })`. An empty value, `exit`
-    /// or `quit` ends the conversation.
-    InputRequired {
-        /// State name.
-        step: String,
-        /// Id to answer with.
-        request_id: String,
-        /// What to show the user (the agent's last answer is already in the stream).
-        prompt: String,
+    /// The run asks a front-end something (missing input, conversation turn, breakpoint,
+    /// approval) and waits for `respond(request.request_id, answer)`. Every request is
+    /// followed, once, by [`RunEvent::InteractionResolved`] with the same id. Text in the
+    /// request is masked. Source: shared/design/architecture.md ("The run service").
+    InteractionRequired {
+        /// What is asked (request id, step, kind, timeout).
+        request: Box<crate::interaction::InteractionRequest>,
     },
-    /// `awf run --interactive`: the run stopped before `step` and waits for a decision,
-    /// answered with `respond(Input { request_id, value })` where value is `c` (continue),
-    /// `s` (skip: take on_success without running), `a` (abort), `r` (run `previous` again),
-    /// `i` (inspect: the run logs its context and asks again) or `e NAME=VALUE` (edit an
-    /// input, then ask again).
-    BreakpointReached {
-        /// State about to run.
-        step: String,
-        /// Its internal kind.
-        kind: String,
-        /// Id to answer with.
+    /// A request ended: answered, timed out or cancelled. An answered missing input of a
+    /// secret name, and secrets in typed text, are masked.
+    InteractionResolved {
+        /// The request's id.
         request_id: String,
-        /// The state that ran before (what `r` re-runs), if any.
-        previous: Option<String>,
-        /// What the front-end shows about the step before asking.
-        preview: Box<StepPreview>,
+        /// How it ended.
+        resolution: crate::interaction::Resolution,
     },
     /// A state finished (completed or failed); `state` is its recorded result.
     StepFinished {

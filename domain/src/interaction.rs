@@ -23,10 +23,14 @@ pub struct InteractionRequest {
     /// inputs).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
-    /// What is asked.
+    /// What is asked (serialized flat: `"kind": "approval"` beside its fields).
+    #[serde(flatten)]
     pub kind: RequestKind,
     /// How long the run waits, in milliseconds, before the request resolves as
-    /// [`Resolution::TimedOut`]; `None`: no limit (a cancel still resolves it).
+    /// [`Resolution::TimedOut`]; `None`: no limit (a cancel still resolves it). What a
+    /// timeout means: an approval takes its `on_timeout` option (none: the step fails with
+    /// `EXECUTION.APPROVAL.TIMED_OUT`); a missing input is not given (the run does not
+    /// start); a conversation turn ends the conversation; a breakpoint aborts the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
@@ -105,6 +109,114 @@ impl ApprovalKind {
     pub const fn allows(self) -> bool {
         matches!(self, Self::AllowOnce | Self::AllowAlways)
     }
+
+    /// Whether the decision holds for the rest of the run (the gate is not asked again).
+    pub const fn remembered(self) -> bool {
+        matches!(self, Self::AllowAlways | Self::RejectAlways)
+    }
+
+    /// The workflow-file spelling: ACP's (`allow_once`, …), also accepted: `allow` and
+    /// `reject` (the `_once` kinds). `None` for anything else.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "allow_once" | "allow" | "approve" => Some(Self::AllowOnce),
+            "allow_always" => Some(Self::AllowAlways),
+            "reject_once" | "reject" => Some(Self::RejectOnce),
+            "reject_always" => Some(Self::RejectAlways),
+            _ => None,
+        }
+    }
+
+    /// The ACP spelling (`allow_once`, …).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowAlways => "allow_always",
+            Self::RejectOnce => "reject_once",
+            Self::RejectAlways => "reject_always",
+        }
+    }
+}
+
+impl ApprovalOption {
+    /// The options of a gate that declares none: `approve` (allow once) and `reject`
+    /// (reject once).
+    pub fn defaults() -> Vec<Self> {
+        vec![
+            Self {
+                id: "approve".into(),
+                name: "Approve".into(),
+                kind: ApprovalKind::AllowOnce,
+            },
+            Self {
+                id: "reject".into(),
+                name: "Reject".into(),
+                kind: ApprovalKind::RejectOnce,
+            },
+        ]
+    }
+}
+
+impl RequestKind {
+    /// Short name of the kind (`missing_input`, `conversation_turn`, `breakpoint`,
+    /// `approval`), as serialized.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            Self::MissingInput { .. } => "missing_input",
+            Self::ConversationTurn { .. } => "conversation_turn",
+            Self::Breakpoint { .. } => "breakpoint",
+            Self::Approval { .. } => "approval",
+        }
+    }
+
+    /// Checks that `answer` fits this kind of request: a value or end of input for missing
+    /// inputs and conversation turns, a decision for breakpoints, the id of one of the
+    /// options for approvals.
+    ///
+    /// # Errors
+    /// Why it does not fit (for `USER.FACADE.INPUT_REJECTED`).
+    pub fn accepts(&self, answer: &Answer) -> Result<(), String> {
+        let what = match answer {
+            Answer::Value(_) => "a value",
+            Answer::EndOfInput => "end of input",
+            Answer::Decision(_) => "a breakpoint decision",
+            Answer::Option(_) => "an option id",
+        };
+        let fits = match (self, answer) {
+            (
+                Self::MissingInput { .. } | Self::ConversationTurn { .. },
+                Answer::Value(_) | Answer::EndOfInput,
+            )
+            | (Self::Breakpoint { .. }, Answer::Decision(_)) => true,
+            (Self::Approval { options, .. }, Answer::Option(id)) => {
+                if options.iter().any(|o| o.id == *id) {
+                    true
+                } else {
+                    let ids: Vec<&str> = options.iter().map(|o| o.id.as_str()).collect();
+                    return Err(format!(
+                        "approval has no option '{id}' (options: {})",
+                        ids.join(", ")
+                    ));
+                }
+            }
+            _ => false,
+        };
+        if fits {
+            Ok(())
+        } else {
+            let wanted = match self {
+                Self::MissingInput { .. } | Self::ConversationTurn { .. } => {
+                    "a value or end of input"
+                }
+                Self::Breakpoint { .. } => "a breakpoint decision",
+                Self::Approval { .. } => "an option id",
+            };
+            Err(format!(
+                "a {} request takes {wanted}, not {what}",
+                self.name()
+            ))
+        }
+    }
 }
 
 /// What a front-end answers.
@@ -154,4 +266,71 @@ pub enum Resolution {
     TimedOut,
     /// The run was cancelled while waiting.
     Cancelled,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_must_fit_the_kind_of_request() {
+        let approval = RequestKind::Approval {
+            message: "deploy?".into(),
+            options: ApprovalOption::defaults(),
+        };
+        assert!(approval.accepts(&Answer::Option("approve".into())).is_ok());
+        let e = approval
+            .accepts(&Answer::Option("maybe".into()))
+            .unwrap_err();
+        assert!(e.contains("no option 'maybe'"), "{e}");
+        let e = approval.accepts(&Answer::Value("y".into())).unwrap_err();
+        assert_eq!(e, "a approval request takes an option id, not a value");
+        let turn = RequestKind::ConversationTurn {
+            prompt: "> ".into(),
+        };
+        assert!(turn.accepts(&Answer::EndOfInput).is_ok());
+        assert!(
+            turn.accepts(&Answer::Decision(BreakpointDecision::Continue))
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_request_serializes_flat_with_its_kind() {
+        let r = InteractionRequest {
+            request_id: "run-1:2".into(),
+            step: Some("deploy".into()),
+            kind: RequestKind::Approval {
+                message: "Deploy?".into(),
+                options: ApprovalOption::defaults()[..1].to_vec(),
+            },
+            timeout_ms: Some(1000),
+        };
+        assert_eq!(
+            serde_json::to_value(&r).unwrap(),
+            serde_json::json!({
+                "request_id": "run-1:2", "step": "deploy", "kind": "approval",
+                "message": "Deploy?",
+                "options": [{"id": "approve", "name": "Approve", "kind": "allow_once"}],
+                "timeout_ms": 1000
+            })
+        );
+        let done = Resolution::Answered(Answer::Decision(BreakpointDecision::Skip));
+        assert_eq!(
+            serde_json::to_value(&done).unwrap(),
+            serde_json::json!({"outcome": "answered", "answer": {"type": "decision", "value": {"decision": "skip"}}})
+        );
+    }
+
+    #[test]
+    fn kinds_parse_in_acp_and_short_spellings() {
+        assert_eq!(ApprovalKind::parse("allow"), Some(ApprovalKind::AllowOnce));
+        assert_eq!(
+            ApprovalKind::parse("Reject_Always"),
+            Some(ApprovalKind::RejectAlways)
+        );
+        assert_eq!(ApprovalKind::parse("maybe"), None);
+        assert!(ApprovalKind::AllowAlways.allows() && ApprovalKind::AllowAlways.remembered());
+        assert!(!ApprovalKind::RejectOnce.allows() && !ApprovalKind::RejectOnce.remembered());
+    }
 }

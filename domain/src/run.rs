@@ -99,6 +99,9 @@ pub struct StepState {
     /// Agent session of a session-tracked agent step (`conversation:`), for `continue_from`.
     #[serde(default)]
     pub session: Option<crate::ports::agent::AgentSession>,
+    /// The option chosen at the step's approval gate (`approval:`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 impl StepState {
@@ -119,6 +122,7 @@ impl StepState {
             tokens: TokenUsage::default(),
             outputs: BTreeMap::new(),
             session: None,
+            approval: None,
         }
     }
 
@@ -263,6 +267,9 @@ pub struct StateResult {
     /// Parsed JSON answer (`output_format: json`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub json: Option<Value>,
+    /// The option chosen at the step's approval gate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 impl From<&StepState> for StateResult {
@@ -278,6 +285,7 @@ impl From<&StepState> for StateResult {
             outputs: s.outputs.clone(),
             tokens: (s.tokens != TokenUsage::default()).then_some(s.tokens),
             json: s.json.clone(),
+            approval: s.approval.clone(),
         }
     }
 }

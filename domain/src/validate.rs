@@ -212,6 +212,7 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
             }
         }
         per_type(name, s, &base, &mut out);
+        approval_checks(name, s, &base, &mut out);
     }
     out.extend(containment(wf));
     out
@@ -528,6 +529,67 @@ pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// `approval:` gates: option ids unique, at least one option that allows and one that
+/// rejects, `on_timeout` naming an option (or approve / reject), and only with a `timeout`.
+fn approval_checks(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
+    let Some(a) = &s.approval else {
+        return;
+    };
+    let path = format!("{base}.approval");
+    let mut seen = BTreeSet::new();
+    for o in &a.options {
+        if !seen.insert(o.id.as_str()) {
+            out.push(invalid_state(
+                format!("{path}.options"),
+                format!(
+                    "approval of \"{name}\": option id \"{}\" is used twice",
+                    o.id
+                ),
+            ));
+        }
+    }
+    if !a.options.iter().any(|o| o.kind.allows()) {
+        out.push(
+            invalid_state(
+                format!("{path}.options"),
+                format!("approval of \"{name}\" has no option that allows the step to run"),
+            )
+            .with_hint("give one option `kind: allow_once` (or allow_always)"),
+        );
+    }
+    if !a.options.iter().any(|o| !o.kind.allows()) {
+        out.push(
+            invalid_state(
+                format!("{path}.options"),
+                format!("approval of \"{name}\" has no option that rejects the step"),
+            )
+            .with_hint("give one option `kind: reject_once` (or reject_always)"),
+        );
+    }
+    if let Some(t) = &a.on_timeout {
+        if a.timeout_option().is_none() {
+            let ids: Vec<&str> = a.options.iter().map(|o| o.id.as_str()).collect();
+            let mut d = invalid_state(
+                format!("{path}.on_timeout"),
+                format!(
+                    "approval of \"{name}\": on_timeout \"{t}\" names no option (options: {}; or approve / reject)",
+                    ids.join(", ")
+                ),
+            );
+            if let Some(c) = closest(t, ids.iter().copied()) {
+                d = d.with_hint(format!("did you mean '{c}'?"));
+            }
+            out.push(d);
+        } else if a.timeout.is_none() {
+            out.push(Diagnostic::warning(
+                ErrorCode::WorkflowValidationInvalidState,
+                format!("{path}.on_timeout"),
+                format!("approval of \"{name}\": on_timeout has no effect without a timeout"),
+            ));
+        }
+    }
 }
 
 fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {

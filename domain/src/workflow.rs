@@ -270,6 +270,44 @@ pub struct State {
     /// into. Shown by `--dry-run`; nothing reads them at run time (as in AWF (Go)).
     #[serde(skip_serializing_if = "CaptureNames::is_empty")]
     pub capture_names: CaptureNames,
+    /// `approval:`: a gate asked before the step runs (awf addition; AWF (Go) documents
+    /// approval dialogs but never wired them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approval>,
+}
+
+/// An approval gate: `approval: "message"` or `approval: {message, options?, timeout?,
+/// on_timeout?}` on a step. Asked before the step runs; a rejection fails the step with
+/// `EXECUTION.APPROVAL.REJECTED`, a timeout without an allowing `on_timeout` with
+/// `EXECUTION.APPROVAL.TIMED_OUT` (both routable by `on_failure`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Approval {
+    /// What to ask (a template, interpolated when asked).
+    pub message: String,
+    /// The choices, in order; [`crate::interaction::ApprovalOption::defaults`] when the file
+    /// declares none.
+    pub options: Vec<crate::interaction::ApprovalOption>,
+    /// How long to wait for an answer; `None`: no limit.
+    pub timeout: Option<Duration>,
+    /// The option taken when the timeout passes: an option id, or `approve` / `reject` (the
+    /// first allowing / rejecting option). `None`: a timeout fails the step.
+    pub on_timeout: Option<String>,
+}
+
+impl Approval {
+    /// The option `on_timeout` names (by id, else `approve`/`allow` for the first allowing
+    /// option and `reject`/`deny` for the first rejecting one); `None` when it names none.
+    pub fn timeout_option(&self) -> Option<&crate::interaction::ApprovalOption> {
+        let name = self.on_timeout.as_deref()?.trim();
+        if let Some(o) = self.options.iter().find(|o| o.id == name) {
+            return Some(o);
+        }
+        match name.to_ascii_lowercase().as_str() {
+            "approve" | "allow" => self.options.iter().find(|o| o.kind.allows()),
+            "reject" | "deny" => self.options.iter().find(|o| !o.kind.allows()),
+            _ => None,
+        }
+    }
 }
 
 /// The variable names of a step's `capture:` block. Source: spec/workflow.md §1.6 (`capture`).
@@ -305,6 +343,7 @@ impl State {
             hooks: StepHooks::default(),
             capture_max_size: None,
             capture_names: Default::default(),
+            approval: None,
         }
     }
 

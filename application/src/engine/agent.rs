@@ -407,7 +407,7 @@ impl Run {
     }
 
     /// `mode: conversation`: the first turn sends the prompt; each later turn is a line the
-    /// user types (an `InputRequired` event answered through the run session). An empty line,
+    /// user types (a `ConversationTurn` request answered through the run session). An empty line,
     /// EOF, `exit` or `quit` ends it.
     async fn conversation(
         &self,
@@ -470,7 +470,7 @@ impl Run {
                 s
             });
             st.response = resp.response;
-            let reply = self.ask(name, at, "> ", token).await;
+            let reply = self.ask_turn(name, at, "> ", token).await;
             match reply {
                 Some(line) if !matches!(line.trim(), "" | "exit" | "quit") => message = line,
                 _ => break resp.output,
@@ -481,27 +481,43 @@ impl Run {
         self.finish_agent(st, prepared.output_format.as_deref(), &last)
     }
 
-    /// Asks the front-end for a line; `None` on EOF, cancel or a closed session.
-    async fn ask(
+    /// Asks the front-end for the next turn (a `ConversationTurn` request); `None` on end of
+    /// input, cancel or timeout.
+    async fn ask_turn(
         &self,
         step: &str,
         at: At<'_>,
         prompt: &str,
         token: &CancellationToken,
     ) -> Option<String> {
-        let (request_id, rx) = self.interaction.request();
-        self.emitter.emit(
-            &format!("{}{step}", at.prefix),
-            at.iteration(),
-            RunEvent::InputRequired {
-                step: step.to_owned(),
-                request_id,
-                prompt: prompt.to_owned(),
-            },
-        );
-        tokio::select! {
-            r = rx => r.ok().flatten(),
-            () = token.cancelled() => None,
+        let path = format!("{}{step}", at.prefix);
+        let ask_at = super::AskAt {
+            emitter: &self.emitter,
+            path: &path,
+            iteration: at.iteration(),
+            step: Some(step),
+            cancel: token,
+        };
+        let kind = awf_domain::interaction::RequestKind::ConversationTurn {
+            prompt: prompt.to_owned(),
+        };
+        let masker = self.masker();
+        let resolution = self
+            .interaction
+            .ask(&ask_at, kind, None, |r| match r {
+                awf_domain::interaction::Resolution::Answered(
+                    awf_domain::interaction::Answer::Value(v),
+                ) => awf_domain::interaction::Resolution::Answered(
+                    awf_domain::interaction::Answer::Value(masker.mask(v).into_owned()),
+                ),
+                other => other.clone(),
+            })
+            .await;
+        match resolution {
+            awf_domain::interaction::Resolution::Answered(
+                awf_domain::interaction::Answer::Value(v),
+            ) => Some(v),
+            _ => None,
         }
     }
 

@@ -182,6 +182,8 @@ impl Run {
             interactive: None,
             only_step: None,
             resume_loop: Vec::new(),
+            ask_inputs: None,
+            auto_approve: self.auto_approve,
         });
         let run = child.execute();
         tokio::pin!(run);

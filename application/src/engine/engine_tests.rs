@@ -8,6 +8,7 @@ use std::time::Duration;
 use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
+use awf_domain::interaction::Answer;
 use awf_domain::ports::RunSession;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::fakes::FakeAgent;
@@ -817,8 +818,12 @@ async fn conversation_mode_takes_turns_until_an_empty_line() {
     let mut result = None;
     while let Some(e) = h.next_event().await {
         match e.event {
-            RunEvent::InputRequired { request_id, .. } => {
-                h.answer(&request_id, answers.pop().flatten())
+            RunEvent::InteractionRequired { request } => {
+                let answer = match answers.pop().flatten() {
+                    Some(v) => Answer::Value(v),
+                    None => Answer::EndOfInput,
+                };
+                h.respond(&request.request_id, answer)
                     .expect("answer accepted");
             }
             RunEvent::RunFinished { result: r } => result = Some(*r),
@@ -830,7 +835,7 @@ async fn conversation_mode_takes_turns_until_an_empty_line() {
     assert_eq!(result.states["chat"].output, "hi 2");
     let prompts: Vec<String> = claude.calls().into_iter().map(|c| c.prompt).collect();
     assert_eq!(prompts, vec!["hello", "tell me more"]);
-    assert!(h.answer("input-99", None).is_err());
+    assert!(h.respond("input-99", Answer::EndOfInput).is_err());
 }
 
 #[tokio::test]

@@ -121,11 +121,13 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         inherited_secrets: Masker::default(),
         warnings: vec![],
         mocks: Arc::new(BTreeMap::new()),
-        interaction: Arc::new(Interaction::default()),
+        interaction: Arc::new(Interaction::new("guard")),
         resume: None,
         resume_loop: Vec::new(),
         interactive: None,
         only_step: None,
+        ask_inputs: None,
+        auto_approve: false,
     });
     let result = run.execute().await;
     let finished = sink

@@ -7,7 +7,11 @@ mod agent;
 mod call;
 mod flow;
 mod hooks;
+mod interaction;
 mod step;
+
+pub(crate) use interaction::AskAt;
+pub(crate) use interaction::Interaction;
 
 pub(crate) use call::identity;
 pub(crate) use step::localize_awf_dirs_in;
@@ -126,45 +130,6 @@ impl CancelState {
     }
 }
 
-/// Requests for user input a run is waiting on (conversation turns), answered through the
-/// run session's `respond`. Shared by a run, its sub-runs and its handle.
-#[derive(Default)]
-pub(crate) struct Interaction {
-    pending: Mutex<std::collections::HashMap<String, tokio::sync::oneshot::Sender<Option<String>>>>,
-}
-
-impl Interaction {
-    /// Registers a new request; the receiver gets the answer (`None` = end of input).
-    pub(crate) fn request(&self) -> (String, tokio::sync::oneshot::Receiver<Option<String>>) {
-        // Ids are unique in the process (not only in the run): the run service routes
-        // `respond(request_id, ..)` to the run that asked by id alone.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let id = format!("input-{}", NEXT.fetch_add(1, Ordering::Relaxed) + 1);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        lock(&self.pending).insert(id.clone(), tx);
-        (id, rx)
-    }
-
-    /// Answers a pending request.
-    ///
-    /// # Errors
-    /// `USER.FACADE.INPUT_REJECTED` when no request with that id is pending.
-    pub(crate) fn respond(&self, request_id: &str, value: Option<String>) -> Result<(), AwfError> {
-        let tx = lock(&self.pending).remove(request_id).ok_or_else(|| {
-            AwfError::new(
-                ErrorCode::UserFacadeInputRejected,
-                format!("no pending request with id {request_id}"),
-            )
-        })?;
-        tx.send(value).map_err(|_| {
-            AwfError::new(
-                ErrorCode::UserFacadeInputRejected,
-                format!("request {request_id} is no longer waiting"),
-            )
-        })
-    }
-}
-
 /// Everything needed to start a run (root or sub-workflow).
 pub(crate) struct RunSpec {
     pub(crate) services: Arc<Services>,
@@ -198,6 +163,37 @@ pub(crate) struct RunSpec {
     pub(crate) interactive: Option<awf_domain::ports::facade::Interactive>,
     /// `--step`: run only this state.
     pub(crate) only_step: Option<String>,
+    /// Missing required inputs to ask for before `RunStarted` (the front-end can answer
+    /// them); `inputs` is empty until they are resolved.
+    pub(crate) ask_inputs: Option<AskInputs>,
+    /// `--yes`: every approval gate is approved without asking.
+    pub(crate) auto_approve: bool,
+}
+
+/// Missing required inputs a run asks for before it starts, and what resolves the inputs
+/// afterwards.
+pub(crate) struct AskInputs {
+    /// The inputs to ask for, in declaration order.
+    pub(crate) missing: Vec<awf_domain::workflow::InputDef>,
+    /// `--input` values given.
+    pub(crate) given: Vec<(String, String)>,
+    /// Configuration inputs.
+    pub(crate) config: Map<String, Value>,
+}
+
+/// The inputs exported to commands as environment variables (strings as they are, other
+/// values as JSON; nulls are not exported).
+fn exported_of(inputs: &Map<String, Value>) -> Vec<(String, String)> {
+    let mut exported = Vec::new();
+    for (k, v) in inputs {
+        let text = match v {
+            Value::String(s) => s.clone(),
+            Value::Null => continue,
+            other => other.to_string(),
+        };
+        exported.push((k.clone(), text));
+    }
+    exported
 }
 
 /// One run in progress.
@@ -236,6 +232,10 @@ pub(crate) struct Run {
     /// no bound). Each is taken by the first run of its block, which keeps the branches that
     /// completed since.
     pub(crate) resume_blocks: Mutex<BTreeMap<String, Option<SystemTime>>>,
+    /// Missing inputs to ask for before the run starts.
+    ask_inputs: Mutex<Option<AskInputs>>,
+    /// `--yes`: approval gates are approved without asking.
+    pub(crate) auto_approve: bool,
 }
 
 /// What an interactive run does before a state.
@@ -257,6 +257,37 @@ struct Ending {
     message: Option<String>,
 }
 
+/// What an `InteractionResolved` event shows of `r`: the answer of a secret input as `***`,
+/// secrets in other typed text (conversation turns, edited values) masked.
+fn shown_resolution(
+    r: &awf_domain::interaction::Resolution,
+    secret: bool,
+    masker: &Masker,
+) -> awf_domain::interaction::Resolution {
+    use awf_domain::interaction::Answer;
+    use awf_domain::interaction::BreakpointDecision;
+    use awf_domain::interaction::Resolution;
+    match r {
+        Resolution::Answered(Answer::Value(v)) => Resolution::Answered(Answer::Value(if secret {
+            awf_domain::mask::MASK.to_owned()
+        } else {
+            masker.mask(v).into_owned()
+        })),
+        Resolution::Answered(Answer::Decision(BreakpointDecision::Edit { name, value })) => {
+            let value = if awf_domain::mask::is_secret_name(name) {
+                awf_domain::mask::MASK.to_owned()
+            } else {
+                masker.mask(value).into_owned()
+            };
+            Resolution::Answered(Answer::Decision(BreakpointDecision::Edit {
+                name: name.clone(),
+                value,
+            }))
+        }
+        other => other.clone(),
+    }
+}
+
 /// How long `workflow_cancel` hooks may run after a cancel before they are stopped (the run
 /// still ends as cancelled).
 pub(crate) const CANCEL_HOOKS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -267,15 +298,7 @@ impl Run {
         masker.extend(&spec.inherited_secrets);
         // Secret inputs of any type: numbers as written, every item of a list, every leaf.
         masker.extend(&Masker::from_named_values(&spec.inputs));
-        let mut exported = Vec::new();
-        for (k, v) in &spec.inputs {
-            let text = match v {
-                Value::String(s) => s.clone(),
-                Value::Null => continue,
-                other => other.to_string(),
-            };
-            exported.push((k.clone(), text));
-        }
+        let exported = exported_of(&spec.inputs);
         let (mut restored, resume_at) = match spec.resume {
             Some((states, at)) => (states, Some(at)),
             None => (BTreeMap::new(), None),
@@ -377,7 +400,126 @@ impl Run {
             only_step: spec.only_step,
             resume_loop: Mutex::new(spec.resume_loop.into()),
             resume_blocks: Mutex::new(resume_blocks),
+            ask_inputs: Mutex::new(spec.ask_inputs),
+            auto_approve: spec.auto_approve,
         }
+    }
+
+    /// Asks for the missing required inputs (one `MissingInput` request each, asked again
+    /// with `problem` while the value breaks the input's rules), then resolves the inputs.
+    /// Runs before [`Run::execute`], so before `RunStarted`; nothing to do unless the run was
+    /// started with inputs to ask for.
+    ///
+    /// # Errors
+    /// `USER.INPUT.VALIDATION_FAILED` when an input is not given (end of input, or its
+    /// request timed out) or the inputs do not resolve; `EXECUTION.RUN.CANCELLED` when the
+    /// run was cancelled while asking.
+    pub(crate) async fn ask_missing_inputs(&self) -> Result<(), AwfError> {
+        let Some(ask) = lock(&self.ask_inputs).take() else {
+            return Ok(());
+        };
+        let mut given = ask.given;
+        for def in &ask.missing {
+            let secret = awf_domain::mask::is_secret_name(&def.name);
+            let mut problem: Option<String> = None;
+            loop {
+                let at = AskAt {
+                    emitter: &self.emitter,
+                    path: "",
+                    iteration: None,
+                    step: None,
+                    cancel: &self.cancel.token,
+                };
+                let kind = awf_domain::interaction::RequestKind::MissingInput {
+                    input: Box::new(def.clone()),
+                    problem: problem.take(),
+                };
+                let resolution = self
+                    .interaction
+                    .ask(&at, kind, None, |r| {
+                        shown_resolution(r, secret, &self.masker())
+                    })
+                    .await;
+                use awf_domain::interaction::Answer;
+                use awf_domain::interaction::Resolution;
+                match resolution {
+                    Resolution::Answered(Answer::Value(v)) => {
+                        match crate::inputs::check_one(
+                            def,
+                            &v,
+                            &self.working_dir,
+                            self.svc.host.as_ref(),
+                        ) {
+                            Ok(_) => {
+                                given.push((def.name.clone(), v));
+                                break;
+                            }
+                            Err(why) => {
+                                problem = Some(if secret {
+                                    Masker::from_named([(def.name.as_str(), v.as_str())])
+                                        .mask(&why)
+                                        .into_owned()
+                                } else {
+                                    self.mask(&why)
+                                });
+                            }
+                        }
+                    }
+                    Resolution::Cancelled => {
+                        return Err(AwfError::new(
+                            ErrorCode::ExecutionRunCancelled,
+                            "workflow cancelled",
+                        ));
+                    }
+                    Resolution::Answered(_) | Resolution::TimedOut => {
+                        return Err(AwfError::new(
+                            ErrorCode::UserInputValidationFailed,
+                            format!(
+                                "input validation failed: inputs.{}: required but not provided",
+                                def.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let masker = Masker::from_named(given.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let inputs = crate::inputs::resolve_inputs(
+            &self.wf,
+            &given,
+            &ask.config,
+            &self.working_dir,
+            self.svc.host.as_ref(),
+        )
+        .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+        lock(&self.masker).extend(&Masker::from_named_values(&inputs));
+        *lock(&self.exported) = exported_of(&inputs);
+        *lock(&self.inputs) = inputs;
+        Ok(())
+    }
+
+    /// Asks a front-end `kind` about `state` and waits for the resolution (see
+    /// [`Interaction::ask`]); secrets in typed text are masked in the resolved event.
+    pub(crate) async fn ask(
+        &self,
+        state: &str,
+        path: &str,
+        iteration: Option<usize>,
+        kind: awf_domain::interaction::RequestKind,
+        timeout: Option<std::time::Duration>,
+    ) -> awf_domain::interaction::Resolution {
+        let at = AskAt {
+            emitter: &self.emitter,
+            path,
+            iteration,
+            step: Some(state),
+            cancel: &self.cancel.token,
+        };
+        self.interaction
+            .ask(&at, kind, timeout, |r| {
+                shown_resolution(r, false, &self.masker())
+            })
+            .await
     }
 
     /// Calls `f` with a scope over the current run state (inputs and states locked for the
@@ -731,35 +873,28 @@ impl Run {
             .state(state)
             .map_or("", |s| s.kind.kind_name())
             .to_owned();
+        use awf_domain::interaction::Answer;
+        use awf_domain::interaction::BreakpointDecision;
+        use awf_domain::interaction::Resolution;
         loop {
             // Built at each ask: an edited input shows in the command.
             let preview = Box::new(self.preview(state, position));
-            let (request_id, rx) = self.interaction.request();
-            self.emitter.emit(
-                state,
-                None,
-                RunEvent::BreakpointReached {
-                    step: state.to_owned(),
-                    kind: kind.clone(),
-                    request_id,
-                    previous: previous.map(str::to_owned),
-                    preview,
-                },
-            );
-            let answer = tokio::select! {
-                r = rx => r.ok().flatten(),
-                () = self.cancel.token.cancelled() => None,
+            let request = awf_domain::interaction::RequestKind::Breakpoint {
+                state_kind: kind.clone(),
+                previous: previous.map(str::to_owned),
+                preview,
             };
-            let Some(answer) = answer else {
+            // Cancelled, timed out: the run stops.
+            let Resolution::Answered(Answer::Decision(decision)) =
+                self.ask(state, state, None, request, None).await
+            else {
                 return Decision::Abort;
             };
-            let answer = answer.trim();
-            let (cmd, rest) = answer.split_once(' ').unwrap_or((answer, ""));
-            match cmd.to_ascii_lowercase().as_str() {
-                "" | "c" | "continue" => return Decision::Run,
-                "s" | "skip" => return Decision::Skip,
-                "a" | "abort" | "q" | "quit" => return Decision::Abort,
-                "r" | "retry" => match previous {
+            match decision {
+                BreakpointDecision::Continue => return Decision::Run,
+                BreakpointDecision::Skip => return Decision::Skip,
+                BreakpointDecision::Abort => return Decision::Abort,
+                BreakpointDecision::Retry => match previous {
                     Some(p) => return Decision::Retry(p.to_owned()),
                     None => self.log(
                         Some(state),
@@ -769,32 +904,23 @@ impl Run {
                         None,
                     ),
                 },
-                "i" | "inspect" => {
+                BreakpointDecision::Inspect => {
                     let text = self.inspect();
                     self.log(Some(state), LogLevel::Info, &text, state, None);
                 }
-                "e" | "edit" => match rest.split_once('=') {
-                    Some((k, v)) if !k.trim().is_empty() => {
-                        let (k, v) = (k.trim().to_owned(), v.trim().to_owned());
-                        self.edit_input(state, &k, &v);
+                BreakpointDecision::Edit { name, value } => {
+                    let (k, v) = (name.trim(), value.trim());
+                    if k.is_empty() {
+                        self.log(
+                            Some(state),
+                            LogLevel::Warn,
+                            "edit needs NAME=VALUE, e.g. `e count=3`",
+                            state,
+                            None,
+                        );
+                    } else {
+                        self.edit_input(state, k, v);
                     }
-                    _ => self.log(
-                        Some(state),
-                        LogLevel::Warn,
-                        "edit needs NAME=VALUE, e.g. `e count=3`",
-                        state,
-                        None,
-                    ),
-                },
-                other => {
-                    let r = if previous.is_some() { ", r" } else { "" };
-                    self.log(
-                        Some(state),
-                        LogLevel::Warn,
-                        &format!("unknown answer '{other}': use c, s, a{r}, i or e NAME=VALUE"),
-                        state,
-                        None,
-                    );
                 }
             }
         }
@@ -1182,3 +1308,7 @@ mod tests;
 #[cfg(test)]
 #[path = "guard_tests.rs"]
 mod guard_tests;
+
+#[cfg(test)]
+#[path = "interaction_tests.rs"]
+mod interaction_tests;

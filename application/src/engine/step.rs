@@ -75,6 +75,23 @@ pub(crate) struct StepExit {
     pub(crate) succeeded: bool,
 }
 
+/// What a step's approval gate decided.
+pub(crate) struct Gate {
+    /// The chosen option's id (recorded in the step's state).
+    approval: Option<String>,
+    /// Set when the step must not run: its failed body (rejected, timed out) or the cancel.
+    stop: Option<Result<Body, AwfError>>,
+}
+
+impl Gate {
+    fn open(approval: Option<String>) -> Self {
+        Self {
+            approval,
+            stop: None,
+        }
+    }
+}
+
 /// Result of the typed body of a state.
 pub(crate) struct Body {
     pub(crate) state: StepState,
@@ -133,11 +150,16 @@ impl Run {
                     kind: kind.to_owned(),
                 },
             );
+            // The approval gate is asked before anything of the step runs (its wait is not
+            // part of the step's timeout).
+            let Gate { approval, mut stop } = self.approval_gate(state, at, &path, token).await;
+            let gated = stop.is_some();
             let deadline = state
                 .timeout
                 .filter(|t| !t.is_zero())
                 .and_then(|t| self.svc.clock.instant().checked_add(t));
-            if !state.hooks.pre.is_empty()
+            if !gated
+                && !state.hooks.pre.is_empty()
                 && let Err(e) = self
                     .run_hooks(&state.hooks.pre, Some(name), frame, None, token)
                     .await
@@ -150,11 +172,12 @@ impl Run {
                     at.iteration(),
                 );
             }
-            if token.is_cancelled() {
+            if !gated && token.is_cancelled() {
                 return Err(cancelled(name));
             }
             let started = self.svc.clock.now();
             let body: Result<Body, AwfError> = match &state.kind {
+                _ if gated => stop.take().unwrap_or_else(|| Err(cancelled(name))),
                 StateKind::Command(_) => self.with_retry(state, at, deadline, token).await,
                 StateKind::CallWorkflow(_) => {
                     let deadline = deadline.or_else(|| self.svc.clock.instant().checked_add(super::call::DEFAULT_CALL_TIMEOUT));
@@ -196,7 +219,7 @@ impl Run {
                     });
                 }
             };
-            let body = match body {
+            let mut body = match body {
                 Ok(b) => b,
                 Err(e) => {
                     // A hard error still leaves a record of the state in the run result.
@@ -212,10 +235,14 @@ impl Run {
                     return Err(e);
                 }
             };
+            if approval.is_some() {
+                body.state.approval = approval;
+            }
             let cancelled_now = body.state.status == StepStatus::Cancelled;
             let succeeded = body.state.status == StepStatus::Completed;
             self.record(body.state, kind, &path, at.iteration());
-            if !state.hooks.post.is_empty()
+            if !gated
+                && !state.hooks.post.is_empty()
                 && let Err(e) = self
                     .run_hooks(&state.hooks.post, Some(name), frame, None, token)
                     .await
@@ -233,6 +260,137 @@ impl Run {
             }
             self.route(state, succeeded, body.failure, body.early_exit, frame)
         }))
+    }
+
+    /// Asks the step's approval gate (`approval:`), unless `--yes` approves every gate or an
+    /// `allow_always` / `reject_always` answer decided it earlier in the run. Source:
+    /// shared/design/decisions.md ("Approval gates").
+    async fn approval_gate(
+        &self,
+        state: &State,
+        at: At<'_>,
+        path: &str,
+        token: &CancellationToken,
+    ) -> Gate {
+        use awf_domain::interaction::Answer;
+        use awf_domain::interaction::ApprovalKind;
+        use awf_domain::interaction::ApprovalOption;
+        use awf_domain::interaction::Resolution;
+        let Some(gate) = &state.approval else {
+            return Gate::open(None);
+        };
+        let name = state.name.as_str();
+        let key = format!("{}/{name}", self.run_id.0);
+        let started = self.svc.clock.now();
+        let fail = |code: ErrorCode, msg: String, chosen: Option<String>| {
+            let mut st = StepState::running(name, started);
+            st.completed_at = Some(self.svc.clock.now());
+            st.status = StepStatus::Failed;
+            st.error = Some(msg.clone());
+            st.approval.clone_from(&chosen);
+            Gate {
+                approval: chosen,
+                stop: Some(Ok(Body {
+                    state: st,
+                    failure: Some(
+                        AwfError::new(code, msg)
+                            .with_detail("state", name)
+                            .with_hint(if code == ErrorCode::ExecutionApprovalTimedOut {
+                                "answer sooner, raise the gate's timeout, or set `on_timeout: approve`"
+                            } else {
+                                "approve the gate, pass --yes to approve every gate, or route the rejection with on_failure"
+                            }),
+                    ),
+                    early_exit: None,
+                })),
+            }
+        };
+        let chosen: ApprovalOption = if self.auto_approve {
+            let option = gate
+                .options
+                .iter()
+                .find(|o| o.kind.allows())
+                .cloned()
+                .unwrap_or_else(|| ApprovalOption {
+                    id: "approve".into(),
+                    name: "Approve".into(),
+                    kind: ApprovalKind::AllowOnce,
+                });
+            self.log(
+                Some(name),
+                LogLevel::Info,
+                &format!("step {name}: approval granted by --yes"),
+                path,
+                at.iteration(),
+            );
+            option
+        } else if let Some(o) = self.interaction.remembered(&key) {
+            o
+        } else {
+            let message = self
+                .render(&gate.message, at.frame, None)
+                .unwrap_or_else(|_| gate.message.clone());
+            let kind = awf_domain::interaction::RequestKind::Approval {
+                message: self.mask(&message),
+                options: gate.options.clone(),
+            };
+            let at_ask = super::AskAt {
+                emitter: &self.emitter,
+                path,
+                iteration: at.iteration(),
+                step: Some(name),
+                cancel: token,
+            };
+            match self
+                .interaction
+                .ask(&at_ask, kind, gate.timeout, Clone::clone)
+                .await
+            {
+                Resolution::Answered(Answer::Option(id)) => {
+                    match gate.options.iter().find(|o| o.id == id) {
+                        Some(o) => o.clone(),
+                        None => {
+                            return fail(
+                                ErrorCode::ExecutionApprovalRejected,
+                                format!("step {name}: approval rejected (unknown option {id})"),
+                                Some(id),
+                            );
+                        }
+                    }
+                }
+                Resolution::TimedOut => match gate.timeout_option() {
+                    Some(o) => o.clone(),
+                    None => {
+                        return fail(
+                            ErrorCode::ExecutionApprovalTimedOut,
+                            format!(
+                                "step {name}: approval timed out after {}",
+                                awf_domain::duration::format_go(gate.timeout.unwrap_or_default())
+                            ),
+                            None,
+                        );
+                    }
+                },
+                Resolution::Cancelled | Resolution::Answered(_) => {
+                    return Gate {
+                        approval: None,
+                        stop: Some(Err(cancelled(name))),
+                    };
+                }
+            }
+        };
+        if chosen.kind.remembered() {
+            self.interaction.remember(&key, chosen.clone());
+        }
+        if chosen.kind.allows() {
+            Gate::open(Some(chosen.id))
+        } else {
+            fail(
+                ErrorCode::ExecutionApprovalRejected,
+                format!("step {name}: approval rejected ({})", chosen.id),
+                Some(chosen.id),
+            )
+        }
     }
 
     /// Races a block against its deadline; on expiry cancels the block's token, waits for it

@@ -41,7 +41,22 @@ pub(crate) fn approx_size(env: &EventEnvelope) -> usize {
         RunEvent::Log { message, .. } => message.len(),
         RunEvent::ToolCall { name, .. } => name.len(),
         RunEvent::ToolCallResult { output, .. } => output.len(),
-        RunEvent::InputRequired { prompt, .. } => prompt.len(),
+        RunEvent::InteractionRequired { request } => {
+            use awf_domain::interaction::RequestKind;
+            std::mem::size_of::<awf_domain::interaction::InteractionRequest>()
+                + match &request.kind {
+                    RequestKind::ConversationTurn { prompt } => prompt.len(),
+                    RequestKind::Approval { message, options } => {
+                        message.len() + options.len() * 64
+                    }
+                    RequestKind::Breakpoint { preview, .. } => {
+                        preview.command.as_ref().map_or(0, String::len) + preview.routes.len() * 64
+                    }
+                    RequestKind::MissingInput { input, .. } => {
+                        input.name.len() + input.description.as_ref().map_or(0, String::len)
+                    }
+                }
+        }
         RunEvent::StepFinished { state, .. } => {
             std::mem::size_of::<awf_domain::run::StepState>()
                 + state.name.len()

@@ -7,9 +7,10 @@
 //!   live runs (`USER.FACADE.RUN_LIMIT`, nothing queues).
 //! - Events: each run's ordered log (`log::EventLog`), replayed to any number of
 //!   subscribers from any position, then live.
-//! - Interactions: the requests a run makes (`InputRequired`, `BreakpointReached`) are routed
-//!   by request id; `respond` answers the run that asked, `cancel` resolves them as
-//!   cancelled, and an optional timeout resolves an unanswered one as end of input.
+//! - Interactions: the requests a run makes (`InteractionRequired`) are routed by request id;
+//!   `respond` hands the typed answer to the run that asked (which checks it fits the
+//!   request), `cancel` resolves them as cancelled; a request's own `timeout_ms` is kept by
+//!   the engine.
 //!
 //! Reference: shared/design/architecture.md ("The run service: the one way in").
 
@@ -29,7 +30,6 @@ use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
 use awf_domain::interaction::Answer;
-use awf_domain::interaction::BreakpointDecision;
 use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::service::RunPhase;
@@ -70,22 +70,16 @@ pub struct ServiceConfig {
     /// with the slowest one's backlog instead. For a front-end that must show everything and
     /// subscribes at once (the terminal); off for servers.
     pub keep_unread: bool,
-    /// An interaction request not answered within this time resolves as end of input
-    /// (a conversation ends, a breakpoint aborts); `None`: it waits until answered or
-    /// cancelled.
-    pub request_timeout: Option<Duration>,
 }
 
 impl Default for ServiceConfig {
-    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag, no
-    /// request timeout.
+    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag.
     fn default() -> Self {
         Self {
             max_live_runs: 64,
             finished_ttl: Duration::from_secs(600),
             log_budget_bytes: 64 << 20,
             keep_unread: false,
-            request_timeout: None,
         }
     }
 }
@@ -127,19 +121,10 @@ impl Registry {
     }
 }
 
-/// Which run asked, and what.
+/// Which run asked.
 #[derive(Debug, Clone)]
 struct Route {
     run_id: RunId,
-    kind: RouteKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RouteKind {
-    /// `InputRequired` (a conversation turn): a value or end of input.
-    Turn,
-    /// `BreakpointReached`: a decision (or, from the terminal, its command line).
-    Breakpoint,
 }
 
 /// How a run ended, for `wait`.
@@ -147,8 +132,9 @@ enum RouteKind {
 enum Ending {
     Running,
     Finished(Arc<RunResult>),
-    /// The engine stopped without a `RunFinished` (an internal fault).
-    Lost,
+    /// The engine stopped without a `RunFinished`: the run never started (a missing input
+    /// not given, a cancel while asking), or an internal fault.
+    NotStarted(Option<AwfError>),
 }
 
 /// One run of this process.
@@ -318,7 +304,7 @@ impl RunManager {
             entry,
             registry: Arc::clone(&self.registry),
             clock: Arc::clone(&self.clock),
-            request_timeout: self.config.request_timeout,
+            start_error: parts.start_error,
             _lock: parts.lock,
         };
         tokio::spawn(pump.run(parts.events));
@@ -341,7 +327,8 @@ struct Pump {
     entry: Arc<Entry>,
     registry: Arc<Mutex<Registry>>,
     clock: Clock,
-    request_timeout: Option<Duration>,
+    /// Why the run never started, when its events end without `RunFinished`.
+    start_error: Arc<Mutex<Option<AwfError>>>,
     /// The run's lock: held until the run's last event (its end) was taken in.
     _lock: Option<awf_domain::ports::locks::RunLockGuard>,
 }
@@ -357,11 +344,16 @@ impl Pump {
                 RunEvent::StepStarted { step, .. } if root => {
                     lock(&self.entry.info).current_state = Some(step.clone());
                 }
-                RunEvent::InputRequired { request_id, .. } => {
-                    self.route(request_id, RouteKind::Turn);
+                RunEvent::InteractionRequired { request } => {
+                    lock(&self.registry).requests.insert(
+                        request.request_id.clone(),
+                        Route {
+                            run_id: self.entry.run_id.clone(),
+                        },
+                    );
                 }
-                RunEvent::BreakpointReached { request_id, .. } => {
-                    self.route(request_id, RouteKind::Breakpoint);
+                RunEvent::InteractionResolved { request_id, .. } => {
+                    lock(&self.registry).requests.remove(request_id);
                 }
                 RunEvent::RunFinished { result } if root => {
                     lock(&self.entry.info).result = Some(Arc::new(result.as_ref().clone()));
@@ -379,28 +371,6 @@ impl Pump {
         drop(events);
     }
 
-    fn route(&self, request_id: &str, kind: RouteKind) {
-        lock(&self.registry).requests.insert(
-            request_id.to_owned(),
-            Route {
-                run_id: self.entry.run_id.clone(),
-                kind,
-            },
-        );
-        if let Some(t) = self.request_timeout {
-            let registry = Arc::clone(&self.registry);
-            let interaction = Arc::clone(&self.entry.interaction);
-            let id = request_id.to_owned();
-            tokio::spawn(async move {
-                tokio::time::sleep(t).await;
-                // Still pending: nobody answered in time.
-                if lock(&registry).requests.remove(&id).is_some() {
-                    let _ = interaction.respond(&id, None);
-                }
-            });
-        }
-    }
-
     fn finish(&self) {
         let result = {
             let mut info = lock(&self.entry.info);
@@ -411,31 +381,11 @@ impl Pump {
             .requests
             .retain(|_, r| r.run_id != self.entry.run_id);
         self.entry.log.end();
-        let ending = result.map_or(Ending::Lost, Ending::Finished);
+        let ending = match result {
+            Some(r) => Ending::Finished(r),
+            None => Ending::NotStarted(lock(&self.start_error).clone()),
+        };
         self.entry.ending.send_replace(ending);
-    }
-}
-
-/// What the engine (which still reads text today) gets for an answer.
-fn answer_text(kind: RouteKind, answer: Answer) -> Result<Option<String>, AwfError> {
-    match (kind, answer) {
-        (_, Answer::EndOfInput) => Ok(None),
-        // A terminal's breakpoint line passes through as typed.
-        (_, Answer::Value(v)) => Ok(Some(v)),
-        (RouteKind::Breakpoint, Answer::Decision(d)) => Ok(Some(match d {
-            BreakpointDecision::Continue => "c".to_owned(),
-            BreakpointDecision::Skip => "s".to_owned(),
-            BreakpointDecision::Abort => "a".to_owned(),
-            BreakpointDecision::Retry => "r".to_owned(),
-            BreakpointDecision::Inspect => "i".to_owned(),
-            BreakpointDecision::Edit { name, value } => format!("e {name}={value}"),
-        })),
-        (RouteKind::Turn, Answer::Decision(_)) => Err(rejected(
-            "a conversation turn takes a value or end of input, not a breakpoint decision".into(),
-        )),
-        (_, Answer::Option(id)) => Err(rejected(format!(
-            "option {id:?} answers an approval, and this request is not one"
-        ))),
     }
 }
 
@@ -515,16 +465,13 @@ impl RunService for RunManager {
                     "no pending request with id {request_id} (answered, timed out, cancelled, or never asked)"
                 ))
             })?;
-        let value = answer_text(route.kind, answer)?;
-        if lock(&self.registry).requests.remove(request_id).is_none() {
-            return Err(rejected(format!(
-                "request {request_id} was resolved meanwhile"
-            )));
-        }
         let e = self
             .entry(&route.run_id)
             .ok_or_else(|| not_found(&route.run_id))?;
-        e.interaction.respond(request_id, value)
+        // The engine checks the answer fits the request; a refused one leaves it pending.
+        e.interaction.respond(request_id, answer)?;
+        lock(&self.registry).requests.remove(request_id);
+        Ok(())
     }
 
     fn cancel(&self, run_id: &RunId, reason: CancelReason) -> Result<(), AwfError> {
@@ -549,11 +496,10 @@ impl RunService for RunManager {
             let ending = rx.borrow_and_update().clone();
             match ending {
                 Ending::Finished(r) => return Ok(r.as_ref().clone()),
-                Ending::Lost => {
-                    return Err(AwfError::new(
-                        ErrorCode::SystemInternal,
-                        "the run ended without a result",
-                    ));
+                Ending::NotStarted(why) => {
+                    return Err(why.unwrap_or_else(|| {
+                        AwfError::new(ErrorCode::SystemInternal, "the run ended without a result")
+                    }));
                 }
                 Ending::Running => {
                     if rx.changed().await.is_err() {

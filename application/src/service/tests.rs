@@ -176,14 +176,15 @@ fn positions(items: &[SubscriptionItem]) -> Vec<u64> {
         .collect()
 }
 
-/// Reads until a breakpoint; gives the items read and its request id.
+/// Reads until a breakpoint (or any other interaction request); gives the items read and
+/// its request id.
 async fn until_breakpoint(sub: &mut Box<dyn Subscription>) -> (Vec<SubscriptionItem>, String) {
     let mut seen = Vec::new();
     loop {
-        let item = sub.next().await.expect("the run stops at a breakpoint");
+        let item = sub.next().await.expect("the run stops at a request");
         let id = match &item {
             SubscriptionItem::Event { envelope, .. } => match &envelope.event {
-                RunEvent::BreakpointReached { request_id, .. } => Some(request_id.clone()),
+                RunEvent::InteractionRequired { request } => Some(request.request_id.clone()),
                 _ => None,
             },
             SubscriptionItem::Lagged { .. } => None,
@@ -535,19 +536,35 @@ async fn a_request_is_answered_once_by_the_run_that_asked() {
 #[tokio::test]
 async fn an_unanswered_request_times_out_and_a_cancel_resolves_one() {
     let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    // An approval gate that waits 50 ms, with no decision on timeout.
+    let mut wf = steps("w", 2);
+    if let Some(s1) = wf.states.get_mut("s1") {
+        s1.approval = Some(Approval {
+            message: "go on?".into(),
+            options: awf_domain::interaction::ApprovalOption::defaults(),
+            timeout: Some(Duration::from_millis(50)),
+            on_timeout: None,
+        });
+    }
     let svc = RunManager::new(
-        services(FakeRepository::new().with(steps("w", 2)), exec, None),
-        ServiceConfig {
-            request_timeout: Some(Duration::from_millis(50)),
-            ..ServiceConfig::default()
-        },
+        services(FakeRepository::new().with(wf), exec, None),
+        ServiceConfig::default(),
     );
-    let id = svc.start(interactive("w", "s1")).await.unwrap();
+    let id = svc.start(request("w")).await.unwrap();
     let (_, request) = until_breakpoint(&mut svc.subscribe(&id, 1).unwrap()).await;
-    // Nobody answers: the breakpoint resolves as end of input, which aborts the run.
+    // Nobody answers: the gate times out, the step fails with its own code and is routed.
     let result = svc.wait(&id).await.unwrap();
-    assert_eq!(result.status, RunStatus::Cancelled);
-    assert!(!result.states.contains_key("s1"));
+    assert_eq!(result.status, RunStatus::Failure);
+    assert_eq!(result.terminal.as_deref(), Some("failed"));
+    assert!(
+        result
+            .states
+            .get("s1")
+            .and_then(|s| s.error.as_deref())
+            .is_some_and(|e| e.contains("approval")),
+        "{:?}",
+        result.states.get("s1")
+    );
     assert_eq!(
         code(svc.respond(&request, Answer::Decision(BreakpointDecision::Continue))),
         ErrorCode::UserFacadeInputRejected,

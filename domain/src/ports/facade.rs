@@ -29,10 +29,18 @@ pub struct RunRequest {
     /// lower-case or PascalCase) → value. A mocked agent step answers from here without
     /// calling its provider.
     pub mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
-    /// `--interactive`: stop before states and wait for a decision (`BreakpointReached`).
+    /// `--interactive`: stop before states and wait for a decision (a `Breakpoint`
+    /// interaction request).
     pub interactive: Option<Interactive>,
     /// `--step S`: run only this state (no routing), with `mocks` as the earlier states.
     pub only_step: Option<String>,
+    /// Whether the front-end can answer `MissingInput` requests (the terminal sets it when
+    /// stdin and stderr are terminals and the format is not JSON; an editor or a web page
+    /// can too). Then each missing required input is asked for before `RunStarted`;
+    /// otherwise missing inputs are the `USER.INPUT.VALIDATION_FAILED` error, with examples.
+    pub prompt_missing_inputs: bool,
+    /// `--yes`: approve every approval gate without asking (the first allowing option).
+    pub auto_approve: bool,
 }
 
 /// Where an interactive run stops.
@@ -74,18 +82,18 @@ pub struct ResumeRequest {
     /// owner's pid (pids are reused), and the liveness check by pid is skipped. When it does
     /// not, resuming takes the lock itself (an error when another process holds it).
     pub lock_held: bool,
+    /// `--yes`: approve every approval gate without asking.
+    pub auto_approve: bool,
 }
 
-/// An answer to a request the run made (missing input, permission, conversation turn).
-#[derive(Debug, Clone, PartialEq)]
-pub enum SessionResponse {
-    /// A value for a pending input request.
-    Input {
-        /// The request being answered.
-        request_id: String,
-        /// The value.
-        value: String,
-    },
+/// An answer to a request the run made (missing input, approval, conversation turn,
+/// breakpoint).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionResponse {
+    /// The request being answered (`InteractionRequest::request_id`).
+    pub request_id: String,
+    /// The typed answer; it must fit the request's kind.
+    pub answer: crate::interaction::Answer,
 }
 
 /// A running workflow.
@@ -105,9 +113,16 @@ pub trait RunSession: Send {
     /// Answers a pending request.
     ///
     /// # Errors
-    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending;
-    /// `USER.FACADE.SESSION_CLOSED` after the run ended.
+    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending or the answer does
+    /// not fit the request's kind (the request stays pending); `USER.FACADE.SESSION_CLOSED`
+    /// after the run ended.
     async fn respond(&self, response: SessionResponse) -> Result<(), AwfError>;
+
+    /// Why the run never started, once its events ended without `RunStarted` (a missing
+    /// input not given when asked, or a cancel while asking); `None` otherwise.
+    fn start_error(&self) -> Option<AwfError> {
+        None
+    }
 }
 
 /// Starts runs.

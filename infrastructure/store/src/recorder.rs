@@ -321,6 +321,9 @@ struct Writer {
     runs: HashMap<String, RunProj>,
     transcripts: HashMap<String, Transcript>,
     calls: HashMap<String, ChildCall>,
+    /// Questions a run asked before it started (missing inputs), held until its
+    /// `RunStarted`: a run that never starts leaves no transcript.
+    pre_start: HashMap<String, Vec<EventEnvelope>>,
 }
 
 impl Writer {
@@ -337,6 +340,7 @@ impl Writer {
             runs: HashMap::new(),
             transcripts: HashMap::new(),
             calls: HashMap::new(),
+            pre_start: HashMap::new(),
         }
     }
 
@@ -405,6 +409,24 @@ impl Writer {
     /// Applies one event to every projection.
     fn apply(&mut self, env: &EventEnvelope) {
         let run_id = env.run_id.0.as_str();
+        let asking = matches!(
+            env.event,
+            RunEvent::InteractionRequired { .. } | RunEvent::InteractionResolved { .. }
+        );
+        if asking && env.parent_run_id.is_none() && !self.runs.contains_key(run_id) {
+            self.pre_start
+                .entry(run_id.to_owned())
+                .or_default()
+                .push(env.clone());
+            return;
+        }
+        if matches!(env.event, RunEvent::RunStarted { .. })
+            && let Some(held) = self.pre_start.remove(run_id)
+        {
+            for e in &held {
+                self.transcript_event(e);
+            }
+        }
         self.transcript_event(env);
         match &env.event {
             RunEvent::RunStarted {
@@ -581,8 +603,8 @@ impl Writer {
             | RunEvent::AgentThoughtChunk { .. }
             | RunEvent::ToolCall { .. }
             | RunEvent::ToolCallResult { .. }
-            | RunEvent::InputRequired { .. }
-            | RunEvent::BreakpointReached { .. } => {}
+            | RunEvent::InteractionRequired { .. }
+            | RunEvent::InteractionResolved { .. } => {}
         }
     }
 

@@ -773,10 +773,15 @@ fn transcript_lines_and_seqs() {
         None,
         "ask",
         None,
-        RunEvent::InputRequired {
-            step: "ask".into(),
-            request_id: "q1".into(),
-            prompt: "> ".into(),
+        RunEvent::InteractionRequired {
+            request: Box::new(awf_domain::interaction::InteractionRequest {
+                request_id: "q1".into(),
+                step: Some("ask".into()),
+                kind: awf_domain::interaction::RequestKind::ConversationTurn {
+                    prompt: "> ".into(),
+                },
+                timeout_ms: None,
+            }),
         },
     ));
     rec.emit(s.ev("p", None, "ask", None, step_finished("ask", 0, true)));
@@ -1019,5 +1024,55 @@ fn branches_of_a_top_level_parallel_block_do_not_become_current() {
     assert_eq!(
         snap.states.keys().collect::<Vec<_>>(),
         ["fan", "left", "right"]
+    );
+}
+
+#[test]
+fn questions_asked_before_a_run_starts_are_written_with_it_or_not_at_all() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let ask = |id: &str| RunEvent::InteractionRequired {
+        request: Box::new(awf_domain::interaction::InteractionRequest {
+            request_id: id.into(),
+            step: None,
+            kind: awf_domain::interaction::RequestKind::ConversationTurn {
+                prompt: "> ".into(),
+            },
+            timeout_ms: None,
+        }),
+    };
+    let resolved = |id: &str| RunEvent::InteractionResolved {
+        request_id: id.into(),
+        resolution: awf_domain::interaction::Resolution::Answered(
+            awf_domain::interaction::Answer::EndOfInput,
+        ),
+    };
+    // A run that asked and never started: nothing on disk.
+    rec.emit(s.ev("gone", None, "", None, ask("gone:1")));
+    rec.emit(s.ev("gone", None, "", None, resolved("gone:1")));
+    // A run that asked, then started: the questions first, seqs in order.
+    rec.emit(s.ev("p", None, "", None, ask("p:1")));
+    rec.emit(s.ev("p", None, "", None, resolved("p:1")));
+    rec.emit(s.ev("p", None, "", None, started("w", "w", inputs(&[]), None)));
+    rec.flush();
+    assert!(!d.path().join("transcripts/gone.jsonl").exists());
+    let got: Vec<(String, u64)> = lines(&d.path().join("transcripts/p.jsonl"))
+        .iter()
+        .map(|l| {
+            (
+                l["type"].as_str().unwrap().to_owned(),
+                l["seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("input.required".to_owned(), 1),
+            ("interaction.resolved".to_owned(), 2),
+            ("run.started".to_owned(), 3)
+        ]
     );
 }

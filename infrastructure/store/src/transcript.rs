@@ -23,8 +23,11 @@
 //! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}` |
 //! | Log (awf addition) | `log` | `{name?, level, message}` |
 //! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms}` |
-//! | InputRequired (awf addition) | `input.required` | `{name, request_id, prompt}` |
-//! | BreakpointReached (awf addition) | `breakpoint` | `{name, kind, request_id, previous}` |
+//! | InteractionRequired, conversation turn (awf addition) | `input.required` | `{name, request_id, prompt}` |
+//! | InteractionRequired, missing input (awf addition) | `input.required` | `{name: null, request_id, input, problem?}` (`input` is the input's name) |
+//! | InteractionRequired, breakpoint (awf addition) | `breakpoint` | `{name, kind, request_id, previous}` |
+//! | InteractionRequired, approval gate (awf addition) | `approval.required` | `{name, request_id, message, options, timeout_ms?}` |
+//! | InteractionResolved (awf addition) | `interaction.resolved` | `{request_id, outcome, answer?}` (`outcome`: answered, timed_out, cancelled; `answer` as the front-end gave it, secrets masked) |
 //!
 //! Text is already masked by the engine.
 //!
@@ -211,26 +214,51 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             None,
             json!({"name": step, "attempt": attempt, "delay_ms": delay_ms}),
         ),
-        RunEvent::InputRequired {
-            step,
+        RunEvent::InteractionRequired { request } => {
+            use awf_domain::interaction::RequestKind;
+            let id = &request.request_id;
+            let name = &request.step;
+            match &request.kind {
+                RequestKind::ConversationTurn { prompt } => (
+                    "input.required",
+                    None,
+                    json!({"name": name, "request_id": id, "prompt": prompt}),
+                ),
+                RequestKind::MissingInput { input, problem } => {
+                    let mut p = json!({"name": name, "request_id": id, "input": input.name});
+                    if let (Some(pb), Some(o)) = (problem, p.as_object_mut()) {
+                        o.insert("problem".into(), pb.as_str().into());
+                    }
+                    ("input.required", None, p)
+                }
+                RequestKind::Breakpoint {
+                    state_kind,
+                    previous,
+                    ..
+                } => (
+                    "breakpoint",
+                    None,
+                    json!({"name": name, "kind": state_kind, "request_id": id, "previous": previous}),
+                ),
+                RequestKind::Approval { message, options } => {
+                    let mut p = json!({"name": name, "request_id": id, "message": message, "options": options});
+                    if let (Some(t), Some(o)) = (request.timeout_ms, p.as_object_mut()) {
+                        o.insert("timeout_ms".into(), t.into());
+                    }
+                    ("approval.required", None, p)
+                }
+            }
+        }
+        RunEvent::InteractionResolved {
             request_id,
-            prompt,
-        } => (
-            "input.required",
-            None,
-            json!({"name": step, "request_id": request_id, "prompt": prompt}),
-        ),
-        RunEvent::BreakpointReached {
-            step,
-            kind,
-            request_id,
-            previous,
-            ..
-        } => (
-            "breakpoint",
-            None,
-            json!({"name": step, "kind": kind, "request_id": request_id, "previous": previous}),
-        ),
+            resolution,
+        } => {
+            let mut p = serde_json::to_value(resolution).unwrap_or(Value::Null);
+            if let Some(o) = p.as_object_mut() {
+                o.insert("request_id".into(), request_id.as_str().into());
+            }
+            ("interaction.resolved", None, p)
+        }
     }
 }
 

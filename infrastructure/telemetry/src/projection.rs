@@ -18,7 +18,9 @@
 //! ```
 //!
 //! Span events: `step.retry` (`retry.attempt`, `retry.delay_ms`), `log` (`log.level`,
-//! `log.message`), `input.required`, `breakpoint` (on the run span, `step.name`). Failed
+//! `log.message`), `input.required` (a conversation turn), `approval.required` (on the step
+//! span, `input.request_id`), `breakpoint` (on the run span, `step.name`),
+//! `interaction.resolved` (`input.request_id`, `interaction.outcome`). Failed
 //! steps and runs get span status ERROR with the (already masked) error text. Text in events
 //! arrives masked by the engine; this module adds
 //! no unmasked text.
@@ -240,14 +242,66 @@ impl SpanProjection {
                     );
                 }
             }
-            RunEvent::InputRequired { request_id, .. } => {
-                if let Some(span) = step_span(state, &run_id, &path) {
+            RunEvent::InteractionRequired { request } => {
+                use awf_domain::interaction::RequestKind;
+                match &request.kind {
+                    RequestKind::Breakpoint { .. } => {
+                        // Asked before the step starts: an event on the run span.
+                        if let Some(run) = state.runs.get(&run_id) {
+                            tracing::event!(
+                                target: TARGET,
+                                parent: &run.span,
+                                Level::INFO,
+                                step.name = %request.step.as_deref().unwrap_or(""),
+                                "breakpoint"
+                            );
+                        }
+                    }
+                    RequestKind::ConversationTurn { .. } => {
+                        if let Some(span) = step_span(state, &run_id, &path) {
+                            tracing::event!(
+                                target: TARGET,
+                                parent: span,
+                                Level::INFO,
+                                input.request_id = %request.request_id,
+                                "input.required"
+                            );
+                        }
+                    }
+                    RequestKind::Approval { .. } => {
+                        if let Some(span) = step_span(state, &run_id, &path) {
+                            tracing::event!(
+                                target: TARGET,
+                                parent: span,
+                                Level::INFO,
+                                input.request_id = %request.request_id,
+                                "approval.required"
+                            );
+                        }
+                    }
+                    // Asked before the run starts: there is no span yet.
+                    RequestKind::MissingInput { .. } => {}
+                }
+            }
+            RunEvent::InteractionResolved {
+                request_id,
+                resolution,
+            } => {
+                let outcome = match resolution {
+                    awf_domain::interaction::Resolution::Answered(_) => "answered",
+                    awf_domain::interaction::Resolution::TimedOut => "timed_out",
+                    awf_domain::interaction::Resolution::Cancelled => "cancelled",
+                };
+                let span = step_span(state, &run_id, &path)
+                    .or_else(|| state.runs.get(&run_id).map(|r| &r.span));
+                if let Some(span) = span {
                     tracing::event!(
                         target: TARGET,
                         parent: span,
                         Level::INFO,
                         input.request_id = %request_id,
-                        "input.required"
+                        interaction.outcome = outcome,
+                        "interaction.resolved"
                     );
                 }
             }
@@ -285,18 +339,6 @@ impl SpanProjection {
                 if let Some(span) = step_span(state, &run_id, &path) {
                     let span = span.clone();
                     state.child_parents.insert(child_run_id, (run_id, span));
-                }
-            }
-            RunEvent::BreakpointReached { step, .. } => {
-                // Emitted before the step starts: an event on the run span.
-                if let Some(run) = state.runs.get(&run_id) {
-                    tracing::event!(
-                        target: TARGET,
-                        parent: &run.span,
-                        Level::INFO,
-                        step.name = %step,
-                        "breakpoint"
-                    );
                 }
             }
             RunEvent::OutputChunk { .. }

@@ -317,6 +317,9 @@ fn decode_state(
     if let Some(n) = f.take("hooks") {
         state.hooks = decode_step_hooks(n, &f.child("hooks"), d);
     }
+    if let Some(n) = f.take("approval") {
+        state.approval = decode_approval(name, n, &f.child("approval"), d);
+    }
     if let Some(n) = f.take("capture") {
         (state.capture_max_size, state.capture_names) =
             decode_capture(n, &f.child("capture"), d).unwrap_or_default();
@@ -464,6 +467,99 @@ fn duration(node: &Node, path: &str, d: &mut Diags) -> Option<Duration> {
             None
         }
     }
+}
+
+/// `approval: "message"` or `approval: {message?, options?, timeout?, on_timeout?}`; options
+/// are `{id, name?, kind}` (`kind`: allow_once, allow_always, reject_once, reject_always, or
+/// allow / reject). `on_timeout` is checked by validation.
+fn decode_approval(
+    step: &str,
+    node: &Node,
+    path: &str,
+    d: &mut Diags,
+) -> Option<awf_domain::workflow::Approval> {
+    use awf_domain::interaction::ApprovalKind;
+    use awf_domain::interaction::ApprovalOption;
+    let default_message = format!("Run step '{step}'?");
+    if node.entries().is_none() {
+        let message = d.string(node, path)?;
+        return Some(awf_domain::workflow::Approval {
+            message: if message.trim().is_empty() {
+                default_message
+            } else {
+                message
+            },
+            options: ApprovalOption::defaults(),
+            timeout: None,
+            on_timeout: None,
+        });
+    }
+    let mut f = Fields::of(node, path, d, "a message or a mapping (approval gate)")?;
+    let message = f
+        .string("message", d)
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or(default_message);
+    let timeout = f
+        .take("timeout")
+        .and_then(|n| duration(n, &format!("{path}.timeout"), d))
+        .filter(|t| !t.is_zero());
+    let on_timeout = f.string("on_timeout", d);
+    let mut options = Vec::new();
+    if let Some(n) = f.take("options") {
+        let opath = f.child("options");
+        match n.items() {
+            Some(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    let ipath = format!("{opath}.{i}");
+                    let Some(mut of) =
+                        Fields::of(it, &ipath, d, "an approval option ({id, name, kind})")
+                    else {
+                        continue;
+                    };
+                    let id = of.string("id", d);
+                    let label = of.string("name", d);
+                    let kind_pos = of.key_pos("kind");
+                    let kind_text = of.string("kind", d);
+                    let kpath = of.child("kind");
+                    let pos = of.pos();
+                    of.finish(d, &[], "an approval option");
+                    let Some(id) = id.filter(|i| !i.trim().is_empty()) else {
+                        d.invalid(&ipath, Some(pos), "an approval option needs an `id`");
+                        continue;
+                    };
+                    let Some(Some(kind)) = kind_text.as_deref().map(ApprovalKind::parse) else {
+                        let got = kind_text
+                            .as_deref()
+                            .map_or_else(|| "nothing".to_owned(), |k| format!("\"{k}\""));
+                        d.invalid(
+                            &kpath,
+                            kind_pos.or(Some(pos)),
+                            format!(
+                                "approval option {id}: kind must be allow_once, allow_always, reject_once or reject_always (or allow / reject), got {got}"
+                            ),
+                        );
+                        continue;
+                    };
+                    options.push(ApprovalOption {
+                        name: label.unwrap_or_else(|| id.clone()),
+                        id,
+                        kind,
+                    });
+                }
+            }
+            None => d.wrong_type(&opath, n, "a list of approval options ({id, name, kind})"),
+        }
+    }
+    f.finish(d, &[], "approval");
+    if options.is_empty() {
+        options = ApprovalOption::defaults();
+    }
+    Some(awf_domain::workflow::Approval {
+        message,
+        options,
+        timeout,
+        on_timeout,
+    })
 }
 
 fn decode_retry(node: &Node, path: &str, d: &mut Diags) -> Option<RetryPolicy> {

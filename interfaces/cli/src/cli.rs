@@ -232,6 +232,9 @@ pub struct ResumeArgs {
     /// What to show of command output in text mode.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputMode::Silent)]
     pub output: OutputMode,
+    /// Approve every approval gate (`approval:`) without asking.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// `awf history`.
@@ -299,6 +302,10 @@ pub struct RunArgs {
     /// edit an input, retry the previous state.
     #[arg(long)]
     pub interactive: bool,
+    /// Approve every approval gate (`approval:`) without asking; without it, a gate is asked
+    /// on the terminal and refused when there is none.
+    #[arg(long)]
+    pub yes: bool,
     /// With --interactive: stop only before these states (comma-separated, repeatable).
     #[arg(
         short = 'b',

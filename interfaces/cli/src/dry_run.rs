@@ -223,6 +223,21 @@ fn render_state(s: &mut String, st: &PlannedState) {
     if let Some(t) = st.timeout_ms {
         line(s, format!("Timeout: {}", ms(t)));
     }
+    if let Some(a) = &st.approval {
+        let options: Vec<String> = a
+            .options
+            .iter()
+            .map(|o| format!("{} ({})", o.id, o.kind.as_str()))
+            .collect();
+        let mut text = format!("Approval: \"{}\" [{}]", a.message, options.join(", "));
+        if let Some(t) = a.timeout_ms {
+            text.push_str(&format!(", timeout {}", ms(t)));
+        }
+        if let Some(o) = &a.on_timeout {
+            text.push_str(&format!(", on timeout {o}"));
+        }
+        line(s, text);
+    }
     if let Some(r) = &st.retry {
         let mut text = format!("Retry: {} attempts, {} backoff", r.max_attempts, r.backoff);
         if r.initial_delay_ms > 0 {
@@ -305,6 +320,7 @@ mod tests {
             hooks_post: Vec::new(),
             timeout_ms: None,
             retry: None,
+            approval: None,
             capture_max_size: None,
             capture: Default::default(),
             continue_on_error: false,

@@ -12,6 +12,7 @@ mod dry_run;
 mod error_cmd;
 mod errors;
 mod init_cmd;
+mod interact;
 mod json_out;
 mod list_cmd;
 mod mcp_cmd;

@@ -21,6 +21,7 @@ use awf_domain::event::EventEnvelope;
 use awf_domain::event::LogLevel;
 use awf_domain::event::OutputStream;
 use awf_domain::event::RunEvent;
+use awf_domain::interaction::RequestKind;
 use awf_domain::run::RunId;
 use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
@@ -60,7 +61,7 @@ pub struct TextPrinter {
     agent_mid_line: bool,
     /// Spinners on a terminal; `None` prints plain lines.
     live: Option<LiveProgress>,
-    /// Set by the first `BreakpointReached` (`--interactive` / `--breakpoint`): from then on
+    /// Set by the first breakpoint request (`--interactive` / `--breakpoint`): from then on
     /// each top-level step gets an `Executing` line and a result block (output, exit code,
     /// duration, status).
     interactive: bool,
@@ -123,7 +124,7 @@ impl TextPrinter {
         }
     }
 
-    /// The prompt of the last `InputRequired` / `BreakpointReached` was answered: the
+    /// The last interaction request was answered: the
     /// spinners show again.
     pub fn prompt_answered(&mut self) {
         if let Some(live) = self.live.as_mut() {
@@ -219,7 +220,8 @@ impl TextPrinter {
                     live.stop_run(&ev.run_id);
                 }
             }
-            RunEvent::InputRequired { .. } | RunEvent::BreakpointReached { .. } => live.pause(),
+            RunEvent::InteractionRequired { .. } => live.pause(),
+            RunEvent::InteractionResolved { .. } => live.resume(),
             RunEvent::RunStarted { .. }
             | RunEvent::StepRetrying { .. }
             | RunEvent::OutputChunk { .. }
@@ -367,46 +369,56 @@ impl TextPrinter {
                 }
             }
             RunEvent::ToolCallResult { .. } => {}
-            RunEvent::BreakpointReached {
-                step,
-                kind,
-                previous,
-                preview,
-                ..
-            } => {
-                self.interactive = true;
-                out.flush()?;
-                writeln!(
-                    err,
-                    "\n{ind}{} [Step {}/{}] {step}\n{ind}Type: {kind}",
-                    self.style.yellow("⏸"),
-                    preview.position,
-                    preview.total
-                )?;
-                write!(err, "{}", preview_text(preview, &ind))?;
-                let retry = if previous.is_some() { " [r]etry" } else { "" };
-                write!(
-                    err,
-                    "{ind}[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE{retry} > "
-                )?;
-                err.flush()?;
-            }
-            RunEvent::InputRequired { prompt, .. } => {
-                if self.mode == OutputMode::Streaming {
-                    if self.agent_mid_line {
-                        out.write_all(b"\n")?;
-                        self.agent_mid_line = false;
-                    }
-                } else if !self.agent_text.is_empty() {
-                    out.write_all(self.agent_text.as_bytes())?;
-                    if !self.agent_text.ends_with('\n') {
-                        out.write_all(b"\n")?;
-                    }
+            RunEvent::InteractionRequired { request } => match &request.kind {
+                RequestKind::Breakpoint {
+                    state_kind,
+                    previous,
+                    preview,
+                } => {
+                    self.interactive = true;
+                    out.flush()?;
+                    let step = request.step.as_deref().unwrap_or("");
+                    write!(
+                        err,
+                        "{}",
+                        breakpoint_prompt(
+                            self.style,
+                            &ind,
+                            step,
+                            state_kind,
+                            previous.is_some(),
+                            preview
+                        )
+                    )?;
+                    err.flush()?;
                 }
-                self.agent_text.clear();
-                out.flush()?;
-                write!(err, "{prompt}")?;
-                err.flush()?;
+                RequestKind::ConversationTurn { prompt } => {
+                    if self.mode == OutputMode::Streaming {
+                        if self.agent_mid_line {
+                            out.write_all(b"\n")?;
+                            self.agent_mid_line = false;
+                        }
+                    } else if !self.agent_text.is_empty() {
+                        out.write_all(self.agent_text.as_bytes())?;
+                        if !self.agent_text.ends_with('\n') {
+                            out.write_all(b"\n")?;
+                        }
+                    }
+                    self.agent_text.clear();
+                    out.flush()?;
+                    write!(err, "{prompt}")?;
+                    err.flush()?;
+                }
+                // The terminal's answering code asks these itself (interact.rs).
+                RequestKind::MissingInput { .. } | RequestKind::Approval { .. } => {
+                    out.flush()?;
+                }
+            },
+            RunEvent::InteractionResolved { resolution, .. } => {
+                // A prompt left unanswered: end its line.
+                if *resolution == awf_domain::interaction::Resolution::TimedOut {
+                    writeln!(err, "\n{ind}(no answer in time)")?;
+                }
             }
             RunEvent::StepFinished { step, kind, state } => {
                 if kind == "agent" {
@@ -644,6 +656,27 @@ fn indented(text: &str, ind: &str) -> String {
     s
 }
 
+/// What `--interactive` shows at a breakpoint: the `⏸ [Step n/N] step` header, `Type:`, the
+/// step's preview, then the `[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE` prompt
+/// (` [r]etry` when a state ran before). `ind` is the run's indent.
+pub(crate) fn breakpoint_prompt(
+    style: Style,
+    ind: &str,
+    step: &str,
+    kind: &str,
+    has_previous: bool,
+    preview: &awf_domain::event::StepPreview,
+) -> String {
+    let retry = if has_previous { " [r]etry" } else { "" };
+    format!(
+        "\n{ind}{} [Step {}/{}] {step}\n{ind}Type: {kind}\n{}{ind}[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE{retry} > ",
+        style.yellow("⏸"),
+        preview.position,
+        preview.total,
+        preview_text(preview, ind)
+    )
+}
+
 /// What `--interactive` shows before a step, under its `[Step n/N]` header: `Command:`
 /// (multi-line commands indented), `Timeout:`, then one `→` line per route
 /// (`→ on_success: b`, `→ when 'expr': t`, `→ default: t`, `→ on_failure: fail "msg"`),
@@ -677,6 +710,54 @@ fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_breakpoint_request_renders_the_header_preview_and_prompt() {
+        use awf_domain::event::PreviewRoute;
+        use awf_domain::event::StepPreview;
+        use awf_domain::interaction::InteractionRequest;
+        let preview = StepPreview {
+            position: 2,
+            total: 4,
+            command: Some("make".into()),
+            timeout_ms: None,
+            routes: vec![PreviewRoute {
+                on: "on_success".into(),
+                when: None,
+                target: "done".into(),
+                inline_error: None,
+            }],
+        };
+        let ev = awf_domain::event::EventEnvelope {
+            seq: 3,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: SystemTime::UNIX_EPOCH,
+            path: "build".into(),
+            iteration: None,
+            event: RunEvent::InteractionRequired {
+                request: Box::new(InteractionRequest {
+                    request_id: "r:1".into(),
+                    step: Some("build".into()),
+                    kind: RequestKind::Breakpoint {
+                        state_kind: "command".into(),
+                        previous: Some("lint".into()),
+                        preview: Box::new(preview),
+                    },
+                    timeout_ms: None,
+                }),
+            },
+        };
+        let mut p = TextPrinter::new(OutputMode::Silent, false, Style::plain());
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        p.handle(&ev, &mut out, &mut err).unwrap();
+        // The display `--interactive` always had (header, type, preview, the prompt).
+        assert_eq!(
+            String::from_utf8(err).unwrap(),
+            "\n  ⏸ [Step 2/4] build\n  Type: command\n  Command: make\n  → on_success: done\n\n  [c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE [r]etry > "
+        );
+        assert!(out.is_empty());
+    }
+
     #[test]
     fn interactive_preview_lists_command_timeout_and_routes() {
         use awf_domain::event::PreviewRoute;
@@ -741,6 +822,7 @@ mod tests {
             tokens: TokenUsage::default(),
             outputs: BTreeMap::new(),
             session: None,
+            approval: None,
         }
     }
 

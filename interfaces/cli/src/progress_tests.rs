@@ -56,6 +56,7 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
         tokens: TokenUsage::default(),
         outputs: BTreeMap::new(),
         session: None,
+        approval: None,
     }
 }
 
@@ -291,10 +292,15 @@ fn a_prompt_clears_the_spinners_until_it_is_answered() {
     );
     let ask = ev(
         "chat",
-        RunEvent::InputRequired {
-            step: "chat".into(),
-            request_id: "q1".into(),
-            prompt: "> ".into(),
+        RunEvent::InteractionRequired {
+            request: Box::new(awf_domain::interaction::InteractionRequest {
+                request_id: "q1".into(),
+                step: Some("chat".into()),
+                kind: awf_domain::interaction::RequestKind::ConversationTurn {
+                    prompt: "> ".into(),
+                },
+                timeout_ms: None,
+            }),
         },
     );
     let (out, err) = feed(&mut p, &[started("chat"), chunk, ask]);

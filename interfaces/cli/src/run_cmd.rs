@@ -9,7 +9,6 @@ use std::io::Write;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::event::RunEvent;
-use awf_domain::interaction::Answer;
 use awf_domain::ports::RunService;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::service::SubscriptionItem;
@@ -56,131 +55,6 @@ pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
             }
         })
         .collect()
-}
-
-/// Asks for one input on the terminal until the value passes its rules; an enum is a
-/// numbered menu. EOF aborts with the usual missing-input error.
-fn prompt_input(
-    def: &awf_domain::workflow::InputDef,
-    cwd: &std::path::Path,
-) -> Result<String, AwfError> {
-    let mut err = std::io::stderr();
-    let stdin = std::io::stdin();
-    loop {
-        let ty = match &def.ty {
-            awf_domain::workflow::InputType::Untyped => String::new(),
-            t => format!(
-                " ({})",
-                serde_json::to_value(t)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default()
-            ),
-        };
-        let _ = writeln!(
-            err,
-            "Input {}{ty}{}",
-            def.name,
-            def.description
-                .as_ref()
-                .map(|d| format!(": {d}"))
-                .unwrap_or_default()
-        );
-        let choices = &def.validation.enum_values;
-        for (i, c) in choices.iter().enumerate() {
-            let _ = writeln!(err, "  {}) {c}", i + 1);
-        }
-        let _ = write!(
-            err,
-            "{}> ",
-            if choices.is_empty() {
-                ""
-            } else {
-                "choose a number or type a value "
-            }
-        );
-        let _ = err.flush();
-        let mut line = String::new();
-        let secret = awf_domain::mask::is_secret_name(&def.name);
-        let read = if secret {
-            read_hidden(&mut line)
-        } else {
-            read_text_line(&mut stdin.lock(), &mut line)
-        };
-        let n = match read {
-            Ok(n) => n,
-            Err(NotUtf8) => {
-                let _ = writeln!(err, "  invalid: the value is not valid UTF-8; try again");
-                continue;
-            }
-        };
-        if n == 0 {
-            return Err(AwfError::new(
-                ErrorCode::UserInputValidationFailed,
-                format!(
-                    "input validation failed: inputs.{}: required but not provided",
-                    def.name
-                ),
-            ));
-        }
-        let mut value = line.trim_end_matches(['\n', '\r']).to_owned();
-        if let Ok(i) = value.trim().parse::<usize>()
-            && (1..=choices.len()).contains(&i)
-        {
-            value = choices[i - 1].clone();
-        }
-        match awf_application::inputs::check_one(def, &value, cwd, &awf_host::OsHost) {
-            Ok(_) => return Ok(value),
-            Err(why) => {
-                let _ = writeln!(err, "  invalid: {why}; try again");
-            }
-        }
-    }
-}
-
-/// A line read from the terminal was not UTF-8 (it is dropped, never shown).
-#[derive(Debug, PartialEq, Eq)]
-struct NotUtf8;
-
-/// Reads one line into `line` as bytes and checks it is UTF-8. Returns the bytes read (0 at
-/// EOF or on a read error); `NotUtf8` for a line that is not text.
-fn read_text_line(r: &mut impl std::io::BufRead, line: &mut String) -> Result<usize, NotUtf8> {
-    let mut bytes = Vec::new();
-    let n = r.read_until(b'\n', &mut bytes).unwrap_or(0);
-    match String::from_utf8(bytes) {
-        Ok(text) => {
-            line.push_str(&text);
-            Ok(n)
-        }
-        Err(_) => Err(NotUtf8),
-    }
-}
-
-/// Reads a line from the terminal without echoing it (secret inputs); echo is restored
-/// afterwards, also when the read fails.
-fn read_hidden(line: &mut String) -> Result<usize, NotUtf8> {
-    use nix::sys::termios;
-    let stdin = std::io::stdin();
-    let saved = termios::tcgetattr(&stdin).ok();
-    if let Some(t) = &saved {
-        // No echo, and no signal from Ctrl-C (it arrives as a character instead), so the
-        // terminal is always restored before awf ends.
-        let mut quiet = t.clone();
-        quiet.local_flags.remove(termios::LocalFlags::ECHO);
-        quiet.local_flags.remove(termios::LocalFlags::ISIG);
-        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, &quiet);
-    }
-    let n = read_text_line(&mut stdin.lock(), line);
-    if let Some(t) = &saved {
-        let _ = termios::tcsetattr(&stdin, termios::SetArg::TCSANOW, t);
-    }
-    let _ = writeln!(std::io::stderr());
-    if line.contains('\u{3}') {
-        // Ctrl-C at the prompt: nothing has started; end like an interrupted awf.
-        let _ = writeln!(std::io::stderr(), "interrupted");
-        std::process::exit(130);
-    }
-    n
 }
 
 /// Parses `--mock states.<step>.<field>=<value>` flags into step → field → value.
@@ -259,22 +133,14 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         &awf_application::runs::prompt_dirs(&w.env, &w.cwd, &w.config_dir),
         w.services.host.as_ref(),
     )?;
-    if !ctx.json() && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
-        // Ask for missing required inputs on a terminal (without one they are a USER error
-        // listing each missing input, raised when the run starts).
-        if let Ok(loaded) =
-            awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), &args.workflow, None)
-        {
-            let missing = awf_application::inputs::missing_required(
-                &loaded.workflow,
-                &inputs,
-                &config.inputs,
-            );
-            for def in missing {
-                let value = prompt_input(&def, &w.cwd)?;
-                inputs.push((def.name.clone(), value));
-            }
-        }
+    // On a terminal the run asks for missing required inputs (`MissingInput` requests,
+    // answered by `interact`); without one they are a USER error listing each of them.
+    let on_terminal =
+        !ctx.json() && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let prompt_missing_inputs = on_terminal && !args.dry_run;
+    if on_terminal && args.dry_run {
+        // A dry run starts no run to ask through: the same questions, answered here.
+        ask_for_dry_run(ctx, &w, &args.workflow, &config.inputs, &mut inputs)?;
     }
     let mocks = parse_mocks(&args.mocks)?;
     warn_unknown_breakpoints(ctx, &w, args);
@@ -297,8 +163,73 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         config_inputs: config.inputs,
         env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         working_dir: w.cwd.clone(),
+        prompt_missing_inputs,
+        auto_approve: args.yes,
     };
     Ok((w, request))
+}
+
+/// `--dry-run` on a terminal: asks for the missing required inputs as a run would (the same
+/// `MissingInput` requests, answered by `interact`, checked by the input's rules).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` at end of input, as when no terminal can answer.
+fn ask_for_dry_run(
+    ctx: &Ctx,
+    w: &Wiring,
+    identifier: &str,
+    config: &serde_json::Map<String, serde_json::Value>,
+    inputs: &mut Vec<(String, String)>,
+) -> Result<(), AwfError> {
+    use awf_domain::interaction::Answer;
+    use awf_domain::interaction::InteractionRequest;
+    use awf_domain::interaction::RequestKind;
+    // A workflow that cannot be loaded is reported by the plan.
+    let Ok(loaded) =
+        awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), identifier, None)
+    else {
+        return Ok(());
+    };
+    let term = crate::interact::Terminal::new(ctx);
+    let missing = awf_application::inputs::missing_required(&loaded.workflow, inputs, config);
+    for (n, def) in missing.into_iter().enumerate() {
+        let mut problem = None;
+        loop {
+            let request = InteractionRequest {
+                request_id: format!("dry-run:{}", n + 1),
+                step: None,
+                kind: RequestKind::MissingInput {
+                    input: Box::new(def.clone()),
+                    problem: problem.take(),
+                },
+                timeout_ms: None,
+            };
+            match term.answer(&request) {
+                Answer::Value(v) => match awf_application::inputs::check_one(
+                    &def,
+                    &v,
+                    &w.cwd,
+                    w.services.host.as_ref(),
+                ) {
+                    Ok(_) => {
+                        inputs.push((def.name.clone(), v));
+                        break;
+                    }
+                    Err(why) => problem = Some(why),
+                },
+                _ => {
+                    return Err(AwfError::new(
+                        ErrorCode::UserInputValidationFailed,
+                        format!(
+                            "input validation failed: inputs.{}: required but not provided",
+                            def.name
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One stderr warning per `--breakpoint` naming no state of the workflow (as in AWF (Go), it is
@@ -472,25 +403,16 @@ pub(crate) async fn drive(
         .with_logs(ctx.run_log_level, ctx.log_json)
         .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
     let mut cancelled = false;
-    // A conversation turn being read from stdin: (request id, reader).
-    let mut reader: Option<(String, tokio::task::JoinHandle<Option<String>>)> = None;
+    // Answers the run's requests on the terminal, one at a time.
+    let mut answerer = crate::interact::Answerer::new(ctx);
+    // The signal that cancelled the run, if one did.
+    let mut signalled: Option<CancelReason> = None;
     loop {
         tokio::select! {
-            line = async {
-                match reader.as_mut() {
-                    Some((_, h)) => h.await.ok().flatten(),
-                    None => std::future::pending().await,
-                }
-            } => {
-                if let Some((id, _)) = reader.take() {
-                    if line.is_none() && !ctx.json() {
-                        let _ = writeln!(std::io::stderr().lock(), "(end of input)");
-                    }
-                    // The one place this front-end answers a request.
-                    let answer = line.map_or(Answer::EndOfInput, Answer::Value);
-                    let _ = service.respond(&id, answer);
-                    printer.prompt_answered();
-                }
+            (id, answer) = answerer.next() => {
+                // The one place this front-end answers a request.
+                let _ = service.respond(&id, answer);
+                printer.prompt_answered();
             }
             item = events.next() => {
                 let ev = match item {
@@ -507,9 +429,6 @@ pub(crate) async fn drive(
                         continue;
                     }
                 };
-                if let RunEvent::InputRequired { request_id, .. } | RunEvent::BreakpointReached { request_id, .. } = &ev.event {
-                    reader = Some((request_id.clone(), tokio::task::spawn_blocking(read_stdin_line)));
-                }
                 if ctx.json() {
                     // Only warnings reach stderr in JSON mode; --log-level and --log-format
                     // apply to them as to every log line.
@@ -526,6 +445,8 @@ pub(crate) async fn drive(
                 } else {
                     crate::stdout_check::checked(printer.handle_stdio(&ev));
                 }
+                // After the printer showed it: the terminal answers the request.
+                answerer.on_event(&ev.event);
             }
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
@@ -544,6 +465,7 @@ pub(crate) async fn drive(
                     awf_exec::kill_all_now();
                 }
                 cancelled = true;
+                signalled.get_or_insert(reason);
                 let _ = service.cancel(run_id, reason);
             }
         }
@@ -553,7 +475,14 @@ pub(crate) async fn drive(
     awf_exec::sweep_adopted().await;
     let result = match service.wait(run_id).await {
         Ok(r) => r,
-        Err(e) => return fail_before_start(ctx, identifier, &e),
+        Err(e) => {
+            // A run that never started (a missing input not given, or a signal while asking).
+            if let Some(reason) = signalled.filter(|_| e.code() == ErrorCode::ExecutionRunCancelled)
+            {
+                return Outcome::Run(reason.exit_code());
+            }
+            return fail_before_start(ctx, identifier, &e);
+        }
     };
     if ctx.json() {
         if let Err(e) = json_out::print(&result) {
@@ -765,15 +694,6 @@ impl Signals {
     }
 }
 
-/// Reads one line from stdin (without its newline); `None` at EOF or on error.
-fn read_stdin_line() -> Option<String> {
-    let mut line = String::new();
-    match std::io::stdin().read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim_end_matches(['\n', '\r']).to_owned()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -847,20 +767,6 @@ mod tests {
                 ("c".to_owned(), String::new())
             ]
         );
-    }
-
-    #[test]
-    fn typed_lines_must_be_utf8() {
-        let mut r = std::io::Cursor::new(b"ok value\n\xffbad\nlast".to_vec());
-        let mut line = String::new();
-        assert_eq!(read_text_line(&mut r, &mut line), Ok(9));
-        assert_eq!(line, "ok value\n");
-        let mut line = String::new();
-        assert_eq!(read_text_line(&mut r, &mut line), Err(NotUtf8));
-        assert_eq!(line, "");
-        assert_eq!(read_text_line(&mut r, &mut line), Ok(4));
-        assert_eq!(line, "last");
-        assert_eq!(read_text_line(&mut r, &mut String::new()), Ok(0));
     }
 
     #[test]

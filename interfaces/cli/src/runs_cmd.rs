@@ -87,6 +87,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         working_dir: w.cwd.clone(),
         lock_held: lock.is_some(),
+        auto_approve: args.yes,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();

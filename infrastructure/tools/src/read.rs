@@ -1,0 +1,128 @@
+//! Read: a file's lines, numbered `cat -n` style, within a byte budget.
+
+use std::fmt::Write as _;
+use std::io::BufReader;
+use std::io::Cursor;
+use std::io::Read as _;
+
+use awf_domain::ports::tools::ToolOutput;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::Inner;
+use crate::args::Args;
+use crate::lines;
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+pub(crate) fn run(inner: &Inner, map: &Map<String, Value>) -> ToolOutput {
+    match read(inner, map) {
+        Ok(text) => ToolOutput::text(text),
+        Err(e) => ToolOutput::error(e),
+    }
+}
+
+fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
+    let a = Args::new("Read", map);
+    let given = a.str(&["path", "file_path"])?;
+    let offset = a.opt_uint(&["offset"])?.unwrap_or(1).max(1);
+    let lim = &inner.limits;
+    let limit = match a.opt_uint(&["limit"])? {
+        None | Some(0) => lim.read_lines as u64,
+        Some(n) => n,
+    };
+    let path = inner
+        .root
+        .existing(given)
+        .map_err(|e| format!("Read: {e}"))?;
+    if path.is_dir() {
+        return Err(format!(
+            "Read: {given} is a directory, not a file (list it with Glob, or Bash `ls`)"
+        ));
+    }
+    crate::confine::regular(given, &path).map_err(|e| format!("Read: {e}"))?;
+    let mut file = std::fs::File::open(&path).map_err(|e| format!("Read: {given}: {e}"))?;
+    let mut head = lines::sniff(&mut file).map_err(|e| format!("Read: {given}: {e}"))?;
+    if lines::is_binary(&head) {
+        return Err(format!(
+            "Read: {given} is a binary file (it has a NUL byte in its first 8 KiB); it is not shown as text"
+        ));
+    }
+    if head.starts_with(BOM) {
+        head.drain(..BOM.len());
+    }
+    let reader = BufReader::with_capacity(64 * 1024, Cursor::new(head).chain(file));
+    // Enough bytes for `read_line_chars` characters of up to 4 bytes each.
+    let mut lr = lines::LineReader::new(reader, lim.read_line_chars.saturating_mul(4));
+
+    let mut out = String::new();
+    let mut line_no: u64 = 0;
+    let mut shown: u64 = 0;
+    let mut cut_lines = 0usize;
+    let mut invalid = false;
+    let mut more = false;
+    let mut budget_hit = false;
+    let mut entry = String::new();
+    while let Some(line) = lr.next_line().map_err(|e| format!("Read: {given}: {e}"))? {
+        line_no += 1;
+        if line_no < offset {
+            continue;
+        }
+        if shown == limit {
+            more = true;
+            break;
+        }
+        let (text, cut, bad) = lines::text(line.bytes, lim.read_line_chars, line.cut);
+        entry.clear();
+        let _ = write!(entry, "{line_no:>6}\t{text}");
+        if cut {
+            entry.push_str("… [line truncated]");
+        }
+        entry.push('\n');
+        if out.len() + entry.len() > lim.read_budget {
+            budget_hit = true;
+            break;
+        }
+        invalid |= bad;
+        if cut {
+            cut_lines += 1;
+        }
+        out.push_str(&entry);
+        shown += 1;
+    }
+
+    let last = offset + shown.saturating_sub(1);
+    if line_no == 0 {
+        out.push_str("[awf: the file is empty]\n");
+    } else if shown == 0 && !budget_hit {
+        let _ = writeln!(
+            out,
+            "[awf: the file has {line_no} lines; offset {offset} is past its end]"
+        );
+    }
+    if budget_hit {
+        let _ = writeln!(
+            out,
+            "[awf: output cut at {} bytes after line {last}; read on with offset={}]",
+            lim.read_budget,
+            last + 1
+        );
+    } else if more {
+        let _ = writeln!(
+            out,
+            "[awf: showed lines {offset}-{last}; the file has more lines: read on with offset={}]",
+            last + 1
+        );
+    }
+    if cut_lines > 0 {
+        let _ = writeln!(
+            out,
+            "[awf: {cut_lines} line(s) longer than {} characters were cut]",
+            lim.read_line_chars
+        );
+    }
+    if invalid {
+        out.push_str("[awf: the file is not valid UTF-8; invalid bytes are shown as U+FFFD]\n");
+    }
+    Ok(out)
+}

@@ -1,0 +1,6 @@
+mod bash;
+mod confine;
+mod edit;
+mod read;
+mod search;
+mod specs;
