@@ -41,9 +41,8 @@ fn test_server() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_awf-mcp-test-server"))
 }
 
-/// `python3 <script> <args>` with the pinned SDK importable, in the sandbox (its process
-/// marker set, `AWF_MCP_TEST_PIDS` naming the test server's pid file).
-fn python(sb: &Sandbox, script: &str, args: &[&str]) -> awf_tests::Run {
+/// The directory the pinned Python SDK is installed in (fails when it is not).
+fn py_sdk() -> PathBuf {
     let py = cache().join("py");
     let check = Command::new("python3")
         .args([
@@ -61,6 +60,13 @@ fn python(sb: &Sandbox, script: &str, args: &[&str]) -> awf_tests::Run {
          (scripts/test.sh does)",
         py.display()
     );
+    py
+}
+
+/// `python3 <script> <args>` with the pinned SDK importable, in the sandbox (its process
+/// marker set, `AWF_MCP_TEST_PIDS` naming the test server's pid file).
+fn python(sb: &Sandbox, script: &str, args: &[&str]) -> awf_tests::Run {
+    let py = py_sdk();
     let file = sb.write("client.py", script).unwrap();
     let out = Command::new("python3")
         .arg(file)
@@ -764,6 +770,282 @@ fn the_inspector_passes_strict_tools_list_on_the_shipped_binary() {
         );
         assert_eq!(list.code, 0, "{era}: {}\n{}", list.stdout, list.stderr);
         let v: Value = serde_json::from_str(list.stdout.trim()).unwrap();
-        assert!(v["result"]["tools"].is_array(), "{era}: {v}");
+        let names: Vec<&str> = v["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["Bash", "Edit", "Glob", "Grep", "Read", "Write"],
+            "{era}"
+        );
     }
+    sb.write("notes.txt", "one\ntwo\n").unwrap();
+    let read = inspector(
+        &sb,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "Read",
+            "--tool-arg",
+            "path=notes.txt",
+            "--",
+            awf.to_str().unwrap(),
+            "mcp-serve",
+            "--config",
+            &cfg,
+        ],
+    );
+    assert_eq!(read.code, 0, "{}\n{}", read.stdout, read.stderr);
+    assert!(read.stdout.contains("1\\tone"), "{}", read.stdout);
+    let outside = inspector(
+        &sb,
+        &[
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "Read",
+            "--tool-arg",
+            "path=/etc/hostname",
+            "--",
+            awf.to_str().unwrap(),
+            "mcp-serve",
+            "--config",
+            &cfg,
+        ],
+    );
+    assert!(
+        format!("{}{}", outside.stdout, outside.stderr).contains("tool_is_error"),
+        "{}\n{}",
+        outside.stdout,
+        outside.stderr
+    );
+}
+
+// ----- the shipped binary with its built-in tools ---------------------------------------------
+
+const PY_BUILTINS: &str = r#"
+import json, os, sys
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+async def main():
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
+    out = {"calls": []}
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            tools = await s.list_tools()
+            out["tools"] = [t.name for t in tools.tools]
+            for name, args in [
+                ("Write", {"path": "a.txt", "content": "hello\nworld\n"}),
+                ("Read", {"path": "a.txt"}),
+                ("Edit", {"file_path": "a.txt", "old_string": "world", "new_string": "there"}),
+                ("Bash", {"command": "cat a.txt; echo token=$MY_API_TOKEN"}),
+                ("Glob", {"pattern": "*.txt"}),
+                ("Grep", {"pattern": "the", "path": "a.txt", "output_mode": "content"}),
+                ("Read", {"path": "/etc/passwd"}),
+                ("Read", {}),
+                ("Bash", {"command": 42}),
+            ]:
+                res = await s.call_tool(name, args)
+                out["calls"].append([name, res.is_error, res.content[0].text])
+    print(json.dumps(out))
+
+anyio.run(main)
+"#;
+
+#[test]
+fn the_python_sdk_calls_every_builtin_of_the_shipped_binary_and_each_call_is_audited() {
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("MY_API_TOKEN", "s3cr3t-value-42");
+    let cfg = default_config(&sb);
+    let awf = awf_tests::awf_bin();
+    let cfg_s = cfg.display().to_string();
+    // The secret is in the server's environment (the Python client passes its own on).
+    let py = py_sdk();
+    let file = sb.write("builtins.py", PY_BUILTINS).unwrap();
+    let out = Command::new("python3")
+        .arg(file)
+        .args([awf.to_str().unwrap(), "mcp-serve", "--config", &cfg_s])
+        .current_dir(sb.path())
+        .env("PYTHONPATH", &py)
+        .env(SANDBOX_MARK, sb.path())
+        .env("MY_API_TOKEN", "s3cr3t-value-42")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let run = awf_tests::Run::from(out);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(
+        out["tools"],
+        json!(["Bash", "Edit", "Glob", "Grep", "Read", "Write"])
+    );
+    let calls = out["calls"].as_array().unwrap();
+    let root = std::fs::canonicalize(sb.path()).unwrap();
+    let a = root.join("a.txt").display().to_string();
+    let call = |i: usize| {
+        (
+            calls[i][1].as_bool().unwrap(),
+            calls[i][2].as_str().unwrap(),
+        )
+    };
+    assert!(!call(0).0, "{:?}", call(0));
+    assert_eq!(call(1), (false, "     1\thello\n     2\tworld\n"));
+    assert!(!call(2).0, "{:?}", call(2));
+    assert!(!call(3).0 && call(3).1.contains("there"), "{:?}", call(3));
+    assert!(
+        call(3).1.contains("token=***"),
+        "secret not masked: {:?}",
+        call(3)
+    );
+    assert!(!call(3).1.contains("s3cr3t"), "{:?}", call(3));
+    assert_eq!(call(4), (false, format!("{a}\n").as_str()));
+    assert_eq!(call(5), (false, format!("{a}:2:there\n").as_str()));
+    assert!(call(6).0 && call(6).1.contains("outside"), "{:?}", call(6));
+    assert!(call(7).0 && call(7).1.contains("path"), "{:?}", call(7));
+    assert!(call(8).0, "{:?}", call(8));
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "hello\nthere\n"
+    );
+    // One event per call, linked to the run and step, secrets masked.
+    let events = std::fs::read_to_string(sb.path().join("tools.jsonl")).unwrap();
+    assert!(!events.contains("s3cr3t"), "{events}");
+    let lines: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), calls.len(), "{events}");
+    for (line, call) in lines.iter().zip(calls) {
+        assert_eq!(line["run_id"], "r-42");
+        assert_eq!(line["step"], "review");
+        assert_eq!(line["payload"]["name"], call[0]);
+        assert_eq!(line["payload"]["source"], "builtin");
+        assert_eq!(
+            line["payload"]["error"].as_bool().unwrap_or(false),
+            call[1].as_bool().unwrap()
+        );
+    }
+}
+
+/// Python: cancel a Bash call that sleeps (and detaches another sleep), then wait until no
+/// process of this sandbox runs either sleep.
+const PY_CANCEL_BASH: &str = r#"
+import json, os, sys, time
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+MARK = ("E2E_SANDBOX_MARK=" + os.environ["E2E_SANDBOX_MARK"]).encode()
+
+def sleepers():
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if MARK in env and ("sleep 301" in cmd or "sleep 302" in cmd):
+            found.append(cmd.strip())
+    return found
+
+async def main():
+    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
+    out = {}
+    async with stdio_client(params) as (r, w):
+        async with ClientSession(r, w) as s:
+            await s.initialize()
+            async def watch():
+                while not sleepers():
+                    await anyio.sleep(0.01)
+                out["running"] = sleepers()
+            with anyio.move_on_after(30):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(watch)
+                    with anyio.move_on_after(3) as scope:
+                        await s.call_tool("Bash", {"command": "setsid sleep 301 & sleep 302"})
+                    out["cancelled"] = scope.cancelled_caught
+            deadline = time.monotonic() + 20
+            while sleepers() and time.monotonic() < deadline:
+                await anyio.sleep(0.01)
+            out["left"] = sleepers()
+            res = await s.call_tool("Bash", {"command": "echo still serving"})
+            out["after"] = res.content[0].text
+    print(json.dumps(out))
+
+anyio.run(main)
+"#;
+
+#[test]
+fn the_python_sdk_cancels_a_sleeping_bash_and_no_process_of_it_survives() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = default_config(&sb);
+    let awf = awf_tests::awf_bin();
+    let cfg = cfg.display().to_string();
+    let run = python(
+        &sb,
+        PY_CANCEL_BASH,
+        &[awf.to_str().unwrap(), "mcp-serve", "--config", &cfg],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let out: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(out["cancelled"], true, "{out}");
+    assert!(!out["running"].as_array().unwrap().is_empty(), "{out}");
+    assert_eq!(out["left"], json!([]), "{out}");
+    assert!(
+        out["after"].as_str().unwrap().contains("still serving"),
+        "{out}"
+    );
+    assert!(sb.processes().is_empty(), "{:?}", sb.processes());
+}
+
+fn sandbox_sleepers(sb: &Sandbox, what: &str) -> Vec<u32> {
+    sb.processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(what))
+        .map(|p| p.pid)
+        .collect()
+}
+
+fn bash_in_flight(sb: &Sandbox, cfg: &Path) -> Raw {
+    let mut s = Raw::awf(sb, cfg, &[]);
+    s.initialize("2025-11-25");
+    s.send_json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "Bash", "arguments": {"command": "setsid sleep 311 & sleep 312"}}}));
+    awf_tests::wait_for("both sleeps", || {
+        !sandbox_sleepers(sb, "sleep 311").is_empty()
+            && !sandbox_sleepers(sb, "sleep 312").is_empty()
+    });
+    s
+}
+
+#[test]
+fn sigterm_with_a_sleeping_bash_ends_the_shipped_server_and_leaves_no_process() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = default_config(&sb);
+    let s = bash_in_flight(&sb, &cfg);
+    let (code, took, stderr) = s.terminate();
+    eprintln!("awf mcp-serve: exit after SIGTERM with a Bash in flight took {took:?}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(sb.processes().is_empty(), "{:?}", sb.processes());
+}
+
+#[test]
+fn eof_with_a_sleeping_bash_ends_the_shipped_server_and_leaves_no_process() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = default_config(&sb);
+    let s = bash_in_flight(&sb, &cfg);
+    let (code, took, stderr) = s.close();
+    eprintln!("awf mcp-serve: exit after stdin EOF with a Bash in flight took {took:?}");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(sb.processes().is_empty(), "{:?}", sb.processes());
 }

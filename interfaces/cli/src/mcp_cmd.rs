@@ -350,12 +350,12 @@ fn load(path: &Path) -> Result<(McpConfig, PathBuf), AwfError> {
     Ok((cfg, root))
 }
 
-/// The built-in tools over `root`, when this build has them.
-fn builtin_tools(
-    _root: &Path,
-    _masker: &Masker,
-) -> Result<Option<Arc<dyn ToolProvider>>, AwfError> {
-    Ok(None)
+/// The built-in Read, Write, Edit, Bash, Glob and Grep over `root` (awf-tools), Bash masking
+/// the secrets of `masker` too.
+fn builtin_tools(root: &Path, masker: &Masker) -> Result<Arc<dyn ToolProvider>, AwfError> {
+    let tools = awf_tools::BuiltinTools::with_limits(root, awf_tools::Limits::default())?
+        .with_masker(masker);
+    Ok(Arc::new(tools))
 }
 
 /// Runs `awf mcp-serve`.
@@ -385,13 +385,11 @@ pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         sink,
     });
     if cfg.intercept_builtins {
-        match builtin_tools(&root, &masker)? {
-            Some(tools) => router.register("builtin", tools)?,
-            None => tracing::warn!(
-                target: "awf::mcp",
-                "this build has no built-in tools yet: serving no tools"
-            ),
-        }
+        router.register("builtin", builtin_tools(&root, &masker)?)?;
+        // Processes a Bash command detaches (`setsid cmd &`) come back to this process, which
+        // stops and reaps them when the call ends. Refused (not Linux, a sandbox): the
+        // call's environment marker still finds them.
+        let _ = awf_exec::become_subreaper();
     }
     let span = tracing::info_span!(
         "mcp.serve",
