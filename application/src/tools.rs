@@ -394,4 +394,100 @@ mod tests {
         // A call without a client id gets one from the IdGenerator.
         assert!(!recs[0].call_id.is_empty());
     }
+
+    /// Records span names with their fields, and events' fields.
+    #[derive(Default, Clone)]
+    struct Capture {
+        spans: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
+        events: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+    }
+
+    struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+    impl tracing::field::Visit for Fields<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            self.0.push((field.name().to_owned(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            self.0.push((field.name().to_owned(), value.to_owned()));
+        }
+    }
+
+    impl tracing::Subscriber for Capture {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, attrs: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            let mut fields = Vec::new();
+            attrs.record(&mut Fields(&mut fields));
+            let mut spans = self.spans.lock().unwrap();
+            spans.push((attrs.metadata().name().to_owned(), fields));
+            tracing::span::Id::from_u64(spans.len() as u64)
+        }
+        fn record(&self, span: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+            let mut spans = self.spans.lock().unwrap();
+            let i = usize::try_from(span.into_u64()).unwrap() - 1;
+            values.record(&mut Fields(&mut spans[i].1));
+        }
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            let mut fields = Vec::new();
+            event.record(&mut Fields(&mut fields));
+            self.events.lock().unwrap().push(fields);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        fields
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_call_has_one_tool_call_span_and_one_log_line_with_masked_values() {
+        let capture = Capture::default();
+        let _guard = tracing::subscriber::set_default(capture.clone());
+        let masker = Masker::from_named([("DEPLOY_TOKEN", "hunter22")]);
+        let mut c = ctx(Arc::default(), masker);
+        c.step = Some("deploy-hunter22".into());
+        let mut r = ToolRouter::new(c);
+        r.register("builtin", fixed(&["Read"], "ok")).unwrap();
+        r.call(
+            ToolCall {
+                name: "Read".into(),
+                arguments: json!({"path": "hunter22"}).as_object().unwrap().clone(),
+                call_id: Some("5".into()),
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        let spans = capture.spans.lock().unwrap().clone();
+        let tool_spans: Vec<_> = spans.iter().filter(|(n, _)| n == "tool.call").collect();
+        assert_eq!(tool_spans.len(), 1, "{spans:?}");
+        let fields = &tool_spans[0].1;
+        assert_eq!(field(fields, "tool.name"), Some("Read"));
+        assert_eq!(field(fields, "tool.source"), Some("builtin"));
+        assert_eq!(field(fields, "tool.call_id"), Some("5"));
+        assert_eq!(field(fields, "awf.run_id"), Some("run-1"));
+        assert_eq!(field(fields, "awf.step"), Some("deploy-***"));
+        assert_eq!(field(fields, "tool.is_error"), Some("false"));
+        assert!(field(fields, "tool.duration_ms").is_some(), "{fields:?}");
+        let events = capture.events.lock().unwrap().clone();
+        let logs: Vec<_> = events
+            .iter()
+            .filter(|f| field(f, "message") == Some("tool call"))
+            .collect();
+        assert_eq!(logs.len(), 1, "{events:?}");
+        assert_eq!(field(logs[0], "step"), Some("deploy-***"));
+        let all = format!("{spans:?}{events:?}");
+        assert!(
+            !all.contains("hunter22"),
+            "a secret reached the telemetry: {all}"
+        );
+    }
 }
