@@ -395,11 +395,14 @@ mod tests {
         assert!(!recs[0].call_id.is_empty());
     }
 
+    /// `(name, value)` pairs of a span or event, in record order.
+    type FieldList = Vec<(String, String)>;
+
     /// Records span names with their fields, and events' fields.
     #[derive(Default, Clone)]
     struct Capture {
-        spans: Arc<Mutex<Vec<(String, Vec<(String, String)>)>>>,
-        events: Arc<Mutex<Vec<Vec<(String, String)>>>>,
+        spans: Arc<Mutex<Vec<(String, FieldList)>>>,
+        events: Arc<Mutex<Vec<FieldList>>>,
     }
 
     struct Fields<'a>(&'a mut Vec<(String, String)>);

@@ -1049,3 +1049,119 @@ fn eof_with_a_sleeping_bash_ends_the_shipped_server_and_leaves_no_process() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(sb.processes().is_empty(), "{:?}", sb.processes());
 }
+
+// ----- `mcp_proxy:` on agent steps: `awf validate` and `awf run` ------------------------------
+
+fn proxy_fixture(name: &str) -> String {
+    awf_tests::shared_dir()
+        .join("conformance/fixtures/mcp_proxy")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// `(severity, code)` of a diagnostic.
+type Finding = (String, String);
+
+/// The codes of `awf validate -f json`'s diagnostics, with their severities.
+fn validate_codes(sb: &Sandbox, fixture: &str) -> (i32, Vec<Finding>) {
+    let run = sb
+        .run(&["validate", &proxy_fixture(fixture), "-f", "json"])
+        .unwrap();
+    let v = run.json().unwrap();
+    let codes = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["severity"] != "note")
+        .map(|d| {
+            (
+                d["severity"].as_str().unwrap().to_owned(),
+                d["code"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    (run.code, codes)
+}
+
+#[test]
+fn awf_validate_raises_the_mcp_proxy_codes_on_the_go_fixtures() {
+    let sb = Sandbox::new().unwrap();
+    let err = |c: &str| ("error".to_owned(), c.to_owned());
+    let cases: Vec<(&str, i32, Vec<Finding>)> = vec![
+        ("mcp-proxy-valid-enabled.yaml", 0, vec![]),
+        ("mcp-proxy-empty-proxy-test.yaml", 0, vec![]),
+        (
+            "mcp-proxy-empty-proxy-enabled-test.yaml",
+            1,
+            vec![err("USER.MCP_PROXY.EMPTY_PROXY")],
+        ),
+        (
+            "mcp-proxy-unknown-key-test.yaml",
+            1,
+            vec![err("USER.MCP_PROXY.UNKNOWN_KEY")],
+        ),
+        (
+            "mcp-proxy-unknown-plugin-test.yaml",
+            1,
+            vec![err("USER.MCP_PROXY.UNKNOWN_PLUGIN")],
+        ),
+        (
+            "mcp-proxy-name-collision-test.yaml",
+            1,
+            vec![
+                err("USER.MCP_PROXY.UNKNOWN_PLUGIN"),
+                err("USER.MCP_PROXY.NAME_COLLISION"),
+            ],
+        ),
+        (
+            "mcp-proxy-multi-error-test.yaml",
+            1,
+            vec![
+                err("USER.MCP_PROXY.EMPTY_PROXY"),
+                err("USER.MCP_PROXY.UNKNOWN_PLUGIN"),
+                err("USER.MCP_PROXY.NAME_COLLISION"),
+            ],
+        ),
+        (
+            "mcp-proxy-codex-warning-test.yaml",
+            0,
+            vec![(
+                "warning".to_owned(),
+                "USER.MCP_PROXY.UNSUPPORTED_PROVIDER".to_owned(),
+            )],
+        ),
+    ];
+    for (fixture, code, want) in cases {
+        let (got_code, got) = validate_codes(&sb, fixture);
+        assert_eq!((got_code, &got), (code, &want), "{fixture}");
+    }
+}
+
+#[test]
+fn awf_run_refuses_a_bad_mcp_proxy_and_runs_a_good_one() {
+    let sb = Sandbox::new().unwrap();
+    let run = sb
+        .run(&[
+            "run",
+            &proxy_fixture("mcp-proxy-multi-error-test.yaml"),
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let v = run.json().unwrap();
+    assert_eq!(v["error"]["code"], "USER.MCP_PROXY.EMPTY_PROXY", "{v}");
+    let run = sb
+        .run(&[
+            "run",
+            &proxy_fixture("mcp-proxy-valid-enabled.yaml"),
+            "--mock",
+            "states.start.output=ok",
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.json().unwrap()["status"], "success");
+}
