@@ -419,6 +419,11 @@ fn garbage_a_bom_crlf_and_a_notification_before_initialize_do_not_kill_it() {
     assert_eq!(s.recv()["id"], 2);
     s.send(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}\n");
     assert_eq!(s.recv(), json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    // A batch (not part of 2025-11-25) is refused with one error, and the session goes on.
+    s.send(b"[{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}]\n");
+    assert_eq!(s.recv()["error"]["code"], -32600);
+    s.send(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\n");
+    assert_eq!(s.recv()["id"], 5);
     let (code, _, stderr) = s.close();
     assert_eq!(code, Some(0), "{stderr}");
 }
