@@ -188,8 +188,14 @@ pub enum Command {
     Status(StatusArgs),
     /// Project configuration.
     Config(ConfigArgs),
-    /// Serve the per-step MCP proxy on stdio (the agent CLI starts it; see README "awf mcp-serve").
-    #[command(name = "mcp-serve")]
+    /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
+    ///
+    /// `--config FILE` (required) names the proxy's JSON config: `intercept_builtins`,
+    /// `plugin_tools`, `root_dir` (the workspace the tools are confined to), `run_id`, `step`,
+    /// `audit_path` (one JSON line per tool call), `traceparent`, `limits`. Stdout carries only
+    /// MCP frames; logs go to stderr. Ends at stdin EOF or SIGTERM (exit 0); a bad config
+    /// exits 1. See README "awf mcp-serve".
+    #[command(name = "mcp-serve", override_usage = "awf mcp-serve --config <FILE>")]
     McpServe(McpServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
