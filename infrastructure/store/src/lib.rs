@@ -47,6 +47,7 @@ pub use locks::RunLockFiles;
 pub use recorder::ErrorCallback;
 pub use recorder::Recorder;
 pub use tool_events::ToolEventFile;
+pub use tool_events::tool_events_to_run_events;
 
 /// Where the audit trail goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

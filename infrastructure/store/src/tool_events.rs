@@ -2,7 +2,9 @@
 //! `write` on an `O_APPEND` file (mode 0600) the parent run names in the server's config
 //! (`audit_path`). `mcp-serve` runs in the agent CLI's process tree, not in awf's, so it
 //! cannot write into the run's transcript itself (its `seq` numbers belong to the run's
-//! recorder): the parent reads this file after the step and adds the events to the run.
+//! recorder): the parent reads this file after the step and adds the events to the run
+//! ([`tool_events_to_run_events`]: `ToolCall` + `ToolCallResult`, which the transcript writes
+//! as `tool.call` and `tool.result` lines).
 //!
 //! Line shape (keys in this order; `?` = only when set):
 //! ```json
@@ -22,6 +24,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::path::PathBuf;
 
+use awf_domain::event::RunEvent;
 use awf_domain::ports::ToolAuditSink;
 use awf_domain::ports::tools::ToolCallRecord;
 use awf_domain::timefmt::format_rfc3339;
@@ -89,6 +92,37 @@ pub fn tool_event_line(r: &ToolCallRecord) -> String {
     line
 }
 
+/// The parent's side: the run events of a tool event file's text, two per line
+/// (`ToolCall`, then `ToolCallResult`), in file order, for the step's run to publish into its
+/// event stream (transcript, printer, spans). Lines that are not whole events (the torn last
+/// line of a killed server) are left out; a line without `step` takes `step`.
+pub fn tool_events_to_run_events(text: &str, step: &str) -> Vec<RunEvent> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let p = &v["payload"];
+        let (Some(name), Some(id)) = (p["name"].as_str(), p["call_id"].as_str()) else {
+            continue;
+        };
+        let step = v["step"].as_str().unwrap_or(step).to_owned();
+        out.push(RunEvent::ToolCall {
+            step: step.clone(),
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input: p["input"].clone(),
+        });
+        out.push(RunEvent::ToolCallResult {
+            step,
+            id: id.to_owned(),
+            output: p["output"].as_str().unwrap_or_default().to_owned(),
+            is_error: p["error"].as_bool().unwrap_or(false),
+        });
+    }
+    out
+}
+
 impl ToolAuditSink for ToolEventFile {
     fn record(&self, record: &ToolCallRecord) -> std::io::Result<()> {
         let line = tool_event_line(record);
@@ -150,6 +184,49 @@ mod tests {
         assert_eq!(lines[1]["payload"]["error"], true);
         let mode = std::fs::metadata(sink.path()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_parent_reads_the_file_back_as_run_events() {
+        let mut failed = record("no such file");
+        failed.call_id = "4".into();
+        failed.is_error = true;
+        failed.step = None;
+        let text = format!(
+            "{}{}{{\"torn\":",
+            tool_event_line(&record("one")),
+            tool_event_line(&failed)
+        );
+        let events = tool_events_to_run_events(&text, "fallback");
+        assert_eq!(
+            events,
+            vec![
+                RunEvent::ToolCall {
+                    step: "review".into(),
+                    id: "3".into(),
+                    name: "Read".into(),
+                    input: json!({"path": "a.txt"}),
+                },
+                RunEvent::ToolCallResult {
+                    step: "review".into(),
+                    id: "3".into(),
+                    output: "one".into(),
+                    is_error: false,
+                },
+                RunEvent::ToolCall {
+                    step: "fallback".into(),
+                    id: "4".into(),
+                    name: "Read".into(),
+                    input: json!({"path": "a.txt"}),
+                },
+                RunEvent::ToolCallResult {
+                    step: "fallback".into(),
+                    id: "4".into(),
+                    output: "no such file".into(),
+                    is_error: true,
+                },
+            ]
+        );
     }
 
     #[test]
