@@ -1170,3 +1170,108 @@ fn awf_run_refuses_a_bad_mcp_proxy_and_runs_a_good_one() {
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     assert_eq!(run.json().unwrap()["status"], "success");
 }
+
+// ----- a real MCP host: Claude Code calls awf mcp-serve's tools ------------------------------
+
+/// The real `claude` CLI (pinned by scripts/install-agents.sh) against the scripted LLM, with
+/// `awf mcp-serve` as its only MCP server and its own tools off: the model asks for
+/// `mcp__awf__Read`, Claude Code calls awf's Read over MCP, and the file's text goes back to the
+/// model; the call is in the audit file with the run and step.
+#[test]
+fn claude_code_calls_awf_tools_through_mcp_serve() {
+    let sb = Sandbox::new().unwrap();
+    let claude = awf_tests::workspace_root().join(".cache/npm/node_modules/.bin/claude");
+    assert!(
+        claude.exists(),
+        "claude not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        claude.display()
+    );
+    let ws = sb.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("notes.txt"), "the secret word is PAPAYA\n").unwrap();
+    let ws = std::fs::canonicalize(&ws).unwrap();
+    let notes = ws.join("notes.txt").display().to_string();
+    let mock = awf_mock_llm::MockLlm::start(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "done reading"}},
+            {"when_has_tools": true,
+             "reply": {"tool": {"name": "mcp__awf__Read", "args": {"file_path": notes}}}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let audit = sb.path().join("audit.jsonl");
+    let proxy = config(
+        &sb,
+        &json!({"root_dir": ws, "run_id": "r-7", "step": "ask", "audit_path": audit}),
+    );
+    let mcp = sb
+        .write(
+            "claude-mcp.json",
+            &json!({"mcpServers": {"awf": {
+                "command": awf_tests::awf_bin(),
+                "args": ["mcp-serve", format!("--config={}", proxy.display())]
+            }}})
+            .to_string(),
+        )
+        .unwrap();
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(&claude)
+        .args([
+            "-p",
+            "read the notes",
+            "--output-format",
+            "json",
+            "--strict-mcp-config",
+        ])
+        .arg("--mcp-config")
+        .arg(&mcp)
+        .args(["--tools", "", "--allowedTools", "mcp__awf"])
+        .current_dir(&ws)
+        .env("HOME", sb.path().join("home"))
+        .env("TMPDIR", &tmp)
+        .env("ANTHROPIC_BASE_URL", mock.url())
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .env(SANDBOX_MARK, sb.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let run = awf_tests::Run::from(out);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let result: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(result["result"], "done reading", "{result}");
+    // The model was offered awf's tools, and none of Claude Code's own.
+    let reqs = mock.model_requests();
+    let first = reqs.first().expect("a model request");
+    let offered: Vec<&str> = first["body"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(offered.contains(&"mcp__awf__Read"), "{offered:?}");
+    assert!(
+        offered.iter().all(|t| t.starts_with("mcp__awf__")),
+        "{offered:?}"
+    );
+    // What awf's Read returned reached the model.
+    let last = reqs.last().unwrap().to_string();
+    assert!(last.contains("PAPAYA"), "{last}");
+    // And the call is audited, linked to the run and step.
+    let events = std::fs::read_to_string(&audit).unwrap();
+    let lines: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{events}");
+    assert_eq!(lines[0]["run_id"], "r-7");
+    assert_eq!(lines[0]["step"], "ask");
+    assert_eq!(lines[0]["payload"]["name"], "Read");
+    assert!(
+        lines[0]["payload"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("PAPAYA")
+    );
+    awf_tests::wait_for("claude's processes to end", || sb.processes().is_empty());
+}
