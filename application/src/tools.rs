@@ -43,6 +43,8 @@ pub struct AuditContext {
     pub run_id: Option<String>,
     /// The step (state name), when known.
     pub step: Option<String>,
+    /// The parent's W3C `traceparent`, when known (recorded on the span and each record).
+    pub traceparent: Option<String>,
     /// Masks secrets in span attributes, log fields and records.
     pub masker: Masker,
     /// Times each call.
@@ -177,6 +179,7 @@ impl ToolProvider for ToolRouter {
             tool.call_id = %self.mask(&call_id),
             awf.run_id = run_id.as_deref().unwrap_or(""),
             awf.step = step.as_deref().unwrap_or(""),
+            traceparent = self.ctx.traceparent.as_deref().unwrap_or(""),
             tool.is_error = tracing::field::Empty,
             tool.duration_ms = tracing::field::Empty,
         );
@@ -220,6 +223,7 @@ impl ToolProvider for ToolRouter {
         self.record(&ToolCallRecord {
             run_id,
             step,
+            traceparent: self.ctx.traceparent.clone(),
             call_id,
             name,
             source,
@@ -283,10 +287,13 @@ mod tests {
         }
     }
 
+    const TP: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
     fn ctx(sink: Arc<Sink>, masker: Masker) -> AuditContext {
         AuditContext {
             run_id: Some("run-1".into()),
             step: Some("review".into()),
+            traceparent: Some(TP.into()),
             masker,
             clock: Arc::new(FakeClock::default()),
             ids: Arc::new(SeqIds::default()),
@@ -365,6 +372,7 @@ mod tests {
         assert_eq!(rec.run_id.as_deref(), Some("run-1"));
         assert_eq!(rec.step.as_deref(), Some("review"));
         assert_eq!(rec.call_id, "7");
+        assert_eq!(rec.traceparent.as_deref(), Some(TP));
         assert_eq!(rec.source, "builtin");
         assert_eq!(rec.input, json!({"path": "/x", "note": "***"}));
         assert_eq!(rec.output, "Read: secret *** here");

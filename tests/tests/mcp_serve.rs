@@ -114,6 +114,9 @@ fn inspector(sb: &Sandbox, args: &[&str]) -> awf_tests::Run {
     awf_tests::Run::from(out)
 }
 
+/// The parent span's context the configs pass.
+const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+
 /// A config file for `awf mcp-serve` in the sandbox.
 fn config(sb: &Sandbox, cfg: &Value) -> PathBuf {
     sb.write("mcp.json", &cfg.to_string()).unwrap()
@@ -123,7 +126,8 @@ fn default_config(sb: &Sandbox) -> PathBuf {
     config(
         sb,
         &json!({"intercept_builtins": true, "root_dir": sb.path(), "run_id": "r-42",
-            "step": "review", "audit_path": sb.path().join("tools.jsonl")}),
+            "step": "review", "audit_path": sb.path().join("tools.jsonl"),
+            "traceparent": TRACEPARENT}),
     )
 }
 
@@ -384,6 +388,7 @@ fn an_unknown_tool_is_invalid_params_and_is_audited_with_the_run_and_step() {
     assert_eq!(lines.len(), 1, "{events}");
     assert_eq!(lines[0]["run_id"], "r-42");
     assert_eq!(lines[0]["step"], "review");
+    assert_eq!(lines[0]["traceparent"], TRACEPARENT);
     assert_eq!(lines[0]["type"], "tool.call");
     assert_eq!(lines[0]["payload"]["name"], "NoSuchTool");
     assert_eq!(lines[0]["payload"]["call_id"], "9");

@@ -106,6 +106,9 @@ pub struct ToolCallRecord {
     pub run_id: Option<String>,
     /// The step (state name) the agent runs in, when the parent passed it.
     pub step: Option<String>,
+    /// The parent's span context (W3C `traceparent`), when it passed one, so the parent can
+    /// hang the call's span under its step's.
+    pub traceparent: Option<String>,
     /// Id of the call: the client's (MCP request id) or a new one.
     pub call_id: String,
     /// Wire name of the tool.

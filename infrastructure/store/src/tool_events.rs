@@ -8,7 +8,7 @@
 //!
 //! Line shape (keys in this order; `?` = only when set):
 //! ```json
-//! {"run_id"?:"<run id>","step"?:"review","type":"tool.call","timestamp":"2026-11-30T01:02:03.456Z",
+//! {"run_id"?:"<run id>","step"?:"review","traceparent"?:"00-…","type":"tool.call","timestamp":"2026-11-30T01:02:03.456Z",
 //!  "payload":{"name":"Read","call_id":"3","source":"builtin","input":{"path":"a.txt"},
 //!  "output":"…","error"?:true,"duration_ms":2,"fidelity":"router"}}
 //! ```
@@ -84,6 +84,9 @@ pub fn tool_event_line(r: &ToolCallRecord) -> String {
     if let Some(step) = &r.step {
         m.insert("step".into(), step.clone().into());
     }
+    if let Some(tp) = &r.traceparent {
+        m.insert("traceparent".into(), tp.clone().into());
+    }
     m.insert("type".into(), "tool.call".into());
     m.insert("timestamp".into(), format_rfc3339(r.started_at).into());
     m.insert("payload".into(), Value::Object(payload));
@@ -148,6 +151,7 @@ mod tests {
         ToolCallRecord {
             run_id: Some("r1".into()),
             step: Some("review".into()),
+            traceparent: None,
             call_id: "3".into(),
             name: "Read".into(),
             source: "builtin".into(),

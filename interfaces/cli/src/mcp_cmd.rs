@@ -171,6 +171,25 @@ fn limit(path: &Path, m: &Map<String, Value>, key: &str, default: u64) -> Result
     }
 }
 
+/// Whether `s` has the W3C `traceparent` shape: `version-traceid-parentid-flags` in 2, 32, 16
+/// and 2 lower-case hex digits (all-zero ids are invalid).
+fn is_traceparent(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let hex = |p: &str, n: usize| {
+        p.len() == n
+            && p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    parts.len() == 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1].bytes().any(|b| b != b'0')
+        && parts[2].bytes().any(|b| b != b'0')
+}
+
 /// Parses the config text read from `path`.
 ///
 /// # Errors
@@ -279,7 +298,17 @@ pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
         run_id: opt_string(path, &m, "run_id")?,
         step: opt_string(path, &m, "step")?,
         audit_path: opt_abs_path(path, &m, "audit_path")?,
-        traceparent: opt_string(path, &m, "traceparent")?,
+        traceparent: match opt_string(path, &m, "traceparent")? {
+            Some(tp) if !is_traceparent(&tp) => {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "`traceparent` `{tp}` is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+                    ),
+                ));
+            }
+            other => other,
+        },
         max_frame_bytes: as_usize(limit(
             path,
             &limits,
@@ -379,6 +408,7 @@ pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     let mut router = ToolRouter::new(AuditContext {
         run_id: cfg.run_id.clone(),
         step: cfg.step.clone(),
+        traceparent: cfg.traceparent.clone(),
         masker: masker.clone(),
         clock: Arc::new(awf_host::SystemClock),
         ids: Arc::new(awf_host::UuidIds),
@@ -507,6 +537,8 @@ mod tests {
             r#"{"plugin_tools": [{"plugin": "k"}]}"#,
             r#"{"root_dir": "relative/dir"}"#,
             r#"{"run_id": 7}"#,
+            r#"{"traceparent": "not-a-trace"}"#,
+            r#"{"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}"#,
             r#"{"limits": {"max_frame_bytes": -1}}"#,
         ] {
             let e = parse(text).unwrap_err();

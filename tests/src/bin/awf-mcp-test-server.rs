@@ -127,6 +127,7 @@ fn main() {
         let mut router = ToolRouter::new(AuditContext {
             run_id: Some("test-run".into()),
             step: Some("test-step".into()),
+            traceparent: None,
             masker: awf_domain::mask::Masker::default(),
             clock: Arc::new(awf_host::SystemClock),
             ids: Arc::new(awf_host::UuidIds),
