@@ -12,12 +12,9 @@ use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::EventPublisher;
 use awf_domain::mask::Masker;
-use awf_domain::ports::RunSession;
-use awf_domain::ports::WorkflowFacade;
 use awf_domain::ports::facade::ResumeFrom;
 use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::facade::RunRequest;
-use awf_domain::ports::facade::SessionResponse;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
@@ -415,6 +412,21 @@ fn resume_point(
                 }
                 return Err(e);
             }
+            // A terminal runs nothing: resuming there would record the run as ended (even
+            // as a success) without running what failed or asking its approval gates.
+            if matches!(
+                wf.state(s).map(|st| &st.kind),
+                Some(awf_domain::workflow::StateKind::Terminal(_))
+            ) {
+                return Err(bad(format!(
+                    "cannot resume from {s}: it is a terminal state of workflow {}, which runs nothing",
+                    snap.workflow
+                ))
+                .with_hint(format!(
+                    "resume where the run stopped (`awf resume {}`) or from a state that runs (`--from <state>`)",
+                    snap.run_id
+                )));
+            }
             s.clone()
         }
     };
@@ -439,17 +451,6 @@ fn hostname(env: &BTreeMap<String, String>, host: &dyn awf_domain::ports::Host) 
         return h.clone();
     }
     host.hostname()
-}
-
-#[async_trait::async_trait]
-impl WorkflowFacade for Facade {
-    async fn start(&self, request: RunRequest) -> Result<Box<dyn RunSession>, AwfError> {
-        Ok(Box::new(self.start_run(request).await?))
-    }
-
-    async fn resume(&self, request: ResumeRequest) -> Result<Box<dyn RunSession>, AwfError> {
-        Ok(Box::new(self.resume_run(request).await?))
-    }
 }
 
 /// Delivers each event to several sinks, in order.
@@ -489,17 +490,23 @@ pub struct RunHandle {
 }
 
 impl RunHandle {
-    /// Answers a pending interaction request (`RunEvent::InteractionRequired`) without going
-    /// through the trait object.
+    /// Answers a pending interaction request (`RunEvent::InteractionRequired`).
     ///
     /// # Errors
     /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending, or the answer does
-    /// not fit the request's kind (the request then stays pending).
+    /// not fit the request's kind (the request then stays pending);
+    /// `USER.FACADE.SESSION_CLOSED` after the run ended.
     pub fn respond(
         &self,
         request_id: &str,
         answer: awf_domain::interaction::Answer,
     ) -> Result<(), AwfError> {
+        if self.finished.load(Ordering::SeqCst) {
+            return Err(AwfError::new(
+                ErrorCode::UserFacadeSessionClosed,
+                "the run has already ended",
+            ));
+        }
         self.interaction.respond(request_id, answer)
     }
 
@@ -569,32 +576,21 @@ impl std::fmt::Debug for CancelState {
     }
 }
 
-#[async_trait::async_trait]
-impl RunSession for RunHandle {
-    fn run_id(&self) -> &RunId {
+impl RunHandle {
+    /// The run id.
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
-    async fn next_event(&mut self) -> Option<EventEnvelope> {
+    /// Next event, in order; `None` once the run has finished and every event was delivered
+    /// (the last one is `RunFinished`).
+    pub async fn next_event(&mut self) -> Option<EventEnvelope> {
         self.events.recv().await
     }
 
-    fn cancel(&self, reason: CancelReason) {
+    /// Asks the run to stop: running processes get SIGTERM (then SIGKILL after 5 s), the run
+    /// ends `cancelled` and `workflow_cancel` hooks run. Idempotent.
+    pub fn cancel(&self, reason: CancelReason) {
         self.cancel.cancel(reason);
-    }
-
-    async fn respond(&self, response: SessionResponse) -> Result<(), AwfError> {
-        if self.finished.load(Ordering::SeqCst) {
-            return Err(AwfError::new(
-                ErrorCode::UserFacadeSessionClosed,
-                "the run has already ended",
-            ));
-        }
-        let SessionResponse { request_id, answer } = response;
-        self.interaction.respond(&request_id, answer)
-    }
-
-    fn start_error(&self) -> Option<AwfError> {
-        Self::start_error(self)
     }
 }

@@ -12,7 +12,6 @@ use std::time::Duration;
 use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
-use awf_domain::ports::RunSession;
 use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::fakes::FakeAgents;

@@ -3,6 +3,7 @@
 //! Source: spec/workflow.md §3.2 and shared/conformance/README.md ("The run result contract").
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Deserialize;
@@ -64,6 +65,124 @@ pub struct TokenUsage {
     pub estimated: bool,
 }
 
+/// Immutable text shared by every copy of the state that holds it: cloning a
+/// [`StepState`] (for an event, the run result, a snapshot) costs a reference count, not the
+/// bytes, so a step's output is held in memory once however many projections see it.
+///
+/// Reads as a `&str` ([`Deref`](std::ops::Deref)); serializes as a JSON string and
+/// deserializes from one. Built from a `String` without copying it.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SharedText(Arc<String>);
+
+impl SharedText {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The text as an owned `String`: no copy when this is the only holder.
+    pub fn into_string(self) -> String {
+        Arc::try_unwrap(self.0).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
+
+impl std::ops::Deref for SharedText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl AsRef<str> for SharedText {
+    fn as_ref(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for SharedText {
+    fn borrow(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl std::fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.0.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for SharedText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.as_str())
+    }
+}
+
+impl From<String> for SharedText {
+    fn from(s: String) -> Self {
+        Self(Arc::new(s))
+    }
+}
+
+impl From<&str> for SharedText {
+    fn from(s: &str) -> Self {
+        Self(Arc::new(s.to_owned()))
+    }
+}
+
+impl From<SharedText> for String {
+    fn from(t: SharedText) -> Self {
+        t.into_string()
+    }
+}
+
+impl PartialEq<str> for SharedText {
+    fn eq(&self, other: &str) -> bool {
+        self.0.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for SharedText {
+    fn eq(&self, other: &&str) -> bool {
+        self.0.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for SharedText {
+    fn eq(&self, other: &String) -> bool {
+        self.0.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<SharedText> for str {
+    fn eq(&self, other: &SharedText) -> bool {
+        self == other.0.as_str()
+    }
+}
+
+impl PartialEq<SharedText> for &str {
+    fn eq(&self, other: &SharedText) -> bool {
+        *self == other.0.as_str()
+    }
+}
+
+impl PartialEq<SharedText> for String {
+    fn eq(&self, other: &SharedText) -> bool {
+        self.as_str() == other.0.as_str()
+    }
+}
+
+impl Serialize for SharedText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Self::from)
+    }
+}
+
 /// What one state produced (`.states.<name>` in templates). Last execution wins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepState {
@@ -72,9 +191,9 @@ pub struct StepState {
     /// Status.
     pub status: StepStatus,
     /// Raw stdout (masked, untrimmed) or agent text, or `completed N iterations` for loops.
-    pub output: String,
+    pub output: SharedText,
     /// Raw stderr (masked).
-    pub stderr: String,
+    pub stderr: SharedText,
     /// Process exit code; −1 after a timeout or cancel; `None` for states without a process.
     pub exit_code: Option<i32>,
     /// Attempts made (retry).
@@ -110,8 +229,8 @@ impl StepState {
         Self {
             name: name.to_owned(),
             status: StepStatus::Running,
-            output: String::new(),
-            stderr: String::new(),
+            output: SharedText::default(),
+            stderr: SharedText::default(),
             exit_code: None,
             attempts: 0,
             error: None,
@@ -136,8 +255,8 @@ impl StepState {
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect();
         [
-            ("Output", "output", Value::String(self.output.clone())),
-            ("Stderr", "stderr", Value::String(self.stderr.clone())),
+            ("Output", "output", Value::String(self.output.to_string())),
+            ("Stderr", "stderr", Value::String(self.stderr.to_string())),
             (
                 "ExitCode",
                 "exit_code",
@@ -246,9 +365,9 @@ pub struct StateResult {
     /// completed | failed | skipped | cancelled (| running while live).
     pub status: StepStatus,
     /// stdout or agent text, masked, untrimmed.
-    pub output: String,
+    pub output: SharedText,
     /// stderr, masked.
-    pub stderr: String,
+    pub stderr: SharedText,
     /// Exit code, `null` for states without a process.
     pub exit_code: Option<i32>,
     /// Attempts made.

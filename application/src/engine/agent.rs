@@ -136,7 +136,7 @@ impl Run {
                         ],
                     });
                 }
-                st.stderr = resp.stderr;
+                st.stderr = resp.stderr.into();
                 self.finish_agent(st, prepared.output_format.as_deref(), &resp.output)
             }
             Err(e) => {
@@ -181,11 +181,11 @@ impl Run {
         match output_format.map(str::trim) {
             Some("json") => match parse_json_output(output, &self.masker()) {
                 Ok((text, json)) => {
-                    st.output = text;
+                    st.output = text.into();
                     st.json = Some(json);
                 }
                 Err(msg) => {
-                    st.output = output.to_owned();
+                    st.output = output.to_owned().into();
                     st.status = StepStatus::Failed;
                     let msg = format!("step {}: output format processing: {msg}", st.name);
                     st.error = Some(msg.clone());
@@ -196,8 +196,8 @@ impl Run {
                     });
                 }
             },
-            Some("text") => st.output = strip_fences(output).to_owned(),
-            _ => st.output = output.to_owned(),
+            Some("text") => st.output = strip_fences(output).to_owned().into(),
+            _ => st.output = output.to_owned().into(),
         }
         st.status = StepStatus::Completed;
         st.exit_code = Some(0);
@@ -224,7 +224,7 @@ impl Run {
                 .map(|(_, v)| v.clone())
         };
         let output = get("output").unwrap_or_default();
-        st.stderr = get("stderr").unwrap_or_default();
+        st.stderr = get("stderr").unwrap_or_default().into();
         st.tokens = TokenUsage::default();
         if step.conversation.is_some() {
             let mut session = prepared.session.clone().unwrap_or_default();
@@ -239,7 +239,7 @@ impl Run {
             st.session = Some(session);
         }
         if get("status").is_some_and(|s| s.eq_ignore_ascii_case("failed")) {
-            st.output = output;
+            st.output = output.into();
             st.status = StepStatus::Failed;
             st.completed_at = Some(self.svc.clock.now());
             let msg = format!("step {}: mocked failure", st.name);

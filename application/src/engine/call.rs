@@ -232,7 +232,7 @@ impl Run {
             let value = match declared.get(child_key) {
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(other) => Some(other.to_string()),
-                None => child_states.get(child_key).map(|s| s.output.clone()),
+                None => child_states.get(child_key).map(|s| s.output.to_string()),
             };
             if let Some(v) = value {
                 mapped.insert(parent_key.clone(), v);
@@ -240,10 +240,10 @@ impl Run {
         }
         st.outputs = mapped;
         st.output = if declared.is_empty() {
-            String::new()
+            String::new().into()
         } else {
             let sorted: BTreeMap<&String, &Value> = declared.iter().collect();
-            serde_json::to_string(&sorted).unwrap_or_default()
+            serde_json::to_string(&sorted).unwrap_or_default().into()
         };
         if result.status == RunStatus::Success {
             st.status = StepStatus::Completed;

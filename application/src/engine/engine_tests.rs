@@ -9,7 +9,6 @@ use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
 use awf_domain::interaction::Answer;
-use awf_domain::ports::RunSession;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::fakes::FakeAgent;
 use awf_domain::ports::fakes::FakeAgents;
@@ -1013,7 +1012,7 @@ fn snapshot(
                 let mut s = awf_domain::run::StepState::running(n, t0);
                 s.status = *st;
                 s.completed_at = Some(t0 + Duration::from_secs(*at));
-                s.output = format!("{n} before\n");
+                s.output = format!("{n} before\n").into();
                 ((*n).to_owned(), s)
             })
             .collect(),
@@ -1169,6 +1168,19 @@ async fn resume_from_a_step_forgets_what_completed_after_it() {
         .await
         .expect_err("unknown step");
     assert_eq!(e.message(), "state not found in workflow w: nope");
+    // A terminal runs nothing: resuming there would mark the failed run as done.
+    let e = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Step("done".into()),
+            &[],
+        ))
+        .await
+        .expect_err("a terminal is refused");
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        e.message(),
+        "cannot resume from done: it is a terminal state of workflow w, which runs nothing"
+    );
 }
 
 #[tokio::test]

@@ -415,7 +415,7 @@ impl Run {
         }
         st.status = StepStatus::Completed;
         st.completed_at = Some(self.svc.clock.now());
-        st.output = format!("completed {iterations} iterations");
+        st.output = format!("completed {iterations} iterations").into();
         Ok(Body {
             state: st,
             failure: None,

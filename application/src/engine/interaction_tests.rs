@@ -17,7 +17,6 @@ use awf_domain::interaction::BreakpointDecision;
 use awf_domain::interaction::InteractionRequest;
 use awf_domain::interaction::RequestKind;
 use awf_domain::interaction::Resolution;
-use awf_domain::ports::RunSession;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::fakes::FakeAgents;
 use awf_domain::ports::fakes::FakeCommand;
@@ -259,8 +258,8 @@ async fn a_wrong_kind_of_answer_is_refused_and_the_request_stays_pending() {
     assert!(h.pending_requests().is_empty());
     let e = h
         .respond("nope:1", Answer::EndOfInput)
-        .expect_err("unknown id");
-    assert_eq!(e.code(), ErrorCode::UserFacadeInputRejected);
+        .expect_err("the run has ended");
+    assert_eq!(e.code(), ErrorCode::UserFacadeSessionClosed);
 }
 
 #[tokio::test]

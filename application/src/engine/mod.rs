@@ -313,8 +313,8 @@ impl Run {
                         .map(|(_, v)| v.clone())
                 };
                 let mut st = StepState::running(name, spec.services.clock.now());
-                st.output = get("output").unwrap_or_default();
-                st.stderr = get("stderr").unwrap_or_default();
+                st.output = get("output").unwrap_or_default().into();
+                st.stderr = get("stderr").unwrap_or_default().into();
                 st.status = if get("status").is_some_and(|v| v.eq_ignore_ascii_case("failed")) {
                     awf_domain::run::StepStatus::Failed
                 } else {
@@ -650,8 +650,13 @@ impl Run {
     ) {
         let masker = self.masker();
         if !masker.is_empty() {
-            st.output = masker.mask(&st.output).into_owned();
-            st.stderr = masker.mask(&st.stderr).into_owned();
+            // Only text that held a secret is copied (the output is often large).
+            if let std::borrow::Cow::Owned(m) = masker.mask(&st.output) {
+                st.output = m.into();
+            }
+            if let std::borrow::Cow::Owned(m) = masker.mask(&st.stderr) {
+                st.stderr = m.into();
+            }
             st.error = st.error.as_deref().map(|e| masker.mask(e).into_owned());
         }
         // The run keeps agent sessions as they are (a later `continue_from` resends them);

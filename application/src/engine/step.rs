@@ -709,8 +709,8 @@ impl Run {
         st.completed_at = Some(self.svc.clock.now());
         // What was streamed was masked before it was cut; an executor that streamed nothing
         // (a test double) is taken at its word.
-        st.output = stdout.unwrap_or_else(|| self.cap(state, out.stdout));
-        st.stderr = stderr.unwrap_or_else(|| self.cap(state, out.stderr));
+        st.output = stdout.unwrap_or_else(|| self.cap(state, out.stdout)).into();
+        st.stderr = stderr.unwrap_or_else(|| self.cap(state, out.stderr)).into();
         st.exit_code = Some(out.exit_code);
         match out.termination {
             Termination::Cancelled => {

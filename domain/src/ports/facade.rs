@@ -1,4 +1,5 @@
-//! WorkflowFacade and RunSession: the driving port every front-end (CLI, ACP, HTTP) uses.
+//! What a front-end asks the run service for: a new run (`RunRequest`) or the resume of a
+//! recorded one (`ResumeRequest`). The driving port itself is `ports::service::RunService`.
 //!
 //! A run is observed only through its events and answered only through `respond`.
 
@@ -6,11 +7,6 @@ use std::path::PathBuf;
 
 use serde_json::Map;
 use serde_json::Value;
-
-use crate::error::AwfError;
-use crate::event::EventEnvelope;
-use crate::run::CancelReason;
-use crate::run::RunId;
 
 /// Where an input value came from; decides precedence (CLI > config > default).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -84,61 +80,4 @@ pub struct ResumeRequest {
     pub lock_held: bool,
     /// `--yes`: approve every approval gate without asking.
     pub auto_approve: bool,
-}
-
-/// An answer to a request the run made (missing input, approval, conversation turn,
-/// breakpoint).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SessionResponse {
-    /// The request being answered (`InteractionRequest::request_id`).
-    pub request_id: String,
-    /// The typed answer; it must fit the request's kind.
-    pub answer: crate::interaction::Answer,
-}
-
-/// A running workflow.
-#[async_trait::async_trait]
-pub trait RunSession: Send {
-    /// The run id.
-    fn run_id(&self) -> &RunId;
-
-    /// Next event, in order; `None` once the run has finished and every event was delivered
-    /// (the last one is `RunFinished`).
-    async fn next_event(&mut self) -> Option<EventEnvelope>;
-
-    /// Asks the run to stop: running processes get SIGTERM (then SIGKILL after 5 s), the run
-    /// ends `cancelled` and `workflow_cancel` hooks run. Idempotent.
-    fn cancel(&self, reason: CancelReason);
-
-    /// Answers a pending request.
-    ///
-    /// # Errors
-    /// `USER.FACADE.INPUT_REJECTED` when nothing with that id is pending or the answer does
-    /// not fit the request's kind (the request stays pending); `USER.FACADE.SESSION_CLOSED`
-    /// after the run ended.
-    async fn respond(&self, response: SessionResponse) -> Result<(), AwfError>;
-
-    /// Why the run never started, once its events ended without `RunStarted` (a missing
-    /// input not given when asked, or a cancel while asking); `None` otherwise.
-    fn start_error(&self) -> Option<AwfError> {
-        None
-    }
-}
-
-/// Starts runs.
-#[async_trait::async_trait]
-pub trait WorkflowFacade: Send + Sync {
-    /// Loads and validates the workflow, resolves and validates inputs, then starts the run.
-    ///
-    /// # Errors
-    /// Anything that stops the run before it starts: `USER.FACADE.WORKFLOW_NOT_FOUND`,
-    /// `WORKFLOW.*` load/validation errors, `USER.INPUT.VALIDATION_FAILED`.
-    async fn start(&self, request: RunRequest) -> Result<Box<dyn RunSession>, AwfError>;
-
-    /// Continues an interrupted or failed run (same run id; agent sessions restored).
-    ///
-    /// # Errors
-    /// `USER.INPUT.VALIDATION_FAILED` for an unknown run, a run that already succeeded, a bad
-    /// `--from` step, or secret inputs that must be given again; the errors of `start`.
-    async fn resume(&self, request: ResumeRequest) -> Result<Box<dyn RunSession>, AwfError>;
 }

@@ -285,7 +285,7 @@ impl Interpolator for FakeInterpolator {
                 scope
                     .states
                     .get(name)
-                    .map(|s| s.output.clone())
+                    .map(|s| s.output.to_string())
                     .ok_or_else(|| TemplateError::Undefined(expr.to_owned()))?
             } else if expr == "loop.Index" {
                 scope

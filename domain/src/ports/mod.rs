@@ -17,8 +17,6 @@ pub use agent::AgentProvider;
 pub use agent::AgentRegistry;
 pub use clock::Clock;
 pub use exec::CommandExecutor;
-pub use facade::RunSession;
-pub use facade::WorkflowFacade;
 pub use host::Host;
 pub use ids::IdGenerator;
 pub use locks::RunLocks;

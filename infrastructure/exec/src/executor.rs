@@ -35,6 +35,7 @@ use crate::group::GroupGuard;
 use crate::reaper::TAG_VAR;
 use crate::reaper::arm_parent_death;
 use crate::reaper::new_tag;
+use crate::reaper::parent_death_signal;
 use crate::reaper::reap_group;
 use crate::reaper::sweep_tagged;
 use crate::shell::Invocation;
@@ -74,7 +75,9 @@ const SPAWN_ATTEMPTS: u32 = 5;
 /// `exit_code == -1` with [`Termination::Exited`] and the signal's number in
 /// [`CommandOutput::signal`]; a stopped child reports the signal that ended it (15 or 9).
 ///
-/// Every child also has a parent-death signal (SIGKILL when awf dies) and carries
+/// Every child also has a parent-death signal (SIGKILL when awf dies; not while a watchdog
+/// process registered with [`set_watchdog`](crate::set_watchdog) runs, which stops the
+/// children instead) and carries
 /// [`TAG_VAR`](crate::TAG_VAR); after a stop (timeout or cancel) the descendants that left the
 /// group (`setsid cmd &`) and were adopted by awf (see [`become_subreaper`](crate::become_subreaper))
 /// are stopped too, found by that tag.
@@ -159,7 +162,9 @@ impl CommandExecutor for ProcessExecutor {
         if let Some(d) = &dir {
             cmd.current_dir(d);
         }
-        arm_parent_death(&mut cmd);
+        if parent_death_signal() {
+            arm_parent_death(&mut cmd);
+        }
         let mut child = spawn(&mut cmd)
             .await
             .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;

@@ -7,7 +7,8 @@
 //! hang the caller. [`signal_group`] is the one safe `killpg` wrapper other adapters may reuse.
 //!
 //! Descendants that leave the group are handled too: every child has a parent-death signal
-//! (it dies with awf), carries [`TAG_VAR`], and with [`become_subreaper`] orphaned
+//! (it dies with awf; not while a watchdog process registered with [`set_watchdog`] does
+//! that job, so spawns can use `posix_spawn`), carries [`TAG_VAR`], and with [`become_subreaper`] orphaned
 //! descendants come back to awf, where a stopped step sweeps its own and [`sweep_adopted`]
 //! sweeps the rest at the end of a run. [`kill_all_now`] is the second Ctrl-C.
 //!
@@ -35,4 +36,5 @@ pub use reaper::TAG_VAR;
 pub use reaper::become_subreaper;
 pub use reaper::kill_all_now;
 pub use reaper::kill_tagged_by;
+pub use reaper::set_watchdog;
 pub use reaper::sweep_adopted;

@@ -9,6 +9,7 @@
 //! | `<root>/history.db` | [`Recorder`] | SQLite (WAL), table `runs`, one row per run updated in place |
 //! | `<root>/audit.jsonl` or `$AWF_AUDIT_LOG` | [`Recorder`] | JSONL, two lines per run, 0600, append |
 //! | `<root>/transcripts/<run_id>.jsonl` | [`Recorder`] | JSONL, one line per event of the run, 0600, append |
+//! | `<root>/outputs/<run_id>/<state>-….stdout` / `.stderr` | [`Recorder`], [`Store::save`] | a step's text over 64 KiB, kept once (written as it streams), 0600 (dir 0700); named by the state file's `output_files` and the transcript's `step.completed` |
 //!
 //! The writers are projections of the engine's event stream: [`Recorder`] implements
 //! [`EventPublisher`](awf_domain::event::EventPublisher) and hands every event to one background writer

@@ -58,6 +58,12 @@ const MAX_KEPT_ERRORS: usize = 100;
 /// At most this many queued messages are applied as one batch.
 const MAX_BATCH: usize = 4096;
 
+/// Longest time a written journal line waits before it is synced to the disk. A journal
+/// line is written (one `write`) with its batch, so a killed awf loses nothing; the sync
+/// only guards against a crash of the machine, and syncing once per batch (twice per step)
+/// was most of the cost of recording.
+const JOURNAL_SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 enum Msg {
     Event(Box<EventEnvelope>),
     Flush(mpsc::SyncSender<()>),
@@ -73,6 +79,7 @@ struct Shared {
     errors: Mutex<Vec<String>>,
     reported: Mutex<BTreeSet<&'static str>>,
     state_writes: AtomicU64,
+    journal_syncs: AtomicU64,
 }
 
 impl Shared {
@@ -133,6 +140,11 @@ impl Drop for Inner {
 /// - history row: inserted at `RunStarted` (`running`), updated in place at `RunFinished`.
 /// - audit: one `workflow.started` and one `workflow.completed` line.
 /// - transcript `<root>/transcripts/<run_id>.jsonl`: one line per event (see the crate docs).
+/// - output files `<root>/outputs/<run_id>/…`: a recorded state's `output` / `stderr` over
+///   64 KiB, kept once; a stream is written to its file as it arrives (once past 64 KiB,
+///   up to 64 MiB), and that file becomes the stored copy when the state's text is its
+///   beginning (else the text is written anew). Replaced files are removed after the record
+///   that replaces them; at the end of the run, every file no record names.
 ///
 /// Source: spec/workflow.md §3.11, §3.14, §3.15.
 #[derive(Clone)]
@@ -175,7 +187,8 @@ impl Recorder {
     }
 
     /// Blocks until every event queued before this call is written: state files fsynced and
-    /// renamed, history rows committed, audit and transcript lines appended and fsynced.
+    /// renamed, journal lines appended and fsynced, history rows committed, audit and
+    /// transcript lines appended and fsynced.
     /// Returns at once when the writer is not running.
     pub fn flush(&self) {
         let Some(tx) = &self.inner.tx else {
@@ -228,6 +241,11 @@ impl Recorder {
     /// How many state files the writer has written so far (diagnostics; shows coalescing).
     pub fn state_writes(&self) -> u64 {
         self.inner.shared.state_writes.load(Ordering::Relaxed)
+    }
+
+    /// How many times the writer has synced journals to the disk (diagnostics).
+    pub fn journal_syncs(&self) -> u64 {
+        self.inner.shared.journal_syncs.load(Ordering::Relaxed)
     }
 
     /// Test hook: returns once the writer is parked; it resumes when the result is dropped.
@@ -284,6 +302,14 @@ struct RunProj {
     whole: bool,
     /// States recorded since the last write (they go to the journal).
     changed: BTreeSet<String>,
+    /// The files holding long texts of the recorded states, by state name.
+    files: state::FileRefs,
+    /// Output files replaced by newer ones: removed once a record without them is written.
+    garbage: Vec<String>,
+    /// The journal, open for appending once the state file was written whole.
+    journal: Option<File>,
+    /// Journal lines were written since it was last synced to the disk.
+    journal_unsynced: bool,
     /// The top-level parallel block being executed.
     parallel_open: Option<String>,
     /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
@@ -301,6 +327,27 @@ struct Transcript {
     buf: String,
     close: bool,
     unsynced: bool,
+    /// Bytes of (stdout, stderr) streamed by the step execution at each event path.
+    streamed: HashMap<String, [usize; 2]>,
+}
+
+/// Most bytes of one stream written to its spool file (the engine's default capture cap,
+/// 64 MiB); a text kept beyond it (a larger `capture.max_size`) is written at the end.
+const SPOOL_MAX: u64 = 64 * 1024 * 1024;
+
+/// One output stream of a running step: once it passed [`state::INLINE_MAX`] bytes it is
+/// written to a new output file as it arrives, so the text the step keeps is already on disk
+/// when the step ends (see [`state::spill`]).
+#[derive(Default)]
+struct Spool {
+    /// The first bytes, until they pass [`state::INLINE_MAX`].
+    pending: Vec<u8>,
+    /// The file and its path relative to the data root, once they did.
+    file: Option<(File, String)>,
+    /// Bytes written to the file.
+    len: u64,
+    /// A write failed or [`SPOOL_MAX`] was reached: nothing more is written.
+    stopped: bool,
 }
 
 /// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
@@ -324,6 +371,10 @@ struct Writer {
     /// Questions a run asked before it started (missing inputs), held until its
     /// `RunStarted`: a run that never starts leaves no transcript.
     pre_start: HashMap<String, Vec<EventEnvelope>>,
+    /// When the journals were last synced to the disk.
+    last_sync: std::time::Instant,
+    /// (stdout, stderr) spools of the running steps, by (run id, event path).
+    spools: HashMap<(String, String), [Spool; 2]>,
 }
 
 impl Writer {
@@ -341,11 +392,29 @@ impl Writer {
             transcripts: HashMap::new(),
             calls: HashMap::new(),
             pre_start: HashMap::new(),
+            last_sync: std::time::Instant::now(),
+            spools: HashMap::new(),
         }
     }
 
     fn run(mut self, rx: &mpsc::Receiver<Msg>) {
-        while let Ok(first) = rx.recv() {
+        loop {
+            let first = if self.runs.values().any(|p| p.journal_unsynced) {
+                let wait = JOURNAL_SYNC_EVERY.saturating_sub(self.last_sync.elapsed());
+                match rx.recv_timeout(wait) {
+                    Ok(m) => m,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        self.sync_journals();
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => break,
+                }
+            };
             let mut batch = vec![first];
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
@@ -424,10 +493,41 @@ impl Writer {
             && let Some(held) = self.pre_start.remove(run_id)
         {
             for e in &held {
-                self.transcript_event(e);
+                self.transcript_event(e, &state::OutputFiles::default());
             }
         }
-        self.transcript_event(env);
+        // A recorded state's long texts go to their own files first: the transcript line
+        // and the state record name them.
+        match &env.event {
+            RunEvent::OutputChunk { stream, text, .. } if self.runs.contains_key(run_id) => {
+                self.spool(run_id, &env.path, *stream, text.as_bytes());
+            }
+            RunEvent::StepStarted { .. } | RunEvent::StepRetrying { .. } => {
+                self.drop_spools(|(r, p)| r == run_id && *p == env.path);
+            }
+            RunEvent::RunFinished { .. } => self.drop_spools(|(r, _)| r == run_id),
+            _ => {}
+        }
+        let spilled = match &env.event {
+            RunEvent::StepFinished { state, .. } if self.runs.contains_key(run_id) => {
+                let spools = self
+                    .spools
+                    .remove(&(run_id.to_owned(), env.path.clone()))
+                    .map_or([None, None], |pair| {
+                        pair.map(|sp| sp.file.map(|(f, rel)| (f, rel, sp.len)))
+                    });
+                match state::spill(&self.paths, run_id, state, spools) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        // Kept inline instead: nothing is lost, only the size is not bounded.
+                        self.shared.report("state", e.message().to_owned());
+                        state::OutputFiles::default()
+                    }
+                }
+            }
+            _ => state::OutputFiles::default(),
+        };
+        self.transcript_event(env, &spilled);
         match &env.event {
             RunEvent::RunStarted {
                 workflow,
@@ -437,10 +537,11 @@ impl Writer {
                 resumed_from,
                 pid,
             } => {
+                // The earlier states keep their output files (not read back into memory).
                 let earlier = match resumed_from {
                     Some(_) => match self.runs.remove(run_id) {
-                        Some(p) => Some(p.snap),
-                        None => state::read(&self.paths, run_id).unwrap_or_else(|e| {
+                        Some(p) => Some((p.snap, p.files)),
+                        None => state::read_stored(&self.paths, run_id).unwrap_or_else(|e| {
                             self.shared.report("state", e.message().to_owned());
                             None
                         }),
@@ -468,9 +569,11 @@ impl Writer {
                     owner_pid: Some(*pid),
                     loop_position: None,
                 };
-                if let Some(old) = earlier {
+                let mut files = state::FileRefs::new();
+                if let Some((old, old_files)) = earlier {
                     snap.states = old.states;
                     snap.started_at = old.started_at;
+                    files = old_files;
                 }
                 let (started_ms, parent) = (millis(snap.started_at), snap.parent_run_id.clone());
                 self.runs.insert(
@@ -481,6 +584,10 @@ impl Writer {
                         finished: false,
                         whole: false,
                         changed: BTreeSet::new(),
+                        files,
+                        garbage: Vec::new(),
+                        journal: None,
+                        journal_unsynced: false,
                         parallel_open: None,
                         loops_open: Vec::new(),
                     },
@@ -573,6 +680,14 @@ impl Writer {
                         p.snap.loop_position = None;
                     }
                     p.snap.states.insert(step.clone(), (**state).clone());
+                    let replaced = if spilled.is_empty() {
+                        p.files.remove(step)
+                    } else {
+                        p.files.insert(step.clone(), spilled)
+                    };
+                    if let Some(old) = replaced {
+                        p.garbage.extend(old.paths().map(str::to_owned));
+                    }
                     p.changed.insert(step.clone());
                     p.snap.updated_at = env.at;
                     p.dirty = true;
@@ -747,13 +862,112 @@ impl Writer {
                     buf: String::new(),
                     close: false,
                     unsynced: false,
+                    streamed: HashMap::new(),
                 },
             );
         }
         self.transcripts.get_mut(run_id)
     }
 
-    fn transcript_event(&mut self, env: &EventEnvelope) {
+    /// Syncs the journal lines written so far to the disk.
+    fn sync_journals(&mut self) {
+        self.last_sync = std::time::Instant::now();
+        let mut failures = Vec::new();
+        for p in self.runs.values_mut().filter(|p| p.journal_unsynced) {
+            p.journal_unsynced = false;
+            self.shared.journal_syncs.fetch_add(1, Ordering::Relaxed);
+            if let Some(f) = &p.journal
+                && let Err(e) = f.sync_data()
+            {
+                failures.push(format!(
+                    "cannot sync the state journal {}: {e}",
+                    self.paths.journal_file(&p.snap.run_id).display()
+                ));
+            }
+        }
+        for msg in failures {
+            self.shared.report("state", msg);
+        }
+    }
+
+    /// Adds bytes of one stream of the step at `path` to its spool.
+    fn spool(
+        &mut self,
+        run_id: &str,
+        path: &str,
+        stream: awf_domain::event::OutputStream,
+        bytes: &[u8],
+    ) {
+        let i = usize::from(stream == awf_domain::event::OutputStream::Stderr);
+        let pair = self
+            .spools
+            .entry((run_id.to_owned(), path.to_owned()))
+            .or_default();
+        let sp = &mut pair[i];
+        if sp.stopped || bytes.is_empty() {
+            return;
+        }
+        if sp.file.is_none() {
+            if sp.pending.len() + bytes.len() <= state::INLINE_MAX {
+                sp.pending.extend_from_slice(bytes);
+                return;
+            }
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let kind = if i == 0 { "stdout" } else { "stderr" };
+            match state::create_output(&self.paths, run_id, name, kind) {
+                Ok(f) => sp.file = Some(f),
+                Err(_) => {
+                    // Written whole when the step ends instead.
+                    sp.stopped = true;
+                    sp.pending = Vec::new();
+                    return;
+                }
+            }
+        }
+        let pending = std::mem::take(&mut sp.pending);
+        let Some((f, rel)) = sp.file.as_mut() else {
+            return;
+        };
+        for part in [pending.as_slice(), bytes] {
+            let room = usize::try_from(SPOOL_MAX.saturating_sub(sp.len)).unwrap_or(usize::MAX);
+            let part = &part[..part.len().min(room)];
+            if part.is_empty() {
+                continue;
+            }
+            if f.write_all(part).is_err() {
+                sp.stopped = true;
+                let rel = rel.clone();
+                sp.file = None;
+                state::remove_outputs(&self.paths, std::iter::once(rel.as_str()));
+                return;
+            }
+            sp.len += part.len() as u64;
+        }
+        if sp.len >= SPOOL_MAX {
+            sp.stopped = true;
+        }
+    }
+
+    /// Removes the spools (and their files) whose (run id, path) matches.
+    fn drop_spools(&mut self, matches: impl Fn(&(String, String)) -> bool) {
+        let keys: Vec<(String, String)> =
+            self.spools.keys().filter(|k| matches(k)).cloned().collect();
+        for k in keys {
+            if let Some(pair) = self.spools.remove(&k) {
+                let rels: Vec<String> = pair
+                    .into_iter()
+                    .filter_map(|sp| sp.file.map(|(_, r)| r))
+                    .collect();
+                state::remove_outputs(&self.paths, rels.iter().map(String::as_str));
+            }
+        }
+    }
+
+    /// Appends the line of one event; `files` are the output files of a `StepFinished`
+    /// state. A step's output is written inline until its stream passed
+    /// [`state::INLINE_MAX`] bytes; later chunks only give their size (the kept text is in
+    /// the state's output file, named by the `step.completed` line).
+    fn transcript_event(&mut self, env: &EventEnvelope, files: &state::OutputFiles) {
         let Some(t) = self.transcript(&env.run_id.0) else {
             return;
         };
@@ -763,7 +977,25 @@ impl Writer {
             seq = t.last + 1;
         }
         t.last = seq;
-        t.buf.push_str(&transcript::event_line(env, seq));
+        let inline = match &env.event {
+            RunEvent::StepStarted { .. } | RunEvent::StepRetrying { .. } => {
+                t.streamed.remove(&env.path);
+                true
+            }
+            RunEvent::StepFinished { .. } => {
+                t.streamed.remove(&env.path);
+                true
+            }
+            RunEvent::OutputChunk { stream, text, .. } => {
+                let seen = t.streamed.entry(env.path.clone()).or_default();
+                let i = usize::from(*stream == awf_domain::event::OutputStream::Stderr);
+                seen[i] = seen[i].saturating_add(text.as_bytes().len());
+                seen[i] <= state::INLINE_MAX
+            }
+            _ => true,
+        };
+        t.buf
+            .push_str(&transcript::event_line_with(env, seq, inline, files));
     }
 
     /// Writes what the applied events changed; with `sync`, also fsyncs transcripts and audit.
@@ -809,6 +1041,9 @@ impl Writer {
             }
         }
         self.runs.retain(|_, p| !p.finished);
+        if sync || self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
+            self.sync_journals();
+        }
         if sync
             && let Some(a) = self.audit.as_mut()
             && let Err(e) = a.sync()
@@ -822,29 +1057,56 @@ impl Writer {
 /// Records one run's changes: the state file whole at its first write and when the run has
 /// finished (then the journal is removed: the file holds everything), else one journal line
 /// with the header fields and the states recorded since the last write, so the cost of a step
-/// does not grow with the steps before it. Either way the data is synced before returning.
+/// does not grow with the steps before it. The state file is synced before returning; a
+/// journal line is written (a killed process loses nothing) and synced to the disk within
+/// [`JOURNAL_SYNC_EVERY`] (or at the next flush).
 fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
-        state::save(paths, &p.snap, p.finished)?;
+        state::save_with(paths, &p.snap, &p.files, p.finished)?;
         p.whole = true;
         p.changed.clear();
-        return state::remove_journal(paths, &p.snap.run_id);
+        p.journal = None;
+        p.journal_unsynced = false;
+        state::remove_journal(paths, &p.snap.run_id)?;
+        if p.finished {
+            state::prune_outputs(paths, &p.snap.run_id, &p.files);
+        }
+    } else {
+        let mut output_files = state::FileRefs::new();
+        let states = std::mem::take(&mut p.changed)
+            .into_iter()
+            .filter_map(|name| {
+                let st = p.snap.states.get(&name)?;
+                let shown = match p.files.get(&name) {
+                    Some(f) => {
+                        output_files.insert(name.clone(), f.clone());
+                        std::borrow::Cow::Owned(state::stored_form(st, f))
+                    }
+                    None => std::borrow::Cow::Borrowed(st),
+                };
+                Some((name, shown))
+            })
+            .collect();
+        let entry = state::JournalEntry {
+            status: p.snap.status,
+            current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
+            updated_at: p.snap.updated_at,
+            loop_position: p.snap.loop_position.clone(),
+            states,
+            output_files,
+        };
+        if p.journal.is_none() {
+            p.journal = Some(state::open_journal(paths, &p.snap.run_id)?);
+        }
+        if let Some(f) = p.journal.as_mut() {
+            state::append_journal(paths, &p.snap.run_id, f, &entry)?;
+            p.journal_unsynced = true;
+        }
     }
-    let states = std::mem::take(&mut p.changed)
-        .into_iter()
-        .filter_map(|name| {
-            let st = p.snap.states.get(&name)?;
-            Some((name, std::borrow::Cow::Borrowed(st)))
-        })
-        .collect();
-    let entry = state::JournalEntry {
-        status: p.snap.status,
-        current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
-        updated_at: p.snap.updated_at,
-        loop_position: p.snap.loop_position.clone(),
-        states,
-    };
-    state::append_journal(paths, &p.snap.run_id, &entry)
+    // The replaced files are named by no record any more.
+    state::remove_outputs(paths, p.garbage.iter().map(String::as_str));
+    p.garbage.clear();
+    Ok(())
 }
 
 #[cfg(test)]

@@ -89,7 +89,7 @@ fn done_state(step: &str, at: u64, ok: bool) -> StepState {
     } else {
         StepStatus::Failed
     };
-    s.output = format!("{step} out\n");
+    s.output = format!("{step} out\n").into();
     s.exit_code = Some(if ok { 0 } else { 2 });
     s.attempts = 1;
     s.error = (!ok).then(|| "exit status 2".to_owned());
@@ -1075,4 +1075,356 @@ fn questions_asked_before_a_run_starts_are_written_with_it_or_not_at_all() {
             ("run.started".to_owned(), 3)
         ]
     );
+}
+
+/// A recorded state whose text is `out` (stdout) and `err` (stderr).
+fn state_with(step: &str, at: u64, out: &str, err: &str) -> RunEvent {
+    let mut st = done_state(step, at, true);
+    st.output = out.into();
+    st.stderr = err.into();
+    RunEvent::StepFinished {
+        step: step.to_owned(),
+        kind: "command".to_owned(),
+        state: Box::new(st),
+    }
+}
+
+/// Every file under `dir`, with its size.
+fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let m = e.metadata().unwrap();
+        if m.is_dir() {
+            out.extend(files_under(&e.path()));
+        } else {
+            out.push((e.path(), m.len()));
+        }
+    }
+    out
+}
+
+/// Issue 9: a long output is stored once, in its own file, which the journal, the state
+/// file and the transcript name; reading the run gives the same text back.
+#[test]
+fn a_long_output_is_stored_once_in_its_own_file() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    // 300 KiB of stdout with multi-byte characters, 100 KiB of stderr, and a short step.
+    let big: String = "héllo wörld €\n".repeat(300 * 1024 / 18);
+    let err = "e".repeat(100 * 1024);
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    rec.emit(s.ev("r", None, "a", None, step_started("a")));
+    for piece in big.as_bytes().chunks(64 * 1024) {
+        rec.emit(s.ev(
+            "r",
+            None,
+            "a",
+            None,
+            RunEvent::OutputChunk {
+                step: "a".into(),
+                stream: OutputStream::Stdout,
+                text: piece.to_vec().into(),
+            },
+        ));
+    }
+    rec.emit(s.ev("r", None, "a", None, state_with("a", 1, &big, &err)));
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    rec.emit(s.ev("r", None, "b", None, step_finished("b", 2, true)));
+    rec.flush();
+    // Mid-run: the journal names the files and holds neither text.
+    let journal = std::fs::read_to_string(d.path().join("states/r.journal")).unwrap();
+    assert!(journal.len() < 4096, "journal is {} bytes", journal.len());
+    assert!(journal.contains("\"output_files\""), "{journal}");
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"].output, big);
+    assert_eq!(snap.states["a"].stderr, err);
+    assert_eq!(snap.states["b"].output, "b out\n");
+    // The list does not read the files.
+    assert_eq!(StateStore::list(&store).unwrap()[0].states["a"].output, "");
+
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    let state_text = std::fs::read_to_string(d.path().join("states/r.json")).unwrap();
+    assert!(
+        state_text.len() < 8192,
+        "state file is {} bytes",
+        state_text.len()
+    );
+    let outputs = files_under(&d.path().join("outputs/r"));
+    assert_eq!(outputs.len(), 2, "{outputs:?}");
+    let mut sizes: Vec<u64> = outputs.iter().map(|(_, n)| *n).collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [err.len() as u64, big.len() as u64]);
+    for (p, _) in &outputs {
+        let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", p.display());
+    }
+    assert_eq!(store.load("r").unwrap().states["a"].output, big);
+    // Transcript: the first 64 KiB inline, then sizes only; step.completed names the files.
+    let tr = lines(&d.path().join("transcripts/r.jsonl"));
+    let chunks: Vec<&Value> = tr.iter().filter(|l| l["type"] == "step.output").collect();
+    assert_eq!(chunks.len(), big.len().div_ceil(64 * 1024));
+    assert!(chunks[0]["payload"]["text"].is_string());
+    assert_eq!(chunks[1]["payload"].get("text"), None);
+    assert_eq!(chunks[1]["payload"]["bytes"], 64 * 1024);
+    let done = tr
+        .iter()
+        .find(|l| l["type"] == "step.completed" && l["payload"]["name"] == "a")
+        .unwrap();
+    let named = done["payload"]["output_file"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(d.path().join(named)).unwrap(), big);
+    assert!(done["payload"]["stderr_file"].is_string());
+    let b_done = tr
+        .iter()
+        .find(|l| l["type"] == "step.completed" && l["payload"]["name"] == "b")
+        .unwrap();
+    assert_eq!(b_done["payload"].get("output_file"), None);
+    // Every byte of the data root: one copy of each text, plus small records.
+    let total: u64 = files_under(d.path()).iter().map(|(_, n)| *n).sum();
+    let texts = (big.len() + err.len()) as u64;
+    assert!(
+        total < texts + 64 * 1024 + 128 * 1024,
+        "data root holds {total} bytes for {texts} bytes of output"
+    );
+}
+
+/// A state recorded again (a loop body) replaces its file; a resumed run keeps the files of
+/// the states it did not run again.
+#[test]
+fn long_outputs_are_replaced_by_newer_records_and_kept_across_resume() {
+    let d = tempfile::tempdir().unwrap();
+    let one = "1".repeat(70 * 1024);
+    let two = "2".repeat(80 * 1024);
+    let three = "3".repeat(90 * 1024);
+    let mut s = Script::default();
+    {
+        let store = open(d.path(), false);
+        let rec = store.recorder();
+        rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+        rec.emit(s.ev("r", None, "a", None, step_started("a")));
+        rec.emit(s.ev("r", None, "a", None, state_with("a", 1, &one, "")));
+        rec.flush();
+        rec.emit(s.ev("r", None, "a", None, state_with("a", 2, &two, "")));
+        rec.flush();
+        assert_eq!(files_under(&d.path().join("outputs/r")).len(), 1);
+        rec.emit(s.ev(
+            "r",
+            None,
+            "",
+            None,
+            finished("r", "wf", RunStatus::Failure, 3, None, Some("boom")),
+        ));
+        rec.flush();
+    }
+    assert_eq!(
+        files_under(&d.path().join("outputs/r")),
+        vec![(
+            files_under(&d.path().join("outputs/r"))[0].0.clone(),
+            two.len() as u64
+        )]
+    );
+    // Resume in a new writer: `a` keeps its file, `c` adds one, short `a2` stays inline.
+    s.restart("r");
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        started("wf", "wf", Map::new(), Some("c")),
+    ));
+    rec.emit(s.ev("r", None, "c", None, step_started("c")));
+    rec.emit(s.ev("r", None, "c", None, state_with("c", 4, &three, "")));
+    rec.flush();
+    assert_eq!(store.load("r").unwrap().states["a"].output, two);
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"].output, two);
+    assert_eq!(snap.states["c"].output, three);
+    let mut sizes: Vec<u64> = files_under(&d.path().join("outputs/r"))
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [two.len() as u64, three.len() as u64]);
+}
+
+/// Short texts stay inline: no outputs directory at all.
+#[test]
+fn short_outputs_make_no_files() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let edge = "x".repeat(crate::state::INLINE_MAX);
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev("r", None, "a", None, state_with("a", 1, &edge, "")));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    assert!(!d.path().join("outputs").exists());
+    assert_eq!(store.load("r").unwrap().states["a"].output, edge);
+}
+
+fn chunk(step: &str, stream: OutputStream, bytes: &[u8]) -> RunEvent {
+    RunEvent::OutputChunk {
+        step: step.into(),
+        stream,
+        text: bytes.to_vec().into(),
+    }
+}
+
+/// The file that received a stream as it was read becomes the stored copy when the kept text
+/// is its beginning (cut at a cap, last attempt only); otherwise the text is written anew.
+#[test]
+fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let first = "1".repeat(200 * 1024);
+    let second = "2".repeat(300 * 1024);
+    let kept = &second[..150 * 1024];
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev("r", None, "a", None, step_started("a")));
+    for piece in first.as_bytes().chunks(50_000) {
+        rec.emit(s.ev(
+            "r",
+            None,
+            "a",
+            None,
+            chunk("a", OutputStream::Stdout, piece),
+        ));
+    }
+    rec.emit(s.ev(
+        "r",
+        None,
+        "a",
+        None,
+        RunEvent::StepRetrying {
+            step: "a".into(),
+            attempt: 2,
+            delay_ms: 0,
+        },
+    ));
+    for piece in second.as_bytes().chunks(50_000) {
+        rec.emit(s.ev(
+            "r",
+            None,
+            "a",
+            None,
+            chunk("a", OutputStream::Stdout, piece),
+        ));
+    }
+    rec.flush();
+    // Only the last attempt's spool is left, written as it streamed.
+    let spooled = files_under(&d.path().join("outputs/r"));
+    assert_eq!(spooled.len(), 1, "{spooled:?}");
+    assert_eq!(spooled[0].1, second.len() as u64);
+    rec.emit(s.ev("r", None, "a", None, state_with("a", 1, kept, "")));
+    rec.flush();
+    // That file is the stored copy, cut to what the step kept.
+    assert_eq!(
+        files_under(&d.path().join("outputs/r")),
+        [(spooled[0].0.clone(), kept.len() as u64)]
+    );
+    // `b` streamed one text but keeps another (as a second masking pass would make it).
+    let streamed = "x".repeat(100 * 1024);
+    let other = "y".repeat(100 * 1024);
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    rec.emit(s.ev(
+        "r",
+        None,
+        "b",
+        None,
+        chunk("b", OutputStream::Stderr, streamed.as_bytes()),
+    ));
+    rec.emit(s.ev("r", None, "b", None, state_with("b", 2, "", &other)));
+    rec.flush();
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.states["a"].output, kept);
+    assert_eq!(snap.states["b"].stderr, other);
+    let mut sizes: Vec<u64> = files_under(&d.path().join("outputs/r"))
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [other.len() as u64, kept.len() as u64]);
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.flush();
+    assert_eq!(files_under(&d.path().join("outputs/r")).len(), 2);
+    assert_eq!(store.load("r").unwrap().states["a"].output, kept);
+}
+
+/// Issue 9: each batch's journal line is written at once (a killed awf loses nothing), but
+/// synced to the disk at most every 50 ms (a sync per batch was most of recording's cost).
+#[test]
+fn journal_lines_are_written_at_once_and_synced_at_most_every_50_ms() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    let journal = d.path().join("states/r.journal");
+    let t0 = std::time::Instant::now();
+    let before = rec.journal_syncs();
+    for i in 0..100u64 {
+        let name = format!("s{i:03}");
+        rec.emit(s.ev("r", None, &name, None, step_finished(&name, i, true)));
+        // Without a flush, the line reaches the file (one batch per step).
+        let mut waited = 0;
+        while !std::fs::read_to_string(&journal)
+            .unwrap_or_default()
+            .contains(&format!("\"{name}\""))
+        {
+            std::thread::sleep(Duration::from_millis(1));
+            waited += 1;
+            assert!(waited < 60_000, "{name} never reached the journal");
+        }
+    }
+    let syncs = rec.journal_syncs() - before;
+    let allowed = u64::try_from(t0.elapsed().as_millis() / 50).unwrap() + 2;
+    assert!(syncs <= allowed, "{syncs} syncs in {:?}", t0.elapsed());
+    // Once quiet, what was written is synced within the interval, without a flush.
+    let base = rec.journal_syncs();
+    rec.emit(s.ev("r", None, "last", None, step_finished("last", 200, true)));
+    let mut waited = 0;
+    while rec.journal_syncs() == base {
+        std::thread::sleep(Duration::from_millis(5));
+        waited += 1;
+        assert!(waited < 12_000, "the last lines were never synced");
+    }
+    assert_eq!(store.load("r").unwrap().states.len(), 101);
 }

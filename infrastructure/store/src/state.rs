@@ -1,10 +1,19 @@
 //! State files: `<root>/states/<run_id>.json`, written atomically (temp file in the same
 //! directory, write, fsync, rename; mode 0600), and the journal of a live run,
-//! `<root>/states/<run_id>.journal`: one JSON line per recorder batch, appended and fsynced,
+//! `<root>/states/<run_id>.journal`: one JSON line per recorder batch, appended (and synced
+//! to the disk at most 50 ms later, see the recorder),
 //! holding what changed since the state file was written whole (the header fields and the
 //! states that finished). Readers replay the journal over the state file, so recording a step
 //! costs the size of that step, not of the whole run; the recorder writes the state file whole
 //! at the start and the end of a run (and then removes the journal).
+//!
+//! A state's `output` or `stderr` longer than [`INLINE_MAX`] is kept once, in its own file
+//! `<root>/outputs/<run_id>/<state>-….stdout` (or `.stderr`, mode 0600, synced before the
+//! record that names it): the state file and the journal hold `""` for that text and name
+//! the file in a top-level `"output_files": {"<state>": {"stdout": "outputs/…"}}` map (paths
+//! relative to the data root). [`load`] reads the files back, so readers see the same
+//! values as when the text was inline; [`list`] does not (its snapshots have those texts
+//! empty).
 //!
 //! Source: spec/workflow.md §3.11; http-ops.md §3.2.
 
@@ -20,6 +29,7 @@ use awf_domain::ErrorCode;
 use awf_domain::ports::store::LoopPosition;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::SharedText;
 use awf_domain::run::StepState;
 use serde::Deserialize;
 use serde::Serialize;
@@ -115,16 +125,316 @@ pub(crate) fn remove_stale_temps(dir: &Path) -> usize {
     removed
 }
 
-/// Serialises and writes one snapshot to `<root>/states/<run_id>.json`.
-pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Result<(), AwfError> {
+/// Longest `output` / `stderr` text kept inside the state file and the journal (64 KiB);
+/// longer ones go to their own file (see the module docs).
+pub(crate) const INLINE_MAX: usize = 64 * 1024;
+
+/// The files holding one state's texts, as paths relative to the data root
+/// (`outputs/<run_id>/…`); `None` = the text is inline.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct OutputFiles {
+    /// File of `output`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout: Option<String>,
+    /// File of `stderr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<String>,
+}
+
+impl OutputFiles {
+    /// Whether no text of the state is in a file.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.stdout.is_none() && self.stderr.is_none()
+    }
+
+    /// The files named, relative to the data root.
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &str> {
+        self.stdout
+            .iter()
+            .chain(self.stderr.iter())
+            .map(String::as_str)
+    }
+}
+
+/// Output files by state name.
+pub(crate) type FileRefs = std::collections::BTreeMap<String, OutputFiles>;
+
+/// Directory of one run's output files (`<root>/outputs/<run_id>`).
+fn outputs_dir(paths: &StorePaths, run_id: &str) -> std::path::PathBuf {
+    paths.data_root.join("outputs").join(run_id)
+}
+
+/// A file name made of the state name: ASCII letters, digits, `-` and `_` kept, anything
+/// else `_`, at most 64 characters.
+fn file_stem(state: &str) -> String {
+    let stem: String = state
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if stem.is_empty() {
+        "state".to_owned()
+    } else {
+        stem
+    }
+}
+
+/// Creates a new, empty output file for one stream of state `state` in the run's outputs
+/// directory (created 0700; the file 0600, a name no earlier file used). Returns the open
+/// file and its path relative to the data root.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED`.
+pub(crate) fn create_output(
+    paths: &StorePaths,
+    run_id: &str,
+    state: &str,
+    stream: &str,
+) -> Result<(fs::File, String), AwfError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = outputs_dir(paths, run_id);
+    if !valid_id(run_id) {
+        return Err(write_failed("the step output", &dir, "invalid run id"));
+    }
+    create_dir(&dir, 0o700)?;
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let stem = file_stem(state);
+    let pid = std::process::id();
+    for n in 0u32..1000 {
+        let name = format!("{stem}-{millis}-{pid}-{n}.{stream}");
+        let path = dir.join(&name);
+        let opened = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path);
+        match opened {
+            Ok(f) => return Ok((f, format!("outputs/{run_id}/{name}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(write_failed("the step output", &path, e)),
+        }
+    }
+    Err(write_failed("the step output", &dir, "no free file name"))
+}
+
+/// Writes `text` (one stream of state `state`) to a new output file (see
+/// [`create_output`]) and syncs it. Returns its path relative to the data root.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED` (the file is removed).
+pub(crate) fn write_output(
+    paths: &StorePaths,
+    run_id: &str,
+    state: &str,
+    stream: &str,
+    text: &str,
+) -> Result<String, AwfError> {
+    let (mut f, rel) = create_output(paths, run_id, state, stream)?;
+    let path = paths.data_root.join(&rel);
+    f.write_all(text.as_bytes())
+        .and_then(|()| f.sync_data())
+        .map_err(|e| {
+            let _ = fs::remove_file(&path);
+            write_failed("the step output", &path, e)
+        })?;
+    Ok(rel)
+}
+
+/// Makes a file that received a stream as it was read (a spool) the stored copy of `text`,
+/// when `text` is its first `text.len()` bytes: cuts it there and syncs it. Whether it did;
+/// when not, the caller removes it.
+pub(crate) fn adopt_spool(file: &fs::File, spooled: u64, text: &str) -> bool {
+    use std::io::Read;
+    use std::io::Seek;
+    let mut reader = file;
+    let want = text.as_bytes();
+    let Ok(len) = u64::try_from(want.len()) else {
+        return false;
+    };
+    if spooled < len || reader.seek(std::io::SeekFrom::Start(0)).is_err() {
+        return false;
+    }
+    let mut buf = vec![0u8; 1024 * 1024];
+    let mut at = 0usize;
+    while at < want.len() {
+        let n = buf.len().min(want.len() - at);
+        if reader.read_exact(&mut buf[..n]).is_err() || buf[..n] != want[at..at + n] {
+            return false;
+        }
+        at += n;
+    }
+    (spooled == len || file.set_len(len).is_ok()) && file.sync_data().is_ok()
+}
+
+/// Writes the texts of `st` that are longer than [`INLINE_MAX`] to their own files; returns
+/// the files written (empty when every text stays inline). `spools` are the files that
+/// received the step's (stdout, stderr) as they were streamed, with their sizes: one that
+/// holds the text is kept instead of writing it again; the others are removed.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED` (files written before the failure are removed).
+pub(crate) fn spill(
+    paths: &StorePaths,
+    run_id: &str,
+    st: &StepState,
+    spools: [Option<(fs::File, String, u64)>; 2],
+) -> Result<OutputFiles, AwfError> {
+    let mut files = OutputFiles::default();
+    let [out_spool, err_spool] = spools;
+    for ((stream, text), spool) in [("stdout", &st.output), ("stderr", &st.stderr)]
+        .into_iter()
+        .zip([out_spool, err_spool])
+    {
+        let adopted = match spool {
+            Some((f, rel, n)) if text.len() > INLINE_MAX && adopt_spool(&f, n, text) => Some(rel),
+            Some((_, rel, _)) => {
+                remove_outputs(paths, std::iter::once(rel.as_str()));
+                None
+            }
+            None => None,
+        };
+        if text.len() <= INLINE_MAX {
+            continue;
+        }
+        let written = match adopted {
+            Some(rel) => Ok(rel),
+            None => write_output(paths, run_id, &st.name, stream, text),
+        };
+        match written {
+            Ok(rel) if stream == "stdout" => files.stdout = Some(rel),
+            Ok(rel) => files.stderr = Some(rel),
+            Err(e) => {
+                remove_outputs(paths, files.paths());
+                return Err(e);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Removes output files named relative to the data root (best effort).
+pub(crate) fn remove_outputs<'a>(paths: &StorePaths, files: impl Iterator<Item = &'a str>) {
+    for rel in files {
+        if rel.starts_with("outputs/") && !rel.contains("..") {
+            let _ = fs::remove_file(paths.data_root.join(rel));
+        }
+    }
+}
+
+/// Removes the files of the run's outputs directory that `refs` does not name (left by a
+/// writer killed between writing a file and recording it, or replaced), and the directory
+/// when nothing is left. Best effort.
+pub(crate) fn prune_outputs(paths: &StorePaths, run_id: &str, refs: &FileRefs) {
+    if !valid_id(run_id) {
+        return;
+    }
+    let dir = outputs_dir(paths, run_id);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return;
+    };
+    let keep: std::collections::BTreeSet<&str> = refs
+        .values()
+        .flat_map(OutputFiles::paths)
+        .filter_map(|p| p.rsplit('/').next())
+        .collect();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(|n| keep.contains(n)) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    let _ = fs::remove_dir(&dir);
+}
+
+/// `st` as stored: the texts kept in files (named in `files`) left empty. No copy of the
+/// texts (they are shared).
+pub(crate) fn stored_form(st: &StepState, files: &OutputFiles) -> StepState {
+    let mut out = st.clone();
+    if files.stdout.is_some() {
+        out.output = SharedText::default();
+    }
+    if files.stderr.is_some() {
+        out.stderr = SharedText::default();
+    }
+    out
+}
+
+/// A state file as written: the snapshot (texts kept in files left empty) and the map of
+/// those files.
+#[derive(Serialize)]
+struct StoredSnapshot<'a> {
+    #[serde(flatten)]
+    snap: &'a RunSnapshot,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    output_files: &'a FileRefs,
+}
+
+/// The `output_files` map of a state file (the rest of the file is skipped).
+#[derive(Deserialize)]
+struct StoredRefs {
+    #[serde(default)]
+    output_files: FileRefs,
+}
+
+/// Serialises and writes one snapshot to `<root>/states/<run_id>.json`; the texts of the
+/// states named in `refs` are in those files and are left out of the state file.
+pub(crate) fn save_with(
+    paths: &StorePaths,
+    snap: &RunSnapshot,
+    refs: &FileRefs,
+    sync_dir: bool,
+) -> Result<(), AwfError> {
     let target = paths.state_file(&snap.run_id);
     if !valid_id(&snap.run_id) {
         return Err(write_failed("the state file", &target, "invalid run id"));
     }
-    let mut bytes =
-        serde_json::to_vec_pretty(snap).map_err(|e| write_failed("the state file", &target, e))?;
+    let blanked;
+    let shown = if refs.is_empty() {
+        snap
+    } else {
+        let mut s = snap.clone();
+        for (name, files) in refs {
+            if let Some(st) = s.states.get_mut(name) {
+                *st = stored_form(st, files);
+            }
+        }
+        blanked = s;
+        &blanked
+    };
+    let mut bytes = serde_json::to_vec_pretty(&StoredSnapshot {
+        snap: shown,
+        output_files: refs,
+    })
+    .map_err(|e| write_failed("the state file", &target, e))?;
     bytes.push(b'\n');
     write_atomic(&target, &bytes, sync_dir).map_err(|e| write_failed("the state file", &target, e))
+}
+
+/// Writes one snapshot whose texts are all in memory (the [`StateStore::save`] port): long
+/// texts go to their own files first.
+///
+/// [`StateStore::save`]: awf_domain::ports::store::StateStore::save
+pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Result<(), AwfError> {
+    let mut refs = FileRefs::new();
+    for (name, st) in &snap.states {
+        let files = spill(paths, &snap.run_id, st, [None, None])?;
+        if !files.is_empty() {
+            refs.insert(name.clone(), files);
+        }
+    }
+    save_with(paths, snap, &refs, sync_dir)?;
+    prune_outputs(paths, &snap.run_id, &refs);
+    Ok(())
 }
 
 /// One journal line: the snapshot's changing header fields as they were at the end of a
@@ -140,44 +450,65 @@ pub(crate) struct JournalEntry<'a> {
     pub updated_at: std::time::SystemTime,
     /// The loop in progress (`null` = none).
     pub loop_position: Option<LoopPosition>,
-    /// States recorded since the previous line, by name.
+    /// States recorded since the previous line, by name (texts kept in files empty).
     pub states: std::collections::BTreeMap<String, std::borrow::Cow<'a, StepState>>,
+    /// The files of those states' long texts (a state of `states` not named here has its
+    /// texts inline).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub output_files: FileRefs,
 }
 
 impl JournalEntry<'_> {
-    fn apply(self, snap: &mut RunSnapshot) {
+    fn apply(self, snap: &mut RunSnapshot, refs: &mut FileRefs) {
         snap.status = self.status;
         snap.current_state = self.current_state.into_owned();
         snap.updated_at = self.updated_at;
         snap.loop_position = self.loop_position;
+        let mut files = self.output_files;
         for (name, st) in self.states {
+            match files.remove(&name) {
+                Some(f) => refs.insert(name.clone(), f),
+                None => refs.remove(&name),
+            };
             snap.states.insert(name, st.into_owned());
         }
     }
 }
 
-/// Appends one entry to the run's journal (created 0600) and syncs it.
-pub(crate) fn append_journal(
-    paths: &StorePaths,
-    run_id: &str,
-    entry: &JournalEntry<'_>,
-) -> Result<(), AwfError> {
+/// Opens the run's journal for appending (created 0600).
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED`.
+pub(crate) fn open_journal(paths: &StorePaths, run_id: &str) -> Result<fs::File, AwfError> {
     use std::os::unix::fs::OpenOptionsExt;
     let path = paths.journal_file(run_id);
     if !valid_id(run_id) {
         return Err(write_failed("the state journal", &path, "invalid run id"));
     }
-    let mut line =
-        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
-    line.push(b'\n');
-    let mut f = fs::OpenOptions::new()
+    fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(&path)
-        .map_err(|e| write_failed("the state journal", &path, e))?;
-    f.write_all(&line)
-        .and_then(|()| f.sync_data())
+        .map_err(|e| write_failed("the state journal", &path, e))
+}
+
+/// Appends one entry to an open journal in one `write` (once it returns, a kill of this
+/// process loses nothing; syncing to the disk is the caller's, see the recorder).
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED`.
+pub(crate) fn append_journal(
+    paths: &StorePaths,
+    run_id: &str,
+    file: &mut fs::File,
+    entry: &JournalEntry<'_>,
+) -> Result<(), AwfError> {
+    let path = paths.journal_file(run_id);
+    let mut line =
+        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
+    line.push(b'\n');
+    file.write_all(&line)
         .map_err(|e| write_failed("the state journal", &path, e))
 }
 
@@ -194,34 +525,90 @@ pub(crate) fn remove_journal(paths: &StorePaths, run_id: &str) -> Result<(), Awf
 /// Replays the journal next to a state file over its snapshot. A line that does not parse
 /// (the torn end of a write cut short by a kill) ends the replay: what came before it was
 /// synced, so the snapshot is the one of the last complete batch.
-fn replay(path: &Path, snap: &mut RunSnapshot) {
+fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) {
     let Ok(bytes) = fs::read(path) else {
         return;
     };
     for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
         match serde_json::from_slice::<JournalEntry<'_>>(line) {
-            Ok(entry) => entry.apply(snap),
+            Ok(entry) => entry.apply(snap, refs),
             Err(_) => break,
         }
     }
 }
 
-/// Reads one state file, with its journal replayed; `Ok(None)` when it does not exist.
-pub(crate) fn read(paths: &StorePaths, run_id: &str) -> Result<Option<RunSnapshot>, AwfError> {
+/// Parses a state file: the snapshot (texts kept in files empty) and its `output_files`.
+fn parse_state(bytes: &[u8], path: &Path) -> Result<(RunSnapshot, FileRefs), AwfError> {
+    let snap: RunSnapshot =
+        serde_json::from_slice(bytes).map_err(|e| read_failed("the state file", path, e))?;
+    let refs = serde_json::from_slice::<StoredRefs>(bytes)
+        .map(|r| r.output_files)
+        .unwrap_or_default();
+    Ok((snap, refs))
+}
+
+/// Reads one state file with its journal replayed, leaving the texts kept in files empty
+/// and naming those files; `Ok(None)` when it does not exist.
+pub(crate) fn read_stored(
+    paths: &StorePaths,
+    run_id: &str,
+) -> Result<Option<(RunSnapshot, FileRefs)>, AwfError> {
     if !valid_id(run_id) {
         return Ok(None);
     }
     let path = paths.state_file(run_id);
     match fs::read(&path) {
         Ok(bytes) => {
-            let mut snap: RunSnapshot = serde_json::from_slice(&bytes)
-                .map_err(|e| read_failed("the state file", &path, e))?;
-            replay(&paths.journal_file(run_id), &mut snap);
-            Ok(Some(snap))
+            let (mut snap, mut refs) = parse_state(&bytes, &path)?;
+            replay(&paths.journal_file(run_id), &mut snap, &mut refs);
+            refs.retain(|name, _| snap.states.contains_key(name));
+            Ok(Some((snap, refs)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(read_failed("the state file", &path, e)),
     }
+}
+
+/// Reads one output file named relative to the data root (UTF-8, as written).
+fn read_output(paths: &StorePaths, rel: &str, state: &str) -> Result<SharedText, AwfError> {
+    let path = paths.data_root.join(rel);
+    if !rel.starts_with("outputs/") || rel.contains("..") {
+        return Err(read_failed(
+            "the output of state",
+            &path,
+            format!("{state}: not an output file"),
+        ));
+    }
+    let bytes = fs::read(&path).map_err(|e| {
+        read_failed("the output of state", &path, format!("{state}: {e}")).with_hint(
+            "the file holding this step's output is gone; resume from an earlier state \
+             (`awf resume <id> --from <state>`) to run the step again",
+        )
+    })?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s.into(),
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned().into(),
+    })
+}
+
+/// Reads one state file, with its journal replayed and the texts kept in files read back;
+/// `Ok(None)` when it does not exist.
+pub(crate) fn read(paths: &StorePaths, run_id: &str) -> Result<Option<RunSnapshot>, AwfError> {
+    let Some((mut snap, refs)) = read_stored(paths, run_id)? else {
+        return Ok(None);
+    };
+    for (name, files) in &refs {
+        let Some(st) = snap.states.get_mut(name) else {
+            continue;
+        };
+        if let Some(rel) = &files.stdout {
+            st.output = read_output(paths, rel, name)?;
+        }
+        if let Some(rel) = &files.stderr {
+            st.stderr = read_output(paths, rel, name)?;
+        }
+    }
+    Ok(Some(snap))
 }
 
 /// Loads one state file.
@@ -241,7 +628,8 @@ pub(crate) fn load(paths: &StorePaths, run_id: &str) -> Result<RunSnapshot, AwfE
 }
 
 /// Every parsable `*.json` state file of `dir`, newest first (by `started_at`, then run id).
-/// Files that do not parse (foreign files) are skipped.
+/// Files that do not parse (foreign files) are skipped. Texts kept in their own files are
+/// not read (they are empty here; [`load`] reads them).
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -260,7 +648,11 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
             continue;
         };
         if let Ok(mut snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
-            replay(&entry.path().with_extension("journal"), &mut snap);
+            replay(
+                &entry.path().with_extension("journal"),
+                &mut snap,
+                &mut FileRefs::new(),
+            );
             out.push(snap);
         }
     }

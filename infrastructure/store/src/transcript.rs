@@ -13,14 +13,14 @@
 //! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?}` |
 //! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
 //! | StepStarted | `step.started` | `{name, kind}` |
-//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?}` |
+//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, output_file?, stderr_file?}` (the files holding a stdout / stderr over 64 KiB, relative to the data root) |
 //! | ChildRunStarted | `step.call_workflow.started` (+ `child_run_id`) | `{name, workflow}` |
 //! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
 //! | AgentMessageChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "text", text}]}` |
 //! | AgentThoughtChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "thinking", text}]}` |
 //! | ToolCall | `tool.call` | `{name, call_id, input}` |
 //! | ToolCallResult | `tool.result` | `{call_id, output, error?: true}` |
-//! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}` |
+//! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}`; once the step's stream passed 64 KiB `{name, stream, bytes}` (the text is kept once, in the file `step.completed` names) |
 //! | Log (awf addition) | `log` | `{name?, level, message}` |
 //! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms}` |
 //! | InteractionRequired, conversation turn (awf addition) | `input.required` | `{name, request_id, prompt}` |
@@ -262,9 +262,30 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
     }
 }
 
-/// The line of an event, numbered `seq`.
-pub(crate) fn event_line(env: &EventEnvelope, seq: u64) -> String {
-    let (kind, child, payload) = describe(&env.event);
+/// The line of an event, numbered `seq`: an `OutputChunk` without its text (`bytes` instead)
+/// unless `inline`; a `StepFinished` naming the files that hold its long texts
+/// (`output_file`, `stderr_file`, relative to the data root).
+pub(crate) fn event_line_with(
+    env: &EventEnvelope,
+    seq: u64,
+    inline: bool,
+    files: &crate::state::OutputFiles,
+) -> String {
+    let (kind, child, mut payload) = describe(&env.event);
+    if let (RunEvent::OutputChunk { text, .. }, false) = (&env.event, inline)
+        && let Value::Object(m) = &mut payload
+    {
+        m.remove("text");
+        m.insert("bytes".into(), text.as_bytes().len().into());
+    }
+    if let (RunEvent::StepFinished { .. }, Value::Object(m)) = (&env.event, &mut payload) {
+        if let Some(f) = &files.stdout {
+            m.insert("output_file".into(), f.as_str().into());
+        }
+        if let Some(f) = &files.stderr {
+            m.insert("stderr_file".into(), f.as_str().into());
+        }
+    }
     line(
         &Head {
             seq,

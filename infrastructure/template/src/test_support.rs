@@ -32,7 +32,7 @@ pub(crate) struct Data {
 pub(crate) fn state(name: &str, output: &str, exit: Option<i32>) -> StepState {
     let mut s = StepState::running(name, UNIX_EPOCH);
     s.status = StepStatus::Completed;
-    s.output = output.to_owned();
+    s.output = output.to_owned().into();
     s.exit_code = exit;
     s.attempts = 1;
     s
@@ -57,7 +57,7 @@ impl Data {
         };
         let mut states = BTreeMap::new();
         let mut build = state("build", "built ok\n", Some(0));
-        build.stderr = "warn\n".to_owned();
+        build.stderr = "warn\n".to_owned().into();
         states.insert("build".to_owned(), build);
         let mut agent = state("agent", "Hello", None);
         agent.response = Some(json!({

@@ -28,18 +28,6 @@ pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
     }
 }
 
-/// Pretty JSON text of `value` followed by a newline.
-pub fn to_text<T: Serialize>(value: &T) -> String {
-    match serde_json::to_string_pretty(value) {
-        Ok(s) => s + "\n",
-        // Serialising our own plain data types cannot fail; keep stdout valid JSON anyway.
-        Err(e) => format!(
-            "{{\"error\": {}}}\n",
-            serde_json::Value::String(e.to_string())
-        ),
-    }
-}
-
 /// Prints `value` as the one JSON document on stdout and flushes it.
 ///
 /// # Errors
@@ -55,8 +43,11 @@ pub fn print<T: Serialize>(value: &T) -> Result<(), AwfError> {
         )
         .with_hint("stdout is closed or its disk is full; redirect it to a writable file or pipe")
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(to_text(value).as_bytes())
+    // Streamed through a buffer, not built as one string first: a result holding a large
+    // step output costs its bytes once, not twice.
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value).map_err(|e| fail(e.to_string()))?;
+    out.write_all(b"\n")
         .and_then(|()| out.flush())
         .map_err(|e| fail(e.to_string()))
 }

@@ -126,8 +126,13 @@ fn main() -> ExitCode {
     };
     let outcome = match runtime {
         Ok(rt) => {
+            let watched = matches!(cli.command, Command::Run(_) | Command::Resume(_));
             let outcome = rt.block_on(run(&ctx, cli.command));
             rt.shutdown_background();
+            if watched {
+                // The run stopped its processes: the watchdog has nothing left to do.
+                watchdog::release();
+            }
             telemetry.shutdown();
             outcome
         }

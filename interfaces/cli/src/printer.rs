@@ -451,10 +451,8 @@ impl TextPrinter {
                 if self.mode == OutputMode::Buffered
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
                 {
-                    let shown_out =
-                        written_out.unwrap_or_else(|| state.output.clone().into_bytes());
-                    let shown_err =
-                        written_err.unwrap_or_else(|| state.stderr.clone().into_bytes());
+                    let shown_out = written_out.unwrap_or_else(|| state.output.as_bytes().to_vec());
+                    let shown_err = written_err.unwrap_or_else(|| state.stderr.as_bytes().to_vec());
                     if !shown_out.is_empty() {
                         out.write_all(&shown_out)?;
                         if !shown_out.ends_with(b"\n") {
@@ -811,7 +809,7 @@ mod tests {
             name: "s".into(),
             status,
             output: output.into(),
-            stderr: String::new(),
+            stderr: String::new().into(),
             exit_code: Some(if status == StepStatus::Failed { 2 } else { 0 }),
             attempts: 1,
             error: None,

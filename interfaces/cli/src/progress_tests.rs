@@ -44,8 +44,8 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
     StepState {
         name: name.into(),
         status,
-        output: String::new(),
-        stderr: String::new(),
+        output: String::new().into(),
+        stderr: String::new().into(),
         exit_code: Some(if status == StepStatus::Failed { 2 } else { 0 }),
         attempts: 1,
         error: None,

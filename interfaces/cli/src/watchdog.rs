@@ -2,18 +2,25 @@
 //! of a run's steps when the awf process running them dies without stopping them (SIGKILL,
 //! OOM killer).
 //!
-//! Every child has a parent-death signal, but that reaches only the child itself: the
-//! processes a shell step forked (`make`, `sleep 300; echo done`) are re-parented to init and
-//! would live on. They stay in the step's process group, though. The `awf` process feeds
-//! the watchdog one line per group over a pipe (`+<pgid>` when a step's child starts,
-//! `-<pgid>` when its group is gone); when the pipe reaches end of file (awf exited or died)
-//! the watchdog SIGKILLs every group still listed and exits. After a normal exit nothing is
-//! listed and it just exits.
+//! A parent-death signal would reach only a step's direct child: the processes a shell step
+//! forked (`make`, `sleep 300; echo done`) are re-parented and would live on. They stay in
+//! the step's process group, though, and carry the run's `AWF_PROCESS_TAG` (`<awf pid>-…`).
+//! The watchdog holds the read end of a pipe from awf; when it reaches end of file without
+//! the `=` line awf writes when it ends normally (awf died), the watchdog SIGKILLs every
+//! process tagged by that awf process, and the process group of each that leads one (a
+//! step's direct child leads its group, so members that cleared their environment go too);
+//! twice, a moment apart, for a child that was being spawned when awf died. Nothing is sent
+//! per step (no wake-up of the watchdog on the way of a run).
 //!
-//! The watchdog runs in its own process group (terminal signals do not reach it) and without
-//! a parent-death signal (it must outlive awf). Source: issue 7 ("Processes").
+//! The watchdog is started before the first step and does the parent-death signal's job
+//! too (a step's direct child leads its group), so while it runs children get no
+//! parent-death signal and are spawned with `posix_spawn` instead of `fork`; when it cannot
+//! be started, or has exited (checked before each spawn), children get the signal again.
+//!
+//! The watchdog runs in its own process group (terminal signals do not reach it), without a
+//! parent-death signal (it must outlive awf), and is spared by the end-of-run sweep of
+//! adopted processes (it exits by itself when awf does). Source: issue 7 ("Processes").
 
-use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -21,86 +28,81 @@ use std::process::ChildStdin;
 use std::process::Stdio;
 use std::sync::Mutex;
 
-use nix::sys::signal::Signal;
-
 /// Name of the hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__watchdog";
 
-/// Feeds every child process group of this process to a watchdog from now on. The watchdog
-/// is started with the first group (runs that start no process pay nothing). Best effort:
-/// when it cannot be started, runs go on without it (the parent-death signal still stops
-/// the direct children).
+/// Starts the watchdog; while it runs, children get no parent-death signal (the watchdog
+/// stops them if awf dies). Best effort: when it cannot be started, runs go on with the
+/// parent-death signal (which stops the direct children).
 pub fn install() {
-    let feed: Mutex<Feed> = Mutex::new(Feed {
-        pipe: None,
-        tried: false,
-    });
-    awf_exec::set_group_observer(Box::new(move |started, pgid| {
-        let mut feed = feed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !feed.tried {
-            feed.tried = true;
-            feed.pipe = spawn();
-        }
-        let line = format!("{}{pgid}\n", if started { '+' } else { '-' });
-        if let Some(pipe) = feed.pipe.as_mut() {
-            // A watchdog that died cannot be helped; the run goes on.
-            let _ = pipe.write_all(line.as_bytes());
-        }
-    }));
+    *feed() = spawn();
 }
 
-/// The pipe to the watchdog, once started.
-struct Feed {
-    pipe: Option<ChildStdin>,
-    tried: bool,
+/// Tells the watchdog that awf ends normally (nothing to clean up) and closes its pipe: it
+/// exits at once. Call when the run is over and its processes are gone.
+pub fn release() {
+    send("=\n");
+    *feed() = None;
+}
+
+/// The pipe to the watchdog, while it runs.
+static FEED: Mutex<Option<ChildStdin>> = Mutex::new(None);
+
+fn feed() -> std::sync::MutexGuard<'static, Option<ChildStdin>> {
+    FEED.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Writes one line to the watchdog (one that died cannot be helped).
+fn send(line: &str) {
+    if let Some(pipe) = feed().as_mut() {
+        let _ = pipe.write_all(line.as_bytes());
+    }
 }
 
 /// Starts `awf __watchdog` in its own process group; its stdin is the returned pipe.
 fn spawn() -> Option<ChildStdin> {
     let exe = std::env::current_exe().ok()?;
+    // Without the tag this awf process may carry as some step's child (an `awf run` inside a
+    // step): the outer watchdog must not kill this one before it has done its work.
     let mut child = std::process::Command::new(exe)
         .arg(SUBCOMMAND)
+        .env_remove(awf_exec::TAG_VAR)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
         .ok()?;
-    // Not waited for: it exits when this process does (end of file on its stdin), or is
-    // reaped by the end-of-run sweep.
+    // Not waited for, nor stopped by the end-of-run sweep: it exits when this process does
+    // (end of file on its stdin). Registered, it makes the parent-death signal unneeded.
+    if let Ok(pid) = i32::try_from(child.id()) {
+        awf_exec::set_watchdog(pid);
+    }
     child.stdin.take()
 }
 
-/// Runs the watchdog: reads `+<pgid>` / `-<pgid>` lines from stdin until end of file, then
-/// SIGKILLs every group still listed and every process tagged as a descendant of a step of
-/// the awf process that started it (daemonised ones included). Malformed lines are ignored. Always succeeds.
+/// Runs the watchdog: reads stdin until end of file; unless a `=` line came first (awf ends
+/// normally and has stopped its processes itself), SIGKILLs every process tagged as a
+/// descendant of a step of the awf process that started it (daemonised ones included) and
+/// the process group of each that leads one; twice, a moment apart, for a child that was
+/// being spawned (not yet exec'd with its tag) when awf died. Always succeeds.
 pub fn serve() {
     // The awf process that started us: its steps' processes carry its pid in their tag.
     let owner = std::os::unix::process::parent_id();
-    let mut groups = BTreeSet::new();
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
-        let (sign, rest) = line.split_at(line.len().min(1));
-        let Ok(pgid) = rest.trim().parse::<i32>() else {
-            continue;
-        };
-        match sign {
-            "+" => {
-                groups.insert(pgid);
-            }
-            "-" => {
-                groups.remove(&pgid);
-            }
-            _ => {}
+    let mut stdin = std::io::stdin().lock();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match stdin.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.trim_end() == "=" => return,
+            Ok(_) => {}
         }
     }
-    for pgid in groups {
-        let _ = awf_exec::signal_group(pgid, Signal::SIGKILL);
-    }
-    // Daemonised descendants (`setsid cmd &`) left those groups but kept the tag.
     if owner > 1 {
+        awf_exec::kill_tagged_by(owner);
+        std::thread::sleep(std::time::Duration::from_millis(50));
         awf_exec::kill_tagged_by(owner);
     }
 }

@@ -78,7 +78,7 @@ pub fn run_workflow(sink: &dyn EventPublisher, run_id: &str, start_ms: u64, step
         );
         let mut st = StepState::running(&name, at(start_ms));
         st.status = StepStatus::Completed;
-        st.output = format!("{run_id} {i}\n");
+        st.output = format!("{run_id} {i}\n").into();
         st.exit_code = Some(0);
         st.attempts = 1;
         st.completed_at = Some(at(start_ms + 1));
