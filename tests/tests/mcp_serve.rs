@@ -1280,3 +1280,21 @@ fn claude_code_calls_awf_tools_through_mcp_serve() {
     );
     awf_tests::wait_for("claude's processes to end", || sb.processes().is_empty());
 }
+
+#[test]
+fn the_configs_frame_limit_is_the_one_enforced() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = config(
+        &sb,
+        &json!({"root_dir": sb.path(), "limits": {"max_frame_bytes": 2048}}),
+    );
+    let mut s = Raw::awf(&sb, &cfg, &[]);
+    s.initialize("2025-11-25");
+    let answer = s.call(3, "Read", &json!({"path": "x".repeat(4096)}));
+    assert_eq!(answer["id"], 3, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    let small = s.call(4, "Read", &json!({"path": "missing.txt"}));
+    assert_eq!(small["result"]["isError"], true, "{small}");
+    let (code, _, stderr) = s.close();
+    assert_eq!(code, Some(0), "{stderr}");
+}
