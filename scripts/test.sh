@@ -2,6 +2,7 @@
 # Runs the whole test suite. Installs what the tests need by itself:
 #   - PyYAML for the shared conformance runner (../shared/conformance/run.py), into .cache/py
 #   - the pinned agent CLIs (claude, codex, gemini, opencode) from npm, into .cache/npm
+#   - the MCP clients (Python `mcp` SDK, MCP Inspector CLI and Node 22), scripts/install-peers.sh
 # then builds the `awf` binary the end-to-end tests drive and runs every test
 # (cargo nextest when installed, else cargo test).
 set -euo pipefail
@@ -16,6 +17,7 @@ if ! python3 -c 'import yaml' 2>/dev/null; then
 fi
 
 ./scripts/install-agents.sh
+./scripts/install-peers.sh
 
 cargo build --locked -p awf
 if cargo nextest --version >/dev/null 2>&1; then

@@ -26,6 +26,7 @@ pub mod inputs;
 pub mod plan;
 pub mod runs;
 pub mod service;
+pub mod tools;
 pub mod validation;
 
 #[cfg(test)]
@@ -37,6 +38,8 @@ pub use facade::RunHandle;
 pub use inputs::resolve_inputs;
 pub use service::RunManager;
 pub use service::ServiceConfig;
+pub use tools::AuditContext;
+pub use tools::ToolRouter;
 pub use validation::ValidationReport;
 pub use validation::one_line;
 pub use validation::validate_workflow;

@@ -119,6 +119,30 @@ error_codes! {
     UserAgentUnknownProvider => "USER.AGENT.UNKNOWN_PROVIDER", User,
         "An agent step names a provider awf does not know.",
         "Use one of claude, codex, gemini, opencode, github_copilot, mistral_vibe, openai_compatible.";
+    UserMcpProxyUnknownKey => "USER.MCP_PROXY.UNKNOWN_KEY", User,
+        "An `mcp_proxy:` block or an `awf mcp-serve` config file has a key awf does not know.",
+        "Keep to enable, intercept_builtins and plugin_tools in `mcp_proxy:`; the message lists every unknown key.";
+    UserMcpProxyEmptyProxy => "USER.MCP_PROXY.EMPTY_PROXY", User,
+        "The MCP proxy is enabled with `intercept_builtins: false` and no `plugin_tools`, so it would serve no tool.",
+        "Set `intercept_builtins: true`, list plugin operations under `plugin_tools`, or remove the block.";
+    UserMcpProxyNameCollision => "USER.MCP_PROXY.NAME_COLLISION", User,
+        "Two tools of the MCP proxy have the same name (a plugin listed twice, or two providers offering one name).",
+        "List each plugin once and give every exposed operation a distinct `<plugin>_<op>` name.";
+    UserMcpProxyUnknownPlugin => "USER.MCP_PROXY.UNKNOWN_PLUGIN", User,
+        "`plugin_tools` names a plugin awf does not know.",
+        "Check the plugin name; only plugins awf can run (the built-in `http` operation) can be exposed.";
+    UserMcpProxyUnknownOperation => "USER.MCP_PROXY.UNKNOWN_OPERATION", User,
+        "`plugin_tools[].expose` names an operation the plugin does not have.",
+        "Check the operation names of the plugin.";
+    UserMcpProxyUnsupportedProvider => "USER.MCP_PROXY.UNSUPPORTED_PROVIDER", User,
+        "The step's provider cannot hide its native tools, so the MCP proxy only adds tools beside them (a warning).",
+        "Use claude or openai_compatible for full interception, or accept that native tools stay available.";
+    UserMcpProxyInfiniteLoopGuard => "USER.MCP_PROXY.INFINITE_LOOP_GUARD", User,
+        "The model kept asking for tool calls past the round limit, or asked for tool calls without naming any.",
+        "Make the prompt say when to stop, or raise the limit of tool rounds.";
+    UserMcpProxyInvalidConfig => "USER.MCP_PROXY.INVALID_CONFIG", User,
+        "The `awf mcp-serve` config file is missing, unreadable, not JSON of the expected shape, or has a bad value.",
+        "Pass `--config <file>` with a JSON object such as {\"intercept_builtins\": true, \"root_dir\": \"/abs/dir\"}; the message says what is wrong.";
     WorkflowParseYamlSyntax => "WORKFLOW.PARSE.YAML_SYNTAX", Workflow,
         "The workflow file is not valid YAML, or a field has the wrong type.",
         "Fix the YAML at the reported line and column; quote strings that contain ': '.";

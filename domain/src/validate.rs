@@ -630,6 +630,93 @@ fn approval_checks(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>)
     }
 }
 
+/// `mcp_proxy:` of an agent step (shared/spec/mcp.md §1.3): an enabled proxy with nothing to
+/// serve is `EMPTY_PROXY`; a plugin listed twice, or two entries giving one `<plugin>_<op>`
+/// name, is `NAME_COLLISION`; every plugin is `UNKNOWN_PLUGIN` (awf runs no plugins yet); a
+/// provider that cannot hide its own tools is an `UNSUPPORTED_PROVIDER` warning.
+fn mcp_proxy_checks(
+    name: &str,
+    provider: &str,
+    proxy: &crate::workflow::McpProxyConfig,
+    base: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    if !proxy.enable {
+        return;
+    }
+    if !proxy.intercept_builtins && proxy.plugin_tools.is_empty() {
+        out.push(
+            Diagnostic::error(
+                ErrorCode::UserMcpProxyEmptyProxy,
+                base.to_owned(),
+                format!(
+                    "agent \"{name}\": mcp_proxy is enabled with intercept_builtins: false and no plugin_tools, so it serves no tool"
+                ),
+            )
+            .with_hint(ErrorCode::UserMcpProxyEmptyProxy.resolution()),
+        );
+    }
+    let mut plugins = BTreeSet::new();
+    let mut tools: BTreeMap<String, String> = BTreeMap::new();
+    for (i, p) in proxy.plugin_tools.iter().enumerate() {
+        let path = format!("{base}.plugin_tools.{i}");
+        if !plugins.insert(p.plugin.as_str()) {
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::UserMcpProxyNameCollision,
+                    format!("{path}.plugin"),
+                    format!(
+                        "agent \"{name}\": plugin \"{}\" is listed twice in mcp_proxy.plugin_tools",
+                        p.plugin
+                    ),
+                )
+                .with_hint("list each plugin once, with all its operations under one expose"),
+            );
+            continue;
+        }
+        for op in &p.expose {
+            let tool = format!("{}_{op}", p.plugin);
+            let owner = format!("{}.{op}", p.plugin);
+            if let Some(first) = tools.insert(tool.clone(), owner.clone()) {
+                out.push(
+                    Diagnostic::error(
+                        ErrorCode::UserMcpProxyNameCollision,
+                        format!("{path}.expose"),
+                        format!("agent \"{name}\": {owner} and {first} are both served as tool \"{tool}\""),
+                    )
+                    .with_hint("rename one of the operations or expose only one of them"),
+                );
+            }
+        }
+        out.push(
+            Diagnostic::error(
+                ErrorCode::UserMcpProxyUnknownPlugin,
+                format!("{path}.plugin"),
+                format!(
+                    "agent \"{name}\": unknown plugin \"{}\" in mcp_proxy.plugin_tools",
+                    p.plugin
+                ),
+            )
+            .with_hint(
+                "awf runs no plugins yet: remove the entry, or keep only intercept_builtins",
+            ),
+        );
+    }
+    let provider = provider.trim();
+    if crate::workflow::MCP_COEXISTENCE_PROVIDERS.contains(&provider) {
+        out.push(
+            Diagnostic::warning(
+                ErrorCode::UserMcpProxyUnsupportedProvider,
+                base.to_owned(),
+                format!(
+                    "agent \"{name}\": provider {provider} cannot hide its own tools: the proxy's tools are offered beside them, not instead"
+                ),
+            )
+            .with_hint(ErrorCode::UserMcpProxyUnsupportedProvider.resolution()),
+        );
+    }
+}
+
 fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
     match &s.kind {
         StateKind::Parallel(p) => {
@@ -733,6 +820,9 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                     format!("{base}.role"),
                     "role must not contain '..'",
                 ));
+            }
+            if let Some(proxy) = &a.mcp_proxy {
+                mcp_proxy_checks(name, &a.provider, proxy, &format!("{base}.mcp_proxy"), out);
             }
         }
         StateKind::Operation(o) => {
@@ -1376,3 +1466,120 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
 #[cfg(test)]
 #[path = "validate_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod mcp_proxy_tests {
+    use super::*;
+    use crate::ports::repository::Severity;
+    use crate::workflow::McpPluginTools;
+    use crate::workflow::McpProxyConfig;
+
+    fn check(provider: &str, proxy: &McpProxyConfig) -> Vec<(ErrorCode, Severity, String)> {
+        let mut out = Vec::new();
+        mcp_proxy_checks("s", provider, proxy, "states.s.mcp_proxy", &mut out);
+        out.into_iter()
+            .map(|d| (d.code, d.severity, d.path))
+            .collect()
+    }
+
+    fn plugin(name: &str, ops: &[&str]) -> McpPluginTools {
+        McpPluginTools {
+            plugin: name.into(),
+            expose: ops.iter().map(|o| (*o).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_disabled_proxy_is_not_checked() {
+        let proxy = McpProxyConfig {
+            enable: false,
+            intercept_builtins: false,
+            plugin_tools: vec![plugin("a", &["b"]), plugin("a", &["b"])],
+        };
+        assert_eq!(check("codex", &proxy), vec![]);
+    }
+
+    #[test]
+    fn builtins_only_on_claude_is_clean() {
+        let proxy = McpProxyConfig {
+            enable: true,
+            intercept_builtins: true,
+            plugin_tools: vec![],
+        };
+        assert_eq!(check("claude", &proxy), vec![]);
+    }
+
+    #[test]
+    fn nothing_to_serve_is_empty_proxy() {
+        let proxy = McpProxyConfig {
+            enable: true,
+            intercept_builtins: false,
+            plugin_tools: vec![],
+        };
+        assert_eq!(
+            check("claude", &proxy),
+            vec![(
+                ErrorCode::UserMcpProxyEmptyProxy,
+                Severity::Error,
+                "states.s.mcp_proxy".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_plugin_twice_and_a_shared_final_name_collide() {
+        let twice = McpProxyConfig {
+            enable: true,
+            intercept_builtins: true,
+            plugin_tools: vec![plugin("k", &["a"]), plugin("k", &["b"])],
+        };
+        let codes: Vec<ErrorCode> = check("claude", &twice).into_iter().map(|c| c.0).collect();
+        assert!(
+            codes.contains(&ErrorCode::UserMcpProxyNameCollision),
+            "{codes:?}"
+        );
+        // `a_b` + `c` and `a` + `b_c` are both tool `a_b_c`.
+        let shared = McpProxyConfig {
+            enable: true,
+            intercept_builtins: true,
+            plugin_tools: vec![plugin("a_b", &["c"]), plugin("a", &["b_c"])],
+        };
+        let found = check("claude", &shared);
+        assert!(
+            found
+                .iter()
+                .any(|(c, _, p)| *c == ErrorCode::UserMcpProxyNameCollision
+                    && p == "states.s.mcp_proxy.plugin_tools.1.expose"),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .filter(|(c, ..)| *c == ErrorCode::UserMcpProxyUnknownPlugin)
+                .count()
+                == 2,
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn coexistence_providers_get_a_warning_only() {
+        let proxy = McpProxyConfig {
+            enable: true,
+            intercept_builtins: true,
+            plugin_tools: vec![],
+        };
+        for p in ["codex", "github_copilot", "opencode"] {
+            assert_eq!(
+                check(p, &proxy),
+                vec![(
+                    ErrorCode::UserMcpProxyUnsupportedProvider,
+                    Severity::Warning,
+                    "states.s.mcp_proxy".to_owned()
+                )],
+                "{p}"
+            );
+        }
+    }
+}

@@ -105,6 +105,7 @@ fn agent(name: &str) -> AgentStep {
         options: IndexMap::new(),
         output_format: None,
         conversation: None,
+        mcp_proxy: None,
     }
 }
 

@@ -462,7 +462,35 @@ pub struct AgentStep {
     pub output_format: Option<String>,
     /// `conversation:` block, presence = session tracking.
     pub conversation: Option<ConversationConfig>,
+    /// `mcp_proxy:` block (the per-step MCP proxy), when written.
+    pub mcp_proxy: Option<McpProxyConfig>,
 }
+
+/// `mcp_proxy:` on an agent step: serve awf's tools to the agent over MCP (`awf mcp-serve`).
+/// Source: shared/spec/mcp.md §1.1.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct McpProxyConfig {
+    /// Turn the proxy on for this step (default false).
+    pub enable: bool,
+    /// Serve the built-in tools and hide the provider's own where it can. Absent in YAML:
+    /// true when `enable` is true, else false.
+    pub intercept_builtins: bool,
+    /// Plugin operations to serve as `<plugin>_<op>` tools.
+    pub plugin_tools: Vec<McpPluginTools>,
+}
+
+/// One `mcp_proxy.plugin_tools` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct McpPluginTools {
+    /// Plugin name.
+    pub plugin: String,
+    /// Its operations to serve.
+    pub expose: Vec<String>,
+}
+
+/// Providers whose CLI cannot hide its own tools: a proxy there only adds tools beside them
+/// (`USER.MCP_PROXY.UNSUPPORTED_PROVIDER`, a warning). Source: shared/spec/mcp.md §1.3, §3.3.
+pub const MCP_COEXISTENCE_PROVIDERS: &[&str] = &["codex", "github_copilot", "opencode"];
 
 /// `conversation:` on an agent step.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]

@@ -601,6 +601,7 @@ fn agent(
             options: IndexMap::new(),
             output_format: None,
             conversation: None,
+            mcp_proxy: None,
         }),
     );
     s.on_success = on_success.map(Into::into);

@@ -26,6 +26,7 @@ pub use store::HistoryStore;
 pub use store::StateStore;
 pub use template::ExpressionEvaluator;
 pub use template::Interpolator;
+pub use tools::ToolAuditSink;
 pub use tools::ToolProvider;
 
 #[cfg(any(test, feature = "testing"))]

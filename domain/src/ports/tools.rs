@@ -93,3 +93,46 @@ pub trait ToolProvider: Send + Sync {
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolCallError>;
 }
+
+/// What the tool router records of one `tools/call` (the audit seam): one record per call,
+/// after it answered. Text is already masked. `awf mcp-serve` runs in its own process (the
+/// agent CLI starts it), so records reach the parent run through a [`ToolAuditSink`] that
+/// appends them to a file the parent names in the config (`audit_path`).
+///
+/// Reference: shared/spec/mcp.md §3.5 (span, log line, `tool.call`/`tool.result` events).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    /// The run the step belongs to, when the parent passed it.
+    pub run_id: Option<String>,
+    /// The step (state name) the agent runs in, when the parent passed it.
+    pub step: Option<String>,
+    /// The parent's span context (W3C `traceparent`), when it passed one, so the parent can
+    /// hang the call's span under its step's.
+    pub traceparent: Option<String>,
+    /// Id of the call: the client's (MCP request id) or a new one.
+    pub call_id: String,
+    /// Wire name of the tool.
+    pub name: String,
+    /// Which provider served it (`builtin`, `plugin:<name>`, ...), `""` for an unknown tool.
+    pub source: String,
+    /// The arguments, masked.
+    pub input: Value,
+    /// The result text, masked.
+    pub output: String,
+    /// Whether the call failed (an `isError` result or an unknown tool).
+    pub is_error: bool,
+    /// When the call started (wall clock).
+    #[serde(skip)]
+    pub started_at: std::time::SystemTime,
+    /// How long the call took, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// Where the router sends each [`ToolCallRecord`].
+pub trait ToolAuditSink: Send + Sync {
+    /// Records one call. Called once per call, possibly from several tasks at once.
+    ///
+    /// # Errors
+    /// The sink's I/O error; the router logs it as a warning and the call's answer stands.
+    fn record(&self, record: &ToolCallRecord) -> std::io::Result<()>;
+}

@@ -26,6 +26,7 @@ mod history;
 mod locks;
 mod recorder;
 mod state;
+mod tool_events;
 mod transcript;
 
 use std::collections::BTreeMap;
@@ -46,6 +47,8 @@ use awf_domain::ports::store::StateStore;
 pub use locks::RunLockFiles;
 pub use recorder::ErrorCallback;
 pub use recorder::Recorder;
+pub use tool_events::ToolEventFile;
+pub use tool_events::tool_events_to_run_events;
 
 /// Where the audit trail goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

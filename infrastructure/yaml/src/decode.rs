@@ -21,6 +21,8 @@ use awf_domain::workflow::InputValidation;
 use awf_domain::workflow::LoopOver;
 use awf_domain::workflow::LoopStep;
 use awf_domain::workflow::MaxIterations;
+use awf_domain::workflow::McpPluginTools;
+use awf_domain::workflow::McpProxyConfig;
 use awf_domain::workflow::OperationStep;
 use awf_domain::workflow::OutputDef;
 use awf_domain::workflow::ParallelStep;
@@ -342,13 +344,7 @@ fn decode_state(
             notes.push(("operation", "operation has no effect on a command step"));
             decode_command(&mut f, d)
         }
-        "agent" => {
-            notes.push((
-                "mcp_proxy",
-                "mcp_proxy is not supported yet and has no effect",
-            ));
-            Some(decode_agent(&mut f, d))
-        }
+        "agent" => Some(decode_agent(&mut f, d)),
         "parallel" => Some(decode_parallel(&mut f, d)),
         "for_each" | "while" => decode_loop(ty, &mut f, d),
         "operation" => Some(decode_operation(&mut f, d)),
@@ -904,6 +900,9 @@ fn decode_agent(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
     // `conversation:` with no value still opts in.
     let conversation =
         conversation.or_else(|| f.has("conversation").then(ConversationConfig::default));
+    let mcp_proxy = f
+        .take("mcp_proxy")
+        .and_then(|n| decode_mcp_proxy(n, &f.child("mcp_proxy"), d));
     StateKind::Agent(AgentStep {
         provider,
         prompt,
@@ -915,6 +914,68 @@ fn decode_agent(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
         options,
         output_format,
         conversation,
+        mcp_proxy,
+    })
+}
+
+/// `mcp_proxy: {enable, intercept_builtins, plugin_tools: [{plugin, expose}]}` (mcp.md §1.1).
+/// Any other key is one `USER.MCP_PROXY.UNKNOWN_KEY` error listing them all; nested entries
+/// are read leniently, as AWF (Go) does. `intercept_builtins` absent follows `enable`.
+fn decode_mcp_proxy(n: &Node, path: &str, d: &mut Diags) -> Option<McpProxyConfig> {
+    const KEYS: [&str; 3] = ["enable", "intercept_builtins", "plugin_tools"];
+    let mut f = Fields::of(n, path, d, "a mapping (mcp_proxy)")?;
+    let unknown: Vec<&crate::node::MapEntry> = n
+        .entries()
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| !KEYS.contains(&e.key.as_str()))
+        .collect();
+    if let Some(first) = unknown.first() {
+        let names: Vec<String> = unknown.iter().map(|e| format!("\"{}\"", e.key)).collect();
+        let diag = d.error(
+            ErrorCode::UserMcpProxyUnknownKey,
+            path,
+            Some(first.key_pos),
+            format!(
+                "unknown key{} {} in mcp_proxy",
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            ),
+        );
+        diag.hint = Some("mcp_proxy takes enable, intercept_builtins and plugin_tools".into());
+    }
+    let enable = f.boolean("enable", d).unwrap_or(false);
+    let intercept_builtins = f.boolean("intercept_builtins", d).unwrap_or(enable);
+    let mut plugin_tools = Vec::new();
+    if let Some(list) = f.take("plugin_tools") {
+        let lpath = f.child("plugin_tools");
+        match list.items() {
+            Some(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    let ipath = format!("{lpath}.{i}");
+                    let Some(mut pf) = Fields::of(it, &ipath, d, "a mapping {plugin, expose}")
+                    else {
+                        continue;
+                    };
+                    let plugin = pf.string("plugin", d).unwrap_or_default();
+                    let expose = pf.string_list("expose", d);
+                    plugin_tools.push(McpPluginTools { plugin, expose });
+                }
+            }
+            None => d.wrong_type(&lpath, list, "a list of {plugin, expose}"),
+        }
+    }
+    if enable {
+        d.note(
+            path,
+            Some(f.pos()),
+            "mcp_proxy is checked but not wired into agent steps yet: the agent runs with its own tools (awf mcp-serve can be used directly)",
+        );
+    }
+    Some(McpProxyConfig {
+        enable,
+        intercept_builtins,
+        plugin_tools,
     })
 }
 

@@ -188,6 +188,15 @@ pub enum Command {
     Status(StatusArgs),
     /// Project configuration.
     Config(ConfigArgs),
+    /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
+    ///
+    /// `--config FILE` (required) names the proxy's JSON config: `intercept_builtins`,
+    /// `plugin_tools`, `root_dir` (the workspace the tools are confined to), `run_id`, `step`,
+    /// `audit_path` (one JSON line per tool call), `traceparent`, `limits`. Stdout carries only
+    /// MCP frames; logs go to stderr. Ends at stdin EOF or SIGTERM (exit 0); a bad config
+    /// exits 1. See README "awf mcp-serve".
+    #[command(name = "mcp-serve", override_usage = "awf mcp-serve --config <FILE>")]
+    McpServe(McpServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -340,6 +349,16 @@ pub struct DiagramArgs {
     /// State to highlight.
     #[arg(long, value_name = "STATE")]
     pub highlight: Option<String>,
+}
+
+/// `awf mcp-serve`.
+#[derive(Debug, Args)]
+pub struct McpServeArgs {
+    /// The proxy's JSON config file (`intercept_builtins`, `plugin_tools`, `root_dir`,
+    /// `run_id`, `step`, `audit_path`, `traceparent`, `limits`): the global `--config FILE`
+    /// (AWF (Go)'s flag), copied here by main after parsing.
+    #[arg(skip)]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// `awf error`.

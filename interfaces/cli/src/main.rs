@@ -15,6 +15,7 @@ mod init_cmd;
 mod interact;
 mod json_out;
 mod list_cmd;
+mod mcp_cmd;
 mod printer;
 mod progress;
 mod run_cmd;
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
         }
         return ExitCode::from(1);
     }
-    let cli = match cli::parse_from(&args) {
+    let mut cli = match cli::parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             // `awf run <workflow> --help` describes that workflow (or fails to load it).
@@ -90,6 +91,10 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
+    // `awf mcp-serve --config FILE`: the global (hidden) `--config` names its file.
+    if let Command::McpServe(a) = &mut cli.command {
+        a.config = cli.config.clone().map(std::path::PathBuf::from);
+    }
     if matches!(cli.command, Command::Watchdog) {
         watchdog::serve();
         return ExitCode::SUCCESS;
@@ -313,6 +318,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::History(args) => runs_cmd::history(ctx, args),
         Command::Status(args) => runs_cmd::status(ctx, args),
         Command::Config(args) => runs_cmd::config(ctx, args),
+        Command::McpServe(args) => mcp_cmd::run(ctx, args).await,
         Command::Watchdog => Ok(Outcome::Success),
     };
     match result {

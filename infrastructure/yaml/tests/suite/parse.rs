@@ -307,6 +307,7 @@ fn agent_state_keeps_every_field() {
                 continue_from: Some("a".into()),
                 inject_context: None
             }),
+            mcp_proxy: None,
         })
     );
     let w = wf(&with_states(

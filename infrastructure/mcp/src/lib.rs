@@ -1,0 +1,608 @@
+//! awf-mcp: the MCP server of `awf mcp-serve`. It serves any
+//! [`ToolProvider`](awf_domain::ports::ToolProvider) (in awf: the tool router over the
+//! built-in tools) over newline-delimited JSON-RPC on stdio, with rmcp's server and a
+//! hand-written [`ServerHandler`](rmcp::ServerHandler).
+//!
+//! Wire behaviour (shared/spec/mcp.md §3.1, §5):
+//! - server name `awf-mcp-server`, version as given ([`ServeOptions::version`]: awf's);
+//!   protocol versions 2024-11-05 to 2025-11-25; a client asking for another one (newer, or
+//!   unknown) is answered with 2025-11-25. Capabilities: tools only.
+//! - stdout carries only frames (one JSON-RPC message per line); logs go through `tracing`,
+//!   which the binary writes to stderr.
+//! - A line over [`ServeOptions::max_frame_bytes`] (10 MiB) is answered with a JSON-RPC error
+//!   `-32700` (the request's id when it can be read from the line's first 64 KiB, else `null`)
+//!   without echoing the line; the connection lives on.
+//! - Garbage lines are ignored, a UTF-8 BOM and CRLF line ends are accepted; before
+//!   `initialize`, notifications and responses are dropped (logged), a batch gets `-32600`.
+//! - `tools/call` of an unknown tool is JSON-RPC `-32602`; a tool that fails, and a tool that
+//!   panics, answer with an `isError: true` result saying why.
+//! - A client's `notifications/cancelled` cancels the call's token; stdin EOF or the
+//!   `shutdown` token end the server: every in-flight call's token is cancelled and the
+//!   calls are awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started
+//!   outlives it.
+
+use std::borrow::Cow;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Context;
+use std::task::Poll;
+use std::time::Duration;
+
+use awf_domain::ports::ToolProvider;
+use awf_domain::ports::tools::ToolCall;
+use awf_domain::ports::tools::ToolCallError;
+use awf_domain::ports::tools::ToolOutput;
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::ServerHandler;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::model::CallToolResponse;
+use rmcp::model::CallToolResult;
+use rmcp::model::ContentBlock;
+use rmcp::model::Implementation;
+use rmcp::model::InitializeResult;
+use rmcp::model::ListToolsResult;
+use rmcp::model::PaginatedRequestParams;
+use rmcp::model::ProtocolVersion;
+use rmcp::model::ServerCapabilities;
+use rmcp::model::Tool;
+use rmcp::service::RequestContext;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncRead;
+use tokio::io::AsyncWrite;
+use tokio::io::AsyncWriteExt;
+use tokio::io::BufReader;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The server name `initialize` answers with.
+pub const SERVER_NAME: &str = "awf-mcp-server";
+
+/// The largest frame accepted by default: 10 MiB (AWF (Go)'s cap).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 10 * 1024 * 1024;
+
+/// The newest protocol version served; newer or unknown requests get this one.
+pub const NEWEST_PROTOCOL: &str = "2025-11-25";
+
+/// How much of an oversized line is kept to find its request id.
+const ID_SCAN_BYTES: usize = 64 * 1024;
+
+/// How the server runs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Version in `serverInfo` (awf's version).
+    pub version: String,
+    /// Longest accepted line, in bytes, without its line end.
+    pub max_frame_bytes: usize,
+    /// Longest tool result text sent, in bytes (cut on a UTF-8 boundary, with a note), so an
+    /// answer never exceeds what a client reads.
+    pub max_output_bytes: usize,
+    /// How long, at the end, in-flight calls get to stop after their token is cancelled.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            version: String::from("0.0.0"),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_output_bytes: DEFAULT_MAX_FRAME_BYTES - 64 * 1024,
+            shutdown_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why [`serve`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeEnd {
+    /// The client closed the input (stdin EOF), before or after `initialize`.
+    InputClosed,
+    /// The `shutdown` token was cancelled (SIGTERM, SIGINT).
+    Shutdown,
+}
+
+/// Serves `provider` on this process's stdin and stdout until EOF or `shutdown`.
+///
+/// # Errors
+/// The I/O error that made serving impossible (stdout closed while writing is only logged).
+pub async fn serve_stdio(
+    provider: Arc<dyn ToolProvider>,
+    options: ServeOptions,
+    shutdown: CancellationToken,
+) -> std::io::Result<ServeEnd> {
+    let (input, output) = rmcp::transport::io::stdio_pipes();
+    serve(provider, options, input, output, shutdown).await
+}
+
+/// Serves `provider` over `input` and `output` (newline-delimited JSON-RPC, MCP's stdio
+/// transport) until `input` ends or `shutdown` is cancelled.
+///
+/// # Errors
+/// Never at present (kept for transports that can fail to start).
+pub async fn serve<R, W>(
+    provider: Arc<dyn ToolProvider>,
+    options: ServeOptions,
+    input: R,
+    output: W,
+    shutdown: CancellationToken,
+) -> std::io::Result<ServeEnd>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (frames_tx, frames_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(write_frames(frames_rx, output));
+    let (to_rmcp, from_filter) = tokio::io::duplex(256 * 1024);
+    // Cancelled when the input ends: calls in flight stop at once (rmcp waits up to 5 s for
+    // their answers before it closes the session).
+    let input_closed = CancellationToken::new();
+    let reader = {
+        let frames = frames_tx.clone();
+        let max = options.max_frame_bytes;
+        let closed = input_closed.clone();
+        tokio::spawn(async move {
+            filter_input(input, to_rmcp, frames, max).await;
+            closed.cancel();
+        })
+    };
+    let transport =
+        AsyncRwTransport::<RoleServer, _, _>::new_server(from_filter, FrameSink::new(frames_tx))
+            .with_max_line_length(options.max_frame_bytes.saturating_add(16));
+
+    let calls = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let handler = Handler {
+        tools: Arc::new(provider.tools().into_iter().map(to_rmcp_tool).collect()),
+        provider,
+        calls: calls.clone(),
+        tracker: tracker.clone(),
+        version: options.version.clone(),
+        max_output_bytes: options.max_output_bytes,
+    };
+    let calls_on_eof = calls.clone();
+    let service = async move {
+        let session = run_service(handler, transport);
+        tokio::pin!(session);
+        tokio::select! {
+            end = &mut session => end,
+            () = input_closed.cancelled() => {
+                calls_on_eof.cancel();
+                session.await
+            }
+        }
+    };
+    let end = tokio::select! {
+        biased;
+        () = shutdown.cancelled() => ServeEnd::Shutdown,
+        end = service => end,
+    };
+    tracing::debug!(target: "awf::mcp", ?end, "mcp-serve stopping");
+    calls.cancel();
+    tracker.close();
+    if tokio::time::timeout(options.shutdown_grace, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            target: "awf::mcp",
+            grace_ms = u64::try_from(options.shutdown_grace.as_millis()).unwrap_or(u64::MAX),
+            "tool calls still running at shutdown"
+        );
+    }
+    reader.abort();
+    let _ = reader.await;
+    // Every sender is gone now (the transport with the service, the filter with its task):
+    // the writer flushes what is queued and ends.
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+    Ok(end)
+}
+
+async fn run_service(
+    handler: Handler,
+    transport: AsyncRwTransport<RoleServer, tokio::io::DuplexStream, FrameSink>,
+) -> ServeEnd {
+    match handler.serve(transport).await {
+        Ok(running) => {
+            match running.waiting().await {
+                Ok(reason) => tracing::debug!(target: "awf::mcp", ?reason, "mcp session ended"),
+                Err(e) => tracing::warn!(target: "awf::mcp", error = %e, "mcp session failed"),
+            }
+            ServeEnd::InputClosed
+        }
+        Err(e) => {
+            tracing::debug!(target: "awf::mcp", error = %e, "no mcp session");
+            ServeEnd::InputClosed
+        }
+    }
+}
+
+/// The hand-written handler: the tool list is fixed when the server starts.
+struct Handler {
+    provider: Arc<dyn ToolProvider>,
+    tools: Arc<Vec<Tool>>,
+    /// Parent of every call's token, cancelled at shutdown.
+    calls: CancellationToken,
+    tracker: TaskTracker,
+    version: String,
+    max_output_bytes: usize,
+}
+
+fn to_rmcp_tool(spec: awf_domain::ports::tools::ToolSpec) -> Tool {
+    let schema = match spec.input_schema {
+        Value::Object(map) => map,
+        _ => {
+            let mut map = serde_json::Map::new();
+            map.insert("type".into(), Value::String("object".into()));
+            map
+        }
+    };
+    Tool::new(spec.name, spec.description, Arc::new(schema))
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        String::from("(no message)")
+    }
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, with a note saying so.
+fn cap_output(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let total = text.len();
+    let mut cut = max;
+    while cut > 0 && !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    text.push_str(&format!(
+        "\n[awf-mcp-server: output truncated at {cut} of {total} bytes]"
+    ));
+    text
+}
+
+impl Handler {
+    fn result(&self, out: ToolOutput) -> CallToolResult {
+        let content = vec![ContentBlock::text(cap_output(
+            out.text,
+            self.max_output_bytes,
+        ))];
+        let mut result = if out.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        result.structured_content = out.structured;
+        result
+    }
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(SERVER_NAME, self.version.clone()))
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        // Unknown names go to the provider too (the router audits every call, even to a tool
+        // that does not exist), which answers `UnknownTool`: -32602.
+        let name = request.name.to_string();
+        let token = self.calls.child_token();
+        // If rmcp drops this future (the session ends), the call is cancelled too.
+        let _guard = token.clone().drop_guard();
+        let call = ToolCall {
+            name: name.clone(),
+            arguments: request.arguments.unwrap_or_default(),
+            call_id: Some(context.id.to_string()),
+        };
+        let provider = Arc::clone(&self.provider);
+        let call_token = token.clone();
+        let mut task = self
+            .tracker
+            .spawn(async move { provider.call(call, call_token).await });
+        let joined = tokio::select! {
+            joined = &mut task => joined,
+            () = context.ct.cancelled() => {
+                tracing::debug!(target: "awf::mcp", tool = %name, "call cancelled by the client");
+                token.cancel();
+                task.await
+            }
+        };
+        match joined {
+            Ok(Ok(out)) => Ok(self.result(out).into()),
+            Ok(Err(ToolCallError::UnknownTool(n))) => {
+                Err(McpError::invalid_params(format!("unknown tool: {n}"), None))
+            }
+            Err(e) if e.is_panic() => {
+                let why = panic_text(e.into_panic().as_ref());
+                tracing::error!(target: "awf::mcp", tool = %name, panic = %why, "tool panicked");
+                Ok(self
+                    .result(ToolOutput::error(format!("tool {name} panicked: {why}")))
+                    .into())
+            }
+            Err(_) => Ok(self
+                .result(ToolOutput::error(format!("tool {name} was cancelled")))
+                .into()),
+        }
+    }
+}
+
+/// What rmcp writes: whole lines are queued for the writer task, so frames from rmcp and
+/// from the input filter never interleave within a line.
+struct FrameSink {
+    buf: Vec<u8>,
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+impl FrameSink {
+    fn new(tx: mpsc::UnboundedSender<Vec<u8>>) -> Self {
+        Self {
+            buf: Vec::new(),
+            tx,
+        }
+    }
+}
+
+impl AsyncWrite for FrameSink {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        this.buf.extend_from_slice(data);
+        while let Some(pos) = this.buf.iter().position(|b| *b == b'\n') {
+            let rest = this.buf.split_off(pos + 1);
+            let line = std::mem::replace(&mut this.buf, rest);
+            if this.tx.send(line).is_err() {
+                return Poll::Ready(Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
+            }
+        }
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.buf.is_empty() {
+            let mut line = std::mem::take(&mut this.buf);
+            line.push(b'\n');
+            let _ = this.tx.send(line);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(mut rx: mpsc::UnboundedReceiver<Vec<u8>>, mut out: W) {
+    while let Some(line) = rx.recv().await {
+        if let Err(e) = out.write_all(&line).await {
+            tracing::warn!(target: "awf::mcp", error = %e, "cannot write to stdout");
+            return;
+        }
+        // Flush when nothing else is queued (one syscall per burst).
+        if rx.is_empty()
+            && let Err(e) = out.flush().await
+        {
+            tracing::warn!(target: "awf::mcp", error = %e, "cannot flush stdout");
+            return;
+        }
+    }
+    let _ = out.flush().await;
+}
+
+fn error_frame(id: &Value, code: i64, message: &str) -> Vec<u8> {
+    let frame = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": code, "message": message},
+    });
+    let mut bytes = frame.to_string().into_bytes();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// The `"id"` of a JSON-RPC request whose line is cut: the first `"id":` key followed by a
+/// number or a string, in `prefix`.
+fn scan_id(prefix: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(prefix);
+    let mut rest: &str = &text;
+    while let Some(at) = rest.find("\"id\"") {
+        let after = rest[at + 4..].trim_start();
+        if let Some(v) = after.strip_prefix(':') {
+            let v = v.trim_start();
+            if let Some(s) = v.strip_prefix('"') {
+                if let Some(end) = s.find('"') {
+                    return Value::String(s[..end].to_owned());
+                }
+            } else {
+                let num: String = v
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '-')
+                    .collect();
+                if let Ok(n) = num.parse::<i64>() {
+                    return Value::from(n);
+                }
+            }
+        }
+        rest = &rest[at + 4..];
+    }
+    Value::Null
+}
+
+/// What the filter does with one line before the `initialize` request has passed.
+enum PreInit {
+    Forward { initialize: bool },
+    Drop(&'static str),
+    Answer(Vec<u8>),
+}
+
+fn pre_init(line: &[u8]) -> PreInit {
+    let body = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return PreInit::Drop("empty line");
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => match (m.get("method"), m.contains_key("id")) {
+            (Some(Value::String(method)), true) => PreInit::Forward {
+                initialize: method == "initialize",
+            },
+            (Some(_), false) => PreInit::Drop("notification before initialize"),
+            _ => PreInit::Drop("not a request before initialize"),
+        },
+        Ok(Value::Array(_)) => PreInit::Answer(error_frame(
+            &Value::Null,
+            -32600,
+            "Invalid request: a batch before initialize",
+        )),
+        Ok(_) => PreInit::Drop("not a JSON-RPC message"),
+        Err(_) => PreInit::Drop("not JSON"),
+    }
+}
+
+/// Reads lines from `input` and passes them on to rmcp, except: a line over `max` bytes is
+/// answered with an error frame (never passed on, never echoed); before `initialize`, what
+/// would end rmcp's handshake (a notification, a response) is dropped.
+async fn filter_input<R, W>(
+    input: R,
+    mut to_rmcp: W,
+    frames: mpsc::UnboundedSender<Vec<u8>>,
+    max: usize,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut line: Vec<u8> = Vec::new();
+    let mut initialized = false;
+    loop {
+        line.clear();
+        // Bytes of the line seen (with its line end), and whether `line` holds only its head.
+        let mut total: usize = 0;
+        let mut cut = false;
+        let mut ends_crlf = false;
+        let mut newline = false;
+        let mut prev_last: Option<u8> = None;
+        let mut eof = false;
+        // One line, never holding more than `max` bytes (+ its line end) in memory.
+        loop {
+            let buf = match input.fill_buf().await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::debug!(target: "awf::mcp", error = %e, "stdin read failed");
+                    return;
+                }
+            };
+            if buf.is_empty() {
+                eof = true;
+                break;
+            }
+            let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
+                Some(p) => (&buf[..=p], true),
+                None => (buf, false),
+            };
+            let n = chunk.len();
+            if done {
+                newline = true;
+                ends_crlf = if n >= 2 {
+                    chunk[n - 2] == b'\r'
+                } else {
+                    prev_last == Some(b'\r')
+                };
+            }
+            prev_last = chunk.last().copied();
+            total += n;
+            if !cut && line.len() + n <= max + 2 {
+                line.extend_from_slice(chunk);
+            } else {
+                cut = true;
+                let keep = ID_SCAN_BYTES.saturating_sub(line.len()).min(n);
+                line.extend_from_slice(&chunk[..keep]);
+            }
+            input.consume(n);
+            if done {
+                break;
+            }
+        }
+        let ending = usize::from(newline) + usize::from(ends_crlf);
+        let content_len = total.saturating_sub(ending);
+        if content_len > max {
+            let id = scan_id(&line[..line.len().min(ID_SCAN_BYTES)]);
+            tracing::warn!(
+                target: "awf::mcp",
+                bytes = content_len,
+                limit = max,
+                "frame over the size limit answered with an error"
+            );
+            let msg =
+                format!("Parse error: frame of {content_len} bytes is over the {max}-byte limit");
+            if frames.send(error_frame(&id, -32700, &msg)).is_err() || eof {
+                return;
+            }
+            continue;
+        }
+        if line.is_empty() && eof {
+            return;
+        }
+        if !line.ends_with(b"\n") {
+            line.push(b'\n');
+        }
+        if !initialized {
+            match pre_init(&line) {
+                PreInit::Forward { initialize } => initialized = initialize,
+                PreInit::Drop(why) => {
+                    tracing::warn!(target: "awf::mcp", why, "line ignored before initialize");
+                    if eof {
+                        return;
+                    }
+                    continue;
+                }
+                PreInit::Answer(frame) => {
+                    if frames.send(frame).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            }
+        }
+        if to_rmcp.write_all(&line).await.is_err() {
+            return;
+        }
+        if eof {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

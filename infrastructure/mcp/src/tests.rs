@@ -1,0 +1,407 @@
+//! The server over in-memory pipes, driven with raw JSON-RPC lines (the third-party clients
+//! drive the binary in tests/tests/mcp_serve.rs).
+
+use std::sync::Mutex;
+
+use awf_domain::ports::tools::ToolSpec;
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+use tokio::io::DuplexStream;
+use tokio::io::ReadHalf;
+use tokio::io::WriteHalf;
+
+use super::*;
+
+/// Echo (answers its `text`), Fail (an isError result), Boom (panics), Sleep (runs
+/// `sleep 30` as a child and stops it when cancelled, recording its pid).
+#[derive(Default)]
+struct TestTools {
+    sleep_pid: Mutex<Option<u32>>,
+    sleep_ended: Mutex<Option<&'static str>>,
+}
+
+#[async_trait::async_trait]
+impl ToolProvider for TestTools {
+    fn tools(&self) -> Vec<ToolSpec> {
+        ["Echo", "Fail", "Boom", "Sleep"]
+            .into_iter()
+            .map(|n| ToolSpec {
+                name: n.into(),
+                description: format!("{n} for tests"),
+                input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            })
+            .collect()
+    }
+
+    async fn call(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<ToolOutput, ToolCallError> {
+        match call.name.as_str() {
+            "Echo" => Ok(ToolOutput::text(
+                call.arguments
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            )),
+            "Fail" => Ok(ToolOutput::error("it failed")),
+            "Boom" => panic!("kaboom"),
+            "Sleep" => {
+                let mut child = tokio::process::Command::new("sleep")
+                    .arg("30")
+                    .stdin(std::process::Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .expect("sleep runs");
+                *self.sleep_pid.lock().unwrap() = child.id();
+                tokio::select! {
+                    _ = child.wait() => {
+                        *self.sleep_ended.lock().unwrap() = Some("exited");
+                        Ok(ToolOutput::text("slept"))
+                    }
+                    () = cancel.cancelled() => {
+                        let _ = child.kill().await;
+                        *self.sleep_ended.lock().unwrap() = Some("killed");
+                        Ok(ToolOutput::error("cancelled"))
+                    }
+                }
+            }
+            other => Err(ToolCallError::UnknownTool(other.to_owned())),
+        }
+    }
+}
+
+struct Conn {
+    to_server: WriteHalf<DuplexStream>,
+    from_server: BufReader<ReadHalf<DuplexStream>>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<ServeEnd>>,
+}
+
+fn start(tools: Arc<TestTools>, options: ServeOptions) -> Conn {
+    let (client, server) = tokio::io::duplex(64 * 1024 * 1024);
+    let (server_r, server_w) = tokio::io::split(server);
+    let (client_r, client_w) = tokio::io::split(client);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(serve(tools, options, server_r, server_w, shutdown.clone()));
+    Conn {
+        to_server: client_w,
+        from_server: BufReader::new(client_r),
+        shutdown,
+        task,
+    }
+}
+
+impl Conn {
+    async fn send(&mut self, bytes: &[u8]) {
+        self.to_server.write_all(bytes).await.unwrap();
+        self.to_server.flush().await.unwrap();
+    }
+
+    async fn send_json(&mut self, v: Value) {
+        let mut line = v.to_string().into_bytes();
+        line.push(b'\n');
+        self.send(&line).await;
+    }
+
+    async fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        let n = tokio::time::timeout(
+            Duration::from_secs(30),
+            self.from_server.read_line(&mut line),
+        )
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+        assert!(n > 0, "server closed its output");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    async fn initialize(&mut self, version: &str) -> Value {
+        self.send_json(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        )
+        .await;
+        let answer = self.recv().await;
+        self.send_json(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        answer
+    }
+
+    async fn call(&mut self, id: u64, name: &str, args: Value) -> Value {
+        self.send_json(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}))
+            .await;
+        self.recv().await
+    }
+}
+
+fn opts() -> ServeOptions {
+    ServeOptions {
+        version: "9.9.9".into(),
+        ..ServeOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn versions_up_to_2025_11_25_are_echoed_newer_ones_get_it() {
+    for (asked, got) in [
+        ("2024-11-05", "2024-11-05"),
+        ("2025-03-26", "2025-03-26"),
+        ("2025-06-18", "2025-06-18"),
+        ("2025-11-25", "2025-11-25"),
+        ("2026-07-28", "2025-11-25"),
+        ("2099-01-01", "2025-11-25"),
+    ] {
+        let mut c = start(Arc::default(), opts());
+        let init = c.initialize(asked).await;
+        assert_eq!(
+            init["result"]["protocolVersion"], got,
+            "asked {asked}: {init}"
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "awf-mcp-server");
+        assert_eq!(init["result"]["serverInfo"]["version"], "9.9.9");
+        assert!(
+            init["result"]["capabilities"]["tools"].is_object(),
+            "{init}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn lists_and_calls_tools() {
+    let mut c = start(Arc::default(), opts());
+    c.initialize("2025-06-18").await;
+    c.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .await;
+    let list = c.recv().await;
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Echo", "Fail", "Boom", "Sleep"]);
+    assert_eq!(list["result"]["tools"][0]["inputSchema"]["type"], "object");
+    let echo = c.call(2, "Echo", json!({"text": "héllo"})).await;
+    assert_eq!(echo["id"], 2);
+    assert_eq!(echo["result"]["content"][0]["text"], "héllo");
+    assert_eq!(echo["result"]["isError"], false);
+    let fail = c.call(3, "Fail", json!({})).await;
+    assert_eq!(fail["result"]["isError"], true);
+    assert_eq!(fail["result"]["content"][0]["text"], "it failed");
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_invalid_params() {
+    let mut c = start(Arc::default(), opts());
+    c.initialize("2025-11-25").await;
+    let answer = c.call(5, "Nope", json!({})).await;
+    assert_eq!(answer["id"], 5);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Nope"),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
+async fn a_panicking_tool_answers_with_an_error_result_and_the_server_lives_on() {
+    let mut c = start(Arc::default(), opts());
+    c.initialize("2025-11-25").await;
+    let boom = c.call(7, "Boom", json!({})).await;
+    assert_eq!(boom["id"], 7);
+    assert_eq!(boom["result"]["isError"], true, "{boom}");
+    let text = boom["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("kaboom"), "{text}");
+    let echo = c.call(8, "Echo", json!({"text": "still here"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "still here");
+}
+
+#[tokio::test]
+async fn an_oversized_frame_gets_an_error_with_its_id_and_is_not_echoed() {
+    let mut c = start(
+        Arc::default(),
+        ServeOptions {
+            max_frame_bytes: 1024,
+            ..opts()
+        },
+    );
+    c.initialize("2025-11-25").await;
+    let big = "x".repeat(5000);
+    c.send_json(json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call",
+        "params": {"name": "Echo", "arguments": {"text": big}}}))
+        .await;
+    let answer = c.recv().await;
+    assert_eq!(answer["id"], 41, "{answer}");
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    assert!(!answer.to_string().contains("xxxxxxxx"), "echoed: {answer}");
+    // A frame just under the limit still works, and so does the connection.
+    let echo = c.call(42, "Echo", json!({"text": "x".repeat(800)})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "x".repeat(800));
+}
+
+#[tokio::test]
+async fn an_oversized_frame_without_a_readable_id_gets_a_null_id_error() {
+    let mut c = start(
+        Arc::default(),
+        ServeOptions {
+            max_frame_bytes: 1024,
+            ..opts()
+        },
+    );
+    c.initialize("2025-11-25").await;
+    let mut line = vec![b'['; 3000];
+    line.push(b'\n');
+    c.send(&line).await;
+    let answer = c.recv().await;
+    assert!(answer["id"].is_null(), "{answer}");
+    assert_eq!(answer["error"]["code"], -32700);
+}
+
+#[tokio::test]
+async fn garbage_bom_crlf_and_early_notifications_do_not_kill_it() {
+    let mut c = start(Arc::default(), opts());
+    c.send(b"this is not json\n").await;
+    c.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await;
+    c.send(b"{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}\n")
+        .await;
+    c.send(b"\n").await;
+    let init = c.initialize("2025-11-25").await;
+    assert_eq!(init["id"], 0, "{init}");
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    c.send(b"more garbage {{{\n").await;
+    c.send(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"Echo\",\"arguments\":{\"text\":\"bom\"}}}\n").await;
+    let bom = c.recv().await;
+    assert_eq!(bom["result"]["content"][0]["text"], "bom", "{bom}");
+    c.send(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"Echo\",\"arguments\":{\"text\":\"crlf\"}}}\r\n").await;
+    let crlf = c.recv().await;
+    assert_eq!(crlf["result"]["content"][0]["text"], "crlf", "{crlf}");
+}
+
+#[tokio::test]
+async fn a_batch_before_initialize_is_answered() {
+    let mut c = start(Arc::default(), opts());
+    c.send(b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]\n")
+        .await;
+    let answer = c.recv().await;
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let init = c.initialize("2025-11-25").await;
+    assert_eq!(init["id"], 0);
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie is not alive; /proc/<pid>/stat says `Z`.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+async fn wait_for_pid(tools: &TestTools) -> u32 {
+    for _ in 0..300 {
+        if let Some(pid) = *tools.sleep_pid.lock().unwrap() {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the Sleep tool never started its child");
+}
+
+#[tokio::test]
+async fn client_cancellation_stops_the_call_and_its_child() {
+    let tools = Arc::new(TestTools::default());
+    let mut c = start(Arc::clone(&tools), opts());
+    c.initialize("2025-11-25").await;
+    c.send_json(json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "Sleep", "arguments": {}}}))
+        .await;
+    let pid = wait_for_pid(&tools).await;
+    assert!(alive(pid));
+    c.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 11, "reason": "test"}}),
+    )
+    .await;
+    for _ in 0..300 {
+        if tools.sleep_ended.lock().unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*tools.sleep_ended.lock().unwrap(), Some("killed"));
+    assert!(!alive(pid), "sleep {pid} survived the cancel");
+    // The late answer is dropped; the next request is answered.
+    let echo = c.call(12, "Echo", json!({"text": "after"})).await;
+    assert_eq!(echo["id"], 12, "{echo}");
+}
+
+#[tokio::test]
+async fn input_eof_ends_the_server_and_cancels_calls_in_flight() {
+    let tools = Arc::new(TestTools::default());
+    let mut c = start(Arc::clone(&tools), opts());
+    c.initialize("2025-11-25").await;
+    c.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "Sleep", "arguments": {}}}))
+        .await;
+    let pid = wait_for_pid(&tools).await;
+    c.to_server.shutdown().await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(10), c.task)
+        .await
+        .expect("serve ends after EOF")
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, ServeEnd::InputClosed);
+    assert_eq!(*tools.sleep_ended.lock().unwrap(), Some("killed"));
+    assert!(!alive(pid));
+}
+
+#[tokio::test]
+async fn the_shutdown_token_ends_the_server_and_cancels_calls_in_flight() {
+    let tools = Arc::new(TestTools::default());
+    let mut c = start(Arc::clone(&tools), opts());
+    c.initialize("2025-11-25").await;
+    c.send_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "Sleep", "arguments": {}}}))
+        .await;
+    let pid = wait_for_pid(&tools).await;
+    c.shutdown.cancel();
+    let end = tokio::time::timeout(Duration::from_secs(10), c.task)
+        .await
+        .expect("serve ends after shutdown")
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, ServeEnd::Shutdown);
+    assert!(!alive(pid));
+}
+
+#[test]
+fn output_is_capped_on_a_char_boundary() {
+    let capped = cap_output("ééééé".into(), 5);
+    assert!(
+        capped.starts_with("éé\n[awf-mcp-server: output truncated at 4 of 10 bytes]"),
+        "{capped}"
+    );
+    assert_eq!(cap_output("short".into(), 5), "short");
+}
+
+#[test]
+fn ids_are_found_in_a_cut_line() {
+    assert_eq!(scan_id(br#"{"jsonrpc":"2.0","id":17,"method":"#), json!(17));
+    assert_eq!(
+        scan_id(br#"{"jsonrpc":"2.0", "id" : "ab-1","#),
+        json!("ab-1")
+    );
+    assert_eq!(scan_id(br#"{"params":{"x":"#), Value::Null);
+}

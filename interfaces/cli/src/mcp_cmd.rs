@@ -1,0 +1,593 @@
+//! `awf mcp-serve --config <file>`: the per-step MCP proxy. Reads the config (AWF (Go)'s JSON
+//! shape plus what awf adds), builds the tool router (application) over the tools the config
+//! asks for, and serves it over stdio (awf-mcp) until stdin ends or SIGTERM/SIGINT.
+//!
+//! Config file (JSON object; every key optional; unknown keys refused):
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `intercept_builtins` | bool | `true` | serve the built-in Read, Write, Edit, Bash, Glob, Grep |
+//! | `plugin_tools` | `[{plugin, expose: [op…]}]` | `[]` | plugin operations as `<plugin>_<op>` tools |
+//! | `root_dir` | absolute path of a directory | the working directory | the workspace the built-ins are confined to |
+//! | `run_id` | string | none | the parent run, stamped on every tool call event |
+//! | `step` | string | none | the step (state name), stamped likewise |
+//! | `audit_path` | absolute path | none | JSONL file the tool call events are appended to (0600) |
+//! | `traceparent` | W3C `traceparent` string | none | the parent span's context, recorded on each `tool.call` span |
+//! | `limits` | `{max_frame_bytes, max_output_bytes, shutdown_grace_ms}` | 10 MiB, 10 MiB − 64 KiB, 5000 | server limits |
+//!
+//! Errors (exit 1): `USER.MCP_PROXY.INVALID_CONFIG` (missing, unreadable, not JSON, a wrong
+//! type or value), `USER.MCP_PROXY.UNKNOWN_KEY` (every unknown key listed),
+//! `USER.MCP_PROXY.EMPTY_PROXY` (`intercept_builtins: false` and no `plugin_tools`),
+//! `USER.MCP_PROXY.NAME_COLLISION` (a plugin listed twice), `USER.MCP_PROXY.UNKNOWN_PLUGIN`.
+//!
+//! Reference: shared/spec/mcp.md §3.1 (config), §3.5 (audit), §9 ("config v2").
+
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use awf_application::AuditContext;
+use awf_application::ToolRouter;
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::mask::Masker;
+use awf_domain::ports::ToolAuditSink;
+use awf_domain::ports::ToolProvider;
+use serde_json::Map;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::McpServeArgs;
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+
+/// One `plugin_tools` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginTools {
+    /// Plugin name.
+    pub plugin: String,
+    /// Its operations to expose.
+    pub expose: Vec<String>,
+}
+
+/// The parsed config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpConfig {
+    /// Serve the built-in tools.
+    pub intercept_builtins: bool,
+    /// Plugin operations to serve.
+    pub plugin_tools: Vec<PluginTools>,
+    /// Workspace root (absolute), `None`: the working directory.
+    pub root_dir: Option<PathBuf>,
+    /// Parent run id.
+    pub run_id: Option<String>,
+    /// Step name.
+    pub step: Option<String>,
+    /// Where tool call events go.
+    pub audit_path: Option<PathBuf>,
+    /// W3C traceparent of the parent span.
+    pub traceparent: Option<String>,
+    /// Longest frame, bytes.
+    pub max_frame_bytes: usize,
+    /// Longest result text, bytes.
+    pub max_output_bytes: usize,
+    /// Time calls get to stop at shutdown.
+    pub shutdown_grace: Duration,
+}
+
+const KEYS: &[&str] = &[
+    "intercept_builtins",
+    "plugin_tools",
+    "root_dir",
+    "run_id",
+    "step",
+    "audit_path",
+    "traceparent",
+    "limits",
+];
+const LIMIT_KEYS: &[&str] = &["max_frame_bytes", "max_output_bytes", "shutdown_grace_ms"];
+
+fn invalid(path: &Path, why: impl std::fmt::Display) -> AwfError {
+    AwfError::new(
+        ErrorCode::UserMcpProxyInvalidConfig,
+        format!("mcp-serve config {}: {why}", path.display()),
+    )
+    .with_detail("file", path.display().to_string())
+    .with_hint(ErrorCode::UserMcpProxyInvalidConfig.resolution())
+}
+
+fn unknown_keys(path: &Path, at: &str, m: &Map<String, Value>, known: &[&str]) -> Option<AwfError> {
+    let unknown: Vec<&str> = m
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known.contains(k))
+        .collect();
+    if unknown.is_empty() {
+        return None;
+    }
+    Some(
+        AwfError::new(
+            ErrorCode::UserMcpProxyUnknownKey,
+            format!(
+                "mcp-serve config {}: unknown key{} {}{at}",
+                path.display(),
+                if unknown.len() == 1 { "" } else { "s" },
+                unknown
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+        .with_detail("file", path.display().to_string())
+        .with_hint(format!("known keys{at}: {}", known.join(", "))),
+    )
+}
+
+fn opt_string(path: &Path, m: &Map<String, Value>, key: &str) -> Result<Option<String>, AwfError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(invalid(
+            path,
+            format!("`{key}` must be a string, not {other}"),
+        )),
+    }
+}
+
+fn opt_abs_path(
+    path: &Path,
+    m: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<PathBuf>, AwfError> {
+    match opt_string(path, m, key)? {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => {
+            let p = PathBuf::from(&s);
+            if p.is_absolute() {
+                Ok(Some(p))
+            } else {
+                Err(invalid(
+                    path,
+                    format!("`{key}` must be an absolute path, not `{s}`"),
+                ))
+            }
+        }
+    }
+}
+
+fn limit(path: &Path, m: &Map<String, Value>, key: &str, default: u64) -> Result<u64, AwfError> {
+    match m.get(key) {
+        None => Ok(default),
+        Some(v) => v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+            invalid(
+                path,
+                format!("`limits.{key}` must be a positive integer, not {v}"),
+            )
+        }),
+    }
+}
+
+/// Whether `s` has the W3C `traceparent` shape: `version-traceid-parentid-flags` in 2, 32, 16
+/// and 2 lower-case hex digits (all-zero ids are invalid).
+fn is_traceparent(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let hex = |p: &str, n: usize| {
+        p.len() == n
+            && p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    parts.len() == 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && hex(parts[2], 16)
+        && hex(parts[3], 2)
+        && parts[1].bytes().any(|b| b != b'0')
+        && parts[2].bytes().any(|b| b != b'0')
+}
+
+/// Parses the config text read from `path`.
+///
+/// # Errors
+/// The `USER.MCP_PROXY.*` error of the first problem found (see the module docs).
+pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| invalid(path, format!("not valid JSON: {e}")))?;
+    let Value::Object(m) = v else {
+        return Err(invalid(path, "must be a JSON object"));
+    };
+    if let Some(e) = unknown_keys(path, "", &m, KEYS) {
+        return Err(e);
+    }
+    let intercept_builtins = match m.get("intercept_builtins") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(invalid(
+                path,
+                format!("`intercept_builtins` must be true or false, not {other}"),
+            ));
+        }
+    };
+    let mut plugin_tools: Vec<PluginTools> = Vec::new();
+    match m.get("plugin_tools") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let plugin = item
+                    .get("plugin")
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty());
+                let expose = item.get("expose").and_then(Value::as_array).map(|ops| {
+                    ops.iter()
+                        .map(|o| o.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<_>>>()
+                });
+                match (plugin, expose) {
+                    (Some(plugin), Some(Some(expose))) => {
+                        if plugin_tools.iter().any(|p| p.plugin == plugin) {
+                            return Err(AwfError::new(
+                                ErrorCode::UserMcpProxyNameCollision,
+                                format!(
+                                    "mcp-serve config {}: plugin `{plugin}` is listed twice in `plugin_tools`",
+                                    path.display()
+                                ),
+                            )
+                            .with_detail("file", path.display().to_string())
+                            .with_hint("list each plugin once, with all its operations under one `expose`"));
+                        }
+                        plugin_tools.push(PluginTools {
+                            plugin: plugin.to_owned(),
+                            expose,
+                        });
+                    }
+                    _ => {
+                        return Err(invalid(
+                            path,
+                            format!(
+                                "`plugin_tools[{i}]` must be {{\"plugin\": \"<name>\", \"expose\": [\"<op>\", …]}}"
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(invalid(
+                path,
+                format!("`plugin_tools` must be a list, not {other}"),
+            ));
+        }
+    }
+    if !intercept_builtins && plugin_tools.is_empty() {
+        return Err(AwfError::new(
+            ErrorCode::UserMcpProxyEmptyProxy,
+            format!(
+                "mcp-serve config {}: `intercept_builtins` is false and `plugin_tools` is empty: no tool to serve",
+                path.display()
+            ),
+        )
+        .with_detail("file", path.display().to_string())
+        .with_hint(ErrorCode::UserMcpProxyEmptyProxy.resolution()));
+    }
+    let limits = match m.get("limits") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(l)) => {
+            if let Some(e) = unknown_keys(path, " in `limits`", l, LIMIT_KEYS) {
+                return Err(e);
+            }
+            l.clone()
+        }
+        Some(other) => {
+            return Err(invalid(
+                path,
+                format!("`limits` must be an object, not {other}"),
+            ));
+        }
+    };
+    let defaults = awf_mcp::ServeOptions::default();
+    let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    Ok(McpConfig {
+        intercept_builtins,
+        plugin_tools,
+        root_dir: opt_abs_path(path, &m, "root_dir")?,
+        run_id: opt_string(path, &m, "run_id")?,
+        step: opt_string(path, &m, "step")?,
+        audit_path: opt_abs_path(path, &m, "audit_path")?,
+        traceparent: match opt_string(path, &m, "traceparent")? {
+            Some(tp) if !is_traceparent(&tp) => {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "`traceparent` `{tp}` is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+                    ),
+                ));
+            }
+            other => other,
+        },
+        max_frame_bytes: as_usize(limit(
+            path,
+            &limits,
+            "max_frame_bytes",
+            defaults.max_frame_bytes as u64,
+        )?),
+        max_output_bytes: as_usize(limit(
+            path,
+            &limits,
+            "max_output_bytes",
+            defaults.max_output_bytes as u64,
+        )?),
+        shutdown_grace: Duration::from_millis(limit(
+            path,
+            &limits,
+            "shutdown_grace_ms",
+            u64::try_from(defaults.shutdown_grace.as_millis()).unwrap_or(u64::MAX),
+        )?),
+    })
+}
+
+/// Reads and checks the config at `path`, and resolves its root.
+fn load(path: &Path) -> Result<(McpConfig, PathBuf), AwfError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| invalid(path, format!("cannot read it: {e}")))?;
+    let cfg = parse_config(path, &text)?;
+    if let Some(p) = cfg.plugin_tools.first() {
+        return Err(AwfError::new(
+            ErrorCode::UserMcpProxyUnknownPlugin,
+            format!(
+                "mcp-serve config {}: unknown plugin `{}`",
+                path.display(),
+                p.plugin
+            ),
+        )
+        .with_detail("file", path.display().to_string())
+        .with_hint("awf runs no plugins yet: remove `plugin_tools`"));
+    }
+    let root = match &cfg.root_dir {
+        Some(r) => r.clone(),
+        None => std::env::current_dir().map_err(|e| {
+            AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!("cannot read the working directory: {e}"),
+            )
+        })?,
+    };
+    let root = std::fs::canonicalize(&root)
+        .ok()
+        .filter(|r| r.is_dir())
+        .ok_or_else(|| {
+            invalid(
+                path,
+                format!("`root_dir` {} is not an existing directory", root.display()),
+            )
+        })?;
+    if let Some(a) = &cfg.audit_path
+        && !a.parent().is_some_and(Path::is_dir)
+    {
+        return Err(invalid(
+            path,
+            format!(
+                "the directory of `audit_path` {} does not exist",
+                a.display()
+            ),
+        ));
+    }
+    Ok((cfg, root))
+}
+
+/// The built-in Read, Write, Edit, Bash, Glob and Grep over `root` (awf-tools), Bash masking
+/// the secrets of `masker` too.
+fn builtin_tools(root: &Path, masker: &Masker) -> Result<Arc<dyn ToolProvider>, AwfError> {
+    let tools = awf_tools::BuiltinTools::with_limits(root, awf_tools::Limits::default())?
+        .with_masker(masker);
+    Ok(Arc::new(tools))
+}
+
+/// Runs `awf mcp-serve`.
+pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
+    let Some(config) = &args.config else {
+        return Err(CliError::Awf(
+            AwfError::new(
+                ErrorCode::UserMcpProxyInvalidConfig,
+                "awf mcp-serve needs its config file: --config <file>",
+            )
+            .with_hint(ErrorCode::UserMcpProxyInvalidConfig.resolution()),
+        ));
+    };
+    let (cfg, root) = load(config)?;
+    let env = crate::wiring::process_env();
+    let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let sink: Option<Arc<dyn ToolAuditSink>> = cfg
+        .audit_path
+        .as_ref()
+        .map(|p| Arc::new(awf_store::ToolEventFile::new(p)) as Arc<dyn ToolAuditSink>);
+    let mut router = ToolRouter::new(AuditContext {
+        run_id: cfg.run_id.clone(),
+        step: cfg.step.clone(),
+        traceparent: cfg.traceparent.clone(),
+        masker: masker.clone(),
+        clock: Arc::new(awf_host::SystemClock),
+        ids: Arc::new(awf_host::UuidIds),
+        sink,
+    });
+    if cfg.intercept_builtins {
+        router.register("builtin", builtin_tools(&root, &masker)?)?;
+        // Processes a Bash command detaches (`setsid cmd &`) come back to this process, which
+        // stops and reaps them when the call ends. Refused (not Linux, a sandbox): the
+        // call's environment marker still finds them.
+        let _ = awf_exec::become_subreaper();
+    }
+    let span = tracing::info_span!(
+        "mcp.serve",
+        awf.run_id = cfg.run_id.as_deref().unwrap_or(""),
+        awf.step = cfg.step.as_deref().unwrap_or(""),
+        traceparent = cfg.traceparent.as_deref().unwrap_or(""),
+        root = %root.display(),
+    );
+    let shutdown = CancellationToken::new();
+    spawn_signal_watch(shutdown.clone());
+    let options = awf_mcp::ServeOptions {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        max_frame_bytes: cfg.max_frame_bytes,
+        max_output_bytes: cfg.max_output_bytes,
+        shutdown_grace: cfg.shutdown_grace,
+    };
+    let served = tracing::Instrument::instrument(
+        awf_mcp::serve_stdio(Arc::new(router), options, shutdown),
+        span,
+    )
+    .await;
+    match served {
+        Ok(end) => {
+            tracing::debug!(target: "awf::mcp", ?end, "mcp-serve ended");
+            Ok(Outcome::Success)
+        }
+        Err(e) => Err(CliError::Awf(AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!("mcp-serve stopped: {e}"),
+        ))),
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP end the server (exit 0, as AWF (Go)). The handlers are
+/// installed before this returns, so no signal after it is missed.
+fn spawn_signal_watch(shutdown: CancellationToken) {
+    use tokio::signal::unix::Signal;
+    use tokio::signal::unix::SignalKind;
+    use tokio::signal::unix::signal;
+    async fn recv(s: &mut Option<Signal>) {
+        match s {
+            Some(s) => {
+                let _ = s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    let mut term = signal(SignalKind::terminate()).ok();
+    let mut int = signal(SignalKind::interrupt()).ok();
+    let mut hup = signal(SignalKind::hangup()).ok();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = recv(&mut term) => {}
+            () = recv(&mut int) => {}
+            () = recv(&mut hup) => {}
+        }
+        shutdown.cancel();
+    });
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<McpConfig, AwfError> {
+        parse_config(Path::new("/tmp/c.json"), text)
+    }
+
+    #[test]
+    fn go_shape_and_awf_keys_parse() {
+        let cfg = parse(
+            r#"{"intercept_builtins": true, "plugin_tools": [], "root_dir": "/srv/ws",
+                "run_id": "r1", "step": "review", "audit_path": "/tmp/t.jsonl",
+                "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+                "limits": {"max_frame_bytes": 2048, "shutdown_grace_ms": 100}}"#,
+        )
+        .unwrap();
+        assert!(cfg.intercept_builtins);
+        assert_eq!(cfg.root_dir.as_deref(), Some(Path::new("/srv/ws")));
+        assert_eq!(cfg.run_id.as_deref(), Some("r1"));
+        assert_eq!(cfg.step.as_deref(), Some("review"));
+        assert_eq!(cfg.max_frame_bytes, 2048);
+        assert_eq!(cfg.shutdown_grace, Duration::from_millis(100));
+        let empty = parse("{}").unwrap();
+        assert!(
+            empty.intercept_builtins,
+            "intercept_builtins defaults to true"
+        );
+        assert_eq!(empty.max_frame_bytes, 10 * 1024 * 1024);
+    }
+
+    #[test]
+    fn every_unknown_key_is_named() {
+        let e = parse(r#"{"enable": true, "intercept_builtins": true, "bogus": 1}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyUnknownKey);
+        assert!(
+            e.message().contains("`enable`") && e.message().contains("`bogus`"),
+            "{}",
+            e.message()
+        );
+        assert!(!e.hints().is_empty());
+        let e = parse(r#"{"limits": {"max_frames": 1}}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyUnknownKey);
+        assert!(e.message().contains("`limits`"), "{}", e.message());
+    }
+
+    #[test]
+    fn bad_shapes_are_invalid_config() {
+        for text in [
+            "not json",
+            "[1, 2]",
+            r#"{"intercept_builtins": "yes"}"#,
+            r#"{"plugin_tools": {"a": 1}}"#,
+            r#"{"plugin_tools": [{"plugin": "k"}]}"#,
+            r#"{"root_dir": "relative/dir"}"#,
+            r#"{"run_id": 7}"#,
+            r#"{"traceparent": "not-a-trace"}"#,
+            r#"{"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}"#,
+            r#"{"limits": {"max_frame_bytes": -1}}"#,
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(
+                e.code(),
+                ErrorCode::UserMcpProxyInvalidConfig,
+                "{text}: {e}"
+            );
+            assert!(!e.hints().is_empty(), "{text}");
+        }
+    }
+
+    #[test]
+    fn an_empty_proxy_and_a_plugin_listed_twice_are_refused() {
+        let e = parse(r#"{"intercept_builtins": false}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyEmptyProxy);
+        let e = parse(
+            r#"{"plugin_tools": [{"plugin": "k", "expose": ["a"]}, {"plugin": "k", "expose": ["b"]}]}"#,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyNameCollision);
+    }
+
+    #[test]
+    fn a_missing_file_or_root_is_invalid_config_and_a_plugin_is_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = load(&dir.path().join("absent.json")).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
+        let cfg = dir.path().join("c.json");
+        std::fs::write(&cfg, r#"{"root_dir": "/definitely/not/here"}"#).unwrap();
+        assert_eq!(
+            load(&cfg).unwrap_err().code(),
+            ErrorCode::UserMcpProxyInvalidConfig
+        );
+        std::fs::write(
+            &cfg,
+            r#"{"plugin_tools": [{"plugin": "k8s", "expose": ["apply"]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            load(&cfg).unwrap_err().code(),
+            ErrorCode::UserMcpProxyUnknownPlugin
+        );
+        std::fs::write(
+            &cfg,
+            format!(r#"{{"root_dir": "{}"}}"#, dir.path().display()),
+        )
+        .unwrap();
+        let (_, root) = load(&cfg).unwrap();
+        assert_eq!(root, std::fs::canonicalize(dir.path()).unwrap());
+    }
+}
