@@ -70,7 +70,7 @@ pub fn format_go(d: Duration) -> String {
     let h = ms / 3_600_000;
     let m = (ms / 60_000) % 60;
     let s_ms = ms % 60_000;
-    let secs = if s_ms % 1000 == 0 {
+    let secs = if s_ms.is_multiple_of(1000) {
         format!("{}s", s_ms / 1000)
     } else {
         let whole = s_ms / 1000;
