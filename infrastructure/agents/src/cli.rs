@@ -141,13 +141,13 @@ pub(crate) fn history(request: &AgentRequest) -> Vec<Turn> {
         return Vec::new();
     };
     let mut turns = session.turns.clone();
-    if turns.is_empty() {
-        if let Some(sys) = system_prompt(request) {
-            turns.push(Turn {
-                role: Role::System,
-                content: sys,
-            });
-        }
+    if turns.is_empty()
+        && let Some(sys) = system_prompt(request)
+    {
+        turns.push(Turn {
+            role: Role::System,
+            content: sys,
+        });
     }
     turns
 }

@@ -127,10 +127,10 @@ pub(crate) fn build_call(
 
     let mut messages = Vec::new();
     let turns = history(request);
-    if !turns.iter().any(|t| t.role == Role::System) {
-        if let Some(sys) = system_prompt(request) {
-            messages.push(json!({"role": "system", "content": sys}));
-        }
+    if !turns.iter().any(|t| t.role == Role::System)
+        && let Some(sys) = system_prompt(request)
+    {
+        messages.push(json!({"role": "system", "content": sys}));
     }
     for t in &turns {
         messages.push(json!({"role": role_name(t.role), "content": t.content}));
@@ -299,10 +299,10 @@ impl Answer {
                 return Err(tool_calls_error());
             }
             for key in ["reasoning_content", "reasoning"] {
-                if let Some(t) = d.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()) {
-                    if let Some(cb) = on_chunk {
-                        cb(AgentChunk::Thought(t.to_owned()));
-                    }
+                if let Some(t) = d.get(key).and_then(Value::as_str).filter(|t| !t.is_empty())
+                    && let Some(cb) = on_chunk
+                {
+                    cb(AgentChunk::Thought(t.to_owned()));
                 }
             }
             if let Some(t) = d
@@ -451,14 +451,13 @@ async fn call(
     } else {
         let v: Value = serde_json::from_str(&raw)
             .map_err(|e| fail(format!("response is neither SSE nor JSON: {e}")))?;
-        if let Some(msg) = v.pointer("/choices/0/message") {
-            if msg
+        if let Some(msg) = v.pointer("/choices/0/message")
+            && msg
                 .get("tool_calls")
                 .and_then(Value::as_array)
                 .is_some_and(|a| !a.is_empty())
-            {
-                return Err(tool_calls_error());
-            }
+        {
+            return Err(tool_calls_error());
         }
         answer.on_event(&raw, on_chunk)?;
     }

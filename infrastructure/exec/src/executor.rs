@@ -215,18 +215,18 @@ async fn spawn(cmd: &mut Command) -> io::Result<Child> {
 
 /// Maps a spawn failure to `EXECUTION.COMMAND.FAILED`, naming the likely culprit.
 fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError {
-    if let Some(d) = dir {
-        if !d.is_dir() {
-            return AwfError::new(
-                ErrorCode::ExecutionCommandFailed,
-                format!(
-                    "working directory {} does not exist or is not a directory",
-                    d.display()
-                ),
-            )
-            .with_detail("dir", d.display().to_string())
-            .with_hint("Fix the step's `dir:` or create the directory before the step runs.");
-        }
+    if let Some(d) = dir
+        && !d.is_dir()
+    {
+        return AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!(
+                "working directory {} does not exist or is not a directory",
+                d.display()
+            ),
+        )
+        .with_detail("dir", d.display().to_string())
+        .with_hint("Fix the step's `dir:` or create the directory before the step runs.");
     }
     let program = Path::new(&inv.program).display().to_string();
     if matches!(

@@ -213,15 +213,15 @@ pub(crate) fn root(scope: &Scope<'_>, needs: &Needs, json_items: &mut Vec<String
     if needs.awf {
         m.insert("awf".to_owned(), string_map(scope.awf.iter()));
     }
-    if needs.loop_frame {
-        if let Some(frame) = scope.loop_frame {
-            m.insert("loop".to_owned(), loop_value(frame, json_items));
-        }
+    if needs.loop_frame
+        && let Some(frame) = scope.loop_frame
+    {
+        m.insert("loop".to_owned(), loop_value(frame, json_items));
     }
-    if needs.error {
-        if let Some(e) = scope.error {
-            m.insert("error".to_owned(), error_value(e));
-        }
+    if needs.error
+        && let Some(e) = scope.error
+    {
+        m.insert("error".to_owned(), error_value(e));
     }
     Value::Object(m)
 }

@@ -101,10 +101,10 @@ impl ExprEvaluator {
     }
 
     fn compile(&self, code: &str) -> Result<Arc<Program>, TemplateError> {
-        if let Ok(cache) = self.cache.lock() {
-            if let Some(p) = cache.get(code) {
-                return Ok(Arc::clone(p));
-            }
+        if let Ok(cache) = self.cache.lock()
+            && let Some(p) = cache.get(code)
+        {
+            return Ok(Arc::clone(p));
         }
         let program = Arc::new(expr::compile(code).map_err(|e| compile_error(code, &e))?);
         if let Ok(mut cache) = self.cache.lock() {
@@ -285,12 +285,11 @@ fn coerce_input(v: &JValue) -> Value {
     let numeric = s.bytes().any(|c| c.is_ascii_digit())
         && s.bytes()
             .all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'-' | b'+' | b'e' | b'E'));
-    if numeric {
-        if let Ok(f) = s.parse::<f64>() {
-            if f.is_finite() {
-                return Value::Float(f);
-            }
-        }
+    if numeric
+        && let Ok(f) = s.parse::<f64>()
+        && f.is_finite()
+    {
+        return Value::Float(f);
     }
     Value::String(s.clone())
 }
@@ -431,25 +430,25 @@ impl Env {
             );
             vars.insert("context".to_owned(), Value::Map(m));
         }
-        if wants("loop") {
-            if let Some(f) = scope.loop_frame {
-                vars.insert("loop".to_owned(), loop_value(f));
-            }
+        if wants("loop")
+            && let Some(f) = scope.loop_frame
+        {
+            vars.insert("loop".to_owned(), loop_value(f));
         }
-        if wants("error") {
-            if let Some(e) = scope.error {
-                let mut m = Fields::with_capacity(8);
-                both(
-                    &mut m,
-                    "Message",
-                    "message",
-                    Value::String(e.message.clone()),
-                );
-                both(&mut m, "State", "state", Value::String(e.state.clone()));
-                both(&mut m, "ExitCode", "exit_code", Value::Integer(e.exit_code));
-                both(&mut m, "Type", "type", Value::String(e.kind.clone()));
-                vars.insert("error".to_owned(), Value::Map(m));
-            }
+        if wants("error")
+            && let Some(e) = scope.error
+        {
+            let mut m = Fields::with_capacity(8);
+            both(
+                &mut m,
+                "Message",
+                "message",
+                Value::String(e.message.clone()),
+            );
+            both(&mut m, "State", "state", Value::String(e.state.clone()));
+            both(&mut m, "ExitCode", "exit_code", Value::Integer(e.exit_code));
+            both(&mut m, "Type", "type", Value::String(e.kind.clone()));
+            vars.insert("error".to_owned(), Value::Map(m));
         }
         Self { vars }
     }

@@ -201,10 +201,11 @@ pub fn existing(root: &Path, files: &[InitFile], marker_dir: Option<&str>) -> Ve
         .filter(|f| root.join(f.rel).exists())
         .map(|f| f.rel.to_owned())
         .collect();
-    if let Some(d) = marker_dir {
-        if out.is_empty() && root.join(d).is_dir() {
-            out.push(format!("{d}/"));
-        }
+    if let Some(d) = marker_dir
+        && out.is_empty()
+        && root.join(d).is_dir()
+    {
+        out.push(format!("{d}/"));
     }
     out
 }

@@ -168,14 +168,14 @@ impl LineParser for State {
                 let Ok(ev) = serde_json::from_str::<ResultEvent>(line) else {
                     return;
                 };
-                if self.usage.is_none() {
-                    if let Some(s) = ev.stats {
-                        self.usage = Some(Usage {
-                            input: s.input_tokens.unwrap_or(0),
-                            output: s.output_tokens.unwrap_or(0),
-                            total: s.total_tokens,
-                        });
-                    }
+                if self.usage.is_none()
+                    && let Some(s) = ev.stats
+                {
+                    self.usage = Some(Usage {
+                        input: s.input_tokens.unwrap_or(0),
+                        output: s.output_tokens.unwrap_or(0),
+                        total: s.total_tokens,
+                    });
                 }
                 if ev.status.as_deref() == Some("error") {
                     self.failed = true;

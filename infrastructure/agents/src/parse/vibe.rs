@@ -131,10 +131,10 @@ impl LineParser for State {
     fn finish(self) -> Parsed {
         let trimmed = self.raw.trim();
         let found = self.last_streamed.or_else(|| {
-            if trimmed.starts_with('{') || trimmed.starts_with('[') {
-                if let Ok(v) = serde_json::from_str::<Value>(trimmed) {
-                    return assistant_text(&v);
-                }
+            if (trimmed.starts_with('{') || trimmed.starts_with('['))
+                && let Ok(v) = serde_json::from_str::<Value>(trimmed)
+            {
+                return assistant_text(&v);
             }
             trimmed
                 .lines()
