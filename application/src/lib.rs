@@ -39,6 +39,7 @@ pub use service::RunManager;
 pub use service::ServiceConfig;
 pub use validation::ValidationReport;
 pub use validation::one_line;
+pub use validation::validate_loaded;
 pub use validation::validate_workflow;
 
 /// The adapters a run needs, built by the composition root.

@@ -5,6 +5,7 @@
 //! Stdout carries results (run output, JSON, plans, tables); stderr carries progress lines,
 //! warnings and errors.
 
+mod batch_write;
 mod cli;
 mod ctx;
 mod diagram;
@@ -104,14 +105,20 @@ fn main() -> ExitCode {
         watchdog::install();
     }
     // Two workers: signal handling and the event printer stay responsive while a worker is
-    // busy rendering a large template or evaluating an expression.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
-        // reservation, touched only as used) leaves room for the engine's nesting limit.
-        .thread_stack_size(16 * 1024 * 1024)
-        .enable_all()
-        .build();
+    // busy rendering a large template or evaluating an expression. Commands that never wait
+    // (`validate`, `list`, …) get a bare current-thread runtime instead: no threads, no
+    // I/O or signal driver to start (issue 9: start-up).
+    let runtime = if synchronous(&cli.command) {
+        tokio::runtime::Builder::new_current_thread().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
+            // reservation, touched only as used) leaves room for the engine's nesting limit.
+            .thread_stack_size(16 * 1024 * 1024)
+            .enable_all()
+            .build()
+    };
     let telemetry = match init_telemetry(&cli) {
         Ok(g) => g,
         Err(e) => {
@@ -298,6 +305,23 @@ fn subcommand(args: impl Iterator<Item = String>) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `command` runs to its end without awaiting anything (no process, timer, signal or
+/// socket), so that it needs no worker threads or drivers. Anything not named here gets the
+/// full runtime.
+fn synchronous(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Validate(_)
+            | Command::List(_)
+            | Command::Diagram(_)
+            | Command::Error(_)
+            | Command::Init(_)
+            | Command::History(_)
+            | Command::Status(_)
+            | Command::Config(_)
+    )
 }
 
 /// Dispatches one command; failures not yet shown are reported here.
