@@ -129,7 +129,29 @@ fn main() -> ExitCode {
     let outcome = match runtime {
         Ok(rt) => {
             let watched = matches!(cli.command, Command::Run(_) | Command::Resume(_));
-            let outcome = rt.block_on(run(&ctx, cli.command));
+            let outcome = if watched {
+                // On a worker, not on this thread: the engine, the run service's pump and
+                // the printer then hand events to each other on the runtime's own threads
+                // (usually one), instead of waking this thread twice per step (issue 9).
+                let task_ctx = ctx.clone();
+                let task = rt.spawn(async move { run(&task_ctx, cli.command).await });
+                match rt.block_on(task) {
+                    Ok(outcome) => outcome,
+                    // A panic is still a panic (the hook printed it): exit as it would.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => errors::report(
+                        &CliError::Awf(awf_domain::AwfError::new(
+                            awf_domain::ErrorCode::SystemInternal,
+                            format!("the command's task stopped: {e}"),
+                        )),
+                        ctx.json(),
+                        ctx.hints,
+                        ctx.err_style,
+                    ),
+                }
+            } else {
+                rt.block_on(run(&ctx, cli.command))
+            };
             rt.shutdown_background();
             if watched {
                 // The run stopped its processes: the watchdog has nothing left to do.
