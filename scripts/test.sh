@@ -3,6 +3,7 @@
 #   - PyYAML for the shared conformance runner (../shared/conformance/run.py), into .cache/py
 #   - the pinned agent CLIs (claude, codex, gemini, opencode) from npm, into .cache/npm
 #   - the MCP clients (Python `mcp` SDK, MCP Inspector CLI and Node 22), scripts/install-peers.sh
+#   - strace (Debian), which tests/tests/perf_startup.rs traces awf's own system calls with
 # then builds the `awf` binary the end-to-end tests drive and runs every test
 # (cargo nextest when installed, else cargo test).
 set -euo pipefail
@@ -14,6 +15,13 @@ export PYTHONPATH="$cache/py${PYTHONPATH:+:$PYTHONPATH}"
 if ! python3 -c 'import yaml' 2>/dev/null; then
   echo "installing PyYAML into $cache/py"
   python3 -m pip install --quiet --disable-pip-version-check --target "$cache/py" 'pyyaml==6.0.2'
+fi
+
+if ! command -v strace >/dev/null 2>&1; then
+  echo "installing strace (Debian)"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get install -y -q strace >/dev/null || { $sudo apt-get update -q >/dev/null && $sudo apt-get install -y -q strace >/dev/null; }
 fi
 
 ./scripts/install-agents.sh

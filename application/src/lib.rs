@@ -42,6 +42,7 @@ pub use tools::AuditContext;
 pub use tools::ToolRouter;
 pub use validation::ValidationReport;
 pub use validation::one_line;
+pub use validation::validate_loaded;
 pub use validation::validate_workflow;
 
 /// The adapters a run needs, built by the composition root.

@@ -63,6 +63,16 @@ pub fn validate_workflow(
     env: &BTreeMap<String, String>,
 ) -> Result<ValidationReport, AwfError> {
     let loaded = services.repository.load_for_validation(identifier, None)?;
+    Ok(validate_loaded(services, loaded, env))
+}
+
+/// [`validate_workflow`] of a workflow the caller already loaded (`awf list`, which parsed
+/// every file to show it): the same checks, with no second read or parse.
+pub fn validate_loaded(
+    services: &Services,
+    loaded: LoadedWorkflow,
+    env: &BTreeMap<String, String>,
+) -> ValidationReport {
     let mut extra = validate::missing_env(&loaded.workflow, env);
     let cwd = services.host.current_dir().unwrap_or_default();
     extra.extend(file_references(
@@ -78,10 +88,10 @@ pub fn validate_workflow(
     let mut diagnostics = checks(services, &loaded);
     diagnostics.extend(extra);
     sort(&mut diagnostics);
-    Ok(ValidationReport {
+    ValidationReport {
         workflow: Some(loaded.workflow),
         diagnostics,
-    })
+    }
 }
 
 /// Files an agent step names that a run would fail to read, reported by `awf validate` (as

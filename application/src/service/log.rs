@@ -151,17 +151,31 @@ impl EventLog {
     }
 
     /// Appends one event; gives its position.
+    #[cfg(test)]
     pub(crate) fn append(&self, env: EventEnvelope) -> u64 {
-        let size = approx_size(&env);
-        let pos = {
+        self.append_all([env]);
+        let g = lock(&self.inner);
+        g.first + g.events.len() as u64 - 1
+    }
+
+    /// Appends events in order under one lock, waking the subscriptions once (a subscriber
+    /// woken for a batch reads all of it before it waits again). Nothing to append wakes
+    /// no one.
+    pub(crate) fn append_all(&self, envs: impl IntoIterator<Item = EventEnvelope>) {
+        let mut any = false;
+        {
             let mut g = lock(&self.inner);
-            g.events.push_back((env, size));
-            g.bytes += size;
-            g.trim(self.budget, self.keep_unread);
-            g.first + g.events.len() as u64 - 1
-        };
-        self.tick.send_modify(|t| *t = t.wrapping_add(1));
-        pos
+            for env in envs {
+                let size = approx_size(&env);
+                g.events.push_back((env, size));
+                g.bytes += size;
+                g.trim(self.budget, self.keep_unread);
+                any = true;
+            }
+        }
+        if any {
+            self.tick.send_modify(|t| *t = t.wrapping_add(1));
+        }
     }
 
     /// Marks the end: subscriptions end once they delivered the last event.
@@ -289,6 +303,25 @@ mod tests {
         match item {
             Some(SubscriptionItem::Event { position, .. }) => position,
             other => panic!("expected an event, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_wakes_its_subscribers_once_and_all_of_it_is_read() {
+        let log = Arc::new(EventLog::new(0, true));
+        let mut sub = log.subscribe(1);
+        let mut tick = log.tick.subscribe();
+        let before = *tick.borrow_and_update();
+        log.append_all((1..=5).map(|seq| chunk(seq, 10)));
+        assert_eq!(
+            *tick.borrow_and_update(),
+            before.wrapping_add(1),
+            "one wake-up"
+        );
+        log.append_all(std::iter::empty());
+        assert!(!tick.has_changed().unwrap(), "nothing appended, no wake-up");
+        for want in 1..=5 {
+            assert_eq!(position(sub.next().await), want);
         }
     }
 

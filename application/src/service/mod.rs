@@ -335,40 +335,55 @@ struct Pump {
 
 impl Pump {
     async fn run(self, mut events: tokio::sync::mpsc::UnboundedReceiver<EventEnvelope>) {
-        while let Some(env) = events.recv().await {
-            let root = env.parent_run_id.is_none();
-            match &env.event {
-                RunEvent::RunStarted { identifier, .. } if root => {
-                    lock(&self.entry.info).workflow.clone_from(identifier);
+        // What arrived since the last wake-up is taken in at once: one lock and one wake-up
+        // of the subscribers per batch, not per event (issue 9: per-step costs).
+        // Each event is routed before it is logged: whoever sees a request can answer it.
+        let mut batch = Vec::new();
+        let mut logged = Vec::new();
+        'batches: while events.recv_many(&mut batch, 1024).await > 0 {
+            for env in batch.drain(..) {
+                let ended = self.route(&env);
+                logged.push(env);
+                if ended {
+                    self.entry.log.append_all(logged.drain(..));
+                    break 'batches;
                 }
-                RunEvent::StepStarted { step, .. } if root => {
-                    lock(&self.entry.info).current_state = Some(step.clone());
-                }
-                RunEvent::InteractionRequired { request } => {
-                    lock(&self.registry).requests.insert(
-                        request.request_id.clone(),
-                        Route {
-                            run_id: self.entry.run_id.clone(),
-                        },
-                    );
-                }
-                RunEvent::InteractionResolved { request_id, .. } => {
-                    lock(&self.registry).requests.remove(request_id);
-                }
-                RunEvent::RunFinished { result } if root => {
-                    lock(&self.entry.info).result = Some(Arc::new(result.as_ref().clone()));
-                }
-                _ => {}
             }
-            // Routed before it is logged: whoever sees a request can answer it.
-            self.entry.log.append(env);
-            if lock(&self.entry.info).result.is_some() {
-                break;
-            }
+            self.entry.log.append_all(logged.drain(..));
         }
         self.finish();
         // Whatever the engine still emits after its end (nothing, normally) is dropped.
         drop(events);
+    }
+
+    /// Takes in what `env` says about the run (its workflow, current state, requests,
+    /// result); whether the run has now ended.
+    fn route(&self, env: &EventEnvelope) -> bool {
+        let root = env.parent_run_id.is_none();
+        match &env.event {
+            RunEvent::RunStarted { identifier, .. } if root => {
+                lock(&self.entry.info).workflow.clone_from(identifier);
+            }
+            RunEvent::StepStarted { step, .. } if root => {
+                lock(&self.entry.info).current_state = Some(step.clone());
+            }
+            RunEvent::InteractionRequired { request } => {
+                lock(&self.registry).requests.insert(
+                    request.request_id.clone(),
+                    Route {
+                        run_id: self.entry.run_id.clone(),
+                    },
+                );
+            }
+            RunEvent::InteractionResolved { request_id, .. } => {
+                lock(&self.registry).requests.remove(request_id);
+            }
+            RunEvent::RunFinished { result } if root => {
+                lock(&self.entry.info).result = Some(Arc::new(result.as_ref().clone()));
+            }
+            _ => {}
+        }
+        lock(&self.entry.info).result.is_some()
     }
 
     fn finish(&self) {

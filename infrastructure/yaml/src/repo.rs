@@ -401,6 +401,19 @@ impl WorkflowRepository for YamlRepository {
     }
 
     fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {
+        Ok(self.list_loaded()?.into_iter().map(|(e, _)| e).collect())
+    }
+}
+
+impl YamlRepository {
+    /// [`WorkflowRepository::list`] with each entry's parsed workflow (`None` for a broken
+    /// entry: its `error` says why), parsed exactly as [`WorkflowRepository::load`] parses
+    /// the entry's path, so that `awf list` validates what it already read instead of reading
+    /// and parsing every file twice (issue 9).
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
+    pub fn list_loaded(&self) -> Result<Vec<(WorkflowEntry, Option<LoadedWorkflow>)>, AwfError> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
         for (dir, source) in self.paths.sources() {
@@ -413,23 +426,31 @@ impl WorkflowRepository for YamlRepository {
                     Some(e) => Err(e),
                     None => self.load_file(&path, &name),
                 };
-                let (version, description, error) = match loaded {
-                    Ok(l) => (l.workflow.version, l.workflow.description, None),
+                let (version, description, error, loaded) = match loaded {
+                    Ok(l) => (
+                        l.workflow.version.clone(),
+                        l.workflow.description.clone(),
+                        None,
+                        Some(l),
+                    ),
                     // The entry names the file: the message need not repeat it.
                     Err(e) => {
                         let prefix = format!("{}: ", path.display());
                         let msg = e.message().strip_prefix(&prefix).unwrap_or(e.message());
-                        (None, None, Some(format!("[{}] {msg}", e.code())))
+                        (None, None, Some(format!("[{}] {msg}", e.code())), None)
                     }
                 };
-                out.push(WorkflowEntry {
-                    name,
-                    source: source.to_owned(),
-                    path,
-                    version,
-                    description,
-                    error,
-                });
+                out.push((
+                    WorkflowEntry {
+                        name,
+                        source: source.to_owned(),
+                        path,
+                        version,
+                        description,
+                        error,
+                    },
+                    loaded,
+                ));
             }
         }
         Ok(out)

@@ -19,7 +19,6 @@
 
 use std::io::Write;
 
-use awf_domain::ports::WorkflowRepository;
 use awf_domain::ports::repository::WorkflowEntry;
 
 use serde::Serialize;
@@ -97,22 +96,21 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
     if args.what == Some(ListWhat::Prompts) {
         return prompts(ctx, &w);
     }
-    let mut entries = w.repository.list()?;
-    for e in entries.iter_mut().filter(|e| e.error.is_none()) {
-        let ident = e.path.display().to_string();
-        e.error = match awf_application::validate_workflow(&w.services, &ident, &w.env) {
-            Ok(report) => report
+    // Each file is read and parsed once: the entry shows what was parsed, and the same
+    // parse is validated (what `awf validate <path>` reports).
+    let mut entries = Vec::new();
+    for (mut e, loaded) in w.repository.list_loaded()? {
+        if let Some(mut loaded) = loaded {
+            // As `awf validate <path>` names it.
+            loaded.workflow.source.identifier = e.path.display().to_string();
+            let report = awf_application::validate_loaded(&w.services, loaded, &w.env);
+            e.error = report
                 .diagnostics
                 .iter()
                 .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
-                .map(|d| format!("[{}] {}", d.code, d.message)),
-            Err(err) => {
-                // The entry names the file: the message need not repeat it.
-                let prefix = format!("{ident}: ");
-                let msg = err.message().strip_prefix(&prefix).unwrap_or(err.message());
-                Some(format!("[{}] {msg}", err.code()))
-            }
-        };
+                .map(|d| format!("[{}] {}", d.code, d.message));
+        }
+        entries.push(e);
     }
     let text = match ctx.format {
         Format::Json => {

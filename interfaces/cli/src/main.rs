@@ -5,6 +5,7 @@
 //! Stdout carries results (run output, JSON, plans, tables); stderr carries progress lines,
 //! warnings and errors.
 
+mod batch_write;
 mod cli;
 mod ctx;
 mod diagram;
@@ -109,14 +110,20 @@ fn main() -> ExitCode {
         watchdog::install();
     }
     // Two workers: signal handling and the event printer stay responsive while a worker is
-    // busy rendering a large template or evaluating an expression.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
-        // reservation, touched only as used) leaves room for the engine's nesting limit.
-        .thread_stack_size(16 * 1024 * 1024)
-        .enable_all()
-        .build();
+    // busy rendering a large template or evaluating an expression. Commands that never wait
+    // (`validate`, `list`, …) get a bare current-thread runtime instead: no threads, no
+    // I/O or signal driver to start (issue 9: start-up).
+    let runtime = if synchronous(&cli.command) {
+        tokio::runtime::Builder::new_current_thread().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
+            // reservation, touched only as used) leaves room for the engine's nesting limit.
+            .thread_stack_size(16 * 1024 * 1024)
+            .enable_all()
+            .build()
+    };
     let telemetry = match init_telemetry(&cli) {
         Ok(g) => g,
         Err(e) => {
@@ -127,7 +134,29 @@ fn main() -> ExitCode {
     let outcome = match runtime {
         Ok(rt) => {
             let watched = matches!(cli.command, Command::Run(_) | Command::Resume(_));
-            let outcome = rt.block_on(run(&ctx, cli.command));
+            let outcome = if watched {
+                // On a worker, not on this thread: the engine, the run service's pump and
+                // the printer then hand events to each other on the runtime's own threads
+                // (usually one), instead of waking this thread twice per step (issue 9).
+                let task_ctx = ctx.clone();
+                let task = rt.spawn(async move { run(&task_ctx, cli.command).await });
+                match rt.block_on(task) {
+                    Ok(outcome) => outcome,
+                    // A panic is still a panic (the hook printed it): exit as it would.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(e) => errors::report(
+                        &CliError::Awf(awf_domain::AwfError::new(
+                            awf_domain::ErrorCode::SystemInternal,
+                            format!("the command's task stopped: {e}"),
+                        )),
+                        ctx.json(),
+                        ctx.hints,
+                        ctx.err_style,
+                    ),
+                }
+            } else {
+                rt.block_on(run(&ctx, cli.command))
+            };
             rt.shutdown_background();
             if watched {
                 // The run stopped its processes: the watchdog has nothing left to do.
@@ -303,6 +332,23 @@ fn subcommand(args: impl Iterator<Item = String>) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `command` runs to its end without awaiting anything (no process, timer, signal or
+/// socket), so that it needs no worker threads or drivers. Anything not named here gets the
+/// full runtime.
+fn synchronous(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Validate(_)
+            | Command::List(_)
+            | Command::Diagram(_)
+            | Command::Error(_)
+            | Command::Init(_)
+            | Command::History(_)
+            | Command::Status(_)
+            | Command::Config(_)
+    )
 }
 
 /// Dispatches one command; failures not yet shown are reported here.

@@ -135,8 +135,22 @@ impl TextPrinter {
         } else {
             let mut out = io::stdout().lock();
             let mut err = io::stderr().lock();
-            self.handle(ev, &mut out, &mut err)
+            self.handle_batched(ev, &mut out, &mut err)
         }
+    }
+
+    /// [`Self::handle`] with the event's writes gathered: one `write` per stream and event
+    /// (see [`crate::batch_write`]), in the same order.
+    ///
+    /// # Errors
+    /// I/O errors of the writers.
+    pub fn handle_batched(
+        &mut self,
+        ev: &EventEnvelope,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
+        crate::batch_write::batched(out, err, |o, e| self.handle(ev, o, e))
     }
 
     /// Request `request_id` was answered: once no other prompt is open, the spinners show
