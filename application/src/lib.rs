@@ -28,6 +28,7 @@ pub mod runs;
 pub mod service;
 pub mod tools;
 pub mod validation;
+pub mod workflow_tools;
 
 #[cfg(test)]
 mod ports_tests;
@@ -43,6 +44,8 @@ pub use tools::ToolRouter;
 pub use validation::ValidationReport;
 pub use validation::one_line;
 pub use validation::validate_workflow;
+pub use workflow_tools::WorkflowTools;
+pub use workflow_tools::WorkflowToolsConfig;
 
 /// The adapters a run needs, built by the composition root.
 #[derive(Clone)]

@@ -28,6 +28,7 @@ use awf_domain::ports::Clock;
 use awf_domain::ports::IdGenerator;
 use awf_domain::ports::ToolAuditSink;
 use awf_domain::ports::ToolProvider;
+use awf_domain::ports::tools::ProgressSink;
 use awf_domain::ports::tools::ToolCall;
 use awf_domain::ports::tools::ToolCallError;
 use awf_domain::ports::tools::ToolCallRecord;
@@ -159,6 +160,17 @@ impl ToolProvider for ToolRouter {
         call: ToolCall,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolCallError> {
+        self.call_with_progress(call, cancel, None).await
+    }
+
+    /// Routes the call (and its progress sink) to the provider serving it, audited as
+    /// [`ToolProvider::call`] describes.
+    async fn call_with_progress(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutput, ToolCallError> {
         let started_at = self.ctx.clock.now();
         let start = self.ctx.clock.instant();
         let call_id = call
@@ -188,7 +200,7 @@ impl ToolProvider for ToolRouter {
         let result = match found {
             Some(i) => {
                 let provider = Arc::clone(&self.providers[i].provider);
-                let fut = provider.call(call, cancel);
+                let fut = provider.call_with_progress(call, cancel, progress);
                 tracing::Instrument::instrument(fut, span.clone()).await
             }
             None => Err(ToolCallError::UnknownTool(call.name.clone())),
@@ -235,6 +247,9 @@ impl ToolProvider for ToolRouter {
         });
         result.map(|mut out| {
             out.text = self.mask(&out.text);
+            if let Some(v) = out.structured.as_mut() {
+                self.ctx.masker.mask_json(v);
+            }
             out
         })
     }
@@ -500,5 +515,73 @@ mod tests {
             !all.contains("hunter22"),
             "a secret reached the telemetry: {all}"
         );
+    }
+
+    /// Reports progress and answers structured content holding a secret.
+    struct Progressing;
+
+    #[async_trait::async_trait]
+    impl ToolProvider for Progressing {
+        fn tools(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "wf".into(),
+                description: "a workflow".into(),
+                input_schema: json!({"type": "object"}),
+            }]
+        }
+        async fn call(
+            &self,
+            _call: ToolCall,
+            _cancel: CancellationToken,
+        ) -> Result<ToolOutput, ToolCallError> {
+            Ok(ToolOutput::text("no progress"))
+        }
+        async fn call_with_progress(
+            &self,
+            _call: ToolCall,
+            _cancel: CancellationToken,
+            progress: Option<ProgressSink>,
+        ) -> Result<ToolOutput, ToolCallError> {
+            if let Some(p) = progress {
+                p(awf_domain::ports::tools::ToolProgress {
+                    progress: 1.0,
+                    total: None,
+                    message: Some("step a started".into()),
+                });
+            }
+            Ok(ToolOutput {
+                text: "done".into(),
+                is_error: false,
+                structured: Some(json!({"states": {"a": {"output": "key hunter22"}}})),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn progress_reaches_the_provider_and_structured_content_is_masked() {
+        let masker = Masker::from_named([("DEPLOY_TOKEN", "hunter22")]);
+        let mut r = ToolRouter::new(ctx(Arc::default(), masker));
+        r.register("workflows", Arc::new(Progressing)).unwrap();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink: ProgressSink = {
+            let seen = Arc::clone(&seen);
+            Arc::new(move |p| seen.lock().unwrap().push(p.message.unwrap_or_default()))
+        };
+        let call = ToolCall {
+            name: "wf".into(),
+            ..ToolCall::default()
+        };
+        let out = r
+            .call_with_progress(call.clone(), CancellationToken::new(), Some(sink))
+            .await
+            .unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec!["step a started".to_owned()]);
+        assert_eq!(
+            out.structured,
+            Some(json!({"states": {"a": {"output": "key ***"}}}))
+        );
+        // Without a sink, the plain call.
+        let out = r.call(call, CancellationToken::new()).await.unwrap();
+        assert_eq!(out.text, "done");
     }
 }

@@ -29,9 +29,11 @@ use std::task::Poll;
 use std::time::Duration;
 
 use awf_domain::ports::ToolProvider;
+use awf_domain::ports::tools::ProgressSink;
 use awf_domain::ports::tools::ToolCall;
 use awf_domain::ports::tools::ToolCallError;
 use awf_domain::ports::tools::ToolOutput;
+use awf_domain::ports::tools::ToolProgress;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;
@@ -44,6 +46,8 @@ use rmcp::model::Implementation;
 use rmcp::model::InitializeResult;
 use rmcp::model::ListToolsResult;
 use rmcp::model::PaginatedRequestParams;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::model::ProgressToken;
 use rmcp::model::ProtocolVersion;
 use rmcp::model::ServerCapabilities;
 use rmcp::model::Tool;
@@ -323,9 +327,25 @@ impl ServerHandler for Handler {
         };
         let provider = Arc::clone(&self.provider);
         let call_token = token.clone();
-        let mut task = self
-            .tracker
-            .spawn(async move { provider.call(call, call_token).await });
+        // A client that sent `_meta.progressToken` gets the call's progress reports as
+        // `notifications/progress`, all of them before the answer.
+        let (progress, forwarder) = match context.meta.get_progress_token() {
+            Some(progress_token) => {
+                let (tx, rx) = mpsc::unbounded_channel::<ToolProgress>();
+                let peer = context.peer.clone();
+                let forwarder = tokio::spawn(forward_progress(rx, peer, progress_token));
+                let sink: ProgressSink = Arc::new(move |p: ToolProgress| {
+                    let _ = tx.send(p);
+                });
+                (Some(sink), Some(forwarder))
+            }
+            None => (None, None),
+        };
+        let mut task = self.tracker.spawn(async move {
+            provider
+                .call_with_progress(call, call_token, progress)
+                .await
+        });
         let joined = tokio::select! {
             joined = &mut task => joined,
             () = context.ct.cancelled() => {
@@ -334,6 +354,10 @@ impl ServerHandler for Handler {
                 task.await
             }
         };
+        if let Some(f) = forwarder {
+            // The sink went with the call: the forwarder ends once it sent what was queued.
+            let _ = tokio::time::timeout(Duration::from_secs(5), f).await;
+        }
         match joined {
             Ok(Ok(out)) => Ok(self.result(out).into()),
             Ok(Err(ToolCallError::UnknownTool(n))) => {
@@ -349,6 +373,24 @@ impl ServerHandler for Handler {
             Err(_) => Ok(self
                 .result(ToolOutput::error(format!("tool {name} was cancelled")))
                 .into()),
+        }
+    }
+}
+
+/// Sends each progress report of a call as a `notifications/progress` for `token`, in order,
+/// until the call drops its sink.
+async fn forward_progress(
+    mut rx: mpsc::UnboundedReceiver<ToolProgress>,
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+) {
+    while let Some(p) = rx.recv().await {
+        let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+        param.total = p.total;
+        param.message = p.message;
+        if let Err(e) = peer.notify_progress(param).await {
+            tracing::debug!(target: "awf::mcp", error = %e, "progress notification not sent");
+            return;
         }
     }
 }

@@ -387,60 +387,159 @@ fn builtin_tools(root: &Path, masker: &Masker) -> Result<Arc<dyn ToolProvider>, 
     Ok(Arc::new(tools))
 }
 
+/// The repository `--workflows DIR` lists and loads from: DIR only (the environment, local
+/// and global directories all replaced by it), sub-workflows resolving there too.
+fn repository_in(
+    w: &crate::wiring::Wiring,
+    dir: &Path,
+) -> Result<awf_yaml::YamlRepository, AwfError> {
+    let abs = w.cwd.join(dir);
+    if !abs.is_dir() {
+        return Err(AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("--workflows {}: not a directory", dir.display()),
+        )
+        .with_detail("path", abs.display().to_string())
+        .with_hint("give a directory of workflow files (*.yaml), or --workflows alone for those `awf list` shows"));
+    }
+    let mut paths = awf_yaml::RepoPaths::from_env(&w.cwd, &w.env, &w.data_root);
+    paths.env_dir = Some(abs.clone());
+    paths.local_dir.clone_from(&abs);
+    paths.global_dir = abs;
+    Ok(awf_yaml::YamlRepository::new(paths))
+}
+
+/// What `--workflows` adds to the server: the workflow tools, and the recorder to flush at
+/// the end.
+struct Served {
+    tools: Arc<dyn ToolProvider>,
+    recorder: Option<awf_store::Recorder>,
+}
+
+/// Builds the workflow tools of `--workflows [DIR]` (`reserved`: the names served beside
+/// them), warning on stderr about workflows left out.
+fn workflow_tools(
+    ctx: &Ctx,
+    dir: &Path,
+    yes: bool,
+    reserved: &[String],
+) -> Result<Served, AwfError> {
+    let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
+    crate::run_cmd::warn_unrecorded(&w);
+    let config = w.config()?;
+    let mut services = w.services.clone();
+    // No DIR: the discovery of `awf list`.
+    if !dir.as_os_str().is_empty() {
+        services.repository = Arc::new(repository_in(&w, dir)?);
+    }
+    if services.state_store.is_none() {
+        // Unrecorded runs (AWF_RECORD=off) still let awf_run_status read recorded ones.
+        services.state_store = w.state_store().ok();
+    }
+    let states = services.state_store.clone();
+    let repository = Arc::clone(&services.repository);
+    let service = crate::wiring::served_run_service(services);
+    let tools = awf_application::WorkflowTools::new(
+        service,
+        repository.as_ref(),
+        states,
+        awf_application::WorkflowToolsConfig {
+            config_inputs: config.inputs,
+            env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            working_dir: w.cwd.clone(),
+            auto_approve: yes,
+        },
+        reserved,
+    )?;
+    for (name, why) in tools.skipped() {
+        tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load");
+    }
+    Ok(Served {
+        tools: Arc::new(tools),
+        recorder: w.recorder.clone(),
+    })
+}
+
 /// Runs `awf mcp-serve`.
-pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
-    let Some(config) = &args.config else {
+pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
+    if args.config.is_none() && args.workflows.is_none() {
         return Err(CliError::Awf(
             AwfError::new(
                 ErrorCode::UserMcpProxyInvalidConfig,
-                "awf mcp-serve needs its config file: --config <file>",
+                "awf mcp-serve needs its config file (--config <file>), --workflows [DIR], or both",
             )
-            .with_hint(ErrorCode::UserMcpProxyInvalidConfig.resolution()),
+            .with_hint(ErrorCode::UserMcpProxyInvalidConfig.resolution())
+            .with_hint(
+                "`awf mcp-serve --workflows` serves the workflows `awf list` shows as tools",
+            ),
         ));
+    }
+    let loaded = match &args.config {
+        Some(config) => Some(load(config)?),
+        None => None,
     };
-    let (cfg, root) = load(config)?;
     let env = crate::wiring::process_env();
     let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let cfg = loaded.as_ref().map(|(c, _)| c);
     let sink: Option<Arc<dyn ToolAuditSink>> = cfg
-        .audit_path
-        .as_ref()
+        .and_then(|c| c.audit_path.as_ref())
         .map(|p| Arc::new(awf_store::ToolEventFile::new(p)) as Arc<dyn ToolAuditSink>);
+    let run_id = cfg.and_then(|c| c.run_id.clone());
+    let step = cfg.and_then(|c| c.step.clone());
+    let traceparent = cfg.and_then(|c| c.traceparent.clone());
     let mut router = ToolRouter::new(AuditContext {
-        run_id: cfg.run_id.clone(),
-        step: cfg.step.clone(),
-        traceparent: cfg.traceparent.clone(),
+        run_id: run_id.clone(),
+        step: step.clone(),
+        traceparent: traceparent.clone(),
         masker: masker.clone(),
         clock: Arc::new(awf_host::SystemClock),
         ids: Arc::new(awf_host::UuidIds),
         sink,
     });
-    if cfg.intercept_builtins {
-        router.register("builtin", builtin_tools(&root, &masker)?)?;
-        // Processes a Bash command detaches (`setsid cmd &`) come back to this process, which
-        // stops and reaps them when the call ends. Refused (not Linux, a sandbox): the
-        // call's environment marker still finds them.
-        let _ = awf_exec::become_subreaper();
+    if let Some((cfg, root)) = &loaded
+        && cfg.intercept_builtins
+    {
+        router.register("builtin", builtin_tools(root, &masker)?)?;
     }
+    let mut recorder = None;
+    if let Some(dir) = &args.workflows {
+        let reserved: Vec<String> = router.tools().into_iter().map(|t| t.name).collect();
+        let served = workflow_tools(ctx, dir, args.yes, &reserved)?;
+        router.register("workflows", served.tools)?;
+        recorder = served.recorder;
+    }
+    // Processes a Bash command or a workflow step detaches (`setsid cmd &`) come back to this
+    // process, which stops and reaps them when the call ends. Refused (not Linux, a sandbox):
+    // the call's environment marker still finds them.
+    let _ = awf_exec::become_subreaper();
+    let root = loaded.as_ref().map(|(_, r)| r.display().to_string());
     let span = tracing::info_span!(
         "mcp.serve",
-        awf.run_id = cfg.run_id.as_deref().unwrap_or(""),
-        awf.step = cfg.step.as_deref().unwrap_or(""),
-        traceparent = cfg.traceparent.as_deref().unwrap_or(""),
-        root = %root.display(),
+        awf.run_id = run_id.as_deref().unwrap_or(""),
+        awf.step = step.as_deref().unwrap_or(""),
+        traceparent = traceparent.as_deref().unwrap_or(""),
+        root = root.as_deref().unwrap_or(""),
     );
     let shutdown = CancellationToken::new();
     spawn_signal_watch(shutdown.clone());
+    let defaults = awf_mcp::ServeOptions::default();
     let options = awf_mcp::ServeOptions {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        max_frame_bytes: cfg.max_frame_bytes,
-        max_output_bytes: cfg.max_output_bytes,
-        shutdown_grace: cfg.shutdown_grace,
+        max_frame_bytes: cfg.map_or(defaults.max_frame_bytes, |c| c.max_frame_bytes),
+        max_output_bytes: cfg.map_or(defaults.max_output_bytes, |c| c.max_output_bytes),
+        // A cancelled workflow run gets its processes' SIGTERM → 5 s → SIGKILL and its
+        // cancel hooks: more than the built-ins' default grace.
+        shutdown_grace: cfg.map_or(Duration::from_secs(10), |c| c.shutdown_grace),
     };
     let served = tracing::Instrument::instrument(
         awf_mcp::serve_stdio(Arc::new(router), options, shutdown),
         span,
     )
     .await;
+    awf_exec::sweep_adopted().await;
+    if let Some(r) = &recorder {
+        r.flush();
+    }
     match served {
         Ok(end) => {
             tracing::debug!(target: "awf::mcp", ?end, "mcp-serve ended");
