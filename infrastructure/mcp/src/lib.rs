@@ -355,8 +355,15 @@ impl ServerHandler for Handler {
             }
         };
         if let Some(f) = forwarder {
-            // The sink went with the call: the forwarder ends once it sent what was queued.
-            let _ = tokio::time::timeout(Duration::from_secs(5), f).await;
+            if token.is_cancelled() {
+                // Cancelled (by the client, or the session is ending): nobody waits for the
+                // progress any more, and the session may no longer take frames.
+                f.abort();
+            } else {
+                // The sink went with the call: the forwarder ends once it sent what was
+                // queued, so every notification precedes the answer.
+                let _ = tokio::time::timeout(Duration::from_secs(5), f).await;
+            }
         }
         match joined {
             Ok(Ok(out)) => Ok(self.result(out).into()),

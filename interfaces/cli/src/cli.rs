@@ -364,9 +364,10 @@ pub struct McpServeArgs {
     /// (AWF (Go)'s flag), copied here by main after parsing.
     #[arg(skip)]
     pub config: Option<std::path::PathBuf>,
-    /// Serve workflows as tools: those `awf list` finds, or only those in DIR.
+    /// Serve workflows as tools: those `awf list` finds, or only those in DIR (`""`: no DIR
+    /// given).
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
-    pub workflows: Option<std::path::PathBuf>,
+    pub workflows: Option<String>,
     /// Approve every approval gate of the workflows run (without it a gate fails: nobody can
     /// be asked over a tool call).
     #[arg(long)]

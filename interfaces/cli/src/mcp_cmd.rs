@@ -504,7 +504,7 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     let mut recorder = None;
     if let Some(dir) = &args.workflows {
         let reserved: Vec<String> = router.tools().into_iter().map(|t| t.name).collect();
-        let served = workflow_tools(ctx, dir, args.yes, &reserved)?;
+        let served = workflow_tools(ctx, Path::new(dir), args.yes, &reserved)?;
         router.register("workflows", served.tools)?;
         recorder = served.recorder;
     }
