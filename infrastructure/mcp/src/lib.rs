@@ -16,6 +16,10 @@
 //!   `initialize`, notifications and responses are dropped (logged), a batch gets `-32600`.
 //! - `tools/call` of an unknown tool is JSON-RPC `-32602`; a tool that fails, and a tool that
 //!   panics, answer with an `isError: true` result saying why.
+//! - A call whose request carries `_meta.progressToken` gets a [`ProgressSink`]
+//!   (`ToolProvider::call_with_progress`):
+//!   each report is sent as `notifications/progress` for that token, all before the answer
+//!   (dropped once the call is cancelled).
 //! - A client's `notifications/cancelled` cancels the call's token; stdin EOF or the
 //!   `shutdown` token end the server: every in-flight call's token is cancelled and the
 //!   calls are awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started

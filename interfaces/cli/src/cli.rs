@@ -190,7 +190,7 @@ pub enum Command {
     Config(ConfigArgs),
     /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
     ///
-    /// `--config FILE` (required) names the proxy's JSON config: `intercept_builtins`,
+    /// `--config FILE` names the proxy's JSON config: `intercept_builtins`,
     /// `plugin_tools`, `root_dir` (the workspace the tools are confined to), `run_id`, `step`,
     /// `audit_path` (one JSON line per tool call), `traceparent`, `limits`. Stdout carries only
     /// MCP frames; logs go to stderr. Ends at stdin EOF or SIGTERM (exit 0); a bad config
@@ -364,8 +364,8 @@ pub struct McpServeArgs {
     /// (AWF (Go)'s flag), copied here by main after parsing.
     #[arg(skip)]
     pub config: Option<std::path::PathBuf>,
-    /// Serve workflows as tools: those `awf list` finds, or only those in DIR (`""`: no DIR
-    /// given).
+    /// Serve workflows as tools: those `awf list` finds, or only those in DIR.
+    // `Some("")`: the flag without DIR.
     #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
     pub workflows: Option<String>,
     /// Approve every approval gate of the workflows run (without it a gate fails: nobody can

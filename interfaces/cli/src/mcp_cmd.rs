@@ -20,6 +20,12 @@
 //! `USER.MCP_PROXY.EMPTY_PROXY` (`intercept_builtins: false` and no `plugin_tools`),
 //! `USER.MCP_PROXY.NAME_COLLISION` (a plugin listed twice), `USER.MCP_PROXY.UNKNOWN_PLUGIN`.
 //!
+//! `--workflows [DIR]` (alone or with `--config`) adds the workflows as tools
+//! ([`awf_application::WorkflowTools`] over the run service of
+//! [`crate::wiring::served_run_service`]): those `awf list` finds, or only those in DIR (a
+//! DIR that is not a directory is `USER.INPUT.MISSING_FILE`); `--yes` approves their gates.
+//! Neither flag: `USER.MCP_PROXY.INVALID_CONFIG`.
+//!
 //! Reference: shared/spec/mcp.md §3.1 (config), §3.5 (audit), §9 ("config v2").
 
 use std::path::Path;
