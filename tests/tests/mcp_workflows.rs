@@ -134,6 +134,11 @@ states:
         "name: flaky\nstates:\n  initial: a\n  a: { type: step, command: 'echo ran-a >> a.log', on_success: b }\n  b: { type: step, command: 'test -f flag', on_success: done }\n  done: { type: terminal }\n",
     )
     .unwrap();
+    sb.write(
+        "wf/daemon.yaml",
+        "name: daemon\nstates:\n  initial: a\n  a: { type: step, command: 'setsid sleep 301 & echo started', on_success: done }\n  done: { type: terminal }\n",
+    )
+    .unwrap();
     sb.write("wf/broken.yaml", "name: broken\nstates: [nope\n")
         .unwrap();
 }
@@ -142,7 +147,9 @@ states:
 /// the JSON plan (argv[1]) in order and prints one JSON object: the tools and each result.
 /// A call `{"tool", "args", "progress"?: true, "cancel_on"?: "<progress message>"}`; with
 /// `cancel_on`, the call is cancelled once that progress message arrives, and the script
-/// then waits (up to 20 s) until no process of this sandbox runs `sleep 300`.
+/// then waits (up to 20 s) until no process of this sandbox runs `sleep 300`; with
+/// `"gone": "<command>"`, after the call it waits likewise for no process running that
+/// command, and reports those left (`left`) while the server still runs.
 const PY_CLIENT: &str = r#"
 import json, os, sys, time
 import anyio
@@ -151,7 +158,7 @@ from mcp.client.stdio import stdio_client
 
 MARK = "E2E_SANDBOX_MARK=" + os.environ["E2E_SANDBOX_MARK"]
 
-def sandbox_sleepers():
+def sandbox_sleepers(what="sleep 300"):
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -161,7 +168,7 @@ def sandbox_sleepers():
             cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if MARK.encode() in env and cmd.startswith("sleep 300"):
+        if MARK.encode() in env and cmd.startswith(what):
             found.append(int(pid))
     return found
 
@@ -206,6 +213,11 @@ async def main():
                     res = await s.call_tool(c["tool"], c["args"],
                                             progress_callback=cb if want else None)
                     entry = dump(res)
+                    if c.get("gone"):
+                        deadline = time.monotonic() + 20
+                        while sandbox_sleepers(c["gone"]) and time.monotonic() < deadline:
+                            await anyio.sleep(0.05)
+                        entry["left"] = sandbox_sleepers(c["gone"])
                 entry["progress"] = progress
                 out["results"].append(entry)
     print(json.dumps(out))
@@ -263,6 +275,7 @@ fn tools_list_has_one_tool_per_workflow_with_its_inputs_as_the_schema() {
         [
             "awf_resume",
             "awf_run_status",
+            "daemon",
             "fails",
             "flaky",
             "gate",
@@ -430,8 +443,13 @@ fn cancelling_a_long_workflow_cancels_the_run_and_leaves_no_process() {
         &json!([
             {"tool": "long", "args": {}, "cancel_on": "b started"},
             {"tool": "greet", "args": {"who": "after"}},
+            {"tool": "daemon", "args": {}, "gone": "sleep 301"},
         ]),
     );
+    // What a step daemonised does not outlive its run, though the server goes on.
+    let daemon = &out["results"][2];
+    assert_eq!(daemon["structured"]["status"], "success", "{daemon}");
+    assert_eq!(daemon["left"], json!([]), "{daemon}");
     let cancel = &out["results"][0];
     assert_eq!(cancel["cancelled"], true);
     assert_eq!(cancel["sleepers_after"], json!([]), "{cancel}");

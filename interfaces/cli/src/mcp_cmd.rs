@@ -415,6 +415,51 @@ fn repository_in(
     Ok(awf_yaml::YamlRepository::new(paths))
 }
 
+/// The workflow tools, and after their runs the sweep `awf run` makes at the end of its run:
+/// processes a step daemonised (`setsid cmd &`, adopted by this process, a subreaper) are
+/// stopped once no workflow call is in flight (a sweep while another run goes on could stop
+/// that run's own daemons), so none outlives its run for long.
+struct SweptRuns {
+    inner: Arc<dyn ToolProvider>,
+    /// Held (shared) by every call in flight; the sweep takes it exclusively, so calls that
+    /// come during a sweep start after it.
+    gate: tokio::sync::RwLock<()>,
+}
+
+#[async_trait::async_trait]
+impl ToolProvider for SweptRuns {
+    fn tools(&self) -> Vec<awf_domain::ports::tools::ToolSpec> {
+        self.inner.tools()
+    }
+
+    async fn call(
+        &self,
+        call: awf_domain::ports::tools::ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<awf_domain::ports::tools::ToolOutput, awf_domain::ports::tools::ToolCallError> {
+        self.call_with_progress(call, cancel, None).await
+    }
+
+    async fn call_with_progress(
+        &self,
+        call: awf_domain::ports::tools::ToolCall,
+        cancel: CancellationToken,
+        progress: Option<awf_domain::ports::tools::ProgressSink>,
+    ) -> Result<awf_domain::ports::tools::ToolOutput, awf_domain::ports::tools::ToolCallError> {
+        let out = {
+            let _running = self.gate.read().await;
+            self.inner.call_with_progress(call, cancel, progress).await
+        };
+        if let Ok(_sweeping) = self.gate.try_write() {
+            let n = awf_exec::sweep_adopted().await;
+            if n > 0 {
+                tracing::debug!(target: "awf::mcp", stopped = n, "daemonised step processes stopped");
+            }
+        }
+        out
+    }
+}
+
 /// What `--workflows` adds to the server: the workflow tools, and the recorder to flush at
 /// the end.
 struct Served {
@@ -461,7 +506,10 @@ fn workflow_tools(
         tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load");
     }
     Ok(Served {
-        tools: Arc::new(tools),
+        tools: Arc::new(SweptRuns {
+            inner: Arc::new(tools),
+            gate: tokio::sync::RwLock::new(()),
+        }),
         recorder: w.recorder.clone(),
     })
 }
