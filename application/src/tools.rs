@@ -195,8 +195,12 @@ impl ToolProvider for ToolRouter {
             tool.is_error = tracing::field::Empty,
             tool.duration_ms = tracing::field::Empty,
         );
+        // Values of secret-named arguments (a workflow's `API_TOKEN` input) are secrets of
+        // this call: masked in its record and its answer too.
+        let mut masker = self.ctx.masker.clone();
+        masker.extend(&Masker::from_named_values(&call.arguments));
         let mut input = Value::Object(call.arguments.clone());
-        self.ctx.masker.mask_json(&mut input);
+        masker.mask_json(&mut input);
         let result = match found {
             Some(i) => {
                 let provider = Arc::clone(&self.providers[i].provider);
@@ -214,8 +218,8 @@ impl ToolProvider for ToolRouter {
         )
         .unwrap_or(u64::MAX);
         let (is_error, output) = match &result {
-            Ok(out) => (out.is_error, self.mask(&out.text)),
-            Err(e) => (true, self.mask(&e.to_string())),
+            Ok(out) => (out.is_error, masker.mask(&out.text).into_owned()),
+            Err(e) => (true, masker.mask(&e.to_string()).into_owned()),
         };
         span.record("tool.is_error", is_error);
         span.record("tool.duration_ms", duration_ms);
@@ -246,9 +250,9 @@ impl ToolProvider for ToolRouter {
             duration_ms,
         });
         result.map(|mut out| {
-            out.text = self.mask(&out.text);
+            out.text = masker.mask(&out.text).into_owned();
             if let Some(v) = out.structured.as_mut() {
-                self.ctx.masker.mask_json(v);
+                masker.mask_json(v);
             }
             out
         })
@@ -583,5 +587,57 @@ mod tests {
         // Without a sink, the plain call.
         let out = r.call(call, CancellationToken::new()).await.unwrap();
         assert_eq!(out.text, "done");
+    }
+
+    /// Answers with its `API_TOKEN` argument, as a workflow echoing its input would.
+    struct EchoToken;
+
+    #[async_trait::async_trait]
+    impl ToolProvider for EchoToken {
+        fn tools(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "deploy".into(),
+                description: "a workflow".into(),
+                input_schema: json!({"type": "object"}),
+            }]
+        }
+        async fn call(
+            &self,
+            call: ToolCall,
+            _cancel: CancellationToken,
+        ) -> Result<ToolOutput, ToolCallError> {
+            let token = call.arguments["API_TOKEN"].as_str().unwrap().to_owned();
+            Ok(ToolOutput {
+                text: format!("used {token}"),
+                is_error: false,
+                structured: Some(json!({"output": format!("token={token}")})),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn secret_named_arguments_are_masked_in_the_record_and_the_answer() {
+        let sink = Arc::new(Sink::default());
+        let mut r = ToolRouter::new(ctx(Arc::clone(&sink), Masker::default()));
+        r.register("workflows", Arc::new(EchoToken)).unwrap();
+        let out = r
+            .call(
+                ToolCall {
+                    name: "deploy".into(),
+                    arguments: json!({"API_TOKEN": "tok-secret-123", "env": "prod"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                    call_id: None,
+                },
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.text, "used ***");
+        assert_eq!(out.structured, Some(json!({"output": "token=***"})));
+        let records = sink.0.lock().unwrap();
+        assert_eq!(records[0].input, json!({"API_TOKEN": "***", "env": "prod"}));
+        assert_eq!(records[0].output, "used ***");
     }
 }
