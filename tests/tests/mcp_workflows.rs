@@ -767,3 +767,84 @@ fn the_inspector_passes_strict_tools_list_in_workflows_mode() {
     assert_eq!(call.code, 0, "{}\n{}", call.stdout, call.stderr);
     assert!(call.stdout.contains("greeted Inspector"), "{}", call.stdout);
 }
+
+#[test]
+fn claude_code_runs_a_workflow_as_one_tool_call() {
+    let sb = Sandbox::new().unwrap();
+    write_workflows(&sb);
+    let claude = awf_tests::workspace_root().join(".cache/npm/node_modules/.bin/claude");
+    assert!(
+        claude.exists(),
+        "claude not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        claude.display()
+    );
+    let mock = awf_mock_llm::MockLlm::start(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "the workflow ran"}},
+            {"when_has_tools": true,
+             "reply": {"tool": {"name": "mcp__awf-workflows__greet", "args": {"who": "Claude"}}}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let data = sb.path().join("data");
+    let mcp = sb
+        .write(
+            "claude-mcp.json",
+            &json!({"mcpServers": {"awf-workflows": {
+                "command": awf_tests::awf_bin(),
+                "args": ["mcp-serve", "--workflows", sb.path().join("wf")],
+                "env": {"XDG_DATA_HOME": data, "AWF_WORKFLOWS_PATH": ""}
+            }}})
+            .to_string(),
+        )
+        .unwrap();
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = Command::new(&claude);
+    cmd.args([
+        "-p",
+        "greet Claude",
+        "--output-format",
+        "json",
+        "--strict-mcp-config",
+    ])
+    .arg("--mcp-config")
+    .arg(&mcp)
+    .args(["--tools", "", "--allowedTools", "mcp__awf-workflows"])
+    .current_dir(sb.path());
+    sandbox_env(&sb, &mut cmd);
+    let out = cmd
+        .env("TMPDIR", &tmp)
+        .env("ANTHROPIC_BASE_URL", mock.url())
+        .env("ANTHROPIC_API_KEY", "sk-test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let run = awf_tests::Run::from(out);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let result: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(result["result"], "the workflow ran", "{result}");
+    let reqs = mock.model_requests();
+    let offered: Vec<&str> = reqs.first().expect("a model request")["body"]["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        offered.contains(&"mcp__awf-workflows__greet")
+            && offered.contains(&"mcp__awf-workflows__awf_run_status"),
+        "{offered:?}"
+    );
+    // The run's result reached the model, and the run was recorded.
+    let last = reqs.last().unwrap().to_string();
+    assert!(last.contains("greeted Claude"), "{last}");
+    let history = sb.run(&["history", "-f", "json"]).unwrap();
+    assert_eq!(history.code, 0, "{}", history.stderr);
+    assert!(
+        history.stdout.contains("greet") && history.stdout.contains("completed"),
+        "{}",
+        history.stdout
+    );
+    awf_tests::wait_for("claude's processes to end", || sb.processes().is_empty());
+}
