@@ -55,6 +55,7 @@ use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::facade::RunRequest;
 use awf_domain::ports::service::RunPhase;
 use awf_domain::ports::service::SubscriptionItem;
+use awf_domain::ports::store::StoredStatus;
 use awf_domain::ports::tools::ProgressSink;
 use awf_domain::ports::tools::ToolCall;
 use awf_domain::ports::tools::ToolCallError;
@@ -625,8 +626,10 @@ impl WorkflowTools {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
+        // A run still running (here, or recorded by another live process) has no result yet.
+        let ended = view.phase != RunPhase::Live && view.status != StoredStatus::Running;
         let text = match &result {
-            Some(r) if view.phase != RunPhase::Live => summary(r),
+            Some(r) if ended => summary(r),
             _ => format!(
                 "Run {} of {}: {status}{}",
                 run_id.0,
@@ -643,6 +646,7 @@ impl WorkflowTools {
                 "result".into(),
                 result
                     .as_ref()
+                    .filter(|_| ended)
                     .and_then(|r| serde_json::to_value(r).ok())
                     .unwrap_or(Value::Null),
             );

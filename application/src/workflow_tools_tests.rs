@@ -625,3 +625,58 @@ async fn run_status_takes_a_prefix_and_resume_resumes_the_run_it_names() {
     assert_eq!(resumes[0].inputs, vec![("n".to_owned(), "3".to_owned())]);
     assert!(!resumes[0].lock_held);
 }
+
+/// One recorded snapshot, read as the state file holds it.
+struct OneSnapshot(awf_domain::ports::store::RunSnapshot);
+
+impl StateStore for OneSnapshot {
+    fn load(&self, run_id: &str) -> Result<awf_domain::ports::store::RunSnapshot, AwfError> {
+        if run_id == self.0.run_id {
+            Ok(self.0.clone())
+        } else {
+            Err(AwfError::new(ErrorCode::UserFacadeRunNotFound, run_id))
+        }
+    }
+    fn list(&self) -> Result<Vec<awf_domain::ports::store::RunSnapshot>, AwfError> {
+        Ok(vec![self.0.clone()])
+    }
+    fn save(&self, _s: &awf_domain::ports::store::RunSnapshot) -> Result<(), AwfError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_run_still_running_elsewhere_is_shown_running_not_failed() {
+    let snapshot = serde_json::from_value(json!({
+        "schema_version": 1, "run_id": "rec-1", "parent_run_id": null, "workflow": "long",
+        "workflow_name": "long", "workflow_path": null, "status": "running",
+        "current_state": "b", "inputs": {}, "states": {},
+        "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:05Z",
+        "completed_at": null, "exit_code": null, "terminal": null, "error": null
+    }))
+    .unwrap();
+    let service = Arc::new(Service {
+        views: vec![view("rec-1", RunPhase::Recorded, StoredStatus::Running)],
+        ..Service::default()
+    });
+    let t = WorkflowTools::new(
+        service,
+        &Repo::default(),
+        Some(Arc::new(OneSnapshot(snapshot))),
+        WorkflowToolsConfig::default(),
+        &[],
+    )
+    .unwrap();
+    let out = t
+        .call(
+            call(RUN_STATUS_TOOL, json!({"run_id": "rec"})),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error);
+    assert_eq!(out.text, "Run rec-1 of long: running, at state b");
+    let s = out.structured.unwrap();
+    assert_eq!(s["phase"], "recorded");
+    assert_eq!(s["result"], Value::Null);
+}
