@@ -576,6 +576,47 @@ fn config_and_workflows_combine_in_one_server() {
 }
 
 #[test]
+fn workflow_calls_go_through_the_audit_seam_of_the_config() {
+    let sb = Sandbox::new().unwrap();
+    write_workflows(&sb);
+    let audit = sb.path().join("tools.jsonl");
+    // No built-ins: with --workflows that is not an empty proxy.
+    let cfg = sb
+        .write(
+            "mcp.json",
+            &json!({"intercept_builtins": false, "audit_path": audit, "run_id": "parent-1"})
+                .to_string(),
+        )
+        .unwrap();
+    let cfg = cfg.display().to_string();
+    let out = client(
+        &sb,
+        &["--config", &cfg, "mcp-serve", "--workflows", "wf"],
+        &json!([{"tool": "greet", "args": {"who": "Ada", "API_TOKEN": "tok-very-secret-42"}}]),
+    );
+    assert!(
+        out["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t["name"] != "Read"),
+        "{out}"
+    );
+    assert_eq!(out["results"][0]["structured"]["status"], "success");
+    let text = std::fs::read_to_string(&audit).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    assert_eq!(lines[0]["run_id"], "parent-1");
+    assert_eq!(lines[0]["payload"]["name"], "greet");
+    assert_eq!(lines[0]["payload"]["source"], "workflows");
+    assert_eq!(lines[0]["payload"]["input"]["API_TOKEN"], "***");
+    assert!(!text.contains("tok-very-secret-42"), "{text}");
+}
+
+#[test]
 fn without_config_or_workflows_or_with_a_bad_dir_it_is_a_coded_error() {
     let sb = Sandbox::new().unwrap();
     let none = sb.run(&["mcp-serve"]).unwrap();

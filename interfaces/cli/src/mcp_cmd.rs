@@ -196,11 +196,13 @@ fn is_traceparent(s: &str) -> bool {
         && parts[2].bytes().any(|b| b != b'0')
 }
 
-/// Parses the config text read from `path`.
+/// Parses the config text read from `path`. `with_workflows`: the server also serves
+/// workflows (`--workflows`), so `intercept_builtins: false` without `plugin_tools` is no
+/// empty proxy, only no built-ins.
 ///
 /// # Errors
 /// The `USER.MCP_PROXY.*` error of the first problem found (see the module docs).
-pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
+pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<McpConfig, AwfError> {
     let v: Value =
         serde_json::from_str(text).map_err(|e| invalid(path, format!("not valid JSON: {e}")))?;
     let Value::Object(m) = v else {
@@ -269,7 +271,7 @@ pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
             ));
         }
     }
-    if !intercept_builtins && plugin_tools.is_empty() {
+    if !intercept_builtins && plugin_tools.is_empty() && !with_workflows {
         return Err(AwfError::new(
             ErrorCode::UserMcpProxyEmptyProxy,
             format!(
@@ -337,10 +339,10 @@ pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
 }
 
 /// Reads and checks the config at `path`, and resolves its root.
-fn load(path: &Path) -> Result<(McpConfig, PathBuf), AwfError> {
+fn load(path: &Path, with_workflows: bool) -> Result<(McpConfig, PathBuf), AwfError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| invalid(path, format!("cannot read it: {e}")))?;
-    let cfg = parse_config(path, &text)?;
+    let cfg = parse_config(path, &text, with_workflows)?;
     if let Some(p) = cfg.plugin_tools.first() {
         return Err(AwfError::new(
             ErrorCode::UserMcpProxyUnknownPlugin,
@@ -529,7 +531,7 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         ));
     }
     let loaded = match &args.config {
-        Some(config) => Some(load(config)?),
+        Some(config) => Some(load(config, args.workflows.is_some())?),
         None => None,
     };
     let env = crate::wiring::process_env();
@@ -639,7 +641,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<McpConfig, AwfError> {
-        parse_config(Path::new("/tmp/c.json"), text)
+        parse_config(Path::new("/tmp/c.json"), text, false)
     }
 
     #[test]
@@ -708,6 +710,14 @@ mod tests {
     fn an_empty_proxy_and_a_plugin_listed_twice_are_refused() {
         let e = parse(r#"{"intercept_builtins": false}"#).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserMcpProxyEmptyProxy);
+        // With --workflows the server is not empty: only the built-ins are left out.
+        let cfg = parse_config(
+            Path::new("/tmp/c.json"),
+            r#"{"intercept_builtins": false, "audit_path": "/tmp/t.jsonl"}"#,
+            true,
+        )
+        .unwrap();
+        assert!(!cfg.intercept_builtins);
         let e = parse(
             r#"{"plugin_tools": [{"plugin": "k", "expose": ["a"]}, {"plugin": "k", "expose": ["b"]}]}"#,
         )
@@ -718,12 +728,12 @@ mod tests {
     #[test]
     fn a_missing_file_or_root_is_invalid_config_and_a_plugin_is_unknown() {
         let dir = tempfile::tempdir().unwrap();
-        let e = load(&dir.path().join("absent.json")).unwrap_err();
+        let e = load(&dir.path().join("absent.json"), false).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
         let cfg = dir.path().join("c.json");
         std::fs::write(&cfg, r#"{"root_dir": "/definitely/not/here"}"#).unwrap();
         assert_eq!(
-            load(&cfg).unwrap_err().code(),
+            load(&cfg, false).unwrap_err().code(),
             ErrorCode::UserMcpProxyInvalidConfig
         );
         std::fs::write(
@@ -732,7 +742,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            load(&cfg).unwrap_err().code(),
+            load(&cfg, false).unwrap_err().code(),
             ErrorCode::UserMcpProxyUnknownPlugin
         );
         std::fs::write(
@@ -740,7 +750,7 @@ mod tests {
             format!(r#"{{"root_dir": "{}"}}"#, dir.path().display()),
         )
         .unwrap();
-        let (_, root) = load(&cfg).unwrap();
+        let (_, root) = load(&cfg, false).unwrap();
         assert_eq!(root, std::fs::canonicalize(dir.path()).unwrap());
     }
 }
