@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 py_target="$PWD/.cache/py"
 npm_prefix="$PWD/.cache/mcp-npm"
-# Pins; keep in sync with tests/tests/mcp_serve.rs (PY_MCP, INSPECTOR, NODE).
+# Pins; keep in sync with tests/tests/mcp_serve.rs (PY_MCP, INSPECTOR, NODE) and mcp_workflows.rs.
 py_pin="mcp==2.3.0"
 npm_pins=(
   "@modelcontextprotocol/inspector@2.12.0"

@@ -28,6 +28,7 @@ pub mod runs;
 pub mod service;
 pub mod tools;
 pub mod validation;
+pub mod workflow_tools;
 
 #[cfg(test)]
 mod ports_tests;
@@ -44,6 +45,8 @@ pub use validation::ValidationReport;
 pub use validation::one_line;
 pub use validation::validate_loaded;
 pub use validation::validate_workflow;
+pub use workflow_tools::WorkflowTools;
+pub use workflow_tools::WorkflowToolsConfig;
 
 /// The adapters a run needs, built by the composition root.
 #[derive(Clone)]

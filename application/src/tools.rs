@@ -28,6 +28,7 @@ use awf_domain::ports::Clock;
 use awf_domain::ports::IdGenerator;
 use awf_domain::ports::ToolAuditSink;
 use awf_domain::ports::ToolProvider;
+use awf_domain::ports::tools::ProgressSink;
 use awf_domain::ports::tools::ToolCall;
 use awf_domain::ports::tools::ToolCallError;
 use awf_domain::ports::tools::ToolCallRecord;
@@ -159,6 +160,17 @@ impl ToolProvider for ToolRouter {
         call: ToolCall,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolCallError> {
+        self.call_with_progress(call, cancel, None).await
+    }
+
+    /// Routes the call (and its progress sink) to the provider serving it, audited as
+    /// [`ToolProvider::call`] describes.
+    async fn call_with_progress(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutput, ToolCallError> {
         let started_at = self.ctx.clock.now();
         let start = self.ctx.clock.instant();
         let call_id = call
@@ -183,12 +195,16 @@ impl ToolProvider for ToolRouter {
             tool.is_error = tracing::field::Empty,
             tool.duration_ms = tracing::field::Empty,
         );
+        // Values of secret-named arguments (a workflow's `API_TOKEN` input) are secrets of
+        // this call: masked in its record and its answer too.
+        let mut masker = self.ctx.masker.clone();
+        masker.extend(&Masker::from_named_values(&call.arguments));
         let mut input = Value::Object(call.arguments.clone());
-        self.ctx.masker.mask_json(&mut input);
+        masker.mask_json(&mut input);
         let result = match found {
             Some(i) => {
                 let provider = Arc::clone(&self.providers[i].provider);
-                let fut = provider.call(call, cancel);
+                let fut = provider.call_with_progress(call, cancel, progress);
                 tracing::Instrument::instrument(fut, span.clone()).await
             }
             None => Err(ToolCallError::UnknownTool(call.name.clone())),
@@ -202,8 +218,8 @@ impl ToolProvider for ToolRouter {
         )
         .unwrap_or(u64::MAX);
         let (is_error, output) = match &result {
-            Ok(out) => (out.is_error, self.mask(&out.text)),
-            Err(e) => (true, self.mask(&e.to_string())),
+            Ok(out) => (out.is_error, masker.mask(&out.text).into_owned()),
+            Err(e) => (true, masker.mask(&e.to_string()).into_owned()),
         };
         span.record("tool.is_error", is_error);
         span.record("tool.duration_ms", duration_ms);
@@ -234,7 +250,10 @@ impl ToolProvider for ToolRouter {
             duration_ms,
         });
         result.map(|mut out| {
-            out.text = self.mask(&out.text);
+            out.text = masker.mask(&out.text).into_owned();
+            if let Some(v) = out.structured.as_mut() {
+                masker.mask_json(v);
+            }
             out
         })
     }
@@ -500,5 +519,125 @@ mod tests {
             !all.contains("hunter22"),
             "a secret reached the telemetry: {all}"
         );
+    }
+
+    /// Reports progress and answers structured content holding a secret.
+    struct Progressing;
+
+    #[async_trait::async_trait]
+    impl ToolProvider for Progressing {
+        fn tools(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "wf".into(),
+                description: "a workflow".into(),
+                input_schema: json!({"type": "object"}),
+            }]
+        }
+        async fn call(
+            &self,
+            _call: ToolCall,
+            _cancel: CancellationToken,
+        ) -> Result<ToolOutput, ToolCallError> {
+            Ok(ToolOutput::text("no progress"))
+        }
+        async fn call_with_progress(
+            &self,
+            _call: ToolCall,
+            _cancel: CancellationToken,
+            progress: Option<ProgressSink>,
+        ) -> Result<ToolOutput, ToolCallError> {
+            if let Some(p) = progress {
+                p(awf_domain::ports::tools::ToolProgress {
+                    progress: 1.0,
+                    total: None,
+                    message: Some("step a started".into()),
+                });
+            }
+            Ok(ToolOutput {
+                text: "done".into(),
+                is_error: false,
+                structured: Some(json!({"states": {"a": {"output": "key hunter22"}}})),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn progress_reaches_the_provider_and_structured_content_is_masked() {
+        let masker = Masker::from_named([("DEPLOY_TOKEN", "hunter22")]);
+        let mut r = ToolRouter::new(ctx(Arc::default(), masker));
+        r.register("workflows", Arc::new(Progressing)).unwrap();
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink: ProgressSink = {
+            let seen = Arc::clone(&seen);
+            Arc::new(move |p| seen.lock().unwrap().push(p.message.unwrap_or_default()))
+        };
+        let call = ToolCall {
+            name: "wf".into(),
+            ..ToolCall::default()
+        };
+        let out = r
+            .call_with_progress(call.clone(), CancellationToken::new(), Some(sink))
+            .await
+            .unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec!["step a started".to_owned()]);
+        assert_eq!(
+            out.structured,
+            Some(json!({"states": {"a": {"output": "key ***"}}}))
+        );
+        // Without a sink, the plain call.
+        let out = r.call(call, CancellationToken::new()).await.unwrap();
+        assert_eq!(out.text, "done");
+    }
+
+    /// Answers with its `API_TOKEN` argument, as a workflow echoing its input would.
+    struct EchoToken;
+
+    #[async_trait::async_trait]
+    impl ToolProvider for EchoToken {
+        fn tools(&self) -> Vec<ToolSpec> {
+            vec![ToolSpec {
+                name: "deploy".into(),
+                description: "a workflow".into(),
+                input_schema: json!({"type": "object"}),
+            }]
+        }
+        async fn call(
+            &self,
+            call: ToolCall,
+            _cancel: CancellationToken,
+        ) -> Result<ToolOutput, ToolCallError> {
+            let token = call.arguments["API_TOKEN"].as_str().unwrap().to_owned();
+            Ok(ToolOutput {
+                text: format!("used {token}"),
+                is_error: false,
+                structured: Some(json!({"output": format!("token={token}")})),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn secret_named_arguments_are_masked_in_the_record_and_the_answer() {
+        let sink = Arc::new(Sink::default());
+        let mut r = ToolRouter::new(ctx(Arc::clone(&sink), Masker::default()));
+        r.register("workflows", Arc::new(EchoToken)).unwrap();
+        let out = r
+            .call(
+                ToolCall {
+                    name: "deploy".into(),
+                    arguments: json!({"API_TOKEN": "tok-secret-123", "env": "prod"})
+                        .as_object()
+                        .unwrap()
+                        .clone(),
+                    call_id: None,
+                },
+                CancellationToken::new(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.text, "used ***");
+        assert_eq!(out.structured, Some(json!({"output": "token=***"})));
+        let records = sink.0.lock().unwrap();
+        assert_eq!(records[0].input, json!({"API_TOKEN": "***", "env": "prod"}));
+        assert_eq!(records[0].output, "used ***");
     }
 }

@@ -67,6 +67,22 @@ impl ToolOutput {
     }
 }
 
+/// How far a long call has got (MCP `notifications/progress`): `progress` increases with
+/// every report (a count of steps or events, not a percentage unless `total` says so).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolProgress {
+    /// Progress so far; strictly increasing over one call.
+    pub progress: f64,
+    /// What `progress` counts up to, when known.
+    pub total: Option<f64>,
+    /// A short, masked description of the last thing that happened (`step build completed`).
+    pub message: Option<String>,
+}
+
+/// Where a call reports its progress. Called from the call's task; must not block (the MCP
+/// server queues each report as a notification for the client's `progressToken`).
+pub type ProgressSink = std::sync::Arc<dyn Fn(ToolProgress) + Send + Sync>;
+
 /// Why a call could not be made at all (a protocol error, not a tool result).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolCallError {
@@ -92,6 +108,22 @@ pub trait ToolProvider: Send + Sync {
         call: ToolCall,
         cancel: CancellationToken,
     ) -> Result<ToolOutput, ToolCallError>;
+
+    /// [`ToolProvider::call`] for a client that asked for progress (MCP `_meta.progressToken`):
+    /// a long-running tool (a workflow) reports to `progress`; the default ignores it, so
+    /// tools that answer at once (the built-ins) need not implement it.
+    ///
+    /// # Errors
+    /// As [`ToolProvider::call`].
+    async fn call_with_progress(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutput, ToolCallError> {
+        let _ = progress;
+        self.call(call, cancel).await
+    }
 }
 
 /// What the tool router records of one `tools/call` (the audit seam): one record per call,

@@ -16,6 +16,10 @@
 //!   `initialize`, notifications and responses are dropped (logged), a batch gets `-32600`.
 //! - `tools/call` of an unknown tool is JSON-RPC `-32602`; a tool that fails, and a tool that
 //!   panics, answer with an `isError: true` result saying why.
+//! - A call whose request carries `_meta.progressToken` gets a [`ProgressSink`]
+//!   (`ToolProvider::call_with_progress`):
+//!   each report is sent as `notifications/progress` for that token, all before the answer
+//!   (dropped once the call is cancelled).
 //! - A client's `notifications/cancelled` cancels the call's token; stdin EOF or the
 //!   `shutdown` token end the server: every in-flight call's token is cancelled and the
 //!   calls are awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started
@@ -29,9 +33,11 @@ use std::task::Poll;
 use std::time::Duration;
 
 use awf_domain::ports::ToolProvider;
+use awf_domain::ports::tools::ProgressSink;
 use awf_domain::ports::tools::ToolCall;
 use awf_domain::ports::tools::ToolCallError;
 use awf_domain::ports::tools::ToolOutput;
+use awf_domain::ports::tools::ToolProgress;
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::ServerHandler;
@@ -44,6 +50,8 @@ use rmcp::model::Implementation;
 use rmcp::model::InitializeResult;
 use rmcp::model::ListToolsResult;
 use rmcp::model::PaginatedRequestParams;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::model::ProgressToken;
 use rmcp::model::ProtocolVersion;
 use rmcp::model::ServerCapabilities;
 use rmcp::model::Tool;
@@ -323,9 +331,25 @@ impl ServerHandler for Handler {
         };
         let provider = Arc::clone(&self.provider);
         let call_token = token.clone();
-        let mut task = self
-            .tracker
-            .spawn(async move { provider.call(call, call_token).await });
+        // A client that sent `_meta.progressToken` gets the call's progress reports as
+        // `notifications/progress`, all of them before the answer.
+        let (progress, forwarder) = match context.meta.get_progress_token() {
+            Some(progress_token) => {
+                let (tx, rx) = mpsc::unbounded_channel::<ToolProgress>();
+                let peer = context.peer.clone();
+                let forwarder = tokio::spawn(forward_progress(rx, peer, progress_token));
+                let sink: ProgressSink = Arc::new(move |p: ToolProgress| {
+                    let _ = tx.send(p);
+                });
+                (Some(sink), Some(forwarder))
+            }
+            None => (None, None),
+        };
+        let mut task = self.tracker.spawn(async move {
+            provider
+                .call_with_progress(call, call_token, progress)
+                .await
+        });
         let joined = tokio::select! {
             joined = &mut task => joined,
             () = context.ct.cancelled() => {
@@ -334,6 +358,17 @@ impl ServerHandler for Handler {
                 task.await
             }
         };
+        if let Some(f) = forwarder {
+            if token.is_cancelled() {
+                // Cancelled (by the client, or the session is ending): nobody waits for the
+                // progress any more, and the session may no longer take frames.
+                f.abort();
+            } else {
+                // The sink went with the call: the forwarder ends once it sent what was
+                // queued, so every notification precedes the answer.
+                let _ = tokio::time::timeout(Duration::from_secs(5), f).await;
+            }
+        }
         match joined {
             Ok(Ok(out)) => Ok(self.result(out).into()),
             Ok(Err(ToolCallError::UnknownTool(n))) => {
@@ -349,6 +384,24 @@ impl ServerHandler for Handler {
             Err(_) => Ok(self
                 .result(ToolOutput::error(format!("tool {name} was cancelled")))
                 .into()),
+        }
+    }
+}
+
+/// Sends each progress report of a call as a `notifications/progress` for `token`, in order,
+/// until the call drops its sink.
+async fn forward_progress(
+    mut rx: mpsc::UnboundedReceiver<ToolProgress>,
+    peer: rmcp::Peer<RoleServer>,
+    token: ProgressToken,
+) {
+    while let Some(p) = rx.recv().await {
+        let mut param = ProgressNotificationParam::new(token.clone(), p.progress);
+        param.total = p.total;
+        param.message = p.message;
+        if let Err(e) = peer.notify_progress(param).await {
+            tracing::debug!(target: "awf::mcp", error = %e, "progress notification not sent");
+            return;
         }
     }
 }

@@ -190,12 +190,17 @@ pub enum Command {
     Config(ConfigArgs),
     /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
     ///
-    /// `--config FILE` (required) names the proxy's JSON config: `intercept_builtins`,
+    /// `--config FILE` names the proxy's JSON config: `intercept_builtins`,
     /// `plugin_tools`, `root_dir` (the workspace the tools are confined to), `run_id`, `step`,
     /// `audit_path` (one JSON line per tool call), `traceparent`, `limits`. Stdout carries only
     /// MCP frames; logs go to stderr. Ends at stdin EOF or SIGTERM (exit 0); a bad config
-    /// exits 1. See README "awf mcp-serve".
-    #[command(name = "mcp-serve", override_usage = "awf mcp-serve --config <FILE>")]
+    /// exits 1. `--workflows [DIR]` serves the project's workflows as tools too (or alone):
+    /// one per workflow of `awf list` (only those in DIR when given), plus `awf_run_status`
+    /// and `awf_resume`. See README "awf mcp-serve".
+    #[command(
+        name = "mcp-serve",
+        override_usage = "awf mcp-serve [--config <FILE>] [--workflows [DIR]] [--yes]"
+    )]
     McpServe(McpServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
@@ -359,6 +364,14 @@ pub struct McpServeArgs {
     /// (AWF (Go)'s flag), copied here by main after parsing.
     #[arg(skip)]
     pub config: Option<std::path::PathBuf>,
+    /// Serve workflows as tools: those `awf list` finds, or only those in DIR.
+    // `Some("")`: the flag without DIR.
+    #[arg(long, value_name = "DIR", num_args = 0..=1, default_missing_value = "")]
+    pub workflows: Option<String>,
+    /// Approve every approval gate of the workflows run (without it a gate fails: nobody can
+    /// be asked over a tool call).
+    #[arg(long)]
+    pub yes: bool,
 }
 
 /// `awf error`.

@@ -20,6 +20,12 @@
 //! `USER.MCP_PROXY.EMPTY_PROXY` (`intercept_builtins: false` and no `plugin_tools`),
 //! `USER.MCP_PROXY.NAME_COLLISION` (a plugin listed twice), `USER.MCP_PROXY.UNKNOWN_PLUGIN`.
 //!
+//! `--workflows [DIR]` (alone or with `--config`) adds the workflows as tools
+//! ([`awf_application::WorkflowTools`] over the run service of
+//! [`crate::wiring::served_run_service`]): those `awf list` finds, or only those in DIR (a
+//! DIR that is not a directory is `USER.INPUT.MISSING_FILE`); `--yes` approves their gates.
+//! Neither flag: `USER.MCP_PROXY.INVALID_CONFIG`.
+//!
 //! Reference: shared/spec/mcp.md §3.1 (config), §3.5 (audit), §9 ("config v2").
 
 use std::path::Path;
@@ -190,11 +196,13 @@ fn is_traceparent(s: &str) -> bool {
         && parts[2].bytes().any(|b| b != b'0')
 }
 
-/// Parses the config text read from `path`.
+/// Parses the config text read from `path`. `with_workflows`: the server also serves
+/// workflows (`--workflows`), so `intercept_builtins: false` without `plugin_tools` is no
+/// empty proxy, only no built-ins.
 ///
 /// # Errors
 /// The `USER.MCP_PROXY.*` error of the first problem found (see the module docs).
-pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
+pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<McpConfig, AwfError> {
     let v: Value =
         serde_json::from_str(text).map_err(|e| invalid(path, format!("not valid JSON: {e}")))?;
     let Value::Object(m) = v else {
@@ -263,7 +271,7 @@ pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
             ));
         }
     }
-    if !intercept_builtins && plugin_tools.is_empty() {
+    if !intercept_builtins && plugin_tools.is_empty() && !with_workflows {
         return Err(AwfError::new(
             ErrorCode::UserMcpProxyEmptyProxy,
             format!(
@@ -331,10 +339,10 @@ pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
 }
 
 /// Reads and checks the config at `path`, and resolves its root.
-fn load(path: &Path) -> Result<(McpConfig, PathBuf), AwfError> {
+fn load(path: &Path, with_workflows: bool) -> Result<(McpConfig, PathBuf), AwfError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| invalid(path, format!("cannot read it: {e}")))?;
-    let cfg = parse_config(path, &text)?;
+    let cfg = parse_config(path, &text, with_workflows)?;
     if let Some(p) = cfg.plugin_tools.first() {
         return Err(AwfError::new(
             ErrorCode::UserMcpProxyUnknownPlugin,
@@ -387,60 +395,207 @@ fn builtin_tools(root: &Path, masker: &Masker) -> Result<Arc<dyn ToolProvider>, 
     Ok(Arc::new(tools))
 }
 
+/// The repository `--workflows DIR` lists and loads from: DIR only (the environment, local
+/// and global directories all replaced by it), sub-workflows resolving there too.
+fn repository_in(
+    w: &crate::wiring::Wiring,
+    dir: &Path,
+) -> Result<awf_yaml::YamlRepository, AwfError> {
+    let abs = w.cwd.join(dir);
+    if !abs.is_dir() {
+        return Err(AwfError::new(
+            ErrorCode::UserInputMissingFile,
+            format!("--workflows {}: not a directory", dir.display()),
+        )
+        .with_detail("path", abs.display().to_string())
+        .with_hint("give a directory of workflow files (*.yaml), or --workflows alone for those `awf list` shows"));
+    }
+    let mut paths = awf_yaml::RepoPaths::from_env(&w.cwd, &w.env, &w.data_root);
+    paths.env_dir = Some(abs.clone());
+    paths.local_dir.clone_from(&abs);
+    paths.global_dir = abs;
+    Ok(awf_yaml::YamlRepository::new(paths))
+}
+
+/// The workflow tools, and after their runs the sweep `awf run` makes at the end of its run:
+/// processes a step daemonised (`setsid cmd &`, adopted by this process, a subreaper) are
+/// stopped once no workflow call is in flight (a sweep while another run goes on could stop
+/// that run's own daemons), so none outlives its run for long.
+struct SweptRuns {
+    inner: Arc<dyn ToolProvider>,
+    /// Held (shared) by every call in flight; the sweep takes it exclusively, so calls that
+    /// come during a sweep start after it.
+    gate: tokio::sync::RwLock<()>,
+}
+
+#[async_trait::async_trait]
+impl ToolProvider for SweptRuns {
+    fn tools(&self) -> Vec<awf_domain::ports::tools::ToolSpec> {
+        self.inner.tools()
+    }
+
+    async fn call(
+        &self,
+        call: awf_domain::ports::tools::ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<awf_domain::ports::tools::ToolOutput, awf_domain::ports::tools::ToolCallError> {
+        self.call_with_progress(call, cancel, None).await
+    }
+
+    async fn call_with_progress(
+        &self,
+        call: awf_domain::ports::tools::ToolCall,
+        cancel: CancellationToken,
+        progress: Option<awf_domain::ports::tools::ProgressSink>,
+    ) -> Result<awf_domain::ports::tools::ToolOutput, awf_domain::ports::tools::ToolCallError> {
+        let out = {
+            let _running = self.gate.read().await;
+            self.inner.call_with_progress(call, cancel, progress).await
+        };
+        if let Ok(_sweeping) = self.gate.try_write() {
+            let n = awf_exec::sweep_adopted().await;
+            if n > 0 {
+                tracing::debug!(target: "awf::mcp", stopped = n, "daemonised step processes stopped");
+            }
+        }
+        out
+    }
+}
+
+/// What `--workflows` adds to the server: the workflow tools, and the recorder to flush at
+/// the end.
+struct Served {
+    tools: Arc<dyn ToolProvider>,
+    recorder: Option<awf_store::Recorder>,
+}
+
+/// Builds the workflow tools of `--workflows [DIR]` (`reserved`: the names served beside
+/// them), warning on stderr about workflows left out.
+fn workflow_tools(
+    ctx: &Ctx,
+    dir: &Path,
+    yes: bool,
+    reserved: &[String],
+) -> Result<Served, AwfError> {
+    let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
+    crate::run_cmd::warn_unrecorded(&w);
+    let config = w.config()?;
+    let mut services = w.services.clone();
+    // No DIR: the discovery of `awf list`.
+    if !dir.as_os_str().is_empty() {
+        services.repository = Arc::new(repository_in(&w, dir)?);
+    }
+    if services.state_store.is_none() {
+        // Unrecorded runs (AWF_RECORD=off) still let awf_run_status read recorded ones.
+        services.state_store = w.state_store().ok();
+    }
+    let states = services.state_store.clone();
+    let repository = Arc::clone(&services.repository);
+    let service = crate::wiring::served_run_service(services);
+    let tools = awf_application::WorkflowTools::new(
+        service,
+        repository.as_ref(),
+        states,
+        awf_application::WorkflowToolsConfig {
+            config_inputs: config.inputs,
+            env: w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            working_dir: w.cwd.clone(),
+            auto_approve: yes,
+        },
+        reserved,
+    )?;
+    for (name, why) in tools.skipped() {
+        tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load");
+    }
+    Ok(Served {
+        tools: Arc::new(SweptRuns {
+            inner: Arc::new(tools),
+            gate: tokio::sync::RwLock::new(()),
+        }),
+        recorder: w.recorder.clone(),
+    })
+}
+
 /// Runs `awf mcp-serve`.
-pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
-    let Some(config) = &args.config else {
+pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
+    if args.config.is_none() && args.workflows.is_none() {
         return Err(CliError::Awf(
             AwfError::new(
                 ErrorCode::UserMcpProxyInvalidConfig,
-                "awf mcp-serve needs its config file: --config <file>",
+                "awf mcp-serve needs its config file (--config <file>), --workflows [DIR], or both",
             )
-            .with_hint(ErrorCode::UserMcpProxyInvalidConfig.resolution()),
+            .with_hint(ErrorCode::UserMcpProxyInvalidConfig.resolution())
+            .with_hint(
+                "`awf mcp-serve --workflows` serves the workflows `awf list` shows as tools",
+            ),
         ));
+    }
+    let loaded = match &args.config {
+        Some(config) => Some(load(config, args.workflows.is_some())?),
+        None => None,
     };
-    let (cfg, root) = load(config)?;
     let env = crate::wiring::process_env();
     let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let cfg = loaded.as_ref().map(|(c, _)| c);
     let sink: Option<Arc<dyn ToolAuditSink>> = cfg
-        .audit_path
-        .as_ref()
+        .and_then(|c| c.audit_path.as_ref())
         .map(|p| Arc::new(awf_store::ToolEventFile::new(p)) as Arc<dyn ToolAuditSink>);
+    let run_id = cfg.and_then(|c| c.run_id.clone());
+    let step = cfg.and_then(|c| c.step.clone());
+    let traceparent = cfg.and_then(|c| c.traceparent.clone());
     let mut router = ToolRouter::new(AuditContext {
-        run_id: cfg.run_id.clone(),
-        step: cfg.step.clone(),
-        traceparent: cfg.traceparent.clone(),
+        run_id: run_id.clone(),
+        step: step.clone(),
+        traceparent: traceparent.clone(),
         masker: masker.clone(),
         clock: Arc::new(awf_host::SystemClock),
         ids: Arc::new(awf_host::UuidIds),
         sink,
     });
-    if cfg.intercept_builtins {
-        router.register("builtin", builtin_tools(&root, &masker)?)?;
-        // Processes a Bash command detaches (`setsid cmd &`) come back to this process, which
-        // stops and reaps them when the call ends. Refused (not Linux, a sandbox): the
-        // call's environment marker still finds them.
-        let _ = awf_exec::become_subreaper();
+    if let Some((cfg, root)) = &loaded
+        && cfg.intercept_builtins
+    {
+        router.register("builtin", builtin_tools(root, &masker)?)?;
     }
+    let mut recorder = None;
+    if let Some(dir) = &args.workflows {
+        let reserved: Vec<String> = router.tools().into_iter().map(|t| t.name).collect();
+        let served = workflow_tools(ctx, Path::new(dir), args.yes, &reserved)?;
+        router.register("workflows", served.tools)?;
+        recorder = served.recorder;
+    }
+    // Processes a Bash command or a workflow step detaches (`setsid cmd &`) come back to this
+    // process, which stops and reaps them when the call ends. Refused (not Linux, a sandbox):
+    // the call's environment marker still finds them.
+    let _ = awf_exec::become_subreaper();
+    let root = loaded.as_ref().map(|(_, r)| r.display().to_string());
     let span = tracing::info_span!(
         "mcp.serve",
-        awf.run_id = cfg.run_id.as_deref().unwrap_or(""),
-        awf.step = cfg.step.as_deref().unwrap_or(""),
-        traceparent = cfg.traceparent.as_deref().unwrap_or(""),
-        root = %root.display(),
+        awf.run_id = run_id.as_deref().unwrap_or(""),
+        awf.step = step.as_deref().unwrap_or(""),
+        traceparent = traceparent.as_deref().unwrap_or(""),
+        root = root.as_deref().unwrap_or(""),
     );
     let shutdown = CancellationToken::new();
     spawn_signal_watch(shutdown.clone());
+    let defaults = awf_mcp::ServeOptions::default();
     let options = awf_mcp::ServeOptions {
         version: env!("CARGO_PKG_VERSION").to_owned(),
-        max_frame_bytes: cfg.max_frame_bytes,
-        max_output_bytes: cfg.max_output_bytes,
-        shutdown_grace: cfg.shutdown_grace,
+        max_frame_bytes: cfg.map_or(defaults.max_frame_bytes, |c| c.max_frame_bytes),
+        max_output_bytes: cfg.map_or(defaults.max_output_bytes, |c| c.max_output_bytes),
+        // A cancelled workflow run gets its processes' SIGTERM → 5 s → SIGKILL and its
+        // cancel hooks: more than the built-ins' default grace.
+        shutdown_grace: cfg.map_or(Duration::from_secs(10), |c| c.shutdown_grace),
     };
     let served = tracing::Instrument::instrument(
         awf_mcp::serve_stdio(Arc::new(router), options, shutdown),
         span,
     )
     .await;
+    awf_exec::sweep_adopted().await;
+    if let Some(r) = &recorder {
+        r.flush();
+    }
     match served {
         Ok(end) => {
             tracing::debug!(target: "awf::mcp", ?end, "mcp-serve ended");
@@ -486,7 +641,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<McpConfig, AwfError> {
-        parse_config(Path::new("/tmp/c.json"), text)
+        parse_config(Path::new("/tmp/c.json"), text, false)
     }
 
     #[test]
@@ -555,6 +710,14 @@ mod tests {
     fn an_empty_proxy_and_a_plugin_listed_twice_are_refused() {
         let e = parse(r#"{"intercept_builtins": false}"#).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserMcpProxyEmptyProxy);
+        // With --workflows the server is not empty: only the built-ins are left out.
+        let cfg = parse_config(
+            Path::new("/tmp/c.json"),
+            r#"{"intercept_builtins": false, "audit_path": "/tmp/t.jsonl"}"#,
+            true,
+        )
+        .unwrap();
+        assert!(!cfg.intercept_builtins);
         let e = parse(
             r#"{"plugin_tools": [{"plugin": "k", "expose": ["a"]}, {"plugin": "k", "expose": ["b"]}]}"#,
         )
@@ -565,12 +728,12 @@ mod tests {
     #[test]
     fn a_missing_file_or_root_is_invalid_config_and_a_plugin_is_unknown() {
         let dir = tempfile::tempdir().unwrap();
-        let e = load(&dir.path().join("absent.json")).unwrap_err();
+        let e = load(&dir.path().join("absent.json"), false).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
         let cfg = dir.path().join("c.json");
         std::fs::write(&cfg, r#"{"root_dir": "/definitely/not/here"}"#).unwrap();
         assert_eq!(
-            load(&cfg).unwrap_err().code(),
+            load(&cfg, false).unwrap_err().code(),
             ErrorCode::UserMcpProxyInvalidConfig
         );
         std::fs::write(
@@ -579,7 +742,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            load(&cfg).unwrap_err().code(),
+            load(&cfg, false).unwrap_err().code(),
             ErrorCode::UserMcpProxyUnknownPlugin
         );
         std::fs::write(
@@ -587,7 +750,7 @@ mod tests {
             format!(r#"{{"root_dir": "{}"}}"#, dir.path().display()),
         )
         .unwrap();
-        let (_, root) = load(&cfg).unwrap();
+        let (_, root) = load(&cfg, false).unwrap();
         assert_eq!(root, std::fs::canonicalize(dir.path()).unwrap());
     }
 }

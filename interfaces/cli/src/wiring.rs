@@ -38,6 +38,16 @@ pub fn run_service(services: Services) -> Arc<dyn RunService> {
     ))
 }
 
+/// The run service of `awf mcp-serve --workflows`: many runs, each followed by the tool call
+/// that started it, and read again by `awf_run_status` after they end (the default log
+/// budget and the TTL of finished runs).
+pub fn served_run_service(services: Services) -> Arc<dyn RunService> {
+    Arc::new(awf_application::RunManager::new(
+        services,
+        awf_application::ServiceConfig::default(),
+    ))
+}
+
 /// Everything a command needs: services plus the resolved environment.
 pub struct Wiring {
     /// Application services.
