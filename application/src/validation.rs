@@ -607,7 +607,7 @@ fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
 ///
 /// # Errors
 /// The first error found, positioned, with the number of other errors in its message.
-pub(crate) fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(), AwfError> {
+pub fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(), AwfError> {
     let errors: Vec<Diagnostic> = checks(services, loaded)
         .into_iter()
         .filter(|d| d.severity == Severity::Error)

@@ -233,7 +233,11 @@ pub fn input_schema(inputs: &[InputDef]) -> Value {
                 }
             }
         }
-        if let Some(d) = def.default.as_ref().and_then(|d| typed_value(ty, d)) {
+        // A secret's default is not shown (secrets are `***` everywhere text leaves awf,
+        // and `***` would read as the default value).
+        if !awf_domain::mask::is_secret_name(&def.name)
+            && let Some(d) = def.default.as_ref().and_then(|d| typed_value(ty, d))
+        {
             p.insert("default".into(), d);
         }
         if def.required && def.default.is_none() {
@@ -350,6 +354,23 @@ impl WorkflowTools {
         config: WorkflowToolsConfig,
         reserved: &[String],
     ) -> Result<Self, AwfError> {
+        Self::new_checked(service, repository, states, config, reserved, &|_| Ok(()))
+    }
+
+    /// [`WorkflowTools::new`], leaving out (in [`WorkflowTools::skipped`]) every workflow
+    /// that `check` refuses: the checks `awf run` makes before it starts one
+    /// ([`crate::validation::check_for_run`]), so a tool is never listed that could only fail.
+    ///
+    /// # Errors
+    /// As [`WorkflowTools::new`].
+    pub fn new_checked(
+        service: Arc<dyn RunService>,
+        repository: &dyn WorkflowRepository,
+        states: Option<Arc<dyn StateStore>>,
+        config: WorkflowToolsConfig,
+        reserved: &[String],
+        check: &dyn Fn(&awf_domain::ports::repository::LoadedWorkflow) -> Result<(), AwfError>,
+    ) -> Result<Self, AwfError> {
         let mut entries = repository.list()?;
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let mut taken: BTreeSet<String> = reserved.iter().cloned().collect();
@@ -362,7 +383,10 @@ impl WorkflowTools {
                 skipped.push((entry.name.clone(), e.clone()));
                 continue;
             }
-            let loaded = match repository.load(&entry.name, None) {
+            let loaded = match repository.load(&entry.name, None).and_then(|l| {
+                check(&l)?;
+                Ok(l)
+            }) {
                 Ok(l) => l,
                 Err(e) => {
                     skipped.push((entry.name.clone(), error_text(&e)));

@@ -680,3 +680,70 @@ async fn a_recorded_run_still_running_elsewhere_is_shown_running_not_failed() {
     assert_eq!(s["phase"], "recorded");
     assert_eq!(s["result"], Value::Null);
 }
+
+#[test]
+fn a_secret_default_is_not_in_the_schema() {
+    let repo = Repo::default().with(workflow(
+        "deploy",
+        None,
+        vec![
+            input(
+                "api_token",
+                InputType::String,
+                false,
+                Some(json!("supersecret-123")),
+            ),
+            input("region", InputType::String, false, Some(json!("eu"))),
+        ],
+    ));
+    let t = tools(Arc::new(Service::default()), &repo, false);
+    let spec = t.tools().into_iter().find(|s| s.name == "deploy").unwrap();
+    assert_eq!(
+        spec.input_schema,
+        json!({
+            "type": "object",
+            "properties": {
+                "api_token": {"type": "string"},
+                "region": {"type": "string", "default": "eu"}
+            }
+        })
+    );
+    assert!(!spec.input_schema.to_string().contains("supersecret"));
+}
+
+#[test]
+fn a_workflow_the_check_refuses_is_left_out_and_said_why() {
+    let repo = Repo::default()
+        .with(greet())
+        .with(workflow("bare", None, vec![]));
+    let t = WorkflowTools::new_checked(
+        Arc::new(Service::default()),
+        &repo,
+        None,
+        WorkflowToolsConfig::default(),
+        &[],
+        &|l| {
+            if l.workflow.name == "bare" {
+                Err(AwfError::new(
+                    ErrorCode::WorkflowValidationMissingState,
+                    "initial state nowhere does not exist",
+                ))
+            } else {
+                Ok(())
+            }
+        },
+    )
+    .unwrap();
+    let names: Vec<String> = t.tools().into_iter().map(|s| s.name).collect();
+    assert!(names.contains(&"greet".to_owned()), "{names:?}");
+    assert!(!names.contains(&"bare".to_owned()), "{names:?}");
+    assert_eq!(t.skipped().len(), 1);
+    assert_eq!(t.skipped()[0].0, "bare");
+    assert!(
+        t.skipped()[0]
+            .1
+            .contains("WORKFLOW.VALIDATION.MISSING_STATE"),
+        "{:?}",
+        t.skipped()
+    );
+}

@@ -461,3 +461,31 @@ fn after_ctrl_c_at_a_gate_no_other_gate_is_asked() {
     );
     assert!(!sb.path().join("log").exists(), "no gated step ran");
 }
+
+/// A run routed to a failure terminal: the hint resumes at the state that failed (resuming
+/// where it stopped would only reach the terminal again).
+#[test]
+fn the_resume_hint_of_a_run_routed_to_a_failure_terminal_names_the_failed_state() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "routed.yaml",
+        "name: routed\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: b}\n  b: {type: step, command: 'exit 7', on_success: done, on_failure: failed}\n  done: {type: terminal}\n  failed: {type: terminal, status: failure}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "routed.yaml"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains(" --from b`"), "{}", r.stderr);
+    // Without a route to a terminal, the plain hint.
+    sb.write(
+        "plain.yaml",
+        "name: plain\nstates:\n  initial: b\n  b: {type: step, command: 'exit 7', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "plain.yaml"]).unwrap();
+    assert!(
+        r.stderr.contains("continue it with `awf resume "),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("--from"), "{}", r.stderr);
+}

@@ -424,6 +424,20 @@ impl RunService for RunManager {
             )
             .with_hint("wait for it to finish, or cancel it before resuming"));
         }
+        // Ended here a moment ago: its record may not be on disk yet, so the store could
+        // still say `running`; this process knows how it ended.
+        if let Some(e) = self.entry(&id)
+            && lock(&e.info)
+                .result
+                .as_ref()
+                .is_some_and(|r| r.status == RunStatus::Success)
+        {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("run {id} already completed successfully; nothing to resume"),
+            )
+            .with_hint("`awf resume --list` shows runs that can be resumed"));
+        }
         let _slot = self.reserve()?;
         let handle = self.facade.resume_run(request).await?;
         Ok(self.register(handle, id.0))

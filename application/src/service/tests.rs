@@ -681,3 +681,35 @@ async fn the_service_holds_a_run_lock_until_the_run_ended() {
     }
     panic!("the lock is still held: {:?}", locks.held());
 }
+
+#[tokio::test]
+async fn a_run_that_succeeded_here_is_not_resumed_while_its_record_still_says_running() {
+    let store = Arc::new(MemStore::default());
+    let svc = RunManager::new(
+        services(
+            FakeRepository::new().with(steps("w", 2)),
+            FakeExecutor::new().always("step", FakeCommand::ok("")),
+            Some(Arc::clone(&store)),
+        ),
+        ServiceConfig::default(),
+    );
+    let id = svc.start(request("w")).await.unwrap();
+    assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Success);
+    // The recorder has not written the end yet: the store still has the run as running.
+    let mut stale = snapshot(&id.0, StoredStatus::Running);
+    stale.current_state = "s1".into();
+    store.save(&stale).unwrap();
+    let e = svc
+        .resume(awf_domain::ports::facade::ResumeRequest {
+            run_id: id.0.clone(),
+            working_dir: PathBuf::from("/"),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        e.message(),
+        format!("run {id} already completed successfully; nothing to resume")
+    );
+}

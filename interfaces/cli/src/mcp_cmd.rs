@@ -491,8 +491,9 @@ fn workflow_tools(
     }
     let states = services.state_store.clone();
     let repository = Arc::clone(&services.repository);
+    let checks = services.clone();
     let service = crate::wiring::served_run_service(services);
-    let tools = awf_application::WorkflowTools::new(
+    let tools = awf_application::WorkflowTools::new_checked(
         service,
         repository.as_ref(),
         states,
@@ -503,9 +504,10 @@ fn workflow_tools(
             auto_approve: yes,
         },
         reserved,
+        &|loaded| awf_application::validation::check_for_run(&checks, loaded),
     )?;
     for (name, why) in tools.skipped() {
-        tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load");
+        tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load or validate");
     }
     Ok(Served {
         tools: Arc::new(SweptRuns {

@@ -407,6 +407,8 @@ pub(crate) async fn drive(
     let mut answerer = crate::interact::Answerer::new(ctx);
     // The signal that cancelled the run, if one did.
     let mut signalled: Option<CancelReason> = None;
+    // The last top-level state that failed (for the resume hint).
+    let mut last_failed: Option<String> = None;
     loop {
         tokio::select! {
             (id, answer) = answerer.next() => {
@@ -429,6 +431,13 @@ pub(crate) async fn drive(
                         continue;
                     }
                 };
+                if let RunEvent::StepFinished { step, state, .. } = &ev.event
+                    && ev.parent_run_id.is_none()
+                    && ev.path == *step
+                    && state.status == awf_domain::run::StepStatus::Failed
+                {
+                    last_failed = Some(step.clone());
+                }
                 if ctx.json() {
                     // Only warnings reach stderr in JSON mode; --log-level and --log-format
                     // apply to them as to every log line.
@@ -501,7 +510,7 @@ pub(crate) async fn drive(
     } else if let Some(step) = step {
         print_step(step, &result);
     } else {
-        print_summary(ctx, &result);
+        print_summary(ctx, &result, last_failed.as_deref());
     }
     Outcome::Run(result.exit_code)
 }
@@ -561,7 +570,7 @@ fn print_step(step: &str, result: &RunResult) {
 /// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
 /// detail and hint lines (when a step line already showed that message, it is not repeated:
 /// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
-fn print_summary(ctx: &Ctx, result: &RunResult) {
+fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
     let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
     if let (Some(id), true, true, false) = (
@@ -571,9 +580,10 @@ fn print_summary(ctx: &Ctx, result: &RunResult) {
         result.status == RunStatus::Success,
     ) {
         text.push_str(&format!(
-            "  {} continue it with `awf resume {}`\n",
+            "  {} continue it with `awf resume {}{}`\n",
             ctx.err_style.cyan("Hint:"),
-            id.0
+            id.0,
+            resume_from_hint(result, last_failed)
         ));
     }
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -582,6 +592,15 @@ fn print_summary(ctx: &Ctx, result: &RunResult) {
         && let Some(id) = &result.run_id
     {
         crate::stdout_check::checked(writeln!(std::io::stdout().lock(), "{}", id.0));
+    }
+}
+
+/// ` --from <state>` when the run ended at a failure terminal after a top-level state failed
+/// and was routed there: resuming where it stopped would only reach the terminal again.
+fn resume_from_hint(result: &RunResult, last_failed: Option<&str>) -> String {
+    match (result.status, result.terminal.as_deref(), last_failed) {
+        (RunStatus::Failure, Some(t), Some(s)) if t != s => format!(" --from {s}"),
+        _ => String::new(),
     }
 }
 
