@@ -491,6 +491,10 @@ impl WorkflowTools {
                 continue;
             };
             let message = match &envelope.event {
+                // First: the run id, for `awf_run_status` while the call is still running.
+                RunEvent::RunStarted { .. } if envelope.parent_run_id.is_none() => {
+                    Some(format!("run {} started", envelope.run_id.0))
+                }
                 RunEvent::StepStarted { .. } => Some(format!("{} started", envelope.path)),
                 RunEvent::StepFinished { state, .. } => Some(format!(
                     "{} {}",

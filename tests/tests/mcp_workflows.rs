@@ -296,7 +296,7 @@ fn tools_list_has_one_tool_per_workflow_with_its_inputs_as_the_schema() {
                 "times": {"type": "integer", "default": 1, "minimum": 1.0, "maximum": 5.0},
                 "mood": {"type": "string", "enum": ["happy", "sad"], "default": "happy"},
                 "loud": {"type": "boolean"},
-                "API_TOKEN": {"type": "string", "default": "none"}
+                "API_TOKEN": {"type": "string"}
             },
             "required": ["who"]
         })
@@ -343,10 +343,14 @@ fn a_call_runs_the_workflow_and_answers_its_result_as_structured_content_with_pr
         "{text}"
     );
     assert!(!out.to_string().contains("tok-very-secret-42"), "{out}");
-    // Progress: each step's start and end, numbered.
+    // Progress: the run id first, then each step's start and end, numbered.
     assert_eq!(
         r["progress"],
-        json!([[1.0, "hello started"], [2.0, "hello completed"]]),
+        json!([
+            [1.0, format!("run {run_id} started")],
+            [2.0, "hello started"],
+            [3.0, "hello completed"]
+        ]),
         "{r}"
     );
     assert_eq!(out["results"][1]["structured"]["status"], "success");
@@ -507,7 +511,11 @@ fn awf_run_status_and_awf_resume_drive_a_recorded_run() {
     assert_eq!(resumed["structured"]["status"], "success");
     assert_eq!(
         resumed["progress"],
-        json!([[1.0, "b started"], [2.0, "b completed"]]),
+        json!([
+            [1.0, format!("run {run_id} started")],
+            [2.0, "b started"],
+            [3.0, "b completed"]
+        ]),
         "only the failed state ran again: {resumed}"
     );
     assert_eq!(
