@@ -40,8 +40,12 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             "Read: {given} is a directory, not a file (list it with Glob, or Bash `ls`)"
         ));
     }
-    crate::confine::regular(given, &path).map_err(|e| format!("Read: {e}"))?;
-    let mut file = std::fs::File::open(&path).map_err(|e| format!("Read: {given}: {e}"))?;
+    // Opened beneath the root fd by the kernel: a swap for a symbolic link to outside after
+    // the check above is refused, never followed.
+    let mut file = inner
+        .root
+        .open_read(given, &path)
+        .map_err(|e| format!("Read: {e}"))?;
     let mut head = lines::sniff(&mut file).map_err(|e| format!("Read: {given}: {e}"))?;
     if lines::is_binary(&head) {
         return Err(format!(
