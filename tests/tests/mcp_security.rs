@@ -1,0 +1,168 @@
+//! `awf mcp-serve` under adversarial input (issue 11): what reaches stderr, what a client may
+//! do before `initialize`, malformed lines. Raw JSON-RPC lines over the shipped binary; process
+//! checks look only at this test's sandbox.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::BufRead;
+use std::io::BufReader;
+use std::io::Write;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Child;
+use std::process::ChildStdin;
+use std::process::Stdio;
+use std::sync::mpsc;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_tests::Sandbox;
+use serde_json::Value;
+use serde_json::json;
+
+fn config(sb: &Sandbox, cfg: &Value) -> PathBuf {
+    sb.write("mcp.json", &cfg.to_string()).unwrap()
+}
+
+fn default_config(sb: &Sandbox) -> PathBuf {
+    config(
+        sb,
+        &json!({"intercept_builtins": true, "root_dir": sb.path(),
+            "audit_path": sb.path().join("tools.jsonl")}),
+    )
+}
+
+/// The shipped server driven with raw JSON-RPC lines; stdout lines arrive on a channel.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+impl Raw {
+    fn awf(sb: &Sandbox, cfg: &Path, extra: &[&str]) -> Self {
+        let mut args = extra.to_vec();
+        let cfg = cfg.display().to_string();
+        args.extend(["mcp-serve", "--config", &cfg]);
+        let mut child = sb
+            .cmd(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("server starts");
+        let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::new(stdout);
+            loop {
+                let mut line = String::new();
+                match r.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        if tx.send(line).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
+            s
+        });
+        Self {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send_json(&mut self, v: &Value) {
+        let mut line = v.to_string().into_bytes();
+        line.push(b'\n');
+        self.send(&line);
+    }
+
+    /// The next stdout line, parsed (generous timeout: a shared machine).
+    fn recv(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("an answer within 60 s");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.send_json(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "awf-e2e", "version": "1"}}}),
+        );
+        let answer = self.recv();
+        self.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        answer
+    }
+
+    fn call(&mut self, id: u64, name: &str, args: &Value) -> Value {
+        self.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}));
+        self.recv()
+    }
+
+    /// Closes stdin and waits for the exit; returns (exit code, stderr).
+    fn close(mut self) -> (Option<i32>, String) {
+        drop(self.stdin.take());
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s.code();
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = self.child.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        (status, self.stderr.join().unwrap())
+    }
+}
+
+#[test]
+fn tool_arguments_are_never_logged_even_at_trace() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = default_config(&sb);
+    for extra in [
+        &["--log-level", "trace"][..],
+        &["--log-level", "debug", "--log-format", "json"][..],
+    ] {
+        let mut s = Raw::awf(&sb, &cfg, extra);
+        s.initialize();
+        let answer = s.call(
+            1,
+            "Write",
+            &json!({"path": "note.txt", "content": "ARG-MARKER-7f3a in the content"}),
+        );
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        let answer = s.call(2, "Grep", &json!({"pattern": "ARG-MARKER-7f3a"}));
+        assert!(answer.get("result").is_some(), "{answer}");
+        let (code, stderr) = s.close();
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(!stderr.is_empty(), "{extra:?}: debug logs go to stderr");
+        assert!(
+            !stderr.contains("ARG-MARKER-7f3a"),
+            "{extra:?}: tool arguments reached stderr:\n{stderr}"
+        );
+    }
+}
