@@ -144,7 +144,8 @@ fn opt_abs_path(
 ) -> Result<Option<PathBuf>, AwfError> {
     match opt_string(path, m, key)? {
         None => Ok(None),
-        Some(s) if s.is_empty() => Ok(None),
+        // An empty `audit_path` is "none" (Go shape); an empty `root_dir` is a relative path.
+        Some(s) if s.is_empty() && key != "root_dir" => Ok(None),
         Some(s) => {
             let p = PathBuf::from(&s);
             if p.is_absolute() {
@@ -195,6 +196,13 @@ fn is_traceparent(s: &str) -> bool {
 /// # Errors
 /// The `USER.MCP_PROXY.*` error of the first problem found (see the module docs).
 pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
+    // serde_json keeps the last of two equal keys silently: refuse them first (syntax errors
+    // are left to the parse below).
+    if let Err(e) = serde_json::from_str::<NoDuplicateKeys>(text)
+        && e.is_data()
+    {
+        return Err(invalid(path, e));
+    }
     let v: Value =
         serde_json::from_str(text).map_err(|e| invalid(path, format!("not valid JSON: {e}")))?;
     let Value::Object(m) = v else {
@@ -330,6 +338,57 @@ pub fn parse_config(path: &Path, text: &str) -> Result<McpConfig, AwfError> {
     })
 }
 
+/// Any JSON value, refused when an object (at any depth) has a key twice.
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoDuplicateKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
+    type Value = NoDuplicateKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
+        while a.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(self)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(k) = a.next_key::<String>()? {
+            if !seen.insert(k.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{k}` is given twice"
+                )));
+            }
+            a.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(self)
+    }
+}
+
 /// Reads and checks the config at `path`, and resolves its root.
 fn load(path: &Path) -> Result<(McpConfig, PathBuf), AwfError> {
     let text =
@@ -365,6 +424,17 @@ fn load(path: &Path) -> Result<(McpConfig, PathBuf), AwfError> {
                 format!("`root_dir` {} is not an existing directory", root.display()),
             )
         })?;
+    if let Some(a) = &cfg.audit_path
+        && a.is_dir()
+    {
+        return Err(invalid(
+            path,
+            format!(
+                "`audit_path` {} is a directory; give the path of a file",
+                a.display()
+            ),
+        ));
+    }
     if let Some(a) = &cfg.audit_path
         && !a.parent().is_some_and(Path::is_dir)
     {
@@ -536,6 +606,9 @@ mod tests {
             r#"{"plugin_tools": {"a": 1}}"#,
             r#"{"plugin_tools": [{"plugin": "k"}]}"#,
             r#"{"root_dir": "relative/dir"}"#,
+            r#"{"root_dir": ""}"#,
+            r#"{"run_id": "a", "run_id": "b"}"#,
+            r#"{"limits": {"max_frame_bytes": 10, "max_frame_bytes": 20}}"#,
             r#"{"run_id": 7}"#,
             r#"{"traceparent": "not-a-trace"}"#,
             r#"{"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}"#,
@@ -589,5 +662,13 @@ mod tests {
         .unwrap();
         let (_, root) = load(&cfg).unwrap();
         assert_eq!(root, std::fs::canonicalize(dir.path()).unwrap());
+        std::fs::write(
+            &cfg,
+            format!(r#"{{"audit_path": "{}"}}"#, dir.path().display()),
+        )
+        .unwrap();
+        let e = load(&cfg).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
+        assert!(e.message().contains("is a directory"), "{}", e.message());
     }
 }
