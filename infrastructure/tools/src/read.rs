@@ -57,7 +57,13 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     }
     let reader = BufReader::with_capacity(64 * 1024, Cursor::new(head).chain(file));
     // Enough bytes for `read_line_chars` characters of up to 4 bytes each.
-    let mut lr = lines::LineReader::new(reader, lim.read_line_chars.saturating_mul(4));
+    // Room past the cut for the longest secret, so that one straddling it is masked whole.
+    let mut lr = lines::LineReader::new(
+        reader,
+        lim.read_line_chars
+            .saturating_mul(4)
+            .saturating_add(inner.masker.longest()),
+    );
 
     let mut out = String::new();
     let mut line_no: u64 = 0;
@@ -76,7 +82,8 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             more = true;
             break;
         }
-        let (text, cut, bad) = lines::text(line.bytes, lim.read_line_chars, line.cut);
+        let (text, cut, bad) =
+            lines::text(line.bytes, lim.read_line_chars, line.cut, &inner.masker);
         entry.clear();
         let _ = write!(entry, "{line_no:>6}\t{text}");
         if cut {
