@@ -469,6 +469,11 @@ pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         ));
     };
     let (cfg, root) = load(config)?;
+    // Not dumpable: a same-user process (a Bash command) cannot open /proc/<server>/fd/* to
+    // forge frames on its stdout or read its stdin. Root (CAP_SYS_PTRACE) still can: README.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(target: "awf::mcp", error = %e, "cannot make the server non-dumpable");
+    }
     let env = crate::wiring::process_env();
     let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let sink: Option<Arc<dyn ToolAuditSink>> = cfg
