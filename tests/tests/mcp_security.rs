@@ -248,3 +248,100 @@ fn a_bash_command_cannot_forge_frames_through_the_servers_proc_fds() {
     let (code, stderr) = s.close();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// Whether `pid` is a live process (a zombie is not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|st| st != "Z" && st != "X")
+    })
+}
+
+fn read_pid(p: &Path) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no pid in {}",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn wait_gone(pid: i32) -> bool {
+    let t0 = Instant::now();
+    while alive(pid) {
+        if t0.elapsed() > Duration::from_secs(30) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+fn kill_if_alive(pid: i32) {
+    if alive(pid) {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+#[test]
+fn a_daemon_that_clears_its_environment_and_calls_setsid_goes_when_its_call_ends() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = default_config(&sb);
+    let mut s = Raw::awf(&sb, &cfg, &[]);
+    s.initialize();
+    let pid_file = sb.path().join("daemon.pid");
+    let script = format!(
+        "( setsid env -i /bin/sh -c 'echo $$ > {p}; exec sleep 300' & ); \
+         while [ ! -s {p} ]; do sleep 0.05; done; sleep 0.2",
+        p = pid_file.display()
+    );
+    let answer = s.call(1, "Bash", &json!({"command": script}));
+    assert!(answer.get("result").is_some(), "{answer}");
+    let daemon = read_pid(&pid_file);
+    let gone = wait_gone(daemon);
+    kill_if_alive(daemon);
+    assert!(gone, "daemon {daemon} outlived its call");
+    let (code, stderr) = s.close();
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn with_a_tiny_shutdown_grace_an_untagged_setsid_term_ignoring_process_is_killed_before_exit() {
+    let sb = Sandbox::new().unwrap();
+    let cfg = config(
+        &sb,
+        &json!({"intercept_builtins": true, "root_dir": sb.path(),
+            "limits": {"shutdown_grace_ms": 1}}),
+    );
+    let mut s = Raw::awf(&sb, &cfg, &[]);
+    s.initialize();
+    let pid_file = sb.path().join("sleep.pid");
+    let script = format!(
+        "trap '' TERM; setsid env -i sleep 300 & echo $! > {}; wait",
+        pid_file.display()
+    );
+    s.send_json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "Bash", "arguments": {"command": script}}}));
+    let sleeper = read_pid(&pid_file);
+    let server = i32::try_from(s.child.id()).unwrap();
+    let _ = Command::new("kill")
+        .args(["-TERM", &server.to_string()])
+        .status();
+    let (code, stderr) = s.close();
+    let was_alive = alive(sleeper);
+    kill_if_alive(sleeper);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!was_alive, "sleep {sleeper} outlived the server");
+}

@@ -457,6 +457,38 @@ fn builtin_tools(root: &Path, masker: &Masker) -> Result<Arc<dyn ToolProvider>, 
     Ok(Arc::new(tools))
 }
 
+/// The built-ins, with every process this server adopted (it is a subreaper) stopped and
+/// reaped whenever no call is running: a daemon a Bash command double-forked, that cleared
+/// its environment (so no tag finds it) and called setsid, goes when its call ends.
+struct SweepWhenIdle {
+    tools: Arc<dyn ToolProvider>,
+    /// Calls hold it shared; the sweep takes it exclusively, so it never meets a running
+    /// call's shell (a child of this process too) and a new call waits for it to finish.
+    idle: tokio::sync::RwLock<()>,
+}
+
+#[async_trait::async_trait]
+impl ToolProvider for SweepWhenIdle {
+    fn tools(&self) -> Vec<awf_domain::ports::tools::ToolSpec> {
+        self.tools.tools()
+    }
+
+    async fn call(
+        &self,
+        call: awf_domain::ports::tools::ToolCall,
+        cancel: CancellationToken,
+    ) -> Result<awf_domain::ports::tools::ToolOutput, awf_domain::ports::tools::ToolCallError> {
+        let out = {
+            let _running = self.idle.read().await;
+            self.tools.call(call, cancel).await
+        };
+        if let Ok(_idle) = self.idle.try_write() {
+            awf_exec::sweep_adopted().await;
+        }
+        out
+    }
+}
+
 /// Runs `awf mcp-serve`.
 pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     let Some(config) = &args.config else {
@@ -490,11 +522,15 @@ pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         sink,
     });
     if cfg.intercept_builtins {
-        router.register("builtin", builtin_tools(&root, &masker)?)?;
         // Processes a Bash command detaches (`setsid cmd &`) come back to this process, which
         // stops and reaps them when the call ends. Refused (not Linux, a sandbox): the
         // call's environment marker still finds them.
         let _ = awf_exec::become_subreaper();
+        let tools = SweepWhenIdle {
+            tools: builtin_tools(&root, &masker)?,
+            idle: tokio::sync::RwLock::new(()),
+        };
+        router.register("builtin", Arc::new(tools))?;
     }
     let span = tracing::info_span!(
         "mcp.serve",
@@ -516,6 +552,9 @@ pub async fn run(_ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         span,
     )
     .await;
+    // Whatever the calls left (their TERM → grace → KILL cut short by `shutdown_grace_ms`,
+    // daemons they adopted out): stopped and reaped before exit, never left to init.
+    awf_exec::sweep_adopted().await;
     match served {
         Ok(end) => {
             tracing::debug!(target: "awf::mcp", ?end, "mcp-serve ended");
