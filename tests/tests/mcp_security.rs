@@ -345,3 +345,39 @@ fn with_a_tiny_shutdown_grace_an_untagged_setsid_term_ignoring_process_is_killed
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!was_alive, "sleep {sleeper} outlived the server");
 }
+
+#[test]
+fn sigterm_sigint_and_sighup_answer_the_calls_in_flight_as_cancelled() {
+    for (sig, grace_ms) in [("TERM", 5000), ("INT", 5000), ("HUP", 5000), ("TERM", 1)] {
+        let sb = Sandbox::new().unwrap();
+        let cfg = config(
+            &sb,
+            &json!({"intercept_builtins": true, "root_dir": sb.path(),
+                "limits": {"shutdown_grace_ms": grace_ms}}),
+        );
+        let mut s = Raw::awf(&sb, &cfg, &[]);
+        s.initialize();
+        let pid_file = sb.path().join("bash.pid");
+        // Ignoring TERM: the tool takes its own grace to stop it, longer than a 1 ms one.
+        let script = format!("echo $$ > {}; trap '' TERM; sleep 300", pid_file.display());
+        s.send_json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "Bash", "arguments": {"command": script}}}));
+        let shell = read_pid(&pid_file);
+        let server = s.child.id().to_string();
+        let _ = Command::new("kill")
+            .args([&format!("-{sig}"), &server])
+            .status();
+        let mut answered = None;
+        while let Ok(line) = s.lines.recv_timeout(Duration::from_secs(60)) {
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == 1 {
+                answered = Some(v);
+            }
+        }
+        let (code, stderr) = s.close();
+        kill_if_alive(shell);
+        let answered = answered.unwrap_or_else(|| panic!("SIG{sig}: no answer: {stderr}"));
+        assert_eq!(answered["result"]["isError"], true, "SIG{sig}: {answered}");
+        assert_eq!(code, Some(0), "SIG{sig}: {stderr}");
+    }
+}

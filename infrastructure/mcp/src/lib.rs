@@ -24,8 +24,8 @@
 //! - `tools/call` of an unknown tool is JSON-RPC `-32602`; a tool that fails, and a tool that
 //!   panics, answer with an `isError: true` result saying why.
 //! - A client's `notifications/cancelled` cancels the call's token; stdin EOF or the
-//!   `shutdown` token end the server: every in-flight call's token is cancelled and the
-//!   calls are awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started
+//!   `shutdown` token end the server: every in-flight call's token is cancelled, the calls
+//!   are answered (a `cancelled` error result) and awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started
 //!   outlives it.
 
 use std::borrow::Cow;
@@ -169,6 +169,7 @@ where
         tracker: tracker.clone(),
         version: options.version.clone(),
         max_output_bytes: options.max_output_bytes,
+        shutdown_grace: options.shutdown_grace,
     };
     let calls_on_eof = calls.clone();
     let service = async move {
@@ -182,10 +183,19 @@ where
             }
         }
     };
+    tokio::pin!(service);
     let end = tokio::select! {
         biased;
-        () = shutdown.cancelled() => ServeEnd::Shutdown,
-        end = service => end,
+        () = shutdown.cancelled() => {
+            // As on EOF: the calls in flight are cancelled and answered (`cancelled`), then
+            // the session ends, its input closed by stopping the filter.
+            calls.cancel();
+            reader.abort();
+            let budget = options.shutdown_grace.saturating_add(Duration::from_secs(1));
+            let _ = tokio::time::timeout(budget, &mut service).await;
+            ServeEnd::Shutdown
+        }
+        end = &mut service => end,
     };
     tracing::debug!(target: "awf::mcp", ?end, "mcp-serve stopping");
     calls.cancel();
@@ -236,6 +246,8 @@ struct Handler {
     tracker: TaskTracker,
     version: String,
     max_output_bytes: usize,
+    /// How long a call may take to stop at shutdown before it is answered `cancelled`.
+    shutdown_grace: Duration,
 }
 
 fn to_rmcp_tool(spec: awf_domain::ports::tools::ToolSpec) -> Tool {
@@ -339,6 +351,18 @@ impl ServerHandler for Handler {
                 tracing::debug!(target: "awf::mcp", tool = %name, "call cancelled by the client");
                 token.cancel();
                 task.await
+            }
+            () = self.calls.cancelled() => {
+                // Shutdown: the call gets its answer within the grace even if the tool is
+                // still stopping (its processes are then stopped by the server's exit sweep).
+                match tokio::time::timeout(self.shutdown_grace, &mut task).await {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        return Ok(self
+                            .result(ToolOutput::error(format!("tool {name} was cancelled")))
+                            .into());
+                    }
+                }
             }
         };
         match joined {

@@ -491,6 +491,24 @@ async fn the_shutdown_token_ends_the_server_and_cancels_calls_in_flight() {
         .await;
     let pid = wait_for_pid(&tools).await;
     c.shutdown.cancel();
+    // The call in flight is answered before the output ends.
+    let mut answered = None;
+    loop {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(30), c.from_server.read_line(&mut line))
+            .await
+            .expect("output within 30 s")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 3 {
+            answered = Some(v);
+        }
+    }
+    let answered = answered.expect("the call in flight got no answer at shutdown");
+    assert_eq!(answered["result"]["isError"], true, "{answered}");
     let end = tokio::time::timeout(Duration::from_secs(10), c.task)
         .await
         .expect("serve ends after shutdown")
