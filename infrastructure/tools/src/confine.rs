@@ -182,6 +182,28 @@ impl Root {
         Ok(std::fs::File::from(fd))
     }
 
+    /// The modification time of the regular file `real` (a path under the root), taken
+    /// through an `O_PATH` fd opened beneath the root (links followed only while they stay
+    /// beneath it); `None` when it is not a regular file beneath the root.
+    pub(crate) fn mtime_beneath(&self, real: &Path) -> Option<std::time::SystemTime> {
+        let rel = self.relative("", real).ok()?;
+        let fd = rustix::fs::openat2(
+            &*self.fd,
+            rel,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .ok()?;
+        let st = rustix::fs::fstat(&fd).ok()?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return None;
+        }
+        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+        Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
+    }
+
     /// Opens the directory holding `real` (a canonical path under the root) beneath the root,
     /// one component at a time with no symbolic link allowed (the canonical path has none, so
     /// one met here was swapped in), creating missing directories (mode 0755, less the
