@@ -415,9 +415,11 @@ fn garbage_a_bom_crlf_and_a_notification_before_initialize_do_not_kill_it() {
     let mut s = Raw::awf(&sb, &cfg, &[]);
     s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
     s.send(b"garbage that is not json\n");
+    assert_eq!(s.recv()["error"]["code"], -32700);
     let init = s.initialize("2025-11-25");
     assert_eq!(init["id"], 0, "{init}");
     s.send(b"}}}{{{ more garbage\n");
+    assert_eq!(s.recv()["error"]["code"], -32700);
     s.send(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n");
     assert_eq!(s.recv()["id"], 1);
     s.send(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\r\n");
@@ -467,6 +469,7 @@ fn stdout_carries_only_json_rpc_frames_even_with_debug_logs() {
     s.recv();
     s.call(2, "Missing", &json!({}));
     s.send(b"not json\n");
+    assert_eq!(s.recv()["error"]["code"], -32700);
     s.send_json(&json!({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}));
     assert_eq!(s.recv()["error"]["code"], -32601);
     drop(s.stdin.take());

@@ -12,8 +12,15 @@
 //! - A line over [`ServeOptions::max_frame_bytes`] (10 MiB) is answered with a JSON-RPC error
 //!   `-32700` (the request's id when it can be read from the line's first 64 KiB, else `null`)
 //!   without echoing the line; the connection lives on.
-//! - Garbage lines are ignored, a UTF-8 BOM and CRLF line ends are accepted; before
-//!   `initialize`, notifications and responses are dropped (logged), a batch gets `-32600`.
+//! - Every line is checked before rmcp sees it (JSON-RPC 2.0 §5): one that does not parse
+//!   (garbage, invalid UTF-8, a lone surrogate, nesting over 128, two messages on one line)
+//!   gets `-32700`; one that is not a request (a batch, `jsonrpc` other than "2.0", an id
+//!   that is not a string or an integer, no `method`) gets `-32600`; both with the request's
+//!   id when it can be read, else `"id": null`. Empty lines are ignored, a UTF-8 BOM and CRLF
+//!   line ends are accepted.
+//! - Before `initialize`, a request other than `initialize` or `ping` gets `-32600` ("the
+//!   server is not initialized") and never runs; `ping` is answered; notifications and
+//!   responses are dropped (logged).
 //! - `tools/call` of an unknown tool is JSON-RPC `-32602`; a tool that fails, and a tool that
 //!   panics, answer with an `isError: true` result saying why.
 //! - A call whose request carries `_meta.progressToken` gets a [`ProgressSink`]
@@ -21,8 +28,8 @@
 //!   each report is sent as `notifications/progress` for that token, all before the answer
 //!   (dropped once the call is cancelled).
 //! - A client's `notifications/cancelled` cancels the call's token; stdin EOF or the
-//!   `shutdown` token end the server: every in-flight call's token is cancelled and the
-//!   calls are awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started
+//!   `shutdown` token end the server: every in-flight call's token is cancelled, the calls
+//!   are answered (a `cancelled` error result) and awaited (at most [`ServeOptions::shutdown_grace`]) so no child they started
 //!   outlives it.
 
 use std::borrow::Cow;
@@ -170,6 +177,7 @@ where
         tracker: tracker.clone(),
         version: options.version.clone(),
         max_output_bytes: options.max_output_bytes,
+        shutdown_grace: options.shutdown_grace,
     };
     let calls_on_eof = calls.clone();
     let service = async move {
@@ -183,10 +191,19 @@ where
             }
         }
     };
+    tokio::pin!(service);
     let end = tokio::select! {
         biased;
-        () = shutdown.cancelled() => ServeEnd::Shutdown,
-        end = service => end,
+        () = shutdown.cancelled() => {
+            // As on EOF: the calls in flight are cancelled and answered (`cancelled`), then
+            // the session ends, its input closed by stopping the filter.
+            calls.cancel();
+            reader.abort();
+            let budget = options.shutdown_grace.saturating_add(Duration::from_secs(1));
+            let _ = tokio::time::timeout(budget, &mut service).await;
+            ServeEnd::Shutdown
+        }
+        end = &mut service => end,
     };
     tracing::debug!(target: "awf::mcp", ?end, "mcp-serve stopping");
     calls.cancel();
@@ -237,6 +254,8 @@ struct Handler {
     tracker: TaskTracker,
     version: String,
     max_output_bytes: usize,
+    /// How long a call may take to stop at shutdown before it is answered `cancelled`.
+    shutdown_grace: Duration,
 }
 
 fn to_rmcp_tool(spec: awf_domain::ports::tools::ToolSpec) -> Tool {
@@ -356,6 +375,18 @@ impl ServerHandler for Handler {
                 tracing::debug!(target: "awf::mcp", tool = %name, "call cancelled by the client");
                 token.cancel();
                 task.await
+            }
+            () = self.calls.cancelled() => {
+                // Shutdown: the call gets its answer within the grace even if the tool is
+                // still stopping (its processes are then stopped by the server's exit sweep).
+                match tokio::time::timeout(self.shutdown_grace, &mut task).await {
+                    Ok(joined) => joined,
+                    Err(_) => {
+                        return Ok(self
+                            .result(ToolOutput::error(format!("tool {name} was cancelled")))
+                            .into());
+                    }
+                }
             }
         };
         if let Some(f) = forwarder {
@@ -511,34 +542,101 @@ fn scan_id(prefix: &[u8]) -> Value {
     Value::Null
 }
 
-/// What the filter does with one line before the `initialize` request has passed.
-enum PreInit {
+/// What the filter does with one line.
+enum Verdict {
+    /// Passed on to rmcp; `initialize` when it is the `initialize` request.
     Forward { initialize: bool },
+    /// Dropped (logged with the reason).
     Drop(&'static str),
+    /// Answered by the filter with this frame; rmcp never sees the line.
     Answer(Vec<u8>),
 }
 
-fn pre_init(line: &[u8]) -> PreInit {
+/// A JSON-RPC id that can be echoed: a string or an integer.
+fn usable_id(id: Option<&Value>) -> Option<&Value> {
+    id.filter(|v| v.is_string() || v.is_i64() || v.is_u64())
+}
+
+fn result_frame(id: &Value, result: &Value) -> Vec<u8> {
+    let mut bytes = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})
+        .to_string()
+        .into_bytes();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Checks one line (BOM and CRLF allowed) before rmcp sees it, so every request gets an
+/// answer (JSON-RPC 2.0 §5: `-32700` for what does not parse, `-32600` for what is not a
+/// request, with `"id": null` when no id can be read) and nothing but `initialize` and `ping`
+/// is served before `initialize`.
+fn classify(line: &[u8], initialized: bool) -> Verdict {
     let body = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let body = body.strip_suffix(b"\n").unwrap_or(body);
     let body = body.strip_suffix(b"\r").unwrap_or(body);
     if body.iter().all(u8::is_ascii_whitespace) {
-        return PreInit::Drop("empty line");
+        return Verdict::Drop("empty line");
     }
-    match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => match (m.get("method"), m.contains_key("id")) {
-            (Some(Value::String(method)), true) => PreInit::Forward {
-                initialize: method == "initialize",
-            },
-            (Some(_), false) => PreInit::Drop("notification before initialize"),
-            _ => PreInit::Drop("not a request before initialize"),
-        },
-        Ok(Value::Array(_)) => PreInit::Answer(error_frame(
-            &Value::Null,
+    // serde_json refuses invalid UTF-8, lone surrogates, nesting over 128 and trailing data
+    // (two messages on one line), all of which rmcp would drop without an answer.
+    let m = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => m,
+        Ok(Value::Array(_)) => {
+            return Verdict::Answer(error_frame(
+                &Value::Null,
+                -32600,
+                "Invalid request: batches are not supported",
+            ));
+        }
+        Ok(_) => {
+            return Verdict::Answer(error_frame(
+                &Value::Null,
+                -32600,
+                "Invalid request: a JSON-RPC message is an object",
+            ));
+        }
+        Err(e) => {
+            let id = scan_id(&body[..body.len().min(ID_SCAN_BYTES)]);
+            return Verdict::Answer(error_frame(&id, -32700, &format!("Parse error: {e}")));
+        }
+    };
+    let id = m.get("id");
+    let reply_id = usable_id(id).cloned().unwrap_or(Value::Null);
+    let invalid = |why: &str| {
+        Verdict::Answer(error_frame(
+            &reply_id,
             -32600,
-            "Invalid request: a batch before initialize",
-        )),
-        Ok(_) => PreInit::Drop("not a JSON-RPC message"),
-        Err(_) => PreInit::Drop("not JSON"),
+            &format!("Invalid request: {why}"),
+        ))
+    };
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("`jsonrpc` must be \"2.0\"");
+    }
+    if id.is_some() && usable_id(id).is_none() {
+        return invalid("`id` must be a string or an integer");
+    }
+    match m.get("method") {
+        Some(Value::String(method)) => {
+            if initialized {
+                return Verdict::Forward { initialize: false };
+            }
+            if id.is_none() {
+                return Verdict::Drop("notification before initialize");
+            }
+            match method.as_str() {
+                "initialize" => Verdict::Forward { initialize: true },
+                "ping" => Verdict::Answer(result_frame(&reply_id, &serde_json::json!({}))),
+                _ => invalid("the server is not initialized: send `initialize` first"),
+            }
+        }
+        Some(_) => invalid("`method` must be a string"),
+        None if id.is_some() && (m.contains_key("result") || m.contains_key("error")) => {
+            if initialized {
+                Verdict::Forward { initialize: false }
+            } else {
+                Verdict::Drop("a response before initialize")
+            }
+        }
+        None => invalid("no `method`"),
     }
 }
 
@@ -629,22 +727,20 @@ async fn filter_input<R, W>(
         if !line.ends_with(b"\n") {
             line.push(b'\n');
         }
-        if !initialized {
-            match pre_init(&line) {
-                PreInit::Forward { initialize } => initialized = initialize,
-                PreInit::Drop(why) => {
-                    tracing::warn!(target: "awf::mcp", why, "line ignored before initialize");
-                    if eof {
-                        return;
-                    }
-                    continue;
+        match classify(&line, initialized) {
+            Verdict::Forward { initialize } => initialized |= initialize,
+            Verdict::Drop(why) => {
+                tracing::warn!(target: "awf::mcp", why, "line ignored");
+                if eof {
+                    return;
                 }
-                PreInit::Answer(frame) => {
-                    if frames.send(frame).is_err() {
-                        return;
-                    }
-                    continue;
+                continue;
+            }
+            Verdict::Answer(frame) => {
+                if frames.send(frame).is_err() || eof {
+                    return;
                 }
+                continue;
             }
         }
         if to_rmcp.write_all(&line).await.is_err() {

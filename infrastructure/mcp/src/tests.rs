@@ -270,6 +270,9 @@ async fn an_oversized_frame_without_a_readable_id_gets_a_null_id_error() {
 async fn garbage_bom_crlf_and_early_notifications_do_not_kill_it() {
     let mut c = start(Arc::default(), opts());
     c.send(b"this is not json\n").await;
+    let parse = c.recv().await;
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert!(parse["id"].is_null(), "{parse}");
     c.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
         .await;
     c.send(b"{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}\n")
@@ -279,6 +282,9 @@ async fn garbage_bom_crlf_and_early_notifications_do_not_kill_it() {
     assert_eq!(init["id"], 0, "{init}");
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
     c.send(b"more garbage {{{\n").await;
+    let parse = c.recv().await;
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert!(parse["id"].is_null(), "{parse}");
     c.send(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"Echo\",\"arguments\":{\"text\":\"bom\"}}}\n").await;
     let bom = c.recv().await;
     assert_eq!(bom["result"]["content"][0]["text"], "bom", "{bom}");
@@ -296,6 +302,114 @@ async fn a_batch_before_initialize_is_answered() {
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
     let init = c.initialize("2025-11-25").await;
     assert_eq!(init["id"], 0);
+}
+
+#[tokio::test]
+async fn requests_before_initialize_are_refused_and_never_run_and_the_session_lives_on() {
+    let tools = Arc::new(TestTools::default());
+    let mut c = start(tools.clone(), opts());
+    c.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "Sleep", "arguments": {}, "_meta": {"progressToken": 5}}}))
+        .await;
+    let refused = c.recv().await;
+    assert_eq!(refused["id"], 1, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not initialized"),
+        "{refused}"
+    );
+    assert!(tools.sleep_pid.lock().unwrap().is_none(), "the tool ran");
+    c.send_json(json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list"}))
+        .await;
+    let refused = c.recv().await;
+    assert_eq!(refused["id"], "l", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not initialized"),
+        "{refused}"
+    );
+    c.send_json(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .await;
+    assert_eq!(
+        c.recv().await,
+        json!({"jsonrpc": "2.0", "id": 2, "result": {}})
+    );
+    let init = c.initialize("2025-11-25").await;
+    assert_eq!(init["id"], 0, "{init}");
+    let echo = c.call(3, "Echo", json!({"text": "after"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "after", "{echo}");
+    let list = c.call(4, "Echo", json!({"text": "again"})).await;
+    assert_eq!(list["result"]["content"][0]["text"], "again", "{list}");
+}
+
+#[tokio::test]
+async fn lines_the_parser_refuses_get_a_parse_error_with_their_id() {
+    let mut c = start(Arc::default(), opts());
+    c.initialize("2025-11-25").await;
+    let deep = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{{\"name\":\"Echo\",\"arguments\":{{\"text\":{}1{}}}}}}}\n",
+        "[".repeat(1000),
+        "]".repeat(1000)
+    );
+    let lines: Vec<Vec<u8>> = vec![
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"Echo\",\"arguments\":{\"text\":\"\xff\xfe\"}}}\n".to_vec(),
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"Echo\",\"arguments\":{\"text\":\"\\ud800\"}}}\n".to_vec(),
+        deep.into_bytes(),
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}\n".to_vec(),
+    ];
+    for line in &lines {
+        c.send(line).await;
+        let answer = c.recv().await;
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+    }
+    let echo = c.call(9, "Echo", json!({"text": "alive"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "alive", "{echo}");
+}
+
+#[tokio::test]
+async fn invalid_requests_get_a_null_id_when_no_id_is_usable() {
+    let mut c = start(Arc::default(), opts());
+    c.initialize("2025-11-25").await;
+    for (line, id) in [
+        (
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}]),
+            Value::Null,
+        ),
+        (
+            json!({"jsonrpc": "1.0", "id": 2, "method": "ping"}),
+            json!(2),
+        ),
+        (json!({"id": 3, "method": "ping"}), json!(3)),
+        (json!({"jsonrpc": "1.0", "method": "ping"}), Value::Null),
+        (
+            json!({"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}),
+            Value::Null,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}),
+            Value::Null,
+        ),
+        (
+            json!({"jsonrpc": "2.0", "id": null, "method": "ping"}),
+            Value::Null,
+        ),
+        (json!({"jsonrpc": "2.0", "id": 4}), json!(4)),
+        (json!(17), Value::Null),
+    ] {
+        c.send_json(line.clone()).await;
+        let answer = c.recv().await;
+        assert_eq!(answer["error"]["code"], -32600, "{line}: {answer}");
+        assert!(answer.get("id").is_some(), "{line}: no id member: {answer}");
+        assert_eq!(answer["id"], id, "{line}: {answer}");
+    }
+    let echo = c.call(9, "Echo", json!({"text": "alive"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "alive", "{echo}");
 }
 
 fn alive(pid: u32) -> bool {
@@ -377,6 +491,24 @@ async fn the_shutdown_token_ends_the_server_and_cancels_calls_in_flight() {
         .await;
     let pid = wait_for_pid(&tools).await;
     c.shutdown.cancel();
+    // The call in flight is answered before the output ends.
+    let mut answered = None;
+    loop {
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(30), c.from_server.read_line(&mut line))
+            .await
+            .expect("output within 30 s")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 3 {
+            answered = Some(v);
+        }
+    }
+    let answered = answered.expect("the call in flight got no answer at shutdown");
+    assert_eq!(answered["result"]["isError"], true, "{answered}");
     let end = tokio::time::timeout(Duration::from_secs(10), c.task)
         .await
         .expect("serve ends after shutdown")

@@ -43,6 +43,11 @@ pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time [`TelemetryGuard::shutdown`] waits for the last spans to leave.
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
 
+/// Crates whose own logs are capped at `info` whatever the level and directives: below it they
+/// log whole requests (rmcp: `received request … CallToolRequestParams …`, tool arguments
+/// included), which would put secrets on stderr. Source: README "awf mcp-serve".
+const REQUEST_LOGGING_CRATES: &[&str] = &["rmcp"];
+
 /// Crates whose own logs are capped at `warn` (they log per request, and the exporter uses
 /// them, so lower levels would be noise or feedback).
 const NOISY_CRATES: &[&str] = &[
@@ -236,6 +241,15 @@ fn log_layer(cfg: &LogConfig) -> Result<BoxedLayer, AwfError> {
     {
         directives.push(',');
         directives.push_str(extra);
+    }
+    // Last, so no `--log-level` nor directive lifts them: crates that log requests whole
+    // (rmcp logs every JSON-RPC request, tool arguments and secrets included, at debug).
+    for c in REQUEST_LOGGING_CRATES {
+        let _ = write!(
+            directives,
+            ",{c}={}",
+            level_name(level.min(LevelFilter::INFO))
+        );
     }
     let _ = write!(directives, ",{TARGET}=off");
     let filter = EnvFilter::builder().parse(&directives).map_err(|e| {

@@ -1,6 +1,20 @@
 //! Confinement of every path to the workspace root, after resolving symbolic links.
+//!
+//! Paths are first resolved by name (for clear errors), then every file is opened with the
+//! kernel's help beneath a directory fd held for the root (`openat2` with `RESOLVE_BENEATH`),
+//! so a directory or file swapped for a symbolic link between the check and the use cannot
+//! lead outside: there is no check-then-use gap.
 
+use std::ffi::OsString;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use rustix::fs::FileType;
+use rustix::fs::Mode;
+use rustix::fs::OFlags;
+use rustix::fs::ResolveFlags;
+use rustix::fs::Stat;
 use std::path::Component;
 use std::path::Path;
 use std::path::PathBuf;
@@ -30,10 +44,57 @@ pub(crate) fn regular(given: &str, real: &Path) -> Result<(), String> {
     Err(format!("{given} is {what}, not a regular file: refused"))
 }
 
-/// A canonical workspace root. Paths are resolved against it and must stay inside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A canonical workspace root. Paths are resolved against it and must stay inside it; files
+/// are opened beneath `fd`, a directory fd opened once for the root.
+#[derive(Debug, Clone)]
 pub struct Root {
     path: PathBuf,
+    fd: Arc<OwnedFd>,
+}
+
+impl PartialEq for Root {
+    fn eq(&self, other: &Self) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for Root {}
+
+/// A directory opened beneath the root (read-only, so that it can be fsynced) and the name of
+/// an entry in it.
+#[derive(Debug)]
+pub(crate) struct InDir {
+    pub(crate) dir: OwnedFd,
+    pub(crate) name: OsString,
+}
+
+/// The sentence for an error of a kernel-confined open.
+fn open_error(given: &str, e: rustix::io::Errno) -> String {
+    match e {
+        rustix::io::Errno::XDEV => format!(
+            "{given} leads outside the workspace root (through a symbolic link, possibly one swapped in while it was opened): access refused"
+        ),
+        rustix::io::Errno::LOOP => {
+            format!("{given}: a path component is (or just became) a symbolic link: refused")
+        }
+        rustix::io::Errno::NOSYS => format!(
+            "{given}: openat2 is unavailable on this kernel (Linux 5.6 or later is needed); the file tools refuse to run unconfined"
+        ),
+        e => format!("{given}: {}", io::Error::from(e)),
+    }
+}
+
+/// Whether `st` is a regular file; if not, a sentence naming what it is.
+pub(crate) fn regular_stat(given: &str, st: &Stat) -> Result<(), String> {
+    let what = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => return Ok(()),
+        FileType::Directory => return Err(format!("{given} is a directory, not a file")),
+        FileType::Fifo => "a FIFO (named pipe)",
+        FileType::Socket => "a socket",
+        FileType::BlockDevice | FileType::CharacterDevice => "a device",
+        _ => "not a regular file",
+    };
+    Err(format!("{given} is {what}, not a regular file: refused"))
 }
 
 /// Where a write goes: the canonical target, and whether it exists now.
@@ -60,7 +121,132 @@ impl Root {
                 dir.display()
             ));
         }
-        Ok(Self { path })
+        let fd = rustix::fs::open(
+            &path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("workspace root {}: {}", dir.display(), io::Error::from(e)))?;
+        // Check once that the kernel confines opens (openat2, Linux 5.6+): refuse to start
+        // rather than run unconfined.
+        rustix::fs::openat2(
+            &fd,
+            ".",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH,
+        )
+        .map_err(|e| {
+            format!(
+                "workspace root {}",
+                open_error(&dir.display().to_string(), e)
+            )
+        })?;
+        Ok(Self {
+            path,
+            fd: Arc::new(fd),
+        })
+    }
+
+    /// `real` (a path under the root) relative to the root; `.` for the root itself.
+    fn relative<'a>(&self, given: &str, real: &'a Path) -> Result<&'a Path, String> {
+        let rel = real
+            .strip_prefix(&self.path)
+            .map_err(|_| self.outside(given, real))?;
+        Ok(if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        })
+    }
+
+    /// Opens `real` (a path under the root, normally from [`Root::existing`]) read-only,
+    /// beneath the root fd: symbolic links are followed only while they stay beneath the root,
+    /// checked by the kernel at open time. Refuses what is not a regular file (a FIFO is
+    /// opened non-blocking, then refused).
+    ///
+    /// # Errors
+    /// A sentence: outside the root, not a regular file, an I/O error, no `openat2`.
+    pub(crate) fn open_read(&self, given: &str, real: &Path) -> Result<std::fs::File, String> {
+        let rel = self.relative(given, real)?;
+        let fd = rustix::fs::openat2(
+            &*self.fd,
+            rel,
+            OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| open_error(given, e))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| open_error(given, e))?;
+        regular_stat(given, &stat)?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    /// The modification time of the regular file `real` (a path under the root), taken
+    /// through an `O_PATH` fd opened beneath the root (links followed only while they stay
+    /// beneath it); `None` when it is not a regular file beneath the root.
+    pub(crate) fn mtime_beneath(&self, real: &Path) -> Option<std::time::SystemTime> {
+        let rel = self.relative("", real).ok()?;
+        let fd = rustix::fs::openat2(
+            &*self.fd,
+            rel,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        )
+        .ok()?;
+        let st = rustix::fs::fstat(&fd).ok()?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return None;
+        }
+        let secs = u64::try_from(st.st_mtime).unwrap_or(0);
+        let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+        Some(std::time::UNIX_EPOCH + std::time::Duration::new(secs, nanos))
+    }
+
+    /// Opens the directory holding `real` (a canonical path under the root) beneath the root,
+    /// one component at a time with no symbolic link allowed (the canonical path has none, so
+    /// one met here was swapped in), creating missing directories (mode 0755, less the
+    /// umask) when `create`.
+    ///
+    /// # Errors
+    /// A sentence: outside the root, a component became a link, an I/O error, no `openat2`.
+    pub(crate) fn open_parent(
+        &self,
+        given: &str,
+        real: &Path,
+        create: bool,
+    ) -> Result<InDir, String> {
+        let rel = self.relative(given, real)?;
+        let name = rel
+            .file_name()
+            .ok_or_else(|| format!("{given} names no file"))?
+            .to_owned();
+        let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let strict =
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS;
+        let mut dir = rustix::fs::openat2(&*self.fd, ".", dir_flags, Mode::empty(), strict)
+            .map_err(|e| open_error(given, e))?;
+        for c in rel.parent().unwrap_or(Path::new("")).components() {
+            let Component::Normal(part) = c else {
+                if matches!(c, Component::CurDir) {
+                    continue;
+                }
+                return Err(format!("{given}: cannot resolve"));
+            };
+            let next = match rustix::fs::openat2(&dir, part, dir_flags, Mode::empty(), strict) {
+                Err(rustix::io::Errno::NOENT) if create => {
+                    match rustix::fs::mkdirat(&dir, part, Mode::from_raw_mode(0o755)) {
+                        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                        Err(e) => return Err(open_error(given, e)),
+                    }
+                    rustix::fs::openat2(&dir, part, dir_flags, Mode::empty(), strict)
+                }
+                r => r,
+            };
+            dir = next.map_err(|e| open_error(given, e))?;
+        }
+        Ok(InDir { dir, name })
     }
 
     /// The canonical root.

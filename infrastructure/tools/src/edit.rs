@@ -1,9 +1,14 @@
 //! Write and Edit: atomic replacement that keeps the file's mode, BOM and line endings.
 
 use std::fs;
+use std::io::Read as _;
 use std::io::Write as _;
-use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
+
+use rustix::fs::Mode;
+use rustix::fs::OFlags;
+use rustix::fs::Stat;
 
 use awf_domain::ports::tools::ToolOutput;
 use serde_json::Map;
@@ -11,6 +16,7 @@ use serde_json::Value;
 
 use crate::Inner;
 use crate::args::Args;
+use crate::confine::InDir;
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -35,33 +41,35 @@ fn do_write(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     let a = Args::new("Write", map);
     let given = a.str(&["path", "file_path"])?;
     let content = a.str(&["content"])?;
+    if given.ends_with('/') {
+        return Err(format!(
+            "Write: {given} ends with `/`, so it names a directory, not a file: give a file name"
+        ));
+    }
     let target = inner
         .root
         .for_write(given)
         .map_err(|e| format!("Write: {e}"))?;
+    let place = inner
+        .root
+        .open_parent(given, &target.path, !target.exists)
+        .map_err(|e| format!("Write: {e}"))?;
     let mut bytes = content.as_bytes().to_vec();
     let mut kept = Vec::new();
-    let mode = if target.exists {
-        let old = fs::read(&target.path).map_err(|e| format!("Write: {given}: {e}"))?;
-        if old.starts_with(BOM) && !bytes.starts_with(BOM) {
+    let old = open_old(&place, given).map_err(|e| format!("Write: {e}"))?;
+    if let Some((data, _)) = &old {
+        if data.starts_with(BOM) && !bytes.starts_with(BOM) {
             bytes.splice(0..0, BOM.iter().copied());
             kept.push("BOM");
         }
-        if uses_crlf(&old) && !content.contains('\r') && content.contains('\n') {
+        if uses_crlf(data) && !content.contains('\r') && content.contains('\n') {
             bytes = content_crlf(&bytes);
             kept.push("CRLF line endings");
         }
-        Some(mode_of(&target.path).map_err(|e| format!("Write: {given}: {e}"))?)
-    } else {
-        if let Some(parent) = target.path.parent() {
-            fs::create_dir_all(parent)
-                .map_err(|e| format!("Write: {given}: creating {}: {e}", parent.display()))?;
-        }
-        None
-    };
-    atomic_write(&target.path, &bytes, mode.unwrap_or(NEW_FILE_MODE))
-        .map_err(|e| format!("Write: {given}: {e}"))?;
-    let verb = if target.exists {
+    }
+    let old_stat = old.as_ref().map(|(_, st)| st);
+    replace_file(&place, &bytes, old_stat).map_err(|e| format!("Write: {given}: {e}"))?;
+    let verb = if old.is_some() {
         "overwrote"
     } else {
         "created"
@@ -74,7 +82,50 @@ fn do_write(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     if !kept.is_empty() {
         msg.push_str(&format!("; kept the file's {}", kept.join(" and ")));
     }
+    if let Some(st) = old_stat {
+        msg.push_str(&links_note(st));
+    }
     Ok(msg)
+}
+
+/// The existing file `place` names, read through a fd opened with `O_NOFOLLOW` in its
+/// directory fd, and its metadata; `None` when it does not exist.
+fn open_old(place: &InDir, given: &str) -> Result<Option<(Vec<u8>, Stat)>, String> {
+    let fd = match rustix::fs::openat(
+        &place.dir,
+        &place.name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(format!(
+                "{given} is (or just became) a symbolic link: refusing to write through it"
+            ));
+        }
+        Err(e) => return Err(format!("{given}: {}", std::io::Error::from(e))),
+    };
+    let st = rustix::fs::fstat(&fd).map_err(|e| format!("{given}: {}", std::io::Error::from(e)))?;
+    crate::confine::regular_stat(given, &st)?;
+    let mut data = Vec::new();
+    fs::File::from(fd)
+        .read_to_end(&mut data)
+        .map_err(|e| format!("{given}: {e}"))?;
+    Ok(Some((data, st)))
+}
+
+/// The note added to a result when the replaced file had other hard links: the replacement
+/// is a new file, so they keep the old content.
+fn links_note(st: &Stat) -> String {
+    if st.st_nlink > 1 {
+        format!(
+            "; note: the file had {} hard links: it was replaced by a new file, so its other links keep the old content",
+            st.st_nlink
+        )
+    } else {
+        String::new()
+    }
 }
 
 fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
@@ -96,19 +147,23 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         .root
         .existing(given)
         .map_err(|e| format!("Edit: {e}"))?;
-    crate::confine::regular(given, &path).map_err(|e| format!("Edit: {e}"))?;
-    let meta = fs::metadata(&path).map_err(|e| format!("Edit: {given}: {e}"))?;
-    if meta.is_dir() {
+    if path.is_dir() {
         return Err(format!("Edit: {given} is a directory, not a file"));
     }
-    if meta.len() > inner.limits.edit_max_file {
+    let place = inner
+        .root
+        .open_parent(given, &path, false)
+        .map_err(|e| format!("Edit: {e}"))?;
+    let Some((data, st)) = open_old(&place, given).map_err(|e| format!("Edit: {e}"))? else {
+        return Err(format!("Edit: {given} does not exist"));
+    };
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    if size > inner.limits.edit_max_file {
         return Err(format!(
-            "Edit: {given} is {} bytes, over the {} bytes Edit rewrites; use Bash (sed) or Write",
-            meta.len(),
+            "Edit: {given} is {size} bytes, over the {} bytes Edit rewrites; use Bash (sed) or Write",
             inner.limits.edit_max_file
         ));
     }
-    let data = fs::read(&path).map_err(|e| format!("Edit: {given}: {e}"))?;
     let mut old_b = old.as_bytes().to_vec();
     let mut new_b = new.as_bytes().to_vec();
     let mut count = count_matches(&data, &old_b);
@@ -139,8 +194,7 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         &new_b,
         if replace_all { usize::MAX } else { 1 },
     );
-    atomic_write(&path, &out, meta.permissions().mode() & 0o7777)
-        .map_err(|e| format!("Edit: {given}: {e}"))?;
+    replace_file(&place, &out, Some(&st)).map_err(|e| format!("Edit: {given}: {e}"))?;
     let mut msg = format!(
         "Edit: replaced {count} occurrence{} in {}",
         if count == 1 { "" } else { "s" },
@@ -149,6 +203,7 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     if crlf {
         msg.push_str(" (matched with the file's CRLF line endings)");
     }
+    msg.push_str(&links_note(&st));
     Ok(msg)
 }
 
@@ -212,28 +267,57 @@ fn replace(hay: &[u8], old: &[u8], new: &[u8], max: usize) -> Vec<u8> {
     out
 }
 
-fn mode_of(path: &Path) -> std::io::Result<u32> {
-    Ok(fs::metadata(path)?.permissions().mode() & 0o7777)
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory with `mode`,
-/// fsync, rename over `path`, fsync of the directory.
-fn atomic_write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| std::io::Error::other("the path has no parent directory"))?;
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".awf-write-")
-        .suffix(".tmp")
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
+/// Replaces the file `place` names atomically, all within its directory fd: a temporary file
+/// created there with `O_CREAT|O_EXCL|O_NOFOLLOW`, given the old file's mode (and owner, when
+/// the process may: root keeps a file's uid/gid) or [`NEW_FILE_MODE`], fsync, `renameat`
+/// over the name, fsync of the directory. The temporary file is removed on failure.
+fn replace_file(place: &InDir, bytes: &[u8], old: Option<&Stat>) -> std::io::Result<()> {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let mode = old.map_or(NEW_FILE_MODE, |st| st.st_mode & 0o7777);
+    let mut attempt = 0;
+    let (tmp_name, fd) = loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            ".awf-write-{}-{}-{nanos:x}.tmp",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        match rustix::fs::openat(
+            &place.dir,
+            name.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => break (name, fd),
+            Err(rustix::io::Errno::EXIST) if attempt < 16 => attempt += 1,
+            Err(e) => return Err(e.into()),
+        }
+    };
+    let result = (|| -> std::io::Result<()> {
+        let mut file = fs::File::from(fd);
+        file.write_all(bytes)?;
+        if let Some(st) = old {
+            let (uid, gid) = (st.st_uid, st.st_gid);
+            // Only a privileged process (or one in the file's group) may; else the new file
+            // is the caller's, as any editor's replacement would be.
+            let _ = rustix::fs::fchown(
+                &file,
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
+            );
+        }
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+        file.sync_all()?;
+        rustix::fs::renameat(&place.dir, tmp_name.as_str(), &place.dir, &place.name)?;
+        Ok(())
+    })();
+    if let Err(e) = result {
+        let _ = rustix::fs::unlinkat(&place.dir, tmp_name.as_str(), rustix::fs::AtFlags::empty());
+        return Err(e);
     }
+    let _ = rustix::fs::fsync(&place.dir);
     Ok(())
 }
 

@@ -90,21 +90,14 @@ fn glob(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         if rel.as_os_str().is_empty() || !matcher.is_match(rel) {
             continue;
         }
-        let meta = if ft.is_file() {
-            entry.metadata().ok()
-        } else if ft.is_symlink() {
-            // A link is listed when it leads to a file inside the root.
-            match path.canonicalize() {
-                Ok(real) if real.starts_with(inner.root.path()) && real.is_file() => {
-                    std::fs::metadata(&real).ok()
-                }
-                _ => None,
-            }
+        // A file, or a link leading to a file inside the root, checked by the kernel at
+        // open time (a link swapped to lead outside is skipped, its target never stat'ed).
+        let mtime = if ft.is_file() || ft.is_symlink() {
+            inner.root.mtime_beneath(path)
         } else {
             None
         };
-        let Some(meta) = meta else { continue };
-        let mtime = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let Some(mtime) = mtime else { continue };
         found.push((mtime, path.to_path_buf()));
         if found.len() >= COLLECT_MAX {
             capped = true;

@@ -102,15 +102,7 @@ fn grep(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         full: false,
     };
     if target.is_file() {
-        search(
-            &target,
-            &re,
-            mode,
-            numbers,
-            ctx,
-            lim.grep_line_chars,
-            &mut out,
-        );
+        search(inner, &target, &re, mode, numbers, ctx, &mut out);
     } else {
         let mut walk = ignore::WalkBuilder::new(&target);
         walk.hidden(true)
@@ -150,15 +142,7 @@ fn grep(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             if !entry.file_type().is_some_and(|ft| ft.is_file()) {
                 continue;
             }
-            search(
-                entry.path(),
-                &re,
-                mode,
-                numbers,
-                ctx,
-                lim.grep_line_chars,
-                &mut out,
-            );
+            search(inner, entry.path(), &re, mode, numbers, ctx, &mut out);
         }
     }
     if out.entries == 0 && !out.full {
@@ -190,15 +174,18 @@ struct Context {
 /// Searches one file; binary files (a NUL in the first 8 KiB) and unreadable ones are
 /// skipped.
 fn search(
+    inner: &Inner,
     path: &Path,
     re: &regex::bytes::Regex,
     mode: Mode,
     numbers: bool,
     ctx: Context,
-    line_chars: usize,
     out: &mut Out,
 ) {
-    let Ok(mut file) = std::fs::File::open(path) else {
+    let line_chars = inner.limits.grep_line_chars;
+    let root = &inner.root;
+    // Opened beneath the root fd: a file swapped for a link to outside is skipped, not read.
+    let Ok(mut file) = root.open_read(&path.to_string_lossy(), path) else {
         return;
     };
     let Ok(head) = lines::sniff(&mut file) else {
@@ -218,7 +205,7 @@ fn search(
         }
     };
     let render = |bytes: &[u8], cut_in: bool| {
-        let (t, cut, _) = lines::text(bytes, line_chars, cut_in);
+        let (t, cut, _) = lines::text(bytes, line_chars, cut_in, &inner.masker);
         if cut {
             format!("{t}… [line truncated]")
         } else {

@@ -88,12 +88,20 @@ pub(crate) fn is_binary(head: &[u8]) -> bool {
 /// `bytes` as text: invalid UTF-8 shown as U+FFFD, at most `max_chars` characters (cut on
 /// a character boundary). Returns the text, whether it was cut, and whether invalid bytes
 /// were met (an incomplete character at the end of a `truncated` input does not count).
-pub(crate) fn text(bytes: &[u8], max_chars: usize, truncated: bool) -> (String, bool, bool) {
+/// The secrets of `masker` are replaced by `***` before the cut, so none shows in part.
+pub(crate) fn text(
+    bytes: &[u8],
+    max_chars: usize,
+    truncated: bool,
+    masker: &awf_domain::mask::Masker,
+) -> (String, bool, bool) {
     let invalid = match std::str::from_utf8(bytes) {
         Ok(_) => false,
         Err(e) => !(truncated && e.error_len().is_none()),
     };
-    let s = String::from_utf8_lossy(bytes);
+    let lossy = String::from_utf8_lossy(bytes);
+    // Masked before the cut: a secret straddling it must not leave its head.
+    let s = masker.mask(&lossy);
     match s.char_indices().nth(max_chars) {
         Some((i, _)) => (s[..i].to_owned(), true, invalid),
         None => {
@@ -133,13 +141,17 @@ mod tests {
     fn text_cuts_on_char_boundaries() {
         // "é" is two bytes; a byte cap in its middle is not an invalid byte.
         let bytes = "aé".as_bytes();
-        assert_eq!(text(&bytes[..2], 10, true), ("a".to_owned(), true, false));
+        let m = awf_domain::mask::Masker::default();
         assert_eq!(
-            text("aéb".as_bytes(), 2, false),
+            text(&bytes[..2], 10, true, &m),
+            ("a".to_owned(), true, false)
+        );
+        assert_eq!(
+            text("aéb".as_bytes(), 2, false, &m),
             ("aé".to_owned(), true, false)
         );
         assert_eq!(
-            text(b"a\xffb", 10, false),
+            text(b"a\xffb", 10, false, &m),
             ("a\u{FFFD}b".to_owned(), false, true)
         );
     }

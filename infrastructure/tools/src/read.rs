@@ -40,8 +40,12 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             "Read: {given} is a directory, not a file (list it with Glob, or Bash `ls`)"
         ));
     }
-    crate::confine::regular(given, &path).map_err(|e| format!("Read: {e}"))?;
-    let mut file = std::fs::File::open(&path).map_err(|e| format!("Read: {given}: {e}"))?;
+    // Opened beneath the root fd by the kernel: a swap for a symbolic link to outside after
+    // the check above is refused, never followed.
+    let mut file = inner
+        .root
+        .open_read(given, &path)
+        .map_err(|e| format!("Read: {e}"))?;
     let mut head = lines::sniff(&mut file).map_err(|e| format!("Read: {given}: {e}"))?;
     if lines::is_binary(&head) {
         return Err(format!(
@@ -53,7 +57,13 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     }
     let reader = BufReader::with_capacity(64 * 1024, Cursor::new(head).chain(file));
     // Enough bytes for `read_line_chars` characters of up to 4 bytes each.
-    let mut lr = lines::LineReader::new(reader, lim.read_line_chars.saturating_mul(4));
+    // Room past the cut for the longest secret, so that one straddling it is masked whole.
+    let mut lr = lines::LineReader::new(
+        reader,
+        lim.read_line_chars
+            .saturating_mul(4)
+            .saturating_add(inner.masker.longest()),
+    );
 
     let mut out = String::new();
     let mut line_no: u64 = 0;
@@ -72,7 +82,8 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             more = true;
             break;
         }
-        let (text, cut, bad) = lines::text(line.bytes, lim.read_line_chars, line.cut);
+        let (text, cut, bad) =
+            lines::text(line.bytes, lim.read_line_chars, line.cut, &inner.masker);
         entry.clear();
         let _ = write!(entry, "{line_no:>6}\t{text}");
         if cut {

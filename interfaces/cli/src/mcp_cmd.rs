@@ -150,7 +150,8 @@ fn opt_abs_path(
 ) -> Result<Option<PathBuf>, AwfError> {
     match opt_string(path, m, key)? {
         None => Ok(None),
-        Some(s) if s.is_empty() => Ok(None),
+        // An empty `audit_path` is "none" (Go shape); an empty `root_dir` is a relative path.
+        Some(s) if s.is_empty() && key != "root_dir" => Ok(None),
         Some(s) => {
             let p = PathBuf::from(&s);
             if p.is_absolute() {
@@ -203,6 +204,13 @@ fn is_traceparent(s: &str) -> bool {
 /// # Errors
 /// The `USER.MCP_PROXY.*` error of the first problem found (see the module docs).
 pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<McpConfig, AwfError> {
+    // serde_json keeps the last of two equal keys silently: refuse them first (syntax errors
+    // are left to the parse below).
+    if let Err(e) = serde_json::from_str::<NoDuplicateKeys>(text)
+        && e.is_data()
+    {
+        return Err(invalid(path, e));
+    }
     let v: Value =
         serde_json::from_str(text).map_err(|e| invalid(path, format!("not valid JSON: {e}")))?;
     let Value::Object(m) = v else {
@@ -338,11 +346,73 @@ pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<Mcp
     })
 }
 
+/// Any JSON value, refused when an object (at any depth) has a key twice.
+struct NoDuplicateKeys;
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NoDuplicateKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
+    type Value = NoDuplicateKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
+        while a.next_element::<NoDuplicateKeys>()?.is_some() {}
+        Ok(self)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(k) = a.next_key::<String>()? {
+            if !seen.insert(k.clone()) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{k}` is given twice"
+                )));
+            }
+            a.next_value::<NoDuplicateKeys>()?;
+        }
+        Ok(self)
+    }
+}
+
 /// Reads and checks the config at `path`, and resolves its root.
 fn load(path: &Path, with_workflows: bool) -> Result<(McpConfig, PathBuf), AwfError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| invalid(path, format!("cannot read it: {e}")))?;
     let cfg = parse_config(path, &text, with_workflows)?;
+    if let Some(a) = &cfg.audit_path
+        && a.is_dir()
+    {
+        return Err(invalid(
+            path,
+            format!(
+                "`audit_path` {} is a directory; give the path of a file",
+                a.display()
+            ),
+        ));
+    }
     if let Some(p) = cfg.plugin_tools.first() {
         return Err(AwfError::new(
             ErrorCode::UserMcpProxyUnknownPlugin,
@@ -417,10 +487,11 @@ fn repository_in(
     Ok(awf_yaml::YamlRepository::new(paths))
 }
 
-/// The workflow tools, and after their runs the sweep `awf run` makes at the end of its run:
-/// processes a step daemonised (`setsid cmd &`, adopted by this process, a subreaper) are
-/// stopped once no workflow call is in flight (a sweep while another run goes on could stop
-/// that run's own daemons), so none outlives its run for long.
+/// Every tool of the server (built-ins and workflows), with every process this server adopted
+/// (it is a subreaper) stopped and reaped whenever no call is in flight: a daemon a Bash
+/// command or a workflow step detached (`setsid cmd &`, a double fork that cleared its
+/// environment so no tag finds it) goes when its call ends. One gate for all calls: a sweep
+/// while any call runs could stop that call's own processes.
 struct SweptRuns {
     inner: Arc<dyn ToolProvider>,
     /// Held (shared) by every call in flight; the sweep takes it exclusively, so calls that
@@ -510,10 +581,7 @@ fn workflow_tools(
         tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load or validate");
     }
     Ok(Served {
-        tools: Arc::new(SweptRuns {
-            inner: Arc::new(tools),
-            gate: tokio::sync::RwLock::new(()),
-        }),
+        tools: Arc::new(tools),
         recorder: w.recorder.clone(),
     })
 }
@@ -536,6 +604,11 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         Some(config) => Some(load(config, args.workflows.is_some())?),
         None => None,
     };
+    // Not dumpable: a same-user process (a Bash command) cannot open /proc/<server>/fd/* to
+    // forge frames on its stdout or read its stdin. Root (CAP_SYS_PTRACE) still can: README.
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(target: "awf::mcp", error = %e, "cannot make the server non-dumpable");
+    }
     let env = crate::wiring::process_env();
     let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let cfg = loaded.as_ref().map(|(c, _)| c);
@@ -589,11 +662,17 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         // cancel hooks: more than the built-ins' default grace.
         shutdown_grace: cfg.map_or(Duration::from_secs(10), |c| c.shutdown_grace),
     };
+    let tools = SweptRuns {
+        inner: Arc::new(router),
+        gate: tokio::sync::RwLock::new(()),
+    };
     let served = tracing::Instrument::instrument(
-        awf_mcp::serve_stdio(Arc::new(router), options, shutdown),
+        awf_mcp::serve_stdio(Arc::new(tools), options, shutdown),
         span,
     )
     .await;
+    // Whatever the calls left (their TERM → grace → KILL cut short by `shutdown_grace_ms`,
+    // daemons they adopted out): stopped and reaped before exit, never left to init.
     awf_exec::sweep_adopted().await;
     if let Some(r) = &recorder {
         r.flush();
@@ -693,6 +772,9 @@ mod tests {
             r#"{"plugin_tools": {"a": 1}}"#,
             r#"{"plugin_tools": [{"plugin": "k"}]}"#,
             r#"{"root_dir": "relative/dir"}"#,
+            r#"{"root_dir": ""}"#,
+            r#"{"run_id": "a", "run_id": "b"}"#,
+            r#"{"limits": {"max_frame_bytes": 10, "max_frame_bytes": 20}}"#,
             r#"{"run_id": 7}"#,
             r#"{"traceparent": "not-a-trace"}"#,
             r#"{"traceparent": "00-00000000000000000000000000000000-b7ad6b7169203331-01"}"#,
@@ -754,5 +836,13 @@ mod tests {
         .unwrap();
         let (_, root) = load(&cfg, false).unwrap();
         assert_eq!(root, std::fs::canonicalize(dir.path()).unwrap());
+        std::fs::write(
+            &cfg,
+            format!(r#"{{"audit_path": "{}"}}"#, dir.path().display()),
+        )
+        .unwrap();
+        let e = load(&cfg, false).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
+        assert!(e.message().contains("is a directory"), "{}", e.message());
     }
 }

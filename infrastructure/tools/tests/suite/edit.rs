@@ -206,3 +206,68 @@ async fn edit_refuses_files_over_its_size_limit() {
     );
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "0123456789abc");
 }
+
+#[tokio::test]
+async fn write_of_a_path_ending_in_a_slash_is_an_error_and_creates_nothing() {
+    let ws = Ws::new();
+    let out = ws
+        .call("Write", json!({"path": "newdir/", "content": "x"}))
+        .await;
+    assert_err(&out, "ends with `/`");
+    assert!(!ws.path("newdir").exists());
+}
+
+#[tokio::test]
+async fn edit_and_write_of_a_hard_linked_file_say_the_link_is_broken() {
+    let ws = Ws::new();
+    let a = ws.write("a.txt", "one two\n");
+    std::fs::hard_link(&a, ws.path("b.txt")).unwrap();
+    let out = ws
+        .call("Edit", json!({"path": "a.txt", "old": "one", "new": "1"}))
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    assert!(out.text.contains("2 hard links"), "{}", out.text);
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "1 two\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path("b.txt")).unwrap(),
+        "one two\n"
+    );
+    let out = ws
+        .call("Write", json!({"path": "a.txt", "content": "fresh"}))
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    assert!(!out.text.contains("hard links"), "{}", out.text);
+}
+
+#[tokio::test]
+async fn write_and_edit_keep_the_owner_when_the_process_may() {
+    use std::os::unix::fs::MetadataExt as _;
+    if !nix_is_root() {
+        // Only root may give a file to another user; nothing to check otherwise.
+        return;
+    }
+    let ws = Ws::new();
+    let p = ws.write("owned.txt", "alpha\n");
+    std::os::unix::fs::chown(&p, Some(4242), Some(4343)).unwrap();
+    let out = ws
+        .call("Write", json!({"path": "owned.txt", "content": "beta\n"}))
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!((m.uid(), m.gid()), (4242, 4343));
+    let out = ws
+        .call(
+            "Edit",
+            json!({"path": "owned.txt", "old": "beta", "new": "gamma"}),
+        )
+        .await;
+    assert!(!out.is_error, "{}", out.text);
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!((m.uid(), m.gid()), (4242, 4343));
+}
+
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false)
+}

@@ -1,6 +1,7 @@
 mod bash;
 mod confine;
 mod edit;
+mod race;
 mod read;
 mod search;
 mod specs;

@@ -196,3 +196,49 @@ async fn secrets_are_masked_in_read_and_grep_results() {
     .await;
     assert!(ok(&out).ends_with(":1:DB_PASSWORD=***\n"), "{}", out.text);
 }
+
+#[tokio::test]
+async fn a_secret_straddling_a_line_cut_is_masked_whole_in_read_and_grep() {
+    let ws = Ws::with_limits(awf_tools::Limits {
+        read_line_chars: 20,
+        grep_line_chars: 20,
+        ..Default::default()
+    });
+    let tools = ws
+        .tools
+        .clone()
+        .with_masker(&awf_domain::mask::Masker::from_named([(
+            "API_TOKEN",
+            "tok-abcdefghijkl0123",
+        )]));
+    ws.write(
+        "cfg.txt",
+        format!("{}tok-abcdefghijkl0123zzz\n", "a".repeat(15)),
+    );
+    let out = call_with(
+        &tools,
+        "Read",
+        json!({"path": "cfg.txt"}),
+        Default::default(),
+    )
+    .await;
+    let text = ok(&out);
+    assert!(text.contains("line truncated"), "{text}");
+    assert!(
+        !text.contains("tok-"),
+        "a part of the secret leaked: {text}"
+    );
+    let out = call_with(
+        &tools,
+        "Grep",
+        json!({"pattern": "zzz", "path": "cfg.txt", "output_mode": "content"}),
+        Default::default(),
+    )
+    .await;
+    let text = ok(&out);
+    assert!(text.contains("line truncated"), "{text}");
+    assert!(
+        !text.contains("tok-"),
+        "a part of the secret leaked: {text}"
+    );
+}
