@@ -254,12 +254,16 @@ const PDEATHSIG: &str = "/usr/bin/python3 -c 'import ctypes; v = ctypes.c_int();
 #[test]
 fn children_get_a_parent_death_signal_only_when_no_watchdog_runs() {
     let sb = Sandbox::new().unwrap();
+    let ready = sb.path().join("ready");
     let go = sb.path().join("go");
+    // `gate` holds the run until the test saw the watchdog (it starts beside the run, so a
+    // first step could be spawned before it is there, and rightly get the signal).
     let wf = sb
         .write(
             "pd.yaml",
             &format!(
-                "name: pd\nstates:\n  initial: first\n  first:\n    type: step\n    command: \"{}\"\n    on_success: wait\n  wait:\n    type: step\n    command: \"while [ ! -f {} ]; do sleep 0.01; done\"\n    on_success: after\n  after:\n    type: step\n    command: \"{}\"\n    on_success: done\n  done:\n    type: terminal\n",
+                "name: pd\nstates:\n  initial: gate\n  gate:\n    type: step\n    command: \"while [ ! -f {} ]; do sleep 0.01; done\"\n    on_success: first\n  first:\n    type: step\n    command: \"{}\"\n    on_success: wait\n  wait:\n    type: step\n    command: \"while [ ! -f {} ]; do sleep 0.01; done\"\n    on_success: after\n  after:\n    type: step\n    command: \"{}\"\n    on_success: done\n  done:\n    type: terminal\n",
+                ready.display(),
                 PDEATHSIG.replace('"', "\\\""),
                 go.display(),
                 PDEATHSIG.replace('"', "\\\""),
@@ -272,21 +276,39 @@ fn children_get_a_parent_death_signal_only_when_no_watchdog_runs() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the watchdog and the waiting step, then kill the watchdog.
     let t0 = std::time::Instant::now();
-    let watchdog = loop {
-        let procs = sb.processes();
-        let w = procs.iter().find(|p| p.cmdline.ends_with(" __watchdog"));
-        let waiting = procs.iter().any(|p| p.cmdline.contains("while [ ! -f"));
-        if let (Some(w), true) = (w, waiting) {
-            break w.pid;
+    let wait_for = |what: &str, f: &dyn Fn(&[awf_tests::SandboxProcess]) -> Option<u32>| -> u32 {
+        loop {
+            let procs = sb.processes();
+            if let Some(p) = f(&procs) {
+                return p;
+            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(60),
+                "{what}: {procs:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(60),
-            "no watchdog and waiting step: {procs:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
     };
+    let watchdog = wait_for("no watchdog and gate step", &|procs| {
+        let w = procs.iter().find(|p| p.cmdline.ends_with(" __watchdog"))?;
+        let gated = procs.iter().any(|p| {
+            p.cmdline
+                .contains(&format!("while [ ! -f {}", ready.display()))
+        });
+        gated.then_some(w.pid)
+    });
+    std::fs::write(&ready, "").unwrap();
+    // `first` ran with the watchdog; kill it while `wait` runs.
+    wait_for("no waiting step", &|procs| {
+        procs
+            .iter()
+            .find(|p| {
+                p.cmdline
+                    .contains(&format!("while [ ! -f {}", go.display()))
+            })
+            .map(|p| p.pid)
+    });
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &watchdog.to_string()])
         .status()
