@@ -497,7 +497,17 @@ struct SweptRuns {
     /// Held (shared) by every call in flight; the sweep takes it exclusively, so calls that
     /// come during a sweep start after it.
     gate: tokio::sync::RwLock<()>,
+    /// A call that can start processes (Bash, a workflow) began since the last sweep. The
+    /// sweep reads every process of the host, so calls that start none (Read, Write, Edit,
+    /// Glob, Grep) do not pay for it unless such a call left something to sweep.
+    dirty: std::sync::atomic::AtomicBool,
+    /// The names of the built-ins served that start no process ([`SPAWNS_NOTHING`], when the
+    /// built-ins are served; a workflow may take such a name otherwise).
+    quiet: &'static [&'static str],
 }
+
+/// Built-in tools that never start a process.
+const SPAWNS_NOTHING: &[&str] = &["Read", "Write", "Edit", "Glob", "Grep"];
 
 #[async_trait::async_trait]
 impl ToolProvider for SweptRuns {
@@ -519,11 +529,20 @@ impl ToolProvider for SweptRuns {
         cancel: CancellationToken,
         progress: Option<awf_domain::ports::tools::ProgressSink>,
     ) -> Result<awf_domain::ports::tools::ToolOutput, awf_domain::ports::tools::ToolCallError> {
+        use std::sync::atomic::Ordering;
+        if !self.quiet.contains(&call.name.as_str()) {
+            self.dirty.store(true, Ordering::SeqCst);
+        }
         let out = {
             let _running = self.gate.read().await;
             self.inner.call_with_progress(call, cancel, progress).await
         };
-        if let Ok(_sweeping) = self.gate.try_write() {
+        if self.dirty.load(Ordering::SeqCst)
+            && let Ok(_sweeping) = self.gate.try_write()
+        {
+            // Cleared before the sweep: a call that starts meanwhile waits for the gate and
+            // marks it again.
+            self.dirty.store(false, Ordering::SeqCst);
             let n = awf_exec::sweep_adopted().await;
             if n > 0 {
                 tracing::debug!(target: "awf::mcp", stopped = n, "daemonised step processes stopped");
@@ -627,10 +646,12 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
         ids: Arc::new(awf_host::UuidIds),
         sink,
     });
+    let mut builtins_served = false;
     if let Some((cfg, root)) = &loaded
         && cfg.intercept_builtins
     {
         router.register("builtin", builtin_tools(root, &masker)?)?;
+        builtins_served = true;
     }
     let mut recorder = None;
     if let Some(dir) = &args.workflows {
@@ -665,6 +686,8 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     let tools = SweptRuns {
         inner: Arc::new(router),
         gate: tokio::sync::RwLock::new(()),
+        dirty: std::sync::atomic::AtomicBool::new(false),
+        quiet: if builtins_served { SPAWNS_NOTHING } else { &[] },
     };
     let served = tracing::Instrument::instrument(
         awf_mcp::serve_stdio(Arc::new(tools), options, shutdown),
