@@ -1,6 +1,8 @@
 //! Test support for awf's end-to-end tests: locating the built `awf` binary and running it
 //! hermetically (temp HOME, XDG dirs and working directory; no `AWF_*` variables inherited).
 
+pub mod mcp;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::path::PathBuf;

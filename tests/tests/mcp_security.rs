@@ -4,26 +4,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
-use std::process::Child;
-use std::process::ChildStdin;
 use std::process::Command;
-use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Duration;
 use std::time::Instant;
 
 use awf_tests::Sandbox;
+use awf_tests::mcp::RawServer;
+use awf_tests::mcp::config;
 use serde_json::Value;
 use serde_json::json;
-
-fn config(sb: &Sandbox, cfg: &Value) -> PathBuf {
-    sb.write("mcp.json", &cfg.to_string()).unwrap()
-}
 
 fn default_config(sb: &Sandbox) -> PathBuf {
     config(
@@ -31,116 +22,6 @@ fn default_config(sb: &Sandbox) -> PathBuf {
         &json!({"intercept_builtins": true, "root_dir": sb.path(),
             "audit_path": sb.path().join("tools.jsonl")}),
     )
-}
-
-/// The shipped server driven with raw JSON-RPC lines; stdout lines arrive on a channel.
-struct Raw {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-impl Raw {
-    fn awf(sb: &Sandbox, cfg: &Path, extra: &[&str]) -> Self {
-        let mut args = extra.to_vec();
-        let cfg = cfg.display().to_string();
-        args.extend(["mcp-serve", "--config", &cfg]);
-        Self::spawn(sb.cmd(&args))
-    }
-
-    fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("server starts");
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut line = String::new();
-                match r.read_line(&mut line) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
-            s
-        });
-        Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn send_json(&mut self, v: &Value) {
-        let mut line = v.to_string().into_bytes();
-        line.push(b'\n');
-        self.send(&line);
-    }
-
-    /// The next stdout line, parsed (generous timeout: a shared machine).
-    fn recv(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("an answer within 60 s");
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
-    }
-
-    fn initialize(&mut self) -> Value {
-        self.send_json(
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "awf-e2e", "version": "1"}}}),
-        );
-        let answer = self.recv();
-        self.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        answer
-    }
-
-    fn call(&mut self, id: u64, name: &str, args: &Value) -> Value {
-        self.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": args}}));
-        self.recv()
-    }
-
-    /// Closes stdin and waits for the exit; returns (exit code, stderr).
-    fn close(mut self) -> (Option<i32>, String) {
-        drop(self.stdin.take());
-        let start = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s.code();
-            }
-            if start.elapsed() > Duration::from_secs(60) {
-                let _ = self.child.kill();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        (status, self.stderr.join().unwrap())
-    }
 }
 
 #[test]
@@ -151,8 +32,8 @@ fn tool_arguments_are_never_logged_even_at_trace() {
         &["--log-level", "trace"][..],
         &["--log-level", "debug", "--log-format", "json"][..],
     ] {
-        let mut s = Raw::awf(&sb, &cfg, extra);
-        s.initialize();
+        let mut s = RawServer::awf(&sb, &cfg, extra);
+        s.initialize("2025-11-25");
         let answer = s.call(
             1,
             "Write",
@@ -161,7 +42,7 @@ fn tool_arguments_are_never_logged_even_at_trace() {
         assert_eq!(answer["result"]["isError"], false, "{answer}");
         let answer = s.call(2, "Grep", &json!({"pattern": "ARG-MARKER-7f3a"}));
         assert!(answer.get("result").is_some(), "{answer}");
-        let (code, stderr) = s.close();
+        let (code, _, stderr) = s.close();
         assert_eq!(code, Some(0), "{stderr}");
         assert!(!stderr.is_empty(), "{extra:?}: debug logs go to stderr");
         assert!(
@@ -216,8 +97,8 @@ fn a_bash_command_cannot_forge_frames_through_the_servers_proc_fds() {
     cmd.current_dir(&ws)
         .env("HOME", sb.path().join("home"))
         .env(awf_tests::SANDBOX_MARK, sb.path());
-    let mut s = Raw::spawn(cmd);
-    s.initialize();
+    let mut s = RawServer::spawn(cmd);
+    s.initialize("2025-11-25");
     let forged = r#"{"jsonrpc":"2.0","id":99,"result":{"forged":true}}"#;
     let script = format!(
         "echo '{forged}' > /proc/$PPID/fd/1 && echo WROTE-STDOUT; \
@@ -245,7 +126,7 @@ fn a_bash_command_cannot_forge_frames_through_the_servers_proc_fds() {
     for mark in ["WROTE-STDOUT", "LISTED-FDS", "OPENED-STDIN"] {
         assert!(!text.contains(mark), "{mark}: {text}");
     }
-    let (code, stderr) = s.close();
+    let (code, _, stderr) = s.close();
     assert_eq!(code, Some(0), "{stderr}");
 }
 
@@ -299,8 +180,8 @@ fn kill_if_alive(pid: i32) {
 fn a_daemon_that_clears_its_environment_and_calls_setsid_goes_when_its_call_ends() {
     let sb = Sandbox::new().unwrap();
     let cfg = default_config(&sb);
-    let mut s = Raw::awf(&sb, &cfg, &[]);
-    s.initialize();
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
+    s.initialize("2025-11-25");
     let pid_file = sb.path().join("daemon.pid");
     let script = format!(
         "( setsid env -i /bin/sh -c 'echo $$ > {p}; exec sleep 300' & ); \
@@ -313,7 +194,7 @@ fn a_daemon_that_clears_its_environment_and_calls_setsid_goes_when_its_call_ends
     let gone = wait_gone(daemon);
     kill_if_alive(daemon);
     assert!(gone, "daemon {daemon} outlived its call");
-    let (code, stderr) = s.close();
+    let (code, _, stderr) = s.close();
     assert_eq!(code, Some(0), "{stderr}");
 }
 
@@ -325,8 +206,8 @@ fn with_a_tiny_shutdown_grace_an_untagged_setsid_term_ignoring_process_is_killed
         &json!({"intercept_builtins": true, "root_dir": sb.path(),
             "limits": {"shutdown_grace_ms": 1}}),
     );
-    let mut s = Raw::awf(&sb, &cfg, &[]);
-    s.initialize();
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
+    s.initialize("2025-11-25");
     let pid_file = sb.path().join("sleep.pid");
     let script = format!(
         "trap '' TERM; setsid env -i sleep 300 & echo $! > {}; wait",
@@ -339,7 +220,7 @@ fn with_a_tiny_shutdown_grace_an_untagged_setsid_term_ignoring_process_is_killed
     let _ = Command::new("kill")
         .args(["-TERM", &server.to_string()])
         .status();
-    let (code, stderr) = s.close();
+    let (code, _, stderr) = s.close();
     let was_alive = alive(sleeper);
     kill_if_alive(sleeper);
     assert_eq!(code, Some(0), "{stderr}");
@@ -355,8 +236,8 @@ fn sigterm_sigint_and_sighup_answer_the_calls_in_flight_as_cancelled() {
             &json!({"intercept_builtins": true, "root_dir": sb.path(),
                 "limits": {"shutdown_grace_ms": grace_ms}}),
         );
-        let mut s = Raw::awf(&sb, &cfg, &[]);
-        s.initialize();
+        let mut s = RawServer::awf(&sb, &cfg, &[]);
+        s.initialize("2025-11-25");
         let pid_file = sb.path().join("bash.pid");
         // Ignoring TERM: the tool takes its own grace to stop it, longer than a 1 ms one.
         let script = format!("echo $$ > {}; trap '' TERM; sleep 300", pid_file.display());
@@ -374,7 +255,7 @@ fn sigterm_sigint_and_sighup_answer_the_calls_in_flight_as_cancelled() {
                 answered = Some(v);
             }
         }
-        let (code, stderr) = s.close();
+        let (code, _, stderr) = s.close();
         kill_if_alive(shell);
         let answered = answered.unwrap_or_else(|| panic!("SIG{sig}: no answer: {stderr}"));
         assert_eq!(answered["result"]["isError"], true, "SIG{sig}: {answered}");

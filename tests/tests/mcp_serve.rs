@@ -11,56 +11,34 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::io::Write;
 use std::path::Path;
 use std::path::PathBuf;
-use std::process::Child;
-use std::process::ChildStdin;
 use std::process::Command;
 use std::process::Stdio;
-use std::sync::mpsc;
 use std::time::Duration;
-use std::time::Instant;
 
 use awf_tests::SANDBOX_MARK;
 use awf_tests::Sandbox;
+use awf_tests::mcp::INSPECTOR;
+use awf_tests::mcp::RawServer;
+use awf_tests::mcp::cache;
+use awf_tests::mcp::config;
+use awf_tests::mcp::py_sdk;
 use serde_json::Value;
 use serde_json::json;
 
-/// Pins installed by scripts/install-peers.sh (keep in sync).
-const PY_MCP: &str = "2.3.0";
-const INSPECTOR: &str = "2.12.0";
-
-fn cache() -> PathBuf {
-    awf_tests::workspace_root().join(".cache")
+/// The test-only server of this crate, driven raw, in the sandbox (it records its children's
+/// pids in `<sandbox>/pids`).
+fn test_server_raw(sb: &Sandbox) -> RawServer {
+    let mut c = Command::new(test_server());
+    c.current_dir(sb.path())
+        .env(SANDBOX_MARK, sb.path())
+        .env("AWF_MCP_TEST_PIDS", sb.path().join("pids"));
+    RawServer::spawn(c)
 }
 
 fn test_server() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_awf-mcp-test-server"))
-}
-
-/// The directory the pinned Python SDK is installed in (fails when it is not).
-fn py_sdk() -> PathBuf {
-    let py = cache().join("py");
-    let check = Command::new("python3")
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .env("PYTHONPATH", &py)
-        .output()
-        .expect("python3 runs");
-    let have = String::from_utf8_lossy(&check.stdout).trim().to_owned();
-    assert_eq!(
-        have,
-        PY_MCP,
-        "Python `mcp` {PY_MCP} is not installed in {}: run scripts/install-peers.sh \
-         (scripts/test.sh does)",
-        py.display()
-    );
-    py
 }
 
 /// `python3 <script> <args>` with the pinned SDK importable, in the sandbox (its process
@@ -118,10 +96,6 @@ fn inspector(sb: &Sandbox, args: &[&str]) -> awf_tests::Run {
 const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
 /// A config file for `awf mcp-serve` in the sandbox.
-fn config(sb: &Sandbox, cfg: &Value) -> PathBuf {
-    sb.write("mcp.json", &cfg.to_string()).unwrap()
-}
-
 fn default_config(sb: &Sandbox) -> PathBuf {
     config(
         sb,
@@ -129,142 +103,6 @@ fn default_config(sb: &Sandbox) -> PathBuf {
             "step": "review", "audit_path": sb.path().join("tools.jsonl"),
             "traceparent": TRACEPARENT}),
     )
-}
-
-/// A server process driven with raw JSON-RPC lines; stdout lines arrive on a channel.
-struct Raw {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    stderr: std::thread::JoinHandle<String>,
-}
-
-impl Raw {
-    fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("server starts");
-        let stdout = child.stdout.take().unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut line = String::new();
-                match r.read_line(&mut line) {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) => {
-                        if tx.send(line).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        });
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut s);
-            s
-        });
-        Self {
-            stdin: child.stdin.take(),
-            child,
-            lines,
-            stderr,
-        }
-    }
-
-    fn awf(sb: &Sandbox, cfg: &Path, extra: &[&str]) -> Self {
-        let mut args = extra.to_vec();
-        let cfg = cfg.display().to_string();
-        args.extend(["mcp-serve", "--config", &cfg]);
-        Self::spawn(sb.cmd(&args))
-    }
-
-    fn test_server(sb: &Sandbox) -> Self {
-        let mut c = Command::new(test_server());
-        c.current_dir(sb.path())
-            .env(SANDBOX_MARK, sb.path())
-            .env("AWF_MCP_TEST_PIDS", sb.path().join("pids"));
-        Self::spawn(c)
-    }
-
-    fn send(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn send_json(&mut self, v: &Value) {
-        let mut line = v.to_string().into_bytes();
-        line.push(b'\n');
-        self.send(&line);
-    }
-
-    /// The next stdout line, parsed (generous timeout: a shared machine).
-    fn recv(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("an answer within 60 s");
-        serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
-    }
-
-    fn initialize(&mut self, version: &str) -> Value {
-        self.send_json(
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": version, "capabilities": {},
-            "clientInfo": {"name": "awf-e2e", "version": "1"}}}),
-        );
-        let answer = self.recv();
-        self.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        answer
-    }
-
-    fn call(&mut self, id: u64, name: &str, args: &Value) -> Value {
-        self.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": args}}));
-        self.recv()
-    }
-
-    /// Closes stdin and waits for the exit; returns (exit code, time it took, stderr).
-    fn close(mut self) -> (Option<i32>, Duration, String) {
-        let start = Instant::now();
-        drop(self.stdin.take());
-        let status = wait_exit(&mut self.child);
-        (status, start.elapsed(), self.stderr.join().unwrap())
-    }
-
-    /// Sends SIGTERM and waits for the exit; returns (exit code, time it took, stderr).
-    fn terminate(mut self) -> (Option<i32>, Duration, String) {
-        let start = Instant::now();
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        let status = wait_exit(&mut self.child);
-        drop(self.stdin.take());
-        (status, start.elapsed(), self.stderr.join().unwrap())
-    }
-}
-
-fn wait_exit(child: &mut Child) -> Option<i32> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s.code();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the server did not exit within 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// Whether `pid` is a live (not zombie) process.
@@ -349,7 +187,7 @@ fn every_protocol_version_is_negotiated_and_newer_ones_get_2025_11_25() {
         ("2026-07-28", "2025-11-25"),
         ("2099-12-31", "2025-11-25"),
     ] {
-        let mut s = Raw::awf(&sb, &cfg, &[]);
+        let mut s = RawServer::awf(&sb, &cfg, &[]);
         let init = s.initialize(asked);
         assert_eq!(
             init["result"]["protocolVersion"], got,
@@ -372,7 +210,7 @@ fn every_protocol_version_is_negotiated_and_newer_ones_get_2025_11_25() {
 fn an_unknown_tool_is_invalid_params_and_is_audited_with_the_run_and_step() {
     let sb = Sandbox::new().unwrap();
     let cfg = default_config(&sb);
-    let mut s = Raw::awf(&sb, &cfg, &["--log-format", "json", "--log-level", "info"]);
+    let mut s = RawServer::awf(&sb, &cfg, &["--log-format", "json", "--log-level", "info"]);
     s.initialize("2025-11-25");
     let answer = s.call(9, "NoSuchTool", &json!({"x": 1}));
     assert_eq!(answer["id"], 9);
@@ -412,7 +250,7 @@ fn an_unknown_tool_is_invalid_params_and_is_audited_with_the_run_and_step() {
 fn garbage_a_bom_crlf_and_a_notification_before_initialize_do_not_kill_it() {
     let sb = Sandbox::new().unwrap();
     let cfg = default_config(&sb);
-    let mut s = Raw::awf(&sb, &cfg, &[]);
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
     s.send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
     s.send(b"garbage that is not json\n");
     assert_eq!(s.recv()["error"]["code"], -32700);
@@ -439,7 +277,7 @@ fn garbage_a_bom_crlf_and_a_notification_before_initialize_do_not_kill_it() {
 fn a_frame_over_10_mib_gets_an_error_answer_and_the_connection_lives_on() {
     let sb = Sandbox::new().unwrap();
     let cfg = default_config(&sb);
-    let mut s = Raw::awf(&sb, &cfg, &[]);
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
     s.initialize("2025-11-25");
     let big = "A".repeat(11 * 1024 * 1024);
     s.send_json(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
@@ -463,7 +301,7 @@ fn a_frame_over_10_mib_gets_an_error_answer_and_the_connection_lives_on() {
 fn stdout_carries_only_json_rpc_frames_even_with_debug_logs() {
     let sb = Sandbox::new().unwrap();
     let cfg = default_config(&sb);
-    let mut s = Raw::awf(&sb, &cfg, &["--log-level", "trace"]);
+    let mut s = RawServer::awf(&sb, &cfg, &["--log-level", "trace"]);
     s.initialize("2025-06-18");
     s.send_json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     s.recv();
@@ -489,12 +327,12 @@ fn stdout_carries_only_json_rpc_frames_even_with_debug_logs() {
 fn eof_and_sigterm_end_the_shipped_server_promptly() {
     let sb = Sandbox::new().unwrap();
     let cfg = default_config(&sb);
-    let mut s = Raw::awf(&sb, &cfg, &[]);
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
     s.initialize("2025-11-25");
     let (code, took, stderr) = s.close();
     assert_eq!(code, Some(0), "{stderr}");
     eprintln!("awf mcp-serve: exit after stdin EOF took {took:?}");
-    let mut s = Raw::awf(&sb, &cfg, &[]);
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
     s.initialize("2025-11-25");
     let (code, took, stderr) = s.terminate();
     assert_eq!(code, Some(0), "{stderr}");
@@ -508,7 +346,7 @@ fn eof_and_sigterm_end_the_shipped_server_promptly() {
 #[test]
 fn sigterm_with_a_sleeping_call_ends_it_and_leaves_no_child() {
     let sb = Sandbox::new().unwrap();
-    let mut s = Raw::test_server(&sb);
+    let mut s = test_server_raw(&sb);
     s.initialize("2025-11-25");
     s.send_json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "Sleep", "arguments": {"seconds": 300}}}));
@@ -524,7 +362,7 @@ fn sigterm_with_a_sleeping_call_ends_it_and_leaves_no_child() {
 #[test]
 fn eof_with_a_sleeping_call_ends_it_and_leaves_no_child() {
     let sb = Sandbox::new().unwrap();
-    let mut s = Raw::test_server(&sb);
+    let mut s = test_server_raw(&sb);
     s.initialize("2025-11-25");
     s.send_json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "Sleep", "arguments": {"seconds": 300}}}));
@@ -1029,8 +867,8 @@ fn sandbox_sleepers(sb: &Sandbox, what: &str) -> Vec<u32> {
         .collect()
 }
 
-fn bash_in_flight(sb: &Sandbox, cfg: &Path) -> Raw {
-    let mut s = Raw::awf(sb, cfg, &[]);
+fn bash_in_flight(sb: &Sandbox, cfg: &Path) -> RawServer {
+    let mut s = RawServer::awf(sb, cfg, &[]);
     s.initialize("2025-11-25");
     s.send_json(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "Bash", "arguments": {"command": "setsid sleep 311 & sleep 312"}}}));
@@ -1291,7 +1129,7 @@ fn the_configs_frame_limit_is_the_one_enforced() {
         &sb,
         &json!({"root_dir": sb.path(), "limits": {"max_frame_bytes": 2048}}),
     );
-    let mut s = Raw::awf(&sb, &cfg, &[]);
+    let mut s = RawServer::awf(&sb, &cfg, &[]);
     s.initialize("2025-11-25");
     let answer = s.call(3, "Read", &json!({"path": "x".repeat(4096)}));
     assert_eq!(answer["id"], 3, "{answer}");

@@ -13,7 +13,6 @@
 use std::io::BufRead;
 use std::io::BufReader;
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::Command;
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -21,38 +20,11 @@ use std::time::Duration;
 use std::time::Instant;
 
 use awf_tests::Sandbox;
+use awf_tests::mcp::INSPECTOR;
+use awf_tests::mcp::cache;
+use awf_tests::mcp::py_sdk;
 use serde_json::Value;
 use serde_json::json;
-
-/// Pins installed by scripts/install-peers.sh (keep in sync with it and mcp_serve.rs).
-const PY_MCP: &str = "2.3.0";
-const INSPECTOR: &str = "2.12.0";
-
-fn cache() -> PathBuf {
-    awf_tests::workspace_root().join(".cache")
-}
-
-/// The directory the pinned Python SDK is installed in (fails when it is not).
-fn py_sdk() -> PathBuf {
-    let py = cache().join("py");
-    let check = Command::new("python3")
-        .args([
-            "-c",
-            "import importlib.metadata as m; print(m.version('mcp'))",
-        ])
-        .env("PYTHONPATH", &py)
-        .output()
-        .expect("python3 runs");
-    let have = String::from_utf8_lossy(&check.stdout).trim().to_owned();
-    assert_eq!(
-        have,
-        PY_MCP,
-        "Python `mcp` {PY_MCP} is not installed in {}: run scripts/install-peers.sh \
-         (scripts/test.sh does)",
-        py.display()
-    );
-    py
-}
 
 /// `cmd` with the environment `awf` gets in the sandbox (no inherited `AWF_*`, the sandbox's
 /// HOME, XDG dirs, workflows path and process marker).
