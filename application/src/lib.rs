@@ -80,6 +80,33 @@ pub struct Services {
     pub run_locks: Option<Arc<dyn RunLocks>>,
 }
 
+#[cfg(test)]
+impl Services {
+    /// Port fakes for application tests: the given repository and executor, no agents, no
+    /// store, no recorders, the fake interpolator and expressions, a still clock, sequential
+    /// ids, an empty host, no run locks. Tests override fields with `..Services::fakes(..)`.
+    pub(crate) fn fakes(
+        repository: awf_domain::ports::fakes::FakeRepository,
+        executor: Arc<dyn CommandExecutor>,
+    ) -> Self {
+        use awf_domain::ports::fakes;
+        Self {
+            repository: Arc::new(repository),
+            interpolator: Arc::new(fakes::FakeInterpolator),
+            expressions: Arc::new(fakes::FakeExpressions::new()),
+            executor,
+            agents: Arc::new(fakes::FakeAgents::default()),
+            state_store: None,
+            recorders: Vec::new(),
+            awf_dirs: BTreeMap::new(),
+            clock: Arc::new(fakes::FakeClock::default()),
+            ids: Arc::new(fakes::SeqIds::default()),
+            host: Arc::new(fakes::FakeHost::default()),
+            run_locks: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for Services {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Services")

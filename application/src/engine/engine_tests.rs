@@ -15,7 +15,6 @@ use awf_domain::ports::fakes::FakeAgents;
 use awf_domain::ports::fakes::FakeCommand;
 use awf_domain::ports::fakes::FakeExecutor;
 use awf_domain::ports::fakes::FakeExpressions;
-use awf_domain::ports::fakes::FakeInterpolator;
 use awf_domain::ports::fakes::FakeRepository;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunResult;
@@ -94,17 +93,8 @@ fn facade_with_agents(
 ) -> Facade {
     Facade::new(Services {
         agents: Arc::new(agents),
-        state_store: None,
-        recorders: vec![],
-        repository: Arc::new(repo),
-        interpolator: Arc::new(FakeInterpolator),
         expressions: Arc::new(exprs),
-        executor: exec,
-        awf_dirs: BTreeMap::new(),
-        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
-        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
-        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
-        run_locks: None,
+        ..Services::fakes(repo, exec)
     })
 }
 
@@ -1030,18 +1020,8 @@ fn snapshot(
 
 fn resume_facade(exec: Arc<FakeExecutor>, store: Arc<MemStore>, wf: Workflow) -> Facade {
     Facade::new(Services {
-        repository: Arc::new(FakeRepository::new().with(wf)),
-        interpolator: Arc::new(FakeInterpolator),
-        expressions: Arc::new(FakeExpressions::new()),
-        executor: exec,
-        agents: Arc::new(FakeAgents::default()),
         state_store: Some(store),
-        recorders: vec![],
-        awf_dirs: BTreeMap::new(),
-        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
-        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
-        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
-        run_locks: None,
+        ..Services::fakes(FakeRepository::new().with(wf), exec)
     })
 }
 

@@ -12,11 +12,8 @@ use awf_domain::event::EventEnvelope;
 use awf_domain::event::EventPublisher;
 use awf_domain::event::RunEvent;
 use awf_domain::mask::Masker;
-use awf_domain::ports::fakes::FakeAgents;
 use awf_domain::ports::fakes::FakeCommand;
 use awf_domain::ports::fakes::FakeExecutor;
-use awf_domain::ports::fakes::FakeExpressions;
-use awf_domain::ports::fakes::FakeInterpolator;
 use awf_domain::ports::fakes::FakeRepository;
 use awf_domain::run::RunId;
 use awf_domain::run::RunStatus;
@@ -88,18 +85,7 @@ fn workflow(initial: &str, states: Vec<State>) -> Workflow {
 async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<String>) {
     let exec = Arc::new(FakeExecutor::new().always("work", FakeCommand::ok("done")));
     let services = Arc::new(Services {
-        agents: Arc::new(FakeAgents::default()),
-        state_store: None,
-        recorders: vec![],
-        repository: Arc::new(FakeRepository::new()),
-        interpolator: Arc::new(FakeInterpolator),
-        expressions: Arc::new(FakeExpressions::new()),
-        executor: Arc::clone(&exec) as _,
-        awf_dirs: BTreeMap::new(),
-        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
-        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
-        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
-        run_locks: None,
+        ..Services::fakes(FakeRepository::new(), Arc::clone(&exec) as _)
     });
     let sink = Arc::new(Collect::default());
     let call_stack = vec![super::call::identity(

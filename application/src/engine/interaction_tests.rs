@@ -2,7 +2,6 @@
 //! timed out, cancelled, routed), wrong-kind answers, missing inputs asked before the run
 //! starts, breakpoint decisions.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,11 +17,9 @@ use awf_domain::interaction::InteractionRequest;
 use awf_domain::interaction::RequestKind;
 use awf_domain::interaction::Resolution;
 use awf_domain::ports::facade::RunRequest;
-use awf_domain::ports::fakes::FakeAgents;
 use awf_domain::ports::fakes::FakeCommand;
 use awf_domain::ports::fakes::FakeExecutor;
 use awf_domain::ports::fakes::FakeExpressions;
-use awf_domain::ports::fakes::FakeInterpolator;
 use awf_domain::ports::fakes::FakeRepository;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunResult;
@@ -108,18 +105,8 @@ fn workflow(states: Vec<State>) -> Workflow {
 
 fn facade(wf: Workflow, exec: Arc<FakeExecutor>, exprs: FakeExpressions) -> Facade {
     Facade::new(Services {
-        agents: Arc::new(FakeAgents::default()),
-        state_store: None,
-        recorders: vec![],
-        repository: Arc::new(FakeRepository::new().with(wf)),
-        interpolator: Arc::new(FakeInterpolator),
         expressions: Arc::new(exprs),
-        executor: exec,
-        awf_dirs: BTreeMap::new(),
-        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
-        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
-        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
-        run_locks: None,
+        ..Services::fakes(FakeRepository::new().with(wf), exec)
     })
 }
 
@@ -808,18 +795,10 @@ async fn allow_always_holds_across_calls_of_a_sub_workflow_from_a_loop() {
     ]);
     let exec = Arc::new(FakeExecutor::new().always("echo deploy", FakeCommand::ok("")));
     let f = Facade::new(Services {
-        agents: Arc::new(FakeAgents::default()),
-        state_store: None,
-        recorders: vec![],
-        repository: Arc::new(FakeRepository::new().with(parent).with(child)),
-        interpolator: Arc::new(FakeInterpolator),
-        expressions: Arc::new(FakeExpressions::new()),
-        executor: Arc::clone(&exec) as _,
-        awf_dirs: BTreeMap::new(),
-        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
-        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
-        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
-        run_locks: None,
+        ..Services::fakes(
+            FakeRepository::new().with(parent).with(child),
+            Arc::clone(&exec) as _,
+        )
     });
     let h = f.start_run(request()).await.expect("starts");
     let (events, result, _) = drive(h, |r, h| {

@@ -16,11 +16,8 @@ use awf_domain::interaction::BreakpointDecision;
 use awf_domain::ports::StateStore;
 use awf_domain::ports::facade::Interactive;
 use awf_domain::ports::facade::RunRequest;
-use awf_domain::ports::fakes::FakeAgents;
 use awf_domain::ports::fakes::FakeCommand;
 use awf_domain::ports::fakes::FakeExecutor;
-use awf_domain::ports::fakes::FakeExpressions;
-use awf_domain::ports::fakes::FakeInterpolator;
 use awf_domain::ports::fakes::FakeRepository;
 use awf_domain::ports::service::RunPhase;
 use awf_domain::ports::service::RunService;
@@ -124,18 +121,8 @@ fn steps(id: &str, n: usize) -> Workflow {
 
 fn services(repo: FakeRepository, exec: FakeExecutor, store: Option<Arc<MemStore>>) -> Services {
     Services {
-        agents: Arc::new(FakeAgents::default()),
         state_store: store.map(|s| s as Arc<dyn StateStore>),
-        recorders: vec![],
-        repository: Arc::new(repo),
-        interpolator: Arc::new(FakeInterpolator),
-        expressions: Arc::new(FakeExpressions::new()),
-        executor: Arc::new(exec),
-        awf_dirs: BTreeMap::new(),
-        clock: Arc::new(awf_domain::ports::fakes::FakeClock::default()),
-        ids: Arc::new(awf_domain::ports::fakes::SeqIds::default()),
-        host: Arc::new(awf_domain::ports::fakes::FakeHost::default()),
-        run_locks: None,
+        ..Services::fakes(repo, Arc::new(exec))
     }
 }
 
