@@ -78,6 +78,12 @@ pub struct Services {
     /// Exclusive locks on run ids, taken when a run starts or resumes; `None`: no locking
     /// (nothing is recorded to protect).
     pub run_locks: Option<Arc<dyn RunLocks>>,
+    /// Builds the tools of agent steps with `mcp_proxy: {enable: true}` (a stdio `awf
+    /// mcp-serve` for CLI agents, in-process for `openai_compatible`); `None`: such a step
+    /// fails with `USER.MCP_PROXY.INVALID_CONFIG` saying this build serves no tools.
+    pub tool_proxies: Option<Arc<dyn awf_domain::ports::ToolProxies>>,
+    /// Operations (`type: operation` steps, plugin tools); `None`: none are provided.
+    pub operations: Option<Arc<dyn awf_domain::ports::Operations>>,
 }
 
 #[cfg(test)]
@@ -103,6 +109,8 @@ impl Services {
             ids: Arc::new(fakes::SeqIds::default()),
             host: Arc::new(fakes::FakeHost::default()),
             run_locks: None,
+            tool_proxies: None,
+            operations: None,
         }
     }
 }

@@ -140,6 +140,8 @@ impl Setup {
             run_locks: self
                 .locks
                 .map(|l| Arc::new(l) as Arc<dyn awf_domain::ports::RunLocks>),
+            tool_proxies: None,
+            operations: None,
         })
     }
 }

@@ -731,6 +731,7 @@ impl WorkflowTools {
             working_dir: self.config.working_dir.clone(),
             lock_held: false,
             auto_approve: self.config.auto_approve,
+            mcp_servers: Vec::new(),
         };
         let id = match self.service.resume(request).await {
             Ok(id) => id,

@@ -273,6 +273,8 @@ impl Run {
             timeout: deadline.map(|d| d.saturating_duration_since(self.svc.clock.instant())),
             env: lock(&self.exported).clone(),
             secrets: self.masker(),
+            mcp: None,
+            tools: None,
         }
     }
 

@@ -69,6 +69,84 @@ pub struct AgentRequest {
     /// The run's secrets: a provider masks text with them before it cuts it (an error's
     /// stderr tail), so no part of a secret survives the cut.
     pub secrets: crate::mask::Masker,
+    /// MCP servers the agent CLI is told to start for this call: the step's `mcp_proxy`
+    /// (`awf mcp-serve`) and the editor's servers (ACP `session/new.mcpServers`). Each CLI
+    /// provider declares them through its own configuration mechanism and removes what it
+    /// wrote when the call ends, cancelled or not (shared/spec/mcp.md §3.3, §3.6). `None`:
+    /// the CLI's own configuration is left as it is.
+    pub mcp: Option<McpAttachment>,
+    /// The step's tools in-process, for a provider that calls them itself
+    /// ([`AgentProvider::tools_in_process`], `openai_compatible`: sent as `tools[]`, each call
+    /// answered through this provider; shared/spec/mcp.md §4). `None`: no tools.
+    pub tools: Option<InProcessTools>,
+}
+
+/// The name every provider declares awf's own proxy under (`mcp__awf-proxy__Read` in Claude
+/// Code). Gemini and OpenCode keep settings across runs, so they append `-<16 hex>` per call
+/// to keep concurrent runs apart. Editor servers may not use it (nor any `awf-proxy-` name).
+/// Source: shared/spec/mcp.md §3.4.
+pub const MCP_PROXY_NAME: &str = "awf-proxy";
+
+/// One MCP server to start over stdio: what a CLI's MCP configuration names (`command`,
+/// `args`, `env`). Source: MCP 2025-11-25 "stdio" transport; ACP v1 `McpServerStdio`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct McpServer {
+    /// Server name (the key in `mcpServers`): [`MCP_PROXY_NAME`] for awf's proxy.
+    pub name: String,
+    /// Absolute path of the program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables, in order.
+    pub env: Vec<(String, String)>,
+}
+
+/// The MCP servers of one agent call.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct McpAttachment {
+    /// awf's proxy (`awf mcp-serve --config <file>`), when the step enables `mcp_proxy`.
+    pub proxy: Option<McpServer>,
+    /// Wire names of the tools the proxy serves (`Bash`, `Read`, …, `<plugin>_<op>`), sorted:
+    /// a provider that must allow tools by name allows these (claude
+    /// `--allowedTools mcp__awf-proxy__Read,…`, vibe `--enabled-tools awf-proxy_Read,…`).
+    pub proxy_tools: Vec<String>,
+    /// `mcp_proxy.intercept_builtins`: hide the CLI's own tools where it can (claude
+    /// `--tools "" --strict-mcp-config`); where it cannot, the provider prefixes the system
+    /// prompt with [`MCP_ONLY_PROMPT`] (the engine warns `USER.MCP_PROXY.UNSUPPORTED_PROVIDER`).
+    pub intercept_builtins: bool,
+    /// Servers the editor added (ACP `session/new.mcpServers`), names already checked: none
+    /// is [`MCP_PROXY_NAME`] or starts with `awf-proxy-`. On a clash with a server of the CLI's
+    /// own configuration the editor's entry wins.
+    pub extra: Vec<McpServer>,
+}
+
+impl McpAttachment {
+    /// Whether there is anything to declare.
+    pub fn is_empty(&self) -> bool {
+        self.proxy.is_none() && self.extra.is_empty()
+    }
+}
+
+/// What a provider that cannot hide its own tools prepends to the system prompt when the
+/// step intercepts built-ins (AWF (Go)'s wording). Source: shared/spec/mcp.md §3.3.
+pub const MCP_ONLY_PROMPT: &str = "Use only MCP tools, never built-in tools. ";
+
+/// A step's tools served in-process (the tool router over the built-ins and plugin tools):
+/// compared by identity, so requests stay comparable in tests.
+#[derive(Clone)]
+pub struct InProcessTools(pub Arc<dyn crate::ports::tools::ToolProvider>);
+
+impl PartialEq for InProcessTools {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for InProcessTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.0.tools().into_iter().map(|t| t.name).collect();
+        f.debug_tuple("InProcessTools").field(&names).finish()
+    }
 }
 
 /// Something the agent produced while it runs, in order.
@@ -142,6 +220,20 @@ pub trait AgentProvider: Send + Sync {
     /// transcript-in-prompt CLIs). When it does and a session-tracked turn came back without
     /// an id, the engine warns that the next turn starts a fresh session.
     fn resumes_by_session_id(&self) -> bool {
+        false
+    }
+
+    /// Whether this provider calls a step's tools itself ([`AgentRequest::tools`], the
+    /// `openai_compatible` tool loop) instead of declaring an MCP server to a CLI
+    /// ([`AgentRequest::mcp`]). The engine fills the one this says.
+    fn tools_in_process(&self) -> bool {
+        false
+    }
+
+    /// Whether this CLI can hide its own tools when a step intercepts built-ins (claude,
+    /// gemini with a policy, vibe, the in-process loop). `false`: the proxy's tools are only
+    /// added beside the CLI's, and the engine warns `USER.MCP_PROXY.UNSUPPORTED_PROVIDER`.
+    fn hides_native_tools(&self) -> bool {
         false
     }
 

@@ -37,6 +37,10 @@ pub struct RunRequest {
     pub prompt_missing_inputs: bool,
     /// `--yes`: approve every approval gate without asking (the first allowing option).
     pub auto_approve: bool,
+    /// MCP servers the front-end adds to every agent step of the run and its sub-workflows
+    /// (ACP `session/new.mcpServers`), names already checked (none reserved, see
+    /// [`crate::ports::agent::McpAttachment::extra`]). Empty for the terminal.
+    pub mcp_servers: Vec<crate::ports::agent::McpServer>,
 }
 
 /// Where an interactive run stops.
@@ -80,4 +84,6 @@ pub struct ResumeRequest {
     pub lock_held: bool,
     /// `--yes`: approve every approval gate without asking.
     pub auto_approve: bool,
+    /// As [`RunRequest::mcp_servers`].
+    pub mcp_servers: Vec<crate::ports::agent::McpServer>,
 }

@@ -7,6 +7,7 @@ pub mod facade;
 pub mod host;
 pub mod ids;
 pub mod locks;
+pub mod operations;
 pub mod repository;
 pub mod service;
 pub mod store;
@@ -20,6 +21,7 @@ pub use exec::CommandExecutor;
 pub use host::Host;
 pub use ids::IdGenerator;
 pub use locks::RunLocks;
+pub use operations::Operations;
 pub use repository::WorkflowRepository;
 pub use service::RunService;
 pub use store::HistoryStore;
@@ -28,6 +30,7 @@ pub use template::ExpressionEvaluator;
 pub use template::Interpolator;
 pub use tools::ToolAuditSink;
 pub use tools::ToolProvider;
+pub use tools::ToolProxies;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod fakes;

@@ -168,3 +168,65 @@ pub trait ToolAuditSink: Send + Sync {
     /// The sink's I/O error; the router logs it as a warning and the call's answer stands.
     fn record(&self, record: &ToolCallRecord) -> std::io::Result<()>;
 }
+
+/// What one agent call's tool proxy serves: the step's `mcp_proxy:` block (already validated)
+/// and the run it belongs to. Source: shared/spec/mcp.md §1.1, §3.1.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProxySpec {
+    /// The run (stamped on every tool call event).
+    pub run_id: String,
+    /// The step (state name).
+    pub step: String,
+    /// The workspace the built-ins are confined to: the step's working directory, absolute.
+    pub root_dir: std::path::PathBuf,
+    /// Serve the built-in Read, Write, Edit, Bash, Glob and Grep.
+    pub intercept_builtins: bool,
+    /// Plugin operations to serve as `<plugin>_<op>` tools.
+    pub plugin_tools: Vec<crate::workflow::McpPluginTools>,
+    /// The step's span context (W3C `traceparent`), when spans are exported.
+    pub traceparent: Option<String>,
+}
+
+/// One prepared stdio proxy for one agent call (or one conversation turn): the `awf
+/// mcp-serve` the agent CLI starts from its MCP configuration, and the file its tool call
+/// events land in. Dropping it removes its files (config and events), also when the call
+/// was cancelled.
+pub trait StdioProxy: Send + Sync {
+    /// The server entry the provider declares (name [`crate::ports::agent::MCP_PROXY_NAME`],
+    /// command = awf's own executable, args `mcp-serve --config <file>`).
+    fn server(&self) -> crate::ports::agent::McpServer;
+
+    /// Wire names of the tools it serves, sorted (`Bash`, `Edit`, `Glob`, `Grep`, `Read`,
+    /// `Write`, then `<plugin>_<op>`).
+    fn tools(&self) -> Vec<String>;
+
+    /// The tool call events the server recorded since the last call, in order: for each
+    /// call a [`crate::event::RunEvent::ToolCall`] then its
+    /// [`crate::event::RunEvent::ToolCallResult`] (masked by the server). A torn last line
+    /// (a killed server) is left for the next call or dropped at the end.
+    fn take_events(&self) -> Vec<crate::event::RunEvent>;
+}
+
+/// Builds the tools of a step with `mcp_proxy: {enable: true}`: as a stdio proxy for CLI
+/// agents, or in-process for a provider that runs its own tool loop.
+pub trait ToolProxies: Send + Sync {
+    /// Prepares a stdio proxy: writes the `mcp-serve` config (mode 0600, in the temp dir).
+    ///
+    /// # Errors
+    /// `USER.MCP_PROXY.UNKNOWN_PLUGIN` / `USER.MCP_PROXY.UNKNOWN_OPERATION` (a plugin tool
+    /// that no operation provides), `USER.MCP_PROXY.EMPTY_PROXY` (nothing to serve),
+    /// `SYSTEM.IO.*` when the file cannot be written.
+    fn stdio(&self, spec: &ProxySpec) -> Result<Box<dyn StdioProxy>, crate::AwfError>;
+
+    /// The same tools in-process, unaudited (the caller wraps them in its tool router, which
+    /// is the audit seam): the built-ins confined to `spec.root_dir`, masking `secrets`, and
+    /// the plugin tools.
+    ///
+    /// # Errors
+    /// As [`ToolProxies::stdio`].
+    fn in_process(
+        &self,
+        spec: &ProxySpec,
+        secrets: &crate::mask::Masker,
+    ) -> Result<std::sync::Arc<dyn ToolProvider>, crate::AwfError>;
+}

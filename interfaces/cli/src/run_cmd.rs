@@ -165,6 +165,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         working_dir: w.cwd.clone(),
         prompt_missing_inputs,
         auto_approve: args.yes,
+        mcp_servers: Vec::new(),
     };
     Ok((w, request))
 }

@@ -88,6 +88,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         working_dir: w.cwd.clone(),
         lock_held: lock.is_some(),
         auto_approve: args.yes,
+        mcp_servers: Vec::new(),
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();

@@ -303,6 +303,8 @@ pub fn build_with(
         ids: Arc::new(awf_host::UuidIds),
         host: Arc::new(awf_host::OsHost),
         run_locks: Some(Arc::new(awf_store::RunLockFiles::new(&data_root))),
+        tool_proxies: None,
+        operations: None,
     };
     Wiring {
         services,

@@ -1,0 +1,74 @@
+//! Operations: built-in actions a workflow runs without a shell or an agent (`type:
+//! operation`, e.g. `http.request`), also served to agents as `<plugin>_<op>` MCP tools when a
+//! step lists them in `mcp_proxy.plugin_tools`.
+//!
+//! An operation id is `<plugin>.<op>` (`http.request`: plugin `http`, operation `request`).
+//! Source: shared/spec/workflow.md §1.5.7, §3.9; shared/spec/mcp.md §1.1, §3.4.
+
+use std::time::Duration;
+
+use serde_json::Map;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::AwfError;
+
+/// One operation as the registry lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OperationSpec {
+    /// Plugin name (`http`).
+    pub plugin: String,
+    /// Operation name within the plugin (`request`).
+    pub name: String,
+    /// What it does, for `awf validate` messages and the tool's description.
+    pub description: String,
+    /// JSON Schema of its inputs (`{"type":"object","properties":…,"required":…}`).
+    pub input_schema: Value,
+}
+
+impl OperationSpec {
+    /// The id a workflow writes in `operation:` (`http.request`).
+    pub fn id(&self) -> String {
+        format!("{}.{}", self.plugin, self.name)
+    }
+
+    /// The MCP tool name (`http_request`; single underscore, no dots).
+    pub fn tool_name(&self) -> String {
+        format!("{}_{}", self.plugin, self.name)
+    }
+}
+
+/// What an operation gave back. `outputs` become the step's `Response` (and `Output` as
+/// `k=v` lines, keys in order); `success: false` fails the step (routable by `on_failure`)
+/// with `error` as its message.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct OperationResult {
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Named outputs (`status_code`, `body`, `headers`, `body_truncated` for `http.request`).
+    pub outputs: Map<String, Value>,
+    /// Why it failed, masked.
+    pub error: Option<String>,
+}
+
+/// The operations this build provides.
+#[async_trait::async_trait]
+pub trait Operations: Send + Sync {
+    /// Every operation, sorted by id.
+    fn list(&self) -> Vec<OperationSpec>;
+
+    /// Runs operation `id` with already-interpolated `inputs`.
+    ///
+    /// # Errors
+    /// `USER.INPUT.VALIDATION_FAILED`-family errors for inputs that do not fit the schema,
+    /// `EXECUTION.*` for an operation that could not run at all (not found: the caller checks
+    /// [`Operations::list`] first), `EXECUTION.RUN.CANCELLED` when `cancel` fired. A request
+    /// that ran and failed (HTTP 500) is an `Ok` result with `success: false`.
+    async fn execute(
+        &self,
+        id: &str,
+        inputs: Map<String, Value>,
+        timeout: Option<Duration>,
+        cancel: CancellationToken,
+    ) -> Result<OperationResult, AwfError>;
+}
