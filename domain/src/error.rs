@@ -176,6 +176,9 @@ error_codes! {
     WorkflowValidationMissingTemplate => "WORKFLOW.VALIDATION.MISSING_TEMPLATE", Workflow,
         "A `use_template` names a template that cannot be found, or misses a required parameter.",
         "Create .awf/templates/<name>.yaml or pass the missing parameter.";
+    WorkflowValidationUnknownOperation => "WORKFLOW.VALIDATION.UNKNOWN_OPERATION", Workflow,
+        "An operation state names an operation (`operation:`) this build of awf does not provide.",
+        "Use a built-in operation (http.request); the message suggests the closest one.";
     ExecutionCommandFailed => "EXECUTION.COMMAND.FAILED", Execution,
         "A step failed (non-zero exit or a command that could not start) and no on_failure route handled it.",
         "Read the step's stderr; add on_failure or continue_on_error to route the failure.";
@@ -243,11 +246,20 @@ error_codes! {
         "The agent's answer is not what `output_format` requires (for example not valid JSON).",
         "Ask for JSON explicitly in the prompt, or use output_format: text.";
     ExecutionStepUnavailable => "EXECUTION.STEP.NOT_AVAILABLE", Execution,
-        "The state type is parsed but this build cannot execute it yet (agent, operation).",
+        "The state type is parsed but this build cannot execute it.",
         "Use a shell step, or upgrade awf once the feature lands.";
     ExecutionRunCancelled => "EXECUTION.RUN.CANCELLED", Execution,
         "The run was cancelled (SIGINT, SIGTERM or a front-end cancel).",
         "Run it again, or `awf resume` it once resume is available.";
+    ExecutionOperationNotFound => "EXECUTION.OPERATION.NOT_FOUND", Execution,
+        "An operation state names an operation this build does not provide (the run was started without validation).",
+        "Use a built-in operation (http.request); `awf validate` lists the problem before the run.";
+    ExecutionOperationFailed => "EXECUTION.OPERATION.FAILED", Execution,
+        "An operation ran and failed (an HTTP request that could not be sent, or answered with a status listed in retryable_status_codes).",
+        "Read the step's error; route it with on_failure, or add `retry:` for transient failures.";
+    ExecutionOperationTimeout => "EXECUTION.OPERATION.TIMEOUT", Execution,
+        "An operation ran past its timeout (the step's `timeout:` or the operation's own `timeout` input) and was stopped.",
+        "Raise the timeout, or check that the server answers.";
     ExecutionPluginDisabled => "EXECUTION.PLUGIN.DISABLED", Execution,
         "An operation belongs to a plugin that is disabled.",
         "Enable the plugin.";

@@ -630,10 +630,30 @@ fn approval_checks(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>)
     }
 }
 
+/// `WORKFLOW.VALIDATION.UNKNOWN_OPERATION` for operation id `id` of state `name` (not one of
+/// [`crate::ports::operations::BUILTIN_OPERATIONS`]), with a did-you-mean.
+fn unknown_operation(name: &str, id: &str, path: &str) -> Diagnostic {
+    let known = crate::ports::operations::BUILTIN_OPERATIONS;
+    let mut d = Diagnostic::error(
+        ErrorCode::WorkflowValidationUnknownOperation,
+        path.to_owned(),
+        format!("operation state \"{name}\": unknown operation \"{id}\""),
+    );
+    let list = format!("awf provides: {}", known.join(", "));
+    d = match closest(id, known.iter().copied()) {
+        Some(c) => d.with_hint(format!("did you mean '{c}'? ({list})")),
+        None => d.with_hint(list),
+    };
+    d
+}
+
 /// `mcp_proxy:` of an agent step (shared/spec/mcp.md §1.3): an enabled proxy with nothing to
 /// serve is `EMPTY_PROXY`; a plugin listed twice, or two entries giving one `<plugin>_<op>`
-/// name, is `NAME_COLLISION`; every plugin is `UNKNOWN_PLUGIN` (awf runs no plugins yet); a
-/// provider that cannot hide its own tools is an `UNSUPPORTED_PROVIDER` warning.
+/// name, is `NAME_COLLISION`; a plugin that provides none of
+/// [`crate::ports::operations::BUILTIN_OPERATIONS`] is `UNKNOWN_PLUGIN` (its operations are
+/// then not checked), an operation the plugin lacks `UNKNOWN_OPERATION` (both with a
+/// did-you-mean); a provider that cannot hide its own tools is an `UNSUPPORTED_PROVIDER`
+/// warning.
 fn mcp_proxy_checks(
     name: &str,
     provider: &str,
@@ -688,19 +708,45 @@ fn mcp_proxy_checks(
                 );
             }
         }
-        out.push(
-            Diagnostic::error(
+        if !crate::ports::operations::is_builtin_plugin(&p.plugin) {
+            // An unknown plugin's operations are not checked one by one (Go: no noise).
+            let plugins = crate::ports::operations::builtin_plugins();
+            let mut d = Diagnostic::error(
                 ErrorCode::UserMcpProxyUnknownPlugin,
                 format!("{path}.plugin"),
                 format!(
                     "agent \"{name}\": unknown plugin \"{}\" in mcp_proxy.plugin_tools",
                     p.plugin
                 ),
-            )
-            .with_hint(
-                "awf runs no plugins yet: remove the entry, or keep only intercept_builtins",
-            ),
-        );
+            );
+            let list = format!("awf provides the plugins: {}", plugins.join(", "));
+            d = match closest(&p.plugin, plugins.iter().copied()) {
+                Some(c) => d.with_hint(format!("did you mean '{c}'? ({list})")),
+                None => d.with_hint(format!("{list}; remove the entry otherwise")),
+            };
+            out.push(d);
+            continue;
+        }
+        let ops = crate::ports::operations::builtin_ops_of(&p.plugin);
+        for (j, op) in p.expose.iter().enumerate() {
+            if ops.contains(&op.as_str()) {
+                continue;
+            }
+            let mut d = Diagnostic::error(
+                ErrorCode::UserMcpProxyUnknownOperation,
+                format!("{path}.expose.{j}"),
+                format!(
+                    "agent \"{name}\": plugin \"{}\" has no operation \"{op}\"",
+                    p.plugin
+                ),
+            );
+            let list = format!("operations of {}: {}", p.plugin, ops.join(", "));
+            d = match closest(op, ops.iter().copied()) {
+                Some(c) => d.with_hint(format!("did you mean '{c}'? ({list})")),
+                None => d.with_hint(list),
+            };
+            out.push(d);
+        }
     }
     let provider = provider.trim();
     if crate::workflow::MCP_COEXISTENCE_PROVIDERS.contains(&provider) {
@@ -826,11 +872,14 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
             }
         }
         StateKind::Operation(o) => {
-            if o.operation.trim().is_empty() {
+            let id = o.operation.trim();
+            if id.is_empty() {
                 out.push(invalid_state(
                     format!("{base}.operation"),
                     format!("operation state \"{name}\" needs operation:"),
                 ));
+            } else if !crate::ports::operations::BUILTIN_OPERATIONS.contains(&id) {
+                out.push(unknown_operation(name, id, &format!("{base}.operation")));
             }
         }
         StateKind::CallWorkflow(c) => {
@@ -1561,6 +1610,96 @@ mod mcp_proxy_tests {
                 == 2,
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn a_known_plugin_op_is_clean_and_an_unknown_op_of_it_is_unknown_operation() {
+        let good = McpProxyConfig {
+            enable: true,
+            intercept_builtins: false,
+            plugin_tools: vec![plugin("http", &["request"])],
+        };
+        assert_eq!(check("claude", &good), vec![]);
+        let bad = McpProxyConfig {
+            enable: true,
+            intercept_builtins: false,
+            plugin_tools: vec![plugin("http", &["request", "reqest"])],
+        };
+        let mut out = Vec::new();
+        mcp_proxy_checks("s", "claude", &bad, "states.s.mcp_proxy", &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].code, ErrorCode::UserMcpProxyUnknownOperation);
+        assert_eq!(out[0].path, "states.s.mcp_proxy.plugin_tools.0.expose.1");
+        assert!(
+            out[0].hint.as_deref().unwrap_or("").contains("did you mean 'request'"),
+            "{:?}",
+            out[0].hint
+        );
+        // A typo in the plugin's name: UNKNOWN_PLUGIN with its did-you-mean, ops unchecked.
+        let typo = McpProxyConfig {
+            enable: true,
+            intercept_builtins: false,
+            plugin_tools: vec![plugin("htp", &["nope"])],
+        };
+        let mut out = Vec::new();
+        mcp_proxy_checks("s", "claude", &typo, "states.s.mcp_proxy", &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].code, ErrorCode::UserMcpProxyUnknownPlugin);
+        assert!(
+            out[0].hint.as_deref().unwrap_or("").contains("did you mean 'http'"),
+            "{:?}",
+            out[0].hint
+        );
+    }
+
+    #[test]
+    fn the_same_op_exposed_twice_collides() {
+        let twice = McpProxyConfig {
+            enable: true,
+            intercept_builtins: false,
+            plugin_tools: vec![plugin("http", &["request", "request"])],
+        };
+        assert_eq!(
+            check("claude", &twice),
+            vec![(
+                ErrorCode::UserMcpProxyNameCollision,
+                Severity::Error,
+                "states.s.mcp_proxy.plugin_tools.0.expose".to_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn an_operation_state_must_name_a_builtin_operation() {
+        use crate::workflow::OperationStep;
+        use crate::workflow::State;
+        use crate::workflow::StateKind;
+        let op = |id: &str| {
+            State::new(
+                "o",
+                StateKind::Operation(OperationStep {
+                    operation: id.to_owned(),
+                    inputs: indexmap::IndexMap::new(),
+                }),
+            )
+        };
+        let mut out = Vec::new();
+        per_type("o", &op("http.request"), "states.o", &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        per_type("o", &op("http.reqest"), "states.o", &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].code, ErrorCode::WorkflowValidationUnknownOperation);
+        assert_eq!(out[0].severity, Severity::Error);
+        assert_eq!(out[0].path, "states.o.operation");
+        assert!(
+            out[0].hint.as_deref().unwrap_or("").contains("did you mean 'http.request'"),
+            "{:?}",
+            out[0].hint
+        );
+        let mut out = Vec::new();
+        per_type("o", &op("github.get_issue"), "states.o", &mut out);
+        assert_eq!(out[0].code, ErrorCode::WorkflowValidationUnknownOperation);
+        assert!(out[0].hint.as_deref().unwrap_or("").contains("http.request"));
     }
 
     #[test]

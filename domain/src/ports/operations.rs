@@ -13,6 +13,39 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::AwfError;
 
+/// Ids of the operations this build provides (`<plugin>.<op>`), sorted: what the pure
+/// validator checks `operation:` and `mcp_proxy.plugin_tools` against (like
+/// [`crate::workflow::AGENT_PROVIDERS`]). The [`Operations`] adapter the binary wires lists
+/// exactly these.
+pub const BUILTIN_OPERATIONS: &[&str] = &["http.request"];
+
+/// Whether plugin `plugin` provides at least one of [`BUILTIN_OPERATIONS`].
+pub fn is_builtin_plugin(plugin: &str) -> bool {
+    BUILTIN_OPERATIONS
+        .iter()
+        .any(|id| id.split_once('.').is_some_and(|(p, _)| p == plugin))
+}
+
+/// The plugins of [`BUILTIN_OPERATIONS`], sorted, each once (`["http"]`).
+pub fn builtin_plugins() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = BUILTIN_OPERATIONS
+        .iter()
+        .filter_map(|id| id.split_once('.').map(|(p, _)| p))
+        .collect();
+    out.dedup();
+    out
+}
+
+/// The operation names plugin `plugin` provides (`["request"]` for `http`).
+pub fn builtin_ops_of(plugin: &str) -> Vec<&'static str> {
+    BUILTIN_OPERATIONS
+        .iter()
+        .filter_map(|id| id.split_once('.'))
+        .filter(|(p, _)| *p == plugin)
+        .map(|(_, op)| op)
+        .collect()
+}
+
 /// One operation as the registry lists it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OperationSpec {
@@ -63,7 +96,10 @@ pub trait Operations: Send + Sync {
     /// `USER.INPUT.VALIDATION_FAILED`-family errors for inputs that do not fit the schema,
     /// `EXECUTION.*` for an operation that could not run at all (not found: the caller checks
     /// [`Operations::list`] first), `EXECUTION.RUN.CANCELLED` when `cancel` fired. A request
-    /// that ran and failed (HTTP 500) is an `Ok` result with `success: false`.
+    /// that ran and failed (no answer, a timeout, a status listed in
+    /// `retryable_status_codes`) is an `Ok` result with `success: false`; any other answer,
+    /// a 404 or a 500 included, is a success whose `status_code` says what came back (as
+    /// AWF (Go)).
     async fn execute(
         &self,
         id: &str,
