@@ -1631,7 +1631,11 @@ mod mcp_proxy_tests {
         assert_eq!(out[0].code, ErrorCode::UserMcpProxyUnknownOperation);
         assert_eq!(out[0].path, "states.s.mcp_proxy.plugin_tools.0.expose.1");
         assert!(
-            out[0].hint.as_deref().unwrap_or("").contains("did you mean 'request'"),
+            out[0]
+                .hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("did you mean 'request'"),
             "{:?}",
             out[0].hint
         );
@@ -1646,7 +1650,11 @@ mod mcp_proxy_tests {
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].code, ErrorCode::UserMcpProxyUnknownPlugin);
         assert!(
-            out[0].hint.as_deref().unwrap_or("").contains("did you mean 'http'"),
+            out[0]
+                .hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("did you mean 'http'"),
             "{:?}",
             out[0].hint
         );
@@ -1692,14 +1700,24 @@ mod mcp_proxy_tests {
         assert_eq!(out[0].severity, Severity::Error);
         assert_eq!(out[0].path, "states.o.operation");
         assert!(
-            out[0].hint.as_deref().unwrap_or("").contains("did you mean 'http.request'"),
+            out[0]
+                .hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("did you mean 'http.request'"),
             "{:?}",
             out[0].hint
         );
         let mut out = Vec::new();
         per_type("o", &op("github.get_issue"), "states.o", &mut out);
         assert_eq!(out[0].code, ErrorCode::WorkflowValidationUnknownOperation);
-        assert!(out[0].hint.as_deref().unwrap_or("").contains("http.request"));
+        assert!(
+            out[0]
+                .hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("http.request")
+        );
     }
 
     #[test]

@@ -90,6 +90,7 @@ mod edit;
 mod glob;
 mod grep;
 mod lines;
+pub mod operations;
 mod read;
 mod specs;
 
@@ -110,6 +111,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use bash::TAG_VAR;
 pub use confine::Root;
+pub use operations::BuiltinOperations;
 
 /// The names of the built-in tools, in `tools/list` order.
 pub const TOOL_NAMES: [&str; 6] = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"];
