@@ -8,6 +8,7 @@ mod call;
 mod flow;
 mod hooks;
 mod interaction;
+mod operation;
 mod step;
 
 pub(crate) use interaction::AskAt;

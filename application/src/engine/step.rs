@@ -180,7 +180,12 @@ impl Run {
                 _ if gated => stop.take().unwrap_or_else(|| Err(cancelled(name))),
                 StateKind::Command(_) => self.with_retry(state, at, deadline, token).await,
                 StateKind::CallWorkflow(_) => {
-                    let deadline = deadline.or_else(|| self.svc.clock.instant().checked_add(super::call::DEFAULT_CALL_TIMEOUT));
+                    let deadline = deadline.or_else(|| {
+                        self.svc
+                            .clock
+                            .instant()
+                            .checked_add(super::call::DEFAULT_CALL_TIMEOUT)
+                    });
                     self.with_retry(state, at, deadline, token).await
                 }
                 StateKind::Parallel(p) => {
@@ -194,23 +199,11 @@ impl Run {
                     self.with_deadline(state, fut, deadline, &step_token).await
                 }
                 StateKind::Agent(a) => {
-                    let deadline = super::agent::agent_deadline(a, deadline, self.svc.clock.instant());
+                    let deadline =
+                        super::agent::agent_deadline(a, deadline, self.svc.clock.instant());
                     self.with_retry(state, at, deadline, token).await
                 }
-                // A failure like any other: `on_failure` routes it (all failures are routable).
-                StateKind::Operation(_) => {
-                    let err = AwfError::new(
-                        ErrorCode::ExecutionStepUnavailable,
-                        format!("step {name}: `type: {kind}` states are not available yet in this build of awf"),
-                    )
-                    .with_detail("state", name)
-                    .with_hint("shell, agent, parallel, loop and call_workflow states run in this version; operations do not yet");
-                    let mut st = StepState::running(name, started);
-                    st.completed_at = Some(self.svc.clock.now());
-                    st.status = StepStatus::Failed;
-                    st.error = Some(err.message().to_owned());
-                    Ok(Body { state: st, failure: Some(err), early_exit: None })
-                }
+                StateKind::Operation(_) => self.with_retry(state, at, deadline, token).await,
                 StateKind::Terminal(_) => {
                     return Ok(StepExit {
                         next: Some(name.to_owned()),
@@ -533,7 +526,7 @@ impl Run {
         Ok(None)
     }
 
-    /// Runs a step that can fail (shell command, agent, sub-workflow call) with its retry
+    /// Runs a step that can fail (shell command, agent, operation, sub-workflow call) with its retry
     /// policy; one deadline covers every attempt and the waits between them.
     /// Source: spec/workflow.md §1.8; decisions.md (retry applies to every step type).
     pub(crate) async fn with_retry(
@@ -554,10 +547,10 @@ impl Run {
                     self.call_once(state, call, at, deadline, token).await?
                 }
                 StateKind::Agent(step) => self.agent_once(state, step, at, deadline, token).await?,
-                StateKind::Parallel(_)
-                | StateKind::Loop(_)
-                | StateKind::Operation(_)
-                | StateKind::Terminal(_) => {
+                StateKind::Operation(op) => {
+                    self.operation_once(state, op, at, deadline, token).await?
+                }
+                StateKind::Parallel(_) | StateKind::Loop(_) | StateKind::Terminal(_) => {
                     return Err(AwfError::new(
                         ErrorCode::SystemInternal,
                         format!("step {}: not a retryable step type", state.name),
@@ -798,7 +791,7 @@ impl Run {
     }
 
     /// Applies `capture.max_size` to stored output.
-    fn cap(&self, state: &State, mut text: String) -> String {
+    pub(crate) fn cap(&self, state: &State, mut text: String) -> String {
         if let Some(max) = state.capture_max_size {
             let max = usize::try_from(max).unwrap_or(usize::MAX);
             if text.len() > max {
