@@ -38,9 +38,10 @@ pub fn redact_named(map: &mut serde_json::Map<String, serde_json::Value>) {
     }
 }
 
-/// Whether a variable or input name marks its value as secret.
+/// Whether a variable or input name marks its value as secret. A `-` counts as `_`, so
+/// header-style names (`X-Api-Key`, `X-Auth-Token`) match like variable names do.
 pub fn is_secret_name(name: &str) -> bool {
-    let up = name.to_ascii_uppercase();
+    let up = name.to_ascii_uppercase().replace('-', "_");
     SECRET_MARKERS.iter().any(|m| up.contains(m))
 }
 
@@ -372,6 +373,10 @@ mod tests {
         assert!(is_secret_name("github_token"));
         assert!(is_secret_name("db_Password"));
         assert!(!is_secret_name("USERNAME"));
+        // Header-style names: `-` counts as `_`.
+        assert!(is_secret_name("X-Api-Key"));
+        assert!(is_secret_name("x-private-key"));
+        assert!(!is_secret_name("X-Request-Id"));
         let m = Masker::from_named([("API_KEY", "abc"), ("TOKEN", "abcd")]);
         assert_eq!(m.mask("abc abcd"), "abc ***");
     }

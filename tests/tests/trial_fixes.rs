@@ -140,14 +140,15 @@ fn terminal_message_references_are_validated() {
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
-/// An operation state (not runnable in this build) fails like any step: `on_failure` routes it.
+/// An operation state that fails (nothing listens on port 1) fails like any step:
+/// `on_failure` routes it.
 #[test]
 fn an_operation_failure_is_routed_by_on_failure() {
     let sb = Sandbox::new().unwrap();
     let wf = sb
         .write(
             "op.yaml",
-            "name: op\nstates:\n  initial: o\n  o: {type: operation, operation: github.get_issue, on_success: done, on_failure: bad}\n  done: {type: terminal}\n  bad: {type: terminal, status: failure, message: routed}\n",
+            "name: op\nstates:\n  initial: o\n  o: {type: operation, operation: http.request, inputs: {method: GET, url: 'http://127.0.0.1:1/'}, on_success: done, on_failure: bad}\n  done: {type: terminal}\n  bad: {type: terminal, status: failure, message: routed}\n",
         )
         .unwrap();
     let r = sb

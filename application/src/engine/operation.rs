@@ -158,6 +158,17 @@ impl Run {
                     early_exit: None,
                 })
             }
+            // The step's own deadline cut it: say so with the step's timeout.
+            Err(e)
+                if e.code() == ErrorCode::ExecutionOperationTimeout
+                    && deadline.is_some_and(|d| self.svc.clock.instant() >= d) =>
+            {
+                let msg = format!(
+                    "step {name}: timed out after {}",
+                    awf_domain::duration::format_go(state.timeout.unwrap_or_default())
+                );
+                fail(st, e.map_message(|_| msg))
+            }
             Err(e) => fail(st, e.map_message(|m| format!("step {name}: {m}"))),
             Ok(r) => {
                 let mut outputs = Value::Object(r.outputs);

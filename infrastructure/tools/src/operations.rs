@@ -400,7 +400,7 @@ impl HttpInputs {
             let credential = matches!(
                 lower.as_str(),
                 "authorization" | "proxy-authorization" | "cookie"
-            ) || awf_domain::mask::is_secret_name(&lower.replace('-', "_"))
+            ) || awf_domain::mask::is_secret_name(&lower)
                 || lower.contains("apikey")
                 || lower.contains("auth");
             if !credential {

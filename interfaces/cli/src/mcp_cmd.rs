@@ -7,7 +7,7 @@
 //! | key | type | default | meaning |
 //! |---|---|---|---|
 //! | `intercept_builtins` | bool | `true` | serve the built-in Read, Write, Edit, Bash, Glob, Grep |
-//! | `plugin_tools` | `[{plugin, expose: [op…]}]` | `[]` | plugin operations as `<plugin>_<op>` tools |
+//! | `plugin_tools` | `[{plugin, expose: [op…]}]` | `[]` | plugin operations as `<plugin>_<op>` tools (`http` / `request` → `http_request`) |
 //! | `root_dir` | absolute path of a directory | the working directory | the workspace the built-ins are confined to |
 //! | `run_id` | string | none | the parent run, stamped on every tool call event |
 //! | `step` | string | none | the step (state name), stamped likewise |
@@ -18,7 +18,12 @@
 //! Errors (exit 1): `USER.MCP_PROXY.INVALID_CONFIG` (missing, unreadable, not JSON, a wrong
 //! type or value), `USER.MCP_PROXY.UNKNOWN_KEY` (every unknown key listed),
 //! `USER.MCP_PROXY.EMPTY_PROXY` (`intercept_builtins: false` and no `plugin_tools`),
-//! `USER.MCP_PROXY.NAME_COLLISION` (a plugin listed twice), `USER.MCP_PROXY.UNKNOWN_PLUGIN`.
+//! `USER.MCP_PROXY.NAME_COLLISION` (a plugin listed twice, or one tool name twice),
+//! `USER.MCP_PROXY.UNKNOWN_PLUGIN` (a plugin awf does not provide; today there is `http`),
+//! `USER.MCP_PROXY.UNKNOWN_OPERATION` (an operation the plugin lacks; `http` has `request`).
+//!
+//! `plugin_tools: [{"plugin": "http", "expose": ["request"]}]` serves the tool `http_request`
+//! (the `http.request` operation of `type: operation`; its outputs as JSON text).
 //!
 //! `--workflows [DIR]` (alone or with `--config`) adds the workflows as tools
 //! ([`awf_application::WorkflowTools`] over the run service of
@@ -413,17 +418,11 @@ fn load(path: &Path, with_workflows: bool) -> Result<(McpConfig, PathBuf), AwfEr
             ),
         ));
     }
-    if let Some(p) = cfg.plugin_tools.first() {
-        return Err(AwfError::new(
-            ErrorCode::UserMcpProxyUnknownPlugin,
-            format!(
-                "mcp-serve config {}: unknown plugin `{}`",
-                path.display(),
-                p.plugin
-            ),
-        )
-        .with_detail("file", path.display().to_string())
-        .with_hint("awf runs no plugins yet: remove `plugin_tools`"));
+    if !cfg.plugin_tools.is_empty() {
+        plugin_tools(&cfg).map_err(|e| {
+            e.map_message(|m| format!("mcp-serve config {}: {m}", path.display()))
+                .with_detail("file", path.display().to_string())
+        })?;
     }
     let root = match &cfg.root_dir {
         Some(r) => r.clone(),
@@ -455,6 +454,38 @@ fn load(path: &Path, with_workflows: bool) -> Result<(McpConfig, PathBuf), AwfEr
         ));
     }
     Ok((cfg, root))
+}
+
+/// A tool provider and its router source name.
+type SourcedTools = (String, Arc<dyn ToolProvider>);
+
+/// The plugin tools of `cfg` (`<plugin>_<op>`, awf-tools' built-in operations), one provider
+/// per plugin with its router source `plugin:<name>`.
+///
+/// # Errors
+/// `USER.MCP_PROXY.UNKNOWN_PLUGIN`, `UNKNOWN_OPERATION` or `NAME_COLLISION`
+/// ([`awf_application::OperationTools::new`]).
+fn plugin_tools(cfg: &McpConfig) -> Result<Vec<SourcedTools>, AwfError> {
+    let ops: Arc<dyn awf_domain::ports::Operations> = Arc::new(awf_tools::BuiltinOperations::new());
+    let entries: Vec<awf_domain::workflow::McpPluginTools> = cfg
+        .plugin_tools
+        .iter()
+        .map(|p| awf_domain::workflow::McpPluginTools {
+            plugin: p.plugin.clone(),
+            expose: p.expose.clone(),
+        })
+        .collect();
+    // All entries at once first: collisions between them are found there.
+    awf_application::OperationTools::new(Arc::clone(&ops), &entries)?;
+    entries
+        .iter()
+        .map(|e| {
+            Ok((
+                format!("plugin:{}", e.plugin),
+                awf_application::OperationTools::new(Arc::clone(&ops), std::slice::from_ref(e))?,
+            ))
+        })
+        .collect()
 }
 
 /// The built-in Read, Write, Edit, Bash, Glob and Grep over `root` (awf-tools), Bash masking
@@ -652,6 +683,11 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     {
         router.register("builtin", builtin_tools(root, &masker)?)?;
         builtins_served = true;
+    }
+    if let Some((cfg, _)) = &loaded {
+        for (source, tools) in plugin_tools(cfg)? {
+            router.register(&source, tools)?;
+        }
     }
     let mut recorder = None;
     if let Some(dir) = &args.workflows {
@@ -852,6 +888,39 @@ mod tests {
             load(&cfg, false).unwrap_err().code(),
             ErrorCode::UserMcpProxyUnknownPlugin
         );
+        std::fs::write(
+            &cfg,
+            r#"{"plugin_tools": [{"plugin": "http", "expose": ["reqest"]}]}"#,
+        )
+        .unwrap();
+        let e = load(&cfg, false).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyUnknownOperation);
+        assert!(
+            e.hints()
+                .iter()
+                .any(|h| h.contains("did you mean 'request'")),
+            "{:?}",
+            e.hints()
+        );
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"{{"root_dir": "{}", "intercept_builtins": false, "plugin_tools": [{{"plugin": "http", "expose": ["request"]}}]}}"#,
+                dir.path().display()
+            ),
+        )
+        .unwrap();
+        let (loaded, _) = load(&cfg, false).unwrap();
+        let names: Vec<String> = plugin_tools(&loaded)
+            .unwrap()
+            .iter()
+            .flat_map(|(source, t)| {
+                t.tools()
+                    .into_iter()
+                    .map(move |s| format!("{source} {}", s.name))
+            })
+            .collect();
+        assert_eq!(names, ["plugin:http http_request"]);
         std::fs::write(
             &cfg,
             format!(r#"{{"root_dir": "{}"}}"#, dir.path().display()),

@@ -304,7 +304,7 @@ pub fn build_with(
         host: Arc::new(awf_host::OsHost),
         run_locks: Some(Arc::new(awf_store::RunLockFiles::new(&data_root))),
         tool_proxies: None,
-        operations: None,
+        operations: Some(Arc::new(awf_tools::BuiltinOperations::new())),
     };
     Wiring {
         services,
