@@ -744,3 +744,35 @@ fn the_python_sdk_calls_http_request_through_mcp_serve() {
     assert!(!events.contains("k3y-Very-Secret"), "{events}");
     assert!(sb.processes().is_empty(), "{:?}", sb.processes());
 }
+
+#[test]
+fn dry_run_and_diagram_show_operations_without_sending_anything() {
+    let sb = Sandbox::new().unwrap();
+    let srv = Server::start();
+    let run = sb
+        .run(&[
+            "run",
+            &fixture("http-put-test.yaml"),
+            "-i",
+            &format!("url={}", srv.url("/echo")),
+            "-i",
+            "method=PUT",
+            "--dry-run",
+        ])
+        .unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(all.contains("Operation: http.request"), "{all}");
+    assert!(srv.seen().is_empty(), "a dry run sends no request");
+    // `noop` is no operation awf provides, but the graph is still drawn.
+    let run = sb
+        .run(&["diagram", &fixture("diagram-all-types.yaml")])
+        .unwrap();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("\"operation_step\" [label=\"operation_step\", shape=box3d]"),
+        "{}",
+        run.stdout
+    );
+}
