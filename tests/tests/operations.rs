@@ -776,3 +776,40 @@ fn dry_run_and_diagram_show_operations_without_sending_anything() {
         run.stdout
     );
 }
+
+#[test]
+fn ctrl_c_stops_a_request_in_flight_and_the_run_is_cancelled() {
+    let sb = Sandbox::new().unwrap();
+    let srv = Server::start();
+    let mut child = sb
+        .cmd(&[
+            "run",
+            &fixture("http-get-test.yaml"),
+            "-i",
+            &format!("url={}", srv.url("/slow")),
+            "-f",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("the request to reach the server", || !srv.seen().is_empty());
+    let t0 = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert_eq!(v["states"]["fetch_data"]["status"], "cancelled", "{v}");
+}
