@@ -781,7 +781,7 @@ fn dry_run_and_diagram_show_operations_without_sending_anything() {
 fn ctrl_c_stops_a_request_in_flight_and_the_run_is_cancelled() {
     let sb = Sandbox::new().unwrap();
     let srv = Server::start();
-    let mut child = sb
+    let child = sb
         .cmd(&[
             "run",
             &fixture("http-get-test.yaml"),
