@@ -526,8 +526,8 @@ impl Run {
         Ok(None)
     }
 
-    /// Runs a step that can fail (shell command, agent, operation, sub-workflow call) with its retry
-    /// policy; one deadline covers every attempt and the waits between them.
+    /// Runs a step that can fail (shell command, agent, operation, sub-workflow call) with its
+    /// retry policy; one deadline covers every attempt and the waits between them.
     /// Source: spec/workflow.md §1.8; decisions.md (retry applies to every step type).
     pub(crate) async fn with_retry(
         &self,
