@@ -1,9 +1,15 @@
 use awf_domain::error::AwfError;
 use awf_domain::ports::agent::AgentRequest;
 
+use std::collections::BTreeMap;
+
+use awf_domain::ports::agent::MCP_PROXY_NAME;
+
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::prompt_with_system;
 use crate::cli::resume_id;
+use crate::mcp;
 use crate::options::Opts;
 use crate::parse::codex::State;
 
@@ -17,9 +23,96 @@ use crate::parse::codex::State;
 /// `workspace-write`, `danger-full-access`), `profile` → `-p`, `config` (list of `key=value`)
 /// → one `-c` each, `add_dirs` → one `--add-dir` each, `output_schema` → `--output-schema`.
 ///
-/// Source: spec/workflow.md §5.2 "codex"; agents-offline.md §2.7.
+/// MCP servers ([`AgentRequest::mcp`]): each is declared with `-c` overrides, nothing is
+/// written anywhere: `mcp_servers.<name>.command`, `.args`, `.env` (TOML values), and
+/// `.default_tools_approval_mode="approve"` (exec's approval policy `never` refuses MCP calls
+/// otherwise); the proxy (`awf-proxy`, which codex shows the model as namespace
+/// `mcp__awf_proxy`) also gets `.tool_timeout_sec=660`, past Bash's 600 s maximum (codex's
+/// default is 60 s). `-c` splits its key on dots and takes no quoted keys, so a name outside
+/// `[A-Za-z0-9_-]` is declared with `_` in place of the rest. With `intercept_builtins`:
+/// `--disable shell_tool --disable unified_exec --disable view_image -c web_search="disabled"`
+/// (codex 0.171.0 then offers the model no shell, file or web tool of its own: verified),
+/// `-s read-only` as AWF (Go) does unless the step chose a sandbox (it does not confine the
+/// MCP server: verified), and the system prompt prefixed with [`MCP_ONLY_PROMPT`].
+///
+/// Source: spec/workflow.md §5.2 "codex"; agents-offline.md §2.6, §2.7; mcp.md §3.3.
+///
+/// [`MCP_ONLY_PROMPT`]: awf_domain::ports::agent::MCP_ONLY_PROMPT
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Codex;
+
+/// How long codex waits for one call of awf's proxy: Bash's maximum timeout (600 s) plus a
+/// margin, in seconds.
+pub(crate) const PROXY_TOOL_TIMEOUT_SEC: u64 = 660;
+
+/// `name` as a bare TOML key (`[A-Za-z0-9_-]`, else `_`), unique among `taken`.
+fn key_name(name: &str, taken: &[String]) -> String {
+    let base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = if base.is_empty() {
+        "mcp".to_owned()
+    } else {
+        base
+    };
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}
+
+/// The `-c`/`--disable`/`-s` flags declaring the request's MCP servers (see [`Codex`]).
+fn mcp_flags(request: &AgentRequest) -> Result<Vec<String>, AwfError> {
+    let Some(att) = mcp::attachment(request) else {
+        return Ok(Vec::new());
+    };
+    let mut flags = Vec::new();
+    let mut taken: Vec<String> = Vec::new();
+    for s in mcp::servers(att, MCP_PROXY_NAME) {
+        let is_proxy = att.proxy.is_some() && s.name == MCP_PROXY_NAME;
+        let key = key_name(&s.name, &taken);
+        if key != s.name {
+            tracing::warn!(server = %s.name, declared = %key, "codex: MCP server renamed to a TOML bare key");
+        }
+        let mut set = |field: &str, value: String| {
+            flags.extend([
+                "-c".to_owned(),
+                format!("mcp_servers.{key}.{field}={value}"),
+            ]);
+        };
+        set("command", mcp::toml_string(&s.command));
+        set("args", mcp::toml_array(&s.args));
+        if !s.env.is_empty() {
+            set("env", mcp::toml_table(&s.env));
+        }
+        set("default_tools_approval_mode", mcp::toml_string("approve"));
+        if is_proxy {
+            set("tool_timeout_sec", PROXY_TOOL_TIMEOUT_SEC.to_string());
+        }
+        taken.push(key);
+    }
+    if att.intercept_builtins && att.proxy.is_some() {
+        for feature in ["shell_tool", "unified_exec", "view_image"] {
+            flags.extend(["--disable".to_owned(), feature.to_owned()]);
+        }
+        flags.extend(["-c".to_owned(), "web_search=\"disabled\"".to_owned()]);
+        let o = Opts::new("codex", &request.options);
+        if o.string("sandbox")?.is_none() && !o.flag("dangerously_skip_permissions")? {
+            flags.extend(["-s".to_owned(), "read-only".to_owned()]);
+        }
+    }
+    Ok(flags)
+}
 
 fn valid_model(m: &str) -> bool {
     m.starts_with("gpt-")
@@ -103,6 +196,32 @@ impl CliAgent for Codex {
             }
         }
         Ok(args)
+    }
+
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        _env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let intercept =
+            mcp::attachment(request).is_some_and(|a| a.intercept_builtins && a.proxy.is_some());
+        let mut args = if intercept {
+            self.argv(&mcp::mcp_only(request))?
+        } else {
+            self.argv(request)?
+        };
+        // After `exec --json --skip-git-repo-check`: before the prompt and before `resume`,
+        // which takes no exec-level flag after it.
+        let at = args.len().min(3);
+        args.splice(at..at, mcp_flags(request)?);
+        Ok(Invocation {
+            args,
+            ..Invocation::default()
+        })
+    }
+
+    fn hides_native_tools(&self) -> bool {
+        true
     }
 
     fn parser(&self, _request: &AgentRequest) -> State {

@@ -1,9 +1,19 @@
+use std::collections::BTreeMap;
+
 use awf_domain::error::AwfError;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::MCP_PROXY_NAME;
+use awf_domain::ports::agent::McpServer;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
 
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::prompt_with_system;
 use crate::cli::resume_id;
+use crate::mcp;
+use crate::mcp::Cleanup;
 use crate::options::Opts;
 use crate::parse::copilot::State;
 
@@ -15,9 +25,39 @@ use crate::parse::copilot::State;
 /// `model`, `mode`, `effort`, `allowed_tools`, `denied_tools` (lists, or comma-separated
 /// strings), `allow_all` / `dangerously_skip_permissions` (→ `--allow-all`).
 ///
-/// Source: spec/workflow.md §5.2 "github_copilot".
+/// MCP servers ([`AgentRequest::mcp`]), as AWF (Go) does: a wrapper file
+/// `$TMPDIR/awf-copilot-mcp-<16 hex>.json` (0600) =
+/// `{"mcpServers": {"<name>": {"type": "local", "command", "args", "env", "tools": ["*"]}}}`
+/// passed as `--additional-mcp-config @<file>` and removed when the call ends; the proxy
+/// (`awf-proxy`) is allowed with `--allow-tool=awf-proxy` unless `--allow-all` is given.
+/// With `intercept_builtins`: `--disable-builtin-mcps` and the system prompt prefixed with
+/// [`MCP_ONLY_PROMPT`]; copilot has no switch that hides its shell and file tools, so they
+/// stay (the engine warns `USER.MCP_PROXY.UNSUPPORTED_PROVIDER`). Not run against a real
+/// copilot here (the CLI is not installed in the test environment): argv and files only.
+///
+/// Source: spec/workflow.md §5.2 "github_copilot"; mcp.md §3.3.
+///
+/// [`MCP_ONLY_PROMPT`]: awf_domain::ports::agent::MCP_ONLY_PROMPT
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Copilot;
+
+/// The wrapper file's JSON for `servers`.
+fn wrapper(servers: &[McpServer]) -> Value {
+    let mut declared = Map::new();
+    for s in servers {
+        declared.insert(
+            s.name.clone(),
+            json!({
+                "type": "local",
+                "command": s.command,
+                "args": s.args,
+                "env": Value::Object(mcp::env_object(&s.env)),
+                "tools": ["*"],
+            }),
+        );
+    }
+    json!({ "mcpServers": declared })
+}
 
 impl CliAgent for Copilot {
     type Parser = State;
@@ -80,6 +120,49 @@ impl CliAgent for Copilot {
             args.push("--allow-all".to_owned());
         }
         Ok(args)
+    }
+
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let Some(att) = mcp::attachment(request) else {
+            return Ok(Invocation {
+                args: self.argv(request)?,
+                ..Invocation::default()
+            });
+        };
+        let intercept = att.intercept_builtins && att.proxy.is_some();
+        let mut args = if intercept {
+            self.argv(&mcp::mcp_only(request))?
+        } else {
+            self.argv(request)?
+        };
+        let servers = mcp::servers(att, MCP_PROXY_NAME);
+        let mut cleanup = Cleanup::default();
+        let file = mcp::private_file(
+            "github_copilot",
+            &mcp::temp_dir(request, env),
+            ("awf-copilot-mcp-", ".json"),
+            wrapper(&servers).to_string().as_bytes(),
+            &mut cleanup,
+        )?;
+        args.extend([
+            "--additional-mcp-config".to_owned(),
+            format!("@{}", file.display()),
+        ]);
+        if att.proxy.is_some() && !args.iter().any(|a| a == "--allow-all") {
+            args.push(format!("--allow-tool={MCP_PROXY_NAME}"));
+        }
+        if intercept {
+            args.push("--disable-builtin-mcps".to_owned());
+        }
+        Ok(Invocation {
+            args,
+            cleanup,
+            ..Invocation::default()
+        })
     }
 
     fn parser(&self, _request: &AgentRequest) -> State {

@@ -1,9 +1,21 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+
 use awf_domain::error::AwfError;
+use awf_domain::error::ErrorCode;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::McpServer;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
 
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::prompt_with_system;
 use crate::cli::resume_id;
+use crate::mcp;
+use crate::mcp::Cleanup;
 use crate::options::Opts;
 use crate::parse::Parsed;
 use crate::parse::gemini::State;
@@ -20,9 +32,210 @@ use crate::parse::json_object;
 /// `policy` (→ one `--policy P` each).
 /// Response: the whole stdout as a JSON object, only with display format json.
 ///
-/// Source: spec/workflow.md §5.2 "gemini"; agents-offline.md §3.7.
+/// MCP servers ([`AgentRequest::mcp`]): not `gemini mcp add` (that writes the user's
+/// settings). gemini 0.61.0 reads its user settings from `$GEMINI_CLI_HOME/.gemini`
+/// (`$HOME` when unset), so each call gets a private overlay home in the temp dir: its
+/// `.gemini/settings.json` is the user's (JSON with comments) plus the servers in
+/// `mcpServers` (`{command, args, env, trust: true}`; trusted, so headless mode offers their
+/// tools, as `mcp_<server>_<tool>`), and every other entry of the user's `.gemini` (sessions
+/// in `tmp/`, `history/`, credentials, trusted folders, extensions) and `~/.agents`,
+/// `~/.env` are symlinks to the originals, so sessions resume across calls (`tmp/` and
+/// `history/` are created in the user's `.gemini` when missing). The system settings paths
+/// (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`) are no use: gemini skips such a file unless it and
+/// every directory above it are root-owned and not group- or world-writable (never in
+/// `/tmp`). The proxy is `awf-proxy-<16 hex>`; a `tools.core` or `mcp.allowed` list of the
+/// user's gets the servers added, `mcp.excluded` loses them. With `intercept_builtins`:
+/// `tools.core` is exactly `["mcp_<server>_*", …]` (gemini then registers none of its own
+/// tools and its policy denies every other: verified, the model is offered only the MCP
+/// tools) and `--allowed-mcp-server-names` lists the declared servers (the user's others do
+/// not start). The overlay is removed when the call ends.
+///
+/// Source: spec/workflow.md §5.2 "gemini"; agents-offline.md §3.6, §3.7; mcp.md §3.3.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Gemini;
+
+/// Removes `//` and `/* */` comments outside strings (gemini's settings files allow them).
+fn strip_json_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                if let Some(n) = chars.next() {
+                    out.push(n);
+                }
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut prev = ' ';
+                for n in chars.by_ref() {
+                    if prev == '*' && n == '/' {
+                        break;
+                    }
+                    prev = n;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The user's `settings.json` as an object (`{}` when there is none).
+fn user_settings(path: &Path) -> Result<Map<String, Value>, AwfError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) => {
+            return Err(AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!("gemini: could not read {}: {e}", path.display()),
+            )
+            .with_detail("provider", "gemini"));
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(&strip_json_comments(&text)) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) | Err(_) => Err(AwfError::new(
+            ErrorCode::ExecutionAgentFailed,
+            format!(
+                "gemini: {} is not a JSON object, so the step's MCP servers cannot be added to it",
+                path.display()
+            ),
+        )
+        .with_detail("provider", "gemini")
+        .with_hint("Fix the Gemini CLI settings file (gemini itself refuses it too)")),
+    }
+}
+
+/// The object at `key` of `m`, taken out (a new one when absent or not an object); put it
+/// back with `m.insert(key, Value::Object(..))`.
+fn take_object(m: &mut Map<String, Value>, key: &str) -> Map<String, Value> {
+    match m.remove(key) {
+        Some(Value::Object(o)) => o,
+        _ => Map::new(),
+    }
+}
+
+/// `settings` with the servers declared (see [`Gemini`]).
+fn merge_settings(settings: &mut Map<String, Value>, servers: &[McpServer], intercept: bool) {
+    let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+    let mut declared = take_object(settings, "mcpServers");
+    for s in servers {
+        let mut entry = Map::new();
+        entry.insert("command".into(), Value::String(s.command.clone()));
+        entry.insert("args".into(), json!(s.args));
+        if !s.env.is_empty() {
+            entry.insert("env".into(), Value::Object(mcp::env_object(&s.env)));
+        }
+        entry.insert("trust".into(), Value::Bool(true));
+        declared.insert(s.name.clone(), Value::Object(entry));
+    }
+    settings.insert("mcpServers".into(), Value::Object(declared));
+    let patterns: Vec<Value> = names
+        .iter()
+        .map(|n| Value::String(format!("mcp_{n}_*")))
+        .collect();
+    if intercept {
+        let mut tools = take_object(settings, "tools");
+        tools.insert("core".into(), Value::Array(patterns));
+        settings.insert("tools".into(), Value::Object(tools));
+    } else if let Some(Value::Array(core)) =
+        settings.get_mut("tools").and_then(|t| t.get_mut("core"))
+    {
+        core.extend(patterns);
+    }
+    if let Some(Value::Object(m)) = settings.get_mut("mcp") {
+        if let Some(Value::Array(allowed)) = m.get_mut("allowed") {
+            allowed.extend(names.iter().cloned().map(Value::String));
+        }
+        if let Some(Value::Array(excluded)) = m.get_mut("excluded") {
+            excluded.retain(|v| v.as_str().is_none_or(|n| !names.iter().any(|x| x == n)));
+        }
+    }
+}
+
+/// Builds the overlay home of one call (see [`Gemini`]); gives its path.
+fn overlay_home(
+    request: &AgentRequest,
+    env: &BTreeMap<String, String>,
+    servers: &[McpServer],
+    intercept: bool,
+    cleanup: &mut Cleanup,
+) -> Result<PathBuf, AwfError> {
+    let home = mcp::env_var(request, env, "GEMINI_CLI_HOME")
+        .filter(|h| !h.is_empty())
+        .or_else(|| mcp::env_var(request, env, "HOME").filter(|h| !h.is_empty()))
+        .ok_or_else(|| {
+            AwfError::new(
+                ErrorCode::ExecutionAgentFailed,
+                "gemini: neither GEMINI_CLI_HOME nor HOME is set, so the user's settings cannot be found",
+            )
+            .with_detail("provider", "gemini")
+            .with_hint("Set HOME for the agent step (env:)")
+        })?;
+    let home = PathBuf::from(home);
+    let real = home.join(".gemini");
+    let mut settings = user_settings(&real.join("settings.json"))?;
+    merge_settings(&mut settings, servers, intercept);
+
+    let overlay = mcp::private_dir(
+        "gemini",
+        &mcp::temp_dir(request, env),
+        "awf-gemini-",
+        cleanup,
+    )?;
+    let dot = overlay.join(".gemini");
+    std::fs::create_dir(&dot).map_err(|e| mcp::write_error("gemini", &dot, &e))?;
+    for d in ["tmp", "history"] {
+        if let Err(e) = std::fs::create_dir_all(real.join(d)) {
+            tracing::warn!(dir = %real.join(d).display(), error = %e, "gemini: sessions of this call will not be kept");
+        }
+    }
+    let link = |target: &Path, at: &Path| {
+        std::os::unix::fs::symlink(target, at).map_err(|e| mcp::write_error("gemini", at, &e))
+    };
+    if let Ok(entries) = std::fs::read_dir(&real) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name != "settings.json" {
+                link(&e.path(), &dot.join(&name))?;
+            }
+        }
+    }
+    for name in [".agents", ".env"] {
+        let target = home.join(name);
+        if std::fs::symlink_metadata(&target).is_ok() {
+            link(&target, &overlay.join(name))?;
+        }
+    }
+    let text = serde_json::to_vec_pretty(&Value::Object(settings)).unwrap_or_default();
+    mcp::write_private("gemini", &dot.join("settings.json"), &text)?;
+    Ok(overlay)
+}
 
 impl CliAgent for Gemini {
     type Parser = State;
@@ -95,6 +308,44 @@ impl CliAgent for Gemini {
         }
         args.extend(["-p".to_owned(), prompt_with_system(request)]);
         Ok(args)
+    }
+
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let mut args = self.argv(request)?;
+        let Some(att) = mcp::attachment(request) else {
+            return Ok(Invocation {
+                args,
+                ..Invocation::default()
+            });
+        };
+        let intercept = att.intercept_builtins && att.proxy.is_some();
+        let servers = mcp::servers(att, &mcp::proxy_name_with_id());
+        let mut cleanup = Cleanup::default();
+        let overlay = overlay_home(request, env, &servers, intercept, &mut cleanup)?;
+        if intercept {
+            // Before the trailing `-p <prompt>`.
+            let at = args.len().saturating_sub(2);
+            let flags = servers
+                .iter()
+                .flat_map(|s| ["--allowed-mcp-server-names".to_owned(), s.name.clone()]);
+            args.splice(at..at, flags);
+        }
+        Ok(Invocation {
+            args,
+            env: vec![(
+                "GEMINI_CLI_HOME".to_owned(),
+                overlay.to_string_lossy().into_owned(),
+            )],
+            cleanup,
+        })
+    }
+
+    fn hides_native_tools(&self) -> bool {
+        true
     }
 
     fn parser(&self, _request: &AgentRequest) -> State {

@@ -1,10 +1,20 @@
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::path::PathBuf;
+
 use awf_domain::error::AwfError;
+use awf_domain::error::ErrorCode;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::MCP_PROXY_NAME;
+use awf_domain::ports::agent::McpServer;
 use awf_domain::ports::agent::Role;
 
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::history;
 use crate::cli::system_prompt;
+use crate::mcp;
+use crate::mcp::Cleanup;
 use crate::options::Opts;
 use crate::parse::vibe::Mode;
 use crate::parse::vibe::State;
@@ -18,9 +28,84 @@ use crate::parse::vibe::State;
 /// a transcript of every turn (`System|User|Assistant: …`) ending with `User: <prompt>`;
 /// outside one the system prompt is prepended.
 ///
-/// Source: spec/workflow.md §5.2 "mistral_vibe".
+/// MCP servers ([`AgentRequest::mcp`]), as AWF (Go) does: a private temp `VIBE_HOME`
+/// (`$TMPDIR/awf-vibe-<16 hex>`, removed when the call ends) holding copies of the user's
+/// `config.toml` and `.env` (from `$VIBE_HOME`, else `~/.vibe`) with one `[[mcp_servers]]`
+/// table per server appended (`name`, `transport = "stdio"`, `command`, `args`, `env`).
+/// vibe names MCP tools `<server>_<tool>`: with `intercept_builtins`, or when the step
+/// lists `enabled_tools` itself, `--enabled-tools` also allows `awf-proxy_<Tool>` for each
+/// proxy tool and `<server>_*` (vibe takes globs there) for each editor server; the
+/// allowlist leaves vibe's own tools out when intercepting. Not run against a real vibe here
+/// (the CLI is not installed in the test environment): argv and files only.
+///
+/// Source: spec/workflow.md §5.2 "mistral_vibe"; mcp.md §3.3.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct MistralVibe;
+
+/// The `[[mcp_servers]]` tables declaring `servers`.
+fn mcp_tables(servers: &[McpServer]) -> String {
+    let mut out =
+        String::from("\n# MCP servers of one awf step (this copy is removed when it ends)\n");
+    for s in servers {
+        out.push_str("\n[[mcp_servers]]\n");
+        out.push_str(&format!("name = {}\n", mcp::toml_string(&s.name)));
+        out.push_str("transport = \"stdio\"\n");
+        out.push_str(&format!("command = {}\n", mcp::toml_string(&s.command)));
+        out.push_str(&format!("args = {}\n", mcp::toml_array(&s.args)));
+        if !s.env.is_empty() {
+            out.push_str(&format!("env = {}\n", mcp::toml_table(&s.env)));
+        }
+    }
+    out
+}
+
+/// Copies the user's vibe configuration into a new private home with `servers` added;
+/// gives its path.
+fn vibe_home(
+    request: &AgentRequest,
+    env: &BTreeMap<String, String>,
+    servers: &[McpServer],
+    cleanup: &mut Cleanup,
+) -> Result<PathBuf, AwfError> {
+    let user = mcp::env_var(request, env, "VIBE_HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            mcp::env_var(request, env, "HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| Path::new(&h).join(".vibe"))
+        });
+    let read = |name: &str| -> Result<Option<Vec<u8>>, AwfError> {
+        let Some(dir) = &user else { return Ok(None) };
+        let path = dir.join(name);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!("mistral_vibe: could not read {}: {e}", path.display()),
+            )
+            .with_detail("provider", "mistral_vibe")),
+        }
+    };
+    let mut config = read("config.toml")?.unwrap_or_default();
+    let dotenv = read(".env")?;
+    if !config.is_empty() && !config.ends_with(b"\n") {
+        config.push(b'\n');
+    }
+    config.extend_from_slice(mcp_tables(servers).as_bytes());
+    let home = mcp::private_dir(
+        "mistral_vibe",
+        &mcp::temp_dir(request, env),
+        "awf-vibe-",
+        cleanup,
+    )?;
+    mcp::write_private("mistral_vibe", &home.join("config.toml"), &config)?;
+    if let Some(d) = dotenv {
+        mcp::write_private("mistral_vibe", &home.join(".env"), &d)?;
+    }
+    Ok(home)
+}
 
 const TRANSCRIPT_HEAD: &str = "Continue the conversation using the transcript below. Answer the final user message.\n\nTranscript:\n";
 
@@ -191,6 +276,51 @@ impl CliAgent for MistralVibe {
             args.push("--trust".to_owned());
         }
         Ok(args)
+    }
+
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let Some(att) = mcp::attachment(request) else {
+            return Ok(Invocation {
+                args: self.argv(request)?,
+                ..Invocation::default()
+            });
+        };
+        let intercept = att.intercept_builtins && att.proxy.is_some();
+        let servers = mcp::servers(att, MCP_PROXY_NAME);
+        let o = Opts::new("mistral_vibe", &request.options);
+        let mut tools = o.string_list("enabled_tools")?;
+        let mut call = request.clone();
+        if intercept || !tools.is_empty() {
+            for s in &servers {
+                if att.proxy.is_some() && s.name == MCP_PROXY_NAME {
+                    tools.extend(
+                        att.proxy_tools
+                            .iter()
+                            .map(|t| format!("{MCP_PROXY_NAME}_{t}")),
+                    );
+                } else {
+                    tools.push(format!("{}_*", s.name));
+                }
+            }
+            call.options
+                .insert("enabled_tools".into(), serde_json::json!(tools));
+        }
+        let args = self.argv(&call)?;
+        let mut cleanup = Cleanup::default();
+        let home = vibe_home(request, env, &servers, &mut cleanup)?;
+        Ok(Invocation {
+            args,
+            env: vec![("VIBE_HOME".to_owned(), home.to_string_lossy().into_owned())],
+            cleanup,
+        })
+    }
+
+    fn hides_native_tools(&self) -> bool {
+        true
     }
 
     fn parser(&self, request: &AgentRequest) -> State {
