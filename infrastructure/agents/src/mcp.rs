@@ -424,6 +424,129 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
     }
 
+    /// An executor that reports the spec it got, then waits for the cancel.
+    struct Blocking(tokio::sync::mpsc::UnboundedSender<awf_domain::ports::exec::CommandSpec>);
+
+    #[async_trait::async_trait]
+    impl awf_domain::ports::CommandExecutor for Blocking {
+        async fn run(
+            &self,
+            spec: awf_domain::ports::exec::CommandSpec,
+            _on_output: Option<awf_domain::ports::exec::OutputCallback>,
+            cancel: tokio_util::sync::CancellationToken,
+        ) -> Result<awf_domain::ports::exec::CommandOutput, AwfError> {
+            let _ = self.0.send(spec);
+            cancel.cancelled().await;
+            Ok(awf_domain::ports::exec::CommandOutput {
+                exit_code: -1,
+                stdout: String::new(),
+                stderr: String::new(),
+                termination: awf_domain::ports::exec::Termination::Cancelled,
+                truncated: false,
+                signal: Some(15),
+            })
+        }
+    }
+
+    /// A provider for `agent` over [`Blocking`], with a fake binary on PATH and HOME/TMPDIR
+    /// in `d`; gives it, the request to send and the receiver of specs.
+    fn blocking<A: crate::cli::CliAgent>(
+        agent: A,
+        binary: &str,
+        d: &Path,
+    ) -> (
+        crate::cli::CliProvider<A>,
+        AgentRequest,
+        tokio::sync::mpsc::UnboundedReceiver<awf_domain::ports::exec::CommandSpec>,
+    ) {
+        use std::os::unix::fs::PermissionsExt;
+        for sub in ["bin", "tmp", "home/.gemini"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        let bin = d.join("bin").join(binary);
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut env = BTreeMap::new();
+        env.insert("PATH".to_owned(), d.join("bin").display().to_string());
+        env.insert("HOME".to_owned(), d.join("home").display().to_string());
+        env.insert("TMPDIR".to_owned(), d.join("tmp").display().to_string());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let provider = crate::cli::CliProvider::new(
+            agent,
+            std::sync::Arc::new(Blocking(tx)),
+            std::sync::Arc::new(env),
+        );
+        let request = AgentRequest {
+            prompt: "hi".into(),
+            mcp: Some(proxied(true, vec![])),
+            ..AgentRequest::default()
+        };
+        (provider, request, rx)
+    }
+
+    fn temp_entries(d: &Path) -> Vec<PathBuf> {
+        std::fs::read_dir(d.join("tmp"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_call_removes_what_it_wrote() {
+        use awf_domain::ports::AgentProvider;
+        let d = tempfile::tempdir().unwrap();
+        let (provider, request, mut specs) = blocking(crate::Gemini, "gemini", d.path());
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let call = tokio::spawn({
+            let cancel = cancel.clone();
+            async move { provider.execute(request, None, cancel).await }
+        });
+        let spec = specs.recv().await.unwrap();
+        let (_, overlay) = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "GEMINI_CLI_HOME")
+            .unwrap();
+        assert!(Path::new(overlay).join(".gemini/settings.json").is_file());
+        assert_eq!(temp_entries(d.path()).len(), 1);
+        cancel.cancel();
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(err.code(), ErrorCode::ExecutionRunCancelled);
+        assert_eq!(temp_entries(d.path()), Vec::<PathBuf>::new());
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_call_removes_what_it_wrote() {
+        use awf_domain::ports::AgentProvider;
+        let d = tempfile::tempdir().unwrap();
+        let (provider, request, mut specs) = blocking(crate::Copilot, "copilot", d.path());
+        let call = tokio::spawn(async move {
+            provider
+                .execute(request, None, tokio_util::sync::CancellationToken::new())
+                .await
+        });
+        let spec = specs.recv().await.unwrap();
+        assert!(
+            spec_args(&spec)
+                .iter()
+                .any(|a| a == "--additional-mcp-config"),
+            "{spec:?}"
+        );
+        assert_eq!(temp_entries(d.path()).len(), 1, "the wrapper file exists");
+        // The run is dropped (its task aborted) while the CLI runs: the guard still cleans up.
+        call.abort();
+        assert!(call.await.unwrap_err().is_cancelled());
+        assert_eq!(temp_entries(d.path()), Vec::<PathBuf>::new());
+    }
+
+    fn spec_args(spec: &awf_domain::ports::exec::CommandSpec) -> Vec<String> {
+        match &spec.program {
+            awf_domain::ports::exec::Program::Exec { args, .. } => args.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn env_and_temp_dir_prefer_the_request() {
         let mut process = BTreeMap::new();

@@ -282,6 +282,124 @@ mod tests {
         );
     }
 
+    fn with_mcp(mut r: AgentRequest, att: awf_domain::ports::agent::McpAttachment) -> AgentRequest {
+        r.mcp = Some(att);
+        r
+    }
+
+    fn args(r: &AgentRequest) -> Vec<String> {
+        Codex.invocation(r, &BTreeMap::new()).unwrap().args
+    }
+
+    #[test]
+    fn mcp_servers_are_declared_with_c_overrides() {
+        use crate::mcp::test_support::*;
+        let att = proxied(
+            false,
+            vec![
+                server("files", "/it's/fs", &[("TOKEN", "a\"b")]),
+                server("my.srv", "/bin/x", &[]),
+            ],
+        );
+        let r = with_mcp(with_system(req("hi", json!({})), "SYS"), att);
+        let inv = Codex.invocation(&r, &BTreeMap::new()).unwrap();
+        assert!(
+            inv.env.is_empty() && inv.cleanup.paths().is_empty(),
+            "nothing written"
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-c",
+                r#"mcp_servers.awf-proxy.command="/opt/awf/bin/awf""#,
+                "-c",
+                r#"mcp_servers.awf-proxy.args=["mcp-serve", "--config", "/tmp/p.json"]"#,
+                "-c",
+                r#"mcp_servers.awf-proxy.default_tools_approval_mode="approve""#,
+                "-c",
+                "mcp_servers.awf-proxy.tool_timeout_sec=660",
+                "-c",
+                r#"mcp_servers.files.command="/it's/fs""#,
+                "-c",
+                r#"mcp_servers.files.args=["--stdio"]"#,
+                "-c",
+                r#"mcp_servers.files.env={"TOKEN" = "a\"b"}"#,
+                "-c",
+                r#"mcp_servers.files.default_tools_approval_mode="approve""#,
+                "-c",
+                r#"mcp_servers.my_srv.command="/bin/x""#,
+                "-c",
+                r#"mcp_servers.my_srv.args=["--stdio"]"#,
+                "-c",
+                r#"mcp_servers.my_srv.default_tools_approval_mode="approve""#,
+                "SYS\n\nhi",
+            ]
+        );
+    }
+
+    #[test]
+    fn intercepting_disables_the_native_tools_and_says_so() {
+        use crate::mcp::test_support::*;
+        let r = with_mcp(
+            with_system(req("hi", json!({})), "SYS"),
+            proxied(true, vec![]),
+        );
+        let a = args(&r);
+        let tail: Vec<&str> = a[11..].iter().map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "--disable",
+                "shell_tool",
+                "--disable",
+                "unified_exec",
+                "--disable",
+                "view_image",
+                "-c",
+                r#"web_search="disabled""#,
+                "-s",
+                "read-only",
+                "Use only MCP tools, never built-in tools. SYS\n\nhi",
+            ]
+        );
+        // The step's own sandbox choice stands (codex refuses `-s` twice).
+        for opts in [
+            json!({"sandbox": "workspace-write"}),
+            json!({"dangerously_skip_permissions": true}),
+        ] {
+            let a = args(&with_mcp(req("hi", opts), proxied(true, vec![])));
+            assert_eq!(
+                a.iter().filter(|x| *x == "-s").count(),
+                usize::from(a.contains(&"workspace-write".to_owned())),
+                "{a:?}"
+            );
+            assert!(!a.contains(&"read-only".to_owned()), "{a:?}");
+        }
+        // Resuming: the flags stay before `resume`, the prompt carries the sentence.
+        let a = args(&with_mcp(
+            resuming(req("again", json!({})), "t1"),
+            proxied(true, vec![]),
+        ));
+        let at = a.iter().position(|x| x == "resume").unwrap();
+        assert!(a[..at].contains(&"--disable".to_owned()));
+        assert_eq!(
+            a[at..],
+            [
+                "resume",
+                "t1",
+                "Use only MCP tools, never built-in tools. again"
+            ]
+        );
+        // No attachment, or an empty one: the plain argv.
+        let plain = req("hi", json!({}));
+        assert_eq!(args(&plain), Codex.argv(&plain).unwrap());
+        let empty = with_mcp(req("hi", json!({})), Default::default());
+        assert_eq!(args(&empty), Codex.argv(&plain).unwrap());
+    }
+
     #[test]
     fn model_is_validated() {
         for ok in ["gpt-4.1", "codex-mini-latest", "o3", "o4-mini"] {

@@ -175,6 +175,7 @@ mod tests {
     use super::*;
     use crate::providers::test_support::*;
     use awf_domain::error::ErrorCode;
+    use serde_json::Value;
     use serde_json::json;
 
     #[test]
@@ -214,6 +215,97 @@ mod tests {
                 "--silent"
             ]
         );
+    }
+
+    fn mcp_request(intercept: bool, options: Value, tmp: &std::path::Path) -> AgentRequest {
+        use crate::mcp::test_support::*;
+        let mut r = with_system(req("fix it", options), "SYS");
+        r.mcp = Some(proxied(
+            intercept,
+            vec![server("files", "/bin/fs", &[("T", "1")])],
+        ));
+        r.env = vec![("TMPDIR".into(), tmp.display().to_string())];
+        r
+    }
+
+    #[test]
+    fn servers_go_into_a_wrapper_file_removed_at_the_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inv = Copilot
+            .invocation(&mcp_request(false, json!({}), tmp.path()), &BTreeMap::new())
+            .unwrap();
+        let [file] = inv.cleanup.paths() else {
+            panic!("{:?}", inv.cleanup.paths())
+        };
+        assert!(file.starts_with(tmp.path()));
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("awf-copilot-mcp-") && name.ends_with(".json"),
+            "{name}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        assert_eq!(
+            written,
+            json!({"mcpServers": {
+                "awf-proxy": {"type": "local", "command": "/opt/awf/bin/awf", "args": ["mcp-serve", "--config", "/tmp/p.json"], "env": {}, "tools": ["*"]},
+                "files": {"type": "local", "command": "/bin/fs", "args": ["--stdio"], "env": {"T": "1"}, "tools": ["*"]}
+            }})
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "-p",
+                "SYS\n\nfix it",
+                "--output-format=json",
+                "--silent",
+                "--additional-mcp-config",
+                &format!("@{}", file.display()),
+                "--allow-tool=awf-proxy"
+            ]
+        );
+        let file = file.clone();
+        drop(inv);
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn intercepting_disables_the_builtin_mcps_and_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inv = Copilot
+            .invocation(
+                &mcp_request(true, json!({"allow_all": true}), tmp.path()),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+        assert_eq!(
+            inv.args[1],
+            "Use only MCP tools, never built-in tools. SYS\n\nfix it"
+        );
+        assert!(
+            inv.args.contains(&"--disable-builtin-mcps".to_owned()),
+            "{:?}",
+            inv.args
+        );
+        assert!(inv.args.contains(&"--allow-all".to_owned()));
+        assert!(
+            !inv.args.iter().any(|a| a.starts_with("--allow-tool")),
+            "--allow-all covers it"
+        );
+        // A bad option fails before anything is written.
+        let e = Copilot
+            .invocation(
+                &mcp_request(true, json!({"mode": "yolo"}), tmp.path()),
+                &BTreeMap::new(),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
+        drop(inv);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 
     #[test]

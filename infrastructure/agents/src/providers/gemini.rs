@@ -405,6 +405,181 @@ mod tests {
         );
     }
 
+    /// A user HOME with gemini settings (comments, an `mcp.allowed` and a `tools.core` list),
+    /// credentials and `~/.env`; and a temp dir.
+    fn user_home(settings: &str) -> (tempfile::TempDir, BTreeMap<String, String>) {
+        let d = tempfile::tempdir().unwrap();
+        let home = d.path().join("home");
+        std::fs::create_dir_all(home.join(".gemini")).unwrap();
+        std::fs::write(home.join(".gemini/settings.json"), settings).unwrap();
+        std::fs::write(home.join(".gemini/oauth_creds.json"), "{}").unwrap();
+        std::fs::write(home.join(".env"), "K=v\n").unwrap();
+        std::fs::create_dir_all(d.path().join("tmp")).unwrap();
+        let mut env = BTreeMap::new();
+        env.insert("HOME".to_owned(), home.display().to_string());
+        env.insert(
+            "TMPDIR".to_owned(),
+            d.path().join("tmp").display().to_string(),
+        );
+        (d, env)
+    }
+
+    fn mcp_request(intercept: bool) -> AgentRequest {
+        use crate::mcp::test_support::*;
+        let mut r = req("hi", json!({"model": "gemini-2.5-flash"}));
+        r.mcp = Some(proxied(
+            intercept,
+            vec![server("files", "/bin/fs", &[("T", "1")])],
+        ));
+        r
+    }
+
+    #[test]
+    fn servers_go_into_a_private_overlay_home_removed_at_the_end() {
+        let user = "// mine\n{\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, /* x */ \"mcp\": {\"allowed\": [\"git\"], \"excluded\": [\"files\"]}, \"tools\": {\"core\": [\"read_file\"]}}\n";
+        let (d, env) = user_home(user);
+        let home = d.path().join("home");
+        let inv = Gemini.invocation(&mcp_request(false), &env).unwrap();
+        let [(k, overlay)] = &inv.env[..] else {
+            panic!("{:?}", inv.env)
+        };
+        assert_eq!(k, "GEMINI_CLI_HOME");
+        let overlay = PathBuf::from(overlay);
+        assert!(overlay.starts_with(d.path().join("tmp")), "{overlay:?}");
+        assert_eq!(inv.cleanup.paths(), std::slice::from_ref(&overlay));
+        let written: Value = serde_json::from_str(
+            &std::fs::read_to_string(overlay.join(".gemini/settings.json")).unwrap(),
+        )
+        .unwrap();
+        let servers = written["mcpServers"].as_object().unwrap();
+        let names: Vec<&String> = servers.keys().collect();
+        assert_eq!(names.len(), 2);
+        let proxy = names.iter().find(|n| n.starts_with("awf-proxy-")).unwrap();
+        assert_eq!(proxy.len(), "awf-proxy-".len() + 16);
+        assert_eq!(
+            servers[proxy.as_str()],
+            json!({"command": "/opt/awf/bin/awf", "args": ["mcp-serve", "--config", "/tmp/p.json"], "trust": true})
+        );
+        assert_eq!(
+            servers["files"],
+            json!({"command": "/bin/fs", "args": ["--stdio"], "env": {"T": "1"}, "trust": true})
+        );
+        assert_eq!(
+            written["security"]["auth"]["selectedType"],
+            "gemini-api-key"
+        );
+        assert_eq!(written["mcp"]["allowed"], json!(["git", proxy, "files"]));
+        assert_eq!(written["mcp"]["excluded"], json!([]));
+        assert_eq!(
+            written["tools"]["core"],
+            json!(["read_file", format!("mcp_{proxy}_*"), "mcp_files_*"])
+        );
+        // Everything else of the user's .gemini is a link to the original.
+        assert_eq!(
+            std::fs::read_link(overlay.join(".gemini/oauth_creds.json")).unwrap(),
+            home.join(".gemini/oauth_creds.json")
+        );
+        assert_eq!(
+            std::fs::read_link(overlay.join(".env")).unwrap(),
+            home.join(".env")
+        );
+        assert!(
+            home.join(".gemini/tmp").is_dir(),
+            "sessions are kept in the user's .gemini"
+        );
+        assert!(
+            !inv.args.iter().any(|a| a.starts_with("--allowed-mcp")),
+            "{:?}",
+            inv.args
+        );
+        drop(inv);
+        assert!(!overlay.exists());
+        assert_eq!(
+            std::fs::read_to_string(home.join(".gemini/settings.json")).unwrap(),
+            user
+        );
+        assert!(home.join(".gemini/oauth_creds.json").exists());
+    }
+
+    #[test]
+    fn intercepting_allows_only_the_declared_servers_tools() {
+        let (_d, env) = user_home("{}");
+        let inv = Gemini.invocation(&mcp_request(true), &env).unwrap();
+        let overlay = PathBuf::from(&inv.env[0].1);
+        let written: Value = serde_json::from_str(
+            &std::fs::read_to_string(overlay.join(".gemini/settings.json")).unwrap(),
+        )
+        .unwrap();
+        let proxy = written["mcpServers"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .find(|n| n.starts_with("awf-proxy-"))
+            .unwrap()
+            .clone();
+        assert_eq!(
+            written["tools"],
+            json!({"core": [format!("mcp_{proxy}_*"), "mcp_files_*"]})
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "--output-format",
+                "stream-json",
+                "--model",
+                "gemini-2.5-flash",
+                "--allowed-mcp-server-names",
+                &proxy,
+                "--allowed-mcp-server-names",
+                "files",
+                "-p",
+                "hi"
+            ]
+        );
+    }
+
+    #[test]
+    fn unreadable_settings_fail_before_anything_is_written() {
+        let (d, env) = user_home("{not json");
+        let e = Gemini.invocation(&mcp_request(true), &env).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
+        assert!(
+            e.message().contains("settings.json is not a JSON object"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_dir(d.path().join("tmp")).unwrap().count(), 0);
+        let mut no_home = env.clone();
+        no_home.remove("HOME");
+        let e = Gemini.invocation(&mcp_request(true), &no_home).unwrap_err();
+        assert!(
+            e.message().contains("neither GEMINI_CLI_HOME nor HOME"),
+            "{e}"
+        );
+        // GEMINI_CLI_HOME, when set, is where the user's settings are.
+        let mut moved = env;
+        moved.insert(
+            "GEMINI_CLI_HOME".into(),
+            d.path().join("nowhere").display().to_string(),
+        );
+        let inv = Gemini.invocation(&mcp_request(false), &moved).unwrap();
+        let written =
+            std::fs::read_to_string(PathBuf::from(&inv.env[0].1).join(".gemini/settings.json"))
+                .unwrap();
+        assert!(!written.contains("selectedType"), "{written}");
+    }
+
+    #[test]
+    fn comments_are_stripped_outside_strings_only() {
+        assert_eq!(
+            strip_json_comments("{\"a\": \"x//y /* z */\", // c\n\"b\": /* d */ 1}"),
+            "{\"a\": \"x//y /* z */\", \n\"b\":   1}"
+        );
+        assert_eq!(
+            strip_json_comments(r#"{"q": "a\"//b"}"#),
+            r#"{"q": "a\"//b"}"#
+        );
+    }
+
     #[test]
     fn model_is_validated() {
         let e = Gemini

@@ -276,6 +276,113 @@ mod tests {
         );
     }
 
+    fn mcp_request(intercept: bool, env: &[(&str, &str)]) -> AgentRequest {
+        use crate::mcp::test_support::*;
+        let mut r = req("hi", json!({}));
+        r.mcp = Some(proxied(
+            intercept,
+            vec![server("files", "/bin/fs", &[("T", "1")])],
+        ));
+        r.env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        r
+    }
+
+    fn content(inv: &Invocation) -> Value {
+        let [(k, v)] = &inv.env[..] else {
+            panic!("{:?}", inv.env)
+        };
+        assert_eq!(k, "OPENCODE_CONFIG_CONTENT");
+        serde_json::from_str(v).unwrap()
+    }
+
+    fn proxy_name(cfg: &Value) -> String {
+        cfg["mcp"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .find(|n| n.starts_with("awf-proxy-"))
+            .unwrap()
+            .clone()
+    }
+
+    #[test]
+    fn servers_go_into_the_inline_config_and_nothing_is_written() {
+        let inv = OpenCode
+            .invocation(&mcp_request(false, &[]), &BTreeMap::new())
+            .unwrap();
+        assert!(inv.cleanup.paths().is_empty());
+        assert_eq!(inv.args, ["run", "hi", "--format", "json"]);
+        let cfg = content(&inv);
+        let proxy = proxy_name(&cfg);
+        assert_eq!(proxy.len(), "awf-proxy-".len() + 16);
+        assert_eq!(
+            cfg,
+            json!({"mcp": {
+                &proxy: {"type": "local", "command": ["/opt/awf/bin/awf", "mcp-serve", "--config", "/tmp/p.json"], "enabled": true},
+                "files": {"type": "local", "command": ["/bin/fs", "--stdio"], "enabled": true, "environment": {"T": "1"}}
+            }})
+        );
+    }
+
+    #[test]
+    fn intercepting_switches_the_native_tools_off() {
+        let inv = OpenCode
+            .invocation(&mcp_request(true, &[]), &BTreeMap::new())
+            .unwrap();
+        let cfg = content(&inv);
+        let proxy = proxy_name(&cfg);
+        let tools = cfg["tools"].as_object().unwrap();
+        assert_eq!(tools["*"], false);
+        for t in [
+            "bash", "read", "write", "edit", "glob", "grep", "webfetch", "task",
+        ] {
+            assert_eq!(tools[t], false, "{t}");
+        }
+        assert_eq!(tools[&format!("{proxy}_*")], true);
+        assert_eq!(tools["files_*"], true);
+    }
+
+    #[test]
+    fn the_users_inline_config_is_kept() {
+        let mut process = BTreeMap::new();
+        process.insert(
+            "OPENCODE_CONFIG_CONTENT".to_owned(),
+            r#"{"model": "m/x", "mcp": {"git": {"type": "local", "command": ["git-mcp"]}}, "tools": {"bash": true}}"#.to_owned(),
+        );
+        let inv = OpenCode
+            .invocation(&mcp_request(true, &[]), &process)
+            .unwrap();
+        let cfg = content(&inv);
+        assert_eq!(cfg["model"], "m/x");
+        assert_eq!(cfg["mcp"]["git"]["command"], json!(["git-mcp"]));
+        assert_eq!(cfg["mcp"].as_object().unwrap().len(), 3);
+        assert_eq!(cfg["tools"]["bash"], false, "intercepting wins");
+        // The request's own value wins over the process's, and a broken one is an error.
+        let inv = OpenCode
+            .invocation(
+                &mcp_request(
+                    false,
+                    &[("OPENCODE_CONFIG_CONTENT", r#"{"share": "disabled"}"#)],
+                ),
+                &process,
+            )
+            .unwrap();
+        let cfg = content(&inv);
+        assert_eq!(cfg["share"], "disabled");
+        assert!(cfg.get("model").is_none());
+        let e = OpenCode
+            .invocation(
+                &mcp_request(false, &[("OPENCODE_CONFIG_CONTENT", "[1]")]),
+                &process,
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
+        assert!(e.message().contains("not a JSON object"), "{e}");
+    }
+
     #[test]
     fn options_are_validated() {
         let e = OpenCode.argv(&req("x", json!({"verbose": 1}))).unwrap_err();

@@ -412,6 +412,115 @@ mod tests {
         );
     }
 
+    fn mcp_request(intercept: bool, options: serde_json::Value, d: &Path) -> AgentRequest {
+        use crate::mcp::test_support::*;
+        let mut r = req("do it", options);
+        r.mcp = Some(proxied(
+            intercept,
+            vec![server("files", "/bin/fs", &[("T", "it's")])],
+        ));
+        r.env = vec![
+            ("TMPDIR".into(), d.join("tmp").display().to_string()),
+            ("HOME".into(), d.join("home").display().to_string()),
+        ];
+        r
+    }
+
+    fn vibe_dirs(config: Option<&str>) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("tmp")).unwrap();
+        std::fs::create_dir_all(d.path().join("home/.vibe")).unwrap();
+        if let Some(c) = config {
+            std::fs::write(d.path().join("home/.vibe/config.toml"), c).unwrap();
+            std::fs::write(d.path().join("home/.vibe/.env"), "MISTRAL_API_KEY=k\n").unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn servers_go_into_a_copy_of_the_users_vibe_home() {
+        let d = vibe_dirs(Some("active_model = \"devstral\""));
+        let inv = MistralVibe
+            .invocation(&mcp_request(false, json!({}), d.path()), &BTreeMap::new())
+            .unwrap();
+        let [(k, home)] = &inv.env[..] else {
+            panic!("{:?}", inv.env)
+        };
+        assert_eq!(k, "VIBE_HOME");
+        let home = PathBuf::from(home);
+        assert!(home.starts_with(d.path().join("tmp")));
+        assert_eq!(inv.cleanup.paths(), std::slice::from_ref(&home));
+        assert_eq!(
+            std::fs::read_to_string(home.join("config.toml")).unwrap(),
+            "active_model = \"devstral\"\n\n# MCP servers of one awf step (this copy is removed when it ends)\n\n[[mcp_servers]]\nname = \"awf-proxy\"\ntransport = \"stdio\"\ncommand = \"/opt/awf/bin/awf\"\nargs = [\"mcp-serve\", \"--config\", \"/tmp/p.json\"]\n\n[[mcp_servers]]\nname = \"files\"\ntransport = \"stdio\"\ncommand = \"/bin/fs\"\nargs = [\"--stdio\"]\nenv = {\"T\" = \"it's\"}\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(home.join(".env")).unwrap(),
+            "MISTRAL_API_KEY=k\n"
+        );
+        assert!(
+            !inv.args.contains(&"--enabled-tools".to_owned()),
+            "all tools stay"
+        );
+        drop(inv);
+        assert!(!home.exists());
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("home/.vibe/config.toml")).unwrap(),
+            "active_model = \"devstral\""
+        );
+    }
+
+    #[test]
+    fn intercepting_enables_only_the_proxy_tools() {
+        let d = vibe_dirs(None);
+        let inv = MistralVibe
+            .invocation(&mcp_request(true, json!({}), d.path()), &BTreeMap::new())
+            .unwrap();
+        let enabled: Vec<&str> = inv
+            .args
+            .windows(2)
+            .filter(|w| w[0] == "--enabled-tools")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(
+            enabled,
+            [
+                "awf-proxy_Bash",
+                "awf-proxy_Edit",
+                "awf-proxy_Glob",
+                "awf-proxy_Grep",
+                "awf-proxy_Read",
+                "awf-proxy_Write",
+                "files_*"
+            ]
+        );
+        // The step's own list keeps its tools and gains the proxy's.
+        let inv = MistralVibe
+            .invocation(
+                &mcp_request(false, json!({"enabled_tools": ["bash"]}), d.path()),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+        let n = inv.args.iter().filter(|a| *a == "--enabled-tools").count();
+        assert_eq!(n, 8, "{:?}", inv.args);
+        assert_eq!(
+            inv.args[inv
+                .args
+                .iter()
+                .position(|a| a == "--enabled-tools")
+                .unwrap()
+                + 1],
+            "bash"
+        );
+        let home = PathBuf::from(&inv.env[0].1);
+        assert!(
+            std::fs::read_to_string(home.join("config.toml"))
+                .unwrap()
+                .starts_with("\n# MCP servers")
+        );
+        assert!(!home.join(".env").exists());
+    }
+
     #[test]
     fn options_are_validated() {
         for (opts, msg) in [
