@@ -436,12 +436,103 @@ fn cancel_cleans_up(cli: Cli) {
     rig.no_process_left();
 }
 
+/// An editor's server (here a second `awf mcp-serve` with its own audit file) reaches the
+/// CLI beside the proxy, and the model can call it.
+fn editor_servers_reach_the_cli(cli: Cli) {
+    let rig = rig(cli);
+    let notes = rig.ws.join("notes.txt").display().to_string();
+    let editor_audit = rig.sb.path().join("editor-audit.jsonl");
+    let editor_cfg = rig.sb.path().join("editor.json");
+    std::fs::write(
+        &editor_cfg,
+        json!({"root_dir": rig.ws, "run_id": "editor", "audit_path": editor_audit}).to_string(),
+    )
+    .unwrap();
+    let call = match cli {
+        Cli::Codex => {
+            json!({"name": "Read", "namespace": "mcp__editor_files", "args": {"path": notes}})
+        }
+        Cli::Gemini => json!({"name": "mcp_editor-files_Read", "args": {"path": notes}}),
+        Cli::Opencode => json!({"name": "editor-files_Read", "args": {"path": notes}}),
+    };
+    rig.mock.set_script(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "done reading"}},
+            {"when_has_tools": true, "reply": {"tool": call}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let mut att = rig.attachment(true);
+    att.extra.push(McpServer {
+        name: "editor-files".into(),
+        command: awf_tests::awf_bin().display().to_string(),
+        args: vec![
+            "mcp-serve".into(),
+            "--config".into(),
+            editor_cfg.display().to_string(),
+        ],
+        env: vec![("EDITOR_MARK".into(), "it's \"quoted\"".into())],
+    });
+    let resp = runtime()
+        .block_on(
+            rig.provider()
+                .execute(rig.request(att), None, CancellationToken::new()),
+        )
+        .unwrap_or_else(|e| panic!("{cli:?}: {e}"));
+    assert_eq!(resp.output.trim(), "done reading", "{}", resp.raw);
+    let lines = std::fs::read_to_string(&editor_audit).unwrap_or_default();
+    assert_eq!(
+        lines.lines().count(),
+        1,
+        "the editor's server ran the call: {lines}"
+    );
+    assert!(lines.contains("\"run_id\":\"editor\""), "{lines}");
+    assert!(rig.audit_lines().is_empty(), "not the proxy");
+    assert_eq!(rig.awf_temp_entries(), Vec::<String>::new());
+    rig.no_process_left();
+}
+
+/// gemini's sessions live in the user's `.gemini/tmp`, reached through the per-call overlay
+/// home: a second call resumes the first one's session although each had its own overlay.
+#[test]
+fn gemini_resumes_a_session_across_overlay_homes() {
+    let rig = rig(Cli::Gemini);
+    rig.mock
+        .set_script(json!({"default": {"text": "first answer ALPHA"}}));
+    let provider = rig.provider();
+    let rt = runtime();
+    let mut first = rig.request(rig.attachment(true));
+    first.prompt = "remember the word ZEBRA".into();
+    first.session = Some(awf_domain::ports::agent::AgentSession::default());
+    let resp = rt
+        .block_on(provider.execute(first, None, CancellationToken::new()))
+        .unwrap();
+    let session = resp.session.expect("a session");
+    assert!(session.session_id.is_some(), "{session:?}");
+    assert_eq!(rig.awf_temp_entries(), Vec::<String>::new());
+    let mut second = rig.request(rig.attachment(true));
+    second.prompt = "what word?".into();
+    second.session = Some(session.clone());
+    let resp = rt
+        .block_on(provider.execute(second, None, CancellationToken::new()))
+        .unwrap();
+    assert_eq!(resp.session.unwrap().session_id, session.session_id);
+    let last = rig.mock.model_requests().last().unwrap()["body"].to_string();
+    assert!(
+        last.contains("ZEBRA") && last.contains("what word?"),
+        "{last}"
+    );
+    assert_eq!(rig.awf_temp_entries(), Vec::<String>::new());
+    rig.no_process_left();
+}
+
 macro_rules! cli_tests {
     ($($m:ident => $cli:expr),* $(,)?) => {$(
         mod $m {
             #[test] fn reads_through_the_proxy_intercepting() { super::reads_through_the_proxy($cli, true) }
             #[test] fn reads_through_the_proxy_beside_native_tools() { super::reads_through_the_proxy($cli, false) }
             #[test] fn cancel_cleans_up() { super::cancel_cleans_up($cli) }
+            #[test] fn editor_servers_reach_the_cli() { super::editor_servers_reach_the_cli($cli) }
         }
     )*};
 }
