@@ -526,6 +526,33 @@ fn gemini_resumes_a_session_across_overlay_homes() {
     rig.no_process_left();
 }
 
+/// Intercepting puts codex in `-s read-only`, as AWF (Go) does: that sandbox confines codex's
+/// own tools, not the MCP server it starts, so the proxy's Write still writes.
+#[test]
+fn codex_read_only_sandbox_leaves_the_proxy_writing() {
+    let rig = rig(Cli::Codex);
+    let out = rig.ws.join("out.txt").display().to_string();
+    rig.mock.set_script(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "written"}},
+            {"when_has_tools": true, "reply": {"tool": {"name": "Write", "namespace": "mcp__awf_proxy",
+                "args": {"path": out, "content": "via the proxy\n"}}}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let req = rig.request(rig.attachment(true));
+    let resp = runtime()
+        .block_on(rig.provider().execute(req, None, CancellationToken::new()))
+        .unwrap();
+    assert_eq!(resp.output.trim(), "written", "{}", resp.raw);
+    assert_eq!(
+        std::fs::read_to_string(rig.ws.join("out.txt")).unwrap(),
+        "via the proxy\n"
+    );
+    assert_eq!(rig.audit_lines()[0]["payload"]["name"], "Write");
+    rig.no_process_left();
+}
+
 macro_rules! cli_tests {
     ($($m:ident => $cli:expr),* $(,)?) => {$(
         mod $m {

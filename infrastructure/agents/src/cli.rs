@@ -69,8 +69,8 @@ pub trait CliAgent: Send + Sync + 'static {
     /// Everything one call runs with: the argv, extra environment variables and the files
     /// to remove when the call ends (the MCP servers of [`AgentRequest::mcp`], declared
     /// through the CLI's own configuration mechanism; shared/spec/mcp.md §3.3). The default
-    /// is [`CliAgent::argv`] alone. `env` is the process environment (HOME, TMPDIR, …, under
-    /// the request's overrides).
+    /// is [`CliAgent::argv`] alone. `env` is the process environment (`PATH`, `HOME`,
+    /// `TMPDIR`, …); a variable of [`AgentRequest::env`] overrides it, as it will for the CLI.
     ///
     /// # Errors
     /// As [`CliAgent::argv`]; `SYSTEM.IO.*` when a configuration file cannot be written.
