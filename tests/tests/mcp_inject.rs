@@ -553,6 +553,39 @@ fn codex_read_only_sandbox_leaves_the_proxy_writing() {
     rig.no_process_left();
 }
 
+/// The proxy's Bash sees the step's environment and awf's process tag (by which awf finds
+/// and stops what a run started), whatever the CLI passes its MCP servers by default.
+fn step_env_reaches_the_proxy(cli: Cli) {
+    let rig = rig(cli);
+    let bash = match cli {
+        Cli::Codex => json!({"name": "Bash", "namespace": "mcp__awf_proxy"}),
+        Cli::Gemini => json!({"name": "mcp_awf-proxy-*_Bash"}),
+        Cli::Opencode => json!({"name": "awf-proxy-*_Bash"}),
+    };
+    let mut tool = bash;
+    tool["args"] =
+        json!({"command": format!("echo \"mark=${SANDBOX_MARK} tag=${{AWF_PROCESS_TAG:+set}}\"")});
+    rig.mock.set_script(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "ran"}},
+            {"when_has_tools": true, "reply": {"tool": tool}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let req = rig.request(rig.attachment(true));
+    let resp = runtime()
+        .block_on(rig.provider().execute(req, None, CancellationToken::new()))
+        .unwrap_or_else(|e| panic!("{cli:?}: {e}"));
+    assert_eq!(resp.output.trim(), "ran", "{}", resp.raw);
+    let audit = rig.audit_lines();
+    let out = audit[0]["payload"]["output"].as_str().unwrap();
+    assert!(
+        out.contains(&format!("mark={} tag=set", rig.sb.path().display())),
+        "{out}"
+    );
+    rig.no_process_left();
+}
+
 macro_rules! cli_tests {
     ($($m:ident => $cli:expr),* $(,)?) => {$(
         mod $m {
@@ -560,6 +593,7 @@ macro_rules! cli_tests {
             #[test] fn reads_through_the_proxy_beside_native_tools() { super::reads_through_the_proxy($cli, false) }
             #[test] fn cancel_cleans_up() { super::cancel_cleans_up($cli) }
             #[test] fn editor_servers_reach_the_cli() { super::editor_servers_reach_the_cli($cli) }
+            #[test] fn step_env_reaches_the_proxy() { super::step_env_reaches_the_proxy($cli) }
         }
     )*};
 }

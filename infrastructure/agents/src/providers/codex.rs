@@ -28,7 +28,11 @@ use crate::parse::codex::State;
 /// `.default_tools_approval_mode="approve"` (exec's approval policy `never` refuses MCP calls
 /// otherwise); the proxy (`awf-proxy`, which codex shows the model as namespace
 /// `mcp__awf_proxy`) also gets `.tool_timeout_sec=660`, past Bash's 600 s maximum (codex's
-/// default is 60 s). `-c` splits its key on dots and takes no quoted keys, so a name outside
+/// default is 60 s). codex 0.171.0 starts an MCP server with only a few variables of its
+/// own environment (`HOME`, `PATH`, `TMPDIR`, …: verified), so `.env_vars` forwards awf's
+/// process tag (`AWF_PROCESS_TAG`, by which awf finds and stops what a run started) and
+/// every variable of the step's environment ([`AgentRequest::env`]), as the other CLIs pass
+/// them. `-c` splits its key on dots and takes no quoted keys, so a name outside
 /// `[A-Za-z0-9_-]` is declared with `_` in place of the rest. With `intercept_builtins`:
 /// `--disable shell_tool --disable unified_exec --disable view_image -c web_search="disabled"`
 /// (codex 0.171.0 then offers the model no shell, file or web tool of its own: verified),
@@ -71,6 +75,9 @@ fn key_name(name: &str, taken: &[String]) -> String {
     name
 }
 
+/// The variable awf's process executor tags every child with (awf-exec's `TAG_VAR`).
+const PROCESS_TAG_VAR: &str = "AWF_PROCESS_TAG";
+
 /// The `-c`/`--disable`/`-s` flags declaring the request's MCP servers (see [`Codex`]).
 fn mcp_flags(request: &AgentRequest) -> Result<Vec<String>, AwfError> {
     let Some(att) = mcp::attachment(request) else {
@@ -78,6 +85,13 @@ fn mcp_flags(request: &AgentRequest) -> Result<Vec<String>, AwfError> {
     };
     let mut flags = Vec::new();
     let mut taken: Vec<String> = Vec::new();
+    let mut forwarded = vec![PROCESS_TAG_VAR.to_owned()];
+    for (k, _) in &request.env {
+        if !forwarded.contains(k) {
+            forwarded.push(k.clone());
+        }
+    }
+    let forwarded = mcp::toml_array(&forwarded);
     for s in mcp::servers(att, MCP_PROXY_NAME) {
         let is_proxy = att.proxy.is_some() && s.name == MCP_PROXY_NAME;
         let key = key_name(&s.name, &taken);
@@ -95,6 +109,7 @@ fn mcp_flags(request: &AgentRequest) -> Result<Vec<String>, AwfError> {
         if !s.env.is_empty() {
             set("env", mcp::toml_table(&s.env));
         }
+        set("env_vars", forwarded.clone());
         set("default_tools_approval_mode", mcp::toml_string("approve"));
         if is_proxy {
             set("tool_timeout_sec", PROXY_TOOL_TIMEOUT_SEC.to_string());
@@ -301,7 +316,11 @@ mod tests {
                 server("my.srv", "/bin/x", &[]),
             ],
         );
-        let r = with_mcp(with_system(req("hi", json!({})), "SYS"), att);
+        let mut r = with_mcp(with_system(req("hi", json!({})), "SYS"), att);
+        r.env = vec![
+            ("STEP_VAR".into(), "1".into()),
+            ("STEP_VAR".into(), "2".into()),
+        ];
         let inv = Codex.invocation(&r, &BTreeMap::new()).unwrap();
         assert!(
             inv.env.is_empty() && inv.cleanup.paths().is_empty(),
@@ -318,6 +337,8 @@ mod tests {
                 "-c",
                 r#"mcp_servers.awf-proxy.args=["mcp-serve", "--config", "/tmp/p.json"]"#,
                 "-c",
+                r#"mcp_servers.awf-proxy.env_vars=["AWF_PROCESS_TAG", "STEP_VAR"]"#,
+                "-c",
                 r#"mcp_servers.awf-proxy.default_tools_approval_mode="approve""#,
                 "-c",
                 "mcp_servers.awf-proxy.tool_timeout_sec=660",
@@ -328,11 +349,15 @@ mod tests {
                 "-c",
                 r#"mcp_servers.files.env={"TOKEN" = "a\"b"}"#,
                 "-c",
+                r#"mcp_servers.files.env_vars=["AWF_PROCESS_TAG", "STEP_VAR"]"#,
+                "-c",
                 r#"mcp_servers.files.default_tools_approval_mode="approve""#,
                 "-c",
                 r#"mcp_servers.my_srv.command="/bin/x""#,
                 "-c",
                 r#"mcp_servers.my_srv.args=["--stdio"]"#,
+                "-c",
+                r#"mcp_servers.my_srv.env_vars=["AWF_PROCESS_TAG", "STEP_VAR"]"#,
                 "-c",
                 r#"mcp_servers.my_srv.default_tools_approval_mode="approve""#,
                 "SYS\n\nhi",
@@ -348,7 +373,7 @@ mod tests {
             proxied(true, vec![]),
         );
         let a = args(&r);
-        let tail: Vec<&str> = a[11..].iter().map(String::as_str).collect();
+        let tail: Vec<&str> = a[13..].iter().map(String::as_str).collect();
         assert_eq!(
             tail,
             [
