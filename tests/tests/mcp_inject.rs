@@ -492,11 +492,11 @@ fn editor_servers_reach_the_cli(cli: Cli) {
     rig.no_process_left();
 }
 
-/// gemini's sessions live in the user's `.gemini/tmp`, reached through the per-call overlay
-/// home: a second call resumes the first one's session although each had its own overlay.
-#[test]
-fn gemini_resumes_a_session_across_overlay_homes() {
-    let rig = rig(Cli::Gemini);
+/// A conversation's second turn resumes the first one's session with the proxy attached
+/// again (intercepting: codex's extra flags go before `resume`; gemini's sessions live in the
+/// user's `.gemini/tmp`, reached through each call's own overlay home).
+fn resumes_a_session_with_the_proxy(cli: Cli) {
+    let rig = rig(cli);
     rig.mock
         .set_script(json!({"default": {"text": "first answer ALPHA"}}));
     let provider = rig.provider();
@@ -506,7 +506,7 @@ fn gemini_resumes_a_session_across_overlay_homes() {
     first.session = Some(awf_domain::ports::agent::AgentSession::default());
     let resp = rt
         .block_on(provider.execute(first, None, CancellationToken::new()))
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{cli:?}: {e}"));
     let session = resp.session.expect("a session");
     assert!(session.session_id.is_some(), "{session:?}");
     assert_eq!(rig.awf_temp_entries(), Vec::<String>::new());
@@ -515,7 +515,7 @@ fn gemini_resumes_a_session_across_overlay_homes() {
     second.session = Some(session.clone());
     let resp = rt
         .block_on(provider.execute(second, None, CancellationToken::new()))
-        .unwrap();
+        .unwrap_or_else(|e| panic!("{cli:?}: {e}"));
     assert_eq!(resp.session.unwrap().session_id, session.session_id);
     let last = rig.mock.model_requests().last().unwrap()["body"].to_string();
     assert!(
@@ -594,6 +594,7 @@ macro_rules! cli_tests {
             #[test] fn cancel_cleans_up() { super::cancel_cleans_up($cli) }
             #[test] fn editor_servers_reach_the_cli() { super::editor_servers_reach_the_cli($cli) }
             #[test] fn step_env_reaches_the_proxy() { super::step_env_reaches_the_proxy($cli) }
+            #[test] fn resumes_a_session_with_the_proxy() { super::resumes_a_session_with_the_proxy($cli) }
         }
     )*};
 }
