@@ -526,6 +526,40 @@ fn resumes_a_session_with_the_proxy(cli: Cli) {
     rig.no_process_left();
 }
 
+/// Two gemini calls at once (parallel branches): each has its own overlay home and proxy
+/// name, both reach the proxy, and neither leaves anything behind.
+#[test]
+fn concurrent_gemini_calls_keep_apart() {
+    let rig = rig(Cli::Gemini);
+    let provider = rig.provider();
+    let rt = runtime();
+    let calls: Vec<_> = (0..2)
+        .map(|_| {
+            let p = Arc::clone(&provider);
+            let req = rig.request(rig.attachment(true));
+            rt.spawn(async move { p.execute(req, None, CancellationToken::new()).await })
+        })
+        .collect();
+    for c in calls {
+        let resp = rt.block_on(c).unwrap().unwrap();
+        assert_eq!(resp.output.trim(), "done reading", "{}", resp.raw);
+    }
+    assert_eq!(rig.audit_lines().len(), 2);
+    let names: std::collections::BTreeSet<String> = rig
+        .mock
+        .model_requests()
+        .iter()
+        .filter_map(|r| {
+            r["body"]["tools"][0]["functionDeclarations"][0]["name"]
+                .as_str()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(names.len(), 2, "one proxy name per call: {names:?}");
+    assert_eq!(rig.awf_temp_entries(), Vec::<String>::new());
+    rig.no_process_left();
+}
+
 /// Intercepting puts codex in `-s read-only`, as AWF (Go) does: that sandbox confines codex's
 /// own tools, not the MCP server it starts, so the proxy's Write still writes.
 #[test]
