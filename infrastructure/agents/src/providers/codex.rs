@@ -1,8 +1,7 @@
-use awf_domain::error::AwfError;
-use awf_domain::ports::agent::AgentRequest;
-
 use std::collections::BTreeMap;
 
+use awf_domain::error::AwfError;
+use awf_domain::ports::agent::AgentRequest;
 use awf_domain::ports::agent::MCP_PROXY_NAME;
 
 use crate::cli::CliAgent;
