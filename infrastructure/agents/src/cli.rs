@@ -66,12 +66,48 @@ pub trait CliAgent: Send + Sync + 'static {
     /// # Errors
     /// `USER.AGENT.INVALID_OPTION`.
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError>;
+    /// Everything one call runs with: the argv, extra environment variables and the files
+    /// to remove when the call ends (the MCP servers of [`AgentRequest::mcp`], declared
+    /// through the CLI's own configuration mechanism; shared/spec/mcp.md §3.3). The default
+    /// is [`CliAgent::argv`] alone. `env` is the process environment (`PATH`, `HOME`,
+    /// `TMPDIR`, …); a variable of [`AgentRequest::env`] overrides it, as it will for the CLI.
+    ///
+    /// # Errors
+    /// As [`CliAgent::argv`]; `SYSTEM.IO.*` when a configuration file cannot be written.
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let _ = env;
+        Ok(Invocation {
+            args: self.argv(request)?,
+            ..Invocation::default()
+        })
+    }
+    /// Whether this CLI hides its own tools when a step intercepts built-ins (see
+    /// [`AgentProvider::hides_native_tools`]).
+    fn hides_native_tools(&self) -> bool {
+        false
+    }
     /// A fresh parser for this request.
     fn parser(&self, request: &AgentRequest) -> Self::Parser;
     /// Provider-specific adjustment of the parse result (e.g. which Response to keep).
     fn adjust(&self, parsed: Parsed, _request: &AgentRequest, _stdout: &str) -> Parsed {
         parsed
     }
+}
+
+/// What one call of a CLI runs with ([`CliAgent::invocation`]).
+#[derive(Debug, Default)]
+pub struct Invocation {
+    /// The argv (without the binary).
+    pub args: Vec<String>,
+    /// Variables added after the request's own (so they win).
+    pub env: Vec<(String, String)>,
+    /// Files and directories written for this call, removed when it is dropped: after the
+    /// process ended, on an error, a timeout or a cancel, or when the call is abandoned.
+    pub cleanup: crate::mcp::Cleanup,
 }
 
 /// An [`AgentProvider`] running the CLI `A` through a [`CommandExecutor`].
@@ -334,6 +370,10 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         self.agent.resumes_by_session_id()
     }
 
+    fn hides_native_tools(&self) -> bool {
+        self.agent.hides_native_tools()
+    }
+
     async fn execute(
         &self,
         request: AgentRequest,
@@ -348,7 +388,13 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 format!("{name}: prompt cannot be empty"),
             ));
         }
-        let args = self.agent.argv(&request)?;
+        // Held until this function returns or its future is dropped (a cancel): the
+        // injected MCP configuration never outlives the call.
+        let Invocation {
+            args,
+            env: extra_env,
+            cleanup: _cleanup,
+        } = self.agent.invocation(&request, &self.env)?;
         let Some(program) = find_program(binary, &self.env, &request.env) else {
             return Err(AwfError::new(
                 ErrorCode::ExecutionAgentBinaryNotFound,
@@ -381,7 +427,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 args,
             },
             dir: request.dir.clone(),
-            env: request.env.clone(),
+            env: request.env.iter().cloned().chain(extra_env).collect(),
             timeout: request.timeout,
             capture_limit: None,
         };

@@ -15,6 +15,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 mod cli;
+mod mcp;
 mod openai;
 mod options;
 pub mod parse;
@@ -23,8 +24,10 @@ mod registry;
 
 pub use cli::CliAgent;
 pub use cli::CliProvider;
+pub use cli::Invocation;
 pub use cli::STDERR_TAIL_BYTES;
 pub use cli::find_program;
+pub use mcp::Cleanup;
 pub use openai::MAX_BODY_BYTES;
 pub use openai::OpenAiCompatible;
 pub use providers::Claude;

@@ -104,6 +104,79 @@ fn content_text(content: &Value) -> String {
     }
 }
 
+/// The tool names a request offers, in order, in any dialect: Anthropic and Responses
+/// `tools[].name` (a Responses namespace's tools as `<namespace>.<name>`), Chat Completions
+/// `tools[].function.name`, Gemini `tools[].functionDeclarations[].name`.
+pub fn offered_tool_names(body: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(decls) = t.get("functionDeclarations").and_then(Value::as_array) {
+            out.extend(
+                decls
+                    .iter()
+                    .filter_map(|d| d["name"].as_str())
+                    .map(String::from),
+            );
+        } else if let Some(n) = t.pointer("/function/name").and_then(Value::as_str) {
+            out.push(n.to_owned());
+        } else if let (Some(ns), Some(tools)) = (
+            t.get("name").and_then(Value::as_str),
+            t.get("tools").and_then(Value::as_array),
+        ) {
+            out.extend(
+                tools
+                    .iter()
+                    .filter_map(|d| d["name"].as_str())
+                    .map(|n| format!("{ns}.{n}")),
+            );
+        } else if let Some(n) = t.get("name").and_then(Value::as_str) {
+            out.push(n.to_owned());
+        }
+    }
+    out
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let Some((first, rest)) = parts.split_first() else {
+        return pattern == name;
+    };
+    let Some(mut tail) = name.strip_prefix(first) else {
+        return false;
+    };
+    let Some((last, middle)) = rest.split_last() else {
+        return tail.is_empty();
+    };
+    for part in middle {
+        match tail.find(part) {
+            Some(i) => tail = &tail[i + part.len()..],
+            None => return false,
+        }
+    }
+    tail.len() >= last.len() && tail.ends_with(last)
+}
+
+/// A scripted tool name with a `*` (`mcp_awf-proxy-*_Read`: a server name with a random
+/// part) becomes the first tool the request offers that matches it, so a script can call a
+/// tool whose exact name it cannot know; without a match it stays as written.
+pub fn resolve_tool_globs(tools: &mut [crate::script::ToolCall], body: &Value) {
+    if !tools.iter().any(|t| t.name.contains('*')) {
+        return;
+    }
+    let offered = offered_tool_names(body);
+    for t in tools.iter_mut().filter(|t| t.name.contains('*')) {
+        if let Some(hit) = offered.iter().find(|n| glob_match(&t.name, n)) {
+            t.name.clone_from(hit);
+        }
+    }
+}
+
 fn non_empty_array(v: Option<&Value>) -> bool {
     v.and_then(Value::as_array).is_some_and(|a| !a.is_empty())
 }
@@ -320,6 +393,27 @@ pub fn facts(dialect: Dialect, path: &str, query: &str, body: &Value) -> Facts {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn tool_globs_resolve_to_an_offered_name() {
+        let body = json!({"tools": [
+            {"functionDeclarations": [{"name": "read_file"}, {"name": "mcp_awf-proxy-00ab_Read"}]},
+        ]});
+        let mut tools = vec![crate::script::ToolCall {
+            name: "mcp_awf-proxy-*_Read".into(),
+            args: json!({}),
+            namespace: None,
+            id: None,
+        }];
+        resolve_tool_globs(&mut tools, &body);
+        assert_eq!(tools[0].name, "mcp_awf-proxy-00ab_Read");
+        let chat =
+            json!({"tools": [{"type": "function", "function": {"name": "awf-proxy-9_Bash"}}]});
+        assert_eq!(offered_tool_names(&chat), ["awf-proxy-9_Bash"]);
+        assert!(glob_match("a*b*c", "axxbyyc"));
+        assert!(!glob_match("a*b", "ab_c"));
+        assert!(glob_match("*", "anything"));
+    }
 
     #[test]
     fn dialect_from_path() {

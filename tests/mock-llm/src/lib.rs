@@ -285,8 +285,9 @@ fn handle(mut stream: TcpStream, shared: &Shared) -> io::Result<()> {
                         raw_body: &raw,
                         headers: &req.headers,
                     };
-                    let (reply, label) =
+                    let (mut reply, label) =
                         script::select(&script, &facts, &seen, &mut lock(&shared.hits));
+                    inspect::resolve_tool_globs(&mut reply.tools, &body);
                     entry["matched"] = json!(label);
                     if let Some(t) = reply.tool_for(&facts).filter(|_| reply.status < 400) {
                         entry["answer"] = json!({"tool": t.name});

@@ -1,9 +1,14 @@
+use std::collections::BTreeMap;
+
 use awf_domain::error::AwfError;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::MCP_PROXY_NAME;
 
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::prompt_with_system;
 use crate::cli::resume_id;
+use crate::mcp;
 use crate::options::Opts;
 use crate::parse::codex::State;
 
@@ -17,9 +22,111 @@ use crate::parse::codex::State;
 /// `workspace-write`, `danger-full-access`), `profile` → `-p`, `config` (list of `key=value`)
 /// → one `-c` each, `add_dirs` → one `--add-dir` each, `output_schema` → `--output-schema`.
 ///
-/// Source: spec/workflow.md §5.2 "codex"; agents-offline.md §2.7.
+/// MCP servers ([`AgentRequest::mcp`]): each is declared with `-c` overrides, nothing is
+/// written anywhere: `mcp_servers.<name>.command`, `.args`, `.env` (TOML values), and
+/// `.default_tools_approval_mode="approve"` (exec's approval policy `never` refuses MCP calls
+/// otherwise); the proxy (`awf-proxy`, which codex shows the model as namespace
+/// `mcp__awf_proxy`) also gets `.tool_timeout_sec=660`, past Bash's 600 s maximum (codex's
+/// default is 60 s). codex 0.171.0 starts an MCP server with only a few variables of its
+/// own environment (`HOME`, `PATH`, `TMPDIR`, …: verified), so `.env_vars` forwards awf's
+/// process tag (`AWF_PROCESS_TAG`, by which awf finds and stops what a run started) and
+/// every variable of the step's environment ([`AgentRequest::env`]), as the other CLIs pass
+/// them. `-c` splits its key on dots and takes no quoted keys, so a name outside
+/// `[A-Za-z0-9_-]` is declared with `_` in place of the rest. With `intercept_builtins`:
+/// `--disable shell_tool --disable unified_exec --disable view_image -c web_search="disabled"`
+/// (codex 0.171.0 then offers the model no shell, file or web tool of its own: verified),
+/// `-s read-only` as AWF (Go) does unless the step chose a sandbox (it does not confine the
+/// MCP server: verified), and the system prompt prefixed with [`MCP_ONLY_PROMPT`].
+///
+/// Source: spec/workflow.md §5.2 "codex"; agents-offline.md §2.6, §2.7; mcp.md §3.3.
+///
+/// [`MCP_ONLY_PROMPT`]: awf_domain::ports::agent::MCP_ONLY_PROMPT
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Codex;
+
+/// How long codex waits for one call of awf's proxy: Bash's maximum timeout (600 s) plus a
+/// margin, in seconds.
+pub(crate) const PROXY_TOOL_TIMEOUT_SEC: u64 = 660;
+
+/// `name` as a bare TOML key (`[A-Za-z0-9_-]`, else `_`), unique among `taken`.
+fn key_name(name: &str, taken: &[String]) -> String {
+    let base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = if base.is_empty() {
+        "mcp".to_owned()
+    } else {
+        base
+    };
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
+}
+
+/// The variable awf's process executor tags every child with (awf-exec's `TAG_VAR`).
+const PROCESS_TAG_VAR: &str = "AWF_PROCESS_TAG";
+
+/// The `-c`/`--disable`/`-s` flags declaring the request's MCP servers (see [`Codex`]).
+fn mcp_flags(request: &AgentRequest) -> Result<Vec<String>, AwfError> {
+    let Some(att) = mcp::attachment(request) else {
+        return Ok(Vec::new());
+    };
+    let mut flags = Vec::new();
+    let mut taken: Vec<String> = Vec::new();
+    let mut forwarded = vec![PROCESS_TAG_VAR.to_owned()];
+    for (k, _) in &request.env {
+        if !forwarded.contains(k) {
+            forwarded.push(k.clone());
+        }
+    }
+    let forwarded = mcp::toml_array(&forwarded);
+    for s in mcp::servers(att, MCP_PROXY_NAME) {
+        let is_proxy = att.proxy.is_some() && s.name == MCP_PROXY_NAME;
+        let key = key_name(&s.name, &taken);
+        if key != s.name {
+            tracing::warn!(server = %s.name, declared = %key, "codex: MCP server renamed to a TOML bare key");
+        }
+        let mut set = |field: &str, value: String| {
+            flags.extend([
+                "-c".to_owned(),
+                format!("mcp_servers.{key}.{field}={value}"),
+            ]);
+        };
+        set("command", mcp::toml_string(&s.command));
+        set("args", mcp::toml_array(&s.args));
+        if !s.env.is_empty() {
+            set("env", mcp::toml_table(&s.env));
+        }
+        set("env_vars", forwarded.clone());
+        set("default_tools_approval_mode", mcp::toml_string("approve"));
+        if is_proxy {
+            set("tool_timeout_sec", PROXY_TOOL_TIMEOUT_SEC.to_string());
+        }
+        taken.push(key);
+    }
+    if att.intercept_builtins && att.proxy.is_some() {
+        for feature in ["shell_tool", "unified_exec", "view_image"] {
+            flags.extend(["--disable".to_owned(), feature.to_owned()]);
+        }
+        flags.extend(["-c".to_owned(), "web_search=\"disabled\"".to_owned()]);
+        let o = Opts::new("codex", &request.options);
+        if o.string("sandbox")?.is_none() && !o.flag("dangerously_skip_permissions")? {
+            flags.extend(["-s".to_owned(), "read-only".to_owned()]);
+        }
+    }
+    Ok(flags)
+}
 
 fn valid_model(m: &str) -> bool {
     m.starts_with("gpt-")
@@ -105,6 +212,32 @@ impl CliAgent for Codex {
         Ok(args)
     }
 
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        _env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let intercept =
+            mcp::attachment(request).is_some_and(|a| a.intercept_builtins && a.proxy.is_some());
+        let mut args = if intercept {
+            self.argv(&mcp::mcp_only(request))?
+        } else {
+            self.argv(request)?
+        };
+        // After `exec --json --skip-git-repo-check`: before the prompt and before `resume`,
+        // which takes no exec-level flag after it.
+        let at = args.len().min(3);
+        args.splice(at..at, mcp_flags(request)?);
+        Ok(Invocation {
+            args,
+            ..Invocation::default()
+        })
+    }
+
+    fn hides_native_tools(&self) -> bool {
+        true
+    }
+
     fn parser(&self, _request: &AgentRequest) -> State {
         State::default()
     }
@@ -161,6 +294,134 @@ mod tests {
                 "again"
             ]
         );
+    }
+
+    fn with_mcp(mut r: AgentRequest, att: awf_domain::ports::agent::McpAttachment) -> AgentRequest {
+        r.mcp = Some(att);
+        r
+    }
+
+    fn args(r: &AgentRequest) -> Vec<String> {
+        Codex.invocation(r, &BTreeMap::new()).unwrap().args
+    }
+
+    #[test]
+    fn mcp_servers_are_declared_with_c_overrides() {
+        use crate::mcp::test_support::*;
+        let att = proxied(
+            false,
+            vec![
+                server("files", "/it's/fs", &[("TOKEN", "a\"b")]),
+                server("my.srv", "/bin/x", &[]),
+            ],
+        );
+        let mut r = with_mcp(with_system(req("hi", json!({})), "SYS"), att);
+        r.env = vec![
+            ("STEP_VAR".into(), "1".into()),
+            ("STEP_VAR".into(), "2".into()),
+        ];
+        let inv = Codex.invocation(&r, &BTreeMap::new()).unwrap();
+        assert!(
+            inv.env.is_empty() && inv.cleanup.paths().is_empty(),
+            "nothing written"
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-c",
+                r#"mcp_servers.awf-proxy.command="/opt/awf/bin/awf""#,
+                "-c",
+                r#"mcp_servers.awf-proxy.args=["mcp-serve", "--config", "/tmp/p.json"]"#,
+                "-c",
+                r#"mcp_servers.awf-proxy.env_vars=["AWF_PROCESS_TAG", "STEP_VAR"]"#,
+                "-c",
+                r#"mcp_servers.awf-proxy.default_tools_approval_mode="approve""#,
+                "-c",
+                "mcp_servers.awf-proxy.tool_timeout_sec=660",
+                "-c",
+                r#"mcp_servers.files.command="/it's/fs""#,
+                "-c",
+                r#"mcp_servers.files.args=["--stdio"]"#,
+                "-c",
+                r#"mcp_servers.files.env={"TOKEN" = "a\"b"}"#,
+                "-c",
+                r#"mcp_servers.files.env_vars=["AWF_PROCESS_TAG", "STEP_VAR"]"#,
+                "-c",
+                r#"mcp_servers.files.default_tools_approval_mode="approve""#,
+                "-c",
+                r#"mcp_servers.my_srv.command="/bin/x""#,
+                "-c",
+                r#"mcp_servers.my_srv.args=["--stdio"]"#,
+                "-c",
+                r#"mcp_servers.my_srv.env_vars=["AWF_PROCESS_TAG", "STEP_VAR"]"#,
+                "-c",
+                r#"mcp_servers.my_srv.default_tools_approval_mode="approve""#,
+                "SYS\n\nhi",
+            ]
+        );
+    }
+
+    #[test]
+    fn intercepting_disables_the_native_tools_and_says_so() {
+        use crate::mcp::test_support::*;
+        let r = with_mcp(
+            with_system(req("hi", json!({})), "SYS"),
+            proxied(true, vec![]),
+        );
+        let a = args(&r);
+        let tail: Vec<&str> = a[13..].iter().map(String::as_str).collect();
+        assert_eq!(
+            tail,
+            [
+                "--disable",
+                "shell_tool",
+                "--disable",
+                "unified_exec",
+                "--disable",
+                "view_image",
+                "-c",
+                r#"web_search="disabled""#,
+                "-s",
+                "read-only",
+                "Use only MCP tools, never built-in tools. SYS\n\nhi",
+            ]
+        );
+        // The step's own sandbox choice stands (codex refuses `-s` twice).
+        for opts in [
+            json!({"sandbox": "workspace-write"}),
+            json!({"dangerously_skip_permissions": true}),
+        ] {
+            let a = args(&with_mcp(req("hi", opts), proxied(true, vec![])));
+            assert_eq!(
+                a.iter().filter(|x| *x == "-s").count(),
+                usize::from(a.contains(&"workspace-write".to_owned())),
+                "{a:?}"
+            );
+            assert!(!a.contains(&"read-only".to_owned()), "{a:?}");
+        }
+        // Resuming: the flags stay before `resume`, the prompt carries the sentence.
+        let a = args(&with_mcp(
+            resuming(req("again", json!({})), "t1"),
+            proxied(true, vec![]),
+        ));
+        let at = a.iter().position(|x| x == "resume").unwrap();
+        assert!(a[..at].contains(&"--disable".to_owned()));
+        assert_eq!(
+            a[at..],
+            [
+                "resume",
+                "t1",
+                "Use only MCP tools, never built-in tools. again"
+            ]
+        );
+        // No attachment, or an empty one: the plain argv.
+        let plain = req("hi", json!({}));
+        assert_eq!(args(&plain), Codex.argv(&plain).unwrap());
+        let empty = with_mcp(req("hi", json!({})), Default::default());
+        assert_eq!(args(&empty), Codex.argv(&plain).unwrap());
     }
 
     #[test]

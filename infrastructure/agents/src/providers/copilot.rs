@@ -1,9 +1,19 @@
+use std::collections::BTreeMap;
+
 use awf_domain::error::AwfError;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::MCP_PROXY_NAME;
+use awf_domain::ports::agent::McpServer;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
 
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::prompt_with_system;
 use crate::cli::resume_id;
+use crate::mcp;
+use crate::mcp::Cleanup;
 use crate::options::Opts;
 use crate::parse::copilot::State;
 
@@ -15,9 +25,39 @@ use crate::parse::copilot::State;
 /// `model`, `mode`, `effort`, `allowed_tools`, `denied_tools` (lists, or comma-separated
 /// strings), `allow_all` / `dangerously_skip_permissions` (→ `--allow-all`).
 ///
-/// Source: spec/workflow.md §5.2 "github_copilot".
+/// MCP servers ([`AgentRequest::mcp`]), as AWF (Go) does: a wrapper file
+/// `$TMPDIR/awf-copilot-mcp-<16 hex>.json` (0600) =
+/// `{"mcpServers": {"<name>": {"type": "local", "command", "args", "env", "tools": ["*"]}}}`
+/// passed as `--additional-mcp-config @<file>` and removed when the call ends; the proxy
+/// (`awf-proxy`) is allowed with `--allow-tool=awf-proxy` unless `--allow-all` is given.
+/// With `intercept_builtins`: `--disable-builtin-mcps` and the system prompt prefixed with
+/// [`MCP_ONLY_PROMPT`]; copilot has no switch that hides its shell and file tools, so they
+/// stay (the engine warns `USER.MCP_PROXY.UNSUPPORTED_PROVIDER`). Not run against a real
+/// copilot here (the CLI is not installed in the test environment): argv and files only.
+///
+/// Source: spec/workflow.md §5.2 "github_copilot"; mcp.md §3.3.
+///
+/// [`MCP_ONLY_PROMPT`]: awf_domain::ports::agent::MCP_ONLY_PROMPT
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Copilot;
+
+/// The wrapper file's JSON for `servers`.
+fn wrapper(servers: &[McpServer]) -> Value {
+    let mut declared = Map::new();
+    for s in servers {
+        declared.insert(
+            s.name.clone(),
+            json!({
+                "type": "local",
+                "command": s.command,
+                "args": s.args,
+                "env": Value::Object(mcp::env_object(&s.env)),
+                "tools": ["*"],
+            }),
+        );
+    }
+    json!({ "mcpServers": declared })
+}
 
 impl CliAgent for Copilot {
     type Parser = State;
@@ -82,6 +122,49 @@ impl CliAgent for Copilot {
         Ok(args)
     }
 
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let Some(att) = mcp::attachment(request) else {
+            return Ok(Invocation {
+                args: self.argv(request)?,
+                ..Invocation::default()
+            });
+        };
+        let intercept = att.intercept_builtins && att.proxy.is_some();
+        let mut args = if intercept {
+            self.argv(&mcp::mcp_only(request))?
+        } else {
+            self.argv(request)?
+        };
+        let servers = mcp::servers(att, MCP_PROXY_NAME);
+        let mut cleanup = Cleanup::default();
+        let file = mcp::private_file(
+            "github_copilot",
+            &mcp::temp_dir(request, env),
+            ("awf-copilot-mcp-", ".json"),
+            wrapper(&servers).to_string().as_bytes(),
+            &mut cleanup,
+        )?;
+        args.extend([
+            "--additional-mcp-config".to_owned(),
+            format!("@{}", file.display()),
+        ]);
+        if att.proxy.is_some() && !args.iter().any(|a| a == "--allow-all") {
+            args.push(format!("--allow-tool={MCP_PROXY_NAME}"));
+        }
+        if intercept {
+            args.push("--disable-builtin-mcps".to_owned());
+        }
+        Ok(Invocation {
+            args,
+            cleanup,
+            ..Invocation::default()
+        })
+    }
+
     fn parser(&self, _request: &AgentRequest) -> State {
         State::default()
     }
@@ -92,6 +175,7 @@ mod tests {
     use super::*;
     use crate::providers::test_support::*;
     use awf_domain::error::ErrorCode;
+    use serde_json::Value;
     use serde_json::json;
 
     #[test]
@@ -131,6 +215,97 @@ mod tests {
                 "--silent"
             ]
         );
+    }
+
+    fn mcp_request(intercept: bool, options: Value, tmp: &std::path::Path) -> AgentRequest {
+        use crate::mcp::test_support::*;
+        let mut r = with_system(req("fix it", options), "SYS");
+        r.mcp = Some(proxied(
+            intercept,
+            vec![server("files", "/bin/fs", &[("T", "1")])],
+        ));
+        r.env = vec![("TMPDIR".into(), tmp.display().to_string())];
+        r
+    }
+
+    #[test]
+    fn servers_go_into_a_wrapper_file_removed_at_the_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inv = Copilot
+            .invocation(&mcp_request(false, json!({}), tmp.path()), &BTreeMap::new())
+            .unwrap();
+        let [file] = inv.cleanup.paths() else {
+            panic!("{:?}", inv.cleanup.paths())
+        };
+        assert!(file.starts_with(tmp.path()));
+        let name = file.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("awf-copilot-mcp-") && name.ends_with(".json"),
+            "{name}"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(file).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        assert_eq!(
+            written,
+            json!({"mcpServers": {
+                "awf-proxy": {"type": "local", "command": "/opt/awf/bin/awf", "args": ["mcp-serve", "--config", "/tmp/p.json"], "env": {}, "tools": ["*"]},
+                "files": {"type": "local", "command": "/bin/fs", "args": ["--stdio"], "env": {"T": "1"}, "tools": ["*"]}
+            }})
+        );
+        assert_eq!(
+            inv.args,
+            [
+                "-p",
+                "SYS\n\nfix it",
+                "--output-format=json",
+                "--silent",
+                "--additional-mcp-config",
+                &format!("@{}", file.display()),
+                "--allow-tool=awf-proxy"
+            ]
+        );
+        let file = file.clone();
+        drop(inv);
+        assert!(!file.exists());
+    }
+
+    #[test]
+    fn intercepting_disables_the_builtin_mcps_and_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inv = Copilot
+            .invocation(
+                &mcp_request(true, json!({"allow_all": true}), tmp.path()),
+                &BTreeMap::new(),
+            )
+            .unwrap();
+        assert_eq!(
+            inv.args[1],
+            "Use only MCP tools, never built-in tools. SYS\n\nfix it"
+        );
+        assert!(
+            inv.args.contains(&"--disable-builtin-mcps".to_owned()),
+            "{:?}",
+            inv.args
+        );
+        assert!(inv.args.contains(&"--allow-all".to_owned()));
+        assert!(
+            !inv.args.iter().any(|a| a.starts_with("--allow-tool")),
+            "--allow-all covers it"
+        );
+        // A bad option fails before anything is written.
+        let e = Copilot
+            .invocation(
+                &mcp_request(true, json!({"mode": "yolo"}), tmp.path()),
+                &BTreeMap::new(),
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
+        drop(inv);
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 
     #[test]
