@@ -489,8 +489,11 @@ pub struct McpPluginTools {
 }
 
 /// Providers whose CLI cannot hide its own tools: a proxy there only adds tools beside them
-/// (`USER.MCP_PROXY.UNSUPPORTED_PROVIDER`, a warning). Source: shared/spec/mcp.md §1.3, §3.3.
-pub const MCP_COEXISTENCE_PROVIDERS: &[&str] = &["codex", "github_copilot", "opencode"];
+/// (`USER.MCP_PROXY.UNSUPPORTED_PROVIDER`, a warning). AWF (Go) lists codex and opencode too;
+/// awf hides their native tools per call (codex `--disable` feature flags, opencode's `tools`
+/// config), so only copilot is left. Source: shared/spec/mcp.md §1.3, §3.3;
+/// docs/compatibility.md ("MCP proxy per provider").
+pub const MCP_COEXISTENCE_PROVIDERS: &[&str] = &["github_copilot"];
 
 /// `conversation:` on an agent step.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
