@@ -933,6 +933,17 @@ struct PromptText {
 
 const MARK: char = '\u{1}';
 
+/// Appends attachment `n`'s placeholder: glued to a `key=` right before it, else a word of
+/// its own.
+fn push_attachment(text: &mut String, n: usize) {
+    if !text.is_empty() && !text.ends_with('=') && !text.ends_with(char::is_whitespace) {
+        text.push(' ');
+    }
+    text.push(MARK);
+    text.push_str(&n.to_string());
+    text.push(MARK);
+}
+
 fn prompt_blocks(params: &Value) -> Result<PromptText, RpcErr> {
     let Some(blocks) = params.get("prompt").and_then(Value::as_array) else {
         return Err(invalid(
@@ -959,9 +970,7 @@ fn prompt_blocks(params: &Value) -> Result<PromptText, RpcErr> {
                 let uri = b.get("uri").and_then(Value::as_str).unwrap_or("");
                 let name = b.get("name").and_then(Value::as_str).unwrap_or(uri);
                 let value = uri.strip_prefix("file://").unwrap_or(uri).to_owned();
-                text.push(MARK);
-                text.push_str(&attachments.len().to_string());
-                text.push(MARK);
+                push_attachment(&mut text, attachments.len());
                 attachments.push((name.to_owned(), value));
                 last_text = false;
             }
@@ -977,9 +986,7 @@ fn prompt_blocks(params: &Value) -> Result<PromptText, RpcErr> {
                     ));
                 };
                 let name = r.get("uri").and_then(Value::as_str).unwrap_or("resource");
-                text.push(MARK);
-                text.push_str(&attachments.len().to_string());
-                text.push(MARK);
+                push_attachment(&mut text, attachments.len());
                 attachments.push((name.to_owned(), t.to_owned()));
                 last_text = false;
             }
