@@ -1329,7 +1329,13 @@ async fn follow(
                 s,
                 &format!("Workflow \"{workflow}\" failed: [{code}] {msg}"),
             );
-            stop_for_failure(&code, &msg)
+            let detail = r
+                .error
+                .as_ref()
+                .and_then(|e| e.details.get("stop_reason"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            stop_for_failure(&code, &msg, detail)
         }
         RunStatus::Success => {
             if let Some(m) = r.message.as_deref().filter(|m| !m.trim().is_empty()) {
@@ -1342,9 +1348,17 @@ async fn follow(
     }
 }
 
-/// `refusal` / `max_tokens` where the failure says a provider stopped for that reason.
-fn stop_for_failure(code: &str, message: &str) -> &'static str {
+/// `refusal` / `max_tokens` where the failure says a provider stopped for that reason: its
+/// `stop_reason` detail, a code naming it, or the provider's own words in the message
+/// (`stop_reason: refusal`, `max_tokens`); `end_turn` otherwise (acp.md §1.6).
+fn stop_for_failure(code: &str, message: &str, detail: &str) -> &'static str {
     let m = message.to_ascii_lowercase();
+    if detail == "refusal" {
+        return "refusal";
+    }
+    if detail == "max_tokens" {
+        return "max_tokens";
+    }
     if code.contains("REFUS")
         || m.contains("stop_reason: refusal")
         || m.contains("refused to answer")
@@ -2035,3 +2049,7 @@ fn agent_tool_kind(name: &str) -> &'static str {
         _ => "other",
     }
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;
