@@ -676,3 +676,31 @@ fn a_bad_config_file_exits_1_with_its_code() {
     assert_eq!(r.code, 1);
     assert!(r.stderr.contains("workflows_dir"), "{}", r.stderr);
 }
+
+#[test]
+fn a_secret_input_typed_in_a_prompt_is_masked_in_the_replay_too() {
+    let sb = sandbox();
+    let mut acp = Acp::start(&sb, &[]);
+    acp.init(json!({}));
+    let sid = acp.new_session(sb.path());
+    let id = acp.prompt(
+        &sid,
+        "/input-echo message=tok-9f8e7d6c api_token=tok-9f8e7d6c",
+    );
+    acp.until_answer(&json!(id));
+    acp.call("session/close", json!({"sessionId": sid}));
+    let (before, _) = acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": sb.path().display().to_string(), "mcpServers": []}),
+    );
+    let replayed = updates(&before);
+    assert_eq!(replayed[0]["sessionUpdate"], "user_message_chunk");
+    assert!(
+        replayed[0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("api_token=***")
+    );
+    let all: String = acp.seen.iter().map(ToString::to_string).collect();
+    assert!(!all.contains("tok-9f8e7d6c"), "{all}");
+}

@@ -139,6 +139,9 @@ struct Session {
     mcp_servers: Mutex<Vec<McpServer>>,
     mode: Mutex<Mode>,
     in_flight: AtomicBool,
+    /// Held while the in-flight flag is taken, and while a turn queues its response and
+    /// releases the flag: a client that read the response always finds the flag free.
+    gate: Mutex<()>,
     /// Cancels the prompt in flight.
     turn: Mutex<Option<CancellationToken>>,
     parked: tokio::sync::Mutex<Option<Parked>>,
@@ -714,6 +717,7 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         mcp_servers: Mutex::new(servers),
         mode: Mutex::new(Mode::Ask),
         in_flight: AtomicBool::new(false),
+        gate: Mutex::new(()),
         turn: Mutex::new(None),
         parked: tokio::sync::Mutex::new(None),
         always: Mutex::new(HashMap::new()),
@@ -806,17 +810,21 @@ async fn close_session(shared: &Arc<Shared>, params: &Value) -> Reply {
 fn start_load(shared: &Arc<Shared>, id: Value, params: Value) {
     let shared2 = Arc::clone(shared);
     lock(&shared.turns).spawn(async move {
-        let frame = match load_session(&shared2, &params).await {
-            Ok(v) => frames::response(&id, v),
-            Err(e) => e.frame(&id),
-        };
-        shared2.out.send(frame);
+        match load_session(&shared2, &params).await {
+            Ok((sid, v)) => {
+                shared2.out.send(frames::response(&id, v));
+                shared2
+                    .out
+                    .send(frames::update(&sid, available_commands(&shared2)));
+            }
+            Err(e) => shared2.out.send(e.frame(&id)),
+        }
     });
 }
 
 /// `session/load`: a session of this process (open or closed) is replayed (each run's log
 /// up to what the session saw) and becomes the open session again.
-async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<Value, RpcErr> {
+async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, Value), RpcErr> {
     let id = session_id_of(params)?;
     let cwd = check_cwd(params)?;
     let servers = check_mcp_servers(params)?;
@@ -873,7 +881,7 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<Value, Rpc
     }
     lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
     let mode = lock(&s.mode).id();
-    Ok(json!({"modes": frames::modes(mode)}))
+    Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
 }
 
 fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
@@ -886,10 +894,13 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
     };
     // Taken here, in the dispatch loop, before anything else is read: no second prompt can
     // slip in; released only after the response is queued.
-    if s.in_flight
-        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-        .is_err()
-    {
+    let taken = {
+        let _gate = lock(&s.gate);
+        s.in_flight
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    };
+    if !taken {
         shared.out.send(
             invalid(
                 "Invalid params: a prompt is already in flight for this session; wait for it to complete before sending another",
@@ -913,6 +924,7 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
         *lock(&s.turn) = None;
         lock(&shared2.prompt_ids).remove(&rid);
         *lock(&s.updated_at) = Some(now_rfc3339());
+        let _gate = lock(&s.gate);
         shared2.out.send(frame);
         s.in_flight.store(false, Ordering::SeqCst);
     });
@@ -1140,7 +1152,18 @@ async fn prompt_turn(
     }
     let (workflow, inputs) = if text.text.trim_start().starts_with('/') {
         match text.command() {
-            Ok(c) => (c.workflow, c.inputs),
+            Ok(c) => {
+                // Secret-named inputs typed in the prompt stay out of every frame (the
+                // replay of the prompt by session/load included).
+                if let Ok(mut m) = shared.masker.write() {
+                    for (k, v) in &c.inputs {
+                        if awf_domain::mask::is_secret_name(k) {
+                            m.add(v);
+                        }
+                    }
+                }
+                (c.workflow, c.inputs)
+            }
             Err(why) => {
                 message(shared, s, &format!("Invalid prompt: {why}"));
                 return Ok("end_turn");
