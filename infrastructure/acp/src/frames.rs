@@ -111,6 +111,22 @@ pub fn plan(entries: &[(String, &'static str)]) -> Value {
     json!({"sessionUpdate": "plan", "entries": entries})
 }
 
+/// The `initialize` result: protocol version 1 (whatever the client asked: it decides),
+/// capabilities true only for what awf does.
+pub fn initialize_result(version: &str) -> Value {
+    json!({
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": true,
+            "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+            "mcpCapabilities": {"http": false, "sse": false},
+            "sessionCapabilities": {"list": {}, "close": {}}
+        },
+        "agentInfo": {"name": "awf", "title": "AWF", "version": version},
+        "authMethods": []
+    })
+}
+
 /// The session modes awf offers (`ask`, `auto`) with `current` selected.
 pub fn modes(current: &str) -> Value {
     json!({
@@ -140,7 +156,37 @@ mod tests {
         {
             u.remove("status");
         }
-        assert_eq!(back, want, "fields lost in a round trip");
+        assert_subset(&want, &back, "");
+    }
+
+    /// Every field of `want` is in `got` with the same value (`got` may add the schema's
+    /// defaults): a field the schema does not know is lost in the round trip and fails here.
+    fn assert_subset(want: &Value, got: &Value, at: &str) {
+        match (want, got) {
+            (Value::Object(w), Value::Object(g)) => {
+                for (k, v) in w {
+                    let Some(gv) = g.get(k) else {
+                        panic!("field {at}.{k} lost in a round trip (not in the schema)");
+                    };
+                    assert_subset(v, gv, &format!("{at}.{k}"));
+                }
+            }
+            (Value::Array(w), Value::Array(g)) => {
+                assert_eq!(w.len(), g.len(), "{at}");
+                for (i, (a, b)) in w.iter().zip(g).enumerate() {
+                    assert_subset(a, b, &format!("{at}[{i}]"));
+                }
+            }
+            _ => assert_eq!(want, got, "{at}"),
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "lost in a round trip")]
+    fn an_invented_field_fails_the_check() {
+        let mut u = chunk("agent_message_chunk", "hi", None);
+        u["requiredInputs"] = json!([]);
+        roundtrip::<acp::SessionNotification>(&update("s", u)["params"]);
     }
 
     #[test]
@@ -182,6 +228,10 @@ mod tests {
     fn responses_are_schema_responses() {
         roundtrip::<acp::NewSessionResponse>(&json!({"sessionId": "s", "modes": modes("ask")}));
         roundtrip::<acp::PromptResponse>(&json!({"stopReason": "end_turn"}));
+        roundtrip::<acp::InitializeResponse>(&initialize_result("1.0"));
+        roundtrip::<acp::LoadSessionResponse>(&json!({"modes": modes("auto")}));
+        roundtrip::<acp::ListSessionsResponse>(&json!({"sessions": [
+            {"sessionId": "s", "cwd": "/p", "title": "/wf", "updatedAt": "2026-12-01T00:00:00.000Z"}]}));
         roundtrip::<acp::PromptResponse>(&json!({"stopReason": "cancelled"}));
         roundtrip::<acp::RequestPermissionRequest>(&json!({
             "sessionId": "s",
@@ -193,5 +243,68 @@ mod tests {
                 {"optionId": "d", "name": "Never", "kind": "reject_always"}
             ]
         }));
+    }
+}
+
+/// `elicitation/create` params: a form of string fields `(name, title, description, enum)`,
+/// all required when `required`.
+pub fn elicitation_form(
+    session_id: &str,
+    message: &str,
+    fields: &[(String, String, Option<String>, Vec<String>)],
+    required: bool,
+) -> Value {
+    let mut props = serde_json::Map::new();
+    for (name, title, description, values) in fields {
+        let mut p = json!({"type": "string", "title": title});
+        if let Some(m) = p.as_object_mut() {
+            if let Some(d) = description {
+                m.insert("description".into(), Value::String(d.clone()));
+            }
+            if !values.is_empty() {
+                m.insert("enum".into(), json!(values));
+            }
+        }
+        props.insert(name.clone(), p);
+    }
+    let mut schema = json!({"type": "object", "properties": props});
+    if required && let Some(m) = schema.as_object_mut() {
+        let names: Vec<&String> = fields.iter().map(|f| &f.0).collect();
+        m.insert("required".into(), json!(names));
+    }
+    json!({"sessionId": session_id, "mode": "form", "message": message, "requestedSchema": schema})
+}
+
+#[cfg(test)]
+mod elicitation_tests {
+    use super::*;
+    use agent_client_protocol::v1::schema as acp;
+
+    #[test]
+    fn elicitation_forms_are_schema_requests() {
+        for (values, required) in [
+            (vec![], true),
+            (vec!["a".to_owned(), "b".to_owned()], false),
+        ] {
+            let v = elicitation_form(
+                "s",
+                "Workflow needs `who`",
+                &[("who".into(), "who".into(), Some("a name".into()), values)],
+                required,
+            );
+            let t: acp::CreateElicitationRequest = serde_json::from_value(v.clone())
+                .unwrap_or_else(|e| panic!("not a request: {e}: {v}"));
+            assert_eq!(serde_json::to_value(&t).unwrap(), v);
+            let acp::ElicitationMode::Form(form) = &t.mode else {
+                panic!("not a form: {v}");
+            };
+            assert!(
+                matches!(form.scope, acp::ElicitationScope::Session(_)),
+                "{v}"
+            );
+        }
+        let r: acp::CreateElicitationResponse =
+            serde_json::from_value(json!({"action": "accept", "content": {"who": "Ada"}})).unwrap();
+        assert!(serde_json::to_value(&r).unwrap()["content"]["who"] == "Ada");
     }
 }

@@ -429,20 +429,7 @@ fn initialize(shared: &Arc<Shared>, params: &Value) -> Reply {
         .cloned()
         .unwrap_or(Value::Null);
     shared.initialized.store(true, Ordering::SeqCst);
-    Ok((
-        json!({
-            "protocolVersion": 1,
-            "agentCapabilities": {
-                "loadSession": true,
-                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
-                "sessionCapabilities": {"list": {}, "close": {}}
-            },
-            "agentInfo": {"name": "awf", "title": "AWF", "version": shared.cfg.version},
-            "authMethods": []
-        }),
-        Vec::new(),
-    ))
+    Ok((frames::initialize_result(&shared.cfg.version), Vec::new()))
 }
 
 fn client_cap(shared: &Shared, path: &[&str]) -> bool {
@@ -1585,21 +1572,17 @@ async fn ask(
             }
             let enums = &input.validation.enum_values;
             if elicitation_form(shared) {
-                let mut prop = json!({"type": "string", "title": input.name});
-                if let Some(m) = prop.as_object_mut() {
-                    if let Some(d) = &input.description {
-                        m.insert("description".into(), Value::String(d.clone()));
-                    }
-                    if !enums.is_empty() {
-                        m.insert("enum".into(), json!(enums));
-                    }
-                }
-                let params = json!({
-                    "sessionId": s.id,
-                    "mode": "form",
-                    "message": question,
-                    "requestedSchema": {"type": "object", "properties": {input.name.clone(): prop}, "required": [input.name]},
-                });
+                let params = frames::elicitation_form(
+                    &s.id,
+                    &question,
+                    &[(
+                        input.name.clone(),
+                        input.name.clone(),
+                        input.description.clone(),
+                        enums.clone(),
+                    )],
+                    true,
+                );
                 return elicit(shared, request, params, &input.name, cancel, timeout).await;
             }
             if !enums.is_empty() {
@@ -1652,12 +1635,17 @@ async fn ask(
         }
         RequestKind::ConversationTurn { prompt } => {
             if elicitation_form(shared) {
-                let params = json!({
-                    "sessionId": s.id,
-                    "mode": "form",
-                    "message": if prompt.trim().is_empty() { "Your reply (empty ends the conversation)" } else { prompt.as_str() },
-                    "requestedSchema": {"type": "object", "properties": {"reply": {"type": "string", "title": "Reply"}}},
-                });
+                let message = if prompt.trim().is_empty() {
+                    "Your reply (empty ends the conversation)"
+                } else {
+                    prompt.as_str()
+                };
+                let params = frames::elicitation_form(
+                    &s.id,
+                    message,
+                    &[("reply".into(), "Reply".into(), None, Vec::new())],
+                    false,
+                );
                 return elicit(shared, request, params, "reply", cancel, timeout).await;
             }
             let q = if prompt.trim().is_empty() || prompt.trim() == ">" {
