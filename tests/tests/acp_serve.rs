@@ -704,3 +704,38 @@ fn a_secret_input_typed_in_a_prompt_is_masked_in_the_replay_too() {
     let all: String = acp.seen.iter().map(ToString::to_string).collect();
     assert!(!all.contains("tok-9f8e7d6c"), "{all}");
 }
+
+#[test]
+fn concurrent_sessions_run_side_by_side() {
+    let sb = sandbox();
+    let mut acp = Acp::start(&sb, &[]);
+    acp.init(json!({}));
+    let a = acp.new_session(sb.path());
+    let b = acp.new_session(sb.path());
+    assert_ne!(a, b);
+    let long = acp.prompt(&a, "/long-running");
+    acp.until(|f| f["params"]["update"]["status"] == "in_progress");
+    // B runs to its end while A's run is still going.
+    let quick = acp.prompt(&b, "/input-echo message=from-b");
+    let (before, r) = acp.until_answer(&json!(quick));
+    assert_eq!(r["result"]["stopReason"], "end_turn");
+    let b_text: String = updates(&before)
+        .iter()
+        .zip(before.iter().filter(|f| f["method"] == "session/update"))
+        .filter(|(u, f)| {
+            f["params"]["sessionId"] == b.as_str() && u["sessionUpdate"] == "agent_message_chunk"
+        })
+        .map(|(u, _)| u["content"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(b_text.contains("from-b"), "{before:?}");
+    assert!(
+        before
+            .iter()
+            .filter(|f| f["method"] == "session/update")
+            .all(|f| f["params"]["sessionId"] == a.as_str()
+                || f["params"]["sessionId"] == b.as_str())
+    );
+    acp.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": a}}));
+    let (_, r) = acp.until_answer(&json!(long));
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+}

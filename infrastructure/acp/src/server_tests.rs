@@ -495,3 +495,130 @@ async fn a_conversation_turn_parks_and_the_next_prompt_answers_it() {
         vec![("t1".into(), Answer::Value("/not-a-command really".into()))]
     );
 }
+
+#[tokio::test]
+async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::StepStarted {
+            step: "think".into(),
+            kind: "agent".into(),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::AgentThoughtChunk {
+            step: "think".into(),
+            text: "hmm".into(),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCall {
+            step: "think".into(),
+            id: "t1".into(),
+            name: "mcp__awf-proxy__Read".into(),
+            input: json!({"file_path": "a.txt"}),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCallResult {
+            step: "think".into(),
+            id: "t1".into(),
+            output: "contents".into(),
+            is_error: false,
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCall {
+            step: "think".into(),
+            id: "t2".into(),
+            name: "Bash".into(),
+            input: json!({"command": "ls"}),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::AgentMessageChunk {
+            step: "think".into(),
+            text: "done".into(),
+        },
+    )
+    .await;
+    c.feed(1, "think", step_done("think", StepStatus::Completed))
+        .await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    let ups: Vec<&Value> = frames.iter().map(|f| &f["params"]["update"]).collect();
+    let step = "r1:think:1";
+    assert!(ups.iter().any(|u| u["sessionUpdate"] == "tool_call"
+        && u["toolCallId"] == step
+        && u["kind"] == "think"));
+    assert!(
+        ups.iter()
+            .any(|u| u["sessionUpdate"] == "agent_thought_chunk" && u["content"]["text"] == "hmm")
+    );
+    assert!(
+        ups.iter()
+            .any(|u| u["sessionUpdate"] == "agent_message_chunk" && u["content"]["text"] == "done")
+    );
+    let read = ups
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "r1:think:1/t1")
+        .expect("the agent's Read, nested");
+    assert_eq!(read["kind"], "read");
+    assert_eq!(read["rawInput"]["file_path"], "a.txt");
+    assert!(ups.iter().any(|u| u["toolCallId"] == "r1:think:1/t1"
+        && u["status"] == "completed"
+        && u["content"][0]["content"]["text"] == "contents"));
+    // t2 never got a result: closed when its step ended, before the step's own card.
+    let pos = |pred: &dyn Fn(&Value) -> bool| ups.iter().position(|u| pred(u)).unwrap();
+    let t2_closed = pos(&|u| u["toolCallId"] == "r1:think:1/t2" && u["status"] == "completed");
+    let step_closed = pos(&|u| u["toolCallId"] == step && u["status"] == "completed");
+    assert!(t2_closed < step_closed);
+    // Agent text was streamed: no "completed." filler.
+    assert!(!frames.iter().any(|f| {
+        f["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("completed."))
+    }));
+}
+
+#[tokio::test]
+async fn a_cancel_request_for_the_prompt_cancels_its_turn() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 7).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    c.until(|f| f["params"]["update"]["status"] == "in_progress")
+        .await;
+    c.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}}))
+        .await;
+    let frames = c.until(|f| f["id"] == 7).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(c.svc.cancels.lock().unwrap().len(), 1);
+}
