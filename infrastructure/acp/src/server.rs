@@ -621,7 +621,10 @@ fn input_hint(inputs: &[awf_domain::workflow::InputDef]) -> String {
         .iter()
         .map(|d| {
             let value = if d.validation.enum_values.is_empty() {
-                format!("<{}>", type_name(&d.ty))
+                match type_name(&d.ty).as_str() {
+                    "untyped" => String::from("<value>"),
+                    t => format!("<{t}>"),
+                }
             } else {
                 d.validation.enum_values.join("|")
             };
