@@ -773,3 +773,31 @@ fn a_child_that_ignores_sigterm_is_killed_on_cancel_and_at_exit() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     awf_tests::wait_for("no process left", || sb.processes().is_empty());
 }
+
+#[test]
+fn loading_a_session_whose_run_waits_for_an_answer_does_not_wait_for_the_run() {
+    let sb = sandbox();
+    let mut acp = Acp::start(&sb, &[]);
+    acp.init(json!({}));
+    let sid = acp.new_session(sb.path());
+    let id = acp.prompt(&sid, "/ask");
+    acp.until_answer(&json!(id));
+    // The run waits for `who`; the load replays what was seen and answers (the replay used
+    // to wait 2 s for a next event of the live run).
+    let t = Instant::now();
+    let (before, r) = acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": sb.path().display().to_string(), "mcpServers": []}),
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(r["result"].is_object(), "{r}");
+    assert_eq!(updates(&before)[0]["content"]["text"], "/ask");
+    // And the parked question is still answered by the next prompt.
+    let id = acp.prompt(&sid, "Ada");
+    let (before, _) = acp.until_answer(&json!(id));
+    assert!(texts(&before, "agent_message_chunk").contains("hello Ada"));
+}
