@@ -124,13 +124,17 @@ struct Parked {
     projector: Projector,
 }
 
-/// One run a session started: what `session/load` replays.
+/// One prompt of a session: what `session/load` replays (the prompt, the log of the run it
+/// started up to what the session saw, the messages awf wrote itself).
 #[derive(Clone)]
 struct RunRecord {
     prompt: String,
-    run_id: RunId,
+    /// The run it started, when it started one.
+    run_id: Option<RunId>,
     /// Last log position this session delivered.
     seen: u64,
+    /// Messages of the turn that are not run events ("Invalid prompt: …", outcomes).
+    notes: Vec<String>,
 }
 
 struct Session {
@@ -845,13 +849,31 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             &s.id,
             frames::chunk("user_message_chunk", &r.prompt, None),
         ));
-        if r.seen == 0 {
-            continue;
-        }
-        let Ok(mut sub) = shared.cfg.service.subscribe(&r.run_id, 1) else {
-            continue;
+        let sub = match &r.run_id {
+            Some(run) if r.seen > 0 => shared.cfg.service.subscribe(run, 1).ok(),
+            _ => None,
         };
-        let mut projector = Projector::new(&s.id, None);
+        if let Some(mut sub) = sub {
+            replay_run(shared, &s.id, &mut sub, r.seen).await;
+        }
+        for n in &r.notes {
+            for piece in split_text(n, MAX_CHUNK) {
+                shared.out.send(frames::update(
+                    &s.id,
+                    frames::chunk("agent_message_chunk", piece, None),
+                ));
+            }
+        }
+    }
+    lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
+    let mode = lock(&s.mode).id();
+    Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
+}
+
+/// Projects a run's log from its start up to position `seen`.
+async fn replay_run(shared: &Shared, session: &str, sub: &mut Box<dyn Subscription>, seen: u64) {
+    {
+        let mut projector = Projector::new(session, None);
         while let Some(item) = tokio::time::timeout(Duration::from_secs(2), sub.next())
             .await
             .ok()
@@ -860,7 +882,7 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             let SubscriptionItem::Event { position, envelope } = item else {
                 continue;
             };
-            if position > r.seen {
+            if position > seen {
                 break;
             }
             // Replay: no questions asked again.
@@ -870,14 +892,11 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
                 }
             }
             // Up to what the session saw: a live run's next event is not waited for.
-            if position >= r.seen {
+            if position >= seen {
                 break;
             }
         }
     }
-    lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
-    let mode = lock(&s.mode).id();
-    Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
 }
 
 fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
@@ -1096,6 +1115,9 @@ impl PromptText {
 }
 
 fn message(shared: &Shared, s: &Session, t: &str) {
+    if let Some(r) = lock(&s.runs).last_mut() {
+        r.notes.push(t.to_owned());
+    }
     for piece in split_text(t, MAX_CHUNK) {
         shared.out.send(frames::update(
             &s.id,
@@ -1133,6 +1155,12 @@ async fn prompt_turn(
         let t: String = text.display().chars().take(80).collect();
         *lock(&s.title) = Some(t);
     }
+    lock(&s.runs).push(RunRecord {
+        prompt: text.display(),
+        run_id: None,
+        seen: 0,
+        notes: Vec::new(),
+    });
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
     if let Some(p) = parked {
@@ -1202,11 +1230,9 @@ async fn prompt_turn(
             return Ok("end_turn");
         }
     };
-    lock(&s.runs).push(RunRecord {
-        prompt: text.display(),
-        run_id: run_id.clone(),
-        seen: 0,
-    });
+    if let Some(r) = lock(&s.runs).last_mut() {
+        r.run_id = Some(run_id.clone());
+    }
     let sub = match shared.cfg.service.subscribe(&run_id, 1) {
         Ok(sub) => sub,
         Err(e) => {
@@ -1225,7 +1251,11 @@ async fn prompt_turn(
 }
 
 fn note_seen(s: &Session, run_id: &RunId, position: u64) {
-    if let Some(r) = lock(&s.runs).iter_mut().rev().find(|r| r.run_id == *run_id) {
+    if let Some(r) = lock(&s.runs)
+        .iter_mut()
+        .rev()
+        .find(|r| r.run_id.as_ref() == Some(run_id))
+    {
         r.seen = r.seen.max(position);
     }
 }
