@@ -647,3 +647,55 @@ fn input_hints_name_required_and_optional_inputs() {
     ]);
     assert_eq!(hint, "file=<string> [kind=a|b] note=<value> [n=<integer>]");
 }
+
+#[tokio::test]
+async fn a_permission_request_is_bounded_by_the_gates_timeout() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    let RunEvent::InteractionRequired { mut request } = approval("q1") else {
+        unreachable!()
+    };
+    request.timeout_ms = Some(50);
+    c.feed(1, "ship", RunEvent::InteractionRequired { request })
+        .await;
+    let asked = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let rid = asked.last().unwrap()["id"].clone();
+    // Nobody answers: the request is withdrawn when the gate's time is up.
+    let withdrawn = c.until(|f| f["method"] == "$/cancel_request").await;
+    assert_eq!(withdrawn.last().unwrap()["params"]["requestId"], rid);
+    assert!(
+        c.svc.answers.lock().unwrap().is_empty(),
+        "the run resolves its own timeout"
+    );
+    c.feed(
+        1,
+        "",
+        finished(
+            RunStatus::Failure,
+            Some(("approval timed out", ErrorCode::ExecutionCommandFailed)),
+        ),
+    )
+    .await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn a_cancelled_permission_outcome_cancels_the_turn() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(1, "ship", approval("q1")).await;
+    let asked = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let rid = asked.last().unwrap()["id"].clone();
+    c.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "cancelled"}}}))
+        .await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(*c.svc.cancels.lock().unwrap(), vec![RunId("r1".into())]);
+}
