@@ -873,7 +873,8 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
 /// Projects a run's log from its start up to position `seen`.
 async fn replay_run(shared: &Shared, session: &str, sub: &mut Box<dyn Subscription>, seen: u64) {
     {
-        let mut projector = Projector::new(session, None);
+        let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
+        let mut projector = Projector::new(session, None, masker);
         while let Some(item) = tokio::time::timeout(Duration::from_secs(2), sub.next())
             .await
             .ok()
@@ -1243,7 +1244,8 @@ async fn prompt_turn(
             ));
         }
     };
-    let projector = Projector::new(&s.id, loaded.map(|l| l.workflow));
+    let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
+    let projector = Projector::new(&s.id, loaded.map(|l| l.workflow), masker);
     if let Some(plan) = projector.plan_frame() {
         shared.out.send(plan);
     }
@@ -1755,10 +1757,20 @@ struct Projector {
     streamed: bool,
     /// Output excerpt per open step tool call.
     excerpt: HashMap<String, String>,
+    /// The secrets the frames mask (the process's, the editor MCP servers' env values, the
+    /// prompt's secret inputs), applied to streamed text with a carry-over per stream so a
+    /// secret split across two chunks is masked too.
+    masker: Masker,
+    /// One masking stream per `<run>:<path>:<kind>` text stream, with its UTF-8 carry.
+    streams: HashMap<String, (awf_domain::mask::StreamMasker, Vec<u8>)>,
 }
 
 impl Projector {
-    fn new(session: &str, workflow: Option<awf_domain::workflow::Workflow>) -> Self {
+    fn new(
+        session: &str,
+        workflow: Option<awf_domain::workflow::Workflow>,
+        masker: Masker,
+    ) -> Self {
         let plan = workflow
             .as_ref()
             .map(|w| {
@@ -1778,7 +1790,56 @@ impl Projector {
             plan,
             streamed: false,
             excerpt: HashMap::new(),
+            masker,
+            streams: HashMap::new(),
         }
+    }
+
+    /// The part of `bytes` (next in stream `key`) that is safe to show now: masked, a
+    /// possible start of a secret and an incomplete UTF-8 character held back.
+    fn stream(&mut self, key: &str, bytes: &[u8]) -> String {
+        let masker = &self.masker;
+        let (sm, carry) = self.streams.entry(key.to_owned()).or_insert_with(|| {
+            (
+                awf_domain::mask::StreamMasker::new(masker.clone()),
+                Vec::new(),
+            )
+        });
+        carry.extend(sm.push(bytes));
+        take_utf8(carry)
+    }
+
+    /// Releases what the streams under `prefix` hold (their step ended), as frames.
+    fn flush(&mut self, prefix: &str) -> Vec<Value> {
+        let mut keys: Vec<String> = self
+            .streams
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        keys.sort();
+        let mut out = Vec::new();
+        for k in keys {
+            let Some((mut sm, mut carry)) = self.streams.remove(&k) else {
+                continue;
+            };
+            carry.extend(sm.finish());
+            let text = String::from_utf8_lossy(&carry).into_owned();
+            if text.is_empty() {
+                continue;
+            }
+            let (kind, id) = match k.strip_suffix(":thought") {
+                Some(base) => ("agent_thought_chunk", format!("{base}:thought")),
+                None => (
+                    "agent_message_chunk",
+                    k.rsplit_once(':').map_or(k.clone(), |(b, _)| b.to_owned()),
+                ),
+            };
+            for piece in split_text(&text, MAX_CHUNK) {
+                out.push(self.up(frames::chunk(kind, piece, Some(&id))));
+            }
+        }
+        out
     }
 
     fn up(&self, u: Value) -> Value {
@@ -1899,7 +1960,8 @@ impl Projector {
                 }
             }
             RunEvent::OutputChunk { text, .. } => {
-                let t = text.to_text();
+                let base = format!("{}:{}", run.0, env.path);
+                let t = self.stream(&format!("{base}:out"), text.as_bytes());
                 if let Some((id, _)) = self.open.get(&key) {
                     let e = self.excerpt.entry(id.clone()).or_default();
                     if e.len() < MAX_EXCERPT {
@@ -1908,29 +1970,25 @@ impl Projector {
                 }
                 for piece in split_text(&t, MAX_CHUNK) {
                     self.streamed = true;
-                    out.push(self.up(frames::chunk(
-                        "agent_message_chunk",
-                        piece,
-                        Some(&format!("{}:{}", run.0, env.path)),
-                    )));
+                    out.push(self.up(frames::chunk("agent_message_chunk", piece, Some(&base))));
                 }
             }
             RunEvent::AgentMessageChunk { text, .. } => {
-                for piece in split_text(text, MAX_CHUNK) {
+                let base = format!("{}:{}", run.0, env.path);
+                let t = self.stream(&format!("{base}:msg"), text.as_bytes());
+                for piece in split_text(&t, MAX_CHUNK) {
                     self.streamed = true;
-                    out.push(self.up(frames::chunk(
-                        "agent_message_chunk",
-                        piece,
-                        Some(&format!("{}:{}", run.0, env.path)),
-                    )));
+                    out.push(self.up(frames::chunk("agent_message_chunk", piece, Some(&base))));
                 }
             }
             RunEvent::AgentThoughtChunk { text, .. } => {
-                for piece in split_text(text, MAX_CHUNK) {
+                let base = format!("{}:{}", run.0, env.path);
+                let t = self.stream(&format!("{base}:thought"), text.as_bytes());
+                for piece in split_text(&t, MAX_CHUNK) {
                     out.push(self.up(frames::chunk(
                         "agent_thought_chunk",
                         piece,
-                        Some(&format!("{}:{}:thought", run.0, env.path)),
+                        Some(&format!("{base}:thought")),
                     )));
                 }
             }
@@ -1986,6 +2044,7 @@ impl Projector {
                 }
             }
             RunEvent::StepFinished { step, state, .. } => {
+                out.extend(self.flush(&format!("{}:{}:", run.0, env.path)));
                 if let Some((id, _)) = self.open.remove(&key) {
                     out.extend(self.close_nested(&id));
                     let cancelled = matches!(state.status, awf_domain::run::StepStatus::Cancelled);
@@ -2047,7 +2106,7 @@ impl Projector {
 
     /// Failed updates for every tool call still open (a cancelled or cut-short run).
     fn close_open(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
+        let mut out = self.flush("");
         let open: Vec<String> = self.open.drain().map(|(_, (id, _))| id).collect();
         for id in open {
             out.extend(self.close_nested(&id));
@@ -2060,6 +2119,20 @@ impl Projector {
         }
         out
     }
+}
+
+/// Takes the longest complete UTF-8 prefix out of `buf` (an incomplete character at its end
+/// stays for the next chunk; invalid bytes become U+FFFD).
+fn take_utf8(buf: &mut Vec<u8>) -> String {
+    let keep = match std::str::from_utf8(buf) {
+        Ok(_) => 0,
+        Err(e) if e.error_len().is_none() => buf.len() - e.valid_up_to(),
+        Err(_) => 0,
+    };
+    let rest = buf.split_off(buf.len() - keep);
+    let text = String::from_utf8_lossy(buf).into_owned();
+    *buf = rest;
+    text
 }
 
 fn truncate(t: &str, max: usize) -> String {

@@ -126,6 +126,10 @@ struct Client {
 
 impl Client {
     async fn start() -> Self {
+        Self::start_with(Masker::default()).await
+    }
+
+    async fn start_with(masker: Masker) -> Self {
         let svc = Arc::new(FakeService::default());
         let (client, server) = tokio::io::duplex(1 << 20);
         let (sr, sw) = tokio::io::split(server);
@@ -136,7 +140,7 @@ impl Client {
             default_workflow: None,
             env: Vec::new(),
             config_inputs: serde_json::Map::new(),
-            masker: Masker::default(),
+            masker,
             version: "test".into(),
             max_line_bytes: 1 << 20,
             cancel_wait: Duration::from_millis(300),
@@ -698,4 +702,66 @@ async fn a_cancelled_permission_outcome_cancels_the_turn() {
     let frames = c.until(|f| f["id"] == 2).await;
     assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
     assert_eq!(*c.svc.cancels.lock().unwrap(), vec![RunId("r1".into())]);
+}
+
+#[tokio::test]
+async fn a_secret_split_across_two_chunks_never_reaches_a_frame() {
+    let mut m = Masker::default();
+    m.add("hunter2-SECRET-9876");
+    let mut c = Client::start_with(m).await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    for piece in ["out: hunter2-SEC", "RET-9876 and é", "\n"] {
+        c.feed(
+            1,
+            "s",
+            RunEvent::OutputChunk {
+                step: "s".into(),
+                stream: awf_domain::event::OutputStream::Stdout,
+                text: piece.into(),
+            },
+        )
+        .await;
+    }
+    c.feed(
+        1,
+        "s",
+        RunEvent::AgentMessageChunk {
+            step: "s".into(),
+            text: "agent says hunter2-".into(),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::AgentMessageChunk {
+            step: "s".into(),
+            text: "SECRET-9876".into(),
+        },
+    )
+    .await;
+    c.feed(1, "s", step_done("s", StepStatus::Completed)).await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    let all: String = frames.iter().map(ToString::to_string).collect();
+    for part in ["hunter2-SEC", "RET-9876", "hunter2-", "SECRET-9876"] {
+        assert!(!all.contains(part), "{part} leaked: {all}");
+    }
+    let text: String = frames
+        .iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(text.contains("out: *** and é\n"), "{text}");
+    assert!(text.contains("agent says ***"), "{text}");
 }
