@@ -5,6 +5,7 @@
 //! Stdout carries results (run output, JSON, plans, tables); stderr carries progress lines,
 //! warnings and errors.
 
+mod acp_cmd;
 mod batch_write;
 mod cli;
 mod ctx;
@@ -96,6 +97,9 @@ fn main() -> ExitCode {
     if let Command::McpServe(a) = &mut cli.command {
         a.config = cli.config.clone().map(std::path::PathBuf::from);
     }
+    if let Command::AcpServe(a) = &mut cli.command {
+        a.config = cli.config.clone().map(std::path::PathBuf::from);
+    }
     if matches!(cli.command, Command::Watchdog) {
         watchdog::serve();
         return ExitCode::SUCCESS;
@@ -133,7 +137,10 @@ fn main() -> ExitCode {
     };
     let outcome = match runtime {
         Ok(rt) => {
-            let watched = matches!(cli.command, Command::Run(_) | Command::Resume(_));
+            let watched = matches!(
+                cli.command,
+                Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
+            );
             let outcome = if watched {
                 // On a worker, not on this thread: the engine, the run service's pump and
                 // the printer then hand events to each other on the runtime's own threads
@@ -365,6 +372,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::Status(args) => runs_cmd::status(ctx, args),
         Command::Config(args) => runs_cmd::config(ctx, args),
         Command::McpServe(args) => mcp_cmd::run(ctx, args).await,
+        Command::AcpServe(args) => acp_cmd::run(ctx, args).await,
         Command::Watchdog => Ok(Outcome::Success),
     };
     match result {
