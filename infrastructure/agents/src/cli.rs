@@ -66,12 +66,38 @@ pub trait CliAgent: Send + Sync + 'static {
     /// # Errors
     /// `USER.AGENT.INVALID_OPTION`.
     fn argv(&self, request: &AgentRequest) -> Result<Vec<String>, AwfError>;
+    /// Whether this CLI can hide its own tools when a step intercepts built-ins
+    /// ([`AgentProvider::hides_native_tools`]).
+    fn hides_native_tools(&self) -> bool {
+        false
+    }
+    /// Declares the request's MCP servers ([`AgentRequest::mcp`]) to the CLI for this call:
+    /// arguments appended after [`CliAgent::argv`]'s, environment variables, and files kept
+    /// until the call ends (removed when the [`McpSetup`] drops, also on cancel). The default
+    /// declares nothing.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.WRITE_FAILED` when a file cannot be written.
+    fn mcp_setup(&self, _request: &AgentRequest) -> Result<McpSetup, AwfError> {
+        Ok(McpSetup::default())
+    }
     /// A fresh parser for this request.
     fn parser(&self, request: &AgentRequest) -> Self::Parser;
     /// Provider-specific adjustment of the parse result (e.g. which Response to keep).
     fn adjust(&self, parsed: Parsed, _request: &AgentRequest, _stdout: &str) -> Parsed {
         parsed
     }
+}
+
+/// What a CLI needs for the MCP servers of one call ([`CliAgent::mcp_setup`]).
+#[derive(Debug, Default)]
+pub struct McpSetup {
+    /// Appended to the argv.
+    pub args: Vec<String>,
+    /// Added to the CLI's environment.
+    pub env: Vec<(String, String)>,
+    /// Files written for the call, removed when this drops.
+    pub files: Vec<crate::temp_file::TempFile>,
 }
 
 /// An [`AgentProvider`] running the CLI `A` through a [`CommandExecutor`].
@@ -334,6 +360,10 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         self.agent.resumes_by_session_id()
     }
 
+    fn hides_native_tools(&self) -> bool {
+        self.agent.hides_native_tools()
+    }
+
     async fn execute(
         &self,
         request: AgentRequest,
@@ -348,7 +378,10 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 format!("{name}: prompt cannot be empty"),
             ));
         }
-        let args = self.agent.argv(&request)?;
+        let mut args = self.agent.argv(&request)?;
+        // Held until this call returns or is dropped (cancel): its files go with it.
+        let mcp = self.agent.mcp_setup(&request)?;
+        args.extend(mcp.args.iter().cloned());
         let Some(program) = find_program(binary, &self.env, &request.env) else {
             return Err(AwfError::new(
                 ErrorCode::ExecutionAgentBinaryNotFound,
@@ -381,7 +414,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 args,
             },
             dir: request.dir.clone(),
-            env: request.env.clone(),
+            env: request.env.iter().chain(mcp.env.iter()).cloned().collect(),
             timeout: request.timeout,
             capture_limit: None,
         };

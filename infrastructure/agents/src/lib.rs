@@ -20,9 +20,11 @@ mod options;
 pub mod parse;
 mod providers;
 mod registry;
+mod temp_file;
 
 pub use cli::CliAgent;
 pub use cli::CliProvider;
+pub use cli::McpSetup;
 pub use cli::STDERR_TAIL_BYTES;
 pub use cli::find_program;
 pub use openai::MAX_BODY_BYTES;
@@ -35,3 +37,4 @@ pub use providers::MistralVibe;
 pub use providers::OpenCode;
 pub use registry::Registry;
 pub use registry::registry;
+pub use temp_file::TempFile;

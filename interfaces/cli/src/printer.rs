@@ -939,6 +939,7 @@ mod tests {
             outputs: BTreeMap::new(),
             session: None,
             approval: None,
+            tool_calls: Vec::new(),
         }
     }
 

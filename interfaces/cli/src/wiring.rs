@@ -303,7 +303,7 @@ pub fn build_with(
         ids: Arc::new(awf_host::UuidIds),
         host: Arc::new(awf_host::OsHost),
         run_locks: Some(Arc::new(awf_store::RunLockFiles::new(&data_root))),
-        tool_proxies: None,
+        tool_proxies: Some(Arc::new(crate::proxy::Proxies::of_process(&env, None))),
         operations: None,
     };
     Wiring {

@@ -1,7 +1,14 @@
 use awf_domain::error::AwfError;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::MCP_PROXY_NAME;
+use awf_domain::ports::agent::McpAttachment;
+use awf_domain::ports::agent::McpServer;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
 
 use crate::cli::CliAgent;
+use crate::cli::McpSetup;
 use crate::cli::resume_id;
 use crate::cli::system_prompt;
 use crate::options::Opts;
@@ -24,7 +31,18 @@ use crate::parse::claude::State;
 /// `claude-…`. Response = the last `result` event when `options.output_format` is
 /// `json`/`stream-json`.
 ///
-/// Source: spec/workflow.md §5.2 "claude"; `claude --help` of the pinned 2.1 CLI.
+/// MCP servers ([`AgentRequest::mcp`], the step's `mcp_proxy` and the editor's servers): a
+/// wrapper `{"mcpServers": {…}}` (the proxy as `awf-proxy`, then each editor server, which
+/// wins a name clash with the CLI's own configuration but never takes an `awf-proxy` name) is
+/// written to `$TMPDIR/awf-claude-mcp-*.json` (0600, removed when the call ends, cancelled or
+/// not) and passed as `--mcp-config <file>`. The proxy's tools are allowed by name
+/// (`--allowedTools mcp__awf-proxy__Read,…`, after the step's own `allowed_tools`): in `-p`
+/// mode Claude Code denies an MCP tool nobody allowed. With `intercept_builtins` the CLI's own
+/// tools are hidden (`--tools ""`, replacing the step's `tools`) and only the wrapper's
+/// servers are used (`--strict-mcp-config`).
+///
+/// Source: spec/workflow.md §5.2 "claude"; `claude --help` of the pinned 2.1 CLI;
+/// shared/spec/mcp.md §3.3; shared/spec/agents-offline.md §1.6.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Claude;
 
@@ -86,13 +104,30 @@ impl CliAgent for Claude {
             args.extend(["--model".to_owned(), m]);
         }
         args.extend(["--output-format", "stream-json", "--verbose"].map(String::from));
+        let mcp = request.mcp.as_ref().filter(|m| !m.is_empty());
+        let proxy_tools = mcp.map(proxy_tool_names).unwrap_or_default();
+        let hide_native = mcp.is_some_and(|m| m.proxy.is_some() && m.intercept_builtins);
         for (key, flag) in [
             ("allowed_tools", "--allowedTools"),
             ("disallowed_tools", "--disallowedTools"),
             ("tools", "--tools"),
         ] {
-            if o.has(key) {
-                args.extend([flag.to_owned(), o.string_list(key)?.join(",")]);
+            if key == "tools" && hide_native {
+                // The step intercepts built-ins: none of Claude Code's own tools.
+                o.string_list(key)?;
+                args.extend([flag.to_owned(), String::new()]);
+                continue;
+            }
+            let mut list = if o.has(key) {
+                o.string_list(key)?
+            } else {
+                Vec::new()
+            };
+            if key == "allowed_tools" {
+                list.extend(proxy_tools.iter().cloned());
+            }
+            if o.has(key) || !list.is_empty() {
+                args.extend([flag.to_owned(), list.join(",")]);
             }
         }
         if let Some(n) = o.uint("max_turns")? {
@@ -130,6 +165,32 @@ impl CliAgent for Claude {
         Ok(args)
     }
 
+    fn hides_native_tools(&self) -> bool {
+        true
+    }
+
+    fn mcp_setup(&self, request: &AgentRequest) -> Result<McpSetup, AwfError> {
+        let Some(mcp) = request.mcp.as_ref().filter(|m| !m.is_empty()) else {
+            return Ok(McpSetup::default());
+        };
+        let wrapper = mcp_wrapper(mcp).to_string();
+        let file = crate::temp_file::TempFile::create(
+            &std::env::temp_dir(),
+            "awf-claude-mcp-",
+            wrapper.as_bytes(),
+        )?;
+        let mut args = Vec::new();
+        if mcp.proxy.is_some() && mcp.intercept_builtins {
+            args.push("--strict-mcp-config".to_owned());
+        }
+        args.extend(["--mcp-config".to_owned(), file.path().display().to_string()]);
+        Ok(McpSetup {
+            args,
+            env: Vec::new(),
+            files: vec![file],
+        })
+    }
+
     fn parser(&self, _request: &AgentRequest) -> State {
         State::default()
     }
@@ -140,6 +201,49 @@ impl CliAgent for Claude {
         }
         parsed
     }
+}
+
+/// `mcp__awf-proxy__<Tool>` for each tool of the proxy (none without one).
+fn proxy_tool_names(mcp: &McpAttachment) -> Vec<String> {
+    if mcp.proxy.is_none() {
+        return Vec::new();
+    }
+    mcp.proxy_tools
+        .iter()
+        .map(|t| format!("mcp__{MCP_PROXY_NAME}__{t}"))
+        .collect()
+}
+
+/// Whether an editor server may not use `name` (awf's proxy's names).
+fn reserved(name: &str) -> bool {
+    name == MCP_PROXY_NAME || name.starts_with("awf-proxy-")
+}
+
+/// One `mcpServers` entry of Claude Code's configuration.
+fn server_entry(s: &McpServer) -> Value {
+    let env: Map<String, Value> = s
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    json!({"type": "stdio", "command": s.command, "args": s.args, "env": env})
+}
+
+/// The `--mcp-config` file: `{"mcpServers": {"awf-proxy": …, <editor servers>…}}`; an editor
+/// server named like the proxy is left out (it would replace the auditing proxy).
+fn mcp_wrapper(mcp: &McpAttachment) -> Value {
+    let mut servers = Map::new();
+    if let Some(p) = &mcp.proxy {
+        servers.insert(MCP_PROXY_NAME.to_owned(), server_entry(p));
+    }
+    for s in &mcp.extra {
+        if reserved(&s.name) {
+            tracing::warn!(server = %s.name, "editor MCP server left out: the name is awf's proxy's");
+            continue;
+        }
+        servers.insert(s.name.clone(), server_entry(s));
+    }
+    json!({"mcpServers": servers})
 }
 
 #[cfg(test)]
@@ -267,6 +371,116 @@ mod tests {
             e.message(),
             "claude option `permission_mode` is invalid: expected one of acceptEdits, auto, bypassPermissions, default, dontAsk, plan, got \"yolo\""
         );
+    }
+
+    fn server(name: &str, command: &str) -> McpServer {
+        McpServer {
+            name: name.into(),
+            command: command.into(),
+            args: vec!["mcp-serve".into(), "--config".into(), "/tmp/p.json".into()],
+            env: vec![("K".into(), "v".into())],
+        }
+    }
+
+    fn with_proxy(mut r: AgentRequest, intercept: bool, extra: Vec<McpServer>) -> AgentRequest {
+        r.mcp = Some(McpAttachment {
+            proxy: Some(server(MCP_PROXY_NAME, "/usr/bin/awf")),
+            proxy_tools: vec!["Bash".into(), "Read".into()],
+            intercept_builtins: intercept,
+            extra,
+        });
+        r
+    }
+
+    #[test]
+    fn an_intercepting_proxy_hides_the_native_tools_and_allows_its_own() {
+        let r = with_proxy(
+            req(
+                "x",
+                json!({"allowed_tools": "Bash(git:*)", "tools": ["Read"]}),
+            ),
+            true,
+            vec![],
+        );
+        assert_eq!(
+            Claude.argv(&r).unwrap(),
+            [
+                "-p",
+                "x",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--allowedTools",
+                "Bash(git:*),mcp__awf-proxy__Bash,mcp__awf-proxy__Read",
+                "--tools",
+                ""
+            ]
+        );
+        // Without intercepting, the CLI keeps its tools (and the step's `tools`), and the
+        // proxy's are allowed beside them.
+        let r = with_proxy(req("x", json!({"tools": ["Read"]})), false, vec![]);
+        assert_eq!(
+            Claude.argv(&r).unwrap()[5..],
+            [
+                "--allowedTools",
+                "mcp__awf-proxy__Bash,mcp__awf-proxy__Read",
+                "--tools",
+                "Read"
+            ]
+        );
+        // Editor servers alone change nothing in the argv besides --mcp-config.
+        let mut r = req("x", json!({}));
+        r.mcp = Some(McpAttachment {
+            extra: vec![server("editor", "/bin/ed")],
+            ..McpAttachment::default()
+        });
+        assert_eq!(
+            Claude.argv(&r).unwrap(),
+            ["-p", "x", "--output-format", "stream-json", "--verbose"]
+        );
+        assert!(Claude.hides_native_tools());
+    }
+
+    #[test]
+    fn the_mcp_config_wrapper_is_private_holds_proxy_and_editor_servers_and_goes_on_drop() {
+        let r = with_proxy(
+            req("x", json!({})),
+            true,
+            vec![
+                server("editor", "/bin/ed"),
+                server("awf-proxy", "/bin/evil"),
+                server("awf-proxy-0123456789abcdef", "/bin/evil"),
+            ],
+        );
+        let setup = Claude.mcp_setup(&r).unwrap();
+        assert_eq!(setup.args[..2], ["--strict-mcp-config", "--mcp-config"]);
+        let file = std::path::PathBuf::from(&setup.args[2]);
+        assert_eq!(file.parent(), Some(std::env::temp_dir().as_path()));
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({"mcpServers": {
+                "awf-proxy": {"type": "stdio", "command": "/usr/bin/awf",
+                    "args": ["mcp-serve", "--config", "/tmp/p.json"], "env": {"K": "v"}},
+                "editor": {"type": "stdio", "command": "/bin/ed",
+                    "args": ["mcp-serve", "--config", "/tmp/p.json"], "env": {"K": "v"}}
+            }})
+        );
+        drop(setup);
+        assert!(!file.exists());
+        // Not intercepting: the user's other MCP servers stay (no --strict-mcp-config).
+        let setup = Claude
+            .mcp_setup(&with_proxy(req("x", json!({})), false, vec![]))
+            .unwrap();
+        assert_eq!(setup.args[0], "--mcp-config");
+        // Nothing to declare: no file at all.
+        let setup = Claude.mcp_setup(&req("x", json!({}))).unwrap();
+        assert!(setup.args.is_empty() && setup.files.is_empty());
     }
 
     #[test]
