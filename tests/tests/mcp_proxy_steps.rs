@@ -7,8 +7,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::Mutex;
 
 use awf_mock_llm::MockLlm;
 use awf_tests::Sandbox;
@@ -221,17 +224,37 @@ fn a_run_cancelled_mid_step_leaves_no_proxy_file_and_no_mcp_serve() {
     sb.write("notes.txt", "the secret word is PAPAYA\n")
         .unwrap();
     let wf = sb.write("wf.yaml", WORKFLOW).unwrap();
-    let child = sb
-        .cmd(&["run", wf.to_str().unwrap()])
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap(), "-o", "streaming", "--verbose"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let seen = Arc::new(Mutex::new(String::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = {
+        let seen = Arc::clone(&seen);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
     // The Read went through the proxy, so mcp-serve runs and its files exist.
     awf_tests::wait_for("the model to get the Read's result", || {
         mock.model_requests()
             .iter()
             .any(|r| r["facts"]["tool_results"].as_u64().unwrap_or(0) >= 1)
+    });
+    // The router's call is shown while the step still runs (-o streaming --verbose).
+    awf_tests::wait_for("the proxy's Read on the live output", || {
+        seen.lock().unwrap().contains("[tool: Read(notes.txt)]")
     });
     assert!(
         sb.processes()
@@ -248,8 +271,36 @@ fn a_run_cancelled_mid_step_leaves_no_proxy_file_and_no_mcp_serve() {
         .unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
+    reader.join().unwrap();
     let run = awf_tests::Run::from(out);
-    assert_eq!(run.code, 130, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 130, "{}\n{}", seen.lock().unwrap(), run.stderr);
     assert_eq!(proxy_files(&sb), Vec::<String>::new());
     awf_tests::wait_for("claude and mcp-serve to end", || sb.processes().is_empty());
+}
+
+#[test]
+fn a_dry_run_shows_the_proxy_the_step_would_get() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("wf.yaml", WORKFLOW).unwrap();
+    let run = sb.run(&["run", wf.to_str().unwrap(), "--dry-run"]).unwrap();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        all.contains("MCP proxy: awf-proxy (built-ins Read, Write, Edit, Bash, Glob, Grep)"),
+        "{all}"
+    );
+    let run = sb
+        .run(&["run", wf.to_str().unwrap(), "--dry-run", "-f", "json"])
+        .unwrap();
+    let doc = run.json().unwrap();
+    assert_eq!(
+        doc["states"][0]["mcp_proxy"],
+        json!({"server": "awf-proxy", "intercept_builtins": true}),
+        "{doc}"
+    );
+    // A step without mcp_proxy shows none.
+    let plain = WORKFLOW.replace("    mcp_proxy:\n      enable: true\n", "");
+    let wf = sb.write("plain.yaml", &plain).unwrap();
+    let run = sb.run(&["run", wf.to_str().unwrap(), "--dry-run"]).unwrap();
+    assert!(!run.stdout.contains("MCP proxy") && !run.stderr.contains("MCP proxy"));
 }
