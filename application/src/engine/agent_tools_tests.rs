@@ -105,6 +105,8 @@ struct FakeProxies {
 impl ToolProxies for FakeProxies {
     fn stdio(&self, spec: &ProxySpec) -> Result<Box<dyn StdioProxy>, AwfError> {
         self.specs.lock().unwrap().push(spec.clone());
+        // `dropped` follows the latest proxy.
+        self.dropped.store(false, Ordering::SeqCst);
         let events = vec![
             RunEvent::ToolCall {
                 step: spec.step.clone(),
@@ -307,7 +309,9 @@ async fn run_all(f: &Facade, req: RunRequest) -> (Vec<EventEnvelope>, RunResult)
     let result = events
         .iter()
         .find_map(|e| match &e.event {
-            RunEvent::RunFinished { result } => Some(result.as_ref().clone()),
+            RunEvent::RunFinished { result } if e.parent_run_id.is_none() => {
+                Some(result.as_ref().clone())
+            }
             _ => None,
         })
         .expect("RunFinished");
@@ -536,4 +540,99 @@ async fn a_cancelled_call_drops_its_proxy() {
     h.cancel(awf_domain::run::CancelReason::Interrupt);
     while h.next_event().await.is_some() {}
     assert!(proxies.dropped.load(Ordering::SeqCst));
+}
+
+#[tokio::test]
+async fn editor_servers_and_the_proxy_reach_a_sub_workflows_agent_steps() {
+    let proxies = Arc::new(FakeProxies::default());
+    let agent = Arc::new(Capture::new("cap", &proxies.dropped));
+    let mut child = workflow(enabled());
+    child.name = "child".into();
+    child.source.identifier = "child".into();
+    child.inputs.clear();
+    let mut parent = workflow(None);
+    let mut call = State::new(
+        "call",
+        StateKind::CallWorkflow(CallWorkflowStep {
+            workflow: "child".into(),
+            inputs: IndexMap::new(),
+            outputs: IndexMap::new(),
+        }),
+    );
+    call.on_success = Some("done".into());
+    parent.states.shift_remove("ask");
+    parent.states.insert("call".into(), call);
+    parent.initial = "call".into();
+    let f = Facade::new(Services {
+        agents: Arc::new(FakeAgents::default().with(Arc::clone(&agent) as Arc<dyn AgentProvider>)),
+        tool_proxies: Some(Arc::clone(&proxies) as Arc<dyn ToolProxies>),
+        ..Services::fakes(
+            FakeRepository::new().with(parent).with(child),
+            Arc::new(FakeExecutor::new()),
+        )
+    });
+    let (events, result) = run_all(&f, request(vec![editor_server()])).await;
+    assert_eq!(
+        result.terminal.as_deref(),
+        Some("done"),
+        "{:?}",
+        result.error
+    );
+    let mcp = agent.requests.lock().unwrap()[0].mcp.clone().expect("mcp");
+    assert_eq!(mcp.extra, [editor_server()]);
+    assert!(mcp.proxy.is_some());
+    // The child's proxy calls are in the stream, with the child's step.
+    assert!(
+        events.iter().any(|e| e.parent_run_id.is_some()
+            && matches!(&e.event, RunEvent::ToolCall { step, fidelity: ToolFidelity::Router, .. } if step == "ask")),
+        "{events:?}"
+    );
+    // The proxy is made for the child's run, not the parent's.
+    let spec = proxies.specs.lock().unwrap()[0].clone();
+    assert_ne!(
+        Some(spec.run_id.as_str()),
+        result.run_id.as_ref().map(|r| r.0.as_str())
+    );
+}
+
+#[tokio::test]
+async fn each_conversation_turn_gets_its_own_proxy_and_the_step_keeps_every_call() {
+    let proxies = Arc::new(FakeProxies::default());
+    let mut cap = Capture::new("cap", &proxies.dropped);
+    cap.hides = false;
+    let agent = Arc::new(cap);
+    let mut wf = workflow(enabled());
+    if let Some(StateKind::Agent(a)) = wf.states.get_mut("ask").map(|s| &mut s.kind) {
+        a.mode = "conversation".into();
+    }
+    let f = facade(wf, Arc::clone(&agent), Some(Arc::clone(&proxies)));
+    let mut h = f.start_run(request(vec![])).await.expect("starts");
+    let mut answers = vec![Some(String::new()), Some("again".to_owned())];
+    let mut result = None;
+    let mut warnings = 0;
+    while let Some(e) = h.next_event().await {
+        match e.event {
+            RunEvent::InteractionRequired { request } => {
+                // The turn's proxy is gone once the turn answered.
+                assert!(proxies.dropped.load(Ordering::SeqCst));
+                let answer = match answers.pop().flatten() {
+                    Some(v) => awf_domain::interaction::Answer::Value(v),
+                    None => awf_domain::interaction::Answer::EndOfInput,
+                };
+                h.respond(&request.request_id, answer)
+                    .expect("answer accepted");
+            }
+            RunEvent::Log { message, .. } if message.contains("UNSUPPORTED_PROVIDER") => {
+                warnings += 1;
+            }
+            RunEvent::RunFinished { result: r } => result = Some(*r),
+            _ => {}
+        }
+    }
+    let result = result.expect("finished");
+    assert!(result.error.is_none(), "{:?}", result.error);
+    assert_eq!(proxies.specs.lock().unwrap().len(), 2, "one proxy per turn");
+    assert_eq!(*agent.proxy_alive_during_call.lock().unwrap(), [true, true]);
+    assert_eq!(result.states["ask"].tool_calls.len(), 2);
+    assert_eq!(warnings, 1, "warned once per step, not per turn");
 }
