@@ -158,8 +158,20 @@ impl Proxies {
     }
 }
 
+/// `p` as text for the config; a path that is not UTF-8 cannot be written into JSON.
+fn utf8<'a>(p: &'a Path, what: &str) -> Result<&'a str, AwfError> {
+    p.to_str().ok_or_else(|| {
+        AwfError::new(
+            ErrorCode::UserMcpProxyInvalidConfig,
+            format!("the MCP proxy's {what} {} is not valid UTF-8", p.display()),
+        )
+        .with_hint("run the step in a directory whose path is valid UTF-8")
+    })
+}
+
 /// The `mcp-serve` config of `spec` (keys of [`crate::mcp_cmd`]).
-fn config_json(spec: &ProxySpec, audit_path: &Path) -> Value {
+fn config_json(spec: &ProxySpec, audit_path: &str) -> Result<Value, AwfError> {
+    let root = utf8(&spec.root_dir, "root_dir")?;
     let plugins: Vec<Value> = spec
         .plugin_tools
         .iter()
@@ -168,7 +180,7 @@ fn config_json(spec: &ProxySpec, audit_path: &Path) -> Value {
     let mut cfg = json!({
         "intercept_builtins": spec.intercept_builtins,
         "plugin_tools": plugins,
-        "root_dir": spec.root_dir,
+        "root_dir": root,
         "run_id": spec.run_id,
         "step": spec.step,
         "audit_path": audit_path,
@@ -176,16 +188,25 @@ fn config_json(spec: &ProxySpec, audit_path: &Path) -> Value {
     if let (Some(tp), Some(m)) = (&spec.traceparent, cfg.as_object_mut()) {
         m.insert("traceparent".into(), tp.clone().into());
     }
-    cfg
+    Ok(cfg)
 }
 
 impl ToolProxies for Proxies {
     fn stdio(&self, spec: &ProxySpec) -> Result<Box<dyn StdioProxy>, AwfError> {
         let plugin_names = self.check(spec)?;
         let exe = self.exe()?;
+        let command = utf8(&exe, "program")?.to_owned();
         let id = awf_host::UuidIds.request_id();
+        let events_path = self
+            .tmp_dir
+            .join(format!("awf-mcp-proxy-{id}.events.jsonl"));
+        let config_arg = utf8(
+            &self.tmp_dir.join(format!("awf-mcp-proxy-{id}.json")),
+            "config file",
+        )?
+        .to_owned();
+        let text = config_json(spec, utf8(&events_path, "events file")?)?.to_string();
         let events = self.create(&format!("awf-mcp-proxy-{id}.events.jsonl"), b"")?;
-        let text = config_json(spec, &events).to_string();
         let config = match self.create(&format!("awf-mcp-proxy-{id}.json"), text.as_bytes()) {
             Ok(c) => c,
             Err(e) => {
@@ -206,12 +227,8 @@ impl ToolProxies for Proxies {
         Ok(Box::new(FileProxy {
             server: McpServer {
                 name: MCP_PROXY_NAME.to_owned(),
-                command: exe.display().to_string(),
-                args: vec![
-                    "mcp-serve".to_owned(),
-                    "--config".to_owned(),
-                    config.display().to_string(),
-                ],
+                command,
+                args: vec!["mcp-serve".to_owned(), "--config".to_owned(), config_arg],
                 env: Vec::new(),
             },
             tools,
@@ -421,6 +438,17 @@ mod tests {
         let e = proxies(tmp.path()).stdio(&s).err().unwrap();
         assert_eq!(e.code(), ErrorCode::UserMcpProxyEmptyProxy);
         // Nothing was left behind by the refusals.
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_root_that_is_not_utf8_is_an_error_not_a_panic() {
+        use std::os::unix::ffi::OsStrExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = spec(tmp.path());
+        s.root_dir = PathBuf::from(std::ffi::OsStr::from_bytes(b"/tmp/\xff"));
+        let e = proxies(tmp.path()).stdio(&s).err().unwrap();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
     }
 
