@@ -119,6 +119,7 @@ impl Facade {
             only_step: req.only_step,
             ask_inputs,
             auto_approve: req.auto_approve,
+            mcp_servers: req.mcp_servers,
         }))
     }
 
@@ -257,6 +258,7 @@ impl Facade {
             only_step: None,
             ask_inputs: None,
             auto_approve: req.auto_approve,
+            mcp_servers: req.mcp_servers,
         }))
     }
 
@@ -306,6 +308,7 @@ impl Facade {
             only_step: l.only_step,
             ask_inputs: l.ask_inputs,
             auto_approve: l.auto_approve,
+            mcp_servers: Arc::new(l.mcp_servers),
         });
         let done = Arc::clone(&finished);
         let failed_to_start = Arc::clone(&start_error);
@@ -348,6 +351,7 @@ struct Launch {
     only_step: Option<String>,
     ask_inputs: Option<crate::engine::AskInputs>,
     auto_approve: bool,
+    mcp_servers: Vec<awf_domain::ports::agent::McpServer>,
 }
 
 /// `--mock` and `--step` targets must name states of the workflow.

@@ -153,6 +153,19 @@ pub struct PlanInlineError {
     pub exit_code: Option<i32>,
 }
 
+/// The MCP proxy an agent step would get in a real run (`awf mcp-serve`, served as the
+/// CLI's MCP server `awf-proxy`, or in-process for `openai_compatible`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlanProxy {
+    /// The server name the provider declares (`awf-proxy`).
+    pub server: &'static str,
+    /// Built-in Read, Write, Edit, Bash, Glob and Grep served (the CLI's own hidden where it can).
+    pub intercept_builtins: bool,
+    /// Plugin tools served, as `<plugin>_<op>`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub plugin_tools: Vec<String>,
+}
+
 /// Per-type details of a planned state (`type` tag in JSON).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -188,6 +201,9 @@ pub enum PlanDetails {
         /// Provider options: string values rendered and masked, secret-named keys as `***`.
         #[serde(skip_serializing_if = "Map::is_empty")]
         options: Map<String, Value>,
+        /// The MCP proxy the step would get (`mcp_proxy: {enable: true}`).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mcp_proxy: Option<PlanProxy>,
     },
     /// A parallel block.
     Parallel {
@@ -657,6 +673,21 @@ impl Planner<'_> {
                         .iter()
                         .map(|(k, v)| (k.clone(), self.option(k, v, false)))
                         .collect(),
+                    mcp_proxy: a
+                        .mcp_proxy
+                        .as_ref()
+                        .filter(|p| p.enable)
+                        .map(|p| PlanProxy {
+                            server: awf_domain::ports::agent::MCP_PROXY_NAME,
+                            intercept_builtins: p.intercept_builtins,
+                            plugin_tools: p
+                                .plugin_tools
+                                .iter()
+                                .flat_map(|t| {
+                                    t.expose.iter().map(move |op| format!("{}_{op}", t.plugin))
+                                })
+                                .collect(),
+                        }),
                 }
             }
             StateKind::Parallel(p) => PlanDetails::Parallel {

@@ -124,6 +124,39 @@ pub enum LogLevel {
     Warn,
 }
 
+/// Who reported a tool call event (the transcript's `fidelity`, spec/workflow.md §3.15,
+/// shared/spec/mcp.md §3.5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub enum ToolFidelity {
+    /// Parsed from the agent's own output stream (`agent_emitted`): what the agent says it did.
+    #[default]
+    #[serde(rename = "agent_emitted")]
+    Agent,
+    /// Recorded by awf's tool router (`router`): the call ran through awf (`mcp-serve`, or
+    /// the in-process tools of `openai_compatible`).
+    #[serde(rename = "router")]
+    Router,
+}
+
+impl ToolFidelity {
+    /// The wire word: `agent_emitted` or `router`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent_emitted",
+            Self::Router => "router",
+        }
+    }
+}
+
+/// Whether a tool call is the agent's own report of a call to awf's proxy
+/// (`mcp__awf-proxy__Read` in Claude Code, namespace `mcp__awf_proxy` in Codex,
+/// `mcp_awf-proxy-<hex>_Read` in Gemini, `awf-proxy-<hex>_Read` in OpenCode): the proxy
+/// reports the same call itself ([`ToolFidelity::Router`]), so a display shows one of the two
+/// (the router's) while the transcript keeps both.
+pub fn is_proxy_call_report(name: &str, fidelity: ToolFidelity) -> bool {
+    fidelity == ToolFidelity::Agent && (name.contains("awf-proxy") || name.contains("awf_proxy"))
+}
+
 /// One run event.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -199,12 +232,15 @@ pub enum RunEvent {
     ToolCall {
         /// State name.
         step: String,
-        /// Provider's id of the call.
+        /// Provider's id of the call (the MCP request id for [`ToolFidelity::Router`]).
         id: String,
-        /// Tool name.
+        /// Tool name (as the agent named it for [`ToolFidelity::Agent`], `mcp__awf-proxy__Read`
+        /// in Claude Code; as served for [`ToolFidelity::Router`], `Read`).
         name: String,
         /// Arguments (masked).
         input: Value,
+        /// Who reported the call.
+        fidelity: ToolFidelity,
     },
     /// A tool call of an agent finished.
     ToolCallResult {
@@ -216,6 +252,8 @@ pub enum RunEvent {
         output: String,
         /// Whether the tool failed.
         is_error: bool,
+        /// Who reported the result.
+        fidelity: ToolFidelity,
     },
     /// The run asks a front-end something (missing input, conversation turn, breakpoint,
     /// approval) and waits for `respond(request.request_id, answer)`. Every request is

@@ -221,6 +221,24 @@ pub struct StepState {
     /// The option chosen at the step's approval gate (`approval:`), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
+    /// The tool calls awf's tool router ran for this agent step (`mcp_proxy:`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallEntry>,
+}
+
+/// One tool call awf's tool router ran during an agent step (`mcp_proxy:`: `awf mcp-serve`,
+/// or the in-process tools): what the `-f json` result and the state file list. The output
+/// is in the transcript's `tool.result` line, not here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallEntry {
+    /// The call's id (the MCP request id, or the provider's tool call id in-process).
+    pub id: String,
+    /// Tool name as served (`Read`, `<plugin>_<op>`).
+    pub name: String,
+    /// Arguments, masked.
+    pub input: Value,
+    /// Whether the call failed.
+    pub is_error: bool,
 }
 
 impl StepState {
@@ -242,6 +260,7 @@ impl StepState {
             outputs: BTreeMap::new(),
             session: None,
             approval: None,
+            tool_calls: Vec::new(),
         }
     }
 
@@ -389,6 +408,9 @@ pub struct StateResult {
     /// The option chosen at the step's approval gate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
+    /// Tool calls run through awf's tool router (agent steps with `mcp_proxy:`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCallEntry>,
 }
 
 impl From<&StepState> for StateResult {
@@ -405,6 +427,7 @@ impl From<&StepState> for StateResult {
             tokens: (s.tokens != TokenUsage::default()).then_some(s.tokens),
             json: s.json.clone(),
             approval: s.approval.clone(),
+            tool_calls: s.tool_calls.clone(),
         }
     }
 }

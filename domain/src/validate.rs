@@ -1731,16 +1731,13 @@ mod mcp_proxy_tests {
         for p in ["codex", "opencode", "gemini", "claude"] {
             assert_eq!(check(p, &proxy), vec![], "{p}");
         }
-        for p in ["github_copilot"] {
-            assert_eq!(
-                check(p, &proxy),
-                vec![(
-                    ErrorCode::UserMcpProxyUnsupportedProvider,
-                    Severity::Warning,
-                    "states.s.mcp_proxy".to_owned()
-                )],
-                "{p}"
-            );
-        }
+        assert_eq!(
+            check("github_copilot", &proxy),
+            vec![(
+                ErrorCode::UserMcpProxyUnsupportedProvider,
+                Severity::Warning,
+                "states.s.mcp_proxy".to_owned()
+            )]
+        );
     }
 }

@@ -100,24 +100,42 @@ impl Run {
         };
         if step.mode == "conversation" {
             return self
-                .conversation(state, prepared, provider, at, deadline, token)
+                .conversation(state, step, prepared, provider, at, deadline, token)
                 .await;
         }
         self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
-        let request = self.agent_request(
+        self.warn_unhidden_tools(name, step, provider.as_ref(), at);
+        let tools = match self.call_tools(name, step, provider.as_ref(), at) {
+            Ok(t) => t,
+            Err(e) => return fail(st, e),
+        };
+        let mut request = self.agent_request(
             &prepared,
             prepared.prompt.clone(),
             prepared.session.clone(),
             deadline,
         );
+        tools.attach(&mut request);
         let (callback, flush) = self.agent_callback(name, at);
-        let result = provider
-            .execute(request, Some(callback), token.clone())
+        let result = self
+            .execute_agent(
+                provider.as_ref(),
+                request,
+                callback,
+                &flush,
+                &tools,
+                name,
+                at,
+                token,
+            )
             .await;
         flush();
+        let mut st = st;
+        st.tool_calls = tools.take_calls();
+        // The proxy's files go now, cancelled or not.
+        drop(tools);
         match result {
             Ok(resp) => {
-                let mut st = st;
                 st.response = resp.response;
                 st.tokens = resp.tokens;
                 st.session = resp.session;
@@ -142,7 +160,6 @@ impl Run {
             Err(e) => {
                 if e.code() == ErrorCode::ExecutionRunCancelled || self.cancel.token.is_cancelled()
                 {
-                    let mut st = st;
                     st.status = StepStatus::Cancelled;
                     st.completed_at = Some(self.svc.clock.now());
                     return Ok(Body {
@@ -388,6 +405,7 @@ impl Run {
                         id,
                         name,
                         input,
+                        fidelity: awf_domain::event::ToolFidelity::Agent,
                     }
                 }
                 AgentChunk::ToolResult {
@@ -399,6 +417,7 @@ impl Run {
                     id,
                     output: masker.mask(&output).into_owned(),
                     is_error,
+                    fidelity: awf_domain::event::ToolFidelity::Agent,
                 },
             };
             // Text held back so far comes before the tool event.
@@ -411,9 +430,11 @@ impl Run {
     /// `mode: conversation`: the first turn sends the prompt; each later turn is a line the
     /// user types (a `ConversationTurn` request answered through the run session). An empty line,
     /// EOF, `exit` or `quit` ends it.
+    #[allow(clippy::too_many_arguments)]
     async fn conversation(
         &self,
         state: &State,
+        step: &AgentStep,
         prepared: Prepared,
         provider: Arc<dyn awf_domain::ports::AgentProvider>,
         at: At<'_>,
@@ -426,17 +447,36 @@ impl Run {
         let mut message = prepared.prompt.clone();
         let mut tokens = TokenUsage::default();
         let mut warned = false;
+        self.warn_unhidden_tools(name, step, provider.as_ref(), at);
         let last = loop {
             if !warned {
                 warned = self.warn_if_fresh(name, at, provider.as_ref(), Some(&session));
             }
-            let request =
+            let mut request =
                 self.agent_request(&prepared, message.clone(), Some(session.clone()), deadline);
-            let (callback, flush) = self.agent_callback(name, at);
-            let result = provider
-                .execute(request, Some(callback), token.clone())
-                .await;
-            flush();
+            // Each turn gets its own proxy (shared/spec/mcp.md §3.2), gone when the turn ends.
+            let result = match self.call_tools(name, step, provider.as_ref(), at) {
+                Ok(tools) => {
+                    tools.attach(&mut request);
+                    let (callback, flush) = self.agent_callback(name, at);
+                    let r = self
+                        .execute_agent(
+                            provider.as_ref(),
+                            request,
+                            callback,
+                            &flush,
+                            &tools,
+                            name,
+                            at,
+                            token,
+                        )
+                        .await;
+                    flush();
+                    st.tool_calls.extend(tools.take_calls());
+                    r
+                }
+                Err(e) => Err(e),
+            };
             let resp = match result {
                 Ok(r) => r,
                 Err(e) => {

@@ -184,6 +184,7 @@ impl Run {
             resume_loop: Vec::new(),
             ask_inputs: None,
             auto_approve: self.auto_approve,
+            mcp_servers: Arc::clone(&self.mcp_servers),
         });
         let run = child.execute();
         tokio::pin!(run);

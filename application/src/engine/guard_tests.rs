@@ -114,6 +114,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         only_step: None,
         ask_inputs: None,
         auto_approve: false,
+        mcp_servers: Arc::default(),
     });
     let result = run.execute().await;
     let finished = sink

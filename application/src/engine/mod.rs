@@ -4,6 +4,7 @@
 //! with the fixes listed in docs/compatibility.md.
 
 mod agent;
+mod agent_tools;
 mod call;
 mod flow;
 mod hooks;
@@ -169,6 +170,9 @@ pub(crate) struct RunSpec {
     pub(crate) ask_inputs: Option<AskInputs>,
     /// `--yes`: every approval gate is approved without asking.
     pub(crate) auto_approve: bool,
+    /// The front-end's MCP servers (ACP `session/new.mcpServers`), declared to every agent
+    /// step of the run and of its sub-workflows.
+    pub(crate) mcp_servers: Arc<Vec<awf_domain::ports::agent::McpServer>>,
 }
 
 /// Missing required inputs a run asks for before it starts, and what resolves the inputs
@@ -237,6 +241,8 @@ pub(crate) struct Run {
     ask_inputs: Mutex<Option<AskInputs>>,
     /// `--yes`: approval gates are approved without asking.
     pub(crate) auto_approve: bool,
+    /// As [`RunSpec::mcp_servers`].
+    pub(crate) mcp_servers: Arc<Vec<awf_domain::ports::agent::McpServer>>,
 }
 
 /// What an interactive run does before a state.
@@ -405,6 +411,7 @@ impl Run {
             resume_blocks: Mutex::new(resume_blocks),
             ask_inputs: Mutex::new(spec.ask_inputs),
             auto_approve: spec.auto_approve,
+            mcp_servers: spec.mcp_servers,
         }
     }
 
@@ -1341,3 +1348,7 @@ mod guard_tests;
 #[cfg(test)]
 #[path = "interaction_tests.rs"]
 mod interaction_tests;
+
+#[cfg(test)]
+#[path = "agent_tools_tests.rs"]
+mod agent_tools_tests;

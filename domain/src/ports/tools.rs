@@ -207,6 +207,9 @@ pub trait StdioProxy: Send + Sync {
     fn take_events(&self) -> Vec<crate::event::RunEvent>;
 }
 
+/// Tools with the source label the router records for them (`builtin`, `plugin:<name>`).
+pub type SourcedTools = (String, std::sync::Arc<dyn ToolProvider>);
+
 /// Builds the tools of a step with `mcp_proxy: {enable: true}`: as a stdio proxy for CLI
 /// agents, or in-process for a provider that runs its own tool loop.
 pub trait ToolProxies: Send + Sync {
@@ -218,9 +221,10 @@ pub trait ToolProxies: Send + Sync {
     /// `SYSTEM.IO.*` when the file cannot be written.
     fn stdio(&self, spec: &ProxySpec) -> Result<Box<dyn StdioProxy>, crate::AwfError>;
 
-    /// The same tools in-process, unaudited (the caller wraps them in its tool router, which
-    /// is the audit seam): the built-ins confined to `spec.root_dir`, masking `secrets`, and
-    /// the plugin tools.
+    /// The same tools in-process, unaudited (the caller registers them in its tool router,
+    /// which is the audit seam), each with its source label: `builtin` (the built-ins confined
+    /// to `spec.root_dir`, masking `secrets`; only with `intercept_builtins`) and
+    /// `plugin:<name>` for each plugin of `plugin_tools`.
     ///
     /// # Errors
     /// As [`ToolProxies::stdio`].
@@ -228,5 +232,5 @@ pub trait ToolProxies: Send + Sync {
         &self,
         spec: &ProxySpec,
         secrets: &crate::mask::Masker,
-    ) -> Result<std::sync::Arc<dyn ToolProvider>, crate::AwfError>;
+    ) -> Result<Vec<SourcedTools>, crate::AwfError>;
 }

@@ -1997,6 +1997,9 @@ impl Projector {
                     )));
                 }
             }
+            // The proxy reports the same call itself (fidelity router): one card, not two.
+            RunEvent::ToolCall { name, fidelity, .. }
+                if awf_domain::event::is_proxy_call_report(name, *fidelity) => {}
             RunEvent::ToolCall {
                 id, name, input, ..
             } => {
@@ -2025,16 +2028,18 @@ impl Projector {
                     .get(&key)
                     .map_or_else(|| Self::step_id(run, &env.path, 1), |(p, _)| p.clone());
                 let tid = format!("{parent}/{id}");
-                if let Some(n) = self.nested.get_mut(&parent) {
-                    n.remove(&tid);
+                // A result of a call that got no card (a proxied call's agent report) or
+                // whose card was closed already gets none either.
+                let open = self.nested.get_mut(&parent).is_some_and(|n| n.remove(&tid));
+                if open {
+                    let excerpt = truncate(output, MAX_EXCERPT);
+                    out.push(self.up(frames::tool_update(
+                        &tid,
+                        if *is_error { "failed" } else { "completed" },
+                        Some(frames::tool_text(&excerpt)),
+                        None,
+                    )));
                 }
-                let excerpt = truncate(output, MAX_EXCERPT);
-                out.push(self.up(frames::tool_update(
-                    &tid,
-                    if *is_error { "failed" } else { "completed" },
-                    Some(frames::tool_text(&excerpt)),
-                    None,
-                )));
             }
             RunEvent::InteractionRequired { request } => {
                 if let RequestKind::Approval { .. } = &request.kind {

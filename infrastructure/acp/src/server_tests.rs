@@ -531,6 +531,7 @@ async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
             id: "t1".into(),
             name: "mcp__awf-proxy__Read".into(),
             input: json!({"file_path": "a.txt"}),
+            fidelity: awf_domain::event::ToolFidelity::Agent,
         },
     )
     .await;
@@ -542,6 +543,32 @@ async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
             id: "t1".into(),
             output: "contents".into(),
             is_error: false,
+            fidelity: awf_domain::event::ToolFidelity::Agent,
+        },
+    )
+    .await;
+    // The proxy's own record of that call (fidelity router): the one card shown for it.
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCall {
+            step: "think".into(),
+            id: "1".into(),
+            name: "Read".into(),
+            input: json!({"path": "a.txt"}),
+            fidelity: awf_domain::event::ToolFidelity::Router,
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCallResult {
+            step: "think".into(),
+            id: "1".into(),
+            output: "contents".into(),
+            is_error: false,
+            fidelity: awf_domain::event::ToolFidelity::Router,
         },
     )
     .await;
@@ -553,6 +580,7 @@ async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
             id: "t2".into(),
             name: "Bash".into(),
             input: json!({"command": "ls"}),
+            fidelity: awf_domain::event::ToolFidelity::Agent,
         },
     )
     .await;
@@ -582,13 +610,18 @@ async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
         ups.iter()
             .any(|u| u["sessionUpdate"] == "agent_message_chunk" && u["content"]["text"] == "done")
     );
+    // The agent's report of its proxied call gets no card (the proxy's record has one).
+    assert!(
+        !ups.iter().any(|u| u["toolCallId"] == "r1:think:1/t1"),
+        "{ups:?}"
+    );
     let read = ups
         .iter()
-        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "r1:think:1/t1")
-        .expect("the agent's Read, nested");
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "r1:think:1/1")
+        .expect("the proxy's Read, nested");
     assert_eq!(read["kind"], "read");
-    assert_eq!(read["rawInput"]["file_path"], "a.txt");
-    assert!(ups.iter().any(|u| u["toolCallId"] == "r1:think:1/t1"
+    assert_eq!(read["rawInput"]["path"], "a.txt");
+    assert!(ups.iter().any(|u| u["toolCallId"] == "r1:think:1/1"
         && u["status"] == "completed"
         && u["content"][0]["content"]["text"] == "contents"));
     // t2 never got a result: closed when its step ended, before the step's own card.

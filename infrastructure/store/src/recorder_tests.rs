@@ -754,6 +754,7 @@ fn transcript_lines_and_seqs() {
             id: "t1".into(),
             name: "Read".into(),
             input: serde_json::json!({"path": "a"}),
+            fidelity: awf_domain::event::ToolFidelity::Agent,
         },
     ));
     rec.emit(s.ev(
@@ -766,6 +767,7 @@ fn transcript_lines_and_seqs() {
             id: "t1".into(),
             output: "nope".into(),
             is_error: true,
+            fidelity: awf_domain::event::ToolFidelity::Agent,
         },
     ));
     rec.emit(s.ev(
@@ -879,9 +881,9 @@ fn transcript_lines_and_seqs() {
         {"seq": 4, "run_id": "p", "type": "message.assistant", "path": "ask", "timestamp": ts(40),
          "payload": {"role": "assistant", "blocks": [{"type": "text", "text": "hello"}]}},
         {"seq": 5, "run_id": "p", "type": "tool.call", "path": "ask", "timestamp": ts(50),
-         "payload": {"name": "Read", "call_id": "t1", "input": {"path": "a"}}},
+         "payload": {"name": "Read", "call_id": "t1", "input": {"path": "a"}, "fidelity": "agent_emitted"}},
         {"seq": 6, "run_id": "p", "type": "tool.result", "path": "ask", "timestamp": ts(60),
-         "payload": {"call_id": "t1", "output": "nope", "error": true}},
+         "payload": {"call_id": "t1", "output": "nope", "error": true, "fidelity": "agent_emitted"}},
         {"seq": 7, "run_id": "p", "type": "input.required", "path": "ask", "timestamp": ts(70),
          "payload": {"name": "ask", "request_id": "q1", "prompt": "> "}},
         {"seq": 8, "run_id": "p", "type": "step.completed", "path": "ask", "timestamp": ts(80),

@@ -25,6 +25,7 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use awf_domain::event::RunEvent;
+use awf_domain::event::ToolFidelity;
 use awf_domain::ports::ToolAuditSink;
 use awf_domain::ports::tools::ToolCallRecord;
 use awf_domain::timefmt::format_rfc3339;
@@ -96,7 +97,7 @@ pub fn tool_event_line(r: &ToolCallRecord) -> String {
 }
 
 /// The parent's side: the run events of a tool event file's text, two per line
-/// (`ToolCall`, then `ToolCallResult`), in file order, for the step's run to publish into its
+/// (`ToolCall`, then `ToolCallResult`, both [`ToolFidelity::Router`]), in file order, for the step's run to publish into its
 /// event stream (transcript, printer, spans). Lines that are not whole events (the torn last
 /// line of a killed server) are left out; a line without `step` takes `step`.
 pub fn tool_events_to_run_events(text: &str, step: &str) -> Vec<RunEvent> {
@@ -115,12 +116,14 @@ pub fn tool_events_to_run_events(text: &str, step: &str) -> Vec<RunEvent> {
             id: id.to_owned(),
             name: name.to_owned(),
             input: p["input"].clone(),
+            fidelity: ToolFidelity::Router,
         });
         out.push(RunEvent::ToolCallResult {
             step,
             id: id.to_owned(),
             output: p["output"].as_str().unwrap_or_default().to_owned(),
             is_error: p["error"].as_bool().unwrap_or(false),
+            fidelity: ToolFidelity::Router,
         });
     }
     out
@@ -210,24 +213,28 @@ mod tests {
                     id: "3".into(),
                     name: "Read".into(),
                     input: json!({"path": "a.txt"}),
+                    fidelity: ToolFidelity::Router,
                 },
                 RunEvent::ToolCallResult {
                     step: "review".into(),
                     id: "3".into(),
                     output: "one".into(),
                     is_error: false,
+                    fidelity: ToolFidelity::Router,
                 },
                 RunEvent::ToolCall {
                     step: "fallback".into(),
                     id: "4".into(),
                     name: "Read".into(),
                     input: json!({"path": "a.txt"}),
+                    fidelity: ToolFidelity::Router,
                 },
                 RunEvent::ToolCallResult {
                     step: "fallback".into(),
                     id: "4".into(),
                     output: "no such file".into(),
                     is_error: true,
+                    fidelity: ToolFidelity::Router,
                 },
             ]
         );

@@ -18,8 +18,8 @@
 //! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
 //! | AgentMessageChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "text", text}]}` |
 //! | AgentThoughtChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "thinking", text}]}` |
-//! | ToolCall | `tool.call` | `{name, call_id, input}` |
-//! | ToolCallResult | `tool.result` | `{call_id, output, error?: true}` |
+//! | ToolCall | `tool.call` | `{name, call_id, input, fidelity}` (`agent_emitted`: from the agent's stream; `router`: run through awf's tool router, `mcp-serve` or in-process) |
+//! | ToolCallResult | `tool.result` | `{call_id, output, error?: true, fidelity}` |
 //! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}`; once the step's stream passed 64 KiB `{name, stream, bytes}` (the text is kept once, in the file `step.completed` names) |
 //! | Log (awf addition) | `log` | `{name?, level, message}` |
 //! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms}` |
@@ -164,16 +164,21 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             json!({"role": "assistant", "blocks": [{"type": "thinking", "text": text}]}),
         ),
         RunEvent::ToolCall {
-            id, name, input, ..
+            id,
+            name,
+            input,
+            fidelity,
+            ..
         } => (
             "tool.call",
             None,
-            json!({"name": name, "call_id": id, "input": input}),
+            json!({"name": name, "call_id": id, "input": input, "fidelity": fidelity.as_str()}),
         ),
         RunEvent::ToolCallResult {
             id,
             output,
             is_error,
+            fidelity,
             ..
         } => {
             let mut p = Map::new();
@@ -182,6 +187,7 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             if *is_error {
                 p.insert("error".into(), true.into());
             }
+            p.insert("fidelity".into(), fidelity.as_str().into());
             ("tool.result", None, Value::Object(p))
         }
         RunEvent::OutputChunk { step, stream, text } => (

@@ -253,6 +253,7 @@ fn scripted_run(main_status: RunStatus) -> Vec<EventEnvelope> {
             id: "call-1".to_owned(),
             name: "Read".to_owned(),
             input: serde_json::json!({"path": "README.md"}),
+            fidelity: awf_domain::event::ToolFidelity::Agent,
         },
     );
     s.push(
@@ -264,6 +265,7 @@ fn scripted_run(main_status: RunStatus) -> Vec<EventEnvelope> {
             id: "call-1".to_owned(),
             output: "text".to_owned(),
             is_error: false,
+            fidelity: awf_domain::event::ToolFidelity::Agent,
         },
     );
     s.ok(CHILD, Some(MAIN), "ask", "agent");

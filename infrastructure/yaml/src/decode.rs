@@ -965,13 +965,6 @@ fn decode_mcp_proxy(n: &Node, path: &str, d: &mut Diags) -> Option<McpProxyConfi
             None => d.wrong_type(&lpath, list, "a list of {plugin, expose}"),
         }
     }
-    if enable {
-        d.note(
-            path,
-            Some(f.pos()),
-            "mcp_proxy is checked but not wired into agent steps yet: the agent runs with its own tools (awf mcp-serve can be used directly)",
-        );
-    }
     Some(McpProxyConfig {
         enable,
         intercept_builtins,

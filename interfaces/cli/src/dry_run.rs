@@ -127,9 +127,23 @@ fn render_state(s: &mut String, st: &PlannedState) {
             prompt_file,
             mode,
             options,
+            mcp_proxy,
         } => {
             line(s, format!("Provider: {provider}"));
             line(s, format!("Mode: {mode}"));
+            if let Some(p) = mcp_proxy {
+                let mut served = Vec::new();
+                if p.intercept_builtins {
+                    served.push("built-ins Read, Write, Edit, Bash, Glob, Grep".to_owned());
+                }
+                if !p.plugin_tools.is_empty() {
+                    served.push(format!("plugin tools {}", p.plugin_tools.join(", ")));
+                }
+                line(
+                    s,
+                    format!("MCP proxy: {} ({})", p.server, served.join("; ")),
+                );
+            }
             if let Some(f) = prompt_file {
                 line(s, format!("Prompt file: {f}"));
             }

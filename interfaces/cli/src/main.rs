@@ -20,6 +20,7 @@ mod list_cmd;
 mod mcp_cmd;
 mod printer;
 mod progress;
+mod proxy;
 mod run_cmd;
 mod run_help;
 mod runs_cmd;

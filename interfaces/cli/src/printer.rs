@@ -476,8 +476,17 @@ impl TextPrinter {
                     write!(err, "{}", self.style.dim(text))?;
                 }
             }
-            RunEvent::ToolCall { name, input, .. } => {
-                if self.verbose && self.mode == OutputMode::Streaming {
+            RunEvent::ToolCall {
+                name,
+                input,
+                fidelity,
+                ..
+            } => {
+                // The proxy's own record of the call is shown instead.
+                if self.verbose
+                    && self.mode == OutputMode::Streaming
+                    && !awf_domain::event::is_proxy_call_report(name, *fidelity)
+                {
                     if self.agent_mid_line {
                         out.write_all(b"\n")?;
                     }
@@ -939,6 +948,7 @@ mod tests {
             outputs: BTreeMap::new(),
             session: None,
             approval: None,
+            tool_calls: Vec::new(),
         }
     }
 

@@ -57,6 +57,7 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
         outputs: BTreeMap::new(),
         session: None,
         approval: None,
+        tool_calls: Vec::new(),
     }
 }
 

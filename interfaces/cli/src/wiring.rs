@@ -288,6 +288,8 @@ pub fn build_with(
     }
     // Spans for OpenTelemetry; costs nothing when no exporter is installed.
     recorders.push(Arc::new(awf_telemetry::span_projection()));
+    let operations: Arc<dyn awf_domain::ports::Operations> =
+        Arc::new(awf_tools::BuiltinOperations::new());
     let services = Services {
         repository: repository.clone(),
         interpolator: Arc::new(GoTemplates::new()),
@@ -303,8 +305,11 @@ pub fn build_with(
         ids: Arc::new(awf_host::UuidIds),
         host: Arc::new(awf_host::OsHost),
         run_locks: Some(Arc::new(awf_store::RunLockFiles::new(&data_root))),
-        tool_proxies: None,
-        operations: Some(Arc::new(awf_tools::BuiltinOperations::new())),
+        tool_proxies: Some(Arc::new(crate::proxy::Proxies::of_process(
+            &env,
+            Some(Arc::clone(&operations)),
+        ))),
+        operations: Some(operations),
     };
     Wiring {
         services,

@@ -1,9 +1,18 @@
 use awf_domain::error::AwfError;
 use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::MCP_PROXY_NAME;
+use awf_domain::ports::agent::McpAttachment;
+use awf_domain::ports::agent::McpServer;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
 
 use crate::cli::CliAgent;
+use crate::cli::Invocation;
 use crate::cli::resume_id;
 use crate::cli::system_prompt;
+use crate::mcp;
+use crate::mcp::Cleanup;
 use crate::options::Opts;
 use crate::parse::Parsed;
 use crate::parse::claude::State;
@@ -24,7 +33,18 @@ use crate::parse::claude::State;
 /// `claude-…`. Response = the last `result` event when `options.output_format` is
 /// `json`/`stream-json`.
 ///
-/// Source: spec/workflow.md §5.2 "claude"; `claude --help` of the pinned 2.1 CLI.
+/// MCP servers ([`AgentRequest::mcp`], the step's `mcp_proxy` and the editor's servers): a
+/// wrapper `{"mcpServers": {…}}` (the proxy as `awf-proxy`, then each editor server, which
+/// wins a name clash with the CLI's own configuration but never takes an `awf-proxy` name) is
+/// written to `$TMPDIR/awf-claude-mcp-*.json` (0600, removed when the call ends, cancelled or
+/// not) and passed as `--mcp-config <file>`. The proxy's tools are allowed by name
+/// (`--allowedTools mcp__awf-proxy__Read,…`, after the step's own `allowed_tools`): in `-p`
+/// mode Claude Code denies an MCP tool nobody allowed. With `intercept_builtins` the CLI's own
+/// tools are hidden (`--tools ""`, replacing the step's `tools`) and only the wrapper's
+/// servers are used (`--strict-mcp-config`).
+///
+/// Source: spec/workflow.md §5.2 "claude"; `claude --help` of the pinned 2.1 CLI;
+/// shared/spec/mcp.md §3.3; shared/spec/agents-offline.md §1.6.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Claude;
 
@@ -86,13 +106,30 @@ impl CliAgent for Claude {
             args.extend(["--model".to_owned(), m]);
         }
         args.extend(["--output-format", "stream-json", "--verbose"].map(String::from));
+        let mcp = request.mcp.as_ref().filter(|m| !m.is_empty());
+        let proxy_tools = mcp.map(proxy_tool_names).unwrap_or_default();
+        let hide_native = mcp.is_some_and(|m| m.proxy.is_some() && m.intercept_builtins);
         for (key, flag) in [
             ("allowed_tools", "--allowedTools"),
             ("disallowed_tools", "--disallowedTools"),
             ("tools", "--tools"),
         ] {
-            if o.has(key) {
-                args.extend([flag.to_owned(), o.string_list(key)?.join(",")]);
+            if key == "tools" && hide_native {
+                // The step intercepts built-ins: none of Claude Code's own tools.
+                o.string_list(key)?;
+                args.extend([flag.to_owned(), String::new()]);
+                continue;
+            }
+            let mut list = if o.has(key) {
+                o.string_list(key)?
+            } else {
+                Vec::new()
+            };
+            if key == "allowed_tools" {
+                list.extend(proxy_tools.iter().cloned());
+            }
+            if o.has(key) || !list.is_empty() {
+                args.extend([flag.to_owned(), list.join(",")]);
             }
         }
         if let Some(n) = o.uint("max_turns")? {
@@ -130,6 +167,46 @@ impl CliAgent for Claude {
         Ok(args)
     }
 
+    fn hides_native_tools(&self) -> bool {
+        true
+    }
+
+    /// With MCP servers to declare: a private `--mcp-config` wrapper in the CLI's temp dir
+    /// (removed when the call ends), `--strict-mcp-config` when the proxy intercepts
+    /// built-ins (the user's other servers do not start; `--tools ""` from [`Claude::argv`]
+    /// hides the native tools), and the proxy's tools allowed by name.
+    fn invocation(
+        &self,
+        request: &AgentRequest,
+        env: &std::collections::BTreeMap<String, String>,
+    ) -> Result<Invocation, AwfError> {
+        let mut args = self.argv(request)?;
+        let Some(att) = mcp::attachment(request) else {
+            return Ok(Invocation {
+                args,
+                ..Invocation::default()
+            });
+        };
+        let servers = mcp::servers(att, MCP_PROXY_NAME);
+        let mut cleanup = Cleanup::default();
+        let file = mcp::private_file(
+            "claude",
+            &mcp::temp_dir(request, env),
+            ("awf-claude-mcp-", ".json"),
+            mcp_wrapper(&servers).to_string().as_bytes(),
+            &mut cleanup,
+        )?;
+        if att.proxy.is_some() && att.intercept_builtins {
+            args.push("--strict-mcp-config".to_owned());
+        }
+        args.extend(["--mcp-config".to_owned(), file.display().to_string()]);
+        Ok(Invocation {
+            args,
+            cleanup,
+            ..Invocation::default()
+        })
+    }
+
     fn parser(&self, _request: &AgentRequest) -> State {
         State::default()
     }
@@ -140,6 +217,37 @@ impl CliAgent for Claude {
         }
         parsed
     }
+}
+
+/// `mcp__awf-proxy__<Tool>` for each tool of the proxy (none without one).
+fn proxy_tool_names(mcp: &McpAttachment) -> Vec<String> {
+    if mcp.proxy.is_none() {
+        return Vec::new();
+    }
+    mcp.proxy_tools
+        .iter()
+        .map(|t| format!("mcp__{MCP_PROXY_NAME}__{t}"))
+        .collect()
+}
+
+/// One `mcpServers` entry of Claude Code's configuration.
+fn server_entry(s: &McpServer) -> Value {
+    let env: Map<String, Value> = s
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    json!({"type": "stdio", "command": s.command, "args": s.args, "env": env})
+}
+
+/// The `--mcp-config` file: `{"mcpServers": {"awf-proxy": …, <editor servers>…}}`, from
+/// [`mcp::servers`] (an editor server named like the proxy is already left out).
+fn mcp_wrapper(servers: &[McpServer]) -> Value {
+    let servers: Map<String, Value> = servers
+        .iter()
+        .map(|s| (s.name.clone(), server_entry(s)))
+        .collect();
+    json!({"mcpServers": servers})
 }
 
 #[cfg(test)]
@@ -267,6 +375,123 @@ mod tests {
             e.message(),
             "claude option `permission_mode` is invalid: expected one of acceptEdits, auto, bypassPermissions, default, dontAsk, plan, got \"yolo\""
         );
+    }
+
+    fn server(name: &str, command: &str) -> McpServer {
+        McpServer {
+            name: name.into(),
+            command: command.into(),
+            args: vec!["mcp-serve".into(), "--config".into(), "/tmp/p.json".into()],
+            env: vec![("K".into(), "v".into())],
+        }
+    }
+
+    fn with_proxy(mut r: AgentRequest, intercept: bool, extra: Vec<McpServer>) -> AgentRequest {
+        r.mcp = Some(McpAttachment {
+            proxy: Some(server(MCP_PROXY_NAME, "/usr/bin/awf")),
+            proxy_tools: vec!["Bash".into(), "Read".into()],
+            intercept_builtins: intercept,
+            extra,
+        });
+        r
+    }
+
+    #[test]
+    fn an_intercepting_proxy_hides_the_native_tools_and_allows_its_own() {
+        let r = with_proxy(
+            req(
+                "x",
+                json!({"allowed_tools": "Bash(git:*)", "tools": ["Read"]}),
+            ),
+            true,
+            vec![],
+        );
+        assert_eq!(
+            Claude.argv(&r).unwrap(),
+            [
+                "-p",
+                "x",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--allowedTools",
+                "Bash(git:*),mcp__awf-proxy__Bash,mcp__awf-proxy__Read",
+                "--tools",
+                ""
+            ]
+        );
+        // Without intercepting, the CLI keeps its tools (and the step's `tools`), and the
+        // proxy's are allowed beside them.
+        let r = with_proxy(req("x", json!({"tools": ["Read"]})), false, vec![]);
+        assert_eq!(
+            Claude.argv(&r).unwrap()[5..],
+            [
+                "--allowedTools",
+                "mcp__awf-proxy__Bash,mcp__awf-proxy__Read",
+                "--tools",
+                "Read"
+            ]
+        );
+        // Editor servers alone change nothing in the argv besides --mcp-config.
+        let mut r = req("x", json!({}));
+        r.mcp = Some(McpAttachment {
+            extra: vec![server("editor", "/bin/ed")],
+            ..McpAttachment::default()
+        });
+        assert_eq!(
+            Claude.argv(&r).unwrap(),
+            ["-p", "x", "--output-format", "stream-json", "--verbose"]
+        );
+        assert!(Claude.hides_native_tools());
+    }
+
+    #[test]
+    fn the_mcp_config_wrapper_is_private_holds_proxy_and_editor_servers_and_goes_on_drop() {
+        let r = with_proxy(
+            req("x", json!({})),
+            true,
+            vec![
+                server("editor", "/bin/ed"),
+                server("awf-proxy", "/bin/evil"),
+                server("awf-proxy-0123456789abcdef", "/bin/evil"),
+            ],
+        );
+        let setup = Claude.invocation(&r, &Default::default()).unwrap();
+        let n = setup.args.len();
+        assert_eq!(
+            setup.args[n - 3..n - 1],
+            ["--strict-mcp-config", "--mcp-config"]
+        );
+        let file = std::path::PathBuf::from(&setup.args[n - 1]);
+        assert_eq!(file.parent(), Some(std::env::temp_dir().as_path()));
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(
+            v,
+            json!({"mcpServers": {
+                "awf-proxy": {"type": "stdio", "command": "/usr/bin/awf",
+                    "args": ["mcp-serve", "--config", "/tmp/p.json"], "env": {"K": "v"}},
+                "editor": {"type": "stdio", "command": "/bin/ed",
+                    "args": ["mcp-serve", "--config", "/tmp/p.json"], "env": {"K": "v"}}
+            }})
+        );
+        drop(setup);
+        assert!(!file.exists());
+        // Not intercepting: the user's other MCP servers stay (no --strict-mcp-config).
+        let r = with_proxy(req("x", json!({})), false, vec![]);
+        let setup = Claude.invocation(&r, &Default::default()).unwrap();
+        let n = setup.args.len();
+        assert_eq!(setup.args[n - 2], "--mcp-config");
+        assert!(!setup.args.iter().any(|a| a == "--strict-mcp-config"));
+        // Nothing to declare: the argv alone and no file at all.
+        let r = req("x", json!({}));
+        let setup = Claude.invocation(&r, &Default::default()).unwrap();
+        assert_eq!(setup.args, Claude.argv(&r).unwrap());
+        assert!(setup.cleanup.paths().is_empty());
     }
 
     #[test]
