@@ -26,7 +26,7 @@ npm_prefix="$PWD/.cache/mcp-npm"
 # Pins; keep in sync with tests/tests/mcp_serve.rs (PY_MCP, INSPECTOR, NODE) and mcp_workflows.rs.
 py_pins=("mcp==2.3.0" "agent-client-protocol==0.12.1" "jsonschema==4.26.0")
 acp_prefix="$PWD/.cache/acp-npm"
-# Keep in sync with tests/src/acp.rs (ACP_SDK, PY_ACP, SCHEMA_SHA256).
+# Keep in sync with tests/tests/acp_sdk.rs (ACP_SDK, PY_ACP).
 acp_pins=(
   "@agentclientprotocol/sdk@2.4.0"
   "ajv@8.20.0"
