@@ -490,7 +490,10 @@ const SCENARIOS = {
       check("rawInput has the rendered command", JSON.stringify(first.rawInput ?? {}).includes("true") ||
         toolCalls(r.updates).some((u) => u.toolCallId === first.toolCallId && JSON.stringify(u.rawInput ?? {}).includes("true")), first);
     }
-    check("a plan update lists the states", r.updates.some((u) => u.sessionUpdate === "plan" && u.entries.length >= 1), r.updates.map((u) => u.sessionUpdate));
+    const plans = r.updates.filter((u) => u.sessionUpdate === "plan");
+    check("a plan update lists the states", plans.some((u) => u.entries.length >= 1), r.updates.map((u) => u.sessionUpdate));
+    check("the first plan is sent before the step's card", plans.length && r.updates.indexOf(plans[0]) < r.updates.findIndex((u) => u.sessionUpdate === "tool_call"), r.updates.map((u) => u.sessionUpdate));
+    check("the last plan has the step completed", plans.length && plans.at(-1).entries.some((e) => e.status === "completed"), plans.at(-1));
     check("no update of the turn after its response", noUpdateAfterResponse(s.sessionId).length === 0, noUpdateAfterResponse(s.sessionId));
   },
 
@@ -632,6 +635,50 @@ const SCENARIOS = {
     // the session lives on: the in-flight flag was cleared
     const r2 = await turn(s, "/trivial");
     check("the next prompt is accepted after a cancel", r2.stop === "end_turn", errInfo(r2.error) ?? r2.stop);
+  },
+
+  // A child that ignores SIGTERM: SIGKILL after the grace, the prompt still answers
+  // cancelled within 6 s and no child is left.
+  async "cancel-stubborn"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    const p = turn(s, "/stubborn", 60_000);
+    await until("the step in progress", () => updates(s.sessionId).some((f) => f.json.params.update.status === "in_progress"));
+    await sleep(300);
+    const pid = child.pid;
+    const t = now();
+    await cx.notify(acp.methods.agent.session.cancel, { sessionId: s.sessionId });
+    const r = await p;
+    check("stopReason cancelled", r.stop === "cancelled", errInfo(r.error) ?? r.stop);
+    check("cancelled within 6 s", now() - t < 6000, `${now() - t} ms`);
+    await until("no child left", () => descendants(pid).length === 0, 10_000).catch(() => null);
+    check("no child left (SIGKILL after the grace)", descendants(pid).length === 0, descendants(pid));
+  },
+
+  // Go's leak test: 20 more sessions and prompts do not grow the server's threads or fds.
+  async leak(cx) {
+    await init(cx);
+    const count = () => {
+      const status = readFileSync(`/proc/${child.pid}/status`, "utf8");
+      const threads = Number(/Threads:\s+(\d+)/.exec(status)?.[1]);
+      return { threads, fds: awaitFs.readdirSync(`/proc/${child.pid}/fd`).length };
+    };
+    for (let i = 0; i < 3; i++) await turn(await newSession(cx), "/trivial");
+    await sleep(500);
+    const warm = count();
+    for (let i = 0; i < 20; i++) {
+      const s = await newSession(cx);
+      const r = await turn(s, "/trivial");
+      if (r.stop !== "end_turn") {
+        check(`prompt ${i} end_turn`, false, errInfo(r.error) ?? r.stop);
+        return;
+      }
+      await cx.request(acp.methods.agent.session.close, { sessionId: s.sessionId }).catch(() => {});
+    }
+    await sleep(500);
+    const after = count();
+    check("threads do not grow", after.threads <= warm.threads + 2, { warm, after });
+    check("file descriptors do not grow", after.fds <= warm.fds + 4, { warm, after });
   },
 
   // AWF (Go)'s test sends session/cancel as a request: accepted, the run cancelled.
@@ -876,7 +923,10 @@ const SCENARIOS = {
     check("end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
     check("the file was read through fs/read_text_file", editor.asked.some((a) => a.method === "fs/read_text_file" && a.params.path === path), editor.asked);
     const out = join(CWD, "copy.txt");
-    check("…and written through fs/write_text_file", editor.files.get(out) === "unsaved editor text", [...editor.files.entries()]);
+    check("…and written through fs/write_text_file", editor.files.get(out) === "written by the agent", [...editor.files.entries()]);
+    const nested = toolCalls(r.updates).filter((u) => /read|write/i.test(u.title ?? "") || /read|write/i.test(JSON.stringify(u.rawInput ?? "")));
+    check("the agent's own tool calls are nested tool calls", nested.length >= 2, toolCalls(r.updates));
+    check("the agent's answer is an agent_message_chunk", r.updates.some((u) => u.sessionUpdate === "agent_message_chunk" && textOf(u).includes("copied")), r.updates);
   },
 
   // stdin EOF during a run: every session cancelled, children reaped, exit within 1 s.

@@ -90,6 +90,10 @@ const WORKFLOWS: &[(&str, &str)] = &[
         "name: secret\ndescription: Prints a secret, whole and split across two writes\nstates:\n  initial: leak\n  leak:\n    type: step\n    command: |\n      echo \"token=$API_TOKEN\"\n      first=$(printf %s \"$API_TOKEN\" | cut -c1-10)\n      rest=$(printf %s \"$API_TOKEN\" | cut -c11-)\n      printf 'split=%s' \"$first\"\n      sleep 0.5\n      printf '%s\\n' \"$rest\"\n    on_success: done\n  done:\n    type: terminal\n",
     ),
     (
+        "stubborn",
+        "name: stubborn\ndescription: Ignores SIGTERM\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: trap '' TERM; sleep 30; true\n    on_success: done\n  done:\n    type: terminal\n",
+    ),
+    (
         "ask-name",
         "name: ask-name\ndescription: Greets a name it asks for\ninputs:\n  - name: name\n    description: Your name\n    required: true\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo \"hello {{.inputs.name}}\"\n    on_success: done\n  done:\n    type: terminal\n",
     ),
@@ -326,6 +330,61 @@ fn go_bad_json_and_a_10_mib_line_get_parse_errors_and_the_server_lives_on() {
 #[test]
 fn go_concurrent_sessions_each_get_their_own_updates() {
     run("concurrent");
+}
+
+#[test]
+fn go_twenty_more_prompts_leak_no_threads_or_fds() {
+    run("leak");
+}
+
+#[test]
+fn go_invalid_config_files_exit_non_zero_with_a_message() {
+    let sb = sandbox();
+    let missing = sb.path().join("nope.yaml").display().to_string();
+    let r = sb.run(&["acp-serve", "--config", &missing]).unwrap();
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("nope.yaml"), "{}", r.stderr);
+    assert!(
+        r.stdout.is_empty(),
+        "stdout must stay frame-only: {}",
+        r.stdout
+    );
+    let bad = sb.write("bad.yaml", "workflows_dir: [unclosed\n").unwrap();
+    let r = sb
+        .run(&["acp-serve", "--config", &bad.display().to_string()])
+        .unwrap();
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("bad.yaml"), "{}", r.stderr);
+    let not_dir = sb
+        .write("notdir.yaml", "workflows_dir: /etc/hostname\n")
+        .unwrap();
+    let r = sb
+        .run(&["acp-serve", "--config", &not_dir.display().to_string()])
+        .unwrap();
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("/etc/hostname"), "{}", r.stderr);
+}
+
+#[test]
+fn go_config_workflows_dir_scopes_the_commands() {
+    // AWF_WORKFLOWS_PATH points at an empty directory; the config's workflows_dir holds them.
+    let mut sb = sandbox();
+    std::fs::create_dir_all(sb.path().join("empty")).unwrap();
+    let empty = sb.path().join("empty").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &empty);
+    let cfg = sb
+        .write(
+            "acp.yaml",
+            &format!("workflows_dir: {}\n", sb.path().join("workflows").display()),
+        )
+        .unwrap();
+    let v = drive(&sb, "commands", &["--config", &cfg.display().to_string()]);
+    assert_verdict(&sb, &v);
+}
+
+#[test]
+fn a_child_ignoring_sigterm_is_killed_after_the_grace_and_the_prompt_answers_cancelled() {
+    run("cancel-stubborn");
 }
 
 #[test]
