@@ -359,17 +359,29 @@ async function newSession(cx, extra = {}) {
   const s = await withTimeout("session/new", cx.buildSession({ cwd: CWD, mcpServers: [], ...extra }).start());
   return s;
 }
+// The session's next message; one read at a time is pending per session, shared by whoever
+// awaits it (a turn whose prompt was refused leaves its reader waiting: the next turn takes
+// the message over instead of losing it to that stale reader).
+function nextOf(session) {
+  if (!session._pending) session._pending = session.nextUpdate().then((m) => {
+    session._pending = null;
+    return m;
+  });
+  return session._pending;
+}
 // Sends a prompt and reads its updates until the stop; gives {stop, error, updates}.
 async function turn(session, prompt, ms = 60_000) {
   const got = [];
   let stop = null;
   let error = null;
+  const gen = (session._gen = (session._gen ?? 0) + 1);
   const p = session.prompt(prompt).catch((e) => {
     error = e;
   });
   const reader = (async () => {
     for (;;) {
-      const m = await session.nextUpdate();
+      const m = await nextOf(session);
+      if (session._gen !== gen) return;
       if (m.kind === "stop") {
         stop = m.stopReason;
         return;
