@@ -143,6 +143,30 @@ error_codes! {
     UserMcpProxyInvalidConfig => "USER.MCP_PROXY.INVALID_CONFIG", User,
         "The `awf mcp-serve` config file is missing, unreadable, not JSON of the expected shape, or has a bad value.",
         "Pass `--config <file>` with a JSON object such as {\"intercept_builtins\": true, \"root_dir\": \"/abs/dir\"}; the message says what is wrong.";
+    UserAcpInvalidConfig => "USER.ACP.INVALID_CONFIG", User,
+        "The `awf acp-serve --config` file is missing, unreadable, not of the expected shape, or names a workflows_dir that is not a directory.",
+        "Give a JSON or YAML file with `workflows_dir` and/or `default_workflow`; the message says what is wrong.";
+    UserAcpInvalidPrompt => "USER.ACP.INVALID_PROMPT", User,
+        "An ACP prompt is not a `/workflow key=value ...` command (and no default workflow is configured), is too large, or has a bad input pair.",
+        "Start the prompt with a slash command from the editor's / menu, e.g. `/code-review file=main.go`.";
+    UserAcpUnsupportedBlock => "USER.ACP.UNSUPPORTED_BLOCK", User,
+        "An ACP prompt holds content awf's workflows cannot take (image, audio, a binary resource, an unknown block type).",
+        "Send text, embedded text resources or resource links (bound to an input as `key=@file`).";
+    UserAcpPromptInFlight => "USER.ACP.PROMPT_IN_FLIGHT", User,
+        "An ACP session got a prompt while its previous prompt is still running.",
+        "Wait for the running prompt's response, or send session/cancel first.";
+    UserAcpUnknownSession => "USER.ACP.UNKNOWN_SESSION", User,
+        "An ACP request names a session this agent does not hold.",
+        "Send session/new (or session/load for a session listed by session/list) first.";
+    UserAcpInvalidCwd => "USER.ACP.INVALID_CWD", User,
+        "An ACP session/new or session/load has a `cwd` that is missing, relative, or not an existing directory.",
+        "Send the project directory as an absolute path.";
+    UserAcpInvalidMcpServer => "USER.ACP.INVALID_MCP_SERVER", User,
+        "An entry of ACP `mcpServers` is malformed, uses a transport awf does not advertise (http, sse), or takes a name reserved for awf's proxy (`awf-proxy`, `awf-proxy-*`).",
+        "Send stdio servers {name, command (absolute), args, env: [{name, value}]} with other names; the message names the entry's index.";
+    UserAcpUnknownMode => "USER.ACP.UNKNOWN_MODE", User,
+        "session/set_mode names a mode awf does not offer.",
+        "Use `ask` (ask at every approval gate) or `auto` (approve every gate).";
     WorkflowParseYamlSyntax => "WORKFLOW.PARSE.YAML_SYNTAX", Workflow,
         "The workflow file is not valid YAML, or a field has the wrong type.",
         "Fix the YAML at the reported line and column; quote strings that contain ': '.";

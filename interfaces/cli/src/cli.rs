@@ -202,6 +202,18 @@ pub enum Command {
         override_usage = "awf mcp-serve [--config <FILE>] [--workflows [DIR]] [--yes]"
     )]
     McpServe(McpServeArgs),
+    /// Serve workflows to editors over the Agent Client Protocol (ACP v1) on stdio.
+    ///
+    /// Each prompt `/workflow key=value ...` runs that workflow in the session's cwd and
+    /// streams its steps as tool calls; approval gates become permission requests. Free text
+    /// goes to `--workflow NAME` (or the config's `default_workflow`) as its `prompt` input.
+    /// `--config FILE` (JSON or YAML): `workflows_dir`, `default_workflow`. Stdout carries
+    /// only ACP frames; logs go to stderr. Ends at stdin EOF or SIGTERM. See README "Editors".
+    #[command(
+        name = "acp-serve",
+        override_usage = "awf acp-serve [--config <FILE>] [--workflow <NAME>]"
+    )]
+    AcpServe(AcpServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -372,6 +384,19 @@ pub struct McpServeArgs {
     /// be asked over a tool call).
     #[arg(long)]
     pub yes: bool,
+}
+
+/// `awf acp-serve`.
+#[derive(Debug, Args)]
+pub struct AcpServeArgs {
+    /// The ACP config file (`workflows_dir`, `default_workflow`): the global `--config FILE`
+    /// (AWF (Go)'s flag), copied here by main after parsing.
+    #[arg(skip)]
+    pub config: Option<std::path::PathBuf>,
+    /// Workflow run by prompts that are not `/workflow` commands (their text is its `prompt`
+    /// input).
+    #[arg(long, value_name = "NAME")]
+    pub workflow: Option<String>,
 }
 
 /// `awf error`.

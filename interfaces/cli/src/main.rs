@@ -5,6 +5,7 @@
 //! Stdout carries results (run output, JSON, plans, tables); stderr carries progress lines,
 //! warnings and errors.
 
+mod acp_cmd;
 mod batch_write;
 mod cli;
 mod ctx;
@@ -94,6 +95,9 @@ fn main() -> ExitCode {
     };
     // `awf mcp-serve --config FILE`: the global (hidden) `--config` names its file.
     if let Command::McpServe(a) = &mut cli.command {
+        a.config = cli.config.clone().map(std::path::PathBuf::from);
+    }
+    if let Command::AcpServe(a) = &mut cli.command {
         a.config = cli.config.clone().map(std::path::PathBuf::from);
     }
     if matches!(cli.command, Command::Watchdog) {
@@ -365,6 +369,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::Status(args) => runs_cmd::status(ctx, args),
         Command::Config(args) => runs_cmd::config(ctx, args),
         Command::McpServe(args) => mcp_cmd::run(ctx, args).await,
+        Command::AcpServe(args) => acp_cmd::run(ctx, args).await,
         Command::Watchdog => Ok(Outcome::Success),
     };
     match result {

@@ -1,0 +1,33 @@
+//! `awf acp-serve`: an ACP v1 agent for editors (Zed, Neovim, JetBrains) over stdio. Each
+//! prompt runs a workflow through the domain [`RunService`](awf_domain::ports::RunService)
+//! port; its events are projected as `session/update` frames and its interactions (approval
+//! gates, missing inputs, conversation turns) are answered through the editor.
+//!
+//! The frames follow the ACP v1 JSON schema of `agent-client-protocol-schema` 1.17.0 (the
+//! pin of the `agent-client-protocol` 5.2.0 SDK, the only crate here that knows ACP): this
+//! crate runs its own capped line transport (10 MiB lines, `-32700` without echo, the
+//! connection lives on) because the SDK's `Stdio` has no cap and echoes bad lines
+//! (shared/spec/acp.md §7), and checks every frame shape it writes against the schema types
+//! in its tests.
+//!
+//! Reference: shared/spec/acp.md §1, §2, §3, §8; shared/design/decisions.md ("ACP").
+
+pub mod frames;
+pub mod prompt;
+pub mod server;
+pub mod transport;
+
+pub use server::AcpConfig;
+pub use server::serve;
+
+/// Serves ACP on the process's stdin/stdout until stdin ends or `shutdown` fires.
+///
+/// # Errors
+/// As [`serve`].
+pub async fn serve_stdio(
+    cfg: AcpConfig,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> Result<(), awf_domain::AwfError> {
+    let stdin = tokio::io::BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+    serve(cfg, stdin, tokio::io::stdout(), shutdown).await
+}

@@ -1,0 +1,624 @@
+//! The server over a scripted, recording [`RunService`]: what reaches the run request, the
+//! order of a turn's frames, cancel, approvals, stop reasons, parked questions.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use std::time::SystemTime;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::error::ErrorBody;
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::RunEvent;
+use awf_domain::interaction::Answer;
+use awf_domain::interaction::ApprovalKind;
+use awf_domain::interaction::ApprovalOption;
+use awf_domain::interaction::InteractionRequest;
+use awf_domain::interaction::RequestKind;
+use awf_domain::mask::Masker;
+use awf_domain::ports::RunService;
+use awf_domain::ports::facade::ResumeRequest;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::repository::LoadedWorkflow;
+use awf_domain::ports::repository::WorkflowEntry;
+use awf_domain::ports::repository::WorkflowRepository;
+use awf_domain::ports::service::RunView;
+use awf_domain::ports::service::Subscription;
+use awf_domain::ports::service::SubscriptionItem;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
+use awf_domain::run::RunResult;
+use awf_domain::run::RunStatus;
+use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
+use serde_json::Value;
+use serde_json::json;
+use tokio::io::AsyncBufReadExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::AcpConfig;
+use super::serve;
+
+#[derive(Default)]
+struct FakeService {
+    starts: Mutex<Vec<RunRequest>>,
+    feeds: Mutex<Vec<mpsc::UnboundedSender<SubscriptionItem>>>,
+    subs: Mutex<std::collections::HashMap<String, mpsc::UnboundedReceiver<SubscriptionItem>>>,
+    answers: Mutex<Vec<(String, Answer)>>,
+    cancels: Mutex<Vec<RunId>>,
+}
+
+struct FakeSub(mpsc::UnboundedReceiver<SubscriptionItem>);
+
+#[async_trait::async_trait]
+impl Subscription for FakeSub {
+    async fn next(&mut self) -> Option<SubscriptionItem> {
+        self.0.recv().await
+    }
+}
+
+#[async_trait::async_trait]
+impl RunService for FakeService {
+    async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
+        let mut starts = self.starts.lock().unwrap();
+        starts.push(request);
+        let id = format!("r{}", starts.len());
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.feeds.lock().unwrap().push(tx);
+        self.subs.lock().unwrap().insert(id.clone(), rx);
+        Ok(RunId(id))
+    }
+    async fn resume(&self, _: ResumeRequest) -> Result<RunId, AwfError> {
+        Err(AwfError::new(ErrorCode::UserInputValidationFailed, "no"))
+    }
+    fn get(&self, _: &RunId) -> Result<RunView, AwfError> {
+        Err(AwfError::new(ErrorCode::UserFacadeRunNotFound, "no"))
+    }
+    fn list(&self) -> Result<Vec<RunView>, AwfError> {
+        Ok(Vec::new())
+    }
+    fn subscribe(&self, run_id: &RunId, _from: u64) -> Result<Box<dyn Subscription>, AwfError> {
+        let rx = self.subs.lock().unwrap().remove(&run_id.0);
+        rx.map(|r| Box::new(FakeSub(r)) as Box<dyn Subscription>)
+            .ok_or_else(|| AwfError::new(ErrorCode::UserFacadeRunNotFound, "replay not scripted"))
+    }
+    fn respond(&self, request_id: &str, answer: Answer) -> Result<(), AwfError> {
+        self.answers
+            .lock()
+            .unwrap()
+            .push((request_id.to_owned(), answer));
+        Ok(())
+    }
+    fn cancel(&self, run_id: &RunId, _: CancelReason) -> Result<(), AwfError> {
+        self.cancels.lock().unwrap().push(run_id.clone());
+        Ok(())
+    }
+    async fn wait(&self, _: &RunId) -> Result<RunResult, AwfError> {
+        Err(AwfError::new(ErrorCode::UserFacadeRunNotFound, "no"))
+    }
+}
+
+struct NoWorkflows;
+
+impl WorkflowRepository for NoWorkflows {
+    fn load(&self, id: &str, _: Option<&std::path::Path>) -> Result<LoadedWorkflow, AwfError> {
+        Err(AwfError::new(
+            ErrorCode::UserFacadeWorkflowNotFound,
+            format!("workflow not found: {id}"),
+        ))
+    }
+    fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {
+        Ok(Vec::new())
+    }
+}
+
+struct Client {
+    svc: Arc<FakeService>,
+    to: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    from: tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>,
+    seq: u64,
+}
+
+impl Client {
+    async fn start() -> Self {
+        let svc = Arc::new(FakeService::default());
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let (sr, sw) = tokio::io::split(server);
+        let (cr, cw) = tokio::io::split(client);
+        let cfg = AcpConfig {
+            service: Arc::clone(&svc) as Arc<dyn RunService>,
+            repository: Arc::new(NoWorkflows),
+            default_workflow: None,
+            env: Vec::new(),
+            config_inputs: serde_json::Map::new(),
+            masker: Masker::default(),
+            version: "test".into(),
+            max_line_bytes: 1 << 20,
+            cancel_wait: Duration::from_millis(300),
+            shutdown_wait: Duration::from_millis(300),
+        };
+        tokio::spawn(serve(
+            cfg,
+            tokio::io::BufReader::new(sr),
+            sw,
+            CancellationToken::new(),
+        ));
+        let mut c = Self {
+            svc,
+            to: cw,
+            from: tokio::io::BufReader::new(cr),
+            seq: 0,
+        };
+        c.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}))
+            .await;
+        c.recv().await;
+        c
+    }
+
+    async fn send(&mut self, v: Value) {
+        let mut l = v.to_string().into_bytes();
+        l.push(b'\n');
+        self.to.write_all(&l).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let mut l = String::new();
+        tokio::time::timeout(Duration::from_secs(30), self.from.read_line(&mut l))
+            .await
+            .expect("a frame within 30 s")
+            .unwrap();
+        serde_json::from_str(&l).unwrap()
+    }
+
+    /// Frames up to (and with) the first matching `pred`.
+    async fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut out = Vec::new();
+        loop {
+            let f = self.recv().await;
+            let done = pred(&f);
+            out.push(f);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    async fn session(&mut self, servers: Value) -> String {
+        self.send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+            "params": {"cwd": std::env::temp_dir(), "mcpServers": servers}}))
+            .await;
+        let r = self.until(|f| f["id"] == 1).await;
+        let sid = r.last().unwrap()["result"]["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // available_commands_update
+        self.recv().await;
+        sid
+    }
+
+    async fn prompt(&mut self, sid: &str, text: &str, id: u64) {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": [{"type": "text", "text": text}]}}),
+        )
+        .await;
+    }
+
+    /// Waits for the run of the `n`th start (1-based) and feeds it `event`.
+    async fn feed(&mut self, n: usize, path: &str, event: RunEvent) {
+        for _ in 0..3000 {
+            if self.svc.feeds.lock().unwrap().len() >= n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.seq += 1;
+        let env = EventEnvelope {
+            seq: self.seq,
+            run_id: RunId(format!("r{n}")),
+            parent_run_id: None,
+            at: SystemTime::now(),
+            path: path.into(),
+            iteration: None,
+            event,
+        };
+        self.svc.feeds.lock().unwrap()[n - 1]
+            .send(SubscriptionItem::Event {
+                position: self.seq,
+                envelope: Box::new(env),
+            })
+            .unwrap();
+    }
+}
+
+fn finished(status: RunStatus, error: Option<(&str, ErrorCode)>) -> RunEvent {
+    RunEvent::RunFinished {
+        result: Box::new(RunResult {
+            run_id: Some(RunId("r1".into())),
+            workflow: "wf".into(),
+            status,
+            exit_code: 0,
+            terminal: None,
+            duration_ms: 1,
+            states: std::collections::BTreeMap::new(),
+            outputs: std::collections::BTreeMap::new(),
+            error: error.map(|(m, code)| ErrorBody {
+                code,
+                message: m.into(),
+                hints: Vec::new(),
+                details: std::collections::BTreeMap::new(),
+            }),
+            message: None,
+        }),
+    }
+}
+
+fn step_done(name: &str, status: StepStatus) -> RunEvent {
+    let mut st = StepState::running(name, SystemTime::now());
+    st.status = status;
+    RunEvent::StepFinished {
+        step: name.into(),
+        kind: "command".into(),
+        state: Box::new(st),
+    }
+}
+
+fn approval(id: &str) -> RunEvent {
+    RunEvent::InteractionRequired {
+        request: Box::new(InteractionRequest {
+            request_id: id.into(),
+            step: Some("ship".into()),
+            kind: RequestKind::Approval {
+                message: "Ship it?".into(),
+                options: vec![
+                    ApprovalOption {
+                        id: "ok".into(),
+                        name: "OK".into(),
+                        kind: ApprovalKind::AllowOnce,
+                    },
+                    ApprovalOption {
+                        id: "no".into(),
+                        name: "No".into(),
+                        kind: ApprovalKind::RejectOnce,
+                    },
+                ],
+            },
+            timeout_ms: None,
+        }),
+    }
+}
+
+#[tokio::test]
+async fn the_run_request_carries_the_editor_mcp_servers_and_the_cwd() {
+    let mut c = Client::start().await;
+    let sid = c
+        .session(json!([{"name": "fs", "command": "/bin/fs", "args": ["-a"], "env": [{"name": "K", "value": "vvvv"}]},
+                        {"name": "fs", "command": "/bin/fs2", "args": [], "env": []}]))
+        .await;
+    c.prompt(&sid, "/wf a=b c='d e'", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    c.feed(1, "s", step_done("s", StepStatus::Completed)).await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    let start = c.svc.starts.lock().unwrap()[0].clone();
+    assert_eq!(start.identifier, "wf");
+    assert_eq!(
+        start.inputs,
+        vec![("a".into(), "b".into()), ("c".into(), "d e".into())]
+    );
+    assert_eq!(start.working_dir, std::env::temp_dir());
+    assert!(start.prompt_missing_inputs && !start.auto_approve);
+    assert_eq!(
+        start.mcp_servers.len(),
+        1,
+        "a repeated name: the later wins"
+    );
+    assert_eq!(start.mcp_servers[0].command, "/bin/fs2");
+    // The step's card completes, then the response: nothing after it.
+    let last = frames.last().unwrap();
+    assert_eq!(last["result"]["stopReason"], "end_turn");
+    let statuses: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| f["params"]["update"]["status"].as_str())
+        .collect();
+    assert_eq!(statuses, ["pending", "in_progress", "completed"]);
+}
+
+#[tokio::test]
+async fn cancel_answers_cancelled_even_when_the_run_does_not_end() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    c.until(|f| f["params"]["update"]["status"] == "in_progress")
+        .await;
+    c.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+        .await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(*c.svc.cancels.lock().unwrap(), vec![RunId("r1".into())]);
+    // The open card is closed as failed before the response.
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["params"]["update"]["status"] == "failed")
+    );
+}
+
+#[tokio::test]
+async fn approvals_match_option_ids_and_allow_always_is_remembered_per_gate() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(1, "ship", approval("q1")).await;
+    let ask = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let ask = ask.last().unwrap();
+    assert_eq!(
+        ask["params"]["toolCall"]["content"][0]["content"]["text"],
+        "Ship it?"
+    );
+    c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "awf:allow_always"}}}))
+        .await;
+    c.until(|f| f["params"]["update"]["status"] == "completed")
+        .await;
+    assert_eq!(
+        *c.svc.answers.lock().unwrap(),
+        vec![("q1".into(), Answer::Option("ok".into()))]
+    );
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    c.until(|f| f["id"] == 2).await;
+    // Second run, same gate: answered without asking.
+    c.prompt(&sid, "/wf", 3).await;
+    c.feed(2, "ship", approval("q2")).await;
+    c.feed(2, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 3).await;
+    assert!(
+        frames
+            .iter()
+            .all(|f| f["method"] != "session/request_permission")
+    );
+    assert_eq!(
+        c.svc.answers.lock().unwrap()[1],
+        ("q2".into(), Answer::Option("ok".into()))
+    );
+    // Another workflow's gate is asked; an unknown option id rejects.
+    c.prompt(&sid, "/other", 4).await;
+    c.feed(3, "ship", approval("q3")).await;
+    let ask = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let ask = ask.last().unwrap().clone();
+    c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"outcome": {"outcome": "selected", "optionId": "bogus"}}}))
+        .await;
+    c.until(|f| f["params"]["update"]["status"] == "failed")
+        .await;
+    assert_eq!(
+        c.svc.answers.lock().unwrap()[2],
+        ("q3".into(), Answer::Option("no".into()))
+    );
+}
+
+#[tokio::test]
+async fn failures_map_to_end_turn_or_the_providers_stop_reason() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    let cases = [
+        ("step failed: exit status 1", "end_turn"),
+        ("claude: stop_reason: max_tokens", "max_tokens"),
+        ("the model refused to answer", "refusal"),
+    ];
+    for (i, (msg, want)) in cases.iter().enumerate() {
+        let id = 10 + i as u64;
+        c.prompt(&sid, "/wf", id).await;
+        c.feed(
+            i + 1,
+            "",
+            finished(
+                RunStatus::Failure,
+                Some((msg, ErrorCode::ExecutionCommandFailed)),
+            ),
+        )
+        .await;
+        let frames = c.until(|f| f["id"] == id).await;
+        assert_eq!(
+            frames.last().unwrap()["result"]["stopReason"],
+            *want,
+            "{msg}"
+        );
+        let text: String = frames
+            .iter()
+            .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
+            .collect();
+        assert!(text.contains(msg), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_conversation_turn_parks_and_the_next_prompt_answers_it() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "chat",
+        RunEvent::InteractionRequired {
+            request: Box::new(InteractionRequest {
+                request_id: "t1".into(),
+                step: Some("chat".into()),
+                kind: RequestKind::ConversationTurn {
+                    prompt: "What next?".into(),
+                },
+                timeout_ms: None,
+            }),
+        },
+    )
+    .await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert!(
+        frames
+            .iter()
+            .any(|f| f["params"]["update"]["content"]["text"] == "What next?")
+    );
+    // The next prompt, even a slash command, is the answer; the same run goes on.
+    c.prompt(&sid, "/not-a-command really", 3).await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 3).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+    assert_eq!(c.svc.starts.lock().unwrap().len(), 1);
+    assert_eq!(
+        *c.svc.answers.lock().unwrap(),
+        vec![("t1".into(), Answer::Value("/not-a-command really".into()))]
+    );
+}
+
+#[tokio::test]
+async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::StepStarted {
+            step: "think".into(),
+            kind: "agent".into(),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::AgentThoughtChunk {
+            step: "think".into(),
+            text: "hmm".into(),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCall {
+            step: "think".into(),
+            id: "t1".into(),
+            name: "mcp__awf-proxy__Read".into(),
+            input: json!({"file_path": "a.txt"}),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCallResult {
+            step: "think".into(),
+            id: "t1".into(),
+            output: "contents".into(),
+            is_error: false,
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::ToolCall {
+            step: "think".into(),
+            id: "t2".into(),
+            name: "Bash".into(),
+            input: json!({"command": "ls"}),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "think",
+        RunEvent::AgentMessageChunk {
+            step: "think".into(),
+            text: "done".into(),
+        },
+    )
+    .await;
+    c.feed(1, "think", step_done("think", StepStatus::Completed))
+        .await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    let ups: Vec<&Value> = frames.iter().map(|f| &f["params"]["update"]).collect();
+    let step = "r1:think:1";
+    assert!(ups.iter().any(|u| u["sessionUpdate"] == "tool_call"
+        && u["toolCallId"] == step
+        && u["kind"] == "think"));
+    assert!(
+        ups.iter()
+            .any(|u| u["sessionUpdate"] == "agent_thought_chunk" && u["content"]["text"] == "hmm")
+    );
+    assert!(
+        ups.iter()
+            .any(|u| u["sessionUpdate"] == "agent_message_chunk" && u["content"]["text"] == "done")
+    );
+    let read = ups
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "r1:think:1/t1")
+        .expect("the agent's Read, nested");
+    assert_eq!(read["kind"], "read");
+    assert_eq!(read["rawInput"]["file_path"], "a.txt");
+    assert!(ups.iter().any(|u| u["toolCallId"] == "r1:think:1/t1"
+        && u["status"] == "completed"
+        && u["content"][0]["content"]["text"] == "contents"));
+    // t2 never got a result: closed when its step ended, before the step's own card.
+    let pos = |pred: &dyn Fn(&Value) -> bool| ups.iter().position(|u| pred(u)).unwrap();
+    let t2_closed = pos(&|u| u["toolCallId"] == "r1:think:1/t2" && u["status"] == "completed");
+    let step_closed = pos(&|u| u["toolCallId"] == step && u["status"] == "completed");
+    assert!(t2_closed < step_closed);
+    // Agent text was streamed: no "completed." filler.
+    assert!(!frames.iter().any(|f| {
+        f["params"]["update"]["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("completed."))
+    }));
+}
+
+#[tokio::test]
+async fn a_cancel_request_for_the_prompt_cancels_its_turn() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 7).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    c.until(|f| f["params"]["update"]["status"] == "in_progress")
+        .await;
+    c.send(json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 7}}))
+        .await;
+    let frames = c.until(|f| f["id"] == 7).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(c.svc.cancels.lock().unwrap().len(), 1);
+}
