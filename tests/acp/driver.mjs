@@ -85,7 +85,7 @@ const REQUEST_DEF = {
   "terminal/kill": "KillTerminalRequest",
   "elicitation/create": "CreateElicitationRequest",
 };
-const NOTIFICATION_DEF = { "session/update": "SessionNotification" };
+const NOTIFICATION_DEF = { "session/update": "SessionNotification", "$/cancel_request": "CancelRequestNotification" };
 
 const deref = (ptr) => {
   let node = SCHEMA;
@@ -160,6 +160,7 @@ const waiters = new Set();
 const sentMethods = new Map(); // id (as JSON) -> method of our requests
 let stderr = "";
 let exited = null;
+let expectExit = false; // set by the scenarios that end the server themselves
 
 function check(name, ok, detail = "") {
   checks.push({ name, ok: !!ok, detail: typeof detail === "string" ? detail : JSON.stringify(detail) });
@@ -183,7 +184,9 @@ function validateReceived(line) {
   if (typeof msg !== "object" || msg === null || Array.isArray(msg)) {
     errs.push("not a JSON-RPC object");
   } else {
-    run("#/anyOf/0", msg, "frame (agent message)");
+    // an agent message, or a protocol-level one ($/cancel_request) that either side may send
+    const asAgent = validator("#/anyOf/0")(msg) || !validator("#/anyOf/2")(msg);
+    run(asAgent ? "#/anyOf/0" : "#/anyOf/2", msg, asAgent ? "frame (agent message)" : "frame (protocol-level message)");
     const envelope = ["jsonrpc", "id", "method", "params", "result", "error"];
     for (const k of Object.keys(msg)) if (!envelope.includes(k)) errs.push(`envelope field \`${k}\``);
     if (msg.method && msg.id !== undefined) {
@@ -267,11 +270,14 @@ function sendRaw(text) {
   return new Promise((res) => child.stdin.write(text, () => res()));
 }
 
-// Waits until `pred()` holds (re-checked on every frame and at exit); rejects after `ms`.
+// Waits until `pred()` holds (re-checked on every frame, at exit and every 20 ms); rejects after `ms`.
 function until(what, pred, ms = 30_000) {
   return new Promise((res, rej) => {
+    // re-checked on every frame, and every 20 ms for conditions set by the handlers
+    const poll = setInterval(() => w(), 20);
     const timer = setTimeout(() => {
       waiters.delete(w);
+      clearInterval(poll);
       rej(new Error(`timed out after ${ms} ms waiting for ${what}`));
     }, ms);
     const w = () => {
@@ -283,6 +289,7 @@ function until(what, pred, ms = 30_000) {
       }
       if (v) {
         clearTimeout(timer);
+        clearInterval(poll);
         waiters.delete(w);
         res(v);
       }
@@ -363,10 +370,16 @@ async function newSession(cx, extra = {}) {
 // awaits it (a turn whose prompt was refused leaves its reader waiting: the next turn takes
 // the message over instead of losing it to that stale reader).
 function nextOf(session) {
-  if (!session._pending) session._pending = session.nextUpdate().then((m) => {
-    session._pending = null;
-    return m;
-  });
+  if (!session._pending) session._pending = session.nextUpdate().then(
+    (m) => {
+      session._pending = null;
+      return m;
+    },
+    (e) => {
+      session._pending = null;
+      throw e;
+    },
+  );
   return session._pending;
 }
 // Sends a prompt and reads its updates until the stop; gives {stop, error, updates}.
@@ -380,7 +393,14 @@ async function turn(session, prompt, ms = 60_000) {
   });
   const reader = (async () => {
     for (;;) {
-      const m = await nextOf(session);
+      let m;
+      try {
+        m = await nextOf(session);
+      } catch (e) {
+        if (session._gen !== gen) return;
+        if (!error) error = e;
+        return;
+      }
       if (session._gen !== gen) return;
       if (m.kind === "stop") {
         stop = m.stopReason;
@@ -785,12 +805,15 @@ const SCENARIOS = {
     const said = JSON.stringify([errInfo(r?.error ?? err), r?.updates ?? []]);
     check("an image is refused with USER.ACP.UNSUPPORTED_BLOCK", said.includes("USER.ACP.UNSUPPORTED_BLOCK"), said.slice(0, 400));
     check("…and not run", !(r?.updates ?? []).some((u) => u.sessionUpdate === "tool_call"), r?.updates);
-    const link = await turn(s, [{ type: "text", text: "/input-echo" }, { type: "resource_link", uri: "file:///tmp/linked.txt", name: "message" }]);
+    // An attachment binds to the `key=` typed right before it (docs/compatibility.md).
+    const link = await turn(s, [{ type: "text", text: "/input-echo message=" }, { type: "resource_link", uri: "file:///tmp/linked.txt", name: "linked.txt" }]);
     check("resource_link: end_turn", link.stop === "end_turn", errInfo(link.error) ?? link.stop);
-    check("resource_link becomes an input", link.updates.some((u) => textOf(u).includes("file:///tmp/linked.txt")), link.updates);
+    check("resource_link becomes the input (its path)", link.updates.some((u) => textOf(u).includes("echo: /tmp/linked.txt")), link.updates);
+    const loose = await turn(s, [{ type: "text", text: "/input-echo" }, { type: "resource_link", uri: "file:///tmp/linked.txt", name: "linked.txt" }]);
+    check("an attachment bound to no input is said, not dropped", loose.error || loose.updates.some((u) => /attachment/i.test(textOf(u))), loose.updates);
     if (init1.agentCapabilities?.promptCapabilities?.embeddedContext) {
-      const emb = await turn(s, [{ type: "text", text: "/input-echo" }, { type: "resource", resource: { uri: "file:///tmp/message", text: "embedded words", mimeType: "text/plain" } }]);
-      check("an embedded text resource becomes an input", emb.updates.some((u) => textOf(u).includes("embedded words")), emb.updates);
+      const emb = await turn(s, [{ type: "text", text: "/input-echo message=" }, { type: "resource", resource: { uri: "file:///tmp/message", text: "embedded words", mimeType: "text/plain" } }]);
+      check("an embedded text resource becomes an input", emb.updates.some((u) => textOf(u).includes("echo: embedded words")), emb.updates);
     } else check("embeddedContext advertised (embedded text resources are inputs)", false, init1.agentCapabilities);
   },
 
@@ -950,6 +973,7 @@ const SCENARIOS = {
     await sleep(200);
     const kids = descendants(child.pid);
     const t = now();
+    expectExit = true;
     child.stdin.end();
     const ex = await withTimeout("exit after EOF", exitPromise, 20_000);
     check("exits within 1 s of EOF", ex.t - t < 1000, `${ex.t - t} ms`);
@@ -968,6 +992,7 @@ const SCENARIOS = {
     await sleep(200);
     const kids = descendants(child.pid);
     const t = now();
+    expectExit = true;
     child.kill("SIGTERM");
     const ex = await withTimeout("exit after SIGTERM", exitPromise, 20_000);
     check("exits within 1 s of SIGTERM", ex.t - t < 1000, `${ex.t - t} ms`);
@@ -1004,10 +1029,20 @@ let failure = null;
 if (!scenario) failure = `unknown scenario ${name}; known: ${Object.keys(SCENARIOS).join(", ")}`;
 else if (!serverCmd.length) failure = "no server command after --";
 else {
+  const describe = (e) => `${e?.message ?? e}${e?.code !== undefined ? ` (code ${e.code}, data ${JSON.stringify(e.data)})` : ""}`;
+  let op = null;
   try {
-    await withTimeout(`scenario ${name}`, app.connectWith(stream, (cx) => scenario(cx)), 240_000);
+    await withTimeout(`scenario ${name}`, app.connectWith(stream, (cx) => (op = scenario(cx))), 240_000);
   } catch (e) {
-    failure = `${e?.message ?? e}${e?.code !== undefined ? ` (code ${e.code}, data ${JSON.stringify(e.data)})` : ""}`;
+    // The scenarios that end the server see the SDK's "connection closed" once it is gone;
+    // they go on checking the exit, so wait for them.
+    if (expectExit && op && /connection closed/i.test(String(e?.message ?? e))) {
+      try {
+        await withTimeout(`scenario ${name} after the server ended`, op, 60_000);
+      } catch (e2) {
+        failure = describe(e2);
+      }
+    } else failure = describe(e);
   }
 }
 if (!exited) {
@@ -1029,5 +1064,5 @@ const verdict = {
   stderr: stderr.slice(-20000),
   exit: exited,
 };
-process.stdout.write(`${JSON.stringify(verdict)}\n`);
-process.exit(0);
+// exit only once the verdict is flushed: a pipe takes 64 KiB at a time
+process.stdout.write(`${JSON.stringify(verdict)}\n`, () => process.exit(0));

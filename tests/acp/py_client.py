@@ -95,7 +95,7 @@ class Editor:
 async def main():
     editor = Editor()
     scenario = opt("--scenario")
-    async with spawn_agent_process(editor, server[0], *server[1:], cwd=os.getcwd(), observers=[observe]) as (conn, proc):
+    async with spawn_agent_process(editor, server[0], *server[1:], cwd=os.getcwd(), env=dict(os.environ), observers=[observe]) as (conn, proc):
         init = await asyncio.wait_for(conn.initialize(
             protocol_version=1,
             client_capabilities=ClientCapabilities(),

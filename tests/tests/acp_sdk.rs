@@ -71,7 +71,7 @@ const WORKFLOWS: &[(&str, &str)] = &[
     ),
     (
         "input-echo",
-        "name: input-echo\ndescription: Echoes its input\ninputs:\n  - name: message\n    default: hello\nstates:\n  initial: echo\n  echo:\n    type: step\n    command: echo \"echo: {{.inputs.message}}\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "name: input-echo\ndescription: Echoes its input\ninputs:\n  - name: message\n    default: hello\nstates:\n  initial: echo\n  echo:\n    type: step\n    command: 'echo \"echo: {{.inputs.message}}\"'\n    on_success: done\n  done:\n    type: terminal\n",
     ),
     (
         "long-running",
@@ -103,7 +103,7 @@ const WORKFLOWS: &[(&str, &str)] = &[
     ),
     (
         "echo-prompt",
-        "name: echo-prompt\ndescription: Echoes free text\ninputs:\n  - name: prompt\n    default: none\nstates:\n  initial: echo\n  echo:\n    type: step\n    command: echo \"prompt: {{.inputs.prompt}}\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "name: echo-prompt\ndescription: Echoes free text\ninputs:\n  - name: prompt\n    default: none\nstates:\n  initial: echo\n  echo:\n    type: step\n    command: 'echo \"prompt: {{.inputs.prompt}}\"'\n    on_success: done\n  done:\n    type: terminal\n",
     ),
 ];
 
