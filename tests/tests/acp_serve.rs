@@ -739,3 +739,65 @@ fn concurrent_sessions_run_side_by_side() {
     let (_, r) = acp.until_answer(&json!(long));
     assert_eq!(r["result"]["stopReason"], "cancelled");
 }
+
+const STUBBORN: &str = "name: stubborn\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: \"trap '' TERM; sleep 30; echo never\"\n    on_success: done\n  done:\n    type: terminal\n";
+
+#[test]
+fn a_child_that_ignores_sigterm_is_killed_on_cancel_and_at_exit() {
+    let sb = sandbox();
+    sb.write("wf/stubborn.yaml", STUBBORN).unwrap();
+    // Cancel: SIGTERM, the grace, SIGKILL; the prompt still answers within 6 s.
+    let mut acp = Acp::start(&sb, &[]);
+    acp.init(json!({}));
+    let sid = acp.new_session(sb.path());
+    let id = acp.prompt(&sid, "/stubborn");
+    acp.until(|f| f["params"]["update"]["status"] == "in_progress");
+    awf_tests::wait_for("sleep started", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 30")
+    });
+    let t = Instant::now();
+    acp.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
+    let (_, r) = acp.until_answer(&json!(id));
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    assert_eq!(r["result"]["stopReason"], "cancelled");
+    awf_tests::wait_for("sleep killed", || {
+        !sb.processes().iter().any(|p| p.cmdline == "sleep 30")
+    });
+    // EOF with it running: exit within a second, nothing left.
+    acp.prompt(&sid, "/stubborn");
+    awf_tests::wait_for("sleep started again", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 30")
+    });
+    let (code, took, stderr) = acp.raw.close();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    awf_tests::wait_for("no process left", || sb.processes().is_empty());
+}
+
+#[test]
+fn loading_a_session_whose_run_waits_for_an_answer_does_not_wait_for_the_run() {
+    let sb = sandbox();
+    let mut acp = Acp::start(&sb, &[]);
+    acp.init(json!({}));
+    let sid = acp.new_session(sb.path());
+    let id = acp.prompt(&sid, "/ask");
+    acp.until_answer(&json!(id));
+    // The run waits for `who`; the load replays what was seen and answers (the replay used
+    // to wait 2 s for a next event of the live run).
+    let t = Instant::now();
+    let (before, r) = acp.call(
+        "session/load",
+        json!({"sessionId": sid, "cwd": sb.path().display().to_string(), "mcpServers": []}),
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(1900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(r["result"].is_object(), "{r}");
+    assert_eq!(updates(&before)[0]["content"]["text"], "/ask");
+    // And the parked question is still answered by the next prompt.
+    let id = acp.prompt(&sid, "Ada");
+    let (before, _) = acp.until_answer(&json!(id));
+    assert!(texts(&before, "agent_message_chunk").contains("hello Ada"));
+}

@@ -621,7 +621,10 @@ fn input_hint(inputs: &[awf_domain::workflow::InputDef]) -> String {
         .iter()
         .map(|d| {
             let value = if d.validation.enum_values.is_empty() {
-                format!("<{}>", type_name(&d.ty))
+                match type_name(&d.ty).as_str() {
+                    "untyped" => String::from("<value>"),
+                    t => format!("<{t}>"),
+                }
             } else {
                 d.validation.enum_values.join("|")
             };
@@ -842,6 +845,9 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             &s.id,
             frames::chunk("user_message_chunk", &r.prompt, None),
         ));
+        if r.seen == 0 {
+            continue;
+        }
         let Ok(mut sub) = shared.cfg.service.subscribe(&r.run_id, 1) else {
             continue;
         };
@@ -858,11 +864,14 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
                 break;
             }
             // Replay: no questions asked again.
-            if matches!(envelope.event, RunEvent::InteractionRequired { .. }) {
-                continue;
+            if !matches!(envelope.event, RunEvent::InteractionRequired { .. }) {
+                for f in projector.project(&envelope) {
+                    shared.out.send(f);
+                }
             }
-            for f in projector.project(&envelope) {
-                shared.out.send(f);
+            // Up to what the session saw: a live run's next event is not waited for.
+            if position >= r.seen {
+                break;
             }
         }
     }

@@ -622,3 +622,28 @@ async fn a_cancel_request_for_the_prompt_cancels_its_turn() {
     assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
     assert_eq!(c.svc.cancels.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn input_hints_name_required_and_optional_inputs() {
+    use awf_domain::workflow::InputDef;
+    use awf_domain::workflow::InputType;
+    use awf_domain::workflow::InputValidation;
+    let def = |name: &str, ty: InputType, required: bool, values: &[&str]| InputDef {
+        name: name.into(),
+        ty,
+        description: None,
+        required,
+        default: None,
+        validation: InputValidation {
+            enum_values: values.iter().map(|v| (*v).to_owned()).collect(),
+            ..InputValidation::default()
+        },
+    };
+    let hint = super::input_hint(&[
+        def("file", InputType::String, true, &[]),
+        def("kind", InputType::Untyped, false, &["a", "b"]),
+        def("note", InputType::Untyped, true, &[]),
+        def("n", InputType::Integer, false, &[]),
+    ]);
+    assert_eq!(hint, "file=<string> [kind=a|b] note=<value> [n=<integer>]");
+}

@@ -176,10 +176,12 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         cancel_wait: Duration::from_millis(5500),
         shutdown_wait: Duration::from_millis(700),
     };
-    let _ = awf_exec::become_subreaper();
     let shutdown = CancellationToken::new();
     spawn_signal_watch(shutdown.clone());
     awf_acp::serve_stdio(cfg, shutdown).await?;
+    // The runs were cancelled (SIGTERM to their processes) and given `shutdown_wait`: what
+    // ignored the SIGTERM is killed now, so awf exits within a second and leaves nothing.
+    awf_exec::kill_all_now();
     awf_exec::sweep_adopted().await;
     if let Some(r) = &w.recorder {
         r.flush();

@@ -105,7 +105,10 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
-    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
+    ) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
@@ -137,7 +140,10 @@ fn main() -> ExitCode {
     };
     let outcome = match runtime {
         Ok(rt) => {
-            let watched = matches!(cli.command, Command::Run(_) | Command::Resume(_));
+            let watched = matches!(
+                cli.command,
+                Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
+            );
             let outcome = if watched {
                 // On a worker, not on this thread: the engine, the run service's pump and
                 // the printer then hand events to each other on the runtime's own threads
