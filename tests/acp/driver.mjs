@@ -464,6 +464,28 @@ function descendants(pid) {
   return out;
 }
 const awaitFs = await import("node:fs");
+const cmdline = (pid) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+  } catch {
+    return [];
+  }
+};
+const zombie = (pid) => {
+  try {
+    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return true;
+  }
+};
+// The server's live descendants except awf's own watchdog helper (`awf __watchdog`, which
+// lives as long as the server), as "pid command line" strings.
+function stepProcesses(pid) {
+  return descendants(pid)
+    .filter((k) => !zombie(k) && cmdline(k)[1] !== "__watchdog")
+    .map((k) => `${k} ${cmdline(k).join(" ")}`)
+    .filter((x) => !/^\d+ $/.test(x));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Scenarios. Each gets the SDK's ClientContext; the workflows are the sandbox's (acp_sdk.rs).
@@ -652,17 +674,17 @@ const SCENARIOS = {
     const p = turn(s, "/long-running", 60_000);
     await until("the step in progress", () => updates(s.sessionId).some((f) => f.json.params.update.status === "in_progress"));
     const pid = child.pid;
-    const before = descendants(pid);
     await sleep(300);
+    const before = stepProcesses(pid);
     const t = now();
     await cx.notify(acp.methods.agent.session.cancel, { sessionId: s.sessionId });
     const r = await p;
     const took = now() - t;
     check("stopReason cancelled", r.stop === "cancelled", errInfo(r.error) ?? r.stop);
     check("cancelled within 6 s", took < 6000, `${took} ms`);
-    check("the step had a child running", before.length > 0, before);
-    await until("no child left", () => descendants(pid).length === 0, 10_000).catch(() => null);
-    check("no child left after the cancel", descendants(pid).length === 0, descendants(pid));
+    check("the step had a `sleep` running", before.some((x) => / sleep 30/.test(x) || /sleep 30$/.test(x)), before);
+    await until("no child left", () => stepProcesses(pid).length === 0, 10_000).catch(() => null);
+    check("no child left after the cancel", stepProcesses(pid).length === 0, stepProcesses(pid));
     check("no update of the turn after its response", noUpdateAfterResponse(s.sessionId).length === 0, noUpdateAfterResponse(s.sessionId));
     // the session lives on: the in-flight flag was cleared
     const r2 = await turn(s, "/trivial");
@@ -683,8 +705,8 @@ const SCENARIOS = {
     const r = await p;
     check("stopReason cancelled", r.stop === "cancelled", errInfo(r.error) ?? r.stop);
     check("cancelled within 6 s", now() - t < 6000, `${now() - t} ms`);
-    await until("no child left", () => descendants(pid).length === 0, 10_000).catch(() => null);
-    check("no child left (SIGKILL after the grace)", descendants(pid).length === 0, descendants(pid));
+    await until("no child left", () => stepProcesses(pid).length === 0, 10_000).catch(() => null);
+    check("no child left (SIGKILL after the grace)", stepProcesses(pid).length === 0, stepProcesses(pid));
   },
 
   // Go's leak test: 20 more sessions and prompts do not grow the server's threads or fds.
@@ -947,6 +969,25 @@ const SCENARIOS = {
     check("the same run continued with the answer", r2.updates.some((u) => textOf(u).includes("hello Ada")), r2.updates);
   },
 
+  // An agent step (the real claude CLI against the scripted LLM): its text is an
+  // agent_message_chunk and its own tool call (Read) a tool call nested under the step's card,
+  // completed by the end of the step.
+  async "agent-tools"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    const r = await turn(s, "/agent-read", 120_000);
+    check("end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
+    const calls = toolCalls(r.updates);
+    const card = calls.find((u) => u.sessionUpdate === "tool_call" && u.kind === "think");
+    check("the agent step is a tool call of kind think", card, calls);
+    const nested = calls.filter((u) => card && u.toolCallId !== card.toolCallId);
+    const ids = [...new Set(nested.map((u) => u.toolCallId))];
+    check("the agent's Read is a nested tool call", nested.some((u) => u.sessionUpdate === "tool_call" && /read/i.test(`${u.title} ${JSON.stringify(u.rawInput ?? {})}`)), calls);
+    check("nested ids are prefixed by the step's", card && ids.length > 0 && ids.every((id) => id.startsWith(card.toolCallId)), { card: card?.toolCallId, ids });
+    check("every nested call ends completed or failed", ids.length > 0 && ids.every((id) => ["completed", "failed"].includes(statusesOf(r.updates, id).at(-1))), ids.map((id) => [id, statusesOf(r.updates, id)]));
+    check("the agent's answer is an agent_message_chunk", r.updates.some((u) => u.sessionUpdate === "agent_message_chunk" && textOf(u).includes("done reading")), r.updates);
+  },
+
   // fs delegation: a client offering read and write gets the workflow's Read/Write through its
   // buffers (fs/read_text_file, fs/write_text_file).
   async fs(cx) {
@@ -972,15 +1013,17 @@ const SCENARIOS = {
     await until("the step in progress", () => updates(s.sessionId).some((f) => f.json.params.update.status === "in_progress"));
     await sleep(200);
     const kids = descendants(child.pid);
+    const kidCmds = kids.map((k) => cmdline(k).join(" "));
     const t = now();
     expectExit = true;
     child.stdin.end();
     const ex = await withTimeout("exit after EOF", exitPromise, 20_000);
     check("exits within 1 s of EOF", ex.t - t < 1000, `${ex.t - t} ms`);
     check("exit status 0", ex.code === 0, ex);
-    check("the step had a child", kids.length > 0, kids);
-    const alive = kids.filter((k) => awaitFs.existsSync(`/proc/${k}`) && !/\) Z /.test(readFileSync(`/proc/${k}/stat`, "utf8")));
-    check("no child survives", alive.length === 0, alive);
+    check("the step had a `sleep` running", kidCmds.some((c) => /sleep 30/.test(c)), kidCmds);
+    await until("children gone", () => kids.every(zombie), 5_000).catch(() => null);
+    const alive = kids.filter((k) => !zombie(k)).map((k) => `${k} ${cmdline(k).join(" ")}`);
+    check("no child survives (the watchdog included)", alive.length === 0, alive);
   },
 
   // SIGTERM during a run: same.
@@ -996,8 +1039,9 @@ const SCENARIOS = {
     child.kill("SIGTERM");
     const ex = await withTimeout("exit after SIGTERM", exitPromise, 20_000);
     check("exits within 1 s of SIGTERM", ex.t - t < 1000, `${ex.t - t} ms`);
-    const alive = kids.filter((k) => awaitFs.existsSync(`/proc/${k}`) && !/\) Z /.test(readFileSync(`/proc/${k}/stat`, "utf8")));
-    check("no child survives", alive.length === 0, alive);
+    await until("children gone", () => kids.every(zombie), 5_000).catch(() => null);
+    const alive = kids.filter((k) => !zombie(k)).map((k) => `${k} ${cmdline(k).join(" ")}`);
+    check("no child survives (the watchdog included)", alive.length === 0, alive);
   },
 
   // Editor MCP servers: entries validated one by one; a reserved name or a bad entry refused.
