@@ -750,6 +750,41 @@ const SCENARIOS = {
     check("cancelled within 6 s", now() - t < 6000, `${now() - t} ms`);
   },
 
+  // `$/cancel_request` of the prompt (the SDK's cancellationSignal): the prompt still gets its
+  // answer, `cancelled` (or -32800), within 6 s, and the run's child is gone.
+  async "cancel-request-id"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    const ac = new AbortController();
+    let err = null;
+    const p = cx.request(acp.methods.agent.session.prompt, { sessionId: s.sessionId, prompt: [{ type: "text", text: "/long-running" }] }, { cancellationSignal: ac.signal }).catch((e) => {
+      err = e;
+      return null;
+    });
+    await until("the step in progress", () => updates(s.sessionId).some((f) => f.json.params.update.status === "in_progress"));
+    await sleep(300);
+    const t = now();
+    ac.abort();
+    const r = await withTimeout("the cancelled prompt's answer", p, 30_000);
+    check("$/cancel_request sent", frames.some((f) => f.dir === "send" && f.json?.method === "$/cancel_request"), "");
+    check("answered cancelled or -32800", r?.stopReason === "cancelled" || err?.code === -32800, { r, err: errInfo(err) });
+    check("within 6 s", now() - t < 6000, `${now() - t} ms`);
+    await until("no child left", () => stepProcesses(child.pid).length === 0, 10_000).catch(() => null);
+    check("no child left", stepProcesses(child.pid).length === 0, stepProcesses(child.pid));
+  },
+
+  // An approval gate with a timeout and an editor that never answers: the request is withdrawn
+  // ($/cancel_request) and the gate's on_timeout decides.
+  async "approval-timeout"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    editor.permission = () => new Promise(() => {});
+    const r = await turn(s, "/approval-timeout", 60_000);
+    check("end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
+    check("the permission request was withdrawn", frames.some((f) => f.dir === "recv" && f.json?.method === "$/cancel_request"), "");
+    check("on_timeout: reject took the rejected route", r.updates.some((u) => textOf(u).includes("rejected-route")) && !r.updates.some((u) => textOf(u).includes("deployed")), r.updates);
+  },
+
   // A cancel arriving right after the prompt (while it is being set up) is not lost.
   async "cancel-race"(cx) {
     await init(cx);

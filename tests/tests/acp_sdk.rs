@@ -82,6 +82,10 @@ const WORKFLOWS: &[(&str, &str)] = &[
         "name: approval\ndescription: A gated deploy\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected-route\n    on_success: done\n  done:\n    type: terminal\n",
     ),
     (
+        "approval-timeout",
+        "name: approval-timeout\ndescription: A gate nobody answers\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed\n    approval: {message: \"Deploy now?\", timeout: 1s, on_timeout: reject}\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected-route\n    on_success: done\n  done:\n    type: terminal\n",
+    ),
+    (
         "fails",
         "name: fails\ndescription: Exits 1\nstates:\n  initial: boom\n  boom:\n    type: step\n    command: echo about to fail; exit 1\n    on_success: done\n  done:\n    type: terminal\n",
     ),
@@ -446,6 +450,16 @@ fn approval_allow_always_is_remembered_per_session() {
 #[test]
 fn auto_mode_approves_without_asking() {
     run("modes");
+}
+
+#[test]
+fn cancel_request_of_the_prompt_cancels_the_run() {
+    run("cancel-request-id");
+}
+
+#[test]
+fn an_unanswered_gate_times_out_to_its_on_timeout_option() {
+    run("approval-timeout");
 }
 
 #[test]
