@@ -440,6 +440,16 @@ function noUpdateAfterResponse(sid) {
   return bad;
 }
 const toolCalls = (ups) => ups.filter((u) => u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update");
+// Tool calls of a turn that did not end completed or failed (status of the last update that
+// set one; a tool_call without status is pending).
+function unfinishedCards(ups) {
+  const last = new Map();
+  for (const u of toolCalls(ups)) {
+    if (u.sessionUpdate === "tool_call") last.set(u.toolCallId, u.status ?? "pending");
+    else if (u.status) last.set(u.toolCallId, u.status);
+  }
+  return [...last].filter(([, st]) => st !== "completed" && st !== "failed");
+}
 const statusesOf = (ups, id) => toolCalls(ups).filter((u) => u.toolCallId === id).map((u) => u.status).filter(Boolean);
 
 // Own processes of the server: its descendants, read from /proc (never a machine-wide pattern).
@@ -544,6 +554,7 @@ const SCENARIOS = {
       check("rawInput has the rendered command", JSON.stringify(first.rawInput ?? {}).includes("true") ||
         toolCalls(r.updates).some((u) => u.toolCallId === first.toolCallId && JSON.stringify(u.rawInput ?? {}).includes("true")), first);
     }
+    check("every card of the turn finished", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
     const plans = r.updates.filter((u) => u.sessionUpdate === "plan");
     check("a plan update lists the states", plans.some((u) => u.entries.length >= 1), r.updates.map((u) => u.sessionUpdate));
     check("the first plan is sent before the step's card", plans.length && r.updates.indexOf(plans[0]) < r.updates.findIndex((u) => u.sessionUpdate === "tool_call"), r.updates.map((u) => u.sessionUpdate));
@@ -573,6 +584,7 @@ const SCENARIOS = {
     check("stopReason end_turn (a failed run is not an error)", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
     const calls = toolCalls(r.updates);
     check("the step's tool call ends failed", calls.some((u) => u.status === "failed"), calls);
+    check("every card of the turn finished", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
     check("a message says the workflow failed", r.updates.some((u) => u.sessionUpdate === "agent_message_chunk" && /fail/i.test(textOf(u))), r.updates);
   },
 
@@ -613,6 +625,7 @@ const SCENARIOS = {
     check("the request's toolCall is the gated step's card", asked[0] && toolCalls(r.updates).some((u) => u.toolCallId === asked[0].params.toolCall.toolCallId), { asked: asked[0]?.params.toolCall, calls: toolCalls(r.updates) });
     check("stopReason end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
     check("the gated step ran", r.updates.some((u) => textOf(u).includes("deployed")), r.updates);
+    check("every card of the turn finished (the approval's too)", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
   },
 
   // reject_once: the step does not run; the rejected route is taken.
@@ -627,6 +640,7 @@ const SCENARIOS = {
     check("stopReason end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
     check("the gated step did not run", !r.updates.some((u) => textOf(u).includes("deployed")), r.updates);
     check("the rejected route ran", r.updates.some((u) => textOf(u).includes("rejected-route")), r.updates);
+    check("every card of the turn finished (the approval's too)", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
   },
 
   // allow_always is remembered per session and gate: the second run is not asked; another
@@ -989,6 +1003,7 @@ const SCENARIOS = {
     check("its options are the enum values", ["dev", "staging", "prod"].every((v) => names.includes(v)), names);
     check("end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
     check("the chosen value reached the step", r.updates.some((u) => textOf(u).includes("env=staging")), r.updates);
+    check("every card of the turn finished", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
   },
 
   // Neither: the turn ends with the question; the next prompt answers it; the same run continues.
@@ -1021,6 +1036,7 @@ const SCENARIOS = {
     check("nested ids are prefixed by the step's", card && ids.length > 0 && ids.every((id) => id.startsWith(card.toolCallId)), { card: card?.toolCallId, ids });
     check("every nested call ends completed or failed", ids.length > 0 && ids.every((id) => ["completed", "failed"].includes(statusesOf(r.updates, id).at(-1))), ids.map((id) => [id, statusesOf(r.updates, id)]));
     check("the agent's answer is an agent_message_chunk", r.updates.some((u) => u.sessionUpdate === "agent_message_chunk" && textOf(u).includes("done reading")), r.updates);
+    check("every card of the turn finished", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
   },
 
   // fs delegation: a client offering read and write gets the workflow's Read/Write through its
