@@ -390,6 +390,11 @@ fn cancel_answers_cancelled_within_6_s_and_leaves_no_process() {
         awf_tests::wait_for("sleep reaped", || {
             !sb.processes().iter().any(|p| p.cmdline == "sleep 30")
         });
+        // Nothing of the sandbox but the server itself (no helper process either).
+        let me = acp.raw.child.id();
+        awf_tests::wait_for("only the server left", || {
+            sb.processes().iter().all(|p| p.pid == me)
+        });
     }
     // The session lives on.
     let id = acp.prompt(&sid, "/trivial");
@@ -576,6 +581,9 @@ fn sessions_list_close_and_load_with_replay() {
     let sid = acp.new_session(sb.path());
     let id = acp.prompt(&sid, "/input-echo message=replayme");
     acp.until_answer(&json!(id));
+    // A prompt that starts no run is part of the session too.
+    let id = acp.prompt(&sid, "/no-such-flow");
+    acp.until_answer(&json!(id));
     let (_, l) = acp.call("session/list", json!({}));
     let sessions = l["result"]["sessions"].as_array().unwrap();
     assert_eq!(sessions.len(), 1, "{l}");
@@ -598,6 +606,18 @@ fn sessions_list_close_and_load_with_replay() {
     assert_eq!(ups[0]["content"]["text"], "/input-echo message=replayme");
     assert!(texts(&before, "agent_message_chunk").contains("replayme"));
     assert!(ups.iter().any(|u| u["status"] == "completed"));
+    let second = ups
+        .iter()
+        .position(|u| {
+            u["sessionUpdate"] == "user_message_chunk" && u["content"]["text"] == "/no-such-flow"
+        })
+        .expect("the second prompt replayed");
+    assert!(
+        ups[second..].iter().any(|u| u["content"]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("failed to start"))),
+        "{ups:?}"
+    );
     // Loaded: usable again.
     let id = acp.prompt(&sid, "/trivial");
     let (_, r) = acp.until_answer(&json!(id));

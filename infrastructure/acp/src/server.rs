@@ -124,13 +124,17 @@ struct Parked {
     projector: Projector,
 }
 
-/// One run a session started: what `session/load` replays.
+/// One prompt of a session: what `session/load` replays (the prompt, the log of the run it
+/// started up to what the session saw, the messages awf wrote itself).
 #[derive(Clone)]
 struct RunRecord {
     prompt: String,
-    run_id: RunId,
+    /// The run it started, when it started one.
+    run_id: Option<RunId>,
     /// Last log position this session delivered.
     seen: u64,
+    /// Messages of the turn that are not run events ("Invalid prompt: …", outcomes).
+    notes: Vec<String>,
 }
 
 struct Session {
@@ -845,13 +849,32 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             &s.id,
             frames::chunk("user_message_chunk", &r.prompt, None),
         ));
-        if r.seen == 0 {
-            continue;
-        }
-        let Ok(mut sub) = shared.cfg.service.subscribe(&r.run_id, 1) else {
-            continue;
+        let sub = match &r.run_id {
+            Some(run) if r.seen > 0 => shared.cfg.service.subscribe(run, 1).ok(),
+            _ => None,
         };
-        let mut projector = Projector::new(&s.id, None);
+        if let Some(mut sub) = sub {
+            replay_run(shared, &s.id, &mut sub, r.seen).await;
+        }
+        for n in &r.notes {
+            for piece in split_text(n, MAX_CHUNK) {
+                shared.out.send(frames::update(
+                    &s.id,
+                    frames::chunk("agent_message_chunk", piece, None),
+                ));
+            }
+        }
+    }
+    lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
+    let mode = lock(&s.mode).id();
+    Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
+}
+
+/// Projects a run's log from its start up to position `seen`.
+async fn replay_run(shared: &Shared, session: &str, sub: &mut Box<dyn Subscription>, seen: u64) {
+    {
+        let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
+        let mut projector = Projector::new(session, None, masker);
         while let Some(item) = tokio::time::timeout(Duration::from_secs(2), sub.next())
             .await
             .ok()
@@ -860,7 +883,7 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             let SubscriptionItem::Event { position, envelope } = item else {
                 continue;
             };
-            if position > r.seen {
+            if position > seen {
                 break;
             }
             // Replay: no questions asked again.
@@ -870,14 +893,11 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
                 }
             }
             // Up to what the session saw: a live run's next event is not waited for.
-            if position >= r.seen {
+            if position >= seen {
                 break;
             }
         }
     }
-    lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
-    let mode = lock(&s.mode).id();
-    Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
 }
 
 fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
@@ -1096,6 +1116,9 @@ impl PromptText {
 }
 
 fn message(shared: &Shared, s: &Session, t: &str) {
+    if let Some(r) = lock(&s.runs).last_mut() {
+        r.notes.push(t.to_owned());
+    }
     for piece in split_text(t, MAX_CHUNK) {
         shared.out.send(frames::update(
             &s.id,
@@ -1133,6 +1156,12 @@ async fn prompt_turn(
         let t: String = text.display().chars().take(80).collect();
         *lock(&s.title) = Some(t);
     }
+    lock(&s.runs).push(RunRecord {
+        prompt: text.display(),
+        run_id: None,
+        seen: 0,
+        notes: Vec::new(),
+    });
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
     if let Some(p) = parked {
@@ -1202,11 +1231,9 @@ async fn prompt_turn(
             return Ok("end_turn");
         }
     };
-    lock(&s.runs).push(RunRecord {
-        prompt: text.display(),
-        run_id: run_id.clone(),
-        seen: 0,
-    });
+    if let Some(r) = lock(&s.runs).last_mut() {
+        r.run_id = Some(run_id.clone());
+    }
     let sub = match shared.cfg.service.subscribe(&run_id, 1) {
         Ok(sub) => sub,
         Err(e) => {
@@ -1217,7 +1244,8 @@ async fn prompt_turn(
             ));
         }
     };
-    let projector = Projector::new(&s.id, loaded.map(|l| l.workflow));
+    let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
+    let projector = Projector::new(&s.id, loaded.map(|l| l.workflow), masker);
     if let Some(plan) = projector.plan_frame() {
         shared.out.send(plan);
     }
@@ -1225,7 +1253,11 @@ async fn prompt_turn(
 }
 
 fn note_seen(s: &Session, run_id: &RunId, position: u64) {
-    if let Some(r) = lock(&s.runs).iter_mut().rev().find(|r| r.run_id == *run_id) {
+    if let Some(r) = lock(&s.runs)
+        .iter_mut()
+        .rev()
+        .find(|r| r.run_id.as_ref() == Some(run_id))
+    {
         r.seen = r.seen.max(position);
     }
 }
@@ -1725,10 +1757,20 @@ struct Projector {
     streamed: bool,
     /// Output excerpt per open step tool call.
     excerpt: HashMap<String, String>,
+    /// The secrets the frames mask (the process's, the editor MCP servers' env values, the
+    /// prompt's secret inputs), applied to streamed text with a carry-over per stream so a
+    /// secret split across two chunks is masked too.
+    masker: Masker,
+    /// One masking stream per `<run>:<path>:<kind>` text stream, with its UTF-8 carry.
+    streams: HashMap<String, (awf_domain::mask::StreamMasker, Vec<u8>)>,
 }
 
 impl Projector {
-    fn new(session: &str, workflow: Option<awf_domain::workflow::Workflow>) -> Self {
+    fn new(
+        session: &str,
+        workflow: Option<awf_domain::workflow::Workflow>,
+        masker: Masker,
+    ) -> Self {
         let plan = workflow
             .as_ref()
             .map(|w| {
@@ -1748,7 +1790,56 @@ impl Projector {
             plan,
             streamed: false,
             excerpt: HashMap::new(),
+            masker,
+            streams: HashMap::new(),
         }
+    }
+
+    /// The part of `bytes` (next in stream `key`) that is safe to show now: masked, a
+    /// possible start of a secret and an incomplete UTF-8 character held back.
+    fn stream(&mut self, key: &str, bytes: &[u8]) -> String {
+        let masker = &self.masker;
+        let (sm, carry) = self.streams.entry(key.to_owned()).or_insert_with(|| {
+            (
+                awf_domain::mask::StreamMasker::new(masker.clone()),
+                Vec::new(),
+            )
+        });
+        carry.extend(sm.push(bytes));
+        take_utf8(carry)
+    }
+
+    /// Releases what the streams under `prefix` hold (their step ended), as frames.
+    fn flush(&mut self, prefix: &str) -> Vec<Value> {
+        let mut keys: Vec<String> = self
+            .streams
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        keys.sort();
+        let mut out = Vec::new();
+        for k in keys {
+            let Some((mut sm, mut carry)) = self.streams.remove(&k) else {
+                continue;
+            };
+            carry.extend(sm.finish());
+            let text = String::from_utf8_lossy(&carry).into_owned();
+            if text.is_empty() {
+                continue;
+            }
+            let (kind, id) = match k.strip_suffix(":thought") {
+                Some(base) => ("agent_thought_chunk", format!("{base}:thought")),
+                None => (
+                    "agent_message_chunk",
+                    k.rsplit_once(':').map_or(k.clone(), |(b, _)| b.to_owned()),
+                ),
+            };
+            for piece in split_text(&text, MAX_CHUNK) {
+                out.push(self.up(frames::chunk(kind, piece, Some(&id))));
+            }
+        }
+        out
     }
 
     fn up(&self, u: Value) -> Value {
@@ -1869,7 +1960,8 @@ impl Projector {
                 }
             }
             RunEvent::OutputChunk { text, .. } => {
-                let t = text.to_text();
+                let base = format!("{}:{}", run.0, env.path);
+                let t = self.stream(&format!("{base}:out"), text.as_bytes());
                 if let Some((id, _)) = self.open.get(&key) {
                     let e = self.excerpt.entry(id.clone()).or_default();
                     if e.len() < MAX_EXCERPT {
@@ -1878,29 +1970,25 @@ impl Projector {
                 }
                 for piece in split_text(&t, MAX_CHUNK) {
                     self.streamed = true;
-                    out.push(self.up(frames::chunk(
-                        "agent_message_chunk",
-                        piece,
-                        Some(&format!("{}:{}", run.0, env.path)),
-                    )));
+                    out.push(self.up(frames::chunk("agent_message_chunk", piece, Some(&base))));
                 }
             }
             RunEvent::AgentMessageChunk { text, .. } => {
-                for piece in split_text(text, MAX_CHUNK) {
+                let base = format!("{}:{}", run.0, env.path);
+                let t = self.stream(&format!("{base}:msg"), text.as_bytes());
+                for piece in split_text(&t, MAX_CHUNK) {
                     self.streamed = true;
-                    out.push(self.up(frames::chunk(
-                        "agent_message_chunk",
-                        piece,
-                        Some(&format!("{}:{}", run.0, env.path)),
-                    )));
+                    out.push(self.up(frames::chunk("agent_message_chunk", piece, Some(&base))));
                 }
             }
             RunEvent::AgentThoughtChunk { text, .. } => {
-                for piece in split_text(text, MAX_CHUNK) {
+                let base = format!("{}:{}", run.0, env.path);
+                let t = self.stream(&format!("{base}:thought"), text.as_bytes());
+                for piece in split_text(&t, MAX_CHUNK) {
                     out.push(self.up(frames::chunk(
                         "agent_thought_chunk",
                         piece,
-                        Some(&format!("{}:{}:thought", run.0, env.path)),
+                        Some(&format!("{base}:thought")),
                     )));
                 }
             }
@@ -1956,6 +2044,7 @@ impl Projector {
                 }
             }
             RunEvent::StepFinished { step, state, .. } => {
+                out.extend(self.flush(&format!("{}:{}:", run.0, env.path)));
                 if let Some((id, _)) = self.open.remove(&key) {
                     out.extend(self.close_nested(&id));
                     let cancelled = matches!(state.status, awf_domain::run::StepStatus::Cancelled);
@@ -2017,7 +2106,7 @@ impl Projector {
 
     /// Failed updates for every tool call still open (a cancelled or cut-short run).
     fn close_open(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
+        let mut out = self.flush("");
         let open: Vec<String> = self.open.drain().map(|(_, (id, _))| id).collect();
         for id in open {
             out.extend(self.close_nested(&id));
@@ -2030,6 +2119,20 @@ impl Projector {
         }
         out
     }
+}
+
+/// Takes the longest complete UTF-8 prefix out of `buf` (an incomplete character at its end
+/// stays for the next chunk; invalid bytes become U+FFFD).
+fn take_utf8(buf: &mut Vec<u8>) -> String {
+    let keep = match std::str::from_utf8(buf) {
+        Ok(_) => 0,
+        Err(e) if e.error_len().is_none() => buf.len() - e.valid_up_to(),
+        Err(_) => 0,
+    };
+    let rest = buf.split_off(buf.len() - keep);
+    let text = String::from_utf8_lossy(buf).into_owned();
+    *buf = rest;
+    text
 }
 
 fn truncate(t: &str, max: usize) -> String {

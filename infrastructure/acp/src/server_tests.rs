@@ -126,6 +126,10 @@ struct Client {
 
 impl Client {
     async fn start() -> Self {
+        Self::start_with(Masker::default()).await
+    }
+
+    async fn start_with(masker: Masker) -> Self {
         let svc = Arc::new(FakeService::default());
         let (client, server) = tokio::io::duplex(1 << 20);
         let (sr, sw) = tokio::io::split(server);
@@ -136,7 +140,7 @@ impl Client {
             default_workflow: None,
             env: Vec::new(),
             config_inputs: serde_json::Map::new(),
-            masker: Masker::default(),
+            masker,
             version: "test".into(),
             max_line_bytes: 1 << 20,
             cancel_wait: Duration::from_millis(300),
@@ -646,4 +650,118 @@ fn input_hints_name_required_and_optional_inputs() {
         def("n", InputType::Integer, false, &[]),
     ]);
     assert_eq!(hint, "file=<string> [kind=a|b] note=<value> [n=<integer>]");
+}
+
+#[tokio::test]
+async fn a_permission_request_is_bounded_by_the_gates_timeout() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    let RunEvent::InteractionRequired { mut request } = approval("q1") else {
+        unreachable!()
+    };
+    request.timeout_ms = Some(50);
+    c.feed(1, "ship", RunEvent::InteractionRequired { request })
+        .await;
+    let asked = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let rid = asked.last().unwrap()["id"].clone();
+    // Nobody answers: the request is withdrawn when the gate's time is up.
+    let withdrawn = c.until(|f| f["method"] == "$/cancel_request").await;
+    assert_eq!(withdrawn.last().unwrap()["params"]["requestId"], rid);
+    assert!(
+        c.svc.answers.lock().unwrap().is_empty(),
+        "the run resolves its own timeout"
+    );
+    c.feed(
+        1,
+        "",
+        finished(
+            RunStatus::Failure,
+            Some(("approval timed out", ErrorCode::ExecutionCommandFailed)),
+        ),
+    )
+    .await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "end_turn");
+}
+
+#[tokio::test]
+async fn a_cancelled_permission_outcome_cancels_the_turn() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(1, "ship", approval("q1")).await;
+    let asked = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let rid = asked.last().unwrap()["id"].clone();
+    c.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "cancelled"}}}))
+        .await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    assert_eq!(frames.last().unwrap()["result"]["stopReason"], "cancelled");
+    assert_eq!(*c.svc.cancels.lock().unwrap(), vec![RunId("r1".into())]);
+}
+
+#[tokio::test]
+async fn a_secret_split_across_two_chunks_never_reaches_a_frame() {
+    let mut m = Masker::default();
+    m.add("hunter2-SECRET-9876");
+    let mut c = Client::start_with(m).await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    for piece in ["out: hunter2-SEC", "RET-9876 and é", "\n"] {
+        c.feed(
+            1,
+            "s",
+            RunEvent::OutputChunk {
+                step: "s".into(),
+                stream: awf_domain::event::OutputStream::Stdout,
+                text: piece.into(),
+            },
+        )
+        .await;
+    }
+    c.feed(
+        1,
+        "s",
+        RunEvent::AgentMessageChunk {
+            step: "s".into(),
+            text: "agent says hunter2-".into(),
+        },
+    )
+    .await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::AgentMessageChunk {
+            step: "s".into(),
+            text: "SECRET-9876".into(),
+        },
+    )
+    .await;
+    c.feed(1, "s", step_done("s", StepStatus::Completed)).await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    let all: String = frames.iter().map(ToString::to_string).collect();
+    for part in ["hunter2-SEC", "RET-9876", "hunter2-", "SECRET-9876"] {
+        assert!(!all.contains(part), "{part} leaked: {all}");
+    }
+    let text: String = frames
+        .iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|f| f["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(text.contains("out: *** and é\n"), "{text}");
+    assert!(text.contains("agent says ***"), "{text}");
 }

@@ -176,6 +176,9 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         cancel_wait: Duration::from_millis(5500),
         shutdown_wait: Duration::from_millis(700),
     };
+    // Descendants of steps whose parent dies come back to awf, which stops them when their
+    // call ends and at exit. No watchdog process: awf's only children are the steps'.
+    let _ = awf_exec::become_subreaper();
     let shutdown = CancellationToken::new();
     spawn_signal_watch(shutdown.clone());
     awf_acp::serve_stdio(cfg, shutdown).await?;

@@ -105,10 +105,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
-    if matches!(
-        cli.command,
-        Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
-    ) {
+    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
