@@ -911,6 +911,18 @@ const SCENARIOS = {
     // the Rust test checks every raw frame for the value itself
   },
 
+  // A secret-named input typed in the prompt: masked in the step's output and in the replay
+  // of session/load (the Rust test checks every frame for the value).
+  async "secret-input"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    const r = await turn(s, "/use-token api_token=sk-typed-secret-98765");
+    check("end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
+    check("the step ran, its output masked", r.updates.some((u) => textOf(u).includes("using ***")), r.updates);
+    await withTimeout("session/load", cx.request(acp.methods.agent.session.load, { sessionId: s.sessionId, cwd: CWD, mcpServers: [] }));
+    check("the replay has the prompt, masked", updates(s.sessionId).some((f) => f.json.params.update.sessionUpdate === "user_message_chunk" && textOf(f.json.params.update).includes("api_token=***")), "");
+  },
+
   // Framing: invalid JSON and an over-10-MiB line get -32700 (id null, not echoed); the
   // connection lives on; unknown `_` request -32601; an unknown notification is ignored.
   async "parse-errors"(cx) {

@@ -86,6 +86,10 @@ const WORKFLOWS: &[(&str, &str)] = &[
         "name: approval-timeout\ndescription: A gate nobody answers\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed\n    approval: {message: \"Deploy now?\", timeout: 1s, on_timeout: reject}\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected-route\n    on_success: done\n  done:\n    type: terminal\n",
     ),
     (
+        "use-token",
+        "name: use-token\ndescription: Uses a token typed in the prompt\ninputs:\n  - name: api_token\n    required: true\nstates:\n  initial: use\n  use:\n    type: step\n    command: echo \"using {{.inputs.api_token}}\"\n    on_success: done\n  done:\n    type: terminal\n",
+    ),
+    (
         "fails",
         "name: fails\ndescription: Exits 1\nstates:\n  initial: boom\n  boom:\n    type: step\n    command: echo about to fail; exit 1\n    on_success: done\n  done:\n    type: terminal\n",
     ),
@@ -499,6 +503,17 @@ fn a_secret_never_reaches_a_frame_even_split_across_chunks() {
         );
     }
     assert!(!v["stderr"].as_str().unwrap_or("").contains(SECRET));
+}
+
+#[test]
+fn a_secret_input_typed_in_a_prompt_never_reaches_a_frame_nor_the_replay() {
+    let (_sb, v) = run("secret-input");
+    for f in received(&v) {
+        assert!(
+            !f.to_string().contains("sk-typed-secret-98765"),
+            "the secret leaked: {f}"
+        );
+    }
 }
 
 #[test]
