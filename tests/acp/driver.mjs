@@ -224,7 +224,9 @@ function record(dir, line) {
   for (const w of [...waiters]) w();
 }
 
-const child = spawn(serverCmd[0], serverCmd.slice(1), { stdio: ["pipe", "pipe", "pipe"] });
+// (`--list`, or no server given: a no-op process stands in, the verdict says what is missing)
+const argvOfServer = serverCmd.length && !opts.includes("--list") ? serverCmd : [process.execPath, "-e", ""];
+const child = spawn(argvOfServer[0], argvOfServer.slice(1), { stdio: ["pipe", "pipe", "pipe"] });
 child.stderr.on("data", (b) => {
   if (stderr.length < 200_000) stderr += b.toString("utf8");
 });
@@ -312,7 +314,6 @@ const responseTo = (method, pred = () => true) => {
   if (!last) return null;
   return recv().find((f) => f.json.id !== undefined && !f.json.method && JSON.stringify(f.json.id) === JSON.stringify(last.json.id)) ?? null;
 };
-const allText = (fs) => fs.map((f) => JSON.stringify(f.json?.params?.update ?? {})).join("\n");
 const textOf = (u) => {
   // the text an update carries (chunks and tool call content)
   const out = [];
@@ -416,7 +417,6 @@ async function turn(session, prompt, ms = 60_000) {
 }
 const errInfo = (e) => (e ? { code: e.code, message: e.message, data: e.data } : null);
 const hasCode = (e, code, awf) => e && e.code === code && (!awf || JSON.stringify(e.data ?? "").includes(awf));
-const firstSessionUpdate = (sid) => recv().findIndex((f) => f.json.method === "session/update" && f.json.params?.sessionId === sid);
 
 // Whether no session/update of `sid` came after the response to the prompt (until the next prompt).
 function noUpdateAfterResponse(sid) {

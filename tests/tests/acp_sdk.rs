@@ -733,3 +733,23 @@ fn the_driver_flags_a_frame_outside_the_schema() {
     assert!(invalid.contains("commands"), "{invalid}");
     assert!(invalid.contains("not JSON"), "{invalid}");
 }
+
+#[test]
+fn every_driver_scenario_is_run_by_a_test_here() {
+    let out = Command::new(node())
+        .arg(awf_tests::workspace_root().join("tests/acp/driver.mjs"))
+        .args(["--list", "--modules"])
+        .arg(acp_modules())
+        .output()
+        .unwrap();
+    let names: Vec<String> = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("--list ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(names.len() > 30, "{names:?}");
+    let me = include_str!("acp_sdk.rs");
+    for n in names {
+        assert!(
+            me.contains(&format!("run(\"{n}\")")) || me.contains(&format!("drive(&sb, \"{n}\"")),
+            "driver scenario {n} is run by no test"
+        );
+    }
+}
