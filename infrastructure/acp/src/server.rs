@@ -257,8 +257,9 @@ where
     .await;
     turns.abort_all();
     lock(&shared.pending).clear();
+    shared.out.close();
     drop(shared);
-    let _ = tokio::time::timeout(Duration::from_millis(500), writer_task).await;
+    let _ = tokio::time::timeout(Duration::from_millis(200), writer_task).await;
     Ok(())
 }
 
@@ -1519,16 +1520,10 @@ async fn ask(
                 .iter()
                 .map(|o| json!({"optionId": o.id, "name": o.name, "kind": o.kind.as_str()}))
                 .collect();
-            if let Some(a) = allow
-                && !options.iter().any(|o| o.kind == ApprovalKind::AllowAlways)
-            {
-                let _ = a;
+            if allow.is_some() && !options.iter().any(|o| o.kind == ApprovalKind::AllowAlways) {
                 opts.push(json!({"optionId": "awf:allow_always", "name": format!("Always approve '{step}'"), "kind": "allow_always"}));
             }
-            if let Some(r) = reject
-                && !options.iter().any(|o| o.kind == ApprovalKind::RejectAlways)
-            {
-                let _ = r;
+            if reject.is_some() && !options.iter().any(|o| o.kind == ApprovalKind::RejectAlways) {
                 opts.push(json!({"optionId": "awf:reject_always", "name": format!("Always reject '{step}'"), "kind": "reject_always"}));
             }
             let params = json!({

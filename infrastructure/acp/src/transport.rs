@@ -92,13 +92,20 @@ pub struct Outbox {
 impl Outbox {
     /// Queues a frame (dropped when the writer is gone: the connection is closing).
     pub fn send(&self, frame: Value) {
-        let _ = self.tx.send(frame);
+        if !frame.is_null() {
+            let _ = self.tx.send(frame);
+        }
+    }
+
+    /// Ends the writer after the frames queued so far (later ones are dropped).
+    pub fn close(&self) {
+        let _ = self.tx.send(Value::Null);
     }
 }
 
 /// Starts the writer: every frame queued on the returned [`Outbox`] is masked (every string
 /// in it), serialized on one line and written, in queue order. The task ends when every
-/// outbox is dropped, after writing what was queued.
+/// outbox is dropped or [`Outbox::close`] is called, after writing what was queued.
 pub fn writer<W: AsyncWrite + Unpin + Send + 'static>(
     mut w: W,
     masker: std::sync::Arc<std::sync::RwLock<Masker>>,
@@ -106,6 +113,10 @@ pub fn writer<W: AsyncWrite + Unpin + Send + 'static>(
     let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
     let task = tokio::spawn(async move {
         while let Some(mut frame) = rx.recv().await {
+            if frame.is_null() {
+                // The end: everything queued before it is written.
+                break;
+            }
             if let Ok(m) = masker.read() {
                 m.mask_json(&mut frame);
             }
@@ -170,5 +181,26 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(s, "{\"n\":1,\"t\":\"a *** b\"}\n{\"n\":2}\n");
+    }
+
+    #[tokio::test]
+    async fn close_ends_the_writer_after_what_was_queued_while_outboxes_live() {
+        let (client, server) = tokio::io::duplex(4096);
+        let (out, task) = writer(server, std::sync::Arc::default());
+        let keep = out.clone();
+        out.send(serde_json::json!({"n": 1}));
+        out.close();
+        out.send(serde_json::json!({"n": 2}));
+        tokio::time::timeout(std::time::Duration::from_secs(30), task)
+            .await
+            .expect("the writer ends though an outbox is still alive")
+            .unwrap();
+        drop(keep);
+        let mut s = String::new();
+        let mut r = tokio::io::BufReader::new(client);
+        tokio::io::AsyncReadExt::read_to_string(&mut r, &mut s)
+            .await
+            .unwrap();
+        assert_eq!(s, "{\"n\":1}\n");
     }
 }

@@ -174,7 +174,7 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         max_line_bytes: 10 * 1024 * 1024,
         cancel_wait: Duration::from_millis(5500),
-        shutdown_wait: Duration::from_millis(700),
+        shutdown_wait: Duration::from_millis(600),
     };
     // Descendants of steps whose parent dies come back to awf, which stops them when their
     // call ends and at exit. No watchdog process: awf's only children are the steps'.
