@@ -520,9 +520,25 @@ fn cancel_resolves_a_pending_permission_request() {
     acp.send(&json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}));
     let withdrawn = acp.until(|f| f["method"] == "$/cancel_request");
     assert_eq!(withdrawn["params"]["requestId"], ask["id"]);
-    let (_, r) = acp.until_answer(&json!(id));
+    let (before, r) = acp.until_answer(&json!(id));
     assert_eq!(r["result"]["stopReason"], "cancelled", "{r}");
     assert!(t.elapsed() < Duration::from_secs(6));
+    // Every card of the turn ends completed or failed, the approval's included.
+    let mut last: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for f in acp.seen.iter().chain(before.iter()) {
+        let u = &f["params"]["update"];
+        if let (Some(id), Some(st)) = (u["toolCallId"].as_str(), u["status"].as_str()) {
+            last.insert(id.to_owned(), st.to_owned());
+        }
+    }
+    assert!(
+        last.keys().any(|k| k.ends_with(":ship:approval")),
+        "{last:?}"
+    );
+    assert!(
+        last.values().all(|s| s == "completed" || s == "failed"),
+        "{last:?}"
+    );
 }
 
 #[test]

@@ -1488,6 +1488,7 @@ async fn ask(
             let auto = *lock(&s.mode) == Mode::Auto;
             let tool_id = projector.approval_id(run, &step);
             let done = |allowed: bool, how: &str| {
+                projector.approval_closed(&request.request_id);
                 shared.out.send(frames::update(
                     &s.id,
                     frames::tool_update(
@@ -1758,6 +1759,9 @@ struct Projector {
     masker: Masker,
     /// One masking stream per `<run>:<path>:<kind>` text stream, with its UTF-8 carry.
     streams: HashMap<String, (awf_domain::mask::StreamMasker, Vec<u8>)>,
+    /// Approval cards still pending: request id → card id (closed by the answer, else by
+    /// the request's resolution, else at the end of the turn).
+    approvals: Mutex<HashMap<String, String>>,
 }
 
 impl Projector {
@@ -1787,7 +1791,13 @@ impl Projector {
             excerpt: HashMap::new(),
             masker,
             streams: HashMap::new(),
+            approvals: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Marks the approval card of `request_id` closed (its answer was shown).
+    fn approval_closed(&self, request_id: &str) {
+        lock(&self.approvals).remove(request_id);
     }
 
     /// The part of `bytes` (next in stream `key`) that is safe to show now: masked, a
@@ -2029,11 +2039,36 @@ impl Projector {
             RunEvent::InteractionRequired { request } => {
                 if let RequestKind::Approval { .. } = &request.kind {
                     let step = request.step.clone().unwrap_or_default();
+                    lock(&self.approvals)
+                        .insert(request.request_id.clone(), self.approval_id(run, &step));
                     out.push(self.up(frames::tool_call(
                         &self.approval_id(run, &step),
                         &format!("Approve: {step}"),
                         "other",
                         "pending",
+                        None,
+                    )));
+                }
+            }
+            RunEvent::InteractionResolved {
+                request_id,
+                resolution,
+            } => {
+                let card = lock(&self.approvals).remove(request_id);
+                if let Some(card) = card {
+                    let (status, text) = match resolution {
+                        awf_domain::interaction::Resolution::TimedOut => {
+                            ("completed", "timed out: the gate's on_timeout applies")
+                        }
+                        awf_domain::interaction::Resolution::Cancelled => ("failed", "cancelled"),
+                        awf_domain::interaction::Resolution::Answered(_) => {
+                            ("completed", "answered")
+                        }
+                    };
+                    out.push(self.up(frames::tool_update(
+                        &card,
+                        status,
+                        Some(frames::tool_text(text)),
                         None,
                     )));
                 }
@@ -2102,6 +2137,16 @@ impl Projector {
     /// Failed updates for every tool call still open (a cancelled or cut-short run).
     fn close_open(&mut self) -> Vec<Value> {
         let mut out = self.flush("");
+        let mut pending: Vec<String> = lock(&self.approvals).drain().map(|(_, c)| c).collect();
+        pending.sort();
+        for card in pending {
+            out.push(self.up(frames::tool_update(
+                &card,
+                "failed",
+                Some(frames::tool_text("cancelled")),
+                None,
+            )));
+        }
         let open: Vec<String> = self.open.drain().map(|(_, (id, _))| id).collect();
         for id in open {
             out.extend(self.close_nested(&id));

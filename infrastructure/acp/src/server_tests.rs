@@ -676,6 +676,25 @@ async fn a_permission_request_is_bounded_by_the_gates_timeout() {
     );
     c.feed(
         1,
+        "ship",
+        RunEvent::InteractionResolved {
+            request_id: "q1".into(),
+            resolution: awf_domain::interaction::Resolution::TimedOut,
+        },
+    )
+    .await;
+    let closed = c
+        .until(|f| {
+            let u = &f["params"]["update"];
+            u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == "r1:ship:approval"
+        })
+        .await;
+    assert_eq!(
+        closed.last().unwrap()["params"]["update"]["status"],
+        "completed"
+    );
+    c.feed(
+        1,
         "",
         finished(
             RunStatus::Failure,
