@@ -984,6 +984,21 @@ const SCENARIOS = {
     } else check("session close advertised", false, caps);
   },
 
+  // session/load of a session whose run is parked on a question: the replay comes first, then
+  // the next prompt answers the question and the same run goes on.
+  async "load-parked"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    const r1 = await turn(s, "/ask-name");
+    check("first turn ends with the question", r1.stop === "end_turn" && r1.updates.some((u) => /name/i.test(textOf(u))), r1.updates);
+    const n = updates(s.sessionId).length;
+    await withTimeout("session/load", cx.request(acp.methods.agent.session.load, { sessionId: s.sessionId, cwd: CWD, mcpServers: [] }));
+    const rep = updates(s.sessionId).slice(n).map((f) => f.json.params.update);
+    check("the replay has the prompt", rep.some((u) => u.sessionUpdate === "user_message_chunk" && textOf(u).includes("/ask-name")), rep);
+    const r2 = await turn(s, "Grace");
+    check("after the load, the answer continues the same run", r2.stop === "end_turn" && r2.updates.some((u) => textOf(u).includes("hello Grace")), r2.updates);
+  },
+
   // Missing input, client with elicitation (form): asked by elicitation/create; the run goes on.
   async elicitation(cx) {
     await init(cx, CAPS_ELICIT);

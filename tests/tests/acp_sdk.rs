@@ -522,6 +522,11 @@ fn session_load_replays_the_transcript_then_continues() {
 }
 
 #[test]
+fn session_load_of_a_parked_run_replays_then_the_next_prompt_answers_it() {
+    run("load-parked");
+}
+
+#[test]
 fn a_missing_input_is_asked_by_elicitation_when_the_client_offers_it() {
     run("elicitation");
 }
