@@ -65,7 +65,9 @@
 //! mark), and values of secret-named variables of the inherited environment are masked
 //! (`awf_domain::mask`). The result always holds the exit code and both streams; a non-zero
 //! exit, a timeout or a cancel is `isError`. Residual risk: a process that both leaves the
-//! group and clears its environment (`env -i setsid …`) is not found by the marker.
+//! group and clears its environment (`env -i setsid …`) is not found by the marker. If this
+//! process is itself SIGKILLed mid-call, a helper that outlives it (the `awf` binary's
+//! watchdog) stops what its calls started with [`kill_tagged_by`].
 //!
 //! # Glob
 //! `**` patterns (globset, `/` is literal: `*.rs` matches only at the top of the base, use
@@ -109,6 +111,7 @@ use awf_domain::ports::tools::ToolSpec;
 use tokio_util::sync::CancellationToken;
 
 pub use bash::TAG_VAR;
+pub use bash::kill_tagged_by;
 pub use confine::Root;
 
 /// The names of the built-in tools, in `tools/list` order.

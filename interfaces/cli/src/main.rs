@@ -101,12 +101,16 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
-    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::McpServe(_)
+    ) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
         let _ = awf_exec::become_subreaper();
-        // If awf itself is killed, a watchdog kills the process groups of its steps.
+        // If awf itself is killed, a watchdog kills the process groups of its steps (and
+        // what the Bash calls of `mcp-serve` started).
         watchdog::install();
     }
     // Two workers: signal handling and the event printer stay responsive while a worker is
@@ -134,6 +138,7 @@ fn main() -> ExitCode {
     let outcome = match runtime {
         Ok(rt) => {
             let watched = matches!(cli.command, Command::Run(_) | Command::Resume(_));
+            let is_mcp_serve = matches!(cli.command, Command::McpServe(_));
             let outcome = if watched {
                 // On a worker, not on this thread: the engine, the run service's pump and
                 // the printer then hand events to each other on the runtime's own threads
@@ -158,7 +163,7 @@ fn main() -> ExitCode {
                 rt.block_on(run(&ctx, cli.command))
             };
             rt.shutdown_background();
-            if watched {
+            if watched || is_mcp_serve {
                 // The run stopped its processes: the watchdog has nothing left to do.
                 watchdog::release();
             }

@@ -9,8 +9,10 @@
 //! the `=` line awf writes when it ends normally (awf died), the watchdog SIGKILLs every
 //! process tagged by that awf process, and the process group of each that leads one (a
 //! step's direct child leads its group, so members that cleared their environment go too);
-//! twice, a moment apart, for a child that was being spawned when awf died. Nothing is sent
-//! per step (no wake-up of the watchdog on the way of a run).
+//! twice, a moment apart, for a child that was being spawned when awf died. The built-in
+//! Bash tool's commands (`AWF_TOOL_TAG=<awf pid>-…`) go the same way, so `awf mcp-serve`
+//! starts a watchdog too. Nothing is sent per step (no wake-up of the watchdog on the way of
+//! a run).
 //!
 //! The watchdog is started before the first step and does the parent-death signal's job
 //! too (a step's direct child leads its group), so while it runs children get no
@@ -101,8 +103,12 @@ pub fn serve() {
         }
     }
     if owner > 1 {
+        // The steps' processes, and those of the built-in Bash tool (`awf mcp-serve`, the
+        // in-process tools of `openai_compatible`), which carry their own tag.
         awf_exec::kill_tagged_by(owner);
+        awf_tools::kill_tagged_by(owner);
         std::thread::sleep(std::time::Duration::from_millis(50));
         awf_exec::kill_tagged_by(owner);
+        awf_tools::kill_tagged_by(owner);
     }
 }
