@@ -72,9 +72,12 @@
 //! # Glob
 //! `**` patterns (globset, `/` is literal: `*.rs` matches only at the top of the base, use
 //! `**/*.rs` for every level). The base is `cwd` (or `path`), else the root; a pattern's
-//! leading literal directories (absolute or relative) become part of the base. `.gitignore`
-//! files are honoured, hidden files are listed, `.git` is skipped. Absolute paths, newest
-//! modification time first, at most [`Limits::glob_results`].
+//! leading literal directories (absolute or relative) become part of the base. `.gitignore`,
+//! `.ignore` and `.git/info/exclude` files are honoured (those of the base, below it, and
+//! between the root and the base; never one above the root), hidden files are listed, `.git`
+//! is skipped. Each directory is listed through a descriptor opened beneath its parent's
+//! with no link allowed, so every name shown was read from the directory it is shown under.
+//! Absolute paths, newest modification time first, at most [`Limits::glob_results`].
 //!
 //! # Grep
 //! The `ignore` walker (`.gitignore`, hidden files and binary files skipped) and the `regex`
