@@ -119,6 +119,15 @@ fn main() -> ExitCode {
     // I/O or signal driver to start (issue 9: start-up).
     let runtime = if synchronous(&cli.command) {
         tokio::runtime::Builder::new_current_thread().build()
+    } else if matches!(&cli.command, Command::McpServe(a) if a.workflows.is_none()) {
+        // The tool proxy: one thread serves the protocol (and awaits Bash commands), the file
+        // tools run on a few blocking threads: less memory and fewer wake-ups per call than
+        // worker threads (issue 11: RSS under 10 MB). Workflows mode runs the engine: it
+        // keeps the two workers.
+        tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(8)
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
