@@ -63,3 +63,85 @@ fn sigkilled_mcp_serve_leaves_no_process_of_a_running_bash_call() {
     sb.kill_processes(None);
     assert!(left.is_empty(), "survived the server: {left:?}");
 }
+
+/// A host that gives the server socket pairs for stdin and stdout instead of pipes (Node's
+/// `child_process` does): tokio's stdin and stdout then hold blocking threads, and the file
+/// tools must still run (the proxy's current-thread runtime keeps room for both).
+#[test]
+fn mcp_serve_answers_file_tools_over_socket_pairs() {
+    use std::io::BufRead;
+    use std::io::BufReader;
+    use std::io::Write;
+    use std::os::fd::OwnedFd;
+    use std::os::unix::net::UnixStream;
+    use std::process::Stdio;
+
+    let sb = Sandbox::new().unwrap();
+    sb.write("notes.txt", "alpha\nbeta\n").unwrap();
+    let cfg = config(
+        &sb,
+        &json!({"intercept_builtins": true, "root_dir": sb.path()}),
+    );
+    let (mut to_server, server_in) = UnixStream::pair().unwrap();
+    let (from_server, server_out) = UnixStream::pair().unwrap();
+    let cfg_s = cfg.display().to_string();
+    let mut child = sb
+        .cmd(&["mcp-serve", "--config", &cfg_s])
+        .stdin(Stdio::from(OwnedFd::from(server_in)))
+        .stdout(Stdio::from(OwnedFd::from(server_out)))
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    from_server
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut lines = BufReader::new(from_server.try_clone().unwrap());
+    let mut send = |v: serde_json::Value| {
+        let mut l = v.to_string().into_bytes();
+        l.push(b'\n');
+        to_server.write_all(&l).unwrap();
+    };
+    let mut recv = || {
+        let mut l = String::new();
+        lines.read_line(&mut l).expect("an answer within 60 s");
+        serde_json::from_str::<serde_json::Value>(&l).unwrap()
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "awf-e2e", "version": "1"}}}),
+    );
+    assert_eq!(recv()["id"], 0);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    // Several file tool calls in flight at once, and one after them.
+    for id in 1..=6 {
+        let (name, args) = if id % 2 == 0 {
+            ("Glob", json!({"pattern": "*.txt"}))
+        } else {
+            ("Read", json!({"path": "notes.txt"}))
+        };
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}));
+    }
+    let mut answered: Vec<i64> = (0..6)
+        .map(|_| {
+            let a = recv();
+            assert_eq!(a["result"]["isError"], false, "{a}");
+            a["id"].as_i64().unwrap()
+        })
+        .collect();
+    answered.sort_unstable();
+    assert_eq!(answered, [1, 2, 3, 4, 5, 6]);
+    send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "Read", "arguments": {"path": "notes.txt"}}}));
+    let a = recv();
+    assert!(
+        a["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("1\talpha"),
+        "{a}"
+    );
+    drop(to_server);
+    assert_eq!(wait_exit(&mut child), Some(0));
+}

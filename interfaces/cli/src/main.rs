@@ -101,17 +101,22 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
-    if matches!(
-        cli.command,
-        Command::Run(_) | Command::Resume(_) | Command::McpServe(_)
-    ) {
+    let mut watchdog_start = None;
+    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
         let _ = awf_exec::become_subreaper();
-        // If awf itself is killed, a watchdog kills the process groups of its steps (and
-        // what the Bash calls of `mcp-serve` started).
+        // If awf itself is killed, a watchdog kills the process groups of its steps.
         watchdog::install();
+    } else if matches!(cli.command, Command::McpServe(_)) {
+        // The same for what the Bash calls of `mcp-serve` start; started beside the server's
+        // start-up rather than before it (spawning it waits for its exec).
+        let _ = awf_exec::become_subreaper();
+        watchdog_start = std::thread::Builder::new()
+            .name("awf-watchdog-start".into())
+            .spawn(watchdog::install)
+            .ok();
     }
     // Two workers: signal handling and the event printer stay responsive while a worker is
     // busy rendering a large template or evaluating an expression. Commands that never wait
@@ -122,10 +127,11 @@ fn main() -> ExitCode {
     } else if matches!(&cli.command, Command::McpServe(a) if a.workflows.is_none()) {
         // The tool proxy: one thread serves the protocol (and awaits Bash commands), the file
         // tools run on a few blocking threads: less memory and fewer wake-ups per call than
-        // worker threads (issue 11: RSS under 10 MB). Workflows mode runs the engine: it
-        // keeps the two workers.
+        // worker threads (issue 11: RSS under 10 MB). Not fewer than four: when stdin and
+        // stdout are not pipes (a Node host's socket pair), tokio's stdin and stdout hold
+        // one each. Workflows mode runs the engine: it keeps the two workers.
         tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(8)
+            .max_blocking_threads(4)
             .enable_all()
             .build()
     } else {
@@ -172,6 +178,9 @@ fn main() -> ExitCode {
                 rt.block_on(run(&ctx, cli.command))
             };
             rt.shutdown_background();
+            if let Some(start) = watchdog_start.take() {
+                let _ = start.join();
+            }
             if watched || is_mcp_serve {
                 // The run stopped its processes: the watchdog has nothing left to do.
                 watchdog::release();
