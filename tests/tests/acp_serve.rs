@@ -390,10 +390,13 @@ fn cancel_answers_cancelled_within_6_s_and_leaves_no_process() {
         awf_tests::wait_for("sleep reaped", || {
             !sb.processes().iter().any(|p| p.cmdline == "sleep 30")
         });
-        // Nothing of the sandbox but the server itself (no helper process either).
+        // Nothing of the sandbox but the server itself and its watchdog (which kills the
+        // steps' process groups should the server be SIGKILLed).
         let me = acp.raw.child.id();
-        awf_tests::wait_for("only the server left", || {
-            sb.processes().iter().all(|p| p.pid == me)
+        awf_tests::wait_for("only the server and its watchdog left", || {
+            sb.processes()
+                .iter()
+                .all(|p| p.pid == me || p.cmdline.ends_with(" __watchdog"))
         });
     }
     // The session lives on.
@@ -836,4 +839,31 @@ fn loading_a_session_whose_run_waits_for_an_answer_does_not_wait_for_the_run() {
     let id = acp.prompt(&sid, "Ada");
     let (before, _) = acp.until_answer(&json!(id));
     assert!(texts(&before, "agent_message_chunk").contains("hello Ada"));
+}
+
+/// A SIGKILLed `acp-serve` leaves no step process behind: its watchdog kills the process
+/// groups of the runs' steps (adversarial trial: `sleep 300` and a `setsid` child survived).
+#[test]
+fn a_sigkilled_server_leaves_no_step_process() {
+    let sb = sandbox();
+    sb.write(
+        "wf/slow.yaml",
+        "name: slow\nstates:\n  initial: nap\n  nap:\n    type: step\n    command: 'echo start; setsid sh -c \"sleep 301\" & sleep 302'\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let mut acp = Acp::start(&sb, &[]);
+    acp.init(json!({}));
+    let sid = acp.new_session(sb.path());
+    let _ = acp.prompt(&sid, "/slow");
+    awf_tests::wait_for("both sleeps started", || {
+        let p = sb.processes();
+        p.iter().any(|p| p.cmdline == "sleep 301") && p.iter().any(|p| p.cmdline == "sleep 302")
+    });
+    acp.raw.child.kill().unwrap();
+    let _ = acp.raw.child.wait();
+    awf_tests::wait_for("no step process left", || {
+        !sb.processes()
+            .iter()
+            .any(|p| p.cmdline == "sleep 301" || p.cmdline == "sleep 302")
+    });
 }

@@ -168,6 +168,12 @@ impl Run {
                         early_exit: None,
                     });
                 }
+                // What the agent wrote before it failed (the tool loop guard of
+                // `openai_compatible`) stays the step's output, for an on_failure route.
+                let mut st = st;
+                if let Some(Value::String(partial)) = e.details().get("partial_output") {
+                    st.output = partial.clone().into();
+                }
                 // The step's error text keeps the first hint (e.g. which npm package provides
                 // a missing CLI), since an on_failure route would otherwise drop it.
                 let hint = e.hints().first().cloned();

@@ -53,7 +53,7 @@ pub(crate) const POLL: Duration = Duration::from_millis(100);
 #[derive(Default)]
 pub(crate) struct CallTools {
     /// The stdio proxy of this call, when the step enables `mcp_proxy` for a CLI provider.
-    proxy: Option<Box<dyn StdioProxy>>,
+    proxy: Option<Arc<dyn StdioProxy>>,
     /// For [`AgentRequest::mcp`].
     mcp: Option<McpAttachment>,
     /// For [`AgentRequest::tools`].
@@ -268,7 +268,7 @@ impl Run {
                 calls,
             });
         }
-        let proxy = proxies.stdio(&spec)?;
+        let proxy: Arc<dyn StdioProxy> = Arc::from(proxies.stdio(&spec)?);
         let mcp = McpAttachment {
             proxy: Some(proxy.server()),
             proxy_tools: proxy.tools(),
@@ -284,8 +284,10 @@ impl Run {
     }
 
     /// Runs `provider` with `request`, publishing the stdio proxy's tool call events into the
-    /// run's stream while it runs (every [`POLL`]) and once more when it returns (`flush`
-    /// releases the agent text held back before them, so text and tool calls stay in order).
+    /// run's stream before each chunk the agent streams (the proxy records a call before the
+    /// agent sees its result, so calls and the agent's text stay in order), every [`POLL`]
+    /// while it runs, and once more when it returns (`flush` releases the agent text held
+    /// back before them).
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn execute_agent(
         &self,
@@ -298,54 +300,77 @@ impl Run {
         at: At<'_>,
         token: &CancellationToken,
     ) -> Result<AgentResponse, AwfError> {
-        let call = provider.execute(request, Some(callback), token.clone());
-        let Some(proxy) = tools.proxy.as_deref() else {
-            return call.await;
+        let Some(proxy) = tools.proxy.as_ref() else {
+            return provider
+                .execute(request, Some(callback), token.clone())
+                .await;
         };
+        let drain = ProxyDrain {
+            proxy: Arc::clone(proxy),
+            emitter: Arc::clone(&self.emitter),
+            masker: self.masker(),
+            calls: Arc::clone(&tools.calls),
+            step: name.to_owned(),
+            path: format!("{}{name}", at.prefix),
+            iteration: at.iteration(),
+            flush: Arc::clone(flush),
+        };
+        let drain = Arc::new(drain);
+        let before_chunk = Arc::clone(&drain);
+        let callback: AgentCallback = Arc::new(move |chunk| {
+            before_chunk.publish();
+            callback(chunk);
+        });
+        let call = provider.execute(request, Some(callback), token.clone());
         tokio::pin!(call);
         let result = loop {
             tokio::select! {
                 r = &mut call => break r,
-                () = tokio::time::sleep(POLL) => self.publish_proxy_events(proxy, &tools.calls, name, at, flush),
+                () = tokio::time::sleep(POLL) => drain.publish(),
             }
         };
-        self.publish_proxy_events(proxy, &tools.calls, name, at, flush);
+        drain.publish();
         result
     }
+}
 
-    /// Publishes what the proxy recorded since the last read, masked with the run's secrets
-    /// (the server knows only its environment's, not the run's secret inputs).
-    fn publish_proxy_events(
-        &self,
-        proxy: &dyn StdioProxy,
-        calls: &Calls,
-        name: &str,
-        at: At<'_>,
-        flush: &Arc<dyn Fn() + Send + Sync>,
-    ) {
-        let events = proxy.take_events();
+/// Publishes what a stdio proxy recorded since the last read into the run's stream, masked
+/// with the run's secrets (the server knows only its environment's, not the run's secret
+/// inputs).
+struct ProxyDrain {
+    proxy: Arc<dyn StdioProxy>,
+    emitter: Arc<Emitter>,
+    masker: awf_domain::mask::Masker,
+    calls: Calls,
+    step: String,
+    path: String,
+    iteration: Option<usize>,
+    flush: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl ProxyDrain {
+    fn publish(&self) {
+        let events = self.proxy.take_events();
         if events.is_empty() {
             return;
         }
-        flush();
-        let masker = self.masker();
-        let path = format!("{}{name}", at.prefix);
+        (self.flush)();
         for mut event in events {
             match &mut event {
                 RunEvent::ToolCall { step, input, .. } => {
-                    name.clone_into(step);
-                    masker.mask_json(input);
+                    self.step.clone_into(step);
+                    self.masker.mask_json(input);
                 }
                 RunEvent::ToolCallResult { step, output, .. } => {
-                    name.clone_into(step);
-                    if let std::borrow::Cow::Owned(m) = masker.mask(output) {
+                    self.step.clone_into(step);
+                    if let std::borrow::Cow::Owned(m) = self.masker.mask(output) {
                         *output = m;
                     }
                 }
                 _ => continue,
             }
-            note_call(calls, &event);
-            self.emitter.emit(&path, at.iteration(), event);
+            note_call(&self.calls, &event);
+            self.emitter.emit(&self.path, self.iteration, event);
         }
     }
 }

@@ -695,6 +695,35 @@ async fn invalid_json_output_fails_the_step_and_routes_on_failure() {
 }
 
 #[tokio::test]
+async fn a_failed_agent_keeps_its_partial_output_for_the_failure_route() {
+    let a = agent("loop", "claude", "x", Some("done"), Some("failed"));
+    let wf = workflow(
+        "w",
+        "loop",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let guard =
+        awf_domain::AwfError::new(ErrorCode::UserMcpProxyInfiniteLoopGuard, "too many rounds")
+            .with_detail("partial_output", "half an answer");
+    let agents = FakeAgents::default().with(Arc::new(FakeAgent::new("claude").fail(guard)));
+    let f = facade_with_agents(
+        FakeRepository::new().with(wf),
+        Arc::new(FakeExecutor::new()),
+        FakeExpressions::new(),
+        agents,
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.terminal.as_deref(), Some("failed"));
+    let st = &result.states["loop"];
+    assert_eq!(st.status, StepStatus::Failed);
+    assert_eq!(st.output.to_string(), "half an answer");
+}
+
+#[tokio::test]
 async fn continue_from_resumes_the_earlier_session() {
     let mut first = agent("first", "claude", "remember ZEBRA", Some("second"), None);
     agent_step(&mut first).conversation = Some(ConversationConfig::default());

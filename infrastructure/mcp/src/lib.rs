@@ -460,13 +460,16 @@ impl AsyncWrite for FrameSink {
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        // Only the new bytes are searched (the buffer holds no line break).
+        let mut from = this.buf.len();
         this.buf.extend_from_slice(data);
-        while let Some(pos) = this.buf.iter().position(|b| *b == b'\n') {
-            let rest = this.buf.split_off(pos + 1);
+        while let Some(i) = memchr::memchr(b'\n', &this.buf[from..]) {
+            let rest = this.buf.split_off(from + i + 1);
             let line = std::mem::replace(&mut this.buf, rest);
             if this.tx.send(line).is_err() {
                 return Poll::Ready(Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
             }
+            from = 0;
         }
         Poll::Ready(Ok(data.len()))
     }

@@ -341,6 +341,49 @@ pub(crate) fn tagged(tag: &str) -> BTreeSet<i32> {
     out
 }
 
+/// SIGKILLs every process whose environment holds a [`TAG_VAR`] set by the process `owner`
+/// (`<owner>-…`: what its Bash calls started), and the process group of each that leads one
+/// (a command's shell leads its group, so members that cleared their environment go too).
+/// For a helper that outlives `owner` (the `awf` binary's watchdog, when `owner` was
+/// SIGKILLed mid-call); it does not wait. Returns how many processes were signalled.
+pub fn kill_tagged_by(owner: u32) -> usize {
+    let needle = format!("{TAG_VAR}={owner}-");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    let mut killed = 0;
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let hit = std::fs::read(e.path().join("environ")).is_ok_and(|env| {
+            env.split(|b| *b == 0)
+                .any(|v| v.starts_with(needle.as_bytes()))
+        });
+        if !hit {
+            continue;
+        }
+        if group_of(pid) == Some(pid) {
+            signal_group(pid, Signal::SIGKILL);
+        }
+        if nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// The process group of `pid` (`/proc/<pid>/stat`: `pid (comm) state ppid pgrp …`).
+fn group_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
 fn is_zombie(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
         s.rsplit_once(')')

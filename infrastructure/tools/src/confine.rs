@@ -249,6 +249,24 @@ impl Root {
         Ok(InDir { dir, name })
     }
 
+    /// Opens the directory `real` (a canonical path under the root, normally from
+    /// [`Root::dir`]) for listing, beneath the root with no symbolic link allowed on the way
+    /// (the canonical path has none, so one met here was swapped in).
+    ///
+    /// # Errors
+    /// A sentence: outside the root, a component became a link, an I/O error.
+    pub(crate) fn open_dir(&self, given: &str, real: &Path) -> Result<OwnedFd, String> {
+        let rel = self.relative(given, real)?;
+        rustix::fs::openat2(
+            &*self.fd,
+            rel,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| open_error(given, e))
+    }
+
     /// The canonical root.
     pub fn path(&self) -> &Path {
         &self.path

@@ -65,14 +65,19 @@
 //! mark), and values of secret-named variables of the inherited environment are masked
 //! (`awf_domain::mask`). The result always holds the exit code and both streams; a non-zero
 //! exit, a timeout or a cancel is `isError`. Residual risk: a process that both leaves the
-//! group and clears its environment (`env -i setsid …`) is not found by the marker.
+//! group and clears its environment (`env -i setsid …`) is not found by the marker. If this
+//! process is itself SIGKILLed mid-call, a helper that outlives it (the `awf` binary's
+//! watchdog) stops what its calls started with [`kill_tagged_by`].
 //!
 //! # Glob
 //! `**` patterns (globset, `/` is literal: `*.rs` matches only at the top of the base, use
 //! `**/*.rs` for every level). The base is `cwd` (or `path`), else the root; a pattern's
-//! leading literal directories (absolute or relative) become part of the base. `.gitignore`
-//! files are honoured, hidden files are listed, `.git` is skipped. Absolute paths, newest
-//! modification time first, at most [`Limits::glob_results`].
+//! leading literal directories (absolute or relative) become part of the base. `.gitignore`,
+//! `.ignore` and `.git/info/exclude` files are honoured (those of the base, below it, and
+//! between the root and the base; never one above the root), hidden files are listed, `.git`
+//! is skipped. Each directory is listed through a descriptor opened beneath its parent's
+//! with no link allowed, so every name shown was read from the directory it is shown under.
+//! Absolute paths, newest modification time first, at most [`Limits::glob_results`].
 //!
 //! # Grep
 //! The `ignore` walker (`.gitignore`, hidden files and binary files skipped) and the `regex`
@@ -110,6 +115,7 @@ use awf_domain::ports::tools::ToolSpec;
 use tokio_util::sync::CancellationToken;
 
 pub use bash::TAG_VAR;
+pub use bash::kill_tagged_by;
 pub use confine::Root;
 pub use operations::BuiltinOperations;
 

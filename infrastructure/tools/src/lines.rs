@@ -73,6 +73,89 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+impl<R: BufRead> LineReader<R> {
+    /// Skips up to `n` lines without keeping any of their bytes (a last line without a line
+    /// break counts); returns how many there were.
+    pub(crate) fn skip_lines(&mut self, n: u64) -> io::Result<u64> {
+        let mut skipped = 0;
+        // Bytes of a line begun but not yet ended.
+        let mut partial = false;
+        while skipped < n {
+            let avail = match self.r.fill_buf() {
+                Ok(a) => a,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if avail.is_empty() {
+                if partial {
+                    skipped += 1;
+                }
+                break;
+            }
+            let mut used = avail.len();
+            partial = true;
+            for i in memchr::memchr_iter(b'\n', avail) {
+                skipped += 1;
+                if skipped == n {
+                    used = i + 1;
+                    partial = false;
+                    break;
+                }
+            }
+            if used == avail.len() && avail.last() == Some(&b'\n') {
+                partial = false;
+            }
+            self.r.consume(used);
+        }
+        Ok(skipped)
+    }
+}
+
+/// Appends `bytes` to `out` as [`text`] renders them, without an intermediate copy when the
+/// line is valid UTF-8, short enough and holds no secret (the common case). Returns whether
+/// it was cut and whether invalid bytes were met.
+pub(crate) fn push_text(
+    out: &mut String,
+    bytes: &[u8],
+    max_chars: usize,
+    truncated: bool,
+    masker: &awf_domain::mask::Masker,
+) -> (bool, bool) {
+    if !truncated
+        && bytes.len() <= max_chars
+        && let Ok(s) = std::str::from_utf8(bytes)
+        && let std::borrow::Cow::Borrowed(s) = masker.mask(s)
+    {
+        out.push_str(s);
+        return (false, false);
+    }
+    let (t, cut, bad) = text(bytes, max_chars, truncated, masker);
+    out.push_str(&t);
+    (cut, bad)
+}
+
+/// Appends `n` right-aligned in six columns (wider when it has more digits), as `cat -n`.
+pub(crate) fn push_line_no(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    let len = digits.len() - i;
+    for _ in len..6 {
+        out.push(' ');
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
+}
+
 /// Reads up to [`SNIFF`] bytes from the start of `r` (fewer only at the end of input).
 pub(crate) fn sniff(r: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut head = Vec::with_capacity(SNIFF);
@@ -135,6 +218,59 @@ mod tests {
                 ("end".to_owned(), false)
             ]
         );
+    }
+
+    #[test]
+    fn skip_lines_counts_like_next_line() {
+        for data in [&b"a\nb\nc"[..], b"a\nb\nc\n", b"", b"\n\n", b"x"] {
+            let total = {
+                let mut r = LineReader::new(data, 8);
+                let mut n = 0;
+                while r.next_line().ok().flatten().is_some() {
+                    n += 1;
+                }
+                n
+            };
+            for skip in 0..=total + 1 {
+                // A tiny buffer, so that lines straddle refills.
+                let mut r = LineReader::new(std::io::BufReader::with_capacity(1, data), 8);
+                let got = r.skip_lines(skip).unwrap();
+                assert_eq!(got, skip.min(total), "{data:?} skip {skip}");
+                let mut rest = 0;
+                while r.next_line().ok().flatten().is_some() {
+                    rest += 1;
+                }
+                assert_eq!(got + rest, total, "{data:?} skip {skip}");
+            }
+        }
+    }
+
+    #[test]
+    fn line_numbers_are_right_aligned_in_six_columns() {
+        let mut s = String::new();
+        for n in [0, 7, 123_456, 1_234_567] {
+            push_line_no(&mut s, n);
+            s.push('|');
+        }
+        assert_eq!(s, "     0|     7|123456|1234567|");
+    }
+
+    #[test]
+    fn push_text_matches_text() {
+        let m = awf_domain::mask::Masker::from_named([("API_TOKEN", "s3cr3tvalue")]);
+        for (bytes, max, trunc) in [
+            (&b"plain"[..], 10, false),
+            (b"has s3cr3tvalue inside", 100, false),
+            (b"a\xffb", 10, false),
+            ("aéb".as_bytes(), 2, false),
+            (b"long line here", 4, false),
+            (b"cut", 10, true),
+        ] {
+            let mut out = String::from("> ");
+            let (cut, bad) = push_text(&mut out, bytes, max, trunc, &m);
+            let (t, c, b) = text(bytes, max, trunc, &m);
+            assert_eq!((out, cut, bad), (format!("> {t}"), c, b), "{bytes:?}");
+        }
     }
 
     #[test]

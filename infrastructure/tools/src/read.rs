@@ -65,32 +65,40 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             .saturating_add(inner.masker.longest()),
     );
 
-    let mut out = String::new();
-    let mut line_no: u64 = 0;
+    // The lines before `offset` are counted, never copied.
+    let mut line_no: u64 = lr
+        .skip_lines(offset - 1)
+        .map_err(|e| format!("Read: {given}: {e}"))?;
+    // Room for the budget and the trailers, allocated once.
+    let mut out = String::with_capacity(lim.read_budget.saturating_add(256).min(1 << 20));
     let mut shown: u64 = 0;
     let mut cut_lines = 0usize;
     let mut invalid = false;
     let mut more = false;
     let mut budget_hit = false;
-    let mut entry = String::new();
     while let Some(line) = lr.next_line().map_err(|e| format!("Read: {given}: {e}"))? {
         line_no += 1;
-        if line_no < offset {
-            continue;
-        }
         if shown == limit {
             more = true;
             break;
         }
-        let (text, cut, bad) =
-            lines::text(line.bytes, lim.read_line_chars, line.cut, &inner.masker);
-        entry.clear();
-        let _ = write!(entry, "{line_no:>6}\t{text}");
+        // Each entry is written in place and taken back if it does not fit the budget.
+        let start = out.len();
+        lines::push_line_no(&mut out, line_no);
+        out.push('\t');
+        let (cut, bad) = lines::push_text(
+            &mut out,
+            line.bytes,
+            lim.read_line_chars,
+            line.cut,
+            &inner.masker,
+        );
         if cut {
-            entry.push_str("… [line truncated]");
+            out.push_str("… [line truncated]");
         }
-        entry.push('\n');
-        if out.len() + entry.len() > lim.read_budget {
+        out.push('\n');
+        if out.len() > lim.read_budget {
+            out.truncate(start);
             budget_hit = true;
             break;
         }
@@ -98,7 +106,6 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
         if cut {
             cut_lines += 1;
         }
-        out.push_str(&entry);
         shown += 1;
     }
 

@@ -106,13 +106,25 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
-    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
+    let mut watchdog_start = None;
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
+    ) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
         let _ = awf_exec::become_subreaper();
         // If awf itself is killed, a watchdog kills the process groups of its steps.
         watchdog::install();
+    } else if matches!(cli.command, Command::McpServe(_)) {
+        // The same for what the Bash calls of `mcp-serve` start; started beside the server's
+        // start-up rather than before it (spawning it waits for its exec).
+        let _ = awf_exec::become_subreaper();
+        watchdog_start = std::thread::Builder::new()
+            .name("awf-watchdog-start".into())
+            .spawn(watchdog::install)
+            .ok();
     }
     // Two workers: signal handling and the event printer stay responsive while a worker is
     // busy rendering a large template or evaluating an expression. Commands that never wait
@@ -120,6 +132,16 @@ fn main() -> ExitCode {
     // I/O or signal driver to start (issue 9: start-up).
     let runtime = if synchronous(&cli.command) {
         tokio::runtime::Builder::new_current_thread().build()
+    } else if matches!(&cli.command, Command::McpServe(a) if a.workflows.is_none()) {
+        // The tool proxy: one thread serves the protocol (and awaits Bash commands), the file
+        // tools run on a few blocking threads: less memory and fewer wake-ups per call than
+        // worker threads (issue 11: RSS under 10 MB). Not fewer than four: when stdin and
+        // stdout are not pipes (a Node host's socket pair), tokio's stdin and stdout hold
+        // one each. Workflows mode runs the engine: it keeps the two workers.
+        tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(4)
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -142,6 +164,7 @@ fn main() -> ExitCode {
                 cli.command,
                 Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
             );
+            let is_mcp_serve = matches!(cli.command, Command::McpServe(_));
             let outcome = if watched {
                 // On a worker, not on this thread: the engine, the run service's pump and
                 // the printer then hand events to each other on the runtime's own threads
@@ -166,7 +189,10 @@ fn main() -> ExitCode {
                 rt.block_on(run(&ctx, cli.command))
             };
             rt.shutdown_background();
-            if watched {
+            if let Some(start) = watchdog_start.take() {
+                let _ = start.join();
+            }
+            if watched || is_mcp_serve {
                 // The run stopped its processes: the watchdog has nothing left to do.
                 watchdog::release();
             }

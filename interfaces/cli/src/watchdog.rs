@@ -9,8 +9,10 @@
 //! the `=` line awf writes when it ends normally (awf died), the watchdog SIGKILLs every
 //! process tagged by that awf process, and the process group of each that leads one (a
 //! step's direct child leads its group, so members that cleared their environment go too);
-//! twice, a moment apart, for a child that was being spawned when awf died. Nothing is sent
-//! per step (no wake-up of the watchdog on the way of a run).
+//! twice, a moment apart, for a child that was being spawned when awf died. The built-in
+//! Bash tool's commands (`AWF_TOOL_TAG=<awf pid>-…`) go the same way, so `awf mcp-serve`
+//! starts a watchdog too. Nothing is sent per step (no wake-up of the watchdog on the way of
+//! a run).
 //!
 //! The watchdog is started before the first step and does the parent-death signal's job
 //! too (a step's direct child leads its group), so while it runs children get no
@@ -35,22 +37,44 @@ pub const SUBCOMMAND: &str = "__watchdog";
 /// stops them if awf dies). Best effort: when it cannot be started, runs go on with the
 /// parent-death signal (which stops the direct children).
 pub fn install() {
-    *feed() = spawn();
+    let started = spawn();
+    let (pipe, child) = match started {
+        Some((p, c)) => (Some(p), Some(c)),
+        None => (None, None),
+    };
+    *feed() = pipe;
+    *lock(&CHILD) = child;
 }
 
 /// Tells the watchdog that awf ends normally (nothing to clean up) and closes its pipe: it
 /// exits at once. Call when the run is over and its processes are gone.
+///
+/// Waits (a second at most) for it to be gone, so that nothing awf started outlives it.
 pub fn release() {
     send("=\n");
     *feed() = None;
+    if let Some(mut child) = lock(&CHILD).take() {
+        let t0 = std::time::Instant::now();
+        while matches!(child.try_wait(), Ok(None))
+            && t0.elapsed() < std::time::Duration::from_secs(1)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
 
 /// The pipe to the watchdog, while it runs.
 static FEED: Mutex<Option<ChildStdin>> = Mutex::new(None);
 
+/// The watchdog process, to wait for at [`release`].
+static CHILD: Mutex<Option<std::process::Child>> = Mutex::new(None);
+
+fn lock<T>(m: &'static Mutex<T>) -> std::sync::MutexGuard<'static, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn feed() -> std::sync::MutexGuard<'static, Option<ChildStdin>> {
-    FEED.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    lock(&FEED)
 }
 
 /// Writes one line to the watchdog (one that died cannot be helped).
@@ -61,7 +85,7 @@ fn send(line: &str) {
 }
 
 /// Starts `awf __watchdog` in its own process group; its stdin is the returned pipe.
-fn spawn() -> Option<ChildStdin> {
+fn spawn() -> Option<(ChildStdin, std::process::Child)> {
     let exe = std::env::current_exe().ok()?;
     // Without the tag this awf process may carry as some step's child (an `awf run` inside a
     // step): the outer watchdog must not kill this one before it has done its work.
@@ -74,12 +98,14 @@ fn spawn() -> Option<ChildStdin> {
         .process_group(0)
         .spawn()
         .ok()?;
-    // Not waited for, nor stopped by the end-of-run sweep: it exits when this process does
-    // (end of file on its stdin). Registered, it makes the parent-death signal unneeded.
+    // Not stopped by the end-of-run sweep, and waited for only by `release`: it exits when
+    // this process does (end of file on its stdin). Registered, it makes the parent-death
+    // signal unneeded.
     if let Ok(pid) = i32::try_from(child.id()) {
         awf_exec::set_watchdog(pid);
     }
-    child.stdin.take()
+    let pipe = child.stdin.take()?;
+    Some((pipe, child))
 }
 
 /// Runs the watchdog: reads stdin until end of file; unless a `=` line came first (awf ends
@@ -101,8 +127,12 @@ pub fn serve() {
         }
     }
     if owner > 1 {
+        // The steps' processes, and those of the built-in Bash tool (`awf mcp-serve`, the
+        // in-process tools of `openai_compatible`), which carry their own tag.
         awf_exec::kill_tagged_by(owner);
+        awf_tools::kill_tagged_by(owner);
         std::thread::sleep(std::time::Duration::from_millis(50));
         awf_exec::kill_tagged_by(owner);
+        awf_tools::kill_tagged_by(owner);
     }
 }

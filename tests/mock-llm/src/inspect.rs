@@ -404,6 +404,7 @@ mod tests {
             args: json!({}),
             namespace: None,
             id: None,
+            args_raw: None,
         }];
         resolve_tool_globs(&mut tools, &body);
         assert_eq!(tools[0].name, "mcp_awf-proxy-00ab_Read");

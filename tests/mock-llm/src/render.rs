@@ -39,7 +39,7 @@ fn data_event(data: &Value) -> String {
 }
 
 fn args_string(t: &ToolCall) -> String {
-    t.args.to_string()
+    t.args_raw.clone().unwrap_or_else(|| t.args.to_string())
 }
 
 /// Builds the success or error response for `reply`.
@@ -294,7 +294,7 @@ fn chat(reply: &Reply, tool: Option<&ToolCall>, f: &Facts, ids: &Ids) -> Respons
     if !f.sse {
         let message = match tool {
             Some(t) => {
-                json!({"role": "assistant", "content": null, "tool_calls": [{"id": ids.call(t, "call_mock"),
+                json!({"role": "assistant", "content": reply.tool_text, "tool_calls": [{"id": ids.call(t, "call_mock"),
                 "type": "function", "function": {"name": t.name, "arguments": args_string(t)}}]})
             }
             None => json!({"role": "assistant", "content": reply.text}),
@@ -313,6 +313,11 @@ fn chat(reply: &Reply, tool: Option<&ToolCall>, f: &Facts, ids: &Ids) -> Respons
     let mut ev = vec![chunk(
         json!([{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]),
     )];
+    if let (Some(_), Some(text)) = (tool, &reply.tool_text) {
+        ev.push(chunk(
+            json!([{"index": 0, "delta": {"content": text}, "finish_reason": null}]),
+        ));
+    }
     match tool {
         Some(t) => ev.push(chunk(
             json!([{"index": 0, "delta": {"tool_calls": [{"index": 0,

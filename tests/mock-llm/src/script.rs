@@ -35,6 +35,9 @@ pub struct ToolCall {
     pub namespace: Option<String>,
     /// Call id; generated when absent.
     pub id: Option<String>,
+    /// Arguments sent verbatim as the call's argument string (e.g. bad JSON) instead of
+    /// `args` serialized; where a dialect sends arguments as an object, `args` is used.
+    pub args_raw: Option<String>,
 }
 
 /// Token counts reported in the answer.
@@ -56,6 +59,9 @@ pub struct Reply {
     /// Tool calls, one per round: the i-th is answered when the request carries tools and has
     /// exactly i tool results after the last user prompt. `tool` is shorthand for a one-element list.
     pub tools: Vec<ToolCall>,
+    /// Text sent before a tool call in the same answer (chat dialect only), e.g. a model
+    /// that explains what it is about to do.
+    pub tool_text: Option<String>,
     /// HTTP status; >= 400 answers with an error body.
     pub status: u16,
     /// Message inside the dialect's error JSON.
@@ -92,6 +98,7 @@ impl Reply {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             id: t.get("id").and_then(Value::as_str).map(str::to_owned),
+            args_raw: t.get("args_raw").and_then(Value::as_str).map(str::to_owned),
         };
         let mut tools: Vec<ToolCall> = v
             .get("tools")
@@ -151,6 +158,7 @@ impl Reply {
             text,
             text_chunks,
             tools,
+            tool_text: s("tool_text"),
             status,
             error_message: s("error_message"),
             error_body: v.get("error_body").cloned(),

@@ -1,3 +1,4 @@
 mod fixtures;
 mod openai;
+mod openai_tools;
 mod providers;

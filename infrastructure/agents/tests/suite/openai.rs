@@ -315,7 +315,7 @@ async fn tool_calls_are_refused() {
     assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
     assert_eq!(
         e.message(),
-        "openai_compatible: the model asked for tool calls, which this provider does not support yet"
+        "openai_compatible: the model asked for tool calls, but the step offers no tools"
     );
 }
 

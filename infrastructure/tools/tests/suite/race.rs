@@ -143,3 +143,43 @@ async fn read_and_grep_never_read_outside_while_a_file_flips_to_a_link() {
     }
     assert!(flipper.finish() > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn glob_never_lists_names_through_a_directory_swapped_for_a_link() {
+    let ws = Ws::new();
+    ws.write("d/real.txt", "");
+    ws.write("e/swapped.txt", "");
+    // The link leads to a directory inside the root: its file exists, but not under `d`
+    // (the walk does not follow links), so `d/swapped.txt` must never be listed.
+    // Each state held for a moment, so that a walk can list `d` as a directory and then
+    // open it as the link.
+    let (at, to) = (ws.path("d"), ws.path("e"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    let flipper = std::thread::spawn(move || {
+        let aside = at.with_extension("aside");
+        let mut flips = 0u64;
+        while !s.load(Ordering::Relaxed) {
+            std::fs::rename(&at, &aside).unwrap();
+            std::os::unix::fs::symlink(&to, &at).unwrap();
+            flips += 1;
+            std::thread::sleep(std::time::Duration::from_micros(300));
+            std::fs::remove_file(&at).unwrap();
+            std::fs::rename(&aside, &at).unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(300));
+        }
+        flips
+    });
+    let through = ws.path("d/swapped.txt").display().to_string();
+    for i in 0..3000 {
+        let out = ws.call("Glob", json!({"pattern": "**/*.txt"})).await;
+        assert!(
+            !out.text.contains(&through),
+            "call {i} listed a name through the link: {}",
+            out.text
+        );
+        assert!(out.text.contains("e/swapped.txt"), "call {i}: {}", out.text);
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(flipper.join().unwrap() > 0);
+}

@@ -213,3 +213,23 @@ async fn grep_context_lines_like_ripgrep() {
         format!("{p}-5-5\n{p}-6-6\n{p}-7-7\n{p}:8:hit b\n{p}-9-9\n")
     );
 }
+
+#[tokio::test]
+async fn glob_reads_no_ignore_file_above_the_root() {
+    let ws = Ws::new();
+    // Outside the root: never read, so it hides nothing inside.
+    std::fs::write(ws.outside().join(".gitignore"), "*.txt\n").unwrap();
+    let a = ws.write("a.txt", "");
+    // Between the root and the base: read (it is inside the root).
+    ws.write("sub/.gitignore", "hidden.txt\n");
+    let kept = ws.write("sub/deeper/kept.txt", "");
+    ws.write("sub/deeper/hidden.txt", "");
+    let out = ws.call("Glob", json!({"pattern": "**/*.txt"})).await;
+    let text = ok(&out);
+    assert!(text.contains(&a.display().to_string()), "{text}");
+    assert!(!text.contains("hidden.txt"), "{text}");
+    let out = ws
+        .call("Glob", json!({"pattern": "*.txt", "path": "sub/deeper"}))
+        .await;
+    assert_eq!(ok(&out), format!("{}\n", kept.display()));
+}
