@@ -231,7 +231,7 @@ pub trait AgentProvider: Send + Sync {
     }
 
     /// Whether this CLI can hide its own tools when a step intercepts built-ins (claude,
-    /// gemini with a policy, vibe, the in-process loop). `false`: the proxy's tools are only
+    /// codex, gemini, opencode, vibe, the in-process loop; not copilot). `false`: the proxy's tools are only
     /// added beside the CLI's, and the engine warns `USER.MCP_PROXY.UNSUPPORTED_PROVIDER`.
     fn hides_native_tools(&self) -> bool {
         false
