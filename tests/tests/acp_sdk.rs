@@ -591,28 +591,44 @@ fn an_agent_steps_own_tool_calls_are_nested_tool_calls() {
     assert!(last.contains("PAPAYA"), "{last}");
 }
 
+/// fs delegation through the separate `awf mcp-serve` process claude starts: the proxy's Read
+/// and Write reach the editor (the SDK client) over the session's file channel.
 #[test]
-#[ignore = "fs delegation is not done (docs/compatibility.md): the MCP proxy has no channel \
-            back to the editor yet; run with --ignored to see it fail"]
 fn fs_delegation_reads_and_writes_through_the_editors_buffers() {
-    let sb = sandbox();
+    let mut sb = sandbox();
+    let bin = cache().join("npm/node_modules/.bin");
+    assert!(
+        bin.join("claude").exists(),
+        "claude not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        bin.display()
+    );
     let dir = sb.path().display().to_string();
     // The disk holds other text than the editor's buffer: the agent must see the buffer's.
     sb.write("buffer.txt", "text on disk").unwrap();
     let mock = MockLlm::start(json!({"rules": [
-        {"when_last_user_contains": "copy the buffer", "reply": {
+        {"when_last_user_contains": "copy the buffer", "when_has_tools": true, "reply": {
             "tools": [
-                {"name": "Read", "args": {"path": format!("{dir}/buffer.txt")}},
-                {"name": "Write", "args": {"path": format!("{dir}/copy.txt"), "content": "written by the agent"}}
+                {"name": "mcp__awf-proxy__Read", "args": {"file_path": format!("{dir}/buffer.txt")}},
+                {"name": "mcp__awf-proxy__Write", "args": {"file_path": format!("{dir}/copy.txt"), "content": "written by the agent"}}
             ],
             "text": "copied"}}
     ], "default": {"text": "unexpected"}}));
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
+    sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+    sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
     sb.write(
         "workflows/fs-copy.yaml",
-        &format!(
-            "name: fs-copy\ndescription: Copies a buffer through the agent's Read and Write\nstates:\n  initial: copy\n  copy:\n    type: agent\n    provider: openai_compatible\n    prompt: copy the buffer\n    options: {{base_url: \"{}/v1\", model: mock-model, api_key: sk-mock-key-123}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n  done:\n    type: terminal\n",
-            mock.url()
-        ),
+        "name: fs-copy\ndescription: Copies a buffer through the agent's Read and Write\nstates:\n  initial: copy\n  copy:\n    type: agent\n    provider: claude\n    prompt: copy the buffer\n    mcp_proxy: {enable: true}\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
     )
     .unwrap();
     let v = drive(&sb, "fs", &[]);
@@ -624,7 +640,16 @@ fn fs_delegation_reads_and_writes_through_the_editors_buffers() {
         .map(|r| r["body"].to_string())
         .collect::<String>();
     assert!(sent_back.contains("unsaved editor text"), "{sent_back}");
+    assert!(!sent_back.contains("text on disk"), "{sent_back}");
     assert!(!sb.path().join("copy.txt").exists());
+    // The session's file channel is gone with the server.
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("awf-acp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 //! Reference: shared/spec/acp.md §1, §2, §3, §8; shared/design/decisions.md ("ACP").
 
 pub mod frames;
+pub mod fs_bridge;
 pub mod prompt;
 pub mod server;
 pub mod transport;
