@@ -4,7 +4,8 @@
 //! `fs/write_text_file` with the session's id.
 //!
 //! Made only when the client advertised both `fs.readTextFile` and `fs.writeTextFile`. The
-//! socket is `fs.sock` in a new directory of the temp dir (`$TMPDIR`, else `/tmp`), the
+//! socket is `fs.sock` in a new directory of the temp dir (`$TMPDIR`; `/tmp` when that fails,
+//! e.g. a path too long for `sun_path`), the
 //! directory mode 0700 and the socket 0600; both are removed when the [`FsBridge`] is
 //! dropped (session close, server exit).
 //!
@@ -105,6 +106,26 @@ impl FsBridge {
             stop,
             _dir: dir,
         })
+    }
+
+    /// [`FsBridge::open`] in the first of `dirs` where it works (a socket path longer than
+    /// the 107 bytes of `sun_path`, an unwritable directory: the next one is tried).
+    ///
+    /// # Errors
+    /// The error of the last directory tried (`InvalidInput` when `dirs` is empty).
+    pub fn open_first(
+        dirs: &[PathBuf],
+        session_id: &str,
+        forward: &Forward,
+    ) -> std::io::Result<Self> {
+        let mut last = std::io::Error::new(std::io::ErrorKind::InvalidInput, "no directory to try");
+        for d in dirs {
+            match Self::open(d, session_id, Arc::clone(forward)) {
+                Ok(b) => return Ok(b),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// The socket's path (for `RunRequest::fs_delegate`).
@@ -306,6 +327,27 @@ mod tests {
             assert!(r["error"].as_str().is_some_and(|e| !e.is_empty()), "{r}");
         }
         assert!(log.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_directory_too_deep_for_a_socket_path_falls_back_to_the_next() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("d".repeat(120));
+        std::fs::create_dir(&deep).unwrap();
+        let log = Arc::default();
+        assert!(FsBridge::open(&deep, "sess_1", fake(&log)).is_err());
+        let b = FsBridge::open_first(
+            &[deep.clone(), tmp.path().to_path_buf()],
+            "sess_1",
+            &fake(&log),
+        )
+        .unwrap();
+        assert_eq!(b.socket().parent().unwrap().parent(), Some(tmp.path()));
+        let replies = exchange(b.socket(), &[r#"{"op":"read","path":"/w/a.txt"}"#]).await;
+        assert_eq!(replies[0]["ok"], json!(true));
+        // Nothing is left behind in the directory that failed.
+        assert_eq!(std::fs::read_dir(&deep).unwrap().count(), 0);
+        assert!(FsBridge::open_first(&[], "sess_1", &fake(&log)).is_err());
     }
 
     #[tokio::test]

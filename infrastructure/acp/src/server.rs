@@ -747,14 +747,19 @@ fn open_fs_bridge(
             }
         })
     });
+    // `$TMPDIR`, else /tmp (a socket path must fit in 107 bytes).
     let tmp = std::env::temp_dir();
-    crate::fs_bridge::FsBridge::open(&tmp, id, forward)
+    let mut dirs = vec![tmp.clone()];
+    if tmp != std::path::Path::new("/tmp") {
+        dirs.push(PathBuf::from("/tmp"));
+    }
+    crate::fs_bridge::FsBridge::open_first(&dirs, id, &forward)
         .map(Some)
         .map_err(|e| {
             rpc_err(
                 INTERNAL_ERROR,
                 &format!(
-                    "Internal error: cannot open the session's file channel (fs delegation) in {}: {e}",
+                    "Internal error: cannot open the session's file channel (fs delegation) in {} or /tmp: {e}",
                     tmp.display()
                 ),
                 None,
