@@ -296,15 +296,13 @@ impl ToolProvider for BuiltinTools {
             ("Read", Some(ch)) => blocking(inner, move |i| delegate::read(i, &ch, &args)).await,
             ("Write", Some(ch)) => blocking(inner, move |i| delegate::write(i, &ch, &args)).await,
             ("Edit", Some(ch)) => blocking(inner, move |i| delegate::edit(i, &ch, &args)).await,
-            (name, _) => match name {
-                "Read" => blocking(inner, move |i| read::run(i, &args)).await,
-                "Write" => blocking(inner, move |i| edit::write(i, &args)).await,
-                "Edit" => blocking(inner, move |i| edit::edit(i, &args)).await,
-                "Glob" => blocking(inner, move |i| glob::run(i, &args)).await,
-                "Grep" => blocking(inner, move |i| grep::run(i, &args)).await,
-                "Bash" => bash::run(&inner, &args, cancel).await,
-                _ => return Err(ToolCallError::UnknownTool(call.name)),
-            },
+            ("Read", None) => blocking(inner, move |i| read::run(i, &args)).await,
+            ("Write", None) => blocking(inner, move |i| edit::write(i, &args)).await,
+            ("Edit", None) => blocking(inner, move |i| edit::edit(i, &args)).await,
+            ("Glob", _) => blocking(inner, move |i| glob::run(i, &args)).await,
+            ("Grep", _) => blocking(inner, move |i| grep::run(i, &args)).await,
+            ("Bash", _) => bash::run(&inner, &args, cancel).await,
+            _ => return Err(ToolCallError::UnknownTool(call.name)),
         };
         // Secrets never leave in a result, whichever tool read them (a file's text included).
         if let std::borrow::Cow::Owned(masked) = shared.masker.mask(&out.text) {
