@@ -120,6 +120,7 @@ impl Facade {
             ask_inputs,
             auto_approve: req.auto_approve,
             mcp_servers: req.mcp_servers,
+            fs_delegate: req.fs_delegate,
         }))
     }
 
@@ -259,6 +260,7 @@ impl Facade {
             ask_inputs: None,
             auto_approve: req.auto_approve,
             mcp_servers: req.mcp_servers,
+            fs_delegate: req.fs_delegate,
         }))
     }
 
@@ -309,6 +311,7 @@ impl Facade {
             ask_inputs: l.ask_inputs,
             auto_approve: l.auto_approve,
             mcp_servers: Arc::new(l.mcp_servers),
+            fs_delegate: l.fs_delegate,
         });
         let done = Arc::clone(&finished);
         let failed_to_start = Arc::clone(&start_error);
@@ -352,6 +355,7 @@ struct Launch {
     ask_inputs: Option<crate::engine::AskInputs>,
     auto_approve: bool,
     mcp_servers: Vec<awf_domain::ports::agent::McpServer>,
+    fs_delegate: Option<std::path::PathBuf>,
 }
 
 /// `--mock` and `--step` targets must name states of the workflow.

@@ -732,6 +732,7 @@ impl WorkflowTools {
             lock_held: false,
             auto_approve: self.config.auto_approve,
             mcp_servers: Vec::new(),
+            fs_delegate: None,
         };
         let id = match self.service.resume(request).await {
             Ok(id) => id,

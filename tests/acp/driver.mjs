@@ -1083,6 +1083,19 @@ const SCENARIOS = {
     check("the agent's answer is an agent_message_chunk", r.updates.some((u) => u.sessionUpdate === "agent_message_chunk" && textOf(u).includes("copied")), r.updates);
   },
 
+  // A client offering fs/read_text_file but not fs/write_text_file gets no delegation: the
+  // workflow's Read and Write stay on disk, and the editor is never asked.
+  async "fs-read-only"(cx) {
+    await init(cx, { fs: { readTextFile: true, writeTextFile: false }, terminal: false });
+    const s = await newSession(cx);
+    editor.files.set(join(CWD, "buffer.txt"), "unsaved editor text");
+    const r = await turn(s, "/fs-copy");
+    check("end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
+    check("no fs request reached the editor", !editor.asked.some((a) => a.method.startsWith("fs/")), editor.asked);
+    check("the buffer map is unchanged", editor.files.size === 1, [...editor.files.entries()]);
+    check("the agent's answer is an agent_message_chunk", r.updates.some((u) => u.sessionUpdate === "agent_message_chunk" && textOf(u).includes("copied")), r.updates);
+  },
+
   // stdin EOF during a run: every session cancelled, children reaped, exit within 1 s.
   async eof(cx) {
     await init(cx);

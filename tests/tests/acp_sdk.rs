@@ -591,40 +591,104 @@ fn an_agent_steps_own_tool_calls_are_nested_tool_calls() {
     assert!(last.contains("PAPAYA"), "{last}");
 }
 
-#[test]
-#[ignore = "fs delegation is not done (docs/compatibility.md): the MCP proxy has no channel \
-            back to the editor yet; run with --ignored to see it fail"]
-fn fs_delegation_reads_and_writes_through_the_editors_buffers() {
-    let sb = sandbox();
-    let dir = sb.path().display().to_string();
-    // The disk holds other text than the editor's buffer: the agent must see the buffer's.
+/// A sandbox where claude runs `/fs-copy`: an agent step with the MCP proxy whose model
+/// ([`fs_copy_mock`], its URL set by the caller as `ANTHROPIC_BASE_URL`) Reads `buffer.txt`
+/// ("text on disk") and Writes `copy.txt`. Gives the sandbox and its TMPDIR.
+fn fs_copy_sandbox() -> (Sandbox, std::path::PathBuf) {
+    let mut sb = sandbox();
+    let bin = cache().join("npm/node_modules/.bin");
+    assert!(
+        bin.join("claude").exists(),
+        "claude not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        bin.display()
+    );
     sb.write("buffer.txt", "text on disk").unwrap();
-    let mock = MockLlm::start(json!({"rules": [
-        {"when_last_user_contains": "copy the buffer", "reply": {
-            "tools": [
-                {"name": "Read", "args": {"path": format!("{dir}/buffer.txt")}},
-                {"name": "Write", "args": {"path": format!("{dir}/copy.txt"), "content": "written by the agent"}}
-            ],
-            "text": "copied"}}
-    ], "default": {"text": "unexpected"}}));
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+    sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
     sb.write(
         "workflows/fs-copy.yaml",
-        &format!(
-            "name: fs-copy\ndescription: Copies a buffer through the agent's Read and Write\nstates:\n  initial: copy\n  copy:\n    type: agent\n    provider: openai_compatible\n    prompt: copy the buffer\n    options: {{base_url: \"{}/v1\", model: mock-model, api_key: sk-mock-key-123}}\n    mcp_proxy: {{enable: true}}\n    on_success: done\n  done:\n    type: terminal\n",
-            mock.url()
-        ),
+        "name: fs-copy\ndescription: Copies a buffer through the agent's Read and Write\nstates:\n  initial: copy\n  copy:\n    type: agent\n    provider: claude\n    prompt: copy the buffer\n    mcp_proxy: {enable: true}\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
     )
     .unwrap();
+    (sb, tmp)
+}
+
+/// The scripted model of `/fs-copy`: Read `dir/buffer.txt`, Write `dir/copy.txt`, answer.
+fn fs_copy_mock(dir: &std::path::Path) -> MockLlm {
+    let dir = dir.display().to_string();
+    MockLlm::start(json!({"rules": [
+        {"when_last_user_contains": "copy the buffer", "when_has_tools": true, "reply": {
+            "tools": [
+                {"name": "mcp__awf-proxy__Read", "args": {"file_path": format!("{dir}/buffer.txt")}},
+                {"name": "mcp__awf-proxy__Write", "args": {"file_path": format!("{dir}/copy.txt"), "content": "written by the agent"}}
+            ],
+            "text": "copied"}}
+    ], "default": {"text": "unexpected"}}))
+}
+
+/// What the model was sent back, all requests together.
+fn sent_back(mock: &MockLlm) -> String {
+    mock.model_requests()
+        .iter()
+        .map(|r| r["body"].to_string())
+        .collect()
+}
+
+/// fs delegation through the separate `awf mcp-serve` process claude starts: the proxy's Read
+/// and Write reach the editor (the SDK client) over the session's file channel.
+#[test]
+fn fs_delegation_reads_and_writes_through_the_editors_buffers() {
+    let (mut sb, tmp) = fs_copy_sandbox();
+    let mock = fs_copy_mock(sb.path());
+    sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
     let v = drive(&sb, "fs", &[]);
     assert_verdict(&sb, &v);
     // The tool result the model got is the editor's buffer, and the disk was not written.
-    let sent_back = mock
-        .model_requests()
-        .iter()
-        .map(|r| r["body"].to_string())
-        .collect::<String>();
-    assert!(sent_back.contains("unsaved editor text"), "{sent_back}");
+    let back = sent_back(&mock);
+    assert!(back.contains("unsaved editor text"), "{back}");
+    assert!(!back.contains("text on disk"), "{back}");
     assert!(!sb.path().join("copy.txt").exists());
+    // The session's file channel is gone with the server.
+    let left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("awf-acp-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A client that offers `fs/read_text_file` only gets no delegation: Read and Write on disk.
+#[test]
+fn a_client_offering_only_fs_read_gets_no_delegation() {
+    let (mut sb, tmp) = fs_copy_sandbox();
+    let mock = fs_copy_mock(sb.path());
+    sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
+    let v = drive(&sb, "fs-read-only", &[]);
+    assert_verdict(&sb, &v);
+    let back = sent_back(&mock);
+    assert!(back.contains("text on disk"), "{back}");
+    assert!(!back.contains("unsaved editor text"), "{back}");
+    assert_eq!(
+        std::fs::read_to_string(sb.path().join("copy.txt")).unwrap(),
+        "written by the agent"
+    );
+    let channels = std::fs::read_dir(&tmp)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("awf-acp-"))
+        .count();
+    assert_eq!(channels, 0, "no file channel was made");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -237,6 +237,7 @@ impl Run {
             intercept_builtins: cfg.intercept_builtins,
             plugin_tools: cfg.plugin_tools.clone(),
             traceparent: None,
+            fs_delegate: self.fs_delegate.clone(),
         };
         let calls = Calls::default();
         if provider.tools_in_process() {

@@ -352,6 +352,7 @@ async fn a_cli_agent_gets_the_stdio_proxy_and_the_editor_servers_and_its_calls_b
     assert_eq!(spec.root_dir, PathBuf::from("/"));
     assert!(spec.intercept_builtins);
     assert!(!spec.run_id.is_empty());
+    assert_eq!(spec.fs_delegate, None, "no editor file channel asked for");
     let req = agent.requests.lock().unwrap()[0].clone();
     let mcp = req.mcp.expect("mcp attachment");
     assert_eq!(mcp.proxy.expect("proxy").name, "awf-proxy");
@@ -456,9 +457,20 @@ async fn an_in_process_provider_gets_audited_tools_whose_calls_become_events() {
     cap.in_process = true;
     cap.hides = false;
     let agent = Arc::new(cap);
-    let f = facade(workflow(enabled()), Arc::clone(&agent), Some(proxies));
-    let (events, result) = run_all(&f, request(vec![editor_server()])).await;
+    let f = facade(
+        workflow(enabled()),
+        Arc::clone(&agent),
+        Some(Arc::clone(&proxies)),
+    );
+    let mut req = request(vec![editor_server()]);
+    req.fs_delegate = Some(PathBuf::from("/run/editor-fs.sock"));
+    let (events, result) = run_all(&f, req).await;
     assert!(result.error.is_none(), "{:?}", result.error);
+    assert_eq!(
+        proxies.specs.lock().unwrap()[0].fs_delegate,
+        Some(PathBuf::from("/run/editor-fs.sock")),
+        "the in-process tools get the editor's file channel"
+    );
     let req = agent.requests.lock().unwrap()[0].clone();
     assert!(
         req.mcp.is_none(),
@@ -571,7 +583,9 @@ async fn editor_servers_and_the_proxy_reach_a_sub_workflows_agent_steps() {
             Arc::new(FakeExecutor::new()),
         )
     });
-    let (events, result) = run_all(&f, request(vec![editor_server()])).await;
+    let mut req = request(vec![editor_server()]);
+    req.fs_delegate = Some(PathBuf::from("/run/editor-fs.sock"));
+    let (events, result) = run_all(&f, req).await;
     assert_eq!(
         result.terminal.as_deref(),
         Some("done"),
@@ -593,6 +607,8 @@ async fn editor_servers_and_the_proxy_reach_a_sub_workflows_agent_steps() {
         Some(spec.run_id.as_str()),
         result.run_id.as_ref().map(|r| r.0.as_str())
     );
+    // The editor's file channel reaches the child's proxy too.
+    assert_eq!(spec.fs_delegate, Some(PathBuf::from("/run/editor-fs.sock")));
 }
 
 #[tokio::test]

@@ -185,6 +185,7 @@ impl Run {
             ask_inputs: None,
             auto_approve: self.auto_approve,
             mcp_servers: Arc::clone(&self.mcp_servers),
+            fs_delegate: self.fs_delegate.clone(),
         });
         let run = child.execute();
         tokio::pin!(run);

@@ -115,6 +115,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         ask_inputs: None,
         auto_approve: false,
         mcp_servers: Arc::default(),
+        fs_delegate: None,
     });
     let result = run.execute().await;
     let finished = sink

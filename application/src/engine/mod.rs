@@ -173,6 +173,9 @@ pub(crate) struct RunSpec {
     /// The front-end's MCP servers (ACP `session/new.mcpServers`), declared to every agent
     /// step of the run and of its sub-workflows.
     pub(crate) mcp_servers: Arc<Vec<awf_domain::ports::agent::McpServer>>,
+    /// The editor's file channel (ACP fs delegation), given to every agent step's proxy of
+    /// the run and of its sub-workflows (`ProxySpec::fs_delegate`).
+    pub(crate) fs_delegate: Option<PathBuf>,
 }
 
 /// Missing required inputs a run asks for before it starts, and what resolves the inputs
@@ -243,6 +246,8 @@ pub(crate) struct Run {
     pub(crate) auto_approve: bool,
     /// As [`RunSpec::mcp_servers`].
     pub(crate) mcp_servers: Arc<Vec<awf_domain::ports::agent::McpServer>>,
+    /// As [`RunSpec::fs_delegate`].
+    pub(crate) fs_delegate: Option<PathBuf>,
 }
 
 /// What an interactive run does before a state.
@@ -412,6 +417,7 @@ impl Run {
             ask_inputs: Mutex::new(spec.ask_inputs),
             auto_approve: spec.auto_approve,
             mcp_servers: spec.mcp_servers,
+            fs_delegate: spec.fs_delegate,
         }
     }
 

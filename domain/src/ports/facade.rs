@@ -41,6 +41,11 @@ pub struct RunRequest {
     /// (ACP `session/new.mcpServers`), names already checked (none reserved, see
     /// [`crate::ports::agent::McpAttachment::extra`]). Empty for the terminal.
     pub mcp_servers: Vec<crate::ports::agent::McpServer>,
+    /// The editor's file channel (ACP fs delegation): a unix socket the front-end serves,
+    /// speaking the protocol of [`crate::ports::tools::ProxySpec::fs_delegate`]. When set,
+    /// the built-in Read, Write and Edit of every agent step's MCP proxy (this run and its
+    /// sub-workflows) go through it instead of the disk. `None` for the terminal.
+    pub fs_delegate: Option<PathBuf>,
 }
 
 /// Where an interactive run stops.
@@ -86,4 +91,6 @@ pub struct ResumeRequest {
     pub auto_approve: bool,
     /// As [`RunRequest::mcp_servers`].
     pub mcp_servers: Vec<crate::ports::agent::McpServer>,
+    /// As [`RunRequest::fs_delegate`].
+    pub fs_delegate: Option<PathBuf>,
 }

@@ -185,6 +185,17 @@ pub struct ProxySpec {
     pub plugin_tools: Vec<crate::workflow::McpPluginTools>,
     /// The step's span context (W3C `traceparent`), when spans are exported.
     pub traceparent: Option<String>,
+    /// The editor's file channel (ACP fs delegation, shared/spec/acp.md §1.2), when the run
+    /// has one: an absolute path of a unix socket. The built-in Read, Write and Edit then
+    /// read and write through it (after the usual confinement check, on the resolved path);
+    /// Bash, Glob and Grep stay on disk. A channel that fails is an `isError` result, never a
+    /// fallback to the disk.
+    ///
+    /// Protocol: JSON lines, one request and one reply per line, any number per connection.
+    /// Requests `{"op":"read","path":ABS,"line"?:N,"limit"?:N}` (1-based line, line count)
+    /// and `{"op":"write","path":ABS,"content":TEXT}`; replies `{"ok":true,"content":TEXT}`
+    /// (read), `{"ok":true}` (write) or `{"ok":false,"error":WHY}`.
+    pub fs_delegate: Option<std::path::PathBuf>,
 }
 
 /// One prepared stdio proxy for one agent call (or one conversation turn): the `awf

@@ -10,9 +10,15 @@
 //! (shared/spec/acp.md §7), and checks every frame shape it writes against the schema types
 //! in its tests.
 //!
+//! fs delegation: a session whose client offers `fs.readTextFile` and `fs.writeTextFile` gets a
+//! private file channel ([`fs_bridge`]) whose path its run requests carry
+//! (`RunRequest::fs_delegate`); the agent steps' MCP proxies send Read, Write and Edit there and
+//! this crate relays them as `fs/read_text_file` / `fs/write_text_file` (acp.md §1.2).
+//!
 //! Reference: shared/spec/acp.md §1, §2, §3, §8; shared/design/decisions.md ("ACP").
 
 pub mod frames;
+pub mod fs_bridge;
 pub mod prompt;
 pub mod server;
 pub mod transport;

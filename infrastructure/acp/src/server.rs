@@ -154,6 +154,8 @@ struct Session {
     runs: Mutex<Vec<RunRecord>>,
     title: Mutex<Option<String>>,
     updated_at: Mutex<Option<String>>,
+    /// The editor's file channel, when the client offers both fs methods (fs delegation).
+    fs: Mutex<Option<crate::fs_bridge::FsBridge>>,
 }
 
 struct Shared {
@@ -256,6 +258,10 @@ where
     })
     .await;
     turns.abort_all();
+    // The sessions' file channels: sockets closed, their directories removed.
+    for s in &sessions {
+        drop(lock(&s.fs).take());
+    }
     lock(&shared.pending).clear();
     shared.out.close();
     drop(shared);
@@ -701,11 +707,72 @@ fn available_commands(shared: &Shared) -> Value {
     json!({"sessionUpdate": "available_commands_update", "availableCommands": commands})
 }
 
+/// How long a delegated Read or Write waits for the editor's answer (the tools wait
+/// `awf_tools::FS_DELEGATE_TIMEOUT`, 120 s, so this answer reaches them first).
+const FS_WAIT: Duration = Duration::from_secs(100);
+
+/// The file channel of session `id` when the client offers both `fs.readTextFile` and
+/// `fs.writeTextFile` (acp.md §1.2); `None` otherwise (the runs' tools stay on disk).
+fn open_fs_bridge(
+    shared: &Arc<Shared>,
+    id: &str,
+) -> Result<Option<crate::fs_bridge::FsBridge>, RpcErr> {
+    if !(client_cap(shared, &["fs", "readTextFile"])
+        && client_cap(shared, &["fs", "writeTextFile"]))
+    {
+        return Ok(None);
+    }
+    let weak = Arc::downgrade(shared);
+    let forward: crate::fs_bridge::Forward = Arc::new(move |method, params| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let Some(shared) = weak.upgrade() else {
+                return Err("the editor's ACP connection is closed".to_owned());
+            };
+            let never = CancellationToken::new();
+            match client_request(&shared, method, params, &never, Some(FS_WAIT)).await {
+                Some(Ok(v)) => Ok(v),
+                Some(Err(e)) => Err(format!(
+                    "{} (JSON-RPC error {} from the editor's {method})",
+                    e.get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("no message"),
+                    e.get("code")
+                        .map_or_else(|| "?".to_owned(), Value::to_string)
+                )),
+                None => Err(format!(
+                    "the editor did not answer {method} within {} s",
+                    FS_WAIT.as_secs()
+                )),
+            }
+        })
+    });
+    // `$TMPDIR`, else /tmp (a socket path must fit in 107 bytes).
+    let tmp = std::env::temp_dir();
+    let mut dirs = vec![tmp.clone()];
+    if tmp != std::path::Path::new("/tmp") {
+        dirs.push(PathBuf::from("/tmp"));
+    }
+    crate::fs_bridge::FsBridge::open_first(&dirs, id, &forward)
+        .map(Some)
+        .map_err(|e| {
+            rpc_err(
+                INTERNAL_ERROR,
+                &format!(
+                    "Internal error: cannot open the session's file channel (fs delegation) in {} or /tmp: {e}",
+                    tmp.display()
+                ),
+                None,
+            )
+        })
+}
+
 fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
     let cwd = check_cwd(params)?;
     let servers = check_mcp_servers(params)?;
     mask_mcp_env(shared, &servers);
     let id = format!("sess_{}", uuid::Uuid::new_v4().simple());
+    let fs = open_fs_bridge(shared, &id)?;
     let s = Arc::new(Session {
         id: id.clone(),
         cwd,
@@ -719,6 +786,7 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         runs: Mutex::new(Vec::new()),
         title: Mutex::new(None),
         updated_at: Mutex::new(None),
+        fs: Mutex::new(fs),
     });
     lock(&shared.sessions).insert(id.clone(), s);
     let commands = frames::update(&id, available_commands(shared));
@@ -798,6 +866,7 @@ async fn close_session(shared: &Arc<Shared>, params: &Value) -> Reply {
     let s = find_session(shared, params)?;
     cancel_session(shared, &s).await;
     lock(&shared.sessions).remove(&s.id);
+    drop(lock(&s.fs).take());
     lock(&shared.closed).insert(s.id.clone(), s);
     Ok((json!({}), Vec::new()))
 }
@@ -844,6 +913,11 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
     }
     mask_mcp_env(shared, &servers);
     *lock(&s.mcp_servers) = servers;
+    // A session closed before (its channel removed) gets a new one.
+    if lock(&s.fs).is_none() {
+        let fs = open_fs_bridge(shared, &s.id)?;
+        *lock(&s.fs) = fs;
+    }
     let records = lock(&s.runs).clone();
     for r in records {
         shared.out.send(frames::update(
@@ -1215,6 +1289,7 @@ async fn prompt_turn(
         prompt_missing_inputs: true,
         auto_approve: false,
         mcp_servers: lock(&s.mcp_servers).clone(),
+        fs_delegate: lock(&s.fs).as_ref().map(|b| b.socket().to_path_buf()),
         ..RunRequest::default()
     };
     let run_id = match shared.cfg.service.start(request).await {

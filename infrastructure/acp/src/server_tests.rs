@@ -130,6 +130,15 @@ impl Client {
     }
 
     async fn start_with(masker: Masker) -> Self {
+        Self::start_full(masker, json!({})).await
+    }
+
+    /// A client that advertises `caps` (`clientCapabilities`).
+    async fn start_caps(caps: Value) -> Self {
+        Self::start_full(Masker::default(), caps).await
+    }
+
+    async fn start_full(masker: Masker, caps: Value) -> Self {
         let svc = Arc::new(FakeService::default());
         let (client, server) = tokio::io::duplex(1 << 20);
         let (sr, sw) = tokio::io::split(server);
@@ -158,7 +167,8 @@ impl Client {
             from: tokio::io::BufReader::new(cr),
             seq: 0,
         };
-        c.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}))
+        c.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": 1, "clientCapabilities": caps}}))
             .await;
         c.recv().await;
         c
@@ -816,4 +826,105 @@ async fn a_secret_split_across_two_chunks_never_reaches_a_frame() {
         .collect();
     assert!(text.contains("out: *** and é\n"), "{text}");
     assert!(text.contains("agent says ***"), "{text}");
+}
+
+/// The socket path the `n`th run request (1-based) carries, once it started.
+async fn fs_delegate_of(c: &Client, n: usize) -> Option<std::path::PathBuf> {
+    for _ in 0..3000 {
+        if let Some(r) = c.svc.starts.lock().unwrap().get(n - 1) {
+            return r.fs_delegate.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("run {n} never started")
+}
+
+#[tokio::test]
+async fn a_client_offering_read_and_write_gets_the_sessions_file_channel() {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut c = Client::start_caps(
+        json!({"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false}),
+    )
+    .await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    let sock = fs_delegate_of(&c, 1).await.expect("a file channel");
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777
+    };
+    assert_eq!(mode, 0o600);
+    // A proxy's Read and Write, relayed to the client with the session id.
+    let exchange = tokio::spawn({
+        let sock = sock.clone();
+        async move {
+            let stream = tokio::net::UnixStream::connect(&sock).await.unwrap();
+            let (r, mut w) = stream.into_split();
+            let mut r = tokio::io::BufReader::new(r);
+            let mut replies = Vec::new();
+            for req in [
+                json!({"op": "read", "path": "/w/a.txt"}),
+                json!({"op": "write", "path": "/w/b.txt", "content": "new"}),
+            ] {
+                w.write_all(format!("{req}\n").as_bytes()).await.unwrap();
+                let mut l = String::new();
+                r.read_line(&mut l).await.unwrap();
+                replies.push(serde_json::from_str::<Value>(&l).unwrap());
+            }
+            replies
+        }
+    });
+    let asked = c.until(|f| f["method"] == "fs/read_text_file").await;
+    let read = asked.last().unwrap().clone();
+    assert_eq!(
+        read["params"],
+        json!({"sessionId": sid, "path": "/w/a.txt"})
+    );
+    c.send(json!({"jsonrpc": "2.0", "id": read["id"], "result": {"content": "unsaved"}}))
+        .await;
+    let asked = c.until(|f| f["method"] == "fs/write_text_file").await;
+    let write = asked.last().unwrap().clone();
+    assert_eq!(
+        write["params"],
+        json!({"sessionId": sid, "path": "/w/b.txt", "content": "new"})
+    );
+    c.send(json!({"jsonrpc": "2.0", "id": write["id"],
+        "error": {"code": -32603, "message": "read-only buffer"}}))
+        .await;
+    let replies = exchange.await.unwrap();
+    assert_eq!(replies[0], json!({"ok": true, "content": "unsaved"}));
+    assert_eq!(replies[1]["ok"], json!(false));
+    assert!(
+        replies[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("read-only buffer"),
+        "{}",
+        replies[1]
+    );
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    c.until(|f| f["id"] == 2).await;
+    // Closing the session removes the channel.
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/close", "params": {"sessionId": sid}}),
+    )
+    .await;
+    let r = c.until(|f| f["id"] == 3).await;
+    assert!(r.last().unwrap().get("error").is_none(), "{r:?}");
+    assert!(!sock.exists());
+    assert!(!sock.parent().unwrap().exists());
+}
+
+#[tokio::test]
+async fn a_client_offering_only_read_or_nothing_gets_no_file_channel() {
+    for caps in [
+        json!({"fs": {"readTextFile": true}}),
+        json!({"fs": {"readTextFile": true, "writeTextFile": false}}),
+        json!({}),
+    ] {
+        let mut c = Client::start_caps(caps.clone()).await;
+        let sid = c.session(json!([])).await;
+        c.prompt(&sid, "/wf", 2).await;
+        assert_eq!(fs_delegate_of(&c, 1).await, None, "{caps}");
+    }
 }

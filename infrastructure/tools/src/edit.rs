@@ -128,7 +128,17 @@ fn links_note(st: &Stat) -> String {
     }
 }
 
-fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
+/// Edit's arguments, checked.
+pub(crate) struct EditArgs<'a> {
+    /// The path as given.
+    pub(crate) given: &'a str,
+    old: &'a str,
+    new: &'a str,
+    replace_all: bool,
+}
+
+/// Parses and checks Edit's arguments (`old` not empty, `old != new`).
+pub(crate) fn edit_args(map: &Map<String, Value>) -> Result<EditArgs<'_>, String> {
     let a = Args::new("Edit", map);
     let given = a.str(&["path", "file_path"])?;
     let old = a.str(&["old", "old_string"])?;
@@ -143,6 +153,57 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     if old == new {
         return Err("Edit: `old` and `new` are the same; nothing would change".to_owned());
     }
+    Ok(EditArgs {
+        given,
+        old,
+        new,
+        replace_all,
+    })
+}
+
+/// The edited text of `data`: the new bytes, how many occurrences were replaced, and whether
+/// they matched with the file's CRLF line endings.
+///
+/// # Errors
+/// `old` not found, or found several times without `replace_all`.
+pub(crate) fn apply_edit(data: &[u8], e: &EditArgs<'_>) -> Result<(Vec<u8>, usize, bool), String> {
+    let given = e.given;
+    let mut old_b = e.old.as_bytes().to_vec();
+    let mut new_b = e.new.as_bytes().to_vec();
+    let mut count = count_matches(data, &old_b);
+    let mut crlf = false;
+    if count == 0 && e.old.contains('\n') && uses_crlf(data) {
+        let o = content_crlf(e.old.as_bytes());
+        let c = count_matches(data, &o);
+        if c > 0 {
+            old_b = o;
+            new_b = content_crlf(e.new.as_bytes());
+            count = c;
+            crlf = true;
+        }
+    }
+    if count == 0 {
+        return Err(format!(
+            "Edit: `old` was not found in {given}; it must match the file exactly (whitespace and indentation included): Read the file and copy the text"
+        ));
+    }
+    if count > 1 && !e.replace_all {
+        return Err(format!(
+            "Edit: `old` matches {count} places in {given}; give more surrounding text so that it matches once, or set replace_all to replace all {count}"
+        ));
+    }
+    let out = replace(
+        data,
+        &old_b,
+        &new_b,
+        if e.replace_all { usize::MAX } else { 1 },
+    );
+    Ok((out, count, crlf))
+}
+
+fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
+    let e = edit_args(map)?;
+    let given = e.given;
     let path = inner
         .root
         .existing(given)
@@ -164,36 +225,7 @@ fn do_edit(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
             inner.limits.edit_max_file
         ));
     }
-    let mut old_b = old.as_bytes().to_vec();
-    let mut new_b = new.as_bytes().to_vec();
-    let mut count = count_matches(&data, &old_b);
-    let mut crlf = false;
-    if count == 0 && old.contains('\n') && uses_crlf(&data) {
-        let o = content_crlf(old.as_bytes());
-        let c = count_matches(&data, &o);
-        if c > 0 {
-            old_b = o;
-            new_b = content_crlf(new.as_bytes());
-            count = c;
-            crlf = true;
-        }
-    }
-    if count == 0 {
-        return Err(format!(
-            "Edit: `old` was not found in {given}; it must match the file exactly (whitespace and indentation included): Read the file and copy the text"
-        ));
-    }
-    if count > 1 && !replace_all {
-        return Err(format!(
-            "Edit: `old` matches {count} places in {given}; give more surrounding text so that it matches once, or set replace_all to replace all {count}"
-        ));
-    }
-    let out = replace(
-        &data,
-        &old_b,
-        &new_b,
-        if replace_all { usize::MAX } else { 1 },
-    );
+    let (out, count, crlf) = apply_edit(&data, &e)?;
     replace_file(&place, &out, Some(&st)).map_err(|e| format!("Edit: {given}: {e}"))?;
     let mut msg = format!(
         "Edit: replaced {count} occurrence{} in {}",

@@ -52,6 +52,14 @@
 //! `old` and `old == new`, and retries with CRLF line breaks when `old` has `\n` and the file
 //! uses `\r\n`.
 //!
+//! # fs delegation
+//! [`BuiltinTools::with_fs_delegate`]: Read, Write and Edit go through the editor's buffers
+//! (ACP `fs/read_text_file` / `fs/write_text_file`, relayed by `awf acp-serve` over a unix
+//! socket) after the same confinement check, on the resolved path. Read renders the buffer
+//! as it renders a file; Write sends the content as given; Edit reads the buffer and writes
+//! it back whole. Bash, Glob and Grep stay on disk. A failing channel is an `isError`
+//! result, never a silent fallback to the disk.
+//!
 //! # Bash
 //! `$SHELL -c <command>` (`/bin/sh` when `$SHELL` is unset or not an absolute path to a file)
 //! in its own process group, stdin on `/dev/null`, the inherited environment plus a marker
@@ -91,6 +99,7 @@
 mod args;
 mod bash;
 mod confine;
+mod delegate;
 mod edit;
 mod glob;
 mod grep;
@@ -118,6 +127,10 @@ pub use bash::TAG_VAR;
 pub use bash::kill_tagged_by;
 pub use confine::Root;
 pub use operations::BuiltinOperations;
+
+/// How long the editor gets to answer one delegated Read or Write (120 s: it may be showing
+/// the user a prompt).
+pub const FS_DELEGATE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The names of the built-in tools, in `tools/list` order.
 pub const TOOL_NAMES: [&str; 6] = ["Read", "Write", "Edit", "Bash", "Glob", "Grep"];
@@ -186,6 +199,8 @@ struct Inner {
     limits: Limits,
     masker: Masker,
     shell: PathBuf,
+    /// The editor's file channel (fs delegation): Read, Write and Edit go through it.
+    fs: Option<delegate::Channel>,
 }
 
 impl BuiltinTools {
@@ -217,6 +232,7 @@ impl BuiltinTools {
                 limits,
                 masker,
                 shell: bash::resolve_shell(std::env::var_os("SHELL").as_deref()),
+                fs: None,
             }),
         })
     }
@@ -227,6 +243,21 @@ impl BuiltinTools {
     pub fn with_masker(mut self, masker: &Masker) -> Self {
         let mut inner = (*self.inner).clone();
         inner.masker.extend(masker);
+        self.inner = Arc::new(inner);
+        self
+    }
+
+    /// Sends Read, Write and Edit through the editor's file channel at `socket` (ACP fs
+    /// delegation; protocol: `awf_domain::ports::tools::ProxySpec::fs_delegate`), each
+    /// answer awaited at most `timeout`. Paths are confined to the root first, as on disk;
+    /// Bash, Glob and Grep stay on disk. A channel that fails is an `isError` result.
+    #[must_use]
+    pub fn with_fs_delegate(mut self, socket: impl Into<PathBuf>, timeout: Duration) -> Self {
+        let mut inner = (*self.inner).clone();
+        inner.fs = Some(delegate::Channel {
+            socket: socket.into(),
+            timeout,
+        });
         self.inner = Arc::new(inner);
         self
     }
@@ -267,13 +298,16 @@ impl ToolProvider for BuiltinTools {
         let inner = Arc::clone(&self.inner);
         let args = call.arguments;
         let shared = Arc::clone(&self.inner);
-        let mut out = match call.name.as_str() {
-            "Read" => blocking(inner, move |i| read::run(i, &args)).await,
-            "Write" => blocking(inner, move |i| edit::write(i, &args)).await,
-            "Edit" => blocking(inner, move |i| edit::edit(i, &args)).await,
-            "Glob" => blocking(inner, move |i| glob::run(i, &args)).await,
-            "Grep" => blocking(inner, move |i| grep::run(i, &args)).await,
-            "Bash" => bash::run(&inner, &args, cancel).await,
+        let mut out = match (call.name.as_str(), inner.fs.clone()) {
+            ("Read", Some(ch)) => blocking(inner, move |i| delegate::read(i, &ch, &args)).await,
+            ("Write", Some(ch)) => blocking(inner, move |i| delegate::write(i, &ch, &args)).await,
+            ("Edit", Some(ch)) => blocking(inner, move |i| delegate::edit(i, &ch, &args)).await,
+            ("Read", None) => blocking(inner, move |i| read::run(i, &args)).await,
+            ("Write", None) => blocking(inner, move |i| edit::write(i, &args)).await,
+            ("Edit", None) => blocking(inner, move |i| edit::edit(i, &args)).await,
+            ("Glob", _) => blocking(inner, move |i| glob::run(i, &args)).await,
+            ("Grep", _) => blocking(inner, move |i| grep::run(i, &args)).await,
+            ("Bash", _) => bash::run(&inner, &args, cancel).await,
             _ => return Err(ToolCallError::UnknownTool(call.name)),
         };
         // Secrets never leave in a result, whichever tool read them (a file's text included).

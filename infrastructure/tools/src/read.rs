@@ -22,15 +22,23 @@ pub(crate) fn run(inner: &Inner, map: &Map<String, Value>) -> ToolOutput {
     }
 }
 
-fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
+/// Read's arguments: the path as given, the 1-based first line, the line count.
+pub(crate) fn args<'a>(
+    inner: &Inner,
+    map: &'a Map<String, Value>,
+) -> Result<(&'a str, u64, u64), String> {
     let a = Args::new("Read", map);
     let given = a.str(&["path", "file_path"])?;
     let offset = a.opt_uint(&["offset"])?.unwrap_or(1).max(1);
-    let lim = &inner.limits;
     let limit = match a.opt_uint(&["limit"])? {
-        None | Some(0) => lim.read_lines as u64,
+        None | Some(0) => inner.limits.read_lines as u64,
         Some(n) => n,
     };
+    Ok((given, offset, limit))
+}
+
+fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
+    let (given, offset, limit) = args(inner, map)?;
     let path = inner
         .root
         .existing(given)
@@ -42,10 +50,23 @@ fn read(inner: &Inner, map: &Map<String, Value>) -> Result<String, String> {
     }
     // Opened beneath the root fd by the kernel: a swap for a symbolic link to outside after
     // the check above is refused, never followed.
-    let mut file = inner
+    let file = inner
         .root
         .open_read(given, &path)
         .map_err(|e| format!("Read: {e}"))?;
+    render(inner, given, offset, limit, file)
+}
+
+/// Read's output for the text `file` yields (a file on disk, or an editor's buffer): lines
+/// `offset..offset+limit` numbered `cat -n` style, within the byte budget, with its trailers.
+pub(crate) fn render(
+    inner: &Inner,
+    given: &str,
+    offset: u64,
+    limit: u64,
+    mut file: impl std::io::Read,
+) -> Result<String, String> {
+    let lim = &inner.limits;
     let mut head = lines::sniff(&mut file).map_err(|e| format!("Read: {given}: {e}"))?;
     if lines::is_binary(&head) {
         return Err(format!(

@@ -13,6 +13,7 @@
 //! | `step` | string | none | the step (state name), stamped likewise |
 //! | `audit_path` | absolute path | none | JSONL file the tool call events are appended to (0600) |
 //! | `traceparent` | W3C `traceparent` string | none | the parent span's context, recorded on each `tool.call` span |
+//! | `fs_delegate` | absolute path of a unix socket | none | the editor's file channel (ACP fs delegation, served by `awf acp-serve`): the built-in Read, Write and Edit go through it instead of the disk (protocol: `awf_domain::ports::tools::ProxySpec::fs_delegate`); Bash, Glob, Grep stay on disk; a channel that fails is an `isError` result |
 //! | `limits` | `{max_frame_bytes, max_output_bytes, shutdown_grace_ms}` | 10 MiB, 10 MiB − 64 KiB, 5000 | server limits |
 //!
 //! Errors (exit 1): `USER.MCP_PROXY.INVALID_CONFIG` (missing, unreadable, not JSON, a wrong
@@ -80,6 +81,8 @@ pub struct McpConfig {
     pub audit_path: Option<PathBuf>,
     /// W3C traceparent of the parent span.
     pub traceparent: Option<String>,
+    /// The editor's file channel (a unix socket), `None`: Read/Write/Edit on disk.
+    pub fs_delegate: Option<PathBuf>,
     /// Longest frame, bytes.
     pub max_frame_bytes: usize,
     /// Longest result text, bytes.
@@ -96,6 +99,7 @@ const KEYS: &[&str] = &[
     "step",
     "audit_path",
     "traceparent",
+    "fs_delegate",
     "limits",
 ];
 const LIMIT_KEYS: &[&str] = &["max_frame_bytes", "max_output_bytes", "shutdown_grace_ms"];
@@ -200,6 +204,16 @@ fn is_traceparent(s: &str) -> bool {
         && hex(parts[3], 2)
         && parts[1].bytes().any(|b| b != b'0')
         && parts[2].bytes().any(|b| b != b'0')
+}
+
+/// Whether `p` is a unix socket, or names nothing (a channel already closed is an `isError`
+/// result of each call, not a config error).
+fn is_socket_or_missing(p: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(p) {
+        Ok(md) => md.file_type().is_socket(),
+        Err(_) => true,
+    }
 }
 
 /// Parses the config text read from `path`. `with_workflows`: the server also serves
@@ -326,6 +340,15 @@ pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<Mcp
                     format!(
                         "`traceparent` `{tp}` is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
                     ),
+                ));
+            }
+            other => other,
+        },
+        fs_delegate: match opt_abs_path(path, &m, "fs_delegate")? {
+            Some(sock) if !is_socket_or_missing(&sock) => {
+                return Err(invalid(
+                    path,
+                    format!("`fs_delegate` {} is not a unix socket", sock.display()),
                 ));
             }
             other => other,
@@ -490,9 +513,16 @@ fn plugin_tools(cfg: &McpConfig) -> Result<Vec<SourcedTools>, AwfError> {
 
 /// The built-in Read, Write, Edit, Bash, Glob and Grep over `root` (awf-tools), Bash masking
 /// the secrets of `masker` too.
-fn builtin_tools(root: &Path, masker: &Masker) -> Result<Arc<dyn ToolProvider>, AwfError> {
-    let tools = awf_tools::BuiltinTools::with_limits(root, awf_tools::Limits::default())?
+fn builtin_tools(
+    root: &Path,
+    masker: &Masker,
+    fs_delegate: Option<&Path>,
+) -> Result<Arc<dyn ToolProvider>, AwfError> {
+    let mut tools = awf_tools::BuiltinTools::with_limits(root, awf_tools::Limits::default())?
         .with_masker(masker);
+    if let Some(sock) = fs_delegate {
+        tools = tools.with_fs_delegate(sock, awf_tools::FS_DELEGATE_TIMEOUT);
+    }
     Ok(Arc::new(tools))
 }
 
@@ -681,7 +711,10 @@ pub async fn run(ctx: &Ctx, args: &McpServeArgs) -> Result<Outcome, CliError> {
     if let Some((cfg, root)) = &loaded
         && cfg.intercept_builtins
     {
-        router.register("builtin", builtin_tools(root, &masker)?)?;
+        router.register(
+            "builtin",
+            builtin_tools(root, &masker, cfg.fs_delegate.as_deref())?,
+        )?;
         builtins_served = true;
     }
     if let Some((cfg, _)) = &loaded {
@@ -782,6 +815,30 @@ mod tests {
 
     fn parse(text: &str) -> Result<McpConfig, AwfError> {
         parse_config(Path::new("/tmp/c.json"), text, false)
+    }
+
+    #[test]
+    fn fs_delegate_must_be_an_absolute_socket_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("fs.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let cfg = parse(&format!(r#"{{"fs_delegate": "{}"}}"#, sock.display())).unwrap();
+        assert_eq!(cfg.fs_delegate.as_deref(), Some(sock.as_path()));
+        // A socket already gone is each call's isError, not a config error.
+        let gone = dir.path().join("gone.sock");
+        let cfg = parse(&format!(r#"{{"fs_delegate": "{}"}}"#, gone.display())).unwrap();
+        assert_eq!(cfg.fs_delegate.as_deref(), Some(gone.as_path()));
+        assert_eq!(parse("{}").unwrap().fs_delegate, None);
+        let rel = parse(r#"{"fs_delegate": "fs.sock"}"#).unwrap_err();
+        assert_eq!(rel.code(), ErrorCode::UserMcpProxyInvalidConfig);
+        assert!(rel.message().contains("absolute"), "{}", rel.message());
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "").unwrap();
+        let e = parse(&format!(r#"{{"fs_delegate": "{}"}}"#, file.display())).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
+        assert!(e.message().contains("not a unix socket"), "{}", e.message());
+        let e = parse(r#"{"fs_delegate": 3}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
     }
 
     #[test]

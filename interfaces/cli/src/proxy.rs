@@ -5,7 +5,7 @@
 //! A stdio proxy is two files in the temp dir (`$TMPDIR`), both created `O_EXCL`, mode 0600:
 //! `awf-mcp-proxy-<uuid>.json`, the `mcp-serve` config (keys of [`crate::mcp_cmd`]:
 //! `intercept_builtins`, `plugin_tools`, `root_dir`, `run_id`, `step`, `audit_path`,
-//! `traceparent`), and `awf-mcp-proxy-<uuid>.events.jsonl`, its `audit_path`, which the server
+//! `traceparent`, `fs_delegate`), and `awf-mcp-proxy-<uuid>.events.jsonl`, its `audit_path`, which the server
 //! appends one line per `tools/call` to and [`StdioProxy::take_events`] reads back from where
 //! it stopped (complete lines only). Dropping the proxy removes both. No copy of the server is
 //! started by awf itself: the agent CLI starts the one it talks to (shared/spec/mcp.md §3.2).
@@ -188,6 +188,12 @@ fn config_json(spec: &ProxySpec, audit_path: &str) -> Result<Value, AwfError> {
     if let (Some(tp), Some(m)) = (&spec.traceparent, cfg.as_object_mut()) {
         m.insert("traceparent".into(), tp.clone().into());
     }
+    if let Some(sock) = &spec.fs_delegate {
+        let sock = utf8(sock, "fs_delegate socket")?;
+        if let Some(m) = cfg.as_object_mut() {
+            m.insert("fs_delegate".into(), sock.into());
+        }
+    }
     Ok(cfg)
 }
 
@@ -247,9 +253,12 @@ impl ToolProxies for Proxies {
         self.check(spec)?;
         let mut out: Vec<(String, Arc<dyn ToolProvider>)> = Vec::new();
         if spec.intercept_builtins {
-            let tools =
+            let mut tools =
                 awf_tools::BuiltinTools::with_limits(&spec.root_dir, awf_tools::Limits::default())?
                     .with_masker(secrets);
+            if let Some(sock) = &spec.fs_delegate {
+                tools = tools.with_fs_delegate(sock, awf_tools::FS_DELEGATE_TIMEOUT);
+            }
             out.push(("builtin".to_owned(), Arc::new(tools)));
         }
         if let Some(ops) = &self.operations {
@@ -333,7 +342,41 @@ mod tests {
             intercept_builtins: true,
             plugin_tools: Vec::new(),
             traceparent: None,
+            fs_delegate: None,
         }
+    }
+
+    #[tokio::test]
+    async fn the_editors_file_channel_reaches_mcp_serve_and_the_in_process_tools() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        std::fs::write(root.join("a.txt"), "on disk\n").unwrap();
+        let sock = root.join("editor.sock");
+        let mut s = spec(&root);
+        s.fs_delegate = Some(sock.clone());
+        let p = proxies(&root).stdio(&s).unwrap();
+        let config = PathBuf::from(&p.server().args[2]);
+        let text = std::fs::read_to_string(&config).unwrap();
+        let cfg: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(cfg["fs_delegate"], json!(sock));
+        let parsed = crate::mcp_cmd::parse_config(&config, &text, false).unwrap();
+        assert_eq!(parsed.fs_delegate.as_deref(), Some(sock.as_path()));
+        drop(p);
+        // In-process: Read asks the (here absent) editor, never the disk.
+        let sourced = proxies(&root).in_process(&s, &Masker::default()).unwrap();
+        let read = awf_domain::ports::tools::ToolCall {
+            name: "Read".into(),
+            arguments: json!({"path": "a.txt"}).as_object().cloned().unwrap(),
+            call_id: None,
+        };
+        let out = sourced[0]
+            .1
+            .call(read, tokio_util::sync::CancellationToken::new())
+            .await
+            .unwrap();
+        assert!(out.is_error, "{}", out.text);
+        assert!(out.text.contains("editor's file channel"), "{}", out.text);
+        assert!(!out.text.contains("on disk"), "{}", out.text);
     }
 
     fn proxies(tmp: &Path) -> Proxies {

@@ -166,6 +166,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         prompt_missing_inputs,
         auto_approve: args.yes,
         mcp_servers: Vec::new(),
+        fs_delegate: None,
     };
     Ok((w, request))
 }

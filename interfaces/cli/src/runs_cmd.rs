@@ -89,6 +89,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         lock_held: lock.is_some(),
         auto_approve: args.yes,
         mcp_servers: Vec::new(),
+        fs_delegate: None,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
