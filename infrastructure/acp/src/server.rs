@@ -1084,6 +1084,20 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
         );
         return;
     }
+    // A prompt refused for its text (a bad slash command, free text with no default
+    // workflow) is answered here, in the dispatch loop, and the slot released before the
+    // next line is read: back-to-back refused prompts never meet PROMPT_IN_FLIGHT.
+    if let Some(why) = refusal(shared, &s, &text) {
+        record_prompt(&s, &text);
+        message(shared, &s, &why);
+        *lock(&s.updated_at) = Some(now_rfc3339());
+        let _gate = lock(&s.gate);
+        shared
+            .out
+            .send(frames::response(&id, json!({"stopReason": "end_turn"})));
+        s.in_flight.store(false, Ordering::SeqCst);
+        return;
+    }
     let token = CancellationToken::new();
     *lock(&s.turn) = Some(token.clone());
     let rid = id_key(&id);
@@ -1317,17 +1331,7 @@ async fn prompt_turn(
     text: PromptText,
     cancel: &CancellationToken,
 ) -> Result<&'static str, RpcErr> {
-    if lock(&s.title).is_none() {
-        let t: String = text.display().chars().take(80).collect();
-        *lock(&s.title) = Some(t);
-    }
-    lock(&s.runs).push(RunRecord {
-        prompt: text.display(),
-        run_id: None,
-        workflow: None,
-        seen: 0,
-        notes: Vec::new(),
-    });
+    record_prompt(s, &text);
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
     if let Some(p) = parked {
@@ -1364,17 +1368,7 @@ async fn prompt_turn(
     } else if let Some(d) = &shared.cfg.default_workflow {
         (d.clone(), vec![("prompt".to_owned(), text.free_text())])
     } else {
-        let names = command_names(shared);
-        let list = if names.is_empty() {
-            String::from("no workflow is available in this project")
-        } else {
-            format!("the available commands: {}", names.join(", "))
-        };
-        message(
-            shared,
-            s,
-            &format!("Invalid prompt: prompt must begin with a /<workflow> slash command ({list})"),
-        );
+        message(shared, s, &not_a_command(shared));
         return Ok("end_turn");
     };
     let loaded = shared.cfg.repository.load(&workflow, None).ok();
@@ -1442,6 +1436,50 @@ async fn prompt_turn(
         emit(shared, s, plan);
     }
     Ok(follow(shared, s, run_id, workflow, sub, projector, cancel).await)
+}
+
+/// Starts the session's record of a prompt (its title too, for the first one).
+fn record_prompt(s: &Session, text: &PromptText) {
+    if lock(&s.title).is_none() {
+        let t: String = text.display().chars().take(80).collect();
+        *lock(&s.title) = Some(t);
+    }
+    lock(&s.runs).push(RunRecord {
+        prompt: text.display(),
+        run_id: None,
+        workflow: None,
+        seen: 0,
+        notes: Vec::new(),
+    });
+}
+
+/// The answer to free text when there is no default workflow: the commands that can be typed.
+fn not_a_command(shared: &Shared) -> String {
+    let names = command_names(shared);
+    let list = if names.is_empty() {
+        String::from("no workflow is available in this project")
+    } else {
+        format!("the available commands: {}", names.join(", "))
+    };
+    format!("Invalid prompt: prompt must begin with a /<workflow> slash command ({list})")
+}
+
+/// Why a prompt's text is refused before any run, when no parked run would take it as an
+/// answer (`None`: the turn decides).
+fn refusal(shared: &Shared, s: &Session, text: &PromptText) -> Option<String> {
+    match s.parked.try_lock() {
+        Ok(p) if p.is_none() => {}
+        _ => return None,
+    }
+    if text.text.trim_start().starts_with('/') {
+        text.command()
+            .err()
+            .map(|why| format!("Invalid prompt: {why}"))
+    } else if shared.cfg.default_workflow.is_none() {
+        Some(not_a_command(shared))
+    } else {
+        None
+    }
 }
 
 /// The slash command names offered (`/` + name), in menu order.

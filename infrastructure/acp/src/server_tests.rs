@@ -1165,3 +1165,46 @@ async fn loading_a_session_with_another_cwd_is_refused_and_keeps_it_loadable() {
     assert!(f.last().unwrap()["result"].is_object(), "{f:?}");
     let _ = std::fs::remove_dir(&elsewhere);
 }
+
+#[tokio::test]
+async fn refused_prompts_sent_back_to_back_without_waiting_never_meet_the_in_flight_slot() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    let bad = [
+        json!([{"type": "image", "data": "AAAA", "mimeType": "image/png"}]),
+        json!([{"type": "text", "text": "/Bad_Name"}]),
+        json!([{"type": "text", "text": ""}]),
+        json!([{"type": "text", "text": "free text, no default workflow"}]),
+    ];
+    // All written before any answer is read (an editor queueing them).
+    for round in 0..40u64 {
+        let p = bad[(round % 4) as usize].clone();
+        c.send(
+            json!({"jsonrpc": "2.0", "id": 2000 + round, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": p}}),
+        )
+        .await;
+    }
+    let mut answered = 0;
+    while answered < 40 {
+        let f = c.recv().await;
+        if f.get("method").is_some() {
+            continue;
+        }
+        answered += 1;
+        assert_ne!(
+            f["error"]["data"]["awfCode"], "USER.ACP.PROMPT_IN_FLIGHT",
+            "{f}"
+        );
+        let round = f["id"].as_u64().unwrap() - 2000;
+        if round % 4 == 0 {
+            assert_eq!(
+                f["error"]["data"]["awfCode"], "USER.ACP.UNSUPPORTED_BLOCK",
+                "{f}"
+            );
+        } else {
+            assert_eq!(f["result"]["stopReason"], "end_turn", "{f}");
+        }
+    }
+    assert!(c.svc.starts.lock().unwrap().is_empty(), "nothing ran");
+}
