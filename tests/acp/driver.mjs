@@ -745,7 +745,9 @@ const SCENARIOS = {
     }
     await sleep(500);
     const after = count();
-    check("threads do not grow", after.threads <= warm.threads + 2, { warm, after });
+    // A leak grows with the prompts (20 more here); tokio's blocking pool may add a few idle
+    // threads on a loaded machine, so a small constant is allowed.
+    check("threads do not grow", after.threads <= warm.threads + 4, { warm, after });
     check("file descriptors do not grow", after.fds <= warm.fds + 4, { warm, after });
   },
 

@@ -88,7 +88,18 @@ pub struct AcpConfig {
     pub cancel_wait: Duration,
     /// How long shutdown (stdin EOF, SIGTERM) waits for cancelled runs to end.
     pub shutdown_wait: Duration,
+    /// The checks `awf run` makes before starting (`awf validate`'s errors): a workflow that
+    /// fails them is left out of the slash commands, and prompting it answers its first
+    /// error. `None`: no checks beyond loading.
+    pub validate: Option<Validator>,
 }
+
+/// A workflow check: `Err` with the first validation error (positioned, coded).
+pub type Validator = Arc<
+    dyn Fn(&awf_domain::ports::repository::LoadedWorkflow) -> Result<(), awf_domain::AwfError>
+        + Send
+        + Sync,
+>;
 
 impl std::fmt::Debug for AcpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +142,8 @@ struct RunRecord {
     prompt: String,
     /// The run it started, when it started one.
     run_id: Option<RunId>,
+    /// That run's workflow identifier (the replay's step titles and raw inputs come from it).
+    workflow: Option<String>,
     /// Last log position this session delivered.
     seen: u64,
     /// Messages of the turn that are not run events ("Invalid prompt: …", outcomes).
@@ -143,6 +156,8 @@ struct Session {
     mcp_servers: Mutex<Vec<McpServer>>,
     mode: Mutex<Mode>,
     in_flight: AtomicBool,
+    /// Set by `session/close` (under `gate`): no update of this session is written after it.
+    closed: AtomicBool,
     /// Held while the in-flight flag is taken, and while a turn queues its response and
     /// releases the flag: a client that read the response always finds the flag free.
     gate: Mutex<()>,
@@ -232,9 +247,15 @@ where
                 "Parse error: line is not UTF-8",
                 None,
             )),
-            Ok(Line::Text(text)) => match serde_json::from_str::<Value>(&text) {
+            Ok(Line::Text(text)) => match transport::parse_strict(&text) {
                 Ok(v) => dispatch(&shared, v).await,
-                Err(e) => shared.out.send(frames::error(
+                Err(transport::Strict::Duplicate(key)) => shared.out.send(frames::error(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    &format!("Invalid request: the key {key} appears more than once in the frame"),
+                    None,
+                )),
+                Err(transport::Strict::Syntax(e)) => shared.out.send(frames::error(
                     &Value::Null,
                     PARSE_ERROR,
                     &format!(
@@ -284,6 +305,38 @@ async fn dispatch(shared: &Arc<Shared>, v: Value) {
         return;
     };
     let id = obj.get("id").cloned();
+    // JSON-RPC 2.0 §4 / §5.1: an id is a string, an integer or null; a bad one is not
+    // echoed (the answer carries id null).
+    if let Some(bad) = id.as_ref().filter(|i| !valid_id(i)) {
+        let kind = match bad {
+            Value::Number(_) => "a fractional number",
+            Value::Object(_) => "an object",
+            Value::Array(_) => "an array",
+            _ => "a boolean",
+        };
+        shared.out.send(frames::error(
+            &Value::Null,
+            INVALID_REQUEST,
+            &format!("Invalid request: `id` must be a string, an integer or null, not {kind}"),
+            None,
+        ));
+        return;
+    }
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        // A response (no method) with a bad version: its id is ours, not the client's.
+        let echo = if obj.contains_key("method") {
+            id.clone().unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        };
+        shared.out.send(frames::error(
+            &echo,
+            INVALID_REQUEST,
+            "Invalid request: `jsonrpc` must be the string \"2.0\"",
+            None,
+        ));
+        return;
+    }
     let Some(method) = obj.get("method").and_then(Value::as_str).map(str::to_owned) else {
         // A response to one of our requests.
         if let Some(id) = &id
@@ -308,6 +361,21 @@ async fn dispatch(shared: &Arc<Shared>, v: Value) {
         return;
     };
     let params = params_of(&v);
+    // ACP params are always by name: an array (or a scalar) is refused, `null` reads as none.
+    if !matches!(params, Value::Object(_) | Value::Null) {
+        match &id {
+            Some(id) => shared.out.send(frames::error(
+                id,
+                INVALID_PARAMS,
+                &format!("Invalid params: `params` of `{method}` must be an object"),
+                None,
+            )),
+            None => {
+                tracing::debug!(target: "awf::acp", method, "notification with non-object params ignored");
+            }
+        }
+        return;
+    }
     let Some(id) = id else {
         notification(shared, &method, &params).await;
         return;
@@ -395,6 +463,15 @@ fn invalid(message: &str, awf_code: &str, hint: Option<&str>) -> RpcErr {
 
 /// A result and the frames to send right after it.
 type Reply = Result<(Value, Vec<Value>), RpcErr>;
+
+/// A JSON-RPC id: a string, an integer or null.
+fn valid_id(id: &Value) -> bool {
+    match id {
+        Value::String(_) | Value::Null => true,
+        Value::Number(n) => n.is_i64() || n.is_u64(),
+        _ => false,
+    }
+}
 
 fn id_key(id: &Value) -> String {
     match id {
@@ -554,6 +631,9 @@ fn check_mcp_servers(params: &Value) -> Result<Vec<McpServer>, RpcErr> {
             Some(n) if !n.trim().is_empty() => n.to_owned(),
             _ => return Err(bad(i, "`name` must be a non-empty string".into())),
         };
+        if name.contains('\0') {
+            return Err(bad(i, "`name` contains a NUL character".into()));
+        }
         if name == awf_domain::ports::agent::MCP_PROXY_NAME || name.starts_with("awf-proxy-") {
             return Err(bad(
                 i,
@@ -561,6 +641,9 @@ fn check_mcp_servers(params: &Value) -> Result<Vec<McpServer>, RpcErr> {
             ));
         }
         let command = match o.get("command").and_then(Value::as_str) {
+            Some(c) if c.contains('\0') => {
+                return Err(bad(i, "`command` contains a NUL character".into()));
+            }
             Some(c) if std::path::Path::new(c).is_absolute() => c.to_owned(),
             Some(c) => return Err(bad(i, format!("`command` {c:?} is not an absolute path"))),
             None => return Err(bad(i, "`command` (an absolute path) is required".into())),
@@ -569,8 +652,11 @@ fn check_mcp_servers(params: &Value) -> Result<Vec<McpServer>, RpcErr> {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => {
                 let mut args = Vec::new();
-                for x in a {
+                for (j, x) in a.iter().enumerate() {
                     match x.as_str() {
+                        Some(s) if s.contains('\0') => {
+                            return Err(bad(i, format!("`args[{j}]` contains a NUL character")));
+                        }
                         Some(s) => args.push(s.to_owned()),
                         None => return Err(bad(i, "`args` must be strings".into())),
                     }
@@ -583,13 +669,31 @@ fn check_mcp_servers(params: &Value) -> Result<Vec<McpServer>, RpcErr> {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(a)) => {
                 let mut env = Vec::new();
-                for x in a {
+                for (j, x) in a.iter().enumerate() {
                     match (
                         x.get("name").and_then(Value::as_str),
                         x.get("value").and_then(Value::as_str),
                     ) {
-                        (Some(n), Some(v)) if !n.is_empty() => {
-                            env.push((n.to_owned(), v.to_owned()))
+                        (Some(n), Some(v)) => {
+                            let why = if n.is_empty() {
+                                Some("is empty")
+                            } else if n.contains('\0') {
+                                Some("contains a NUL character")
+                            } else if n.contains('=') {
+                                Some("contains '='")
+                            } else {
+                                None
+                            };
+                            if let Some(why) = why {
+                                return Err(bad(i, format!("`env[{j}].name` {n:?} {why}")));
+                            }
+                            if v.contains('\0') {
+                                return Err(bad(
+                                    i,
+                                    format!("`env[{j}].value` (of {n:?}) contains a NUL character"),
+                                ));
+                            }
+                            env.push((n.to_owned(), v.to_owned()));
                         }
                         _ => {
                             return Err(bad(
@@ -659,6 +763,7 @@ fn type_name(ty: &awf_domain::workflow::InputType) -> String {
 /// The slash commands: every workflow that loads, by name (`pack/wf` as `pack:wf`).
 fn available_commands(shared: &Shared) -> Value {
     let mut commands = Vec::new();
+    let mut left_out: Vec<String> = Vec::new();
     match shared.cfg.repository.list() {
         Ok(mut entries) => {
             entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -674,6 +779,10 @@ fn available_commands(shared: &Shared) -> Value {
                 let Ok(loaded) = shared.cfg.repository.load(&e.name, None) else {
                     continue;
                 };
+                if let Some(Err(err)) = shared.cfg.validate.as_ref().map(|v| v(&loaded)) {
+                    left_out.push(format!("{} ([{}] {})", e.name, err.code(), err.message()));
+                    continue;
+                }
                 let wf = loaded.workflow;
                 let description = wf
                     .description
@@ -703,6 +812,9 @@ fn available_commands(shared: &Shared) -> Value {
             }
         }
         Err(e) => tracing::warn!(target: "awf::acp", error = %e, "workflows not listed"),
+    }
+    if !left_out.is_empty() {
+        tracing::warn!(target: "awf::acp", workflows = %left_out.join("; "), "workflows left out of the slash commands: they fail validation");
     }
     json!({"sessionUpdate": "available_commands_update", "availableCommands": commands})
 }
@@ -779,6 +891,7 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         mcp_servers: Mutex::new(servers),
         mode: Mutex::new(Mode::Ask),
         in_flight: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
         gate: Mutex::new(()),
         turn: Mutex::new(None),
         parked: tokio::sync::Mutex::new(None),
@@ -802,8 +915,12 @@ fn set_mode(shared: &Arc<Shared>, params: &Value) -> Reply {
         Some("ask") => Mode::Ask,
         Some("auto") => Mode::Auto,
         other => {
+            let what = match other {
+                Some(m) => format!("unknown mode \"{m}\""),
+                None => String::from("`modeId` (a string) is required"),
+            };
             return Err(invalid(
-                &format!("Invalid params: unknown mode {other:?}"),
+                &format!("Invalid params: {what}"),
                 "USER.ACP.UNKNOWN_MODE",
                 Some("modes: ask, auto"),
             ));
@@ -821,8 +938,8 @@ fn set_mode(shared: &Arc<Shared>, params: &Value) -> Reply {
 
 fn list_sessions(shared: &Arc<Shared>, params: &Value) -> Reply {
     let filter = params.get("cwd").and_then(Value::as_str).map(PathBuf::from);
+    // Closed sessions are kept for `session/load` but not listed (acp.md: close frees them).
     let mut all: Vec<Arc<Session>> = lock(&shared.sessions).values().cloned().collect();
-    all.extend(lock(&shared.closed).values().cloned());
     all.sort_by(|a, b| a.id.cmp(&b.id));
     let sessions: Vec<Value> = all
         .iter()
@@ -864,8 +981,14 @@ async fn cancel_notification(shared: &Arc<Shared>, params: &Value) -> Result<(),
 
 async fn close_session(shared: &Arc<Shared>, params: &Value) -> Reply {
     let s = find_session(shared, params)?;
-    cancel_session(shared, &s).await;
     lock(&shared.sessions).remove(&s.id);
+    {
+        // Under the gate: an update queued after this point is dropped, one queued before
+        // it precedes the close response.
+        let _gate = lock(&s.gate);
+        s.closed.store(true, Ordering::SeqCst);
+    }
+    cancel_session(shared, &s).await;
     drop(lock(&s.fs).take());
     lock(&shared.closed).insert(s.id.clone(), s);
     Ok((json!({}), Vec::new()))
@@ -897,7 +1020,8 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
         match open {
             Some(s) => s,
             None => lock(&shared.closed)
-                .remove(&id)
+                .get(&id)
+                .cloned()
                 .ok_or_else(|| unknown_session(&id))?,
         }
     };
@@ -909,7 +1033,17 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
         ));
     }
     if cwd != s.cwd {
-        tracing::info!(target: "awf::acp", session = %id, "session loaded with another cwd; runs keep the first");
+        return Err(invalid(
+            &format!(
+                "Invalid params: session \"{id}\" belongs to cwd {:?}, not {:?}",
+                s.cwd.display().to_string(),
+                cwd.display().to_string()
+            ),
+            "USER.ACP.INVALID_CWD",
+            Some(
+                "load the session with the cwd it was created with, or start a new session for this directory",
+            ),
+        ));
     }
     mask_mcp_env(shared, &servers);
     *lock(&s.mcp_servers) = servers;
@@ -929,7 +1063,13 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             _ => None,
         };
         if let Some(mut sub) = sub {
-            replay_run(shared, &s.id, &mut sub, r.seen).await;
+            // As live: step titles and raw inputs from the workflow (as it is now).
+            let wf = r
+                .workflow
+                .as_deref()
+                .and_then(|w| shared.cfg.repository.load(w, None).ok())
+                .map(|l| l.workflow);
+            replay_run(shared, &s.id, wf, &mut sub, r.seen).await;
         }
         for n in &r.notes {
             for piece in split_text(n, MAX_CHUNK) {
@@ -940,16 +1080,24 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
             }
         }
     }
+    lock(&shared.closed).remove(&s.id);
+    s.closed.store(false, Ordering::SeqCst);
     lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
     let mode = lock(&s.mode).id();
     Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
 }
 
 /// Projects a run's log from its start up to position `seen`.
-async fn replay_run(shared: &Shared, session: &str, sub: &mut Box<dyn Subscription>, seen: u64) {
+async fn replay_run(
+    shared: &Shared,
+    session: &str,
+    workflow: Option<awf_domain::workflow::Workflow>,
+    sub: &mut Box<dyn Subscription>,
+    seen: u64,
+) {
     {
         let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
-        let mut projector = Projector::new(session, None, masker);
+        let mut projector = Projector::new(session, workflow, masker);
         while let Some(item) = tokio::time::timeout(Duration::from_secs(2), sub.next())
             .await
             .ok()
@@ -983,6 +1131,14 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
             return;
         }
     };
+    // A prompt refused for its blocks never takes the slot: its error is the whole turn.
+    let text = match prompt_blocks(&params) {
+        Ok(t) => t,
+        Err(e) => {
+            shared.out.send(e.frame(&id));
+            return;
+        }
+    };
     // Taken here, in the dispatch loop, before anything else is read: no second prompt can
     // slip in; released only after the response is queued.
     let taken = {
@@ -1002,13 +1158,27 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
         );
         return;
     }
+    // A prompt refused for its text (a bad slash command, free text with no default
+    // workflow) is answered here, in the dispatch loop, and the slot released before the
+    // next line is read: back-to-back refused prompts never meet PROMPT_IN_FLIGHT.
+    if let Some(why) = refusal(shared, &s, &text) {
+        record_prompt(&s, &text);
+        message(shared, &s, &why);
+        *lock(&s.updated_at) = Some(now_rfc3339());
+        let _gate = lock(&s.gate);
+        shared
+            .out
+            .send(frames::response(&id, json!({"stopReason": "end_turn"})));
+        s.in_flight.store(false, Ordering::SeqCst);
+        return;
+    }
     let token = CancellationToken::new();
     *lock(&s.turn) = Some(token.clone());
     let rid = id_key(&id);
     lock(&shared.prompt_ids).insert(rid.clone(), s.id.clone());
     let shared2 = Arc::clone(shared);
     lock(&shared.turns).spawn(async move {
-        let frame = match prompt_turn(&shared2, &s, &params, &token).await {
+        let frame = match prompt_turn(&shared2, &s, text, &token).await {
             Ok(stop) => frames::response(&id, json!({"stopReason": stop})),
             Err(e) => e.frame(&id),
         };
@@ -1195,10 +1365,19 @@ fn message(shared: &Shared, s: &Session, t: &str) {
         r.notes.push(t.to_owned());
     }
     for piece in split_text(t, MAX_CHUNK) {
-        shared.out.send(frames::update(
-            &s.id,
-            frames::chunk("agent_message_chunk", piece, None),
-        ));
+        emit(
+            shared,
+            s,
+            frames::update(&s.id, frames::chunk("agent_message_chunk", piece, None)),
+        );
+    }
+}
+
+/// Queues an update of session `s` unless the session was closed.
+fn emit(shared: &Shared, s: &Session, frame: Value) {
+    let _gate = lock(&s.gate);
+    if !s.closed.load(Ordering::SeqCst) {
+        shared.out.send(frame);
     }
 }
 
@@ -1223,20 +1402,10 @@ fn split_text(t: &str, max: usize) -> Vec<&str> {
 async fn prompt_turn(
     shared: &Arc<Shared>,
     s: &Arc<Session>,
-    params: &Value,
+    text: PromptText,
     cancel: &CancellationToken,
 ) -> Result<&'static str, RpcErr> {
-    let text = prompt_blocks(params)?;
-    if lock(&s.title).is_none() {
-        let t: String = text.display().chars().take(80).collect();
-        *lock(&s.title) = Some(t);
-    }
-    lock(&s.runs).push(RunRecord {
-        prompt: text.display(),
-        run_id: None,
-        seen: 0,
-        notes: Vec::new(),
-    });
+    record_prompt(s, &text);
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
     if let Some(p) = parked {
@@ -1250,7 +1419,8 @@ async fn prompt_turn(
         }
         return Ok(follow(shared, s, p.run_id, p.workflow, p.sub, p.projector, cancel).await);
     }
-    let (workflow, inputs) = if text.text.trim_start().starts_with('/') {
+    let from_command = text.text.trim_start().starts_with('/');
+    let (workflow, inputs) = if from_command {
         match text.command() {
             Ok(c) => {
                 // Secret-named inputs typed in the prompt stay out of every frame (the
@@ -1272,14 +1442,28 @@ async fn prompt_turn(
     } else if let Some(d) = &shared.cfg.default_workflow {
         (d.clone(), vec![("prompt".to_owned(), text.free_text())])
     } else {
-        message(
-            shared,
-            s,
-            "Invalid prompt: prompt must begin with a /<workflow> slash command (the available commands are in the / menu)",
-        );
+        message(shared, s, &not_a_command(shared));
         return Ok("end_turn");
     };
     let loaded = shared.cfg.repository.load(&workflow, None).ok();
+    if let Some(l) = &loaded {
+        if let Some(Err(e)) = shared.cfg.validate.as_ref().map(|v| v(l)) {
+            message(
+                shared,
+                s,
+                &format!(
+                    "Workflow \"{workflow}\" is not valid: [{}] {}",
+                    e.code(),
+                    e.message()
+                ),
+            );
+            return Ok("end_turn");
+        }
+        if from_command && let Some(why) = unknown_input(&workflow, &l.workflow, &inputs) {
+            message(shared, s, &format!("Invalid prompt: {why}"));
+            return Ok("end_turn");
+        }
+    }
     let request = RunRequest {
         identifier: workflow.clone(),
         inputs,
@@ -1309,6 +1493,7 @@ async fn prompt_turn(
     };
     if let Some(r) = lock(&s.runs).last_mut() {
         r.run_id = Some(run_id.clone());
+        r.workflow = Some(workflow.clone());
     }
     let sub = match shared.cfg.service.subscribe(&run_id, 1) {
         Ok(sub) => sub,
@@ -1323,9 +1508,89 @@ async fn prompt_turn(
     let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
     let projector = Projector::new(&s.id, loaded.map(|l| l.workflow), masker);
     if let Some(plan) = projector.plan_frame() {
-        shared.out.send(plan);
+        emit(shared, s, plan);
     }
     Ok(follow(shared, s, run_id, workflow, sub, projector, cancel).await)
+}
+
+/// Starts the session's record of a prompt (its title too, for the first one).
+fn record_prompt(s: &Session, text: &PromptText) {
+    if lock(&s.title).is_none() {
+        let t: String = text.display().chars().take(80).collect();
+        *lock(&s.title) = Some(t);
+    }
+    lock(&s.runs).push(RunRecord {
+        prompt: text.display(),
+        run_id: None,
+        workflow: None,
+        seen: 0,
+        notes: Vec::new(),
+    });
+}
+
+/// The answer to free text when there is no default workflow: the commands that can be typed.
+fn not_a_command(shared: &Shared) -> String {
+    let names = command_names(shared);
+    let list = if names.is_empty() {
+        String::from("no workflow is available in this project")
+    } else {
+        format!("the available commands: {}", names.join(", "))
+    };
+    format!("Invalid prompt: prompt must begin with a /<workflow> slash command ({list})")
+}
+
+/// Why a prompt's text is refused before any run, when no parked run would take it as an
+/// answer (`None`: the turn decides).
+fn refusal(shared: &Shared, s: &Session, text: &PromptText) -> Option<String> {
+    match s.parked.try_lock() {
+        Ok(p) if p.is_none() => {}
+        _ => return None,
+    }
+    if text.text.trim_start().starts_with('/') {
+        text.command()
+            .err()
+            .map(|why| format!("Invalid prompt: {why}"))
+    } else if shared.cfg.default_workflow.is_none() {
+        Some(not_a_command(shared))
+    } else {
+        None
+    }
+}
+
+/// The slash command names offered (`/` + name), in menu order.
+fn command_names(shared: &Shared) -> Vec<String> {
+    available_commands(shared)["availableCommands"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| c["name"].as_str().map(|n| format!("/{n}")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The first `key=value` of a slash command whose key the workflow does not declare, said
+/// with the closest declared name and the list (AWF (Go) drops such pairs silently).
+fn unknown_input(
+    identifier: &str,
+    wf: &awf_domain::workflow::Workflow,
+    inputs: &[(String, String)],
+) -> Option<String> {
+    let names: Vec<&str> = wf.inputs.iter().map(|d| d.name.as_str()).collect();
+    let (k, _) = inputs.iter().find(|(k, _)| !names.contains(&k.as_str()))?;
+    let list = if names.is_empty() {
+        String::from("it takes no inputs")
+    } else {
+        format!("its inputs: {}", names.join(", "))
+    };
+    Some(
+        match awf_domain::validate::closest(k, names.iter().copied()) {
+            Some(c) => format!(
+                "workflow \"{identifier}\" has no input `{k}`; did you mean `{c}`? ({list})"
+            ),
+            None => format!("workflow \"{identifier}\" has no input `{k}` ({list})"),
+        },
+    )
 }
 
 fn note_seen(s: &Session, run_id: &RunId, position: u64) {
@@ -1379,7 +1644,7 @@ async fn follow(
         note_seen(s, &run_id, position);
         if let RunEvent::InteractionRequired { request } = &envelope.event {
             for f in projector.project(&envelope) {
-                shared.out.send(f);
+                emit(shared, s, f);
             }
             if cancelled {
                 continue;
@@ -1414,7 +1679,7 @@ async fn follow(
             continue;
         }
         for f in projector.project(&envelope) {
-            shared.out.send(f);
+            emit(shared, s, f);
         }
         if let RunEvent::RunFinished { result: r } = &envelope.event
             && envelope.parent_run_id.is_none()
@@ -1425,7 +1690,7 @@ async fn follow(
         }
     }
     for f in projector.close_open() {
-        shared.out.send(f);
+        emit(shared, s, f);
     }
     if cancelled {
         message(shared, s, &format!("Workflow \"{workflow}\" cancelled."));
@@ -1564,15 +1829,19 @@ async fn ask(
             let tool_id = projector.approval_id(run, &step);
             let done = |allowed: bool, how: &str| {
                 projector.approval_closed(&request.request_id);
-                shared.out.send(frames::update(
-                    &s.id,
-                    frames::tool_update(
-                        &tool_id,
-                        if allowed { "completed" } else { "failed" },
-                        Some(frames::tool_text(how)),
-                        None,
+                emit(
+                    shared,
+                    s,
+                    frames::update(
+                        &s.id,
+                        frames::tool_update(
+                            &tool_id,
+                            if allowed { "completed" } else { "failed" },
+                            Some(frames::tool_text(how)),
+                            None,
+                        ),
                     ),
-                ));
+                );
             };
             if let (true, Some(a)) = (auto || remembered == Some(true), allow) {
                 respond(Answer::Option(a.id.clone()));
@@ -1646,8 +1915,18 @@ async fn ask(
                                 }
                                 Some(o)
                             }
-                            // Unknown option: fail safe.
-                            None => reject,
+                            // Not an offered option: this gate is rejected (fail safe),
+                            // and the user is told why.
+                            None => {
+                                message(
+                                    shared,
+                                    s,
+                                    &format!(
+                                        "The answer {id:?} to the approval of '{step}' is not one of the offered options; the gate is treated as rejected."
+                                    ),
+                                );
+                                reject
+                            }
                         },
                     };
                     match pick {
@@ -1739,7 +2018,19 @@ async fn ask(
                     .and_then(|i| enums.get(i))
                 {
                     Some(v) => respond(Answer::Value(v.clone())),
-                    None => respond(Answer::EndOfInput),
+                    None => {
+                        if chosen != "awf:none" {
+                            message(
+                                shared,
+                                s,
+                                &format!(
+                                    "The answer {chosen:?} is not one of the offered values of `{}`; the input was not given and the workflow does not run.",
+                                    input.name
+                                ),
+                            );
+                        }
+                        respond(Answer::EndOfInput);
+                    }
                 }
                 return Asked::Done;
             }

@@ -154,6 +154,7 @@ impl Client {
             max_line_bytes: 1 << 20,
             cancel_wait: Duration::from_millis(300),
             shutdown_wait: Duration::from_millis(300),
+            validate: None,
         };
         tokio::spawn(serve(
             cfg,
@@ -178,6 +179,11 @@ impl Client {
         let mut l = v.to_string().into_bytes();
         l.push(b'\n');
         self.to.write_all(&l).await.unwrap();
+    }
+
+    async fn send_raw(&mut self, line: &str) {
+        self.to.write_all(line.as_bytes()).await.unwrap();
+        self.to.write_all(b"\n").await.unwrap();
     }
 
     async fn recv(&mut self) -> Value {
@@ -927,4 +933,389 @@ async fn a_client_offering_only_read_or_nothing_gets_no_file_channel() {
         c.prompt(&sid, "/wf", 2).await;
         assert_eq!(fs_delegate_of(&c, 1).await, None, "{caps}");
     }
+}
+
+#[tokio::test]
+async fn frames_that_break_json_rpc_are_refused_not_guessed() {
+    let mut c = Client::start().await;
+    // A wrong version: -32600 with the request's id.
+    c.send_raw(r#"{"jsonrpc":"1.0","id":5,"method":"session/list","params":{}}"#)
+        .await;
+    let f = c.recv().await;
+    assert_eq!(
+        (f["id"].clone(), f["error"]["code"].clone()),
+        (json!(5), json!(-32600)),
+        "{f}"
+    );
+    c.send_raw(r#"{"id":6,"method":"session/list","params":{}}"#)
+        .await;
+    assert_eq!(c.recv().await["error"]["code"], -32600);
+    // An id that is an object or a fraction: -32600 with id null.
+    for id in [r#"{"a":1}"#, "0.5", "true", "[1]"] {
+        c.send_raw(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"session/list","params":{{}}}}"#
+        ))
+        .await;
+        let f = c.recv().await;
+        assert_eq!(f["error"]["code"], -32600, "{id}: {f}");
+        assert!(f["id"].is_null(), "{id}: {f}");
+    }
+    // params by position: -32602.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":9,"method":"session/list","params":[]}"#)
+        .await;
+    let f = c.recv().await;
+    assert_eq!(
+        (f["id"].clone(), f["error"]["code"].clone()),
+        (json!(9), json!(-32602)),
+        "{f}"
+    );
+    // Two ids: refused, never the last one silently.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":10,"id":11,"method":"session/list","params":{}}"#)
+        .await;
+    let f = c.recv().await;
+    assert_eq!(f["error"]["code"], -32600, "{f}");
+    assert!(f["id"].is_null(), "{f}");
+    assert!(
+        f["error"]["message"].as_str().unwrap().contains("\"id\""),
+        "{f}"
+    );
+    // The connection lives on; integer and string ids are fine.
+    c.send_raw(r#"{"jsonrpc":"2.0","id":"s-1","method":"session/list","params":{}}"#)
+        .await;
+    assert_eq!(c.recv().await["result"]["sessions"], json!([]));
+    c.send_raw(r#"{"jsonrpc":"2.0","id":-3,"method":"session/list"}"#)
+        .await;
+    assert_eq!(c.recv().await["id"], -3);
+}
+
+#[tokio::test]
+async fn mcp_server_entries_with_nul_or_bad_env_names_are_refused_by_index_and_field() {
+    let mut c = Client::start().await;
+    let ok = json!({"name": "a", "command": "/bin/a", "args": [], "env": []});
+    let cases = [
+        (
+            json!({"name": "b\0c", "command": "/bin/b", "args": [], "env": []}),
+            "`name`",
+        ),
+        (
+            json!({"name": "b", "command": "/bin/b", "args": ["x", "y\0"], "env": []}),
+            "`args[1]`",
+        ),
+        (
+            json!({"name": "b", "command": "/bin/b", "args": [], "env": [{"name": "A=B", "value": "v"}]}),
+            "`env[0].name`",
+        ),
+        (
+            json!({"name": "b", "command": "/bin/b", "args": [], "env": [{"name": "K", "value": "v"}, {"name": "", "value": "v"}]}),
+            "`env[1].name`",
+        ),
+        (
+            json!({"name": "b", "command": "/bin/b", "args": [], "env": [{"name": "K\0", "value": "v"}]}),
+            "`env[0].name`",
+        ),
+    ];
+    for (n, (entry, field)) in cases.into_iter().enumerate() {
+        let id = 50 + n as u64;
+        c.send(json!({"jsonrpc": "2.0", "id": id, "method": "session/new",
+            "params": {"cwd": std::env::temp_dir(), "mcpServers": [ok.clone(), entry]}}))
+            .await;
+        let f = c.recv().await;
+        assert_eq!(f["id"], id);
+        assert_eq!(f["error"]["code"], -32602, "{f}");
+        let m = f["error"]["message"].as_str().unwrap();
+        assert!(
+            m.contains("mcpServers[1]") && m.contains(field),
+            "{field}: {m}"
+        );
+        assert_eq!(f["error"]["data"]["awfCode"], "USER.ACP.INVALID_MCP_SERVER");
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_mode_is_named_without_debug_formatting() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/set_mode",
+        "params": {"sessionId": sid, "modeId": "root"}}),
+    )
+    .await;
+    let m = c.recv().await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(m, "Invalid params: unknown mode \"root\"");
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "session/set_mode",
+        "params": {"sessionId": sid}}),
+    )
+    .await;
+    let m = c.recv().await["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!m.contains("None") && m.contains("`modeId`"), "{m}");
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_an_offered_option_is_said_and_rejects_that_gate() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(1, "ship", approval("q1")).await;
+    let ask = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let rid = ask.last().unwrap()["id"].clone();
+    c.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "selected", "optionId": "bogus"}}}))
+        .await;
+    let frames = c
+        .until(|f| f["params"]["update"]["status"] == "failed")
+        .await;
+    let said: String = frames
+        .iter()
+        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|f| {
+            f["params"]["update"]["content"]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        said.contains("\"bogus\"") && said.contains("not one of the offered options"),
+        "{said}"
+    );
+    assert_eq!(
+        *c.svc.answers.lock().unwrap(),
+        vec![("q1".into(), Answer::Option("no".into()))]
+    );
+    // The run goes on: the next gate is asked again (only this gate was rejected).
+    c.feed(1, "ship", approval("q2")).await;
+    c.until(|f| f["method"] == "session/request_permission")
+        .await;
+}
+
+#[tokio::test]
+async fn a_missing_input_choice_answered_with_an_unknown_id_says_so() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    let input = awf_domain::workflow::InputDef {
+        name: "env".into(),
+        ty: awf_domain::workflow::InputType::String,
+        description: None,
+        required: true,
+        default: None,
+        validation: awf_domain::workflow::InputValidation {
+            enum_values: vec!["staging".into(), "prod".into()],
+            ..awf_domain::workflow::InputValidation::default()
+        },
+    };
+    c.feed(
+        1,
+        "",
+        RunEvent::InteractionRequired {
+            request: Box::new(InteractionRequest {
+                request_id: "i1".into(),
+                step: None,
+                kind: RequestKind::MissingInput {
+                    input: Box::new(input),
+                    problem: None,
+                },
+                timeout_ms: None,
+            }),
+        },
+    )
+    .await;
+    let ask = c
+        .until(|f| f["method"] == "session/request_permission")
+        .await;
+    let rid = ask.last().unwrap()["id"].clone();
+    c.send(json!({"jsonrpc": "2.0", "id": rid, "result": {"outcome": {"outcome": "selected", "optionId": "value:9"}}}))
+        .await;
+    let frames = c
+        .until(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .await;
+    let t = frames.last().unwrap()["params"]["update"]["content"]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(t.contains("\"value:9\"") && t.contains("`env`"), "{t}");
+    assert_eq!(
+        *c.svc.answers.lock().unwrap(),
+        vec![("i1".into(), Answer::EndOfInput)]
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_right_after_a_refused_or_cancelled_one_is_accepted() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    let bad = [
+        json!([{"type": "image", "data": "AAAA", "mimeType": "image/png"}]),
+        json!([{"type": "text", "text": "/Bad_Name"}]),
+        json!([{"type": "text", "text": ""}]),
+        json!("not an array"),
+    ];
+    for round in 0..40u64 {
+        let id = 1000 + round;
+        let p = bad[(round % 4) as usize].clone();
+        c.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": p}}),
+        )
+        .await;
+        let f = c.until(|f| f["id"] == id).await;
+        let r = f.last().unwrap();
+        assert_ne!(
+            r["error"]["data"]["awfCode"], "USER.ACP.PROMPT_IN_FLIGHT",
+            "round {round}: {r}"
+        );
+    }
+    // A cancelled prompt: the next one, sent once its answer is in, is taken.
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    c.until(|f| f["params"]["update"]["status"] == "in_progress")
+        .await;
+    c.send(json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}))
+        .await;
+    let r = c.until(|f| f["id"] == 2).await;
+    assert_eq!(r.last().unwrap()["result"]["stopReason"], "cancelled");
+    c.prompt(&sid, "/wf", 3).await;
+    c.feed(2, "", finished(RunStatus::Success, None)).await;
+    let r = c.until(|f| f["id"] == 3).await;
+    assert_eq!(
+        r.last().unwrap()["result"]["stopReason"],
+        "end_turn",
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_session_leaves_the_list_gets_no_update_and_its_run_is_cancelled() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    let other = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+        },
+    )
+    .await;
+    c.until(|f| f["params"]["update"]["status"] == "in_progress")
+        .await;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/close", "params": {"sessionId": sid}}),
+    )
+    .await;
+    c.until(|f| f["id"] == 3).await;
+    // The run keeps talking after the close: none of it reaches the client.
+    c.feed(
+        1,
+        "s",
+        RunEvent::OutputChunk {
+            step: "s".into(),
+            stream: awf_domain::event::OutputStream::Stdout,
+            text: "late\n".into(),
+        },
+    )
+    .await;
+    c.feed(1, "s", step_done("s", StepStatus::Cancelled)).await;
+    c.feed(1, "", finished(RunStatus::Cancelled, None)).await;
+    c.send(json!({"jsonrpc": "2.0", "id": 4, "method": "session/list", "params": {}}))
+        .await;
+    let after = c.until(|f| f["id"] == 4).await;
+    for f in &after {
+        assert_ne!(
+            f["params"]["sessionId"],
+            json!(sid),
+            "an update after close: {f}"
+        );
+    }
+    let list = &after.last().unwrap()["result"]["sessions"];
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list[0]["sessionId"], json!(other));
+    assert_eq!(*c.svc.cancels.lock().unwrap(), vec![RunId("r1".into())]);
+}
+
+#[tokio::test]
+async fn loading_a_session_with_another_cwd_is_refused_and_keeps_it_loadable() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/close", "params": {"sessionId": sid}}),
+    )
+    .await;
+    c.until(|f| f["id"] == 3).await;
+    let elsewhere = std::env::temp_dir().join(format!("awf-acp-cwd-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    c.send(json!({"jsonrpc": "2.0", "id": 4, "method": "session/load",
+        "params": {"sessionId": sid, "cwd": elsewhere, "mcpServers": []}}))
+        .await;
+    let f = c.until(|f| f["id"] == 4).await;
+    let e = &f.last().unwrap()["error"];
+    assert_eq!(e["code"], -32602, "{e}");
+    assert_eq!(e["data"]["awfCode"], "USER.ACP.INVALID_CWD");
+    c.send(json!({"jsonrpc": "2.0", "id": 5, "method": "session/load",
+        "params": {"sessionId": sid, "cwd": std::env::temp_dir(), "mcpServers": []}}))
+        .await;
+    let f = c.until(|f| f["id"] == 5).await;
+    assert!(f.last().unwrap()["result"].is_object(), "{f:?}");
+    let _ = std::fs::remove_dir(&elsewhere);
+}
+
+#[tokio::test]
+async fn refused_prompts_sent_back_to_back_without_waiting_never_meet_the_in_flight_slot() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    let bad = [
+        json!([{"type": "image", "data": "AAAA", "mimeType": "image/png"}]),
+        json!([{"type": "text", "text": "/Bad_Name"}]),
+        json!([{"type": "text", "text": ""}]),
+        json!([{"type": "text", "text": "free text, no default workflow"}]),
+    ];
+    // All written before any answer is read (an editor queueing them).
+    for round in 0..40u64 {
+        let p = bad[(round % 4) as usize].clone();
+        c.send(
+            json!({"jsonrpc": "2.0", "id": 2000 + round, "method": "session/prompt",
+            "params": {"sessionId": sid, "prompt": p}}),
+        )
+        .await;
+    }
+    let mut answered = 0;
+    while answered < 40 {
+        let f = c.recv().await;
+        if f.get("method").is_some() {
+            continue;
+        }
+        answered += 1;
+        assert_ne!(
+            f["error"]["data"]["awfCode"], "USER.ACP.PROMPT_IN_FLIGHT",
+            "{f}"
+        );
+        let round = f["id"].as_u64().unwrap() - 2000;
+        if round % 4 == 0 {
+            assert_eq!(
+                f["error"]["data"]["awfCode"], "USER.ACP.UNSUPPORTED_BLOCK",
+                "{f}"
+            );
+        } else {
+            assert_eq!(f["result"]["stopReason"], "end_turn", "{f}");
+        }
+    }
+    assert!(c.svc.starts.lock().unwrap().is_empty(), "nothing ran");
 }

@@ -161,6 +161,9 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         services.repository = Arc::new(awf_yaml::YamlRepository::new(paths));
     }
     let repository = Arc::clone(&services.repository);
+    let checks = services.clone();
+    let validate: awf_acp::server::Validator =
+        Arc::new(move |loaded| awf_application::validation::check_for_run(&checks, loaded));
     let service = crate::wiring::served_run_service(services);
     let env: Vec<(String, String)> = w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -175,6 +178,7 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         max_line_bytes: 10 * 1024 * 1024,
         cancel_wait: Duration::from_millis(5500),
         shutdown_wait: Duration::from_millis(600),
+        validate: Some(validate),
     };
     // Descendants of steps whose parent dies come back to awf, which stops them when their
     // call ends and at exit. No watchdog process: awf's only children are the steps'.
