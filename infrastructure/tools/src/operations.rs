@@ -398,10 +398,16 @@ impl HttpInputs {
         let method = match reqwest::Method::from_bytes(upper.as_bytes()) {
             Ok(m) if HTTP_REQUEST_METHODS.contains(&upper.as_str()) => m,
             _ => {
-                return Err(bad_input(
-                    "method",
-                    format!("must be one of {methods}, not `{method_text}`"),
-                ));
+                return Err(AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!(
+                        "{HTTP_REQUEST}: input `method` must be one of {methods}, not `{method_text}`"
+                    ),
+                )
+                .with_detail("input", "method")
+                .with_hint(format!(
+                    "send one of {methods} (any case); `awf validate` checks a method written as is"
+                )));
             }
         };
         let mut headers = Vec::new();
