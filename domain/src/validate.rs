@@ -647,6 +647,65 @@ fn unknown_operation(name: &str, id: &str, path: &str) -> Diagnostic {
     d
 }
 
+/// The `inputs:` of operation state `name` running built-in operation `id`: a name the
+/// operation does not take ([`crate::ports::operations::builtin_inputs_of`]) is an
+/// `INVALID_STATE` error with a did-you-mean (the operation refuses it at run time too), and
+/// for `http.request` a literal `method` (no `{{`) outside
+/// [`crate::ports::operations::HTTP_REQUEST_METHODS`] (any case) is one as well. Values that
+/// are templates are checked when the step runs.
+fn operation_input_checks(
+    name: &str,
+    id: &str,
+    o: &crate::workflow::OperationStep,
+    base: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(known) = crate::ports::operations::builtin_inputs_of(id) else {
+        return;
+    };
+    for k in o.inputs.keys() {
+        if known.contains(&k.as_str()) {
+            continue;
+        }
+        let list = format!("inputs of {id}: {}", known.join(", "));
+        let d = invalid_state(
+            format!("{base}.inputs.{k}"),
+            format!("operation state \"{name}\": {id} has no input \"{k}\""),
+        );
+        out.push(match closest(k, known.iter().copied()) {
+            Some(c) => d.with_hint(format!("did you mean '{c}'? ({list})")),
+            None => d.with_hint(list),
+        });
+    }
+    if id != "http.request" {
+        return;
+    }
+    let methods = crate::ports::operations::HTTP_REQUEST_METHODS;
+    let bad = match o.inputs.get("method") {
+        Some(serde_json::Value::String(m)) if m.contains("{{") => None,
+        Some(serde_json::Value::String(m))
+            if methods.contains(&m.trim().to_ascii_uppercase().as_str()) =>
+        {
+            None
+        }
+        Some(serde_json::Value::String(m)) if m.trim().is_empty() => {
+            Some("an empty method".to_owned())
+        }
+        Some(serde_json::Value::String(m)) => Some(format!("method \"{m}\"")),
+        None | Some(serde_json::Value::Null) => None,
+        Some(other) => Some(format!("method {other}")),
+    };
+    if let Some(what) = bad {
+        out.push(
+            invalid_state(
+                format!("{base}.inputs.method"),
+                format!("operation state \"{name}\": http.request cannot send {what}"),
+            )
+            .with_hint(format!("use one of {} (any case)", methods.join(", "))),
+        );
+    }
+}
+
 /// `mcp_proxy:` of an agent step (shared/spec/mcp.md §1.3): an enabled proxy with nothing to
 /// serve is `EMPTY_PROXY`; a plugin listed twice, or two entries giving one `<plugin>_<op>`
 /// name, is `NAME_COLLISION`; a plugin that provides none of
@@ -880,6 +939,8 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                 ));
             } else if !crate::ports::operations::BUILTIN_OPERATIONS.contains(&id) {
                 out.push(unknown_operation(name, id, &format!("{base}.operation")));
+            } else {
+                operation_input_checks(name, id, o, base, out);
             }
         }
         StateKind::CallWorkflow(c) => {
@@ -1718,6 +1779,83 @@ mod mcp_proxy_tests {
                 .unwrap_or("")
                 .contains("http.request")
         );
+    }
+
+    #[test]
+    fn operation_inputs_are_checked_against_the_domain_names_and_methods() {
+        use crate::workflow::OperationStep;
+        use crate::workflow::State;
+        use crate::workflow::StateKind;
+        let op = |inputs: serde_json::Value| {
+            State::new(
+                "o",
+                StateKind::Operation(OperationStep {
+                    operation: "http.request".to_owned(),
+                    inputs: inputs
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                }),
+            )
+        };
+        let check = |inputs: serde_json::Value| {
+            let mut out = Vec::new();
+            per_type("o", &op(inputs), "states.o", &mut out);
+            out
+        };
+        // Every documented input, a method in any case, and a templated method: clean.
+        let all: serde_json::Map<String, serde_json::Value> =
+            crate::ports::operations::HTTP_REQUEST_INPUTS
+                .iter()
+                .map(|k| ((*k).to_owned(), serde_json::json!("x")))
+                .collect();
+        let mut all = serde_json::Value::Object(all);
+        all["method"] = serde_json::json!("post");
+        assert_eq!(check(all), vec![]);
+        assert_eq!(
+            check(serde_json::json!({"method": "{{.inputs.m}}", "url": "http://x/"})),
+            vec![]
+        );
+        // A typo in an input name: an error with a did-you-mean.
+        let out = check(serde_json::json!({"method": "GET", "url": "http://x/", "header": {}}));
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].code, ErrorCode::WorkflowValidationInvalidState);
+        assert_eq!(out[0].severity, Severity::Error);
+        assert_eq!(out[0].path, "states.o.inputs.header");
+        assert!(
+            out[0]
+                .hint
+                .as_deref()
+                .unwrap_or("")
+                .contains("did you mean 'headers'"),
+            "{:?}",
+            out[0].hint
+        );
+        // A literal method outside the set, or not text.
+        for m in [serde_json::json!("PATCH"), serde_json::json!(5)] {
+            let out = check(serde_json::json!({"method": m, "url": "http://x/"}));
+            assert_eq!(out.len(), 1, "{m}: {out:?}");
+            assert_eq!(out[0].path, "states.o.inputs.method");
+            assert_eq!(out[0].severity, Severity::Error);
+            assert!(
+                out[0]
+                    .hint
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("GET, POST, PUT, DELETE"),
+                "{:?}",
+                out[0].hint
+            );
+        }
+        // Every built-in operation has its input names in domain.
+        for id in crate::ports::operations::BUILTIN_OPERATIONS {
+            assert!(
+                crate::ports::operations::builtin_inputs_of(id).is_some(),
+                "{id}"
+            );
+        }
     }
 
     #[test]

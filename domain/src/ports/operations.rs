@@ -19,6 +19,32 @@ use crate::error::AwfError;
 /// exactly these.
 pub const BUILTIN_OPERATIONS: &[&str] = &["http.request"];
 
+/// Input names of `http.request`, in the order the docs list them: what `awf validate`
+/// checks an operation state's `inputs:` against (an unknown name is an error with a
+/// did-you-mean) and what the adapter accepts at run time. Source: shared/spec/workflow.md
+/// §1.5.7; `follow_redirects` is awf's own (docs/compatibility.md).
+pub const HTTP_REQUEST_INPUTS: &[&str] = &[
+    "method",
+    "url",
+    "headers",
+    "body",
+    "timeout",
+    "retryable_status_codes",
+    "follow_redirects",
+];
+
+/// The methods `http.request` sends, upper case (the `method` input takes any case).
+pub const HTTP_REQUEST_METHODS: &[&str] = &["GET", "POST", "PUT", "DELETE"];
+
+/// The input names of built-in operation `id` (one of [`BUILTIN_OPERATIONS`]), `None` for an
+/// id awf does not provide.
+pub fn builtin_inputs_of(id: &str) -> Option<&'static [&'static str]> {
+    match id {
+        "http.request" => Some(HTTP_REQUEST_INPUTS),
+        _ => None,
+    }
+}
+
 /// Whether plugin `plugin` provides at least one of [`BUILTIN_OPERATIONS`].
 pub fn is_builtin_plugin(plugin: &str) -> bool {
     BUILTIN_OPERATIONS

@@ -13,6 +13,22 @@
 //! | `body` | string | none | request body, sent as is (a map or list is sent as compact JSON) |
 //! | `timeout` | integer seconds, or a duration string (`1500ms`) | 30 s | for the whole request, the body included; the step's own `timeout:` also bounds it |
 //! | `retryable_status_codes` | list of integers | none | statuses that fail the operation (so `retry:` and `on_failure` see them) |
+//! | `follow_redirects` | boolean (or `"true"`/`"false"`) | true | follow 301, 302, 303, 307 and 308 (at most 10); false answers with the 3xx itself |
+//!
+//! The names and methods are [`awf_domain::ports::operations::HTTP_REQUEST_INPUTS`] and
+//! [`awf_domain::ports::operations::HTTP_REQUEST_METHODS`] (what `awf validate` checks too);
+//! any other input name is `USER.INPUT.VALIDATION_FAILED` with a did-you-mean.
+//!
+//! A URL with userinfo (`http://user:pw@host/`) is sent without it: the user and password
+//! become `Authorization: Basic <base64(user:pw)>`, unless the `headers` input sets
+//! `Authorization` itself, which then wins (the userinfo is dropped).
+//!
+//! Redirects are followed by awf itself, as Go's client does: 301, 302 and 303 continue as a
+//! `GET` without a body (a `GET` stays a `GET`), 307 and 308 repeat the method and body. No
+//! `Referer` is ever sent. When a redirect leaves the origin (scheme, host or port differ),
+//! every credential header is dropped for the rest of the chain: `Authorization`,
+//! `Proxy-Authorization`, `Cookie` and every header whose name marks a secret (the masking
+//! rule below). Userinfo in a `Location` is ignored.
 //!
 //! Outputs, in this order: `status_code` (integer), `body` (text, at most
 //! [`BuiltinOperations::max_body_bytes`] bytes, 1 MiB by default, cut on a UTF-8 boundary;
@@ -29,8 +45,9 @@
 //!
 //! Secrets: the values of credential headers (`Authorization`, `Proxy-Authorization`,
 //! `Cookie`, and any header whose name marks a secret, such as `X-Api-Key` or
-//! `X-Auth-Token`; for `Bearer <token>` the token alone too) and the password of the URL are
-//! replaced by `***` in every output and error (a server that echoes them back leaks
+//! `X-Auth-Token`; for `Bearer <token>` and `Basic <b64>` the credential alone too, the
+//! header made from a URL's userinfo included) and the password of the URL (as written and
+//! percent-decoded) are replaced by `***` in every output and error (a server that echoes them back leaks
 //! nothing). The caller masks its own secrets (the run's inputs and environment) on top.
 //!
 //! Source: shared/spec/workflow.md §1.5.7, §3.9; AWF (Go) `internal/infrastructure/http`.
@@ -42,6 +59,8 @@ use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::mask::Masker;
 use awf_domain::ports::Operations;
+use awf_domain::ports::operations::HTTP_REQUEST_INPUTS;
+use awf_domain::ports::operations::HTTP_REQUEST_METHODS;
 use awf_domain::ports::operations::OperationResult;
 use awf_domain::ports::operations::OperationSpec;
 use serde_json::Map;
@@ -53,6 +72,8 @@ use tokio_util::sync::CancellationToken;
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 /// Request timeout when the `timeout` input is absent: 30 s, as AWF (Go).
 pub const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Redirects followed at most before the request fails: 10, as Go's client.
+pub const MAX_REDIRECTS: usize = 10;
 
 const HTTP_REQUEST: &str = "http.request";
 
@@ -101,7 +122,11 @@ impl BuiltinOperations {
     fn client(&self) -> Result<&reqwest::Client, AwfError> {
         self.client
             .get_or_init(|| {
+                // Redirects are followed in `send` (credential headers dropped across
+                // origins); reqwest neither follows them nor sends a Referer.
                 reqwest::Client::builder()
+                    .redirect(reqwest::redirect::Policy::none())
+                    .referer(false)
                     .build()
                     .map_err(|e| e.to_string())
             })
@@ -125,8 +150,10 @@ pub fn http_request_schema() -> Value {
             "headers": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Request headers (name: value)"},
             "body": {"type": "string", "description": "Request body, sent as is"},
             "timeout": {"type": "integer", "minimum": 1, "description": "Request timeout in seconds (default 30)"},
-            "retryable_status_codes": {"type": "array", "items": {"type": "integer"}, "description": "Response statuses that fail the request as retryable, e.g. [429, 502, 503]"}
+            "retryable_status_codes": {"type": "array", "items": {"type": "integer"}, "description": "Response statuses that fail the request as retryable, e.g. [429, 502, 503]"},
+            "follow_redirects": {"type": "boolean", "description": "Follow redirects (default true); false answers with the 3xx response itself"}
         },
+        "additionalProperties": false,
         "required": ["method", "url"]
     })
 }
@@ -165,9 +192,10 @@ impl Operations for BuiltinOperations {
             Some(t) => req.timeout.min(t),
             None => req.timeout,
         };
-        let masker = req.masker();
         let client = self.client()?;
-        let fut = send(client, &req, self.max_body_bytes);
+        let first = req.request(client)?;
+        let masker = req.masker(&first);
+        let fut = send(client, first, req.follow_redirects, self.max_body_bytes);
         let answer = tokio::select! {
             r = tokio::time::timeout(limit, fut) => r,
             () = cancel.cancelled() => {
@@ -186,7 +214,7 @@ impl Operations for BuiltinOperations {
                         awf_domain::duration::format_go(limit)
                     ),
                 )
-                .with_detail("url", masker.mask(&req.url).into_owned())
+                .with_detail("url", masker.mask(req.url.as_str()).into_owned())
                 .with_hint("raise the `timeout` input (seconds) or the step's timeout:"));
             }
             Ok(Err(e)) => {
@@ -194,7 +222,7 @@ impl Operations for BuiltinOperations {
                     ErrorCode::ExecutionOperationFailed,
                     masker.mask(&format!("{HTTP_REQUEST}: {e}")).into_owned(),
                 )
-                .with_detail("url", masker.mask(&req.url).into_owned())
+                .with_detail("url", masker.mask(req.url.as_str()).into_owned())
                 .with_hint("check the URL and that the server is up"));
             }
             Ok(Ok(r)) => r,
@@ -233,11 +261,68 @@ impl Operations for BuiltinOperations {
 #[derive(Debug)]
 struct HttpInputs {
     method: reqwest::Method,
-    url: String,
+    /// The URL without its userinfo.
+    url: reqwest::Url,
+    /// The URL's user and password, percent-decoded.
+    userinfo: Option<(String, Option<String>)>,
+    /// The URL's password as written (percent-encoded), to mask.
+    raw_password: Option<String>,
     headers: Vec<(String, String)>,
     body: Option<String>,
     timeout: Duration,
     retryable: Vec<u16>,
+    follow_redirects: bool,
+}
+
+/// Whether header `name` carries a credential: `Authorization`, `Proxy-Authorization`,
+/// `Cookie`, or a name that marks a secret ([`awf_domain::mask::is_secret_name`], plus
+/// `apikey` and `auth` anywhere in it). The one rule for masking a header's value and for
+/// dropping it on a cross-origin redirect.
+pub fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "authorization" | "proxy-authorization" | "cookie"
+    ) || awf_domain::mask::is_secret_name(&lower)
+        || lower.contains("apikey")
+        || lower.contains("auth")
+}
+
+/// `s` percent-decoded (as UTF-8, invalid sequences as U+FFFD).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2]))
+        {
+            out.push(h * 16 + l);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `url` without its user and password.
+fn without_userinfo(mut url: reqwest::Url) -> reqwest::Url {
+    // Only URLs that cannot carry userinfo (no host) refuse; http(s) URLs always have one.
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url
 }
 
 fn bad_input(name: &str, why: impl std::fmt::Display) -> AwfError {
@@ -246,9 +331,10 @@ fn bad_input(name: &str, why: impl std::fmt::Display) -> AwfError {
         format!("{HTTP_REQUEST}: input `{name}` {why}"),
     )
     .with_detail("input", name)
-    .with_hint(
-        "inputs of http.request: method, url, headers, body, timeout, retryable_status_codes",
-    )
+    .with_hint(format!(
+        "inputs of http.request: {}",
+        HTTP_REQUEST_INPUTS.join(", ")
+    ))
 }
 
 /// A JSON scalar as header text (`5`, `true`), `None` for maps and lists.
@@ -263,6 +349,18 @@ fn scalar_text(v: &Value) -> Option<String> {
 
 impl HttpInputs {
     fn parse(inputs: &Map<String, Value>) -> Result<Self, AwfError> {
+        if let Some(unknown) = inputs
+            .keys()
+            .find(|k| !HTTP_REQUEST_INPUTS.contains(&k.as_str()))
+        {
+            let mut e = bad_input(unknown, "is not an input of http.request");
+            if let Some(c) =
+                awf_domain::validate::closest(unknown, HTTP_REQUEST_INPUTS.iter().copied())
+            {
+                e = e.with_hint(format!("did you mean `{c}`?"));
+            }
+            return Err(e);
+        }
         let text = |name: &str| -> Result<Option<String>, AwfError> {
             match inputs.get(name) {
                 None | Some(Value::Null) => Ok(None),
@@ -281,22 +379,35 @@ impl HttpInputs {
                 format!("must start with http:// or https://, not `{url}`"),
             ));
         }
-        if reqwest::Url::parse(&url).is_err() {
-            return Err(bad_input("url", format!("is not a valid URL: `{url}`")));
-        }
+        let Ok(parsed) = reqwest::Url::parse(&url) else {
+            return Err(bad_input("url", "is not a valid URL"));
+        };
+        let raw_password = parsed.password().map(str::to_owned);
+        let userinfo = (!parsed.username().is_empty() || raw_password.is_some()).then(|| {
+            (
+                percent_decode(parsed.username()),
+                raw_password.as_deref().map(percent_decode),
+            )
+        });
+        let url = without_userinfo(parsed);
+        let methods = HTTP_REQUEST_METHODS.join(", ");
         let method_text = text("method")?
             .filter(|m| !m.trim().is_empty())
-            .ok_or_else(|| bad_input("method", "is required (GET, POST, PUT or DELETE)"))?;
-        let method = match method_text.trim().to_ascii_uppercase().as_str() {
-            "GET" => reqwest::Method::GET,
-            "POST" => reqwest::Method::POST,
-            "PUT" => reqwest::Method::PUT,
-            "DELETE" => reqwest::Method::DELETE,
+            .ok_or_else(|| bad_input("method", format!("is required ({methods})")))?;
+        let upper = method_text.trim().to_ascii_uppercase();
+        let method = match reqwest::Method::from_bytes(upper.as_bytes()) {
+            Ok(m) if HTTP_REQUEST_METHODS.contains(&upper.as_str()) => m,
             _ => {
-                return Err(bad_input(
-                    "method",
-                    format!("must be GET, POST, PUT or DELETE, not `{method_text}`"),
-                ));
+                return Err(AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!(
+                        "{HTTP_REQUEST}: input `method` must be one of {methods}, not `{method_text}`"
+                    ),
+                )
+                .with_detail("input", "method")
+                .with_hint(format!(
+                    "send one of {methods} (any case); `awf validate` checks a method written as is"
+                )));
             }
         };
         let mut headers = Vec::new();
@@ -381,40 +492,79 @@ impl HttpInputs {
                 ));
             }
         }
+        let follow_redirects = match inputs.get("follow_redirects") {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => *b,
+            Some(Value::String(s)) if s.trim().eq_ignore_ascii_case("true") => true,
+            Some(Value::String(s)) if s.trim().eq_ignore_ascii_case("false") => false,
+            Some(other) => {
+                return Err(bad_input(
+                    "follow_redirects",
+                    format!("must be true or false, not {other}"),
+                ));
+            }
+        };
         Ok(Self {
             method,
             url,
+            userinfo,
+            raw_password,
             headers,
             body,
             timeout,
             retryable,
+            follow_redirects,
         })
     }
 
-    /// Masks the credentials this request carries: credential headers and the URL's
-    /// password.
-    fn masker(&self) -> Masker {
-        let mut m = Masker::default();
+    /// The first request: the URL without userinfo, the headers, Basic auth from the
+    /// userinfo unless `headers` sets `Authorization`, the body.
+    fn request(&self, client: &reqwest::Client) -> Result<reqwest::Request, AwfError> {
+        let mut b = client.request(self.method.clone(), self.url.clone());
         for (k, v) in &self.headers {
-            let lower = k.to_ascii_lowercase();
-            let credential = matches!(
-                lower.as_str(),
-                "authorization" | "proxy-authorization" | "cookie"
-            ) || awf_domain::mask::is_secret_name(&lower)
-                || lower.contains("apikey")
-                || lower.contains("auth");
-            if !credential {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        let explicit = self
+            .headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        if let (Some((user, pw)), false) = (&self.userinfo, explicit) {
+            b = b.basic_auth(user, pw.as_ref());
+        }
+        if let Some(body) = &self.body {
+            b = b.body(body.clone());
+        }
+        b.build().map_err(|e| {
+            AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "{HTTP_REQUEST}: cannot build the request: {}",
+                    error_chain(&e)
+                ),
+            )
+            .with_hint("check the url and headers inputs")
+        })
+    }
+
+    /// Masks the credentials `first` carries (credential headers, the one made from the
+    /// URL's userinfo included) and the URL's password, as written and decoded.
+    fn masker(&self, first: &reqwest::Request) -> Masker {
+        let mut m = Masker::default();
+        for (k, v) in first.headers() {
+            if !is_credential_header(k.as_str()) {
                 continue;
             }
-            m.add(v);
+            let v = String::from_utf8_lossy(v.as_bytes());
+            m.add(&v);
             // `Bearer <token>`, `Basic <b64>`: the credential alone too.
             if let Some((_, cred)) = v.trim().split_once(' ') {
                 m.add(cred.trim());
             }
         }
-        if let Ok(u) = reqwest::Url::parse(&self.url)
-            && let Some(p) = u.password()
-        {
+        if let Some(p) = &self.raw_password {
+            m.add(p);
+        }
+        if let Some((_, Some(p))) = &self.userinfo {
             m.add(p);
         }
         m
@@ -462,15 +612,95 @@ fn body_text(mut bytes: Vec<u8>, cap: usize) -> (String, bool) {
     (text, truncated)
 }
 
-async fn send(client: &reqwest::Client, req: &HttpInputs, cap: usize) -> Result<Answer, String> {
-    let mut b = client.request(req.method.clone(), &req.url);
-    for (k, v) in &req.headers {
-        b = b.header(k.as_str(), v.as_str());
+/// Whether `a` and `b` have one origin (scheme, host and port, the default port counted).
+fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
+/// The request after redirect `status` of `prev` to `location`, or `None` when `status` is
+/// not a redirect awf follows (the 3xx is then the answer).
+fn redirected(
+    prev: reqwest::Request,
+    status: u16,
+    location: &str,
+) -> Option<Result<reqwest::Request, String>> {
+    if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+        return None;
     }
-    if let Some(body) = &req.body {
-        b = b.body(body.clone());
+    let target = match prev.url().join(location) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => without_userinfo(u),
+        Ok(u) => {
+            return Some(Err(format!(
+                "redirect to a URL that is not http:// or https:// ({})",
+                u.scheme()
+            )));
+        }
+        Err(e) => return Some(Err(format!("redirect to a bad Location ({e})"))),
+    };
+    let cross = !same_origin(prev.url(), &target);
+    let mut next = prev;
+    *next.url_mut() = target;
+    if matches!(status, 301..=303) {
+        if *next.method() != reqwest::Method::GET {
+            *next.method_mut() = reqwest::Method::GET;
+        }
+        *next.body_mut() = None;
+        for h in [
+            reqwest::header::CONTENT_TYPE,
+            reqwest::header::CONTENT_LENGTH,
+            reqwest::header::CONTENT_ENCODING,
+            reqwest::header::TRANSFER_ENCODING,
+        ] {
+            next.headers_mut().remove(h);
+        }
     }
-    let mut resp = b.send().await.map_err(|e| error_chain(&e))?;
+    if cross {
+        let names: Vec<reqwest::header::HeaderName> = next
+            .headers()
+            .keys()
+            .filter(|k| is_credential_header(k.as_str()) || *k == reqwest::header::REFERER)
+            .cloned()
+            .collect();
+        for n in names {
+            next.headers_mut().remove(n);
+        }
+    }
+    Some(Ok(next))
+}
+
+async fn send(
+    client: &reqwest::Client,
+    first: reqwest::Request,
+    follow: bool,
+    cap: usize,
+) -> Result<Answer, String> {
+    let mut req = first;
+    let mut hops = 0;
+    let mut resp = loop {
+        // The body is a string, so the request can always be cloned for the next hop.
+        let again = if follow { req.try_clone() } else { None };
+        let resp = client.execute(req).await.map_err(|e| error_chain(&e))?;
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let (Some(prev), Some(location)) = (again, location) else {
+            break resp;
+        };
+        match redirected(prev, resp.status().as_u16(), &location) {
+            None => break resp,
+            Some(Err(e)) => return Err(e),
+            Some(Ok(next)) => {
+                hops += 1;
+                if hops > MAX_REDIRECTS {
+                    return Err(format!("stopped after {MAX_REDIRECTS} redirects"));
+                }
+                req = next;
+            }
+        }
+    };
     let status = resp.status().as_u16();
     let mut grouped: std::collections::BTreeMap<String, Vec<String>> =
         std::collections::BTreeMap::new();

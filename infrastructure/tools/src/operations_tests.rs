@@ -21,7 +21,8 @@ struct Seen {
 
 /// A tiny HTTP/1.1 server on 127.0.0.1 (one thread, one request per connection). `/status/N`
 /// answers N; `/big/N` answers N bytes of `x`; `/slow` never answers; `/echo` answers the
-/// request's headers and body; anything else 200 `hello`.
+/// request's headers and body; `/redirect/N?<target>` answers N with `Location: <target>`;
+/// `/loop` redirects to itself; anything else 200 `hello`.
 struct Server {
     base: String,
     seen: Arc<Mutex<Vec<Seen>>>,
@@ -68,7 +69,15 @@ fn server() -> Server {
                     headers: headers.clone(),
                     body: body.clone(),
                 });
-                let (status, text) = if let Some(n) = path.strip_prefix("/status/") {
+                let mut extra = String::new();
+                let (status, text) = if let Some(rest) = path.strip_prefix("/redirect/") {
+                    let (n, target) = rest.split_once('?').unwrap();
+                    extra = format!("Location: {target}\r\n");
+                    (n.parse::<u16>().unwrap(), String::new())
+                } else if path == "/loop" {
+                    extra = "Location: /loop\r\n".to_owned();
+                    (302, String::new())
+                } else if let Some(n) = path.strip_prefix("/status/") {
                     (n.parse::<u16>().unwrap(), format!("status {n}"))
                 } else if let Some(n) = path.strip_prefix("/big/") {
                     (200, "x".repeat(n.parse().unwrap()))
@@ -83,7 +92,7 @@ fn server() -> Server {
                 };
                 let _ = write!(
                     stream,
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nX-Multi: a\r\nX-Multi: b\r\ncontent-type: text/plain\r\nConnection: close\r\n\r\n{text}",
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n{extra}X-Multi: a\r\nX-Multi: b\r\ncontent-type: text/plain\r\nConnection: close\r\n\r\n{text}",
                     text.len()
                 );
             });
@@ -296,6 +305,10 @@ async fn bad_inputs_and_unknown_ids_are_clear_errors() {
             json!({"method": "GET", "url": "http://127.0.0.1:1/", "retryable_status_codes": [42]}),
             "retryable_status_codes",
         ),
+        (
+            json!({"method": "GET", "url": "http://127.0.0.1:1/", "follow_redirects": "sometimes"}),
+            "follow_redirects",
+        ),
     ] {
         let e = exec(&ops, v.clone(), None).await.unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{v}");
@@ -332,4 +345,223 @@ fn the_list_matches_the_domain_ids_and_headers_are_canonical() {
     assert_eq!(ids, awf_domain::ports::operations::BUILTIN_OPERATIONS);
     assert_eq!(canonical("content-type"), "Content-Type");
     assert_eq!(canonical("x-request-id"), "X-Request-Id");
+}
+
+/// The values of header `name` (lower case) the server saw in request `i`.
+fn seen_header(s: &Server, i: usize, name: &str) -> Vec<String> {
+    s.seen.lock().unwrap()[i]
+        .headers
+        .iter()
+        .filter(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn userinfo_is_sent_as_basic_auth_and_masked_in_every_form() {
+    let s = server();
+    let ops = BuiltinOperations::new();
+    let url = s.base.replace("http://", "http://alice:p%40ss-w0rd@") + "/echo";
+    let r = exec(&ops, json!({"method": "GET", "url": url}), None)
+        .await
+        .unwrap();
+    // base64("alice:p@ss-w0rd")
+    let b64 = "YWxpY2U6cEBzcy13MHJk";
+    assert_eq!(
+        seen_header(&s, 0, "authorization"),
+        [format!("Basic {b64}")]
+    );
+    let body = r.outputs["body"].as_str().unwrap();
+    assert!(body.contains("authorization=***"), "{body}");
+    for leak in [b64, "p@ss-w0rd", "p%40ss-w0rd"] {
+        assert!(!body.contains(leak), "{leak} in {body}");
+    }
+    // Errors too: nothing listens on port 1.
+    let e = exec(
+        &ops,
+        json!({"method": "GET", "url": "http://bob:hunter22@127.0.0.1:1/x"}),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(!format!("{e:?}").contains("hunter22"), "{e:?}");
+}
+
+#[tokio::test]
+async fn an_explicit_authorization_header_wins_over_userinfo() {
+    let s = server();
+    let ops = BuiltinOperations::new();
+    let url = s.base.replace("http://", "http://alice:s3cret-pw@") + "/echo";
+    let r = exec(
+        &ops,
+        json!({"method": "GET", "url": url, "headers": {"authorization": "Bearer t0ken-abc"}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(seen_header(&s, 0, "authorization"), ["Bearer t0ken-abc"]);
+    let body = r.outputs["body"].as_str().unwrap();
+    assert!(
+        !body.contains("t0ken-abc") && !body.contains("s3cret-pw"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_cross_origin_redirect_drops_every_credential_header_and_no_referer_is_sent() {
+    let a = server();
+    let b = server();
+    let ops = BuiltinOperations::new();
+    let r = exec(
+        &ops,
+        json!({"method": "GET", "url": format!("{}/redirect/302?{}/echo", a.base, b.base),
+               "headers": {"Authorization": "Bearer t0ken-abc", "X-Api-Key": "k3y-value",
+                           "Cookie": "sid=c00kie", "X-Custom-Token": "cust0m-tok",
+                           "X-Session-Secret": "s3ss10n", "Accept": "text/plain"}}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outputs["status_code"], 200);
+    // The first server got them all.
+    assert_eq!(seen_header(&a, 0, "x-api-key"), ["k3y-value"]);
+    let seen = b.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    let names: Vec<&str> = seen[0].headers.iter().map(|(k, _)| k.as_str()).collect();
+    for gone in [
+        "authorization",
+        "x-api-key",
+        "cookie",
+        "x-custom-token",
+        "x-session-secret",
+        "referer",
+    ] {
+        assert!(!names.contains(&gone), "{gone} reached {names:?}");
+    }
+    assert!(names.contains(&"accept"), "{names:?}");
+    // A Basic header made from userinfo goes too.
+    let url = a.base.replace("http://", "http://alice:s3cret-pw@")
+        + &format!("/redirect/307?{}/echo", b.base);
+    exec(&ops, json!({"method": "GET", "url": url}), None)
+        .await
+        .unwrap();
+    assert!(seen_header(&b, 1, "authorization").is_empty());
+}
+
+#[tokio::test]
+async fn a_same_origin_redirect_keeps_credentials_and_the_method_rules_are_gos() {
+    let s = server();
+    let ops = BuiltinOperations::new();
+    // 307 repeats the method and body, credentials kept (same origin, relative Location).
+    exec(
+        &ops,
+        json!({"method": "POST", "url": format!("{}/redirect/307?/echo", s.base),
+               "headers": {"Authorization": "Bearer t0ken-abc"}, "body": "payload"}),
+        None,
+    )
+    .await
+    .unwrap();
+    // 303 turns a POST into a GET without a body.
+    exec(
+        &ops,
+        json!({"method": "PUT", "url": format!("{}/redirect/303?/echo", s.base),
+               "headers": {"Content-Type": "application/json"}, "body": "{}"}),
+        None,
+    )
+    .await
+    .unwrap();
+    let seen = s.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    assert_eq!(
+        (seen[1].method.as_str(), seen[1].path.as_str()),
+        ("POST", "/echo")
+    );
+    assert_eq!(seen[1].body, "payload");
+    assert!(
+        seen[1]
+            .headers
+            .contains(&("authorization".into(), "Bearer t0ken-abc".into()))
+    );
+    assert!(
+        seen[1].headers.iter().all(|(k, _)| k != "referer"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        (seen[3].method.as_str(), seen[3].body.as_str()),
+        ("GET", "")
+    );
+    assert!(
+        seen[3].headers.iter().all(|(k, _)| k != "content-type"),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn follow_redirects_false_answers_with_the_3xx_and_a_loop_stops_after_ten() {
+    let s = server();
+    let ops = BuiltinOperations::new();
+    let r = exec(
+        &ops,
+        json!({"method": "GET", "url": format!("{}/redirect/301?/echo", s.base),
+               "follow_redirects": false}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(r.success);
+    assert_eq!(r.outputs["status_code"], 301);
+    assert_eq!(r.outputs["headers"]["Location"], "/echo");
+    assert_eq!(s.seen.lock().unwrap().len(), 1);
+    // A template gives text: "false" works too.
+    let r = exec(
+        &ops,
+        json!({"method": "GET", "url": format!("{}/loop", s.base), "follow_redirects": "false"}),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.outputs["status_code"], 302);
+    let e = exec(
+        &ops,
+        json!({"method": "GET", "url": format!("{}/loop", s.base)}),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionOperationFailed);
+    assert!(e.message().contains("stopped after 10 redirects"), "{e}");
+    assert_eq!(s.seen.lock().unwrap().len(), 2 + 11);
+}
+
+#[tokio::test]
+async fn an_unknown_input_is_refused_with_a_did_you_mean() {
+    let ops = BuiltinOperations::new();
+    let e = exec(
+        &ops,
+        json!({"method": "GET", "url": "http://127.0.0.1:1/", "header": {"A": "b"}}),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert!(e.message().contains("`header`"), "{e}");
+    assert!(
+        e.hints()
+            .iter()
+            .any(|h| h.contains("did you mean `headers`")),
+        "{:?}",
+        e.hints()
+    );
+}
+
+#[test]
+fn the_schema_lists_exactly_the_domain_inputs() {
+    let schema = http_request_schema();
+    let props: Vec<&str> = schema["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(props, HTTP_REQUEST_INPUTS);
 }

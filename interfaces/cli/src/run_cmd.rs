@@ -581,8 +581,18 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
         ctx.hints,
         result.status == RunStatus::Success,
     ) {
+        // A step that refused an input fails again on resume unless the input changes first.
+        let refused_input = result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::UserInputValidationFailed);
+        let first = if refused_input {
+            "fix that input first (in the workflow file, or `--input NAME=VALUE` for a run input), then "
+        } else {
+            ""
+        };
         text.push_str(&format!(
-            "  {} continue it with `awf resume {}{}`\n",
+            "  {} {first}continue it with `awf resume {}{}`\n",
             ctx.err_style.cyan("Hint:"),
             id.0,
             resume_from_hint(result, last_failed)
