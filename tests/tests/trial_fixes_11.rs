@@ -253,3 +253,20 @@ fn json_format_keeps_the_live_stream_off_stdout_and_stderr() {
     let r = sb.run(&["run", "s.yaml", "-o", "streaming"]).unwrap();
     assert!(r.stdout.contains("LIVE-OUT"), "{}", r.stdout);
 }
+
+#[test]
+fn resume_and_acp_serve_sweep_at_start_too() {
+    let sb = sandbox();
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    dead.wait().unwrap();
+    for args in [&["resume", "no-such-run"][..], &["acp-serve"][..]] {
+        let stale = format!("awf-copilot-mcp-{}-0123456789abcdef.json", dead.id());
+        let stale_dir = format!("awf-gemini-{}-0123456789abcdef", dead.id());
+        std::fs::write(sb.path().join("tmp").join(&stale), "{}").unwrap();
+        std::fs::create_dir(sb.path().join("tmp").join(&stale_dir)).unwrap();
+        std::fs::write(sb.path().join("tmp").join(&stale_dir).join("s.json"), "{}").unwrap();
+        // Whatever the command then does (no such run; end of input for acp-serve).
+        let _ = sb.run(args).unwrap();
+        assert_eq!(tmp_names(&sb), Vec::<String>::new(), "{args:?}");
+    }
+}
