@@ -125,6 +125,9 @@ error_codes! {
     UserMcpProxyEmptyProxy => "USER.MCP_PROXY.EMPTY_PROXY", User,
         "The MCP proxy is enabled with `intercept_builtins: false` and no `plugin_tools`, so it would serve no tool.",
         "Set `intercept_builtins: true`, list plugin operations under `plugin_tools`, or remove the block.";
+    UserMcpProxyNotEnabled => "USER.MCP_PROXY.NOT_ENABLED", User,
+        "An `mcp_proxy:` block sets `intercept_builtins` or `plugin_tools` but not `enable: true`, so it has no effect (a warning).",
+        "Add `enable: true` to the block to turn the proxy on, or remove the block.";
     UserMcpProxyNameCollision => "USER.MCP_PROXY.NAME_COLLISION", User,
         "Two tools of the MCP proxy have the same name (a plugin listed twice, or two providers offering one name).",
         "List each plugin once and give every exposed operation a distinct `<plugin>_<op>` name.";

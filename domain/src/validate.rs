@@ -721,6 +721,18 @@ fn mcp_proxy_checks(
     out: &mut Vec<Diagnostic>,
 ) {
     if !proxy.enable {
+        if !proxy.enable_written && (proxy.intercept_builtins || !proxy.plugin_tools.is_empty()) {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::UserMcpProxyNotEnabled,
+                    base.to_owned(),
+                    format!(
+                        "agent \"{name}\": mcp_proxy has no effect without enable: true (the proxy is off)"
+                    ),
+                )
+                .with_hint(ErrorCode::UserMcpProxyNotEnabled.resolution()),
+            );
+        }
         return;
     }
     if !proxy.intercept_builtins && proxy.plugin_tools.is_empty() {
@@ -1604,6 +1616,7 @@ mod mcp_proxy_tests {
     fn a_disabled_proxy_is_not_checked() {
         let proxy = McpProxyConfig {
             enable: false,
+            enable_written: true,
             intercept_builtins: false,
             plugin_tools: vec![plugin("a", &["b"]), plugin("a", &["b"])],
         };
@@ -1611,9 +1624,37 @@ mod mcp_proxy_tests {
     }
 
     #[test]
+    fn keys_without_enable_warn_that_the_block_has_no_effect() {
+        let warned = vec![(
+            ErrorCode::UserMcpProxyNotEnabled,
+            Severity::Warning,
+            "states.s.mcp_proxy".to_owned(),
+        )];
+        let plugins_only = McpProxyConfig {
+            plugin_tools: vec![plugin("http", &["request"])],
+            ..McpProxyConfig::default()
+        };
+        assert_eq!(check("claude", &plugins_only), warned);
+        let intercept_only = McpProxyConfig {
+            intercept_builtins: true,
+            ..McpProxyConfig::default()
+        };
+        assert_eq!(check("claude", &intercept_only), warned);
+        // `{}` and an explicit `enable: false` (with or without other keys) say nothing.
+        assert_eq!(check("claude", &McpProxyConfig::default()), vec![]);
+        let switched_off = McpProxyConfig {
+            enable_written: true,
+            intercept_builtins: true,
+            ..McpProxyConfig::default()
+        };
+        assert_eq!(check("claude", &switched_off), vec![]);
+    }
+
+    #[test]
     fn builtins_only_on_claude_is_clean() {
         let proxy = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: true,
             plugin_tools: vec![],
         };
@@ -1624,6 +1665,7 @@ mod mcp_proxy_tests {
     fn nothing_to_serve_is_empty_proxy() {
         let proxy = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: false,
             plugin_tools: vec![],
         };
@@ -1641,6 +1683,7 @@ mod mcp_proxy_tests {
     fn a_plugin_twice_and_a_shared_final_name_collide() {
         let twice = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: true,
             plugin_tools: vec![plugin("k", &["a"]), plugin("k", &["b"])],
         };
@@ -1652,6 +1695,7 @@ mod mcp_proxy_tests {
         // `a_b` + `c` and `a` + `b_c` are both tool `a_b_c`.
         let shared = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: true,
             plugin_tools: vec![plugin("a_b", &["c"]), plugin("a", &["b_c"])],
         };
@@ -1677,12 +1721,14 @@ mod mcp_proxy_tests {
     fn a_known_plugin_op_is_clean_and_an_unknown_op_of_it_is_unknown_operation() {
         let good = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: false,
             plugin_tools: vec![plugin("http", &["request"])],
         };
         assert_eq!(check("claude", &good), vec![]);
         let bad = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: false,
             plugin_tools: vec![plugin("http", &["request", "reqest"])],
         };
@@ -1703,6 +1749,7 @@ mod mcp_proxy_tests {
         // A typo in the plugin's name: UNKNOWN_PLUGIN with its did-you-mean, ops unchecked.
         let typo = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: false,
             plugin_tools: vec![plugin("htp", &["nope"])],
         };
@@ -1725,6 +1772,7 @@ mod mcp_proxy_tests {
     fn the_same_op_exposed_twice_collides() {
         let twice = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: false,
             plugin_tools: vec![plugin("http", &["request", "request"])],
         };
@@ -1862,6 +1910,7 @@ mod mcp_proxy_tests {
     fn coexistence_providers_get_a_warning_only() {
         let proxy = McpProxyConfig {
             enable: true,
+            enable_written: true,
             intercept_builtins: true,
             plugin_tools: vec![],
         };

@@ -472,6 +472,11 @@ pub struct AgentStep {
 pub struct McpProxyConfig {
     /// Turn the proxy on for this step (default false).
     pub enable: bool,
+    /// Whether `enable:` was written in the block (an explicit `enable: false` is a deliberate
+    /// switch-off; without it, other keys alone are warned about as having no effect). Not
+    /// serialized: it is about how the block was written, not what it does.
+    #[serde(skip)]
+    pub enable_written: bool,
     /// Serve the built-in tools and hide the provider's own where it can. Absent in YAML:
     /// true when `enable` is true, else false.
     pub intercept_builtins: bool,

@@ -265,6 +265,7 @@ fn workflow(proxy: Option<McpProxyConfig>) -> Workflow {
 fn enabled() -> Option<McpProxyConfig> {
     Some(McpProxyConfig {
         enable: true,
+        enable_written: true,
         intercept_builtins: true,
         plugin_tools: vec![],
     })

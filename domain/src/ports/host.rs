@@ -100,6 +100,15 @@ pub trait Host: Send + Sync {
     /// Whether a process with id `pid` exists on this host.
     fn process_alive(&self, pid: u32) -> bool;
 
+    /// The program process `pid` runs: the target of `/proc/<pid>/exe` (a ` (deleted)` mark
+    /// of a replaced binary dropped), else the first word of `/proc/<pid>/cmdline`; `None`
+    /// when neither can be read (no such process, a zombie, no access). The default (a host
+    /// that cannot tell) is `None`.
+    fn process_program(&self, pid: u32) -> Option<PathBuf> {
+        let _ = pid;
+        None
+    }
+
     /// The host's name (`/proc/sys/kernel/hostname`, else `/etc/hostname`, trimmed; empty
     /// when neither can be read).
     fn hostname(&self) -> String;

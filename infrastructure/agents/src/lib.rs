@@ -28,6 +28,7 @@ pub use cli::Invocation;
 pub use cli::STDERR_TAIL_BYTES;
 pub use cli::find_program;
 pub use mcp::Cleanup;
+pub use mcp::TEMP_PREFIXES;
 pub use openai::MAX_BODY_BYTES;
 pub use openai::OpenAiCompatible;
 pub use providers::Claude;

@@ -168,8 +168,24 @@ pub(crate) fn write_error(provider: &str, path: &Path, e: &std::io::Error) -> Aw
     .with_hint("Check that the temp directory (TMPDIR) exists and is writable")
 }
 
-/// Creates a new private directory (mode 0700) `<base>/<prefix><16 hex>` and registers it
-/// with `cleanup`.
+/// Prefixes of the per-call temp files and directories the providers create in `$TMPDIR`
+/// (claude's and copilot's MCP configs, gemini's overlay home, vibe's home). Each name goes on
+/// `<prefix><pid>-<16 hex>[suffix]`, `<pid>` the creating awf's process id, so that a later
+/// awf can remove what a killed one left behind (`awf run`'s start-up sweep).
+pub const TEMP_PREFIXES: &[&str] = &[
+    "awf-claude-mcp-",
+    "awf-copilot-mcp-",
+    "awf-gemini-",
+    "awf-vibe-",
+];
+
+/// `<prefix><pid>-<16 hex><suffix>`: a per-call temp name carrying this process's id.
+fn temp_name(prefix: &str, suffix: &str) -> String {
+    format!("{prefix}{}-{}{suffix}", std::process::id(), random_hex())
+}
+
+/// Creates a new private directory (mode 0700) `<base>/<prefix><pid>-<16 hex>` and
+/// registers it with `cleanup`.
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED`.
@@ -182,7 +198,7 @@ pub(crate) fn private_dir(
     use std::os::unix::fs::DirBuilderExt;
     let mut last = None;
     for _ in 0..8 {
-        let dir = base.join(format!("{prefix}{}", random_hex()));
+        let dir = base.join(temp_name(prefix, ""));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {
                 cleanup.add(dir.clone());
@@ -211,7 +227,7 @@ pub(crate) fn write_private(provider: &str, path: &Path, bytes: &[u8]) -> Result
         .map_err(|e| write_error(provider, path, &e))
 }
 
-/// Writes `bytes` to a new private file `<base>/<prefix><16 hex><suffix>` (mode 0600),
+/// Writes `bytes` to a new private file `<base>/<prefix><pid>-<16 hex><suffix>` (mode 0600),
 /// registered with `cleanup`; gives its path.
 ///
 /// # Errors
@@ -223,7 +239,7 @@ pub(crate) fn private_file(
     bytes: &[u8],
     cleanup: &mut Cleanup,
 ) -> Result<PathBuf, AwfError> {
-    let path = base.join(format!("{}{}{}", name.0, random_hex(), name.1));
+    let path = base.join(temp_name(name.0, name.1));
     write_private(provider, &path, bytes)?;
     cleanup.add(path.clone());
     Ok(path)
@@ -406,6 +422,19 @@ mod tests {
         std::fs::write(&outside, "keep").unwrap();
         let mut c = Cleanup::default();
         let dir = private_dir("t", base.path(), "awf-t-", &mut c).unwrap();
+        // The name carries the creating process's id (for the start-up sweep).
+        let name = dir.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(
+            name.starts_with(&format!("awf-t-{}-", std::process::id())),
+            "{name}"
+        );
+        let file = private_file("t", base.path(), ("awf-f-", ".json"), b"{}", &mut c).unwrap();
+        let fname = file.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(
+            fname.starts_with(&format!("awf-f-{}-", std::process::id()))
+                && fname.ends_with(".json"),
+            "{fname}"
+        );
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
             std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
@@ -421,6 +450,7 @@ mod tests {
         assert!(write_private("t", &f, b"{}").is_err(), "never overwrites");
         drop(c);
         assert!(!dir.exists());
+        assert!(!file.exists());
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
     }
 

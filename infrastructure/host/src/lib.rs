@@ -128,6 +128,23 @@ impl Host for OsHost {
         Path::new("/proc").join(pid.to_string()).exists()
     }
 
+    fn process_program(&self, pid: u32) -> Option<PathBuf> {
+        let proc_dir = Path::new("/proc").join(pid.to_string());
+        if let Ok(exe) = std::fs::read_link(proc_dir.join("exe")) {
+            let text = exe.to_string_lossy();
+            return Some(match text.strip_suffix(" (deleted)") {
+                Some(kept) => PathBuf::from(kept),
+                None => exe,
+            });
+        }
+        let cmdline = std::fs::read(proc_dir.join("cmdline")).ok()?;
+        let first = cmdline
+            .split(|b| *b == 0)
+            .next()
+            .filter(|a| !a.is_empty())?;
+        Some(PathBuf::from(String::from_utf8_lossy(first).into_owned()))
+    }
+
     fn hostname(&self) -> String {
         std::fs::read_to_string(Path::new("/proc/sys/kernel/hostname"))
             .or_else(|_| std::fs::read_to_string("/etc/hostname"))
@@ -140,6 +157,24 @@ impl Host for OsHost {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn process_program_names_the_binary_of_a_live_process_only() {
+        let h = OsHost;
+        assert_eq!(
+            h.process_program(std::process::id()),
+            Some(std::env::current_exe().unwrap())
+        );
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let program = h.process_program(child.id()).unwrap();
+        assert_eq!(program.file_name().unwrap(), "sleep");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(h.process_program(child.id()), None);
+    }
 
     #[test]
     fn files_are_read_as_the_operating_system_sees_them() {

@@ -944,6 +944,7 @@ fn decode_mcp_proxy(n: &Node, path: &str, d: &mut Diags) -> Option<McpProxyConfi
         );
         diag.hint = Some("mcp_proxy takes enable, intercept_builtins and plugin_tools".into());
     }
+    let enable_written = f.has("enable");
     let enable = f.boolean("enable", d).unwrap_or(false);
     let intercept_builtins = f.boolean("intercept_builtins", d).unwrap_or(enable);
     let mut plugin_tools = Vec::new();
@@ -967,6 +968,7 @@ fn decode_mcp_proxy(n: &Node, path: &str, d: &mut Diags) -> Option<McpProxyConfi
     }
     Some(McpProxyConfig {
         enable,
+        enable_written,
         intercept_builtins,
         plugin_tools,
     })

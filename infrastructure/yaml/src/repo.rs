@@ -373,8 +373,12 @@ impl WorkflowRepository for YamlRepository {
             Ok(l) => return Ok(l),
             Err(e) => e,
         };
-        // Only a file that was found but failed to decode is read again, leniently.
-        if err.code().category() != awf_domain::error::Category::Workflow {
+        // Only a file that was found but failed to decode is read again, leniently. Decoding
+        // raises WORKFLOW.* codes and one USER code (an unknown `mcp_proxy` key), so that one
+        // too is reported with the others instead of as a load failure.
+        if err.code().category() != awf_domain::error::Category::Workflow
+            && err.code() != ErrorCode::UserMcpProxyUnknownKey
+        {
             return Err(err);
         }
         let Some(file) = err.details().get("file").and_then(|f| f.as_str()) else {

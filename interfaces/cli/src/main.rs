@@ -27,6 +27,7 @@ mod runs_cmd;
 mod stdout_check;
 mod style;
 mod table;
+mod tmp_sweep;
 mod validate_cmd;
 mod watchdog;
 mod wiring;
@@ -117,6 +118,8 @@ fn main() -> ExitCode {
         let _ = awf_exec::become_subreaper();
         // If awf itself is killed, a watchdog kills the process groups of its steps.
         watchdog::install();
+        // And the per-call MCP files a killed awf left in the temp dir go now.
+        let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
     } else if matches!(cli.command, Command::McpServe(_)) {
         // The same for what the Bash calls of `mcp-serve` start; started beside the server's
         // start-up rather than before it (spawning it waits for its exec).

@@ -59,6 +59,9 @@ pub struct TextPrinter {
     agent_text: String,
     /// Whether streamed agent text left the cursor mid-line.
     agent_mid_line: bool,
+    /// `--verbose`: the tool calls shown as `[tool: …]` markers whose result has not come,
+    /// (run, step, call id) → tool name, so a failed one gets its `[tool error: …]` line.
+    shown_calls: HashMap<(RunId, String, String), String>,
     /// Spinners on a terminal; `None` prints plain lines.
     live: Option<LiveProgress>,
     /// Set by the first breakpoint request (`--interactive` / `--breakpoint`): from then on
@@ -97,6 +100,7 @@ impl TextPrinter {
             verbose: false,
             agent_text: String::new(),
             agent_mid_line: false,
+            shown_calls: HashMap::new(),
             live: None,
             interactive: false,
             open_prompts: Vec::new(),
@@ -477,10 +481,11 @@ impl TextPrinter {
                 }
             }
             RunEvent::ToolCall {
+                step,
+                id,
                 name,
                 input,
                 fidelity,
-                ..
             } => {
                 // The proxy's own record of the call is shown instead.
                 if self.verbose
@@ -493,9 +498,29 @@ impl TextPrinter {
                     writeln!(out, "[tool: {name}({})]", tool_arg_preview(input))?;
                     out.flush()?;
                     self.agent_mid_line = false;
+                    self.shown_calls
+                        .insert((ev.run_id.clone(), step.clone(), id.clone()), name.clone());
                 }
             }
-            RunEvent::ToolCallResult { .. } => {}
+            RunEvent::ToolCallResult {
+                step,
+                id,
+                output,
+                is_error,
+                ..
+            } => {
+                let key = (ev.run_id.clone(), step.clone(), id.clone());
+                if let Some(name) = self.shown_calls.remove(&key)
+                    && *is_error
+                {
+                    if self.agent_mid_line {
+                        out.write_all(b"\n")?;
+                    }
+                    writeln!(out, "[tool error: {name}: {}]", tool_error_preview(output))?;
+                    out.flush()?;
+                    self.agent_mid_line = false;
+                }
+            }
             RunEvent::InteractionRequired { request } => match &request.kind {
                 RequestKind::Breakpoint {
                     state_kind,
@@ -753,9 +778,19 @@ pub fn prefix_lines(text: &[u8], prefix: &str, mid_line: bool) -> (Vec<u8>, bool
 }
 
 /// Preview of a tool call's main argument: the first of `file_path`, `command`, `cmd`,
-/// `query`, `pattern`, truncated to 40 characters. Source: spec/workflow.md §5.1.
+/// `query`, `pattern` (AWF (Go)'s names, spec/workflow.md §5.1), then `url` and `path` (the
+/// argument names of awf's own tools: `Read`, `Write`, `Edit`, `Glob`, `WebFetch`), truncated
+/// to 40 characters; empty when the call has none of them.
 pub fn tool_arg_preview(input: &serde_json::Value) -> String {
-    for key in ["file_path", "command", "cmd", "query", "pattern"] {
+    for key in [
+        "file_path",
+        "command",
+        "cmd",
+        "query",
+        "pattern",
+        "url",
+        "path",
+    ] {
         if let Some(v) = input.get(key).and_then(serde_json::Value::as_str) {
             let mut p: String = v.chars().take(40).collect();
             if v.chars().count() > 40 {
@@ -765,6 +800,21 @@ pub fn tool_arg_preview(input: &serde_json::Value) -> String {
         }
     }
     String::new()
+}
+
+/// Preview of a failed tool call's result for its `[tool error: Name: …]` line: the first
+/// non-blank line, trimmed, cut to 80 characters (`…` marks a cut); `failed` when empty.
+pub fn tool_error_preview(output: &str) -> String {
+    let line = output
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("failed");
+    let mut p: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 || output.trim().lines().nth(1).is_some() {
+        p.push('…');
+    }
+    p
 }
 
 /// `text` with `ind` before its first line and `ind` plus two spaces before the others.
@@ -835,6 +885,100 @@ fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use awf_domain::event::ToolFidelity;
+
+    fn envelope(seq: u64, event: RunEvent) -> EventEnvelope {
+        EventEnvelope {
+            seq,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: SystemTime::UNIX_EPOCH,
+            path: "ask".into(),
+            iteration: None,
+            event,
+        }
+    }
+
+    /// What a verbose streaming printer writes to stdout for these events.
+    fn streamed(events: Vec<RunEvent>) -> String {
+        let mut p =
+            TextPrinter::new(OutputMode::Streaming, false, Style::plain()).with_verbose(true);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        for (i, e) in events.into_iter().enumerate() {
+            p.handle(&envelope(i as u64, e), &mut out, &mut err)
+                .unwrap();
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn call(id: &str, name: &str, input: serde_json::Value) -> RunEvent {
+        RunEvent::ToolCall {
+            step: "ask".into(),
+            id: id.into(),
+            name: name.into(),
+            input,
+            fidelity: ToolFidelity::Router,
+        }
+    }
+
+    fn result(id: &str, output: &str, is_error: bool) -> RunEvent {
+        RunEvent::ToolCallResult {
+            step: "ask".into(),
+            id: id.into(),
+            output: output.into(),
+            is_error,
+            fidelity: ToolFidelity::Router,
+        }
+    }
+
+    #[test]
+    fn tool_markers_preview_awf_own_argument_names() {
+        use serde_json::json;
+        assert_eq!(
+            tool_arg_preview(&json!({"path": "src/main.rs"})),
+            "src/main.rs"
+        );
+        assert_eq!(
+            tool_arg_preview(&json!({"url": "http://x/y"})),
+            "http://x/y"
+        );
+        // Grep keeps showing its pattern, not the directory it searches.
+        assert_eq!(
+            tool_arg_preview(&json!({"pattern": "fn main", "path": "src"})),
+            "fn main"
+        );
+        assert_eq!(tool_arg_preview(&json!({"command": "ls -la"})), "ls -la");
+        assert_eq!(tool_arg_preview(&json!({"other": "x"})), "");
+    }
+
+    #[test]
+    fn a_failed_tool_call_gets_one_error_line_and_a_good_one_none() {
+        use serde_json::json;
+        let text = streamed(vec![
+            call("1", "Read", json!({"path": "a.txt"})),
+            result("1", "contents", false),
+            call("2", "Read", json!({"path": "missing.txt"})),
+            result("2", "no such file: missing.txt\nmore detail", true),
+        ]);
+        assert_eq!(
+            text,
+            "[tool: Read(a.txt)]\n[tool: Read(missing.txt)]\n[tool error: Read: no such file: missing.txt…]\n"
+        );
+        // The result of a call that was not shown (the agent's report of a proxied call)
+        // prints nothing.
+        let hidden = streamed(vec![
+            RunEvent::ToolCall {
+                step: "ask".into(),
+                id: "9".into(),
+                name: "mcp__awf-proxy__Read".into(),
+                input: json!({"path": "x"}),
+                fidelity: ToolFidelity::Agent,
+            },
+            result("9", "boom", true),
+        ]);
+        assert_eq!(hidden, "");
+    }
+
     #[test]
     fn a_breakpoint_request_renders_the_header_preview_and_prompt() {
         use awf_domain::event::PreviewRoute;

@@ -3,9 +3,10 @@
 //! provider with its own tool loop (`openai_compatible`), the same built-ins in-process.
 //!
 //! A stdio proxy is two files in the temp dir (`$TMPDIR`), both created `O_EXCL`, mode 0600:
-//! `awf-mcp-proxy-<uuid>.json`, the `mcp-serve` config (keys of [`crate::mcp_cmd`]:
+//! `awf-mcp-proxy-<pid>-<uuid>.json` (`<pid>` this awf's process id, for the start-up sweep of
+//! [`crate::tmp_sweep`]), the `mcp-serve` config (keys of [`crate::mcp_cmd`]:
 //! `intercept_builtins`, `plugin_tools`, `root_dir`, `run_id`, `step`, `audit_path`,
-//! `traceparent`, `fs_delegate`), and `awf-mcp-proxy-<uuid>.events.jsonl`, its `audit_path`, which the server
+//! `traceparent`, `fs_delegate`), and `awf-mcp-proxy-<pid>-<uuid>.events.jsonl`, its `audit_path`, which the server
 //! appends one line per `tools/call` to and [`StdioProxy::take_events`] reads back from where
 //! it stopped (complete lines only). Dropping the proxy removes both. No copy of the server is
 //! started by awf itself: the agent CLI starts the one it talks to (shared/spec/mcp.md §3.2).
@@ -41,6 +42,8 @@ use awf_domain::ports::tools::ProxySpec;
 use awf_domain::ports::tools::StdioProxy;
 use serde_json::Value;
 use serde_json::json;
+
+use crate::tmp_sweep::PROXY_PREFIX;
 
 /// The [`ToolProxies`] of the `awf` binary.
 pub struct Proxies {
@@ -202,18 +205,18 @@ impl ToolProxies for Proxies {
         let plugin_names = self.check(spec)?;
         let exe = self.exe()?;
         let command = utf8(&exe, "program")?.to_owned();
-        let id = awf_host::UuidIds.request_id();
+        let id = format!("{}-{}", std::process::id(), awf_host::UuidIds.request_id());
         let events_path = self
             .tmp_dir
-            .join(format!("awf-mcp-proxy-{id}.events.jsonl"));
+            .join(format!("{PROXY_PREFIX}{id}.events.jsonl"));
         let config_arg = utf8(
-            &self.tmp_dir.join(format!("awf-mcp-proxy-{id}.json")),
+            &self.tmp_dir.join(format!("{PROXY_PREFIX}{id}.json")),
             "config file",
         )?
         .to_owned();
         let text = config_json(spec, utf8(&events_path, "events file")?)?.to_string();
-        let events = self.create(&format!("awf-mcp-proxy-{id}.events.jsonl"), b"")?;
-        let config = match self.create(&format!("awf-mcp-proxy-{id}.json"), text.as_bytes()) {
+        let events = self.create(&format!("{PROXY_PREFIX}{id}.events.jsonl"), b"")?;
+        let config = match self.create(&format!("{PROXY_PREFIX}{id}.json"), text.as_bytes()) {
             Ok(c) => c,
             Err(e) => {
                 let _ = std::fs::remove_file(&events);
@@ -397,6 +400,13 @@ mod tests {
         assert_eq!(server.args[..2], ["mcp-serve", "--config"]);
         let config = PathBuf::from(&server.args[2]);
         assert_eq!(config.parent(), Some(tmp.path()));
+        // Both names carry this awf's pid, which the start-up sweep reads.
+        let name = config.file_name().unwrap().to_str().unwrap();
+        assert!(
+            name.starts_with(&format!("awf-mcp-proxy-{}-", std::process::id())),
+            "{name}"
+        );
+        assert_eq!(crate::tmp_sweep::owner_pid(name), Some(std::process::id()));
         let mode = std::fs::metadata(&config).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         let cfg: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();

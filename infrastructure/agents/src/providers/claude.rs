@@ -447,7 +447,9 @@ mod tests {
 
     #[test]
     fn the_mcp_config_wrapper_is_private_holds_proxy_and_editor_servers_and_goes_on_drop() {
-        let r = with_proxy(
+        // The step's own TMPDIR (not the machine's /tmp, which other awf runs sweep).
+        let tmp = tempfile::tempdir().unwrap();
+        let mut r = with_proxy(
             req("x", json!({})),
             true,
             vec![
@@ -456,6 +458,7 @@ mod tests {
                 server("awf-proxy-0123456789abcdef", "/bin/evil"),
             ],
         );
+        r.env = vec![("TMPDIR".into(), tmp.path().display().to_string())];
         let setup = Claude.invocation(&r, &Default::default()).unwrap();
         let n = setup.args.len();
         assert_eq!(
@@ -463,7 +466,7 @@ mod tests {
             ["--strict-mcp-config", "--mcp-config"]
         );
         let file = std::path::PathBuf::from(&setup.args[n - 1]);
-        assert_eq!(file.parent(), Some(std::env::temp_dir().as_path()));
+        assert_eq!(file.parent(), Some(tmp.path()));
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = std::fs::metadata(&file).unwrap().permissions().mode();

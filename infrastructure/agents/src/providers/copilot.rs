@@ -26,7 +26,7 @@ use crate::parse::copilot::State;
 /// strings), `allow_all` / `dangerously_skip_permissions` (→ `--allow-all`).
 ///
 /// MCP servers ([`AgentRequest::mcp`]), as AWF (Go) does: a wrapper file
-/// `$TMPDIR/awf-copilot-mcp-<16 hex>.json` (0600) =
+/// `$TMPDIR/awf-copilot-mcp-<pid>-<16 hex>.json` (0600) =
 /// `{"mcpServers": {"<name>": {"type": "local", "command", "args", "env", "tools": ["*"]}}}`
 /// passed as `--additional-mcp-config @<file>` and removed when the call ends; the proxy
 /// (`awf-proxy`) is allowed with `--allow-tool=awf-proxy` unless `--allow-all` is given.

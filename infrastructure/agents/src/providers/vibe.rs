@@ -29,7 +29,7 @@ use crate::parse::vibe::State;
 /// outside one the system prompt is prepended.
 ///
 /// MCP servers ([`AgentRequest::mcp`]), as AWF (Go) does: a private temp `VIBE_HOME`
-/// (`$TMPDIR/awf-vibe-<16 hex>`, removed when the call ends) holding copies of the user's
+/// (`$TMPDIR/awf-vibe-<pid>-<16 hex>`, removed when the call ends) holding copies of the user's
 /// `config.toml` and `.env` (from `$VIBE_HOME`, else `~/.vibe`) with one `[[mcp_servers]]`
 /// table per server appended (`name`, `transport = "stdio"`, `command`, `args`, `env`).
 /// vibe names MCP tools `<server>_<tool>`: with `intercept_builtins`, or when the step
