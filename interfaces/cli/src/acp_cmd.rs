@@ -180,9 +180,9 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         shutdown_wait: Duration::from_millis(600),
         validate: Some(validate),
     };
-    // Descendants of steps whose parent dies come back to awf, which stops them when their
-    // call ends and at exit. No watchdog process: awf's only children are the steps'.
-    let _ = awf_exec::become_subreaper();
+    // Descendants of steps whose parent dies come back to awf (a subreaper since start-up),
+    // which stops them when their call ends and at exit; the watchdog (started in main)
+    // kills the steps' process groups should acp-serve itself be SIGKILLed.
     let shutdown = CancellationToken::new();
     spawn_signal_watch(shutdown.clone());
     awf_acp::serve_stdio(cfg, shutdown).await?;

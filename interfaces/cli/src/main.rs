@@ -108,10 +108,7 @@ fn main() -> ExitCode {
     }
     let ctx = Ctx::from_cli(&cli);
     let mut watchdog_start = None;
-    if matches!(
-        cli.command,
-        Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
-    ) {
+    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
@@ -120,6 +117,18 @@ fn main() -> ExitCode {
         watchdog::install();
         // And the per-call MCP files a killed awf left in the temp dir go now.
         let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
+    } else if matches!(cli.command, Command::AcpServe(_)) {
+        // The same for the runs an editor starts, beside the server's start-up rather than
+        // before `initialize` is answered: no step can start before the client's
+        // `initialize`, `session/new` and `session/prompt` round trips.
+        let _ = awf_exec::become_subreaper();
+        watchdog_start = std::thread::Builder::new()
+            .name("awf-watchdog-start".into())
+            .spawn(|| {
+                watchdog::install();
+                let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
+            })
+            .ok();
     } else if matches!(cli.command, Command::McpServe(_)) {
         // The same for what the Bash calls of `mcp-serve` start; started beside the server's
         // start-up rather than before it (spawning it waits for its exec).
