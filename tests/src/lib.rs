@@ -1,6 +1,7 @@
 //! Test support for awf's end-to-end tests: locating the built `awf` binary and running it
 //! hermetically (temp HOME, XDG dirs and working directory; no `AWF_*` variables inherited).
 
+pub mod agent_cli;
 pub mod mcp;
 
 use std::collections::BTreeMap;

@@ -25,6 +25,8 @@ use awf_domain::ports::agent::McpServer;
 use awf_mock_llm::MockLlm;
 use awf_tests::SANDBOX_MARK;
 use awf_tests::Sandbox;
+use awf_tests::agent_cli::AgentCli;
+use awf_tests::agent_cli::point_at_mock;
 use serde_json::Value;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -108,66 +110,13 @@ fn rig(cli: Cli) -> Rig {
         ("TMPDIR".into(), tmp.display().to_string()),
         (SANDBOX_MARK.into(), sb.path().display().to_string()),
     ];
-    let mut user_files = Vec::new();
-    match cli {
-        Cli::Codex => {
-            std::fs::create_dir_all(home.join(".codex")).unwrap();
-            let f = home.join(".codex/config.toml");
-            std::fs::write(
-                &f,
-                format!(
-                    "model_provider = \"mock\"\nmodel = \"mock-model\"\n\n[model_providers.mock]\nname = \"Mock\"\nbase_url = \"{url}/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n\n[analytics]\nenabled = false\n"
-                ),
-            )
-            .unwrap();
-            user_files.push(f);
-            env.push(("MOCK_API_KEY".into(), "sk-test".into()));
-        }
-        Cli::Gemini => {
-            std::fs::create_dir_all(home.join(".gemini")).unwrap();
-            let f = home.join(".gemini/settings.json");
-            std::fs::write(
-                &f,
-                "// the user's settings, with a comment\n{\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, \"privacy\": {\"usageStatisticsEnabled\": false}}\n",
-            )
-            .unwrap();
-            user_files.push(f);
-            env.extend([
-                ("GEMINI_API_KEY".into(), "sk-test".into()),
-                ("GOOGLE_GEMINI_BASE_URL".into(), url),
-                ("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()),
-            ]);
-        }
-        Cli::Opencode => {
-            let dir = sb.path().join("oc");
-            std::fs::create_dir_all(&dir).unwrap();
-            let f = dir.join("opencode.json");
-            std::fs::write(
-                &f,
-                json!({
-                    "$schema": "https://opencode.ai/config.json",
-                    "model": "mock/mock-model",
-                    "small_model": "mock/mock-model",
-                    "autoupdate": false,
-                    "share": "disabled",
-                    "provider": {"mock": {
-                        "npm": "@ai-sdk/openai-compatible",
-                        "name": "Mock",
-                        "options": {"baseURL": format!("{url}/v1"), "apiKey": "sk-test"},
-                        "models": {"mock-model": {"name": "Mock Model", "tool_call": true, "limit": {"context": 200000, "output": 8192}}}
-                    }}
-                })
-                .to_string(),
-            )
-            .unwrap();
-            user_files.push(f.clone());
-            env.extend([
-                ("OPENCODE_CONFIG".into(), f.display().to_string()),
-                ("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()),
-                ("OPENCODE_DISABLE_AUTOUPDATE".into(), "1".into()),
-            ]);
-        }
-    }
+    let which = match cli {
+        Cli::Codex => AgentCli::Codex,
+        Cli::Gemini => AgentCli::Gemini,
+        Cli::Opencode => AgentCli::Opencode,
+    };
+    let (more, user_files) = point_at_mock(which, &url, &home, &sb.path().join("oc"));
+    env.extend(more);
     Rig {
         sb,
         mock,

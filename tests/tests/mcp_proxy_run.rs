@@ -12,6 +12,8 @@ use std::path::PathBuf;
 
 use awf_mock_llm::MockLlm;
 use awf_tests::Sandbox;
+use awf_tests::agent_cli::AgentCli;
+use awf_tests::agent_cli::point_at_mock;
 use serde_json::Value;
 use serde_json::json;
 
@@ -60,58 +62,21 @@ fn setup(p: Provider, mock: &MockLlm) -> (Sandbox, PathBuf) {
     sb.set_env("PATH", &path);
     sb.set_env("HOME", &home.display().to_string());
     sb.set_env("TMPDIR", &tmp.display().to_string());
-    let (provider, options) = match p {
-        Provider::Codex => {
-            std::fs::create_dir_all(home.join(".codex")).unwrap();
-            std::fs::write(
-                home.join(".codex/config.toml"),
-                format!(
-                    "model_provider = \"mock\"\nmodel = \"mock-model\"\n\n[model_providers.mock]\nname = \"Mock\"\nbase_url = \"{url}/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n\n[analytics]\nenabled = false\n"
-                ),
-            )
-            .unwrap();
-            sb.set_env("MOCK_API_KEY", "sk-test");
-            ("codex", String::new())
+    let cli = match p {
+        Provider::Codex => Some((AgentCli::Codex, "codex")),
+        Provider::Gemini => Some((AgentCli::Gemini, "gemini")),
+        Provider::Opencode => Some((AgentCli::Opencode, "opencode")),
+        Provider::OpenAi => None,
+    };
+    let (provider, options) = match cli {
+        Some((cli, name)) => {
+            let (env, _) = point_at_mock(cli, &url, &home, &sb.path().join("oc"));
+            for (k, v) in env {
+                sb.set_env(&k, &v);
+            }
+            (name, String::new())
         }
-        Provider::Gemini => {
-            std::fs::create_dir_all(home.join(".gemini")).unwrap();
-            std::fs::write(
-                home.join(".gemini/settings.json"),
-                "{\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}, \"privacy\": {\"usageStatisticsEnabled\": false}}\n",
-            )
-            .unwrap();
-            sb.set_env("GEMINI_API_KEY", "sk-test");
-            sb.set_env("GOOGLE_GEMINI_BASE_URL", &url);
-            sb.set_env("GEMINI_CLI_TRUST_WORKSPACE", "true");
-            ("gemini", String::new())
-        }
-        Provider::Opencode => {
-            let f = sb.path().join("oc/opencode.json");
-            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
-            std::fs::write(
-                &f,
-                json!({
-                    "$schema": "https://opencode.ai/config.json",
-                    "model": "mock/mock-model",
-                    "small_model": "mock/mock-model",
-                    "autoupdate": false,
-                    "share": "disabled",
-                    "provider": {"mock": {
-                        "npm": "@ai-sdk/openai-compatible",
-                        "name": "Mock",
-                        "options": {"baseURL": format!("{url}/v1"), "apiKey": "sk-test"},
-                        "models": {"mock-model": {"name": "Mock Model", "tool_call": true, "limit": {"context": 200000, "output": 8192}}}
-                    }}
-                })
-                .to_string(),
-            )
-            .unwrap();
-            sb.set_env("OPENCODE_CONFIG", &f.display().to_string());
-            sb.set_env("OPENCODE_DISABLE_MODELS_FETCH", "1");
-            sb.set_env("OPENCODE_DISABLE_AUTOUPDATE", "1");
-            ("opencode", String::new())
-        }
-        Provider::OpenAi => (
+        None => (
             "openai_compatible",
             format!(
                 "    options:\n      base_url: {url}/v1\n      model: mock-model\n      api_key: sk-test\n"
