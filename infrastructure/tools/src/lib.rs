@@ -201,6 +201,8 @@ struct Inner {
     shell: PathBuf,
     /// The editor's file channel (fs delegation): Read, Write and Edit go through it.
     fs: Option<delegate::Channel>,
+    /// Where the last reads of files stopped (Read's paging).
+    marks: read::Marks,
 }
 
 impl BuiltinTools {
@@ -233,6 +235,7 @@ impl BuiltinTools {
                 masker,
                 shell: bash::resolve_shell(std::env::var_os("SHELL").as_deref()),
                 fs: None,
+                marks: read::Marks::default(),
             }),
         })
     }

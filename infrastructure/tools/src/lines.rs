@@ -20,6 +20,8 @@ pub(crate) struct LineReader<R> {
     r: R,
     cap: usize,
     buf: Vec<u8>,
+    /// Bytes consumed from `r` so far.
+    pos: u64,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -28,7 +30,13 @@ impl<R: BufRead> LineReader<R> {
             r,
             cap,
             buf: Vec::new(),
+            pos: 0,
         }
+    }
+
+    /// Bytes consumed from the input so far: where the next line starts.
+    pub(crate) fn position(&self) -> u64 {
+        self.pos
     }
 
     /// The next line, `None` at the end of input.
@@ -58,7 +66,9 @@ impl<R: BufRead> LineReader<R> {
                 cut = true;
             }
             self.buf.extend_from_slice(&avail[..take.min(room)]);
-            self.r.consume(if done { take + 1 } else { take });
+            let used = if done { take + 1 } else { take };
+            self.r.consume(used);
+            self.pos += used as u64;
             if done {
                 break;
             }
@@ -106,6 +116,7 @@ impl<R: BufRead> LineReader<R> {
                 partial = false;
             }
             self.r.consume(used);
+            self.pos += used as u64;
         }
         Ok(skipped)
     }

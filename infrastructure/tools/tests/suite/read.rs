@@ -242,3 +242,89 @@ async fn a_secret_straddling_a_line_cut_is_masked_whole_in_read_and_grep() {
         "a part of the secret leaked: {text}"
     );
 }
+
+/// The offset the trailer of a page names, when there are more lines.
+fn read_on(out: &str) -> Option<u64> {
+    let i = out.rfind("read on with offset=")?;
+    let digits: String = out[i + "read on with offset=".len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+#[tokio::test]
+async fn paging_through_a_file_gives_what_fresh_reads_give_and_sees_a_rewrite() {
+    // Pages cut by the byte budget and by `limit`, a BOM, CRLF lines and a long line: each
+    // page of the paged tools (which resume at their mark) equals a read by fresh tools
+    // (which count from the start).
+    let mut text = String::from("\u{feff}");
+    for i in 1..=3000 {
+        if i == 1500 {
+            text.push_str(&"x".repeat(5000));
+            text.push('\n');
+        } else if i % 7 == 0 {
+            text.push_str(&format!("line {i} crlf\r\n"));
+        } else {
+            text.push_str(&format!("line {i}\n"));
+        }
+    }
+    let limits = awf_tools::Limits {
+        read_budget: 4096,
+        ..awf_tools::Limits::default()
+    };
+    let ws = Ws::with_limits(limits.clone());
+    ws.write("big.txt", &text);
+    for limit in [None, Some(37u64)] {
+        let mut offset = 1u64;
+        let mut pages = 0;
+        loop {
+            let mut args = json!({"path": "big.txt", "offset": offset});
+            if let Some(l) = limit {
+                args["limit"] = json!(l);
+            }
+            let paged = ok(&ws.call("Read", args.clone()).await).to_owned();
+            let fresh_tools =
+                awf_tools::BuiltinTools::with_limits(&ws.root, limits.clone()).unwrap();
+            let fresh = call_with(
+                &fresh_tools,
+                "Read",
+                args,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await;
+            assert_eq!(paged, ok(&fresh), "offset {offset}, limit {limit:?}");
+            pages += 1;
+            match read_on(&paged) {
+                Some(next) => offset = next,
+                None => break,
+            }
+        }
+        assert!(pages > 10, "{pages} pages");
+    }
+    // A rewrite of the file between two pages (same size, other text) is read as it is now.
+    let first = ok(&ws
+        .call("Read", json!({"path": "big.txt", "limit": 100}))
+        .await)
+    .to_owned();
+    let next = read_on(&first).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    ws.write("big.txt", text.replace("line ", "LINE "));
+    let page = ok(&ws
+        .call(
+            "Read",
+            json!({"path": "big.txt", "offset": next, "limit": 1}),
+        )
+        .await)
+    .to_owned();
+    assert!(
+        page.starts_with(&format!("{next:>6}\tLINE {next}")),
+        "{page}"
+    );
+    // Going back to an earlier offset reads it too.
+    let again = ok(&ws
+        .call("Read", json!({"path": "big.txt", "offset": 2, "limit": 1}))
+        .await)
+    .to_owned();
+    assert!(again.starts_with("     2\tLINE 2\n"), "{again}");
+}
