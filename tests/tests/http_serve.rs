@@ -2,6 +2,8 @@
 //! workflows list, starting a run, its status, its SSE stream (two subscribers, one
 //! reconnecting with `Last-Event-ID`), problem documents, cancel, SIGTERM, history.
 
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::io::BufRead;
 use std::io::BufReader;
 use std::process::Child;
