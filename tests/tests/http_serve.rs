@@ -85,8 +85,14 @@ fn sandbox() -> Sandbox {
 }
 
 fn start(sb: &Sandbox) -> Server {
+    start_with(sb, &[])
+}
+
+fn start_with(sb: &Sandbox, extra: &[&str]) -> Server {
+    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
+    args.extend_from_slice(extra);
     let mut child = sb
-        .cmd(&["serve", "--addr", "127.0.0.1:0"])
+        .cmd(&args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -403,4 +409,56 @@ fn a_non_loopback_address_is_refused() {
         r.stderr
     );
     assert!(r.stderr.contains("loopback"), "{}", r.stderr);
+}
+
+#[test]
+fn a_token_guards_every_route() {
+    let mut sb = sandbox();
+    sb.set_env("HTTP_TEST_TOKEN", "t0k3n-value");
+    let s = start_with(&sb, &["--token-env", "HTTP_TEST_TOKEN"]);
+    let url = format!("{}/api/workflows", s.base);
+    for extra in [
+        vec![],
+        vec!["-H", "Authorization: Bearer wrong"],
+        vec!["-H", "Authorization: Bearer t0k3n-valu"],
+        vec!["-H", "Authorization: t0k3n-value"],
+    ] {
+        let mut a = extra.clone();
+        a.push(&url);
+        let (code, body, ctype) = curl(&a);
+        assert_eq!(code, 401, "{extra:?}: {body}");
+        assert_eq!(ctype, "application/problem+json");
+        assert_eq!(json(&body)["code"], "USER.FACADE.UNAUTHORIZED");
+        assert!(!body.contains("t0k3n"), "{body}");
+    }
+    let auth = "Authorization: Bearer t0k3n-value";
+    let (code, body, _) = curl(&["-H", auth, &url]);
+    assert_eq!(code, 200, "{body}");
+    let (code, body, _) = curl(&[
+        "-H",
+        auth,
+        &format!("{}/api/executions/nope/events", s.base),
+    ]);
+    assert_eq!(code, 404, "{body}");
+}
+
+#[test]
+fn a_non_loopback_address_needs_a_set_token_variable() {
+    let sb = sandbox();
+    let r = sb
+        .run(&[
+            "serve",
+            "--addr",
+            "0.0.0.0:0",
+            "--token-env",
+            "HTTP_UNSET_TOKEN",
+        ])
+        .unwrap();
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("HTTP_UNSET_TOKEN"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("USER.INPUT.VALIDATION_FAILED"),
+        "{}",
+        r.stderr
+    );
 }

@@ -64,6 +64,9 @@ pub struct HttpConfig {
     pub working_dir: std::path::PathBuf,
     /// Project configuration inputs (lower precedence than the request's).
     pub config_inputs: Map<String, Value>,
+    /// The bearer token every `/api` request must carry (`Authorization: Bearer <token>`),
+    /// compared in constant time; `None` = no authentication (loopback only). Never logged.
+    pub token: Option<String>,
     /// How long, after shutdown was asked, open connections (SSE streams of cancelled
     /// runs) get to finish before the server returns.
     pub drain: Duration,
@@ -136,6 +139,7 @@ impl IntoResponse for Problem {
 
 /// The router with every route of this slice.
 pub fn router(cfg: HttpConfig) -> Router {
+    let cfg = Arc::new(cfg);
     Router::new()
         .route("/api/workflows", get(list_workflows))
         .route("/api/workflows/{scope}/{name}/run", post(run_workflow))
@@ -145,7 +149,54 @@ pub fn router(cfg: HttpConfig) -> Router {
         )
         .route("/api/executions/{id}/events", get(stream_events))
         .fallback(not_found)
-        .with_state(Arc::new(cfg))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&cfg),
+            require_token,
+        ))
+        .with_state(cfg)
+}
+
+/// Whether `a` and `b` are equal, in time that depends only on their lengths (not on where
+/// they differ).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().max(b.len());
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+async fn require_token(
+    State(cfg): State<Arc<HttpConfig>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(token) = &cfg.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            let mut r = Problem::with_status(
+                StatusCode::UNAUTHORIZED,
+                AwfError::new(
+                    ErrorCode::UserFacadeUnauthorized,
+                    "missing or wrong bearer token",
+                )
+                .with_hint("send `Authorization: Bearer <token>`"),
+            )
+            .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(request).await
 }
 
 /// Serves `router(cfg)` on `listener` until `shutdown` is cancelled; then stops accepting,
@@ -400,6 +451,15 @@ async fn stream_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret1"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
 
     #[test]
     fn scope_grammar() {

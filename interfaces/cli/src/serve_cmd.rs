@@ -1,6 +1,6 @@
 //! `awf serve`: the HTTP API (awf-http) over the run service of
-//! [`crate::wiring::served_run_service`]. First slice: loopback addresses only (no token
-//! yet), the routes listed in awf-http's crate docs.
+//! [`crate::wiring::served_run_service`]. First slice: the routes listed in awf-http's crate
+//! docs; loopback addresses unless a bearer token is configured (`--token-env NAME`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,11 +15,12 @@ use crate::ctx::Ctx;
 use crate::errors::CliError;
 use crate::errors::Outcome;
 
-/// Parses `--addr` and refuses a non-loopback address (no authentication exists yet).
+/// Parses `--addr` and refuses a non-loopback address unless requests need a token.
 ///
 /// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` for an address that does not parse or is not loopback.
-pub fn parse_addr(text: &str) -> Result<SocketAddr, AwfError> {
+/// `USER.INPUT.VALIDATION_FAILED` for an address that does not parse, or is not loopback
+/// while `with_token` is false.
+pub fn parse_addr(text: &str, with_token: bool) -> Result<SocketAddr, AwfError> {
     let addr: SocketAddr = text.trim().parse().map_err(|e| {
         AwfError::new(
             ErrorCode::UserInputValidationFailed,
@@ -27,19 +28,44 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, AwfError> {
         )
         .with_hint("use HOST:PORT, e.g. --addr 127.0.0.1:2511 or --addr [::1]:2511")
     })?;
-    if !addr.ip().is_loopback() {
+    if !addr.ip().is_loopback() && !with_token {
         return Err(AwfError::new(
             ErrorCode::UserInputValidationFailed,
-            format!("--addr {addr} is not a loopback address; awf serve has no authentication yet"),
+            format!("--addr {addr} is not a loopback address and no token is required"),
         )
-        .with_hint("bind 127.0.0.1 or ::1 and put an authenticating reverse proxy in front"));
+        .with_hint(
+            "set a token in a variable and name it: AWF_API_TOKEN=… awf serve --token-env AWF_API_TOKEN",
+        ));
     }
     Ok(addr)
 }
 
+/// The token `--token-env NAME` names.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` when the variable is unset or empty.
+pub fn token_of(
+    name: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, AwfError> {
+    match env.get(name) {
+        Some(v) if !v.is_empty() => Ok(v.clone()),
+        _ => Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--token-env {name}: the variable is not set or empty"),
+        )
+        .with_hint(format!("export {name}=<a long random token>"))),
+    }
+}
+
 /// Runs `awf serve`.
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
-    let addr = parse_addr(&args.addr)?;
+    let env_now = crate::wiring::process_env();
+    let token = match &args.token_env {
+        Some(name) => Some(token_of(name, &env_now)?),
+        None => None,
+    };
+    let addr = parse_addr(&args.addr, token.is_some())?;
     let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
     crate::run_cmd::warn_unrecorded(&w);
     let config = w.config()?;
@@ -67,6 +93,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         env,
         working_dir: w.cwd.clone(),
         config_inputs: config.inputs,
+        token,
         drain: Duration::from_millis(5500),
     };
     let shutdown = CancellationToken::new();
@@ -86,10 +113,21 @@ mod tests {
 
     #[test]
     fn only_loopback_addresses_are_accepted() {
-        assert!(parse_addr("127.0.0.1:2511").is_ok());
-        assert!(parse_addr("[::1]:0").is_ok());
-        let e = parse_addr("0.0.0.0:2511").unwrap_err();
+        assert!(parse_addr("127.0.0.1:2511", false).is_ok());
+        assert!(parse_addr("[::1]:0", false).is_ok());
+        let e = parse_addr("0.0.0.0:2511", false).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
-        assert!(parse_addr("localhost").is_err());
+        assert!(parse_addr("0.0.0.0:2511", true).is_ok());
+        assert!(parse_addr("localhost", true).is_err());
+    }
+
+    #[test]
+    fn the_token_variable_must_hold_a_value() {
+        let mut env = std::collections::BTreeMap::new();
+        assert!(token_of("T", &env).is_err());
+        env.insert("T".to_owned(), String::new());
+        assert!(token_of("T", &env).is_err());
+        env.insert("T".to_owned(), "s3cret".to_owned());
+        assert_eq!(token_of("T", &env).unwrap(), "s3cret");
     }
 }
