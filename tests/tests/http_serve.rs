@@ -213,6 +213,7 @@ fn serve_lists_starts_reports_and_streams_a_run() {
     assert_eq!(st["execution_id"], id.as_str());
     assert_eq!(st["workflow_name"], "hello");
     assert_eq!(st["exit_code"], 0);
+    assert_eq!(st["states"]["greet"]["status"], "completed", "{st}");
 
     // The whole log, replayed after the run ended; then from a position (both ways).
     let all = follow(&s, &id, &[]);
@@ -354,6 +355,9 @@ fn cancel_stops_a_sleeping_run_and_leaves_no_process() {
     let s = start(&sb);
     let id = start_run(&s, "sleeper", "{}");
     wait_for("the sleep to start", || sleeps(&sb) > 0);
+    let st = status(&s, &id);
+    assert_eq!(st["status"], "running", "{st}");
+    assert_eq!(st["states"]["nap"]["status"], "running", "{st}");
     let url = format!("{}/api/executions/{id}", s.base);
     let (code, body, _) = curl(&["-X", "DELETE", &url]);
     assert_eq!(code, 204, "{body}");
@@ -361,6 +365,9 @@ fn cancel_stops_a_sleeping_run_and_leaves_no_process() {
         status(&s, &id)["status"] == "cancelled"
     });
     wait_for("the sleep to go", || sleeps(&sb) == 0);
+    let st = status(&s, &id);
+    assert_eq!(st["states"]["nap"]["status"], "cancelled", "{st}");
+    assert_eq!(st["exit_code"], 130, "{st}");
     // Idempotent once finished; the stream ends with the final event.
     let (code, _, _) = curl(&["-X", "DELETE", &url]);
     assert_eq!(code, 204);

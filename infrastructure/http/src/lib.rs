@@ -6,7 +6,8 @@
 //! - `POST /api/workflows/{scope}/{name}/run` with `{"inputs":{…}}` → 202
 //!   `{"body":{"execution_id":"…","status":"accepted"}}`
 //! - `GET /api/executions/{id}` → 200 `{"body":{execution_id, workflow_name, status,
-//!   current_step, phase, exit_code}}` (status: `running|completed|failed|cancelled`)
+//!   current_step, phase, exit_code, states}}` (status: `running|completed|failed|cancelled`;
+//!   `states`: name → `{"status"}` for a run in memory, `null` for one read from the store)
 //! - `DELETE /api/executions/{id}` → 204 (cancel, idempotent; 404 for a run never seen)
 //! - `GET /api/executions/{id}/events` → `text/event-stream`: one frame per event of the
 //!   run's log, `event:` = the event's `type`, `id:` = its log position, `data:` = the event
@@ -360,8 +361,14 @@ async fn get_execution(
     State(cfg): State<Arc<HttpConfig>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, Problem> {
-    let v = cfg.service.get(&RunId(id))?;
+    let run_id = RunId(id);
+    let v = cfg.service.get(&run_id)?;
+    let states = match cfg.service.subscribe(&run_id, 1) {
+        Ok(sub) => Value::Object(states_so_far(sub, &run_id)),
+        Err(_) => Value::Null,
+    };
     Ok(envelope(json!({
+        "states": states,
         "execution_id": v.run_id.0,
         "workflow_name": v.workflow,
         "status": status_name(v.status),
@@ -369,6 +376,42 @@ async fn get_execution(
         "phase": v.phase,
         "exit_code": v.exit_code,
     })))
+}
+
+/// The run's top-level states as its log shows them now: state name → `{"status"}`
+/// (`running` once started, then the status its `step_finished` carries). Reads only what
+/// the log holds already (never waits for the next event).
+fn states_so_far(mut sub: Box<dyn Subscription>, run_id: &RunId) -> Map<String, Value> {
+    use futures::FutureExt;
+    let mut states = Map::new();
+    while let Some(Some(item)) = sub.next().now_or_never() {
+        let SubscriptionItem::Event { envelope, .. } = item else {
+            continue;
+        };
+        if envelope.run_id != *run_id {
+            continue;
+        }
+        let Ok(v) = serde_json::to_value(&envelope.event) else {
+            continue;
+        };
+        match v.get("type").and_then(Value::as_str) {
+            Some("step_started") => {
+                if let Some(step) = v.get("step").and_then(Value::as_str) {
+                    states.insert(step.to_owned(), json!({ "status": "running" }));
+                }
+            }
+            Some("step_finished") => {
+                let st = v.get("state");
+                let name = st.and_then(|s| s.get("name")).and_then(Value::as_str);
+                let status = st.and_then(|s| s.get("status")).cloned();
+                if let (Some(n), Some(status)) = (name, status) {
+                    states.insert(n.to_owned(), json!({ "status": status }));
+                }
+            }
+            _ => {}
+        }
+    }
+    states
 }
 
 async fn cancel_execution(
