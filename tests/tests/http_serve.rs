@@ -232,6 +232,18 @@ fn serve_lists_starts_reports_and_streams_a_run() {
     let tail = follow(&s, &id, &["--get", "--data", "after=3"]);
     assert_eq!(tail, all[3..].to_vec());
 
+    let (code, body, _) = curl(&[&format!("{}/api/executions", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let runs = json(&body)["body"]["executions"].clone();
+    let mine: Vec<&Value> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["execution_id"] == id.as_str())
+        .collect();
+    assert_eq!(mine.len(), 1, "{runs}");
+    assert_eq!(mine[0]["status"], "completed");
+
     // Recorded like any run started from the terminal.
     let h = sb.run(&["history", "--format", "json"]).unwrap();
     assert!(h.stdout.contains(&id), "{}\n{}", h.stdout, h.stderr);

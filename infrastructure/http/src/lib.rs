@@ -8,6 +8,8 @@
 //! - `GET /api/executions/{id}` → 200 `{"body":{execution_id, workflow_name, status,
 //!   current_step, phase, exit_code, states}}` (status: `running|completed|failed|cancelled`;
 //!   `states`: name → `{"status"}` for a run in memory, `null` for one read from the store)
+//! - `GET /api/executions` → 200 `{"body":{"executions":[…]}}`: live runs, then those
+//!   finished in memory, then recorded ones (the execution body without `states`)
 //! - `DELETE /api/executions/{id}` → 204 (cancel, idempotent; 404 for a run never seen)
 //! - `GET /api/executions/{id}/events` → `text/event-stream`: one frame per event of the
 //!   run's log, `event:` = the event's `type`, `id:` = its log position, `data:` = the event
@@ -144,6 +146,7 @@ pub fn router(cfg: HttpConfig) -> Router {
     Router::new()
         .route("/api/workflows", get(list_workflows))
         .route("/api/workflows/{scope}/{name}/run", post(run_workflow))
+        .route("/api/executions", get(list_executions))
         .route(
             "/api/executions/{id}",
             get(get_execution).delete(cancel_execution),
@@ -357,6 +360,28 @@ pub fn status_name(s: StoredStatus) -> &'static str {
     }
 }
 
+fn execution_json(v: awf_domain::ports::service::RunView) -> Value {
+    json!({
+        "execution_id": v.run_id.0,
+        "workflow_name": v.workflow,
+        "status": status_name(v.status),
+        "current_step": v.current_state.unwrap_or_default(),
+        "phase": v.phase,
+        "exit_code": v.exit_code,
+    })
+}
+
+async fn list_executions(State(cfg): State<Arc<HttpConfig>>) -> Result<Json<Value>, Problem> {
+    let runs: Vec<Value> = cfg
+        .service
+        .list()?
+        .into_iter()
+        .filter(|v| v.parent_run_id.is_none())
+        .map(execution_json)
+        .collect();
+    Ok(envelope(json!({ "executions": runs })))
+}
+
 async fn get_execution(
     State(cfg): State<Arc<HttpConfig>>,
     Path(id): Path<String>,
@@ -367,15 +392,11 @@ async fn get_execution(
         Ok(sub) => Value::Object(states_so_far(sub, &run_id)),
         Err(_) => Value::Null,
     };
-    Ok(envelope(json!({
-        "states": states,
-        "execution_id": v.run_id.0,
-        "workflow_name": v.workflow,
-        "status": status_name(v.status),
-        "current_step": v.current_state.unwrap_or_default(),
-        "phase": v.phase,
-        "exit_code": v.exit_code,
-    })))
+    let mut body = execution_json(v);
+    if let Value::Object(m) = &mut body {
+        m.insert("states".to_owned(), states);
+    }
+    Ok(envelope(body))
 }
 
 /// The run's top-level states as its log shows them now: state name → `{"status"}`
