@@ -397,6 +397,24 @@ fn sigterm_cancels_live_runs_and_exits() {
     let mut s = start(&sb);
     let id = start_run(&s, "sleeper", "{}");
     wait_for("the sleep to start", || sleeps(&sb) > 0);
+    // A subscriber following the run when the server is told to stop: connected (its first
+    // frame read) before the SIGTERM.
+    let mut sub = Command::new("curl")
+        .args(["-s", "-N", "--max-time", "60"])
+        .arg(format!("{}/api/executions/{id}/events", s.base))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(sub.stdout.take().unwrap());
+    let mut seen = String::new();
+    while parse_frames(&seen).is_empty() {
+        let mut line = String::new();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "stream ended early"
+        );
+        seen.push_str(&line);
+    }
     let pid = s.child.id().to_string();
     assert!(
         Command::new("kill")
@@ -411,6 +429,13 @@ fn sigterm_cancels_live_runs_and_exits() {
         code.is_some()
     });
     assert_eq!(code.unwrap().code(), Some(0));
+    std::io::Read::read_to_string(&mut reader, &mut seen).unwrap();
+    let _ = sub.wait();
+    let frames = parse_frames(&seen);
+    assert_eq!(frames.first().unwrap().1, "run_started");
+    let last = frames.last().unwrap();
+    assert_eq!(last.1, "run_finished", "{:?}", names(&frames));
+    assert_eq!(last.2["event"]["result"]["status"], "cancelled");
     wait_for("no process left", || sb.processes().is_empty());
     let h = sb.run(&["history", "--format", "json"]).unwrap();
     assert!(h.stdout.contains(&id), "{}", h.stdout);
