@@ -113,6 +113,9 @@ error_codes! {
     UserFacadeRunLimit => "USER.FACADE.RUN_LIMIT", User,
         "The cap on concurrent runs of this process is reached; the run was not started (nothing queues it).",
         "Wait for a run to finish (or cancel one), then start it again.";
+    UserFacadeUnauthorized => "USER.FACADE.UNAUTHORIZED", User,
+        "An HTTP request to `awf serve` carried no bearer token or a wrong one (the server was started with `--token-env`).",
+        "Send `Authorization: Bearer <token>` with the value of the variable `--token-env` names.";
     UserAgentInvalidOption => "USER.AGENT.INVALID_OPTION", User,
         "An agent step's provider option has a wrong value or type (for example a model name the provider does not accept).",
         "Fix the option under `options:`; the message names what the provider accepts.";

@@ -196,7 +196,8 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Success)
 }
 
-fn spawn_signal_watch(shutdown: CancellationToken) {
+/// Cancels `shutdown` at the first SIGTERM or SIGINT (also used by `awf serve`).
+pub(crate) fn spawn_signal_watch(shutdown: CancellationToken) {
     use tokio::signal::unix::SignalKind;
     use tokio::signal::unix::signal;
     let mut term = signal(SignalKind::terminate()).ok();

@@ -214,6 +214,14 @@ pub enum Command {
         override_usage = "awf acp-serve [--config <FILE>] [--workflow <NAME>]"
     )]
     AcpServe(AcpServeArgs),
+    /// Serve the HTTP API (first slice): list workflows, start runs, read, cancel and follow
+    /// them (SSE). Loopback unless `--token-env` names a token. Ends at SIGTERM/SIGINT, cancelling live runs. See
+    /// README "awf serve (first slice)".
+    #[command(
+        name = "serve",
+        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>]"
+    )]
+    Serve(ServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
     #[command(name = "__watchdog", hide = true)]
     Watchdog,
@@ -384,6 +392,19 @@ pub struct McpServeArgs {
     /// be asked over a tool call).
     #[arg(long)]
     pub yes: bool,
+}
+
+/// `awf serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (a loopback address; port 0 picks a free port, printed on
+    /// stdout as `AWF API server listening on http://HOST:PORT`).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:2511")]
+    pub addr: String,
+    /// Environment variable holding the bearer token every request must carry
+    /// (`Authorization: Bearer <token>`); required to bind a non-loopback address.
+    #[arg(long, value_name = "NAME")]
+    pub token_env: Option<String>,
 }
 
 /// `awf acp-serve`.

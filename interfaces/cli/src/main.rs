@@ -24,6 +24,7 @@ mod proxy;
 mod run_cmd;
 mod run_help;
 mod runs_cmd;
+mod serve_cmd;
 mod stdout_check;
 mod style;
 mod table;
@@ -117,7 +118,7 @@ fn main() -> ExitCode {
         watchdog::install();
         // And the per-call MCP files a killed awf left in the temp dir go now.
         let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
-    } else if matches!(cli.command, Command::AcpServe(_)) {
+    } else if matches!(cli.command, Command::AcpServe(_) | Command::Serve(_)) {
         // The same for the runs an editor starts, beside the server's start-up rather than
         // before `initialize` is answered: no step can start before the client's
         // `initialize`, `session/new` and `session/prompt` round trips.
@@ -174,7 +175,7 @@ fn main() -> ExitCode {
         Ok(rt) => {
             let watched = matches!(
                 cli.command,
-                Command::Run(_) | Command::Resume(_) | Command::AcpServe(_)
+                Command::Run(_) | Command::Resume(_) | Command::AcpServe(_) | Command::Serve(_)
             );
             let is_mcp_serve = matches!(cli.command, Command::McpServe(_));
             let outcome = if watched {
@@ -412,6 +413,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::Config(args) => runs_cmd::config(ctx, args),
         Command::McpServe(args) => mcp_cmd::run(ctx, args).await,
         Command::AcpServe(args) => acp_cmd::run(ctx, args).await,
+        Command::Serve(args) => serve_cmd::run(ctx, args).await,
         Command::Watchdog => Ok(Outcome::Success),
     };
     match result {

@@ -1,0 +1,133 @@
+//! `awf serve`: the HTTP API (awf-http) over the run service of
+//! [`crate::wiring::served_run_service`]. First slice: the routes listed in awf-http's crate
+//! docs; loopback addresses unless a bearer token is configured (`--token-env NAME`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::ServeArgs;
+use crate::ctx::Ctx;
+use crate::errors::CliError;
+use crate::errors::Outcome;
+
+/// Parses `--addr` and refuses a non-loopback address unless requests need a token.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for an address that does not parse, or is not loopback
+/// while `with_token` is false.
+pub fn parse_addr(text: &str, with_token: bool) -> Result<SocketAddr, AwfError> {
+    let addr: SocketAddr = text.trim().parse().map_err(|e| {
+        AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--addr {text:?} is not an address: {e}"),
+        )
+        .with_hint("use HOST:PORT, e.g. --addr 127.0.0.1:2511 or --addr [::1]:2511")
+    })?;
+    if !addr.ip().is_loopback() && !with_token {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--addr {addr} is not a loopback address and no token is required"),
+        )
+        .with_hint(
+            "set a token in a variable and name it: AWF_API_TOKEN=… awf serve --token-env AWF_API_TOKEN",
+        ));
+    }
+    Ok(addr)
+}
+
+/// The token `--token-env NAME` names.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` when the variable is unset or empty.
+pub fn token_of(
+    name: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Result<String, AwfError> {
+    match env.get(name) {
+        Some(v) if !v.is_empty() => Ok(v.clone()),
+        _ => Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--token-env {name}: the variable is not set or empty"),
+        )
+        .with_hint(format!("export {name}=<a long random token>"))),
+    }
+}
+
+/// Runs `awf serve`.
+pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
+    let env_now = crate::wiring::process_env();
+    let token = match &args.token_env {
+        Some(name) => Some(token_of(name, &env_now)?),
+        None => None,
+    };
+    let addr = parse_addr(&args.addr, token.is_some())?;
+    let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
+    crate::run_cmd::warn_unrecorded(&w);
+    let config = w.config()?;
+    let services = w.services.clone();
+    let repository = Arc::clone(&services.repository);
+    let service = crate::wiring::served_run_service(services);
+    let env: Vec<(String, String)> = w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        AwfError::new(
+            ErrorCode::SystemIoPermissionDenied,
+            format!("cannot listen on {addr}: {e}"),
+        )
+        .with_hint("pick another port with --addr 127.0.0.1:PORT (0 = any free port)")
+    })?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "AWF API server listening on http://{bound}");
+        let _ = out.flush();
+    }
+    let cfg = awf_http::HttpConfig {
+        service,
+        repository,
+        env,
+        working_dir: w.cwd.clone(),
+        config_inputs: config.inputs,
+        token,
+        drain: Duration::from_millis(5500),
+    };
+    let shutdown = CancellationToken::new();
+    crate::acp_cmd::spawn_signal_watch(shutdown.clone());
+    awf_http::serve(cfg, listener, shutdown).await?;
+    awf_exec::kill_all_now();
+    awf_exec::sweep_adopted().await;
+    if let Some(r) = &w.recorder {
+        r.flush();
+    }
+    Ok(Outcome::Success)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_addresses_are_accepted() {
+        assert!(parse_addr("127.0.0.1:2511", false).is_ok());
+        assert!(parse_addr("[::1]:0", false).is_ok());
+        let e = parse_addr("0.0.0.0:2511", false).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert!(parse_addr("0.0.0.0:2511", true).is_ok());
+        assert!(parse_addr("localhost", true).is_err());
+    }
+
+    #[test]
+    fn the_token_variable_must_hold_a_value() {
+        let mut env = std::collections::BTreeMap::new();
+        assert!(token_of("T", &env).is_err());
+        env.insert("T".to_owned(), String::new());
+        assert!(token_of("T", &env).is_err());
+        env.insert("T".to_owned(), "s3cret".to_owned());
+        assert_eq!(token_of("T", &env).unwrap(), "s3cret");
+    }
+}
