@@ -109,31 +109,17 @@ impl Run {
             Ok(t) => t,
             Err(e) => return fail(st, e),
         };
-        let mut request = self.agent_request(
+        let request = self.agent_request(
             &prepared,
             prepared.prompt.clone(),
             prepared.session.clone(),
             deadline,
         );
-        tools.attach(&mut request);
-        let (callback, flush) = self.agent_callback(name, at);
-        let result = self
-            .execute_agent(
-                provider.as_ref(),
-                request,
-                callback,
-                &flush,
-                &tools,
-                name,
-                at,
-                token,
-            )
+        let (result, calls) = self
+            .call_agent(provider.as_ref(), request, tools, name, at, token)
             .await;
-        flush();
         let mut st = st;
-        st.tool_calls = tools.take_calls();
-        // The proxy's files go now, cancelled or not.
-        drop(tools);
+        st.tool_calls = calls;
         match result {
             Ok(resp) => {
                 st.response = resp.response;
@@ -191,6 +177,31 @@ impl Run {
                 fail(st, e)
             }
         }
+    }
+
+    /// One call (or conversation turn) of `provider` with the call's `tools` attached: the
+    /// agent's chunks streamed into the run, the proxy's tool calls published as they come.
+    /// Gives the result and the router's calls; the proxy's files go when it returns,
+    /// cancelled or not.
+    async fn call_agent(
+        &self,
+        provider: &dyn awf_domain::ports::AgentProvider,
+        mut request: AgentRequest,
+        tools: super::agent_tools::CallTools,
+        name: &str,
+        at: At<'_>,
+        token: &CancellationToken,
+    ) -> (
+        Result<awf_domain::ports::agent::AgentResponse, AwfError>,
+        Vec<awf_domain::run::ToolCallEntry>,
+    ) {
+        tools.attach(&mut request);
+        let (callback, flush) = self.agent_callback(name, at);
+        let result = self
+            .execute_agent(provider, request, callback, &flush, &tools, name, at, token)
+            .await;
+        flush();
+        (result, tools.take_calls())
     }
 
     /// Applies `output_format` and completes the state.
@@ -458,27 +469,15 @@ impl Run {
             if !warned {
                 warned = self.warn_if_fresh(name, at, provider.as_ref(), Some(&session));
             }
-            let mut request =
+            let request =
                 self.agent_request(&prepared, message.clone(), Some(session.clone()), deadline);
             // Each turn gets its own proxy (shared/spec/mcp.md §3.2), gone when the turn ends.
             let result = match self.call_tools(name, step, provider.as_ref(), at) {
                 Ok(tools) => {
-                    tools.attach(&mut request);
-                    let (callback, flush) = self.agent_callback(name, at);
-                    let r = self
-                        .execute_agent(
-                            provider.as_ref(),
-                            request,
-                            callback,
-                            &flush,
-                            &tools,
-                            name,
-                            at,
-                            token,
-                        )
+                    let (r, calls) = self
+                        .call_agent(provider.as_ref(), request, tools, name, at, token)
                         .await;
-                    flush();
-                    st.tool_calls.extend(tools.take_calls());
+                    st.tool_calls.extend(calls);
                     r
                 }
                 Err(e) => Err(e),
