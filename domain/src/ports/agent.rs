@@ -87,6 +87,13 @@ pub struct AgentRequest {
 /// Source: shared/spec/mcp.md §3.4.
 pub const MCP_PROXY_NAME: &str = "awf-proxy";
 
+/// Whether `name` is reserved for awf's own proxy ([`MCP_PROXY_NAME`] or `awf-proxy-<…>`): an
+/// editor's MCP server may not use it, since it would replace the auditing proxy.
+/// Source: shared/spec/mcp.md §3.6.
+pub fn is_reserved_mcp_name(name: &str) -> bool {
+    name == MCP_PROXY_NAME || name.starts_with("awf-proxy-")
+}
+
 /// One MCP server to start over stdio: what a CLI's MCP configuration names (`command`,
 /// `args`, `env`). Source: MCP 2025-11-25 "stdio" transport; ACP v1 `McpServerStdio`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -634,7 +634,7 @@ fn check_mcp_servers(params: &Value) -> Result<Vec<McpServer>, RpcErr> {
         if name.contains('\0') {
             return Err(bad(i, "`name` contains a NUL character".into()));
         }
-        if name == awf_domain::ports::agent::MCP_PROXY_NAME || name.starts_with("awf-proxy-") {
+        if awf_domain::ports::agent::is_reserved_mcp_name(&name) {
             return Err(bad(
                 i,
                 format!("the name {name:?} is reserved for awf's own MCP proxy; rename the server"),

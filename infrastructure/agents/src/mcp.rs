@@ -23,11 +23,6 @@ pub(crate) fn attachment(request: &AgentRequest) -> Option<&McpAttachment> {
     request.mcp.as_ref().filter(|m| !m.is_empty())
 }
 
-/// Whether `name` is reserved for awf's own proxy (`awf-proxy`, `awf-proxy-…`).
-pub(crate) fn is_reserved(name: &str) -> bool {
-    name == MCP_PROXY_NAME || name.starts_with("awf-proxy-")
-}
-
 /// The servers one call declares, in order: the proxy first (under `proxy_name`), then the
 /// editor's servers. An editor server with a reserved name is dropped (the proxy is never
 /// replaced); of two editor servers with one name the later wins.
@@ -40,7 +35,7 @@ pub(crate) fn servers(att: &McpAttachment, proxy_name: &str) -> Vec<McpServer> {
         });
     }
     for s in &att.extra {
-        if is_reserved(&s.name) || s.name == proxy_name {
+        if awf_domain::ports::agent::is_reserved_mcp_name(&s.name) || s.name == proxy_name {
             tracing::warn!(
                 server = %s.name,
                 "an editor MCP server may not use awf's reserved proxy name; it is left out"
