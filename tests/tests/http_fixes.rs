@@ -7,118 +7,37 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::io::Read;
-use std::io::Write;
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::Mutex;
 
 use awf_tests::Sandbox;
+use awf_tests::http_test::Reply;
+use awf_tests::http_test::Seen;
+use awf_tests::http_test::Server;
 use serde_json::Value;
-
-/// One request as a server saw it: method, path, headers (names lower case).
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-}
 
 /// `/echo` answers the request's headers; `/redirect/N?<target>` answers N with
 /// `Location: <target>`; anything else 200 `hello`.
-struct Server {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Server {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let log = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || serve(stream, &log));
-            }
-        });
-        Self { base, seen }
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn serve(mut stream: std::net::TcpStream, log: &Mutex<Vec<Seen>>) {
-    let mut r = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if r.read_line(&mut line).is_err() {
-        return;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_owned();
-    let path = parts.next().unwrap_or_default().to_owned();
-    let mut headers = Vec::new();
-    let mut len = 0usize;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).is_err() {
-            return;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap_or(0);
-            }
-            headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
-    let mut body = vec![0; len];
-    if r.read_exact(&mut body).is_err() {
-        return;
-    }
-    log.lock().unwrap().push(Seen {
-        method: method.clone(),
-        path: path.clone(),
-        headers: headers.clone(),
-    });
-    let mut extra = String::new();
-    let (status, text) = if let Some((n, target)) = path
+fn route(req: &Seen) -> Reply {
+    if let Some((n, target)) = req
+        .path
         .strip_prefix("/redirect/")
         .and_then(|r| r.split_once('?'))
     {
-        extra = format!("Location: {target}\r\n");
-        (n.parse::<u16>().unwrap_or(302), String::new())
-    } else if path == "/echo" {
-        let hs: Vec<String> = headers.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        (200, format!("{method} {}", hs.join(";")))
+        Reply {
+            status: n.parse::<u16>().unwrap_or(302),
+            headers: format!("Location: {target}\r\n"),
+            body: String::new(),
+        }
+    } else if req.path == "/echo" {
+        let hs: Vec<String> = req
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        Reply::text(200, format!("{} {}", req.method, hs.join(";")))
     } else {
-        (200, "hello".to_owned())
-    };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n{extra}Content-Type: text/plain\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
+        Reply::text(200, "hello")
+    }
 }
 
 /// A workflow with one `http.request` state `call` whose `inputs:` block is `inputs` (YAML,
@@ -194,7 +113,7 @@ const BASIC_B64: &str = "YWxpY2U6cEBzcy13MHJk";
 #[test]
 fn userinfo_becomes_basic_auth_masked_in_the_result_and_every_file_of_the_run() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "userinfo.yaml",
@@ -237,7 +156,7 @@ fn userinfo_becomes_basic_auth_masked_in_the_result_and_every_file_of_the_run() 
 #[test]
 fn an_explicit_authorization_header_wins_over_userinfo() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "explicit.yaml",
@@ -271,8 +190,8 @@ fn an_explicit_authorization_header_wins_over_userinfo() {
 #[test]
 fn a_cross_origin_redirect_carries_no_credential_and_no_referer() {
     let sb = Sandbox::new().unwrap();
-    let first = Server::start();
-    let other = Server::start();
+    let first = Server::start(route);
+    let other = Server::start(route);
     let wf = sb
         .write(
             "redirect.yaml",
@@ -314,7 +233,7 @@ fn a_cross_origin_redirect_carries_no_credential_and_no_referer() {
 #[test]
 fn follow_redirects_false_answers_with_the_redirect_itself() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "noredirect.yaml",
@@ -343,7 +262,7 @@ fn follow_redirects_false_answers_with_the_redirect_itself() {
 #[test]
 fn validate_refuses_an_unknown_input_and_a_literal_method_awf_cannot_send() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "typos.yaml",

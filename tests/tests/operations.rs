@@ -3,123 +3,46 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::io::Read;
-use std::io::Write;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::Command;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::time::Duration;
 use std::time::Instant;
 
 use awf_tests::SANDBOX_MARK;
 use awf_tests::Sandbox;
+use awf_tests::http_test::Reply;
+use awf_tests::http_test::Seen;
+use awf_tests::http_test::Server;
 use awf_tests::mcp::config;
 use awf_tests::mcp::py_sdk;
 use serde_json::Value;
 use serde_json::json;
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
 /// The test's HTTP server: `/status/N` answers N; `/big/N` N bytes of `x`; `/slow` nothing
 /// for 60 s; `/echo` the request's method, headers and body; anything else 200 `hello`.
-struct Server {
-    base: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Server {
-    fn start() -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let log = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(stream) = stream else { continue };
-                let log = Arc::clone(&log);
-                std::thread::spawn(move || serve(stream, &log));
-            }
-        });
-        Self { base, seen }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-fn serve(mut stream: std::net::TcpStream, log: &Mutex<Vec<Seen>>) {
-    let mut r = BufReader::new(stream.try_clone().unwrap());
-    let mut line = String::new();
-    if r.read_line(&mut line).is_err() {
-        return;
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or_default().to_owned();
-    let path = parts.next().unwrap_or_default().to_owned();
-    let mut headers = Vec::new();
-    let mut len = 0usize;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).is_err() {
-            return;
-        }
-        let h = h.trim_end();
-        if h.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap_or(0);
-            }
-            headers.push((k.to_ascii_lowercase(), v.trim().to_owned()));
-        }
-    }
-    let mut body = vec![0; len];
-    if r.read_exact(&mut body).is_err() {
-        return;
-    }
-    let body = String::from_utf8_lossy(&body).into_owned();
-    log.lock().unwrap().push(Seen {
-        method: method.clone(),
-        path: path.clone(),
-        headers: headers.clone(),
-        body: body.clone(),
-    });
-    let (status, text) = if let Some(n) = path.strip_prefix("/status/") {
-        (n.parse::<u16>().unwrap_or(500), format!("status {n}"))
+fn route(req: &Seen) -> Reply {
+    let path = req.path.as_str();
+    if let Some(n) = path.strip_prefix("/status/") {
+        Reply::text(n.parse::<u16>().unwrap_or(500), format!("status {n}"))
     } else if let Some(n) = path.strip_prefix("/big/") {
-        (200, "x".repeat(n.parse().unwrap_or(0)))
+        Reply::text(200, "x".repeat(n.parse().unwrap_or(0)))
     } else if path == "/slow" {
         std::thread::sleep(Duration::from_secs(60));
-        (200, String::new())
+        Reply::text(200, "")
     } else if path == "/echo" {
-        let hs: Vec<String> = headers.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        (200, format!("{method} {}\n{body}", hs.join(";")))
+        let hs: Vec<String> = req
+            .headers
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        Reply::text(
+            200,
+            format!("{} {}\n{}", req.method, hs.join(";"), req.body),
+        )
     } else {
-        (200, "hello".to_owned())
-    };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n{text}",
-        text.len()
-    );
+        Reply::text(200, "hello")
+    }
 }
 
 fn fixture(name: &str) -> String {
@@ -153,7 +76,7 @@ fn run_json(sb: &Sandbox, args: &[&str]) -> (i32, Value, String) {
 #[test]
 fn the_go_http_fixtures_get_post_put_and_delete() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let url = srv.url("/echo");
     let (code, v, err) = run_json(
         &sb,
@@ -237,7 +160,7 @@ fn the_go_http_fixtures_get_post_put_and_delete() {
 #[test]
 fn a_500_is_an_answer_unless_retryable_then_it_is_retried_and_routed_by_on_failure() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "five.yaml",
@@ -296,7 +219,7 @@ states:
 #[test]
 fn transitions_see_the_response_and_continue_on_error_goes_on() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "route.yaml",
@@ -339,7 +262,7 @@ states:
 #[test]
 fn a_request_past_the_step_timeout_or_its_own_fails_in_time() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "slow.yaml",
@@ -417,7 +340,7 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
 #[test]
 fn a_secret_in_a_header_is_masked_in_the_result_state_and_transcript() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "secret.yaml",
@@ -486,7 +409,7 @@ states:
 #[test]
 fn a_body_over_the_cap_is_truncated_and_flagged() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let wf = sb
         .write(
             "big.yaml",
@@ -665,7 +588,7 @@ anyio.run(main)
 #[test]
 fn the_python_sdk_calls_http_request_through_mcp_serve() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let py = py_sdk();
     let audit = sb.path().join("tools.jsonl");
     let cfg = config(
@@ -748,7 +671,7 @@ fn the_python_sdk_calls_http_request_through_mcp_serve() {
 #[test]
 fn dry_run_and_diagram_show_operations_without_sending_anything() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let run = sb
         .run(&[
             "run",
@@ -780,7 +703,7 @@ fn dry_run_and_diagram_show_operations_without_sending_anything() {
 #[test]
 fn ctrl_c_stops_a_request_in_flight_and_the_run_is_cancelled() {
     let sb = Sandbox::new().unwrap();
-    let srv = Server::start();
+    let srv = Server::start(route);
     let child = sb
         .cmd(&[
             "run",
