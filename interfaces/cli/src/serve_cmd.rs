@@ -104,6 +104,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         })
     };
     let history = w.history_store().ok();
+    let states = w.services.state_store.clone();
     let service: Arc<dyn awf_domain::ports::service::RunService> =
         Arc::new(awf_application::RunManager::new(
             services,
@@ -139,6 +140,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         repository,
         validator,
         history,
+        states,
         env,
         working_dir: w.cwd.clone(),
         config_inputs: config.inputs,
