@@ -1018,3 +1018,54 @@ fn the_token_does_not_reach_the_steps() {
     assert!(!env.contains("tok-value-8c1f"), "{env}");
     assert!(!env.contains("HTTP_API_TOKEN"), "{env}");
 }
+
+#[test]
+fn the_token_does_not_reach_an_agents_in_process_bash_tool() {
+    let mock = MockLlm::start(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "dumped"}},
+            {"when_has_tools": true, "reply": {"tool": {"name": "Bash", "args": {"command": "env > envtool.txt"}}}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let mut sb = sandbox();
+    sb.set_env("HTTP_API_TOKEN", "tok-value-77ab");
+    let url = mock.url();
+    sb.write(
+        "wf/agent.yaml",
+        &format!(
+            "name: agent\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: dump the environment\n    options:\n      base_url: {url}/v1\n      model: mock-model\n      api_key: sk-test\n    mcp_proxy:\n      enable: true\n    on_success: done\n  done:\n    type: terminal\n"
+        ),
+    )
+    .unwrap();
+    let s = start_with(&sb, &["--token-env", "HTTP_API_TOKEN"]);
+    let auth = "Authorization: Bearer tok-value-77ab";
+    let (code, body, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        auth,
+        "-d",
+        "{}",
+        &format!("{}/api/workflows/local/agent/run", s.base),
+    ]);
+    assert_eq!(code, 202, "{body}");
+    let id = json_of(&body)["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut last = Value::Null;
+    wait_for("the run to end", || {
+        let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
+        last = json_of(&body)["body"].clone();
+        last["status"] != "running"
+    });
+    assert_eq!(last["status"], "completed", "{last}");
+    let env = std::fs::read_to_string(sb.path().join("envtool.txt")).unwrap();
+    assert!(
+        env.contains("AWF_WORKFLOWS_PATH="),
+        "not an env dump: {env}"
+    );
+    assert!(!env.contains("tok-value-77ab"), "{env}");
+    assert!(!env.contains("HTTP_API_TOKEN"), "{env}");
+}
