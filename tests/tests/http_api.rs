@@ -408,6 +408,33 @@ fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
         404,
         "USER.FACADE.WORKFLOW_NOT_FOUND",
     );
+    // Only listed workflows are reachable: never a path, nor a file of the server's
+    // directory that has a workflow's name.
+    for path in [
+        "local/%2Fetc%2Fpasswd",
+        "wf/hello.yaml",
+        "local/wf%2Fhello.yaml",
+        "pack/hello",
+    ] {
+        assert_problem(
+            &curl(&[&format!("{}/api/workflows/{path}", s.base)]),
+            404,
+            "USER.FACADE.WORKFLOW_NOT_FOUND",
+        );
+        assert_problem(
+            &post(&format!("{}/api/workflows/{path}/run", s.base), "{}"),
+            404,
+            "USER.FACADE.WORKFLOW_NOT_FOUND",
+        );
+    }
+    sb.write(
+        "hello",
+        "name: trap\nstates:\n  initial: t\n  t:\n    type: terminal\n",
+    )
+    .unwrap();
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/local/hello", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json_of(&body)["body"]["name"], "hello", "{body}");
 
     let validate = |name: &str| {
         post(
