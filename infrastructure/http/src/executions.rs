@@ -828,6 +828,7 @@ pub fn frame(item: &SubscriptionItem) -> Event {
     ),
     responses(
         (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `: keep-alive` comments every 15 s", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "`Last-Event-ID` or `after` is not a number", body = ProblemDoc, content_type = "application/problem+json"),
@@ -840,7 +841,7 @@ pub(crate) async fn stream_events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
-    let sub = cfg.service.subscribe(&RunId(id), after + 1)?;
+    let sub = cfg.service.subscribe(&RunId(id), after.saturating_add(1))?;
     let stream = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
         let item = sub.next().await?;
         Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))
