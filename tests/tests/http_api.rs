@@ -928,6 +928,20 @@ fn finished_runs_leave_memory_after_the_ttl_and_stay_in_history() {
     });
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["states"], Value::Null, "{v}");
+    assert!(v["started_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert!(v["completed_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert!(v["duration_ms"].is_u64(), "{v}");
+    let (_, body, _) = curl(&[&format!("{}/api/executions", s.base)]);
+    let list = json_of(&body)["body"]["executions"].clone();
+    let mine = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["execution_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{list}"))
+        .clone();
+    assert_eq!(mine["started_at"], v["started_at"], "{mine}");
+    assert_eq!(mine["duration_ms"], v["duration_ms"], "{mine}");
     assert_problem(&curl(&["-N", &events]), 404, "USER.FACADE.RUN_NOT_FOUND");
     let (_, body, _) = curl(&[&format!("{}/api/history", s.base)]);
     assert!(body.contains(&id), "{body}");

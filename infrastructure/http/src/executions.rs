@@ -18,6 +18,8 @@ use awf_domain::ports::service::RunPhase;
 use awf_domain::ports::service::RunView;
 use awf_domain::ports::service::Subscription;
 use awf_domain::ports::service::SubscriptionItem;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
@@ -110,6 +112,12 @@ pub struct ExecutionSummary {
     pub phase: Phase,
     /// Process exit code, once finished.
     pub exit_code: Option<u8>,
+    /// Start (RFC 3339, UTC), from the run history; null until recorded.
+    pub started_at: Option<String>,
+    /// End (RFC 3339, UTC), once finished and recorded.
+    pub completed_at: Option<String>,
+    /// Wall time in milliseconds, once finished and recorded.
+    pub duration_ms: Option<u64>,
 }
 
 /// A state's status in a run.
@@ -243,8 +251,22 @@ pub struct EventsQuery {
     pub after: Option<String>,
 }
 
-fn summary(v: RunView) -> ExecutionSummary {
+/// RFC 3339 of milliseconds since the epoch.
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    awf_domain::timefmt::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
+    // A history row of an earlier attempt (a resumed run now live again) has no end yet
+    // that counts.
+    let finished = v.phase != RunPhase::Live;
     ExecutionSummary {
+        started_at: h.map(|h| rfc3339_ms(h.started_at_ms)),
+        completed_at: h
+            .and_then(|h| h.completed_at_ms)
+            .filter(|_| finished)
+            .map(rfc3339_ms),
+        duration_ms: h.and_then(|h| h.duration_ms).filter(|_| finished),
         execution_id: v.run_id.0,
         workflow_name: v.workflow,
         status: v.status.into(),
@@ -296,12 +318,23 @@ pub(crate) fn fresh(cfg: &HttpConfig, v: RunView) -> RunView {
 pub(crate) async fn list_executions(
     State(cfg): State<Arc<HttpConfig>>,
 ) -> Result<Json<Envelope<ExecutionList>>, Problem> {
+    let rows: std::collections::HashMap<String, HistoryRecord> = cfg
+        .history
+        .as_ref()
+        .and_then(|h| h.list(&HistoryFilter::default()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
     let executions = cfg
         .service
         .list()?
         .into_iter()
         .filter(|v| v.parent_run_id.is_none())
-        .map(|v| summary(fresh(&cfg, v)))
+        .map(|v| {
+            let h = rows.get(&v.run_id.0);
+            summary(fresh(&cfg, v), h)
+        })
         .collect();
     Ok(Envelope::json(ExecutionList { executions }))
 }
@@ -447,8 +480,12 @@ pub(crate) async fn get_execution(
         }
         Err(_) => (None, Vec::new()),
     };
+    let h = cfg
+        .history
+        .as_ref()
+        .and_then(|h| h.get(&run_id.0).ok().flatten());
     Ok(Envelope::json(ExecutionDetail {
-        summary: summary(v),
+        summary: summary(v, h.as_ref()),
         states,
         pending,
     }))
