@@ -356,6 +356,27 @@ fn openapi_lists_every_route_and_docs_load_only_same_origin_assets() {
 fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
     let sb = sandbox();
     let s = start(&sb);
+    sb.write("wf/broken.yaml", "name: [\n").unwrap();
+    let (code, body, _) = curl(&[&format!("{}/api/workflows", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let list = json_of(&body)["body"]["workflows"].clone();
+    let entry = |n: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {list}"))
+            .clone()
+    };
+    assert!(
+        entry("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("WORKFLOW.PARSE"),
+        "{list}"
+    );
+    assert_eq!(entry("hello").get("error"), None, "{list}");
+    assert_eq!(entry("hello")["scope"], "env", "{list}");
     let (code, body, _) = curl(&[&format!("{}/api/workflows/local/hello", s.base)]);
     assert_eq!(code, 200, "{body}");
     assert!(
@@ -1033,6 +1054,20 @@ fn the_token_does_not_reach_the_steps() {
     .unwrap();
     let s = start_with(&sb, &["--token-env", "HTTP_API_TOKEN"]);
     let auth = "Authorization: Bearer tok-value-8c1f";
+    // The document says how to authenticate (and only when a token is required).
+    let (code, body, _) = curl(&["-H", auth, &format!("{}/openapi.json", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let doc = json_of(&body);
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer",
+        "{}",
+        doc["components"]
+    );
+    assert_eq!(doc["security"], json!([{"bearer": []}]));
+    let open = start(&sb);
+    let (_, body, _) = curl(&[&format!("{}/openapi.json", open.base)]);
+    assert_eq!(json_of(&body).get("security"), None);
+    drop(open);
     let (code, body, _) = curl(&[
         "-X",
         "POST",

@@ -43,6 +43,10 @@ pub struct WorkflowSummary {
     pub version: String,
     /// `description:`, empty when none.
     pub description: String,
+    /// Why the file cannot be loaded (`[CODE] message`), for a broken workflow; absent when it
+    /// loads (`POST …/validate` lists every problem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `GET /api/workflows`.
@@ -369,6 +373,7 @@ pub(crate) async fn list_workflows(
             scope: e.source,
             version: e.version.unwrap_or_default(),
             description: e.description.unwrap_or_default(),
+            error: e.error,
         })
         .collect();
     Ok(Envelope::json(WorkflowList { workflows }))
