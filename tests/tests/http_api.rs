@@ -1145,3 +1145,40 @@ fn the_token_does_not_reach_an_agents_in_process_bash_tool() {
     assert!(!env.contains("tok-value-77ab"), "{env}");
     assert!(!env.contains("HTTP_API_TOKEN"), "{env}");
 }
+
+#[test]
+fn a_missing_input_is_asked_and_answered_over_http() {
+    let sb = sandbox();
+    let out = sb.path().join("greeting.txt");
+    sb.write(
+        "wf/ask.yaml",
+        &format!(
+            "name: ask\ninputs:\n  - name: who\n    type: string\n    required: true\n    description: whom to greet\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo hi {{{{.inputs.who}}}} > {}\n    on_success: done\n  done:\n    type: terminal\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let s = start(&sb);
+    let run = format!("{}/api/workflows/local/ask/run", s.base);
+    // Without asking: refused, as AWF (Go) does.
+    let got = post(&run, "{}");
+    assert_eq!(got.0, 422, "{}", got.1);
+    let id = start_run(&s, "ask", r#"{"ask_missing_inputs": true}"#);
+    let p = pending_of(&s, &id);
+    assert_eq!(p[0]["kind"], "missing_input", "{p}");
+    assert_eq!(p[0]["input"], "who", "{p}");
+    assert_eq!(p[0]["prompt"], "whom to greet", "{p}");
+    let respond = format!("{}/api/executions/{id}/respond", s.base);
+    assert_problem(
+        &post(&respond, r#"{"option": "approve"}"#),
+        422,
+        "USER.FACADE.INPUT_REJECTED",
+    );
+    let (code, body, _) = post(
+        &respond,
+        &json!({"request_id": p[0]["request_id"], "value": "Ada"}).to_string(),
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_status(&s, &id, "completed");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "hi Ada\n");
+}

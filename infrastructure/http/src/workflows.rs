@@ -170,6 +170,10 @@ pub struct RunBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub inputs: Option<Map<String, Value>>,
+    /// Ask for each missing required input as a pending `missing_input` request (answered
+    /// with `POST /api/executions/{id}/respond`) instead of refusing the run with 422.
+    #[serde(default)]
+    pub ask_missing_inputs: bool,
 }
 
 /// `POST …/run` and `POST /api/executions/{id}/resume` answer.
@@ -496,6 +500,7 @@ pub(crate) async fn run_workflow(
         config_inputs: cfg.config_inputs.clone(),
         env: cfg.env.clone(),
         working_dir: cfg.working_dir.clone(),
+        prompt_missing_inputs: body.ask_missing_inputs,
         ..RunRequest::default()
     };
     let id = cfg.service.start(request).await?;
