@@ -376,6 +376,11 @@ fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
         "{list}"
     );
     assert_eq!(entry("hello").get("error"), None, "{list}");
+    assert_problem(
+        &curl(&[&format!("{}/api/workflows/local/broken", s.base)]),
+        422,
+        "WORKFLOW.PARSE.YAML_SYNTAX",
+    );
     assert_eq!(entry("hello")["scope"], "env", "{list}");
     let (code, body, _) = curl(&[&format!("{}/api/workflows/local/hello", s.base)]);
     assert_eq!(code, 200, "{body}");

@@ -502,6 +502,7 @@ pub(crate) async fn get_execution(
         (status = 204, description = "Cancelled (or finished already)"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn cancel_execution(
@@ -553,6 +554,7 @@ fn unfit(message: String) -> Problem {
         (status = 422, description = "The run cannot be resumed so (bad step, inputs, workflow), or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
+        (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The server is shutting down", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -718,6 +720,7 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
         (status = 409, description = "Answered already, timed out, or the run ended", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "The answer does not fit the request (or several are pending and none is named)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The run's state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn respond(

@@ -195,10 +195,11 @@ pub fn identifier(scope: &str, name: &str) -> String {
 }
 
 /// The identifier a `{scope}/{name}` path names, checked: `scope` is `local`, `global` or
-/// `env` (awf has no workflow packs) and `name` is one of the workflows `GET /api/workflows`
-/// lists. Only listed workflows are reachable: never a path (`%2Fetc%2Fpasswd`, `wf/x.yaml`)
-/// nor a file of the server's directory that happens to have the name (then the listed
-/// file's path is the identifier).
+/// `env` (awf has no workflow packs) and `name` is a plain name (no separator, no NUL, not
+/// starting with `.`) looked up in the workflow directories only. Never a path
+/// (`%2Fetc%2Fpasswd`, `wf/x.yaml`), nor a file of the server's directory that happens to
+/// have the name (the loader would take it first: then the listed workflow's path is the
+/// identifier).
 ///
 /// # Errors
 /// A 404 problem (`USER.FACADE.WORKFLOW_NOT_FOUND`) naming what is listed.
@@ -215,6 +216,10 @@ pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<Strin
             "use the `scope` GET /api/workflows gives: local, global or env".to_owned(),
         ));
     }
+    let plain = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+    if plain && !cfg.working_dir.join(name).exists() {
+        return Ok(identifier(scope, name));
+    }
     let entries = cfg.repository.list()?;
     let Some(entry) = entries.iter().find(|e| e.name == name) else {
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
@@ -224,10 +229,7 @@ pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<Strin
         };
         return Err(not_found(format!("workflow not found: {name}"), hint));
     };
-    if cfg.working_dir.join(name).exists() {
-        return Ok(entry.path.display().to_string());
-    }
-    Ok(identifier(scope, name))
+    Ok(entry.path.display().to_string())
 }
 
 /// Turns the request's `inputs` object into `key=value` pairs: strings as they are, other
