@@ -19,6 +19,8 @@
 //! Errors are RFC 9457 problem documents (`application/problem+json`) with `title`,
 //! `status`, `detail`, `code` (the taxonomy code, domain/src/error.rs) and `hints`.
 
+pub mod page;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -158,6 +160,7 @@ pub fn router(cfg: HttpConfig) -> Router {
             require_token,
         ))
         .with_state(cfg)
+        .merge(page::router())
 }
 
 /// Whether `a` and `b` are equal, in time that depends only on their lengths (not on where
