@@ -18,7 +18,7 @@
 // (an event stream the page itself closes while leaving a view is aborted by design and is
 // the only failure tolerated: net::ERR_ABORTED on /api/executions/*/events).
 
-import { mkdtempSync, rmSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, mkdirSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -33,6 +33,9 @@ if (!scenario || !base || !artifacts || !pwPath) {
 }
 const { chromium } = await import(join(pwPath, 'index.mjs'));
 mkdirSync(artifacts, { recursive: true });
+for (const f of readdirSync(artifacts)) {
+  if (f.startsWith(`${scenario}-`) && f.endsWith('.png')) rmSync(join(artifacts, f));
+}
 
 const FLAGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -168,8 +171,9 @@ async function approve() {
   const row = page.locator(`table.runs tr[data-run="${facts.run_id}"]`);
   await row.waitFor();
   check(await row.getAttribute('data-status') === 'completed', 'the runs table lists it completed');
+  // Its duration comes from the history or, while the run is in memory, from its stream.
+  await row.locator('td.num', { hasText: /\d/ }).waitFor();
   facts.listed_duration = (await row.locator('td.num').textContent()).trim();
-  check(facts.listed_duration !== '—', 'the runs table shows its duration');
   await shot(page, '3-runs');
 }
 
@@ -211,6 +215,8 @@ async function fail() {
   await resume.click();
   await page.locator('.final-status[data-status="completed"]').waitFor();
   check((await node(page, 'risky').getAttribute('class')).includes('state-succeeded'), 'risky succeeded on resume');
+  check((await node(page, 'prepare').getAttribute('class')).includes('state-succeeded'), 'prepare keeps its first-leg state');
+  check((await page.locator('details.step[data-step="risky"] pre.output').textContent()).includes('passed'), 'the resumed output');
   facts.resumed_run_id = decodeURIComponent(new URL(page.url()).pathname.split('/').pop());
   await shot(page, '2-resumed');
 }

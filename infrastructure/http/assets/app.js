@@ -217,7 +217,7 @@ async function loadRuns(box) {
     rows.set(e.execution_id, {
       id: e.execution_id, workflow: e.workflow_name, status: runStatus(e.status),
       live: e.phase === 'live' || (e.phase === undefined && e.status === 'running'),
-      started: e.started_at, duration: e.duration_ms, step: e.current_step,
+      phase: e.phase, started: e.started_at, duration: e.duration_ms, step: e.current_step,
     });
   }
   for (const e of hist) {
@@ -250,7 +250,9 @@ async function loadRuns(box) {
       h('td', {}, h('a', { href: `/ui/runs/${encodeURIComponent(r.id)}`, 'data-nav': true, class: 'mono' }, r.id.slice(0, 8))),
       h('td', {}, r.workflow || ''), statusCell, startedCell, durCell);
     tbody.append(tr);
-    if (r.live && streams < 25) {
+    // Live runs, and finished ones still in memory whose duration no record gave yet: their
+    // stream (replayed from the start) says when they started and how long they took.
+    if ((r.live || (r.phase === 'finished' && r.duration == null)) && streams < 25) {
       streams += 1;
       watchLiveRow(r, tr, statusCell, startedCell, durCell, timers);
     }
@@ -355,8 +357,16 @@ async function runView(id) {
       const b = await api.resumeExecution(id);
       const next = (b && b.execution_id) || id;
       actionMsg.textContent = 'Resumed.';
-      if (next !== id) go(`/ui/runs/${encodeURIComponent(next)}`);
-      else { stopView(); runView(id); }
+      if (next !== id) {
+        go(`/ui/runs/${encodeURIComponent(next)}`);
+      } else {
+        // Same run id, a new leg: keep what the first leg showed (its states stay coloured),
+        // and follow the new events.
+        view.finished = false;
+        view.finalBox.hidden = true;
+        for (const [n, st] of view.nodeStates) if (st === 'skipped') setNode(view, n, 'pending');
+        connect(view);
+      }
     } catch (e) {
       actionMsg.replaceChildren(errorBox(e));
       resumeBtn.disabled = false;
@@ -459,6 +469,9 @@ function connect(view) {
   });
   on('run_started', (e, d, own) => {
     if (!own) return;
+    if (e.resumed_from) {
+      for (const st of view.steps.values()) appendOutput(st, `\n— resumed from ${e.resumed_from} —\n`, 'stderr');
+    }
     view.startedAt = d.at;
     setRunStatus(view, 'running');
   });
@@ -557,12 +570,13 @@ function finish(view, result) {
   }
   const box = view.finalBox;
   box.hidden = false;
-  box.replaceChildren(h('h2', { id: 'final-h' }, 'Result'),
+  box.replaceChildren(...[h('h2', { id: 'final-h' }, 'Result'),
     h('p', { class: 'final-status', 'data-status': status }, badge(status),
       ` after ${fmtDuration(result.duration_ms)}`, result.terminal ? ` at ${result.terminal}` : '',
       ` (exit ${result.exit_code})`),
     result.message ? h('p', {}, result.message) : null,
-    result.error ? h('p', { class: 'error' }, `${result.error.code}: ${result.error.message}`) : null);
+    result.error ? h('p', { class: 'error' }, `${result.error.code}: ${result.error.message}`) : null,
+  ].filter(Boolean));
   announce(`run ${status}`);
 }
 
