@@ -11,7 +11,8 @@
 // Scenarios: `approve` (start `deploy` from its form with an input, watch the states light up,
 // approve the gate, see the run finish), `cancel` (start `sleeper`, cancel it from its page),
 // `fail` (start `breaks`, see its step fail, create PAGE_FLAG, resume it), `layout` (the page
-// at 1280 and 390 px wide: no horizontal scroll, labels, visible focus).
+// at 1280 and 390 px wide: no horizontal scroll, labels, visible focus), `agent` (an agent
+// step's tool call, its result and the agent's answer).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
@@ -271,7 +272,30 @@ async function layout() {
   }
 }
 
-const scenarios = { approve, cancel, fail, layout };
+async function agent() {
+  const page = await openPage();
+  await startFromForm(page, 'reader', { question: 'what is the secret word?' });
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'completed', 'the agent run completed');
+  const step = page.locator('details.step[data-step="ask"]');
+  await step.locator('ol.tools li.tool-call').first().waitFor();
+  facts.tool_calls = await step.locator('ol.tools li.tool-call').evaluateAll((els) =>
+    els.map((e) => ({ name: e.dataset.tool, fidelity: e.dataset.fidelity, id: e.dataset.id, text: e.textContent })));
+  // One entry per call: the agent's report and the router's record of it are merged.
+  check(facts.tool_calls.length === 1, `one tool call shown (${JSON.stringify(facts.tool_calls)})`);
+  const call = step.locator('ol.tools li.tool-call[data-tool="Read"][data-fidelity="router"]');
+  await call.waitFor();
+  facts.tool_fidelity = await call.getAttribute('data-fidelity');
+  facts.tool_input = await call.locator('code').textContent();
+  facts.tool_result = await call.locator('pre.tool-result').textContent();
+  check(facts.tool_result.includes('PAPAYA'), `the tool's result is shown (${facts.tool_result})`);
+  facts.agent_text = await step.locator('.agent').textContent();
+  check(facts.agent_text.includes('the word is PAPAYA'), `the agent's answer is shown (${facts.agent_text})`);
+  check((await node(page, 'ask').getAttribute('class')).includes('state-succeeded'), 'ask succeeded');
+  await shot(page, '1-agent');
+}
+
+const scenarios = { approve, cancel, fail, layout, agent };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

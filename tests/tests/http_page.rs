@@ -269,6 +269,71 @@ fn page_starts_a_run_from_its_form_lights_up_states_and_answers_the_gate() {
     );
 }
 
+/// An agent step (`openai_compatible` against the scripted LLM, with awf's tools): the page
+/// shows its tool call, the tool's result and the agent's answer.
+#[test]
+fn page_shows_an_agent_steps_tool_calls_and_messages() {
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text_chunks": ["the word ", "is PAPAYA"]}},
+            {"when_has_tools": true, "reply": {"tool": {"name": "Read", "args": {"path": "notes.txt"}}}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let (sb, _) = sandbox();
+    sb.write("notes.txt", "the secret word is PAPAYA\n")
+        .unwrap();
+    sb.write(
+        "wf/reader.yaml",
+        &format!(
+            "name: reader
+description: asks an agent to read the notes
+inputs:
+  - name: question
+    type: string
+    required: true
+states:
+  initial: ask
+  ask:
+    type: agent
+    provider: openai_compatible
+    prompt: '{{{{.inputs.question}}}} Read notes.txt'
+    options:
+      base_url: {}/v1
+      model: mock-model
+      api_key: sk-test
+    mcp_proxy:
+      enable: true
+    timeout: 3m
+    on_success: done
+  done:
+    type: terminal
+",
+            mock.url()
+        ),
+    )
+    .unwrap();
+    let s = start(&sb);
+    let v = drive(&s, "agent", &[]);
+    assert_eq!(v["tool_fidelity"], "router", "{v}");
+    assert!(
+        v["tool_input"].as_str().unwrap().contains("notes.txt"),
+        "{v}"
+    );
+    // The question typed into the form reached the model.
+    assert!(
+        mock.model_requests()
+            .iter()
+            .any(|r| r.to_string().contains("what is the secret word?")),
+        "the form's input never reached the model"
+    );
+    let id = v["run_id"].as_str().unwrap();
+    assert_eq!(
+        api(&s, &format!("/api/executions/{id}"))["status"],
+        "completed"
+    );
+}
+
 #[test]
 fn page_cancels_a_sleeping_run() {
     let (sb, _) = sandbox();

@@ -508,20 +508,39 @@ function connect(view) {
   on('agent_thought_chunk', chunk('thought'));
   on('tool_call', (e, d, own) => {
     if (!own) return;
+    // The agent's own report of a call to awf's proxy (`mcp__awf-proxy__Read`): the proxy
+    // reports the same call itself (router fidelity), which is the one shown (as `awf run`).
+    if (e.fidelity === 'agent_emitted' && /awf[-_]proxy/.test(e.name)) return;
     const s = stepBox(view, e.step);
     s.tools.hidden = false;
+    const input = JSON.stringify(e.input);
+    if (e.fidelity === 'router') {
+      // The same call the agent reported already (same id, or same tool and arguments still
+      // without a result): one entry, now the router's.
+      for (const [cid, c] of s.calls) {
+        if (c.fidelity === 'agent_emitted' && c.res.hidden && (cid === e.id || (c.name === e.name && c.input === input))) {
+          s.calls.delete(cid);
+          c.fidelity = 'router';
+          c.li.dataset.fidelity = 'router';
+          c.li.dataset.id = e.id;
+          s.calls.set(e.id, c);
+          return;
+        }
+      }
+    }
     const res = h('pre', { class: 'tool-result', hidden: true });
-    const li = h('li', { class: 'tool-call', 'data-tool': e.name, 'data-fidelity': e.fidelity },
+    const li = h('li', { class: 'tool-call', 'data-tool': e.name, 'data-fidelity': e.fidelity, 'data-id': e.id },
       h('span', { class: 'tool-name' }, e.name), ' ',
-      h('code', {}, JSON.stringify(e.input)), res);
-    s.calls.set(e.id, { li, res });
+      h('code', {}, input), res);
+    s.calls.set(e.id, { li, res, name: e.name, input, fidelity: e.fidelity });
     s.tools.append(li);
   });
   on('tool_call_result', (e, d, own) => {
     if (!own) return;
     const s = stepBox(view, e.step);
     const c = s.calls.get(e.id);
-    if (!c) return;
+    // A merged call's agent-side result (its id is the router's now) adds nothing.
+    if (!c || (c.fidelity === 'router' && e.fidelity !== 'router')) return;
     c.res.hidden = false;
     c.res.textContent = e.output;
     if (e.is_error) c.li.classList.add('tool-error');
