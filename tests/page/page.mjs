@@ -12,7 +12,8 @@
 // approve the gate, see the run finish), `cancel` (start `sleeper`, cancel it from its page),
 // `fail` (start `breaks`, see its step fail, create PAGE_FLAG, resume it), `layout` (the page
 // at 1280 and 390 px wide: no horizontal scroll, labels, visible focus), `agent` (an agent
-// step's tool call, its result and the agent's answer).
+// step's tool call, its result and the agent's answer), `chat` (a conversation: the page
+// answers two turns typed into its text field).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
@@ -262,6 +263,11 @@ async function layout() {
     });
     check(g.scroll <= g.client && g.right <= g.client + 1, `the run page fits at ${width} px (${JSON.stringify(g)})`);
     await shot(page, `run-${width}`);
+    // Opened afresh at its address, the run's page shows the open gate again (the
+    // execution's `pending` and the replayed stream) and can still answer it.
+    await page.goto(`${base}/ui/runs/${encodeURIComponent(id)}`);
+    await page.locator('.pending article.request[data-kind="approval"]').waitFor();
+    check(await page.locator('.pending article.request').count() === 1, 'one open request after a reload');
     await page.locator('button[data-option="reject"]').click();
     await page.locator('.final-status[data-status="failed"]').waitFor();
     (facts.runs ||= []).push(id);
@@ -295,7 +301,32 @@ async function agent() {
   await shot(page, '1-agent');
 }
 
-const scenarios = { approve, cancel, fail, layout, agent };
+/** Answers the open text request (conversation turn or missing input) with `text`. */
+async function answerText(page, text) {
+  const req = page.locator('.pending article.request[data-kind="conversation_turn"]');
+  await req.waitFor();
+  const id = await req.getAttribute('data-request');
+  await req.getByLabel('Answer').fill(text);
+  await req.getByRole('button', { name: 'Send' }).click();
+  await page.locator(`.pending article.request[data-request="${id}"]`).waitFor({ state: 'detached' });
+}
+
+async function chat() {
+  const page = await openPage();
+  await startFromForm(page, 'chat');
+  const agent = page.locator('details.step[data-step="talk"] .agent');
+  await agent.filter({ hasText: 'hi there' }).waitFor();
+  await shot(page, '1-turn');
+  await answerText(page, 'tell me more');
+  await agent.filter({ hasText: 'more about it' }).waitFor();
+  await answerText(page, 'exit');
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'completed', 'the conversation completed');
+  facts.agent_text = await agent.textContent();
+  await shot(page, '2-done');
+}
+
+const scenarios = { approve, cancel, fail, layout, agent, chat };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

@@ -334,6 +334,60 @@ states:
     );
 }
 
+/// A conversation (`mode: conversation`): each turn is a pending request the page answers
+/// with text typed into its field; `exit` ends it.
+#[test]
+fn page_answers_conversation_turns() {
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"when_last_user_contains": "tell me more", "reply": {"text": "more about it"}},
+        {"when_last_user_contains": "hello", "reply": {"text": "hi there"}}
+    ], "default": {"text": "unexpected"}}));
+    let (sb, _) = sandbox();
+    sb.write(
+        "wf/chat.yaml",
+        &format!(
+            "name: chat
+description: talks until you type exit
+states:
+  initial: talk
+  talk:
+    type: agent
+    provider: openai_compatible
+    mode: conversation
+    prompt: hello
+    options: {{base_url: \"{}/v1\", model: mock-model, api_key: sk-test}}
+    conversation: {{}}
+    on_success: done
+  done:
+    type: terminal
+",
+            mock.url()
+        ),
+    )
+    .unwrap();
+    let s = start(&sb);
+    let v = drive(&s, "chat", &[]);
+    let text = v["agent_text"].as_str().unwrap();
+    assert!(
+        text.contains("hi there") && text.contains("more about it"),
+        "{v}"
+    );
+    let users: Vec<String> = mock
+        .model_requests()
+        .iter()
+        .map(|r| r["facts"]["last_user"].as_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        users.iter().any(|u| u.contains("tell me more")),
+        "{users:?}"
+    );
+    let id = v["run_id"].as_str().unwrap();
+    assert_eq!(
+        api(&s, &format!("/api/executions/{id}"))["status"],
+        "completed"
+    );
+}
+
 #[test]
 fn page_cancels_a_sleeping_run() {
     let (sb, _) = sandbox();

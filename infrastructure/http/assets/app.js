@@ -608,7 +608,8 @@ function requestText(req) {
   switch (req.kind) {
     case 'approval': return req.message || req.prompt || 'Approve?';
     case 'missing_input': return req.prompt || `Value for input “${input.name}”${input.description ? ': ' + input.description : ''}`;
-    case 'conversation_turn': return req.prompt || 'Your message';
+    // The prompt is what a terminal shows before reading (`>`); the agent's answer is above.
+    case 'conversation_turn': return `Your reply${req.step ? ' in ' + req.step : ''}`;
     case 'breakpoint': return req.prompt || `Paused before ${req.step || 'the next state'}`;
     default: return req.prompt || req.kind;
   }
@@ -666,6 +667,10 @@ function addPending(view, req) {
     const b = h('button', { type: 'submit' }, 'Send');
     const form = h('form', {}, h('div', { class: 'field' }, h('label', { for: fid }, 'Answer'), input), h('div', { class: 'actions' }, b));
     if (req.input && req.problem) form.prepend(h('p', { class: 'error' }, req.problem));
+    if (req.kind === 'conversation_turn') {
+      input.setAttribute('aria-describedby', `${fid}-d`);
+      form.querySelector('.field').append(h('small', { id: `${fid}-d` }, 'Empty, exit or quit ends the conversation.'));
+    }
     form.addEventListener('submit', (ev) => {
       ev.preventDefault();
       send({ value: input.value }, [input, b]);
