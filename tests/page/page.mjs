@@ -13,12 +13,13 @@
 // `fail` (start `breaks`, see its step fail, create PAGE_FLAG, resume it), `layout` (the page
 // at 1280 and 390 px wide: no horizontal scroll, labels, visible focus), `agent` (an agent
 // step's tool call, its result and the agent's answer), `chat` (a conversation: the page
-// answers two turns typed into its text field).
+// answers two turns typed into its text field), `live` (a run started over the API appears in
+// the runs table and is followed until cancelled).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
-// (an event stream the page itself closes while leaving a view is aborted by design and is
-// the only failure tolerated: net::ERR_ABORTED on /api/executions/*/events).
+// (the only failure tolerated: net::ERR_ABORTED of a GET /api/... the page abandons, such as
+// an event stream it closes when leaving a view).
 
 import { mkdtempSync, rmSync, mkdirSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -97,7 +98,10 @@ async function openPage(viewport = { width: 1280, height: 900 }) {
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('requestfailed', (r) => {
     const err = r.failure()?.errorText || '';
-    if (err === 'net::ERR_ABORTED' && /\/api\/executions\/[^/]+\/events$/.test(new URL(r.url()).pathname)) return;
+    // A read the page abandons (an event stream it closes when leaving a view, a list it
+    // stops waiting for on navigation) is aborted by the browser: not a failure. Anything
+    // else is (a refused or reset connection, an aborted POST or DELETE).
+    if (err === 'net::ERR_ABORTED' && r.method() === 'GET' && new URL(r.url()).pathname.startsWith('/api/')) return;
     problems.push(`request failed: ${r.method()} ${r.url()}: ${err}`);
   });
   await page.addInitScript(recordTransitions);
@@ -326,7 +330,36 @@ async function chat() {
   await shot(page, '2-done');
 }
 
-const scenarios = { approve, cancel, fail, layout, agent, chat };
+/** The runs table picks up a run started elsewhere (here: by this script over the API, as
+ * curl would) and follows it over its stream until it ends. */
+async function liveList() {
+  const page = await openPage();
+  await page.goto(`${base}/`);
+  await page.locator('#runs').getByText('No runs yet.').waitFor();
+  const r = await fetch(`${base}/api/workflows/env/sleeper/run`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"inputs":{}}',
+  });
+  check(r.status === 202, `POST run: ${r.status}`);
+  const id = (await r.json()).body.execution_id;
+  facts.run_id = id;
+  const row = page.locator(`table.runs tr[data-run="${id}"]`);
+  await row.waitFor();
+  await page.locator(`table.runs tr[data-run="${id}"] .step`, { hasText: 'nap' }).waitFor();
+  check(await row.getAttribute('data-status') === 'running', 'listed running');
+  // Its duration ticks while it runs.
+  const d0 = (await row.locator('td.num').textContent()).trim();
+  await page.waitForFunction(([sel, d]) => {
+    const t = document.querySelector(sel)?.textContent.trim();
+    return t && t !== d && t !== '—';
+  }, [`table.runs tr[data-run="${id}"] td.num`, d0]);
+  await shot(page, '1-running');
+  const c = await fetch(`${base}/api/executions/${id}`, { method: 'DELETE' });
+  check(c.status === 204, `DELETE: ${c.status}`);
+  await page.locator(`table.runs tr[data-run="${id}"][data-status="cancelled"]`).waitFor();
+  await shot(page, '2-cancelled');
+}
+
+const scenarios = { approve, cancel, fail, layout, agent, chat, live: liveList };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

@@ -388,6 +388,20 @@ states:
     );
 }
 
+/// The home page's runs table lists a run started elsewhere (over the API) while it is open,
+/// shows it running with a ticking duration, and turns it cancelled from its stream.
+#[test]
+fn page_lists_runs_started_elsewhere_and_follows_them() {
+    let (sb, _) = sandbox();
+    let s = start(&sb);
+    let v = drive(&s, "live", &[]);
+    let id = v["run_id"].as_str().unwrap();
+    assert_eq!(
+        api(&s, &format!("/api/executions/{id}"))["status"],
+        "cancelled"
+    );
+}
+
 #[test]
 fn page_cancels_a_sleeping_run() {
     let (sb, _) = sandbox();

@@ -8,6 +8,9 @@ const main = document.getElementById('main');
 const announcer = document.getElementById('announce');
 /** What the current view must stop when another one replaces it (event streams, timers). */
 let teardown = [];
+/** Incremented whenever a view is left: an async step of an old view that sees another
+ * value stops instead of touching the page. */
+let viewGen = 0;
 
 // ---------- small DOM helpers (no innerHTML with data) ----------
 
@@ -67,6 +70,7 @@ function errorBox(e) {
 }
 
 function stopView() {
+  viewGen += 1;
   for (const f of teardown) {
     try { f(); } catch { /* already stopped */ }
   }
@@ -204,7 +208,19 @@ function fillForm(form, w, detail, slug) {
   });
 }
 
+/** How often the runs table asks for runs started since (by anyone: the API, a terminal). */
+const RUNS_POLL_MS = 3000;
+
+function execRow(e) {
+  return {
+    id: e.execution_id, workflow: e.workflow_name, status: runStatus(e.status),
+    live: e.phase === 'live' || (e.phase === undefined && e.status === 'running'),
+    phase: e.phase, started: e.started_at, duration: e.duration_ms, step: e.current_step,
+  };
+}
+
 async function loadRuns(box) {
+  const gen = viewGen;
   let execs = [];
   let hist = [];
   const errors = [];
@@ -212,14 +228,9 @@ async function loadRuns(box) {
     api.listExecutions().then((v) => { execs = v; }, (e) => errors.push(e)),
     api.listHistory().then((v) => { hist = v; }, (e) => errors.push(e)),
   ]);
+  if (gen !== viewGen) return;
   const rows = new Map();
-  for (const e of execs) {
-    rows.set(e.execution_id, {
-      id: e.execution_id, workflow: e.workflow_name, status: runStatus(e.status),
-      live: e.phase === 'live' || (e.phase === undefined && e.status === 'running'),
-      phase: e.phase, started: e.started_at, duration: e.duration_ms, step: e.current_step,
-    });
-  }
+  for (const e of execs) rows.set(e.execution_id, execRow(e));
   for (const e of hist) {
     const id = e.id || e.execution_id;
     const r = rows.get(id) || { id, workflow: e.workflow_name, status: runStatus(e.status), live: false };
@@ -227,39 +238,61 @@ async function loadRuns(box) {
     if (!r.live) r.duration = e.duration_ms ?? r.duration;
     rows.set(id, r);
   }
-  if (!rows.size) {
-    box.replaceChildren(...errors.map(errorBox), h('p', { class: 'muted' }, 'No runs yet.'));
-    return;
-  }
+  const empty = h('p', { class: 'muted', hidden: rows.size > 0 }, 'No runs yet.');
   const tbody = h('tbody');
-  const table = h('table', { class: 'runs' },
+  const table = h('table', { class: 'runs', hidden: rows.size === 0 },
     h('caption', { class: 'visually-hidden' }, 'Runs, live first'),
     h('thead', {}, h('tr', {},
       h('th', { scope: 'col' }, 'Run'), h('th', { scope: 'col' }, 'Workflow'),
       h('th', { scope: 'col' }, 'Status'), h('th', { scope: 'col' }, 'Started'),
       h('th', { scope: 'col' }, 'Duration'))),
     tbody);
-  const sorted = [...rows.values()].sort((a, b) => Number(b.live) - Number(a.live));
   const timers = [];
+  const shown = new Set();
   let streams = 0;
-  for (const r of sorted) {
+  const addRow = (r, first) => {
+    shown.add(r.id);
     const statusCell = h('td', {}, badge(r.status), r.live && r.step ? h('span', { class: 'step' }, ` ${r.step}`) : '');
     const startedCell = h('td', {}, fmtTime(r.started));
     const durCell = h('td', { class: 'num' }, fmtDuration(r.duration));
     const tr = h('tr', { 'data-run': r.id, 'data-status': r.status },
       h('td', {}, h('a', { href: `/ui/runs/${encodeURIComponent(r.id)}`, 'data-nav': true, class: 'mono' }, r.id.slice(0, 8))),
       h('td', {}, r.workflow || ''), statusCell, startedCell, durCell);
-    tbody.append(tr);
+    if (first) tbody.prepend(tr);
+    else tbody.append(tr);
     // Live runs, and finished ones still in memory whose duration no record gave yet: their
     // stream (replayed from the start) says when they started and how long they took.
     if ((r.live || (r.phase === 'finished' && r.duration == null)) && streams < 25) {
       streams += 1;
       watchLiveRow(r, tr, statusCell, startedCell, durCell, timers);
     }
-  }
-  box.replaceChildren(...errors.map(errorBox), table);
+  };
+  for (const r of [...rows.values()].sort((a, b) => Number(b.live) - Number(a.live))) addRow(r, false);
+  box.replaceChildren(...errors.map(errorBox), empty, table);
   const tick = setInterval(() => { for (const t of timers) t(); }, 1000);
   teardown.push(() => clearInterval(tick));
+  // Runs started since: added on top, then kept current by their streams.
+  let polling = false;
+  const poll = setInterval(async () => {
+    if (polling) return;
+    polling = true;
+    try {
+      const list = await api.listExecutions();
+      if (gen !== viewGen) return;
+      for (const e of list.slice().reverse()) {
+        if (!shown.has(e.execution_id)) {
+          addRow(execRow(e), true);
+          empty.hidden = true;
+          table.hidden = false;
+        }
+      }
+    } catch {
+      // The server went away or refused: the next tick tries again.
+    } finally {
+      polling = false;
+    }
+  }, RUNS_POLL_MS);
+  teardown.push(() => clearInterval(poll));
 }
 
 /** Keeps one live run's row current from its event stream. */
