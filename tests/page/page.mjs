@@ -108,8 +108,9 @@ async function openPage(viewport = { width: 1280, height: 900 }) {
   return page;
 }
 
-/** Starts `workflow` from its form on the home page, filling `values` (input name → text). */
-async function startFromForm(page, workflow, values = {}) {
+/** Starts `workflow` from its form on the home page, filling `values` (input name → text)
+ * and choosing `choices` (input name → option of its select). */
+async function startFromForm(page, workflow, values = {}, choices = {}) {
   await page.goto(`${base}/`);
   const card = page.locator(`article.workflow[data-workflow="${workflow}"]`);
   await card.waitFor();
@@ -117,6 +118,9 @@ async function startFromForm(page, workflow, values = {}) {
   await form.locator('button[type=submit]').waitFor();
   for (const [name, v] of Object.entries(values)) {
     await form.locator(`input[name="${name}"]`).fill(v);
+  }
+  for (const [name, v] of Object.entries(choices)) {
+    await form.getByLabel(name).selectOption(v);
   }
   await form.locator('button[type=submit]').click();
   await page.waitForURL(/\/ui\/runs\/[^/]+$/);
@@ -140,7 +144,7 @@ function at(tr, name, state) {
 
 async function approve() {
   const page = await openPage();
-  await startFromForm(page, 'deploy', { target: 'moon' });
+  await startFromForm(page, 'deploy', { target: 'moon' }, { region: 'us' });
   // The form's integer default went through unchanged.
   const gate = page.locator('.pending article.request[data-kind="approval"]');
   await gate.waitFor();
@@ -233,7 +237,7 @@ async function layout() {
     await page.goto(`${base}/`);
     await page.locator('article.workflow[data-workflow="deploy"] form.run-form button[type=submit]').waitFor();
     const m = await page.evaluate(() => {
-      const inputs = [...document.querySelectorAll('main input')];
+      const inputs = [...document.querySelectorAll('main input, main select')];
       return {
         scroll: document.documentElement.scrollWidth,
         client: document.documentElement.clientWidth,

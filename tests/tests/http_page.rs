@@ -23,8 +23,8 @@ use serde_json::Value;
 const PLAYWRIGHT_CORE: &str = "1.65.1";
 const CHROMIUM: &str = "/usr/bin/chromium";
 
-/// Two steps around an approval gate, an input the form must pass (`target`, required) and
-/// one it leaves at its default (`copies`, an integer).
+/// Two steps around an approval gate, an input the form must pass (`target`, required), one
+/// it leaves at its default (`copies`, an integer) and a choice (`region`, an enum).
 const DEPLOY: &str = r#"name: deploy
 description: builds, asks before shipping, verifies
 inputs:
@@ -35,6 +35,11 @@ inputs:
   - name: copies
     type: integer
     default: 2
+  - name: region
+    type: string
+    default: eu
+    validation:
+      enum: [eu, us]
 states:
   initial: build
   build:
@@ -255,6 +260,7 @@ fn page_starts_a_run_from_its_form_lights_up_states_and_answers_the_gate() {
     let started = &evs[0]["event"];
     assert_eq!(started["type"], "run_started");
     assert_eq!(started["inputs"]["target"], "moon", "the form's input");
+    assert_eq!(started["inputs"]["region"], "us", "the form's choice");
     // The gate was answered from the page with its `approve` option.
     let resolved: Vec<&Value> = evs
         .iter()

@@ -167,7 +167,14 @@ function fillForm(form, w, detail, slug) {
     const descId = `${id}-d`;
     let control;
     const def = inp.default;
-    if (t === 'boolean') {
+    const choices = Array.isArray(inp.enum_values) ? inp.enum_values : [];
+    if (choices.length && t !== 'boolean') {
+      // `validation.enum`: one of the allowed values (an empty first choice when optional).
+      control = h('select', { id, name: inp.name, 'aria-describedby': hint ? descId : null, required: inp.required },
+        inp.required ? null : h('option', { value: '' }, '—'),
+        choices.map((c) => h('option', { value: c }, c)));
+      if (def !== undefined && def !== null) control.value = String(def);
+    } else if (t === 'boolean') {
       control = h('input', { type: 'checkbox', id, name: inp.name, 'aria-describedby': hint ? descId : null,
         checked: def === true || def === 'true' });
     } else {
