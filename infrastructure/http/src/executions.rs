@@ -192,10 +192,10 @@ pub struct GoResponse {
     /// The request id.
     #[serde(rename = "PromptID", alias = "prompt_id", alias = "promptId", default)]
     pub prompt_id: Option<String>,
-    /// The answer text (for an approval: an option id, or `approve` / `reject`).
+    /// The answer text (for an approval: an option id, or `approve` / `reject`); any JSON
+    /// value (null: none).
     #[serde(rename = "Value", alias = "value", default)]
-    #[schema(value_type = Option<Object>)]
-    pub value: Option<Value>,
+    pub value: Value,
 }
 
 /// `POST /api/executions/{id}/respond` request. Name the request (`request_id`; may be left
@@ -215,10 +215,9 @@ pub struct RespondBody {
     /// The pending request's id (`pending[].request_id`).
     #[serde(default)]
     pub request_id: Option<String>,
-    /// A text answer.
+    /// A text answer: a string, or any JSON value (taken as its JSON text; null: none).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
-    pub value: Option<Value>,
+    pub value: Value,
     /// An approval's option id.
     #[serde(default)]
     pub option: Option<String>,
@@ -570,8 +569,12 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let go_value = body.response.as_ref().and_then(|r| r.value.as_ref());
-    let value = body.value.as_ref().or(go_value);
+    let go_value = body
+        .response
+        .as_ref()
+        .map(|r| &r.value)
+        .filter(|v| !v.is_null());
+    let value = Some(&body.value).filter(|v| !v.is_null()).or(go_value);
     let given = [
         value.is_some(),
         body.option.is_some(),
@@ -824,7 +827,8 @@ pub fn frame(item: &SubscriptionItem) -> Event {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `: keep-alive` comments every 15 s", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `: keep-alive` comments every 15 s", body = String, content_type = "text/event-stream"),
+        (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "`Last-Event-ID` or `after` is not a number", body = ProblemDoc, content_type = "application/problem+json"),
@@ -837,7 +841,7 @@ pub(crate) async fn stream_events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
-    let sub = cfg.service.subscribe(&RunId(id), after + 1)?;
+    let sub = cfg.service.subscribe(&RunId(id), after.saturating_add(1))?;
     let stream = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
         let item = sub.next().await?;
         Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))

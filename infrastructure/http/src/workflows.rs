@@ -63,10 +63,9 @@ pub struct InputInfo {
     pub ty: String,
     /// Whether a run needs a value (no default).
     pub required: bool,
-    /// The default value, when declared.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
-    pub default: Option<Value>,
+    /// The default value, when declared (any JSON value).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub default: Value,
     /// `description:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -274,7 +273,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
             name: i.name.clone(),
             ty: type_name(&i.ty),
             required: i.required,
-            default: i.default.clone(),
+            default: i.default.clone().unwrap_or(Value::Null),
             description: i.description.clone(),
             enum_values: i.validation.enum_values.clone(),
         })
