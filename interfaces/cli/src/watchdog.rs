@@ -33,6 +33,11 @@ use std::sync::Mutex;
 /// Name of the hidden subcommand that runs the watchdog.
 pub const SUBCOMMAND: &str = "__watchdog";
 
+/// Environment variable through which awf tells the watchdog its own pid (the owner whose
+/// tagged processes it kills). Read at start it would be racy: awf may die before the
+/// watchdog asks for its parent, which is then the subreaper or init.
+const OWNER_VAR: &str = "AWF_WATCHDOG_OWNER";
+
 /// Starts the watchdog; while it runs, children get no parent-death signal (the watchdog
 /// stops them if awf dies). Best effort: when it cannot be started, runs go on with the
 /// parent-death signal (which stops the direct children).
@@ -92,6 +97,7 @@ fn spawn() -> Option<(ChildStdin, std::process::Child)> {
     let mut child = std::process::Command::new(exe)
         .arg(SUBCOMMAND)
         .env_remove(awf_exec::TAG_VAR)
+        .env(OWNER_VAR, std::process::id().to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -115,7 +121,12 @@ fn spawn() -> Option<(ChildStdin, std::process::Child)> {
 /// being spawned (not yet exec'd with its tag) when awf died. Always succeeds.
 pub fn serve() {
     // The awf process that started us: its steps' processes carry its pid in their tag.
-    let owner = std::os::unix::process::parent_id();
+    // Named by awf itself; the parent only as a fallback (an older awf), since a parent
+    // that died before this line ran is no longer our parent.
+    let owner = std::env::var(OWNER_VAR)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or_else(std::os::unix::process::parent_id);
     let mut stdin = std::io::stdin().lock();
     let mut line = String::new();
     loop {
