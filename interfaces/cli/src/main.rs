@@ -43,8 +43,11 @@ use crate::errors::CliError;
 use crate::errors::Outcome;
 
 fn main() -> ExitCode {
-    install_panic_hook();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = version_only(&args) {
+        return code;
+    }
+    install_panic_hook();
     let text_args = || {
         args.iter()
             .skip(1)
@@ -243,6 +246,25 @@ fn main() -> ExitCode {
     ExitCode::from(errors::exit_code(&outcome))
 }
 
+/// `awf --version` / `awf -V` alone: prints what clap prints for them (`awf <version>`, then
+/// a newline, on stdout; exit 0 even when stdout is closed, as clap does) without building
+/// the command-line parser of every subcommand first (issue 9: `awf --version` within 1.2x
+/// `just --version`). Any other argument list: `None`, and clap handles it as before.
+fn version_only(args: &[std::ffi::OsString]) -> Option<ExitCode> {
+    match args {
+        [_, flag] if flag == "--version" || flag == "-V" => {
+            let _ = std::io::stdout().write_all(version_line().as_bytes());
+            Some(ExitCode::SUCCESS)
+        }
+        _ => None,
+    }
+}
+
+/// The line `awf --version` prints: the program name and the package version.
+fn version_line() -> String {
+    format!("awf {}\n", env!("CARGO_PKG_VERSION"))
+}
+
 /// Logging to stderr (`--log-level`, `--log-format`, `--verbose`, `-q`, `AWF_LOG`) and, for
 /// `run` and `resume`, OpenTelemetry export (`--otel-exporter`, `OTEL_EXPORTER_OTLP_*`,
 /// `telemetry:` in the project configuration).
@@ -436,6 +458,24 @@ mod arg_tests {
             Some("run")
         );
         assert_eq!(sub(&["-f", "json"]), None);
+    }
+
+    #[test]
+    fn the_version_line_is_what_clap_prints_for_version() {
+        assert_eq!(
+            super::version_line(),
+            crate::cli::command().render_version()
+        );
+        let argv = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert!(super::version_only(&argv(&["awf", "--version"])).is_some());
+        assert!(super::version_only(&argv(&["awf", "-V"])).is_some());
+        for other in [
+            &["awf"][..],
+            &["awf", "-q", "--version"],
+            &["awf", "list", "-V"],
+        ] {
+            assert!(super::version_only(&argv(other)).is_none(), "{other:?}");
+        }
     }
 }
 
