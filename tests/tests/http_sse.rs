@@ -38,6 +38,18 @@ states:
     type: terminal
 ";
 
+/// A run that stays quiet for 2.5 s (no event between the step's start and its end).
+const IDLE: &str = "name: idle
+states:
+  initial: nap
+  nap:
+    type: step
+    command: sleep 2.5
+    on_success: done
+  done:
+    type: terminal
+";
+
 /// How many subscribers follow the run at once.
 const SUBSCRIBERS: usize = 50;
 
@@ -231,8 +243,8 @@ type Frame = (u64, String, Value);
 #[derive(Default)]
 struct Seen {
     frames: Vec<Frame>,
-    /// Comment lines (`:…`): heartbeats.
-    comments: usize,
+    /// Comment lines (`:…`): heartbeats; each noted by how many frames came before it.
+    comments: Vec<usize>,
 }
 
 /// Reads SSE lines from `body` (per the WHATWG event-stream grammar: `field: value`,
@@ -275,7 +287,7 @@ fn read_frames(
             continue;
         }
         if line.starts_with(':') {
-            seen.comments += 1;
+            seen.comments.push(seen.frames.len());
             if stop(seen) {
                 return false;
             }
@@ -501,4 +513,49 @@ fn fifty_subscribers_and_a_reconnect_each_get_the_transcript() {
     let last = &reconnect.last().unwrap();
     assert_eq!(last.1, "run_finished");
     assert_eq!(last.2["event"]["result"]["status"], "success");
+}
+
+#[test]
+fn an_idle_stream_carries_heartbeat_comments_and_ends_after_the_run() {
+    let sb = sandbox(&[("idle", IDLE)]);
+    let s = start(&sb, &["--keep-alive", "300ms"]);
+    let id = post_run(&s.addr, "idle");
+    let mut r = get(&s.addr, &format!("/api/executions/{id}/events"), &[]);
+    assert_eq!(r.status, 200);
+    let mut seen = Seen::default();
+    let ended = read_frames(&mut r.body, &mut seen, |_| false);
+    assert!(ended, "the stream did not end after the run");
+    let names: Vec<&str> = seen.frames.iter().map(|f| f.1.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "run_started",
+            "step_started",
+            "step_finished",
+            "run_finished"
+        ],
+        "{names:?}"
+    );
+    // Comments while the step sleeps: after `step_started` (2 frames), before its end.
+    let idle = seen.comments.iter().filter(|&&n| n == 2).count();
+    assert!(
+        idle >= 3,
+        "{idle} heartbeat comments in a 2.5 s silence at a 300 ms interval: {:?}",
+        seen.comments
+    );
+    assert_is_transcript(
+        "the idle subscriber",
+        &seen.frames,
+        &read_transcript(&sb, &id),
+    );
+}
+
+#[test]
+fn the_keep_alive_interval_must_be_a_duration() {
+    let sb = sandbox(&[("idle", IDLE)]);
+    let r = sb
+        .run(&["serve", "--addr", "127.0.0.1:0", "--keep-alive", "soon"])
+        .unwrap();
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("--keep-alive"), "{}", r.stderr);
 }
