@@ -214,12 +214,13 @@ pub enum Command {
         override_usage = "awf acp-serve [--config <FILE>] [--workflow <NAME>]"
     )]
     AcpServe(AcpServeArgs),
-    /// Serve the HTTP API (first slice): list workflows, start runs, read, cancel and follow
-    /// them (SSE). Loopback unless `--token-env` names a token. Ends at SIGTERM/SIGINT, cancelling live runs. See
-    /// README "awf serve (first slice)".
+    /// Serve the HTTP API: list, read, validate and run workflows; read, cancel, resume,
+    /// answer and follow runs (SSE); history. OpenAPI at /openapi.json, Swagger UI at /docs.
+    /// Loopback unless `--token-env` names a token. At SIGTERM/SIGINT, running runs get
+    /// `--drain-timeout` to finish, then are cancelled. See README "awf serve".
     #[command(
         name = "serve",
-        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>]"
+        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>] [--max-runs <N>] [--cors-origin <ORIGIN>]... [--run-ttl <DURATION>] [--drain-timeout <DURATION>]"
     )]
     Serve(ServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
@@ -402,9 +403,25 @@ pub struct ServeArgs {
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:2511")]
     pub addr: String,
     /// Environment variable holding the bearer token every request must carry
-    /// (`Authorization: Bearer <token>`); required to bind a non-loopback address.
+    /// (`Authorization: Bearer <token>`); required to bind a non-loopback address. The
+    /// variable is withheld from the runs' steps.
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,
+    /// Most runs live at once; a run or resume beyond it is answered 429 with `Retry-After`.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_runs: u32,
+    /// An origin allowed to call the API from a browser (`http://host:port`; repeatable).
+    /// Without it CORS is off.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    pub cors_origins: Vec<String>,
+    /// How long a finished run stays in memory (its event stream, pending state); after it,
+    /// GET answers from the store and /api/history still lists it (`15m`, `30s`, `500ms`).
+    #[arg(long, value_name = "DURATION", default_value = "15m")]
+    pub run_ttl: String,
+    /// On SIGTERM/SIGINT, how long running runs get to finish before they are cancelled
+    /// (new runs are refused with 503 meanwhile).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub drain_timeout: String,
 }
 
 /// `awf acp-serve`.

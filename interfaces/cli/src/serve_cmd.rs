@@ -1,6 +1,6 @@
-//! `awf serve`: the HTTP API (awf-http) over the run service of
-//! [`crate::wiring::served_run_service`]. First slice: the routes listed in awf-http's crate
-//! docs; loopback addresses unless a bearer token is configured (`--token-env NAME`).
+//! `awf serve`: the HTTP API (awf-http) over a run service with `--max-runs` and `--run-ttl`;
+//! the routes are listed in awf-http's crate docs; loopback addresses unless a bearer token
+//! is configured (`--token-env NAME`, withheld from the runs).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +58,20 @@ pub fn token_of(
     }
 }
 
+/// A duration flag (`15m`, `30s`, `500ms`, bare seconds).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming the flag.
+pub fn duration_flag(flag: &str, text: &str) -> Result<Duration, AwfError> {
+    awf_domain::duration::parse_duration(text).map_err(|e| {
+        AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("{flag} {text:?} is not a duration: {e}"),
+        )
+        .with_hint(format!("e.g. {flag} 15m, {flag} 30s, {flag} 500ms"))
+    })
+}
+
 /// Runs `awf serve`.
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let env_now = crate::wiring::process_env();
@@ -66,13 +80,45 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         None => None,
     };
     let addr = parse_addr(&args.addr, token.is_some())?;
+    let run_ttl = duration_flag("--run-ttl", &args.run_ttl)?;
+    let drain_timeout = duration_flag("--drain-timeout", &args.drain_timeout)?;
+    let cors_origins = args
+        .cors_origins
+        .iter()
+        .map(|o| awf_http::parse_origin(o))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The token reaches no step: not in the runs' environment, and no child inherits it.
+    if let Some(name) = &args.token_env {
+        awf_exec::withhold_env([name.clone()]);
+    }
     let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
     crate::run_cmd::warn_unrecorded(&w);
     let config = w.config()?;
     let services = w.services.clone();
     let repository = Arc::clone(&services.repository);
-    let service = crate::wiring::served_run_service(services);
-    let env: Vec<(String, String)> = w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let validator: awf_http::Validator = {
+        let services = w.services.clone();
+        let env = w.env.clone();
+        Arc::new(move |id: &str| {
+            awf_application::validate_workflow(&services, id, &env).map(|r| r.diagnostics)
+        })
+    };
+    let history = w.history_store().ok();
+    let service: Arc<dyn awf_domain::ports::service::RunService> =
+        Arc::new(awf_application::RunManager::new(
+            services,
+            awf_application::ServiceConfig {
+                max_live_runs: usize::try_from(args.max_runs).unwrap_or(usize::MAX),
+                finished_ttl: run_ttl,
+                ..awf_application::ServiceConfig::default()
+            },
+        ));
+    let env: Vec<(String, String)> = w
+        .env
+        .iter()
+        .filter(|(k, _)| args.token_env.as_deref() != Some(k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         AwfError::new(
             ErrorCode::SystemIoPermissionDenied,
@@ -85,16 +131,21 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "AWF API server listening on http://{bound}");
+        let _ = writeln!(out, "Swagger UI: http://{bound}/docs");
         let _ = out.flush();
     }
     let cfg = awf_http::HttpConfig {
         service,
         repository,
+        validator,
+        history,
         env,
         working_dir: w.cwd.clone(),
         config_inputs: config.inputs,
         token,
-        drain: Duration::from_millis(5500),
+        cors_origins,
+        drain_timeout,
+        draining: Arc::default(),
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
@@ -119,6 +170,16 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
         assert!(parse_addr("0.0.0.0:2511", true).is_ok());
         assert!(parse_addr("localhost", true).is_err());
+    }
+
+    #[test]
+    fn durations_parse_or_name_the_flag() {
+        assert_eq!(
+            duration_flag("--run-ttl", "15m").unwrap(),
+            Duration::from_secs(900)
+        );
+        let e = duration_flag("--run-ttl", "soon").unwrap_err();
+        assert!(e.message().contains("--run-ttl"), "{}", e.message());
     }
 
     #[test]

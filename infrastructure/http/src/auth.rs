@@ -1,0 +1,100 @@
+//! The bearer token (`awf serve --token-env NAME`), compared in constant time, and the
+//! request header cap.
+
+use std::sync::Arc;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use axum::extract::State;
+use axum::http::HeaderValue;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::response::Response;
+
+use crate::HttpConfig;
+use crate::problem::Problem;
+
+/// The most bytes a request's headers may have together (names and values): 16 KiB; more is
+/// answered 431. (hyper itself refuses more than 100 headers.)
+pub const HEADER_LIMIT: usize = 16 << 10;
+
+/// Whether `a` and `b` are equal, in time that depends only on their lengths (not on where
+/// they differ).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len().max(b.len());
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..n {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= x ^ y;
+    }
+    diff == 0
+}
+
+pub(crate) async fn require_token(
+    State(cfg): State<Arc<HttpConfig>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(token) = &cfg.token {
+        let given = request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
+            let mut r = Problem::with_status(
+                StatusCode::UNAUTHORIZED,
+                AwfError::new(
+                    ErrorCode::UserFacadeUnauthorized,
+                    "missing or wrong bearer token",
+                )
+                .with_hint("send `Authorization: Bearer <token>`"),
+            )
+            .into_response();
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(request).await
+}
+
+pub(crate) async fn limit_headers(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let size: usize = request
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
+    if size > HEADER_LIMIT {
+        return Problem::with_status(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("the request's headers have {size} bytes, more than {HEADER_LIMIT}"),
+            )
+            .with_hint("send fewer or smaller headers (cookies?)"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret1"));
+        assert!(!constant_time_eq(b"", b"x"));
+        assert!(constant_time_eq(b"", b""));
+    }
+}

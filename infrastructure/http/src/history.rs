@@ -1,0 +1,339 @@
+//! `/api/history` and `/api/history/stats`: the recorded runs (one row per run), filtered.
+//! Source: shared/spec/http-ops.md §1.3 ("History entry", "History stats").
+
+use std::sync::Arc;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::HistoryStore;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::timefmt;
+use axum::Json;
+use axum::extract::Query;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+use serde::Serialize;
+use utoipa::IntoParams;
+use utoipa::ToSchema;
+
+use crate::Envelope;
+use crate::HttpConfig;
+use crate::executions::ExecStatus;
+use crate::problem::Problem;
+use crate::problem::ProblemDoc;
+
+/// Rows `GET /api/history` gives without `limit` (AWF (Go)'s default).
+pub const DEFAULT_LIMIT: usize = 20;
+
+/// The filter of both history routes.
+#[derive(Debug, Clone, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct HistoryQuery {
+    /// Workflow name or identifier.
+    pub workflow: Option<String>,
+    /// `running`, `completed` (also `success`), `failed` (also `failure`), `cancelled`.
+    pub status: Option<String>,
+    /// Runs started at or after this time (RFC 3339, or a day `YYYY-MM-DD`).
+    pub since: Option<String>,
+    /// Runs started at or before this time (RFC 3339, or a day `YYYY-MM-DD`: its end).
+    pub until: Option<String>,
+    /// At most this many rows, newest first (default 20; ignored by `stats`).
+    pub limit: Option<String>,
+}
+
+/// One recorded run.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HistoryEntry {
+    /// Run id.
+    pub id: String,
+    /// Identifier the run was started with.
+    pub workflow_id: String,
+    /// The workflow's `name:`.
+    pub workflow_name: String,
+    /// Status.
+    pub status: ExecStatus,
+    /// Process exit code, once finished.
+    pub exit_code: Option<u8>,
+    /// Start (RFC 3339, UTC).
+    pub started_at: String,
+    /// End (RFC 3339, UTC), once finished.
+    pub completed_at: Option<String>,
+    /// Wall time in milliseconds, once finished.
+    pub duration_ms: Option<u64>,
+    /// Failure text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+}
+
+/// `GET /api/history`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct HistoryList {
+    /// Matching runs, newest first.
+    pub entries: Vec<HistoryEntry>,
+}
+
+/// `GET /api/history/stats` (snake_case keys; AWF (Go) has PascalCase ones).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+pub struct HistoryStatsBody {
+    /// Runs matching the filter.
+    pub total_executions: u64,
+    /// Successful runs.
+    pub success_count: u64,
+    /// Failed runs.
+    pub failed_count: u64,
+    /// Cancelled runs.
+    pub cancelled_count: u64,
+    /// Runs still running (or whose process died).
+    pub running_count: u64,
+    /// Mean duration of finished runs, in milliseconds; none when no run finished.
+    pub avg_duration_ms: Option<u64>,
+}
+
+fn invalid(message: String, hint: &str) -> Problem {
+    Problem::with_status(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        AwfError::new(ErrorCode::UserInputValidationFailed, message).with_hint(hint),
+    )
+}
+
+/// A stored status named by a query: AWF (Go)'s words and awf's (`success` is `completed`).
+pub fn parse_status(s: &str) -> Option<StoredStatus> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "running" => Some(StoredStatus::Running),
+        "completed" | "success" | "succeeded" => Some(StoredStatus::Success),
+        "failed" | "failure" => Some(StoredStatus::Failure),
+        "cancelled" | "canceled" => Some(StoredStatus::Cancelled),
+        _ => None,
+    }
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time or a `YYYY-MM-DD` day (its start, or
+/// with `end_of_day` its last millisecond).
+pub fn parse_time_ms(s: &str, end_of_day: bool) -> Option<u64> {
+    let t = s.trim();
+    let ms = |st: std::time::SystemTime| {
+        st.duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_millis()).ok())
+    };
+    if let Some(st) = timefmt::parse_rfc3339(t) {
+        return ms(st);
+    }
+    if t.len() == 10 {
+        let day = timefmt::parse_rfc3339(&format!("{t}T00:00:00Z")).and_then(ms)?;
+        return Some(if end_of_day {
+            day + 86_400_000 - 1
+        } else {
+            day
+        });
+    }
+    None
+}
+
+struct Parsed {
+    filter: HistoryFilter,
+    until_ms: Option<u64>,
+    limit: usize,
+}
+
+fn parse(q: &HistoryQuery) -> Result<Parsed, Problem> {
+    let status = match q.status.as_deref().filter(|s| !s.trim().is_empty()) {
+        None => None,
+        Some(s) => Some(parse_status(s).ok_or_else(|| {
+            invalid(
+                format!("status {s:?} is not a run status"),
+                "use running, completed (or success), failed or cancelled",
+            )
+        })?),
+    };
+    let time = |name: &str, v: &Option<String>, end: bool| -> Result<Option<u64>, Problem> {
+        match v.as_deref().filter(|s| !s.trim().is_empty()) {
+            None => Ok(None),
+            Some(s) => parse_time_ms(s, end).map(Some).ok_or_else(|| {
+                invalid(
+                    format!("{name} {s:?} is not a time"),
+                    "use RFC 3339 (2026-01-31T12:00:00Z) or a day (2026-01-31)",
+                )
+            }),
+        }
+    };
+    let since_ms = time("since", &q.since, false)?;
+    let until_ms = time("until", &q.until, true)?;
+    let limit = match q.limit.as_deref().filter(|s| !s.trim().is_empty()) {
+        None => DEFAULT_LIMIT,
+        Some(s) => match s.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => n,
+            _ => {
+                return Err(invalid(
+                    format!("limit {s:?} is not a positive whole number"),
+                    "use limit=1 or more",
+                ));
+            }
+        },
+    };
+    Ok(Parsed {
+        filter: HistoryFilter {
+            workflow: q.workflow.clone().filter(|w| !w.is_empty()),
+            status,
+            since_ms,
+            limit: None,
+        },
+        until_ms,
+        limit,
+    })
+}
+
+fn store(cfg: &HttpConfig) -> Result<&Arc<dyn HistoryStore>, Problem> {
+    cfg.history.as_ref().ok_or_else(|| {
+        Problem::with_status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                "the run history is not available",
+            )
+            .with_hint("check the storage directory (--storage, AWF_STORAGE_DIR) and AWF_RECORD"),
+        )
+    })
+}
+
+fn rows(cfg: &HttpConfig, p: &Parsed) -> Result<Vec<HistoryRecord>, Problem> {
+    let mut rows = store(cfg)?.list(&p.filter)?;
+    if let Some(u) = p.until_ms {
+        rows.retain(|r| r.started_at_ms <= u);
+    }
+    Ok(rows)
+}
+
+fn entry(r: HistoryRecord) -> HistoryEntry {
+    let at = |ms: u64| {
+        timefmt::format_rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+    };
+    HistoryEntry {
+        id: r.id,
+        workflow_id: r.workflow_id,
+        workflow_name: r.workflow_name,
+        status: r.status.into(),
+        exit_code: r.exit_code,
+        started_at: at(r.started_at_ms),
+        completed_at: r.completed_at_ms.map(at),
+        duration_ms: r.duration_ms,
+        error_message: r.error_message,
+    }
+}
+
+/// Recorded runs, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/history",
+    operation_id = "list-history",
+    tag = "history",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "Matching runs, newest first", body = Envelope<HistoryList>),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "A filter does not parse", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The history cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "No history store", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn list_history(
+    State(cfg): State<Arc<HttpConfig>>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Json<Envelope<HistoryList>>, Problem> {
+    let p = parse(&q)?;
+    let mut rows = rows(&cfg, &p)?;
+    rows.truncate(p.limit);
+    Ok(Envelope::json(HistoryList {
+        entries: rows.into_iter().map(entry).collect(),
+    }))
+}
+
+/// Totals over the recorded runs matching the filter (`limit` is ignored).
+#[utoipa::path(
+    get,
+    path = "/api/history/stats",
+    operation_id = "history-stats",
+    tag = "history",
+    params(HistoryQuery),
+    responses(
+        (status = 200, description = "Totals", body = Envelope<HistoryStatsBody>),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "A filter does not parse", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The history cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "No history store", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn history_stats(
+    State(cfg): State<Arc<HttpConfig>>,
+    Query(q): Query<HistoryQuery>,
+) -> Result<Json<Envelope<HistoryStatsBody>>, Problem> {
+    let p = parse(&q)?;
+    let rows = rows(&cfg, &p)?;
+    Ok(Envelope::json(stats_of(&rows)))
+}
+
+/// Totals over `rows`.
+pub fn stats_of(rows: &[HistoryRecord]) -> HistoryStatsBody {
+    let mut s = HistoryStatsBody::default();
+    let (mut sum, mut n) = (0u64, 0u64);
+    for r in rows {
+        s.total_executions += 1;
+        match r.status {
+            StoredStatus::Success => s.success_count += 1,
+            StoredStatus::Failure => s.failed_count += 1,
+            StoredStatus::Cancelled => s.cancelled_count += 1,
+            StoredStatus::Running => s.running_count += 1,
+        }
+        if r.status != StoredStatus::Running
+            && let Some(d) = r.duration_ms
+        {
+            sum = sum.saturating_add(d);
+            n += 1;
+        }
+    }
+    s.avg_duration_ms = sum.checked_div(n);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn success_is_completed() {
+        assert_eq!(parse_status("success"), Some(StoredStatus::Success));
+        assert_eq!(parse_status("Completed"), Some(StoredStatus::Success));
+        assert_eq!(parse_status("nope"), None);
+    }
+
+    #[test]
+    fn times_are_rfc3339_or_days() {
+        assert_eq!(parse_time_ms("1970-01-02", false), Some(86_400_000));
+        assert_eq!(parse_time_ms("1970-01-01", true), Some(86_399_999));
+        assert_eq!(parse_time_ms("1970-01-01T00:00:01Z", false), Some(1000));
+        assert_eq!(parse_time_ms("yesterday", false), None);
+    }
+
+    #[test]
+    fn bad_filters_are_422() {
+        let q = HistoryQuery {
+            limit: Some("0".into()),
+            ..HistoryQuery::default()
+        };
+        assert_eq!(
+            parse(&q).err().unwrap().status,
+            StatusCode::UNPROCESSABLE_ENTITY
+        );
+        let q = HistoryQuery {
+            status: Some("success".into()),
+            ..HistoryQuery::default()
+        };
+        assert_eq!(
+            parse(&q).unwrap().filter.status,
+            Some(StoredStatus::Success)
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! Errors as RFC 9457 problem documents (`application/problem+json`), and the JSON body
+//! extractor whose every failure is one: malformed JSON → 400, a body of the wrong shape →
+//! 422, a body over the cap → 413.
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::FromRequest;
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::http::StatusCode;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+/// The most bytes a request body may have (1 MiB, as AWF (Go)'s Huma default); a larger one
+/// is answered 413.
+pub const BODY_LIMIT: usize = 1 << 20;
+
+/// An RFC 9457 problem document, as every error of the API is answered.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, ToSchema)]
+pub struct ProblemDoc {
+    /// Always `about:blank` (the status says what happened).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The HTTP status's reason phrase (`Not Found`).
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong, for a person.
+    pub detail: String,
+    /// The taxonomy code (`awf error CODE` explains it), e.g. `USER.FACADE.RUN_NOT_FOUND`.
+    pub code: String,
+    /// How to fix it.
+    pub hints: Vec<String>,
+    /// Every message, when there are several (an invalid workflow's validation errors).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+}
+
+/// An error answered as an RFC 9457 problem document.
+#[derive(Debug)]
+pub struct Problem {
+    pub(crate) status: StatusCode,
+    pub(crate) error: Box<AwfError>,
+    pub(crate) errors: Vec<String>,
+    pub(crate) retry_after: Option<u64>,
+}
+
+impl Problem {
+    /// The problem for an error, its HTTP status chosen from its code: not found → 404,
+    /// unauthorized → 401, the run cap → 429 (with `Retry-After: 1`), other `USER.*` and
+    /// `WORKFLOW.*` → 422, the rest → 500.
+    pub fn from_error(error: AwfError) -> Self {
+        let code = error.code();
+        let status = match code {
+            ErrorCode::UserFacadeRunNotFound
+            | ErrorCode::UserFacadeWorkflowNotFound
+            | ErrorCode::UserInputMissingFile => StatusCode::NOT_FOUND,
+            ErrorCode::UserFacadeUnauthorized => StatusCode::UNAUTHORIZED,
+            ErrorCode::UserFacadeRunLimit => StatusCode::TOO_MANY_REQUESTS,
+            c if c.as_str().starts_with("USER.") || c.as_str().starts_with("WORKFLOW.") => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut p = Self::with_status(status, error);
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            p.retry_after = Some(1);
+        }
+        p
+    }
+
+    /// A problem with an explicit status.
+    pub fn with_status(status: StatusCode, error: AwfError) -> Self {
+        Self {
+            status,
+            error: Box::new(error),
+            errors: Vec::new(),
+            retry_after: None,
+        }
+    }
+
+    /// Adds the list of messages (`errors`).
+    #[must_use]
+    pub fn with_errors(mut self, errors: Vec<String>) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// Adds a `Retry-After` header (seconds).
+    #[must_use]
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The document this problem answers with.
+    pub fn doc(&self) -> ProblemDoc {
+        ProblemDoc {
+            kind: "about:blank".to_owned(),
+            title: self.status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: self.status.as_u16(),
+            detail: self.error.message().to_owned(),
+            code: self.error.code().as_str().to_owned(),
+            hints: self.error.hints().to_vec(),
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+impl From<AwfError> for Problem {
+    fn from(e: AwfError) -> Self {
+        Self::from_error(e)
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut r = (self.status, Json(self.doc())).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if let Some(s) = self.retry_after
+            && let Ok(v) = HeaderValue::from_str(&s.to_string())
+        {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        r
+    }
+}
+
+/// A 4xx problem with `USER.INPUT.VALIDATION_FAILED`.
+pub(crate) fn bad_input(status: StatusCode, message: String, hint: &str) -> Problem {
+    Problem::with_status(
+        status,
+        AwfError::new(ErrorCode::UserInputValidationFailed, message).with_hint(hint),
+    )
+}
+
+/// A JSON request body of type `T`. An empty body is taken as `{}`. Rejections are problem
+/// documents: 413 over [`BODY_LIMIT`], 400 for text that is not JSON, 422 for JSON that
+/// does not have `T`'s shape (unknown fields included).
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for JsonBody<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = Problem;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+            let status = r.status();
+            if status == StatusCode::PAYLOAD_TOO_LARGE {
+                bad_input(
+                    status,
+                    format!("the request body is larger than {BODY_LIMIT} bytes"),
+                    "send a smaller body (at most 1 MiB)",
+                )
+            } else {
+                bad_input(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body could not be read: {r}"),
+                    "send a JSON body",
+                )
+            }
+        })?;
+        let value: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_slice(&bytes).map_err(|e| {
+                bad_input(
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body is not JSON: {e}"),
+                    "send a JSON object, e.g. {\"inputs\": {\"name\": \"value\"}}",
+                )
+            })?
+        };
+        let t = serde_json::from_value(value).map_err(|e| {
+            bad_input(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("the request body does not have the expected shape: {e}"),
+                "see /openapi.json for the request's schema",
+            )
+        })?;
+        Ok(Self(t))
+    }
+}
+
+/// Middleware: any error response that is not a problem document yet (axum's own 405, a
+/// path that does not decode, …) becomes one, keeping its status and headers (`Allow`).
+pub(crate) async fn problems_only(request: Request, next: axum::middleware::Next) -> Response {
+    let r = next.run(request).await;
+    let status = r.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return r;
+    }
+    let is_problem = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if is_problem {
+        return r;
+    }
+    let (parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let (code, detail, hint) = match status {
+        StatusCode::METHOD_NOT_ALLOWED => (
+            ErrorCode::UserInputValidationFailed,
+            "this route does not take that method".to_owned(),
+            "see /openapi.json for each route's methods (the Allow header lists them)",
+        ),
+        StatusCode::NOT_FOUND => (
+            ErrorCode::UserInputValidationFailed,
+            "no such route".to_owned(),
+            "see /openapi.json (or /docs) for the routes",
+        ),
+        s if s.is_server_error() => (
+            ErrorCode::SystemInternal,
+            if text.is_empty() {
+                "internal error".to_owned()
+            } else {
+                text
+            },
+            "this is a bug in awf serve; the server's log may say more",
+        ),
+        _ => (
+            ErrorCode::UserInputValidationFailed,
+            if text.is_empty() {
+                "the request was refused".to_owned()
+            } else {
+                text
+            },
+            "see /openapi.json for the request's shape",
+        ),
+    };
+    let mut out =
+        Problem::with_status(status, AwfError::new(code, detail).with_hint(hint)).into_response();
+    for (k, v) in &parts.headers {
+        if k != header::CONTENT_TYPE && k != header::CONTENT_LENGTH {
+            out.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_follow_the_code() {
+        let p = Problem::from_error(AwfError::new(ErrorCode::UserFacadeRunNotFound, "x"));
+        assert_eq!(p.status, StatusCode::NOT_FOUND);
+        let p = Problem::from_error(AwfError::new(ErrorCode::UserInputValidationFailed, "x"));
+        assert_eq!(p.status, StatusCode::UNPROCESSABLE_ENTITY);
+        let p = Problem::from_error(AwfError::new(ErrorCode::UserFacadeRunLimit, "x"));
+        assert_eq!(p.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(p.retry_after, Some(1));
+        let p = Problem::from_error(AwfError::new(ErrorCode::SystemIoReadFailed, "x"));
+        assert_eq!(p.status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn the_document_carries_code_hints_and_errors() {
+        let p = Problem::from_error(
+            AwfError::new(ErrorCode::WorkflowValidationCycleDetected, "bad").with_hint("fix"),
+        )
+        .with_errors(vec!["a".into(), "b".into()]);
+        let d = serde_json::to_value(p.doc()).unwrap();
+        assert_eq!(d["status"], 422);
+        assert_eq!(d["code"], "WORKFLOW.VALIDATION.CYCLE_DETECTED");
+        assert_eq!(d["hints"][0], "fix");
+        assert_eq!(d["errors"][1], "b");
+        assert_eq!(d["type"], "about:blank");
+    }
+}

@@ -1,0 +1,499 @@
+//! `/api/workflows…`: list, detail (a snake_case DTO the web page draws its graph from),
+//! validate, run. Source: shared/spec/http-ops.md §1.2, §1.3.
+
+use std::sync::Arc;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::ports::repository::Severity;
+use awf_domain::workflow::InputType;
+use awf_domain::workflow::StateKind;
+use awf_domain::workflow::TerminalStatus;
+use awf_domain::workflow::Workflow;
+use axum::Json;
+use axum::extract::Path;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::Response;
+use serde::Deserialize;
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::Envelope;
+use crate::HttpConfig;
+use crate::problem::JsonBody;
+use crate::problem::Problem;
+use crate::problem::ProblemDoc;
+
+/// One workflow of the list (AWF (Go)'s `WorkflowSummary`).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowSummary {
+    /// Identifier (file name without `.yaml`).
+    pub name: String,
+    /// Where it was found: `env` (`$AWF_WORKFLOWS_PATH`), `local` (`.awf/workflows`) or
+    /// `global` (the config dir); the `{scope}` of its routes.
+    pub scope: String,
+    /// The same identifier (AWF (Go) repeats it here).
+    pub workflow: String,
+    /// `version:`, empty when none.
+    pub version: String,
+    /// `description:`, empty when none.
+    pub description: String,
+}
+
+/// `GET /api/workflows`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowList {
+    /// Every workflow, first source wins per name.
+    pub workflows: Vec<WorkflowSummary>,
+}
+
+/// One declared input.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct InputInfo {
+    /// Input name (`{{.inputs.NAME}}`).
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean`, `array`, `any` (no `type:`), or what the
+    /// file says for an unknown type.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Whether a run needs a value (no default).
+    pub required: bool,
+    /// The default value, when declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub default: Option<Value>,
+    /// `description:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `validation.enum`: the allowed values (empty: any).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub enum_values: Vec<String>,
+}
+
+/// How an edge of the state machine is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    /// `on_success`.
+    Success,
+    /// `on_failure`.
+    Failure,
+    /// A `transitions:` entry (its `when`; none: the default route).
+    Transition,
+    /// A branch of a `parallel` state.
+    Branch,
+    /// A state of a loop's body.
+    Body,
+    /// A loop's `on_complete`.
+    Complete,
+}
+
+/// One edge leaving a state.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct Edge {
+    /// Target state.
+    pub to: String,
+    /// How it is taken.
+    pub kind: EdgeKind,
+    /// The condition (`transitions:` only; absent: unconditional).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+}
+
+/// One state of the workflow.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct StateInfo {
+    /// The state's key under `states:`.
+    pub name: String,
+    /// Its kind: `command`, `agent`, `parallel`, `for_each`, `while`, `operation`,
+    /// `call_workflow`, `terminal`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// `description:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Whether the run ends here.
+    pub terminal: bool,
+    /// For a terminal: `success` or `failure`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal_status: Option<String>,
+    /// Whether an approval gate is asked before it runs.
+    pub approval: bool,
+    /// Every edge leaving it, in the order the engine considers them: transitions, branches
+    /// or loop body, then `on_success`, `on_failure`.
+    pub next: Vec<Edge>,
+}
+
+/// `GET /api/workflows/{scope}/{name}`: a workflow, snake_case (no absolute paths).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct WorkflowDetail {
+    /// `name:` of the file.
+    pub name: String,
+    /// The identifier it is run by.
+    pub workflow: String,
+    /// `description:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `version:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Declared inputs, in file order.
+    pub inputs: Vec<InputInfo>,
+    /// The first state.
+    pub initial: String,
+    /// Every state, in file order.
+    pub states: Vec<StateInfo>,
+}
+
+/// `POST /api/workflows/{scope}/{name}/validate` of a valid workflow.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ValidationResult {
+    /// Always empty here (an invalid workflow is answered 422 with its errors).
+    pub errors: Vec<String>,
+    /// Warnings (`path: message`), e.g. unknown keys.
+    pub warnings: Vec<String>,
+}
+
+/// `POST …/run` request.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    /// Input values: strings as they are, other JSON values as their JSON text.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub inputs: Option<Map<String, Value>>,
+}
+
+/// `POST …/run` and `POST /api/executions/{id}/resume` answer.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunAccepted {
+    /// The run id (`GET /api/executions/{id}`).
+    pub execution_id: String,
+    /// Always `accepted`.
+    pub status: String,
+}
+
+/// The identifier a `{scope}/{name}` path names (http-ops.md §1.2 scope grammar): the bare
+/// name for `local`, `global` and `env`, else `scope/name` (a workflow pack).
+pub fn identifier(scope: &str, name: &str) -> String {
+    match scope {
+        "local" | "global" | "env" => name.to_owned(),
+        _ => format!("{scope}/{name}"),
+    }
+}
+
+/// Turns the request's `inputs` object into `key=value` pairs: strings as they are, other
+/// values as their JSON text.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` when `inputs` is present and not an object.
+pub fn inputs_of(body: &Value) -> Result<Vec<(String, String)>, AwfError> {
+    match body.get("inputs") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Object(m)) => Ok(pairs(m)),
+        Some(_) => Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "`inputs` must be a JSON object",
+        )
+        .with_hint(r#"send {"inputs": {"name": "value"}}"#)),
+    }
+}
+
+/// `key=value` pairs of a JSON object: strings as they are, other values as their JSON text.
+pub fn pairs(m: &Map<String, Value>) -> Vec<(String, String)> {
+    m.iter()
+        .map(|(k, v)| {
+            let s = match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), s)
+        })
+        .collect()
+}
+
+fn type_name(t: &InputType) -> String {
+    match t {
+        InputType::Untyped => "any".to_owned(),
+        InputType::String => "string".to_owned(),
+        InputType::Integer => "integer".to_owned(),
+        InputType::Number => "number".to_owned(),
+        InputType::Boolean => "boolean".to_owned(),
+        InputType::Array => "array".to_owned(),
+        InputType::Unknown(s) => s.clone(),
+    }
+}
+
+/// The DTO of a loaded workflow.
+pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
+    let inputs = wf
+        .inputs
+        .iter()
+        .map(|i| InputInfo {
+            name: i.name.clone(),
+            ty: type_name(&i.ty),
+            required: i.required,
+            default: i.default.clone(),
+            description: i.description.clone(),
+            enum_values: i.validation.enum_values.clone(),
+        })
+        .collect();
+    let states = wf
+        .states
+        .values()
+        .map(|st| {
+            let mut next = Vec::new();
+            for t in &st.transitions {
+                next.push(Edge {
+                    to: t.goto.clone(),
+                    kind: EdgeKind::Transition,
+                    when: t.when.clone(),
+                });
+            }
+            let mut edge = |to: &str, kind: EdgeKind| {
+                next.push(Edge {
+                    to: to.to_owned(),
+                    kind,
+                    when: None,
+                });
+            };
+            match &st.kind {
+                StateKind::Parallel(p) => p.branches.iter().for_each(|b| edge(b, EdgeKind::Branch)),
+                StateKind::Loop(l) => {
+                    l.body.iter().for_each(|b| edge(b, EdgeKind::Body));
+                    if let Some(c) = &l.on_complete {
+                        edge(c, EdgeKind::Complete);
+                    }
+                }
+                _ => {}
+            }
+            if let Some(to) = &st.on_success {
+                edge(to, EdgeKind::Success);
+            }
+            if let Some(to) = &st.on_failure {
+                edge(to, EdgeKind::Failure);
+            }
+            let terminal_status = match &st.kind {
+                StateKind::Terminal(t) => Some(
+                    match t.status {
+                        TerminalStatus::Success => "success",
+                        TerminalStatus::Failure => "failure",
+                    }
+                    .to_owned(),
+                ),
+                _ => None,
+            };
+            StateInfo {
+                name: st.name.clone(),
+                ty: st.kind.kind_name().to_owned(),
+                description: st.description.clone(),
+                terminal: terminal_status.is_some(),
+                terminal_status,
+                approval: st.approval.is_some(),
+                next,
+            }
+        })
+        .collect();
+    WorkflowDetail {
+        name: wf.name.clone(),
+        workflow: identifier.to_owned(),
+        description: wf.description.clone(),
+        version: wf.version.clone(),
+        inputs,
+        initial: wf.initial.clone(),
+        states,
+    }
+}
+
+/// Lists the workflows.
+#[utoipa::path(
+    get,
+    path = "/api/workflows",
+    operation_id = "list-workflows",
+    tag = "workflows",
+    responses(
+        (status = 200, description = "Every workflow", body = Envelope<WorkflowList>),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "A workflow directory cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn list_workflows(
+    State(cfg): State<Arc<HttpConfig>>,
+) -> Result<Json<Envelope<WorkflowList>>, Problem> {
+    let entries = cfg.repository.list()?;
+    let workflows = entries
+        .into_iter()
+        .map(|e| WorkflowSummary {
+            workflow: e.name.clone(),
+            name: e.name,
+            scope: e.source,
+            version: e.version.unwrap_or_default(),
+            description: e.description.unwrap_or_default(),
+        })
+        .collect();
+    Ok(Envelope::json(WorkflowList { workflows }))
+}
+
+/// One workflow: inputs and the state machine.
+#[utoipa::path(
+    get,
+    path = "/api/workflows/{scope}/{name}",
+    operation_id = "get-workflow",
+    tag = "workflows",
+    params(
+        ("scope" = String, Path, description = "`local`, `global`, `env`, or a pack name"),
+        ("name" = String, Path, description = "Workflow name"),
+    ),
+    responses(
+        (status = 200, description = "The workflow", body = Envelope<WorkflowDetail>),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such workflow", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "The workflow does not parse", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn get_workflow(
+    State(cfg): State<Arc<HttpConfig>>,
+    Path((scope, name)): Path<(String, String)>,
+) -> Result<Json<Envelope<WorkflowDetail>>, Problem> {
+    let id = identifier(&scope, &name);
+    let loaded = cfg.repository.load_for_validation(&id, None)?;
+    Ok(Envelope::json(detail(&loaded.workflow, &id)))
+}
+
+/// Validates a workflow as `awf validate` does.
+#[utoipa::path(
+    post,
+    path = "/api/workflows/{scope}/{name}/validate",
+    operation_id = "validate-workflow",
+    tag = "workflows",
+    params(
+        ("scope" = String, Path, description = "`local`, `global`, `env`, or a pack name"),
+        ("name" = String, Path, description = "Workflow name"),
+    ),
+    responses(
+        (status = 200, description = "Valid (warnings listed)", body = Envelope<ValidationResult>),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such workflow", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid: `errors` lists every error, `code` is the first's", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn validate_workflow(
+    State(cfg): State<Arc<HttpConfig>>,
+    Path((scope, name)): Path<(String, String)>,
+) -> Result<Json<Envelope<ValidationResult>>, Problem> {
+    let id = identifier(&scope, &name);
+    let diags = (cfg.validator)(&id)?;
+    let line = |d: &awf_domain::ports::repository::Diagnostic| {
+        if d.path.is_empty() {
+            d.message.clone()
+        } else {
+            format!("{}: {}", d.path, d.message)
+        }
+    };
+    let errors: Vec<String> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(line)
+        .collect();
+    if let Some(first) = diags.iter().find(|d| d.severity == Severity::Error) {
+        let mut e = AwfError::new(first.code, errors.join("; "));
+        e = e.with_hint(format!(
+            "`awf validate {id}` shows each error with its line"
+        ));
+        return Err(Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e).with_errors(errors));
+    }
+    let warnings = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .map(line)
+        .collect();
+    Ok(Envelope::json(ValidationResult {
+        errors: Vec::new(),
+        warnings,
+    }))
+}
+
+/// Starts a run; it goes on after the answer (202).
+#[utoipa::path(
+    post,
+    path = "/api/workflows/{scope}/{name}/run",
+    operation_id = "run-workflow",
+    tag = "workflows",
+    params(
+        ("scope" = String, Path, description = "`local`, `global`, `env`, or a pack name"),
+        ("name" = String, Path, description = "Workflow name"),
+    ),
+    request_body(content = RunBody, description = "Inputs (the body may be empty)", content_type = "application/json"),
+    responses(
+        (status = 202, description = "Started", body = Envelope<RunAccepted>),
+        (status = 400, description = "The body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such workflow", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid workflow or inputs, or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
+        (status = 503, description = "The server is shutting down", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn run_workflow(
+    State(cfg): State<Arc<HttpConfig>>,
+    Path((scope, name)): Path<(String, String)>,
+    JsonBody(body): JsonBody<RunBody>,
+) -> Result<Response, Problem> {
+    cfg.refuse_if_draining()?;
+    let inputs = body.inputs.as_ref().map(pairs).unwrap_or_default();
+    let request = RunRequest {
+        identifier: identifier(&scope, &name),
+        inputs,
+        config_inputs: cfg.config_inputs.clone(),
+        env: cfg.env.clone(),
+        working_dir: cfg.working_dir.clone(),
+        ..RunRequest::default()
+    };
+    let id = cfg.service.start(request).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Envelope::json(RunAccepted {
+            execution_id: id.0,
+            status: "accepted".to_owned(),
+        }),
+    )
+        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scope_grammar() {
+        assert_eq!(identifier("local", "hello"), "hello");
+        assert_eq!(identifier("env", "hello"), "hello");
+        assert_eq!(identifier("pack", "hello"), "pack/hello");
+    }
+
+    #[test]
+    fn inputs_are_strings_or_json_text() {
+        let v = json!({"inputs": {"a": "x", "n": 3, "b": true}});
+        let got = inputs_of(&v).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("a".to_owned(), "x".to_owned()),
+                ("n".to_owned(), "3".to_owned()),
+                ("b".to_owned(), "true".to_owned()),
+            ]
+        );
+        let e = inputs_of(&json!({"inputs": [1]})).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    }
+}
