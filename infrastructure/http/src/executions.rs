@@ -192,9 +192,9 @@ pub struct GoResponse {
     /// The request id.
     #[serde(rename = "PromptID", alias = "prompt_id", alias = "promptId", default)]
     pub prompt_id: Option<String>,
-    /// The answer text (for an approval: an option id, or `approve` / `reject`).
+    /// The answer text (for an approval: an option id, or `approve` / `reject`); any JSON
+    /// value (other than a string: its JSON text).
     #[serde(rename = "Value", alias = "value", default)]
-    #[schema(value_type = Option<Object>)]
     pub value: Option<Value>,
 }
 
@@ -215,9 +215,8 @@ pub struct RespondBody {
     /// The pending request's id (`pending[].request_id`).
     #[serde(default)]
     pub request_id: Option<String>,
-    /// A text answer.
+    /// A text answer; any JSON value (other than a string: its JSON text).
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
     pub value: Option<Value>,
     /// An approval's option id.
     #[serde(default)]

@@ -63,9 +63,8 @@ pub struct InputInfo {
     pub ty: String,
     /// Whether a run needs a value (no default).
     pub required: bool,
-    /// The default value, when declared.
+    /// The default value, when declared: any JSON value (`"world"`, `3`, `true`, a list).
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub default: Option<Value>,
     /// `description:`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -495,5 +494,15 @@ mod tests {
         );
         let e = inputs_of(&json!({"inputs": [1]})).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    }
+
+    #[test]
+    fn an_input_default_is_documented_as_any_value() {
+        // A string default (`default: world`) answered by GET /api/workflows/{scope}/{name}
+        // must fit the schema (schemathesis found `"world"` against `type: [object, null]`).
+        let schema = serde_json::to_value(<InputInfo as utoipa::PartialSchema>::schema()).unwrap();
+        let default = &schema["properties"]["default"];
+        assert!(default.is_object(), "{schema}");
+        assert!(default.get("type").is_none(), "{default}");
     }
 }
