@@ -439,6 +439,7 @@ pub(crate) async fn validate_workflow(
         (status = 422, description = "Invalid workflow or inputs, or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
+        (status = 500, description = "The workflow file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The server is shutting down", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
