@@ -65,7 +65,7 @@ states:
     status: failure
 ";
 
-/// Waits for a required input nobody gave (a pending `missing_input` request).
+/// Needs an input (a run without it is refused with 422).
 const ASK: &str = "name: ask
 description: needs a name
 inputs:
@@ -78,6 +78,21 @@ states:
     type: step
     command: echo hello {{.inputs.who}}
     on_success: done
+  done:
+    type: terminal
+";
+
+/// An approval gate that waits until it is answered (a pending `approval` request).
+const HOLD: &str = "name: hold
+description: waits for an approval
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: echo deployed
+    approval: \"Deploy now?\"
+    on_success: done
+    on_failure: done
   done:
     type: terminal
 ";
@@ -118,15 +133,20 @@ states:
     on_success: nowhere
 ";
 
+/// Not even YAML.
+const UNPARSABLE: &str = "name: unparsable\nstates: [\n";
+
 fn sandbox() -> Sandbox {
     let mut sb = Sandbox::new().unwrap();
     for (name, text) in [
         ("echo", ECHO),
         ("fails", FAILS),
         ("ask", ASK),
+        ("hold", HOLD),
         ("gate", GATE),
         ("sleeper", SLEEPER),
         ("broken", BROKEN),
+        ("unparsable", UNPARSABLE),
     ] {
         sb.write(&format!("wf/{name}.yaml"), text).unwrap();
     }
@@ -294,6 +314,20 @@ impl Client<'_> {
         });
         got
     }
+}
+
+/// Waits until the run's state file (its journal replayed) is on disk with a final status.
+/// A run reported `failed` by GET may not be recorded yet (the recorder writes in batches),
+/// and a resume in that moment answers 422 "workflow execution not found": a race of the run
+/// service (application/src/service/mod.rs `resume`), not what this test is about.
+fn wait_recorded(sb: &Sandbox, id: &str) {
+    let path = awf_tests::data(sb)
+        .join("states")
+        .join(format!("{id}.json"));
+    wait_for(&format!("run {id} to be recorded"), || {
+        awf_tests::read_state_file(&path)
+            .is_some_and(|v| v["status"].as_str().is_some_and(|s| s != "running"))
+    });
 }
 
 /// The operation (`METHOD /template`) a request path belongs to: the template with as many
@@ -471,6 +505,7 @@ fn schemathesis_finds_no_failure_and_every_documented_status_is_reached() {
         let failed = c.start_run("fails", "{}");
         c.wait_status(&finished, "completed");
         c.wait_status(&failed, "failed");
+        wait_recorded(&sb, &failed);
         (finished, failed)
     };
     let config = sb
@@ -575,6 +610,12 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.expect(200, "GET", "/api/workflows", None);
         c.expect(200, "GET", "/api/workflows/local/echo", None);
         c.expect(404, "GET", "/api/workflows/local/nope", None);
+        let r = c.expect(422, "GET", "/api/workflows/local/unparsable", None);
+        assert!(
+            r.json()["code"].as_str().unwrap().starts_with("WORKFLOW."),
+            "{}",
+            r.body
+        );
         c.expect(200, "POST", "/api/workflows/local/echo/validate", None);
         let r = c.expect(422, "POST", "/api/workflows/local/broken/validate", None);
         assert!(r.body.contains("nowhere"), "{}", r.body);
@@ -648,6 +689,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         // A failed run resumes (and fails again).
         let failed = c.start_run("fails", "{}");
         c.wait_status(&failed, "failed");
+        wait_recorded(sb, &failed);
         c.expect(
             200,
             "POST",
@@ -655,15 +697,20 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
             Some("{}"),
         );
 
-        // A pending input: answered once (204), then 409; a bad answer is 422.
-        let ask = c.start_run("ask", "{}");
-        let pending = c.wait_pending(&ask);
+        // A run missing a required input is refused.
+        let r = c.expect(422, "POST", "/api/workflows/local/ask/run", Some("{}"));
+        assert!(r.body.contains("who"), "{}", r.body);
+
+        // A pending approval: answered once (204), then 409; a bad answer is 422.
+        let hold = c.start_run("hold", "{}");
+        let pending = c.wait_pending(&hold);
+        assert_eq!(pending["kind"], "approval", "{pending}");
         let rid = pending["request_id"].as_str().unwrap().to_owned();
-        let respond = format!("/api/executions/{ask}/respond");
+        let respond = format!("/api/executions/{hold}/respond");
         c.expect(
             409,
             "POST",
-            &format!("/api/executions/{ask}/resume"),
+            &format!("/api/executions/{hold}/resume"),
             Some("{}"),
         );
         c.expect(400, "POST", &respond, Some("{nope"));
@@ -672,27 +719,27 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
             422,
             "POST",
             &respond,
-            Some(&json!({"request_id": rid, "approved": true}).to_string()),
+            Some(&json!({"request_id": rid, "option": "maybe"}).to_string()),
         );
         c.expect(
             404,
             "POST",
             &respond,
-            Some(&json!({"request_id": "no-such-request", "value": "x"}).to_string()),
+            Some(&json!({"request_id": "never-asked", "approved": true}).to_string()),
         );
         c.expect(
             204,
             "POST",
             &respond,
-            Some(&json!({"request_id": rid, "value": "Ada"}).to_string()),
+            Some(&json!({"request_id": rid, "approved": true}).to_string()),
         );
         c.expect(
             409,
             "POST",
             &respond,
-            Some(&json!({"request_id": rid, "value": "Ada"}).to_string()),
+            Some(&json!({"request_id": rid, "approved": true}).to_string()),
         );
-        c.wait_status(&ask, "completed");
+        c.wait_status(&hold, "completed");
 
         // History.
         c.expect(200, "GET", "/api/history?status=success&limit=5", None);
@@ -734,8 +781,8 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         };
         let failed = c.start_run("fails", "{}");
         c.wait_status(&failed, "failed");
-        let ask = c.start_run("ask", "{}");
-        c.wait_pending(&ask);
+        let hold = c.start_run("hold", "{}");
+        c.wait_pending(&hold);
         let r = c.expect(429, "POST", "/api/workflows/local/echo/run", Some("{}"));
         assert!(!r.retry_after.is_empty(), "429 without Retry-After: {r:?}");
         let r = c.expect(
@@ -745,7 +792,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
             Some("{}"),
         );
         assert!(!r.retry_after.is_empty(), "429 without Retry-After: {r:?}");
-        c.expect(204, "DELETE", &format!("/api/executions/{ask}"), None);
+        c.expect(204, "DELETE", &format!("/api/executions/{hold}"), None);
     }
 
     // Draining after SIGTERM: no new runs (503) while a run finishes.
@@ -784,10 +831,9 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         let _ = nap;
     }
 
-    // Stores that cannot be read: 500; no history store: 503.
+    // No history store (the data root is a file, so nothing can be recorded): 503.
     {
         let sbs = sandbox();
-        // The data root is a file: nothing can be recorded or read.
         std::fs::create_dir_all(sbs.path().join("data")).unwrap();
         std::fs::write(sbs.path().join("data").join("awf"), "not a directory").unwrap();
         let n = start(&sbs, &[]);
@@ -799,36 +845,74 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.expect(503, "GET", "/api/history", None);
         c.expect(503, "GET", "/api/history/stats", None);
     }
+
+    // What the server cannot read: 500. A workflow file that fails to read (a link to
+    // /proc/self/mem, whose first page is never mapped: EIO), a recorded run whose state file
+    // is not JSON (read once the run left memory after --run-ttl), a states directory that
+    // became a file, a history table that was dropped.
     {
         let sbs = sandbox();
-        let first = start(&sbs, &[]);
-        let id = {
-            let mut c = Client {
-                base: first.base.clone(),
-                templates,
-                reached,
-            };
-            let id = c.start_run("echo", "{}");
-            c.wait_status(&id, "completed");
-            id
-        };
-        drop(first);
-        // Corrupt what the store reads: the run's state file and the history database.
-        let data = awf_tests::data(&sbs);
-        let state = data.join("states").join(format!("{id}.json"));
-        std::fs::write(&state, "{ not json").unwrap();
-        std::fs::write(data.join("history.db"), vec![0x42u8; 8192]).unwrap();
-        let _ = std::fs::remove_file(data.join("history.db-wal"));
-        let _ = std::fs::remove_file(data.join("history.db-shm"));
-        let again = start(&sbs, &[]);
+        std::os::unix::fs::symlink("/proc/self/mem", sbs.path().join("wf").join("eio.yaml"))
+            .unwrap();
+        let n = start(&sbs, &["--run-ttl", "1s"]);
         let mut c = Client {
-            base: again.base.clone(),
+            base: n.base.clone(),
             templates,
             reached,
         };
+        for (m, p, b) in [
+            ("GET", "/api/workflows/local/eio", None),
+            ("POST", "/api/workflows/local/eio/validate", None),
+            ("POST", "/api/workflows/local/eio/run", Some("{}")),
+        ] {
+            let r = c.expect(500, m, p, b);
+            assert_eq!(r.json()["code"], "SYSTEM.IO.READ_FAILED", "{m} {p}");
+        }
+        let id = c.start_run("echo", "{}");
+        c.wait_status(&id, "completed");
+        wait_for("the run to leave memory", || {
+            c.execution(&id)["phase"] == "recorded"
+        });
+        let data = awf_tests::data(&sbs);
+        std::fs::write(data.join("states").join(format!("{id}.json")), "{ not json").unwrap();
         c.expect(500, "GET", &format!("/api/executions/{id}"), None);
+        let r = c.call(
+            "POST",
+            &format!("/api/executions/{id}/resume"),
+            Some("{}"),
+            &[],
+        );
+        eprintln!("resume of a run whose state file is not JSON: {r:?}");
+        let states = data.join("states");
+        std::fs::rename(&states, data.join("states.moved")).unwrap();
+        std::fs::write(&states, "not a directory").unwrap();
         c.expect(500, "GET", "/api/executions", None);
+        let db = data.join("history.db").display().to_string();
+        let dropped = Command::new("python3")
+            .args([
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('DROP TABLE runs'); c.commit()",
+                &db,
+            ])
+            .status()
+            .unwrap();
+        assert!(dropped.success());
         c.expect(500, "GET", "/api/history", None);
         c.expect(500, "GET", "/api/history/stats", None);
+    }
+    {
+        // A workflow directory that is a symbolic link loop cannot be listed.
+        let mut sbl = sandbox();
+        let l1 = sbl.path().join("l1");
+        std::os::unix::fs::symlink(sbl.path().join("l2"), &l1).unwrap();
+        std::os::unix::fs::symlink(&l1, sbl.path().join("l2")).unwrap();
+        sbl.set_env("AWF_WORKFLOWS_PATH", &l1.display().to_string());
+        let n = start(&sbl, &[]);
+        let mut c = Client {
+            base: n.base.clone(),
+            templates,
+            reached,
+        };
+        c.expect(500, "GET", "/api/workflows", None);
     }
 }
