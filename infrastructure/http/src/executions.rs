@@ -258,6 +258,29 @@ fn summary(v: RunView) -> ExecutionSummary {
     }
 }
 
+/// `v`, or the store's newer view of it: a run that ended in this server and was then
+/// resumed by another process (`awf resume` in a terminal) is what its state file says.
+pub(crate) fn fresh(cfg: &HttpConfig, v: RunView) -> RunView {
+    if v.phase != RunPhase::Finished {
+        return v;
+    }
+    let Some(states) = &cfg.states else {
+        return v;
+    };
+    match states.load(&v.run_id.0) {
+        Ok(snap) if snap.owner_pid.is_some_and(|p| p != std::process::id()) => RunView {
+            run_id: v.run_id,
+            parent_run_id: snap.parent_run_id.map(RunId),
+            workflow: snap.workflow,
+            phase: RunPhase::Recorded,
+            status: snap.status,
+            current_state: Some(snap.current_state).filter(|c| !c.is_empty()),
+            exit_code: snap.exit_code,
+        },
+        _ => v,
+    }
+}
+
 /// Lists runs.
 #[utoipa::path(
     get,
@@ -278,7 +301,7 @@ pub(crate) async fn list_executions(
         .list()?
         .into_iter()
         .filter(|v| v.parent_run_id.is_none())
-        .map(summary)
+        .map(|v| summary(fresh(&cfg, v)))
         .collect();
     Ok(Envelope::json(ExecutionList { executions }))
 }
@@ -415,8 +438,9 @@ pub(crate) async fn get_execution(
     Path(id): Path<String>,
 ) -> Result<Json<Envelope<ExecutionDetail>>, Problem> {
     let run_id = RunId(id);
-    let v = cfg.service.get(&run_id)?;
+    let v = fresh(&cfg, cfg.service.get(&run_id)?);
     let (states, pending) = match cfg.service.subscribe(&run_id, 1) {
+        Ok(_) if v.phase == RunPhase::Recorded => (None, Vec::new()),
         Ok(sub) => {
             let s = snapshot(sub, &run_id);
             (Some(s.states), s.pending.iter().map(pending_of).collect())
@@ -503,7 +527,7 @@ pub(crate) async fn resume_execution(
 ) -> Result<Json<Envelope<RunAccepted>>, Problem> {
     cfg.refuse_if_draining()?;
     let run_id = RunId(id);
-    let v = cfg.service.get(&run_id)?;
+    let v = fresh(&cfg, cfg.service.get(&run_id)?);
     if v.phase == RunPhase::Live {
         return Err(conflict(
             format!("run {run_id} is still running"),

@@ -35,6 +35,7 @@ use awf_domain::ports::repository::WorkflowRepository;
 use awf_domain::ports::service::RunPhase;
 use awf_domain::ports::service::RunService;
 use awf_domain::ports::store::HistoryStore;
+use awf_domain::ports::store::StateStore;
 use awf_domain::run::CancelReason;
 use axum::Json;
 use axum::Router;
@@ -75,6 +76,9 @@ pub struct HttpConfig {
     pub validator: Validator,
     /// The run history (`None`: the history routes answer 503).
     pub history: Option<Arc<dyn HistoryStore>>,
+    /// The state store the service records runs in: a run that ended here and was then
+    /// resumed by another process (`awf resume`) is answered from it.
+    pub states: Option<Arc<dyn StateStore>>,
     /// Process environment of the runs (the token's variable is not in it).
     pub env: Vec<(String, String)>,
     /// Working directory of the runs.

@@ -186,6 +186,42 @@ pub fn identifier(scope: &str, name: &str) -> String {
     }
 }
 
+/// The identifier a `{scope}/{name}` path names, checked: `scope` is `local`, `global` or
+/// `env` (awf has no workflow packs) and `name` is one of the workflows `GET /api/workflows`
+/// lists. Only listed workflows are reachable: never a path (`%2Fetc%2Fpasswd`, `wf/x.yaml`)
+/// nor a file of the server's directory that happens to have the name (then the listed
+/// file's path is the identifier).
+///
+/// # Errors
+/// A 404 problem (`USER.FACADE.WORKFLOW_NOT_FOUND`) naming what is listed.
+pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<String, Problem> {
+    let not_found = |what: String, hint: String| {
+        Problem::with_status(
+            StatusCode::NOT_FOUND,
+            AwfError::new(ErrorCode::UserFacadeWorkflowNotFound, what).with_hint(hint),
+        )
+    };
+    if !matches!(scope, "local" | "global" | "env") {
+        return Err(not_found(
+            format!("no workflow scope {scope:?} (awf has no workflow packs)"),
+            "use the `scope` GET /api/workflows gives: local, global or env".to_owned(),
+        ));
+    }
+    let entries = cfg.repository.list()?;
+    let Some(entry) = entries.iter().find(|e| e.name == name) else {
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        let hint = match awf_domain::validate::closest(name, names.iter().copied()) {
+            Some(c) => format!("did you mean '{c}'? (GET /api/workflows lists them)"),
+            None => "GET /api/workflows lists them".to_owned(),
+        };
+        return Err(not_found(format!("workflow not found: {name}"), hint));
+    };
+    if cfg.working_dir.join(name).exists() {
+        return Ok(entry.path.display().to_string());
+    }
+    Ok(identifier(scope, name))
+}
+
 /// Turns the request's `inputs` object into `key=value` pairs: strings as they are, other
 /// values as their JSON text.
 ///
@@ -360,9 +396,9 @@ pub(crate) async fn get_workflow(
     State(cfg): State<Arc<HttpConfig>>,
     Path((scope, name)): Path<(String, String)>,
 ) -> Result<Json<Envelope<WorkflowDetail>>, Problem> {
-    let id = identifier(&scope, &name);
+    let id = resolve(&cfg, &scope, &name)?;
     let loaded = cfg.repository.load_for_validation(&id, None)?;
-    Ok(Envelope::json(detail(&loaded.workflow, &id)))
+    Ok(Envelope::json(detail(&loaded.workflow, &name)))
 }
 
 /// Validates a workflow as `awf validate` does.
@@ -387,7 +423,7 @@ pub(crate) async fn validate_workflow(
     State(cfg): State<Arc<HttpConfig>>,
     Path((scope, name)): Path<(String, String)>,
 ) -> Result<Json<Envelope<ValidationResult>>, Problem> {
-    let id = identifier(&scope, &name);
+    let id = resolve(&cfg, &scope, &name)?;
     let diags = (cfg.validator)(&id)?;
     let line = |d: &awf_domain::ports::repository::Diagnostic| {
         if d.path.is_empty() {
@@ -451,7 +487,7 @@ pub(crate) async fn run_workflow(
     cfg.refuse_if_draining()?;
     let inputs = body.inputs.as_ref().map(pairs).unwrap_or_default();
     let request = RunRequest {
-        identifier: identifier(&scope, &name),
+        identifier: resolve(&cfg, &scope, &name)?,
         inputs,
         config_inputs: cfg.config_inputs.clone(),
         env: cfg.env.clone(),

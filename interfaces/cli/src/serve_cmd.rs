@@ -90,6 +90,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     // The token reaches no step: not in the runs' environment, and no child inherits it.
     if let Some(name) = &args.token_env {
         awf_exec::withhold_env([name.clone()]);
+        awf_tools::withhold_env([name.clone()]);
     }
     let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
     crate::run_cmd::warn_unrecorded(&w);
@@ -104,15 +105,12 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         })
     };
     let history = w.history_store().ok();
-    let service: Arc<dyn awf_domain::ports::service::RunService> =
-        Arc::new(awf_application::RunManager::new(
-            services,
-            awf_application::ServiceConfig {
-                max_live_runs: usize::try_from(args.max_runs).unwrap_or(usize::MAX),
-                finished_ttl: run_ttl,
-                ..awf_application::ServiceConfig::default()
-            },
-        ));
+    let states = w.services.state_store.clone();
+    let service = crate::wiring::http_run_service(
+        services,
+        usize::try_from(args.max_runs).unwrap_or(usize::MAX),
+        run_ttl,
+    );
     let env: Vec<(String, String)> = w
         .env
         .iter()
@@ -139,6 +137,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         repository,
         validator,
         history,
+        states,
         env,
         working_dir: w.cwd.clone(),
         config_inputs: config.inputs,

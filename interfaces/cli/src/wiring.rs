@@ -48,6 +48,23 @@ pub fn served_run_service(services: Services) -> Arc<dyn RunService> {
     ))
 }
 
+/// The run service of `awf serve`: at most `max_live_runs` live runs (`--max-runs`), finished
+/// runs kept in memory for `finished_ttl` (`--run-ttl`).
+pub fn http_run_service(
+    services: Services,
+    max_live_runs: usize,
+    finished_ttl: std::time::Duration,
+) -> Arc<dyn RunService> {
+    Arc::new(awf_application::RunManager::new(
+        services,
+        awf_application::ServiceConfig {
+            max_live_runs,
+            finished_ttl,
+            ..awf_application::ServiceConfig::default()
+        },
+    ))
+}
+
 /// Everything a command needs: services plus the resolved environment.
 pub struct Wiring {
     /// Application services.
