@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
@@ -917,7 +916,7 @@ impl ToSchema for SseEvent {}
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `:` heartbeat comments every 15 s; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "`Last-Event-ID` or `after` is not a number", body = ProblemDoc, content_type = "application/problem+json"),
@@ -936,7 +935,7 @@ pub(crate) async fn stream_events(
         Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))
     });
     Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .keep_alive(KeepAlive::new().interval(cfg.keep_alive))
         .into_response())
 }
 
