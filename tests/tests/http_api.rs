@@ -356,6 +356,32 @@ fn openapi_lists_every_route_and_docs_load_only_same_origin_assets() {
 fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
     let sb = sandbox();
     let s = start(&sb);
+    sb.write("wf/broken.yaml", "name: [\n").unwrap();
+    let (code, body, _) = curl(&[&format!("{}/api/workflows", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let list = json_of(&body)["body"]["workflows"].clone();
+    let entry = |n: &str| {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == n)
+            .unwrap_or_else(|| panic!("{n}: {list}"))
+            .clone()
+    };
+    assert!(
+        entry("broken")["error"]
+            .as_str()
+            .unwrap()
+            .contains("WORKFLOW.PARSE"),
+        "{list}"
+    );
+    assert_eq!(entry("hello").get("error"), None, "{list}");
+    assert_problem(
+        &curl(&[&format!("{}/api/workflows/local/broken", s.base)]),
+        422,
+        "WORKFLOW.PARSE.YAML_SYNTAX",
+    );
+    assert_eq!(entry("hello")["scope"], "env", "{list}");
     let (code, body, _) = curl(&[&format!("{}/api/workflows/local/hello", s.base)]);
     assert_eq!(code, 200, "{body}");
     assert!(
@@ -928,6 +954,20 @@ fn finished_runs_leave_memory_after_the_ttl_and_stay_in_history() {
     });
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["states"], Value::Null, "{v}");
+    assert!(v["started_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert!(v["completed_at"].as_str().unwrap().ends_with('Z'), "{v}");
+    assert!(v["duration_ms"].is_u64(), "{v}");
+    let (_, body, _) = curl(&[&format!("{}/api/executions", s.base)]);
+    let list = json_of(&body)["body"]["executions"].clone();
+    let mine = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["execution_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{list}"))
+        .clone();
+    assert_eq!(mine["started_at"], v["started_at"], "{mine}");
+    assert_eq!(mine["duration_ms"], v["duration_ms"], "{mine}");
     assert_problem(&curl(&["-N", &events]), 404, "USER.FACADE.RUN_NOT_FOUND");
     let (_, body, _) = curl(&[&format!("{}/api/history", s.base)]);
     assert!(body.contains(&id), "{body}");
@@ -1019,6 +1059,20 @@ fn the_token_does_not_reach_the_steps() {
     .unwrap();
     let s = start_with(&sb, &["--token-env", "HTTP_API_TOKEN"]);
     let auth = "Authorization: Bearer tok-value-8c1f";
+    // The document says how to authenticate (and only when a token is required).
+    let (code, body, _) = curl(&["-H", auth, &format!("{}/openapi.json", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let doc = json_of(&body);
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer",
+        "{}",
+        doc["components"]
+    );
+    assert_eq!(doc["security"], json!([{"bearer": []}]));
+    let open = start(&sb);
+    let (_, body, _) = curl(&[&format!("{}/openapi.json", open.base)]);
+    assert_eq!(json_of(&body).get("security"), None);
+    drop(open);
     let (code, body, _) = curl(&[
         "-X",
         "POST",
@@ -1095,4 +1149,41 @@ fn the_token_does_not_reach_an_agents_in_process_bash_tool() {
     );
     assert!(!env.contains("tok-value-77ab"), "{env}");
     assert!(!env.contains("HTTP_API_TOKEN"), "{env}");
+}
+
+#[test]
+fn a_missing_input_is_asked_and_answered_over_http() {
+    let sb = sandbox();
+    let out = sb.path().join("greeting.txt");
+    sb.write(
+        "wf/ask.yaml",
+        &format!(
+            "name: ask\ninputs:\n  - name: who\n    type: string\n    required: true\n    description: whom to greet\nstates:\n  initial: greet\n  greet:\n    type: step\n    command: echo hi {{{{.inputs.who}}}} > {}\n    on_success: done\n  done:\n    type: terminal\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    let s = start(&sb);
+    let run = format!("{}/api/workflows/local/ask/run", s.base);
+    // Without asking: refused, as AWF (Go) does.
+    let got = post(&run, "{}");
+    assert_eq!(got.0, 422, "{}", got.1);
+    let id = start_run(&s, "ask", r#"{"ask_missing_inputs": true}"#);
+    let p = pending_of(&s, &id);
+    assert_eq!(p[0]["kind"], "missing_input", "{p}");
+    assert_eq!(p[0]["input"], "who", "{p}");
+    assert_eq!(p[0]["prompt"], "whom to greet", "{p}");
+    let respond = format!("{}/api/executions/{id}/respond", s.base);
+    assert_problem(
+        &post(&respond, r#"{"option": "approve"}"#),
+        422,
+        "USER.FACADE.INPUT_REJECTED",
+    );
+    let (code, body, _) = post(
+        &respond,
+        &json!({"request_id": p[0]["request_id"], "value": "Ada"}).to_string(),
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_status(&s, &id, "completed");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "hi Ada\n");
 }

@@ -745,6 +745,15 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.expect(200, "GET", "/api/history?status=success&limit=5", None);
         c.expect(200, "GET", "/api/history/stats", None);
         c.expect(422, "GET", "/api/history?since=not-a-date", None);
+        // A query string that does not decode into the route's fields (a field twice).
+        c.expect(400, "GET", "/api/history?limit=1&limit=2", None);
+        c.expect(400, "GET", "/api/history/stats?since=1&since=2", None);
+        c.expect(
+            400,
+            "GET",
+            &format!("/api/executions/{done}/events?after=1&after=2"),
+            None,
+        );
         c.expect(422, "GET", "/api/history/stats?since=not-a-date", None);
     }
 
@@ -876,6 +885,12 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         let data = awf_tests::data(&sbs);
         std::fs::write(data.join("states").join(format!("{id}.json")), "{ not json").unwrap();
         c.expect(500, "GET", &format!("/api/executions/{id}"), None);
+        c.expect(
+            500,
+            "POST",
+            &format!("/api/executions/{id}/respond"),
+            Some(r#"{"approved":true}"#),
+        );
         let r = c.call(
             "POST",
             &format!("/api/executions/{id}/resume"),

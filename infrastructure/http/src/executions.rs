@@ -17,6 +17,8 @@ use awf_domain::ports::service::RunPhase;
 use awf_domain::ports::service::RunView;
 use awf_domain::ports::service::Subscription;
 use awf_domain::ports::service::SubscriptionItem;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
@@ -109,6 +111,12 @@ pub struct ExecutionSummary {
     pub phase: Phase,
     /// Process exit code, once finished.
     pub exit_code: Option<u8>,
+    /// Start (RFC 3339, UTC), from the run history; null until recorded.
+    pub started_at: Option<String>,
+    /// End (RFC 3339, UTC), once finished and recorded.
+    pub completed_at: Option<String>,
+    /// Wall time in milliseconds, once finished and recorded.
+    pub duration_ms: Option<u64>,
 }
 
 /// A state's status in a run.
@@ -192,9 +200,9 @@ pub struct GoResponse {
     #[serde(rename = "PromptID", alias = "prompt_id", alias = "promptId", default)]
     pub prompt_id: Option<String>,
     /// The answer text (for an approval: an option id, or `approve` / `reject`); any JSON
-    /// value (other than a string: its JSON text).
+    /// value (null: none).
     #[serde(rename = "Value", alias = "value", default)]
-    pub value: Option<Value>,
+    pub value: Value,
 }
 
 /// `POST /api/executions/{id}/respond` request. Name the request (`request_id`; may be left
@@ -214,9 +222,9 @@ pub struct RespondBody {
     /// The pending request's id (`pending[].request_id`).
     #[serde(default)]
     pub request_id: Option<String>,
-    /// A text answer; any JSON value (other than a string: its JSON text).
+    /// A text answer: a string, or any JSON value (taken as its JSON text; null: none).
     #[serde(default)]
-    pub value: Option<Value>,
+    pub value: Value,
     /// An approval's option id.
     #[serde(default)]
     pub option: Option<String>,
@@ -242,8 +250,24 @@ pub struct EventsQuery {
     pub after: Option<String>,
 }
 
-fn summary(v: RunView) -> ExecutionSummary {
+/// RFC 3339 of milliseconds since the epoch.
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    awf_domain::timefmt::format_rfc3339(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+    )
+}
+
+fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
+    // A history row of an earlier attempt (a resumed run now live again) has no end yet
+    // that counts.
+    let finished = v.phase != RunPhase::Live;
     ExecutionSummary {
+        started_at: h.map(|h| rfc3339_ms(h.started_at_ms)),
+        completed_at: h
+            .and_then(|h| h.completed_at_ms)
+            .filter(|_| finished)
+            .map(rfc3339_ms),
+        duration_ms: h.and_then(|h| h.duration_ms).filter(|_| finished),
         execution_id: v.run_id.0,
         workflow_name: v.workflow,
         status: v.status.into(),
@@ -295,12 +319,23 @@ pub(crate) fn fresh(cfg: &HttpConfig, v: RunView) -> RunView {
 pub(crate) async fn list_executions(
     State(cfg): State<Arc<HttpConfig>>,
 ) -> Result<Json<Envelope<ExecutionList>>, Problem> {
+    let rows: std::collections::HashMap<String, HistoryRecord> = cfg
+        .history
+        .as_ref()
+        .and_then(|h| h.list(&HistoryFilter::default()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
     let executions = cfg
         .service
         .list()?
         .into_iter()
         .filter(|v| v.parent_run_id.is_none())
-        .map(|v| summary(fresh(&cfg, v)))
+        .map(|v| {
+            let h = rows.get(&v.run_id.0);
+            summary(fresh(&cfg, v), h)
+        })
         .collect();
     Ok(Envelope::json(ExecutionList { executions }))
 }
@@ -446,8 +481,12 @@ pub(crate) async fn get_execution(
         }
         Err(_) => (None, Vec::new()),
     };
+    let h = cfg
+        .history
+        .as_ref()
+        .and_then(|h| h.get(&run_id.0).ok().flatten());
     Ok(Envelope::json(ExecutionDetail {
-        summary: summary(v),
+        summary: summary(v, h.as_ref()),
         states,
         pending,
     }))
@@ -464,6 +503,7 @@ pub(crate) async fn get_execution(
         (status = 204, description = "Cancelled (or finished already)"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn cancel_execution(
@@ -515,7 +555,7 @@ fn unfit(message: String) -> Problem {
         (status = 422, description = "The run cannot be resumed so (bad step, inputs, workflow), or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
-        (status = 500, description = "The run's state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The server is shutting down", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -569,8 +609,12 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let go_value = body.response.as_ref().and_then(|r| r.value.as_ref());
-    let value = body.value.as_ref().or(go_value);
+    let go_value = body
+        .response
+        .as_ref()
+        .map(|r| &r.value)
+        .filter(|v| !v.is_null());
+    let value = Some(&body.value).filter(|v| !v.is_null()).or(go_value);
     let given = [
         value.is_some(),
         body.option.is_some(),
@@ -677,6 +721,7 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
         (status = 409, description = "Answered already, timed out, or the run ended", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "The answer does not fit the request (or several are pending and none is named)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The run's state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn respond(
@@ -917,6 +962,7 @@ impl ToSchema for SseEvent {}
     ),
     responses(
         (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "`Last-Event-ID` or `after` is not a number", body = ProblemDoc, content_type = "application/problem+json"),
@@ -929,7 +975,7 @@ pub(crate) async fn stream_events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
-    let sub = cfg.service.subscribe(&RunId(id), after + 1)?;
+    let sub = cfg.service.subscribe(&RunId(id), after.saturating_add(1))?;
     let stream = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
         let item = sub.next().await?;
         Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))

@@ -233,6 +233,7 @@ fn entry(r: HistoryRecord) -> HistoryEntry {
     params(HistoryQuery),
     responses(
         (status = 200, description = "Matching runs, newest first", body = Envelope<HistoryList>),
+        (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "A filter does not parse", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The history cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
@@ -260,6 +261,7 @@ pub(crate) async fn list_history(
     params(HistoryQuery),
     responses(
         (status = 200, description = "Totals", body = Envelope<HistoryStatsBody>),
+        (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "A filter does not parse", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The history cannot be read", body = ProblemDoc, content_type = "application/problem+json"),

@@ -187,6 +187,28 @@ struct ApiDoc;
 fn api_router(cfg: Arc<HttpConfig>) -> (Router, utoipa::openapi::OpenApi) {
     let mut doc = ApiDoc::openapi();
     doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    if cfg.token.is_some() {
+        use utoipa::openapi::security::HttpAuthScheme;
+        use utoipa::openapi::security::HttpBuilder;
+        use utoipa::openapi::security::SecurityRequirement;
+        use utoipa::openapi::security::SecurityScheme;
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "The value of the variable `awf serve --token-env` names",
+                    ))
+                    .build(),
+            ),
+        );
+        doc.security = Some(vec![SecurityRequirement::new(
+            "bearer",
+            Vec::<String>::new(),
+        )]);
+    }
     OpenApiRouter::with_openapi(doc)
         .routes(routes!(workflows::list_workflows))
         .routes(routes!(workflows::get_workflow))

@@ -43,6 +43,10 @@ pub struct WorkflowSummary {
     pub version: String,
     /// `description:`, empty when none.
     pub description: String,
+    /// Why the file cannot be loaded (`[CODE] message`), for a broken workflow; absent when it
+    /// loads (`POST …/validate` lists every problem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `GET /api/workflows`.
@@ -63,9 +67,9 @@ pub struct InputInfo {
     pub ty: String,
     /// Whether a run needs a value (no default).
     pub required: bool,
-    /// The default value, when declared: any JSON value (`"world"`, `3`, `true`, a list).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default: Option<Value>,
+    /// The default value, when declared (any JSON value).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub default: Value,
     /// `description:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -166,6 +170,10 @@ pub struct RunBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub inputs: Option<Map<String, Value>>,
+    /// Ask for each missing required input as a pending `missing_input` request (answered
+    /// with `POST /api/executions/{id}/respond`) instead of refusing the run with 422.
+    #[serde(default)]
+    pub ask_missing_inputs: bool,
 }
 
 /// `POST …/run` and `POST /api/executions/{id}/resume` answer.
@@ -187,10 +195,11 @@ pub fn identifier(scope: &str, name: &str) -> String {
 }
 
 /// The identifier a `{scope}/{name}` path names, checked: `scope` is `local`, `global` or
-/// `env` (awf has no workflow packs) and `name` is one of the workflows `GET /api/workflows`
-/// lists. Only listed workflows are reachable: never a path (`%2Fetc%2Fpasswd`, `wf/x.yaml`)
-/// nor a file of the server's directory that happens to have the name (then the listed
-/// file's path is the identifier).
+/// `env` (awf has no workflow packs) and `name` is a plain name (no separator, no NUL, not
+/// starting with `.`) looked up in the workflow directories only. Never a path
+/// (`%2Fetc%2Fpasswd`, `wf/x.yaml`), nor a file of the server's directory that happens to
+/// have the name (the loader would take it first: then the listed workflow's path is the
+/// identifier).
 ///
 /// # Errors
 /// A 404 problem (`USER.FACADE.WORKFLOW_NOT_FOUND`) naming what is listed.
@@ -207,6 +216,10 @@ pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<Strin
             "use the `scope` GET /api/workflows gives: local, global or env".to_owned(),
         ));
     }
+    let plain = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+    if plain && !cfg.working_dir.join(name).exists() {
+        return Ok(identifier(scope, name));
+    }
     let entries = cfg.repository.list()?;
     let Some(entry) = entries.iter().find(|e| e.name == name) else {
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
@@ -216,10 +229,7 @@ pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<Strin
         };
         return Err(not_found(format!("workflow not found: {name}"), hint));
     };
-    if cfg.working_dir.join(name).exists() {
-        return Ok(entry.path.display().to_string());
-    }
-    Ok(identifier(scope, name))
+    Ok(entry.path.display().to_string())
 }
 
 /// Turns the request's `inputs` object into `key=value` pairs: strings as they are, other
@@ -273,7 +283,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
             name: i.name.clone(),
             ty: type_name(&i.ty),
             required: i.required,
-            default: i.default.clone(),
+            default: i.default.clone().unwrap_or(Value::Null),
             description: i.description.clone(),
             enum_values: i.validation.enum_values.clone(),
         })
@@ -369,6 +379,7 @@ pub(crate) async fn list_workflows(
             scope: e.source,
             version: e.version.unwrap_or_default(),
             description: e.description.unwrap_or_default(),
+            error: e.error,
         })
         .collect();
     Ok(Envelope::json(WorkflowList { workflows }))
@@ -492,6 +503,7 @@ pub(crate) async fn run_workflow(
         config_inputs: cfg.config_inputs.clone(),
         env: cfg.env.clone(),
         working_dir: cfg.working_dir.clone(),
+        prompt_missing_inputs: body.ask_missing_inputs,
         ..RunRequest::default()
     };
     let id = cfg.service.start(request).await?;
