@@ -885,6 +885,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         let data = awf_tests::data(&sbs);
         std::fs::write(data.join("states").join(format!("{id}.json")), "{ not json").unwrap();
         c.expect(500, "GET", &format!("/api/executions/{id}"), None);
+        c.expect(500, "DELETE", &format!("/api/executions/{id}"), None);
         c.expect(
             500,
             "POST",

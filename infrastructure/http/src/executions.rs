@@ -513,10 +513,12 @@ pub(crate) async fn cancel_execution(
     let id = RunId(id);
     match cfg.service.cancel(&id, CancelReason::Requested) {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
-        // Not live: finished already (idempotent, 204) or never seen (404).
+        // Not live: finished already (idempotent, 204), never seen (404), or recorded in a
+        // state file that cannot be read (that error, 500: not "no such run").
         Err(e) => match cfg.service.get(&id) {
             Ok(_) => Ok(StatusCode::NO_CONTENT),
-            Err(_) => Err(e.into()),
+            Err(g) if g.code() == ErrorCode::UserFacadeRunNotFound => Err(e.into()),
+            Err(g) => Err(g.into()),
         },
     }
 }
