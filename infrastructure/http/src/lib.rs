@@ -9,7 +9,8 @@
 //! - `GET /api/executions`, `GET|DELETE /api/executions/{id}`,
 //!   `POST /api/executions/{id}/resume`, `POST /api/executions/{id}/respond`,
 //!   `GET /api/executions/{id}/events` (SSE) ([`executions`]);
-//! - `GET /api/history`, `GET /api/history/stats` ([`history`]).
+//! - `GET /api/history`, `GET /api/history/stats` ([`history`]);
+//! - `GET /`, `GET /ui/...`: the web page ([`page`]).
 //!
 //! Every error is an RFC 9457 problem document (`application/problem+json`) with `title`,
 //! `status`, `detail`, `code` (the taxonomy code, domain/src/error.rs) and `hints`
@@ -22,6 +23,8 @@ pub mod executions;
 pub mod history;
 pub mod problem;
 pub mod workflows;
+
+pub mod page;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -242,6 +245,7 @@ pub fn router(cfg: HttpConfig) -> Router {
         .config(utoipa_swagger_ui::Config::default().validator_url("none"));
     let mut app = api
         .merge(swagger)
+        .merge(page::router())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&cfg),
