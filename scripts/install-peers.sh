@@ -11,6 +11,10 @@
 #     crate `agent-client-protocol-schema` on crates.io ships no schema.json) and the JSON-schema
 #     validator `ajv`, into .cache/acp-npm; they run on the Node 22 above (benches/acp.py installs
 #     the ACP agents it compares with itself, into .cache/bench-acp-npm: about 800 MB)
+# and the OpenAPI fuzzer that checks `awf serve` against its own /openapi.json
+# (tests/tests/http_schema.rs):
+#   - schemathesis (PyPI), into its own target .cache/py-schemathesis (its dependency tree,
+#     hypothesis, pytest, requests, jsonschema-rs, stays apart from the SDKs in .cache/py), about 70 MB
 # and the browser that drives the web page of `awf serve` (tests/tests/http_page.rs):
 #   - `playwright-core` (npm; no browser download), into .cache/page-npm
 #   - Debian's `chromium` at /usr/bin/chromium (`apt-get install --no-install-recommends`, as
@@ -36,6 +40,9 @@ acp_pins=(
 )
 # The ACP v1 JSON schema inside the pinned SDK (node_modules/@agentclientprotocol/sdk/schema/v1).
 schema_sha256="0d0b1ca83c4872e5473f68926a894c7a8203b59b118e2a79bfe43dd76fbcbc1a"
+# Keep in sync with tests/tests/http_schema.rs (SCHEMATHESIS).
+st_target="$PWD/.cache/py-schemathesis"
+st_pin="schemathesis==4.32.5"
 page_prefix="$PWD/.cache/page-npm"
 # Keep in sync with tests/tests/http_page.rs (PLAYWRIGHT_CORE, CHROMIUM).
 page_pins=("playwright-core@1.65.1")
@@ -124,6 +131,21 @@ schema="$acp_prefix/node_modules/@agentclientprotocol/sdk/schema/v1/schema.json"
 have_sha="$(sha256sum "$schema" 2>/dev/null | cut -d' ' -f1 || true)"
 [[ "$have_sha" == "$schema_sha256" ]] || fail "ACP schema $schema: sha256 '$have_sha', wanted '$schema_sha256'"
 echo "install-peers: ACP clients ready (TS SDK ${acp_pins[0]##*@}, python agent-client-protocol ${py_pins[1]##*==}, schema sha256 ${schema_sha256:0:12})" >&2
+
+# schemathesis, in its own target.
+st_version() {
+  PYTHONPATH="$st_target" python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null || true
+}
+if [[ "$(st_version)" != "${st_pin##*==}" || ! -x "$st_target/bin/schemathesis" ]]; then
+  mkdir -p "$st_target"
+  echo "install-peers: installing $st_pin into $st_target" >&2
+  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$st_target" "$st_pin" >&2 \
+    || fail "pip install $st_pin failed"
+  have_st="$(st_version)"
+  [[ "$have_st" == "${st_pin##*==}" ]] || fail "schemathesis: installed '$have_st', wanted '${st_pin##*==}'"
+  [[ -x "$st_target/bin/schemathesis" ]] || fail "schemathesis: no $st_target/bin/schemathesis after install"
+fi
+echo "install-peers: schemathesis ${st_pin##*==} ready in $st_target" >&2
 
 # The web page's browser: playwright-core (drives it) and Debian's chromium.
 page_missing=0

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
@@ -253,7 +252,9 @@ pub struct EventsQuery {
 
 /// RFC 3339 of milliseconds since the epoch.
 pub(crate) fn rfc3339_ms(ms: u64) -> String {
-    awf_domain::timefmt::format_rfc3339(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+    awf_domain::timefmt::format_rfc3339(
+        std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+    )
 }
 
 fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
@@ -512,10 +513,12 @@ pub(crate) async fn cancel_execution(
     let id = RunId(id);
     match cfg.service.cancel(&id, CancelReason::Requested) {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
-        // Not live: finished already (idempotent, 204) or never seen (404).
+        // Not live: finished already (idempotent, 204), never seen (404), or recorded in a
+        // state file that cannot be read (that error, 500: not "no such run").
         Err(e) => match cfg.service.get(&id) {
             Ok(_) => Ok(StatusCode::NO_CONTENT),
-            Err(_) => Err(e.into()),
+            Err(g) if g.code() == ErrorCode::UserFacadeRunNotFound => Err(e.into()),
+            Err(g) => Err(g.into()),
         },
     }
 }
@@ -855,6 +858,99 @@ pub fn frame(item: &SubscriptionItem) -> Event {
     }
 }
 
+/// The SSE `event:` names: every run event's `type` (domain `RunEvent`, snake_case), and
+/// `lagged` (a subscriber that fell behind; its data is `{"resume_position": N}`).
+pub const SSE_EVENT_NAMES: [&str; 15] = [
+    "run_started",
+    "step_started",
+    "step_retrying",
+    "output_chunk",
+    "log",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_result",
+    "interaction_required",
+    "interaction_resolved",
+    "step_finished",
+    "child_run_started",
+    "run_finished",
+    "lagged",
+];
+
+/// One event of `GET /api/executions/{id}/events` as an SSE client reads it, the schema
+/// the document gives each event of the stream (OpenAPI 3.1 has an event stream's `schema`
+/// describe one event): `{event, id, data}` with `event` the event's type
+/// ([`SSE_EVENT_NAMES`]), `id` its position in the run's log (decimal digits; none on
+/// `lagged`) and `data` the event envelope as JSON text (`contentMediaType`
+/// `application/json`, `contentSchema`: `{seq, run_id, parent_run_id?, at (ms since the
+/// epoch), path, iteration?, event: {type, …}}`, or `lagged`'s `{resume_position}`).
+pub struct SseEvent;
+
+impl utoipa::PartialSchema for SseEvent {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::ObjectBuilder;
+        use utoipa::openapi::schema::Type;
+        let envelope = json!({
+            "type": "object",
+            "required": ["seq", "run_id", "at", "path", "event"],
+            "properties": {
+                "seq": {"type": "integer", "minimum": 1},
+                "run_id": {"type": "string"},
+                "parent_run_id": {"type": "string"},
+                "at": {"type": "integer", "minimum": 0, "description": "ms since the epoch"},
+                "path": {"type": "string"},
+                "iteration": {"type": "integer", "minimum": 0},
+                "event": {
+                    "type": "object",
+                    "required": ["type"],
+                    "properties": {"type": {"type": "string", "enum": &SSE_EVENT_NAMES[..14]}}
+                }
+            }
+        });
+        let lagged = json!({
+            "type": "object",
+            "required": ["resume_position"],
+            "properties": {"resume_position": {"type": "integer", "minimum": 0}}
+        });
+        let mut data = ObjectBuilder::new()
+            .schema_type(Type::String)
+            .content_media_type("application/json")
+            .description(Some(
+                "The event envelope (or `lagged`'s position) as JSON text",
+            ))
+            .build();
+        // `contentSchema` (JSON Schema 2020-12) has no field in utoipa's `Object`; it goes
+        // in beside the other keywords.
+        let mut keywords = utoipa::openapi::extensions::Extensions::default();
+        keywords.insert(
+            "contentSchema".to_owned(),
+            json!({ "anyOf": [envelope, lagged] }),
+        );
+        data.extensions = Some(keywords);
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .property(
+                "event",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(SSE_EVENT_NAMES)),
+            )
+            .required("event")
+            .property(
+                "id",
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some("^[0-9]+$")),
+            )
+            .property("data", data)
+            .required("data")
+            .into()
+    }
+}
+
+impl ToSchema for SseEvent {}
+
 /// Follows a run's events (Server-Sent Events).
 #[utoipa::path(
     get,
@@ -867,7 +963,7 @@ pub fn frame(item: &SubscriptionItem) -> Event {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `: keep-alive` comments every 15 s", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
@@ -887,7 +983,7 @@ pub(crate) async fn stream_events(
         Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))
     });
     Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .keep_alive(KeepAlive::new().interval(cfg.keep_alive))
         .into_response())
 }
 
@@ -896,6 +992,29 @@ mod tests {
     use super::*;
     use awf_domain::interaction::ApprovalOption;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn each_sse_event_is_documented_as_event_id_and_json_data() {
+        let v = serde_json::to_value(<SseEvent as utoipa::PartialSchema>::schema()).unwrap();
+        assert_eq!(v["type"], "object", "{v}");
+        assert_eq!(v["properties"]["event"]["enum"], json!(SSE_EVENT_NAMES));
+        assert_eq!(v["properties"]["id"]["pattern"], "^[0-9]+$");
+        let data = &v["properties"]["data"];
+        assert_eq!(data["type"], "string");
+        assert_eq!(data["contentMediaType"], "application/json");
+        let envelope = &data["contentSchema"]["anyOf"][0];
+        assert_eq!(
+            envelope["properties"]["event"]["properties"]["type"]["enum"],
+            json!(SSE_EVENT_NAMES[..14])
+        );
+        // The event names the stream uses are the names the envelope's `type` carries.
+        let ev = RunEvent::StepStarted {
+            step: "a".to_owned(),
+            kind: "command".to_owned(),
+        };
+        let t = serde_json::to_value(&ev).unwrap()["type"].clone();
+        assert!(SSE_EVENT_NAMES.contains(&t.as_str().unwrap()), "{t}");
+    }
 
     #[test]
     fn resume_position_prefers_last_event_id() {

@@ -96,6 +96,9 @@ pub struct HttpConfig {
     pub cors_origins: Vec<HeaderValue>,
     /// After SIGTERM, how long running runs get to finish before they are cancelled.
     pub drain_timeout: Duration,
+    /// How long an event stream may stay silent before a heartbeat comment (`:`) is sent
+    /// on it (`--keep-alive`, default 15 s; more than zero).
+    pub keep_alive: Duration,
     /// Set once shutdown began: new runs and resumes are refused with 503.
     pub draining: Arc<AtomicBool>,
 }
@@ -106,6 +109,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("working_dir", &self.working_dir)
             .field("cors_origins", &self.cors_origins)
             .field("drain_timeout", &self.drain_timeout)
+            .field("keep_alive", &self.keep_alive)
             .finish_non_exhaustive()
     }
 }

@@ -486,6 +486,7 @@ pub(crate) async fn validate_workflow(
         (status = 422, description = "Invalid workflow or inputs, or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
+        (status = 500, description = "The workflow file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "The server is shutting down", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -542,5 +543,15 @@ mod tests {
         );
         let e = inputs_of(&json!({"inputs": [1]})).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    }
+
+    #[test]
+    fn an_input_default_is_documented_as_any_value() {
+        // A string default (`default: world`) answered by GET /api/workflows/{scope}/{name}
+        // must fit the schema (schemathesis found `"world"` against `type: [object, null]`).
+        let schema = serde_json::to_value(<InputInfo as utoipa::PartialSchema>::schema()).unwrap();
+        let default = &schema["properties"]["default"];
+        assert!(default.is_object(), "{schema}");
+        assert!(default.get("type").is_none(), "{default}");
     }
 }

@@ -241,7 +241,7 @@ pub enum Command {
     /// `--drain-timeout` to finish, then are cancelled. See README "awf serve".
     #[command(
         name = "serve",
-        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>] [--max-runs <N>] [--cors-origin <ORIGIN>]... [--run-ttl <DURATION>] [--drain-timeout <DURATION>]"
+        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>] [--max-runs <N>] [--cors-origin <ORIGIN>]... [--run-ttl <DURATION>] [--drain-timeout <DURATION>] [--keep-alive <DURATION>]"
     )]
     Serve(ServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
@@ -443,6 +443,10 @@ pub struct ServeArgs {
     /// (new runs are refused with 503 meanwhile).
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub drain_timeout: String,
+    /// How long an event stream (`/api/executions/{id}/events`) may stay silent before a
+    /// heartbeat comment is sent on it (more than zero).
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub keep_alive: String,
 }
 
 /// `awf acp-serve`.

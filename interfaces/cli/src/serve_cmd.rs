@@ -72,6 +72,22 @@ pub fn duration_flag(flag: &str, text: &str) -> Result<Duration, AwfError> {
     })
 }
 
+/// `--keep-alive`: the heartbeat interval of event streams, a duration over zero.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for a text that is not a duration, or zero.
+pub fn keep_alive_flag(text: &str) -> Result<Duration, AwfError> {
+    let d = duration_flag("--keep-alive", text)?;
+    if d.is_zero() {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "--keep-alive must be more than zero",
+        )
+        .with_hint("e.g. --keep-alive 15s, --keep-alive 500ms"));
+    }
+    Ok(d)
+}
+
 /// Runs `awf serve`.
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let env_now = crate::wiring::process_env();
@@ -82,6 +98,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let addr = parse_addr(&args.addr, token.is_some())?;
     let run_ttl = duration_flag("--run-ttl", &args.run_ttl)?;
     let drain_timeout = duration_flag("--drain-timeout", &args.drain_timeout)?;
+    let keep_alive = keep_alive_flag(&args.keep_alive)?;
     let cors_origins = args
         .cors_origins
         .iter()
@@ -144,6 +161,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         token,
         cors_origins,
         drain_timeout,
+        keep_alive,
         draining: Arc::default(),
     };
     let shutdown = CancellationToken::new();
@@ -179,6 +197,20 @@ mod tests {
         );
         let e = duration_flag("--run-ttl", "soon").unwrap_err();
         assert!(e.message().contains("--run-ttl"), "{}", e.message());
+    }
+
+    #[test]
+    fn the_keep_alive_interval_is_a_duration_over_zero() {
+        assert_eq!(keep_alive_flag("15s").unwrap(), Duration::from_secs(15));
+        assert_eq!(
+            keep_alive_flag("300ms").unwrap(),
+            Duration::from_millis(300)
+        );
+        for bad in ["0", "0s", "soon", ""] {
+            let e = keep_alive_flag(bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
+            assert!(e.message().contains("--keep-alive"), "{}", e.message());
+        }
     }
 
     #[test]
