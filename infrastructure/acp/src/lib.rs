@@ -17,12 +17,14 @@
 //!
 //! Reference: shared/spec/acp.md §1, §2, §3, §8; shared/design/decisions.md ("ACP").
 
+pub mod client;
 pub mod frames;
 pub mod fs_bridge;
 pub mod prompt;
 pub mod server;
 pub mod transport;
 
+pub use client::AcpProvider;
 pub use server::AcpConfig;
 pub use server::serve;
 
