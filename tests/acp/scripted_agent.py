@@ -21,13 +21,15 @@ What a prompt does is chosen by words in its text:
   otherwise       "echo: <prompt text>" and "end_turn"
 
 Every frame received is appended to $AGENT_LOG (JSON lines) when set; each line carries the
-agent's pid. $AGENT_PROTO overrides the protocol version it answers.
+agent's pid. $AGENT_PROTO overrides the protocol version it answers; with
+$AGENT_IGNORE_EOF=1 it does not exit when its stdin ends.
 """
 import json
 import os
 import queue
 import sys
 import threading
+import time
 
 LOG = os.environ.get("AGENT_LOG")
 PID = os.getpid()
@@ -58,6 +60,10 @@ def reader():
             continue
         log(frame)
         inbox.put(frame)
+    if os.environ.get("AGENT_IGNORE_EOF") == "1":
+        # Stands for an agent that does not notice its client went away.
+        while True:
+            time.sleep(3600)
     inbox.put(None)
 
 

@@ -242,6 +242,30 @@ fn a_cancel_mid_turn_sends_session_cancel_and_leaves_no_process() {
 }
 
 #[test]
+fn an_agent_of_a_killed_awf_is_stopped_by_the_watchdog() {
+    let mut s = Scripted::new();
+    // The agent does not exit on stdin EOF: only awf's watchdog can stop it.
+    s.sb.set_env("AGENT_IGNORE_EOF", "1");
+    let wf =
+        s.sb.write("wf.yaml", &one_step("HANG", &scripted_options(""), false))
+            .unwrap();
+    let mut child =
+        s.sb.cmd(&["run", wf.to_str().unwrap(), "-f", "json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    awf_tests::wait_for("the agent's turn", || {
+        !s.methods("session/prompt").is_empty()
+    });
+    let agent = s.methods("initialize")[0].0;
+    assert!(std::path::Path::new(&format!("/proc/{agent}")).exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    no_process_left(&s.sb);
+}
+
+#[test]
 fn validate_knows_the_provider_and_its_options() {
     let s = Scripted::new();
     s.sb.write(

@@ -36,6 +36,10 @@ pub(crate) const STDERR_TAIL: usize = 8 * 1024;
 const EOF_GRACE: Duration = Duration::from_secs(1);
 const TERM_GRACE: Duration = Duration::from_secs(3);
 
+/// The variable awf's watchdog finds its children by (awf-exec's `TAG_VAR`).
+const PROCESS_TAG_VAR: &str = "AWF_PROCESS_TAG";
+static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -106,7 +110,15 @@ impl Conn {
     /// The spawn error (`NotFound` when the program does not exist).
     pub(crate) fn spawn(launch: &Launch) -> std::io::Result<Arc<Self>> {
         let mut cmd = tokio::process::Command::new(&launch.program);
+        // awf's watchdog SIGKILLs every process tagged `<awf pid>-…` when awf dies without
+        // closing its children (SIGKILL, OOM), the agent and what it started included.
+        let tag = format!(
+            "{}-acp{}",
+            std::process::id(),
+            NEXT_TAG.fetch_add(1, Ordering::Relaxed)
+        );
         cmd.args(&launch.args)
+            .env(PROCESS_TAG_VAR, tag)
             .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
