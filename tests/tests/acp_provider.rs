@@ -543,3 +543,36 @@ fn a_cancel_mid_turn_of_the_claude_preset_leaves_no_process() {
     assert_ne!(out.status.code(), Some(0));
     no_process_left(&sb);
 }
+
+#[test]
+fn the_shipped_example_runs_with_the_claude_preset() {
+    let (sb, mock) = preset(
+        Preset::Claude,
+        json!({"default": {"text": "hello from mock"}}),
+    );
+    sb.write("notes.md", "# Notes\n").unwrap();
+    let wf = root().join("workflows/acp-agent.yaml");
+    let r = sb
+        .run(&[
+            "run",
+            wf.to_str().unwrap(),
+            "--input",
+            "file=notes.md",
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    let doc = r.json().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.code, 0, "{doc}\n{}", r.stderr);
+    assert_eq!(doc["terminal"], "done");
+    assert_eq!(doc["states"]["summarise"]["output"], "hello from mock");
+    assert_eq!(doc["states"]["improve"]["output"], "hello from mock");
+    // Two steps, two sessions: two prompts reached the model.
+    let prompts = mock
+        .model_requests()
+        .iter()
+        .filter(|r| r["facts"]["has_tools"] == true)
+        .count();
+    assert!(prompts >= 2, "{prompts}");
+    no_process_left(&sb);
+}
