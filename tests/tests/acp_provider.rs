@@ -576,3 +576,36 @@ fn the_shipped_example_runs_with_the_claude_preset() {
     assert!(prompts >= 2, "{prompts}");
     no_process_left(&sb);
 }
+
+#[test]
+fn the_steps_mcp_proxy_reaches_the_claude_preset_as_its_mcp_server() {
+    let (sb, _mock) = preset(
+        Preset::Claude,
+        json!({"rules": [{"when_has_tools": true, "reply": {"text": "done after tool",
+            "tool": {"name": "mcp__awf-proxy__Bash", "args": {"command": "touch marker.txt"}}}}],
+            "default": {"text": "hello from mock"}}),
+    );
+    let marker = sb.path().join("marker.txt");
+    for (policy, allowed) in [("deny", false), ("allow_all", true)] {
+        let yaml = format!(
+            "name: acp-mcp\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: make the marker\n    options:\n      agent: claude\n      permissions: {policy}\n    mcp_proxy:\n      enable: true\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n"
+        );
+        let (code, doc, stderr) = run_in(&sb, &yaml);
+        assert_eq!(code, 0, "{policy}: {doc}\n{stderr}");
+        assert_eq!(marker.exists(), allowed, "{policy}: {doc}");
+        // The call went through awf's proxy (`awf mcp-serve`, started by the agent from the
+        // session's mcpServers entry) and is recorded as the step's tool call.
+        let calls = doc["states"]["ask"]["tool_calls"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let names: Vec<&str> = calls.iter().filter_map(|c| c["name"].as_str()).collect();
+        if allowed {
+            assert_eq!(names, ["Bash"], "{doc}");
+            assert_eq!(calls[0]["input"]["command"], "touch marker.txt");
+        } else {
+            assert!(names.is_empty(), "{policy}: {doc}");
+        }
+    }
+    no_process_left(&sb);
+}
