@@ -182,7 +182,8 @@ def main():
         if m == "initialize":
             send({"jsonrpc": "2.0", "id": rid, "result": {
                 "protocolVersion": int(os.environ.get("AGENT_PROTO", "1")),
-                "agentCapabilities": {"loadSession": False, "promptCapabilities": {}, "mcpCapabilities": {}},
+                "agentCapabilities": {"loadSession": False, "promptCapabilities": {}, "mcpCapabilities": {},
+                                      "sessionCapabilities": {"close": {}}},
                 "authMethods": []}})
         elif m == "session/new":
             n += 1
@@ -190,6 +191,8 @@ def main():
             send({"jsonrpc": "2.0", "id": rid, "result": {"sessionId": sid, "modes": {
                 "currentModeId": "default",
                 "availableModes": [{"id": "default", "name": "Default"}, {"id": "plan", "name": "Plan"}]}}})
+        elif m == "session/close":
+            send({"jsonrpc": "2.0", "id": rid, "result": {}})
         elif m == "session/set_mode":
             send({"jsonrpc": "2.0", "id": rid, "result": {}})
         elif m == "session/prompt":

@@ -240,6 +240,12 @@ impl Conn {
         rx
     }
 
+    /// Stops routing session `id` (its updates are dropped, a permission request answered
+    /// `cancelled`).
+    pub(crate) fn forget(&self, id: &str) {
+        lock(&self.sessions).remove(id);
+    }
+
     /// Whether session `id` was created on this connection and is still known.
     pub(crate) fn knows(&self, id: &str) -> bool {
         lock(&self.sessions).contains_key(id)

@@ -628,6 +628,18 @@ impl AcpProvider {
             }
         }
         let stderr = conn.stderr_tail();
+        if request.session.is_none() {
+            // Not a conversation: nothing continues this session. An agent that can close
+            // sessions frees it now (claude-agent-acp keeps a Claude Code process per
+            // session); the answer is not waited for.
+            conn.forget(&session_id);
+            let closes = lock(&conn.init)
+                .pointer("/agentCapabilities/sessionCapabilities/close")
+                .is_some_and(|v| !v.is_null());
+            if closes && !conn.exited.is_cancelled() {
+                drop(conn.start_request("session/close", json!({"sessionId": session_id})));
+            }
+        }
         let partial = |e: AwfError, output: &str| {
             if output.is_empty() {
                 e

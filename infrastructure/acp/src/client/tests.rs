@@ -153,6 +153,21 @@ async fn one_process_per_run_a_fresh_session_per_step_closed_at_run_end() {
         inits[0].1["params"]["clientCapabilities"]["terminal"],
         false
     );
+    // Each step's session is closed after its turn (the agent advertises session/close).
+    // Not waited for by the turn: give the agent a moment to log the last one.
+    for _ in 0..100 {
+        if f.methods("session/close").len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let closed: Vec<Value> = f
+        .methods("session/close")
+        .into_iter()
+        .map(|(_, fr)| fr["params"]["sessionId"].clone())
+        .collect();
+    let created: Vec<Value> = news.iter().map(|(_, fr)| fr["params"].clone()).collect();
+    assert_eq!(closed.len(), 3, "{closed:?} {created:?}");
     let pid = news[0].0;
     assert!(alive(pid));
     // Another run gets its own process.
@@ -197,6 +212,10 @@ async fn a_conversation_keeps_its_session_and_the_proxy_is_a_stdio_entry() {
     assert_eq!(b.session.unwrap().session_id, session.session_id);
     let news = f.methods("session/new");
     assert_eq!(news.len(), 1, "the conversation's session is kept");
+    assert!(
+        f.methods("session/close").is_empty(),
+        "a conversation's session stays open"
+    );
     assert_eq!(
         news[0].1["params"]["mcpServers"],
         json!([{"name": "awf-proxy", "command": "/bin/awf", "args": ["mcp-serve", "--config", "/tmp/c.json"], "env": [{"name": "K", "value": "V"}]}])
