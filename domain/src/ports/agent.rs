@@ -312,7 +312,10 @@ pub trait AgentProvider: Send + Sync {
     /// stderr tail; API error reported by the CLI), `EXECUTION.AGENT.TIMEOUT`,
     /// `EXECUTION.RUN.CANCELLED`, and for HTTP providers `EXECUTION.AGENT.AUTH_FAILED` (401),
     /// `EXECUTION.AGENT.RATE_LIMITED` (429), `EXECUTION.AGENT.SERVER_ERROR` (5xx),
-    /// `EXECUTION.AGENT.BAD_REQUEST` (other 4xx).
+    /// `EXECUTION.AGENT.BAD_REQUEST` (other 4xx); for `acp` also `EXECUTION.AGENT.REFUSAL`,
+    /// `EXECUTION.AGENT.MAX_TOKENS`, `EXECUTION.AGENT.MAX_TURN_REQUESTS`,
+    /// `EXECUTION.AGENT.PERMISSION_DENIED` (each with `partial_output` in its details) and
+    /// `USER.ACP.PROTOCOL_VERSION_UNSUPPORTED`.
     async fn execute(
         &self,
         request: AgentRequest,
