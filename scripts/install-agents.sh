@@ -76,4 +76,29 @@ else
   echo "install-agents: all pinned CLIs already installed" >&2
 fi
 
+# The ACP adapters of `provider: acp` (tests/tests/acp_provider.rs): their own prefix, since
+# they bring their own claude and codex builds (about 800 MB). They run on Node 22
+# (scripts/install-peers.sh puts it in .cache/mcp-npm); `gemini --acp` is the gemini above.
+acp_prefix="$PWD/.cache/acp-agents"
+acp_pins=(
+  "@agentclientprotocol/claude-agent-acp@0.101.0"
+  "@agentclientprotocol/codex-acp@2.6.0"
+)
+acp_missing=0
+for pin in "${acp_pins[@]}"; do
+  name="${pin%@*}"
+  [[ -f "$acp_prefix/node_modules/$name/package.json" ]] || { acp_missing=1; continue; }
+  have="$(node -e 'try { process.stdout.write(require(process.argv[1]).version || "") } catch (e) {}' "$acp_prefix/node_modules/$name/package.json")"
+  [[ "$have" == "${pin##*@}" ]] || acp_missing=1
+done
+for b in claude-agent-acp codex-acp; do
+  [[ -x "$acp_prefix/node_modules/.bin/$b" ]] || acp_missing=1
+done
+if ((acp_missing)); then
+  mkdir -p "$acp_prefix"
+  echo "install-agents: installing ${acp_pins[*]} into $acp_prefix" >&2
+  npm install --prefix "$acp_prefix" --no-audit --no-fund --loglevel=error "${acp_pins[@]}" >&2 \
+    || fail "npm install ${acp_pins[*]} failed"
+fi
+
 echo "$bin"

@@ -129,6 +129,7 @@ impl std::fmt::Debug for Services {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoAgents;
 
+#[async_trait::async_trait]
 impl AgentRegistry for NoAgents {
     fn get(&self, _name: &str) -> Option<Arc<dyn AgentProvider>> {
         None

@@ -744,11 +744,19 @@ fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         let StateKind::Agent(a) = &st.kind else {
             continue;
         };
-        let Some(known) = services
-            .agents
-            .get(a.provider.trim())
-            .and_then(|p| p.options())
-        else {
+        let provider = services.agents.get(a.provider.trim());
+        if let Some(p) = &provider {
+            let options: serde_json::Map<String, serde_json::Value> = a
+                .options
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for mut d in p.check_options(&options) {
+                d.path = format!("states.{name}.options.{}", d.path);
+                out.push(d);
+            }
+        }
+        let Some(known) = provider.and_then(|p| p.options()) else {
             continue;
         };
         for key in a.options.keys() {

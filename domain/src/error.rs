@@ -173,6 +173,9 @@ error_codes! {
     UserAcpUnknownMode => "USER.ACP.UNKNOWN_MODE", User,
         "session/set_mode names a mode awf does not offer.",
         "Use `ask` (ask at every approval gate) or `auto` (approve every gate).";
+    UserAcpProtocolVersionUnsupported => "USER.ACP.PROTOCOL_VERSION_UNSUPPORTED", User,
+        "The ACP agent of a `provider: acp` step answered `initialize` with a protocol version other than 1.",
+        "Use an agent (or adapter version) that speaks ACP v1.";
     WorkflowParseYamlSyntax => "WORKFLOW.PARSE.YAML_SYNTAX", Workflow,
         "The workflow file is not valid YAML, or a field has the wrong type.",
         "Fix the YAML at the reported line and column; quote strings that contain ': '.";
@@ -272,6 +275,18 @@ error_codes! {
     ExecutionAgentBadRequest => "EXECUTION.AGENT.BAD_REQUEST", Execution,
         "The agent API rejected the request (HTTP 4xx).",
         "Check model, base_url and options.";
+    ExecutionAgentRefusal => "EXECUTION.AGENT.REFUSAL", Execution,
+        "The agent refused the prompt (ACP stopReason `refusal`); what it wrote before is the step's output.",
+        "Rephrase the prompt, or route the refusal with on_failure to another step or provider.";
+    ExecutionAgentMaxTokens => "EXECUTION.AGENT.MAX_TOKENS", Execution,
+        "The agent stopped at its token limit (ACP stopReason `max_tokens`); the partial answer is the step's output.",
+        "Ask for a shorter answer, raise the model's limit, or route it with on_failure.";
+    ExecutionAgentMaxTurns => "EXECUTION.AGENT.MAX_TURN_REQUESTS", Execution,
+        "The agent stopped at its limit of model requests for one turn (ACP stopReason `max_turn_requests`).",
+        "Split the task into smaller steps, or raise the agent's turn limit.";
+    ExecutionAgentPermissionDenied => "EXECUTION.AGENT.PERMISSION_DENIED", Execution,
+        "The agent ended its turn after awf rejected one of its permission requests (`permissions:` of a `provider: acp` step).",
+        "Allow the tool with `permissions: read_only`, `allow_all` or `ask`, or route the failure with on_failure.";
     ExecutionAgentInvalidOutput => "EXECUTION.AGENT.INVALID_OUTPUT", Execution,
         "The agent's answer is not what `output_format` requires (for example not valid JSON).",
         "Ask for JSON explicitly in the prompt, or use output_format: text.";

@@ -430,6 +430,7 @@ pub struct CommandStep {
 
 /// Agent providers awf knows (`provider:` of an agent step). Source: spec/workflow.md §5.1.
 pub const AGENT_PROVIDERS: &[&str] = &[
+    "acp",
     "claude",
     "codex",
     "gemini",

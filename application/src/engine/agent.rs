@@ -196,12 +196,74 @@ impl Run {
         Vec<awf_domain::run::ToolCallEntry>,
     ) {
         tools.attach(&mut request);
+        request.run_id = Some(self.run_id.0.clone());
+        request.approver = Some(self.approver(name, at, token));
         let (callback, flush) = self.agent_callback(name, at);
         let result = self
             .execute_agent(provider, request, callback, &flush, &tools, name, at, token)
             .await;
         flush();
         (result, tools.take_calls())
+    }
+
+    /// Relays an agent's permission request (`acp` with `permissions: ask`) to the run's
+    /// interaction port as an `Approval` request of step `name`; `--yes` picks the first
+    /// allowing option without asking. Gives the chosen option's id, `None` when nobody
+    /// answered (timeout, cancel, unattended).
+    fn approver(
+        &self,
+        name: &str,
+        at: At<'_>,
+        token: &CancellationToken,
+    ) -> awf_domain::ports::agent::Approver {
+        // Weak: a provider may keep the request (and so the approver) past the run; the
+        // run's event stream ends when its emitter goes, which a strong handle would stop.
+        let interaction = Arc::downgrade(&self.interaction);
+        let emitter = Arc::downgrade(&self.emitter);
+        let path = format!("{}{name}", at.prefix);
+        let iteration = at.iteration();
+        let step = name.to_owned();
+        let token = token.clone();
+        let auto = self.auto_approve;
+        let masker = self.masker();
+        awf_domain::ports::agent::Approver(Arc::new(move |q, timeout| {
+            let interaction = interaction.upgrade();
+            let emitter = emitter.upgrade();
+            let path = path.clone();
+            let step = step.clone();
+            let token = token.clone();
+            let message = masker.mask(&q.message).into_owned();
+            Box::pin(async move {
+                if auto {
+                    // By kind, never by position: allow_once before allow_always.
+                    use awf_domain::interaction::ApprovalKind;
+                    return [ApprovalKind::AllowOnce, ApprovalKind::AllowAlways]
+                        .iter()
+                        .find_map(|k| q.options.iter().find(|o| o.kind == *k))
+                        .map(|o| o.id.clone());
+                }
+                let (Some(interaction), Some(emitter)) = (interaction, emitter) else {
+                    return None;
+                };
+                let at_ask = super::AskAt {
+                    emitter: &emitter,
+                    path: &path,
+                    iteration,
+                    step: Some(&step),
+                    cancel: &token,
+                };
+                let kind = awf_domain::interaction::RequestKind::Approval {
+                    message,
+                    options: q.options.clone(),
+                };
+                match interaction.ask(&at_ask, kind, timeout, Clone::clone).await {
+                    awf_domain::interaction::Resolution::Answered(
+                        awf_domain::interaction::Answer::Option(id),
+                    ) => Some(id),
+                    _ => None,
+                }
+            })
+        }))
     }
 
     /// Applies `output_format` and completes the state.
@@ -309,6 +371,8 @@ impl Run {
             secrets: self.masker(),
             mcp: None,
             tools: None,
+            run_id: None,
+            approver: None,
         }
     }
 

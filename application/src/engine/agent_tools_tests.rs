@@ -653,3 +653,143 @@ async fn each_conversation_turn_gets_its_own_proxy_and_the_step_keeps_every_call
     assert_eq!(result.states["ask"].tool_calls.len(), 2);
     assert_eq!(warnings, 1, "warned once per step, not per turn");
 }
+
+/// Asks its approver (as `provider: acp` with `permissions: ask` does) and answers with the
+/// chosen option id; records the run id of the request and whether the run ended for it.
+struct Asking {
+    run_ids: Mutex<Vec<Option<String>>>,
+    ended: Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl AgentProvider for Asking {
+    fn name(&self) -> &str {
+        "asking"
+    }
+    async fn end_run(&self, run_id: &str) {
+        self.ended.lock().unwrap().push(run_id.to_owned());
+    }
+    async fn execute(
+        &self,
+        request: AgentRequest,
+        _on_chunk: Option<AgentCallback>,
+        _cancel: CancellationToken,
+    ) -> Result<AgentResponse, AwfError> {
+        use awf_domain::interaction::ApprovalKind;
+        use awf_domain::interaction::ApprovalOption;
+        self.run_ids.lock().unwrap().push(request.run_id.clone());
+        let approver = request.approver.clone().expect("an approver");
+        let options = vec![
+            ApprovalOption {
+                id: "always".into(),
+                name: "Always".into(),
+                kind: ApprovalKind::AllowAlways,
+            },
+            ApprovalOption {
+                id: "no".into(),
+                name: "No".into(),
+                kind: ApprovalKind::RejectOnce,
+            },
+            ApprovalOption {
+                id: "yes".into(),
+                name: "Yes".into(),
+                kind: ApprovalKind::AllowOnce,
+            },
+        ];
+        let q = awf_domain::ports::agent::ApprovalQuestion {
+            message: "the agent asks to run Touch (edit)".into(),
+            options,
+        };
+        let chosen = (approver.0)(q, Some(std::time::Duration::from_secs(60))).await;
+        Ok(AgentResponse {
+            output: chosen.unwrap_or_else(|| "none".into()),
+            ..AgentResponse::default()
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_agents_permission_question_is_an_approval_request_of_its_step_and_the_run_end_reaches_the_provider()
+ {
+    let agent = Arc::new(Asking {
+        run_ids: Mutex::default(),
+        ended: Mutex::default(),
+    });
+    let mut wf = workflow(None);
+    if let Some(StateKind::Agent(a)) = wf.states.get_mut("ask").map(|s| &mut s.kind) {
+        a.provider = "asking".into();
+    }
+    let f = Facade::new(Services {
+        agents: Arc::new(FakeAgents::default().with(Arc::clone(&agent) as Arc<dyn AgentProvider>)),
+        ..Services::fakes(
+            FakeRepository::new().with(wf),
+            Arc::new(FakeExecutor::new()),
+        )
+    });
+    let mut h = f.start_run(request(vec![])).await.expect("run starts");
+    let run_id = h.run_id().0.clone();
+    let mut asked = Vec::new();
+    let mut result = None;
+    while let Some(e) = h.next_event().await {
+        match &e.event {
+            RunEvent::InteractionRequired { request } => {
+                asked.push(request.as_ref().clone());
+                h.respond(
+                    &request.request_id,
+                    awf_domain::interaction::Answer::Option("no".into()),
+                )
+                .expect("accepted");
+            }
+            RunEvent::RunFinished { result: r } => result = Some(r.as_ref().clone()),
+            _ => {}
+        }
+    }
+    let result = result.expect("finished");
+    assert_eq!(
+        result.states["ask"].output.as_ref() as &str,
+        "no",
+        "the answer reaches the agent"
+    );
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].step.as_deref(), Some("ask"));
+    match &asked[0].kind {
+        awf_domain::interaction::RequestKind::Approval { message, options } => {
+            assert_eq!(message, "the agent asks to run Touch (edit)");
+            let ids: Vec<&str> = options.iter().map(|o| o.id.as_str()).collect();
+            assert_eq!(ids, ["always", "no", "yes"]);
+        }
+        other => panic!("not an approval: {other:?}"),
+    }
+    assert_eq!(*agent.run_ids.lock().unwrap(), vec![Some(run_id.clone())]);
+    assert_eq!(*agent.ended.lock().unwrap(), vec![run_id]);
+
+    // --yes answers by kind (allow_once), without asking.
+    let mut wf = workflow(None);
+    if let Some(StateKind::Agent(a)) = wf.states.get_mut("ask").map(|s| &mut s.kind) {
+        a.provider = "asking".into();
+    }
+    let f = Facade::new(Services {
+        agents: Arc::new(FakeAgents::default().with(Arc::clone(&agent) as Arc<dyn AgentProvider>)),
+        ..Services::fakes(
+            FakeRepository::new().with(wf),
+            Arc::new(FakeExecutor::new()),
+        )
+    });
+    let mut req = request(vec![]);
+    req.auto_approve = true;
+    let mut h = f.start_run(req).await.expect("run starts");
+    let mut result = None;
+    while let Some(e) = h.next_event().await {
+        assert!(
+            !matches!(e.event, RunEvent::InteractionRequired { .. }),
+            "--yes asks nothing"
+        );
+        if let RunEvent::RunFinished { result: r } = &e.event {
+            result = Some(r.as_ref().clone());
+        }
+    }
+    assert_eq!(
+        result.expect("finished").states["ask"].output.as_ref() as &str,
+        "yes"
+    );
+}

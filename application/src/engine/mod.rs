@@ -740,6 +740,8 @@ impl Run {
 
         let ending = self.main_loop().await;
         let ending = self.after_hooks(ending).await;
+        // Providers that keep a process for the run (`acp`) close it now.
+        self.svc.agents.end_run(&self.run_id.0).await;
         let result = self.result(ending);
         self.emitter.emit(
             "",

@@ -79,6 +79,48 @@ pub struct AgentRequest {
     /// ([`AgentProvider::tools_in_process`], `openai_compatible`: sent as `tools[]`, each call
     /// answered through this provider; shared/spec/mcp.md §4). `None`: no tools.
     pub tools: Option<InProcessTools>,
+    /// The run this call belongs to (its run id): a provider that keeps a process per run
+    /// (`acp`) keys it by this and closes it at [`AgentProvider::end_run`]. `None`: a call
+    /// outside a run (the provider starts and ends what it needs within the call).
+    pub run_id: Option<String>,
+    /// Asks the run's front-end (terminal, editor, web page) to approve something the agent
+    /// wants to do (`acp` with `permissions: ask`). `None`: nobody can be asked.
+    pub approver: Option<Approver>,
+}
+
+/// What [`Approver`] asks: the agent's own description of the action and the choices, each
+/// with its ACP kind (`allow_once`, `allow_always`, `reject_once`, `reject_always`).
+/// Source: shared/spec/acp.md §4.9 (`ask`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalQuestion {
+    /// What the agent wants to do (the tool call's title, kind and input), already masked.
+    pub message: String,
+    /// The choices, in the agent's order.
+    pub options: Vec<crate::interaction::ApprovalOption>,
+}
+
+/// The future an [`Approver`] returns: the chosen option's id, or `None` when nobody
+/// answered (timed out, cancelled, unattended).
+pub type ApprovalFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>>;
+
+/// Relays an approval to the run's interaction port (an `Approval` request answered through
+/// `respond`), waiting at most the given time. Compared by identity.
+#[derive(Clone)]
+pub struct Approver(
+    pub Arc<dyn Fn(ApprovalQuestion, Option<Duration>) -> ApprovalFuture + Send + Sync>,
+);
+
+impl PartialEq for Approver {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Approver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Approver")
+    }
 }
 
 /// The name every provider declares awf's own proxy under (`mcp__awf-proxy__Read` in Claude
@@ -244,6 +286,24 @@ pub trait AgentProvider: Send + Sync {
         false
     }
 
+    /// Problems with a step's literal `options:` that `awf validate` reports as errors
+    /// (an unknown `acp` agent preset, a bad `permissions:` value), each with its `path` set
+    /// to the option key (`agent`); the caller prefixes `states.<name>.options.`. Values that
+    /// are templates are not checked. Default: none.
+    fn check_options(
+        &self,
+        options: &Map<String, Value>,
+    ) -> Vec<crate::ports::repository::Diagnostic> {
+        let _ = options;
+        Vec::new()
+    }
+
+    /// The run `run_id` ended: close what the provider keeps for it (the `acp` agent
+    /// processes: stdin EOF, grace, SIGTERM, SIGKILL to the group). Default: nothing.
+    async fn end_run(&self, run_id: &str) {
+        let _ = run_id;
+    }
+
     /// Runs one prompt turn.
     ///
     /// # Errors
@@ -252,7 +312,10 @@ pub trait AgentProvider: Send + Sync {
     /// stderr tail; API error reported by the CLI), `EXECUTION.AGENT.TIMEOUT`,
     /// `EXECUTION.RUN.CANCELLED`, and for HTTP providers `EXECUTION.AGENT.AUTH_FAILED` (401),
     /// `EXECUTION.AGENT.RATE_LIMITED` (429), `EXECUTION.AGENT.SERVER_ERROR` (5xx),
-    /// `EXECUTION.AGENT.BAD_REQUEST` (other 4xx).
+    /// `EXECUTION.AGENT.BAD_REQUEST` (other 4xx); for `acp` also `EXECUTION.AGENT.REFUSAL`,
+    /// `EXECUTION.AGENT.MAX_TOKENS`, `EXECUTION.AGENT.MAX_TURN_REQUESTS`,
+    /// `EXECUTION.AGENT.PERMISSION_DENIED` (each with `partial_output` in its details) and
+    /// `USER.ACP.PROTOCOL_VERSION_UNSUPPORTED`.
     async fn execute(
         &self,
         request: AgentRequest,
@@ -289,11 +352,20 @@ pub fn option_key(key: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Finds providers by name.
+#[async_trait::async_trait]
 pub trait AgentRegistry: Send + Sync {
     /// The provider called `name`, if registered.
     fn get(&self, name: &str) -> Option<Arc<dyn AgentProvider>>;
     /// Every registered name, sorted.
     fn names(&self) -> Vec<String>;
+    /// Tells every registered provider that run `run_id` ended ([`AgentProvider::end_run`]).
+    async fn end_run(&self, run_id: &str) {
+        for name in self.names() {
+            if let Some(p) = self.get(&name) {
+                p.end_run(run_id).await;
+            }
+        }
+    }
 }
 
 #[cfg(test)]

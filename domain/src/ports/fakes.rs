@@ -616,6 +616,7 @@ impl FakeAgents {
     }
 }
 
+#[async_trait::async_trait]
 impl crate::ports::agent::AgentRegistry for FakeAgents {
     fn get(&self, name: &str) -> Option<std::sync::Arc<dyn crate::ports::agent::AgentProvider>> {
         self.0.get(name).cloned()

@@ -15,14 +15,20 @@
 //! (`RunRequest::fs_delegate`); the agent steps' MCP proxies send Read, Write and Edit there and
 //! this crate relays them as `fs/read_text_file` / `fs/write_text_file` (acp.md §1.2).
 //!
-//! Reference: shared/spec/acp.md §1, §2, §3, §8; shared/design/decisions.md ("ACP").
+//! The client side, [`client`], is the `acp` agent provider: awf drives an ACP agent (a preset:
+//! claude-agent-acp, `gemini --acp`, codex-acp; or a command) for agent steps, over the same
+//! capped line transport (acp.md §4).
+//!
+//! Reference: shared/spec/acp.md §1, §2, §3, §4, §8; shared/design/decisions.md ("ACP").
 
+pub mod client;
 pub mod frames;
 pub mod fs_bridge;
 pub mod prompt;
 pub mod server;
 pub mod transport;
 
+pub use client::AcpProvider;
 pub use server::AcpConfig;
 pub use server::serve;
 

@@ -39,3 +39,4 @@ pub use providers::MistralVibe;
 pub use providers::OpenCode;
 pub use registry::Registry;
 pub use registry::registry;
+pub use registry::registry_with;

@@ -34,6 +34,7 @@ impl Registry {
     }
 }
 
+#[async_trait::async_trait]
 impl AgentRegistry for Registry {
     fn get(&self, name: &str) -> Option<Arc<dyn AgentProvider>> {
         self.providers.get(name).cloned()
@@ -52,6 +53,16 @@ impl AgentRegistry for Registry {
 pub fn registry(
     executor: Arc<dyn CommandExecutor>,
     env: BTreeMap<String, String>,
+) -> Arc<dyn AgentRegistry> {
+    registry_with(executor, env, Vec::new())
+}
+
+/// [`registry`] plus `extra` providers built elsewhere (the `acp` provider of awf-acp, which
+/// this crate cannot depend on); an extra provider replaces a built-in of the same name.
+pub fn registry_with(
+    executor: Arc<dyn CommandExecutor>,
+    env: BTreeMap<String, String>,
+    extra: Vec<Arc<dyn AgentProvider>>,
 ) -> Arc<dyn AgentRegistry> {
     let env = Arc::new(env);
     let mut r = Registry::new();
@@ -86,5 +97,8 @@ pub fn registry(
         Arc::clone(&env),
     )));
     r.register(Arc::new(OpenAiCompatible::new(env)));
+    for p in extra {
+        r.register(p);
+    }
     Arc::new(r)
 }

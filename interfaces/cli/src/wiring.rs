@@ -312,7 +312,11 @@ pub fn build_with(
         interpolator: Arc::new(GoTemplates::new()),
         expressions: Arc::new(ExprEvaluator::new()),
         executor: Arc::clone(&executor),
-        agents: awf_agents::registry(executor, env.clone()),
+        agents: awf_agents::registry_with(
+            executor,
+            env.clone(),
+            vec![Arc::new(awf_acp::AcpProvider::new(env.clone()))],
+        ),
         state_store: store
             .as_ref()
             .map(|s| Arc::clone(s) as Arc<dyn awf_domain::ports::StateStore>),

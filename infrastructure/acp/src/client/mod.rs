@@ -1,0 +1,972 @@
+//! `provider: acp`: awf as an ACP client, driving any ACP agent (claude through
+//! `@agentclientprotocol/claude-agent-acp`, `gemini --acp`, `@agentclientprotocol/codex-acp`, or
+//! a command) as the provider of agent steps.
+//!
+//! Lifecycle (shared/spec/acp.md §4): one agent process per run and launch (program, args,
+//! env), started lazily in its own process group and closed at the run's end
+//! ([`AgentProvider::end_run`]: stdin EOF, 1 s, SIGTERM to the group, 3 s, SIGKILL);
+//! `initialize` once (protocol version 1, no client capabilities), then a fresh `session/new`
+//! for every agent step (cwd = the step's directory, `mcpServers` = the step's MCP proxy as a
+//! stdio entry, nothing else); a turn that continues a session this connection created (a
+//! conversation's next turn) prompts it again. `session/update`s stream into the step
+//! (message chunks are the output, thoughts and tool calls become the run's events);
+//! `stopReason` becomes a typed outcome; permission requests are answered by
+//! [`policy::Policy`].
+
+pub mod conn;
+pub mod options;
+pub mod policy;
+
+use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::interaction::ApprovalKind;
+use awf_domain::interaction::ApprovalOption;
+use awf_domain::ports::agent::AgentCallback;
+use awf_domain::ports::agent::AgentChunk;
+use awf_domain::ports::agent::AgentProvider;
+use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::AgentResponse;
+use awf_domain::ports::agent::AgentSession;
+use awf_domain::ports::agent::ApprovalQuestion;
+use awf_domain::ports::agent::Role;
+use awf_domain::ports::agent::Turn;
+use awf_domain::ports::repository::Diagnostic;
+use awf_domain::run::TokenUsage;
+use serde_json::Map;
+use serde_json::Value;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use conn::Conn;
+use conn::Inbound;
+use conn::Launch;
+use conn::RpcError;
+use options::AcpOptions;
+use policy::Policy;
+
+/// How long a cancelled turn may take to answer `cancelled` before its process group is
+/// killed (acp.md §4.8).
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+type Cell = Arc<tokio::sync::OnceCell<Arc<Conn>>>;
+
+/// The `acp` agent provider. Keeps the agent processes of each running run.
+pub struct AcpProvider {
+    env: Arc<BTreeMap<String, String>>,
+    conns: Mutex<HashMap<(String, Launch), Cell>>,
+}
+
+impl std::fmt::Debug for AcpProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpProvider").finish_non_exhaustive()
+    }
+}
+
+impl AcpProvider {
+    /// A provider; `env` is awf's process environment (PATH lookup of the agent, inherited by
+    /// it).
+    pub fn new(env: BTreeMap<String, String>) -> Self {
+        Self {
+            env: Arc::new(env),
+            conns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The launch of `opts` for `request`: program found on PATH (the request's PATH, else
+    /// awf's), awf's environment plus the exported inputs plus `env`.
+    fn launch(&self, opts: &AcpOptions, request: &AgentRequest) -> Result<Launch, AwfError> {
+        let path_var = request
+            .env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                opts.env
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "PATH")
+                    .map(|(_, v)| v.clone())
+            })
+            .or_else(|| self.env.get("PATH").cloned());
+        let program = find_program(&opts.program, path_var.as_deref(), request.dir.as_deref())
+            .ok_or_else(|| not_found(opts))?;
+        let mut env: Vec<(String, String)> = request.env.clone();
+        env.extend(opts.env.iter().cloned());
+        Ok(Launch {
+            program,
+            args: opts.args.clone(),
+            env,
+            dir: request.dir.clone(),
+        })
+    }
+
+    /// The run's connection for `launch`, started (and initialized) on first use.
+    async fn conn(
+        &self,
+        run: &str,
+        launch: &Launch,
+        wait: Duration,
+    ) -> Result<Arc<Conn>, AwfError> {
+        let key = (run.to_owned(), launch.clone());
+        let cell = {
+            let mut map = lock(&self.conns);
+            let stale = map
+                .get(&key)
+                .and_then(|c| c.get())
+                .is_some_and(|c| c.exited.is_cancelled());
+            if stale {
+                map.remove(&key);
+            }
+            Arc::clone(map.entry(key).or_default())
+        };
+        cell.get_or_try_init(|| start(launch, wait)).await.cloned()
+    }
+
+    /// Drops (and kills) the run's connection for `launch`.
+    async fn discard(&self, run: Option<&str>, launch: &Launch, conn: &Conn) {
+        if let Some(r) = run {
+            lock(&self.conns).remove(&(r.to_owned(), launch.clone()));
+        }
+        conn.close().await;
+    }
+}
+
+/// Spawns and initializes an agent.
+async fn start(launch: &Launch, wait: Duration) -> Result<Arc<Conn>, AwfError> {
+    let conn = Conn::spawn(launch).map_err(|e| {
+        AwfError::new(
+            ErrorCode::ExecutionAgentFailed,
+            format!(
+                "cannot start the ACP agent {}: {e}",
+                launch.program.display()
+            ),
+        )
+    })?;
+    let init = conn
+        .request(
+            "initialize",
+            json!({
+                "protocolVersion": 1,
+                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+                "clientInfo": {"name": "awf", "version": env!("CARGO_PKG_VERSION")},
+            }),
+            wait,
+        )
+        .await;
+    let init = match init {
+        Ok(v) => v,
+        Err(e) => {
+            let tail = conn.stderr_tail();
+            conn.close().await;
+            return Err(rpc_failure("initialize", &e, &tail));
+        }
+    };
+    let version = init.get("protocolVersion").and_then(Value::as_u64);
+    if version != Some(1) {
+        conn.close().await;
+        return Err(AwfError::new(
+            ErrorCode::UserAcpProtocolVersionUnsupported,
+            format!(
+                "the ACP agent {} speaks protocol version {}, awf speaks 1",
+                launch.program.display(),
+                init.get("protocolVersion").cloned().unwrap_or(Value::Null)
+            ),
+        )
+        .with_hint("use an agent (or adapter version) that speaks ACP v1"));
+    }
+    *lock(&conn.init) = init;
+    Ok(conn)
+}
+
+fn not_found(opts: &AcpOptions) -> AwfError {
+    let mut e = AwfError::new(
+        ErrorCode::ExecutionAgentBinaryNotFound,
+        format!("ACP agent program \"{}\" not found on PATH", opts.program),
+    );
+    e = match opts.preset {
+        Some(p) => e.with_hint(format!(
+            "install it: npm install -g {} (the ACP adapters need Node 22 first on PATH)",
+            p.package
+        )),
+        None => e.with_hint("give the agent's command with an absolute path, or fix PATH"),
+    };
+    e
+}
+
+/// `program` as an absolute path: itself when it names a path (relative to `dir`), else the
+/// first executable `PATH` entry.
+fn find_program(program: &str, path: Option<&str>, dir: Option<&Path>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        let p = match (p.is_absolute(), dir) {
+            (false, Some(d)) => d.join(p),
+            _ => p,
+        };
+        return runnable(&p).then_some(p);
+    }
+    std::env::split_paths(path?)
+        .map(|d| d.join(program))
+        .find(|p| runnable(p))
+}
+
+fn rpc_failure(method: &str, e: &RpcError, stderr_tail: &str) -> AwfError {
+    let mut msg = format!("ACP {method} failed: {}", e.message);
+    if e.code != 0 {
+        msg.push_str(&format!(" (code {})", e.code));
+    }
+    if !stderr_tail.is_empty() {
+        msg.push_str(&format!("; stderr: {stderr_tail}"));
+    }
+    let (code, hint) = if e.code == -32000 {
+        (
+            ErrorCode::ExecutionAgentAuthFailed,
+            "log in to the agent (or give it an API key through `env:`) and run again",
+        )
+    } else {
+        (
+            ErrorCode::ExecutionAgentFailed,
+            "read the agent's message; run the agent's command by hand to check it starts",
+        )
+    };
+    AwfError::new(code, msg).with_hint(hint)
+}
+
+/// Text of an ACP content block (`text`, or a resource's text); `None` for other blocks.
+fn block_text(c: &Value) -> Option<String> {
+    match c.get("type").and_then(Value::as_str) {
+        Some("text") => c.get("text").and_then(Value::as_str).map(str::to_owned),
+        Some("resource") => c
+            .get("resource")
+            .and_then(|r| r.get("text"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        _ => None,
+    }
+}
+
+/// The output text of a tool call's `content` (content blocks, diffs, terminals), else its
+/// `rawOutput`.
+fn tool_output(u: &Value) -> String {
+    let mut out = Vec::new();
+    if let Some(items) = u.get("content").and_then(Value::as_array) {
+        for it in items {
+            match it.get("type").and_then(Value::as_str) {
+                Some("content") => {
+                    if let Some(t) = it.get("content").and_then(block_text) {
+                        out.push(t);
+                    }
+                }
+                Some("diff") => out.push(format!(
+                    "diff {}",
+                    it.get("path").and_then(Value::as_str).unwrap_or("")
+                )),
+                _ => {}
+            }
+        }
+    }
+    if out.is_empty()
+        && let Some(raw) = u.get("rawOutput").filter(|v| !v.is_null())
+    {
+        out.push(match raw {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+    }
+    out.join("\n")
+}
+
+/// What one turn collected.
+#[derive(Default)]
+struct TurnState {
+    /// Text of the message chunks with a `messageId`.
+    labelled: String,
+    /// Text of those without.
+    unlabelled: String,
+    /// The title of the last tool call whose permission awf rejected.
+    rejected: Option<String>,
+    /// Tool calls seen: id → (kind, title).
+    tools: HashMap<String, (Option<String>, String)>,
+    finished_tools: std::collections::HashSet<String>,
+}
+
+impl TurnState {
+    /// The output so far: the labelled chunks when there are any, else all of them.
+    fn text(&self) -> String {
+        if self.labelled.is_empty() {
+            self.unlabelled.clone()
+        } else {
+            self.labelled.clone()
+        }
+    }
+
+    /// Applies one `session/update`.
+    fn update(&mut self, params: &Value, emit: &dyn Fn(AgentChunk)) {
+        let Some(u) = params.get("update") else {
+            return;
+        };
+        match u.get("sessionUpdate").and_then(Value::as_str) {
+            Some("agent_message_chunk") => {
+                if let Some(t) = u.get("content").and_then(block_text) {
+                    // The model's answer comes with message ids where the agent sends
+                    // them; unlabelled chunks beside labelled ones are the adapter's own
+                    // notices (codex-acp's model-metadata warning, claude-agent-acp's
+                    // billing notice): not part of the output.
+                    let labelled = u.get("messageId").is_some_and(|m| !m.is_null());
+                    if labelled {
+                        self.labelled.push_str(&t);
+                        emit(AgentChunk::Message(t));
+                    } else if self.labelled.is_empty() {
+                        self.unlabelled.push_str(&t);
+                        emit(AgentChunk::Message(t));
+                    } else {
+                        emit(AgentChunk::Thought(t));
+                    }
+                }
+            }
+            Some("agent_thought_chunk") => {
+                if let Some(t) = u.get("content").and_then(block_text) {
+                    emit(AgentChunk::Thought(t));
+                }
+            }
+            Some("tool_call") => {
+                let id = u
+                    .get("toolCallId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let kind = u.get("kind").and_then(Value::as_str).map(str::to_owned);
+                let title = u
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or_else(|| kind.clone())
+                    .unwrap_or_else(|| "tool".into());
+                if !self.tools.contains_key(&id) {
+                    emit(AgentChunk::ToolCall {
+                        id: id.clone(),
+                        name: title.clone(),
+                        input: u.get("rawInput").cloned().unwrap_or_else(|| json!({})),
+                    });
+                }
+                self.tools.insert(id.clone(), (kind, title));
+                self.tool_status(&id, u, emit);
+            }
+            Some("tool_call_update") => {
+                let id = u
+                    .get("toolCallId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                if let Some(k) = u.get("kind").and_then(Value::as_str)
+                    && let Some(t) = self.tools.get_mut(&id)
+                {
+                    t.0 = Some(k.to_owned());
+                }
+                self.tool_status(&id, u, emit);
+            }
+            // plan, usage_update, available_commands_update, current_mode_update,
+            // config_option_update, session_info_update, user_message_chunk: not step output.
+            _ => {}
+        }
+    }
+
+    fn tool_status(&mut self, id: &str, u: &Value, emit: &dyn Fn(AgentChunk)) {
+        let status = u.get("status").and_then(Value::as_str);
+        if matches!(status, Some("completed" | "failed"))
+            && self.finished_tools.insert(id.to_owned())
+        {
+            emit(AgentChunk::ToolResult {
+                id: id.to_owned(),
+                output: tool_output(u),
+                is_error: status == Some("failed"),
+            });
+        }
+    }
+}
+
+/// How a turn ended on awf's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Cancelled,
+    TimedOut,
+}
+
+#[async_trait::async_trait]
+impl AgentProvider for AcpProvider {
+    fn name(&self) -> &str {
+        "acp"
+    }
+
+    fn options(&self) -> Option<&'static [&'static str]> {
+        Some(options::OPTION_KEYS)
+    }
+
+    fn resumes_by_session_id(&self) -> bool {
+        true
+    }
+
+    fn check_options(&self, options: &Map<String, Value>) -> Vec<Diagnostic> {
+        options::check(options)
+    }
+
+    async fn end_run(&self, run_id: &str) {
+        let closing: Vec<Cell> = {
+            let mut map = lock(&self.conns);
+            let keys: Vec<(String, Launch)> =
+                map.keys().filter(|(r, _)| r == run_id).cloned().collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        for c in closing {
+            if let Some(conn) = c.get() {
+                conn.close().await;
+            }
+        }
+    }
+
+    async fn execute(
+        &self,
+        request: AgentRequest,
+        on_chunk: Option<AgentCallback>,
+        cancel: CancellationToken,
+    ) -> Result<AgentResponse, AwfError> {
+        let opts = AcpOptions::parse(&request.options)?;
+        let launch = self.launch(&opts, &request)?;
+        let run = request.run_id.clone();
+        if cancel.is_cancelled() {
+            return Err(cancelled_error());
+        }
+        let conn = match &run {
+            Some(r) => self.conn(r, &launch, opts.timeout).await?,
+            None => start(&launch, opts.timeout).await?,
+        };
+        let result = self
+            .turn(&conn, &opts, &launch, &request, on_chunk, &cancel)
+            .await;
+        if run.is_none() {
+            conn.close().await;
+        }
+        result
+    }
+}
+
+fn cancelled_error() -> AwfError {
+    AwfError::new(ErrorCode::ExecutionRunCancelled, "ACP turn cancelled")
+}
+
+impl AcpProvider {
+    #[allow(clippy::too_many_lines)]
+    async fn turn(
+        &self,
+        conn: &Arc<Conn>,
+        opts: &AcpOptions,
+        launch: &Launch,
+        request: &AgentRequest,
+        on_chunk: Option<AgentCallback>,
+        cancel: &CancellationToken,
+    ) -> Result<AgentResponse, AwfError> {
+        let run = request.run_id.as_deref();
+        let emit = |c: AgentChunk| {
+            if let Some(cb) = &on_chunk {
+                cb(c);
+            }
+        };
+        let wait = opts.timeout;
+        // A session this connection created (a conversation's earlier turn) is prompted
+        // again; anything else gets a fresh session (the isolation rule).
+        let resumed = request
+            .session
+            .as_ref()
+            .and_then(|s| s.session_id.clone())
+            .filter(|id| conn.knows(id));
+        let (session_id, mut inbound) = match resumed {
+            Some(id) => {
+                let rx = conn.listen(&id);
+                (id, rx)
+            }
+            None => {
+                let cwd = request
+                    .dir
+                    .clone()
+                    .or_else(|| std::env::current_dir().ok())
+                    .unwrap_or_else(|| PathBuf::from("/"));
+                let mut servers = Vec::new();
+                if let Some(p) = request.mcp.as_ref().and_then(|m| m.proxy.as_ref()) {
+                    servers.push(json!({
+                        "name": p.name,
+                        "command": p.command,
+                        "args": p.args,
+                        "env": p.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
+                    }));
+                }
+                let created = conn
+                    .request(
+                        "session/new",
+                        json!({"cwd": cwd, "mcpServers": servers}),
+                        wait,
+                    )
+                    .await
+                    .map_err(|e| rpc_failure("session/new", &e, &conn.stderr_tail()))?;
+                let Some(id) = created
+                    .get("sessionId")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    return Err(AwfError::new(
+                        ErrorCode::ExecutionAgentFailed,
+                        "ACP session/new answered without a sessionId",
+                    ));
+                };
+                let rx = conn.listen(&id);
+                self.configure(conn, &id, &created, opts).await?;
+                (id, rx)
+            }
+        };
+        let fresh = request
+            .session
+            .as_ref()
+            .and_then(|s| s.session_id.as_deref())
+            != Some(session_id.as_str());
+        let mut text = String::new();
+        if fresh {
+            if request
+                .mcp
+                .as_ref()
+                .is_some_and(|m| m.intercept_builtins && m.proxy.is_some())
+            {
+                text.push_str(awf_domain::ports::agent::MCP_ONLY_PROMPT);
+            }
+            if let Some(sys) = request
+                .system_prompt
+                .as_deref()
+                .filter(|s| !s.trim().is_empty())
+            {
+                text.push_str(sys);
+                text.push_str("\n\n");
+            }
+        }
+        text.push_str(&request.prompt);
+        let mut answer = conn.start_request(
+            "session/prompt",
+            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}),
+        );
+        let mut state = TurnState::default();
+        let deadline = request.timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
+        let far = || tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let result = loop {
+            let grace_end = stopping.map_or_else(far, |(_, g)| g);
+            let turn_end = if stopping.is_some() {
+                far()
+            } else {
+                deadline.unwrap_or_else(far)
+            };
+            tokio::select! {
+                biased;
+                r = &mut answer => break r.unwrap_or_else(|_| Err(RpcError { code: 0, message: "the agent process ended".into() })),
+                m = inbound.recv() => match m {
+                    Some(Inbound::Update(p)) => state.update(&p, &emit),
+                    Some(Inbound::Permission { id, params }) => {
+                        let choice = if stopping.is_some() {
+                            None
+                        } else {
+                            self.permission(opts, request, &state, &params, cancel).await
+                        };
+                        let opts_of = policy::options(&params);
+                        let allowed = choice.as_deref().is_some_and(|c| {
+                            opts_of.iter().any(|(id, kind)| id == c && kind.starts_with("allow"))
+                        });
+                        if !allowed {
+                            let call = params.get("toolCall");
+                            let id = call.and_then(|c| c.get("toolCallId")).and_then(Value::as_str).unwrap_or("");
+                            state.rejected = Some(
+                                call.and_then(|c| c.get("title")).and_then(Value::as_str).map(str::to_owned)
+                                    .or_else(|| state.tools.get(id).map(|t| t.1.clone()))
+                                    .unwrap_or_else(|| "a tool".into()),
+                            );
+                        }
+                        conn.reply(id, policy::outcome(choice.as_deref()));
+                    }
+                    None => {}
+                },
+                () = cancel.cancelled(), if stopping.is_none() => {
+                    conn.notify("session/cancel", json!({"sessionId": session_id}));
+                    stopping = Some((Stop::Cancelled, tokio::time::Instant::now() + CANCEL_GRACE));
+                }
+                () = tokio::time::sleep_until(turn_end), if stopping.is_none() && deadline.is_some() => {
+                    conn.notify("session/cancel", json!({"sessionId": session_id}));
+                    stopping = Some((Stop::TimedOut, tokio::time::Instant::now() + CANCEL_GRACE));
+                }
+                () = tokio::time::sleep_until(grace_end), if stopping.is_some() => {
+                    // No `cancelled` within the grace: the agent is stuck; its group goes.
+                    self.discard(run, launch, conn).await;
+                    break Err(RpcError { code: 0, message: "the agent did not stop after session/cancel".into() });
+                }
+            }
+        };
+        // Updates sent before the answer are queued already.
+        while let Ok(m) = inbound.try_recv() {
+            match m {
+                Inbound::Update(p) => state.update(&p, &emit),
+                Inbound::Permission { id, .. } => conn.reply(id, policy::outcome(None)),
+            }
+        }
+        let stderr = conn.stderr_tail();
+        if request.session.is_none() {
+            // Not a conversation: nothing continues this session. An agent that can close
+            // sessions frees it now (claude-agent-acp keeps a Claude Code process per
+            // session); the answer is not waited for.
+            conn.forget(&session_id);
+            let closes = lock(&conn.init)
+                .pointer("/agentCapabilities/sessionCapabilities/close")
+                .is_some_and(|v| !v.is_null());
+            if closes && !conn.exited.is_cancelled() {
+                drop(conn.start_request("session/close", json!({"sessionId": session_id})));
+            }
+        }
+        let partial = |e: AwfError, output: &str| {
+            if output.is_empty() {
+                e
+            } else {
+                e.with_detail("partial_output", output.to_owned())
+            }
+        };
+        if let Some((why, _)) = stopping {
+            return Err(match why {
+                Stop::Cancelled => cancelled_error(),
+                Stop::TimedOut => partial(
+                    AwfError::new(
+                        ErrorCode::ExecutionAgentTimeout,
+                        format!(
+                            "ACP agent turn exceeded its timeout of {}s",
+                            request.timeout.map_or(0, |t| t.as_secs())
+                        ),
+                    )
+                    .with_hint("raise `timeout:` on the agent step"),
+                    &state.text(),
+                ),
+            });
+        }
+        let resp = match result {
+            Ok(v) => v,
+            Err(e) => {
+                if conn.exited.is_cancelled() {
+                    self.discard(run, launch, conn).await;
+                }
+                // Some adapters throw -32603 for token exhaustion instead of the stop
+                // reason (claude-agent-acp after claude's own retries): still a typed
+                // max_tokens outcome (acp.md §4.7).
+                if is_token_exhaustion(&e.message) {
+                    return Err(partial(
+                        AwfError::new(
+                            ErrorCode::ExecutionAgentMaxTokens,
+                            format!("the agent stopped at its token limit: {}", e.message),
+                        )
+                        .with_hint("ask for a shorter answer or raise the model's limit; on_failure can route it")
+                        .with_detail("stop_reason", "max_tokens"),
+                        &state.text(),
+                    ));
+                }
+                return Err(partial(
+                    rpc_failure("session/prompt", &e, &stderr),
+                    &state.text(),
+                ));
+            }
+        };
+        let stop = resp.get("stopReason").and_then(Value::as_str).unwrap_or("");
+        let failure = |code: ErrorCode, msg: &str, hint: &str| {
+            Err(partial(
+                AwfError::new(code, msg.to_owned())
+                    .with_hint(hint.to_owned())
+                    .with_detail("stop_reason", stop.to_owned()),
+                &state.text(),
+            ))
+        };
+        match stop {
+            "end_turn" => {}
+            "refusal" => {
+                return failure(
+                    ErrorCode::ExecutionAgentRefusal,
+                    "the agent refused the prompt (stopReason refusal)",
+                    "rephrase the prompt, or route the refusal with on_failure",
+                );
+            }
+            "max_tokens" => {
+                return failure(
+                    ErrorCode::ExecutionAgentMaxTokens,
+                    "the agent stopped at its token limit (stopReason max_tokens)",
+                    "ask for a shorter answer or raise the model's limit; on_failure can route it",
+                );
+            }
+            "max_turn_requests" => {
+                return failure(
+                    ErrorCode::ExecutionAgentMaxTurns,
+                    "the agent stopped at its limit of model requests (stopReason max_turn_requests)",
+                    "split the task into smaller steps",
+                );
+            }
+            "cancelled" if state.rejected.is_some() => {
+                let what = state.rejected.clone().unwrap_or_default();
+                return failure(
+                    ErrorCode::ExecutionAgentPermissionDenied,
+                    &format!(
+                        "the agent ended the turn after awf rejected its request to run {what} (permissions: {})",
+                        opts.permissions.name()
+                    ),
+                    "allow it with `permissions: read_only`, `allow_all` or `ask`, or route the failure with on_failure",
+                );
+            }
+            "cancelled" => {
+                return failure(
+                    ErrorCode::ExecutionAgentFailed,
+                    "the agent cancelled the turn itself (stopReason cancelled)",
+                    "read the agent's stderr; awf did not cancel this turn",
+                );
+            }
+            other => {
+                return failure(
+                    ErrorCode::ExecutionAgentFailed,
+                    &format!("the agent ended the turn with an unknown stopReason {other:?}"),
+                    "check the agent speaks ACP v1",
+                );
+            }
+        }
+        let tokens = usage(&resp).unwrap_or_else(|| {
+            let out = (state.text().len() as u64).div_ceil(4);
+            let input = (text.len() as u64).div_ceil(4);
+            TokenUsage {
+                input,
+                output: out,
+                total: input + out,
+                estimated: true,
+            }
+        });
+        let session = request.session.as_ref().map(|s| {
+            let mut turns = s.turns.clone();
+            turns.push(Turn {
+                role: Role::User,
+                content: request.prompt.clone(),
+            });
+            turns.push(Turn {
+                role: Role::Assistant,
+                content: state.text(),
+            });
+            AgentSession {
+                session_id: Some(session_id.clone()),
+                turns,
+            }
+        });
+        Ok(AgentResponse {
+            output: state.text(),
+            response: Some(
+                json!({"sessionId": session_id, "stopReason": stop, "usage": resp.get("usage").cloned().unwrap_or(Value::Null)}),
+            ),
+            tokens,
+            session,
+            raw: String::new(),
+            stderr,
+        })
+    }
+
+    /// `mode` and `model`: through `session/set_mode` (or the session's config option of
+    /// category `mode`) and the config option of category `model` (or `session/set_model`).
+    async fn configure(
+        &self,
+        conn: &Conn,
+        session: &str,
+        created: &Value,
+        opts: &AcpOptions,
+    ) -> Result<(), AwfError> {
+        let config_option = |category: &str| {
+            created
+                .get("configOptions")
+                .and_then(Value::as_array)
+                .and_then(|a| {
+                    a.iter()
+                        .find(|o| o.get("category").and_then(Value::as_str) == Some(category))
+                })
+                .and_then(|o| o.get("id").and_then(Value::as_str))
+                .map(str::to_owned)
+        };
+        let set = |method: &'static str, params: Value| async move {
+            conn.request(method, params, opts.timeout)
+                .await
+                .map(|_| ())
+                .map_err(|e| {
+                    AwfError::new(
+                        ErrorCode::UserAgentInvalidOption,
+                        format!("ACP {method} failed: {} (code {})", e.message, e.code),
+                    )
+                })
+        };
+        if let Some(mode) = &opts.mode {
+            let modes: Vec<String> = created
+                .pointer("/modes/availableModes")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if modes.iter().any(|m| m == mode) {
+                set(
+                    "session/set_mode",
+                    json!({"sessionId": session, "modeId": mode}),
+                )
+                .await?;
+            } else if let Some(id) = config_option("mode") {
+                set(
+                    "session/set_config_option",
+                    json!({"sessionId": session, "configId": id, "value": mode}),
+                )
+                .await?;
+            } else {
+                return Err(AwfError::new(
+                    ErrorCode::UserAgentInvalidOption,
+                    format!("acp option mode: the agent offers no mode \"{mode}\""),
+                )
+                .with_hint(if modes.is_empty() {
+                    "this agent has no session modes: remove `mode:`".to_owned()
+                } else {
+                    format!("modes it offers: {}", modes.join(", "))
+                }));
+            }
+        }
+        if let Some(model) = &opts.model {
+            if let Some(id) = config_option("model") {
+                set(
+                    "session/set_config_option",
+                    json!({"sessionId": session, "configId": id, "value": model}),
+                )
+                .await?;
+            } else if created.get("models").is_some() {
+                set(
+                    "session/set_model",
+                    json!({"sessionId": session, "modelId": model}),
+                )
+                .await?;
+            } else {
+                tracing::warn!(target: "awf::acp::client", model = %model, "the ACP agent offers no model selection; `model` is ignored");
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers one permission request by the step's policy (`ask`: through the run's
+    /// approver, the policy `deny` when nobody answers).
+    async fn permission(
+        &self,
+        opts: &AcpOptions,
+        request: &AgentRequest,
+        state: &TurnState,
+        params: &Value,
+        cancel: &CancellationToken,
+    ) -> Option<String> {
+        let options = policy::options(params);
+        let call = params.get("toolCall").cloned().unwrap_or_default();
+        let id = call.get("toolCallId").and_then(Value::as_str).unwrap_or("");
+        let known = state.tools.get(id);
+        let kind = call
+            .get("kind")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| known.and_then(|k| k.0.clone()));
+        let decided = match (opts.permissions, &request.approver) {
+            (Policy::Ask, Some(approver)) => {
+                let title = call
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or_else(|| known.map(|k| k.1.clone()))
+                    .unwrap_or_else(|| "a tool".into());
+                let mut message = format!("the agent asks to run {title}");
+                if let Some(k) = &kind {
+                    message.push_str(&format!(" ({k})"));
+                }
+                if let Some(input) = call.get("rawInput").filter(|v| !v.is_null()) {
+                    message.push_str(&format!(": {input}"));
+                }
+                let choices: Vec<ApprovalOption> = params
+                    .get("options")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|o| {
+                                Some(ApprovalOption {
+                                    id: o.get("optionId")?.as_str()?.to_owned(),
+                                    name: o
+                                        .get("name")
+                                        .and_then(Value::as_str)
+                                        .unwrap_or("")
+                                        .to_owned(),
+                                    kind: ApprovalKind::parse(o.get("kind")?.as_str()?)?,
+                                })
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let asked = (approver.0)(
+                    ApprovalQuestion {
+                        message,
+                        options: choices.clone(),
+                    },
+                    Some(opts.timeout),
+                );
+                let answered = tokio::select! {
+                    a = asked => a,
+                    () = cancel.cancelled() => None,
+                };
+                answered.filter(|a| choices.iter().any(|c| &c.id == a))
+            }
+            _ => None,
+        };
+        let choice =
+            decided.or_else(|| policy::decide(opts.permissions, &options, kind.as_deref()));
+        tracing::info!(target: "awf::acp::client", tool = %id, kind = ?kind, policy = ?opts.permissions, choice = ?choice, "permission answered");
+        choice
+    }
+}
+
+/// Whether a JSON-RPC error message on `session/prompt` reports token exhaustion (claude:
+/// "response exceeded the 128000 output token maximum").
+fn is_token_exhaustion(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("output token maximum")
+        || m.contains("max_tokens")
+        || m.contains("maximum output tokens")
+}
+
+/// Token counts of a `session/prompt` result's `usage` (ACP `Usage`: `inputTokens`,
+/// `outputTokens`, `totalTokens`), when the agent reports them.
+fn usage(resp: &Value) -> Option<TokenUsage> {
+    let u = resp.get("usage")?;
+    let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    let input = n("inputTokens")?;
+    let output = n("outputTokens").unwrap_or(0);
+    Some(TokenUsage {
+        input,
+        output,
+        total: n("totalTokens").unwrap_or(input + output),
+        estimated: false,
+    })
+}
+
+#[cfg(test)]
+mod tests;

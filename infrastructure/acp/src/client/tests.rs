@@ -1,0 +1,413 @@
+//! The ACP client against a real agent process: the scripted agent of tests/acp/scripted_agent.py
+//! (python3), driven through [`AcpProvider`] as the engine drives it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use awf_domain::ErrorCode;
+use awf_domain::ports::agent::AgentChunk;
+use awf_domain::ports::agent::AgentProvider;
+use awf_domain::ports::agent::AgentRequest;
+use awf_domain::ports::agent::AgentSession;
+use awf_domain::ports::agent::Approver;
+use awf_domain::ports::agent::McpAttachment;
+use awf_domain::ports::agent::McpServer;
+use serde_json::Value;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::AcpProvider;
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/acp/scripted_agent.py")
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    provider: AcpProvider,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let env = std::env::vars().collect();
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            provider: AcpProvider::new(env),
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("agent.jsonl")
+    }
+
+    fn request(&self, prompt: &str, extra: Value) -> AgentRequest {
+        let mut options = json!({"agent": format!("python3 {}", script().display())});
+        if let (Some(o), Some(e)) = (options.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        AgentRequest {
+            prompt: prompt.into(),
+            options: options.as_object().cloned().unwrap_or_default(),
+            dir: Some(self.dir.path().to_path_buf()),
+            timeout: Some(Duration::from_secs(60)),
+            env: vec![("AGENT_LOG".into(), self.log().display().to_string())],
+            run_id: Some("run-1".into()),
+            ..AgentRequest::default()
+        }
+    }
+
+    /// Frames the agent received, with its pid.
+    fn frames(&self) -> Vec<(u64, Value)> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|v| (v["pid"].as_u64().unwrap_or(0), v["frame"].clone()))
+            .collect()
+    }
+
+    fn methods(&self, m: &str) -> Vec<(u64, Value)> {
+        self.frames()
+            .into_iter()
+            .filter(|(_, f)| f["method"] == m)
+            .collect()
+    }
+}
+
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+async fn run(
+    f: &Fixture,
+    r: AgentRequest,
+) -> Result<awf_domain::ports::agent::AgentResponse, awf_domain::AwfError> {
+    tokio::time::timeout(
+        Duration::from_secs(90),
+        f.provider.execute(r, None, CancellationToken::new()),
+    )
+    .await
+    .expect("the turn ends")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_per_run_a_fresh_session_per_step_closed_at_run_end() {
+    let f = Fixture::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let cb = {
+        let seen = Arc::clone(&seen);
+        Arc::new(move |c: AgentChunk| seen.lock().unwrap().push(c))
+            as awf_domain::ports::agent::AgentCallback
+    };
+    let a = f
+        .provider
+        .execute(
+            f.request("first THINK", json!({})),
+            Some(Arc::clone(&cb)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(a.output, "echo: first THINK");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![
+            AgentChunk::Thought("let me think".into()),
+            AgentChunk::Message("echo: ".into()),
+            AgentChunk::Message("first THINK".into()),
+        ]
+    );
+    seen.lock().unwrap().clear();
+    let n = f
+        .provider
+        .execute(
+            f.request("NOTICE", json!({})),
+            Some(Arc::clone(&cb)),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        n.output, "the answer",
+        "an unlabelled chunk after labelled ones is a notice"
+    );
+    assert_eq!(
+        seen.lock().unwrap().last(),
+        Some(&AgentChunk::Thought(
+            "**Warning:** an adapter notice".into()
+        ))
+    );
+    let b = run(&f, f.request("second", json!({}))).await.unwrap();
+    assert_eq!(b.output, "echo: second");
+    let inits = f.methods("initialize");
+    let news = f.methods("session/new");
+    assert_eq!(inits.len(), 1, "one process, initialized once");
+    assert_eq!(news.len(), 3, "a fresh session per step");
+    assert_eq!(news[0].0, news[1].0, "the same process");
+    assert_eq!(news[0].1["params"]["cwd"], json!(f.dir.path()));
+    assert_eq!(news[0].1["params"]["mcpServers"], json!([]));
+    assert_eq!(inits[0].1["params"]["protocolVersion"], 1);
+    assert_eq!(
+        inits[0].1["params"]["clientCapabilities"]["terminal"],
+        false
+    );
+    // Each step's session is closed after its turn (the agent advertises session/close).
+    // Not waited for by the turn: give the agent a moment to log the last one.
+    for _ in 0..100 {
+        if f.methods("session/close").len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let closed: Vec<Value> = f
+        .methods("session/close")
+        .into_iter()
+        .map(|(_, fr)| fr["params"]["sessionId"].clone())
+        .collect();
+    let created: Vec<Value> = news.iter().map(|(_, fr)| fr["params"].clone()).collect();
+    assert_eq!(closed.len(), 3, "{closed:?} {created:?}");
+    let pid = news[0].0;
+    assert!(alive(pid));
+    // Another run gets its own process.
+    let mut other = f.request("third", json!({}));
+    other.run_id = Some("run-2".into());
+    run(&f, other).await.unwrap();
+    assert_eq!(f.methods("initialize").len(), 2);
+    f.provider.end_run("run-1").await;
+    assert!(!alive(pid), "the agent of run-1 is gone at its end");
+    f.provider.end_run("run-2").await;
+    let pid2 = f.methods("initialize")[1].0;
+    assert!(!alive(pid2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_keeps_its_session_and_the_proxy_is_a_stdio_entry() {
+    let f = Fixture::new();
+    let mut first = f.request("hello", json!({"mode": "plan"}));
+    first.session = Some(AgentSession::default());
+    first.system_prompt = Some("Be terse.".into());
+    first.mcp = Some(McpAttachment {
+        proxy: Some(McpServer {
+            name: "awf-proxy".into(),
+            command: "/bin/awf".into(),
+            args: vec!["mcp-serve".into(), "--config".into(), "/tmp/c.json".into()],
+            env: vec![("K".into(), "V".into())],
+        }),
+        ..McpAttachment::default()
+    });
+    let a = run(&f, first.clone()).await.unwrap();
+    assert_eq!(a.output, "echo: Be terse.\n\nhello");
+    let session = a.session.clone().unwrap();
+    assert_eq!(session.turns.len(), 2);
+    let mut next = first;
+    next.prompt = "again".into();
+    next.session = Some(session.clone());
+    let b = run(&f, next).await.unwrap();
+    assert_eq!(
+        b.output, "echo: again",
+        "no system prompt on a continued session"
+    );
+    assert_eq!(b.session.unwrap().session_id, session.session_id);
+    let news = f.methods("session/new");
+    assert_eq!(news.len(), 1, "the conversation's session is kept");
+    assert!(
+        f.methods("session/close").is_empty(),
+        "a conversation's session stays open"
+    );
+    assert_eq!(
+        news[0].1["params"]["mcpServers"],
+        json!([{"name": "awf-proxy", "command": "/bin/awf", "args": ["mcp-serve", "--config", "/tmp/c.json"], "env": [{"name": "K", "value": "V"}]}])
+    );
+    let modes = f.methods("session/set_mode");
+    assert_eq!(modes[0].1["params"]["modeId"], "plan");
+    // A mode the agent does not offer is a clear error.
+    let e = run(&f, f.request("x", json!({"mode": "yolo"})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption);
+    assert!(e.hints()[0].contains("default, plan"), "{:?}", e.hints());
+    f.provider.end_run("run-1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_reasons_are_typed_outcomes_with_the_partial_output() {
+    let f = Fixture::new();
+    let e = run(&f, f.request("please REFUSE", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentRefusal);
+    assert_eq!(e.details()["partial_output"], "I started, but ");
+    let e = run(&f, f.request("MAXTOK", json!({}))).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentMaxTokens);
+    assert_eq!(e.details()["partial_output"], "truncated answ");
+    let e = run(&f, f.request("TOKERR", json!({}))).await.unwrap_err();
+    assert_eq!(
+        e.code(),
+        ErrorCode::ExecutionAgentMaxTokens,
+        "{}",
+        e.message()
+    );
+    assert_eq!(e.details()["partial_output"], "long answ");
+    let e = run(&f, f.request("MAXTURNS", json!({}))).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentMaxTurns);
+    // The process survives typed outcomes.
+    assert_eq!(f.methods("initialize").len(), 1);
+    let e = run(&f, f.request("EXIT", json!({}))).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
+    assert!(
+        e.message().contains("exiting mid-turn as asked"),
+        "{}",
+        e.message()
+    );
+    // The next step starts a new process.
+    assert_eq!(
+        run(&f, f.request("after", json!({}))).await.unwrap().output,
+        "echo: after"
+    );
+    assert_eq!(f.methods("initialize").len(), 2);
+    f.provider.end_run("run-1").await;
+}
+
+async fn permission(f: &Fixture, policy: &str, kind: &str, approver: Option<Approver>) -> String {
+    let mut r = f.request(
+        &format!("PERMIT:{kind} now"),
+        json!({"permissions": policy}),
+    );
+    r.approver = approver;
+    run(f, r).await.unwrap().output
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permissions_are_answered_by_policy_and_option_kind() {
+    let f = Fixture::new();
+    assert_eq!(permission(&f, "deny", "read", None).await, "permission: no");
+    assert_eq!(
+        permission(&f, "read_only", "read", None).await,
+        "permission: yes"
+    );
+    assert_eq!(
+        permission(&f, "read_only", "search", None).await,
+        "permission: yes"
+    );
+    assert_eq!(
+        permission(&f, "read_only", "edit", None).await,
+        "permission: no"
+    );
+    assert_eq!(
+        permission(&f, "allow_all", "execute", None).await,
+        "permission: yes"
+    );
+    assert_eq!(
+        permission(&f, "ask", "edit", None).await,
+        "permission: no",
+        "nobody to ask: deny"
+    );
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let approver = {
+        let asked = Arc::clone(&asked);
+        Approver(Arc::new(move |q, _| {
+            asked.lock().unwrap().push(q);
+            Box::pin(async { Some("yes-ever".to_owned()) })
+        }))
+    };
+    assert_eq!(
+        permission(&f, "ask", "edit", Some(approver)).await,
+        "permission: yes-ever"
+    );
+    let q = asked.lock().unwrap()[0].clone();
+    assert!(q.message.contains("Touch marker (edit)"), "{}", q.message);
+    let kinds: Vec<&str> = q.options.iter().map(|o| o.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["reject_always", "allow_always", "reject_once", "allow_once"]
+    );
+    // An agent that ends its turn on a rejection (codex-acp) gives a typed outcome.
+    let e = run(&f, f.request("PERMIT:edit ABORT", json!({})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentPermissionDenied);
+    assert!(
+        e.message().contains("Touch marker (permissions: deny)"),
+        "{}",
+        e.message()
+    );
+    // fs/* requests awf does not advertise get -32601.
+    assert_eq!(
+        run(&f, f.request("FS", json!({}))).await.unwrap().output,
+        "fs: -32601"
+    );
+    f.provider.end_run("run-1").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_mid_turn_sends_session_cancel_and_a_stuck_agent_is_killed() {
+    let f = Fixture::new();
+    let cancel = CancellationToken::new();
+    let seen = Arc::new(tokio::sync::Notify::new());
+    let cb = {
+        let seen = Arc::clone(&seen);
+        Arc::new(move |_c: AgentChunk| seen.notify_one()) as awf_domain::ports::agent::AgentCallback
+    };
+    let turn = f
+        .provider
+        .execute(f.request("HANG", json!({})), Some(cb), cancel.clone());
+    let stopper = async {
+        seen.notified().await;
+        cancel.cancel();
+    };
+    let (r, ()) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(turn, stopper)
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.unwrap_err().code(), ErrorCode::ExecutionRunCancelled);
+    assert_eq!(f.methods("session/cancel").len(), 1);
+    let pid = f.methods("initialize")[0].0;
+    assert!(alive(pid), "an agent that answered `cancelled` is kept");
+    f.provider.end_run("run-1").await;
+    assert!(!alive(pid));
+
+    // An agent that ignores session/cancel is killed after the grace.
+    let mut r = f.request("HANG", json!({}));
+    r.env.push(("AGENT_IGNORE_CANCEL".into(), "1".into()));
+    let cancel = CancellationToken::new();
+    let c2 = cancel.clone();
+    let stop = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        c2.cancel();
+    });
+    let e = tokio::time::timeout(Duration::from_secs(60), f.provider.execute(r, None, cancel))
+        .await
+        .unwrap()
+        .unwrap_err();
+    stop.await.unwrap();
+    assert_eq!(e.code(), ErrorCode::ExecutionRunCancelled);
+    let pid = f.methods("initialize")[1].0;
+    assert!(!alive(pid), "the stuck agent's group was killed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_protocol_version_and_a_missing_program_are_clear_errors() {
+    let f = Fixture::new();
+    let mut r = f.request("x", json!({}));
+    r.env.push(("AGENT_PROTO".into(), "2".into()));
+    let e = run(&f, r).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserAcpProtocolVersionUnsupported);
+    let e = run(
+        &f,
+        f.request(
+            "x",
+            json!({"agent": "codex", "env": {"PATH": "/nonexistent"}}),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentBinaryNotFound);
+    assert!(
+        e.hints()[0].contains("@agentclientprotocol/codex-acp"),
+        "{:?}",
+        e.hints()
+    );
+}
