@@ -992,6 +992,8 @@ mod tests {
             states,
             hooks: Default::default(),
             outputs: Vec::new(),
+            shell_quote: false,
+            budget: None,
             source: Default::default(),
         };
         assert_eq!(bfs_order(&wf), vec!["a", "c", "b", "err", "done"]);

@@ -49,6 +49,8 @@ fn workflow(id: &str, initial: &str, states: Vec<State>) -> Workflow {
         states: states.into_iter().map(|s| (s.name.clone(), s)).collect(),
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,

@@ -74,6 +74,8 @@ pub fn validate_loaded(
     env: &BTreeMap<String, String>,
 ) -> ValidationReport {
     let mut extra = validate::missing_env(&loaded.workflow, env);
+    // Shown by `awf validate` only: a run does not repeat it on every start.
+    extra.extend(validate::unquoted_shell_values(&loaded.workflow));
     let cwd = services.host.current_dir().unwrap_or_default();
     extra.extend(file_references(
         &loaded.workflow,

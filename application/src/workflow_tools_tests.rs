@@ -52,6 +52,8 @@ fn workflow(id: &str, description: Option<&str>, inputs: Vec<InputDef>) -> Workf
         states: IndexMap::new(),
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,

@@ -72,6 +72,8 @@ fn workflow(initial: &str, states: Vec<State>) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: "cyclic".into(),
             path: None,

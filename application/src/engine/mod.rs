@@ -567,17 +567,32 @@ impl Run {
         })
     }
 
-    /// Renders shell command text (composite loop items inside double quotes are escaped).
+    /// Renders shell command text (composite loop items inside double quotes are escaped;
+    /// under the workflow's `shell_quote: true` every interpolated value is quoted).
     pub(crate) fn render_shell(
         &self,
         template: &str,
         frame: Option<&LoopFrame>,
     ) -> Result<String, TemplateError> {
+        self.render_command(template, frame, None)
+    }
+
+    /// [`Self::render_shell`] with an error in scope (hooks).
+    pub(crate) fn render_command(
+        &self,
+        template: &str,
+        frame: Option<&LoopFrame>,
+        error: Option<&ErrorInfo>,
+    ) -> Result<String, TemplateError> {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
-        self.with_scope(frame, None, |scope| {
-            self.svc.interpolator.render_shell(template, scope)
+        self.with_scope(frame, error, |scope| {
+            if self.wf.shell_quote {
+                self.svc.interpolator.render_shell_quoted(template, scope)
+            } else {
+                self.svc.interpolator.render_shell(template, scope)
+            }
         })
     }
 

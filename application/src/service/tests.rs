@@ -96,6 +96,8 @@ fn workflow(id: &str, states: Vec<State>) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,
