@@ -144,6 +144,7 @@ impl Setup {
                 .map(|l| Arc::new(l) as Arc<dyn awf_domain::ports::RunLocks>),
             tool_proxies: None,
             operations: None,
+            prices: Default::default(),
         })
     }
 }
@@ -294,6 +295,7 @@ fn running_snapshot(pid: u32) -> RunSnapshot {
         outputs: BTreeMap::new(),
         owner_pid: Some(pid),
         loop_position: None,
+        spend: None,
     }
 }
 

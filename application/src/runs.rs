@@ -139,6 +139,7 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
         outputs: s.outputs.clone(),
         error: s.error.clone(),
         message: None,
+        spend: s.spend,
     }
 }
 
@@ -453,6 +454,7 @@ mod tests {
             outputs: BTreeMap::new(),
             owner_pid: pid,
             loop_position: None,
+            spend: None,
         }
     }
 

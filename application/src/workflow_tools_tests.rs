@@ -173,6 +173,7 @@ fn result(status: RunStatus) -> RunResult {
         error: (status != RunStatus::Success)
             .then(|| AwfError::new(ErrorCode::ExecutionCommandFailed, "step boom: oops").body()),
         message: (status == RunStatus::Success).then(|| "greeted Ada".to_owned()),
+        spend: None,
     }
 }
 

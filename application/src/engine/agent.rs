@@ -73,6 +73,10 @@ impl Run {
                 early_exit: None,
             })
         };
+        // Budgets are checked before the step starts (issue 14).
+        if let Err(e) = self.check_budget(name, step) {
+            return fail(st, e);
+        }
         let prepared = match self.prepare_agent(state, step, at.frame) {
             Ok(p) => p,
             Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
@@ -123,6 +127,13 @@ impl Run {
         match result {
             Ok(resp) => {
                 st.response = resp.response;
+                st.cost_usd = self.cost_of(
+                    provider.name(),
+                    resp.model
+                        .as_deref()
+                        .or_else(|| prepared.options.get("model").and_then(Value::as_str)),
+                    &resp.tokens,
+                );
                 st.tokens = resp.tokens;
                 st.session = resp.session;
                 if st.session.is_none() && step.conversation.is_some() {
@@ -195,13 +206,112 @@ impl Run {
         Result<awf_domain::ports::agent::AgentResponse, AwfError>,
         Vec<awf_domain::run::ToolCallEntry>,
     ) {
+        // A later call of the same step (a conversation turn, a fallback provider, a retry
+        // after a usage limit) does not start past the budget either.
+        if let Some(step) = self.wf.state(name).and_then(|s| match &s.kind {
+            awf_domain::workflow::StateKind::Agent(a) => Some(a),
+            _ => None,
+        }) && let Err(e) = self.check_budget(name, step)
+        {
+            return (Err(e), Vec::new());
+        }
+        let model = request
+            .options
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         tools.attach(&mut request);
         let (callback, flush) = self.agent_callback(name, at);
         let result = self
             .execute_agent(provider, request, callback, &flush, &tools, name, at, token)
             .await;
         flush();
+        if let Ok(resp) = &result {
+            let model = resp.model.as_deref().or(model.as_deref());
+            self.record_spend(name, provider.name(), model, &resp.tokens);
+        }
         (result, tools.take_calls())
+    }
+
+    /// The cost in US dollars of `tokens` for a call of `provider` with `model`, when the
+    /// project's `prices:` price it (by model, else by provider name).
+    pub(crate) fn cost_of(
+        &self,
+        provider: &str,
+        model: Option<&str>,
+        tokens: &TokenUsage,
+    ) -> Option<f64> {
+        let names: Vec<&str> = model.into_iter().chain(std::iter::once(provider)).collect();
+        self.svc
+            .prices
+            .lookup(names.iter().copied())
+            .map(|p| p.cost(tokens))
+    }
+
+    /// Adds one call's tokens (and cost) to the run's and the step's spend.
+    fn record_spend(&self, name: &str, provider: &str, model: Option<&str>, tokens: &TokenUsage) {
+        let cost = self.cost_of(provider, model, tokens);
+        lock(&self.spend).add(tokens, cost);
+        lock(&self.step_spend)
+            .entry(name.to_owned())
+            .or_default()
+            .add(tokens, cost);
+    }
+
+    /// `EXECUTION.BUDGET.EXCEEDED` when the spend so far has reached a budget that applies
+    /// to step `name`: the workflow's (and the calling workflows') against the run's spend,
+    /// the step's own against what this step spent so far (all its calls in this run).
+    pub(crate) fn check_budget(&self, name: &str, step: &AgentStep) -> Result<(), AwfError> {
+        let run = *lock(&self.spend);
+        let own = lock(&self.step_spend)
+            .get(name)
+            .copied()
+            .unwrap_or_default();
+        let workflow = self
+            .outer_budgets
+            .iter()
+            .chain(self.wf.budget.as_ref())
+            .map(|b| (b, run, "the workflow's budget"));
+        let step_budget = step
+            .policy
+            .budget
+            .as_ref()
+            .map(|b| (b, own, "the step's budget"));
+        for (budget, spent, whose) in workflow.chain(step_budget) {
+            let over = if let Some(limit) = budget.tokens
+                && spent.tokens >= limit
+            {
+                Some(format!(
+                    "{whose} of {limit} tokens is spent ({} tokens so far: {} in, {} out)",
+                    spent.tokens, spent.tokens_input, spent.tokens_output
+                ))
+            } else if let Some(limit) = budget.usd
+                && spent.usd.unwrap_or(0.0) >= limit
+            {
+                Some(format!(
+                    "{whose} of ${limit} is spent (${:.6} so far)",
+                    spent.usd.unwrap_or(0.0)
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = over {
+                let mut e = AwfError::new(
+                    ErrorCode::ExecutionBudgetExceeded,
+                    format!("step {name} not started: {why}"),
+                )
+                .with_detail("state", name)
+                .with_detail("tokens", spent.tokens)
+                .with_detail("tokens_input", spent.tokens_input)
+                .with_detail("tokens_output", spent.tokens_output)
+                .with_hint("raise `budget:` (tokens, usd), or route the failure with on_failure");
+                if let Some(u) = spent.usd {
+                    e = e.with_detail("usd", u);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Applies `output_format` and completes the state.

@@ -1047,6 +1047,7 @@ fn snapshot(
         outputs: BTreeMap::new(),
         owner_pid: None,
         loop_position: None,
+        spend: None,
     }
 }
 

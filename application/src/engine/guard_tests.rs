@@ -118,6 +118,8 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         auto_approve: false,
         mcp_servers: Arc::default(),
         fs_delegate: None,
+        spend: Arc::default(),
+        outer_budgets: Vec::new(),
     });
     let result = run.execute().await;
     let finished = sink

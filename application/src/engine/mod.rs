@@ -176,6 +176,11 @@ pub(crate) struct RunSpec {
     /// The editor's file channel (ACP fs delegation), given to every agent step's proxy of
     /// the run and of its sub-workflows (`ProxySpec::fs_delegate`).
     pub(crate) fs_delegate: Option<PathBuf>,
+    /// What the run (with its parent and sub-workflows: one shared count) spent on agents
+    /// so far; a resumed run starts from what its state file recorded.
+    pub(crate) spend: Arc<Mutex<awf_domain::run::Spend>>,
+    /// Budgets of the calling runs (a sub-workflow's agent steps count against them too).
+    pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
 }
 
 /// Missing required inputs a run asks for before it starts, and what resolves the inputs
@@ -248,6 +253,12 @@ pub(crate) struct Run {
     pub(crate) mcp_servers: Arc<Vec<awf_domain::ports::agent::McpServer>>,
     /// As [`RunSpec::fs_delegate`].
     pub(crate) fs_delegate: Option<PathBuf>,
+    /// As [`RunSpec::spend`].
+    pub(crate) spend: Arc<Mutex<awf_domain::run::Spend>>,
+    /// What each agent step of this run spent so far (all its calls), for step budgets.
+    pub(crate) step_spend: Mutex<BTreeMap<String, awf_domain::run::Spend>>,
+    /// As [`RunSpec::outer_budgets`].
+    pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
 }
 
 /// What an interactive run does before a state.
@@ -418,6 +429,9 @@ impl Run {
             auto_approve: spec.auto_approve,
             mcp_servers: spec.mcp_servers,
             fs_delegate: spec.fs_delegate,
+            spend: spec.spend,
+            step_spend: Mutex::new(BTreeMap::new()),
+            outer_budgets: spec.outer_budgets,
         }
     }
 
@@ -1354,6 +1368,10 @@ impl Run {
             outputs,
             error: ending.error.map(|e| e.body()),
             message: ending.message,
+            spend: {
+                let spend = *lock(&self.spend);
+                (!spend.is_zero() || self.wf.budget.is_some()).then_some(spend)
+            },
         }
     }
 }

@@ -248,6 +248,7 @@ fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
         outputs: BTreeMap::new(),
         owner_pid: None,
         loop_position: None,
+        spend: None,
     }
 }
 

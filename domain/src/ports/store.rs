@@ -106,6 +106,9 @@ pub struct RunSnapshot {
     /// resumed run continues the loop there instead of at its first iteration.
     #[serde(default)]
     pub loop_position: Option<LoopPosition>,
+    /// What the run spent on agents so far (budgets; issue 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::run::Spend>,
 }
 
 /// Where a top-level loop was when the run stopped.
@@ -165,6 +168,9 @@ pub struct HistoryRecord {
     pub error_message: Option<String>,
     /// Parent run of a sub-workflow run.
     pub parent_run_id: Option<String>,
+    /// What the run spent on agents (budgets; issue 14), once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::run::Spend>,
 }
 
 /// Filter of `awf history`.

@@ -812,6 +812,11 @@ impl AgentProvider for OpenAiCompatible {
         cancel: CancellationToken,
     ) -> Result<AgentResponse, AwfError> {
         let c = build_call(&request, &self.env)?;
+        let model = c
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let client = self.client()?;
         let work = tool_loop(client, c.clone(), &request, on_chunk.as_ref(), &cancel);
         let bounded = async {
@@ -842,6 +847,7 @@ impl AgentProvider for OpenAiCompatible {
             session,
             raw: done.raw,
             stderr: String::new(),
+            model,
         })
     }
 }

@@ -568,11 +568,13 @@ impl Writer {
                     outputs: BTreeMap::new(),
                     owner_pid: Some(*pid),
                     loop_position: None,
+                    spend: None,
                 };
                 let mut files = state::FileRefs::new();
                 if let Some((old, old_files)) = earlier {
                     snap.states = old.states;
                     snap.started_at = old.started_at;
+                    snap.spend = old.spend;
                     files = old_files;
                 }
                 let (started_ms, parent) = (millis(snap.started_at), snap.parent_run_id.clone());
@@ -679,6 +681,15 @@ impl Writer {
                     {
                         p.snap.loop_position = None;
                     }
+                    // The spend so far, live (the run's final count replaces it at the end).
+                    if state.tokens != awf_domain::run::TokenUsage::default()
+                        || state.cost_usd.is_some()
+                    {
+                        p.snap
+                            .spend
+                            .get_or_insert_with(Default::default)
+                            .add(&state.tokens, state.cost_usd);
+                    }
                     p.snap.states.insert(step.clone(), (**state).clone());
                     let replaced = if spilled.is_empty() {
                         p.files.remove(step)
@@ -735,6 +746,9 @@ impl Writer {
                 s.terminal.clone_from(&result.terminal);
                 s.error.clone_from(&result.error);
                 s.outputs.clone_from(&result.outputs);
+                if result.spend.is_some() {
+                    s.spend = result.spend;
+                }
                 s.completed_at = Some(env.at);
                 s.updated_at = env.at;
                 p.dirty = true;
@@ -764,6 +778,7 @@ impl Writer {
             duration_ms: Some(result.duration_ms),
             error_message: error_text.clone(),
             parent_run_id: parent,
+            spend: result.spend,
         };
         if let Some(c) = self.db()
             && let Err(e) = history::upsert_finished(c, &record)
@@ -1094,6 +1109,7 @@ fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::Aw
             loop_position: p.snap.loop_position.clone(),
             states,
             output_files,
+            spend: p.snap.spend,
         };
         if p.journal.is_none() {
             p.journal = Some(state::open_journal(paths, &p.snap.run_id)?);

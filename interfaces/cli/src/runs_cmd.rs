@@ -313,7 +313,21 @@ pub fn history_json(r: &HistoryRecord) -> serde_json::Value {
         "started_at_ms": r.started_at_ms,
         "completed_at_ms": r.completed_at_ms,
         "parent_run_id": r.parent_run_id,
+        "spend": r.spend,
     })
+}
+
+/// A run's spend as one line: `1234 tokens (1000 in, 234 out), $0.012300` (the dollars only
+/// when priced).
+pub fn spend_text(s: &awf_domain::run::Spend) -> String {
+    let mut t = format!(
+        "{} tokens ({} in, {} out)",
+        s.tokens, s.tokens_input, s.tokens_output
+    );
+    if let Some(u) = s.usd {
+        t.push_str(&format!(", ${u:.6}"));
+    }
+    t
 }
 
 /// AWF (Go)'s history duration: `<1000` ms → `Nms`, `<60000` → `N.Ns`, else `N.Nm`.
@@ -343,6 +357,14 @@ fn history_text_marking(
         header.map(|h| "-".repeat(h.len())).to_vec(),
     ];
     table.extend(rows.iter().map(|r| history_cells(r, gone.contains(&r.id))));
+    // A SPEND column only when some run spent on agents (the rest is AWF (Go)'s table).
+    if rows.iter().any(|r| r.spend.is_some()) {
+        table[0].push("SPEND".to_owned());
+        table[1].push("-----".to_owned());
+        for (row, r) in table.iter_mut().skip(2).zip(rows) {
+            row.push(r.spend.as_ref().map_or_else(|| "-".to_owned(), spend_text));
+        }
+    }
     crate::table::aligned(&table)
 }
 
@@ -571,6 +593,9 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     if let Some(e) = &snap.error {
         crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, e.message));
     }
+    if let Some(s) = &snap.spend {
+        crate::stdout_check::checked(writeln!(out, "Spend:     {}", spend_text(s)));
+    }
     crate::stdout_check::checked(writeln!(out, "States:"));
     let mut states: Vec<_> = snap.states.values().collect();
     states.sort_by_key(|s| s.started_at);
@@ -751,6 +776,7 @@ mod tests {
             duration_ms: None,
             error_message: None,
             parent_run_id: None,
+            spend: None,
         };
         let text = history_text_marking(
             std::slice::from_ref(&row),

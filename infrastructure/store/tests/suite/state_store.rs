@@ -41,6 +41,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         outputs: BTreeMap::new(),
         owner_pid: None,
         loop_position: None,
+        spend: None,
     }
 }
 
