@@ -254,3 +254,242 @@ fn a_step_budget_counts_that_step_s_own_calls() {
     );
     assert_eq!(doc["spend"]["tokens"], json!(36));
 }
+
+// ---- fallback providers and usage limits ----------------------------------------------------
+
+/// A sandbox where the real `claude` CLI and `openai_compatible` both talk to `mock`.
+fn claude_and_openai_sandbox(mock: &MockLlm) -> Sandbox {
+    let mut sb = openai_sandbox(mock);
+    let bin = workspace_root().join(".cache/npm/node_modules/.bin");
+    assert!(
+        bin.join("claude").exists(),
+        "agent CLIs not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        bin.display()
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
+    sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+    sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
+    sb
+}
+
+/// The example workflow with its second fallback (gemini) left out and `extra` lines added
+/// to the step.
+fn fallback_example(extra: &str) -> String {
+    std::fs::read_to_string(example("fallback.yaml"))
+        .unwrap()
+        .replace(
+            "      - gemini                          # a bare provider name works too\n",
+            "",
+        )
+        .replace(
+            "    on_success: done\n",
+            &format!("{extra}    on_success: done\n"),
+        )
+}
+
+#[test]
+fn a_refusal_by_claude_falls_back_to_the_next_provider_on_the_same_prompt() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_dialect": "anthropic", "reply": {"refusal": "I cannot help with that."}},
+        {"when_dialect": "chat", "when_last_user_contains": "PROMPT-77", "reply": {"text": "answered by the fallback"}}
+    ], "default": {"text": "unexpected"}}));
+    let sb = claude_and_openai_sandbox(&mock);
+    let wf = sb.write("wf.yaml", &fallback_example("")).unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &["-i", "question=PROMPT-77"]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let ask = &doc["states"]["ask"];
+    assert_eq!(ask["output"], json!("answered by the fallback"), "{doc:#}");
+    assert_eq!(
+        ask["fallback"]["provider"],
+        json!("openai_compatible"),
+        "{doc:#}"
+    );
+    assert_eq!(ask["fallback"]["skipped"][0]["provider"], json!("claude"));
+    assert_eq!(ask["fallback"]["skipped"][0]["class"], json!("refusal"));
+    assert!(
+        ask["fallback"]["skipped"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Usage Policy"),
+        "{doc:#}"
+    );
+    assert!(stderr.contains("trying openai_compatible"), "{stderr}");
+    // The same prompt went to both.
+    let reqs = mock.model_requests();
+    assert!(reqs.iter().any(|r| r["dialect"] == json!("anthropic")));
+    assert!(
+        reqs.iter()
+            .any(|r| r["dialect"] == json!("chat") && r["facts"]["last_user"] == json!("PROMPT-77")),
+        "{reqs:#?}"
+    );
+    // The state file records it too.
+    let run_id = doc["run_id"].as_str().unwrap();
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(awf_tests::data(&sb).join(format!("states/{run_id}.json")))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        state["states"]["ask"]["fallback"]["provider"],
+        json!("openai_compatible")
+    );
+}
+
+#[test]
+fn a_class_left_out_of_fallback_on_fails_with_its_own_code() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_dialect": "anthropic", "reply": {"refusal": "No."}}
+    ], "default": {"text": "must not be asked"}}));
+    let sb = claude_and_openai_sandbox(&mock);
+    let text = fallback_example("")
+        .replace(
+            "    fallback_on: [usage_limit, quota, refusal, unavailable]\n",
+            "    fallback_on: [quota]\n",
+        )
+        .replace("    on_failure: failed\n", "");
+    let wf = sb.write("wf.yaml", &text).unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["error"]["code"],
+        json!("EXECUTION.AGENT.REFUSAL"),
+        "{doc:#}"
+    );
+    assert!(
+        mock.model_requests()
+            .iter()
+            .all(|r| r["dialect"] != json!("chat")),
+        "refusal is not in fallback_on: no fallback"
+    );
+}
+
+#[test]
+fn an_unreachable_provider_falls_back() {
+    let mock = MockLlm::start(json!({"default": {"text": "from the second"}}));
+    let sb = openai_sandbox(&mock);
+    // A port nothing listens on: bind one, then close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let wf = sb
+        .write(
+            "wf.yaml",
+            &format!(
+                "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"http://127.0.0.1:{closed}/v1\"}}\n    fallback_providers:\n      - {{provider: openai_compatible, options: {{base_url: \"{}/v1\"}}}}\n    on_success: done\n  done: {{type: terminal}}\n",
+                mock.url()
+            ),
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    assert_eq!(doc["states"]["ask"]["output"], json!("from the second"));
+    assert_eq!(
+        doc["states"]["ask"]["fallback"]["skipped"][0]["class"],
+        json!("unavailable"),
+        "{doc:#}"
+    );
+}
+
+#[test]
+fn a_429_with_a_short_retry_after_is_waited_out_inside_the_step() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 2, "error_message": "slow down"}}
+    ], "default": {"text": "after the wait", "usage": {"input": 3, "output": 4}}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: wait\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-o", "streaming"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("waiting for usage limit of openai_compatible, resets in 2s"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(mock.model_requests().len(), 2, "the same step asked again");
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(1500),
+        "it waited"
+    );
+    assert!(r.stdout.contains("after the wait"), "{}", r.stdout);
+}
+
+#[test]
+fn claude_s_resets_at_text_is_waited_out_too() {
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 2;
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_dialect": "anthropic", "times": 1, "reply": {"status": 429,
+            "error_message": format!("usage limit reached, resets at {reset}")}}
+    ], "default": {"text": "claude after the reset"}}));
+    let sb = claude_and_openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: wait\nstates:\n  initial: ask\n  ask: {type: agent, provider: claude, prompt: hi, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["states"]["ask"]["output"],
+        json!("claude after the reset")
+    );
+    assert!(
+        stderr.contains("waiting for usage limit of claude"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_reset_past_the_wait_fails_with_the_usage_limit_code_and_its_reset_time() {
+    let mock = MockLlm::start(json!({"default": {"status": 429, "retry_after": 3600}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["error"]["code"],
+        json!("EXECUTION.AGENT.USAGE_LIMIT"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "no wait of an hour inside the step"
+    );
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("resets at"),
+        "{doc:#}"
+    );
+}

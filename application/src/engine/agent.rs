@@ -109,21 +109,19 @@ impl Run {
         }
         self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
         self.warn_unhidden_tools(name, step, provider.as_ref(), at);
-        let tools = match self.call_tools(name, step, provider.as_ref(), at) {
-            Ok(t) => t,
-            Err(e) => return fail(st, e),
-        };
-        let request = self.agent_request(
-            &prepared,
-            prepared.prompt.clone(),
-            prepared.session.clone(),
-            deadline,
-        );
-        let (result, calls) = self
-            .call_agent(provider.as_ref(), request, tools, name, at, token)
+        let answer = self
+            .call_with_policy(name, step, prepared, provider, at, deadline, token)
             .await;
+        let (prepared, provider) = (answer.prepared, answer.provider);
+        let result = answer.result;
         let mut st = st;
-        st.tool_calls = calls;
+        st.tool_calls = answer.calls;
+        if !step.policy.fallback_providers.is_empty() {
+            st.fallback = Some(awf_domain::run::FallbackRecord {
+                provider: result.is_ok().then(|| provider.name().to_owned()),
+                skipped: answer.skipped,
+            });
+        }
         match result {
             Ok(resp) => {
                 st.response = resp.response;
@@ -188,6 +186,275 @@ impl Run {
                 fail(st, e)
             }
         }
+    }
+
+    /// The single call of an agent step under its policy: a usage limit that lifts within
+    /// `usage_limit.wait` is waited out visibly (a `waiting for usage limit, resets in Ns`
+    /// log line) and the same call made again; a failure of a class in `fallback_on` moves
+    /// to the next of `fallback_providers` with the same prompt; a usage limit that lifts
+    /// later is `EXECUTION.AGENT.USAGE_LIMIT` with its reset time.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_with_policy(
+        &self,
+        name: &str,
+        step: &AgentStep,
+        prepared: Prepared,
+        provider: Arc<dyn awf_domain::ports::AgentProvider>,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> PolicyAnswer {
+        /// At most this many waits for a usage limit in one step (a server that keeps
+        /// answering "retry in 1s" cannot hold the step forever).
+        const MAX_WAITS: u32 = 3;
+        let mut prepared = prepared;
+        let mut provider = provider;
+        let mut calls = Vec::new();
+        let mut skipped = Vec::new();
+        let mut next_fallback = 0usize;
+        let mut waits = 0u32;
+        loop {
+            let result = match self.call_tools(name, step, provider.as_ref(), at) {
+                Ok(tools) => {
+                    let request = self.agent_request(
+                        &prepared,
+                        prepared.prompt.clone(),
+                        prepared.session.clone(),
+                        deadline,
+                    );
+                    let (r, c) = self
+                        .call_agent(provider.as_ref(), request, tools, name, at, token)
+                        .await;
+                    calls.extend(c);
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            let err = match result {
+                Ok(resp) => {
+                    return PolicyAnswer {
+                        result: Ok(resp),
+                        calls,
+                        skipped,
+                        prepared,
+                        provider,
+                    };
+                }
+                Err(e) => e,
+            };
+            if self.cancel.token.is_cancelled() || err.code() == ErrorCode::ExecutionRunCancelled {
+                return PolicyAnswer {
+                    result: Err(err),
+                    calls,
+                    skipped,
+                    prepared,
+                    provider,
+                };
+            }
+            let now = self.svc.clock.now();
+            let class = awf_domain::limits::classify(&err, now);
+            let reset_in = class
+                .and_then(|c| c.reset_at)
+                .map(|t| t.duration_since(now).unwrap_or_default());
+            if let Some(wait) = reset_in
+                && wait <= step.policy.usage_limit.wait
+                && waits < MAX_WAITS
+            {
+                waits += 1;
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                self.log(
+                    Some(name),
+                    LogLevel::Warn,
+                    &format!(
+                        "step {name}: waiting for usage limit of {}, resets in {secs}s",
+                        provider.name()
+                    ),
+                    &format!("{}{name}", at.prefix),
+                    at.iteration(),
+                );
+                if self.sleep_or_stop(wait, deadline, token).await {
+                    continue;
+                }
+                if self.cancel.token.is_cancelled() {
+                    return PolicyAnswer {
+                        result: Err(super::step::cancelled(name)),
+                        calls,
+                        skipped,
+                        prepared,
+                        provider,
+                    };
+                }
+            }
+            if let Some(c) = class
+                && step.policy.falls_back_on(c.class)
+                && next_fallback < step.policy.fallback_providers.len()
+            {
+                skipped.push(awf_domain::run::FallbackSkip {
+                    provider: provider.name().to_owned(),
+                    class: c.class.as_str().to_owned(),
+                    code: err.code().as_str().to_owned(),
+                    message: err.message().to_owned(),
+                });
+                // The next entry whose provider exists; unknown ones are skipped as unavailable.
+                let mut chosen = None;
+                while next_fallback < step.policy.fallback_providers.len() {
+                    let fb = &step.policy.fallback_providers[next_fallback];
+                    next_fallback += 1;
+                    match self.fallback_prepared(&prepared, fb, at.frame) {
+                        Ok(p) => match self.svc.agents.get(&p.provider) {
+                            Some(pv) => {
+                                chosen = Some((p, pv));
+                                break;
+                            }
+                            None => skipped.push(awf_domain::run::FallbackSkip {
+                                provider: p.provider.clone(),
+                                class: "unavailable".to_owned(),
+                                code: ErrorCode::UserAgentUnknownProvider.as_str().to_owned(),
+                                message: format!("provider \"{}\" not found", p.provider),
+                            }),
+                        },
+                        Err(e) => skipped.push(awf_domain::run::FallbackSkip {
+                            provider: fb.provider.clone(),
+                            class: "unavailable".to_owned(),
+                            code: e.code().as_str().to_owned(),
+                            message: e.message().to_owned(),
+                        }),
+                    }
+                }
+                if let Some((p, pv)) = chosen {
+                    self.log(
+                        Some(name),
+                        LogLevel::Warn,
+                        &format!(
+                            "step {name}: provider {} failed ({}: {}); trying {}",
+                            provider.name(),
+                            c.class.as_str(),
+                            first_line(err.message()),
+                            pv.name()
+                        ),
+                        &format!("{}{name}", at.prefix),
+                        at.iteration(),
+                    );
+                    prepared = p;
+                    provider = pv;
+                    waits = 0;
+                    continue;
+                }
+            }
+            // No wait and no fallback left: a usage limit that lifts later than the step
+            // waits says when (its own code); after the waits ran out the error stays.
+            let err = match (class, reset_in) {
+                (Some(c), Some(wait))
+                    if c.class == awf_domain::workflow::FallbackClass::UsageLimit
+                        && wait > step.policy.usage_limit.wait =>
+                {
+                    let at_text = c
+                        .reset_at
+                        .map(awf_domain::timefmt::format_rfc3339)
+                        .unwrap_or_default();
+                    let mut e = AwfError::new(
+                        ErrorCode::ExecutionAgentUsageLimit,
+                        format!(
+                            "{} (usage limit; resets at {at_text}, in {}s)",
+                            err.message(),
+                            wait.as_secs()
+                        ),
+                    )
+                    .with_detail("reset_at", at_text)
+                    .with_detail("reset_in_secs", wait.as_secs())
+                    .with_detail("provider", provider.name());
+                    for h in err.hints() {
+                        e = e.with_hint(h.clone());
+                    }
+                    e
+                }
+                // A CLI's generic failure gets the code of what it was.
+                (Some(c), _) if err.code() == ErrorCode::ExecutionAgentFailed => {
+                    let code = match c.class {
+                        awf_domain::workflow::FallbackClass::Refusal => {
+                            ErrorCode::ExecutionAgentRefusal
+                        }
+                        awf_domain::workflow::FallbackClass::Quota => {
+                            ErrorCode::ExecutionAgentQuota
+                        }
+                        awf_domain::workflow::FallbackClass::UsageLimit => {
+                            ErrorCode::ExecutionAgentUsageLimit
+                        }
+                        awf_domain::workflow::FallbackClass::Unavailable => {
+                            ErrorCode::ExecutionAgentFailed
+                        }
+                    };
+                    let mut e = AwfError::new(code, err.message().to_owned());
+                    for (k, v) in err.details() {
+                        e = e.with_detail(k.clone(), v.clone());
+                    }
+                    for h in err.hints() {
+                        e = e.with_hint(h.clone());
+                    }
+                    e
+                }
+                _ => err,
+            };
+            return PolicyAnswer {
+                result: Err(err),
+                calls,
+                skipped,
+                prepared,
+                provider,
+            };
+        }
+    }
+
+    /// The call of fallback entry `fb`: the same prompt, system prompt and session turns as
+    /// `primary`, with `fb`'s provider and (interpolated) options.
+    fn fallback_prepared(
+        &self,
+        primary: &Prepared,
+        fb: &awf_domain::workflow::FallbackProvider,
+        frame: Option<&LoopFrame>,
+    ) -> Result<Prepared, AwfError> {
+        let provider = self
+            .render(&fb.provider, frame, None)
+            .map_err(|e| {
+                AwfError::new(
+                    ErrorCode::ExecutionTemplateFailed,
+                    format!("resolve fallback provider: {e}"),
+                )
+            })?
+            .trim()
+            .to_owned();
+        let mut options = serde_json::Map::new();
+        for (k, v) in &fb.options {
+            if k == "system_prompt" {
+                continue;
+            }
+            options.insert(k.clone(), self.render_json(v, frame)?);
+        }
+        let secrets = awf_domain::mask::Masker::from_named_values(&options);
+        if !secrets.is_empty() {
+            lock(&self.masker).extend(&secrets);
+        }
+        if !options.contains_key("output_format") {
+            options.insert(
+                "output_format".into(),
+                Value::String(
+                    primary
+                        .output_format
+                        .clone()
+                        .unwrap_or_else(|| "text".into()),
+                ),
+            );
+        }
+        Ok(Prepared {
+            provider,
+            options,
+            // Another provider cannot resume the first one's session id; the turns go along.
+            session: primary.session.as_ref().map(|s| AgentSession {
+                session_id: None,
+                turns: s.turns.clone(),
+            }),
+            ..primary.clone()
+        })
     }
 
     /// One call (or conversation turn) of `provider` with the call's `tools` attached: the
@@ -955,6 +1222,20 @@ impl Run {
         }
         Ok(body)
     }
+}
+
+/// What [`Run::call_with_policy`] ended with: the result, every tool call made on the way,
+/// the providers left behind, and the call (and provider) that gave the result.
+struct PolicyAnswer {
+    result: Result<awf_domain::ports::agent::AgentResponse, AwfError>,
+    calls: Vec<awf_domain::run::ToolCallEntry>,
+    skipped: Vec<awf_domain::run::FallbackSkip>,
+    prepared: Prepared,
+    provider: Arc<dyn awf_domain::ports::AgentProvider>,
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
 }
 
 /// A resolved agent call.
