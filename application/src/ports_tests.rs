@@ -296,6 +296,7 @@ fn running_snapshot(pid: u32) -> RunSnapshot {
         owner_pid: Some(pid),
         loop_position: None,
         spend: None,
+        waiting_until: None,
     }
 }
 

@@ -126,7 +126,9 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
         status: match s.status {
             StoredStatus::Success => RunStatus::Success,
             StoredStatus::Cancelled => RunStatus::Cancelled,
-            StoredStatus::Failure | StoredStatus::Running => RunStatus::Failure,
+            StoredStatus::Failure | StoredStatus::Running | StoredStatus::Waiting => {
+                RunStatus::Failure
+            }
         },
         exit_code: s.exit_code.unwrap_or(0),
         terminal: s.terminal.clone(),
@@ -455,6 +457,7 @@ mod tests {
             owner_pid: pid,
             loop_position: None,
             spend: None,
+            waiting_until: None,
         }
     }
 

@@ -492,4 +492,83 @@ fn a_reset_past_the_wait_fails_with_the_usage_limit_code_and_its_reset_time() {
             .contains("resets at"),
         "{doc:#}"
     );
+    // An hour is within the default max_wait (5h): parked.
+    let run_id = doc["run_id"].as_str().unwrap();
+    let sj = sb
+        .run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("waiting"), "{sj:#}");
+    // Past max_wait the run simply fails.
+    let wf = sb
+        .write(
+            "wf2.yaml",
+            "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 10m}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, _) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3);
+    assert_eq!(doc["error"]["code"], json!("EXECUTION.AGENT.USAGE_LIMIT"));
+    let run_id = doc["run_id"].as_str().unwrap();
+    let sj = sb
+        .run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("failed"), "{sj:#}");
+}
+
+#[test]
+fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 4, "error_message": "come back later"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(doc["error"]["code"], json!("EXECUTION.AGENT.USAGE_LIMIT"));
+    let run_id = doc["run_id"].as_str().unwrap().to_owned();
+    let status = sb.run(&["status", &run_id]).unwrap();
+    assert!(
+        status.stdout.contains("waiting (usage limit resets at"),
+        "{}",
+        status.stdout
+    );
+    let sj = sb
+        .run(&["status", &run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("waiting"), "{sj:#}");
+    assert!(sj["waiting_until"].is_string(), "{sj:#}");
+    let rows = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    assert_eq!(rows[0]["status"], json!("waiting"), "{rows:#}");
+    // Resume waits for the reset, then asks the same step again.
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("waiting for usage limit, resets in"),
+        "{}",
+        r.stderr
+    );
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["states"]["ask"]["output"],
+        json!("answered after the reset")
+    );
+    assert_eq!(mock.model_requests().len(), 2);
+    let sj = sb
+        .run(&["status", &run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("completed"), "{sj:#}");
+    assert!(sj.get("waiting_until").is_none(), "{sj:#}");
 }

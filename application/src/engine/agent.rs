@@ -360,9 +360,17 @@ impl Run {
                             wait.as_secs()
                         ),
                     )
-                    .with_detail("reset_at", at_text)
+                    .with_detail("reset_at", at_text.clone())
                     .with_detail("reset_in_secs", wait.as_secs())
                     .with_detail("provider", provider.name());
+                    // Within max_wait: a run that ends on it is parked until the reset.
+                    if wait <= step.policy.usage_limit.max_wait {
+                        e = e
+                            .with_detail(awf_domain::ports::store::PARK_UNTIL, at_text)
+                            .with_hint(
+                                "the run is parked until the reset: `awf resume <run id>` continues it then",
+                            );
+                    }
                     for h in err.hints() {
                         e = e.with_hint(h.clone());
                     }

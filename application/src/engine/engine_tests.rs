@@ -1048,6 +1048,7 @@ fn snapshot(
         owner_pid: None,
         loop_position: None,
         spend: None,
+        waiting_until: None,
     }
 }
 

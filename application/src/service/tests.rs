@@ -249,6 +249,7 @@ fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
         owner_pid: None,
         loop_position: None,
         spend: None,
+        waiting_until: None,
     }
 }
 

@@ -357,6 +357,7 @@ pub fn status_name(s: StoredStatus) -> &'static str {
         StoredStatus::Success => "completed",
         StoredStatus::Failure => "failed",
         StoredStatus::Cancelled => "cancelled",
+        StoredStatus::Waiting => "waiting",
     }
 }
 

@@ -170,6 +170,7 @@ fn parse_status(s: &str) -> StoredStatus {
         "success" | "completed" => StoredStatus::Success,
         "failure" | "failed" => StoredStatus::Failure,
         "cancelled" => StoredStatus::Cancelled,
+        "waiting" => StoredStatus::Waiting,
         _ => StoredStatus::Running,
     }
 }

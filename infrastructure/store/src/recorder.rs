@@ -284,6 +284,21 @@ fn millis(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// When a run that ended on a parkable usage limit may go on (the error's
+/// [`awf_domain::ports::store::PARK_UNTIL`] detail).
+fn parked_until(result: &awf_domain::run::RunResult) -> Option<std::time::SystemTime> {
+    let e = result.error.as_ref()?;
+    if result.status != RunStatus::Failure
+        || e.code != awf_domain::ErrorCode::ExecutionAgentUsageLimit
+    {
+        return None;
+    }
+    e.details
+        .get(awf_domain::ports::store::PARK_UNTIL)
+        .and_then(serde_json::Value::as_str)
+        .and_then(awf_domain::timefmt::parse_rfc3339)
+}
+
 fn stored(s: RunStatus) -> StoredStatus {
     match s {
         RunStatus::Success => StoredStatus::Success,
@@ -569,6 +584,7 @@ impl Writer {
                     owner_pid: Some(*pid),
                     loop_position: None,
                     spend: None,
+                    waiting_until: None,
                 };
                 let mut files = state::FileRefs::new();
                 if let Some((old, old_files)) = earlier {
@@ -736,12 +752,19 @@ impl Writer {
 
     fn finish(&mut self, env: &EventEnvelope, result: &awf_domain::run::RunResult) {
         let run_id = env.run_id.0.as_str();
-        let status = stored(result.status);
+        // Ended on a usage limit that resets within the step's max_wait: parked.
+        let waiting_until = parked_until(result);
+        let status = if waiting_until.is_some() {
+            StoredStatus::Waiting
+        } else {
+            stored(result.status)
+        };
         let error_text = result.error.as_ref().map(|e| e.message.clone());
         let (workflow_id, workflow_name, started_at, parent) = match self.runs.get_mut(run_id) {
             Some(p) => {
                 let s = &mut p.snap;
                 s.status = status;
+                s.waiting_until = waiting_until;
                 s.exit_code = Some(result.exit_code);
                 s.terminal.clone_from(&result.terminal);
                 s.error.clone_from(&result.error);

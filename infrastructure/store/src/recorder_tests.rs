@@ -272,6 +272,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             owner_pid: Some(1),
             loop_position: None,
             spend: None,
+            waiting_until: None,
         }
     );
     let child = store.load(c).unwrap();
@@ -298,6 +299,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             owner_pid: Some(1),
             loop_position: None,
             spend: None,
+            waiting_until: None,
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();

@@ -74,6 +74,23 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         s => ResumeFrom::Step(s.to_owned()),
     };
     run_cmd::warn_unrecorded(&w);
+    // A run parked on a usage limit goes on at its reset time, not before.
+    if let Ok(store) = w.state_store()
+        && let Ok(snap) = store.load(&run_id)
+        && snap.status == StoredStatus::Waiting
+        && let Some(until) = snap.waiting_until
+        && let Ok(left) = until.duration_since(std::time::SystemTime::now())
+    {
+        let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        if !ctx.quiet {
+            let _ = writeln!(
+                std::io::stderr(),
+                "waiting for usage limit, resets in {secs}s (at {})",
+                format_rfc3339(until)
+            );
+        }
+        tokio::time::sleep(left).await;
+    }
     // Held until the resumed run ends.
     let lock = match awf_application::runs::lock_run(&w.services, &run_id) {
         Ok(l) => l,
@@ -124,6 +141,7 @@ pub const fn go_status(s: StoredStatus) -> &'static str {
         StoredStatus::Success => "completed",
         StoredStatus::Failure => "failed",
         StoredStatus::Cancelled => "cancelled",
+        StoredStatus::Waiting => "waiting",
     }
 }
 
@@ -405,6 +423,12 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
         "running (its awf process is gone; `awf resume` continues it)".to_owned()
+    } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
+        format!(
+            "waiting (usage limit resets at {}; `awf resume {}` continues it)",
+            format_rfc3339(t),
+            s.run_id
+        )
     } else {
         go_status(s.status).to_owned()
     }
@@ -479,6 +503,9 @@ pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Val
             o.insert("completed_at".into(), serde_json::json!(format_rfc3339(c)));
         }
         o.insert("steps".into(), serde_json::Value::Array(steps));
+        if let Some(t) = snap.waiting_until {
+            o.insert("waiting_until".into(), serde_json::json!(format_rfc3339(t)));
+        }
         o.insert("run_status".into(), serde_json::json!(snap.status));
         o.insert(
             "current_state".into(),

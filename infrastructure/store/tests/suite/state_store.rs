@@ -42,6 +42,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         owner_pid: None,
         loop_position: None,
         spend: None,
+        waiting_until: None,
     }
 }
 
