@@ -572,3 +572,21 @@ fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
     assert_eq!(sj["status"], json!("completed"), "{sj:#}");
     assert!(sj.get("waiting_until").is_none(), "{sj:#}");
 }
+
+#[test]
+fn the_dry_run_shows_commands_quoted_as_the_run_quotes_them() {
+    let sb = sandbox();
+    let r = sb
+        .run(&[
+            "run",
+            &example("safe-shell.yaml"),
+            "--dry-run",
+            "-i",
+            "message=it's here",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    // The literal quotes of `echo '{{.inputs.message}}'` close and reopen around the value.
+    assert!(all.contains(r#"Command: echo '''it'\''s here'''"#), "{all}");
+}
