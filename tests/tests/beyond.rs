@@ -590,3 +590,41 @@ fn the_dry_run_shows_commands_quoted_as_the_run_quotes_them() {
     // The literal quotes of `echo '{{.inputs.message}}'` close and reopen around the value.
     assert!(all.contains(r#"Command: echo '''it'\''s here'''"#), "{all}");
 }
+
+#[test]
+fn validate_names_an_unknown_fallback_provider() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt: hi\n    fallback_providers: [openai_compatible, {provider: claudee}]\n    fallback_on: [refusal]\n    on_success: done\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["validate", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let text = r.stdout;
+    assert!(text.contains("states.ask.fallback_providers.1"), "{text}");
+    assert!(text.contains("did you mean 'claude'?"), "{text}");
+    assert!(!text.contains("fallback_providers.0"), "{text}");
+    assert!(
+        !text.contains("UNKNOWN_FIELD"),
+        "the keys are known: {text}"
+    );
+    // A class that does not exist is an error.
+    let bad = sb
+        .write(
+            "bad.yaml",
+            "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt: hi\n    fallback_on: [teapot]\n    on_success: done\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb.run(&["validate", bad.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("unknown fallback class") || r.stderr.contains("unknown fallback class"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
