@@ -121,6 +121,7 @@ impl Facade {
             auto_approve: req.auto_approve,
             mcp_servers: req.mcp_servers,
             fs_delegate: req.fs_delegate,
+            spend: awf_domain::run::Spend::default(),
         }))
     }
 
@@ -261,6 +262,7 @@ impl Facade {
             auto_approve: req.auto_approve,
             mcp_servers: req.mcp_servers,
             fs_delegate: req.fs_delegate,
+            spend: snap.spend.unwrap_or_default(),
         }))
     }
 
@@ -312,6 +314,8 @@ impl Facade {
             auto_approve: l.auto_approve,
             mcp_servers: Arc::new(l.mcp_servers),
             fs_delegate: l.fs_delegate,
+            spend: Arc::new(std::sync::Mutex::new(l.spend)),
+            outer_budgets: Vec::new(),
         });
         let done = Arc::clone(&finished);
         let failed_to_start = Arc::clone(&start_error);
@@ -356,6 +360,8 @@ struct Launch {
     auto_approve: bool,
     mcp_servers: Vec<awf_domain::ports::agent::McpServer>,
     fs_delegate: Option<std::path::PathBuf>,
+    /// Spend so far (a resumed run's recorded spend).
+    spend: awf_domain::run::Spend,
 }
 
 /// `--mock` and `--step` targets must name states of the workflow.

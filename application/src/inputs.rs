@@ -354,6 +354,8 @@ mod tests {
             states: IndexMap::new(),
             hooks: Default::default(),
             outputs: vec![],
+            shell_quote: false,
+            budget: None,
             source: Default::default(),
         }
     }

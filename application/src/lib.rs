@@ -86,6 +86,9 @@ pub struct Services {
     pub tool_proxies: Option<Arc<dyn awf_domain::ports::ToolProxies>>,
     /// Operations (`type: operation` steps, plugin tools); `None`: none are provided.
     pub operations: Option<Arc<dyn awf_domain::ports::Operations>>,
+    /// Model prices (`prices:` of `.awf/config.yaml`) that turn agent tokens into US dollars
+    /// for `budget: {usd}` and the run's spend; empty: nothing is priced.
+    pub prices: awf_domain::run::Prices,
 }
 
 #[cfg(test)]
@@ -113,6 +116,7 @@ impl Services {
             run_locks: None,
             tool_proxies: None,
             operations: None,
+            prices: awf_domain::run::Prices::default(),
         }
     }
 }

@@ -502,6 +502,12 @@ impl Planner<'_> {
     /// Interpolates with inputs and the workflow name only; on error (or when the template
     /// reads run-time fields of `workflow` or `context`) returns the raw text.
     fn render(&self, template: &str) -> String {
+        self.render_as(template, false)
+    }
+
+    /// [`Self::render`]; `command` text under `shell_quote: true` gets its values quoted as
+    /// the run quotes them.
+    fn render_as(&self, template: &str, command: bool) -> String {
         if needs_runtime(template) {
             return self.masker.mask(template).into_owned();
         }
@@ -527,11 +533,14 @@ impl Planner<'_> {
             error: None,
             workflow_dir: &self.wf.source.dir,
         };
-        let text = self
-            .services
-            .interpolator
-            .render(template, &scope)
-            .unwrap_or_else(|_| template.to_owned());
+        let rendered = if command && self.wf.shell_quote {
+            self.services
+                .interpolator
+                .render_shell_quoted(template, &scope)
+        } else {
+            self.services.interpolator.render(template, &scope)
+        };
+        let text = rendered.unwrap_or_else(|_| template.to_owned());
         self.masker.mask(&text).into_owned()
     }
 
@@ -616,8 +625,17 @@ impl Planner<'_> {
     /// `{{.awf.prompts_dir}}` paths are then rewritten to the project's `.awf/` copy when it
     /// exists, as the engine does.
     fn render_shell(&self, template: &str) -> String {
+        self.localize(&self.render(template))
+    }
+
+    /// [`Self::render_shell`] for a `command:` (values quoted under `shell_quote: true`).
+    fn render_command(&self, template: &str) -> String {
+        self.localize(&self.render_as(template, true))
+    }
+
+    fn localize(&self, text: &str) -> String {
         crate::engine::localize_awf_dirs_in(
-            &self.render(template),
+            text,
             self.awf_dirs,
             &self.wf.source.dir,
             self.services.host.as_ref(),
@@ -641,7 +659,7 @@ impl Planner<'_> {
         let details = match &state.kind {
             StateKind::Command(c) => {
                 let (command, script_file, script) = match &c.source {
-                    CommandSource::Inline(t) => (Some(self.render_shell(t)), None, None),
+                    CommandSource::Inline(t) => (Some(self.render_command(t)), None, None),
                     CommandSource::ScriptFile(p) => {
                         let (path, content) = self.external_file(p, &state.name, "script")?;
                         (None, Some(path), content)
@@ -992,6 +1010,8 @@ mod tests {
             states,
             hooks: Default::default(),
             outputs: Vec::new(),
+            shell_quote: false,
+            budget: None,
             source: Default::default(),
         };
         assert_eq!(bfs_order(&wf), vec!["a", "c", "b", "err", "done"]);

@@ -49,6 +49,8 @@ fn workflow(id: &str, initial: &str, states: Vec<State>) -> Workflow {
         states: states.into_iter().map(|s| (s.name.clone(), s)).collect(),
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,
@@ -142,6 +144,7 @@ impl Setup {
                 .map(|l| Arc::new(l) as Arc<dyn awf_domain::ports::RunLocks>),
             tool_proxies: None,
             operations: None,
+            prices: Default::default(),
         })
     }
 }
@@ -292,6 +295,8 @@ fn running_snapshot(pid: u32) -> RunSnapshot {
         outputs: BTreeMap::new(),
         owner_pid: Some(pid),
         loop_position: None,
+        spend: None,
+        waiting_until: None,
     }
 }
 

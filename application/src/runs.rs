@@ -126,7 +126,9 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
         status: match s.status {
             StoredStatus::Success => RunStatus::Success,
             StoredStatus::Cancelled => RunStatus::Cancelled,
-            StoredStatus::Failure | StoredStatus::Running => RunStatus::Failure,
+            StoredStatus::Failure | StoredStatus::Running | StoredStatus::Waiting => {
+                RunStatus::Failure
+            }
         },
         exit_code: s.exit_code.unwrap_or(0),
         terminal: s.terminal.clone(),
@@ -139,6 +141,7 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
         outputs: s.outputs.clone(),
         error: s.error.clone(),
         message: None,
+        spend: s.spend,
     }
 }
 
@@ -453,6 +456,8 @@ mod tests {
             outputs: BTreeMap::new(),
             owner_pid: pid,
             loop_position: None,
+            spend: None,
+            waiting_until: None,
         }
     }
 

@@ -74,6 +74,8 @@ pub fn validate_loaded(
     env: &BTreeMap<String, String>,
 ) -> ValidationReport {
     let mut extra = validate::missing_env(&loaded.workflow, env);
+    // Shown by `awf validate` only: a run does not repeat it on every start.
+    extra.extend(validate::unquoted_shell_values(&loaded.workflow));
     let cwd = services.host.current_dir().unwrap_or_default();
     extra.extend(file_references(
         &loaded.workflow,
@@ -537,28 +539,48 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
         let StateKind::Agent(a) = &st.kind else {
             continue;
         };
-        let p = a.provider.trim();
-        // An empty and the removed `custom` provider have their own errors (structural rules).
-        if p.is_empty()
-            || p.contains("{{")
-            || p == "custom"
-            || awf_domain::workflow::AGENT_PROVIDERS.contains(&p)
-        {
-            continue;
-        }
-        let mut d = Diagnostic::warning(
-            ErrorCode::UserAgentUnknownProvider,
+        // The step's provider, then each `fallback_providers` entry (skipped at run time).
+        let fallbacks = a
+            .policy
+            .fallback_providers
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                (
+                    f.provider.trim(),
+                    format!("states.{name}.fallback_providers.{i}"),
+                    "the run skips this fallback",
+                )
+            });
+        for (p, path, effect) in std::iter::once((
+            a.provider.trim(),
             format!("states.{name}.provider"),
-            format!("unknown provider \"{p}\": the step will fail when it runs"),
-        );
-        d = match validate::closest(p, awf_domain::workflow::AGENT_PROVIDERS.iter().copied()) {
-            Some(c) => d.with_hint(format!("did you mean '{c}'?")),
-            None => d.with_hint(format!(
-                "known providers: {}",
-                awf_domain::workflow::AGENT_PROVIDERS.join(", ")
-            )),
-        };
-        out.push(d);
+            "the step will fail when it runs",
+        ))
+        .chain(fallbacks)
+        {
+            // An empty and the removed `custom` provider have their own errors (structural rules).
+            if p.is_empty()
+                || p.contains("{{")
+                || p == "custom"
+                || awf_domain::workflow::AGENT_PROVIDERS.contains(&p)
+            {
+                continue;
+            }
+            let mut d = Diagnostic::warning(
+                ErrorCode::UserAgentUnknownProvider,
+                path,
+                format!("unknown provider \"{p}\": {effect}"),
+            );
+            d = match validate::closest(p, awf_domain::workflow::AGENT_PROVIDERS.iter().copied()) {
+                Some(c) => d.with_hint(format!("did you mean '{c}'?")),
+                None => d.with_hint(format!(
+                    "known providers: {}",
+                    awf_domain::workflow::AGENT_PROVIDERS.join(", ")
+                )),
+            };
+            out.push(d);
+        }
     }
     out
 }

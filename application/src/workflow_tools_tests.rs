@@ -52,6 +52,8 @@ fn workflow(id: &str, description: Option<&str>, inputs: Vec<InputDef>) -> Workf
         states: IndexMap::new(),
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,
@@ -171,6 +173,7 @@ fn result(status: RunStatus) -> RunResult {
         error: (status != RunStatus::Success)
             .then(|| AwfError::new(ErrorCode::ExecutionCommandFailed, "step boom: oops").body()),
         message: (status == RunStatus::Success).then(|| "greeted Ada".to_owned()),
+        spend: None,
     }
 }
 

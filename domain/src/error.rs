@@ -212,6 +212,18 @@ error_codes! {
     WorkflowValidationUnknownOperation => "WORKFLOW.VALIDATION.UNKNOWN_OPERATION", Workflow,
         "An operation state names an operation (`operation:`) this build of awf does not provide.",
         "Use a built-in operation (http.request); the message suggests the closest one.";
+    WorkflowValidationUnquotedValue => "WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE", Workflow,
+        "An input or a step output is interpolated into a shell `command:` unquoted, so a value holding `;`, `$( )` or a quote runs as shell code (a warning).",
+        "Write `{{shell_quote .inputs.x}}` for the value, or set `shell_quote: true` at the top of the workflow to quote every interpolated value.";
+    ExecutionBudgetExceeded => "EXECUTION.BUDGET.EXCEEDED", Execution,
+        "An agent step was not started because the spend so far (tokens, or US dollars priced with `prices:` in .awf/config.yaml) reached the workflow's or the step's `budget:`.",
+        "Raise `budget: {tokens, usd}`, or route the failure with on_failure; `awf status <run>` shows the spend so far.";
+    ExecutionAgentUsageLimit => "EXECUTION.AGENT.USAGE_LIMIT", Execution,
+        "The agent reported a usage or rate limit whose reset is later than the step's `usage_limit.max_wait` (or gave no reset time), and no fallback provider answered.",
+        "Wait for the reset and `awf resume` the run, raise `usage_limit.max_wait`, or add `fallback_providers:` to the step.";
+    ExecutionAgentQuota => "EXECUTION.AGENT.QUOTA_EXCEEDED", Execution,
+        "The agent's account has no quota or credit left (insufficient_quota, billing), and no fallback provider answered.",
+        "Top up the account or add `fallback_providers:` to the step.";
     ExecutionCommandFailed => "EXECUTION.COMMAND.FAILED", Execution,
         "A step failed (non-zero exit or a command that could not start) and no on_failure route handled it.",
         "Read the step's stderr; add on_failure or continue_on_error to route the failure.";
@@ -276,8 +288,8 @@ error_codes! {
         "The agent API rejected the request (HTTP 4xx).",
         "Check model, base_url and options.";
     ExecutionAgentRefusal => "EXECUTION.AGENT.REFUSAL", Execution,
-        "The agent refused the prompt (ACP stopReason `refusal`); what it wrote before is the step's output.",
-        "Rephrase the prompt, or route the refusal with on_failure to another step or provider.";
+        "The agent refused the prompt (ACP stopReason `refusal`, a model's refusal or content filter) and no fallback provider answered; what it wrote before is the step's output.",
+        "Rephrase the prompt, add `fallback_providers:` to the step, or route the refusal with on_failure.";
     ExecutionAgentMaxTokens => "EXECUTION.AGENT.MAX_TOKENS", Execution,
         "The agent stopped at its token limit (ACP stopReason `max_tokens`); the partial answer is the step's output.",
         "Ask for a shorter answer, raise the model's limit, or route it with on_failure.";

@@ -65,6 +65,91 @@ pub struct TokenUsage {
     pub estimated: bool,
 }
 
+/// What a run has spent on agents so far: tokens in and out (`tokens` is their sum as the
+/// providers count it), and US dollars when the models are priced (`prices:` in
+/// `.awf/config.yaml`). Shape: `{"tokens_input", "tokens_output", "tokens", "usd"?}`.
+/// Source: issue 14 ("Budgets").
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Spend {
+    /// Input tokens.
+    pub tokens_input: u64,
+    /// Output tokens.
+    pub tokens_output: u64,
+    /// Total tokens (input + output, or the provider's total when larger).
+    pub tokens: u64,
+    /// Cost in US dollars of the calls whose model is priced; absent when none is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
+}
+
+impl Spend {
+    /// Adds one call's tokens and (when priced) its cost.
+    pub fn add(&mut self, t: &TokenUsage, usd: Option<f64>) {
+        self.tokens_input = self.tokens_input.saturating_add(t.input);
+        self.tokens_output = self.tokens_output.saturating_add(t.output);
+        let total = t.total.max(t.input.saturating_add(t.output));
+        self.tokens = self.tokens.saturating_add(total);
+        if let Some(c) = usd {
+            self.usd = Some(self.usd.unwrap_or(0.0) + c);
+        }
+    }
+
+    /// Whether nothing was spent.
+    pub fn is_zero(&self) -> bool {
+        self.tokens == 0 && self.usd.is_none_or(|u| u == 0.0)
+    }
+}
+
+/// The price of one model, US dollars per million tokens (`prices: {<model>:
+/// {input_per_mtok, output_per_mtok}}` in `.awf/config.yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelPrice {
+    /// Dollars per million input tokens.
+    pub input_per_mtok: f64,
+    /// Dollars per million output tokens.
+    pub output_per_mtok: f64,
+}
+
+impl ModelPrice {
+    /// The cost of `t` in US dollars.
+    #[allow(clippy::cast_precision_loss)]
+    pub fn cost(&self, t: &TokenUsage) -> f64 {
+        (t.input as f64 * self.input_per_mtok + t.output as f64 * self.output_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// Prices by model name. A call is priced by the first of its names (the `model` option,
+/// then the provider name) that has an entry: exact, then the longest key the name starts
+/// with (`gpt-4o` prices `gpt-4o-2024-08-06`), then the `"*"` entry.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Prices(pub BTreeMap<String, ModelPrice>);
+
+impl Prices {
+    /// The price of the first name that has one (see the type docs).
+    pub fn lookup<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str> + Clone,
+    ) -> Option<ModelPrice> {
+        for n in names.clone() {
+            if let Some(p) = self.0.get(n) {
+                return Some(*p);
+            }
+        }
+        for n in names {
+            if let Some((_, p)) = self
+                .0
+                .iter()
+                .filter(|(k, _)| !k.is_empty() && n.starts_with(k.as_str()))
+                .max_by_key(|(k, _)| k.len())
+            {
+                return Some(*p);
+            }
+        }
+        self.0.get("*").copied()
+    }
+}
+
 /// Immutable text shared by every copy of the state that holds it: cloning a
 /// [`StepState`] (for an event, the run result, a snapshot) costs a reference count, not the
 /// bytes, so a step's output is held in memory once however many projections see it.
@@ -224,6 +309,37 @@ pub struct StepState {
     /// The tool calls awf's tool router ran for this agent step (`mcp_proxy:`), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallEntry>,
+    /// Cost of this agent step in US dollars, when its model is priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The provider that answered an agent step with `fallback_providers:`, and why each
+    /// provider tried before it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackRecord>,
+}
+
+/// Which provider answered an agent step with `fallback_providers:`, and why the ones tried
+/// before it did not. Shape: `{"provider": "claude", "skipped": [{"provider", "class",
+/// "code", "message"}]}`. Source: issue 14 ("fallback_providers").
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FallbackRecord {
+    /// The provider whose answer is the step's output (`None` when none answered).
+    pub provider: Option<String>,
+    /// The providers tried before, in order, with why each failed.
+    pub skipped: Vec<FallbackSkip>,
+}
+
+/// One provider a step left for the next.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FallbackSkip {
+    /// Provider name.
+    pub provider: String,
+    /// The failure class (`usage_limit`, `quota`, `refusal`, `unavailable`).
+    pub class: String,
+    /// The error code it failed with.
+    pub code: String,
+    /// The error message.
+    pub message: String,
 }
 
 /// One tool call awf's tool router ran during an agent step (`mcp_proxy:`: `awf mcp-serve`,
@@ -261,6 +377,8 @@ impl StepState {
             session: None,
             approval: None,
             tool_calls: Vec::new(),
+            cost_usd: None,
+            fallback: None,
         }
     }
 
@@ -411,6 +529,12 @@ pub struct StateResult {
     /// Tool calls run through awf's tool router (agent steps with `mcp_proxy:`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallEntry>,
+    /// Cost in US dollars (agent steps whose model is priced).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Which provider answered and why the others did not (`fallback_providers:`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<FallbackRecord>,
 }
 
 impl From<&StepState> for StateResult {
@@ -428,6 +552,8 @@ impl From<&StepState> for StateResult {
             json: s.json.clone(),
             approval: s.approval.clone(),
             tool_calls: s.tool_calls.clone(),
+            cost_usd: s.cost_usd,
+            fallback: s.fallback.clone(),
         }
     }
 }
@@ -462,4 +588,58 @@ pub struct RunResult {
     /// `error.message`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// What the run spent on agents (absent when no agent step spent anything and the
+    /// workflow has no budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<Spend>,
+}
+
+#[cfg(test)]
+mod spend_tests {
+    use super::*;
+
+    fn price(i: f64, o: f64) -> ModelPrice {
+        ModelPrice {
+            input_per_mtok: i,
+            output_per_mtok: o,
+        }
+    }
+
+    #[test]
+    fn prices_match_exactly_then_by_longest_prefix_then_star() {
+        let mut p = Prices::default();
+        p.0.insert("gpt-4o".into(), price(1.0, 2.0));
+        p.0.insert("gpt-4o-mini".into(), price(3.0, 4.0));
+        p.0.insert("claude".into(), price(5.0, 6.0));
+        assert_eq!(p.lookup(["gpt-4o"]), Some(price(1.0, 2.0)));
+        assert_eq!(p.lookup(["gpt-4o-mini-2024"]), Some(price(3.0, 4.0)));
+        assert_eq!(p.lookup(["gpt-4o-2024-08-06"]), Some(price(1.0, 2.0)));
+        // The model first, then the provider name.
+        assert_eq!(p.lookup(["sonnet", "claude"]), Some(price(5.0, 6.0)));
+        assert_eq!(p.lookup(["llama"]), None);
+        p.0.insert("*".into(), price(7.0, 8.0));
+        assert_eq!(p.lookup(["llama"]), Some(price(7.0, 8.0)));
+    }
+
+    #[test]
+    fn spend_adds_tokens_and_only_priced_dollars() {
+        let mut s = Spend::default();
+        assert!(s.is_zero());
+        let t = TokenUsage {
+            input: 1_000_000,
+            output: 500_000,
+            total: 0,
+            estimated: false,
+        };
+        s.add(&t, None);
+        assert_eq!(
+            (s.tokens_input, s.tokens_output, s.tokens),
+            (1_000_000, 500_000, 1_500_000)
+        );
+        assert_eq!(s.usd, None);
+        s.add(&t, Some(price(2.0, 4.0).cost(&t)));
+        assert_eq!(s.usd, Some(4.0));
+        assert_eq!(s.tokens, 3_000_000);
+        assert!(!s.is_zero());
+    }
 }

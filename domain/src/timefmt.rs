@@ -78,6 +78,31 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
+/// Parses an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`, the IMF-fixdate of RFC 9110, as
+/// `Retry-After` carries it) to seconds since the Unix epoch.
+pub fn parse_http_date(s: &str) -> Option<u64> {
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    let [_, day, month, year, time, zone] = parts.as_slice() else {
+        return None;
+    };
+    if !zone.eq_ignore_ascii_case("GMT") && !zone.eq_ignore_ascii_case("UTC") {
+        return None;
+    }
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let m = MONTHS.iter().position(|x| x.eq_ignore_ascii_case(month))?;
+    let d: i64 = day.parse().ok()?;
+    let y: i64 = year.parse().ok()?;
+    let mut hms = time.split(':').map(|p| p.parse::<i64>().ok());
+    let (h, mi, se) = (hms.next()??, hms.next()??, hms.next()??);
+    if !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let m = i64::try_from(m).ok()? + 1;
+    u64::try_from(days_from_civil(y, m, d) * 86_400 + h * 3600 + mi * 60 + se).ok()
+}
+
 /// Days since 1970-01-01 → (year, month, day). Howard Hinnant's algorithm.
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

@@ -1141,6 +1141,103 @@ pub fn missing_env(wf: &Workflow, env: &BTreeMap<String, String>) -> Vec<Diagnos
         .collect()
 }
 
+/// Functions whose output is already quoted for the shell.
+const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"];
+
+/// A warning per `{{ … }}` action of a shell step's inline `command:`
+/// that prints an input or a step output without `shell_quote`/`escape`, unless the
+/// workflow sets `shell_quote: true`: such a value is shell code to `sh -c` (`it's; rm -rf
+/// ~ #`). The hint shows the fixed form.
+///
+/// Code `WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE`, severity Warning, path
+/// `states.<name>.command`. Source: issue 14
+/// ("Safe shell interpolation").
+pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if wf.shell_quote {
+        return out;
+    }
+    let mut check = |text: &str, path: String| {
+        for action in actions(text) {
+            let body = action
+                .trim()
+                .trim_start_matches('-')
+                .trim_end_matches('-')
+                .trim();
+            if !prints_value(body) {
+                continue;
+            }
+            let Some(reference) = reference_tokens(body).into_iter().find(|t| {
+                let lower = t.to_ascii_lowercase();
+                lower.starts_with("inputs.") || lower.starts_with("states.")
+            }) else {
+                continue;
+            };
+            let fixed = if body.contains('|') || body.contains(' ') {
+                format!("{{{{{body} | shell_quote}}}}")
+            } else {
+                format!("{{{{shell_quote {body}}}}}")
+            };
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationUnquotedValue,
+                    path.clone(),
+                    format!(
+                        "{{{{{body}}}}} puts {reference} into a shell command unquoted: a value holding ;, $( ) or a quote runs as shell code"
+                    ),
+                )
+                .with_hint(format!(
+                    "write {fixed} (it quotes the value as one shell word), or set `shell_quote: true` at the top of the workflow"
+                )),
+            );
+        }
+    };
+    for (name, state) in &wf.states {
+        if let StateKind::Command(c) = &state.kind
+            && let CommandSource::Inline(text) = &c.source
+        {
+            check(text, format!("states.{name}.command"));
+        }
+    }
+    out
+}
+
+/// Whether an action body prints a value (not `if`/`range`/`end`…, a comment, an
+/// assignment, or a pipeline already ending in a quoting function).
+fn prints_value(body: &str) -> bool {
+    if body.is_empty() || body.starts_with("/*") {
+        return false;
+    }
+    let first = body
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .next()
+        .unwrap_or("");
+    if matches!(
+        first,
+        "if" | "else"
+            | "end"
+            | "range"
+            | "with"
+            | "define"
+            | "template"
+            | "block"
+            | "break"
+            | "continue"
+    ) {
+        return false;
+    }
+    if first.starts_with('$') {
+        let after = body[first.len()..].trim_start();
+        if after.starts_with(":=") || (after.starts_with('=') && !after.starts_with("==")) {
+            return false;
+        }
+    }
+    let last_cmd = body.rsplit('|').next().unwrap_or(body).trim();
+    let last_fn = last_cmd.split_whitespace().next().unwrap_or("");
+    !(SHELL_QUOTING_FUNCS.contains(&last_fn)
+        || (!body.contains('|') && SHELL_QUOTING_FUNCS.contains(&first)))
+}
+
 /// Where a template sits, which decides what it may reference.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Site<'a> {

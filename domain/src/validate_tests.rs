@@ -64,6 +64,8 @@ fn wf(initial: &str, states: Vec<State>) -> Workflow {
             .collect::<IndexMap<_, _>>(),
         hooks: WorkflowHooks::default(),
         outputs: Vec::new(),
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource::default(),
     }
 }
@@ -106,6 +108,7 @@ fn agent(name: &str) -> AgentStep {
         output_format: None,
         conversation: None,
         mcp_proxy: None,
+        policy: Default::default(),
     }
 }
 
@@ -1052,4 +1055,50 @@ fn approval_ids_that_read_as_a_position_or_the_other_sides_keyword_are_warned() 
         on_timeout: None,
     });
     assert!(structural(&wf("a", vec![a, terminal("done")])).is_empty());
+}
+
+#[test]
+fn unquoted_inputs_and_outputs_in_commands_are_warned_with_the_fixed_form() {
+    let mut w = wf(
+        "a",
+        vec![
+            cmd(
+                "a",
+                "echo {{.inputs.msg}} '{{ .states.b.Output }}' {{shell_quote .inputs.ok}} {{.inputs.ok | escape}} {{if .inputs.x}}-v{{end}} {{.env.HOME}}",
+                Some("b"),
+            ),
+            cmd("b", "echo {{ printf \"%s\" .inputs.msg }}", Some("done")),
+            terminal("done"),
+        ],
+    );
+    let found: Vec<(String, String, Option<String>)> = unquoted_shell_values(&w)
+        .into_iter()
+        .map(|d| {
+            assert_eq!(d.code, ErrorCode::WorkflowValidationUnquotedValue);
+            assert_eq!(d.severity, crate::ports::repository::Severity::Warning);
+            (d.path, d.message, d.hint)
+        })
+        .collect();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert_eq!(found[0].0, "states.a.command");
+    assert!(found[0].1.contains("inputs.msg"), "{}", found[0].1);
+    assert!(
+        found[0].2.as_deref().is_some_and(
+            |h| h.contains("{{shell_quote .inputs.msg}}") && h.contains("shell_quote: true")
+        ),
+        "{:?}",
+        found[0].2
+    );
+    assert!(found[1].1.contains("states.b.Output"), "{}", found[1].1);
+    assert_eq!(found[2].0, "states.b.command");
+    assert!(
+        found[2]
+            .2
+            .as_deref()
+            .is_some_and(|h| h.contains("{{printf \"%s\" .inputs.msg | shell_quote}}")),
+        "{:?}",
+        found[2].2
+    );
+    w.shell_quote = true;
+    assert!(unquoted_shell_values(&w).is_empty());
 }

@@ -38,6 +38,121 @@ pub struct Workflow {
     pub outputs: Vec<OutputDef>,
     /// Where the workflow came from.
     pub source: WorkflowSource,
+    /// `shell_quote: true` (awf extension): every value interpolated into a shell step's
+    /// `command:` (or a hook's) is quoted for the shell, so it reaches the command as one
+    /// literal word. Default false: values are inserted as rendered, as in AWF (Go).
+    pub shell_quote: bool,
+    /// `budget: {tokens, usd}` (awf extension): the run's spending limit across every agent
+    /// step; an agent step does not start once the spend so far reaches it.
+    pub budget: Option<Budget>,
+}
+
+/// A spending limit (`budget: {tokens, usd}`), workflow-wide or per agent step. Either
+/// limit may be absent. `tokens` counts input plus output tokens; `usd` is priced with the
+/// `prices:` table of `.awf/config.yaml` (per model, US dollars per million tokens).
+/// Source: issue 14 ("Budgets").
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Budget {
+    /// Token limit (input + output).
+    pub tokens: Option<u64>,
+    /// Cost limit in US dollars.
+    pub usd: Option<f64>,
+}
+
+/// Why a provider can be left for the next of `fallback_providers:`.
+/// Source: issue 14 ("fallback_providers").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackClass {
+    /// The provider reported a usage or rate limit (HTTP 429, claude's rate-limit event).
+    UsageLimit,
+    /// The account's quota or credit is used up (`insufficient_quota`, billing errors).
+    Quota,
+    /// The model refused to answer (a refusal stop reason).
+    Refusal,
+    /// The provider could not be reached or run: CLI missing, connection refused, HTTP 5xx.
+    Unavailable,
+}
+
+impl FallbackClass {
+    /// Every class, the default of `fallback_on:`.
+    pub const ALL: [FallbackClass; 4] = [
+        FallbackClass::UsageLimit,
+        FallbackClass::Quota,
+        FallbackClass::Refusal,
+        FallbackClass::Unavailable,
+    ];
+
+    /// The YAML spelling (`usage_limit`, `quota`, `refusal`, `unavailable`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FallbackClass::UsageLimit => "usage_limit",
+            FallbackClass::Quota => "quota",
+            FallbackClass::Refusal => "refusal",
+            FallbackClass::Unavailable => "unavailable",
+        }
+    }
+
+    /// Parses the YAML spelling.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s.trim())
+    }
+}
+
+/// One entry of `fallback_providers:`: a provider and its options (a bare name has none).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct FallbackProvider {
+    /// Provider name (template).
+    pub provider: String,
+    /// Its options, as written (string values are templates).
+    pub options: IndexMap<String, Value>,
+}
+
+/// How an agent step meets a usage limit with a reset time (`usage_limit: {wait,
+/// max_wait}`): a reset within `wait` is waited for inside the step, then the step is
+/// retried; one within `max_wait` parks the run (status `waiting`, `awf resume` continues
+/// it); a later one fails the step. Source: issue 14 ("Usage limits").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UsageLimitPolicy {
+    /// Longest reset waited for inside the step (default 60 s).
+    pub wait: Duration,
+    /// Longest reset the run parks for (default 5 h).
+    pub max_wait: Duration,
+}
+
+/// Default of [`UsageLimitPolicy::wait`]: 60 s.
+pub const DEFAULT_USAGE_WAIT: Duration = Duration::from_secs(60);
+/// Default of [`UsageLimitPolicy::max_wait`]: 5 h.
+pub const DEFAULT_USAGE_MAX_WAIT: Duration = Duration::from_secs(5 * 3600);
+
+impl Default for UsageLimitPolicy {
+    fn default() -> Self {
+        Self {
+            wait: DEFAULT_USAGE_WAIT,
+            max_wait: DEFAULT_USAGE_MAX_WAIT,
+        }
+    }
+}
+
+/// The awf extensions of an agent step: its budget, fallback providers and usage-limit
+/// handling. All default to off (no budget, no fallback) except the usage-limit waits.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct AgentPolicy {
+    /// `budget:` of this step: the step does not start once the run's spend reaches it.
+    pub budget: Option<Budget>,
+    /// `fallback_providers:`, tried in order on the same prompt.
+    pub fallback_providers: Vec<FallbackProvider>,
+    /// `fallback_on:`: the failure classes that move to the next provider (empty = all).
+    pub fallback_on: Vec<FallbackClass>,
+    /// `usage_limit:`.
+    pub usage_limit: UsageLimitPolicy,
+}
+
+impl AgentPolicy {
+    /// Whether a failure of `class` moves on to the next fallback provider.
+    pub fn falls_back_on(&self, class: FallbackClass) -> bool {
+        self.fallback_on.is_empty() || self.fallback_on.contains(&class)
+    }
 }
 
 impl Workflow {
@@ -465,6 +580,8 @@ pub struct AgentStep {
     pub conversation: Option<ConversationConfig>,
     /// `mcp_proxy:` block (the per-step MCP proxy), when written.
     pub mcp_proxy: Option<McpProxyConfig>,
+    /// awf's `budget:`, `fallback_providers:`, `fallback_on:` and `usage_limit:`.
+    pub policy: Box<AgentPolicy>,
 }
 
 /// `mcp_proxy:` on an agent step: serve awf's tools to the agent over MCP (`awf mcp-serve`).

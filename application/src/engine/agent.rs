@@ -73,6 +73,10 @@ impl Run {
                 early_exit: None,
             })
         };
+        // Budgets are checked before the step starts (issue 14).
+        if let Err(e) = self.check_budget(name, step) {
+            return fail(st, e);
+        }
         let prepared = match self.prepare_agent(state, step, at.frame) {
             Ok(p) => p,
             Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
@@ -105,24 +109,29 @@ impl Run {
         }
         self.warn_if_fresh(name, at, provider.as_ref(), prepared.session.as_ref());
         self.warn_unhidden_tools(name, step, provider.as_ref(), at);
-        let tools = match self.call_tools(name, step, provider.as_ref(), at) {
-            Ok(t) => t,
-            Err(e) => return fail(st, e),
-        };
-        let request = self.agent_request(
-            &prepared,
-            prepared.prompt.clone(),
-            prepared.session.clone(),
-            deadline,
-        );
-        let (result, calls) = self
-            .call_agent(provider.as_ref(), request, tools, name, at, token)
+        let answer = self
+            .call_with_policy(name, step, prepared, provider, at, deadline, token)
             .await;
+        let (prepared, provider) = (answer.prepared, answer.provider);
+        let result = answer.result;
         let mut st = st;
-        st.tool_calls = calls;
+        st.tool_calls = answer.calls;
+        if !step.policy.fallback_providers.is_empty() {
+            st.fallback = Some(awf_domain::run::FallbackRecord {
+                provider: result.is_ok().then(|| provider.name().to_owned()),
+                skipped: answer.skipped,
+            });
+        }
         match result {
             Ok(resp) => {
                 st.response = resp.response;
+                st.cost_usd = self.cost_of(
+                    provider.name(),
+                    resp.model
+                        .as_deref()
+                        .or_else(|| prepared.options.get("model").and_then(Value::as_str)),
+                    &resp.tokens,
+                );
                 st.tokens = resp.tokens;
                 st.session = resp.session;
                 if st.session.is_none() && step.conversation.is_some() {
@@ -179,6 +188,283 @@ impl Run {
         }
     }
 
+    /// The single call of an agent step under its policy: a usage limit that lifts within
+    /// `usage_limit.wait` is waited out visibly (a `waiting for usage limit, resets in Ns`
+    /// log line) and the same call made again; a failure of a class in `fallback_on` moves
+    /// to the next of `fallback_providers` with the same prompt; a usage limit that lifts
+    /// later is `EXECUTION.AGENT.USAGE_LIMIT` with its reset time.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_with_policy(
+        &self,
+        name: &str,
+        step: &AgentStep,
+        prepared: Prepared,
+        provider: Arc<dyn awf_domain::ports::AgentProvider>,
+        at: At<'_>,
+        deadline: Option<Instant>,
+        token: &CancellationToken,
+    ) -> PolicyAnswer {
+        /// At most this many waits for a usage limit in one step (a server that keeps
+        /// answering "retry in 1s" cannot hold the step forever).
+        const MAX_WAITS: u32 = 3;
+        let mut prepared = prepared;
+        let mut provider = provider;
+        let mut calls = Vec::new();
+        let mut skipped = Vec::new();
+        let mut next_fallback = 0usize;
+        let mut waits = 0u32;
+        loop {
+            let result = match self.call_tools(name, step, provider.as_ref(), at) {
+                Ok(tools) => {
+                    let request = self.agent_request(
+                        &prepared,
+                        prepared.prompt.clone(),
+                        prepared.session.clone(),
+                        deadline,
+                    );
+                    let (r, c) = self
+                        .call_agent(provider.as_ref(), request, tools, name, at, token)
+                        .await;
+                    calls.extend(c);
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            let err = match result {
+                Ok(resp) => {
+                    return PolicyAnswer {
+                        result: Ok(resp),
+                        calls,
+                        skipped,
+                        prepared,
+                        provider,
+                    };
+                }
+                Err(e) => e,
+            };
+            if self.cancel.token.is_cancelled() || err.code() == ErrorCode::ExecutionRunCancelled {
+                return PolicyAnswer {
+                    result: Err(err),
+                    calls,
+                    skipped,
+                    prepared,
+                    provider,
+                };
+            }
+            let now = self.svc.clock.now();
+            let class = awf_domain::limits::classify(&err, now);
+            let reset_in = class
+                .and_then(|c| c.reset_at)
+                .map(|t| t.duration_since(now).unwrap_or_default());
+            if let Some(wait) = reset_in
+                && wait <= step.policy.usage_limit.wait
+                && waits < MAX_WAITS
+            {
+                waits += 1;
+                let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                self.log(
+                    Some(name),
+                    LogLevel::Warn,
+                    &format!(
+                        "step {name}: waiting for usage limit of {}, resets in {secs}s",
+                        provider.name()
+                    ),
+                    &format!("{}{name}", at.prefix),
+                    at.iteration(),
+                );
+                if self.sleep_or_stop(wait, deadline, token).await {
+                    continue;
+                }
+                if self.cancel.token.is_cancelled() {
+                    return PolicyAnswer {
+                        result: Err(super::step::cancelled(name)),
+                        calls,
+                        skipped,
+                        prepared,
+                        provider,
+                    };
+                }
+            }
+            if let Some(c) = class
+                && step.policy.falls_back_on(c.class)
+                && next_fallback < step.policy.fallback_providers.len()
+            {
+                skipped.push(awf_domain::run::FallbackSkip {
+                    provider: provider.name().to_owned(),
+                    class: c.class.as_str().to_owned(),
+                    code: err.code().as_str().to_owned(),
+                    message: err.message().to_owned(),
+                });
+                // The next entry whose provider exists; unknown ones are skipped as unavailable.
+                let mut chosen = None;
+                while next_fallback < step.policy.fallback_providers.len() {
+                    let fb = &step.policy.fallback_providers[next_fallback];
+                    next_fallback += 1;
+                    match self.fallback_prepared(&prepared, fb, at.frame) {
+                        Ok(p) => match self.svc.agents.get(&p.provider) {
+                            Some(pv) => {
+                                chosen = Some((p, pv));
+                                break;
+                            }
+                            None => skipped.push(awf_domain::run::FallbackSkip {
+                                provider: p.provider.clone(),
+                                class: "unavailable".to_owned(),
+                                code: ErrorCode::UserAgentUnknownProvider.as_str().to_owned(),
+                                message: format!("provider \"{}\" not found", p.provider),
+                            }),
+                        },
+                        Err(e) => skipped.push(awf_domain::run::FallbackSkip {
+                            provider: fb.provider.clone(),
+                            class: "unavailable".to_owned(),
+                            code: e.code().as_str().to_owned(),
+                            message: e.message().to_owned(),
+                        }),
+                    }
+                }
+                if let Some((p, pv)) = chosen {
+                    self.log(
+                        Some(name),
+                        LogLevel::Warn,
+                        &format!(
+                            "step {name}: provider {} failed ({}: {}); trying {}",
+                            provider.name(),
+                            c.class.as_str(),
+                            first_line(err.message()),
+                            pv.name()
+                        ),
+                        &format!("{}{name}", at.prefix),
+                        at.iteration(),
+                    );
+                    prepared = p;
+                    provider = pv;
+                    waits = 0;
+                    continue;
+                }
+            }
+            // No wait and no fallback left: a usage limit that lifts later than the step
+            // waits says when (its own code); after the waits ran out the error stays.
+            let err = match (class, reset_in) {
+                (Some(c), Some(wait))
+                    if c.class == awf_domain::workflow::FallbackClass::UsageLimit
+                        && wait > step.policy.usage_limit.wait =>
+                {
+                    let at_text = c
+                        .reset_at
+                        .map(awf_domain::timefmt::format_rfc3339)
+                        .unwrap_or_default();
+                    let mut e = AwfError::new(
+                        ErrorCode::ExecutionAgentUsageLimit,
+                        format!(
+                            "{} (usage limit; resets at {at_text}, in {}s)",
+                            err.message(),
+                            wait.as_secs()
+                        ),
+                    )
+                    .with_detail("reset_at", at_text.clone())
+                    .with_detail("reset_in_secs", wait.as_secs())
+                    .with_detail("provider", provider.name());
+                    // Within max_wait: a run that ends on it is parked until the reset.
+                    if wait <= step.policy.usage_limit.max_wait {
+                        e = e
+                            .with_detail(awf_domain::ports::store::PARK_UNTIL, at_text)
+                            .with_hint(
+                                "the run is parked until the reset: `awf resume <run id>` continues it then",
+                            );
+                    }
+                    for h in err.hints() {
+                        e = e.with_hint(h.clone());
+                    }
+                    e
+                }
+                // A CLI's generic failure gets the code of what it was.
+                (Some(c), _) if err.code() == ErrorCode::ExecutionAgentFailed => {
+                    let code = match c.class {
+                        awf_domain::workflow::FallbackClass::Refusal => {
+                            ErrorCode::ExecutionAgentRefusal
+                        }
+                        awf_domain::workflow::FallbackClass::Quota => {
+                            ErrorCode::ExecutionAgentQuota
+                        }
+                        awf_domain::workflow::FallbackClass::UsageLimit => {
+                            ErrorCode::ExecutionAgentUsageLimit
+                        }
+                        awf_domain::workflow::FallbackClass::Unavailable => {
+                            ErrorCode::ExecutionAgentFailed
+                        }
+                    };
+                    let mut e = AwfError::new(code, err.message().to_owned());
+                    for (k, v) in err.details() {
+                        e = e.with_detail(k.clone(), v.clone());
+                    }
+                    for h in err.hints() {
+                        e = e.with_hint(h.clone());
+                    }
+                    e
+                }
+                _ => err,
+            };
+            return PolicyAnswer {
+                result: Err(err),
+                calls,
+                skipped,
+                prepared,
+                provider,
+            };
+        }
+    }
+
+    /// The call of fallback entry `fb`: the same prompt, system prompt and session turns as
+    /// `primary`, with `fb`'s provider and (interpolated) options.
+    fn fallback_prepared(
+        &self,
+        primary: &Prepared,
+        fb: &awf_domain::workflow::FallbackProvider,
+        frame: Option<&LoopFrame>,
+    ) -> Result<Prepared, AwfError> {
+        let provider = self
+            .render(&fb.provider, frame, None)
+            .map_err(|e| {
+                AwfError::new(
+                    ErrorCode::ExecutionTemplateFailed,
+                    format!("resolve fallback provider: {e}"),
+                )
+            })?
+            .trim()
+            .to_owned();
+        let mut options = serde_json::Map::new();
+        for (k, v) in &fb.options {
+            if k == "system_prompt" {
+                continue;
+            }
+            options.insert(k.clone(), self.render_json(v, frame)?);
+        }
+        let secrets = awf_domain::mask::Masker::from_named_values(&options);
+        if !secrets.is_empty() {
+            lock(&self.masker).extend(&secrets);
+        }
+        if !options.contains_key("output_format") {
+            options.insert(
+                "output_format".into(),
+                Value::String(
+                    primary
+                        .output_format
+                        .clone()
+                        .unwrap_or_else(|| "text".into()),
+                ),
+            );
+        }
+        Ok(Prepared {
+            provider,
+            options,
+            // Another provider cannot resume the first one's session id; the turns go along.
+            session: primary.session.as_ref().map(|s| AgentSession {
+                session_id: None,
+                turns: s.turns.clone(),
+            }),
+            ..primary.clone()
+        })
+    }
+
     /// One call (or conversation turn) of `provider` with the call's `tools` attached: the
     /// agent's chunks streamed into the run, the proxy's tool calls published as they come.
     /// Gives the result and the router's calls; the proxy's files go when it returns,
@@ -195,6 +481,20 @@ impl Run {
         Result<awf_domain::ports::agent::AgentResponse, AwfError>,
         Vec<awf_domain::run::ToolCallEntry>,
     ) {
+        // A later call of the same step (a conversation turn, a fallback provider, a retry
+        // after a usage limit) does not start past the budget either.
+        if let Some(step) = self.wf.state(name).and_then(|s| match &s.kind {
+            awf_domain::workflow::StateKind::Agent(a) => Some(a),
+            _ => None,
+        }) && let Err(e) = self.check_budget(name, step)
+        {
+            return (Err(e), Vec::new());
+        }
+        let model = request
+            .options
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         tools.attach(&mut request);
         request.run_id = Some(self.run_id.0.clone());
         request.approver = Some(self.approver(name, at, token));
@@ -203,6 +503,10 @@ impl Run {
             .execute_agent(provider, request, callback, &flush, &tools, name, at, token)
             .await;
         flush();
+        if let Ok(resp) = &result {
+            let model = resp.model.as_deref().or(model.as_deref());
+            self.record_spend(name, provider.name(), model, &resp.tokens);
+        }
         (result, tools.take_calls())
     }
 
@@ -264,6 +568,87 @@ impl Run {
                 }
             })
         }))
+    }
+
+    /// The cost in US dollars of `tokens` for a call of `provider` with `model`, when the
+    /// project's `prices:` price it (by model, else by provider name).
+    pub(crate) fn cost_of(
+        &self,
+        provider: &str,
+        model: Option<&str>,
+        tokens: &TokenUsage,
+    ) -> Option<f64> {
+        let names: Vec<&str> = model.into_iter().chain(std::iter::once(provider)).collect();
+        self.svc
+            .prices
+            .lookup(names.iter().copied())
+            .map(|p| p.cost(tokens))
+    }
+
+    /// Adds one call's tokens (and cost) to the run's and the step's spend.
+    fn record_spend(&self, name: &str, provider: &str, model: Option<&str>, tokens: &TokenUsage) {
+        let cost = self.cost_of(provider, model, tokens);
+        lock(&self.spend).add(tokens, cost);
+        lock(&self.step_spend)
+            .entry(name.to_owned())
+            .or_default()
+            .add(tokens, cost);
+    }
+
+    /// `EXECUTION.BUDGET.EXCEEDED` when the spend so far has reached a budget that applies
+    /// to step `name`: the workflow's (and the calling workflows') against the run's spend,
+    /// the step's own against what this step spent so far (all its calls in this run).
+    pub(crate) fn check_budget(&self, name: &str, step: &AgentStep) -> Result<(), AwfError> {
+        let run = *lock(&self.spend);
+        let own = lock(&self.step_spend)
+            .get(name)
+            .copied()
+            .unwrap_or_default();
+        let workflow = self
+            .outer_budgets
+            .iter()
+            .chain(self.wf.budget.as_ref())
+            .map(|b| (b, run, "the workflow's budget"));
+        let step_budget = step
+            .policy
+            .budget
+            .as_ref()
+            .map(|b| (b, own, "the step's budget"));
+        for (budget, spent, whose) in workflow.chain(step_budget) {
+            let over = if let Some(limit) = budget.tokens
+                && spent.tokens >= limit
+            {
+                Some(format!(
+                    "{whose} of {limit} tokens is spent ({} tokens so far: {} in, {} out)",
+                    spent.tokens, spent.tokens_input, spent.tokens_output
+                ))
+            } else if let Some(limit) = budget.usd
+                && spent.usd.unwrap_or(0.0) >= limit
+            {
+                Some(format!(
+                    "{whose} of ${limit} is spent (${:.6} so far)",
+                    spent.usd.unwrap_or(0.0)
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = over {
+                let mut e = AwfError::new(
+                    ErrorCode::ExecutionBudgetExceeded,
+                    format!("step {name} not started: {why}"),
+                )
+                .with_detail("state", name)
+                .with_detail("tokens", spent.tokens)
+                .with_detail("tokens_input", spent.tokens_input)
+                .with_detail("tokens_output", spent.tokens_output)
+                .with_hint("raise `budget:` (tokens, usd), or route the failure with on_failure");
+                if let Some(u) = spent.usd {
+                    e = e.with_detail("usd", u);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Applies `output_format` and completes the state.
@@ -909,6 +1294,20 @@ impl Run {
         }
         Ok(body)
     }
+}
+
+/// What [`Run::call_with_policy`] ended with: the result, every tool call made on the way,
+/// the providers left behind, and the call (and provider) that gave the result.
+struct PolicyAnswer {
+    result: Result<awf_domain::ports::agent::AgentResponse, AwfError>,
+    calls: Vec<awf_domain::run::ToolCallEntry>,
+    skipped: Vec<awf_domain::run::FallbackSkip>,
+    prepared: Prepared,
+    provider: Arc<dyn awf_domain::ports::AgentProvider>,
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
 }
 
 /// A resolved agent call.

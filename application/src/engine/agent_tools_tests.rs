@@ -221,6 +221,7 @@ fn workflow(proxy: Option<McpProxyConfig>) -> Workflow {
             output_format: None,
             conversation: None,
             mcp_proxy: proxy,
+            policy: Default::default(),
         }),
     );
     agent.on_success = Some("done".into());
@@ -254,6 +255,8 @@ fn workflow(proxy: Option<McpProxyConfig>) -> Workflow {
         states,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: "w".into(),
             path: None,

@@ -186,6 +186,13 @@ impl Run {
             auto_approve: self.auto_approve,
             mcp_servers: Arc::clone(&self.mcp_servers),
             fs_delegate: self.fs_delegate.clone(),
+            spend: Arc::clone(&self.spend),
+            outer_budgets: self
+                .outer_budgets
+                .iter()
+                .cloned()
+                .chain(self.wf.budget.clone())
+                .collect(),
         });
         let run = child.execute();
         tokio::pin!(run);

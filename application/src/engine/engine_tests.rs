@@ -73,6 +73,8 @@ fn workflow(id: &str, initial: &str, states: Vec<State>) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,
@@ -592,6 +594,7 @@ fn agent(
             output_format: None,
             conversation: None,
             mcp_proxy: None,
+            policy: Default::default(),
         }),
     );
     s.on_success = on_success.map(Into::into);
@@ -1044,6 +1047,8 @@ fn snapshot(
         outputs: BTreeMap::new(),
         owner_pid: None,
         loop_position: None,
+        spend: None,
+        waiting_until: None,
     }
 }
 

@@ -72,6 +72,8 @@ fn workflow(initial: &str, states: Vec<State>) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: "cyclic".into(),
             path: None,
@@ -116,6 +118,8 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         auto_approve: false,
         mcp_servers: Arc::default(),
         fs_delegate: None,
+        spend: Arc::default(),
+        outer_budgets: Vec::new(),
     });
     let result = run.execute().await;
     let finished = sink

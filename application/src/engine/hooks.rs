@@ -41,7 +41,7 @@ impl Run {
                     self.log(step, LogLevel::Info, &msg, path, iteration);
                 }
                 HookAction::Command(text) => {
-                    let cmd = self.render(text, frame, error).map_err(|e| {
+                    let cmd = self.render_command(text, frame, error).map_err(|e| {
                         AwfError::new(
                             ErrorCode::ExecutionTemplateFailed,
                             format!("hook command: {e}"),

@@ -95,6 +95,8 @@ fn workflow(states: Vec<State>) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: "w".into(),
             path: None,

@@ -176,6 +176,11 @@ pub(crate) struct RunSpec {
     /// The editor's file channel (ACP fs delegation), given to every agent step's proxy of
     /// the run and of its sub-workflows (`ProxySpec::fs_delegate`).
     pub(crate) fs_delegate: Option<PathBuf>,
+    /// What the run (with its parent and sub-workflows: one shared count) spent on agents
+    /// so far; a resumed run starts from what its state file recorded.
+    pub(crate) spend: Arc<Mutex<awf_domain::run::Spend>>,
+    /// Budgets of the calling runs (a sub-workflow's agent steps count against them too).
+    pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
 }
 
 /// Missing required inputs a run asks for before it starts, and what resolves the inputs
@@ -248,6 +253,12 @@ pub(crate) struct Run {
     pub(crate) mcp_servers: Arc<Vec<awf_domain::ports::agent::McpServer>>,
     /// As [`RunSpec::fs_delegate`].
     pub(crate) fs_delegate: Option<PathBuf>,
+    /// As [`RunSpec::spend`].
+    pub(crate) spend: Arc<Mutex<awf_domain::run::Spend>>,
+    /// What each agent step of this run spent so far (all its calls), for step budgets.
+    pub(crate) step_spend: Mutex<BTreeMap<String, awf_domain::run::Spend>>,
+    /// As [`RunSpec::outer_budgets`].
+    pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
 }
 
 /// What an interactive run does before a state.
@@ -418,6 +429,9 @@ impl Run {
             auto_approve: spec.auto_approve,
             mcp_servers: spec.mcp_servers,
             fs_delegate: spec.fs_delegate,
+            spend: spec.spend,
+            step_spend: Mutex::new(BTreeMap::new()),
+            outer_budgets: spec.outer_budgets,
         }
     }
 
@@ -567,17 +581,32 @@ impl Run {
         })
     }
 
-    /// Renders shell command text (composite loop items inside double quotes are escaped).
+    /// Renders shell command text (composite loop items inside double quotes are escaped;
+    /// under the workflow's `shell_quote: true` every interpolated value is quoted).
     pub(crate) fn render_shell(
         &self,
         template: &str,
         frame: Option<&LoopFrame>,
     ) -> Result<String, TemplateError> {
+        self.render_command(template, frame, None)
+    }
+
+    /// [`Self::render_shell`] with an error in scope (hooks).
+    pub(crate) fn render_command(
+        &self,
+        template: &str,
+        frame: Option<&LoopFrame>,
+        error: Option<&ErrorInfo>,
+    ) -> Result<String, TemplateError> {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
-        self.with_scope(frame, None, |scope| {
-            self.svc.interpolator.render_shell(template, scope)
+        self.with_scope(frame, error, |scope| {
+            if self.wf.shell_quote {
+                self.svc.interpolator.render_shell_quoted(template, scope)
+            } else {
+                self.svc.interpolator.render_shell(template, scope)
+            }
         })
     }
 
@@ -1341,6 +1370,10 @@ impl Run {
             outputs,
             error: ending.error.map(|e| e.body()),
             message: ending.message,
+            spend: {
+                let spend = *lock(&self.spend);
+                (!spend.is_zero() || self.wf.budget.is_some()).then_some(spend)
+            },
         }
     }
 }

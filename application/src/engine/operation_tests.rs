@@ -162,6 +162,8 @@ fn workflow(states: Vec<State>, inputs: &[&str]) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: "w".into(),
             path: None,

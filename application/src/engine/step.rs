@@ -561,6 +561,14 @@ impl Run {
             if body.state.status != StepStatus::Failed {
                 return Ok(body);
             }
+            // Another attempt would find the budget as spent as this one did.
+            if body
+                .failure
+                .as_ref()
+                .is_some_and(|f| f.code() == ErrorCode::ExecutionBudgetExceeded)
+            {
+                return Ok(body);
+            }
             // Only processes have exit codes for `retryable_exit_codes`.
             let code = match state.kind {
                 StateKind::Command(_) => body.state.exit_code,

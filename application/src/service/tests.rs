@@ -96,6 +96,8 @@ fn workflow(id: &str, states: Vec<State>) -> Workflow {
         states: map,
         hooks: WorkflowHooks::default(),
         outputs: vec![],
+        shell_quote: false,
+        budget: None,
         source: WorkflowSource {
             identifier: id.into(),
             path: None,
@@ -246,6 +248,8 @@ fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
         outputs: BTreeMap::new(),
         owner_pid: None,
         loop_position: None,
+        spend: None,
+        waiting_until: None,
     }
 }
 

@@ -244,6 +244,9 @@ pub struct AgentResponse {
     pub raw: String,
     /// stderr of a CLI provider.
     pub stderr: String,
+    /// The model that answered, when the provider knows it (`openai_compatible`: the
+    /// request's model, from `options.model` or `$OPENAI_MODEL`); prices look it up.
+    pub model: Option<String>,
 }
 
 /// An AI agent.

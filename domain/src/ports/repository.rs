@@ -249,6 +249,8 @@ pub struct ProjectConfig {
     pub inputs: Map<String, Value>,
     /// Every other recognised key, as written.
     pub other: Map<String, Value>,
+    /// `prices: {<model>: {input_per_mtok, output_per_mtok}}` (budgets; issue 14).
+    pub prices: crate::run::Prices,
     /// Unknown keys and other findings.
     pub diagnostics: Vec<Diagnostic>,
 }

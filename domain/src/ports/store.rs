@@ -33,6 +33,9 @@ pub enum StoredStatus {
     Failure,
     /// Cancelled.
     Cancelled,
+    /// Parked on an agent's usage limit until its reset time ([`RunSnapshot::waiting_until`]);
+    /// `awf resume` continues it (waiting for the reset first).
+    Waiting,
 }
 
 impl StoredStatus {
@@ -43,6 +46,7 @@ impl StoredStatus {
             Self::Success => "success",
             Self::Failure => "failure",
             Self::Cancelled => "cancelled",
+            Self::Waiting => "waiting",
         }
     }
 
@@ -106,7 +110,22 @@ pub struct RunSnapshot {
     /// resumed run continues the loop there instead of at its first iteration.
     #[serde(default)]
     pub loop_position: Option<LoopPosition>,
+    /// What the run spent on agents so far (budgets; issue 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::run::Spend>,
+    /// A run parked on a usage limit (status `waiting`): when the limit resets.
+    #[serde(
+        with = "crate::timefmt::rfc3339_opt",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub waiting_until: Option<SystemTime>,
 }
+
+/// The detail key of an `EXECUTION.AGENT.USAGE_LIMIT` error whose reset lies within the
+/// step's `usage_limit.max_wait`: the reset time (RFC 3339). A run that ends with such an
+/// error is recorded as [`StoredStatus::Waiting`] until then.
+pub const PARK_UNTIL: &str = "park_until";
 
 /// Where a top-level loop was when the run stopped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,6 +184,9 @@ pub struct HistoryRecord {
     pub error_message: Option<String>,
     /// Parent run of a sub-workflow run.
     pub parent_run_id: Option<String>,
+    /// What the run spent on agents (budgets; issue 14), once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<crate::run::Spend>,
 }
 
 /// Filter of `awf history`.

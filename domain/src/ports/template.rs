@@ -39,6 +39,30 @@ pub trait Interpolator: Send + Sync {
         self.render(template, scope)
     }
 
+    /// Renders shell command text under the workflow-level `shell_quote: true` mode: the
+    /// output of every value action (`{{.inputs.x}}`, `{{.states.s.Output}}`, `{{.env.X}}`,
+    /// `{{.loop.Item}}`, `{{.}}` inside `range`) is quoted for the shell context it lands in
+    /// (bare word, inside `'…'`, inside `"…"`, a command substitution, a here-document), so
+    /// the shell sees it as one literal word; the literal template text, control actions
+    /// (`if`, `range`, `end`, …) and values already passed through `shell_quote` or `escape`
+    /// are left as written. The default refuses (an interpolator that cannot quote must not
+    /// silently run unquoted values).
+    ///
+    /// Source: issue 14 ("Safe shell interpolation"); docs/compatibility.md.
+    ///
+    /// # Errors
+    /// As [`Interpolator::render`]; the default always fails with [`TemplateError::Failed`].
+    fn render_shell_quoted(
+        &self,
+        template: &str,
+        scope: &Scope<'_>,
+    ) -> Result<String, TemplateError> {
+        let _ = (template, scope);
+        Err(TemplateError::Failed(
+            "this interpolator cannot quote shell values (shell_quote: true)".to_owned(),
+        ))
+    }
+
     /// Checks that `template` parses, without rendering it.
     ///
     /// # Errors

@@ -275,6 +275,7 @@ fn finished(status: RunStatus, error: Option<(&str, ErrorCode)>) -> RunEvent {
                 details: std::collections::BTreeMap::new(),
             }),
             message: None,
+            spend: None,
         }),
     }
 }

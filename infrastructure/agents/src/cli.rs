@@ -524,6 +524,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
             session,
             raw: out.stdout,
             stderr: out.stderr,
+            model: None,
         })
     }
 }

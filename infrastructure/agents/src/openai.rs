@@ -277,9 +277,21 @@ pub(crate) fn status_error(status: u16, retry_after: Option<&str>, body: &str) -
             "unexpected response".to_owned(),
         ),
     };
-    AwfError::new(code, format!("{NAME}: {what} (HTTP {status}){suffix}"))
+    let mut e = AwfError::new(code, format!("{NAME}: {what} (HTTP {status}){suffix}"))
         .with_detail("provider", NAME)
-        .with_detail("status", status)
+        .with_detail("status", status);
+    // `Retry-After: <seconds>` or an HTTP date: when the limit lifts (usage limits).
+    if let Some(r) = retry_after.map(str::trim) {
+        if let Ok(secs) = r.parse::<f64>()
+            && secs.is_finite()
+            && secs >= 0.0
+        {
+            e = e.with_detail("retry_after_secs", secs);
+        } else if let Some(at) = awf_domain::timefmt::parse_http_date(r) {
+            e = e.with_detail("reset_at", at);
+        }
+    }
+    e
 }
 
 fn send_error(e: &reqwest::Error, url: &str) -> AwfError {
@@ -318,6 +330,8 @@ struct PendingCall {
 #[derive(Debug, Default)]
 struct Answer {
     content: String,
+    /// The model's refusal text (`delta.refusal` / `message.refusal`), when it refused.
+    refusal: String,
     usage: Option<Usage>,
     saw_choice: bool,
     finish_reason: Option<String>,
@@ -429,6 +443,13 @@ impl Answer {
                 {
                     cb(AgentChunk::Thought(t.to_owned()));
                 }
+            }
+            if let Some(t) = d
+                .get("refusal")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                self.refusal.push_str(t);
             }
             if let Some(t) = d
                 .get("content")
@@ -720,6 +741,20 @@ async fn tool_loop(
             }
             partial.push_str(&answer.content);
         }
+        // A refusal (or a content filter stop) is its own outcome, never an answer.
+        if !answer.refusal.is_empty() || answer.finish_reason.as_deref() == Some("content_filter") {
+            let why = if answer.refusal.is_empty() {
+                "the answer was stopped by the content filter".to_owned()
+            } else {
+                format!("the model refused: {}", answer.refusal)
+            };
+            return Err(
+                AwfError::new(ErrorCode::ExecutionAgentRefusal, format!("{NAME}: {why}"))
+                    .with_detail("provider", NAME)
+                    .with_detail("partial_output", partial)
+                    .with_detail("limit_class", "refusal"),
+            );
+        }
         if !answer.wants_tools() {
             return Ok(Done {
                 content: answer.content,
@@ -812,6 +847,11 @@ impl AgentProvider for OpenAiCompatible {
         cancel: CancellationToken,
     ) -> Result<AgentResponse, AwfError> {
         let c = build_call(&request, &self.env)?;
+        let model = c
+            .body
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let client = self.client()?;
         let work = tool_loop(client, c.clone(), &request, on_chunk.as_ref(), &cancel);
         let bounded = async {
@@ -842,6 +882,7 @@ impl AgentProvider for OpenAiCompatible {
             session,
             raw: done.raw,
             stderr: String::new(),
+            model,
         })
     }
 }

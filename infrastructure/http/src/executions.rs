@@ -61,6 +61,8 @@ pub enum ExecStatus {
     Failed,
     /// Cancelled (DELETE, SIGTERM).
     Cancelled,
+    /// Parked on an agent's usage limit until its reset time (`resume` continues it).
+    Waiting,
 }
 
 impl From<StoredStatus> for ExecStatus {
@@ -70,6 +72,7 @@ impl From<StoredStatus> for ExecStatus {
             StoredStatus::Success => Self::Completed,
             StoredStatus::Failure => Self::Failed,
             StoredStatus::Cancelled => Self::Cancelled,
+            StoredStatus::Waiting => Self::Waiting,
         }
     }
 }
@@ -81,6 +84,7 @@ pub fn status_name(s: StoredStatus) -> &'static str {
         StoredStatus::Success => "completed",
         StoredStatus::Failure => "failed",
         StoredStatus::Cancelled => "cancelled",
+        StoredStatus::Waiting => "waiting",
     }
 }
 

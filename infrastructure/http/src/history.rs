@@ -88,6 +88,8 @@ pub struct HistoryStatsBody {
     pub cancelled_count: u64,
     /// Runs still running (or whose process died).
     pub running_count: u64,
+    /// Runs parked on a usage limit until its reset time (`awf resume` continues them).
+    pub waiting_count: u64,
     /// Mean duration of finished runs, in milliseconds; none when no run finished.
     pub avg_duration_ms: Option<u64>,
 }
@@ -103,6 +105,7 @@ fn invalid(message: String, hint: &str) -> Problem {
 pub fn parse_status(s: &str) -> Option<StoredStatus> {
     match s.trim().to_ascii_lowercase().as_str() {
         "running" => Some(StoredStatus::Running),
+        "waiting" => Some(StoredStatus::Waiting),
         "completed" | "success" | "succeeded" => Some(StoredStatus::Success),
         "failed" | "failure" => Some(StoredStatus::Failure),
         "cancelled" | "canceled" => Some(StoredStatus::Cancelled),
@@ -288,8 +291,9 @@ pub fn stats_of(rows: &[HistoryRecord]) -> HistoryStatsBody {
             StoredStatus::Failure => s.failed_count += 1,
             StoredStatus::Cancelled => s.cancelled_count += 1,
             StoredStatus::Running => s.running_count += 1,
+            StoredStatus::Waiting => s.waiting_count += 1,
         }
-        if r.status != StoredStatus::Running
+        if !matches!(r.status, StoredStatus::Running | StoredStatus::Waiting)
             && let Some(d) = r.duration_ms
         {
             sum = sum.saturating_add(d);

@@ -22,7 +22,10 @@ use rusqlite::types::Value as Sql;
 use crate::write_failed;
 
 /// Schema version kept in `PRAGMA user_version`.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// Version 2: the run's spend on agents (budgets), as JSON text.
+const MIGRATE_2: &str = "ALTER TABLE runs ADD COLUMN spend TEXT NULL;";
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -83,8 +86,9 @@ fn try_open(path: &Path) -> rusqlite::Result<Connection> {
     c.execute_batch("PRAGMA synchronous=NORMAL;")?;
     let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if version < SCHEMA_VERSION {
+        // A version-1 table gains the column; a fresh one is created and gains it too.
         c.execute_batch(&format!(
-            "BEGIN IMMEDIATE;{SCHEMA}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
+            "BEGIN IMMEDIATE;{SCHEMA}{MIGRATE_2}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
         ))
         .inspect_err(|_| {
             let _ = c.execute_batch("ROLLBACK;");
@@ -135,14 +139,15 @@ pub(crate) fn upsert_started(
 pub(crate) fn upsert_finished(c: &Connection, r: &HistoryRecord) -> rusqlite::Result<()> {
     c.execute(
         "INSERT INTO runs (id, workflow_id, workflow_name, status, exit_code, started_at_ms,
-                           completed_at_ms, duration_ms, error_message, parent_run_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                           completed_at_ms, duration_ms, error_message, parent_run_id, spend)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT(id) DO UPDATE SET
              status = excluded.status,
              exit_code = excluded.exit_code,
              completed_at_ms = excluded.completed_at_ms,
              duration_ms = excluded.duration_ms,
-             error_message = excluded.error_message",
+             error_message = excluded.error_message,
+             spend = excluded.spend",
         params![
             r.id,
             r.workflow_id,
@@ -154,6 +159,7 @@ pub(crate) fn upsert_finished(c: &Connection, r: &HistoryRecord) -> rusqlite::Re
             r.duration_ms.map(to_i64),
             r.error_message,
             r.parent_run_id,
+            r.spend.and_then(|s| serde_json::to_string(&s).ok()),
         ],
     )?;
     Ok(())
@@ -164,6 +170,7 @@ fn parse_status(s: &str) -> StoredStatus {
         "success" | "completed" => StoredStatus::Success,
         "failure" | "failed" => StoredStatus::Failure,
         "cancelled" => StoredStatus::Cancelled,
+        "waiting" => StoredStatus::Waiting,
         _ => StoredStatus::Running,
     }
 }
@@ -186,11 +193,14 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<HistoryRecord> {
         duration_ms: r.get::<_, Option<i64>>(7)?.map(from_i64),
         error_message: r.get(8)?,
         parent_run_id: r.get(9)?,
+        spend: r
+            .get::<_, Option<String>>(10)?
+            .and_then(|t| serde_json::from_str(&t).ok()),
     })
 }
 
 const COLUMNS: &str = "id, workflow_id, workflow_name, status, exit_code, started_at_ms, \
-                       completed_at_ms, duration_ms, error_message, parent_run_id";
+                       completed_at_ms, duration_ms, error_message, parent_run_id, spend";
 
 /// `WHERE …` clause and its parameters for `filter` (limit excluded).
 fn where_clause(filter: &HistoryFilter) -> (String, Vec<Sql>) {
@@ -300,6 +310,7 @@ mod tests {
             duration_ms: dur,
             error_message: (status == StoredStatus::Failure).then(|| "boom".to_owned()),
             parent_run_id: None,
+            spend: None,
         }
     }
 
@@ -424,6 +435,7 @@ mod tests {
                 duration_ms: None,
                 error_message: None,
                 parent_run_id: None,
+                spend: None,
             })
         );
         assert_eq!(
@@ -535,7 +547,38 @@ mod tests {
         let v: i64 = c
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(v, 1);
+        assert_eq!(v, SCHEMA_VERSION);
         assert_eq!(list(&c, &HistoryFilter::default()).unwrap().len(), 5);
+    }
+
+    #[test]
+    fn a_version_1_database_gains_the_spend_column_and_keeps_its_rows() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("history.db");
+        {
+            let c = Connection::open(&path).unwrap();
+            c.execute_batch(&format!("{SCHEMA}PRAGMA user_version=1;"))
+                .unwrap();
+            upsert_started(&c, "old", "wf", "wf", 1_000, None).unwrap();
+        }
+        let c = open(&path).unwrap();
+        let old = get(&c, "old").unwrap().unwrap();
+        assert_eq!(old.spend, None);
+        let spend = awf_domain::run::Spend {
+            tokens_input: 3,
+            tokens_output: 4,
+            tokens: 7,
+            usd: Some(0.5),
+        };
+        upsert_finished(
+            &c,
+            &HistoryRecord {
+                status: StoredStatus::Failure,
+                spend: Some(spend),
+                ..old
+            },
+        )
+        .unwrap();
+        assert_eq!(get(&c, "old").unwrap().unwrap().spend, Some(spend));
     }
 }

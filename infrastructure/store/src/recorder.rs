@@ -284,6 +284,21 @@ fn millis(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// When a run that ended on a parkable usage limit may go on (the error's
+/// [`awf_domain::ports::store::PARK_UNTIL`] detail).
+fn parked_until(result: &awf_domain::run::RunResult) -> Option<std::time::SystemTime> {
+    let e = result.error.as_ref()?;
+    if result.status != RunStatus::Failure
+        || e.code != awf_domain::ErrorCode::ExecutionAgentUsageLimit
+    {
+        return None;
+    }
+    e.details
+        .get(awf_domain::ports::store::PARK_UNTIL)
+        .and_then(serde_json::Value::as_str)
+        .and_then(awf_domain::timefmt::parse_rfc3339)
+}
+
 fn stored(s: RunStatus) -> StoredStatus {
     match s {
         RunStatus::Success => StoredStatus::Success,
@@ -568,11 +583,14 @@ impl Writer {
                     outputs: BTreeMap::new(),
                     owner_pid: Some(*pid),
                     loop_position: None,
+                    spend: None,
+                    waiting_until: None,
                 };
                 let mut files = state::FileRefs::new();
                 if let Some((old, old_files)) = earlier {
                     snap.states = old.states;
                     snap.started_at = old.started_at;
+                    snap.spend = old.spend;
                     files = old_files;
                 }
                 let (started_ms, parent) = (millis(snap.started_at), snap.parent_run_id.clone());
@@ -679,6 +697,15 @@ impl Writer {
                     {
                         p.snap.loop_position = None;
                     }
+                    // The spend so far, live (the run's final count replaces it at the end).
+                    if state.tokens != awf_domain::run::TokenUsage::default()
+                        || state.cost_usd.is_some()
+                    {
+                        p.snap
+                            .spend
+                            .get_or_insert_with(Default::default)
+                            .add(&state.tokens, state.cost_usd);
+                    }
                     p.snap.states.insert(step.clone(), (**state).clone());
                     let replaced = if spilled.is_empty() {
                         p.files.remove(step)
@@ -725,16 +752,26 @@ impl Writer {
 
     fn finish(&mut self, env: &EventEnvelope, result: &awf_domain::run::RunResult) {
         let run_id = env.run_id.0.as_str();
-        let status = stored(result.status);
+        // Ended on a usage limit that resets within the step's max_wait: parked.
+        let waiting_until = parked_until(result);
+        let status = if waiting_until.is_some() {
+            StoredStatus::Waiting
+        } else {
+            stored(result.status)
+        };
         let error_text = result.error.as_ref().map(|e| e.message.clone());
         let (workflow_id, workflow_name, started_at, parent) = match self.runs.get_mut(run_id) {
             Some(p) => {
                 let s = &mut p.snap;
                 s.status = status;
+                s.waiting_until = waiting_until;
                 s.exit_code = Some(result.exit_code);
                 s.terminal.clone_from(&result.terminal);
                 s.error.clone_from(&result.error);
                 s.outputs.clone_from(&result.outputs);
+                if result.spend.is_some() {
+                    s.spend = result.spend;
+                }
                 s.completed_at = Some(env.at);
                 s.updated_at = env.at;
                 p.dirty = true;
@@ -764,6 +801,7 @@ impl Writer {
             duration_ms: Some(result.duration_ms),
             error_message: error_text.clone(),
             parent_run_id: parent,
+            spend: result.spend,
         };
         if let Some(c) = self.db()
             && let Err(e) = history::upsert_finished(c, &record)
@@ -1094,6 +1132,7 @@ fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::Aw
             loop_position: p.snap.loop_position.clone(),
             states,
             output_files,
+            spend: p.snap.spend,
         };
         if p.journal.is_none() {
             p.journal = Some(state::open_journal(paths, &p.snap.run_id)?);

@@ -130,6 +130,7 @@ fn finished(
                 details: BTreeMap::new(),
             }),
             message: None,
+            spend: None,
         }),
     }
 }
@@ -270,6 +271,8 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             outputs: BTreeMap::from([("report".to_owned(), Value::from("ok"))]),
             owner_pid: Some(1),
             loop_position: None,
+            spend: None,
+            waiting_until: None,
         }
     );
     let child = store.load(c).unwrap();
@@ -295,6 +298,8 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             outputs: BTreeMap::new(),
             owner_pid: Some(1),
             loop_position: None,
+            spend: None,
+            waiting_until: None,
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();
@@ -311,6 +316,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             duration_ms: Some(1234),
             error_message: None,
             parent_run_id: Some(p.into()),
+            spend: None,
         }
     );
     assert_eq!(rec.take_errors(), Vec::<String>::new());
@@ -491,6 +497,7 @@ fn history_row_is_upserted_and_resume_updates_it_in_place() {
             duration_ms: None,
             error_message: None,
             parent_run_id: None,
+            spend: None,
         }
     );
     rec.emit(s.ev("r", None, "a", None, step_started("a")));
@@ -586,6 +593,7 @@ fn history_row_is_upserted_and_resume_updates_it_in_place() {
             duration_ms: Some(1234),
             error_message: None,
             parent_run_id: None,
+            spend: None,
         }]
     );
     let snap = store.load("r").unwrap();

@@ -456,6 +456,9 @@ pub(crate) struct JournalEntry<'a> {
     /// texts inline).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub output_files: FileRefs,
+    /// The run's spend on agents so far (budgets), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<awf_domain::run::Spend>,
 }
 
 impl JournalEntry<'_> {
@@ -464,6 +467,9 @@ impl JournalEntry<'_> {
         snap.current_state = self.current_state.into_owned();
         snap.updated_at = self.updated_at;
         snap.loop_position = self.loop_position;
+        if self.spend.is_some() {
+            snap.spend = self.spend;
+        }
         let mut files = self.output_files;
         for (name, st) in self.states {
             match files.remove(&name) {

@@ -165,6 +165,7 @@ impl Script {
                     outputs: BTreeMap::new(),
                     error,
                     message: None,
+                    spend: None,
                 }),
             },
         );

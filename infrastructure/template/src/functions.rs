@@ -1,5 +1,5 @@
 //! The AWF template functions: `escape`, `json` (alias `toJson`), `split`, `join`, `readFile`,
-//! `trimSpace`.
+//! `trimSpace`, and awf's `shell_quote` (alias `shellQuote`).
 //!
 //! gtmpl-ng functions are plain `fn` pointers, so what a function needs from the render
 //! (the workflow directory for `readFile`, the JSON texts of composite loop items for `json`)
@@ -22,7 +22,7 @@ use crate::gojson;
 pub const READ_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The AWF functions, by template name.
-pub(crate) const AWF_FUNCS: [(&str, Func); 8] = [
+pub(crate) const AWF_FUNCS: [(&str, Func); 11] = [
     ("escape", escape as Func),
     ("json", json as Func),
     // Alias of `json` (the name Go template users reach for).
@@ -32,6 +32,10 @@ pub(crate) const AWF_FUNCS: [(&str, Func); 8] = [
     ("readFile", read_file as Func),
     ("trimSpace", trim_space as Func),
     (crate::shell::SHELL_DQ_FUNC, shell_dq as Func),
+    ("shell_quote", shell_quote_fn as Func),
+    // Alias in Go's camelCase, like `trimSpace`.
+    ("shellQuote", shell_quote_fn as Func),
+    (crate::shell::SHELL_Q_FUNC, shell_q as Func),
 ];
 
 /// Per-render data the functions read.
@@ -110,6 +114,37 @@ pub(crate) fn shell_quote(s: &str) -> String {
     }
     out.push('\'');
     out
+}
+
+/// POSIX single-quote quoting, always: `'…'` with every `'` written as `'\''` (`''` for
+/// the empty string). The shell reads the result as exactly one word holding `s`.
+pub(crate) fn single_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('\'');
+    for c in s.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// `shell_quote x`: `x` as one single-quoted shell word (see [`single_quote`]).
+fn shell_quote_fn(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("shell_quote", args, 1)?;
+    Ok(Value::String(single_quote(&text_of(&args[0]))))
+}
+
+/// `awfShellQ ctx x` (`shell_quote: true` mode): `x` quoted for the shell context `ctx`.
+fn shell_q(args: &[Value]) -> Result<Value, FuncError> {
+    exactly(crate::shell::SHELL_Q_FUNC, args, 2)?;
+    let tag = text_of(&args[0]);
+    crate::shell::quote_for(&tag, &text_of(&args[1]))
+        .map(Value::String)
+        .map_err(FuncError::Generic)
 }
 
 fn escape(args: &[Value]) -> Result<Value, FuncError> {

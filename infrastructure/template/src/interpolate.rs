@@ -101,6 +101,14 @@ impl Interpolator for GoTemplates {
         self.render(&crate::shell::quote_loop_items(template), scope)
     }
 
+    fn render_shell_quoted(
+        &self,
+        template: &str,
+        scope: &Scope<'_>,
+    ) -> Result<String, TemplateError> {
+        self.render(&crate::shell::quote_values(template), scope)
+    }
+
     fn check(&self, template: &str) -> Result<(), TemplateError> {
         if !template.contains("{{") {
             return Ok(());

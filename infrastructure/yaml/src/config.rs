@@ -16,14 +16,59 @@ use crate::fields::Diags;
 use crate::fields::closest;
 use crate::node::parse_document;
 
-const KNOWN: [&str; 6] = [
+const KNOWN: [&str; 7] = [
     "inputs",
+    "prices",
     "version",
     "log_level",
     "output_format",
     "notify",
     "telemetry",
 ];
+
+/// `prices: {<model>: {input_per_mtok, output_per_mtok}}`: US dollars per million tokens,
+/// each a number >= 0 (a missing one is 0).
+fn decode_prices(n: &crate::node::Node, out: &mut awf_domain::run::Prices, d: &mut Diags) {
+    if n.is_null() {
+        return;
+    }
+    let Some(models) = n.entries() else {
+        d.wrong_type("prices", n, "a mapping of model names to prices");
+        return;
+    };
+    for m in models {
+        let path = format!("prices.{}", m.key);
+        let Some(fields) = m.value.entries() else {
+            d.wrong_type(
+                &path,
+                &m.value,
+                "a mapping {input_per_mtok, output_per_mtok}",
+            );
+            continue;
+        };
+        let mut price = awf_domain::run::ModelPrice::default();
+        for f in fields {
+            let fpath = format!("{path}.{}", f.key);
+            let slot = match f.key.as_str() {
+                "input_per_mtok" => &mut price.input_per_mtok,
+                "output_per_mtok" => &mut price.output_per_mtok,
+                _ => {
+                    d.invalid(&fpath, Some(f.key_pos), format!("unknown price key \"{}\"", f.key))
+                        .hint = Some("a price has input_per_mtok and output_per_mtok (US dollars per million tokens)".to_owned());
+                    continue;
+                }
+            };
+            match d.float(&f.value, &fpath) {
+                Some(v) if v >= 0.0 && v.is_finite() => *slot = v,
+                Some(_) => {
+                    d.invalid(&fpath, Some(f.value.pos), "a price must be a number >= 0");
+                }
+                None => {}
+            }
+        }
+        out.0.insert(m.key.clone(), price);
+    }
+}
 
 /// Decodes configuration text read from `path`.
 ///
@@ -94,6 +139,7 @@ fn parse_config_inner(text: &str, path: &Path) -> Result<ProjectConfig, AwfError
                     None => d.wrong_type("inputs", &e.value, "a mapping of input values"),
                 }
             }
+            "prices" => decode_prices(&e.value, &mut cfg.prices, &mut d),
             k if KNOWN.contains(&k) => {
                 cfg.other.insert(e.key.clone(), e.value.to_json());
             }
@@ -116,4 +162,30 @@ fn parse_config_inner(text: &str, path: &Path) -> Result<ProjectConfig, AwfError
     }
     cfg.diagnostics = d.list;
     Ok(cfg)
+}
+
+#[cfg(test)]
+mod price_tests {
+    use super::*;
+
+    #[test]
+    fn prices_are_read_per_model_and_bad_ones_are_config_errors() {
+        let cfg = parse_config(
+            "prices:\n  gpt-4o: {input_per_mtok: 2.5, output_per_mtok: 10}\n  local: {input_per_mtok: 0}\n",
+            Path::new("/p/.awf/config.yaml"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        let p = cfg.prices.0.get("gpt-4o").copied().unwrap_or_default();
+        assert_eq!((p.input_per_mtok, p.output_per_mtok), (2.5, 10.0));
+        assert!(cfg.prices.0.contains_key("local"));
+        for bad in [
+            "prices: 3\n",
+            "prices:\n  m: {input_per_mtok: -1}\n",
+            "prices:\n  m: {input: 1}\n",
+            "prices:\n  m: cheap\n",
+        ] {
+            let e = parse_config(bad, Path::new("/p/.awf/config.yaml")).expect_err(bad);
+            assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat, "{bad}");
+        }
+    }
 }

@@ -7,13 +7,17 @@ use std::time::Duration;
 
 use awf_domain::ErrorCode;
 use awf_domain::duration::parse_duration;
+use awf_domain::workflow::AgentPolicy;
 use awf_domain::workflow::AgentStep;
 use awf_domain::workflow::Backoff;
+use awf_domain::workflow::Budget;
 use awf_domain::workflow::CallWorkflowStep;
 use awf_domain::workflow::CommandSource;
 use awf_domain::workflow::CommandStep;
 use awf_domain::workflow::ConversationConfig;
 use awf_domain::workflow::DEFAULT_MAX_ITERATIONS;
+use awf_domain::workflow::FallbackClass;
+use awf_domain::workflow::FallbackProvider;
 use awf_domain::workflow::HookAction;
 use awf_domain::workflow::InputDef;
 use awf_domain::workflow::InputType;
@@ -34,6 +38,7 @@ use awf_domain::workflow::StepHooks;
 use awf_domain::workflow::TerminalState;
 use awf_domain::workflow::TerminalStatus;
 use awf_domain::workflow::Transition;
+use awf_domain::workflow::UsageLimitPolicy;
 use awf_domain::workflow::Workflow;
 use awf_domain::workflow::WorkflowHooks;
 use awf_domain::workflow::WorkflowSource;
@@ -109,6 +114,10 @@ pub fn decode_workflow(
         Some(n) => decode_outputs(n, "outputs", d),
         None => Vec::new(),
     };
+    let shell_quote = f.boolean("shell_quote", d).unwrap_or(false);
+    let budget = f
+        .take("budget")
+        .and_then(|n| decode_budget(n, &f.child("budget"), d));
     let mut initial = None;
     let mut states = IndexMap::new();
     match f.take("states") {
@@ -151,7 +160,138 @@ pub fn decode_workflow(
         hooks,
         outputs,
         source,
+        shell_quote,
+        budget,
     })
+}
+
+/// `budget: {tokens, usd}` (awf extension): each limit a positive number; at least one.
+fn decode_budget(n: &Node, path: &str, d: &mut Diags) -> Option<Budget> {
+    let mut f = Fields::of(n, path, d, "a mapping (budget: {tokens, usd})")?;
+    let tokens = f.take("tokens").and_then(|t| {
+        let p = format!("{path}.tokens");
+        match d.int(t, &p) {
+            Some(v) if v > 0 => u64::try_from(v).ok(),
+            Some(_) => {
+                d.invalid(&p, Some(t.pos), "budget.tokens must be a positive integer");
+                None
+            }
+            None => None,
+        }
+    });
+    let usd = f.take("usd").and_then(|u| {
+        let p = format!("{path}.usd");
+        match d.float(u, &p) {
+            Some(v) if v > 0.0 && v.is_finite() => Some(v),
+            Some(_) => {
+                d.invalid(&p, Some(u.pos), "budget.usd must be a positive number");
+                None
+            }
+            None => None,
+        }
+    });
+    let pos = f.pos();
+    f.finish(d, &[], "budget");
+    if tokens.is_none() && usd.is_none() {
+        d.invalid(path, Some(pos), "budget: give tokens, usd or both")
+            .hint = Some("budget: {tokens: 100000, usd: 2.5}".to_owned());
+        return None;
+    }
+    Some(Budget { tokens, usd })
+}
+
+/// `budget:`, `fallback_providers:`, `fallback_on:` and `usage_limit:` of an agent step.
+fn decode_agent_policy(f: &mut Fields<'_>, d: &mut Diags) -> AgentPolicy {
+    let budget = f
+        .take("budget")
+        .and_then(|n| decode_budget(n, &f.child("budget"), d));
+    let mut fallback_providers = Vec::new();
+    if let Some(n) = f.take("fallback_providers") {
+        let path = f.child("fallback_providers");
+        match n.items() {
+            Some(items) => {
+                for (i, it) in items.iter().enumerate() {
+                    let ip = format!("{path}.{i}");
+                    if let Some(name) = it.text().filter(|_| it.entries().is_none()) {
+                        if name.trim().is_empty() {
+                            d.invalid(&ip, Some(it.pos), "fallback provider name is empty");
+                        } else {
+                            fallback_providers.push(FallbackProvider {
+                                provider: name.trim().to_owned(),
+                                options: IndexMap::new(),
+                            });
+                        }
+                        continue;
+                    }
+                    let Some(mut ef) =
+                        Fields::of(it, &ip, d, "a provider name or {provider, options}")
+                    else {
+                        continue;
+                    };
+                    let provider = ef.string("provider", d);
+                    let options = match ef.take("options") {
+                        Some(o) => d.json_map(o, &ef.child("options")),
+                        None => IndexMap::new(),
+                    };
+                    let pos = ef.pos();
+                    ef.finish(d, &[], "a fallback provider");
+                    match provider {
+                        Some(p) if !p.trim().is_empty() => {
+                            fallback_providers.push(FallbackProvider {
+                                provider: p.trim().to_owned(),
+                                options,
+                            });
+                        }
+                        _ => {
+                            d.syntax(&ip, Some(pos), "fallback provider: `provider:` is required");
+                        }
+                    }
+                }
+            }
+            None => d.wrong_type(&path, n, "a list of providers"),
+        }
+    }
+    let mut fallback_on = Vec::new();
+    if let Some(n) = f.take("fallback_on") {
+        let path = f.child("fallback_on");
+        for (i, c) in d.string_list(n, &path).into_iter().enumerate() {
+            match FallbackClass::parse(&c) {
+                Some(class) => fallback_on.push(class),
+                None => {
+                    let names: Vec<&str> = FallbackClass::ALL.iter().map(|c| c.as_str()).collect();
+                    d.invalid(
+                        &format!("{path}.{i}"),
+                        Some(n.pos),
+                        format!("unknown fallback class {c:?}"),
+                    )
+                    .hint = Some(format!("use {}", names.join(", ")));
+                }
+            }
+        }
+    }
+    let mut usage_limit = UsageLimitPolicy::default();
+    if let Some(n) = f.take("usage_limit") {
+        let path = f.child("usage_limit");
+        if let Some(mut uf) = Fields::of(n, &path, d, "a mapping (usage_limit: {wait, max_wait})") {
+            if let Some(w) = uf.take("wait")
+                && let Some(v) = duration(w, &format!("{path}.wait"), d)
+            {
+                usage_limit.wait = v;
+            }
+            if let Some(w) = uf.take("max_wait")
+                && let Some(v) = duration(w, &format!("{path}.max_wait"), d)
+            {
+                usage_limit.max_wait = v;
+            }
+            uf.finish(d, &[], "usage_limit");
+        }
+    }
+    AgentPolicy {
+        budget,
+        fallback_providers,
+        fallback_on,
+        usage_limit,
+    }
 }
 
 fn decode_states(
@@ -903,6 +1043,7 @@ fn decode_agent(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
     let mcp_proxy = f
         .take("mcp_proxy")
         .and_then(|n| decode_mcp_proxy(n, &f.child("mcp_proxy"), d));
+    let policy = Box::new(decode_agent_policy(f, d));
     StateKind::Agent(AgentStep {
         provider,
         prompt,
@@ -915,6 +1056,7 @@ fn decode_agent(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
         output_format,
         conversation,
         mcp_proxy,
+        policy,
     })
 }
 

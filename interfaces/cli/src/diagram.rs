@@ -425,6 +425,8 @@ mod tests {
             states,
             hooks: Default::default(),
             outputs: Vec::new(),
+            shell_quote: false,
+            budget: None,
             source: Default::default(),
         }
     }

@@ -25,6 +25,7 @@ pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
         outputs: BTreeMap::new(),
         error: Some(err.body()),
         message: None,
+        spend: None,
     }
 }
 

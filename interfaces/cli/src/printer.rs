@@ -1093,6 +1093,8 @@ mod tests {
             session: None,
             approval: None,
             tool_calls: Vec::new(),
+            cost_usd: None,
+            fallback: None,
         }
     }
 

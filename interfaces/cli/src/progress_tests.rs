@@ -58,6 +58,8 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
         session: None,
         approval: None,
         tool_calls: Vec::new(),
+        cost_usd: None,
+        fallback: None,
     }
 }
 
@@ -84,6 +86,7 @@ fn result() -> RunResult {
         outputs: BTreeMap::new(),
         error: None,
         message: None,
+        spend: None,
     }
 }
 

@@ -746,6 +746,7 @@ mod tests {
             outputs: std::collections::BTreeMap::new(),
             error,
             message: None,
+            spend: None,
         }
     }
 

@@ -74,6 +74,23 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         s => ResumeFrom::Step(s.to_owned()),
     };
     run_cmd::warn_unrecorded(&w);
+    // A run parked on a usage limit goes on at its reset time, not before.
+    if let Ok(store) = w.state_store()
+        && let Ok(snap) = store.load(&run_id)
+        && snap.status == StoredStatus::Waiting
+        && let Some(until) = snap.waiting_until
+        && let Ok(left) = until.duration_since(std::time::SystemTime::now())
+    {
+        let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        if !ctx.quiet {
+            let _ = writeln!(
+                std::io::stderr(),
+                "waiting for usage limit, resets in {secs}s (at {})",
+                format_rfc3339(until)
+            );
+        }
+        tokio::time::sleep(left).await;
+    }
     // Held until the resumed run ends.
     let lock = match awf_application::runs::lock_run(&w.services, &run_id) {
         Ok(l) => l,
@@ -124,6 +141,7 @@ pub const fn go_status(s: StoredStatus) -> &'static str {
         StoredStatus::Success => "completed",
         StoredStatus::Failure => "failed",
         StoredStatus::Cancelled => "cancelled",
+        StoredStatus::Waiting => "waiting",
     }
 }
 
@@ -313,7 +331,21 @@ pub fn history_json(r: &HistoryRecord) -> serde_json::Value {
         "started_at_ms": r.started_at_ms,
         "completed_at_ms": r.completed_at_ms,
         "parent_run_id": r.parent_run_id,
+        "spend": r.spend,
     })
+}
+
+/// A run's spend as one line: `1234 tokens (1000 in, 234 out), $0.012300` (the dollars only
+/// when priced).
+pub fn spend_text(s: &awf_domain::run::Spend) -> String {
+    let mut t = format!(
+        "{} tokens ({} in, {} out)",
+        s.tokens, s.tokens_input, s.tokens_output
+    );
+    if let Some(u) = s.usd {
+        t.push_str(&format!(", ${u:.6}"));
+    }
+    t
 }
 
 /// AWF (Go)'s history duration: `<1000` ms → `Nms`, `<60000` → `N.Ns`, else `N.Nm`.
@@ -343,6 +375,14 @@ fn history_text_marking(
         header.map(|h| "-".repeat(h.len())).to_vec(),
     ];
     table.extend(rows.iter().map(|r| history_cells(r, gone.contains(&r.id))));
+    // A SPEND column only when some run spent on agents (the rest is AWF (Go)'s table).
+    if rows.iter().any(|r| r.spend.is_some()) {
+        table[0].push("SPEND".to_owned());
+        table[1].push("-----".to_owned());
+        for (row, r) in table.iter_mut().skip(2).zip(rows) {
+            row.push(r.spend.as_ref().map_or_else(|| "-".to_owned(), spend_text));
+        }
+    }
     crate::table::aligned(&table)
 }
 
@@ -383,6 +423,12 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
         "running (its awf process is gone; `awf resume` continues it)".to_owned()
+    } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
+        format!(
+            "waiting (usage limit resets at {}; `awf resume {}` continues it)",
+            format_rfc3339(t),
+            s.run_id
+        )
     } else {
         go_status(s.status).to_owned()
     }
@@ -457,6 +503,9 @@ pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Val
             o.insert("completed_at".into(), serde_json::json!(format_rfc3339(c)));
         }
         o.insert("steps".into(), serde_json::Value::Array(steps));
+        if let Some(t) = snap.waiting_until {
+            o.insert("waiting_until".into(), serde_json::json!(format_rfc3339(t)));
+        }
         o.insert("run_status".into(), serde_json::json!(snap.status));
         o.insert(
             "current_state".into(),
@@ -570,6 +619,9 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     }
     if let Some(e) = &snap.error {
         crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, e.message));
+    }
+    if let Some(s) = &snap.spend {
+        crate::stdout_check::checked(writeln!(out, "Spend:     {}", spend_text(s)));
     }
     crate::stdout_check::checked(writeln!(out, "States:"));
     let mut states: Vec<_> = snap.states.values().collect();
@@ -751,6 +803,7 @@ mod tests {
             duration_ms: None,
             error_message: None,
             parent_run_id: None,
+            spend: None,
         };
         let text = history_text_marking(
             std::slice::from_ref(&row),

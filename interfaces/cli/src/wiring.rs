@@ -331,6 +331,10 @@ pub fn build_with(
             Some(Arc::clone(&operations)),
         ))),
         operations: Some(operations),
+        prices: repository
+            .load_config()
+            .map(|c| c.prices)
+            .unwrap_or_default(),
     };
     Wiring {
         services,

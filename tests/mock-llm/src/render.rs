@@ -152,6 +152,8 @@ fn anthropic(reply: &Reply, tool: Option<&ToolCall>, f: &Facts, ids: &Ids) -> Re
     let u = reply.usage;
     let stop = if tool.is_some() {
         "tool_use"
+    } else if reply.refusal.is_some() {
+        "refusal"
     } else {
         "end_turn"
     };
@@ -187,7 +189,11 @@ fn anthropic(reply: &Reply, tool: Option<&ToolCall>, f: &Facts, ids: &Ids) -> Re
                 &json!({"type": "content_block_start", "index": 0,
                 "content_block": {"type": "text", "text": ""}}),
             ));
-            for d in reply.deltas() {
+            let deltas = match &reply.refusal {
+                Some(r) => vec![r.clone()],
+                None => reply.deltas(),
+            };
+            for d in deltas {
                 ev.push(named_event(
                     &json!({"type": "content_block_delta", "index": 0,
                     "delta": {"type": "text_delta", "text": d}}),
@@ -291,6 +297,34 @@ fn chat(reply: &Reply, tool: Option<&ToolCall>, f: &Facts, ids: &Ids) -> Respons
     let u = reply.usage;
     let usage = json!({"prompt_tokens": u.input, "completion_tokens": u.output, "total_tokens": u.input + u.output});
     let finish = if tool.is_some() { "tool_calls" } else { "stop" };
+    if let Some(refusal) = &reply.refusal {
+        if !f.sse {
+            return Response::json(
+                200,
+                &json!({"id": id, "object": "chat.completion", "created": 0, "model": model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": refusal},
+                    "finish_reason": "stop"}], "usage": usage}),
+            );
+        }
+        let chunk = |choices: Value| {
+            data_event(
+                &json!({"id": id, "object": "chat.completion.chunk", "created": 0, "model": model, "choices": choices}),
+            )
+        };
+        let ev = vec![
+            chunk(
+                json!([{"index": 0, "delta": {"role": "assistant", "content": null, "refusal": ""}, "finish_reason": null}]),
+            ),
+            chunk(json!([{"index": 0, "delta": {"refusal": refusal}, "finish_reason": null}])),
+            chunk(json!([{"index": 0, "delta": {}, "finish_reason": "stop"}])),
+            data_event(
+                &json!({"id": id, "object": "chat.completion.chunk", "created": 0,
+                "model": model, "choices": [], "usage": usage}),
+            ),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        return Response::sse(ev);
+    }
     if !f.sse {
         let message = match tool {
             Some(t) => {

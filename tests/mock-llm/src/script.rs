@@ -80,6 +80,9 @@ pub struct Reply {
     pub content_type: Option<String>,
     /// Extra response headers.
     pub headers: Vec<(String, String)>,
+    /// A refusal: the chat dialect streams it as `delta.refusal` (and no content); the
+    /// Anthropic dialect answers with `stop_reason: "refusal"` and this text.
+    pub refusal: Option<String>,
 }
 
 impl Reply {
@@ -171,6 +174,7 @@ impl Reply {
             raw_body: s("raw_body"),
             content_type: s("content_type"),
             headers,
+            refusal: s("refusal"),
         }
     }
 

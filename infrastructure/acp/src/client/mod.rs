@@ -781,6 +781,8 @@ impl AcpProvider {
             session,
             raw: String::new(),
             stderr,
+            // The model asked for (options.model), so prices can look it up.
+            model: opts.model.clone(),
         })
     }
 

@@ -105,6 +105,7 @@ pub fn run_workflow(sink: &dyn EventPublisher, run_id: &str, start_ms: u64, step
                 outputs: BTreeMap::new(),
                 error: None,
                 message: None,
+                spend: None,
             }),
         },
     );

@@ -41,6 +41,8 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         outputs: BTreeMap::new(),
         owner_pid: None,
         loop_position: None,
+        spend: None,
+        waiting_until: None,
     }
 }
 

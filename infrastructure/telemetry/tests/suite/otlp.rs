@@ -107,6 +107,7 @@ fn emit_run() {
                     outputs: BTreeMap::new(),
                     error: None,
                     message: None,
+                    spend: None,
                 }),
             },
         ),

@@ -308,6 +308,7 @@ fn agent_state_keeps_every_field() {
                 inject_context: None
             }),
             mcp_proxy: None,
+            policy: Default::default(),
         })
     );
     let w = wf(&with_states(

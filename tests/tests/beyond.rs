@@ -1,0 +1,630 @@
+//! End-to-end tests of issue 14's "beyond every peer" features over the built binary: safe
+//! shell interpolation (`shell_quote`), budgets, `fallback_providers:` and usage limits,
+//! the agent cases against the scripted LLM (tests/mock-llm).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use awf_tests::workspace_root;
+use pretty_assertions::assert_eq;
+
+fn sandbox() -> Sandbox {
+    Sandbox::new().expect("sandbox")
+}
+
+// ---- safe shell interpolation ----------------------------------------------------------------
+
+const HOSTILE: &str = "it's; touch $TMPDIR/pwned #";
+
+fn safe_shell_text() -> String {
+    std::fs::read_to_string(workspace_root().join("workflows/safe-shell.yaml")).unwrap()
+}
+
+#[test]
+fn a_hostile_input_runs_nothing_under_shell_quote() {
+    let mut sb = sandbox();
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    let wf = workspace_root().join("workflows/safe-shell.yaml");
+    let r = sb
+        .run(&[
+            "run",
+            &wf.display().to_string(),
+            "-f",
+            "json",
+            "-i",
+            &format!("message={HOSTILE}"),
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!tmp.join("pwned").exists(), "the input ran as shell code");
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["echo"]["output"], format!("{HOSTILE}\n"));
+    assert_eq!(
+        doc["states"]["count"]["output"],
+        HOSTILE.chars().count().to_string()
+    );
+}
+
+#[test]
+fn the_same_input_runs_as_shell_code_without_shell_quote() {
+    // Proves the test above can fail: the same workflow without the mode is injectable.
+    let mut sb = sandbox();
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    let text = safe_shell_text().replace("shell_quote: true", "shell_quote: false");
+    let wf = sb.write("unsafe.yaml", &text).unwrap();
+    let _ = sb
+        .run(&[
+            "run",
+            &wf.display().to_string(),
+            "-i",
+            &format!("message={HOSTILE}"),
+        ])
+        .unwrap();
+    assert!(tmp.join("pwned").exists(), "the unquoted input did not run");
+}
+
+#[test]
+fn validate_warns_about_unquoted_values_with_the_fix_in_the_hint() {
+    let sb = sandbox();
+    let text = safe_shell_text().replace("shell_quote: true\n", "");
+    let wf = sb.write("unsafe.yaml", &text).unwrap();
+    let r = sb
+        .run(&["validate", &wf.display().to_string(), "-f", "json"])
+        .unwrap();
+    assert_eq!(
+        r.code, 0,
+        "a warning is not an error: {}{}",
+        r.stdout, r.stderr
+    );
+    let doc = r.json().unwrap();
+    let text = doc.to_string();
+    assert!(
+        text.contains("WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE"),
+        "{doc:#}"
+    );
+    assert!(text.contains("{{shell_quote .inputs.message}}"), "{doc:#}");
+    let quoted = sb.write("safe.yaml", &safe_shell_text()).unwrap();
+    let r = sb
+        .run(&["validate", &quoted.display().to_string(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        !r.stdout.contains("UNQUOTED_SHELL_VALUE"),
+        "shell_quote: true leaves nothing to warn about: {}",
+        r.stdout
+    );
+}
+
+// ---- budgets ---------------------------------------------------------------------------------
+
+use awf_mock_llm::MockLlm;
+use serde_json::Value;
+use serde_json::json;
+
+/// A sandbox whose `openai_compatible` steps talk to `mock` (model `mock-model`).
+fn openai_sandbox(mock: &MockLlm) -> Sandbox {
+    let mut sb = sandbox();
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    sb
+}
+
+fn run_json(sb: &Sandbox, wf: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["run", wf, "-f", "json"];
+    args.extend_from_slice(extra);
+    let r = sb.run(&args).unwrap();
+    let doc = r.json().unwrap_or_else(|e| panic!("{e}"));
+    (r.code, doc, r.stderr)
+}
+
+fn example(name: &str) -> String {
+    workspace_root()
+        .join("workflows")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn the_step_that_would_start_past_the_budget_does_not_start_and_the_spend_is_recorded() {
+    // The draft costs 2100 tokens: the workflow's budget of 2000 is spent before `tighten`.
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_last_user_contains": "bullet points about", "reply": {"text": "- a\n- b\n- c", "usage": {"input": 1500, "output": 600}}}
+    ], "default": {"text": "should not be asked", "usage": {"input": 1, "output": 1}}}));
+    let sb = openai_sandbox(&mock);
+    sb.write(
+        ".awf/config.yaml",
+        "prices:\n  mock-model: {input_per_mtok: 10, output_per_mtok: 30}\n",
+    )
+    .unwrap();
+    let (code, doc, stderr) = run_json(&sb, &example("budget.yaml"), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(doc["terminal"], json!("over_budget"), "{doc:#}");
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "tighten must not call the model"
+    );
+    let err = doc["states"]["tighten"]["error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        err.contains("not started") && err.contains("2000 tokens"),
+        "{err}"
+    );
+    assert_eq!(doc["spend"]["tokens"], json!(2100), "{doc:#}");
+    assert_eq!(doc["spend"]["tokens_input"], json!(1500));
+    assert_eq!(doc["spend"]["tokens_output"], json!(600));
+    // 1500 × $10/M + 600 × $30/M = $0.033
+    let usd = doc["spend"]["usd"].as_f64().unwrap();
+    assert!((usd - 0.033).abs() < 1e-9, "{usd}");
+    assert!(
+        (doc["states"]["draft"]["cost_usd"].as_f64().unwrap() - 0.033).abs() < 1e-9,
+        "{doc:#}"
+    );
+    let run_id = doc["run_id"].as_str().unwrap().to_owned();
+
+    // The state file, `awf status` and `awf history` show the spend too.
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            awf_tests::data(&sb)
+                .join("states")
+                .join(format!("{run_id}.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(state["spend"]["tokens"], json!(2100), "{state:#}");
+    let status = sb.run(&["status", &run_id]).unwrap();
+    assert!(
+        status
+            .stdout
+            .contains("Spend:     2100 tokens (1500 in, 600 out), $0.033000"),
+        "{}",
+        status.stdout
+    );
+    let status = sb.run(&["status", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(status.json().unwrap()["spend"]["tokens"], json!(2100));
+    let history = sb.run(&["history", "-f", "json"]).unwrap();
+    let rows = history.json().unwrap();
+    assert_eq!(rows[0]["spend"]["tokens"], json!(2100), "{rows:#}");
+    let history = sb.run(&["history"]).unwrap();
+    assert!(
+        history.stdout.contains("SPEND") && history.stdout.contains("2100 tokens"),
+        "{}",
+        history.stdout
+    );
+}
+
+#[test]
+fn a_dollar_budget_stops_the_run_with_its_own_code() {
+    let mock = MockLlm::start(
+        json!({"default": {"text": "fine", "usage": {"input": 100, "output": 100}}}),
+    );
+    let sb = openai_sandbox(&mock);
+    sb.write(
+        ".awf/config.yaml",
+        "prices:\n  mock: {input_per_mtok: 100, output_per_mtok: 100}\n",
+    )
+    .unwrap();
+    // $0.02 a call (priced by the longest key `mock-model` starts with); the budget is $0.03.
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: usd\nbudget: {usd: 0.03}\nstates:\n  initial: a\n  a: {type: agent, provider: openai_compatible, prompt: one, on_success: b}\n  b: {type: agent, provider: openai_compatible, prompt: two, on_success: c}\n  c: {type: agent, provider: openai_compatible, prompt: three, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["error"]["code"],
+        json!("EXECUTION.BUDGET.EXCEEDED"),
+        "{doc:#}"
+    );
+    assert_eq!(mock.model_requests().len(), 2);
+    assert_eq!(doc["states"]["c"]["status"], json!("failed"));
+    assert!((doc["spend"]["usd"].as_f64().unwrap() - 0.04).abs() < 1e-9);
+    let hint = doc["error"]["hints"].to_string();
+    assert!(hint.contains("budget"), "{doc:#}");
+}
+
+#[test]
+fn a_step_budget_counts_that_step_s_own_calls() {
+    // 18 tokens a call; the step may spend 30: the third iteration does not start.
+    let mock =
+        MockLlm::start(json!({"default": {"text": "ok", "usage": {"input": 11, "output": 7}}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: per-step\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\", \"c\"]'\n    body: [ask]\n    on_complete: done\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: \"item {{.loop.Item}}\"\n    budget: {tokens: 30}\n    on_success: each\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_ne!(code, 0, "{doc:#}\n{stderr}");
+    assert_eq!(mock.model_requests().len(), 2, "{doc:#}");
+    assert!(
+        doc.to_string().contains("the step's budget of 30 tokens"),
+        "{doc:#}"
+    );
+    assert_eq!(doc["spend"]["tokens"], json!(36));
+}
+
+// ---- fallback providers and usage limits ----------------------------------------------------
+
+/// A sandbox where the real `claude` CLI and `openai_compatible` both talk to `mock`.
+fn claude_and_openai_sandbox(mock: &MockLlm) -> Sandbox {
+    let mut sb = openai_sandbox(mock);
+    let bin = workspace_root().join(".cache/npm/node_modules/.bin");
+    assert!(
+        bin.join("claude").exists(),
+        "agent CLIs not installed in {}: run scripts/install-agents.sh (scripts/test.sh does)",
+        bin.display()
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
+    sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+    sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
+    sb
+}
+
+/// The example workflow with its second fallback (gemini) left out and `extra` lines added
+/// to the step.
+fn fallback_example(extra: &str) -> String {
+    std::fs::read_to_string(example("fallback.yaml"))
+        .unwrap()
+        .replace(
+            "      - gemini                          # a bare provider name works too\n",
+            "",
+        )
+        .replace(
+            "    on_success: done\n",
+            &format!("{extra}    on_success: done\n"),
+        )
+}
+
+#[test]
+fn a_refusal_by_claude_falls_back_to_the_next_provider_on_the_same_prompt() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_dialect": "anthropic", "reply": {"refusal": "I cannot help with that."}},
+        {"when_dialect": "chat", "when_last_user_contains": "PROMPT-77", "reply": {"text": "answered by the fallback"}}
+    ], "default": {"text": "unexpected"}}));
+    let sb = claude_and_openai_sandbox(&mock);
+    let wf = sb.write("wf.yaml", &fallback_example("")).unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &["-i", "question=PROMPT-77"]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let ask = &doc["states"]["ask"];
+    assert_eq!(ask["output"], json!("answered by the fallback"), "{doc:#}");
+    assert_eq!(
+        ask["fallback"]["provider"],
+        json!("openai_compatible"),
+        "{doc:#}"
+    );
+    assert_eq!(ask["fallback"]["skipped"][0]["provider"], json!("claude"));
+    assert_eq!(ask["fallback"]["skipped"][0]["class"], json!("refusal"));
+    assert!(
+        ask["fallback"]["skipped"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Usage Policy"),
+        "{doc:#}"
+    );
+    assert!(stderr.contains("trying openai_compatible"), "{stderr}");
+    // The same prompt went to both.
+    let reqs = mock.model_requests();
+    assert!(reqs.iter().any(|r| r["dialect"] == json!("anthropic")));
+    assert!(
+        reqs.iter()
+            .any(|r| r["dialect"] == json!("chat") && r["facts"]["last_user"] == json!("PROMPT-77")),
+        "{reqs:#?}"
+    );
+    // The state file records it too.
+    let run_id = doc["run_id"].as_str().unwrap();
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(awf_tests::data(&sb).join(format!("states/{run_id}.json")))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        state["states"]["ask"]["fallback"]["provider"],
+        json!("openai_compatible")
+    );
+}
+
+#[test]
+fn a_class_left_out_of_fallback_on_fails_with_its_own_code() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_dialect": "anthropic", "reply": {"refusal": "No."}}
+    ], "default": {"text": "must not be asked"}}));
+    let sb = claude_and_openai_sandbox(&mock);
+    let text = fallback_example("")
+        .replace(
+            "    fallback_on: [usage_limit, quota, refusal, unavailable]\n",
+            "    fallback_on: [quota]\n",
+        )
+        .replace("    on_failure: failed\n", "");
+    let wf = sb.write("wf.yaml", &text).unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["error"]["code"],
+        json!("EXECUTION.AGENT.REFUSAL"),
+        "{doc:#}"
+    );
+    assert!(
+        mock.model_requests()
+            .iter()
+            .all(|r| r["dialect"] != json!("chat")),
+        "refusal is not in fallback_on: no fallback"
+    );
+}
+
+#[test]
+fn an_unreachable_provider_falls_back() {
+    let mock = MockLlm::start(json!({"default": {"text": "from the second"}}));
+    let sb = openai_sandbox(&mock);
+    // A port nothing listens on: bind one, then close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let wf = sb
+        .write(
+            "wf.yaml",
+            &format!(
+                "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"http://127.0.0.1:{closed}/v1\"}}\n    fallback_providers:\n      - {{provider: openai_compatible, options: {{base_url: \"{}/v1\"}}}}\n    on_success: done\n  done: {{type: terminal}}\n",
+                mock.url()
+            ),
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    assert_eq!(doc["states"]["ask"]["output"], json!("from the second"));
+    assert_eq!(
+        doc["states"]["ask"]["fallback"]["skipped"][0]["class"],
+        json!("unavailable"),
+        "{doc:#}"
+    );
+}
+
+#[test]
+fn a_429_with_a_short_retry_after_is_waited_out_inside_the_step() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 2, "error_message": "slow down"}}
+    ], "default": {"text": "after the wait", "usage": {"input": 3, "output": 4}}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: wait\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-o", "streaming"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("waiting for usage limit of openai_compatible, resets in 2s"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(mock.model_requests().len(), 2, "the same step asked again");
+    assert!(
+        t0.elapsed() >= std::time::Duration::from_millis(1500),
+        "it waited"
+    );
+    assert!(r.stdout.contains("after the wait"), "{}", r.stdout);
+}
+
+#[test]
+fn claude_s_resets_at_text_is_waited_out_too() {
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 2;
+    let mock = MockLlm::start(json!({"rules": [
+        {"when_dialect": "anthropic", "times": 1, "reply": {"status": 429,
+            "error_message": format!("usage limit reached, resets at {reset}")}}
+    ], "default": {"text": "claude after the reset"}}));
+    let sb = claude_and_openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: wait\nstates:\n  initial: ask\n  ask: {type: agent, provider: claude, prompt: hi, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["states"]["ask"]["output"],
+        json!("claude after the reset")
+    );
+    assert!(
+        stderr.contains("waiting for usage limit of claude"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_reset_past_the_wait_fails_with_the_usage_limit_code_and_its_reset_time() {
+    let mock = MockLlm::start(json!({"default": {"status": 429, "retry_after": 3600}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(
+        doc["error"]["code"],
+        json!("EXECUTION.AGENT.USAGE_LIMIT"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        mock.model_requests().len(),
+        1,
+        "no wait of an hour inside the step"
+    );
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("resets at"),
+        "{doc:#}"
+    );
+    // An hour is within the default max_wait (5h): parked.
+    let run_id = doc["run_id"].as_str().unwrap();
+    let sj = sb
+        .run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("waiting"), "{sj:#}");
+    // Past max_wait the run simply fails.
+    let wf = sb
+        .write(
+            "wf2.yaml",
+            "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 10m}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, _) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3);
+    assert_eq!(doc["error"]["code"], json!("EXECUTION.AGENT.USAGE_LIMIT"));
+    let run_id = doc["run_id"].as_str().unwrap();
+    let sj = sb
+        .run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("failed"), "{sj:#}");
+}
+
+#[test]
+fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
+    let mock = MockLlm::start(json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 4, "error_message": "come back later"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let sb = openai_sandbox(&mock);
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    assert_eq!(code, 3, "{doc:#}\n{stderr}");
+    assert_eq!(doc["error"]["code"], json!("EXECUTION.AGENT.USAGE_LIMIT"));
+    let run_id = doc["run_id"].as_str().unwrap().to_owned();
+    let status = sb.run(&["status", &run_id]).unwrap();
+    assert!(
+        status.stdout.contains("waiting (usage limit resets at"),
+        "{}",
+        status.stdout
+    );
+    let sj = sb
+        .run(&["status", &run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("waiting"), "{sj:#}");
+    assert!(sj["waiting_until"].is_string(), "{sj:#}");
+    let rows = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    assert_eq!(rows[0]["status"], json!("waiting"), "{rows:#}");
+    // Resume waits for the reset, then asks the same step again.
+    let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("waiting for usage limit, resets in"),
+        "{}",
+        r.stderr
+    );
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["states"]["ask"]["output"],
+        json!("answered after the reset")
+    );
+    assert_eq!(mock.model_requests().len(), 2);
+    let sj = sb
+        .run(&["status", &run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["status"], json!("completed"), "{sj:#}");
+    assert!(sj.get("waiting_until").is_none(), "{sj:#}");
+}
+
+#[test]
+fn the_dry_run_shows_commands_quoted_as_the_run_quotes_them() {
+    let sb = sandbox();
+    let r = sb
+        .run(&[
+            "run",
+            &example("safe-shell.yaml"),
+            "--dry-run",
+            "-i",
+            "message=it's here",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    // The literal quotes of `echo '{{.inputs.message}}'` close and reopen around the value.
+    assert!(all.contains(r#"Command: echo '''it'\''s here'''"#), "{all}");
+}
+
+#[test]
+fn validate_names_an_unknown_fallback_provider() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "wf.yaml",
+            "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt: hi\n    fallback_providers: [openai_compatible, {provider: claudee}]\n    fallback_on: [refusal]\n    on_success: done\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["validate", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let text = r.stdout;
+    assert!(text.contains("states.ask.fallback_providers.1"), "{text}");
+    assert!(text.contains("did you mean 'claude'?"), "{text}");
+    assert!(!text.contains("fallback_providers.0"), "{text}");
+    assert!(
+        !text.contains("UNKNOWN_FIELD"),
+        "the keys are known: {text}"
+    );
+    // A class that does not exist is an error.
+    let bad = sb
+        .write(
+            "bad.yaml",
+            "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: claude\n    prompt: hi\n    fallback_on: [teapot]\n    on_success: done\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let r = sb.run(&["validate", bad.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("unknown fallback class") || r.stderr.contains("unknown fallback class"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
