@@ -80,6 +80,14 @@ pub(crate) fn line(h: &Head<'_>, payload: Value) -> String {
 /// whole line as one JSON object, without the map of the envelope).
 pub(crate) fn line_into(out: &mut String, h: &Head<'_>, payload: &Value) {
     use std::fmt::Write as _;
+    head_into(out, h);
+    let _ = write!(out, "{payload}");
+    out.push_str("}\n");
+}
+
+/// Appends the envelope of a line up to (and with) the `"payload":` key.
+fn head_into(out: &mut String, h: &Head<'_>) {
+    use std::fmt::Write as _;
     out.push_str("{\"seq\":");
     let _ = write!(out, "{}", h.seq);
     out.push_str(",\"run_id\":");
@@ -102,8 +110,6 @@ pub(crate) fn line_into(out: &mut String, h: &Head<'_>, payload: &Value) {
     out.push_str(",\"timestamp\":\"");
     out.push_str(&format_rfc3339(h.at));
     out.push_str("\",\"payload\":");
-    let _ = write!(out, "{payload}");
-    out.push_str("}\n");
 }
 
 /// Appends `s` as a JSON string (quoted and escaped as serde_json escapes it).
@@ -305,6 +311,56 @@ pub(crate) fn event_line_into(
     inline: bool,
     files: &crate::state::OutputFiles,
 ) {
+    // The two lines of every step, written without building their payload as a map.
+    let head = |kind| Head {
+        seq,
+        run_id: &env.run_id.0,
+        parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.as_str()),
+        child_run_id: None,
+        kind,
+        path: &env.path,
+        iteration: env.iteration,
+        at: env.at,
+    };
+    match &env.event {
+        RunEvent::StepStarted { step, kind } => {
+            head_into(out, &head("step.started"));
+            out.push_str("{\"name\":");
+            push_json_str(out, step);
+            out.push_str(",\"kind\":");
+            push_json_str(out, kind);
+            out.push_str("}}\n");
+            return;
+        }
+        RunEvent::StepFinished { step, kind, state } => {
+            use std::fmt::Write as _;
+            head_into(out, &head("step.completed"));
+            out.push_str("{\"name\":");
+            push_json_str(out, step);
+            out.push_str(",\"kind\":");
+            push_json_str(out, kind);
+            out.push_str(",\"status\":");
+            push_json_str(out, state.status.as_str());
+            if let Some(e) = &state.error {
+                out.push_str(",\"error\":");
+                push_json_str(out, e);
+            }
+            if let Some(c) = state.exit_code {
+                let _ = write!(out, ",\"exit_code\":{c}");
+            }
+            if let Some(f) = &files.stdout {
+                out.push_str(",\"output_file\":");
+                push_json_str(out, f);
+            }
+            if let Some(f) = &files.stderr {
+                out.push_str(",\"stderr_file\":");
+                push_json_str(out, f);
+            }
+            out.push_str("}}\n");
+            return;
+        }
+        _ => {}
+    }
     let (kind, child, mut payload) = describe(&env.event);
     if let (RunEvent::OutputChunk { text, .. }, false) = (&env.event, inline)
         && let Value::Object(m) = &mut payload
@@ -378,6 +434,96 @@ mod line_tests {
         let mut s = Value::Object(m).to_string();
         s.push('\n');
         s
+    }
+
+    /// The line of a step event as the generic path builds it (payload from `describe`).
+    fn generic_line(env: &EventEnvelope, seq: u64, files: &crate::state::OutputFiles) -> String {
+        let (kind, child, mut payload) = describe(&env.event);
+        if let (RunEvent::StepFinished { .. }, Value::Object(m)) = (&env.event, &mut payload) {
+            if let Some(f) = &files.stdout {
+                m.insert("output_file".into(), f.as_str().into());
+            }
+            if let Some(f) = &files.stderr {
+                m.insert("stderr_file".into(), f.as_str().into());
+            }
+        }
+        let h = Head {
+            seq,
+            run_id: &env.run_id.0,
+            parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.as_str()),
+            child_run_id: child,
+            kind,
+            path: &env.path,
+            iteration: env.iteration,
+            at: env.at,
+        };
+        as_one_object(&h, payload)
+    }
+
+    #[test]
+    fn step_lines_equal_the_generic_form_byte_for_byte() {
+        use awf_domain::run::RunId;
+        use awf_domain::run::StepState;
+        use awf_domain::run::StepStatus;
+        let at = UNIX_EPOCH + Duration::from_millis(1_764_464_523_456);
+        let odd = "q\"uote\\back\nline\u{1}é";
+        let mut failed = StepState::running(odd, at);
+        failed.status = StepStatus::Failed;
+        failed.error = Some(format!("step {odd}: exit code 3"));
+        failed.exit_code = Some(-3);
+        let mut done = StepState::running("s", at);
+        done.status = StepStatus::Completed;
+        done.exit_code = Some(0);
+        let events = [
+            RunEvent::StepStarted {
+                step: "s".into(),
+                kind: "step".into(),
+            },
+            RunEvent::StepStarted {
+                step: odd.into(),
+                kind: "for_each".into(),
+            },
+            RunEvent::StepFinished {
+                step: odd.into(),
+                kind: "step".into(),
+                state: Box::new(failed),
+            },
+            RunEvent::StepFinished {
+                step: "s".into(),
+                kind: "step".into(),
+                state: Box::new(done),
+            },
+            RunEvent::StepFinished {
+                step: "r".into(),
+                kind: "step".into(),
+                state: Box::new(StepState::running("r", at)),
+            },
+        ];
+        let files = [
+            crate::state::OutputFiles::default(),
+            crate::state::OutputFiles {
+                stdout: Some("outputs/r1/s-1.stdout".into()),
+                stderr: Some(format!("outputs/r1/{odd}.stderr")),
+            },
+        ];
+        for event in events {
+            for (parent, iteration, path) in [(None, None, "s"), (Some("p"), Some(2), "loop:2/s")] {
+                let env = EventEnvelope {
+                    seq: 7,
+                    run_id: RunId("r1".into()),
+                    parent_run_id: parent.map(|p: &str| RunId(p.into())),
+                    at,
+                    path: path.into(),
+                    iteration,
+                    event: event.clone(),
+                };
+                for f in &files {
+                    let mut out = String::new();
+                    event_line_into(&mut out, &env, 9, true, f);
+                    assert_eq!(out, generic_line(&env, 9, f));
+                }
+            }
+        }
     }
 
     #[test]
