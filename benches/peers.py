@@ -17,6 +17,7 @@ Cases and targets (issue 9):
   startup      `awf validate` (10 states) and `awf list` (20 workflows)   vs `just --list` (20) <= 1.5x;
                `awf --version`                                             vs `just --version`   <= 1.2x
   parallel64   a 64-branch parallel block of `sleep 0.2`                  vs make -j64          <= make + 10%
+  single       (no target) a one-step run vs make with one recipe: what every run costs besides its steps
   callgrind    (--callgrind) awf's instructions per step at 100/200/400/800 steps: flat within 10%
 
 Usage: benches/peers.py [--awf target/release/awf] [--reps 9] [--only CASE,...] [--callgrind]
@@ -156,6 +157,15 @@ def main():
         ta, tb, r = pairs(([awf, "run", "chainsh.yaml"], d, sh), ([peers["just"], "all"], d, sh), reps)
         report("chain-sh", "awf 200 x 'true;' (sh)", "just (sh -cu)", ta, tb, r, 1.1)
 
+    if want("single"):
+        # A one-step run: what every run costs besides its steps (start-up, opening the
+        # store, the final flush and its disk syncs, the sweep), against make with one recipe.
+        write(d, "one.yaml", chain_yaml(1, "true"))
+        write(d, "Makefile.one", makefile(1, "true", "true"))
+        ta, tb, r = pairs(([awf, "run", "one.yaml"], d, bash), (["make", "-s", "-f", "Makefile.one"], d, bash), reps)
+        report("single", "awf 1 x true (recording on)", "make 1 x @true", ta, tb, r, 0)
+        ROWS[-1] = ROWS[-1][:9] + ("info",) + ROWS[-1][10:]
+
     if want("record"):
         write(d, "chain.yaml", chain_yaml(200, "true"))
         cpu_only = lambda argv, cwd, env: cpu(argv, cwd, env)[0]
@@ -234,12 +244,22 @@ def main():
             print(f"  {n:>4} steps: {total/1e6:9.1f} M instructions, {per[n]/1e3:8.1f} K per step")
         flat = max(per.values()) / min(per.values())
         print(f"  per-step spread 100..800: {flat:.2f}x (target <= 1.10): {'OK' if flat <= 1.10 else 'OVER'}")
+        # The chain that needs the shell (`true;`, SHELL=/bin/sh), 200 steps.
+        write(d, "csh200.yaml", chain_yaml(200, "true;"))
+        outf = os.path.join(d, "cg.sh200")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={outf}", awf, "run", "csh200.yaml"],
+                       cwd=d, env=sh, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        total = next((int(l.split()[1]) for l in open(outf) if l.startswith(("summary:", "totals:"))), 0)
+        print(f"  200 steps needing the shell (SHELL=/bin/sh): {total/1e6:9.1f} M instructions, {total/200/1e3:8.1f} K per step")
 
     print(f"awf: {awf}  reps: {reps}  (A/B alternate; ratio = A/B per pair: min / median / max)")
     print(f"{'case':<11} {'A':<32} {'B':<22} {'A med':>9} {'B med':>9} {'min':>6} {'median':>7} {'max':>6} {'target':>7}")
     for case, la, lb, ta, tb, rmin, rmed, rmax, target, ok, unit in ROWS:
         if ok == "":
             print(f"{case:<11} {la:<32} {lb:<22} {ta:>7.1f}{unit}")
+            continue
+        if ok == "info":
+            print(f"{case:<11} {la:<32} {lb:<22} {ta:>7.1f}{unit} {tb:>7.1f}{unit} {rmin:>6.2f} {rmed:>7.2f} {rmax:>6.2f}   (no target)")
             continue
         print(f"{case:<11} {la:<32} {lb:<22} {ta:>7.1f}{unit} {tb:>7.1f}{unit} {rmin:>6.2f} {rmed:>7.2f} {rmax:>6.2f} {target:>6.2f}x {ok}")
 

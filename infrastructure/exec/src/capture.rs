@@ -4,8 +4,13 @@
 use awf_domain::event::OutputStream;
 use awf_domain::ports::exec::OutputCallback;
 
-/// Size of the buffer one `read` fills.
+/// Size of the buffer one `read` fills once a stream has filled a smaller one.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// Size of the buffer of a stream's first reads: most steps print a few lines, and a fresh
+/// 64 KiB buffer per stream and step cost an allocation that the allocator gave back to the
+/// system and took again (page faults) at every step.
+const FIRST_CHUNK: usize = 4 * 1024;
 
 /// What has been read from one pipe: the first `limit` bytes kept, the rest only counted.
 ///
@@ -22,6 +27,8 @@ pub(crate) struct Capture {
     truncated: bool,
     /// The buffer each read fills; emptied after every read.
     scratch: Vec<u8>,
+    /// A read filled the buffer: the stream is large, later reads get [`READ_CHUNK`].
+    large: bool,
 }
 
 impl Capture {
@@ -33,19 +40,25 @@ impl Capture {
             limit,
             truncated: false,
             scratch: Vec::new(),
+            large: false,
         }
     }
 
-    /// The (empty) buffer to read into, with room for one chunk.
+    /// The (empty) buffer to read into, with room for one chunk ([`FIRST_CHUNK`] until a
+    /// read fills it, then [`READ_CHUNK`]).
     pub(crate) fn read_target(&mut self) -> &mut Vec<u8> {
         self.scratch.clear();
-        self.scratch.reserve(READ_CHUNK);
+        self.scratch
+            .reserve(if self.large { READ_CHUNK } else { FIRST_CHUNK });
         &mut self.scratch
     }
 
     /// Takes the bytes just read into the read target: keeps what fits under the limit and,
     /// with a callback, hands them all on as they are.
     pub(crate) fn accept(&mut self, cb: Option<&OutputCallback>) {
+        if self.scratch.len() >= FIRST_CHUNK {
+            self.large = true;
+        }
         let room = self.limit.saturating_sub(self.kept.len());
         let keep = room.min(self.scratch.len());
         if keep < self.scratch.len() {
@@ -138,6 +151,22 @@ mod tests {
                 assert_eq!(all, String::from_utf8_lossy(bytes), "step {step}");
             }
         }
+    }
+
+    /// Reads start with a small buffer and get the large one once a read filled it.
+    #[test]
+    fn the_read_buffer_grows_once_a_read_fills_it() {
+        let mut cap = Capture::new(OutputStream::Stdout, usize::MAX);
+        let small = cap.read_target().capacity();
+        assert!((FIRST_CHUNK..READ_CHUNK).contains(&small), "{small}");
+        cap.read_target().extend_from_slice(b"a few bytes\n");
+        cap.accept(None);
+        assert!(cap.read_target().capacity() < READ_CHUNK);
+        let full = vec![b'x'; small];
+        cap.read_target().extend_from_slice(&full);
+        cap.accept(None);
+        assert!(cap.read_target().capacity() >= READ_CHUNK);
+        assert_eq!(cap.into_string().len(), 12 + small);
     }
 
     #[test]

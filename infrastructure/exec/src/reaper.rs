@@ -149,37 +149,65 @@ struct ProcEntry {
     zombie: bool,
 }
 
-/// The children of this process (its own and adopted ones), from `/proc/<pid>/stat`.
+/// The children of this process (its own and adopted ones): the pids listed in
+/// `/proc/self/task/<tid>/children` of each of its threads (a child belongs to the thread
+/// that forked it, an adopted orphan to the thread chosen as its reaper), each read from
+/// `/proc/<pid>/stat`; without those lists (a kernel built without them), every process of
+/// the host is read to find the ones whose parent is this process.
 fn children() -> Vec<ProcEntry> {
     let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    match listed_children() {
+        Some(pids) => pids
+            .into_iter()
+            .filter_map(|pid| proc_entry(pid, me))
+            .collect(),
+        None => scanned_children(me),
+    }
+}
+
+/// The pids in the `children` lists of this process's threads; `None` when a list cannot
+/// be read (not supported by the kernel).
+fn listed_children() -> Option<BTreeSet<i32>> {
+    let mut pids = BTreeSet::new();
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(text) => pids.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            ),
+            // The thread exited since the directory was read.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && task.path().exists() => return None,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    Some(pids)
+}
+
+/// Every process of the host whose parent is `me`, from `/proc/<pid>/stat`.
+fn scanned_children(me: i32) -> Vec<ProcEntry> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().unwrap_or("");
-        let Some(ppid) = fields.next().and_then(|p| p.parse::<i32>().ok()) else {
-            continue;
-        };
-        if ppid == me {
-            out.push(ProcEntry {
-                pid,
-                zombie: state == "Z" || state == "X",
-            });
-        }
-    }
-    out
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter_map(|pid| proc_entry(pid, me))
+        .collect()
+}
+
+/// Process `pid` from `/proc/<pid>/stat`, when its parent is `parent`.
+fn proc_entry(pid: i32, parent: i32) -> Option<ProcEntry> {
+    let stat =
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")).ok()?;
+    // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("");
+    let ppid = fields.next()?.parse::<i32>().ok()?;
+    (ppid == parent).then_some(ProcEntry {
+        pid,
+        zombie: state == "Z" || state == "X",
+    })
 }
 
 /// Whether process `pid` was started with `TAG_VAR=tag` in its environment.
@@ -339,5 +367,60 @@ pub(crate) async fn reap_group(pgid: i32) {
             Err(Errno::EINTR) => {}
             Err(_) => return, // ECHILD: none left
         }
+    }
+}
+
+#[cfg(test)]
+mod children_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The children lists of the threads name the same children as a scan of every process
+    /// (one spawned from this thread, one from another), zombies included.
+    #[test]
+    fn thread_lists_and_the_full_scan_agree() {
+        let me = i32::try_from(std::process::id()).unwrap();
+        let mut here = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut there = std::thread::spawn(|| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+        let mut done = std::process::Command::new("true").spawn().unwrap();
+        let done_pid = i32::try_from(done.id()).unwrap();
+        // `true` exits; until it is waited for it is a zombie child.
+        let t0 = Instant::now();
+        while !scanned_children(me)
+            .iter()
+            .any(|c| c.pid == done_pid && c.zombie)
+        {
+            assert!(t0.elapsed() < Duration::from_secs(30), "true never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let listed = listed_children().expect("/proc/self/task/*/children is readable here");
+        let pids = |v: Vec<ProcEntry>| -> Vec<(i32, bool)> {
+            let mut v: Vec<_> = v.into_iter().map(|c| (c.pid, c.zombie)).collect();
+            v.sort_unstable();
+            v
+        };
+        let ours: BTreeSet<i32> = [here.id(), there.id(), done.id()]
+            .into_iter()
+            .map(|p| i32::try_from(p).unwrap())
+            .collect();
+        assert!(ours.is_subset(&listed), "{listed:?}");
+        let from_lists = pids(children());
+        assert_eq!(from_lists, pids(scanned_children(me)));
+        assert!(from_lists.contains(&(done_pid, true)), "{from_lists:?}");
+        for c in [&mut here, &mut there] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        done.wait().unwrap();
     }
 }

@@ -166,11 +166,17 @@ pub(crate) fn completed_line(
 pub(crate) struct AuditFile {
     path: PathBuf,
     file: Option<File>,
+    /// Lines were appended since the last [`AuditFile::sync`].
+    unsynced: bool,
 }
 
 impl AuditFile {
     pub(crate) fn new(path: PathBuf) -> Self {
-        Self { path, file: None }
+        Self {
+            path,
+            file: None,
+            unsynced: false,
+        }
     }
 
     /// Where lines go.
@@ -204,6 +210,7 @@ impl AuditFile {
             return Ok(());
         };
         let n = f.write(line.as_bytes())?;
+        self.unsynced |= n > 0;
         if n != line.len() {
             return Err(std::io::Error::other(format!(
                 "short write: {n} of {} bytes",
@@ -213,11 +220,20 @@ impl AuditFile {
         Ok(())
     }
 
-    /// Flushes the file to disk.
-    pub(crate) fn sync(&mut self) -> std::io::Result<()> {
+    /// The file to sync when lines were appended since the last sync (a handle of its own,
+    /// so it can be synced on another thread), marking them synced; `None` when clean (a
+    /// sync of a clean file still costs a disk flush on some file systems).
+    ///
+    /// # Errors
+    /// The OS error of duplicating the descriptor.
+    pub(crate) fn pending_sync(&mut self) -> std::io::Result<Option<File>> {
         match &self.file {
-            Some(f) => f.sync_data(),
-            None => Ok(()),
+            Some(f) if self.unsynced => {
+                let dup = f.try_clone()?;
+                self.unsynced = false;
+                Ok(Some(dup))
+            }
+            _ => Ok(None),
         }
     }
 }
@@ -333,8 +349,13 @@ mod tests {
         let mut a = AuditFile::new(path.clone());
         a.append("one\n").unwrap();
         a.append("two\n").unwrap();
-        a.sync().unwrap();
+        // Lines appended: one sync is due, then none until the next line.
+        a.pending_sync().unwrap().unwrap().sync_data().unwrap();
+        assert!(a.pending_sync().unwrap().is_none());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
+        a.append("three\n").unwrap();
+        assert!(a.pending_sync().unwrap().is_some());
+        assert!(a.pending_sync().unwrap().is_none());
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600

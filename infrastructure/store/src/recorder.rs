@@ -1032,13 +1032,19 @@ impl Writer {
             }
             _ => true,
         };
-        t.buf
-            .push_str(&transcript::event_line_with(env, seq, inline, files));
+        transcript::event_line_into(&mut t.buf, env, seq, inline, files);
     }
 
     /// Writes what the applied events changed; with `sync`, also fsyncs transcripts and audit.
+    ///
+    /// The syncs of the transcripts and the audit trail run on threads of their own while
+    /// this thread writes (and syncs) the state files: on a file system that commits its
+    /// journal per sync, syncs issued together share commits instead of queueing one after
+    /// the other, which was most of a run's final flush on a slow disk.
     fn commit(&mut self, sync: bool) {
         let mut failures = Vec::new();
+        // (file, kind of target, what the failure message names)
+        let mut to_sync: Vec<(File, &'static str, String)> = Vec::new();
         for (id, t) in &mut self.transcripts {
             if !t.buf.is_empty() {
                 if let Some(f) = t.file.as_mut() {
@@ -1057,11 +1063,13 @@ impl Writer {
                 && let Some(f) = t.file.as_ref()
             {
                 t.unsynced = false;
-                if let Err(e) = f.sync_data() {
-                    failures.push(format!(
-                        "cannot sync the transcript {}: {e}",
-                        self.paths.transcript_file(id).display()
-                    ));
+                let what = format!(
+                    "the transcript {}",
+                    self.paths.transcript_file(id).display()
+                );
+                match f.try_clone() {
+                    Ok(dup) => to_sync.push((dup, "transcript", what)),
+                    Err(e) => failures.push(format!("cannot sync {what}: {e}")),
                 }
             }
         }
@@ -1069,27 +1077,83 @@ impl Writer {
         for msg in failures {
             self.shared.report("transcript", msg);
         }
-        for p in self.runs.values_mut().filter(|p| p.dirty) {
-            p.dirty = false;
-            match write_state(&self.paths, p) {
-                Ok(()) => {
-                    self.shared.state_writes.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => self.shared.report("state", e.message().to_owned()),
+        if sync && let Some(a) = self.audit.as_mut() {
+            let what = format!("the audit trail {}", a.path().display());
+            match a.pending_sync() {
+                Ok(Some(dup)) => to_sync.push((dup, "audit", what)),
+                Ok(None) => {}
+                Err(e) => self
+                    .shared
+                    .report("audit", format!("cannot sync {what}: {e}")),
             }
+        }
+        let paths = &self.paths;
+        let shared = &self.shared;
+        let runs = &mut self.runs;
+        let write_states = || {
+            for p in runs.values_mut().filter(|p| p.dirty) {
+                p.dirty = false;
+                match write_state(paths, p) {
+                    Ok(()) => {
+                        shared.state_writes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => shared.report("state", e.message().to_owned()),
+                }
+            }
+        };
+        let synced = sync_beside(to_sync, write_states);
+        for (target, msg) in synced {
+            self.shared.report(target, msg);
         }
         self.runs.retain(|_, p| !p.finished);
         if sync || self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
             self.sync_journals();
         }
-        if sync
-            && let Some(a) = self.audit.as_mut()
-            && let Err(e) = a.sync()
-        {
-            let msg = format!("cannot sync the audit trail {}: {e}", a.path().display());
-            self.shared.report("audit", msg);
-        }
     }
+}
+
+/// Syncs `files` (data only) while `work` runs on the calling thread: up to one thread per
+/// file but the last; the calling thread takes what is left once `work` is done (all of them
+/// when no thread can be started). Returns the failures as (kind of target, message).
+fn sync_beside(
+    files: Vec<(File, &'static str, String)>,
+    work: impl FnOnce(),
+) -> Vec<(&'static str, String)> {
+    type Failure = (&'static str, String);
+    let helpers = files.len().saturating_sub(1);
+    let queue = Mutex::new(files);
+    let drain = || {
+        let mut out: Vec<Failure> = Vec::new();
+        loop {
+            let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
+            let Some((f, target, what)) = job else {
+                return out;
+            };
+            if let Err(e) = f.sync_data() {
+                out.push((target, format!("cannot sync {what}: {e}")));
+            }
+        }
+    };
+    let mut failures = Vec::new();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..helpers)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("awf-store-sync".into())
+                    .spawn_scoped(s, drain)
+                    .ok()
+            })
+            .collect();
+        work();
+        failures.extend(drain());
+        for h in handles {
+            match h.join() {
+                Ok(r) => failures.extend(r),
+                Err(_) => failures.push(("recorder", "a store sync thread panicked".to_owned())),
+            }
+        }
+    });
+    failures
 }
 
 /// Records one run's changes: the state file whole at its first write and when the run has
@@ -1211,6 +1275,39 @@ fn clear_inner(pos: &mut LoopPosition, depth: usize, name: &str) -> bool {
     match pos.inner.as_deref_mut() {
         Some(next) => clear_inner(next, depth - 1, name),
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod sync_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::fd::OwnedFd;
+
+    /// Every file is synced and the work runs; a file that cannot be synced (a pipe) is
+    /// reported with its kind and name, the others are not.
+    #[test]
+    fn syncs_run_beside_the_work_and_report_failures() {
+        let d = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for i in 0..3 {
+            let mut f = File::create(d.path().join(format!("f{i}"))).unwrap();
+            f.write_all(b"line\n").unwrap();
+            files.push((f, "transcript", format!("file {i}")));
+        }
+        let (read, _write): (OwnedFd, OwnedFd) = nix::unistd::pipe().unwrap();
+        files.insert(1, (File::from(read), "audit", "the pipe".to_owned()));
+        let mut ran = false;
+        let failures = sync_beside(files, || ran = true);
+        assert!(ran);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].0, "audit");
+        assert!(
+            failures[0].1.starts_with("cannot sync the pipe: "),
+            "{}",
+            failures[0].1
+        );
+        assert!(sync_beside(Vec::new(), || {}).is_empty());
     }
 }
 

@@ -70,25 +70,58 @@ pub(crate) struct Head<'a> {
 
 /// One line (newline included).
 pub(crate) fn line(h: &Head<'_>, payload: Value) -> String {
-    let mut m = Map::new();
-    m.insert("seq".into(), h.seq.into());
-    m.insert("run_id".into(), h.run_id.into());
+    let mut s = String::new();
+    line_into(&mut s, h, &payload);
+    s
+}
+
+/// Appends one line (newline included) to `out`: the envelope written field by field, in the
+/// order of the module docs, then the payload (compact JSON, the same text as building the
+/// whole line as one JSON object, without the map of the envelope).
+pub(crate) fn line_into(out: &mut String, h: &Head<'_>, payload: &Value) {
+    use std::fmt::Write as _;
+    head_into(out, h);
+    let _ = write!(out, "{payload}");
+    out.push_str("}\n");
+}
+
+/// Appends the envelope of a line up to (and with) the `"payload":` key.
+fn head_into(out: &mut String, h: &Head<'_>) {
+    use std::fmt::Write as _;
+    out.push_str("{\"seq\":");
+    let _ = write!(out, "{}", h.seq);
+    out.push_str(",\"run_id\":");
+    push_json_str(out, h.run_id);
     if let Some(p) = h.parent_run_id {
-        m.insert("parent_run_id".into(), p.into());
+        out.push_str(",\"parent_run_id\":");
+        push_json_str(out, p);
     }
     if let Some(c) = h.child_run_id {
-        m.insert("child_run_id".into(), c.into());
+        out.push_str(",\"child_run_id\":");
+        push_json_str(out, c);
     }
-    m.insert("type".into(), h.kind.into());
-    m.insert("path".into(), h.path.into());
+    out.push_str(",\"type\":");
+    push_json_str(out, h.kind);
+    out.push_str(",\"path\":");
+    push_json_str(out, h.path);
     if let Some(i) = h.iteration {
-        m.insert("iteration".into(), i.into());
+        let _ = write!(out, ",\"iteration\":{i}");
     }
-    m.insert("timestamp".into(), format_rfc3339(h.at).into());
-    m.insert("payload".into(), payload);
-    let mut s = Value::Object(m).to_string();
-    s.push('\n');
-    s
+    out.push_str(",\"timestamp\":\"");
+    out.push_str(&format_rfc3339(h.at));
+    out.push_str("\",\"payload\":");
+}
+
+/// Appends `s` as a JSON string (quoted and escaped as serde_json escapes it).
+fn push_json_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        // Rare (control characters, quotes, backslashes): let serde_json escape it.
+        let _ = std::fmt::Write::write_fmt(out, format_args!("{}", Value::from(s)));
+    }
 }
 
 /// `type`, `child_run_id` and `payload` of the line for one event.
@@ -268,15 +301,66 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
     }
 }
 
-/// The line of an event, numbered `seq`: an `OutputChunk` without its text (`bytes` instead)
+/// Appends the line of an event, numbered `seq`, to `out`: an `OutputChunk` without its text (`bytes` instead)
 /// unless `inline`; a `StepFinished` naming the files that hold its long texts
 /// (`output_file`, `stderr_file`, relative to the data root).
-pub(crate) fn event_line_with(
+pub(crate) fn event_line_into(
+    out: &mut String,
     env: &EventEnvelope,
     seq: u64,
     inline: bool,
     files: &crate::state::OutputFiles,
-) -> String {
+) {
+    // The two lines of every step, written without building their payload as a map.
+    let head = |kind| Head {
+        seq,
+        run_id: &env.run_id.0,
+        parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.as_str()),
+        child_run_id: None,
+        kind,
+        path: &env.path,
+        iteration: env.iteration,
+        at: env.at,
+    };
+    match &env.event {
+        RunEvent::StepStarted { step, kind } => {
+            head_into(out, &head("step.started"));
+            out.push_str("{\"name\":");
+            push_json_str(out, step);
+            out.push_str(",\"kind\":");
+            push_json_str(out, kind);
+            out.push_str("}}\n");
+            return;
+        }
+        RunEvent::StepFinished { step, kind, state } => {
+            use std::fmt::Write as _;
+            head_into(out, &head("step.completed"));
+            out.push_str("{\"name\":");
+            push_json_str(out, step);
+            out.push_str(",\"kind\":");
+            push_json_str(out, kind);
+            out.push_str(",\"status\":");
+            push_json_str(out, state.status.as_str());
+            if let Some(e) = &state.error {
+                out.push_str(",\"error\":");
+                push_json_str(out, e);
+            }
+            if let Some(c) = state.exit_code {
+                let _ = write!(out, ",\"exit_code\":{c}");
+            }
+            if let Some(f) = &files.stdout {
+                out.push_str(",\"output_file\":");
+                push_json_str(out, f);
+            }
+            if let Some(f) = &files.stderr {
+                out.push_str(",\"stderr_file\":");
+                push_json_str(out, f);
+            }
+            out.push_str("}}\n");
+            return;
+        }
+        _ => {}
+    }
     let (kind, child, mut payload) = describe(&env.event);
     if let (RunEvent::OutputChunk { text, .. }, false) = (&env.event, inline)
         && let Value::Object(m) = &mut payload
@@ -292,7 +376,8 @@ pub(crate) fn event_line_with(
             m.insert("stderr_file".into(), f.as_str().into());
         }
     }
-    line(
+    line_into(
+        out,
         &Head {
             seq,
             run_id: &env.run_id.0,
@@ -303,8 +388,8 @@ pub(crate) fn event_line_with(
             iteration: env.iteration,
             at: env.at,
         },
-        payload,
-    )
+        &payload,
+    );
 }
 
 /// The highest `seq` in an existing transcript (0 when missing or empty).
@@ -319,4 +404,161 @@ pub(crate) fn last_seq(path: &Path) -> u64 {
         .filter_map(|v| v.get("seq").and_then(Value::as_u64))
         .max()
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod line_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::time::Duration;
+    use std::time::UNIX_EPOCH;
+
+    /// The line as one JSON object (how it was built before it was written field by field).
+    fn as_one_object(h: &Head<'_>, payload: Value) -> String {
+        let mut m = Map::new();
+        m.insert("seq".into(), h.seq.into());
+        m.insert("run_id".into(), h.run_id.into());
+        if let Some(p) = h.parent_run_id {
+            m.insert("parent_run_id".into(), p.into());
+        }
+        if let Some(c) = h.child_run_id {
+            m.insert("child_run_id".into(), c.into());
+        }
+        m.insert("type".into(), h.kind.into());
+        m.insert("path".into(), h.path.into());
+        if let Some(i) = h.iteration {
+            m.insert("iteration".into(), i.into());
+        }
+        m.insert("timestamp".into(), format_rfc3339(h.at).into());
+        m.insert("payload".into(), payload);
+        let mut s = Value::Object(m).to_string();
+        s.push('\n');
+        s
+    }
+
+    /// The line of a step event as the generic path builds it (payload from `describe`).
+    fn generic_line(env: &EventEnvelope, seq: u64, files: &crate::state::OutputFiles) -> String {
+        let (kind, child, mut payload) = describe(&env.event);
+        if let (RunEvent::StepFinished { .. }, Value::Object(m)) = (&env.event, &mut payload) {
+            if let Some(f) = &files.stdout {
+                m.insert("output_file".into(), f.as_str().into());
+            }
+            if let Some(f) = &files.stderr {
+                m.insert("stderr_file".into(), f.as_str().into());
+            }
+        }
+        let h = Head {
+            seq,
+            run_id: &env.run_id.0,
+            parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.as_str()),
+            child_run_id: child,
+            kind,
+            path: &env.path,
+            iteration: env.iteration,
+            at: env.at,
+        };
+        as_one_object(&h, payload)
+    }
+
+    #[test]
+    fn step_lines_equal_the_generic_form_byte_for_byte() {
+        use awf_domain::run::RunId;
+        use awf_domain::run::StepState;
+        use awf_domain::run::StepStatus;
+        let at = UNIX_EPOCH + Duration::from_millis(1_764_464_523_456);
+        let odd = "q\"uote\\back\nline\u{1}é";
+        let mut failed = StepState::running(odd, at);
+        failed.status = StepStatus::Failed;
+        failed.error = Some(format!("step {odd}: exit code 3"));
+        failed.exit_code = Some(-3);
+        let mut done = StepState::running("s", at);
+        done.status = StepStatus::Completed;
+        done.exit_code = Some(0);
+        let events = [
+            RunEvent::StepStarted {
+                step: "s".into(),
+                kind: "step".into(),
+            },
+            RunEvent::StepStarted {
+                step: odd.into(),
+                kind: "for_each".into(),
+            },
+            RunEvent::StepFinished {
+                step: odd.into(),
+                kind: "step".into(),
+                state: Box::new(failed),
+            },
+            RunEvent::StepFinished {
+                step: "s".into(),
+                kind: "step".into(),
+                state: Box::new(done),
+            },
+            RunEvent::StepFinished {
+                step: "r".into(),
+                kind: "step".into(),
+                state: Box::new(StepState::running("r", at)),
+            },
+        ];
+        let files = [
+            crate::state::OutputFiles::default(),
+            crate::state::OutputFiles {
+                stdout: Some("outputs/r1/s-1.stdout".into()),
+                stderr: Some(format!("outputs/r1/{odd}.stderr")),
+            },
+        ];
+        for event in events {
+            for (parent, iteration, path) in [(None, None, "s"), (Some("p"), Some(2), "loop:2/s")] {
+                let env = EventEnvelope {
+                    seq: 7,
+                    run_id: RunId("r1".into()),
+                    parent_run_id: parent.map(|p: &str| RunId(p.into())),
+                    at,
+                    path: path.into(),
+                    iteration,
+                    event: event.clone(),
+                };
+                for f in &files {
+                    let mut out = String::new();
+                    event_line_into(&mut out, &env, 9, true, f);
+                    assert_eq!(out, generic_line(&env, 9, f));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn written_lines_equal_the_object_form_byte_for_byte() {
+        let at = UNIX_EPOCH + Duration::from_millis(1_764_464_523_456);
+        let odd = "q\"uote\\back\nnew\tline\u{1}é€𝄞\u{7f}";
+        let payloads = [
+            json!({"name": "s1", "kind": "step"}),
+            json!({"name": odd, "text": odd, "n": [1, -2, 3.5, null, true]}),
+            json!({}),
+        ];
+        for (i, payload) in payloads.into_iter().enumerate() {
+            for (parent, child, iteration, path) in [
+                (None, None, None, "s1"),
+                (Some("p-1"), Some("c-2"), Some(3usize), "loop:3/work"),
+                (Some(odd), Some(odd), Some(0), odd),
+            ] {
+                let h = Head {
+                    seq: 40 + i as u64,
+                    run_id: "run-\u{2}id",
+                    parent_run_id: parent,
+                    child_run_id: child,
+                    kind: "step.completed",
+                    path,
+                    iteration,
+                    at,
+                };
+                let want = as_one_object(&h, payload.clone());
+                assert_eq!(line(&h, payload.clone()), want);
+                let mut appended = String::from("before\n");
+                line_into(&mut appended, &h, &payload);
+                assert_eq!(appended, format!("before\n{want}"));
+                let back: Value = serde_json::from_str(want.trim_end()).unwrap();
+                assert_eq!(back["payload"], payload);
+            }
+        }
+    }
 }
