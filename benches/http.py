@@ -148,7 +148,7 @@ class Conn:
 
 
 def start_run(c, name):
-    c.send("POST", f"/api/workflows/local/{name}/run", {"inputs": {}})
+    c.send("POST", f"/api/workflows/env/{name}/run", {"inputs": {}})
     code, v = c.json_response()
     if code != 202:
         raise RuntimeError(f"POST run: {code} {v}")

@@ -329,6 +329,9 @@ error_codes! {
     SystemIoPermissionDenied => "SYSTEM.IO.PERMISSION_DENIED", System,
         "The operating system refused access.",
         "Check file and directory permissions.";
+    SystemNetAddressInUse => "SYSTEM.NET.ADDRESS_IN_USE", System,
+        "A server could not listen on its address: another process already listens there.",
+        "Pick another port (`awf serve --addr 127.0.0.1:PORT`, 0 = any free port) or stop the other server.";
     SystemResourceExhausted => "SYSTEM.RESOURCE.EXHAUSTED", System,
         "The operating system ran out of a resource awf needed (file descriptors, processes, memory).",
         "Raise the limit (`ulimit -n`, `ulimit -u`), lower `max_concurrent`, or free memory, then run again.";

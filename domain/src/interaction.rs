@@ -219,9 +219,14 @@ impl RequestKind {
                 Self::Breakpoint { .. } => "a breakpoint decision",
                 Self::Approval { .. } => "an option id",
             };
+            let name = self.name();
+            let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
             Err(format!(
-                "a {} request takes {wanted}, not {what}",
-                self.name()
+                "{article} {name} request takes {wanted}, not {what}"
             ))
         }
     }
@@ -297,7 +302,7 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("no option 'maybe'"), "{e}");
         let e = approval.accepts(&Answer::Value("y".into())).unwrap_err();
-        assert_eq!(e, "a approval request takes an option id, not a value");
+        assert_eq!(e, "an approval request takes an option id, not a value");
         let turn = RequestKind::ConversationTurn {
             prompt: "> ".into(),
         };

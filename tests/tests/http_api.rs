@@ -228,7 +228,7 @@ fn post(url: &str, body: &str) -> (u16, String, String) {
 }
 
 fn start_run(s: &Server, name: &str, body: &str) -> String {
-    let (code, body, _) = post(&format!("{}/api/workflows/local/{name}/run", s.base), body);
+    let (code, body, _) = post(&format!("{}/api/workflows/env/{name}/run", s.base), body);
     assert_eq!(code, 202, "{body}");
     let v = json_of(&body);
     assert_eq!(v["body"]["status"], "accepted");
@@ -377,12 +377,12 @@ fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
     );
     assert_eq!(entry("hello").get("error"), None, "{list}");
     assert_problem(
-        &curl(&[&format!("{}/api/workflows/local/broken", s.base)]),
+        &curl(&[&format!("{}/api/workflows/env/broken", s.base)]),
         422,
         "WORKFLOW.PARSE.YAML_SYNTAX",
     );
     assert_eq!(entry("hello")["scope"], "env", "{list}");
-    let (code, body, _) = curl(&[&format!("{}/api/workflows/local/hello", s.base)]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/hello", s.base)]);
     assert_eq!(code, 200, "{body}");
     assert!(
         !body.contains(&sb.path().display().to_string()),
@@ -397,7 +397,7 @@ fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
         wf["inputs"],
         json!([{"name": "who", "type": "string", "required": false, "default": "world", "description": "whom to greet"}])
     );
-    let (code, body, _) = curl(&[&format!("{}/api/workflows/local/graph", s.base)]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/graph", s.base)]);
     assert_eq!(code, 200, "{body}");
     let states = json_of(&body)["body"]["states"].clone();
     let state = |n: &str| {
@@ -430,7 +430,7 @@ fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
     assert_eq!(state("broken")["terminal_status"], "failure");
     assert_eq!(state("check")["terminal"], false);
     assert_problem(
-        &curl(&[&format!("{}/api/workflows/local/nope", s.base)]),
+        &curl(&[&format!("{}/api/workflows/env/nope", s.base)]),
         404,
         "USER.FACADE.WORKFLOW_NOT_FOUND",
     );
@@ -458,16 +458,11 @@ fn workflow_detail_shows_inputs_and_every_edge_and_validate_lists_errors() {
         "name: trap\nstates:\n  initial: t\n  t:\n    type: terminal\n",
     )
     .unwrap();
-    let (code, body, _) = curl(&[&format!("{}/api/workflows/local/hello", s.base)]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/hello", s.base)]);
     assert_eq!(code, 200, "{body}");
     assert_eq!(json_of(&body)["body"]["name"], "hello", "{body}");
 
-    let validate = |name: &str| {
-        post(
-            &format!("{}/api/workflows/local/{name}/validate", s.base),
-            "",
-        )
-    };
+    let validate = |name: &str| post(&format!("{}/api/workflows/env/{name}/validate", s.base), "");
     let (code, body, _) = validate("hello");
     assert_eq!(code, 200, "{body}");
     assert_eq!(json_of(&body)["body"]["errors"], json!([]));
@@ -789,7 +784,7 @@ fn the_run_cap_answers_429_with_retry_after() {
         "POST",
         "-d",
         "{}",
-        &format!("{}/api/workflows/local/hello/run", s.base),
+        &format!("{}/api/workflows/env/hello/run", s.base),
     ]);
     assert_problem(&(code, body, ctype), 429, "USER.FACADE.RUN_LIMIT");
     assert!(headers.contains("retry-after: "), "{headers}");
@@ -803,7 +798,7 @@ fn the_run_cap_answers_429_with_retry_after() {
     wait_for("the sleep to start again", || {
         sb.processes().iter().any(|p| p.cmdline == "sleep 300")
     });
-    let got = post(&format!("{}/api/workflows/local/hello/run", s.base), "{}");
+    let got = post(&format!("{}/api/workflows/env/hello/run", s.base), "{}");
     assert_problem(&got, 429, "USER.FACADE.RUN_LIMIT");
     let (code, _, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
     assert_eq!(code, 204);
@@ -816,7 +811,7 @@ fn the_run_cap_answers_429_with_retry_after() {
 fn every_error_is_a_problem_document() {
     let sb = sandbox();
     let s = start(&sb);
-    let run = format!("{}/api/workflows/local/hello/run", s.base);
+    let run = format!("{}/api/workflows/env/hello/run", s.base);
     // Over 1 MiB: 413.
     let big = format!(
         "{{\"inputs\": {{\"who\": \"{}\"}}}}",
@@ -887,7 +882,7 @@ fn preflight(s: &Server, origin: &str) -> (u16, String) {
         "Access-Control-Request-Method: POST",
         "-H",
         "Access-Control-Request-Headers: content-type",
-        &format!("{}/api/workflows/local/hello/run", s.base),
+        &format!("{}/api/workflows/env/hello/run", s.base),
     ]);
     (code, headers)
 }
@@ -1015,7 +1010,7 @@ fn sigterm_lets_a_running_run_finish_within_the_drain_timeout() {
     });
     sigterm(&s);
     // While draining, no new run starts.
-    let run = format!("{}/api/workflows/local/hello/run", s.base);
+    let run = format!("{}/api/workflows/env/hello/run", s.base);
     let mut got = (0, String::new(), String::new());
     wait_for("a 503 while draining", || {
         got = post(&run, "{}");
@@ -1092,7 +1087,7 @@ fn the_token_does_not_reach_the_steps() {
         auth,
         "-d",
         "{}",
-        &format!("{}/api/workflows/local/dump/run", s.base),
+        &format!("{}/api/workflows/env/dump/run", s.base),
     ]);
     assert_eq!(code, 202, "{body}");
     let id = json_of(&body)["body"]["execution_id"]
@@ -1140,7 +1135,7 @@ fn the_token_does_not_reach_an_agents_in_process_bash_tool() {
         auth,
         "-d",
         "{}",
-        &format!("{}/api/workflows/local/agent/run", s.base),
+        &format!("{}/api/workflows/env/agent/run", s.base),
     ]);
     assert_eq!(code, 202, "{body}");
     let id = json_of(&body)["body"]["execution_id"]
@@ -1176,7 +1171,7 @@ fn a_missing_input_is_asked_and_answered_over_http() {
     )
     .unwrap();
     let s = start(&sb);
-    let run = format!("{}/api/workflows/local/ask/run", s.base);
+    let run = format!("{}/api/workflows/env/ask/run", s.base);
     // Without asking: refused, as AWF (Go) does.
     let got = post(&run, "{}");
     assert_eq!(got.0, 422, "{}", got.1);

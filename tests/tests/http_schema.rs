@@ -284,7 +284,7 @@ impl Client<'_> {
         let r = self.expect(
             202,
             "POST",
-            &format!("/api/workflows/local/{name}/run"),
+            &format!("/api/workflows/env/{name}/run"),
             Some(body),
         );
         r.json()["body"]["execution_id"]
@@ -427,7 +427,7 @@ fn schemathesis_config(finished: &str, failed: &str) -> String {
     format!(
         r#"[[operations]]
 include-name = ["GET /api/workflows/{{scope}}/{{name}}", "POST /api/workflows/{{scope}}/{{name}}/validate", "POST /api/workflows/{{scope}}/{{name}}/run"]
-parameters = {{ "path.scope" = "local", "path.name" = "echo" }}
+parameters = {{ "path.scope" = "env", "path.name" = "echo" }}
 
 [[operations]]
 include-name = ["GET /api/executions/{{id}}", "GET /api/executions/{{id}}/events", "DELETE /api/executions/{{id}}"]
@@ -608,28 +608,28 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         };
         // Workflows.
         c.expect(200, "GET", "/api/workflows", None);
-        c.expect(200, "GET", "/api/workflows/local/echo", None);
-        c.expect(404, "GET", "/api/workflows/local/nope", None);
-        let r = c.expect(422, "GET", "/api/workflows/local/unparsable", None);
+        c.expect(200, "GET", "/api/workflows/env/echo", None);
+        c.expect(404, "GET", "/api/workflows/env/nope", None);
+        let r = c.expect(422, "GET", "/api/workflows/env/unparsable", None);
         assert!(
             r.json()["code"].as_str().unwrap().starts_with("WORKFLOW."),
             "{}",
             r.body
         );
-        c.expect(200, "POST", "/api/workflows/local/echo/validate", None);
-        let r = c.expect(422, "POST", "/api/workflows/local/broken/validate", None);
+        c.expect(200, "POST", "/api/workflows/env/echo/validate", None);
+        let r = c.expect(422, "POST", "/api/workflows/env/broken/validate", None);
         assert!(r.body.contains("nowhere"), "{}", r.body);
-        c.expect(404, "POST", "/api/workflows/local/nope/validate", None);
-        c.expect(404, "POST", "/api/workflows/local/nope/run", Some("{}"));
-        c.expect(400, "POST", "/api/workflows/local/echo/run", Some("{nope"));
+        c.expect(404, "POST", "/api/workflows/env/nope/validate", None);
+        c.expect(404, "POST", "/api/workflows/env/nope/run", Some("{}"));
+        c.expect(400, "POST", "/api/workflows/env/echo/run", Some("{nope"));
         c.expect(
             422,
             "POST",
-            "/api/workflows/local/echo/run",
+            "/api/workflows/env/echo/run",
             Some(r#"{"inputs":[1]}"#),
         );
-        c.expect(422, "POST", "/api/workflows/local/broken/run", Some("{}"));
-        c.expect(413, "POST", "/api/workflows/local/echo/run", Some(&big_arg));
+        c.expect(422, "POST", "/api/workflows/env/broken/run", Some("{}"));
+        c.expect(413, "POST", "/api/workflows/env/echo/run", Some(&big_arg));
 
         // Executions: unknown ones.
         c.expect(200, "GET", "/api/executions", None);
@@ -698,7 +698,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         );
 
         // A run missing a required input is refused.
-        let r = c.expect(422, "POST", "/api/workflows/local/ask/run", Some("{}"));
+        let r = c.expect(422, "POST", "/api/workflows/env/ask/run", Some("{}"));
         assert!(r.body.contains("who"), "{}", r.body);
 
         // A pending approval: answered once (204), then 409; a bad answer is 422.
@@ -769,7 +769,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         };
         for (m, tpl) in templates {
             let path = tpl
-                .replace("{scope}", "local")
+                .replace("{scope}", "env")
                 .replace("{name}", "echo")
                 .replace("{id}", "nope");
             let m = m.to_ascii_uppercase();
@@ -792,7 +792,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.wait_status(&failed, "failed");
         let hold = c.start_run("hold", "{}");
         c.wait_pending(&hold);
-        let r = c.expect(429, "POST", "/api/workflows/local/echo/run", Some("{}"));
+        let r = c.expect(429, "POST", "/api/workflows/env/echo/run", Some("{}"));
         assert!(!r.retry_after.is_empty(), "429 without Retry-After: {r:?}");
         let r = c.expect(
             429,
@@ -827,7 +827,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         let mut got = 0;
         wait_for("POST run to be refused while draining", || {
             got = c
-                .call("POST", "/api/workflows/local/echo/run", Some("{}"), &[])
+                .call("POST", "/api/workflows/env/echo/run", Some("{}"), &[])
                 .code;
             got == 503
         });
@@ -870,9 +870,9 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
             reached,
         };
         for (m, p, b) in [
-            ("GET", "/api/workflows/local/eio", None),
-            ("POST", "/api/workflows/local/eio/validate", None),
-            ("POST", "/api/workflows/local/eio/run", Some("{}")),
+            ("GET", "/api/workflows/env/eio", None),
+            ("POST", "/api/workflows/env/eio/validate", None),
+            ("POST", "/api/workflows/env/eio/run", Some("{}")),
         ] {
             let r = c.expect(500, m, p, b);
             assert_eq!(r.json()["code"], "SYSTEM.IO.READ_FAILED", "{m} {p}");

@@ -139,7 +139,7 @@ fn start_run(s: &Server, name: &str, body: &str) -> String {
         "content-type: application/json",
         "-d",
         body,
-        &format!("{}/api/workflows/local/{name}/run", s.base),
+        &format!("{}/api/workflows/env/{name}/run", s.base),
     ]);
     assert_eq!(code, 202, "{body}");
     let v = json(&body);
@@ -331,7 +331,7 @@ fn unknown_things_are_404_problem_documents() {
                 "POST".into(),
                 "-d".into(),
                 "{}".into(),
-                format!("{}/api/workflows/local/no-such-flow/run", s.base),
+                format!("{}/api/workflows/env/no-such-flow/run", s.base),
             ],
             "USER.FACADE.WORKFLOW_NOT_FOUND",
         ),
@@ -346,7 +346,7 @@ fn unknown_things_are_404_problem_documents() {
         assert!(!v["detail"].as_str().unwrap().is_empty());
     }
     // Bad input: 400 for a body that is not JSON, 422 for inputs that are not an object.
-    let url = format!("{}/api/workflows/local/hello/run", s.base);
+    let url = format!("{}/api/workflows/env/hello/run", s.base);
     let (code, body, _) = curl(&["-X", "POST", "-d", "{nope", &url]);
     assert_eq!(code, 400, "{body}");
     assert_eq!(json(&body)["code"], "USER.INPUT.VALIDATION_FAILED");

@@ -311,7 +311,7 @@ fn post_run(addr: &str, name: &str) -> String {
         .unwrap();
     let body = "{}";
     let req = format!(
-        "POST /api/workflows/local/{name}/run HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /api/workflows/env/{name}/run HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     conn.write_all(req.as_bytes()).unwrap();

@@ -145,6 +145,12 @@ function workflowCard(w) {
     h('p', { class: 'meta' }, h('span', { class: 'scope' }, w.scope), w.version ? ` · v${w.version}` : ''),
     w.description ? h('p', { class: 'desc' }, w.description) : null,
     form);
+  if (w.error) {
+    // Broken (does not load or does not validate): its error, no Run button.
+    card.classList.add('broken');
+    form.replaceChildren(h('p', { class: 'error broken-error' }, `Broken: ${w.error}`));
+    return card;
+  }
   api.getWorkflow(w.scope, w.workflow || w.name).then(
     (detail) => fillForm(form, w, detail, slug),
     (e) => form.replaceChildren(errorBox(e)),

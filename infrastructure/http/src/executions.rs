@@ -130,14 +130,17 @@ pub struct StateStatus {
     pub status: String,
 }
 
-/// One choice of an approval.
+/// One choice of an approval, or one allowed value of a `missing_input` whose input has
+/// `validation.enum`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct OptionInfo {
-    /// What `POST …/respond` names as `option`.
+    /// What `POST …/respond` names as `option` (an approval), or the value to send as
+    /// `value` (an enum input).
     pub id: String,
     /// Label.
     pub name: String,
-    /// `allow_once`, `allow_always`, `reject_once`, `reject_always`.
+    /// An approval's: `allow_once`, `allow_always`, `reject_once`, `reject_always`; an enum
+    /// input's: `value`.
     pub kind: String,
 }
 
@@ -153,7 +156,8 @@ pub struct PendingRequest {
     pub step: Option<String>,
     /// What to show: the approval's message, the input's description, the turn's prompt.
     pub prompt: String,
-    /// An approval's choices (empty for other kinds).
+    /// An approval's choices, or the allowed values of a missing input with
+    /// `validation.enum` (kind `value`); empty for other requests.
     pub options: Vec<OptionInfo>,
     /// A missing input's name.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -422,7 +426,17 @@ fn pending_of(r: &InteractionRequest) -> PendingRequest {
             if let Some(why) = problem {
                 p = format!("{p} ({why})");
             }
-            (p, Vec::new(), Some(input.name.clone()))
+            let choices = input
+                .validation
+                .enum_values
+                .iter()
+                .map(|v| OptionInfo {
+                    id: v.clone(),
+                    name: v.clone(),
+                    kind: "value".to_owned(),
+                })
+                .collect();
+            (p, choices, Some(input.name.clone()))
         }
         RequestKind::ConversationTurn { prompt } => (prompt.clone(), Vec::new(), None),
         RequestKind::Breakpoint { .. } => (
@@ -590,19 +604,34 @@ pub(crate) async fn resume_execution(
         Some("previous") => ResumeFrom::Previous,
         Some(s) => ResumeFrom::Step(s.to_owned()),
     };
+    let inputs = body.input_overrides.as_ref().map(pairs).unwrap_or_default();
+    let warnings = if inputs.is_empty() {
+        Vec::new()
+    } else {
+        match cfg.repository.load(&v.workflow, None) {
+            Ok(loaded) => crate::workflows::undeclared_inputs(&loaded.workflow, &inputs),
+            Err(_) => Vec::new(),
+        }
+    };
     let request = ResumeRequest {
         run_id: run_id.0.clone(),
         from,
-        inputs: body.input_overrides.as_ref().map(pairs).unwrap_or_default(),
+        inputs,
         config_inputs: cfg.config_inputs.clone(),
         env: cfg.env.clone(),
         working_dir: cfg.working_dir.clone(),
         ..ResumeRequest::default()
     };
-    let id = cfg.service.resume(request).await?;
+    let id = cfg
+        .service
+        .resume(request)
+        .await
+        .map_err(|e| Problem::from_error_in(e, "input_overrides"))?;
+    cfg.note_started(&id);
     Ok(Envelope::json(RunAccepted {
         execution_id: id.0,
         status: "accepted".to_owned(),
+        warnings,
     }))
 }
 
@@ -636,9 +665,6 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
             "give exactly one answer (value, option, approved, decision or end_of_input), not {given}"
         )));
     }
-    if body.end_of_input == Some(true) {
-        return Ok(Answer::EndOfInput);
-    }
     match request {
         RequestKind::Approval { options, .. } => {
             let pick_kind = |allow: bool| {
@@ -655,6 +681,10 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
             };
             if let Some(a) = body.approved {
                 return pick_kind(a);
+            }
+            // End of input rejects, as Ctrl-D does at a terminal's approval prompt.
+            if body.end_of_input == Some(true) {
+                return pick_kind(false);
             }
             let id = match (&body.option, value) {
                 (Some(o), _) => o.clone(),
@@ -678,6 +708,22 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
                         ids.join(", ")
                     )))
                 }
+            }
+        }
+        _ if body.end_of_input == Some(true) => Ok(Answer::EndOfInput),
+        RequestKind::MissingInput { input, .. } if !input.validation.enum_values.is_empty() => {
+            let allowed = &input.validation.enum_values;
+            match value.map(text) {
+                Some(v) if allowed.contains(&v) => Ok(Answer::Value(v)),
+                Some(v) => Err(unfit(format!(
+                    "input '{}' must be one of: {} (not '{v}')",
+                    input.name,
+                    allowed.join(", ")
+                ))),
+                None => Err(unfit(format!(
+                    "a missing_input request takes `value` (one of: {}) or `end_of_input`",
+                    allowed.join(", ")
+                ))),
             }
         }
         RequestKind::MissingInput { .. } | RequestKind::ConversationTurn { .. } => match value {
@@ -1073,5 +1119,59 @@ mod tests {
         );
         assert!(answer_for(&body(json!({"approved": true})), &turn).is_err());
         assert!(serde_json::from_value::<RespondBody>(json!({"nope": 1})).is_err());
+    }
+
+    #[test]
+    fn end_of_input_rejects_an_approval_as_ctrl_d_does() {
+        let approval = RequestKind::Approval {
+            message: "Deploy?".into(),
+            options: ApprovalOption::defaults(),
+        };
+        assert_eq!(
+            answer_for(&body(json!({"end_of_input": true})), &approval).unwrap(),
+            Answer::Option("reject".into())
+        );
+    }
+
+    fn enum_input() -> RequestKind {
+        RequestKind::MissingInput {
+            input: Box::new(awf_domain::workflow::InputDef {
+                name: "env".into(),
+                ty: awf_domain::workflow::InputType::String,
+                description: None,
+                required: true,
+                default: None,
+                validation: awf_domain::workflow::InputValidation {
+                    enum_values: vec!["dev".into(), "prod".into()],
+                    ..Default::default()
+                },
+            }),
+            problem: None,
+        }
+    }
+
+    #[test]
+    fn an_enum_input_takes_one_of_its_values_and_lists_them() {
+        let req = enum_input();
+        assert_eq!(
+            answer_for(&body(json!({"value": "prod"})), &req).unwrap(),
+            Answer::Value("prod".into())
+        );
+        let e = answer_for(&body(json!({"value": "staging"})), &req).unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            answer_for(&body(json!({"end_of_input": true})), &req).unwrap(),
+            Answer::EndOfInput
+        );
+        let r = InteractionRequest {
+            request_id: "r1".into(),
+            step: None,
+            kind: req,
+            timeout_ms: None,
+        };
+        let p = pending_of(&r);
+        let ids: Vec<&str> = p.options.iter().map(|o| o.id.as_str()).collect();
+        assert_eq!(ids, ["dev", "prod"]);
+        assert!(p.options.iter().all(|o| o.kind == "value"));
     }
 }

@@ -49,8 +49,11 @@ pub struct HistoryQuery {
 pub struct HistoryEntry {
     /// Run id.
     pub id: String,
-    /// Identifier the run was started with.
+    /// The run id again: AWF (Go)'s `workflow_id`, as `awf history -f json` gives it.
     pub workflow_id: String,
+    /// Identifier the run was started with (name or path), as `workflow` in
+    /// `awf history -f json`.
+    pub workflow: String,
     /// The workflow's `name:`.
     pub workflow_name: String,
     /// Status.
@@ -215,8 +218,9 @@ fn entry(r: HistoryRecord) -> HistoryEntry {
         timefmt::format_rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
     };
     HistoryEntry {
+        workflow_id: r.id.clone(),
         id: r.id,
-        workflow_id: r.workflow_id,
+        workflow: r.workflow_id,
         workflow_name: r.workflow_name,
         status: r.status.into(),
         exit_code: r.exit_code,

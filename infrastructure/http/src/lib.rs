@@ -40,6 +40,7 @@ use awf_domain::ports::service::RunService;
 use awf_domain::ports::store::HistoryStore;
 use awf_domain::ports::store::StateStore;
 use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
 use axum::Json;
 use axum::Router;
 use axum::http::HeaderValue;
@@ -101,6 +102,10 @@ pub struct HttpConfig {
     pub keep_alive: Duration,
     /// Set once shutdown began: new runs and resumes are refused with 503.
     pub draining: Arc<AtomicBool>,
+    /// The runs this server started or resumed (the only ones it can hold live): the drain
+    /// asks about these alone, without listing the store (which takes seconds with
+    /// hundreds of recorded runs). `Default` = none yet.
+    pub started: Arc<std::sync::Mutex<Vec<RunId>>>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -115,6 +120,15 @@ impl std::fmt::Debug for HttpConfig {
 }
 
 impl HttpConfig {
+    /// Notes a run this server started or resumed (see `started`).
+    pub(crate) fn note_started(&self, id: &RunId) {
+        if let Ok(mut v) = self.started.lock()
+            && !v.contains(id)
+        {
+            v.push(id.clone());
+        }
+    }
+
     /// A 503 problem once shutdown began.
     ///
     /// # Errors
@@ -288,6 +302,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), AwfError> {
     let service = Arc::clone(&cfg.service);
+    let started = Arc::clone(&cfg.started);
     let draining = Arc::clone(&cfg.draining);
     let drain_timeout = cfg.drain_timeout;
     let app = router(cfg);
@@ -300,31 +315,40 @@ pub async fn serve(
     let drainer = async {
         shutdown.cancelled().await;
         draining.store(true, Ordering::SeqCst);
-        wait_idle(service.as_ref(), drain_timeout).await;
-        cancel_live(service.as_ref());
+        wait_idle(service.as_ref(), &started, drain_timeout).await;
+        cancel_live(service.as_ref(), &started);
         // SIGTERM → 5 s → SIGKILL to each run's processes, then the run ends.
-        wait_idle(service.as_ref(), Duration::from_secs(8)).await;
+        wait_idle(service.as_ref(), &started, Duration::from_secs(8)).await;
         stop_http.cancel();
-        // Open connections (SSE streams of the ended runs) get this long to close.
-        tokio::time::sleep(Duration::from_millis(5500)).await;
     };
     tokio::select! {
-        r = &mut server => r.map_err(io_err)?,
+        r = &mut server => return r.map_err(io_err),
         () = drainer => {}
+    }
+    // Open connections (SSE streams of the ended runs) get up to this long to close; with
+    // none open the server ends at once.
+    if let Ok(r) = tokio::time::timeout(Duration::from_millis(5500), &mut server).await {
+        r.map_err(io_err)?;
     }
     Ok(())
 }
 
-fn live_count(service: &dyn RunService) -> usize {
-    service
-        .list()
-        .map(|runs| runs.iter().filter(|r| r.phase == RunPhase::Live).count())
-        .unwrap_or(0)
+/// The runs of `started` still live (those that ended are dropped from it).
+fn live_runs(service: &dyn RunService, started: &std::sync::Mutex<Vec<RunId>>) -> Vec<RunId> {
+    let Ok(mut ids) = started.lock() else {
+        return Vec::new();
+    };
+    ids.retain(|id| service.get(id).is_ok_and(|v| v.phase == RunPhase::Live));
+    ids.clone()
 }
 
-async fn wait_idle(service: &dyn RunService, limit: Duration) {
+async fn wait_idle(
+    service: &dyn RunService,
+    started: &std::sync::Mutex<Vec<RunId>>,
+    limit: Duration,
+) {
     let t0 = tokio::time::Instant::now();
-    while live_count(service) > 0 && t0.elapsed() < limit {
+    while !live_runs(service, started).is_empty() && t0.elapsed() < limit {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -336,13 +360,9 @@ fn io_err(e: std::io::Error) -> AwfError {
     )
 }
 
-fn cancel_live(service: &dyn RunService) {
-    if let Ok(runs) = service.list() {
-        for r in runs {
-            if r.phase == RunPhase::Live {
-                let _ = service.cancel(&r.run_id, CancelReason::Terminate);
-            }
-        }
+fn cancel_live(service: &dyn RunService, started: &std::sync::Mutex<Vec<RunId>>) {
+    for id in live_runs(service, started) {
+        let _ = service.cancel(&id, CancelReason::Terminate);
     }
 }
 

@@ -56,7 +56,28 @@ impl Problem {
     /// The problem for an error, its HTTP status chosen from its code: not found → 404,
     /// unauthorized → 401, the run cap → 429 (with `Retry-After: 1`), other `USER.*` and
     /// `WORKFLOW.*` → 422, the rest → 500.
+    ///
+    /// Hints written for the command line (`--input NAME=VALUE`) are said the HTTP way
+    /// (`add "NAME" to "inputs": {"inputs": {"NAME": "VALUE"}}`), see [`http_hint`].
     pub fn from_error(error: AwfError) -> Self {
+        Self::from_error_in(error, "inputs")
+    }
+
+    /// [`Problem::from_error`] for a route whose body names its inputs `key` (`inputs` for a
+    /// run, `input_overrides` for a resume).
+    pub fn from_error_in(error: AwfError, key: &str) -> Self {
+        let error = if error.hints().iter().any(|h| h.contains("--input ")) {
+            let mut e = AwfError::new(error.code(), error.message().to_owned());
+            for (k, v) in error.details() {
+                e = e.with_detail(k.clone(), v.clone());
+            }
+            for h in error.hints() {
+                e = e.with_hint(http_hint(h, key));
+            }
+            e
+        } else {
+            error
+        };
         let code = error.code();
         let status = match code {
             ErrorCode::UserFacadeRunNotFound
@@ -116,6 +137,45 @@ impl Problem {
             hints: self.error.hints().to_vec(),
             errors: self.errors.clone(),
         }
+    }
+}
+
+/// A command-line hint said for an HTTP body whose inputs object is `key`: each
+/// `--input NAME=VALUE` becomes `"NAME": "VALUE"`, gathered in one example object
+/// (`pass the missing inputs: --input who=<value>` → `add "who" to "inputs": {"inputs":
+/// {"who": "<value>"}}`, `awf resume ID --input k=<value>` → `send {"input_overrides":
+/// {"k": "<value>"}}`); a hint without `--input` is returned as it is.
+pub fn http_hint(hint: &str, key: &str) -> String {
+    let mut names = Vec::new();
+    let mut pairs = Vec::new();
+    let mut rest = String::new();
+    let mut words = hint.split_whitespace().peekable();
+    while let Some(w) = words.next() {
+        if w == "--input"
+            && let Some(kv) = words.next()
+        {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, "<value>"));
+            names.push(format!("{k:?}"));
+            pairs.push(format!("{k:?}: {v:?}"));
+            continue;
+        }
+        if !rest.is_empty() {
+            rest.push(' ');
+        }
+        rest.push_str(w);
+    }
+    if pairs.is_empty() {
+        return hint.to_owned();
+    }
+    let example = format!("{{{key:?}: {{{}}}}}", pairs.join(", "));
+    let lead = rest.trim_end_matches([':', ' ']);
+    if lead.is_empty() || lead.starts_with("pass the missing inputs") {
+        format!("add {} to {key:?}: {example}", names.join(", "))
+    } else if lead.starts_with("awf ") {
+        // A command line (`awf resume ID --input …`): the body to send instead.
+        format!("send {example}")
+    } else {
+        format!("{lead}: {example}")
     }
 }
 
@@ -290,5 +350,30 @@ mod tests {
         assert_eq!(d["hints"][0], "fix");
         assert_eq!(d["errors"][1], "b");
         assert_eq!(d["type"], "about:blank");
+    }
+
+    #[test]
+    fn command_line_hints_are_said_for_http() {
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "missing")
+            .with_hint("pass the missing inputs: --input who=<value> --input n=<value>")
+            .with_hint("allowed values for env: dev, prod");
+        let d = Problem::from_error(e).doc();
+        assert_eq!(
+            d.hints[0],
+            r#"add "who", "n" to "inputs": {"inputs": {"who": "<value>", "n": "<value>"}}"#
+        );
+        assert_eq!(d.hints[1], "allowed values for env: dev, prod");
+        assert!(
+            d.hints.iter().all(|h| !h.contains("--input")),
+            "{:?}",
+            d.hints
+        );
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "secret")
+            .with_hint("give them again: --input token=<value>");
+        let d = Problem::from_error_in(e, "input_overrides").doc();
+        assert_eq!(
+            d.hints[0],
+            r#"give them again: {"input_overrides": {"token": "<value>"}}"#
+        );
     }
 }

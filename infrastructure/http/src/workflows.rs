@@ -43,8 +43,9 @@ pub struct WorkflowSummary {
     pub version: String,
     /// `description:`, empty when none.
     pub description: String,
-    /// Why the file cannot be loaded (`[CODE] message`), for a broken workflow; absent when it
-    /// loads (`POST …/validate` lists every problem).
+    /// Why the workflow cannot run (`[CODE] message`, the first error, as `awf list` marks it
+    /// BROKEN): the file does not load or does not pass validation; absent when it is valid
+    /// (`POST …/validate` lists every problem).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -106,6 +107,10 @@ pub struct Edge {
     /// The condition (`transitions:` only; absent: unconditional).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub when: Option<String>,
+    /// `true` when `to` names no state of the workflow (a broken workflow; the detail's
+    /// `errors` says so); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 /// One state of the workflow.
@@ -151,6 +156,10 @@ pub struct WorkflowDetail {
     pub initial: String,
     /// Every state, in file order.
     pub states: Vec<StateInfo>,
+    /// Why it cannot run (`path: message`, every error `POST …/validate` lists); empty for a
+    /// valid workflow. `POST …/run` of a workflow with errors is refused (422).
+    #[serde(default)]
+    pub errors: Vec<String>,
 }
 
 /// `POST /api/workflows/{scope}/{name}/validate` of a valid workflow.
@@ -183,6 +192,31 @@ pub struct RunAccepted {
     pub execution_id: String,
     /// Always `accepted`.
     pub status: String,
+    /// What `awf run` warns about these inputs (`input 'x' is not declared by workflow
+    /// 'w'`); absent when none. The run starts all the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// The warnings `awf run` prints for inputs `wf` does not declare (the same text): one per
+/// undeclared name, with the closest declared name when one is close; none when the
+/// workflow declares no inputs (as the CLI).
+pub fn undeclared_inputs(wf: &Workflow, given: &[(String, String)]) -> Vec<String> {
+    let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (k, _) in given {
+        let k = k.trim();
+        if declared.is_empty() || declared.contains(&k) || !seen.insert(k.to_owned()) {
+            continue;
+        }
+        let mut msg = format!("input '{k}' is not declared by workflow '{}'", wf.name);
+        if let Some(c) = awf_domain::validate::closest(k, declared.iter().copied()) {
+            msg.push_str(&format!(" (did you mean '{c}'?)"));
+        }
+        out.push(msg);
+    }
+    out
 }
 
 /// The identifier a `{scope}/{name}` path names (http-ops.md §1.2 scope grammar): the bare
@@ -195,14 +229,17 @@ pub fn identifier(scope: &str, name: &str) -> String {
 }
 
 /// The identifier a `{scope}/{name}` path names, checked: `scope` is `local`, `global` or
-/// `env` (awf has no workflow packs) and `name` is a plain name (no separator, no NUL, not
-/// starting with `.`) looked up in the workflow directories only. Never a path
-/// (`%2Fetc%2Fpasswd`, `wf/x.yaml`), nor a file of the server's directory that happens to
-/// have the name (the loader would take it first: then the listed workflow's path is the
+/// `env` (awf has no workflow packs), and `name` is a workflow `GET /api/workflows` lists
+/// under that scope (where it was found: `env` = `$AWF_WORKFLOWS_PATH`, `local` =
+/// `.awf/workflows`, `global` = the config dir; the first source wins per name, so a
+/// workflow hidden by one of the same name in an earlier source is not served). Never a
+/// path (`%2Fetc%2Fpasswd`, `wf/x.yaml`), nor a file of the server's directory that happens
+/// to have the name (the loader would take it first: then the listed workflow's path is the
 /// identifier).
 ///
 /// # Errors
-/// A 404 problem (`USER.FACADE.WORKFLOW_NOT_FOUND`) naming what is listed.
+/// A 404 problem (`USER.FACADE.WORKFLOW_NOT_FOUND`) naming what is listed, or the scope the
+/// name is listed under.
 pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<String, Problem> {
     let not_found = |what: String, hint: String| {
         Problem::with_status(
@@ -216,10 +253,6 @@ pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<Strin
             "use the `scope` GET /api/workflows gives: local, global or env".to_owned(),
         ));
     }
-    let plain = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
-    if plain && !cfg.working_dir.join(name).exists() {
-        return Ok(identifier(scope, name));
-    }
     let entries = cfg.repository.list()?;
     let Some(entry) = entries.iter().find(|e| e.name == name) else {
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
@@ -229,6 +262,20 @@ pub(crate) fn resolve(cfg: &HttpConfig, scope: &str, name: &str) -> Result<Strin
         };
         return Err(not_found(format!("workflow not found: {name}"), hint));
     };
+    if entry.source != scope {
+        return Err(not_found(
+            format!(
+                "no workflow {name} in scope {scope}: it is found in scope {}",
+                entry.source
+            ),
+            format!("use /api/workflows/{}/{name}", entry.source),
+        ));
+    }
+    let plain = !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+    if plain && !cfg.working_dir.join(name).exists() {
+        // The loader finds the same file by name (same sources, same order).
+        return Ok(identifier(scope, name));
+    }
     Ok(entry.path.display().to_string())
 }
 
@@ -298,6 +345,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
                     to: t.goto.clone(),
                     kind: EdgeKind::Transition,
                     when: t.when.clone(),
+                    missing: false,
                 });
             }
             let mut edge = |to: &str, kind: EdgeKind| {
@@ -305,6 +353,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
                     to: to.to_owned(),
                     kind,
                     when: None,
+                    missing: false,
                 });
             };
             match &st.kind {
@@ -340,7 +389,13 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
                 terminal: terminal_status.is_some(),
                 terminal_status,
                 approval: st.approval.is_some(),
-                next,
+                next: next
+                    .into_iter()
+                    .map(|mut e| {
+                        e.missing = !wf.states.contains_key(&e.to);
+                        e
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -352,6 +407,16 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
         inputs,
         initial: wf.initial.clone(),
         states,
+        errors: Vec::new(),
+    }
+}
+
+/// `path: message` of a finding (as `POST …/validate` lists it).
+fn finding_line(d: &awf_domain::ports::repository::Diagnostic) -> String {
+    if d.path.is_empty() {
+        d.message.clone()
+    } else {
+        format!("{}: {}", d.path, d.message)
     }
 }
 
@@ -373,13 +438,25 @@ pub(crate) async fn list_workflows(
     let entries = cfg.repository.list()?;
     let workflows = entries
         .into_iter()
-        .map(|e| WorkflowSummary {
-            workflow: e.name.clone(),
-            name: e.name,
-            scope: e.source,
-            version: e.version.unwrap_or_default(),
-            description: e.description.unwrap_or_default(),
-            error: e.error,
+        .map(|e| {
+            // A file that loads is validated too (as `awf list` marks it BROKEN).
+            let error = e
+                .error
+                .or_else(|| match (cfg.validator)(&e.path.display().to_string()) {
+                    Ok(diags) => diags
+                        .iter()
+                        .find(|d| d.severity == Severity::Error)
+                        .map(|d| format!("[{}] {}", d.code, finding_line(d))),
+                    Err(err) => Some(format!("[{}] {}", err.code(), err.message())),
+                });
+            WorkflowSummary {
+                workflow: e.name.clone(),
+                name: e.name,
+                scope: e.source,
+                version: e.version.unwrap_or_default(),
+                description: e.description.unwrap_or_default(),
+                error,
+            }
         })
         .collect();
     Ok(Envelope::json(WorkflowList { workflows }))
@@ -409,7 +486,13 @@ pub(crate) async fn get_workflow(
 ) -> Result<Json<Envelope<WorkflowDetail>>, Problem> {
     let id = resolve(&cfg, &scope, &name)?;
     let loaded = cfg.repository.load_for_validation(&id, None)?;
-    Ok(Envelope::json(detail(&loaded.workflow, &name)))
+    let mut answer = detail(&loaded.workflow, &name);
+    answer.errors = (cfg.validator)(&id)?
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(finding_line)
+        .collect();
+    Ok(Envelope::json(answer))
 }
 
 /// Validates a workflow as `awf validate` does.
@@ -436,13 +519,7 @@ pub(crate) async fn validate_workflow(
 ) -> Result<Json<Envelope<ValidationResult>>, Problem> {
     let id = resolve(&cfg, &scope, &name)?;
     let diags = (cfg.validator)(&id)?;
-    let line = |d: &awf_domain::ports::repository::Diagnostic| {
-        if d.path.is_empty() {
-            d.message.clone()
-        } else {
-            format!("{}: {}", d.path, d.message)
-        }
-    };
+    let line = finding_line;
     let errors: Vec<String> = diags
         .iter()
         .filter(|d| d.severity == Severity::Error)
@@ -497,8 +574,14 @@ pub(crate) async fn run_workflow(
 ) -> Result<Response, Problem> {
     cfg.refuse_if_draining()?;
     let inputs = body.inputs.as_ref().map(pairs).unwrap_or_default();
+    let identifier = resolve(&cfg, &scope, &name)?;
+    let warnings = match cfg.repository.load(&identifier, None) {
+        Ok(loaded) => undeclared_inputs(&loaded.workflow, &inputs),
+        // The service reports why it does not load.
+        Err(_) => Vec::new(),
+    };
     let request = RunRequest {
-        identifier: resolve(&cfg, &scope, &name)?,
+        identifier,
         inputs,
         config_inputs: cfg.config_inputs.clone(),
         env: cfg.env.clone(),
@@ -507,11 +590,13 @@ pub(crate) async fn run_workflow(
         ..RunRequest::default()
     };
     let id = cfg.service.start(request).await?;
+    cfg.note_started(&id);
     Ok((
         StatusCode::ACCEPTED,
         Envelope::json(RunAccepted {
             execution_id: id.0,
             status: "accepted".to_owned(),
+            warnings,
         }),
     )
         .into_response())

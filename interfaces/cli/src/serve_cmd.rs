@@ -21,13 +21,20 @@ use crate::errors::Outcome;
 /// `USER.INPUT.VALIDATION_FAILED` for an address that does not parse, or is not loopback
 /// while `with_token` is false.
 pub fn parse_addr(text: &str, with_token: bool) -> Result<SocketAddr, AwfError> {
-    let addr: SocketAddr = text.trim().parse().map_err(|e| {
-        AwfError::new(
-            ErrorCode::UserInputValidationFailed,
-            format!("--addr {text:?} is not an address: {e}"),
-        )
-        .with_hint("use HOST:PORT, e.g. --addr 127.0.0.1:2511 or --addr [::1]:2511")
-    })?;
+    let t = text.trim();
+    let addr: SocketAddr = match t.parse() {
+        Ok(a) => a,
+        // `localhost:PORT` (a name): resolved, the loopback answer first.
+        Err(e) => resolve_name(t).ok_or_else(|| {
+            AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("--addr {text:?} is not an address: {e}"),
+            )
+            .with_hint(
+                "use HOST:PORT, e.g. --addr 127.0.0.1:2511, --addr localhost:2511 or --addr [::1]:2511",
+            )
+        })?,
+    };
     if !addr.ip().is_loopback() && !with_token {
         return Err(AwfError::new(
             ErrorCode::UserInputValidationFailed,
@@ -38,6 +45,46 @@ pub fn parse_addr(text: &str, with_token: bool) -> Result<SocketAddr, AwfError> 
         ));
     }
     Ok(addr)
+}
+
+/// Resolves `NAME:PORT` (e.g. `localhost:0`) to one address, a loopback one when the name
+/// has any (IPv4 first); `None` when the text has no port or the name does not resolve.
+fn resolve_name(text: &str) -> Option<SocketAddr> {
+    use std::net::ToSocketAddrs;
+    let (host, port) = text.rsplit_once(':')?;
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return None;
+    }
+    let all: Vec<SocketAddr> = text.to_socket_addrs().ok()?.collect();
+    all.iter()
+        .find(|a| a.ip().is_loopback() && a.is_ipv4())
+        .or_else(|| all.iter().find(|a| a.ip().is_loopback()))
+        .or_else(|| all.first())
+        .copied()
+}
+
+/// The error for a listener that could not be bound: `SYSTEM.NET.ADDRESS_IN_USE` when
+/// another process listens there, `SYSTEM.IO.PERMISSION_DENIED` when the OS refused (a
+/// port under 1024), else `SYSTEM.IO.WRITE_FAILED`; each with a hint.
+pub fn bind_error(addr: SocketAddr, e: &std::io::Error) -> AwfError {
+    let hint = "pick another port with --addr 127.0.0.1:PORT (0 = any free port)";
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => AwfError::new(
+            ErrorCode::SystemNetAddressInUse,
+            format!("cannot listen on {addr}: another process already listens there"),
+        )
+        .with_hint(format!("{hint}, or stop the other server")),
+        std::io::ErrorKind::PermissionDenied => AwfError::new(
+            ErrorCode::SystemIoPermissionDenied,
+            format!("cannot listen on {addr}: {e}"),
+        )
+        .with_hint(format!("{hint}; ports under 1024 need privileges")),
+        _ => AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!("cannot listen on {addr}: {e}"),
+        )
+        .with_hint(hint),
+    }
 }
 
 /// The token `--token-env NAME` names.
@@ -134,19 +181,15 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .filter(|(k, _)| args.token_env.as_deref() != Some(k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        AwfError::new(
-            ErrorCode::SystemIoPermissionDenied,
-            format!("cannot listen on {addr}: {e}"),
-        )
-        .with_hint("pick another port with --addr 127.0.0.1:PORT (0 = any free port)")
-    })?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| bind_error(addr, &e))?;
     let bound = listener.local_addr().unwrap_or(addr);
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "AWF API server listening on http://{bound}");
-        let _ = writeln!(out, "Swagger UI: http://{bound}/docs");
+        let _ = writeln!(out, "Swagger UI: http://{bound}/docs/");
         let _ = out.flush();
     }
     let cfg = awf_http::HttpConfig {
@@ -163,6 +206,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         drain_timeout,
         keep_alive,
         draining: Arc::default(),
+        started: Arc::default(),
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
@@ -187,6 +231,18 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
         assert!(parse_addr("0.0.0.0:2511", true).is_ok());
         assert!(parse_addr("localhost", true).is_err());
+        let local = parse_addr("localhost:0", false).unwrap();
+        assert!(local.ip().is_loopback(), "{local}");
+        assert_eq!(local.port(), 0);
+        assert!(parse_addr("no-such-host.invalid:80", true).is_err());
+    }
+
+    #[test]
+    fn an_address_in_use_has_its_own_code() {
+        let addr: SocketAddr = "127.0.0.1:2511".parse().unwrap();
+        let e = bind_error(addr, &std::io::Error::from(std::io::ErrorKind::AddrInUse));
+        assert_eq!(e.code(), ErrorCode::SystemNetAddressInUse);
+        assert!(!e.hints().is_empty());
     }
 
     #[test]
