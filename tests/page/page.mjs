@@ -14,7 +14,9 @@
 // at 1280 and 390 px wide: no horizontal scroll, labels, visible focus), `agent` (an agent
 // step's tool call, its result and the agent's answer), `chat` (a conversation: the page
 // answers two turns typed into its text field), `live` (a run started over the API appears in
-// the runs table and is followed until cancelled).
+// the runs table and is followed until cancelled), `broken` (an invalid workflow's card shows
+// its error and no Run button), `resume_terminal` (start `checks`, which ends at a failure
+// terminal, resume it: the latest attempt's colours, one "resumed" marker, no stale stderr).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
@@ -363,7 +365,48 @@ async function liveList() {
   await shot(page, '2-cancelled');
 }
 
-const scenarios = { approve, cancel, fail, layout, agent, chat, live: liveList };
+async function broken() {
+  const page = await openPage();
+  await page.goto(`${base}/`);
+  const card = page.locator('article.workflow[data-workflow="invalid"]');
+  await card.locator('.broken-error').waitFor();
+  check((await card.getAttribute('class')).includes('broken'), 'the card is marked broken');
+  facts.broken_error = (await card.locator('.broken-error').textContent()).trim();
+  check(await card.locator('button').count() === 0, 'a broken workflow has no Run button');
+  // A valid one beside it still has its form.
+  await page.locator('article.workflow[data-workflow="breaks"] form.run-form button[type=submit]').waitFor();
+  await shot(page, '1-broken');
+}
+
+async function resumeTerminal() {
+  const page = await openPage();
+  const flag = process.env.PAGE_FLAG;
+  check(flag, 'PAGE_FLAG set');
+  await startFromForm(page, 'checks');
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'failed', 'the run shows failed');
+  check((await node(page, 'failed').getAttribute('class')).includes('state-failed'), 'the failure terminal is red');
+  writeFileSync(flag, 'ok\n');
+  await page.locator('button', { hasText: 'Resume' }).click();
+  await page.locator('.final-status[data-status="completed"]').waitFor();
+  const classes = {};
+  for (const n of ['one', 'check', 'failed', 'done']) classes[n] = await node(page, n).getAttribute('class');
+  facts.classes = classes;
+  check(classes.check.includes('state-succeeded'), `check succeeded on resume (${classes.check})`);
+  check(classes.done.includes('state-succeeded'), `done reached (${classes.done})`);
+  check(!classes.failed.includes('state-failed'), `the first attempt's failure terminal is no longer red (${classes.failed})`);
+  check(classes.one.includes('state-succeeded'), `one keeps its first-leg state (${classes.one})`);
+  const text = await page.locator('.steps').textContent();
+  const markers = text.split('resumed from check').length - 1;
+  facts.markers = markers;
+  check(markers === 1, `one "resumed" marker, not ${markers}`);
+  const out = await page.locator('details.step[data-step="check"] pre.output').textContent();
+  facts.check_output = out;
+  check(out.includes('passed') && !out.includes('boom'), `no stale stderr under the succeeded step (${out})`);
+  await shot(page, '2-resumed');
+}
+
+const scenarios = { approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

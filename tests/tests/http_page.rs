@@ -88,6 +88,40 @@ states:
     type: terminal
 ";
 
+/// `check` fails and ends at the failure terminal `failed` until the file FLAG exists (the
+/// test's resume makes it pass and reach `done`).
+const CHECKS: &str = "name: checks
+description: ends at a failure terminal until a flag file exists
+states:
+  initial: one
+  one:
+    type: step
+    command: echo one
+    on_success: check
+  check:
+    type: step
+    command: test -f FLAG || { echo boom >&2; exit 3; }; echo passed
+    on_success: done
+    on_failure: failed
+  failed:
+    type: terminal
+    status: failure
+  done:
+    type: terminal
+";
+
+/// An edge to a state that does not exist.
+const INVALID: &str = "name: invalid
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: nowhere
+  done:
+    type: terminal
+";
+
 /// A running `awf serve` of a sandbox; killed on drop.
 struct Server {
     child: Child,
@@ -111,6 +145,12 @@ fn sandbox() -> (Sandbox, PathBuf) {
         &BREAKS.replace("FLAG", &flag.display().to_string()),
     )
     .unwrap();
+    sb.write(
+        "wf/checks.yaml",
+        &CHECKS.replace("FLAG", &flag.display().to_string()),
+    )
+    .unwrap();
+    sb.write("wf/invalid.yaml", INVALID).unwrap();
     let wf = sb.path().join("wf").display().to_string();
     sb.set_env("AWF_WORKFLOWS_PATH", &wf);
     (sb, flag)
@@ -433,6 +473,31 @@ fn page_shows_a_failed_step_and_resumes_the_run() {
         "{v}"
     );
     let id = v["resumed_run_id"].as_str().unwrap();
+    let exec = api(&s, &format!("/api/executions/{id}"));
+    assert_eq!(exec["status"], "completed", "{exec}");
+}
+
+#[test]
+fn page_shows_a_broken_workflow_with_its_error_and_no_run_button() {
+    let (sb, _) = sandbox();
+    let s = start(&sb);
+    let v = drive(&s, "broken", &[]);
+    assert!(
+        v["broken_error"].as_str().unwrap().contains("nowhere"),
+        "{v}"
+    );
+}
+
+#[test]
+fn page_after_a_resume_shows_the_latest_attempt() {
+    let (sb, flag) = sandbox();
+    let s = start(&sb);
+    let v = drive(
+        &s,
+        "resume_terminal",
+        &[("PAGE_FLAG", flag.display().to_string())],
+    );
+    let id = v["run_id"].as_str().unwrap();
     let exec = api(&s, &format!("/api/executions/{id}"));
     assert_eq!(exec["status"], "completed", "{exec}");
 }

@@ -380,7 +380,7 @@ async function runView(id) {
   );
 
   const view = {
-    id, graph: null, nodeStates: new Map(), steps: new Map(), pending: new Map(),
+    id, graph: null, nodeStates: new Map(), steps: new Map(), pending: new Map(), seen: new Set(),
     startedAt: null, finished: false, stepsBox, pendingBox, statusSlot, duration, finalBox,
     cancelBtn, resumeBtn, es: null, tick: null,
   };
@@ -406,11 +406,15 @@ async function runView(id) {
       if (next !== id) {
         go(`/ui/runs/${encodeURIComponent(next)}`);
       } else {
-        // Same run id, a new leg: keep what the first leg showed (its states stay coloured),
-        // and follow the new events.
+        // Same run id, a new leg: keep what the first leg did (its succeeded states stay
+        // coloured); what failed, was cancelled or never reached (the failure terminal
+        // included) is the new leg's to colour. Follow the new events (seen ones skipped).
         view.finished = false;
         view.finalBox.hidden = true;
-        for (const [n, st] of view.nodeStates) if (st === 'skipped') setNode(view, n, 'pending');
+        for (const [n, st] of view.nodeStates) {
+          if (st === 'skipped' || st === 'failed' || st === 'cancelled') setNode(view, n, 'pending');
+        }
+        if (view.es) view.es.close();
         connect(view);
       }
     } catch (e) {
@@ -509,6 +513,10 @@ function connect(view) {
     let d;
     try { d = JSON.parse(ev.data); } catch { return; }
     if (!d || !d.event) return;
+    // A stream opened again after a resume may replay events shown already: once each.
+    const key = `${ev.lastEventId}|${d.at}|${name}`;
+    if (view.seen.has(key)) return;
+    view.seen.add(key);
     // Events of sub-workflow runs (parent_run_id set) are shown in their calling step's output.
     const own = d.run_id === view.id;
     f(d.event, d, own);
@@ -516,7 +524,10 @@ function connect(view) {
   on('run_started', (e, d, own) => {
     if (!own) return;
     if (e.resumed_from) {
-      for (const st of view.steps.values()) appendOutput(st, `\n— resumed from ${e.resumed_from} —\n`, 'stderr');
+      // One marker for the new leg, above the steps it runs.
+      view.stepsBox.append(h('p', { class: 'resumed-marker muted' }, `— resumed from ${e.resumed_from} —`));
+      view.resumed = true;
+      for (const st of view.steps.values()) st.rerun = false;
     }
     view.startedAt = d.at;
     setRunStatus(view, 'running');
@@ -524,7 +535,15 @@ function connect(view) {
   on('step_started', (e, d, own) => {
     if (!own) return;
     setNode(view, e.step, 'running');
-    stepBox(view, e.step);
+    const box = stepBox(view, e.step);
+    if (view.resumed && box.out.childNodes.length && !box.rerun) {
+      // Run again by the new leg: the earlier attempt's output (its stderr) is kept apart,
+      // folded, and the output shown is this attempt's.
+      box.rerun = true;
+      const old = h('pre', { class: 'previous-output' });
+      old.append(...box.out.childNodes);
+      box.out.before(h('details', { class: 'previous-attempt' }, h('summary', {}, 'previous attempt'), old));
+    }
     announce(`${e.step} running`);
   });
   on('step_retrying', (e, d, own) => {
