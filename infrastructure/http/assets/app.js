@@ -492,7 +492,8 @@ function appendOutput(s, text, stream) {
 }
 
 function connect(view) {
-  const es = api.events(view.id);
+  // A new leg of a resumed run: its events follow the ones already shown.
+  const es = api.events(view.id, view.lastId);
   view.es = es;
   teardown.push(() => es.close());
   view.tick = setInterval(() => {
@@ -503,6 +504,7 @@ function connect(view) {
     let d;
     try { d = JSON.parse(ev.data); } catch { return; }
     if (!d || !d.event) return;
+    if (ev.lastEventId) view.lastId = ev.lastEventId;
     // Events of sub-workflow runs (parent_run_id set) are shown in their calling step's output.
     const own = d.run_id === view.id;
     f(d.event, d, own);
@@ -513,6 +515,8 @@ function connect(view) {
       for (const st of view.steps.values()) appendOutput(st, `\n— resumed from ${e.resumed_from} —\n`, 'stderr');
     }
     view.startedAt = d.at;
+    view.finished = false;
+    view.finalBox.hidden = true;
     setRunStatus(view, 'running');
   });
   on('step_started', (e, d, own) => {
@@ -603,9 +607,14 @@ function connect(view) {
   });
   on('run_finished', (e, d, own) => {
     if (!own) return;
+    // Not closed here: a resumed run's log holds its earlier attempts, and the next one's
+    // events follow in the same stream; the server ends it after the last (see 'error').
     view.finished = true;
-    es.close();
     finish(view, e.result);
+  });
+  es.addEventListener('error', () => {
+    // The stream ended after the run's last event: do not let the browser reconnect.
+    if (view.finished) es.close();
   });
   on('lagged', () => {
     // The server dropped us behind; the browser reconnects with Last-Event-ID on its own.

@@ -119,15 +119,95 @@ pub struct ExecutionSummary {
     pub started_at: Option<String>,
     /// End (RFC 3339, UTC), once finished and recorded.
     pub completed_at: Option<String>,
-    /// Wall time in milliseconds, once finished and recorded.
+    /// Wall time in milliseconds, once finished and recorded: `completed_at − started_at`
+    /// (a resumed run's spans all its attempts and the time between them; a wait for an
+    /// input the run asked for counts).
     pub duration_ms: Option<u64>,
 }
 
-/// A state's status in a run.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+/// Most bytes of a state's output `GET /api/executions/{id}` gives: the last 64 KiB (the
+/// whole output is in the run's transcript and state file).
+pub const OUTPUT_CAP: usize = 64 << 10;
+
+/// A state's outcome in a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct StateStatus {
     /// `running` once started, then its recorded status (`completed`, `failed`, …).
     pub status: String,
+    /// Process exit code (−1 after a timeout or cancel); null for states without a process
+    /// and while running.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The failure text of a failed state.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Its stdout or agent text (secrets masked), at most the last [`OUTPUT_CAP`] bytes
+    /// (64 KiB); null while running.
+    #[serde(default)]
+    pub output: Option<String>,
+    /// Whether `output` was cut to its last 64 KiB.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+impl StateStatus {
+    fn running() -> Self {
+        Self {
+            status: "running".to_owned(),
+            ..Self::default()
+        }
+    }
+
+    fn of(
+        status: &awf_domain::run::StepStatus,
+        exit_code: Option<i32>,
+        error: Option<&String>,
+        output: &str,
+    ) -> Self {
+        let status = serde_json::to_value(status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let (output, truncated) = capped(output);
+        Self {
+            status,
+            exit_code,
+            error: error.cloned(),
+            output: Some(output),
+            truncated,
+        }
+    }
+}
+
+/// The last [`OUTPUT_CAP`] bytes of `text` (cut at a character boundary), and whether it
+/// was cut.
+fn capped(text: &str) -> (String, bool) {
+    if text.len() <= OUTPUT_CAP {
+        return (text.to_owned(), false);
+    }
+    let mut at = text.len() - OUTPUT_CAP;
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    (text[at..].to_owned(), true)
+}
+
+/// A run's failure.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunError {
+    /// The dotted error code (`EXECUTION.COMMAND.FAILED`, …).
+    pub code: String,
+    /// The message (secrets masked).
+    pub message: String,
+}
+
+impl From<&awf_domain::error::ErrorBody> for RunError {
+    fn from(e: &awf_domain::error::ErrorBody) -> Self {
+        Self {
+            code: e.code.as_str().to_owned(),
+            message: e.message.clone(),
+        }
+    }
 }
 
 /// One choice of an approval.
@@ -169,9 +249,20 @@ pub struct ExecutionDetail {
     /// The run.
     #[serde(flatten)]
     pub summary: ExecutionSummary,
-    /// Top-level state name → status, from the run's event log; `null` for a run read from
-    /// the store only.
+    /// State name → outcome, every state the run ran (in all its attempts, when resumed):
+    /// from its state file, with what its event log says on top (fresher while it runs).
+    /// `null` only when neither is there (a store without state files, a run not started).
     pub states: Option<BTreeMap<String, StateStatus>>,
+    /// The terminal state the run ended on, once finished.
+    #[serde(default)]
+    pub terminal: Option<String>,
+    /// The interpolated `message` of the success terminal it ended on (secrets masked); known
+    /// while the run is in this server's memory (a failure terminal's is in `error`).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Why the run failed, once finished (null on success).
+    #[serde(default)]
+    pub error: Option<RunError>,
     /// The requests the run waits on now (empty when none, and for a finished run).
     pub pending: Vec<PendingRequest>,
 }
@@ -179,7 +270,8 @@ pub struct ExecutionDetail {
 /// `GET /api/executions`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ExecutionList {
-    /// Live runs, then those finished in memory, then recorded ones (newest first).
+    /// Live runs, then those finished in memory, then recorded ones; newest first in each
+    /// group.
     pub executions: Vec<ExecutionSummary>,
 }
 
@@ -271,7 +363,14 @@ fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
             .and_then(|h| h.completed_at_ms)
             .filter(|_| finished)
             .map(rfc3339_ms),
-        duration_ms: h.and_then(|h| h.duration_ms).filter(|_| finished),
+        // completed_at − started_at when both are known (a resumed run's spans its attempts
+        // and the time between them), else the history's own figure.
+        duration_ms: h
+            .and_then(|h| match h.completed_at_ms {
+                Some(end) => Some(end.saturating_sub(h.started_at_ms)),
+                None => h.duration_ms,
+            })
+            .filter(|_| finished),
         execution_id: v.run_id.0,
         workflow_name: v.workflow,
         status: v.status.into(),
@@ -354,6 +453,12 @@ pub(crate) struct LogSnapshot {
     pub(crate) resolved: std::collections::BTreeSet<String>,
     /// Whether the run's final event is in the log.
     pub(crate) finished: bool,
+    /// The terminal of the last `RunFinished` (after the run's latest start).
+    pub(crate) terminal: Option<String>,
+    /// Its success message.
+    pub(crate) message: Option<String>,
+    /// Its error.
+    pub(crate) error: Option<RunError>,
 }
 
 /// Reads what the log holds already (never waits for the next event).
@@ -371,37 +476,38 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 s.pending.retain(|r| r.request_id != *request_id);
                 s.resolved.insert(request_id.clone());
             }
-            RunEvent::RunFinished { .. } if root => s.finished = true,
-            _ if root => {
-                let Ok(v) = serde_json::to_value(&envelope.event) else {
-                    continue;
-                };
-                match v.get("type").and_then(Value::as_str) {
-                    Some("step_started") => {
-                        if let Some(step) = v.get("step").and_then(Value::as_str) {
-                            s.states.insert(
-                                step.to_owned(),
-                                StateStatus {
-                                    status: "running".to_owned(),
-                                },
-                            );
-                        }
-                    }
-                    Some("step_finished") => {
-                        let st = v.get("state");
-                        let name = st.and_then(|s| s.get("name")).and_then(Value::as_str);
-                        let status = st.and_then(|s| s.get("status")).and_then(Value::as_str);
-                        if let (Some(n), Some(status)) = (name, status) {
-                            s.states.insert(
-                                n.to_owned(),
-                                StateStatus {
-                                    status: status.to_owned(),
-                                },
-                            );
-                        }
-                    }
-                    _ => {}
+            // A resumed run's log holds its earlier attempts: a start after an end opens the
+            // next one.
+            RunEvent::RunStarted { .. } if root => {
+                s.finished = false;
+                s.terminal = None;
+                s.message = None;
+                s.error = None;
+            }
+            RunEvent::RunFinished { result } if root => {
+                s.finished = true;
+                s.terminal.clone_from(&result.terminal);
+                s.message.clone_from(&result.message);
+                s.error = result.error.as_ref().map(RunError::from);
+                for (name, st) in &result.states {
+                    s.states.entry(name.clone()).or_insert_with(|| {
+                        StateStatus::of(&st.status, st.exit_code, st.error.as_ref(), &st.output)
+                    });
                 }
+            }
+            RunEvent::StepStarted { step, .. } if root => {
+                s.states.insert(step.clone(), StateStatus::running());
+            }
+            RunEvent::StepFinished { state, .. } if root => {
+                s.states.insert(
+                    state.name.clone(),
+                    StateStatus::of(
+                        &state.status,
+                        state.exit_code,
+                        state.error.as_ref(),
+                        &state.output,
+                    ),
+                );
             }
             _ => {}
         }
@@ -475,16 +581,41 @@ pub(crate) async fn get_execution(
     State(cfg): State<Arc<HttpConfig>>,
     Path(id): Path<String>,
 ) -> Result<Json<Envelope<ExecutionDetail>>, Problem> {
-    let run_id = RunId(id);
+    let run_id = cfg.service.resolve(&id)?;
     let v = fresh(&cfg, cfg.service.get(&run_id)?);
-    let (states, pending) = match cfg.service.subscribe(&run_id, 1) {
-        Ok(_) if v.phase == RunPhase::Recorded => (None, Vec::new()),
-        Ok(sub) => {
-            let s = snapshot(sub, &run_id);
-            (Some(s.states), s.pending.iter().map(pending_of).collect())
-        }
-        Err(_) => (None, Vec::new()),
+    // The state file: every state of every attempt, and how the last one ended.
+    let file = cfg.states.as_ref().and_then(|st| st.load(&run_id.0).ok());
+    let mut states: Option<BTreeMap<String, StateStatus>> = file.as_ref().map(|f| {
+        f.states
+            .iter()
+            .map(|(name, st)| {
+                let out = StateStatus::of(&st.status, st.exit_code, st.error.as_ref(), &st.output);
+                (name.clone(), out)
+            })
+            .collect()
+    });
+    let (mut terminal, mut message, mut error) = match &file {
+        Some(f) if v.phase != RunPhase::Live => (
+            f.terminal.clone(),
+            None,
+            f.error.as_ref().map(RunError::from),
+        ),
+        _ => (None, None, None),
     };
+    let mut pending = Vec::new();
+    if v.phase != RunPhase::Recorded
+        && let Ok(sub) = cfg.service.subscribe(&run_id, 1)
+    {
+        // The log on top: fresher while the run is live, and the only record of its message.
+        let s = snapshot(sub, &run_id);
+        states.get_or_insert_with(BTreeMap::new).extend(s.states);
+        pending = s.pending.iter().map(pending_of).collect();
+        if s.finished {
+            terminal = s.terminal;
+            message = s.message;
+            error = s.error;
+        }
+    }
     let h = cfg
         .history
         .as_ref()
@@ -492,6 +623,9 @@ pub(crate) async fn get_execution(
     Ok(Envelope::json(ExecutionDetail {
         summary: summary(v, h.as_ref()),
         states,
+        terminal,
+        message,
+        error,
         pending,
     }))
 }
@@ -571,7 +705,7 @@ pub(crate) async fn resume_execution(
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Json<Envelope<RunAccepted>>, Problem> {
     cfg.refuse_if_draining()?;
-    let run_id = RunId(id);
+    let run_id = cfg.service.resolve(&id)?;
     let v = fresh(&cfg, cfg.service.get(&run_id)?);
     if v.phase == RunPhase::Live {
         return Err(conflict(
