@@ -485,7 +485,9 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 s.error = None;
             }
             RunEvent::RunFinished { result } if root => {
+                // Nothing an ended attempt asked is pending in the next one.
                 s.finished = true;
+                s.pending.clear();
                 s.terminal.clone_from(&result.terminal);
                 s.message.clone_from(&result.message);
                 s.error = result.error.as_ref().map(RunError::from);
@@ -1207,5 +1209,132 @@ mod tests {
         );
         assert!(answer_for(&body(json!({"approved": true})), &turn).is_err());
         assert!(serde_json::from_value::<RespondBody>(json!({"nope": 1})).is_err());
+    }
+}
+
+#[cfg(test)]
+mod resumed_log_tests {
+    use super::*;
+    use awf_domain::event::EventEnvelope;
+    use awf_domain::run::RunResult;
+    use awf_domain::run::RunStatus;
+    use awf_domain::run::StepState;
+
+    /// A subscription over fixed events.
+    struct Fixed(std::collections::VecDeque<SubscriptionItem>);
+
+    impl Subscription for Fixed {
+        fn next<'life0, 'async_trait>(
+            &'life0 mut self,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Option<SubscriptionItem>> + Send + 'async_trait>,
+        >
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            let item = self.0.pop_front();
+            Box::pin(async move { item })
+        }
+    }
+
+    fn env(event: RunEvent) -> EventEnvelope {
+        EventEnvelope {
+            seq: 0,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: std::time::SystemTime::UNIX_EPOCH,
+            path: String::new(),
+            iteration: None,
+            event,
+        }
+    }
+
+    fn started() -> RunEvent {
+        RunEvent::RunStarted {
+            workflow: "w".into(),
+            identifier: "w".into(),
+            workflow_path: None,
+            inputs: Map::new(),
+            resumed_from: None,
+            pid: 1,
+        }
+    }
+
+    fn step_state(name: &str, status: &str, output: &str) -> StepState {
+        serde_json::from_value(json!({
+            "name": name, "status": status, "output": output, "stderr": "",
+            "exit_code": 1, "attempts": 1, "error": "boom", "response": null, "json": null,
+            "tokens": {"input": 0, "output": 0, "total": 0, "estimated": false}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_resumed_runs_log_shows_both_attempts_states_and_only_the_latest_end() {
+        let failed = RunResult {
+            run_id: Some(RunId("r".into())),
+            workflow: "w".into(),
+            status: RunStatus::Failure,
+            exit_code: 1,
+            terminal: None,
+            duration_ms: 1,
+            states: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            error: Some(awf_domain::error::ErrorBody {
+                code: ErrorCode::ExecutionCommandFailed,
+                message: "boom".into(),
+                hints: vec![],
+                details: BTreeMap::new(),
+            }),
+            message: None,
+            spend: None,
+        };
+        let events = vec![
+            started(),
+            RunEvent::StepStarted {
+                step: "one".into(),
+                kind: "command".into(),
+            },
+            RunEvent::StepFinished {
+                step: "one".into(),
+                kind: "command".into(),
+                state: Box::new(step_state("one", "failed", "partial")),
+            },
+            RunEvent::RunFinished {
+                result: Box::new(failed),
+            },
+            started(),
+            RunEvent::StepStarted {
+                step: "two".into(),
+                kind: "command".into(),
+            },
+        ];
+        let items = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| SubscriptionItem::Event {
+                position: i as u64 + 1,
+                envelope: Box::new(env(e)),
+            })
+            .collect();
+        let s = snapshot(Box::new(Fixed(items)), &RunId("r".into()));
+        assert!(!s.finished, "the second attempt runs");
+        assert!(s.error.is_none() && s.terminal.is_none());
+        assert_eq!(s.states["one"].status, "failed");
+        assert_eq!(s.states["one"].exit_code, Some(1));
+        assert_eq!(s.states["one"].output.as_deref(), Some("partial"));
+        assert_eq!(s.states["two"].status, "running");
+        assert_eq!(s.states["two"].output, None);
+    }
+
+    #[test]
+    fn output_keeps_its_last_64_kib_at_a_character_boundary() {
+        let text = format!("{}{}", "é".repeat(40_000), "END");
+        let (out, cut) = capped(&text);
+        assert!(cut);
+        assert!(out.len() <= OUTPUT_CAP && out.len() > OUTPUT_CAP - 4);
+        assert!(out.ends_with("END"));
+        assert_eq!(capped("short"), ("short".to_owned(), false));
     }
 }
