@@ -315,6 +315,8 @@ function watchLiveRow(r, tr, statusCell, startedCell, durCell, timers) {
   es.addEventListener('run_started', (ev) => {
     const d = data(ev);
     if (d && d.run_id === r.id) {
+      // A resumed run's log replays its earlier attempts first: a start reopens the row.
+      done = false;
       startedAt = d.at;
       startedCell.textContent = fmtTime(d.at);
     }
@@ -326,12 +328,16 @@ function watchLiveRow(r, tr, statusCell, startedCell, durCell, timers) {
   es.addEventListener('run_finished', (ev) => {
     const d = data(ev);
     if (!d || d.run_id !== r.id) return;
+    // Not closed here (a resumed attempt may follow in the same stream); see 'error'.
     done = true;
-    es.close();
     const st = runStatus(d.event.result.status);
     tr.dataset.status = st;
     statusCell.replaceChildren(badge(st));
     durCell.textContent = fmtDuration(d.event.result.duration_ms);
+  });
+  es.addEventListener('error', () => {
+    // The stream ended after the run's last event: do not let the browser reconnect.
+    if (done) es.close();
   });
 }
 
