@@ -571,11 +571,12 @@ fn pending_of(r: &InteractionRequest) -> PendingRequest {
     path = "/api/executions/{id}",
     operation_id = "get-execution",
     tag = "executions",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     responses(
         (status = 200, description = "The run", body = Envelope<ExecutionDetail>),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "An ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -685,7 +686,7 @@ fn unfit(message: String) -> Problem {
     path = "/api/executions/{id}/resume",
     operation_id = "resume-execution",
     tag = "executions",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     request_body(content = ResumeBody, description = "Overrides and restart point (the body may be empty)", content_type = "application/json"),
     responses(
         (status = 200, description = "Resumed", body = Envelope<RunAccepted>),
