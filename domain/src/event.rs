@@ -324,6 +324,11 @@ pub struct EventEnvelope {
 pub trait EventPublisher: Send + Sync {
     /// Delivers one event.
     fn emit(&self, event: EventEnvelope);
+
+    /// Blocks until every event delivered before this call has taken effect (a recorder
+    /// that writes on its own thread: its state file written). Nothing for a publisher that
+    /// acts inside `emit` (the default).
+    fn flush(&self) {}
 }
 
 mod system_time_millis {

@@ -855,6 +855,33 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.expect(503, "GET", "/api/history/stats", None);
     }
 
+    // An ambiguous run id prefix: 422 (two runs whose ids share their first character).
+    {
+        let sbs = sandbox();
+        let n = start(&sbs, &[]);
+        let mut c = Client {
+            base: n.base.clone(),
+            templates,
+            reached,
+        };
+        let mut ids: Vec<String> = Vec::new();
+        let prefix = loop {
+            let id = c.start_run("echo", "{}");
+            c.wait_status(&id, "completed");
+            if let Some(o) = ids.iter().find(|o| o[..1] == id[..1]) {
+                break id
+                    .chars()
+                    .zip(o.chars())
+                    .take_while(|(x, y)| x == y)
+                    .map(|p| p.0)
+                    .collect::<String>();
+            }
+            assert!(ids.len() < 40, "no two of {ids:?} share a first character");
+            ids.push(id);
+        };
+        c.expect(422, "GET", &format!("/api/executions/{prefix}"), None);
+    }
+
     // What the server cannot read: 500. A workflow file that fails to read (a link to
     // /proc/self/mem, whose first page is never mapped: EIO), a recorded run whose state file
     // is not JSON (read once the run left memory after --run-ttl), a states directory that

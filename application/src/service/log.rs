@@ -150,6 +150,36 @@ impl EventLog {
         }
     }
 
+    /// A log that goes on from an earlier one: `first` is the position of `prior[0]`, and
+    /// the next event appended gets the position after the last of `prior` (a resumed run's
+    /// log continues its first attempt's, so a client that read up to position N reconnects
+    /// with N and gets the resumed attempt's events; issue #2 of the `awf serve` trial).
+    pub(crate) fn continuing(
+        budget: usize,
+        keep_unread: bool,
+        first: u64,
+        prior: Vec<EventEnvelope>,
+    ) -> Self {
+        let log = Self::new(budget, keep_unread);
+        {
+            let mut g = lock(&log.inner);
+            g.first = first.max(1);
+            for env in prior {
+                let size = approx_size(&env);
+                g.events.push_back((env, size));
+                g.bytes += size;
+            }
+            g.trim(budget, keep_unread);
+        }
+        log
+    }
+
+    /// The position of the oldest kept event and the kept events, in order.
+    pub(crate) fn kept(&self) -> (u64, Vec<EventEnvelope>) {
+        let g = lock(&self.inner);
+        (g.first, g.events.iter().map(|(e, _)| e.clone()).collect())
+    }
+
     /// Appends one event; gives its position.
     #[cfg(test)]
     pub(crate) fn append(&self, env: EventEnvelope) -> u64 {

@@ -210,6 +210,15 @@ fn not_found(run_id: &RunId) -> AwfError {
     .with_hint("`awf history` lists recorded runs; a finished run leaves memory after its TTL")
 }
 
+/// No run with that id anywhere: neither this process nor the store knows it.
+fn unknown(run_id: &RunId) -> AwfError {
+    AwfError::new(
+        ErrorCode::UserFacadeRunNotFound,
+        format!("no run with id {run_id}"),
+    )
+    .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")
+}
+
 fn rejected(message: String) -> AwfError {
     AwfError::new(ErrorCode::UserFacadeInputRejected, message)
         .with_hint("answer only a request the run announced and still waits for")
@@ -276,14 +285,26 @@ impl RunManager {
     }
 
     /// Registers a launched run and starts pumping its events into its log.
+    ///
+    /// A resumed run this process still holds keeps its log: the new attempt's events follow
+    /// the earlier attempt's, at the next positions (nothing is renumbered or dropped).
     fn register(&self, handle: RunHandle, workflow: String) -> RunId {
         let parts = handle.into_parts();
+        let log = match self.entry(&parts.run_id) {
+            Some(old) => {
+                let (first, prior) = old.log.kept();
+                EventLog::continuing(
+                    self.config.log_budget_bytes,
+                    self.config.keep_unread,
+                    first,
+                    prior,
+                )
+            }
+            None => EventLog::new(self.config.log_budget_bytes, self.config.keep_unread),
+        };
         let entry = Arc::new(Entry {
             run_id: parts.run_id.clone(),
-            log: Arc::new(EventLog::new(
-                self.config.log_budget_bytes,
-                self.config.keep_unread,
-            )),
+            log: Arc::new(log),
             cancel: parts.cancel,
             interaction: parts.interaction,
             info: Mutex::new(Info {
@@ -438,6 +459,23 @@ impl RunService for RunManager {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
+        if self.entry(&id).is_some() {
+            // Ended here a moment ago: the recorders may still be writing its state file,
+            // which `resume_run` reads; wait until what they were given is written.
+            let recorders = self.facade.services().recorders.clone();
+            let flushed = tokio::task::spawn_blocking(move || {
+                for r in &recorders {
+                    r.flush();
+                }
+            })
+            .await;
+            if let Err(e) = flushed {
+                return Err(AwfError::new(
+                    ErrorCode::SystemInternal,
+                    format!("waiting for the run's record to be written failed: {e}"),
+                ));
+            }
+        }
         let _slot = self.reserve()?;
         let handle = self.facade.resume_run(request).await?;
         Ok(self.register(handle, id.0))
@@ -453,16 +491,47 @@ impl RunService for RunManager {
         };
         match store.load(&run_id.0) {
             Ok(s) => Ok(recorded_view(&s)),
-            Err(e) if e.code() == ErrorCode::UserInputValidationFailed => Err(not_found(run_id)),
+            Err(e) if e.code() == ErrorCode::UserInputValidationFailed => Err(unknown(run_id)),
             Err(e) => Err(e),
         }
+    }
+
+    fn resolve(&self, query: &str) -> Result<RunId, AwfError> {
+        self.evict();
+        let q = query.trim();
+        let mut ids: Vec<String> = lock(&self.registry)
+            .runs
+            .keys()
+            .map(|k| k.0.clone())
+            .collect();
+        if ids.iter().any(|i| i == q) {
+            return Ok(RunId(q.to_owned()));
+        }
+        if let Some(store) = &self.facade.services().state_store {
+            // A recorded full id (even one whose state file cannot be read: `get` then
+            // reports that) is taken as it is.
+            match store.load(q) {
+                Err(e) if e.code() == ErrorCode::UserInputValidationFailed => {}
+                _ => return Ok(RunId(q.to_owned())),
+            }
+            ids.extend(store.list()?.into_iter().map(|s| s.run_id));
+        }
+        crate::runs::match_run_id(q, ids.iter().map(String::as_str))
+            .map(RunId)
+            .map_err(|e| {
+                if e.message().starts_with("no run with id") {
+                    unknown(&RunId(q.to_owned()))
+                } else {
+                    e
+                }
+            })
     }
 
     fn list(&self) -> Result<Vec<RunView>, AwfError> {
         self.evict();
         let entries: Vec<Arc<Entry>> = lock(&self.registry).runs.values().cloned().collect();
-        let mut views: Vec<RunView> = entries.iter().map(|e| e.view()).collect();
-        // Live first, each group in start order.
+        // Newest first (the registry is in start order), then live first (a stable sort).
+        let mut views: Vec<RunView> = entries.iter().rev().map(|e| e.view()).collect();
         views.sort_by_key(|v| v.phase != RunPhase::Live);
         if let Some(store) = &self.facade.services().state_store {
             let known: std::collections::HashSet<RunId> =

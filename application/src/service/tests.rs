@@ -704,3 +704,124 @@ async fn a_run_that_succeeded_here_is_not_resumed_while_its_record_still_says_ru
         format!("run {id} already completed successfully; nothing to resume")
     );
 }
+
+/// A recorder that writes a run's end to the store only when flushed (as the store's writer
+/// thread does, later than the engine's last event).
+struct LateRecorder {
+    store: Arc<MemStore>,
+    queued: Mutex<Option<RunSnapshot>>,
+}
+
+impl awf_domain::event::EventPublisher for LateRecorder {
+    fn emit(&self, event: awf_domain::event::EventEnvelope) {
+        if let RunEvent::RunFinished { result } = &event.event
+            && event.parent_run_id.is_none()
+        {
+            let mut s = snapshot(&event.run_id.0, stored_status_of(result.status));
+            s.current_state = "s1".into();
+            *crate::engine::lock(&self.queued) = Some(s);
+        }
+    }
+
+    fn flush(&self) {
+        if let Some(s) = crate::engine::lock(&self.queued).take() {
+            self.store.save(&s).unwrap();
+        }
+    }
+}
+
+fn stored_status_of(s: RunStatus) -> StoredStatus {
+    match s {
+        RunStatus::Success => StoredStatus::Success,
+        RunStatus::Failure => StoredStatus::Failure,
+        RunStatus::Cancelled => StoredStatus::Cancelled,
+    }
+}
+
+#[tokio::test]
+async fn a_run_resumed_right_after_it_failed_here_waits_for_its_record_and_its_log_goes_on() {
+    let store = Arc::new(MemStore::default());
+    let mut svcs = services(
+        FakeRepository::new().with(steps("w", 2)),
+        FakeExecutor::new().on(
+            "step",
+            [
+                FakeCommand::ok(""),
+                FakeCommand::fail(1, "no"),
+                FakeCommand::ok(""),
+            ],
+        ),
+        Some(Arc::clone(&store)),
+    );
+    svcs.recorders = vec![Arc::new(LateRecorder {
+        store: Arc::clone(&store),
+        queued: Mutex::new(None),
+    })];
+    let svc = RunManager::new(svcs, ServiceConfig::default());
+    let id = svc.start(request("w")).await.unwrap();
+    assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Failure);
+    let first = drain(&mut svc.subscribe(&id, 1).unwrap()).await;
+    let last = positions(&first).last().copied().unwrap();
+    // Nothing is in the store yet: only the recorder's flush writes it.
+    assert!(store.load(&id.0).is_err());
+    svc.resume(awf_domain::ports::facade::ResumeRequest {
+        run_id: id.0.clone(),
+        working_dir: PathBuf::from("/"),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Success);
+    // The first attempt's events are still there, and the resumed attempt's follow them.
+    let all = drain(&mut svc.subscribe(&id, 1).unwrap()).await;
+    assert_eq!(&all[..first.len()], &first[..]);
+    let next = drain(&mut svc.subscribe(&id, last + 1).unwrap()).await;
+    assert_eq!(positions(&next)[0], last + 1);
+    assert_eq!(all.len(), first.len() + next.len());
+    match &next[0] {
+        SubscriptionItem::Event { envelope, .. } => {
+            assert!(
+                matches!(envelope.event, RunEvent::RunStarted { .. }),
+                "{envelope:?}"
+            );
+        }
+        other => panic!("expected the resumed run's start, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn runs_resolve_by_a_unique_prefix_and_list_newest_first() {
+    let svc = RunManager::new(
+        services(
+            FakeRepository::new().with(steps("w", 1)),
+            FakeExecutor::new().always("step", FakeCommand::ok("")),
+            None,
+        ),
+        ServiceConfig::default(),
+    );
+    let a = svc.start(request("w")).await.unwrap();
+    svc.wait(&a).await.unwrap();
+    let b = svc.start(request("w")).await.unwrap();
+    svc.wait(&b).await.unwrap();
+    let listed: Vec<RunId> = svc.list().unwrap().into_iter().map(|v| v.run_id).collect();
+    assert_eq!(listed, vec![b.clone(), a.clone()]);
+    assert_eq!(svc.resolve(&a.0).unwrap(), a);
+    let common =
+        a.0.chars()
+            .zip(b.0.chars())
+            .take_while(|(x, y)| x == y)
+            .count();
+    assert_eq!(svc.resolve(&a.0[..=common]).unwrap(), a);
+    let e = svc.resolve(&a.0[..common]).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{e}");
+    assert!(
+        e.hints()
+            .iter()
+            .any(|h| h.contains(&a.0) && h.contains(&b.0)),
+        "{e:?}"
+    );
+    assert_eq!(
+        code(svc.resolve("zzz-none")),
+        ErrorCode::UserFacadeRunNotFound
+    );
+}

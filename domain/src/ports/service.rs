@@ -110,8 +110,20 @@ pub trait RunService: Send + Sync {
     /// state file cannot be read.
     fn get(&self, run_id: &RunId) -> Result<RunView, AwfError>;
 
-    /// Every run: live ones first, then those finished in memory, then the recorded ones
-    /// (newest first) that are not in memory.
+    /// The run id that `query` names: a run id, or a unique prefix of one (as `awf resume`
+    /// and `awf status` take it), among the runs of this process and the recorded ones. The
+    /// default takes `query` as the full id.
+    ///
+    /// # Errors
+    /// `USER.FACADE.RUN_NOT_FOUND` when no run matches; `USER.INPUT.VALIDATION_FAILED` when
+    /// the prefix is ambiguous (the hint lists candidates); `SYSTEM.IO.READ_FAILED` when the
+    /// store cannot be listed.
+    fn resolve(&self, query: &str) -> Result<RunId, AwfError> {
+        Ok(RunId(query.to_owned()))
+    }
+
+    /// Every run, newest first within each group: live ones first, then those finished in
+    /// memory, then the recorded ones that are not in memory.
     ///
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED` when the store cannot be listed.

@@ -85,9 +85,11 @@ export function respond(id, body) {
   return api('POST', `/api/executions/${enc(id)}/respond`, body);
 }
 
-/** The SSE stream of a run's events (`GET /api/executions/{id}/events`, named events). */
-export function events(id) {
-  return new EventSource(`/api/executions/${enc(id)}/events`);
+/** The SSE stream of a run's events (`GET /api/executions/{id}/events`, named events),
+ * after position `after` when given (a resumed run's log goes on after its first attempt's). */
+export function events(id, after) {
+  const q = after ? `?after=${enc(after)}` : '';
+  return new EventSource(`/api/executions/${enc(id)}/events${q}`);
 }
 
 /** Every event name the stream can carry (RunEvent's `type`s, and `lagged`). */

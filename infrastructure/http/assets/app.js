@@ -321,6 +321,8 @@ function watchLiveRow(r, tr, statusCell, startedCell, durCell, timers) {
   es.addEventListener('run_started', (ev) => {
     const d = data(ev);
     if (d && d.run_id === r.id) {
+      // A resumed run's log replays its earlier attempts first: a start reopens the row.
+      done = false;
       startedAt = d.at;
       startedCell.textContent = fmtTime(d.at);
     }
@@ -332,12 +334,16 @@ function watchLiveRow(r, tr, statusCell, startedCell, durCell, timers) {
   es.addEventListener('run_finished', (ev) => {
     const d = data(ev);
     if (!d || d.run_id !== r.id) return;
+    // Not closed here (a resumed attempt may follow in the same stream); see 'error'.
     done = true;
-    es.close();
     const st = runStatus(d.event.result.status);
     tr.dataset.status = st;
     statusCell.replaceChildren(badge(st));
     durCell.textContent = fmtDuration(d.event.result.duration_ms);
+  });
+  es.addEventListener('error', () => {
+    // The stream ended after the run's last event: do not let the browser reconnect.
+    if (done) es.close();
   });
 }
 
@@ -502,7 +508,8 @@ function appendOutput(s, text, stream) {
 }
 
 function connect(view) {
-  const es = api.events(view.id);
+  // A new leg of a resumed run: its events follow the ones already shown.
+  const es = api.events(view.id, view.lastId);
   view.es = es;
   teardown.push(() => es.close());
   view.tick = setInterval(() => {
@@ -513,10 +520,7 @@ function connect(view) {
     let d;
     try { d = JSON.parse(ev.data); } catch { return; }
     if (!d || !d.event) return;
-    // A stream opened again after a resume may replay events shown already: once each.
-    const key = `${ev.lastEventId}|${d.at}|${name}`;
-    if (view.seen.has(key)) return;
-    view.seen.add(key);
+    if (ev.lastEventId) view.lastId = ev.lastEventId;
     // Events of sub-workflow runs (parent_run_id set) are shown in their calling step's output.
     const own = d.run_id === view.id;
     f(d.event, d, own);
@@ -530,6 +534,8 @@ function connect(view) {
       for (const st of view.steps.values()) st.rerun = false;
     }
     view.startedAt = d.at;
+    view.finished = false;
+    view.finalBox.hidden = true;
     setRunStatus(view, 'running');
   });
   on('step_started', (e, d, own) => {
@@ -628,9 +634,14 @@ function connect(view) {
   });
   on('run_finished', (e, d, own) => {
     if (!own) return;
+    // Not closed here: a resumed run's log holds its earlier attempts, and the next one's
+    // events follow in the same stream; the server ends it after the last (see 'error').
     view.finished = true;
-    es.close();
     finish(view, e.result);
+  });
+  es.addEventListener('error', () => {
+    // The stream ended after the run's last event: do not let the browser reconnect.
+    if (view.finished) es.close();
   });
   on('lagged', () => {
     // The server dropped us behind; the browser reconnects with Last-Event-ID on its own.

@@ -119,15 +119,95 @@ pub struct ExecutionSummary {
     pub started_at: Option<String>,
     /// End (RFC 3339, UTC), once finished and recorded.
     pub completed_at: Option<String>,
-    /// Wall time in milliseconds, once finished and recorded.
+    /// Wall time in milliseconds, once finished and recorded: `completed_at − started_at`
+    /// (a resumed run's spans all its attempts and the time between them; a wait for an
+    /// input the run asked for counts).
     pub duration_ms: Option<u64>,
 }
 
-/// A state's status in a run.
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+/// Most bytes of a state's output `GET /api/executions/{id}` gives: the last 64 KiB (the
+/// whole output is in the run's transcript and state file).
+pub const OUTPUT_CAP: usize = 64 << 10;
+
+/// A state's outcome in a run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct StateStatus {
     /// `running` once started, then its recorded status (`completed`, `failed`, …).
     pub status: String,
+    /// Process exit code (−1 after a timeout or cancel); null for states without a process
+    /// and while running.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The failure text of a failed state.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Its stdout or agent text (secrets masked), at most the last [`OUTPUT_CAP`] bytes
+    /// (64 KiB); null while running.
+    #[serde(default)]
+    pub output: Option<String>,
+    /// Whether `output` was cut to its last 64 KiB.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+impl StateStatus {
+    fn running() -> Self {
+        Self {
+            status: "running".to_owned(),
+            ..Self::default()
+        }
+    }
+
+    fn of(
+        status: &awf_domain::run::StepStatus,
+        exit_code: Option<i32>,
+        error: Option<&String>,
+        output: &str,
+    ) -> Self {
+        let status = serde_json::to_value(status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let (output, truncated) = capped(output);
+        Self {
+            status,
+            exit_code,
+            error: error.cloned(),
+            output: Some(output),
+            truncated,
+        }
+    }
+}
+
+/// The last [`OUTPUT_CAP`] bytes of `text` (cut at a character boundary), and whether it
+/// was cut.
+fn capped(text: &str) -> (String, bool) {
+    if text.len() <= OUTPUT_CAP {
+        return (text.to_owned(), false);
+    }
+    let mut at = text.len() - OUTPUT_CAP;
+    while !text.is_char_boundary(at) {
+        at += 1;
+    }
+    (text[at..].to_owned(), true)
+}
+
+/// A run's failure.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunError {
+    /// The dotted error code (`EXECUTION.COMMAND.FAILED`, …).
+    pub code: String,
+    /// The message (secrets masked).
+    pub message: String,
+}
+
+impl From<&awf_domain::error::ErrorBody> for RunError {
+    fn from(e: &awf_domain::error::ErrorBody) -> Self {
+        Self {
+            code: e.code.as_str().to_owned(),
+            message: e.message.clone(),
+        }
+    }
 }
 
 /// One choice of an approval, or one allowed value of a `missing_input` whose input has
@@ -173,9 +253,20 @@ pub struct ExecutionDetail {
     /// The run.
     #[serde(flatten)]
     pub summary: ExecutionSummary,
-    /// Top-level state name → status, from the run's event log; `null` for a run read from
-    /// the store only.
+    /// State name → outcome, every state the run ran (in all its attempts, when resumed):
+    /// from its state file, with what its event log says on top (fresher while it runs).
+    /// `null` only when neither is there (a store without state files, a run not started).
     pub states: Option<BTreeMap<String, StateStatus>>,
+    /// The terminal state the run ended on, once finished.
+    #[serde(default)]
+    pub terminal: Option<String>,
+    /// The interpolated `message` of the success terminal it ended on (secrets masked); known
+    /// while the run is in this server's memory (a failure terminal's is in `error`).
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Why the run failed, once finished (null on success).
+    #[serde(default)]
+    pub error: Option<RunError>,
     /// The requests the run waits on now (empty when none, and for a finished run).
     pub pending: Vec<PendingRequest>,
 }
@@ -183,7 +274,8 @@ pub struct ExecutionDetail {
 /// `GET /api/executions`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct ExecutionList {
-    /// Live runs, then those finished in memory, then recorded ones (newest first).
+    /// Live runs, then those finished in memory, then recorded ones; newest first in each
+    /// group.
     pub executions: Vec<ExecutionSummary>,
 }
 
@@ -275,7 +367,14 @@ fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
             .and_then(|h| h.completed_at_ms)
             .filter(|_| finished)
             .map(rfc3339_ms),
-        duration_ms: h.and_then(|h| h.duration_ms).filter(|_| finished),
+        // completed_at − started_at when both are known (a resumed run's spans its attempts
+        // and the time between them), else the history's own figure.
+        duration_ms: h
+            .and_then(|h| match h.completed_at_ms {
+                Some(end) => Some(end.saturating_sub(h.started_at_ms)),
+                None => h.duration_ms,
+            })
+            .filter(|_| finished),
         execution_id: v.run_id.0,
         workflow_name: v.workflow,
         status: v.status.into(),
@@ -358,6 +457,12 @@ pub(crate) struct LogSnapshot {
     pub(crate) resolved: std::collections::BTreeSet<String>,
     /// Whether the run's final event is in the log.
     pub(crate) finished: bool,
+    /// The terminal of the last `RunFinished` (after the run's latest start).
+    pub(crate) terminal: Option<String>,
+    /// Its success message.
+    pub(crate) message: Option<String>,
+    /// Its error.
+    pub(crate) error: Option<RunError>,
 }
 
 /// Reads what the log holds already (never waits for the next event).
@@ -375,37 +480,40 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 s.pending.retain(|r| r.request_id != *request_id);
                 s.resolved.insert(request_id.clone());
             }
-            RunEvent::RunFinished { .. } if root => s.finished = true,
-            _ if root => {
-                let Ok(v) = serde_json::to_value(&envelope.event) else {
-                    continue;
-                };
-                match v.get("type").and_then(Value::as_str) {
-                    Some("step_started") => {
-                        if let Some(step) = v.get("step").and_then(Value::as_str) {
-                            s.states.insert(
-                                step.to_owned(),
-                                StateStatus {
-                                    status: "running".to_owned(),
-                                },
-                            );
-                        }
-                    }
-                    Some("step_finished") => {
-                        let st = v.get("state");
-                        let name = st.and_then(|s| s.get("name")).and_then(Value::as_str);
-                        let status = st.and_then(|s| s.get("status")).and_then(Value::as_str);
-                        if let (Some(n), Some(status)) = (name, status) {
-                            s.states.insert(
-                                n.to_owned(),
-                                StateStatus {
-                                    status: status.to_owned(),
-                                },
-                            );
-                        }
-                    }
-                    _ => {}
+            // A resumed run's log holds its earlier attempts: a start after an end opens the
+            // next one.
+            RunEvent::RunStarted { .. } if root => {
+                s.finished = false;
+                s.terminal = None;
+                s.message = None;
+                s.error = None;
+            }
+            RunEvent::RunFinished { result } if root => {
+                // Nothing an ended attempt asked is pending in the next one.
+                s.finished = true;
+                s.pending.clear();
+                s.terminal.clone_from(&result.terminal);
+                s.message.clone_from(&result.message);
+                s.error = result.error.as_ref().map(RunError::from);
+                for (name, st) in &result.states {
+                    s.states.entry(name.clone()).or_insert_with(|| {
+                        StateStatus::of(&st.status, st.exit_code, st.error.as_ref(), &st.output)
+                    });
                 }
+            }
+            RunEvent::StepStarted { step, .. } if root => {
+                s.states.insert(step.clone(), StateStatus::running());
+            }
+            RunEvent::StepFinished { state, .. } if root => {
+                s.states.insert(
+                    state.name.clone(),
+                    StateStatus::of(
+                        &state.status,
+                        state.exit_code,
+                        state.error.as_ref(),
+                        &state.output,
+                    ),
+                );
             }
             _ => {}
         }
@@ -477,11 +585,12 @@ fn pending_of(r: &InteractionRequest) -> PendingRequest {
     path = "/api/executions/{id}",
     operation_id = "get-execution",
     tag = "executions",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     responses(
         (status = 200, description = "The run", body = Envelope<ExecutionDetail>),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "An ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -489,16 +598,41 @@ pub(crate) async fn get_execution(
     State(cfg): State<Arc<HttpConfig>>,
     Path(id): Path<String>,
 ) -> Result<Json<Envelope<ExecutionDetail>>, Problem> {
-    let run_id = RunId(id);
+    let run_id = cfg.service.resolve(&id)?;
     let v = fresh(&cfg, cfg.service.get(&run_id)?);
-    let (states, pending) = match cfg.service.subscribe(&run_id, 1) {
-        Ok(_) if v.phase == RunPhase::Recorded => (None, Vec::new()),
-        Ok(sub) => {
-            let s = snapshot(sub, &run_id);
-            (Some(s.states), s.pending.iter().map(pending_of).collect())
-        }
-        Err(_) => (None, Vec::new()),
+    // The state file: every state of every attempt, and how the last one ended.
+    let file = cfg.states.as_ref().and_then(|st| st.load(&run_id.0).ok());
+    let mut states: Option<BTreeMap<String, StateStatus>> = file.as_ref().map(|f| {
+        f.states
+            .iter()
+            .map(|(name, st)| {
+                let out = StateStatus::of(&st.status, st.exit_code, st.error.as_ref(), &st.output);
+                (name.clone(), out)
+            })
+            .collect()
+    });
+    let (mut terminal, mut message, mut error) = match &file {
+        Some(f) if v.phase != RunPhase::Live => (
+            f.terminal.clone(),
+            None,
+            f.error.as_ref().map(RunError::from),
+        ),
+        _ => (None, None, None),
     };
+    let mut pending = Vec::new();
+    if v.phase != RunPhase::Recorded
+        && let Ok(sub) = cfg.service.subscribe(&run_id, 1)
+    {
+        // The log on top: fresher while the run is live, and the only record of its message.
+        let s = snapshot(sub, &run_id);
+        states.get_or_insert_with(BTreeMap::new).extend(s.states);
+        pending = s.pending.iter().map(pending_of).collect();
+        if s.finished {
+            terminal = s.terminal;
+            message = s.message;
+            error = s.error;
+        }
+    }
     let h = cfg
         .history
         .as_ref()
@@ -506,6 +640,9 @@ pub(crate) async fn get_execution(
     Ok(Envelope::json(ExecutionDetail {
         summary: summary(v, h.as_ref()),
         states,
+        terminal,
+        message,
+        error,
         pending,
     }))
 }
@@ -563,7 +700,7 @@ fn unfit(message: String) -> Problem {
     path = "/api/executions/{id}/resume",
     operation_id = "resume-execution",
     tag = "executions",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     request_body(content = ResumeBody, description = "Overrides and restart point (the body may be empty)", content_type = "application/json"),
     responses(
         (status = 200, description = "Resumed", body = Envelope<RunAccepted>),
@@ -585,7 +722,7 @@ pub(crate) async fn resume_execution(
     JsonBody(body): JsonBody<ResumeBody>,
 ) -> Result<Json<Envelope<RunAccepted>>, Problem> {
     cfg.refuse_if_draining()?;
-    let run_id = RunId(id);
+    let run_id = cfg.service.resolve(&id)?;
     let v = fresh(&cfg, cfg.service.get(&run_id)?);
     if v.phase == RunPhase::Live {
         return Err(conflict(
@@ -1173,5 +1310,132 @@ mod tests {
         let ids: Vec<&str> = p.options.iter().map(|o| o.id.as_str()).collect();
         assert_eq!(ids, ["dev", "prod"]);
         assert!(p.options.iter().all(|o| o.kind == "value"));
+    }
+}
+
+#[cfg(test)]
+mod resumed_log_tests {
+    use super::*;
+    use awf_domain::event::EventEnvelope;
+    use awf_domain::run::RunResult;
+    use awf_domain::run::RunStatus;
+    use awf_domain::run::StepState;
+
+    /// A subscription over fixed events.
+    struct Fixed(std::collections::VecDeque<SubscriptionItem>);
+
+    impl Subscription for Fixed {
+        fn next<'life0, 'async_trait>(
+            &'life0 mut self,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Option<SubscriptionItem>> + Send + 'async_trait>,
+        >
+        where
+            'life0: 'async_trait,
+            Self: 'async_trait,
+        {
+            let item = self.0.pop_front();
+            Box::pin(async move { item })
+        }
+    }
+
+    fn env(event: RunEvent) -> EventEnvelope {
+        EventEnvelope {
+            seq: 0,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: std::time::SystemTime::UNIX_EPOCH,
+            path: String::new(),
+            iteration: None,
+            event,
+        }
+    }
+
+    fn started() -> RunEvent {
+        RunEvent::RunStarted {
+            workflow: "w".into(),
+            identifier: "w".into(),
+            workflow_path: None,
+            inputs: Map::new(),
+            resumed_from: None,
+            pid: 1,
+        }
+    }
+
+    fn step_state(name: &str, status: &str, output: &str) -> StepState {
+        serde_json::from_value(json!({
+            "name": name, "status": status, "output": output, "stderr": "",
+            "exit_code": 1, "attempts": 1, "error": "boom", "response": null, "json": null,
+            "tokens": {"input": 0, "output": 0, "total": 0, "estimated": false}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_resumed_runs_log_shows_both_attempts_states_and_only_the_latest_end() {
+        let failed = RunResult {
+            run_id: Some(RunId("r".into())),
+            workflow: "w".into(),
+            status: RunStatus::Failure,
+            exit_code: 1,
+            terminal: None,
+            duration_ms: 1,
+            states: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            error: Some(awf_domain::error::ErrorBody {
+                code: ErrorCode::ExecutionCommandFailed,
+                message: "boom".into(),
+                hints: vec![],
+                details: BTreeMap::new(),
+            }),
+            message: None,
+            spend: None,
+        };
+        let events = vec![
+            started(),
+            RunEvent::StepStarted {
+                step: "one".into(),
+                kind: "command".into(),
+            },
+            RunEvent::StepFinished {
+                step: "one".into(),
+                kind: "command".into(),
+                state: Box::new(step_state("one", "failed", "partial")),
+            },
+            RunEvent::RunFinished {
+                result: Box::new(failed),
+            },
+            started(),
+            RunEvent::StepStarted {
+                step: "two".into(),
+                kind: "command".into(),
+            },
+        ];
+        let items = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| SubscriptionItem::Event {
+                position: i as u64 + 1,
+                envelope: Box::new(env(e)),
+            })
+            .collect();
+        let s = snapshot(Box::new(Fixed(items)), &RunId("r".into()));
+        assert!(!s.finished, "the second attempt runs");
+        assert!(s.error.is_none() && s.terminal.is_none());
+        assert_eq!(s.states["one"].status, "failed");
+        assert_eq!(s.states["one"].exit_code, Some(1));
+        assert_eq!(s.states["one"].output.as_deref(), Some("partial"));
+        assert_eq!(s.states["two"].status, "running");
+        assert_eq!(s.states["two"].output, None);
+    }
+
+    #[test]
+    fn output_keeps_its_last_64_kib_at_a_character_boundary() {
+        let text = format!("{}{}", "é".repeat(40_000), "END");
+        let (out, cut) = capped(&text);
+        assert!(cut);
+        assert!(out.len() <= OUTPUT_CAP && out.len() > OUTPUT_CAP - 4);
+        assert!(out.ends_with("END"));
+        assert_eq!(capped("short"), ("short".to_owned(), false));
     }
 }

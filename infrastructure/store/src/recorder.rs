@@ -276,6 +276,10 @@ impl EventPublisher for Recorder {
             );
         }
     }
+
+    fn flush(&self) {
+        Self::flush(self);
+    }
 }
 
 fn millis(t: SystemTime) -> u64 {

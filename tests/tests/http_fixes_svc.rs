@@ -1,0 +1,363 @@
+//! `awf serve` findings of the new-user trial, run service and store side, over the built
+//! binary with curl: a resumed run's event log goes on losslessly and its `states` cover
+//! every attempt (#2, #10), a finished or recorded run's outcome is in GET (#1), runs are
+//! named by a unique id prefix (#12), `/api/executions` lists newest first (#13).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::BufRead;
+use std::io::BufReader;
+use std::process::Child;
+use std::process::Command;
+use std::process::Stdio;
+
+use awf_tests::Sandbox;
+use awf_tests::wait_for;
+use serde_json::Value;
+
+const HELLO: &str = "name: hello
+inputs:
+  - name: who
+    type: string
+    default: world
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo hello {{.inputs.who}}
+    on_success: done
+  done:
+    type: terminal
+    message: \"greeted {{.inputs.who}}\"
+";
+
+const BROKEN: &str = "name: broken
+states:
+  initial: boom
+  boom:
+    type: step
+    command: echo out; echo bad >&2; exit 3
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// Prints 70 000 bytes (over the 64 KiB cap), ending in `END`.
+const LOUD: &str = "name: loud
+states:
+  initial: shout
+  shout:
+    type: step
+    command: \"head -c 70000 /dev/zero | tr '\\\\0' x; echo END\"
+    on_success: done
+  done:
+    type: terminal
+";
+
+const SLEEPER: &str = "name: sleeper
+states:
+  initial: nap
+  nap:
+    type: step
+    command: sleep 300
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// A running `awf serve`; killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sandbox() -> (Sandbox, std::path::PathBuf) {
+    let mut sb = Sandbox::new().unwrap();
+    let marker = sb.path().join("marker");
+    let flaky = format!(
+        "name: flaky\nstates:\n  initial: prep\n  prep:\n    type: step\n    command: echo prep\n    on_success: check\n  check:\n    type: step\n    command: test -f {}\n    on_success: done\n  done:\n    type: terminal\n",
+        marker.display()
+    );
+    for (name, text) in [
+        ("hello", HELLO),
+        ("broken", BROKEN),
+        ("loud", LOUD),
+        ("sleeper", SLEEPER),
+        ("flaky", flaky.as_str()),
+    ] {
+        sb.write(&format!("wf/{name}.yaml"), text).unwrap();
+    }
+    let wf = sb.path().join("wf").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
+    (sb, marker)
+}
+
+fn start(sb: &Sandbox) -> Server {
+    let mut child = sb
+        .cmd(&["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut line = String::new();
+    BufReader::new(out).read_line(&mut line).unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("AWF API server listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Server { child, base }
+}
+
+/// `curl` a request; returns (status, body).
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "60", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.trim().parse().unwrap(), body.to_owned())
+}
+
+fn json_of(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+fn post(url: &str, body: &str) -> (u16, String) {
+    curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        body,
+        url,
+    ])
+}
+
+fn start_run(s: &Server, name: &str) -> String {
+    let (code, body) = post(&format!("{}/api/workflows/local/{name}/run", s.base), "{}");
+    assert_eq!(code, 202, "{body}");
+    json_of(&body)["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn execution(s: &Server, id: &str) -> Value {
+    let (code, body) = curl(&[&format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    json_of(&body)["body"].clone()
+}
+
+fn wait_status(s: &Server, id: &str, want: &str) -> Value {
+    let mut last = Value::Null;
+    wait_for(&format!("run {id} to be {want}"), || {
+        last = execution(s, id);
+        last["status"] == want
+    });
+    last
+}
+
+/// (id, event name) of every frame of a run's stream after `after` (it ends after the
+/// run's final event).
+fn frames(s: &Server, id: &str, after: u64) -> Vec<(u64, String)> {
+    let (code, body) = curl(&[
+        "-N",
+        &format!("{}/api/executions/{id}/events?after={after}", s.base),
+    ]);
+    assert_eq!(code, 200, "{body}");
+    let mut out = Vec::new();
+    for block in body.split("\n\n") {
+        let (mut id, mut name) = (None, None);
+        for l in block.lines() {
+            if let Some(i) = l.strip_prefix("id: ") {
+                id = Some(i.trim().parse::<u64>().unwrap());
+            } else if let Some(n) = l.strip_prefix("event: ") {
+                name = Some(n.trim().to_owned());
+            }
+        }
+        if let (Some(i), Some(n)) = (id, name) {
+            out.push((i, n));
+        }
+    }
+    out
+}
+
+fn ms_of(rfc3339: &Value) -> u64 {
+    let t = awf_domain::timefmt::parse_rfc3339(rfc3339.as_str().unwrap()).unwrap();
+    u64::try_from(t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()).unwrap()
+}
+
+#[test]
+fn a_resumed_runs_event_log_goes_on_after_the_first_attempt_and_states_cover_both() {
+    let (sb, marker) = sandbox();
+    let s = start(&sb);
+    let id = start_run(&s, "flaky");
+    wait_status(&s, &id, "failed");
+    let first = frames(&s, &id, 0);
+    let last = first.last().unwrap().0;
+    assert_eq!(first.last().unwrap().1, "run_finished", "{first:?}");
+    std::fs::write(&marker, "").unwrap();
+    let (code, body) = post(
+        &format!("{}/api/executions/{id}/resume", s.base),
+        r#"{"from_step": "current"}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    wait_status(&s, &id, "completed");
+    // The history row (started_at, completed_at) is written a moment after the end.
+    let mut done = Value::Null;
+    wait_for("the resumed run's history row", || {
+        done = execution(&s, &id);
+        done["completed_at"].is_string()
+    });
+    // Reconnecting after the first attempt's last id gives the resumed attempt, numbered on.
+    let next = frames(&s, &id, last);
+    assert_eq!(
+        next.first().unwrap(),
+        &(last + 1, "run_started".to_owned()),
+        "{next:?}"
+    );
+    assert_eq!(next.last().unwrap().1, "run_finished", "{next:?}");
+    // The first attempt is still replayable, unchanged.
+    let all = frames(&s, &id, 0);
+    assert_eq!(&all[..first.len()], &first[..]);
+    assert_eq!(all.len(), first.len() + next.len());
+    // `states` covers the state only the first attempt ran.
+    assert_eq!(done["states"]["prep"]["status"], "completed", "{done}");
+    assert_eq!(done["states"]["check"]["status"], "completed", "{done}");
+    // duration_ms is completed_at − started_at.
+    let span = ms_of(&done["completed_at"]) - ms_of(&done["started_at"]);
+    assert_eq!(done["duration_ms"].as_u64().unwrap(), span, "{done}");
+}
+
+#[test]
+fn a_finished_or_recorded_runs_outcome_is_in_get() {
+    let (sb, _) = sandbox();
+    let s = start(&sb);
+    let ok = start_run(&s, "hello");
+    let v = wait_status(&s, &ok, "completed");
+    assert_eq!(v["states"]["greet"]["status"], "completed", "{v}");
+    assert_eq!(v["states"]["greet"]["exit_code"], 0, "{v}");
+    assert_eq!(v["states"]["greet"]["output"], "hello world\n", "{v}");
+    assert_eq!(v["states"]["greet"]["truncated"], false, "{v}");
+    assert_eq!(v["terminal"], "done", "{v}");
+    assert_eq!(v["message"], "greeted world", "{v}");
+    assert!(v["error"].is_null(), "{v}");
+
+    let bad = start_run(&s, "broken");
+    let v = wait_status(&s, &bad, "failed");
+    assert_eq!(v["states"]["boom"]["status"], "failed", "{v}");
+    assert_eq!(v["states"]["boom"]["exit_code"], 3, "{v}");
+    assert_eq!(v["states"]["boom"]["output"], "out\n", "{v}");
+    assert!(v["states"]["boom"]["error"].is_string(), "{v}");
+    assert!(
+        v["error"]["code"]
+            .as_str()
+            .unwrap()
+            .starts_with("EXECUTION."),
+        "{v}"
+    );
+    assert!(!v["error"]["message"].as_str().unwrap().is_empty(), "{v}");
+
+    let loud = start_run(&s, "loud");
+    let v = wait_status(&s, &loud, "completed");
+    let out = v["states"]["shout"]["output"].as_str().unwrap();
+    assert_eq!(out.len(), 64 << 10, "the last 64 KiB");
+    assert!(out.ends_with("xEND\n"), "{}", &out[out.len() - 10..]);
+    assert_eq!(v["states"]["shout"]["truncated"], true);
+
+    // A run this server never held (from the terminal): read from its state file.
+    let r = sb.run(&["run", "broken", "-f", "json"]).unwrap();
+    let rec = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let v = execution(&s, &rec);
+    assert_eq!(v["phase"], "recorded", "{v}");
+    assert_eq!(v["states"]["boom"]["status"], "failed", "{v}");
+    assert_eq!(v["states"]["boom"]["exit_code"], 3, "{v}");
+    assert_eq!(v["states"]["boom"]["output"], "out\n", "{v}");
+    assert!(
+        v["error"]["code"]
+            .as_str()
+            .unwrap()
+            .starts_with("EXECUTION."),
+        "{v}"
+    );
+}
+
+#[test]
+fn get_and_resume_take_a_unique_id_prefix_and_an_unknown_id_is_not_blamed_on_the_process() {
+    let (sb, marker) = sandbox();
+    let s = start(&sb);
+    let id = start_run(&s, "flaky");
+    wait_status(&s, &id, "failed");
+    let v = execution(&s, &id[..8]);
+    assert_eq!(v["execution_id"], id.as_str(), "{v}");
+    std::fs::write(&marker, "").unwrap();
+    let (code, body) = post(
+        &format!("{}/api/executions/{}/resume", s.base, &id[..8]),
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json_of(&body)["body"]["execution_id"], id.as_str());
+    wait_status(&s, &id, "completed");
+
+    // Two runs whose ids share a first character: that prefix is ambiguous (422, listing both).
+    let mut ids = vec![id];
+    let (a, b) = loop {
+        let n = start_run(&s, "hello");
+        wait_status(&s, &n, "completed");
+        if let Some(o) = ids.iter().find(|o| o[..1] == n[..1]) {
+            break (o.clone(), n);
+        }
+        assert!(ids.len() < 40, "no two of {ids:?} share a first character");
+        ids.push(n);
+    };
+    let common = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let (code, body) = curl(&[&format!("{}/api/executions/{}", s.base, &a[..common])]);
+    assert_eq!(code, 422, "{body}");
+    let p = json_of(&body);
+    assert_eq!(p["code"], "USER.INPUT.VALIDATION_FAILED", "{body}");
+    assert!(body.contains(&a) && body.contains(&b), "{body}");
+
+    let (code, body) = curl(&[&format!("{}/api/executions/zz-none", s.base)]);
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(
+        json_of(&body)["code"],
+        "USER.FACADE.RUN_NOT_FOUND",
+        "{body}"
+    );
+    assert!(!body.contains("in this process"), "{body}");
+}
+
+#[test]
+fn executions_are_listed_live_first_then_newest_first() {
+    let (sb, _) = sandbox();
+    let s = start(&sb);
+    let one = start_run(&s, "hello");
+    wait_status(&s, &one, "completed");
+    let two = start_run(&s, "hello");
+    wait_status(&s, &two, "completed");
+    let live = start_run(&s, "sleeper");
+    wait_status(&s, &live, "running");
+    let (code, body) = curl(&[&format!("{}/api/executions", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let got: Vec<String> = json_of(&body)["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["execution_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(got, vec![live.clone(), two, one]);
+    let (code, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{live}", s.base)]);
+    assert_eq!(code, 204);
+}
