@@ -146,7 +146,7 @@ fn post(url: &str, body: &str) -> (u16, String) {
 }
 
 fn start_run(s: &Server, name: &str) -> String {
-    let (code, body) = post(&format!("{}/api/workflows/local/{name}/run", s.base), "{}");
+    let (code, body) = post(&format!("{}/api/workflows/env/{name}/run", s.base), "{}");
     assert_eq!(code, 202, "{body}");
     json_of(&body)["body"]["execution_id"]
         .as_str()
