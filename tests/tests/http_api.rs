@@ -927,6 +927,30 @@ fn sigterm_cancels_what_outlives_the_drain_timeout() {
     assert_eq!(row["status"], "cancelled", "{row}");
 }
 
+/// Starts workflow `name` with the header `auth`; asserts 202 and returns the execution id.
+fn start_run_as(s: &Server, auth: &str, name: &str) -> String {
+    let (code, body, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        auth,
+        "-d",
+        "{}",
+        &format!("{}/api/workflows/local/{name}/run", s.base),
+    ]);
+    assert_eq!(code, 202, "{body}");
+    json_of(&body)["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `GET /api/executions/{id}`'s `body`, sent with the header `auth`.
+fn execution_as(s: &Server, auth: &str, id: &str) -> Value {
+    let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
+    json_of(&body)["body"].clone()
+}
+
 #[test]
 fn the_token_does_not_reach_the_steps() {
     let mut sb = sandbox();
@@ -956,23 +980,9 @@ fn the_token_does_not_reach_the_steps() {
     let (_, body, _) = curl(&[&format!("{}/openapi.json", open.base)]);
     assert_eq!(json_of(&body).get("security"), None);
     drop(open);
-    let (code, body, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        auth,
-        "-d",
-        "{}",
-        &format!("{}/api/workflows/local/dump/run", s.base),
-    ]);
-    assert_eq!(code, 202, "{body}");
-    let id = json_of(&body)["body"]["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = start_run_as(&s, auth, "dump");
     wait_for("the run to end", || {
-        let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
-        json_of(&body)["body"]["status"] == "completed"
+        execution_as(&s, auth, &id)["status"] == "completed"
     });
     let env = std::fs::read_to_string(&dump).unwrap();
     assert!(
@@ -1004,24 +1014,10 @@ fn the_token_does_not_reach_an_agents_in_process_bash_tool() {
     .unwrap();
     let s = start_with(&sb, &["--token-env", "HTTP_API_TOKEN"]);
     let auth = "Authorization: Bearer tok-value-77ab";
-    let (code, body, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        auth,
-        "-d",
-        "{}",
-        &format!("{}/api/workflows/local/agent/run", s.base),
-    ]);
-    assert_eq!(code, 202, "{body}");
-    let id = json_of(&body)["body"]["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = start_run_as(&s, auth, "agent");
     let mut last = Value::Null;
     wait_for("the run to end", || {
-        let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
-        last = json_of(&body)["body"].clone();
+        last = execution_as(&s, auth, &id);
         last["status"] != "running"
     });
     assert_eq!(last["status"], "completed", "{last}");
