@@ -16,6 +16,7 @@ pub mod run;
 pub mod scope;
 pub mod timefmt;
 pub mod validate;
+pub mod withheld;
 pub mod workflow;
 
 pub use error::AwfError;

@@ -1141,8 +1141,9 @@ pub fn missing_env(wf: &Workflow, env: &BTreeMap<String, String>) -> Vec<Diagnos
         .collect()
 }
 
-/// Functions whose output is already quoted for the shell.
-const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"];
+/// Template functions whose output is already quoted for the shell: an action ending in one
+/// needs no further quoting (spec workflow.md, `shell_quote`).
+pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"];
 
 /// A warning per `{{ … }}` action of a shell step's inline `command:`
 /// that prints an input or a step output without `shell_quote`/`escape`, unless the
@@ -1202,9 +1203,12 @@ pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
-/// Whether an action body prints a value (not `if`/`range`/`end`…, a comment, an
-/// assignment, or a pipeline already ending in a quoting function).
-fn prints_value(body: &str) -> bool {
+/// Whether a template action's body (the trimmed text between `{{` and `}}`, trim markers
+/// removed) prints a value that shell quoting applies to: not `if`/`range`/`end`…, a
+/// comment, an assignment (`$x := …`), or a pipeline already ending in one of
+/// [`SHELL_QUOTING_FUNCS`]. Used by the unquoted-value warning here and by the template
+/// engine's `shell_quote: true` rewrite, so both judge an action alike.
+pub fn prints_value(body: &str) -> bool {
     if body.is_empty() || body.starts_with("/*") {
         return false;
     }

@@ -1102,3 +1102,32 @@ fn unquoted_inputs_and_outputs_in_commands_are_warned_with_the_fixed_form() {
     w.shell_quote = true;
     assert!(unquoted_shell_values(&w).is_empty());
 }
+
+/// The one judgement of which actions print a value, shared by the unquoted-value warning
+/// and the template engine's `shell_quote: true` rewrite.
+#[test]
+fn prints_value_tells_values_from_control_comments_assignments_and_quoted_pipelines() {
+    for body in [
+        ".inputs.x",
+        "printf \"%s\" .inputs.x",
+        "$x",
+        "$x == 1",
+        "upper .inputs.x",
+    ] {
+        assert!(prints_value(body), "{body}");
+    }
+    for body in [
+        "",
+        "/* note */",
+        "if .inputs.x",
+        "end",
+        "range .inputs.xs",
+        "$x := .inputs.x",
+        "$x = 2",
+        "shell_quote .inputs.x",
+        ".inputs.x | escape",
+        "printf \"%s\" .inputs.x | shellQuote",
+    ] {
+        assert!(!prints_value(body), "{body}");
+    }
+}

@@ -2,6 +2,7 @@
 //! hermetically (temp HOME, XDG dirs and working directory; no `AWF_*` variables inherited).
 
 pub mod agent_cli;
+pub mod http_serve;
 pub mod http_test;
 pub mod mcp;
 

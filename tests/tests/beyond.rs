@@ -12,6 +12,14 @@ fn sandbox() -> Sandbox {
     Sandbox::new().expect("sandbox")
 }
 
+/// Points `TMPDIR` of `sb` at a fresh `<sandbox>/tmp`; returns that directory.
+fn with_tmpdir(sb: &mut Sandbox) -> std::path::PathBuf {
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    tmp
+}
+
 // ---- safe shell interpolation ----------------------------------------------------------------
 
 const HOSTILE: &str = "it's; touch $TMPDIR/pwned #";
@@ -23,9 +31,7 @@ fn safe_shell_text() -> String {
 #[test]
 fn a_hostile_input_runs_nothing_under_shell_quote() {
     let mut sb = sandbox();
-    let tmp = sb.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    sb.set_env("TMPDIR", &tmp.display().to_string());
+    let tmp = with_tmpdir(&mut sb);
     let wf = workspace_root().join("workflows/safe-shell.yaml");
     let r = sb
         .run(&[
@@ -51,9 +57,7 @@ fn a_hostile_input_runs_nothing_under_shell_quote() {
 fn the_same_input_runs_as_shell_code_without_shell_quote() {
     // Proves the test above can fail: the same workflow without the mode is injectable.
     let mut sb = sandbox();
-    let tmp = sb.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    sb.set_env("TMPDIR", &tmp.display().to_string());
+    let tmp = with_tmpdir(&mut sb);
     let text = safe_shell_text().replace("shell_quote: true", "shell_quote: false");
     let wf = sb.write("unsafe.yaml", &text).unwrap();
     let _ = sb
@@ -122,6 +126,28 @@ fn run_json(sb: &Sandbox, wf: &str, extra: &[&str]) -> (i32, Value, String) {
     (r.code, doc, r.stderr)
 }
 
+/// Writes the workflow `text` as `file` in the sandbox and runs it ([`run_json`]).
+fn run_new(sb: &Sandbox, file: &str, text: &str, extra: &[&str]) -> (i32, Value, String) {
+    let wf = sb.write(file, text).unwrap();
+    run_json(sb, wf.to_str().unwrap(), extra)
+}
+
+/// `awf status <run_id> -f json`.
+fn status_json(sb: &Sandbox, run_id: &str) -> Value {
+    sb.run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap()
+}
+
+/// The run's state file (`<data>/states/<run_id>.json`).
+fn state_file(sb: &Sandbox, run_id: &str) -> Value {
+    let path = awf_tests::data(sb)
+        .join("states")
+        .join(format!("{run_id}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 fn example(name: &str) -> String {
     workspace_root()
         .join("workflows")
@@ -170,15 +196,7 @@ fn the_step_that_would_start_past_the_budget_does_not_start_and_the_spend_is_rec
     let run_id = doc["run_id"].as_str().unwrap().to_owned();
 
     // The state file, `awf status` and `awf history` show the spend too.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            awf_tests::data(&sb)
-                .join("states")
-                .join(format!("{run_id}.json")),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let state = state_file(&sb, &run_id);
     assert_eq!(state["spend"]["tokens"], json!(2100), "{state:#}");
     let status = sb.run(&["status", &run_id]).unwrap();
     assert!(
@@ -188,8 +206,7 @@ fn the_step_that_would_start_past_the_budget_does_not_start_and_the_spend_is_rec
         "{}",
         status.stdout
     );
-    let status = sb.run(&["status", &run_id, "-f", "json"]).unwrap();
-    assert_eq!(status.json().unwrap()["spend"]["tokens"], json!(2100));
+    assert_eq!(status_json(&sb, &run_id)["spend"]["tokens"], json!(2100));
     let history = sb.run(&["history", "-f", "json"]).unwrap();
     let rows = history.json().unwrap();
     assert_eq!(rows[0]["spend"]["tokens"], json!(2100), "{rows:#}");
@@ -213,13 +230,12 @@ fn a_dollar_budget_stops_the_run_with_its_own_code() {
     )
     .unwrap();
     // $0.02 a call (priced by the longest key `mock-model` starts with); the budget is $0.03.
-    let wf = sb
-        .write(
-            "wf.yaml",
-            "name: usd\nbudget: {usd: 0.03}\nstates:\n  initial: a\n  a: {type: agent, provider: openai_compatible, prompt: one, on_success: b}\n  b: {type: agent, provider: openai_compatible, prompt: two, on_success: c}\n  c: {type: agent, provider: openai_compatible, prompt: three, on_success: done}\n  done: {type: terminal}\n",
-        )
-        .unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        "name: usd\nbudget: {usd: 0.03}\nstates:\n  initial: a\n  a: {type: agent, provider: openai_compatible, prompt: one, on_success: b}\n  b: {type: agent, provider: openai_compatible, prompt: two, on_success: c}\n  c: {type: agent, provider: openai_compatible, prompt: three, on_success: done}\n  done: {type: terminal}\n",
+        &[],
+    );
     assert_eq!(code, 3, "{doc:#}\n{stderr}");
     assert_eq!(
         doc["error"]["code"],
@@ -239,13 +255,12 @@ fn a_step_budget_counts_that_step_s_own_calls() {
     let mock =
         MockLlm::start(json!({"default": {"text": "ok", "usage": {"input": 11, "output": 7}}}));
     let sb = openai_sandbox(&mock);
-    let wf = sb
-        .write(
-            "wf.yaml",
-            "name: per-step\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\", \"c\"]'\n    body: [ask]\n    on_complete: done\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: \"item {{.loop.Item}}\"\n    budget: {tokens: 30}\n    on_success: each\n  done: {type: terminal}\n",
-        )
-        .unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        "name: per-step\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\", \"c\"]'\n    body: [ask]\n    on_complete: done\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: \"item {{.loop.Item}}\"\n    budget: {tokens: 30}\n    on_success: each\n  done: {type: terminal}\n",
+        &[],
+    );
     assert_ne!(code, 0, "{doc:#}\n{stderr}");
     assert_eq!(mock.model_requests().len(), 2, "{doc:#}");
     assert!(
@@ -272,9 +287,7 @@ fn claude_and_openai_sandbox(mock: &MockLlm) -> Sandbox {
         std::env::var("PATH").unwrap_or_default()
     );
     sb.set_env("PATH", &path);
-    let tmp = sb.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    sb.set_env("TMPDIR", &tmp.display().to_string());
+    with_tmpdir(&mut sb);
     sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
     sb.set_env("ANTHROPIC_API_KEY", "sk-test");
     sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
@@ -304,8 +317,12 @@ fn a_refusal_by_claude_falls_back_to_the_next_provider_on_the_same_prompt() {
         {"when_dialect": "chat", "when_last_user_contains": "PROMPT-77", "reply": {"text": "answered by the fallback"}}
     ], "default": {"text": "unexpected"}}));
     let sb = claude_and_openai_sandbox(&mock);
-    let wf = sb.write("wf.yaml", &fallback_example("")).unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &["-i", "question=PROMPT-77"]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        &fallback_example(""),
+        &["-i", "question=PROMPT-77"],
+    );
     assert_eq!(code, 0, "{doc:#}\n{stderr}");
     let ask = &doc["states"]["ask"];
     assert_eq!(ask["output"], json!("answered by the fallback"), "{doc:#}");
@@ -334,11 +351,7 @@ fn a_refusal_by_claude_falls_back_to_the_next_provider_on_the_same_prompt() {
     );
     // The state file records it too.
     let run_id = doc["run_id"].as_str().unwrap();
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(awf_tests::data(&sb).join(format!("states/{run_id}.json")))
-            .unwrap(),
-    )
-    .unwrap();
+    let state = state_file(&sb, run_id);
     assert_eq!(
         state["states"]["ask"]["fallback"]["provider"],
         json!("openai_compatible")
@@ -357,8 +370,7 @@ fn a_class_left_out_of_fallback_on_fails_with_its_own_code() {
             "    fallback_on: [quota]\n",
         )
         .replace("    on_failure: failed\n", "");
-    let wf = sb.write("wf.yaml", &text).unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(&sb, "wf.yaml", &text, &[]);
     assert_eq!(code, 3, "{doc:#}\n{stderr}");
     assert_eq!(
         doc["error"]["code"],
@@ -383,16 +395,15 @@ fn an_unreachable_provider_falls_back() {
         .local_addr()
         .unwrap()
         .port();
-    let wf = sb
-        .write(
-            "wf.yaml",
-            &format!(
-                "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"http://127.0.0.1:{closed}/v1\"}}\n    fallback_providers:\n      - {{provider: openai_compatible, options: {{base_url: \"{}/v1\"}}}}\n    on_success: done\n  done: {{type: terminal}}\n",
-                mock.url()
-            ),
-        )
-        .unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        &format!(
+            "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"http://127.0.0.1:{closed}/v1\"}}\n    fallback_providers:\n      - {{provider: openai_compatible, options: {{base_url: \"{}/v1\"}}}}\n    on_success: done\n  done: {{type: terminal}}\n",
+            mock.url()
+        ),
+        &[],
+    );
     assert_eq!(code, 0, "{doc:#}\n{stderr}");
     assert_eq!(doc["states"]["ask"]["output"], json!("from the second"));
     assert_eq!(
@@ -445,13 +456,12 @@ fn claude_s_resets_at_text_is_waited_out_too() {
             "error_message": format!("usage limit reached, resets at {reset}")}}
     ], "default": {"text": "claude after the reset"}}));
     let sb = claude_and_openai_sandbox(&mock);
-    let wf = sb
-        .write(
-            "wf.yaml",
-            "name: wait\nstates:\n  initial: ask\n  ask: {type: agent, provider: claude, prompt: hi, on_success: done}\n  done: {type: terminal}\n",
-        )
-        .unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        "name: wait\nstates:\n  initial: ask\n  ask: {type: agent, provider: claude, prompt: hi, on_success: done}\n  done: {type: terminal}\n",
+        &[],
+    );
     assert_eq!(code, 0, "{doc:#}\n{stderr}");
     assert_eq!(
         doc["states"]["ask"]["output"],
@@ -467,13 +477,12 @@ fn claude_s_resets_at_text_is_waited_out_too() {
 fn a_reset_past_the_wait_fails_with_the_usage_limit_code_and_its_reset_time() {
     let mock = MockLlm::start(json!({"default": {"status": 429, "retry_after": 3600}}));
     let sb = openai_sandbox(&mock);
-    let wf = sb
-        .write(
-            "wf.yaml",
-            "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s}, on_success: done}\n  done: {type: terminal}\n",
-        )
-        .unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s}, on_success: done}\n  done: {type: terminal}\n",
+        &[],
+    );
     assert_eq!(code, 3, "{doc:#}\n{stderr}");
     assert_eq!(
         doc["error"]["code"],
@@ -494,28 +503,19 @@ fn a_reset_past_the_wait_fails_with_the_usage_limit_code_and_its_reset_time() {
     );
     // An hour is within the default max_wait (5h): parked.
     let run_id = doc["run_id"].as_str().unwrap();
-    let sj = sb
-        .run(&["status", run_id, "-f", "json"])
-        .unwrap()
-        .json()
-        .unwrap();
+    let sj = status_json(&sb, run_id);
     assert_eq!(sj["status"], json!("waiting"), "{sj:#}");
     // Past max_wait the run simply fails.
-    let wf = sb
-        .write(
-            "wf2.yaml",
-            "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 10m}, on_success: done}\n  done: {type: terminal}\n",
-        )
-        .unwrap();
-    let (code, doc, _) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, _) = run_new(
+        &sb,
+        "wf2.yaml",
+        "name: long\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 10m}, on_success: done}\n  done: {type: terminal}\n",
+        &[],
+    );
     assert_eq!(code, 3);
     assert_eq!(doc["error"]["code"], json!("EXECUTION.AGENT.USAGE_LIMIT"));
     let run_id = doc["run_id"].as_str().unwrap();
-    let sj = sb
-        .run(&["status", run_id, "-f", "json"])
-        .unwrap()
-        .json()
-        .unwrap();
+    let sj = status_json(&sb, run_id);
     assert_eq!(sj["status"], json!("failed"), "{sj:#}");
 }
 
@@ -525,13 +525,12 @@ fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
         {"times": 1, "reply": {"status": 429, "retry_after": 4, "error_message": "come back later"}}
     ], "default": {"text": "answered after the reset"}}));
     let sb = openai_sandbox(&mock);
-    let wf = sb
-        .write(
-            "wf.yaml",
-            "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
-        )
-        .unwrap();
-    let (code, doc, stderr) = run_json(&sb, wf.to_str().unwrap(), &[]);
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "wf.yaml",
+        "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+        &[],
+    );
     assert_eq!(code, 3, "{doc:#}\n{stderr}");
     assert_eq!(doc["error"]["code"], json!("EXECUTION.AGENT.USAGE_LIMIT"));
     let run_id = doc["run_id"].as_str().unwrap().to_owned();
@@ -541,11 +540,7 @@ fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
         "{}",
         status.stdout
     );
-    let sj = sb
-        .run(&["status", &run_id, "-f", "json"])
-        .unwrap()
-        .json()
-        .unwrap();
+    let sj = status_json(&sb, &run_id);
     assert_eq!(sj["status"], json!("waiting"), "{sj:#}");
     assert!(sj["waiting_until"].is_string(), "{sj:#}");
     let rows = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
@@ -564,11 +559,7 @@ fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
         json!("answered after the reset")
     );
     assert_eq!(mock.model_requests().len(), 2);
-    let sj = sb
-        .run(&["status", &run_id, "-f", "json"])
-        .unwrap()
-        .json()
-        .unwrap();
+    let sj = status_json(&sb, &run_id);
     assert_eq!(sj["status"], json!("completed"), "{sj:#}");
     assert!(sj.get("waiting_until").is_none(), "{sj:#}");
 }

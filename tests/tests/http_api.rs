@@ -6,14 +6,20 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::process::Child;
-use std::process::Command;
-use std::process::Stdio;
-
 use awf_mock_llm::MockLlm;
 use awf_tests::Sandbox;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::curl_headers;
+use awf_tests::http_serve::execution;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::post;
+use awf_tests::http_serve::sandbox_with;
+use awf_tests::http_serve::sigterm;
+use awf_tests::http_serve::start as start_with;
+use awf_tests::http_serve::start_run;
+use awf_tests::http_serve::wait_exit;
+use awf_tests::http_serve::wait_status;
 use awf_tests::wait_for;
 use serde_json::Value;
 use serde_json::json;
@@ -120,134 +126,19 @@ states:
     type: terminal
 ";
 
-/// A running `awf serve` of a sandbox; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sandbox() -> Sandbox {
-    let mut sb = Sandbox::new().unwrap();
-    for (name, text) in [
+    sandbox_with(&[
         ("hello", HELLO),
         ("graph", GRAPH),
         ("invalid", INVALID),
         ("gated", GATED),
         ("sleeper", SLEEPER),
         ("short", SHORT),
-    ] {
-        sb.write(&format!("wf/{name}.yaml"), text).unwrap();
-    }
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
-    sb
-}
-
-fn start_with(sb: &Sandbox, extra: &[&str]) -> Server {
-    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = sb
-        .cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("AWF API server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, base }
+    ])
 }
 
 fn start(sb: &Sandbox) -> Server {
     start_with(sb, &[])
-}
-
-/// `curl` a request; returns (status, body, content type).
-fn curl(args: &[&str]) -> (u16, String, String) {
-    let (code, body, ctype, _) = curl_headers(args);
-    (code, body, ctype)
-}
-
-/// `curl` a request; returns (status, body, content type, response headers lower-cased).
-fn curl_headers(args: &[&str]) -> (u16, String, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let hdr = dir.path().join("h");
-    let out = Command::new("curl")
-        .args([
-            "-s",
-            "--max-time",
-            "60",
-            "-D",
-            hdr.to_str().unwrap(),
-            "-w",
-            "\n%{http_code} %{content_type}",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, tail) = text.rsplit_once('\n').unwrap();
-    let (code, ctype) = tail.split_once(' ').unwrap_or((tail, ""));
-    let headers = std::fs::read_to_string(&hdr)
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    (
-        code.parse().unwrap(),
-        body.to_owned(),
-        ctype.to_owned(),
-        headers,
-    )
-}
-
-fn json_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
-
-fn post(url: &str, body: &str) -> (u16, String, String) {
-    curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "content-type: application/json",
-        "-d",
-        body,
-        url,
-    ])
-}
-
-fn start_run(s: &Server, name: &str, body: &str) -> String {
-    let (code, body, _) = post(&format!("{}/api/workflows/env/{name}/run", s.base), body);
-    assert_eq!(code, 202, "{body}");
-    let v = json_of(&body);
-    assert_eq!(v["body"]["status"], "accepted");
-    v["body"]["execution_id"].as_str().unwrap().to_owned()
-}
-
-fn execution(s: &Server, id: &str) -> Value {
-    let (code, body, _) = curl(&[&format!("{}/api/executions/{id}", s.base)]);
-    assert_eq!(code, 200, "{body}");
-    json_of(&body)["body"].clone()
-}
-
-fn wait_status(s: &Server, id: &str, want: &str) -> Value {
-    let mut last = Value::Null;
-    wait_for(&format!("run {id} to be {want}"), || {
-        last = execution(s, id);
-        last["status"] == want
-    });
-    last
 }
 
 /// Asserts a problem document with `status` and `code`.
@@ -981,26 +872,6 @@ fn finished_runs_leave_memory_after_the_ttl_and_stay_in_history() {
     assert!(body.contains(&id), "{body}");
 }
 
-fn sigterm(s: &Server) {
-    let pid = s.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-}
-
-fn wait_exit(s: &mut Server) -> Option<i32> {
-    let mut code = None;
-    wait_for("awf serve to exit", || {
-        code = s.child.try_wait().unwrap();
-        code.is_some()
-    });
-    code.unwrap().code()
-}
-
 #[test]
 fn sigterm_lets_a_running_run_finish_within_the_drain_timeout() {
     let sb = sandbox();
@@ -1052,6 +923,30 @@ fn sigterm_cancels_what_outlives_the_drain_timeout() {
     assert_eq!(row["status"], "cancelled", "{row}");
 }
 
+/// Starts workflow `name` with the header `auth`; asserts 202 and returns the execution id.
+fn start_run_as(s: &Server, auth: &str, name: &str) -> String {
+    let (code, body, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        auth,
+        "-d",
+        "{}",
+        &format!("{}/api/workflows/env/{name}/run", s.base),
+    ]);
+    assert_eq!(code, 202, "{body}");
+    json_of(&body)["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `GET /api/executions/{id}`'s `body`, sent with the header `auth`.
+fn execution_as(s: &Server, auth: &str, id: &str) -> Value {
+    let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
+    json_of(&body)["body"].clone()
+}
+
 #[test]
 fn the_token_does_not_reach_the_steps() {
     let mut sb = sandbox();
@@ -1081,23 +976,9 @@ fn the_token_does_not_reach_the_steps() {
     let (_, body, _) = curl(&[&format!("{}/openapi.json", open.base)]);
     assert_eq!(json_of(&body).get("security"), None);
     drop(open);
-    let (code, body, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        auth,
-        "-d",
-        "{}",
-        &format!("{}/api/workflows/env/dump/run", s.base),
-    ]);
-    assert_eq!(code, 202, "{body}");
-    let id = json_of(&body)["body"]["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = start_run_as(&s, auth, "dump");
     wait_for("the run to end", || {
-        let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
-        json_of(&body)["body"]["status"] == "completed"
+        execution_as(&s, auth, &id)["status"] == "completed"
     });
     let env = std::fs::read_to_string(&dump).unwrap();
     assert!(
@@ -1129,24 +1010,10 @@ fn the_token_does_not_reach_an_agents_in_process_bash_tool() {
     .unwrap();
     let s = start_with(&sb, &["--token-env", "HTTP_API_TOKEN"]);
     let auth = "Authorization: Bearer tok-value-77ab";
-    let (code, body, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        auth,
-        "-d",
-        "{}",
-        &format!("{}/api/workflows/env/agent/run", s.base),
-    ]);
-    assert_eq!(code, 202, "{body}");
-    let id = json_of(&body)["body"]["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = start_run_as(&s, auth, "agent");
     let mut last = Value::Null;
     wait_for("the run to end", || {
-        let (_, body, _) = curl(&["-H", auth, &format!("{}/api/executions/{id}", s.base)]);
-        last = json_of(&body)["body"].clone();
+        last = execution_as(&s, auth, &id);
         last["status"] != "running"
     });
     assert_eq!(last["status"], "completed", "{last}");

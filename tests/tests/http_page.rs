@@ -7,14 +7,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
 use std::path::PathBuf;
-use std::process::Child;
 use std::process::Command;
 use std::process::Stdio;
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::add_workflows;
+use awf_tests::http_serve::curl_headers;
+use awf_tests::http_serve::start as start_with;
 use awf_tests::wait_for;
 use awf_tests::workspace_root;
 use serde_json::Value;
@@ -122,73 +123,32 @@ states:
     type: terminal
 ";
 
-/// A running `awf serve` of a sandbox; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sandbox() -> (Sandbox, PathBuf) {
     let mut sb = Sandbox::new().unwrap();
     let flag = sb.path().join("flag");
-    sb.write("wf/deploy.yaml", DEPLOY).unwrap();
-    sb.write("wf/sleeper.yaml", SLEEPER).unwrap();
-    sb.write(
-        "wf/breaks.yaml",
-        &BREAKS.replace("FLAG", &flag.display().to_string()),
-    )
-    .unwrap();
-    sb.write(
-        "wf/checks.yaml",
-        &CHECKS.replace("FLAG", &flag.display().to_string()),
-    )
-    .unwrap();
-    sb.write("wf/invalid.yaml", INVALID).unwrap();
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
+    let breaks = BREAKS.replace("FLAG", &flag.display().to_string());
+    let checks = CHECKS.replace("FLAG", &flag.display().to_string());
+    add_workflows(
+        &mut sb,
+        &[
+            ("deploy", DEPLOY),
+            ("sleeper", SLEEPER),
+            ("breaks", &breaks),
+            ("checks", &checks),
+            ("invalid", INVALID),
+        ],
+    );
     (sb, flag)
 }
 
 fn start(sb: &Sandbox) -> Server {
-    let mut child = sb
-        .cmd(&["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("AWF API server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, base }
+    start_with(sb, &[])
 }
 
 /// `curl` a request; returns (status, headers, body).
 fn curl(args: &[&str]) -> (u16, String, String) {
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "60", "-D", "-", "-w", "\n%{http_code}"])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (rest, code) = text.rsplit_once('\n').unwrap();
-    let (headers, body) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
-    (
-        code.parse().unwrap(),
-        headers.to_ascii_lowercase(),
-        body.to_owned(),
-    )
+    let (code, body, _, headers) = curl_headers(args);
+    (code, headers, body)
 }
 
 fn api(s: &Server, path: &str) -> Value {

@@ -18,14 +18,15 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeSet;
-use std::io::BufRead;
-use std::io::BufReader;
 use std::path::PathBuf;
-use std::process::Child;
 use std::process::Command;
 use std::process::Stdio;
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::sandbox_with;
+use awf_tests::http_serve::sigterm;
+use awf_tests::http_serve::start;
 use awf_tests::wait_for;
 use serde_json::Value;
 use serde_json::json;
@@ -137,8 +138,7 @@ states:
 const UNPARSABLE: &str = "name: unparsable\nstates: [\n";
 
 fn sandbox() -> Sandbox {
-    let mut sb = Sandbox::new().unwrap();
-    for (name, text) in [
+    sandbox_with(&[
         ("echo", ECHO),
         ("fails", FAILS),
         ("ask", ASK),
@@ -147,45 +147,7 @@ fn sandbox() -> Sandbox {
         ("sleeper", SLEEPER),
         ("broken", BROKEN),
         ("unparsable", UNPARSABLE),
-    ] {
-        sb.write(&format!("wf/{name}.yaml"), text).unwrap();
-    }
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
-    sb
-}
-
-/// A running `awf serve`; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = sb
-        .cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("AWF API server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, base }
+    ])
 }
 
 /// A response to a curl request.
@@ -816,14 +778,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         let failed = c.start_run("fails", "{}");
         c.wait_status(&failed, "failed");
         let nap = c.start_run("sleeper", "{}");
-        let pid = d.child.id().to_string();
-        assert!(
-            Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
+        sigterm(&d);
         let mut got = 0;
         wait_for("POST run to be refused while draining", || {
             got = c

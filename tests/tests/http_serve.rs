@@ -6,11 +6,22 @@
 
 use std::io::BufRead;
 use std::io::BufReader;
-use std::process::Child;
 use std::process::Command;
 use std::process::Stdio;
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::Frame;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::execution as status;
+use awf_tests::http_serve::follow;
+use awf_tests::http_serve::json_of as json;
+use awf_tests::http_serve::parse_frames;
+use awf_tests::http_serve::sandbox_with;
+use awf_tests::http_serve::sigterm;
+use awf_tests::http_serve::start as start_with;
+use awf_tests::http_serve::start_run;
+use awf_tests::http_serve::wait_exit;
 use awf_tests::wait_for;
 use serde_json::Value;
 
@@ -61,131 +72,12 @@ states:
     type: terminal
 ";
 
-/// A running `awf serve` of a sandbox; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sandbox() -> Sandbox {
-    let mut sb = Sandbox::new().unwrap();
-    sb.write("wf/hello.yaml", HELLO).unwrap();
-    sb.write("wf/slow.yaml", SLOW).unwrap();
-    sb.write("wf/sleeper.yaml", SLEEPER).unwrap();
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
-    sb
+    sandbox_with(&[("hello", HELLO), ("slow", SLOW), ("sleeper", SLEEPER)])
 }
 
 fn start(sb: &Sandbox) -> Server {
     start_with(sb, &[])
-}
-
-fn start_with(sb: &Sandbox, extra: &[&str]) -> Server {
-    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = sb
-        .cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("AWF API server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, base }
-}
-
-/// `curl` a request; returns (status, body, content type).
-fn curl(args: &[&str]) -> (u16, String, String) {
-    let out = Command::new("curl")
-        .args([
-            "-s",
-            "--max-time",
-            "60",
-            "-w",
-            "\n%{http_code} %{content_type}",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, tail) = text.rsplit_once('\n').unwrap();
-    let (code, ctype) = tail.split_once(' ').unwrap_or((tail, ""));
-    (code.parse().unwrap(), body.to_owned(), ctype.to_owned())
-}
-
-fn json(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
-
-fn start_run(s: &Server, name: &str, body: &str) -> String {
-    let (code, body, _) = curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "content-type: application/json",
-        "-d",
-        body,
-        &format!("{}/api/workflows/env/{name}/run", s.base),
-    ]);
-    assert_eq!(code, 202, "{body}");
-    let v = json(&body);
-    assert_eq!(v["body"]["status"], "accepted");
-    v["body"]["execution_id"].as_str().unwrap().to_owned()
-}
-
-fn status(s: &Server, id: &str) -> Value {
-    let (code, body, _) = curl(&[&format!("{}/api/executions/{id}", s.base)]);
-    assert_eq!(code, 200, "{body}");
-    json(&body)["body"].clone()
-}
-
-/// One SSE frame: (id, event name, data).
-type Frame = (u64, String, Value);
-
-fn parse_frames(text: &str) -> Vec<Frame> {
-    let mut out = Vec::new();
-    for block in text.split("\n\n") {
-        let (mut id, mut ev, mut data) = (None, None, None);
-        for l in block.lines() {
-            if let Some(v) = l.strip_prefix("id: ") {
-                id = Some(v.parse::<u64>().unwrap());
-            } else if let Some(v) = l.strip_prefix("event: ") {
-                ev = Some(v.to_owned());
-            } else if let Some(v) = l.strip_prefix("data: ") {
-                data = Some(json(v));
-            }
-        }
-        if let (Some(i), Some(e), Some(d)) = (id, ev, data) {
-            out.push((i, e, d));
-        }
-    }
-    out
-}
-
-/// Follows a stream to its end (curl returns when the server closes it).
-fn follow(s: &Server, id: &str, extra: &[&str]) -> Vec<Frame> {
-    let url = format!("{}/api/executions/{id}/events", s.base);
-    let mut args: Vec<&str> = vec!["-N"];
-    args.extend_from_slice(extra);
-    args.push(&url);
-    let (code, body, ctype) = curl(&args);
-    assert_eq!(code, 200, "{body}");
-    assert!(ctype.starts_with("text/event-stream"), "{ctype}");
-    parse_frames(&body)
 }
 
 fn names(frames: &[Frame]) -> Vec<String> {
@@ -415,20 +307,8 @@ fn sigterm_cancels_live_runs_and_exits() {
         );
         seen.push_str(&line);
     }
-    let pid = s.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let mut code = None;
-    wait_for("awf serve to exit", || {
-        code = s.child.try_wait().unwrap();
-        code.is_some()
-    });
-    assert_eq!(code.unwrap().code(), Some(0));
+    sigterm(&s);
+    assert_eq!(wait_exit(&mut s), Some(0));
     std::io::Read::read_to_string(&mut reader, &mut seen).unwrap();
     let _ = sub.wait();
     let frames = parse_frames(&seen);

@@ -13,12 +13,12 @@ use std::io::BufReader;
 use std::io::Read;
 use std::io::Write;
 use std::net::TcpStream;
-use std::process::Child;
-use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::sandbox_with;
+use awf_tests::http_serve::start;
 use awf_tests::wait_for;
 use serde_json::Value;
 
@@ -53,48 +53,8 @@ states:
 /// How many subscribers follow the run at once.
 const SUBSCRIBERS: usize = 50;
 
-/// A running `awf serve` of a sandbox; killed on drop.
-struct Server {
-    child: Child,
-    /// `127.0.0.1:PORT`.
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sandbox(files: &[(&str, &str)]) -> Sandbox {
-    let mut sb = Sandbox::new().unwrap();
-    for (name, text) in files {
-        sb.write(&format!("wf/{name}.yaml"), text).unwrap();
-    }
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
-    sb
-}
-
-fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = sb
-        .cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("AWF API server listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, addr }
+    sandbox_with(files)
 }
 
 /// A response read over a raw connection: status, headers (names lower-cased) and a body
@@ -414,7 +374,7 @@ fn read_transcript(sb: &Sandbox, id: &str) -> Vec<Value> {
 fn fifty_subscribers_and_a_reconnect_each_get_the_transcript() {
     let sb = sandbox(&[("many", MANY)]);
     let s = start(&sb, &[]);
-    let id = post_run(&s.addr, "many");
+    let id = post_run(s.addr(), "many");
     let path = format!("/api/executions/{id}/events");
 
     // Each subscriber reports its first frame (so the test knows all follow the live run),
@@ -425,7 +385,7 @@ fn fifty_subscribers_and_a_reconnect_each_get_the_transcript() {
     let mut go_rx = Some(go_rx);
     let mut handles = Vec::new();
     for n in 0..SUBSCRIBERS {
-        let addr = s.addr.clone();
+        let addr = s.addr().to_owned();
         let path = path.clone();
         let first_tx = first_tx.clone();
         let mid_tx = mid_tx.clone();
@@ -469,13 +429,13 @@ fn fifty_subscribers_and_a_reconnect_each_get_the_transcript() {
     // Every subscriber is connected and reading, and the run still goes: the streams are
     // live, not a replay of a finished log.
     assert_eq!(
-        execution_status(&s.addr, &id),
+        execution_status(s.addr(), &id),
         "running",
         "the run ended before all {SUBSCRIBERS} subscribers were connected; make MANY longer"
     );
     let before = mid_rx.recv_timeout(Duration::from_secs(60)).unwrap();
     assert_eq!(
-        execution_status(&s.addr, &id),
+        execution_status(s.addr(), &id),
         "running",
         "the reconnect must happen mid-run"
     );
@@ -519,8 +479,8 @@ fn fifty_subscribers_and_a_reconnect_each_get_the_transcript() {
 fn an_idle_stream_carries_heartbeat_comments_and_ends_after_the_run() {
     let sb = sandbox(&[("idle", IDLE)]);
     let s = start(&sb, &["--keep-alive", "300ms"]);
-    let id = post_run(&s.addr, "idle");
-    let mut r = get(&s.addr, &format!("/api/executions/{id}/events"), &[]);
+    let id = post_run(s.addr(), "idle");
+    let mut r = get(s.addr(), &format!("/api/executions/{id}/events"), &[]);
     assert_eq!(r.status, 200);
     let mut seen = Seen::default();
     let ended = read_frames(&mut r.body, &mut seen, |_| false);

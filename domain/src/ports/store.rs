@@ -50,6 +50,19 @@ impl StoredStatus {
         }
     }
 
+    /// The status in AWF (Go)'s words: `running`, `completed`, `failed`, `cancelled`,
+    /// `waiting`. What every JSON output and text table naming a run status prints (history,
+    /// status, resume --list, the HTTP API).
+    pub const fn go_name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Success => "completed",
+            Self::Failure => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Waiting => "waiting",
+        }
+    }
+
     /// Whether `awf resume` may continue a run in this status.
     pub const fn resumable(self) -> bool {
         !matches!(self, Self::Success)
@@ -238,4 +251,32 @@ pub trait HistoryStore: Send + Sync {
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED`.
     fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError>;
+}
+
+#[cfg(test)]
+mod go_name_tests {
+    use super::StoredStatus;
+
+    /// AWF (Go) says `completed`/`failed` where the state file says `success`/`failure`.
+    #[test]
+    fn go_names_differ_from_the_wire_text_for_success_and_failure() {
+        let all = [
+            StoredStatus::Running,
+            StoredStatus::Success,
+            StoredStatus::Failure,
+            StoredStatus::Cancelled,
+            StoredStatus::Waiting,
+        ];
+        let got: Vec<(&str, &str)> = all.iter().map(|s| (s.as_str(), s.go_name())).collect();
+        assert_eq!(
+            got,
+            [
+                ("running", "running"),
+                ("success", "completed"),
+                ("failure", "failed"),
+                ("cancelled", "cancelled"),
+                ("waiting", "waiting"),
+            ]
+        );
+    }
 }

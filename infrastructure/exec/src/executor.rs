@@ -110,30 +110,6 @@ impl ProcessExecutor {
     }
 }
 
-/// Names of environment variables no child process of this executor gets, neither
-/// inherited from awf's own environment nor given in a command's `env`.
-static WITHHELD: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
-
-/// Withholds the variables `names` from every process started from now on (`awf serve
-/// --token-env NAME`: the API token must not reach the runs' steps, agents or their tools).
-pub fn withhold_env(names: impl IntoIterator<Item = String>) {
-    let mut w = WITHHELD
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for n in names {
-        if !w.contains(&n) {
-            w.push(n);
-        }
-    }
-}
-
-fn withheld() -> Vec<String> {
-    WITHHELD
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
-}
-
 #[async_trait]
 impl CommandExecutor for ProcessExecutor {
     async fn run(
@@ -176,7 +152,7 @@ impl CommandExecutor for ProcessExecutor {
             cmd.arg0(a);
         }
         cmd.args(&invocation.args).envs(env);
-        for name in withheld() {
+        for name in awf_domain::withheld::withheld_env() {
             cmd.env_remove(name);
         }
         cmd.env(TAG_VAR, &tag)

@@ -29,7 +29,6 @@ pub use executor::DEFAULT_CAPTURE_LIMIT;
 pub use executor::DRAIN_WINDOW;
 pub use executor::KILL_GRACE;
 pub use executor::ProcessExecutor;
-pub use executor::withhold_env;
 pub use group::GroupObserver;
 pub use group::set_group_observer;
 pub use group::signal_group;

@@ -77,15 +77,9 @@ impl From<StoredStatus> for ExecStatus {
     }
 }
 
-/// AWF (Go)'s status name for a stored status.
+/// AWF (Go)'s status name for a stored status ([`StoredStatus::go_name`]).
 pub fn status_name(s: StoredStatus) -> &'static str {
-    match s {
-        StoredStatus::Running => "running",
-        StoredStatus::Success => "completed",
-        StoredStatus::Failure => "failed",
-        StoredStatus::Cancelled => "cancelled",
-        StoredStatus::Waiting => "waiting",
-    }
+    s.go_name()
 }
 
 /// Where a run is, as the server knows it.

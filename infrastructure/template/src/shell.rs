@@ -127,9 +127,6 @@ fn rewrite_action(action: &str) -> Option<String> {
 /// (`shell_quote: true` mode): `awfShellQ "<context>" <value>`.
 pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 
-/// Functions whose output is already quoted: an action ending in one is left alone.
-const QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"];
-
 /// Where a value lands in the shell text, as the literal text around it says.
 #[derive(Clone, PartialEq, Eq, Debug)]
 enum Ctx {
@@ -378,48 +375,13 @@ fn quote_action(action: &str, ctx: &Ctx) -> Option<String> {
         _ => (inner, ""),
     };
     let r = inner.trim();
-    if !is_value_action(r) {
+    if !awf_domain::validate::prints_value(r) {
         return None;
     }
     let tag = ctx.tag().replace('\\', "\\\\").replace('"', "\\\"");
     Some(format!(
         "{{{{{lead} {SHELL_Q_FUNC} \"{tag}\" ({r}) {trail}}}}}"
     ))
-}
-
-/// Whether an action's body prints a value that quoting applies to.
-fn is_value_action(r: &str) -> bool {
-    if r.is_empty() || r.starts_with("/*") {
-        return false;
-    }
-    let first = r
-        .split(|c: char| c.is_whitespace() || c == '(')
-        .next()
-        .unwrap_or("");
-    if matches!(
-        first,
-        "if" | "else"
-            | "end"
-            | "range"
-            | "with"
-            | "define"
-            | "template"
-            | "block"
-            | "break"
-            | "continue"
-    ) {
-        return false;
-    }
-    // `$x := …` / `$x = …` print nothing.
-    if first.starts_with('$') {
-        let after = r[first.len()..].trim_start();
-        if after.starts_with(":=") || (after.starts_with('=') && !after.starts_with("==")) {
-            return false;
-        }
-    }
-    let last_cmd = r.rsplit('|').next().unwrap_or(r).trim();
-    let last_fn = last_cmd.split_whitespace().next().unwrap_or("");
-    !(QUOTING_FUNCS.contains(&last_fn) || (!r.contains('|') && QUOTING_FUNCS.contains(&first)))
 }
 
 /// Quotes `value` for the shell context `tag` (see [`Ctx::tag`]).

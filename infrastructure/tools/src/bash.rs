@@ -119,7 +119,7 @@ pub(crate) async fn run(
         NEXT_TAG.fetch_add(1, Ordering::Relaxed)
     );
     let mut cmd = Command::new(&inner.shell);
-    for name in withheld() {
+    for name in awf_domain::withheld::withheld_env() {
         cmd.env_remove(name);
     }
     cmd.arg("-c")
@@ -534,29 +534,6 @@ impl Capture {
             self.total.saturating_sub(shown)
         )
     }
-}
-
-/// Names of environment variables the Bash tool's commands do not inherit.
-static WITHHELD: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
-
-/// Withholds the variables `names` from every Bash tool command started from now on in this
-/// process (`awf serve --token-env NAME`: the API token must not reach an agent's tools).
-pub fn withhold_env(names: impl IntoIterator<Item = String>) {
-    let mut w = WITHHELD
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    for n in names {
-        if !w.contains(&n) {
-            w.push(n);
-        }
-    }
-}
-
-fn withheld() -> Vec<String> {
-    WITHHELD
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
 }
 
 #[cfg(test)]

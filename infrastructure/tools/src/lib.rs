@@ -125,7 +125,6 @@ use tokio_util::sync::CancellationToken;
 
 pub use bash::TAG_VAR;
 pub use bash::kill_tagged_by;
-pub use bash::withhold_env;
 pub use confine::Root;
 pub use operations::BuiltinOperations;
 

@@ -133,18 +133,6 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
 }
 
-/// A run status in AWF (Go)'s words (`running`, `completed`, `failed`, `cancelled`): what every
-/// JSON output naming a run status prints (history, status, resume --list) and the text tables.
-pub const fn go_status(s: StoredStatus) -> &'static str {
-    match s {
-        StoredStatus::Running => "running",
-        StoredStatus::Success => "completed",
-        StoredStatus::Failure => "failed",
-        StoredStatus::Cancelled => "cancelled",
-        StoredStatus::Waiting => "waiting",
-    }
-}
-
 /// `n/N`: states of the run that completed / states it recorded (ran or running).
 fn progress_of(s: &RunSnapshot) -> String {
     let done = s
@@ -162,7 +150,7 @@ pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
     serde_json::json!({
         "workflow_id": s.run_id,
         "workflow_name": s.workflow_name,
-        "status": go_status(s.status),
+        "status": s.status.go_name(),
         "current_step": s.current_state,
         "updated_at": format_rfc3339(s.updated_at),
         "progress": progress_of(s),
@@ -197,7 +185,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 t.row(&[
                     s.run_id.clone(),
                     s.workflow_name.clone(),
-                    go_status(s.status).to_owned(),
+                    s.status.go_name().to_owned(),
                     s.current_state.clone(),
                     progress_of(s),
                     format_rfc3339(s.updated_at),
@@ -218,7 +206,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 vec![
                     s.run_id.clone(),
                     s.workflow_name.clone(),
-                    go_status(s.status).to_owned(),
+                    s.status.go_name().to_owned(),
                     s.current_state.clone(),
                     progress_of(s),
                     format_rfc3339(s.updated_at),
@@ -320,7 +308,7 @@ pub fn history_json(r: &HistoryRecord) -> serde_json::Value {
         "id": r.id,
         "workflow_id": r.id,
         "workflow_name": r.workflow_name,
-        "status": go_status(r.status),
+        "status": r.status.go_name(),
         "exit_code": r.exit_code,
         "started_at": ms_time(r.started_at_ms),
         "completed_at": r.completed_at_ms.map(ms_time),
@@ -395,7 +383,7 @@ fn history_cells(r: &HistoryRecord, gone: bool) -> Vec<String> {
         if gone {
             "running (process gone)".to_owned()
         } else {
-            go_status(r.status).to_owned()
+            r.status.go_name().to_owned()
         },
         r.duration_ms.map_or_else(|| "-".to_owned(), go_duration),
         r.completed_at_ms.map_or_else(
@@ -418,7 +406,7 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
     awf_application::runs::resolve_run_id(states.as_ref(), history.as_deref(), query)
 }
 
-/// The status word ([`go_status`]), or `running (its awf process is gone; …)` when the
+/// The status word ([`StoredStatus::go_name`]), or `running (its awf process is gone; …)` when the
 /// process that ran it died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
@@ -430,7 +418,7 @@ fn status_text(s: &RunSnapshot, gone: bool) -> String {
             s.run_id
         )
     } else {
-        go_status(s.status).to_owned()
+        s.status.go_name().to_owned()
     }
 }
 
@@ -485,7 +473,7 @@ pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Val
         })
         .collect();
     if let Some(o) = v.as_object_mut() {
-        o.insert("status".into(), serde_json::json!(go_status(snap.status)));
+        o.insert("status".into(), serde_json::json!(snap.status.go_name()));
         o.insert("duration_ms".into(), serde_json::json!(duration));
         o.insert("workflow_id".into(), serde_json::json!(snap.run_id));
         o.insert(
@@ -530,7 +518,7 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
     t.full_row(&format!("ID: {}", snap.run_id));
     t.full_row(&format!(
         "Status: {:<22} Duration: {}",
-        go_status(snap.status),
+        snap.status.go_name(),
         duration.map_or_else(|| "unknown".to_owned(), |ms| format!("{ms}ms"))
     ));
     let steps = ordered_steps(snap);
@@ -580,7 +568,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
             return Ok(Outcome::Success);
         }
         Format::Quiet => {
-            crate::stdout_check::checked(writeln!(out, "{}", go_status(snap.status)));
+            crate::stdout_check::checked(writeln!(out, "{}", snap.status.go_name()));
             return Ok(Outcome::Success);
         }
         Format::Table => {

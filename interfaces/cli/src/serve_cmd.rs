@@ -153,8 +153,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     // The token reaches no step: not in the runs' environment, and no child inherits it.
     if let Some(name) = &args.token_env {
-        awf_exec::withhold_env([name.clone()]);
-        awf_tools::withhold_env([name.clone()]);
+        awf_domain::withheld::withhold_env([name.clone()]);
     }
     let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
     crate::run_cmd::warn_unrecorded(&w);
