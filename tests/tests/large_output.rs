@@ -314,6 +314,15 @@ fn children_get_a_parent_death_signal_only_when_no_watchdog_runs() {
         .status()
         .unwrap();
     assert!(killed.success());
+    // SIGKILL is delivered asynchronously: on a loaded machine the next step could be spawned
+    // while the watchdog still runs (and rightly get no signal). Go on once it is dead (a
+    // zombie has no command line).
+    wait_for("the watchdog outlived SIGKILL", &|procs| {
+        (!procs
+            .iter()
+            .any(|p| p.pid == watchdog && p.cmdline.ends_with(" __watchdog")))
+        .then_some(0)
+    });
     std::fs::write(&go, "").unwrap();
     let r = awf_tests::Run::from(child.wait_with_output().unwrap());
     assert_eq!(r.code, 0, "{}", r.stderr);
