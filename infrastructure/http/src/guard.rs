@@ -91,8 +91,14 @@ impl Guard {
         }
     }
 
-    /// Whether `origin` may change state here: this server's own origin (`http://` + the
-    /// request's `host`) or a `--cors-origin`.
+    /// Whether the server listens on a loopback address (or an unknown one, taken as such).
+    pub(crate) fn loopback(&self) -> bool {
+        self.local.is_none_or(|l| l.ip().is_loopback())
+    }
+
+    /// Whether `origin` may change state here: this server's own origin (`http://` or,
+    /// behind a TLS proxy, `https://` + the request's `host`, a host that names the server
+    /// when it listens on loopback) or a `--cors-origin`.
     pub(crate) fn origin_ok(&self, origin: &str, host: Option<&str>) -> bool {
         let o = origin.trim().trim_end_matches('/');
         if self
@@ -102,8 +108,13 @@ impl Guard {
         {
             return true;
         }
-        match (o.strip_prefix("http://"), host) {
-            (Some(rest), Some(h)) => rest.eq_ignore_ascii_case(h.trim()) && self.host_ok(rest),
+        let rest = o
+            .strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"));
+        match (rest, host) {
+            (Some(rest), Some(h)) => {
+                rest.eq_ignore_ascii_case(h.trim()) && (!self.loopback() || self.host_ok(rest))
+            }
             _ => false,
         }
     }
@@ -153,8 +164,7 @@ pub(crate) async fn check(
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
-    let loopback = guard.local.is_none_or(|l| l.ip().is_loopback());
-    if loopback
+    if guard.loopback()
         && let Some(h) = &host
         && !guard.host_ok(h)
     {
@@ -249,6 +259,12 @@ mod tests {
         assert!(!g.origin_ok("http://evil.example", Some("127.0.0.1:3318")));
         assert!(!g.origin_ok("null", Some("127.0.0.1:3318")));
         assert!(!g.origin_ok("http://localhost:3318", Some("127.0.0.1:3318")));
+        // Listening beyond loopback (with a token): the page of whatever name the server
+        // is reached by, over http or a TLS proxy; still no other origin.
+        let g = guard("0.0.0.0:2511", &[]);
+        assert!(g.origin_ok("http://build.lan:2511", Some("build.lan:2511")));
+        assert!(g.origin_ok("https://awf.example", Some("awf.example")));
+        assert!(!g.origin_ok("http://evil.example", Some("build.lan:2511")));
     }
 
     #[test]
