@@ -342,6 +342,15 @@ fn cross_site_posts_and_foreign_hosts_start_no_run() {
     assert_problem(&got, 403, "USER.FACADE.UNAUTHORIZED");
     let got = curl(&["-H", evil, &format!("{}/api/workflows", s.base)]);
     assert_eq!(got.0, 200, "{}", got.1);
+    // A Host that is not text (a byte over 0x7f) is no way around the check.
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-H"])
+        .arg(std::ffi::OsStr::from_bytes(b"Host: evil\xff.example"))
+        .arg(format!("{}/api/workflows", s.base))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "403");
 }
 
 #[test]

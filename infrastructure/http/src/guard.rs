@@ -159,10 +159,10 @@ pub(crate) async fn check(
         );
     }
     let headers = request.headers();
+    // A `Host` that is not text is checked as what it shows (and so refused on loopback).
     let host = headers
         .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .or_else(|| request.uri().authority().map(|a| a.as_str().to_owned()));
     if guard.loopback()
         && let Some(h) = &host
