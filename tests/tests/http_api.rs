@@ -673,6 +673,8 @@ fn the_run_cap_answers_429_with_retry_after() {
     let (code, body, ctype, headers) = curl_headers(&[
         "-X",
         "POST",
+        "-H",
+        "content-type: application/json",
         "-d",
         "{}",
         &format!("{}/api/workflows/env/hello/run", s.base),
@@ -930,6 +932,8 @@ fn start_run_as(s: &Server, auth: &str, name: &str) -> String {
         "POST",
         "-H",
         auth,
+        "-H",
+        "content-type: application/json",
         "-d",
         "{}",
         &format!("{}/api/workflows/env/{name}/run", s.base),

@@ -610,6 +610,28 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
             assert_eq!(r.json()["code"], "USER.FACADE.RUN_NOT_FOUND", "{m} {p}");
         }
 
+        // Cross-site requests (403) and bodies that are not JSON (415).
+        for (m, p, json_body) in [
+            ("POST", "/api/workflows/local/echo/validate", false),
+            ("POST", "/api/workflows/local/echo/run", true),
+            ("DELETE", "/api/executions/nope", false),
+            ("POST", "/api/executions/nope/resume", true),
+            ("POST", "/api/executions/nope/respond", true),
+        ] {
+            let b = json_body.then_some("{}");
+            let r = c.expect_with(403, m, p, b, &["-H", "Origin: http://evil.example"]);
+            assert_eq!(r.json()["code"], "USER.FACADE.UNAUTHORIZED", "{m} {p}");
+            if m == "POST" {
+                c.expect_with(
+                    415,
+                    m,
+                    p,
+                    None,
+                    &["-H", "content-type: text/plain", "--data-binary", "{}"],
+                );
+            }
+        }
+
         // A finished run: resume is refused, the stream replays, bad positions are 422.
         let done = c.start_run("echo", "{}");
         c.wait_status(&done, "completed");

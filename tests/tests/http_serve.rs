@@ -221,6 +221,8 @@ fn unknown_things_are_404_problem_documents() {
             vec![
                 "-X".into(),
                 "POST".into(),
+                "-H".into(),
+                "content-type: application/json".into(),
                 "-d".into(),
                 "{}".into(),
                 format!("{}/api/workflows/env/no-such-flow/run", s.base),
@@ -239,10 +241,26 @@ fn unknown_things_are_404_problem_documents() {
     }
     // Bad input: 400 for a body that is not JSON, 422 for inputs that are not an object.
     let url = format!("{}/api/workflows/env/hello/run", s.base);
-    let (code, body, _) = curl(&["-X", "POST", "-d", "{nope", &url]);
+    let (code, body, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        "{nope",
+        &url,
+    ]);
     assert_eq!(code, 400, "{body}");
     assert_eq!(json(&body)["code"], "USER.INPUT.VALIDATION_FAILED");
-    let (code, body, _) = curl(&["-X", "POST", "-d", r#"{"inputs":[1]}"#, &url]);
+    let (code, body, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        r#"{"inputs":[1]}"#,
+        &url,
+    ]);
     assert_eq!(code, 422, "{body}");
 }
 

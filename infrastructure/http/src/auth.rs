@@ -32,17 +32,42 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     diff == 0
 }
 
+/// The credentials of an `Authorization` value of the `Bearer` scheme (the scheme's case
+/// does not matter, RFC 9110 §11.1; spaces around the token are dropped); `None` for
+/// another scheme.
+pub fn bearer_of(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim_start().split_once([' ', '\t'])?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(rest.trim())
+}
+
 pub(crate) async fn require_token(
     State(cfg): State<Arc<HttpConfig>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if request
+        .headers()
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .count()
+        > 1
+    {
+        return Problem::with_status(
+            StatusCode::BAD_REQUEST,
+            AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                "the request has several Authorization headers",
+            )
+            .with_hint("send one `Authorization: Bearer <token>`"),
+        )
+        .into_response();
+    }
     if let Some(token) = &cfg.token {
         let given = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(bearer_of)
             .unwrap_or("");
         if !constant_time_eq(given.as_bytes(), token.as_bytes()) {
             let mut r = Problem::with_status(
@@ -96,5 +121,14 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secret1"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_of("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_of("bearer abc"), Some("abc"));
+        assert_eq!(bearer_of("BEARER   abc "), Some("abc"));
+        assert_eq!(bearer_of("Basic abc"), None);
+        assert_eq!(bearer_of("Bearerabc"), None);
     }
 }

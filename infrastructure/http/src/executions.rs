@@ -651,6 +651,7 @@ pub(crate) async fn get_execution(
     responses(
         (status = 204, description = "Cancelled (or finished already)"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
@@ -700,6 +701,8 @@ fn unfit(message: String) -> Problem {
         (status = 200, description = "Resumed", body = Envelope<RunAccepted>),
         (status = 400, description = "The body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "A body whose `Content-Type` is not `application/json`", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "Still running, or completed already", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
@@ -731,7 +734,14 @@ pub(crate) async fn resume_execution(
         ));
     }
     let from = match body.from_step.as_deref().map(str::trim) {
-        None | Some("" | "current") => ResumeFrom::Current,
+        Some("") => {
+            return Err(crate::problem::bad_input(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "from_step is empty".to_owned(),
+                "leave from_step out (or give `current`, `previous` or a state that ran)",
+            ));
+        }
+        None | Some("current") => ResumeFrom::Current,
         Some("previous") => ResumeFrom::Previous,
         Some(s) => ResumeFrom::Step(s.to_owned()),
     };
@@ -900,6 +910,8 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
         (status = 204, description = "Answered"),
         (status = 400, description = "The body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "A body whose `Content-Type` is not `application/json`", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run, or no such request in it", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "Answered already, timed out, or the run ended", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1144,7 +1156,7 @@ impl ToSchema for SseEvent {}
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1159,10 +1171,14 @@ pub(crate) async fn stream_events(
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
     let sub = cfg.service.subscribe(&RunId(id), after.saturating_add(1))?;
-    let stream = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
+    let events = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
         let item = sub.next().await?;
         Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))
     });
+    // A first comment, so the status and headers go out at once even when nothing is to
+    // be replayed yet (hyper sends the head with the first body bytes).
+    let opened = futures::stream::once(std::future::ready(Ok(Event::default().comment("open"))));
+    let stream = futures::StreamExt::chain(opened, events);
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(cfg.keep_alive))
         .into_response())

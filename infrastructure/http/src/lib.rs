@@ -15,11 +15,14 @@
 //! Every error is an RFC 9457 problem document (`application/problem+json`) with `title`,
 //! `status`, `detail`, `code` (the taxonomy code, domain/src/error.rs) and `hints`
 //! ([`problem`]): unknown route 404, wrong method 405, malformed JSON 400, a body of the wrong
-//! shape 422, a body over 1 MiB 413, headers over 16 KiB 431, the run cap 429 with
-//! `Retry-After`, shutting down 503.
+//! shape 422, a body over 1 MiB 413, headers over 16 KiB 431, a URI over 8 KiB 414, a
+//! state-changing request from another origin or a `Host` that does not name the server 403
+//! (module `guard`), a body that is not `application/json` 415, two `Authorization` headers
+//! 400, the run cap 429 with `Retry-After`, shutting down 503.
 
 pub mod auth;
 pub mod executions;
+pub(crate) mod guard;
 pub mod history;
 pub mod problem;
 pub mod workflows;
@@ -250,9 +253,20 @@ pub fn openapi(cfg: HttpConfig) -> utoipa::openapi::OpenApi {
     api_router(Arc::new(cfg)).1
 }
 
-/// The router with every route: the API, `/openapi.json`, Swagger UI at `/docs`.
+/// The router with every route: the API, `/openapi.json`, Swagger UI at `/docs`, for a
+/// server on a loopback address (`Host` must be `127.0.0.1`, `localhost` or `[::1]`).
 pub fn router(cfg: HttpConfig) -> Router {
+    router_at(cfg, None)
+}
+
+/// [`router`] for a server bound to `local` (`None`: a loopback address, port unknown):
+/// the `Host` and `Origin` checks (module `guard`) use it.
+pub fn router_at(cfg: HttpConfig, local: Option<std::net::SocketAddr>) -> Router {
     let cfg = Arc::new(cfg);
+    let guard = Arc::new(guard::Guard {
+        local,
+        cors_origins: cfg.cors_origins.clone(),
+    });
     let (api, doc) = api_router(Arc::clone(&cfg));
     let swagger = utoipa_swagger_ui::SwaggerUi::new("/docs")
         .url("/openapi.json", doc)
@@ -265,6 +279,7 @@ pub fn router(cfg: HttpConfig) -> Router {
             Arc::clone(&cfg),
             auth::require_token,
         ))
+        .layer(axum::middleware::from_fn_with_state(guard, guard::check))
         .layer(axum::extract::DefaultBodyLimit::max(problem::BODY_LIMIT))
         .layer(axum::middleware::from_fn(auth::limit_headers))
         .layer(axum::middleware::from_fn(problem::problems_only));
@@ -305,7 +320,7 @@ pub async fn serve(
     let started = Arc::clone(&cfg.started);
     let draining = Arc::clone(&cfg.draining);
     let drain_timeout = cfg.drain_timeout;
-    let app = router(cfg);
+    let app = router_at(cfg, listener.local_addr().ok());
     let stop_http = CancellationToken::new();
     let stop = stop_http.clone();
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {

@@ -210,8 +210,8 @@ pub(crate) fn bad_input(status: StatusCode, message: String, hint: &str) -> Prob
 }
 
 /// A JSON request body of type `T`. An empty body is taken as `{}`. Rejections are problem
-/// documents: 413 over [`BODY_LIMIT`], 400 for text that is not JSON, 422 for JSON that
-/// does not have `T`'s shape (unknown fields included).
+/// documents: 413 over [`BODY_LIMIT`], 400 for text that is not JSON, 422 for JSON that is
+/// not an object (`[]`, `1`, `"x"`) or does not have `T`'s shape (unknown fields included).
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -250,6 +250,13 @@ where
                 )
             })?
         };
+        if !value.is_object() {
+            return Err(bad_input(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "the request body is JSON but not an object".to_owned(),
+                "send a JSON object, e.g. {} or {\"inputs\": {\"name\": \"value\"}}",
+            ));
+        }
         let t = serde_json::from_value(value).map_err(|e| {
             bad_input(
                 StatusCode::UNPROCESSABLE_ENTITY,

@@ -508,6 +508,8 @@ pub(crate) async fn get_workflow(
     responses(
         (status = 200, description = "Valid (warnings listed)", body = Envelope<ValidationResult>),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "A body whose `Content-Type` is not `application/json`", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such workflow", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "Invalid: `errors` lists every error, `code` is the first's", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
@@ -558,6 +560,8 @@ pub(crate) async fn validate_workflow(
         (status = 202, description = "Started", body = Envelope<RunAccepted>),
         (status = 400, description = "The body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "A body whose `Content-Type` is not `application/json`", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such workflow", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "Invalid workflow or inputs, or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
