@@ -5,13 +5,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::process::Child;
-use std::process::Command;
-use std::process::Stdio;
-
 use awf_tests::Sandbox;
+use awf_tests::http_serve;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::add_workflows;
+use awf_tests::http_serve::execution;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::start;
+use awf_tests::http_serve::wait_status;
 use awf_tests::wait_for;
 use serde_json::Value;
 
@@ -65,19 +66,6 @@ states:
     type: terminal
 ";
 
-/// A running `awf serve`; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn sandbox() -> (Sandbox, std::path::PathBuf) {
     let mut sb = Sandbox::new().unwrap();
     let marker = sb.path().join("marker");
@@ -85,88 +73,32 @@ fn sandbox() -> (Sandbox, std::path::PathBuf) {
         "name: flaky\nstates:\n  initial: prep\n  prep:\n    type: step\n    command: echo prep\n    on_success: check\n  check:\n    type: step\n    command: test -f {}\n    on_success: done\n  done:\n    type: terminal\n",
         marker.display()
     );
-    for (name, text) in [
-        ("hello", HELLO),
-        ("broken", BROKEN),
-        ("loud", LOUD),
-        ("sleeper", SLEEPER),
-        ("flaky", flaky.as_str()),
-    ] {
-        sb.write(&format!("wf/{name}.yaml"), text).unwrap();
-    }
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
+    add_workflows(
+        &mut sb,
+        &[
+            ("hello", HELLO),
+            ("broken", BROKEN),
+            ("loud", LOUD),
+            ("sleeper", SLEEPER),
+            ("flaky", flaky.as_str()),
+        ],
+    );
     (sb, marker)
-}
-
-fn start(sb: &Sandbox) -> Server {
-    let mut child = sb
-        .cmd(&["serve", "--addr", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("AWF API server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, base }
 }
 
 /// `curl` a request; returns (status, body).
 fn curl(args: &[&str]) -> (u16, String) {
-    let out = Command::new("curl")
-        .args(["-s", "--max-time", "60", "-w", "\n%{http_code}"])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap();
-    (code.trim().parse().unwrap(), body.to_owned())
-}
-
-fn json_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+    let (code, body, _) = http_serve::curl(args);
+    (code, body)
 }
 
 fn post(url: &str, body: &str) -> (u16, String) {
-    curl(&[
-        "-X",
-        "POST",
-        "-H",
-        "content-type: application/json",
-        "-d",
-        body,
-        url,
-    ])
+    let (code, body, _) = http_serve::post(url, body);
+    (code, body)
 }
 
 fn start_run(s: &Server, name: &str) -> String {
-    let (code, body) = post(&format!("{}/api/workflows/env/{name}/run", s.base), "{}");
-    assert_eq!(code, 202, "{body}");
-    json_of(&body)["body"]["execution_id"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-fn execution(s: &Server, id: &str) -> Value {
-    let (code, body) = curl(&[&format!("{}/api/executions/{id}", s.base)]);
-    assert_eq!(code, 200, "{body}");
-    json_of(&body)["body"].clone()
-}
-
-fn wait_status(s: &Server, id: &str, want: &str) -> Value {
-    let mut last = Value::Null;
-    wait_for(&format!("run {id} to be {want}"), || {
-        last = execution(s, id);
-        last["status"] == want
-    });
-    last
+    http_serve::start_run(s, name, "{}")
 }
 
 /// (id, event name) of every frame of a run's stream after `after` (it ends after the
@@ -202,7 +134,7 @@ fn ms_of(rfc3339: &Value) -> u64 {
 #[test]
 fn a_resumed_runs_event_log_goes_on_after_the_first_attempt_and_states_cover_both() {
     let (sb, marker) = sandbox();
-    let s = start(&sb);
+    let s = start(&sb, &[]);
     let id = start_run(&s, "flaky");
     wait_status(&s, &id, "failed");
     let first = frames(&s, &id, 0);
@@ -244,7 +176,7 @@ fn a_resumed_runs_event_log_goes_on_after_the_first_attempt_and_states_cover_bot
 #[test]
 fn a_finished_or_recorded_runs_outcome_is_in_get() {
     let (sb, _) = sandbox();
-    let s = start(&sb);
+    let s = start(&sb, &[]);
     let ok = start_run(&s, "hello");
     let v = wait_status(&s, &ok, "completed");
     assert_eq!(v["states"]["greet"]["status"], "completed", "{v}");
@@ -297,7 +229,7 @@ fn a_finished_or_recorded_runs_outcome_is_in_get() {
 #[test]
 fn get_and_resume_take_a_unique_id_prefix_and_an_unknown_id_is_not_blamed_on_the_process() {
     let (sb, marker) = sandbox();
-    let s = start(&sb);
+    let s = start(&sb, &[]);
     let id = start_run(&s, "flaky");
     wait_status(&s, &id, "failed");
     let v = execution(&s, &id[..8]);
@@ -342,7 +274,7 @@ fn get_and_resume_take_a_unique_id_prefix_and_an_unknown_id_is_not_blamed_on_the
 #[test]
 fn executions_are_listed_live_first_then_newest_first() {
     let (sb, _) = sandbox();
-    let s = start(&sb);
+    let s = start(&sb, &[]);
     let one = start_run(&s, "hello");
     wait_status(&s, &one, "completed");
     let two = start_run(&s, "hello");
