@@ -7,13 +7,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::io::BufReader;
-use std::process::Child;
 use std::process::Command;
-use std::process::Stdio;
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::sandbox_with;
+use awf_tests::http_serve::start;
 use awf_tests::wait_for;
 use serde_json::Value;
 
@@ -71,82 +72,13 @@ states:
     type: terminal
 ";
 
-/// A running `awf serve`; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    /// `127.0.0.1:PORT`.
-    fn authority(&self) -> &str {
-        self.base.strip_prefix("http://").unwrap()
-    }
-}
-
 fn sandbox() -> Sandbox {
-    let mut sb = Sandbox::new().unwrap();
-    for (name, text) in [
+    sandbox_with(&[
         ("mark", MARK),
         ("sleeper", SLEEPER),
         ("fails", FAILS),
         ("gated", GATED),
-    ] {
-        sb.write(&format!("wf/{name}.yaml"), text).unwrap();
-    }
-    let wf = sb.path().join("wf").display().to_string();
-    sb.set_env("AWF_WORKFLOWS_PATH", &wf);
-    sb
-}
-
-fn start(sb: &Sandbox, extra: &[&str]) -> Server {
-    let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
-    args.extend_from_slice(extra);
-    let mut child = sb
-        .cmd(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let mut line = String::new();
-    BufReader::new(out).read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("AWF API server listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Server { child, base }
-}
-
-/// `curl -s ARGS`: (status, body, content type).
-fn curl(args: &[&str]) -> (u16, String, String) {
-    let out = Command::new("curl")
-        .args([
-            "-s",
-            "--max-time",
-            "60",
-            "-w",
-            "\n%{http_code} %{content_type}",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, tail) = text.rsplit_once('\n').unwrap();
-    let (code, ctype) = tail.split_once(' ').unwrap_or((tail, ""));
-    (code.parse().unwrap(), body.to_owned(), ctype.to_owned())
-}
-
-fn json_of(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+    ])
 }
 
 /// Asserts a problem document with `status` and `code`, with a hint.
@@ -306,7 +238,7 @@ fn cross_site_posts_and_foreign_hosts_start_no_run() {
     // Accepted: no Origin (curl), this server's own origin (the web page), an allowed
     // origin, and the server called `localhost`.
     let own = format!("Origin: {}", s.base);
-    let local_host = format!("Host: {}", s.authority().replace("127.0.0.1", "localhost"));
+    let local_host = format!("Host: {}", s.addr().replace("127.0.0.1", "localhost"));
     let mut ids = Vec::new();
     for (tag, extra) in [
         ("curl", vec![]),
