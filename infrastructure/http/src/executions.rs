@@ -77,11 +77,6 @@ impl From<StoredStatus> for ExecStatus {
     }
 }
 
-/// AWF (Go)'s status name for a stored status ([`StoredStatus::go_name`]).
-pub fn status_name(s: StoredStatus) -> &'static str {
-    s.go_name()
-}
-
 /// Where a run is, as the server knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
