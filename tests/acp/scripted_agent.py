@@ -17,7 +17,7 @@ What a prompt does is chosen by words in its text:
   FS              asks the client fs/read_text_file and reports the JSON-RPC error code
   THINK           a thought chunk before the answer
   NOTICE          chunks without a messageId around one with (adapter notices)
-  EXIT            the process exits mid-turn (stderr says why)
+  EXIT            the process closes stdout, then says why on stderr and exits
   otherwise       "echo: <prompt text>" and "end_turn"
 
 Every frame received is appended to $AGENT_LOG (JSON lines) when set; each line carries the
@@ -106,6 +106,11 @@ def prompt(rid, params):
     sessions.setdefault(sid, []).append(text)
     stop = "end_turn"
     if "EXIT" in text:
+        # stdout ends first and the reason reaches stderr later, as with an agent whose
+        # exit handler logs: the error must still carry it.
+        sys.stdout.flush()
+        os.close(1)
+        time.sleep(0.2)
         sys.stderr.write("scripted agent: exiting mid-turn as asked\n")
         sys.stderr.flush()
         os._exit(3)

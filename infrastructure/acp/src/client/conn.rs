@@ -33,6 +33,8 @@ const MAX_LINE: usize = 10 * 1024 * 1024;
 /// Bytes of the agent's stderr kept for error messages.
 pub(crate) const STDERR_TAIL: usize = 8 * 1024;
 /// Shutdown: how long the agent gets after stdin EOF, then after SIGTERM to its group.
+/// How long [`Conn::stderr_tail`] waits for stderr's end after the agent's stdout ended.
+const STDERR_SETTLE: Duration = Duration::from_millis(500);
 const EOF_GRACE: Duration = Duration::from_secs(1);
 const TERM_GRACE: Duration = Duration::from_secs(3);
 
@@ -88,6 +90,8 @@ pub(crate) struct Conn {
     /// The process group (= the agent's pid); `None` once it is known to be gone.
     pgid: Mutex<Option<i32>>,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// Fires when the agent's stderr ends (everything it wrote there is in `stderr`).
+    stderr_done: CancellationToken,
     /// Fires when the agent's stdout ends (it exited or closed it).
     pub(crate) exited: CancellationToken,
     /// The agent's `initialize` result (`agentCapabilities`, `authMethods`, …).
@@ -144,11 +148,14 @@ impl Conn {
             child: tokio::sync::Mutex::new(Some(child)),
             pgid: Mutex::new(pgid),
             stderr: Arc::default(),
+            stderr_done: CancellationToken::new(),
             exited: CancellationToken::new(),
             init: Mutex::new(Value::Null),
         });
         let tail = Arc::clone(&conn.stderr);
+        let stderr_done = conn.stderr_done.clone();
         tokio::spawn(async move {
+            let _done = stderr_done.drop_guard();
             let mut stderr = stderr;
             let mut buf = vec![0u8; 4096];
             while let Ok(n) = stderr.read(&mut buf).await {
@@ -174,7 +181,13 @@ impl Conn {
     }
 
     /// The last [`STDERR_TAIL`] bytes the agent wrote on stderr (lossy UTF-8, trimmed).
-    pub(crate) fn stderr_tail(&self) -> String {
+    ///
+    /// Once the agent's stdout has ended, waits up to [`STDERR_SETTLE`] for its stderr to end
+    /// too, so the reason an agent printed just before exiting is in the tail.
+    pub(crate) async fn stderr_tail(&self) -> String {
+        if self.exited.is_cancelled() {
+            let _ = tokio::time::timeout(STDERR_SETTLE, self.stderr_done.cancelled()).await;
+        }
         String::from_utf8_lossy(&lock(&self.stderr))
             .trim()
             .to_owned()

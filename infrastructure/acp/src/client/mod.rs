@@ -169,7 +169,7 @@ async fn start(launch: &Launch, wait: Duration) -> Result<Arc<Conn>, AwfError> {
     let init = match init {
         Ok(v) => v,
         Err(e) => {
-            let tail = conn.stderr_tail();
+            let tail = conn.stderr_tail().await;
             conn.close().await;
             return Err(rpc_failure("initialize", &e, &tail));
         }
@@ -515,14 +515,19 @@ impl AcpProvider {
                         "env": p.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
                     }));
                 }
-                let created = conn
+                let created = match conn
                     .request(
                         "session/new",
                         json!({"cwd": cwd, "mcpServers": servers}),
                         wait,
                     )
                     .await
-                    .map_err(|e| rpc_failure("session/new", &e, &conn.stderr_tail()))?;
+                {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return Err(rpc_failure("session/new", &e, &conn.stderr_tail().await));
+                    }
+                };
                 let Some(id) = created
                     .get("sessionId")
                     .and_then(Value::as_str)
@@ -627,7 +632,7 @@ impl AcpProvider {
                 Inbound::Permission { id, .. } => conn.reply(id, policy::outcome(None)),
             }
         }
-        let stderr = conn.stderr_tail();
+        let stderr = conn.stderr_tail().await;
         if request.session.is_none() {
             // Not a conversation: nothing continues this session. An agent that can close
             // sessions frees it now (claude-agent-acp keeps a Claude Code process per
