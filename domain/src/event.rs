@@ -5,6 +5,7 @@
 
 use std::time::SystemTime;
 
+use serde::Deserialize;
 use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
@@ -15,7 +16,7 @@ use crate::run::StepState;
 
 /// What `--interactive` shows before a step: its place in the run, what it will execute
 /// and where it can go next. Source: spec/workflow.md §3.12 (interactive mode).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepPreview {
     /// 1-based visit counter of the run: each visited step takes the next number; a step run
     /// again by `retry` takes its earlier number.
@@ -35,7 +36,7 @@ pub struct StepPreview {
 }
 
 /// One route of a [`StepPreview`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreviewRoute {
     /// `on_success`, `on_failure`, `when` (a conditional transition), `default` (a transition
     /// without `when`) or `on_complete`.
@@ -51,7 +52,7 @@ pub struct PreviewRoute {
 }
 
 /// Which output stream a chunk came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputStream {
     /// Standard output.
@@ -108,6 +109,13 @@ impl From<Vec<u8>> for OutputBytes {
     }
 }
 
+/// Reads the text back (bytes that were not UTF-8 stay as their replacement characters).
+impl<'de> Deserialize<'de> for OutputBytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Self::from)
+    }
+}
+
 impl Serialize for OutputBytes {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_text())
@@ -115,7 +123,7 @@ impl Serialize for OutputBytes {
 }
 
 /// Severity of a log event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogLevel {
     /// Hook `log:` actions and progress notes.
@@ -126,7 +134,7 @@ pub enum LogLevel {
 
 /// Who reported a tool call event (the transcript's `fidelity`, spec/workflow.md §3.15,
 /// shared/spec/mcp.md §3.5).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ToolFidelity {
     /// Parsed from the agent's own output stream (`agent_emitted`): what the agent says it did.
     #[default]
@@ -158,7 +166,7 @@ pub fn is_proxy_call_report(name: &str, fidelity: ToolFidelity) -> bool {
 }
 
 /// One run event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum RunEvent {
     /// The run started (inputs resolved and validated; values masked).
@@ -298,7 +306,7 @@ pub enum RunEvent {
 }
 
 /// An event with its run identity and position in the stream.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventEnvelope {
     /// Monotonic per run, from 1.
     pub seq: u64,
@@ -341,5 +349,12 @@ mod system_time_millis {
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
             .unwrap_or(0);
         s.serialize_u64(ms)
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<SystemTime, D::Error> {
+        let ms = <u64 as serde::Deserialize>::deserialize(d)?;
+        Ok(UNIX_EPOCH + std::time::Duration::from_millis(ms))
     }
 }

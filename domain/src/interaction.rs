@@ -15,7 +15,7 @@ use crate::event::StepPreview;
 use crate::workflow::InputDef;
 
 /// A question a run asks, waiting for [`Answer`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InteractionRequest {
     /// Unique among the live requests of the process; what `respond` is called with.
     pub request_id: String,
@@ -36,7 +36,7 @@ pub struct InteractionRequest {
 }
 
 /// The kinds of question, each with what a front-end needs to render it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RequestKind {
     /// A required input has no value (no flag, config or default). Answer with
@@ -275,7 +275,7 @@ pub enum BreakpointDecision {
 }
 
 /// How a request ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", content = "answer", rename_all = "snake_case")]
 pub enum Resolution {
     /// A front-end answered.

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::error::ErrorBody;
 
 /// A run id: UUID v4 text, also the id of state files, history rows and transcripts.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RunId(pub String);
 
@@ -456,7 +456,7 @@ impl StepState {
 }
 
 /// Final status of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Reached a success terminal.
@@ -468,7 +468,7 @@ pub enum RunStatus {
 }
 
 /// Why a run was cancelled; decides exit code 130 (interrupt), 143 (terminate) or 129 (hangup).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
     /// SIGINT / Ctrl-C.
@@ -497,7 +497,7 @@ impl CancelReason {
 ///
 /// Shape: `{"status": "completed", "output": "…", "stderr": "", "exit_code": 0, "attempts": 1}`
 /// plus `error`, `duration_ms`, and for call_workflow steps `outputs`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateResult {
     /// completed | failed | skipped | cancelled (| running while live).
     pub status: StepStatus,
@@ -515,7 +515,7 @@ pub struct StateResult {
     /// Wall time of the state.
     pub duration_ms: u64,
     /// Mapped sub-workflow outputs.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub outputs: BTreeMap<String, String>,
     /// Agent token counts (agent steps only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -527,7 +527,7 @@ pub struct StateResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub approval: Option<String>,
     /// Tool calls run through awf's tool router (agent steps with `mcp_proxy:`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCallEntry>,
     /// Cost in US dollars (agent steps whose model is priced).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -563,7 +563,7 @@ impl From<&StepState> for StateResult {
 /// Shape (shared/conformance/README.md):
 /// `{"run_id", "workflow", "status", "exit_code", "terminal", "duration_ms", "states", "outputs",
 /// "error"}`. A failure before the run starts has `run_id: null`, empty `states` and `error` set.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     /// Run id, `null` when the run never started.
     pub run_id: Option<RunId>,

@@ -175,7 +175,7 @@ pub struct WorkflowSource {
 }
 
 /// Declared type of an input. Source: spec/workflow.md §1.4.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InputType {
     /// No `type:` given: any value.
@@ -196,7 +196,7 @@ pub enum InputType {
 }
 
 /// Validation rules of one input.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, serde::Deserialize)]
 pub struct InputValidation {
     /// Regex (unanchored match), string values only.
     pub pattern: Option<String>,
@@ -213,7 +213,7 @@ pub struct InputValidation {
 }
 
 /// One declared input.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct InputDef {
     /// Key under `.inputs`.
     pub name: String,
@@ -383,7 +383,7 @@ pub struct State {
     pub capture_max_size: Option<u64>,
     /// `capture.stdout` / `capture.stderr`: the variable names the step's output is captured
     /// into. Shown by `--dry-run`; nothing reads them at run time (as in AWF (Go)).
-    #[serde(skip_serializing_if = "CaptureNames::is_empty")]
+    #[serde(default, skip_serializing_if = "CaptureNames::is_empty")]
     pub capture_names: CaptureNames,
     /// `approval:`: a gate asked before the step runs (awf addition; AWF (Go) documents
     /// approval dialogs but never wired them).

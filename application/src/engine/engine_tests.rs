@@ -112,12 +112,23 @@ fn request(id: &str, inputs: &[(&str, &str)]) -> RunRequest {
     }
 }
 
+/// Every event reads back from its JSON as it was (what a store that keeps events as rows
+/// replays to a subscriber).
+fn assert_round_trips(events: &[EventEnvelope]) {
+    for e in events {
+        let text = serde_json::to_string(e).expect("serializes");
+        let back: EventEnvelope = serde_json::from_str(&text).expect("deserializes");
+        assert_eq!(&back, e, "{text}");
+    }
+}
+
 async fn run_all(f: &Facade, req: RunRequest) -> (Vec<EventEnvelope>, RunResult) {
     let mut h = f.start_run(req).await.expect("run starts");
     let mut events = Vec::new();
     while let Some(e) = h.next_event().await {
         events.push(e);
     }
+    assert_round_trips(&events);
     let result = events
         .iter()
         .rev()
@@ -1080,6 +1091,7 @@ async fn drain(mut h: crate::RunHandle) -> (Vec<EventEnvelope>, RunResult) {
     while let Some(e) = h.next_event().await {
         events.push(e);
     }
+    assert_round_trips(&events);
     let result = events
         .iter()
         .find_map(|e| match &e.event {
