@@ -4,6 +4,8 @@
 #   - the pinned agent CLIs (claude, codex, gemini, opencode) from npm, into .cache/npm
 #   - the MCP clients (Python `mcp` SDK, MCP Inspector CLI and Node 22), scripts/install-peers.sh
 #   - strace (Debian), which tests/tests/perf_startup.rs traces awf's own system calls with
+#   - PostgreSQL (Debian's `postgresql`), started privately by scripts/pg.sh for the shared-store
+#     tests (AWF_TEST_PG_URL names it; each test makes its own database) and stopped at the end
 # then builds the `awf` binary the end-to-end tests drive and runs every test
 # (cargo nextest when installed, else cargo test).
 set -euo pipefail
@@ -26,6 +28,13 @@ fi
 
 ./scripts/install-agents.sh
 ./scripts/install-peers.sh
+
+# A private PostgreSQL server (scripts/pg.sh), unless the caller names one.
+if [ -z "${AWF_TEST_PG_URL:-}" ]; then
+  AWF_TEST_PG_URL="$(./scripts/pg.sh start)"
+  trap './scripts/pg.sh stop' EXIT
+fi
+export AWF_TEST_PG_URL
 
 cargo build --locked -p awf
 if cargo nextest --version >/dev/null 2>&1; then

@@ -332,6 +332,12 @@ error_codes! {
     SystemNetAddressInUse => "SYSTEM.NET.ADDRESS_IN_USE", System,
         "A server could not listen on its address: another process already listens there.",
         "Pick another port (`awf serve --addr 127.0.0.1:PORT`, 0 = any free port) or stop the other server.";
+    SystemStoreUnavailable => "SYSTEM.STORE.UNAVAILABLE", System,
+        "The shared run store (`--store postgres://…`, `AWF_STORE`) could not be reached, refused the connection, or failed a query.",
+        "Check the URL (postgresql://USER@HOST:PORT/DB), that the server runs and accepts this user; `scripts/pg.sh start` starts a local one.";
+    SystemStoreSchemaNewer => "SYSTEM.STORE.SCHEMA_NEWER", System,
+        "The shared run store was migrated by a newer awf: this awf does not know its schema and will not write to it.",
+        "Upgrade awf on this machine to the version the other workers run.";
     SystemResourceExhausted => "SYSTEM.RESOURCE.EXHAUSTED", System,
         "The operating system ran out of a resource awf needed (file descriptors, processes, memory).",
         "Raise the limit (`ulimit -n`, `ulimit -u`), lower `max_concurrent`, or free memory, then run again.";

@@ -5,6 +5,7 @@ pub mod agent_cli;
 pub mod http_serve;
 pub mod http_test;
 pub mod mcp;
+pub mod pg;
 
 use std::collections::BTreeMap;
 use std::path::Path;

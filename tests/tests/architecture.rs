@@ -51,6 +51,8 @@ const CONFINED: &[(&str, &str)] = &[
     ("gtmpl-ng", "awf-template"),
     ("expr-lang", "awf-template"),
     ("rusqlite", "awf-store"),
+    ("tokio-postgres", "awf-postgres"),
+    ("deadpool-postgres", "awf-postgres"),
     ("rmcp", "awf-mcp"),
     ("agent-client-protocol", "awf-acp"),
     ("axum", "awf-http"),

@@ -1,0 +1,370 @@
+//! awf's shared store on PostgreSQL (issue 15): what many `awf serve` workers, and the
+//! terminal commands pointed at the same database, share: run state, history, audit, event
+//! rows (the transcript), pending interactions and the run queue.
+//!
+//! Chosen with `--store postgres://…` or `AWF_STORE`; the embedded store (files + SQLite,
+//! awf-store) stays the default. Depends on `awf-domain` and third-party crates only
+//! (tokio-postgres and deadpool-postgres stay in this crate).
+//!
+//! Connections: [`PgStore`] owns one background thread running its own Tokio runtime; every
+//! connection of its pool is created and driven there. Callers hand work to that runtime
+//! with [`PgStore::block_on`] (synchronous ports, from any thread, inside a runtime or not)
+//! or [`PgStore::run`] (async callers on any runtime). Never call `pool().get()` outside
+//! those two: a connection created on another runtime stalls when that runtime blocks.
+//!
+//! Schema (version [`SCHEMA_VERSION`], created by [`PgStore::connect`]; a database migrated
+//! by a newer awf is refused with `SYSTEM.STORE.SCHEMA_NEWER`):
+//!
+//! | table | one row per | written by |
+//! |---|---|---|
+//! | `awf_schema` | the database (`version`) | migrations |
+//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the queue columns | the recorder, the queue |
+//! | `awf_events` | event of a root run's log (`root_run_id`, `position` = SSE id) | the recorder |
+//! | `awf_audit` | audit line | the recorder |
+//! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
+//! | `awf_workers` | live worker (heartbeat) | the queue |
+//!
+//! Notification channels ([`EVENTS_CHANNEL`], [`CONTROL_CHANNEL`], [`QUEUE_CHANNEL`]) carry
+//! only ids; the rows are the truth, so a listener that reconnects re-reads them.
+//!
+//! Source: issue 15; shared/spec/http-ops.md §3 (what the embedded store records).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+use std::future::Future;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use deadpool_postgres::Manager;
+use deadpool_postgres::ManagerConfig;
+use deadpool_postgres::Pool;
+use deadpool_postgres::RecyclingMethod;
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// `NOTIFY` channel of new event rows; payload: the `root_run_id` whose log grew.
+pub const EVENTS_CHANNEL: &str = "awf_events";
+/// `NOTIFY` channel of requests to the worker that runs a run; payload: JSON
+/// `{"kind": "cancel" | "answer" | "answered", "run_id": …, "request_id": …}`.
+pub const CONTROL_CHANNEL: &str = "awf_control";
+/// `NOTIFY` channel of submitted runs; payload: the run id.
+pub const QUEUE_CHANNEL: &str = "awf_queue";
+
+/// Most pooled connections of one process.
+const POOL_SIZE: usize = 16;
+
+/// The migrations, in order: entry `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r"
+CREATE TABLE awf_runs (
+    run_id           text PRIMARY KEY,
+    parent_run_id    text,
+    root_run_id      text NOT NULL,
+    workflow_id      text NOT NULL,
+    workflow_name    text NOT NULL,
+    status           text NOT NULL,
+    exit_code        integer,
+    started_at_ms    bigint,
+    completed_at_ms  bigint,
+    duration_ms      bigint,
+    error_message    text,
+    spend            jsonb,
+    snapshot         jsonb,
+    request          jsonb,
+    queue_state      text NOT NULL DEFAULT 'none',
+    worker_id        text,
+    lease_until      timestamptz,
+    epoch            bigint NOT NULL DEFAULT 0,
+    cancel_requested boolean NOT NULL DEFAULT false,
+    submitted_at     timestamptz,
+    updated_at       timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX awf_runs_started ON awf_runs (started_at_ms DESC NULLS LAST);
+CREATE INDEX awf_runs_queue ON awf_runs (queue_state, submitted_at)
+    WHERE queue_state IN ('queued', 'claimed');
+CREATE TABLE awf_events (
+    root_run_id text   NOT NULL,
+    position    bigint NOT NULL,
+    run_id      text   NOT NULL,
+    seq         bigint NOT NULL,
+    kind        text   NOT NULL,
+    envelope    jsonb  NOT NULL,
+    PRIMARY KEY (root_run_id, position)
+);
+CREATE TABLE awf_audit (
+    id     bigserial PRIMARY KEY,
+    run_id text NOT NULL,
+    at     timestamptz NOT NULL DEFAULT now(),
+    line   jsonb NOT NULL
+);
+CREATE TABLE awf_answers (
+    request_id text PRIMARY KEY,
+    run_id     text NOT NULL,
+    answer     jsonb NOT NULL,
+    state      text NOT NULL DEFAULT 'pending',
+    error      jsonb,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE awf_workers (
+    worker_id    text PRIMARY KEY,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at timestamptz NOT NULL DEFAULT now(),
+    max_runs     integer NOT NULL,
+    addr         text
+);
+"];
+
+/// A handle on the shared store: the pool and the runtime that drives it. Clones share both;
+/// the runtime thread stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct PgStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: Pool,
+    runtime: tokio::runtime::Handle,
+    /// Dropping it ends the runtime thread.
+    _stop: tokio::sync::oneshot::Sender<()>,
+    url: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.inner.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether `text` names the PostgreSQL store (`postgres://…` or `postgresql://…`).
+pub fn is_postgres_url(text: &str) -> bool {
+    let t = text.trim();
+    t.starts_with("postgres://") || t.starts_with("postgresql://")
+}
+
+/// The URL without its password (for messages and logs).
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((auth, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// `SYSTEM.STORE.UNAVAILABLE` for a failed database call: `what` failed, and why.
+pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
+    AwfError::new(
+        ErrorCode::SystemStoreUnavailable,
+        format!("the PostgreSQL store failed to {what}: {e}"),
+    )
+}
+
+/// The text of a tokio-postgres error with the server's own message when there is one.
+pub fn db_text(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{}: {}", d.code().code(), d.message()),
+        None => e.to_string(),
+    }
+}
+
+impl PgStore {
+    /// Connects to `url`, checks the server answers and brings the schema to
+    /// [`SCHEMA_VERSION`] (under an advisory lock, so workers starting together migrate once).
+    /// Blocks the calling thread; callable from inside a Tokio runtime.
+    ///
+    /// # Errors
+    /// `USER.INPUT.VALIDATION_FAILED` for a URL that does not parse (hint: its shape);
+    /// `SYSTEM.STORE.UNAVAILABLE` when the server cannot be reached or refuses;
+    /// `SYSTEM.STORE.SCHEMA_NEWER` when the database was migrated by a newer awf.
+    pub fn connect(url: &str) -> Result<Self, AwfError> {
+        let config = tokio_postgres::Config::from_str(url.trim()).map_err(|e| {
+            AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("--store {:?} is not a PostgreSQL URL: {e}", redacted(url)),
+            )
+            .with_hint("use postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
+        })?;
+        let manager = Manager::from_config(
+            config,
+            tokio_postgres::NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(std::time::Duration::from_secs(30)))
+            .create_timeout(Some(std::time::Duration::from_secs(10)))
+            .build()
+            .map_err(|e| unavailable("build its connection pool", &e))?;
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("awf-postgres".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = handle_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = handle_tx.send(Ok(rt.handle().clone()));
+                // Runs the spawned work until every handle is gone.
+                rt.block_on(async move {
+                    let _ = stop_rx.await;
+                });
+            })
+            .map_err(|e| unavailable("start its thread", &e))?;
+        let runtime = handle_rx
+            .recv()
+            .map_err(|e| unavailable("start its runtime", &e))?
+            .map_err(|e| unavailable("start its runtime", &e))?;
+        let store = Self {
+            inner: Arc::new(Inner {
+                pool,
+                runtime,
+                _stop: stop_tx,
+                url: redacted(url),
+            }),
+        };
+        let pool = store.pool().clone();
+        store.block_on(async move { migrate(&pool).await })??;
+        Ok(store)
+    }
+
+    /// The URL this store was opened with, password redacted.
+    pub fn url(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The connection pool. Use it only inside [`PgStore::block_on`] / [`PgStore::run`].
+    pub fn pool(&self) -> &Pool {
+        &self.inner.pool
+    }
+
+    /// Runs `work` on the store's runtime and blocks the calling thread until it is done.
+    /// Works from any thread, inside a Tokio runtime or not (the work never needs the
+    /// caller's runtime).
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` when the store's runtime is gone.
+    pub fn block_on<F, T>(&self, work: F) -> Result<T, AwfError>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.inner.runtime.spawn(async move {
+            let _ = tx.send(work.await);
+        });
+        rx.recv()
+            .map_err(|e| unavailable("finish a call (its runtime stopped)", &e))
+    }
+
+    /// Runs `work` on the store's runtime and awaits it from any runtime.
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` when the store's runtime is gone or the work panicked.
+    pub async fn run<F, T>(&self, work: F) -> Result<T, AwfError>
+    where
+        F: Future<Output = T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.inner
+            .runtime
+            .spawn(work)
+            .await
+            .map_err(|e| unavailable("finish a call", &e))
+    }
+
+    /// The store's runtime, for tasks that live as long as the store (listeners, heartbeats).
+    pub fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`].
+async fn migrate(pool: &Pool) -> Result<(), AwfError> {
+    let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(|e| unavailable("start the migration", &db_text(&e)))?;
+    // One migrating process at a time (workers starting together); the key is arbitrary.
+    tx.execute("SELECT pg_advisory_xact_lock(2511001)", &[])
+        .await
+        .map_err(|e| unavailable("lock the schema", &db_text(&e)))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS awf_schema (version integer NOT NULL)")
+        .await
+        .map_err(|e| unavailable("create the schema table", &db_text(&e)))?;
+    let row = tx
+        .query_opt("SELECT version FROM awf_schema", &[])
+        .await
+        .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
+    let current: i32 = match row {
+        Some(r) => r.get(0),
+        None => {
+            tx.execute("INSERT INTO awf_schema (version) VALUES (0)", &[])
+                .await
+                .map_err(|e| unavailable("write the schema version", &db_text(&e)))?;
+            0
+        }
+    };
+    if current > SCHEMA_VERSION {
+        return Err(AwfError::new(
+            ErrorCode::SystemStoreSchemaNewer,
+            format!(
+                "the store's schema is version {current}; this awf knows versions up to {SCHEMA_VERSION}"
+            ),
+        ));
+    }
+    let from = usize::try_from(current).unwrap_or(0);
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| unavailable(&format!("migrate to schema {}", i + 1), &db_text(&e)))?;
+    }
+    tx.execute("UPDATE awf_schema SET version = $1", &[&SCHEMA_VERSION])
+        .await
+        .map_err(|e| unavailable("write the schema version", &db_text(&e)))?;
+    tx.commit()
+        .await
+        .map_err(|e| unavailable("commit the migration", &db_text(&e)))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_recognised_and_redacted() {
+        assert!(is_postgres_url("postgres://u@h/db"));
+        assert!(is_postgres_url(" postgresql://u@h:5432/db"));
+        assert!(!is_postgres_url("/var/lib/awf"));
+        assert_eq!(
+            redacted("postgresql://u:secret@h/db"),
+            "postgresql://u:***@h/db"
+        );
+        assert_eq!(redacted("postgresql://u@h/db"), "postgresql://u@h/db");
+    }
+
+    #[test]
+    fn a_url_that_does_not_parse_is_a_user_error() {
+        let e = PgStore::connect("postgresql://u@h:notaport/db").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert!(e.hints()[0].contains("postgresql://"), "{:?}", e.hints());
+    }
+}
