@@ -36,6 +36,11 @@ pub struct Cli {
     /// Storage root (states, history, transcripts, templates); default $AWF_STORAGE_DIR or $XDG_DATA_HOME/awf.
     #[arg(long, global = true, value_name = "DIR")]
     pub storage: Option<PathBuf>,
+    /// Shared run store instead of the embedded one: `postgres://USER@HOST:PORT/DB` (default
+    /// $AWF_STORE; unset or empty = files and SQLite under the storage root). See README
+    /// "Shared store (PostgreSQL)".
+    #[arg(long, global = true, value_name = "URL")]
+    pub store: Option<String>,
     /// Log level for diagnostics on stderr: error, warn, info, debug, trace, off (default warn;
     /// hook `log:` lines are shown unless a level is given that hides them).
     #[arg(long, global = true, value_name = "LEVEL")]

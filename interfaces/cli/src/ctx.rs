@@ -17,6 +17,9 @@ pub struct Ctx {
     pub hints: bool,
     /// `--storage`.
     pub storage: Option<PathBuf>,
+    /// `--store URL`, as given (see [`crate::wiring::store_url`] for `AWF_STORE`).
+    #[allow(dead_code)] // TEMPORARY until the --store commands land (issue 15)
+    pub store: Option<String>,
     /// Colour for stderr lines.
     pub err_style: Style,
     /// `--verbose`: agent thoughts and tool-call markers in streaming output.
@@ -36,6 +39,7 @@ impl Ctx {
             quiet: cli.quiet,
             hints: !cli.no_hints,
             storage: cli.storage.clone(),
+            store: cli.store.clone(),
             err_style: Style::stderr(cli.no_color),
             verbose: cli.verbose,
             run_log_level: log_config(cli).run_log_level(cli.log_level.is_some()),

@@ -377,10 +377,11 @@ fn wants_json(args: impl Iterator<Item = String>) -> bool {
 /// The subcommand named in the raw arguments: the first one that is not an option or the
 /// value of a global option that takes one (looked at when clap could not parse them).
 fn subcommand(args: impl Iterator<Item = String>) -> Option<String> {
-    const WITH_VALUE: [&str; 9] = [
+    const WITH_VALUE: [&str; 10] = [
         "-f",
         "--format",
         "--storage",
+        "--store",
         "--log-level",
         "--log-format",
         "--otel-exporter",

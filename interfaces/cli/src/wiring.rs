@@ -129,6 +129,16 @@ pub fn data_root(storage: Option<&Path>, env: &BTreeMap<String, String>) -> Path
     home(env).join(".local/share/awf")
 }
 
+/// The shared store's URL: `--store` > `$AWF_STORE`; `None` (the embedded store) when neither
+/// is set or the value is empty. Not checked here: opening it says what is wrong.
+#[allow(dead_code)] // TEMPORARY until the --store commands land (issue 15)
+pub fn store_url(flag: Option<&str>, env: &BTreeMap<String, String>) -> Option<String> {
+    flag.map(str::trim)
+        .or_else(|| env.get("AWF_STORE").map(|s| s.trim()))
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+}
+
 /// Global config dir: `$AWF_CONFIG_HOME` > `$XDG_CONFIG_HOME/awf` > `~/.config/awf`.
 pub fn config_dir(env: &BTreeMap<String, String>) -> PathBuf {
     if let Some(s) = non_empty(env, "AWF_CONFIG_HOME") {
@@ -455,6 +465,23 @@ mod tests {
             .unwrap()
             .dir;
         assert_eq!(data_root(None, &env(&[])), home.join(".local/share/awf"));
+    }
+
+    #[test]
+    fn store_url_precedence() {
+        let e = env(&[("AWF_STORE", "postgresql://a@h/db")]);
+        assert_eq!(store_url(None, &e).as_deref(), Some("postgresql://a@h/db"));
+        assert_eq!(
+            store_url(Some("postgres://b@h/x"), &e).as_deref(),
+            Some("postgres://b@h/x")
+        );
+        assert_eq!(
+            store_url(Some(""), &e),
+            None,
+            "an empty flag means embedded"
+        );
+        assert_eq!(store_url(None, &env(&[("AWF_STORE", " ")])), None);
+        assert_eq!(store_url(None, &env(&[])), None);
     }
 
     #[test]
