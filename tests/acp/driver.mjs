@@ -1154,6 +1154,32 @@ const SCENARIOS = {
   },
 };
 
+// `provider: acp` with `permissions: ask` under acp-serve (issue 14): the workflow `acp-perm`
+// runs the scripted ACP agent (tests/acp/scripted_agent.py, prompt PERMIT:edit), whose
+// permission request reaches this editor as session/request_permission with the agent's own
+// options; the option this editor picks (by kind: allow_once or reject_once) is the agent's
+// answer, which it reports as "permission: <optionId>".
+for (const [name, kind, want] of [["agent-permission-allow", "allow_once", "yes"], ["agent-permission-reject", "reject_once", "no"]]) {
+  SCENARIOS[name] = async (cx) => {
+    await init(cx);
+    const s = await newSession(cx);
+    editor.permission = async (p) => {
+      const o = p.options.find((x) => x.kind === kind);
+      return o ? { outcome: { outcome: "selected", optionId: o.optionId } } : { outcome: { outcome: "cancelled" } };
+    };
+    const r = await turn(s, "/acp-perm");
+    const asked = editor.asked.filter((a) => a.method === "session/request_permission");
+    check("one permission request", asked.length === 1, asked);
+    const ids = (asked[0]?.params.options ?? []).map((o) => `${o.optionId}:${o.kind}`);
+    check("the agent's own options are offered", JSON.stringify(ids) === JSON.stringify(["no-ever:reject_always", "yes-ever:allow_always", "no:reject_once", "yes:allow_once"]), ids);
+    check("the request names the session", asked[0]?.params.sessionId === s.sessionId, asked[0]?.params);
+    check("the request says what the agent asks for", JSON.stringify(asked[0]?.params.toolCall ?? {}).includes("Touch marker"), asked[0]?.params.toolCall);
+    check("stopReason end_turn", r.stop === "end_turn", errInfo(r.error) ?? r.stop);
+    check(`the agent got the editor's answer (${want})`, r.updates.some((u) => textOf(u).includes(`permission: ${want}`)), r.updates);
+    check("every card of the turn finished", unfinishedCards(r.updates).length === 0, unfinishedCards(r.updates));
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 
 if (opts.includes("--list")) {
