@@ -19,6 +19,11 @@ What a prompt does is chosen by words in its text:
   NOTICE          chunks without a messageId around one with (adapter notices)
   EXIT            the process closes stdout, then says why on stderr and exits
   otherwise       "echo: <prompt text>" and "end_turn"
+Blocks other than text in a prompt are echoed first, as one chunk "blocks: <JSON list>" (each
+block as received).
+
+$AGENT_PROMPT_CAPS (comma-separated: image, audio, embeddedContext) sets the
+promptCapabilities it advertises (none by default).
 
 Every frame received is appended to $AGENT_LOG (JSON lines) when set; each line carries the
 agent's pid. $AGENT_PROTO overrides the protocol version it answers; with
@@ -104,6 +109,9 @@ def prompt(rid, params):
     sid = params["sessionId"]
     text = "".join(b.get("text", "") for b in params.get("prompt", []) if b.get("type") == "text")
     sessions.setdefault(sid, []).append(text)
+    others = [b for b in params.get("prompt", []) if b.get("type") != "text"]
+    if others:
+        chunk(sid, "blocks: %s\n" % json.dumps(others))
     stop = "end_turn"
     if "EXIT" in text:
         # stdout ends first and the reason reaches stderr later, as with an agent whose
@@ -176,6 +184,11 @@ def prompt(rid, params):
     send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
 
 
+def prompt_caps():
+    named = [c.strip() for c in os.environ.get("AGENT_PROMPT_CAPS", "").split(",") if c.strip()]
+    return {c: True for c in named}
+
+
 def main():
     threading.Thread(target=reader, daemon=True).start()
     n = 0
@@ -187,7 +200,7 @@ def main():
         if m == "initialize":
             send({"jsonrpc": "2.0", "id": rid, "result": {
                 "protocolVersion": int(os.environ.get("AGENT_PROTO", "1")),
-                "agentCapabilities": {"loadSession": False, "promptCapabilities": {}, "mcpCapabilities": {},
+                "agentCapabilities": {"loadSession": False, "promptCapabilities": prompt_caps(), "mcpCapabilities": {},
                                       "sessionCapabilities": {"close": {}}},
                 "authMethods": []}})
         elif m == "session/new":

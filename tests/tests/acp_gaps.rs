@@ -181,3 +181,161 @@ fn awf_serve_holds_an_agents_permission_request_until_post_respond_answers_it() 
         });
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// attach: files sent with the prompt, as the agent's promptCapabilities allow.
+
+/// Runs `yaml` (written as `wf.yaml` in `sb`) with `-f json`; gives (exit code, document,
+/// stderr).
+fn run_json(sb: &Sandbox, yaml: &str, extra: &[&str]) -> (i32, Value, String) {
+    let wf = sb.write("wf.yaml", yaml).unwrap();
+    let mut args = vec!["run", wf.to_str().unwrap(), "-f", "json"];
+    args.extend_from_slice(extra);
+    let r = sb.run(&args).unwrap();
+    let doc = r
+        .json()
+        .unwrap_or_else(|e| panic!("{e}\nstdout: {}\nstderr: {}", r.stdout, r.stderr));
+    (r.code, doc, r.stderr)
+}
+
+/// A workflow whose step `ask` sends `attach` (a YAML flow list) to the scripted agent,
+/// which advertises `caps` (`AGENT_PROMPT_CAPS`).
+fn attach_workflow(attach: &str, caps: &str) -> String {
+    format!(
+        "name: attach\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: look at these\n    options:\n      agent: {}\n      attach: {attach}\n      env:\n        AGENT_PROMPT_CAPS: \"{caps}\"\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
+        scripted()
+    )
+}
+
+/// The blocks the scripted agent echoed (its `blocks: <JSON>` line of the step output).
+fn echoed_blocks(doc: &Value) -> Vec<Value> {
+    let out = doc["states"]["ask"]["output"].as_str().unwrap_or("");
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("blocks: "))
+        .unwrap_or_else(|| panic!("no blocks echoed: {out}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// Standard base64 decoding (the test's own, to check what awf encoded).
+fn unbase64(s: &str) -> Vec<u8> {
+    let abc = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut bits = 0u32;
+    let mut n = 0;
+    let mut out = Vec::new();
+    for c in s.bytes().filter(|c| *c != b'=') {
+        let v = abc.iter().position(|x| *x == c).unwrap() as u32;
+        bits = (bits << 6) | v;
+        n += 6;
+        if n >= 8 {
+            n -= 8;
+            out.push((bits >> n) as u8);
+        }
+    }
+    out
+}
+
+const PNG: &[u8] = &[0x89, b'P', b'N', b'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13];
+const BIN: &[u8] = &[0, 1, 2, 0xff, 0xfe, 0x80, 7];
+
+fn attach_sandbox() -> Sandbox {
+    let sb = Sandbox::new().unwrap();
+    sb.write("docs/notes.md", "# Notes\nünïcode ok\n").unwrap();
+    std::fs::write(sb.path().join("docs/pic.png"), PNG).unwrap();
+    std::fs::write(sb.path().join("data.bin"), BIN).unwrap();
+    sb
+}
+
+#[test]
+fn attached_files_are_embedded_as_resources_and_images_when_the_agent_accepts_them() {
+    let sb = attach_sandbox();
+    let (code, doc, stderr) = run_json(
+        &sb,
+        &attach_workflow(
+            "[docs/notes.md, data.bin, docs/pic.png]",
+            "embeddedContext,image",
+        ),
+        &[],
+    );
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    let b = echoed_blocks(&doc);
+    assert_eq!(b.len(), 3, "{b:?}");
+    let root = std::fs::canonicalize(sb.path()).unwrap();
+    assert_eq!(b[0]["type"], "resource");
+    assert_eq!(b[0]["resource"]["text"], "# Notes\nünïcode ok\n");
+    assert_eq!(b[0]["resource"]["mimeType"], "text/markdown");
+    assert_eq!(
+        b[0]["resource"]["uri"],
+        format!("file://{}/docs/notes.md", root.display())
+    );
+    assert_eq!(b[1]["type"], "resource");
+    assert!(b[1]["resource"].get("text").is_none(), "{}", b[1]);
+    assert_eq!(unbase64(b[1]["resource"]["blob"].as_str().unwrap()), BIN);
+    assert_eq!(b[1]["resource"]["mimeType"], "application/octet-stream");
+    assert_eq!(b[2]["type"], "image");
+    assert_eq!(b[2]["mimeType"], "image/png");
+    assert_eq!(unbase64(b[2]["data"].as_str().unwrap()), PNG);
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn attached_files_are_links_when_the_agent_accepts_no_embedded_content() {
+    let sb = attach_sandbox();
+    // No capability: every file a link. Embedded context only: the image still a link.
+    for (caps, kinds) in [
+        ("", ["resource_link", "resource_link", "resource_link"]),
+        ("embeddedContext", ["resource", "resource", "resource_link"]),
+        ("image", ["resource_link", "resource_link", "image"]),
+    ] {
+        let (code, doc, stderr) = run_json(
+            &sb,
+            &attach_workflow("[docs/notes.md, data.bin, docs/pic.png]", caps),
+            &[],
+        );
+        assert_eq!(code, 0, "{doc}\n{stderr}");
+        let b = echoed_blocks(&doc);
+        let got: Vec<&str> = b.iter().map(|x| x["type"].as_str().unwrap()).collect();
+        assert_eq!(got, kinds, "caps {caps:?}: {b:?}");
+        if caps.is_empty() {
+            let root = std::fs::canonicalize(sb.path()).unwrap();
+            assert_eq!(
+                b[2]["uri"],
+                format!("file://{}/docs/pic.png", root.display())
+            );
+            assert_eq!(b[2]["mimeType"], "image/png");
+            assert_eq!(b[0]["name"], "notes.md");
+            assert_eq!(b[1]["size"], BIN.len());
+        }
+    }
+}
+
+#[test]
+fn a_missing_attachment_fails_the_step_clearly_and_validate_checks_the_option() {
+    let sb = attach_sandbox();
+    let (code, doc, stderr) = run_json(&sb, &attach_workflow("[nope.txt]", ""), &[]);
+    assert_ne!(code, 0, "{doc}");
+    let text = format!("{doc}{stderr}");
+    assert!(text.contains("USER.INPUT.MISSING_FILE"), "{text}");
+    assert!(text.contains("nope.txt"), "{text}");
+    // The agent got no prompt at all.
+    assert!(!text.contains("blocks:"), "{text}");
+    // `awf validate` judges the option's shape.
+    let wf = sb
+        .write("bad.yaml", &attach_workflow("[1, {a: b}]", ""))
+        .unwrap();
+    let r = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert!(out.contains("attach"), "{out}");
+    assert!(out.contains("USER.AGENT.INVALID_OPTION"), "{out}");
+    let ok = sb
+        .write("ok.yaml", &attach_workflow("[docs/notes.md]", ""))
+        .unwrap();
+    let r = sb.run(&["validate", ok.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}

@@ -13,6 +13,7 @@
 //! `stopReason` becomes a typed outcome; permission requests are answered by
 //! [`policy::Policy`].
 
+pub mod attach;
 pub mod conn;
 pub mod options;
 pub mod policy;
@@ -488,6 +489,18 @@ impl AcpProvider {
             }
         };
         let wait = opts.timeout;
+        // The attached files, read before a session exists (a missing one opens none).
+        let attached = if opts.attach.is_empty() {
+            Vec::new()
+        } else {
+            let dir = request
+                .dir
+                .clone()
+                .or_else(|| std::env::current_dir().ok())
+                .unwrap_or_else(|| PathBuf::from("/"));
+            let caps = attach::PromptCaps::of_init(&lock(&conn.init));
+            attach::blocks(&opts.attach, &dir, caps)?
+        };
         // A session this connection created (a conversation's earlier turn) is prompted
         // again; anything else gets a fresh session (the isolation rule).
         let resumed = request
@@ -567,9 +580,14 @@ impl AcpProvider {
             }
         }
         text.push_str(&request.prompt);
+        let mut prompt = vec![json!({"type": "text", "text": text})];
+        if fresh {
+            // A conversation's later turns of the same session have the files already.
+            prompt.extend(attached);
+        }
         let mut answer = conn.start_request(
             "session/prompt",
-            json!({"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}),
+            json!({"sessionId": session_id, "prompt": prompt}),
         );
         let mut state = TurnState::default();
         let deadline = request.timeout.map(|t| tokio::time::Instant::now() + t);

@@ -1,5 +1,5 @@
 //! `provider: acp` options: `agent` (a preset or a command), `args`, `env`, `model`, `mode`,
-//! `permissions`, `timeout`. Source: shared/spec/acp.md §4 (proposed YAML surface).
+//! `permissions`, `timeout`, `attach` (files sent with the prompt, see [`super::attach`]). Source: shared/spec/acp.md §4 (proposed YAML surface).
 
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "mode",
     "permissions",
     "timeout",
+    "attach",
 ];
 
 /// A preset: its name, the program and arguments it runs, and where the program comes from.
@@ -89,6 +90,9 @@ pub struct AcpOptions {
     pub permissions: Policy,
     /// `timeout`: bound of each protocol wait.
     pub timeout: Duration,
+    /// `attach`: paths of files sent with the prompt (relative to the step's working
+    /// directory), in order; a single string is one path.
+    pub attach: Vec<String>,
 }
 
 fn bad(key: &str, msg: impl Into<String>, hint: impl Into<String>) -> AwfError {
@@ -267,7 +271,37 @@ impl AcpOptions {
                 )
             })?,
         };
+        let attach = match get("attach") {
+            None => Vec::new(),
+            Some(Value::String(p)) => vec![p.clone()],
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|x| match x.as_str() {
+                    Some(p) => Ok(p.to_owned()),
+                    None => Err(bad(
+                        "attach",
+                        format!("every element must be a path (a string), not {x}"),
+                        "write e.g. `attach: [src/main.rs, docs/diagram.png]`",
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(v) => {
+                return Err(bad(
+                    "attach",
+                    format!("must be a list of paths, not {v}"),
+                    "write e.g. `attach: [src/main.rs, docs/diagram.png]`",
+                ));
+            }
+        };
+        if attach.iter().any(|p| p.trim().is_empty()) {
+            return Err(bad(
+                "attach",
+                "an empty path",
+                "remove the empty entry from `attach:`",
+            ));
+        }
         Ok(Self {
+            attach,
             preset,
             program,
             args,
@@ -366,6 +400,33 @@ mod tests {
         .unwrap_err();
         assert!(e.hints()[0].contains("deny, read_only, allow_all, ask"));
         assert!(AcpOptions::parse(&opts(json!({"agent": "claude", "timeout": "soon"}))).is_err());
+    }
+
+    #[test]
+    fn attach_takes_a_list_of_paths_or_one_path() {
+        let o = AcpOptions::parse(&opts(
+            json!({"agent": "claude", "attach": ["a b.txt", "img.png"]}),
+        ))
+        .unwrap();
+        assert_eq!(o.attach, vec!["a b.txt".to_owned(), "img.png".into()]);
+        let o =
+            AcpOptions::parse(&opts(json!({"agent": "claude", "attach": "one file.md"}))).unwrap();
+        assert_eq!(o.attach, vec!["one file.md".to_owned()]);
+        for bad in [json!([1]), json!({"a": 1}), json!([""])] {
+            let e =
+                AcpOptions::parse(&opts(json!({"agent": "claude", "attach": bad}))).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserAgentInvalidOption, "{bad}");
+            assert_eq!(e.details()["option"], "attach", "{bad}");
+        }
+        let d = check(&opts(json!({"agent": "claude", "attach": [3]})));
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].path, "attach");
+        assert!(
+            check(&opts(
+                json!({"agent": "claude", "attach": "{{.inputs.file}}"})
+            ))
+            .is_empty()
+        );
     }
 
     #[test]
