@@ -22,6 +22,10 @@ What a prompt does is chosen by words in its text:
 Blocks other than text in a prompt are echoed first, as one chunk "blocks: <JSON list>" (each
 block as received).
 
+$AGENT_AUTH_METHODS (comma-separated ids) are the authMethods it advertises; with
+$AGENT_REQUIRE_AUTH=1 session/new answers -32000 (auth required) until an `authenticate` with
+one of them succeeded ($AGENT_AUTH_FAIL=1: every authenticate fails -32000).
+
 $AGENT_PROMPT_CAPS (comma-separated: image, audio, embeddedContext) sets the
 promptCapabilities it advertises (none by default).
 
@@ -184,6 +188,13 @@ def prompt(rid, params):
     send({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}})
 
 
+authed = [False]
+
+
+def auth_methods():
+    return [m.strip() for m in os.environ.get("AGENT_AUTH_METHODS", "").split(",") if m.strip()]
+
+
 def prompt_caps():
     named = [c.strip() for c in os.environ.get("AGENT_PROMPT_CAPS", "").split(",") if c.strip()]
     return {c: True for c in named}
@@ -202,7 +213,18 @@ def main():
                 "protocolVersion": int(os.environ.get("AGENT_PROTO", "1")),
                 "agentCapabilities": {"loadSession": False, "promptCapabilities": prompt_caps(), "mcpCapabilities": {},
                                       "sessionCapabilities": {"close": {}}},
-                "authMethods": []}})
+                "authMethods": [{"id": m, "name": "Method " + m, "description": None}
+                                for m in auth_methods()]}})
+        elif m == "authenticate":
+            if os.environ.get("AGENT_AUTH_FAIL") == "1":
+                send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "bad credentials"}})
+            elif p.get("methodId") in auth_methods():
+                authed[0] = True
+                send({"jsonrpc": "2.0", "id": rid, "result": {}})
+            else:
+                send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32602, "message": "unknown method"}})
+        elif m == "session/new" and os.environ.get("AGENT_REQUIRE_AUTH") == "1" and not authed[0]:
+            send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32000, "message": "Authentication required"}})
         elif m == "session/new":
             n += 1
             sid = "sess-%d-%d" % (PID, n)

@@ -339,3 +339,115 @@ fn a_missing_attachment_fails_the_step_clearly_and_validate_checks_the_option() 
         sb.processes().is_empty()
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// authenticate: session/new answers -32000 (auth required).
+
+/// A workflow of one scripted-agent step with `env` (YAML flow map) and `extra` option lines.
+fn auth_workflow(env: &str, extra: &str) -> String {
+    format!(
+        "name: auth\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: hello\n    options:\n      agent: {}\n      env: {env}\n{extra}    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
+        scripted()
+    )
+}
+
+/// The frames the scripted agent logged to `log` (method or response), in order.
+fn logged(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| v["frame"].clone())
+        .collect()
+}
+
+#[test]
+fn an_agent_that_requires_auth_is_authenticated_with_auth_method_and_session_new_retried() {
+    let mut sb = Sandbox::new().unwrap();
+    let log = sb.path().join("agent.jsonl");
+    sb.set_env("AGENT_LOG", &log.display().to_string());
+    let env = "{AGENT_REQUIRE_AUTH: \"1\", AGENT_AUTH_METHODS: \"oauth-personal,gemini-api-key\"}";
+    let (code, doc, stderr) = run_json(
+        &sb,
+        &auth_workflow(env, "      auth_method: gemini-api-key\n"),
+        &[],
+    );
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    assert_eq!(doc["states"]["ask"]["output"], "echo: hello");
+    let methods: Vec<String> = logged(&log)
+        .iter()
+        .filter_map(|f| f["method"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "session/new",
+            "authenticate",
+            "session/new",
+            "session/prompt",
+            "session/close"
+        ],
+        "{methods:?}"
+    );
+    let auth = logged(&log)
+        .into_iter()
+        .find(|f| f["method"] == "authenticate")
+        .unwrap();
+    assert_eq!(auth["params"], json!({"methodId": "gemini-api-key"}));
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn auth_required_without_auth_method_is_a_clear_error_naming_the_agents_methods() {
+    let mut sb = Sandbox::new().unwrap();
+    let log = sb.path().join("agent.jsonl");
+    sb.set_env("AGENT_LOG", &log.display().to_string());
+    let env = "{AGENT_REQUIRE_AUTH: \"1\", AGENT_AUTH_METHODS: \"oauth-personal,gemini-api-key\"}";
+    let (code, doc, stderr) = run_json(&sb, &auth_workflow(env, ""), &[]);
+    assert_ne!(code, 0, "{doc}");
+    let text = format!("{doc}{stderr}");
+    assert!(text.contains("EXECUTION.AGENT.AUTH_FAILED"), "{text}");
+    assert!(text.contains("requires authentication"), "{text}");
+    assert!(
+        text.contains("oauth-personal (Method oauth-personal)"),
+        "{text}"
+    );
+    assert!(text.contains("gemini-api-key"), "{text}");
+    assert!(text.contains("auth_method: oauth-personal"), "{text}");
+    assert!(text.contains("log in"), "{text}");
+    assert!(
+        !logged(&log).iter().any(|f| f["method"] == "authenticate"),
+        "awf must not pick a method by itself"
+    );
+
+    // A misspelt method: did-you-mean, before any session is asked for.
+    std::fs::remove_file(&log).unwrap();
+    let (code, doc, stderr) = run_json(
+        &sb,
+        &auth_workflow(env, "      auth_method: gemini-api-kee\n"),
+        &[],
+    );
+    assert_ne!(code, 0, "{doc}");
+    let text = format!("{doc}{stderr}");
+    assert!(text.contains("USER.AGENT.INVALID_OPTION"), "{text}");
+    assert!(text.contains("did you mean 'gemini-api-key'?"), "{text}");
+    assert!(!logged(&log).iter().any(|f| f["method"] == "session/new"));
+
+    // Authentication that fails: the error says so, with the methods.
+    let env_fail = "{AGENT_REQUIRE_AUTH: \"1\", AGENT_AUTH_FAIL: \"1\", AGENT_AUTH_METHODS: \"oauth-personal\"}";
+    let (code, doc, stderr) = run_json(
+        &sb,
+        &auth_workflow(env_fail, "      auth_method: oauth-personal\n"),
+        &[],
+    );
+    assert_ne!(code, 0, "{doc}");
+    let text = format!("{doc}{stderr}");
+    assert!(text.contains("EXECUTION.AGENT.AUTH_FAILED"), "{text}");
+    assert!(text.contains("bad credentials"), "{text}");
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}

@@ -467,6 +467,142 @@ impl AgentProvider for AcpProvider {
     }
 }
 
+/// The agent's `authMethods` (from `initialize`): (id, name) pairs.
+fn auth_methods(init: &Value) -> Vec<(String, String)> {
+    init.get("authMethods")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| {
+                    let id = m.get("id").and_then(Value::as_str)?.to_owned();
+                    let name = m
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or(&id)
+                        .to_owned();
+                    Some((id, name))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `id (name)` of each method, comma-separated; `none` for an empty list.
+fn methods_list(methods: &[(String, String)]) -> String {
+    if methods.is_empty() {
+        return "none".into();
+    }
+    methods
+        .iter()
+        .map(|(id, name)| {
+            if id == name {
+                id.clone()
+            } else {
+                format!("{id} ({name})")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// How to log in to a preset's agent by hand (the hint of an auth failure).
+fn login_hint(opts: &AcpOptions) -> &'static str {
+    match opts.preset.map(|p| p.name) {
+        Some("claude") => {
+            "or log in once with `claude /login` (or give ANTHROPIC_API_KEY through `env:`)"
+        }
+        Some("gemini") => {
+            "or log in once by running `gemini` and choosing /auth (or give GEMINI_API_KEY through `env:`)"
+        }
+        Some("codex") => {
+            "or log in once with `codex login` (or give OPENAI_API_KEY through `env:`)"
+        }
+        _ => "or log in with the agent's own command (or give it an API key through `env:`)",
+    }
+}
+
+/// `session/new` with `params`; when the agent answers `-32000` (authentication required,
+/// acp.md §4 step 3) and the step names `auth_method`, `authenticate {methodId}` and one
+/// retry.
+///
+/// # Errors
+/// `USER.AGENT.INVALID_OPTION` when `auth_method` is none of the agent's `authMethods`
+/// (did-you-mean); `EXECUTION.AGENT.AUTH_FAILED` when authentication is required and no
+/// method is named, or `authenticate` or the retry fails (the agent's methods and how to log
+/// in in the hint); `EXECUTION.AGENT.FAILED` for other failures.
+async fn new_session(conn: &Conn, params: Value, opts: &AcpOptions) -> Result<Value, AwfError> {
+    let wait = opts.timeout;
+    let methods = auth_methods(&lock(&conn.init));
+    if let Some(m) = &opts.auth_method
+        && !methods.iter().any(|(id, _)| id == m)
+    {
+        let mut hint = format!("the agent's methods: {}", methods_list(&methods));
+        if let Some(c) = awf_domain::validate::closest(m, methods.iter().map(|(id, _)| id.as_str()))
+        {
+            hint = format!("did you mean '{c}'? {hint}");
+        }
+        return Err(AwfError::new(
+            ErrorCode::UserAgentInvalidOption,
+            format!("acp option auth_method: the agent offers no authentication method \"{m}\""),
+        )
+        .with_hint(hint)
+        .with_detail("option", "auth_method"));
+    }
+    let first = match conn.request("session/new", params.clone(), wait).await {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    if first.code != -32000 {
+        return Err(rpc_failure(
+            "session/new",
+            &first,
+            &conn.stderr_tail().await,
+        ));
+    }
+    let Some(method) = &opts.auth_method else {
+        let suggestion = methods.first().map_or_else(String::new, |(id, _)| {
+            format!("set `auth_method: {id}` in the step's options to let awf call authenticate, ")
+        });
+        return Err(AwfError::new(
+            ErrorCode::ExecutionAgentAuthFailed,
+            format!(
+                "the ACP agent requires authentication (session/new: {}, code -32000); its authentication methods: {}",
+                first.message,
+                methods_list(&methods)
+            ),
+        )
+        .with_hint(format!("{suggestion}{}", login_hint(opts)))
+        .with_detail("auth_methods", methods.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>()));
+    };
+    let auth_failed = |what: &str, e: &RpcError| {
+        AwfError::new(
+            ErrorCode::ExecutionAgentAuthFailed,
+            format!(
+                "ACP {what} failed with auth_method \"{method}\": {} (code {})",
+                e.message, e.code
+            ),
+        )
+        .with_hint(format!(
+            "check the credentials that method uses (the agent's methods: {}), {}",
+            methods_list(&methods),
+            login_hint(opts)
+        ))
+    };
+    conn.request("authenticate", json!({"methodId": method}), wait)
+        .await
+        .map_err(|e| auth_failed("authenticate", &e))?;
+    tracing::info!(target: "awf::acp::client", method = %method, "authenticated; retrying session/new");
+    conn.request("session/new", params, wait)
+        .await
+        .map_err(|e| {
+            if e.code == -32000 {
+                auth_failed("session/new after authenticate", &e)
+            } else {
+                rpc_failure("session/new", &e, "")
+            }
+        })
+}
+
 fn cancelled_error() -> AwfError {
     AwfError::new(ErrorCode::ExecutionRunCancelled, "ACP turn cancelled")
 }
@@ -488,7 +624,6 @@ impl AcpProvider {
                 cb(c);
             }
         };
-        let wait = opts.timeout;
         // The attached files, read before a session exists (a missing one opens none).
         let attached = if opts.attach.is_empty() {
             Vec::new()
@@ -528,19 +663,8 @@ impl AcpProvider {
                         "env": p.env.iter().map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>(),
                     }));
                 }
-                let created = match conn
-                    .request(
-                        "session/new",
-                        json!({"cwd": cwd, "mcpServers": servers}),
-                        wait,
-                    )
-                    .await
-                {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return Err(rpc_failure("session/new", &e, &conn.stderr_tail().await));
-                    }
-                };
+                let created =
+                    new_session(conn, json!({"cwd": cwd, "mcpServers": servers}), opts).await?;
                 let Some(id) = created
                     .get("sessionId")
                     .and_then(Value::as_str)

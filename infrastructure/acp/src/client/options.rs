@@ -1,5 +1,6 @@
 //! `provider: acp` options: `agent` (a preset or a command), `args`, `env`, `model`, `mode`,
-//! `permissions`, `timeout`, `attach` (files sent with the prompt, see [`super::attach`]). Source: shared/spec/acp.md §4 (proposed YAML surface).
+//! `permissions`, `timeout`, `attach` (files sent with the prompt, see [`super::attach`]),
+//! `auth_method` (the `authenticate` method awf calls when the agent requires it). Source: shared/spec/acp.md §4 (proposed YAML surface).
 
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "permissions",
     "timeout",
     "attach",
+    "auth_method",
 ];
 
 /// A preset: its name, the program and arguments it runs, and where the program comes from.
@@ -93,6 +95,9 @@ pub struct AcpOptions {
     /// `attach`: paths of files sent with the prompt (relative to the step's working
     /// directory), in order; a single string is one path.
     pub attach: Vec<String>,
+    /// `auth_method`: the id of one of the agent's `authMethods` (from `initialize`) that awf
+    /// passes to `authenticate` when `session/new` answers `-32000` (auth required).
+    pub auth_method: Option<String>,
 }
 
 fn bad(key: &str, msg: impl Into<String>, hint: impl Into<String>) -> AwfError {
@@ -302,6 +307,7 @@ impl AcpOptions {
         }
         Ok(Self {
             attach,
+            auth_method: text("auth_method")?,
             preset,
             program,
             args,
