@@ -595,3 +595,118 @@ fn a_cancel_mid_turn_of_the_gemini_preset_leaves_no_process() {
 fn a_cancel_mid_turn_of_the_codex_preset_leaves_no_process() {
     cancel_mid_turn("codex");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Parked runs resume by themselves under `awf serve`.
+
+/// A sandbox whose `openai_compatible` steps talk to `mock`, with workflow `park` (one agent
+/// step whose usage limit parks the run: waits of a second or less happen in the step,
+/// longer ones park it, up to an hour).
+fn park_sandbox(mock: &awf_mock_llm::MockLlm) -> Sandbox {
+    let mut sb = sandbox(&[(
+        "park",
+        "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+    )]);
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    sb
+}
+
+/// A mock LLM that answers the first request 429 with a reset `secs` ahead, then answers.
+fn limited_mock(secs: u64) -> awf_mock_llm::MockLlm {
+    awf_mock_llm::MockLlm::start(json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": secs, "error_message": "come back later"}}
+    ], "default": {"text": "answered after the reset"}}))
+}
+
+/// `awf status <run_id> -f json` (the recorded run).
+fn status_json(sb: &Sandbox, run_id: &str) -> Value {
+    sb.run(&["status", run_id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap_or(Value::Null)
+}
+
+/// Polls the recorded run until its status is `want` (up to `secs` seconds).
+fn wait_recorded(sb: &Sandbox, run_id: &str, want: &str, secs: u64) -> Value {
+    let t0 = std::time::Instant::now();
+    loop {
+        let s = status_json(sb, run_id);
+        if s["status"] == want {
+            return s;
+        }
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(secs),
+            "run {run_id} never became {want}: {s:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_run_parked_under_awf_serve_resumes_by_itself_at_its_reset() {
+    let mock = limited_mock(4);
+    let sb = park_sandbox(&mock);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let id = start_run(&s, "park", "{}");
+    let parked = wait_recorded(&sb, &id, "waiting", 60);
+    assert!(parked["waiting_until"].is_string(), "{parked:#}");
+    assert_eq!(mock.model_requests().len(), 1);
+    // Nobody resumes it: the server does, once the reset has passed.
+    let done = wait_recorded(&sb, &id, "completed", 90);
+    assert!(done.get("waiting_until").is_none(), "{done:#}");
+    let view = wait_status(&s, &id, "completed");
+    assert!(
+        view.to_string().contains("answered after the reset"),
+        "{view:#}"
+    );
+    // Once: the step asked the model again once, and nothing more happens.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    assert_eq!(mock.model_requests().len(), 2);
+    drop(s);
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn a_run_parked_before_the_server_started_is_resumed_once_even_with_a_concurrent_resume() {
+    let mock = limited_mock(4);
+    let sb = park_sandbox(&mock);
+    let wf = sb.path().join("wf/park.yaml");
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["error"]["code"], "EXECUTION.AGENT.USAGE_LIMIT",
+        "{doc:#}"
+    );
+    let id = doc["run_id"].as_str().unwrap().to_owned();
+    assert_eq!(status_json(&sb, &id)["status"], "waiting");
+    // `awf resume` waits for the reset in its own process while the server watches too:
+    // exactly one of them runs the step again (the run's lock decides).
+    let cli = sb
+        .cmd(&["resume", &id, "-f", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    wait_recorded(&sb, &id, "completed", 90);
+    let out = cli.wait_with_output().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    assert_eq!(
+        mock.model_requests().len(),
+        2,
+        "resumed more than once; awf resume said: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(status_json(&sb, &id)["status"], "completed");
+    drop(s);
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}

@@ -25,6 +25,7 @@ mod run_cmd;
 mod run_help;
 mod runs_cmd;
 mod serve_cmd;
+mod serve_resume;
 mod stdout_check;
 mod style;
 mod table;

@@ -209,7 +209,21 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
+    // Parked runs go on by themselves at their reset time (crate::serve_resume).
+    let resumer = crate::serve_resume::spawn(
+        Arc::clone(&cfg.service),
+        cfg.states.clone(),
+        crate::serve_resume::ResumeContext {
+            config_inputs: cfg.config_inputs.clone(),
+            env: cfg.env.clone(),
+            working_dir: cfg.working_dir.clone(),
+        },
+        shutdown.clone(),
+    );
     awf_http::serve(cfg, listener, shutdown).await?;
+    if let Some(r) = resumer {
+        r.abort();
+    }
     awf_exec::kill_all_now();
     awf_exec::sweep_adopted().await;
     if let Some(r) = &w.recorder {
