@@ -18,11 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 use std::time::SystemTime;
 
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
 use awf_domain::ports::facade::ResumeFrom;
 use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::service::RunService;
 use awf_domain::ports::store::StateStore;
 use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::RunId;
 use awf_domain::timefmt::format_rfc3339;
 use serde_json::Map;
 use serde_json::Value;
@@ -71,19 +74,26 @@ fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "awf serve: {line}");
 }
 
-/// Resumes the run `run_id` parked until `until`, unless its record changed meanwhile.
+/// Whether a resume attempt is final: everything but the server's run cap
+/// (`USER.FACADE.RUN_LIMIT`, retried at the next scan, when a run may have ended).
+fn settled(result: &Result<RunId, AwfError>) -> bool {
+    !matches!(result, Err(e) if e.code() == ErrorCode::UserFacadeRunLimit)
+}
+
+/// Resumes the run `run_id` parked until `until`, unless its record changed meanwhile;
+/// whether that was final (see [`settled`]).
 async fn resume_one(
     service: &dyn RunService,
     store: &dyn StateStore,
     ctx: &ResumeContext,
     run_id: &str,
     until: SystemTime,
-) {
+) -> bool {
     // Read again: resumed elsewhere since the scan, it is no longer waiting (or waits for
     // another reset, which a later scan handles).
     match store.load(run_id) {
         Ok(s) if s.status == StoredStatus::Waiting && s.waiting_until == Some(until) => {}
-        _ => return,
+        _ => return true,
     }
     let request = ResumeRequest {
         run_id: run_id.to_owned(),
@@ -93,11 +103,16 @@ async fn resume_one(
         working_dir: ctx.working_dir.clone(),
         ..ResumeRequest::default()
     };
-    match service.resume(request).await {
+    let result = service.resume(request).await;
+    match &result {
         Ok(id) => say(&format!(
             "resumed run {} parked on a usage limit (reset at {})",
             id.0,
             format_rfc3339(until)
+        )),
+        Err(e) if !settled(&result) => say(&format!(
+            "parked run {run_id} waits for a free run slot: {}",
+            e.message()
         )),
         Err(e) => say(&format!(
             "parked run {run_id} not resumed: {} ({})",
@@ -105,6 +120,7 @@ async fn resume_one(
             e.code()
         )),
     }
+    settled(&result)
 }
 
 /// Starts the resumer; it ends when `shutdown` is cancelled. Without a state store
@@ -129,8 +145,11 @@ pub fn spawn(
                 if shutdown.is_cancelled() {
                     return;
                 }
-                if tried.insert((run_id.clone(), until)) {
-                    resume_one(service.as_ref(), store.as_ref(), &ctx, &run_id, until).await;
+                let key = (run_id.clone(), until);
+                if !tried.contains(&key)
+                    && resume_one(service.as_ref(), store.as_ref(), &ctx, &run_id, until).await
+                {
+                    tried.insert(key);
                 }
             }
             let pause = next
@@ -147,7 +166,6 @@ pub fn spawn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use awf_domain::AwfError;
     use awf_domain::ports::store::RunSnapshot;
     use std::sync::Mutex;
 
@@ -204,5 +222,14 @@ mod tests {
         let (ready, next) = due(&store, now);
         assert_eq!(ready, vec![("due".to_owned(), past)]);
         assert_eq!(next, Some(soon));
+    }
+
+    #[test]
+    fn only_the_run_cap_is_retried() {
+        assert!(settled(&Ok(RunId("r".into()))));
+        let locked = awf_domain::ports::locks::still_running("r");
+        assert!(settled(&Err(locked)));
+        let cap = AwfError::new(ErrorCode::UserFacadeRunLimit, "64 runs are live");
+        assert!(!settled(&Err(cap)));
     }
 }
