@@ -710,3 +710,71 @@ fn a_run_parked_before_the_server_started_is_resumed_once_even_with_a_concurrent
         sb.processes().is_empty()
     });
 }
+
+/// A real 1×1 PNG (base64), for the agents that decode what they are sent.
+const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+/// Runs preset `name` (claude or gemini, against the scripted LLM) on a step attaching
+/// `files` (of notes.md, a text file, and dot.png, a PNG); asserts each reaches the model's
+/// request.
+fn attachments_reach_the_model(name: &str, files: &[&str]) {
+    let mock = awf_mock_llm::MockLlm::start(json!({"default": {"text": "seen"}}));
+    let (sb, options) = if name == "claude" {
+        let mut sb = Sandbox::new().unwrap();
+        sb.set_env("PATH", &preset_path());
+        let tmp = sb.path().join("tmp");
+        std::fs::create_dir_all(&tmp).unwrap();
+        sb.set_env("TMPDIR", &tmp.display().to_string());
+        sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
+        sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+        sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+        sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
+        // claude refuses its bypass mode as root unless told it is sandboxed.
+        sb.set_env("IS_SANDBOX", "1");
+        (sb, "      agent: claude\n".to_owned())
+    } else {
+        preset_sandbox(name, &mock)
+    };
+    sb.write("notes.md", "the secret word is ZEBRA-ATTACH-42\n")
+        .unwrap();
+    std::fs::write(sb.path().join("dot.png"), unbase64(PNG_1X1)).unwrap();
+    let yaml = format!(
+        "name: attach\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: what do these say\n    options:\n{options}      attach: [{}]\n    timeout: 3m\n    on_success: done\n  done:\n    type: terminal\n",
+        files.join(", ")
+    );
+    let (code, doc, stderr) = run_json(&sb, &yaml, &[]);
+    assert_eq!(code, 0, "{name}: {doc}\n{stderr}");
+    assert_eq!(doc["states"]["ask"]["output"], "seen", "{name}");
+    let prompt = mock
+        .model_requests()
+        .into_iter()
+        .find(|r| r["facts"]["has_tools"] == true)
+        .expect("the prompt reached the model");
+    let body = prompt["body"].to_string();
+    if files.contains(&"notes.md") {
+        assert!(body.contains("ZEBRA-ATTACH-42"), "{name}: {body}");
+    }
+    if files.contains(&"dot.png") {
+        assert!(
+            body.contains(PNG_1X1),
+            "{name}: the image is not in the request: {body}"
+        );
+    }
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn the_claude_preset_passes_attached_text_and_images_to_the_model() {
+    attachments_reach_the_model("claude", &["notes.md", "dot.png"]);
+}
+
+#[test]
+fn the_gemini_preset_passes_attached_text_and_images_to_the_model() {
+    // gemini 0.61.0 drops image blocks from a prompt that also embeds a resource (its
+    // prompt resolution keeps only text and file parts then; docs/compatibility.md): one
+    // kind per step.
+    attachments_reach_the_model("gemini", &["notes.md"]);
+    attachments_reach_the_model("gemini", &["dot.png"]);
+}
