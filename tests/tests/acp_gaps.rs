@@ -1,7 +1,11 @@
-//! `provider: acp`, the gaps of issue 14 closed, over the built binary with the scripted ACP
-//! agent (tests/acp/scripted_agent.py): `permissions: ask` relayed to an editor through
-//! `awf acp-serve` (the official ACP SDK peer of tests/acp/driver.mjs as the editor) and to
-//! `awf serve` as a pending approval answered with `POST …/respond`.
+//! `provider: acp` and usage-limit parking, the gaps of issue 14 closed, over the built binary:
+//! `permissions: ask` relayed to an editor through `awf acp-serve` (the official ACP SDK peer
+//! of tests/acp/driver.mjs as the editor) and to `awf serve` as a pending approval answered
+//! with `POST …/respond`; `attach:` (content blocks by the agent's promptCapabilities, and
+//! through the claude and gemini presets to the model); `auth_method:` (`authenticate` on a
+//! `-32000`); a cancel mid-turn of the gemini and codex presets; parked runs resumed by
+//! `awf serve` by themselves. The ACP agent is the scripted one of tests/acp/scripted_agent.py
+//! or a real preset pointed at the scripted LLM (`awf-mock-llm`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
