@@ -509,15 +509,13 @@ fn methods_list(methods: &[(String, String)]) -> String {
 fn login_hint(opts: &AcpOptions) -> &'static str {
     match opts.preset.map(|p| p.name) {
         Some("claude") => {
-            "or log in once with `claude /login` (or give ANTHROPIC_API_KEY through `env:`)"
+            "log in once with `claude /login` (or give ANTHROPIC_API_KEY through `env:`)"
         }
         Some("gemini") => {
-            "or log in once by running `gemini` and choosing /auth (or give GEMINI_API_KEY through `env:`)"
+            "log in once by running `gemini` and choosing /auth (or give GEMINI_API_KEY through `env:`)"
         }
-        Some("codex") => {
-            "or log in once with `codex login` (or give OPENAI_API_KEY through `env:`)"
-        }
-        _ => "or log in with the agent's own command (or give it an API key through `env:`)",
+        Some("codex") => "log in once with `codex login` (or give OPENAI_API_KEY through `env:`)",
+        _ => "log in with the agent's own command (or give it an API key through `env:`)",
     }
 }
 
@@ -561,7 +559,9 @@ async fn new_session(conn: &Conn, params: Value, opts: &AcpOptions) -> Result<Va
     }
     let Some(method) = &opts.auth_method else {
         let suggestion = methods.first().map_or_else(String::new, |(id, _)| {
-            format!("set `auth_method: {id}` in the step's options to let awf call authenticate, ")
+            format!(
+                "set `auth_method: {id}` in the step's options to let awf call authenticate, or "
+            )
         });
         return Err(AwfError::new(
             ErrorCode::ExecutionAgentAuthFailed,
@@ -583,7 +583,7 @@ async fn new_session(conn: &Conn, params: Value, opts: &AcpOptions) -> Result<Va
             ),
         )
         .with_hint(format!(
-            "check the credentials that method uses (the agent's methods: {}), {}",
+            "check the credentials that method uses (the agent's methods: {}), or {}",
             methods_list(&methods),
             login_hint(opts)
         ))
