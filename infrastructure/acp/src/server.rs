@@ -2257,7 +2257,13 @@ impl Projector {
         format!("{}:{path}:{attempt}", run.0)
     }
 
-    fn raw_input(&self, step: &str, is_root: bool) -> Option<Value> {
+    /// The `rawInput` of a step's `tool_call`: the command as it will run when the engine
+    /// rendered it (`command`, masked, of any run of the tree), else what the workflow says
+    /// of the root run's state (a script file, a sub-workflow call, an agent's prompt).
+    fn raw_input(&self, step: &str, is_root: bool, command: Option<&str>) -> Option<Value> {
+        if let Some(c) = command {
+            return Some(json!({"command": c}));
+        }
         let w = self.workflow.as_ref().filter(|_| is_root)?;
         match &w.state(step)?.kind {
             StateKind::Command(c) => match &c.source {
@@ -2299,7 +2305,11 @@ impl Projector {
         let is_root = env.parent_run_id.is_none();
         let key = (run.0.clone(), env.path.clone());
         match &env.event {
-            RunEvent::StepStarted { step, kind } => {
+            RunEvent::StepStarted {
+                step,
+                kind,
+                command,
+            } => {
                 let attempt = *self.attempts.entry(key.clone()).or_insert(1);
                 let id = Self::step_id(run, &env.path, attempt);
                 self.open.insert(key, (id.clone(), attempt));
@@ -2309,7 +2319,7 @@ impl Projector {
                     &title,
                     tool_kind(kind),
                     "pending",
-                    self.raw_input(step, is_root),
+                    self.raw_input(step, is_root, command.as_deref()),
                 )));
                 out.push(self.up(frames::tool_update(&id, "in_progress", None, None)));
                 if is_root
