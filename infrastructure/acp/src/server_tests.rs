@@ -155,6 +155,7 @@ impl Client {
             cancel_wait: Duration::from_millis(300),
             shutdown_wait: Duration::from_millis(300),
             validate: None,
+            sessions_dir: None,
         };
         tokio::spawn(serve(
             cfg,
