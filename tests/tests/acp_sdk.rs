@@ -814,7 +814,8 @@ fn every_driver_scenario_is_run_by_a_test_here() {
     let names: Vec<String> = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("--list ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     assert!(names.len() > 30, "{names:?}");
-    let me = include_str!("acp_sdk.rs");
+    // The restart scenarios are run by tests/tests/replay.rs.
+    let me = [include_str!("acp_sdk.rs"), include_str!("replay.rs")].concat();
     for n in names {
         assert!(
             me.contains(&format!("run(\"{n}\")")) || me.contains(&format!("drive(&sb, \"{n}\"")),
