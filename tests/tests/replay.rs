@@ -197,6 +197,45 @@ fn a_run_of_another_process_is_followed_until_it_ends() {
     assert_eq!(shapes(&again), shapes(&followed));
 }
 
+/// The other process dies mid-run (SIGKILL): the stream ends with what it recorded instead
+/// of waiting for an end that never comes.
+#[test]
+fn following_ends_when_the_other_process_dies() {
+    let sb = sandbox_with(&[("slow", SLOW)]);
+    let mut run = sb
+        .cmd(&["run", "slow"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = wait_for_state(&sb, "the terminal's run to be running", |v| {
+        v["status"] == "running"
+    });
+    let s = start(&sb, &[]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let base = s.base.clone();
+    let rid = id.clone();
+    std::thread::spawn(move || {
+        let (code, body, _) =
+            awf_tests::http_serve::curl(&["-N", &format!("{base}/api/executions/{rid}/events")]);
+        let _ = tx.send((code, body));
+    });
+    // Killed a second into the run (the stream is being followed by then).
+    awf_tests::wait_for("the second tick in the transcript", || {
+        std::fs::read_to_string(awf_tests::data(&sb).join(format!("transcripts/{id}.jsonl")))
+            .is_ok_and(|t| t.contains("tick 2"))
+    });
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let (code, body) = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("the stream ends after its run's process died");
+    assert_eq!(code, 200, "{body}");
+    let frames = awf_tests::http_serve::parse_frames(&body);
+    assert_eq!(frames.first().unwrap().1, "run_started", "{body}");
+    assert!(!names(&frames).contains(&"run_finished"), "{body}");
+}
+
 #[test]
 fn a_resumed_run_continues_after_its_first_attempts_positions() {
     let sb = sandbox_with(&[("flaky", FLAKY)]);
