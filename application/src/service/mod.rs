@@ -592,10 +592,11 @@ impl RunService for RunManager {
                 .event_log
                 .as_ref()
                 .ok_or_else(|| not_found(run_id))?;
+            // A state file that cannot be read is reported as `get` reports it.
+            let live_elsewhere = recorded::live_elsewhere(services, run_id)?;
             let log = reader
                 .read_log(run_id, from)?
                 .ok_or_else(|| unknown(run_id))?;
-            let live_elsewhere = recorded::live_elsewhere(services, run_id);
             return Ok(Box::new(recorded::Recorded::new(
                 Arc::clone(reader),
                 run_id.clone(),

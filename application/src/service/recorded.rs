@@ -11,6 +11,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::ports::EventLogReader;
 use awf_domain::ports::Host;
@@ -47,13 +49,28 @@ impl Liveness {
 }
 
 /// How to tell whether `run_id` is live in another process: `None` when it is not (no state
-/// store, not running, its owner gone); then its record is final.
-pub(crate) fn live_elsewhere(services: &Services, run_id: &RunId) -> Option<Liveness> {
+/// store, no state file, not running, its owner gone); then its record is final.
+///
+/// # Errors
+/// The state store's error when the run's state file exists but cannot be read
+/// (`SYSTEM.IO.READ_FAILED`), as `get` reports it.
+pub(crate) fn live_elsewhere(
+    services: &Services,
+    run_id: &RunId,
+) -> Result<Option<Liveness>, AwfError> {
+    let Some(store) = services.state_store.as_ref() else {
+        return Ok(None);
+    };
+    match store.load(&run_id.0) {
+        Ok(_) => {}
+        Err(e) if e.code() == ErrorCode::UserInputValidationFailed => return Ok(None),
+        Err(e) => return Err(e),
+    }
     let l = Liveness {
-        store: Arc::clone(services.state_store.as_ref()?),
+        store: Arc::clone(store),
         host: Arc::clone(&services.host),
     };
-    l.alive(run_id).then_some(l)
+    Ok(l.alive(run_id).then_some(l))
 }
 
 /// A recorded run's log: replayed from a position, then followed while its owner lives.
