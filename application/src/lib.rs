@@ -89,6 +89,10 @@ pub struct Services {
     /// Model prices (`prices:` of `.awf/config.yaml`) that turn agent tokens into US dollars
     /// for `budget: {usd}` and the run's spend; empty: nothing is priced.
     pub prices: awf_domain::run::Prices,
+    /// Reads back the recorded event log of a run this process does not hold (the run
+    /// service replays it to subscribers, and follows it while another process runs the
+    /// run); `None`: only runs in memory can be subscribed to.
+    pub event_log: Option<Arc<dyn awf_domain::ports::EventLogReader>>,
 }
 
 #[cfg(test)]
@@ -117,6 +121,7 @@ impl Services {
             tool_proxies: None,
             operations: None,
             prices: awf_domain::run::Prices::default(),
+            event_log: None,
         }
     }
 }

@@ -145,6 +145,7 @@ impl Setup {
             tool_proxies: None,
             operations: None,
             prices: Default::default(),
+            event_log: None,
         })
     }
 }

@@ -462,15 +462,36 @@ impl WorkflowTools {
         &self.skipped
     }
 
+    /// The last position of `run_id`'s log as it is now (0 when there is none): what a run
+    /// that is not live has recorded, read without waiting.
+    fn logged_positions(&self, run_id: &RunId) -> u64 {
+        use futures::FutureExt;
+        let Ok(mut sub) = self.service.subscribe(run_id, 1) else {
+            return 0;
+        };
+        let mut last = 0;
+        while let Some(Some(item)) = sub.next().now_or_never() {
+            match item {
+                SubscriptionItem::Event { position, .. } => last = position,
+                SubscriptionItem::Lagged { resume_seq } => last = resume_seq.saturating_sub(1),
+            }
+        }
+        last
+    }
+
     /// Follows run `run_id` to its end: reports progress, answers its requests as unattended,
     /// cancels it when `cancel` fires, and gives its result.
+    ///
+    /// `from` is the first log position to follow: 1 for a new run, the position after the
+    /// earlier attempts for a resumed one (whose log holds them first).
     async fn follow(
         &self,
         run_id: &RunId,
+        from: u64,
         cancel: &CancellationToken,
         progress: Option<&ProgressSink>,
     ) -> ToolOutput {
-        let mut events = match self.service.subscribe(run_id, 1) {
+        let mut events = match self.service.subscribe(run_id, from) {
             Ok(s) => s,
             Err(e) => return ToolOutput::error(error_text(&e)),
         };
@@ -597,7 +618,7 @@ impl WorkflowTools {
             Ok(id) => id,
             Err(e) => return ToolOutput::error(error_text(&e)),
         };
-        self.follow(&run_id, cancel, progress).await
+        self.follow(&run_id, 1, cancel, progress).await
     }
 
     /// A run id or a unique prefix of one, among this server's runs and the recorded ones.
@@ -734,11 +755,13 @@ impl WorkflowTools {
             mcp_servers: Vec::new(),
             fs_delegate: None,
         };
+        // The log of a resumed run starts with its earlier attempts: follow only this one.
+        let prior = self.logged_positions(&run_id);
         let id = match self.service.resume(request).await {
             Ok(id) => id,
             Err(e) => return ToolOutput::error(error_text(&e)),
         };
-        self.follow(&id, cancel, progress).await
+        self.follow(&id, prior + 1, cancel, progress).await
     }
 }
 

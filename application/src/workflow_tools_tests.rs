@@ -360,6 +360,7 @@ async fn a_call_runs_the_workflow_with_its_arguments_and_answers_the_result_with
             RunEvent::StepStarted {
                 step: "hello".into(),
                 kind: "command".into(),
+                command: None,
             },
             RunEvent::StepFinished {
                 step: "hello".into(),

@@ -192,6 +192,12 @@ pub enum RunEvent {
         step: String,
         /// Internal kind (`command`, `parallel`, …).
         kind: String,
+        /// The command as it will run, for a `command` step: interpolated with the inputs
+        /// and states known at the step's start (the loop frame included), `script_file`
+        /// content loaded, secrets masked; the raw template when it cannot be rendered yet.
+        /// `None` for steps that run no shell command. Absent in JSON when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
     },
     /// A failed attempt will be retried after `delay_ms`.
     StepRetrying {

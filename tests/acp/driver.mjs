@@ -501,6 +501,41 @@ function stepProcesses(pid) {
 // Scenarios. Each gets the SDK's ClientContext; the workflows are the sandbox's (acp_sdk.rs).
 
 const SCENARIOS = {
+  // Sessions survive a restart (tests/tests/replay.rs): a first server runs a turn ("restart-
+  // before", its session id in the check "session id"); a second one, started on the same
+  // data root, lists it, replays it on session/load, and the session goes on
+  // ("restart-after --session ID").
+  async "restart-before"(cx) {
+    await init(cx);
+    const s = await newSession(cx);
+    const r = await turn(s, "/input-echo message=before-restart");
+    check("the turn ends", r.stop === "end_turn", r.stop);
+    const call = r.updates.find((u) => u.sessionUpdate === "tool_call");
+    check("rawInput is the rendered command", call?.rawInput?.command === 'echo "echo: before-restart"', call);
+    check("session id", true, s.sessionId);
+  },
+  async "restart-after"(cx) {
+    const id = opt("--session", "");
+    const ir = await init(cx);
+    check("loadSession advertised", ir.agentCapabilities?.loadSession === true, ir.agentCapabilities);
+    const l = await withTimeout("session/list", cx.request(acp.methods.agent.session.list, {}));
+    check("session/list lists the session from before the restart",
+      l.sessions.some((x) => x.sessionId === id && x.cwd === CWD && (x.title ?? "").includes("before-restart")), l);
+    const n = updates(id).length;
+    await withTimeout("session/load", cx.request(acp.methods.agent.session.load, { sessionId: id, cwd: CWD, mcpServers: [] }));
+    const loadResp = responseTo("session/load");
+    const rep = updates(id).slice(n).filter((f) => frames.indexOf(f) < frames.indexOf(loadResp)).map((f) => f.json.params.update);
+    check("the prompt replayed before the response", rep.some((u) => u.sessionUpdate === "user_message_chunk" && textOf(u).includes("/input-echo message=before-restart")), rep);
+    const call = rep.find((u) => u.sessionUpdate === "tool_call");
+    check("the step's tool call replayed with its rendered command", call?.rawInput?.command === 'echo "echo: before-restart"', rep);
+    check("the step completed in the replay", rep.some((u) => u.sessionUpdate === "tool_call_update" && u.status === "completed"), rep);
+    check("the output replayed", rep.some((u) => textOf(u).includes("echo: before-restart")), rep);
+    const m = updates(id).length;
+    const resp = await withTimeout("session/prompt", cx.request(acp.methods.agent.session.prompt,
+      { sessionId: id, prompt: [{ type: "text", text: "/input-echo message=after-restart" }] }));
+    const after = updates(id).slice(m).map((f) => f.json.params.update);
+    check("the session goes on after the restart", resp?.stopReason === "end_turn" && after.some((u) => textOf(u).includes("echo: after-restart")), { resp, after });
+  },
   // §2.13: integer protocolVersion, agentCapabilities, empty authMethods; §1.2: 2 answered with 1.
   async initialize(cx) {
     const r = await init(cx);

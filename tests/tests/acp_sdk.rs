@@ -814,12 +814,14 @@ fn every_driver_scenario_is_run_by_a_test_here() {
     let names: Vec<String> = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("--list ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     assert!(names.len() > 30, "{names:?}");
-    // (acp_gaps.rs runs the scenarios of `provider: acp` under acp-serve.)
-    let me = format!(
-        "{}{}",
+    // acp_gaps.rs runs the scenarios of `provider: acp` under acp-serve; replay.rs the
+    // restart scenarios.
+    let me = [
         include_str!("acp_sdk.rs"),
-        include_str!("acp_gaps.rs")
-    );
+        include_str!("acp_gaps.rs"),
+        include_str!("replay.rs"),
+    ]
+    .concat();
     for n in names {
         assert!(
             me.contains(&format!("run(\"{n}\")")) || me.contains(&format!("drive(&sb, \"{n}\"")),

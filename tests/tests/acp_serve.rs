@@ -247,10 +247,8 @@ fn a_prompt_runs_the_workflow_and_every_update_precedes_the_response() {
     );
     assert_eq!(echo[0]["sessionUpdate"], "tool_call");
     assert_eq!(echo[0]["kind"], "execute");
-    assert_eq!(
-        echo[0]["rawInput"]["command"],
-        "echo \"{{.inputs.message}}\""
-    );
+    // The command as it runs (rendered), not its template.
+    assert_eq!(echo[0]["rawInput"]["command"], "echo \"streamhello\"");
     assert_eq!(echo[2]["content"][0]["content"]["text"], "streamhello\n");
     assert!(texts(&before, "agent_message_chunk").contains("streamhello"));
     let plans: Vec<&&Value> = ups

@@ -385,6 +385,52 @@ async fn secrets_are_masked_in_chunks_states_and_errors() {
     );
 }
 
+/// A command step's `StepStarted` carries the command as it will run: interpolated, with
+/// secrets masked (what an ACP `tool_call` shows as `rawInput`); other kinds carry none.
+#[tokio::test]
+async fn step_started_carries_the_rendered_masked_command() {
+    let mut wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd(
+                "a",
+                "deploy {{.inputs.env}} --token {{.inputs.SECRET_TOKEN}}",
+                Some("done"),
+                None,
+            ),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let input = |name: &str| InputDef {
+        name: name.into(),
+        ty: InputType::String,
+        description: None,
+        required: true,
+        default: None,
+        validation: InputValidation::default(),
+    };
+    wf.inputs = vec![input("env"), input("SECRET_TOKEN")];
+    let exec = Arc::new(
+        FakeExecutor::new().on("deploy prod --token abcdef123", [FakeCommand::ok("ok\n")]),
+    );
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (events, result) = run_all(
+        &f,
+        request("w", &[("env", "prod"), ("SECRET_TOKEN", "abcdef123")]),
+    )
+    .await;
+    assert_eq!(result.status, RunStatus::Success);
+    let commands: Vec<Option<String>> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            RunEvent::StepStarted { command, .. } => Some(command.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(commands, vec![Some("deploy prod --token ***".to_owned())]);
+}
+
 #[tokio::test]
 async fn all_succeed_cancels_running_branches_on_first_failure() {
     let p = state(

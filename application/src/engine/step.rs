@@ -148,6 +148,7 @@ impl Run {
                 RunEvent::StepStarted {
                     step: name.to_owned(),
                     kind: kind.to_owned(),
+                    command: self.started_command(state, at.frame),
                 },
             );
             // The approval gate is asked before anything of the step runs (its wait is not
@@ -824,6 +825,26 @@ impl Run {
 
     /// Loads and interpolates a `script_file` (≤ 1 MiB; relative paths against the workflow
     /// file's directory; `~/` is the home directory). Source: spec/workflow.md §1.12.
+    /// The command of a `command` step as it will run, for its `StepStarted` event:
+    /// interpolated in `frame` (the raw template when that fails: the attempt reports the
+    /// error), the `script_file` content loaded (its path when it cannot be), secrets masked.
+    /// `None` for other kinds of state.
+    fn started_command(&self, state: &State, frame: Option<&LoopFrame>) -> Option<String> {
+        let StateKind::Command(cmd) = &state.kind else {
+            return None;
+        };
+        let text = match &cmd.source {
+            CommandSource::Inline(t) => match self.render_shell(t, frame) {
+                Ok(r) => self.localize_awf_dirs(&r),
+                Err(_) => t.clone(),
+            },
+            CommandSource::ScriptFile(p) => {
+                self.load_script(p, frame).unwrap_or_else(|_| p.clone())
+            }
+        };
+        Some(self.mask(&text))
+    }
+
     pub(crate) fn load_script(
         &self,
         path: &str,

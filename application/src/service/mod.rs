@@ -15,6 +15,7 @@
 //! Reference: shared/design/architecture.md ("The run service: the one way in").
 
 mod log;
+mod recorded;
 
 #[cfg(test)]
 mod tests;
@@ -141,6 +142,9 @@ enum Ending {
 struct Entry {
     run_id: RunId,
     log: Arc<EventLog>,
+    /// Positions 1..=this of the run's log are its earlier attempts, read back from the
+    /// store (a resumed run this process did not hold); the in-memory log starts after.
+    recorded_before: u64,
     cancel: CancelState,
     interaction: Arc<Interaction>,
     info: Mutex<Info>,
@@ -288,11 +292,17 @@ impl RunManager {
     ///
     /// A resumed run this process still holds keeps its log: the new attempt's events follow
     /// the earlier attempt's, at the next positions (nothing is renumbered or dropped).
-    fn register(&self, handle: RunHandle, workflow: String) -> RunId {
+    ///
+    /// A resumed run this process does not hold continues after `recorded` positions: the
+    /// length of its recorded log (read before the new attempt started), which
+    /// subscriptions from an earlier position replay from the store.
+    fn register(&self, handle: RunHandle, workflow: String, recorded: u64) -> RunId {
         let parts = handle.into_parts();
+        let mut recorded_before = 0;
         let log = match self.entry(&parts.run_id) {
             Some(old) => {
                 let (first, prior) = old.log.kept();
+                recorded_before = old.recorded_before;
                 EventLog::continuing(
                     self.config.log_budget_bytes,
                     self.config.keep_unread,
@@ -300,11 +310,21 @@ impl RunManager {
                     prior,
                 )
             }
+            None if recorded > 0 => {
+                recorded_before = recorded;
+                EventLog::continuing(
+                    self.config.log_budget_bytes,
+                    self.config.keep_unread,
+                    recorded + 1,
+                    Vec::new(),
+                )
+            }
             None => EventLog::new(self.config.log_budget_bytes, self.config.keep_unread),
         };
         let entry = Arc::new(Entry {
             run_id: parts.run_id.clone(),
             log: Arc::new(log),
+            recorded_before,
             cancel: parts.cancel,
             interaction: parts.interaction,
             info: Mutex::new(Info {
@@ -432,7 +452,7 @@ impl RunService for RunManager {
         let _slot = self.reserve()?;
         let workflow = request.identifier.clone();
         let handle = self.facade.start_run(request).await?;
-        Ok(self.register(handle, workflow))
+        Ok(self.register(handle, workflow, 0))
     }
 
     async fn resume(&self, request: ResumeRequest) -> Result<RunId, AwfError> {
@@ -477,8 +497,23 @@ impl RunService for RunManager {
             }
         }
         let _slot = self.reserve()?;
+        // Not held here: the new attempt's positions follow the recorded log's, read before
+        // the attempt writes its first line.
+        let recorded = match (&self.facade.services().event_log, self.entry(&id)) {
+            (Some(reader), None) => {
+                let reader = Arc::clone(reader);
+                let rid = id.clone();
+                tokio::task::spawn_blocking(move || reader.read_log(&rid, u64::MAX))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .flatten()
+                    .map_or(0, |l| l.last_position)
+            }
+            _ => 0,
+        };
         let handle = self.facade.resume_run(request).await?;
-        Ok(self.register(handle, id.0))
+        Ok(self.register(handle, id.0, recorded))
     }
 
     fn get(&self, run_id: &RunId) -> Result<RunView, AwfError> {
@@ -549,8 +584,40 @@ impl RunService for RunManager {
 
     fn subscribe(&self, run_id: &RunId, from_seq: u64) -> Result<Box<dyn Subscription>, AwfError> {
         self.evict();
-        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
-        Ok(Box::new(e.log.subscribe(from_seq)))
+        let from = from_seq.max(1);
+        let services = self.facade.services();
+        let Some(e) = self.entry(run_id) else {
+            // Not held here: its recorded log, followed while another process runs it.
+            let reader = services
+                .event_log
+                .as_ref()
+                .ok_or_else(|| not_found(run_id))?;
+            // A state file that cannot be read is reported as `get` reports it.
+            let live_elsewhere = recorded::live_elsewhere(services, run_id)?;
+            let log = reader
+                .read_log(run_id, from)?
+                .ok_or_else(|| unknown(run_id))?;
+            return Ok(Box::new(recorded::Recorded::new(
+                Arc::clone(reader),
+                run_id.clone(),
+                from,
+                log,
+                live_elsewhere,
+            )));
+        };
+        match &services.event_log {
+            // The earlier attempts of a resumed run are in the store, the rest in memory.
+            Some(reader) if from <= e.recorded_before => {
+                let log = reader.read_log(run_id, from)?.unwrap_or_default();
+                Ok(Box::new(recorded::Chained::new(
+                    log.envelopes,
+                    from,
+                    e.recorded_before,
+                    e.log.subscribe(e.recorded_before + 1),
+                )))
+            }
+            _ => Ok(Box::new(e.log.subscribe(from.max(e.recorded_before + 1)))),
+        }
     }
 
     fn respond(&self, request_id: &str, answer: Answer) -> Result<(), AwfError> {

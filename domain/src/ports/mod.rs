@@ -24,6 +24,7 @@ pub use locks::RunLocks;
 pub use operations::Operations;
 pub use repository::WorkflowRepository;
 pub use service::RunService;
+pub use store::EventLogReader;
 pub use store::HistoryStore;
 pub use store::StateStore;
 pub use template::ExpressionEvaluator;

@@ -132,9 +132,16 @@ pub trait RunService: Send + Sync {
     /// Subscribes to a run's event log from position `from_seq` (1 = from the start; 0 is
     /// taken as 1; a position past the end waits for it).
     ///
+    /// A run this process does not hold (evicted after its TTL, run by another process, or
+    /// from before a restart) is read back from the store when the service has an
+    /// [`crate::ports::EventLogReader`], at the same positions as live; while its state says
+    /// `running` and its owner process is alive the subscription follows the record as it
+    /// grows, until the root's `RunFinished` (or the owner's end). A resumed run's log holds
+    /// its earlier attempts first (read back when they are no longer in memory).
+    ///
     /// # Errors
-    /// `USER.FACADE.RUN_NOT_FOUND` for a run this process does not hold (never started here,
-    /// or evicted after its TTL: read its transcript instead).
+    /// `USER.FACADE.RUN_NOT_FOUND` for a run neither this process nor the store knows;
+    /// `SYSTEM.IO.READ_FAILED` when its record cannot be read.
     fn subscribe(&self, run_id: &RunId, from_seq: u64) -> Result<Box<dyn Subscription>, AwfError>;
 
     /// Answers a pending interaction request of any live run.

@@ -280,3 +280,38 @@ mod go_name_tests {
         );
     }
 }
+
+/// A recorded run's event log as read back from the store: what a run service replays to a
+/// subscriber of a run it does not hold in memory (evicted after its TTL, run by another
+/// process, or from before a restart).
+///
+/// Positions are those of the run service's log (domain/src/ports/service.rs,
+/// [`crate::ports::service::SubscriptionItem`]): every envelope of the root run and of its
+/// sub-workflow runs, in the order they were published, numbered from 1; a resumed run's
+/// attempts follow one another in one log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordedLog {
+    /// The envelopes from the requested position on, in log order: `envelopes[i]` is at
+    /// position `from + i`.
+    pub envelopes: Vec<crate::event::EventEnvelope>,
+    /// The position of the last envelope recorded so far (0 for an empty log).
+    pub last_position: u64,
+    /// Whether the log is complete: its last envelope of the root run is the root's
+    /// `RunFinished` (a resumed run: of its last attempt). An incomplete log belongs to a run
+    /// still running (maybe in another process) or one that was killed.
+    pub complete: bool,
+}
+
+/// Reads back the recorded event log of a run (the file store: its transcripts).
+pub trait EventLogReader: Send + Sync {
+    /// The log of root run `run_id` from position `from` (1-based; 0 is taken as 1; past
+    /// the end: no envelopes). `Ok(None)` when nothing is recorded for that run.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when the record exists but cannot be read.
+    fn read_log(
+        &self,
+        run_id: &crate::run::RunId,
+        from: u64,
+    ) -> Result<Option<RecordedLog>, AwfError>;
+}

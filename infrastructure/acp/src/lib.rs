@@ -26,6 +26,7 @@ pub mod frames;
 pub mod fs_bridge;
 pub mod prompt;
 pub mod server;
+mod sessions;
 pub mod transport;
 
 pub use client::AcpProvider;

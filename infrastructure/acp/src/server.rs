@@ -92,6 +92,11 @@ pub struct AcpConfig {
     /// fails them is left out of the slash commands, and prompting it answers its first
     /// error. `None`: no checks beyond loading.
     pub validate: Option<Validator>,
+    /// Where sessions are kept across restarts (one JSON file per session; `awf acp-serve`:
+    /// `<data root>/acp/sessions`): after a restart `session/list` lists them and
+    /// `session/load` replays their runs from the store. `None`: sessions live as long as
+    /// the process.
+    pub sessions_dir: Option<PathBuf>,
 }
 
 /// A workflow check: `Err` with the first validation error (positioned, coded).
@@ -118,6 +123,10 @@ enum Mode {
 }
 
 impl Mode {
+    fn from_id(id: &str) -> Self {
+        if id == "auto" { Self::Auto } else { Self::Ask }
+    }
+
     fn id(self) -> &'static str {
         match self {
             Self::Ask => "ask",
@@ -224,6 +233,7 @@ where
         prompt_ids: Mutex::new(HashMap::new()),
         turns: Mutex::new(tokio::task::JoinSet::new()),
     });
+    restore_sessions(&shared);
     loop {
         let line = tokio::select! {
             l = transport::read_line(&mut reader, cap) => l,
@@ -901,6 +911,7 @@ fn new_session(shared: &Arc<Shared>, params: &Value) -> Reply {
         updated_at: Mutex::new(None),
         fs: Mutex::new(fs),
     });
+    persist(shared, &s);
     lock(&shared.sessions).insert(id.clone(), s);
     let commands = frames::update(&id, available_commands(shared));
     Ok((
@@ -927,6 +938,7 @@ fn set_mode(shared: &Arc<Shared>, params: &Value) -> Reply {
         }
     };
     *lock(&s.mode) = mode;
+    persist(shared, &s);
     Ok((
         json!({}),
         vec![frames::update(
@@ -990,6 +1002,7 @@ async fn close_session(shared: &Arc<Shared>, params: &Value) -> Reply {
     }
     cancel_session(shared, &s).await;
     drop(lock(&s.fs).take());
+    persist(shared, &s);
     lock(&shared.closed).insert(s.id.clone(), s);
     Ok((json!({}), Vec::new()))
 }
@@ -1082,6 +1095,7 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
     }
     lock(&shared.closed).remove(&s.id);
     s.closed.store(false, Ordering::SeqCst);
+    persist(shared, &s);
     lock(&shared.sessions).insert(s.id.clone(), Arc::clone(&s));
     let mode = lock(&s.mode).id();
     Ok((s.id.clone(), json!({"modes": frames::modes(mode)})))
@@ -1165,6 +1179,7 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
         record_prompt(&s, &text);
         message(shared, &s, &why);
         *lock(&s.updated_at) = Some(now_rfc3339());
+        persist(shared, &s);
         let _gate = lock(&s.gate);
         shared
             .out
@@ -1185,10 +1200,86 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
         *lock(&s.turn) = None;
         lock(&shared2.prompt_ids).remove(&rid);
         *lock(&s.updated_at) = Some(now_rfc3339());
+        persist(&shared2, &s);
         let _gate = lock(&s.gate);
         shared2.out.send(frame);
         s.in_flight.store(false, Ordering::SeqCst);
     });
+}
+
+/// Saves `s` under [`AcpConfig::sessions_dir`] (a failure is logged: the session goes on
+/// in memory).
+fn persist(shared: &Shared, s: &Session) {
+    let Some(dir) = &shared.cfg.sessions_dir else {
+        return;
+    };
+    let saved = crate::sessions::SavedSession {
+        schema_version: crate::sessions::SCHEMA_VERSION,
+        id: s.id.clone(),
+        cwd: s.cwd.clone(),
+        mode: lock(&s.mode).id().to_owned(),
+        title: lock(&s.title).clone(),
+        updated_at: lock(&s.updated_at).clone(),
+        closed: s.closed.load(Ordering::SeqCst),
+        runs: lock(&s.runs)
+            .iter()
+            .map(|r| crate::sessions::SavedRun {
+                prompt: r.prompt.clone(),
+                run_id: r.run_id.clone(),
+                workflow: r.workflow.clone(),
+                seen: r.seen,
+                notes: r.notes.clone(),
+            })
+            .collect(),
+    };
+    if let Err(e) = crate::sessions::save(dir, &saved) {
+        tracing::warn!(target: "awf::acp", session = %s.id, error = %e, "cannot save the session; it lives on in memory only");
+    }
+}
+
+/// Takes in the sessions saved by an earlier acp-serve: open ones are listed and can be
+/// prompted or loaded, closed ones only loaded. Their editor MCP servers and file channel
+/// come with the next `session/load`.
+fn restore_sessions(shared: &Shared) {
+    let Some(dir) = &shared.cfg.sessions_dir else {
+        return;
+    };
+    for saved in crate::sessions::load_all(dir) {
+        let s = Arc::new(Session {
+            id: saved.id.clone(),
+            cwd: saved.cwd,
+            mcp_servers: Mutex::new(Vec::new()),
+            mode: Mutex::new(Mode::from_id(&saved.mode)),
+            in_flight: AtomicBool::new(false),
+            closed: AtomicBool::new(saved.closed),
+            gate: Mutex::new(()),
+            turn: Mutex::new(None),
+            parked: tokio::sync::Mutex::new(None),
+            always: Mutex::new(HashMap::new()),
+            runs: Mutex::new(
+                saved
+                    .runs
+                    .into_iter()
+                    .map(|r| RunRecord {
+                        prompt: r.prompt,
+                        run_id: r.run_id,
+                        workflow: r.workflow,
+                        seen: r.seen,
+                        notes: r.notes,
+                    })
+                    .collect(),
+            ),
+            title: Mutex::new(saved.title),
+            updated_at: Mutex::new(saved.updated_at),
+            fs: Mutex::new(None),
+        });
+        let map = if saved.closed {
+            &shared.closed
+        } else {
+            &shared.sessions
+        };
+        lock(map).insert(saved.id, s);
+    }
 }
 
 fn now_rfc3339() -> String {
@@ -1495,6 +1586,8 @@ async fn prompt_turn(
         r.run_id = Some(run_id.clone());
         r.workflow = Some(workflow.clone());
     }
+    // Kept at once: a restart before the turn ends still knows the run.
+    persist(shared, s);
     let sub = match shared.cfg.service.subscribe(&run_id, 1) {
         Ok(sub) => sub,
         Err(e) => {
@@ -2257,7 +2350,13 @@ impl Projector {
         format!("{}:{path}:{attempt}", run.0)
     }
 
-    fn raw_input(&self, step: &str, is_root: bool) -> Option<Value> {
+    /// The `rawInput` of a step's `tool_call`: the command as it will run when the engine
+    /// rendered it (`command`, masked, of any run of the tree), else what the workflow says
+    /// of the root run's state (a script file, a sub-workflow call, an agent's prompt).
+    fn raw_input(&self, step: &str, is_root: bool, command: Option<&str>) -> Option<Value> {
+        if let Some(c) = command {
+            return Some(json!({"command": c}));
+        }
         let w = self.workflow.as_ref().filter(|_| is_root)?;
         match &w.state(step)?.kind {
             StateKind::Command(c) => match &c.source {
@@ -2299,7 +2398,11 @@ impl Projector {
         let is_root = env.parent_run_id.is_none();
         let key = (run.0.clone(), env.path.clone());
         match &env.event {
-            RunEvent::StepStarted { step, kind } => {
+            RunEvent::StepStarted {
+                step,
+                kind,
+                command,
+            } => {
                 let attempt = *self.attempts.entry(key.clone()).or_insert(1);
                 let id = Self::step_id(run, &env.path, attempt);
                 self.open.insert(key, (id.clone(), attempt));
@@ -2309,7 +2412,7 @@ impl Projector {
                     &title,
                     tool_kind(kind),
                     "pending",
-                    self.raw_input(step, is_root),
+                    self.raw_input(step, is_root, command.as_deref()),
                 )));
                 out.push(self.up(frames::tool_update(&id, "in_progress", None, None)));
                 if is_root

@@ -155,6 +155,7 @@ impl Client {
             cancel_wait: Duration::from_millis(300),
             shutdown_wait: Duration::from_millis(300),
             validate: None,
+            sessions_dir: None,
         };
         tokio::spawn(serve(
             cfg,
@@ -329,6 +330,7 @@ async fn the_run_request_carries_the_editor_mcp_servers_and_the_cwd() {
         RunEvent::StepStarted {
             step: "s".into(),
             kind: "command".into(),
+            command: None,
         },
     )
     .await;
@@ -359,6 +361,37 @@ async fn the_run_request_carries_the_editor_mcp_servers_and_the_cwd() {
     assert_eq!(statuses, ["pending", "in_progress", "completed"]);
 }
 
+/// The step's `tool_call` shows the command as the engine rendered it (`StepStarted.command`,
+/// masked), not a template.
+#[tokio::test]
+async fn tool_call_raw_input_is_the_rendered_command() {
+    let mut c = Client::start().await;
+    let sid = c.session(json!([])).await;
+    c.prompt(&sid, "/wf", 2).await;
+    c.feed(
+        1,
+        "s",
+        RunEvent::StepStarted {
+            step: "s".into(),
+            kind: "command".into(),
+            command: Some("deploy prod --token ***".into()),
+        },
+    )
+    .await;
+    c.feed(1, "s", step_done("s", StepStatus::Completed)).await;
+    c.feed(1, "", finished(RunStatus::Success, None)).await;
+    let frames = c.until(|f| f["id"] == 2).await;
+    let call = frames
+        .iter()
+        .map(|f| &f["params"]["update"])
+        .find(|u| u["sessionUpdate"] == "tool_call")
+        .expect("the step's tool_call");
+    assert_eq!(
+        call["rawInput"],
+        json!({"command": "deploy prod --token ***"})
+    );
+}
+
 #[tokio::test]
 async fn cancel_answers_cancelled_even_when_the_run_does_not_end() {
     let mut c = Client::start().await;
@@ -370,6 +403,7 @@ async fn cancel_answers_cancelled_even_when_the_run_does_not_end() {
         RunEvent::StepStarted {
             step: "s".into(),
             kind: "command".into(),
+            command: None,
         },
     )
     .await;
@@ -528,6 +562,7 @@ async fn agent_text_thoughts_and_tool_calls_are_projected_under_the_step() {
         RunEvent::StepStarted {
             step: "think".into(),
             kind: "agent".into(),
+            command: None,
         },
     )
     .await;
@@ -665,6 +700,7 @@ async fn a_cancel_request_for_the_prompt_cancels_its_turn() {
         RunEvent::StepStarted {
             step: "s".into(),
             kind: "command".into(),
+            command: None,
         },
     )
     .await;
@@ -786,6 +822,7 @@ async fn a_secret_split_across_two_chunks_never_reaches_a_frame() {
         RunEvent::StepStarted {
             step: "s".into(),
             kind: "command".into(),
+            command: None,
         },
     )
     .await;
@@ -1182,6 +1219,7 @@ async fn a_prompt_right_after_a_refused_or_cancelled_one_is_accepted() {
         RunEvent::StepStarted {
             step: "s".into(),
             kind: "command".into(),
+            command: None,
         },
     )
     .await;
@@ -1213,6 +1251,7 @@ async fn a_closed_session_leaves_the_list_gets_no_update_and_its_run_is_cancelle
         RunEvent::StepStarted {
             step: "s".into(),
             kind: "command".into(),
+            command: None,
         },
     )
     .await;

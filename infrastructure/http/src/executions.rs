@@ -1203,6 +1203,7 @@ mod tests {
         let ev = RunEvent::StepStarted {
             step: "a".to_owned(),
             kind: "command".to_owned(),
+            command: None,
         };
         let t = serde_json::to_value(&ev).unwrap()["type"].clone();
         assert!(SSE_EVENT_NAMES.contains(&t.as_str().unwrap()), "{t}");
@@ -1401,6 +1402,7 @@ mod resumed_log_tests {
             RunEvent::StepStarted {
                 step: "one".into(),
                 kind: "command".into(),
+                command: None,
             },
             RunEvent::StepFinished {
                 step: "one".into(),
@@ -1414,6 +1416,7 @@ mod resumed_log_tests {
             RunEvent::StepStarted {
                 step: "two".into(),
                 kind: "command".into(),
+                command: None,
             },
         ];
         let items = events

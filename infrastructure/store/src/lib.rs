@@ -28,6 +28,7 @@ mod recorder;
 mod state;
 mod tool_events;
 mod transcript;
+mod transcript_reader;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -629,7 +629,7 @@ impl Writer {
                 let line = audit::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
                 self.audit_line(&line);
             }
-            RunEvent::StepStarted { step, kind } => {
+            RunEvent::StepStarted { step, kind, .. } => {
                 // A loop starts: remember its name at its depth.
                 if (kind == "for_each" || kind == "while")
                     && let Some(p) = self.runs.get_mut(run_id)

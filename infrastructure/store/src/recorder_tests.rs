@@ -79,6 +79,7 @@ fn step_started(step: &str) -> RunEvent {
     RunEvent::StepStarted {
         step: step.to_owned(),
         kind: "command".to_owned(),
+        command: None,
     }
 }
 
@@ -1017,6 +1018,7 @@ fn branches_of_a_top_level_parallel_block_do_not_become_current() {
     let par = |step: &str| RunEvent::StepStarted {
         step: step.into(),
         kind: "parallel".into(),
+        command: None,
     };
     rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
     rec.emit(s.ev("r", None, "fan", None, par("fan")));

@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?}` |
 //! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
-//! | StepStarted | `step.started` | `{name, kind}` |
+//! | StepStarted | `step.started` | `{name, kind, command?}` (`command`: an awf addition, the command as it will run, masked, for a `command` step) |
 //! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, output_file?, stderr_file?}` (the files holding a stdout / stderr over 64 KiB, relative to the data root) |
 //! | ChildRunStarted | `step.call_workflow.started` (+ `child_run_id`) | `{name, workflow}` |
 //! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
@@ -161,8 +161,16 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             }
             ("run.completed", None, Value::Object(p))
         }
-        RunEvent::StepStarted { step, kind } => {
-            ("step.started", None, json!({"name": step, "kind": kind}))
+        RunEvent::StepStarted {
+            step,
+            kind,
+            command,
+        } => {
+            let mut p = json!({"name": step, "kind": kind});
+            if let (Some(c), Some(o)) = (command, p.as_object_mut()) {
+                o.insert("command".into(), c.as_str().into());
+            }
+            ("step.started", None, p)
         }
         RunEvent::StepFinished { step, kind, state } => {
             let mut p = Map::new();
@@ -323,12 +331,20 @@ pub(crate) fn event_line_into(
         at: env.at,
     };
     match &env.event {
-        RunEvent::StepStarted { step, kind } => {
+        RunEvent::StepStarted {
+            step,
+            kind,
+            command,
+        } => {
             head_into(out, &head("step.started"));
             out.push_str("{\"name\":");
             push_json_str(out, step);
             out.push_str(",\"kind\":");
             push_json_str(out, kind);
+            if let Some(c) = command {
+                out.push_str(",\"command\":");
+                push_json_str(out, c);
+            }
             out.push_str("}}\n");
             return;
         }
@@ -478,10 +494,17 @@ mod line_tests {
             RunEvent::StepStarted {
                 step: "s".into(),
                 kind: "step".into(),
+                command: None,
             },
             RunEvent::StepStarted {
                 step: odd.into(),
                 kind: "for_each".into(),
+                command: None,
+            },
+            RunEvent::StepStarted {
+                step: "c".into(),
+                kind: "command".into(),
+                command: Some(odd.into()),
             },
             RunEvent::StepFinished {
                 step: odd.into(),

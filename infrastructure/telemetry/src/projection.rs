@@ -195,7 +195,7 @@ impl SpanProjection {
                     .child_parents
                     .retain(|_, (parent, _)| *parent != run_id);
             }
-            RunEvent::StepStarted { step, kind } => {
+            RunEvent::StepStarted { step, kind, .. } => {
                 let Some(run) = state.runs.get_mut(&run_id) else {
                     return;
                 };

@@ -79,6 +79,7 @@ impl Script {
             RunEvent::StepStarted {
                 step,
                 kind: kind.to_owned(),
+                command: None,
             },
         );
     }

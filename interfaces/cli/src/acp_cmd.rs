@@ -179,6 +179,7 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
         cancel_wait: Duration::from_millis(5500),
         shutdown_wait: Duration::from_millis(600),
         validate: Some(validate),
+        sessions_dir: Some(w.data_root.join("acp").join("sessions")),
     };
     // Descendants of steps whose parent dies come back to awf (a subreaper since start-up),
     // which stops them when their call ends and at exit; the watchdog (started in main)

@@ -239,6 +239,7 @@ mod tests {
             envelope(RunEvent::StepStarted {
                 step: "build".into(),
                 kind: "command".into(),
+                command: None,
             }),
             envelope(RunEvent::StepRetrying {
                 step: "build".into(),

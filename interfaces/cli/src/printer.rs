@@ -1118,6 +1118,7 @@ mod tests {
                 env(RunEvent::StepStarted {
                     step: "s".into(),
                     kind: "command".into(),
+                    command: None,
                 }),
                 env(RunEvent::OutputChunk {
                     step: "s".into(),
@@ -1245,11 +1246,13 @@ mod tests {
         let mut it = env(RunEvent::StepStarted {
             step: "body".into(),
             kind: "command".into(),
+            command: None,
         });
         it.iteration = Some(2);
         let mut child = env(RunEvent::StepStarted {
             step: "inner".into(),
             kind: "command".into(),
+            command: None,
         });
         child.run_id = RunId("c1".into());
         child.parent_run_id = Some(RunId("r1".into()));
@@ -1290,6 +1293,7 @@ mod tests {
                 env(RunEvent::StepStarted {
                     step: "s".into(),
                     kind: "command".into(),
+                    command: None,
                 }),
                 env(RunEvent::Log {
                     step: None,

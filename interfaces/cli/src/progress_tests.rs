@@ -36,6 +36,7 @@ fn started(step: &str) -> EventEnvelope {
         RunEvent::StepStarted {
             step: step.into(),
             kind: "command".into(),
+            command: None,
         },
     )
 }
@@ -213,6 +214,7 @@ fn parallel_branches_each_have_a_spinner_until_they_finish() {
         RunEvent::StepStarted {
             step: "race".into(),
             kind: "parallel".into(),
+            command: None,
         },
     );
     let (out, err) = feed(&mut p, &[block, started("a"), started("b")]);
@@ -237,6 +239,7 @@ fn iterations_and_sub_workflow_steps_are_labelled_and_indented() {
         RunEvent::StepStarted {
             step: "body".into(),
             kind: "command".into(),
+            command: None,
         },
     );
     body.iteration = Some(2);
@@ -245,6 +248,7 @@ fn iterations_and_sub_workflow_steps_are_labelled_and_indented() {
         RunEvent::StepStarted {
             step: "call".into(),
             kind: "call_workflow".into(),
+            command: None,
         },
     );
     let child_started = ev(

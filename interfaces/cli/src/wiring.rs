@@ -345,6 +345,9 @@ pub fn build_with(
             .load_config()
             .map(|c| c.prices)
             .unwrap_or_default(),
+        event_log: store
+            .as_ref()
+            .map(|s| Arc::clone(s) as Arc<dyn awf_domain::ports::EventLogReader>),
     };
     Wiring {
         services,

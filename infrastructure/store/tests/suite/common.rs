@@ -66,6 +66,7 @@ pub fn run_workflow(sink: &dyn EventPublisher, run_id: &str, start_ms: u64, step
             RunEvent::StepStarted {
                 step: name.clone(),
                 kind: "command".into(),
+                command: None,
             },
         );
         emit(

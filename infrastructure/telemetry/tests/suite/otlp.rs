@@ -81,6 +81,7 @@ fn emit_run() {
             RunEvent::StepStarted {
                 step: "hello".to_owned(),
                 kind: "command".to_owned(),
+                command: None,
             },
         ),
         envelope(
