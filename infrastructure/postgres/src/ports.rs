@@ -18,7 +18,6 @@ use awf_domain::ports::store::HistoryStore;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::StateStore;
 use awf_domain::ports::store::StoredStatus;
-use awf_domain::projection::millis;
 use serde_json::Value;
 use tokio_postgres::types::ToSql;
 
@@ -157,6 +156,8 @@ impl StateStore for PgStore {
         Ok(out)
     }
 
+    /// Writes the snapshot column (a new row has no history columns: like the embedded
+    /// store, saving a state file adds no history row).
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
         let json = serde_json::to_value(snapshot).map_err(|e| {
             AwfError::new(
@@ -171,8 +172,8 @@ impl StateStore for PgStore {
         self.query(
             "save a run",
             "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
-                                   status, exit_code, started_at_ms, snapshot, updated_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now())
+                                   status, exit_code, snapshot, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
              ON CONFLICT (run_id) DO UPDATE SET
                  status = EXCLUDED.status,
                  exit_code = EXCLUDED.exit_code,
@@ -187,7 +188,6 @@ impl StateStore for PgStore {
                 Box::new(snapshot.workflow_name.clone()),
                 Box::new(snapshot.status.as_str().to_owned()),
                 Box::new(snapshot.exit_code.map(i32::from)),
-                Box::new(i64_of(millis(snapshot.started_at))),
                 Box::new(json),
             ],
         )?;
