@@ -450,10 +450,17 @@ fn awf_store_in_the_environment_chooses_the_shared_store_and_the_flag_wins() {
     let r = sb.run(&["run", "greet.yaml", "-q"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), "1");
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_audit"), "2");
+    // AWF_AUDIT_LOG=off: no audit rows either.
+    sb.set_env("AWF_AUDIT_LOG", "off");
+    let r = sb.run(&["run", "greet.yaml", "-q"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), "2");
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_audit"), "2");
     // An empty --store means the embedded store, AWF_STORE notwithstanding.
     let r = sb.run(&["--store", "", "run", "greet.yaml", "-q"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), "1");
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), "2");
     assert!(awf_tests::data(&sb).join("states").is_dir());
 }
 
@@ -794,4 +801,100 @@ fn bad_store_urls_and_unreachable_servers_are_clear_errors() {
     );
     // Nothing was recorded anywhere for the refused runs.
     assert!(!awf_tests::data(&sb).join("states").exists());
+}
+
+#[test]
+fn run_locks_are_session_advisory_locks_released_with_their_guard() {
+    use awf_domain::ports::RunLocks;
+    let db = TestDb::new();
+    let a = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let b = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let held = a.try_lock("run-1").unwrap().expect("a lock");
+    let refused = b.try_lock("run-1").unwrap_err();
+    assert_eq!(refused.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        refused.message(),
+        "run run-1 is still running in another awf process"
+    );
+    // Another run is not blocked.
+    let other = b.try_lock("run-2").unwrap().expect("another run's lock");
+    drop(other);
+    drop(held);
+    let mut again = None;
+    awf_tests::wait_for("the lock's session to end", || {
+        again = b.try_lock("run-1").ok().flatten();
+        again.is_some()
+    });
+}
+
+#[test]
+fn a_fenced_run_whose_claim_was_taken_stops_writing_and_says_so() {
+    let db = TestDb::new();
+    let pg = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let rec = pg.recorder("tester");
+    let fenced = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&fenced);
+    rec.on_fenced(std::sync::Arc::new(move |id: &str| {
+        seen.lock().unwrap().push(id.to_owned());
+    }));
+    // Claimed under epoch 0 (the column's default): writes go through.
+    rec.fence("f-1", 0);
+    emit_run(&rec, "f-1", "alpha", 1_000, None);
+    rec.flush();
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT count(*) FROM awf_events WHERE root_run_id = 'f-1'"
+        ),
+        "3"
+    );
+    assert!(fenced.lock().unwrap().is_empty());
+    // Another worker claims it (epoch 1): this process's next writes match no row.
+    psql(
+        &db.url,
+        "UPDATE awf_runs SET epoch = 1 WHERE run_id = 'f-1'",
+    );
+    rec.emit(env(
+        "f-1",
+        4,
+        2_000,
+        "t",
+        RunEvent::StepStarted {
+            step: "t".into(),
+            kind: "command".into(),
+        },
+    ));
+    rec.flush();
+    assert_eq!(*fenced.lock().unwrap(), ["f-1"]);
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT count(*) FROM awf_events WHERE root_run_id = 'f-1'"
+        ),
+        "3",
+        "the fenced batch wrote no event"
+    );
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT snapshot->>'current_state' FROM awf_runs WHERE run_id = 'f-1'"
+        ),
+        "s"
+    );
+    // Later events of the run are dropped; an unfenced run still writes.
+    emit_run(&rec, "f-1", "alpha", 3_000, Some(RunStatus::Success));
+    emit_run(&rec, "u-1", "beta", 3_000, Some(RunStatus::Success));
+    rec.flush();
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT count(*) FROM awf_events WHERE root_run_id = 'f-1'"
+        ),
+        "3"
+    );
+    assert_eq!(
+        psql(&db.url, "SELECT status FROM awf_runs WHERE run_id = 'u-1'"),
+        "success"
+    );
+    assert_eq!(*fenced.lock().unwrap(), ["f-1"], "told once");
 }

@@ -308,7 +308,12 @@ impl PgStore {
     /// The event-stream writer of this store ([`PgRecorder`]); audit lines name `user`.
     /// Every call starts a writer task of its own: keep one per process.
     pub fn recorder(&self, user: &str) -> PgRecorder {
-        PgRecorder::start(self, user)
+        PgRecorder::start(self, user, true)
+    }
+
+    /// [`PgStore::recorder`] that writes no audit rows (`AWF_AUDIT_LOG=off`).
+    pub fn recorder_without_audit(&self, user: &str) -> PgRecorder {
+        PgRecorder::start(self, user, false)
     }
 
     /// The connection pool. Use it only inside [`PgStore::block_on`] / [`PgStore::run`].

@@ -142,8 +142,9 @@ impl std::fmt::Debug for PgRecorder {
 }
 
 impl PgRecorder {
-    /// Starts the writer task of `store`; audit lines name `user`.
-    pub(crate) fn start(store: &crate::PgStore, user: &str) -> Self {
+    /// Starts the writer task of `store`; audit lines name `user` (none written without
+    /// `audit`).
+    pub(crate) fn start(store: &crate::PgStore, user: &str, audit: bool) -> Self {
         let shared = Arc::new(Shared::default());
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = Writer {
@@ -151,6 +152,7 @@ impl PgRecorder {
             shared: Arc::clone(&shared),
             url: store.url().to_owned(),
             user: user.to_owned(),
+            audit,
             runs: HashMap::new(),
             root_of: HashMap::new(),
             next_pos: HashMap::new(),
@@ -299,6 +301,8 @@ struct Writer {
     shared: Arc<Shared>,
     url: String,
     user: String,
+    /// Whether audit rows are written (`AWF_AUDIT_LOG=off`: not).
+    audit: bool,
     runs: HashMap<String, RunProj>,
     /// Root run of every run seen.
     root_of: HashMap<String, String>,
@@ -500,8 +504,11 @@ impl Writer {
                     },
                 );
                 self.pending.runs.insert(run_id.clone());
-                let line = projection::started_line(&run_id, env.at, &self.user, workflow, inputs);
-                self.pending.audit.push((run_id, audit_json(&line)));
+                if self.audit {
+                    let line =
+                        projection::started_line(&run_id, env.at, &self.user, workflow, inputs);
+                    self.pending.audit.push((run_id, audit_json(&line)));
+                }
             }
             RunEvent::StepStarted { step, kind } => {
                 if let Some(p) = self.runs.get_mut(&run_id)
@@ -547,7 +554,9 @@ impl Writer {
                 p.dirty = true;
                 p.finished = true;
                 self.pending.runs.insert(run_id.clone());
-                self.pending.audit.push((run_id, audit_json(&line)));
+                if self.audit {
+                    self.pending.audit.push((run_id, audit_json(&line)));
+                }
             }
             _ => {}
         }

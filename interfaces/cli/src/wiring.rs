@@ -404,8 +404,13 @@ pub fn build_shared(
     let mut w = build_with(storage, env, cwd, false);
     w.store_url = Some(url);
     if let Some(pg) = pg {
-        let user = awf_store::StorePaths::from_env(&w.data_root, &w.env).user;
-        let recorder = RunRecorder::Postgres(pg.recorder(&user));
+        // The audit trail goes to the store too (`awf_audit`); AWF_AUDIT_LOG=off still
+        // turns it off.
+        let paths = awf_store::StorePaths::from_env(&w.data_root, &w.env);
+        let recorder = RunRecorder::Postgres(match paths.audit {
+            awf_store::AuditTarget::Off => pg.recorder_without_audit(&paths.user),
+            awf_store::AuditTarget::Path(_) => pg.recorder(&paths.user),
+        });
         w.services.recorders.insert(0, recorder.publisher());
         w.services.state_store = Some(Arc::new(pg.clone()));
         w.services.run_locks = Some(Arc::new(pg.clone()));
