@@ -898,3 +898,64 @@ fn a_fenced_run_whose_claim_was_taken_stops_writing_and_says_so() {
     );
     assert_eq!(*fenced.lock().unwrap(), ["f-1"], "told once");
 }
+
+#[test]
+fn a_sub_workflow_run_is_recorded_under_its_root_run() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    let r = sb
+        .run(&["--store", &db.url, "run", "call-parent", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let root = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let child = psql(
+        &db.url,
+        &format!("SELECT run_id FROM awf_runs WHERE parent_run_id = '{root}'"),
+    );
+    assert!(!child.is_empty(), "the child run has its row");
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT string_agg(DISTINCT root_run_id, ',') FROM awf_runs"
+        ),
+        root,
+        "both rows name the root run"
+    );
+    let rows = event_rows(&db.url, &root);
+    let positions: Vec<i64> = rows.iter().map(|(p, _)| *p).collect();
+    assert_eq!(positions, (1..=rows.len() as i64).collect::<Vec<_>>());
+    let of = |id: &str| {
+        rows.iter()
+            .filter(|(_, e)| e.run_id.0 == id)
+            .map(|(_, e)| e.seq)
+            .collect::<Vec<_>>()
+    };
+    let (root_seqs, child_seqs) = (of(&root), of(&child));
+    assert_eq!(root_seqs, (1..=root_seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        child_seqs,
+        (1..=child_seqs.len() as u64).collect::<Vec<_>>()
+    );
+    assert!(
+        child_seqs.len() >= 2,
+        "the child's events are in the root's log"
+    );
+    // The child's own history row and snapshot, as the embedded store keeps them.
+    let h = sb
+        .run(&["--store", &db.url, "history", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    let parents: Vec<Value> = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["parent_run_id"].clone())
+        .collect();
+    assert!(parents.contains(&json!(root)), "{h}");
+    let st = sb
+        .run(&["--store", &db.url, "status", &child, "-f", "json"])
+        .unwrap();
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    assert_eq!(st.json().unwrap()["status"], json!("completed"));
+}

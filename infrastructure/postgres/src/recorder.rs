@@ -610,26 +610,34 @@ impl Writer {
                 lost.push(id.clone());
             }
         }
+        // Every event row of the batch in one statement (arrays of columns).
         let mut notify: BTreeSet<&str> = BTreeSet::new();
-        for e in &self.pending.events {
-            if lost.contains(&e.root) || lost.contains(&e.run_id) {
-                continue;
-            }
+        let kept: Vec<&EventRow> = self
+            .pending
+            .events
+            .iter()
+            .filter(|e| !lost.contains(&e.root) && !lost.contains(&e.run_id))
+            .collect();
+        if !kept.is_empty() {
+            let roots: Vec<&str> = kept.iter().map(|e| e.root.as_str()).collect();
+            let positions: Vec<i64> = kept
+                .iter()
+                .map(|e| e.position.unwrap_or_default())
+                .collect();
+            let runs: Vec<&str> = kept.iter().map(|e| e.run_id.as_str()).collect();
+            let seqs: Vec<i64> = kept.iter().map(|e| e.seq).collect();
+            let kinds: Vec<&str> = kept.iter().map(|e| e.kind.as_str()).collect();
+            let envelopes: Vec<&Value> = kept.iter().map(|e| &e.envelope).collect();
             tx.execute(
                 "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                &[
-                    &e.root,
-                    &e.position.unwrap_or_default(),
-                    &e.run_id,
-                    &e.seq,
-                    &e.kind,
-                    &e.envelope,
-                ],
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[],
+                                      $5::text[], $6::jsonb[])
+                 ON CONFLICT DO NOTHING",
+                &[&roots, &positions, &runs, &seqs, &kinds, &envelopes],
             )
             .await
             .map_err(|e| db_text(&e))?;
-            notify.insert(&e.root);
+            notify.extend(roots);
         }
         for (run_id, line) in &self.pending.audit {
             if lost.contains(run_id) {
