@@ -959,3 +959,67 @@ fn a_sub_workflow_run_is_recorded_under_its_root_run() {
     assert_eq!(st.code, 0, "{}", st.stderr);
     assert_eq!(st.json().unwrap()["status"], json!("completed"));
 }
+
+#[test]
+fn the_recorder_keeps_what_it_could_not_write_and_writes_it_once_the_server_is_back() {
+    let server = PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE awf");
+    let url = server.url("awf");
+    let pg = awf_postgres::PgStore::connect(&url).unwrap();
+    let rec = pg.recorder("tester");
+    let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&warnings);
+    rec.on_error(std::sync::Arc::new(move |m: String| {
+        seen.lock().unwrap().push(m)
+    }));
+    emit_run(&rec, "k-1", "alpha", 1_000, None);
+    assert!(rec.flush_within(Duration::from_secs(30)));
+    server.stop();
+    // The rest of the run while the server is away: queued, not lost.
+    rec.emit(env(
+        "k-1",
+        4,
+        2_000,
+        "",
+        RunEvent::RunFinished {
+            result: Box::new(RunResult {
+                run_id: Some(RunId("k-1".into())),
+                workflow: "alpha.yaml".into(),
+                status: RunStatus::Success,
+                exit_code: 0,
+                terminal: Some("done".into()),
+                duration_ms: 1000,
+                states: BTreeMap::new(),
+                outputs: BTreeMap::new(),
+                error: None,
+                message: None,
+                spend: None,
+            }),
+        },
+    ));
+    assert!(
+        !rec.flush_within(Duration::from_secs(1)),
+        "the server is down"
+    );
+    assert!(rec.run_record_failed());
+    server.start_again();
+    assert!(
+        rec.flush_within(Duration::from_secs(60)),
+        "written once the server is back"
+    );
+    let w = warnings.lock().unwrap().clone();
+    assert!(
+        w.iter()
+            .any(|m| m.starts_with("cannot write to the PostgreSQL store")),
+        "{w:?}"
+    );
+    assert_eq!(
+        psql(
+            &url,
+            "SELECT string_agg(position || ':' || kind, ',' ORDER BY position) FROM awf_events"
+        ),
+        "1:run_started,2:step_started,3:step_finished,4:run_finished"
+    );
+    assert_eq!(psql(&url, "SELECT status FROM awf_runs"), "success");
+    assert_eq!(psql(&url, "SELECT count(*) FROM awf_audit"), "2");
+}

@@ -176,12 +176,20 @@ impl PgRecorder {
     /// writer goes on retrying while the process lives). Must not be called from the
     /// store's own runtime.
     pub fn flush(&self) {
+        self.flush_within(FLUSH_BOUND);
+    }
+
+    /// [`flush`](Self::flush) waiting at most `bound`; whether everything queued before the
+    /// call is committed. When it is not, the failure is reported (once) and
+    /// [`run_record_failed`](Self::run_record_failed) turns true.
+    pub fn flush_within(&self, bound: Duration) -> bool {
         let (ack_tx, ack_rx) = std::sync::mpsc::sync_channel(1);
         if self.tx.send(Msg::Flush(ack_tx)).is_err() {
-            return;
+            return false;
         }
-        match ack_rx.recv_timeout(FLUSH_BOUND) {
-            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+        match ack_rx.recv_timeout(bound) {
+            Ok(()) => true,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => false,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 self.shared
                     .unrecorded
@@ -192,9 +200,10 @@ impl PgRecorder {
                         "the PostgreSQL store {} did not take the run's record within {} s; \
                          what is not written yet is lost when awf exits",
                         self.url,
-                        FLUSH_BOUND.as_secs()
+                        bound.as_secs()
                     ),
                 );
+                false
             }
         }
     }
@@ -659,6 +668,18 @@ impl Writer {
         self.pending = Pending::default();
         for p in self.runs.values_mut() {
             p.dirty = false;
+        }
+        // A finished root run's tree is done: forget its ids and positions (a later resume
+        // reads the stored positions again).
+        let done: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|(id, p)| p.finished && p.root == **id)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for root in &done {
+            self.next_pos.remove(root);
+            self.root_of.retain(|_, r| r != root);
         }
         self.runs.retain(|_, p| !p.finished);
         for id in lost {
