@@ -686,6 +686,8 @@ fn a_run_goes_on_while_postgresql_restarts_and_everything_is_recorded_once() {
     let server = PrivateServer::start();
     psql(&server.url("postgres"), "CREATE DATABASE awf");
     let url = server.url("awf");
+    // The schema first, so that polling the tables cannot race the run's migration.
+    drop(awf_postgres::PgStore::connect(&url).unwrap());
     let sb = sandbox();
     sb.write(
         "slow.yaml",
@@ -1022,4 +1024,45 @@ fn the_recorder_keeps_what_it_could_not_write_and_writes_it_once_the_server_is_b
     );
     assert_eq!(psql(&url, "SELECT status FROM awf_runs"), "success");
     assert_eq!(psql(&url, "SELECT count(*) FROM awf_audit"), "2");
+}
+
+/// The server goes away for good: the run still ends, awf waits the flush bound (30 s) for
+/// its record, then says the store was unreachable (exit 4) instead of claiming success.
+#[test]
+fn a_run_whose_store_stays_away_ends_and_says_its_record_is_incomplete() {
+    let server = PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE awf");
+    let url = server.url("awf");
+    // The schema first, so that polling the tables cannot race the run's migration.
+    drop(awf_postgres::PgStore::connect(&url).unwrap());
+    let sb = sandbox();
+    sb.write(
+        "two.yaml",
+        "name: two\nstates:\n  initial: a\n  a: {type: step, command: 'while [ ! -f go ]; do sleep 0.1; done', on_success: b}\n  b: {type: step, command: echo b, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let child = sb
+        .cmd(&["--store", &url, "run", "two.yaml", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("step a to start", || {
+        psql(
+            &url,
+            "SELECT count(*) FROM awf_events WHERE kind = 'step_started'",
+        ) != "0"
+    });
+    server.stop();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains(
+            "[SYSTEM.STORE.UNAVAILABLE] the run succeeded but its record could not be written"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("WARN run record"), "{stderr}");
 }
