@@ -111,9 +111,9 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     let inputs = parse_inputs(&args.inputs)?;
     // A dry run records nothing, like the commands that run no workflow.
     let w = if args.dry_run {
-        wiring::build(ctx.storage.as_deref())?
+        wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     } else {
-        wiring::build_recording(ctx.storage.as_deref())?
+        wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     };
     let config = w.config()?;
     if !ctx.json() && !ctx.quiet {
@@ -352,7 +352,7 @@ async fn execute(
 /// `awf resume`, `status` and `history` would not know how it ended.
 pub(crate) fn finish_recording(
     ctx: &Ctx,
-    recorder: Option<&awf_store::Recorder>,
+    recorder: Option<&wiring::RunRecorder>,
     outcome: Outcome,
 ) -> Outcome {
     let Some(r) = recorder else {
@@ -365,14 +365,16 @@ pub(crate) fn finish_recording(
     let errors = r.take_errors();
     match (&outcome, errors.first()) {
         (Outcome::Run(0), Some(first)) => {
-            let e = AwfError::new(
-                ErrorCode::SystemIoWriteFailed,
-                format!(
-                    "the run succeeded but its record could not be written ({} failure(s)): {first}",
-                    errors.len()
-                ),
-            )
-            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end");
+            let message = format!(
+                "the run succeeded but its record could not be written ({} failure(s)): {first}",
+                errors.len()
+            );
+            let e = match r {
+                wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
+                    .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
+                wiring::RunRecorder::Postgres(_) => AwfError::new(ErrorCode::SystemStoreUnavailable, message)
+                    .with_hint("the PostgreSQL store stayed unreachable; `awf status` and `awf resume` will not know this run's end"),
+            };
             errors::report(
                 &crate::errors::CliError::Awf(e),
                 false,
