@@ -275,6 +275,40 @@ fn page_starts_a_run_from_its_form_lights_up_states_and_answers_the_gate() {
     );
 }
 
+/// Under `--token-env` the page asks for the token (a wrong one again), keeps it in the tab,
+/// sends it on every request and event stream (read with fetch, resumed with
+/// `Last-Event-ID` after the network dropped), and never puts it in a URL; the page's own
+/// files need no token, every /api route does.
+#[test]
+fn page_signs_in_with_the_token_and_follows_a_run() {
+    let (mut sb, _) = sandbox();
+    let secret = "page-t0ken-4f1e9c";
+    sb.set_env("AWF_PAGE_TOKEN", secret);
+    let s = start_with(&sb, &["--token-env", "AWF_PAGE_TOKEN"]);
+    for path in [
+        "/",
+        "/ui/runs/abc",
+        "/ui/static/app.js",
+        "/ui/static/api.js",
+    ] {
+        let (code, _, body) = curl(&[&format!("{}{path}", s.base)]);
+        assert_eq!(code, 200, "{path} without a token: {body}");
+    }
+    for path in ["/api/workflows", "/api/executions", "/api/history"] {
+        let (code, _, body) = curl(&[&format!("{}{path}", s.base)]);
+        assert_eq!(code, 401, "{path} without a token: {body}");
+    }
+    let v = drive(&s, "token", &[("PAGE_TOKEN", secret.to_owned())]);
+    assert!(v["refused_requests"].as_u64().unwrap_or(0) >= 1, "{v}");
+    assert!(v["listed"].as_u64().unwrap() >= 4, "{v}");
+    let id = v["run_id"].as_str().unwrap();
+    let auth = format!("Authorization: Bearer {secret}");
+    let (code, _, body) = curl(&["-H", &auth, &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let exec: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(exec["body"]["status"], "completed", "{exec}");
+}
+
 /// An agent step (`openai_compatible` against the scripted LLM, with awf's tools): the page
 /// shows its tool call, the tool's result and the agent's answer.
 #[test]

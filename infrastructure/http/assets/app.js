@@ -97,10 +97,51 @@ window.addEventListener('popstate', () => render());
 
 function render() {
   stopView();
+  signingIn = false;
   const m = location.pathname.match(/^\/ui\/runs\/([^/]+)\/?$/);
   if (m) runView(decodeURIComponent(m[1]));
   else homeView();
 }
+
+// ---------- sign-in (`awf serve --token-env`) ----------
+
+/** Whether the sign-in form is what the page shows (several requests may be refused at once). */
+let signingIn = false;
+
+/** A request was answered 401: the current view stops and a form asks for the token, kept in
+ * sessionStorage (api.setToken) and sent as `Authorization: Bearer`; then the view the
+ * address names is rendered again. `refused`: a token had been sent and was wrong. */
+function signIn(refused) {
+  if (signingIn) return;
+  stopView();
+  signingIn = true;
+  document.title = 'awf · sign in';
+  const input = h('input', {
+    type: 'password', id: 'token', name: 'token', required: true, autocomplete: 'off',
+    spellcheck: 'false', 'aria-describedby': 'token-d',
+  });
+  const form = h('form', { class: 'card sign-in', 'aria-labelledby': 'signin-h' },
+    h('h1', { id: 'signin-h' }, 'Sign in'),
+    refused ? h('p', { class: 'error', role: 'alert' }, 'That token was refused.') : null,
+    h('div', { class: 'field' },
+      h('label', { for: 'token' }, 'API token'),
+      input,
+      h('small', { id: 'token-d' },
+        'This server needs the token of its --token-env variable. It is kept in this tab only.')),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Sign in')));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const t = input.value.trim();
+    if (!t) return;
+    api.setToken(t);
+    render();
+  });
+  main.replaceChildren(form);
+  announce(refused ? 'That token was refused; sign in again.' : 'Sign in with the API token.');
+  input.focus();
+}
+
+window.addEventListener('awf:unauthorized', (ev) => signIn(!!(ev.detail && ev.detail.refused)));
 
 // ---------- home: workflows and runs ----------
 
