@@ -18,7 +18,9 @@
 // its error and no Run button), `resume_terminal` (start `checks`, which ends at a failure
 // terminal, resume it: the latest attempt's colours, one "resumed" marker, no stale stderr),
 // `token` (the server wants the token PAGE_TOKEN: sign in, a wrong token asked again, the
-// right one lists the workflows, a run started and followed live across a dropped stream).
+// right one lists the workflows, a run started and followed live across a dropped stream),
+// `breakpoint` (PAGE_RUN, an interactive run waiting at a breakpoint: preview, decisions,
+// inspect, skip, the run finishes).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
@@ -512,7 +514,41 @@ async function tokenScenario() {
   facts.requests = urls.length;
 }
 
-const scenarios = { token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal };
+/** `breakpoint` (PAGE_RUN: an interactive run of `abc` the test started over the API, waiting
+ * before `b`): the card shows the preview and the terminal's decisions; Inspect logs the
+ * context and asks again; Skip passes `b` by; the run completes with `c` run. */
+async function breakpointScenario() {
+  const id = process.env.PAGE_RUN;
+  check(id, 'PAGE_RUN is set');
+  facts.run_id = id;
+  const page = await openPage();
+  await page.goto(`${base}/ui/runs/${encodeURIComponent(id)}`);
+  const card = page.locator('.pending article.request[data-kind="breakpoint"]');
+  await card.waitFor();
+  const first = await card.getAttribute('data-request');
+  facts.command = (await card.locator('pre.command').textContent()).trim();
+  check(facts.command === 'echo bee', `the preview shows the command (${facts.command})`);
+  check((await card.locator('ul.routes').textContent()).includes('c'), 'the preview shows the route to c');
+  facts.decisions = await card.locator('button[data-decision]').evaluateAll((bs) => bs.map((b) => b.dataset.decision));
+  check(JSON.stringify(facts.decisions) === JSON.stringify(['continue', 'skip', 'abort', 'retry', 'inspect']),
+    `the terminal's decisions (${JSON.stringify(facts.decisions)})`);
+  await shot(page, '1-breakpoint');
+  await card.locator('button[data-decision="inspect"]').click();
+  // Inspect logs the context under the state and asks again (a new request).
+  await page.locator(`.pending article.request[data-kind="breakpoint"]:not([data-request="${first}"])`).waitFor();
+  const again = page.locator('.pending article.request[data-kind="breakpoint"]');
+  check(await again.count() === 1, 'one breakpoint card after inspect');
+  await again.locator('button[data-decision="skip"]').click();
+  await again.waitFor({ state: 'detached' });
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'completed', 'the run completed');
+  check(await node(page, 'c').getAttribute('class').then((c) => c.includes('state-succeeded')), 'c succeeded');
+  const cOut = await page.locator('details.step[data-step="c"] pre.output').textContent();
+  check(cOut.includes('sea'), `c's output (${cOut})`);
+  await shot(page, '2-finished');
+}
+
+const scenarios = { breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

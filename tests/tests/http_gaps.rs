@@ -16,6 +16,7 @@ use awf_tests::http_serve::follow;
 use awf_tests::http_serve::sandbox_with;
 use awf_tests::http_serve::start;
 use awf_tests::http_serve::start_run;
+use serde_json::Value;
 
 const HELLO: &str = "name: hello
 states:
@@ -126,4 +127,197 @@ fn a_slow_body_and_a_long_event_stream_are_not_cut_by_the_header_timeout() {
     assert_eq!(names.last().copied(), Some("run_finished"), "{names:?}");
     let text = serde_json::to_string(&frames.iter().map(|f| &f.2).collect::<Vec<_>>()).unwrap();
     assert!(text.contains("two"), "{text}");
+}
+
+const ABC: &str = "name: abc
+states:
+  initial: a
+  a:
+    type: step
+    command: echo ay
+    on_success: b
+  b:
+    type: step
+    command: echo bee
+    on_success: c
+  c:
+    type: step
+    command: echo sea
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// Polls the execution until it waits on a request; returns that request.
+fn wait_pending(s: &awf_tests::http_serve::Server, id: &str) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    awf_tests::wait_for(&format!("run {id} to wait on a request"), || {
+        last = awf_tests::http_serve::execution(s, id);
+        last["pending"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    last["pending"][0].clone()
+}
+
+fn respond(s: &awf_tests::http_serve::Server, id: &str, body: &str) -> (u16, String) {
+    let (code, body, _) =
+        awf_tests::http_serve::post(&format!("{}/api/executions/{id}/respond", s.base), body);
+    (code, body)
+}
+
+#[test]
+fn an_interactive_run_stops_at_its_breakpoints_and_takes_decisions() {
+    use awf_tests::http_serve::json_of;
+    use awf_tests::http_serve::post;
+    use awf_tests::http_serve::wait_status;
+    let sb = sandbox_with(&[("abc", ABC)]);
+    let s = start(&sb, &[]);
+    // Breakpoints imply interactive; a state the workflow lacks is a warning, as at a terminal.
+    let (code, body, _) = post(
+        &format!("{}/api/workflows/env/abc/run", s.base),
+        r#"{"breakpoints": ["b", "bb"]}"#,
+    );
+    assert_eq!(code, 202, "{body}");
+    let v = json_of(&body);
+    let warnings = v["body"]["warnings"].to_string();
+    assert!(
+        warnings.contains("'bb'") && warnings.contains("did you mean 'b'"),
+        "{v}"
+    );
+    let id = v["body"]["execution_id"].as_str().unwrap().to_owned();
+    let req = wait_pending(&s, &id);
+    assert_eq!(req["kind"], "breakpoint", "{req}");
+    assert_eq!(req["step"], "b", "{req}");
+    assert_eq!(req["previous"], "a", "{req}");
+    assert_eq!(req["state_kind"], "command", "{req}");
+    assert_eq!(req["preview"]["command"], "echo bee", "{req}");
+    assert_eq!(req["preview"]["total"], 4, "{req}");
+    assert_eq!(req["preview"]["routes"][0]["on"], "on_success", "{req}");
+    assert_eq!(req["preview"]["routes"][0]["target"], "c", "{req}");
+    let options: Vec<&str> = req["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["continue", "skip", "abort", "retry", "inspect"]);
+    let rid = req["request_id"].as_str().unwrap();
+    // A decision that does not exist is 422 and the request stays open.
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"jump"}}"#),
+    );
+    assert_eq!(code, 422, "{body}");
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"skip"}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"skip"}}"#),
+    );
+    assert_eq!(code, 409, "answered twice: {body}");
+    let done = wait_status(&s, &id, "completed");
+    // b was skipped (its command never ran), c ran.
+    assert_ne!(done["states"]["b"]["status"], "completed", "{done}");
+    assert!(
+        !done["states"]["b"]["output"].to_string().contains("bee"),
+        "{done}"
+    );
+    assert_eq!(done["states"]["c"]["output"], "sea\n", "{done}");
+    // The stream carried the breakpoint with its preview.
+    let frames = follow(&s, &id, &["-H", "Last-Event-ID: 0"]);
+    let bp = frames
+        .iter()
+        .find(|f| f.1 == "interaction_required")
+        .expect("an interaction_required frame");
+    assert_eq!(bp.2["event"]["request"]["kind"], "breakpoint", "{:?}", bp.2);
+    assert_eq!(bp.2["event"]["request"]["preview"]["command"], "echo bee");
+}
+
+#[test]
+fn an_interactive_run_edits_an_input_refuses_retry_first_and_aborts() {
+    use awf_tests::http_serve::json_of;
+    use awf_tests::http_serve::post;
+    use awf_tests::http_serve::wait_status;
+    let wf = "name: greet
+inputs:
+  - name: who
+    type: string
+    default: world
+states:
+  initial: hi
+  hi:
+    type: step
+    command: echo hi {{.inputs.who}}
+    on_success: bye
+  bye:
+    type: step
+    command: echo bye
+    on_success: done
+  done:
+    type: terminal
+";
+    let sb = sandbox_with(&[("greet", wf)]);
+    let s = start(&sb, &[]);
+    let (code, body, _) = post(
+        &format!("{}/api/workflows/env/greet/run", s.base),
+        r#"{"interactive": true}"#,
+    );
+    assert_eq!(code, 202, "{body}");
+    let id = json_of(&body)["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let req = wait_pending(&s, &id);
+    assert_eq!(req["step"], "hi", "{req}");
+    assert!(!req["options"].to_string().contains("retry"), "{req}");
+    let rid = req["request_id"].as_str().unwrap().to_owned();
+    // Nothing ran yet: retry is refused.
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"retry"}}"#),
+    );
+    assert_eq!(code, 422, "{body}");
+    // edit sets the input and asks again (a new request, the same state).
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"edit who=moon"}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+    let mut again = Value::Null;
+    awf_tests::wait_for("the breakpoint asked again", || {
+        again = wait_pending(&s, &id);
+        again["request_id"] != rid.as_str()
+    });
+    assert_eq!(again["step"], "hi", "{again}");
+    assert_eq!(again["preview"]["command"], "echo hi moon", "{again}");
+    let rid = again["request_id"].as_str().unwrap().to_owned();
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"c"}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+    let mut at_bye = Value::Null;
+    awf_tests::wait_for("the breakpoint before bye", || {
+        at_bye = wait_pending(&s, &id);
+        at_bye["step"] == "bye"
+    });
+    assert!(at_bye["options"].to_string().contains("retry"), "{at_bye}");
+    let rid = at_bye["request_id"].as_str().unwrap();
+    let (code, body) = respond(
+        &s,
+        &id,
+        &format!(r#"{{"request_id":"{rid}","decision":"abort"}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+    let done = wait_status(&s, &id, "cancelled");
+    assert_eq!(done["states"]["hi"]["output"], "hi moon\n", "{done}");
+    assert_ne!(done["states"]["bye"]["status"], "completed", "{done}");
 }

@@ -309,6 +309,67 @@ fn page_signs_in_with_the_token_and_follows_a_run() {
     assert_eq!(exec["body"]["status"], "completed", "{exec}");
 }
 
+/// An interactive run started over the API (`"breakpoints": ["b"]`) waits before `b`; its
+/// page shows the breakpoint's preview and the terminal's decisions as buttons, Inspect
+/// asks again, Skip passes `b` by and the run completes.
+#[test]
+fn page_shows_a_breakpoint_with_its_preview_and_decisions() {
+    let (mut sb, _) = sandbox();
+    add_workflows(
+        &mut sb,
+        &[(
+            "abc",
+            "name: abc
+states:
+  initial: a
+  a:
+    type: step
+    command: echo ay
+    on_success: b
+  b:
+    type: step
+    command: echo bee
+    on_success: c
+  c:
+    type: step
+    command: echo sea
+    on_success: done
+  done:
+    type: terminal
+",
+        )],
+    );
+    let s = start(&sb);
+    let (code, _, body) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        r#"{"breakpoints": ["b"]}"#,
+        &format!("{}/api/workflows/env/abc/run", s.base),
+    ]);
+    assert_eq!(code, 202, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let v = drive(&s, "breakpoint", &[("PAGE_RUN", id.clone())]);
+    assert_eq!(v["command"], "echo bee", "{v}");
+    let exec = api(&s, &format!("/api/executions/{id}"));
+    assert_eq!(exec["status"], "completed", "{exec}");
+    assert_ne!(
+        exec["states"]["b"]["status"], "completed",
+        "b was skipped: {exec}"
+    );
+    let evs = events(&s, &id);
+    let decisions: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["event"]["type"] == "interaction_resolved")
+        .collect();
+    assert_eq!(decisions.len(), 2, "inspect, then skip: {decisions:?}");
+}
+
 /// An agent step (`openai_compatible` against the scripted LLM, with awf's tools): the page
 /// shows its tool call, the tool's result and the agent's answer.
 #[test]

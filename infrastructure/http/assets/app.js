@@ -732,6 +732,30 @@ function requestText(req) {
   }
 }
 
+/** A breakpoint's decisions: `options` of a pending request (GET), or, for the request of
+ * an `interaction_required` event, the same list built here (retry only after a state ran). */
+function breakpointDecisions(req) {
+  const opts = (req.options || []).filter((o) => o.kind === 'decision');
+  if (opts.length) return opts;
+  return [
+    { id: 'continue', name: 'Continue' }, { id: 'skip', name: 'Skip' }, { id: 'abort', name: 'Abort' },
+    req.previous ? { id: 'retry', name: 'Retry the previous state' } : null,
+    { id: 'inspect', name: 'Inspect' },
+  ].filter(Boolean);
+}
+
+/** What a breakpoint shows about the state about to run: its place, command, timeout, routes. */
+function previewBox(p) {
+  const routes = (p.routes || []).map((r) => h('li', {},
+    h('span', { class: 'mono' }, r.on), r.when ? ` when ${r.when}` : '',
+    ' → ', r.target ? h('span', { class: 'mono' }, r.target) : (r.inline_error ? `fails: ${r.inline_error}` : '—')));
+  return h('div', { class: 'preview' },
+    h('p', { class: 'meta' }, `state ${p.position} of ${p.total}`,
+      p.timeout_ms ? ` · timeout ${fmtDuration(p.timeout_ms)}` : ''),
+    p.command ? h('pre', { class: 'command', 'aria-label': 'Command about to run', tabindex: '0' }, p.command) : null,
+    routes.length ? h('ul', { class: 'routes' }, routes) : null);
+}
+
 /** The body of `POST .../respond` for `req` answered with `answer`. */
 function answerBody(req, answer) {
   return { request_id: req.request_id, ...answer };
@@ -768,10 +792,12 @@ function addPending(view, req) {
     }
     card.append(h('div', { class: 'actions' }, buttons));
   } else if (req.kind === 'breakpoint') {
+    const p = req.preview;
+    if (p) card.append(previewBox(p));
     const buttons = [];
-    for (const [d, label] of [['continue', 'Continue'], ['skip', 'Skip'], ['abort', 'Abort']]) {
-      const b = h('button', { type: 'button', 'data-decision': d }, label);
-      b.addEventListener('click', () => send({ decision: d }, buttons));
+    for (const o of breakpointDecisions(req)) {
+      const b = h('button', { type: 'button', 'data-decision': o.id, class: o.id === 'abort' ? 'danger' : '' }, o.name || o.id);
+      b.addEventListener('click', () => send({ decision: o.id }, buttons));
       buttons.push(b);
     }
     card.append(h('div', { class: 'actions' }, buttons));
