@@ -321,3 +321,87 @@ states:
     assert_eq!(done["states"]["hi"]["output"], "hi moon\n", "{done}");
     assert_ne!(done["states"]["bye"]["status"], "completed", "{done}");
 }
+
+const MSG: &str = "name: msg
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: done
+  done:
+    type: terminal
+    message: \"all good {{.states.a.Output}}\"
+";
+
+const BAD: &str = "name: bad
+states:
+  initial: a
+  a:
+    type: step
+    command: echo oops >&2; exit 3
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+    message: it broke
+";
+
+/// `GET /api/executions/{id}` once its `phase` is `want`.
+fn at_phase(s: &awf_tests::http_serve::Server, id: &str, want: &str) -> Value {
+    let mut last = Value::Null;
+    awf_tests::wait_for(&format!("run {id} to be {want}"), || {
+        last = awf_tests::http_serve::execution(s, id);
+        last["phase"] == want
+    });
+    last
+}
+
+#[test]
+fn a_run_read_from_the_store_has_every_field_it_had_live() {
+    let sb = sandbox_with(&[("msg", MSG), ("bad", BAD)]);
+    let s = start(&sb, &["--run-ttl", "1s"]);
+    for (name, status) in [("msg", "completed"), ("bad", "failed")] {
+        let id = start_run(&s, name, "{}");
+        let mut live = at_phase(&s, &id, "finished");
+        assert_eq!(live["status"], status, "{live}");
+        let mut recorded = at_phase(&s, &id, "recorded");
+        // `phase` is the one field that says where the answer came from.
+        live.as_object_mut().unwrap().remove("phase");
+        recorded.as_object_mut().unwrap().remove("phase");
+        assert_eq!(live, recorded, "{name}: live-finished vs recorded");
+        if name == "msg" {
+            assert_eq!(recorded["message"], "all good hi\n", "{recorded}");
+        } else {
+            assert_eq!(recorded["terminal"], "failed", "{recorded}");
+            assert!(
+                recorded["error"]["message"]
+                    .to_string()
+                    .contains("it broke"),
+                "{recorded}"
+            );
+        }
+    }
+    // A run from a terminal, read over HTTP: its message from the store.
+    let r = sb.run(&["run", "msg"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (code, body, _) = curl(&[&format!("{}/api/executions", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    let ids: Vec<String> = list["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["workflow_name"] == "msg")
+        .map(|e| e["execution_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 2, "{list}");
+    for id in ids {
+        let v = awf_tests::http_serve::execution(&s, &id);
+        assert_eq!(v["message"], "all good hi\n", "{v}");
+        assert_eq!(v["terminal"], "done", "{v}");
+    }
+}

@@ -339,8 +339,9 @@ pub struct ExecutionDetail {
     /// The terminal state the run ended on, once finished.
     #[serde(default)]
     pub terminal: Option<String>,
-    /// The interpolated `message` of the success terminal it ended on (secrets masked); known
-    /// while the run is in this server's memory (a failure terminal's is in `error`).
+    /// The interpolated `message` of the success terminal it ended on (secrets masked): from
+    /// the run's events while it is in this server's memory, else as the store recorded it
+    /// at the run's end (a failure terminal's is in `error`).
     #[serde(default)]
     pub message: Option<String>,
     /// Why the run failed, once finished (null on success).
@@ -714,10 +715,10 @@ pub(crate) async fn get_execution(
             })
             .collect()
     });
-    let (mut terminal, mut message, mut error) = match &file {
-        Some(f) if v.phase != RunPhase::Live => (
+    let (mut terminal, mut message, mut error) = match (&file, &cfg.states) {
+        (Some(f), Some(st)) if v.phase != RunPhase::Live => (
             f.terminal.clone(),
-            None,
+            st.terminal_message(&run_id.0),
             f.error.as_ref().map(RunError::from),
         ),
         _ => (None, None, None),

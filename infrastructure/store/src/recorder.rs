@@ -334,6 +334,9 @@ struct RunProj {
     /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
     /// in their path): their names. Depth 0 is a top-level loop.
     loops_open: Vec<Vec<(String, String)>>,
+    /// The success terminal's message once the run finished (`RunResult::message`), written
+    /// beside the snapshot in the state file (`message`).
+    message: Option<String>,
 }
 
 /// An open transcript.
@@ -612,6 +615,7 @@ impl Writer {
                         journal_unsynced: false,
                         parallel_open: None,
                         loops_open: Vec::new(),
+                        message: None,
                     },
                 );
                 if let Some(c) = self.db()
@@ -778,6 +782,7 @@ impl Writer {
                 }
                 s.completed_at = Some(env.at);
                 s.updated_at = env.at;
+                p.message.clone_from(&result.message);
                 p.dirty = true;
                 p.finished = true;
                 (
@@ -1168,7 +1173,7 @@ fn sync_beside(
 /// [`JOURNAL_SYNC_EVERY`] (or at the next flush).
 fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
-        state::save_with(paths, &p.snap, &p.files, p.finished)?;
+        state::save_with(paths, &p.snap, &p.files, p.message.as_deref(), p.finished)?;
         p.whole = true;
         p.changed.clear();
         p.journal = None;
