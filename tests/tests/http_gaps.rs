@@ -350,12 +350,13 @@ states:
     message: it broke
 ";
 
-/// `GET /api/executions/{id}` once its `phase` is `want`.
+/// `GET /api/executions/{id}` once its `phase` is `want` and its history row is written
+/// (`completed_at`: the times come from the history, null until the recorder wrote it).
 fn at_phase(s: &awf_tests::http_serve::Server, id: &str, want: &str) -> Value {
     let mut last = Value::Null;
     awf_tests::wait_for(&format!("run {id} to be {want}"), || {
         last = awf_tests::http_serve::execution(s, id);
-        last["phase"] == want
+        last["phase"] == want && !last["completed_at"].is_null()
     });
     last
 }

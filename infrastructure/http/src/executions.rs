@@ -1175,21 +1175,81 @@ pub fn resume_after(headers: &HeaderMap, after: Option<&str>) -> Result<u64, Awf
 pub fn frame(item: &SubscriptionItem) -> Event {
     match item {
         SubscriptionItem::Event { position, envelope } => {
-            let data = serde_json::to_value(envelope.as_ref()).unwrap_or(Value::Null);
-            let name = data
-                .get("event")
-                .and_then(|e| e.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or("event")
-                .to_owned();
+            let (name, data) = render(envelope);
             Event::default()
                 .event(name)
                 .id(position.to_string())
-                .data(data.to_string())
+                .data(data)
         }
         SubscriptionItem::Lagged { resume_seq } => Event::default()
             .event("lagged")
             .data(json!({ "resume_position": resume_seq }).to_string()),
+    }
+}
+
+/// The `event:` name (the event's `type`) and `data:` (the envelope as JSON) of an event.
+fn render(envelope: &awf_domain::event::EventEnvelope) -> (String, String) {
+    let data = serde_json::to_value(envelope).unwrap_or(Value::Null);
+    let name = data
+        .get("event")
+        .and_then(|e| e.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("event")
+        .to_owned();
+    (name, data.to_string())
+}
+
+/// Most rendered events [`FrameCache`] keeps; past it, it starts afresh.
+const FRAME_CACHE_CAP: usize = 8192;
+
+/// One cached rendering: the event it was made from (`seq`, `at`, the envelope's run), then
+/// the `event:` name and the `data:` text.
+type Rendered = (u64, std::time::SystemTime, RunId, String, String);
+
+/// The rendered `event:` and `data:` of recent events, by (run, position in its log): an
+/// event followed by many subscribers is serialised once, not once per subscriber. A hit is
+/// used only when the event is the one it was made from (same `seq`, `at` and run: a log
+/// started afresh, after `--run-ttl` and a resume, renders again). Bounded: at
+/// [`FRAME_CACHE_CAP`] entries it is emptied.
+#[derive(Debug, Default)]
+pub struct FrameCache {
+    map: std::sync::Mutex<std::collections::HashMap<(String, u64), Arc<Rendered>>>,
+}
+
+impl FrameCache {
+    /// [`frame`] of `item` of the log of `run`, rendering each event once.
+    pub fn frame(&self, run: &RunId, item: &SubscriptionItem) -> Event {
+        let SubscriptionItem::Event { position, envelope } = item else {
+            return frame(item);
+        };
+        let key = (run.0.clone(), *position);
+        let hit = self
+            .map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+            .filter(|r| r.0 == envelope.seq && r.1 == envelope.at && r.2 == envelope.run_id);
+        let texts = hit.unwrap_or_else(|| {
+            let (name, data) = render(envelope);
+            let t = Arc::new((
+                envelope.seq,
+                envelope.at,
+                envelope.run_id.clone(),
+                name,
+                data,
+            ));
+            if let Ok(mut m) = self.map.lock() {
+                if m.len() >= FRAME_CACHE_CAP {
+                    m.clear();
+                }
+                m.insert(key, Arc::clone(&t));
+            }
+            t
+        });
+        Event::default()
+            .event(texts.3.as_str())
+            .id(position.to_string())
+            .data(texts.4.as_str())
     }
 }
 
@@ -1312,11 +1372,17 @@ pub(crate) async fn stream_events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
-    let sub = cfg.service.subscribe(&RunId(id), after.saturating_add(1))?;
-    let events = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
-        let item = sub.next().await?;
-        Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))
-    });
+    let run = RunId(id);
+    let sub = cfg.service.subscribe(&run, after.saturating_add(1))?;
+    let cache = Arc::clone(&cfg.frames);
+    let events = futures::stream::unfold(
+        (sub, cache, run),
+        |(mut sub, cache, run): (Box<dyn Subscription>, Arc<FrameCache>, RunId)| async move {
+            let item = sub.next().await?;
+            let ev = cache.frame(&run, &item);
+            Some((Ok::<Event, std::convert::Infallible>(ev), (sub, cache, run)))
+        },
+    );
     // A first comment, so the status and headers go out at once even when nothing is to
     // be replayed yet (hyper sends the head with the first body bytes).
     let opened = futures::stream::once(std::future::ready(Ok(Event::default().comment("open"))));
@@ -1329,6 +1395,39 @@ pub(crate) async fn stream_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_frame_is_the_frame_and_a_changed_event_renders_again() {
+        use awf_domain::event::EventEnvelope;
+        let env = |seq: u64, text: &str| EventEnvelope {
+            seq,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: std::time::UNIX_EPOCH + std::time::Duration::from_millis(seq),
+            path: "s".into(),
+            iteration: None,
+            event: RunEvent::Log {
+                step: Some("s".into()),
+                level: awf_domain::event::LogLevel::Info,
+                message: text.into(),
+            },
+        };
+        let item = |seq, text| SubscriptionItem::Event {
+            position: 1,
+            envelope: Box::new(env(seq, text)),
+        };
+        let text = |e: Event| format!("{e:?}");
+        let cache = FrameCache::default();
+        let run = RunId("r".into());
+        let a = item(1, "first");
+        assert_eq!(text(cache.frame(&run, &a)), text(frame(&a)));
+        assert_eq!(text(cache.frame(&run, &a)), text(frame(&a)));
+        // Position 1 of a log started afresh holds another event: not the cached text.
+        let b = item(7, "second");
+        let got = text(cache.frame(&run, &b));
+        assert_eq!(got, text(frame(&b)));
+        assert!(got.contains("second") && !got.contains("first"), "{got}");
+    }
 
     #[test]
     fn breakpoint_decisions_are_the_terminals_choices() {

@@ -114,6 +114,8 @@ pub struct HttpConfig {
     /// asks about these alone, without listing the store (which takes seconds with
     /// hundreds of recorded runs). `Default` = none yet.
     pub started: Arc<std::sync::Mutex<Vec<RunId>>>,
+    /// Each event's SSE text, rendered once for all its subscribers. `Default` = empty.
+    pub frames: Arc<executions::FrameCache>,
 }
 
 impl std::fmt::Debug for HttpConfig {

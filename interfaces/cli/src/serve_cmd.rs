@@ -216,6 +216,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         header_timeout,
         draining: Arc::default(),
         started: Arc::default(),
+        frames: Arc::default(),
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
