@@ -16,7 +16,11 @@
 // answers two turns typed into its text field), `live` (a run started over the API appears in
 // the runs table and is followed until cancelled), `broken` (an invalid workflow's card shows
 // its error and no Run button), `resume_terminal` (start `checks`, which ends at a failure
-// terminal, resume it: the latest attempt's colours, one "resumed" marker, no stale stderr).
+// terminal, resume it: the latest attempt's colours, one "resumed" marker, no stale stderr),
+// `token` (the server wants the token PAGE_TOKEN: sign in, a wrong token asked again, the
+// right one lists the workflows, a run started and followed live across a dropped stream),
+// `breakpoint` (PAGE_RUN, an interactive run waiting at a breakpoint: preview, decisions,
+// inspect, skip, the run finishes).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
@@ -95,7 +99,14 @@ async function openPage(viewport = { width: 1280, height: 900 }) {
   const page = ctx.pages()[0] || await ctx.newPage();
   page.setDefaultTimeout(T);
   page.on('console', (m) => {
-    if (m.type() === 'error') problems.push(`console error: ${m.text()} (${m.location().url || ''})`);
+    if (m.type() !== 'error') return;
+    // Scenario `token`: the browser logs each refused request (401) of the sign-in as
+    // "Failed to load resource"; those are what the scenario provokes, counted in facts.
+    if (scenario === 'token' && /status of 401/.test(m.text()) && new URL(m.location().url || base).pathname.startsWith('/api/')) {
+      facts.refused_requests = (facts.refused_requests || 0) + 1;
+      return;
+    }
+    problems.push(`console error: ${m.text()} (${m.location().url || ''})`);
   });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('requestfailed', (r) => {
@@ -406,7 +417,138 @@ async function resumeTerminal() {
   await shot(page, '2-resumed');
 }
 
-const scenarios = { approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal };
+/** In the page: the first event stream of each document is cut (its body errors, as when the
+ * network drops) right after the frame of its first `interaction_required`; the page must
+ * reconnect with `Last-Event-ID` on its own. */
+function cutFirstStream() {
+  const orig = window.fetch.bind(window);
+  let cut = false;
+  window.fetch = async (input, init) => {
+    const r = await orig(input, init);
+    const url = typeof input === 'string' ? input : input.url;
+    if (cut || !new URL(url, location.href).pathname.endsWith('/events') || !r.body) return r;
+    cut = true;
+    const reader = r.body.getReader();
+    const dec = new TextDecoder();
+    let seen = '';
+    const body = new ReadableStream({
+      async pull(ctl) {
+        const { value, done } = await reader.read();
+        if (done) { ctl.close(); return; }
+        ctl.enqueue(value);
+        seen += dec.decode(value, { stream: true });
+        const at = seen.indexOf('event: interaction_required');
+        if (at >= 0 && seen.indexOf('\n\n', at) >= 0) {
+          window.__cut = true;
+          reader.cancel().catch(() => {});
+          ctl.error(new TypeError('network error (cut by the test)'));
+        }
+      },
+      cancel() { return reader.cancel(); },
+    });
+    return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
+  };
+}
+
+/** `token` (the server wants PAGE_TOKEN): the page asks for it, a wrong one is refused and
+ * asked again, the right one lists the workflows; `deploy` is started from its form and
+ * followed live through its gate, its stream cut while the gate waits (cutFirstStream) and
+ * resumed with `Last-Event-ID`; the token is never in a URL. */
+async function tokenScenario() {
+  const secret = process.env.PAGE_TOKEN;
+  check(secret, 'PAGE_TOKEN is set');
+  const page = await openPage();
+  await page.addInitScript(cutFirstStream);
+  const urls = [];
+  const resumes = [];
+  page.on('request', (r) => {
+    urls.push(r.url());
+    if (new URL(r.url()).pathname.endsWith('/events')) {
+      const h = r.headers();
+      check(h.authorization === `Bearer ${secret}`, `the event stream sends the token (${JSON.stringify(h.authorization)})`);
+      if (h['last-event-id']) resumes.push(h['last-event-id']);
+    }
+  });
+  await page.goto(`${base}/`);
+  const form = page.locator('form.sign-in');
+  await form.waitFor();
+  check(await page.locator('article.workflow').count() === 0, 'no workflow shown before signing in');
+  await shot(page, '1-sign-in');
+  await form.getByLabel('API token').fill('not-the-token');
+  await form.locator('button[type=submit]').click();
+  await page.locator('form.sign-in [role=alert]', { hasText: 'refused' }).waitFor();
+  check(await page.evaluate(() => sessionStorage.getItem('awf.token')) === null, 'a refused token is forgotten');
+  await shot(page, '2-refused');
+  await page.locator('form.sign-in').getByLabel('API token').fill(secret);
+  await page.locator('form.sign-in button[type=submit]').click();
+  await page.locator('article.workflow[data-workflow="deploy"]').waitFor();
+  facts.listed = await page.locator('article.workflow').count();
+  check(await page.evaluate(() => sessionStorage.getItem('awf.token')) === secret, 'the token is kept in sessionStorage');
+  await shot(page, '3-signed-in');
+  // A reload keeps the tab signed in; the run is started from the form and followed live.
+  await startFromForm(page, 'deploy', { target: 'moon' }, { region: 'us' });
+  const gate = page.locator('.pending article.request[data-kind="approval"]');
+  await gate.waitFor();
+  const deadline = Date.now() + T;
+  while (!resumes.length && Date.now() < deadline) await page.waitForTimeout(200);
+  facts.resumed_after = resumes.slice();
+  check(await page.evaluate(() => window.__cut === true), 'the first stream was cut');
+  check(resumes.length > 0 && Number(resumes[0]) > 0, `the stream reconnected with Last-Event-ID (${JSON.stringify(resumes)})`);
+  await gate.locator('button[data-option="approve"]').click();
+  await gate.waitFor({ state: 'detached' });
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'completed', 'the run completed');
+  const tr = await transitions(page);
+  facts.transitions = tr;
+  for (const n of ['build', 'ship', 'verify']) {
+    check(tr.filter(([m, st]) => m === n && st === 'succeeded').length === 1, `${n} succeeded once (${JSON.stringify(tr)})`);
+  }
+  const out = (name) => page.locator(`details.step[data-step="${name}"] pre.output`).textContent();
+  facts.build_output = await out('build');
+  facts.verify_output = await out('verify');
+  check(facts.build_output === 'building moon x2\n', `build output once (${JSON.stringify(facts.build_output)})`);
+  check(facts.verify_output === 'verified\n', `verify output once, after the reconnect (${JSON.stringify(facts.verify_output)})`);
+  await shot(page, '4-finished');
+  const leaked = urls.filter((u) => u.includes(secret) || u.includes(encodeURIComponent(secret)));
+  check(!leaked.length, `the token is in no URL (${leaked.join(', ')})`);
+  facts.requests = urls.length;
+}
+
+/** `breakpoint` (PAGE_RUN: an interactive run of `abc` the test started over the API, waiting
+ * before `b`): the card shows the preview and the terminal's decisions; Inspect logs the
+ * context and asks again; Skip passes `b` by; the run completes with `c` run. */
+async function breakpointScenario() {
+  const id = process.env.PAGE_RUN;
+  check(id, 'PAGE_RUN is set');
+  facts.run_id = id;
+  const page = await openPage();
+  await page.goto(`${base}/ui/runs/${encodeURIComponent(id)}`);
+  const card = page.locator('.pending article.request[data-kind="breakpoint"]');
+  await card.waitFor();
+  const first = await card.getAttribute('data-request');
+  facts.command = (await card.locator('pre.command').textContent()).trim();
+  check(facts.command === 'echo bee', `the preview shows the command (${facts.command})`);
+  check((await card.locator('ul.routes').textContent()).includes('c'), 'the preview shows the route to c');
+  facts.decisions = await card.locator('button[data-decision]').evaluateAll((bs) => bs.map((b) => b.dataset.decision));
+  check(JSON.stringify(facts.decisions) === JSON.stringify(['continue', 'skip', 'abort', 'retry', 'inspect']),
+    `the terminal's decisions (${JSON.stringify(facts.decisions)})`);
+  await shot(page, '1-breakpoint');
+  await card.locator('button[data-decision="inspect"]').click();
+  // Inspect logs the context under the state and asks again (a new request).
+  await page.locator(`.pending article.request[data-kind="breakpoint"]:not([data-request="${first}"])`).waitFor();
+  const again = page.locator('.pending article.request[data-kind="breakpoint"]');
+  check(await again.count() === 1, 'one breakpoint card after inspect');
+  await again.locator('button[data-decision="skip"]').click();
+  await again.waitFor({ state: 'detached' });
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'completed', 'the run completed');
+  check(await node(page, 'c').getAttribute('class').then((c) => c.includes('state-succeeded')), 'c succeeded');
+  const cOut = await page.locator('details.step[data-step="c"] pre.output').textContent();
+  check(cOut.includes('sea'), `c's output (${cOut})`);
+  await shot(page, '2-finished');
+}
+
+const scenarios = { breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

@@ -275,6 +275,101 @@ fn page_starts_a_run_from_its_form_lights_up_states_and_answers_the_gate() {
     );
 }
 
+/// Under `--token-env` the page asks for the token (a wrong one again), keeps it in the tab,
+/// sends it on every request and event stream (read with fetch, resumed with
+/// `Last-Event-ID` after the network dropped), and never puts it in a URL; the page's own
+/// files need no token, every /api route does.
+#[test]
+fn page_signs_in_with_the_token_and_follows_a_run() {
+    let (mut sb, _) = sandbox();
+    let secret = "page-t0ken-4f1e9c";
+    sb.set_env("AWF_PAGE_TOKEN", secret);
+    let s = start_with(&sb, &["--token-env", "AWF_PAGE_TOKEN"]);
+    for path in [
+        "/",
+        "/ui/runs/abc",
+        "/ui/static/app.js",
+        "/ui/static/api.js",
+    ] {
+        let (code, _, body) = curl(&[&format!("{}{path}", s.base)]);
+        assert_eq!(code, 200, "{path} without a token: {body}");
+    }
+    for path in ["/api/workflows", "/api/executions", "/api/history"] {
+        let (code, _, body) = curl(&[&format!("{}{path}", s.base)]);
+        assert_eq!(code, 401, "{path} without a token: {body}");
+    }
+    let v = drive(&s, "token", &[("PAGE_TOKEN", secret.to_owned())]);
+    assert!(v["refused_requests"].as_u64().unwrap_or(0) >= 1, "{v}");
+    assert!(v["listed"].as_u64().unwrap() >= 4, "{v}");
+    let id = v["run_id"].as_str().unwrap();
+    let auth = format!("Authorization: Bearer {secret}");
+    let (code, _, body) = curl(&["-H", &auth, &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let exec: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(exec["body"]["status"], "completed", "{exec}");
+}
+
+/// An interactive run started over the API (`"breakpoints": ["b"]`) waits before `b`; its
+/// page shows the breakpoint's preview and the terminal's decisions as buttons, Inspect
+/// asks again, Skip passes `b` by and the run completes.
+#[test]
+fn page_shows_a_breakpoint_with_its_preview_and_decisions() {
+    let (mut sb, _) = sandbox();
+    add_workflows(
+        &mut sb,
+        &[(
+            "abc",
+            "name: abc
+states:
+  initial: a
+  a:
+    type: step
+    command: echo ay
+    on_success: b
+  b:
+    type: step
+    command: echo bee
+    on_success: c
+  c:
+    type: step
+    command: echo sea
+    on_success: done
+  done:
+    type: terminal
+",
+        )],
+    );
+    let s = start(&sb);
+    let (code, _, body) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "-d",
+        r#"{"breakpoints": ["b"]}"#,
+        &format!("{}/api/workflows/env/abc/run", s.base),
+    ]);
+    assert_eq!(code, 202, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let v = drive(&s, "breakpoint", &[("PAGE_RUN", id.clone())]);
+    assert_eq!(v["command"], "echo bee", "{v}");
+    let exec = api(&s, &format!("/api/executions/{id}"));
+    assert_eq!(exec["status"], "completed", "{exec}");
+    assert_ne!(
+        exec["states"]["b"]["status"], "completed",
+        "b was skipped: {exec}"
+    );
+    let evs = events(&s, &id);
+    let decisions: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["event"]["type"] == "interaction_resolved")
+        .collect();
+    assert_eq!(decisions.len(), 2, "inspect, then skip: {decisions:?}");
+}
+
 /// An agent step (`openai_compatible` against the scripted LLM, with awf's tools): the page
 /// shows its tool call, the tool's result and the agent's answer.
 #[test]

@@ -172,6 +172,15 @@ pub trait StateStore: Send + Sync {
     /// # Errors
     /// `SYSTEM.IO.WRITE_FAILED`.
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError>;
+
+    /// The interpolated `message` of the success terminal the run of `run_id` last ended on
+    /// (secrets masked; `RunResult::message`), as the store recorded it at the run's end;
+    /// `None` when it ended without one, has not ended, is unknown, or the store does not
+    /// keep messages (the default).
+    fn terminal_message(&self, run_id: &str) -> Option<String> {
+        let _ = run_id;
+        None
+    }
 }
 
 /// One history row (one per run, updated in place).

@@ -97,10 +97,51 @@ window.addEventListener('popstate', () => render());
 
 function render() {
   stopView();
+  signingIn = false;
   const m = location.pathname.match(/^\/ui\/runs\/([^/]+)\/?$/);
   if (m) runView(decodeURIComponent(m[1]));
   else homeView();
 }
+
+// ---------- sign-in (`awf serve --token-env`) ----------
+
+/** Whether the sign-in form is what the page shows (several requests may be refused at once). */
+let signingIn = false;
+
+/** A request was answered 401: the current view stops and a form asks for the token, kept in
+ * sessionStorage (api.setToken) and sent as `Authorization: Bearer`; then the view the
+ * address names is rendered again. `refused`: a token had been sent and was wrong. */
+function signIn(refused) {
+  if (signingIn) return;
+  stopView();
+  signingIn = true;
+  document.title = 'awf · sign in';
+  const input = h('input', {
+    type: 'password', id: 'token', name: 'token', required: true, autocomplete: 'off',
+    spellcheck: 'false', 'aria-describedby': 'token-d',
+  });
+  const form = h('form', { class: 'card sign-in', 'aria-labelledby': 'signin-h' },
+    h('h1', { id: 'signin-h' }, 'Sign in'),
+    refused ? h('p', { class: 'error', role: 'alert' }, 'That token was refused.') : null,
+    h('div', { class: 'field' },
+      h('label', { for: 'token' }, 'API token'),
+      input,
+      h('small', { id: 'token-d' },
+        'This server needs the token of its --token-env variable. It is kept in this tab only.')),
+    h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Sign in')));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const t = input.value.trim();
+    if (!t) return;
+    api.setToken(t);
+    render();
+  });
+  main.replaceChildren(form);
+  announce(refused ? 'That token was refused; sign in again.' : 'Sign in with the API token.');
+  input.focus();
+}
+
+window.addEventListener('awf:unauthorized', (ev) => signIn(!!(ev.detail && ev.detail.refused)));
 
 // ---------- home: workflows and runs ----------
 
@@ -691,6 +732,30 @@ function requestText(req) {
   }
 }
 
+/** A breakpoint's decisions: `options` of a pending request (GET), or, for the request of
+ * an `interaction_required` event, the same list built here (retry only after a state ran). */
+function breakpointDecisions(req) {
+  const opts = (req.options || []).filter((o) => o.kind === 'decision');
+  if (opts.length) return opts;
+  return [
+    { id: 'continue', name: 'Continue' }, { id: 'skip', name: 'Skip' }, { id: 'abort', name: 'Abort' },
+    req.previous ? { id: 'retry', name: 'Retry the previous state' } : null,
+    { id: 'inspect', name: 'Inspect' },
+  ].filter(Boolean);
+}
+
+/** What a breakpoint shows about the state about to run: its place, command, timeout, routes. */
+function previewBox(p) {
+  const routes = (p.routes || []).map((r) => h('li', {},
+    h('span', { class: 'mono' }, r.on), r.when ? ` when ${r.when}` : '',
+    ' → ', r.target ? h('span', { class: 'mono' }, r.target) : (r.inline_error ? `fails: ${r.inline_error}` : '—')));
+  return h('div', { class: 'preview' },
+    h('p', { class: 'meta' }, `state ${p.position} of ${p.total}`,
+      p.timeout_ms ? ` · timeout ${fmtDuration(p.timeout_ms)}` : ''),
+    p.command ? h('pre', { class: 'command', 'aria-label': 'Command about to run', tabindex: '0' }, p.command) : null,
+    routes.length ? h('ul', { class: 'routes' }, routes) : null);
+}
+
 /** The body of `POST .../respond` for `req` answered with `answer`. */
 function answerBody(req, answer) {
   return { request_id: req.request_id, ...answer };
@@ -727,10 +792,12 @@ function addPending(view, req) {
     }
     card.append(h('div', { class: 'actions' }, buttons));
   } else if (req.kind === 'breakpoint') {
+    const p = req.preview;
+    if (p) card.append(previewBox(p));
     const buttons = [];
-    for (const [d, label] of [['continue', 'Continue'], ['skip', 'Skip'], ['abort', 'Abort']]) {
-      const b = h('button', { type: 'button', 'data-decision': d }, label);
-      b.addEventListener('click', () => send({ decision: d }, buttons));
+    for (const o of breakpointDecisions(req)) {
+      const b = h('button', { type: 'button', 'data-decision': o.id, class: o.id === 'abort' ? 'danger' : '' }, o.name || o.id);
+      b.addEventListener('click', () => send({ decision: o.id }, buttons));
       buttons.push(b);
     }
     card.append(h('div', { class: 'actions' }, buttons));

@@ -40,6 +40,13 @@ pub fn bearer_of(value: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then_some(rest.trim())
 }
 
+/// Whether `path` is one of the web page's routes (`/`, `/ui`, `/ui/…`: the page's HTML,
+/// scripts, styles and icons, which hold no data): these are served without the token, so a
+/// browser can load the page and ask for the token; every `/api` route still needs it.
+pub fn is_page_path(path: &str) -> bool {
+    path == "/" || path == "/ui" || path.starts_with("/ui/")
+}
+
 pub(crate) async fn require_token(
     State(cfg): State<Arc<HttpConfig>>,
     request: axum::extract::Request,
@@ -62,7 +69,12 @@ pub(crate) async fn require_token(
         )
         .into_response();
     }
-    if let Some(token) = &cfg.token {
+    let page_read = is_page_path(request.uri().path())
+        && matches!(
+            *request.method(),
+            axum::http::Method::GET | axum::http::Method::HEAD
+        );
+    if let Some(token) = cfg.token.as_ref().filter(|_| !page_read) {
         let given = request
             .headers()
             .get(header::AUTHORIZATION)
@@ -121,6 +133,23 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secret1"));
         assert!(!constant_time_eq(b"", b"x"));
         assert!(constant_time_eq(b"", b""));
+    }
+
+    #[test]
+    fn only_the_pages_own_routes_are_page_paths() {
+        for p in ["/", "/ui", "/ui/", "/ui/runs/abc", "/ui/static/app.js"] {
+            assert!(is_page_path(p), "{p}");
+        }
+        for p in [
+            "/api/workflows",
+            "/uix",
+            "/openapi.json",
+            "/docs/",
+            "//api",
+            "",
+        ] {
+            assert!(!is_page_path(p), "{p}");
+        }
     }
 
     #[test]

@@ -213,6 +213,86 @@ pub struct OptionInfo {
     pub kind: String,
 }
 
+/// One route out of a state, in a breakpoint's preview.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreviewRouteInfo {
+    /// `on_success`, `on_failure`, `when` (a conditional transition), `default` (a
+    /// transition without `when`) or `on_complete`.
+    pub on: String,
+    /// The `when` expression of a conditional transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
+    /// Target state; empty for an inline `on_failure: {message, status}`.
+    pub target: String,
+    /// The message of an inline `on_failure` (the run fails with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_error: Option<String>,
+}
+
+/// What a breakpoint shows about the state about to run (what `awf run --interactive`
+/// prints; spec/workflow.md §3.12).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct PreviewInfo {
+    /// 1-based visit counter of the run (a state run again by `retry` keeps its number).
+    pub position: usize,
+    /// Number of states in the workflow file.
+    pub total: usize,
+    /// The command as it will run (interpolated; secrets masked); absent for states that
+    /// run no command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The state's timeout in milliseconds, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Routes out of the state, in evaluation order.
+    pub routes: Vec<PreviewRouteInfo>,
+}
+
+impl PreviewInfo {
+    fn of(p: &awf_domain::event::StepPreview) -> Self {
+        Self {
+            position: p.position,
+            total: p.total,
+            command: p.command.clone(),
+            timeout_ms: p.timeout_ms,
+            routes: p
+                .routes
+                .iter()
+                .map(|r| PreviewRouteInfo {
+                    on: r.on.clone(),
+                    when: r.when.clone(),
+                    target: r.target.clone(),
+                    inline_error: r.inline_error.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// The decisions a breakpoint offers, as a terminal does (`interact.rs`): continue, skip,
+/// abort, retry (only when a state ran before), inspect; `edit` is `decision: "edit
+/// NAME=VALUE"` and not listed (it needs a value).
+fn breakpoint_options(has_previous: bool) -> Vec<OptionInfo> {
+    let mut out = Vec::new();
+    for (id, name) in [
+        ("continue", "Continue"),
+        ("skip", "Skip"),
+        ("abort", "Abort"),
+        ("retry", "Retry the previous state"),
+        ("inspect", "Inspect"),
+    ] {
+        if id == "retry" && !has_previous {
+            continue;
+        }
+        out.push(OptionInfo {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            kind: "decision".to_owned(),
+        });
+    }
+    out
+}
+
 /// A request the run waits on (answer it with `POST /api/executions/{id}/respond`).
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct PendingRequest {
@@ -225,9 +305,19 @@ pub struct PendingRequest {
     pub step: Option<String>,
     /// What to show: the approval's message, the input's description, the turn's prompt.
     pub prompt: String,
-    /// An approval's choices, or the allowed values of a missing input with
-    /// `validation.enum` (kind `value`); empty for other requests.
+    /// An approval's choices, the allowed values of a missing input with
+    /// `validation.enum` (kind `value`), or a breakpoint's decisions (kind `decision`: what
+    /// `respond` takes as `decision`); empty for other requests.
     pub options: Vec<OptionInfo>,
+    /// A breakpoint's view of the state about to run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<PreviewInfo>,
+    /// A breakpoint's: the state that ran before (what `retry` runs again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<String>,
+    /// A breakpoint's: the internal kind of the state about to run (a command step is `command`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_kind: Option<String>,
     /// A missing input's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
@@ -249,8 +339,9 @@ pub struct ExecutionDetail {
     /// The terminal state the run ended on, once finished.
     #[serde(default)]
     pub terminal: Option<String>,
-    /// The interpolated `message` of the success terminal it ended on (secrets masked); known
-    /// while the run is in this server's memory (a failure terminal's is in `error`).
+    /// The interpolated `message` of the success terminal it ended on (secrets masked): from
+    /// the run's events while it is in this server's memory, else as the store recorded it
+    /// at the run's end (a failure terminal's is in `error`).
     #[serde(default)]
     pub message: Option<String>,
     /// Why the run failed, once finished (null on success).
@@ -301,7 +392,11 @@ pub struct GoResponse {
 /// - `option`: an approval's option id;
 /// - `approved`: `true` takes the approval's first allowing option, `false` its first
 ///   rejecting one;
-/// - `decision`: a breakpoint's `continue`, `skip`, `abort`, `retry` or `inspect`;
+/// - `decision`: a breakpoint's `continue`, `skip`, `abort`, `retry` (when a state ran
+///   before), `inspect` (the run's context goes to the event stream as a `log` event, then
+///   the breakpoint is asked again) or `edit NAME=VALUE` (sets an input, then asked again):
+///   the choices of `awf run --interactive`, also by their letters (`c`, `s`, `a`, `r`, `i`,
+///   `e NAME=VALUE`);
 /// - `end_of_input: true`: no answer (a missing input is not given; a conversation ends).
 ///
 /// AWF (Go)'s `{"response": {"PromptID": "…", "Value": "…"}}` is accepted too.
@@ -536,12 +631,17 @@ fn pending_of(r: &InteractionRequest) -> PendingRequest {
             (p, choices, Some(input.name.clone()))
         }
         RequestKind::ConversationTurn { prompt } => (prompt.clone(), Vec::new(), None),
-        RequestKind::Breakpoint { .. } => (
+        RequestKind::Breakpoint { previous, .. } => (
             format!(
-                "Before state {}: continue, skip, abort, retry or inspect?",
-                r.step.as_deref().unwrap_or("?")
+                "Before state {}: {}?",
+                r.step.as_deref().unwrap_or("?"),
+                if previous.is_some() {
+                    "continue, skip, abort, retry or inspect"
+                } else {
+                    "continue, skip, abort or inspect"
+                }
             ),
-            Vec::new(),
+            breakpoint_options(previous.is_some()),
             None,
         ),
         RequestKind::Approval { message, options } => (
@@ -557,12 +657,27 @@ fn pending_of(r: &InteractionRequest) -> PendingRequest {
             None,
         ),
     };
+    let (preview, previous, state_kind) = match &r.kind {
+        RequestKind::Breakpoint {
+            state_kind,
+            previous,
+            preview,
+        } => (
+            Some(PreviewInfo::of(preview)),
+            previous.clone(),
+            Some(state_kind.clone()),
+        ),
+        _ => (None, None, None),
+    };
     PendingRequest {
         request_id: r.request_id.clone(),
         kind: r.kind.name().to_owned(),
         step: r.step.clone(),
         prompt,
         options,
+        preview,
+        previous,
+        state_kind,
         input,
         timeout_ms: r.timeout_ms,
     }
@@ -600,10 +715,10 @@ pub(crate) async fn get_execution(
             })
             .collect()
     });
-    let (mut terminal, mut message, mut error) = match &file {
-        Some(f) if v.phase != RunPhase::Live => (
+    let (mut terminal, mut message, mut error) = match (&file, &cfg.states) {
+        (Some(f), Some(st)) if v.phase != RunPhase::Live => (
             f.terminal.clone(),
-            None,
+            st.terminal_message(&run_id.0),
             f.error.as_ref().map(RunError::from),
         ),
         _ => (None, None, None),
@@ -869,26 +984,58 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
                 request.name()
             ))),
         },
-        RequestKind::Breakpoint { .. } => {
+        RequestKind::Breakpoint { previous, .. } => {
             let d = body
                 .decision
                 .clone()
                 .or_else(|| value.map(text))
                 .unwrap_or_default();
-            let decision = match d.trim().to_ascii_lowercase().as_str() {
-                "continue" | "c" => BreakpointDecision::Continue,
-                "skip" | "s" => BreakpointDecision::Skip,
-                "abort" | "a" => BreakpointDecision::Abort,
-                "retry" | "r" => BreakpointDecision::Retry,
-                "inspect" | "i" => BreakpointDecision::Inspect,
-                other => {
-                    return Err(unfit(format!(
-                        "a breakpoint takes `decision`: continue, skip, abort, retry or inspect, not '{other}'"
-                    )));
-                }
-            };
-            Ok(Answer::Decision(decision))
+            decision_of(&d, previous.is_some())
+                .map(Answer::Decision)
+                .map_err(unfit)
         }
+    }
+}
+
+/// A breakpoint decision as `respond` takes it: `continue`, `skip`, `abort`, `retry` (only
+/// when `has_previous`), `inspect`, `edit NAME=VALUE`, or their letters (`c`, `s`, `a`,
+/// `r`, `i`, `e NAME=VALUE`), in any case; the terminal's language (`interact.rs`).
+///
+/// # Errors
+/// The message of a 422: what was given and what is accepted.
+pub fn decision_of(text: &str, has_previous: bool) -> Result<BreakpointDecision, String> {
+    let t = text.trim();
+    let (word, rest) = t.split_once(char::is_whitespace).unwrap_or((t, ""));
+    let word = word.to_ascii_lowercase();
+    let choices = if has_previous {
+        "continue, skip, abort, retry, inspect or edit NAME=VALUE"
+    } else {
+        "continue, skip, abort, inspect or edit NAME=VALUE"
+    };
+    if !rest.trim().is_empty() && word != "edit" && word != "e" {
+        return Err(format!(
+            "a breakpoint takes `decision`: {choices}, not '{t}'"
+        ));
+    }
+    match word.as_str() {
+        "continue" | "c" => Ok(BreakpointDecision::Continue),
+        "skip" | "s" => Ok(BreakpointDecision::Skip),
+        "abort" | "a" => Ok(BreakpointDecision::Abort),
+        "retry" | "r" if has_previous => Ok(BreakpointDecision::Retry),
+        "retry" | "r" => Err(
+            "nothing ran before this breakpoint: `retry` is offered after a state ran".to_owned(),
+        ),
+        "inspect" | "i" => Ok(BreakpointDecision::Inspect),
+        "edit" | "e" => match rest.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => Ok(BreakpointDecision::Edit {
+                name: k.trim().to_owned(),
+                value: v.trim().to_owned(),
+            }),
+            _ => Err("`edit` takes NAME=VALUE, e.g. `edit count=3`".to_owned()),
+        },
+        _ => Err(format!(
+            "a breakpoint takes `decision`: {choices}, not '{t}'"
+        )),
     }
 }
 
@@ -1028,21 +1175,81 @@ pub fn resume_after(headers: &HeaderMap, after: Option<&str>) -> Result<u64, Awf
 pub fn frame(item: &SubscriptionItem) -> Event {
     match item {
         SubscriptionItem::Event { position, envelope } => {
-            let data = serde_json::to_value(envelope.as_ref()).unwrap_or(Value::Null);
-            let name = data
-                .get("event")
-                .and_then(|e| e.get("type"))
-                .and_then(Value::as_str)
-                .unwrap_or("event")
-                .to_owned();
+            let (name, data) = render(envelope);
             Event::default()
                 .event(name)
                 .id(position.to_string())
-                .data(data.to_string())
+                .data(data)
         }
         SubscriptionItem::Lagged { resume_seq } => Event::default()
             .event("lagged")
             .data(json!({ "resume_position": resume_seq }).to_string()),
+    }
+}
+
+/// The `event:` name (the event's `type`) and `data:` (the envelope as JSON) of an event.
+fn render(envelope: &awf_domain::event::EventEnvelope) -> (String, String) {
+    let data = serde_json::to_value(envelope).unwrap_or(Value::Null);
+    let name = data
+        .get("event")
+        .and_then(|e| e.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("event")
+        .to_owned();
+    (name, data.to_string())
+}
+
+/// Most rendered events [`FrameCache`] keeps; past it, it starts afresh.
+const FRAME_CACHE_CAP: usize = 8192;
+
+/// One cached rendering: the event it was made from (`seq`, `at`, the envelope's run), then
+/// the `event:` name and the `data:` text.
+type Rendered = (u64, std::time::SystemTime, RunId, String, String);
+
+/// The rendered `event:` and `data:` of recent events, by (run, position in its log): an
+/// event followed by many subscribers is serialised once, not once per subscriber. A hit is
+/// used only when the event is the one it was made from (same `seq`, `at` and run: a log
+/// started afresh, after `--run-ttl` and a resume, renders again). Bounded: at
+/// [`FRAME_CACHE_CAP`] entries it is emptied.
+#[derive(Debug, Default)]
+pub struct FrameCache {
+    map: std::sync::Mutex<std::collections::HashMap<(String, u64), Arc<Rendered>>>,
+}
+
+impl FrameCache {
+    /// [`frame`] of `item` of the log of `run`, rendering each event once.
+    pub fn frame(&self, run: &RunId, item: &SubscriptionItem) -> Event {
+        let SubscriptionItem::Event { position, envelope } = item else {
+            return frame(item);
+        };
+        let key = (run.0.clone(), *position);
+        let hit = self
+            .map
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+            .filter(|r| r.0 == envelope.seq && r.1 == envelope.at && r.2 == envelope.run_id);
+        let texts = hit.unwrap_or_else(|| {
+            let (name, data) = render(envelope);
+            let t = Arc::new((
+                envelope.seq,
+                envelope.at,
+                envelope.run_id.clone(),
+                name,
+                data,
+            ));
+            if let Ok(mut m) = self.map.lock() {
+                if m.len() >= FRAME_CACHE_CAP {
+                    m.clear();
+                }
+                m.insert(key, Arc::clone(&t));
+            }
+            t
+        });
+        Event::default()
+            .event(texts.3.as_str())
+            .id(position.to_string())
+            .data(texts.4.as_str())
     }
 }
 
@@ -1165,11 +1372,17 @@ pub(crate) async fn stream_events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
-    let sub = cfg.service.subscribe(&RunId(id), after.saturating_add(1))?;
-    let events = futures::stream::unfold(sub, |mut sub: Box<dyn Subscription>| async move {
-        let item = sub.next().await?;
-        Some((Ok::<Event, std::convert::Infallible>(frame(&item)), sub))
-    });
+    let run = RunId(id);
+    let sub = cfg.service.subscribe(&run, after.saturating_add(1))?;
+    let cache = Arc::clone(&cfg.frames);
+    let events = futures::stream::unfold(
+        (sub, cache, run),
+        |(mut sub, cache, run): (Box<dyn Subscription>, Arc<FrameCache>, RunId)| async move {
+            let item = sub.next().await?;
+            let ev = cache.frame(&run, &item);
+            Some((Ok::<Event, std::convert::Infallible>(ev), (sub, cache, run)))
+        },
+    );
     // A first comment, so the status and headers go out at once even when nothing is to
     // be replayed yet (hyper sends the head with the first body bytes).
     let opened = futures::stream::once(std::future::ready(Ok(Event::default().comment("open"))));
@@ -1182,6 +1395,69 @@ pub(crate) async fn stream_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cached_frame_is_the_frame_and_a_changed_event_renders_again() {
+        use awf_domain::event::EventEnvelope;
+        let env = |seq: u64, text: &str| EventEnvelope {
+            seq,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: std::time::UNIX_EPOCH + std::time::Duration::from_millis(seq),
+            path: "s".into(),
+            iteration: None,
+            event: RunEvent::Log {
+                step: Some("s".into()),
+                level: awf_domain::event::LogLevel::Info,
+                message: text.into(),
+            },
+        };
+        let item = |seq, text| SubscriptionItem::Event {
+            position: 1,
+            envelope: Box::new(env(seq, text)),
+        };
+        let text = |e: Event| format!("{e:?}");
+        let cache = FrameCache::default();
+        let run = RunId("r".into());
+        let a = item(1, "first");
+        assert_eq!(text(cache.frame(&run, &a)), text(frame(&a)));
+        assert_eq!(text(cache.frame(&run, &a)), text(frame(&a)));
+        // Position 1 of a log started afresh holds another event: not the cached text.
+        let b = item(7, "second");
+        let got = text(cache.frame(&run, &b));
+        assert_eq!(got, text(frame(&b)));
+        assert!(got.contains("second") && !got.contains("first"), "{got}");
+    }
+
+    #[test]
+    fn breakpoint_decisions_are_the_terminals_choices() {
+        use BreakpointDecision as D;
+        assert_eq!(decision_of("continue", false), Ok(D::Continue));
+        assert_eq!(decision_of(" C ", false), Ok(D::Continue));
+        assert_eq!(decision_of("Skip", false), Ok(D::Skip));
+        assert_eq!(decision_of("a", false), Ok(D::Abort));
+        assert_eq!(decision_of("i", true), Ok(D::Inspect));
+        assert_eq!(decision_of("retry", true), Ok(D::Retry));
+        let e = decision_of("retry", false).unwrap_err();
+        assert!(e.contains("nothing ran"), "{e}");
+        assert_eq!(
+            decision_of("edit count = 3", false),
+            Ok(D::Edit {
+                name: "count".into(),
+                value: "3".into()
+            })
+        );
+        assert!(decision_of("edit count", false).is_err());
+        assert!(decision_of("continue now", false).is_err());
+        let e = decision_of("go", false).unwrap_err();
+        assert!(e.contains("continue, skip, abort, inspect"), "{e}");
+        let ids: Vec<String> = breakpoint_options(false)
+            .into_iter()
+            .map(|o| o.id)
+            .collect();
+        assert_eq!(ids, ["continue", "skip", "abort", "inspect"]);
+        assert!(breakpoint_options(true).iter().any(|o| o.id == "retry"));
+    }
     use awf_domain::interaction::ApprovalOption;
     use axum::http::HeaderValue;
 

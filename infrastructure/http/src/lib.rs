@@ -102,12 +102,20 @@ pub struct HttpConfig {
     /// How long an event stream may stay silent before a heartbeat comment (`:`) is sent
     /// on it (`--keep-alive`, default 15 s; more than zero).
     pub keep_alive: Duration,
+    /// How long a connection may take to send a whole request head (request line and
+    /// headers) before it is closed (`--header-timeout`, default 30 s; more than zero). The
+    /// same clock runs while a kept-alive connection waits idle for its next request, so an
+    /// idle connection is closed after it too. Bodies and responses (event streams) are not
+    /// bounded by it.
+    pub header_timeout: Duration,
     /// Set once shutdown began: new runs and resumes are refused with 503.
     pub draining: Arc<AtomicBool>,
     /// The runs this server started or resumed (the only ones it can hold live): the drain
     /// asks about these alone, without listing the store (which takes seconds with
     /// hundreds of recorded runs). `Default` = none yet.
     pub started: Arc<std::sync::Mutex<Vec<RunId>>>,
+    /// Each event's SSE text, rendered once for all its subscribers. `Default` = empty.
+    pub frames: Arc<executions::FrameCache>,
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -117,6 +125,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("cors_origins", &self.cors_origins)
             .field("drain_timeout", &self.drain_timeout)
             .field("keep_alive", &self.keep_alive)
+            .field("header_timeout", &self.header_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -319,13 +328,11 @@ pub async fn serve(
     let started = Arc::clone(&cfg.started);
     let draining = Arc::clone(&cfg.draining);
     let drain_timeout = cfg.drain_timeout;
+    let header_timeout = cfg.header_timeout;
     let app = router_at(cfg, listener.local_addr().ok());
     let stop_http = CancellationToken::new();
-    let stop = stop_http.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        stop.cancelled().await;
-    });
-    let mut server = std::pin::pin!(server.into_future());
+    let server = accept_loop(listener, app, header_timeout, stop_http.clone());
+    let mut server = std::pin::pin!(server);
     let drainer = async {
         shutdown.cancelled().await;
         draining.store(true, Ordering::SeqCst);
@@ -344,6 +351,80 @@ pub async fn serve(
     if let Ok(r) = tokio::time::timeout(Duration::from_millis(5500), &mut server).await {
         r.map_err(io_err)?;
     }
+    Ok(())
+}
+
+/// Accepts connections on `listener` and serves `app` on each (HTTP/1.1 with keep-alive,
+/// `TCP_NODELAY`), each connection closed when it has not sent a whole request head within
+/// `header_timeout` (hyper's header read timeout, which also runs while a kept-alive
+/// connection waits for its next request). Once `stop` is cancelled: the listener closes,
+/// every connection is asked to end gracefully (the request in flight finishes, an event
+/// stream ends when its run's final event was sent) and the loop returns when all ended
+/// (what `axum::serve(..).with_graceful_shutdown(..)` does, which cannot set the timeout).
+///
+/// # Errors
+/// None today (accept errors are retried, as axum does); the `Result` keeps `serve`'s shape.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    header_timeout: Duration,
+    stop: CancellationToken,
+) -> Result<(), std::io::Error> {
+    // Each connection task holds a receiver; `closed()` resolves once all were dropped.
+    let (close_tx, close_rx) = tokio::sync::watch::channel(());
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = stop.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                // Per-connection errors (reset before accept) are skipped; others (too many
+                // open files) get a pause before the next try.
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::ConnectionReset
+                ) {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        let close_rx = close_rx.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true);
+            let conn = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::trace!("connection ended: {e}");
+                    }
+                }
+                () = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    if let Err(e) = conn.await {
+                        tracing::trace!("connection ended: {e}");
+                    }
+                }
+            }
+            drop(close_rx);
+        });
+    }
+    drop(listener);
+    drop(close_rx);
+    close_tx.closed().await;
     Ok(())
 }
 

@@ -183,6 +183,16 @@ pub struct RunBody {
     /// with `POST /api/executions/{id}/respond`) instead of refusing the run with 422.
     #[serde(default)]
     pub ask_missing_inputs: bool,
+    /// Stop before each state and wait for a decision, as `awf run --interactive`: each
+    /// stop is a pending `breakpoint` request (with the state's `preview` and the decisions
+    /// in `options`), answered with `POST /api/executions/{id}/respond` and a `decision`.
+    #[serde(default)]
+    pub interactive: bool,
+    /// Stop only before these states (`awf run --breakpoint`); implies `interactive`. A
+    /// name the workflow does not have is accepted with a warning (the run never stops
+    /// there), as the terminal does.
+    #[serde(default)]
+    pub breakpoints: Option<Vec<String>>,
 }
 
 /// `POST …/run` and `POST /api/executions/{id}/resume` answer.
@@ -193,9 +203,30 @@ pub struct RunAccepted {
     /// Always `accepted`.
     pub status: String,
     /// What `awf run` warns about these inputs (`input 'x' is not declared by workflow
-    /// 'w'`); absent when none. The run starts all the same.
+    /// 'w'`) and breakpoints (a state the workflow does not have); absent when none. The run
+    /// starts all the same.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+}
+
+/// One warning per breakpoint naming no state of `wf` (the run never stops there), as
+/// `awf run --breakpoint` warns, with the closest state name when one is close.
+pub fn unknown_breakpoints(wf: &Workflow, breakpoints: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in breakpoints {
+        if wf.states.contains_key(b.as_str()) {
+            continue;
+        }
+        let mut msg = format!(
+            "breakpoint '{b}': workflow '{}' has no such state; the run never stops there",
+            wf.name
+        );
+        if let Some(c) = awf_domain::validate::closest(b, wf.states.keys().map(String::as_str)) {
+            msg.push_str(&format!(" (did you mean '{c}'?)"));
+        }
+        out.push(msg);
+    }
+    out
 }
 
 /// The warnings `awf run` prints for inputs `wf` does not declare (the same text): one per
@@ -579,8 +610,19 @@ pub(crate) async fn run_workflow(
     cfg.refuse_if_draining()?;
     let inputs = body.inputs.as_ref().map(pairs).unwrap_or_default();
     let identifier = resolve(&cfg, &scope, &name)?;
+    let breakpoints: Vec<String> = body
+        .breakpoints
+        .iter()
+        .flatten()
+        .map(|b| b.trim().to_owned())
+        .filter(|b| !b.is_empty())
+        .collect();
     let warnings = match cfg.repository.load(&identifier, None) {
-        Ok(loaded) => undeclared_inputs(&loaded.workflow, &inputs),
+        Ok(loaded) => {
+            let mut w = undeclared_inputs(&loaded.workflow, &inputs);
+            w.extend(unknown_breakpoints(&loaded.workflow, &breakpoints));
+            w
+        }
         // The service reports why it does not load.
         Err(_) => Vec::new(),
     };
@@ -591,6 +633,8 @@ pub(crate) async fn run_workflow(
         env: cfg.env.clone(),
         working_dir: cfg.working_dir.clone(),
         prompt_missing_inputs: body.ask_missing_inputs,
+        interactive: (body.interactive || !breakpoints.is_empty())
+            .then_some(awf_domain::ports::facade::Interactive { breakpoints }),
         ..RunRequest::default()
     };
     let id = cfg.service.start(request).await?;

@@ -206,6 +206,10 @@ impl StateStore for Store {
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
         state::save(&self.paths, snapshot, true)
     }
+
+    fn terminal_message(&self, run_id: &str) -> Option<String> {
+        state::message(&self.paths, run_id)
+    }
 }
 
 impl HistoryStore for Store {

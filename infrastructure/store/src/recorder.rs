@@ -295,6 +295,9 @@ struct RunProj {
     journal: Option<File>,
     /// Journal lines were written since it was last synced to the disk.
     journal_unsynced: bool,
+    /// The success terminal's message once the run finished (`RunResult::message`), written
+    /// beside the snapshot in the state file (`message`).
+    message: Option<String>,
 }
 
 /// An open transcript.
@@ -550,6 +553,7 @@ impl Writer {
                         garbage: Vec::new(),
                         journal: None,
                         journal_unsynced: false,
+                        message: None,
                     },
                 );
                 if let Some(c) = self.db()
@@ -624,6 +628,7 @@ impl Writer {
         let run_id = env.run_id.0.as_str();
         let record = match self.runs.get_mut(run_id) {
             Some(p) => {
+                p.message.clone_from(&result.message);
                 p.dirty = true;
                 p.finished = true;
                 p.proj.finish(env, result)
@@ -980,7 +985,13 @@ fn sync_beside(
 /// [`JOURNAL_SYNC_EVERY`] (or at the next flush).
 fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
-        state::save_with(paths, &p.proj.snap, &p.files, p.finished)?;
+        state::save_with(
+            paths,
+            &p.proj.snap,
+            &p.files,
+            p.message.as_deref(),
+            p.finished,
+        )?;
         p.whole = true;
         p.changed.clear();
         p.journal = None;

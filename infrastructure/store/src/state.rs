@@ -377,6 +377,29 @@ struct StoredSnapshot<'a> {
     snap: &'a RunSnapshot,
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     output_files: &'a FileRefs,
+    /// The success terminal's message of a finished run (`RunResult::message`), kept by the
+    /// recorder beside the snapshot: key `message`, absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+}
+
+/// The `message` of a state file (the rest of the file is skipped).
+#[derive(Deserialize)]
+struct StoredMessage {
+    #[serde(default)]
+    message: Option<String>,
+}
+
+/// The `message` key of the state file of `run_id` (see [`StoredSnapshot`]); `None` when
+/// there is none, or no readable state file.
+pub(crate) fn message(paths: &StorePaths, run_id: &str) -> Option<String> {
+    if !valid_id(run_id) {
+        return None;
+    }
+    let bytes = fs::read(paths.state_file(run_id)).ok()?;
+    serde_json::from_slice::<StoredMessage>(&bytes)
+        .ok()
+        .and_then(|m| m.message)
 }
 
 /// The `output_files` map of a state file (the rest of the file is skipped).
@@ -392,6 +415,7 @@ pub(crate) fn save_with(
     paths: &StorePaths,
     snap: &RunSnapshot,
     refs: &FileRefs,
+    message: Option<&str>,
     sync_dir: bool,
 ) -> Result<(), AwfError> {
     let target = paths.state_file(&snap.run_id);
@@ -414,6 +438,7 @@ pub(crate) fn save_with(
     let mut bytes = serde_json::to_vec_pretty(&StoredSnapshot {
         snap: shown,
         output_files: refs,
+        message,
     })
     .map_err(|e| write_failed("the state file", &target, e))?;
     bytes.push(b'\n');
@@ -432,7 +457,7 @@ pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Re
             refs.insert(name.clone(), files);
         }
     }
-    save_with(paths, snap, &refs, sync_dir)?;
+    save_with(paths, snap, &refs, None, sync_dir)?;
     prune_outputs(paths, &snap.run_id, &refs);
     Ok(())
 }

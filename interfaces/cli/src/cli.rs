@@ -452,6 +452,11 @@ pub struct ServeArgs {
     /// heartbeat comment is sent on it (more than zero).
     #[arg(long, value_name = "DURATION", default_value = "15s")]
     pub keep_alive: String,
+    /// How long a connection may take to send its whole request head (request line and
+    /// headers), and how long a kept-alive connection may wait idle for its next request,
+    /// before it is closed (more than zero; request bodies and event streams are not bounded).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub header_timeout: String,
 }
 
 /// `awf acp-serve`.

@@ -124,13 +124,21 @@ pub fn duration_flag(flag: &str, text: &str) -> Result<Duration, AwfError> {
 /// # Errors
 /// `USER.INPUT.VALIDATION_FAILED` for a text that is not a duration, or zero.
 pub fn keep_alive_flag(text: &str) -> Result<Duration, AwfError> {
-    let d = duration_flag("--keep-alive", text)?;
+    positive_duration_flag("--keep-alive", text)
+}
+
+/// A duration flag that must be more than zero (`--keep-alive`, `--header-timeout`).
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming the flag, for a text that is not a duration, or zero.
+pub fn positive_duration_flag(flag: &str, text: &str) -> Result<Duration, AwfError> {
+    let d = duration_flag(flag, text)?;
     if d.is_zero() {
         return Err(AwfError::new(
             ErrorCode::UserInputValidationFailed,
-            "--keep-alive must be more than zero",
+            format!("{flag} must be more than zero"),
         )
-        .with_hint("e.g. --keep-alive 15s, --keep-alive 500ms"));
+        .with_hint(format!("e.g. {flag} 15s, {flag} 500ms")));
     }
     Ok(d)
 }
@@ -146,6 +154,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let run_ttl = duration_flag("--run-ttl", &args.run_ttl)?;
     let drain_timeout = duration_flag("--drain-timeout", &args.drain_timeout)?;
     let keep_alive = keep_alive_flag(&args.keep_alive)?;
+    let header_timeout = positive_duration_flag("--header-timeout", &args.header_timeout)?;
     let cors_origins = args
         .cors_origins
         .iter()
@@ -204,8 +213,10 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         cors_origins,
         drain_timeout,
         keep_alive,
+        header_timeout,
         draining: Arc::default(),
         started: Arc::default(),
+        frames: Arc::default(),
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
@@ -280,6 +291,12 @@ mod tests {
             assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
             assert!(e.message().contains("--keep-alive"), "{}", e.message());
         }
+        let e = positive_duration_flag("--header-timeout", "0ms").unwrap_err();
+        assert!(e.message().contains("--header-timeout"), "{}", e.message());
+        assert_eq!(
+            positive_duration_flag("--header-timeout", "2s").unwrap(),
+            Duration::from_secs(2)
+        );
     }
 
     #[test]
