@@ -167,6 +167,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         auto_approve: args.yes,
         mcp_servers: Vec::new(),
         fs_delegate: None,
+        run_id: None,
     };
     Ok((w, request))
 }
