@@ -352,6 +352,10 @@ pub struct RunArgs {
     /// Print the execution plan; execute nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Queue the run in the shared store (`--store URL` or `AWF_STORE`) for a worker
+    /// (`awf serve --store`) and print its id, without running it here.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub submit: bool,
     /// Answer a step without running it: `states.<step>.output=<text>` (also `stderr`,
     /// `status=failed`); repeatable. Agent steps use it instead of calling their provider.
     #[arg(short = 'm', long = "mock", value_name = "states.STEP.FIELD=VALUE")]
@@ -452,6 +456,10 @@ pub struct ServeArgs {
     /// heartbeat comment is sent on it (more than zero).
     #[arg(long, value_name = "DURATION", default_value = "15s")]
     pub keep_alive: String,
+    /// With `--store`: how long a claim on a queued run lasts without its heartbeat (renewed
+    /// every third of it); another worker resumes a run whose lease expired.
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub lease: String,
 }
 
 /// `awf acp-serve`.

@@ -27,6 +27,7 @@ mod runs_cmd;
 mod serve_cmd;
 mod stdout_check;
 mod style;
+mod submit_cmd;
 mod table;
 mod tmp_sweep;
 mod validate_cmd;

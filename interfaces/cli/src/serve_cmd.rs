@@ -135,6 +135,22 @@ pub fn keep_alive_flag(text: &str) -> Result<Duration, AwfError> {
     Ok(d)
 }
 
+/// `--lease`: how long a claim lasts without its heartbeat, at least 300 ms.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for a text that is not a duration, or one under 300 ms.
+pub fn lease_flag(text: &str) -> Result<Duration, AwfError> {
+    let d = duration_flag("--lease", text)?;
+    if d < Duration::from_millis(300) {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--lease {text:?} is too short (under 300ms)"),
+        )
+        .with_hint("e.g. --lease 15s (the default), --lease 3s"));
+    }
+    Ok(d)
+}
+
 /// Runs `awf serve`.
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let env_now = crate::wiring::process_env();
@@ -169,11 +185,10 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     };
     let history = w.history_store().ok();
     let states = w.services.state_store.clone();
-    let service = crate::wiring::http_run_service(
-        services,
-        usize::try_from(args.max_runs).unwrap_or(usize::MAX),
-        run_ttl,
-    );
+    let ids = Arc::clone(&services.ids);
+    let max_runs = usize::try_from(args.max_runs).unwrap_or(usize::MAX);
+    let lease = lease_flag(&args.lease)?;
+    let mut service = crate::wiring::http_run_service(services, max_runs, run_ttl);
     let env: Vec<(String, String)> = w
         .env
         .iter()
@@ -184,6 +199,36 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .await
         .map_err(|e| bind_error(addr, &e))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    // With the shared store: a worker of its queue, and the run service across workers.
+    let worker = match crate::wiring::store_url(ctx.store.as_deref(), &env_now) {
+        Some(url) => {
+            let store = awf_postgres::PgStore::connect(&url)?;
+            let notices = awf_postgres::listen::Listener::start(&store, &url)?;
+            let worker = awf_postgres::worker::Worker::new(
+                store.clone(),
+                Arc::clone(&service),
+                states.clone(),
+                notices.clone(),
+                awf_postgres::worker::WorkerConfig {
+                    worker_id: awf_postgres::worker::worker_id(),
+                    max_runs,
+                    lease,
+                    poll: (lease / 3).clamp(Duration::from_millis(100), Duration::from_secs(2)),
+                    env: env.clone(),
+                    addr: Some(bound.to_string()),
+                },
+            );
+            worker.spawn().await?;
+            service = Arc::new(awf_postgres::service::PgRunService::new(
+                store,
+                Arc::clone(&service),
+                ids,
+                notices,
+            ));
+            Some(worker)
+        }
+        None => None,
+    };
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -209,7 +254,20 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
+    if let Some(worker) = &worker {
+        // SIGTERM: claim nothing more; what it holds drains with the server.
+        let (worker, stop) = (Arc::clone(worker), shutdown.clone());
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            worker.stop_claiming();
+        });
+    }
     awf_http::serve(cfg, listener, shutdown).await?;
+    if let Some(worker) = &worker {
+        // The runs this worker claimed (not only those started over its HTTP API): they get
+        // the drain deadline, then are cancelled and recorded so; unstarted claims go back.
+        worker.drain(drain_timeout, Duration::from_secs(8)).await;
+    }
     awf_exec::kill_all_now();
     awf_exec::sweep_adopted().await;
     if let Some(r) = &w.recorder {
@@ -265,6 +323,16 @@ mod tests {
             let e = keep_alive_flag(bad).unwrap_err();
             assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
             assert!(e.message().contains("--keep-alive"), "{}", e.message());
+        }
+    }
+
+    #[test]
+    fn a_lease_is_a_duration_of_at_least_300ms() {
+        assert_eq!(lease_flag("15s").unwrap(), Duration::from_secs(15));
+        for bad in ["0", "100ms", "soon"] {
+            let e = lease_flag(bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
+            assert!(e.message().contains("--lease"), "{}", e.message());
         }
     }
 
