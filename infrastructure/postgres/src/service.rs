@@ -336,7 +336,7 @@ impl RunService for PgRunService {
         let Some(row) = self.row(&run_id.0)? else {
             return self.local.subscribe(run_id, from_seq);
         };
-        Ok(Box::new(PgSubscription {
+        let mut sub = PgSubscription {
             store: self.store.clone(),
             root: row.run_id,
             next: from_seq.max(1),
@@ -344,7 +344,21 @@ impl RunService for PgRunService {
             notices: self.listener.subscribe(),
             seen_finish: false,
             done: false,
-        }))
+        };
+        // What is recorded now is in the subscription before it is handed out: the first
+        // items are ready at once (a reader that takes only what is ready, as awf-http's
+        // snapshot of pending requests does, sees the whole recorded log).
+        loop {
+            let store = self.store.clone();
+            let (root, from) = (sub.root.clone(), sub.next);
+            let rows = self.blocking(async move { read_events(&store, &root, from).await })?;
+            let more = rows.len() == 512;
+            sub.take(rows);
+            if !more {
+                break;
+            }
+        }
+        Ok(Box::new(sub))
     }
 
     fn respond(&self, request_id: &str, answer: Answer) -> Result<(), AwfError> {
@@ -595,35 +609,49 @@ struct PgSubscription {
     done: bool,
 }
 
+/// The events of `root`'s log from position `from`, at most 512.
+async fn read_events(
+    store: &PgStore,
+    root: &str,
+    from: u64,
+) -> Result<Vec<(u64, EventEnvelope)>, AwfError> {
+    let pool = store.pool().clone();
+    let root = root.to_owned();
+    let from = i64::try_from(from).unwrap_or(i64::MAX);
+    let rows: Vec<(i64, Value)> = store
+        .run(async move {
+            let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+            let rows = client
+                .query(
+                    "SELECT position, envelope FROM awf_events WHERE root_run_id = $1 \
+                     AND position >= $2 ORDER BY position LIMIT 512",
+                    &[&root, &from],
+                )
+                .await
+                .map_err(|e| unavailable("read events", &db_text(&e)))?;
+            Ok::<_, AwfError>(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+        .await??;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(position, envelope)| {
+            let env = serde_json::from_value::<EventEnvelope>(envelope).ok()?;
+            Some((u64::try_from(position).ok()?, env))
+        })
+        .collect())
+}
+
 impl PgSubscription {
-    async fn fetch(&mut self) -> Result<(), AwfError> {
-        let pool = self.store.pool().clone();
-        let root = self.root.clone();
-        let from = i64::try_from(self.next).unwrap_or(i64::MAX);
-        let rows: Vec<(i64, Value)> = self
-            .store
-            .run(async move {
-                let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
-                let rows = client
-                    .query(
-                        "SELECT position, envelope FROM awf_events WHERE root_run_id = $1 \
-                         AND position >= $2 ORDER BY position LIMIT 512",
-                        &[&root, &from],
-                    )
-                    .await
-                    .map_err(|e| unavailable("read events", &db_text(&e)))?;
-                Ok::<_, AwfError>(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-            })
-            .await??;
-        for (position, envelope) in rows {
-            let Ok(env) = serde_json::from_value::<EventEnvelope>(envelope) else {
-                tracing::warn!("run {}: event {position} does not read back", self.root);
-                continue;
-            };
-            let p = u64::try_from(position).unwrap_or(0);
+    fn take(&mut self, rows: Vec<(u64, EventEnvelope)>) {
+        for (p, env) in rows {
             self.next = p + 1;
             self.buffer.push_back((p, env));
         }
+    }
+
+    async fn fetch(&mut self) -> Result<(), AwfError> {
+        let rows = read_events(&self.store, &self.root, self.next).await?;
+        self.take(rows);
         Ok(())
     }
 }

@@ -87,6 +87,9 @@ struct Held {
     lost: bool,
     /// Whether a cancel request was passed on already.
     cancelled: bool,
+    /// Whether its run ended here and its end is being recorded (the row may be `done`
+    /// already: not a lost claim).
+    ending: bool,
 }
 
 /// A worker. Build with [`Worker::new`], then [`Worker::spawn`]; [`Worker::drain`] at the end.
@@ -230,6 +233,7 @@ impl Worker {
                                     started: false,
                                     lost: false,
                                     cancelled: false,
+                                    ending: false,
                                 },
                             );
                             tokio::spawn(Arc::clone(&self).execute(c));
@@ -286,7 +290,7 @@ impl Worker {
                                         cancel.push(run_id.clone());
                                     }
                                 }
-                                _ if h.lost => {}
+                                _ if h.lost || h.ending => {}
                                 _ => {
                                     h.lost = true;
                                     lost.push(run_id.clone());
@@ -307,7 +311,7 @@ impl Worker {
                     let expired: Vec<RunId> = {
                         let mut held = guard(&self.held);
                         held.iter_mut()
-                            .filter(|(_, h)| !h.lost && h.renewed.elapsed() >= lease)
+                            .filter(|(_, h)| !h.lost && !h.ending && h.renewed.elapsed() >= lease)
                             .map(|(id, h)| {
                                 h.lost = true;
                                 id.clone()
@@ -387,7 +391,10 @@ impl Worker {
     async fn execute(self: Arc<Self>, claim: Claim) {
         let run_id = claim.run_id.clone();
         let outcome = self.drive(&claim).await;
-        let lost = guard(&self.held).get(&run_id).is_none_or(|h| h.lost);
+        let lost = guard(&self.held).get_mut(&run_id).is_none_or(|h| {
+            h.ending = true;
+            h.lost
+        });
         if !lost {
             let store = self.store.clone();
             let worker = self.config.worker_id.clone();

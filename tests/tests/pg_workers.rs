@@ -1,0 +1,280 @@
+//! Many `awf serve --store` workers on one PostgreSQL (issue 15, part 2), over the real
+//! binary and a real server (`AWF_TEST_PG_URL`, a database per test): every submitted run
+//! executed once and recorded once across three workers; a SIGKILLed worker's runs finish on
+//! the others with no completed step run again; cancel through a worker that does not run
+//! the run. No timing is asserted: generous timeouts only.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve;
+use awf_tests::http_serve::Server;
+use awf_tests::pg::TestDb;
+use awf_tests::pg::psql;
+
+/// Polls `f` every 100 ms until it holds; panics naming `what` after `limit`, with the
+/// queue's rows of `db` in the message.
+fn wait_long(db: &TestDb, what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        if t0.elapsed() > limit {
+            let rows = psql(
+                &db.url,
+                "SELECT status, queue_state, epoch, run_started, count(*), min(error_message) \
+                 FROM awf_runs GROUP BY 1, 2, 3, 4",
+            );
+            panic!("timed out after {limit:?} waiting for {what}; awf_runs:\n{rows}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn count(db: &TestDb, sql: &str) -> usize {
+    psql(&db.url, sql).parse().unwrap()
+}
+
+/// A sandbox whose `awf` commands use `db` as their store, with `files` as workflows.
+fn sandbox(db: &TestDb, files: &[(&str, &str)]) -> Sandbox {
+    let mut sb = http_serve::sandbox_with(files);
+    sb.set_env("AWF_STORE", &db.url);
+    sb
+}
+
+fn worker(sb: &Sandbox, extra: &[&str]) -> Server {
+    http_serve::start(sb, extra)
+}
+
+/// `awf run --submit WORKFLOW --input k=v…`: the printed run id (exit 0).
+fn submit(sb: &Sandbox, workflow: &str, inputs: &[&str]) -> String {
+    let mut args = vec!["run", "--submit", workflow];
+    for i in inputs {
+        args.push("--input");
+        args.push(i);
+    }
+    let r = sb.run(&args).unwrap();
+    assert_eq!(r.code, 0, "stdout {} stderr {}", r.stdout, r.stderr);
+    let id = r.stdout.trim().to_owned();
+    assert!(
+        !id.is_empty() && !id.contains(char::is_whitespace),
+        "{id:?}"
+    );
+    id
+}
+
+fn worker_of(db: &TestDb, run_id: &str) -> String {
+    psql(
+        &db.url,
+        &format!("SELECT coalesce(worker_id, '') FROM awf_runs WHERE run_id = '{run_id}'"),
+    )
+}
+
+fn pid_of(worker_id: &str) -> u32 {
+    worker_id.split(':').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn three_workers_execute_sixty_submitted_runs_exactly_once() {
+    let db = TestDb::new();
+    let ran = tempfile::tempdir().unwrap();
+    let file = ran.path().join("ran.txt");
+    let wf = format!(
+        "name: once\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{{{.inputs.n}}}} >> {}\n    on_success: done\n  done: {{type: terminal}}\n",
+        file.display()
+    );
+    let sb = sandbox(&db, &[("once", &wf)]);
+    let workers: Vec<Server> = (0..3)
+        .map(|_| worker(&sb, &["--max-runs", "4", "--lease", "10s"]))
+        .collect();
+    // Half through `awf run --submit`, half through the HTTP API of one of the workers.
+    let mut ids = BTreeSet::new();
+    for n in 0..60 {
+        let id = if n % 2 == 0 {
+            submit(&sb, "once", &[&format!("n={n}")])
+        } else {
+            http_serve::start_run(
+                &workers[n % 3],
+                "once",
+                &format!(r#"{{"inputs": {{"n": "{n}"}}}}"#),
+            )
+        };
+        assert!(ids.insert(id), "run ids are new");
+    }
+    wait_long(&db, "60 runs done", Duration::from_secs(300), || {
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        ) == 60
+    });
+    // Executed once: 60 lines, each n once.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 60, "{text}");
+    let distinct: BTreeSet<usize> = lines.iter().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(distinct, (0..60).collect::<BTreeSet<usize>>());
+    // Recorded once: 60 rows, all succeeded, each claimed once (epoch 1).
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE parent_run_id IS NULL"
+        ),
+        60
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE status = 'success' AND exit_code = 0 AND epoch = 1"
+        ),
+        60
+    );
+    let got: BTreeSet<String> = psql(&db.url, "SELECT run_id FROM awf_runs")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(got, ids);
+    // Every worker registered itself.
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 3);
+    drop(workers);
+}
+
+#[test]
+fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_steps() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    // Each step writes its mark when it completes (after its sleep): a mark appears once per
+    // completed step, so a step completed before the kill and run again would show twice.
+    let step = |name: &str, next: &str| {
+        format!(
+            "  {name}:\n    type: step\n    command: sleep 1 && echo {name} >> {}/{{{{.inputs.n}}}}\n    on_success: {next}\n",
+            out.path().display()
+        )
+    };
+    let wf = format!(
+        "name: slow\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: s1\n{}{}{}  done: {{type: terminal}}\n",
+        step("s1", "s2"),
+        step("s2", "s3"),
+        step("s3", "done")
+    );
+    let sb = sandbox(&db, &[("slow", &wf)]);
+    let mut a = worker(&sb, &["--max-runs", "4", "--lease", "2s"]);
+    let ids: Vec<String> = (0..4)
+        .map(|n| submit(&sb, "slow", &[&format!("n={n}")]))
+        .collect();
+    // A holds all four and has completed a step of at least one of them.
+    wait_long(
+        &db,
+        "worker A to hold four runs mid-way",
+        Duration::from_secs(120),
+        || {
+            count(
+                &db,
+                "SELECT count(*) FROM awf_runs WHERE queue_state = 'claimed' AND run_started",
+            ) == 4
+                && (0..4).any(|n| out.path().join(n.to_string()).exists())
+        },
+    );
+    let a_id = worker_of(&db, &ids[0]);
+    assert_eq!(pid_of(&a_id), a.child.id());
+    let b = worker(&sb, &["--max-runs", "4", "--lease", "2s"]);
+    let c = worker(&sb, &["--max-runs", "4", "--lease", "2s"]);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_long(
+        &db,
+        "the four runs done elsewhere",
+        Duration::from_secs(180),
+        || {
+            count(
+                &db,
+                "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+            ) == 4
+        },
+    );
+    for (n, id) in ids.iter().enumerate() {
+        let marks = std::fs::read_to_string(out.path().join(n.to_string())).unwrap();
+        assert_eq!(marks, "s1\ns2\ns3\n", "run {n} ({id})");
+        let row = psql(
+            &db.url,
+            &format!("SELECT status, worker_id, epoch FROM awf_runs WHERE run_id = '{id}'"),
+        );
+        let cols: Vec<&str> = row.split('|').collect();
+        assert_eq!(cols[0], "success", "{row}");
+        assert_ne!(cols[1], a_id, "finished by another worker: {row}");
+        assert!(cols[2].parse::<i64>().unwrap() >= 2, "claimed again: {row}");
+    }
+    drop((b, c));
+}
+
+#[test]
+fn cancel_through_another_worker_ends_the_run_cancelled() {
+    let db = TestDb::new();
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", wf)]);
+    let a = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "long", &[]);
+    wait_long(
+        &db,
+        "worker A to start the run",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                &format!("SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND run_started"),
+            ) == 1
+        },
+    );
+    assert_eq!(pid_of(&worker_of(&db, &id)), a.child.id());
+    let b = worker(&sb, &["--lease", "3s"]);
+    // B does not run it, and answers for it: a recorded run, still running.
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["status"], "running", "{v}");
+    let (code, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", b.base)]);
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run cancelled", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "cancelled/done"
+    });
+    // Both workers now answer that it was cancelled.
+    for w in [&a, &b] {
+        http_serve::wait_status(w, &id, "cancelled");
+    }
+    // A run cancelled while still queued never runs.
+    drop(a);
+    drop(b);
+    let blocker = submit(&sb, "long", &[]);
+    let c = worker(&sb, &["--max-runs", "1", "--lease", "3s"]);
+    wait_long(
+        &db,
+        "worker C to start the blocker",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM awf_runs WHERE run_id = '{blocker}' AND run_started"
+                ),
+            ) == 1
+        },
+    );
+    // C is full: this one stays queued.
+    let queued = submit(&sb, "long", &[]);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{queued}", c.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{queued}'"),
+        ),
+        "cancelled/done"
+    );
+}
