@@ -12,6 +12,7 @@ pub mod interaction;
 pub mod limits;
 pub mod mask;
 pub mod ports;
+pub mod projection;
 pub mod run;
 pub mod scope;
 pub mod timefmt;

@@ -46,6 +46,11 @@ use deadpool_postgres::ManagerConfig;
 use deadpool_postgres::Pool;
 use deadpool_postgres::RecyclingMethod;
 
+mod ports;
+pub mod recorder;
+
+pub use recorder::PgRecorder;
+
 /// The schema version this build writes and reads.
 pub const SCHEMA_VERSION: i32 = 1;
 
@@ -85,7 +90,8 @@ CREATE TABLE awf_runs (
     submitted_at     timestamptz,
     run_started      boolean NOT NULL DEFAULT false,
     not_before       timestamptz,
-    updated_at       timestamptz NOT NULL DEFAULT now()
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    row_seq          bigserial
 );
 CREATE INDEX awf_runs_started ON awf_runs (started_at_ms DESC NULLS LAST);
 CREATE INDEX awf_runs_queue ON awf_runs (queue_state, submitted_at)
@@ -135,6 +141,8 @@ struct Inner {
     /// Dropping it ends the runtime thread.
     _stop: tokio::sync::oneshot::Sender<()>,
     url: String,
+    /// What the pool connects with (run locks open connections of their own).
+    config: tokio_postgres::Config,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -173,11 +181,51 @@ pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
     )
 }
 
-/// The text of a tokio-postgres error with the server's own message when there is one.
+/// `e` with the store's (redacted) URL in its message, and a hint for an unreachable store.
+fn naming(e: AwfError, url: &str) -> AwfError {
+    let code = e.code();
+    let mut out = AwfError::new(code, format!("{} ({url})", e.message()));
+    for h in e.hints() {
+        out = out.with_hint(h.clone());
+    }
+    if code == ErrorCode::SystemStoreUnavailable && e.hints().is_empty() {
+        out = out.with_hint(
+            "check that the PostgreSQL server is running and the URL (--store / AWF_STORE) \
+             names it and an existing database",
+        );
+    }
+    out
+}
+
+/// The text of a tokio-postgres error with the server's own message when there is one,
+/// else with its causes (`error connecting to server: Connection refused (os error 111)`).
 pub fn db_text(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
         Some(d) => format!("{}: {}", d.code().code(), d.message()),
-        None => e.to_string(),
+        None => with_causes(e),
+    }
+}
+
+/// `e` and its chain of sources, `: `-separated.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !text.contains(&t) {
+            text.push_str(": ");
+            text.push_str(&t);
+        }
+        cur = c.source();
+    }
+    text
+}
+
+/// The text of a pool error: the connection's own error when making one failed.
+pub fn pool_text(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(b) => db_text(b),
+        other => with_causes(other),
     }
 }
 
@@ -199,7 +247,7 @@ impl PgStore {
             .with_hint("use postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE")
         })?;
         let manager = Manager::from_config(
-            config,
+            config.clone(),
             tokio_postgres::NoTls,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
@@ -244,16 +292,35 @@ impl PgStore {
                 runtime,
                 _stop: stop_tx,
                 url: redacted(url),
+                config,
             }),
         };
         let pool = store.pool().clone();
-        store.block_on(async move { migrate(&pool).await })??;
+        store
+            .block_on(async move { migrate(&pool).await })?
+            .map_err(|e| naming(e, store.url()))?;
         Ok(store)
     }
 
     /// The URL this store was opened with, password redacted.
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// The connection settings parsed from the URL.
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.inner.config
+    }
+
+    /// The event-stream writer of this store ([`PgRecorder`]); audit lines name `user`.
+    /// Every call starts a writer task of its own: keep one per process.
+    pub fn recorder(&self, user: &str) -> PgRecorder {
+        PgRecorder::start(self, user, true)
+    }
+
+    /// [`PgStore::recorder`] that writes no audit rows (`AWF_AUDIT_LOG=off`).
+    pub fn recorder_without_audit(&self, user: &str) -> PgRecorder {
+        PgRecorder::start(self, user, false)
     }
 
     /// The connection pool. Use it only inside [`PgStore::block_on`] / [`PgStore::run`].
@@ -304,7 +371,10 @@ impl PgStore {
 
 /// Brings the schema to [`SCHEMA_VERSION`].
 async fn migrate(pool: &Pool) -> Result<(), AwfError> {
-    let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let mut client = pool
+        .get()
+        .await
+        .map_err(|e| unavailable("connect", &pool_text(&e)))?;
     let tx = client
         .transaction()
         .await

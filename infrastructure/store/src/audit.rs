@@ -23,19 +23,8 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::path::PathBuf;
-use std::time::SystemTime;
-
-use awf_domain::timefmt::format_rfc3339;
-use serde_json::Map;
-use serde_json::Value;
 
 use crate::state::create_dir;
-
-/// Longest audit line, newline included (PIPE_BUF).
-pub(crate) const MAX_LINE: usize = 4096;
-
-/// Replacement of an input value dropped to fit a line.
-const ELLIPSIS: &str = "…";
 
 /// The user name of this process from the OS account database, else `unknown`.
 pub(crate) fn os_user_name() -> String {
@@ -45,119 +34,6 @@ pub(crate) fn os_user_name() -> String {
         .map(|u| u.name)
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "unknown".to_owned())
-}
-
-/// The common head of both lines.
-fn head(
-    event: &str,
-    run_id: &str,
-    at: SystemTime,
-    user: &str,
-    workflow_name: &str,
-) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("event".into(), event.into());
-    m.insert("execution_id".into(), run_id.into());
-    m.insert("timestamp".into(), format_rfc3339(at).into());
-    m.insert("user".into(), user.into());
-    m.insert("workflow_name".into(), workflow_name.into());
-    m
-}
-
-fn encode(m: &Map<String, Value>) -> String {
-    let mut s = Value::Object(m.clone()).to_string();
-    s.push('\n');
-    s
-}
-
-/// The `workflow.started` line (newline included). When it is longer than [`MAX_LINE`], the
-/// longest input values (ties: the first key in order) are replaced by `"…"` one by one until
-/// it fits, and `inputs_truncated: true` is added.
-pub(crate) fn started_line(
-    run_id: &str,
-    at: SystemTime,
-    user: &str,
-    workflow_name: &str,
-    inputs: &Map<String, Value>,
-) -> String {
-    let build = |inputs: &Map<String, Value>, truncated: bool| {
-        let mut m = head("workflow.started", run_id, at, user, workflow_name);
-        if !inputs.is_empty() {
-            m.insert("inputs".into(), Value::Object(inputs.clone()));
-        }
-        if truncated {
-            m.insert("inputs_truncated".into(), true.into());
-        }
-        m.insert("schema_version".into(), 1.into());
-        encode(&m)
-    };
-    let mut line = build(inputs, false);
-    if line.len() <= MAX_LINE {
-        return line;
-    }
-    let mut inputs = inputs.clone();
-    loop {
-        let longest = inputs
-            .iter()
-            .filter(|(_, v)| v.as_str() != Some(ELLIPSIS))
-            .map(|(k, v)| (v.to_string().len(), k.clone()))
-            .fold(None::<(usize, String)>, |best, cur| match best {
-                Some(b) if b.0 >= cur.0 => Some(b),
-                _ => Some(cur),
-            });
-        let Some((_, key)) = longest else {
-            return line;
-        };
-        inputs.insert(key, ELLIPSIS.into());
-        line = build(&inputs, true);
-        if line.len() <= MAX_LINE {
-            return line;
-        }
-    }
-}
-
-/// What a `workflow.completed` line reports.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Completion<'a> {
-    pub(crate) status: &'a str,
-    pub(crate) exit_code: u8,
-    pub(crate) duration_ms: u64,
-    pub(crate) error: Option<&'a str>,
-}
-
-/// The `workflow.completed` line (newline included); an over-long `error` is cut to fit.
-pub(crate) fn completed_line(
-    run_id: &str,
-    at: SystemTime,
-    user: &str,
-    workflow_name: &str,
-    c: &Completion<'_>,
-) -> String {
-    let build = |error: Option<&str>| {
-        let mut m = head("workflow.completed", run_id, at, user, workflow_name);
-        m.insert("status".into(), c.status.into());
-        m.insert("exit_code".into(), c.exit_code.into());
-        m.insert("duration_ms".into(), c.duration_ms.max(1).into());
-        if let Some(e) = error {
-            m.insert("error".into(), e.into());
-        }
-        m.insert("schema_version".into(), 1.into());
-        encode(&m)
-    };
-    let mut line = build(c.error);
-    let Some(e) = c.error else {
-        return line;
-    };
-    let mut keep = e.len();
-    while line.len() > MAX_LINE && keep > 0 {
-        let over = line.len() - MAX_LINE + ELLIPSIS.len();
-        keep = keep.saturating_sub(over.max(1));
-        while !e.is_char_boundary(keep) {
-            keep -= 1;
-        }
-        line = build(Some(&format!("{}{ELLIPSIS}", &e[..keep])));
-    }
-    line
 }
 
 /// Appends lines to the audit file, opening it on first use (`O_APPEND|O_CREAT`, 0600; a
@@ -241,8 +117,16 @@ impl AuditFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The lines are built by the shared projection (awf-domain); their shape is checked here.
+    use awf_domain::projection::Completion;
+    use awf_domain::projection::MAX_AUDIT_LINE as MAX_LINE;
+    use awf_domain::projection::completed_line;
+    use awf_domain::projection::started_line;
     use pretty_assertions::assert_eq;
+    use serde_json::Map;
+    use serde_json::Value;
     use std::time::Duration;
+    use std::time::SystemTime;
     use std::time::UNIX_EPOCH;
 
     fn at() -> SystemTime {

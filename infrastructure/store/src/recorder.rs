@@ -11,7 +11,6 @@
 //!
 //! Source: spec/workflow.md §3.11, §3.14, §3.15; design/decisions.md ("Storage").
 
-use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::fs::File;
@@ -25,24 +24,18 @@ use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::SystemTime;
-use std::time::UNIX_EPOCH;
 
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::EventPublisher;
 use awf_domain::event::RunEvent;
-use awf_domain::ports::store::HistoryRecord;
-use awf_domain::ports::store::LoopPosition;
-use awf_domain::ports::store::RunSnapshot;
-use awf_domain::ports::store::STATE_SCHEMA_VERSION;
-use awf_domain::ports::store::StoredStatus;
-use awf_domain::run::RunStatus;
+use awf_domain::projection;
+use awf_domain::projection::RunProjection;
+use awf_domain::projection::millis;
 use rusqlite::Connection;
 use serde_json::json;
 
 use crate::AuditTarget;
 use crate::StorePaths;
-use crate::audit;
 use crate::audit::AuditFile;
 use crate::history;
 use crate::state;
@@ -282,38 +275,11 @@ impl EventPublisher for Recorder {
     }
 }
 
-fn millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
-/// When a run that ended on a parkable usage limit may go on (the error's
-/// [`awf_domain::ports::store::PARK_UNTIL`] detail).
-fn parked_until(result: &awf_domain::run::RunResult) -> Option<std::time::SystemTime> {
-    let e = result.error.as_ref()?;
-    if result.status != RunStatus::Failure
-        || e.code != awf_domain::ErrorCode::ExecutionAgentUsageLimit
-    {
-        return None;
-    }
-    e.details
-        .get(awf_domain::ports::store::PARK_UNTIL)
-        .and_then(serde_json::Value::as_str)
-        .and_then(awf_domain::timefmt::parse_rfc3339)
-}
-
-fn stored(s: RunStatus) -> StoredStatus {
-    match s {
-        RunStatus::Success => StoredStatus::Success,
-        RunStatus::Failure => StoredStatus::Failure,
-        RunStatus::Cancelled => StoredStatus::Cancelled,
-    }
-}
-
 /// The projection of one live run.
 struct RunProj {
-    snap: RunSnapshot,
+    /// The snapshot and what follows its loops and parallel blocks (pure, shared with the
+    /// other stores).
+    proj: RunProjection,
     dirty: bool,
     finished: bool,
     /// Whether this writer has written the state file whole; until then the next write is
@@ -329,11 +295,6 @@ struct RunProj {
     journal: Option<File>,
     /// Journal lines were written since it was last synced to the disk.
     journal_unsynced: bool,
-    /// The top-level parallel block being executed.
-    parallel_open: Option<String>,
-    /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
-    /// in their path): their names. Depth 0 is a top-level loop.
-    loops_open: Vec<Vec<(String, String)>>,
 }
 
 /// An open transcript.
@@ -551,15 +512,14 @@ impl Writer {
             RunEvent::RunStarted {
                 workflow,
                 identifier,
-                workflow_path,
                 inputs,
                 resumed_from,
-                pid,
+                ..
             } => {
                 // The earlier states keep their output files (not read back into memory).
                 let earlier = match resumed_from {
                     Some(_) => match self.runs.remove(run_id) {
-                        Some(p) => Some((p.snap, p.files)),
+                        Some(p) => Some((p.proj.snap, p.files)),
                         None => state::read_stored(&self.paths, run_id).unwrap_or_else(|e| {
                             self.shared.report("state", e.message().to_owned());
                             None
@@ -567,41 +527,21 @@ impl Writer {
                     },
                     None => None,
                 };
-                let mut snap = RunSnapshot {
-                    schema_version: STATE_SCHEMA_VERSION,
-                    run_id: run_id.to_owned(),
-                    parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.clone()),
-                    workflow: identifier.clone(),
-                    workflow_name: workflow.clone(),
-                    workflow_path: workflow_path.as_ref().map(Into::into),
-                    status: StoredStatus::Running,
-                    current_state: resumed_from.clone().unwrap_or_default(),
-                    inputs: inputs.clone(),
-                    states: BTreeMap::new(),
-                    started_at: env.at,
-                    updated_at: env.at,
-                    completed_at: None,
-                    exit_code: None,
-                    terminal: None,
-                    error: None,
-                    outputs: BTreeMap::new(),
-                    owner_pid: Some(*pid),
-                    loop_position: None,
-                    spend: None,
-                    waiting_until: None,
+                let (earlier, files) = match earlier {
+                    Some((snap, files)) => (Some(snap), files),
+                    None => (None, state::FileRefs::new()),
                 };
-                let mut files = state::FileRefs::new();
-                if let Some((old, old_files)) = earlier {
-                    snap.states = old.states;
-                    snap.started_at = old.started_at;
-                    snap.spend = old.spend;
-                    files = old_files;
-                }
-                let (started_ms, parent) = (millis(snap.started_at), snap.parent_run_id.clone());
+                let Some(proj) = RunProjection::start(env, earlier) else {
+                    return;
+                };
+                let (started_ms, parent) = (
+                    millis(proj.snap.started_at),
+                    proj.snap.parent_run_id.clone(),
+                );
                 self.runs.insert(
                     run_id.to_owned(),
                     RunProj {
-                        snap,
+                        proj,
                         dirty: true,
                         finished: false,
                         whole: false,
@@ -610,8 +550,6 @@ impl Writer {
                         garbage: Vec::new(),
                         journal: None,
                         journal_unsynced: false,
-                        parallel_open: None,
-                        loops_open: Vec::new(),
                     },
                 );
                 if let Some(c) = self.db()
@@ -626,91 +564,20 @@ impl Writer {
                 {
                     self.history_error(&e);
                 }
-                let line = audit::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
+                let line =
+                    projection::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
                 self.audit_line(&line);
             }
             RunEvent::StepStarted { step, kind } => {
-                // A loop starts: remember its name at its depth.
-                if (kind == "for_each" || kind == "while")
-                    && let Some(p) = self.runs.get_mut(run_id)
+                if let Some(p) = self.runs.get_mut(run_id)
+                    && p.proj.step_started(env, step, kind)
                 {
-                    let depth = loop_indexes(&env.path).len();
-                    if p.loops_open.len() <= depth {
-                        p.loops_open.resize_with(depth + 1, Vec::new);
-                    }
-                    p.loops_open[depth].push((env.path.clone(), step.clone()));
-                }
-                // A body step of a top-level loop (and of the loops nested in it): remember
-                // the iteration in progress of each. Inside a top-level parallel block, the
-                // loop is the block's one loop branch (with several, they cannot be told apart).
-                if let (Some(i), Some(p)) = (env.iteration, self.runs.get_mut(run_id)) {
-                    let top = match (&p.parallel_open, p.loops_open.first().map(Vec::as_slice)) {
-                        (None, _) => Some(p.snap.current_state.clone()),
-                        (Some(_), Some([(_, name)])) => Some(name.clone()),
-                        (Some(_), _) => None,
-                    };
-                    let indexes = loop_indexes(&env.path);
-                    if indexes.last() == Some(&i)
-                        && let Some(top) = top
-                        && let Some(pos) = position(&top, &indexes, &p.loops_open)
-                        && p.snap.loop_position.as_ref() != Some(&pos)
-                    {
-                        p.snap.loop_position = Some(pos);
-                        p.dirty = true;
-                    }
-                }
-                // Branches of a top-level parallel block also have bare paths; the block
-                // stays the current state until it finishes.
-                if env.path == *step
-                    && let Some(p) = self.runs.get_mut(run_id)
-                    && p.parallel_open.is_none()
-                {
-                    p.snap.current_state.clone_from(step);
-                    p.snap.updated_at = env.at;
                     p.dirty = true;
-                    if kind == "parallel" {
-                        p.parallel_open = Some(step.clone());
-                    }
                 }
             }
             RunEvent::StepFinished { step, state, .. } => {
                 if let Some(p) = self.runs.get_mut(run_id) {
-                    for open in &mut p.loops_open {
-                        open.retain(|(path, _)| path != &env.path);
-                    }
-                    // A nested loop that completed is no longer in progress.
-                    let depth = loop_indexes(&env.path).len();
-                    if depth > 0
-                        && state.status == awf_domain::run::StepStatus::Completed
-                        && let Some(pos) = p.snap.loop_position.as_mut()
-                        && clear_inner(pos, depth, step)
-                    {
-                        p.dirty = true;
-                    }
-                    if env.path == *step && p.parallel_open.as_ref() == Some(step) {
-                        p.parallel_open = None;
-                    }
-                    // A loop that completed has no position left; one that was cancelled
-                    // or failed keeps it, so `awf resume` continues at that iteration.
-                    if env.path == *step
-                        && state.status == awf_domain::run::StepStatus::Completed
-                        && p.snap
-                            .loop_position
-                            .as_ref()
-                            .is_some_and(|l| l.state == *step)
-                    {
-                        p.snap.loop_position = None;
-                    }
-                    // The spend so far, live (the run's final count replaces it at the end).
-                    if state.tokens != awf_domain::run::TokenUsage::default()
-                        || state.cost_usd.is_some()
-                    {
-                        p.snap
-                            .spend
-                            .get_or_insert_with(Default::default)
-                            .add(&state.tokens, state.cost_usd);
-                    }
-                    p.snap.states.insert(step.clone(), (**state).clone());
+                    p.proj.step_finished(env, step, state);
                     let replaced = if spilled.is_empty() {
                         p.files.remove(step)
                     } else {
@@ -720,7 +587,6 @@ impl Writer {
                         p.garbage.extend(old.paths().map(str::to_owned));
                     }
                     p.changed.insert(step.clone());
-                    p.snap.updated_at = env.at;
                     p.dirty = true;
                 }
             }
@@ -756,79 +622,25 @@ impl Writer {
 
     fn finish(&mut self, env: &EventEnvelope, result: &awf_domain::run::RunResult) {
         let run_id = env.run_id.0.as_str();
-        // Ended on a usage limit that resets within the step's max_wait: parked.
-        let waiting_until = parked_until(result);
-        let status = if waiting_until.is_some() {
-            StoredStatus::Waiting
-        } else {
-            stored(result.status)
-        };
-        let error_text = result.error.as_ref().map(|e| e.message.clone());
-        let (workflow_id, workflow_name, started_at, parent) = match self.runs.get_mut(run_id) {
+        let record = match self.runs.get_mut(run_id) {
             Some(p) => {
-                let s = &mut p.snap;
-                s.status = status;
-                s.waiting_until = waiting_until;
-                s.exit_code = Some(result.exit_code);
-                s.terminal.clone_from(&result.terminal);
-                s.error.clone_from(&result.error);
-                s.outputs.clone_from(&result.outputs);
-                if result.spend.is_some() {
-                    s.spend = result.spend;
-                }
-                s.completed_at = Some(env.at);
-                s.updated_at = env.at;
                 p.dirty = true;
                 p.finished = true;
-                (
-                    s.workflow.clone(),
-                    s.workflow_name.clone(),
-                    millis(s.started_at),
-                    s.parent_run_id.clone(),
-                )
+                p.proj.finish(env, result)
             }
-            None => (
-                result.workflow.clone(),
-                result.workflow.clone(),
-                millis(env.at).saturating_sub(result.duration_ms),
-                env.parent_run_id.as_ref().map(|p| p.0.clone()),
-            ),
-        };
-        let record = HistoryRecord {
-            id: run_id.to_owned(),
-            workflow_id,
-            workflow_name: workflow_name.clone(),
-            status,
-            exit_code: Some(result.exit_code),
-            started_at_ms: started_at,
-            completed_at_ms: Some(millis(env.at)),
-            duration_ms: Some(result.duration_ms),
-            error_message: error_text.clone(),
-            parent_run_id: parent,
-            spend: result.spend,
+            None => projection::finished_record(env, result),
         };
         if let Some(c) = self.db()
             && let Err(e) = history::upsert_finished(c, &record)
         {
             self.history_error(&e);
         }
-        let error = match (result.status, error_text) {
-            (RunStatus::Success, _) => None,
-            (_, Some(e)) => Some(e),
-            (RunStatus::Cancelled, None) => Some("workflow cancelled".to_owned()),
-            (RunStatus::Failure, None) => Some("workflow failed".to_owned()),
-        };
-        let line = audit::completed_line(
+        let line = projection::completed_line_of(
             run_id,
             env.at,
             &self.paths.user,
-            &workflow_name,
-            &audit::Completion {
-                status: transcript::status_str(result.status),
-                exit_code: result.exit_code,
-                duration_ms: result.duration_ms,
-                error: error.as_deref(),
-            },
+            &record.workflow_name,
+            result,
         );
         self.audit_line(&line);
         if let Some(t) = self.transcripts.get_mut(run_id) {
@@ -851,7 +663,7 @@ impl Writer {
                     json!({
                         "name": call.step,
                         "workflow": call.workflow,
-                        "status": transcript::status_str(result.status),
+                        "status": projection::status_str(result.status),
                         "exit_code": result.exit_code,
                     }),
                 );
@@ -923,7 +735,7 @@ impl Writer {
             {
                 failures.push(format!(
                     "cannot sync the state journal {}: {e}",
-                    self.paths.journal_file(&p.snap.run_id).display()
+                    self.paths.journal_file(&p.proj.snap.run_id).display()
                 ));
             }
         }
@@ -1168,21 +980,21 @@ fn sync_beside(
 /// [`JOURNAL_SYNC_EVERY`] (or at the next flush).
 fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
-        state::save_with(paths, &p.snap, &p.files, p.finished)?;
+        state::save_with(paths, &p.proj.snap, &p.files, p.finished)?;
         p.whole = true;
         p.changed.clear();
         p.journal = None;
         p.journal_unsynced = false;
-        state::remove_journal(paths, &p.snap.run_id)?;
+        state::remove_journal(paths, &p.proj.snap.run_id)?;
         if p.finished {
-            state::prune_outputs(paths, &p.snap.run_id, &p.files);
+            state::prune_outputs(paths, &p.proj.snap.run_id, &p.files);
         }
     } else {
         let mut output_files = state::FileRefs::new();
         let states = std::mem::take(&mut p.changed)
             .into_iter()
             .filter_map(|name| {
-                let st = p.snap.states.get(&name)?;
+                let st = p.proj.snap.states.get(&name)?;
                 let shown = match p.files.get(&name) {
                     Some(f) => {
                         output_files.insert(name.clone(), f.clone());
@@ -1194,19 +1006,19 @@ fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::Aw
             })
             .collect();
         let entry = state::JournalEntry {
-            status: p.snap.status,
-            current_state: std::borrow::Cow::Borrowed(&p.snap.current_state),
-            updated_at: p.snap.updated_at,
-            loop_position: p.snap.loop_position.clone(),
+            status: p.proj.snap.status,
+            current_state: std::borrow::Cow::Borrowed(&p.proj.snap.current_state),
+            updated_at: p.proj.snap.updated_at,
+            loop_position: p.proj.snap.loop_position.clone(),
             states,
             output_files,
-            spend: p.snap.spend,
+            spend: p.proj.snap.spend,
         };
         if p.journal.is_none() {
-            p.journal = Some(state::open_journal(paths, &p.snap.run_id)?);
+            p.journal = Some(state::open_journal(paths, &p.proj.snap.run_id)?);
         }
         if let Some(f) = p.journal.as_mut() {
-            state::append_journal(paths, &p.snap.run_id, f, &entry)?;
+            state::append_journal(paths, &p.proj.snap.run_id, f, &entry)?;
             p.journal_unsynced = true;
         }
     }
@@ -1219,68 +1031,6 @@ fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::Aw
 #[cfg(test)]
 #[path = "recorder_tests.rs"]
 mod tests;
-
-/// The iteration indexes of the `loop:N/` segments of an event path, outermost first
-/// (`loop:2/loop:0/work` gives `[2, 0]`).
-fn loop_indexes(path: &str) -> Vec<usize> {
-    let mut out = Vec::new();
-    let mut rest = path;
-    while let Some(after) = rest.strip_prefix("loop:") {
-        let Some((n, tail)) = after.split_once('/') else {
-            break;
-        };
-        let Ok(n) = n.parse::<usize>() else {
-            break;
-        };
-        out.push(n);
-        rest = tail;
-    }
-    out
-}
-
-/// The position of the top-level loop `top` at `indexes` (one per nesting level), with the
-/// loops open at each inner level named from `open`. An inner level where several loops run
-/// at once (parallel branches) cannot be told apart: the position stops above it.
-fn position(top: &str, indexes: &[usize], open: &[Vec<(String, String)>]) -> Option<LoopPosition> {
-    let (&first, inner) = indexes.split_first()?;
-    let mut pos = LoopPosition {
-        state: top.to_owned(),
-        iteration: first,
-        inner: None,
-    };
-    let mut levels = Vec::new();
-    for (depth, &i) in inner.iter().enumerate() {
-        match open.get(depth + 1).map(Vec::as_slice) {
-            Some([(_, name)]) => levels.push((name.clone(), i)),
-            _ => break,
-        }
-    }
-    let mut slot = &mut pos.inner;
-    for (name, i) in levels {
-        let next = slot.insert(Box::new(LoopPosition {
-            state: name,
-            iteration: i,
-            inner: None,
-        }));
-        slot = &mut next.inner;
-    }
-    Some(pos)
-}
-
-/// Drops the position of loop `name` at nesting `depth` (>= 1) from `pos`; whether it was there.
-fn clear_inner(pos: &mut LoopPosition, depth: usize, name: &str) -> bool {
-    if depth <= 1 {
-        if pos.inner.as_ref().is_some_and(|l| l.state == name) {
-            pos.inner = None;
-            return true;
-        }
-        return false;
-    }
-    match pos.inner.as_deref_mut() {
-        Some(next) => clear_inner(next, depth - 1, name),
-        None => false,
-    }
-}
 
 #[cfg(test)]
 mod sync_tests {
@@ -1312,58 +1062,5 @@ mod sync_tests {
             failures[0].1
         );
         assert!(sync_beside(Vec::new(), || {}).is_empty());
-    }
-}
-
-#[cfg(test)]
-mod position_tests {
-    use super::*;
-
-    fn open(levels: &[&[&str]]) -> Vec<Vec<(String, String)>> {
-        levels
-            .iter()
-            .map(|l| {
-                l.iter()
-                    .map(|n| (format!("p/{n}"), (*n).to_owned()))
-                    .collect()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn loop_indexes_read_every_loop_segment() {
-        assert_eq!(loop_indexes("work"), Vec::<usize>::new());
-        assert_eq!(loop_indexes("loop:2/work"), vec![2]);
-        assert_eq!(loop_indexes("loop:2/loop:0/work"), vec![2, 0]);
-        assert_eq!(loop_indexes("loop:x/work"), Vec::<usize>::new());
-    }
-
-    #[test]
-    fn nested_positions_stop_where_a_level_is_ambiguous() {
-        let one = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
-        assert_eq!(
-            one,
-            LoopPosition {
-                state: "outer".into(),
-                iteration: 1,
-                inner: Some(Box::new(LoopPosition {
-                    state: "inner".into(),
-                    iteration: 3,
-                    inner: None
-                }))
-            }
-        );
-        // Two loops running side by side at level 1 (parallel branches): only the top level.
-        let two = position("outer", &[1, 3], &open(&[&["outer"], &["x", "y"]])).unwrap();
-        assert_eq!(two.inner, None);
-        assert_eq!(position("outer", &[], &[]), None);
-    }
-
-    #[test]
-    fn a_completed_nested_loop_is_dropped_from_the_position() {
-        let mut pos = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
-        assert!(!clear_inner(&mut pos, 1, "other"));
-        assert!(clear_inner(&mut pos, 1, "inner"));
-        assert_eq!(pos.inner, None);
     }
 }

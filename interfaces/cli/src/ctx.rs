@@ -18,7 +18,6 @@ pub struct Ctx {
     /// `--storage`.
     pub storage: Option<PathBuf>,
     /// `--store URL`, as given (see [`crate::wiring::store_url`] for `AWF_STORE`).
-    #[allow(dead_code)] // TEMPORARY until the --store commands land (issue 15)
     pub store: Option<String>,
     /// Colour for stderr lines.
     pub err_style: Style,

@@ -617,7 +617,7 @@ impl ToolProvider for SweptRuns {
 /// the end.
 struct Served {
     tools: Arc<dyn ToolProvider>,
-    recorder: Option<awf_store::Recorder>,
+    recorder: Option<crate::wiring::RunRecorder>,
 }
 
 /// Builds the workflow tools of `--workflows [DIR]` (`reserved`: the names served beside

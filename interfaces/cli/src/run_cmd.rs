@@ -119,9 +119,9 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     let inputs = parse_inputs(&args.inputs)?;
     // A dry run records nothing, like the commands that run no workflow.
     let w = if args.dry_run {
-        wiring::build(ctx.storage.as_deref())?
+        wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     } else {
-        wiring::build_recording(ctx.storage.as_deref())?
+        wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     };
     let config = w.config()?;
     if !ctx.json() && !ctx.quiet {
@@ -361,7 +361,7 @@ async fn execute(
 /// `awf resume`, `status` and `history` would not know how it ended.
 pub(crate) fn finish_recording(
     ctx: &Ctx,
-    recorder: Option<&awf_store::Recorder>,
+    recorder: Option<&wiring::RunRecorder>,
     outcome: Outcome,
 ) -> Outcome {
     let Some(r) = recorder else {

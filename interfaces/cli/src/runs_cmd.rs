@@ -37,7 +37,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             ctx.err_style,
         )
     };
-    let w = match wiring::build_recording(ctx.storage.as_deref()) {
+    let w = match wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref()) {
         Ok(w) => w,
         Err(e) => return fail(&e),
     };
@@ -224,7 +224,8 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
 /// # Errors
 /// Bad filter values (`USER.INPUT.INVALID_FORMAT`), store failures.
 pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
-    let w = wiring::build(ctx.storage.as_deref()).map_err(CliError::Awf)?;
+    let w = wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())
+        .map_err(CliError::Awf)?;
     let filter = awf_application::runs::history_filter(
         args.workflow.as_deref(),
         args.status.as_deref(),
@@ -550,7 +551,8 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
 /// # Errors
 /// Unknown run (`USER.INPUT.VALIDATION_FAILED`), store failures.
 pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
-    let w = wiring::build(ctx.storage.as_deref()).map_err(CliError::Awf)?;
+    let w = wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())
+        .map_err(CliError::Awf)?;
     let states = w.state_store().map_err(CliError::Awf)?;
     let history = w.history_store().ok();
     let view = awf_application::runs::run_status(

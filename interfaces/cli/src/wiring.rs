@@ -84,7 +84,87 @@ pub struct Wiring {
     /// Why the store could not be opened.
     pub store_error: Option<AwfError>,
     /// The projection recording runs (None with `AWF_RECORD=off`); flush it before exiting.
-    pub recorder: Option<awf_store::Recorder>,
+    pub recorder: Option<RunRecorder>,
+    /// The shared store's URL (`--store` > `AWF_STORE`): runs are recorded and read there
+    /// instead of the embedded store.
+    pub store_url: Option<String>,
+    /// The shared store, once opened (at build for recording commands, else on first use).
+    pub pg: std::sync::OnceLock<awf_postgres::PgStore>,
+}
+
+/// The recorder of the chosen store: the embedded one (files + SQLite) or the shared one
+/// (PostgreSQL). Both queue in `emit` and write on their own thread or task.
+#[derive(Debug, Clone)]
+pub enum RunRecorder {
+    /// awf-store's writer.
+    Embedded(awf_store::Recorder),
+    /// awf-postgres's writer.
+    Postgres(awf_postgres::PgRecorder),
+}
+
+impl RunRecorder {
+    /// Blocks until what was queued is written (the shared store: at most
+    /// [`awf_postgres::recorder::FLUSH_BOUND`]).
+    pub fn flush(&self) {
+        match self {
+            Self::Embedded(r) => r.flush(),
+            Self::Postgres(r) => r.flush(),
+        }
+    }
+
+    /// Sets the function told about write failures (once per kind).
+    pub fn on_error(&self, callback: Arc<dyn Fn(String) + Send + Sync>) {
+        match self {
+            Self::Embedded(r) => r.on_error(callback),
+            Self::Postgres(r) => r.on_error(callback),
+        }
+    }
+
+    /// Takes the texts of the write failures so far.
+    pub fn take_errors(&self) -> Vec<String> {
+        match self {
+            Self::Embedded(r) => r.take_errors(),
+            Self::Postgres(r) => r.take_errors(),
+        }
+    }
+
+    /// Whether the run's record (state, history) could not be written.
+    pub fn run_record_failed(&self) -> bool {
+        match self {
+            Self::Embedded(r) => r.run_record_failed(),
+            Self::Postgres(r) => r.run_record_failed(),
+        }
+    }
+
+    /// The publisher to hand to the engine.
+    fn publisher(&self) -> Arc<dyn awf_domain::event::EventPublisher> {
+        match self {
+            Self::Embedded(r) => Arc::new(r.clone()),
+            Self::Postgres(r) => Arc::new(r.clone()),
+        }
+    }
+}
+
+/// Opens the shared store at `url`.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` (with a hint) for a URL that is not `postgres://…` or
+/// `postgresql://…`; what [`awf_postgres::PgStore::connect`] returns.
+pub fn open_shared(url: &str) -> Result<awf_postgres::PgStore, AwfError> {
+    if !awf_postgres::is_postgres_url(url) {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!(
+                "--store {:?} is not a PostgreSQL URL",
+                awf_postgres::redacted(url)
+            ),
+        )
+        .with_hint(
+            "use postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE, or leave --store and \
+             AWF_STORE empty for the embedded store",
+        ));
+    }
+    awf_postgres::PgStore::connect(url)
 }
 
 impl std::fmt::Debug for Wiring {
@@ -131,7 +211,6 @@ pub fn data_root(storage: Option<&Path>, env: &BTreeMap<String, String>) -> Path
 
 /// The shared store's URL: `--store` > `$AWF_STORE`; `None` (the embedded store) when neither
 /// is set or the value is empty. Not checked here: opening it says what is wrong.
-#[allow(dead_code)] // TEMPORARY until the --store commands land (issue 15)
 pub fn store_url(flag: Option<&str>, env: &BTreeMap<String, String>) -> Option<String> {
     flag.map(str::trim)
         .or_else(|| env.get("AWF_STORE").map(|s| s.trim()))
@@ -247,7 +326,28 @@ pub fn env_from(
 /// # Errors
 /// `SYSTEM.IO.READ_FAILED` when the working directory cannot be determined.
 pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
-    build_as(storage, false)
+    build_as(storage, None, false)
+}
+
+/// [`build`] with the `--store` flag (`None`: `AWF_STORE` decides). The shared store is
+/// opened on first use ([`Wiring::state_store`], [`Wiring::history_store`]).
+///
+/// # Errors
+/// As [`build`].
+pub fn build_stored(storage: Option<&Path>, store: Option<&str>) -> Result<Wiring, AwfError> {
+    build_as(storage, store, false)
+}
+
+/// [`build_recording`] with the `--store` flag (`None`: `AWF_STORE` decides): with a shared
+/// store, it is opened here, and runs are recorded and locked there.
+///
+/// # Errors
+/// As [`build`]; with a shared store, what [`open_shared`] returns.
+pub fn build_recording_stored(
+    storage: Option<&Path>,
+    store: Option<&str>,
+) -> Result<Wiring, AwfError> {
+    build_as(storage, store, true)
 }
 
 /// [`build`] for the commands that run a workflow (`run`, `resume`): runs are recorded (the
@@ -258,7 +358,7 @@ pub fn build(storage: Option<&Path>) -> Result<Wiring, AwfError> {
 /// # Errors
 /// As [`build`].
 pub fn build_recording(storage: Option<&Path>) -> Result<Wiring, AwfError> {
-    build_as(storage, true)
+    build_as(storage, None, true)
 }
 
 /// Whether runs are recorded given the value of `AWF_RECORD` (anything but `off`, any case).
@@ -266,7 +366,11 @@ pub fn recording_on(awf_record: Option<&str>) -> bool {
     awf_record.is_none_or(|v| !v.eq_ignore_ascii_case("off"))
 }
 
-fn build_as(storage: Option<&Path>, recording: bool) -> Result<Wiring, AwfError> {
+fn build_as(
+    storage: Option<&Path>,
+    store: Option<&str>,
+    recording: bool,
+) -> Result<Wiring, AwfError> {
     let env = process_env();
     let cwd = std::env::current_dir().map_err(|e| {
         AwfError::new(
@@ -274,7 +378,46 @@ fn build_as(storage: Option<&Path>, recording: bool) -> Result<Wiring, AwfError>
             format!("cannot read the working directory: {e}"),
         )
     })?;
-    Ok(build_with(storage, env, cwd, recording))
+    let url = store_url(store, &env);
+    let Some(url) = url else {
+        return Ok(build_with(storage, env, cwd, recording));
+    };
+    let record = recording && recording_on(env.get("AWF_RECORD").map(String::as_str));
+    let pg = if record {
+        Some(open_shared(&url)?)
+    } else {
+        None
+    };
+    Ok(build_shared(storage, env, cwd, url, pg))
+}
+
+/// [`build_with`] for the shared store at `url`: state, history, audit, events and run
+/// locks there (`pg`: the store opened for recording; `None`: opened on first use, nothing
+/// recorded).
+pub fn build_shared(
+    storage: Option<&Path>,
+    env: BTreeMap<String, String>,
+    cwd: PathBuf,
+    url: String,
+    pg: Option<awf_postgres::PgStore>,
+) -> Wiring {
+    let mut w = build_with(storage, env, cwd, false);
+    w.store_url = Some(url);
+    if let Some(pg) = pg {
+        // The audit trail goes to the store too (`awf_audit`); AWF_AUDIT_LOG=off still
+        // turns it off.
+        let paths = awf_store::StorePaths::from_env(&w.data_root, &w.env);
+        let recorder = RunRecorder::Postgres(match paths.audit {
+            awf_store::AuditTarget::Off => pg.recorder_without_audit(&paths.user),
+            awf_store::AuditTarget::Path(_) => pg.recorder(&paths.user),
+        });
+        w.services.recorders.insert(0, recorder.publisher());
+        w.services.state_store = Some(Arc::new(pg.clone()));
+        w.services.run_locks = Some(Arc::new(pg.clone()));
+        w.recorder = Some(recorder);
+        let _ = w.pg.set(pg);
+    }
+    w
 }
 
 /// Builds the services from an explicit environment and working directory.
@@ -305,13 +448,13 @@ pub fn build_with(
         (None, None)
     };
     let recorder = if record {
-        store.as_ref().map(|s| s.recorder())
+        store.as_ref().map(|s| RunRecorder::Embedded(s.recorder()))
     } else {
         None
     };
     let mut recorders: Vec<Arc<dyn awf_domain::event::EventPublisher>> = Vec::new();
     if let Some(r) = &recorder {
-        recorders.push(Arc::new(r.clone()));
+        recorders.push(r.publisher());
     }
     // Spans for OpenTelemetry; costs nothing when no exporter is installed.
     recorders.push(Arc::new(awf_telemetry::span_projection()));
@@ -356,6 +499,8 @@ pub fn build_with(
         store,
         store_error,
         recorder,
+        store_url: None,
+        pg: std::sync::OnceLock::new(),
     }
 }
 
@@ -383,20 +528,38 @@ impl Wiring {
             .map(Arc::new)
     }
 
-    /// The state files of recorded runs.
+    /// The shared store, when one is chosen: opened on first use.
+    ///
+    /// # Errors
+    /// What [`open_shared`] returns.
+    fn shared(&self) -> Option<Result<awf_postgres::PgStore, AwfError>> {
+        let url = self.store_url.as_deref()?;
+        if let Some(pg) = self.pg.get() {
+            return Some(Ok(pg.clone()));
+        }
+        Some(open_shared(url).map(|pg| self.pg.get_or_init(|| pg).clone()))
+    }
+
+    /// The state files of recorded runs (the shared store's snapshots with `--store`).
     ///
     /// # Errors
     /// Why the store could not be opened.
     pub fn state_store(&self) -> Result<Arc<dyn awf_domain::ports::StateStore>, AwfError> {
+        if let Some(pg) = self.shared() {
+            return pg.map(|p| Arc::new(p) as Arc<dyn awf_domain::ports::StateStore>);
+        }
         self.open_store()
             .map(|s| s as Arc<dyn awf_domain::ports::StateStore>)
     }
 
-    /// The run history.
+    /// The run history (the shared store's with `--store`).
     ///
     /// # Errors
     /// Why the store could not be opened.
     pub fn history_store(&self) -> Result<Arc<dyn awf_domain::ports::HistoryStore>, AwfError> {
+        if let Some(pg) = self.shared() {
+            return pg.map(|p| Arc::new(p) as Arc<dyn awf_domain::ports::HistoryStore>);
+        }
         self.open_store()
             .map(|s| s as Arc<dyn awf_domain::ports::HistoryStore>)
     }

@@ -1,0 +1,572 @@
+//! The run projection: what the event stream of a run says about its stored state, as pure
+//! functions over [`RunSnapshot`] (no I/O). Every store's recorder (the embedded one in
+//! awf-store, the PostgreSQL one in awf-postgres) folds events through [`RunProjection`] and
+//! writes the result its own way, so both record the same snapshot, history row and audit
+//! lines for the same run.
+//!
+//! What the projection keeps, per run (events of sub-workflow runs are recognised by their
+//! own `run_id`):
+//! - at `RunStarted`: a new `running` snapshot; a resumed run (`resumed_from` set) keeps the
+//!   states, start time and spend recorded before ([`RunProjection::start`]'s `earlier`);
+//! - at a top-level `StepStarted`: its step becomes `current_state` (branches of a top-level
+//!   parallel block do not); the iteration in progress of the top-level loop (and the loops
+//!   nested in it) becomes `loop_position`;
+//! - at `StepFinished`: the state is recorded by state name (loop bodies and branches
+//!   included), the spend grows, a completed loop loses its position;
+//! - at `RunFinished`: status (`waiting` for a run parked on a usage limit), exit code,
+//!   terminal, error, outputs, final spend, completion time, and the [`HistoryRecord`].
+//!
+//! The audit lines (`workflow.started`, `workflow.completed`) are built here too.
+//!
+//! Source: spec/workflow.md §3.11, §3.14; design/decisions.md ("Storage").
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
+
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::event::EventEnvelope;
+use crate::event::RunEvent;
+use crate::ports::store::HistoryRecord;
+use crate::ports::store::LoopPosition;
+use crate::ports::store::PARK_UNTIL;
+use crate::ports::store::RunSnapshot;
+use crate::ports::store::STATE_SCHEMA_VERSION;
+use crate::ports::store::StoredStatus;
+use crate::run::RunResult;
+use crate::run::RunStatus;
+use crate::run::StepState;
+use crate::run::StepStatus;
+use crate::run::TokenUsage;
+use crate::timefmt::format_rfc3339;
+
+/// Milliseconds since the Unix epoch (0 before it, saturating).
+pub fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// When a run that ended on a parkable usage limit may go on (the error's [`PARK_UNTIL`]
+/// detail).
+pub fn parked_until(result: &RunResult) -> Option<SystemTime> {
+    let e = result.error.as_ref()?;
+    if result.status != RunStatus::Failure || e.code != crate::ErrorCode::ExecutionAgentUsageLimit {
+        return None;
+    }
+    e.details
+        .get(PARK_UNTIL)
+        .and_then(Value::as_str)
+        .and_then(crate::timefmt::parse_rfc3339)
+}
+
+/// The stored status of a finished run's status.
+pub const fn stored(s: RunStatus) -> StoredStatus {
+    match s {
+        RunStatus::Success => StoredStatus::Success,
+        RunStatus::Failure => StoredStatus::Failure,
+        RunStatus::Cancelled => StoredStatus::Cancelled,
+    }
+}
+
+/// The wire text of a run status in transcripts and audit lines (`success`, `failure`,
+/// `cancelled`).
+pub const fn status_str(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Success => "success",
+        RunStatus::Failure => "failure",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+/// The projection of one live run: its snapshot and what is needed to follow its loops and
+/// parallel blocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunProjection {
+    /// The snapshot so far.
+    pub snap: RunSnapshot,
+    /// The top-level parallel block being executed.
+    parallel_open: Option<String>,
+    /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
+    /// in their path): (event path, name). Depth 0 is a top-level loop.
+    loops_open: Vec<Vec<(String, String)>>,
+}
+
+impl RunProjection {
+    /// The projection of a run from its `RunStarted` event (`None` for any other event).
+    /// `earlier` is the stored snapshot of a resumed run (`resumed_from` set): its states,
+    /// start time and spend are kept.
+    pub fn start(env: &EventEnvelope, earlier: Option<RunSnapshot>) -> Option<Self> {
+        let RunEvent::RunStarted {
+            workflow,
+            identifier,
+            workflow_path,
+            inputs,
+            resumed_from,
+            pid,
+        } = &env.event
+        else {
+            return None;
+        };
+        let mut snap = RunSnapshot {
+            schema_version: STATE_SCHEMA_VERSION,
+            run_id: env.run_id.0.clone(),
+            parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.clone()),
+            workflow: identifier.clone(),
+            workflow_name: workflow.clone(),
+            workflow_path: workflow_path.as_ref().map(Into::into),
+            status: StoredStatus::Running,
+            current_state: resumed_from.clone().unwrap_or_default(),
+            inputs: inputs.clone(),
+            states: BTreeMap::new(),
+            started_at: env.at,
+            updated_at: env.at,
+            completed_at: None,
+            exit_code: None,
+            terminal: None,
+            error: None,
+            outputs: BTreeMap::new(),
+            owner_pid: Some(*pid),
+            loop_position: None,
+            spend: None,
+            waiting_until: None,
+        };
+        if resumed_from.is_some()
+            && let Some(old) = earlier
+        {
+            snap.states = old.states;
+            snap.started_at = old.started_at;
+            snap.spend = old.spend;
+        }
+        Some(Self {
+            snap,
+            parallel_open: None,
+            loops_open: Vec::new(),
+        })
+    }
+
+    /// Applies a `StepStarted` of `step` (a `kind` step) at `env`'s path; whether the
+    /// snapshot changed.
+    pub fn step_started(&mut self, env: &EventEnvelope, step: &str, kind: &str) -> bool {
+        let mut dirty = false;
+        // A loop starts: remember its name at its depth.
+        if kind == "for_each" || kind == "while" {
+            let depth = loop_indexes(&env.path).len();
+            if self.loops_open.len() <= depth {
+                self.loops_open.resize_with(depth + 1, Vec::new);
+            }
+            self.loops_open[depth].push((env.path.clone(), step.to_owned()));
+        }
+        // A body step of a top-level loop (and of the loops nested in it): remember the
+        // iteration in progress of each. Inside a top-level parallel block, the loop is the
+        // block's one loop branch (with several, they cannot be told apart).
+        if let Some(i) = env.iteration {
+            let top = match (
+                &self.parallel_open,
+                self.loops_open.first().map(Vec::as_slice),
+            ) {
+                (None, _) => Some(self.snap.current_state.clone()),
+                (Some(_), Some([(_, name)])) => Some(name.clone()),
+                (Some(_), _) => None,
+            };
+            let indexes = loop_indexes(&env.path);
+            if indexes.last() == Some(&i)
+                && let Some(top) = top
+                && let Some(pos) = position(&top, &indexes, &self.loops_open)
+                && self.snap.loop_position.as_ref() != Some(&pos)
+            {
+                self.snap.loop_position = Some(pos);
+                dirty = true;
+            }
+        }
+        // Branches of a top-level parallel block also have bare paths; the block stays the
+        // current state until it finishes.
+        if env.path == step && self.parallel_open.is_none() {
+            step.clone_into(&mut self.snap.current_state);
+            self.snap.updated_at = env.at;
+            dirty = true;
+            if kind == "parallel" {
+                self.parallel_open = Some(step.to_owned());
+            }
+        }
+        dirty
+    }
+
+    /// Applies a `StepFinished` of `step` with its `state` at `env`'s path: the state is
+    /// recorded under the step's name (the snapshot always changes).
+    pub fn step_finished(&mut self, env: &EventEnvelope, step: &str, state: &StepState) {
+        for open in &mut self.loops_open {
+            open.retain(|(path, _)| path != &env.path);
+        }
+        // A nested loop that completed is no longer in progress.
+        let depth = loop_indexes(&env.path).len();
+        if depth > 0
+            && state.status == StepStatus::Completed
+            && let Some(pos) = self.snap.loop_position.as_mut()
+        {
+            clear_inner(pos, depth, step);
+        }
+        if env.path == step && self.parallel_open.as_deref() == Some(step) {
+            self.parallel_open = None;
+        }
+        // A loop that completed has no position left; one that was cancelled or failed keeps
+        // it, so `awf resume` continues at that iteration.
+        if env.path == step
+            && state.status == StepStatus::Completed
+            && self
+                .snap
+                .loop_position
+                .as_ref()
+                .is_some_and(|l| l.state == step)
+        {
+            self.snap.loop_position = None;
+        }
+        // The spend so far, live (the run's final count replaces it at the end).
+        if state.tokens != TokenUsage::default() || state.cost_usd.is_some() {
+            self.snap
+                .spend
+                .get_or_insert_with(Default::default)
+                .add(&state.tokens, state.cost_usd);
+        }
+        self.snap.states.insert(step.to_owned(), state.clone());
+        self.snap.updated_at = env.at;
+    }
+
+    /// Applies the `RunFinished` at `env`: the final fields of the snapshot; returns the
+    /// run's history record.
+    pub fn finish(&mut self, env: &EventEnvelope, result: &RunResult) -> HistoryRecord {
+        let waiting_until = parked_until(result);
+        let status = final_status(result);
+        let s = &mut self.snap;
+        s.status = status;
+        s.waiting_until = waiting_until;
+        s.exit_code = Some(result.exit_code);
+        s.terminal.clone_from(&result.terminal);
+        s.error.clone_from(&result.error);
+        s.outputs.clone_from(&result.outputs);
+        if result.spend.is_some() {
+            s.spend = result.spend;
+        }
+        s.completed_at = Some(env.at);
+        s.updated_at = env.at;
+        HistoryRecord {
+            id: s.run_id.clone(),
+            workflow_id: s.workflow.clone(),
+            workflow_name: s.workflow_name.clone(),
+            status,
+            exit_code: Some(result.exit_code),
+            started_at_ms: millis(s.started_at),
+            completed_at_ms: Some(millis(env.at)),
+            duration_ms: Some(result.duration_ms),
+            error_message: result.error.as_ref().map(|e| e.message.clone()),
+            parent_run_id: s.parent_run_id.clone(),
+            spend: result.spend,
+        }
+    }
+}
+
+/// The stored status of a finished run: `waiting` when it ended on a usage limit that resets
+/// within the step's `max_wait`, else its own.
+pub fn final_status(result: &RunResult) -> StoredStatus {
+    if parked_until(result).is_some() {
+        StoredStatus::Waiting
+    } else {
+        stored(result.status)
+    }
+}
+
+/// The history record of a run that finished without a projection (its `RunStarted` was not
+/// seen): what its `RunFinished` alone says.
+pub fn finished_record(env: &EventEnvelope, result: &RunResult) -> HistoryRecord {
+    HistoryRecord {
+        id: env.run_id.0.clone(),
+        workflow_id: result.workflow.clone(),
+        workflow_name: result.workflow.clone(),
+        status: final_status(result),
+        exit_code: Some(result.exit_code),
+        started_at_ms: millis(env.at).saturating_sub(result.duration_ms),
+        completed_at_ms: Some(millis(env.at)),
+        duration_ms: Some(result.duration_ms),
+        error_message: result.error.as_ref().map(|e| e.message.clone()),
+        parent_run_id: env.parent_run_id.as_ref().map(|p| p.0.clone()),
+        spend: result.spend,
+    }
+}
+
+/// The `error` of a run's `workflow.completed` audit line: none on success, else the run's
+/// error text (`workflow cancelled` / `workflow failed` without one).
+pub fn completion_error(result: &RunResult) -> Option<String> {
+    match (
+        result.status,
+        result.error.as_ref().map(|e| e.message.clone()),
+    ) {
+        (RunStatus::Success, _) => None,
+        (_, Some(e)) => Some(e),
+        (RunStatus::Cancelled, None) => Some("workflow cancelled".to_owned()),
+        (RunStatus::Failure, None) => Some("workflow failed".to_owned()),
+    }
+}
+
+/// The `workflow.completed` audit line (newline included) of a run named `workflow_name`
+/// that finished with `result` at `at`.
+pub fn completed_line_of(
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+    result: &RunResult,
+) -> String {
+    let error = completion_error(result);
+    completed_line(
+        run_id,
+        at,
+        user,
+        workflow_name,
+        &Completion {
+            status: status_str(result.status),
+            exit_code: result.exit_code,
+            duration_ms: result.duration_ms,
+            error: error.as_deref(),
+        },
+    )
+}
+
+/// Longest audit line, newline included (PIPE_BUF).
+pub const MAX_AUDIT_LINE: usize = 4096;
+
+/// Replacement of an input value dropped to fit a line.
+const ELLIPSIS: &str = "…";
+
+/// The common head of both lines.
+fn head(
+    event: &str,
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("event".into(), event.into());
+    m.insert("execution_id".into(), run_id.into());
+    m.insert("timestamp".into(), format_rfc3339(at).into());
+    m.insert("user".into(), user.into());
+    m.insert("workflow_name".into(), workflow_name.into());
+    m
+}
+
+fn encode(m: &Map<String, Value>) -> String {
+    let mut s = Value::Object(m.clone()).to_string();
+    s.push('\n');
+    s
+}
+
+/// The `workflow.started` line (newline included). When it is longer than [`MAX_AUDIT_LINE`], the
+/// longest input values (ties: the first key in order) are replaced by `"…"` one by one until
+/// it fits, and `inputs_truncated: true` is added.
+pub fn started_line(
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+    inputs: &Map<String, Value>,
+) -> String {
+    let build = |inputs: &Map<String, Value>, truncated: bool| {
+        let mut m = head("workflow.started", run_id, at, user, workflow_name);
+        if !inputs.is_empty() {
+            m.insert("inputs".into(), Value::Object(inputs.clone()));
+        }
+        if truncated {
+            m.insert("inputs_truncated".into(), true.into());
+        }
+        m.insert("schema_version".into(), 1.into());
+        encode(&m)
+    };
+    let mut line = build(inputs, false);
+    if line.len() <= MAX_AUDIT_LINE {
+        return line;
+    }
+    let mut inputs = inputs.clone();
+    loop {
+        let longest = inputs
+            .iter()
+            .filter(|(_, v)| v.as_str() != Some(ELLIPSIS))
+            .map(|(k, v)| (v.to_string().len(), k.clone()))
+            .fold(None::<(usize, String)>, |best, cur| match best {
+                Some(b) if b.0 >= cur.0 => Some(b),
+                _ => Some(cur),
+            });
+        let Some((_, key)) = longest else {
+            return line;
+        };
+        inputs.insert(key, ELLIPSIS.into());
+        line = build(&inputs, true);
+        if line.len() <= MAX_AUDIT_LINE {
+            return line;
+        }
+    }
+}
+
+/// What a `workflow.completed` line reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion<'a> {
+    /// `success`, `failure` or `cancelled` ([`status_str`]).
+    pub status: &'a str,
+    /// The process exit code.
+    pub exit_code: u8,
+    /// Wall time (at least 1 is written).
+    pub duration_ms: u64,
+    /// The failure text, when the run did not succeed.
+    pub error: Option<&'a str>,
+}
+
+/// The `workflow.completed` line (newline included); an over-long `error` is cut to fit.
+pub fn completed_line(
+    run_id: &str,
+    at: SystemTime,
+    user: &str,
+    workflow_name: &str,
+    c: &Completion<'_>,
+) -> String {
+    let build = |error: Option<&str>| {
+        let mut m = head("workflow.completed", run_id, at, user, workflow_name);
+        m.insert("status".into(), c.status.into());
+        m.insert("exit_code".into(), c.exit_code.into());
+        m.insert("duration_ms".into(), c.duration_ms.max(1).into());
+        if let Some(e) = error {
+            m.insert("error".into(), e.into());
+        }
+        m.insert("schema_version".into(), 1.into());
+        encode(&m)
+    };
+    let mut line = build(c.error);
+    let Some(e) = c.error else {
+        return line;
+    };
+    let mut keep = e.len();
+    while line.len() > MAX_AUDIT_LINE && keep > 0 {
+        let over = line.len() - MAX_AUDIT_LINE + ELLIPSIS.len();
+        keep = keep.saturating_sub(over.max(1));
+        while !e.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        line = build(Some(&format!("{}{ELLIPSIS}", &e[..keep])));
+    }
+    line
+}
+
+/// The iteration indexes of the `loop:N/` segments of an event path, outermost first
+/// (`loop:2/loop:0/work` gives `[2, 0]`).
+fn loop_indexes(path: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = path;
+    while let Some(after) = rest.strip_prefix("loop:") {
+        let Some((n, tail)) = after.split_once('/') else {
+            break;
+        };
+        let Ok(n) = n.parse::<usize>() else {
+            break;
+        };
+        out.push(n);
+        rest = tail;
+    }
+    out
+}
+
+/// The position of the top-level loop `top` at `indexes` (one per nesting level), with the
+/// loops open at each inner level named from `open`. An inner level where several loops run
+/// at once (parallel branches) cannot be told apart: the position stops above it.
+fn position(top: &str, indexes: &[usize], open: &[Vec<(String, String)>]) -> Option<LoopPosition> {
+    let (&first, inner) = indexes.split_first()?;
+    let mut pos = LoopPosition {
+        state: top.to_owned(),
+        iteration: first,
+        inner: None,
+    };
+    let mut levels = Vec::new();
+    for (depth, &i) in inner.iter().enumerate() {
+        match open.get(depth + 1).map(Vec::as_slice) {
+            Some([(_, name)]) => levels.push((name.clone(), i)),
+            _ => break,
+        }
+    }
+    let mut slot = &mut pos.inner;
+    for (name, i) in levels {
+        let next = slot.insert(Box::new(LoopPosition {
+            state: name,
+            iteration: i,
+            inner: None,
+        }));
+        slot = &mut next.inner;
+    }
+    Some(pos)
+}
+
+/// Drops the position of loop `name` at nesting `depth` (>= 1) from `pos`; whether it was there.
+fn clear_inner(pos: &mut LoopPosition, depth: usize, name: &str) -> bool {
+    if depth <= 1 {
+        if pos.inner.as_ref().is_some_and(|l| l.state == name) {
+            pos.inner = None;
+            return true;
+        }
+        return false;
+    }
+    match pos.inner.as_deref_mut() {
+        Some(next) => clear_inner(next, depth - 1, name),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod position_tests {
+    use super::*;
+
+    fn open(levels: &[&[&str]]) -> Vec<Vec<(String, String)>> {
+        levels
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|n| (format!("p/{n}"), (*n).to_owned()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn loop_indexes_read_every_loop_segment() {
+        assert_eq!(loop_indexes("work"), Vec::<usize>::new());
+        assert_eq!(loop_indexes("loop:2/work"), vec![2]);
+        assert_eq!(loop_indexes("loop:2/loop:0/work"), vec![2, 0]);
+        assert_eq!(loop_indexes("loop:x/work"), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn nested_positions_stop_where_a_level_is_ambiguous() {
+        let one = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
+        assert_eq!(
+            one,
+            LoopPosition {
+                state: "outer".into(),
+                iteration: 1,
+                inner: Some(Box::new(LoopPosition {
+                    state: "inner".into(),
+                    iteration: 3,
+                    inner: None
+                }))
+            }
+        );
+        // Two loops running side by side at level 1 (parallel branches): only the top level.
+        let two = position("outer", &[1, 3], &open(&[&["outer"], &["x", "y"]])).unwrap();
+        assert_eq!(two.inner, None);
+        assert_eq!(position("outer", &[], &[]), None);
+    }
+
+    #[test]
+    fn a_completed_nested_loop_is_dropped_from_the_position() {
+        let mut pos = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
+        assert!(!clear_inner(&mut pos, 1, "other"));
+        assert!(clear_inner(&mut pos, 1, "inner"));
+        assert_eq!(pos.inner, None);
+    }
+}

@@ -1,0 +1,305 @@
+//! The store ports on PostgreSQL: [`StateStore`] (the `snapshot` column of `awf_runs`),
+//! [`HistoryStore`] (its history columns) and [`RunLocks`] (session advisory locks), with
+//! the embedded store's semantics (infrastructure/store: state.rs, history.rs, locks.rs).
+//!
+//! Rows of runs that have not started (queued, issue 15 part 2) have no snapshot and no
+//! start time: they are in neither the state list nor the history.
+//!
+//! Source: spec/workflow.md §3.11 (persistence and resume), §3.13 (`awf history`).
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::RunLocks;
+use awf_domain::ports::locks::RunLockGuard;
+use awf_domain::ports::store::HistoryFilter;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::HistoryStats;
+use awf_domain::ports::store::HistoryStore;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StateStore;
+use awf_domain::ports::store::StoredStatus;
+use serde_json::Value;
+use tokio_postgres::types::ToSql;
+
+use crate::PgStore;
+use crate::db_text;
+use crate::pool_text;
+use crate::unavailable;
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn u64_of(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn parse_status(s: &str) -> StoredStatus {
+    match s {
+        "success" | "completed" => StoredStatus::Success,
+        "failure" | "failed" => StoredStatus::Failure,
+        "cancelled" => StoredStatus::Cancelled,
+        "waiting" => StoredStatus::Waiting,
+        _ => StoredStatus::Running,
+    }
+}
+
+const COLUMNS: &str = "run_id, workflow_id, workflow_name, status, exit_code, started_at_ms, \
+                       completed_at_ms, duration_ms, error_message, parent_run_id, spend";
+
+fn record(r: &tokio_postgres::Row) -> HistoryRecord {
+    let status: String = r.get(3);
+    let exit: Option<i32> = r.get(4);
+    let spend: Option<Value> = r.get(10);
+    HistoryRecord {
+        id: r.get(0),
+        workflow_id: r.get(1),
+        workflow_name: r.get(2),
+        status: parse_status(&status),
+        exit_code: exit.map(|e| u8::try_from(e).unwrap_or(u8::MAX)),
+        started_at_ms: r.get::<_, Option<i64>>(5).map_or(0, u64_of),
+        completed_at_ms: r.get::<_, Option<i64>>(6).map(u64_of),
+        duration_ms: r.get::<_, Option<i64>>(7).map(u64_of),
+        error_message: r.get(8),
+        parent_run_id: r.get(9),
+        spend: spend.and_then(|v| serde_json::from_value(v).ok()),
+    }
+}
+
+/// A filter's `WHERE` clause (started runs only) and its parameters.
+fn where_clause(filter: &HistoryFilter) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+    let mut conds = vec!["started_at_ms IS NOT NULL".to_owned()];
+    let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
+    if let Some(w) = &filter.workflow {
+        args.push(Box::new(w.clone()));
+        conds.push(format!(
+            "(workflow_id = ${0} OR workflow_name = ${0})",
+            args.len()
+        ));
+    }
+    if let Some(s) = filter.status {
+        args.push(Box::new(s.as_str().to_owned()));
+        conds.push(format!("status = ${}", args.len()));
+    }
+    if let Some(since) = filter.since_ms {
+        args.push(Box::new(i64_of(since)));
+        conds.push(format!("started_at_ms >= ${}", args.len()));
+    }
+    (format!(" WHERE {}", conds.join(" AND ")), args)
+}
+
+impl PgStore {
+    /// Runs `sql` with `args` on a pooled connection; its rows.
+    fn query(
+        &self,
+        what: &'static str,
+        sql: String,
+        args: Vec<Box<dyn ToSql + Sync + Send>>,
+    ) -> Result<Vec<tokio_postgres::Row>, AwfError> {
+        let pool = self.pool().clone();
+        self.block_on(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(|e| unavailable(what, &pool_text(&e)))?;
+            let refs: Vec<&(dyn ToSql + Sync)> = args
+                .iter()
+                .map(|a| a.as_ref() as &(dyn ToSql + Sync))
+                .collect();
+            client
+                .query(sql.as_str(), &refs)
+                .await
+                .map_err(|e| unavailable(what, &db_text(&e)))
+        })?
+    }
+}
+
+impl StateStore for PgStore {
+    fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
+        let rows = self.query(
+            "read a run",
+            "SELECT snapshot FROM awf_runs WHERE run_id = $1 AND snapshot IS NOT NULL".to_owned(),
+            vec![Box::new(run_id.to_owned())],
+        )?;
+        let Some(row) = rows.first() else {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("workflow execution not found: {run_id}"),
+            )
+            .with_detail("run_id", run_id)
+            .with_hint("awf resume --list"));
+        };
+        let v: Value = row.get(0);
+        serde_json::from_value(v).map_err(|e| {
+            AwfError::new(
+                ErrorCode::SystemIoReadFailed,
+                format!("cannot read the state of run {run_id} from the PostgreSQL store: {e}"),
+            )
+        })
+    }
+
+    fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
+        let rows = self.query(
+            "list runs",
+            "SELECT snapshot FROM awf_runs WHERE snapshot IS NOT NULL".to_owned(),
+            Vec::new(),
+        )?;
+        let mut out: Vec<RunSnapshot> = rows
+            .iter()
+            .filter_map(|r| serde_json::from_value(r.get::<_, Value>(0)).ok())
+            .collect();
+        out.sort_by(|a, b| {
+            b.started_at
+                .cmp(&a.started_at)
+                .then_with(|| b.run_id.cmp(&a.run_id))
+        });
+        Ok(out)
+    }
+
+    /// Writes the snapshot column (a new row has no history columns: like the embedded
+    /// store, saving a state file adds no history row).
+    fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
+        let json = serde_json::to_value(snapshot).map_err(|e| {
+            AwfError::new(
+                ErrorCode::SystemIoWriteFailed,
+                format!("cannot encode the state of run {}: {e}", snapshot.run_id),
+            )
+        })?;
+        let root = snapshot
+            .parent_run_id
+            .clone()
+            .unwrap_or_else(|| snapshot.run_id.clone());
+        self.query(
+            "save a run",
+            "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
+                                   status, exit_code, snapshot, updated_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+             ON CONFLICT (run_id) DO UPDATE SET
+                 status = EXCLUDED.status,
+                 exit_code = EXCLUDED.exit_code,
+                 snapshot = EXCLUDED.snapshot,
+                 updated_at = now()"
+                .to_owned(),
+            vec![
+                Box::new(snapshot.run_id.clone()),
+                Box::new(snapshot.parent_run_id.clone()),
+                Box::new(root),
+                Box::new(snapshot.workflow.clone()),
+                Box::new(snapshot.workflow_name.clone()),
+                Box::new(snapshot.status.as_str().to_owned()),
+                Box::new(snapshot.exit_code.map(i32::from)),
+                Box::new(json),
+            ],
+        )?;
+        Ok(())
+    }
+}
+
+impl HistoryStore for PgStore {
+    fn list(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRecord>, AwfError> {
+        let (clause, mut args) = where_clause(filter);
+        let mut sql = format!(
+            "SELECT {COLUMNS} FROM awf_runs{clause} ORDER BY started_at_ms DESC, row_seq DESC"
+        );
+        if let Some(limit) = filter.limit {
+            args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+            sql.push_str(&format!(" LIMIT ${}", args.len()));
+        }
+        Ok(self
+            .query("read the run history", sql, args)?
+            .iter()
+            .map(record)
+            .collect())
+    }
+
+    fn stats(&self, filter: &HistoryFilter) -> Result<HistoryStats, AwfError> {
+        let (clause, args) = where_clause(filter);
+        let sql = format!(
+            "SELECT COUNT(*)::bigint,
+                    COUNT(*) FILTER (WHERE status = 'success')::bigint,
+                    COUNT(*) FILTER (WHERE status = 'failure')::bigint,
+                    COUNT(*) FILTER (WHERE status = 'cancelled')::bigint,
+                    COUNT(*) FILTER (WHERE status = 'running')::bigint,
+                    COALESCE(SUM(duration_ms) FILTER (WHERE status <> 'running' AND duration_ms IS NOT NULL), 0)::bigint,
+                    COUNT(*) FILTER (WHERE status <> 'running' AND duration_ms IS NOT NULL)::bigint
+             FROM awf_runs{clause}"
+        );
+        let rows = self.query("read the run history", sql, args)?;
+        let Some(r) = rows.first() else {
+            return Ok(HistoryStats::default());
+        };
+        let n = |i: usize| u64_of(r.get::<_, i64>(i));
+        let (sum, finished) = (n(5), n(6));
+        Ok(HistoryStats {
+            total_executions: n(0),
+            success_count: n(1),
+            failed_count: n(2),
+            cancelled_count: n(3),
+            running_count: n(4),
+            avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
+        })
+    }
+
+    fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError> {
+        let rows = self.query(
+            "read the run history",
+            format!(
+                "SELECT {COLUMNS} FROM awf_runs WHERE run_id = $1 AND started_at_ms IS NOT NULL"
+            ),
+            vec![Box::new(run_id.to_owned())],
+        )?;
+        Ok(rows.first().map(record))
+    }
+}
+
+/// A held advisory lock: its own connection (closing it releases the lock, also when the
+/// process dies) and the store whose runtime drives it.
+struct HeldLock {
+    client: Option<tokio_postgres::Client>,
+    store: PgStore,
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        // Closing the session releases its advisory locks.
+        if let Some(c) = self.client.take() {
+            let _ = self.store.block_on(async move { drop(c) });
+        }
+    }
+}
+
+impl RunLocks for PgStore {
+    /// `pg_try_advisory_lock` of the run id's 64-bit hash on a connection of its own, held by
+    /// the guard.
+    fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
+        let config = self.config().clone();
+        let key = format!("awf-run:{run_id}");
+        let rt = self.runtime().clone();
+        let (client, got) = self.block_on(async move {
+            let (client, conn) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+            rt.spawn(async move {
+                let _ = conn.await;
+            });
+            let row = client
+                .query_one(
+                    "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                    &[&key],
+                )
+                .await
+                .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
+            let got: bool = row.get(0);
+            Ok::<_, AwfError>((client, got))
+        })??;
+        if !got {
+            let _ = self.block_on(async move { drop(client) });
+            return Err(awf_domain::ports::locks::still_running(run_id));
+        }
+        Ok(Some(RunLockGuard::new(HeldLock {
+            client: Some(client),
+            store: self.clone(),
+        })))
+    }
+}

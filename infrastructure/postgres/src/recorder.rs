@@ -1,0 +1,767 @@
+//! [`PgRecorder`]: the event-stream writer of the shared store. The same projection as the
+//! embedded recorder ([`awf_domain::projection`]), written as rows.
+//!
+//! `emit` only queues (no I/O on the caller's thread). One writer task on the store's
+//! runtime drains what is queued, applies it to its projections, and writes the batch in ONE
+//! transaction:
+//! - `awf_runs`: the row of each run whose projection changed (inserted at `RunStarted` with
+//!   status `running`; `snapshot` = the [`RunSnapshot`] JSON, `updated_at` = now; the
+//!   history columns at `RunFinished`); `root_run_id` is the top run of a sub-workflow tree;
+//! - `awf_events`: every envelope (`envelope` JSON, `kind` = its event's `type`) keyed by
+//!   (`root_run_id`, `position`), positions 1, 2, 3… per root run in emission order,
+//!   continuing after the stored largest one (a resumed run, perhaps resumed elsewhere);
+//! - `awf_audit`: the `workflow.started` / `workflow.completed` lines, as JSON;
+//! - `NOTIFY awf_events, '<root_run_id>'` per root run that got rows (sent at commit).
+//!
+//! Resilience: a batch that cannot be written is kept and retried with backoff (100 ms
+//! doubling to 2 s) on a fresh connection; positions are assigned once, so a retry of a
+//! commit whose outcome was lost inserts nothing twice (`ON CONFLICT DO NOTHING`; run rows
+//! are upserted). Failures are reported once through [`PgRecorder::on_error`] and kept for
+//! [`PgRecorder::take_errors`]; they never stop the run. [`PgRecorder::flush`] waits until
+//! everything queued is committed, at most [`FLUSH_BOUND`].
+//!
+//! Fencing (the run queue, issue 15 part 2): [`PgRecorder::fence`] says this process holds a
+//! run under a claim epoch; its row's writes then carry `WHERE epoch = <epoch>`, and once such
+//! a write matches no row (another worker claimed the run) the run's later writes (its tree's
+//! events included) are dropped and the [`PgRecorder::on_fenced`] callback is told its id.
+//!
+//! Source: issue 15; spec/workflow.md §3.11, §3.14.
+
+use std::collections::BTreeSet;
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
+use std::time::Duration;
+
+use awf_domain::event::EventEnvelope;
+use awf_domain::event::EventPublisher;
+use awf_domain::event::RunEvent;
+use awf_domain::ports::store::HistoryRecord;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::projection;
+use awf_domain::projection::RunProjection;
+use deadpool_postgres::Pool;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::db_text;
+use crate::pool_text;
+
+/// Called with the text of a write failure (once per kind), e.g. to print a warning.
+pub type ErrorCallback = Arc<dyn Fn(String) + Send + Sync>;
+
+/// Called with the id of a fenced run whose claim another worker took.
+pub type FencedCallback = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Longest time [`PgRecorder::flush`] waits for the queued events to be committed.
+pub const FLUSH_BOUND: Duration = Duration::from_secs(30);
+
+/// At most this many failure texts are kept for [`PgRecorder::take_errors`].
+const MAX_KEPT_ERRORS: usize = 100;
+
+/// At most this many queued messages are applied before a write.
+const MAX_BATCH: usize = 4096;
+
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+enum Msg {
+    Event(Box<EventEnvelope>),
+    Flush(std::sync::mpsc::SyncSender<()>),
+    Fence(String, i64),
+}
+
+#[derive(Default)]
+struct Shared {
+    callback: Mutex<Option<ErrorCallback>>,
+    fenced: Mutex<Option<FencedCallback>>,
+    errors: Mutex<Vec<String>>,
+    reported: Mutex<BTreeSet<&'static str>>,
+    /// A flush returned before everything was committed.
+    unrecorded: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    fn report(&self, target: &'static str, message: String) {
+        {
+            let mut errs = self.errors.lock().unwrap_or_else(PoisonError::into_inner);
+            if errs.len() < MAX_KEPT_ERRORS {
+                errs.push(message.clone());
+            }
+        }
+        let first = self
+            .reported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(target);
+        if first {
+            let cb = self
+                .callback
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            if let Some(cb) = cb {
+                cb(message);
+            }
+        }
+    }
+
+    fn fenced(&self, run_id: &str) {
+        let cb = self
+            .fenced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(cb) = cb {
+            cb(run_id);
+        }
+    }
+}
+
+/// The event-stream writer of a [`PgStore`](crate::PgStore): an [`EventPublisher`] whose
+/// `emit` only queues. Clones share one writer task; it stops once every clone is dropped
+/// and what was queued is written (or the store's runtime ends). See the module docs for
+/// what is written.
+#[derive(Clone)]
+pub struct PgRecorder {
+    tx: mpsc::UnboundedSender<Msg>,
+    shared: Arc<Shared>,
+    url: String,
+    /// Keeps the store's runtime alive as long as a handle is.
+    _store: crate::PgStore,
+}
+
+impl std::fmt::Debug for PgRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgRecorder")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgRecorder {
+    /// Starts the writer task of `store`; audit lines name `user` (none written without
+    /// `audit`).
+    pub(crate) fn start(store: &crate::PgStore, user: &str, audit: bool) -> Self {
+        let shared = Arc::new(Shared::default());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = Writer {
+            pool: store.pool().clone(),
+            shared: Arc::clone(&shared),
+            url: store.url().to_owned(),
+            user: user.to_owned(),
+            audit,
+            runs: HashMap::new(),
+            root_of: HashMap::new(),
+            next_pos: HashMap::new(),
+            fences: HashMap::new(),
+            dropped: HashSet::new(),
+            pre_start: HashMap::new(),
+            pending: Pending::default(),
+            waiting: Vec::new(),
+        };
+        store.runtime().spawn(writer.run(rx));
+        Self {
+            tx,
+            shared,
+            url: store.url().to_owned(),
+            _store: store.clone(),
+        }
+    }
+
+    /// Blocks until every event queued before this call is committed, at most
+    /// [`FLUSH_BOUND`]; past it, reports that events are not recorded yet and returns (the
+    /// writer goes on retrying while the process lives). Must not be called from the
+    /// store's own runtime.
+    pub fn flush(&self) {
+        let (ack_tx, ack_rx) = std::sync::mpsc::sync_channel(1);
+        if self.tx.send(Msg::Flush(ack_tx)).is_err() {
+            return;
+        }
+        match ack_rx.recv_timeout(FLUSH_BOUND) {
+            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                self.shared
+                    .unrecorded
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                self.shared.report(
+                    "unrecorded",
+                    format!(
+                        "the PostgreSQL store {} did not take the run's record within {} s; \
+                         what is not written yet is lost when awf exits",
+                        self.url,
+                        FLUSH_BOUND.as_secs()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Sets the function told about write failures (once per kind of failure).
+    pub fn on_error(&self, callback: ErrorCallback) {
+        *self
+            .shared
+            .callback
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(callback);
+    }
+
+    /// Takes the texts of the write failures so far (at most 100 are kept).
+    pub fn take_errors(&self) -> Vec<String> {
+        std::mem::take(
+            &mut *self
+                .shared
+                .errors
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Whether a [`flush`](Self::flush) returned before the record was committed (the run's
+    /// state, history or events may be incomplete). Failures that a retry repaired do not
+    /// count.
+    pub fn run_record_failed(&self) -> bool {
+        self.shared
+            .unrecorded
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Registers that this process holds `run_id` under claim `epoch`: its row's writes
+    /// carry `WHERE epoch = epoch` from now on (events queued before this call included).
+    pub fn fence(&self, run_id: &str, epoch: i64) {
+        let _ = self.tx.send(Msg::Fence(run_id.to_owned(), epoch));
+    }
+
+    /// Sets the function told the id of a fenced run whose claim another worker took (its
+    /// later writes are dropped).
+    pub fn on_fenced(&self, callback: FencedCallback) {
+        *self
+            .shared
+            .fenced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(callback);
+    }
+}
+
+impl EventPublisher for PgRecorder {
+    fn emit(&self, event: EventEnvelope) {
+        if self.tx.send(Msg::Event(Box::new(event))).is_err() {
+            self.shared.report(
+                "recorder",
+                "the PostgreSQL store writer is not running; an event was not recorded".to_owned(),
+            );
+        }
+    }
+
+    fn flush(&self) {
+        Self::flush(self);
+    }
+}
+
+/// One run's projection.
+struct RunProj {
+    proj: Option<RunProjection>,
+    /// The history record, once finished.
+    record: Option<HistoryRecord>,
+    root: String,
+    dirty: bool,
+    finished: bool,
+}
+
+/// An event row waiting for its transaction.
+struct EventRow {
+    root: String,
+    /// Assigned once (at the first attempt), kept across retries.
+    position: Option<i64>,
+    run_id: String,
+    seq: i64,
+    kind: String,
+    envelope: Value,
+}
+
+/// What the next transaction writes.
+#[derive(Default)]
+struct Pending {
+    events: Vec<EventRow>,
+    audit: Vec<(String, Value)>,
+    /// Runs whose row must be written.
+    runs: BTreeSet<String>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.events.is_empty() && self.audit.is_empty() && self.runs.is_empty()
+    }
+}
+
+struct Writer {
+    pool: Pool,
+    shared: Arc<Shared>,
+    url: String,
+    user: String,
+    /// Whether audit rows are written (`AWF_AUDIT_LOG=off`: not).
+    audit: bool,
+    runs: HashMap<String, RunProj>,
+    /// Root run of every run seen.
+    root_of: HashMap<String, String>,
+    /// Next position of each root run's log, once read.
+    next_pos: HashMap<String, i64>,
+    /// Claim epochs of fenced runs.
+    fences: HashMap<String, i64>,
+    /// Fenced runs whose claim was lost: nothing more is written for them (nor their tree).
+    dropped: HashSet<String>,
+    /// Questions a run asked before it started (missing inputs), held until its
+    /// `RunStarted`: a run that never starts leaves no events.
+    pre_start: HashMap<String, Vec<EventEnvelope>>,
+    pending: Pending,
+    /// Flushes waiting for the pending writes.
+    waiting: Vec<std::sync::mpsc::SyncSender<()>>,
+}
+
+fn i64_of(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The audit line text as JSON (it is built as one JSON object per line).
+fn audit_json(line: &str) -> Value {
+    serde_json::from_str(line.trim_end()).unwrap_or_else(|_| Value::String(line.to_owned()))
+}
+
+impl Writer {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Msg>) {
+        let mut backoff = BACKOFF_MIN;
+        let mut open = true;
+        loop {
+            if self.pending.is_empty() {
+                for ack in self.waiting.drain(..) {
+                    let _ = ack.send(());
+                }
+                if !open {
+                    return;
+                }
+                match rx.recv().await {
+                    Some(m) => self.take(m).await,
+                    None => {
+                        open = false;
+                        continue;
+                    }
+                }
+            }
+            let mut n = 0;
+            while n < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(m) => self.take(m).await,
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+                n += 1;
+            }
+            if self.pending.is_empty() {
+                continue;
+            }
+            match self.commit().await {
+                Ok(()) => backoff = BACKOFF_MIN,
+                Err(e) => {
+                    self.shared.report(
+                        "store",
+                        format!(
+                            "cannot write to the PostgreSQL store {}: {e}; retrying",
+                            self.url
+                        ),
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    async fn take(&mut self, msg: Msg) {
+        match msg {
+            Msg::Event(e) => self.apply(*e).await,
+            Msg::Flush(ack) => self.waiting.push(ack),
+            Msg::Fence(run, epoch) => {
+                self.fences.insert(run, epoch);
+            }
+        }
+    }
+
+    /// The root run of an event's run.
+    fn root(&mut self, env: &EventEnvelope) -> String {
+        let id = &env.run_id.0;
+        if let Some(r) = self.root_of.get(id) {
+            return r.clone();
+        }
+        let root = match &env.parent_run_id {
+            Some(p) => self
+                .root_of
+                .get(&p.0)
+                .cloned()
+                .unwrap_or_else(|| p.0.clone()),
+            None => id.clone(),
+        };
+        self.root_of.insert(id.clone(), root.clone());
+        root
+    }
+
+    fn push_event(&mut self, root: &str, env: &EventEnvelope) {
+        let envelope = match serde_json::to_value(env) {
+            Ok(v) => v,
+            Err(e) => {
+                self.shared
+                    .report("events", format!("cannot encode an event: {e}"));
+                return;
+            }
+        };
+        let kind = envelope
+            .get("event")
+            .and_then(|e| e.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.pending.events.push(EventRow {
+            root: root.to_owned(),
+            position: None,
+            run_id: env.run_id.0.clone(),
+            seq: i64_of(env.seq),
+            kind,
+            envelope,
+        });
+    }
+
+    /// The stored snapshot of `run_id` (a resumed run), read with retries while the
+    /// database is away (the events wait in the queue meanwhile).
+    async fn stored_snapshot(&self, run_id: &str) -> Option<RunSnapshot> {
+        let mut backoff = BACKOFF_MIN;
+        loop {
+            match read_snapshot(&self.pool, run_id).await {
+                Ok(s) => return s,
+                Err(e) => {
+                    self.shared.report(
+                        "store",
+                        format!(
+                            "cannot read run {run_id} from the PostgreSQL store {}: {e}; retrying",
+                            self.url
+                        ),
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    async fn apply(&mut self, env: EventEnvelope) {
+        let run_id = env.run_id.0.clone();
+        let asking = matches!(
+            env.event,
+            RunEvent::InteractionRequired { .. } | RunEvent::InteractionResolved { .. }
+        );
+        if asking && env.parent_run_id.is_none() && !self.runs.contains_key(&run_id) {
+            self.pre_start.entry(run_id).or_default().push(env);
+            return;
+        }
+        let root = self.root(&env);
+        if self.dropped.contains(&root) || self.dropped.contains(&run_id) {
+            return;
+        }
+        if matches!(env.event, RunEvent::RunStarted { .. })
+            && let Some(held) = self.pre_start.remove(&run_id)
+        {
+            for e in &held {
+                self.push_event(&root, e);
+            }
+        }
+        self.push_event(&root, &env);
+        match &env.event {
+            RunEvent::RunStarted {
+                workflow,
+                inputs,
+                resumed_from,
+                ..
+            } => {
+                let earlier = match resumed_from {
+                    Some(_) => match self.runs.remove(&run_id) {
+                        Some(p) => p.proj.map(|p| p.snap),
+                        None => self.stored_snapshot(&run_id).await,
+                    },
+                    None => None,
+                };
+                let proj = RunProjection::start(&env, earlier);
+                self.runs.insert(
+                    run_id.clone(),
+                    RunProj {
+                        proj,
+                        record: None,
+                        root: root.clone(),
+                        dirty: true,
+                        finished: false,
+                    },
+                );
+                self.pending.runs.insert(run_id.clone());
+                if self.audit {
+                    let line =
+                        projection::started_line(&run_id, env.at, &self.user, workflow, inputs);
+                    self.pending.audit.push((run_id, audit_json(&line)));
+                }
+            }
+            RunEvent::StepStarted { step, kind } => {
+                if let Some(p) = self.runs.get_mut(&run_id)
+                    && let Some(proj) = p.proj.as_mut()
+                    && proj.step_started(&env, step, kind)
+                {
+                    p.dirty = true;
+                    self.pending.runs.insert(run_id);
+                }
+            }
+            RunEvent::StepFinished { step, state, .. } => {
+                if let Some(p) = self.runs.get_mut(&run_id)
+                    && let Some(proj) = p.proj.as_mut()
+                {
+                    proj.step_finished(&env, step, state);
+                    p.dirty = true;
+                    self.pending.runs.insert(run_id);
+                }
+            }
+            RunEvent::ChildRunStarted { child_run_id, .. } => {
+                self.root_of.insert(child_run_id.0.clone(), root);
+            }
+            RunEvent::RunFinished { result } => {
+                let p = self.runs.entry(run_id.clone()).or_insert_with(|| RunProj {
+                    proj: None,
+                    record: None,
+                    root: root.clone(),
+                    dirty: true,
+                    finished: false,
+                });
+                let record = match p.proj.as_mut() {
+                    Some(proj) => proj.finish(&env, result),
+                    None => projection::finished_record(&env, result),
+                };
+                let line = projection::completed_line_of(
+                    &run_id,
+                    env.at,
+                    &self.user,
+                    &record.workflow_name,
+                    result,
+                );
+                p.record = Some(record);
+                p.dirty = true;
+                p.finished = true;
+                self.pending.runs.insert(run_id.clone());
+                if self.audit {
+                    self.pending.audit.push((run_id, audit_json(&line)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Writes the pending batch in one transaction; on success it is cleared and finished
+    /// runs are forgotten.
+    async fn commit(&mut self) -> Result<(), String> {
+        let mut client = self.pool.get().await.map_err(|e| pool_text(&e))?;
+        let tx = client.transaction().await.map_err(|e| db_text(&e))?;
+        // Positions: read the largest stored one of each root run not seen yet.
+        let roots: BTreeSet<String> = self
+            .pending
+            .events
+            .iter()
+            .filter(|e| e.position.is_none() && !self.next_pos.contains_key(&e.root))
+            .map(|e| e.root.clone())
+            .collect();
+        for root in roots {
+            let row = tx
+                .query_one(
+                    "SELECT COALESCE(MAX(position), 0) FROM awf_events WHERE root_run_id = $1",
+                    &[&root],
+                )
+                .await
+                .map_err(|e| db_text(&e))?;
+            let max: i64 = row.get(0);
+            self.next_pos.insert(root, max + 1);
+        }
+        for e in self
+            .pending
+            .events
+            .iter_mut()
+            .filter(|e| e.position.is_none())
+        {
+            let next = self.next_pos.entry(e.root.clone()).or_insert(1);
+            e.position = Some(*next);
+            *next += 1;
+        }
+        // Run rows first: a fenced run whose claim is gone drops its events.
+        let mut lost: Vec<String> = Vec::new();
+        for id in &self.pending.runs {
+            let Some(p) = self.runs.get(id) else {
+                continue;
+            };
+            let fence = self.fences.get(id).copied();
+            let n = write_run(&tx, id, p, fence)
+                .await
+                .map_err(|e| db_text(&e))?;
+            if n == 0 && fence.is_some() {
+                lost.push(id.clone());
+            }
+        }
+        let mut notify: BTreeSet<&str> = BTreeSet::new();
+        for e in &self.pending.events {
+            if lost.contains(&e.root) || lost.contains(&e.run_id) {
+                continue;
+            }
+            tx.execute(
+                "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
+                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+                &[
+                    &e.root,
+                    &e.position.unwrap_or_default(),
+                    &e.run_id,
+                    &e.seq,
+                    &e.kind,
+                    &e.envelope,
+                ],
+            )
+            .await
+            .map_err(|e| db_text(&e))?;
+            notify.insert(&e.root);
+        }
+        for (run_id, line) in &self.pending.audit {
+            if lost.contains(run_id) {
+                continue;
+            }
+            tx.execute(
+                "INSERT INTO awf_audit (run_id, line) VALUES ($1, $2)",
+                &[run_id, line],
+            )
+            .await
+            .map_err(|e| db_text(&e))?;
+        }
+        for root in notify {
+            tx.execute("SELECT pg_notify($1, $2)", &[&crate::EVENTS_CHANNEL, &root])
+                .await
+                .map_err(|e| db_text(&e))?;
+        }
+        tx.commit().await.map_err(|e| db_text(&e))?;
+        self.pending = Pending::default();
+        for p in self.runs.values_mut() {
+            p.dirty = false;
+        }
+        self.runs.retain(|_, p| !p.finished);
+        for id in lost {
+            self.dropped.insert(id.clone());
+            self.runs.remove(&id);
+            self.shared.fenced(&id);
+        }
+        Ok(())
+    }
+}
+
+/// Upserts the row of one run; the number of rows written (0: a fence did not match).
+async fn write_run(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    p: &RunProj,
+    fence: Option<i64>,
+) -> Result<u64, tokio_postgres::Error> {
+    let snap = p.proj.as_ref().map(|p| &p.snap);
+    let rec = p.record.as_ref();
+    let workflow_id = snap
+        .map(|s| s.workflow.clone())
+        .or_else(|| rec.map(|r| r.workflow_id.clone()))
+        .unwrap_or_default();
+    let workflow_name = snap
+        .map(|s| s.workflow_name.clone())
+        .or_else(|| rec.map(|r| r.workflow_name.clone()))
+        .unwrap_or_default();
+    let parent = snap
+        .and_then(|s| s.parent_run_id.clone())
+        .or_else(|| rec.and_then(|r| r.parent_run_id.clone()));
+    let status = rec
+        .map(|r| r.status)
+        .or_else(|| snap.map(|s| s.status))
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_default();
+    let started = rec
+        .map(|r| r.started_at_ms)
+        .or_else(|| snap.map(|s| projection::millis(s.started_at)))
+        .map(i64_of);
+    let exit_code = rec.and_then(|r| r.exit_code).map(i32::from);
+    let completed = rec.and_then(|r| r.completed_at_ms).map(i64_of);
+    let duration = rec.and_then(|r| r.duration_ms).map(i64_of);
+    let error = rec.and_then(|r| r.error_message.clone());
+    let spend = rec
+        .and_then(|r| r.spend)
+        .or_else(|| snap.and_then(|s| s.spend))
+        .and_then(|s| serde_json::to_value(s).ok());
+    let snapshot = snap.and_then(|s| serde_json::to_value(s).ok());
+    let guard = if fence.is_some() {
+        " WHERE awf_runs.epoch = $14"
+    } else {
+        ""
+    };
+    let sql = format!(
+        "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
+                               status, exit_code, started_at_ms, completed_at_ms, duration_ms,
+                               error_message, spend, snapshot, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())
+         ON CONFLICT (run_id) DO UPDATE SET
+             parent_run_id = EXCLUDED.parent_run_id,
+             root_run_id = EXCLUDED.root_run_id,
+             workflow_id = EXCLUDED.workflow_id,
+             workflow_name = EXCLUDED.workflow_name,
+             status = EXCLUDED.status,
+             exit_code = EXCLUDED.exit_code,
+             started_at_ms = COALESCE(awf_runs.started_at_ms, EXCLUDED.started_at_ms),
+             completed_at_ms = EXCLUDED.completed_at_ms,
+             duration_ms = EXCLUDED.duration_ms,
+             error_message = EXCLUDED.error_message,
+             spend = EXCLUDED.spend,
+             snapshot = COALESCE(EXCLUDED.snapshot, awf_runs.snapshot),
+             updated_at = now(){guard}"
+    );
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
+        &id,
+        &parent,
+        &p.root,
+        &workflow_id,
+        &workflow_name,
+        &status,
+        &exit_code,
+        &started,
+        &completed,
+        &duration,
+        &error,
+        &spend,
+        &snapshot,
+    ];
+    if let Some(f) = &fence {
+        params.push(f);
+    }
+    tx.execute(&sql, &params).await
+}
+
+/// The stored snapshot of `run_id`, if any.
+pub(crate) async fn read_snapshot(
+    pool: &Pool,
+    run_id: &str,
+) -> Result<Option<RunSnapshot>, String> {
+    let client = pool.get().await.map_err(|e| pool_text(&e))?;
+    let row = client
+        .query_opt(
+            "SELECT snapshot FROM awf_runs WHERE run_id = $1",
+            &[&run_id],
+        )
+        .await
+        .map_err(|e| db_text(&e))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let v: Option<Value> = row.get(0);
+    Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
