@@ -135,6 +135,17 @@ fn three_workers_execute_sixty_submitted_runs_exactly_once() {
         .map(str::to_owned)
         .collect();
     assert_eq!(got, ids);
+    // One RunStarted per run in the event rows, and one RunFinished.
+    for kind in ["run_started", "run_finished"] {
+        let per_run = psql(
+            &db.url,
+            &format!(
+                "SELECT count(*) FROM awf_runs r WHERE (SELECT count(*) FROM awf_events e \
+                 WHERE e.root_run_id = r.run_id AND e.envelope->'event'->>'type' = '{kind}') = 1"
+            ),
+        );
+        assert_eq!(per_run, "60", "{kind}");
+    }
     // Every worker registered itself.
     assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 3);
     drop(workers);

@@ -57,6 +57,9 @@ pub struct WorkerConfig {
     pub env: Vec<(String, String)>,
     /// Its HTTP address, for `awf_workers.addr`.
     pub addr: Option<String>,
+    /// The recorder its runs write through, fenced with each claim's epoch (so a worker that
+    /// lost a claim writes nothing more about that run); `None` when it records elsewhere.
+    pub recorder: Option<crate::PgRecorder>,
 }
 
 /// The default lease of a claim.
@@ -78,6 +81,8 @@ pub fn worker_id() -> String {
 #[derive(Debug, Clone)]
 struct Held {
     epoch: i64,
+    /// When this worker sent the claim (a renewal asked before it cannot have seen it).
+    claimed: Instant,
     /// When the database last confirmed the claim (its lease runs from here, at most).
     renewed: Instant,
     /// Whether the local run was started (then a lost claim cancels it).
@@ -217,6 +222,7 @@ impl Worker {
                 let pool = self.store.pool().clone();
                 let id = self.config.worker_id.clone();
                 let lease = self.config.lease;
+                let asked = Instant::now();
                 match self
                     .store
                     .run(async move { queue::claim(&pool, &id, free, lease).await })
@@ -229,7 +235,8 @@ impl Worker {
                                 c.run_id.clone(),
                                 Held {
                                     epoch: c.epoch,
-                                    renewed: Instant::now(),
+                                    claimed: asked,
+                                    renewed: asked,
                                     started: false,
                                     lost: false,
                                     cancelled: false,
@@ -290,7 +297,8 @@ impl Worker {
                                         cancel.push(run_id.clone());
                                     }
                                 }
-                                _ if h.lost || h.ending => {}
+                                // Claimed after the renewal was asked: not in its answer.
+                                _ if h.lost || h.ending || h.claimed >= asked => {}
                                 _ => {
                                     h.lost = true;
                                     lost.push(run_id.clone());
@@ -395,7 +403,16 @@ impl Worker {
             h.ending = true;
             h.lost
         });
-        if !lost {
+        // Taken for lost (another worker's claim, or a lease that expired while the store
+        // was unreachable): give it back in case it is still this claim (the release is
+        // fenced by the epoch: it changes nothing once another worker holds it), so that it
+        // is resumed rather than left to this worker's renewals.
+        let outcome = if lost {
+            Outcome::Release(Duration::ZERO)
+        } else {
+            outcome
+        };
+        {
             let store = self.store.clone();
             let worker = self.config.worker_id.clone();
             let epoch = claim.epoch;
@@ -480,6 +497,9 @@ impl Worker {
                 return Outcome::Release(Duration::ZERO);
             }
             Ok(Err(_)) | Err(_) => return Outcome::Release(Duration::from_secs(1)),
+        }
+        if let Some(r) = &self.config.recorder {
+            r.fence(&run_id.0, claim.epoch);
         }
         let started = if resume {
             self.local

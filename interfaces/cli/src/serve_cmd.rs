@@ -171,7 +171,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     if let Some(name) = &args.token_env {
         awf_domain::withheld::withhold_env([name.clone()]);
     }
-    let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
+    let w = crate::wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?;
     crate::run_cmd::warn_unrecorded(&w);
     let config = w.config()?;
     let services = w.services.clone();
@@ -200,9 +200,26 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .map_err(|e| bind_error(addr, &e))?;
     let bound = listener.local_addr().unwrap_or(addr);
     // With the shared store: a worker of its queue, and the run service across workers.
-    let worker = match crate::wiring::store_url(ctx.store.as_deref(), &env_now) {
+    let worker = match w.store_url.clone() {
         Some(url) => {
-            let store = awf_postgres::PgStore::connect(&url)?;
+            let store = match w.pg.get() {
+                Some(pg) => pg.clone(),
+                None => crate::wiring::open_shared(&url)?,
+            };
+            let recorder = match &w.recorder {
+                Some(crate::wiring::RunRecorder::Postgres(r)) => Some(r.clone()),
+                _ => None,
+            };
+            if let Some(r) = &recorder {
+                // Another worker claimed one of its runs: stop it here at once.
+                let local = Arc::clone(&service);
+                r.on_fenced(Arc::new(move |id: &str| {
+                    let _ = local.cancel(
+                        &awf_domain::run::RunId(id.to_owned()),
+                        awf_domain::run::CancelReason::Terminate,
+                    );
+                }));
+            }
             let notices = awf_postgres::listen::Listener::start(&store, &url)?;
             let worker = awf_postgres::worker::Worker::new(
                 store.clone(),
@@ -216,6 +233,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
                     poll: (lease / 3).clamp(Duration::from_millis(100), Duration::from_secs(2)),
                     env: env.clone(),
                     addr: Some(bound.to_string()),
+                    recorder,
                 },
             );
             worker.spawn().await?;
