@@ -289,3 +289,116 @@ fn cancel_through_another_worker_ends_the_run_cancelled() {
         "cancelled/done"
     );
 }
+
+/// Waits until worker `w` (its process) runs `id`; B is started only then, so B never holds it.
+fn started_on(db: &TestDb, id: &str, w: &Server) {
+    wait_long(
+        db,
+        "the first worker to start the run",
+        Duration::from_secs(60),
+        || {
+            count(
+                db,
+                &format!("SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND run_started"),
+            ) == 1
+        },
+    );
+    assert_eq!(pid_of(&worker_of(db, id)), w.child.id());
+}
+
+#[test]
+fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
+    let db = TestDb::new();
+    let wf = "name: three\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo a\n    on_success: b\n  b:\n    type: step\n    command: echo b\n    on_success: c\n  c:\n    type: step\n    command: echo c\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("three", wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "three", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    // Followed from B while it runs on A: the stream ends after run_finished.
+    let frames = http_serve::follow(&b, &id, &[]);
+    assert_eq!(frames.last().unwrap().1, "run_finished", "{frames:?}");
+    let rows: Vec<(u64, serde_json::Value)> = psql(
+        &db.url,
+        &format!(
+            "SELECT position || ' ' || envelope::text FROM awf_events WHERE root_run_id = '{id}' \
+             ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(|l| {
+        let (p, j) = l.split_once(' ').unwrap();
+        (p.parse().unwrap(), serde_json::from_str(j).unwrap())
+    })
+    .collect();
+    assert_eq!(frames.len(), rows.len(), "{frames:?}");
+    for ((fid, name, data), (pos, env)) in frames.iter().zip(&rows) {
+        assert_eq!(fid, pos);
+        assert_eq!(data, env, "position {pos}");
+        assert_eq!(name, env["event"]["type"].as_str().unwrap());
+    }
+    // From a position (Last-Event-ID): the rest only, on either worker.
+    let tail = http_serve::follow(&b, &id, &["-H", "Last-Event-ID: 3"]);
+    assert_eq!(tail.first().unwrap().0, 4, "{tail:?}");
+    assert_eq!(tail.len(), rows.len() - 3);
+    assert_eq!(http_serve::follow(&a, &id, &[]).len(), rows.len());
+}
+
+#[test]
+fn an_approval_is_answered_through_another_worker() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let wf = format!(
+        "name: gated\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed >> {0}/log\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected >> {0}/log\n    on_success: done\n  done: {{type: terminal}}\n",
+        out.path().display()
+    );
+    let sb = sandbox(&db, &[("gated", &wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let sql = format!(
+        "SELECT envelope->'event'->'request'->>'request_id' FROM awf_events \
+         WHERE root_run_id = '{id}' AND envelope->'event'->>'type' = 'interaction_required'"
+    );
+    let mut rid = String::new();
+    wait_long(&db, "the approval request", Duration::from_secs(60), || {
+        rid = psql(&db.url, &sql);
+        !rid.is_empty()
+    });
+    let url = format!("{}/api/executions/{id}/respond", b.base);
+    // An answer that does not fit: 422 from B, and it stays pending.
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "option": "maybe"}}"#),
+    );
+    assert_eq!(code, 422, "{body}");
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "approved": true}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+    // Answered once: a second answer is refused (409).
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "approved": true}}"#),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT state FROM awf_answers WHERE request_id = '{rid}'")
+        ),
+        "accepted"
+    );
+}
