@@ -402,3 +402,94 @@ fn an_approval_is_answered_through_another_worker() {
         "accepted"
     );
 }
+
+#[test]
+fn workers_reconnect_after_postgresql_restarts_mid_run_and_nothing_is_lost() {
+    let server = awf_tests::pg::PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE w");
+    let url = server.url("w");
+    let out = tempfile::tempdir().unwrap();
+    let step = |name: &str, next: &str| {
+        format!(
+            "  {name}:\n    type: step\n    command: sleep 1 && echo {name} >> {}/{{{{.inputs.n}}}}\n    on_success: {next}\n",
+            out.path().display()
+        )
+    };
+    let wf = format!(
+        "name: slow\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: s1\n{}{}{}  done: {{type: terminal}}\n",
+        step("s1", "s2"),
+        step("s2", "s3"),
+        step("s3", "done")
+    );
+    let mut sb = http_serve::sandbox_with(&[("slow", &wf)]);
+    sb.set_env("AWF_STORE", &url);
+    // A lease longer than the restart: the runs go on where they are.
+    let workers: Vec<Server> = (0..2)
+        .map(|_| worker(&sb, &["--max-runs", "4", "--lease", "20s"]))
+        .collect();
+    let ids: Vec<String> = (0..4)
+        .map(|n| submit(&sb, "slow", &[&format!("n={n}")]))
+        .collect();
+    let started = |u: &str| {
+        psql(u, "SELECT count(*) FROM awf_runs WHERE run_started")
+            .parse::<usize>()
+            .unwrap()
+    };
+    let t0 = Instant::now();
+    while started(&url) < 4 || !(0..4).any(|n| out.path().join(n.to_string()).exists()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the runs never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.stop();
+    std::thread::sleep(Duration::from_secs(2));
+    server.start_again();
+    let t0 = Instant::now();
+    loop {
+        let done = psql(
+            &url,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        );
+        if done == "4" {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "the runs did not finish after the restart: {}",
+            psql(
+                &url,
+                "SELECT run_id, status, queue_state, epoch FROM awf_runs"
+            )
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let marks = std::fs::read_to_string(out.path().join(n.to_string())).unwrap();
+        assert_eq!(marks, "s1\ns2\ns3\n", "run {n} ({id})");
+        assert_eq!(
+            psql(
+                &url,
+                &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'")
+            ),
+            "success"
+        );
+        // Every event recorded, once: positions 1..n with no gap, one start and one end,
+        // three steps finished.
+        let row = psql(
+            &url,
+            &format!(
+                "SELECT count(*) || ' ' || max(position) || ' ' || \
+                 count(*) FILTER (WHERE envelope->'event'->>'type' = 'run_started') || ' ' || \
+                 count(*) FILTER (WHERE envelope->'event'->>'type' = 'run_finished') || ' ' || \
+                 count(*) FILTER (WHERE envelope->'event'->>'type' = 'step_finished') \
+                 FROM awf_events WHERE root_run_id = '{id}'"
+            ),
+        );
+        let v: Vec<&str> = row.split(' ').collect();
+        assert_eq!(v[0], v[1], "gap-free positions: {row}");
+        assert_eq!(&v[2..], ["1", "1", "3"], "{row}");
+    }
+    drop(workers);
+}

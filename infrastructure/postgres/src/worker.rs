@@ -412,6 +412,12 @@ impl Worker {
         } else {
             outcome
         };
+        // `done` says everything of the run is recorded: its events reach the store first
+        // (the recorder retries through a restart of the server; bounded by its flush).
+        if let (Some(r), Outcome::Ended(_)) = (&self.config.recorder, &outcome) {
+            let r = r.clone();
+            let _ = tokio::task::spawn_blocking(move || r.flush()).await;
+        }
         {
             let store = self.store.clone();
             let worker = self.config.worker_id.clone();
