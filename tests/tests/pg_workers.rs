@@ -493,3 +493,133 @@ fn workers_reconnect_after_postgresql_restarts_mid_run_and_nothing_is_lost() {
     }
     drop(workers);
 }
+
+/// The queue itself, many claimers at once on one table: no run is ever claimed by two of
+/// them, and a claim's writes stop counting once another claim took the run.
+#[test]
+fn concurrent_claims_never_share_a_run_and_a_stale_epoch_changes_nothing() {
+    use awf_domain::run::RunId;
+    use awf_postgres::queue;
+    let db = TestDb::new();
+    let store = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let pool = store.pool().clone();
+    let claims = store
+        .block_on(async move {
+            for n in 0..200 {
+                let req = queue::QueuedRequest {
+                    identifier: "w".into(),
+                    ..queue::QueuedRequest::default()
+                };
+                queue::submit(&pool, &RunId(format!("r{n}")), &req)
+                    .await
+                    .unwrap();
+            }
+            // A second submit of an id is refused.
+            let dup =
+                queue::submit(&pool, &RunId("r0".into()), &queue::QueuedRequest::default()).await;
+            assert_eq!(
+                dup.unwrap_err().code(),
+                awf_domain::ErrorCode::UserInputValidationFailed
+            );
+            let mut tasks = Vec::new();
+            for w in 0..8 {
+                let pool = pool.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut mine = Vec::new();
+                    loop {
+                        let got = queue::claim(&pool, &format!("w{w}"), 3, Duration::from_secs(60))
+                            .await
+                            .unwrap();
+                        if got.is_empty() {
+                            return mine;
+                        }
+                        mine.extend(got.into_iter().map(|c| (c.run_id.0, w, c.epoch)));
+                    }
+                }));
+            }
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
+            }
+            all
+        })
+        .unwrap();
+    assert_eq!(claims.len(), 200, "every run claimed once");
+    let ids: BTreeSet<&String> = claims.iter().map(|(id, _, _)| id).collect();
+    assert_eq!(ids.len(), 200, "no run claimed twice");
+    assert!(claims.iter().all(|(_, _, e)| *e == 1));
+    // A lease that expired is claimed again (epoch 2); the old holder's writes are refused.
+    psql(
+        &db.url,
+        "UPDATE awf_runs SET lease_until = now() - interval '1 second' WHERE run_id = 'r0'",
+    );
+    let (_, old_worker, _) = claims.iter().find(|(id, _, _)| id == "r0").unwrap().clone();
+    let pool = store.pool().clone();
+    store
+        .block_on(async move {
+            let again = queue::claim(&pool, "taker", 10, Duration::from_secs(60))
+                .await
+                .unwrap();
+            assert_eq!(again.len(), 1);
+            assert_eq!((again[0].run_id.0.as_str(), again[0].epoch), ("r0", 2));
+            let old = format!("w{old_worker}");
+            let r0 = RunId("r0".into());
+            let ended = queue::Ended {
+                status: "success".into(),
+                exit_code: Some(0),
+                error_message: None,
+            };
+            assert!(!queue::finish(&pool, &r0, &old, 1, &ended).await.unwrap());
+            assert!(!queue::mark_started(&pool, &r0, &old, 1).await.unwrap());
+            assert!(
+                !queue::release(&pool, &r0, &old, 1, Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+            let held = queue::renew(&pool, &old, Duration::from_secs(60))
+                .await
+                .unwrap();
+            assert!(held.iter().all(|h| h.run_id != r0), "{held:?}");
+            assert!(queue::finish(&pool, &r0, "taker", 2, &ended).await.unwrap());
+        })
+        .unwrap();
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT status || '/' || queue_state || '/' || worker_id FROM awf_runs WHERE run_id = 'r0'"
+        ),
+        "success/done/taker"
+    );
+}
+
+#[test]
+fn sigterm_drains_the_workers_runs_cancelled_and_recorded_so() {
+    let db = TestDb::new();
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", wf)]);
+    let mut a = worker(&sb, &["--lease", "5s", "--drain-timeout", "1s"]);
+    let id = submit(&sb, "long", &[]);
+    started_on(&db, &id, &a);
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 1);
+    http_serve::sigterm(&a);
+    assert_eq!(http_serve::wait_exit(&mut a), Some(0));
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ),
+        "cancelled/done"
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 0);
+    // Its end is in the event rows too.
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND envelope->'event'->>'type' = 'run_finished'"
+            ),
+        ),
+        1
+    );
+}
