@@ -623,3 +623,21 @@ fn sigterm_drains_the_workers_runs_cancelled_and_recorded_so() {
         1
     );
 }
+
+#[test]
+fn submit_without_a_shared_store_is_a_clear_error() {
+    let sb = http_serve::sandbox_with(&[(
+        "w",
+        "name: w\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    on_success: done\n  done: {type: terminal}\n",
+    )]);
+    let r = sb.run(&["run", "--submit", "w"]).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("USER.INPUT.VALIDATION_FAILED"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("--store"), "{}", r.stderr);
+    // Nothing ran.
+    assert!(r.stdout.trim().is_empty(), "{}", r.stdout);
+}

@@ -645,3 +645,75 @@ pub async fn mark_answer(
         .map_err(fail("mark the answer"))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queued_request_keeps_what_a_worker_needs_and_never_the_environment() {
+        let mut mocks = BTreeMap::new();
+        mocks.insert(
+            "a".to_owned(),
+            BTreeMap::from([("output".to_owned(), "x".to_owned())]),
+        );
+        let req = RunRequest {
+            identifier: "deploy".into(),
+            inputs: vec![("k".into(), "v".into())],
+            env: vec![("SECRET".into(), "s3cret".into())],
+            working_dir: PathBuf::from("/work/p"),
+            mocks,
+            interactive: Some(Interactive {
+                breakpoints: vec!["b".into()],
+            }),
+            auto_approve: true,
+            prompt_missing_inputs: true,
+            ..RunRequest::default()
+        };
+        let q = QueuedRequest::of_run(&req);
+        let text = serde_json::to_string(&q).unwrap();
+        assert!(
+            !text.contains("s3cret") && !text.contains("SECRET"),
+            "{text}"
+        );
+        let back: QueuedRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, q);
+        let worker_env = vec![("PATH".to_owned(), "/bin".to_owned())];
+        let run = back.to_run(&RunId("r1".into()), &worker_env);
+        assert_eq!(run.run_id, Some(RunId("r1".into())));
+        assert_eq!(run.env, worker_env);
+        assert_eq!(
+            (
+                run.identifier.as_str(),
+                run.inputs.clone(),
+                run.working_dir.clone()
+            ),
+            ("deploy", req.inputs.clone(), req.working_dir.clone())
+        );
+        assert_eq!(run.mocks, req.mocks);
+        assert_eq!(run.interactive, req.interactive);
+        assert!(run.auto_approve && run.prompt_missing_inputs);
+        // A taken-over run resumes where it stopped, with its recorded inputs (none given).
+        let resume = back.to_resume(&RunId("r1".into()), &worker_env);
+        assert_eq!(resume.from, ResumeFrom::Current);
+        assert!(resume.inputs.is_empty() && !resume.lock_held);
+        // A queued resume keeps its starting point and inputs.
+        let asked = ResumeRequest {
+            run_id: "r1".into(),
+            from: ResumeFrom::Step("b".into()),
+            inputs: vec![("k".into(), "w".into())],
+            ..ResumeRequest::default()
+        };
+        let q = QueuedRequest::of_resume("deploy", &asked);
+        let r = q.to_resume(&RunId("r1".into()), &worker_env);
+        assert_eq!(r.from, ResumeFrom::Step("b".into()));
+        assert_eq!(r.inputs, asked.inputs);
+    }
+
+    #[test]
+    fn an_old_or_partial_request_reads_with_defaults() {
+        let q: QueuedRequest = serde_json::from_str(r#"{"identifier": "w"}"#).unwrap();
+        assert_eq!(q.identifier, "w");
+        assert!(q.inputs.is_empty() && q.resume.is_none() && !q.auto_approve);
+    }
+}
