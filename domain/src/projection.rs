@@ -570,3 +570,183 @@ mod position_tests {
         assert_eq!(pos.inner, None);
     }
 }
+
+#[cfg(test)]
+mod projection_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::run::RunId;
+    use std::time::Duration;
+
+    fn t(ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(1_000_000 + ms)
+    }
+
+    fn env(at: u64, path: &str, iteration: Option<usize>, event: RunEvent) -> EventEnvelope {
+        EventEnvelope {
+            seq: at,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: t(at),
+            path: path.to_owned(),
+            iteration,
+            event,
+        }
+    }
+
+    fn started(resumed_from: Option<&str>) -> EventEnvelope {
+        env(
+            1,
+            "",
+            None,
+            RunEvent::RunStarted {
+                workflow: "wf".into(),
+                identifier: "wf.yaml".into(),
+                workflow_path: None,
+                inputs: Map::new(),
+                resumed_from: resumed_from.map(str::to_owned),
+                pid: 9,
+            },
+        )
+    }
+
+    fn done(step: &str, at: u64) -> StepState {
+        let mut s = StepState::running(step, t(at));
+        s.status = StepStatus::Completed;
+        s
+    }
+
+    #[test]
+    fn a_run_projects_to_its_snapshot_and_history_record() {
+        let mut p = RunProjection::start(&started(None), None).unwrap();
+        assert_eq!(p.snap.status, StoredStatus::Running);
+        assert!(p.step_started(
+            &env(
+                2,
+                "a",
+                None,
+                RunEvent::StepStarted {
+                    step: "a".into(),
+                    kind: "command".into()
+                }
+            ),
+            "a",
+            "command"
+        ));
+        assert_eq!(p.snap.current_state, "a");
+        let at_a = env(
+            3,
+            "a",
+            None,
+            RunEvent::StepStarted {
+                step: "a".into(),
+                kind: "command".into(),
+            },
+        );
+        p.step_finished(&at_a, "a", &done("a", 2));
+        assert_eq!(p.snap.states.keys().collect::<Vec<_>>(), ["a"]);
+        let result = RunResult {
+            run_id: Some(RunId("r".into())),
+            workflow: "wf.yaml".into(),
+            status: RunStatus::Failure,
+            exit_code: 3,
+            terminal: None,
+            duration_ms: 40,
+            states: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            error: None,
+            message: None,
+            spend: None,
+        };
+        let rec = p.finish(
+            &env(
+                4,
+                "",
+                None,
+                RunEvent::RunFinished {
+                    result: Box::new(result.clone()),
+                },
+            ),
+            &result,
+        );
+        assert_eq!(
+            (
+                rec.status,
+                rec.exit_code,
+                rec.started_at_ms,
+                rec.completed_at_ms,
+                rec.duration_ms
+            ),
+            (
+                StoredStatus::Failure,
+                Some(3),
+                millis(t(1)),
+                Some(millis(t(4))),
+                Some(40)
+            )
+        );
+        assert_eq!(p.snap.completed_at, Some(t(4)));
+        assert_eq!(
+            completion_error(&result).as_deref(),
+            Some("workflow failed")
+        );
+    }
+
+    #[test]
+    fn a_resumed_run_keeps_the_earlier_states_and_start_and_a_fresh_one_does_not() {
+        let mut first = RunProjection::start(&started(None), None).unwrap();
+        let at_a = env(
+            3,
+            "a",
+            None,
+            RunEvent::StepStarted {
+                step: "a".into(),
+                kind: "command".into(),
+            },
+        );
+        first.step_finished(&at_a, "a", &done("a", 2));
+        let earlier = first.snap.clone();
+        let resumed = RunProjection::start(&started(Some("b")), Some(earlier.clone())).unwrap();
+        assert_eq!(resumed.snap.states, earlier.states);
+        assert_eq!(resumed.snap.current_state, "b");
+        let fresh = RunProjection::start(&started(None), Some(earlier)).unwrap();
+        assert!(fresh.snap.states.is_empty());
+        assert!(
+            RunProjection::start(
+                &env(
+                    5,
+                    "a",
+                    None,
+                    RunEvent::StepStarted {
+                        step: "a".into(),
+                        kind: "command".into()
+                    }
+                ),
+                None
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn a_parallel_block_stays_the_current_state_while_its_branches_run() {
+        let mut p = RunProjection::start(&started(None), None).unwrap();
+        let ss = |step: &str, kind: &str| {
+            env(
+                2,
+                step,
+                None,
+                RunEvent::StepStarted {
+                    step: step.into(),
+                    kind: kind.into(),
+                },
+            )
+        };
+        p.step_started(&ss("par", "parallel"), "par", "parallel");
+        p.step_started(&ss("x", "command"), "x", "command");
+        assert_eq!(p.snap.current_state, "par");
+        p.step_finished(&ss("par", "parallel"), "par", &done("par", 3));
+        p.step_started(&ss("next", "command"), "next", "command");
+        assert_eq!(p.snap.current_state, "next");
+    }
+}

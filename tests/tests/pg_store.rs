@@ -686,6 +686,8 @@ fn a_run_goes_on_while_postgresql_restarts_and_everything_is_recorded_once() {
     let server = PrivateServer::start();
     psql(&server.url("postgres"), "CREATE DATABASE awf");
     let url = server.url("awf");
+    // The schema first, so that polling the tables cannot race the run's migration.
+    drop(awf_postgres::PgStore::connect(&url).unwrap());
     let sb = sandbox();
     sb.write(
         "slow.yaml",
@@ -897,4 +899,170 @@ fn a_fenced_run_whose_claim_was_taken_stops_writing_and_says_so() {
         "success"
     );
     assert_eq!(*fenced.lock().unwrap(), ["f-1"], "told once");
+}
+
+#[test]
+fn a_sub_workflow_run_is_recorded_under_its_root_run() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    let r = sb
+        .run(&["--store", &db.url, "run", "call-parent", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let root = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let child = psql(
+        &db.url,
+        &format!("SELECT run_id FROM awf_runs WHERE parent_run_id = '{root}'"),
+    );
+    assert!(!child.is_empty(), "the child run has its row");
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT string_agg(DISTINCT root_run_id, ',') FROM awf_runs"
+        ),
+        root,
+        "both rows name the root run"
+    );
+    let rows = event_rows(&db.url, &root);
+    let positions: Vec<i64> = rows.iter().map(|(p, _)| *p).collect();
+    assert_eq!(positions, (1..=rows.len() as i64).collect::<Vec<_>>());
+    let of = |id: &str| {
+        rows.iter()
+            .filter(|(_, e)| e.run_id.0 == id)
+            .map(|(_, e)| e.seq)
+            .collect::<Vec<_>>()
+    };
+    let (root_seqs, child_seqs) = (of(&root), of(&child));
+    assert_eq!(root_seqs, (1..=root_seqs.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        child_seqs,
+        (1..=child_seqs.len() as u64).collect::<Vec<_>>()
+    );
+    assert!(
+        child_seqs.len() >= 2,
+        "the child's events are in the root's log"
+    );
+    // The child's own history row and snapshot, as the embedded store keeps them.
+    let h = sb
+        .run(&["--store", &db.url, "history", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    let parents: Vec<Value> = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["parent_run_id"].clone())
+        .collect();
+    assert!(parents.contains(&json!(root)), "{h}");
+    let st = sb
+        .run(&["--store", &db.url, "status", &child, "-f", "json"])
+        .unwrap();
+    assert_eq!(st.code, 0, "{}", st.stderr);
+    assert_eq!(st.json().unwrap()["status"], json!("completed"));
+}
+
+#[test]
+fn the_recorder_keeps_what_it_could_not_write_and_writes_it_once_the_server_is_back() {
+    let server = PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE awf");
+    let url = server.url("awf");
+    let pg = awf_postgres::PgStore::connect(&url).unwrap();
+    let rec = pg.recorder("tester");
+    let warnings = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = std::sync::Arc::clone(&warnings);
+    rec.on_error(std::sync::Arc::new(move |m: String| {
+        seen.lock().unwrap().push(m)
+    }));
+    emit_run(&rec, "k-1", "alpha", 1_000, None);
+    assert!(rec.flush_within(Duration::from_secs(30)));
+    server.stop();
+    // The rest of the run while the server is away: queued, not lost.
+    rec.emit(env(
+        "k-1",
+        4,
+        2_000,
+        "",
+        RunEvent::RunFinished {
+            result: Box::new(RunResult {
+                run_id: Some(RunId("k-1".into())),
+                workflow: "alpha.yaml".into(),
+                status: RunStatus::Success,
+                exit_code: 0,
+                terminal: Some("done".into()),
+                duration_ms: 1000,
+                states: BTreeMap::new(),
+                outputs: BTreeMap::new(),
+                error: None,
+                message: None,
+                spend: None,
+            }),
+        },
+    ));
+    assert!(
+        !rec.flush_within(Duration::from_secs(1)),
+        "the server is down"
+    );
+    assert!(rec.run_record_failed());
+    server.start_again();
+    assert!(
+        rec.flush_within(Duration::from_secs(60)),
+        "written once the server is back"
+    );
+    let w = warnings.lock().unwrap().clone();
+    assert!(
+        w.iter()
+            .any(|m| m.starts_with("cannot write to the PostgreSQL store")),
+        "{w:?}"
+    );
+    assert_eq!(
+        psql(
+            &url,
+            "SELECT string_agg(position || ':' || kind, ',' ORDER BY position) FROM awf_events"
+        ),
+        "1:run_started,2:step_started,3:step_finished,4:run_finished"
+    );
+    assert_eq!(psql(&url, "SELECT status FROM awf_runs"), "success");
+    assert_eq!(psql(&url, "SELECT count(*) FROM awf_audit"), "2");
+}
+
+/// The server goes away for good: the run still ends, awf waits the flush bound (30 s) for
+/// its record, then says the store was unreachable (exit 4) instead of claiming success.
+#[test]
+fn a_run_whose_store_stays_away_ends_and_says_its_record_is_incomplete() {
+    let server = PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE awf");
+    let url = server.url("awf");
+    // The schema first, so that polling the tables cannot race the run's migration.
+    drop(awf_postgres::PgStore::connect(&url).unwrap());
+    let sb = sandbox();
+    sb.write(
+        "two.yaml",
+        "name: two\nstates:\n  initial: a\n  a: {type: step, command: 'while [ ! -f go ]; do sleep 0.1; done', on_success: b}\n  b: {type: step, command: echo b, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let child = sb
+        .cmd(&["--store", &url, "run", "two.yaml", "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("step a to start", || {
+        psql(
+            &url,
+            "SELECT count(*) FROM awf_events WHERE kind = 'step_started'",
+        ) != "0"
+    });
+    server.stop();
+    std::fs::write(sb.path().join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains(
+            "[SYSTEM.STORE.UNAVAILABLE] the run succeeded but its record could not be written"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("WARN run record"), "{stderr}");
 }

@@ -24,6 +24,14 @@
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
 //! | `awf_workers` | live worker (heartbeat) | the queue |
 //!
+//! What a single awf process records and reads: [`PgStore::recorder`] ([`PgRecorder`], the
+//! event-stream writer: the embedded recorder's projection, [`awf_domain::projection`],
+//! written as rows) and the ports [`StateStore`](awf_domain::ports::StateStore),
+//! [`HistoryStore`](awf_domain::ports::HistoryStore) and
+//! [`RunLocks`](awf_domain::ports::RunLocks), implemented by [`PgStore`] itself with the
+//! embedded store's semantics. `awf_runs.row_seq` orders rows started in the same millisecond
+//! (newest first, as the embedded history's rowid).
+//!
 //! Notification channels ([`EVENTS_CHANNEL`], [`CONTROL_CHANNEL`], [`QUEUE_CHANNEL`]) carry
 //! only ids; the rows are the truth, so a listener that reconnects re-reads them.
 //!

@@ -176,12 +176,20 @@ impl PgRecorder {
     /// writer goes on retrying while the process lives). Must not be called from the
     /// store's own runtime.
     pub fn flush(&self) {
+        self.flush_within(FLUSH_BOUND);
+    }
+
+    /// [`flush`](Self::flush) waiting at most `bound`; whether everything queued before the
+    /// call is committed. When it is not, the failure is reported (once) and
+    /// [`run_record_failed`](Self::run_record_failed) turns true.
+    pub fn flush_within(&self, bound: Duration) -> bool {
         let (ack_tx, ack_rx) = std::sync::mpsc::sync_channel(1);
         if self.tx.send(Msg::Flush(ack_tx)).is_err() {
-            return;
+            return false;
         }
-        match ack_rx.recv_timeout(FLUSH_BOUND) {
-            Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {}
+        match ack_rx.recv_timeout(bound) {
+            Ok(()) => true,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => false,
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 self.shared
                     .unrecorded
@@ -192,9 +200,10 @@ impl PgRecorder {
                         "the PostgreSQL store {} did not take the run's record within {} s; \
                          what is not written yet is lost when awf exits",
                         self.url,
-                        FLUSH_BOUND.as_secs()
+                        bound.as_secs()
                     ),
                 );
+                false
             }
         }
     }
@@ -610,26 +619,34 @@ impl Writer {
                 lost.push(id.clone());
             }
         }
+        // Every event row of the batch in one statement (arrays of columns).
         let mut notify: BTreeSet<&str> = BTreeSet::new();
-        for e in &self.pending.events {
-            if lost.contains(&e.root) || lost.contains(&e.run_id) {
-                continue;
-            }
+        let kept: Vec<&EventRow> = self
+            .pending
+            .events
+            .iter()
+            .filter(|e| !lost.contains(&e.root) && !lost.contains(&e.run_id))
+            .collect();
+        if !kept.is_empty() {
+            let roots: Vec<&str> = kept.iter().map(|e| e.root.as_str()).collect();
+            let positions: Vec<i64> = kept
+                .iter()
+                .map(|e| e.position.unwrap_or_default())
+                .collect();
+            let runs: Vec<&str> = kept.iter().map(|e| e.run_id.as_str()).collect();
+            let seqs: Vec<i64> = kept.iter().map(|e| e.seq).collect();
+            let kinds: Vec<&str> = kept.iter().map(|e| e.kind.as_str()).collect();
+            let envelopes: Vec<&Value> = kept.iter().map(|e| &e.envelope).collect();
             tx.execute(
                 "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-                &[
-                    &e.root,
-                    &e.position.unwrap_or_default(),
-                    &e.run_id,
-                    &e.seq,
-                    &e.kind,
-                    &e.envelope,
-                ],
+                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[],
+                                      $5::text[], $6::jsonb[])
+                 ON CONFLICT DO NOTHING",
+                &[&roots, &positions, &runs, &seqs, &kinds, &envelopes],
             )
             .await
             .map_err(|e| db_text(&e))?;
-            notify.insert(&e.root);
+            notify.extend(roots);
         }
         for (run_id, line) in &self.pending.audit {
             if lost.contains(run_id) {
@@ -651,6 +668,18 @@ impl Writer {
         self.pending = Pending::default();
         for p in self.runs.values_mut() {
             p.dirty = false;
+        }
+        // A finished root run's tree is done: forget its ids and positions (a later resume
+        // reads the stored positions again).
+        let done: Vec<String> = self
+            .runs
+            .iter()
+            .filter(|(id, p)| p.finished && p.root == **id)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for root in &done {
+            self.next_pos.remove(root);
+            self.root_of.retain(|_, r| r != root);
         }
         self.runs.retain(|_, p| !p.finished);
         for id in lost {

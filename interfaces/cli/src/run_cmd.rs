@@ -374,14 +374,16 @@ pub(crate) fn finish_recording(
     let errors = r.take_errors();
     match (&outcome, errors.first()) {
         (Outcome::Run(0), Some(first)) => {
-            let e = AwfError::new(
-                ErrorCode::SystemIoWriteFailed,
-                format!(
-                    "the run succeeded but its record could not be written ({} failure(s)): {first}",
-                    errors.len()
-                ),
-            )
-            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end");
+            let message = format!(
+                "the run succeeded but its record could not be written ({} failure(s)): {first}",
+                errors.len()
+            );
+            let e = match r {
+                wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
+                    .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
+                wiring::RunRecorder::Postgres(_) => AwfError::new(ErrorCode::SystemStoreUnavailable, message)
+                    .with_hint("the PostgreSQL store stayed unreachable; `awf status` and `awf resume` will not know this run's end"),
+            };
             errors::report(
                 &crate::errors::CliError::Awf(e),
                 false,
