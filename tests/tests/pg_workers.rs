@@ -641,3 +641,42 @@ fn submit_without_a_shared_store_is_a_clear_error() {
     // Nothing ran.
     assert!(r.stdout.trim().is_empty(), "{}", r.stdout);
 }
+
+#[test]
+fn a_failed_run_resumed_through_any_worker_is_queued_and_continues_where_it_failed() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let d = out.path().display();
+    let wf = format!(
+        "name: flaky\nstates:\n  initial: s1\n  s1:\n    type: step\n    command: echo s1 >> {d}/marks\n    on_success: s2\n  s2:\n    type: step\n    command: test -f {d}/go && echo s2 >> {d}/marks\n    on_success: done\n  done: {{type: terminal}}\n"
+    );
+    let sb = sandbox(&db, &[("flaky", &wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "flaky", &[]);
+    let state = |db: &TestDb| {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        )
+    };
+    wait_long(&db, "the run to fail", Duration::from_secs(60), || {
+        state(&db) == "failure/done"
+    });
+    std::fs::write(out.path().join("go"), "").unwrap();
+    let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", b.base), "{}");
+    assert!(code == 200 || code == 202, "{code} {body}");
+    wait_long(
+        &db,
+        "the resumed run to succeed",
+        Duration::from_secs(60),
+        || state(&db) == "success/done",
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("marks")).unwrap(),
+        "s1\ns2\n"
+    );
+    // A run that succeeded is not resumed again.
+    let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", a.base), "{}");
+    assert_eq!(code, 409, "{body}");
+}
