@@ -680,3 +680,68 @@ fn a_failed_run_resumed_through_any_worker_is_queued_and_continues_where_it_fail
     let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", a.base), "{}");
     assert_eq!(code, 409, "{body}");
 }
+
+#[test]
+fn a_worker_that_cannot_reach_the_store_stops_its_runs_when_their_lease_would_expire() {
+    let server = awf_tests::pg::PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE w");
+    let url = server.url("w");
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let mut sb = http_serve::sandbox_with(&[("long", wf)]);
+    sb.set_env("AWF_STORE", &url);
+    let w = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "long", &[]);
+    let sleeping = |sb: &Sandbox| {
+        sb.processes()
+            .iter()
+            .any(|p| p.cmdline.contains("sleep 120"))
+    };
+    let t0 = Instant::now();
+    while !sleeping(&sb) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the step never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The store goes away for longer than the lease: the worker cannot prove it still holds
+    // the run, so it stops it (another worker may take it over once the lease expired).
+    server.stop();
+    let t0 = Instant::now();
+    while sleeping(&sb) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the run went on without its lease"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.start_again();
+    // Back: the run is claimed again (its lease expired) and resumed.
+    let t0 = Instant::now();
+    loop {
+        let row = psql(
+            &url,
+            &format!("SELECT epoch || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        );
+        if row == "2/claimed" && sleeping(&sb) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "not resumed: {row}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", w.base)]);
+    assert_eq!(code, 204, "{body}");
+    let t0 = Instant::now();
+    while psql(
+        &url,
+        &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+    ) != "cancelled"
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "not cancelled");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -377,7 +377,14 @@ impl RunService for PgRunService {
 
     fn cancel(&self, run_id: &RunId, reason: CancelReason) -> Result<(), AwfError> {
         match self.local.cancel(run_id, reason) {
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                // Recorded too: should this worker die before the run ends, the run is not
+                // resumed elsewhere.
+                let pool = self.store.pool().clone();
+                let id = run_id.clone();
+                let _ = self.blocking(async move { queue::request_cancel(&pool, &id).await });
+                return Ok(());
+            }
             Err(e) if !not_found_here(&e) => return Err(e),
             Err(_) => {}
         }

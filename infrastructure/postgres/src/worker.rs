@@ -450,13 +450,20 @@ impl Worker {
                 }
             }
         }
-        guard(&self.held).remove(&run_id);
+        {
+            // Only this claim's entry: once released, the run may be claimed again already.
+            let mut held = guard(&self.held);
+            if held.get(&run_id).is_some_and(|h| h.epoch == claim.epoch) {
+                held.remove(&run_id);
+            }
+        }
         self.wake.notify_waiters();
     }
 
     async fn drive(&self, claim: &Claim) -> Outcome {
         let run_id = &claim.run_id;
-        if claim.cancel_requested && !claim.run_started {
+        // Asked to cancel before this claim (never started, or its worker died since).
+        if claim.cancel_requested {
             return Outcome::Ended(Ended {
                 status: "cancelled".to_owned(),
                 exit_code: Some(i32::from(CancelReason::Requested.exit_code())),
@@ -472,7 +479,10 @@ impl Worker {
         if resume && let Some(states) = &self.states {
             match states.load(&run_id.0) {
                 Ok(snap) => match snap.status {
-                    StoredStatus::Success | StoredStatus::Failure | StoredStatus::Cancelled
+                    // Ended, and its worker died before marking it. (A `cancelled` one
+                    // without a cancel request was stopped by a worker that lost its
+                    // lease: it is resumed.)
+                    StoredStatus::Success | StoredStatus::Failure
                         if claim.request.resume.is_none() =>
                     {
                         return Outcome::Ended(Ended {
