@@ -102,7 +102,10 @@ impl Facade {
                 }),
             )
         };
-        let run_id = self.services.ids.run_id();
+        let run_id = match req.run_id {
+            Some(id) => preassigned(&self.services, id)?,
+            None => self.services.ids.run_id(),
+        };
         let lock = crate::runs::lock_run(&self.services, &run_id.0)?;
         Ok(self.launch(Launch {
             lock,
@@ -607,4 +610,36 @@ impl RunHandle {
     pub fn cancel(&self, reason: CancelReason) {
         self.cancel.cancel(reason);
     }
+}
+
+/// Checks a preassigned run id ([`RunRequest::run_id`]): a file-name-safe id (ASCII letters,
+/// digits, `-`, `_`, `.`; not starting with `.`; 1–128 characters) that no recorded run has.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for an id of another shape or one already recorded.
+fn preassigned(services: &Services, id: RunId) -> Result<RunId, AwfError> {
+    let ok = !id.0.is_empty()
+        && id.0.len() <= 128
+        && !id.0.starts_with('.')
+        && id
+            .0
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("run id {:?} is not a valid run id", id.0),
+        )
+        .with_hint("a run id is 1-128 ASCII letters, digits, '-', '_' or '.'"));
+    }
+    if let Some(store) = &services.state_store
+        && store.load(&id.0).is_ok()
+    {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("run {} is recorded already; it was not started again", id.0),
+        )
+        .with_hint(format!("`awf resume {}` continues it", id.0)));
+    }
+    Ok(id)
 }

@@ -825,3 +825,41 @@ async fn runs_resolve_by_a_unique_prefix_and_list_newest_first() {
         ErrorCode::UserFacadeRunNotFound
     );
 }
+
+#[tokio::test]
+async fn a_preassigned_run_id_is_kept_checked_and_never_reused() {
+    let store = Arc::new(MemStore::default());
+    crate::engine::lock(&store.0).push(snapshot("q-old", StoredStatus::Failure));
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 1)), exec, Some(store)),
+        ServiceConfig::default(),
+    );
+    let given = RunRequest {
+        run_id: Some(RunId("q-1".into())),
+        ..request("w")
+    };
+    let id = svc.start(given).await.unwrap();
+    assert_eq!(id.0, "q-1");
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.run_id, Some(RunId("q-1".into())));
+    for bad in ["", "../x", ".hidden", "a b"] {
+        let req = RunRequest {
+            run_id: Some(RunId(bad.into())),
+            ..request("w")
+        };
+        assert_eq!(
+            code(svc.start(req).await),
+            ErrorCode::UserInputValidationFailed,
+            "{bad:?}"
+        );
+    }
+    // A recorded run's id is refused: resume continues it, start never runs it again.
+    let again = RunRequest {
+        run_id: Some(RunId("q-old".into())),
+        ..request("w")
+    };
+    let e = svc.start(again).await.unwrap_err();
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert!(e.message().contains("recorded already"), "{}", e.message());
+}

@@ -46,6 +46,10 @@ pub struct RunRequest {
     /// the built-in Read, Write and Edit of every agent step's MCP proxy (this run and its
     /// sub-workflows) go through it instead of the disk. `None` for the terminal.
     pub fs_delegate: Option<PathBuf>,
+    /// The run's id when it was given beforehand (a run submitted to the shared store's
+    /// queue keeps the id it was given at submit time, issue 15); `None`: a new one from the
+    /// id generator. Starting fails when a run with that id is recorded or locked already.
+    pub run_id: Option<crate::run::RunId>,
 }
 
 /// Where an interactive run stops.

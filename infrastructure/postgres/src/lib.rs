@@ -38,6 +38,11 @@
 //! Source: issue 15; shared/spec/http-ops.md §3 (what the embedded store records).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod listen;
+pub mod queue;
+pub mod service;
+pub mod worker;
+
 use std::future::Future;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -91,6 +96,8 @@ CREATE TABLE awf_runs (
     epoch            bigint NOT NULL DEFAULT 0,
     cancel_requested boolean NOT NULL DEFAULT false,
     submitted_at     timestamptz,
+    run_started      boolean NOT NULL DEFAULT false,
+    not_before       timestamptz,
     updated_at       timestamptz NOT NULL DEFAULT now(),
     row_seq          bigserial
 );

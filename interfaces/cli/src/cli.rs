@@ -246,7 +246,7 @@ pub enum Command {
     /// `--drain-timeout` to finish, then are cancelled. See README "awf serve".
     #[command(
         name = "serve",
-        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>] [--max-runs <N>] [--cors-origin <ORIGIN>]... [--run-ttl <DURATION>] [--drain-timeout <DURATION>] [--keep-alive <DURATION>]"
+        override_usage = "awf serve [--addr <HOST:PORT>] [--token-env <NAME>] [--max-runs <N>] [--cors-origin <ORIGIN>]... [--run-ttl <DURATION>] [--drain-timeout <DURATION>] [--keep-alive <DURATION>] [--header-timeout <DURATION>] [--store <URL> [--lease <DURATION>]]"
     )]
     Serve(ServeArgs),
     /// Internal: the watchdog that stops a run's processes when awf dies (see watchdog.rs).
@@ -352,6 +352,10 @@ pub struct RunArgs {
     /// Print the execution plan; execute nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Queue the run in the shared store (`--store URL` or `AWF_STORE`) for a worker
+    /// (`awf serve --store`) and print its id, without running it here.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub submit: bool,
     /// Answer a step without running it: `states.<step>.output=<text>` (also `stderr`,
     /// `status=failed`); repeatable. Agent steps use it instead of calling their provider.
     #[arg(short = 'm', long = "mock", value_name = "states.STEP.FIELD=VALUE")]
@@ -457,6 +461,10 @@ pub struct ServeArgs {
     /// before it is closed (more than zero; request bodies and event streams are not bounded).
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub header_timeout: String,
+    /// With `--store`: how long a claim on a queued run lasts without its heartbeat (renewed
+    /// every third of it); another worker resumes a run whose lease expired.
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub lease: String,
 }
 
 /// `awf acp-serve`.

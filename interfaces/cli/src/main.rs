@@ -28,6 +28,7 @@ mod serve_cmd;
 mod serve_resume;
 mod stdout_check;
 mod style;
+mod submit_cmd;
 mod table;
 mod tmp_sweep;
 mod validate_cmd;

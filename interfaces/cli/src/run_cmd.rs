@@ -101,6 +101,14 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
             if args.dry_run {
                 return dry_run(ctx, &w, &request);
             }
+            if args.submit {
+                let request = RunRequest {
+                    prompt_missing_inputs: false,
+                    ..request
+                };
+                return crate::submit_cmd::submit(ctx, &w, &request)
+                    .unwrap_or_else(|e| fail_before_start(ctx, &args.workflow, &e));
+            }
             execute(ctx, args, w, request, signals).await
         }
         Err(e) => fail_before_start(ctx, &args.workflow, &e),
@@ -167,6 +175,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         auto_approve: args.yes,
         mcp_servers: Vec::new(),
         fs_delegate: None,
+        run_id: None,
     };
     Ok((w, request))
 }

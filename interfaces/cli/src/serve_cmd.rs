@@ -143,6 +143,22 @@ pub fn positive_duration_flag(flag: &str, text: &str) -> Result<Duration, AwfErr
     Ok(d)
 }
 
+/// `--lease`: how long a claim lasts without its heartbeat, at least 300 ms.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for a text that is not a duration, or one under 300 ms.
+pub fn lease_flag(text: &str) -> Result<Duration, AwfError> {
+    let d = duration_flag("--lease", text)?;
+    if d < Duration::from_millis(300) {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--lease {text:?} is too short (under 300ms)"),
+        )
+        .with_hint("e.g. --lease 15s (the default), --lease 3s"));
+    }
+    Ok(d)
+}
+
 /// Runs `awf serve`.
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let env_now = crate::wiring::process_env();
@@ -164,7 +180,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     if let Some(name) = &args.token_env {
         awf_domain::withheld::withhold_env([name.clone()]);
     }
-    let w = crate::wiring::build_recording(ctx.storage.as_deref())?;
+    let w = crate::wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?;
     crate::run_cmd::warn_unrecorded(&w);
     let config = w.config()?;
     let services = w.services.clone();
@@ -178,11 +194,10 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     };
     let history = w.history_store().ok();
     let states = w.services.state_store.clone();
-    let service = crate::wiring::http_run_service(
-        services,
-        usize::try_from(args.max_runs).unwrap_or(usize::MAX),
-        run_ttl,
-    );
+    let ids = Arc::clone(&services.ids);
+    let max_runs = usize::try_from(args.max_runs).unwrap_or(usize::MAX);
+    let lease = lease_flag(&args.lease)?;
+    let mut service = crate::wiring::http_run_service(services, max_runs, run_ttl);
     let env: Vec<(String, String)> = w
         .env
         .iter()
@@ -193,6 +208,54 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .await
         .map_err(|e| bind_error(addr, &e))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    // With the shared store: a worker of its queue, and the run service across workers.
+    let worker = match w.store_url.clone() {
+        Some(url) => {
+            let store = match w.pg.get() {
+                Some(pg) => pg.clone(),
+                None => crate::wiring::open_shared(&url)?,
+            };
+            let recorder = match &w.recorder {
+                Some(crate::wiring::RunRecorder::Postgres(r)) => Some(r.clone()),
+                _ => None,
+            };
+            if let Some(r) = &recorder {
+                // Another worker claimed one of its runs: stop it here at once.
+                let local = Arc::clone(&service);
+                r.on_fenced(Arc::new(move |id: &str| {
+                    let _ = local.cancel(
+                        &awf_domain::run::RunId(id.to_owned()),
+                        awf_domain::run::CancelReason::Terminate,
+                    );
+                }));
+            }
+            let notices = awf_postgres::listen::Listener::start(&store, &url)?;
+            let worker = awf_postgres::worker::Worker::new(
+                store.clone(),
+                Arc::clone(&service),
+                states.clone(),
+                notices.clone(),
+                awf_postgres::worker::WorkerConfig {
+                    worker_id: awf_postgres::worker::worker_id(),
+                    max_runs,
+                    lease,
+                    poll: (lease / 3).clamp(Duration::from_millis(100), Duration::from_secs(2)),
+                    env: env.clone(),
+                    addr: Some(bound.to_string()),
+                    recorder,
+                },
+            );
+            worker.spawn().await?;
+            service = Arc::new(awf_postgres::service::PgRunService::new(
+                store,
+                Arc::clone(&service),
+                ids,
+                notices,
+            ));
+            Some(worker)
+        }
+        None => None,
+    };
     {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
@@ -220,20 +283,38 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
-    // Parked runs go on by themselves at their reset time (crate::serve_resume).
-    let resumer = crate::serve_resume::spawn(
-        Arc::clone(&cfg.service),
-        cfg.states.clone(),
-        crate::serve_resume::ResumeContext {
-            config_inputs: cfg.config_inputs.clone(),
-            env: cfg.env.clone(),
-            working_dir: cfg.working_dir.clone(),
-        },
-        shutdown.clone(),
-    );
+    // Parked runs go on by themselves at their reset time (crate::serve_resume); with the
+    // shared store the queue's workers resume runs instead, so it runs only on the embedded one.
+    let resumer = if worker.is_none() {
+        crate::serve_resume::spawn(
+            Arc::clone(&cfg.service),
+            cfg.states.clone(),
+            crate::serve_resume::ResumeContext {
+                config_inputs: cfg.config_inputs.clone(),
+                env: cfg.env.clone(),
+                working_dir: cfg.working_dir.clone(),
+            },
+            shutdown.clone(),
+        )
+    } else {
+        None
+    };
+    if let Some(worker) = &worker {
+        // SIGTERM: claim nothing more; what it holds drains with the server.
+        let (worker, stop) = (Arc::clone(worker), shutdown.clone());
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            worker.stop_claiming();
+        });
+    }
     awf_http::serve(cfg, listener, shutdown).await?;
     if let Some(r) = resumer {
         r.abort();
+    }
+    if let Some(worker) = &worker {
+        // The runs this worker claimed (not only those started over its HTTP API): they get
+        // the drain deadline, then are cancelled and recorded so; unstarted claims go back.
+        worker.drain(drain_timeout, Duration::from_secs(8)).await;
     }
     awf_exec::kill_all_now();
     awf_exec::sweep_adopted().await;
@@ -297,6 +378,16 @@ mod tests {
             positive_duration_flag("--header-timeout", "2s").unwrap(),
             Duration::from_secs(2)
         );
+    }
+
+    #[test]
+    fn a_lease_is_a_duration_of_at_least_300ms() {
+        assert_eq!(lease_flag("15s").unwrap(), Duration::from_secs(15));
+        for bad in ["0", "100ms", "soon"] {
+            let e = lease_flag(bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
+            assert!(e.message().contains("--lease"), "{}", e.message());
+        }
     }
 
     #[test]

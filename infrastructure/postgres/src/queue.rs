@@ -1,0 +1,719 @@
+//! The run queue (issue 15): submitted runs are `awf_runs` rows that workers claim with
+//! `FOR UPDATE SKIP LOCKED`, each claim a lease renewed by the worker's heartbeat.
+//!
+//! Queue columns of `awf_runs` and what moves them:
+//!
+//! | `queue_state` | meaning | set by |
+//! |---|---|---|
+//! | `none` | not a queued run (`awf run` on this store) | the recorder (default) |
+//! | `queued` | waiting for a worker (`not_before` delays a retry) | [`submit`], [`release`], [`requeue_resume`] |
+//! | `claimed` | a worker (`worker_id`) holds it until `lease_until`, under claim number `epoch` | [`claim`], [`renew`] |
+//! | `done` | ended (or cancelled before any worker took it) | [`finish`], [`request_cancel`] |
+//!
+//! `run_started` says a worker started the run (so a later claim resumes it instead of
+//! starting it again); `cancel_requested` asks the holder to cancel it.
+//!
+//! # One worker at a time per run
+//!
+//! 1. A claim is one `UPDATE … WHERE run_id IN (SELECT … FOR UPDATE SKIP LOCKED)`: the row
+//!    lock makes two workers' claims of one row serialize, and the inner condition (queued,
+//!    or claimed with an expired lease) is re-checked on the locked row, so only one of them
+//!    takes it; each claim increments `epoch`.
+//! 2. Every later write of a worker about the run (renew, mark started, finish, release) is
+//!    guarded by `worker_id = me AND epoch = my epoch`: once another worker claimed the row,
+//!    they change nothing, and the old holder learns it from the 0-row answer of its next
+//!    heartbeat (every lease/3) and cancels its copy at once; part 1's recorder fence (same
+//!    epoch) drops its writes.
+//! 3. A worker that cannot reach the database cancels its runs locally when their lease
+//!    would have expired (measured from its last successful renewal, on its own monotonic
+//!    clock, so it stops no later than another worker may claim): leases are only taken over
+//!    after they expire on the database's clock.
+//! 4. Resuming takes the run's advisory lock (RunLocks): should an old holder somehow still
+//!    be alive, the resume is refused and the claim released to be retried later.
+//!
+//! Source: issue 15 ("Queue").
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::facade::Interactive;
+use awf_domain::ports::facade::ResumeFrom;
+use awf_domain::ports::facade::ResumeRequest;
+use awf_domain::ports::facade::RunRequest;
+use awf_domain::run::RunId;
+use deadpool_postgres::Pool;
+use serde::Deserialize;
+use serde::Serialize;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::db_text;
+use crate::unavailable;
+
+/// The serializable part of a [`RunRequest`] (or of a [`ResumeRequest`]), kept in
+/// `awf_runs.request`: never the submitter's environment (the worker uses its own), nor
+/// front-end attachments (MCP servers, fs delegation) that only the submitter could serve.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct QueuedRequest {
+    /// Workflow identifier or path (resolved on the worker).
+    pub identifier: String,
+    /// `--input k=v` values, in order.
+    #[serde(default)]
+    pub inputs: Vec<(String, String)>,
+    /// Project configuration inputs of the submitter.
+    #[serde(default)]
+    pub config_inputs: Map<String, Value>,
+    /// Working directory of the run (a path on the worker's machine).
+    #[serde(default)]
+    pub working_dir: PathBuf,
+    /// `--mock` values: step → field → value.
+    #[serde(default)]
+    pub mocks: BTreeMap<String, BTreeMap<String, String>>,
+    /// `--interactive` breakpoints (`Some(vec![])`: before every state).
+    #[serde(default)]
+    pub interactive: Option<Vec<String>>,
+    /// `--yes`.
+    #[serde(default)]
+    pub auto_approve: bool,
+    /// Whether missing inputs are asked for (answered through any worker).
+    #[serde(default)]
+    pub prompt_missing_inputs: bool,
+    /// Set for a queued resume: where to restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<QueuedResume>,
+}
+
+/// Where a queued resume restarts (`ResumeFrom`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueuedResume {
+    /// The state the run stopped in.
+    Current,
+    /// The state before it.
+    Previous,
+    /// A named state.
+    Step(String),
+}
+
+impl QueuedRequest {
+    /// The queued form of `req` (its environment and attachments are left out).
+    pub fn of_run(req: &RunRequest) -> Self {
+        Self {
+            identifier: req.identifier.clone(),
+            inputs: req.inputs.clone(),
+            config_inputs: req.config_inputs.clone(),
+            working_dir: req.working_dir.clone(),
+            mocks: req.mocks.clone(),
+            interactive: req.interactive.as_ref().map(|i| i.breakpoints.clone()),
+            auto_approve: req.auto_approve,
+            prompt_missing_inputs: req.prompt_missing_inputs,
+            resume: None,
+        }
+    }
+
+    /// The queued form of a resume of `req` (environment and attachments left out).
+    pub fn of_resume(identifier: &str, req: &ResumeRequest) -> Self {
+        Self {
+            identifier: identifier.to_owned(),
+            inputs: req.inputs.clone(),
+            config_inputs: req.config_inputs.clone(),
+            working_dir: req.working_dir.clone(),
+            auto_approve: req.auto_approve,
+            resume: Some(match &req.from {
+                ResumeFrom::Current => QueuedResume::Current,
+                ResumeFrom::Previous => QueuedResume::Previous,
+                ResumeFrom::Step(s) => QueuedResume::Step(s.clone()),
+            }),
+            ..Self::default()
+        }
+    }
+
+    /// The request a worker starts: this one, with the worker's environment and `run_id`.
+    pub fn to_run(&self, run_id: &RunId, env: &[(String, String)]) -> RunRequest {
+        RunRequest {
+            identifier: self.identifier.clone(),
+            inputs: self.inputs.clone(),
+            config_inputs: self.config_inputs.clone(),
+            env: env.to_vec(),
+            working_dir: self.working_dir.clone(),
+            mocks: self.mocks.clone(),
+            interactive: self.interactive.as_ref().map(|b| Interactive {
+                breakpoints: b.clone(),
+            }),
+            prompt_missing_inputs: self.prompt_missing_inputs,
+            auto_approve: self.auto_approve,
+            run_id: Some(run_id.clone()),
+            ..RunRequest::default()
+        }
+    }
+
+    /// The resume a worker runs for a run it took over (or a queued resume): from where the
+    /// queued resume says, else the state the run stopped in; the worker's environment.
+    pub fn to_resume(&self, run_id: &RunId, env: &[(String, String)]) -> ResumeRequest {
+        ResumeRequest {
+            run_id: run_id.0.clone(),
+            from: match &self.resume {
+                None | Some(QueuedResume::Current) => ResumeFrom::Current,
+                Some(QueuedResume::Previous) => ResumeFrom::Previous,
+                Some(QueuedResume::Step(s)) => ResumeFrom::Step(s.clone()),
+            },
+            inputs: if self.resume.is_some() {
+                self.inputs.clone()
+            } else {
+                Vec::new()
+            },
+            config_inputs: self.config_inputs.clone(),
+            env: env.to_vec(),
+            working_dir: self.working_dir.clone(),
+            lock_held: false,
+            auto_approve: self.auto_approve,
+            ..ResumeRequest::default()
+        }
+    }
+}
+
+/// A run this worker claimed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    /// The run.
+    pub run_id: RunId,
+    /// The claim's number (fences every later write).
+    pub epoch: i64,
+    /// What to run.
+    pub request: QueuedRequest,
+    /// Whether a worker started it before (then it is resumed, not started).
+    pub run_started: bool,
+    /// Whether someone asked to cancel it.
+    pub cancel_requested: bool,
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn fail(what: &str) -> impl Fn(tokio_postgres::Error) -> AwfError + '_ {
+    move |e| unavailable(what, &db_text(&e))
+}
+
+/// Inserts a queued run (`status` and `queue_state` `queued`, `workflow_id` and, until it
+/// starts, `workflow_name` = the identifier, `root_run_id` = `run_id`) and notifies
+/// [`crate::QUEUE_CHANNEL`], in one transaction.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` when a run with that id exists; `SYSTEM.STORE.UNAVAILABLE`
+/// when the database fails.
+pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Result<(), AwfError> {
+    let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let body = serde_json::to_value(request).map_err(|e| unavailable("encode the request", &e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(fail("start a transaction"))?;
+    let n = tx
+        .execute(
+            "INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status, \
+             request, queue_state, submitted_at) \
+             VALUES ($1, $1, $2, $2, 'queued', $3, 'queued', now()) ON CONFLICT DO NOTHING",
+            &[&run_id.0, &request.identifier, &body],
+        )
+        .await
+        .map_err(fail("queue the run"))?;
+    if n == 0 {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("a run with id {run_id} exists already"),
+        )
+        .with_hint("submit it without a run id: a new one is made"));
+    }
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&crate::QUEUE_CHANNEL, &run_id.0],
+    )
+    .await
+    .map_err(fail("notify the workers"))?;
+    tx.commit().await.map_err(fail("commit the submit"))?;
+    Ok(())
+}
+
+/// Claims up to `n` runs for `worker_id` for `lease`: queued ones (oldest first, past their
+/// `not_before`) and claimed ones whose lease expired. Each claim sets `worker_id`,
+/// `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn claim(
+    pool: &Pool,
+    worker_id: &str,
+    n: usize,
+    lease: Duration,
+) -> Result<Vec<Claim>, AwfError> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let limit = i64::try_from(n).unwrap_or(i64::MAX);
+    let rows = client
+        .query(
+            "UPDATE awf_runs r SET worker_id = $1, \
+                 lease_until = now() + $3::bigint * interval '1 millisecond', \
+                 epoch = r.epoch + 1, queue_state = 'claimed', not_before = NULL, \
+                 updated_at = now() \
+             WHERE r.run_id IN ( \
+                 SELECT run_id FROM awf_runs \
+                 WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now())) \
+                    OR (queue_state = 'claimed' AND lease_until < now()) \
+                 ORDER BY submitted_at NULLS LAST \
+                 LIMIT $2 FOR UPDATE SKIP LOCKED) \
+             RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested",
+            &[&worker_id, &limit, &millis(lease)],
+        )
+        .await
+        .map_err(fail("claim runs"))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let request: Option<Value> = r.get(2);
+            Claim {
+                run_id: RunId(r.get(0)),
+                epoch: r.get(1),
+                request: request
+                    .and_then(|v| serde_json::from_value(v).ok())
+                    .unwrap_or_default(),
+                run_started: r.get(3),
+                cancel_requested: r.get(4),
+            }
+        })
+        .collect())
+}
+
+/// A claim as the database still holds it for this worker (from [`renew`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The run.
+    pub run_id: RunId,
+    /// Its claim number.
+    pub epoch: i64,
+    /// Whether someone asked to cancel it.
+    pub cancel_requested: bool,
+}
+
+/// Renews every lease `worker_id` holds to `now() + lease` and refreshes its `awf_workers`
+/// heartbeat; the claims it still holds (a claim of this worker missing from them, or with
+/// another epoch, was taken over).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn renew(pool: &Pool, worker_id: &str, lease: Duration) -> Result<Vec<Held>, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let rows = client
+        .query(
+            "UPDATE awf_runs SET lease_until = now() + $2::bigint * interval '1 millisecond', \
+             updated_at = now() WHERE worker_id = $1 AND queue_state = 'claimed' \
+             RETURNING run_id, epoch, cancel_requested",
+            &[&worker_id, &millis(lease)],
+        )
+        .await
+        .map_err(fail("renew the leases"))?;
+    client
+        .execute(
+            "UPDATE awf_workers SET heartbeat_at = now() WHERE worker_id = $1",
+            &[&worker_id],
+        )
+        .await
+        .map_err(fail("record the heartbeat"))?;
+    Ok(rows
+        .iter()
+        .map(|r| Held {
+            run_id: RunId(r.get(0)),
+            epoch: r.get(1),
+            cancel_requested: r.get(2),
+        })
+        .collect())
+}
+
+/// Marks a claimed run as started by its holder; `false` when the claim is no longer this
+/// worker's (then it must not start it).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn mark_started(
+    pool: &Pool,
+    run_id: &RunId,
+    worker_id: &str,
+    epoch: i64,
+) -> Result<bool, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let n = client
+        .execute(
+            "UPDATE awf_runs SET run_started = true, updated_at = now() \
+             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND queue_state = 'claimed'",
+            &[&run_id.0, &worker_id, &epoch],
+        )
+        .await
+        .map_err(fail("mark the run started"))?;
+    Ok(n == 1)
+}
+
+/// How a claimed run ended, for [`finish`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    /// `success`, `failure` or `cancelled`.
+    pub status: String,
+    /// The run's exit code, when it has one.
+    pub exit_code: Option<i32>,
+    /// Why it failed, when it failed before running (or its error message).
+    pub error_message: Option<String>,
+}
+
+/// Marks the claimed run done with how it ended (`status`, `exit_code`; the recorder writes
+/// the rest); `false` when the claim is no longer this worker's (nothing changed).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn finish(
+    pool: &Pool,
+    run_id: &RunId,
+    worker_id: &str,
+    epoch: i64,
+    ended: &Ended,
+) -> Result<bool, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let n = client
+        .execute(
+            "UPDATE awf_runs SET queue_state = 'done', lease_until = NULL, status = $4, \
+             exit_code = COALESCE($5, exit_code), \
+             error_message = COALESCE($6, error_message), updated_at = now() \
+             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND queue_state = 'claimed'",
+            &[
+                &run_id.0,
+                &worker_id,
+                &epoch,
+                &ended.status,
+                &ended.exit_code,
+                &ended.error_message,
+            ],
+        )
+        .await
+        .map_err(fail("mark the run done"))?;
+    Ok(n == 1)
+}
+
+/// Gives a claimed run back to the queue (`queued`, no worker), to be claimed again no
+/// sooner than `delay` from now; `false` when the claim is no longer this worker's.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn release(
+    pool: &Pool,
+    run_id: &RunId,
+    worker_id: &str,
+    epoch: i64,
+    delay: Duration,
+) -> Result<bool, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let n = client
+        .execute(
+            "UPDATE awf_runs SET queue_state = 'queued', worker_id = NULL, lease_until = NULL, \
+             not_before = now() + $4::bigint * interval '1 millisecond', updated_at = now() \
+             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND queue_state = 'claimed'",
+            &[&run_id.0, &worker_id, &epoch, &millis(delay)],
+        )
+        .await
+        .map_err(fail("release the run"))?;
+    if n == 1 {
+        client
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::QUEUE_CHANNEL, &run_id.0],
+            )
+            .await
+            .map_err(fail("notify the workers"))?;
+    }
+    Ok(n == 1)
+}
+
+/// What [`request_cancel`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Nobody had taken it yet: it is now `cancelled` and done.
+    CancelledQueued,
+    /// A worker holds it: asked (it cancels on its next control check, within a second).
+    Asked,
+    /// It ended already (nothing to do).
+    Ended,
+    /// No such run.
+    Unknown,
+}
+
+/// Asks to cancel a run: a queued one is cancelled at once; a claimed one gets
+/// `cancel_requested` and a [`crate::CONTROL_CHANNEL`] notification to its worker.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let row = client
+        .query_opt(
+            "UPDATE awf_runs SET cancel_requested = (queue_state IN ('queued', 'claimed')), \
+               status = CASE WHEN queue_state = 'queued' THEN 'cancelled' ELSE status END, \
+               exit_code = CASE WHEN queue_state = 'queued' THEN 143 ELSE exit_code END, \
+               queue_state = CASE WHEN queue_state = 'queued' THEN 'done' ELSE queue_state END, \
+               updated_at = now() \
+             WHERE run_id = $1 RETURNING queue_state, status",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("ask to cancel the run"))?;
+    let Some(row) = row else {
+        return Ok(CancelOutcome::Unknown);
+    };
+    let state: String = row.get(0);
+    let status: String = row.get(1);
+    match state.as_str() {
+        "claimed" => {
+            let payload = serde_json::json!({"kind": "cancel", "run_id": run_id.0}).to_string();
+            client
+                .execute(
+                    "SELECT pg_notify($1, $2)",
+                    &[&crate::CONTROL_CHANNEL, &payload],
+                )
+                .await
+                .map_err(fail("notify the run's worker"))?;
+            Ok(CancelOutcome::Asked)
+        }
+        "done" if status == "cancelled" => Ok(CancelOutcome::CancelledQueued),
+        "none" if status == "running" => Ok(CancelOutcome::Asked),
+        _ => Ok(CancelOutcome::Ended),
+    }
+}
+
+/// Queues a resume of a recorded run that ended (`failure`, `cancelled`, `waiting`, or a
+/// `running` one no worker holds); `false` when the row is missing or not resumable so.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn requeue_resume(
+    pool: &Pool,
+    run_id: &RunId,
+    request: &QueuedRequest,
+) -> Result<bool, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let body = serde_json::to_value(request).map_err(|e| unavailable("encode the request", &e))?;
+    let n = client
+        .execute(
+            "UPDATE awf_runs SET queue_state = 'queued', request = $2, run_started = true, \
+             worker_id = NULL, lease_until = NULL, not_before = NULL, cancel_requested = false, \
+             submitted_at = now(), updated_at = now() \
+             WHERE run_id = $1 AND parent_run_id IS NULL AND queue_state IN ('none', 'done') \
+               AND status IN ('failure', 'cancelled', 'waiting', 'running')",
+            &[&run_id.0, &body],
+        )
+        .await
+        .map_err(fail("queue the resume"))?;
+    if n == 1 {
+        client
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::QUEUE_CHANNEL, &run_id.0],
+            )
+            .await
+            .map_err(fail("notify the workers"))?;
+    }
+    Ok(n == 1)
+}
+
+/// Registers a worker in `awf_workers` (or refreshes its row).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn register_worker(
+    pool: &Pool,
+    worker_id: &str,
+    max_runs: usize,
+    addr: Option<&str>,
+) -> Result<(), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let max = i32::try_from(max_runs).unwrap_or(i32::MAX);
+    client
+        .execute(
+            "INSERT INTO awf_workers (worker_id, max_runs, addr) VALUES ($1, $2, $3) \
+             ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), max_runs = $2, addr = $3",
+            &[&worker_id, &max, &addr],
+        )
+        .await
+        .map_err(fail("register the worker"))?;
+    Ok(())
+}
+
+/// Removes a worker's `awf_workers` row (at its orderly end).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn unregister_worker(pool: &Pool, worker_id: &str) -> Result<(), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    client
+        .execute(
+            "DELETE FROM awf_workers WHERE worker_id = $1",
+            &[&worker_id],
+        )
+        .await
+        .map_err(fail("unregister the worker"))?;
+    Ok(())
+}
+
+/// A pending answer given on some worker for a run this worker holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingAnswer {
+    /// The interaction request it answers.
+    pub request_id: String,
+    /// The run that asked.
+    pub run_id: RunId,
+    /// The answer (`Answer` JSON).
+    pub answer: Value,
+}
+
+/// Cancel requests and pending answers for the runs `worker_id` holds.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn control_for(
+    pool: &Pool,
+    worker_id: &str,
+) -> Result<(Vec<RunId>, Vec<PendingAnswer>), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let cancels = client
+        .query(
+            "SELECT run_id FROM awf_runs WHERE worker_id = $1 AND queue_state = 'claimed' \
+             AND cancel_requested",
+            &[&worker_id],
+        )
+        .await
+        .map_err(fail("read cancel requests"))?;
+    let answers = client
+        .query(
+            "SELECT a.request_id, a.run_id, a.answer FROM awf_answers a \
+             JOIN awf_runs r ON r.run_id = a.run_id \
+             WHERE a.state = 'pending' AND r.worker_id = $1 AND r.queue_state = 'claimed'",
+            &[&worker_id],
+        )
+        .await
+        .map_err(fail("read pending answers"))?;
+    Ok((
+        cancels.iter().map(|r| RunId(r.get(0))).collect(),
+        answers
+            .iter()
+            .map(|r| PendingAnswer {
+                request_id: r.get(0),
+                run_id: RunId(r.get(1)),
+                answer: r.get(2),
+            })
+            .collect(),
+    ))
+}
+
+/// Marks an answer `accepted` (`error` `None`) or `rejected` with the error
+/// (`{"code", "message", "hints"}`).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn mark_answer(
+    pool: &Pool,
+    request_id: &str,
+    error: Option<&AwfError>,
+) -> Result<(), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let (state, body) = match error {
+        None => ("accepted", None),
+        Some(e) => (
+            "rejected",
+            Some(serde_json::json!({
+                "code": e.code().as_str(),
+                "message": e.message(),
+                "hints": e.hints(),
+            })),
+        ),
+    };
+    client
+        .execute(
+            "UPDATE awf_answers SET state = $2, error = $3 WHERE request_id = $1",
+            &[&request_id, &state, &body],
+        )
+        .await
+        .map_err(fail("mark the answer"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queued_request_keeps_what_a_worker_needs_and_never_the_environment() {
+        let mut mocks = BTreeMap::new();
+        mocks.insert(
+            "a".to_owned(),
+            BTreeMap::from([("output".to_owned(), "x".to_owned())]),
+        );
+        let req = RunRequest {
+            identifier: "deploy".into(),
+            inputs: vec![("k".into(), "v".into())],
+            env: vec![("SECRET".into(), "s3cret".into())],
+            working_dir: PathBuf::from("/work/p"),
+            mocks,
+            interactive: Some(Interactive {
+                breakpoints: vec!["b".into()],
+            }),
+            auto_approve: true,
+            prompt_missing_inputs: true,
+            ..RunRequest::default()
+        };
+        let q = QueuedRequest::of_run(&req);
+        let text = serde_json::to_string(&q).unwrap();
+        assert!(
+            !text.contains("s3cret") && !text.contains("SECRET"),
+            "{text}"
+        );
+        let back: QueuedRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, q);
+        let worker_env = vec![("PATH".to_owned(), "/bin".to_owned())];
+        let run = back.to_run(&RunId("r1".into()), &worker_env);
+        assert_eq!(run.run_id, Some(RunId("r1".into())));
+        assert_eq!(run.env, worker_env);
+        assert_eq!(
+            (
+                run.identifier.as_str(),
+                run.inputs.clone(),
+                run.working_dir.clone()
+            ),
+            ("deploy", req.inputs.clone(), req.working_dir.clone())
+        );
+        assert_eq!(run.mocks, req.mocks);
+        assert_eq!(run.interactive, req.interactive);
+        assert!(run.auto_approve && run.prompt_missing_inputs);
+        // A taken-over run resumes where it stopped, with its recorded inputs (none given).
+        let resume = back.to_resume(&RunId("r1".into()), &worker_env);
+        assert_eq!(resume.from, ResumeFrom::Current);
+        assert!(resume.inputs.is_empty() && !resume.lock_held);
+        // A queued resume keeps its starting point and inputs.
+        let asked = ResumeRequest {
+            run_id: "r1".into(),
+            from: ResumeFrom::Step("b".into()),
+            inputs: vec![("k".into(), "w".into())],
+            ..ResumeRequest::default()
+        };
+        let q = QueuedRequest::of_resume("deploy", &asked);
+        let r = q.to_resume(&RunId("r1".into()), &worker_env);
+        assert_eq!(r.from, ResumeFrom::Step("b".into()));
+        assert_eq!(r.inputs, asked.inputs);
+    }
+
+    #[test]
+    fn an_old_or_partial_request_reads_with_defaults() {
+        let q: QueuedRequest = serde_json::from_str(r#"{"identifier": "w"}"#).unwrap();
+        assert_eq!(q.identifier, "w");
+        assert!(q.inputs.is_empty() && q.resume.is_none() && !q.auto_approve);
+    }
+}

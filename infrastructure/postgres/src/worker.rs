@@ -1,0 +1,590 @@
+//! A worker of the shared store (`awf serve --store URL`): claims queued runs up to its
+//! `--max-runs`, runs them through its local run service, renews their leases, answers
+//! cancel requests and answers given on other workers, and marks them done.
+//!
+//! Loops (all on the caller's runtime; database calls on the store's, through
+//! [`PgStore::run`]):
+//! - claim: woken by [`crate::QUEUE_CHANNEL`] notifications, a run of its own ending, and a
+//!   poll every [`WorkerConfig::poll`] (for notifications lost while disconnected);
+//! - heartbeat every lease/3: renews this worker's leases; a claim the database no longer
+//!   gives it was taken over: its run is cancelled locally at once. While the database is
+//!   unreachable the runs go on until their lease (counted from the last renewal) would have
+//!   expired, then they are cancelled locally and left for another worker to resume;
+//! - control: on every [`crate::CONTROL_CHANNEL`] notification and every second, cancel
+//!   requests and answers for the runs it holds.
+//!
+//! Why one worker at a time per run: see [`crate::queue`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::MutexGuard;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::interaction::Answer;
+use awf_domain::ports::StateStore;
+use awf_domain::ports::service::RunService;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::CancelReason;
+use awf_domain::run::RunId;
+use awf_domain::run::RunStatus;
+use tokio::sync::Notify;
+
+use crate::PgStore;
+use crate::listen::Listener;
+use crate::listen::Notice;
+use crate::queue;
+use crate::queue::Claim;
+use crate::queue::Ended;
+
+/// A worker's settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// `<host>:<pid>:<random>` (see [`worker_id`]).
+    pub worker_id: String,
+    /// Most runs it holds at once (`--max-runs`).
+    pub max_runs: usize,
+    /// How long a claim lasts without renewal (`--lease`, default 15 s); renewed every third.
+    pub lease: Duration,
+    /// How often it looks for queued runs without a notification.
+    pub poll: Duration,
+    /// The environment its runs get (its own, never the submitter's).
+    pub env: Vec<(String, String)>,
+    /// Its HTTP address, for `awf_workers.addr`.
+    pub addr: Option<String>,
+    /// The recorder its runs write through, fenced with each claim's epoch (so a worker that
+    /// lost a claim writes nothing more about that run); `None` when it records elsewhere.
+    pub recorder: Option<crate::PgRecorder>,
+}
+
+/// The default lease of a claim.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+
+/// A new worker id: `<host>:<pid>:<8 random hex digits>`.
+pub fn worker_id() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".to_owned());
+    let random = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}:{}:{}", std::process::id(), &random[..8])
+}
+
+/// One claim this worker holds.
+#[derive(Debug, Clone)]
+struct Held {
+    epoch: i64,
+    /// When this worker sent the claim (a renewal asked before it cannot have seen it).
+    claimed: Instant,
+    /// When the database last confirmed the claim (its lease runs from here, at most).
+    renewed: Instant,
+    /// Whether the local run was started (then a lost claim cancels it).
+    started: bool,
+    /// Whether it was cancelled locally because the claim was lost (then it is not
+    /// marked done: another worker resumes it).
+    lost: bool,
+    /// Whether a cancel request was passed on already.
+    cancelled: bool,
+    /// Whether its run ended here and its end is being recorded (the row may be `done`
+    /// already: not a lost claim).
+    ending: bool,
+}
+
+/// A worker. Build with [`Worker::new`], then [`Worker::spawn`]; [`Worker::drain`] at the end.
+pub struct Worker {
+    store: PgStore,
+    local: Arc<dyn RunService>,
+    states: Option<Arc<dyn StateStore>>,
+    listener: Listener,
+    config: WorkerConfig,
+    held: Mutex<HashMap<RunId, Held>>,
+    wake: Notify,
+    stopping: AtomicBool,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn status_text(s: RunStatus) -> &'static str {
+    match s {
+        RunStatus::Success => "success",
+        RunStatus::Failure => "failure",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+impl Worker {
+    /// A worker over `local` (the run service that executes its runs), with `states` (where
+    /// a taken-over run's recorded state is read, to know whether it ended) and the
+    /// process's `listener`.
+    pub fn new(
+        store: PgStore,
+        local: Arc<dyn RunService>,
+        states: Option<Arc<dyn StateStore>>,
+        listener: Listener,
+        config: WorkerConfig,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            local,
+            states,
+            listener,
+            config,
+            held: Mutex::new(HashMap::new()),
+            wake: Notify::new(),
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    /// This worker's id.
+    pub fn id(&self) -> &str {
+        &self.config.worker_id
+    }
+
+    /// Registers the worker and starts its loops on the current runtime.
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` when it cannot be registered.
+    pub async fn spawn(self: &Arc<Self>) -> Result<(), AwfError> {
+        let pool = self.store.pool().clone();
+        let id = self.config.worker_id.clone();
+        let max = self.config.max_runs;
+        let addr = self.config.addr.clone();
+        self.store
+            .run(async move { queue::register_worker(&pool, &id, max, addr.as_deref()).await })
+            .await??;
+        tokio::spawn(Arc::clone(self).claim_loop());
+        tokio::spawn(Arc::clone(self).heartbeat_loop());
+        tokio::spawn(Arc::clone(self).control_loop());
+        Ok(())
+    }
+
+    /// Stops claiming (SIGTERM): runs it holds go on.
+    pub fn stop_claiming(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake.notify_waiters();
+    }
+
+    /// The number of runs this worker holds now.
+    pub fn held(&self) -> usize {
+        guard(&self.held).len()
+    }
+
+    /// At the end: stops claiming, waits up to `deadline` for the runs it holds to end,
+    /// cancels the rest (`Terminate`) and waits up to `grace` more for them to end (each is
+    /// marked done as it ends), then unregisters the worker.
+    pub async fn drain(self: &Arc<Self>, deadline: Duration, grace: Duration) {
+        self.stop_claiming();
+        let t0 = Instant::now();
+        while self.held() > 0 && t0.elapsed() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let ids: Vec<RunId> = guard(&self.held).keys().cloned().collect();
+        for id in ids {
+            let _ = self.local.cancel(&id, CancelReason::Terminate);
+        }
+        let t1 = Instant::now();
+        while self.held() > 0 && t1.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let pool = self.store.pool().clone();
+        let id = self.config.worker_id.clone();
+        let _ = self
+            .store
+            .run(async move { queue::unregister_worker(&pool, &id).await })
+            .await;
+    }
+
+    async fn claim_loop(self: Arc<Self>) {
+        let mut notices = self.listener.subscribe();
+        loop {
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let free = self.config.max_runs.saturating_sub(self.held());
+            if free > 0 {
+                let pool = self.store.pool().clone();
+                let id = self.config.worker_id.clone();
+                let lease = self.config.lease;
+                let asked = Instant::now();
+                match self
+                    .store
+                    .run(async move { queue::claim(&pool, &id, free, lease).await })
+                    .await
+                {
+                    Ok(Ok(claims)) => {
+                        let full = claims.len() == free;
+                        for c in claims {
+                            guard(&self.held).insert(
+                                c.run_id.clone(),
+                                Held {
+                                    epoch: c.epoch,
+                                    claimed: asked,
+                                    renewed: asked,
+                                    started: false,
+                                    lost: false,
+                                    cancelled: false,
+                                    ending: false,
+                                },
+                            );
+                            tokio::spawn(Arc::clone(&self).execute(c));
+                        }
+                        if full {
+                            // There may be more: look again at once for the slots left.
+                            continue;
+                        }
+                    }
+                    Ok(Err(e)) | Err(e) => tracing::debug!("claiming failed: {e}"),
+                }
+            }
+            let wait = tokio::time::sleep(self.config.poll);
+            tokio::select! {
+                () = wait => {}
+                () = self.wake.notified() => {}
+                n = notices.recv() => {
+                    if let Ok(Notice::Notify { channel, .. }) = &n
+                        && channel != crate::QUEUE_CHANNEL
+                    {
+                        continue;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn heartbeat_loop(self: Arc<Self>) {
+        let every = (self.config.lease / 3).max(Duration::from_millis(50));
+        loop {
+            tokio::time::sleep(every).await;
+            let pool = self.store.pool().clone();
+            let id = self.config.worker_id.clone();
+            let lease = self.config.lease;
+            let asked = Instant::now();
+            let renewed = self
+                .store
+                .run(async move { queue::renew(&pool, &id, lease).await })
+                .await;
+            match renewed {
+                Ok(Ok(rows)) => {
+                    let mut lost = Vec::new();
+                    let mut cancel = Vec::new();
+                    {
+                        let mut held = guard(&self.held);
+                        for (run_id, h) in held.iter_mut() {
+                            match rows.iter().find(|r| &r.run_id == run_id) {
+                                Some(r) if r.epoch == h.epoch => {
+                                    // Renewed as of when it was asked (the lease runs from
+                                    // the database's now, a little later).
+                                    h.renewed = asked;
+                                    if r.cancel_requested && !h.cancelled {
+                                        h.cancelled = true;
+                                        cancel.push(run_id.clone());
+                                    }
+                                }
+                                // Claimed after the renewal was asked: not in its answer.
+                                _ if h.lost || h.ending || h.claimed >= asked => {}
+                                _ => {
+                                    h.lost = true;
+                                    lost.push(run_id.clone());
+                                }
+                            }
+                        }
+                    }
+                    for id in lost {
+                        tracing::warn!("run {id}: another worker claimed it; cancelling here");
+                        let _ = self.local.cancel(&id, CancelReason::Terminate);
+                    }
+                    for id in cancel {
+                        let _ = self.local.cancel(&id, CancelReason::Requested);
+                    }
+                }
+                Ok(Err(e)) | Err(e) => {
+                    tracing::warn!("renewing the leases failed: {e}");
+                    let expired: Vec<RunId> = {
+                        let mut held = guard(&self.held);
+                        held.iter_mut()
+                            .filter(|(_, h)| !h.lost && !h.ending && h.renewed.elapsed() >= lease)
+                            .map(|(id, h)| {
+                                h.lost = true;
+                                id.clone()
+                            })
+                            .collect()
+                    };
+                    for id in expired {
+                        tracing::warn!(
+                            "run {id}: its lease expired while the store was unreachable; cancelling here"
+                        );
+                        let _ = self.local.cancel(&id, CancelReason::Terminate);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn control_loop(self: Arc<Self>) {
+        let mut notices = self.listener.subscribe();
+        loop {
+            let tick = tokio::time::sleep(Duration::from_secs(1));
+            tokio::select! {
+                () = tick => {}
+                n = notices.recv() => {
+                    if let Ok(Notice::Notify { channel, .. }) = &n
+                        && channel != crate::CONTROL_CHANNEL
+                    {
+                        continue;
+                    }
+                }
+            }
+            if self.held() == 0 {
+                continue;
+            }
+            let pool = self.store.pool().clone();
+            let id = self.config.worker_id.clone();
+            let Ok(Ok((cancels, answers))) = self
+                .store
+                .run(async move { queue::control_for(&pool, &id).await })
+                .await
+            else {
+                continue;
+            };
+            for run_id in cancels {
+                let first = guard(&self.held).get_mut(&run_id).is_some_and(|h| {
+                    let first = !h.cancelled && h.started;
+                    if first {
+                        h.cancelled = true;
+                    }
+                    first
+                });
+                if first {
+                    let _ = self.local.cancel(&run_id, CancelReason::Requested);
+                }
+            }
+            for a in answers {
+                let outcome = match serde_json::from_value::<Answer>(a.answer.clone()) {
+                    Ok(answer) => self.local.respond(&a.request_id, answer),
+                    Err(e) => Err(AwfError::new(
+                        ErrorCode::UserFacadeInputRejected,
+                        format!("the answer to {} is not an answer: {e}", a.request_id),
+                    )),
+                };
+                let pool = self.store.pool().clone();
+                let request_id = a.request_id.clone();
+                let _ = self
+                    .store
+                    .run(async move {
+                        queue::mark_answer(&pool, &request_id, outcome.err().as_ref()).await
+                    })
+                    .await;
+            }
+        }
+    }
+
+    /// Runs one claim to its end and marks it done (or releases it).
+    async fn execute(self: Arc<Self>, claim: Claim) {
+        let run_id = claim.run_id.clone();
+        let outcome = self.drive(&claim).await;
+        let lost = guard(&self.held).get_mut(&run_id).is_none_or(|h| {
+            h.ending = true;
+            h.lost
+        });
+        // Taken for lost (another worker's claim, or a lease that expired while the store
+        // was unreachable): give it back in case it is still this claim (the release is
+        // fenced by the epoch: it changes nothing once another worker holds it), so that it
+        // is resumed rather than left to this worker's renewals.
+        let outcome = if lost {
+            Outcome::Release(Duration::ZERO)
+        } else {
+            outcome
+        };
+        // `done` says everything of the run is recorded: its events reach the store first
+        // (the recorder retries through a restart of the server; bounded by its flush).
+        if let (Some(r), Outcome::Ended(_)) = (&self.config.recorder, &outcome) {
+            let r = r.clone();
+            let _ = tokio::task::spawn_blocking(move || r.flush()).await;
+        }
+        {
+            let store = self.store.clone();
+            let worker = self.config.worker_id.clone();
+            let epoch = claim.epoch;
+            let id = run_id.clone();
+            // Until the database takes it (it may be restarting): the run ended here.
+            for attempt in 0u32.. {
+                let pool = store.pool().clone();
+                let (w, i, o) = (worker.clone(), id.clone(), outcome.clone());
+                let r = store
+                    .run(async move {
+                        match o {
+                            Outcome::Ended(ended) => {
+                                queue::finish(&pool, &i, &w, epoch, &ended).await
+                            }
+                            Outcome::Release(delay) => {
+                                queue::release(&pool, &i, &w, epoch, delay).await
+                            }
+                        }
+                    })
+                    .await;
+                match r {
+                    Ok(Ok(_)) => break,
+                    Ok(Err(e)) | Err(e) => {
+                        if attempt % 20 == 0 {
+                            tracing::warn!("run {id}: recording its end failed: {e}");
+                        }
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        }
+        {
+            // Only this claim's entry: once released, the run may be claimed again already.
+            let mut held = guard(&self.held);
+            if held.get(&run_id).is_some_and(|h| h.epoch == claim.epoch) {
+                held.remove(&run_id);
+            }
+        }
+        self.wake.notify_waiters();
+    }
+
+    async fn drive(&self, claim: &Claim) -> Outcome {
+        let run_id = &claim.run_id;
+        // Asked to cancel before this claim (never started, or its worker died since).
+        if claim.cancel_requested {
+            return Outcome::Ended(Ended {
+                status: "cancelled".to_owned(),
+                exit_code: Some(i32::from(CancelReason::Requested.exit_code())),
+                error_message: None,
+            });
+        }
+        if self.stopping.load(Ordering::SeqCst) {
+            return Outcome::Release(Duration::ZERO);
+        }
+        // A run started before: ended already (its worker died before marking it), or to be
+        // resumed from its recorded state.
+        let mut resume = claim.run_started;
+        if resume && let Some(states) = &self.states {
+            match states.load(&run_id.0) {
+                Ok(snap) => match snap.status {
+                    // Ended, and its worker died before marking it. (A `cancelled` one
+                    // without a cancel request was stopped by a worker that lost its
+                    // lease: it is resumed.)
+                    StoredStatus::Success | StoredStatus::Failure
+                        if claim.request.resume.is_none() =>
+                    {
+                        return Outcome::Ended(Ended {
+                            status: snap.status.as_str().to_owned(),
+                            exit_code: snap.exit_code.map(i32::from),
+                            error_message: None,
+                        });
+                    }
+                    _ => {}
+                },
+                // Never recorded: it died before its first event; start it.
+                Err(e) if e.code() == ErrorCode::UserInputValidationFailed => resume = false,
+                Err(_) => {}
+            }
+        }
+        let pool = self.store.pool().clone();
+        let (id, worker, epoch) = (run_id.clone(), self.config.worker_id.clone(), claim.epoch);
+        match self
+            .store
+            .run(async move { queue::mark_started(&pool, &id, &worker, epoch).await })
+            .await
+        {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => {
+                if let Some(h) = guard(&self.held).get_mut(run_id) {
+                    h.lost = true;
+                }
+                return Outcome::Release(Duration::ZERO);
+            }
+            Ok(Err(_)) | Err(_) => return Outcome::Release(Duration::from_secs(1)),
+        }
+        if let Some(r) = &self.config.recorder {
+            r.fence(&run_id.0, claim.epoch);
+        }
+        let started = if resume {
+            self.local
+                .resume(claim.request.to_resume(run_id, &self.config.env))
+                .await
+        } else {
+            self.local
+                .start(claim.request.to_run(run_id, &self.config.env))
+                .await
+        };
+        match started {
+            Ok(_) => {}
+            Err(e) if resume && refused_as_live(&e) => {
+                tracing::warn!("run {run_id}: its old holder still holds it; retrying later");
+                return Outcome::Release(Duration::from_secs(1));
+            }
+            Err(e) if e.code() == ErrorCode::UserFacadeRunLimit => {
+                return Outcome::Release(Duration::from_millis(200));
+            }
+            Err(e) => {
+                return Outcome::Ended(Ended {
+                    status: "failure".to_owned(),
+                    exit_code: Some(1),
+                    error_message: Some(e.message().to_owned()),
+                });
+            }
+        }
+        let cancel_now = {
+            let mut held = guard(&self.held);
+            match held.get_mut(run_id) {
+                Some(h) => {
+                    h.started = true;
+                    h.lost || (claim.cancel_requested && !h.cancelled)
+                }
+                None => false,
+            }
+        };
+        if cancel_now {
+            let _ = self.local.cancel(run_id, CancelReason::Requested);
+        }
+        match self.local.wait(run_id).await {
+            Ok(result) => Outcome::Ended(Ended {
+                status: status_text(result.status).to_owned(),
+                exit_code: Some(i32::from(result.exit_code)),
+                error_message: result.error.map(|e| e.message),
+            }),
+            Err(e) => Outcome::Ended(Ended {
+                status: "failure".to_owned(),
+                exit_code: Some(1),
+                error_message: Some(e.message().to_owned()),
+            }),
+        }
+    }
+}
+
+/// What to do with a claim once its run is over here.
+#[derive(Debug, Clone)]
+enum Outcome {
+    Ended(Ended),
+    Release(Duration),
+}
+
+/// Whether a resume was refused because another process still holds or runs the run.
+fn refused_as_live(e: &AwfError) -> bool {
+    let m = e.message();
+    m.contains("still running") || m.contains("lock") || m.contains("in use")
+}
+
+/// The environment of a worker's runs: this process's, as pairs.
+pub fn env_pairs(env: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}

@@ -1,0 +1,57 @@
+//! `awf run --submit WORKFLOW [--input k=v]… --store URL`: queues a run in the shared store
+//! for a worker (`awf serve --store`) and prints its id, without running it (issue 15).
+//!
+//! Text output: the run id alone on stdout; `-f json`: `{"run_id": …, "status": "queued"}`.
+//! Exit 0 once the row is queued. The worker that claims it runs it with its own
+//! environment; the request keeps the identifier, inputs, project configuration inputs,
+//! working directory, mocks, breakpoints and `--yes`.
+
+use std::io::Write;
+
+use awf_domain::AwfError;
+use awf_domain::ErrorCode;
+use awf_domain::ports::facade::RunRequest;
+
+use crate::ctx::Ctx;
+use crate::errors::Outcome;
+use crate::json_out;
+use crate::wiring::Wiring;
+
+/// Queues `request` in the shared store named by `--store`/`AWF_STORE`.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` without a store URL (hint: how to give one);
+/// `SYSTEM.STORE.*` when the store cannot be reached or refuses.
+pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, AwfError> {
+    let Some(url) = crate::wiring::store_url(ctx.store.as_deref(), &w.env) else {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "--submit queues the run in the shared store, and none is named",
+        )
+        .with_hint("add --store postgresql://USER@HOST:PORT/DB, or export AWF_STORE=…"));
+    };
+    if !awf_postgres::is_postgres_url(&url) {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!(
+                "--store {:?} is not a PostgreSQL URL",
+                awf_postgres::redacted(&url)
+            ),
+        )
+        .with_hint("use postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"));
+    }
+    let store = awf_postgres::PgStore::connect(&url)?;
+    let run_id = w.services.ids.run_id();
+    let queued = awf_postgres::queue::QueuedRequest::of_run(request);
+    let pool = store.pool().clone();
+    let id = run_id.clone();
+    store.block_on(async move { awf_postgres::queue::submit(&pool, &id, &queued).await })??;
+    if ctx.json() {
+        json_out::print(&serde_json::json!({"run_id": run_id.0, "status": "queued"}))?;
+    } else {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", run_id.0);
+        let _ = out.flush();
+    }
+    Ok(Outcome::Success)
+}

@@ -1,0 +1,747 @@
+//! Many `awf serve --store` workers on one PostgreSQL (issue 15, part 2), over the real
+//! binary and a real server (`AWF_TEST_PG_URL`, a database per test): every submitted run
+//! executed once and recorded once across three workers; a SIGKILLed worker's runs finish on
+//! the others with no completed step run again; cancel through a worker that does not run
+//! the run. No timing is asserted: generous timeouts only.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve;
+use awf_tests::http_serve::Server;
+use awf_tests::pg::TestDb;
+use awf_tests::pg::psql;
+
+/// Polls `f` every 100 ms until it holds; panics naming `what` after `limit`, with the
+/// queue's rows of `db` in the message.
+fn wait_long(db: &TestDb, what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        if t0.elapsed() > limit {
+            let rows = psql(
+                &db.url,
+                "SELECT status, queue_state, epoch, run_started, count(*), min(error_message) \
+                 FROM awf_runs GROUP BY 1, 2, 3, 4",
+            );
+            panic!("timed out after {limit:?} waiting for {what}; awf_runs:\n{rows}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn count(db: &TestDb, sql: &str) -> usize {
+    psql(&db.url, sql).parse().unwrap()
+}
+
+/// A sandbox whose `awf` commands use `db` as their store, with `files` as workflows.
+fn sandbox(db: &TestDb, files: &[(&str, &str)]) -> Sandbox {
+    let mut sb = http_serve::sandbox_with(files);
+    sb.set_env("AWF_STORE", &db.url);
+    sb
+}
+
+fn worker(sb: &Sandbox, extra: &[&str]) -> Server {
+    http_serve::start(sb, extra)
+}
+
+/// `awf run --submit WORKFLOW --input k=v…`: the printed run id (exit 0).
+fn submit(sb: &Sandbox, workflow: &str, inputs: &[&str]) -> String {
+    let mut args = vec!["run", "--submit", workflow];
+    for i in inputs {
+        args.push("--input");
+        args.push(i);
+    }
+    let r = sb.run(&args).unwrap();
+    assert_eq!(r.code, 0, "stdout {} stderr {}", r.stdout, r.stderr);
+    let id = r.stdout.trim().to_owned();
+    assert!(
+        !id.is_empty() && !id.contains(char::is_whitespace),
+        "{id:?}"
+    );
+    id
+}
+
+fn worker_of(db: &TestDb, run_id: &str) -> String {
+    psql(
+        &db.url,
+        &format!("SELECT coalesce(worker_id, '') FROM awf_runs WHERE run_id = '{run_id}'"),
+    )
+}
+
+fn pid_of(worker_id: &str) -> u32 {
+    worker_id.split(':').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn three_workers_execute_sixty_submitted_runs_exactly_once() {
+    let db = TestDb::new();
+    let ran = tempfile::tempdir().unwrap();
+    let file = ran.path().join("ran.txt");
+    let wf = format!(
+        "name: once\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{{{.inputs.n}}}} >> {}\n    on_success: done\n  done: {{type: terminal}}\n",
+        file.display()
+    );
+    let sb = sandbox(&db, &[("once", &wf)]);
+    let workers: Vec<Server> = (0..3)
+        .map(|_| worker(&sb, &["--max-runs", "4", "--lease", "10s"]))
+        .collect();
+    // Half through `awf run --submit`, half through the HTTP API of one of the workers.
+    let mut ids = BTreeSet::new();
+    for n in 0..60 {
+        let id = if n % 2 == 0 {
+            submit(&sb, "once", &[&format!("n={n}")])
+        } else {
+            http_serve::start_run(
+                &workers[n % 3],
+                "once",
+                &format!(r#"{{"inputs": {{"n": "{n}"}}}}"#),
+            )
+        };
+        assert!(ids.insert(id), "run ids are new");
+    }
+    wait_long(&db, "60 runs done", Duration::from_secs(300), || {
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        ) == 60
+    });
+    // Executed once: 60 lines, each n once.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 60, "{text}");
+    let distinct: BTreeSet<usize> = lines.iter().map(|l| l.trim().parse().unwrap()).collect();
+    assert_eq!(distinct, (0..60).collect::<BTreeSet<usize>>());
+    // Recorded once: 60 rows, all succeeded, each claimed once (epoch 1).
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE parent_run_id IS NULL"
+        ),
+        60
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE status = 'success' AND exit_code = 0 AND epoch = 1"
+        ),
+        60
+    );
+    let got: BTreeSet<String> = psql(&db.url, "SELECT run_id FROM awf_runs")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(got, ids);
+    // One RunStarted per run in the event rows, and one RunFinished.
+    for kind in ["run_started", "run_finished"] {
+        let per_run = psql(
+            &db.url,
+            &format!(
+                "SELECT count(*) FROM awf_runs r WHERE (SELECT count(*) FROM awf_events e \
+                 WHERE e.root_run_id = r.run_id AND e.envelope->'event'->>'type' = '{kind}') = 1"
+            ),
+        );
+        assert_eq!(per_run, "60", "{kind}");
+    }
+    // Every worker registered itself.
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 3);
+    drop(workers);
+}
+
+#[test]
+fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_steps() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    // Each step writes its mark when it completes (after its sleep): a mark appears once per
+    // completed step, so a step completed before the kill and run again would show twice.
+    let step = |name: &str, next: &str| {
+        format!(
+            "  {name}:\n    type: step\n    command: sleep 1 && echo {name} >> {}/{{{{.inputs.n}}}}\n    on_success: {next}\n",
+            out.path().display()
+        )
+    };
+    let wf = format!(
+        "name: slow\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: s1\n{}{}{}  done: {{type: terminal}}\n",
+        step("s1", "s2"),
+        step("s2", "s3"),
+        step("s3", "done")
+    );
+    let sb = sandbox(&db, &[("slow", &wf)]);
+    let mut a = worker(&sb, &["--max-runs", "4", "--lease", "2s"]);
+    let ids: Vec<String> = (0..4)
+        .map(|n| submit(&sb, "slow", &[&format!("n={n}")]))
+        .collect();
+    // A holds all four and has completed a step of at least one of them.
+    wait_long(
+        &db,
+        "worker A to hold four runs mid-way",
+        Duration::from_secs(120),
+        || {
+            count(
+                &db,
+                "SELECT count(*) FROM awf_runs WHERE queue_state = 'claimed' AND run_started",
+            ) == 4
+                && (0..4).any(|n| out.path().join(n.to_string()).exists())
+        },
+    );
+    let a_id = worker_of(&db, &ids[0]);
+    assert_eq!(pid_of(&a_id), a.child.id());
+    let b = worker(&sb, &["--max-runs", "4", "--lease", "2s"]);
+    let c = worker(&sb, &["--max-runs", "4", "--lease", "2s"]);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_long(
+        &db,
+        "the four runs done elsewhere",
+        Duration::from_secs(180),
+        || {
+            count(
+                &db,
+                "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+            ) == 4
+        },
+    );
+    for (n, id) in ids.iter().enumerate() {
+        let marks = std::fs::read_to_string(out.path().join(n.to_string())).unwrap();
+        assert_eq!(marks, "s1\ns2\ns3\n", "run {n} ({id})");
+        let row = psql(
+            &db.url,
+            &format!("SELECT status, worker_id, epoch FROM awf_runs WHERE run_id = '{id}'"),
+        );
+        let cols: Vec<&str> = row.split('|').collect();
+        assert_eq!(cols[0], "success", "{row}");
+        assert_ne!(cols[1], a_id, "finished by another worker: {row}");
+        assert!(cols[2].parse::<i64>().unwrap() >= 2, "claimed again: {row}");
+    }
+    drop((b, c));
+}
+
+#[test]
+fn cancel_through_another_worker_ends_the_run_cancelled() {
+    let db = TestDb::new();
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", wf)]);
+    let a = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "long", &[]);
+    wait_long(
+        &db,
+        "worker A to start the run",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                &format!("SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND run_started"),
+            ) == 1
+        },
+    );
+    assert_eq!(pid_of(&worker_of(&db, &id)), a.child.id());
+    let b = worker(&sb, &["--lease", "3s"]);
+    // B does not run it, and answers for it: a recorded run, still running.
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["status"], "running", "{v}");
+    let (code, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", b.base)]);
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run cancelled", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "cancelled/done"
+    });
+    // Both workers now answer that it was cancelled.
+    for w in [&a, &b] {
+        http_serve::wait_status(w, &id, "cancelled");
+    }
+    // A run cancelled while still queued never runs.
+    drop(a);
+    drop(b);
+    let blocker = submit(&sb, "long", &[]);
+    let c = worker(&sb, &["--max-runs", "1", "--lease", "3s"]);
+    wait_long(
+        &db,
+        "worker C to start the blocker",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM awf_runs WHERE run_id = '{blocker}' AND run_started"
+                ),
+            ) == 1
+        },
+    );
+    // C is full: this one stays queued.
+    let queued = submit(&sb, "long", &[]);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{queued}", c.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{queued}'"),
+        ),
+        "cancelled/done"
+    );
+}
+
+/// Waits until worker `w` (its process) runs `id`; B is started only then, so B never holds it.
+fn started_on(db: &TestDb, id: &str, w: &Server) {
+    wait_long(
+        db,
+        "the first worker to start the run",
+        Duration::from_secs(60),
+        || {
+            count(
+                db,
+                &format!("SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND run_started"),
+            ) == 1
+        },
+    );
+    assert_eq!(pid_of(&worker_of(db, id)), w.child.id());
+}
+
+#[test]
+fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
+    let db = TestDb::new();
+    let wf = "name: three\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo a\n    on_success: b\n  b:\n    type: step\n    command: echo b\n    on_success: c\n  c:\n    type: step\n    command: echo c\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("three", wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "three", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    // Followed from B while it runs on A: the stream ends after run_finished.
+    let frames = http_serve::follow(&b, &id, &[]);
+    assert_eq!(frames.last().unwrap().1, "run_finished", "{frames:?}");
+    let rows: Vec<(u64, serde_json::Value)> = psql(
+        &db.url,
+        &format!(
+            "SELECT position || ' ' || envelope::text FROM awf_events WHERE root_run_id = '{id}' \
+             ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(|l| {
+        let (p, j) = l.split_once(' ').unwrap();
+        (p.parse().unwrap(), serde_json::from_str(j).unwrap())
+    })
+    .collect();
+    assert_eq!(frames.len(), rows.len(), "{frames:?}");
+    for ((fid, name, data), (pos, env)) in frames.iter().zip(&rows) {
+        assert_eq!(fid, pos);
+        assert_eq!(data, env, "position {pos}");
+        assert_eq!(name, env["event"]["type"].as_str().unwrap());
+    }
+    // From a position (Last-Event-ID): the rest only, on either worker.
+    let tail = http_serve::follow(&b, &id, &["-H", "Last-Event-ID: 3"]);
+    assert_eq!(tail.first().unwrap().0, 4, "{tail:?}");
+    assert_eq!(tail.len(), rows.len() - 3);
+    assert_eq!(http_serve::follow(&a, &id, &[]).len(), rows.len());
+}
+
+#[test]
+fn an_approval_is_answered_through_another_worker() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let wf = format!(
+        "name: gated\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed >> {0}/log\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected >> {0}/log\n    on_success: done\n  done: {{type: terminal}}\n",
+        out.path().display()
+    );
+    let sb = sandbox(&db, &[("gated", &wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let sql = format!(
+        "SELECT envelope->'event'->'request'->>'request_id' FROM awf_events \
+         WHERE root_run_id = '{id}' AND envelope->'event'->>'type' = 'interaction_required'"
+    );
+    let mut rid = String::new();
+    wait_long(&db, "the approval request", Duration::from_secs(60), || {
+        rid = psql(&db.url, &sql);
+        !rid.is_empty()
+    });
+    let url = format!("{}/api/executions/{id}/respond", b.base);
+    // An answer that does not fit: 422 from B, and it stays pending.
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "option": "maybe"}}"#),
+    );
+    assert_eq!(code, 422, "{body}");
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "approved": true}}"#),
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+    // Answered once: a second answer is refused (409).
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "approved": true}}"#),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT state FROM awf_answers WHERE request_id = '{rid}'")
+        ),
+        "accepted"
+    );
+}
+
+#[test]
+fn workers_reconnect_after_postgresql_restarts_mid_run_and_nothing_is_lost() {
+    let server = awf_tests::pg::PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE w");
+    let url = server.url("w");
+    let out = tempfile::tempdir().unwrap();
+    let step = |name: &str, next: &str| {
+        format!(
+            "  {name}:\n    type: step\n    command: sleep 1 && echo {name} >> {}/{{{{.inputs.n}}}}\n    on_success: {next}\n",
+            out.path().display()
+        )
+    };
+    let wf = format!(
+        "name: slow\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: s1\n{}{}{}  done: {{type: terminal}}\n",
+        step("s1", "s2"),
+        step("s2", "s3"),
+        step("s3", "done")
+    );
+    let mut sb = http_serve::sandbox_with(&[("slow", &wf)]);
+    sb.set_env("AWF_STORE", &url);
+    // A lease longer than the restart: the runs go on where they are.
+    let workers: Vec<Server> = (0..2)
+        .map(|_| worker(&sb, &["--max-runs", "4", "--lease", "20s"]))
+        .collect();
+    let ids: Vec<String> = (0..4)
+        .map(|n| submit(&sb, "slow", &[&format!("n={n}")]))
+        .collect();
+    let started = |u: &str| {
+        psql(u, "SELECT count(*) FROM awf_runs WHERE run_started")
+            .parse::<usize>()
+            .unwrap()
+    };
+    let t0 = Instant::now();
+    while started(&url) < 4 || !(0..4).any(|n| out.path().join(n.to_string()).exists()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the runs never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.stop();
+    std::thread::sleep(Duration::from_secs(2));
+    server.start_again();
+    let t0 = Instant::now();
+    loop {
+        let done = psql(
+            &url,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        );
+        if done == "4" {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "the runs did not finish after the restart: {}",
+            psql(
+                &url,
+                "SELECT run_id, status, queue_state, epoch FROM awf_runs"
+            )
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let marks = std::fs::read_to_string(out.path().join(n.to_string())).unwrap();
+        assert_eq!(marks, "s1\ns2\ns3\n", "run {n} ({id})");
+        assert_eq!(
+            psql(
+                &url,
+                &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'")
+            ),
+            "success"
+        );
+        // Every event recorded, once: positions 1..n with no gap, one start and one end,
+        // three steps finished.
+        let row = psql(
+            &url,
+            &format!(
+                "SELECT count(*) || ' ' || max(position) || ' ' || \
+                 count(*) FILTER (WHERE envelope->'event'->>'type' = 'run_started') || ' ' || \
+                 count(*) FILTER (WHERE envelope->'event'->>'type' = 'run_finished') || ' ' || \
+                 count(*) FILTER (WHERE envelope->'event'->>'type' = 'step_finished') \
+                 FROM awf_events WHERE root_run_id = '{id}'"
+            ),
+        );
+        let v: Vec<&str> = row.split(' ').collect();
+        assert_eq!(v[0], v[1], "gap-free positions: {row}");
+        assert_eq!(&v[2..], ["1", "1", "3"], "{row}");
+    }
+    drop(workers);
+}
+
+/// The queue itself, many claimers at once on one table: no run is ever claimed by two of
+/// them, and a claim's writes stop counting once another claim took the run.
+#[test]
+fn concurrent_claims_never_share_a_run_and_a_stale_epoch_changes_nothing() {
+    use awf_domain::run::RunId;
+    use awf_postgres::queue;
+    let db = TestDb::new();
+    let store = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let pool = store.pool().clone();
+    let claims = store
+        .block_on(async move {
+            for n in 0..200 {
+                let req = queue::QueuedRequest {
+                    identifier: "w".into(),
+                    ..queue::QueuedRequest::default()
+                };
+                queue::submit(&pool, &RunId(format!("r{n}")), &req)
+                    .await
+                    .unwrap();
+            }
+            // A second submit of an id is refused.
+            let dup =
+                queue::submit(&pool, &RunId("r0".into()), &queue::QueuedRequest::default()).await;
+            assert_eq!(
+                dup.unwrap_err().code(),
+                awf_domain::ErrorCode::UserInputValidationFailed
+            );
+            let mut tasks = Vec::new();
+            for w in 0..8 {
+                let pool = pool.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut mine = Vec::new();
+                    loop {
+                        let got = queue::claim(&pool, &format!("w{w}"), 3, Duration::from_secs(60))
+                            .await
+                            .unwrap();
+                        if got.is_empty() {
+                            return mine;
+                        }
+                        mine.extend(got.into_iter().map(|c| (c.run_id.0, w, c.epoch)));
+                    }
+                }));
+            }
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
+            }
+            all
+        })
+        .unwrap();
+    assert_eq!(claims.len(), 200, "every run claimed once");
+    let ids: BTreeSet<&String> = claims.iter().map(|(id, _, _)| id).collect();
+    assert_eq!(ids.len(), 200, "no run claimed twice");
+    assert!(claims.iter().all(|(_, _, e)| *e == 1));
+    // A lease that expired is claimed again (epoch 2); the old holder's writes are refused.
+    psql(
+        &db.url,
+        "UPDATE awf_runs SET lease_until = now() - interval '1 second' WHERE run_id = 'r0'",
+    );
+    let (_, old_worker, _) = claims.iter().find(|(id, _, _)| id == "r0").unwrap().clone();
+    let pool = store.pool().clone();
+    store
+        .block_on(async move {
+            let again = queue::claim(&pool, "taker", 10, Duration::from_secs(60))
+                .await
+                .unwrap();
+            assert_eq!(again.len(), 1);
+            assert_eq!((again[0].run_id.0.as_str(), again[0].epoch), ("r0", 2));
+            let old = format!("w{old_worker}");
+            let r0 = RunId("r0".into());
+            let ended = queue::Ended {
+                status: "success".into(),
+                exit_code: Some(0),
+                error_message: None,
+            };
+            assert!(!queue::finish(&pool, &r0, &old, 1, &ended).await.unwrap());
+            assert!(!queue::mark_started(&pool, &r0, &old, 1).await.unwrap());
+            assert!(
+                !queue::release(&pool, &r0, &old, 1, Duration::ZERO)
+                    .await
+                    .unwrap()
+            );
+            let held = queue::renew(&pool, &old, Duration::from_secs(60))
+                .await
+                .unwrap();
+            assert!(held.iter().all(|h| h.run_id != r0), "{held:?}");
+            assert!(queue::finish(&pool, &r0, "taker", 2, &ended).await.unwrap());
+        })
+        .unwrap();
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT status || '/' || queue_state || '/' || worker_id FROM awf_runs WHERE run_id = 'r0'"
+        ),
+        "success/done/taker"
+    );
+}
+
+#[test]
+fn sigterm_drains_the_workers_runs_cancelled_and_recorded_so() {
+    let db = TestDb::new();
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", wf)]);
+    let mut a = worker(&sb, &["--lease", "5s", "--drain-timeout", "1s"]);
+    let id = submit(&sb, "long", &[]);
+    started_on(&db, &id, &a);
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 1);
+    http_serve::sigterm(&a);
+    assert_eq!(http_serve::wait_exit(&mut a), Some(0));
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ),
+        "cancelled/done"
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 0);
+    // Its end is in the event rows too.
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND envelope->'event'->>'type' = 'run_finished'"
+            ),
+        ),
+        1
+    );
+}
+
+#[test]
+fn submit_without_a_shared_store_is_a_clear_error() {
+    let sb = http_serve::sandbox_with(&[(
+        "w",
+        "name: w\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    on_success: done\n  done: {type: terminal}\n",
+    )]);
+    let r = sb.run(&["run", "--submit", "w"]).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("USER.INPUT.VALIDATION_FAILED"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("--store"), "{}", r.stderr);
+    // Nothing ran.
+    assert!(r.stdout.trim().is_empty(), "{}", r.stdout);
+}
+
+#[test]
+fn a_failed_run_resumed_through_any_worker_is_queued_and_continues_where_it_failed() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let d = out.path().display();
+    let wf = format!(
+        "name: flaky\nstates:\n  initial: s1\n  s1:\n    type: step\n    command: echo s1 >> {d}/marks\n    on_success: s2\n  s2:\n    type: step\n    command: test -f {d}/go && echo s2 >> {d}/marks\n    on_success: done\n  done: {{type: terminal}}\n"
+    );
+    let sb = sandbox(&db, &[("flaky", &wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "flaky", &[]);
+    let state = |db: &TestDb| {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        )
+    };
+    wait_long(&db, "the run to fail", Duration::from_secs(60), || {
+        state(&db) == "failure/done"
+    });
+    std::fs::write(out.path().join("go"), "").unwrap();
+    let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", b.base), "{}");
+    assert!(code == 200 || code == 202, "{code} {body}");
+    wait_long(
+        &db,
+        "the resumed run to succeed",
+        Duration::from_secs(60),
+        || state(&db) == "success/done",
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("marks")).unwrap(),
+        "s1\ns2\n"
+    );
+    // A run that succeeded is not resumed again.
+    let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", a.base), "{}");
+    assert_eq!(code, 409, "{body}");
+}
+
+#[test]
+fn a_worker_that_cannot_reach_the_store_stops_its_runs_when_their_lease_would_expire() {
+    let server = awf_tests::pg::PrivateServer::start();
+    psql(&server.url("postgres"), "CREATE DATABASE w");
+    let url = server.url("w");
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let mut sb = http_serve::sandbox_with(&[("long", wf)]);
+    sb.set_env("AWF_STORE", &url);
+    let w = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "long", &[]);
+    let sleeping = |sb: &Sandbox| {
+        sb.processes()
+            .iter()
+            .any(|p| p.cmdline.contains("sleep 120"))
+    };
+    let t0 = Instant::now();
+    while !sleeping(&sb) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the step never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The store goes away for longer than the lease: the worker cannot prove it still holds
+    // the run, so it stops it (another worker may take it over once the lease expired).
+    server.stop();
+    let t0 = Instant::now();
+    while sleeping(&sb) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the run went on without its lease"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    server.start_again();
+    // Back: the run is claimed again (its lease expired) and resumed.
+    let t0 = Instant::now();
+    loop {
+        let row = psql(
+            &url,
+            &format!("SELECT epoch || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        );
+        if row == "2/claimed" && sleeping(&sb) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "not resumed: {row}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", w.base)]);
+    assert_eq!(code, 204, "{body}");
+    let t0 = Instant::now();
+    while psql(
+        &url,
+        &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+    ) != "cancelled"
+    {
+        assert!(t0.elapsed() < Duration::from_secs(60), "not cancelled");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
