@@ -240,6 +240,12 @@ fn rpc_failure(method: &str, e: &RpcError, stderr_tail: &str) -> AwfError {
             ErrorCode::ExecutionAgentAuthFailed,
             "log in to the agent (or give it an API key through `env:`) and run again",
         )
+    } else if e.message.contains("root/sudo") {
+        // Claude Code refuses to bypass its permission checks as root (containers, CI).
+        (
+            ErrorCode::ExecutionAgentFailed,
+            "Claude Code refuses this as root unless it runs in a sandbox: add `env: {IS_SANDBOX: \"1\"}` to the step's options, or run awf as another user",
+        )
     } else {
         (
             ErrorCode::ExecutionAgentFailed,
@@ -1086,6 +1092,11 @@ impl AcpProvider {
             }
             _ => None,
         };
+        if matches!(opts.permissions, Policy::Ask) && decided.is_none() {
+            // Nobody could answer (no terminal, no editor or page, a timeout): say so, since
+            // the agent goes on as if refused.
+            tracing::warn!(target: "awf::acp::client", tool = %id, kind = ?kind, "permissions: ask: nobody answered the agent's permission request, so it was rejected");
+        }
         let choice =
             decided.or_else(|| policy::decide(opts.permissions, &options, kind.as_deref()));
         tracing::info!(target: "awf::acp::client", tool = %id, kind = ?kind, policy = ?opts.permissions, choice = ?choice, "permission answered");

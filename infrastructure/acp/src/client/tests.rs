@@ -411,3 +411,17 @@ async fn a_wrong_protocol_version_and_a_missing_program_are_clear_errors() {
         e.hints()
     );
 }
+
+#[test]
+fn a_root_refusal_of_claude_gets_the_sandbox_hint() {
+    let e = super::rpc_failure(
+        "session/new",
+        &super::conn::RpcError {
+            code: -32603,
+            message: "Internal error: --dangerously-skip-permissions cannot be used with root/sudo privileges".into(),
+        },
+        "",
+    );
+    assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
+    assert!(e.hints()[0].contains("IS_SANDBOX"), "{:?}", e.hints());
+}
