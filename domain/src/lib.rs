@@ -19,6 +19,7 @@ pub mod timefmt;
 pub mod validate;
 pub mod withheld;
 pub mod workflow;
+pub mod write_failures;
 
 pub use error::AwfError;
 pub use error::Category;

@@ -49,17 +49,14 @@ use tokio::sync::mpsc;
 use crate::db_text;
 use crate::pool_text;
 
-/// Called with the text of a write failure (once per kind), e.g. to print a warning.
-pub type ErrorCallback = Arc<dyn Fn(String) + Send + Sync>;
+/// Called with the text of a write failure (once per kind of failure).
+pub use awf_domain::write_failures::ErrorCallback;
 
 /// Called with the id of a fenced run whose claim another worker took.
 pub type FencedCallback = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Longest time [`PgRecorder::flush`] waits for the queued events to be committed.
 pub const FLUSH_BOUND: Duration = Duration::from_secs(30);
-
-/// At most this many failure texts are kept for [`PgRecorder::take_errors`].
-const MAX_KEPT_ERRORS: usize = 100;
 
 /// At most this many queued messages are applied before a write.
 const MAX_BATCH: usize = 4096;
@@ -75,37 +72,15 @@ enum Msg {
 
 #[derive(Default)]
 struct Shared {
-    callback: Mutex<Option<ErrorCallback>>,
+    failures: awf_domain::write_failures::WriteFailures,
     fenced: Mutex<Option<FencedCallback>>,
-    errors: Mutex<Vec<String>>,
-    reported: Mutex<BTreeSet<&'static str>>,
     /// A flush returned before everything was committed.
     unrecorded: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
     fn report(&self, target: &'static str, message: String) {
-        {
-            let mut errs = self.errors.lock().unwrap_or_else(PoisonError::into_inner);
-            if errs.len() < MAX_KEPT_ERRORS {
-                errs.push(message.clone());
-            }
-        }
-        let first = self
-            .reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(target);
-        if first {
-            let cb = self
-                .callback
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let Some(cb) = cb {
-                cb(message);
-            }
-        }
+        self.failures.report(target, message);
     }
 
     fn fenced(&self, run_id: &str) {
@@ -210,22 +185,12 @@ impl PgRecorder {
 
     /// Sets the function told about write failures (once per kind of failure).
     pub fn on_error(&self, callback: ErrorCallback) {
-        *self
-            .shared
-            .callback
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(callback);
+        self.shared.failures.on_error(callback);
     }
 
     /// Takes the texts of the write failures so far (at most 100 are kept).
     pub fn take_errors(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .shared
-                .errors
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        self.shared.failures.take()
     }
 
     /// Whether a [`flush`](Self::flush) returned before the record was committed (the run's

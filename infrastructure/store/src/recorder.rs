@@ -43,10 +43,7 @@ use crate::transcript;
 
 /// Called with the text of a write failure (once per kind of target: state, history, audit,
 /// transcript), e.g. to print a warning on stderr.
-pub type ErrorCallback = Arc<dyn Fn(String) + Send + Sync>;
-
-/// At most this many failure texts are kept for [`Recorder::take_errors`].
-const MAX_KEPT_ERRORS: usize = 100;
+pub use awf_domain::write_failures::ErrorCallback;
 
 /// At most this many queued messages are applied as one batch.
 const MAX_BATCH: usize = 4096;
@@ -68,36 +65,14 @@ enum Msg {
 /// Failure bookkeeping shared by the handles and the writer thread.
 #[derive(Default)]
 struct Shared {
-    callback: Mutex<Option<ErrorCallback>>,
-    errors: Mutex<Vec<String>>,
-    reported: Mutex<BTreeSet<&'static str>>,
+    failures: awf_domain::write_failures::WriteFailures,
     state_writes: AtomicU64,
     journal_syncs: AtomicU64,
 }
 
 impl Shared {
     fn report(&self, target: &'static str, message: String) {
-        {
-            let mut errs = self.errors.lock().unwrap_or_else(PoisonError::into_inner);
-            if errs.len() < MAX_KEPT_ERRORS {
-                errs.push(message.clone());
-            }
-        }
-        let first = self
-            .reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(target);
-        if first {
-            let cb = self
-                .callback
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
-            if let Some(cb) = cb {
-                cb(message);
-            }
-        }
+        self.failures.report(target, message);
     }
 }
 
@@ -196,39 +171,22 @@ impl Recorder {
     /// Sets the function told about write failures (once per kind of target). Failures that
     /// happened before it was set are only in [`take_errors`](Self::take_errors).
     pub fn on_error(&self, callback: ErrorCallback) {
-        *self
-            .inner
-            .shared
-            .callback
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(callback);
+        self.inner.shared.failures.on_error(callback);
     }
 
     /// Takes the texts of the write failures so far (at most 100 are kept).
     pub fn take_errors(&self) -> Vec<String> {
-        std::mem::take(
-            &mut *self
-                .inner
-                .shared
-                .errors
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        )
+        self.inner.shared.failures.take()
     }
 
     /// Whether a write that `awf resume`, `status` or `history` depend on failed (a state
     /// file, its journal, a history row, or the writer itself); audit and transcript
     /// failures are not counted.
     pub fn run_record_failed(&self) -> bool {
-        let reported = self
-            .inner
+        self.inner
             .shared
-            .reported
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        ["state", "history", "recorder"]
-            .iter()
-            .any(|t| reported.contains(t))
+            .failures
+            .any_of(&["state", "history", "recorder"])
     }
 
     /// How many state files the writer has written so far (diagnostics; shows coalescing).
