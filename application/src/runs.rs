@@ -221,7 +221,8 @@ pub fn resumable_runs(states: &dyn StateStore) -> Result<Vec<RunSnapshot>, AwfEr
 }
 
 /// A `--status` filter word of `awf history`: AWF (Go)'s `completed`/`failed`/`cancelled`
-/// (also `canceled`), or the stored `running`/`success`/`failure`, any case.
+/// (also `canceled`), the stored `running`/`success`/`failure`, or `waiting` (a run parked on
+/// an agent's usage limit), any case.
 ///
 /// # Errors
 /// `USER.INPUT.INVALID_FORMAT` for another word.
@@ -231,11 +232,14 @@ pub fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
         "success" | "completed" => Ok(StoredStatus::Success),
         "failure" | "failed" => Ok(StoredStatus::Failure),
         "cancelled" | "canceled" => Ok(StoredStatus::Cancelled),
+        "waiting" => Ok(StoredStatus::Waiting),
         _ => Err(AwfError::new(
             ErrorCode::UserInputInvalidFormat,
             format!("unknown status '{s}'"),
         )
-        .with_hint("use running, completed, failed or cancelled (success and failure work too)")),
+        .with_hint(
+            "use running, waiting, completed, failed or cancelled (success and failure work too)",
+        )),
     }
 }
 
@@ -359,6 +363,16 @@ mod tests {
         "3f2b0000-0000-4000-8000-000000000002",
         "9d00aa11-0000-4000-8000-000000000003",
     ];
+
+    #[test]
+    fn every_stored_status_is_a_history_filter_word() {
+        assert_eq!(parse_status("waiting").unwrap(), StoredStatus::Waiting);
+        assert_eq!(parse_status("Completed").unwrap(), StoredStatus::Success);
+        assert_eq!(parse_status("canceled").unwrap(), StoredStatus::Cancelled);
+        let e = parse_status("parked").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
+        assert!(e.hints()[0].contains("waiting"), "{:?}", e.hints());
+    }
 
     #[test]
     fn a_unique_prefix_names_a_run() {

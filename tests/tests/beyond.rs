@@ -545,6 +545,16 @@ fn a_long_usage_limit_parks_the_run_and_resume_continues_it_at_the_reset() {
     assert!(sj["waiting_until"].is_string(), "{sj:#}");
     let rows = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
     assert_eq!(rows[0]["status"], json!("waiting"), "{rows:#}");
+    // `--status waiting` is a filter word like the others (it was refused as unknown).
+    let waiting = sb.run(&["history", "-s", "waiting", "-f", "json"]).unwrap();
+    assert_eq!(waiting.code, 0, "{}", waiting.stderr);
+    let waiting = waiting.json().unwrap();
+    assert_eq!(waiting.as_array().map(Vec::len), Some(1), "{waiting:#}");
+    assert_eq!(waiting[0]["id"], rows[0]["id"], "{waiting:#}");
+    let done = sb
+        .run(&["history", "-s", "completed", "-f", "json"])
+        .unwrap();
+    assert_eq!(done.json().unwrap(), json!([]));
     // Resume waits for the reset, then asks the same step again.
     let r = sb.run(&["resume", &run_id, "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);

@@ -602,6 +602,15 @@ fn sigterm_drains_the_workers_runs_cancelled_and_recorded_so() {
     started_on(&db, &id, &a);
     assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 1);
     http_serve::sigterm(&a);
+    // While its runs drain, the worker still answers: a new run is refused with 503 (it
+    // used to close its listener at once, so the request found nobody).
+    let run = format!("{}/api/workflows/env/long/run", a.base);
+    let mut got = (0, String::new(), String::new());
+    awf_tests::wait_for("a 503 while the worker drains", || {
+        got = http_serve::post(&run, "{}");
+        got.0 == 503
+    });
+    assert!(got.1.contains("SYSTEM.RESOURCE.EXHAUSTED"), "{got:?}");
     assert_eq!(http_serve::wait_exit(&mut a), Some(0));
     assert_eq!(
         psql(

@@ -317,12 +317,18 @@ pub fn router_at(cfg: HttpConfig, local: Option<std::net::SocketAddr>) -> Router
 /// still live then are cancelled (`CancelReason::Terminate`, recorded `cancelled`) and
 /// waited for; then the listener closes and open connections get a few seconds to end.
 ///
+/// `also_drain` is other work the drain waits for while the server still answers (new runs
+/// 503, events and GETs as before), polled only once `shutdown` is cancelled: a
+/// shared-store worker's claimed runs, which were not started through this server. Pass
+/// `std::future::ready(())` for none.
+///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED` when the server fails.
 pub async fn serve(
     cfg: HttpConfig,
     listener: tokio::net::TcpListener,
     shutdown: CancellationToken,
+    also_drain: impl std::future::Future<Output = ()>,
 ) -> Result<(), AwfError> {
     let service = Arc::clone(&cfg.service);
     let started = Arc::clone(&cfg.started);
@@ -336,10 +342,13 @@ pub async fn serve(
     let drainer = async {
         shutdown.cancelled().await;
         draining.store(true, Ordering::SeqCst);
-        wait_idle(service.as_ref(), &started, drain_timeout).await;
-        cancel_live(service.as_ref(), &started);
-        // SIGTERM → 5 s → SIGKILL to each run's processes, then the run ends.
-        wait_idle(service.as_ref(), &started, Duration::from_secs(8)).await;
+        let own = async {
+            wait_idle(service.as_ref(), &started, drain_timeout).await;
+            cancel_live(service.as_ref(), &started);
+            // SIGTERM → 5 s → SIGKILL to each run's processes, then the run ends.
+            wait_idle(service.as_ref(), &started, Duration::from_secs(8)).await;
+        };
+        tokio::join!(own, also_drain);
         stop_http.cancel();
     };
     tokio::select! {

@@ -307,14 +307,20 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
             worker.stop_claiming();
         });
     }
-    awf_http::serve(cfg, listener, shutdown).await?;
+    // The runs this worker claimed (not only those started over its HTTP API): they get the
+    // drain deadline, then are cancelled and recorded so; unstarted claims go back. The
+    // server keeps answering meanwhile (new runs 503, events and GETs as usual).
+    let worker_drain = {
+        let worker = worker.clone();
+        async move {
+            if let Some(worker) = worker {
+                worker.drain(drain_timeout, Duration::from_secs(8)).await;
+            }
+        }
+    };
+    awf_http::serve(cfg, listener, shutdown, worker_drain).await?;
     if let Some(r) = resumer {
         r.abort();
-    }
-    if let Some(worker) = &worker {
-        // The runs this worker claimed (not only those started over its HTTP API): they get
-        // the drain deadline, then are cancelled and recorded so; unstarted claims go back.
-        worker.drain(drain_timeout, Duration::from_secs(8)).await;
     }
     awf_exec::kill_all_now();
     awf_exec::sweep_adopted().await;
