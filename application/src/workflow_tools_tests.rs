@@ -562,6 +562,7 @@ fn view(id: &str, phase: RunPhase, status: StoredStatus) -> RunView {
         status,
         current_state: Some("b".into()),
         exit_code: None,
+        waiting_until: None,
     }
 }
 

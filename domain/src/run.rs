@@ -285,6 +285,9 @@ pub struct StepState {
     pub attempts: u32,
     /// Failure text, when failed.
     pub error: Option<String>,
+    /// The code of that failure (`USER.INPUT.MISSING_FILE`, `EXECUTION.COMMAND.FAILED`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<crate::ErrorCode>,
     /// Start time.
     #[serde(with = "crate::timefmt::rfc3339_opt", default)]
     pub started_at: Option<SystemTime>,
@@ -368,6 +371,7 @@ impl StepState {
             exit_code: None,
             attempts: 0,
             error: None,
+            error_code: None,
             started_at: Some(now),
             completed_at: None,
             response: None,
@@ -496,7 +500,7 @@ impl CancelReason {
 /// One state's entry in the run result (`states.<name>`).
 ///
 /// Shape: `{"status": "completed", "output": "…", "stderr": "", "exit_code": 0, "attempts": 1}`
-/// plus `error`, `duration_ms`, and for call_workflow steps `outputs`.
+/// plus `error` and `error_code` (a failed state's), `duration_ms`, and for call_workflow steps `outputs`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StateResult {
     /// completed | failed | skipped | cancelled (| running while live).
@@ -512,6 +516,9 @@ pub struct StateResult {
     /// Failure text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The code of that failure (`USER.INPUT.MISSING_FILE`, …), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<crate::ErrorCode>,
     /// Wall time of the state.
     pub duration_ms: u64,
     /// Mapped sub-workflow outputs.
@@ -546,6 +553,7 @@ impl From<&StepState> for StateResult {
             exit_code: s.exit_code,
             attempts: s.attempts,
             error: s.error.clone(),
+            error_code: s.error_code,
             duration_ms: s.duration_ms(),
             outputs: s.outputs.clone(),
             tokens: (s.tokens != TokenUsage::default()).then_some(s.tokens),

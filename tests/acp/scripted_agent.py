@@ -17,6 +17,8 @@ What a prompt does is chosen by words in its text:
   FS              asks the client fs/read_text_file and reports the JSON-RPC error code
   THINK           a thought chunk before the answer
   NOTICE          chunks without a messageId around one with (adapter notices)
+  TOOLSTREAM      a tool_call with an empty rawInput, its input in a tool_call_update, then
+                  completed (as claude-agent-acp reports a call whose input streams)
   EXIT            the process closes stdout, then says why on stderr and exits
   otherwise       "echo: <prompt text>" and "end_turn"
 Blocks other than text in a prompt are echoed first, as one chunk "blocks: <JSON list>" (each
@@ -175,6 +177,17 @@ def prompt(rid, params):
                 pass
             sys.exit(0)
         stop = "cancelled"
+    elif "TOOLSTREAM" in text:
+        # As claude-agent-acp reports a tool call: first with an empty rawInput (the model
+        # started it), then its input in a tool_call_update, then its end.
+        update(sid, {"sessionUpdate": "tool_call", "toolCallId": "call-s", "title": "Terminal",
+                     "kind": "execute", "status": "pending", "rawInput": {}})
+        update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-s",
+                     "title": "`echo streamed-args`",
+                     "rawInput": {"command": "echo streamed-args", "description": "say it"}})
+        update(sid, {"sessionUpdate": "tool_call_update", "toolCallId": "call-s", "status": "completed",
+                     "content": [{"type": "content", "content": {"type": "text", "text": "streamed-args"}}]})
+        chunk(sid, "ran it")
     elif "NOTICE" in text:
         chunk(sid, "Warning: a notice before. ")
         chunk(sid, "the answer", message_id="m1")

@@ -782,3 +782,399 @@ fn the_gemini_preset_passes_attached_text_and_images_to_the_model() {
     attachments_reach_the_model("gemini", &["notes.md"]);
     attachments_reach_the_model("gemini", &["dot.png"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The new-user trial's findings (issue 14), each over the built binary.
+
+/// A mock whose first request is a 429 resetting `secs` ahead (well within the `park`
+/// workflow's `max_wait` of 1 h): the run parks and stays parked for the test.
+fn parked_for_long() -> awf_mock_llm::MockLlm {
+    limited_mock(1800)
+}
+
+#[test]
+fn a_parked_run_is_waiting_with_its_reset_time_in_get_of_awf_serve() {
+    let mock = parked_for_long();
+    let sb = park_sandbox(&mock);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let id = start_run(&s, "park", "{}");
+    let mut v = Value::Null;
+    wait_for("the run to stop running", || {
+        v = execution(&s, &id);
+        v["status"] != "running"
+    });
+    assert_eq!(v["status"], "waiting", "{v:#}");
+    assert_eq!(v["phase"], "finished", "{v:#}");
+    // The reset the store recorded, in RFC 3339.
+    let recorded = wait_recorded(&sb, &id, "waiting", 30);
+    let until = recorded["waiting_until"].as_str().unwrap().to_owned();
+    assert_eq!(v["waiting_until"], until.as_str(), "{v:#}");
+    assert!(until.ends_with('Z') && until.contains('T'), "{until}");
+    // The list says so too.
+    let (code, body, _) = awf_tests::http_serve::curl(&[&format!("{}/api/executions", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let list = awf_tests::http_serve::json_of(&body);
+    let item = list["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["execution_id"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(item["status"], "waiting", "{item:#}");
+    assert_eq!(item["waiting_until"], until.as_str(), "{item:#}");
+    // A run that is not parked has no such field.
+    assert_eq!(mock.model_requests().len(), 1);
+    drop(s);
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn awf_run_says_a_parked_run_waits_until_its_reset_and_names_its_id() {
+    let mock = parked_for_long();
+    let sb = park_sandbox(&mock);
+    let wf = sb.path().join("wf/park.yaml");
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 3, "{}\n{}", r.stdout, r.stderr);
+    let h = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    let id = h
+        .as_array()
+        .or_else(|| h["runs"].as_array())
+        .and_then(|a| a.first())
+        .and_then(|e| e["id"].as_str().or_else(|| e["run_id"].as_str()))
+        .unwrap_or_else(|| panic!("no run in the history: {h:#}"))
+        .to_owned();
+    let until = status_json(&sb, &id)["waiting_until"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let err = &r.stderr;
+    assert!(!err.contains("Workflow failed"), "{err}");
+    assert!(!err.contains("<run id>"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "Workflow parked: waiting for a usage limit until {until}."
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("`awf resume {id}`")), "{err}");
+    // -f json: the error's hint names the run too (the 429 again first).
+    mock.set_script(json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 1800, "error_message": "come back later"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let (_, doc, _) = run_json(&sb, &std::fs::read_to_string(&wf).unwrap(), &[]);
+    let run_id = doc["run_id"].as_str().unwrap();
+    let hints = doc["error"]["hints"].to_string();
+    assert!(hints.contains(&format!("`awf resume {run_id}`")), "{hints}");
+    assert!(!hints.contains("<run id>"), "{hints}");
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn a_steps_own_error_code_is_kept_on_the_step_in_json_status_and_http() {
+    let mut sb = attach_sandbox();
+    let yaml = attach_workflow("[nope.txt]", "");
+    // awf run -f json
+    let (code, doc, stderr) = run_json(&sb, &yaml, &[]);
+    assert_ne!(code, 0, "{doc}\n{stderr}");
+    let ask = &doc["states"]["ask"];
+    assert_eq!(ask["status"], "failed", "{doc:#}");
+    assert_eq!(ask["error_code"], "USER.INPUT.MISSING_FILE", "{doc:#}");
+    assert!(
+        ask["error"].as_str().unwrap().contains("nope.txt"),
+        "{doc:#}"
+    );
+    // awf status -f json, and its text table
+    let id = doc["run_id"].as_str().unwrap();
+    let st = status_json(&sb, id);
+    let step = st["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "ask")
+        .cloned()
+        .unwrap();
+    assert_eq!(step["error_code"], "USER.INPUT.MISSING_FILE", "{st:#}");
+    assert_eq!(st["states"]["ask"]["error_code"], "USER.INPUT.MISSING_FILE");
+    let table = sb.run(&["status", id, "-f", "table"]).unwrap();
+    assert!(
+        table.stdout.contains("[USER.INPUT.MISSING_FILE]"),
+        "{}",
+        table.stdout
+    );
+    // GET /api/executions/{id} of awf serve
+    awf_tests::http_serve::add_workflows(&mut sb, &[("attach", &yaml)]);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let hid = start_run(&s, "attach", "{}");
+    let v = wait_status(&s, &hid, "failed");
+    assert_eq!(
+        v["states"]["ask"]["error_code"], "USER.INPUT.MISSING_FILE",
+        "{v:#}"
+    );
+    // A state that did not fail has none.
+    drop(s);
+    let (_, ok, _) = run_json(&sb, &attach_workflow("[docs/notes.md]", ""), &[]);
+    assert!(ok["states"]["ask"].get("error_code").is_none(), "{ok:#}");
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn attach_given_as_one_string_is_a_one_item_list_in_validate_and_run() {
+    let sb = attach_sandbox();
+    let yaml = attach_workflow("docs/notes.md", "embeddedContext");
+    let wf = sb.write("one.yaml", &yaml).unwrap();
+    let r = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        !format!("{}{}", r.stdout, r.stderr).contains("attach"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    let (code, doc, stderr) = run_json(&sb, &yaml, &[]);
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    let b = echoed_blocks(&doc);
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(b[0]["type"], "resource");
+    assert_eq!(b[0]["resource"]["text"], "# Notes\nünïcode ok\n");
+    // A number is still no path.
+    let bad = sb.write("bad.yaml", &attach_workflow("7", "")).unwrap();
+    let r = sb.run(&["validate", bad.to_str().unwrap()]).unwrap();
+    assert_ne!(r.code, 0);
+    let out = format!("{}{}", r.stdout, r.stderr);
+    assert!(out.contains("USER.AGENT.INVALID_OPTION"), "{out}");
+    assert!(out.contains("attach: ["), "{out}");
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn auth_method_is_checked_right_after_initialize_naming_the_agents_methods() {
+    let mut sb = attach_sandbox();
+    let log = sb.path().join("agent.jsonl");
+    sb.set_env("AGENT_LOG", &log.display().to_string());
+    // The agent does not ask for authentication, and a file is missing: the unknown method
+    // is what is reported, before anything else happens.
+    let env = "{AGENT_AUTH_METHODS: \"oauth-personal,gemini-api-key\"}";
+    let yaml = auth_workflow(
+        env,
+        "      auth_method: gemini-api-kee\n      attach: [nope.txt]\n",
+    );
+    let (code, doc, stderr) = run_json(&sb, &yaml, &[]);
+    assert_eq!(code, 1, "{doc}\n{stderr}");
+    assert_eq!(doc["error"]["code"], "USER.AGENT.INVALID_OPTION", "{doc:#}");
+    let msg = doc["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("gemini-api-kee"), "{msg}");
+    assert!(
+        msg.contains("oauth-personal (Method oauth-personal), gemini-api-key"),
+        "{msg}"
+    );
+    assert!(
+        doc["error"]["hints"]
+            .to_string()
+            .contains("did you mean 'gemini-api-key'?"),
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["states"]["ask"]["error_code"],
+        "USER.AGENT.INVALID_OPTION"
+    );
+    let methods: Vec<String> = logged(&log)
+        .iter()
+        .filter_map(|f| f["method"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(methods, ["initialize"], "{methods:?}");
+    // An agent without methods: the option is refused, saying so.
+    std::fs::remove_file(&log).unwrap();
+    let (code, doc, _) = run_json(
+        &sb,
+        &auth_workflow("{}", "      auth_method: oauth-personal\n"),
+        &[],
+    );
+    assert_eq!(code, 1, "{doc}");
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("none"),
+        "{doc:#}"
+    );
+    assert!(
+        doc["error"]["hints"]
+            .to_string()
+            .contains("remove `auth_method:`"),
+        "{doc:#}"
+    );
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+#[test]
+fn verbose_markers_of_acp_tool_calls_show_the_input_sent_after_the_call() {
+    let sb = Sandbox::new().unwrap();
+    let yaml = format!(
+        "name: tools\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: TOOLSTREAM now\n    options:\n      agent: {}\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
+        scripted()
+    );
+    let wf = sb.write("wf.yaml", &yaml).unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-o", "streaming", "--verbose"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains("[tool: `echo streamed-args`(echo streamed-args)]"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stdout.matches("[tool: ").count(), 1, "{}", r.stdout);
+    // The transcript's tool.call event carries the input too.
+    let (_, doc, _) = run_json(&sb, &yaml, &[]);
+    assert_eq!(doc["states"]["ask"]["output"], "ran it");
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+/// A sandbox whose claude preset talks to `mock` (as in the attachment test above).
+fn claude_sandbox(mock: &awf_mock_llm::MockLlm) -> Sandbox {
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("PATH", &preset_path());
+    let tmp = sb.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    sb.set_env("TMPDIR", &tmp.display().to_string());
+    sb.set_env("ANTHROPIC_BASE_URL", &mock.url());
+    sb.set_env("ANTHROPIC_API_KEY", "sk-test");
+    sb.set_env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    sb.set_env("CLAUDE_CODE_MAX_RETRIES", "0");
+    sb.set_env("IS_SANDBOX", "1");
+    sb
+}
+
+#[test]
+fn verbose_markers_of_the_claude_preset_show_the_tools_arguments() {
+    let mock = awf_mock_llm::MockLlm::start(json!({
+        "rules": [{"when_has_tools": true, "reply": {"text": "done after tool",
+            "tool": {"name": "Bash", "args": {"command": "touch marker.txt", "description": "touch"}}}}],
+        "default": {"text": "side"}
+    }));
+    let sb = claude_sandbox(&mock);
+    let yaml = "name: tools\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: make the marker\n    options:\n      agent: claude\n      permissions: allow_all\n    timeout: 3m\n    on_success: done\n  done:\n    type: terminal\n";
+    let wf = sb.write("wf.yaml", yaml).unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-o", "streaming", "--verbose"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(sb.path().join("marker.txt").exists(), "{}", r.stdout);
+    let marker = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("[tool: "))
+        .unwrap_or_else(|| panic!("no tool marker: {}", r.stdout));
+    assert!(marker.ends_with("(touch marker.txt)]"), "{marker}");
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
+/// An Anthropic SSE answer `text` of message `id` that stops with `stop_reason`.
+fn anthropic_answer(id: &str, text: &str, stop_reason: &str) -> String {
+    let ev = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    [
+        ev(json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant",
+            "model": "claude-mock", "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 11, "output_tokens": 1}}})),
+        ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
+        ev(json!({"type": "content_block_stop", "index": 0})),
+        ev(json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+            "usage": {"output_tokens": 7}})),
+        ev(json!({"type": "message_stop"})),
+    ]
+    .concat()
+}
+
+#[test]
+fn a_refusal_through_claude_agent_acp_keeps_the_partial_output_once() {
+    // Claude Code answers a refusal by continuing once (a second model request, refused
+    // again here); claude-agent-acp then sends its explanation as a message chunk.
+    let sse = |id: &str| json!({"raw_body": anthropic_answer(id, "I will not", "refusal"), "content_type": "text/event-stream"});
+    for ids in [["msg_first", "msg_second"], ["msg_same", "msg_same"]] {
+        let mock = awf_mock_llm::MockLlm::start(json!({
+            "rules": [
+                {"when_has_tools": true, "times": 1, "reply": sse(ids[0])},
+                {"when_has_tools": true, "reply": sse(ids[1])}
+            ],
+            "default": {"text": "side"}
+        }));
+        let sb = claude_sandbox(&mock);
+        let yaml = "name: refuse\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: do the thing\n    options:\n      agent: claude\n    timeout: 3m\n    on_success: done\n  done:\n    type: terminal\n";
+        let (code, doc, stderr) = run_json(&sb, yaml, &[]);
+        assert_ne!(code, 0, "{doc}\n{stderr}");
+        assert_eq!(doc["error"]["code"], "EXECUTION.AGENT.REFUSAL", "{doc:#}");
+        // Claude Code asked twice: the refused text came twice.
+        let asked = mock
+            .model_requests()
+            .iter()
+            .filter(|r| r["facts"]["has_tools"] == true)
+            .count();
+        assert_eq!(asked, 2, "{ids:?}");
+        assert_eq!(
+            doc["states"]["ask"]["output"], "I will not",
+            "{ids:?}: {doc:#}"
+        );
+        assert_eq!(doc["error"]["details"]["partial_output"], "I will not");
+        // The adapter's explanation is the error's, not the output's.
+        let why = doc["error"]["details"]["refusal_explanation"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no explanation: {doc:#}"));
+        assert!(!why.is_empty() && !why.contains("I will not"), "{why}");
+        let first = why.lines().next().unwrap();
+        assert!(
+            doc["error"]["message"].as_str().unwrap().contains(first),
+            "{doc:#}"
+        );
+        wait_for("no process of the sandbox left", || {
+            sb.processes().is_empty()
+        });
+    }
+}
+
+#[test]
+fn claude_code_replaces_an_image_it_cannot_decode_with_a_text_notice() {
+    // awf sends the image block as it sends a good one; Claude Code (under claude-agent-acp)
+    // turns an undecodable image into text before the model request (docs/compatibility.md).
+    let mock = awf_mock_llm::MockLlm::start(json!({"default": {"text": "seen"}}));
+    let sb = claude_sandbox(&mock);
+    std::fs::write(sb.path().join("bad.png"), PNG).unwrap();
+    let yaml = "name: img\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: what is in this picture\n    options:\n      agent: claude\n      attach: [bad.png]\n    timeout: 3m\n    on_success: done\n  done:\n    type: terminal\n";
+    let (code, doc, stderr) = run_json(&sb, yaml, &[]);
+    assert_eq!(code, 0, "{doc}\n{stderr}");
+    let prompt = mock
+        .model_requests()
+        .into_iter()
+        .find(|r| r["facts"]["has_tools"] == true)
+        .expect("the prompt reached the model");
+    let user: Vec<Value> = prompt["body"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert!(!user.iter().any(|c| c["type"] == "image"), "{user:?}");
+    assert!(
+        user.iter().any(|c| c["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Image could not be processed"))),
+        "{user:?}"
+    );
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}

@@ -365,11 +365,17 @@ impl Run {
                     .with_detail("provider", provider.name());
                     // Within max_wait: a run that ends on it is parked until the reset.
                     if wait <= step.policy.usage_limit.max_wait {
+                        // A sub-workflow's run is resumed through its root run.
+                        let resume = if self.call_stack.len() <= 1 {
+                            format!("`awf resume {}`", self.run_id.0)
+                        } else {
+                            "`awf resume` of the calling run".to_owned()
+                        };
                         e = e
-                            .with_detail(awf_domain::ports::store::PARK_UNTIL, at_text)
-                            .with_hint(
-                                "the run is parked until the reset: `awf resume <run id>` continues it then",
-                            );
+                            .with_detail(awf_domain::ports::store::PARK_UNTIL, at_text.clone())
+                            .with_hint(format!(
+                                "the run is parked until the reset ({at_text}): {resume} continues it then (`awf serve` resumes it by itself)"
+                            ));
                     }
                     for h in err.hints() {
                         e = e.with_hint(h.clone());

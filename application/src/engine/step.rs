@@ -225,10 +225,15 @@ impl Run {
                         StepStatus::Failed
                     };
                     st.error = Some(e.message().to_owned());
+                    st.error_code = Some(e.code());
                     self.record(st, kind, &path, at.iteration());
                     return Err(e);
                 }
             };
+            // The state keeps its failure's code beside the text (`states.<name>.error_code`).
+            if body.state.error.is_some() && body.state.error_code.is_none() {
+                body.state.error_code = body.failure.as_ref().map(AwfError::code);
+            }
             if approval.is_some() {
                 body.state.approval = approval;
             }

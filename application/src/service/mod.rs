@@ -165,14 +165,17 @@ impl Entry {
 
     fn view(&self) -> RunView {
         let info = lock(&self.info);
-        let (phase, status, exit_code) = match (&info.finished_at, &info.result) {
-            (None, _) => (RunPhase::Live, StoredStatus::Running, None),
+        // A run that ended on a usage limit it may wait for is parked (`waiting`), as
+        // the store records it.
+        let (phase, status, exit_code, waiting_until) = match (&info.finished_at, &info.result) {
+            (None, _) => (RunPhase::Live, StoredStatus::Running, None, None),
             (Some(_), Some(r)) => (
                 RunPhase::Finished,
-                stored_status(r.status),
+                awf_domain::projection::final_status(r),
                 Some(r.exit_code),
+                awf_domain::projection::parked_until(r),
             ),
-            (Some(_), None) => (RunPhase::Finished, StoredStatus::Failure, None),
+            (Some(_), None) => (RunPhase::Finished, StoredStatus::Failure, None, None),
         };
         RunView {
             run_id: self.run_id.clone(),
@@ -182,15 +185,8 @@ impl Entry {
             status,
             current_state: info.current_state.clone(),
             exit_code,
+            waiting_until,
         }
-    }
-}
-
-const fn stored_status(s: RunStatus) -> StoredStatus {
-    match s {
-        RunStatus::Success => StoredStatus::Success,
-        RunStatus::Failure => StoredStatus::Failure,
-        RunStatus::Cancelled => StoredStatus::Cancelled,
     }
 }
 
@@ -203,6 +199,7 @@ fn recorded_view(s: &RunSnapshot) -> RunView {
         status: s.status,
         current_state: Some(s.current_state.clone()).filter(|c| !c.is_empty()),
         exit_code: s.exit_code,
+        waiting_until: s.waiting_until,
     }
 }
 

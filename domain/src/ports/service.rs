@@ -84,6 +84,12 @@ pub struct RunView {
     /// Process exit code, once finished.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<u8>,
+    /// A run parked on a usage limit (status `waiting`): when the limit resets.
+    #[serde(
+        with = "crate::timefmt::rfc3339_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub waiting_until: Option<std::time::SystemTime>,
 }
 
 /// Starts, watches, answers and cancels runs by id.

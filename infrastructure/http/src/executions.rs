@@ -112,6 +112,10 @@ pub struct ExecutionSummary {
     /// (a resumed run's spans all its attempts and the time between them; a wait for an
     /// input the run asked for counts).
     pub duration_ms: Option<u64>,
+    /// A `waiting` run's reset time (RFC 3339, UTC): it was parked on an agent's usage limit
+    /// and continues then (`POST …/resume`, or this server by itself); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_until: Option<String>,
 }
 
 /// Most bytes of a state's output `GET /api/executions/{id}` gives: the last 64 KiB (the
@@ -130,6 +134,10 @@ pub struct StateStatus {
     /// The failure text of a failed state.
     #[serde(default)]
     pub error: Option<String>,
+    /// The code of that failure (`USER.INPUT.MISSING_FILE`, `EXECUTION.COMMAND.FAILED`, …);
+    /// absent when the state did not fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
     /// Its stdout or agent text (secrets masked), at most the last [`OUTPUT_CAP`] bytes
     /// (64 KiB); null while running.
     #[serde(default)]
@@ -151,6 +159,7 @@ impl StateStatus {
         status: &awf_domain::run::StepStatus,
         exit_code: Option<i32>,
         error: Option<&String>,
+        error_code: Option<ErrorCode>,
         output: &str,
     ) -> Self {
         let status = serde_json::to_value(status)
@@ -162,6 +171,7 @@ impl StateStatus {
             status,
             exit_code,
             error: error.cloned(),
+            error_code: error_code.map(|c| c.as_str().to_owned()),
             output: Some(output),
             truncated,
         }
@@ -459,6 +469,10 @@ fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
                 None => h.duration_ms,
             })
             .filter(|_| finished),
+        waiting_until: v
+            .waiting_until
+            .filter(|_| v.status == StoredStatus::Waiting)
+            .map(awf_domain::timefmt::format_rfc3339),
         execution_id: v.run_id.0,
         workflow_name: v.workflow,
         status: v.status.into(),
@@ -490,6 +504,7 @@ pub(crate) fn fresh(cfg: &HttpConfig, v: RunView) -> RunView {
             status: snap.status,
             current_state: Some(snap.current_state).filter(|c| !c.is_empty()),
             exit_code: snap.exit_code,
+            waiting_until: snap.waiting_until,
         },
         _ => v,
     }
@@ -581,7 +596,13 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 s.error = result.error.as_ref().map(RunError::from);
                 for (name, st) in &result.states {
                     s.states.entry(name.clone()).or_insert_with(|| {
-                        StateStatus::of(&st.status, st.exit_code, st.error.as_ref(), &st.output)
+                        StateStatus::of(
+                            &st.status,
+                            st.exit_code,
+                            st.error.as_ref(),
+                            st.error_code,
+                            &st.output,
+                        )
                     });
                 }
             }
@@ -595,6 +616,7 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                         &state.status,
                         state.exit_code,
                         state.error.as_ref(),
+                        state.error_code,
                         &state.output,
                     ),
                 );
@@ -710,7 +732,13 @@ pub(crate) async fn get_execution(
         f.states
             .iter()
             .map(|(name, st)| {
-                let out = StateStatus::of(&st.status, st.exit_code, st.error.as_ref(), &st.output);
+                let out = StateStatus::of(
+                    &st.status,
+                    st.exit_code,
+                    st.error.as_ref(),
+                    st.error_code,
+                    &st.output,
+                );
                 (name.clone(), out)
             })
             .collect()

@@ -125,6 +125,8 @@ impl Row {
             status: stored_status(&self.status),
             current_state: self.current_state.clone().filter(|c| !c.is_empty()),
             exit_code: self.exit_code.and_then(|c| u8::try_from(c).ok()),
+            // Not a column of the run rows: GET reads it from the run's snapshot.
+            waiting_until: None,
         }
     }
 

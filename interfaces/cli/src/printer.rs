@@ -1084,6 +1084,7 @@ mod tests {
             exit_code: Some(if status == StepStatus::Failed { 2 } else { 0 }),
             attempts: 1,
             error: None,
+            error_code: None,
             started_at: Some(SystemTime::UNIX_EPOCH),
             completed_at: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
             response: None,

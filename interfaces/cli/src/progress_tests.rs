@@ -50,6 +50,7 @@ fn state(name: &str, status: StepStatus, ms: u64) -> StepState {
         exit_code: Some(if status == StepStatus::Failed { 2 } else { 0 }),
         attempts: 1,
         error: None,
+        error_code: None,
         started_at: Some(SystemTime::UNIX_EPOCH),
         completed_at: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(ms)),
         response: None,

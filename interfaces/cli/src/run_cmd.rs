@@ -586,11 +586,13 @@ fn print_step(step: &str, result: &RunResult) {
 fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
     let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
+    // A parked run's own hint names `awf resume` with its id already.
+    let parked = awf_domain::projection::parked_until(result).is_some();
     if let (Some(id), true, true, false) = (
         &result.run_id,
         recorded,
         ctx.hints,
-        result.status == RunStatus::Success,
+        result.status == RunStatus::Success || parked,
     ) {
         // A step that refused an input fails again on resume unless the input changes first.
         let refused_input = result
@@ -644,6 +646,28 @@ pub(crate) fn summary_text(
         }
         e
     });
+    // Parked on a usage limit: not a failure to fix, a wait (the hint says how it goes on).
+    if let (RunStatus::Failure, Some(until), Some(e)) = (
+        result.status,
+        awf_domain::projection::parked_until(result),
+        &error,
+    ) {
+        let head = format!(
+            "Workflow parked: waiting for a usage limit until {}. [{}]",
+            awf_domain::timefmt::format_rfc3339(until),
+            e.code()
+        );
+        let mut out = format!("{} {}\n", s.yellow(&head), e.message());
+        for line in errors::detail_lines(e.message(), e.details()) {
+            out.push_str(&format!("  {line}\n"));
+        }
+        if hints {
+            for h in e.hints() {
+                out.push_str(&format!("  {} {h}\n", s.cyan("Hint:")));
+            }
+        }
+        return out;
+    }
     match result.status {
         RunStatus::Success => {
             if quiet {
@@ -759,6 +783,34 @@ mod tests {
             message: None,
             spend: None,
         }
+    }
+
+    #[test]
+    fn a_parked_run_is_summarised_as_a_wait_until_its_reset_not_a_failure() {
+        let plain = crate::style::Style::plain();
+        let at = "2030-01-01T00:00:00.000Z";
+        let body = awf_domain::error::ErrorBody {
+            code: ErrorCode::ExecutionAgentUsageLimit,
+            message: format!("come back later (usage limit; resets at {at}, in 60s)"),
+            hints: vec![format!(
+                "the run is parked until the reset ({at}): `awf resume r-1` continues it then"
+            )],
+            details: [
+                ("reset_at".to_owned(), serde_json::json!(at)),
+                (
+                    awf_domain::ports::store::PARK_UNTIL.to_owned(),
+                    serde_json::json!(at),
+                ),
+            ]
+            .into(),
+        };
+        let parked = finished(RunStatus::Failure, Some(body));
+        assert_eq!(
+            summary_text(false, true, plain, &parked),
+            format!(
+                "Workflow parked: waiting for a usage limit until {at}. [EXECUTION.AGENT.USAGE_LIMIT] come back later (usage limit; resets at {at}, in 60s)\n  Hint: the run is parked until the reset ({at}): `awf resume r-1` continues it then\n"
+            )
+        );
     }
 
     #[test]

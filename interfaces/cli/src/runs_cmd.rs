@@ -450,7 +450,7 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// (`running`/`completed`/`failed`/`cancelled`), plus AWF (Go)'s `workflow_id` (the run id),
 /// `workflow_name`, `current_step` (while not completed), `started_at`, `completed_at` (when
 /// finished) and `steps` (`[{name, status, output, stderr, exit_code, started_at,
-/// completed_at, error}]` in start order), plus ours: `run_status` (the stored word),
+/// completed_at, error, error_code}]` in start order), plus ours: `run_status` (the stored word),
 /// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process).
 pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Value {
     let mut v = serde_json::to_value(awf_application::runs::result_of(snap)).unwrap_or_default();
@@ -466,6 +466,7 @@ pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Val
                 "started_at": st.started_at.map(format_rfc3339),
                 "completed_at": st.completed_at.map(format_rfc3339),
                 "error": st.error,
+                "error_code": st.error_code,
             });
             if let Some(m) = o.as_object_mut() {
                 m.retain(|_, v| !v.is_null());
@@ -530,7 +531,7 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
                 (Some(_), Some(_)) => format!("{}ms", st.duration_ms()),
                 _ => "-".to_owned(),
             };
-            let err = st
+            let mut err = st
                 .error
                 .as_deref()
                 .filter(|e| !e.is_empty())
@@ -539,6 +540,9 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
                 .next()
                 .unwrap_or("-")
                 .to_owned();
+            if let Some(code) = st.error_code.filter(|_| st.error.is_some()) {
+                err = format!("[{code}] {err}");
+            }
             t.row(&[st.name.clone(), st.status.as_str().to_owned(), dur, err]);
         }
     }

@@ -702,3 +702,55 @@ fn binary_rejects_unknown_flags() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn binary_help_describes_the_script_format() {
+    let out = Command::new(env!("CARGO_BIN_EXE_awf-mock-llm"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Every rule condition and reply key the script parser reads is described.
+    for word in [
+        "--script",
+        "--log",
+        "\"rules\"",
+        "\"default\"",
+        "\"side\"",
+        "when_last_user_contains",
+        "when_any_user_contains",
+        "when_system_contains",
+        "when_request_contains",
+        "when_has_tools",
+        "when_has_tool_result",
+        "when_dialect",
+        "when_model_contains",
+        "when_path_contains",
+        "when_header",
+        "when_side",
+        "times",
+        "text_chunks",
+        "tool_text",
+        "retry_after",
+        "error_message",
+        "error_body",
+        "delay_ms",
+        "usage",
+        "raw_body",
+        "content_type",
+        "headers",
+        "refusal",
+        "listening on http://127.0.0.1:PORT",
+    ] {
+        assert!(
+            text.contains(word),
+            "--help does not mention {word}:\n{text}"
+        );
+    }
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -304,6 +304,12 @@ fn tool_output(u: &Value) -> String {
 struct TurnState {
     /// Text of the message chunks with a `messageId`.
     labelled: String,
+    /// The same, as segments: (messageId, text) of each run of chunks of one message not
+    /// interrupted by another message chunk (labelled or not).
+    segments: Vec<(String, String)>,
+    /// Whether the last message chunk was labelled (a chunk of the same id continues its
+    /// segment).
+    segment_open: bool,
     /// Text of those without.
     unlabelled: String,
     /// The title of the last tool call whose permission awf rejected.
@@ -311,6 +317,20 @@ struct TurnState {
     /// Tool calls seen: id → (kind, title).
     tools: HashMap<String, (Option<String>, String)>,
     finished_tools: std::collections::HashSet<String>,
+    /// Tool calls not announced yet (as [`AgentChunk::ToolCall`]) because their input was
+    /// still empty: id → (title, rawInput). claude-agent-acp reports a call as soon as the
+    /// model starts it, with `rawInput: {}`, and sends the input in a later
+    /// `tool_call_update`; the call is announced once it has its input or runs.
+    unannounced: HashMap<String, (String, Value)>,
+}
+
+/// Whether a tool call's `rawInput` says anything (not absent, null or `{}`).
+fn has_input(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Object(m) => !m.is_empty(),
+        _ => true,
+    }
 }
 
 impl TurnState {
@@ -321,6 +341,38 @@ impl TurnState {
         } else {
             self.labelled.clone()
         }
+    }
+
+    /// The partial output of a turn that ended in `refusal`, and the agent's explanation of
+    /// the refusal when it sent one.
+    ///
+    /// claude-agent-acp (0.101.0) on a refusal: Claude Code continues once after the refused
+    /// answer (a second model request), so the refused text streams twice, with a notice
+    /// between; then the adapter sends the refusal's explanation as a message chunk of its
+    /// own id, right before answering `refusal`. So: a segment repeating the one before is
+    /// dropped, and a last segment whose id no earlier segment had, after at least one other,
+    /// is the explanation, not output.
+    fn refusal_parts(&self) -> (String, Option<String>) {
+        if self.segments.is_empty() {
+            return (self.text(), None);
+        }
+        let mut kept: Vec<&(String, String)> = Vec::new();
+        for seg in &self.segments {
+            if kept.last().is_some_and(|k| k.1 == seg.1) {
+                continue;
+            }
+            kept.push(seg);
+        }
+        let mut explanation = None;
+        if kept.len() >= 2
+            && let Some(last) = kept.last()
+            && !kept[..kept.len() - 1].iter().any(|k| k.0 == last.0)
+        {
+            explanation = Some(last.1.trim().to_owned()).filter(|e| !e.is_empty());
+            kept.pop();
+        }
+        let output = kept.iter().map(|k| k.1.as_str()).collect::<String>();
+        (output, explanation)
     }
 
     /// Applies one `session/update`.
@@ -335,14 +387,26 @@ impl TurnState {
                     // them; unlabelled chunks beside labelled ones are the adapter's own
                     // notices (codex-acp's model-metadata warning, claude-agent-acp's
                     // billing notice): not part of the output.
-                    let labelled = u.get("messageId").is_some_and(|m| !m.is_null());
-                    if labelled {
+                    let id = u
+                        .get("messageId")
+                        .filter(|m| !m.is_null())
+                        .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_owned));
+                    if let Some(id) = id {
                         self.labelled.push_str(&t);
+                        match self.segments.last_mut() {
+                            Some((last, text)) if self.segment_open && *last == id => {
+                                text.push_str(&t);
+                            }
+                            _ => self.segments.push((id, t.clone())),
+                        }
+                        self.segment_open = true;
                         emit(AgentChunk::Message(t));
                     } else if self.labelled.is_empty() {
+                        self.segment_open = false;
                         self.unlabelled.push_str(&t);
                         emit(AgentChunk::Message(t));
                     } else {
+                        self.segment_open = false;
                         emit(AgentChunk::Thought(t));
                     }
                 }
@@ -366,13 +430,19 @@ impl TurnState {
                     .or_else(|| kind.clone())
                     .unwrap_or_else(|| "tool".into());
                 if !self.tools.contains_key(&id) {
-                    emit(AgentChunk::ToolCall {
-                        id: id.clone(),
-                        name: title.clone(),
-                        input: u.get("rawInput").cloned().unwrap_or_else(|| json!({})),
-                    });
+                    let input = u.get("rawInput").cloned().unwrap_or_else(|| json!({}));
+                    if has_input(&input) {
+                        emit(AgentChunk::ToolCall {
+                            id: id.clone(),
+                            name: title.clone(),
+                            input,
+                        });
+                    } else {
+                        self.unannounced.insert(id.clone(), (title.clone(), input));
+                    }
                 }
                 self.tools.insert(id.clone(), (kind, title));
+                self.announce(&id, u, emit);
                 self.tool_status(&id, u, emit);
             }
             Some("tool_call_update") => {
@@ -386,11 +456,48 @@ impl TurnState {
                 {
                     t.0 = Some(k.to_owned());
                 }
+                if let Some(p) = self.unannounced.get_mut(&id) {
+                    if let Some(t) = u.get("title").and_then(Value::as_str) {
+                        t.clone_into(&mut p.0);
+                    }
+                    if let Some(i) = u.get("rawInput") {
+                        p.1 = i.clone();
+                    }
+                }
+                self.announce(&id, u, emit);
                 self.tool_status(&id, u, emit);
             }
             // plan, usage_update, available_commands_update, current_mode_update,
             // config_option_update, session_info_update, user_message_chunk: not step output.
             _ => {}
+        }
+    }
+
+    /// Announces tool call `id` when it was held back for its input and `u` gives it, or
+    /// the call runs or ended without one.
+    fn announce(&mut self, id: &str, u: &Value, emit: &dyn Fn(AgentChunk)) {
+        let ready = self.unannounced.get(id).is_some_and(|(_, input)| {
+            has_input(input)
+                || matches!(
+                    u.get("status").and_then(Value::as_str),
+                    Some("in_progress" | "completed" | "failed")
+                )
+        });
+        if ready && let Some((name, input)) = self.unannounced.remove(id) {
+            emit(AgentChunk::ToolCall {
+                id: id.to_owned(),
+                name,
+                input,
+            });
+        }
+    }
+
+    /// Announces the tool calls still held back for their input (the turn ended).
+    fn announce_rest(&mut self, emit: &dyn Fn(AgentChunk)) {
+        let mut rest: Vec<(String, (String, Value))> = self.unannounced.drain().collect();
+        rest.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, (name, input)) in rest {
+            emit(AgentChunk::ToolCall { id, name, input });
         }
     }
 
@@ -463,9 +570,14 @@ impl AgentProvider for AcpProvider {
             Some(r) => self.conn(r, &launch, opts.timeout).await?,
             None => start(&launch, opts.timeout).await?,
         };
-        let result = self
-            .turn(&conn, &opts, &launch, &request, on_chunk, &cancel)
-            .await;
+        let checked = check_auth_method(&lock(&conn.init), &opts);
+        let result = match checked {
+            Ok(()) => {
+                self.turn(&conn, &opts, &launch, &request, on_chunk, &cancel)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         if run.is_none() {
             conn.close().await;
         }
@@ -525,33 +637,52 @@ fn login_hint(opts: &AcpOptions) -> &'static str {
     }
 }
 
-/// `session/new` with `params`; when the agent answers `-32000` (authentication required,
-/// acp.md §4 step 3) and the step names `auth_method`, `authenticate {methodId}` and one
-/// retry.
+/// Checks the step's `auth_method` against the `authMethods` the agent advertised in its
+/// `initialize` answer: right after `initialize`, before any file is read or session asked
+/// for, whether or not the agent will ask for authentication.
 ///
 /// # Errors
-/// `USER.AGENT.INVALID_OPTION` when `auth_method` is none of the agent's `authMethods`
-/// (did-you-mean); `EXECUTION.AGENT.AUTH_FAILED` when authentication is required and no
+/// `USER.AGENT.INVALID_OPTION` when `auth_method` is none of them: the message names the
+/// agent's methods, the hint the closest one (did-you-mean).
+fn check_auth_method(init: &Value, opts: &AcpOptions) -> Result<(), AwfError> {
+    let Some(m) = &opts.auth_method else {
+        return Ok(());
+    };
+    let methods = auth_methods(init);
+    if methods.iter().any(|(id, _)| id == m) {
+        return Ok(());
+    }
+    let ids: Vec<&str> = methods.iter().map(|(id, _)| id.as_str()).collect();
+    let hint = match awf_domain::validate::closest(m, ids.iter().copied()) {
+        Some(c) => format!("did you mean '{c}'? set `auth_method:` to one of the agent's methods"),
+        None if ids.is_empty() => {
+            "remove `auth_method:`: this agent advertises no authentication method".to_owned()
+        }
+        None => format!("set `auth_method:` to one of: {}", ids.join(", ")),
+    };
+    Err(AwfError::new(
+        ErrorCode::UserAgentInvalidOption,
+        format!(
+            "acp option auth_method: the agent offers no authentication method \"{m}\"; its methods (from initialize): {}",
+            methods_list(&methods)
+        ),
+    )
+    .with_hint(hint)
+    .with_detail("option", "auth_method")
+    .with_detail("auth_methods", ids))
+}
+
+/// `session/new` with `params`; when the agent answers `-32000` (authentication required,
+/// acp.md §4 step 3) and the step names `auth_method` (checked by [`check_auth_method`]),
+/// `authenticate {methodId}` and one retry.
+///
+/// # Errors
+/// `EXECUTION.AGENT.AUTH_FAILED` when authentication is required and no
 /// method is named, or `authenticate` or the retry fails (the agent's methods and how to log
 /// in in the hint); `EXECUTION.AGENT.FAILED` for other failures.
 async fn new_session(conn: &Conn, params: Value, opts: &AcpOptions) -> Result<Value, AwfError> {
     let wait = opts.timeout;
     let methods = auth_methods(&lock(&conn.init));
-    if let Some(m) = &opts.auth_method
-        && !methods.iter().any(|(id, _)| id == m)
-    {
-        let mut hint = format!("the agent's methods: {}", methods_list(&methods));
-        if let Some(c) = awf_domain::validate::closest(m, methods.iter().map(|(id, _)| id.as_str()))
-        {
-            hint = format!("did you mean '{c}'? {hint}");
-        }
-        return Err(AwfError::new(
-            ErrorCode::UserAgentInvalidOption,
-            format!("acp option auth_method: the agent offers no authentication method \"{m}\""),
-        )
-        .with_hint(hint)
-        .with_detail("option", "auth_method"));
-    }
     let first = match conn.request("session/new", params.clone(), wait).await {
         Ok(v) => return Ok(v),
         Err(e) => e,
@@ -780,6 +911,7 @@ impl AcpProvider {
                 Inbound::Permission { id, .. } => conn.reply(id, policy::outcome(None)),
             }
         }
+        state.announce_rest(&emit);
         let stderr = conn.stderr_tail().await;
         if request.session.is_none() {
             // Not a conversation: nothing continues this session. An agent that can close
@@ -854,11 +986,23 @@ impl AcpProvider {
         match stop {
             "end_turn" => {}
             "refusal" => {
-                return failure(
+                // The partial answer once, and the agent's explanation in the error.
+                let (output, explanation) = state.refusal_parts();
+                let mut e = AwfError::new(
                     ErrorCode::ExecutionAgentRefusal,
-                    "the agent refused the prompt (stopReason refusal)",
-                    "rephrase the prompt, or route the refusal with on_failure",
-                );
+                    match explanation.as_deref().and_then(|x| x.lines().next()) {
+                        Some(why) => {
+                            format!("the agent refused the prompt (stopReason refusal): {why}")
+                        }
+                        None => "the agent refused the prompt (stopReason refusal)".to_owned(),
+                    },
+                )
+                .with_hint("rephrase the prompt, or route the refusal with on_failure")
+                .with_detail("stop_reason", stop.to_owned());
+                if let Some(x) = explanation {
+                    e = e.with_detail("refusal_explanation", x);
+                }
+                return Err(partial(e, &output));
             }
             "max_tokens" => {
                 return failure(

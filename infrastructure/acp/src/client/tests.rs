@@ -425,3 +425,113 @@ fn a_root_refusal_of_claude_gets_the_sandbox_hint() {
     assert_eq!(e.code(), ErrorCode::ExecutionAgentFailed);
     assert!(e.hints()[0].contains("IS_SANDBOX"), "{:?}", e.hints());
 }
+
+/// The chunks a [`super::TurnState`] emits for `updates` (each a `session/update`'s `update`).
+fn turn(updates: &[Value]) -> (super::TurnState, Vec<AgentChunk>) {
+    let seen = Mutex::new(Vec::new());
+    let mut state = super::TurnState::default();
+    {
+        let emit = |c: AgentChunk| seen.lock().unwrap().push(c);
+        for u in updates {
+            state.update(&json!({"sessionId": "s", "update": u}), &emit);
+        }
+        state.announce_rest(&emit);
+    }
+    let chunks = seen.into_inner().unwrap();
+    (state, chunks)
+}
+
+fn say(id: Option<&str>, text: &str) -> Value {
+    let mut u =
+        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}});
+    if let Some(id) = id {
+        u["messageId"] = json!(id);
+    }
+    u
+}
+
+#[test]
+fn a_tool_call_reported_before_its_input_is_announced_with_the_input() {
+    let (_, chunks) = turn(&[
+        json!({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Terminal", "kind": "execute", "status": "pending", "rawInput": {}}),
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "title": "`ls -la`", "rawInput": {"command": "ls -la"}}),
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"}),
+        // Announced at once when its input comes with it; at the turn's end when it never does.
+        json!({"sessionUpdate": "tool_call", "toolCallId": "t2", "title": "Read", "rawInput": {"file_path": "a"}}),
+        json!({"sessionUpdate": "tool_call", "toolCallId": "t3", "title": "Think", "rawInput": {}}),
+    ]);
+    let calls: Vec<(String, String, Value)> = chunks
+        .iter()
+        .filter_map(|c| match c {
+            AgentChunk::ToolCall { id, name, input } => {
+                Some((id.clone(), name.clone(), input.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            (
+                "t1".to_owned(),
+                "`ls -la`".to_owned(),
+                json!({"command": "ls -la"})
+            ),
+            (
+                "t2".to_owned(),
+                "Read".to_owned(),
+                json!({"file_path": "a"})
+            ),
+            ("t3".to_owned(), "Think".to_owned(), json!({})),
+        ]
+    );
+    // The call comes before its result.
+    let first_result = chunks
+        .iter()
+        .position(|c| matches!(c, AgentChunk::ToolResult { .. }))
+        .unwrap();
+    let first_call = chunks
+        .iter()
+        .position(|c| matches!(c, AgentChunk::ToolCall { .. }))
+        .unwrap();
+    assert!(first_call < first_result);
+}
+
+#[test]
+fn a_refusal_keeps_the_refused_text_once_and_the_explanation_apart() {
+    // claude-agent-acp: the refused answer, Claude Code's notice, the same answer again (its
+    // one continuation), then the explanation under the result's own id.
+    let (state, _) = turn(&[
+        say(Some("msg_1"), "I will "),
+        say(Some("msg_1"), "not"),
+        say(
+            None,
+            "**Notice:** stopped the response above · continuing once",
+        ),
+        say(Some("msg_2"), "I will not"),
+        say(Some("uuid-r"), "API Error: flagged.\n\nTry rephrasing."),
+    ]);
+    assert_eq!(
+        state.refusal_parts(),
+        (
+            "I will not".to_owned(),
+            Some("API Error: flagged.\n\nTry rephrasing.".to_owned())
+        )
+    );
+    // The same message id sent again after a notice: one copy too.
+    let (state, _) = turn(&[
+        say(Some("m"), "I will not"),
+        say(None, "notice"),
+        say(Some("m"), "I will not"),
+        say(Some("r"), "why"),
+    ]);
+    assert_eq!(
+        state.refusal_parts(),
+        ("I will not".to_owned(), Some("why".to_owned()))
+    );
+    // One message, or chunks without ids: all of it is the output.
+    let (state, _) = turn(&[say(Some("m"), "half an "), say(Some("m"), "answer")]);
+    assert_eq!(state.refusal_parts(), ("half an answer".to_owned(), None));
+    let (state, _) = turn(&[say(None, "I started, but ")]);
+    assert_eq!(state.refusal_parts(), ("I started, but ".to_owned(), None));
+}
