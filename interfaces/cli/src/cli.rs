@@ -93,8 +93,8 @@ fn with_hidden_globals(wanted: impl Fn(&clap::Command) -> bool) -> clap::Command
                 .iter()
                 .fold(sc, |sc, g| sc.arg(g.clone().hide(true)))
                 .after_help(
-                    "Global options (output format, quiet/verbose, logging, storage, colour, \
-                     hints, telemetry) work here too: see `awf --help`.",
+                    "Global options (output format, quiet/verbose, logging, storage, the shared \
+                     store `--store URL`, colour, hints, telemetry) work here too: see `awf --help`.",
                 )
         })
     })
@@ -438,6 +438,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     pub token_env: Option<String>,
     /// Most runs live at once; a run or resume beyond it is answered 429 with `Retry-After`.
+    /// With `--store` (a worker), the runs this worker executes at once: a run beyond it is
+    /// queued (202) for any worker with a free slot.
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_runs: u32,
     /// An origin allowed to call the API from a browser (`http://host:port`; repeatable).
