@@ -1028,8 +1028,10 @@ fn the_recorder_keeps_what_it_could_not_write_and_writes_it_once_the_server_is_b
     assert_eq!(psql(&url, "SELECT count(*) FROM awf_audit"), "2");
 }
 
-/// The server goes away for good: the run still ends, awf waits the flush bound (30 s) for
-/// its record, then says the store was unreachable (exit 4) instead of claiming success.
+/// The server goes away for good: the run still ends (its next step waits the flush bound,
+/// 30 s, for the record of the steps before it, then goes on without waiting), awf waits the
+/// bound again for its record at the end, then says the store was unreachable (exit 4)
+/// instead of claiming success.
 #[test]
 fn a_run_whose_store_stays_away_ends_and_says_its_record_is_incomplete() {
     let server = PrivateServer::start();

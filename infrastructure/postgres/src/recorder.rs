@@ -20,6 +20,13 @@
 //! [`PgRecorder::take_errors`]; they never stop the run. [`PgRecorder::flush`] waits until
 //! everything queued is committed, at most [`FLUSH_BOUND`].
 //!
+//! The step barrier ([`EventPublisher::settle`]): the engine awaits, after each
+//! `StepStarted` and before anything of that step runs, the commit of everything queued so
+//! far, so a worker killed at any point leaves the completions of the steps it went past
+//! committed and the step in progress named (another worker resuming the run starts there,
+//! never at a step that finished before it). It waits at most [`FLUSH_BOUND`]; past it the run goes on
+//! without waiting for its record (reported once) until a batch commits again.
+//!
 //! Fencing (the run queue, issue 15 part 2): [`PgRecorder::fence`] says this process holds a
 //! run under a claim epoch; its row's writes then carry `WHERE epoch = <epoch>`, and once such
 //! a write matches no row (another worker claimed the run) the run's later writes (its tree's
@@ -66,8 +73,29 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 enum Msg {
     Event(Box<EventEnvelope>),
-    Flush(std::sync::mpsc::SyncSender<()>),
+    Flush(Ack),
     Fence(String, i64),
+}
+
+/// Told once everything queued before it is committed.
+enum Ack {
+    /// A blocking [`PgRecorder::flush`].
+    Blocking(std::sync::mpsc::SyncSender<()>),
+    /// An awaited barrier ([`EventPublisher::settle`]).
+    Awaited(tokio::sync::oneshot::Sender<()>),
+}
+
+impl Ack {
+    fn send(self) {
+        match self {
+            Self::Blocking(tx) => {
+                let _ = tx.send(());
+            }
+            Self::Awaited(tx) => {
+                let _ = tx.send(());
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -76,6 +104,9 @@ struct Shared {
     fenced: Mutex<Option<FencedCallback>>,
     /// A flush returned before everything was committed.
     unrecorded: std::sync::atomic::AtomicBool,
+    /// A step barrier gave up waiting and no batch has committed since: barriers return at
+    /// once (the store is away; runs go on as before the barrier existed).
+    lagging: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -159,7 +190,7 @@ impl PgRecorder {
     /// [`run_record_failed`](Self::run_record_failed) turns true.
     pub fn flush_within(&self, bound: Duration) -> bool {
         let (ack_tx, ack_rx) = std::sync::mpsc::sync_channel(1);
-        if self.tx.send(Msg::Flush(ack_tx)).is_err() {
+        if self.tx.send(Msg::Flush(Ack::Blocking(ack_tx))).is_err() {
             return false;
         }
         match ack_rx.recv_timeout(bound) {
@@ -232,6 +263,37 @@ impl EventPublisher for PgRecorder {
     fn flush(&self) {
         Self::flush(self);
     }
+
+    /// Resolves once everything queued before the call is committed, at most
+    /// [`FLUSH_BOUND`] (then reported once, and later barriers return at once until a batch
+    /// commits again); `None` while the store is known to be away that way, or when the
+    /// writer is not running.
+    fn settle(&self) -> Option<awf_domain::event::Settle> {
+        use std::sync::atomic::Ordering;
+        if self.shared.lagging.load(Ordering::Relaxed) {
+            return None;
+        }
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Msg::Flush(Ack::Awaited(ack_tx))).is_err() {
+            return None;
+        }
+        let shared = Arc::clone(&self.shared);
+        let url = self.url.clone();
+        Some(Box::pin(async move {
+            if tokio::time::timeout(FLUSH_BOUND, ack_rx).await.is_err() {
+                shared.lagging.store(true, Ordering::Relaxed);
+                shared.report(
+                    "settle",
+                    format!(
+                        "the PostgreSQL store {url} did not take a step's record within {} s; \
+                         the run goes on without waiting for its record (killed now, it would \
+                         run completed steps again when resumed)",
+                        FLUSH_BOUND.as_secs()
+                    ),
+                );
+            }
+        }))
+    }
 }
 
 /// One run's projection.
@@ -290,8 +352,8 @@ struct Writer {
     /// `RunStarted`: a run that never starts leaves no events.
     pre_start: HashMap<String, Vec<EventEnvelope>>,
     pending: Pending,
-    /// Flushes waiting for the pending writes.
-    waiting: Vec<std::sync::mpsc::SyncSender<()>>,
+    /// Flushes and step barriers waiting for the pending writes.
+    waiting: Vec<Ack>,
 }
 
 fn i64_of(v: u64) -> i64 {
@@ -310,7 +372,7 @@ impl Writer {
         loop {
             if self.pending.is_empty() {
                 for ack in self.waiting.drain(..) {
-                    let _ = ack.send(());
+                    ack.send();
                 }
                 if !open {
                     return;
@@ -339,7 +401,12 @@ impl Writer {
                 continue;
             }
             match self.commit().await {
-                Ok(()) => backoff = BACKOFF_MIN,
+                Ok(()) => {
+                    backoff = BACKOFF_MIN;
+                    self.shared
+                        .lagging
+                        .store(false, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(e) => {
                     self.shared.report(
                         "store",
