@@ -616,12 +616,17 @@ impl Writer {
             .filter(|e| e.position.is_none() && !self.next_pos.contains_key(&e.root))
             .map(|e| e.root.clone())
             .collect();
+        // Statements are prepared once per connection (a round trip less each, on the path
+        // of every step: the engine waits for the commit before the next step runs).
         for root in roots {
-            let row = tx
-                .query_one(
+            let max_position = tx
+                .prepare_cached(
                     "SELECT COALESCE(MAX(position), 0) FROM awf_events WHERE root_run_id = $1",
-                    &[&root],
                 )
+                .await
+                .map_err(|e| db_text(&e))?;
+            let row = tx
+                .query_one(&max_position, &[&root])
                 .await
                 .map_err(|e| db_text(&e))?;
             let max: i64 = row.get(0);
@@ -669,11 +674,17 @@ impl Writer {
             let seqs: Vec<i64> = kept.iter().map(|e| e.seq).collect();
             let kinds: Vec<&str> = kept.iter().map(|e| e.kind.as_str()).collect();
             let envelopes: Vec<&Value> = kept.iter().map(|e| &e.envelope).collect();
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[],
+                                          $5::text[], $6::jsonb[])
+                     ON CONFLICT DO NOTHING",
+                )
+                .await
+                .map_err(|e| db_text(&e))?;
             tx.execute(
-                "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
-                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[],
-                                      $5::text[], $6::jsonb[])
-                 ON CONFLICT DO NOTHING",
+                &insert,
                 &[&roots, &positions, &runs, &seqs, &kinds, &envelopes],
             )
             .await
@@ -691,10 +702,16 @@ impl Writer {
             .await
             .map_err(|e| db_text(&e))?;
         }
-        for root in notify {
-            tx.execute("SELECT pg_notify($1, $2)", &[&crate::EVENTS_CHANNEL, &root])
+        if !notify.is_empty() {
+            let notify_stmt = tx
+                .prepare_cached("SELECT pg_notify($1, $2)")
                 .await
                 .map_err(|e| db_text(&e))?;
+            for root in notify {
+                tx.execute(&notify_stmt, &[&crate::EVENTS_CHANNEL, &root])
+                    .await
+                    .map_err(|e| db_text(&e))?;
+            }
         }
         tx.commit().await.map_err(|e| db_text(&e))?;
         self.pending = Pending::default();
@@ -804,7 +821,8 @@ async fn write_run(
     if let Some(f) = &fence {
         params.push(f);
     }
-    tx.execute(&sql, &params).await
+    let stmt = tx.prepare_cached(&sql).await?;
+    tx.execute(&stmt, &params).await
 }
 
 /// The stored snapshot of `run_id`, if any.
