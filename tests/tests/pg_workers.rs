@@ -477,7 +477,7 @@ fn started_on(db: &TestDb, id: &str, w: &Server) {
 #[test]
 fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
     let db = TestDb::new();
-    let wf = "name: three\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo a\n    on_success: b\n  b:\n    type: step\n    command: echo b\n    on_success: c\n  c:\n    type: step\n    command: echo c\n    on_success: done\n  done: {type: terminal}\n";
+    let wf = "name: three\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo a\n    on_success: b\n  b:\n    type: step\n    command: echo b\n    on_success: c\n  c:\n    type: step\n    command: echo c\n    on_success: done\n  done:\n    type: terminal\n    message: 'three done: {{.states.c.Output}}'\n";
     let sb = sandbox(&db, &[("three", wf)]);
     let a = worker(&sb, &["--lease", "5s"]);
     let id = submit(&sb, "three", &[]);
@@ -510,6 +510,18 @@ fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
     assert_eq!(tail.first().unwrap().0, 4, "{tail:?}");
     assert_eq!(tail.len(), rows.len() - 3);
     assert_eq!(http_serve::follow(&a, &id, &[]).len(), rows.len());
+    // The run as B reads it from the store (recorded): its terminal's message too, as A
+    // (which ran it) says it.
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        ) == 1
+    });
+    let on_b = http_serve::execution(&b, &id);
+    assert_eq!(on_b["phase"], "recorded", "{on_b}");
+    assert_eq!(on_b["message"], "three done: c\n", "{on_b}");
+    assert_eq!(http_serve::execution(&a, &id)["message"], on_b["message"]);
 }
 
 #[test]

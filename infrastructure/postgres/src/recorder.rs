@@ -6,7 +6,9 @@
 //! transaction:
 //! - `awf_runs`: the row of each run whose projection changed (inserted at `RunStarted` with
 //!   status `running`; `snapshot` = the [`RunSnapshot`] JSON, `updated_at` = now; the
-//!   history columns at `RunFinished`); `root_run_id` is the top run of a sub-workflow tree;
+//!   history columns and `message` (the success terminal's, `RunResult::message`; null
+//!   until the run ends, and again while a resumed run runs) at `RunFinished`);
+//!   `root_run_id` is the top run of a sub-workflow tree;
 //! - `awf_events`: every envelope (`envelope` JSON, `kind` = its event's `type`) keyed by
 //!   (`root_run_id`, `position`), positions 1, 2, 3… per root run in emission order,
 //!   continuing after the stored largest one (a resumed run, perhaps resumed elsewhere);
@@ -301,6 +303,8 @@ struct RunProj {
     proj: Option<RunProjection>,
     /// The history record, once finished.
     record: Option<HistoryRecord>,
+    /// The success terminal's message, once finished (`RunResult::message`).
+    message: Option<String>,
     root: String,
     dirty: bool,
     finished: bool,
@@ -539,6 +543,7 @@ impl Writer {
                     RunProj {
                         proj,
                         record: None,
+                        message: None,
                         root: root.clone(),
                         dirty: true,
                         finished: false,
@@ -576,6 +581,7 @@ impl Writer {
                 let p = self.runs.entry(run_id.clone()).or_insert_with(|| RunProj {
                     proj: None,
                     record: None,
+                    message: None,
                     root: root.clone(),
                     dirty: true,
                     finished: false,
@@ -592,6 +598,7 @@ impl Writer {
                     result,
                 );
                 p.record = Some(record);
+                p.message.clone_from(&result.message);
                 p.dirty = true;
                 p.finished = true;
                 self.pending.runs.insert(run_id.clone());
@@ -779,15 +786,15 @@ async fn write_run(
         .and_then(|s| serde_json::to_value(s).ok());
     let snapshot = snap.and_then(|s| serde_json::to_value(s).ok());
     let guard = if fence.is_some() {
-        " WHERE awf_runs.epoch = $14"
+        " WHERE awf_runs.epoch = $15"
     } else {
         ""
     };
     let sql = format!(
         "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
                                status, exit_code, started_at_ms, completed_at_ms, duration_ms,
-                               error_message, spend, snapshot, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())
+                               error_message, spend, snapshot, message, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
          ON CONFLICT (run_id) DO UPDATE SET
              parent_run_id = EXCLUDED.parent_run_id,
              root_run_id = EXCLUDED.root_run_id,
@@ -801,6 +808,7 @@ async fn write_run(
              error_message = EXCLUDED.error_message,
              spend = EXCLUDED.spend,
              snapshot = COALESCE(EXCLUDED.snapshot, awf_runs.snapshot),
+             message = EXCLUDED.message,
              updated_at = now(){guard}"
     );
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
@@ -817,6 +825,7 @@ async fn write_run(
         &error,
         &spend,
         &snapshot,
+        &p.message,
     ];
     if let Some(f) = &fence {
         params.push(f);
