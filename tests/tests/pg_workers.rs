@@ -387,6 +387,43 @@ fn a_worker_starts_a_step_only_once_the_record_says_the_steps_before_it_finished
     drop(b);
 }
 
+/// Rows of workers that died without unregistering (SIGKILL) do not stay in `awf_workers`
+/// forever: a worker that starts removes those whose heartbeat is older than an hour.
+#[test]
+fn a_starting_worker_removes_the_rows_of_workers_dead_for_an_hour() {
+    let db = TestDb::new();
+    drop(awf_postgres::PgStore::connect(&db.url).unwrap());
+    psql(
+        &db.url,
+        "INSERT INTO awf_workers (worker_id, heartbeat_at, max_runs) VALUES \
+         ('gone:1:aaaaaaaa', now() - interval '2 hours', 4), \
+         ('quiet:2:bbbbbbbb', now() - interval '5 minutes', 4)",
+    );
+    let sb = sandbox(&db, &[]);
+    let a = worker(&sb, &["--lease", "3s"]);
+    let own = format!(":{}:", a.child.id());
+    wait_long(&db, "the worker's row", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            "SELECT string_agg(worker_id, ',') FROM awf_workers",
+        )
+        .contains(&own)
+    });
+    let rows = psql(
+        &db.url,
+        "SELECT string_agg(worker_id, ',' ORDER BY worker_id) FROM awf_workers",
+    );
+    let ids: Vec<&str> = rows.split(',').collect();
+    assert_eq!(ids.len(), 2, "{rows}");
+    assert!(
+        ids.contains(&"quiet:2:bbbbbbbb"),
+        "a recent heartbeat stays: {rows}"
+    );
+    assert!(ids.iter().any(|i| i.contains(&own)), "{rows}");
+    assert!(!rows.contains("gone:1:"), "{rows}");
+    drop(a);
+}
+
 #[test]
 fn cancel_through_another_worker_ends_the_run_cancelled() {
     let db = TestDb::new();
