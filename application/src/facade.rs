@@ -482,6 +482,17 @@ impl EventPublisher for TeeSink {
             last.emit(event);
         }
     }
+
+    fn settle(&self) -> Option<awf_domain::event::Settle> {
+        let mut waits: Vec<awf_domain::event::Settle> =
+            self.0.iter().filter_map(|s| s.settle()).collect();
+        if waits.len() <= 1 {
+            return waits.pop();
+        }
+        Some(Box::pin(async move {
+            futures::future::join_all(waits).await;
+        }))
+    }
 }
 
 struct ChannelSink(mpsc::UnboundedSender<EventEnvelope>);

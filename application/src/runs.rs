@@ -327,6 +327,9 @@ pub struct RunStatusView {
     pub duration_ms: Option<u64>,
     /// Recorded as running, its process gone ([`process_gone`]).
     pub process_gone: bool,
+    /// The interpolated message of the success terminal it ended on, as the store kept it
+    /// ([`StateStore::terminal_message`]).
+    pub message: Option<String>,
 }
 
 /// `awf status <id or prefix>`: resolves the id, loads its state file and history row, and
@@ -347,6 +350,7 @@ pub fn run_status(
     let duration_ms = status_duration_ms(&snapshot, record.as_ref(), services.clock.now(), host);
     Ok(RunStatusView {
         process_gone: process_gone(&snapshot, host),
+        message: states.terminal_message(&run_id),
         snapshot,
         duration_ms,
     })

@@ -343,7 +343,26 @@ pub trait EventPublisher: Send + Sync {
     /// that writes on its own thread: its state file written). Nothing for a publisher that
     /// acts inside `emit` (the default).
     fn flush(&self) {}
+
+    /// A barrier for the run's record: the returned future resolves once every event
+    /// delivered before this call is durable where this publisher records runs, so that a
+    /// process killed from then on resumes after those events. The engine awaits it after
+    /// each `StepStarted`, before anything of the step runs: the record then names the step
+    /// in progress and every step before it as finished ("completed states never run
+    /// again", for a store whose writes lag behind the run).
+    ///
+    /// `None`: nothing to wait for (the default): a publisher that records nothing, or one
+    /// whose record is written on the event's path already. A publisher that cannot make
+    /// the events durable within its own bound resolves anyway (and reports that the run's
+    /// record may be incomplete); the future never fails.
+    fn settle(&self) -> Option<Settle> {
+        None
+    }
 }
+
+/// What [`EventPublisher::settle`] returns: resolves (with nothing) once the events
+/// delivered before it was asked for are durable, or the publisher gave up waiting.
+pub type Settle = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 mod system_time_millis {
     use std::time::SystemTime;

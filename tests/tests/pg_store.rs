@@ -355,7 +355,7 @@ fn normalized(mut v: Value) -> Value {
 const GREET: &str = "name: greet\nstates:\n  initial: a\n  a: {type: step, command: echo hello, on_success: b}\n  b: {type: step, command: echo world, on_success: done}\n  done: {type: terminal}\n";
 
 /// `a` counts its runs in `count`; `b` fails until the file `go` exists.
-const FLAKY: &str = "name: flaky\nstates:\n  initial: a\n  a: {type: step, command: echo x >> count, on_success: b}\n  b: {type: step, command: test -f go, on_success: done}\n  done: {type: terminal}\n";
+const FLAKY: &str = "name: flaky\nstates:\n  initial: a\n  a: {type: step, command: echo x >> count, on_success: b}\n  b: {type: step, command: test -f go, on_success: done}\n  done: {type: terminal, message: 'flaky no more {{.states.a.ExitCode}}'}\n";
 
 /// What the terminal commands say about the same runs, for one store; asserts the
 /// behaviour that does not depend on the store.
@@ -399,6 +399,15 @@ fn binary_suite(sb: &Sandbox, store: &Store) -> Vec<Value> {
     let status_after = awf(sb, store, &["status", &bad_id, "-f", "json"]);
     let after = status_after.json().unwrap();
     assert_eq!(after["status"], json!("completed"), "{after}");
+    // The success terminal's message, as the store kept it (none while it had failed).
+    assert_eq!(after["message"], json!("flaky no more 0"), "{after}");
+    assert_eq!(status_bad.json().unwrap()["message"], json!(null));
+    let text = awf(sb, store, &["status", &bad_id]);
+    assert!(
+        text.stdout.contains("Message:   flaky no more 0\n"),
+        "{}",
+        text.stdout
+    );
     vec![
         normalized(rows),
         normalized(stats.json().unwrap()),
@@ -469,7 +478,7 @@ fn awf_store_in_the_environment_chooses_the_shared_store_and_the_flag_wins() {
 fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
     let db = TestDb::new();
     let _first = awf_postgres::PgStore::connect(&db.url).unwrap();
-    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "1");
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "2");
     let tables = psql(
         &db.url,
         "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename LIKE 'awf_%'",
@@ -485,7 +494,22 @@ fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
             &db.url,
             "SELECT count(*) || ':' || max(version) FROM awf_schema"
         ),
-        "1:1"
+        "1:2"
+    );
+    // A database of schema 1 (before `awf_runs.message`) is migrated to 2.
+    psql(
+        &db.url,
+        "ALTER TABLE awf_runs DROP COLUMN message; UPDATE awf_schema SET version = 1",
+    );
+    let _third = awf_postgres::PgStore::connect(&db.url).unwrap();
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "2");
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT count(*) FROM information_schema.columns \
+             WHERE table_name = 'awf_runs' AND column_name = 'message'"
+        ),
+        "1"
     );
     // A database migrated by a newer awf.
     psql(&db.url, "UPDATE awf_schema SET version = 99");
@@ -1028,8 +1052,10 @@ fn the_recorder_keeps_what_it_could_not_write_and_writes_it_once_the_server_is_b
     assert_eq!(psql(&url, "SELECT count(*) FROM awf_audit"), "2");
 }
 
-/// The server goes away for good: the run still ends, awf waits the flush bound (30 s) for
-/// its record, then says the store was unreachable (exit 4) instead of claiming success.
+/// The server goes away for good: the run still ends (its next step waits the flush bound,
+/// 30 s, for the record of the steps before it, then goes on without waiting), awf waits the
+/// bound again for its record at the end, then says the store was unreachable (exit 4)
+/// instead of claiming success.
 #[test]
 fn a_run_whose_store_stays_away_ends_and_says_its_record_is_incomplete() {
     let server = PrivateServer::start();

@@ -151,18 +151,47 @@ fn three_workers_execute_sixty_submitted_runs_exactly_once() {
     drop(workers);
 }
 
+/// A step that writes `start-<name>` to `<dir>/<mark>` when it starts and `<name>` when
+/// it completes, after `body` (a shell command).
+fn marked_step(dir: &std::path::Path, mark: &str, name: &str, body: &str, next: &str) -> String {
+    let f = dir.join(mark);
+    let f = f.display();
+    format!(
+        "  {name}:\n    type: step\n    command: echo start-{name} >> {f}; {body}; echo {name} >> {f}\n    on_success: {next}\n"
+    )
+}
+
+/// Checks the marks of one run of steps `s1`, `s2`, `s3` killed once: no step started again
+/// once a later one had started (the record named it: a resumed run starts there), and each
+/// step completed, in order. The step in flight at the kill may have completed twice (its
+/// completion was not recorded yet: it runs again, as with `awf resume`).
+fn assert_marks_resumed_forward(marks: &str, what: &str) {
+    let index = |s: &str| s.trim_start_matches('s').parse::<usize>().unwrap();
+    let starts: Vec<usize> = marks
+        .lines()
+        .filter_map(|l| l.strip_prefix("start-"))
+        .map(index)
+        .collect();
+    assert!(
+        starts.windows(2).all(|w| w[0] <= w[1]),
+        "{what}: a step started again after a later step had started:\n{marks}"
+    );
+    let mut done: Vec<usize> = marks
+        .lines()
+        .filter(|l| !l.starts_with("start-"))
+        .map(index)
+        .collect();
+    assert!(done.windows(2).all(|w| w[0] <= w[1]), "{what}: {marks}");
+    done.dedup();
+    assert_eq!(done, [1, 2, 3], "{what}: every step completed:\n{marks}");
+}
+
 #[test]
 fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_steps() {
     let db = TestDb::new();
     let out = tempfile::tempdir().unwrap();
-    // Each step writes its mark when it completes (after its sleep): a mark appears once per
-    // completed step, so a step completed before the kill and run again would show twice.
-    let step = |name: &str, next: &str| {
-        format!(
-            "  {name}:\n    type: step\n    command: sleep 1 && echo {name} >> {}/{{{{.inputs.n}}}}\n    on_success: {next}\n",
-            out.path().display()
-        )
-    };
+    let step =
+        |name: &str, next: &str| marked_step(out.path(), "{{.inputs.n}}", name, "sleep 1", next);
     let wf = format!(
         "name: slow\ninputs:\n  - name: n\n    type: string\nstates:\n  initial: s1\n{}{}{}  done: {{type: terminal}}\n",
         step("s1", "s2"),
@@ -184,7 +213,10 @@ fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_ste
                 &db,
                 "SELECT count(*) FROM awf_runs WHERE queue_state = 'claimed' AND run_started",
             ) == 4
-                && (0..4).any(|n| out.path().join(n.to_string()).exists())
+                && (0..4).any(|n| {
+                    std::fs::read_to_string(out.path().join(n.to_string()))
+                        .is_ok_and(|m| m.lines().any(|l| l == "s1"))
+                })
         },
     );
     let a_id = worker_of(&db, &ids[0]);
@@ -206,7 +238,7 @@ fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_ste
     );
     for (n, id) in ids.iter().enumerate() {
         let marks = std::fs::read_to_string(out.path().join(n.to_string())).unwrap();
-        assert_eq!(marks, "s1\ns2\ns3\n", "run {n} ({id})");
+        assert_marks_resumed_forward(&marks, &format!("run {n} ({id})"));
         let row = psql(
             &db.url,
             &format!("SELECT status, worker_id, epoch FROM awf_runs WHERE run_id = '{id}'"),
@@ -217,6 +249,179 @@ fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_ste
         assert!(cols[2].parse::<i64>().unwrap() >= 2, "claimed again: {row}");
     }
     drop((b, c));
+}
+
+/// An open `psql` session holding `LOCK TABLE awf_events IN SHARE MODE` (event rows cannot be
+/// inserted, so no batch of the recorder commits) until [`EventsLock::release`] or drop.
+struct EventsLock(std::process::Child);
+
+impl EventsLock {
+    fn take(url: &str) -> Self {
+        use std::io::BufRead;
+        use std::io::Write;
+        let mut child = std::process::Command::new("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", url])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin
+            .write_all(b"BEGIN;\nLOCK TABLE awf_events IN SHARE MODE;\nSELECT 'locked';\n")
+            .unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "locked");
+        Self(child)
+    }
+
+    fn release(mut self) {
+        use std::io::Write;
+        if let Some(mut stdin) = self.0.stdin.take() {
+            stdin.write_all(b"COMMIT;\n").unwrap();
+        }
+        assert!(self.0.wait().unwrap().success());
+    }
+}
+
+impl Drop for EventsLock {
+    fn drop(&mut self) {
+        drop(self.0.stdin.take());
+        let _ = self.0.wait();
+    }
+}
+
+/// The kill point of CI's "s1 s1 s2 s3" made deterministic: the test holds the recorder's
+/// commit back (a lock on `awf_events`) as step s1 ends. A worker must not start s2 before
+/// the record says s1 finished and s2 is in progress; a worker that did, SIGKILLed there,
+/// left s1 unrecorded, and the worker resuming the run ran s1 again.
+#[test]
+fn a_worker_starts_a_step_only_once_the_record_says_the_steps_before_it_finished() {
+    let db = TestDb::new();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let wait = |f: &str| {
+        format!(
+            "while [ ! -f {} ]; do sleep 0.05; done",
+            d.join(f).display()
+        )
+    };
+    let wf = format!(
+        "name: gated\nstates:\n  initial: s1\n{}{}  done: {{type: terminal}}\n",
+        marked_step(d, "marks", "s1", &wait("go1"), "s2"),
+        marked_step(d, "marks", "s2", &wait("go2"), "done"),
+    );
+    let sb = sandbox(&db, &[("gated", &wf)]);
+    let mut a = worker(&sb, &["--max-runs", "1", "--lease", "2s"]);
+    let id = submit(&sb, "gated", &[]);
+    let marks = || std::fs::read_to_string(d.join("marks")).unwrap_or_default();
+    let has = |m: &str| marks().lines().any(|l| l == m);
+    wait_long(&db, "s1 to start", Duration::from_secs(60), || {
+        has("start-s1")
+            && count(
+                &db,
+                "SELECT count(*) FROM awf_events WHERE kind = 'step_started'",
+            ) == 1
+    });
+    let lock = EventsLock::take(&db.url);
+    std::fs::write(d.join("go1"), "").unwrap();
+    // s1 completed, and the batch that records it waits for the lock.
+    wait_long(
+        &db,
+        "s1's record to wait for the lock",
+        Duration::from_secs(60),
+        || {
+            has("s1")
+                && count(
+                    &db,
+                    &format!(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' \
+                     AND wait_event_type = 'Lock'",
+                        db.name
+                    ),
+                ) >= 1
+        },
+    );
+    // Whatever A would start without waiting for the record, it starts now.
+    let t0 = Instant::now();
+    while !has("start-s2") && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let early = has("start-s2");
+    let lock = if early {
+        Some(lock)
+    } else {
+        lock.release();
+        wait_long(&db, "s2 to start", Duration::from_secs(60), || {
+            has("start-s2")
+        });
+        None
+    };
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    drop(lock);
+    let b = worker(&sb, &["--max-runs", "1", "--lease", "2s"]);
+    std::fs::write(d.join("go2"), "").unwrap();
+    wait_long(&db, "the run done on B", Duration::from_secs(120), || {
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        ) == 1
+    });
+    // s2 was in progress at the kill: it starts again on B; s1 does not.
+    assert_eq!(
+        marks(),
+        "start-s1\ns1\nstart-s2\nstart-s2\ns2\n",
+        "s2 started before s1's completion was recorded: {early}"
+    );
+    assert!(!early, "s2 started before s1's completion was recorded");
+    let row = psql(
+        &db.url,
+        &format!("SELECT status, epoch FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert_eq!(row, "success|2");
+    drop(b);
+}
+
+/// Rows of workers that died without unregistering (SIGKILL) do not stay in `awf_workers`
+/// forever: a worker that starts removes those whose heartbeat is older than an hour.
+#[test]
+fn a_starting_worker_removes_the_rows_of_workers_dead_for_an_hour() {
+    let db = TestDb::new();
+    drop(awf_postgres::PgStore::connect(&db.url).unwrap());
+    psql(
+        &db.url,
+        "INSERT INTO awf_workers (worker_id, heartbeat_at, max_runs) VALUES \
+         ('gone:1:aaaaaaaa', now() - interval '2 hours', 4), \
+         ('quiet:2:bbbbbbbb', now() - interval '5 minutes', 4)",
+    );
+    let sb = sandbox(&db, &[]);
+    let a = worker(&sb, &["--lease", "3s"]);
+    let own = format!(":{}:", a.child.id());
+    wait_long(&db, "the worker's row", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            "SELECT string_agg(worker_id, ',') FROM awf_workers",
+        )
+        .contains(&own)
+    });
+    let rows = psql(
+        &db.url,
+        "SELECT string_agg(worker_id, ',' ORDER BY worker_id) FROM awf_workers",
+    );
+    let ids: Vec<&str> = rows.split(',').collect();
+    assert_eq!(ids.len(), 2, "{rows}");
+    assert!(
+        ids.contains(&"quiet:2:bbbbbbbb"),
+        "a recent heartbeat stays: {rows}"
+    );
+    assert!(ids.iter().any(|i| i.contains(&own)), "{rows}");
+    assert!(!rows.contains("gone:1:"), "{rows}");
+    drop(a);
 }
 
 #[test]
@@ -309,7 +514,7 @@ fn started_on(db: &TestDb, id: &str, w: &Server) {
 #[test]
 fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
     let db = TestDb::new();
-    let wf = "name: three\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo a\n    on_success: b\n  b:\n    type: step\n    command: echo b\n    on_success: c\n  c:\n    type: step\n    command: echo c\n    on_success: done\n  done: {type: terminal}\n";
+    let wf = "name: three\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo a\n    on_success: b\n  b:\n    type: step\n    command: echo b\n    on_success: c\n  c:\n    type: step\n    command: echo c\n    on_success: done\n  done:\n    type: terminal\n    message: 'three done: {{.states.c.Output}}'\n";
     let sb = sandbox(&db, &[("three", wf)]);
     let a = worker(&sb, &["--lease", "5s"]);
     let id = submit(&sb, "three", &[]);
@@ -342,6 +547,18 @@ fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
     assert_eq!(tail.first().unwrap().0, 4, "{tail:?}");
     assert_eq!(tail.len(), rows.len() - 3);
     assert_eq!(http_serve::follow(&a, &id, &[]).len(), rows.len());
+    // The run as B reads it from the store (recorded): its terminal's message too, as A
+    // (which ran it) says it.
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        count(
+            &db,
+            "SELECT count(*) FROM awf_runs WHERE queue_state = 'done'",
+        ) == 1
+    });
+    let on_b = http_serve::execution(&b, &id);
+    assert_eq!(on_b["phase"], "recorded", "{on_b}");
+    assert_eq!(on_b["message"], "three done: c\n", "{on_b}");
+    assert_eq!(http_serve::execution(&a, &id)["message"], on_b["message"]);
 }
 
 #[test]

@@ -102,6 +102,18 @@ impl Emitter {
             event,
         });
     }
+
+    /// Waits until the events emitted so far are durable in the run's record
+    /// ([`EventPublisher::settle`]), or `token` is cancelled. Nothing to wait for with a
+    /// sink that needs no barrier (the embedded store).
+    pub(crate) async fn settle(&self, token: &CancellationToken) {
+        if let Some(settled) = self.sink.settle() {
+            tokio::select! {
+                () = settled => {}
+                () = token.cancelled() => {}
+            }
+        }
+    }
 }
 
 /// Cancellation state shared between a run, its sub-runs and its handle.

@@ -151,6 +151,11 @@ impl Run {
                     command: self.started_command(state, at.frame),
                 },
             );
+            // Nothing of the step runs before the record names it as the step in progress,
+            // with every step before it recorded as finished: a run killed from now on
+            // resumes here, never at a step it went past (issue 15: a store whose writes lag
+            // behind the run).
+            self.emitter.settle(token).await;
             // The approval gate is asked before anything of the step runs (its wait is not
             // part of the step's timeout).
             let Gate { approval, mut stop } = self.approval_gate(state, at, &path, token).await;

@@ -863,3 +863,85 @@ async fn a_preassigned_run_id_is_kept_checked_and_never_reused() {
     assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
     assert!(e.message().contains("recorded already"), "{}", e.message());
 }
+
+/// A step barrier the test opens: what a recorder whose writes lag behind the run (the
+/// shared store) gives the engine.
+struct Gate {
+    /// A barrier is handed out and not released yet.
+    held: Mutex<bool>,
+    asked: tokio::sync::Notify,
+    release: tokio::sync::Semaphore,
+    /// Events emitted while a barrier held (their `type`).
+    early: Mutex<Vec<String>>,
+    settles: std::sync::atomic::AtomicUsize,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            held: Mutex::new(false),
+            asked: tokio::sync::Notify::new(),
+            release: tokio::sync::Semaphore::new(0),
+            early: Mutex::new(Vec::new()),
+            settles: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+struct GatedRecorder(Arc<Gate>);
+
+impl awf_domain::event::EventPublisher for GatedRecorder {
+    fn emit(&self, event: awf_domain::event::EventEnvelope) {
+        if *crate::engine::lock(&self.0.held) {
+            let kind = serde_json::to_value(&event.event).unwrap()["type"].to_string();
+            crate::engine::lock(&self.0.early).push(kind);
+        }
+    }
+
+    fn settle(&self) -> Option<awf_domain::event::Settle> {
+        *crate::engine::lock(&self.0.held) = true;
+        self.0
+            .settles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.0.asked.notify_one();
+        let gate = Arc::clone(&self.0);
+        Some(Box::pin(async move {
+            gate.release.acquire().await.unwrap().forget();
+            *crate::engine::lock(&gate.held) = false;
+        }))
+    }
+}
+
+/// Issue 15: with a store whose writes lag behind the run, nothing of a step runs before its
+/// start (and so every earlier step's completion) is durable: a worker killed meanwhile
+/// leaves the steps it went past recorded, and the run resumed elsewhere does not run them
+/// again.
+#[tokio::test]
+async fn a_step_runs_only_once_its_start_and_the_steps_before_it_are_durable() {
+    let gate = Arc::new(Gate::default());
+    let mut svcs = services(
+        FakeRepository::new().with(steps("w", 2)),
+        FakeExecutor::new().always("step", FakeCommand::ok("")),
+        None,
+    );
+    svcs.recorders = vec![Arc::new(GatedRecorder(Arc::clone(&gate)))];
+    let svc = RunManager::new(svcs, ServiceConfig::default());
+    let id = svc.start(request("w")).await.unwrap();
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(30), gate.asked.notified())
+            .await
+            .expect("the engine waits for the record before the step runs");
+        // Whatever the engine would do without waiting, it does now.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        gate.release.add_permits(1);
+    }
+    assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Success);
+    assert_eq!(*crate::engine::lock(&gate.early), Vec::<String>::new());
+    assert_eq!(
+        gate.settles.load(std::sync::atomic::Ordering::Relaxed),
+        2,
+        "one barrier per step"
+    );
+}

@@ -18,7 +18,7 @@
 //! | table | one row per | written by |
 //! |---|---|---|
 //! | `awf_schema` | the database (`version`) | migrations |
-//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the queue columns | the recorder, the queue |
+//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the success terminal's `message` (schema 2), the queue columns | the recorder, the queue |
 //! | `awf_events` | event of a root run's log (`root_run_id`, `position` = SSE id) | the recorder |
 //! | `awf_audit` | audit line | the recorder |
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
@@ -60,7 +60,7 @@ pub mod recorder;
 pub use recorder::PgRecorder;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// `NOTIFY` channel of new event rows; payload: the `root_run_id` whose log grew.
 pub const EVENTS_CHANNEL: &str = "awf_events";
@@ -74,7 +74,8 @@ pub const QUEUE_CHANNEL: &str = "awf_queue";
 const POOL_SIZE: usize = 16;
 
 /// The migrations, in order: entry `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE awf_runs (
     run_id           text PRIMARY KEY,
     parent_run_id    text,
@@ -134,7 +135,11 @@ CREATE TABLE awf_workers (
     max_runs     integer NOT NULL,
     addr         text
 );
-"];
+",
+    r"
+ALTER TABLE awf_runs ADD COLUMN message text;
+",
+];
 
 /// A handle on the shared store: the pool and the runtime that drives it. Clones share both;
 /// the runtime thread stops when the last clone is dropped.

@@ -193,6 +193,19 @@ impl StateStore for PgStore {
         )?;
         Ok(())
     }
+
+    /// The `message` column (schema 2): written by the recorder at the run's end; `None`
+    /// when the run is unknown, has not ended, ended without one, or cannot be read.
+    fn terminal_message(&self, run_id: &str) -> Option<String> {
+        let rows = self
+            .query(
+                "read a run's message",
+                "SELECT message FROM awf_runs WHERE run_id = $1".to_owned(),
+                vec![Box::new(run_id.to_owned())],
+            )
+            .ok()?;
+        rows.first().and_then(|r| r.get::<_, Option<String>>(0))
+    }
 }
 
 impl HistoryStore for PgStore {

@@ -300,8 +300,27 @@ pub struct Held {
     pub cancel_requested: bool,
 }
 
-/// Renews every lease `worker_id` holds to `now() + lease` and refreshes its `awf_workers`
-/// heartbeat; the claims it still holds (a claim of this worker missing from them, or with
+/// A row of `awf_workers` whose heartbeat is older than this belongs to a worker that died
+/// without unregistering (SIGKILL, machine lost): it is removed when a worker starts and on
+/// every heartbeat. (A live worker beats every third of its lease.)
+pub const STALE_WORKER: Duration = Duration::from_secs(3600);
+
+/// Removes the `awf_workers` rows whose heartbeat is older than [`STALE_WORKER`].
+async fn prune_workers(client: &deadpool_postgres::Client) -> Result<(), AwfError> {
+    client
+        .execute(
+            "DELETE FROM awf_workers \
+             WHERE heartbeat_at < now() - $1::bigint * interval '1 millisecond'",
+            &[&millis(STALE_WORKER)],
+        )
+        .await
+        .map_err(fail("remove the rows of dead workers"))?;
+    Ok(())
+}
+
+/// Renews every lease `worker_id` holds to `now() + lease`, refreshes its `awf_workers`
+/// heartbeat and removes the rows of workers dead for [`STALE_WORKER`]; the claims it still
+/// holds (a claim of this worker missing from them, or with
 /// another epoch, was taken over).
 ///
 /// # Errors
@@ -324,6 +343,7 @@ pub async fn renew(pool: &Pool, worker_id: &str, lease: Duration) -> Result<Vec<
         )
         .await
         .map_err(fail("record the heartbeat"))?;
+    prune_workers(&client).await?;
     Ok(rows
         .iter()
         .map(|r| Held {
@@ -525,7 +545,8 @@ pub async fn requeue_resume(
     Ok(n == 1)
 }
 
-/// Registers a worker in `awf_workers` (or refreshes its row).
+/// Registers a worker in `awf_workers` (or refreshes its row), and removes the rows of
+/// workers dead for [`STALE_WORKER`].
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -545,6 +566,7 @@ pub async fn register_worker(
         )
         .await
         .map_err(fail("register the worker"))?;
+    prune_workers(&client).await?;
     Ok(())
 }
 

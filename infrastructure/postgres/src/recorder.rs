@@ -6,7 +6,9 @@
 //! transaction:
 //! - `awf_runs`: the row of each run whose projection changed (inserted at `RunStarted` with
 //!   status `running`; `snapshot` = the [`RunSnapshot`] JSON, `updated_at` = now; the
-//!   history columns at `RunFinished`); `root_run_id` is the top run of a sub-workflow tree;
+//!   history columns and `message` (the success terminal's, `RunResult::message`; null
+//!   until the run ends, and again while a resumed run runs) at `RunFinished`);
+//!   `root_run_id` is the top run of a sub-workflow tree;
 //! - `awf_events`: every envelope (`envelope` JSON, `kind` = its event's `type`) keyed by
 //!   (`root_run_id`, `position`), positions 1, 2, 3… per root run in emission order,
 //!   continuing after the stored largest one (a resumed run, perhaps resumed elsewhere);
@@ -19,6 +21,13 @@
 //! are upserted). Failures are reported once through [`PgRecorder::on_error`] and kept for
 //! [`PgRecorder::take_errors`]; they never stop the run. [`PgRecorder::flush`] waits until
 //! everything queued is committed, at most [`FLUSH_BOUND`].
+//!
+//! The step barrier ([`EventPublisher::settle`]): the engine awaits, after each
+//! `StepStarted` and before anything of that step runs, the commit of everything queued so
+//! far, so a worker killed at any point leaves the completions of the steps it went past
+//! committed and the step in progress named (another worker resuming the run starts there,
+//! never at a step that finished before it). It waits at most [`FLUSH_BOUND`]; past it the run goes on
+//! without waiting for its record (reported once) until a batch commits again.
 //!
 //! Fencing (the run queue, issue 15 part 2): [`PgRecorder::fence`] says this process holds a
 //! run under a claim epoch; its row's writes then carry `WHERE epoch = <epoch>`, and once such
@@ -66,8 +75,29 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 enum Msg {
     Event(Box<EventEnvelope>),
-    Flush(std::sync::mpsc::SyncSender<()>),
+    Flush(Ack),
     Fence(String, i64),
+}
+
+/// Told once everything queued before it is committed.
+enum Ack {
+    /// A blocking [`PgRecorder::flush`].
+    Blocking(std::sync::mpsc::SyncSender<()>),
+    /// An awaited barrier ([`EventPublisher::settle`]).
+    Awaited(tokio::sync::oneshot::Sender<()>),
+}
+
+impl Ack {
+    fn send(self) {
+        match self {
+            Self::Blocking(tx) => {
+                let _ = tx.send(());
+            }
+            Self::Awaited(tx) => {
+                let _ = tx.send(());
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -76,6 +106,9 @@ struct Shared {
     fenced: Mutex<Option<FencedCallback>>,
     /// A flush returned before everything was committed.
     unrecorded: std::sync::atomic::AtomicBool,
+    /// A step barrier gave up waiting and no batch has committed since: barriers return at
+    /// once (the store is away; runs go on as before the barrier existed).
+    lagging: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -159,7 +192,7 @@ impl PgRecorder {
     /// [`run_record_failed`](Self::run_record_failed) turns true.
     pub fn flush_within(&self, bound: Duration) -> bool {
         let (ack_tx, ack_rx) = std::sync::mpsc::sync_channel(1);
-        if self.tx.send(Msg::Flush(ack_tx)).is_err() {
+        if self.tx.send(Msg::Flush(Ack::Blocking(ack_tx))).is_err() {
             return false;
         }
         match ack_rx.recv_timeout(bound) {
@@ -232,6 +265,37 @@ impl EventPublisher for PgRecorder {
     fn flush(&self) {
         Self::flush(self);
     }
+
+    /// Resolves once everything queued before the call is committed, at most
+    /// [`FLUSH_BOUND`] (then reported once, and later barriers return at once until a batch
+    /// commits again); `None` while the store is known to be away that way, or when the
+    /// writer is not running.
+    fn settle(&self) -> Option<awf_domain::event::Settle> {
+        use std::sync::atomic::Ordering;
+        if self.shared.lagging.load(Ordering::Relaxed) {
+            return None;
+        }
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Msg::Flush(Ack::Awaited(ack_tx))).is_err() {
+            return None;
+        }
+        let shared = Arc::clone(&self.shared);
+        let url = self.url.clone();
+        Some(Box::pin(async move {
+            if tokio::time::timeout(FLUSH_BOUND, ack_rx).await.is_err() {
+                shared.lagging.store(true, Ordering::Relaxed);
+                shared.report(
+                    "settle",
+                    format!(
+                        "the PostgreSQL store {url} did not take a step's record within {} s; \
+                         the run goes on without waiting for its record (killed now, it would \
+                         run completed steps again when resumed)",
+                        FLUSH_BOUND.as_secs()
+                    ),
+                );
+            }
+        }))
+    }
 }
 
 /// One run's projection.
@@ -239,6 +303,8 @@ struct RunProj {
     proj: Option<RunProjection>,
     /// The history record, once finished.
     record: Option<HistoryRecord>,
+    /// The success terminal's message, once finished (`RunResult::message`).
+    message: Option<String>,
     root: String,
     dirty: bool,
     finished: bool,
@@ -290,8 +356,8 @@ struct Writer {
     /// `RunStarted`: a run that never starts leaves no events.
     pre_start: HashMap<String, Vec<EventEnvelope>>,
     pending: Pending,
-    /// Flushes waiting for the pending writes.
-    waiting: Vec<std::sync::mpsc::SyncSender<()>>,
+    /// Flushes and step barriers waiting for the pending writes.
+    waiting: Vec<Ack>,
 }
 
 fn i64_of(v: u64) -> i64 {
@@ -310,7 +376,7 @@ impl Writer {
         loop {
             if self.pending.is_empty() {
                 for ack in self.waiting.drain(..) {
-                    let _ = ack.send(());
+                    ack.send();
                 }
                 if !open {
                     return;
@@ -339,7 +405,12 @@ impl Writer {
                 continue;
             }
             match self.commit().await {
-                Ok(()) => backoff = BACKOFF_MIN,
+                Ok(()) => {
+                    backoff = BACKOFF_MIN;
+                    self.shared
+                        .lagging
+                        .store(false, std::sync::atomic::Ordering::Relaxed);
+                }
                 Err(e) => {
                     self.shared.report(
                         "store",
@@ -472,6 +543,7 @@ impl Writer {
                     RunProj {
                         proj,
                         record: None,
+                        message: None,
                         root: root.clone(),
                         dirty: true,
                         finished: false,
@@ -509,6 +581,7 @@ impl Writer {
                 let p = self.runs.entry(run_id.clone()).or_insert_with(|| RunProj {
                     proj: None,
                     record: None,
+                    message: None,
                     root: root.clone(),
                     dirty: true,
                     finished: false,
@@ -525,6 +598,7 @@ impl Writer {
                     result,
                 );
                 p.record = Some(record);
+                p.message.clone_from(&result.message);
                 p.dirty = true;
                 p.finished = true;
                 self.pending.runs.insert(run_id.clone());
@@ -549,12 +623,17 @@ impl Writer {
             .filter(|e| e.position.is_none() && !self.next_pos.contains_key(&e.root))
             .map(|e| e.root.clone())
             .collect();
+        // Statements are prepared once per connection (a round trip less each, on the path
+        // of every step: the engine waits for the commit before the next step runs).
         for root in roots {
-            let row = tx
-                .query_one(
+            let max_position = tx
+                .prepare_cached(
                     "SELECT COALESCE(MAX(position), 0) FROM awf_events WHERE root_run_id = $1",
-                    &[&root],
                 )
+                .await
+                .map_err(|e| db_text(&e))?;
+            let row = tx
+                .query_one(&max_position, &[&root])
                 .await
                 .map_err(|e| db_text(&e))?;
             let max: i64 = row.get(0);
@@ -602,11 +681,17 @@ impl Writer {
             let seqs: Vec<i64> = kept.iter().map(|e| e.seq).collect();
             let kinds: Vec<&str> = kept.iter().map(|e| e.kind.as_str()).collect();
             let envelopes: Vec<&Value> = kept.iter().map(|e| &e.envelope).collect();
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
+                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[],
+                                          $5::text[], $6::jsonb[])
+                     ON CONFLICT DO NOTHING",
+                )
+                .await
+                .map_err(|e| db_text(&e))?;
             tx.execute(
-                "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope)
-                 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[],
-                                      $5::text[], $6::jsonb[])
-                 ON CONFLICT DO NOTHING",
+                &insert,
                 &[&roots, &positions, &runs, &seqs, &kinds, &envelopes],
             )
             .await
@@ -624,10 +709,16 @@ impl Writer {
             .await
             .map_err(|e| db_text(&e))?;
         }
-        for root in notify {
-            tx.execute("SELECT pg_notify($1, $2)", &[&crate::EVENTS_CHANNEL, &root])
+        if !notify.is_empty() {
+            let notify_stmt = tx
+                .prepare_cached("SELECT pg_notify($1, $2)")
                 .await
                 .map_err(|e| db_text(&e))?;
+            for root in notify {
+                tx.execute(&notify_stmt, &[&crate::EVENTS_CHANNEL, &root])
+                    .await
+                    .map_err(|e| db_text(&e))?;
+            }
         }
         tx.commit().await.map_err(|e| db_text(&e))?;
         self.pending = Pending::default();
@@ -695,15 +786,15 @@ async fn write_run(
         .and_then(|s| serde_json::to_value(s).ok());
     let snapshot = snap.and_then(|s| serde_json::to_value(s).ok());
     let guard = if fence.is_some() {
-        " WHERE awf_runs.epoch = $14"
+        " WHERE awf_runs.epoch = $15"
     } else {
         ""
     };
     let sql = format!(
         "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
                                status, exit_code, started_at_ms, completed_at_ms, duration_ms,
-                               error_message, spend, snapshot, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, now())
+                               error_message, spend, snapshot, message, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
          ON CONFLICT (run_id) DO UPDATE SET
              parent_run_id = EXCLUDED.parent_run_id,
              root_run_id = EXCLUDED.root_run_id,
@@ -717,6 +808,7 @@ async fn write_run(
              error_message = EXCLUDED.error_message,
              spend = EXCLUDED.spend,
              snapshot = COALESCE(EXCLUDED.snapshot, awf_runs.snapshot),
+             message = EXCLUDED.message,
              updated_at = now(){guard}"
     );
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
@@ -733,11 +825,13 @@ async fn write_run(
         &error,
         &spend,
         &snapshot,
+        &p.message,
     ];
     if let Some(f) = &fence {
         params.push(f);
     }
-    tx.execute(&sql, &params).await
+    let stmt = tx.prepare_cached(&sql).await?;
+    tx.execute(&stmt, &params).await
 }
 
 /// The stored snapshot of `run_id`, if any.

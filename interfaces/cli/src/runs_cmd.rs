@@ -451,9 +451,16 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// `workflow_name`, `current_step` (while not completed), `started_at`, `completed_at` (when
 /// finished) and `steps` (`[{name, status, output, stderr, exit_code, started_at,
 /// completed_at, error, error_code}]` in start order), plus ours: `run_status` (the stored word),
-/// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process).
-pub fn status_json(snap: &RunSnapshot, duration: Option<u64>) -> serde_json::Value {
-    let mut v = serde_json::to_value(awf_application::runs::result_of(snap)).unwrap_or_default();
+/// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process);
+/// `message` is the success terminal's message the store kept (null without one).
+pub fn status_json(
+    snap: &RunSnapshot,
+    duration: Option<u64>,
+    message: Option<&str>,
+) -> serde_json::Value {
+    let mut result = awf_application::runs::result_of(snap);
+    result.message = message.map(str::to_owned);
+    let mut v = serde_json::to_value(result).unwrap_or_default();
     let steps: Vec<serde_json::Value> = ordered_steps(snap)
         .into_iter()
         .map(|st| {
@@ -570,7 +577,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let mut out = std::io::stdout().lock();
     match ctx.format {
         Format::Json => {
-            json_out::print(&status_json(snap, duration))?;
+            json_out::print(&status_json(snap, duration, view.message.as_deref()))?;
             return Ok(Outcome::Success);
         }
         Format::Quiet => {
@@ -610,6 +617,9 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     );
     if let Some(t) = &snap.terminal {
         crate::stdout_check::checked(writeln!(out, "Terminal:  {}", terminal_text(t)));
+    }
+    if let Some(m) = &view.message {
+        crate::stdout_check::checked(writeln!(out, "Message:   {}", m.trim_end()));
     }
     if let Some(e) = &snap.error {
         crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, e.message));
