@@ -214,7 +214,10 @@ error_codes! {
         "Use a built-in operation (http.request); the message suggests the closest one.";
     WorkflowValidationUnquotedValue => "WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE", Workflow,
         "An input or a step output is interpolated into a shell `command:` unquoted, so a value holding `;`, `$( )` or a quote runs as shell code (a warning).",
-        "Write `{{shell_quote .inputs.x}}` for the value, or set `shell_quote: true` at the top of the workflow to quote every interpolated value.";
+        "Bare: write `{{shell_quote .inputs.x}}`. Inside \"…\" or '…': close the quotes around it (`\"a \"{{shell_quote .inputs.x}}`). In backticks: use `$( … )` instead. In a here-document: assign `v={{shell_quote .inputs.x}}` before it and write `$v`. Or set `shell_quote: true` at the top of the workflow to quote every interpolated value for where it lands.";
+    WorkflowValidationIneffectiveQuote => "WORKFLOW.VALIDATION.INEFFECTIVE_SHELL_QUOTE", Workflow,
+        "A value passed through `shell_quote` or `escape` sits inside double or single quotes, backticks or a here-document, where single-quoting does not protect it: its quotes are literal or close the string, so `$( )`, a backtick or a quote in the value still runs as shell code (a warning).",
+        "Close the surrounding quotes around the action (`\"a \"{{shell_quote .inputs.x}}`), use `$( … )` instead of backticks, pass a here-document value through a variable, or write `{{.inputs.x}}` and set `shell_quote: true`.";
     ExecutionBudgetExceeded => "EXECUTION.BUDGET.EXCEEDED", Execution,
         "An agent step was not started because the spend so far (tokens, or US dollars priced with `prices:` in .awf/config.yaml) reached the workflow's or the step's `budget:`.",
         "Raise `budget: {tokens, usd}`, or route the failure with on_failure; `awf status <run>` shows the spend so far.";

@@ -15,6 +15,7 @@ pub mod ports;
 pub mod projection;
 pub mod run;
 pub mod scope;
+pub mod shell;
 pub mod timefmt;
 pub mod validate;
 pub mod withheld;

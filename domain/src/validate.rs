@@ -14,8 +14,11 @@ use std::collections::VecDeque;
 
 use crate::error::ErrorCode;
 use crate::ports::repository::Diagnostic;
+use crate::shell::ShellAction;
+use crate::shell::ShellContext;
 use crate::workflow::CommandSource;
 use crate::workflow::HookAction;
+use crate::workflow::InputType;
 use crate::workflow::LoopOver;
 use crate::workflow::MAX_ITERATIONS_LIMIT;
 use crate::workflow::MaxIterations;
@@ -1145,72 +1148,314 @@ pub fn missing_env(wf: &Workflow, env: &BTreeMap<String, String>) -> Vec<Diagnos
 /// needs no further quoting (spec workflow.md, `shell_quote`).
 pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"];
 
-/// A warning per `{{ … }}` action of a shell step's inline `command:`
-/// that prints an input or a step output without `shell_quote`/`escape`, unless the
-/// workflow sets `shell_quote: true`: such a value is shell code to `sh -c` (`it's; rm -rf
-/// ~ #`). The hint shows the fixed form.
+/// Warnings for the `{{ … }}` actions of shell steps' inline `command:` text that put an
+/// input or a step output where the shell can run it, each with the fix that is right for
+/// where the action sits (as [`crate::shell::shell_pieces`] reads the text):
 ///
-/// Code `WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE`, severity Warning, path
-/// `states.<name>.command`. Source: issue 14
-/// ("Safe shell interpolation").
+/// - a value action not passed through `shell_quote`/`escape`
+///   (`WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE`), unless the workflow sets
+///   `shell_quote: true`. The hint: bare, `{{shell_quote .x}}`; inside `"…"` or `'…'`, the
+///   quotes closed around it (`"three "{{shell_quote .inputs.target}}`); in backticks, `$( … )`
+///   instead; in a here-document, the value through a variable (unquoted delimiter) or
+///   printed outside it (quoted delimiter); always also `shell_quote: true`.
+/// - a value already passed through `shell_quote`/`escape` that sits inside quotes, backticks
+///   or a here-document, where single quotes do not protect it
+///   (`WORKFLOW.VALIDATION.INEFFECTIVE_SHELL_QUOTE`): why, and the fix. Under
+///   `shell_quote: true` such a value is safe (the mode quotes it again for where it lands)
+///   but prints its quotes, which the warning says instead.
+///
+/// References that cannot carry shell code are not warned about: inputs of `type: integer`,
+/// `number` or `boolean` (validated and converted at run start), and string inputs whose
+/// `validation.enum` lists only plain words ([`plain_word`]). Severity Warning, path
+/// `states.<name>.command`. Source: issue 14 ("Safe shell interpolation").
 pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    if wf.shell_quote {
-        return out;
-    }
-    let mut check = |text: &str, path: String| {
-        for action in actions(text) {
-            let body = action
-                .trim()
-                .trim_start_matches('-')
-                .trim_end_matches('-')
-                .trim();
-            if !prints_value(body) {
-                continue;
-            }
-            let Some(reference) = reference_tokens(body).into_iter().find(|t| {
-                let lower = t.to_ascii_lowercase();
-                lower.starts_with("inputs.") || lower.starts_with("states.")
-            }) else {
-                continue;
-            };
-            let fixed = if body.contains('|') || body.contains(' ') {
-                format!("{{{{{body} | shell_quote}}}}")
-            } else {
-                format!("{{{{shell_quote {body}}}}}")
-            };
-            out.push(
-                Diagnostic::warning(
-                    ErrorCode::WorkflowValidationUnquotedValue,
-                    path.clone(),
-                    format!(
-                        "{{{{{body}}}}} puts {reference} into a shell command unquoted: a value holding ;, $( ) or a quote runs as shell code"
-                    ),
-                )
-                .with_hint(format!(
-                    "write {fixed} (it quotes the value as one shell word), or set `shell_quote: true` at the top of the workflow"
-                )),
-            );
-        }
-    };
     for (name, state) in &wf.states {
         if let StateKind::Command(c) = &state.kind
             && let CommandSource::Inline(text) = &c.source
         {
-            check(text, format!("states.{name}.command"));
+            shell_value_checks(wf, text, &format!("states.{name}.command"), &mut out);
         }
     }
     out
 }
 
+/// Whether a token `.inputs.x…`/`.states.x…` may print text that holds shell code: every
+/// step output may; an input may unless its declaration rules that out
+/// ([`unquoted_shell_values`]).
+fn may_carry_shell_code(wf: &Workflow, reference: &str) -> bool {
+    let lower = reference.to_ascii_lowercase();
+    if lower.starts_with("states.") {
+        return true;
+    }
+    let Some(rest) = reference.get("inputs.".len()..) else {
+        return true;
+    };
+    let name = rest.split('.').next().unwrap_or(rest);
+    let Some(def) = wf.inputs.iter().find(|d| d.name == name) else {
+        return true;
+    };
+    match def.ty {
+        InputType::Integer | InputType::Number | InputType::Boolean => false,
+        InputType::String | InputType::Untyped => {
+            let allowed = &def.validation.enum_values;
+            allowed.is_empty() || !allowed.iter().all(|v| plain_word(v))
+        }
+        InputType::Array | InputType::Unknown(_) => true,
+    }
+}
+
+/// A word the shell reads as itself wherever it lands (bare, inside quotes, backticks or a
+/// here-document): non-empty, only ASCII letters, digits and `_ - . , : / + @ %`. Used for
+/// `validation.enum` values ([`unquoted_shell_values`]). Source: issue 14.
+pub fn plain_word(value: &str) -> bool {
+    !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.,:/+@%".contains(c))
+}
+
+/// `{{shell_quote body}}`, or `{{body | shell_quote}}` for a pipeline or a call.
+fn quoted_form(body: &str) -> String {
+    if body.contains('|') || body.contains(' ') {
+        format!("{{{{{body} | shell_quote}}}}")
+    } else {
+        format!("{{{{shell_quote {body}}}}}")
+    }
+}
+
+/// The quoted string or backticks around `action` rewritten with `fixed` in place of the
+/// action and the quotes closed around it: `"three {{.x}}"` → `"three "{{shell_quote .x}}`;
+/// `` `cmd {{.x}}` `` → `$(cmd {{shell_quote .x}})`. `None` when the span is not a closed
+/// string or (backticks) holds a backslash, whose meaning `$( )` would change.
+fn closed_form(text: &str, action: &ShellAction<'_>, fixed: &str) -> Option<String> {
+    let span = action.quoted_span.clone()?;
+    let before = text.get(span.start..action.range.start)?;
+    let after = text.get(action.range.end..span.end)?;
+    let q = before.chars().next()?;
+    if !after.ends_with(q) || span.end <= action.range.end {
+        return None;
+    }
+    if q == '`' {
+        let inner_before = before.get(1..)?;
+        let inner_after = after.get(..after.len() - 1)?;
+        if inner_before.contains('\\') || inner_after.contains('\\') {
+            return None;
+        }
+        return Some(format!("$({inner_before}{fixed}{inner_after})"));
+    }
+    let mut s = String::new();
+    if before.len() > 1 {
+        s.push_str(before);
+        s.push(q);
+    }
+    s.push_str(fixed);
+    if after.len() > 1 {
+        s.push(q);
+        s.push_str(after);
+    }
+    Some(s)
+}
+
+/// The checks of [`unquoted_shell_values`] over one shell text.
+fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagnostic>) {
+    for action in crate::shell::shell_actions(text) {
+        let body = action
+            .text
+            .trim_start_matches("{{")
+            .trim_end_matches("}}")
+            .trim()
+            .trim_start_matches('-')
+            .trim_end_matches('-')
+            .trim();
+        let Some(already_quoted) = value_pipeline(body) else {
+            continue;
+        };
+        let Some(reference) = reference_tokens(body).into_iter().find(|t| {
+            let lower = t.to_ascii_lowercase();
+            (lower.starts_with("inputs.") || lower.starts_with("states."))
+                && may_carry_shell_code(wf, t)
+        }) else {
+            continue;
+        };
+        let d = if already_quoted {
+            ineffective_quote(wf, text, &action, body, &reference)
+        } else if wf.shell_quote {
+            None
+        } else {
+            Some(unquoted_value(text, &action, body, &reference))
+        };
+        out.extend(d.map(|mut d| {
+            d.path = path.to_owned();
+            d
+        }));
+    }
+}
+
+/// The `UNQUOTED_SHELL_VALUE` warning for one action (path set by the caller).
+fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &str) -> Diagnostic {
+    let fixed = quoted_form(body);
+    let mode = "or set `shell_quote: true` at the top of the workflow";
+    let (why, hint) = match &action.context {
+        ShellContext::Unquoted { .. } => (
+            "unquoted: a value holding ;, $( ) or a quote runs as shell code".to_owned(),
+            format!("write {fixed} (it quotes the value as one shell word), {mode}"),
+        ),
+        ShellContext::DoubleQuoted => (
+            "inside a double-quoted string: a value holding $( ), a backtick or a \" runs as shell code".to_owned(),
+            match closed_form(text, action, &fixed) {
+                Some(f) => format!(
+                    "close the double quotes around it: {f} (inside \"…\" the single quotes of shell_quote would be literal and protect nothing), {mode}"
+                ),
+                None => format!(
+                    "end the double-quoted string before the value and write {fixed} after it (inside \"…\" its single quotes would be literal), {mode}"
+                ),
+            },
+        ),
+        ShellContext::SingleQuoted => (
+            "inside a single-quoted string: a value holding ' ends the string and the rest runs as shell code".to_owned(),
+            match closed_form(text, action, &fixed) {
+                Some(f) => format!("close the single quotes around it: {f}, {mode}"),
+                None => format!(
+                    "end the single-quoted string before the value and write {fixed} after it, {mode}"
+                ),
+            },
+        ),
+        ShellContext::Backtick => (
+            "inside backticks: the value is read as shell code".to_owned(),
+            match closed_form(text, action, &fixed) {
+                Some(f) => format!("use $( … ) instead of backticks: {f}, {mode}"),
+                None => format!(
+                    "use $( … ) instead of backticks and write {fixed} inside it, {mode}"
+                ),
+            },
+        ),
+        ShellContext::Heredoc {
+            quoted: false,
+            delimiter,
+            ..
+        } => (
+            format!(
+                "in a here-document (<<{delimiter}): $( ) and backticks in the value run as shell code"
+            ),
+            format!(
+                "assign it before the here-document (v={fixed}) and write $v in the body, {mode}"
+            ),
+        ),
+        ShellContext::Heredoc {
+            quoted: true,
+            delimiter,
+            ..
+        } => (
+            format!(
+                "in a here-document: a value holding the line {delimiter} ends it and the lines after it run as shell code"
+            ),
+            format!(
+                "print the value outside the here-document (printf '%s\\n' {fixed}), {mode} (it refuses such a value)"
+            ),
+        ),
+    };
+    Diagnostic::warning(
+        ErrorCode::WorkflowValidationUnquotedValue,
+        String::new(),
+        format!("{{{{{body}}}}} puts {reference} into a shell command {why}"),
+    )
+    .with_hint(hint)
+}
+
+/// The `INEFFECTIVE_SHELL_QUOTE` warning for an action ending in `shell_quote`/`escape`,
+/// `None` where that quoting is right (a bare word). Path set by the caller.
+fn ineffective_quote(
+    wf: &Workflow,
+    text: &str,
+    action: &ShellAction<'_>,
+    body: &str,
+    reference: &str,
+) -> Option<Diagnostic> {
+    let written = format!("{{{{{body}}}}}");
+    let (where_, why, hint) = match &action.context {
+        ShellContext::Unquoted { .. } => return None,
+        ShellContext::DoubleQuoted => (
+            "inside a double-quoted string",
+            "its single quotes are literal characters there, so $( ) or a backtick in the value still runs as shell code".to_owned(),
+            closed_form(text, action, &written).map_or_else(
+                || format!("end the double-quoted string before {written} and reopen it after"),
+                |f| format!("close the double quotes around it: {f}"),
+            ),
+        ),
+        ShellContext::SingleQuoted => (
+            "inside a single-quoted string",
+            "its quotes close the string and reopen it, so the value runs unquoted".to_owned(),
+            closed_form(text, action, &written).map_or_else(
+                || format!("end the single-quoted string before {written} and reopen it after"),
+                |f| format!("close the single quotes around it: {f}"),
+            ),
+        ),
+        ShellContext::Backtick => (
+            "inside backticks",
+            "a backtick or backslash in the value ends the quoting early and the rest runs as shell code".to_owned(),
+            closed_form(text, action, &written).map_or_else(
+                || format!("use $( … ) instead of backticks around {written}"),
+                |f| format!("use $( … ) instead of backticks: {f}"),
+            ),
+        ),
+        ShellContext::Heredoc { quoted: false, .. } => (
+            "in a here-document",
+            "its quotes are printed as text and $( ) or a backtick in the value still runs as shell code".to_owned(),
+            format!("assign it before the here-document (v={written}) and write $v in the body"),
+        ),
+        ShellContext::Heredoc {
+            quoted: true,
+            delimiter,
+            ..
+        } => (
+            "in a here-document",
+            format!(
+                "its quotes are printed as text and a line {delimiter} in the value still ends the here-document and runs the lines after it"
+            ),
+            format!("print the value outside the here-document (printf '%s\\n' {written})"),
+        ),
+    };
+    let plain = format!("{{{{{}}}}}", strip_quoting(body));
+    let message = if wf.shell_quote {
+        format!(
+            "{written} ({reference}) sits {where_}: under `shell_quote: true` the value is safe, but its quotes print as part of it"
+        )
+    } else {
+        format!("{written} ({reference}) sits {where_}: {why}")
+    };
+    let hint = if wf.shell_quote {
+        format!("write {plain}: `shell_quote: true` quotes it for where it lands")
+    } else {
+        format!("{hint}, or write {plain} and set `shell_quote: true` at the top of the workflow")
+    };
+    Some(
+        Diagnostic::warning(
+            ErrorCode::WorkflowValidationIneffectiveQuote,
+            String::new(),
+            message,
+        )
+        .with_hint(hint),
+    )
+}
+
+/// `shell_quote .x` / `.x | escape` → `.x`: the pipeline without its final quoting call.
+fn strip_quoting(body: &str) -> String {
+    if let Some((head, _)) = body.rsplit_once('|') {
+        return head.trim().to_owned();
+    }
+    let mut words = body.splitn(2, char::is_whitespace);
+    let _ = words.next();
+    words.next().unwrap_or("").trim().to_owned()
+}
+
 /// Whether a template action's body (the trimmed text between `{{` and `}}`, trim markers
-/// removed) prints a value that shell quoting applies to: not `if`/`range`/`end`…, a
-/// comment, an assignment (`$x := …`), or a pipeline already ending in one of
-/// [`SHELL_QUOTING_FUNCS`]. Used by the unquoted-value warning here and by the template
-/// engine's `shell_quote: true` rewrite, so both judge an action alike.
-pub fn prints_value(body: &str) -> bool {
+/// removed) is a value pipeline, and if so whether it already ends in one of
+/// [`SHELL_QUOTING_FUNCS`]: `None` for `if`/`range`/`end`…, a comment or an assignment
+/// (`$x := …`); `Some(true)` for `shell_quote .x` or `.x | escape`; `Some(false)` otherwise.
+fn value_pipeline(body: &str) -> Option<bool> {
     if body.is_empty() || body.starts_with("/*") {
-        return false;
+        return None;
     }
     let first = body
         .split(|c: char| c.is_whitespace() || c == '(')
@@ -1228,18 +1473,38 @@ pub fn prints_value(body: &str) -> bool {
             | "break"
             | "continue"
     ) {
-        return false;
+        return None;
     }
     if first.starts_with('$') {
         let after = body[first.len()..].trim_start();
         if after.starts_with(":=") || (after.starts_with('=') && !after.starts_with("==")) {
-            return false;
+            return None;
         }
     }
     let last_cmd = body.rsplit('|').next().unwrap_or(body).trim();
     let last_fn = last_cmd.split_whitespace().next().unwrap_or("");
-    !(SHELL_QUOTING_FUNCS.contains(&last_fn)
-        || (!body.contains('|') && SHELL_QUOTING_FUNCS.contains(&first)))
+    Some(
+        SHELL_QUOTING_FUNCS.contains(&last_fn)
+            || (!body.contains('|') && SHELL_QUOTING_FUNCS.contains(&first)),
+    )
+}
+
+/// Whether a template action's body (the trimmed text between `{{` and `}}`, trim markers
+/// removed) prints a value that shell quoting applies to: not `if`/`range`/`end`…, a
+/// comment, an assignment (`$x := …`), or a pipeline already ending in one of
+/// [`SHELL_QUOTING_FUNCS`]. Used by the unquoted-value warning here and by the template
+/// engine's `shell_quote: true` rewrite, so both judge an action alike.
+pub fn prints_value(body: &str) -> bool {
+    value_pipeline(body) == Some(false)
+}
+
+/// Whether a template action's body (as for [`prints_value`]) is a value pipeline already
+/// ending in one of [`SHELL_QUOTING_FUNCS`] (`shell_quote .x`, `.x | escape`). The template
+/// engine's `shell_quote: true` rewrite quotes such a value again where its single quotes do
+/// not protect it (inside quotes, backticks, here-documents); validate warns there.
+/// Source: issue 14.
+pub fn ends_in_shell_quoting(body: &str) -> bool {
+    value_pipeline(body) == Some(true)
 }
 
 /// Where a template sits, which decides what it may reference.

@@ -1131,3 +1131,233 @@ fn prints_value_tells_values_from_control_comments_assignments_and_quoted_pipeli
         assert!(!prints_value(body), "{body}");
     }
 }
+
+/// One shell step `a` running `command`, with the given inputs declared.
+fn one_command(command: &str, inputs: Vec<InputDef>) -> Workflow {
+    let mut w = wf("a", vec![cmd("a", command, Some("done")), terminal("done")]);
+    w.inputs = inputs;
+    w
+}
+
+/// `(code, message, hint)` of every shell-value warning of `command`.
+fn shell_warnings(w: &Workflow) -> Vec<(ErrorCode, String, String)> {
+    unquoted_shell_values(w)
+        .into_iter()
+        .map(|d| {
+            assert_eq!(d.severity, Severity::Warning);
+            assert_eq!(d.path, "states.a.command");
+            (d.code, d.message, d.hint.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// The single warning of `command` (input `target` declared as a plain string).
+fn only_warning(command: &str) -> (ErrorCode, String, String) {
+    let found = shell_warnings(&one_command(command, vec![input("target")]));
+    assert_eq!(found.len(), 1, "{command}: {found:#?}");
+    found.into_iter().next().unwrap_or_else(|| unreachable!())
+}
+
+#[test]
+fn the_unquoted_value_hint_fits_the_shell_context() {
+    let unquoted = ErrorCode::WorkflowValidationUnquotedValue;
+    // (command, text the hint must hold, text the hint must not hold)
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        (
+            "echo {{.inputs.target}}",
+            "write {{shell_quote .inputs.target}}",
+            None,
+        ),
+        (
+            "echo $(printf %s {{.inputs.target}})",
+            "write {{shell_quote .inputs.target}}",
+            None,
+        ),
+        (
+            "echo \"three {{.inputs.target}}\"",
+            "close the double quotes around it: \"three \"{{shell_quote .inputs.target}} ",
+            Some("write {{shell_quote"),
+        ),
+        (
+            "echo \"{{.inputs.target}} four\"",
+            "close the double quotes around it: {{shell_quote .inputs.target}}\" four\"",
+            None,
+        ),
+        (
+            "echo \"a {{.inputs.target}} b\"",
+            "\"a \"{{shell_quote .inputs.target}}\" b\"",
+            None,
+        ),
+        (
+            "echo 'three {{.inputs.target}}'",
+            "close the single quotes around it: 'three '{{shell_quote .inputs.target}}",
+            None,
+        ),
+        (
+            "echo `printf %s {{.inputs.target}}`",
+            "use $( … ) instead of backticks: $(printf %s {{shell_quote .inputs.target}})",
+            None,
+        ),
+        (
+            "cat <<EOF\nhello {{.inputs.target}}\nEOF",
+            "(v={{shell_quote .inputs.target}}) and write $v",
+            None,
+        ),
+        (
+            "cat <<'EOF'\nhello {{.inputs.target}}\nEOF",
+            "printf '%s\\n' {{shell_quote .inputs.target}}",
+            None,
+        ),
+    ];
+    for (command, want, not) in cases {
+        let (code, message, hint) = only_warning(command);
+        assert_eq!(code, unquoted, "{command}");
+        assert!(message.contains("inputs.target"), "{command}: {message}");
+        assert!(hint.contains(want), "{command}: {hint}");
+        assert!(hint.contains("shell_quote: true"), "{command}: {hint}");
+        if let Some(not) = not {
+            assert!(!hint.contains(not), "{command}: {hint}");
+        }
+    }
+    let (_, m, _) = only_warning("echo \"three {{.inputs.target}}\"");
+    assert!(m.contains("double-quoted"), "{m}");
+    let (_, m, _) = only_warning("cat <<'END'\n{{.inputs.target}}\nEND");
+    assert!(m.contains("line END"), "{m}");
+}
+
+#[test]
+fn shell_quote_where_it_does_not_protect_gets_its_own_warning() {
+    let ineffective = ErrorCode::WorkflowValidationIneffectiveQuote;
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "echo \"three {{shell_quote .inputs.target}}\"",
+            "literal",
+            "close the double quotes around it: \"three \"{{shell_quote .inputs.target}}",
+        ),
+        (
+            "echo \"three {{.inputs.target | escape}}\"",
+            "literal",
+            "\"three \"{{.inputs.target | escape}}",
+        ),
+        (
+            "echo 'three {{shell_quote .inputs.target}}'",
+            "runs unquoted",
+            "'three '{{shell_quote .inputs.target}}",
+        ),
+        (
+            "echo `echo {{shell_quote .inputs.target}}`",
+            "backtick",
+            "$(echo {{shell_quote .inputs.target}})",
+        ),
+        (
+            "cat <<EOF\n{{shell_quote .inputs.target}}\nEOF",
+            "$( )",
+            "v={{shell_quote .inputs.target}}",
+        ),
+        (
+            "cat <<'EOF'\n{{shell_quote .inputs.target}}\nEOF",
+            "line EOF",
+            "printf '%s\\n' {{shell_quote .inputs.target}}",
+        ),
+    ];
+    for (command, why, fix) in cases {
+        let (code, message, hint) = only_warning(command);
+        assert_eq!(code, ineffective, "{command}");
+        assert!(message.contains(why), "{command}: {message}");
+        assert!(hint.contains(fix), "{command}: {hint}");
+        assert!(
+            hint.contains("{{.inputs.target}} and set `shell_quote: true`"),
+            "{command}: {hint}"
+        );
+    }
+    // Where single quotes are right: nothing to say.
+    for command in [
+        "echo {{shell_quote .inputs.target}}",
+        "echo \"$(echo {{shell_quote .inputs.target}})\"",
+        "echo {{.inputs.target | shellQuote}}",
+    ] {
+        assert!(
+            shell_warnings(&one_command(command, vec![input("target")])).is_empty(),
+            "{command}"
+        );
+    }
+}
+
+#[test]
+fn under_shell_quote_mode_only_the_literal_quotes_are_warned_about() {
+    let mut w = one_command(
+        "echo \"three {{shell_quote .inputs.target}}\" {{.inputs.target}} \"{{.inputs.target}}\"",
+        vec![input("target")],
+    );
+    w.shell_quote = true;
+    let found = shell_warnings(&w);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let (code, message, hint) = &found[0];
+    assert_eq!(*code, ErrorCode::WorkflowValidationIneffectiveQuote);
+    assert!(
+        message.contains("safe") && message.contains("quotes print"),
+        "{message}"
+    );
+    assert!(hint.starts_with("write {{.inputs.target}}"), "{hint}");
+}
+
+#[test]
+fn inputs_that_cannot_carry_shell_code_are_not_warned_about() {
+    let typed = |name: &str, ty: InputType| InputDef { ty, ..input(name) };
+    let with_enum = |name: &str, values: &[&str]| {
+        let mut d = input(name);
+        d.validation.enum_values = values.iter().map(|v| (*v).to_owned()).collect();
+        d
+    };
+    let inputs = vec![
+        typed("port", InputType::Integer),
+        typed("ratio", InputType::Number),
+        typed("verbose", InputType::Boolean),
+        with_enum("env", &["dev", "staging", "prod-eu", "v1.2", "a/b"]),
+        with_enum("shady", &["dev", "a b"]),
+        with_enum("worse", &["dev", "$(id)"]),
+        typed("list", InputType::Array),
+        input("free"),
+    ];
+    let command = "echo {{.inputs.port}} \"{{.inputs.ratio}}\" '{{.inputs.verbose}}' {{.inputs.env}} {{printf \"%d\" .inputs.port}} {{.inputs.shady}} {{.inputs.worse}} {{.inputs.list}} {{.inputs.free}} {{.inputs.undeclared}}";
+    let found = shell_warnings(&one_command(command, inputs));
+    let named: Vec<&str> = found
+        .iter()
+        .map(|(_, m, _)| {
+            m.split_whitespace()
+                .find(|w| w.starts_with("inputs."))
+                .unwrap_or("")
+        })
+        .collect();
+    assert_eq!(
+        named,
+        vec![
+            "inputs.shady",
+            "inputs.worse",
+            "inputs.list",
+            "inputs.free",
+            "inputs.undeclared"
+        ],
+        "{found:#?}"
+    );
+    // A safe input beside an unsafe one in the same action still warns, naming the unsafe.
+    let w = one_command(
+        "echo {{printf \"%d-%s\" .inputs.port .inputs.free}}",
+        vec![typed("port", InputType::Integer), input("free")],
+    );
+    let found = shell_warnings(&w);
+    assert_eq!(found.len(), 1);
+    assert!(found[0].1.contains("inputs.free"), "{}", found[0].1);
+}
+
+#[test]
+fn plain_words_are_letters_digits_and_harmless_punctuation() {
+    for w in ["dev", "prod-eu", "v1.2", "a/b", "x_y", "user@host", "50%"] {
+        assert!(plain_word(w), "{w}");
+    }
+    for w in [
+        "", "a b", "$(id)", "`id`", "it's", "a;b", "a|b", "*", "~", "a\nb", "é",
+    ] {
+        assert!(!plain_word(w), "{w:?}");
+    }
+}

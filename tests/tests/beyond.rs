@@ -103,6 +103,132 @@ fn validate_warns_about_unquoted_values_with_the_fix_in_the_hint() {
     );
 }
 
+/// A workflow echoing `three <target>` with `command` (no `shell_quote: true`).
+fn three_text(command: &str) -> String {
+    format!(
+        "name: three\ninputs:\n  - name: target\n    type: string\nstates:\n  initial: echo\n  echo:\n    type: step\n    command: {}\n    on_success: done\n  done:\n    type: terminal\n    status: success\n",
+        serde_json::to_string(command).unwrap()
+    )
+}
+
+/// `awf validate -f json` of `text`: the shell-value diagnostics as (code, message, hint).
+fn shell_diagnostics(sb: &Sandbox, file: &str, text: &str) -> Vec<(String, String, String)> {
+    let wf = sb.write(file, text).unwrap();
+    let r = sb
+        .run(&["validate", &wf.display().to_string(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    let mut out = Vec::new();
+    let mut stack = vec![doc];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(code) = m.get("code").and_then(|c| c.as_str())
+                    && code.contains("SHELL")
+                {
+                    let text = |k: &str| {
+                        m.get(k)
+                            .map(|v| match v {
+                                serde_json::Value::String(s) => s.clone(),
+                                other => other.to_string(),
+                            })
+                            .unwrap_or_default()
+                    };
+                    out.push((
+                        code.to_owned(),
+                        text("message"),
+                        text("hint") + &text("hints"),
+                    ));
+                } else {
+                    stack.extend(m.into_iter().map(|(_, v)| v));
+                }
+            }
+            serde_json::Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Issue 14: inside a double-quoted string the hint closes the quotes around
+/// `shell_quote` instead of telling the user to put `{{shell_quote …}}` there (where its
+/// single quotes would be literal); following it, a `$( )` input runs nothing; and the old
+/// hint's form is warned about.
+#[test]
+fn inside_double_quotes_the_hint_closes_the_quotes_and_following_it_runs_nothing() {
+    let mut sb = sandbox();
+    let tmp = with_tmpdir(&mut sb);
+    let hostile = "$(touch $TMPDIR/pwned)";
+    // The warning on the double-quoted value gives the closed form.
+    let found = shell_diagnostics(
+        &sb,
+        "dq.yaml",
+        &three_text("echo \"three {{.inputs.target}}\""),
+    );
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].0, "WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE");
+    let fixed = "\"three \"{{shell_quote .inputs.target}}";
+    assert!(found[0].2.contains(fixed), "{found:#?}");
+    // Following the hint: nothing runs, the value comes back literally, validate is silent.
+    let text = three_text(&format!("echo {fixed}"));
+    assert!(shell_diagnostics(&sb, "fixed.yaml", &text).is_empty());
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "fixed.yaml",
+        &text,
+        &["-i", &format!("target={hostile}")],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!tmp.join("pwned").exists(), "the input ran as shell code");
+    assert_eq!(
+        doc["states"]["echo"]["output"],
+        format!("three {hostile}\n")
+    );
+    // The old hint's form: shell_quote inside the double quotes is warned about, and rightly
+    // so: the same input runs.
+    let old = three_text("echo \"three {{shell_quote .inputs.target}}\"");
+    let found = shell_diagnostics(&sb, "old.yaml", &old);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].0, "WORKFLOW.VALIDATION.INEFFECTIVE_SHELL_QUOTE");
+    assert!(found[0].1.contains("literal"), "{found:#?}");
+    assert!(found[0].2.contains(fixed), "{found:#?}");
+    let _ = run_new(&sb, "old.yaml", &old, &["-i", &format!("target={hostile}")]);
+    assert!(
+        tmp.join("pwned").exists(),
+        "shell_quote inside \"…\" was expected to protect nothing"
+    );
+    std::fs::remove_file(tmp.join("pwned")).unwrap();
+    // Under `shell_quote: true` the old form is safe: its quotes print, nothing runs.
+    let moded = old.replace("name: three\n", "name: three\nshell_quote: true\n");
+    let (code, doc, stderr) = run_new(
+        &sb,
+        "moded.yaml",
+        &moded,
+        &["-i", &format!("target={hostile}")],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        !tmp.join("pwned").exists(),
+        "the input ran as shell code under the mode"
+    );
+    assert_eq!(
+        doc["states"]["echo"]["output"],
+        format!("three '{hostile}'\n")
+    );
+}
+
+/// Issue 14: integer, boolean and plain-word enum inputs cannot carry shell code; validate
+/// says nothing about them.
+#[test]
+fn validate_is_silent_about_inputs_that_cannot_carry_shell_code() {
+    let sb = sandbox();
+    let text = "name: safe-inputs\ninputs:\n  - name: port\n    type: integer\n  - name: verbose\n    type: boolean\n  - name: env\n    type: string\n    validation:\n      enum: [dev, staging, prod]\n  - name: free\n    type: string\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{.inputs.port}} \"{{.inputs.verbose}}\" {{.inputs.env}} {{.inputs.free}}\n    on_success: done\n  done:\n    type: terminal\n    status: success\n";
+    let found = shell_diagnostics(&sb, "safe.yaml", text);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].1.contains("inputs.free"), "{found:#?}");
+}
+
 // ---- budgets ---------------------------------------------------------------------------------
 
 use awf_mock_llm::MockLlm;

@@ -4,94 +4,47 @@
 //! of the shell eating the JSON's quotes. Nothing else changes: values outside double quotes
 //! and all other values are inserted exactly as rendered.
 //!
-//! Source: shared conformance case C20; recorded in docs/compatibility.md.
+//! The `shell_quote: true` rewrite ([`quote_values`]) quotes every value for its shell
+//! context. Both read the text with the one shell-context walker of the domain,
+//! [`awf_domain::shell::shell_pieces`], which `awf validate` uses too.
+//!
+//! Source: shared conformance case C20; issue 14 ("Safe shell interpolation"); recorded in
+//! docs/compatibility.md.
 
 /// Name of the template function that escapes a composite loop item for double quotes.
 pub(crate) const SHELL_DQ_FUNC: &str = "awfShellDq";
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Quote {
-    None,
-    Single,
-    Double,
-}
+use awf_domain::shell::ShellContext;
+use awf_domain::shell::ShellPiece;
+use awf_domain::shell::shell_pieces;
 
 /// Rewrites `{{ <loop item ref> }}` actions that sit inside double quotes (in the shell sense
-/// of the surrounding literal text) to `{{ awfShellDq (<ref>) }}`.
+/// of the surrounding literal text, as [`awf_domain::shell::shell_pieces`] reads it; also
+/// through a `$( … )` or backticks nested in the double quotes) to
+/// `{{ awfShellDq (<ref>) }}`.
 pub(crate) fn quote_loop_items(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("{{") || !text.contains('"') {
         return std::borrow::Cow::Borrowed(text);
     }
-    let b = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 16);
     let mut changed = false;
-    let mut quote = Quote::None;
-    let mut i = 0usize;
-    while i < b.len() {
-        if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
-            let end = action_end(b, i + 2);
-            let action = &text[i..end];
-            if quote == Quote::Double
-                && let Some(rewritten) = rewrite_action(action)
-            {
-                out.push_str(&rewritten);
-                changed = true;
-            } else {
-                out.push_str(action);
-            }
-            i = end;
-            continue;
+    for piece in shell_pieces(text) {
+        match piece {
+            ShellPiece::Text(t) => out.push_str(t),
+            ShellPiece::Action(a) => match rewrite_action(a.text) {
+                Some(rewritten) if a.inside_double_quotes => {
+                    out.push_str(&rewritten);
+                    changed = true;
+                }
+                _ => out.push_str(a.text),
+            },
         }
-        let c = b[i];
-        match (quote, c) {
-            (Quote::None, b'\\') | (Quote::Double, b'\\') => {
-                let n = next_char_len(text, i + 1);
-                out.push_str(&text[i..(i + 1 + n).min(text.len())]);
-                i += 1 + n;
-                continue;
-            }
-            (Quote::None, b'\'') => quote = Quote::Single,
-            (Quote::None, b'"') => quote = Quote::Double,
-            (Quote::Single, b'\'') | (Quote::Double, b'"') => quote = Quote::None,
-            _ => {}
-        }
-        let n = next_char_len(text, i).max(1);
-        out.push_str(&text[i..i + n]);
-        i += n;
     }
     if changed {
         std::borrow::Cow::Owned(out)
     } else {
         std::borrow::Cow::Borrowed(text)
     }
-}
-
-fn next_char_len(text: &str, at: usize) -> usize {
-    text.get(at..)
-        .and_then(|s| s.chars().next())
-        .map_or(0, char::len_utf8)
-}
-
-/// Index just past the `}}` closing the action that starts before `from`.
-fn action_end(b: &[u8], from: usize) -> usize {
-    let mut j = from;
-    while j < b.len() {
-        match b[j] {
-            b'}' if b.get(j + 1) == Some(&b'}') => return j + 2,
-            q @ (b'"' | b'\'' | b'`') => {
-                j += 1;
-                while j < b.len() && b[j] != q {
-                    if b[j] == b'\\' && q != b'`' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-                j += 1;
-            }
-            _ => j += 1,
-        }
-    }
-    b.len()
 }
 
 /// `{{- .loop.Item -}}` → `{{- awfShellDq (.loop.Item) -}}` when the action is exactly a loop
@@ -127,244 +80,53 @@ fn rewrite_action(action: &str) -> Option<String> {
 /// (`shell_quote: true` mode): `awfShellQ "<context>" <value>`.
 pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 
-/// Where a value lands in the shell text, as the literal text around it says.
-#[derive(Clone, PartialEq, Eq, Debug)]
-enum Ctx {
-    /// A bare word; `subst` when inside `$( … )` (closed by the `)` at `depth` 0).
-    Unquoted { subst: bool, depth: u32 },
-    /// Inside `'…'`.
-    Single,
-    /// Inside `"…"`.
-    Double,
-    /// Inside `` `…` ``.
-    Backtick,
-    /// A here-document body: `quoted` when its delimiter was quoted (`<<'EOF'`), so nothing
-    /// in it expands; `strip` for `<<-` (leading tabs of the closing line are ignored).
-    Heredoc {
-        quoted: bool,
-        strip: bool,
-        delim: String,
-    },
-}
-
-impl Ctx {
-    /// The context argument of [`SHELL_Q_FUNC`].
-    fn tag(&self) -> String {
-        match self {
-            Ctx::Unquoted { .. } => "u".to_owned(),
-            Ctx::Single => "s".to_owned(),
-            Ctx::Double => "d".to_owned(),
-            Ctx::Backtick => "b".to_owned(),
-            Ctx::Heredoc { quoted: false, .. } => "h".to_owned(),
-            Ctx::Heredoc {
-                quoted: true,
-                delim,
-                ..
-            } => format!("H{delim}"),
-        }
+/// The context argument of [`SHELL_Q_FUNC`] for a shell context: `u` bare (also inside
+/// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h` an unquoted
+/// here-document, `H<delimiter>` a quoted one.
+fn tag(ctx: &ShellContext) -> String {
+    match ctx {
+        ShellContext::Unquoted { .. } => "u".to_owned(),
+        ShellContext::SingleQuoted => "s".to_owned(),
+        ShellContext::DoubleQuoted => "d".to_owned(),
+        ShellContext::Backtick => "b".to_owned(),
+        ShellContext::Heredoc { quoted: false, .. } => "h".to_owned(),
+        ShellContext::Heredoc {
+            quoted: true,
+            delimiter,
+            ..
+        } => format!("H{delimiter}"),
     }
 }
 
 /// Rewrites every value action of shell command text to `{{ awfShellQ "<ctx>" (<pipeline>) }}`
 /// (`shell_quote: true`), the context being where the action sits in the shell sense of the
-/// literal text around it. Control actions (`if`, `else`, `end`, `range`, `with`,
-/// `define`, `template`, `block`, `break`, `continue`), comments, variable assignments and
-/// pipelines already ending in `shell_quote`/`escape` are left as written.
+/// literal text around it ([`awf_domain::shell::shell_pieces`]). Control actions (`if`,
+/// `else`, `end`, `range`, `with`, `define`, `template`, `block`, `break`, `continue`),
+/// comments and variable assignments are left as written; so are pipelines already ending in
+/// `shell_quote`/`escape` where they are a bare word. Such a pipeline anywhere else (inside
+/// quotes, backticks or a here-document, where its single quotes do not protect the value)
+/// is quoted for its context like any other value: its quotes print literally and nothing in
+/// the value runs.
 pub(crate) fn quote_values(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("{{") {
         return std::borrow::Cow::Borrowed(text);
     }
-    let b = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 32);
-    let mut stack: Vec<Ctx> = vec![Ctx::Unquoted {
-        subst: false,
-        depth: 0,
-    }];
-    // Here-documents announced on the current line, opened at its end.
-    let mut pending: Vec<Ctx> = Vec::new();
-    let mut line_start = true;
-    let mut i = 0usize;
-    while i < b.len() {
-        if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
-            let end = action_end(b, i + 2);
-            let action = &text[i..end];
-            let ctx = stack.last().cloned().unwrap_or(Ctx::Unquoted {
-                subst: false,
-                depth: 0,
-            });
-            match quote_action(action, &ctx) {
+    for piece in shell_pieces(text) {
+        match piece {
+            ShellPiece::Text(t) => out.push_str(t),
+            ShellPiece::Action(a) => match quote_action(a.text, &a.context) {
                 Some(rewritten) => out.push_str(&rewritten),
-                None => out.push_str(action),
-            }
-            line_start = false;
-            i = end;
-            continue;
+                None => out.push_str(a.text),
+            },
         }
-        let top = stack.last().cloned().unwrap_or(Ctx::Unquoted {
-            subst: false,
-            depth: 0,
-        });
-        if let Ctx::Heredoc { strip, delim, .. } = &top
-            && line_start
-        {
-            let mut j = i;
-            if *strip {
-                while b.get(j) == Some(&b'\t') {
-                    j += 1;
-                }
-            }
-            let rest = &text[j..];
-            if let Some(after) = rest.strip_prefix(delim.as_str())
-                && (after.is_empty() || after.starts_with('\n'))
-            {
-                let stop = j + delim.len();
-                out.push_str(&text[i..stop]);
-                i = stop;
-                stack.pop();
-                if !pending.is_empty() {
-                    stack.push(pending.remove(0));
-                }
-                line_start = false;
-                continue;
-            }
-        }
-        let c = b[i];
-        let n = next_char_len(text, i).max(1);
-        let mut consumed = n;
-        match (&top, c) {
-            (Ctx::Single, b'\'') => {
-                stack.pop();
-            }
-            (Ctx::Single, _) => {}
-            (Ctx::Heredoc { quoted: false, .. }, b'\\')
-            | (Ctx::Double, b'\\')
-            | (Ctx::Unquoted { .. }, b'\\')
-            | (Ctx::Backtick, b'\\') => {
-                consumed = 1 + next_char_len(text, i + 1);
-            }
-            (Ctx::Heredoc { .. }, _) => {}
-            (Ctx::Double, b'"') => {
-                stack.pop();
-            }
-            (Ctx::Backtick, b'`') => {
-                stack.pop();
-            }
-            (Ctx::Double | Ctx::Unquoted { .. } | Ctx::Backtick, b'$')
-                if b.get(i + 1) == Some(&b'(') =>
-            {
-                stack.push(Ctx::Unquoted {
-                    subst: true,
-                    depth: 0,
-                });
-                consumed = 2;
-            }
-            (Ctx::Double | Ctx::Unquoted { .. }, b'`') => stack.push(Ctx::Backtick),
-            (Ctx::Unquoted { .. } | Ctx::Backtick, b'#')
-                if i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b';' | b'&' | b'|') =>
-            {
-                // A comment runs to the end of the line; quotes in it open nothing.
-                let end = text[i..].find('\n').map_or(text.len(), |k| i + k);
-                let end = text[i..end].find("{{").map_or(end, |k| i + k);
-                consumed = end - i;
-            }
-            (Ctx::Unquoted { .. } | Ctx::Backtick, b'\'') => stack.push(Ctx::Single),
-            (Ctx::Unquoted { .. } | Ctx::Backtick, b'"') => stack.push(Ctx::Double),
-            (Ctx::Unquoted { subst: true, depth }, b'(') => {
-                let depth = depth + 1;
-                if let Some(last) = stack.last_mut() {
-                    *last = Ctx::Unquoted { subst: true, depth };
-                }
-            }
-            (Ctx::Unquoted { subst: true, depth }, b')') => {
-                if *depth == 0 {
-                    stack.pop();
-                } else {
-                    let depth = depth - 1;
-                    if let Some(last) = stack.last_mut() {
-                        *last = Ctx::Unquoted { subst: true, depth };
-                    }
-                }
-            }
-            (Ctx::Unquoted { .. } | Ctx::Backtick, b'<')
-                if b.get(i + 1) == Some(&b'<') && b.get(i + 2) != Some(&b'<') =>
-            {
-                let (heredoc, len) = heredoc_start(text, i + 2);
-                if let Some(h) = heredoc {
-                    pending.push(h);
-                }
-                consumed = 2 + len;
-            }
-            _ => {}
-        }
-        let stop = (i + consumed).min(text.len());
-        let piece = &text[i..stop];
-        out.push_str(piece);
-        line_start = piece.ends_with('\n');
-        if line_start
-            && !pending.is_empty()
-            && matches!(stack.last(), Some(Ctx::Unquoted { .. } | Ctx::Backtick))
-        {
-            stack.push(pending.remove(0));
-        }
-        i = stop;
     }
     std::borrow::Cow::Owned(out)
 }
 
-/// Reads the delimiter after `<<` at `from`: the here-document it opens (or `None` when no
-/// word follows) and how many bytes the `-`, blanks and word take.
-fn heredoc_start(text: &str, from: usize) -> (Option<Ctx>, usize) {
-    let b = text.as_bytes();
-    let mut j = from;
-    let strip = b.get(j) == Some(&b'-');
-    if strip {
-        j += 1;
-    }
-    while matches!(b.get(j), Some(b' ' | b'\t')) {
-        j += 1;
-    }
-    let mut delim = String::new();
-    let mut quoted = false;
-    while j < b.len() {
-        match b[j] {
-            q @ (b'\'' | b'"') => {
-                quoted = true;
-                j += 1;
-                let start = j;
-                while j < b.len() && b[j] != q {
-                    j += 1;
-                }
-                delim.push_str(&text[start..j.min(text.len())]);
-                j = (j + 1).min(b.len());
-            }
-            b'\\' => {
-                quoted = true;
-                j += 1;
-            }
-            b' ' | b'\t' | b'\n' | b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')' => break,
-            _ => {
-                let n = next_char_len(text, j).max(1);
-                delim.push_str(&text[j..j + n]);
-                j += n;
-            }
-        }
-    }
-    if delim.is_empty() || delim.contains("{{") {
-        return (None, j - from);
-    }
-    (
-        Some(Ctx::Heredoc {
-            quoted,
-            strip,
-            delim,
-        }),
-        j - from,
-    )
-}
-
 /// `{{ pipeline }}` → `{{ awfShellQ "<ctx>" (pipeline) }}` for a value action; `None` for
 /// control actions, comments, assignments and already quoted pipelines.
-fn quote_action(action: &str, ctx: &Ctx) -> Option<String> {
+fn quote_action(action: &str, ctx: &ShellContext) -> Option<String> {
     let inner = action.strip_prefix("{{")?.strip_suffix("}}")?;
     let (lead, inner) = match inner.strip_prefix('-') {
         Some(rest) if rest.starts_with([' ', '\t', '\n']) => ("-", rest),
@@ -375,16 +137,19 @@ fn quote_action(action: &str, ctx: &Ctx) -> Option<String> {
         _ => (inner, ""),
     };
     let r = inner.trim();
-    if !awf_domain::validate::prints_value(r) {
+    let bare = matches!(ctx, ShellContext::Unquoted { .. });
+    if !awf_domain::validate::prints_value(r)
+        && (bare || !awf_domain::validate::ends_in_shell_quoting(r))
+    {
         return None;
     }
-    let tag = ctx.tag().replace('\\', "\\\\").replace('"', "\\\"");
+    let tag = tag(ctx).replace('\\', "\\\\").replace('"', "\\\"");
     Some(format!(
         "{{{{{lead} {SHELL_Q_FUNC} \"{tag}\" ({r}) {trail}}}}}"
     ))
 }
 
-/// Quotes `value` for the shell context `tag` (see [`Ctx::tag`]).
+/// Quotes `value` for the shell context `tag` (see [`tag`]).
 ///
 /// # Errors
 /// In a quoted here-document, a value holding a line equal to the delimiter (it would end
@@ -450,6 +215,11 @@ mod tests {
         assert_eq!(
             quote_loop_items(r#"echo \"{{.loop.Item}}"#),
             r#"echo \"{{.loop.Item}}"#
+        );
+        // Through a `$( )` or backticks nested in double quotes, as before the shared walker.
+        assert_eq!(
+            quote_loop_items(r#"echo "$(echo {{.loop.Item}})" $(echo {{.loop.Item}})"#),
+            r#"echo "$(echo {{ awfShellDq (.loop.Item) }})" $(echo {{.loop.Item}})"#
         );
         assert_eq!(
             quote_loop_items(r#"a="{{ if .loop.First }}x{{ end }}" b="{{.loop.Item}}""#),
@@ -549,6 +319,54 @@ mod quote_tests {
             }
             assert_eq!(run(t), want, "template: {t}");
         }
+    }
+
+    /// Issue 14: an explicit `shell_quote`/`escape` inside quotes, backticks or a
+    /// here-document does not protect the value there; under the mode it is quoted again for
+    /// its context, so its quotes print and nothing in the value runs.
+    #[test]
+    fn an_explicit_shell_quote_where_it_does_not_protect_is_quoted_again_in_the_mode() {
+        let q = |v: &str| crate::functions::single_quote(v);
+        let v = NASTY;
+        let cases: Vec<(&str, String)> = vec![
+            (
+                "printf '%s|' \"three {{shell_quote .inputs.v}}\"",
+                format!("three {}|", q(v)),
+            ),
+            (
+                "printf '%s|' \"three {{.inputs.v | escape}}\"",
+                format!("three {}|", q(v)),
+            ),
+            (
+                "printf '%s|' 'three {{shell_quote .inputs.v}}'",
+                format!("three {}|", q(v)),
+            ),
+            (
+                "printf '%s|' \"`printf '%s' {{shell_quote .inputs.v}}`\"",
+                format!("{}|", q(v)),
+            ),
+            (
+                "cat <<EOF\n{{shell_quote .inputs.v}}\nEOF",
+                format!("{}\n", q(v)),
+            ),
+            (
+                "cat <<'EOF'\n{{shell_quote .inputs.v}}\nEOF",
+                format!("{}\n", q(v)),
+            ),
+            // Bare and inside `$( )` it is right as written: left alone.
+            (
+                "printf '%s|' \"$(printf '%s' {{shell_quote .inputs.v}})\"",
+                format!("{v}|"),
+            ),
+        ];
+        for (t, want) in cases {
+            assert_eq!(run(t), want, "template: {t}");
+        }
+        let d = data();
+        let text = GoTemplates::new()
+            .render_shell_quoted("echo {{shell_quote .inputs.v}}", &d.scope())
+            .unwrap_or_default();
+        assert_eq!(text, format!("echo {}", q(v)));
     }
 
     #[test]

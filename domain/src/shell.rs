@@ -1,0 +1,435 @@
+//! The shell context of template actions in `command:` text: where each `{{ … }}` action
+//! lands in the shell sense of the literal text around it (a bare word, inside `'…'`, `"…"`,
+//! backticks, `$( … )`, or a here-document body). Pure text analysis, no I/O.
+//!
+//! One walker for every user: the template engine's `shell_quote: true` rewrite (which quotes
+//! each value for its context) and its double-quoted loop-item escaping, and `awf validate`'s
+//! unquoted-value warnings (which give the fix that is right for the context).
+//!
+//! Source: issue 14 ("Safe shell interpolation").
+
+use std::ops::Range;
+
+/// Where a template action sits in shell command text.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ShellContext {
+    /// A bare word. `in_substitution` when inside `$( … )` (which starts a fresh unquoted
+    /// context even inside `"…"`). A single-quoted word (`shell_quote`) is one literal word
+    /// here. Comments count as unquoted text.
+    Unquoted {
+        /// Inside `$( … )`.
+        in_substitution: bool,
+    },
+    /// Inside `'…'`: the text is literal up to the next `'`.
+    SingleQuoted,
+    /// Inside `"…"`: `$`, `` ` `` and `\` keep their meaning, `'` is a literal character.
+    DoubleQuoted,
+    /// Inside `` `…` ``: the text is parsed again as a command after `\\`, `` \` `` and `\$`
+    /// are unescaped.
+    Backtick,
+    /// A here-document body.
+    Heredoc {
+        /// The delimiter was quoted (`<<'EOF'`): nothing in the body expands.
+        quoted: bool,
+        /// `<<-`: leading tabs of the body and of the closing line are ignored.
+        strip: bool,
+        /// The word that ends the body when it stands alone on a line.
+        delimiter: String,
+    },
+}
+
+/// One `{{ … }}` action of shell command text and where it sits.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ShellAction<'a> {
+    /// The action as written, `{{` and `}}` included.
+    pub text: &'a str,
+    /// Byte range of [`Self::text`] in the walked text.
+    pub range: Range<usize>,
+    /// The innermost shell context of the action.
+    pub context: ShellContext,
+    /// A `"…"` string encloses the action, directly or through `$( … )` / backticks nested
+    /// in it (`"$(echo {{x}})"`). True whenever `context` is [`ShellContext::DoubleQuoted`].
+    pub inside_double_quotes: bool,
+    /// For [`ShellContext::SingleQuoted`], [`ShellContext::DoubleQuoted`] and
+    /// [`ShellContext::Backtick`]: the byte range of the enclosing quoted string or backtick
+    /// substitution, its quotes included (`"three {{x}}"`); the range ends at the end of the
+    /// text when the string is never closed. `None` for other contexts.
+    pub quoted_span: Option<Range<usize>>,
+}
+
+/// A piece of shell command text as [`shell_pieces`] cuts it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ShellPiece<'a> {
+    /// Literal text between actions.
+    Text(&'a str),
+    /// A template action.
+    Action(ShellAction<'a>),
+}
+
+/// One level of the walker's context stack.
+#[derive(Clone, Debug)]
+struct Frame {
+    kind: Kind,
+    /// Index into the spans table (its end is filled in when the frame closes).
+    span: usize,
+    inside_double: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `depth`: open parentheses inside `$( … )` (the `)` at depth 0 closes it).
+    Unquoted {
+        subst: bool,
+        depth: u32,
+    },
+    Single,
+    Double,
+    Backtick,
+    Heredoc {
+        quoted: bool,
+        strip: bool,
+        delim: String,
+    },
+}
+
+impl Kind {
+    fn context(&self) -> ShellContext {
+        match self {
+            Kind::Unquoted { subst, .. } => ShellContext::Unquoted {
+                in_substitution: *subst,
+            },
+            Kind::Single => ShellContext::SingleQuoted,
+            Kind::Double => ShellContext::DoubleQuoted,
+            Kind::Backtick => ShellContext::Backtick,
+            Kind::Heredoc {
+                quoted,
+                strip,
+                delim,
+            } => ShellContext::Heredoc {
+                quoted: *quoted,
+                strip: *strip,
+                delimiter: delim.clone(),
+            },
+        }
+    }
+}
+
+/// The stack plus the spans of the frames pushed so far.
+struct Stack {
+    frames: Vec<Frame>,
+    spans: Vec<(usize, Option<usize>)>,
+}
+
+impl Stack {
+    fn top(&self) -> Kind {
+        self.frames.last().map_or(
+            Kind::Unquoted {
+                subst: false,
+                depth: 0,
+            },
+            |f| f.kind.clone(),
+        )
+    }
+
+    fn push(&mut self, kind: Kind, start: usize) {
+        let inside_double = match &kind {
+            Kind::Double => true,
+            Kind::Unquoted { subst: true, .. } | Kind::Backtick => {
+                self.frames.last().is_some_and(|f| f.inside_double)
+            }
+            _ => false,
+        };
+        self.spans.push((start, None));
+        self.frames.push(Frame {
+            kind,
+            span: self.spans.len() - 1,
+            inside_double,
+        });
+    }
+
+    /// Pops the top frame (never the base one), recording `end` as its span's end.
+    fn pop(&mut self, end: usize) {
+        if self.frames.len() > 1
+            && let Some(f) = self.frames.pop()
+            && let Some(s) = self.spans.get_mut(f.span)
+        {
+            s.1 = Some(end);
+        }
+    }
+
+    fn set_depth(&mut self, depth: u32) {
+        if let Some(f) = self.frames.last_mut() {
+            f.kind = Kind::Unquoted { subst: true, depth };
+        }
+    }
+}
+
+/// An action found by the walk; the span is resolved once the walk is over.
+struct Found {
+    range: Range<usize>,
+    kind: Kind,
+    inside_double: bool,
+    span: Option<usize>,
+}
+
+/// Cuts shell command text into literal text and `{{ … }}` actions, each action with its
+/// shell context. The pieces concatenate back to `text`. Quotes, backslashes, `$( … )`,
+/// backticks, `#` comments and here-documents (`<<EOF`, `<<-EOF`, `<<'EOF'`) are followed as
+/// POSIX `sh` reads them; the actions themselves count as opaque text. Never fails: text the
+/// shell would reject (an unclosed quote) leaves the rest of it in that context.
+pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
+    if !text.contains("{{") {
+        return if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![ShellPiece::Text(text)]
+        };
+    }
+    let b = text.as_bytes();
+    let mut stack = Stack {
+        frames: Vec::new(),
+        spans: Vec::new(),
+    };
+    stack.push(
+        Kind::Unquoted {
+            subst: false,
+            depth: 0,
+        },
+        0,
+    );
+    let mut found: Vec<Found> = Vec::new();
+    // Here-documents announced on the current line, opened at its end.
+    let mut pending: Vec<Kind> = Vec::new();
+    let mut line_start = true;
+    let mut i = 0usize;
+    while i < b.len() {
+        if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
+            let end = action_end(b, i + 2);
+            let top = stack.frames.last();
+            let kind = stack.top();
+            let span = match kind {
+                Kind::Single | Kind::Double | Kind::Backtick => top.map(|f| f.span),
+                _ => None,
+            };
+            found.push(Found {
+                range: i..end,
+                inside_double: top.is_some_and(|f| f.inside_double),
+                kind,
+                span,
+            });
+            line_start = false;
+            i = end;
+            continue;
+        }
+        let top = stack.top();
+        if let Kind::Heredoc { strip, delim, .. } = &top
+            && line_start
+        {
+            let mut j = i;
+            if *strip {
+                while b.get(j) == Some(&b'\t') {
+                    j += 1;
+                }
+            }
+            let rest = &text[j..];
+            if let Some(after) = rest.strip_prefix(delim.as_str())
+                && (after.is_empty() || after.starts_with('\n'))
+            {
+                let stop = j + delim.len();
+                i = stop;
+                stack.pop(stop);
+                if !pending.is_empty() {
+                    stack.push(pending.remove(0), stop);
+                }
+                line_start = false;
+                continue;
+            }
+        }
+        let c = b[i];
+        let n = next_char_len(text, i).max(1);
+        let mut consumed = n;
+        match (&top, c) {
+            (Kind::Single, b'\'') => stack.pop(i + 1),
+            (Kind::Single, _) => {}
+            (Kind::Heredoc { quoted: false, .. }, b'\\')
+            | (Kind::Double, b'\\')
+            | (Kind::Unquoted { .. }, b'\\')
+            | (Kind::Backtick, b'\\') => {
+                consumed = 1 + next_char_len(text, i + 1);
+            }
+            (Kind::Heredoc { .. }, _) => {}
+            (Kind::Double, b'"') => stack.pop(i + 1),
+            (Kind::Backtick, b'`') => stack.pop(i + 1),
+            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick, b'$')
+                if b.get(i + 1) == Some(&b'(') =>
+            {
+                stack.push(
+                    Kind::Unquoted {
+                        subst: true,
+                        depth: 0,
+                    },
+                    i,
+                );
+                consumed = 2;
+            }
+            (Kind::Double | Kind::Unquoted { .. }, b'`') => stack.push(Kind::Backtick, i),
+            (Kind::Unquoted { .. } | Kind::Backtick, b'#')
+                if i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b';' | b'&' | b'|') =>
+            {
+                // A comment runs to the end of the line; quotes in it open nothing.
+                let end = text[i..].find('\n').map_or(text.len(), |k| i + k);
+                let end = text[i..end].find("{{").map_or(end, |k| i + k);
+                consumed = end - i;
+            }
+            (Kind::Unquoted { .. } | Kind::Backtick, b'\'') => stack.push(Kind::Single, i),
+            (Kind::Unquoted { .. } | Kind::Backtick, b'"') => stack.push(Kind::Double, i),
+            (Kind::Unquoted { subst: true, depth }, b'(') => stack.set_depth(depth + 1),
+            (Kind::Unquoted { subst: true, depth }, b')') => {
+                if *depth == 0 {
+                    stack.pop(i + 1);
+                } else {
+                    stack.set_depth(depth - 1);
+                }
+            }
+            (Kind::Unquoted { .. } | Kind::Backtick, b'<')
+                if b.get(i + 1) == Some(&b'<') && b.get(i + 2) != Some(&b'<') =>
+            {
+                let (heredoc, len) = heredoc_start(text, i + 2);
+                if let Some(h) = heredoc {
+                    pending.push(h);
+                }
+                consumed = 2 + len;
+            }
+            _ => {}
+        }
+        let stop = (i + consumed).min(text.len());
+        line_start = text[i..stop].ends_with('\n');
+        if line_start
+            && !pending.is_empty()
+            && matches!(stack.top(), Kind::Unquoted { .. } | Kind::Backtick)
+        {
+            stack.push(pending.remove(0), stop);
+        }
+        i = stop;
+    }
+    let spans = stack.spans;
+    let mut out = Vec::with_capacity(found.len() * 2 + 1);
+    let mut last = 0usize;
+    for f in found {
+        if f.range.start > last {
+            out.push(ShellPiece::Text(&text[last..f.range.start]));
+        }
+        last = f.range.end;
+        let quoted_span = f
+            .span
+            .and_then(|s| spans.get(s))
+            .map(|(start, end)| *start..end.unwrap_or(text.len()));
+        out.push(ShellPiece::Action(ShellAction {
+            text: &text[f.range.clone()],
+            range: f.range,
+            context: f.kind.context(),
+            inside_double_quotes: f.inside_double,
+            quoted_span,
+        }));
+    }
+    if last < text.len() {
+        out.push(ShellPiece::Text(&text[last..]));
+    }
+    out
+}
+
+/// The actions of shell command text with their contexts ([`shell_pieces`] without the
+/// literal text).
+pub fn shell_actions(text: &str) -> Vec<ShellAction<'_>> {
+    shell_pieces(text)
+        .into_iter()
+        .filter_map(|p| match p {
+            ShellPiece::Action(a) => Some(a),
+            ShellPiece::Text(_) => None,
+        })
+        .collect()
+}
+
+fn next_char_len(text: &str, at: usize) -> usize {
+    text.get(at..)
+        .and_then(|s| s.chars().next())
+        .map_or(0, char::len_utf8)
+}
+
+/// Index just past the `}}` closing the action whose body starts at `from` (quoted strings
+/// and raw strings of the template language are skipped); the text's length when unclosed.
+fn action_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    while j < b.len() {
+        match b[j] {
+            b'}' if b.get(j + 1) == Some(&b'}') => return j + 2,
+            q @ (b'"' | b'\'' | b'`') => {
+                j += 1;
+                while j < b.len() && b[j] != q {
+                    if b[j] == b'\\' && q != b'`' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+                j += 1;
+            }
+            _ => j += 1,
+        }
+    }
+    b.len()
+}
+
+/// Reads the delimiter after `<<` at `from`: the here-document it opens (or `None` when no
+/// word follows) and how many bytes the `-`, blanks and word take.
+fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
+    let b = text.as_bytes();
+    let mut j = from;
+    let strip = b.get(j) == Some(&b'-');
+    if strip {
+        j += 1;
+    }
+    while matches!(b.get(j), Some(b' ' | b'\t')) {
+        j += 1;
+    }
+    let mut delim = String::new();
+    let mut quoted = false;
+    while j < b.len() {
+        match b[j] {
+            q @ (b'\'' | b'"') => {
+                quoted = true;
+                j += 1;
+                let start = j;
+                while j < b.len() && b[j] != q {
+                    j += 1;
+                }
+                delim.push_str(&text[start..j.min(text.len())]);
+                j = (j + 1).min(b.len());
+            }
+            b'\\' => {
+                quoted = true;
+                j += 1;
+            }
+            b' ' | b'\t' | b'\n' | b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')' => break,
+            _ => {
+                let n = next_char_len(text, j).max(1);
+                delim.push_str(&text[j..j + n]);
+                j += n;
+            }
+        }
+    }
+    if delim.is_empty() || delim.contains("{{") {
+        return (None, j - from);
+    }
+    (
+        Some(Kind::Heredoc {
+            quoted,
+            strip,
+            delim,
+        }),
+        j - from,
+    )
+}
+
+#[cfg(test)]
+#[path = "shell_tests.rs"]
+mod tests;

@@ -1,0 +1,162 @@
+//! Unit tests of the shell-context walker (issue 14, "Safe shell interpolation").
+
+use super::*;
+
+fn ctx_of(text: &str) -> Vec<ShellContext> {
+    shell_actions(text).into_iter().map(|a| a.context).collect()
+}
+
+const BARE: ShellContext = ShellContext::Unquoted {
+    in_substitution: false,
+};
+const SUBST: ShellContext = ShellContext::Unquoted {
+    in_substitution: true,
+};
+
+fn heredoc(quoted: bool, strip: bool, delim: &str) -> ShellContext {
+    ShellContext::Heredoc {
+        quoted,
+        strip,
+        delimiter: delim.to_owned(),
+    }
+}
+
+#[test]
+fn every_context_is_recognised() {
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        ("echo {{.x}}", vec![BARE]),
+        ("echo '{{.x}}'", vec![ShellContext::SingleQuoted]),
+        ("echo \"three {{.x}}\"", vec![ShellContext::DoubleQuoted]),
+        ("echo `echo {{.x}}`", vec![ShellContext::Backtick]),
+        ("echo $(echo {{.x}})", vec![SUBST]),
+        ("echo \"$(echo {{.x}})\"", vec![SUBST]),
+        (
+            "echo \"$(echo \"{{.x}}\")\"",
+            vec![ShellContext::DoubleQuoted],
+        ),
+        ("echo $( (cd /; echo {{.x}}) ) {{.y}}", vec![SUBST, BARE]),
+        (
+            "cat <<EOF\n{{.x}}\nEOF\necho {{.y}}",
+            vec![heredoc(false, false, "EOF"), BARE],
+        ),
+        (
+            "cat <<'EOF'\n{{.x}}\nEOF",
+            vec![heredoc(true, false, "EOF")],
+        ),
+        (
+            "cat <<-\"END\"\n\t{{.x}}\n\tEND",
+            vec![heredoc(true, true, "END")],
+        ),
+        ("echo \\\"{{.x}}", vec![BARE]),
+        ("echo \"a\\\"{{.x}}\"", vec![ShellContext::DoubleQuoted]),
+        ("# it's\necho {{.x}}", vec![BARE]),
+        (
+            "echo it\\'s '{{.x}}' \"{{.y}}\"",
+            vec![ShellContext::SingleQuoted, ShellContext::DoubleQuoted],
+        ),
+        ("echo '\"' {{.x}}", vec![BARE]),
+        (
+            "echo \"'\" {{.x}} \"{{.y}}\"",
+            vec![BARE, ShellContext::DoubleQuoted],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(ctx_of(text), want, "{text}");
+    }
+}
+
+#[test]
+fn template_text_inside_an_action_opens_no_shell_quote() {
+    assert_eq!(
+        ctx_of("echo {{printf \"%s'\" .x}} {{.y}}"),
+        vec![BARE, BARE]
+    );
+}
+
+#[test]
+fn the_pieces_concatenate_back_to_the_text() {
+    for text in [
+        "",
+        "plain",
+        "echo \"three {{.x}}\" '{{.y}}' {{if .z}}-v{{end}}",
+        "cat <<EOF\nété {{.x}}\nEOF\n",
+        "{{.x}}{{.y}}",
+        "echo {{ unclosed",
+    ] {
+        let joined: String = shell_pieces(text)
+            .into_iter()
+            .map(|p| match p {
+                ShellPiece::Text(t) => t.to_owned(),
+                ShellPiece::Action(a) => {
+                    assert_eq!(&text[a.range.clone()], a.text);
+                    a.text.to_owned()
+                }
+            })
+            .collect();
+        assert_eq!(joined, text);
+    }
+}
+
+#[test]
+fn quoted_span_is_the_enclosing_string_with_its_quotes() {
+    let text = "echo \"three {{.x}}\" 'a {{.y}} b' `c {{.z}}` {{.w}}";
+    let spans: Vec<Option<&str>> = shell_actions(text)
+        .into_iter()
+        .map(|a| a.quoted_span.map(|r| &text[r]))
+        .collect();
+    assert_eq!(
+        spans,
+        vec![
+            Some("\"three {{.x}}\""),
+            Some("'a {{.y}} b'"),
+            Some("`c {{.z}}`"),
+            None
+        ]
+    );
+    // Unclosed: the span runs to the end of the text.
+    let text = "echo \"three {{.x}}";
+    let a = &shell_actions(text)[0];
+    assert_eq!(
+        a.quoted_span.clone().map(|r| &text[r]),
+        Some(text.get(5..).unwrap_or(""))
+    );
+}
+
+#[test]
+fn inside_double_quotes_sees_through_substitutions_nested_in_them() {
+    let flags: Vec<bool> = shell_actions(
+        "echo \"{{.a}}\" \"$(echo {{.b}})\" $(echo {{.c}}) \"`echo {{.d}}`\" '{{.e}}' {{.f}}",
+    )
+    .into_iter()
+    .map(|a| a.inside_double_quotes)
+    .collect();
+    assert_eq!(flags, vec![true, true, false, true, false, false]);
+}
+
+#[test]
+fn hostile_text_never_panics() {
+    const PIECES: &[&str] = &[
+        "{{", "}}", "\"", "'", "`", "\\", "$(", ")", "(", "<<", "<<-", "EOF", "\n", "\t", "#", " ",
+        "é", "x", "'EOF'",
+    ];
+    let mut seed: u64 = 0x2545_F491_4F6C_DD1D;
+    for _ in 0..3000 {
+        let mut text = String::new();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let len = (seed % 30) as usize;
+        for k in 0..len {
+            let r = seed.rotate_left(k as u32 * 5);
+            text.push_str(PIECES[(r % PIECES.len() as u64) as usize]);
+        }
+        let joined: String = shell_pieces(&text)
+            .into_iter()
+            .map(|p| match p {
+                ShellPiece::Text(t) => t,
+                ShellPiece::Action(a) => a.text,
+            })
+            .collect();
+        assert_eq!(joined, text);
+    }
+}
