@@ -40,6 +40,8 @@ use crate::reaper::reap_group;
 use crate::reaper::sweep_tagged;
 use crate::shell::Invocation;
 use crate::shell::resolve_shell;
+use crate::spawn;
+use crate::spawn::SpawnedChild;
 
 /// Time a stopped child gets between SIGTERM and SIGKILL to its process group.
 ///
@@ -147,34 +149,55 @@ impl CommandExecutor for ProcessExecutor {
         };
 
         let tag = new_tag();
-        let mut cmd = Command::new(&invocation.program);
-        if let Some(a) = &invocation.arg0 {
-            cmd.arg0(a);
-        }
-        cmd.args(&invocation.args).envs(env);
-        for name in awf_domain::withheld::withheld_env() {
-            cmd.env_remove(name);
-        }
-        cmd.env(TAG_VAR, &tag)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(d) = &dir {
-            cmd.current_dir(d);
-        }
-        if parent_death_signal() {
-            arm_parent_death(&mut cmd);
-        }
-        let mut child = spawn(&mut cmd)
-            .await
-            .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
+        let withheld = awf_domain::withheld::withheld_env();
+        // With a watchdog (no parent-death signal to set), a program given by path and no
+        // working directory, the child is started with posix_spawn and an environment
+        // built once (see `spawn`); else through std's `Command`.
+        let block = if !parent_death_signal() && spawn::can_spawn(&invocation, dir.as_deref()) {
+            spawn::env_block(&env, &withheld)
+        } else {
+            None
+        };
+        let (child, out, err) = match block {
+            Some(block) => {
+                let (child, out, err) = retry_busy(|| spawn::spawn(&invocation, &block, &tag))
+                    .await
+                    .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
+                (Running::Spawned(child), Some(out), Some(err))
+            }
+            None => {
+                let mut cmd = Command::new(&invocation.program);
+                if let Some(a) = &invocation.arg0 {
+                    cmd.arg0(a);
+                }
+                cmd.args(&invocation.args).envs(env);
+                for name in &withheld {
+                    cmd.env_remove(name);
+                }
+                cmd.env(TAG_VAR, &tag)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0)
+                    .kill_on_drop(true);
+                if let Some(d) = &dir {
+                    cmd.current_dir(d);
+                }
+                if parent_death_signal() {
+                    arm_parent_death(&mut cmd);
+                }
+                let mut child = retry_busy(|| cmd.spawn())
+                    .await
+                    .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
+                let (out, err) = (child.stdout.take(), child.stderr.take());
+                (Running::Tokio(child), out, err)
+            }
+        };
 
         let guard = GroupGuard::new(child.id().and_then(|id| i32::try_from(id).ok()));
         let pipes = Pipes {
-            out: child.stdout.take(),
-            err: child.stderr.take(),
+            out,
+            err,
             out_cap: Capture::new(OutputStream::Stdout, limit),
             err_cap: Capture::new(OutputStream::Stderr, limit),
             cb: on_output,
@@ -198,11 +221,11 @@ fn stopped_before_start() -> CommandOutput {
     }
 }
 
-/// Spawns `cmd`, retrying a few times on `ETXTBSY`.
-async fn spawn(cmd: &mut Command) -> io::Result<Child> {
+/// Runs `spawn`, retrying a few times on `ETXTBSY`.
+async fn retry_busy<T>(mut spawn: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     let mut attempt = 0;
     loop {
-        match cmd.spawn() {
+        match spawn() {
             Err(e)
                 if e.raw_os_error() == Some(Errno::ETXTBSY as i32)
                     && attempt + 1 < SPAWN_ATTEMPTS =>
@@ -211,6 +234,30 @@ async fn spawn(cmd: &mut Command) -> io::Result<Child> {
                 tokio::time::sleep(Duration::from_millis(5u64 << attempt.min(10))).await;
             }
             other => return other,
+        }
+    }
+}
+
+/// A running child: started by std's `Command` (through tokio) or by [`spawn::spawn`].
+enum Running {
+    Tokio(Child),
+    Spawned(SpawnedChild),
+}
+
+impl Running {
+    /// The child's pid (`None` once tokio has reaped it).
+    fn id(&self) -> Option<u32> {
+        match self {
+            Self::Tokio(c) => c.id(),
+            Self::Spawned(c) => Some(c.id()),
+        }
+    }
+
+    /// Waits for the child to exit; cancel-safe.
+    async fn wait(&mut self) -> io::Result<ExitStatus> {
+        match self {
+            Self::Tokio(c) => c.wait().await,
+            Self::Spawned(c) => c.wait().await,
         }
     }
 }
@@ -280,7 +327,7 @@ enum End {
 /// Waits for the child while pumping its output; stops the group on timeout or cancel; drains
 /// the pipes; kills what is left of the group.
 async fn supervise(
-    mut child: Child,
+    mut child: Running,
     mut guard: GroupGuard,
     mut pipes: Pipes,
     timeout: Option<Duration>,
@@ -356,7 +403,7 @@ async fn supervise(
 
 /// SIGTERM to the group, up to [`KILL_GRACE`] for the child (output still pumped), then
 /// SIGKILL to the group and reap the child. Returns how the child ended, when known.
-async fn stop(child: &mut Child, guard: &GroupGuard, pipes: &mut Pipes) -> Option<ExitStatus> {
+async fn stop(child: &mut Running, guard: &GroupGuard, pipes: &mut Pipes) -> Option<ExitStatus> {
     // No id: the child was already reaped; nothing left to signal but the pipes.
     guard.pgid()?;
     guard.signal(Signal::SIGTERM);

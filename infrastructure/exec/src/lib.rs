@@ -24,6 +24,7 @@ mod executor;
 mod group;
 mod reaper;
 mod shell;
+mod spawn;
 
 pub use executor::DEFAULT_CAPTURE_LIMIT;
 pub use executor::DRAIN_WINDOW;

@@ -35,11 +35,15 @@ pub fn script(contents: &str) -> CommandSpec {
     }
 }
 
+/// The executor under test, in the spawn mode of this test binary (see `crate::prepare`).
+pub fn executor() -> ProcessExecutor {
+    crate::prepare();
+    ProcessExecutor::new()
+}
+
 /// Runs `spec` without callback or cancel.
 pub async fn run(spec: CommandSpec) -> Result<CommandOutput, AwfError> {
-    ProcessExecutor::new()
-        .run(spec, None, CancellationToken::new())
-        .await
+    executor().run(spec, None, CancellationToken::new()).await
 }
 
 /// Runs `spec` and unwraps the result.

@@ -7,7 +7,6 @@ use std::time::Duration;
 use awf_domain::ports::exec::CommandExecutor;
 use awf_domain::ports::exec::CommandSpec;
 use awf_domain::ports::exec::Termination;
-use awf_exec::ProcessExecutor;
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +41,7 @@ async fn a_daemonised_descendant_dies_with_its_cancelled_step() {
         r = ready.display()
     );
     let token = CancellationToken::new();
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell(&text),
             Some(cancel_after_first_line(token.clone())),

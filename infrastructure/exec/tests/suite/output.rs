@@ -3,7 +3,6 @@
 use awf_domain::event::OutputStream;
 use awf_domain::ports::exec::CommandExecutor;
 use awf_domain::ports::exec::CommandSpec;
-use awf_exec::ProcessExecutor;
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -40,7 +39,7 @@ async fn ten_megabytes_on_both_streams_does_not_deadlock() {
 #[tokio::test]
 async fn callback_chunks_concatenate_to_the_captured_output() {
     let (cb, chunks) = recorder();
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell("for i in 1 2 3; do echo out$i; echo err$i >&2; done; yes xyz | head -c 300000"),
             Some(cb),
@@ -58,7 +57,7 @@ async fn callback_chunks_concatenate_to_the_captured_output() {
 async fn multibyte_utf8_survives_chunking() {
     let (cb, chunks) = recorder();
     let line = "héllo wörld € 𝄞 ✓";
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell(&format!("yes '{line}' | head -n 60000")),
             Some(cb),
@@ -74,7 +73,7 @@ async fn multibyte_utf8_survives_chunking() {
 #[tokio::test]
 async fn invalid_utf8_is_streamed_exactly_and_kept_as_replacement_characters() {
     let (cb, chunks) = recorder();
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell(r"printf 'a\377b\342\202'"),
             Some(cb),
@@ -96,7 +95,7 @@ async fn capture_limit_keeps_the_first_bytes_and_streams_everything() {
         capture_limit: Some(1000),
         ..shell("yes abcdefghi | head -c 300000; echo err-line >&2")
     };
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(spec, Some(cb), CancellationToken::new())
         .await
         .expect("runs");

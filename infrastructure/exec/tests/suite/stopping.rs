@@ -7,7 +7,6 @@ use awf_domain::ports::exec::CommandExecutor;
 use awf_domain::ports::exec::CommandSpec;
 use awf_domain::ports::exec::Termination;
 use awf_exec::KILL_GRACE;
-use awf_exec::ProcessExecutor;
 use pretty_assertions::assert_eq;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +40,7 @@ async fn timeout_kills_the_whole_group() {
 async fn cancel_kills_the_whole_group() {
     let token = CancellationToken::new();
     let start = Instant::now();
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell("sleep 30 & echo $!; wait"),
             Some(cancel_after_first_line(token.clone())),
@@ -62,7 +61,7 @@ async fn cancel_kills_the_whole_group() {
 async fn term_ignoring_child_is_killed_after_the_grace_period() {
     let token = CancellationToken::new();
     let start = Instant::now();
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell(r#"trap "" TERM; sleep 30 & echo $!; wait; echo survived"#),
             Some(cancel_after_first_line(token.clone())),
@@ -87,7 +86,7 @@ async fn term_ignoring_child_is_killed_after_the_grace_period() {
 async fn child_handling_term_exits_and_keeps_its_output() {
     let token = CancellationToken::new();
     let start = Instant::now();
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(
             shell(r#"trap 'echo got-term; exit 5' TERM; echo ready; while :; do sleep 0.05; done"#),
             Some(cancel_after_first_line(token.clone())),
@@ -109,7 +108,7 @@ async fn cancelled_before_start_runs_nothing() {
     token.cancel();
     let tmp = tempfile::tempdir().expect("tempdir");
     let marker = tmp.path().join("ran");
-    let out = ProcessExecutor::new()
+    let out = crate::common::executor()
         .run(shell(&format!("touch '{}'", marker.display())), None, token)
         .await
         .expect("no error");
@@ -131,4 +130,43 @@ async fn exit_within_timeout_is_a_normal_exit() {
         (out.exit_code, out.termination, out.stdout.as_str()),
         (4, Termination::Exited, "quick\n")
     );
+}
+
+/// A run future dropped half-way (not cancelled through its token) leaves no process of its
+/// group running, and the child is reaped by a later spawn (no zombie stays behind).
+#[tokio::test]
+async fn a_dropped_run_kills_its_child_and_a_later_spawn_reaps_it() {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let tx = std::sync::Mutex::new(tx);
+    let seen = std::sync::Arc::new(move |_: awf_domain::event::OutputStream, text: &[u8]| {
+        let _ = tx
+            .lock()
+            .expect("lock")
+            .send(String::from_utf8_lossy(text).into_owned());
+    });
+    let exec = crate::common::executor();
+    let run = exec.run(
+        shell("echo $$; sleep 30 & wait"),
+        Some(seen),
+        CancellationToken::new(),
+    );
+    let first = tokio::select! {
+        _ = run => panic!("the run ended on its own"),
+        line = async {
+            loop {
+                if let Ok(l) = rx.try_recv() {
+                    break l;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        } => line,
+    };
+    let pid = first_pid(&first);
+    assert!(gone_soon(pid), "child {pid} survived its dropped run");
+    let start = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(start.elapsed() < HANG_GUARD, "child {pid} was never reaped");
+        assert_eq!(run_ok(shell("true")).await.exit_code, 0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

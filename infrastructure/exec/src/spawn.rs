@@ -1,0 +1,366 @@
+//! Starting a child with `posix_spawn` and an environment block built once, and waiting for
+//! it through a pidfd.
+//!
+//! std's `Command` rebuilds the child's whole environment at every spawn as soon as one
+//! variable is set or removed: it copies awf's environment into a map, applies the changes
+//! and turns every entry into a fresh C string (about 55 K instructions a step, most of what
+//! a spawn costs awf itself). Every child gets a [`TAG_VAR`] of its own, so every spawn paid
+//! it. Here the environment a child sees (awf's own, as it was when the first child was
+//! started, plus the command's `env`, minus the withheld names) is built once per distinct
+//! `env` and kept; a spawn only slots the child's tag into it, at the place std's sorted map
+//! would have put it, so the child sees the very same environment, in the same order.
+//!
+//! Everything else is what std does on this path: `posix_spawn` (vfork + exec), the child in
+//! its own process group, SIGPIPE back to its default disposition, the signal mask
+//! inherited, stdin on `/dev/null`, stdout and stderr on fresh pipes (close-on-exec in awf).
+//! The child is waited for through a pidfd registered with the runtime, as tokio does.
+//!
+//! Only for what this path can do without `unsafe`: no parent-death signal (needs a hook
+//! between fork and exec), no working directory (`posix_spawn_file_actions_addchdir_np` has
+//! no safe wrapper), a program given by path (no `PATH` lookup). [`ProcessExecutor`]
+//! (crate::ProcessExecutor) uses std's `Command` for the rest.
+
+use std::collections::BTreeMap;
+use std::ffi::CStr;
+use std::ffi::CString;
+use std::ffi::OsStr;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::fd::AsRawFd;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::OnceLock;
+use std::sync::PoisonError;
+
+use nix::spawn::PosixSpawnAttr;
+use nix::spawn::PosixSpawnFileActions;
+use nix::spawn::PosixSpawnFlags;
+use nix::sys::signal::SigSet;
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+use rustix::process::PidfdFlags;
+use rustix::process::WaitIdOptions;
+use rustix::process::WaitIdStatus;
+use tokio::io::unix::AsyncFd;
+use tokio::process::ChildStderr;
+use tokio::process::ChildStdout;
+
+use crate::reaper::TAG_VAR;
+use crate::shell::Invocation;
+
+/// A child's environment without its tag: `NAME=value` entries sorted by name (the order
+/// std's `Command` gives them), and where the tag goes.
+#[derive(Debug)]
+pub(crate) struct EnvBlock {
+    entries: Vec<CString>,
+    /// Index in `entries` at which the `TAG_VAR=…` entry is inserted.
+    tag_at: usize,
+}
+
+impl EnvBlock {
+    /// The entries with `tag` in its place, as `posix_spawn` takes them.
+    fn with_tag<'a>(&'a self, tag: &'a CStr) -> Vec<&'a CStr> {
+        let mut v = Vec::with_capacity(self.entries.len() + 1);
+        v.extend(self.entries[..self.tag_at].iter().map(CString::as_c_str));
+        v.push(tag);
+        v.extend(self.entries[self.tag_at..].iter().map(CString::as_c_str));
+        v
+    }
+}
+
+/// What an [`EnvBlock`] was built from: the command's `env` and the withheld names.
+type EnvKey = (Vec<(String, String)>, Vec<String>);
+
+/// The last environment built, and what it was built from (a run's steps share theirs).
+static LAST_ENV: Mutex<Option<(EnvKey, Arc<EnvBlock>)>> = Mutex::new(None);
+
+/// awf's own environment, read when the first child was started (awf never changes it: that
+/// would take `unsafe`).
+fn inherited() -> &'static BTreeMap<OsString, OsString> {
+    static ENV: OnceLock<BTreeMap<OsString, OsString>> = OnceLock::new();
+    ENV.get_or_init(|| std::env::vars_os().collect())
+}
+
+/// The environment for a child whose command adds `env`, with `withheld` removed; `None`
+/// when a name or value holds a NUL byte (std's `Command` reports that error).
+pub(crate) fn env_block(env: &[(String, String)], withheld: &[String]) -> Option<Arc<EnvBlock>> {
+    let mut last = LAST_ENV.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(((e, w), block)) = last.as_ref()
+        && e.as_slice() == env
+        && w.as_slice() == withheld
+    {
+        return Some(Arc::clone(block));
+    }
+    let block = Arc::new(build_env(inherited(), env, withheld)?);
+    *last = Some(((env.to_vec(), withheld.to_vec()), Arc::clone(&block)));
+    Some(block)
+}
+
+/// `base` overridden by `env`, without `withheld` and [`TAG_VAR`], as sorted entries.
+fn build_env(
+    base: &BTreeMap<OsString, OsString>,
+    env: &[(String, String)],
+    withheld: &[String],
+) -> Option<EnvBlock> {
+    let mut map: BTreeMap<&OsStr, &OsStr> = base
+        .iter()
+        .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+        .collect();
+    for (k, v) in env {
+        map.insert(OsStr::new(k), OsStr::new(v));
+    }
+    for name in withheld {
+        map.remove(OsStr::new(name));
+    }
+    map.remove(OsStr::new(TAG_VAR));
+    let tag_at = map.keys().take_while(|k| **k < OsStr::new(TAG_VAR)).count();
+    let mut entries = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        let mut entry = Vec::with_capacity(k.len() + v.len() + 2);
+        entry.extend_from_slice(k.as_bytes());
+        entry.push(b'=');
+        entry.extend_from_slice(v.as_bytes());
+        entries.push(CString::new(entry).ok()?);
+    }
+    Some(EnvBlock { entries, tag_at })
+}
+
+/// Whether this kernel gives pidfds (Linux 5.3 and later, unless a sandbox refuses them).
+fn pidfds_work() -> bool {
+    static WORKS: OnceLock<bool> = OnceLock::new();
+    *WORKS.get_or_init(|| {
+        rustix::process::Pid::from_raw(i32::try_from(std::process::id()).unwrap_or(0))
+            .is_some_and(|me| rustix::process::pidfd_open(me, PidfdFlags::empty()).is_ok())
+    })
+}
+
+/// `/dev/null`, opened once (close-on-exec), duplicated onto each child's stdin.
+fn dev_null() -> io::Result<&'static File> {
+    static NULL: OnceLock<File> = OnceLock::new();
+    if let Some(f) = NULL.get() {
+        return Ok(f);
+    }
+    let f = File::open("/dev/null")?;
+    Ok(NULL.get_or_init(|| f))
+}
+
+/// Whether [`spawn`] can start `inv` (else std's `Command` does): a program given by path,
+/// no working directory, pidfds available.
+pub(crate) fn can_spawn(inv: &Invocation, dir: Option<&std::path::Path>) -> bool {
+    dir.is_none() && inv.program.as_bytes().contains(&b'/') && pidfds_work()
+}
+
+/// A child started by [`spawn`], waited for through its pidfd. Dropped before it was waited
+/// for, it is SIGKILLed and reaped later (see [`reap_orphans`]).
+#[derive(Debug)]
+pub(crate) struct SpawnedChild {
+    pid: i32,
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    status: Option<ExitStatus>,
+}
+
+/// Pidfds of children dropped before they exited, reaped at the next spawn.
+static ORPHANS: Mutex<Vec<OwnedFd>> = Mutex::new(Vec::new());
+
+/// Reaps the dropped children that have exited since.
+fn reap_orphans() {
+    let mut orphans = ORPHANS.lock().unwrap_or_else(PoisonError::into_inner);
+    orphans.retain(|fd| matches!(try_wait(fd.as_fd()), Ok(None)));
+}
+
+/// `waitid` on a pidfd without blocking: `Some` once the child has exited (and is reaped).
+fn try_wait(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
+    loop {
+        match rustix::process::waitid(
+            rustix::process::WaitId::PidFd(fd),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        ) {
+            Ok(s) => return Ok(s.map(|s| exit_status(&s))),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The wait status std would report for what `waitid` said.
+fn exit_status(s: &WaitIdStatus) -> ExitStatus {
+    let raw = match (s.exit_status(), s.terminating_signal()) {
+        (Some(code), _) => (code & 0xff) << 8,
+        (None, Some(sig)) => (sig & 0x7f) | if s.dumped() { 0x80 } else { 0 },
+        (None, None) => 0,
+    };
+    ExitStatus::from_raw(raw)
+}
+
+impl SpawnedChild {
+    /// The child's pid.
+    pub(crate) fn id(&self) -> u32 {
+        self.pid.unsigned_abs()
+    }
+
+    /// Waits for the child to exit and reaps it; cancel-safe (a dropped wait loses nothing).
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        let Some(fd) = &self.pidfd else {
+            return Err(io::Error::other("child already reaped"));
+        };
+        loop {
+            let mut ready = fd.readable().await?;
+            if let Some(s) = try_wait(fd.get_ref().as_fd())? {
+                self.status = Some(s);
+                self.pidfd = None;
+                return Ok(s);
+            }
+            ready.clear_ready();
+        }
+    }
+}
+
+impl Drop for SpawnedChild {
+    fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        let Some(fd) = self.pidfd.take() else {
+            return;
+        };
+        let _ = nix::sys::signal::kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        let fd = fd.into_inner();
+        if matches!(try_wait(fd.as_fd()), Ok(None)) {
+            ORPHANS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(fd);
+        }
+    }
+}
+
+/// Starts `inv` in a process group of its own, stdin on `/dev/null`, stdout and stderr on
+/// pipes, with `env` plus `TAG_VAR=tag` as its whole environment. Needs a tokio runtime with
+/// the I/O driver.
+///
+/// # Errors
+/// The error of `posix_spawn` (glibc reports the exec's: `ENOENT`, `EACCES`, `ETXTBSY`…), of
+/// creating the pipes, or of registering the pidfd.
+pub(crate) fn spawn(
+    inv: &Invocation,
+    env: &EnvBlock,
+    tag: &str,
+) -> io::Result<(SpawnedChild, ChildStdout, ChildStderr)> {
+    reap_orphans();
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "nul byte found in provided data",
+        )
+    };
+    let program = CString::new(inv.program.as_bytes()).map_err(|_| invalid())?;
+    let mut argv = Vec::with_capacity(inv.args.len() + 1);
+    argv.push(match &inv.arg0 {
+        Some(a) => CString::new(a.as_bytes()).map_err(|_| invalid())?,
+        None => program.clone(),
+    });
+    for a in &inv.args {
+        argv.push(CString::new(a.as_bytes()).map_err(|_| invalid())?);
+    }
+    let tag = CString::new(format!("{TAG_VAR}={tag}")).map_err(|_| invalid())?;
+    let envp = env.with_tag(&tag);
+
+    let (out_r, out_w) = io::pipe()?;
+    let (err_r, err_w) = io::pipe()?;
+    let mut actions = PosixSpawnFileActions::init()?;
+    actions.add_dup2(dev_null()?.as_raw_fd(), 0)?;
+    actions.add_dup2(out_w.as_raw_fd(), 1)?;
+    actions.add_dup2(err_w.as_raw_fd(), 2)?;
+    let mut attr = PosixSpawnAttr::init()?;
+    attr.set_pgroup(Pid::from_raw(0))?;
+    let mut sigpipe = SigSet::empty();
+    sigpipe.add(Signal::SIGPIPE);
+    attr.set_sigdefault(&sigpipe)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )?;
+    let pid = nix::spawn::posix_spawn(program.as_c_str(), &actions, &attr, &argv, &envp)?;
+    drop((out_w, err_w));
+
+    let pidfd = rustix::process::Pid::from_raw(pid.as_raw())
+        .ok_or_else(|| io::Error::other("posix_spawn gave pid 0"))
+        .and_then(|p| Ok(rustix::process::pidfd_open(p, PidfdFlags::empty())?));
+    let mut child = SpawnedChild {
+        pid: pid.as_raw(),
+        pidfd: None,
+        status: None,
+    };
+    // The child is ours from here: dropped on an error below, it is killed and reaped.
+    let pidfd = match pidfd {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+            child.status = Some(ExitStatus::from_raw(Signal::SIGKILL as i32));
+            return Err(e);
+        }
+    };
+    child.pidfd = Some(AsyncFd::with_interest(
+        pidfd,
+        tokio::io::Interest::READABLE,
+    )?);
+    let stdout = ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(out_r)))?;
+    let stderr = ChildStderr::from_std(std::process::ChildStderr::from(OwnedFd::from(err_r)))?;
+    Ok((child, stdout, stderr))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn names(b: &EnvBlock, tag: &str) -> Vec<String> {
+        let tag = CString::new(tag).unwrap();
+        b.with_tag(&tag)
+            .iter()
+            .map(|c| c.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// The block is std's sorted map: overrides win, withheld names and an inherited tag are
+    /// gone, the child's tag sits in its sorted place.
+    #[test]
+    fn env_block_is_sorted_like_std_with_the_tag_in_place() {
+        let base: BTreeMap<OsString, OsString> = [
+            ("PATH", "/bin"),
+            ("AWF_PROCESS_TAG", "1-1"),
+            ("ZED", "z"),
+            ("SECRET_TOKEN", "s"),
+            ("A", "a"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect();
+        let env = vec![
+            ("B".to_owned(), "b".to_owned()),
+            ("PATH".to_owned(), "/usr/bin".to_owned()),
+        ];
+        let block = build_env(&base, &env, &["SECRET_TOKEN".to_owned()]).unwrap();
+        assert_eq!(
+            names(&block, "AWF_PROCESS_TAG=9-9"),
+            [
+                "A=a",
+                "AWF_PROCESS_TAG=9-9",
+                "B=b",
+                "PATH=/usr/bin",
+                "ZED=z"
+            ]
+        );
+        let nul = vec![("X".to_owned(), "a\0b".to_owned())];
+        assert!(build_env(&base, &nul, &[]).is_none());
+    }
+}
