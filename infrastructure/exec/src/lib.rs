@@ -6,13 +6,19 @@
 //! child exits its pipes are drained within a bounded window so a background grandchild cannot
 //! hang the caller. [`signal_group`] is the one safe `killpg` wrapper other adapters may reuse.
 //!
+//! With a watchdog registered, children are started by `posix_spawn` with an environment
+//! built once per distinct command environment and waited for through a pidfd (the `spawn`
+//! module); otherwise, and for a working directory or a program looked up on `PATH`, through
+//! std's `Command`. Both give the child the same environment, in the same order.
+//!
 //! Descendants that leave the group are handled too: every child has a parent-death signal
 //! (it dies with awf; not while a watchdog process registered with [`set_watchdog`] does
 //! that job, so spawns can use `posix_spawn`), carries [`TAG_VAR`], and with [`become_subreaper`] orphaned
 //! descendants come back to awf, where a stopped step sweeps its own and [`sweep_adopted`]
 //! sweeps the rest at the end of a run. [`kill_all_now`] is the second Ctrl-C.
 //!
-//! Depends on `awf-domain` only (plus tokio, nix and tempfile); never on `awf-application`.
+//! Depends on `awf-domain` only (plus tokio, nix, rustix and tempfile); never on
+//! `awf-application`.
 //!
 //! Source: spec/workflow.md §1.5.2, §1.9, §1.12 (shebang), §3.3, §3.10; design/decisions.md
 //! "Execution and processes".
