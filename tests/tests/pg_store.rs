@@ -1094,3 +1094,87 @@ fn a_run_whose_store_stays_away_ends_and_says_its_record_is_incomplete() {
     );
     assert!(stderr.contains("WARN run record"), "{stderr}");
 }
+
+/// A step that prints a NUL, then a second step.
+const NUL: &str = "name: nul\nstates:\n  initial: a\n  a: {type: step, command: 'printf \"before\\0after\\n\"; echo line2', on_success: b}\n  b: {type: step, command: echo world, on_success: done}\n  done: {type: terminal}\n";
+
+#[test]
+fn a_nul_in_a_step_output_is_recorded_as_the_replacement_character() {
+    let sb = sandbox();
+    sb.write("nul.yaml", NUL).unwrap();
+    let db = TestDb::new();
+    let r = sb
+        .run(&["--store", &db.url, "run", "nul.yaml", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let envs: Vec<EventEnvelope> = event_rows(&db.url, &id)
+        .into_iter()
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        step_sequence(&envs),
+        [
+            ("run.started".to_owned(), String::new()),
+            ("step.started".to_owned(), "a".to_owned()),
+            ("step.completed".to_owned(), "a".to_owned()),
+            ("step.started".to_owned(), "b".to_owned()),
+            ("step.completed".to_owned(), "b".to_owned()),
+            ("run.completed".to_owned(), String::new()),
+        ]
+    );
+    let s = sb
+        .run(&["--store", &db.url, "status", &id, "-f", "json"])
+        .unwrap();
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let v = s.json().unwrap();
+    assert_eq!(v["status"], json!("completed"), "{v}");
+    let out = v["states"]["a"]["output"].as_str().unwrap_or_default();
+    assert!(
+        out.contains("before\u{fffd}after") && out.contains("line2"),
+        "{v}"
+    );
+}
+
+#[test]
+fn a_password_in_the_query_or_in_the_keyword_form_is_masked_in_errors() {
+    let sb = sandbox();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for store in [
+        format!("postgresql://postgres@127.0.0.1:{port}/x?password=s3cret"),
+        format!("host=127.0.0.1 port={port} password=s3cret dbname=x"),
+        format!("host=127.0.0.1 port={port} password='s3cret' dbname=x"),
+    ] {
+        let r = sb.run(&["--store", &store, "history"]).unwrap();
+        assert_ne!(r.code, 0, "{store}: {}", r.stderr);
+        assert!(
+            !r.stderr.contains("s3cret") && r.stderr.contains("***"),
+            "{store}: {}",
+            r.stderr
+        );
+    }
+}
+
+#[test]
+fn the_store_url_is_withheld_from_the_steps() {
+    let mut sb = sandbox();
+    sb.write(
+        "env.yaml",
+        "name: env\nstates:\n  initial: a\n  a: {type: step, command: 'env; echo end', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let db = TestDb::new();
+    sb.set_env("AWF_STORE", &db.url);
+    let r = sb.run(&["run", "env.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let s = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    let v = s.json().unwrap();
+    let out = v["states"]["a"]["output"].as_str().unwrap_or_default();
+    assert!(out.contains("end"), "{v}");
+    assert!(!out.contains("AWF_STORE"), "{out}");
+}

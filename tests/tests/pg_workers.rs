@@ -559,6 +559,25 @@ fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
     assert_eq!(on_b["phase"], "recorded", "{on_b}");
     assert_eq!(on_b["message"], "three done: c\n", "{on_b}");
     assert_eq!(http_serve::execution(&a, &id)["message"], on_b["message"]);
+    // A reconnect after run_finished (nothing left to replay) ends (curl exits 0, not 28
+    // for its time limit), on either worker, with no event.
+    let last = format!("Last-Event-ID: {}", rows.len());
+    let beyond = format!("?after={}", rows.len() + 5);
+    for (w, extra, query) in [(&b, Some(last.as_str()), ""), (&a, None, beyond.as_str())] {
+        let url = format!("{}/api/executions/{id}/events{query}", w.base);
+        let mut args = vec!["-s", "-N", "--max-time", "60"];
+        if let Some(h) = extra {
+            args.extend(["-H", h]);
+        }
+        args.push(&url);
+        let out = std::process::Command::new("curl")
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "the stream ended: {:?}", out.status);
+        let body = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(http_serve::parse_frames(&body), vec![], "{body}");
+    }
 }
 
 #[test]

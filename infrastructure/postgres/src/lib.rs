@@ -172,18 +172,133 @@ pub fn is_postgres_url(text: &str) -> bool {
     t.starts_with("postgres://") || t.starts_with("postgresql://")
 }
 
-/// The URL without its password (for messages and logs).
+/// The URL without its password (for messages and logs): the password of the userinfo
+/// (`postgresql://u:***@h/db`), of a `password=` query parameter (`?password=***`) and of a
+/// `password=` keyword (`host=h password=***`, quoted or not) is masked.
 pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let Some((auth, host)) = rest.split_once('@') else {
-        return url.to_owned();
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (before_query, query) = match rest.split_once('?') {
+                Some((b, q)) => (b, Some(q)),
+                None => (rest, None),
+            };
+            let base = match before_query.rsplit_once('@') {
+                Some((auth, host)) => match auth.split_once(':') {
+                    Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+                    None => format!("{scheme}://{before_query}"),
+                },
+                None => format!("{scheme}://{before_query}"),
+            };
+            match query {
+                Some(q) => {
+                    let params: Vec<String> = q
+                        .split('&')
+                        .map(|p| match p.split_once('=') {
+                            Some((k, _)) if k.eq_ignore_ascii_case("password") => {
+                                format!("{k}=***")
+                            }
+                            _ => p.to_owned(),
+                        })
+                        .collect();
+                    format!("{base}?{}", params.join("&"))
+                }
+                None => base,
+            }
+        }
+        None => redacted_keywords(url),
     }
+}
+
+/// The keyword form (`host=h password=secret dbname=d`) with the password's value masked;
+/// a quoted value (`password='a b'`) is masked up to its closing quote.
+fn redacted_keywords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = find_password_key(rest) {
+        out.push_str(&rest[..at]);
+        let after_key = &rest[at..];
+        let Some(eq) = after_key.find('=') else {
+            break;
+        };
+        out.push_str(&after_key[..=eq]);
+        let value = after_key[eq + 1..].trim_start_matches(' ');
+        out.push_str("***");
+        rest = if let Some(quoted) = value.strip_prefix('\'') {
+            let mut end = quoted.len();
+            let mut escaped = false;
+            for (i, c) in quoted.char_indices() {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '\'' {
+                    end = i + 1;
+                    break;
+                }
+            }
+            &quoted[end..]
+        } else {
+            let end = value.find(char::is_whitespace).unwrap_or(value.len());
+            &value[end..]
+        };
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where a `password` keyword (followed by optional spaces and `=`) starts in `text`.
+fn find_password_key(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find("password") {
+        let at = from + i;
+        let starts_word = at == 0 || lower[..at].ends_with(char::is_whitespace);
+        let tail = lower[at + "password".len()..].trim_start_matches(' ');
+        if starts_word && tail.starts_with('=') {
+            return Some(at);
+        }
+        from = at + "password".len();
+    }
+    None
+}
+
+/// What a NUL character (U+0000) becomes in the store: U+FFFD, the replacement character.
+/// PostgreSQL refuses NUL in `jsonb` (`\u0000`) and in `text`, so a step output or an input
+/// holding one is recorded with U+FFFD in its place (docs/compatibility.md).
+pub const NUL_REPLACEMENT: char = '\u{fffd}';
+
+/// `value` made storable in a `jsonb` column: every NUL in a string or an object key becomes
+/// [`NUL_REPLACEMENT`]. Every JSON value this crate writes goes through it.
+pub fn storable(mut value: serde_json::Value) -> serde_json::Value {
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::String(s) => {
+                if s.contains('\0') {
+                    *s = storable_text(s);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            serde_json::Value::Object(map) => {
+                if map.keys().any(|k| k.contains('\0')) {
+                    let old = std::mem::take(map);
+                    for (k, mut item) in old {
+                        walk(&mut item);
+                        map.insert(storable_text(&k), item);
+                    }
+                } else {
+                    map.values_mut().for_each(walk);
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(&mut value);
+    value
+}
+
+/// `text` made storable in a `text` column: every NUL becomes [`NUL_REPLACEMENT`].
+pub fn storable_text(text: &str) -> String {
+    text.replace('\0', &NUL_REPLACEMENT.to_string())
 }
 
 /// `SYSTEM.STORE.UNAVAILABLE` for a failed database call: `what` failed, and why.
@@ -449,6 +564,34 @@ mod tests {
             "postgresql://u:***@h/db"
         );
         assert_eq!(redacted("postgresql://u@h/db"), "postgresql://u@h/db");
+        assert_eq!(
+            redacted("postgresql://u@h/db?sslmode=disable&password=s3cret&x=1"),
+            "postgresql://u@h/db?sslmode=disable&password=***&x=1"
+        );
+        assert_eq!(
+            redacted("postgresql://u:a@b@h/db?PASSWORD=s3cret"),
+            "postgresql://u:***@h/db?PASSWORD=***"
+        );
+        assert_eq!(
+            redacted("host=h password=s3cret dbname=d"),
+            "host=h password=*** dbname=d"
+        );
+        assert_eq!(
+            redacted("host=h password = 's3 \\' cret' user=u"),
+            "host=h password =*** user=u"
+        );
+        assert_eq!(redacted("password=s3cret"), "password=***");
+    }
+
+    #[test]
+    fn nul_becomes_the_replacement_character_in_strings_and_keys() {
+        let v = serde_json::json!({"a\u{0}": ["x\u{0}y", {"k": "\\u0000"}], "n": 1});
+        let out = storable(v);
+        assert_eq!(
+            out,
+            serde_json::json!({"a\u{fffd}": ["x\u{fffd}y", {"k": "\\u0000"}], "n": 1})
+        );
+        assert_eq!(storable_text("a\0b"), "a\u{fffd}b");
     }
 
     #[test]

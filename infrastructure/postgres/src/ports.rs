@@ -159,12 +159,14 @@ impl StateStore for PgStore {
     /// Writes the snapshot column (a new row has no history columns: like the embedded
     /// store, saving a state file adds no history row).
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
-        let json = serde_json::to_value(snapshot).map_err(|e| {
-            AwfError::new(
-                ErrorCode::SystemIoWriteFailed,
-                format!("cannot encode the state of run {}: {e}", snapshot.run_id),
-            )
-        })?;
+        let json = serde_json::to_value(snapshot)
+            .map(crate::storable)
+            .map_err(|e| {
+                AwfError::new(
+                    ErrorCode::SystemIoWriteFailed,
+                    format!("cannot encode the state of run {}: {e}", snapshot.run_id),
+                )
+            })?;
         let root = snapshot
             .parent_run_id
             .clone()

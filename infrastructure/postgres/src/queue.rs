@@ -207,7 +207,9 @@ fn fail(what: &str) -> impl Fn(tokio_postgres::Error) -> AwfError + '_ {
 /// when the database fails.
 pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Result<(), AwfError> {
     let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
-    let body = serde_json::to_value(request).map_err(|e| unavailable("encode the request", &e))?;
+    let body = serde_json::to_value(request)
+        .map(crate::storable)
+        .map_err(|e| unavailable("encode the request", &e))?;
     let tx = client
         .transaction()
         .await
@@ -521,7 +523,9 @@ pub async fn requeue_resume(
     request: &QueuedRequest,
 ) -> Result<bool, AwfError> {
     let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
-    let body = serde_json::to_value(request).map_err(|e| unavailable("encode the request", &e))?;
+    let body = serde_json::to_value(request)
+        .map(crate::storable)
+        .map_err(|e| unavailable("encode the request", &e))?;
     let n = client
         .execute(
             "UPDATE awf_runs SET queue_state = 'queued', request = $2, run_started = true, \
@@ -651,11 +655,11 @@ pub async fn mark_answer(
         None => ("accepted", None),
         Some(e) => (
             "rejected",
-            Some(serde_json::json!({
+            Some(crate::storable(serde_json::json!({
                 "code": e.code().as_str(),
                 "message": e.message(),
                 "hints": e.hints(),
-            })),
+            }))),
         ),
     };
     client

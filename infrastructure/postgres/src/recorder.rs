@@ -366,7 +366,9 @@ fn i64_of(v: u64) -> i64 {
 
 /// The audit line text as JSON (it is built as one JSON object per line).
 fn audit_json(line: &str) -> Value {
-    serde_json::from_str(line.trim_end()).unwrap_or_else(|_| Value::String(line.to_owned()))
+    crate::storable(
+        serde_json::from_str(line.trim_end()).unwrap_or_else(|_| Value::String(line.to_owned())),
+    )
 }
 
 impl Writer {
@@ -456,7 +458,7 @@ impl Writer {
 
     fn push_event(&mut self, root: &str, env: &EventEnvelope) {
         let envelope = match serde_json::to_value(env) {
-            Ok(v) => v,
+            Ok(v) => crate::storable(v),
             Err(e) => {
                 self.shared
                     .report("events", format!("cannot encode an event: {e}"));
@@ -779,12 +781,15 @@ async fn write_run(
     let exit_code = rec.and_then(|r| r.exit_code).map(i32::from);
     let completed = rec.and_then(|r| r.completed_at_ms).map(i64_of);
     let duration = rec.and_then(|r| r.duration_ms).map(i64_of);
-    let error = rec.and_then(|r| r.error_message.clone());
+    let error = rec.and_then(|r| r.error_message.as_deref().map(crate::storable_text));
     let spend = rec
         .and_then(|r| r.spend)
         .or_else(|| snap.and_then(|s| s.spend))
-        .and_then(|s| serde_json::to_value(s).ok());
-    let snapshot = snap.and_then(|s| serde_json::to_value(s).ok());
+        .and_then(|s| serde_json::to_value(s).ok())
+        .map(crate::storable);
+    let snapshot = snap
+        .and_then(|s| serde_json::to_value(s).ok())
+        .map(crate::storable);
     let guard = if fence.is_some() {
         " WHERE awf_runs.epoch = $15"
     } else {

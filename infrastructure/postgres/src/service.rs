@@ -344,7 +344,6 @@ impl RunService for PgRunService {
             next: from_seq.max(1),
             buffer: VecDeque::new(),
             notices: self.listener.subscribe(),
-            seen_finish: false,
             done: false,
         };
         // What is recorded now is in the subscription before it is handed out: the first
@@ -372,8 +371,9 @@ impl RunService for PgRunService {
         }
         let pool = self.store.pool().clone();
         let rid = request_id.to_owned();
-        let body =
-            serde_json::to_value(&answer).map_err(|e| unavailable("encode the answer", &e))?;
+        let body = serde_json::to_value(&answer)
+            .map(crate::storable)
+            .map_err(|e| unavailable("encode the answer", &e))?;
         self.blocking(async move { answer_remote(&pool, &rid, body).await })
     }
 
@@ -613,8 +613,6 @@ struct PgSubscription {
     next: u64,
     buffer: VecDeque<(u64, EventEnvelope)>,
     notices: broadcast::Receiver<Notice>,
-    /// The root run's `RunFinished` was delivered.
-    seen_finish: bool,
     done: bool,
 }
 
@@ -670,12 +668,6 @@ impl Subscription for PgSubscription {
     async fn next(&mut self) -> Option<SubscriptionItem> {
         loop {
             if let Some((position, envelope)) = self.buffer.pop_front() {
-                if envelope.parent_run_id.is_none()
-                    && envelope.run_id.0 == self.root
-                    && matches!(envelope.event, RunEvent::RunFinished { .. })
-                {
-                    self.seen_finish = true;
-                }
                 return Some(SubscriptionItem::Event {
                     position,
                     envelope: Box::new(envelope),
@@ -694,19 +686,20 @@ impl Subscription for PgSubscription {
             if !self.buffer.is_empty() {
                 continue;
             }
-            if self.seen_finish {
-                // The run's last event was delivered: done unless it was queued again.
-                match load_row(&self.store, &self.root).await {
-                    Ok(Some(r)) if r.ended() => {
-                        self.done = true;
-                        continue;
-                    }
-                    Ok(None) => {
-                        self.done = true;
-                        continue;
-                    }
-                    _ => {}
+            // Nothing (more) to deliver: done when the run has ended (its events are
+            // written in the same transaction as its end), whether its `RunFinished` was
+            // delivered here or before `after` (a reconnect), or it never started
+            // (cancelled while queued, failed before starting).
+            match load_row(&self.store, &self.root).await {
+                Ok(Some(r)) if r.ended() => {
+                    self.done = true;
+                    continue;
                 }
+                Ok(None) => {
+                    self.done = true;
+                    continue;
+                }
+                _ => {}
             }
             let tick = tokio::time::sleep(Duration::from_secs(1));
             tokio::select! {

@@ -143,10 +143,11 @@ pub fn positive_duration_flag(flag: &str, text: &str) -> Result<Duration, AwfErr
     Ok(d)
 }
 
-/// `--lease`: how long a claim lasts without its heartbeat, at least 300 ms.
+/// `--lease`: how long a claim lasts without its heartbeat, from 300 ms to 24 h.
 ///
 /// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` for a text that is not a duration, or one under 300 ms.
+/// `USER.INPUT.VALIDATION_FAILED` for a text that is not a duration, or one under 300 ms
+/// or over 24 h.
 pub fn lease_flag(text: &str) -> Result<Duration, AwfError> {
     let d = duration_flag("--lease", text)?;
     if d < Duration::from_millis(300) {
@@ -156,8 +157,22 @@ pub fn lease_flag(text: &str) -> Result<Duration, AwfError> {
         )
         .with_hint("e.g. --lease 15s (the default), --lease 3s"));
     }
+    if d > MAX_LEASE {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!("--lease {text:?} is too long (over 24h)"),
+        )
+        .with_hint(
+            "a lease is how long a dead worker's runs wait for another worker: \
+             e.g. --lease 15s (the default), --lease 5m",
+        ));
+    }
     Ok(d)
 }
+
+/// The longest `--lease`: a day (the lease is added to timestamps and turned into
+/// PostgreSQL intervals; a longer one would only keep a dead worker's runs stuck).
+const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// Runs `awf serve`.
 pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
@@ -202,6 +217,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         .env
         .iter()
         .filter(|(k, _)| args.token_env.as_deref() != Some(k.as_str()))
+        .filter(|(k, _)| w.store_url.is_none() || k.as_str() != "AWF_STORE")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let listener = tokio::net::TcpListener::bind(addr)
@@ -389,8 +405,10 @@ mod tests {
     #[test]
     fn a_lease_is_a_duration_of_at_least_300ms() {
         assert_eq!(lease_flag("15s").unwrap(), Duration::from_secs(15));
-        for bad in ["0", "100ms", "soon"] {
+        assert_eq!(lease_flag("24h").unwrap(), Duration::from_secs(86_400));
+        for bad in ["0", "100ms", "soon", "99999999999999s", "25h"] {
             let e = lease_flag(bad).unwrap_err();
+            assert!(!e.hints().is_empty(), "{bad}");
             assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
             assert!(e.message().contains("--lease"), "{}", e.message());
         }

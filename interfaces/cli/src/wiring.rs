@@ -401,6 +401,9 @@ pub fn build_shared(
     url: String,
     pg: Option<awf_postgres::PgStore>,
 ) -> Wiring {
+    // The store URL may hold the database password: no step, agent or tool inherits it
+    // (as `awf serve --token-env`'s variable).
+    awf_domain::withheld::withhold_env(["AWF_STORE".to_owned()]);
     let mut w = build_with(storage, env, cwd, false);
     w.store_url = Some(url);
     if let Some(pg) = pg {
