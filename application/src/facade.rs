@@ -65,6 +65,9 @@ impl Facade {
         let loaded = self.services.repository.load(&req.identifier, None)?;
         crate::validation::check_for_run(&self.services, &loaded)?;
         check_named_states(&loaded.workflow, &req)?;
+        if req.refuse_undeclared_inputs {
+            awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &req.inputs)?;
+        }
         let warnings = crate::validation::run_warnings(&self.services, &loaded, &req.inputs);
         let workflow = loaded.workflow;
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();

@@ -491,13 +491,15 @@ pub(crate) fn run_warnings(
     let mut seen = std::collections::BTreeSet::new();
     for (k, _) in cli_inputs {
         let k = k.trim();
-        if declared.is_empty() || declared.contains(&k) || !seen.insert(k.to_owned()) {
+        if declared.contains(&k) || !seen.insert(k.to_owned()) {
             continue;
         }
         let mut msg = format!("input '{k}' is not declared by workflow '{}'", wf.name);
         if let Some(c) = validate::closest(k, declared.iter().copied()) {
             msg.push_str(&format!(" (did you mean '{c}'?)"));
         }
+        // Unlike AWF, an undeclared input never reaches a step's environment.
+        msg.push_str("; templates see it, commands do not get it as an environment variable");
         out.push(msg);
     }
     out

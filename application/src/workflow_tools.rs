@@ -612,6 +612,7 @@ impl WorkflowTools {
             working_dir: self.config.working_dir.clone(),
             prompt_missing_inputs: false,
             auto_approve: self.config.auto_approve,
+            refuse_undeclared_inputs: true,
             ..RunRequest::default()
         };
         let run_id = match self.service.start(request).await {

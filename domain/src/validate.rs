@@ -54,6 +54,64 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// The rule every remote front-end (HTTP, ACP, MCP workflows-as-tools, the shared store's
+/// queue) applies to the inputs of a run it is asked to start: each name must be one the
+/// workflow declares. (`awf run` only warns; either way an undeclared input is never exported
+/// to a step's environment.)
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming the undeclared inputs (with the closest declared
+/// name when one is close), with the declared inputs as hint.
+pub fn refuse_undeclared_inputs(
+    wf: &Workflow,
+    given: &[(String, String)],
+) -> Result<(), crate::AwfError> {
+    let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
+    let mut bad: Vec<String> = Vec::new();
+    for (k, _) in given {
+        let k = k.trim();
+        if declared.contains(&k) {
+            continue;
+        }
+        // A name is caller-controlled: keep the message short.
+        let shown: String = if k.chars().count() > 64 {
+            format!("{}…", k.chars().take(64).collect::<String>())
+        } else {
+            k.to_owned()
+        };
+        let mut one = format!("'{shown}'");
+        if let Some(c) = closest(k, declared.iter().copied()) {
+            one.push_str(&format!(" (did you mean '{c}'?)"));
+        }
+        if !bad.contains(&one) {
+            bad.push(one);
+        }
+    }
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let hint = if declared.is_empty() {
+        format!("workflow '{}' declares no inputs; pass none", wf.name)
+    } else {
+        format!(
+            "workflow '{}' declares the inputs: {}",
+            wf.name,
+            declared.join(", ")
+        )
+    };
+    Err(crate::AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        format!(
+            "input{} {} {} not declared by workflow '{}'",
+            if bad.len() == 1 { "" } else { "s" },
+            bad.join(", "),
+            if bad.len() == 1 { "is" } else { "are" },
+            wf.name
+        ),
+    )
+    .with_hint(hint))
+}
+
 fn missing_state(
     wf: &Workflow,
     path: String,

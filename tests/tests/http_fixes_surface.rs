@@ -322,14 +322,26 @@ fn a_broken_workflow_is_marked_in_the_list_and_the_detail() {
 }
 
 #[test]
-fn undeclared_inputs_are_warned_about_as_the_cli_does() {
+fn undeclared_inputs_are_refused_over_http_and_warned_about_by_the_cli() {
     let sb = sandbox();
     let s = start(&sb);
-    let (_, v) = run(&s, "hello", r#"{"inputs":{"who":"Ada","extra":1}}"#);
-    let warnings = v["body"]["warnings"].as_array().unwrap();
+    // Over HTTP an undeclared input is refused (it could set BASH_ENV, LD_PRELOAD, …): 422
+    // naming it and the declared inputs; the CLI only warns.
+    let (code, v) = post(
+        &format!("{}/api/workflows/env/hello/run", s.base),
+        r#"{"inputs":{"who":"Ada","extra":1}}"#,
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("input 'extra' is not declared by workflow 'hello'"),
+        "{v}"
+    );
+    assert!(v["hints"].to_string().contains("who"), "{v}");
     let want = "input 'extra' is not declared by workflow 'hello'";
-    assert_eq!(warnings.len(), 1, "{v}");
-    assert_eq!(warnings[0], want, "{v}");
     let cli = sb
         .run(&["run", "hello", "--input", "who=Ada", "--input", "extra=1"])
         .unwrap();
@@ -341,20 +353,17 @@ fn undeclared_inputs_are_warned_about_as_the_cli_does() {
     let (id, _) = run(&s, "flaky", "{}");
     wait_status(&s, &id, "failed");
     sb.write("marker", "").unwrap();
+    let (code, v) = post(
+        &format!("{}/api/executions/{id}/resume", s.base),
+        r#"{"input_overrides":{"zzz":1}}"#,
+    );
+    assert_eq!(code, 422, "{v}");
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{v}");
     let mut answer = (0, Value::Null);
     wait_for("the resume to be accepted", || {
-        answer = post(
-            &format!("{}/api/executions/{id}/resume", s.base),
-            r#"{"input_overrides":{"zzz":1}}"#,
-        );
+        answer = post(&format!("{}/api/executions/{id}/resume", s.base), "{}");
         answer.0 == 200
     });
-    let warnings = answer.1["body"]["warnings"].as_array().unwrap();
-    assert_eq!(
-        warnings[0], "input 'zzz' is not declared by workflow 'flaky'",
-        "{}",
-        answer.1
-    );
     wait_status(&s, &id, "completed");
 }
 

@@ -431,6 +431,52 @@ async fn step_started_carries_the_rendered_masked_command() {
     assert_eq!(commands, vec![Some("deploy prod --token ***".to_owned())]);
 }
 
+/// Only declared inputs reach a command's environment: an undeclared one (`BASH_ENV` here)
+/// stays usable in templates but is never exported (AWF exports every string input).
+#[tokio::test]
+async fn only_declared_inputs_are_exported_to_commands() {
+    let mut wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "echo {{.inputs.BASH_ENV}}", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    wf.inputs = vec![InputDef {
+        name: "env".into(),
+        ty: InputType::String,
+        description: None,
+        required: true,
+        default: None,
+        validation: InputValidation::default(),
+    }];
+    let exec = Arc::new(FakeExecutor::new().on("echo /tmp/evil.sh", [FakeCommand::ok("ok\n")]));
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let (_, result) = run_all(
+        &f,
+        request("w", &[("env", "prod"), ("BASH_ENV", "/tmp/evil.sh")]),
+    )
+    .await;
+    assert_eq!(result.status, RunStatus::Success);
+    let calls = exec.calls();
+    assert_eq!(calls.len(), 1);
+    assert!(
+        calls[0]
+            .env
+            .contains(&("env".to_owned(), "prod".to_owned()))
+    );
+    assert!(
+        !calls[0].env.iter().any(|(k, _)| k == "BASH_ENV"),
+        "{:?}",
+        calls[0].env
+    );
+}
+
 #[tokio::test]
 async fn all_succeed_cancels_running_branches_on_first_failure() {
     let p = state(

@@ -206,11 +206,17 @@ pub(crate) struct AskInputs {
     pub(crate) config: Map<String, Value>,
 }
 
-/// The inputs exported to commands as environment variables (strings as they are, other
-/// values as JSON; nulls are not exported).
-fn exported_of(inputs: &Map<String, Value>) -> Vec<(String, String)> {
+/// The inputs exported to commands as environment variables: only the ones `wf` declares
+/// (strings as they are, other values as JSON; nulls are not exported). An input the workflow
+/// does not declare stays visible to templates but never reaches a process's environment, so
+/// a caller cannot set `BASH_ENV`, `LD_PRELOAD`, `PATH` or an oversized variable through it
+/// (a divergence from AWF, docs/compatibility.md).
+fn exported_of(wf: &Workflow, inputs: &Map<String, Value>) -> Vec<(String, String)> {
     let mut exported = Vec::new();
     for (k, v) in inputs {
+        if !wf.inputs.iter().any(|d| d.name == *k) {
+            continue;
+        }
         let text = match v {
             Value::String(s) => s.clone(),
             Value::Null => continue,
@@ -335,7 +341,7 @@ impl Run {
         masker.extend(&spec.inherited_secrets);
         // Secret inputs of any type: numbers as written, every item of a list, every leaf.
         masker.extend(&Masker::from_named_values(&spec.inputs));
-        let exported = exported_of(&spec.inputs);
+        let exported = exported_of(&spec.workflow, &spec.inputs);
         let (mut restored, resume_at) = match spec.resume {
             Some((states, at)) => (states, Some(at)),
             None => (BTreeMap::new(), None),
@@ -535,7 +541,7 @@ impl Run {
         )
         .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
         lock(&self.masker).extend(&Masker::from_named_values(&inputs));
-        *lock(&self.exported) = exported_of(&inputs);
+        *lock(&self.exported) = exported_of(&self.wf, &inputs);
         *lock(&self.inputs) = inputs;
         Ok(())
     }

@@ -50,6 +50,11 @@ pub struct RunRequest {
     /// queue keeps the id it was given at submit time, issue 15); `None`: a new one from the
     /// id generator. Starting fails when a run with that id is recorded or locked already.
     pub run_id: Option<crate::run::RunId>,
+    /// Refuse inputs the workflow does not declare (`USER.INPUT.VALIDATION_FAILED`, see
+    /// [`crate::validate::refuse_undeclared_inputs`]): set by the remote front-ends (HTTP,
+    /// ACP, MCP workflows-as-tools, the shared store's queue); `awf run` leaves it unset and
+    /// only warns.
+    pub refuse_undeclared_inputs: bool,
 }
 
 /// Where an interactive run stops.

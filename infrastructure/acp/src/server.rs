@@ -1565,6 +1565,9 @@ async fn prompt_turn(
         auto_approve: false,
         mcp_servers: lock(&s.mcp_servers).clone(),
         fs_delegate: lock(&s.fs).as_ref().map(|b| b.socket().to_path_buf()),
+        // `/name k=v` names its inputs (checked above too); the default workflow only ever
+        // gets `prompt`, which it may leave undeclared (then templates see it, steps' env not).
+        refuse_undeclared_inputs: from_command,
         ..RunRequest::default()
     };
     let run_id = match shared.cfg.service.start(request).await {

@@ -888,7 +888,10 @@ pub(crate) async fn resume_execution(
         Vec::new()
     } else {
         match cfg.repository.load(&v.workflow, None) {
-            Ok(loaded) => crate::workflows::undeclared_inputs(&loaded.workflow, &inputs),
+            Ok(loaded) => {
+                awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &inputs)?;
+                Vec::new()
+            }
             Err(_) => Vec::new(),
         }
     };

@@ -619,9 +619,10 @@ pub(crate) async fn run_workflow(
         .collect();
     let warnings = match cfg.repository.load(&identifier, None) {
         Ok(loaded) => {
-            let mut w = undeclared_inputs(&loaded.workflow, &inputs);
-            w.extend(unknown_breakpoints(&loaded.workflow, &breakpoints));
-            w
+            // Refused here too (not only by the run service), so that a run queued for the
+            // shared store's workers is refused at submit time with the same 422.
+            awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &inputs)?;
+            unknown_breakpoints(&loaded.workflow, &breakpoints)
         }
         // The service reports why it does not load.
         Err(_) => Vec::new(),
@@ -635,6 +636,7 @@ pub(crate) async fn run_workflow(
         prompt_missing_inputs: body.ask_missing_inputs,
         interactive: (body.interactive || !breakpoints.is_empty())
             .then_some(awf_domain::ports::facade::Interactive { breakpoints }),
+        refuse_undeclared_inputs: true,
         ..RunRequest::default()
     };
     let id = cfg.service.start(request).await?;

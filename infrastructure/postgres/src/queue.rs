@@ -146,6 +146,7 @@ impl QueuedRequest {
             prompt_missing_inputs: self.prompt_missing_inputs,
             auto_approve: self.auto_approve,
             run_id: Some(run_id.clone()),
+            refuse_undeclared_inputs: true,
             ..RunRequest::default()
         }
     }

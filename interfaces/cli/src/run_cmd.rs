@@ -176,6 +176,9 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         mcp_servers: Vec::new(),
         fs_delegate: None,
         run_id: None,
+        // `awf run` warns about undeclared inputs (they are not exported either way); a run
+        // submitted to the shared store's queue is refused by the worker that takes it.
+        refuse_undeclared_inputs: false,
     };
     Ok((w, request))
 }
