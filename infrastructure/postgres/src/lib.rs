@@ -272,11 +272,7 @@ pub const NUL_REPLACEMENT: char = '\u{fffd}';
 pub fn storable(mut value: serde_json::Value) -> serde_json::Value {
     fn walk(v: &mut serde_json::Value) {
         match v {
-            serde_json::Value::String(s) => {
-                if s.contains('\0') {
-                    *s = storable_text(s);
-                }
-            }
+            serde_json::Value::String(s) if s.contains('\0') => *s = storable_text(s),
             serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
             serde_json::Value::Object(map) => {
                 if map.keys().any(|k| k.contains('\0')) {
