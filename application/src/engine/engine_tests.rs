@@ -439,7 +439,7 @@ async fn only_declared_inputs_are_exported_to_commands() {
         "w",
         "a",
         vec![
-            cmd("a", "echo {{.inputs.BASH_ENV}}", Some("done"), None),
+            cmd("a", "echo hi", Some("done"), None),
             terminal("done", TerminalStatus::Success),
         ],
     );
@@ -451,7 +451,7 @@ async fn only_declared_inputs_are_exported_to_commands() {
         default: None,
         validation: InputValidation::default(),
     }];
-    let exec = Arc::new(FakeExecutor::new().on("echo /tmp/evil.sh", [FakeCommand::ok("ok\n")]));
+    let exec = Arc::new(FakeExecutor::new().on("echo hi", [FakeCommand::ok("hi\n")]));
     let f = facade(
         FakeRepository::new().with(wf),
         Arc::clone(&exec),
