@@ -990,3 +990,43 @@ fn a_worker_that_cannot_reach_the_store_stops_its_runs_when_their_lease_would_ex
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn a_submitted_run_is_checked_at_submit_and_found_by_a_worker_without_the_workflow() {
+    let db = TestDb::new();
+    let wf = "name: here\ninputs:\n  - name: who\n    type: string\n    required: true\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi {{.inputs.who}}\n    on_success: done\n  done: {type: terminal}\n";
+    // The submitter's project has the workflow; the worker's search path has none.
+    let submitter = sandbox(&db, &[("here", wf)]);
+    let elsewhere = sandbox(&db, &[]);
+    let _w = worker(&elsewhere, &["--lease", "5s"]);
+    let id = submit(&submitter, "here", &["who=ada"]);
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND queue_state = 'done'"
+            ),
+        ) == 1
+    });
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+        ),
+        "success"
+    );
+    // What `awf run` refuses before starting is refused at submit, and nothing is queued.
+    for (args, code) in [
+        (vec!["run", "--submit", "nowhere"], "USER."),
+        (
+            vec!["run", "--submit", "here"],
+            "USER.INPUT.VALIDATION_FAILED",
+        ),
+    ] {
+        let r = submitter.run(&args).unwrap();
+        assert_ne!(r.code, 0, "{args:?}: {}", r.stdout);
+        assert!(r.stderr.contains(code), "{args:?}: {}", r.stderr);
+        assert!(r.stdout.trim().is_empty(), "{args:?}: {}", r.stdout);
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 1);
+}

@@ -19,9 +19,13 @@ use crate::wiring::Wiring;
 
 /// Queues `request` in the shared store named by `--store`/`AWF_STORE`.
 ///
+/// The workflow is found, validated and its inputs checked first (as `awf run` does before
+/// starting), and queued by its file's absolute path.
+///
 /// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` without a store URL (hint: how to give one);
-/// `SYSTEM.STORE.*` when the store cannot be reached or refuses.
+/// `USER.INPUT.VALIDATION_FAILED` without a store URL (hint: how to give one); what `awf run`
+/// refuses before starting (`USER.FACADE.WORKFLOW_NOT_FOUND`, `WORKFLOW.*`, invalid or
+/// missing inputs); `SYSTEM.STORE.*` when the store cannot be reached or refuses.
 pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, AwfError> {
     let Some(url) = crate::wiring::store_url(ctx.store.as_deref(), &w.env) else {
         return Err(AwfError::new(
@@ -40,9 +44,30 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
         )
         .with_hint("use postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"));
     }
+    // Checked here as `awf run` would check it before starting (the workflow found, loaded
+    // and valid, the inputs given and valid), so a bad request is refused now, not by the
+    // worker that takes it; and queued by its file's absolute path, so any worker finds the
+    // workflow the submitter meant, whatever its own working directory and search path.
+    awf_application::plan::plan_with_env(
+        &w.services,
+        &request.identifier,
+        &request.inputs,
+        &request.config_inputs,
+        &w.env,
+    )?;
+    let mut request = request.clone();
+    if let Some(file) = w
+        .services
+        .repository
+        .load(&request.identifier, None)?
+        .source_map
+        .file
+    {
+        request.identifier = w.cwd.join(file).display().to_string();
+    }
     let store = awf_postgres::PgStore::connect(&url)?;
     let run_id = w.services.ids.run_id();
-    let queued = awf_postgres::queue::QueuedRequest::of_run(request);
+    let queued = awf_postgres::queue::QueuedRequest::of_run(&request);
     let pool = store.pool().clone();
     let id = run_id.clone();
     store.block_on(async move { awf_postgres::queue::submit(&pool, &id, &queued).await })??;
