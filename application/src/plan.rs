@@ -23,6 +23,7 @@ use std::time::SystemTime;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::mask::Masker;
+use awf_domain::ports::repository::LoadedWorkflow;
 use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
@@ -356,7 +357,31 @@ pub fn plan_with_env(
     env: &BTreeMap<String, String>,
 ) -> Result<Plan, AwfError> {
     let loaded = services.repository.load(identifier, None)?;
-    crate::validation::check_for_run(services, &loaded)?;
+    plan_loaded(
+        services,
+        identifier,
+        &loaded,
+        cli_inputs,
+        config_inputs,
+        env,
+    )
+}
+
+/// [`plan_with_env`] of a workflow the caller already loaded (`identifier` is what it was
+/// loaded by): for a caller that needs the loaded file too (`awf run --submit` queues its
+/// path), so it is read once.
+///
+/// # Errors
+/// As [`plan`], but for the load errors.
+pub fn plan_loaded(
+    services: &Services,
+    identifier: &str,
+    loaded: &LoadedWorkflow,
+    cli_inputs: &[(String, String)],
+    config_inputs: &Map<String, Value>,
+    env: &BTreeMap<String, String>,
+) -> Result<Plan, AwfError> {
+    crate::validation::check_for_run(services, loaded)?;
     let wf = &loaded.workflow;
     // Nothing an input names is read by a dry run, so `file_exists` is not checked (as in
     // AWF (Go)); every other rule is.

@@ -48,21 +48,17 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
     // and valid, the inputs given and valid), so a bad request is refused now, not by the
     // worker that takes it; and queued by its file's absolute path, so any worker finds the
     // workflow the submitter meant, whatever its own working directory and search path.
-    awf_application::plan::plan_with_env(
+    let loaded = w.services.repository.load(&request.identifier, None)?;
+    awf_application::plan::plan_loaded(
         &w.services,
         &request.identifier,
+        &loaded,
         &request.inputs,
         &request.config_inputs,
         &w.env,
     )?;
     let mut request = request.clone();
-    if let Some(file) = w
-        .services
-        .repository
-        .load(&request.identifier, None)?
-        .source_map
-        .file
-    {
+    if let Some(file) = &loaded.source_map.file {
         request.identifier = w.cwd.join(file).display().to_string();
     }
     let store = awf_postgres::PgStore::connect(&url)?;
