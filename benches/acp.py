@@ -192,6 +192,8 @@ def main():
     ap.add_argument("--peers-only", action="store_true", help="skip awf (to check the peers alone)")
     a = ap.parse_args()
     awf_rep.smaps = a.smaps
+    if a.smaps:
+        print(f"# {footprint.symbol_order_note()}", flush=True)
     d = tempfile.mkdtemp(prefix="awf-acp-bench-")
     try:
         wf = os.path.join(d, "workflows")

@@ -52,3 +52,16 @@ def line(pid):
     total = sum(v["Rss"] for v in sums.values())
     parts = [f"{k} {v['Rss']} (dirty {v['Private_Dirty']})" for k, v in sums.items()]
     return f"RSS {total} KiB: " + " | ".join(parts) + f" | threads {threads}"
+
+
+def symbol_order_note():
+    """One line on the linker's symbol ordering file (scripts/symbol-order.py): whether it was
+    generated for this tree's Cargo files and toolchain. A stale file leaves the code of the
+    servers spread over `.text` again (exe r-x grows by several MB), so the RSS rows say why."""
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("symbol_order", os.path.join(root, "scripts", "symbol-order.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    why = mod.staleness()
+    return f"symbol order: STALE: {why}" if why else f"symbol order: current ({mod.fingerprint()})"
