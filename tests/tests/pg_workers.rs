@@ -639,6 +639,93 @@ fn an_approval_is_answered_through_another_worker() {
     );
 }
 
+/// An approval gate writing `deployed` / `rejected` to `<dir>/log`.
+fn gated_workflow(dir: &std::path::Path) -> String {
+    format!(
+        "name: gated\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed >> {0}/log\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected >> {0}/log\n    on_success: done\n  done: {{type: terminal}}\n",
+        dir.display()
+    )
+}
+
+/// The request ids of `id`'s `interaction_required` rows, in log order.
+fn asked_ids(db: &TestDb, id: &str) -> Vec<String> {
+    psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'request'->>'request_id' FROM awf_events \
+             WHERE root_run_id = '{id}' AND kind = 'interaction_required' ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+#[test]
+fn after_a_takeover_only_the_live_attempts_request_is_pending_and_an_answer_without_id_reaches_it()
+{
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("gated", &gated_workflow(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "A's approval request", Duration::from_secs(60), || {
+        asked_ids(&db, &id).len() == 1
+    });
+    let b = worker(&sb, &["--lease", "2s"]);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // B takes the run over and its attempt asks again.
+    wait_long(
+        &db,
+        "B's approval request",
+        Duration::from_secs(120),
+        || asked_ids(&db, &id).len() == 2,
+    );
+    let asked = asked_ids(&db, &id);
+    // The dead attempt's request is closed in the log (cancelled) before the new attempt
+    // starts; the live one's is not. (Request ids are counted per attempt: the new one may
+    // reuse the old one's id.)
+    let kinds = psql(
+        &db.url,
+        &format!(
+            "SELECT string_agg(kind || coalesce(' ' || (envelope->'event'->>'request_id') || \
+             ' ' || (envelope->'event'->'resolution'->>'outcome'), ''), ',' ORDER BY position) \
+             FROM awf_events WHERE root_run_id = '{id}' \
+             AND kind IN ('interaction_required', 'interaction_resolved', 'run_started')"
+        ),
+    );
+    assert_eq!(
+        kinds,
+        format!(
+            "run_started,interaction_required,interaction_resolved {} cancelled,\
+             run_started,interaction_required",
+            asked[0]
+        )
+    );
+    let view = http_serve::execution(&b, &id);
+    let pending = view["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{view}");
+    assert_eq!(pending[0]["request_id"], asked[1].as_str(), "{view}");
+    // No request id: the one pending request is answered.
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{id}/respond", b.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+}
+
 #[test]
 fn workers_reconnect_after_postgresql_restarts_mid_run_and_nothing_is_lost() {
     let server = awf_tests::pg::PrivateServer::start();

@@ -503,6 +503,30 @@ impl Writer {
         }
     }
 
+    /// The `InteractionRequired` envelopes of `root`'s stored log that no
+    /// `InteractionResolved` answers (an earlier attempt's open requests), in log order;
+    /// read with retries while the database is away.
+    async fn stored_unresolved(&self, root: &str) -> Vec<EventEnvelope> {
+        let mut backoff = BACKOFF_MIN;
+        loop {
+            match read_unresolved(&self.pool, root).await {
+                Ok(v) => return v,
+                Err(e) => {
+                    self.shared.report(
+                        "store",
+                        format!(
+                            "cannot read the requests of run {root} from the PostgreSQL store \
+                             {}: {e}; retrying",
+                            self.url
+                        ),
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
     async fn apply(&mut self, env: EventEnvelope) {
         let run_id = env.run_id.0.clone();
         let asking = matches!(
@@ -516,6 +540,20 @@ impl Writer {
         let root = self.root(&env);
         if self.dropped.contains(&root) || self.dropped.contains(&run_id) {
             return;
+        }
+        // A resumed root run (`awf resume`, or another worker taking over a dead one's
+        // claim): what an earlier attempt asked and never resolved is closed first, so that
+        // only the new attempt's requests are pending in the log.
+        if let RunEvent::RunStarted {
+            resumed_from: Some(_),
+            ..
+        } = &env.event
+            && env.parent_run_id.is_none()
+        {
+            for asked in self.stored_unresolved(&root).await {
+                let closed = closing(&asked, env.at);
+                self.push_event(&root, &closed);
+            }
         }
         if matches!(env.event, RunEvent::RunStarted { .. })
             && let Some(held) = self.pre_start.remove(&run_id)
@@ -837,6 +875,52 @@ async fn write_run(
     }
     let stmt = tx.prepare_cached(&sql).await?;
     tx.execute(&stmt, &params).await
+}
+
+/// The `InteractionResolved` (cancelled) that closes the request `asked` announced, at `at`:
+/// the same run, path and iteration (its `seq` is assigned when written).
+fn closing(asked: &EventEnvelope, at: std::time::SystemTime) -> EventEnvelope {
+    let request_id = match &asked.event {
+        RunEvent::InteractionRequired { request } => request.request_id.clone(),
+        _ => String::new(),
+    };
+    EventEnvelope {
+        seq: asked.seq,
+        run_id: asked.run_id.clone(),
+        parent_run_id: asked.parent_run_id.clone(),
+        at,
+        path: asked.path.clone(),
+        iteration: asked.iteration,
+        event: RunEvent::InteractionResolved {
+            request_id,
+            resolution: awf_domain::interaction::Resolution::Cancelled,
+        },
+    }
+}
+
+/// The unresolved `InteractionRequired` envelopes of `root`'s stored log, in log order: no
+/// `InteractionResolved` of its id comes after it (request ids are `<root run id>:<n>`
+/// counted per attempt, so a later attempt may ask under an id an earlier one used).
+async fn read_unresolved(pool: &Pool, root: &str) -> Result<Vec<EventEnvelope>, String> {
+    let client = pool.get().await.map_err(|e| pool_text(&e))?;
+    let rows = client
+        .query(
+            "SELECT e.envelope FROM awf_events e \
+             WHERE e.root_run_id = $1 AND e.kind = 'interaction_required' \
+               AND NOT EXISTS (SELECT 1 FROM awf_events x \
+                   WHERE x.root_run_id = $1 AND x.position > e.position \
+                     AND x.kind = 'interaction_resolved' \
+                     AND x.envelope->'event'->>'request_id' \
+                         = e.envelope->'event'->'request'->>'request_id') \
+             ORDER BY e.position",
+            &[&root],
+        )
+        .await
+        .map_err(|e| db_text(&e))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| serde_json::from_value::<EventEnvelope>(r.get(0)).ok())
+        .collect())
 }
 
 /// The stored snapshot of `run_id`, if any.

@@ -502,7 +502,8 @@ async fn answer_remote(
     answer: Value,
 ) -> Result<(), AwfError> {
     let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
-    // Which run asked: the one whose log announced the request and has not resolved it.
+    // Which run asked: the one whose log announced the request and has not resolved it
+    // since (a later attempt of a run may ask again under an id an earlier one used).
     let asked = client
         .query_opt(
             "SELECT e.root_run_id FROM awf_events e JOIN awf_runs r ON r.run_id = e.root_run_id \
@@ -510,9 +511,10 @@ async fn answer_remote(
                AND e.envelope->'event'->'request'->>'request_id' = $1 \
                AND r.queue_state = 'claimed' \
                AND NOT EXISTS (SELECT 1 FROM awf_events x WHERE x.root_run_id = e.root_run_id \
+                   AND x.position > e.position \
                    AND x.envelope->'event'->>'type' = 'interaction_resolved' \
                    AND x.envelope->'event'->>'request_id' = $1) \
-             LIMIT 1",
+             ORDER BY e.position DESC LIMIT 1",
             &[&request_id],
         )
         .await
