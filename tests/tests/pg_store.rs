@@ -588,7 +588,7 @@ fn transcript_sequence(path: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
-fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_positions() {
+fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_positions_and_seqs() {
     let sb = sandbox();
     let db = TestDb::new();
     let r = sb
@@ -633,7 +633,8 @@ fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_posit
         ]
     );
     let n = envs.len() as i64;
-    // Resumed: positions go on after n, the new attempt's seqs start again.
+    // Resumed: positions and seqs go on after n (the embedded transcript's seqs continue
+    // the same way): a client that dedups or resumes by either sees no repeat and no gap.
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["--store", &db.url, "resume", &id, "-q"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -646,7 +647,30 @@ fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_posit
         matches!(&second.event, RunEvent::RunStarted { resumed_from: Some(s), .. } if s == "b"),
         "{second:?}"
     );
-    assert_eq!(second.seq, 1);
+    assert_eq!(second.seq, u64::try_from(n + 1).unwrap());
+    let seqs: Vec<u64> = rows.iter().map(|(_, e)| e.seq).collect();
+    assert_eq!(seqs, (1..=rows.len() as u64).collect::<Vec<_>>());
+    // The embedded store does the same: its resumed run's transcript seqs continue.
+    let r = sb
+        .run(&[
+            "--storage",
+            &dir.display().to_string(),
+            "resume",
+            &eid,
+            "-q",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seqs: Vec<u64> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert!(matches!(
         rows.last().unwrap().1.event,
         RunEvent::RunFinished { .. }

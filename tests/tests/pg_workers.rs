@@ -704,6 +704,18 @@ fn after_a_takeover_only_the_live_attempts_request_is_pending_and_an_answer_with
             asked[0]
         )
     );
+    // The run's seqs go on across the takeover (no repeat, no gap).
+    let seqs: Vec<u64> = psql(
+        &db.url,
+        &format!(
+            "SELECT seq FROM awf_events WHERE root_run_id = '{id}' AND run_id = '{id}' \
+             ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(|l| l.parse().unwrap())
+    .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     let view = http_serve::execution(&b, &id);
     let pending = view["pending"].as_array().unwrap();
     assert_eq!(pending.len(), 1, "{view}");

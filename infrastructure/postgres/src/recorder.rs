@@ -12,6 +12,14 @@
 //! - `awf_events`: every envelope (`envelope` JSON, `kind` = its event's `type`) keyed by
 //!   (`root_run_id`, `position`), positions 1, 2, 3… per root run in emission order,
 //!   continuing after the stored largest one (a resumed run, perhaps resumed elsewhere);
+//!   `seq` (the row's and the envelope's) is numbered here too, 1, 2, 3… per run,
+//!   continuing after the run's stored largest one (the engine restarts its count at a
+//!   resume; the embedded transcript continues it the same way), so that a resumed or
+//!   taken-over run's seqs have no duplicate and no gap. When a root run is resumed
+//!   (`resumed_from`: `awf resume`, or a worker taking over a dead one's claim), every
+//!   request its log announced and never resolved (an earlier attempt's) is closed first by
+//!   an `InteractionResolved` (`cancelled`) of the same run, written before the new
+//!   `RunStarted`: only the live attempt's requests are pending;
 //! - `awf_audit`: the `workflow.started` / `workflow.completed` lines, as JSON;
 //! - `NOTIFY awf_events, '<root_run_id>'` per root run that got rows (sent at commit).
 //!
@@ -164,6 +172,7 @@ impl PgRecorder {
             runs: HashMap::new(),
             root_of: HashMap::new(),
             next_pos: HashMap::new(),
+            next_seq: HashMap::new(),
             fences: HashMap::new(),
             dropped: HashSet::new(),
             pre_start: HashMap::new(),
@@ -316,7 +325,9 @@ struct EventRow {
     /// Assigned once (at the first attempt), kept across retries.
     position: Option<i64>,
     run_id: String,
-    seq: i64,
+    /// The run's next recorded seq, assigned with the position (continuing after the
+    /// run's stored largest one: a resumed or taken-over run goes on counting).
+    seq: Option<i64>,
     kind: String,
     envelope: Value,
 }
@@ -348,6 +359,9 @@ struct Writer {
     root_of: HashMap<String, String>,
     /// Next position of each root run's log, once read.
     next_pos: HashMap<String, i64>,
+    /// Next seq of each run of those logs (read with the positions; a run not in it starts
+    /// at 1).
+    next_seq: HashMap<String, i64>,
     /// Claim epochs of fenced runs.
     fences: HashMap<String, i64>,
     /// Fenced runs whose claim was lost: nothing more is written for them (nor their tree).
@@ -433,9 +447,22 @@ impl Writer {
             Msg::Event(e) => self.apply(*e).await,
             Msg::Flush(ack) => self.waiting.push(ack),
             Msg::Fence(run, epoch) => {
+                // A new claim (perhaps of a run this process lost before): its writes count
+                // again, and its log's positions and seqs are read afresh (another worker
+                // may have written since).
+                self.dropped.remove(&run);
+                self.forget_log(&run);
                 self.fences.insert(run, epoch);
             }
         }
+    }
+
+    /// Forgets the cached positions and seqs of `root`'s log (read again at its next write).
+    fn forget_log(&mut self, root: &str) {
+        self.next_pos.remove(root);
+        let root_of = &self.root_of;
+        self.next_seq
+            .retain(|run, _| run != root && root_of.get(run).is_none_or(|r| r != root));
     }
 
     /// The root run of an event's run.
@@ -475,7 +502,7 @@ impl Writer {
             root: root.to_owned(),
             position: None,
             run_id: env.run_id.0.clone(),
-            seq: i64_of(env.seq),
+            seq: None,
             kind,
             envelope,
         });
@@ -677,6 +704,22 @@ impl Writer {
                 .await
                 .map_err(|e| db_text(&e))?;
             let max: i64 = row.get(0);
+            let max_seqs = tx
+                .prepare_cached(
+                    "SELECT run_id, MAX(seq) FROM awf_events WHERE root_run_id = $1 \
+                     GROUP BY run_id",
+                )
+                .await
+                .map_err(|e| db_text(&e))?;
+            for r in tx
+                .query(&max_seqs, &[&root])
+                .await
+                .map_err(|e| db_text(&e))?
+            {
+                let run: String = r.get(0);
+                let seq: i64 = r.get(1);
+                self.next_seq.insert(run, seq + 1);
+            }
             self.next_pos.insert(root, max + 1);
         }
         for e in self
@@ -687,6 +730,12 @@ impl Writer {
         {
             let next = self.next_pos.entry(e.root.clone()).or_insert(1);
             e.position = Some(*next);
+            *next += 1;
+            let next = self.next_seq.entry(e.run_id.clone()).or_insert(1);
+            e.seq = Some(*next);
+            if let Some(obj) = e.envelope.as_object_mut() {
+                obj.insert("seq".to_owned(), Value::from(*next));
+            }
             *next += 1;
         }
         // Run rows first: a fenced run whose claim is gone drops its events.
@@ -718,7 +767,7 @@ impl Writer {
                 .map(|e| e.position.unwrap_or_default())
                 .collect();
             let runs: Vec<&str> = kept.iter().map(|e| e.run_id.as_str()).collect();
-            let seqs: Vec<i64> = kept.iter().map(|e| e.seq).collect();
+            let seqs: Vec<i64> = kept.iter().map(|e| e.seq.unwrap_or_default()).collect();
             let kinds: Vec<&str> = kept.iter().map(|e| e.kind.as_str()).collect();
             let envelopes: Vec<&Value> = kept.iter().map(|e| &e.envelope).collect();
             let insert = tx
@@ -774,7 +823,7 @@ impl Writer {
             .map(|(id, _)| id.clone())
             .collect();
         for root in &done {
-            self.next_pos.remove(root);
+            self.forget_log(root);
             self.root_of.retain(|_, r| r != root);
         }
         self.runs.retain(|_, p| !p.finished);
