@@ -968,6 +968,75 @@ fn sigterm_drains_the_workers_runs_cancelled_and_recorded_so() {
     );
 }
 
+/// Starts a worker whose stderr goes to `log` (read back with [`read_log`]).
+fn logged_worker(sb: &Sandbox, extra: &[&str], log: &std::path::Path) -> Server {
+    let f = std::fs::File::create(log).unwrap();
+    http_serve::start_with_stderr(sb, extra, std::process::Stdio::from(f))
+}
+
+fn read_log(log: &std::path::Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
+}
+
+/// A SIGTERMed worker whose writes block (a lock on `awf_events` held by the test) gives up
+/// on them once its drain is over and exits, naming the run whose events it could not
+/// write. It used to wait 30 s for the recorder's flush, then 30 s more at the exit, and to
+/// retry recording the run's end for ever.
+#[test]
+fn a_draining_worker_whose_writes_block_gives_them_up_and_exits() {
+    let db = TestDb::new();
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", wf)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("a.log");
+    let mut a = logged_worker(&sb, &["--lease", "5s", "--drain-timeout", "1s"], &log);
+    let id = submit(&sb, "long", &[]);
+    started_on(&db, &id, &a);
+    wait_long(
+        &db,
+        "the step's start recorded",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND kind = 'step_started'"
+                ),
+            ) == 1
+        },
+    );
+    let lock = EventsLock::take(&db.url);
+    let t0 = Instant::now();
+    http_serve::sigterm(&a);
+    // Generous: the drain (1 s), the cancelled run's record waited for (2 s) and one last
+    // try of its end (2 s) take about 5 s; the old code took 40 s and more.
+    let bound = Duration::from_secs(20);
+    let mut code = None;
+    while code.is_none() && t0.elapsed() < Duration::from_secs(120) {
+        code = a.child.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = t0.elapsed();
+    drop(lock);
+    let stderr = read_log(&log);
+    assert!(
+        code.is_some() && took < bound,
+        "the worker exited after {took:?} ({code:?}); stderr:\n{stderr}"
+    );
+    assert_eq!(code.unwrap().code(), Some(0), "{stderr}");
+    let warned = stderr
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains(&id) && l.contains("were not written"))
+        .unwrap_or_else(|| panic!("no warning naming run {id}:\n{stderr}"));
+    let n: usize = warned
+        .split_whitespace()
+        .find_map(|t| t.strip_prefix("events="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a number of events in {warned:?}"));
+    assert!(n >= 1, "{warned}");
+}
+
 #[test]
 fn submit_without_a_shared_store_is_a_clear_error() {
     let sb = http_serve::sandbox_with(&[(

@@ -78,6 +78,9 @@ pub const FLUSH_BOUND: Duration = Duration::from_secs(30);
 /// At most this many queued messages are applied before a write.
 const MAX_BATCH: usize = 4096;
 
+/// Longest a write may take once the recorder is told to [`abandon`](PgRecorder::abandon).
+pub const LAST_TRY: Duration = Duration::from_secs(2);
+
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
@@ -108,15 +111,29 @@ impl Ack {
     }
 }
 
-#[derive(Default)]
 struct Shared {
     failures: awf_domain::write_failures::WriteFailures,
+    /// Set by [`PgRecorder::abandon`] (a draining worker's grace is over): a write that
+    /// fails or hangs is given up instead of retried.
+    abandon: tokio::sync::watch::Sender<bool>,
     fenced: Mutex<Option<FencedCallback>>,
     /// A flush returned before everything was committed.
     unrecorded: std::sync::atomic::AtomicBool,
     /// A step barrier gave up waiting and no batch has committed since: barriers return at
     /// once (the store is away; runs go on as before the barrier existed).
     lagging: std::sync::atomic::AtomicBool,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            failures: awf_domain::write_failures::WriteFailures::default(),
+            abandon: tokio::sync::watch::channel(false).0,
+            fenced: Mutex::default(),
+            unrecorded: std::sync::atomic::AtomicBool::default(),
+            lagging: std::sync::atomic::AtomicBool::default(),
+        }
+    }
 }
 
 impl Shared {
@@ -223,6 +240,16 @@ impl PgRecorder {
                 false
             }
         }
+    }
+
+    /// From now on, a write that fails is not retried and one that hangs is given up after
+    /// [`LAST_TRY`]: what it held is dropped, with a warning (tracing, `warn`) naming each
+    /// run and how many of its events were not written, and [`run_record_failed`]
+    /// (Self::run_record_failed) turns true. A draining worker calls it once its grace is
+    /// over, so that a store that refuses or blocks its writes cannot hold its exit.
+    /// Writes that succeed go on as before.
+    pub fn abandon(&self) {
+        self.shared.abandon.send_replace(true);
     }
 
     /// Sets the function told about write failures (once per kind of failure).
@@ -420,13 +447,27 @@ impl Writer {
             if self.pending.is_empty() {
                 continue;
             }
-            match self.commit().await {
+            let mut abandon = self.shared.abandon.subscribe();
+            let abandoned = *abandon.borrow_and_update();
+            let written = if abandoned {
+                match tokio::time::timeout(LAST_TRY, self.commit()).await {
+                    Ok(r) => r,
+                    Err(_) => Err(format!("no answer within {} s", LAST_TRY.as_secs())),
+                }
+            } else {
+                tokio::select! {
+                    r = self.commit() => r,
+                    _ = abandon.wait_for(|a| *a) => Err("given up (awf is exiting)".to_owned()),
+                }
+            };
+            match written {
                 Ok(()) => {
                     backoff = BACKOFF_MIN;
                     self.shared
                         .lagging
                         .store(false, std::sync::atomic::Ordering::Relaxed);
                 }
+                Err(e) if abandoned || *abandon.borrow() => self.give_up(&e),
                 Err(e) => {
                     self.shared.report(
                         "store",
@@ -435,10 +476,54 @@ impl Writer {
                             self.url
                         ),
                     );
-                    tokio::time::sleep(backoff).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = abandon.wait_for(|a| *a) => {}
+                    }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
             }
+        }
+    }
+
+    /// Drops the pending batch after a failed write once told to abandon: a warning per run
+    /// with the number of its events not written; the run's record is incomplete.
+    fn give_up(&mut self, error: &str) {
+        let mut lost: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for e in &self.pending.events {
+            *lost.entry(e.root.as_str()).or_default() += 1;
+        }
+        for run in &self.pending.runs {
+            let root = self.runs.get(run).map_or(run.as_str(), |p| p.root.as_str());
+            lost.entry(root).or_default();
+        }
+        for (run, n) in &lost {
+            tracing::warn!(
+                run_id = %run,
+                events = n,
+                "run {run}: {n} events (and its latest state) were not written to the \
+                 PostgreSQL store {} before exiting: {error}",
+                self.url
+            );
+        }
+        self.shared
+            .unrecorded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.report(
+            "abandoned",
+            format!(
+                "the PostgreSQL store {} did not take the record of {} run(s) before awf \
+                 exited: {error}",
+                self.url,
+                lost.len()
+            ),
+        );
+        // The dropped rows' positions and seqs are read again from the store at the next
+        // write (whatever a timed-out commit did or did not write).
+        let roots: Vec<String> = lost.keys().map(|r| (*r).to_owned()).collect();
+        self.pending = Pending::default();
+        for root in roots {
+            self.forget_log(&root);
         }
     }
 
