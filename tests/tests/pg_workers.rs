@@ -1037,6 +1037,78 @@ fn a_draining_worker_whose_writes_block_gives_them_up_and_exits() {
     assert!(n >= 1, "{warned}");
 }
 
+/// The lines of `log` that name `run_id` and hold `text`.
+fn log_lines(log: &std::path::Path, run_id: &str, text: &str) -> Vec<String> {
+    read_log(log)
+        .lines()
+        .filter(|l| l.contains(run_id) && l.contains(text))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Workers say on stderr (info, by default) which runs they claim, take over, finish and
+/// fail, with the run id, the workflow and their worker id.
+#[test]
+fn workers_log_the_runs_they_claim_take_over_finish_and_fail() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let slow = format!(
+        "name: slow\nstates:\n  initial: s1\n{}  done: {{type: terminal}}\n",
+        marked_step(out.path(), "marks", "s1", "sleep 4", "done")
+    );
+    let bad = "name: bad\nstates:\n  initial: fail\n  fail:\n    type: step\n    command: exit 3\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("slow", &slow), ("bad", bad)]);
+    let logs = tempfile::tempdir().unwrap();
+    let (log_a, log_b) = (logs.path().join("a.log"), logs.path().join("b.log"));
+    let mut a = logged_worker(&sb, &["--lease", "2s"], &log_a);
+    let id = submit(&sb, "slow", &[]);
+    started_on(&db, &id, &a);
+    let a_id = worker_of(&db, &id);
+    wait_long(&db, "A's claim logged", Duration::from_secs(30), || {
+        !log_lines(&log_a, &id, "claimed run").is_empty()
+    });
+    let claimed = log_lines(&log_a, &id, "claimed run").remove(0);
+    assert!(
+        claimed.contains("INFO") && claimed.contains(&a_id) && claimed.contains("slow"),
+        "{claimed}"
+    );
+    let b = logged_worker(&sb, &["--lease", "2s"], &log_b);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_long(&db, "the run done on B", Duration::from_secs(120), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    let b_id = worker_of(&db, &id);
+    assert_eq!(pid_of(&b_id), b.child.id());
+    let took = log_lines(&log_b, &id, "took over");
+    assert_eq!(took.len(), 1, "{}", read_log(&log_b));
+    assert!(
+        took[0].contains("INFO")
+            && took[0].contains(&format!("from worker {a_id}"))
+            && took[0].contains(&b_id)
+            && took[0].contains("slow"),
+        "{}",
+        took[0]
+    );
+    wait_long(&db, "B's end line", Duration::from_secs(30), || {
+        !log_lines(&log_b, &id, "finished: success").is_empty()
+    });
+    // A failing run: its failure is logged with its exit code and error.
+    let failed = submit(&sb, "bad", &[]);
+    wait_long(
+        &db,
+        "the failing run logged",
+        Duration::from_secs(60),
+        || !log_lines(&log_b, &failed, "failed").is_empty(),
+    );
+    let line = log_lines(&log_b, &failed, "failed").remove(0);
+    assert!(line.contains("exit 3") && line.contains(&b_id), "{line}");
+    drop(b);
+}
+
 #[test]
 fn submit_without_a_shared_store_is_a_clear_error() {
     let sb = http_serve::sandbox_with(&[(

@@ -269,14 +269,32 @@ impl Worker {
                 let id = self.config.worker_id.clone();
                 let lease = self.config.lease;
                 let asked = Instant::now();
+                let claimer = id.clone();
                 match self
                     .store
-                    .run(async move { queue::claim(&pool, &id, free, lease).await })
+                    .run(async move { queue::claim(&pool, &claimer, free, lease).await })
                     .await
                 {
                     Ok(Ok(claims)) => {
                         let full = claims.len() == free;
                         for c in claims {
+                            let workflow = c.request.identifier.as_str();
+                            match &c.taken_from {
+                                Some(old) => tracing::info!(
+                                    run_id = %c.run_id,
+                                    workflow,
+                                    worker = %id,
+                                    "took over run {} from worker {old} (its lease expired)",
+                                    c.run_id
+                                ),
+                                None => tracing::info!(
+                                    run_id = %c.run_id,
+                                    workflow,
+                                    worker = %id,
+                                    "claimed run {}",
+                                    c.run_id
+                                ),
+                            }
                             guard(&self.held).insert(
                                 c.run_id.clone(),
                                 Held {
@@ -501,7 +519,10 @@ impl Worker {
                     }
                 };
                 match r {
-                    Ok(Ok(_)) => break,
+                    Ok(Ok(_)) => {
+                        log_end(&id, &claim.request.identifier, &worker, &outcome);
+                        break;
+                    }
                     Ok(Err(e)) | Err(e) => {
                         if last {
                             tracing::warn!(
@@ -641,6 +662,33 @@ impl Worker {
                 error_message: Some(e.message().to_owned()),
             }),
         }
+    }
+}
+
+/// The line (tracing, `info`) saying how a claim ended here.
+fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
+    match outcome {
+        Outcome::Ended(e) if e.status == "failure" => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "run {run_id} failed (exit {}): {}",
+            e.exit_code.unwrap_or(1),
+            e.error_message.as_deref().unwrap_or("no error message")
+        ),
+        Outcome::Ended(e) => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "run {run_id} finished: {}",
+            e.status
+        ),
+        Outcome::Release(_) => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "gave run {run_id} back to the queue"
+        ),
     }
 }
 
