@@ -1109,6 +1109,63 @@ fn workers_log_the_runs_they_claim_take_over_finish_and_fail() {
     drop(b);
 }
 
+/// A run that a worker runs and that parks on a usage limit (a mock LLM answering 429 with
+/// a reset 30 minutes ahead) is `waiting` with its reset time in the store (schema 3), in
+/// `GET /api/executions/{id}` of any worker, and in `awf status`, as with the embedded store.
+#[test]
+fn a_run_parked_on_a_worker_keeps_its_status_and_reset_time() {
+    let db = TestDb::new();
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 1800, "error_message": "come back later"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let mut sb = sandbox(
+        &db,
+        &[(
+            "park",
+            "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+        )],
+    );
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let a = worker(&sb, &[]);
+    let id = submit(&sb, "park", &[]);
+    wait_long(&db, "the run parked", Duration::from_secs(120), || {
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "done"
+    });
+    let row = psql(
+        &db.url,
+        &format!(
+            "SELECT status || '|' || coalesce(to_char(waiting_until AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS'), '') FROM awf_runs WHERE run_id = '{id}'"
+        ),
+    );
+    let (status, until) = row.split_once('|').unwrap();
+    assert_eq!(status, "waiting", "{row}");
+    assert!(!until.is_empty(), "no waiting_until: {row}");
+    // What the embedded store shows, from the worker that ran it and from another one.
+    let b = worker(&sb, &[]);
+    for w in [&a, &b] {
+        let v = http_serve::execution(w, &id);
+        assert_eq!(v["status"], "waiting", "{v}");
+        let shown = v["waiting_until"].as_str().unwrap_or_else(|| panic!("{v}"));
+        assert!(shown.starts_with(until), "{shown} vs {until}");
+    }
+    let st = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    let st = st.json().unwrap();
+    assert_eq!(st["status"], "waiting", "{st}");
+    assert!(
+        st["waiting_until"].as_str().unwrap().starts_with(until),
+        "{st}"
+    );
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    assert!(h.stdout.contains("waiting"), "{}", h.stdout);
+    drop((a, b));
+}
+
 #[test]
 fn submit_without_a_shared_store_is_a_clear_error() {
     let sb = http_serve::sandbox_with(&[(

@@ -18,7 +18,7 @@
 //! | table | one row per | written by |
 //! |---|---|---|
 //! | `awf_schema` | the database (`version`) | migrations |
-//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the success terminal's `message` (schema 2), the queue columns | the recorder, the queue |
+//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the success terminal's `message` (schema 2), the reset time of a run parked on a usage limit, `waiting_until` (schema 3), the queue columns | the recorder, the queue |
 //! | `awf_events` | event of a root run's log (`root_run_id`, `position` = SSE id) | the recorder |
 //! | `awf_audit` | audit line | the recorder |
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
@@ -60,7 +60,7 @@ pub mod recorder;
 pub use recorder::PgRecorder;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// `NOTIFY` channel of new event rows; payload: the `root_run_id` whose log grew.
 pub const EVENTS_CHANNEL: &str = "awf_events";
@@ -138,6 +138,9 @@ CREATE TABLE awf_workers (
 ",
     r"
 ALTER TABLE awf_runs ADD COLUMN message text;
+",
+    r"
+ALTER TABLE awf_runs ADD COLUMN waiting_until timestamptz;
 ",
 ];
 

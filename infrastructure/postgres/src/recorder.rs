@@ -6,8 +6,9 @@
 //! transaction:
 //! - `awf_runs`: the row of each run whose projection changed (inserted at `RunStarted` with
 //!   status `running`; `snapshot` = the [`RunSnapshot`] JSON, `updated_at` = now; the
-//!   history columns and `message` (the success terminal's, `RunResult::message`; null
-//!   until the run ends, and again while a resumed run runs) at `RunFinished`);
+//!   history columns, `message` (the success terminal's, `RunResult::message`) and
+//!   `waiting_until` (a run parked on a usage limit: its reset time) at `RunFinished`, both
+//!   null until the run ends, and again while a resumed run runs);
 //!   `root_run_id` is the top run of a sub-workflow tree;
 //! - `awf_events`: every envelope (`envelope` JSON, `kind` = its event's `type`) keyed by
 //!   (`root_run_id`, `position`), positions 1, 2, 3… per root run in emission order,
@@ -341,6 +342,8 @@ struct RunProj {
     record: Option<HistoryRecord>,
     /// The success terminal's message, once finished (`RunResult::message`).
     message: Option<String>,
+    /// A run that ended parked on a usage limit (status `waiting`): its reset time.
+    waiting_until: Option<std::time::SystemTime>,
     root: String,
     dirty: bool,
     finished: bool,
@@ -696,6 +699,7 @@ impl Writer {
                         proj,
                         record: None,
                         message: None,
+                        waiting_until: None,
                         root: root.clone(),
                         dirty: true,
                         finished: false,
@@ -734,6 +738,7 @@ impl Writer {
                     proj: None,
                     record: None,
                     message: None,
+                    waiting_until: None,
                     root: root.clone(),
                     dirty: true,
                     finished: false,
@@ -751,6 +756,7 @@ impl Writer {
                 );
                 p.record = Some(record);
                 p.message.clone_from(&result.message);
+                p.waiting_until = projection::parked_until(result);
                 p.dirty = true;
                 p.finished = true;
                 self.pending.runs.insert(run_id.clone());
@@ -963,15 +969,16 @@ async fn write_run(
         .and_then(|s| serde_json::to_value(s).ok())
         .map(crate::storable);
     let guard = if fence.is_some() {
-        " WHERE awf_runs.epoch = $15"
+        " WHERE awf_runs.epoch = $16"
     } else {
         ""
     };
     let sql = format!(
         "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
                                status, exit_code, started_at_ms, completed_at_ms, duration_ms,
-                               error_message, spend, snapshot, message, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
+                               error_message, spend, snapshot, message, waiting_until,
+                               updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now())
          ON CONFLICT (run_id) DO UPDATE SET
              parent_run_id = EXCLUDED.parent_run_id,
              root_run_id = EXCLUDED.root_run_id,
@@ -986,6 +993,7 @@ async fn write_run(
              spend = EXCLUDED.spend,
              snapshot = COALESCE(EXCLUDED.snapshot, awf_runs.snapshot),
              message = EXCLUDED.message,
+             waiting_until = EXCLUDED.waiting_until,
              updated_at = now(){guard}"
     );
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
@@ -1003,6 +1011,7 @@ async fn write_run(
         &spend,
         &snapshot,
         &p.message,
+        &p.waiting_until,
     ];
     if let Some(f) = &fence {
         params.push(f);

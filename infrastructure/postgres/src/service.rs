@@ -85,10 +85,12 @@ struct Row {
     current_state: Option<String>,
     error_message: Option<String>,
     duration_ms: Option<i64>,
+    /// A parked run's reset time (schema 3).
+    waiting_until: Option<std::time::SystemTime>,
 }
 
 const ROW_COLUMNS: &str = "run_id, parent_run_id, workflow_id, status, exit_code, queue_state, \
-     snapshot->>'current_state', error_message, duration_ms";
+     snapshot->>'current_state', error_message, duration_ms, waiting_until";
 
 fn row_of(r: &tokio_postgres::Row) -> Row {
     Row {
@@ -101,6 +103,7 @@ fn row_of(r: &tokio_postgres::Row) -> Row {
         current_state: r.get(6),
         error_message: r.get(7),
         duration_ms: r.get(8),
+        waiting_until: r.get(9),
     }
 }
 
@@ -125,14 +128,17 @@ impl Row {
             status: stored_status(&self.status),
             current_state: self.current_state.clone().filter(|c| !c.is_empty()),
             exit_code: self.exit_code.and_then(|c| u8::try_from(c).ok()),
-            // Not a column of the run rows: GET reads it from the run's snapshot.
-            waiting_until: None,
+            waiting_until: self.waiting_until.filter(|_| self.status == "waiting"),
         }
     }
 
     fn ended(&self) -> bool {
         !matches!(self.queue_state.as_str(), "queued" | "claimed")
-            && matches!(self.status.as_str(), "success" | "failure" | "cancelled")
+            // `waiting`: parked on a usage limit (this attempt ended; a resume is another).
+            && matches!(
+                self.status.as_str(),
+                "success" | "failure" | "cancelled" | "waiting"
+            )
     }
 }
 

@@ -32,7 +32,6 @@ use awf_domain::ports::service::RunService;
 use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
-use awf_domain::run::RunStatus;
 use tokio::sync::Notify;
 
 use crate::PgStore;
@@ -125,14 +124,6 @@ impl std::fmt::Debug for Worker {
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn status_text(s: RunStatus) -> &'static str {
-    match s {
-        RunStatus::Success => "success",
-        RunStatus::Failure => "failure",
-        RunStatus::Cancelled => "cancelled",
-    }
 }
 
 impl Worker {
@@ -651,8 +642,12 @@ impl Worker {
             let _ = self.local.cancel(run_id, CancelReason::Requested);
         }
         match self.local.wait(run_id).await {
+            // A run parked on a usage limit is `waiting` (as the recorder writes it), not
+            // `failure`.
             Ok(result) => Outcome::Ended(Ended {
-                status: status_text(result.status).to_owned(),
+                status: awf_domain::projection::final_status(&result)
+                    .as_str()
+                    .to_owned(),
                 exit_code: Some(i32::from(result.exit_code)),
                 error_message: result.error.map(|e| e.message),
             }),
