@@ -872,6 +872,111 @@ fn bad_store_urls_and_unreachable_servers_are_clear_errors() {
     assert!(!awf_tests::data(&sb).join("states").exists());
 }
 
+/// `url` with its user replaced by `user` (no password: the test server trusts loopback).
+fn as_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{user}@{host}")
+}
+
+/// The `Hint:` lines of an error on stderr.
+fn hints(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Hint:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A read-only role (SELECT on the awf_* tables, nothing else) reads runs with `awf
+/// history` and `awf status` once the schema is current (the schema check used to write,
+/// and was refused). Connection and schema errors hint at their own cause, not always at a
+/// server that is not running.
+#[test]
+fn a_read_only_user_reads_runs_and_store_errors_hint_at_their_cause() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    let r = sb
+        .run(&["--store", &db.url, "run", "greet.yaml", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let role = format!("{}_ro", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
+    );
+    let ro = as_user(&db.url, &role);
+    let before = psql(&db.url, "SELECT count(*) FROM awf_runs");
+    let r = sb.run(&["--store", &ro, "history", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(&id), "{}", r.stdout);
+    let r = sb
+        .run(&["--store", &ro, "status", &id, "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json().unwrap()["status"], "completed", "{}", r.stdout);
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), before);
+    // The same user on a database without the schema: it may not create it.
+    let empty = TestDb::new();
+    let r = sb
+        .run(&["--store", &as_user(&empty.url, &role), "history"])
+        .unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let h = hints(&r.stderr);
+    assert!(
+        r.stderr.starts_with("[SYSTEM.STORE.UNAVAILABLE]")
+            && h.contains("permission denied")
+            && !h.contains("running"),
+        "{}",
+        r.stderr
+    );
+    // A database that does not exist.
+    let base = server.rsplit_once('/').unwrap().0;
+    let r = sb
+        .run(&["--store", &format!("{base}/awf_no_such_db"), "history"])
+        .unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let h = hints(&r.stderr);
+    assert!(
+        h.contains("database does not exist") && !h.contains("running"),
+        "{}",
+        r.stderr
+    );
+    // Nobody listening: the server is not running (or not there).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = sb
+        .run(&[
+            "--store",
+            &format!("postgresql://postgres@127.0.0.1:{port}/x"),
+            "history",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(hints(&r.stderr).contains("is running"), "{}", r.stderr);
+    // A schema newer than this awf's, for the read-only user too: refused, untouched.
+    psql(&db.url, "UPDATE awf_schema SET version = 99");
+    let r = sb.run(&["--store", &ro, "history"]).unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let h = hints(&r.stderr);
+    assert!(
+        r.stderr.starts_with("[SYSTEM.STORE.SCHEMA_NEWER]")
+            && h.contains("newer awf")
+            && !h.contains("running"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "99");
+    drop((db, empty));
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
 #[test]
 fn run_locks_are_session_advisory_locks_released_with_their_guard() {
     use awf_domain::ports::RunLocks;
