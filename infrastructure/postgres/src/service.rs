@@ -700,6 +700,12 @@ impl Subscription for PgSubscription {
             // (cancelled while queued, failed before starting).
             match load_row(&self.store, &self.root).await {
                 Ok(Some(r)) if r.ended() => {
+                    // Its last events may have been committed between the read above and
+                    // this one (a worker marks the run done once they are): read them.
+                    if self.fetch().await.is_err() {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
                     self.done = true;
                     continue;
                 }
