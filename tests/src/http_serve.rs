@@ -62,12 +62,20 @@ pub fn sandbox_with(files: &[(&str, &str)]) -> Sandbox {
 /// # Panics
 /// When the first line is anything else (the server failed to start).
 pub fn start(sb: &Sandbox, extra: &[&str]) -> Server {
+    start_with_stderr(sb, extra, Stdio::inherit())
+}
+
+/// [`start`] with the server's stderr going to `stderr` (a file, to read its log lines).
+///
+/// # Panics
+/// When the first line is anything else (the server failed to start).
+pub fn start_with_stderr(sb: &Sandbox, extra: &[&str], stderr: Stdio) -> Server {
     let mut args = vec!["serve", "--addr", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let mut child = sb
         .cmd(&args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let out = child.stdout.take().unwrap();

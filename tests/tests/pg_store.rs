@@ -478,7 +478,7 @@ fn awf_store_in_the_environment_chooses_the_shared_store_and_the_flag_wins() {
 fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
     let db = TestDb::new();
     let _first = awf_postgres::PgStore::connect(&db.url).unwrap();
-    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "2");
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "3");
     let tables = psql(
         &db.url,
         "SELECT string_agg(tablename, ',' ORDER BY tablename) FROM pg_tables WHERE tablename LIKE 'awf_%'",
@@ -494,23 +494,41 @@ fn migrations_create_the_schema_once_and_a_newer_schema_is_refused_untouched() {
             &db.url,
             "SELECT count(*) || ':' || max(version) FROM awf_schema"
         ),
-        "1:2"
+        "1:3"
     );
-    // A database of schema 1 (before `awf_runs.message`) is migrated to 2.
-    psql(
-        &db.url,
-        "ALTER TABLE awf_runs DROP COLUMN message; UPDATE awf_schema SET version = 1",
-    );
-    let _third = awf_postgres::PgStore::connect(&db.url).unwrap();
-    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "2");
-    assert_eq!(
+    let has_column = |name: &str| {
         psql(
             &db.url,
-            "SELECT count(*) FROM information_schema.columns \
-             WHERE table_name = 'awf_runs' AND column_name = 'message'"
-        ),
-        "1"
+            &format!(
+                "SELECT count(*) FROM information_schema.columns \
+                 WHERE table_name = 'awf_runs' AND column_name = '{name}'"
+            ),
+        ) == "1"
+    };
+    // A database of schema 1 (before `awf_runs.message`) is migrated to 3.
+    psql(
+        &db.url,
+        "ALTER TABLE awf_runs DROP COLUMN message, DROP COLUMN waiting_until; \
+         UPDATE awf_schema SET version = 1",
     );
+    let _third = awf_postgres::PgStore::connect(&db.url).unwrap();
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "3");
+    assert!(has_column("message") && has_column("waiting_until"));
+    // One of schema 2 (before `awf_runs.waiting_until`) is migrated to 3, its rows kept.
+    psql(
+        &db.url,
+        "ALTER TABLE awf_runs DROP COLUMN waiting_until; UPDATE awf_schema SET version = 2; \
+         INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status) \
+         VALUES ('old', 'old', 'w', 'w', 'success')",
+    );
+    let _fourth = awf_postgres::PgStore::connect(&db.url).unwrap();
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "3");
+    assert!(has_column("waiting_until"));
+    assert_eq!(
+        psql(&db.url, "SELECT status FROM awf_runs WHERE run_id = 'old'"),
+        "success"
+    );
+    psql(&db.url, "DELETE FROM awf_runs");
     // A database migrated by a newer awf.
     psql(&db.url, "UPDATE awf_schema SET version = 99");
     let sb = sandbox();
@@ -588,7 +606,7 @@ fn transcript_sequence(path: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
-fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_positions() {
+fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_positions_and_seqs() {
     let sb = sandbox();
     let db = TestDb::new();
     let r = sb
@@ -633,7 +651,8 @@ fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_posit
         ]
     );
     let n = envs.len() as i64;
-    // Resumed: positions go on after n, the new attempt's seqs start again.
+    // Resumed: positions and seqs go on after n (the embedded transcript's seqs continue
+    // the same way): a client that dedups or resumes by either sees no repeat and no gap.
     std::fs::write(sb.path().join("go"), "").unwrap();
     let r = sb.run(&["--store", &db.url, "resume", &id, "-q"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -646,7 +665,30 @@ fn event_rows_are_the_envelopes_in_order_and_a_resumed_run_continues_their_posit
         matches!(&second.event, RunEvent::RunStarted { resumed_from: Some(s), .. } if s == "b"),
         "{second:?}"
     );
-    assert_eq!(second.seq, 1);
+    assert_eq!(second.seq, u64::try_from(n + 1).unwrap());
+    let seqs: Vec<u64> = rows.iter().map(|(_, e)| e.seq).collect();
+    assert_eq!(seqs, (1..=rows.len() as u64).collect::<Vec<_>>());
+    // The embedded store does the same: its resumed run's transcript seqs continue.
+    let r = sb
+        .run(&[
+            "--storage",
+            &dir.display().to_string(),
+            "resume",
+            &eid,
+            "-q",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let seqs: Vec<u64> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["seq"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
     assert!(matches!(
         rows.last().unwrap().1.event,
         RunEvent::RunFinished { .. }
@@ -828,6 +870,111 @@ fn bad_store_urls_and_unreachable_servers_are_clear_errors() {
     );
     // Nothing was recorded anywhere for the refused runs.
     assert!(!awf_tests::data(&sb).join("states").exists());
+}
+
+/// `url` with its user replaced by `user` (no password: the test server trusts loopback).
+fn as_user(url: &str, user: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{user}@{host}")
+}
+
+/// The `Hint:` lines of an error on stderr.
+fn hints(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Hint:"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A read-only role (SELECT on the awf_* tables, nothing else) reads runs with `awf
+/// history` and `awf status` once the schema is current (the schema check used to write,
+/// and was refused). Connection and schema errors hint at their own cause, not always at a
+/// server that is not running.
+#[test]
+fn a_read_only_user_reads_runs_and_store_errors_hint_at_their_cause() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    let r = sb
+        .run(&["--store", &db.url, "run", "greet.yaml", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let role = format!("{}_ro", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
+    );
+    let ro = as_user(&db.url, &role);
+    let before = psql(&db.url, "SELECT count(*) FROM awf_runs");
+    let r = sb.run(&["--store", &ro, "history", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains(&id), "{}", r.stdout);
+    let r = sb
+        .run(&["--store", &ro, "status", &id, "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json().unwrap()["status"], "completed", "{}", r.stdout);
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), before);
+    // The same user on a database without the schema: it may not create it.
+    let empty = TestDb::new();
+    let r = sb
+        .run(&["--store", &as_user(&empty.url, &role), "history"])
+        .unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let h = hints(&r.stderr);
+    assert!(
+        r.stderr.starts_with("[SYSTEM.STORE.UNAVAILABLE]")
+            && h.contains("permission denied")
+            && !h.contains("running"),
+        "{}",
+        r.stderr
+    );
+    // A database that does not exist.
+    let base = server.rsplit_once('/').unwrap().0;
+    let r = sb
+        .run(&["--store", &format!("{base}/awf_no_such_db"), "history"])
+        .unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let h = hints(&r.stderr);
+    assert!(
+        h.contains("database does not exist") && !h.contains("running"),
+        "{}",
+        r.stderr
+    );
+    // Nobody listening: the server is not running (or not there).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let r = sb
+        .run(&[
+            "--store",
+            &format!("postgresql://postgres@127.0.0.1:{port}/x"),
+            "history",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(hints(&r.stderr).contains("is running"), "{}", r.stderr);
+    // A schema newer than this awf's, for the read-only user too: refused, untouched.
+    psql(&db.url, "UPDATE awf_schema SET version = 99");
+    let r = sb.run(&["--store", &ro, "history"]).unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let h = hints(&r.stderr);
+    assert!(
+        r.stderr.starts_with("[SYSTEM.STORE.SCHEMA_NEWER]")
+            && h.contains("newer awf")
+            && !h.contains("running"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(psql(&db.url, "SELECT version FROM awf_schema"), "99");
+    drop((db, empty));
+    psql(&server, &format!("DROP ROLE {role}"));
 }
 
 #[test]

@@ -639,6 +639,105 @@ fn an_approval_is_answered_through_another_worker() {
     );
 }
 
+/// An approval gate writing `deployed` / `rejected` to `<dir>/log`.
+fn gated_workflow(dir: &std::path::Path) -> String {
+    format!(
+        "name: gated\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed >> {0}/log\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected >> {0}/log\n    on_success: done\n  done: {{type: terminal}}\n",
+        dir.display()
+    )
+}
+
+/// The request ids of `id`'s `interaction_required` rows, in log order.
+fn asked_ids(db: &TestDb, id: &str) -> Vec<String> {
+    psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'request'->>'request_id' FROM awf_events \
+             WHERE root_run_id = '{id}' AND kind = 'interaction_required' ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+#[test]
+fn after_a_takeover_only_the_live_attempts_request_is_pending_and_an_answer_without_id_reaches_it()
+{
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("gated", &gated_workflow(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "A's approval request", Duration::from_secs(60), || {
+        asked_ids(&db, &id).len() == 1
+    });
+    let b = worker(&sb, &["--lease", "2s"]);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    // B takes the run over and its attempt asks again.
+    wait_long(
+        &db,
+        "B's approval request",
+        Duration::from_secs(120),
+        || asked_ids(&db, &id).len() == 2,
+    );
+    let asked = asked_ids(&db, &id);
+    // The dead attempt's request is closed in the log (cancelled) before the new attempt
+    // starts; the live one's is not. (Request ids are counted per attempt: the new one may
+    // reuse the old one's id.)
+    let kinds = psql(
+        &db.url,
+        &format!(
+            "SELECT string_agg(kind || coalesce(' ' || (envelope->'event'->>'request_id') || \
+             ' ' || (envelope->'event'->'resolution'->>'outcome'), ''), ',' ORDER BY position) \
+             FROM awf_events WHERE root_run_id = '{id}' \
+             AND kind IN ('interaction_required', 'interaction_resolved', 'run_started')"
+        ),
+    );
+    assert_eq!(
+        kinds,
+        format!(
+            "run_started,interaction_required,interaction_resolved {} cancelled,\
+             run_started,interaction_required",
+            asked[0]
+        )
+    );
+    // The run's seqs go on across the takeover (no repeat, no gap).
+    let seqs: Vec<u64> = psql(
+        &db.url,
+        &format!(
+            "SELECT seq FROM awf_events WHERE root_run_id = '{id}' AND run_id = '{id}' \
+             ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(|l| l.parse().unwrap())
+    .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    let view = http_serve::execution(&b, &id);
+    let pending = view["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{view}");
+    assert_eq!(pending[0]["request_id"], asked[1].as_str(), "{view}");
+    // No request id: the one pending request is answered.
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{id}/respond", b.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+}
+
 #[test]
 fn workers_reconnect_after_postgresql_restarts_mid_run_and_nothing_is_lost() {
     let server = awf_tests::pg::PrivateServer::start();
@@ -867,6 +966,204 @@ fn sigterm_drains_the_workers_runs_cancelled_and_recorded_so() {
         ),
         1
     );
+}
+
+/// Starts a worker whose stderr goes to `log` (read back with [`read_log`]).
+fn logged_worker(sb: &Sandbox, extra: &[&str], log: &std::path::Path) -> Server {
+    let f = std::fs::File::create(log).unwrap();
+    http_serve::start_with_stderr(sb, extra, std::process::Stdio::from(f))
+}
+
+fn read_log(log: &std::path::Path) -> String {
+    std::fs::read_to_string(log).unwrap_or_default()
+}
+
+/// A SIGTERMed worker whose writes block (a lock on `awf_events` held by the test) gives up
+/// on them once its drain is over and exits, naming the run whose events it could not
+/// write. It used to wait 30 s for the recorder's flush, then 30 s more at the exit, and to
+/// retry recording the run's end for ever.
+#[test]
+fn a_draining_worker_whose_writes_block_gives_them_up_and_exits() {
+    let db = TestDb::new();
+    let wf = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", wf)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("a.log");
+    let mut a = logged_worker(&sb, &["--lease", "5s", "--drain-timeout", "1s"], &log);
+    let id = submit(&sb, "long", &[]);
+    started_on(&db, &id, &a);
+    wait_long(
+        &db,
+        "the step's start recorded",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                &format!(
+                    "SELECT count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND kind = 'step_started'"
+                ),
+            ) == 1
+        },
+    );
+    let lock = EventsLock::take(&db.url);
+    let t0 = Instant::now();
+    http_serve::sigterm(&a);
+    // Generous: the drain (1 s), the cancelled run's record waited for (2 s) and one last
+    // try of its end (2 s) take about 5 s; the old code took 40 s and more.
+    let bound = Duration::from_secs(20);
+    let mut code = None;
+    while code.is_none() && t0.elapsed() < Duration::from_secs(120) {
+        code = a.child.try_wait().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = t0.elapsed();
+    drop(lock);
+    let stderr = read_log(&log);
+    assert!(
+        code.is_some() && took < bound,
+        "the worker exited after {took:?} ({code:?}); stderr:\n{stderr}"
+    );
+    assert_eq!(code.unwrap().code(), Some(0), "{stderr}");
+    let warned = stderr
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains(&id) && l.contains("were not written"))
+        .unwrap_or_else(|| panic!("no warning naming run {id}:\n{stderr}"));
+    let n: usize = warned
+        .split_whitespace()
+        .find_map(|t| t.strip_prefix("events="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a number of events in {warned:?}"));
+    assert!(n >= 1, "{warned}");
+}
+
+/// The lines of `log` that name `run_id` and hold `text`.
+fn log_lines(log: &std::path::Path, run_id: &str, text: &str) -> Vec<String> {
+    read_log(log)
+        .lines()
+        .filter(|l| l.contains(run_id) && l.contains(text))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Workers say on stderr (info, by default) which runs they claim, take over, finish and
+/// fail, with the run id, the workflow and their worker id.
+#[test]
+fn workers_log_the_runs_they_claim_take_over_finish_and_fail() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let slow = format!(
+        "name: slow\nstates:\n  initial: s1\n{}  done: {{type: terminal}}\n",
+        marked_step(out.path(), "marks", "s1", "sleep 4", "done")
+    );
+    let bad = "name: bad\nstates:\n  initial: fail\n  fail:\n    type: step\n    command: exit 3\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("slow", &slow), ("bad", bad)]);
+    let logs = tempfile::tempdir().unwrap();
+    let (log_a, log_b) = (logs.path().join("a.log"), logs.path().join("b.log"));
+    let mut a = logged_worker(&sb, &["--lease", "2s"], &log_a);
+    let id = submit(&sb, "slow", &[]);
+    started_on(&db, &id, &a);
+    let a_id = worker_of(&db, &id);
+    wait_long(&db, "A's claim logged", Duration::from_secs(30), || {
+        !log_lines(&log_a, &id, "claimed run").is_empty()
+    });
+    let claimed = log_lines(&log_a, &id, "claimed run").remove(0);
+    assert!(
+        claimed.contains("INFO") && claimed.contains(&a_id) && claimed.contains("slow"),
+        "{claimed}"
+    );
+    let b = logged_worker(&sb, &["--lease", "2s"], &log_b);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_long(&db, "the run done on B", Duration::from_secs(120), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    let b_id = worker_of(&db, &id);
+    assert_eq!(pid_of(&b_id), b.child.id());
+    let took = log_lines(&log_b, &id, "took over");
+    assert_eq!(took.len(), 1, "{}", read_log(&log_b));
+    assert!(
+        took[0].contains("INFO")
+            && took[0].contains(&format!("from worker {a_id}"))
+            && took[0].contains(&b_id)
+            && took[0].contains("slow"),
+        "{}",
+        took[0]
+    );
+    wait_long(&db, "B's end line", Duration::from_secs(30), || {
+        !log_lines(&log_b, &id, "finished: success").is_empty()
+    });
+    // A failing run: its failure is logged with its exit code and error.
+    let failed = submit(&sb, "bad", &[]);
+    wait_long(
+        &db,
+        "the failing run logged",
+        Duration::from_secs(60),
+        || !log_lines(&log_b, &failed, "failed").is_empty(),
+    );
+    let line = log_lines(&log_b, &failed, "failed").remove(0);
+    assert!(line.contains("exit 3") && line.contains(&b_id), "{line}");
+    drop(b);
+}
+
+/// A run that a worker runs and that parks on a usage limit (a mock LLM answering 429 with
+/// a reset 30 minutes ahead) is `waiting` with its reset time in the store (schema 3), in
+/// `GET /api/executions/{id}` of any worker, and in `awf status`, as with the embedded store.
+#[test]
+fn a_run_parked_on_a_worker_keeps_its_status_and_reset_time() {
+    let db = TestDb::new();
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 1800, "error_message": "come back later"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let mut sb = sandbox(
+        &db,
+        &[(
+            "park",
+            "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+        )],
+    );
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let a = worker(&sb, &[]);
+    let id = submit(&sb, "park", &[]);
+    wait_long(&db, "the run parked", Duration::from_secs(120), || {
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "done"
+    });
+    let row = psql(
+        &db.url,
+        &format!(
+            "SELECT status || '|' || coalesce(to_char(waiting_until AT TIME ZONE 'UTC', \
+             'YYYY-MM-DD\"T\"HH24:MI:SS'), '') FROM awf_runs WHERE run_id = '{id}'"
+        ),
+    );
+    let (status, until) = row.split_once('|').unwrap();
+    assert_eq!(status, "waiting", "{row}");
+    assert!(!until.is_empty(), "no waiting_until: {row}");
+    // What the embedded store shows, from the worker that ran it and from another one.
+    let b = worker(&sb, &[]);
+    for w in [&a, &b] {
+        let v = http_serve::execution(w, &id);
+        assert_eq!(v["status"], "waiting", "{v}");
+        let shown = v["waiting_until"].as_str().unwrap_or_else(|| panic!("{v}"));
+        assert!(shown.starts_with(until), "{shown} vs {until}");
+    }
+    let st = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    let st = st.json().unwrap();
+    assert_eq!(st["status"], "waiting", "{st}");
+    assert!(
+        st["waiting_until"].as_str().unwrap().starts_with(until),
+        "{st}"
+    );
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    assert!(h.stdout.contains("waiting"), "{}", h.stdout);
+    drop((a, b));
 }
 
 #[test]

@@ -580,8 +580,10 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 s.resolved.insert(request_id.clone());
             }
             // A resumed run's log holds its earlier attempts: a start after an end opens the
-            // next one.
+            // next one. Nothing an earlier attempt asked is pending in it, ended or not (a
+            // worker that died mid-question: another one resumed the run).
             RunEvent::RunStarted { .. } if root => {
+                s.pending.clear();
                 s.finished = false;
                 s.terminal = None;
                 s.message = None;

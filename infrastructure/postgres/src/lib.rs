@@ -18,7 +18,7 @@
 //! | table | one row per | written by |
 //! |---|---|---|
 //! | `awf_schema` | the database (`version`) | migrations |
-//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the success terminal's `message` (schema 2), the queue columns | the recorder, the queue |
+//! | `awf_runs` | run (and sub-workflow run): history columns, the state snapshot, the success terminal's `message` (schema 2), the reset time of a run parked on a usage limit, `waiting_until` (schema 3), the queue columns | the recorder, the queue |
 //! | `awf_events` | event of a root run's log (`root_run_id`, `position` = SSE id) | the recorder |
 //! | `awf_audit` | audit line | the recorder |
 //! | `awf_answers` | answer to a pending interaction request, given on any worker | the run service |
@@ -60,7 +60,7 @@ pub mod recorder;
 pub use recorder::PgRecorder;
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// `NOTIFY` channel of new event rows; payload: the `root_run_id` whose log grew.
 pub const EVENTS_CHANNEL: &str = "awf_events";
@@ -138,6 +138,9 @@ CREATE TABLE awf_workers (
 ",
     r"
 ALTER TABLE awf_runs ADD COLUMN message text;
+",
+    r"
+ALTER TABLE awf_runs ADD COLUMN waiting_until timestamptz;
 ",
 ];
 
@@ -305,20 +308,65 @@ pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
     )
 }
 
-/// `e` with the store's (redacted) URL in its message, and a hint for an unreachable store.
+/// `e` with the store's (redacted) URL in its message, and a hint that fits its cause
+/// ([`hint_for`]) when it has none.
 fn naming(e: AwfError, url: &str) -> AwfError {
     let code = e.code();
     let mut out = AwfError::new(code, format!("{} ({url})", e.message()));
     for h in e.hints() {
         out = out.with_hint(h.clone());
     }
-    if code == ErrorCode::SystemStoreUnavailable && e.hints().is_empty() {
-        out = out.with_hint(
-            "check that the PostgreSQL server is running and the URL (--store / AWF_STORE) \
-             names it and an existing database",
-        );
+    if e.hints().is_empty()
+        && let Some(h) = hint_for(code, e.message())
+    {
+        out = out.with_hint(h);
     }
     out
+}
+
+/// What to do about a failed connection or schema check, from its code and message (the
+/// server's SQLSTATE leads the message of an error the server sent, see [`db_text`]):
+/// authentication failed (28P01, 28000), the database does not exist (3D000), permission
+/// denied (42501), a newer schema, or the server cannot be reached (anything else before an
+/// answer); `None` for other errors.
+pub fn hint_for(code: ErrorCode, message: &str) -> Option<String> {
+    if code == ErrorCode::SystemStoreSchemaNewer {
+        return Some(
+            "this database was migrated by a newer awf: use that awf (or a newer one) with it, \
+             or point --store / AWF_STORE at another database"
+                .to_owned(),
+        );
+    }
+    if code != ErrorCode::SystemStoreUnavailable {
+        return None;
+    }
+    let has = |sqlstate: &str| message.contains(&format!("{sqlstate}: "));
+    let hint = if has("28P01") || has("28000") {
+        "authentication failed: check the user and password of the URL (--store / AWF_STORE), \
+         or the server's pg_hba.conf for this user, database and address"
+    } else if has("3D000") {
+        "the database does not exist: create it (`createdb NAME`, or CREATE DATABASE) or name \
+         an existing one in the URL (--store / AWF_STORE)"
+    } else if has("42501") {
+        "permission denied: the user of the URL needs SELECT on the awf_* tables to read runs, \
+         INSERT and UPDATE on them to record runs, and, for the first connection to a new \
+         database (which creates the schema) or an awf with a newer schema, CREATE on its \
+         schema; or connect as the owner of the awf_* tables"
+    } else if has("53300") {
+        "the server has no connection slot left: raise its max_connections or stop idle clients"
+    } else if message.split(": ").skip(1).any(|t| {
+        t.len() == 5
+            && t.chars().any(|c| c.is_ascii_digit())
+            && t.chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+    }) {
+        // The server answered with another error: its message says what is wrong.
+        return None;
+    } else {
+        "check that the PostgreSQL server is running and reachable at the host and port of the \
+         URL (--store / AWF_STORE)"
+    };
+    Some(hint.to_owned())
 }
 
 /// The text of a tokio-postgres error with the server's own message when there is one,
@@ -493,12 +541,45 @@ impl PgStore {
     }
 }
 
-/// Brings the schema to [`SCHEMA_VERSION`].
+/// The schema version of the database, read without writing anything; `None` when it has
+/// no schema yet.
+async fn current_version(client: &deadpool_postgres::Client) -> Result<Option<i32>, AwfError> {
+    let row = client
+        .query_one("SELECT to_regclass('awf_schema') IS NOT NULL", &[])
+        .await
+        .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
+    if !row.get::<_, bool>(0) {
+        return Ok(None);
+    }
+    let row = client
+        .query_opt("SELECT max(version) FROM awf_schema", &[])
+        .await
+        .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
+    Ok(row.and_then(|r| r.get::<_, Option<i32>>(0)))
+}
+
+/// `SYSTEM.STORE.SCHEMA_NEWER` for a database at `version`.
+fn newer(version: i32) -> AwfError {
+    AwfError::new(
+        ErrorCode::SystemStoreSchemaNewer,
+        format!(
+            "the store's schema is version {version}; this awf knows versions up to {SCHEMA_VERSION}"
+        ),
+    )
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`]. A database already there is only read (a
+/// read-only user can use it); one at a newer version is refused untouched.
 async fn migrate(pool: &Pool) -> Result<(), AwfError> {
     let mut client = pool
         .get()
         .await
         .map_err(|e| unavailable("connect", &pool_text(&e)))?;
+    match current_version(&client).await? {
+        Some(v) if v == SCHEMA_VERSION => return Ok(()),
+        Some(v) if v > SCHEMA_VERSION => return Err(newer(v)),
+        _ => {}
+    }
     let tx = client
         .transaction()
         .await
@@ -524,12 +605,7 @@ async fn migrate(pool: &Pool) -> Result<(), AwfError> {
         }
     };
     if current > SCHEMA_VERSION {
-        return Err(AwfError::new(
-            ErrorCode::SystemStoreSchemaNewer,
-            format!(
-                "the store's schema is version {current}; this awf knows versions up to {SCHEMA_VERSION}"
-            ),
-        ));
+        return Err(newer(current));
     }
     let from = usize::try_from(current).unwrap_or(0);
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(from) {
@@ -588,6 +664,40 @@ mod tests {
             serde_json::json!({"a\u{fffd}": ["x\u{fffd}y", {"k": "\\u0000"}], "n": 1})
         );
         assert_eq!(storable_text("a\0b"), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn hints_fit_the_cause() {
+        let unavailable = ErrorCode::SystemStoreUnavailable;
+        let h = |m: &str| hint_for(unavailable, m).unwrap_or_default();
+        assert!(h("the PostgreSQL store failed to connect: 28P01: password authentication failed for user \"u\"").starts_with("authentication failed"));
+        assert!(
+            h("failed to connect: 3D000: database \"x\" does not exist")
+                .starts_with("the database does not exist")
+        );
+        assert!(
+            h("failed to read the schema version: 42501: permission denied for table awf_schema")
+                .starts_with("permission denied")
+        );
+        assert!(
+            h("failed to connect: error connecting to server: Connection refused (os error 111)")
+                .contains("is running")
+        );
+        assert!(
+            h("failed to connect: 28P01: password authentication failed").contains("pg_hba.conf")
+        );
+        assert!(!h("failed to connect: 3D000: database \"x\" does not exist").contains("running"));
+        assert!(
+            hint_for(
+                unavailable,
+                "failed to migrate to schema 3: 42P07: relation exists"
+            )
+            .is_none()
+        );
+        assert!(
+            hint_for(ErrorCode::SystemStoreSchemaNewer, "schema 99")
+                .is_some_and(|h| h.contains("newer awf"))
+        );
     }
 
     #[test]

@@ -189,6 +189,9 @@ pub struct Claim {
     pub run_started: bool,
     /// Whether someone asked to cancel it.
     pub cancel_requested: bool,
+    /// The worker whose claim this one took over (its lease had expired: it died, or lost
+    /// the database); `None` for a queued run.
+    pub taken_from: Option<String>,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -264,13 +267,15 @@ pub async fn claim(
                  lease_until = now() + $3::bigint * interval '1 millisecond', \
                  epoch = r.epoch + 1, queue_state = 'claimed', not_before = NULL, \
                  updated_at = now() \
-             WHERE r.run_id IN ( \
-                 SELECT run_id FROM awf_runs \
+             FROM ( \
+                 SELECT run_id, worker_id AS old_worker, queue_state AS old_state FROM awf_runs \
                  WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now())) \
                     OR (queue_state = 'claimed' AND lease_until < now()) \
                  ORDER BY submitted_at NULLS LAST \
-                 LIMIT $2 FOR UPDATE SKIP LOCKED) \
-             RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested",
+                 LIMIT $2 FOR UPDATE SKIP LOCKED) old \
+             WHERE r.run_id = old.run_id \
+             RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested, \
+                 CASE WHEN old.old_state = 'claimed' THEN old.old_worker END",
             &[&worker_id, &limit, &millis(lease)],
         )
         .await
@@ -287,6 +292,7 @@ pub async fn claim(
                     .unwrap_or_default(),
                 run_started: r.get(3),
                 cancel_requested: r.get(4),
+                taken_from: r.get(5),
             }
         })
         .collect())

@@ -6,12 +6,21 @@
 //! transaction:
 //! - `awf_runs`: the row of each run whose projection changed (inserted at `RunStarted` with
 //!   status `running`; `snapshot` = the [`RunSnapshot`] JSON, `updated_at` = now; the
-//!   history columns and `message` (the success terminal's, `RunResult::message`; null
-//!   until the run ends, and again while a resumed run runs) at `RunFinished`);
+//!   history columns, `message` (the success terminal's, `RunResult::message`) and
+//!   `waiting_until` (a run parked on a usage limit: its reset time) at `RunFinished`, both
+//!   null until the run ends, and again while a resumed run runs);
 //!   `root_run_id` is the top run of a sub-workflow tree;
 //! - `awf_events`: every envelope (`envelope` JSON, `kind` = its event's `type`) keyed by
 //!   (`root_run_id`, `position`), positions 1, 2, 3… per root run in emission order,
 //!   continuing after the stored largest one (a resumed run, perhaps resumed elsewhere);
+//!   `seq` (the row's and the envelope's) is numbered here too, 1, 2, 3… per run,
+//!   continuing after the run's stored largest one (the engine restarts its count at a
+//!   resume; the embedded transcript continues it the same way), so that a resumed or
+//!   taken-over run's seqs have no duplicate and no gap. When a root run is resumed
+//!   (`resumed_from`: `awf resume`, or a worker taking over a dead one's claim), every
+//!   request its log announced and never resolved (an earlier attempt's) is closed first by
+//!   an `InteractionResolved` (`cancelled`) of the same run, written before the new
+//!   `RunStarted`: only the live attempt's requests are pending;
 //! - `awf_audit`: the `workflow.started` / `workflow.completed` lines, as JSON;
 //! - `NOTIFY awf_events, '<root_run_id>'` per root run that got rows (sent at commit).
 //!
@@ -70,6 +79,9 @@ pub const FLUSH_BOUND: Duration = Duration::from_secs(30);
 /// At most this many queued messages are applied before a write.
 const MAX_BATCH: usize = 4096;
 
+/// Longest a write may take once the recorder is told to [`abandon`](PgRecorder::abandon).
+pub const LAST_TRY: Duration = Duration::from_secs(2);
+
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
@@ -100,15 +112,29 @@ impl Ack {
     }
 }
 
-#[derive(Default)]
 struct Shared {
     failures: awf_domain::write_failures::WriteFailures,
+    /// Set by [`PgRecorder::abandon`] (a draining worker's grace is over): a write that
+    /// fails or hangs is given up instead of retried.
+    abandon: tokio::sync::watch::Sender<bool>,
     fenced: Mutex<Option<FencedCallback>>,
     /// A flush returned before everything was committed.
     unrecorded: std::sync::atomic::AtomicBool,
     /// A step barrier gave up waiting and no batch has committed since: barriers return at
     /// once (the store is away; runs go on as before the barrier existed).
     lagging: std::sync::atomic::AtomicBool,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Self {
+            failures: awf_domain::write_failures::WriteFailures::default(),
+            abandon: tokio::sync::watch::channel(false).0,
+            fenced: Mutex::default(),
+            unrecorded: std::sync::atomic::AtomicBool::default(),
+            lagging: std::sync::atomic::AtomicBool::default(),
+        }
+    }
 }
 
 impl Shared {
@@ -164,6 +190,7 @@ impl PgRecorder {
             runs: HashMap::new(),
             root_of: HashMap::new(),
             next_pos: HashMap::new(),
+            next_seq: HashMap::new(),
             fences: HashMap::new(),
             dropped: HashSet::new(),
             pre_start: HashMap::new(),
@@ -214,6 +241,16 @@ impl PgRecorder {
                 false
             }
         }
+    }
+
+    /// From now on, a write that fails is not retried and one that hangs is given up after
+    /// [`LAST_TRY`]: what it held is dropped, with a warning (tracing, `warn`) naming each
+    /// run and how many of its events were not written, and [`run_record_failed`]
+    /// (Self::run_record_failed) turns true. A draining worker calls it once its grace is
+    /// over, so that a store that refuses or blocks its writes cannot hold its exit.
+    /// Writes that succeed go on as before.
+    pub fn abandon(&self) {
+        self.shared.abandon.send_replace(true);
     }
 
     /// Sets the function told about write failures (once per kind of failure).
@@ -305,6 +342,8 @@ struct RunProj {
     record: Option<HistoryRecord>,
     /// The success terminal's message, once finished (`RunResult::message`).
     message: Option<String>,
+    /// A run that ended parked on a usage limit (status `waiting`): its reset time.
+    waiting_until: Option<std::time::SystemTime>,
     root: String,
     dirty: bool,
     finished: bool,
@@ -316,7 +355,9 @@ struct EventRow {
     /// Assigned once (at the first attempt), kept across retries.
     position: Option<i64>,
     run_id: String,
-    seq: i64,
+    /// The run's next recorded seq, assigned with the position (continuing after the
+    /// run's stored largest one: a resumed or taken-over run goes on counting).
+    seq: Option<i64>,
     kind: String,
     envelope: Value,
 }
@@ -348,6 +389,9 @@ struct Writer {
     root_of: HashMap<String, String>,
     /// Next position of each root run's log, once read.
     next_pos: HashMap<String, i64>,
+    /// Next seq of each run of those logs (read with the positions; a run not in it starts
+    /// at 1).
+    next_seq: HashMap<String, i64>,
     /// Claim epochs of fenced runs.
     fences: HashMap<String, i64>,
     /// Fenced runs whose claim was lost: nothing more is written for them (nor their tree).
@@ -406,13 +450,27 @@ impl Writer {
             if self.pending.is_empty() {
                 continue;
             }
-            match self.commit().await {
+            let mut abandon = self.shared.abandon.subscribe();
+            let abandoned = *abandon.borrow_and_update();
+            let written = if abandoned {
+                match tokio::time::timeout(LAST_TRY, self.commit()).await {
+                    Ok(r) => r,
+                    Err(_) => Err(format!("no answer within {} s", LAST_TRY.as_secs())),
+                }
+            } else {
+                tokio::select! {
+                    r = self.commit() => r,
+                    _ = abandon.wait_for(|a| *a) => Err("given up (awf is exiting)".to_owned()),
+                }
+            };
+            match written {
                 Ok(()) => {
                     backoff = BACKOFF_MIN;
                     self.shared
                         .lagging
                         .store(false, std::sync::atomic::Ordering::Relaxed);
                 }
+                Err(e) if abandoned || *abandon.borrow() => self.give_up(&e),
                 Err(e) => {
                     self.shared.report(
                         "store",
@@ -421,10 +479,54 @@ impl Writer {
                             self.url
                         ),
                     );
-                    tokio::time::sleep(backoff).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        _ = abandon.wait_for(|a| *a) => {}
+                    }
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                 }
             }
+        }
+    }
+
+    /// Drops the pending batch after a failed write once told to abandon: a warning per run
+    /// with the number of its events not written; the run's record is incomplete.
+    fn give_up(&mut self, error: &str) {
+        let mut lost: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for e in &self.pending.events {
+            *lost.entry(e.root.as_str()).or_default() += 1;
+        }
+        for run in &self.pending.runs {
+            let root = self.runs.get(run).map_or(run.as_str(), |p| p.root.as_str());
+            lost.entry(root).or_default();
+        }
+        for (run, n) in &lost {
+            tracing::warn!(
+                run_id = %run,
+                events = n,
+                "run {run}: {n} events (and its latest state) were not written to the \
+                 PostgreSQL store {} before exiting: {error}",
+                self.url
+            );
+        }
+        self.shared
+            .unrecorded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.report(
+            "abandoned",
+            format!(
+                "the PostgreSQL store {} did not take the record of {} run(s) before awf \
+                 exited: {error}",
+                self.url,
+                lost.len()
+            ),
+        );
+        // The dropped rows' positions and seqs are read again from the store at the next
+        // write (whatever a timed-out commit did or did not write).
+        let roots: Vec<String> = lost.keys().map(|r| (*r).to_owned()).collect();
+        self.pending = Pending::default();
+        for root in roots {
+            self.forget_log(&root);
         }
     }
 
@@ -433,9 +535,22 @@ impl Writer {
             Msg::Event(e) => self.apply(*e).await,
             Msg::Flush(ack) => self.waiting.push(ack),
             Msg::Fence(run, epoch) => {
+                // A new claim (perhaps of a run this process lost before): its writes count
+                // again, and its log's positions and seqs are read afresh (another worker
+                // may have written since).
+                self.dropped.remove(&run);
+                self.forget_log(&run);
                 self.fences.insert(run, epoch);
             }
         }
+    }
+
+    /// Forgets the cached positions and seqs of `root`'s log (read again at its next write).
+    fn forget_log(&mut self, root: &str) {
+        self.next_pos.remove(root);
+        let root_of = &self.root_of;
+        self.next_seq
+            .retain(|run, _| run != root && root_of.get(run).is_none_or(|r| r != root));
     }
 
     /// The root run of an event's run.
@@ -475,7 +590,7 @@ impl Writer {
             root: root.to_owned(),
             position: None,
             run_id: env.run_id.0.clone(),
-            seq: i64_of(env.seq),
+            seq: None,
             kind,
             envelope,
         });
@@ -503,6 +618,30 @@ impl Writer {
         }
     }
 
+    /// The `InteractionRequired` envelopes of `root`'s stored log that no
+    /// `InteractionResolved` answers (an earlier attempt's open requests), in log order;
+    /// read with retries while the database is away.
+    async fn stored_unresolved(&self, root: &str) -> Vec<EventEnvelope> {
+        let mut backoff = BACKOFF_MIN;
+        loop {
+            match read_unresolved(&self.pool, root).await {
+                Ok(v) => return v,
+                Err(e) => {
+                    self.shared.report(
+                        "store",
+                        format!(
+                            "cannot read the requests of run {root} from the PostgreSQL store \
+                             {}: {e}; retrying",
+                            self.url
+                        ),
+                    );
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
     async fn apply(&mut self, env: EventEnvelope) {
         let run_id = env.run_id.0.clone();
         let asking = matches!(
@@ -516,6 +655,20 @@ impl Writer {
         let root = self.root(&env);
         if self.dropped.contains(&root) || self.dropped.contains(&run_id) {
             return;
+        }
+        // A resumed root run (`awf resume`, or another worker taking over a dead one's
+        // claim): what an earlier attempt asked and never resolved is closed first, so that
+        // only the new attempt's requests are pending in the log.
+        if let RunEvent::RunStarted {
+            resumed_from: Some(_),
+            ..
+        } = &env.event
+            && env.parent_run_id.is_none()
+        {
+            for asked in self.stored_unresolved(&root).await {
+                let closed = closing(&asked, env.at);
+                self.push_event(&root, &closed);
+            }
         }
         if matches!(env.event, RunEvent::RunStarted { .. })
             && let Some(held) = self.pre_start.remove(&run_id)
@@ -546,6 +699,7 @@ impl Writer {
                         proj,
                         record: None,
                         message: None,
+                        waiting_until: None,
                         root: root.clone(),
                         dirty: true,
                         finished: false,
@@ -584,6 +738,7 @@ impl Writer {
                     proj: None,
                     record: None,
                     message: None,
+                    waiting_until: None,
                     root: root.clone(),
                     dirty: true,
                     finished: false,
@@ -601,6 +756,7 @@ impl Writer {
                 );
                 p.record = Some(record);
                 p.message.clone_from(&result.message);
+                p.waiting_until = projection::parked_until(result);
                 p.dirty = true;
                 p.finished = true;
                 self.pending.runs.insert(run_id.clone());
@@ -639,6 +795,22 @@ impl Writer {
                 .await
                 .map_err(|e| db_text(&e))?;
             let max: i64 = row.get(0);
+            let max_seqs = tx
+                .prepare_cached(
+                    "SELECT run_id, MAX(seq) FROM awf_events WHERE root_run_id = $1 \
+                     GROUP BY run_id",
+                )
+                .await
+                .map_err(|e| db_text(&e))?;
+            for r in tx
+                .query(&max_seqs, &[&root])
+                .await
+                .map_err(|e| db_text(&e))?
+            {
+                let run: String = r.get(0);
+                let seq: i64 = r.get(1);
+                self.next_seq.insert(run, seq + 1);
+            }
             self.next_pos.insert(root, max + 1);
         }
         for e in self
@@ -649,6 +821,12 @@ impl Writer {
         {
             let next = self.next_pos.entry(e.root.clone()).or_insert(1);
             e.position = Some(*next);
+            *next += 1;
+            let next = self.next_seq.entry(e.run_id.clone()).or_insert(1);
+            e.seq = Some(*next);
+            if let Some(obj) = e.envelope.as_object_mut() {
+                obj.insert("seq".to_owned(), Value::from(*next));
+            }
             *next += 1;
         }
         // Run rows first: a fenced run whose claim is gone drops its events.
@@ -680,7 +858,7 @@ impl Writer {
                 .map(|e| e.position.unwrap_or_default())
                 .collect();
             let runs: Vec<&str> = kept.iter().map(|e| e.run_id.as_str()).collect();
-            let seqs: Vec<i64> = kept.iter().map(|e| e.seq).collect();
+            let seqs: Vec<i64> = kept.iter().map(|e| e.seq.unwrap_or_default()).collect();
             let kinds: Vec<&str> = kept.iter().map(|e| e.kind.as_str()).collect();
             let envelopes: Vec<&Value> = kept.iter().map(|e| &e.envelope).collect();
             let insert = tx
@@ -736,7 +914,7 @@ impl Writer {
             .map(|(id, _)| id.clone())
             .collect();
         for root in &done {
-            self.next_pos.remove(root);
+            self.forget_log(root);
             self.root_of.retain(|_, r| r != root);
         }
         self.runs.retain(|_, p| !p.finished);
@@ -791,15 +969,16 @@ async fn write_run(
         .and_then(|s| serde_json::to_value(s).ok())
         .map(crate::storable);
     let guard = if fence.is_some() {
-        " WHERE awf_runs.epoch = $15"
+        " WHERE awf_runs.epoch = $16"
     } else {
         ""
     };
     let sql = format!(
         "INSERT INTO awf_runs (run_id, parent_run_id, root_run_id, workflow_id, workflow_name,
                                status, exit_code, started_at_ms, completed_at_ms, duration_ms,
-                               error_message, spend, snapshot, message, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, now())
+                               error_message, spend, snapshot, message, waiting_until,
+                               updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, now())
          ON CONFLICT (run_id) DO UPDATE SET
              parent_run_id = EXCLUDED.parent_run_id,
              root_run_id = EXCLUDED.root_run_id,
@@ -814,6 +993,7 @@ async fn write_run(
              spend = EXCLUDED.spend,
              snapshot = COALESCE(EXCLUDED.snapshot, awf_runs.snapshot),
              message = EXCLUDED.message,
+             waiting_until = EXCLUDED.waiting_until,
              updated_at = now(){guard}"
     );
     let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![
@@ -831,12 +1011,59 @@ async fn write_run(
         &spend,
         &snapshot,
         &p.message,
+        &p.waiting_until,
     ];
     if let Some(f) = &fence {
         params.push(f);
     }
     let stmt = tx.prepare_cached(&sql).await?;
     tx.execute(&stmt, &params).await
+}
+
+/// The `InteractionResolved` (cancelled) that closes the request `asked` announced, at `at`:
+/// the same run, path and iteration (its `seq` is assigned when written).
+fn closing(asked: &EventEnvelope, at: std::time::SystemTime) -> EventEnvelope {
+    let request_id = match &asked.event {
+        RunEvent::InteractionRequired { request } => request.request_id.clone(),
+        _ => String::new(),
+    };
+    EventEnvelope {
+        seq: asked.seq,
+        run_id: asked.run_id.clone(),
+        parent_run_id: asked.parent_run_id.clone(),
+        at,
+        path: asked.path.clone(),
+        iteration: asked.iteration,
+        event: RunEvent::InteractionResolved {
+            request_id,
+            resolution: awf_domain::interaction::Resolution::Cancelled,
+        },
+    }
+}
+
+/// The unresolved `InteractionRequired` envelopes of `root`'s stored log, in log order: no
+/// `InteractionResolved` of its id comes after it (request ids are `<root run id>:<n>`
+/// counted per attempt, so a later attempt may ask under an id an earlier one used).
+async fn read_unresolved(pool: &Pool, root: &str) -> Result<Vec<EventEnvelope>, String> {
+    let client = pool.get().await.map_err(|e| pool_text(&e))?;
+    let rows = client
+        .query(
+            "SELECT e.envelope FROM awf_events e \
+             WHERE e.root_run_id = $1 AND e.kind = 'interaction_required' \
+               AND NOT EXISTS (SELECT 1 FROM awf_events x \
+                   WHERE x.root_run_id = $1 AND x.position > e.position \
+                     AND x.kind = 'interaction_resolved' \
+                     AND x.envelope->'event'->>'request_id' \
+                         = e.envelope->'event'->'request'->>'request_id') \
+             ORDER BY e.position",
+            &[&root],
+        )
+        .await
+        .map_err(|e| db_text(&e))?;
+    Ok(rows
+        .iter()
+        .filter_map(|r| serde_json::from_value::<EventEnvelope>(r.get(0)).ok())
+        .collect())
 }
 
 /// The stored snapshot of `run_id`, if any.

@@ -85,10 +85,12 @@ struct Row {
     current_state: Option<String>,
     error_message: Option<String>,
     duration_ms: Option<i64>,
+    /// A parked run's reset time (schema 3).
+    waiting_until: Option<std::time::SystemTime>,
 }
 
 const ROW_COLUMNS: &str = "run_id, parent_run_id, workflow_id, status, exit_code, queue_state, \
-     snapshot->>'current_state', error_message, duration_ms";
+     snapshot->>'current_state', error_message, duration_ms, waiting_until";
 
 fn row_of(r: &tokio_postgres::Row) -> Row {
     Row {
@@ -101,6 +103,7 @@ fn row_of(r: &tokio_postgres::Row) -> Row {
         current_state: r.get(6),
         error_message: r.get(7),
         duration_ms: r.get(8),
+        waiting_until: r.get(9),
     }
 }
 
@@ -125,14 +128,17 @@ impl Row {
             status: stored_status(&self.status),
             current_state: self.current_state.clone().filter(|c| !c.is_empty()),
             exit_code: self.exit_code.and_then(|c| u8::try_from(c).ok()),
-            // Not a column of the run rows: GET reads it from the run's snapshot.
-            waiting_until: None,
+            waiting_until: self.waiting_until.filter(|_| self.status == "waiting"),
         }
     }
 
     fn ended(&self) -> bool {
         !matches!(self.queue_state.as_str(), "queued" | "claimed")
-            && matches!(self.status.as_str(), "success" | "failure" | "cancelled")
+            // `waiting`: parked on a usage limit (this attempt ended; a resume is another).
+            && matches!(
+                self.status.as_str(),
+                "success" | "failure" | "cancelled" | "waiting"
+            )
     }
 }
 
@@ -502,7 +508,8 @@ async fn answer_remote(
     answer: Value,
 ) -> Result<(), AwfError> {
     let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
-    // Which run asked: the one whose log announced the request and has not resolved it.
+    // Which run asked: the one whose log announced the request and has not resolved it
+    // since (a later attempt of a run may ask again under an id an earlier one used).
     let asked = client
         .query_opt(
             "SELECT e.root_run_id FROM awf_events e JOIN awf_runs r ON r.run_id = e.root_run_id \
@@ -510,9 +517,10 @@ async fn answer_remote(
                AND e.envelope->'event'->'request'->>'request_id' = $1 \
                AND r.queue_state = 'claimed' \
                AND NOT EXISTS (SELECT 1 FROM awf_events x WHERE x.root_run_id = e.root_run_id \
+                   AND x.position > e.position \
                    AND x.envelope->'event'->>'type' = 'interaction_resolved' \
                    AND x.envelope->'event'->>'request_id' = $1) \
-             LIMIT 1",
+             ORDER BY e.position DESC LIMIT 1",
             &[&request_id],
         )
         .await
@@ -692,6 +700,12 @@ impl Subscription for PgSubscription {
             // (cancelled while queued, failed before starting).
             match load_row(&self.store, &self.root).await {
                 Ok(Some(r)) if r.ended() => {
+                    // Its last events may have been committed between the read above and
+                    // this one (a worker marks the run done once they are): read them.
+                    if self.fetch().await.is_err() {
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        continue;
+                    }
                     self.done = true;
                     continue;
                 }

@@ -32,7 +32,6 @@ use awf_domain::ports::service::RunService;
 use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
-use awf_domain::run::RunStatus;
 use tokio::sync::Notify;
 
 use crate::PgStore;
@@ -41,6 +40,7 @@ use crate::listen::Notice;
 use crate::queue;
 use crate::queue::Claim;
 use crate::queue::Ended;
+use crate::recorder::LAST_TRY;
 
 /// A worker's settings.
 #[derive(Debug, Clone)]
@@ -95,6 +95,8 @@ struct Held {
     /// Whether its run ended here and its end is being recorded (the row may be `done`
     /// already: not a lost claim).
     ending: bool,
+    /// Since when its end is being recorded (set with `ending`).
+    ending_since: Option<Instant>,
 }
 
 /// A worker. Build with [`Worker::new`], then [`Worker::spawn`]; [`Worker::drain`] at the end.
@@ -107,6 +109,9 @@ pub struct Worker {
     held: Mutex<HashMap<RunId, Held>>,
     wake: Notify,
     stopping: AtomicBool,
+    /// Set once a drain's grace is over: recording a run's end is tried once more (at most
+    /// [`LAST_TRY`]), never retried.
+    abandon: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -119,14 +124,6 @@ impl std::fmt::Debug for Worker {
 
 fn guard<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn status_text(s: RunStatus) -> &'static str {
-    match s {
-        RunStatus::Success => "success",
-        RunStatus::Failure => "failure",
-        RunStatus::Cancelled => "cancelled",
-    }
 }
 
 impl Worker {
@@ -149,6 +146,7 @@ impl Worker {
             held: Mutex::new(HashMap::new()),
             wake: Notify::new(),
             stopping: AtomicBool::new(false),
+            abandon: tokio::sync::watch::channel(false).0,
         })
     }
 
@@ -188,7 +186,13 @@ impl Worker {
 
     /// At the end: stops claiming, waits up to `deadline` for the runs it holds to end,
     /// cancels the rest (`Terminate`) and waits up to `grace` more for them to end (each is
-    /// marked done as it ends), then unregisters the worker.
+    /// marked done as it ends), then unregisters the worker. Past the grace (or once every
+    /// run it holds has ended and waited [`LAST_TRY`] for its record) the store gets no
+    /// more retries: the recorder is told to [`abandon`](crate::PgRecorder::abandon) failing
+    /// writes (each run whose events are dropped is named in a warning), a run whose end
+    /// cannot be recorded within [`LAST_TRY`] is left claimed (another worker resumes it when
+    /// its lease expires), and the worker is unregistered within [`LAST_TRY`]: a store that
+    /// refuses or blocks writes delays the exit by a few seconds at most.
     pub async fn drain(self: &Arc<Self>, deadline: Duration, grace: Duration) {
         self.stop_claiming();
         let t0 = Instant::now();
@@ -200,15 +204,48 @@ impl Worker {
             let _ = self.local.cancel(&id, CancelReason::Terminate);
         }
         let t1 = Instant::now();
-        while self.held() > 0 && t1.elapsed() < grace {
+        while self.held() > 0 && t1.elapsed() < grace && !self.only_recording_for(LAST_TRY) {
             tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The grace is over: what the store has not taken by now is given up.
+        self.abandon.send_replace(true);
+        if let Some(r) = &self.config.recorder {
+            r.abandon();
+        }
+        let t2 = Instant::now();
+        while self.held() > 0 && t2.elapsed() < LAST_TRY * 3 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for (run_id, _) in guard(&self.held).iter() {
+            tracing::warn!(
+                run_id = %run_id,
+                worker = %self.config.worker_id,
+                "run {run_id}: exiting before its end was recorded; another worker resumes it \
+                 once its lease expires"
+            );
         }
         let pool = self.store.pool().clone();
         let id = self.config.worker_id.clone();
-        let _ = self
-            .store
-            .run(async move { queue::unregister_worker(&pool, &id).await })
-            .await;
+        let store = self.store.clone();
+        let unregister = store.run(async move { queue::unregister_worker(&pool, &id).await });
+        if tokio::time::timeout(LAST_TRY, unregister).await.is_err() {
+            tracing::warn!(
+                worker = %self.config.worker_id,
+                "the PostgreSQL store did not unregister this worker within {} s; its row is \
+                 removed an hour after its last heartbeat",
+                LAST_TRY.as_secs()
+            );
+        }
+    }
+
+    /// Whether every run it holds has ended here and has been recording its end for at least
+    /// `d` (the store is slow or refuses: waiting longer for it only delays the exit).
+    fn only_recording_for(&self, d: Duration) -> bool {
+        let held = guard(&self.held);
+        !held.is_empty()
+            && held
+                .values()
+                .all(|h| h.ending_since.is_some_and(|t| t.elapsed() >= d))
     }
 
     async fn claim_loop(self: Arc<Self>) {
@@ -223,14 +260,32 @@ impl Worker {
                 let id = self.config.worker_id.clone();
                 let lease = self.config.lease;
                 let asked = Instant::now();
+                let claimer = id.clone();
                 match self
                     .store
-                    .run(async move { queue::claim(&pool, &id, free, lease).await })
+                    .run(async move { queue::claim(&pool, &claimer, free, lease).await })
                     .await
                 {
                     Ok(Ok(claims)) => {
                         let full = claims.len() == free;
                         for c in claims {
+                            let workflow = c.request.identifier.as_str();
+                            match &c.taken_from {
+                                Some(old) => tracing::info!(
+                                    run_id = %c.run_id,
+                                    workflow,
+                                    worker = %id,
+                                    "took over run {} from worker {old} (its lease expired)",
+                                    c.run_id
+                                ),
+                                None => tracing::info!(
+                                    run_id = %c.run_id,
+                                    workflow,
+                                    worker = %id,
+                                    "claimed run {}",
+                                    c.run_id
+                                ),
+                            }
                             guard(&self.held).insert(
                                 c.run_id.clone(),
                                 Held {
@@ -241,6 +296,7 @@ impl Worker {
                                     lost: false,
                                     cancelled: false,
                                     ending: false,
+                                    ending_since: None,
                                 },
                             );
                             tokio::spawn(Arc::clone(&self).execute(c));
@@ -401,6 +457,7 @@ impl Worker {
         let outcome = self.drive(&claim).await;
         let lost = guard(&self.held).get_mut(&run_id).is_none_or(|h| {
             h.ending = true;
+            h.ending_since = Some(Instant::now());
             h.lost
         });
         // Taken for lost (another worker's claim, or a lease that expired while the store
@@ -423,29 +480,57 @@ impl Worker {
             let worker = self.config.worker_id.clone();
             let epoch = claim.epoch;
             let id = run_id.clone();
-            // Until the database takes it (it may be restarting): the run ended here.
+            // Until the database takes it (it may be restarting): the run ended here. Once
+            // a drain's grace is over ([`Worker::drain`]), one last try of at most
+            // [`LAST_TRY`].
+            let mut abandon = self.abandon.subscribe();
             for attempt in 0u32.. {
                 let pool = store.pool().clone();
                 let (w, i, o) = (worker.clone(), id.clone(), outcome.clone());
-                let r = store
-                    .run(async move {
-                        match o {
-                            Outcome::Ended(ended) => {
-                                queue::finish(&pool, &i, &w, epoch, &ended).await
-                            }
-                            Outcome::Release(delay) => {
-                                queue::release(&pool, &i, &w, epoch, delay).await
-                            }
+                let write = store.run(async move {
+                    match o {
+                        Outcome::Ended(ended) => queue::finish(&pool, &i, &w, epoch, &ended).await,
+                        Outcome::Release(delay) => {
+                            queue::release(&pool, &i, &w, epoch, delay).await
                         }
-                    })
-                    .await;
+                    }
+                });
+                let last = *abandon.borrow_and_update();
+                let r = if last {
+                    match tokio::time::timeout(LAST_TRY, write).await {
+                        Ok(r) => r,
+                        Err(_) => Err(crate::unavailable("answer in time", &"no answer")),
+                    }
+                } else {
+                    tokio::select! {
+                        r = write => r,
+                        _ = abandon.wait_for(|a| *a) => {
+                            Err(crate::unavailable("answer before the drain's grace ended", &"no answer"))
+                        }
+                    }
+                };
                 match r {
-                    Ok(Ok(_)) => break,
+                    Ok(Ok(_)) => {
+                        log_end(&id, &claim.request.identifier, &worker, &outcome);
+                        break;
+                    }
                     Ok(Err(e)) | Err(e) => {
+                        if last {
+                            tracing::warn!(
+                                run_id = %id,
+                                worker = %worker,
+                                "run {id}: its end was not recorded before exiting ({e}); \
+                                 another worker resumes it once its lease expires"
+                            );
+                            break;
+                        }
                         if attempt % 20 == 0 {
                             tracing::warn!("run {id}: recording its end failed: {e}");
                         }
-                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        tokio::select! {
+                            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                            _ = abandon.wait_for(|a| *a) => {}
+                        }
                     }
                 }
             }
@@ -557,8 +642,12 @@ impl Worker {
             let _ = self.local.cancel(run_id, CancelReason::Requested);
         }
         match self.local.wait(run_id).await {
+            // A run parked on a usage limit is `waiting` (as the recorder writes it), not
+            // `failure`.
             Ok(result) => Outcome::Ended(Ended {
-                status: status_text(result.status).to_owned(),
+                status: awf_domain::projection::final_status(&result)
+                    .as_str()
+                    .to_owned(),
                 exit_code: Some(i32::from(result.exit_code)),
                 error_message: result.error.map(|e| e.message),
             }),
@@ -568,6 +657,33 @@ impl Worker {
                 error_message: Some(e.message().to_owned()),
             }),
         }
+    }
+}
+
+/// The line (tracing, `info`) saying how a claim ended here.
+fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
+    match outcome {
+        Outcome::Ended(e) if e.status == "failure" => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "run {run_id} failed (exit {}): {}",
+            e.exit_code.unwrap_or(1),
+            e.error_message.as_deref().unwrap_or("no error message")
+        ),
+        Outcome::Ended(e) => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "run {run_id} finished: {}",
+            e.status
+        ),
+        Outcome::Release(_) => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "gave run {run_id} back to the queue"
+        ),
     }
 }
 

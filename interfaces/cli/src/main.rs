@@ -276,12 +276,22 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
         Some(l) => awf_telemetry::LogConfig::parse_level(l)?,
         None => awf_telemetry::LogConfig::default().level,
     };
+    let mut directives = env.get("AWF_LOG").filter(|v| !v.is_empty()).cloned();
+    // A worker of the shared store says which runs it claims, takes over, finishes or
+    // fails (info) unless a level is given (`--log-level`, `-q`, `AWF_LOG`).
+    if matches!(cli.command, Command::Serve(_))
+        && cli.log_level.is_none()
+        && !cli.quiet
+        && directives.is_none()
+    {
+        directives = Some("awf_postgres::worker=info".to_owned());
+    }
     let cfg = awf_telemetry::LogConfig {
         level,
         json: cli.log_format == crate::cli::LogFormat::Json,
         verbose: cli.verbose,
         quiet: cli.quiet,
-        directives: env.get("AWF_LOG").filter(|v| !v.is_empty()).cloned(),
+        directives,
     };
     let exports = matches!(cli.command, Command::Run(_) | Command::Resume(_));
     let otel = if exports {
