@@ -1,0 +1,206 @@
+//! Fixes from a trial of runs, over the real binary: a process a step detaches (`setsid`)
+//! does not outlive its run under `awf serve` (the sweep is scoped to the root run, the
+//! server's other runs keep theirs).
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::time::Duration;
+use std::time::Instant;
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve;
+use awf_tests::http_serve::Server;
+use awf_tests::wait_for;
+
+/// A step that detaches `sleep 300` with `setsid -f` (own session and process group, out of
+/// the step's group), waits until it runs, then runs `$END` (`true`: the run completes,
+/// `false`: it fails, `sleep 300`: it stays running until cancelled). Every process of the
+/// run carries the `RUN_MARK` input in its environment.
+const DETACH: &str = r#"
+name: detach
+inputs:
+  - name: RUN_MARK
+    type: string
+  - name: END
+    type: string
+states:
+  initial: start
+  start:
+    type: step
+    command: "setsid -f sh -c 'touch \"ready-$RUN_MARK\"; exec sleep 300' >/dev/null 2>&1 </dev/null; while [ ! -f \"ready-$RUN_MARK\" ]; do sleep 0.01; done; $END"
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+  failed:
+    type: terminal
+    status: failure
+"#;
+
+/// Same, detaching with `setsid cmd &` in a sub-workflow: the processes of a child run are
+/// the root run's.
+const DETACH_IN_CHILD: &str = r#"
+name: parent
+inputs:
+  - name: RUN_MARK
+    type: string
+states:
+  initial: call
+  call:
+    type: call_workflow
+    workflow: detach-bg
+    inputs:
+      RUN_MARK: "{{.inputs.RUN_MARK}}"
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+const DETACH_BG: &str = r#"
+name: detach-bg
+inputs:
+  - name: RUN_MARK
+    type: string
+states:
+  initial: start
+  start:
+    type: step
+    command: "setsid sh -c 'touch \"ready-$RUN_MARK\"; exec sleep 300' >/dev/null 2>&1 </dev/null & while [ ! -f \"ready-$RUN_MARK\" ]; do sleep 0.01; done"
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+/// The live processes (zombies have no environment) whose environment holds
+/// `RUN_MARK=<mark>`: only this test's, whatever they were re-parented to.
+fn marked(mark: &str) -> Vec<u32> {
+    let needle = format!("RUN_MARK={mark}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(e.path().join("environ")) else {
+            continue;
+        };
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (15 s at most) until no process of `mark` is left; on failure SIGKILLs them (the
+/// test leaves nothing behind) and panics.
+fn wait_gone(mark: &str, what: &str) {
+    let t0 = Instant::now();
+    loop {
+        let left = marked(mark);
+        if left.is_empty() {
+            return;
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            kill_all(&left);
+            panic!("{what}: processes left behind: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn kill_all(pids: &[u32]) {
+    for pid in pids {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+/// SIGKILLs every process of the marks when dropped (a failing test leaves nothing behind).
+struct Cleanup(Vec<String>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for m in &self.0 {
+            kill_all(&marked(m));
+        }
+    }
+}
+
+fn start_detach(s: &Server, mark: &str, end: &str) -> String {
+    http_serve::start_run(
+        s,
+        "detach",
+        &format!(r#"{{"inputs": {{"RUN_MARK": "{mark}", "END": "{end}"}}}}"#),
+    )
+}
+
+fn unique(sb: &Sandbox) -> String {
+    sb.path()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_detached_process_does_not_outlive_its_run_under_serve_and_other_runs_keep_theirs() {
+    let sb = http_serve::sandbox_with(&[
+        ("detach", DETACH),
+        ("parent", DETACH_IN_CHILD),
+        ("detach-bg", DETACH_BG),
+    ]);
+    let u = unique(&sb);
+    let (keep, ok, fail, child) = (
+        format!("{u}-keep"),
+        format!("{u}-ok"),
+        format!("{u}-fail"),
+        format!("{u}-child"),
+    );
+    let _cleanup = Cleanup(vec![keep.clone(), ok.clone(), fail.clone(), child.clone()]);
+    let s = http_serve::start(&sb, &[]);
+
+    // A run that stays running with its own detached process.
+    let kept = start_detach(&s, &keep, "sleep 300");
+    wait_for("the kept run's detached process", || {
+        sb.path().join(format!("ready-{keep}")).exists()
+    });
+
+    // A run that completes: its detached process is stopped, the other run's is not.
+    let id = start_detach(&s, &ok, "true");
+    http_serve::wait_status(&s, &id, "completed");
+    assert!(sb.path().join(format!("ready-{ok}")).exists());
+    wait_gone(&ok, "after the run completed");
+
+    // A run that fails: the same.
+    let id = start_detach(&s, &fail, "false");
+    http_serve::wait_status(&s, &id, "failed");
+    assert!(sb.path().join(format!("ready-{fail}")).exists());
+    wait_gone(&fail, "after the run failed");
+
+    // A sub-workflow's detached process (`setsid cmd &`) goes with its root run.
+    let id = http_serve::start_run(
+        &s,
+        "parent",
+        &format!(r#"{{"inputs": {{"RUN_MARK": "{child}"}}}}"#),
+    );
+    http_serve::wait_status(&s, &id, "completed");
+    assert!(sb.path().join(format!("ready-{child}")).exists());
+    wait_gone(&child, "after the run with a sub-workflow completed");
+
+    // The kept run's processes (its step and its detached sleep) all still run.
+    assert_eq!(http_serve::execution(&s, &kept)["status"], "running");
+    let alive = marked(&keep);
+    assert!(
+        alive.len() >= 2,
+        "the other run's processes were stopped: {alive:?}"
+    );
+
+    // Cancelled: its detached process goes too.
+    let (code, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{kept}", s.base)]);
+    assert_eq!(code, 204, "{body}");
+    http_serve::wait_status(&s, &kept, "cancelled");
+    wait_gone(&keep, "after the run was cancelled");
+}
