@@ -204,3 +204,104 @@ fn a_detached_process_does_not_outlive_its_run_under_serve_and_other_runs_keep_t
     http_serve::wait_status(&s, &kept, "cancelled");
     wait_gone(&keep, "after the run was cancelled");
 }
+
+/// A step printing terminal escapes (retitle, clear screen, a bell, a lone CR) on stdout and
+/// stderr; the run ends at a terminal whose message is that output: completed with
+/// `--input fail=no`, failed (the message is the error) with `fail=yes`.
+const ESCAPES: &str = r#"
+name: escapes
+inputs:
+  - name: fail
+    type: string
+states:
+  initial: s
+  s:
+    type: step
+    command: |
+      printf 'title\033]0;pwned\007\033[2Jclear\rback\n'; printf 'err\033[31mred\n' >&2; [ {{.inputs.fail}} = no ]
+    on_success: done
+    on_failure: failed
+  done:
+    type: terminal
+    message: "got {{.states.s.Output}}"
+  failed:
+    type: terminal
+    status: failure
+    message: "got {{.states.s.Output}}"
+"#;
+
+/// The raw bytes a step printed, as they must not reach a terminal replayed.
+const RAW: &str = "title\u{1b}]0;pwned\u{7}\u{1b}[2Jclear\rback";
+/// The same, escaped.
+const ESCAPED: &str = "title\\u{1b}]0;pwned\\u{7}\\u{1b}[2Jclear\\u{d}back";
+
+/// Whether `text` holds a control character other than newline and tab.
+fn has_controls(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+}
+
+fn run_id_of(text: &str) -> String {
+    text.lines()
+        .find_map(|l| l.strip_prefix("Workflow started: escapes ("))
+        .and_then(|l| l.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no run id in {text}"))
+        .to_owned()
+}
+
+#[test]
+fn stored_step_output_is_shown_without_control_characters_and_json_keeps_it_exact() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("escapes.yaml", ESCAPES).unwrap();
+    for (fail, code, status) in [("no", 0, "completed"), ("yes", 3, "failed")] {
+        let input = format!("fail={fail}");
+        // The run's own summary (the message, the error, the failed step's line).
+        let r = sb.run(&["run", "escapes.yaml", "--input", &input]).unwrap();
+        assert_eq!(r.code, code, "{}", r.stderr);
+        assert!(!has_controls(&r.stderr), "{:?}", r.stderr);
+        assert!(r.stderr.contains(ESCAPED), "{}", r.stderr);
+        let id = run_id_of(&r.stderr);
+
+        // `awf status` (text and table), `awf history`: no control character either.
+        for args in [
+            vec!["status", id.as_str()],
+            vec!["status", id.as_str(), "-f", "table"],
+            vec!["history"],
+        ] {
+            let r = sb.run(&args).unwrap();
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+            assert!(!has_controls(&r.stdout), "{args:?}: {:?}", r.stdout);
+            assert!(!has_controls(&r.stderr), "{args:?}: {:?}", r.stderr);
+        }
+        let r = sb.run(&["status", &id]).unwrap();
+        assert!(r.stdout.contains(ESCAPED), "{}", r.stdout);
+
+        // JSON keeps every byte.
+        let v = sb
+            .run(&["status", &id, "-f", "json"])
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(v["status"], status, "{v}");
+        let steps = v["steps"].as_array().unwrap();
+        assert_eq!(steps[0]["output"], format!("{RAW}\n"), "{v}");
+        assert_eq!(steps[0]["stderr"], "err\u{1b}[31mred\n", "{v}");
+    }
+    // A live step's own output, streamed as it comes, is what the step wrote (as run by hand).
+    let r = sb
+        .run(&[
+            "run",
+            "escapes.yaml",
+            "--input",
+            "fail=no",
+            "-o",
+            "streaming",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(&format!("[OUT] {RAW}\n")),
+        "{:?}",
+        r.stdout
+    );
+}

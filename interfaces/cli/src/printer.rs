@@ -457,11 +457,21 @@ impl TextPrinter {
                     match level {
                         LogLevel::Info => {
                             if !self.quiet {
-                                writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+                                writeln!(
+                                    err,
+                                    "{ind}{} {}",
+                                    self.style.dim("INFO"),
+                                    crate::style::printable_text(message)
+                                )?;
                             }
                         }
                         LogLevel::Warn => {
-                            writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?;
+                            writeln!(
+                                err,
+                                "{ind}{} {}",
+                                self.style.yellow("WARN"),
+                                crate::style::printable_text(message)
+                            )?;
                         }
                     }
                 }
@@ -735,7 +745,8 @@ impl TextPrinter {
                                 break;
                             }
                         }
-                        e.to_owned()
+                        // A step's stderr in the reason: without its control characters.
+                        crate::style::printable_text(e).into_owned()
                     }
                     (None, Some(c)) => format!("exit code {c}"),
                     (None, None) => "failed".to_owned(),
