@@ -305,3 +305,68 @@ fn stored_step_output_is_shown_without_control_characters_and_json_keeps_it_exac
         r.stdout
     );
 }
+
+/// `a`, `b`, then `c`, which fails until the file `ok` exists.
+const RESUMABLE: &str = r#"
+name: resumable
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: b
+  b:
+    type: step
+    command: echo b
+    on_success: c
+  c:
+    type: step
+    command: "[ -f ok ]"
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+/// The index of the first line of `lines` that starts with `prefix` (after trimming).
+fn line_at(lines: &[&str], prefix: &str) -> usize {
+    lines
+        .iter()
+        .position(|l| l.trim_start().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line {prefix:?} in {lines:#?}"))
+}
+
+#[test]
+fn resume_marks_where_the_earlier_attempts_end_and_the_resumed_one_starts() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("resumable.yaml", RESUMABLE).unwrap();
+    let r = sb.run(&["run", "resumable.yaml"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let id = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Workflow started: resumable ("))
+        .and_then(|l| l.strip_suffix(')'))
+        .unwrap()
+        .to_owned();
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    let marker =
+        format!("Workflow resumed: resumable ({id}) from step c (the steps above ran before)");
+    let at = line_at(&lines, &marker);
+    // The earlier attempt's lines come first, under its own start line; the resumed
+    // attempt's after the marker.
+    assert!(line_at(&lines, "Workflow started: resumable (") < line_at(&lines, "✓ a"));
+    assert!(line_at(&lines, "✗ c") < at, "{}", r.stderr);
+    assert!(at < line_at(&lines, "✓ c"), "{}", r.stderr);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("Workflow started:"))
+            .count(),
+        1,
+        "{}",
+        r.stderr
+    );
+}
