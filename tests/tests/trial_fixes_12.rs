@@ -370,3 +370,62 @@ fn resume_marks_where_the_earlier_attempts_end_and_the_resumed_one_starts() {
         r.stderr
     );
 }
+
+/// Four steps and a terminal; `b` fails, so the run stops after completing `a`.
+const STOPS_EARLY: &str = r#"
+name: stops-early
+states:
+  initial: a
+  a:
+    type: step
+    command: echo a
+    on_success: b
+  b:
+    type: step
+    command: exit 1
+    on_success: c
+  c:
+    type: step
+    command: echo c
+    on_success: d
+  d:
+    type: step
+    command: echo d
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+#[test]
+fn resume_list_progress_counts_completed_states_out_of_the_workflows_states() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("stops-early.yaml", STOPS_EARLY).unwrap();
+    let r = sb.run(&["run", "stops-early.yaml"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let row = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .find(|l| l.contains("stops-early"))
+            .unwrap_or_else(|| panic!("no row in {stdout}"))
+            .split(|c: char| c.is_whitespace() || c == '|')
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    // 1 of its 4 steps completed (the terminal is not a step to do).
+    let r = sb.run(&["resume", "--list"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(row(&r.stdout)[4], "1/4", "{}", r.stdout);
+    let r = sb.run(&["resume", "--list", "-f", "table"]).unwrap();
+    assert!(row(&r.stdout).contains(&"1/4".to_owned()), "{}", r.stdout);
+    let v = sb
+        .run(&["resume", "--list", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(v[0]["progress"], "1/4", "{v}");
+    // Without its workflow file the total is unknown.
+    std::fs::remove_file(sb.path().join("stops-early.yaml")).unwrap();
+    let r = sb.run(&["resume", "--list"]).unwrap();
+    assert_eq!(row(&r.stdout)[4], "1/?", "{}", r.stdout);
+}

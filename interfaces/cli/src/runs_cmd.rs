@@ -133,27 +133,18 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
 }
 
-/// `n/N`: states of the run that completed / states it recorded (ran or running).
-fn progress_of(s: &RunSnapshot) -> String {
-    let done = s
-        .states
-        .values()
-        .filter(|st| st.status == awf_domain::run::StepStatus::Completed)
-        .count();
-    format!("{done}/{}", s.states.len())
-}
-
 /// One `awf resume --list -f json` row: AWF (Go)'s `workflow_id` (the run id),
-/// `workflow_name`, `status`, `current_step`, `updated_at`, `progress`, plus `run_id` (the same
-/// id), `workflow` (the identifier it was started with), `current_state` and `started_at`.
-pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
+/// `workflow_name`, `status`, `current_step`, `updated_at`, `progress` (`progress`, see
+/// [`awf_application::runs::resume_progress`]), plus `run_id` (the same id), `workflow` (the
+/// identifier it was started with), `current_state` and `started_at`.
+pub fn resumable_json(s: &RunSnapshot, progress: &str) -> serde_json::Value {
     serde_json::json!({
         "workflow_id": s.run_id,
         "workflow_name": s.workflow_name,
         "status": s.status.go_name(),
         "current_step": s.current_state,
         "updated_at": format_rfc3339(s.updated_at),
-        "progress": progress_of(s),
+        "progress": progress,
         "run_id": s.run_id,
         "workflow": s.workflow,
         "current_state": s.current_state,
@@ -163,10 +154,14 @@ pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
 
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let runs = awf_application::runs::resumable_runs(w.state_store()?.as_ref())?;
+    let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     let mut out = std::io::stdout().lock();
     let text = match ctx.format {
         Format::Json => {
-            let rows: Vec<serde_json::Value> = runs.iter().map(resumable_json).collect();
+            let rows: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|s| resumable_json(s, &progress_of(s)))
+                .collect();
             return json_out::print(&rows);
         }
         Format::Quiet => runs.iter().map(|s| format!("{}\n", s.run_id)).collect(),
