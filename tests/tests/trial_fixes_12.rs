@@ -1,6 +1,10 @@
 //! Fixes from a trial of runs, over the real binary: a process a step detaches (`setsid`)
 //! does not outlive its run under `awf serve` (the sweep is scoped to the root run, the
-//! server's other runs keep theirs).
+//! server's other runs keep theirs); stored step output shown again (`awf status`, `awf
+//! history`, the run's summary) has no terminal escapes left, JSON keeps it exact; `awf
+//! resume` marks where the earlier attempts end; `awf resume --list`'s PROGRESS is completed
+//! states out of the workflow's; `run -f quiet` names the run at the start on stderr and once
+//! on stdout.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -428,4 +432,25 @@ fn resume_list_progress_counts_completed_states_out_of_the_workflows_states() {
     std::fs::remove_file(sb.path().join("stops-early.yaml")).unwrap();
     let r = sb.run(&["resume", "--list"]).unwrap();
     assert_eq!(row(&r.stdout)[4], "1/?", "{}", r.stdout);
+}
+
+/// `-f quiet` keeps AWF (Go)'s stdout (the run id alone, once the run has ended: AWF (Go)
+/// prints nothing at the start in that format); the id is on stderr from the start, in the
+/// `Workflow started` line every text format prints.
+#[test]
+fn run_quiet_names_the_run_at_the_start_on_stderr_and_only_once_on_stdout() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("resumable.yaml", RESUMABLE).unwrap();
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["run", "resumable.yaml", "-f", "quiet"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout.trim_end_matches('\n');
+    assert_eq!(r.stdout, format!("{id}\n"));
+    assert_eq!(id.len(), 36, "{:?}", r.stdout);
+    assert_eq!(
+        r.stderr.lines().next(),
+        Some(format!("Workflow started: resumable ({id})").as_str()),
+        "{}",
+        r.stderr
+    );
 }
