@@ -301,6 +301,7 @@ impl Facade {
             workflow: Arc::new(l.workflow),
             run_id: run_id.clone(),
             parent_run_id: None,
+            scope: None,
             inputs: l.inputs,
             env: Arc::new(l.env),
             runtime: Arc::new(runtime),

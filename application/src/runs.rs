@@ -220,6 +220,36 @@ pub fn resumable_runs(states: &dyn StateStore) -> Result<Vec<RunSnapshot>, AwfEr
         .collect())
 }
 
+/// `awf resume --list`'s PROGRESS of `snap`: `done/total`, the states the run completed (in
+/// any attempt; a loop body or a parallel branch counts once, as it is one state) out of the
+/// states of its workflow that are not terminals, the workflow read from the file the run was
+/// started with, as `awf resume` reads it; `done/?` when that file cannot be loaded any more.
+pub fn resume_progress(services: &Services, snap: &RunSnapshot) -> String {
+    let done = snap
+        .states
+        .values()
+        .filter(|st| st.status == awf_domain::run::StepStatus::Completed)
+        .count();
+    let identifier = snap
+        .workflow_path
+        .as_ref()
+        .filter(|p| services.host.is_file(p))
+        .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
+    match services.repository.load(&identifier, None) {
+        Ok(loaded) => {
+            let total = loaded
+                .workflow
+                .states
+                .values()
+                .filter(|s| !matches!(s.kind, awf_domain::workflow::StateKind::Terminal(_)))
+                .count();
+            // A state renamed in the file since still counts as done.
+            format!("{done}/{}", total.max(done))
+        }
+        Err(_) => format!("{done}/?"),
+    }
+}
+
 /// A `--status` filter word of `awf history`: AWF (Go)'s `completed`/`failed`/`cancelled`
 /// (also `canceled`), the stored `running`/`success`/`failure`, or `waiting` (a run parked on
 /// an agent's usage limit), any case.

@@ -1327,3 +1327,80 @@ fn a_submitted_run_is_checked_at_submit_and_found_by_a_worker_without_the_workfl
     }
     assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 1);
 }
+
+/// The live processes whose environment holds `RUN_MARK=<mark>` (this test's only).
+fn run_marked(mark: &str) -> Vec<u32> {
+    let needle = format!("RUN_MARK={mark}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let environ = std::fs::read(e.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|v| v == needle.as_bytes())
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// SIGKILLs the processes of the marks when dropped (a failing test leaves nothing behind).
+struct KillMarked(Vec<String>);
+
+impl Drop for KillMarked {
+    fn drop(&mut self) {
+        for m in &self.0 {
+            for pid in run_marked(m) {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_workers_run_stops_what_its_steps_detached_when_it_ends_and_leaves_other_runs_alone() {
+    let db = TestDb::new();
+    let wf = "name: detach\ninputs:\n  - name: RUN_MARK\n    type: string\n  - name: END\n    type: string\nstates:\n  initial: start\n  start:\n    type: step\n    command: \"setsid -f sh -c 'touch \\\"ready-$RUN_MARK\\\"; exec sleep 300' >/dev/null 2>&1 </dev/null; while [ ! -f \\\"ready-$RUN_MARK\\\" ]; do sleep 0.01; done; $END\"\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("detach", wf)]);
+    let u = sb
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let (keep, ok) = (format!("{u}-keep"), format!("{u}-ok"));
+    let _cleanup = KillMarked(vec![keep.clone(), ok.clone()]);
+    let w = worker(&sb, &["--max-runs", "4", "--lease", "10s"]);
+    let kept = submit(
+        &sb,
+        "detach",
+        &[&format!("RUN_MARK={keep}"), "END=sleep 300"],
+    );
+    awf_tests::wait_for("the kept run's detached process", || {
+        sb.path().join(format!("ready-{keep}")).exists()
+    });
+    let id = submit(&sb, "detach", &[&format!("RUN_MARK={ok}"), "END=true"]);
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert!(sb.path().join(format!("ready-{ok}")).exists());
+    awf_tests::wait_for("the finished run's detached process to be stopped", || {
+        run_marked(&ok).is_empty()
+    });
+    // The other run (same worker, still running) keeps its step and its detached sleep.
+    assert!(run_marked(&keep).len() >= 2, "{:?}", run_marked(&keep));
+    let (code, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{kept}", w.base)]);
+    assert_eq!(code, 204, "{body}");
+    awf_tests::wait_for("the cancelled run's detached process to be stopped", || {
+        run_marked(&keep).is_empty()
+    });
+}

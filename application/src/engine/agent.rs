@@ -763,6 +763,7 @@ impl Run {
             mcp: None,
             tools: None,
             run_id: None,
+            scope: Some(self.scope.0.clone()),
             approver: None,
         }
     }

@@ -163,6 +163,7 @@ impl Run {
             workflow: Arc::new(child_wf),
             run_id: child_run_id,
             parent_run_id: Some(self.run_id.clone()),
+            scope: Some(self.scope.clone()),
             inputs,
             env: Arc::clone(&self.env),
             runtime: Arc::clone(&self.runtime),

@@ -1002,6 +1002,7 @@ fn spec(command: &str) -> awf_domain::ports::exec::CommandSpec {
         env: Vec::new(),
         timeout: None,
         capture_limit: None,
+        scope: None,
     }
 }
 

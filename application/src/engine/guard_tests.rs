@@ -99,6 +99,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         workflow: Arc::new(wf),
         run_id: RunId("guard".into()),
         parent_run_id: None,
+        scope: None,
         inputs: serde_json::Map::new(),
         env: Arc::new(BTreeMap::new()),
         runtime: Arc::new(RuntimeInfo::default()),

@@ -53,6 +53,7 @@ impl Run {
                         env: Vec::new(),
                         timeout: None,
                         capture_limit: None,
+                        scope: Some(self.scope.0.clone()),
                     };
                     let out = self.svc.executor.run(spec, None, token.clone()).await?;
                     match out.termination {

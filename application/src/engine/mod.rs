@@ -150,6 +150,9 @@ pub(crate) struct RunSpec {
     pub(crate) workflow: Arc<Workflow>,
     pub(crate) run_id: RunId,
     pub(crate) parent_run_id: Option<RunId>,
+    /// The root run's id for a sub-workflow run (`None`: this is the root run): the scope
+    /// its commands are marked with ([`CommandSpec::scope`](awf_domain::ports::exec::CommandSpec)).
+    pub(crate) scope: Option<RunId>,
     pub(crate) inputs: Map<String, Value>,
     pub(crate) env: Arc<BTreeMap<String, String>>,
     pub(crate) runtime: Arc<RuntimeInfo>,
@@ -232,6 +235,9 @@ pub(crate) struct Run {
     pub(crate) svc: Arc<Services>,
     pub(crate) wf: Arc<Workflow>,
     pub(crate) run_id: RunId,
+    /// The root run's id (this run's own for a root run): every command of the run tree is
+    /// marked with it, and what they left behind is stopped when the root run ends.
+    pub(crate) scope: RunId,
     pub(crate) inputs: Mutex<Map<String, Value>>,
     pub(crate) env: Arc<BTreeMap<String, String>>,
     pub(crate) runtime: Arc<RuntimeInfo>,
@@ -423,6 +429,7 @@ impl Run {
                     .unwrap_or_else(|| spec.workflow.initial.clone()),
             ),
             wf: spec.workflow,
+            scope: spec.scope.unwrap_or_else(|| spec.run_id.clone()),
             run_id: spec.run_id,
             inputs: Mutex::new(spec.inputs),
             env: spec.env,
@@ -789,6 +796,11 @@ impl Run {
         let ending = self.after_hooks(ending).await;
         // Providers that keep a process for the run (`acp`) close it now.
         self.svc.agents.end_run(&self.run_id.0).await;
+        if self.scope == self.run_id {
+            // Nothing the run tree started outlives its root run (`setsid cmd &` included),
+            // and the other runs of the same process keep theirs.
+            self.svc.executor.end_scope(&self.scope.0).await;
+        }
         let result = self.result(ending);
         self.emitter.emit(
             "",

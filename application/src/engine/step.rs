@@ -714,6 +714,7 @@ impl Run {
             // The engine keeps the masked stream itself (mask first, cut second); the
             // executor's own copy is only a fallback for executors that stream nothing.
             capture_limit: Some(0),
+            scope: Some(self.scope.0.clone()),
         };
         let path = format!("{}{name}", at.prefix);
         let callback = live_output(

@@ -83,6 +83,10 @@ pub struct AgentRequest {
     /// (`acp`) keys it by this and closes it at [`AgentProvider::end_run`]. `None`: a call
     /// outside a run (the provider starts and ends what it needs within the call).
     pub run_id: Option<String>,
+    /// The root run of the call (its run id), which a provider's processes are marked with
+    /// ([`CommandSpec::scope`](crate::ports::exec::CommandSpec::scope)) so what they leave
+    /// behind is stopped when that run ends. `None`: a call outside a run.
+    pub scope: Option<String>,
     /// Asks the run's front-end (terminal, editor, web page) to approve something the agent
     /// wants to do (`acp` with `permissions: ask`). `None`: nobody can be asked.
     pub approver: Option<Approver>,

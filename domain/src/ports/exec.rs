@@ -43,6 +43,11 @@ pub struct CommandSpec {
     /// is still read (the child never blocks) and still streamed to the callback, but not
     /// kept; [`CommandOutput::truncated`] tells.
     pub capture_limit: Option<usize>,
+    /// The root run the command belongs to (its run id): the executor marks the process with
+    /// it (inherited by its descendants), so [`CommandExecutor::end_scope`] stops what the
+    /// run's commands left behind, daemonised ones included, once that run ends. `None`: a
+    /// command outside a run.
+    pub scope: Option<String>,
 }
 
 /// How the process ended.
@@ -160,6 +165,16 @@ pub trait CommandExecutor: Send + Sync {
         on_output: Option<OutputCallback>,
         cancel: CancellationToken,
     ) -> Result<CommandOutput, AwfError>;
+
+    /// Stops every process still running that a command of `scope` (a root run id, see
+    /// [`CommandSpec::scope`]) started and left behind (`setsid cmd &`, double forks), and
+    /// leaves every other process alone (the other runs of the same process). Called once
+    /// the run has ended (completed, failed or cancelled) and none of its commands runs.
+    /// Returns how many processes were stopped. The default stops nothing.
+    async fn end_scope(&self, scope: &str) -> usize {
+        let _ = scope;
+        0
+    }
 }
 
 #[cfg(test)]

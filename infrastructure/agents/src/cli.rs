@@ -430,6 +430,7 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
             env: request.env.iter().cloned().chain(extra_env).collect(),
             timeout: request.timeout,
             capture_limit: None,
+            scope: request.scope.clone(),
         };
         let out = self
             .executor

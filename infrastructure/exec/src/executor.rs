@@ -129,6 +129,7 @@ impl CommandExecutor for ProcessExecutor {
             env,
             timeout,
             capture_limit,
+            scope,
         } = spec;
         let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
         let invocation = match program {
@@ -148,7 +149,7 @@ impl CommandExecutor for ProcessExecutor {
             Program::Exec { program, args } => Invocation::direct(program, args),
         };
 
-        let tag = new_tag();
+        let tag = new_tag(scope.as_deref());
         let withheld = awf_domain::withheld::withheld_env();
         // With a watchdog (no parent-death signal to set), a program given by path and no
         // working directory, the child is started with posix_spawn and an environment
@@ -206,6 +207,10 @@ impl CommandExecutor for ProcessExecutor {
         // The temp script (if any) is removed only now, after the group is gone.
         drop(invocation);
         Ok(output)
+    }
+
+    async fn end_scope(&self, scope: &str) -> usize {
+        crate::reaper::sweep_scope(scope).await
     }
 }
 

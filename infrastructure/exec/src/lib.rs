@@ -45,3 +45,4 @@ pub use reaper::kill_all_now;
 pub use reaper::kill_tagged_by;
 pub use reaper::set_watchdog;
 pub use reaper::sweep_adopted;
+pub use reaper::sweep_scope;

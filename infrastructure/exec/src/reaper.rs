@@ -12,8 +12,11 @@
 //! - [`become_subreaper`] makes this process a child subreaper: a step's descendant whose
 //!   parent dies (`setsid cmd &`, a double fork) is re-parented to awf instead of init.
 //! - Every child carries [`TAG_VAR`] in its environment (inherited by its descendants), so a
-//!   stopped step can find and stop what it left behind ([`sweep_tagged`]); at the end of a
-//!   run [`sweep_adopted`] stops every adopted descendant, tagged or not.
+//!   stopped step can find and stop what it left behind ([`sweep_tagged`]). A command of a
+//!   run has the root run's id in its tag too (its scope): at the end of that run
+//!   [`sweep_scope`] stops what its commands left behind and nothing of the other runs of
+//!   the same process (`awf serve` runs many); at the end of `awf run` [`sweep_adopted`]
+//!   also stops every adopted descendant, tagged or not.
 //!
 //! Linux only (`/proc`, `prctl`). Source: design/decisions.md "Execution and processes" ("No
 //! orphan survives a run, a timeout or a cancel"); issue 7 ("Processes").
@@ -38,7 +41,8 @@ use nix::unistd::Pid;
 
 use crate::group::live_groups;
 
-/// Environment variable set on every child: `<awf pid>-<sequence>`, unique per spawned child.
+/// Environment variable set on every child: `<awf pid>-<sequence>`, unique per spawned child,
+/// followed by `:<root run id>` for a command of a run ([`sweep_scope`]).
 pub const TAG_VAR: &str = "AWF_PROCESS_TAG";
 
 /// Rounds of a sweep at most (each kills what it found; their children are adopted next).
@@ -85,14 +89,18 @@ pub(crate) fn parent_death_signal() -> bool {
     }
 }
 
-/// A fresh tag for one child.
-pub(crate) fn new_tag() -> String {
-    format!(
-        "{}-{}",
-        std::process::id(),
-        NEXT_TAG.fetch_add(1, Ordering::Relaxed)
-    )
+/// A fresh tag for one child: `<awf pid>-<sequence>`, followed by `:<scope>` for a command
+/// of a run (the root run's id, see [`sweep_scope`]).
+pub(crate) fn new_tag(scope: Option<&str>) -> String {
+    let seq = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+    match scope {
+        Some(scope) => format!("{}-{seq}{SCOPE_SEP}{scope}", std::process::id()),
+        None => format!("{}-{seq}", std::process::id()),
+    }
 }
+
+/// Separates a tag's own part from its scope (`<awf pid>-<sequence>:<root run id>`).
+const SCOPE_SEP: char = ':';
 
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned descendants of
 /// its children are re-parented to it, where [`sweep_tagged`] and [`sweep_adopted`] find
@@ -210,11 +218,36 @@ fn proc_entry(pid: i32, parent: i32) -> Option<ProcEntry> {
     })
 }
 
-/// Whether process `pid` was started with `TAG_VAR=tag` in its environment.
-fn has_tag(pid: i32, tag: &str) -> bool {
-    let needle = format!("{TAG_VAR}={tag}");
-    std::fs::read(Path::new("/proc").join(pid.to_string()).join("environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
+/// Which adopted processes a sweep stops.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    /// Every one, tagged or not (and adopted zombies are reaped).
+    All,
+    /// The ones carrying exactly this tag (a stopped step's).
+    Tag(&'a str),
+    /// The ones whose tag has this scope (a root run's commands, see [`new_tag`]).
+    Scope(&'a str),
+}
+
+impl Target<'_> {
+    /// Whether process `pid` is one of them (from its `/proc/<pid>/environ`).
+    fn matches(self, pid: i32) -> bool {
+        let (needle, whole) = match self {
+            Self::All => return true,
+            Self::Tag(tag) => (format!("{TAG_VAR}={tag}"), true),
+            Self::Scope(scope) => (format!("{SCOPE_SEP}{scope}"), false),
+        };
+        let prefix = format!("{TAG_VAR}={}-", std::process::id());
+        std::fs::read(Path::new("/proc").join(pid.to_string()).join("environ")).is_ok_and(|env| {
+            env.split(|b| *b == 0).any(|v| {
+                if whole {
+                    v == needle.as_bytes()
+                } else {
+                    v.starts_with(prefix.as_bytes()) && v.ends_with(needle.as_bytes())
+                }
+            })
+        })
+    }
 }
 
 /// SIGKILLs every process whose environment carries a tag of the awf process `owner`
@@ -266,7 +299,20 @@ fn group_of(pid: i32) -> Option<i32> {
 /// stopped): SIGTERM, a short grace, SIGKILL, and reaps them. Their own children, adopted in
 /// turn, are found by the next round. Returns how many processes were stopped.
 pub(crate) async fn sweep_tagged(tag: &str) -> usize {
-    sweep(Some(tag)).await
+    sweep(Target::Tag(tag)).await
+}
+
+/// Stops every adopted descendant whose tag carries `scope` (a root run's id: every command
+/// of that run tree was spawned with it, see [`CommandSpec::scope`](awf_domain::ports::exec::CommandSpec::scope)):
+/// SIGTERM, a short grace, SIGKILL, reaped, round after round as their own children are
+/// adopted. Processes of other scopes (the other runs of an `awf serve`) are left alone, and
+/// so are the groups of steps still running. Call when that run has ended. Needs
+/// [`become_subreaper`]. Returns how many processes were stopped.
+pub async fn sweep_scope(scope: &str) -> usize {
+    if scope.is_empty() {
+        return 0;
+    }
+    sweep(Target::Scope(scope)).await
 }
 
 /// Stops every descendant this process adopted (any tag, or none) and reaps the adopted
@@ -274,10 +320,10 @@ pub(crate) async fn sweep_tagged(tag: &str) -> usize {
 /// outlives it, daemonised processes included. Needs [`become_subreaper`] to see processes
 /// whose parent died. Returns how many processes were stopped.
 pub async fn sweep_adopted() -> usize {
-    sweep(None).await
+    sweep(Target::All).await
 }
 
-async fn sweep(tag: Option<&str>) -> usize {
+async fn sweep(target: Target<'_>) -> usize {
     let mut stopped = 0;
     for _ in 0..SWEEP_ROUNDS {
         let live: BTreeSet<i32> = live_groups().into_iter().collect();
@@ -288,12 +334,12 @@ async fn sweep(tag: Option<&str>) -> usize {
                 continue; // a child of a step that is still running, or a helper
             }
             if c.zombie {
-                if tag.is_none() {
+                if matches!(target, Target::All) {
                     let _ = waitpid(Pid::from_raw(c.pid), Some(WaitPidFlag::WNOHANG));
                 }
                 continue;
             }
-            if tag.is_none_or(|t| has_tag(c.pid, t)) {
+            if target.matches(c.pid) {
                 targets.push(c.pid);
             }
         }

@@ -51,20 +51,23 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
 /// `[CODE] message`, then `  at FILE:LINE:COLUMN` when the location is not already in the
 /// message, then one `  key: value` line per other detail that adds something (a value the
 /// message already contains, or an internal name such as `__inline_error_x`, is left out),
-/// then `  Hint: …` lines (unless `hints` is false). Ends with a newline.
+/// then `  Hint: …` lines (unless `hints` is false). Ends with a newline. Control characters
+/// other than newline and tab (a step's output kept in a message) are escapes
+/// ([`printable_text`](crate::style::printable_text)).
 pub fn render_text(err: &AwfError, hints: bool, style: Style) -> String {
     render_text_with(err, &format!("[{}]", err.code()), hints, style)
 }
 
 /// [`render_text`] with another head before the message (e.g. `Workflow failed: [CODE]`).
 pub fn render_text_with(err: &AwfError, head: &str, hints: bool, style: Style) -> String {
-    let mut out = format!("{} {}\n", style.red_bold(head), err.message());
+    let p = crate::style::printable_text;
+    let mut out = format!("{} {}\n", style.red_bold(head), p(err.message()));
     for line in detail_lines(err.message(), err.details()) {
-        out.push_str(&format!("  {line}\n"));
+        out.push_str(&format!("  {}\n", p(&line)));
     }
     if hints {
         for h in err.hints() {
-            out.push_str(&format!("  {} {h}\n", style.cyan("Hint:")));
+            out.push_str(&format!("  {} {}\n", style.cyan("Hint:"), p(h)));
         }
     }
     out

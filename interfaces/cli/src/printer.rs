@@ -76,6 +76,9 @@ pub struct TextPrinter {
     /// Something was written over an open prompt (held output over its budget, a signal
     /// notice): the prompt should be shown again.
     overprinted: bool,
+    /// A top-level `Workflow started` (or `Workflow resumed`) line was printed: the lines
+    /// after it are an attempt of the run (`awf resume` replays the earlier ones first).
+    attempt_shown: bool,
 }
 
 /// How much output is held while a prompt is open before it is written anyway (and the
@@ -106,6 +109,7 @@ impl TextPrinter {
             open_prompts: Vec::new(),
             held: (Vec::new(), Vec::new()),
             overprinted: false,
+            attempt_shown: false,
         }
     }
 
@@ -367,14 +371,30 @@ impl TextPrinter {
     ) -> io::Result<()> {
         let ind = self.indent(ev);
         match &ev.event {
-            RunEvent::RunStarted { workflow, .. } => {
+            RunEvent::RunStarted {
+                workflow,
+                resumed_from,
+                ..
+            } => {
                 if ev.parent_run_id.is_none() && !self.quiet {
-                    writeln!(
-                        err,
-                        "Workflow started: {} ({})",
-                        crate::style::printable(workflow),
-                        ev.run_id
-                    )?;
+                    let name = crate::style::printable(workflow);
+                    match resumed_from {
+                        // `awf resume`: the earlier attempts' lines (replayed from the run's
+                        // log) end here; what follows runs now.
+                        Some(at) => writeln!(
+                            err,
+                            "Workflow resumed: {name} ({}) from step {}{}",
+                            ev.run_id,
+                            crate::style::printable(at),
+                            if self.attempt_shown {
+                                " (the steps above ran before)"
+                            } else {
+                                ""
+                            }
+                        )?,
+                        None => writeln!(err, "Workflow started: {name} ({})", ev.run_id)?,
+                    }
+                    self.attempt_shown = true;
                 }
             }
             RunEvent::StepStarted { step, .. } => {
@@ -457,11 +477,21 @@ impl TextPrinter {
                     match level {
                         LogLevel::Info => {
                             if !self.quiet {
-                                writeln!(err, "{ind}{} {message}", self.style.dim("INFO"))?;
+                                writeln!(
+                                    err,
+                                    "{ind}{} {}",
+                                    self.style.dim("INFO"),
+                                    crate::style::printable_text(message)
+                                )?;
                             }
                         }
                         LogLevel::Warn => {
-                            writeln!(err, "{ind}{} {message}", self.style.yellow("WARN"))?;
+                            writeln!(
+                                err,
+                                "{ind}{} {}",
+                                self.style.yellow("WARN"),
+                                crate::style::printable_text(message)
+                            )?;
                         }
                     }
                 }
@@ -735,7 +765,8 @@ impl TextPrinter {
                                 break;
                             }
                         }
-                        e.to_owned()
+                        // A step's stderr in the reason: without its control characters.
+                        crate::style::printable_text(e).into_owned()
                     }
                     (None, Some(c)) => format!("exit code {c}"),
                     (None, None) => "failed".to_owned(),

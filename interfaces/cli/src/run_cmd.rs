@@ -578,7 +578,12 @@ fn print_step(step: &str, result: &RunResult) {
         }
     }
     if let Some(e) = &result.error {
-        let _ = writeln!(std::io::stderr().lock(), "[{}] {}", e.code, e.message);
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "[{}] {}",
+            e.code,
+            crate::style::printable_text(&e.message)
+        );
     }
 }
 
@@ -660,13 +665,14 @@ pub(crate) fn summary_text(
             awf_domain::timefmt::format_rfc3339(until),
             e.code()
         );
-        let mut out = format!("{} {}\n", s.yellow(&head), e.message());
+        let p = crate::style::printable_text;
+        let mut out = format!("{} {}\n", s.yellow(&head), p(e.message()));
         for line in errors::detail_lines(e.message(), e.details()) {
-            out.push_str(&format!("  {line}\n"));
+            out.push_str(&format!("  {}\n", p(&line)));
         }
         if hints {
             for h in e.hints() {
-                out.push_str(&format!("  {} {h}\n", s.cyan("Hint:")));
+                out.push_str(&format!("  {} {}\n", s.cyan("Hint:"), p(h)));
             }
         }
         return out;
@@ -677,7 +683,12 @@ pub(crate) fn summary_text(
                 return String::new();
             }
             match result.message.as_deref() {
-                Some(m) => format!("{} {m}\n", s.green("Workflow completed:")),
+                // The message may hold a step's output: shown without its control characters.
+                Some(m) => format!(
+                    "{} {}\n",
+                    s.green("Workflow completed:"),
+                    crate::style::printable_text(m)
+                ),
                 None => format!("{}\n", s.green("Workflow completed.")),
             }
         }
@@ -693,12 +704,13 @@ pub(crate) fn summary_text(
                     Some(step) => {
                         let short = AwfError::new(e.code(), format!("in step '{step}' (above)"));
                         let mut out = errors::render_text_with(&short, &head, false, s);
+                        let p = crate::style::printable_text;
                         for line in errors::detail_lines(e.message(), e.details()) {
-                            out.push_str(&format!("  {line}\n"));
+                            out.push_str(&format!("  {}\n", p(&line)));
                         }
                         if hints {
                             for h in e.hints() {
-                                out.push_str(&format!("  {} {h}\n", s.cyan("Hint:")));
+                                out.push_str(&format!("  {} {}\n", s.cyan("Hint:"), p(h)));
                             }
                         }
                         out

@@ -133,27 +133,18 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
 }
 
-/// `n/N`: states of the run that completed / states it recorded (ran or running).
-fn progress_of(s: &RunSnapshot) -> String {
-    let done = s
-        .states
-        .values()
-        .filter(|st| st.status == awf_domain::run::StepStatus::Completed)
-        .count();
-    format!("{done}/{}", s.states.len())
-}
-
 /// One `awf resume --list -f json` row: AWF (Go)'s `workflow_id` (the run id),
-/// `workflow_name`, `status`, `current_step`, `updated_at`, `progress`, plus `run_id` (the same
-/// id), `workflow` (the identifier it was started with), `current_state` and `started_at`.
-pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
+/// `workflow_name`, `status`, `current_step`, `updated_at`, `progress` (`progress`, see
+/// [`awf_application::runs::resume_progress`]), plus `run_id` (the same id), `workflow` (the
+/// identifier it was started with), `current_state` and `started_at`.
+pub fn resumable_json(s: &RunSnapshot, progress: &str) -> serde_json::Value {
     serde_json::json!({
         "workflow_id": s.run_id,
         "workflow_name": s.workflow_name,
         "status": s.status.go_name(),
         "current_step": s.current_state,
         "updated_at": format_rfc3339(s.updated_at),
-        "progress": progress_of(s),
+        "progress": progress,
         "run_id": s.run_id,
         "workflow": s.workflow,
         "current_state": s.current_state,
@@ -163,10 +154,14 @@ pub fn resumable_json(s: &RunSnapshot) -> serde_json::Value {
 
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let runs = awf_application::runs::resumable_runs(w.state_store()?.as_ref())?;
+    let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     let mut out = std::io::stdout().lock();
     let text = match ctx.format {
         Format::Json => {
-            let rows: Vec<serde_json::Value> = runs.iter().map(resumable_json).collect();
+            let rows: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|s| resumable_json(s, &progress_of(s)))
+                .collect();
             return json_out::print(&rows);
         }
         Format::Quiet => runs.iter().map(|s| format!("{}\n", s.run_id)).collect(),
@@ -184,9 +179,9 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
             for s in &runs {
                 t.row(&[
                     s.run_id.clone(),
-                    s.workflow_name.clone(),
+                    crate::style::printable(&s.workflow_name).into_owned(),
                     s.status.go_name().to_owned(),
-                    s.current_state.clone(),
+                    crate::style::printable(&s.current_state).into_owned(),
                     progress_of(s),
                     format_rfc3339(s.updated_at),
                 ]);
@@ -205,9 +200,9 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
             rows.extend(runs.iter().map(|s| {
                 vec![
                     s.run_id.clone(),
-                    s.workflow_name.clone(),
+                    crate::style::printable(&s.workflow_name).into_owned(),
                     s.status.go_name().to_owned(),
-                    s.current_state.clone(),
+                    crate::style::printable(&s.current_state).into_owned(),
                     progress_of(s),
                     format_rfc3339(s.updated_at),
                 ]
@@ -380,7 +375,7 @@ fn history_text_marking(
 fn history_cells(r: &HistoryRecord, gone: bool) -> Vec<String> {
     vec![
         r.id.clone(),
-        r.workflow_name.clone(),
+        crate::style::printable(&r.workflow_name).into_owned(),
         if gone {
             "running (process gone)".to_owned()
         } else {
@@ -523,7 +518,8 @@ pub fn status_json(
 pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
     let mut t = Table::new(&[20, 10, 10, 30]);
     t.full_sep();
-    t.full_row(&format!("Workflow: {}", snap.workflow_name));
+    let pt = crate::style::printable_text;
+    t.full_row(&format!("Workflow: {}", pt(&snap.workflow_name)));
     t.full_row(&format!("ID: {}", snap.run_id));
     t.full_row(&format!(
         "Status: {:<22} Duration: {}",
@@ -550,7 +546,12 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
             if let Some(code) = st.error_code.filter(|_| st.error.is_some()) {
                 err = format!("[{code}] {err}");
             }
-            t.row(&[st.name.clone(), st.status.as_str().to_owned(), dur, err]);
+            t.row(&[
+                pt(&st.name).into_owned(),
+                st.status.as_str().to_owned(),
+                dur,
+                pt(&err).into_owned(),
+            ]);
         }
     }
     t.sep();
@@ -591,17 +592,21 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         Format::Text => {}
     }
     crate::stdout_check::checked(writeln!(out, "Run:       {}", snap.run_id));
+    // Names, messages and errors may hold what a step printed (a message interpolating its
+    // output, an error quoting its stderr): shown without their control characters.
+    let pt = crate::style::printable_text;
     crate::stdout_check::checked(writeln!(
         out,
         "Workflow:  {} ({})",
-        snap.workflow_name, snap.workflow
+        pt(&snap.workflow_name),
+        pt(&snap.workflow)
     ));
     crate::stdout_check::checked(writeln!(
         out,
         "Status:    {}",
         status_text(snap, view.process_gone)
     ));
-    crate::stdout_check::checked(writeln!(out, "State:     {}", snap.current_state));
+    crate::stdout_check::checked(writeln!(out, "State:     {}", pt(&snap.current_state)));
     crate::stdout_check::checked(writeln!(
         out,
         "Started:   {}",
@@ -616,13 +621,13 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         )
     );
     if let Some(t) = &snap.terminal {
-        crate::stdout_check::checked(writeln!(out, "Terminal:  {}", terminal_text(t)));
+        crate::stdout_check::checked(writeln!(out, "Terminal:  {}", pt(&terminal_text(t))));
     }
     if let Some(m) = &view.message {
-        crate::stdout_check::checked(writeln!(out, "Message:   {}", m.trim_end()));
+        crate::stdout_check::checked(writeln!(out, "Message:   {}", pt(m.trim_end())));
     }
     if let Some(e) = &snap.error {
-        crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, e.message));
+        crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, pt(&e.message)));
     }
     if let Some(s) = &snap.spend {
         crate::stdout_check::checked(writeln!(out, "Spend:     {}", spend_text(s)));
@@ -637,7 +642,7 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         let _ = writeln!(
             out,
             "  {:<24} {:<9}{code} ({})",
-            s.name,
+            pt(&s.name),
             s.status.as_str(),
             awf_domain::duration::format_go(std::time::Duration::from_millis(s.duration_ms()))
         );

@@ -22,6 +22,33 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// [`printable`] for a text that may span lines and comes from a run (a step's output or
+/// stderr kept in a message, an error, a log line): newlines and tabs are kept (a `\r\n`
+/// counts as a newline), every other control character (ESC, BEL, a lone CR, …) is written as
+/// an escape (`\u{1b}`), so text a step printed cannot move the cursor, clear the screen or
+/// retitle the terminal when awf shows it again (`awf status`, `awf history`, a run's
+/// summary). What a step writes, relayed live (`-o streaming`, `-o buffered`), and every JSON
+/// output are not changed.
+pub fn printable_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\t' && c != '\n';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\r' && chars.peek() == Some(&'\n') {
+            continue;
+        }
+        if unsafe_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// [`printable`] for a multi-line text (an approval message): the author's newlines are
 /// kept (a `\r\n` counts as one), each continuation line starts with `indent`, trailing
 /// newlines are dropped; every other control character is still escaped.
@@ -127,10 +154,16 @@ mod tests {
 #[cfg(test)]
 mod printable_tests {
     use super::printable;
+    use super::printable_text;
 
     #[test]
     fn control_characters_from_workflow_files_are_escaped() {
         assert_eq!(printable("plain\tname"), "plain\tname");
+        assert_eq!(printable_text("two\r\nlines\tok\n"), "two\nlines\tok\n");
+        assert_eq!(
+            printable_text("\u{1b}]0;pwned\u{7}\u{1b}[2Jhi\rX\n"),
+            "\\u{1b}]0;pwned\\u{7}\\u{1b}[2Jhi\\u{d}X\n"
+        );
         assert_eq!(
             printable("esc\u{1b}[31mRED\u{1b}]0;pwned\u{7}\rX"),
             "esc\\u{1b}[31mRED\\u{1b}]0;pwned\\u{7}\\u{d}X"

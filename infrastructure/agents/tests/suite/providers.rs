@@ -233,6 +233,7 @@ async fn claude_text_streams_chunks_and_returns_the_result() {
             env: vec![("K".into(), "V".into())],
             timeout: Some(Duration::from_secs(30)),
             capture_limit: None,
+            scope: None,
         }]
     );
 }

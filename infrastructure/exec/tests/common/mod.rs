@@ -24,6 +24,7 @@ pub fn shell(text: &str) -> CommandSpec {
         env: Vec::new(),
         timeout: None,
         capture_limit: None,
+        scope: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Descendants that leave the process group (`setsid cmd &`): stopped with their step on
-//! cancel and timeout (found by the tag they inherit, once adopted by this subreaper), and by
-//! `sweep_adopted` at the end of a run.
+//! cancel and timeout (found by the tag they inherit, once adopted by this subreaper), by
+//! `end_scope` at the end of the run they belong to (and no other run's), and by
+//! `sweep_adopted` at the end of `awf run`.
 
 use std::time::Duration;
 
@@ -111,4 +112,52 @@ async fn sweep_adopted_stops_what_a_finished_step_daemonised() {
     cleanup(pid);
     assert!(gone, "daemonised {pid} survived sweep_adopted");
     assert!(stopped >= 1, "{stopped}");
+}
+
+/// A step of scope `scope` (none: a command outside a run) that daemonises `sleep <secs>` and prints the daemon's pid once it
+/// has left the group; returns that pid.
+async fn daemonise_in(scope: Option<&str>, secs: u32) -> i32 {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ready = dir.path().join("ready");
+    let text = format!(
+        "setsid sh -c 'touch {r}; exec sleep {secs}' >/dev/null 2>&1 </dev/null & echo $!; \
+         while [ ! -f {r} ]; do sleep 0.01; done",
+        r = ready.display()
+    );
+    let spec = CommandSpec {
+        scope: scope.map(str::to_owned),
+        ..shell(&text)
+    };
+    let out = run_ok(spec).await;
+    assert_eq!((out.exit_code, out.termination), (0, Termination::Exited));
+    first_pid(&out.stdout)
+}
+
+#[tokio::test]
+async fn end_scope_stops_what_that_runs_steps_daemonised_and_nothing_of_other_runs() {
+    subreaper();
+    let exec = crate::common::executor();
+    let mine = daemonise_in(Some("run-a"), 303).await;
+    let other = daemonise_in(Some("run-b"), 304).await;
+    let unscoped = daemonise_in(None, 305).await;
+    // The run of scope `run-a` ended: its daemon goes, the others stay.
+    let stopped = exec.end_scope("run-a").await;
+    let gone = gone_soon(mine);
+    let (other_alive, unscoped_alive) = (alive(other), alive(unscoped));
+    for pid in [mine, other, unscoped] {
+        if !gone || !other_alive || !unscoped_alive {
+            cleanup(pid);
+        }
+    }
+    assert!(gone, "daemonised {mine} survived end_scope");
+    assert_eq!(stopped, 1);
+    assert!(other_alive, "another run's daemon {other} was stopped");
+    assert!(unscoped_alive, "an unscoped daemon {unscoped} was stopped");
+    // A prefix of a scope is another scope.
+    assert_eq!(exec.end_scope("run").await, 0);
+    assert!(exec.end_scope("run-b").await >= 1);
+    let gone = gone_soon(other);
+    cleanup(other);
+    cleanup(unscoped);
+    assert!(gone, "daemonised {other} survived end_scope");
 }

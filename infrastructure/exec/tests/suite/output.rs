@@ -93,6 +93,7 @@ async fn capture_limit_keeps_the_first_bytes_and_streams_everything() {
     let (cb, chunks) = recorder();
     let spec = CommandSpec {
         capture_limit: Some(1000),
+        scope: None,
         ..shell("yes abcdefghi | head -c 300000; echo err-line >&2")
     };
     let out = crate::common::executor()
@@ -112,12 +113,14 @@ async fn capture_limit_keeps_the_first_bytes_and_streams_everything() {
 async fn capture_limit_not_reached_is_not_truncated() {
     let spec = CommandSpec {
         capture_limit: Some(10),
+        scope: None,
         ..shell("printf 0123456789")
     };
     let out = run_ok(spec).await;
     assert_eq!((out.stdout.as_str(), out.truncated), ("0123456789", false));
     let spec = CommandSpec {
         capture_limit: Some(0),
+        scope: None,
         ..shell("echo x; echo y >&2")
     };
     let out = run_ok(spec).await;
@@ -133,6 +136,7 @@ async fn capture_limit_cut_inside_a_character_drops_it() {
     // a 5-byte cap splits the second one, which is dropped rather than shown as U+FFFD.
     let spec = |n| CommandSpec {
         capture_limit: Some(n),
+        scope: None,
         ..shell("printf 'a€€€'")
     };
     assert_eq!(run_ok(spec(4)).await.stdout, "a€");
