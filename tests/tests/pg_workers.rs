@@ -1030,3 +1030,55 @@ fn a_submitted_run_is_checked_at_submit_and_found_by_a_worker_without_the_workfl
     }
     assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 1);
 }
+
+#[test]
+fn a_run_posted_to_a_worker_is_checked_at_post_and_run_by_a_worker_without_the_workflow() {
+    let db = TestDb::new();
+    let here = "name: here\ninputs:\n  - name: who\n    type: string\n    required: true\n    validation:\n      pattern: '^[a-z]+$'\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi {{.inputs.who}}\n    on_success: done\n  done: {type: terminal}\n";
+    let long = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let broken = "name: broken\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a\n    on_success: nowhere\n";
+    let home = sandbox(&db, &[("here", here), ("long", long), ("broken", broken)]);
+    // The embedded server of the same project: the answers a worker must give too.
+    let embedded = worker(&home, &["--store", ""]);
+    let a = worker(&home, &["--max-runs", "1", "--lease", "5s"]);
+    // What the embedded server refuses before starting, a worker refuses at the POST with
+    // the same status and code, and queues nothing.
+    for (name, body) in [
+        ("here", r"{}"),
+        ("here", r#"{"inputs": {"who": "Not Valid"}}"#),
+        ("broken", r#"{}"#),
+    ] {
+        let (want, want_body, _) = http_serve::post(
+            &format!("{}/api/workflows/env/{name}/run", embedded.base),
+            body,
+        );
+        let (got, got_body, _) =
+            http_serve::post(&format!("{}/api/workflows/env/{name}/run", a.base), body);
+        assert_eq!(want, 422, "{name} {body}: {want_body}");
+        assert_eq!(got, want, "{name} {body}: {got_body}");
+        assert_eq!(
+            http_serve::json_of(&got_body)["code"],
+            http_serve::json_of(&want_body)["code"],
+            "{name} {body}: {got_body} vs {want_body}"
+        );
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 0);
+    // A fills its one slot; a run POSTed to it is then taken by B, whose search path has
+    // none of these workflows: queued by its file's path, it runs all the same.
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    let id = http_serve::start_run(&a, "here", r#"{"inputs": {"who": "ada"}}"#);
+    let elsewhere = sandbox(&db, &[]);
+    let b = worker(&elsewhere, &["--lease", "5s"]);
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND queue_state = 'done'"
+            ),
+        ) == 1
+    });
+    assert_eq!(pid_of(&worker_of(&db, &id)), b.child.id());
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["status"], "completed", "{v}");
+}

@@ -5,7 +5,7 @@
 //!
 //! | call | what it does |
 //! |---|---|
-//! | `start` | submits the run to the queue (any worker may run it); the id is made here |
+//! | `start` | checks the run as its start would (the [`StartCheck`] given), then submits it to the queue (any worker may run it); the id is made here |
 //! | `resume` | a queued resume of a recorded run that ended (else the local resume) |
 //! | `get`, `list`, `resolve` | local runs first, else `awf_runs` rows |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
@@ -57,12 +57,19 @@ use crate::unavailable;
 /// How long `respond` waits for the run's worker to take an answer.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
+/// What a worker checks of a run before it queues it: the checks the run's start makes (the
+/// workflow found and valid, its inputs), returning the request as it is queued (the
+/// workflow by its file's absolute path, so that any worker runs the file this one found).
+/// The composition root provides it (the checks are the application's).
+pub type StartCheck = Arc<dyn Fn(RunRequest) -> Result<RunRequest, AwfError> + Send + Sync>;
+
 /// The run service of a worker of the shared store.
 pub struct PgRunService {
     store: PgStore,
     local: Arc<dyn RunService>,
     ids: Arc<dyn IdGenerator>,
     listener: Listener,
+    check: Option<StartCheck>,
 }
 
 impl std::fmt::Debug for PgRunService {
@@ -180,7 +187,16 @@ impl PgRunService {
             local,
             ids,
             listener,
+            check: None,
         }
+    }
+
+    /// The same service checking each run it is asked to start with `check` before queueing
+    /// it (and queueing what `check` returns).
+    #[must_use]
+    pub fn with_start_check(mut self, check: StartCheck) -> Self {
+        self.check = Some(check);
+        self
     }
 
     /// Runs `f` on the store's runtime from a synchronous port method (never blocking a
@@ -212,6 +228,10 @@ impl PgRunService {
 #[async_trait::async_trait]
 impl RunService for PgRunService {
     async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
+        let request = match &self.check {
+            Some(check) => check(request)?,
+            None => request,
+        };
         let id = request.run_id.clone().unwrap_or_else(|| self.ids.run_id());
         let queued = QueuedRequest::of_run(&request);
         let pool = self.store.pool().clone();
