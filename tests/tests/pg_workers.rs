@@ -602,6 +602,14 @@ fn an_approval_is_answered_through_another_worker() {
         rid = psql(&db.url, &sql);
         !rid.is_empty()
     });
+    // B, which does not run it, lists what it waits on (from the shared store).
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["phase"], "recorded", "{v}");
+    let pending = v["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{v}");
+    assert_eq!(pending[0]["request_id"], rid.as_str(), "{v}");
+    assert_eq!(pending[0]["kind"], "approval", "{v}");
+    assert_eq!(pending[0]["prompt"], "Deploy now?", "{v}");
     let url = format!("{}/api/executions/{id}/respond", b.base);
     // An answer that does not fit: 422 from B, and it stays pending.
     let (code, body, _) = http_serve::post(

@@ -752,7 +752,12 @@ pub(crate) async fn get_execution(
         _ => (None, None, None),
     };
     let mut pending = Vec::new();
-    if v.phase != RunPhase::Recorded
+    // A run another worker of the shared store executes is recorded here, and its log (the
+    // store's) says what it waits on.
+    let elsewhere = cfg.shared_store
+        && v.phase == RunPhase::Recorded
+        && matches!(v.status, StoredStatus::Running);
+    if (v.phase != RunPhase::Recorded || elsewhere)
         && let Ok(sub) = cfg.service.subscribe(&run_id, 1)
     {
         // The log on top: fresher while the run is live, and the only record of its message.

@@ -297,6 +297,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         validator,
         history,
         states,
+        shared_store: worker.is_some(),
         env,
         working_dir: w.cwd.clone(),
         config_inputs: config.inputs,
