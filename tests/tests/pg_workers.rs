@@ -1090,3 +1090,137 @@ fn a_run_posted_to_a_worker_is_checked_at_post_and_run_by_a_worker_without_the_w
     let v = http_serve::execution(&b, &id);
     assert_eq!(v["status"], "completed", "{v}");
 }
+
+/// `GET /api/executions`: the ids in the order listed, with their statuses.
+fn listed(w: &Server) -> Vec<(String, String)> {
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/executions", w.base)]);
+    assert_eq!(code, 200, "{body}");
+    http_serve::json_of(&body)["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["execution_id"].as_str().unwrap().to_owned(),
+                e["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+const LONG: &str = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+
+fn run_done(db: &TestDb, id: &str) {
+    wait_long(db, "the run done", Duration::from_secs(60), || {
+        count(
+            db,
+            &format!(
+                "SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND queue_state = 'done'"
+            ),
+        ) == 1
+    });
+}
+
+#[test]
+fn queued_runs_and_runs_that_failed_before_starting_show_so_over_http_status_and_history() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG), ("gone", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    // A is full: these two stay queued.
+    let queued = http_serve::start_run(&a, "long", "{}");
+    let doomed = submit(&sb, "gone", &[]);
+    let v = http_serve::execution(&a, &queued);
+    assert_eq!(v["status"], "queued", "{v}");
+    assert!(
+        listed(&a).contains(&(queued.clone(), "queued".to_owned())),
+        "{:?}",
+        listed(&a)
+    );
+    let r = sb.run(&["status", &queued]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("queued")),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+    assert_eq!(r.json().unwrap()["status"], "queued", "{}", r.stdout);
+    let r = sb.run(&["history", "-s", "queued", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let ids: BTreeSet<String> = r
+        .json()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["status"], "queued", "{e}");
+            e["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids, BTreeSet::from([queued.clone(), doomed.clone()]));
+    let r = sb.run(&["history"]).unwrap();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.contains(&queued[..8]) && l.contains("queued")),
+        "{}",
+        r.stdout
+    );
+    // The workflow `doomed` was queued by is deleted before a worker takes it: the worker
+    // fails it before its first step, and it shows as failed with why.
+    std::fs::remove_file(sb.path().join("wf/gone.yaml")).unwrap();
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{blocker}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{queued}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    run_done(&db, &doomed);
+    let v = http_serve::execution(&a, &doomed);
+    assert_eq!(v["status"], "failed", "{v}");
+    let why = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(why.contains("gone"), "{v}");
+    assert_eq!(v["error"]["code"], "USER.INPUT.MISSING_FILE", "{v}");
+    let r = sb.run(&["status", &doomed]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("failed")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("Error:") && l.contains(&why)),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["history", "-s", "failed", "-f", "json"]).unwrap();
+    let rows = r.json().unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == doomed.as_str())
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(row["error_message"], why.as_str(), "{row}");
+    // The run cancelled while queued is in the history too, cancelled.
+    let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+    assert_eq!(r.json().unwrap()["status"], "cancelled", "{}", r.stdout);
+}

@@ -63,6 +63,9 @@ pub enum ExecStatus {
     Cancelled,
     /// Parked on an agent's usage limit until its reset time (`resume` continues it).
     Waiting,
+    /// Submitted to the shared store's queue (`awf serve --store`), not yet started by a
+    /// worker.
+    Queued,
 }
 
 impl From<StoredStatus> for ExecStatus {
@@ -73,6 +76,7 @@ impl From<StoredStatus> for ExecStatus {
             StoredStatus::Failure => Self::Failed,
             StoredStatus::Cancelled => Self::Cancelled,
             StoredStatus::Waiting => Self::Waiting,
+            StoredStatus::Queued => Self::Queued,
         }
     }
 }

@@ -13,9 +13,8 @@
 //! | `cancel` | local, else `cancel_requested` + NOTIFY `awf_control` (a queued run is cancelled at once) |
 //! | `wait` | local, else until the row is done (its `RunFinished` result, else one made from the row) |
 //!
-//! A queued run's row (`status = 'queued'`) shows as [`StoredStatus::Running`] in phase
-//! [`RunPhase::Recorded`]: the HTTP DTO has no `pending` status, and a queued run is one
-//! that will run without anyone doing anything more.
+//! A queued run's row (`status = 'queued'`) shows as [`StoredStatus::Queued`] in phase
+//! [`RunPhase::Recorded`] until a worker starts it.
 //!
 //! Source: issue 15 ("Events", "one run service across workers").
 
@@ -117,7 +116,8 @@ fn stored_status(text: &str) -> StoredStatus {
         "failure" => StoredStatus::Failure,
         "cancelled" => StoredStatus::Cancelled,
         "waiting" => StoredStatus::Waiting,
-        // `queued` (and `running`): it will run, or runs, on some worker.
+        // Submitted, not started by any worker yet.
+        "queued" => StoredStatus::Queued,
         _ => StoredStatus::Running,
     }
 }

@@ -301,8 +301,9 @@ pub struct HistoryArgs {
     /// Only runs of this workflow (name or identifier).
     #[arg(short = 'w', long)]
     pub workflow: Option<String>,
-    /// Only runs with this status: running, completed, failed, cancelled (also success,
-    /// failure).
+    /// Only runs with this status: running, waiting, completed, failed, cancelled (also
+    /// success, failure), or queued (a run submitted to the shared store no worker started
+    /// yet).
     #[arg(short = 's', long)]
     pub status: Option<String>,
     /// Only runs started on or after this day (YYYY-MM-DD, UTC).
