@@ -1224,3 +1224,33 @@ fn queued_runs_and_runs_that_failed_before_starting_show_so_over_http_status_and
     let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
     assert_eq!(r.json().unwrap()["status"], "cancelled", "{}", r.stdout);
 }
+
+#[test]
+fn every_worker_lists_the_runs_in_the_embedded_servers_order() {
+    let db = TestDb::new();
+    let quick = "name: quick\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", LONG), ("quick", quick)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let q1 = http_serve::start_run(&a, "quick", "{}");
+    run_done(&db, &q1);
+    let q2 = http_serve::start_run(&a, "quick", "{}");
+    run_done(&db, &q2);
+    let l1 = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &l1, &a);
+    let b = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let l2 = http_serve::start_run(&b, "long", "{}");
+    started_on(&db, &l2, &b);
+    // Both full: queued.
+    let l3 = http_serve::start_run(&a, "long", "{}");
+    // As the embedded server lists them: the runs in progress first, then the others,
+    // newest first in each group; the same on every worker.
+    let want = vec![
+        (l3, "queued".to_owned()),
+        (l2, "running".to_owned()),
+        (l1, "running".to_owned()),
+        (q2, "completed".to_owned()),
+        (q1, "completed".to_owned()),
+    ];
+    assert_eq!(listed(&a), want);
+    assert_eq!(listed(&b), want);
+}

@@ -7,7 +7,8 @@
 //! |---|---|
 //! | `start` | checks the run as its start would (the [`StartCheck`] given), then submits it to the queue (any worker may run it); the id is made here |
 //! | `resume` | a queued resume of a recorded run that ended (else the local resume) |
-//! | `get`, `list`, `resolve` | local runs first, else `awf_runs` rows |
+//! | `get`, `resolve` | local runs first, else `awf_runs` rows |
+//! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
 //! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected |
 //! | `cancel` | local, else `cancel_requested` + NOTIFY `awf_control` (a queued run is cancelled at once) |
@@ -320,37 +321,61 @@ impl RunService for PgRunService {
         }
     }
 
+    /// Every worker lists the runs in one order, the embedded server's: the runs in progress
+    /// (queued, or claimed by a worker) first, then the others; newest first in each group
+    /// (by start, or submit time for a run not started yet). A run this worker holds is shown
+    /// as it knows it (fresher than its row), in its row's place.
     fn list(&self) -> Result<Vec<RunView>, AwfError> {
-        let mut views: Vec<RunView> = self
+        let mut local: std::collections::HashMap<RunId, RunView> = self
             .local
             .list()?
             .into_iter()
             .filter(|v| v.phase != RunPhase::Recorded)
+            .map(|v| (v.run_id.clone(), v))
             .collect();
-        let known: std::collections::HashSet<RunId> =
-            views.iter().map(|v| v.run_id.clone()).collect();
         let pool = self.store.pool().clone();
-        let rows: Vec<Row> = self.blocking(async move {
+        let rows: Vec<(Row, bool)> = self.blocking(async move {
             let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
             let rows = client
                 .query(
                     &format!(
-                        "SELECT {ROW_COLUMNS} FROM awf_runs \
-                         ORDER BY COALESCE(started_at_ms, \
-                           (extract(epoch from submitted_at) * 1000)::bigint) DESC NULLS LAST \
+                        "SELECT {ROW_COLUMNS}, queue_state IN ('queued', 'claimed') AS live \
+                         FROM awf_runs \
+                         ORDER BY live DESC, COALESCE(started_at_ms, \
+                           (extract(epoch from submitted_at) * 1000)::bigint) DESC NULLS LAST, \
+                           row_seq DESC \
                          LIMIT 1000"
                     ),
                     &[],
                 )
                 .await
                 .map_err(|e| unavailable("list runs", &db_text(&e)))?;
-            Ok(rows.iter().map(row_of).collect())
+            Ok(rows
+                .iter()
+                .map(|r| (row_of(r), r.get::<_, bool>(9)))
+                .collect())
         })?;
-        views.extend(
-            rows.iter()
-                .map(Row::view)
-                .filter(|v| !known.contains(&v.run_id)),
-        );
+        let mut live = Vec::new();
+        let mut others = Vec::new();
+        for (row, in_progress) in &rows {
+            let view = local
+                .remove(&RunId(row.run_id.clone()))
+                .unwrap_or_else(|| row.view());
+            if *in_progress {
+                live.push(view);
+            } else {
+                others.push(view);
+            }
+        }
+        // Held here and not (yet) among the rows read: with their group, first.
+        let mut rest: Vec<RunView> = local.into_values().collect();
+        rest.sort_by(|a, b| b.run_id.0.cmp(&a.run_id.0));
+        let (rest_live, rest_others): (Vec<RunView>, Vec<RunView>) =
+            rest.into_iter().partition(|v| v.phase == RunPhase::Live);
+        let mut views = rest_live;
+        views.extend(live);
+        views.extend(rest_others);
+        views.extend(others);
         Ok(views)
     }
 
