@@ -1254,3 +1254,58 @@ fn every_worker_lists_the_runs_in_the_embedded_servers_order() {
     assert_eq!(listed(&a), want);
     assert_eq!(listed(&b), want);
 }
+
+#[test]
+fn awf_cancel_cancels_a_queued_run_at_once_and_a_running_one_through_its_worker() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let running = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &running, &a);
+    let queued = submit(&sb, "long", &[]);
+    // A prefix is enough; a queued run is cancelled at once and never runs.
+    let r = sb.run(&["cancel", &queued[..13]]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), format!("cancelled {queued}"));
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{queued}'"),
+        ),
+        "cancelled/done"
+    );
+    // A running one: its worker stops it.
+    let r = sb.run(&["cancel", &running, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.json().unwrap()["status"],
+        "cancel_requested",
+        "{}",
+        r.stdout
+    );
+    wait_long(&db, "the run cancelled", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{running}'"
+            ),
+        ) == "cancelled/done"
+    });
+    http_serve::wait_status(&a, &running, "cancelled");
+    // Again: cancelled it is (idempotent, exit 0).
+    let r = sb.run(&["cancel", &running]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), format!("cancelled {running}"));
+    // Unknown id, and no shared store: clear errors.
+    let r = sb.run(&["cancel", "ffffffff"]).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("USER."), "{}", r.stderr);
+    let r = sb.run(&["cancel", &running, "--store", ""]).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("USER.INPUT.VALIDATION_FAILED"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("shared store"), "{}", r.stderr);
+}

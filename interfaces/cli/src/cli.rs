@@ -212,6 +212,9 @@ pub enum Command {
     History(HistoryArgs),
     /// One run: status, current state and every state's result.
     Status(StatusArgs),
+    /// Cancel a run of the shared store (`--store`): a queued one at once, a running one by
+    /// its worker.
+    Cancel(CancelArgs),
     /// Project configuration.
     Config(ConfigArgs),
     /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
@@ -320,6 +323,13 @@ pub struct HistoryArgs {
 /// `awf status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// Run id, or a unique prefix of one (see `awf history`).
+    pub run_id: String,
+}
+
+/// `awf cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
     /// Run id, or a unique prefix of one (see `awf history`).
     pub run_id: String,
 }
