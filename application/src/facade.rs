@@ -55,56 +55,14 @@ impl Facade {
     /// (`USER.FACADE.WORKFLOW_NOT_FOUND`, `USER.INPUT.MISSING_FILE`), `WORKFLOW.*` load and
     /// validation errors (positioned), `USER.INPUT.VALIDATION_FAILED` (masked).
     pub async fn start_run(&self, req: RunRequest) -> Result<RunHandle, AwfError> {
-        if req.identifier.trim().is_empty() {
-            return Err(AwfError::new(
-                ErrorCode::UserFacadeIdentifierEmpty,
-                "workflow identifier is empty",
-            )
-            .with_hint("pass a workflow name (see `awf list`) or a path to a workflow file"));
-        }
-        let loaded = self.services.repository.load(&req.identifier, None)?;
-        crate::validation::check_for_run(&self.services, &loaded)?;
-        check_named_states(&loaded.workflow, &req)?;
-        if req.refuse_undeclared_inputs {
-            awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &req.inputs)?;
-        }
-        let warnings = crate::validation::run_warnings(&self.services, &loaded, &req.inputs);
+        let Checked {
+            loaded,
+            warnings,
+            env,
+            inputs,
+            ask_inputs,
+        } = checked(&self.services, &req)?;
         let workflow = loaded.workflow;
-        let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
-        let masker = {
-            let mut m = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            m.extend(&Masker::from_named(
-                req.inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
-            ));
-            m
-        };
-        // A front-end that can answer is asked for the missing required inputs, by the run
-        // before it starts; otherwise they are the USER error (with examples) right here.
-        let missing = if req.prompt_missing_inputs {
-            crate::inputs::missing_required(&workflow, &req.inputs, &req.config_inputs)
-        } else {
-            Vec::new()
-        };
-        let (inputs, ask_inputs) = if missing.is_empty() {
-            let inputs = crate::inputs::resolve_inputs(
-                &workflow,
-                &req.inputs,
-                &req.config_inputs,
-                &req.working_dir,
-                self.services.host.as_ref(),
-            )
-            .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
-            (inputs, None)
-        } else {
-            (
-                serde_json::Map::new(),
-                Some(crate::engine::AskInputs {
-                    missing,
-                    given: req.inputs.clone(),
-                    config: req.config_inputs.clone(),
-                }),
-            )
-        };
         let run_id = match req.run_id {
             Some(id) => preassigned(&self.services, id)?,
             None => self.services.ids.run_id(),
@@ -372,6 +330,92 @@ struct Launch {
 }
 
 /// `--mock` and `--step` targets must name states of the workflow.
+/// What [`checked`] found: the run as it will start.
+struct Checked {
+    loaded: awf_domain::ports::repository::LoadedWorkflow,
+    warnings: Vec<String>,
+    env: BTreeMap<String, String>,
+    inputs: serde_json::Map<String, serde_json::Value>,
+    ask_inputs: Option<crate::engine::AskInputs>,
+}
+
+/// The checks [`Facade::start_run`] makes before it starts a run: the identifier given, the
+/// workflow found, loaded and valid, the named states known, undeclared inputs refused when
+/// asked, the inputs resolved (or the missing ones to ask for).
+fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
+    if req.identifier.trim().is_empty() {
+        return Err(AwfError::new(
+            ErrorCode::UserFacadeIdentifierEmpty,
+            "workflow identifier is empty",
+        )
+        .with_hint("pass a workflow name (see `awf list`) or a path to a workflow file"));
+    }
+    let loaded = services.repository.load(&req.identifier, None)?;
+    crate::validation::check_for_run(services, &loaded)?;
+    check_named_states(&loaded.workflow, req)?;
+    if req.refuse_undeclared_inputs {
+        awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &req.inputs)?;
+    }
+    let warnings = crate::validation::run_warnings(services, &loaded, &req.inputs);
+    let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
+    let masker = {
+        let mut m = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        m.extend(&Masker::from_named(
+            req.inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        ));
+        m
+    };
+    // A front-end that can answer is asked for the missing required inputs, by the run
+    // before it starts; otherwise they are the USER error (with examples) right here.
+    let missing = if req.prompt_missing_inputs {
+        crate::inputs::missing_required(&loaded.workflow, &req.inputs, &req.config_inputs)
+    } else {
+        Vec::new()
+    };
+    let (inputs, ask_inputs) = if missing.is_empty() {
+        let inputs = crate::inputs::resolve_inputs(
+            &loaded.workflow,
+            &req.inputs,
+            &req.config_inputs,
+            &req.working_dir,
+            services.host.as_ref(),
+        )
+        .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+        (inputs, None)
+    } else {
+        (
+            serde_json::Map::new(),
+            Some(crate::engine::AskInputs {
+                missing,
+                given: req.inputs.clone(),
+                config: req.config_inputs.clone(),
+            }),
+        )
+    };
+    Ok(Checked {
+        loaded,
+        warnings,
+        env,
+        inputs,
+        ask_inputs,
+    })
+}
+
+/// Checks `req` as [`Facade::start_run`] does before it starts a run (the workflow found,
+/// loaded and valid, the named states known, the inputs given and valid, or asked for when
+/// `prompt_missing_inputs` is set), without starting it: for a front-end that hands the run
+/// to someone else (a worker of the shared store). Returns the loaded workflow (its file is
+/// what the run should be queued by).
+///
+/// # Errors
+/// Those of [`Facade::start_run`] before the run starts.
+pub fn check_start(
+    services: &Services,
+    req: &RunRequest,
+) -> Result<awf_domain::ports::repository::LoadedWorkflow, AwfError> {
+    checked(services, req).map(|c| c.loaded)
+}
+
 fn check_named_states(
     wf: &awf_domain::workflow::Workflow,
     req: &RunRequest,

@@ -126,9 +126,10 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
         status: match s.status {
             StoredStatus::Success => RunStatus::Success,
             StoredStatus::Cancelled => RunStatus::Cancelled,
-            StoredStatus::Failure | StoredStatus::Running | StoredStatus::Waiting => {
-                RunStatus::Failure
-            }
+            StoredStatus::Failure
+            | StoredStatus::Running
+            | StoredStatus::Waiting
+            | StoredStatus::Queued => RunStatus::Failure,
         },
         exit_code: s.exit_code.unwrap_or(0),
         terminal: s.terminal.clone(),
@@ -251,8 +252,9 @@ pub fn resume_progress(services: &Services, snap: &RunSnapshot) -> String {
 }
 
 /// A `--status` filter word of `awf history`: AWF (Go)'s `completed`/`failed`/`cancelled`
-/// (also `canceled`), the stored `running`/`success`/`failure`, or `waiting` (a run parked on
-/// an agent's usage limit), any case.
+/// (also `canceled`), the stored `running`/`success`/`failure`, `waiting` (a run parked on
+/// an agent's usage limit) or `queued` (a run of the shared store's queue not started yet),
+/// any case.
 ///
 /// # Errors
 /// `USER.INPUT.INVALID_FORMAT` for another word.
@@ -263,12 +265,13 @@ pub fn parse_status(s: &str) -> Result<StoredStatus, AwfError> {
         "failure" | "failed" => Ok(StoredStatus::Failure),
         "cancelled" | "canceled" => Ok(StoredStatus::Cancelled),
         "waiting" => Ok(StoredStatus::Waiting),
+        "queued" => Ok(StoredStatus::Queued),
         _ => Err(AwfError::new(
             ErrorCode::UserInputInvalidFormat,
             format!("unknown status '{s}'"),
         )
         .with_hint(
-            "use running, waiting, completed, failed or cancelled (success and failure work too)",
+            "use running, waiting, queued, completed, failed or cancelled (success and failure work too)",
         )),
     }
 }
@@ -327,7 +330,7 @@ pub fn gone_runs(
 
 /// The duration `awf status` shows, in milliseconds, the same number `awf history` shows: a
 /// finished run's recorded duration (the history row's, else end − start); a live run's time
-/// since it started (`now`); `None` (unknown) for a run whose process died, since nothing
+/// since it started (`now`), a queued one's since it was submitted; `None` (unknown) for a run whose process died, since nothing
 /// recorded when it stopped.
 pub fn status_duration_ms(
     s: &RunSnapshot,
@@ -335,6 +338,10 @@ pub fn status_duration_ms(
     now: SystemTime,
     host: &dyn Host,
 ) -> Option<u64> {
+    if s.status == StoredStatus::Queued {
+        // Not started: how long it has waited in the queue.
+        return Some(now.duration_since(s.started_at).map_or(0, millis));
+    }
     if s.status == StoredStatus::Running {
         if process_gone(s, host) {
             return None;

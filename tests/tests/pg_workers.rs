@@ -602,6 +602,14 @@ fn an_approval_is_answered_through_another_worker() {
         rid = psql(&db.url, &sql);
         !rid.is_empty()
     });
+    // B, which does not run it, lists what it waits on (from the shared store).
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["phase"], "recorded", "{v}");
+    let pending = v["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{v}");
+    assert_eq!(pending[0]["request_id"], rid.as_str(), "{v}");
+    assert_eq!(pending[0]["kind"], "approval", "{v}");
+    assert_eq!(pending[0]["prompt"], "Deploy now?", "{v}");
     let url = format!("{}/api/executions/{id}/respond", b.base);
     // An answer that does not fit: 422 from B, and it stays pending.
     let (code, body, _) = http_serve::post(
@@ -1347,6 +1355,75 @@ fn run_marked(mark: &str) -> Vec<u32> {
         .collect()
 }
 
+#[test]
+fn a_run_posted_to_a_worker_is_checked_at_post_and_run_by_a_worker_without_the_workflow() {
+    let db = TestDb::new();
+    let here = "name: here\ninputs:\n  - name: who\n    type: string\n    required: true\n    validation:\n      pattern: '^[a-z]+$'\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi {{.inputs.who}}\n    on_success: done\n  done: {type: terminal}\n";
+    let long = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let broken = "name: broken\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a\n    on_success: nowhere\n";
+    let home = sandbox(&db, &[("here", here), ("long", long), ("broken", broken)]);
+    // The embedded server of the same project: the answers a worker must give too.
+    let embedded = worker(&home, &["--store", ""]);
+    let a = worker(&home, &["--max-runs", "1", "--lease", "5s"]);
+    // What the embedded server refuses before starting, a worker refuses at the POST with
+    // the same status and code, and queues nothing.
+    for (name, body) in [
+        ("here", r"{}"),
+        ("here", r#"{"inputs": {"who": "Not Valid"}}"#),
+        ("broken", r#"{}"#),
+    ] {
+        let (want, want_body, _) = http_serve::post(
+            &format!("{}/api/workflows/env/{name}/run", embedded.base),
+            body,
+        );
+        let (got, got_body, _) =
+            http_serve::post(&format!("{}/api/workflows/env/{name}/run", a.base), body);
+        assert_eq!(want, 422, "{name} {body}: {want_body}");
+        assert_eq!(got, want, "{name} {body}: {got_body}");
+        assert_eq!(
+            http_serve::json_of(&got_body)["code"],
+            http_serve::json_of(&want_body)["code"],
+            "{name} {body}: {got_body} vs {want_body}"
+        );
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 0);
+    // A fills its one slot; a run POSTed to it is then taken by B, whose search path has
+    // none of these workflows: queued by its file's path, it runs all the same.
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    let id = http_serve::start_run(&a, "here", r#"{"inputs": {"who": "ada"}}"#);
+    let elsewhere = sandbox(&db, &[]);
+    let b = worker(&elsewhere, &["--lease", "5s"]);
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND queue_state = 'done'"
+            ),
+        ) == 1
+    });
+    assert_eq!(pid_of(&worker_of(&db, &id)), b.child.id());
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["status"], "completed", "{v}");
+}
+
+/// `GET /api/executions`: the ids in the order listed, with their statuses.
+fn listed(w: &Server) -> Vec<(String, String)> {
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/executions", w.base)]);
+    assert_eq!(code, 200, "{body}");
+    http_serve::json_of(&body)["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["execution_id"].as_str().unwrap().to_owned(),
+                e["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// SIGKILLs the processes of the marks when dropped (a failing test leaves nothing behind).
 struct KillMarked(Vec<String>);
 
@@ -1403,4 +1480,206 @@ fn a_workers_run_stops_what_its_steps_detached_when_it_ends_and_leaves_other_run
     awf_tests::wait_for("the cancelled run's detached process to be stopped", || {
         run_marked(&keep).is_empty()
     });
+}
+
+const LONG: &str = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+
+fn run_done(db: &TestDb, id: &str) {
+    wait_long(db, "the run done", Duration::from_secs(60), || {
+        count(
+            db,
+            &format!(
+                "SELECT count(*) FROM awf_runs WHERE run_id = '{id}' AND queue_state = 'done'"
+            ),
+        ) == 1
+    });
+}
+
+#[test]
+fn queued_runs_and_runs_that_failed_before_starting_show_so_over_http_status_and_history() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG), ("gone", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    // A is full: these two stay queued.
+    let queued = http_serve::start_run(&a, "long", "{}");
+    let doomed = submit(&sb, "gone", &[]);
+    let v = http_serve::execution(&a, &queued);
+    assert_eq!(v["status"], "queued", "{v}");
+    assert!(
+        listed(&a).contains(&(queued.clone(), "queued".to_owned())),
+        "{:?}",
+        listed(&a)
+    );
+    let r = sb.run(&["status", &queued]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("queued")),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+    assert_eq!(r.json().unwrap()["status"], "queued", "{}", r.stdout);
+    let r = sb.run(&["history", "-s", "queued", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let ids: BTreeSet<String> = r
+        .json()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["status"], "queued", "{e}");
+            e["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids, BTreeSet::from([queued.clone(), doomed.clone()]));
+    let r = sb.run(&["history"]).unwrap();
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.contains(&queued[..8]) && l.contains("queued")),
+        "{}",
+        r.stdout
+    );
+    // The workflow `doomed` was queued by is deleted before a worker takes it: the worker
+    // fails it before its first step, and it shows as failed with why.
+    std::fs::remove_file(sb.path().join("wf/gone.yaml")).unwrap();
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{blocker}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{queued}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    run_done(&db, &doomed);
+    let v = http_serve::execution(&a, &doomed);
+    assert_eq!(v["status"], "failed", "{v}");
+    let why = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(why.contains("gone"), "{v}");
+    assert_eq!(v["error"]["code"], "USER.INPUT.MISSING_FILE", "{v}");
+    let r = sb.run(&["status", &doomed]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("Status:") && l.contains("failed")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("Error:") && l.contains(&why)),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["history", "-s", "failed", "-f", "json"]).unwrap();
+    let rows = r.json().unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == doomed.as_str())
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(row["error_message"], why.as_str(), "{row}");
+    // The run cancelled while queued is in the history too, cancelled.
+    let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+    assert_eq!(r.json().unwrap()["status"], "cancelled", "{}", r.stdout);
+}
+
+#[test]
+fn every_worker_lists_the_runs_in_the_embedded_servers_order() {
+    let db = TestDb::new();
+    let quick = "name: quick\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo a\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", LONG), ("quick", quick)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let q1 = http_serve::start_run(&a, "quick", "{}");
+    run_done(&db, &q1);
+    let q2 = http_serve::start_run(&a, "quick", "{}");
+    run_done(&db, &q2);
+    let l1 = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &l1, &a);
+    let b = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let l2 = http_serve::start_run(&b, "long", "{}");
+    started_on(&db, &l2, &b);
+    // Both full: queued.
+    let l3 = http_serve::start_run(&a, "long", "{}");
+    // As the embedded server lists them: the runs in progress first, then the others,
+    // newest first in each group; the same on every worker.
+    let want = vec![
+        (l3, "queued".to_owned()),
+        (l2, "running".to_owned()),
+        (l1, "running".to_owned()),
+        (q2, "completed".to_owned()),
+        (q1, "completed".to_owned()),
+    ];
+    assert_eq!(listed(&a), want);
+    assert_eq!(listed(&b), want);
+}
+
+#[test]
+fn awf_cancel_cancels_a_queued_run_at_once_and_a_running_one_through_its_worker() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let running = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &running, &a);
+    let queued = submit(&sb, "long", &[]);
+    // A prefix is enough; a queued run is cancelled at once and never runs.
+    let r = sb.run(&["cancel", &queued[..13]]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), format!("cancelled {queued}"));
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{queued}'"),
+        ),
+        "cancelled/done"
+    );
+    // A running one: its worker stops it.
+    let r = sb.run(&["cancel", &running, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.json().unwrap()["status"],
+        "cancel_requested",
+        "{}",
+        r.stdout
+    );
+    wait_long(&db, "the run cancelled", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{running}'"
+            ),
+        ) == "cancelled/done"
+    });
+    http_serve::wait_status(&a, &running, "cancelled");
+    // Again: cancelled it is (idempotent, exit 0).
+    let r = sb.run(&["cancel", &running]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), format!("cancelled {running}"));
+    // Unknown id, and no shared store: clear errors.
+    let r = sb.run(&["cancel", "ffffffff"]).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("USER."), "{}", r.stderr);
+    let r = sb.run(&["cancel", &running, "--store", ""]).unwrap();
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("USER.INPUT.VALIDATION_FAILED"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("shared store"), "{}", r.stderr);
 }

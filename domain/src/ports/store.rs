@@ -36,6 +36,8 @@ pub enum StoredStatus {
     /// Parked on an agent's usage limit until its reset time ([`RunSnapshot::waiting_until`]);
     /// `awf resume` continues it (waiting for the reset first).
     Waiting,
+    /// Submitted to the shared store's queue, not yet started by a worker (issue 15).
+    Queued,
 }
 
 impl StoredStatus {
@@ -47,11 +49,12 @@ impl StoredStatus {
             Self::Failure => "failure",
             Self::Cancelled => "cancelled",
             Self::Waiting => "waiting",
+            Self::Queued => "queued",
         }
     }
 
     /// The status in AWF (Go)'s words: `running`, `completed`, `failed`, `cancelled`,
-    /// `waiting`. What every JSON output and text table naming a run status prints (history,
+    /// `waiting`, and `queued` (a run of the shared store's queue no worker started yet). What every JSON output and text table naming a run status prints (history,
     /// status, resume --list, the HTTP API).
     pub const fn go_name(self) -> &'static str {
         match self {
@@ -60,12 +63,13 @@ impl StoredStatus {
             Self::Failure => "failed",
             Self::Cancelled => "cancelled",
             Self::Waiting => "waiting",
+            Self::Queued => "queued",
         }
     }
 
     /// Whether `awf resume` may continue a run in this status.
     pub const fn resumable(self) -> bool {
-        !matches!(self, Self::Success)
+        !matches!(self, Self::Success | Self::Queued)
     }
 }
 

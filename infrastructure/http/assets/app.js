@@ -49,7 +49,7 @@ function fmtTime(v) {
   return Number.isNaN(d.getTime()) ? String(v) : d.toLocaleString();
 }
 
-/** A status name of the API (running|completed|failed|cancelled|pending, or a RunResult's
+/** A status name of the API (running|queued|completed|failed|cancelled|pending, or a RunResult's
  * success|failure|cancelled) in the page's words. */
 function runStatus(s) {
   switch (s) {
@@ -57,6 +57,7 @@ function runStatus(s) {
     case 'failure': case 'failed': return 'failed';
     case 'cancelled': return 'cancelled';
     case 'pending': return 'pending';
+    case 'queued': return 'queued';
     default: return s || 'running';
   }
 }
@@ -520,7 +521,7 @@ function setNode(view, name, status) {
 function setRunStatus(view, status) {
   view.statusSlot.replaceChildren(badge(status));
   view.statusSlot.dataset.status = status;
-  const live = status === 'running' || status === 'pending';
+  const live = status === 'running' || status === 'pending' || status === 'queued';
   view.cancelBtn.disabled = !live;
   view.resumeBtn.disabled = live || status === 'completed';
 }

@@ -63,6 +63,9 @@ pub enum ExecStatus {
     Cancelled,
     /// Parked on an agent's usage limit until its reset time (`resume` continues it).
     Waiting,
+    /// Submitted to the shared store's queue (`awf serve --store`), not yet started by a
+    /// worker.
+    Queued,
 }
 
 impl From<StoredStatus> for ExecStatus {
@@ -73,6 +76,7 @@ impl From<StoredStatus> for ExecStatus {
             StoredStatus::Failure => Self::Failed,
             StoredStatus::Cancelled => Self::Cancelled,
             StoredStatus::Waiting => Self::Waiting,
+            StoredStatus::Queued => Self::Queued,
         }
     }
 }
@@ -754,7 +758,12 @@ pub(crate) async fn get_execution(
         _ => (None, None, None),
     };
     let mut pending = Vec::new();
-    if v.phase != RunPhase::Recorded
+    // A run another worker of the shared store executes is recorded here, and its log (the
+    // store's) says what it waits on.
+    let elsewhere = cfg.shared_store
+        && v.phase == RunPhase::Recorded
+        && matches!(v.status, StoredStatus::Running);
+    if (v.phase != RunPhase::Recorded || elsewhere)
         && let Ok(sub) = cfg.service.subscribe(&run_id, 1)
     {
         // The log on top: fresher while the run is live, and the only record of its message.

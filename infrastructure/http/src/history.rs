@@ -93,6 +93,9 @@ pub struct HistoryStatsBody {
     pub running_count: u64,
     /// Runs parked on a usage limit until its reset time (`awf resume` continues them).
     pub waiting_count: u64,
+    /// Runs of the shared store's queue no worker started yet (`awf serve --store`).
+    #[serde(default)]
+    pub queued_count: u64,
     /// Mean duration of finished runs, in milliseconds; none when no run finished.
     pub avg_duration_ms: Option<u64>,
 }
@@ -109,6 +112,7 @@ pub fn parse_status(s: &str) -> Option<StoredStatus> {
     match s.trim().to_ascii_lowercase().as_str() {
         "running" => Some(StoredStatus::Running),
         "waiting" => Some(StoredStatus::Waiting),
+        "queued" => Some(StoredStatus::Queued),
         "completed" | "success" | "succeeded" => Some(StoredStatus::Success),
         "failed" | "failure" => Some(StoredStatus::Failure),
         "cancelled" | "canceled" => Some(StoredStatus::Cancelled),
@@ -296,9 +300,12 @@ pub fn stats_of(rows: &[HistoryRecord]) -> HistoryStatsBody {
             StoredStatus::Cancelled => s.cancelled_count += 1,
             StoredStatus::Running => s.running_count += 1,
             StoredStatus::Waiting => s.waiting_count += 1,
+            StoredStatus::Queued => s.queued_count += 1,
         }
-        if !matches!(r.status, StoredStatus::Running | StoredStatus::Waiting)
-            && let Some(d) = r.duration_ms
+        if !matches!(
+            r.status,
+            StoredStatus::Running | StoredStatus::Waiting | StoredStatus::Queued
+        ) && let Some(d) = r.duration_ms
         {
             sum = sum.saturating_add(d);
             n += 1;

@@ -85,6 +85,10 @@ pub struct HttpConfig {
     /// The state store the service records runs in: a run that ended here and was then
     /// resumed by another process (`awf resume`) is answered from it.
     pub states: Option<Arc<dyn StateStore>>,
+    /// Whether the service answers for runs other processes execute (a worker of the shared
+    /// store, `awf serve --store`): then the pending requests of a recorded run in progress
+    /// are read from its log too (any worker takes their answers).
+    pub shared_store: bool,
     /// Process environment of the runs (the token's variable is not in it).
     pub env: Vec<(String, String)>,
     /// Working directory of the runs.

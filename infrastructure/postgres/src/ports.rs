@@ -2,13 +2,18 @@
 //! [`HistoryStore`] (its history columns) and [`RunLocks`] (session advisory locks), with
 //! the embedded store's semantics (infrastructure/store: state.rs, history.rs, locks.rs).
 //!
-//! Rows of runs that have not started (queued, issue 15 part 2) have no snapshot and no
-//! start time: they are in neither the state list nor the history.
+//! Rows of submitted runs that no worker started (queued, cancelled while queued, or failed
+//! before their first step: the workflow did not load on the worker) have no start time: the
+//! history lists them with their submit time as their start, in their status (`queued`,
+//! `cancelled`, `failure` with its message). Those without a snapshot are read as one made
+//! from the row ([`unstarted_snapshot`]), so that `awf status` and `GET /api/executions/{id}`
+//! show them; they are not in the state list (nothing to resume).
 //!
 //! Source: spec/workflow.md §3.11 (persistence and resume), §3.13 (`awf history`).
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::error::ErrorBody;
 use awf_domain::ports::RunLocks;
 use awf_domain::ports::locks::RunLockGuard;
 use awf_domain::ports::store::HistoryFilter;
@@ -19,6 +24,9 @@ use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::StateStore;
 use awf_domain::ports::store::StoredStatus;
 use serde_json::Value;
+use std::time::Duration;
+use std::time::SystemTime;
+use std::time::UNIX_EPOCH;
 use tokio_postgres::types::ToSql;
 
 use crate::PgStore;
@@ -40,12 +48,78 @@ fn parse_status(s: &str) -> StoredStatus {
         "failure" | "failed" => StoredStatus::Failure,
         "cancelled" => StoredStatus::Cancelled,
         "waiting" => StoredStatus::Waiting,
+        "queued" => StoredStatus::Queued,
         _ => StoredStatus::Running,
     }
 }
 
-const COLUMNS: &str = "run_id, workflow_id, workflow_name, status, exit_code, started_at_ms, \
+/// A row's start: its run's, or its submit time for a submitted run no worker started.
+const START: &str = "COALESCE(started_at_ms, (extract(epoch from submitted_at) * 1000)::bigint)";
+
+const COLUMNS: &str = "run_id, workflow_id, workflow_name, status, exit_code, \
+                       COALESCE(started_at_ms, (extract(epoch from submitted_at) * 1000)::bigint), \
                        completed_at_ms, duration_ms, error_message, parent_run_id, spend";
+
+/// The state of a submitted run that no worker started (it has no snapshot of its own):
+/// `status` as the row says, started (and ended, unless `queued`) at `submitted`, `error` its
+/// failure.
+pub(crate) fn unstarted_snapshot(
+    run_id: &str,
+    workflow: &str,
+    status: StoredStatus,
+    exit_code: Option<u8>,
+    error: Option<ErrorBody>,
+    submitted: SystemTime,
+) -> RunSnapshot {
+    RunSnapshot {
+        schema_version: awf_domain::ports::store::STATE_SCHEMA_VERSION,
+        run_id: run_id.to_owned(),
+        parent_run_id: None,
+        workflow: workflow.to_owned(),
+        workflow_name: workflow.to_owned(),
+        workflow_path: None,
+        status,
+        current_state: String::new(),
+        inputs: serde_json::Map::new(),
+        states: std::collections::BTreeMap::new(),
+        started_at: submitted,
+        updated_at: submitted,
+        completed_at: (status != StoredStatus::Queued).then_some(submitted),
+        exit_code,
+        terminal: None,
+        error,
+        outputs: std::collections::BTreeMap::new(),
+        owner_pid: None,
+        loop_position: None,
+        spend: None,
+        waiting_until: None,
+    }
+}
+
+/// The snapshot of an unstarted row (`snapshot IS NULL AND NOT run_started`), from its
+/// columns `run_id, workflow_id, status, exit_code, error_message, submitted_at (ms)`.
+fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
+    let status = parse_status(&r.get::<_, String>(2));
+    let exit: Option<i32> = r.get(3);
+    let message: Option<String> = r.get(4);
+    let submitted: Option<i64> = r.get(5);
+    let error = message
+        .filter(|_| status == StoredStatus::Failure)
+        .map(|m| ErrorBody {
+            code: ErrorCode::ExecutionCommandFailed,
+            message: m,
+            hints: Vec::new(),
+            details: std::collections::BTreeMap::new(),
+        });
+    unstarted_snapshot(
+        &r.get::<_, String>(0),
+        &r.get::<_, String>(1),
+        status,
+        exit.and_then(|e| u8::try_from(e).ok()),
+        error,
+        UNIX_EPOCH + Duration::from_millis(submitted.map_or(0, u64_of)),
+    )
+}
 
 fn record(r: &tokio_postgres::Row) -> HistoryRecord {
     let status: String = r.get(3);
@@ -68,7 +142,7 @@ fn record(r: &tokio_postgres::Row) -> HistoryRecord {
 
 /// A filter's `WHERE` clause (started runs only) and its parameters.
 fn where_clause(filter: &HistoryFilter) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
-    let mut conds = vec!["started_at_ms IS NOT NULL".to_owned()];
+    let mut conds = vec!["(started_at_ms IS NOT NULL OR submitted_at IS NOT NULL)".to_owned()];
     let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
     if let Some(w) = &filter.workflow {
         args.push(Box::new(w.clone()));
@@ -83,7 +157,7 @@ fn where_clause(filter: &HistoryFilter) -> (String, Vec<Box<dyn ToSql + Sync + S
     }
     if let Some(since) = filter.since_ms {
         args.push(Box::new(i64_of(since)));
-        conds.push(format!("started_at_ms >= ${}", args.len()));
+        conds.push(format!("{START} >= ${}", args.len()));
     }
     (format!(" WHERE {}", conds.join(" AND ")), args)
 }
@@ -121,6 +195,22 @@ impl StateStore for PgStore {
             "SELECT snapshot FROM awf_runs WHERE run_id = $1 AND snapshot IS NOT NULL".to_owned(),
             vec![Box::new(run_id.to_owned())],
         )?;
+        if rows.is_empty() {
+            // A submitted run no worker started: what its row says.
+            let unstarted = self.query(
+                "read a run",
+                format!(
+                    "SELECT run_id, workflow_id, status, exit_code, error_message, \
+                     (extract(epoch from submitted_at) * 1000)::bigint FROM awf_runs \
+                     WHERE run_id = $1 AND snapshot IS NULL AND NOT run_started \
+                     AND submitted_at IS NOT NULL AND {START} IS NOT NULL"
+                ),
+                vec![Box::new(run_id.to_owned())],
+            )?;
+            if let Some(r) = unstarted.first() {
+                return Ok(unstarted_of(r));
+            }
+        }
         let Some(row) = rows.first() else {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -213,9 +303,8 @@ impl StateStore for PgStore {
 impl HistoryStore for PgStore {
     fn list(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRecord>, AwfError> {
         let (clause, mut args) = where_clause(filter);
-        let mut sql = format!(
-            "SELECT {COLUMNS} FROM awf_runs{clause} ORDER BY started_at_ms DESC, row_seq DESC"
-        );
+        let mut sql =
+            format!("SELECT {COLUMNS} FROM awf_runs{clause} ORDER BY {START} DESC, row_seq DESC");
         if let Some(limit) = filter.limit {
             args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
             sql.push_str(&format!(" LIMIT ${}", args.len()));
@@ -259,7 +348,8 @@ impl HistoryStore for PgStore {
         let rows = self.query(
             "read the run history",
             format!(
-                "SELECT {COLUMNS} FROM awf_runs WHERE run_id = $1 AND started_at_ms IS NOT NULL"
+                "SELECT {COLUMNS} FROM awf_runs WHERE run_id = $1 \
+                 AND (started_at_ms IS NOT NULL OR submitted_at IS NOT NULL)"
             ),
             vec![Box::new(run_id.to_owned())],
         )?;

@@ -5,17 +5,17 @@
 //!
 //! | call | what it does |
 //! |---|---|
-//! | `start` | submits the run to the queue (any worker may run it); the id is made here |
+//! | `start` | checks the run as its start would (the [`StartCheck`] given), then submits it to the queue (any worker may run it); the id is made here |
 //! | `resume` | a queued resume of a recorded run that ended (else the local resume) |
-//! | `get`, `list`, `resolve` | local runs first, else `awf_runs` rows |
+//! | `get`, `resolve` | local runs first, else `awf_runs` rows |
+//! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
 //! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected |
 //! | `cancel` | local, else `cancel_requested` + NOTIFY `awf_control` (a queued run is cancelled at once) |
 //! | `wait` | local, else until the row is done (its `RunFinished` result, else one made from the row) |
 //!
-//! A queued run's row (`status = 'queued'`) shows as [`StoredStatus::Running`] in phase
-//! [`RunPhase::Recorded`]: the HTTP DTO has no `pending` status, and a queued run is one
-//! that will run without anyone doing anything more.
+//! A queued run's row (`status = 'queued'`) shows as [`StoredStatus::Queued`] in phase
+//! [`RunPhase::Recorded`] until a worker starts it.
 //!
 //! Source: issue 15 ("Events", "one run service across workers").
 
@@ -57,12 +57,19 @@ use crate::unavailable;
 /// How long `respond` waits for the run's worker to take an answer.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
+/// What a worker checks of a run before it queues it: the checks the run's start makes (the
+/// workflow found and valid, its inputs), returning the request as it is queued (the
+/// workflow by its file's absolute path, so that any worker runs the file this one found).
+/// The composition root provides it (the checks are the application's).
+pub type StartCheck = Arc<dyn Fn(RunRequest) -> Result<RunRequest, AwfError> + Send + Sync>;
+
 /// The run service of a worker of the shared store.
 pub struct PgRunService {
     store: PgStore,
     local: Arc<dyn RunService>,
     ids: Arc<dyn IdGenerator>,
     listener: Listener,
+    check: Option<StartCheck>,
 }
 
 impl std::fmt::Debug for PgRunService {
@@ -113,7 +120,8 @@ fn stored_status(text: &str) -> StoredStatus {
         "failure" => StoredStatus::Failure,
         "cancelled" => StoredStatus::Cancelled,
         "waiting" => StoredStatus::Waiting,
-        // `queued` (and `running`): it will run, or runs, on some worker.
+        // Submitted, not started by any worker yet.
+        "queued" => StoredStatus::Queued,
         _ => StoredStatus::Running,
     }
 }
@@ -186,7 +194,16 @@ impl PgRunService {
             local,
             ids,
             listener,
+            check: None,
         }
+    }
+
+    /// The same service checking each run it is asked to start with `check` before queueing
+    /// it (and queueing what `check` returns).
+    #[must_use]
+    pub fn with_start_check(mut self, check: StartCheck) -> Self {
+        self.check = Some(check);
+        self
     }
 
     /// Runs `f` on the store's runtime from a synchronous port method (never blocking a
@@ -218,6 +235,10 @@ impl PgRunService {
 #[async_trait::async_trait]
 impl RunService for PgRunService {
     async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
+        let request = match &self.check {
+            Some(check) => check(request)?,
+            None => request,
+        };
         let id = request.run_id.clone().unwrap_or_else(|| self.ids.run_id());
         let queued = QueuedRequest::of_run(&request);
         let pool = self.store.pool().clone();
@@ -306,37 +327,61 @@ impl RunService for PgRunService {
         }
     }
 
+    /// Every worker lists the runs in one order, the embedded server's: the runs in progress
+    /// (queued, or claimed by a worker) first, then the others; newest first in each group
+    /// (by start, or submit time for a run not started yet). A run this worker holds is shown
+    /// as it knows it (fresher than its row), in its row's place.
     fn list(&self) -> Result<Vec<RunView>, AwfError> {
-        let mut views: Vec<RunView> = self
+        let mut local: std::collections::HashMap<RunId, RunView> = self
             .local
             .list()?
             .into_iter()
             .filter(|v| v.phase != RunPhase::Recorded)
+            .map(|v| (v.run_id.clone(), v))
             .collect();
-        let known: std::collections::HashSet<RunId> =
-            views.iter().map(|v| v.run_id.clone()).collect();
         let pool = self.store.pool().clone();
-        let rows: Vec<Row> = self.blocking(async move {
+        let rows: Vec<(Row, bool)> = self.blocking(async move {
             let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
             let rows = client
                 .query(
                     &format!(
-                        "SELECT {ROW_COLUMNS} FROM awf_runs \
-                         ORDER BY COALESCE(started_at_ms, \
-                           (extract(epoch from submitted_at) * 1000)::bigint) DESC NULLS LAST \
+                        "SELECT {ROW_COLUMNS}, queue_state IN ('queued', 'claimed') AS live \
+                         FROM awf_runs \
+                         ORDER BY live DESC, COALESCE(started_at_ms, \
+                           (extract(epoch from submitted_at) * 1000)::bigint) DESC NULLS LAST, \
+                           row_seq DESC \
                          LIMIT 1000"
                     ),
                     &[],
                 )
                 .await
                 .map_err(|e| unavailable("list runs", &db_text(&e)))?;
-            Ok(rows.iter().map(row_of).collect())
+            Ok(rows
+                .iter()
+                .map(|r| (row_of(r), r.get::<_, bool>(9)))
+                .collect())
         })?;
-        views.extend(
-            rows.iter()
-                .map(Row::view)
-                .filter(|v| !known.contains(&v.run_id)),
-        );
+        let mut live = Vec::new();
+        let mut others = Vec::new();
+        for (row, in_progress) in &rows {
+            let view = local
+                .remove(&RunId(row.run_id.clone()))
+                .unwrap_or_else(|| row.view());
+            if *in_progress {
+                live.push(view);
+            } else {
+                others.push(view);
+            }
+        }
+        // Held here and not (yet) among the rows read: with their group, first.
+        let mut rest: Vec<RunView> = local.into_values().collect();
+        rest.sort_by(|a, b| b.run_id.0.cmp(&a.run_id.0));
+        let (rest_live, rest_others): (Vec<RunView>, Vec<RunView>) =
+            rest.into_iter().partition(|v| v.phase == RunPhase::Live);
+        let mut views = rest_live;
+        views.extend(live);
+        views.extend(rest_others);
+        views.extend(others);
         Ok(views)
     }
 

@@ -621,6 +621,23 @@ impl Worker {
                 return Outcome::Release(Duration::from_millis(200));
             }
             Err(e) => {
+                // Failed before its first step (the workflow does not load here, its inputs
+                // do not fit): recorded as a failed run with its error, which `awf status`
+                // and GET show (code and hints included).
+                if !resume && let Some(states) = &self.states {
+                    let now = std::time::SystemTime::now();
+                    let snap = crate::ports::unstarted_snapshot(
+                        &run_id.0,
+                        &claim.request.identifier,
+                        StoredStatus::Failure,
+                        Some(1),
+                        Some(e.body()),
+                        now,
+                    );
+                    if let Err(se) = states.save(&snap) {
+                        tracing::warn!("run {run_id}: recording its failure failed: {se}");
+                    }
+                }
                 return Outcome::Ended(Ended {
                     status: "failure".to_owned(),
                     exit_code: Some(1),

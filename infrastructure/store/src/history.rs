@@ -178,6 +178,7 @@ fn parse_status(s: &str) -> StoredStatus {
         "failure" | "failed" => StoredStatus::Failure,
         "cancelled" => StoredStatus::Cancelled,
         "waiting" => StoredStatus::Waiting,
+        "queued" => StoredStatus::Queued,
         _ => StoredStatus::Running,
     }
 }

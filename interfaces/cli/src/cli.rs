@@ -212,6 +212,9 @@ pub enum Command {
     History(HistoryArgs),
     /// One run: status, current state and every state's result.
     Status(StatusArgs),
+    /// Cancel a run of the shared store (`--store`): a queued one at once, a running one by
+    /// its worker.
+    Cancel(CancelArgs),
     /// Project configuration.
     Config(ConfigArgs),
     /// Serve awf's tools (Read, Write, Edit, Bash, Glob, Grep) over MCP on stdio.
@@ -301,8 +304,9 @@ pub struct HistoryArgs {
     /// Only runs of this workflow (name or identifier).
     #[arg(short = 'w', long)]
     pub workflow: Option<String>,
-    /// Only runs with this status: running, completed, failed, cancelled (also success,
-    /// failure).
+    /// Only runs with this status: running, waiting, completed, failed, cancelled (also
+    /// success, failure), or queued (a run submitted to the shared store no worker started
+    /// yet).
     #[arg(short = 's', long)]
     pub status: Option<String>,
     /// Only runs started on or after this day (YYYY-MM-DD, UTC).
@@ -319,6 +323,13 @@ pub struct HistoryArgs {
 /// `awf status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
+    /// Run id, or a unique prefix of one (see `awf history`).
+    pub run_id: String,
+}
+
+/// `awf cancel`.
+#[derive(Debug, Args)]
+pub struct CancelArgs {
     /// Run id, or a unique prefix of one (see `awf history`).
     pub run_id: String,
 }

@@ -7,6 +7,7 @@
 
 mod acp_cmd;
 mod batch_write;
+mod cancel_cmd;
 mod cli;
 mod ctx;
 mod diagram;
@@ -429,6 +430,7 @@ fn synchronous(command: &Command) -> bool {
             | Command::Init(_)
             | Command::History(_)
             | Command::Status(_)
+            | Command::Cancel(_)
             | Command::Config(_)
     )
 }
@@ -445,6 +447,7 @@ async fn run(ctx: &Ctx, command: Command) -> Outcome {
         Command::Resume(args) => Ok(runs_cmd::resume(ctx, args).await),
         Command::History(args) => runs_cmd::history(ctx, args),
         Command::Status(args) => runs_cmd::status(ctx, args),
+        Command::Cancel(args) => cancel_cmd::run(ctx, args),
         Command::Config(args) => runs_cmd::config(ctx, args),
         Command::McpServe(args) => mcp_cmd::run(ctx, args).await,
         Command::AcpServe(args) => acp_cmd::run(ctx, args).await,

@@ -262,12 +262,24 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
                 },
             );
             worker.spawn().await?;
-            service = Arc::new(awf_postgres::service::PgRunService::new(
-                store,
-                Arc::clone(&service),
-                ids,
-                notices,
-            ));
+            // A run POSTed here is checked as the embedded server's start checks it (the
+            // same errors, so the same HTTP answers) and queued by its file's absolute path,
+            // so that a worker with another search path runs the file found here.
+            let check: awf_postgres::service::StartCheck = {
+                let services = w.services.clone();
+                let cwd = w.cwd.clone();
+                Arc::new(move |mut request| {
+                    let loaded = awf_application::facade::check_start(&services, &request)?;
+                    if let Some(file) = &loaded.source_map.file {
+                        request.identifier = cwd.join(file).display().to_string();
+                    }
+                    Ok(request)
+                })
+            };
+            service = Arc::new(
+                awf_postgres::service::PgRunService::new(store, Arc::clone(&service), ids, notices)
+                    .with_start_check(check),
+            );
             Some(worker)
         }
         None => None,
@@ -285,6 +297,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         validator,
         history,
         states,
+        shared_store: worker.is_some(),
         env,
         working_dir: w.cwd.clone(),
         config_inputs: config.inputs,
