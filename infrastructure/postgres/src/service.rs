@@ -356,10 +356,15 @@ impl RunService for PgRunService {
                 )
                 .await
                 .map_err(|e| unavailable("list runs", &db_text(&e)))?;
-            Ok(rows
-                .iter()
-                .map(|r| (row_of(r), r.get::<_, bool>(9)))
-                .collect())
+            rows.iter()
+                .map(|r| {
+                    // By name: the column after ROW_COLUMNS, wherever that list ends.
+                    let live = r
+                        .try_get::<_, bool>("live")
+                        .map_err(|e| unavailable("list runs", &db_text(&e)))?;
+                    Ok((row_of(r), live))
+                })
+                .collect()
         })?;
         let mut live = Vec::new();
         let mut others = Vec::new();
