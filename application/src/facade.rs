@@ -123,6 +123,16 @@ impl Facade {
             )
             .with_hint("wait for it to finish, or stop it (Ctrl-C / kill) before resuming"));
         }
+        if snap.status == awf_domain::ports::store::StoredStatus::Queued {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "run {} is queued: no worker has started it yet, so there is nothing to resume",
+                    snap.run_id
+                ),
+            )
+            .with_hint("a worker (`awf serve --store`) runs it; `awf cancel` drops it"));
+        }
         if !snap.status.resumable() {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,

@@ -1683,3 +1683,40 @@ fn awf_cancel_cancels_a_queued_run_at_once_and_a_running_one_through_its_worker(
     );
     assert!(r.stderr.contains("shared store"), "{}", r.stderr);
 }
+
+#[test]
+fn a_nul_in_a_run_id_or_filter_is_not_found_on_a_worker_not_a_store_error() {
+    // PostgreSQL text refuses U+0000: these answered 500 SYSTEM.STORE.UNAVAILABLE (22021).
+    let db = TestDb::new();
+    let home = sandbox(&db, &[]);
+    let w = worker(&home, &[]);
+    for (method, path, want) in [
+        ("GET", "/api/executions/%00", 404),
+        ("GET", "/api/executions/ab%00cd", 404),
+        ("DELETE", "/api/executions/%00", 404),
+        ("GET", "/api/history?workflow=%00", 200),
+        ("GET", "/api/history/stats?workflow=%00", 200),
+    ] {
+        let (code, body, _) = http_serve::curl(&["-X", method, &format!("{}{path}", w.base)]);
+        assert_eq!(code, want, "{method} {path}: {body}");
+        assert!(!body.contains("SYSTEM.STORE"), "{method} {path}: {body}");
+    }
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/%00/respond", w.base),
+        r#"{"value": "x"}"#,
+    );
+    assert!((400..500).contains(&code), "respond: {code} {body}");
+    assert!(!body.contains("SYSTEM.STORE"), "respond: {body}");
+}
+
+#[test]
+fn resuming_a_queued_run_says_it_is_queued() {
+    // It said "already completed successfully; nothing to resume".
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let queued = submit(&sb, "long", &[]);
+    let r = sb.run(&["resume", &queued]).unwrap();
+    assert_ne!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("is queued"), "{}", r.stderr);
+    assert!(!r.stderr.contains("completed successfully"), "{}", r.stderr);
+}

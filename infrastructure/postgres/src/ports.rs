@@ -145,7 +145,8 @@ fn where_clause(filter: &HistoryFilter) -> (String, Vec<Box<dyn ToSql + Sync + S
     let mut conds = vec!["(started_at_ms IS NOT NULL OR submitted_at IS NOT NULL)".to_owned()];
     let mut args: Vec<Box<dyn ToSql + Sync + Send>> = Vec::new();
     if let Some(w) = &filter.workflow {
-        args.push(Box::new(w.clone()));
+        // As stored: a NUL in a workflow name is U+FFFD in the store (crate::storable_text).
+        args.push(Box::new(crate::storable_text(w)));
         conds.push(format!(
             "(workflow_id = ${0} OR workflow_name = ${0})",
             args.len()
@@ -193,7 +194,7 @@ impl StateStore for PgStore {
         let rows = self.query(
             "read a run",
             "SELECT snapshot FROM awf_runs WHERE run_id = $1 AND snapshot IS NOT NULL".to_owned(),
-            vec![Box::new(run_id.to_owned())],
+            vec![Box::new(crate::storable_text(run_id))],
         )?;
         if rows.is_empty() {
             // A submitted run no worker started: what its row says.
@@ -205,7 +206,7 @@ impl StateStore for PgStore {
                      WHERE run_id = $1 AND snapshot IS NULL AND NOT run_started \
                      AND submitted_at IS NOT NULL AND {START} IS NOT NULL"
                 ),
-                vec![Box::new(run_id.to_owned())],
+                vec![Box::new(crate::storable_text(run_id))],
             )?;
             if let Some(r) = unstarted.first() {
                 return Ok(unstarted_of(r));
@@ -293,7 +294,7 @@ impl StateStore for PgStore {
             .query(
                 "read a run's message",
                 "SELECT message FROM awf_runs WHERE run_id = $1".to_owned(),
-                vec![Box::new(run_id.to_owned())],
+                vec![Box::new(crate::storable_text(run_id))],
             )
             .ok()?;
         rows.first().and_then(|r| r.get::<_, Option<String>>(0))
@@ -351,7 +352,7 @@ impl HistoryStore for PgStore {
                 "SELECT {COLUMNS} FROM awf_runs WHERE run_id = $1 \
                  AND (started_at_ms IS NOT NULL OR submitted_at IS NOT NULL)"
             ),
-            vec![Box::new(run_id.to_owned())],
+            vec![Box::new(crate::storable_text(run_id))],
         )?;
         Ok(rows.first().map(record))
     }

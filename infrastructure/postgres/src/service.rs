@@ -164,7 +164,9 @@ fn not_found_here(e: &AwfError) -> bool {
 
 async fn load_row(store: &PgStore, run_id: &str) -> Result<Option<Row>, AwfError> {
     let pool = store.pool().clone();
-    let id = run_id.to_owned();
+    // As stored (a NUL, which PostgreSQL text refuses, is U+FFFD there): an id holding one
+    // is found nowhere (404), never a store error (500).
+    let id = crate::storable_text(run_id);
     store
         .run(async move {
             let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
@@ -303,7 +305,7 @@ impl RunService for PgRunService {
             Err(_) => {}
         }
         let pool = self.store.pool().clone();
-        let prefix = q.clone();
+        let prefix = crate::storable_text(&q);
         let ids: Vec<String> = self.blocking(async move {
             let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
             let rows = client
@@ -426,7 +428,7 @@ impl RunService for PgRunService {
             Err(_) => {}
         }
         let pool = self.store.pool().clone();
-        let rid = request_id.to_owned();
+        let rid = crate::storable_text(request_id);
         let body = serde_json::to_value(&answer)
             .map(crate::storable)
             .map_err(|e| unavailable("encode the answer", &e))?;
@@ -447,7 +449,7 @@ impl RunService for PgRunService {
             Err(_) => {}
         }
         let pool = self.store.pool().clone();
-        let id = run_id.clone();
+        let id = RunId(crate::storable_text(&run_id.0));
         let outcome = self.blocking(async move { queue::request_cancel(&pool, &id).await })?;
         match outcome {
             CancelOutcome::Unknown => Err(AwfError::new(
@@ -487,7 +489,9 @@ impl RunService for PgRunService {
 /// The result of a finished run read from its root `RunFinished` event, if recorded.
 async fn finished_result(store: &PgStore, run_id: &str) -> Result<Option<RunResult>, AwfError> {
     let pool = store.pool().clone();
-    let id = run_id.to_owned();
+    // As stored (a NUL, which PostgreSQL text refuses, is U+FFFD there): an id holding one
+    // is found nowhere (404), never a store error (500).
+    let id = crate::storable_text(run_id);
     store
         .run(async move {
             let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;

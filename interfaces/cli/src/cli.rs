@@ -364,8 +364,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Queue the run in the shared store (`--store URL` or `AWF_STORE`) for a worker
-    /// (`awf serve --store`) and print its id, without running it here.
-    #[arg(long, conflicts_with = "dry_run")]
+    /// (`awf serve --store`) and print its id, without running it here. Not with `--step`
+    /// (a worker runs the whole workflow) nor `--dry-run`.
+    #[arg(long, conflicts_with_all = ["dry_run", "step"])]
     pub submit: bool,
     /// Answer a step without running it: `states.<step>.output=<text>` (also `stderr`,
     /// `status=failed`); repeatable. Agent steps use it instead of calling their provider.
@@ -540,6 +541,16 @@ mod tests {
         assert_eq!(r.output, OutputMode::Streaming);
         assert!(r.dry_run);
         assert_eq!(cli.format, Format::Json);
+    }
+
+    #[test]
+    fn submit_refuses_step_which_a_worker_would_not_honour() {
+        // A worker runs the whole workflow: `--submit --step s2` ran s1 as well before.
+        let e = Cli::try_parse_from(["awf", "run", "wf", "--submit", "--step", "s2"])
+            .err()
+            .map(|e| e.kind());
+        assert_eq!(e, Some(clap::error::ErrorKind::ArgumentConflict));
+        assert!(Cli::try_parse_from(["awf", "run", "wf", "--submit"]).is_ok());
     }
 
     #[test]
