@@ -1683,3 +1683,31 @@ fn awf_cancel_cancels_a_queued_run_at_once_and_a_running_one_through_its_worker(
     );
     assert!(r.stderr.contains("shared store"), "{}", r.stderr);
 }
+
+/// `ask_missing_inputs` POSTed to a worker: a queued run cannot ask (its worker would hang
+/// on a request no worker lists), so a missing required input is refused at once with the
+/// 422 a run without it gets, naming the input, and nothing is queued.
+#[test]
+fn a_worker_refuses_ask_missing_inputs_with_a_missing_input_and_queues_nothing() {
+    let db = TestDb::new();
+    let wf = "name: needs\ninputs:\n  - name: who\n    type: string\n    required: true\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi {{.inputs.who}}\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("needs", wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/workflows/env/needs/run", a.base),
+        r#"{"ask_missing_inputs": true}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    let v = http_serve::json_of(&body);
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{v}");
+    assert!(body.contains("who"), "{body}");
+    assert!(body.contains("shared store"), "{body}");
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 0);
+    // Given, it runs as usual.
+    let id = http_serve::start_run(
+        &a,
+        "needs",
+        r#"{"ask_missing_inputs": true, "inputs": {"who": "x"}}"#,
+    );
+    http_serve::wait_status(&a, &id, "completed");
+}

@@ -269,7 +269,21 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
                 let services = w.services.clone();
                 let cwd = w.cwd.clone();
                 Arc::new(move |mut request| {
-                    let loaded = awf_application::facade::check_start(&services, &request)?;
+                    // A queued run cannot ask for what it lacks (its worker has no pending
+                    // request for it that another worker could answer): a missing required
+                    // input is refused here, as without `ask_missing_inputs`, queuing nothing.
+                    let asked = std::mem::take(&mut request.prompt_missing_inputs);
+                    let loaded = awf_application::facade::check_start(&services, &request)
+                        .map_err(|e| {
+                            if asked && e.code() == ErrorCode::UserInputValidationFailed {
+                                e.with_hint(
+                                    "a worker of a shared store (`awf serve --store`) does not \
+                                     ask for missing inputs: give them in the body's `inputs`",
+                                )
+                            } else {
+                                e
+                            }
+                        })?;
                     if let Some(file) = &loaded.source_map.file {
                         request.identifier = cwd.join(file).display().to_string();
                     }
