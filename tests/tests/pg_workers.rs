@@ -1666,10 +1666,24 @@ fn awf_cancel_cancels_a_queued_run_at_once_and_a_running_one_through_its_worker(
         ) == "cancelled/done"
     });
     http_serve::wait_status(&a, &running, "cancelled");
-    // Again: cancelled it is (idempotent, exit 0).
+    // Again: it has ended (cancelled), as a completed or failed run says (exit 0); the
+    // same for the one cancelled while queued.
     let r = sb.run(&["cancel", &running]).unwrap();
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
-    assert_eq!(r.stdout.trim(), format!("cancelled {running}"));
+    assert_eq!(
+        r.stdout.trim(),
+        format!("run {running} has ended already (cancelled)")
+    );
+    for id in [&running, &queued] {
+        let r = sb.run(&["cancel", id, "-f", "json"]).unwrap();
+        assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+        assert_eq!(r.json().unwrap()["status"], "ended", "{}", r.stdout);
+    }
+    let r = sb.run(&["cancel", &queued]).unwrap();
+    assert_eq!(
+        r.stdout.trim(),
+        format!("run {queued} has ended already (cancelled)")
+    );
     // Unknown id, and no shared store: clear errors.
     let r = sb.run(&["cancel", "ffffffff"]).unwrap();
     assert_ne!(r.code, 0);
