@@ -1725,3 +1725,40 @@ fn a_worker_refuses_ask_missing_inputs_with_a_missing_input_and_queues_nothing()
     );
     http_serve::wait_status(&a, &id, "completed");
 }
+
+/// `awf history --stats` on the shared store counts queued (and waiting) runs, in text and
+/// JSON (`queued_count`, as /api/history/stats), so that its lines add up to the total.
+#[test]
+fn history_stats_count_queued_and_waiting_runs_of_the_shared_store() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    // No worker: submitted runs stay queued.
+    let ids: Vec<String> = (0..4).map(|_| submit(&sb, "long", &[])).collect();
+    psql(
+        &db.url,
+        &format!(
+            "UPDATE awf_runs SET status = 'waiting', queue_state = 'done' WHERE run_id = '{}'",
+            ids[0]
+        ),
+    );
+    let r = sb.run(&["history", "--stats"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("Total Executions: 4"), "{}", r.stdout);
+    assert!(r.stdout.contains("Queued: 3"), "{}", r.stdout);
+    assert!(r.stdout.contains("Waiting: 1"), "{}", r.stdout);
+    let r = sb.run(&["history", "--stats", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(v["total_executions"], 4, "{v}");
+    assert_eq!(v["queued_count"], 3, "{v}");
+    assert_eq!(v["waiting_count"], 1, "{v}");
+    // None queued or waiting: no such lines.
+    psql(
+        &db.url,
+        "UPDATE awf_runs SET status = 'cancelled', queue_state = 'done'",
+    );
+    let r = sb.run(&["history", "--stats"]).unwrap();
+    assert!(!r.stdout.contains("Queued"), "{}", r.stdout);
+    assert!(!r.stdout.contains("Waiting"), "{}", r.stdout);
+    assert!(r.stdout.contains("Cancelled: 4"), "{}", r.stdout);
+}
