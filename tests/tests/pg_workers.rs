@@ -1762,3 +1762,64 @@ fn history_stats_count_queued_and_waiting_runs_of_the_shared_store() {
     assert!(!r.stdout.contains("Waiting"), "{}", r.stdout);
     assert!(r.stdout.contains("Cancelled: 4"), "{}", r.stdout);
 }
+
+/// SIGTERM to a worker holding no run: it unregisters and exits at once (no drain grace, no
+/// heartbeat wait). Generous bound: the exit takes milliseconds; the drain's grace is 8 s.
+#[test]
+fn a_sigtermed_worker_holding_no_run_exits_promptly_and_unregisters() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let mut a = worker(&sb, &["--lease", "5s"]);
+    wait_long(
+        &db,
+        "the worker registered",
+        Duration::from_secs(30),
+        || count(&db, "SELECT count(*) FROM awf_workers") == 1,
+    );
+    let t0 = Instant::now();
+    http_serve::sigterm(&a);
+    assert_eq!(http_serve::wait_exit(&mut a), Some(0));
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(3), "exited after {took:?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 0);
+}
+
+/// `--lease` without a shared store is refused (a USER error naming the flag and the
+/// missing `--store`), not accepted silently.
+#[test]
+fn serve_refuses_lease_without_a_shared_store() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let mut child = sb
+        .cmd(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--lease",
+            "5s",
+            "--store",
+            "",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("awf serve --lease 5s without --store was accepted (still serving)");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("USER.INPUT.VALIDATION_FAILED"), "{stderr}");
+    assert!(stderr.contains("--lease"), "{stderr}");
+    assert!(stderr.contains("--store"), "{stderr}");
+}
