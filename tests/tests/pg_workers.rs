@@ -1666,10 +1666,24 @@ fn awf_cancel_cancels_a_queued_run_at_once_and_a_running_one_through_its_worker(
         ) == "cancelled/done"
     });
     http_serve::wait_status(&a, &running, "cancelled");
-    // Again: cancelled it is (idempotent, exit 0).
+    // Again: it has ended (cancelled), as a completed or failed run says (exit 0); the
+    // same for the one cancelled while queued.
     let r = sb.run(&["cancel", &running]).unwrap();
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
-    assert_eq!(r.stdout.trim(), format!("cancelled {running}"));
+    assert_eq!(
+        r.stdout.trim(),
+        format!("run {running} has ended already (cancelled)")
+    );
+    for id in [&running, &queued] {
+        let r = sb.run(&["cancel", id, "-f", "json"]).unwrap();
+        assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+        assert_eq!(r.json().unwrap()["status"], "ended", "{}", r.stdout);
+    }
+    let r = sb.run(&["cancel", &queued]).unwrap();
+    assert_eq!(
+        r.stdout.trim(),
+        format!("run {queued} has ended already (cancelled)")
+    );
     // Unknown id, and no shared store: clear errors.
     let r = sb.run(&["cancel", "ffffffff"]).unwrap();
     assert_ne!(r.code, 0);
@@ -1719,4 +1733,130 @@ fn resuming_a_queued_run_says_it_is_queued() {
     assert_ne!(r.code, 0, "{} {}", r.stdout, r.stderr);
     assert!(r.stderr.contains("is queued"), "{}", r.stderr);
     assert!(!r.stderr.contains("completed successfully"), "{}", r.stderr);
+}
+
+/// `ask_missing_inputs` POSTed to a worker: a queued run cannot ask (its worker would hang
+/// on a request no worker lists), so a missing required input is refused at once with the
+/// 422 a run without it gets, naming the input, and nothing is queued.
+#[test]
+fn a_worker_refuses_ask_missing_inputs_with_a_missing_input_and_queues_nothing() {
+    let db = TestDb::new();
+    let wf = "name: needs\ninputs:\n  - name: who\n    type: string\n    required: true\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi {{.inputs.who}}\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("needs", wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/workflows/env/needs/run", a.base),
+        r#"{"ask_missing_inputs": true}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    let v = http_serve::json_of(&body);
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{v}");
+    assert!(body.contains("who"), "{body}");
+    assert!(body.contains("shared store"), "{body}");
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_runs"), 0);
+    // Given, it runs as usual.
+    let id = http_serve::start_run(
+        &a,
+        "needs",
+        r#"{"ask_missing_inputs": true, "inputs": {"who": "x"}}"#,
+    );
+    http_serve::wait_status(&a, &id, "completed");
+}
+
+/// `awf history --stats` on the shared store counts queued (and waiting) runs, in text and
+/// JSON (`queued_count`, as /api/history/stats), so that its lines add up to the total.
+#[test]
+fn history_stats_count_queued_and_waiting_runs_of_the_shared_store() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    // No worker: submitted runs stay queued.
+    let ids: Vec<String> = (0..4).map(|_| submit(&sb, "long", &[])).collect();
+    psql(
+        &db.url,
+        &format!(
+            "UPDATE awf_runs SET status = 'waiting', queue_state = 'done' WHERE run_id = '{}'",
+            ids[0]
+        ),
+    );
+    let r = sb.run(&["history", "--stats"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("Total Executions: 4"), "{}", r.stdout);
+    assert!(r.stdout.contains("Queued: 3"), "{}", r.stdout);
+    assert!(r.stdout.contains("Waiting: 1"), "{}", r.stdout);
+    let r = sb.run(&["history", "--stats", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(v["total_executions"], 4, "{v}");
+    assert_eq!(v["queued_count"], 3, "{v}");
+    assert_eq!(v["waiting_count"], 1, "{v}");
+    // None queued or waiting: no such lines.
+    psql(
+        &db.url,
+        "UPDATE awf_runs SET status = 'cancelled', queue_state = 'done'",
+    );
+    let r = sb.run(&["history", "--stats"]).unwrap();
+    assert!(!r.stdout.contains("Queued"), "{}", r.stdout);
+    assert!(!r.stdout.contains("Waiting"), "{}", r.stdout);
+    assert!(r.stdout.contains("Cancelled: 4"), "{}", r.stdout);
+}
+
+/// SIGTERM to a worker holding no run: it unregisters and exits at once (no drain grace, no
+/// heartbeat wait). Generous bound: the exit takes milliseconds; the drain's grace is 8 s.
+#[test]
+fn a_sigtermed_worker_holding_no_run_exits_promptly_and_unregisters() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let mut a = worker(&sb, &["--lease", "5s"]);
+    wait_long(
+        &db,
+        "the worker registered",
+        Duration::from_secs(30),
+        || count(&db, "SELECT count(*) FROM awf_workers") == 1,
+    );
+    let t0 = Instant::now();
+    http_serve::sigterm(&a);
+    assert_eq!(http_serve::wait_exit(&mut a), Some(0));
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(3), "exited after {took:?}");
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 0);
+}
+
+/// `--lease` without a shared store is refused (a USER error naming the flag and the
+/// missing `--store`), not accepted silently.
+#[test]
+fn serve_refuses_lease_without_a_shared_store() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let mut child = sb
+        .cmd(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--lease",
+            "5s",
+            "--store",
+            "",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("awf serve --lease 5s without --store was accepted (still serving)");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("USER.INPUT.VALIDATION_FAILED"), "{stderr}");
+    assert!(stderr.contains("--lease"), "{stderr}");
+    assert!(stderr.contains("--store"), "{stderr}");
 }

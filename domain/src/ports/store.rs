@@ -241,8 +241,21 @@ pub struct HistoryStats {
     pub cancelled_count: u64,
     /// Runs still running (or crashed).
     pub running_count: u64,
+    /// Runs parked on a usage limit until its reset time (`awf resume` continues them);
+    /// left out of the JSON when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub waiting_count: u64,
+    /// Runs of the shared store's queue no worker started yet (`awf serve --store`); left
+    /// out of the JSON when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub queued_count: u64,
     /// Mean duration of finished runs.
     pub avg_duration_ms: Option<u64>,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's `skip_serializing_if` passes a reference
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Reads the run history.

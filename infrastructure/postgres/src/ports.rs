@@ -325,8 +325,10 @@ impl HistoryStore for PgStore {
                     COUNT(*) FILTER (WHERE status = 'failure')::bigint,
                     COUNT(*) FILTER (WHERE status = 'cancelled')::bigint,
                     COUNT(*) FILTER (WHERE status = 'running')::bigint,
-                    COALESCE(SUM(duration_ms) FILTER (WHERE status <> 'running' AND duration_ms IS NOT NULL), 0)::bigint,
-                    COUNT(*) FILTER (WHERE status <> 'running' AND duration_ms IS NOT NULL)::bigint
+                    COALESCE(SUM(duration_ms) FILTER (WHERE status NOT IN ('running', 'waiting', 'queued') AND duration_ms IS NOT NULL), 0)::bigint,
+                    COUNT(*) FILTER (WHERE status NOT IN ('running', 'waiting', 'queued') AND duration_ms IS NOT NULL)::bigint,
+                    COUNT(*) FILTER (WHERE status = 'waiting')::bigint,
+                    COUNT(*) FILTER (WHERE status = 'queued')::bigint
              FROM awf_runs{clause}"
         );
         let rows = self.query("read the run history", sql, args)?;
@@ -341,6 +343,8 @@ impl HistoryStore for PgStore {
             failed_count: n(2),
             cancelled_count: n(3),
             running_count: n(4),
+            waiting_count: n(7),
+            queued_count: n(8),
             avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
         })
     }

@@ -465,14 +465,15 @@ pub async fn release(
 }
 
 /// What [`request_cancel`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CancelOutcome {
     /// Nobody had taken it yet: it is now `cancelled` and done.
     CancelledQueued,
     /// A worker holds it: asked (it cancels on its next control check, within a second).
     Asked,
-    /// It ended already (nothing to do).
-    Ended,
+    /// It ended already (nothing to do): its recorded status (`success`, `failure`,
+    /// `cancelled`, …).
+    Ended(String),
     /// No such run.
     Unknown,
 }
@@ -486,12 +487,13 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
     let row = client
         .query_opt(
-            "UPDATE awf_runs SET cancel_requested = (queue_state IN ('queued', 'claimed')), \
-               status = CASE WHEN queue_state = 'queued' THEN 'cancelled' ELSE status END, \
-               exit_code = CASE WHEN queue_state = 'queued' THEN 143 ELSE exit_code END, \
-               queue_state = CASE WHEN queue_state = 'queued' THEN 'done' ELSE queue_state END, \
+            "UPDATE awf_runs r SET cancel_requested = (r.queue_state IN ('queued', 'claimed')), \
+               status = CASE WHEN r.queue_state = 'queued' THEN 'cancelled' ELSE r.status END, \
+               exit_code = CASE WHEN r.queue_state = 'queued' THEN 143 ELSE r.exit_code END, \
+               queue_state = CASE WHEN r.queue_state = 'queued' THEN 'done' ELSE r.queue_state END, \
                updated_at = now() \
-             WHERE run_id = $1 RETURNING queue_state, status",
+             FROM (SELECT run_id, queue_state AS was FROM awf_runs WHERE run_id = $1 FOR UPDATE) o \
+             WHERE r.run_id = o.run_id RETURNING r.queue_state, r.status, o.was",
             &[&run_id.0],
         )
         .await
@@ -501,6 +503,7 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     };
     let state: String = row.get(0);
     let status: String = row.get(1);
+    let was: String = row.get(2);
     match state.as_str() {
         "claimed" => {
             let payload = serde_json::json!({"kind": "cancel", "run_id": run_id.0}).to_string();
@@ -513,9 +516,10 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
                 .map_err(fail("notify the run's worker"))?;
             Ok(CancelOutcome::Asked)
         }
-        "done" if status == "cancelled" => Ok(CancelOutcome::CancelledQueued),
+        // Cancelled by this request (it was queued); one cancelled before has ended.
+        "done" if status == "cancelled" && was == "queued" => Ok(CancelOutcome::CancelledQueued),
         "none" if status == "running" => Ok(CancelOutcome::Asked),
-        _ => Ok(CancelOutcome::Ended),
+        _ => Ok(CancelOutcome::Ended(status)),
     }
 }
 

@@ -458,7 +458,7 @@ impl RunService for PgRunService {
             )
             .with_hint("`awf history` lists recorded runs")),
             // Ended already: not live (the HTTP layer answers 204 for a known run).
-            CancelOutcome::Ended => Err(AwfError::new(
+            CancelOutcome::Ended(_) => Err(AwfError::new(
                 ErrorCode::UserFacadeRunNotFound,
                 format!("run {run_id} is not live"),
             )),

@@ -271,7 +271,9 @@ pub(crate) fn stats(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<
                 COALESCE(SUM(status = 'cancelled'), 0),
                 COALESCE(SUM(status = 'running'), 0),
                 COALESCE(SUM(CASE WHEN status != 'running' AND duration_ms IS NOT NULL THEN duration_ms END), 0),
-                COALESCE(SUM(status != 'running' AND duration_ms IS NOT NULL), 0)
+                COALESCE(SUM(status != 'running' AND duration_ms IS NOT NULL), 0),
+                COALESCE(SUM(status = 'waiting'), 0),
+                COALESCE(SUM(status = 'queued'), 0)
          FROM runs{clause}"
     );
     c.query_row(&sql, rusqlite::params_from_iter(args), |r| {
@@ -283,6 +285,8 @@ pub(crate) fn stats(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<
             failed_count: n(2)?,
             cancelled_count: n(3)?,
             running_count: n(4)?,
+            waiting_count: n(7)?,
+            queued_count: n(8)?,
             avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
         })
     })
@@ -487,6 +491,8 @@ mod tests {
                 failed_count: 1,
                 cancelled_count: 1,
                 running_count: 1,
+                waiting_count: 0,
+                queued_count: 0,
                 // (100 + 201 + 50 + 10) / 4 = 90.25
                 avg_duration_ms: Some(90),
             }
@@ -504,6 +510,8 @@ mod tests {
                 failed_count: 1,
                 cancelled_count: 0,
                 running_count: 0,
+                waiting_count: 0,
+                queued_count: 0,
                 // (100 + 201 + 10) / 3 = 103.67
                 avg_duration_ms: Some(104),
             }

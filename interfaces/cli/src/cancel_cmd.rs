@@ -2,8 +2,9 @@
 //! is: a queued one is cancelled at once (no worker will start it), a running one is stopped
 //! by its worker within a second, as `DELETE /api/executions/{id}` on any worker does.
 //!
-//! Text output: `cancelled RUN_ID` (it was queued, or is cancelled already), `cancel requested for RUN_ID (its worker
-//! stops it)` or `run RUN_ID has ended already (STATUS)`; `-f json`: `{"run_id", "status":
+//! Text output: `cancelled RUN_ID` (it was queued), `cancel requested for RUN_ID (its worker
+//! stops it)` or `run RUN_ID has ended already (STATUS)` (also for a run cancelled
+//! before); `-f json`: `{"run_id", "status":
 //! "cancelled" | "cancel_requested" | "ended"}`. Exit 0 in each case (cancelling is
 //! idempotent).
 
@@ -58,12 +59,12 @@ pub fn run(ctx: &Ctx, args: &CancelArgs) -> Result<Outcome, CliError> {
             "cancel_requested",
             format!("cancel requested for {run_id} (its worker stops it)"),
         ),
-        CancelOutcome::Ended => {
+        CancelOutcome::Ended(status) => {
             let how = w
                 .state_store()
                 .and_then(|s| s.load(&run_id))
                 .map(|s| s.status.go_name().to_owned())
-                .unwrap_or_else(|_| "ended".to_owned());
+                .unwrap_or(status);
             ("ended", format!("run {run_id} has ended already ({how})"))
         }
         CancelOutcome::Unknown => {

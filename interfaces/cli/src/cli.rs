@@ -476,9 +476,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub header_timeout: String,
     /// With `--store`: how long a claim on a queued run lasts without its heartbeat (renewed
-    /// every third of it); another worker resumes a run whose lease expired.
-    #[arg(long, value_name = "DURATION", default_value = "15s")]
-    pub lease: String,
+    /// every third of it); another worker resumes a run whose lease expired. Default 15s;
+    /// refused without `--store`.
+    #[arg(long, value_name = "DURATION")]
+    pub lease: Option<String>,
 }
 
 /// `awf acp-serve`.

@@ -246,6 +246,14 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
             crate::stdout_check::checked(writeln!(out, "Failed: {}", stats.failed_count));
             crate::stdout_check::checked(writeln!(out, "Cancelled: {}", stats.cancelled_count));
             crate::stdout_check::checked(writeln!(out, "Running: {}", stats.running_count));
+            // Only a store that has such runs says so (a shared store's queue, a run parked
+            // on a usage limit): the totals add up, as /api/history/stats's counts do.
+            if stats.waiting_count > 0 {
+                crate::stdout_check::checked(writeln!(out, "Waiting: {}", stats.waiting_count));
+            }
+            if stats.queued_count > 0 {
+                crate::stdout_check::checked(writeln!(out, "Queued: {}", stats.queued_count));
+            }
             if let Some(ms) = stats.avg_duration_ms {
                 crate::stdout_check::checked(writeln!(
                     out,

@@ -196,6 +196,18 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         awf_domain::withheld::withhold_env([name.clone()]);
     }
     let w = crate::wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?;
+    if w.store_url.is_none() && args.lease.is_some() {
+        // A lease is a worker's claim on a queued run: without a shared store there is no
+        // queue, and accepting it silently would hide a forgotten `--store`.
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "--lease applies to workers of a shared store, and none is named",
+        )
+        .with_hint(
+            "add --store postgresql://USER@HOST:PORT/DB (or export AWF_STORE=…), or drop --lease",
+        )
+        .into());
+    }
     crate::run_cmd::warn_unrecorded(&w);
     let config = w.config()?;
     let services = w.services.clone();
@@ -211,7 +223,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     let states = w.services.state_store.clone();
     let ids = Arc::clone(&services.ids);
     let max_runs = usize::try_from(args.max_runs).unwrap_or(usize::MAX);
-    let lease = lease_flag(&args.lease)?;
+    let lease = lease_flag(args.lease.as_deref().unwrap_or("15s"))?;
     let mut service = crate::wiring::http_run_service(services, max_runs, run_ttl);
     let env: Vec<(String, String)> = w
         .env
@@ -269,7 +281,21 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
                 let services = w.services.clone();
                 let cwd = w.cwd.clone();
                 Arc::new(move |mut request| {
-                    let loaded = awf_application::facade::check_start(&services, &request)?;
+                    // A queued run cannot ask for what it lacks (its worker has no pending
+                    // request for it that another worker could answer): a missing required
+                    // input is refused here, as without `ask_missing_inputs`, queuing nothing.
+                    let asked = std::mem::take(&mut request.prompt_missing_inputs);
+                    let loaded = awf_application::facade::check_start(&services, &request)
+                        .map_err(|e| {
+                            if asked && e.code() == ErrorCode::UserInputValidationFailed {
+                                e.with_hint(
+                                    "a worker of a shared store (`awf serve --store`) does not \
+                                     ask for missing inputs: give them in the body's `inputs`",
+                                )
+                            } else {
+                                e
+                            }
+                        })?;
                     if let Some(file) = &loaded.source_map.file {
                         request.identifier = cwd.join(file).display().to_string();
                     }

@@ -134,6 +134,8 @@ fn history_through_the_store() {
             failed_count: 0,
             cancelled_count: 0,
             running_count: 0,
+            waiting_count: 0,
+            queued_count: 0,
             avg_duration_ms: Some(5),
         }
     );
