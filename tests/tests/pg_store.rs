@@ -713,7 +713,11 @@ fn a_run_held_by_a_live_process_cannot_be_resumed_until_the_holder_dies() {
     let mut id = String::new();
     // The schema is awf's to create: poll the runs only once it exists.
     awf_tests::wait_for("awf to create the schema", || {
-        !psql(&db.url, "SELECT coalesce(to_regclass('awf_runs')::text, '')").is_empty()
+        !psql(
+            &db.url,
+            "SELECT coalesce(to_regclass('awf_runs')::text, '')",
+        )
+        .is_empty()
     });
     awf_tests::wait_for("the run's step to start", || {
         id = psql(

@@ -454,3 +454,18 @@ fn run_quiet_names_the_run_at_the_start_on_stderr_and_only_once_on_stdout() {
         r.stderr
     );
 }
+
+#[test]
+fn the_resume_hint_shows_a_state_name_without_control_characters() {
+    // The hint's `--from <state>` printed a real ESC where every other line escaped it.
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "esc.yaml",
+        "name: esc\nstates:\n  initial: \"s\\e[31mX\"\n  \"s\\e[31mX\":\n    type: step\n    command: \"false\"\n    on_failure: failed\n  failed:\n    type: terminal\n    status: failure\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "esc.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("--from s\\u{1b}[31mX"), "{}", r.stderr);
+    assert!(!has_controls(&r.stderr), "{:?}", r.stderr);
+}

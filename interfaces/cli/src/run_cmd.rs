@@ -616,7 +616,8 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
             "  {} {first}continue it with `awf resume {}{}`\n",
             ctx.err_style.cyan("Hint:"),
             id.0,
-            resume_from_hint(result, last_failed)
+            // A state name comes from the workflow file: no raw control characters.
+            crate::style::printable(&resume_from_hint(result, last_failed))
         ));
     }
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
