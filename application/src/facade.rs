@@ -171,24 +171,28 @@ impl Facade {
         let mut masked = Vec::new();
         for (k, v) in &snap.inputs {
             if v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k) {
-                if !given.contains(k.as_str()) {
-                    let has_default = workflow
-                        .inputs
-                        .iter()
-                        .any(|i| i.name == *k && i.default.is_some());
-                    if !has_default {
-                        masked.push(k.clone());
-                    }
+                // Only a secret the workflow declares is needed again (one it declares
+                // without a default); an undeclared input reaches no step (it is neither
+                // exported nor validated), so its masked value is simply dropped.
+                let needed = workflow
+                    .inputs
+                    .iter()
+                    .any(|i| i.name == *k && i.default.is_none());
+                if needed && !given.contains(k.as_str()) {
+                    masked.push(k.clone());
                 }
                 continue;
             }
             base.insert(k.clone(), v.clone());
         }
         if !masked.is_empty() {
-            let flags: Vec<String> = masked
-                .iter()
-                .map(|k| format!("--input {k}=<value>"))
-                .collect();
+            // The hint repeats where to resume from, so it can be run as shown.
+            let mut flags: Vec<String> = match &req.from {
+                awf_domain::ports::facade::ResumeFrom::Current => Vec::new(),
+                awf_domain::ports::facade::ResumeFrom::Previous => vec!["--from previous".into()],
+                awf_domain::ports::facade::ResumeFrom::Step(s) => vec![format!("--from {s}")],
+            };
+            flags.extend(masked.iter().map(|k| format!("--input {k}=<value>")));
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
                 format!(

@@ -65,3 +65,115 @@ fn a_resumed_runs_duration_spans_its_attempts_on_every_surface() {
     let tenths = format!("{:.1}s", (d as f64) / 1000.0);
     assert!(text.stdout.contains(&tenths), "{} vs {tenths}", text.stdout);
 }
+
+/// Greets `who`, then fails until the file `ok` exists; declares no `api_token`.
+const BASIC: &str = r#"
+name: basic
+inputs:
+  - name: who
+    type: string
+    required: true
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo "hello {{.inputs.who}}"
+    on_success: check
+  check:
+    type: step
+    command: test -f ok
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+/// Same, declaring the secret `api_token` it needs.
+const NEEDS_TOKEN: &str = r#"
+name: needs-token
+inputs:
+  - name: who
+    type: string
+    required: true
+  - name: api_token
+    type: string
+    required: true
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo "hello {{.inputs.who}}"
+    on_success: check
+  check:
+    type: step
+    command: test -f ok && test "{{.inputs.api_token}}" = supersecret1
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+fn started_id(stderr: &str, name: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("Workflow started: {name} (")))
+        .and_then(|l| l.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no run id in {stderr}"))
+        .to_owned()
+}
+
+#[test]
+fn an_undeclared_secret_named_input_does_not_block_resume() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("basic.yaml", BASIC).unwrap();
+    let r = sb
+        .run(&[
+            "run",
+            "basic.yaml",
+            "-i",
+            "who=Eve",
+            "-i",
+            "api_token=supersecret1",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(!r.stderr.contains("supersecret1"), "{}", r.stderr);
+    let id = started_id(&r.stderr, "basic");
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["resume", &id, "--from", "greet"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("must be given again"), "{}", r.stderr);
+}
+
+#[test]
+fn a_declared_secret_input_is_asked_again_with_a_hint_that_keeps_from() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("needs-token.yaml", NEEDS_TOKEN).unwrap();
+    let r = sb
+        .run(&[
+            "run",
+            "needs-token.yaml",
+            "-i",
+            "who=Eve",
+            "-i",
+            "api_token=supersecret1",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let id = started_id(&r.stderr, "needs-token");
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["resume", &id, "--from", "greet"]).unwrap();
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("api_token"), "{}", r.stderr);
+    let hint = format!("awf resume {id} --from greet --input api_token=<value>");
+    assert!(r.stderr.contains(&hint), "{}", r.stderr);
+    let r = sb
+        .run(&[
+            "resume",
+            &id,
+            "--from",
+            "greet",
+            "--input",
+            "api_token=supersecret1",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
