@@ -247,6 +247,28 @@ fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_ste
         assert_eq!(cols[0], "success", "{row}");
         assert_ne!(cols[1], a_id, "finished by another worker: {row}");
         assert!(cols[2].parse::<i64>().unwrap() >= 2, "claimed again: {row}");
+        // The taken-over run's duration spans both attempts: completed_at − started_at on
+        // every surface (GET computes it so; history, status and run_finished store it).
+        let d = psql(
+            &db.url,
+            &format!(
+                "SELECT duration_ms - (completed_at_ms - started_at_ms) FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            ),
+        );
+        assert_eq!(
+            d, "0",
+            "run {id}: duration_ms is not completed_at − started_at"
+        );
+        let v = http_serve::execution(&b, id);
+        let finished = psql(
+            &db.url,
+            &format!(
+                "SELECT envelope->'event'->'result'->>'duration_ms' FROM awf_events \
+                 WHERE run_id = '{id}' AND kind = 'run_finished' ORDER BY position DESC LIMIT 1"
+            ),
+        );
+        assert_eq!(v["duration_ms"].to_string(), finished, "{v}");
     }
     drop((b, c));
 }
