@@ -693,7 +693,8 @@ mod projection_tests {
                 Some(3),
                 millis(t(1)),
                 Some(millis(t(4))),
-                Some(40)
+                // completed_at − started_at (README), not the result's own figure.
+                Some(3)
             )
         );
         assert_eq!(p.snap.completed_at, Some(t(4)));
