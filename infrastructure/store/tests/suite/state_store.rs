@@ -134,7 +134,7 @@ fn history_through_the_store() {
             failed_count: 0,
             cancelled_count: 0,
             running_count: 0,
-            avg_duration_ms: Some(5),
+            avg_duration_ms: Some(6), // mean of completed_at − started_at
         }
     );
     assert_eq!(
