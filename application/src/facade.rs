@@ -78,6 +78,7 @@ impl Facade {
             warnings,
             mocks: req.mocks,
             resume: None,
+            first_started_at: None,
             resume_loop: Vec::new(),
             interactive: req.interactive,
             only_step: req.only_step,
@@ -180,24 +181,28 @@ impl Facade {
         let mut masked = Vec::new();
         for (k, v) in &snap.inputs {
             if v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k) {
-                if !given.contains(k.as_str()) {
-                    let has_default = workflow
-                        .inputs
-                        .iter()
-                        .any(|i| i.name == *k && i.default.is_some());
-                    if !has_default {
-                        masked.push(k.clone());
-                    }
+                // Only a secret the workflow declares is needed again (one it declares
+                // without a default); an undeclared input reaches no step (it is neither
+                // exported nor validated), so its masked value is simply dropped.
+                let needed = workflow
+                    .inputs
+                    .iter()
+                    .any(|i| i.name == *k && i.default.is_none());
+                if needed && !given.contains(k.as_str()) {
+                    masked.push(k.clone());
                 }
                 continue;
             }
             base.insert(k.clone(), v.clone());
         }
         if !masked.is_empty() {
-            let flags: Vec<String> = masked
-                .iter()
-                .map(|k| format!("--input {k}=<value>"))
-                .collect();
+            // The hint repeats where to resume from, so it can be run as shown.
+            let mut flags: Vec<String> = match &req.from {
+                awf_domain::ports::facade::ResumeFrom::Current => Vec::new(),
+                awf_domain::ports::facade::ResumeFrom::Previous => vec!["--from previous".into()],
+                awf_domain::ports::facade::ResumeFrom::Step(s) => vec![format!("--from {s}")],
+            };
+            flags.extend(masked.iter().map(|k| format!("--input {k}=<value>")));
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
                 format!(
@@ -229,6 +234,7 @@ impl Facade {
             warnings: Vec::new(),
             mocks: BTreeMap::new(),
             resume: Some((states, start)),
+            first_started_at: Some(snap.started_at),
             resume_loop,
             interactive: None,
             only_step: None,
@@ -282,6 +288,7 @@ impl Facade {
             mocks: Arc::new(l.mocks),
             interaction: Arc::clone(&interaction),
             resume: l.resume,
+            first_started_at: l.first_started_at,
             resume_loop: l.resume_loop,
             interactive: l.interactive,
             only_step: l.only_step,
@@ -328,6 +335,8 @@ struct Launch {
     warnings: Vec<String>,
     mocks: BTreeMap<String, BTreeMap<String, String>>,
     resume: Option<(BTreeMap<String, StepState>, String)>,
+    /// A resumed run's recorded start (its duration spans its attempts).
+    first_started_at: Option<std::time::SystemTime>,
     resume_loop: Vec<(String, usize)>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,

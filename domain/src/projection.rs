@@ -259,12 +259,21 @@ impl RunProjection {
             exit_code: Some(result.exit_code),
             started_at_ms: millis(s.started_at),
             completed_at_ms: Some(millis(env.at)),
-            duration_ms: Some(result.duration_ms),
+            // README: completed_at − started_at (a resumed run's spans its attempts), the
+            // figure the engine's own `duration_ms` is computed as.
+            duration_ms: Some(span_ms(s.started_at, env.at)),
             error_message: result.error.as_ref().map(|e| e.message.clone()),
             parent_run_id: s.parent_run_id.clone(),
             spend: result.spend,
         }
     }
+}
+
+/// A run's `duration_ms` from its `started_at` to its `completed_at`: the difference of their
+/// milliseconds since the epoch (as stored and shown), so it always equals completed_at −
+/// started_at of the record; 0 when the end is earlier.
+pub fn span_ms(started_at: SystemTime, completed_at: SystemTime) -> u64 {
+    millis(completed_at).saturating_sub(millis(started_at))
 }
 
 /// The stored status of a finished run: `waiting` when it ended on a usage limit that resets
@@ -684,7 +693,8 @@ mod projection_tests {
                 Some(3),
                 millis(t(1)),
                 Some(millis(t(4))),
-                Some(40)
+                // completed_at − started_at (README), not the result's own figure.
+                Some(3)
             )
         );
         assert_eq!(p.snap.completed_at, Some(t(4)));

@@ -247,6 +247,28 @@ fn a_sigkilled_workers_runs_finish_on_the_others_without_rerunning_completed_ste
         assert_eq!(cols[0], "success", "{row}");
         assert_ne!(cols[1], a_id, "finished by another worker: {row}");
         assert!(cols[2].parse::<i64>().unwrap() >= 2, "claimed again: {row}");
+        // The taken-over run's duration spans both attempts: completed_at − started_at on
+        // every surface (GET computes it so; history, status and run_finished store it).
+        let d = psql(
+            &db.url,
+            &format!(
+                "SELECT duration_ms - (completed_at_ms - started_at_ms) FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            ),
+        );
+        assert_eq!(
+            d, "0",
+            "run {id}: duration_ms is not completed_at − started_at"
+        );
+        let v = http_serve::execution(&b, id);
+        let finished = psql(
+            &db.url,
+            &format!(
+                "SELECT envelope->'event'->'result'->>'duration_ms' FROM awf_events \
+                 WHERE run_id = '{id}' AND kind = 'run_finished' ORDER BY position DESC LIMIT 1"
+            ),
+        );
+        assert_eq!(v["duration_ms"].to_string(), finished, "{v}");
     }
     drop((b, c));
 }
@@ -1859,4 +1881,67 @@ fn serve_refuses_lease_without_a_shared_store() {
     assert!(stderr.contains("USER.INPUT.VALIDATION_FAILED"), "{stderr}");
     assert!(stderr.contains("--lease"), "{stderr}");
     assert!(stderr.contains("--store"), "{stderr}");
+}
+
+/// Runs queued by `awf run --submit` or a POST to a worker are queued by their file's path
+/// but shown by their workflow's name (as `awf run` records it) while they wait: `awf
+/// history`, `awf status`, `GET /api/executions/{id}`, `/api/history`.
+#[test]
+fn queued_runs_are_shown_by_their_workflows_name_not_their_path() {
+    let db = TestDb::new();
+    let long = "name: long\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 120\n    on_success: done\n  done: {type: terminal}\n";
+    let slow = "name: slow\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    on_success: done\n  done: {type: terminal}\n";
+    let home = sandbox(&db, &[("long", long), ("slow", slow)]);
+    let a = worker(&home, &["--max-runs", "1", "--lease", "5s"]);
+    // A's one slot is taken: what follows stays queued.
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    let posted = http_serve::start_run(&a, "slow", "{}");
+    let submitted = submit(&home, "slow", &[]);
+    for id in [&posted, &submitted] {
+        assert_eq!(
+            psql(
+                &db.url,
+                &format!(
+                    "SELECT status || ' ' || workflow_name FROM awf_runs WHERE run_id = '{id}'"
+                ),
+            ),
+            "queued slow"
+        );
+        // Still queued by its path.
+        assert!(
+            psql(
+                &db.url,
+                &format!("SELECT request->>'identifier' FROM awf_runs WHERE run_id = '{id}'"),
+            )
+            .ends_with(".yaml"),
+            "{id}"
+        );
+        let s = home.run(&["status", id]).unwrap();
+        let line = s
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("Workflow:"))
+            .unwrap_or_else(|| panic!("{}", s.stdout));
+        assert!(
+            line.trim_start_matches("Workflow:")
+                .trim()
+                .starts_with("slow ("),
+            "{line}"
+        );
+        let v = http_serve::execution(&a, id);
+        assert_eq!(v["workflow_name"], "slow", "{v}");
+    }
+    let h = home.run(&["history"]).unwrap();
+    assert!(!h.stdout.contains(".yaml"), "{}", h.stdout);
+    let h = home.run(&["history", "-f", "json"]).unwrap();
+    for row in h.json().unwrap().as_array().unwrap() {
+        assert!(
+            !row["workflow_name"].as_str().unwrap().contains(".yaml"),
+            "{row}"
+        );
+    }
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/history", a.base)]);
+    assert_eq!(code, 200, "{body}");
+    assert!(!body.contains("\"workflow_name\":\"/"), "{body}");
 }

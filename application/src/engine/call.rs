@@ -180,6 +180,7 @@ impl Run {
             mocks: Arc::default(),
             interaction: Arc::clone(&self.interaction),
             resume: None,
+            first_started_at: None,
             interactive: None,
             only_step: None,
             resume_loop: Vec::new(),

@@ -112,6 +112,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         mocks: Arc::new(BTreeMap::new()),
         interaction: Arc::new(Interaction::new("guard")),
         resume: None,
+        first_started_at: None,
         resume_loop: Vec::new(),
         interactive: None,
         only_step: None,

@@ -91,12 +91,24 @@ impl Emitter {
     }
 
     pub(crate) fn emit(&self, path: &str, iteration: Option<usize>, event: RunEvent) {
+        self.emit_at(path, iteration, event, self.clock.now());
+    }
+
+    /// [`Emitter::emit`] stamped `at` (the run's start and end: the times its duration is
+    /// computed from).
+    pub(crate) fn emit_at(
+        &self,
+        path: &str,
+        iteration: Option<usize>,
+        event: RunEvent,
+        at: SystemTime,
+    ) {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         self.sink.emit(EventEnvelope {
             seq,
             run_id: self.run_id.clone(),
             parent_run_id: self.parent.clone(),
-            at: self.clock.now(),
+            at,
             path: path.to_owned(),
             iteration,
             event,
@@ -173,6 +185,9 @@ pub(crate) struct RunSpec {
     pub(crate) interaction: Arc<Interaction>,
     /// `awf resume`: states recorded by the earlier attempt, and the state to start at.
     pub(crate) resume: Option<(BTreeMap<String, StepState>, String)>,
+    /// `awf resume`: when the run first started (its recorded `started_at`); its duration
+    /// spans every attempt.
+    pub(crate) first_started_at: Option<SystemTime>,
     /// `awf resume` of a run stopped inside a top-level loop: the loop and the iteration to
     /// continue at, then the same for each loop nested in that iteration (outermost first).
     pub(crate) resume_loop: Vec<(String, usize)>,
@@ -243,6 +258,10 @@ pub(crate) struct Run {
     pub(crate) runtime: Arc<RuntimeInfo>,
     pub(crate) working_dir: PathBuf,
     pub(crate) started_at: SystemTime,
+    /// When the run first started: its `RunStarted`'s time, or a resumed run's recorded
+    /// start. Its `duration_ms` is the end's millisecond − this one's (README: completed_at −
+    /// started_at, across a resumed run's attempts).
+    pub(crate) origin: Mutex<Option<SystemTime>>,
     pub(crate) started: Instant,
     pub(crate) masker: Mutex<Masker>,
     /// String inputs exported to commands as environment variables.
@@ -419,8 +438,10 @@ impl Run {
             spec.parent_run_id.clone(),
             Arc::clone(&spec.services.clock),
         ));
+        let started_at = spec.services.clock.now();
         Self {
-            started_at: spec.services.clock.now(),
+            started_at,
+            origin: Mutex::new(spec.first_started_at),
             started: spec.services.clock.instant(),
             svc: spec.services,
             current: Mutex::new(
@@ -760,7 +781,9 @@ impl Run {
         for v in shown.values_mut() {
             masker.mask_json(v);
         }
-        self.emitter.emit(
+        let at = self.svc.clock.now();
+        lock(&self.origin).get_or_insert(at);
+        self.emitter.emit_at(
             "",
             None,
             RunEvent::RunStarted {
@@ -776,6 +799,7 @@ impl Run {
                 resumed_from: self.resume_at.clone(),
                 pid: self.svc.host.pid(),
             },
+            at,
         );
         for w in &self.warnings {
             self.log(None, LogLevel::Warn, w, "", None);
@@ -801,13 +825,15 @@ impl Run {
             // and the other runs of the same process keep theirs.
             self.svc.executor.end_scope(&self.scope.0).await;
         }
-        let result = self.result(ending);
-        self.emitter.emit(
+        let end = self.svc.clock.now();
+        let result = self.result(ending, end);
+        self.emitter.emit_at(
             "",
             None,
             RunEvent::RunFinished {
                 result: Box::new(result.clone()),
             },
+            end,
         );
         result
     }
@@ -1350,7 +1376,7 @@ impl Run {
         ending
     }
 
-    fn result(&self, ending: Ending) -> RunResult {
+    fn result(&self, ending: Ending, end: SystemTime) -> RunResult {
         let inputs = lock(&self.inputs);
         let states = lock(&self.states);
         let info = self.workflow_info();
@@ -1385,14 +1411,10 @@ impl Run {
             status: ending.status,
             exit_code: ending.exit_code,
             terminal: ending.terminal,
-            duration_ms: u64::try_from(
-                self.svc
-                    .clock
-                    .instant()
-                    .saturating_duration_since(self.started)
-                    .as_millis(),
-            )
-            .unwrap_or(u64::MAX),
+            duration_ms: awf_domain::projection::span_ms(
+                (*lock(&self.origin)).unwrap_or(self.started_at),
+                end,
+            ),
             states: states
                 .iter()
                 .map(|(k, v)| (k.clone(), StateResult::from(v)))

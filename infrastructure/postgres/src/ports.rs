@@ -66,6 +66,7 @@ const COLUMNS: &str = "run_id, workflow_id, workflow_name, status, exit_code, \
 pub(crate) fn unstarted_snapshot(
     run_id: &str,
     workflow: &str,
+    workflow_name: &str,
     status: StoredStatus,
     exit_code: Option<u8>,
     error: Option<ErrorBody>,
@@ -76,7 +77,7 @@ pub(crate) fn unstarted_snapshot(
         run_id: run_id.to_owned(),
         parent_run_id: None,
         workflow: workflow.to_owned(),
-        workflow_name: workflow.to_owned(),
+        workflow_name: workflow_name.to_owned(),
         workflow_path: None,
         status,
         current_state: String::new(),
@@ -97,7 +98,8 @@ pub(crate) fn unstarted_snapshot(
 }
 
 /// The snapshot of an unstarted row (`snapshot IS NULL AND NOT run_started`), from its
-/// columns `run_id, workflow_id, status, exit_code, error_message, submitted_at (ms)`.
+/// columns `run_id, workflow_id, status, exit_code, error_message, submitted_at (ms),
+/// workflow_name`.
 fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
     let status = parse_status(&r.get::<_, String>(2));
     let exit: Option<i32> = r.get(3);
@@ -114,6 +116,7 @@ fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
     unstarted_snapshot(
         &r.get::<_, String>(0),
         &r.get::<_, String>(1),
+        &r.get::<_, String>(6),
         status,
         exit.and_then(|e| u8::try_from(e).ok()),
         error,
@@ -202,7 +205,8 @@ impl StateStore for PgStore {
                 "read a run",
                 format!(
                     "SELECT run_id, workflow_id, status, exit_code, error_message, \
-                     (extract(epoch from submitted_at) * 1000)::bigint FROM awf_runs \
+                     (extract(epoch from submitted_at) * 1000)::bigint, workflow_name \
+                     FROM awf_runs \
                      WHERE run_id = $1 AND snapshot IS NULL AND NOT run_started \
                      AND submitted_at IS NOT NULL AND {START} IS NOT NULL"
                 ),

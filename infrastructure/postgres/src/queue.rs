@@ -60,6 +60,11 @@ use crate::unavailable;
 pub struct QueuedRequest {
     /// Workflow identifier or path (resolved on the worker).
     pub identifier: String,
+    /// The workflow's name (its `name:`, as `awf run` records it), shown for the run while it
+    /// is queued (`awf_runs.workflow_name`) instead of the path it is queued by; `None`: the
+    /// identifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// `--input k=v` values, in order.
     #[serde(default)]
     pub inputs: Vec<(String, String)>,
@@ -99,10 +104,17 @@ pub enum QueuedResume {
 }
 
 impl QueuedRequest {
+    /// This request, shown as the workflow `name` while it is queued.
+    pub fn named(mut self, name: Option<String>) -> Self {
+        self.name = name.filter(|n| !n.is_empty());
+        self
+    }
+
     /// The queued form of `req` (its environment and attachments are left out).
     pub fn of_run(req: &RunRequest) -> Self {
         Self {
             identifier: req.identifier.clone(),
+            name: None,
             inputs: req.inputs.clone(),
             config_inputs: req.config_inputs.clone(),
             working_dir: req.working_dir.clone(),
@@ -202,8 +214,9 @@ fn fail(what: &str) -> impl Fn(tokio_postgres::Error) -> AwfError + '_ {
     move |e| unavailable(what, &db_text(&e))
 }
 
-/// Inserts a queued run (`status` and `queue_state` `queued`, `workflow_id` and, until it
-/// starts, `workflow_name` = the identifier, `root_run_id` = `run_id`) and notifies
+/// Inserts a queued run (`status` and `queue_state` `queued`, `workflow_id` = the identifier
+/// it is queued by, `workflow_name` = the request's `name`, else the identifier, `root_run_id`
+/// = `run_id`) and notifies
 /// [`crate::QUEUE_CHANNEL`], in one transaction.
 ///
 /// # Errors
@@ -222,8 +235,13 @@ pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Res
         .execute(
             "INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status, \
              request, queue_state, submitted_at) \
-             VALUES ($1, $1, $2, $2, 'queued', $3, 'queued', now()) ON CONFLICT DO NOTHING",
-            &[&run_id.0, &request.identifier, &body],
+             VALUES ($1, $1, $2, $4, 'queued', $3, 'queued', now()) ON CONFLICT DO NOTHING",
+            &[
+                &run_id.0,
+                &request.identifier,
+                &body,
+                &request.name.as_deref().unwrap_or(&request.identifier),
+            ],
         )
         .await
         .map_err(fail("queue the run"))?;

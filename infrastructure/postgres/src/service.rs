@@ -60,8 +60,10 @@ pub const ANSWER_WAIT: Duration = Duration::from_secs(10);
 /// What a worker checks of a run before it queues it: the checks the run's start makes (the
 /// workflow found and valid, its inputs), returning the request as it is queued (the
 /// workflow by its file's absolute path, so that any worker runs the file this one found).
-/// The composition root provides it (the checks are the application's).
-pub type StartCheck = Arc<dyn Fn(RunRequest) -> Result<RunRequest, AwfError> + Send + Sync>;
+/// The composition root provides it (the checks are the application's), with the workflow's
+/// name (shown for the run while it is queued).
+pub type StartCheck =
+    Arc<dyn Fn(RunRequest) -> Result<(RunRequest, Option<String>), AwfError> + Send + Sync>;
 
 /// The run service of a worker of the shared store.
 pub struct PgRunService {
@@ -94,10 +96,12 @@ struct Row {
     duration_ms: Option<i64>,
     /// A parked run's reset time (schema 3).
     waiting_until: Option<std::time::SystemTime>,
+    /// The workflow's name, as shown (a queued run's too, though queued by its path).
+    workflow_name: String,
 }
 
 const ROW_COLUMNS: &str = "run_id, parent_run_id, workflow_id, status, exit_code, queue_state, \
-     snapshot->>'current_state', error_message, duration_ms, waiting_until";
+     snapshot->>'current_state', error_message, duration_ms, waiting_until, workflow_name";
 
 fn row_of(r: &tokio_postgres::Row) -> Row {
     Row {
@@ -111,6 +115,7 @@ fn row_of(r: &tokio_postgres::Row) -> Row {
         error_message: r.get(7),
         duration_ms: r.get(8),
         waiting_until: r.get(9),
+        workflow_name: r.get(10),
     }
 }
 
@@ -131,7 +136,7 @@ impl Row {
         RunView {
             run_id: RunId(self.run_id.clone()),
             parent_run_id: self.parent_run_id.clone().map(RunId),
-            workflow: self.workflow_id.clone(),
+            workflow: self.workflow_name.clone(),
             phase: RunPhase::Recorded,
             status: stored_status(&self.status),
             current_state: self.current_state.clone().filter(|c| !c.is_empty()),
@@ -237,12 +242,12 @@ impl PgRunService {
 #[async_trait::async_trait]
 impl RunService for PgRunService {
     async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
-        let request = match &self.check {
+        let (request, name) = match &self.check {
             Some(check) => check(request)?,
-            None => request,
+            None => (request, None),
         };
         let id = request.run_id.clone().unwrap_or_else(|| self.ids.run_id());
-        let queued = QueuedRequest::of_run(&request);
+        let queued = QueuedRequest::of_run(&request).named(name);
         let pool = self.store.pool().clone();
         let sid = id.clone();
         self.store

@@ -629,6 +629,11 @@ impl Worker {
                     let snap = crate::ports::unstarted_snapshot(
                         &run_id.0,
                         &claim.request.identifier,
+                        claim
+                            .request
+                            .name
+                            .as_deref()
+                            .unwrap_or(&claim.request.identifier),
                         StoredStatus::Failure,
                         Some(1),
                         Some(e.body()),

@@ -320,7 +320,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             exit_code: Some(0),
             started_at_ms: millis(t(110)),
             completed_at_ms: Some(millis(t(140))),
-            duration_ms: Some(1234),
+            duration_ms: Some(30), // completed_at − started_at
             error_message: None,
             parent_run_id: Some(p.into()),
             spend: None,
@@ -597,7 +597,7 @@ fn history_row_is_upserted_and_resume_updates_it_in_place() {
             exit_code: Some(0),
             started_at_ms: millis(t(10)),
             completed_at_ms: Some(millis(t(100))),
-            duration_ms: Some(1234),
+            duration_ms: Some(90), // completed_at − started_at
             error_message: None,
             parent_run_id: None,
             spend: None,

@@ -299,7 +299,7 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
                     if let Some(file) = &loaded.source_map.file {
                         request.identifier = cwd.join(file).display().to_string();
                     }
-                    Ok(request)
+                    Ok((request, Some(loaded.workflow.name)))
                 })
             };
             service = Arc::new(

@@ -63,7 +63,9 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
     }
     let store = awf_postgres::PgStore::connect(&url)?;
     let run_id = w.services.ids.run_id();
-    let queued = awf_postgres::queue::QueuedRequest::of_run(&request);
+    // Shown by its name (as `awf run` records it), queued by its path.
+    let queued =
+        awf_postgres::queue::QueuedRequest::of_run(&request).named(Some(loaded.workflow.name));
     let pool = store.pool().clone();
     let id = run_id.clone();
     store.block_on(async move { awf_postgres::queue::submit(&pool, &id, &queued).await })??;
