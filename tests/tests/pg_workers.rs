@@ -892,9 +892,10 @@ fn concurrent_claims_never_share_a_run_and_a_stale_epoch_changes_nothing() {
                 tasks.push(tokio::spawn(async move {
                     let mut mine = Vec::new();
                     loop {
-                        let got = queue::claim(&pool, &format!("w{w}"), 3, Duration::from_secs(60))
-                            .await
-                            .unwrap();
+                        let got =
+                            queue::claim(&pool, &format!("w{w}"), 3, Duration::from_secs(60), &[])
+                                .await
+                                .unwrap();
                         if got.is_empty() {
                             return mine;
                         }
@@ -922,7 +923,7 @@ fn concurrent_claims_never_share_a_run_and_a_stale_epoch_changes_nothing() {
     let pool = store.pool().clone();
     store
         .block_on(async move {
-            let again = queue::claim(&pool, "taker", 10, Duration::from_secs(60))
+            let again = queue::claim(&pool, "taker", 10, Duration::from_secs(60), &[])
                 .await
                 .unwrap();
             assert_eq!(again.len(), 1);
@@ -1944,4 +1945,62 @@ fn queued_runs_are_shown_by_their_workflows_name_not_their_path() {
     let (code, body, _) = http_serve::curl(&[&format!("{}/api/history", a.base)]);
     assert_eq!(code, 200, "{body}");
     assert!(!body.contains("\"workflow_name\":\"/"), "{body}");
+}
+
+/// A worker whose heartbeat came late (its lease expired on the database's clock while its
+/// run went on, as on a starved machine) does not take its own run over when it next claims:
+/// it claimed it again before (a new epoch fenced its running copy, which cancelled itself,
+/// and the run's records disagreed). Simulated by expiring the lease by hand, then waking
+/// the claim with a second run.
+#[test]
+fn a_worker_never_takes_over_a_run_it_is_still_executing() {
+    let db = TestDb::new();
+    let quick = "name: quick\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", LONG), ("quick", quick)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("w.log");
+    // A 60 s lease: the heartbeat (every 20 s) does not renew it during the test.
+    let w = logged_worker(&sb, &["--max-runs", "2", "--lease", "60s"], &log);
+    let long = submit(&sb, "long", &[]);
+    started_on(&db, &long, &w);
+    let epoch = |id: &str| {
+        psql(
+            &db.url,
+            &format!("SELECT epoch FROM awf_runs WHERE run_id = '{id}'"),
+        )
+    };
+    let before = epoch(&long);
+    psql(
+        &db.url,
+        &format!(
+            "UPDATE awf_runs SET lease_until = now() - interval '1 second' WHERE run_id = '{long}'"
+        ),
+    );
+    let quick_id = submit(&sb, "quick", &[]);
+    wait_long(&db, "the second run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{quick_id}'"
+            ),
+        ) == "success/done"
+    });
+    // The long run was not claimed again: same epoch, still claimed by the same worker,
+    // still running, and no takeover logged.
+    assert_eq!(epoch(&long), before);
+    assert_eq!(pid_of(&worker_of(&db, &long)), w.child.id());
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{long}'"),
+        ),
+        "claimed"
+    );
+    assert!(
+        log_lines(&log, &long, "took over").is_empty(),
+        "{}",
+        read_log(&log)
+    );
+    let v = http_serve::execution(&w, &long);
+    assert_eq!(v["status"], "running", "{v}");
 }

@@ -263,8 +263,15 @@ pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Res
 }
 
 /// Claims up to `n` runs for `worker_id` for `lease`: queued ones (oldest first, past their
-/// `not_before`) and claimed ones whose lease expired. Each claim sets `worker_id`,
-/// `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+/// `not_before`) and claimed ones whose lease expired, except those in `held` that this
+/// worker claimed itself (`held`: the run ids it is executing now). Each claim sets
+/// `worker_id`, `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+///
+/// A worker whose heartbeat came late (a starved process: its lease expired on the database's
+/// clock while its run went on) must not take its own run over: the new epoch fenced its
+/// running copy, which then cancelled itself while the new claim waited for that copy's lock,
+/// and the records of the run disagreed. Its next heartbeat renews the lease instead (renewal
+/// is guarded by worker and epoch, not by the lease). Another worker may still take it over.
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -273,6 +280,7 @@ pub async fn claim(
     worker_id: &str,
     n: usize,
     lease: Duration,
+    held: &[String],
 ) -> Result<Vec<Claim>, AwfError> {
     if n == 0 {
         return Ok(Vec::new());
@@ -288,13 +296,14 @@ pub async fn claim(
              FROM ( \
                  SELECT run_id, worker_id AS old_worker, queue_state AS old_state FROM awf_runs \
                  WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now())) \
-                    OR (queue_state = 'claimed' AND lease_until < now()) \
+                    OR (queue_state = 'claimed' AND lease_until < now() \
+                        AND NOT (worker_id = $1 AND run_id = ANY($4))) \
                  ORDER BY submitted_at NULLS LAST \
                  LIMIT $2 FOR UPDATE SKIP LOCKED) old \
              WHERE r.run_id = old.run_id \
              RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested, \
                  CASE WHEN old.old_state = 'claimed' THEN old.old_worker END",
-            &[&worker_id, &limit, &millis(lease)],
+            &[&worker_id, &limit, &millis(lease), &held],
         )
         .await
         .map_err(fail("claim runs"))?;

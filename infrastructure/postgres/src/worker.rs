@@ -261,9 +261,10 @@ impl Worker {
                 let lease = self.config.lease;
                 let asked = Instant::now();
                 let claimer = id.clone();
+                let mine: Vec<String> = guard(&self.held).keys().map(|r| r.0.clone()).collect();
                 match self
                     .store
-                    .run(async move { queue::claim(&pool, &claimer, free, lease).await })
+                    .run(async move { queue::claim(&pool, &claimer, free, lease, &mine).await })
                     .await
                 {
                     Ok(Ok(claims)) => {
