@@ -599,39 +599,38 @@ impl Writer {
     /// The stored snapshot of `run_id` (a resumed run), read with retries while the
     /// database is away (the events wait in the queue meanwhile).
     async fn stored_snapshot(&self, run_id: &str) -> Option<RunSnapshot> {
-        let mut backoff = BACKOFF_MIN;
-        loop {
-            match read_snapshot(&self.pool, run_id).await {
-                Ok(s) => return s,
-                Err(e) => {
-                    self.shared.report(
-                        "store",
-                        format!(
-                            "cannot read run {run_id} from the PostgreSQL store {}: {e}; retrying",
-                            self.url
-                        ),
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                }
-            }
-        }
+        self.read_retrying(&format!("run {run_id}"), || {
+            read_snapshot(&self.pool, run_id)
+        })
+        .await
     }
 
     /// The `InteractionRequired` envelopes of `root`'s stored log that no
     /// `InteractionResolved` answers (an earlier attempt's open requests), in log order;
     /// read with retries while the database is away.
     async fn stored_unresolved(&self, root: &str) -> Vec<EventEnvelope> {
+        self.read_retrying(&format!("the requests of run {root}"), || {
+            read_unresolved(&self.pool, root)
+        })
+        .await
+    }
+
+    /// `read` until it succeeds, reporting each failure (`cannot read <what> from the
+    /// PostgreSQL store …; retrying`) and backing off from `BACKOFF_MIN` to `BACKOFF_MAX`.
+    async fn read_retrying<T, F, Fut>(&self, what: &str, read: F) -> T
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
         let mut backoff = BACKOFF_MIN;
         loop {
-            match read_unresolved(&self.pool, root).await {
+            match read().await {
                 Ok(v) => return v,
                 Err(e) => {
                     self.shared.report(
                         "store",
                         format!(
-                            "cannot read the requests of run {root} from the PostgreSQL store \
-                             {}: {e}; retrying",
+                            "cannot read {what} from the PostgreSQL store {}: {e}; retrying",
                             self.url
                         ),
                     );
