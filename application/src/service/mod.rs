@@ -343,6 +343,7 @@ impl RunManager {
             registry: Arc::clone(&self.registry),
             clock: Arc::clone(&self.clock),
             start_error: parts.start_error,
+            recorders: self.facade.services().recorders.clone(),
             _lock: parts.lock,
         };
         tokio::spawn(pump.run(parts.events));
@@ -367,6 +368,9 @@ struct Pump {
     clock: Clock,
     /// Why the run never started, when its events end without `RunFinished`.
     start_error: Arc<Mutex<Option<AwfError>>>,
+    /// The recorders the run's events also went to: flushed before the run's end is shown,
+    /// so whoever sees `RunFinished` finds the run ended in the store too.
+    recorders: Vec<Arc<dyn awf_domain::event::EventPublisher>>,
     /// The run's lock: held until the run's last event (its end) was taken in.
     _lock: Option<awf_domain::ports::locks::RunLockGuard>,
 }
@@ -383,6 +387,10 @@ impl Pump {
                 let ended = self.route(&env);
                 logged.push(env);
                 if ended {
+                    // Shown only once recorded: a subscriber that saw the run end and a
+                    // process killed right after agree with the store (the end is not
+                    // lost with the recorders' queue).
+                    self.flush_recorders().await;
                     self.entry.log.append_all(logged.drain(..));
                     break 'batches;
                 }
@@ -392,6 +400,24 @@ impl Pump {
         self.finish();
         // Whatever the engine still emits after its end (nothing, normally) is dropped.
         drop(events);
+    }
+
+    /// Waits until the recorders wrote every event they were given (their own bound
+    /// applies: a recorder that cannot write reports it and returns).
+    async fn flush_recorders(&self) {
+        if self.recorders.is_empty() {
+            return;
+        }
+        let recorders = self.recorders.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || {
+            for r in &recorders {
+                r.flush();
+            }
+        })
+        .await
+        {
+            tracing::warn!(run_id = %self.entry.run_id, "flushing the run's record failed: {e}");
+        }
     }
 
     /// Takes in what `env` says about the run (its workflow, current state, requests,

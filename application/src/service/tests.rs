@@ -945,3 +945,80 @@ async fn a_step_runs_only_once_its_start_and_the_steps_before_it_are_durable() {
         "one barrier per step"
     );
 }
+
+/// A recorder that writes on its own thread, a while after each event (what the local
+/// store's writer does under load): `written` holds the `type` of each event written.
+struct LaggingRecorder {
+    queue: Mutex<Option<std::sync::mpsc::Sender<String>>>,
+    written: Arc<Mutex<Vec<String>>>,
+    idle: Arc<(Mutex<usize>, std::sync::Condvar)>,
+}
+
+impl LaggingRecorder {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let idle = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+        let (w, i) = (Arc::clone(&written), Arc::clone(&idle));
+        std::thread::spawn(move || {
+            for kind in rx {
+                std::thread::sleep(Duration::from_millis(20));
+                crate::engine::lock(&w).push(kind);
+                *crate::engine::lock(&i.0) -= 1;
+                i.1.notify_all();
+            }
+        });
+        Self {
+            queue: Mutex::new(Some(tx)),
+            written,
+            idle,
+        }
+    }
+}
+
+impl awf_domain::event::EventPublisher for LaggingRecorder {
+    fn emit(&self, event: awf_domain::event::EventEnvelope) {
+        let kind = serde_json::to_value(&event.event).unwrap()["type"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        *crate::engine::lock(&self.idle.0) += 1;
+        if let Some(q) = crate::engine::lock(&self.queue).as_ref() {
+            q.send(kind).unwrap();
+        }
+    }
+
+    fn flush(&self) {
+        let mut pending = crate::engine::lock(&self.idle.0);
+        while *pending > 0 {
+            pending = self.idle.1.wait(pending).unwrap();
+        }
+    }
+}
+
+/// A subscriber that saw a run end finds the end in the store too: the service shows
+/// `RunFinished` only after the recorders wrote it, so a server killed right after a client
+/// saw the end does not leave the run half-recorded (CI: a replay after such a kill ended
+/// at the last step's start).
+#[tokio::test]
+async fn a_run_is_shown_ended_only_once_its_recorders_wrote_the_end() {
+    let recorder = Arc::new(LaggingRecorder::new());
+    let written = Arc::clone(&recorder.written);
+    let mut svcs = services(
+        FakeRepository::new().with(steps("w", 3)),
+        FakeExecutor::new().always("step", FakeCommand::ok("out\n")),
+        None,
+    );
+    svcs.recorders = vec![recorder];
+    let svc = RunManager::new(svcs, ServiceConfig::default());
+    let id = svc.start(request("w")).await.unwrap();
+    let mut sub = svc.subscribe(&id, 1).unwrap();
+    let items = drain(&mut sub).await;
+    let Some(SubscriptionItem::Event { envelope, .. }) = items.last() else {
+        panic!("ends with an event: {items:?}");
+    };
+    assert!(matches!(envelope.event, RunEvent::RunFinished { .. }));
+    let recorded = crate::engine::lock(&written).clone();
+    assert_eq!(recorded.last().map(String::as_str), Some("run_finished"));
+    assert_eq!(recorded.len(), items.len(), "{recorded:?}");
+}
