@@ -7,8 +7,12 @@ repetition, one session:
   - spawn -> `initialize` answered (ms)
   - small-file Read (50 lines), p50 / p99 over 1,000 sequential calls on that one session
   - a 1 MB file Read, equal output: awf's Read shows at most 64 KiB (its read budget), so the
-    peer is asked for the same number of lines (`head`); and the whole 1 MB file (awf: paged
-    with `offset`/`limit`, several calls; the Node peer: one `read_text_file` call)
+    peer is asked for the same number of lines (`head`); the whole 1 MB file with its lines
+    numbered (awf: paged with `offset`/`limit`, one call per 64 KiB, as an agent reads it;
+    rust-mcp-filesystem: one `read_text_file {with_line_numbers: true}` call; the Node peer,
+    which cannot number lines: one raw `read_text_file` call); and the file in pages of as
+    many lines as awf's first call showed (awf `Read {offset, limit}`, rust-mcp-filesystem
+    `read_file_lines {offset, limit}`; the Node peer has no offset: "n/a")
   - Glob `**/*.txt` over a fixture of 10,000 small files (500 of them `.txt`, so every server
     returns the same 500 absolute paths: equal output, below awf's 1,000-path cap)
   - Grep (content search, `output_mode: content`); the Node peer has none: "n/a"
@@ -31,7 +35,8 @@ Peers:
     .cache/bench-cargo/bin/rust-mcp-filesystem exists
     (`cargo install --root .cache/bench-cargo rust-mcp-filesystem --version 0.4.5`; about
     4 minutes on 2 shared cores). Its tools: `head_file {path, lines}` (its `read_text_file`
-    has no head), `read_text_file {path}` (whole file), `search_files {path, pattern}`,
+    has no head), `read_text_file {path, with_line_numbers}` (whole file), `read_file_lines
+    {path, offset, limit}` (0-based offset), `search_files {path, pattern}`,
     `search_files_content {path, pattern: "**/*", query}` (plain-text content search).
 
 Targets (issue 11): initialized within 10 ms, small Read p50 within 0.3 ms, peak RSS under
@@ -171,27 +176,50 @@ def run_server(kind, argv, d, big_lines, env=None):
     m["small_p50"], m["small_p99"] = pct(ts, 0.5), pct(ts, 0.99)
     # 1 MB file, first n_page lines (awf's one-call output).
     m["big_head"] = statistics.median(s.timed(*rd(big, n_page))[0] for _ in range(20))
-    # Whole 1 MB file.
+    # The whole 1 MB file, lines numbered where the server can number them.
+    def pages():
+        """awf: Read with offset/limit, page after page; rust-mcp-filesystem: read_file_lines."""
+        if kind == "awf":
+            call = lambda off: s.tool("Read", {"path": big, "offset": off + 1, "limit": n_page})
+        else:
+            call = lambda off: s.tool("read_file_lines", {"path": big, "offset": off, "limit": n_page})
+        return [call(off) for off in range(0, big_lines, n_page)]
+
+    def check_pages(outs):
+        got = sum(len(awf_lines(o)) if kind == "awf" else o.count("\n") for o in outs)
+        assert got == big_lines, (kind, got, big_lines)
+
     def whole():
         # Timed: the calls only. Checking the output (splitting awf's numbered lines) happens
         # after the clock stops, so the harness's own parsing is charged to no server.
         t = time.perf_counter()
         if kind == "awf":
-            outs, off = [], 1
-            while off <= big_lines:
-                outs.append(s.tool("Read", {"path": big, "offset": off, "limit": n_page}))
-                off += n_page
+            outs = pages()
+        elif kind == "rust":
+            outs = [s.tool(rdname, {"path": big, "with_line_numbers": True})]
         else:
             outs = [s.tool(rdname, {"path": big})]
         ms = (time.perf_counter() - t) * 1e3
         if kind == "awf":
-            got = sum(len(awf_lines(o)) for o in outs)
-            assert got == big_lines, (got, big_lines)
+            check_pages(outs)
         else:
             assert outs[0].count("\n") + 1 >= big_lines
         return ms
     whole()
     m["big_whole"] = statistics.median(whole() for _ in range(5))
+
+    # The same file in pages of n_page lines, where the server reads by offset and limit.
+    def paged():
+        t = time.perf_counter()
+        outs = pages()
+        ms = (time.perf_counter() - t) * 1e3
+        check_pages(outs)
+        return ms
+    if kind == "awf" or "read_file_lines" in s.tools:
+        paged()
+        m["big_paged"] = statistics.median(paged() for _ in range(5))
+    else:
+        m["big_paged"] = None
     # Glob **/*.txt under tree/ (N_TXT absolute paths from every server).
     if kind == "awf":
         g = ("Glob", {"pattern": "**/*.txt", "cwd": tree})
@@ -270,11 +298,14 @@ def main():
               f"reps {a.reps} (medians)")
         for k, v in versions.items():
             print(f"# {k}: {v}")
+        page = getattr(run_server, "page_lines", 0)
+        n_pages = -(-big_lines // page) if page else "?"
         rows = [("spawn -> initialize answered", "init", "ms", "10 ms"),
                 (f"small Read (50 lines) p50, {SMALL_CALLS} calls", "small_p50", "ms", "0.3 ms"),
                 (f"small Read (50 lines) p99, {SMALL_CALLS} calls", "small_p99", "ms", ""),
                 (f"1 MB file, first {getattr(run_server, 'page_lines', '?')} lines (one call)", "big_head", "ms", ""),
-                (f"1 MB file, whole ({big_lines} lines; awf paged)", "big_whole", "ms", ""),
+                (f"1 MB file, whole, numbered ({big_lines} lines; awf: {n_pages} calls)", "big_whole", "ms", ""),
+                (f"1 MB file in {n_pages} pages of {page} lines (offset/limit)", "big_paged", "ms", ""),
                 (f"Glob **/*.txt, {N_FILES} files ({N_TXT} hits)", "glob", "ms", ""),
                 (f"Grep content ({N_NEEDLE} hits)", "grep", "ms", ""),
                 ("peak RSS (VmHWM)", "rss", "MB", "10 MB")]

@@ -199,8 +199,12 @@ impl ToolProvider for ToolRouter {
         // this call: masked in its record and its answer too.
         let mut masker = self.ctx.masker.clone();
         masker.extend(&Masker::from_named_values(&call.arguments));
-        let mut input = Value::Object(call.arguments.clone());
-        masker.mask_json(&mut input);
+        // The arguments as recorded (only when there is a record to write).
+        let input = self.ctx.sink.is_some().then(|| {
+            let mut input = Value::Object(call.arguments.clone());
+            masker.mask_json(&mut input);
+            input
+        });
         let result = match found {
             Some(i) => {
                 let provider = Arc::clone(&self.providers[i].provider);
@@ -217,10 +221,22 @@ impl ToolProvider for ToolRouter {
                 .as_millis(),
         )
         .unwrap_or(u64::MAX);
-        let (is_error, output) = match &result {
-            Ok(out) => (out.is_error, masker.mask(&out.text).into_owned()),
-            Err(e) => (true, masker.mask(&e.to_string()).into_owned()),
-        };
+        // Masked once: the answer and the record share the masked text (a Read answers up to
+        // its byte budget; copying it for the record cost a copy per call, issue 11).
+        let result = result.map(|mut out| {
+            let masked = match masker.mask(&out.text) {
+                std::borrow::Cow::Owned(m) => Some(m),
+                std::borrow::Cow::Borrowed(_) => None,
+            };
+            if let Some(m) = masked {
+                out.text = m;
+            }
+            if let Some(v) = out.structured.as_mut() {
+                masker.mask_json(v);
+            }
+            out
+        });
+        let is_error = result.as_ref().map_or(true, |out| out.is_error);
         span.record("tool.is_error", is_error);
         span.record("tool.duration_ms", duration_ms);
         span.in_scope(|| {
@@ -236,26 +252,26 @@ impl ToolProvider for ToolRouter {
                 "tool call"
             );
         });
-        self.record(&ToolCallRecord {
-            run_id,
-            step,
-            traceparent: self.ctx.traceparent.clone(),
-            call_id,
-            name,
-            source,
-            input,
-            output,
-            is_error,
-            started_at,
-            duration_ms,
-        });
-        result.map(|mut out| {
-            out.text = masker.mask(&out.text).into_owned();
-            if let Some(v) = out.structured.as_mut() {
-                masker.mask_json(v);
-            }
-            out
-        })
+        if let Some(input) = input {
+            let output = match &result {
+                Ok(out) => out.text.clone(),
+                Err(e) => masker.mask(&e.to_string()).into_owned(),
+            };
+            self.record(&ToolCallRecord {
+                run_id,
+                step,
+                traceparent: self.ctx.traceparent.clone(),
+                call_id,
+                name,
+                source,
+                input,
+                output,
+                is_error,
+                started_at,
+                duration_ms,
+            });
+        }
+        result
     }
 }
 
