@@ -2140,6 +2140,41 @@ fn a_run_cancelled_while_queued_ended_at_its_cancel_on_every_surface() {
 }
 
 #[test]
+fn resume_list_leaves_out_the_runs_a_live_worker_holds() {
+    let db = TestDb::new();
+    let failing = "name: failing\nstates:\n  initial: a\n  a:\n    type: step\n    command: exit 3\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", LONG), ("failing", failing)]);
+    let a = worker(&sb, &["--max-runs", "4", "--lease", "3s"]);
+    let failed = submit(&sb, "failing", &[]);
+    run_done(&db, &failed);
+    let cancelled = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &cancelled, &a);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{cancelled}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    run_done(&db, &cancelled);
+    let running = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &running, &a);
+    // Past a few renewals: still held, lease current.
+    std::thread::sleep(Duration::from_secs(2));
+    let r = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let ids: BTreeSet<String> = r
+        .json()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!ids.contains(&running), "a held run is listed: {ids:?}");
+    assert!(ids.contains(&failed) && ids.contains(&cancelled), "{ids:?}");
+}
+
+#[test]
 fn a_cancel_between_a_claim_and_its_start_keeps_the_run_from_starting() {
     use awf_domain::run::RunId;
     use awf_postgres::queue;

@@ -749,6 +749,26 @@ pub async fn requeue_resume(
     Ok(n == 1)
 }
 
+/// The top-level runs that cannot be resumed now because the queue has them: queued (a
+/// worker will start or resume them) or held by a worker whose lease is current (it is
+/// running them). `awf resume --list` leaves them out; a claim whose lease expired (its
+/// worker died) is not among them.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn busy_runs(pool: &Pool) -> Result<Vec<String>, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let rows = client
+        .query(
+            "SELECT run_id FROM awf_runs WHERE parent_run_id IS NULL \
+             AND (queue_state = 'queued' OR (queue_state = 'claimed' AND lease_until >= now()))",
+            &[],
+        )
+        .await
+        .map_err(fail("read the runs workers hold"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
 /// Registers a worker in `awf_workers` (or refreshes its row), and removes the rows of
 /// workers dead for [`STALE_WORKER`].
 ///
