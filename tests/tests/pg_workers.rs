@@ -2175,6 +2175,48 @@ fn resume_list_leaves_out_the_runs_a_live_worker_holds() {
 }
 
 #[test]
+fn delete_on_a_worker_takes_a_unique_prefix_as_get_does() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "2", "--lease", "5s"]);
+    let id = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &id, &a);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{}", a.base, &id[..13]),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run cancelled", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "cancelled/done"
+    });
+    // No run with that prefix: 404; one that two runs share: 422, as GET answers.
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/ffffffff", a.base),
+    ]);
+    assert_eq!(code, 404, "{body}");
+    // A recorded run whose id shares the first 8 characters with `id`.
+    let common = &id[..8];
+    psql(
+        &db.url,
+        &format!(
+            "INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status) \
+             VALUES ('{common}-other', '{common}-other', 'long', 'long', 'success')"
+        ),
+    );
+    let url = format!("{}/api/executions/{common}", a.base);
+    let (get_code, _, _) = http_serve::curl(&[&url]);
+    let (code, body, _) = http_serve::curl(&["-X", "DELETE", &url]);
+    assert_eq!(get_code, 422);
+    assert_eq!(code, 422, "{body}");
+}
+
+#[test]
 fn a_cancel_between_a_claim_and_its_start_keeps_the_run_from_starting() {
     use awf_domain::run::RunId;
     use awf_postgres::queue;
