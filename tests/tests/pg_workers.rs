@@ -936,7 +936,10 @@ fn concurrent_claims_never_share_a_run_and_a_stale_epoch_changes_nothing() {
                 error_message: None,
             };
             assert!(!queue::finish(&pool, &r0, &old, 1, &ended).await.unwrap());
-            assert!(!queue::mark_started(&pool, &r0, &old, 1).await.unwrap());
+            assert_eq!(
+                queue::mark_started(&pool, &r0, &old, 1).await.unwrap(),
+                queue::Marked::Lost
+            );
             assert!(
                 !queue::release(&pool, &r0, &old, 1, Duration::ZERO)
                     .await
@@ -2003,4 +2006,258 @@ fn a_worker_never_takes_over_a_run_it_is_still_executing() {
     );
     let v = http_serve::execution(&w, &long);
     assert_eq!(v["status"], "running", "{v}");
+}
+
+/// A step that sleeps, then prints and leaves a mark: a run cancelled in time leaves neither.
+fn slowish(dir: &std::path::Path) -> String {
+    let mark = dir.join("ran.txt");
+    format!(
+        "name: slowish\nstates:\n  initial: a\n  a:\n    type: step\n    command: sleep 1 && echo ran-a >> {m} && echo ran-a\n    on_success: b\n  b:\n    type: step\n    command: echo ran-b >> {m} && echo ran-b\n    on_success: done\n  done: {{type: terminal}}\n",
+        m = mark.display()
+    )
+}
+
+#[test]
+fn a_cancel_right_after_submit_always_stops_the_run_before_any_step_output() {
+    let db = TestDb::new();
+    let mut sb = sandbox(&db, &[]);
+    let wf = slowish(sb.path());
+    http_serve::add_workflows(&mut sb, &[("slowish", &wf)]);
+    let _a = worker(&sb, &["--lease", "3s", "--max-runs", "8"]);
+    let _b = worker(&sb, &["--lease", "3s", "--max-runs", "8"]);
+    let mut ids = Vec::new();
+    for _ in 0..25 {
+        let id = submit(&sb, "slowish", &[]);
+        let r = sb.run(&["cancel", &id, "-f", "json"]).unwrap();
+        assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+        let said = r.json().unwrap()["status"].as_str().unwrap().to_owned();
+        assert!(
+            said == "cancelled" || said == "cancel_requested",
+            "{said}: {}",
+            r.stdout
+        );
+        ids.push(id);
+    }
+    for id in &ids {
+        run_done(&db, id);
+    }
+    for id in &ids {
+        assert_eq!(
+            psql(
+                &db.url,
+                &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'"),
+            ),
+            "cancelled",
+            "run {id}"
+        );
+    }
+    let printed = psql(
+        &db.url,
+        "SELECT root_run_id || ' ' || kind || ' ' || envelope::text FROM awf_events \
+         WHERE kind = 'output_chunk' OR (kind = 'step_finished' AND envelope::text LIKE '%ran-%')",
+    );
+    assert_eq!(printed, "", "a cancelled run printed");
+    assert!(
+        !sb.path().join("ran.txt").exists(),
+        "{:?}",
+        std::fs::read_to_string(sb.path().join("ran.txt"))
+    );
+}
+
+/// A worker holding one long run (so what is submitted next stays queued), and a run
+/// submitted then cancelled while queued, `wait` after its submit: (worker, run id).
+fn cancelled_while_queued(db: &TestDb, sb: &Sandbox, wait: Duration) -> (Server, String) {
+    let a = worker(sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(db, &blocker, &a);
+    let queued = submit(sb, "long", &[]);
+    std::thread::sleep(wait);
+    let r = sb.run(&["cancel", &queued]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), format!("cancelled {queued}"));
+    (a, queued)
+}
+
+#[test]
+fn the_event_stream_of_a_run_cancelled_while_queued_ends_with_run_finished_cancelled() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let (a, queued) = cancelled_while_queued(&db, &sb, Duration::ZERO);
+    let frames = http_serve::follow(&a, &queued, &["--max-time", "60"]);
+    let (_, last, data) = frames.last().unwrap_or_else(|| panic!("no frame"));
+    assert_eq!(last, "run_finished", "{frames:?}");
+    assert_eq!(data["event"]["result"]["status"], "cancelled", "{data}");
+    assert_eq!(
+        data["event"]["result"]["error"]["code"], "EXECUTION.RUN.CANCELLED",
+        "{data}"
+    );
+}
+
+#[test]
+fn a_run_cancelled_while_queued_ended_at_its_cancel_on_every_surface() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let (a, queued) = cancelled_while_queued(&db, &sb, Duration::from_millis(1500));
+    let read = || {
+        let get = http_serve::execution(&a, &queued);
+        let st = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+        assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+        let st = st.json().unwrap();
+        let h = sb.run(&["history", "-f", "json"]).unwrap();
+        let h = h
+            .json()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == queued.as_str())
+            .cloned()
+            .unwrap();
+        (get, st, h)
+    };
+    let (get, st, h) = read();
+    let d = get["duration_ms"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{get}"));
+    assert!(d >= 1400, "the time it waited until cancelled: {get}");
+    assert_eq!(st["duration_ms"].as_u64(), Some(d), "{st}");
+    assert_eq!(h["duration_ms"].as_u64(), Some(d), "{h}");
+    let end = get["completed_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{get}"));
+    assert_eq!(st["completed_at"], end, "{st}");
+    assert_eq!(h["completed_at"], end, "{h}");
+    assert_eq!(get["error"]["code"], "EXECUTION.RUN.CANCELLED", "{get}");
+    assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
+    assert_eq!(get["status"], "cancelled", "{get}");
+    // Fixed: later, the same.
+    std::thread::sleep(Duration::from_millis(1500));
+    let (get2, st2, h2) = read();
+    assert_eq!(get2["duration_ms"].as_u64(), Some(d), "{get2}");
+    assert_eq!(st2["duration_ms"].as_u64(), Some(d), "{st2}");
+    assert_eq!(h2["duration_ms"].as_u64(), Some(d), "{h2}");
+    assert_eq!(get2["completed_at"], end, "{get2}");
+}
+
+#[test]
+fn resume_list_leaves_out_the_runs_a_live_worker_holds() {
+    let db = TestDb::new();
+    let failing = "name: failing\nstates:\n  initial: a\n  a:\n    type: step\n    command: exit 3\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("long", LONG), ("failing", failing)]);
+    let a = worker(&sb, &["--max-runs", "4", "--lease", "3s"]);
+    let failed = submit(&sb, "failing", &[]);
+    run_done(&db, &failed);
+    let cancelled = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &cancelled, &a);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{cancelled}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    run_done(&db, &cancelled);
+    let running = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &running, &a);
+    // Past a few renewals: still held, lease current.
+    std::thread::sleep(Duration::from_secs(2));
+    let r = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let ids: BTreeSet<String> = r
+        .json()
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!ids.contains(&running), "a held run is listed: {ids:?}");
+    assert!(ids.contains(&failed) && ids.contains(&cancelled), "{ids:?}");
+}
+
+#[test]
+fn delete_on_a_worker_takes_a_unique_prefix_as_get_does() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "2", "--lease", "5s"]);
+    let id = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &id, &a);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{}", a.base, &id[..13]),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run cancelled", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "cancelled/done"
+    });
+    // No run with that prefix: 404; one that two runs share: 422, as GET answers.
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/ffffffff", a.base),
+    ]);
+    assert_eq!(code, 404, "{body}");
+    // A recorded run whose id shares the first 8 characters with `id`.
+    let common = &id[..8];
+    psql(
+        &db.url,
+        &format!(
+            "INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status) \
+             VALUES ('{common}-other', '{common}-other', 'long', 'long', 'success')"
+        ),
+    );
+    let url = format!("{}/api/executions/{common}", a.base);
+    let (get_code, _, _) = http_serve::curl(&[&url]);
+    let (code, body, _) = http_serve::curl(&["-X", "DELETE", &url]);
+    assert_eq!(get_code, 422);
+    assert_eq!(code, 422, "{body}");
+}
+
+#[test]
+fn a_cancel_between_a_claim_and_its_start_keeps_the_run_from_starting() {
+    use awf_domain::run::RunId;
+    use awf_postgres::queue;
+    let db = TestDb::new();
+    let store = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let pool = store.pool().clone();
+    let outcome = store
+        .block_on(async move {
+            let req = queue::QueuedRequest {
+                identifier: "w".into(),
+                ..queue::QueuedRequest::default()
+            };
+            let id = RunId("r1".into());
+            queue::submit(&pool, &id, &req).await.unwrap();
+            let got = queue::claim(&pool, "w1", 1, Duration::from_secs(60), &[])
+                .await
+                .unwrap();
+            assert_eq!(got.len(), 1);
+            // Claimed, not started yet: the cancel lands in the window.
+            let outcome = queue::request_cancel(&pool, &id).await.unwrap();
+            // The worker goes on to mark it started: it must find it cancelled.
+            let _ = queue::mark_started(&pool, &id, "w1", got[0].epoch).await;
+            outcome
+        })
+        .unwrap();
+    assert_eq!(outcome, queue::CancelOutcome::CancelledQueued);
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT status || '/' || queue_state || '/' || run_started || '/' || \
+             (completed_at_ms IS NOT NULL) FROM awf_runs WHERE run_id = 'r1'",
+        ),
+        "cancelled/done/false/true"
+    );
+    // Its log ends as a cancelled run's does.
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT kind || ' ' || (envelope->'event'->'result'->>'status') FROM awf_events \
+             WHERE root_run_id = 'r1' ORDER BY position",
+        ),
+        "run_finished cancelled"
+    );
 }

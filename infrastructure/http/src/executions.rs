@@ -796,12 +796,13 @@ pub(crate) async fn get_execution(
     path = "/api/executions/{id}",
     operation_id = "cancel-execution",
     tag = "executions",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     responses(
         (status = 204, description = "Cancelled (or finished already)"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "An ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -809,7 +810,8 @@ pub(crate) async fn cancel_execution(
     State(cfg): State<Arc<HttpConfig>>,
     Path(id): Path<String>,
 ) -> Result<StatusCode, Problem> {
-    let id = RunId(id);
+    // A unique prefix is enough, as for GET (422 for an ambiguous one, 404 for none).
+    let id = cfg.service.resolve(&id)?;
     match cfg.service.cancel(&id, CancelReason::Requested) {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         // Not live: finished already (idempotent, 204), never seen (404), or recorded in a

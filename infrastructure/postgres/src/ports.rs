@@ -99,21 +99,30 @@ pub(crate) fn unstarted_snapshot(
 
 /// The snapshot of an unstarted row (`snapshot IS NULL AND NOT run_started`), from its
 /// columns `run_id, workflow_id, status, exit_code, error_message, submitted_at (ms),
-/// workflow_name`.
+/// workflow_name, completed_at_ms`. A run cancelled before it started ended at its cancel
+/// time (`completed_at_ms`, as `awf history` and GET show it) with the error a cancelled run
+/// has (`EXECUTION.RUN.CANCELLED`).
 fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
     let status = parse_status(&r.get::<_, String>(2));
     let exit: Option<i32> = r.get(3);
     let message: Option<String> = r.get(4);
     let submitted: Option<i64> = r.get(5);
-    let error = message
-        .filter(|_| status == StoredStatus::Failure)
-        .map(|m| ErrorBody {
-            code: ErrorCode::ExecutionCommandFailed,
-            message: m,
-            hints: Vec::new(),
-            details: std::collections::BTreeMap::new(),
-        });
-    unstarted_snapshot(
+    let completed: Option<i64> = r.get(7);
+    let body = |code, message| ErrorBody {
+        code,
+        message,
+        hints: Vec::new(),
+        details: std::collections::BTreeMap::new(),
+    };
+    let error = match status {
+        StoredStatus::Failure => message.map(|m| body(ErrorCode::ExecutionCommandFailed, m)),
+        StoredStatus::Cancelled => Some(body(
+            ErrorCode::ExecutionRunCancelled,
+            message.unwrap_or_else(|| crate::queue::CANCELLED_MESSAGE.to_owned()),
+        )),
+        _ => None,
+    };
+    let mut snap = unstarted_snapshot(
         &r.get::<_, String>(0),
         &r.get::<_, String>(1),
         &r.get::<_, String>(6),
@@ -121,7 +130,13 @@ fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
         exit.and_then(|e| u8::try_from(e).ok()),
         error,
         UNIX_EPOCH + Duration::from_millis(submitted.map_or(0, u64_of)),
-    )
+    );
+    if let Some(end) = completed.filter(|_| status != StoredStatus::Queued) {
+        let end = UNIX_EPOCH + Duration::from_millis(u64_of(end));
+        snap.completed_at = Some(end);
+        snap.updated_at = end;
+    }
+    snap
 }
 
 fn record(r: &tokio_postgres::Row) -> HistoryRecord {
@@ -205,8 +220,8 @@ impl StateStore for PgStore {
                 "read a run",
                 format!(
                     "SELECT run_id, workflow_id, status, exit_code, error_message, \
-                     (extract(epoch from submitted_at) * 1000)::bigint, workflow_name \
-                     FROM awf_runs \
+                     (extract(epoch from submitted_at) * 1000)::bigint, workflow_name, \
+                     completed_at_ms FROM awf_runs \
                      WHERE run_id = $1 AND snapshot IS NULL AND NOT run_started \
                      AND submitted_at IS NOT NULL AND {START} IS NOT NULL"
                 ),

@@ -390,8 +390,25 @@ pub async fn renew(pool: &Pool, worker_id: &str, lease: Duration) -> Result<Vec<
         .collect())
 }
 
-/// Marks a claimed run as started by its holder; `false` when the claim is no longer this
-/// worker's (then it must not start it).
+/// What [`mark_started`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Marked {
+    /// Marked started: the holder may run it.
+    Started,
+    /// Still this worker's claim, but someone asked to cancel it (after the claim, before
+    /// the mark): it must not run; the holder ends it `cancelled` ([`finish`]).
+    CancelRequested,
+    /// Cancelled before it started (by [`request_cancel`]: `cancelled` and `done`, its end
+    /// recorded): it must not run, and nothing is left to write.
+    Cancelled,
+    /// The claim is no longer this worker's (another took it over): it must not run.
+    Lost,
+}
+
+/// Marks a claimed run as started by its holder, unless a cancel was asked for it since the
+/// claim (the check and the mark are one statement under the row's lock, so a cancel
+/// recorded before it is always seen, and one recorded after it finds the run started and is
+/// passed to its worker).
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -400,17 +417,41 @@ pub async fn mark_started(
     run_id: &RunId,
     worker_id: &str,
     epoch: i64,
-) -> Result<bool, AwfError> {
+) -> Result<Marked, AwfError> {
     let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
     let n = client
         .execute(
             "UPDATE awf_runs SET run_started = true, updated_at = now() \
-             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND queue_state = 'claimed'",
+             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND queue_state = 'claimed' \
+               AND NOT cancel_requested",
             &[&run_id.0, &worker_id, &epoch],
         )
         .await
         .map_err(fail("mark the run started"))?;
-    Ok(n == 1)
+    if n == 1 {
+        return Ok(Marked::Started);
+    }
+    let row = client
+        .query_opt(
+            "SELECT queue_state, cancel_requested, status FROM awf_runs \
+             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3",
+            &[&run_id.0, &worker_id, &epoch],
+        )
+        .await
+        .map_err(fail("read the run's claim"))?;
+    Ok(match row {
+        Some(r) => {
+            let state: String = r.get(0);
+            let cancel: bool = r.get(1);
+            let status: String = r.get(2);
+            match state.as_str() {
+                "claimed" if cancel => Marked::CancelRequested,
+                "done" if cancel && status == "cancelled" => Marked::Cancelled,
+                _ => Marked::Lost,
+            }
+        }
+        None => Marked::Lost,
+    })
 }
 
 /// How a claimed run ended, for [`finish`].
@@ -505,22 +546,34 @@ pub enum CancelOutcome {
     Unknown,
 }
 
-/// Asks to cancel a run: a queued one is cancelled at once; a claimed one gets
-/// `cancel_requested` and a [`crate::CONTROL_CHANNEL`] notification to its worker.
+/// The message of a run cancelled before it started (the engine's for a cancelled run).
+pub const CANCELLED_MESSAGE: &str = "workflow cancelled";
+
+/// The exit code of a run cancelled before it started.
+pub const CANCELLED_EXIT: i32 = 143;
+
+/// Asks to cancel a run. One that no worker started (queued, or claimed by a worker that
+/// has not marked it started yet) is cancelled at once: `cancelled` and `done`, ended at the
+/// cancel time (`completed_at_ms`, `duration_ms` = cancel time − submit time), its error
+/// `EXECUTION.RUN.CANCELLED` and a `run_finished` event in its log, all in one transaction;
+/// a worker that claimed it finds it cancelled when it marks it started and never runs it
+/// ([`mark_started`]). A started one gets `cancel_requested` and a
+/// [`crate::CONTROL_CHANNEL`] notification to its worker.
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
 pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome, AwfError> {
-    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
-    let row = client
+    let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(fail("start a transaction"))?;
+    let row = tx
         .query_opt(
-            "UPDATE awf_runs r SET cancel_requested = (r.queue_state IN ('queued', 'claimed')), \
-               status = CASE WHEN r.queue_state = 'queued' THEN 'cancelled' ELSE r.status END, \
-               exit_code = CASE WHEN r.queue_state = 'queued' THEN 143 ELSE r.exit_code END, \
-               queue_state = CASE WHEN r.queue_state = 'queued' THEN 'done' ELSE r.queue_state END, \
-               updated_at = now() \
-             FROM (SELECT run_id, queue_state AS was FROM awf_runs WHERE run_id = $1 FOR UPDATE) o \
-             WHERE r.run_id = o.run_id RETURNING r.queue_state, r.status, o.was",
+            "SELECT queue_state, run_started, status, workflow_id, \
+               (extract(epoch from submitted_at) * 1000)::bigint, \
+               (extract(epoch from now()) * 1000)::bigint \
+             FROM awf_runs WHERE run_id = $1 FOR UPDATE",
             &[&run_id.0],
         )
         .await
@@ -529,25 +582,134 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
         return Ok(CancelOutcome::Unknown);
     };
     let state: String = row.get(0);
-    let status: String = row.get(1);
-    let was: String = row.get(2);
-    match state.as_str() {
-        "claimed" => {
-            let payload = serde_json::json!({"kind": "cancel", "run_id": run_id.0}).to_string();
-            client
-                .execute(
-                    "SELECT pg_notify($1, $2)",
-                    &[&crate::CONTROL_CHANNEL, &payload],
-                )
-                .await
-                .map_err(fail("notify the run's worker"))?;
-            Ok(CancelOutcome::Asked)
+    let started: bool = row.get(1);
+    let status: String = row.get(2);
+    let workflow: String = row.get(3);
+    let submitted: Option<i64> = row.get(4);
+    let now: i64 = row.get(5);
+    let outcome = match state.as_str() {
+        "queued" | "claimed" if !started => {
+            let end = submitted.map(|_| now);
+            let duration = submitted.map(|s| now.saturating_sub(s).max(0));
+            tx.execute(
+                "UPDATE awf_runs SET cancel_requested = true, status = 'cancelled', \
+                   exit_code = $2, queue_state = 'done', lease_until = NULL, \
+                   completed_at_ms = $3, duration_ms = $4, error_message = $5, updated_at = now() \
+                 WHERE run_id = $1",
+                &[
+                    &run_id.0,
+                    &CANCELLED_EXIT,
+                    &end,
+                    &duration,
+                    &CANCELLED_MESSAGE,
+                ],
+            )
+            .await
+            .map_err(fail("cancel the run"))?;
+            record_unstarted_end(&tx, run_id, &workflow, now, duration).await?;
+            CancelOutcome::CancelledQueued
         }
-        // Cancelled by this request (it was queued); one cancelled before has ended.
-        "done" if status == "cancelled" && was == "queued" => Ok(CancelOutcome::CancelledQueued),
-        "none" if status == "running" => Ok(CancelOutcome::Asked),
-        _ => Ok(CancelOutcome::Ended(status)),
-    }
+        // A queued resume of a run that ran before: cancelled at once, its record kept.
+        "queued" => {
+            tx.execute(
+                "UPDATE awf_runs SET cancel_requested = true, status = 'cancelled', \
+                   exit_code = $2, queue_state = 'done', updated_at = now() WHERE run_id = $1",
+                &[&run_id.0, &CANCELLED_EXIT],
+            )
+            .await
+            .map_err(fail("cancel the run"))?;
+            CancelOutcome::CancelledQueued
+        }
+        "claimed" => {
+            tx.execute(
+                "UPDATE awf_runs SET cancel_requested = true, updated_at = now() \
+                 WHERE run_id = $1",
+                &[&run_id.0],
+            )
+            .await
+            .map_err(fail("ask to cancel the run"))?;
+            let payload = serde_json::json!({"kind": "cancel", "run_id": run_id.0}).to_string();
+            tx.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::CONTROL_CHANNEL, &payload],
+            )
+            .await
+            .map_err(fail("notify the run's worker"))?;
+            CancelOutcome::Asked
+        }
+        "none" if status == "running" => CancelOutcome::Asked,
+        _ => CancelOutcome::Ended(status),
+    };
+    tx.commit().await.map_err(fail("commit the cancel"))?;
+    Ok(outcome)
+}
+
+/// Appends the `run_finished` event of a run cancelled before it started (result
+/// `cancelled`, its exit code, duration and `EXECUTION.RUN.CANCELLED` error) to its log, at
+/// `at_ms`, and notifies [`crate::EVENTS_CHANNEL`]: its event stream ends as a run cancelled
+/// while running does.
+async fn record_unstarted_end(
+    tx: &deadpool_postgres::Transaction<'_>,
+    run_id: &RunId,
+    workflow: &str,
+    at_ms: i64,
+    duration: Option<i64>,
+) -> Result<(), AwfError> {
+    use awf_domain::event::EventEnvelope;
+    use awf_domain::event::RunEvent;
+    use awf_domain::run::RunResult;
+    use awf_domain::run::RunStatus;
+    let next = tx
+        .query_one(
+            "SELECT COALESCE(MAX(position), 0) + 1, \
+               COALESCE(MAX(seq) FILTER (WHERE run_id = $1), 0) + 1 \
+             FROM awf_events WHERE root_run_id = $1",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("read the run's log"))?;
+    let (position, seq): (i64, i64) = (next.get(0), next.get(1));
+    let result = RunResult {
+        run_id: Some(run_id.clone()),
+        workflow: workflow.to_owned(),
+        status: RunStatus::Cancelled,
+        exit_code: u8::try_from(CANCELLED_EXIT).unwrap_or(u8::MAX),
+        terminal: None,
+        duration_ms: duration.and_then(|d| u64::try_from(d).ok()).unwrap_or(0),
+        states: BTreeMap::new(),
+        outputs: BTreeMap::new(),
+        error: Some(AwfError::new(ErrorCode::ExecutionRunCancelled, CANCELLED_MESSAGE).body()),
+        message: None,
+        spend: None,
+    };
+    let envelope = EventEnvelope {
+        seq: u64::try_from(seq).unwrap_or(1),
+        run_id: run_id.clone(),
+        parent_run_id: None,
+        at: std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0)),
+        path: String::new(),
+        iteration: None,
+        event: RunEvent::RunFinished {
+            result: Box::new(result),
+        },
+    };
+    let body = serde_json::to_value(&envelope)
+        .map(crate::storable)
+        .map_err(|e| unavailable("encode the run's end", &e))?;
+    tx.execute(
+        "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope) \
+         VALUES ($1, $2, $1, $3, 'run_finished', $4) ON CONFLICT DO NOTHING",
+        &[&run_id.0, &position, &seq, &body],
+    )
+    .await
+    .map_err(fail("record the run's end"))?;
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&crate::EVENTS_CHANNEL, &run_id.0],
+    )
+    .await
+    .map_err(fail("notify the run's followers"))?;
+    Ok(())
 }
 
 /// Queues a resume of a recorded run that ended (`failure`, `cancelled`, `waiting`, or a
@@ -585,6 +747,26 @@ pub async fn requeue_resume(
             .map_err(fail("notify the workers"))?;
     }
     Ok(n == 1)
+}
+
+/// The top-level runs that cannot be resumed now because the queue has them: queued (a
+/// worker will start or resume them) or held by a worker whose lease is current (it is
+/// running them). `awf resume --list` leaves them out; a claim whose lease expired (its
+/// worker died) is not among them.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn busy_runs(pool: &Pool) -> Result<Vec<String>, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let rows = client
+        .query(
+            "SELECT run_id FROM awf_runs WHERE parent_run_id IS NULL \
+             AND (queue_state = 'queued' OR (queue_state = 'claimed' AND lease_until >= now()))",
+            &[],
+        )
+        .await
+        .map_err(fail("read the runs workers hold"))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
 }
 
 /// Registers a worker in `awf_workers` (or refreshes its row), and removes the rows of

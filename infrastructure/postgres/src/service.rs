@@ -7,7 +7,8 @@
 //! |---|---|
 //! | `start` | checks the run as its start would (the [`StartCheck`] given), then submits it to the queue (any worker may run it); the id is made here |
 //! | `resume` | a queued resume of a recorded run that ended (else the local resume) |
-//! | `get`, `resolve` | local runs first, else `awf_runs` rows |
+//! | `get` | local runs first, else `awf_runs` rows |
+//! | `resolve` | an exact id, else a prefix among the `awf_runs` rows (unique across the store), else the local runs |
 //! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
 //! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected |
@@ -304,11 +305,9 @@ impl RunService for PgRunService {
         if let Some(r) = self.row(&q)? {
             return Ok(RunId(r.run_id));
         }
-        match self.local.resolve(&q) {
-            Ok(id) => return Ok(id),
-            Err(e) if !not_found_here(&e) => return Err(e),
-            Err(_) => {}
-        }
+        // A prefix among every run of the store (the runs this worker holds are rows too):
+        // one that is unique here but shared with another worker's run is ambiguous, on
+        // every worker alike.
         let pool = self.store.pool().clone();
         let prefix = crate::storable_text(&q);
         let ids: Vec<String> = self.blocking(async move {
@@ -324,7 +323,7 @@ impl RunService for PgRunService {
             Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
         })?;
         match ids.as_slice() {
-            [] => Err(unknown(&q)),
+            [] => self.local.resolve(&q),
             [one] => Ok(RunId(one.clone())),
             many => Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,

@@ -92,11 +92,29 @@ struct Held {
     lost: bool,
     /// Whether a cancel request was passed on already.
     cancelled: bool,
+    /// Whether a cancel request was seen before the local run started: passed on as soon as
+    /// it starts ([`Worker::drive`]), so a cancel of a just-claimed run is never dropped.
+    cancel_seen: bool,
     /// Whether its run ended here and its end is being recorded (the row may be `done`
     /// already: not a lost claim).
     ending: bool,
     /// Since when its end is being recorded (set with `ending`).
     ending_since: Option<Instant>,
+}
+
+impl Held {
+    /// Notes a cancel request for this claim; whether to cancel the local run now (it was
+    /// started and not cancelled yet). Before the run starts the request is kept
+    /// (`cancel_seen`) and passed on once it has started.
+    fn take_cancel(&mut self) -> bool {
+        if !self.started {
+            self.cancel_seen = true;
+            return false;
+        }
+        let first = !self.cancelled;
+        self.cancelled = true;
+        first
+    }
 }
 
 /// A worker. Build with [`Worker::new`], then [`Worker::spawn`]; [`Worker::drain`] at the end.
@@ -296,6 +314,7 @@ impl Worker {
                                     started: false,
                                     lost: false,
                                     cancelled: false,
+                                    cancel_seen: false,
                                     ending: false,
                                     ending_since: None,
                                 },
@@ -349,13 +368,14 @@ impl Worker {
                                     // Renewed as of when it was asked (the lease runs from
                                     // the database's now, a little later).
                                     h.renewed = asked;
-                                    if r.cancel_requested && !h.cancelled {
-                                        h.cancelled = true;
+                                    if r.cancel_requested && h.take_cancel() {
                                         cancel.push(run_id.clone());
                                     }
                                 }
-                                // Claimed after the renewal was asked: not in its answer.
-                                _ if h.lost || h.ending || h.claimed >= asked => {}
+                                // Claimed after the renewal was asked: not in its answer. Not
+                                // started here yet: its start finds out whether it is still
+                                // this worker's (or was cancelled before it started).
+                                _ if h.lost || h.ending || h.claimed >= asked || !h.started => {}
                                 _ => {
                                     h.lost = true;
                                     lost.push(run_id.clone());
@@ -421,13 +441,9 @@ impl Worker {
                 continue;
             };
             for run_id in cancels {
-                let first = guard(&self.held).get_mut(&run_id).is_some_and(|h| {
-                    let first = !h.cancelled && h.started;
-                    if first {
-                        h.cancelled = true;
-                    }
-                    first
-                });
+                let first = guard(&self.held)
+                    .get_mut(&run_id)
+                    .is_some_and(Held::take_cancel);
                 if first {
                     let _ = self.local.cancel(&run_id, CancelReason::Requested);
                 }
@@ -465,10 +481,19 @@ impl Worker {
         // was unreachable): give it back in case it is still this claim (the release is
         // fenced by the epoch: it changes nothing once another worker holds it), so that it
         // is resumed rather than left to this worker's renewals.
-        let outcome = if lost {
-            Outcome::Release(Duration::ZERO)
-        } else {
-            outcome
+        let outcome = match outcome {
+            Outcome::Done(ended) => {
+                log_end(
+                    &run_id,
+                    &claim.request.identifier,
+                    &self.config.worker_id,
+                    &Outcome::Done(ended),
+                );
+                self.forget(&run_id, claim.epoch);
+                return;
+            }
+            _ if lost => Outcome::Release(Duration::ZERO),
+            outcome => outcome,
         };
         // `done` says everything of the run is recorded: its events reach the store first
         // (the recorder retries through a restart of the server; bounded by its flush).
@@ -494,6 +519,7 @@ impl Worker {
                         Outcome::Release(delay) => {
                             queue::release(&pool, &i, &w, epoch, delay).await
                         }
+                        Outcome::Done(_) => Ok(true),
                     }
                 });
                 let last = *abandon.borrow_and_update();
@@ -536,11 +562,16 @@ impl Worker {
                 }
             }
         }
+        self.forget(&run_id, claim.epoch);
+    }
+
+    /// Drops this claim's entry (only this claim's: once released, the run may be claimed
+    /// again already) and wakes the claim loop.
+    fn forget(&self, run_id: &RunId, epoch: i64) {
         {
-            // Only this claim's entry: once released, the run may be claimed again already.
             let mut held = guard(&self.held);
-            if held.get(&run_id).is_some_and(|h| h.epoch == claim.epoch) {
-                held.remove(&run_id);
+            if held.get(run_id).is_some_and(|h| h.epoch == epoch) {
+                held.remove(run_id);
             }
         }
         self.wake.notify_waiters();
@@ -591,8 +622,23 @@ impl Worker {
             .run(async move { queue::mark_started(&pool, &id, &worker, epoch).await })
             .await
         {
-            Ok(Ok(true)) => {}
-            Ok(Ok(false)) => {
+            Ok(Ok(queue::Marked::Started)) => {}
+            // Cancelled between the claim and now: never run a step of it.
+            Ok(Ok(queue::Marked::CancelRequested)) => {
+                return Outcome::Ended(Ended {
+                    status: "cancelled".to_owned(),
+                    exit_code: Some(i32::from(CancelReason::Requested.exit_code())),
+                    error_message: Some(queue::CANCELLED_MESSAGE.to_owned()),
+                });
+            }
+            Ok(Ok(queue::Marked::Cancelled)) => {
+                return Outcome::Done(Ended {
+                    status: "cancelled".to_owned(),
+                    exit_code: Some(queue::CANCELLED_EXIT),
+                    error_message: Some(queue::CANCELLED_MESSAGE.to_owned()),
+                });
+            }
+            Ok(Ok(queue::Marked::Lost)) => {
                 if let Some(h) = guard(&self.held).get_mut(run_id) {
                     h.lost = true;
                 }
@@ -656,7 +702,10 @@ impl Worker {
             match held.get_mut(run_id) {
                 Some(h) => {
                     h.started = true;
-                    h.lost || (claim.cancel_requested && !h.cancelled)
+                    // A cancel asked before it started here (seen by the control loop or a
+                    // heartbeat while it was starting) is passed on now.
+                    let cancel = (claim.cancel_requested || h.cancel_seen) && h.take_cancel();
+                    h.lost || cancel
                 }
                 None => false,
             }
@@ -694,7 +743,7 @@ fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
             e.exit_code.unwrap_or(1),
             e.error_message.as_deref().unwrap_or("no error message")
         ),
-        Outcome::Ended(e) => tracing::info!(
+        Outcome::Ended(e) | Outcome::Done(e) => tracing::info!(
             run_id = %run_id,
             workflow,
             worker,
@@ -713,8 +762,12 @@ fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
 /// What to do with a claim once its run is over here.
 #[derive(Debug, Clone)]
 enum Outcome {
+    /// Mark it done with how it ended.
     Ended(Ended),
+    /// Give it back to the queue after the delay.
     Release(Duration),
+    /// Nothing to write: its end is recorded already (cancelled before it started).
+    Done(Ended),
 }
 
 /// Whether a resume was refused because another process still holds or runs the run.

@@ -153,7 +153,21 @@ pub fn resumable_json(s: &RunSnapshot, progress: &str) -> serde_json::Value {
 }
 
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
-    let runs = awf_application::runs::resumable_runs(w.state_store()?.as_ref())?;
+    let mut runs = awf_application::runs::resumable_runs(w.state_store()?.as_ref())?;
+    // On the shared store: not the runs a worker holds now (its lease current) or will
+    // start (queued); they cannot be resumed while so.
+    if let Some(url) = w.store_url.as_deref() {
+        let store = match w.pg.get() {
+            Some(pg) => pg.clone(),
+            None => wiring::open_shared(url)?,
+        };
+        let pool = store.pool().clone();
+        let busy: std::collections::BTreeSet<String> = store
+            .block_on(async move { awf_postgres::queue::busy_runs(&pool).await })??
+            .into_iter()
+            .collect();
+        runs.retain(|s| !busy.contains(&s.run_id));
+    }
     let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     let mut out = std::io::stdout().lock();
     let text = match ctx.format {
