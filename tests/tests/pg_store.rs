@@ -1334,3 +1334,30 @@ fn the_store_url_is_withheld_from_the_steps() {
     assert!(out.contains("end"), "{v}");
     assert!(!out.contains("AWF_STORE"), "{out}");
 }
+
+/// A column of another type than this awf reads (a schema changed by hand) is a
+/// `SYSTEM.STORE.UNAVAILABLE` error naming the column, not a panic of the store's runtime
+/// (`Row::get` panicked: "thread 'awf-postgres' panicked … error retrieving column").
+#[test]
+fn a_column_of_an_unexpected_type_is_a_store_error_not_a_panic() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    let store = Store::Url(db.url.clone());
+    let r = awf(&sb, &store, &["run", "greet.yaml", "-f", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    psql(
+        &db.url,
+        "ALTER TABLE awf_runs ALTER COLUMN exit_code TYPE bigint",
+    );
+    for args in [vec!["history", "-f", "json"], vec!["history"]] {
+        let r = awf(&sb, &store, &args);
+        assert_eq!(r.code, 4, "{args:?}: {} {}", r.stdout, r.stderr);
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            text.contains("SYSTEM.STORE.UNAVAILABLE")
+                && text.contains("exit_code")
+                && !text.contains("panicked"),
+            "{args:?}: {text}"
+        );
+    }
+}

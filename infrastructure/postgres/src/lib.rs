@@ -308,6 +308,25 @@ pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
     )
 }
 
+/// Column `idx` of `row` as a `T`. A column that is missing or of another type than this awf
+/// reads (a schema changed by hand, say) is `SYSTEM.STORE.UNAVAILABLE` naming the column,
+/// never a panic (`Row::get` panics, and a panic would stop the store's runtime task).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the column cannot be read as a `T`.
+pub fn column<'a, T>(row: &'a tokio_postgres::Row, idx: usize) -> Result<T, AwfError>
+where
+    T: tokio_postgres::types::FromSql<'a>,
+{
+    row.try_get(idx).map_err(|e| {
+        let name = row.columns().get(idx).map_or_else(
+            || format!("column {idx}"),
+            |c| format!("column {:?}", c.name()),
+        );
+        unavailable(&format!("read {name} of a row"), &with_causes(&e))
+    })
+}
+
 /// `e` with the store's (redacted) URL in its message, and a hint that fits its cause
 /// ([`hint_for`]) when it has none.
 fn naming(e: AwfError, url: &str) -> AwfError {
@@ -548,14 +567,17 @@ async fn current_version(client: &deadpool_postgres::Client) -> Result<Option<i3
         .query_one("SELECT to_regclass('awf_schema') IS NOT NULL", &[])
         .await
         .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
-    if !row.get::<_, bool>(0) {
+    if !column::<bool>(&row, 0)? {
         return Ok(None);
     }
     let row = client
         .query_opt("SELECT max(version) FROM awf_schema", &[])
         .await
         .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
-    Ok(row.and_then(|r| r.get::<_, Option<i32>>(0)))
+    match row {
+        Some(r) => column::<Option<i32>>(&r, 0),
+        None => Ok(None),
+    }
 }
 
 /// `SYSTEM.STORE.SCHEMA_NEWER` for a database at `version`.
@@ -596,7 +618,7 @@ async fn migrate(pool: &Pool) -> Result<(), AwfError> {
         .await
         .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
     let current: i32 = match row {
-        Some(r) => r.get(0),
+        Some(r) => column(&r, 0)?,
         None => {
             tx.execute("INSERT INTO awf_schema (version) VALUES (0)", &[])
                 .await

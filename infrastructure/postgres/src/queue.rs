@@ -50,6 +50,7 @@ use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
 
+use crate::column;
 use crate::db_text;
 use crate::unavailable;
 
@@ -307,22 +308,21 @@ pub async fn claim(
         )
         .await
         .map_err(fail("claim runs"))?;
-    Ok(rows
-        .iter()
+    rows.iter()
         .map(|r| {
-            let request: Option<Value> = r.get(2);
-            Claim {
-                run_id: RunId(r.get(0)),
-                epoch: r.get(1),
+            let request: Option<Value> = column(r, 2)?;
+            Ok(Claim {
+                run_id: RunId(column(r, 0)?),
+                epoch: column(r, 1)?,
                 request: request
                     .and_then(|v| serde_json::from_value(v).ok())
                     .unwrap_or_default(),
-                run_started: r.get(3),
-                cancel_requested: r.get(4),
-                taken_from: r.get(5),
-            }
+                run_started: column(r, 3)?,
+                cancel_requested: column(r, 4)?,
+                taken_from: column(r, 5)?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// A claim as the database still holds it for this worker (from [`renew`]).
@@ -380,14 +380,15 @@ pub async fn renew(pool: &Pool, worker_id: &str, lease: Duration) -> Result<Vec<
         .await
         .map_err(fail("record the heartbeat"))?;
     prune_workers(&client).await?;
-    Ok(rows
-        .iter()
-        .map(|r| Held {
-            run_id: RunId(r.get(0)),
-            epoch: r.get(1),
-            cancel_requested: r.get(2),
+    rows.iter()
+        .map(|r| {
+            Ok(Held {
+                run_id: RunId(column(r, 0)?),
+                epoch: column(r, 1)?,
+                cancel_requested: column(r, 2)?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// Marks a claimed run as started by its holder; `false` when the claim is no longer this
@@ -528,9 +529,9 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     let Some(row) = row else {
         return Ok(CancelOutcome::Unknown);
     };
-    let state: String = row.get(0);
-    let status: String = row.get(1);
-    let was: String = row.get(2);
+    let state: String = column(&row, 0)?;
+    let status: String = column(&row, 1)?;
+    let was: String = column(&row, 2)?;
     match state.as_str() {
         "claimed" => {
             let payload = serde_json::json!({"kind": "cancel", "run_id": run_id.0}).to_string();
@@ -666,15 +667,20 @@ pub async fn control_for(
         .await
         .map_err(fail("read pending answers"))?;
     Ok((
-        cancels.iter().map(|r| RunId(r.get(0))).collect(),
+        cancels
+            .iter()
+            .map(|r| column(r, 0).map(RunId))
+            .collect::<Result<_, _>>()?,
         answers
             .iter()
-            .map(|r| PendingAnswer {
-                request_id: r.get(0),
-                run_id: RunId(r.get(1)),
-                answer: r.get(2),
+            .map(|r| {
+                Ok(PendingAnswer {
+                    request_id: column(r, 0)?,
+                    run_id: RunId(column(r, 1)?),
+                    answer: column(r, 2)?,
+                })
             })
-            .collect(),
+            .collect::<Result<_, AwfError>>()?,
     ))
 }
 

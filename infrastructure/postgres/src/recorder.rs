@@ -793,7 +793,7 @@ impl Writer {
                 .query_one(&max_position, &[&root])
                 .await
                 .map_err(|e| db_text(&e))?;
-            let max: i64 = row.get(0);
+            let max: i64 = col(&row, 0)?;
             let max_seqs = tx
                 .prepare_cached(
                     "SELECT run_id, MAX(seq) FROM awf_events WHERE root_run_id = $1 \
@@ -806,8 +806,8 @@ impl Writer {
                 .await
                 .map_err(|e| db_text(&e))?
             {
-                let run: String = r.get(0);
-                let seq: i64 = r.get(1);
+                let run: String = col(&r, 0)?;
+                let seq: i64 = col(&r, 1)?;
                 self.next_seq.insert(run, seq + 1);
             }
             self.next_pos.insert(root, max + 1);
@@ -1061,7 +1061,11 @@ async fn read_unresolved(pool: &Pool, root: &str) -> Result<Vec<EventEnvelope>, 
         .map_err(|e| db_text(&e))?;
     Ok(rows
         .iter()
-        .filter_map(|r| serde_json::from_value::<EventEnvelope>(r.get(0)).ok())
+        .filter_map(|r| {
+            col::<Value>(r, 0)
+                .ok()
+                .and_then(|v| serde_json::from_value::<EventEnvelope>(v).ok())
+        })
         .collect())
 }
 
@@ -1081,6 +1085,14 @@ pub(crate) async fn read_snapshot(
     let Some(row) = row else {
         return Ok(None);
     };
-    let v: Option<Value> = row.get(0);
+    let v: Option<Value> = col(&row, 0)?;
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+/// [`crate::column`] with the error's text, as this module reports errors.
+fn col<'a, T>(row: &'a tokio_postgres::Row, idx: usize) -> Result<T, String>
+where
+    T: tokio_postgres::types::FromSql<'a>,
+{
+    crate::column(row, idx).map_err(|e| e.message().to_owned())
 }
