@@ -1335,6 +1335,56 @@ fn the_store_url_is_withheld_from_the_steps() {
     assert!(!out.contains("AWF_STORE"), "{out}");
 }
 
+/// A read-only role (SELECT on the awf_* tables) that runs a workflow is refused at once,
+/// before any step runs: `SYSTEM.STORE.UNAVAILABLE` (exit 4) naming the privileges it lacks,
+/// with the permission hint. Its writes used to be retried as if the server were away
+/// (`…42501: permission denied for table awf_runs; retrying`), the run waiting 30 s for
+/// each record, and nothing was recorded.
+#[test]
+fn a_read_only_user_that_runs_a_workflow_is_refused_at_once_with_the_permission_hint() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    // The schema exists (created by the owner); the role may only read it.
+    let r = sb.run(&["--store", &db.url, "history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = format!("{}_ro", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
+    );
+    let ro = as_user(&db.url, &role);
+    for args in [
+        vec!["--store", &ro, "run", "greet.yaml"],
+        vec!["--store", &ro, "run", "greet.yaml", "-f", "json"],
+        vec!["--store", &ro, "run", "--submit", "greet.yaml"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let r = sb.run(&args).unwrap();
+        let took = t0.elapsed();
+        assert_eq!(r.code, 4, "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(took < Duration::from_secs(10), "{args:?}: took {took:?}");
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            text.contains("SYSTEM.STORE.UNAVAILABLE")
+                && text.contains("42501")
+                && text.contains("INSERT on awf_runs")
+                && text.contains("the user of the URL needs SELECT")
+                && !text.contains("retrying")
+                && !text.contains("is running"),
+            "{args:?}: {text}"
+        );
+        assert!(!text.contains("Workflow started"), "{args:?}: {text}");
+    }
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), "0");
+    // The same role still reads: history and status need SELECT only.
+    let r = sb.run(&["--store", &ro, "history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    drop(db);
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
 /// A column of another type than this awf reads (a schema changed by hand) is a
 /// `SYSTEM.STORE.UNAVAILABLE` error naming the column, not a panic of the store's runtime
 /// (`Row::get` panicked: "thread 'awf-postgres' panicked … error retrieving column").

@@ -123,6 +123,8 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     } else {
         wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     };
+    // A user that may only read the shared store is refused before anything starts.
+    w.check_store_writable()?;
     let config = w.config()?;
     if !ctx.json() && !ctx.quiet {
         let mut err = std::io::stderr().lock();
