@@ -2004,3 +2004,64 @@ fn a_worker_never_takes_over_a_run_it_is_still_executing() {
     let v = http_serve::execution(&w, &long);
     assert_eq!(v["status"], "running", "{v}");
 }
+
+/// A workflow whose step succeeds only with the secret input's real value.
+const SECRET_WF: &str = "name: sec\ninputs:\n  - name: api_token\n    type: string\n    required: true\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"echo token={{.inputs.api_token}} && test '{{.inputs.api_token}}' = tok-s3cr3t-value\"\n    on_success: done\n  done: {type: terminal}\n";
+
+/// `awf run --submit` with an input the workflow does not declare says what `awf run` says
+/// (the same `WARN` line on stderr), queues the run, and the worker runs it (the input
+/// reaches no step's environment, as with `awf run`). It used to queue silently, and the
+/// worker then failed the run (USER.INPUT.VALIDATION_FAILED).
+#[test]
+fn submit_warns_about_an_undeclared_input_as_awf_run_does_and_the_worker_runs_it() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("sec", SECRET_WF)]);
+    let args = |submit: bool| {
+        let mut a = vec!["run"];
+        if submit {
+            a.push("--submit");
+        }
+        a.extend([
+            "sec",
+            "-i",
+            "api_token=tok-s3cr3t-value",
+            "-i",
+            "undeclared=x",
+        ]);
+        a
+    };
+    let warning = "WARN input 'undeclared' is not declared by workflow 'sec'; templates see it, \
+                   commands do not get it as an environment variable";
+    let direct = sb.run(&args(false)).unwrap();
+    assert_eq!(direct.code, 0, "{}", direct.stderr);
+    assert!(
+        direct.stderr.lines().any(|l| l.trim() == warning),
+        "{}",
+        direct.stderr
+    );
+    let r = sb.run(&args(true)).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.lines().any(|l| l.trim() == warning),
+        "{}",
+        r.stderr
+    );
+    let id = r.stdout.trim().to_owned();
+    // `--log-level error` hides it, as it hides `awf run`'s.
+    let quiet = sb
+        .run(&[&["--log-level", "error"][..], &args(true)[..]].concat())
+        .unwrap();
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("WARN"), "{}", quiet.stderr);
+    let _w = worker(&sb, &["--lease", "5s"]);
+    run_done(&db, &id);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || ' ' || coalesce(error_message, '-') FROM awf_runs WHERE run_id = '{id}'"
+            ),
+        ),
+        "success -"
+    );
+}

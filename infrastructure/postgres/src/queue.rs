@@ -87,6 +87,12 @@ pub struct QueuedRequest {
     /// Whether missing inputs are asked for (answered through any worker).
     #[serde(default)]
     pub prompt_missing_inputs: bool,
+    /// Whether inputs the workflow does not declare are let through (warned about, as `awf
+    /// run` does: they reach no step's environment) rather than refused: set for `awf run
+    /// --submit`, which warns as `awf run` does; a request of a remote front-end (HTTP) is
+    /// refused such inputs when posted, and by the worker should one get through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_undeclared_inputs: bool,
     /// Set for a queued resume: where to restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<QueuedResume>,
@@ -123,6 +129,7 @@ impl QueuedRequest {
             interactive: req.interactive.as_ref().map(|i| i.breakpoints.clone()),
             auto_approve: req.auto_approve,
             prompt_missing_inputs: req.prompt_missing_inputs,
+            allow_undeclared_inputs: !req.refuse_undeclared_inputs,
             resume: None,
         }
     }
@@ -159,7 +166,7 @@ impl QueuedRequest {
             prompt_missing_inputs: self.prompt_missing_inputs,
             auto_approve: self.auto_approve,
             run_id: Some(run_id.clone()),
-            refuse_undeclared_inputs: true,
+            refuse_undeclared_inputs: !self.allow_undeclared_inputs,
             ..RunRequest::default()
         }
     }

@@ -178,8 +178,8 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         mcp_servers: Vec::new(),
         fs_delegate: None,
         run_id: None,
-        // `awf run` warns about undeclared inputs (they are not exported either way); a run
-        // submitted to the shared store's queue is refused by the worker that takes it.
+        // `awf run` warns about undeclared inputs (they are not exported either way); so does
+        // `awf run --submit`, and the worker that takes the run lets them through as well.
         refuse_undeclared_inputs: false,
     };
     Ok((w, request))
