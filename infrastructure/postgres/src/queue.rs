@@ -117,6 +117,21 @@ impl QueuedRequest {
         self
     }
 
+    /// This request with the values of its secret inputs (a name marking a secret,
+    /// [`awf_domain::mask::is_secret_name`]: `--input` values and project configuration
+    /// inputs) replaced by `***`: what `awf_runs.request` keeps once the run has ended (the
+    /// real values are there only while a worker may still need them).
+    pub fn without_secrets(&self) -> Self {
+        let mut out = self.clone();
+        for (k, v) in &mut out.inputs {
+            if awf_domain::mask::is_secret_name(k) && !v.is_empty() {
+                *v = awf_domain::mask::MASK.to_owned();
+            }
+        }
+        awf_domain::mask::redact_named(&mut out.config_inputs);
+        out
+    }
+
     /// The queued form of `req` (its environment and attachments are left out).
     pub fn of_run(req: &RunRequest) -> Self {
         Self {
@@ -181,10 +196,17 @@ impl QueuedRequest {
                 Some(QueuedResume::Previous) => ResumeFrom::Previous,
                 Some(QueuedResume::Step(s)) => ResumeFrom::Step(s.clone()),
             },
+            // A queued resume gives its own `--input` values; a run taken over gets back
+            // its secret inputs, which its snapshot keeps masked (a resume asks for them
+            // again): only the request holds their values while the run is not over.
             inputs: if self.resume.is_some() {
                 self.inputs.clone()
             } else {
-                Vec::new()
+                self.inputs
+                    .iter()
+                    .filter(|(k, _)| awf_domain::mask::is_secret_name(k))
+                    .cloned()
+                    .collect()
             },
             config_inputs: self.config_inputs.clone(),
             env: env.to_vec(),
@@ -462,7 +484,53 @@ pub async fn finish(
         )
         .await
         .map_err(fail("mark the run done"))?;
+    if n == 1 {
+        scrub_secrets(&client, run_id).await;
+    }
     Ok(n == 1)
+}
+
+/// Masks the secret inputs of an ended run's queued request
+/// ([`QueuedRequest::without_secrets`]): no worker needs their values any more, and a user
+/// who may read `awf_runs` should not find them there. Only a row still `done` with the
+/// request read is changed (a resume queued meanwhile keeps its own); a failure is only
+/// logged (the run's end is recorded already).
+async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
+    let scrub = async {
+        let row = client
+            .query_opt(
+                "SELECT request FROM awf_runs WHERE run_id = $1 AND queue_state = 'done'",
+                &[&run_id.0],
+            )
+            .await
+            .map_err(fail("read the ended run's request"))?;
+        let Some(row) = row else {
+            return Ok(());
+        };
+        let Some(body) = column::<Option<Value>>(&row, 0)? else {
+            return Ok(());
+        };
+        let Ok(request) = serde_json::from_value::<QueuedRequest>(body.clone()) else {
+            return Ok(());
+        };
+        let masked = serde_json::to_value(request.without_secrets())
+            .map(crate::storable)
+            .map_err(|e| unavailable("encode the request", &e))?;
+        if masked != body {
+            client
+                .execute(
+                    "UPDATE awf_runs SET request = $2 \
+                     WHERE run_id = $1 AND queue_state = 'done' AND request = $3",
+                    &[&run_id.0, &masked, &body],
+                )
+                .await
+                .map_err(fail("mask the ended run's secret inputs"))?;
+        }
+        Ok::<_, AwfError>(())
+    };
+    if let Err(e) = scrub.await {
+        tracing::warn!(run_id = %run_id, "run {run_id}: {}", e.message());
+    }
 }
 
 /// Gives a claimed run back to the queue (`queued`, no worker), to be claimed again no
@@ -552,7 +620,10 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
             Ok(CancelOutcome::Asked)
         }
         // Cancelled by this request (it was queued); one cancelled before has ended.
-        "done" if status == "cancelled" && was == "queued" => Ok(CancelOutcome::CancelledQueued),
+        "done" if status == "cancelled" && was == "queued" => {
+            scrub_secrets(&client, run_id).await;
+            Ok(CancelOutcome::CancelledQueued)
+        }
         "none" if status == "running" => Ok(CancelOutcome::Asked),
         _ => Ok(CancelOutcome::Ended(status)),
     }
@@ -726,6 +797,64 @@ pub async fn mark_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_inputs_are_masked_once_ended_and_given_back_on_a_takeover() {
+        let req = QueuedRequest {
+            identifier: "w".into(),
+            inputs: vec![
+                ("api_token".into(), "tok-s3cr3t".into()),
+                ("who".into(), "ada".into()),
+                ("DB_PASSWORD".into(), String::new()),
+            ],
+            config_inputs: serde_json::json!({"my_secret": "s3cr3t-cfg", "n": 1})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            allow_undeclared_inputs: true,
+            ..QueuedRequest::default()
+        };
+        let masked = req.without_secrets();
+        assert_eq!(
+            masked.inputs,
+            vec![
+                ("api_token".to_owned(), "***".to_owned()),
+                ("who".to_owned(), "ada".to_owned()),
+                ("DB_PASSWORD".to_owned(), String::new()),
+            ]
+        );
+        assert_eq!(
+            Value::Object(masked.config_inputs),
+            serde_json::json!({"my_secret": "***", "n": 1})
+        );
+        assert!(masked.allow_undeclared_inputs);
+        // A takeover (no queued resume) resumes with the secret inputs' real values only.
+        let resume = req.to_resume(&RunId("r".into()), &[]);
+        assert_eq!(
+            resume.inputs,
+            vec![
+                ("api_token".to_owned(), "tok-s3cr3t".to_owned()),
+                ("DB_PASSWORD".to_owned(), String::new()),
+            ]
+        );
+        // `awf run --submit` lets undeclared inputs through; an HTTP request does not.
+        assert!(!req.to_run(&RunId("r".into()), &[]).refuse_undeclared_inputs);
+        let http = RunRequest {
+            refuse_undeclared_inputs: true,
+            ..RunRequest::default()
+        };
+        let queued = QueuedRequest::of_run(&http);
+        assert!(!queued.allow_undeclared_inputs);
+        assert!(
+            queued
+                .to_run(&RunId("r".into()), &[])
+                .refuse_undeclared_inputs
+        );
+        // An old row (no field) is refused them, as before.
+        let old: QueuedRequest =
+            serde_json::from_value(serde_json::json!({"identifier": "w"})).unwrap_or_default();
+        assert!(!old.allow_undeclared_inputs);
+    }
 
     #[test]
     fn a_queued_request_keeps_what_a_worker_needs_and_never_the_environment() {
