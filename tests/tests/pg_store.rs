@@ -1411,3 +1411,57 @@ fn a_column_of_an_unexpected_type_is_a_store_error_not_a_panic() {
         );
     }
 }
+
+/// A privilege revoked while a run goes on: the write the server refuses (42501) is not
+/// retried as if the server were away (each step waited 30 s for its record, the end 30 s
+/// more); the run goes on and ends with `SYSTEM.STORE.UNAVAILABLE` (exit 4) and the
+/// permission hint, not "the PostgreSQL store stayed unreachable".
+#[test]
+fn a_privilege_revoked_mid_run_is_not_retried_and_the_run_ends_with_the_permission_hint() {
+    let sb = Sandbox::new().unwrap();
+    let db = TestDb::new();
+    let r = sb.run(&["--store", &db.url, "history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = format!("{}_rw", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!(
+            "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ),
+    );
+    // Step a revokes the role's writes (as the tables' owner); b's record is refused.
+    sb.write(
+        "revoke.yaml",
+        &format!(
+            "name: revoke\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"psql -X -q '{}' -c 'REVOKE INSERT, UPDATE ON ALL TABLES IN SCHEMA public FROM {role}'\"\n    on_success: b\n  b: {{type: step, command: echo after, on_success: done}}\n  done: {{type: terminal}}\n",
+            db.url
+        ),
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let r = sb
+        .run(&["--store", &as_user(&db.url, &role), "run", "revoke.yaml"])
+        .unwrap();
+    let took = t0.elapsed();
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("SYSTEM.STORE.UNAVAILABLE")
+            && r.stderr.contains("42501")
+            && hints(&r.stderr).contains("permission denied")
+            && !r.stderr.contains("stayed unreachable")
+            && !r.stderr.contains("retrying"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("✓ b"), "the run went on: {}", r.stderr);
+    drop(db);
+    psql(&server, &format!("DROP ROLE {role}"));
+}

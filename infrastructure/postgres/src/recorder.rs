@@ -471,6 +471,9 @@ impl Writer {
                         .store(false, std::sync::atomic::Ordering::Relaxed);
                 }
                 Err(e) if abandoned || *abandon.borrow() => self.give_up(&e),
+                // The server answered and refused for lack of privilege: a retry would be
+                // refused again, so the step would only wait for it (30 s each).
+                Err(e) if e.contains("42501: ") => self.refused(&e),
                 Err(e) => {
                     self.shared.report(
                         "store",
@@ -524,6 +527,39 @@ impl Writer {
         // The dropped rows' positions and seqs are read again from the store at the next
         // write (whatever a timed-out commit did or did not write).
         let roots: Vec<String> = lost.keys().map(|r| (*r).to_owned()).collect();
+        self.pending = Pending::default();
+        for root in roots {
+            self.forget_log(&root);
+        }
+    }
+
+    /// Drops the pending batch after the server refused it for lack of privilege (SQLSTATE
+    /// 42501: a privilege revoked while the run goes on; a user without it is refused before
+    /// it starts, [`crate::PgStore::check_writable`]): reported (`refused`, once), not
+    /// retried; the run's record is incomplete.
+    fn refused(&mut self, error: &str) {
+        self.shared
+            .unrecorded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.report(
+            "refused",
+            format!(
+                "the PostgreSQL store {} refused a write for lack of privilege: {error}; \
+                 not retried, the run goes on without its record",
+                self.url
+            ),
+        );
+        let roots: BTreeSet<String> = self
+            .pending
+            .events
+            .iter()
+            .map(|e| e.root.clone())
+            .chain(self.pending.runs.iter().map(|r| {
+                self.runs
+                    .get(r)
+                    .map_or_else(|| r.clone(), |p| p.root.clone())
+            }))
+            .collect();
         self.pending = Pending::default();
         for root in roots {
             self.forget_log(&root);

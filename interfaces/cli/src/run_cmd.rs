@@ -386,8 +386,16 @@ pub(crate) fn finish_recording(
             let e = match r {
                 wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
                     .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
-                wiring::RunRecorder::Postgres(_) => AwfError::new(ErrorCode::SystemStoreUnavailable, message)
-                    .with_hint("the PostgreSQL store stayed unreachable; `awf status` and `awf resume` will not know this run's end"),
+                wiring::RunRecorder::Postgres(_) => {
+                    // Refused for lack of privilege (42501): what the user needs, not a
+                    // server that went away.
+                    let hint = awf_postgres::hint_for(ErrorCode::SystemStoreUnavailable, first)
+                        .filter(|_| first.contains("42501: "))
+                        .unwrap_or_else(|| "the PostgreSQL store stayed unreachable".to_owned());
+                    AwfError::new(ErrorCode::SystemStoreUnavailable, message).with_hint(format!(
+                        "{hint}; `awf status` and `awf resume` will not know this run's end"
+                    ))
+                }
             };
             errors::report(
                 &crate::errors::CliError::Awf(e),
