@@ -2045,6 +2045,15 @@ fn a_secret_input_is_kept_in_clear_only_in_the_queued_request_and_only_until_the
             r.stdout
         );
     }
+    // A queued run cancelled before any worker took it needs the value no more.
+    let cancelled = submit(&sb, "sec", &["api_token=tok-s3cr3t-value"]);
+    let r = sb.run(&["cancel", &cancelled]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let req = request(&cancelled);
+    assert!(
+        !leaks(&req) && req.contains(r#"["api_token", "***"]"#),
+        "{req}"
+    );
     let w = worker(&sb, &["--lease", "5s"]);
     let posted = http_serve::start_run(&w, "sec", r#"{"inputs":{"api_token":"tok-s3cr3t-value"}}"#);
     for id in [&submitted, &posted] {

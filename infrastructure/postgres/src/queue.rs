@@ -455,7 +455,8 @@ pub struct Ended {
 }
 
 /// Marks the claimed run done with how it ended (`status`, `exit_code`; the recorder writes
-/// the rest); `false` when the claim is no longer this worker's (nothing changed).
+/// the rest); `false` when the claim is no longer this worker's (nothing changed). The
+/// secret inputs of a run that is done are masked in its request ([`scrub_secrets`]).
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -484,9 +485,9 @@ pub async fn finish(
         )
         .await
         .map_err(fail("mark the run done"))?;
-    if n == 1 {
-        scrub_secrets(&client, run_id).await;
-    }
+    // Also when this call changed nothing: an earlier try of it may have marked the run
+    // done and been cut short (a drain's last try) before masking.
+    scrub_secrets(&client, run_id).await;
     Ok(n == 1)
 }
 
