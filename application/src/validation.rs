@@ -476,7 +476,7 @@ pub fn one_line(d: &Diagnostic) -> String {
 /// What `awf run` announces as warnings before the first state: the warnings of [`checks`]
 /// (the same findings `awf validate` reports as warnings), and `--input` names the workflow
 /// does not declare. (Unset `env:` names are logged by the engine itself.)
-pub(crate) fn run_warnings(
+pub fn run_warnings(
     services: &Services,
     loaded: &LoadedWorkflow,
     cli_inputs: &[(String, String)],

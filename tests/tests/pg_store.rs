@@ -1334,3 +1334,134 @@ fn the_store_url_is_withheld_from_the_steps() {
     assert!(out.contains("end"), "{v}");
     assert!(!out.contains("AWF_STORE"), "{out}");
 }
+
+/// A read-only role (SELECT on the awf_* tables) that runs a workflow is refused at once,
+/// before any step runs: `SYSTEM.STORE.UNAVAILABLE` (exit 4) naming the privileges it lacks,
+/// with the permission hint. Its writes used to be retried as if the server were away
+/// (`…42501: permission denied for table awf_runs; retrying`), the run waiting 30 s for
+/// each record, and nothing was recorded.
+#[test]
+fn a_read_only_user_that_runs_a_workflow_is_refused_at_once_with_the_permission_hint() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    // The schema exists (created by the owner); the role may only read it.
+    let r = sb.run(&["--store", &db.url, "history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = format!("{}_ro", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}"),
+    );
+    let ro = as_user(&db.url, &role);
+    for args in [
+        vec!["--store", &ro, "run", "greet.yaml"],
+        vec!["--store", &ro, "run", "greet.yaml", "-f", "json"],
+        vec!["--store", &ro, "run", "--submit", "greet.yaml"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let r = sb.run(&args).unwrap();
+        let took = t0.elapsed();
+        assert_eq!(r.code, 4, "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(took < Duration::from_secs(10), "{args:?}: took {took:?}");
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            text.contains("SYSTEM.STORE.UNAVAILABLE")
+                && text.contains("42501")
+                && text.contains("INSERT on awf_runs")
+                && text.contains("the user of the URL needs SELECT")
+                && !text.contains("retrying")
+                && !text.contains("is running"),
+            "{args:?}: {text}"
+        );
+        assert!(!text.contains("Workflow started"), "{args:?}: {text}");
+    }
+    assert_eq!(psql(&db.url, "SELECT count(*) FROM awf_runs"), "0");
+    // The same role still reads: history and status need SELECT only.
+    let r = sb.run(&["--store", &ro, "history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    drop(db);
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
+/// A column of another type than this awf reads (a schema changed by hand) is a
+/// `SYSTEM.STORE.UNAVAILABLE` error naming the column, not a panic of the store's runtime
+/// (`Row::get` panicked: "thread 'awf-postgres' panicked … error retrieving column").
+#[test]
+fn a_column_of_an_unexpected_type_is_a_store_error_not_a_panic() {
+    let sb = sandbox();
+    let db = TestDb::new();
+    let store = Store::Url(db.url.clone());
+    let r = awf(&sb, &store, &["run", "greet.yaml", "-f", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    psql(
+        &db.url,
+        "ALTER TABLE awf_runs ALTER COLUMN exit_code TYPE bigint",
+    );
+    for args in [vec!["history", "-f", "json"], vec!["history"]] {
+        let r = awf(&sb, &store, &args);
+        assert_eq!(r.code, 4, "{args:?}: {} {}", r.stdout, r.stderr);
+        let text = format!("{}{}", r.stdout, r.stderr);
+        assert!(
+            text.contains("SYSTEM.STORE.UNAVAILABLE")
+                && text.contains("exit_code")
+                && !text.contains("panicked"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+/// A privilege revoked while a run goes on: the write the server refuses (42501) is not
+/// retried as if the server were away (each step waited 30 s for its record, the end 30 s
+/// more); the run goes on and ends with `SYSTEM.STORE.UNAVAILABLE` (exit 4) and the
+/// permission hint, not "the PostgreSQL store stayed unreachable".
+#[test]
+fn a_privilege_revoked_mid_run_is_not_retried_and_the_run_ends_with_the_permission_hint() {
+    let sb = Sandbox::new().unwrap();
+    let db = TestDb::new();
+    let r = sb.run(&["--store", &db.url, "history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = format!("{}_rw", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!(
+            "GRANT SELECT, INSERT, UPDATE ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ),
+    );
+    // Step a revokes the role's writes (as the tables' owner); b's record is refused.
+    sb.write(
+        "revoke.yaml",
+        &format!(
+            "name: revoke\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"psql -X -q '{}' -c 'REVOKE INSERT, UPDATE ON ALL TABLES IN SCHEMA public FROM {role}'\"\n    on_success: b\n  b: {{type: step, command: echo after, on_success: done}}\n  done: {{type: terminal}}\n",
+            db.url
+        ),
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let r = sb
+        .run(&["--store", &as_user(&db.url, &role), "run", "revoke.yaml"])
+        .unwrap();
+    let took = t0.elapsed();
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("SYSTEM.STORE.UNAVAILABLE")
+            && r.stderr.contains("42501")
+            && hints(&r.stderr).contains("permission denied")
+            && !r.stderr.contains("stayed unreachable")
+            && !r.stderr.contains("retrying"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("✓ b"), "the run went on: {}", r.stderr);
+    drop(db);
+    psql(&server, &format!("DROP ROLE {role}"));
+}

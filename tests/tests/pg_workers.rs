@@ -2261,3 +2261,219 @@ fn a_cancel_between_a_claim_and_its_start_keeps_the_run_from_starting() {
         "run_finished cancelled"
     );
 }
+
+/// A workflow whose step succeeds only with the secret input's real value.
+const SECRET_WF: &str = "name: sec\ninputs:\n  - name: api_token\n    type: string\n    required: true\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"echo token={{.inputs.api_token}} && test '{{.inputs.api_token}}' = tok-s3cr3t-value\"\n    on_success: done\n  done: {type: terminal}\n";
+
+/// Whether `text` holds the secret of [`SECRET_WF`]'s runs.
+fn leaks(text: &str) -> bool {
+    text.contains("tok-s3cr3t-value")
+}
+
+/// A secret input of a submitted (or POSTed) run: while it is queued only `awf_runs.request`
+/// holds its value (the worker needs it; README says so); `awf status`, `awf history`, `GET
+/// /api/executions/{id}` and the run's rows (`awf_events`, the snapshot, `awf_audit`) never
+/// show it; the worker runs the step with the real value (the step checks it), and once the
+/// run has ended the request keeps it masked (`***`). It used to stay in clear in
+/// `awf_runs.request` for good, readable by any user with SELECT on the awf_* tables.
+#[test]
+fn a_secret_input_is_kept_in_clear_only_in_the_queued_request_and_only_until_the_run_ends() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("sec", SECRET_WF)]);
+    let submitted = submit(&sb, "sec", &["api_token=tok-s3cr3t-value"]);
+    let request = |id: &str| {
+        psql(
+            &db.url,
+            &format!("SELECT request::text FROM awf_runs WHERE run_id = '{id}'"),
+        )
+    };
+    // Queued: the worker-to-be needs the value, and only the request holds it.
+    assert!(leaks(&request(&submitted)), "{}", request(&submitted));
+    for args in [
+        vec!["status", submitted.as_str()],
+        vec!["status", submitted.as_str(), "-f", "json"],
+        vec!["history", "-f", "json"],
+    ] {
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert!(
+            !leaks(&r.stdout) && !leaks(&r.stderr),
+            "{args:?}: {}",
+            r.stdout
+        );
+    }
+    // A queued run cancelled before any worker took it needs the value no more.
+    let cancelled = submit(&sb, "sec", &["api_token=tok-s3cr3t-value"]);
+    let r = sb.run(&["cancel", &cancelled]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let req = request(&cancelled);
+    assert!(
+        !leaks(&req) && req.contains(r#"["api_token", "***"]"#),
+        "{req}"
+    );
+    let w = worker(&sb, &["--lease", "5s"]);
+    let posted = http_serve::start_run(&w, "sec", r#"{"inputs":{"api_token":"tok-s3cr3t-value"}}"#);
+    for id in [&submitted, &posted] {
+        run_done(&db, id);
+        let v = http_serve::execution(&w, id);
+        // `success` proves the step had the real value.
+        assert_eq!(v["status"], "completed", "{v}");
+        assert!(!leaks(&v.to_string()), "{v}");
+        assert_eq!(v["states"]["a"]["output"], "token=***\n", "{v}");
+        for args in [
+            vec!["status", id.as_str()],
+            vec!["status", id.as_str(), "-f", "json"],
+            vec!["history"],
+            vec!["history", "-f", "json"],
+        ] {
+            let r = sb.run(&args).unwrap();
+            assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+            assert!(
+                !leaks(&r.stdout) && !leaks(&r.stderr),
+                "{args:?}: {}",
+                r.stdout
+            );
+        }
+        // Ended: the request keeps the input, masked.
+        let req = request(id);
+        assert!(
+            !leaks(&req) && req.contains(r#"["api_token", "***"]"#),
+            "{req}"
+        );
+    }
+    for sql in [
+        "SELECT count(*) FROM awf_events WHERE envelope::text LIKE '%tok-s3cr3t-value%'",
+        "SELECT count(*) FROM awf_runs WHERE snapshot::text LIKE '%tok-s3cr3t-value%'",
+        "SELECT count(*) FROM awf_runs WHERE request::text LIKE '%tok-s3cr3t-value%'",
+        "SELECT count(*) FROM awf_audit WHERE line::text LIKE '%tok-s3cr3t-value%'",
+    ] {
+        assert_eq!(count(&db, sql), 0, "{sql}");
+    }
+    assert!(count(&db, "SELECT count(*) FROM awf_events") > 0);
+    // README's advice: a reader granted every column of awf_runs but `request` still runs
+    // `awf status` and `awf history`.
+    let role = format!("{}_cols", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    let columns = psql(
+        &db.url,
+        "SELECT string_agg(column_name, ', ') FROM information_schema.columns \
+         WHERE table_name = 'awf_runs' AND column_name <> 'request'",
+    );
+    psql(
+        &db.url,
+        &format!(
+            "GRANT SELECT ON awf_schema, awf_events, awf_audit, awf_answers, awf_workers \
+             TO {role}; GRANT SELECT ({columns}) ON awf_runs TO {role}"
+        ),
+    );
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let reader = format!("{scheme}://{role}@{host}");
+    for args in [
+        vec!["--store", &reader, "status", &submitted],
+        vec!["--store", &reader, "history", "-f", "json"],
+    ] {
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 0, "{args:?}: {} {}", r.stdout, r.stderr);
+        assert!(r.stdout.contains(&submitted) || r.stdout.contains("sec"));
+    }
+    drop((w, db));
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
+/// `awf run --submit` with an input the workflow does not declare says what `awf run` says
+/// (the same `WARN` line on stderr), queues the run, and the worker runs it (the input
+/// reaches no step's environment, as with `awf run`). It used to queue silently, and the
+/// worker then failed the run (USER.INPUT.VALIDATION_FAILED).
+#[test]
+fn submit_warns_about_an_undeclared_input_as_awf_run_does_and_the_worker_runs_it() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("sec", SECRET_WF)]);
+    let args = |submit: bool| {
+        let mut a = vec!["run"];
+        if submit {
+            a.push("--submit");
+        }
+        a.extend([
+            "sec",
+            "-i",
+            "api_token=tok-s3cr3t-value",
+            "-i",
+            "undeclared=x",
+        ]);
+        a
+    };
+    let warning = "WARN input 'undeclared' is not declared by workflow 'sec'; templates see it, \
+                   commands do not get it as an environment variable";
+    let direct = sb.run(&args(false)).unwrap();
+    assert_eq!(direct.code, 0, "{}", direct.stderr);
+    assert!(
+        direct.stderr.lines().any(|l| l.trim() == warning),
+        "{}",
+        direct.stderr
+    );
+    let r = sb.run(&args(true)).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.lines().any(|l| l.trim() == warning),
+        "{}",
+        r.stderr
+    );
+    let id = r.stdout.trim().to_owned();
+    // `--log-level error` hides it, as it hides `awf run`'s.
+    let quiet = sb
+        .run(&[&["--log-level", "error"][..], &args(true)[..]].concat())
+        .unwrap();
+    assert_eq!(quiet.code, 0, "{}", quiet.stderr);
+    assert!(!quiet.stderr.contains("WARN"), "{}", quiet.stderr);
+    let _w = worker(&sb, &["--lease", "5s"]);
+    run_done(&db, &id);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || ' ' || coalesce(error_message, '-') FROM awf_runs WHERE run_id = '{id}'"
+            ),
+        ),
+        "success -"
+    );
+}
+
+/// A run with a secret input taken over from a SIGKILLed worker is resumed with the secret's
+/// real value (from the queued request: the run's snapshot keeps it masked), so its next
+/// step still gets it.
+#[test]
+fn a_taken_over_run_still_has_its_secret_input() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let mark = out.path().join("started");
+    let wf = format!(
+        "name: sectk\ninputs:\n  - name: api_token\n    type: string\n    required: true\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"test -f {m} || {{ touch {m}; sleep 60; }}\"\n    on_success: b\n  b:\n    type: step\n    command: \"test '{{{{.inputs.api_token}}}}' = tok-s3cr3t-value\"\n    on_success: done\n  done: {{type: terminal}}\n",
+        m = mark.display()
+    );
+    let sb = sandbox(&db, &[("sectk", &wf)]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "sectk", &["api_token=tok-s3cr3t-value"]);
+    wait_long(
+        &db,
+        "worker A to start step a",
+        Duration::from_secs(60),
+        || mark.exists(),
+    );
+    assert_eq!(pid_of(&worker_of(&db, &id)), a.child.id());
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let _b = worker(&sb, &["--lease", "2s"]);
+    run_done(&db, &id);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || ' ' || coalesce(error_message, '-') || ' ' || epoch \
+                 FROM awf_runs WHERE run_id = '{id}'"
+            ),
+        ),
+        "success - 2"
+    );
+}

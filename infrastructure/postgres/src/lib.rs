@@ -300,12 +300,39 @@ pub fn storable_text(text: &str) -> String {
     text.replace('\0', &NUL_REPLACEMENT.to_string())
 }
 
-/// `SYSTEM.STORE.UNAVAILABLE` for a failed database call: `what` failed, and why.
+/// `SYSTEM.STORE.UNAVAILABLE` for a failed database call: `what` failed, and why. A refusal
+/// for lack of privilege (SQLSTATE 42501 in `e`) carries the permission hint of
+/// [`hint_for`] (what the user needs).
 pub fn unavailable(what: &str, e: &dyn std::fmt::Display) -> AwfError {
-    AwfError::new(
-        ErrorCode::SystemStoreUnavailable,
-        format!("the PostgreSQL store failed to {what}: {e}"),
-    )
+    let message = format!("the PostgreSQL store failed to {what}: {e}");
+    let hint = message
+        .contains("42501: ")
+        .then(|| hint_for(ErrorCode::SystemStoreUnavailable, &message))
+        .flatten();
+    let err = AwfError::new(ErrorCode::SystemStoreUnavailable, message);
+    match hint {
+        Some(h) => err.with_hint(h),
+        None => err,
+    }
+}
+
+/// Column `idx` of `row` as a `T`. A column that is missing or of another type than this awf
+/// reads (a schema changed by hand, say) is `SYSTEM.STORE.UNAVAILABLE` naming the column,
+/// never a panic (`Row::get` panics, and a panic would stop the store's runtime task).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the column cannot be read as a `T`.
+pub fn column<'a, T>(row: &'a tokio_postgres::Row, idx: usize) -> Result<T, AwfError>
+where
+    T: tokio_postgres::types::FromSql<'a>,
+{
+    row.try_get(idx).map_err(|e| {
+        let name = row.columns().get(idx).map_or_else(
+            || format!("column {idx}"),
+            |c| format!("column {:?}", c.name()),
+        );
+        unavailable(&format!("read {name} of a row"), &with_causes(&e))
+    })
 }
 
 /// `e` with the store's (redacted) URL in its message, and a hint that fits its cause
@@ -349,7 +376,7 @@ pub fn hint_for(code: ErrorCode, message: &str) -> Option<String> {
          an existing one in the URL (--store / AWF_STORE)"
     } else if has("42501") {
         "permission denied: the user of the URL needs SELECT on the awf_* tables to read runs, \
-         INSERT and UPDATE on them to record runs, and, for the first connection to a new \
+         INSERT and UPDATE on them (and USAGE on their sequences) to record runs, and, for the first connection to a new \
          database (which creates the schema) or an awf with a newer schema, CREATE on its \
          schema; or connect as the owner of the awf_* tables"
     } else if has("53300") {
@@ -539,6 +566,64 @@ impl PgStore {
     pub fn runtime(&self) -> &tokio::runtime::Handle {
         &self.inner.runtime
     }
+
+    /// Checks, without writing, that the URL's user may record runs: INSERT and UPDATE on
+    /// `awf_runs`, INSERT on `awf_events` and `awf_audit`, and USAGE on their sequences. A
+    /// command that records (`awf run`, `awf resume`, a worker) calls it before it starts
+    /// anything, so a read-only user is refused at once instead of having its writes retried
+    /// as if the server were away.
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` (SQLSTATE 42501 in its message, with the permission hint
+    /// of [`hint_for`]) naming the privileges missing; `SYSTEM.STORE.UNAVAILABLE` when the
+    /// database fails.
+    pub fn check_writable(&self) -> Result<(), AwfError> {
+        const NEEDED: &[(&str, &str, &str)] = &[
+            ("table", "awf_runs", "INSERT"),
+            ("table", "awf_runs", "UPDATE"),
+            ("table", "awf_events", "INSERT"),
+            ("table", "awf_audit", "INSERT"),
+            ("sequence", "awf_runs_row_seq_seq", "USAGE"),
+            ("sequence", "awf_audit_id_seq", "USAGE"),
+        ];
+        let pool = self.pool().clone();
+        let missing = self.block_on(async move {
+            let client = pool
+                .get()
+                .await
+                .map_err(|e| unavailable("connect", &pool_text(&e)))?;
+            let mut missing = Vec::new();
+            for (kind, name, privilege) in NEEDED {
+                let sql = if *kind == "table" {
+                    "SELECT has_table_privilege($1, $2)"
+                } else {
+                    "SELECT has_sequence_privilege($1, $2)"
+                };
+                let row = client
+                    .query_one(sql, &[name, privilege])
+                    .await
+                    .map_err(|e| unavailable("check its privileges", &db_text(&e)))?;
+                if !column::<bool>(&row, 0)? {
+                    missing.push(format!("{privilege} on {name}"));
+                }
+            }
+            Ok::<_, AwfError>(missing)
+        })??;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let user = self.config().get_user().unwrap_or("the URL's user");
+        Err(naming(
+            unavailable(
+                "record runs",
+                &format!(
+                    "42501: permission denied: {user} lacks {}",
+                    missing.join(", ")
+                ),
+            ),
+            self.url(),
+        ))
+    }
 }
 
 /// The schema version of the database, read without writing anything; `None` when it has
@@ -548,14 +633,17 @@ async fn current_version(client: &deadpool_postgres::Client) -> Result<Option<i3
         .query_one("SELECT to_regclass('awf_schema') IS NOT NULL", &[])
         .await
         .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
-    if !row.get::<_, bool>(0) {
+    if !column::<bool>(&row, 0)? {
         return Ok(None);
     }
     let row = client
         .query_opt("SELECT max(version) FROM awf_schema", &[])
         .await
         .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
-    Ok(row.and_then(|r| r.get::<_, Option<i32>>(0)))
+    match row {
+        Some(r) => column::<Option<i32>>(&r, 0),
+        None => Ok(None),
+    }
 }
 
 /// `SYSTEM.STORE.SCHEMA_NEWER` for a database at `version`.
@@ -596,7 +684,7 @@ async fn migrate(pool: &Pool) -> Result<(), AwfError> {
         .await
         .map_err(|e| unavailable("read the schema version", &db_text(&e)))?;
     let current: i32 = match row {
-        Some(r) => r.get(0),
+        Some(r) => column(&r, 0)?,
         None => {
             tx.execute("INSERT INTO awf_schema (version) VALUES (0)", &[])
                 .await
@@ -697,6 +785,23 @@ mod tests {
         assert!(
             hint_for(ErrorCode::SystemStoreSchemaNewer, "schema 99")
                 .is_some_and(|h| h.contains("newer awf"))
+        );
+    }
+
+    #[test]
+    fn a_refusal_for_lack_of_privilege_carries_the_permission_hint() {
+        let e = unavailable("write", &"42501: permission denied for table awf_runs");
+        assert_eq!(e.code(), ErrorCode::SystemStoreUnavailable);
+        assert!(
+            e.hints().len() == 1 && e.hints()[0].starts_with("permission denied"),
+            "{:?}",
+            e.hints()
+        );
+        // Other failures keep their message alone (the caller knows better).
+        assert!(
+            unavailable("connect", &"Connection refused")
+                .hints()
+                .is_empty()
         );
     }
 

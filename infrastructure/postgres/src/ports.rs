@@ -30,6 +30,7 @@ use std::time::UNIX_EPOCH;
 use tokio_postgres::types::ToSql;
 
 use crate::PgStore;
+use crate::column;
 use crate::db_text;
 use crate::pool_text;
 use crate::unavailable;
@@ -102,12 +103,12 @@ pub(crate) fn unstarted_snapshot(
 /// workflow_name, completed_at_ms`. A run cancelled before it started ended at its cancel
 /// time (`completed_at_ms`, as `awf history` and GET show it) with the error a cancelled run
 /// has (`EXECUTION.RUN.CANCELLED`).
-fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
-    let status = parse_status(&r.get::<_, String>(2));
-    let exit: Option<i32> = r.get(3);
-    let message: Option<String> = r.get(4);
-    let submitted: Option<i64> = r.get(5);
-    let completed: Option<i64> = r.get(7);
+fn unstarted_of(r: &tokio_postgres::Row) -> Result<RunSnapshot, AwfError> {
+    let status = parse_status(&column::<String>(r, 2)?);
+    let exit: Option<i32> = column(r, 3)?;
+    let message: Option<String> = column(r, 4)?;
+    let submitted: Option<i64> = column(r, 5)?;
+    let completed: Option<i64> = column(r, 7)?;
     let body = |code, message| ErrorBody {
         code,
         message,
@@ -123,9 +124,9 @@ fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
         _ => None,
     };
     let mut snap = unstarted_snapshot(
-        &r.get::<_, String>(0),
-        &r.get::<_, String>(1),
-        &r.get::<_, String>(6),
+        &column::<String>(r, 0)?,
+        &column::<String>(r, 1)?,
+        &column::<String>(r, 6)?,
         status,
         exit.and_then(|e| u8::try_from(e).ok()),
         error,
@@ -136,26 +137,26 @@ fn unstarted_of(r: &tokio_postgres::Row) -> RunSnapshot {
         snap.completed_at = Some(end);
         snap.updated_at = end;
     }
-    snap
+    Ok(snap)
 }
 
-fn record(r: &tokio_postgres::Row) -> HistoryRecord {
-    let status: String = r.get(3);
-    let exit: Option<i32> = r.get(4);
-    let spend: Option<Value> = r.get(10);
-    HistoryRecord {
-        id: r.get(0),
-        workflow_id: r.get(1),
-        workflow_name: r.get(2),
+fn record(r: &tokio_postgres::Row) -> Result<HistoryRecord, AwfError> {
+    let status: String = column(r, 3)?;
+    let exit: Option<i32> = column(r, 4)?;
+    let spend: Option<Value> = column(r, 10)?;
+    Ok(HistoryRecord {
+        id: column(r, 0)?,
+        workflow_id: column(r, 1)?,
+        workflow_name: column(r, 2)?,
         status: parse_status(&status),
         exit_code: exit.map(|e| u8::try_from(e).unwrap_or(u8::MAX)),
-        started_at_ms: r.get::<_, Option<i64>>(5).map_or(0, u64_of),
-        completed_at_ms: r.get::<_, Option<i64>>(6).map(u64_of),
-        duration_ms: r.get::<_, Option<i64>>(7).map(u64_of),
-        error_message: r.get(8),
-        parent_run_id: r.get(9),
+        started_at_ms: column::<Option<i64>>(r, 5)?.map_or(0, u64_of),
+        completed_at_ms: column::<Option<i64>>(r, 6)?.map(u64_of),
+        duration_ms: column::<Option<i64>>(r, 7)?.map(u64_of),
+        error_message: column(r, 8)?,
+        parent_run_id: column(r, 9)?,
         spend: spend.and_then(|v| serde_json::from_value(v).ok()),
-    }
+    })
 }
 
 /// A filter's `WHERE` clause (started runs only) and its parameters.
@@ -228,7 +229,7 @@ impl StateStore for PgStore {
                 vec![Box::new(crate::storable_text(run_id))],
             )?;
             if let Some(r) = unstarted.first() {
-                return Ok(unstarted_of(r));
+                return unstarted_of(r);
             }
         }
         let Some(row) = rows.first() else {
@@ -239,7 +240,7 @@ impl StateStore for PgStore {
             .with_detail("run_id", run_id)
             .with_hint("awf resume --list"));
         };
-        let v: Value = row.get(0);
+        let v: Value = column(row, 0)?;
         serde_json::from_value(v).map_err(|e| {
             AwfError::new(
                 ErrorCode::SystemIoReadFailed,
@@ -256,7 +257,11 @@ impl StateStore for PgStore {
         )?;
         let mut out: Vec<RunSnapshot> = rows
             .iter()
-            .filter_map(|r| serde_json::from_value(r.get::<_, Value>(0)).ok())
+            .filter_map(|r| {
+                column::<Value>(r, 0)
+                    .ok()
+                    .and_then(|v| serde_json::from_value(v).ok())
+            })
             .collect();
         out.sort_by(|a, b| {
             b.started_at
@@ -316,7 +321,8 @@ impl StateStore for PgStore {
                 vec![Box::new(crate::storable_text(run_id))],
             )
             .ok()?;
-        rows.first().and_then(|r| r.get::<_, Option<String>>(0))
+        rows.first()
+            .and_then(|r| column::<Option<String>>(r, 0).ok().flatten())
     }
 }
 
@@ -329,11 +335,10 @@ impl HistoryStore for PgStore {
             args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
             sql.push_str(&format!(" LIMIT ${}", args.len()));
         }
-        Ok(self
-            .query("read the run history", sql, args)?
+        self.query("read the run history", sql, args)?
             .iter()
             .map(record)
-            .collect())
+            .collect()
     }
 
     fn stats(&self, filter: &HistoryFilter) -> Result<HistoryStats, AwfError> {
@@ -354,16 +359,16 @@ impl HistoryStore for PgStore {
         let Some(r) = rows.first() else {
             return Ok(HistoryStats::default());
         };
-        let n = |i: usize| u64_of(r.get::<_, i64>(i));
-        let (sum, finished) = (n(5), n(6));
+        let n = |i: usize| column::<i64>(r, i).map(u64_of);
+        let (sum, finished) = (n(5)?, n(6)?);
         Ok(HistoryStats {
-            total_executions: n(0),
-            success_count: n(1),
-            failed_count: n(2),
-            cancelled_count: n(3),
-            running_count: n(4),
-            waiting_count: n(7),
-            queued_count: n(8),
+            total_executions: n(0)?,
+            success_count: n(1)?,
+            failed_count: n(2)?,
+            cancelled_count: n(3)?,
+            running_count: n(4)?,
+            waiting_count: n(7)?,
+            queued_count: n(8)?,
             avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
         })
     }
@@ -377,7 +382,7 @@ impl HistoryStore for PgStore {
             ),
             vec![Box::new(crate::storable_text(run_id))],
         )?;
-        Ok(rows.first().map(record))
+        rows.first().map(record).transpose()
     }
 }
 
@@ -419,7 +424,7 @@ impl RunLocks for PgStore {
                 )
                 .await
                 .map_err(|e| unavailable("lock a run", &db_text(&e)))?;
-            let got: bool = row.get(0);
+            let got: bool = column(&row, 0)?;
             Ok::<_, AwfError>((client, got))
         })??;
         if !got {

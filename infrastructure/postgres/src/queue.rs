@@ -50,6 +50,7 @@ use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
 
+use crate::column;
 use crate::db_text;
 use crate::unavailable;
 
@@ -86,6 +87,12 @@ pub struct QueuedRequest {
     /// Whether missing inputs are asked for (answered through any worker).
     #[serde(default)]
     pub prompt_missing_inputs: bool,
+    /// Whether inputs the workflow does not declare are let through (warned about, as `awf
+    /// run` does: they reach no step's environment) rather than refused: set for `awf run
+    /// --submit`, which warns as `awf run` does; a request of a remote front-end (HTTP) is
+    /// refused such inputs when posted, and by the worker should one get through.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_undeclared_inputs: bool,
     /// Set for a queued resume: where to restart.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<QueuedResume>,
@@ -110,6 +117,21 @@ impl QueuedRequest {
         self
     }
 
+    /// This request with the values of its secret inputs (a name marking a secret,
+    /// [`awf_domain::mask::is_secret_name`]: `--input` values and project configuration
+    /// inputs) replaced by `***`: what `awf_runs.request` keeps once the run has ended (the
+    /// real values are there only while a worker may still need them).
+    pub fn without_secrets(&self) -> Self {
+        let mut out = self.clone();
+        for (k, v) in &mut out.inputs {
+            if awf_domain::mask::is_secret_name(k) && !v.is_empty() {
+                *v = awf_domain::mask::MASK.to_owned();
+            }
+        }
+        awf_domain::mask::redact_named(&mut out.config_inputs);
+        out
+    }
+
     /// The queued form of `req` (its environment and attachments are left out).
     pub fn of_run(req: &RunRequest) -> Self {
         Self {
@@ -122,6 +144,7 @@ impl QueuedRequest {
             interactive: req.interactive.as_ref().map(|i| i.breakpoints.clone()),
             auto_approve: req.auto_approve,
             prompt_missing_inputs: req.prompt_missing_inputs,
+            allow_undeclared_inputs: !req.refuse_undeclared_inputs,
             resume: None,
         }
     }
@@ -158,7 +181,7 @@ impl QueuedRequest {
             prompt_missing_inputs: self.prompt_missing_inputs,
             auto_approve: self.auto_approve,
             run_id: Some(run_id.clone()),
-            refuse_undeclared_inputs: true,
+            refuse_undeclared_inputs: !self.allow_undeclared_inputs,
             ..RunRequest::default()
         }
     }
@@ -173,10 +196,17 @@ impl QueuedRequest {
                 Some(QueuedResume::Previous) => ResumeFrom::Previous,
                 Some(QueuedResume::Step(s)) => ResumeFrom::Step(s.clone()),
             },
+            // A queued resume gives its own `--input` values; a run taken over gets back
+            // its secret inputs, which its snapshot keeps masked (a resume asks for them
+            // again): only the request holds their values while the run is not over.
             inputs: if self.resume.is_some() {
                 self.inputs.clone()
             } else {
-                Vec::new()
+                self.inputs
+                    .iter()
+                    .filter(|(k, _)| awf_domain::mask::is_secret_name(k))
+                    .cloned()
+                    .collect()
             },
             config_inputs: self.config_inputs.clone(),
             env: env.to_vec(),
@@ -307,22 +337,21 @@ pub async fn claim(
         )
         .await
         .map_err(fail("claim runs"))?;
-    Ok(rows
-        .iter()
+    rows.iter()
         .map(|r| {
-            let request: Option<Value> = r.get(2);
-            Claim {
-                run_id: RunId(r.get(0)),
-                epoch: r.get(1),
+            let request: Option<Value> = column(r, 2)?;
+            Ok(Claim {
+                run_id: RunId(column(r, 0)?),
+                epoch: column(r, 1)?,
                 request: request
                     .and_then(|v| serde_json::from_value(v).ok())
                     .unwrap_or_default(),
-                run_started: r.get(3),
-                cancel_requested: r.get(4),
-                taken_from: r.get(5),
-            }
+                run_started: column(r, 3)?,
+                cancel_requested: column(r, 4)?,
+                taken_from: column(r, 5)?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// A claim as the database still holds it for this worker (from [`renew`]).
@@ -380,14 +409,15 @@ pub async fn renew(pool: &Pool, worker_id: &str, lease: Duration) -> Result<Vec<
         .await
         .map_err(fail("record the heartbeat"))?;
     prune_workers(&client).await?;
-    Ok(rows
-        .iter()
-        .map(|r| Held {
-            run_id: RunId(r.get(0)),
-            epoch: r.get(1),
-            cancel_requested: r.get(2),
+    rows.iter()
+        .map(|r| {
+            Ok(Held {
+                run_id: RunId(column(r, 0)?),
+                epoch: column(r, 1)?,
+                cancel_requested: column(r, 2)?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// What [`mark_started`] found.
@@ -441,9 +471,9 @@ pub async fn mark_started(
         .map_err(fail("read the run's claim"))?;
     Ok(match row {
         Some(r) => {
-            let state: String = r.get(0);
-            let cancel: bool = r.get(1);
-            let status: String = r.get(2);
+            let state: String = column(&r, 0)?;
+            let cancel: bool = column(&r, 1)?;
+            let status: String = column(&r, 2)?;
             match state.as_str() {
                 "claimed" if cancel => Marked::CancelRequested,
                 "done" if cancel && status == "cancelled" => Marked::Cancelled,
@@ -466,7 +496,8 @@ pub struct Ended {
 }
 
 /// Marks the claimed run done with how it ended (`status`, `exit_code`; the recorder writes
-/// the rest); `false` when the claim is no longer this worker's (nothing changed).
+/// the rest); `false` when the claim is no longer this worker's (nothing changed). The
+/// secret inputs of a run that is done are masked in its request ([`scrub_secrets`]).
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -495,7 +526,53 @@ pub async fn finish(
         )
         .await
         .map_err(fail("mark the run done"))?;
+    // Also when this call changed nothing: an earlier try of it may have marked the run
+    // done and been cut short (a drain's last try) before masking.
+    scrub_secrets(&client, run_id).await;
     Ok(n == 1)
+}
+
+/// Masks the secret inputs of an ended run's queued request
+/// ([`QueuedRequest::without_secrets`]): no worker needs their values any more, and a user
+/// who may read `awf_runs` should not find them there. Only a row still `done` with the
+/// request read is changed (a resume queued meanwhile keeps its own); a failure is only
+/// logged (the run's end is recorded already).
+async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
+    let scrub = async {
+        let row = client
+            .query_opt(
+                "SELECT request FROM awf_runs WHERE run_id = $1 AND queue_state = 'done'",
+                &[&run_id.0],
+            )
+            .await
+            .map_err(fail("read the ended run's request"))?;
+        let Some(row) = row else {
+            return Ok(());
+        };
+        let Some(body) = column::<Option<Value>>(&row, 0)? else {
+            return Ok(());
+        };
+        let Ok(request) = serde_json::from_value::<QueuedRequest>(body.clone()) else {
+            return Ok(());
+        };
+        let masked = serde_json::to_value(request.without_secrets())
+            .map(crate::storable)
+            .map_err(|e| unavailable("encode the request", &e))?;
+        if masked != body {
+            client
+                .execute(
+                    "UPDATE awf_runs SET request = $2 \
+                     WHERE run_id = $1 AND queue_state = 'done' AND request = $3",
+                    &[&run_id.0, &masked, &body],
+                )
+                .await
+                .map_err(fail("mask the ended run's secret inputs"))?;
+        }
+        Ok::<_, AwfError>(())
+    };
+    if let Err(e) = scrub.await {
+        tracing::warn!(run_id = %run_id, "run {run_id}: {}", e.message());
+    }
 }
 
 /// Gives a claimed run back to the queue (`queued`, no worker), to be claimed again no
@@ -581,12 +658,12 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     let Some(row) = row else {
         return Ok(CancelOutcome::Unknown);
     };
-    let state: String = row.get(0);
-    let started: bool = row.get(1);
-    let status: String = row.get(2);
-    let workflow: String = row.get(3);
-    let submitted: Option<i64> = row.get(4);
-    let now: i64 = row.get(5);
+    let state: String = column(&row, 0)?;
+    let started: bool = column(&row, 1)?;
+    let status: String = column(&row, 2)?;
+    let workflow: String = column(&row, 3)?;
+    let submitted: Option<i64> = column(&row, 4)?;
+    let now: i64 = column(&row, 5)?;
     let outcome = match state.as_str() {
         "queued" | "claimed" if !started => {
             let end = submitted.map(|_| now);
@@ -641,6 +718,10 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
         _ => CancelOutcome::Ended(status),
     };
     tx.commit().await.map_err(fail("commit the cancel"))?;
+    // A run that ended here keeps no secret input in its queued request.
+    if matches!(outcome, CancelOutcome::CancelledQueued) {
+        scrub_secrets(&client, run_id).await;
+    }
     Ok(outcome)
 }
 
@@ -668,7 +749,7 @@ async fn record_unstarted_end(
         )
         .await
         .map_err(fail("read the run's log"))?;
-    let (position, seq): (i64, i64) = (next.get(0), next.get(1));
+    let (position, seq): (i64, i64) = (column(&next, 0)?, column(&next, 1)?);
     let result = RunResult {
         run_id: Some(run_id.clone()),
         workflow: workflow.to_owned(),
@@ -766,7 +847,7 @@ pub async fn busy_runs(pool: &Pool) -> Result<Vec<String>, AwfError> {
         )
         .await
         .map_err(fail("read the runs workers hold"))?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
+    rows.iter().map(|r| column(r, 0)).collect()
 }
 
 /// Registers a worker in `awf_workers` (or refreshes its row), and removes the rows of
@@ -848,15 +929,20 @@ pub async fn control_for(
         .await
         .map_err(fail("read pending answers"))?;
     Ok((
-        cancels.iter().map(|r| RunId(r.get(0))).collect(),
+        cancels
+            .iter()
+            .map(|r| column(r, 0).map(RunId))
+            .collect::<Result<_, _>>()?,
         answers
             .iter()
-            .map(|r| PendingAnswer {
-                request_id: r.get(0),
-                run_id: RunId(r.get(1)),
-                answer: r.get(2),
+            .map(|r| {
+                Ok(PendingAnswer {
+                    request_id: column(r, 0)?,
+                    run_id: RunId(column(r, 1)?),
+                    answer: column(r, 2)?,
+                })
             })
-            .collect(),
+            .collect::<Result<_, AwfError>>()?,
     ))
 }
 
@@ -895,6 +981,64 @@ pub async fn mark_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secret_inputs_are_masked_once_ended_and_given_back_on_a_takeover() {
+        let req = QueuedRequest {
+            identifier: "w".into(),
+            inputs: vec![
+                ("api_token".into(), "tok-s3cr3t".into()),
+                ("who".into(), "ada".into()),
+                ("DB_PASSWORD".into(), String::new()),
+            ],
+            config_inputs: serde_json::json!({"my_secret": "s3cr3t-cfg", "n": 1})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+            allow_undeclared_inputs: true,
+            ..QueuedRequest::default()
+        };
+        let masked = req.without_secrets();
+        assert_eq!(
+            masked.inputs,
+            vec![
+                ("api_token".to_owned(), "***".to_owned()),
+                ("who".to_owned(), "ada".to_owned()),
+                ("DB_PASSWORD".to_owned(), String::new()),
+            ]
+        );
+        assert_eq!(
+            Value::Object(masked.config_inputs),
+            serde_json::json!({"my_secret": "***", "n": 1})
+        );
+        assert!(masked.allow_undeclared_inputs);
+        // A takeover (no queued resume) resumes with the secret inputs' real values only.
+        let resume = req.to_resume(&RunId("r".into()), &[]);
+        assert_eq!(
+            resume.inputs,
+            vec![
+                ("api_token".to_owned(), "tok-s3cr3t".to_owned()),
+                ("DB_PASSWORD".to_owned(), String::new()),
+            ]
+        );
+        // `awf run --submit` lets undeclared inputs through; an HTTP request does not.
+        assert!(!req.to_run(&RunId("r".into()), &[]).refuse_undeclared_inputs);
+        let http = RunRequest {
+            refuse_undeclared_inputs: true,
+            ..RunRequest::default()
+        };
+        let queued = QueuedRequest::of_run(&http);
+        assert!(!queued.allow_undeclared_inputs);
+        assert!(
+            queued
+                .to_run(&RunId("r".into()), &[])
+                .refuse_undeclared_inputs
+        );
+        // An old row (no field) is refused them, as before.
+        let old: QueuedRequest =
+            serde_json::from_value(serde_json::json!({"identifier": "w"})).unwrap_or_default();
+        assert!(!old.allow_undeclared_inputs);
+    }
 
     #[test]
     fn a_queued_request_keeps_what_a_worker_needs_and_never_the_environment() {

@@ -471,6 +471,9 @@ impl Writer {
                         .store(false, std::sync::atomic::Ordering::Relaxed);
                 }
                 Err(e) if abandoned || *abandon.borrow() => self.give_up(&e),
+                // The server answered and refused for lack of privilege: a retry would be
+                // refused again, so the step would only wait for it (30 s each).
+                Err(e) if e.contains("42501: ") => self.refused(&e),
                 Err(e) => {
                     self.shared.report(
                         "store",
@@ -524,6 +527,39 @@ impl Writer {
         // The dropped rows' positions and seqs are read again from the store at the next
         // write (whatever a timed-out commit did or did not write).
         let roots: Vec<String> = lost.keys().map(|r| (*r).to_owned()).collect();
+        self.pending = Pending::default();
+        for root in roots {
+            self.forget_log(&root);
+        }
+    }
+
+    /// Drops the pending batch after the server refused it for lack of privilege (SQLSTATE
+    /// 42501: a privilege revoked while the run goes on; a user without it is refused before
+    /// it starts, [`crate::PgStore::check_writable`]): reported (`refused`, once), not
+    /// retried; the run's record is incomplete.
+    fn refused(&mut self, error: &str) {
+        self.shared
+            .unrecorded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.shared.report(
+            "refused",
+            format!(
+                "the PostgreSQL store {} refused a write for lack of privilege: {error}; \
+                 not retried, the run goes on without its record",
+                self.url
+            ),
+        );
+        let roots: BTreeSet<String> = self
+            .pending
+            .events
+            .iter()
+            .map(|e| e.root.clone())
+            .chain(self.pending.runs.iter().map(|r| {
+                self.runs
+                    .get(r)
+                    .map_or_else(|| r.clone(), |p| p.root.clone())
+            }))
+            .collect();
         self.pending = Pending::default();
         for root in roots {
             self.forget_log(&root);
@@ -793,7 +829,7 @@ impl Writer {
                 .query_one(&max_position, &[&root])
                 .await
                 .map_err(|e| db_text(&e))?;
-            let max: i64 = row.get(0);
+            let max: i64 = col(&row, 0)?;
             let max_seqs = tx
                 .prepare_cached(
                     "SELECT run_id, MAX(seq) FROM awf_events WHERE root_run_id = $1 \
@@ -806,8 +842,8 @@ impl Writer {
                 .await
                 .map_err(|e| db_text(&e))?
             {
-                let run: String = r.get(0);
-                let seq: i64 = r.get(1);
+                let run: String = col(&r, 0)?;
+                let seq: i64 = col(&r, 1)?;
                 self.next_seq.insert(run, seq + 1);
             }
             self.next_pos.insert(root, max + 1);
@@ -1061,7 +1097,11 @@ async fn read_unresolved(pool: &Pool, root: &str) -> Result<Vec<EventEnvelope>, 
         .map_err(|e| db_text(&e))?;
     Ok(rows
         .iter()
-        .filter_map(|r| serde_json::from_value::<EventEnvelope>(r.get(0)).ok())
+        .filter_map(|r| {
+            col::<Value>(r, 0)
+                .ok()
+                .and_then(|v| serde_json::from_value::<EventEnvelope>(v).ok())
+        })
         .collect())
 }
 
@@ -1081,6 +1121,14 @@ pub(crate) async fn read_snapshot(
     let Some(row) = row else {
         return Ok(None);
     };
-    let v: Option<Value> = row.get(0);
+    let v: Option<Value> = col(&row, 0)?;
     Ok(v.and_then(|v| serde_json::from_value(v).ok()))
+}
+
+/// [`crate::column`] with the error's text, as this module reports errors.
+fn col<'a, T>(row: &'a tokio_postgres::Row, idx: usize) -> Result<T, String>
+where
+    T: tokio_postgres::types::FromSql<'a>,
+{
+    crate::column(row, idx).map_err(|e| e.message().to_owned())
 }

@@ -47,6 +47,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::PgStore;
+use crate::column;
 use crate::db_text;
 use crate::listen::Listener;
 use crate::listen::Notice;
@@ -104,20 +105,20 @@ struct Row {
 const ROW_COLUMNS: &str = "run_id, parent_run_id, workflow_id, status, exit_code, queue_state, \
      snapshot->>'current_state', error_message, duration_ms, waiting_until, workflow_name";
 
-fn row_of(r: &tokio_postgres::Row) -> Row {
-    Row {
-        run_id: r.get(0),
-        parent_run_id: r.get(1),
-        workflow_id: r.get(2),
-        status: r.get(3),
-        exit_code: r.get(4),
-        queue_state: r.get(5),
-        current_state: r.get(6),
-        error_message: r.get(7),
-        duration_ms: r.get(8),
-        waiting_until: r.get(9),
-        workflow_name: r.get(10),
-    }
+fn row_of(r: &tokio_postgres::Row) -> Result<Row, AwfError> {
+    Ok(Row {
+        run_id: column(r, 0)?,
+        parent_run_id: column(r, 1)?,
+        workflow_id: column(r, 2)?,
+        status: column(r, 3)?,
+        exit_code: column(r, 4)?,
+        queue_state: column(r, 5)?,
+        current_state: column(r, 6)?,
+        error_message: column(r, 7)?,
+        duration_ms: column(r, 8)?,
+        waiting_until: column(r, 9)?,
+        workflow_name: column(r, 10)?,
+    })
 }
 
 fn stored_status(text: &str) -> StoredStatus {
@@ -183,7 +184,7 @@ async fn load_row(store: &PgStore, run_id: &str) -> Result<Option<Row>, AwfError
                 )
                 .await
                 .map_err(|e| unavailable("read the run", &db_text(&e)))?;
-            Ok(r.as_ref().map(row_of))
+            r.as_ref().map(row_of).transpose()
         })
         .await?
 }
@@ -320,7 +321,7 @@ impl RunService for PgRunService {
                 )
                 .await
                 .map_err(|e| unavailable("list runs", &db_text(&e)))?;
-            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+            rows.iter().map(|r| column::<String>(r, 0)).collect()
         })?;
         match ids.as_slice() {
             [] => self.local.resolve(&q),
@@ -368,7 +369,7 @@ impl RunService for PgRunService {
                     let live = r
                         .try_get::<_, bool>("live")
                         .map_err(|e| unavailable("list runs", &db_text(&e)))?;
-                    Ok((row_of(r), live))
+                    Ok((row_of(r)?, live))
                 })
                 .collect()
         })?;
@@ -508,13 +509,12 @@ async fn finished_result(store: &PgStore, run_id: &str) -> Result<Option<RunResu
                 )
                 .await
                 .map_err(|e| unavailable("read the run's end", &db_text(&e)))?;
-            Ok(
-                r.and_then(|r| serde_json::from_value::<EventEnvelope>(r.get(0)).ok())
-                    .and_then(|env| match env.event {
-                        RunEvent::RunFinished { result } => Some(*result),
-                        _ => None,
-                    }),
-            )
+            Ok(r.and_then(|r| column::<Value>(&r, 0).ok())
+                .and_then(|v| serde_json::from_value::<EventEnvelope>(v).ok())
+                .and_then(|env| match env.event {
+                    RunEvent::RunFinished { result } => Some(*result),
+                    _ => None,
+                }))
         })
         .await?
 }
@@ -588,7 +588,7 @@ async fn answer_remote(
             "no pending request with id {request_id} (answered, timed out, cancelled, or never asked)"
         )));
     };
-    let run_id: String = asked.get(0);
+    let run_id: String = column(&asked, 0)?;
     let n = client
         .execute(
             "INSERT INTO awf_answers (request_id, run_id, answer) VALUES ($1, $2, $3) \
@@ -622,11 +622,11 @@ async fn answer_remote(
             )
             .await
             .map_err(|e| unavailable("read the answer's state", &db_text(&e)))?;
-        let state: String = r.get(0);
+        let state: String = column(&r, 0)?;
         match state.as_str() {
             "accepted" => return Ok(()),
             "rejected" => {
-                let err: Option<Value> = r.get(1);
+                let err: Option<Value> = column(&r, 1)?;
                 let err = err.unwrap_or(Value::Null);
                 let code = err
                     .get("code")
@@ -702,7 +702,9 @@ async fn read_events(
                 )
                 .await
                 .map_err(|e| unavailable("read events", &db_text(&e)))?;
-            Ok::<_, AwfError>(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            rows.iter()
+                .map(|r| Ok::<_, AwfError>((column(r, 0)?, column(r, 1)?)))
+                .collect::<Result<Vec<_>, _>>()
         })
         .await??;
     Ok(rows

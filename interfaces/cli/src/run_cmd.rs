@@ -123,6 +123,8 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     } else {
         wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     };
+    // A user that may only read the shared store is refused before anything starts.
+    w.check_store_writable()?;
     let config = w.config()?;
     if !ctx.json() && !ctx.quiet {
         let mut err = std::io::stderr().lock();
@@ -176,8 +178,8 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         mcp_servers: Vec::new(),
         fs_delegate: None,
         run_id: None,
-        // `awf run` warns about undeclared inputs (they are not exported either way); a run
-        // submitted to the shared store's queue is refused by the worker that takes it.
+        // `awf run` warns about undeclared inputs (they are not exported either way); so does
+        // `awf run --submit`, and the worker that takes the run lets them through as well.
         refuse_undeclared_inputs: false,
     };
     Ok((w, request))
@@ -384,8 +386,16 @@ pub(crate) fn finish_recording(
             let e = match r {
                 wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
                     .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
-                wiring::RunRecorder::Postgres(_) => AwfError::new(ErrorCode::SystemStoreUnavailable, message)
-                    .with_hint("the PostgreSQL store stayed unreachable; `awf status` and `awf resume` will not know this run's end"),
+                wiring::RunRecorder::Postgres(_) => {
+                    // Refused for lack of privilege (42501): what the user needs, not a
+                    // server that went away.
+                    let hint = awf_postgres::hint_for(ErrorCode::SystemStoreUnavailable, first)
+                        .filter(|_| first.contains("42501: "))
+                        .unwrap_or_else(|| "the PostgreSQL store stayed unreachable".to_owned());
+                    AwfError::new(ErrorCode::SystemStoreUnavailable, message).with_hint(format!(
+                        "{hint}; `awf status` and `awf resume` will not know this run's end"
+                    ))
+                }
             };
             errors::report(
                 &crate::errors::CliError::Awf(e),

@@ -60,6 +60,9 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Ok(id) => id,
         Err(e) => return fail(&e),
     };
+    if let Err(e) = w.check_store_writable() {
+        return fail(&e);
+    }
     let inputs = match run_cmd::parse_inputs(&args.inputs) {
         Ok(i) => i,
         Err(e) => return fail(&e),

@@ -57,6 +57,12 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
         &request.config_inputs,
         &w.env,
     )?;
+    // The warnings `awf run` shows before the first state (undeclared `--input` names among
+    // them), on stderr the same way; the run is queued all the same, as `awf run` runs it.
+    for message in awf_application::validation::run_warnings(&w.services, &loaded, &request.inputs)
+    {
+        warn(ctx, &message);
+    }
     let mut request = request.clone();
     if let Some(file) = &loaded.source_map.file {
         request.identifier = w.cwd.join(file).display().to_string();
@@ -77,4 +83,23 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
         let _ = out.flush();
     }
     Ok(Outcome::Success)
+}
+
+/// A run warning on stderr as `awf run` writes it: `WARN <message>` (control characters
+/// escaped), one JSON object with `--log-format json`, nothing under `--log-level error`.
+fn warn(ctx: &Ctx, message: &str) {
+    let level = awf_domain::event::LogLevel::Warn;
+    if !awf_telemetry::LogConfig::shows(ctx.run_log_level, level) {
+        return;
+    }
+    let line = if ctx.log_json {
+        awf_telemetry::LogConfig::run_log_json(std::time::SystemTime::now(), level, None, message)
+    } else {
+        format!(
+            "{} {}",
+            ctx.err_style.yellow("WARN"),
+            crate::style::printable_text(message)
+        )
+    };
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

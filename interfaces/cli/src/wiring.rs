@@ -511,6 +511,20 @@ pub fn build_with(
 }
 
 impl Wiring {
+    /// With runs recorded in the shared store, checks that its user may write them
+    /// ([`awf_postgres::PgStore::check_writable`]); a command that records runs calls it
+    /// before it starts one, so a read-only user is refused at once (exit 4, the permission
+    /// hint) rather than having each write retried as if the server were away.
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` when the user lacks a privilege or the database fails.
+    pub fn check_store_writable(&self) -> Result<(), AwfError> {
+        match (&self.recorder, self.pg.get()) {
+            (Some(RunRecorder::Postgres(_)), Some(pg)) => pg.check_writable(),
+            _ => Ok(()),
+        }
+    }
+
     /// Project configuration (`.awf/config.yaml` or `$AWF_CONFIG_PATH`).
     ///
     /// # Errors
