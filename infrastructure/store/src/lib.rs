@@ -23,6 +23,7 @@
 
 mod audit;
 mod history;
+mod inbox;
 mod locks;
 mod recorder;
 mod state;

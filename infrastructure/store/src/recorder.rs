@@ -38,15 +38,14 @@ use crate::AuditTarget;
 use crate::StorePaths;
 use crate::audit::AuditFile;
 use crate::history;
+use crate::inbox::Inbox;
+use crate::inbox::Urgency;
 use crate::state;
 use crate::transcript;
 
 /// Called with the text of a write failure (once per kind of target: state, history, audit,
 /// transcript), e.g. to print a warning on stderr.
 pub use awf_domain::write_failures::ErrorCallback;
-
-/// At most this many queued messages are applied as one batch.
-const MAX_BATCH: usize = 4096;
 
 /// Longest time a written journal line waits before it is synced to the disk. A journal
 /// line is written (one `write`) with its batch, so a killed awf loses nothing; the sync
@@ -60,6 +59,28 @@ enum Msg {
     /// Test hook: acknowledge, then wait until the release channel is used or dropped.
     #[cfg(test)]
     Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
+}
+
+/// How soon the writer must see `event` (see [`Inbox`]): the run's start and end, child
+/// runs and questions to the user at once; a step's start at once after a step's end;
+/// the rest (steps finishing, output, messages, tool calls) within [`HOLD`](crate::inbox::HOLD).
+fn urgency(event: &RunEvent) -> Urgency {
+    match event {
+        RunEvent::RunStarted { .. }
+        | RunEvent::RunFinished { .. }
+        | RunEvent::ChildRunStarted { .. }
+        | RunEvent::InteractionRequired { .. }
+        | RunEvent::InteractionResolved { .. } => Urgency::Now,
+        RunEvent::StepStarted { .. } => Urgency::StepStart,
+        RunEvent::StepRetrying { .. }
+        | RunEvent::StepFinished { .. }
+        | RunEvent::OutputChunk { .. }
+        | RunEvent::Log { .. }
+        | RunEvent::AgentMessageChunk { .. }
+        | RunEvent::AgentThoughtChunk { .. }
+        | RunEvent::ToolCall { .. }
+        | RunEvent::ToolCallResult { .. } => Urgency::Soon,
+    }
 }
 
 /// Failure bookkeeping shared by the handles and the writer thread.
@@ -77,15 +98,17 @@ impl Shared {
 }
 
 struct Inner {
-    tx: Option<mpsc::Sender<Msg>>,
+    tx: Option<Arc<Inbox<Msg>>>,
     handle: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // Closing the channel lets the writer drain what is queued and stop.
-        drop(self.tx.take());
+        // Closing the inbox lets the writer drain what is queued and stop.
+        if let Some(inbox) = self.tx.take() {
+            inbox.close();
+        }
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
@@ -134,7 +157,8 @@ impl Recorder {
     /// [`Store::open`](crate::Store::open)).
     pub(crate) fn start(paths: StorePaths) -> Self {
         let shared = Arc::new(Shared::default());
-        let (tx, rx) = mpsc::channel();
+        let tx = Arc::new(Inbox::new());
+        let rx = Arc::clone(&tx);
         let writer = Writer::new(paths, Arc::clone(&shared));
         let spawned = std::thread::Builder::new()
             .name("awf-store-writer".into())
@@ -163,7 +187,7 @@ impl Recorder {
             return;
         };
         let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-        if tx.send(Msg::Flush(ack_tx)).is_ok() {
+        if tx.push(Msg::Flush(ack_tx), Urgency::Now) {
             let _ = ack_rx.recv();
         }
     }
@@ -205,7 +229,7 @@ impl Recorder {
         let (release_tx, release_rx) = mpsc::channel();
         let (ack_tx, ack_rx) = mpsc::sync_channel(1);
         if let Some(q) = &self.inner.tx
-            && q.send(Msg::Hold(ack_tx, release_rx)).is_ok()
+            && q.push(Msg::Hold(ack_tx, release_rx), Urgency::Now)
         {
             let _ = ack_rx.recv();
         }
@@ -215,11 +239,10 @@ impl Recorder {
 
 impl EventPublisher for Recorder {
     fn emit(&self, event: EventEnvelope) {
-        let sent = self
-            .inner
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.send(Msg::Event(Box::new(event))).is_ok());
+        let sent = self.inner.tx.as_ref().is_some_and(|tx| {
+            let urgency = urgency(&event.event);
+            tx.push(Msg::Event(Box::new(event)), urgency)
+        });
         if !sent {
             self.inner.shared.report(
                 "recorder",
@@ -338,32 +361,28 @@ impl Writer {
         }
     }
 
-    fn run(mut self, rx: &mpsc::Receiver<Msg>) {
+    fn run(mut self, rx: &Inbox<Msg>) {
+        let mut held = false;
+        let mut after_step_end = false;
         loop {
-            let first = if self.runs.values().any(|p| p.journal_unsynced) {
-                let wait = JOURNAL_SYNC_EVERY.saturating_sub(self.last_sync.elapsed());
-                match rx.recv_timeout(wait) {
-                    Ok(m) => m,
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        self.sync_journals();
-                        continue;
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            let until = self
+                .runs
+                .values()
+                .any(|p| p.journal_unsynced)
+                .then(|| self.last_sync + JOURNAL_SYNC_EVERY);
+            let batch = rx.take(held, after_step_end, until);
+            held = !batch.msgs.is_empty();
+            if batch.msgs.is_empty() && !batch.closed {
+                if until.is_some_and(|u| std::time::Instant::now() >= u) {
+                    self.sync_journals();
                 }
-            } else {
-                match rx.recv() {
-                    Ok(m) => m,
-                    Err(_) => break,
-                }
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
+                continue;
             }
-            for msg in batch {
+            after_step_end = matches!(
+                batch.msgs.last(),
+                Some(Msg::Event(e)) if matches!(e.event, RunEvent::StepFinished { .. })
+            );
+            for msg in batch.msgs {
                 match msg {
                     Msg::Event(e) => self.apply(&e),
                     Msg::Flush(ack) => {
@@ -377,6 +396,9 @@ impl Writer {
                         let _ = release.recv();
                     }
                 }
+            }
+            if batch.closed {
+                break;
             }
             self.commit(false);
         }
