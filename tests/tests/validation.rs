@@ -1001,3 +1001,44 @@ states:
         r.stderr
     );
 }
+
+/// README's "A short tour of the language" workflow, as a user copies it: it validates with
+/// no warning (a new user found it gave three: unquoted input values in commands and a
+/// transition list with no default route), and it runs to `done` with `cargo` stubbed.
+#[test]
+fn the_readme_tour_workflow_validates_cleanly_and_runs() {
+    let readme = std::fs::read_to_string(awf_tests::workspace_root().join("README.md")).unwrap();
+    let section = readme
+        .split("## A short tour of the language")
+        .nth(1)
+        .expect("README has the tour");
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("\n```").next())
+        .expect("the tour's first yaml block");
+    let mut sb = sandbox();
+    let wf = sb.write("release.yaml", yaml).unwrap();
+    let (code, diags) = validate(&sb, &wf);
+    assert_eq!((code, diags), (0, Vec::<Value>::new()));
+    // `cargo clippy` / `cargo test` stand-ins.
+    let bin = sb.write("bin/cargo", "#!/bin/sh\necho cargo \"$@\"\n").unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        sb.path().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let r = sb
+        .run(&["run", "-f", "json", "release.yaml", "-i", "version=1.2.3"])
+        .unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(
+        (r.code, &doc["status"], &doc["terminal"]),
+        (0, &json!("success"), &json!("done")),
+        "{doc}\n{}",
+        r.stderr
+    );
+    assert!(r.stderr.is_empty() || !r.stderr.contains("WARN"), "{}", r.stderr);
+}
