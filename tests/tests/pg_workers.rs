@@ -2477,3 +2477,80 @@ fn a_taken_over_run_still_has_its_secret_input() {
         "success - 2"
     );
 }
+
+/// A run a worker parked on a usage limit (status `waiting`, `waiting_until` a few seconds
+/// ahead) is resumed by a worker once its reset time has come, exactly once (one more claim,
+/// one more attempt), at the step it stopped in: the step before it does not run again, and
+/// the agent is asked again only after the reset. Workers used to leave it `waiting` for good.
+#[test]
+fn a_run_parked_on_a_worker_is_resumed_by_a_worker_once_its_reset_comes() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let marks = out.path().join("marks");
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 4, "error_message": "come back in 4 s"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let wf = format!(
+        "name: park\nstates:\n  initial: s1\n  s1:\n    type: step\n    command: echo s1 >> {m}\n    on_success: ask\n  ask: {{type: agent, provider: openai_compatible, prompt: hi, usage_limit: {{wait: 1s, max_wait: 1h}}, on_success: s3}}\n  s3:\n    type: step\n    command: echo s3 >> {m}\n    on_success: done\n  done: {{type: terminal}}\n",
+        m = marks.display()
+    );
+    let mut sb = sandbox(&db, &[("park", &wf)]);
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let a = worker(&sb, &["--lease", "3s"]);
+    let b = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "park", &[]);
+    let parked_sql = format!(
+        "SELECT (extract(epoch from waiting_until) * 1000)::bigint FROM awf_runs \
+         WHERE run_id = '{id}' AND status = 'waiting' AND queue_state = 'done'"
+    );
+    let mut until_ms = String::new();
+    wait_long(&db, "the run parked", Duration::from_secs(60), || {
+        until_ms = psql(&db.url, &parked_sql);
+        !until_ms.is_empty()
+    });
+    let until_ms: i64 = until_ms.parse().unwrap();
+    let state = || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state || '/' || epoch FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            ),
+        )
+    };
+    wait_long(
+        &db,
+        "the parked run resumed and finished",
+        Duration::from_secs(60),
+        || state().starts_with("success/done"),
+    );
+    // One claim to start it, one to resume it: resumed once.
+    assert_eq!(state(), "success/done/2");
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND run_id = '{id}' AND kind = 'run_started'"
+            )
+        ),
+        2
+    );
+    // At the step it stopped in: s1 ran once, the agent was asked twice, the second time
+    // once the reset had come (and soon after it).
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "s1\ns3\n");
+    let asked = mock.model_requests();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    let again = asked[1]["ts_ms"].as_i64().unwrap();
+    assert!(
+        again >= until_ms && again - until_ms < 15_000,
+        "asked again at {again}, reset at {until_ms}"
+    );
+    // Nothing more happens to it.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(state(), "success/done/2");
+    assert_eq!(mock.model_requests().len(), 2);
+    drop((a, b));
+}

@@ -8,7 +8,7 @@
 //! | `none` | not a queued run (`awf run` on this store) | the recorder (default) |
 //! | `queued` | waiting for a worker (`not_before` delays a retry) | [`submit`], [`release`], [`requeue_resume`] |
 //! | `claimed` | a worker (`worker_id`) holds it until `lease_until`, under claim number `epoch` | [`claim`], [`renew`] |
-//! | `done` | ended (or cancelled before any worker took it) | [`finish`], [`request_cancel`] |
+//! | `done` | ended (or cancelled before any worker took it); one parked on a usage limit (`status` `waiting`) is claimed again once its `waiting_until` has come | [`finish`], [`request_cancel`] |
 //!
 //! `run_started` says a worker started the run (so a later claim resumes it instead of
 //! starting it again); `cancel_requested` asks the holder to cancel it.
@@ -234,6 +234,9 @@ pub struct Claim {
     /// The worker whose claim this one took over (its lease had expired: it died, or lost
     /// the database); `None` for a queued run.
     pub taken_from: Option<String>,
+    /// Set when this claim resumes a run parked on a usage limit (status `waiting`) whose
+    /// reset time, this, has come; `None` otherwise.
+    pub parked_until: Option<std::time::SystemTime>,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -293,9 +296,17 @@ pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Res
 }
 
 /// Claims up to `n` runs for `worker_id` for `lease`: queued ones (oldest first, past their
-/// `not_before`) and claimed ones whose lease expired, except those in `held` that this
-/// worker claimed itself (`held`: the run ids it is executing now). Each claim sets
-/// `worker_id`, `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+/// `not_before`), claimed ones whose lease expired, except those in `held` that this
+/// worker claimed itself (`held`: the run ids it is executing now), and top-level runs a
+/// worker parked on a usage limit (`done`, status `waiting`, no cancel asked) whose
+/// `waiting_until` has come on the database's clock. Each claim sets `worker_id`,
+/// `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+///
+/// A parked run is claimed under its row's lock like any other, so exactly one worker
+/// resumes it (its claim is fenced by the new epoch); it leaves `done` with the claim, so it
+/// is claimed again only if it parks again (a new `waiting_until`). The claim resumes it at
+/// the state it stopped in (a queued resume's starting point becomes
+/// [`QueuedResume::Current`]), as `awf serve`'s resumer does with the embedded store.
 ///
 /// A worker whose heartbeat came late (a starved process: its lease expired on the database's
 /// clock while its run went on) must not take its own run over: the new epoch fenced its
@@ -328,11 +339,15 @@ pub async fn claim(
                  WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now())) \
                     OR (queue_state = 'claimed' AND lease_until < now() \
                         AND NOT (worker_id = $1 AND run_id = ANY($4))) \
+                    OR (queue_state = 'done' AND status = 'waiting' \
+                        AND waiting_until <= now() AND parent_run_id IS NULL \
+                        AND run_started AND NOT cancel_requested AND request IS NOT NULL) \
                  ORDER BY submitted_at NULLS LAST \
                  LIMIT $2 FOR UPDATE SKIP LOCKED) old \
              WHERE r.run_id = old.run_id \
              RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested, \
-                 CASE WHEN old.old_state = 'claimed' THEN old.old_worker END",
+                 CASE WHEN old.old_state = 'claimed' THEN old.old_worker END, \
+                 CASE WHEN old.old_state = 'done' THEN r.waiting_until END",
             &[&worker_id, &limit, &millis(lease), &held],
         )
         .await
@@ -340,15 +355,23 @@ pub async fn claim(
     rows.iter()
         .map(|r| {
             let request: Option<Value> = column(r, 2)?;
+            let parked_until: Option<std::time::SystemTime> = column(r, 6)?;
+            let mut request: QueuedRequest = request
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            if parked_until.is_some() && request.resume.is_some() {
+                // It parked where it stopped: go on there, not where the queued resume that
+                // led to it started.
+                request.resume = Some(QueuedResume::Current);
+            }
             Ok(Claim {
                 run_id: RunId(column(r, 0)?),
                 epoch: column(r, 1)?,
-                request: request
-                    .and_then(|v| serde_json::from_value(v).ok())
-                    .unwrap_or_default(),
+                request,
                 run_started: column(r, 3)?,
                 cancel_requested: column(r, 4)?,
                 taken_from: column(r, 5)?,
+                parked_until,
             })
         })
         .collect()
