@@ -715,8 +715,8 @@ fn after_a_takeover_only_the_live_attempts_request_is_pending_and_an_answer_with
     );
     let asked = asked_ids(&db, &id);
     // The dead attempt's request is closed in the log (cancelled) before the new attempt
-    // starts; the live one's is not. (Request ids are counted per attempt: the new one may
-    // reuse the old one's id.)
+    // starts; the live one's is not. (Each attempt asks under ids of its own: see
+    // a_taken_over_run_asks_under_a_new_request_id_and_the_old_one_is_refused.)
     let kinds = psql(
         &db.url,
         &format!(
@@ -2553,4 +2553,69 @@ fn a_run_parked_on_a_worker_is_resumed_by_a_worker_once_its_reset_comes() {
     assert_eq!(state(), "success/done/2");
     assert_eq!(mock.model_requests().len(), 2);
     drop((a, b));
+}
+
+/// A run taken over by another worker asks again under a new request id: the dead attempt's
+/// id is not the live one's, and an answer to the old id is refused at once (409) instead of
+/// answering the new attempt's request. Ids used to be `<run id>:<n>` counted per attempt,
+/// so both attempts asked under `<run id>:1`.
+#[test]
+fn a_taken_over_run_asks_under_a_new_request_id_and_the_old_one_is_refused() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("gated", &gated_workflow(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "A's approval request", Duration::from_secs(60), || {
+        asked_ids(&db, &id).len() == 1
+    });
+    let b = worker(&sb, &["--lease", "2s"]);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_long(
+        &db,
+        "B's approval request",
+        Duration::from_secs(120),
+        || asked_ids(&db, &id).len() == 2,
+    );
+    let asked = asked_ids(&db, &id);
+    assert_ne!(asked[0], asked[1], "both attempts asked under one id");
+    for rid in &asked {
+        assert!(rid.starts_with(&format!("{id}:")), "{rid}");
+    }
+    let view = http_serve::execution(&b, &id);
+    let pending = view["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{view}");
+    assert_eq!(pending[0]["request_id"], asked[1].as_str(), "{view}");
+    // The dead attempt's request: 409 at once, and the live one stays pending.
+    let url = format!("{}/api/executions/{id}/respond", b.base);
+    let t0 = Instant::now();
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{}", "approved": false}}"#, asked[0]),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    let view = http_serve::execution(&b, &id);
+    assert_eq!(
+        view["pending"][0]["request_id"],
+        asked[1].as_str(),
+        "{view}"
+    );
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{}", "approved": true}}"#, asked[1]),
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
 }

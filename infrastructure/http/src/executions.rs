@@ -556,7 +556,7 @@ pub(crate) struct LogSnapshot {
     pub(crate) states: BTreeMap<String, StateStatus>,
     /// Requests asked and not resolved, in order.
     pub(crate) pending: Vec<InteractionRequest>,
-    /// Ids of requests that were resolved.
+    /// Ids of requests that were resolved, or closed with the attempt that asked them.
     pub(crate) resolved: std::collections::BTreeSet<String>,
     /// Whether the run's final event is in the log.
     pub(crate) finished: bool,
@@ -587,7 +587,10 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
             // next one. Nothing an earlier attempt asked is pending in it, ended or not (a
             // worker that died mid-question: another one resumed the run).
             RunEvent::RunStarted { .. } if root => {
-                s.pending.clear();
+                // Closed with the attempt that asked them: answering one is a 409.
+                for r in s.pending.drain(..) {
+                    s.resolved.insert(r.request_id);
+                }
                 s.finished = false;
                 s.terminal = None;
                 s.message = None;
@@ -596,7 +599,9 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
             RunEvent::RunFinished { result } if root => {
                 // Nothing an ended attempt asked is pending in the next one.
                 s.finished = true;
-                s.pending.clear();
+                for r in s.pending.drain(..) {
+                    s.resolved.insert(r.request_id);
+                }
                 s.terminal.clone_from(&result.terminal);
                 s.message.clone_from(&result.message);
                 s.error = result.error.as_ref().map(RunError::from);
