@@ -2619,3 +2619,72 @@ fn a_taken_over_run_asks_under_a_new_request_id_and_the_old_one_is_refused() {
         "deployed\n"
     );
 }
+
+/// An answer to the pending request of a run whose worker was SIGKILLed (its lease not yet
+/// expired) is refused at once, 409, saying the worker is gone and that another worker
+/// resumes the run and asks again; nothing is left for that worker to take. It used to wait
+/// 10 s for the dead worker, then answer 409. The run is then taken over, asks again, and
+/// that request is answered.
+#[test]
+fn an_answer_to_a_run_whose_worker_died_is_refused_at_once_saying_so() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("gated", &gated_workflow(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "20s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "A's approval request", Duration::from_secs(60), || {
+        asked_ids(&db, &id).len() == 1
+    });
+    let rid = asked_ids(&db, &id).remove(0);
+    let b = worker(&sb, &["--lease", "20s"]);
+    // SIGKILL A, the process this test spawned (its own child handle).
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let url = format!("{}/api/executions/{id}/respond", b.base);
+    let t0 = Instant::now();
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "approved": true}}"#),
+    );
+    let took = t0.elapsed();
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        took < Duration::from_secs(3),
+        "answered after {took:?}: {body}"
+    );
+    let problem = http_serve::json_of(&body);
+    let text = problem.to_string();
+    assert!(
+        text.contains("worker") && text.contains("gone") && text.contains("asks again"),
+        "{problem}"
+    );
+    // The lease is still A's: the run has not been taken over yet, and no answer is left
+    // for whoever takes it.
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM awf_answers WHERE request_id = '{rid}'")
+        ),
+        0
+    );
+    // Once the lease expires, B resumes the run and asks again; that request is answered.
+    wait_long(
+        &db,
+        "B's approval request",
+        Duration::from_secs(120),
+        || asked_ids(&db, &id).len() == 2,
+    );
+    let (code, body, _) = http_serve::post(&url, r#"{"approved": true}"#);
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+}
