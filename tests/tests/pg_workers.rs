@@ -2649,8 +2649,9 @@ fn an_answer_to_a_run_whose_worker_died_is_refused_at_once_saying_so() {
     );
     let took = t0.elapsed();
     assert_eq!(code, 409, "{body}");
+    // At once (tens of milliseconds; generous for a loaded machine), not after 10 s.
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_secs(2),
         "answered after {took:?}: {body}"
     );
     let problem = http_serve::json_of(&body);

@@ -592,7 +592,7 @@ async fn answer_remote(
     // Its worker died (or lost the store): nobody takes the answer; say so at once rather
     // than after ANSWER_WAIT, and leave nothing for the worker that resumes the run.
     if worker_gone(&client, &run_id).await? {
-        return Err(gone(request_id, &run_id));
+        return Err(gone(&run_id));
     }
     let n = client
         .execute(
@@ -633,7 +633,7 @@ async fn answer_remote(
                     .await
                     .map_err(|e| unavailable("withdraw the answer", &db_text(&e)))?;
                 if n == 1 {
-                    return Err(gone(request_id, &run_id));
+                    return Err(gone(&run_id));
                 }
             }
         }
@@ -726,13 +726,13 @@ async fn worker_gone(client: &deadpool_postgres::Client, run_id: &str) -> Result
 }
 
 /// The refusal of an answer whose run's worker is gone ([`worker_gone`]).
-fn gone(request_id: &str, run_id: &str) -> AwfError {
+fn gone(run_id: &str) -> AwfError {
     AwfError::new(
         ErrorCode::UserFacadeInputRejected,
         format!(
-            "the worker running run {run_id} is gone (its process ended or lost the store), \
-             so nobody takes the answer to request {request_id}; another worker resumes the run \
-             (once its lease expires) and asks again, under a new request id"
+            "the worker running run {run_id} is gone (its process ended or lost the store): \
+             another worker resumes the run once its lease expires and asks again, under a new \
+             request id"
         ),
     )
     .with_hint(format!(
