@@ -2689,3 +2689,61 @@ fn an_answer_to_a_run_whose_worker_died_is_refused_at_once_saying_so() {
         "deployed\n"
     );
 }
+
+/// A parked run with a secret input (masked in its record) is resumed by a worker with its
+/// real value: the queued request keeps it while the run is parked (it is masked there once
+/// the run has ended), where `awf serve`'s resumer, reading only the record, cannot resume
+/// it. The request used to be masked when the run parked, and the resumed run went on with
+/// `***` as the value.
+#[test]
+fn a_parked_run_with_a_secret_input_is_resumed_with_it() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let marks = out.path().join("marks");
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 3, "error_message": "come back in 3 s"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let wf = format!(
+        "name: park\ninputs:\n  - name: api_token\n    type: string\n    required: true\nstates:\n  initial: ask\n  ask: {{type: agent, provider: openai_compatible, prompt: hi, usage_limit: {{wait: 1s, max_wait: 1h}}, on_success: s2}}\n  s2:\n    type: step\n    command: test {{{{.inputs.api_token}}}} = tok-s3cr3t-42 && echo s2 >> {m}\n    on_success: done\n  done: {{type: terminal}}\n",
+        m = marks.display()
+    );
+    let mut sb = sandbox(&db, &[("park", &wf)]);
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let w = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "park", &["api_token=tok-s3cr3t-42"]);
+    let state = || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state || '/' || epoch FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            ),
+        )
+    };
+    wait_long(&db, "the run parked", Duration::from_secs(60), || {
+        state().starts_with("waiting/done")
+    });
+    // Masked in its record.
+    let recorded = psql(
+        &db.url,
+        &format!("SELECT snapshot->'inputs'->>'api_token' FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert_ne!(recorded, "tok-s3cr3t-42");
+    wait_long(
+        &db,
+        "the parked run resumed and finished",
+        Duration::from_secs(60),
+        || !state().starts_with("waiting/done") && state().ends_with("done/2"),
+    );
+    assert_eq!(state(), "success/done/2");
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "s2\n");
+    // Ended: now the queued request masks it too.
+    let request = psql(
+        &db.url,
+        &format!("SELECT request::text FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert!(!request.contains("tok-s3cr3t-42"), "{request}");
+    drop(w);
+}

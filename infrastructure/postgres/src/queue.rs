@@ -186,8 +186,11 @@ impl QueuedRequest {
         }
     }
 
-    /// The resume a worker runs for a run it took over (or a queued resume): from where the
-    /// queued resume says, else the state the run stopped in; the worker's environment.
+    /// The resume a worker runs for a run it took over or that parked on a usage limit (or a
+    /// queued resume): from where the queued resume says, else the state the run stopped in;
+    /// the worker's environment. A queued resume gives its inputs; otherwise the run goes on
+    /// with its recorded inputs, except its secret-named ones, which its record masks: those
+    /// are given from the submitted request (without them the run could not be resumed).
     pub fn to_resume(&self, run_id: &RunId, env: &[(String, String)]) -> ResumeRequest {
         ResumeRequest {
             run_id: run_id.0.clone(),
@@ -558,13 +561,16 @@ pub async fn finish(
 /// Masks the secret inputs of an ended run's queued request
 /// ([`QueuedRequest::without_secrets`]): no worker needs their values any more, and a user
 /// who may read `awf_runs` should not find them there. Only a row still `done` with the
-/// request read is changed (a resume queued meanwhile keeps its own); a failure is only
-/// logged (the run's end is recorded already).
+/// request read is changed (a resume queued meanwhile keeps its own), and not one parked on a
+/// usage limit (status `waiting`): a worker resumes it at its reset ([`claim`]) and needs
+/// them then (its end masks them). A failure is only logged (the run's end is recorded
+/// already).
 async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
     let scrub = async {
         let row = client
             .query_opt(
-                "SELECT request FROM awf_runs WHERE run_id = $1 AND queue_state = 'done'",
+                "SELECT request FROM awf_runs WHERE run_id = $1 AND queue_state = 'done' \
+                 AND status <> 'waiting'",
                 &[&run_id.0],
             )
             .await
@@ -585,7 +591,8 @@ async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
             client
                 .execute(
                     "UPDATE awf_runs SET request = $2 \
-                     WHERE run_id = $1 AND queue_state = 'done' AND request = $3",
+                     WHERE run_id = $1 AND queue_state = 'done' AND status <> 'waiting' \
+                       AND request = $3",
                     &[&run_id.0, &masked, &body],
                 )
                 .await
@@ -1110,6 +1117,14 @@ mod tests {
         let resume = back.to_resume(&RunId("r1".into()), &worker_env);
         assert_eq!(resume.from, ResumeFrom::Current);
         assert!(resume.inputs.is_empty() && !resume.lock_held);
+        // Except the secret-named ones, which the record masks: given from the request.
+        let mut with_secret = back;
+        with_secret.inputs.push(("api_token".into(), "tok".into()));
+        let resume = with_secret.to_resume(&RunId("r1".into()), &worker_env);
+        assert_eq!(
+            resume.inputs,
+            vec![("api_token".to_owned(), "tok".to_owned())]
+        );
         // A queued resume keeps its starting point and inputs.
         let asked = ResumeRequest {
             run_id: "r1".into(),
