@@ -251,7 +251,11 @@ impl Facade {
         let (tx, rx) = mpsc::unbounded_channel();
         let finished = Arc::new(AtomicBool::new(false));
         let cancel = CancelState::default();
-        let interaction = Arc::new(crate::engine::Interaction::new(&l.run_id.0));
+        let interaction = Arc::new(crate::engine::Interaction::new(&request_prefix(
+            &l.run_id,
+            l.resume.is_some(),
+            self.services.ids.as_ref(),
+        )));
         let start_error: Arc<std::sync::Mutex<Option<AwfError>>> = Arc::default();
         let runtime = RuntimeInfo {
             working_dir: l.working_dir.display().to_string(),
@@ -322,6 +326,29 @@ impl Facade {
             start_error,
         }
     }
+}
+
+/// The prefix of the request ids an attempt of `run_id` asks under (ids are
+/// `<prefix>:<n>`): the run id in its first attempt, the run id and a tag of its own in a
+/// resumed one (`<run id>:<tag>`, `tag` the last 8 letters and digits of a fresh id from
+/// `ids`), so an attempt never asks under an id an earlier attempt used (resumed here or in
+/// another process, taken over by another worker): an answer meant for an earlier attempt's
+/// request cannot reach this one's, and clients tell them apart.
+fn request_prefix(
+    run_id: &RunId,
+    resumed: bool,
+    ids: &dyn awf_domain::ports::IdGenerator,
+) -> String {
+    if !resumed {
+        return run_id.0.clone();
+    }
+    let fresh: Vec<char> = ids
+        .request_id()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let tag: String = fresh[fresh.len().saturating_sub(8)..].iter().collect();
+    format!("{}:{tag}", run_id.0)
 }
 
 /// What [`Facade::launch`] needs.
@@ -720,4 +747,36 @@ fn preassigned(services: &Services, id: RunId) -> Result<RunId, AwfError> {
         .with_hint(format!("`awf resume {}` continues it", id.0)));
     }
     Ok(id)
+}
+
+#[cfg(test)]
+mod request_prefix_tests {
+    use super::*;
+
+    /// Gives one request id, always the same.
+    struct One(&'static str);
+
+    impl awf_domain::ports::IdGenerator for One {
+        fn run_id(&self) -> RunId {
+            RunId(String::new())
+        }
+        fn child_run_id(&self, _: &RunId) -> RunId {
+            RunId(String::new())
+        }
+        fn request_id(&self) -> String {
+            self.0.to_owned()
+        }
+    }
+
+    #[test]
+    fn a_resumed_attempt_asks_under_a_prefix_of_its_own() {
+        let ids = awf_domain::ports::fakes::SeqIds::default();
+        let run = RunId("run-7".into());
+        assert_eq!(request_prefix(&run, false, &ids), "run-7");
+        assert_eq!(request_prefix(&run, true, &ids), "run-7:request1");
+        assert_eq!(request_prefix(&run, true, &ids), "run-7:request2");
+        // A real id: its last 8 hex digits.
+        let uuid = One("3f2a9c1e-0b1d-4c6e-9a7b-5d4c3b2a1f0e");
+        assert_eq!(request_prefix(&run, true, &uuid), "run-7:3b2a1f0e");
+    }
 }

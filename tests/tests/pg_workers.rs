@@ -715,8 +715,8 @@ fn after_a_takeover_only_the_live_attempts_request_is_pending_and_an_answer_with
     );
     let asked = asked_ids(&db, &id);
     // The dead attempt's request is closed in the log (cancelled) before the new attempt
-    // starts; the live one's is not. (Request ids are counted per attempt: the new one may
-    // reuse the old one's id.)
+    // starts; the live one's is not. (Each attempt asks under ids of its own: see
+    // a_taken_over_run_asks_under_a_new_request_id_and_the_old_one_is_refused.)
     let kinds = psql(
         &db.url,
         &format!(
@@ -2476,4 +2476,274 @@ fn a_taken_over_run_still_has_its_secret_input() {
         ),
         "success - 2"
     );
+}
+
+/// A run a worker parked on a usage limit (status `waiting`, `waiting_until` a few seconds
+/// ahead) is resumed by a worker once its reset time has come, exactly once (one more claim,
+/// one more attempt), at the step it stopped in: the step before it does not run again, and
+/// the agent is asked again only after the reset. Workers used to leave it `waiting` for good.
+#[test]
+fn a_run_parked_on_a_worker_is_resumed_by_a_worker_once_its_reset_comes() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let marks = out.path().join("marks");
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 4, "error_message": "come back in 4 s"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let wf = format!(
+        "name: park\nstates:\n  initial: s1\n  s1:\n    type: step\n    command: echo s1 >> {m}\n    on_success: ask\n  ask: {{type: agent, provider: openai_compatible, prompt: hi, usage_limit: {{wait: 1s, max_wait: 1h}}, on_success: s3}}\n  s3:\n    type: step\n    command: echo s3 >> {m}\n    on_success: done\n  done: {{type: terminal}}\n",
+        m = marks.display()
+    );
+    let mut sb = sandbox(&db, &[("park", &wf)]);
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let a = worker(&sb, &["--lease", "3s"]);
+    let b = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "park", &[]);
+    let parked_sql = format!(
+        "SELECT (extract(epoch from waiting_until) * 1000)::bigint FROM awf_runs \
+         WHERE run_id = '{id}' AND status = 'waiting' AND queue_state = 'done'"
+    );
+    let mut until_ms = String::new();
+    wait_long(&db, "the run parked", Duration::from_secs(60), || {
+        until_ms = psql(&db.url, &parked_sql);
+        !until_ms.is_empty()
+    });
+    let until_ms: i64 = until_ms.parse().unwrap();
+    let state = || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state || '/' || epoch FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            ),
+        )
+    };
+    wait_long(
+        &db,
+        "the parked run resumed and finished",
+        Duration::from_secs(60),
+        || state().starts_with("success/done"),
+    );
+    // One claim to start it, one to resume it: resumed once.
+    assert_eq!(state(), "success/done/2");
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_events WHERE root_run_id = '{id}' \
+                 AND run_id = '{id}' AND kind = 'run_started'"
+            )
+        ),
+        2
+    );
+    // At the step it stopped in: s1 ran once, the agent was asked twice, the second time
+    // once the reset had come (and soon after it).
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "s1\ns3\n");
+    let asked = mock.model_requests();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    let again = asked[1]["ts_ms"].as_i64().unwrap();
+    assert!(
+        again >= until_ms && again - until_ms < 15_000,
+        "asked again at {again}, reset at {until_ms}"
+    );
+    // Nothing more happens to it.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(state(), "success/done/2");
+    assert_eq!(mock.model_requests().len(), 2);
+    drop((a, b));
+}
+
+/// A run taken over by another worker asks again under a new request id: the dead attempt's
+/// id is not the live one's, and an answer to the old id is refused at once (409) instead of
+/// answering the new attempt's request. Ids used to be `<run id>:<n>` counted per attempt,
+/// so both attempts asked under `<run id>:1`.
+#[test]
+fn a_taken_over_run_asks_under_a_new_request_id_and_the_old_one_is_refused() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("gated", &gated_workflow(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "A's approval request", Duration::from_secs(60), || {
+        asked_ids(&db, &id).len() == 1
+    });
+    let b = worker(&sb, &["--lease", "2s"]);
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    wait_long(
+        &db,
+        "B's approval request",
+        Duration::from_secs(120),
+        || asked_ids(&db, &id).len() == 2,
+    );
+    let asked = asked_ids(&db, &id);
+    assert_ne!(asked[0], asked[1], "both attempts asked under one id");
+    for rid in &asked {
+        assert!(rid.starts_with(&format!("{id}:")), "{rid}");
+    }
+    let view = http_serve::execution(&b, &id);
+    let pending = view["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{view}");
+    assert_eq!(pending[0]["request_id"], asked[1].as_str(), "{view}");
+    // The dead attempt's request: 409 at once, and the live one stays pending.
+    let url = format!("{}/api/executions/{id}/respond", b.base);
+    let t0 = Instant::now();
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{}", "approved": false}}"#, asked[0]),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    let view = http_serve::execution(&b, &id);
+    assert_eq!(
+        view["pending"][0]["request_id"],
+        asked[1].as_str(),
+        "{view}"
+    );
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{}", "approved": true}}"#, asked[1]),
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+}
+
+/// An answer to the pending request of a run whose worker was SIGKILLed (its lease not yet
+/// expired) is refused at once, 409, saying the worker is gone and that another worker
+/// resumes the run and asks again; nothing is left for that worker to take. It used to wait
+/// 10 s for the dead worker, then answer 409. The run is then taken over, asks again, and
+/// that request is answered.
+#[test]
+fn an_answer_to_a_run_whose_worker_died_is_refused_at_once_saying_so() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("gated", &gated_workflow(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "20s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "A's approval request", Duration::from_secs(60), || {
+        asked_ids(&db, &id).len() == 1
+    });
+    let rid = asked_ids(&db, &id).remove(0);
+    let b = worker(&sb, &["--lease", "20s"]);
+    // SIGKILL A, the process this test spawned (its own child handle).
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let url = format!("{}/api/executions/{id}/respond", b.base);
+    let t0 = Instant::now();
+    let (code, body, _) = http_serve::post(
+        &url,
+        &format!(r#"{{"request_id": "{rid}", "approved": true}}"#),
+    );
+    let took = t0.elapsed();
+    assert_eq!(code, 409, "{body}");
+    // At once (tens of milliseconds; generous for a loaded machine), not after 10 s.
+    assert!(
+        took < Duration::from_secs(2),
+        "answered after {took:?}: {body}"
+    );
+    let problem = http_serve::json_of(&body);
+    let text = problem.to_string();
+    assert!(
+        text.contains("worker") && text.contains("gone") && text.contains("asks again"),
+        "{problem}"
+    );
+    // The lease is still A's: the run has not been taken over yet, and no answer is left
+    // for whoever takes it.
+    assert_eq!(
+        count(
+            &db,
+            &format!("SELECT count(*) FROM awf_answers WHERE request_id = '{rid}'")
+        ),
+        0
+    );
+    // Once the lease expires, B resumes the run and asks again; that request is answered.
+    wait_long(
+        &db,
+        "B's approval request",
+        Duration::from_secs(120),
+        || asked_ids(&db, &id).len() == 2,
+    );
+    let (code, body, _) = http_serve::post(&url, r#"{"approved": true}"#);
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+}
+
+/// A parked run with a secret input (masked in its record) is resumed by a worker with its
+/// real value: the queued request keeps it while the run is parked (it is masked there once
+/// the run has ended), where `awf serve`'s resumer, reading only the record, cannot resume
+/// it. The request used to be masked when the run parked, and the resumed run went on with
+/// `***` as the value.
+#[test]
+fn a_parked_run_with_a_secret_input_is_resumed_with_it() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let marks = out.path().join("marks");
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 1, "reply": {"status": 429, "retry_after": 3, "error_message": "come back in 3 s"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let wf = format!(
+        "name: park\ninputs:\n  - name: api_token\n    type: string\n    required: true\nstates:\n  initial: ask\n  ask: {{type: agent, provider: openai_compatible, prompt: hi, usage_limit: {{wait: 1s, max_wait: 1h}}, on_success: s2}}\n  s2:\n    type: step\n    command: test {{{{.inputs.api_token}}}} = tok-s3cr3t-42 && echo s2 >> {m}\n    on_success: done\n  done: {{type: terminal}}\n",
+        m = marks.display()
+    );
+    let mut sb = sandbox(&db, &[("park", &wf)]);
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let w = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "park", &["api_token=tok-s3cr3t-42"]);
+    let state = || {
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state || '/' || epoch FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            ),
+        )
+    };
+    wait_long(&db, "the run parked", Duration::from_secs(60), || {
+        state().starts_with("waiting/done")
+    });
+    // Masked in its record.
+    let recorded = psql(
+        &db.url,
+        &format!("SELECT snapshot->'inputs'->>'api_token' FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert_ne!(recorded, "tok-s3cr3t-42");
+    wait_long(
+        &db,
+        "the parked run resumed and finished",
+        Duration::from_secs(60),
+        || !state().starts_with("waiting/done") && state().ends_with("done/2"),
+    );
+    assert_eq!(state(), "success/done/2");
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "s2\n");
+    // Ended: now the queued request masks it too.
+    let request = psql(
+        &db.url,
+        &format!("SELECT request::text FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert!(!request.contains("tok-s3cr3t-42"), "{request}");
+    drop(w);
 }

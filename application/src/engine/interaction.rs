@@ -35,7 +35,8 @@ struct Pending {
 /// The requests of one root run and its sub-runs, and the approval decisions remembered for
 /// the run (`allow_always`, `reject_always`). Shared by the runs and the run's handle.
 pub(crate) struct Interaction {
-    /// Makes request ids unique in the process: the root run's id.
+    /// Makes request ids unique in the process and across a run's attempts: the root run's
+    /// id, with a tag of the attempt's own in a resumed attempt (`Facade::launch`).
     prefix: String,
     pending: Mutex<HashMap<String, Pending>>,
     next: AtomicU64,
@@ -61,7 +62,8 @@ pub(crate) struct AskAt<'a> {
 }
 
 impl Interaction {
-    /// No request pending; ids are `<prefix>:<n>` (`prefix` is the root run id).
+    /// No request pending; ids are `<prefix>:<n>` (`prefix`: the root run id, or in a
+    /// resumed attempt the root run id and the attempt's tag, `<run id>:<tag>`).
     pub(crate) fn new(prefix: &str) -> Self {
         Self {
             prefix: prefix.to_owned(),

@@ -556,7 +556,7 @@ pub(crate) struct LogSnapshot {
     pub(crate) states: BTreeMap<String, StateStatus>,
     /// Requests asked and not resolved, in order.
     pub(crate) pending: Vec<InteractionRequest>,
-    /// Ids of requests that were resolved.
+    /// Ids of requests that were resolved, or closed with the attempt that asked them.
     pub(crate) resolved: std::collections::BTreeSet<String>,
     /// Whether the run's final event is in the log.
     pub(crate) finished: bool,
@@ -587,7 +587,10 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
             // next one. Nothing an earlier attempt asked is pending in it, ended or not (a
             // worker that died mid-question: another one resumed the run).
             RunEvent::RunStarted { .. } if root => {
-                s.pending.clear();
+                // Closed with the attempt that asked them: answering one is a 409.
+                for r in s.pending.drain(..) {
+                    s.resolved.insert(r.request_id);
+                }
                 s.finished = false;
                 s.terminal = None;
                 s.message = None;
@@ -596,7 +599,9 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
             RunEvent::RunFinished { result } if root => {
                 // Nothing an ended attempt asked is pending in the next one.
                 s.finished = true;
-                s.pending.clear();
+                for r in s.pending.drain(..) {
+                    s.resolved.insert(r.request_id);
+                }
                 s.terminal.clone_from(&result.terminal);
                 s.message.clone_from(&result.message);
                 s.error = result.error.as_ref().map(RunError::from);
@@ -1099,7 +1104,7 @@ pub fn decision_of(text: &str, has_previous: bool) -> Result<BreakpointDecision,
         (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 415, description = "A body whose `Content-Type` is not `application/json`", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run, or no such request in it", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "Answered already, timed out, or the run ended", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "Answered already, timed out, asked by an earlier attempt of the run, the run ended, or its worker is gone", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "The answer does not fit the request (or several are pending and none is named)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The run's state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1178,13 +1183,22 @@ pub(crate) async fn respond(
     cfg.service
         .respond(&request.request_id, answer)
         .map_err(|e| {
-            conflict(
+            // The service's own hints first (a worker of a shared store says what became of
+            // the run's worker), then the general one.
+            let mut refused = AwfError::new(
+                ErrorCode::UserFacadeInputRejected,
                 format!(
                     "request {} can no longer be answered: {}",
                     request.request_id,
                     e.message()
                 ),
-                "GET the execution: `pending` lists what it waits on now",
+            );
+            for h in e.hints() {
+                refused = refused.with_hint(h.clone());
+            }
+            Problem::with_status(
+                StatusCode::CONFLICT,
+                refused.with_hint("GET the execution: `pending` lists what it waits on now"),
             )
         })?;
     Ok(StatusCode::NO_CONTENT)

@@ -402,12 +402,17 @@ impl Drop for HeldLock {
     }
 }
 
+/// The text whose `hashtextextended(…, 0)` is the advisory lock key of `run_id`.
+pub(crate) fn lock_key(run_id: &str) -> String {
+    format!("awf-run:{run_id}")
+}
+
 impl RunLocks for PgStore {
     /// `pg_try_advisory_lock` of the run id's 64-bit hash on a connection of its own, held by
     /// the guard.
     fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
         let config = self.config().clone();
-        let key = format!("awf-run:{run_id}");
+        let key = lock_key(run_id);
         let rt = self.runtime().clone();
         let (client, got) = self.block_on(async move {
             let (client, conn) = config

@@ -8,7 +8,7 @@
 //! | `none` | not a queued run (`awf run` on this store) | the recorder (default) |
 //! | `queued` | waiting for a worker (`not_before` delays a retry) | [`submit`], [`release`], [`requeue_resume`] |
 //! | `claimed` | a worker (`worker_id`) holds it until `lease_until`, under claim number `epoch` | [`claim`], [`renew`] |
-//! | `done` | ended (or cancelled before any worker took it) | [`finish`], [`request_cancel`] |
+//! | `done` | ended (or cancelled before any worker took it); one parked on a usage limit (`status` `waiting`) is claimed again once its `waiting_until` has come | [`finish`], [`request_cancel`] |
 //!
 //! `run_started` says a worker started the run (so a later claim resumes it instead of
 //! starting it again); `cancel_requested` asks the holder to cancel it.
@@ -186,8 +186,11 @@ impl QueuedRequest {
         }
     }
 
-    /// The resume a worker runs for a run it took over (or a queued resume): from where the
-    /// queued resume says, else the state the run stopped in; the worker's environment.
+    /// The resume a worker runs for a run it took over or that parked on a usage limit (or a
+    /// queued resume): from where the queued resume says, else the state the run stopped in;
+    /// the worker's environment. A queued resume gives its inputs; otherwise the run goes on
+    /// with its recorded inputs, except its secret-named ones, which its record masks: those
+    /// are given from the submitted request (without them the run could not be resumed).
     pub fn to_resume(&self, run_id: &RunId, env: &[(String, String)]) -> ResumeRequest {
         ResumeRequest {
             run_id: run_id.0.clone(),
@@ -234,6 +237,9 @@ pub struct Claim {
     /// The worker whose claim this one took over (its lease had expired: it died, or lost
     /// the database); `None` for a queued run.
     pub taken_from: Option<String>,
+    /// Set when this claim resumes a run parked on a usage limit (status `waiting`) whose
+    /// reset time, this, has come; `None` otherwise.
+    pub parked_until: Option<std::time::SystemTime>,
 }
 
 fn millis(d: Duration) -> i64 {
@@ -293,9 +299,17 @@ pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Res
 }
 
 /// Claims up to `n` runs for `worker_id` for `lease`: queued ones (oldest first, past their
-/// `not_before`) and claimed ones whose lease expired, except those in `held` that this
-/// worker claimed itself (`held`: the run ids it is executing now). Each claim sets
-/// `worker_id`, `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+/// `not_before`), claimed ones whose lease expired, except those in `held` that this
+/// worker claimed itself (`held`: the run ids it is executing now), and top-level runs a
+/// worker parked on a usage limit (`done`, status `waiting`, no cancel asked) whose
+/// `waiting_until` has come on the database's clock. Each claim sets `worker_id`,
+/// `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
+///
+/// A parked run is claimed under its row's lock like any other, so exactly one worker
+/// resumes it (its claim is fenced by the new epoch); it leaves `done` with the claim, so it
+/// is claimed again only if it parks again (a new `waiting_until`). The claim resumes it at
+/// the state it stopped in (a queued resume's starting point becomes
+/// [`QueuedResume::Current`]), as `awf serve`'s resumer does with the embedded store.
 ///
 /// A worker whose heartbeat came late (a starved process: its lease expired on the database's
 /// clock while its run went on) must not take its own run over: the new epoch fenced its
@@ -328,11 +342,15 @@ pub async fn claim(
                  WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now())) \
                     OR (queue_state = 'claimed' AND lease_until < now() \
                         AND NOT (worker_id = $1 AND run_id = ANY($4))) \
+                    OR (queue_state = 'done' AND status = 'waiting' \
+                        AND waiting_until <= now() AND parent_run_id IS NULL \
+                        AND run_started AND NOT cancel_requested AND request IS NOT NULL) \
                  ORDER BY submitted_at NULLS LAST \
                  LIMIT $2 FOR UPDATE SKIP LOCKED) old \
              WHERE r.run_id = old.run_id \
              RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested, \
-                 CASE WHEN old.old_state = 'claimed' THEN old.old_worker END",
+                 CASE WHEN old.old_state = 'claimed' THEN old.old_worker END, \
+                 CASE WHEN old.old_state = 'done' THEN r.waiting_until END",
             &[&worker_id, &limit, &millis(lease), &held],
         )
         .await
@@ -340,15 +358,23 @@ pub async fn claim(
     rows.iter()
         .map(|r| {
             let request: Option<Value> = column(r, 2)?;
+            let parked_until: Option<std::time::SystemTime> = column(r, 6)?;
+            let mut request: QueuedRequest = request
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+            if parked_until.is_some() && request.resume.is_some() {
+                // It parked where it stopped: go on there, not where the queued resume that
+                // led to it started.
+                request.resume = Some(QueuedResume::Current);
+            }
             Ok(Claim {
                 run_id: RunId(column(r, 0)?),
                 epoch: column(r, 1)?,
-                request: request
-                    .and_then(|v| serde_json::from_value(v).ok())
-                    .unwrap_or_default(),
+                request,
                 run_started: column(r, 3)?,
                 cancel_requested: column(r, 4)?,
                 taken_from: column(r, 5)?,
+                parked_until,
             })
         })
         .collect()
@@ -535,13 +561,16 @@ pub async fn finish(
 /// Masks the secret inputs of an ended run's queued request
 /// ([`QueuedRequest::without_secrets`]): no worker needs their values any more, and a user
 /// who may read `awf_runs` should not find them there. Only a row still `done` with the
-/// request read is changed (a resume queued meanwhile keeps its own); a failure is only
-/// logged (the run's end is recorded already).
+/// request read is changed (a resume queued meanwhile keeps its own), and not one parked on a
+/// usage limit (status `waiting`): a worker resumes it at its reset ([`claim`]) and needs
+/// them then (its end masks them). A failure is only logged (the run's end is recorded
+/// already).
 async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
     let scrub = async {
         let row = client
             .query_opt(
-                "SELECT request FROM awf_runs WHERE run_id = $1 AND queue_state = 'done'",
+                "SELECT request FROM awf_runs WHERE run_id = $1 AND queue_state = 'done' \
+                 AND status <> 'waiting'",
                 &[&run_id.0],
             )
             .await
@@ -562,7 +591,8 @@ async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
             client
                 .execute(
                     "UPDATE awf_runs SET request = $2 \
-                     WHERE run_id = $1 AND queue_state = 'done' AND request = $3",
+                     WHERE run_id = $1 AND queue_state = 'done' AND status <> 'waiting' \
+                       AND request = $3",
                     &[&run_id.0, &masked, &body],
                 )
                 .await
@@ -1087,6 +1117,14 @@ mod tests {
         let resume = back.to_resume(&RunId("r1".into()), &worker_env);
         assert_eq!(resume.from, ResumeFrom::Current);
         assert!(resume.inputs.is_empty() && !resume.lock_held);
+        // Except the secret-named ones, which the record masks: given from the request.
+        let mut with_secret = back;
+        with_secret.inputs.push(("api_token".into(), "tok".into()));
+        let resume = with_secret.to_resume(&RunId("r1".into()), &worker_env);
+        assert_eq!(
+            resume.inputs,
+            vec![("api_token".to_owned(), "tok".to_owned())]
+        );
         // A queued resume keeps its starting point and inputs.
         let asked = ResumeRequest {
             run_id: "r1".into(),

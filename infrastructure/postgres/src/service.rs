@@ -11,7 +11,7 @@
 //! | `resolve` | an exact id, else a prefix among the `awf_runs` rows (unique across the store), else the local runs |
 //! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
-//! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected |
+//! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected; refused at once when that worker is gone ([`worker_gone`]) |
 //! | `cancel` | local, else `cancel_requested` + NOTIFY `awf_control` (a queued run is cancelled at once) |
 //! | `wait` | local, else until the row is done (its `RunFinished` result, else one made from the row) |
 //!
@@ -589,6 +589,11 @@ async fn answer_remote(
         )));
     };
     let run_id: String = column(&asked, 0)?;
+    // Its worker died (or lost the store): nobody takes the answer; say so at once rather
+    // than after ANSWER_WAIT, and leave nothing for the worker that resumes the run.
+    if worker_gone(&client, &run_id).await? {
+        return Err(gone(&run_id));
+    }
     let n = client
         .execute(
             "INSERT INTO awf_answers (request_id, run_id, answer) VALUES ($1, $2, $3) \
@@ -613,8 +618,25 @@ async fn answer_remote(
         .await
         .map_err(|e| unavailable("notify the run's worker", &db_text(&e)))?;
     let t0 = Instant::now();
+    let mut checked = Instant::now();
     while t0.elapsed() < ANSWER_WAIT {
         tokio::time::sleep(Duration::from_millis(50)).await;
+        // The worker may die while the answer waits for it: withdraw it then.
+        if checked.elapsed() >= Duration::from_millis(500) {
+            checked = Instant::now();
+            if worker_gone(&client, &run_id).await? {
+                let n = client
+                    .execute(
+                        "DELETE FROM awf_answers WHERE request_id = $1 AND state = 'pending'",
+                        &[&request_id],
+                    )
+                    .await
+                    .map_err(|e| unavailable("withdraw the answer", &db_text(&e)))?;
+                if n == 1 {
+                    return Err(gone(&run_id));
+                }
+            }
+        }
         let r = client
             .query_one(
                 "SELECT state, error FROM awf_answers WHERE request_id = $1",
@@ -669,6 +691,54 @@ async fn answer_remote(
         ),
     )
     .with_hint("try again; `GET /api/executions/{id}` shows whether it is still pending"))
+}
+
+/// Whether the worker holding `run_id` is gone: the run is no longer claimed, its lease has
+/// expired, or no session holds the run's advisory lock. The process running a run holds
+/// that lock (`RunLocks`) on a connection of its own for as long as the run runs, and
+/// PostgreSQL releases it as soon as the connection closes, so a SIGKILLed worker is seen
+/// at once, long before its lease expires. (Between a takeover's claim and its resume taking
+/// the lock, the run's new worker has asked nothing yet: a request still pending then is
+/// the dead worker's.)
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+async fn worker_gone(client: &deadpool_postgres::Client, run_id: &str) -> Result<bool, AwfError> {
+    let key = crate::ports::lock_key(run_id);
+    let row = client
+        .query_opt(
+            "SELECT queue_state <> 'claimed' OR lease_until IS NULL OR lease_until < now() \
+               OR NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
+                   AND l.granted AND l.objsubid = 1 \
+                   AND l.database = (SELECT oid FROM pg_database \
+                                     WHERE datname = current_database()) \
+                   AND ((l.classid::bigint << 32) | l.objid::bigint) \
+                       = hashtextextended($2, 0)) \
+             FROM awf_runs WHERE run_id = $1",
+            &[&run_id, &key],
+        )
+        .await
+        .map_err(|e| unavailable("check the run's worker", &db_text(&e)))?;
+    match row {
+        Some(r) => column::<bool>(&r, 0),
+        None => Ok(true),
+    }
+}
+
+/// The refusal of an answer whose run's worker is gone ([`worker_gone`]).
+fn gone(run_id: &str) -> AwfError {
+    AwfError::new(
+        ErrorCode::UserFacadeInputRejected,
+        format!(
+            "the worker running run {run_id} is gone (its process ended or lost the store): \
+             another worker resumes the run once its lease expires and asks again, under a new \
+             request id"
+        ),
+    )
+    .with_hint(format!(
+        "answer the new request: GET /api/executions/{run_id} lists it in `pending` once \
+         another worker has resumed the run"
+    ))
 }
 
 /// A subscription to a run's log as `awf_events` holds it (the same positions on every

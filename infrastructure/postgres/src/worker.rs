@@ -5,7 +5,9 @@
 //! Loops (all on the caller's runtime; database calls on the store's, through
 //! [`PgStore::run`]):
 //! - claim: woken by [`crate::QUEUE_CHANNEL`] notifications, a run of its own ending, and a
-//!   poll every [`WorkerConfig::poll`] (for notifications lost while disconnected);
+//!   poll every [`WorkerConfig::poll`] (for notifications lost while disconnected, and for
+//!   runs parked on a usage limit whose reset time has come: a poll claims and resumes them,
+//!   see [`queue::claim`]);
 //! - heartbeat every lease/3: renews this worker's leases; a claim the database no longer
 //!   gives it was taken over: its run is cancelled locally at once. While the database is
 //!   unreachable the runs go on until their lease (counted from the last renewal) would have
@@ -290,6 +292,16 @@ impl Worker {
                         for c in claims {
                             let workflow = c.request.identifier.as_str();
                             match &c.taken_from {
+                                None if c.parked_until.is_some() => tracing::info!(
+                                    run_id = %c.run_id,
+                                    workflow,
+                                    worker = %id,
+                                    "resuming run {} parked on a usage limit (reset at {})",
+                                    c.run_id,
+                                    c.parked_until
+                                        .map(awf_domain::timefmt::format_rfc3339)
+                                        .unwrap_or_default()
+                                ),
                                 Some(old) => tracing::info!(
                                     run_id = %c.run_id,
                                     workflow,
