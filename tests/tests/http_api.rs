@@ -909,13 +909,28 @@ fn sigterm_lets_a_running_run_finish_within_the_drain_timeout() {
 #[test]
 fn sigterm_cancels_what_outlives_the_drain_timeout() {
     let sb = sandbox();
-    let mut s = start_with(&sb, &["--drain-timeout", "1s"]);
+    let log = sb.path().join("serve.log");
+    let mut s = awf_tests::http_serve::start_with_stderr(
+        &sb,
+        &["--drain-timeout", "1s"],
+        std::fs::File::create(&log).unwrap().into(),
+    );
     let id = start_run(&s, "sleeper", "{}");
     wait_for("the sleep to start", || {
         sb.processes().iter().any(|p| p.cmdline == "sleep 300")
     });
     sigterm(&s);
     assert_eq!(wait_exit(&mut s), Some(0));
+    // The server says that it drains, and when it gives up waiting (a new user saw a
+    // worker go quiet after SIGTERM).
+    let text = std::fs::read_to_string(&log).unwrap();
+    let draining = text.find("draining: new runs and resumes are refused");
+    let cancelling = text.find("drain timeout reached: cancelling the runs still running");
+    assert!(
+        matches!((draining, cancelling), (Some(a), Some(b)) if a < b),
+        "{text}"
+    );
+    assert!(text.contains("runs=1"), "{text}");
     wait_for("no process left", || sb.processes().is_empty());
     let h = sb.run(&["history", "--format", "json"]).unwrap();
     let rows: Value = serde_json::from_str(&h.stdout).unwrap();

@@ -1022,7 +1022,9 @@ fn the_readme_tour_workflow_validates_cleanly_and_runs() {
     let (code, diags) = validate(&sb, &wf);
     assert_eq!((code, diags), (0, Vec::<Value>::new()));
     // `cargo clippy` / `cargo test` stand-ins.
-    let bin = sb.write("bin/cargo", "#!/bin/sh\necho cargo \"$@\"\n").unwrap();
+    let bin = sb
+        .write("bin/cargo", "#!/bin/sh\necho cargo \"$@\"\n")
+        .unwrap();
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path = format!(
         "{}:{}",
@@ -1040,5 +1042,9 @@ fn the_readme_tour_workflow_validates_cleanly_and_runs() {
         "{doc}\n{}",
         r.stderr
     );
-    assert!(r.stderr.is_empty() || !r.stderr.contains("WARN"), "{}", r.stderr);
+    assert!(
+        r.stderr.is_empty() || !r.stderr.contains("WARN"),
+        "{}",
+        r.stderr
+    );
 }

@@ -346,8 +346,22 @@ pub async fn serve(
     let drainer = async {
         shutdown.cancelled().await;
         draining.store(true, Ordering::SeqCst);
+        tracing::info!(
+            target: "awf::serve",
+            runs = live_runs(service.as_ref(), &started).len(),
+            drain_timeout_ms = u64::try_from(drain_timeout.as_millis()).unwrap_or(u64::MAX),
+            "draining: new runs and resumes are refused (503); running runs get the drain timeout to finish"
+        );
         let own = async {
             wait_idle(service.as_ref(), &started, drain_timeout).await;
+            let left = live_runs(service.as_ref(), &started).len();
+            if left > 0 {
+                tracing::info!(
+                    target: "awf::serve",
+                    runs = left,
+                    "drain timeout reached: cancelling the runs still running"
+                );
+            }
             cancel_live(service.as_ref(), &started);
             // SIGTERM → 5 s → SIGKILL to each run's processes, then the run ends.
             wait_idle(service.as_ref(), &started, Duration::from_secs(8)).await;

@@ -286,13 +286,14 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
     };
     let mut directives = env.get("AWF_LOG").filter(|v| !v.is_empty()).cloned();
     // A worker of the shared store says which runs it claims, takes over, finishes or
-    // fails (info) unless a level is given (`--log-level`, `-q`, `AWF_LOG`).
+    // fails, and any `awf serve` when it starts draining and when it gives up waiting (info),
+    // unless a level is given (`--log-level`, `-q`, `AWF_LOG`).
     if matches!(cli.command, Command::Serve(_))
         && cli.log_level.is_none()
         && !cli.quiet
         && directives.is_none()
     {
-        directives = Some("awf_postgres::worker=info".to_owned());
+        directives = Some("awf_postgres::worker=info,awf::serve=info".to_owned());
     }
     let cfg = awf_telemetry::LogConfig {
         level,
