@@ -122,6 +122,19 @@ fn unknown_keys(path: &Path, at: &str, m: &Map<String, Value>, known: &[&str]) -
     if unknown.is_empty() {
         return None;
     }
+    // A misspelt key: the known one it most likely meant, first in the hint.
+    let meant: Vec<String> = unknown
+        .iter()
+        .filter_map(|k| {
+            awf_domain::validate::closest(k, known.iter().copied())
+                .map(|c| format!("`{k}`: did you mean `{c}`?"))
+        })
+        .collect();
+    let hint = if meant.is_empty() {
+        format!("known keys{at}: {}", known.join(", "))
+    } else {
+        format!("{}; known keys{at}: {}", meant.join("; "), known.join(", "))
+    };
     Some(
         AwfError::new(
             ErrorCode::UserMcpProxyUnknownKey,
@@ -137,7 +150,7 @@ fn unknown_keys(path: &Path, at: &str, m: &Map<String, Value>, known: &[&str]) -
             ),
         )
         .with_detail("file", path.display().to_string())
-        .with_hint(format!("known keys{at}: {}", known.join(", "))),
+        .with_hint(hint),
     )
 }
 
@@ -839,6 +852,32 @@ mod tests {
         assert!(e.message().contains("not a unix socket"), "{}", e.message());
         let e = parse(r#"{"fs_delegate": 3}"#).unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig);
+    }
+
+    #[test]
+    fn a_misspelt_key_is_refused_with_the_key_it_most_likely_meant() {
+        let e = parse(r#"{"intercept_builtin": true, "bogus": 1}"#).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserMcpProxyUnknownKey);
+        assert!(
+            e.message()
+                .contains("unknown keys `intercept_builtin`, `bogus`"),
+            "{}",
+            e.message()
+        );
+        assert_eq!(
+            e.hints().first().map(String::as_str),
+            Some(
+                "`intercept_builtin`: did you mean `intercept_builtins`?; known keys: \
+                 intercept_builtins, plugin_tools, root_dir, run_id, step, audit_path, \
+                 traceparent, fs_delegate, limits"
+            )
+        );
+        let e = parse(r#"{"limits": {"max_frame_byte": 1}}"#).unwrap_err();
+        assert!(
+            e.hints()[0].starts_with("`max_frame_byte`: did you mean `max_frame_bytes`?"),
+            "{:?}",
+            e.hints()
+        );
     }
 
     #[test]
