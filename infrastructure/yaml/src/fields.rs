@@ -315,8 +315,9 @@ impl<'n> Fields<'n> {
                 d.note(&path, Some(e.key_pos), (*text).to_owned());
                 continue;
             }
-            let hint =
-                closest(&e.key, self.asked.iter().copied()).map(|c| format!("did you mean '{c}'?"));
+            let hint = closest(&e.key, self.asked.iter().copied())
+                .map(|c| format!("did you mean '{c}'?"))
+                .or_else(|| misplaced_hook(&e.key, &self.asked));
             let diag = d.push(
                 Diagnostic::warning(
                     awf_domain::ErrorCode::WorkflowParseUnknownField,
@@ -339,4 +340,20 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .filter(|(d, c)| *d <= limit && *c != word)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
+}
+
+/// The hint for a hook written beside `hooks:` instead of inside it (a workflow's
+/// `workflow_cancel:` at the top level, a state's `pre:`), where the mapping has a `hooks`
+/// key: hooks are read only from `hooks:`.
+fn misplaced_hook(key: &str, asked: &[&str]) -> Option<String> {
+    const WORKFLOW: &[&str] = &[
+        "workflow_start",
+        "workflow_end",
+        "workflow_error",
+        "workflow_cancel",
+    ];
+    const STEP: &[&str] = &["pre", "post"];
+    (asked.contains(&"hooks") && (WORKFLOW.contains(&key) || STEP.contains(&key))).then(|| {
+        format!("hooks go under `hooks:`: `hooks: {{{key}: [...]}}`; here it is never run")
+    })
 }

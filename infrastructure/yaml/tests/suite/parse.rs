@@ -763,3 +763,36 @@ fn hostile_yaml_never_panics() {
         let _ = load(&text);
     }
 }
+
+/// A hook written beside `hooks:` (a workflow's `workflow_cancel:`, a step's `pre:`) is never
+/// run: the warning's hint says where it goes (a new user put `workflow_cancel` at the top).
+#[test]
+fn a_hook_outside_hooks_is_an_unknown_field_whose_hint_says_where_hooks_go() {
+    let l = load(
+        "name: h\nworkflow_cancel:\n  - log: bye\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo hi\n    pre:\n      - log: before\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let mut got: Vec<(String, Option<String>)> = l
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == ErrorCode::WorkflowParseUnknownField)
+        .map(|d| (d.path.clone(), d.hint.clone()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "states.a.pre".to_owned(),
+                Some("hooks go under `hooks:`: `hooks: {pre: [...]}`; here it is never run".to_owned())
+            ),
+            (
+                "workflow_cancel".to_owned(),
+                Some(
+                    "hooks go under `hooks:`: `hooks: {workflow_cancel: [...]}`; here it is never run"
+                        .to_owned()
+                )
+            ),
+        ]
+    );
+}
