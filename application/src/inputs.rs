@@ -66,7 +66,24 @@ pub fn resolve_inputs(
                 match check_value(def, v, base_dir, host) {
                     Ok(Some(typed)) => typed_values.push((def.name.clone(), typed)),
                     Ok(None) => {}
-                    Err(p) => problems.push(format!("inputs.{}: {p}", def.name)),
+                    Err(p) => {
+                        // A secret-named input's value never shows in the error, on any path
+                        // that checks inputs (`awf run --submit` printed it).
+                        let text = value_text(v);
+                        let p = if awf_domain::mask::is_secret_name(&def.name) && !text.is_empty() {
+                            // Quoted wherever it is shown so; anywhere once it is long enough
+                            // not to match inside the rule's own words.
+                            let p = p.replace(&format!("\"{text}\""), "\"***\"");
+                            if text.chars().count() >= 4 {
+                                p.replace(&text, awf_domain::mask::MASK)
+                            } else {
+                                p
+                            }
+                        } else {
+                            p
+                        };
+                        problems.push(format!("inputs.{}: {p}", def.name));
+                    }
                 }
             }
         }
@@ -192,6 +209,12 @@ pub(crate) fn check_value(
             return Err(format!(
                 "unknown type \"{t}\" (use string, integer, number, boolean or array)"
             ));
+        }
+        // A string input takes text (a number or a boolean as written); a JSON object or
+        // list given through an API is refused rather than rendered (and left unmasked).
+        InputType::String if matches!(v, Value::Object(_) | Value::Array(_)) => {
+            let kind = if v.is_object() { "an object" } else { "a list" };
+            return Err(format!("expected a string, not {kind}"));
         }
         InputType::String | InputType::Untyped => None,
     };
@@ -331,6 +354,15 @@ fn to_array(v: &Value) -> Result<Vec<Value>, String> {
 /// Compiles an input `pattern` (RE2-compatible syntax via the `regex` crate).
 fn regex_lite(p: &str) -> Result<regex::Regex, String> {
     regex::Regex::new(p).map_err(|e| format!("invalid pattern \"{p}\": {e}"))
+}
+
+/// The text of an input value as it may appear in a message: a string as is, anything else
+/// as JSON.
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -560,5 +592,69 @@ mod tests {
             .is_ok()
         );
         assert!(resolve_inputs(&w, &cli(&[("f", "notes")]), &Map::new(), &dir, &host).is_ok());
+    }
+    #[test]
+    fn a_secret_inputs_value_never_shows_in_its_error() {
+        let mut w = wf(vec![
+            def("api_token", InputType::String, false, None),
+            def("deploy_password", InputType::String, false, None),
+            def("secret_level", InputType::Integer, false, None),
+            def("region", InputType::String, false, None),
+        ]);
+        w.inputs[0].validation.pattern = Some("^tok_[a-z]+$".into());
+        w.inputs[1].validation.enum_values = vec!["alpha".into(), "beta".into()];
+        w.inputs[3].validation.enum_values = vec!["eu".into()];
+        let e = resolve_inputs(
+            &w,
+            &cli(&[
+                ("api_token", "WRONGsecretVALUE"),
+                ("deploy_password", "ENUMleak999"),
+                ("secret_level", "NOTANUMBER99"),
+                ("region", "us"),
+            ]),
+            &Map::new(),
+            Path::new("."),
+            &FakeHost::default(),
+        )
+        .unwrap_err();
+        let m = e.message();
+        for leak in ["WRONGsecretVALUE", "ENUMleak999", "NOTANUMBER99"] {
+            assert!(!m.contains(leak), "{m}");
+        }
+        assert!(
+            m.contains("inputs.api_token: value \"***\" does not match pattern"),
+            "{m}"
+        );
+        assert!(
+            m.contains("inputs.deploy_password: value \"***\" not in allowed values [alpha beta]"),
+            "{m}"
+        );
+        // Not a secret name: shown as given.
+        assert!(m.contains("value \"us\" not in allowed values [eu]"), "{m}");
+    }
+    #[test]
+    fn a_string_input_refuses_a_json_object_or_list() {
+        let w = wf(vec![def("api_token", InputType::String, false, None)]);
+        for (given, kind) in [
+            (serde_json::json!({"a": "NESTEDsecret99"}), "an object"),
+            (serde_json::json!(["LISTsecret1"]), "a list"),
+        ] {
+            let mut config = Map::new();
+            config.insert("api_token".into(), given);
+            let e =
+                resolve_inputs(&w, &[], &config, Path::new("."), &FakeHost::default()).unwrap_err();
+            assert_eq!(e.code(), awf_domain::ErrorCode::UserInputValidationFailed);
+            assert!(
+                e.message()
+                    .contains(&format!("inputs.api_token: expected a string, not {kind}")),
+                "{}",
+                e.message()
+            );
+            assert!(!e.message().contains("secret"), "{}", e.message());
+        }
+        // A number is still taken as its text.
+        let mut config = Map::new();
+        config.insert("api_token".into(), serde_json::json!(12345678));
+        assert!(resolve_inputs(&w, &[], &config, Path::new("."), &FakeHost::default()).is_ok());
     }
 }

@@ -568,6 +568,9 @@ impl WorkflowTools {
         if let Some(out) = unknown_args(args, &known) {
             return out;
         }
+        if let Err(e) = awf_domain::validate::refuse_structured_text_inputs(inputs, args) {
+            return ToolOutput::error(error_text(&e));
+        }
         let given: Vec<(String, String)> = args
             .iter()
             .filter(|(_, v)| !v.is_null())

@@ -54,6 +54,40 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, c)| c)
 }
 
+/// The rule for inputs given as JSON (HTTP bodies, MCP tool arguments): a declared `string`
+/// input takes a string, a number or a boolean (as its text), never a JSON object or list,
+/// which would reach the step as JSON text that no mask of its value matches once the shell
+/// has taken its quotes apart.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming each such input (`inputs.api_token: expected a
+/// string, not an object`); the value itself is never shown.
+pub fn refuse_structured_text_inputs(
+    declared: &[crate::workflow::InputDef],
+    given: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(), crate::AwfError> {
+    let bad: Vec<String> = declared
+        .iter()
+        .filter(|d| d.ty == crate::workflow::InputType::String)
+        .filter_map(|d| {
+            let kind = match given.get(&d.name)? {
+                serde_json::Value::Object(_) => "an object",
+                serde_json::Value::Array(_) => "a list",
+                _ => return None,
+            };
+            Some(format!("inputs.{}: expected a string, not {kind}", d.name))
+        })
+        .collect();
+    if bad.is_empty() {
+        return Ok(());
+    }
+    Err(crate::AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        format!("input validation failed: {}", bad.join("; ")),
+    )
+    .with_hint("send a string input as a JSON string (its text)"))
+}
+
 /// The rule every remote front-end (HTTP, ACP, MCP workflows-as-tools, the shared store's
 /// queue) applies to the inputs of a run it is asked to start: each name must be one the
 /// workflow declares. (`awf run` only warns; either way an undeclared input is never exported

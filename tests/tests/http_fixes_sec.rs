@@ -437,3 +437,42 @@ fn the_bearer_scheme_is_case_insensitive_and_two_authorizations_are_400() {
     ]);
     assert_problem(&got, 400, "USER.INPUT.VALIDATION_FAILED");
 }
+
+/// A string input given a JSON object or list is a 422 naming the input, never the value,
+/// and nothing runs: the object reached the step as JSON text with its quotes taken apart by
+/// the shell, which no mask of the value matched (a breaker's `{"api_token": {"a": "…"}}`
+/// printed the secret in the step's output).
+#[test]
+fn a_json_object_or_list_for_a_string_input_is_refused_before_anything_runs() {
+    let sb = sandbox();
+    let s = start(&sb, &[]);
+    for (value, kind) in [
+        (r#"{"a": "NESTEDsecret99"}"#, "an object"),
+        (r#"["LISTsecret1"]"#, "a list"),
+    ] {
+        let got = post_json(
+            &format!("{}/api/workflows/env/mark/run", s.base),
+            &format!(r#"{{"inputs": {{"tag": {value}}}}}"#),
+            &[],
+        );
+        let v = assert_problem(&got, 422, "USER.INPUT.VALIDATION_FAILED");
+        let detail = v["detail"].as_str().unwrap_or_default().to_owned() + &got.1;
+        assert!(
+            detail.contains(&format!("inputs.tag: expected a string, not {kind}")),
+            "{}",
+            got.1
+        );
+        assert!(!got.1.contains("secret"), "{}", got.1);
+    }
+    // A number is a string input's text, as on the command line.
+    let id = start_run(&s, "mark", r#"{"inputs": {"tag": 7}}"#);
+    wait_status(&s, &id, "completed");
+    assert!(sb.path().join("ran-7").exists());
+    let ran: Vec<_> = std::fs::read_dir(sb.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("ran-"))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ran, ["ran-7"]);
+}

@@ -908,6 +908,12 @@ pub(crate) async fn resume_execution(
         match cfg.repository.load(&v.workflow, None) {
             Ok(loaded) => {
                 awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &inputs)?;
+                if let Some(given) = &body.input_overrides {
+                    awf_domain::validate::refuse_structured_text_inputs(
+                        &loaded.workflow.inputs,
+                        given,
+                    )?;
+                }
                 Vec::new()
             }
             Err(_) => Vec::new(),

@@ -622,6 +622,12 @@ pub(crate) async fn run_workflow(
             // Refused here too (not only by the run service), so that a run queued for the
             // shared store's workers is refused at submit time with the same 422.
             awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &inputs)?;
+            if let Some(given) = &body.inputs {
+                awf_domain::validate::refuse_structured_text_inputs(
+                    &loaded.workflow.inputs,
+                    given,
+                )?;
+            }
             unknown_breakpoints(&loaded.workflow, &breakpoints)
         }
         // The service reports why it does not load.
