@@ -2747,3 +2747,213 @@ fn a_parked_run_with_a_secret_input_is_resumed_with_it() {
     assert!(!request.contains("tok-s3cr3t-42"), "{request}");
     drop(w);
 }
+
+/// Waits (60 s at most) for `child`, an awf process of this test, to exit; its exit code and
+/// stderr.
+fn exit_of(child: &mut std::process::Child) -> (Option<i32>, String) {
+    let t0 = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+            }
+            return (status.code(), err);
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the awf process did not stop within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `db.url` with a password (the test server trusts loopback: it is not checked).
+fn with_password(db: &TestDb) -> String {
+    db.url.replacen("://postgres@", "://postgres:pw-s3cr3t@", 1)
+}
+
+/// Waits until the run `id` (or, `id` empty, the only run) is `running` and in its step
+/// `wait`; its id.
+fn in_step(db: &TestDb, id: &str) -> String {
+    let mut found = String::new();
+    wait_long(
+        db,
+        "the run's step to start",
+        Duration::from_secs(60),
+        || {
+            if psql(
+                &db.url,
+                "SELECT coalesce(to_regclass('awf_runs')::text, '')",
+            )
+            .is_empty()
+            {
+                return false;
+            }
+            found = psql(
+                &db.url,
+                &format!(
+                    "SELECT coalesce(max(run_id), '') FROM awf_runs WHERE status = 'running' \
+                 AND snapshot->>'current_state' = 'wait' AND ('{id}' = '' OR run_id = '{id}')"
+                ),
+            );
+            !found.is_empty()
+        },
+    );
+    found
+}
+
+#[test]
+fn awf_cancel_and_delete_stop_a_run_of_a_terminal_awf_run_and_hints_keep_the_store_flag() {
+    let db = TestDb::new();
+    // No AWF_STORE: the store comes from the flag, with a password.
+    let sb = http_serve::sandbox_with(&[("long", LONG)]);
+    let url = with_password(&db);
+    let mut child = sb
+        .cmd(&["run", "long", "--store", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = in_step(&db, "");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{id}'")
+        ),
+        "none"
+    );
+    let r = sb.run(&["cancel", &id, "--store", &url]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.trim(),
+        format!("cancel requested for {id} (the awf process running it stops it)")
+    );
+    // The terminal process cancels its run as Ctrl-C would, and records it so.
+    let (code, stderr) = exit_of(&mut child);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(
+        stderr.contains("cancel requested through the store"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Workflow cancelled."), "{stderr}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || exit_code FROM awf_runs WHERE run_id = '{id}'")
+        ),
+        "cancelled/130"
+    );
+    // The resume hint names the store of the flag, its password masked.
+    let shown = db.url.replacen("://postgres@", "://postgres:***@", 1);
+    assert!(
+        stderr.contains(&format!(
+            "continue it with `awf resume --store {shown} {id}`"
+        )),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("pw-s3cr3t"), "{stderr}");
+    // Following the hint resumes it (the old cancel request does not stop the new attempt),
+    // and DELETE through a worker stops the terminal `awf resume` the same way.
+    let w = worker(&sb, &["--store", &db.url, "--max-runs", "1"]);
+    let mut resumed = sb
+        .cmd(&["resume", "--store", &url, &id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    in_step(&db, &id);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        resumed.try_wait().unwrap().is_none(),
+        "the resume stopped at once"
+    );
+    let (status, body, _) =
+        http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", w.base)]);
+    assert!((200..300).contains(&status), "{status} {body}");
+    let (code, stderr) = exit_of(&mut resumed);
+    assert_eq!(code, Some(130), "{stderr}");
+    http_serve::wait_status(&w, &id, "cancelled");
+}
+
+#[test]
+fn a_run_cancelled_while_queued_is_listed_and_resumed_from_its_start_with_its_inputs() {
+    let db = TestDb::new();
+    let wf = "name: greet\ninputs:\n  - name: who\n    type: string\n    required: true\nstates:\n  initial: a\n  a: {type: step, command: 'echo hi {{.inputs.who}}', on_success: done}\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("greet", wf)]);
+    // No worker: it stays queued until cancelled.
+    let id = submit(&sb, "greet", &["who=QQ"]);
+    let r = sb.run(&["cancel", &id]).unwrap();
+    assert_eq!(r.stdout.trim(), format!("cancelled {id}"), "{}", r.stderr);
+    // Resumable, so listed.
+    let r = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows = r.json().unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["run_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not listed: {}", r.stdout))
+        .clone();
+    assert_eq!(row["status"], "cancelled", "{row}");
+    // Resumed: it starts from its initial state with its recorded inputs.
+    let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let result = r.json().unwrap();
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["run_id"], id.as_str(), "{result}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state || '/' || (snapshot->'states'->'a'->>'output') \
+                 FROM awf_runs WHERE run_id = '{id}'"
+            )
+        ),
+        "success/none/hi QQ"
+    );
+    // Done: nothing to resume any more, and no longer listed.
+    let r = sb.run(&["resume", "--list", "-f", "quiet"]).unwrap();
+    assert!(!r.stdout.contains(&id), "{}", r.stdout);
+    // With the store from AWF_STORE (not a flag), hints name no --store.
+    let r = sb.run(&["status", "ffffffff"]).unwrap();
+    assert!(!r.stderr.contains("--store"), "{}", r.stderr);
+}
+
+#[test]
+fn ctrl_c_of_a_run_stored_by_the_flag_hints_a_resume_with_the_flag_that_works() {
+    let db = TestDb::new();
+    let sb = http_serve::sandbox_with(&[("long", LONG)]);
+    let url = with_password(&db);
+    let mut child = sb
+        .cmd(&["run", "long", "--store", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = in_step(&db, "");
+    // Ctrl-C: SIGINT to this test's own child.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let (code, stderr) = exit_of(&mut child);
+    assert_eq!(code, Some(130), "{stderr}");
+    let shown = db.url.replacen("://postgres@", "://postgres:***@", 1);
+    let want = format!("continue it with `awf resume --store {shown} {id}`");
+    assert!(stderr.contains(&want), "{stderr}");
+    assert!(!stderr.contains("pw-s3cr3t"), "{stderr}");
+    // The hinted command (with the real URL) finds the run: it is running again.
+    let mut resumed = sb
+        .cmd(&["resume", "--store", &url, &id])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    in_step(&db, &id);
+    let _ = resumed.kill();
+    let _ = resumed.wait();
+}

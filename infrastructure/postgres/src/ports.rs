@@ -183,6 +183,28 @@ fn where_clause(filter: &HistoryFilter) -> (String, Vec<Box<dyn ToSql + Sync + S
 }
 
 impl PgStore {
+    /// The top-level runs cancelled before any worker started them (they have no snapshot,
+    /// so [`StateStore::list`] does not give them), as [`StateStore::load`] shows them: `awf
+    /// resume` starts such a run from its initial state, so `awf resume --list` lists them.
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+    pub fn cancelled_unstarted(&self) -> Result<Vec<RunSnapshot>, AwfError> {
+        let rows = self.query(
+            "list runs",
+            format!(
+                "SELECT run_id, workflow_id, status, exit_code, error_message, \
+                 (extract(epoch from submitted_at) * 1000)::bigint, workflow_name, \
+                 completed_at_ms FROM awf_runs \
+                 WHERE snapshot IS NULL AND NOT run_started AND parent_run_id IS NULL \
+                 AND status = 'cancelled' AND queue_state = 'done' AND request IS NOT NULL \
+                 AND submitted_at IS NOT NULL AND {START} IS NOT NULL"
+            ),
+            Vec::new(),
+        )?;
+        rows.iter().map(unstarted_of).collect()
+    }
+
     /// Runs `sql` with `args` on a pooled connection; its rows.
     fn query(
         &self,

@@ -646,6 +646,9 @@ pub enum CancelOutcome {
     CancelledQueued,
     /// A worker holds it: asked (it cancels on its next control check, within a second).
     Asked,
+    /// A terminal `awf run` / `awf resume` process runs it (no worker: its `queue_state` is
+    /// `none`): asked; that process polls [`cancel_requested`] and cancels it as Ctrl-C would.
+    AskedProcess,
     /// It ended already (nothing to do): its recorded status (`success`, `failure`,
     /// `cancelled`, …).
     Ended(String),
@@ -744,7 +747,17 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
             .map_err(fail("notify the run's worker"))?;
             CancelOutcome::Asked
         }
-        "none" if status == "running" => CancelOutcome::Asked,
+        // Run by a terminal `awf run` / `awf resume` process: it polls the flag.
+        "none" | "done" if status == "running" => {
+            tx.execute(
+                "UPDATE awf_runs SET cancel_requested = true, updated_at = now() \
+                 WHERE run_id = $1",
+                &[&run_id.0],
+            )
+            .await
+            .map_err(fail("ask to cancel the run"))?;
+            CancelOutcome::AskedProcess
+        }
         _ => CancelOutcome::Ended(status),
     };
     tx.commit().await.map_err(fail("commit the cancel"))?;
@@ -753,6 +766,94 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
         scrub_secrets(&client, run_id).await;
     }
     Ok(outcome)
+}
+
+/// Whether a cancel was requested for a run that a terminal `awf run` / `awf resume`
+/// process runs itself (`awf cancel`, `DELETE /api/executions/{id}`): that process polls this
+/// and cancels its run as Ctrl-C would.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn cancel_requested(pool: &Pool, run_id: &RunId) -> Result<bool, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let row = client
+        .query_opt(
+            "SELECT cancel_requested FROM awf_runs WHERE run_id = $1 AND status = 'running'",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("read the run's cancel request"))?;
+    row.map_or(Ok(false), |r| column(&r, 0))
+}
+
+/// Forgets an earlier attempt's cancel request of a run this process is about to run itself
+/// (`awf resume`): only a cancel asked from now on stops it.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn clear_cancel(pool: &Pool, run_id: &RunId) -> Result<(), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    client
+        .execute(
+            "UPDATE awf_runs SET cancel_requested = false \
+             WHERE run_id = $1 AND queue_state IN ('none', 'done') AND cancel_requested",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("clear the run's cancel request"))?;
+    Ok(())
+}
+
+/// Takes a top-level run that was cancelled before any worker started it, for a terminal
+/// `awf resume` that starts it from its initial state: marks it started and run by no worker
+/// (`queue_state` `none`), its cancel request cleared, and gives its queued request (its
+/// inputs, secret ones masked `***`). `None` when the run is not such a run (it started
+/// once, or it is queued or held by a worker).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails or the request cannot be read.
+pub async fn take_unstarted(
+    pool: &Pool,
+    run_id: &RunId,
+) -> Result<Option<QueuedRequest>, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let row = client
+        .query_opt(
+            "UPDATE awf_runs SET queue_state = 'none', run_started = true, \
+               cancel_requested = false, updated_at = now() \
+             WHERE run_id = $1 AND parent_run_id IS NULL AND NOT run_started \
+               AND snapshot IS NULL AND queue_state = 'done' AND status = 'cancelled' \
+               AND request IS NOT NULL \
+             RETURNING request",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("take the unstarted run"))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let body: serde_json::Value = column(&row, 0)?;
+    serde_json::from_value(body)
+        .map(Some)
+        .map_err(|e| unavailable("read the run's queued request", &e))
+}
+
+/// Gives back a run [`take_unstarted`] took when it could not be started after all (its
+/// workflow invalid now, an input missing): cancelled before it started, as it was.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn untake_unstarted(pool: &Pool, run_id: &RunId) -> Result<(), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    client
+        .execute(
+            "UPDATE awf_runs SET queue_state = 'done', run_started = false, updated_at = now() \
+             WHERE run_id = $1 AND queue_state = 'none' AND run_started AND snapshot IS NULL",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("give the unstarted run back"))?;
+    Ok(())
 }
 
 /// Appends the `run_finished` event of a run cancelled before it started (result

@@ -467,7 +467,9 @@ impl RunService for PgRunService {
                 ErrorCode::UserFacadeRunNotFound,
                 format!("run {run_id} is not live"),
             )),
-            CancelOutcome::Asked | CancelOutcome::CancelledQueued => Ok(()),
+            CancelOutcome::Asked | CancelOutcome::AskedProcess | CancelOutcome::CancelledQueued => {
+                Ok(())
+            }
         }
     }
 

@@ -1,9 +1,11 @@
 //! `awf cancel RUN_ID --store URL`: cancels a run of the shared store (issue 15), wherever it
 //! is: a queued one is cancelled at once (no worker will start it), a running one is stopped
-//! by its worker within a second, as `DELETE /api/executions/{id}` on any worker does.
+//! by its worker within a second, as `DELETE /api/executions/{id}` on any worker does; one
+//! run by a terminal `awf run --store` / `awf resume --store` process is stopped by that
+//! process within a second (it polls the run's cancel request), as Ctrl-C would.
 //!
 //! Text output: `cancelled RUN_ID` (it was queued), `cancel requested for RUN_ID (its worker
-//! stops it)` or `run RUN_ID has ended already (STATUS)` (also for a run cancelled
+//! stops it)`, `cancel requested for RUN_ID (the awf process running it stops it)` or `run RUN_ID has ended already (STATUS)` (also for a run cancelled
 //! before); `-f json`: `{"run_id", "status":
 //! "cancelled" | "cancel_requested" | "ended"}`. Exit 0 in each case (cancelling is
 //! idempotent).
@@ -58,6 +60,10 @@ pub fn run(ctx: &Ctx, args: &CancelArgs) -> Result<Outcome, CliError> {
         CancelOutcome::Asked => (
             "cancel_requested",
             format!("cancel requested for {run_id} (its worker stops it)"),
+        ),
+        CancelOutcome::AskedProcess => (
+            "cancel_requested",
+            format!("cancel requested for {run_id} (the awf process running it stops it)"),
         ),
         CancelOutcome::Ended(status) => {
             let how = w

@@ -47,6 +47,60 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
     }
 }
 
+/// The `--store` flag of this command, its password masked, when one names a shared store.
+static STORE_FLAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Remembers the `--store URL` flag this command was given (not `AWF_STORE`, which a command
+/// the user types next finds again), so that the commands hints name (`awf resume ID`, `awf
+/// status ID`) carry it: without it they would look in the embedded store.
+pub fn remember_store_flag(flag: Option<&str>) {
+    if let Some(url) = flag.map(str::trim).filter(|u| !u.is_empty()) {
+        let shown = awf_postgres::redacted(url);
+        let shown = if shown.contains(char::is_whitespace) {
+            format!("'{shown}'")
+        } else {
+            shown
+        };
+        let _ = STORE_FLAG.set(shown);
+    }
+}
+
+/// `text` with `--store URL` (password masked) after each `awf resume` and `awf status` it
+/// names, when this command was given `--store` ([`remember_store_flag`]); else unchanged.
+pub fn with_store_flag(text: &str) -> String {
+    match STORE_FLAG.get() {
+        Some(url) => insert_store_flag(text, url),
+        None => text.to_owned(),
+    }
+}
+
+fn insert_store_flag(text: &str, url: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2 * url.len());
+    let mut rest = text;
+    loop {
+        let next = ["awf resume", "awf status"]
+            .iter()
+            .filter_map(|cmd| rest.find(cmd).map(|at| (at, cmd.len())))
+            .min();
+        let Some((at, len)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        let end = at + len;
+        out.push_str(&rest[..end]);
+        // A whole word only (`awf resume`, not `awf resumes`).
+        if rest[end..]
+            .chars()
+            .next()
+            .is_none_or(|c| !c.is_alphanumeric() && c != '-' && c != '_')
+        {
+            out.push_str(" --store ");
+            out.push_str(url);
+        }
+        rest = &rest[end..];
+    }
+}
+
 /// Text rendering of a structured error, compact:
 /// `[CODE] message`, then `  at FILE:LINE:COLUMN` when the location is not already in the
 /// message, then one `  key: value` line per other detail that adds something (a value the
@@ -67,7 +121,11 @@ pub fn render_text_with(err: &AwfError, head: &str, hints: bool, style: Style) -
     }
     if hints {
         for h in err.hints() {
-            out.push_str(&format!("  {} {}\n", style.cyan("Hint:"), p(h)));
+            out.push_str(&format!(
+                "  {} {}\n",
+                style.cyan("Hint:"),
+                p(&with_store_flag(h))
+            ));
         }
     }
     out
@@ -114,7 +172,7 @@ pub fn render_json(err: &AwfError) -> Value {
         "error": err.message(),
         "code": err.code().exit_code(),
         "error_code": err.code().as_str(),
-        "hints": err.hints(),
+        "hints": err.hints().iter().map(|h| with_store_flag(h)).collect::<Vec<_>>(),
         "details": err.details(),
     })
 }
@@ -174,6 +232,21 @@ mod tests {
         );
         assert_eq!(exit_code(&Outcome::Run(42)), 42);
         assert_eq!(exit_code(&Outcome::Run(130)), 130);
+    }
+
+    #[test]
+    fn hints_name_the_store_flag_with_its_password_masked() {
+        assert_eq!(
+            insert_store_flag(
+                "continue it with `awf resume r1 --from b`",
+                "postgresql://u:***@h/db"
+            ),
+            "continue it with `awf resume --store postgresql://u:***@h/db r1 --from b`"
+        );
+        assert_eq!(
+            insert_store_flag("`awf status` and `awf resume` will not; awf resumes", "X"),
+            "`awf status --store X` and `awf resume --store X` will not; awf resumes"
+        );
     }
 
     #[test]

@@ -121,6 +121,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
+    errors::remember_store_flag(ctx.store.as_deref());
     let mut watchdog_start = None;
     if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which

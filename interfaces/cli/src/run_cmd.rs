@@ -344,11 +344,16 @@ async fn execute(
     } else {
         w.recorder.clone()
     };
+    let pg = w.pg.get().cloned();
     let service = wiring::run_service(services);
     let run_id = match service.start(request).await {
         Ok(id) => id,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
+    let mut signals = signals;
+    if let Some(pg) = pg {
+        signals.watch_pg_cancel(&pg, &run_id);
+    }
     let outcome = drive(
         ctx,
         args.output,
@@ -489,11 +494,12 @@ pub(crate) async fn drive(
             reason = signals.next() => {
                 if !cancelled && !ctx.json() && !ctx.quiet {
                     let what = match reason {
-                        CancelReason::Terminate => "SIGTERM",
-                        CancelReason::Hangup => "SIGHUP",
-                        CancelReason::Interrupt | CancelReason::Requested => "SIGINT",
+                        CancelReason::Terminate => "received SIGTERM",
+                        CancelReason::Hangup => "received SIGHUP",
+                        CancelReason::Interrupt => "received SIGINT",
+                        CancelReason::Requested => "cancel requested through the store (awf cancel)",
                     };
-                    printer.stderr_line(&format!("{} received {what}, cancelling…", ctx.err_style.yellow("WARN")));
+                    printer.stderr_line(&format!("{} {what}, cancelling…", ctx.err_style.yellow("WARN")));
                 }
                 if cancelled {
                     // The second signal: no grace period for anything still running.
@@ -622,12 +628,15 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
         } else {
             ""
         };
-        text.push_str(&format!(
-            "  {} {first}continue it with `awf resume {}{}`\n",
-            ctx.err_style.cyan("Hint:"),
+        let command = errors::with_store_flag(&format!(
+            "awf resume {}{}",
             id.0,
             // A state name comes from the workflow file: no raw control characters.
             crate::style::printable(&resume_from_hint(result, last_failed))
+        ));
+        text.push_str(&format!(
+            "  {} {first}continue it with `{command}`\n",
+            ctx.err_style.cyan("Hint:"),
         ));
     }
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -683,7 +692,11 @@ pub(crate) fn summary_text(
         }
         if hints {
             for h in e.hints() {
-                out.push_str(&format!("  {} {}\n", s.cyan("Hint:"), p(h)));
+                out.push_str(&format!(
+                    "  {} {}\n",
+                    s.cyan("Hint:"),
+                    p(&errors::with_store_flag(h))
+                ));
             }
         }
         return out;
@@ -721,7 +734,11 @@ pub(crate) fn summary_text(
                         }
                         if hints {
                             for h in e.hints() {
-                                out.push_str(&format!("  {} {}\n", s.cyan("Hint:"), p(h)));
+                                out.push_str(&format!(
+                                    "  {} {}\n",
+                                    s.cyan("Hint:"),
+                                    p(&errors::with_store_flag(h))
+                                ));
                             }
                         }
                         out
@@ -753,6 +770,9 @@ pub(crate) struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
     hup: Option<Signal>,
+    /// Fires when a cancel was requested through the shared store (`awf cancel`, `DELETE
+    /// /api/executions/{id}` on a worker) for the run this process runs.
+    remote: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl Signals {
@@ -761,7 +781,31 @@ impl Signals {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
             hup: signal(SignalKind::hangup()).ok(),
+            remote: None,
         }
+    }
+
+    /// On the shared store `store`, watches the run's cancel request (polled every 500 ms on
+    /// the store's runtime until this process drops its `Signals`): `awf cancel` of a run this
+    /// terminal process runs cancels it as Ctrl-C would ([`CancelReason::Requested`]).
+    pub(crate) fn watch_pg_cancel(&mut self, store: &awf_postgres::PgStore, run_id: &RunId) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let pool = store.pool().clone();
+        let id = run_id.clone();
+        store.runtime().spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                if tx.is_closed() {
+                    return;
+                }
+                // A store away for a while: asked again on the next tick.
+                if let Ok(true) = awf_postgres::queue::cancel_requested(&pool, &id).await {
+                    let _ = tx.send(());
+                    return;
+                }
+            }
+        });
+        self.remote = Some(rx);
     }
 
     /// The next signal's cancel reason; pends forever when none can arrive.
@@ -785,6 +829,17 @@ impl Signals {
                 r = recv(&mut self.hup) => match r {
                     Some(()) => return CancelReason::Hangup,
                     None => self.hup = None,
+                },
+                r = async {
+                    match &mut self.remote {
+                        Some(rx) => rx.await.is_ok(),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.remote = None;
+                    if r {
+                        return CancelReason::Requested;
+                    }
                 },
             }
         }

@@ -10,6 +10,7 @@ use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::RunSnapshot;
 use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::RunId;
 use awf_domain::timefmt::format_rfc3339;
 
 use crate::cli::ConfigAction;
@@ -99,6 +100,41 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Ok(l) => l,
         Err(e) => return fail(&e),
     };
+    let pg = w.pg.get().cloned();
+    if let Some(pg) = &pg {
+        // A run cancelled before any worker started it has no state to resume: it starts
+        // from its initial state, as `POST /api/executions/{id}/resume` on a worker does.
+        let (pool, id) = (pg.pool().clone(), RunId(run_id.clone()));
+        let taken = pg
+            .run(async move { awf_postgres::queue::take_unstarted(&pool, &id).await })
+            .await
+            .and_then(|r| r);
+        match taken {
+            Ok(Some(queued)) => {
+                // The run's start takes the run's lock itself.
+                drop(lock);
+                let unstarted = Unstarted {
+                    pg,
+                    run_id: &run_id,
+                    queued,
+                    inputs,
+                    config_inputs: config.inputs,
+                };
+                return start_unstarted(ctx, args, &w, unstarted, signals).await;
+            }
+            Ok(None) => {}
+            Err(e) => return fail(&e),
+        }
+        // An earlier attempt's cancel request: only one asked from now on stops this run.
+        let (pool, id) = (pg.pool().clone(), RunId(run_id.clone()));
+        let cleared = pg
+            .run(async move { awf_postgres::queue::clear_cancel(&pool, &id).await })
+            .await
+            .and_then(|r| r);
+        if let Err(e) = cleared {
+            return fail(&e);
+        }
+    }
     let request = ResumeRequest {
         run_id: run_id.clone(),
         from,
@@ -124,11 +160,79 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Ok(id) => id,
         Err(e) => return run_cmd::fail_before_start(ctx, &run_id, &e),
     };
+    let mut signals = signals;
+    if let Some(pg) = &pg {
+        signals.watch_pg_cancel(pg, &id);
+    }
     let outcome = run_cmd::drive(
         ctx,
         args.output,
         &run_id,
         (service.as_ref(), &id),
+        signals,
+        None,
+    )
+    .await;
+    run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
+}
+
+/// A run of the shared store cancelled before any worker started it, taken
+/// ([`awf_postgres::queue::take_unstarted`]) to be started by `awf resume`.
+struct Unstarted<'a> {
+    pg: &'a awf_postgres::PgStore,
+    run_id: &'a str,
+    /// Its queued request (secret inputs masked `***`).
+    queued: awf_postgres::queue::QueuedRequest,
+    /// `--input` of the resume: they win over the recorded ones.
+    inputs: Vec<(String, String)>,
+    config_inputs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `awf resume` of a run cancelled before it started: starts it, with the same run id, from
+/// its initial state with its recorded inputs (a masked secret one must be given again, with
+/// `--input` or on the terminal's prompt), `--input` overriding them. Should it not start (its
+/// workflow invalid now, an input missing), it stays cancelled before it started.
+async fn start_unstarted(
+    ctx: &Ctx,
+    args: &ResumeArgs,
+    w: &wiring::Wiring,
+    u: Unstarted<'_>,
+    signals: run_cmd::Signals,
+) -> Outcome {
+    let id = RunId(u.run_id.to_owned());
+    let env: Vec<(String, String)> = w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut request = u.queued.to_run(&id, &env);
+    request
+        .inputs
+        .retain(|(k, v)| !(v == "***" && awf_domain::mask::is_secret_name(k)));
+    for (k, v) in u.inputs {
+        request.inputs.retain(|(name, _)| *name != k);
+        request.inputs.push((k, v));
+    }
+    request.config_inputs = u.config_inputs;
+    request.auto_approve = request.auto_approve || args.yes;
+    request.prompt_missing_inputs = !ctx.json()
+        && std::io::IsTerminal::is_terminal(&std::io::stdin())
+        && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let recorder = w.recorder.clone();
+    let service = wiring::run_service(w.services.clone());
+    let started = match service.start(request).await {
+        Ok(started) => started,
+        Err(e) => {
+            let (pool, back) = (u.pg.pool().clone(), id.clone());
+            let _ =
+                u.pg.run(async move { awf_postgres::queue::untake_unstarted(&pool, &back).await })
+                    .await;
+            return run_cmd::fail_before_start(ctx, u.run_id, &e);
+        }
+    };
+    let mut signals = signals;
+    signals.watch_pg_cancel(u.pg, &started);
+    let outcome = run_cmd::drive(
+        ctx,
+        args.output,
+        u.run_id,
+        (service.as_ref(), &started),
         signals,
         None,
     )
@@ -170,6 +274,20 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
             .into_iter()
             .collect();
         runs.retain(|s| !busy.contains(&s.run_id));
+        // Cancelled before any worker started them: `awf resume` starts them.
+        let known: std::collections::BTreeSet<String> =
+            runs.iter().map(|s| s.run_id.clone()).collect();
+        runs.extend(
+            store
+                .cancelled_unstarted()?
+                .into_iter()
+                .filter(|s| !known.contains(&s.run_id)),
+        );
+        runs.sort_by(|a, b| {
+            b.started_at
+                .cmp(&a.started_at)
+                .then_with(|| b.run_id.cmp(&a.run_id))
+        });
     }
     let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     let mut out = std::io::stdout().lock();
@@ -431,13 +549,15 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
 /// process that ran it died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
-        "running (its awf process is gone; `awf resume` continues it)".to_owned()
+        crate::errors::with_store_flag(
+            "running (its awf process is gone; `awf resume` continues it)",
+        )
     } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
-        format!(
+        crate::errors::with_store_flag(&format!(
             "waiting (usage limit resets at {}; `awf resume {}` continues it)",
             format_rfc3339(t),
             s.run_id
-        )
+        ))
     } else {
         s.status.go_name().to_owned()
     }
