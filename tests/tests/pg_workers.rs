@@ -2477,3 +2477,89 @@ fn a_taken_over_run_still_has_its_secret_input() {
         "success - 2"
     );
 }
+
+/// The `workflow_name` of `GET /api/executions`(`/{id}`) of a submitted run, by the worker
+/// that runs it and by another.
+fn names_of(w: &Server, id: &str) -> (String, String) {
+    let one = http_serve::execution(w, id)["workflow_name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/executions", w.base)]);
+    assert_eq!(code, 200, "{body}");
+    let listed = http_serve::json_of(&body)["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["execution_id"] == id)
+        .unwrap_or_else(|| panic!("{id} listed: {body}"))["workflow_name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (one, listed)
+}
+
+/// A run submitted by name and queued by its file's absolute path is shown by its
+/// workflow's name by every worker: the one that runs it showed the path (GET, the list,
+/// its `run_finished` result, its log lines) where another showed the name. `awf status`
+/// keeps the path beside the name.
+#[test]
+fn the_worker_running_a_submitted_run_shows_its_workflows_name_as_every_worker_does() {
+    let db = TestDb::new();
+    let wf = "name: release\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 3\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("release", wf)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log_a = logs.path().join("a.log");
+    let a = logged_worker(&sb, &["--lease", "5s"], &log_a);
+    let id = submit(&sb, "release", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let running = ("release".to_owned(), "release".to_owned());
+    assert_eq!(names_of(&a, &id), running, "the running worker");
+    assert_eq!(names_of(&b, &id), running, "another worker");
+    run_done(&db, &id);
+    http_serve::wait_status(&a, &id, "completed");
+    assert_eq!(
+        names_of(&a, &id),
+        running,
+        "the worker that ran it, once ended"
+    );
+    assert_eq!(names_of(&b, &id), running, "another worker, once ended");
+
+    // The event stream's result names the workflow as `awf run -f json` does.
+    let result_workflow = psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'result'->>'workflow' FROM awf_events \
+             WHERE run_id = '{id}' AND kind = 'run_finished' ORDER BY position DESC LIMIT 1"
+        ),
+    );
+    assert_eq!(result_workflow, "release");
+
+    // The worker's log lines name it too.
+    wait_long(&db, "A's end line", Duration::from_secs(30), || {
+        !log_lines(&log_a, &id, "finished: success").is_empty()
+    });
+    for what in ["claimed run", "finished: success"] {
+        let line = log_lines(&log_a, &id, what).remove(0);
+        assert!(
+            line.contains("release") && !line.contains(".yaml"),
+            "{what}: {line}"
+        );
+    }
+
+    // `awf status` shows the name and, beside it, the path.
+    let r = sb.run(&["status", &id]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Workflow:"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.starts_with("Workflow:  release (/") && line.ends_with("release.yaml)"),
+        "{}",
+        r.stdout
+    );
+}

@@ -288,7 +288,7 @@ impl Worker {
                     Ok(Ok(claims)) => {
                         let full = claims.len() == free;
                         for c in claims {
-                            let workflow = c.request.identifier.as_str();
+                            let workflow = c.request.shown();
                             match &c.taken_from {
                                 Some(old) => tracing::info!(
                                     run_id = %c.run_id,
@@ -485,7 +485,7 @@ impl Worker {
             Outcome::Done(ended) => {
                 log_end(
                     &run_id,
-                    &claim.request.identifier,
+                    claim.request.shown(),
                     &self.config.worker_id,
                     &Outcome::Done(ended),
                 );
@@ -538,7 +538,7 @@ impl Worker {
                 };
                 match r {
                     Ok(Ok(_)) => {
-                        log_end(&id, &claim.request.identifier, &worker, &outcome);
+                        log_end(&id, claim.request.shown(), &worker, &outcome);
                         break;
                     }
                     Ok(Err(e)) | Err(e) => {

@@ -110,6 +110,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         auto_approve: args.yes,
         mcp_servers: Vec::new(),
         fs_delegate: None,
+        shown_as: None,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
