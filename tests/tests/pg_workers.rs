@@ -2478,6 +2478,59 @@ fn a_taken_over_run_still_has_its_secret_input() {
     );
 }
 
+/// A queued run has not run: `awf status` shows no duration (`-`, as `awf history`), no
+/// empty `State:` line, and no exit code in JSON (null, as GET /api/executions/{id} gives).
+/// It showed `Duration: 1.398s` (counting), `State:` empty and `"exit_code": 0`.
+#[test]
+fn a_queued_run_shows_no_duration_no_state_line_and_no_exit_code_everywhere() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    // A is full: this one stays queued.
+    let queued = submit(&sb, "long", &[]);
+    std::thread::sleep(Duration::from_millis(1100));
+
+    let r = sb.run(&["status", &queued]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let duration: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("Duration:"))
+        .copied()
+        .collect();
+    assert_eq!(duration, vec!["Duration:  -"], "{}", r.stdout);
+    assert!(
+        !lines.iter().any(|l| l.starts_with("State:")),
+        "no State line for a run with no state: {}",
+        r.stdout
+    );
+
+    let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+    let v = r.json().unwrap();
+    assert_eq!(v["status"], "queued", "{v}");
+    assert_eq!(v["exit_code"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["duration_ms"], serde_json::Value::Null, "{v}");
+
+    let r = sb.run(&["history", "-s", "queued", "-f", "json"]).unwrap();
+    let h = r.json().unwrap();
+    let row = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == queued.as_str() || e["run_id"] == queued.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{queued} in {h}"));
+    assert_eq!(row["duration_ms"], serde_json::Value::Null, "{row}");
+
+    let g = http_serve::execution(&a, &queued);
+    assert_eq!(g["status"], "queued", "{g}");
+    assert_eq!(g["exit_code"], serde_json::Value::Null, "{g}");
+    assert_eq!(g["duration_ms"], serde_json::Value::Null, "{g}");
+    assert_eq!(g["current_step"], "", "{g}");
+}
+
 /// The `workflow_name` of `GET /api/executions`(`/{id}`) of a submitted run, by the worker
 /// that runs it and by another.
 fn names_of(w: &Server, id: &str) -> (String, String) {
