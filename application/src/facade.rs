@@ -87,6 +87,7 @@ impl Facade {
             mcp_servers: req.mcp_servers,
             fs_delegate: req.fs_delegate,
             spend: awf_domain::run::Spend::default(),
+            shown_as: req.shown_as,
         }))
     }
 
@@ -243,6 +244,7 @@ impl Facade {
             mcp_servers: req.mcp_servers,
             fs_delegate: req.fs_delegate,
             spend: snap.spend.unwrap_or_default(),
+            shown_as: req.shown_as,
         }))
     }
 
@@ -302,6 +304,7 @@ impl Facade {
             fs_delegate: l.fs_delegate,
             spend: Arc::new(std::sync::Mutex::new(l.spend)),
             outer_budgets: Vec::new(),
+            shown_as: l.shown_as,
         });
         let done = Arc::clone(&finished);
         let failed_to_start = Arc::clone(&start_error);
@@ -373,6 +376,8 @@ struct Launch {
     fs_delegate: Option<std::path::PathBuf>,
     /// Spend so far (a resumed run's recorded spend).
     spend: awf_domain::run::Spend,
+    /// As [`RunRequest::shown_as`].
+    shown_as: Option<String>,
 }
 
 /// `--mock` and `--step` targets must name states of the workflow.

@@ -330,8 +330,9 @@ pub fn gone_runs(
 
 /// The duration `awf status` shows, in milliseconds, the same number `awf history` shows: a
 /// finished run's recorded duration (the history row's, else end − start); a live run's time
-/// since it started (`now`), a queued one's since it was submitted; `None` (unknown) for a run whose process died, since nothing
-/// recorded when it stopped.
+/// since it started (`now`); `None` for a queued run (it has not run: `awf history` shows `-`
+/// for it) and for a run whose process died (unknown, since nothing recorded when it
+/// stopped).
 pub fn status_duration_ms(
     s: &RunSnapshot,
     history: Option<&HistoryRecord>,
@@ -339,8 +340,8 @@ pub fn status_duration_ms(
     host: &dyn Host,
 ) -> Option<u64> {
     if s.status == StoredStatus::Queued {
-        // Not started: how long it has waited in the queue.
-        return Some(now.duration_since(s.started_at).map_or(0, millis));
+        // Not started: it has no duration (as `awf history` and HTTP show it).
+        return None;
     }
     if s.status == StoredStatus::Running {
         if process_gone(s, host) {

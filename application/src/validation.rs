@@ -630,7 +630,8 @@ fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
 /// `awf validate` reports.
 ///
 /// # Errors
-/// The first error found, positioned, with the number of other errors in its message.
+/// The first error found, positioned, with its own hint (none when it has none) and the
+/// number of other errors in its message.
 pub fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(), AwfError> {
     let errors: Vec<Diagnostic> = checks(services, loaded)
         .into_iter()
@@ -643,16 +644,13 @@ pub fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(),
     if errors.len() == 1 {
         return Err(first);
     }
+    // Only the first error is printed: it carries its own hint, never another error's (a
+    // hint under an error it does not belong to misleads); `awf validate` shows each error
+    // with its own.
     let others = errors.len() - 1;
-    let mut e = first.map_message(|m| {
+    Err(first.map_message(|m| {
         format!("{m} (and {others} more error(s); run `awf validate` to see all)")
-    });
-    for d in &errors[1..] {
-        if let Some(h) = &d.hint {
-            e = e.with_hint(h.clone());
-        }
-    }
-    Err(e)
+    }))
 }
 
 /// Structural rules plus expression and template syntax.

@@ -758,6 +758,7 @@ impl WorkflowTools {
             auto_approve: self.config.auto_approve,
             mcp_servers: Vec::new(),
             fs_delegate: None,
+            shown_as: None,
         };
         // The log of a resumed run starts with its earlier attempts: follow only this one.
         let prior = self.logged_positions(&run_id);

@@ -2957,3 +2957,142 @@ fn ctrl_c_of_a_run_stored_by_the_flag_hints_a_resume_with_the_flag_that_works() 
     let _ = resumed.kill();
     let _ = resumed.wait();
 }
+
+/// A queued run has not run: `awf status` shows no duration (`-`, as `awf history`), no
+/// empty `State:` line, and no exit code in JSON (null, as GET /api/executions/{id} gives).
+/// It showed `Duration: 1.398s` (counting), `State:` empty and `"exit_code": 0`.
+#[test]
+fn a_queued_run_shows_no_duration_no_state_line_and_no_exit_code_everywhere() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    // A is full: this one stays queued.
+    let queued = submit(&sb, "long", &[]);
+    std::thread::sleep(Duration::from_millis(1100));
+
+    let r = sb.run(&["status", &queued]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let duration: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("Duration:"))
+        .copied()
+        .collect();
+    assert_eq!(duration, vec!["Duration:  -"], "{}", r.stdout);
+    assert!(
+        !lines.iter().any(|l| l.starts_with("State:")),
+        "no State line for a run with no state: {}",
+        r.stdout
+    );
+
+    let r = sb.run(&["status", &queued, "-f", "json"]).unwrap();
+    let v = r.json().unwrap();
+    assert_eq!(v["status"], "queued", "{v}");
+    assert_eq!(v["exit_code"], serde_json::Value::Null, "{v}");
+    assert_eq!(v["duration_ms"], serde_json::Value::Null, "{v}");
+
+    let r = sb.run(&["history", "-s", "queued", "-f", "json"]).unwrap();
+    let h = r.json().unwrap();
+    let row = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == queued.as_str() || e["run_id"] == queued.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("{queued} in {h}"));
+    assert_eq!(row["duration_ms"], serde_json::Value::Null, "{row}");
+
+    let g = http_serve::execution(&a, &queued);
+    assert_eq!(g["status"], "queued", "{g}");
+    assert_eq!(g["exit_code"], serde_json::Value::Null, "{g}");
+    assert_eq!(g["duration_ms"], serde_json::Value::Null, "{g}");
+    assert_eq!(g["current_step"], "", "{g}");
+}
+
+/// The `workflow_name` of `GET /api/executions`(`/{id}`) of a submitted run, by the worker
+/// that runs it and by another.
+fn names_of(w: &Server, id: &str) -> (String, String) {
+    let one = http_serve::execution(w, id)["workflow_name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (code, body, _) = http_serve::curl(&[&format!("{}/api/executions", w.base)]);
+    assert_eq!(code, 200, "{body}");
+    let listed = http_serve::json_of(&body)["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["execution_id"] == id)
+        .unwrap_or_else(|| panic!("{id} listed: {body}"))["workflow_name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (one, listed)
+}
+
+/// A run submitted by name and queued by its file's absolute path is shown by its
+/// workflow's name by every worker: the one that runs it showed the path (GET, the list,
+/// its `run_finished` result, its log lines) where another showed the name. `awf status`
+/// keeps the path beside the name.
+#[test]
+fn the_worker_running_a_submitted_run_shows_its_workflows_name_as_every_worker_does() {
+    let db = TestDb::new();
+    let wf = "name: release\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 3\n    on_success: done\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("release", wf)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log_a = logs.path().join("a.log");
+    let a = logged_worker(&sb, &["--lease", "5s"], &log_a);
+    let id = submit(&sb, "release", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let running = ("release".to_owned(), "release".to_owned());
+    assert_eq!(names_of(&a, &id), running, "the running worker");
+    assert_eq!(names_of(&b, &id), running, "another worker");
+    run_done(&db, &id);
+    http_serve::wait_status(&a, &id, "completed");
+    assert_eq!(
+        names_of(&a, &id),
+        running,
+        "the worker that ran it, once ended"
+    );
+    assert_eq!(names_of(&b, &id), running, "another worker, once ended");
+
+    // The event stream's result names the workflow as `awf run -f json` does.
+    let result_workflow = psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'result'->>'workflow' FROM awf_events \
+             WHERE run_id = '{id}' AND kind = 'run_finished' ORDER BY position DESC LIMIT 1"
+        ),
+    );
+    assert_eq!(result_workflow, "release");
+
+    // The worker's log lines name it too.
+    wait_long(&db, "A's end line", Duration::from_secs(30), || {
+        !log_lines(&log_a, &id, "finished: success").is_empty()
+    });
+    for what in ["claimed run", "finished: success"] {
+        let line = log_lines(&log_a, &id, what).remove(0);
+        assert!(
+            line.contains("release") && !line.contains(".yaml"),
+            "{what}: {line}"
+        );
+    }
+
+    // `awf status` shows the name and, beside it, the path.
+    let r = sb.run(&["status", &id]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Workflow:"))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        line.starts_with("Workflow:  release (/") && line.ends_with("release.yaml)"),
+        "{}",
+        r.stdout
+    );
+}

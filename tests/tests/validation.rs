@@ -1048,3 +1048,83 @@ fn the_readme_tour_workflow_validates_cleanly_and_runs() {
         r.stderr
     );
 }
+
+// ---- each error with its own hint ----------------------------------------------------------
+
+/// Two errors: no terminal state (no hint of its own) and an `on_success` naming an unknown
+/// state (hint: the available states).
+const TWO_ERRORS: &str = "name: broken
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: nowhere
+";
+
+#[test]
+fn run_prints_the_first_error_with_its_own_hint_never_another_errors() {
+    let sb = sandbox();
+    let f = sb.write("broken.yaml", TWO_ERRORS).unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    let errs: Vec<&Value> = diags.iter().filter(|d| d["severity"] == "error").collect();
+    assert_eq!(errs.len(), 2, "two errors: {diags:#?}");
+    let unknown = errs
+        .iter()
+        .find(|d| d["message"].as_str().unwrap().contains("nowhere"))
+        .expect("the unknown state's error");
+    assert!(
+        unknown["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("available states"),
+        "the unknown state's error has its hint: {unknown}"
+    );
+    let first = errs[0];
+    let first_msg = first["message"].as_str().unwrap().to_owned();
+    let first_hint = first["hint"].as_str().map(str::to_owned);
+
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains(&first_msg),
+        "the first error is printed: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("(and 1 more error(s); run `awf validate` to see all)"),
+        "{}",
+        r.stderr
+    );
+    let hints: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Hint:"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        hints,
+        first_hint.iter().map(String::as_str).collect::<Vec<_>>(),
+        "only the printed error's own hint: {}",
+        r.stderr
+    );
+
+    // `awf validate` (text): each error followed by its own hint.
+    let v = sb.run(&["validate", &f.display().to_string()]).unwrap();
+    assert_eq!(v.code, 2, "{v:?}");
+    let lines: Vec<&str> = v.stderr.lines().collect();
+    for d in &errs {
+        let msg = d["message"].as_str().unwrap();
+        let at = lines
+            .iter()
+            .position(|l| l.contains(msg))
+            .unwrap_or_else(|| panic!("{msg} printed: {}", v.stderr));
+        let next = lines.get(at + 1).map(|l| l.trim()).unwrap_or_default();
+        match d["hint"].as_str() {
+            Some(h) => assert_eq!(next, format!("Hint: {h}"), "{}", v.stderr),
+            None => assert!(!next.starts_with("Hint:"), "{}", v.stderr),
+        }
+    }
+}

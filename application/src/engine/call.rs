@@ -195,6 +195,7 @@ impl Run {
                 .cloned()
                 .chain(self.wf.budget.clone())
                 .collect(),
+            shown_as: None,
         });
         let run = child.execute();
         tokio::pin!(run);

@@ -122,6 +122,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         fs_delegate: None,
         spend: Arc::default(),
         outer_budgets: Vec::new(),
+        shown_as: None,
     });
     let result = run.execute().await;
     let finished = sink

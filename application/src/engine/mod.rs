@@ -211,6 +211,9 @@ pub(crate) struct RunSpec {
     pub(crate) spend: Arc<Mutex<awf_domain::run::Spend>>,
     /// Budgets of the calling runs (a sub-workflow's agent steps count against them too).
     pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
+    /// The name the run's result shows instead of its identifier (a queued run of the shared
+    /// store, started by its file's path); `None`: the identifier.
+    pub(crate) shown_as: Option<String>,
 }
 
 /// Missing required inputs a run asks for before it starts, and what resolves the inputs
@@ -302,6 +305,8 @@ pub(crate) struct Run {
     pub(crate) step_spend: Mutex<BTreeMap<String, awf_domain::run::Spend>>,
     /// As [`RunSpec::outer_budgets`].
     pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
+    /// As [`RunSpec::shown_as`].
+    pub(crate) shown_as: Option<String>,
 }
 
 /// What an interactive run does before a state.
@@ -478,6 +483,7 @@ impl Run {
             spend: spec.spend,
             step_spend: Mutex::new(BTreeMap::new()),
             outer_budgets: spec.outer_budgets,
+            shown_as: spec.shown_as,
         }
     }
 
@@ -1407,7 +1413,10 @@ impl Run {
         }
         RunResult {
             run_id: Some(self.run_id.clone()),
-            workflow: self.wf.source.identifier.clone(),
+            workflow: self
+                .shown_as
+                .clone()
+                .unwrap_or_else(|| self.wf.source.identifier.clone()),
             status: ending.status,
             exit_code: ending.exit_code,
             terminal: ending.terminal,

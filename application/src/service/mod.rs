@@ -151,8 +151,34 @@ struct Entry {
     ending: watch::Sender<Ending>,
 }
 
+/// What a run is shown by until its `RunStarted` says (see [`Info::named`]).
+struct Shown {
+    workflow: String,
+    named: bool,
+}
+
+impl Shown {
+    /// The name given to show the run by, else `fallback` (replaced by the run's identifier
+    /// once it has started).
+    fn of(shown_as: Option<String>, fallback: &str) -> Self {
+        match shown_as {
+            Some(workflow) => Self {
+                workflow,
+                named: true,
+            },
+            None => Self {
+                workflow: fallback.to_owned(),
+                named: false,
+            },
+        }
+    }
+}
+
 struct Info {
     workflow: String,
+    /// `workflow` is the name the run was started to be shown by
+    /// ([`RunRequest::shown_as`]): its `RunStarted` identifier does not replace it.
+    named: bool,
     current_state: Option<String>,
     finished_at: Option<Instant>,
     result: Option<Arc<RunResult>>,
@@ -293,7 +319,7 @@ impl RunManager {
     /// A resumed run this process does not hold continues after `recorded` positions: the
     /// length of its recorded log (read before the new attempt started), which
     /// subscriptions from an earlier position replay from the store.
-    fn register(&self, handle: RunHandle, workflow: String, recorded: u64) -> RunId {
+    fn register(&self, handle: RunHandle, workflow: Shown, recorded: u64) -> RunId {
         let parts = handle.into_parts();
         let mut recorded_before = 0;
         let log = match self.entry(&parts.run_id) {
@@ -325,7 +351,8 @@ impl RunManager {
             cancel: parts.cancel,
             interaction: parts.interaction,
             info: Mutex::new(Info {
-                workflow,
+                named: workflow.named,
+                workflow: workflow.workflow,
                 current_state: None,
                 finished_at: None,
                 result: None,
@@ -426,7 +453,10 @@ impl Pump {
         let root = env.parent_run_id.is_none();
         match &env.event {
             RunEvent::RunStarted { identifier, .. } if root => {
-                lock(&self.entry.info).workflow.clone_from(identifier);
+                let mut info = lock(&self.entry.info);
+                if !info.named {
+                    info.workflow.clone_from(identifier);
+                }
             }
             RunEvent::StepStarted { step, .. } if root => {
                 lock(&self.entry.info).current_state = Some(step.clone());
@@ -473,7 +503,7 @@ impl RunService for RunManager {
     async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
         self.evict();
         let _slot = self.reserve()?;
-        let workflow = request.identifier.clone();
+        let workflow = Shown::of(request.shown_as.clone(), &request.identifier);
         let handle = self.facade.start_run(request).await?;
         Ok(self.register(handle, workflow, 0))
     }
@@ -535,8 +565,9 @@ impl RunService for RunManager {
             }
             _ => 0,
         };
+        let workflow = Shown::of(request.shown_as.clone(), &id.0);
         let handle = self.facade.resume_run(request).await?;
-        Ok(self.register(handle, id.0, recorded))
+        Ok(self.register(handle, workflow, recorded))
     }
 
     fn get(&self, run_id: &RunId) -> Result<RunView, AwfError> {

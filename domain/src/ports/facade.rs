@@ -55,6 +55,12 @@ pub struct RunRequest {
     /// ACP, MCP workflows-as-tools, the shared store's queue); `awf run` leaves it unset and
     /// only warns.
     pub refuse_undeclared_inputs: bool,
+    /// The name the run is shown by (its result's `workflow`, the run service's view, a
+    /// worker's log lines) instead of `identifier`: a run of the shared store's queue is
+    /// started by its file's absolute path and shown by its workflow's name, as the queue
+    /// shows it. `None`: the identifier. What is recorded as the run's identifier (and its
+    /// path) does not change.
+    pub shown_as: Option<String>,
 }
 
 /// Where an interactive run stops.
@@ -102,4 +108,6 @@ pub struct ResumeRequest {
     pub mcp_servers: Vec<crate::ports::agent::McpServer>,
     /// As [`RunRequest::fs_delegate`].
     pub fs_delegate: Option<PathBuf>,
+    /// As [`RunRequest::shown_as`] (a shared store's run taken over or resumed by a worker).
+    pub shown_as: Option<String>,
 }

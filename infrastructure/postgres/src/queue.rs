@@ -166,7 +166,13 @@ impl QueuedRequest {
         }
     }
 
-    /// The request a worker starts: this one, with the worker's environment and `run_id`.
+    /// The name the run is shown by: the workflow's name, else the identifier.
+    pub fn shown(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.identifier)
+    }
+
+    /// The request a worker starts: this one, with the worker's environment and `run_id`,
+    /// shown by the workflow's name (not the path it is queued by).
     pub fn to_run(&self, run_id: &RunId, env: &[(String, String)]) -> RunRequest {
         RunRequest {
             identifier: self.identifier.clone(),
@@ -182,6 +188,7 @@ impl QueuedRequest {
             auto_approve: self.auto_approve,
             run_id: Some(run_id.clone()),
             refuse_undeclared_inputs: !self.allow_undeclared_inputs,
+            shown_as: self.name.clone(),
             ..RunRequest::default()
         }
     }
@@ -216,6 +223,7 @@ impl QueuedRequest {
             working_dir: self.working_dir.clone(),
             lock_held: false,
             auto_approve: self.auto_approve,
+            shown_as: self.name.clone(),
             ..ResumeRequest::default()
         }
     }

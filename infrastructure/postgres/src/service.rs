@@ -270,7 +270,9 @@ impl RunService for PgRunService {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
-        let queued = QueuedRequest::of_resume(&row.workflow_id, &request);
+        let mut queued = QueuedRequest::of_resume(&row.workflow_id, &request);
+        // Shown by its name by the worker that resumes it, as every worker shows it.
+        queued.name = Some(row.workflow_name.clone());
         let pool = self.store.pool().clone();
         let sid = id.clone();
         let ok = self

@@ -290,7 +290,7 @@ impl Worker {
                     Ok(Ok(claims)) => {
                         let full = claims.len() == free;
                         for c in claims {
-                            let workflow = c.request.identifier.as_str();
+                            let workflow = c.request.shown();
                             match &c.taken_from {
                                 None if c.parked_until.is_some() => tracing::info!(
                                     run_id = %c.run_id,
@@ -497,7 +497,7 @@ impl Worker {
             Outcome::Done(ended) => {
                 log_end(
                     &run_id,
-                    &claim.request.identifier,
+                    claim.request.shown(),
                     &self.config.worker_id,
                     &Outcome::Done(ended),
                 );
@@ -550,7 +550,7 @@ impl Worker {
                 };
                 match r {
                     Ok(Ok(_)) => {
-                        log_end(&id, &claim.request.identifier, &worker, &outcome);
+                        log_end(&id, claim.request.shown(), &worker, &outcome);
                         break;
                     }
                     Ok(Err(e)) | Err(e) => {

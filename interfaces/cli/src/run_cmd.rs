@@ -181,6 +181,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         // `awf run` warns about undeclared inputs (they are not exported either way); so does
         // `awf run --submit`, and the worker that takes the run lets them through as well.
         refuse_undeclared_inputs: false,
+        shown_as: None,
     };
     Ok((w, request))
 }

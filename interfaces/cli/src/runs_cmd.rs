@@ -146,6 +146,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         auto_approve: args.yes,
         mcp_servers: Vec::new(),
         fs_delegate: None,
+        shown_as: None,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
@@ -592,7 +593,8 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// finished) and `steps` (`[{name, status, output, stderr, exit_code, started_at,
 /// completed_at, error, error_code}]` in start order), plus ours: `run_status` (the stored word),
 /// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process);
-/// `message` is the success terminal's message the store kept (null without one).
+/// `message` is the success terminal's message the store kept (null without one). A queued
+/// run (no worker started it) has `exit_code` and `duration_ms` null.
 pub fn status_json(
     snap: &RunSnapshot,
     duration: Option<u64>,
@@ -624,6 +626,10 @@ pub fn status_json(
     if let Some(o) = v.as_object_mut() {
         o.insert("status".into(), serde_json::json!(snap.status.go_name()));
         o.insert("duration_ms".into(), serde_json::json!(duration));
+        // A queued run has not run: no exit code (null, as GET /api/executions/{id} gives).
+        if snap.status == StoredStatus::Queued {
+            o.insert("exit_code".into(), serde_json::Value::Null);
+        }
         o.insert("workflow_id".into(), serde_json::json!(snap.run_id));
         o.insert(
             "workflow_name".into(),
@@ -669,7 +675,11 @@ pub fn status_table(snap: &RunSnapshot, duration: Option<u64>) -> String {
     t.full_row(&format!(
         "Status: {:<22} Duration: {}",
         snap.status.go_name(),
-        duration.map_or_else(|| "unknown".to_owned(), |ms| format!("{ms}ms"))
+        match duration {
+            Some(ms) => format!("{ms}ms"),
+            None if snap.status == StoredStatus::Queued => "-".to_owned(),
+            None => "unknown".to_owned(),
+        }
     ));
     let steps = ordered_steps(snap);
     if !steps.is_empty() {
@@ -751,7 +761,10 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         "Status:    {}",
         status_text(snap, view.process_gone)
     ));
-    crate::stdout_check::checked(writeln!(out, "State:     {}", pt(&snap.current_state)));
+    // A run with no state yet (queued: no worker started it) has no State line.
+    if !snap.current_state.is_empty() {
+        crate::stdout_check::checked(writeln!(out, "State:     {}", pt(&snap.current_state)));
+    }
     crate::stdout_check::checked(writeln!(
         out,
         "Started:   {}",
@@ -760,10 +773,12 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let _ = writeln!(
         out,
         "Duration:  {}",
-        duration.map_or_else(
-            || "unknown (its awf process stopped without recording when)".to_owned(),
-            |ms| awf_domain::duration::format_go(std::time::Duration::from_millis(ms))
-        )
+        match duration {
+            Some(ms) => awf_domain::duration::format_go(std::time::Duration::from_millis(ms)),
+            // Not run yet: `-`, as `awf history` shows it.
+            None if snap.status == StoredStatus::Queued => "-".to_owned(),
+            None => "unknown (its awf process stopped without recording when)".to_owned(),
+        }
     );
     if let Some(t) = &snap.terminal {
         crate::stdout_check::checked(writeln!(out, "Terminal:  {}", pt(&terminal_text(t))));
