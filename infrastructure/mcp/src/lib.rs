@@ -619,6 +619,18 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
     }
     match m.get("method") {
         Some(Value::String(method)) => {
+            // Parameters rmcp would refuse without echoing the id (`Invalid request`, no
+            // `id`) or answer as an unknown method (`-32601` for a `tools/call` without a
+            // tool name): answered here, with the request's id (JSON-RPC 2.0 §5.1: -32602).
+            if id.is_some()
+                && let Some(why) = bad_params(method, m.get("params"))
+            {
+                return Verdict::Answer(error_frame(
+                    &reply_id,
+                    -32602,
+                    &format!("Invalid params: {why}"),
+                ));
+            }
             if initialized {
                 return Verdict::Forward { initialize: false };
             }
@@ -640,6 +652,31 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
             }
         }
         None => invalid("no `method`"),
+    }
+}
+
+/// Why `params` cannot be those of a request for `method`: MCP's parameters are an object
+/// (or absent); a `tools/call` names its tool (`name`, a string) and gives its `arguments`
+/// as an object, if at all.
+fn bad_params(method: &str, params: Option<&Value>) -> Option<&'static str> {
+    match params {
+        None | Some(Value::Null) => {
+            (method == "tools/call").then_some("`tools/call` needs `params` with the tool's `name`")
+        }
+        Some(Value::Object(p)) if method == "tools/call" => {
+            if !p.get("name").is_some_and(Value::is_string) {
+                Some("`params.name` must be the tool's name, a string")
+            } else if !matches!(
+                p.get("arguments"),
+                None | Some(Value::Null | Value::Object(_))
+            ) {
+                Some("`params.arguments` must be an object")
+            } else {
+                None
+            }
+        }
+        Some(Value::Object(_)) => None,
+        Some(_) => Some("`params` must be an object"),
     }
 }
 

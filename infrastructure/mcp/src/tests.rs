@@ -212,6 +212,59 @@ async fn an_unknown_tool_is_invalid_params() {
     );
 }
 
+/// Parameters of the wrong shape get -32602 with the request's id (rmcp answered some
+/// without any `id`, and a `tools/call` without a tool name as an unknown method), and the
+/// session goes on.
+#[tokio::test]
+async fn malformed_params_are_invalid_params_answered_with_their_id() {
+    let mut c = start(Arc::default(), opts());
+    c.initialize("2025-11-25").await;
+    for (id, method, params, why) in [
+        (5, "ping", json!("str"), "`params` must be an object"),
+        (6, "tools/list", json!([]), "`params` must be an object"),
+        (7, "tools/call", json!("str"), "`params` must be an object"),
+        (
+            8,
+            "tools/call",
+            Value::Null,
+            "`tools/call` needs `params` with the tool's `name`",
+        ),
+        (
+            9,
+            "tools/call",
+            json!({"name": 5}),
+            "`params.name` must be the tool's name",
+        ),
+        (
+            10,
+            "tools/call",
+            json!({"name": "Echo", "arguments": "x"}),
+            "`params.arguments` must be an object",
+        ),
+    ] {
+        let mut req = json!({"jsonrpc": "2.0", "id": id, "method": method});
+        if !params.is_null() {
+            req["params"] = params;
+        }
+        c.send_json(req).await;
+        let answer = c.recv().await;
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert!(
+            answer["error"]["message"].as_str().unwrap().contains(why),
+            "{answer}"
+        );
+    }
+    let echo = c.call(11, "Echo", json!({"text": "still here"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "still here");
+    // No `arguments` at all is a call without arguments, as before.
+    c.send_json(
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": {"name": "Fail"}}),
+    )
+    .await;
+    assert_eq!(c.recv().await["result"]["isError"], true);
+}
+
 #[tokio::test]
 async fn a_panicking_tool_answers_with_an_error_result_and_the_server_lives_on() {
     let mut c = start(Arc::default(), opts());

@@ -54,6 +54,15 @@ impl<'a> Args<'a> {
                 short(v)
             )
         };
+        // An integer is taken exactly (a float would round 2^53 + 1 and i64::MAX).
+        let exact = match v {
+            Value::Number(num) => num.as_u64(),
+            Value::String(s) => s.trim().parse::<u64>().ok(),
+            _ => None,
+        };
+        if exact.is_some() {
+            return Ok(exact);
+        }
         let f = match v {
             Value::Number(num) => num.as_f64().ok_or_else(bad)?,
             Value::String(s) => s.trim().parse::<f64>().map_err(|_| bad())?,
@@ -157,5 +166,22 @@ mod tests {
             a.str(&["path", "file_path"])
                 .is_err_and(|e| e.contains("`file_path` must be a string, got a number"))
         );
+    }
+
+    #[test]
+    fn integers_are_taken_exactly_and_floats_truncated() {
+        let m = map(json!({
+            "a": 9_223_372_036_854_775_807_u64,
+            "b": 9_007_199_254_740_993_u64,
+            "c": "9007199254740993",
+            "d": 2.9999,
+            "e": u64::MAX,
+        }));
+        let a = Args::new("Read", &m);
+        assert_eq!(a.opt_uint(&["a"]), Ok(Some(9_223_372_036_854_775_807)));
+        assert_eq!(a.opt_uint(&["b"]), Ok(Some(9_007_199_254_740_993)));
+        assert_eq!(a.opt_uint(&["c"]), Ok(Some(9_007_199_254_740_993)));
+        assert_eq!(a.opt_uint(&["d"]), Ok(Some(2)));
+        assert_eq!(a.opt_uint(&["e"]), Ok(Some(u64::MAX)));
     }
 }

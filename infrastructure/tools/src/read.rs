@@ -25,7 +25,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 const MARKS: usize = 8;
 
 /// A file's identity as `stat` gives it: a write (Write and Edit replace the file: a new
-/// inode), a truncation or a touch makes a new one.
+/// inode), a truncation, a touch or an in-place rewrite (its change time) makes a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FileKey {
     dev: u64,
@@ -33,6 +33,10 @@ pub(crate) struct FileKey {
     size: u64,
     mtime: i64,
     mtime_nsec: i64,
+    /// Changed by every write and by `utime` itself: a file rewritten in place with its
+    /// size and modification time put back is still a new file here.
+    ctime: i64,
+    ctime_nsec: i64,
 }
 
 impl FileKey {
@@ -43,6 +47,8 @@ impl FileKey {
             size: m.len(),
             mtime: m.mtime(),
             mtime_nsec: m.mtime_nsec(),
+            ctime: m.ctime(),
+            ctime_nsec: m.ctime_nsec(),
         }
     }
 }
@@ -304,5 +310,34 @@ mod tests {
         let before = marks.len();
         read(json!({"path": "f.txt"}));
         assert_eq!(inner.marks.lock().unwrap().len(), before);
+    }
+
+    /// A file rewritten in place, same size, its modification time put back (`utime`), is
+    /// read afresh: the next page does not start at the old mark (a breaker's stale page).
+    #[test]
+    fn a_file_rewritten_in_place_with_its_mtime_restored_is_not_read_from_an_old_mark() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("f.txt");
+        let lines = |from: usize, n: usize| -> String {
+            (from..from + n).map(|i| format!("line {i:04}\n")).collect()
+        };
+        std::fs::write(&path, lines(0, 40)).unwrap();
+        let tools = crate::BuiltinTools::new(tmp.path()).unwrap();
+        let inner = &tools.inner;
+        let read = |args: serde_json::Value| super::read(inner, args.as_object().unwrap()).unwrap();
+        read(json!({"path": "f.txt", "limit": 10}));
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        // Same size (400 bytes), five short lines first, written in place (same inode),
+        // mtime restored: the old mark's byte 100 is now the start of line 15.
+        let new = format!("{}{}", "a\n".repeat(5), lines(1, 39));
+        assert_eq!(new.len(), 400);
+        {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all(new.as_bytes()).unwrap();
+            f.set_modified(mtime).unwrap();
+        }
+        let out = read(json!({"path": "f.txt", "offset": 11, "limit": 1}));
+        assert!(out.starts_with("    11\tline 0006\n"), "{out}");
     }
 }
