@@ -2747,3 +2747,95 @@ fn a_parked_run_with_a_secret_input_is_resumed_with_it() {
     assert!(!request.contains("tok-s3cr3t-42"), "{request}");
     drop(w);
 }
+
+/// The kinds of a run's recorded events, in order.
+fn event_kinds(db: &TestDb, id: &str) -> Vec<String> {
+    psql(
+        &db.url,
+        &format!(
+            "SELECT kind FROM awf_events WHERE root_run_id = '{id}' AND run_id = '{id}' \
+             ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// A run whose worker was SIGKILLed mid-step and that was then cancelled (`awf cancel`:
+/// `cancel requested`) is ended cancelled by the worker that takes it over, through its
+/// engine's cancel path: the same on every surface (row, snapshot, GET, `awf status`,
+/// `awf resume --list`) and its log ends with `run_finished`. It used to be marked
+/// `cancelled` in its row only: its snapshot said running, with no end time, duration or
+/// error, and its log had no `run_finished`.
+#[test]
+fn a_run_cancelled_after_its_worker_died_is_ended_cancelled_by_the_worker_taking_it_over() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let mut a = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "long", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "the step started", Duration::from_secs(60), || {
+        event_kinds(&db, &id).iter().any(|k| k == "step_started")
+    });
+    // SIGKILL A, the process this test spawned (its own child handle).
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let r = sb.run(&["cancel", &id]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.trim(),
+        format!("cancel requested for {id} (its worker stops it)")
+    );
+    let b = worker(&sb, &["--lease", "3s"]);
+    run_done(&db, &id);
+    let row = psql(
+        &db.url,
+        &format!(
+            "SELECT status, exit_code, completed_at_ms IS NOT NULL, duration_ms IS NOT NULL, \
+               coalesce(error_message, ''), snapshot->>'status' \
+             FROM awf_runs WHERE run_id = '{id}'"
+        ),
+    );
+    assert_eq!(
+        row, "cancelled|130|t|t|workflow cancelled|cancelled",
+        "{row}"
+    );
+    let kinds = event_kinds(&db, &id);
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_finished"),
+        "{kinds:?}"
+    );
+    let result = psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'result'->>'status' FROM awf_events \
+             WHERE run_id = '{id}' AND kind = 'run_finished' ORDER BY position DESC LIMIT 1"
+        ),
+    );
+    assert_eq!(result, "cancelled");
+    let get = http_serve::execution(&b, &id);
+    assert_eq!(get["status"], "cancelled", "{get}");
+    assert!(get["completed_at"].is_string(), "{get}");
+    assert!(get["duration_ms"].is_u64(), "{get}");
+    assert_eq!(get["error"]["code"], "EXECUTION.RUN.CANCELLED", "{get}");
+    let st = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+    let st = st.json().unwrap();
+    assert_eq!(st["status"], "cancelled", "{st}");
+    assert_eq!(st["completed_at"], get["completed_at"], "{st}");
+    assert_eq!(st["duration_ms"], get["duration_ms"], "{st}");
+    assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
+    let text = sb.run(&["status", &id]).unwrap();
+    assert!(!text.stdout.contains("running"), "{}", text.stdout);
+    let list = sb.run(&["resume", "--list"]).unwrap();
+    let line = list
+        .stdout
+        .lines()
+        .find(|l| l.contains(&id[..8]))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!line.contains("running"), "{}", list.stdout);
+    drop(b);
+}

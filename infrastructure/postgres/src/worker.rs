@@ -591,8 +591,10 @@ impl Worker {
 
     async fn drive(&self, claim: &Claim) -> Outcome {
         let run_id = &claim.run_id;
-        // Asked to cancel before this claim (never started, or its worker died since).
-        if claim.cancel_requested {
+        // Asked to cancel before this claim and never started: nothing of it ran, so it ends
+        // here. (One that started, whose worker died since, is resumed and cancelled at once
+        // below: its engine's cancel path records its end, as a run cancelled while running.)
+        if claim.cancel_requested && !claim.run_started {
             return Outcome::Ended(Ended {
                 status: "cancelled".to_owned(),
                 exit_code: Some(i32::from(CancelReason::Requested.exit_code())),
@@ -635,6 +637,13 @@ impl Worker {
             .await
         {
             Ok(Ok(queue::Marked::Started)) => {}
+            // Started before (by a worker that died) and asked to cancel: resumed and cancelled
+            // at once, so that its record ends as a cancelled run's does.
+            Ok(Ok(queue::Marked::CancelRequested)) if claim.run_started => {
+                if let Some(h) = guard(&self.held).get_mut(run_id) {
+                    h.cancel_seen = true;
+                }
+            }
             // Cancelled between the claim and now: never run a step of it.
             Ok(Ok(queue::Marked::CancelRequested)) => {
                 return Outcome::Ended(Ended {
