@@ -2839,3 +2839,122 @@ fn a_run_cancelled_after_its_worker_died_is_ended_cancelled_by_the_worker_taking
     assert!(!line.contains("running"), "{}", list.stdout);
     drop(b);
 }
+
+/// A run a worker fails before its first step (its workflow file deleted after submit, or
+/// replaced by invalid YAML) ended at its failure, the same on every surface: started at its
+/// submit time, `completed_at` the failure time, duration = failure − submit, the exit code
+/// `awf run` gives for that error, and its log (and an event stream followed while it was
+/// queued) ends with a `run_finished` event carrying the failure. It used to have no
+/// `run_finished`, `awf status` started it at its failure and ended it at its start (duration
+/// 0) while GET and history had no end, and invalid YAML was recorded with exit 1.
+#[test]
+fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG), ("gone", LONG), ("bad", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    // A is full: these two stay queued.
+    let gone = submit(&sb, "gone", &[]);
+    let bad = submit(&sb, "bad", &[]);
+    let follower = {
+        let (base, id) = (a.base.clone(), bad.clone());
+        std::thread::spawn(move || {
+            let url = format!("{base}/api/executions/{id}/events");
+            let (code, body, _) = http_serve::curl(&["-N", "--max-time", "90", &url]);
+            assert_eq!(code, 200, "{body}");
+            http_serve::parse_frames(&body)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::remove_file(sb.path().join("wf/gone.yaml")).unwrap();
+    std::fs::write(sb.path().join("wf/bad.yaml"), "name: bad\nstates: [\n").unwrap();
+    // What `awf run` gives for that file.
+    let direct = sb.run(&["run", "bad", "--store", ""]).unwrap();
+    assert_eq!(direct.code, 2, "{} {}", direct.stdout, direct.stderr);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{blocker}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    run_done(&db, &gone);
+    run_done(&db, &bad);
+    for (id, exit, code) in [
+        (&gone, 1, "USER.INPUT.MISSING_FILE"),
+        (&bad, 2, "WORKFLOW."),
+    ] {
+        let get = http_serve::execution(&a, id);
+        assert_eq!(get["status"], "failed", "{get}");
+        assert!(
+            get["error"]["code"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(code),
+            "{get}"
+        );
+        let d = get["duration_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{get}"));
+        assert!(d >= 1400, "the time it waited until it failed: {get}");
+        let end = get["completed_at"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{get}"))
+            .to_owned();
+        let st = sb.run(&["status", id, "-f", "json"]).unwrap();
+        assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+        let st = st.json().unwrap();
+        let h = sb.run(&["history", "-f", "json"]).unwrap();
+        let h = h
+            .json()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id.as_str())
+            .cloned()
+            .unwrap();
+        for v in [&st, &h] {
+            assert_eq!(v["started_at"], get["started_at"], "{v} {get}");
+            assert_eq!(v["completed_at"].as_str(), Some(end.as_str()), "{v}");
+            assert_eq!(v["duration_ms"].as_u64(), Some(d), "{v}");
+        }
+        assert_eq!(st["error"]["code"], get["error"]["code"], "{st}");
+        let row = psql(
+            &db.url,
+            &format!(
+                "SELECT exit_code, completed_at_ms - started_at_ms = duration_ms, \
+                   started_at_ms = (extract(epoch from submitted_at) * 1000)::bigint \
+                 FROM awf_runs WHERE run_id = '{id}'"
+            ),
+        );
+        assert_eq!(row, format!("{exit}|t|t"), "{id}");
+        let finished = psql(
+            &db.url,
+            &format!(
+                "SELECT envelope->'event'->'result'->>'status', \
+                   envelope->'event'->'result'->>'exit_code', \
+                   envelope->'event'->'result'->'error'->>'code', \
+                   envelope->'event'->'result'->'error'->>'message' = '{}' \
+                 FROM awf_events WHERE run_id = '{id}' AND kind = 'run_finished'",
+                get["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace('\'', "''")
+            ),
+        );
+        assert_eq!(
+            finished,
+            format!(
+                "failure|{exit}|{}|t",
+                get["error"]["code"].as_str().unwrap()
+            ),
+            "{id}"
+        );
+    }
+    let frames = follower.join().unwrap();
+    let (_, last, data) = frames.last().unwrap_or_else(|| panic!("no frame"));
+    assert_eq!(last, "run_finished", "{frames:?}");
+    assert_eq!(data["event"]["result"]["status"], "failure", "{data}");
+    assert_eq!(data["event"]["result"]["exit_code"], 2, "{data}");
+}

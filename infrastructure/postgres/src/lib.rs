@@ -41,6 +41,7 @@
 pub mod listen;
 pub mod queue;
 pub mod service;
+pub mod unstarted;
 pub mod worker;
 
 use std::future::Future;

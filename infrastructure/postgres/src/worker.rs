@@ -690,32 +690,50 @@ impl Worker {
             }
             Err(e) => {
                 // Failed before its first step (the workflow does not load here, its inputs
-                // do not fit): recorded as a failed run with its error, which `awf status`
-                // and GET show (code and hints included).
-                if !resume && let Some(states) = &self.states {
-                    let now = std::time::SystemTime::now();
-                    let snap = crate::ports::unstarted_snapshot(
-                        &run_id.0,
-                        &claim.request.identifier,
-                        claim
-                            .request
-                            .name
-                            .as_deref()
-                            .unwrap_or(&claim.request.identifier),
-                        StoredStatus::Failure,
-                        Some(1),
-                        Some(e.body()),
-                        now,
-                    );
-                    if let Err(se) = states.save(&snap) {
-                        tracing::warn!("run {run_id}: recording its failure failed: {se}");
-                    }
-                }
-                return Outcome::Ended(Ended {
+                // do not fit): recorded as a failed run with its error (code and hints
+                // included), the exit code `awf run` gives for it, ended now, and a
+                // `run_finished` event, which every surface shows alike.
+                let ended = Ended {
                     status: "failure".to_owned(),
-                    exit_code: Some(1),
+                    exit_code: Some(i32::from(e.code().exit_code())),
                     error_message: Some(e.message().to_owned()),
-                });
+                };
+                if resume {
+                    return Outcome::Ended(ended);
+                }
+                let pool = self.store.pool().clone();
+                let (id, worker, epoch) =
+                    (run_id.clone(), self.config.worker_id.clone(), claim.epoch);
+                let workflow = claim.request.identifier.clone();
+                let name = claim
+                    .request
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| workflow.clone());
+                let error = e.clone();
+                return match self
+                    .store
+                    .run(async move {
+                        crate::unstarted::fail_unstarted(
+                            &pool,
+                            &id,
+                            &worker,
+                            epoch,
+                            (&workflow, &name),
+                            &error,
+                        )
+                        .await
+                    })
+                    .await
+                {
+                    Ok(Ok(true)) => Outcome::Done(ended),
+                    // No longer this worker's claim: whoever holds it now records it.
+                    Ok(Ok(false)) => Outcome::Release(Duration::ZERO),
+                    Ok(Err(se)) | Err(se) => {
+                        tracing::warn!("run {run_id}: recording its failure failed: {se}");
+                        Outcome::Ended(ended)
+                    }
+                };
             }
         }
         let cancel_now = {
@@ -756,7 +774,7 @@ impl Worker {
 /// The line (tracing, `info`) saying how a claim ended here.
 fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
     match outcome {
-        Outcome::Ended(e) if e.status == "failure" => tracing::info!(
+        Outcome::Ended(e) | Outcome::Done(e) if e.status == "failure" => tracing::info!(
             run_id = %run_id,
             workflow,
             worker,
