@@ -2958,3 +2958,76 @@ fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
     assert_eq!(data["event"]["result"]["status"], "failure", "{data}");
     assert_eq!(data["event"]["result"]["exit_code"], 2, "{data}");
 }
+
+/// The URL of `db` as `role` (trust authentication).
+fn url_as(db: &TestDb, role: &str) -> String {
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{role}@{host}")
+}
+
+/// `awf serve --store` with a role lacking DELETE on `awf_workers` (every other privilege a
+/// worker uses granted) is refused before it registers: exit 4 naming the privilege, and no
+/// `awf_workers` row left. It used to pass the check, register its row, then exit 4
+/// (`failed to remove the rows of dead workers: permission denied`) leaving the row behind.
+#[test]
+fn serve_with_a_role_lacking_a_workers_privilege_is_refused_before_it_registers() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let r = sb.run(&["history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = format!("{}_nodel", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}; \
+             REVOKE DELETE ON awf_workers FROM {role}"
+        ),
+    );
+    let url = url_as(&db, &role);
+    let r = sb
+        .run(&["serve", "--store", &url, "--addr", "127.0.0.1:0"])
+        .unwrap();
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("SYSTEM.STORE.UNAVAILABLE") && r.stderr.contains("DELETE on awf_workers"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 0);
+    drop(db);
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
+/// A worker that fails once its row is written (here removing the rows of dead workers
+/// fails: a trigger refuses to delete one) removes its own row before exiting 4.
+#[test]
+fn a_worker_that_fails_after_registering_removes_its_own_row() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let r = sb.run(&["history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    psql(
+        &db.url,
+        "INSERT INTO awf_workers (worker_id, heartbeat_at, max_runs) \
+           VALUES ('stuck', now() - interval '2 hours', 1); \
+         CREATE FUNCTION awf_keep_stuck() RETURNS trigger LANGUAGE plpgsql AS \
+           $$BEGIN IF OLD.worker_id = 'stuck' THEN RAISE EXCEPTION 'kept'; END IF; \
+             RETURN OLD; END$$; \
+         CREATE TRIGGER awf_keep_stuck BEFORE DELETE ON awf_workers \
+           FOR EACH ROW EXECUTE FUNCTION awf_keep_stuck()",
+    );
+    let r = sb.run(&["serve", "--addr", "127.0.0.1:0"]).unwrap();
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("dead workers"), "{}", r.stderr);
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT string_agg(worker_id, ',') FROM awf_workers"
+        ),
+        "stuck"
+    );
+}

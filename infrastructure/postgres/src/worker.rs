@@ -175,7 +175,9 @@ impl Worker {
         &self.config.worker_id
     }
 
-    /// Registers the worker and starts its loops on the current runtime.
+    /// Registers the worker and starts its loops on the current runtime. When registering
+    /// fails (its row may have been written before the failure: removing the rows of dead
+    /// workers comes after it), its row is removed if it can be (within [`LAST_TRY`]).
     ///
     /// # Errors
     /// `SYSTEM.STORE.UNAVAILABLE` when it cannot be registered.
@@ -184,9 +186,30 @@ impl Worker {
         let id = self.config.worker_id.clone();
         let max = self.config.max_runs;
         let addr = self.config.addr.clone();
-        self.store
+        let registered = self
+            .store
             .run(async move { queue::register_worker(&pool, &id, max, addr.as_deref()).await })
-            .await??;
+            .await
+            .and_then(|r| r);
+        if let Err(e) = registered {
+            let pool = self.store.pool().clone();
+            let id = self.config.worker_id.clone();
+            let unregister = self
+                .store
+                .run(async move { queue::unregister_worker(&pool, &id).await });
+            match tokio::time::timeout(LAST_TRY, unregister).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(ue)) | Err(ue)) => tracing::warn!(
+                    worker = %self.config.worker_id,
+                    "could not remove this worker's row after failing to register: {ue}"
+                ),
+                Err(_) => tracing::warn!(
+                    worker = %self.config.worker_id,
+                    "could not remove this worker's row after failing to register in time"
+                ),
+            }
+            return Err(e);
+        }
         tokio::spawn(Arc::clone(self).claim_loop());
         tokio::spawn(Arc::clone(self).heartbeat_loop());
         tokio::spawn(Arc::clone(self).control_loop());
