@@ -3096,3 +3096,287 @@ fn the_worker_running_a_submitted_run_shows_its_workflows_name_as_every_worker_d
         r.stdout
     );
 }
+
+/// The kinds of a run's recorded events, in order.
+fn event_kinds(db: &TestDb, id: &str) -> Vec<String> {
+    psql(
+        &db.url,
+        &format!(
+            "SELECT kind FROM awf_events WHERE root_run_id = '{id}' AND run_id = '{id}' \
+             ORDER BY position"
+        ),
+    )
+    .lines()
+    .map(str::to_owned)
+    .collect()
+}
+
+/// A run whose worker was SIGKILLed mid-step and that was then cancelled (`awf cancel`:
+/// `cancel requested`) is ended cancelled by the worker that takes it over, through its
+/// engine's cancel path: the same on every surface (row, snapshot, GET, `awf status`,
+/// `awf resume --list`) and its log ends with `run_finished`. It used to be marked
+/// `cancelled` in its row only: its snapshot said running, with no end time, duration or
+/// error, and its log had no `run_finished`.
+#[test]
+fn a_run_cancelled_after_its_worker_died_is_ended_cancelled_by_the_worker_taking_it_over() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let mut a = worker(&sb, &["--lease", "3s"]);
+    let id = submit(&sb, "long", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "the step started", Duration::from_secs(60), || {
+        event_kinds(&db, &id).iter().any(|k| k == "step_started")
+    });
+    // SIGKILL A, the process this test spawned (its own child handle).
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let r = sb.run(&["cancel", &id]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.trim(),
+        format!("cancel requested for {id} (its worker stops it)")
+    );
+    let b = worker(&sb, &["--lease", "3s"]);
+    run_done(&db, &id);
+    let row = psql(
+        &db.url,
+        &format!(
+            "SELECT status, exit_code, completed_at_ms IS NOT NULL, duration_ms IS NOT NULL, \
+               coalesce(error_message, ''), snapshot->>'status' \
+             FROM awf_runs WHERE run_id = '{id}'"
+        ),
+    );
+    assert_eq!(
+        row, "cancelled|130|t|t|workflow cancelled|cancelled",
+        "{row}"
+    );
+    let kinds = event_kinds(&db, &id);
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("run_finished"),
+        "{kinds:?}"
+    );
+    let result = psql(
+        &db.url,
+        &format!(
+            "SELECT envelope->'event'->'result'->>'status' FROM awf_events \
+             WHERE run_id = '{id}' AND kind = 'run_finished' ORDER BY position DESC LIMIT 1"
+        ),
+    );
+    assert_eq!(result, "cancelled");
+    let get = http_serve::execution(&b, &id);
+    assert_eq!(get["status"], "cancelled", "{get}");
+    assert!(get["completed_at"].is_string(), "{get}");
+    assert!(get["duration_ms"].is_u64(), "{get}");
+    assert_eq!(get["error"]["code"], "EXECUTION.RUN.CANCELLED", "{get}");
+    let st = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+    let st = st.json().unwrap();
+    assert_eq!(st["status"], "cancelled", "{st}");
+    assert_eq!(st["completed_at"], get["completed_at"], "{st}");
+    assert_eq!(st["duration_ms"], get["duration_ms"], "{st}");
+    assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
+    let text = sb.run(&["status", &id]).unwrap();
+    assert!(!text.stdout.contains("running"), "{}", text.stdout);
+    let list = sb.run(&["resume", "--list"]).unwrap();
+    let line = list
+        .stdout
+        .lines()
+        .find(|l| l.contains(&id[..8]))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!line.contains("running"), "{}", list.stdout);
+    drop(b);
+}
+
+/// A run a worker fails before its first step (its workflow file deleted after submit, or
+/// replaced by invalid YAML) ended at its failure, the same on every surface: started at its
+/// submit time, `completed_at` the failure time, duration = failure − submit, the exit code
+/// `awf run` gives for that error, and its log (and an event stream followed while it was
+/// queued) ends with a `run_finished` event carrying the failure. It used to have no
+/// `run_finished`, `awf status` started it at its failure and ended it at its start (duration
+/// 0) while GET and history had no end, and invalid YAML was recorded with exit 1.
+#[test]
+fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG), ("gone", LONG), ("bad", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1", "--lease", "5s"]);
+    let blocker = http_serve::start_run(&a, "long", "{}");
+    started_on(&db, &blocker, &a);
+    // A is full: these two stay queued.
+    let gone = submit(&sb, "gone", &[]);
+    let bad = submit(&sb, "bad", &[]);
+    let follower = {
+        let (base, id) = (a.base.clone(), bad.clone());
+        std::thread::spawn(move || {
+            let url = format!("{base}/api/executions/{id}/events");
+            let (code, body, _) = http_serve::curl(&["-N", "--max-time", "90", &url]);
+            assert_eq!(code, 200, "{body}");
+            http_serve::parse_frames(&body)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    std::fs::remove_file(sb.path().join("wf/gone.yaml")).unwrap();
+    std::fs::write(sb.path().join("wf/bad.yaml"), "name: bad\nstates: [\n").unwrap();
+    // What `awf run` gives for that file.
+    let direct = sb.run(&["run", "bad", "--store", ""]).unwrap();
+    assert_eq!(direct.code, 2, "{} {}", direct.stdout, direct.stderr);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{blocker}", a.base),
+    ]);
+    assert_eq!(code, 204, "{body}");
+    run_done(&db, &gone);
+    run_done(&db, &bad);
+    for (id, exit, code) in [
+        (&gone, 1, "USER.INPUT.MISSING_FILE"),
+        (&bad, 2, "WORKFLOW."),
+    ] {
+        let get = http_serve::execution(&a, id);
+        assert_eq!(get["status"], "failed", "{get}");
+        assert!(
+            get["error"]["code"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(code),
+            "{get}"
+        );
+        let d = get["duration_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{get}"));
+        assert!(d >= 1400, "the time it waited until it failed: {get}");
+        let end = get["completed_at"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{get}"))
+            .to_owned();
+        let st = sb.run(&["status", id, "-f", "json"]).unwrap();
+        assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+        let st = st.json().unwrap();
+        let h = sb.run(&["history", "-f", "json"]).unwrap();
+        let h = h
+            .json()
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["id"] == id.as_str())
+            .cloned()
+            .unwrap();
+        for v in [&st, &h] {
+            assert_eq!(v["started_at"], get["started_at"], "{v} {get}");
+            assert_eq!(v["completed_at"].as_str(), Some(end.as_str()), "{v}");
+            assert_eq!(v["duration_ms"].as_u64(), Some(d), "{v}");
+        }
+        assert_eq!(st["error"]["code"], get["error"]["code"], "{st}");
+        let row = psql(
+            &db.url,
+            &format!(
+                "SELECT exit_code, completed_at_ms - started_at_ms = duration_ms, \
+                   started_at_ms = (extract(epoch from submitted_at) * 1000)::bigint \
+                 FROM awf_runs WHERE run_id = '{id}'"
+            ),
+        );
+        assert_eq!(row, format!("{exit}|t|t"), "{id}");
+        let finished = psql(
+            &db.url,
+            &format!(
+                "SELECT envelope->'event'->'result'->>'status', \
+                   envelope->'event'->'result'->>'exit_code', \
+                   envelope->'event'->'result'->'error'->>'code', \
+                   envelope->'event'->'result'->'error'->>'message' = '{}' \
+                 FROM awf_events WHERE run_id = '{id}' AND kind = 'run_finished'",
+                get["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .replace('\'', "''")
+            ),
+        );
+        assert_eq!(
+            finished,
+            format!(
+                "failure|{exit}|{}|t",
+                get["error"]["code"].as_str().unwrap()
+            ),
+            "{id}"
+        );
+    }
+    let frames = follower.join().unwrap();
+    let (_, last, data) = frames.last().unwrap_or_else(|| panic!("no frame"));
+    assert_eq!(last, "run_finished", "{frames:?}");
+    assert_eq!(data["event"]["result"]["status"], "failure", "{data}");
+    assert_eq!(data["event"]["result"]["exit_code"], 2, "{data}");
+}
+
+/// The URL of `db` as `role` (trust authentication).
+fn url_as(db: &TestDb, role: &str) -> String {
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{role}@{host}")
+}
+
+/// `awf serve --store` with a role lacking DELETE on `awf_workers` (every other privilege a
+/// worker uses granted) is refused before it registers: exit 4 naming the privilege, and no
+/// `awf_workers` row left. It used to pass the check, register its row, then exit 4
+/// (`failed to remove the rows of dead workers: permission denied`) leaving the row behind.
+#[test]
+fn serve_with_a_role_lacking_a_workers_privilege_is_refused_before_it_registers() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let r = sb.run(&["history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = format!("{}_nodel", db.name);
+    let server = awf_tests::pg::server_url();
+    psql(&server, &format!("CREATE ROLE {role} LOGIN"));
+    psql(
+        &db.url,
+        &format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}; \
+             REVOKE DELETE ON awf_workers FROM {role}"
+        ),
+    );
+    let url = url_as(&db, &role);
+    let r = sb
+        .run(&["serve", "--store", &url, "--addr", "127.0.0.1:0"])
+        .unwrap();
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("SYSTEM.STORE.UNAVAILABLE") && r.stderr.contains("DELETE on awf_workers"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM awf_workers"), 0);
+    drop(db);
+    psql(&server, &format!("DROP ROLE {role}"));
+}
+
+/// A worker that fails once its row is written (here removing the rows of dead workers
+/// fails: a trigger refuses to delete one) removes its own row before exiting 4.
+#[test]
+fn a_worker_that_fails_after_registering_removes_its_own_row() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let r = sb.run(&["history"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    psql(
+        &db.url,
+        "INSERT INTO awf_workers (worker_id, heartbeat_at, max_runs) \
+           VALUES ('stuck', now() - interval '2 hours', 1); \
+         CREATE FUNCTION awf_keep_stuck() RETURNS trigger LANGUAGE plpgsql AS \
+           $$BEGIN IF OLD.worker_id = 'stuck' THEN RAISE EXCEPTION 'kept'; END IF; \
+             RETURN OLD; END$$; \
+         CREATE TRIGGER awf_keep_stuck BEFORE DELETE ON awf_workers \
+           FOR EACH ROW EXECUTE FUNCTION awf_keep_stuck()",
+    );
+    let r = sb.run(&["serve", "--addr", "127.0.0.1:0"]).unwrap();
+    assert_eq!(r.code, 4, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("dead workers"), "{}", r.stderr);
+    assert_eq!(
+        psql(
+            &db.url,
+            "SELECT string_agg(worker_id, ',') FROM awf_workers"
+        ),
+        "stuck"
+    );
+}

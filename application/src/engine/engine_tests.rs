@@ -635,6 +635,56 @@ async fn cancel_ends_the_run_cancelled_and_runs_cancel_hooks() {
     assert_eq!(exec.commands(), vec!["hang", "cleanup"]);
 }
 
+/// A cancel that lands as a step starts, before its body runs (here while its pre hook
+/// runs; on a worker of the shared store, while the step's start is being recorded), records
+/// the step cancelled with its `StepFinished`, as a cancel while the step runs does. It used
+/// to leave the step's `StepStarted` without a `StepFinished` and `states` empty.
+#[tokio::test]
+async fn a_cancel_before_the_steps_body_runs_records_the_step_cancelled() {
+    let mut a = cmd("a", "body", Some("done"), None);
+    a.hooks.pre = vec![HookAction::Command("hold".into())];
+    let wf = workflow("w", "a", vec![a, terminal("done", TerminalStatus::Success)]);
+    let exec = Arc::new(
+        // The body is never asked for (the fake panics on an unused answer).
+        FakeExecutor::new().on("hold", [FakeCommand::Hang]),
+    );
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let mut h = f.start_run(request("w", &[])).await.expect("starts");
+    let canceller = h.canceller();
+    let mut kinds = Vec::new();
+    let mut finished = None;
+    let mut result = None;
+    while let Some(e) = h.next_event().await {
+        match e.event {
+            RunEvent::StepStarted { .. } => {
+                kinds.push("step_started");
+                canceller.cancel(CancelReason::Requested);
+            }
+            RunEvent::StepFinished { state, .. } => {
+                kinds.push("step_finished");
+                finished = Some(*state);
+            }
+            RunEvent::RunFinished { result: r } => {
+                kinds.push("run_finished");
+                result = Some(*r);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(kinds, vec!["step_started", "step_finished", "run_finished"]);
+    let finished = finished.expect("step finished");
+    assert_eq!(finished.status, StepStatus::Cancelled);
+    assert_eq!(finished.error_code, Some(ErrorCode::ExecutionRunCancelled));
+    let result = result.expect("finished");
+    assert_eq!(result.status, RunStatus::Cancelled);
+    assert_eq!(result.states["a"].status, StepStatus::Cancelled);
+    assert_eq!(exec.commands(), vec!["hold"]);
+}
+
 #[tokio::test]
 async fn bad_inputs_fail_before_the_run_starts() {
     let mut wf = workflow(

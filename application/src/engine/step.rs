@@ -102,6 +102,30 @@ pub(crate) struct Body {
 }
 
 impl Run {
+    /// Records state `name`, started at `started`, as ended by the hard error `e` (cancelled
+    /// for a cancel, failed otherwise): a hard error still leaves a record of the state in
+    /// the run result, and a `StepFinished` event.
+    fn record_hard_error(
+        &self,
+        name: &str,
+        started: std::time::SystemTime,
+        e: &AwfError,
+        kind: &str,
+        path: &str,
+        at: At<'_>,
+    ) {
+        let mut st = StepState::running(name, started);
+        st.completed_at = Some(self.svc.clock.now());
+        st.status = if e.code() == ErrorCode::ExecutionRunCancelled {
+            StepStatus::Cancelled
+        } else {
+            StepStatus::Failed
+        };
+        st.error = Some(e.message().to_owned());
+        st.error_code = Some(e.code());
+        self.record(st, kind, path, at.iteration());
+    }
+
     /// Executes state `name` (never a terminal) and routes it.
     ///
     /// `Err` is a hard error that no `on_failure` can route: run cancellation, a state type
@@ -179,7 +203,11 @@ impl Run {
                 );
             }
             if !gated && token.is_cancelled() {
-                return Err(cancelled(name));
+                // Cancelled while the step was being recorded as started (or in its pre
+                // hooks): the step is recorded cancelled, as one cancelled while it runs.
+                let e = cancelled(name);
+                self.record_hard_error(name, self.svc.clock.now(), &e, kind, &path, at);
+                return Err(e);
             }
             let started = self.svc.clock.now();
             let body: Result<Body, AwfError> = match &state.kind {
@@ -221,17 +249,7 @@ impl Run {
             let mut body = match body {
                 Ok(b) => b,
                 Err(e) => {
-                    // A hard error still leaves a record of the state in the run result.
-                    let mut st = StepState::running(name, started);
-                    st.completed_at = Some(self.svc.clock.now());
-                    st.status = if e.code() == ErrorCode::ExecutionRunCancelled {
-                        StepStatus::Cancelled
-                    } else {
-                        StepStatus::Failed
-                    };
-                    st.error = Some(e.message().to_owned());
-                    st.error_code = Some(e.code());
-                    self.record(st, kind, &path, at.iteration());
+                    self.record_hard_error(name, started, &e, kind, &path, at);
                     return Err(e);
                 }
             };

@@ -41,6 +41,7 @@
 pub mod listen;
 pub mod queue;
 pub mod service;
+pub mod unstarted;
 pub mod worker;
 
 use std::future::Future;
@@ -376,7 +377,8 @@ pub fn hint_for(code: ErrorCode, message: &str) -> Option<String> {
          an existing one in the URL (--store / AWF_STORE)"
     } else if has("42501") {
         "permission denied: the user of the URL needs SELECT on the awf_* tables to read runs, \
-         INSERT and UPDATE on them (and USAGE on their sequences) to record runs, and, for the first connection to a new \
+         INSERT and UPDATE on them (and USAGE on their sequences) to record runs, DELETE on \
+         awf_answers and awf_workers too to run a worker (awf serve), and, for the first connection to a new \
          database (which creates the schema) or an awf with a newer schema, CREATE on its \
          schema; or connect as the owner of the awf_* tables"
     } else if has("53300") {
@@ -569,23 +571,40 @@ impl PgStore {
 
     /// Checks, without writing, that the URL's user may record runs: INSERT and UPDATE on
     /// `awf_runs`, INSERT on `awf_events` and `awf_audit`, and USAGE on their sequences. A
-    /// command that records (`awf run`, `awf resume`, a worker) calls it before it starts
-    /// anything, so a read-only user is refused at once instead of having its writes retried
-    /// as if the server were away.
+    /// command that records (`awf run`, `awf resume`) calls it before it starts anything, so
+    /// a read-only user is refused at once instead of having its writes retried as if the
+    /// server were away. A worker checks [`PgStore::check_worker_writable`] instead.
     ///
     /// # Errors
     /// `SYSTEM.STORE.UNAVAILABLE` (SQLSTATE 42501 in its message, with the permission hint
     /// of [`hint_for`]) naming the privileges missing; `SYSTEM.STORE.UNAVAILABLE` when the
     /// database fails.
     pub fn check_writable(&self) -> Result<(), AwfError> {
-        const NEEDED: &[(&str, &str, &str)] = &[
-            ("table", "awf_runs", "INSERT"),
-            ("table", "awf_runs", "UPDATE"),
-            ("table", "awf_events", "INSERT"),
-            ("table", "awf_audit", "INSERT"),
-            ("sequence", "awf_runs_row_seq_seq", "USAGE"),
-            ("sequence", "awf_audit_id_seq", "USAGE"),
-        ];
+        self.check_privileges(RECORDING, "record runs")
+    }
+
+    /// Checks, without writing, that the URL's user has every privilege a worker (`awf serve
+    /// --store`) uses: those of [`PgStore::check_writable`] and SELECT on `awf_runs` and
+    /// `awf_events`; SELECT, INSERT, UPDATE and DELETE on `awf_answers` (answers given on
+    /// any worker) and on `awf_workers` (its heartbeat row, and the rows of dead workers it
+    /// removes). Called before the worker registers, so that it never starts with a
+    /// privilege missing and fails once registered.
+    ///
+    /// # Errors
+    /// As [`PgStore::check_writable`].
+    pub fn check_worker_writable(&self) -> Result<(), AwfError> {
+        let needed: Vec<(&str, &str, &str)> = RECORDING.iter().chain(WORKER).copied().collect();
+        self.check_privileges(&needed, "run a worker")
+    }
+
+    /// Which of `needed` (kind, name, privilege) the URL's user lacks: an error naming them
+    /// (what it was for: `purpose`), or `Ok`.
+    fn check_privileges(
+        &self,
+        needed: &[(&'static str, &'static str, &'static str)],
+        purpose: &str,
+    ) -> Result<(), AwfError> {
+        let needed = needed.to_vec();
         let pool = self.pool().clone();
         let missing = self.block_on(async move {
             let client = pool
@@ -593,7 +612,7 @@ impl PgStore {
                 .await
                 .map_err(|e| unavailable("connect", &pool_text(&e)))?;
             let mut missing = Vec::new();
-            for (kind, name, privilege) in NEEDED {
+            for (kind, name, privilege) in &needed {
                 let sql = if *kind == "table" {
                     "SELECT has_table_privilege($1, $2)"
                 } else {
@@ -615,7 +634,7 @@ impl PgStore {
         let user = self.config().get_user().unwrap_or("the URL's user");
         Err(naming(
             unavailable(
-                "record runs",
+                purpose,
                 &format!(
                     "42501: permission denied: {user} lacks {}",
                     missing.join(", ")
@@ -625,6 +644,32 @@ impl PgStore {
         ))
     }
 }
+
+/// The privileges recording runs takes (kind, name, privilege): see
+/// [`PgStore::check_writable`].
+const RECORDING: &[(&str, &str, &str)] = &[
+    ("table", "awf_runs", "INSERT"),
+    ("table", "awf_runs", "UPDATE"),
+    ("table", "awf_events", "INSERT"),
+    ("table", "awf_audit", "INSERT"),
+    ("sequence", "awf_runs_row_seq_seq", "USAGE"),
+    ("sequence", "awf_audit_id_seq", "USAGE"),
+];
+
+/// The privileges a worker takes beyond [`RECORDING`]: see
+/// [`PgStore::check_worker_writable`].
+const WORKER: &[(&str, &str, &str)] = &[
+    ("table", "awf_runs", "SELECT"),
+    ("table", "awf_events", "SELECT"),
+    ("table", "awf_answers", "SELECT"),
+    ("table", "awf_answers", "INSERT"),
+    ("table", "awf_answers", "UPDATE"),
+    ("table", "awf_answers", "DELETE"),
+    ("table", "awf_workers", "SELECT"),
+    ("table", "awf_workers", "INSERT"),
+    ("table", "awf_workers", "UPDATE"),
+    ("table", "awf_workers", "DELETE"),
+];
 
 /// The schema version of the database, read without writing anything; `None` when it has
 /// no schema yet.

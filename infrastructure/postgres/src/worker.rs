@@ -175,7 +175,9 @@ impl Worker {
         &self.config.worker_id
     }
 
-    /// Registers the worker and starts its loops on the current runtime.
+    /// Registers the worker and starts its loops on the current runtime. When registering
+    /// fails (its row may have been written before the failure: removing the rows of dead
+    /// workers comes after it), its row is removed if it can be (within [`LAST_TRY`]).
     ///
     /// # Errors
     /// `SYSTEM.STORE.UNAVAILABLE` when it cannot be registered.
@@ -184,9 +186,30 @@ impl Worker {
         let id = self.config.worker_id.clone();
         let max = self.config.max_runs;
         let addr = self.config.addr.clone();
-        self.store
+        let registered = self
+            .store
             .run(async move { queue::register_worker(&pool, &id, max, addr.as_deref()).await })
-            .await??;
+            .await
+            .and_then(|r| r);
+        if let Err(e) = registered {
+            let pool = self.store.pool().clone();
+            let id = self.config.worker_id.clone();
+            let unregister = self
+                .store
+                .run(async move { queue::unregister_worker(&pool, &id).await });
+            match tokio::time::timeout(LAST_TRY, unregister).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(ue)) | Err(ue)) => tracing::warn!(
+                    worker = %self.config.worker_id,
+                    "could not remove this worker's row after failing to register: {ue}"
+                ),
+                Err(_) => tracing::warn!(
+                    worker = %self.config.worker_id,
+                    "could not remove this worker's row after failing to register in time"
+                ),
+            }
+            return Err(e);
+        }
         tokio::spawn(Arc::clone(self).claim_loop());
         tokio::spawn(Arc::clone(self).heartbeat_loop());
         tokio::spawn(Arc::clone(self).control_loop());
@@ -591,8 +614,10 @@ impl Worker {
 
     async fn drive(&self, claim: &Claim) -> Outcome {
         let run_id = &claim.run_id;
-        // Asked to cancel before this claim (never started, or its worker died since).
-        if claim.cancel_requested {
+        // Asked to cancel before this claim and never started: nothing of it ran, so it ends
+        // here. (One that started, whose worker died since, is resumed and cancelled at once
+        // below: its engine's cancel path records its end, as a run cancelled while running.)
+        if claim.cancel_requested && !claim.run_started {
             return Outcome::Ended(Ended {
                 status: "cancelled".to_owned(),
                 exit_code: Some(i32::from(CancelReason::Requested.exit_code())),
@@ -635,6 +660,13 @@ impl Worker {
             .await
         {
             Ok(Ok(queue::Marked::Started)) => {}
+            // Started before (by a worker that died) and asked to cancel: resumed and cancelled
+            // at once, so that its record ends as a cancelled run's does.
+            Ok(Ok(queue::Marked::CancelRequested)) if claim.run_started => {
+                if let Some(h) = guard(&self.held).get_mut(run_id) {
+                    h.cancel_seen = true;
+                }
+            }
             // Cancelled between the claim and now: never run a step of it.
             Ok(Ok(queue::Marked::CancelRequested)) => {
                 return Outcome::Ended(Ended {
@@ -681,32 +713,50 @@ impl Worker {
             }
             Err(e) => {
                 // Failed before its first step (the workflow does not load here, its inputs
-                // do not fit): recorded as a failed run with its error, which `awf status`
-                // and GET show (code and hints included).
-                if !resume && let Some(states) = &self.states {
-                    let now = std::time::SystemTime::now();
-                    let snap = crate::ports::unstarted_snapshot(
-                        &run_id.0,
-                        &claim.request.identifier,
-                        claim
-                            .request
-                            .name
-                            .as_deref()
-                            .unwrap_or(&claim.request.identifier),
-                        StoredStatus::Failure,
-                        Some(1),
-                        Some(e.body()),
-                        now,
-                    );
-                    if let Err(se) = states.save(&snap) {
-                        tracing::warn!("run {run_id}: recording its failure failed: {se}");
-                    }
-                }
-                return Outcome::Ended(Ended {
+                // do not fit): recorded as a failed run with its error (code and hints
+                // included), the exit code `awf run` gives for it, ended now, and a
+                // `run_finished` event, which every surface shows alike.
+                let ended = Ended {
                     status: "failure".to_owned(),
-                    exit_code: Some(1),
+                    exit_code: Some(i32::from(e.code().exit_code())),
                     error_message: Some(e.message().to_owned()),
-                });
+                };
+                if resume {
+                    return Outcome::Ended(ended);
+                }
+                let pool = self.store.pool().clone();
+                let (id, worker, epoch) =
+                    (run_id.clone(), self.config.worker_id.clone(), claim.epoch);
+                let workflow = claim.request.identifier.clone();
+                let name = claim
+                    .request
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| workflow.clone());
+                let error = e.clone();
+                return match self
+                    .store
+                    .run(async move {
+                        crate::unstarted::fail_unstarted(
+                            &pool,
+                            &id,
+                            &worker,
+                            epoch,
+                            (&workflow, &name),
+                            &error,
+                        )
+                        .await
+                    })
+                    .await
+                {
+                    Ok(Ok(true)) => Outcome::Done(ended),
+                    // No longer this worker's claim: whoever holds it now records it.
+                    Ok(Ok(false)) => Outcome::Release(Duration::ZERO),
+                    Ok(Err(se)) | Err(se) => {
+                        tracing::warn!("run {run_id}: recording its failure failed: {se}");
+                        Outcome::Ended(ended)
+                    }
+                };
             }
         }
         let cancel_now = {
@@ -747,7 +797,7 @@ impl Worker {
 /// The line (tracing, `info`) saying how a claim ended here.
 fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
     match outcome {
-        Outcome::Ended(e) if e.status == "failure" => tracing::info!(
+        Outcome::Ended(e) | Outcome::Done(e) if e.status == "failure" => tracing::info!(
             run_id = %run_id,
             workflow,
             worker,

@@ -208,7 +208,12 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         )
         .into());
     }
-    w.check_store_writable()?;
+    if w.store_url.is_some() {
+        // A worker: every privilege it uses, before it registers.
+        w.check_worker_writable()?;
+    } else {
+        w.check_store_writable()?;
+    }
     crate::run_cmd::warn_unrecorded(&w);
     let config = w.config()?;
     let services = w.services.clone();

@@ -525,6 +525,19 @@ impl Wiring {
         }
     }
 
+    /// With runs recorded in the shared store, checks that its user has every privilege a
+    /// worker uses ([`awf_postgres::PgStore::check_worker_writable`]); `awf serve --store`
+    /// calls it before its worker registers.
+    ///
+    /// # Errors
+    /// `SYSTEM.STORE.UNAVAILABLE` when the user lacks a privilege or the database fails.
+    pub fn check_worker_writable(&self) -> Result<(), AwfError> {
+        match (&self.recorder, self.pg.get()) {
+            (Some(RunRecorder::Postgres(_)), Some(pg)) => pg.check_worker_writable(),
+            _ => Ok(()),
+        }
+    }
+
     /// Project configuration (`.awf/config.yaml` or `$AWF_CONFIG_PATH`).
     ///
     /// # Errors
