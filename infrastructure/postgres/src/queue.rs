@@ -667,8 +667,9 @@ pub enum CancelOutcome {
 /// The message of a run cancelled before it started (the engine's for a cancelled run).
 pub const CANCELLED_MESSAGE: &str = "workflow cancelled";
 
-/// The exit code of a run cancelled before it started.
-pub const CANCELLED_EXIT: i32 = 143;
+/// The exit code of a run cancelled before it started: 130, as a run cancelled while running
+/// (`awf cancel`, `DELETE`, Ctrl-C) records, whichever moment the cancel caught it at.
+pub const CANCELLED_EXIT: i32 = 130;
 
 /// Asks to cancel a run. One that no worker started (queued, or claimed by a worker that
 /// has not marked it started yet) is cancelled at once: `cancelled` and `done`, ended at the
