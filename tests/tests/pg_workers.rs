@@ -3204,7 +3204,8 @@ fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
     let blocker = http_serve::start_run(&a, "long", "{}");
     started_on(&db, &blocker, &a);
     // A is full: these two stay queued.
-    let gone = submit(&sb, "gone", &[]);
+    // A secret input rides along: once the run has ended, its request keeps `***` only.
+    let gone = submit(&sb, "gone", &["api_token=tok-gone-s3cr3t"]);
     let bad = submit(&sb, "bad", &[]);
     let follower = {
         let (base, id) = (a.base.clone(), bad.clone());
@@ -3306,6 +3307,14 @@ fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
     assert_eq!(last, "run_finished", "{frames:?}");
     assert_eq!(data["event"]["result"]["status"], "failure", "{data}");
     assert_eq!(data["event"]["result"]["exit_code"], 2, "{data}");
+    let request = psql(
+        &db.url,
+        &format!("SELECT request::text FROM awf_runs WHERE run_id = '{gone}'"),
+    );
+    assert!(
+        !request.contains("tok-gone-s3cr3t") && request.contains("***"),
+        "{request}"
+    );
 }
 
 /// The URL of `db` as `role` (trust authentication).

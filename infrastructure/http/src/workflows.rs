@@ -327,9 +327,13 @@ pub fn inputs_of(body: &Value) -> Result<Vec<(String, String)>, AwfError> {
     }
 }
 
-/// `key=value` pairs of a JSON object: strings as they are, other values as their JSON text.
+/// `key=value` pairs of a JSON object: strings as they are, other values as their JSON text,
+/// `null` left out (not given).
 pub fn pairs(m: &Map<String, Value>) -> Vec<(String, String)> {
+    // `null` is an input not given (its default applies, or a required one is missing), never
+    // the text "null".
     m.iter()
+        .filter(|(_, v)| !v.is_null())
         .map(|(k, v)| {
             let s = match v {
                 Value::String(s) => s.clone(),
@@ -672,7 +676,8 @@ mod tests {
 
     #[test]
     fn inputs_are_strings_or_json_text() {
-        let v = json!({"inputs": {"a": "x", "n": 3, "b": true}});
+        // `null` is not given (a breaker's `{"who": null}` ran with who = "null").
+        let v = json!({"inputs": {"a": "x", "n": 3, "b": true, "who": null}});
         let got = inputs_of(&v).unwrap();
         assert_eq!(
             got,

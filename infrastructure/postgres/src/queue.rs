@@ -573,7 +573,7 @@ pub async fn finish(
 /// usage limit (status `waiting`): a worker resumes it at its reset ([`claim`]) and needs
 /// them then (its end masks them). A failure is only logged (the run's end is recorded
 /// already).
-async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
+pub(crate) async fn scrub_secrets(client: &deadpool_postgres::Client, run_id: &RunId) {
     let scrub = async {
         let row = client
             .query_opt(

@@ -154,5 +154,7 @@ pub async fn fail_unstarted(
     tx.commit()
         .await
         .map_err(fail("commit the run's failure"))?;
+    // Ended: no worker needs its secret inputs any more.
+    crate::queue::scrub_secrets(&client, run_id).await;
     Ok(true)
 }
