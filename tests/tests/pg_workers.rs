@@ -3389,3 +3389,61 @@ fn a_worker_that_fails_after_registering_removes_its_own_row() {
         "stuck"
     );
 }
+
+/// A run an `awf run --store` process is running (queue_state `none`, its advisory lock
+/// held) is not queued for a resume by a worker's `POST …/resume`: a breaker's resume was
+/// accepted, the run queued and then "cancelled" by `awf cancel` while the terminal process
+/// went on and recorded success over it. The resume is refused, the terminal run is left
+/// alone and ends as it would.
+#[test]
+fn a_worker_refuses_to_resume_a_run_an_awf_process_is_running() {
+    let db = TestDb::new();
+    let sb = sandbox(
+        &db,
+        &[(
+            "nap",
+            "name: nap\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: sleep 3\n    on_success: done\n  done: {type: terminal}\n",
+        )],
+    );
+    let w = worker(&sb, &[]);
+    let mut child = sb
+        .cmd(&["run", "nap"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = in_step(&db, "");
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        "{}",
+        &format!("{}/api/executions/{id}/resume", w.base),
+    ]);
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("running on a worker or in an awf process"),
+        "{body}"
+    );
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{id}'")
+        ),
+        "none"
+    );
+    let (code, stderr) = exit_of(&mut child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || queue_state || '/' || exit_code FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            )
+        ),
+        "success/none/0"
+    );
+}

@@ -934,7 +934,9 @@ async fn record_unstarted_end(
 }
 
 /// Queues a resume of a recorded run that ended (`failure`, `cancelled`, `waiting`, or a
-/// `running` one no worker holds); `false` when the row is missing or not resumable so.
+/// `running` one no worker holds) and that no awf process holds (no session has its advisory
+/// lock: a terminal `awf run --store` / `awf resume --store` running it holds it); `false`
+/// when the row is missing or not resumable so.
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -953,8 +955,14 @@ pub async fn requeue_resume(
              worker_id = NULL, lease_until = NULL, not_before = NULL, cancel_requested = false, \
              submitted_at = now(), updated_at = now() \
              WHERE run_id = $1 AND parent_run_id IS NULL AND queue_state IN ('none', 'done') \
-               AND status IN ('failure', 'cancelled', 'waiting', 'running')",
-            &[&run_id.0, &body],
+               AND status IN ('failure', 'cancelled', 'waiting', 'running') \
+               AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
+                   AND l.granted AND l.objsubid = 1 \
+                   AND l.database = (SELECT oid FROM pg_database \
+                                     WHERE datname = current_database()) \
+                   AND ((l.classid::bigint << 32) | l.objid::bigint) \
+                       = hashtextextended($3, 0))",
+            &[&run_id.0, &body, &crate::ports::lock_key(&run_id.0)],
         )
         .await
         .map_err(fail("queue the resume"))?;

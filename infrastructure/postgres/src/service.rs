@@ -284,9 +284,14 @@ impl RunService for PgRunService {
         } else {
             Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
-                format!("run {id} is queued or running on a worker; it cannot be resumed now"),
+                format!(
+                    "run {id} is queued, or running on a worker or in an awf process; it cannot \
+                     be resumed now"
+                ),
             )
-            .with_hint("wait for it to finish, or cancel it before resuming"))
+            .with_hint(
+                "wait for it to finish, or cancel it (`awf cancel`, DELETE) before resuming",
+            ))
         }
     }
 
