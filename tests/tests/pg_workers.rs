@@ -3447,3 +3447,56 @@ fn a_worker_refuses_to_resume_a_run_an_awf_process_is_running() {
         "success/none/0"
     );
 }
+
+/// `POST …/resume` on a worker of a run cancelled before any worker started it queues it
+/// again as the run it was: its submitted inputs, an override on top, its id kept, as `awf
+/// resume` starts it (a breaker's resume dropped the submitted inputs and the worker failed
+/// the run with "required but not provided"). A secret input masked at the cancel must be
+/// given again: 422 naming it, the run left cancelled.
+#[test]
+fn a_worker_resumes_a_run_cancelled_while_queued_with_its_submitted_inputs() {
+    let db = TestDb::new();
+    let wf = "name: greet\ninputs:\n  - name: who\n    type: string\n    required: true\n  - name: api_token\n    type: string\n    required: true\n  - name: how\n    type: string\n    default: hi\nstates:\n  initial: a\n  a: {type: step, command: 'echo {{.inputs.how}} {{.inputs.who}} {{.inputs.api_token}}', on_success: done}\n  done: {type: terminal}\n";
+    let sb = sandbox(&db, &[("greet", wf)]);
+    // No worker yet: it stays queued until cancelled.
+    let id = submit(&sb, "greet", &["who=QQ", "api_token=tok-first-1"]);
+    let r = sb.run(&["cancel", &id]).unwrap();
+    assert_eq!(r.stdout.trim(), format!("cancelled {id}"), "{}", r.stderr);
+    let w = worker(&sb, &[]);
+    let resume = |body: &str| {
+        http_serve::curl(&[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            body,
+            &format!("{}/api/executions/{id}/resume", w.base),
+        ])
+    };
+    // The secret was masked at the cancel: it must be given again.
+    let (code, body, _) = resume(r#"{"input_overrides": {"how": "hello"}}"#);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("api_token"), "{body}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'")
+        ),
+        "cancelled/done"
+    );
+    let (code, body, _) =
+        resume(r#"{"input_overrides": {"how": "hello", "api_token": "tok-again-2"}}"#);
+    assert_eq!(code, 200, "{body}");
+    run_done(&db, &id);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || (snapshot->'states'->'a'->>'output') FROM awf_runs \
+                 WHERE run_id = '{id}'"
+            )
+        ),
+        "success/hello QQ ***"
+    );
+}

@@ -847,6 +847,81 @@ pub async fn take_unstarted(
         .map_err(|e| unavailable("read the run's queued request", &e))
 }
 
+/// Queues again, as a new run with the same id, a top-level run that was cancelled before
+/// any worker started it (`POST /api/executions/{id}/resume` on a worker; `awf resume` has
+/// [`take_unstarted`]): its queued request with `overrides` applied (an override replaces the
+/// input of that name, a new name is added), status `queued` again, its cancel cleared, its
+/// submit time kept. `Ok(None)` when the run is not such a run (it started once, or it is
+/// queued or held); `Ok(Some(Err(names)))`, nothing changed, when secret inputs of the
+/// request were masked (`***`) at the cancel and `overrides` does not give them again.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails or the request cannot be read.
+pub async fn requeue_unstarted(
+    pool: &Pool,
+    run_id: &RunId,
+    overrides: &[(String, String)],
+) -> Result<Option<Result<(), Vec<String>>>, AwfError> {
+    let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(fail("start a transaction"))?;
+    let row = tx
+        .query_opt(
+            "SELECT request FROM awf_runs WHERE run_id = $1 AND parent_run_id IS NULL \
+               AND NOT run_started AND snapshot IS NULL AND queue_state = 'done' \
+               AND status = 'cancelled' AND request IS NOT NULL FOR UPDATE",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("read the unstarted run"))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let body: Value = column(&row, 0)?;
+    let mut request: QueuedRequest = serde_json::from_value(body)
+        .map_err(|e| unavailable("read the run's queued request", &e))?;
+    for (k, v) in overrides {
+        match request.inputs.iter_mut().find(|(name, _)| name == k) {
+            Some(slot) => slot.1.clone_from(v),
+            None => request.inputs.push((k.clone(), v.clone())),
+        }
+    }
+    let masked: Vec<String> = request
+        .inputs
+        .iter()
+        .filter(|(k, v)| awf_domain::mask::is_secret_name(k) && v == awf_domain::mask::MASK)
+        .map(|(k, _)| k.clone())
+        .collect();
+    if !masked.is_empty() {
+        return Ok(Some(Err(masked)));
+    }
+    let body = serde_json::to_value(&request)
+        .map(crate::storable)
+        .map_err(|e| unavailable("encode the request", &e))?;
+    tx.execute(
+        "UPDATE awf_runs SET queue_state = 'queued', status = 'queued', request = $2, \
+           cancel_requested = false, exit_code = NULL, error_message = NULL, \
+           completed_at_ms = NULL, duration_ms = NULL, worker_id = NULL, lease_until = NULL, \
+           not_before = NULL, updated_at = now() \
+         WHERE run_id = $1",
+        &[&run_id.0, &body],
+    )
+    .await
+    .map_err(fail("queue the run again"))?;
+    tx.execute(
+        "SELECT pg_notify($1, $2)",
+        &[&crate::QUEUE_CHANNEL, &run_id.0],
+    )
+    .await
+    .map_err(fail("notify the workers"))?;
+    tx.commit()
+        .await
+        .map_err(fail("commit the run's queueing"))?;
+    Ok(Some(Ok(())))
+}
+
 /// Gives back a run [`take_unstarted`] took when it could not be started after all (its
 /// workflow invalid now, an input missing): cancelled before it started, as it was.
 ///

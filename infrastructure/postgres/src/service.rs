@@ -270,6 +270,37 @@ impl RunService for PgRunService {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
+        // Cancelled before any worker started it: queued again as the run it was (its
+        // submitted inputs, the overrides on top), as `awf resume` starts it; a resume of a
+        // run that never ran would find no state to go on from.
+        let pool = self.store.pool().clone();
+        let (sid, overrides) = (id.clone(), request.inputs.clone());
+        let unstarted = self
+            .store
+            .run(async move { queue::requeue_unstarted(&pool, &sid, &overrides).await })
+            .await??;
+        match unstarted {
+            Some(Ok(())) => return Ok(id),
+            Some(Err(masked)) => {
+                return Err(AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!(
+                        "run {id} was cancelled before it started, and its secret inputs ({}) \
+                         were not kept",
+                        masked.join(", ")
+                    ),
+                )
+                .with_hint(format!(
+                    "give them again: {{\"input_overrides\": {{{}}}}}",
+                    masked
+                        .iter()
+                        .map(|k| format!("\"{k}\": \"…\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            None => {}
+        }
         let mut queued = QueuedRequest::of_resume(&row.workflow_id, &request);
         // Shown by its name by the worker that resumes it, as every worker shows it.
         queued.name = Some(row.workflow_name.clone());
