@@ -1059,6 +1059,17 @@ fn a_draining_worker_whose_writes_block_gives_them_up_and_exits() {
         "the worker exited after {took:?} ({code:?}); stderr:\n{stderr}"
     );
     assert_eq!(code.unwrap().code(), Some(0), "{stderr}");
+    // The worker says it drains, with the run it holds, and when the timeout cancels it (a
+    // breaker saw `runs=0` from the HTTP side and no timeout line on a worker).
+    let drain = stderr
+        .lines()
+        .find(|l| l.contains("draining: no more claims"))
+        .unwrap_or_else(|| panic!("no drain line:\n{stderr}"));
+    assert!(drain.contains("runs=1"), "{drain}");
+    assert!(
+        stderr.contains("drain timeout reached: cancelling the runs this worker still holds"),
+        "{stderr}"
+    );
     let warned = stderr
         .lines()
         .find(|l| l.contains("WARN") && l.contains(&id) && l.contains("were not written"))

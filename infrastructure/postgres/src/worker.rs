@@ -238,11 +238,23 @@ impl Worker {
     /// refuses or blocks writes delays the exit by a few seconds at most.
     pub async fn drain(self: &Arc<Self>, deadline: Duration, grace: Duration) {
         self.stop_claiming();
+        tracing::info!(
+            worker = %self.config.worker_id,
+            runs = self.held(),
+            "draining: no more claims; the runs this worker holds get the drain timeout to finish"
+        );
         let t0 = Instant::now();
         while self.held() > 0 && t0.elapsed() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let ids: Vec<RunId> = guard(&self.held).keys().cloned().collect();
+        if !ids.is_empty() {
+            tracing::info!(
+                worker = %self.config.worker_id,
+                runs = ids.len(),
+                "drain timeout reached: cancelling the runs this worker still holds"
+            );
+        }
         for id in ids {
             let _ = self.local.cancel(&id, CancelReason::Terminate);
         }
