@@ -3326,6 +3326,49 @@ fn a_run_failed_before_its_first_step_ended_at_its_failure_on_every_surface() {
         !request.contains("tok-gone-s3cr3t") && request.contains("***"),
         "{request}"
     );
+    // Fixed, both start from their first state: `awf resume` (the masked secret given
+    // again) and a worker's `POST …/resume` (a breaker's resume said "state  no longer
+    // exists", with no state name, and the worker wrote that error over the run's).
+    let quick = "name: long
+states:
+  initial: wait
+  wait:
+    type: step
+    command: echo again
+    on_success: done
+  done: {type: terminal}
+";
+    std::fs::write(sb.path().join("wf/gone.yaml"), quick).unwrap();
+    std::fs::write(sb.path().join("wf/bad.yaml"), quick).unwrap();
+    let r = sb
+        .run(&["resume", &gone, "-f", "json", "--input", "api_token=tok-2"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.json().unwrap()["status"], "success", "{}", r.stdout);
+    let (code, body, _) = http_serve::curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        "{}",
+        &format!("{}/api/executions/{bad}/resume", a.base),
+    ]);
+    assert_eq!(code, 200, "{body}");
+    run_done(&db, &bad);
+    for id in [&gone, &bad] {
+        assert_eq!(
+            psql(
+                &db.url,
+                &format!(
+                    "SELECT status || '/' || (snapshot->'states'->'wait'->>'output') \
+                     FROM awf_runs WHERE run_id = '{id}'"
+                )
+            ),
+            "success/again",
+            "{id}"
+        );
+    }
 }
 
 /// The URL of `db` as `role` (trust authentication).

@@ -813,8 +813,9 @@ pub async fn clear_cancel(pool: &Pool, run_id: &RunId) -> Result<(), AwfError> {
     Ok(())
 }
 
-/// Takes a top-level run that was cancelled before any worker started it, for a terminal
-/// `awf resume` that starts it from its initial state: marks it started and run by no worker
+/// Takes a top-level run that never started (cancelled while queued, or failed before its
+/// first step: its workflow file gone or invalid then), for a terminal `awf resume` that
+/// starts it from its initial state (the failure's record cleared): marks it started and run by no worker
 /// (`queue_state` `none`), its cancel request cleared, and gives its queued request (its
 /// inputs, secret ones masked `***`). `None` when the run is not such a run (it started
 /// once, or it is queued or held by a worker).
@@ -829,10 +830,12 @@ pub async fn take_unstarted(
     let row = client
         .query_opt(
             "UPDATE awf_runs SET queue_state = 'none', run_started = true, \
-               cancel_requested = false, updated_at = now() \
-             WHERE run_id = $1 AND parent_run_id IS NULL AND NOT run_started \
-               AND snapshot IS NULL AND queue_state = 'done' AND status = 'cancelled' \
-               AND request IS NOT NULL \
+               cancel_requested = false, snapshot = NULL, updated_at = now() \
+             WHERE run_id = $1 AND parent_run_id IS NULL AND queue_state = 'done' \
+               AND request IS NOT NULL AND ((NOT run_started AND status = 'cancelled') \
+                 OR (status = 'failure' AND snapshot IS NOT NULL \
+                     AND coalesce(snapshot->>'current_state', '') = '' \
+                     AND coalesce(snapshot->'states', '{}'::jsonb) = '{}'::jsonb)) \
              RETURNING request",
             &[&run_id.0],
         )
@@ -847,8 +850,8 @@ pub async fn take_unstarted(
         .map_err(|e| unavailable("read the run's queued request", &e))
 }
 
-/// Queues again, as a new run with the same id, a top-level run that was cancelled before
-/// any worker started it (`POST /api/executions/{id}/resume` on a worker; `awf resume` has
+/// Queues again, as a new run with the same id, a top-level run that never started
+/// (cancelled while queued, or failed before its first step) (`POST /api/executions/{id}/resume` on a worker; `awf resume` has
 /// [`take_unstarted`]): its queued request with `overrides` applied (an override replaces the
 /// input of that name, a new name is added), status `queued` again, its cancel cleared, its
 /// submit time kept. `Ok(None)` when the run is not such a run (it started once, or it is
@@ -870,8 +873,12 @@ pub async fn requeue_unstarted(
     let row = tx
         .query_opt(
             "SELECT request FROM awf_runs WHERE run_id = $1 AND parent_run_id IS NULL \
-               AND NOT run_started AND snapshot IS NULL AND queue_state = 'done' \
-               AND status = 'cancelled' AND request IS NOT NULL FOR UPDATE",
+               AND queue_state = 'done' AND request IS NOT NULL \
+               AND ((NOT run_started AND status = 'cancelled') \
+                 OR (status = 'failure' AND snapshot IS NOT NULL \
+                     AND coalesce(snapshot->>'current_state', '') = '' \
+                     AND coalesce(snapshot->'states', '{}'::jsonb) = '{}'::jsonb)) \
+             FOR UPDATE",
             &[&run_id.0],
         )
         .await
@@ -902,7 +909,7 @@ pub async fn requeue_unstarted(
         .map_err(|e| unavailable("encode the request", &e))?;
     tx.execute(
         "UPDATE awf_runs SET queue_state = 'queued', status = 'queued', request = $2, \
-           cancel_requested = false, exit_code = NULL, error_message = NULL, \
+           snapshot = NULL, cancel_requested = false, exit_code = NULL, error_message = NULL, \
            completed_at_ms = NULL, duration_ms = NULL, worker_id = NULL, lease_until = NULL, \
            not_before = NULL, updated_at = now() \
          WHERE run_id = $1",

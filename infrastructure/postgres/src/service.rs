@@ -285,7 +285,7 @@ impl RunService for PgRunService {
                 return Err(AwfError::new(
                     ErrorCode::UserInputValidationFailed,
                     format!(
-                        "run {id} was cancelled before it started, and its secret inputs ({}) \
+                        "run {id} never started, and its secret inputs ({}) \
                          were not kept",
                         masked.join(", ")
                     ),

@@ -102,8 +102,9 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     };
     let pg = w.pg.get().cloned();
     if let Some(pg) = &pg {
-        // A run cancelled before any worker started it has no state to resume: it starts
-        // from its initial state, as `POST /api/executions/{id}/resume` on a worker does.
+        // A run that never started (cancelled while queued, or failed before its first step)
+        // has no state to resume: it starts from its initial state, as `POST
+        // /api/executions/{id}/resume` on a worker does.
         let (pool, id) = (pg.pool().clone(), RunId(run_id.clone()));
         let taken = pg
             .run(async move { awf_postgres::queue::take_unstarted(&pool, &id).await })
@@ -177,7 +178,8 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
 }
 
-/// A run of the shared store cancelled before any worker started it, taken
+/// A run of the shared store that never started (cancelled while queued, or failed before
+/// its first step), taken
 /// ([`awf_postgres::queue::take_unstarted`]) to be started by `awf resume`.
 struct Unstarted<'a> {
     pg: &'a awf_postgres::PgStore,
@@ -189,10 +191,11 @@ struct Unstarted<'a> {
     config_inputs: serde_json::Map<String, serde_json::Value>,
 }
 
-/// `awf resume` of a run cancelled before it started: starts it, with the same run id, from
+/// `awf resume` of a run that never started: starts it, with the same run id, from
 /// its initial state with its recorded inputs (a masked secret one must be given again, with
 /// `--input` or on the terminal's prompt), `--input` overriding them. Should it not start (its
-/// workflow invalid now, an input missing), it stays cancelled before it started.
+/// workflow invalid now, an input missing), it stays as it was (cancelled or failed, never
+/// started).
 async fn start_unstarted(
     ctx: &Ctx,
     args: &ResumeArgs,
