@@ -958,20 +958,8 @@ async fn record_unstarted_end(
     at_ms: i64,
     duration: Option<i64>,
 ) -> Result<(), AwfError> {
-    use awf_domain::event::EventEnvelope;
-    use awf_domain::event::RunEvent;
     use awf_domain::run::RunResult;
     use awf_domain::run::RunStatus;
-    let next = tx
-        .query_one(
-            "SELECT COALESCE(MAX(position), 0) + 1, \
-               COALESCE(MAX(seq) FILTER (WHERE run_id = $1), 0) + 1 \
-             FROM awf_events WHERE root_run_id = $1",
-            &[&run_id.0],
-        )
-        .await
-        .map_err(fail("read the run's log"))?;
-    let (position, seq): (i64, i64) = (column(&next, 0)?, column(&next, 1)?);
     let result = RunResult {
         run_id: Some(run_id.clone()),
         workflow: workflow.to_owned(),
@@ -985,11 +973,39 @@ async fn record_unstarted_end(
         message: None,
         spend: None,
     };
+    let at = std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0));
+    append_run_finished(tx, run_id, at, result).await
+}
+
+/// Appends `result` as the `run_finished` event of a run that ends without an engine (it
+/// never started: cancelled while queued, or failed before its first step) at the next
+/// position and seq of its log, at `at`, and notifies [`crate::EVENTS_CHANNEL`], inside `tx`.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub(crate) async fn append_run_finished(
+    tx: &deadpool_postgres::Transaction<'_>,
+    run_id: &RunId,
+    at: std::time::SystemTime,
+    result: awf_domain::run::RunResult,
+) -> Result<(), AwfError> {
+    use awf_domain::event::EventEnvelope;
+    use awf_domain::event::RunEvent;
+    let next = tx
+        .query_one(
+            "SELECT COALESCE(MAX(position), 0) + 1, \
+               COALESCE(MAX(seq) FILTER (WHERE run_id = $1), 0) + 1 \
+             FROM awf_events WHERE root_run_id = $1",
+            &[&run_id.0],
+        )
+        .await
+        .map_err(fail("read the run's log"))?;
+    let (position, seq): (i64, i64) = (column(&next, 0)?, column(&next, 1)?);
     let envelope = EventEnvelope {
         seq: u64::try_from(seq).unwrap_or(1),
         run_id: run_id.clone(),
         parent_run_id: None,
-        at: std::time::UNIX_EPOCH + Duration::from_millis(u64::try_from(at_ms).unwrap_or(0)),
+        at,
         path: String::new(),
         iteration: None,
         event: RunEvent::RunFinished {

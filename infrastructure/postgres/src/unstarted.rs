@@ -8,8 +8,6 @@ use std::time::UNIX_EPOCH;
 
 use awf_domain::AwfError;
 use awf_domain::error::ErrorBody;
-use awf_domain::event::EventEnvelope;
-use awf_domain::event::RunEvent;
 use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::RunId;
 use awf_domain::run::RunResult;
@@ -101,16 +99,6 @@ pub async fn fail_unstarted(
     )
     .await
     .map_err(fail("record the run's failure"))?;
-    let next = tx
-        .query_one(
-            "SELECT COALESCE(MAX(position), 0) + 1, \
-               COALESCE(MAX(seq) FILTER (WHERE run_id = $1), 0) + 1 \
-             FROM awf_events WHERE root_run_id = $1",
-            &[&run_id.0],
-        )
-        .await
-        .map_err(fail("read the run's log"))?;
-    let (position, seq): (i64, i64) = (column(&next, 0)?, column(&next, 1)?);
     let result = RunResult {
         run_id: Some(run_id.clone()),
         workflow: workflow.to_owned(),
@@ -124,33 +112,7 @@ pub async fn fail_unstarted(
         message: None,
         spend: None,
     };
-    let envelope = EventEnvelope {
-        seq: u64_of(seq),
-        run_id: run_id.clone(),
-        parent_run_id: None,
-        at: at(now),
-        path: String::new(),
-        iteration: None,
-        event: RunEvent::RunFinished {
-            result: Box::new(result),
-        },
-    };
-    let event = serde_json::to_value(&envelope)
-        .map(crate::storable)
-        .map_err(|e| unavailable("encode the run's end", &e))?;
-    tx.execute(
-        "INSERT INTO awf_events (root_run_id, position, run_id, seq, kind, envelope) \
-         VALUES ($1, $2, $1, $3, 'run_finished', $4) ON CONFLICT DO NOTHING",
-        &[&run_id.0, &position, &seq, &event],
-    )
-    .await
-    .map_err(fail("record the run's end"))?;
-    tx.execute(
-        "SELECT pg_notify($1, $2)",
-        &[&crate::EVENTS_CHANNEL, &run_id.0],
-    )
-    .await
-    .map_err(fail("notify the run's followers"))?;
+    crate::queue::append_run_finished(&tx, run_id, at(now), result).await?;
     tx.commit()
         .await
         .map_err(fail("commit the run's failure"))?;
