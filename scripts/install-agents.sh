@@ -10,6 +10,8 @@
 # developer machine without network can still run the tests that do not need the CLIs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/retry.sh
+source scripts/retry.sh
 
 prefix="$PWD/.cache/npm"
 bin="$prefix/node_modules/.bin"
@@ -60,7 +62,7 @@ if ((${#missing[@]} > 0)); then
   mkdir -p "$prefix"
   echo "install-agents: installing ${missing[*]} into $prefix" >&2
   # Install all pins together so the prefix's package.json lists every one of them.
-  if ! npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "${pins[@]}" >&2; then
+  if ! retry npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "${pins[@]}" >&2; then
     fail "npm install failed"
   fi
   for pin in "${pins[@]}"; do
@@ -97,7 +99,7 @@ done
 if ((acp_missing)); then
   mkdir -p "$acp_prefix"
   echo "install-agents: installing ${acp_pins[*]} into $acp_prefix" >&2
-  npm install --prefix "$acp_prefix" --no-audit --no-fund --loglevel=error "${acp_pins[@]}" >&2 \
+  retry npm install --prefix "$acp_prefix" --no-audit --no-fund --loglevel=error "${acp_pins[@]}" >&2 \
     || fail "npm install ${acp_pins[*]} failed"
 fi
 

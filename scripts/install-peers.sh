@@ -27,6 +27,8 @@
 # that need the peer then fail, saying what is missing: they never skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/retry.sh
+source scripts/retry.sh
 
 py_target="$PWD/.cache/py"
 npm_prefix="$PWD/.cache/mcp-npm"
@@ -72,7 +74,7 @@ for pin in "${py_pins[@]}"; do
 done
 if ((py_missing)); then
   echo "install-peers: installing ${py_pins[*]} into $py_target" >&2
-  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$py_target" "${py_pins[@]}" >&2 \
+  retry python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$py_target" "${py_pins[@]}" >&2 \
     || fail "pip install ${py_pins[*]} failed"
   for pin in "${py_pins[@]}"; do
     have_py="$(py_version "${pin%%==*}")"
@@ -98,7 +100,7 @@ if ((missing)); then
   command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
   mkdir -p "$npm_prefix"
   echo "install-peers: installing ${npm_pins[*]} into $npm_prefix" >&2
-  npm install --prefix "$npm_prefix" --no-audit --no-fund --loglevel=error "${npm_pins[@]}" >&2 \
+  retry npm install --prefix "$npm_prefix" --no-audit --no-fund --loglevel=error "${npm_pins[@]}" >&2 \
     || fail "npm install failed"
   for pin in "${npm_pins[@]}"; do
     name="${pin%@*}"
@@ -119,7 +121,7 @@ if ((acp_missing)); then
   command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
   mkdir -p "$acp_prefix"
   echo "install-peers: installing ${acp_pins[*]} into $acp_prefix" >&2
-  npm install --prefix "$acp_prefix" --no-audit --no-fund --loglevel=error "${acp_pins[@]}" >&2 \
+  retry npm install --prefix "$acp_prefix" --no-audit --no-fund --loglevel=error "${acp_pins[@]}" >&2 \
     || fail "npm install (ACP peers) failed"
   for pin in "${acp_pins[@]}"; do
     name="${pin%@*}"
@@ -139,7 +141,7 @@ st_version() {
 if [[ "$(st_version)" != "${st_pin##*==}" || ! -x "$st_target/bin/schemathesis" ]]; then
   mkdir -p "$st_target"
   echo "install-peers: installing $st_pin into $st_target" >&2
-  python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$st_target" "$st_pin" >&2 \
+  retry python3 -m pip install --quiet --disable-pip-version-check --upgrade --target "$st_target" "$st_pin" >&2 \
     || fail "pip install $st_pin failed"
   have_st="$(st_version)"
   [[ "$have_st" == "${st_pin##*==}" ]] || fail "schemathesis: installed '$have_st', wanted '${st_pin##*==}'"
@@ -157,7 +159,7 @@ if ((page_missing)); then
   command -v npm >/dev/null 2>&1 || fail "npm not found on PATH"
   mkdir -p "$page_prefix"
   echo "install-peers: installing ${page_pins[*]} into $page_prefix" >&2
-  npm install --prefix "$page_prefix" --no-audit --no-fund --loglevel=error "${page_pins[@]}" >&2 \
+  retry npm install --prefix "$page_prefix" --no-audit --no-fund --loglevel=error "${page_pins[@]}" >&2 \
     || fail "npm install (page peers) failed"
   for pin in "${page_pins[@]}"; do
     name="${pin%@*}"

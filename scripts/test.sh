@@ -10,13 +10,15 @@
 # (cargo nextest when installed, else cargo test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/retry.sh
+source scripts/retry.sh
 
 cache="$PWD/.cache"
 mkdir -p "$cache/py"
 export PYTHONPATH="$cache/py${PYTHONPATH:+:$PYTHONPATH}"
 if ! python3 -c 'import yaml' 2>/dev/null; then
   echo "installing PyYAML into $cache/py"
-  python3 -m pip install --quiet --disable-pip-version-check --target "$cache/py" 'pyyaml==6.0.2'
+  retry python3 -m pip install --quiet --disable-pip-version-check --target "$cache/py" 'pyyaml==6.0.2'
 fi
 
 if ! command -v strace >/dev/null 2>&1; then
