@@ -234,7 +234,11 @@ impl Facade {
             working_dir: req.working_dir,
             warnings: Vec::new(),
             mocks: BTreeMap::new(),
-            resume: Some((states, start)),
+            resume: Some(crate::engine::Resume {
+                states,
+                at: start,
+                route_completed: matches!(req.from, ResumeFrom::Current),
+            }),
             first_started_at: Some(snap.started_at),
             resume_loop,
             interactive: None,
@@ -364,7 +368,7 @@ struct Launch {
     working_dir: std::path::PathBuf,
     warnings: Vec<String>,
     mocks: BTreeMap<String, BTreeMap<String, String>>,
-    resume: Option<(BTreeMap<String, StepState>, String)>,
+    resume: Option<crate::engine::Resume>,
     /// A resumed run's recorded start (its duration spans its attempts).
     first_started_at: Option<std::time::SystemTime>,
     resume_loop: Vec<(String, usize)>,

@@ -74,3 +74,55 @@ fn commands_without_runs_touch_no_data_root() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(sb.path().join("data/awf/history.db").exists());
 }
+
+/// A run stopped after its current step completed and before the next one started (killed
+/// there, or failed on that step's transition) goes on from the step's recorded result when
+/// resumed: the step does not run again (a breaker saw `echo >> log` run twice after a kill
+/// at that point). Here the transition fails at run time; fixed, the resume routes on the
+/// recorded output without running the step.
+#[test]
+fn resume_routes_a_completed_current_step_without_running_it_again() {
+    let sb = Sandbox::new().unwrap();
+    let wf = "name: twice\nstates:\n  initial: a\n  a: {type: step, command: 'echo ran-a >> runs.log', on_success: z}\n  z:\n    type: step\n    command: 'echo ran-z >> runs.log; echo picked'\n    on_success: other\n    transitions:\n      - when: \"WHEN\"\n        goto: done\n  done: {type: terminal}\n  other: {type: terminal, status: failure}\n";
+    let path = sb
+        .write("wf.yaml", &wf.replace("WHEN", "int('x') > 0"))
+        .unwrap();
+    let p = path.to_str().unwrap();
+    let r = sb.run(&["run", p, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(v["error"]["code"], "EXECUTION.EXPRESSION.FAILED", "{v}");
+    let id = v["run_id"].as_str().unwrap().to_owned();
+    let status = sb
+        .run(&["status", &id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["current_state"], "z", "{status}");
+    assert_eq!(status["states"]["z"]["status"], "completed", "{status}");
+    // Fixed: the transition now reads the recorded output.
+    sb.write(
+        "wf.yaml",
+        &wf.replace("WHEN", "states.z.Output contains 'picked'"),
+    )
+    .unwrap();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("z completed before the resume; going on to done"),
+        "{}",
+        r.stderr
+    );
+    let log = std::fs::read_to_string(sb.path().join("runs.log")).unwrap();
+    assert_eq!(log, "ran-a\nran-z\n");
+    let status = sb
+        .run(&["status", &id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(status["status"], "completed", "{status}");
+    // The run has ended: resuming it again is refused.
+    let r = sb.run(&["resume", &id, "--from", "z"]).unwrap();
+    assert_ne!(r.code, 0, "a completed run is not resumed: {}", r.stderr);
+}

@@ -1298,6 +1298,113 @@ async fn resume_restarts_at_the_failed_state_without_rerunning_earlier_ones() {
 }
 
 #[tokio::test]
+async fn resume_goes_on_after_the_current_state_when_it_had_completed() {
+    // Killed after b finished and before c started: b is the current state, recorded as
+    // completed. It must not run again (found by a breaker: `echo >> log` ran twice).
+    let exec = Arc::new(FakeExecutor::new().on("step c", [FakeCommand::ok("c\n")]));
+    let store = Arc::new(MemStore::default());
+    let mut snap = snapshot(
+        &[
+            ("a", StepStatus::Completed, 1),
+            ("b", StepStatus::Completed, 2),
+        ],
+        "b",
+        serde_json::Map::new(),
+    );
+    snap.status = awf_domain::ports::store::StoredStatus::Running;
+    store.0.lock().unwrap().insert("run-1".into(), snap);
+    let f = resume_facade(Arc::clone(&exec), Arc::clone(&store), three_steps());
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Current,
+            &[],
+        ))
+        .await
+        .expect("resumes");
+    let (events, result) = drain(h).await;
+    assert_eq!(exec.commands(), vec!["step c"]);
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.states["b"].output, "b before\n");
+    assert!(events.iter().any(|e| matches!(&e.event,
+        RunEvent::Log { message, .. } if message == "b completed before the resume; going on to c")));
+    // `--from b` asks for b again.
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step b", [FakeCommand::ok("b\n")])
+            .on("step c", [FakeCommand::ok("c\n")]),
+    );
+    let mut snap = snapshot(
+        &[
+            ("a", StepStatus::Completed, 1),
+            ("b", StepStatus::Completed, 2),
+        ],
+        "b",
+        serde_json::Map::new(),
+    );
+    snap.status = awf_domain::ports::store::StoredStatus::Running;
+    store.0.lock().unwrap().insert("run-1".into(), snap);
+    let f = resume_facade(Arc::clone(&exec), store, three_steps());
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Step("b".into()),
+            &[],
+        ))
+        .await
+        .expect("resumes");
+    let (_, result) = drain(h).await;
+    assert_eq!(exec.commands(), vec!["step b", "step c"]);
+    assert_eq!(result.status, RunStatus::Success);
+}
+
+#[tokio::test]
+async fn resume_routes_a_completed_current_state_by_its_recorded_result() {
+    let mut a = cmd("a", "check", Some("other"), None);
+    a.transitions = vec![Transition {
+        when: Some("states.a.Output == 'a before\\n'".into()),
+        goto: "two".into(),
+    }];
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            cmd("two", "echo two", Some("done"), None),
+            cmd("other", "echo other", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on("echo two", [FakeCommand::ok("two\n")]));
+    let store = Arc::new(MemStore::default());
+    store.0.lock().unwrap().insert(
+        "run-1".into(),
+        snapshot(
+            &[("a", StepStatus::Completed, 1)],
+            "a",
+            serde_json::Map::new(),
+        ),
+    );
+    // The transition is evaluated (it goes to `two`, not on_success's `other`); the CLI test
+    // `resume_after_a_kill_between_steps_runs_no_completed_step_again` checks real values.
+    let f = Facade::new(Services {
+        state_store: Some(store),
+        expressions: Arc::new(
+            FakeExpressions::new().on("states.a.Output == 'a before\\n'", [true]),
+        ),
+        ..Services::fakes(FakeRepository::new().with(wf), exec.clone())
+    });
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Current,
+            &[],
+        ))
+        .await
+        .expect("resumes");
+    let (_, result) = drain(h).await;
+    assert_eq!(exec.commands(), vec!["echo two"]);
+    assert_eq!(result.status, RunStatus::Success);
+}
+
+#[tokio::test]
 async fn resume_from_a_step_forgets_what_completed_after_it() {
     let exec = Arc::new(
         FakeExecutor::new()

@@ -157,6 +157,29 @@ impl CancelState {
 }
 
 /// Everything needed to start a run (root or sub-workflow).
+/// The error of a state that finished with no transition to take.
+fn no_route(state: &str) -> AwfError {
+    AwfError::new(
+        ErrorCode::ExecutionNoRoute,
+        format!("state {state} finished but no transition matched and it has no on_success"),
+    )
+    .with_detail("state", state.to_owned())
+    .with_hint("add a default transition (`- goto: <state>`) or on_success")
+}
+
+/// Where a resumed run goes on ([`RunSpec::resume`]).
+pub(crate) struct Resume {
+    /// The states recorded by the earlier attempts (those kept).
+    pub(crate) states: BTreeMap<String, StepState>,
+    /// The state to start at.
+    pub(crate) at: String,
+    /// `at` is the state the earlier attempt stopped at (not `--from`, which runs its state
+    /// again): when it is recorded there as completed (the run was killed or cancelled after
+    /// it finished and before the next state started), the run goes on from that recorded
+    /// result, by the state's transitions, instead of running it again.
+    pub(crate) route_completed: bool,
+}
+
 pub(crate) struct RunSpec {
     pub(crate) services: Arc<Services>,
     pub(crate) workflow: Arc<Workflow>,
@@ -183,8 +206,8 @@ pub(crate) struct RunSpec {
     pub(crate) mocks: Arc<BTreeMap<String, BTreeMap<String, String>>>,
     /// Pending user-input requests.
     pub(crate) interaction: Arc<Interaction>,
-    /// `awf resume`: states recorded by the earlier attempt, and the state to start at.
-    pub(crate) resume: Option<(BTreeMap<String, StepState>, String)>,
+    /// `awf resume`: what the earlier attempts recorded and where to go on.
+    pub(crate) resume: Option<Resume>,
     /// `awf resume`: when the run first started (its recorded `started_at`); its duration
     /// spans every attempt.
     pub(crate) first_started_at: Option<SystemTime>,
@@ -280,6 +303,10 @@ pub(crate) struct Run {
     pub(crate) interaction: Arc<Interaction>,
     /// First state when resuming (else `initial`).
     pub(crate) resume_at: Option<String>,
+    /// [`Resume::route_completed`], and `resume_at` is a completed step, sub-workflow call,
+    /// operation or parallel block of the earlier attempt (a loop is not: the target of a
+    /// `break` it took is not recorded).
+    route_resumed: bool,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
     /// Taken in order: each by the first run of its loop (the nested ones inside the resumed
@@ -372,9 +399,9 @@ impl Run {
         // Secret inputs of any type: numbers as written, every item of a list, every leaf.
         masker.extend(&Masker::from_named_values(&spec.inputs));
         let exported = exported_of(&spec.workflow, &spec.inputs);
-        let (mut restored, resume_at) = match spec.resume {
-            Some((states, at)) => (states, Some(at)),
-            None => (BTreeMap::new(), None),
+        let (mut restored, resume_at, route_completed) = match spec.resume {
+            Some(r) => (r.states, Some(r.at), r.route_completed),
+            None => (BTreeMap::new(), None, false),
         };
         if spec.only_step.is_some() {
             // `--step`: mocked states stand in for the states that would have run before.
@@ -437,6 +464,19 @@ impl Run {
                 .max();
             resume_blocks.insert(at.clone(), since);
         }
+        let route_resumed = route_completed
+            && resume_at.as_ref().is_some_and(|at| {
+                restored
+                    .get(at)
+                    .is_some_and(|st| st.status == awf_domain::run::StepStatus::Completed)
+                    && spec.workflow.state(at).is_some_and(|s| {
+                        !matches!(
+                            s.kind,
+                            awf_domain::workflow::StateKind::Loop(_)
+                                | awf_domain::workflow::StateKind::Terminal(_)
+                        )
+                    })
+            });
         let emitter = Arc::new(Emitter::new(
             Arc::clone(&spec.sink),
             spec.run_id.clone(),
@@ -472,6 +512,7 @@ impl Run {
             mocks: spec.mocks,
             interaction: spec.interaction,
             resume_at,
+            route_resumed,
             interactive: spec.interactive,
             only_step: spec.only_step,
             resume_loop: Mutex::new(spec.resume_loop.into()),
@@ -880,9 +921,21 @@ impl Run {
             .resume_at
             .clone()
             .unwrap_or_else(|| self.wf.initial.clone());
+        let mut route_resumed = self.route_resumed;
         loop {
             if let Some(end) = self.cancelled_ending() {
                 return end;
+            }
+            if std::mem::take(&mut route_resumed) {
+                match self.route_recorded(&current) {
+                    Ok(Some(next)) => {
+                        previous = Some(current.clone());
+                        current = next;
+                        continue;
+                    }
+                    Ok(None) => return self.failure(no_route(&current), Some(current)),
+                    Err(e) => return self.failure(e, Some(current)),
+                }
             }
             let Some(state) = self.wf.state(&current) else {
                 return self.failure(
@@ -952,14 +1005,7 @@ impl Run {
                         if let Some(end) = self.cancelled_ending() {
                             return end;
                         }
-                        let err = exit.failure.unwrap_or_else(|| {
-                            AwfError::new(
-                                ErrorCode::ExecutionNoRoute,
-                                format!("state {current} finished but no transition matched and it has no on_success"),
-                            )
-                            .with_detail("state", current.clone())
-                            .with_hint("add a default transition (`- goto: <state>`) or on_success")
-                        });
+                        let err = exit.failure.unwrap_or_else(|| no_route(&current));
                         return self.failure(err, Some(current));
                     }
                 },
@@ -971,6 +1017,29 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// The next state after `name`, a state the resumed attempt recorded as completed
+    /// (see [`Resume::route_completed`]): its transitions evaluated on that record, as they
+    /// were when it finished. Announced as a log line.
+    ///
+    /// # Errors
+    /// `EXECUTION.EXPRESSION.FAILED` when a transition's `when` cannot be evaluated.
+    fn route_recorded(&self, name: &str) -> Result<Option<String>, AwfError> {
+        let Some(state) = self.wf.state(name) else {
+            return Ok(None);
+        };
+        let next = self.route(state, true, None, None, None)?.next;
+        if let Some(next) = &next {
+            self.log(
+                Some(name),
+                LogLevel::Info,
+                &format!("{name} completed before the resume; going on to {next}"),
+                name,
+                None,
+            );
+        }
+        Ok(next)
     }
 
     /// Whether an interactive run stops before `state`.

@@ -478,7 +478,7 @@ impl Run {
     }
 
     /// Picks the next state. Source: spec/workflow.md §1.7 (routing matrix).
-    fn route(
+    pub(crate) fn route(
         &self,
         state: &State,
         succeeded: bool,
