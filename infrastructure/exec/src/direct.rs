@@ -202,8 +202,26 @@ fn find(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
+/// An executable regular file that the kernel can exec itself: an ELF binary or a `#!`
+/// script. Any other file (no `#!` line, empty) is left to the shell, which runs it as a
+/// script where the kernel would refuse it (`ENOEXEC`); one that is not readable is left to it
+/// too (it reports it its own way).
 fn executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    use std::io::Read;
+    if !std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0) {
+        return false;
+    }
+    let mut head = [0u8; 4];
+    let mut got = 0;
+    if let Ok(mut f) = std::fs::File::open(p) {
+        while got < head.len() {
+            match f.read(&mut head[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+    }
+    head[..got].starts_with(b"#!") || head[..got] == *b"\x7fELF"
 }
 
 /// The `PATH` a command runs with: the last `PATH` in its extra environment, else the

@@ -132,13 +132,29 @@ impl CommandExecutor for ProcessExecutor {
             scope,
         } = spec;
         let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
+        // The shell text of a command exec'd directly: run through the shell after all when
+        // the exec fails (a file without `#!`, a `#!` interpreter that is missing, a broken
+        // executable), so its status and message are the shell's own (127, 126, or the
+        // script's output: `sh` runs a file without `#!` as a script).
+        let mut shell_text = None;
+        let mut env = env;
         let invocation = match program {
             Program::Shell(text) => {
                 let in_env = |k: &str| {
                     env.iter().any(|(name, _)| name == k) || std::env::var_os(k).is_some()
                 };
                 match crate::direct::plan(&text, crate::direct::path_for(&env).as_deref(), in_env) {
-                    Some((name, program, args)) => Invocation::program(name, program, args),
+                    Some((name, program, args)) => {
+                        // No shell sets `PWD` to the step's directory here: do as it would.
+                        if let Some(d) = &dir
+                            && !env.iter().any(|(k, _)| k == "PWD")
+                            && let Ok(abs) = std::path::absolute(d)
+                        {
+                            env.push(("PWD".to_owned(), abs.to_string_lossy().into_owned()));
+                        }
+                        shell_text = Some(text);
+                        Invocation::program(name, program, args)
+                    }
                     None => Invocation::shell(self.shell_for(&env), text),
                 }
             }
@@ -151,49 +167,18 @@ impl CommandExecutor for ProcessExecutor {
 
         let tag = new_tag(scope.as_deref());
         let withheld = awf_domain::withheld::withheld_env();
-        // With a watchdog (no parent-death signal to set), a program given by path and no
-        // working directory, the child is started with posix_spawn and an environment
-        // built once (see `spawn`); else through std's `Command`.
-        let block = if !parent_death_signal() && spawn::can_spawn(&invocation, dir.as_deref()) {
-            spawn::env_block(&env, &withheld)
-        } else {
-            None
-        };
-        let (child, out, err) = match block {
-            Some(block) => {
-                let (child, out, err) = retry_busy(|| spawn::spawn(&invocation, &block, &tag))
-                    .await
-                    .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
-                (Running::Spawned(child), Some(out), Some(err))
-            }
-            None => {
-                let mut cmd = Command::new(&invocation.program);
-                if let Some(a) = &invocation.arg0 {
-                    cmd.arg0(a);
+        let (invocation, started) =
+            match start(&invocation, dir.as_deref(), &env, &withheld, &tag).await {
+                Err(e) if shell_text.is_some() && !exhausted(&e) => {
+                    let text = shell_text.take().unwrap_or_default();
+                    let shell = Invocation::shell(self.shell_for(&env), text);
+                    let started = start(&shell, dir.as_deref(), &env, &withheld, &tag).await;
+                    (shell, started)
                 }
-                cmd.args(&invocation.args).envs(env);
-                for name in &withheld {
-                    cmd.env_remove(name);
-                }
-                cmd.env(TAG_VAR, &tag)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .process_group(0)
-                    .kill_on_drop(true);
-                if let Some(d) = &dir {
-                    cmd.current_dir(d);
-                }
-                if parent_death_signal() {
-                    arm_parent_death(&mut cmd);
-                }
-                let mut child = retry_busy(|| cmd.spawn())
-                    .await
-                    .map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
-                let (out, err) = (child.stdout.take(), child.stderr.take());
-                (Running::Tokio(child), out, err)
-            }
-        };
+                started => (invocation, started),
+            };
+        let (child, out, err) =
+            started.map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
 
         let guard = GroupGuard::new(child.id().and_then(|id| i32::try_from(id).ok()));
         let pipes = Pipes {
@@ -212,6 +197,67 @@ impl CommandExecutor for ProcessExecutor {
     async fn end_scope(&self, scope: &str) -> usize {
         crate::reaper::sweep_scope(scope).await
     }
+}
+
+/// Pipes of a started child: its stdout and stderr.
+type Started = (Running, Option<ChildStdout>, Option<ChildStderr>);
+
+/// Starts `invocation` in its own process group with `env` (minus `withheld`) and the
+/// tag: with a watchdog (no parent-death signal to set), a program given by path and no
+/// working directory, by posix_spawn and an environment built once (see `spawn`); else
+/// through std's `Command`. Retries on `ETXTBSY`.
+///
+/// # Errors
+/// The spawn's OS error.
+async fn start(
+    invocation: &Invocation,
+    dir: Option<&Path>,
+    env: &[(String, String)],
+    withheld: &[String],
+    tag: &str,
+) -> io::Result<Started> {
+    let block = if !parent_death_signal() && spawn::can_spawn(invocation, dir) {
+        spawn::env_block(env, withheld)
+    } else {
+        None
+    };
+    if let Some(block) = block {
+        let (child, out, err) = retry_busy(|| spawn::spawn(invocation, &block, tag)).await?;
+        return Ok((Running::Spawned(child), Some(out), Some(err)));
+    }
+    let mut cmd = Command::new(&invocation.program);
+    if let Some(a) = &invocation.arg0 {
+        cmd.arg0(a);
+    }
+    cmd.args(&invocation.args)
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    for name in withheld {
+        cmd.env_remove(name);
+    }
+    cmd.env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    if parent_death_signal() {
+        arm_parent_death(&mut cmd);
+    }
+    let mut child = retry_busy(|| cmd.spawn()).await?;
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    Ok((Running::Tokio(child), out, err))
+}
+
+/// Whether a spawn failed for lack of a resource (descriptors, processes, memory): the
+/// shell would fail to start the same way.
+fn exhausted(e: &io::Error) -> bool {
+    matches!(
+        Errno::from_raw(e.raw_os_error().unwrap_or(0)),
+        Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM
+    )
 }
 
 /// The result for a run cancelled before its process was started.
@@ -283,10 +329,7 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
         .with_hint("Fix the step's `dir:` or create the directory before the step runs.");
     }
     let program = Path::new(&inv.program).display().to_string();
-    if matches!(
-        Errno::from_raw(e.raw_os_error().unwrap_or(0)),
-        Errno::EMFILE | Errno::ENFILE | Errno::EAGAIN | Errno::ENOMEM
-    ) {
+    if exhausted(e) {
         return AwfError::new(
             ErrorCode::SystemResourceExhausted,
             format!("cannot start {program}: {e}"),

@@ -163,3 +163,59 @@ async fn direct_commands_use_the_steps_path_and_argv0() {
     // quoted argument whole.
     assert_eq!(out.stdout, format!("{}|a b\n", tool.display()));
 }
+
+/// A program the direct path cannot exec (a file without `#!`, an empty file, a `#!` naming
+/// a missing interpreter, a broken executable) runs through the shell after all, so the
+/// status and output are the shell's: `sh` runs a file without `#!` as a script, 127 for a
+/// missing interpreter, 126 for a file it cannot execute (a breaker saw "cannot start …: Exec
+/// format error" and no exit code instead).
+#[tokio::test]
+async fn a_program_that_cannot_be_execed_runs_through_the_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    // (A broken ELF file only has to fail with a status: glibc's posix_spawn runs a file
+    // the kernel refuses through `/bin/sh` itself, where dash's own exec says 126.)
+    let files: &[(&str, &[u8], &str, Option<i32>)] = &[
+        ("nosheb", b"echo noshebang\n", "noshebang\n", Some(0)),
+        ("emptyexec", b"", "", Some(0)),
+        (
+            "badinterp",
+            b"#!/nonexistent/awf-interp\necho no\n",
+            "",
+            Some(127),
+        ),
+        ("badelf", b"\x7fELF\x02\x01\x01garbage", "", None),
+    ];
+    for (name, body, stdout, code) in files {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text = p.display().to_string();
+        let out = run_ok(with_shell(&text, "/bin/sh")).await;
+        assert_eq!(out.stdout, *stdout, "{name}: {}", out.stderr);
+        if let Some(code) = code {
+            assert_eq!(out.exit_code, *code, "{name}: {}", out.stderr);
+        } else {
+            assert!(out.exit_code > 0, "{name}: {}", out.stderr);
+        }
+        if code.is_some() {
+            let shelled = run_ok(through("/bin/sh", &text)).await;
+            same(&out, &shelled, name);
+        }
+    }
+}
+
+/// A command exec'd directly in a step's `dir:` sees `PWD` set to that directory, as a shell
+/// would set it (it saw awf's own directory).
+#[tokio::test]
+async fn a_direct_command_in_a_directory_sees_it_as_pwd() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    let mut spec = shell("printenv PWD");
+    spec.dir = Some(real.clone());
+    let out = run_ok(spec).await;
+    assert_eq!(out.stdout, format!("{}\n", real.display()));
+    let mut spec = shell("printenv PWD;");
+    spec.dir = Some(real.clone());
+    let shelled = run_ok(spec).await;
+    assert_eq!(out.stdout, shelled.stdout);
+}
