@@ -310,7 +310,7 @@ error_codes! {
         "Use a shell step, or upgrade awf once the feature lands.";
     ExecutionRunCancelled => "EXECUTION.RUN.CANCELLED", Execution,
         "The run was cancelled (SIGINT, SIGTERM or a front-end cancel).",
-        "Run it again, or `awf resume` it once resume is available.";
+        "Run it again, or go on where it stopped with `awf resume <run id>` (completed states are not run again).";
     ExecutionOperationNotFound => "EXECUTION.OPERATION.NOT_FOUND", Execution,
         "An operation state names an operation this build does not provide (the run was started without validation).",
         "Use a built-in operation (http.request); `awf validate` lists the problem before the run.";

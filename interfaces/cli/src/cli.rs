@@ -365,8 +365,9 @@ pub struct RunArgs {
     pub dry_run: bool,
     /// Queue the run in the shared store (`--store URL` or `AWF_STORE`) for a worker
     /// (`awf serve --store`) and print its id, without running it here. Not with `--step`
-    /// (a worker runs the whole workflow) nor `--dry-run`.
-    #[arg(long, conflicts_with_all = ["dry_run", "step"])]
+    /// (a worker runs the whole workflow), `--dry-run` nor `--interactive` (a worker has no
+    /// terminal to stop at).
+    #[arg(long, conflicts_with_all = ["dry_run", "step", "interactive"])]
     pub submit: bool,
     /// Answer a step without running it: `states.<step>.output=<text>` (also `stderr`,
     /// `status=failed`); repeatable. Agent steps use it instead of calling their provider.

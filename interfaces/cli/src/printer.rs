@@ -79,6 +79,10 @@ pub struct TextPrinter {
     /// A top-level `Workflow started` (or `Workflow resumed`) line was printed: the lines
     /// after it are an attempt of the run (`awf resume` replays the earlier ones first).
     attempt_shown: bool,
+    /// The events since the last top-level `RunStarted` are an earlier attempt of the run,
+    /// replayed by `awf resume` (its `pid` is not this process's): `quiet` drops its failure
+    /// lines too, which belong to a failure already reported.
+    replayed: bool,
 }
 
 /// How much output is held while a prompt is open before it is written anyway (and the
@@ -110,6 +114,7 @@ impl TextPrinter {
             held: (Vec::new(), Vec::new()),
             overprinted: false,
             attempt_shown: false,
+            replayed: false,
         }
     }
 
@@ -374,8 +379,12 @@ impl TextPrinter {
             RunEvent::RunStarted {
                 workflow,
                 resumed_from,
+                pid,
                 ..
             } => {
+                if ev.parent_run_id.is_none() {
+                    self.replayed = *pid != std::process::id();
+                }
                 if ev.parent_run_id.is_none() && !self.quiet {
                     let name = crate::style::printable(workflow);
                     match resumed_from {
@@ -653,7 +662,7 @@ impl TextPrinter {
                     let shows_output = self.mode == OutputMode::Silent;
                     write!(err, "{}", self.result_block(state, shows_output, &ind))?;
                 }
-                if !self.quiet || state.status == StepStatus::Failed {
+                if !self.quiet || (state.status == StepStatus::Failed && !self.replayed) {
                     let line = self.finished_line(&Self::label(step, ev), state);
                     writeln!(err, "{ind}{line}")?;
                 }
@@ -1345,5 +1354,41 @@ mod tests {
             ],
         );
         assert_eq!(err, "  WARN careful\n  ✗ s (0s): exit code 2\n");
+    }
+
+    /// `awf resume -q`: the failure lines of the earlier attempt (replayed; another process
+    /// ran it) are not shown again, those of this attempt are (a new user saw only the old
+    /// failure lines of a resume that succeeded).
+    #[test]
+    fn quiet_drops_the_failures_of_replayed_attempts() {
+        let started = |pid: u32, resumed: Option<&str>| {
+            env(RunEvent::RunStarted {
+                workflow: "w".into(),
+                identifier: "w".into(),
+                workflow_path: None,
+                inputs: serde_json::Map::new(),
+                resumed_from: resumed.map(str::to_owned),
+                pid,
+            })
+        };
+        let failed = || {
+            env(RunEvent::StepFinished {
+                step: "s".into(),
+                kind: "command".into(),
+                state: Box::new(state(StepStatus::Failed, "", 0)),
+            })
+        };
+        let mut p = TextPrinter::new(OutputMode::Silent, true, Style::plain());
+        let other = std::process::id().wrapping_add(1);
+        let (_, err) = run(
+            &mut p,
+            &[
+                started(other, None),
+                failed(),
+                started(std::process::id(), Some("s")),
+                failed(),
+            ],
+        );
+        assert_eq!(err, "  ✗ s (0s): exit code 2\n");
     }
 }

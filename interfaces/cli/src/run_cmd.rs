@@ -79,8 +79,18 @@ pub fn parse_mocks(
         let rest = key.trim().strip_prefix("states.").ok_or_else(bad)?;
         let (step, field) = rest.rsplit_once('.').ok_or_else(bad)?;
         let field = field.to_ascii_lowercase();
-        if step.is_empty() || !matches!(field.as_str(), "output" | "stderr" | "status") {
+        if step.is_empty() {
             return Err(bad());
+        }
+        if !matches!(field.as_str(), "output" | "stderr" | "status") {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!("invalid mock '{item}': a mock sets output, stderr or status, not {field}"),
+            )
+            .with_hint(
+                "--mock states.STEP.output=TEXT, states.STEP.stderr=TEXT or \
+                 states.STEP.status=failed (a failed mock exits 1)",
+            ));
         }
         out.entry(step.to_owned())
             .or_default()
@@ -441,6 +451,8 @@ pub(crate) async fn drive(
     let mut signalled: Option<CancelReason> = None;
     // The last top-level state that failed (for the resume hint).
     let mut last_failed: Option<String> = None;
+    // Secret inputs of the run (stored masked): `awf resume` needs them given again.
+    let mut secret_inputs: Vec<String> = Vec::new();
     loop {
         tokio::select! {
             (id, answer) = answerer.next() => {
@@ -463,6 +475,18 @@ pub(crate) async fn drive(
                         continue;
                     }
                 };
+                if let RunEvent::RunStarted { inputs, .. } = &ev.event
+                    && ev.parent_run_id.is_none()
+                {
+                    secret_inputs = inputs
+                        .iter()
+                        .filter(|(k, v)| {
+                            v.as_str() == Some(awf_domain::mask::MASK)
+                                && awf_domain::mask::is_secret_name(k)
+                        })
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                }
                 if let RunEvent::StepFinished { step, state, .. } = &ev.event
                     && ev.parent_run_id.is_none()
                     && ev.path == *step
@@ -543,7 +567,7 @@ pub(crate) async fn drive(
     } else if let Some(step) = step {
         print_step(step, &result);
     } else {
-        print_summary(ctx, &result, last_failed.as_deref());
+        print_summary(ctx, &result, last_failed.as_deref(), &secret_inputs);
     }
     Outcome::Run(result.exit_code)
 }
@@ -608,7 +632,9 @@ fn print_step(step: &str, result: &RunResult) {
 /// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
 /// detail and hint lines (when a step line already showed that message, it is not repeated:
 /// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
-fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
+/// `secrets` are the run's secret inputs, stored masked: the resume hint asks for them again
+/// (`--input NAME=<value>`), as `awf resume` would.
+fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secrets: &[String]) {
     let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
     // A parked run's own hint names `awf resume` with its id already.
@@ -629,8 +655,12 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>) {
         } else {
             ""
         };
+        let secrets: String = secrets
+            .iter()
+            .map(|k| format!(" --input {}=<value>", crate::style::printable(k)))
+            .collect();
         let command = errors::with_store_flag(&format!(
-            "awf resume {}{}",
+            "awf resume {}{}{secrets}",
             id.0,
             // A state name comes from the workflow file: no raw control characters.
             crate::style::printable(&resume_from_hint(result, last_failed))

@@ -597,7 +597,8 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// completed_at, error, error_code}]` in start order), plus ours: `run_status` (the stored word),
 /// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process);
 /// `message` is the success terminal's message the store kept (null without one). A queued
-/// run (no worker started it) has `exit_code` and `duration_ms` null.
+/// run (no worker started it) has `exit_code` and `duration_ms` null; a running one (or one
+/// whose process died) has `exit_code` null.
 pub fn status_json(
     snap: &RunSnapshot,
     duration: Option<u64>,
@@ -629,8 +630,9 @@ pub fn status_json(
     if let Some(o) = v.as_object_mut() {
         o.insert("status".into(), serde_json::json!(snap.status.go_name()));
         o.insert("duration_ms".into(), serde_json::json!(duration));
-        // A queued run has not run: no exit code (null, as GET /api/executions/{id} gives).
-        if snap.status == StoredStatus::Queued {
+        // A queued run has not run and a running one has not ended: no exit code (null, as
+        // GET /api/executions/{id} gives; a 0 read as success for a run whose process died).
+        if matches!(snap.status, StoredStatus::Queued | StoredStatus::Running) {
             o.insert("exit_code".into(), serde_json::Value::Null);
         }
         o.insert("workflow_id".into(), serde_json::json!(snap.run_id));
