@@ -147,6 +147,21 @@ impl Row {
         }
     }
 
+    /// `here`, this process's view of the run, unless that run ended here and its row has
+    /// ended differently since (a run this worker parked, cancelled through the store
+    /// meanwhile): then the row's view. A live run, or one whose end the row does not show
+    /// yet, is as this process sees it.
+    fn newer_than(&self, here: RunView) -> RunView {
+        if here.phase == RunPhase::Finished
+            && self.ended()
+            && stored_status(&self.status) != here.status
+        {
+            self.view()
+        } else {
+            here
+        }
+    }
+
     fn ended(&self) -> bool {
         !matches!(self.queue_state.as_str(), "queued" | "claimed")
             // `waiting`: parked on a usage limit (this attempt ended; a resume is another).
@@ -327,15 +342,18 @@ impl RunService for PgRunService {
     }
 
     fn get(&self, run_id: &RunId) -> Result<RunView, AwfError> {
-        match self.local.get(run_id) {
-            Ok(v) if v.phase != RunPhase::Recorded => return Ok(v),
-            Ok(_) => {}
-            Err(e) if not_found_here(&e) => {}
+        let here = match self.local.get(run_id) {
+            Ok(v) if v.phase == RunPhase::Live => return Ok(v),
+            Ok(v) if v.phase == RunPhase::Finished => Some(v),
+            Ok(_) => None,
+            Err(e) if not_found_here(&e) => None,
             Err(e) => return Err(e),
-        }
-        match self.row(&run_id.0)? {
-            Some(r) => Ok(r.view()),
-            None => self.local.get(run_id),
+        };
+        match (self.row(&run_id.0)?, here) {
+            (Some(r), Some(v)) => Ok(r.newer_than(v)),
+            (Some(r), None) => Ok(r.view()),
+            (None, Some(v)) => Ok(v),
+            (None, None) => self.local.get(run_id),
         }
     }
 
@@ -414,9 +432,10 @@ impl RunService for PgRunService {
         let mut live = Vec::new();
         let mut others = Vec::new();
         for (row, in_progress) in &rows {
-            let view = local
-                .remove(&RunId(row.run_id.clone()))
-                .unwrap_or_else(|| row.view());
+            let view = match local.remove(&RunId(row.run_id.clone())) {
+                Some(v) => row.newer_than(v),
+                None => row.view(),
+            };
             if *in_progress {
                 live.push(view);
             } else {
@@ -505,9 +524,11 @@ impl RunService for PgRunService {
                 ErrorCode::UserFacadeRunNotFound,
                 format!("run {run_id} is not live"),
             )),
-            CancelOutcome::Asked | CancelOutcome::AskedProcess | CancelOutcome::CancelledQueued => {
-                Ok(())
-            }
+            CancelOutcome::Asked
+            | CancelOutcome::AskedProcess
+            | CancelOutcome::CancelledQueued
+            | CancelOutcome::CancelledParked
+            | CancelOutcome::CancelledUnheld => Ok(()),
         }
     }
 
