@@ -498,17 +498,21 @@ impl RunService for PgRunService {
     }
 
     fn cancel(&self, run_id: &RunId, reason: CancelReason) -> Result<(), AwfError> {
-        match self.local.cancel(run_id, reason) {
-            Ok(()) => {
-                // Recorded too: should this worker die before the run ends, the run is not
-                // resumed elsewhere.
-                let pool = self.store.pool().clone();
-                let id = run_id.clone();
-                let _ = self.blocking(async move { queue::request_cancel(&pool, &id).await });
-                return Ok(());
+        // Only a run live here is this process's to cancel: any other (one it parked on a
+        // usage limit included) is the store's, below.
+        if matches!(self.local.get(run_id), Ok(v) if v.phase == RunPhase::Live) {
+            match self.local.cancel(run_id, reason) {
+                Ok(()) => {
+                    // Recorded too: should this worker die before the run ends, the run is
+                    // not resumed elsewhere.
+                    let pool = self.store.pool().clone();
+                    let id = run_id.clone();
+                    let _ = self.blocking(async move { queue::request_cancel(&pool, &id).await });
+                    return Ok(());
+                }
+                Err(e) if !not_found_here(&e) => return Err(e),
+                Err(_) => {}
             }
-            Err(e) if !not_found_here(&e) => return Err(e),
-            Err(_) => {}
         }
         let pool = self.store.pool().clone();
         let id = RunId(crate::storable_text(&run_id.0));
