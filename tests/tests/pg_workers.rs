@@ -3674,6 +3674,12 @@ fn a_run_parked_on_a_usage_limit_is_cancelled_for_good_by_awf_cancel_and_delete(
         assert_eq!(st["exit_code"], 130, "{st}");
         assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
         assert!(st["waiting_until"].is_null(), "{st}");
+        // The same duration as its row (`awf history`) gives.
+        let row = psql(
+            &db.url,
+            &format!("SELECT duration_ms FROM awf_runs WHERE run_id = '{id}'"),
+        );
+        assert_eq!(st["duration_ms"].to_string(), row, "{st}");
         let get = http_serve::execution(&w, id);
         assert_eq!(get["status"], "cancelled", "{get}");
     }
@@ -3783,6 +3789,11 @@ fn cancelling_a_run_whose_terminal_awf_process_was_killed_ends_it_at_once() {
     assert_eq!(st["status"], "cancelled", "{st}");
     assert_eq!(st["exit_code"], 130, "{st}");
     assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
+    let row = psql(
+        &db.url,
+        &format!("SELECT duration_ms FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert_eq!(st["duration_ms"].to_string(), row, "{st}");
     let r = sb
         .run(&["cancel", &id, "--store", &url, "-f", "json"])
         .unwrap();

@@ -58,7 +58,7 @@ pub(crate) struct Recorded {
     pub snapshot: Option<Value>,
     /// `started_at_ms`.
     pub started_ms: Option<i64>,
-    /// `duration_ms` as recorded (a parked run's: how long it ran before it parked).
+    /// `duration_ms` as recorded (kept when the start is unknown).
     pub duration_ms: Option<i64>,
     /// The cancel time on the database's clock, in ms since the epoch.
     pub now_ms: i64,
@@ -66,8 +66,8 @@ pub(crate) struct Recorded {
 
 /// Ends the run `run_id` (its row locked by `tx`) as cancelled at `rec.now_ms`: row status
 /// `cancelled`, exit code 130, `cancel_requested` (no worker claims it), `waiting_until`
-/// cleared, `completed_at_ms` the cancel time, the `workflow cancelled` error; `duration_ms`
-/// kept when `keep_duration` (a parked run: the time it ran), else cancel time − start. Its
+/// cleared, `completed_at_ms` the cancel time, the `workflow cancelled` error, `duration_ms`
+/// cancel time − start (as its snapshot's end − start gives it to `awf status`). Its
 /// snapshot gets the same status, end, exit code and error (its states and current state
 /// kept, so `awf resume` continues it as any cancelled run), and a `run_finished` event with
 /// result `cancelled` is appended ([`crate::queue::append_run_finished`]).
@@ -78,13 +78,11 @@ pub(crate) async fn end_cancelled(
     tx: &deadpool_postgres::Transaction<'_>,
     run_id: &RunId,
     rec: Recorded,
-    keep_duration: bool,
 ) -> Result<(), AwfError> {
     let at = UNIX_EPOCH + Duration::from_millis(u64::try_from(rec.now_ms).unwrap_or(0));
-    let duration = match (keep_duration, rec.duration_ms, rec.started_ms) {
-        (true, Some(d), _) => Some(d),
-        (_, _, Some(s)) => Some(rec.now_ms.saturating_sub(s).max(0)),
-        (_, d, None) => d,
+    let duration = match rec.started_ms {
+        Some(s) => Some(rec.now_ms.saturating_sub(s).max(0)),
+        None => rec.duration_ms,
     };
     let error = AwfError::new(ErrorCode::ExecutionRunCancelled, CANCELLED_MESSAGE).body();
     let exit = u8::try_from(CANCELLED_EXIT).unwrap_or(u8::MAX);

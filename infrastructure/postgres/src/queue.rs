@@ -785,13 +785,13 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
         // Parked on a usage limit (by a worker, or by a terminal `awf run`) and not being
         // resumed (nobody holds its lock): ended now, so no worker resumes it at its reset.
         "none" | "done" if status == "waiting" && lock_unheld(&tx, run_id).await? => {
-            end_cancelled(&tx, run_id, recorded(workflow)?, true).await?;
+            end_cancelled(&tx, run_id, recorded(workflow)?).await?;
             CancelOutcome::CancelledParked
         }
         // Recorded running by a terminal `awf run` / `awf resume` process that is gone
         // (SIGKILLed: it no longer holds the run's lock, nobody polls the flag): ended now.
         "none" | "done" if status == "running" && lock_unheld(&tx, run_id).await? => {
-            end_cancelled(&tx, run_id, recorded(workflow)?, false).await?;
+            end_cancelled(&tx, run_id, recorded(workflow)?).await?;
             CancelOutcome::CancelledUnheld
         }
         // Run (or, parked, being resumed) by a terminal `awf run` / `awf resume` process: it
