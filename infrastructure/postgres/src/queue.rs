@@ -708,7 +708,7 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
             "SELECT queue_state, run_started, status, workflow_id, \
                (extract(epoch from submitted_at) * 1000)::bigint, \
                (extract(epoch from now()) * 1000)::bigint, \
-               snapshot, started_at_ms, duration_ms \
+               snapshot, started_at_ms, duration_ms, parent_run_id IS NULL \
              FROM awf_runs WHERE run_id = $1 FOR UPDATE",
             &[&run_id.0],
         )
@@ -723,6 +723,8 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     let workflow: String = column(&row, 3)?;
     let submitted: Option<i64> = column(&row, 4)?;
     let now: i64 = column(&row, 5)?;
+    // Only a top-level run holds the lock of its id (a sub-workflow run is its parent's).
+    let top: bool = column(&row, 9)?;
     let recorded = |workflow: String| -> Result<Recorded, AwfError> {
         Ok(Recorded {
             workflow,
@@ -784,13 +786,13 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
         }
         // Parked on a usage limit (by a worker, or by a terminal `awf run`) and not being
         // resumed (nobody holds its lock): ended now, so no worker resumes it at its reset.
-        "none" | "done" if status == "waiting" && lock_unheld(&tx, run_id).await? => {
+        "none" | "done" if status == "waiting" && top && lock_unheld(&tx, run_id).await? => {
             end_cancelled(&tx, run_id, recorded(workflow)?).await?;
             CancelOutcome::CancelledParked
         }
         // Recorded running by a terminal `awf run` / `awf resume` process that is gone
         // (SIGKILLed: it no longer holds the run's lock, nobody polls the flag): ended now.
-        "none" | "done" if status == "running" && lock_unheld(&tx, run_id).await? => {
+        "none" | "done" if status == "running" && top && lock_unheld(&tx, run_id).await? => {
             end_cancelled(&tx, run_id, recorded(workflow)?).await?;
             CancelOutcome::CancelledUnheld
         }
