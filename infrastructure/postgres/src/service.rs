@@ -12,7 +12,7 @@
 //! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
 //! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected; refused at once when that worker is gone ([`worker_gone`]) |
-//! | `cancel` | local, else `cancel_requested` + NOTIFY `awf_control` (a queued run is cancelled at once) |
+//! | `cancel` | local when live here, else `cancel_requested` + NOTIFY `awf_control` (a queued run, a parked one and one whose terminal process is gone are cancelled at once) |
 //! | `wait` | local, else until the row is done (its `RunFinished` result, else one made from the row) |
 //!
 //! A queued run's row (`status = 'queued'`) shows as [`StoredStatus::Queued`] in phase
