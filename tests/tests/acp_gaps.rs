@@ -715,6 +715,56 @@ fn a_run_parked_before_the_server_started_is_resumed_once_even_with_a_concurrent
     });
 }
 
+/// `DELETE /api/executions/{id}` of a run parked under `awf serve` cancels it for good: 204,
+/// recorded `cancelled` (exit code 130, `EXECUTION.RUN.CANCELLED`, no reset time) in `awf
+/// status`, GET and `awf history`, the server's resumer leaves it alone past its reset, and
+/// `awf resume` still continues it. DELETE used to answer 204 and change nothing: the server
+/// resumed the run at its reset anyway.
+#[test]
+fn delete_of_a_run_parked_under_awf_serve_cancels_it_for_good() {
+    let mock = limited_mock(6);
+    let sb = park_sandbox(&mock);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let id = start_run(&s, "park", "{}");
+    wait_recorded(&sb, &id, "waiting", 60);
+    let t0 = std::time::Instant::now();
+    let (code, body, _) =
+        awf_tests::http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 204, "{body}");
+    let st = status_json(&sb, &id);
+    assert_eq!(st["status"], "cancelled", "{st:#}");
+    assert_eq!(st["exit_code"], 130, "{st:#}");
+    assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st:#}");
+    assert!(st["waiting_until"].is_null(), "{st:#}");
+    let v = execution(&s, &id);
+    assert_eq!(v["status"], "cancelled", "{v:#}");
+    assert_eq!(v["exit_code"], 130, "{v:#}");
+    assert!(v["waiting_until"].is_null(), "{v:#}");
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    let h = h.json().unwrap();
+    let row = h
+        .as_array()
+        .or_else(|| h["runs"].as_array())
+        .and_then(|rows| rows.iter().find(|r| r.to_string().contains(&id)))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(row["status"], "cancelled", "{h:#}");
+    // Past its reset (6 s) and the resumer's scan (every 5 s): still cancelled, never asked
+    // again.
+    std::thread::sleep(std::time::Duration::from_secs(14).saturating_sub(t0.elapsed()));
+    assert_eq!(status_json(&sb, &id)["status"], "cancelled");
+    assert_eq!(mock.model_requests().len(), 1);
+    // `awf resume` continues it as any cancelled run.
+    drop(s);
+    let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(status_json(&sb, &id)["status"], "completed");
+    assert_eq!(mock.model_requests().len(), 2);
+    wait_for("no process of the sandbox left", || {
+        sb.processes().is_empty()
+    });
+}
+
 /// A real 1×1 PNG (base64), for the agents that decode what they are sent.
 const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
 

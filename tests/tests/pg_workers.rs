@@ -3554,3 +3554,279 @@ fn a_worker_resumes_a_run_cancelled_while_queued_with_its_submitted_inputs() {
         "success/hello QQ ***"
     );
 }
+
+/// The row, snapshot and last event of a run ended by `awf cancel` / `DELETE` with nobody
+/// running it: `status|exit_code|cancel_requested|waiting_until set|completed_at set|error|
+/// snapshot status|snapshot waiting_until set|snapshot exit_code`, and its last event's kind
+/// and result (`run_finished|cancelled|130|EXECUTION.RUN.CANCELLED`).
+fn cancelled_record(db: &TestDb, id: &str) -> (String, String) {
+    let row = psql(
+        &db.url,
+        &format!(
+            "SELECT status, exit_code, cancel_requested, waiting_until IS NOT NULL, \
+               completed_at_ms IS NOT NULL, coalesce(error_message, ''), snapshot->>'status', \
+               snapshot ? 'waiting_until', snapshot->>'exit_code' \
+             FROM awf_runs WHERE run_id = '{id}'"
+        ),
+    );
+    let last = psql(
+        &db.url,
+        &format!(
+            "SELECT kind, envelope->'event'->'result'->>'status', \
+               envelope->'event'->'result'->>'exit_code', \
+               envelope->'event'->'result'->'error'->>'code' \
+             FROM awf_events WHERE root_run_id = '{id}' AND run_id = '{id}' \
+             ORDER BY position DESC LIMIT 1"
+        ),
+    );
+    (row, last)
+}
+
+const CANCELLED_ROW: &str = "cancelled|130|t|f|t|workflow cancelled|cancelled|f|130";
+const CANCELLED_END: &str = "run_finished|cancelled|130|EXECUTION.RUN.CANCELLED";
+
+/// A run parked on a usage limit (status `waiting`, a reset time) is cancelled for good by
+/// `awf cancel` (`cancelled RUN`, json `cancelled`) and by `DELETE` on a worker (204): row
+/// and snapshot `cancelled` with exit code 130 and no reset time, a `run_finished`
+/// (cancelled) event, `awf status` and GET say `cancelled`, no worker resumes it once its
+/// reset has passed, and `awf resume` still continues it. The same for a run parked by a
+/// terminal `awf run --store` (not from the queue). It used to print `run RUN has ended
+/// already (waiting)`, DELETE changed nothing, and a worker resumed it at the reset anyway.
+#[test]
+fn a_run_parked_on_a_usage_limit_is_cancelled_for_good_by_awf_cancel_and_delete() {
+    let db = TestDb::new();
+    let mock = awf_mock_llm::MockLlm::start(serde_json::json!({"rules": [
+        {"times": 3, "reply": {"status": 429, "retry_after": 20, "error_message": "come back in 20 s"}}
+    ], "default": {"text": "answered after the reset"}}));
+    let mut sb = sandbox(
+        &db,
+        &[(
+            "park",
+            "name: park\nstates:\n  initial: ask\n  ask: {type: agent, provider: openai_compatible, prompt: hi, usage_limit: {wait: 1s, max_wait: 1h}, on_success: done}\n  done: {type: terminal}\n",
+        )],
+    );
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let w = worker(&sb, &[]);
+    let by_cli = submit(&sb, "park", &[]);
+    let by_delete = submit(&sb, "park", &[]);
+    for id in [&by_cli, &by_delete] {
+        wait_long(&db, "the run parked", Duration::from_secs(60), || {
+            psql(
+                &db.url,
+                &format!(
+                    "SELECT status || '/' || queue_state || '/' || (waiting_until IS NOT NULL) \
+                     FROM awf_runs WHERE run_id = '{id}'"
+                ),
+            ) == "waiting/done/true"
+        });
+    }
+    // By a terminal `awf run --store`: parked too (exit 3), not a row of the queue.
+    let r = sb.run(&["run", "park"]).unwrap();
+    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    let by_terminal = psql(
+        &db.url,
+        "SELECT run_id FROM awf_runs WHERE queue_state = 'none' AND status = 'waiting'",
+    );
+    assert!(!by_terminal.is_empty());
+    assert_eq!(mock.model_requests().len(), 3);
+    let ahead = format!(
+        "SELECT count(*) FROM awf_runs WHERE run_id IN ('{by_cli}', '{by_delete}', \
+         '{by_terminal}') AND waiting_until > now() + interval '2 seconds'"
+    );
+    assert_eq!(
+        count(&db, &ahead),
+        3,
+        "a reset is (nearly) due before the cancels"
+    );
+    let resets = psql(
+        &db.url,
+        &format!(
+            "SELECT max(waiting_until) FROM awf_runs WHERE run_id IN ('{by_cli}', \
+             '{by_delete}', '{by_terminal}')"
+        ),
+    );
+
+    let r = sb.run(&["cancel", &by_cli]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), format!("cancelled {by_cli}"));
+    let r = sb.run(&["cancel", &by_terminal, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.json().unwrap(),
+        serde_json::json!({"run_id": by_terminal, "status": "cancelled"})
+    );
+    let (status, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{by_delete}", w.base),
+    ]);
+    assert_eq!(status, 204, "{body}");
+    for id in [&by_cli, &by_terminal, &by_delete] {
+        let (row, last) = cancelled_record(&db, id);
+        assert_eq!(row, CANCELLED_ROW, "{id}");
+        assert_eq!(last, CANCELLED_END, "{id}");
+        let st = sb.run(&["status", id, "-f", "json"]).unwrap();
+        assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+        let st = st.json().unwrap();
+        assert_eq!(st["status"], "cancelled", "{st}");
+        assert_eq!(st["exit_code"], 130, "{st}");
+        assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
+        assert!(st["waiting_until"].is_null(), "{st}");
+        // The same duration as its row (`awf history`) gives.
+        let row = psql(
+            &db.url,
+            &format!("SELECT duration_ms FROM awf_runs WHERE run_id = '{id}'"),
+        );
+        assert_eq!(st["duration_ms"].to_string(), row, "{st}");
+        let get = http_serve::execution(&w, id);
+        assert_eq!(get["status"], "cancelled", "{get}");
+    }
+    // Cancelled again: it has ended (cancelled).
+    let r = sb.run(&["cancel", &by_cli]).unwrap();
+    assert_eq!(
+        r.stdout.trim(),
+        format!("run {by_cli} has ended already (cancelled)")
+    );
+    // Past the resets and a worker's poll (2 s): nobody resumed them.
+    wait_long(&db, "the resets passed", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT now() > '{resets}'::timestamptz + interval '4 seconds'"),
+        ) == "t"
+    });
+    for id in [&by_cli, &by_terminal, &by_delete] {
+        assert_eq!(cancelled_record(&db, id).0, CANCELLED_ROW, "{id}");
+    }
+    assert_eq!(mock.model_requests().len(), 3);
+    // `awf resume` continues it as any cancelled run: asked again, it succeeds.
+    let r = sb.run(&["resume", &by_cli]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT status || '/' || exit_code || '/' || (snapshot->>'status') \
+                 FROM awf_runs WHERE run_id = '{by_cli}'"
+            )
+        ),
+        "success/0/success"
+    );
+    assert_eq!(mock.model_requests().len(), 4);
+    drop(w);
+}
+
+/// A run of a terminal `awf run --store` whose process was SIGKILLed (row `running`, no
+/// worker, nobody holding its lock or polling its cancel request) is ended at once by `awf
+/// cancel` (`cancelled RUN (no awf process was running it)`) and by `DELETE` on a worker
+/// (204): row and snapshot `cancelled`, exit code 130, a `run_finished` (cancelled) event,
+/// `awf status --store` says `cancelled`; `awf resume --store` still resumes it. It used to
+/// say `cancel requested … (the awf process running it stops it)` and nothing happened.
+#[test]
+fn cancelling_a_run_whose_terminal_awf_process_was_killed_ends_it_at_once() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    // Long the first time, quick once resumed (its marker there), so the resume ends.
+    let wf = |name: &str| {
+        let m = out.path().join(name);
+        format!(
+            "name: {name}\nstates:\n  initial: wait\n  wait:\n    type: step\n    command: test -f {m} || {{ touch {m}; sleep 30; }}\n    on_success: done\n  done: {{type: terminal}}\n",
+            m = m.display()
+        )
+    };
+    let (one, two) = (wf("one"), wf("two"));
+    let sb = http_serve::sandbox_with(&[("one", &one), ("two", &two)]);
+    let url = db.url.clone();
+    let killed = |workflow: &str| {
+        let mut child = sb
+            .cmd(&["run", workflow, "--store", &url])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let id = in_step(&db, "");
+        // SIGKILL that child only (its own handle).
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // PostgreSQL releases its lock once it sees the connection closed.
+        wait_long(
+            &db,
+            "the killed process's lock released",
+            Duration::from_secs(30),
+            || {
+                count(
+                    &db,
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = \
+                 (SELECT oid FROM pg_database WHERE datname = current_database())",
+                ) == 0
+            },
+        );
+        assert_eq!(
+            psql(
+                &db.url,
+                &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'")
+            ),
+            "running/none"
+        );
+        id
+    };
+    let id = killed("one");
+    let r = sb.run(&["cancel", &id, "--store", &url]).unwrap();
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stdout.trim(),
+        format!("cancelled {id} (no awf process was running it)")
+    );
+    let (row, last) = cancelled_record(&db, &id);
+    assert_eq!(row, CANCELLED_ROW);
+    assert_eq!(last, CANCELLED_END);
+    let st = sb
+        .run(&["status", &id, "--store", &url, "-f", "json"])
+        .unwrap();
+    assert_eq!(st.code, 0, "{} {}", st.stdout, st.stderr);
+    let st = st.json().unwrap();
+    assert_eq!(st["status"], "cancelled", "{st}");
+    assert_eq!(st["exit_code"], 130, "{st}");
+    assert_eq!(st["error"]["code"], "EXECUTION.RUN.CANCELLED", "{st}");
+    let row = psql(
+        &db.url,
+        &format!("SELECT duration_ms FROM awf_runs WHERE run_id = '{id}'"),
+    );
+    assert_eq!(st["duration_ms"].to_string(), row, "{st}");
+    let r = sb
+        .run(&["cancel", &id, "--store", &url, "-f", "json"])
+        .unwrap();
+    assert_eq!(r.json().unwrap()["status"], "ended", "{}", r.stdout);
+
+    // DELETE on a worker does the same (the other one, killed the same way).
+    let other = killed("two");
+    let w = worker(&sb, &["--store", &url]);
+    let (status, body, _) = http_serve::curl(&[
+        "-X",
+        "DELETE",
+        &format!("{}/api/executions/{other}", w.base),
+    ]);
+    assert_eq!(status, 204, "{body}");
+    let (row, last) = cancelled_record(&db, &other);
+    assert_eq!(row, CANCELLED_ROW);
+    assert_eq!(last, CANCELLED_END);
+    assert_eq!(http_serve::execution(&w, &other)["status"], "cancelled");
+
+    // `awf resume --store` resumes it at its step, which now ends at once.
+    for id in [&id, &other] {
+        let r = sb.run(&["resume", "--store", &url, id]).unwrap();
+        assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+        assert_eq!(
+            psql(
+                &db.url,
+                &format!(
+                    "SELECT status || '/' || exit_code || '/' || (snapshot->>'status') \
+                     FROM awf_runs WHERE run_id = '{id}'"
+                )
+            ),
+            "success/0/success"
+        );
+    }
+    drop(w);
+}

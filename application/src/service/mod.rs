@@ -15,6 +15,7 @@
 //! Reference: shared/design/architecture.md ("The run service: the one way in").
 
 mod log;
+mod parked;
 mod recorded;
 
 #[cfg(test)]
@@ -694,10 +695,18 @@ impl RunService for RunManager {
     }
 
     fn cancel(&self, run_id: &RunId, reason: CancelReason) -> Result<(), AwfError> {
-        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
-        if !e.is_live() {
-            return Ok(());
-        }
+        let found = self.entry(run_id);
+        let e = match found {
+            Some(e) if e.is_live() => e,
+            // Not live here: one parked on a usage limit is ended cancelled for good (the
+            // parked-run resumer would resume it at its reset).
+            _ => {
+                return match (self.cancel_parked(run_id)?, found) {
+                    (false, None) => Err(not_found(run_id)),
+                    (true, _) | (false, Some(_)) => Ok(()),
+                };
+            }
+        };
         // The engine stops waiting on its requests (each wait also watches the cancel); they
         // can no longer be answered.
         lock(&self.registry)

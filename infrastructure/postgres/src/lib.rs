@@ -38,6 +38,7 @@
 //! Source: issue 15; shared/spec/http-ops.md §3 (what the embedded store records).
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod cancel_now;
 pub mod listen;
 pub mod queue;
 pub mod service;

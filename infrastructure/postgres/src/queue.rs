@@ -50,6 +50,9 @@ use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
 
+use crate::cancel_now::Recorded;
+use crate::cancel_now::end_cancelled;
+use crate::cancel_now::lock_unheld;
 use crate::column;
 use crate::db_text;
 use crate::unavailable;
@@ -652,6 +655,14 @@ pub async fn release(
 pub enum CancelOutcome {
     /// Nobody had taken it yet: it is now `cancelled` and done.
     CancelledQueued,
+    /// It was parked on a usage limit (status `waiting`) and nobody was resuming it: it is
+    /// now `cancelled` (exit code 130, its reset time cleared, a `run_finished` event), so
+    /// no worker resumes it at its reset; `awf resume` still continues it.
+    CancelledParked,
+    /// It was recorded `running` by a terminal `awf run` / `awf resume` process that is
+    /// gone (no session held the run's advisory lock): it is now `cancelled` as
+    /// [`Self::CancelledParked`] is.
+    CancelledUnheld,
     /// A worker holds it: asked (it cancels on its next control check, within a second).
     Asked,
     /// A terminal `awf run` / `awf resume` process runs it (no worker: its `queue_state` is
@@ -677,7 +688,12 @@ pub const CANCELLED_EXIT: i32 = 130;
 /// `EXECUTION.RUN.CANCELLED` and a `run_finished` event in its log, all in one transaction;
 /// a worker that claimed it finds it cancelled when it marks it started and never runs it
 /// ([`mark_started`]). A started one gets `cancel_requested` and a
-/// [`crate::CONTROL_CHANNEL`] notification to its worker.
+/// [`crate::CONTROL_CHANNEL`] notification to its worker. One parked on a usage limit, or
+/// recorded `running` by a terminal process that is gone, that no session holds the advisory
+/// lock of (taken for the transaction, so no resume can start meanwhile) is ended at once
+/// as cancelled (`cancel_now::end_cancelled`); one whose lock is held (a terminal
+/// `awf run` / `awf resume` runs or resumes it) gets `cancel_requested`, which that process
+/// polls.
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
@@ -691,7 +707,8 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
         .query_opt(
             "SELECT queue_state, run_started, status, workflow_id, \
                (extract(epoch from submitted_at) * 1000)::bigint, \
-               (extract(epoch from now()) * 1000)::bigint \
+               (extract(epoch from now()) * 1000)::bigint, \
+               snapshot, started_at_ms, duration_ms, parent_run_id IS NULL \
              FROM awf_runs WHERE run_id = $1 FOR UPDATE",
             &[&run_id.0],
         )
@@ -706,6 +723,17 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     let workflow: String = column(&row, 3)?;
     let submitted: Option<i64> = column(&row, 4)?;
     let now: i64 = column(&row, 5)?;
+    // Only a top-level run holds the lock of its id (a sub-workflow run is its parent's).
+    let top: bool = column(&row, 9)?;
+    let recorded = |workflow: String| -> Result<Recorded, AwfError> {
+        Ok(Recorded {
+            workflow,
+            snapshot: column(&row, 6)?,
+            started_ms: column(&row, 7)?,
+            duration_ms: column(&row, 8)?,
+            now_ms: now,
+        })
+    };
     let outcome = match state.as_str() {
         "queued" | "claimed" if !started => {
             let end = submitted.map(|_| now);
@@ -756,8 +784,21 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
             .map_err(fail("notify the run's worker"))?;
             CancelOutcome::Asked
         }
-        // Run by a terminal `awf run` / `awf resume` process: it polls the flag.
-        "none" | "done" if status == "running" => {
+        // Parked on a usage limit (by a worker, or by a terminal `awf run`) and not being
+        // resumed (nobody holds its lock): ended now, so no worker resumes it at its reset.
+        "none" | "done" if status == "waiting" && top && lock_unheld(&tx, run_id).await? => {
+            end_cancelled(&tx, run_id, recorded(workflow)?).await?;
+            CancelOutcome::CancelledParked
+        }
+        // Recorded running by a terminal `awf run` / `awf resume` process that is gone
+        // (SIGKILLed: it no longer holds the run's lock, nobody polls the flag): ended now.
+        "none" | "done" if status == "running" && top && lock_unheld(&tx, run_id).await? => {
+            end_cancelled(&tx, run_id, recorded(workflow)?).await?;
+            CancelOutcome::CancelledUnheld
+        }
+        // Run (or, parked, being resumed) by a terminal `awf run` / `awf resume` process: it
+        // polls the flag once the run is running.
+        "none" | "done" if status == "running" || status == "waiting" => {
             tx.execute(
                 "UPDATE awf_runs SET cancel_requested = true, updated_at = now() \
                  WHERE run_id = $1",
@@ -771,7 +812,12 @@ pub async fn request_cancel(pool: &Pool, run_id: &RunId) -> Result<CancelOutcome
     };
     tx.commit().await.map_err(fail("commit the cancel"))?;
     // A run that ended here keeps no secret input in its queued request.
-    if matches!(outcome, CancelOutcome::CancelledQueued) {
+    if matches!(
+        outcome,
+        CancelOutcome::CancelledQueued
+            | CancelOutcome::CancelledParked
+            | CancelOutcome::CancelledUnheld
+    ) {
         scrub_secrets(&client, run_id).await;
     }
     Ok(outcome)
@@ -978,7 +1024,8 @@ async fn record_unstarted_end(
 }
 
 /// Appends `result` as the `run_finished` event of a run that ends without an engine (it
-/// never started: cancelled while queued, or failed before its first step) at the next
+/// never started: cancelled while queued, or failed before its first step; or nobody runs
+/// it at its cancel: parked on a usage limit, or its terminal process gone) at the next
 /// position and seq of its log, at `at`, and notifies [`crate::EVENTS_CHANNEL`], inside `tx`.
 ///
 /// # Errors

@@ -12,7 +12,7 @@
 //! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
 //! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected; refused at once when that worker is gone ([`worker_gone`]) |
-//! | `cancel` | local, else `cancel_requested` + NOTIFY `awf_control` (a queued run is cancelled at once) |
+//! | `cancel` | local when live here, else `cancel_requested` + NOTIFY `awf_control` (a queued run, a parked one and one whose terminal process is gone are cancelled at once) |
 //! | `wait` | local, else until the row is done (its `RunFinished` result, else one made from the row) |
 //!
 //! A queued run's row (`status = 'queued'`) shows as [`StoredStatus::Queued`] in phase
@@ -144,6 +144,21 @@ impl Row {
             current_state: self.current_state.clone().filter(|c| !c.is_empty()),
             exit_code: self.exit_code.and_then(|c| u8::try_from(c).ok()),
             waiting_until: self.waiting_until.filter(|_| self.status == "waiting"),
+        }
+    }
+
+    /// `here`, this process's view of the run, unless that run ended here and its row has
+    /// ended differently since (a run this worker parked, cancelled through the store
+    /// meanwhile): then the row's view. A live run, or one whose end the row does not show
+    /// yet, is as this process sees it.
+    fn newer_than(&self, here: RunView) -> RunView {
+        if here.phase == RunPhase::Finished
+            && self.ended()
+            && stored_status(&self.status) != here.status
+        {
+            self.view()
+        } else {
+            here
         }
     }
 
@@ -327,15 +342,18 @@ impl RunService for PgRunService {
     }
 
     fn get(&self, run_id: &RunId) -> Result<RunView, AwfError> {
-        match self.local.get(run_id) {
-            Ok(v) if v.phase != RunPhase::Recorded => return Ok(v),
-            Ok(_) => {}
-            Err(e) if not_found_here(&e) => {}
+        let here = match self.local.get(run_id) {
+            Ok(v) if v.phase == RunPhase::Live => return Ok(v),
+            Ok(v) if v.phase == RunPhase::Finished => Some(v),
+            Ok(_) => None,
+            Err(e) if not_found_here(&e) => None,
             Err(e) => return Err(e),
-        }
-        match self.row(&run_id.0)? {
-            Some(r) => Ok(r.view()),
-            None => self.local.get(run_id),
+        };
+        match (self.row(&run_id.0)?, here) {
+            (Some(r), Some(v)) => Ok(r.newer_than(v)),
+            (Some(r), None) => Ok(r.view()),
+            (None, Some(v)) => Ok(v),
+            (None, None) => self.local.get(run_id),
         }
     }
 
@@ -414,9 +432,10 @@ impl RunService for PgRunService {
         let mut live = Vec::new();
         let mut others = Vec::new();
         for (row, in_progress) in &rows {
-            let view = local
-                .remove(&RunId(row.run_id.clone()))
-                .unwrap_or_else(|| row.view());
+            let view = match local.remove(&RunId(row.run_id.clone())) {
+                Some(v) => row.newer_than(v),
+                None => row.view(),
+            };
             if *in_progress {
                 live.push(view);
             } else {
@@ -479,17 +498,21 @@ impl RunService for PgRunService {
     }
 
     fn cancel(&self, run_id: &RunId, reason: CancelReason) -> Result<(), AwfError> {
-        match self.local.cancel(run_id, reason) {
-            Ok(()) => {
-                // Recorded too: should this worker die before the run ends, the run is not
-                // resumed elsewhere.
-                let pool = self.store.pool().clone();
-                let id = run_id.clone();
-                let _ = self.blocking(async move { queue::request_cancel(&pool, &id).await });
-                return Ok(());
+        // Only a run live here is this process's to cancel: any other (one it parked on a
+        // usage limit included) is the store's, below.
+        if matches!(self.local.get(run_id), Ok(v) if v.phase == RunPhase::Live) {
+            match self.local.cancel(run_id, reason) {
+                Ok(()) => {
+                    // Recorded too: should this worker die before the run ends, the run is
+                    // not resumed elsewhere.
+                    let pool = self.store.pool().clone();
+                    let id = run_id.clone();
+                    let _ = self.blocking(async move { queue::request_cancel(&pool, &id).await });
+                    return Ok(());
+                }
+                Err(e) if !not_found_here(&e) => return Err(e),
+                Err(_) => {}
             }
-            Err(e) if !not_found_here(&e) => return Err(e),
-            Err(_) => {}
         }
         let pool = self.store.pool().clone();
         let id = RunId(crate::storable_text(&run_id.0));
@@ -505,9 +528,11 @@ impl RunService for PgRunService {
                 ErrorCode::UserFacadeRunNotFound,
                 format!("run {run_id} is not live"),
             )),
-            CancelOutcome::Asked | CancelOutcome::AskedProcess | CancelOutcome::CancelledQueued => {
-                Ok(())
-            }
+            CancelOutcome::Asked
+            | CancelOutcome::AskedProcess
+            | CancelOutcome::CancelledQueued
+            | CancelOutcome::CancelledParked
+            | CancelOutcome::CancelledUnheld => Ok(()),
         }
     }
 

@@ -4,7 +4,12 @@
 //! run by a terminal `awf run --store` / `awf resume --store` process is stopped by that
 //! process within a second (it polls the run's cancel request), as Ctrl-C would.
 //!
-//! Text output: `cancelled RUN_ID` (it was queued), `cancel requested for RUN_ID (its worker
+//! A run parked on a usage limit is cancelled at once (no worker resumes it at its reset),
+//! and so is one recorded `running` whose terminal process is gone (SIGKILLed: it no longer
+//! holds the run's lock).
+//!
+//! Text output: `cancelled RUN_ID` (it was queued or parked), `cancelled RUN_ID (no awf
+//! process was running it)`, `cancel requested for RUN_ID (its worker
 //! stops it)`, `cancel requested for RUN_ID (the awf process running it stops it)` or `run RUN_ID has ended already (STATUS)` (also for a run cancelled
 //! before); `-f json`: `{"run_id", "status":
 //! "cancelled" | "cancel_requested" | "ended"}`. Exit 0 in each case (cancelling is
@@ -56,7 +61,13 @@ pub fn run(ctx: &Ctx, args: &CancelArgs) -> Result<Outcome, CliError> {
         .map_err(CliError::Awf)?
         .map_err(CliError::Awf)?;
     let (status, text) = match outcome {
-        CancelOutcome::CancelledQueued => ("cancelled", format!("cancelled {run_id}")),
+        CancelOutcome::CancelledQueued | CancelOutcome::CancelledParked => {
+            ("cancelled", format!("cancelled {run_id}"))
+        }
+        CancelOutcome::CancelledUnheld => (
+            "cancelled",
+            format!("cancelled {run_id} (no awf process was running it)"),
+        ),
         CancelOutcome::Asked => (
             "cancel_requested",
             format!("cancel requested for {run_id} (its worker stops it)"),
