@@ -139,10 +139,31 @@ impl Run {
         ) {
             Ok(i) => i,
             Err(e) => {
-                return fail(
-                    st,
-                    e.map_message(|m| format!("step {name}: sub-workflow {}: {m}", call.workflow)),
+                // The inputs are the call's `inputs:`, not the run's: a hint naming
+                // `--input` would send the user to the wrong place.
+                let mut err = AwfError::new(
+                    e.code(),
+                    format!(
+                        "step {name}: sub-workflow {}: {}",
+                        call.workflow,
+                        e.message()
+                    ),
                 );
+                for (k, v) in e.details() {
+                    err = err.with_detail(k.clone(), v.clone());
+                }
+                for h in e.hints() {
+                    err = err.with_hint(if h.starts_with("pass the missing inputs") {
+                        format!(
+                            "give them in the `inputs:` of step {name} (`inputs: {{NAME: <value>}}`); \
+                             `awf validate` of this workflow and of {} shows what each declares",
+                            call.workflow
+                        )
+                    } else {
+                        h.clone()
+                    });
+                }
+                return fail(st, err);
             }
         };
         let child_run_id = self.svc.ids.child_run_id(&self.run_id);

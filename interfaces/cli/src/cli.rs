@@ -142,11 +142,13 @@ pub enum Format {
     Text,
     /// One JSON document on stdout.
     Json,
-    /// Bordered table (AWF (Go)'s `table`): `list`, `list prompts`, `history`, `status`,
-    /// `resume --list`, `config show`, `validate`; other commands print text.
+    /// Bordered table (AWF (Go)'s `table`): `list`, `list prompts`, `status`,
+    /// `resume --list`, `config show`, `validate`; other commands (`history` too, as in AWF
+    /// (Go)) print text.
     Table,
     /// The bare essentials, one item a line (AWF (Go)'s `quiet`): names, run ids, a status
-    /// word; other commands print text.
+    /// word; other commands (`history` too, as in AWF (Go); `-f json` gives its ids) print
+    /// text.
     Quiet,
 }
 
