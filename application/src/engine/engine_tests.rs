@@ -321,6 +321,45 @@ async fn retry_until_success_emits_retrying_events() {
     assert_eq!(retries, vec![(2, 1), (3, 2)]);
 }
 
+/// The step's timeout covers all its attempts: an attempt that would start after it is not
+/// announced as a retry, and the log says why the step stops (a new user saw `retrying
+/// (attempt 3)` for an attempt that never came).
+#[tokio::test]
+async fn no_retry_is_announced_past_the_steps_timeout() {
+    let mut a = cmd("a", "flaky", Some("done"), Some("failed"));
+    a.timeout = Some(Duration::from_millis(100));
+    a.retry = Some(RetryPolicy {
+        max_attempts: 5,
+        initial_delay: Duration::from_millis(200),
+        max_delay: None,
+        backoff: Backoff::Constant,
+        multiplier: 2.0,
+        jitter: 0.0,
+        retryable_exit_codes: vec![],
+    });
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on("flaky", [FakeCommand::fail(1, "")]));
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (events, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.states["a"].attempts, 1);
+    assert_eq!(result.terminal.as_deref(), Some("failed"));
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.event, RunEvent::StepRetrying { .. }))
+    );
+    assert!(events.iter().any(|e| matches!(&e.event, RunEvent::Log { message, .. }
+        if message == "a: not retried: attempt 2 would start after the step's timeout (100ms) of all its attempts")));
+}
+
 #[tokio::test]
 async fn retry_stops_on_a_non_retryable_exit_code() {
     let mut a = cmd("a", "flaky", Some("done"), Some("failed"));

@@ -635,6 +635,31 @@ impl Run {
             0.0
         };
         let wait = policy.jittered(base, u);
+        // The step's timeout covers every attempt: one that would start after it is not
+        // announced (a new user saw `retrying (attempt 3) in 100ms` for an attempt that never
+        // came), and the log says why the step stops at this attempt.
+        if let Some(d) = deadline
+            && self
+                .svc
+                .clock
+                .instant()
+                .checked_add(wait)
+                .is_none_or(|next| next >= d)
+        {
+            let timeout = awf_domain::duration::format_go(state.timeout.unwrap_or_default());
+            self.log(
+                Some(&state.name),
+                LogLevel::Info,
+                &format!(
+                    "{}: not retried: attempt {} would start after the step's timeout ({timeout}) of all its attempts",
+                    state.name,
+                    attempt + 1
+                ),
+                &format!("{}{}", at.prefix, state.name),
+                at.iteration(),
+            );
+            return None;
+        }
         self.emitter.emit(
             &format!("{}{}", at.prefix, state.name),
             at.iteration(),
