@@ -3476,9 +3476,15 @@ fn a_worker_refuses_to_resume_a_run_an_awf_process_is_running() {
         "{}",
         &format!("{}/api/executions/{id}/resume", w.base),
     ]);
-    assert_eq!(code, 422, "{body}");
+    // 409, as the embedded server answers a resume of a run it is running.
+    assert_eq!(code, 409, "{body}");
     assert!(
         body.contains("running on a worker or in an awf process"),
+        "{body}"
+    );
+    assert_eq!(
+        http_serve::json_of(&body)["code"],
+        "USER.FACADE.INPUT_REJECTED",
         "{body}"
     );
     assert_eq!(
@@ -3765,4 +3771,51 @@ fn a_worker_takes_an_ended_run_out_of_the_queue_without_rewriting_its_record() {
         .unwrap();
     assert!(got.is_empty(), "{got:?}");
     drop(w2);
+}
+
+/// `POST /api/executions/{id}/resume` on a worker of a run that is running on a worker, or
+/// queued, is 409 `USER.FACADE.INPUT_REJECTED`, what the embedded `awf serve` answers for a
+/// run it is running (it was 422 `USER.INPUT.VALIDATION_FAILED`, while the README lists 409).
+#[test]
+fn resuming_a_queued_or_running_run_on_a_worker_is_409_as_on_the_embedded_server() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1"]);
+    let b = worker(&sb, &["--max-runs", "1"]);
+    let running = http_serve::start_run(&a, "long", "{}");
+    let other = http_serve::start_run(&a, "long", "{}");
+    wait_long(
+        &db,
+        "each worker running one of the two runs",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                "SELECT count(*) FROM awf_runs WHERE run_started AND queue_state = 'claimed'",
+            ) == 2
+        },
+    );
+    // Both workers full: this one stays queued.
+    let queued = http_serve::start_run(&a, "long", "{}");
+    for (id, on) in [(&running, &a), (&running, &b), (&queued, &a), (&queued, &b)] {
+        let (code, body, _) =
+            http_serve::post(&format!("{}/api/executions/{id}/resume", on.base), "{}");
+        assert_eq!(code, 409, "{id} on {}: {body}", on.base);
+        let v = http_serve::json_of(&body);
+        assert_eq!(v["code"], "USER.FACADE.INPUT_REJECTED", "{body}");
+        assert!(
+            v["detail"].as_str().unwrap().contains("is still running"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{queued}'")
+        ),
+        "queued"
+    );
+    for id in [&running, &other, &queued] {
+        let _ = http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", a.base)]);
+    }
 }
