@@ -3696,6 +3696,42 @@ fn a_terminal_resume_of_a_run_whose_worker_died_takes_it_out_of_the_queue_and_it
     drop(b);
 }
 
+/// A terminal `awf resume --store` that takes a run out of the queue (its worker died) but
+/// does not start it (a `--from` state the workflow lacks) gives it back: the queue has it
+/// again (`queued`, its record unchanged) and a worker then resumes it to its end.
+#[test]
+fn a_terminal_resume_that_does_not_start_gives_the_run_back_to_the_queue() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("three", &three_steps(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "three", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "the run in s2", Duration::from_secs(60), || {
+        std::fs::read_to_string(out.path().join("marks"))
+            .is_ok_and(|m| m.lines().any(|l| l == "s1"))
+    });
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let r = sb.run(&["resume", &id, "--from", "nosuch"]).unwrap();
+    assert_ne!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nosuch"), "{}", r.stderr);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT queue_state || '/' || status || '/' || coalesce(worker_id, '-') \
+                 FROM awf_runs WHERE run_id = '{id}'"
+            )
+        ),
+        "queued/running/-"
+    );
+    let b = worker(&sb, &[]);
+    run_done(&db, &id);
+    assert_eq!(record_of(&db, &id), "success/done/0/-");
+    drop(b);
+}
+
 /// A queue row whose run has ended already (here: completed, then put back in the queue as
 /// the terminal resume used to leave it: queued, or claimed by a dead worker with an expired
 /// lease) is never claimed: the worker marks it done, logs that it had ended already, and
