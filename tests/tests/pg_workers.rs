@@ -3476,9 +3476,15 @@ fn a_worker_refuses_to_resume_a_run_an_awf_process_is_running() {
         "{}",
         &format!("{}/api/executions/{id}/resume", w.base),
     ]);
-    assert_eq!(code, 422, "{body}");
+    // 409, as the embedded server answers a resume of a run it is running.
+    assert_eq!(code, 409, "{body}");
     assert!(
         body.contains("running on a worker or in an awf process"),
+        "{body}"
+    );
+    assert_eq!(
+        http_serve::json_of(&body)["code"],
+        "USER.FACADE.INPUT_REJECTED",
         "{body}"
     );
     assert_eq!(
@@ -3829,4 +3835,299 @@ fn cancelling_a_run_whose_terminal_awf_process_was_killed_ends_it_at_once() {
         );
     }
     drop(w);
+}
+
+/// Three steps (1 s, 6 s, 1 s), each writing its name to `marks` once done.
+fn three_steps(dir: &std::path::Path) -> String {
+    format!(
+        "name: three\nstates:\n  initial: s1\n{}{}{}  done: {{type: terminal}}\n",
+        marked_step(dir, "marks", "s1", "sleep 1", "s2"),
+        marked_step(dir, "marks", "s2", "sleep 6", "s3"),
+        marked_step(dir, "marks", "s3", "sleep 1", "done")
+    )
+}
+
+/// `status/queue_state/exit_code/error_message` of run `id` (`-` for NULL).
+fn record_of(db: &TestDb, id: &str) -> String {
+    psql(
+        &db.url,
+        &format!(
+            "SELECT status || '/' || queue_state || '/' || coalesce(exit_code::text, '-') \
+             || '/' || coalesce(error_message, '-') FROM awf_runs WHERE run_id = '{id}'"
+        ),
+    )
+}
+
+/// A worker is SIGKILLed mid-run and at once `awf resume --store` in a terminal completes
+/// the run. The terminal took the run out of the queue (`none`, under its advisory lock), so
+/// no other worker claims it while it runs it or after: before, worker B looped (took over →
+/// "its old holder still holds it" → gave it back → claimed it) and, once the terminal had
+/// completed the run, claimed it again and recorded it `failed` (exit 1, "already completed
+/// successfully; nothing to resume") over the completed record, so `awf history` and `GET`
+/// said failed while `awf status` showed the states completed. Now the record is one
+/// consistent `completed` on every surface, and B never touched it.
+#[test]
+fn a_terminal_resume_of_a_run_whose_worker_died_takes_it_out_of_the_queue_and_it_stays_completed() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("three", &three_steps(out.path()))]);
+    let logs = tempfile::tempdir().unwrap();
+    let (log_a, log_b) = (logs.path().join("a.log"), logs.path().join("b.log"));
+    let mut a = logged_worker(&sb, &["--lease", "6s"], &log_a);
+    let id = submit(&sb, "three", &[]);
+    started_on(&db, &id, &a);
+    // Leases of 6 s: the terminal (started at once) takes the run before B could take A's
+    // claim over (with a short lease on a loaded machine B may win that race, legitimately).
+    let b = logged_worker(&sb, &["--lease", "6s"], &log_b);
+    // In its long step s2.
+    wait_long(&db, "the run in s2", Duration::from_secs(60), || {
+        std::fs::read_to_string(out.path().join("marks"))
+            .is_ok_and(|m| m.lines().any(|l| l == "s1"))
+    });
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let mut child = sb
+        .cmd(&["resume", &id])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the terminal runs it, the queue does not have it.
+    wait_long(
+        &db,
+        "the run taken out of the queue",
+        Duration::from_secs(30),
+        || {
+            if let Some(st) = child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+                }
+                panic!(
+                    "awf resume ended first ({st}): {err}\nB:\n{}",
+                    read_log(&log_b)
+                );
+            }
+            psql(
+                &db.url,
+                &format!("SELECT queue_state || '/' || status FROM awf_runs WHERE run_id = '{id}'"),
+            ) == "none/running"
+        },
+    );
+    let (code, stderr) = exit_of(&mut child);
+    let mut stdout = String::new();
+    if let Some(mut o) = child.stdout.take() {
+        std::io::Read::read_to_string(&mut o, &mut stdout).unwrap();
+    }
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("Workflow completed.") || stderr.contains("Workflow completed."),
+        "{stdout}\n{stderr}"
+    );
+    assert_eq!(record_of(&db, &id), "success/none/0/-");
+    // Past the expiry of A's lease and several of B's polls: still completed.
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(record_of(&db, &id), "success/none/0/-");
+    for text in ["took over", "claimed run", "failed", "finished", "gave run"] {
+        assert!(
+            log_lines(&log_b, &id, text).is_empty(),
+            "B logged {text:?}:\n{}",
+            read_log(&log_b)
+        );
+    }
+    let v = http_serve::execution(&b, &id);
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["error"], serde_json::Value::Null, "{v}");
+    let r = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    let s = r.json().unwrap();
+    assert_eq!(
+        (s["status"].as_str(), s["run_status"].as_str()),
+        (Some("completed"), Some("success")),
+        "{}",
+        r.stdout
+    );
+    let r = sb.run(&["history", "-f", "json"]).unwrap();
+    let rows = r.json().unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(row["status"], "completed", "{row}");
+    // One run_finished event: nobody recorded another end over it.
+    assert_eq!(
+        count(
+            &db,
+            &format!(
+                "SELECT count(*) FROM awf_events WHERE run_id = '{id}' AND kind = 'run_finished'"
+            )
+        ),
+        1
+    );
+    // Every step completed once, forward (s2 again: it was in progress when A died).
+    let marks = std::fs::read_to_string(out.path().join("marks")).unwrap();
+    assert_marks_resumed_forward(&marks, "the resumed run");
+    drop(b);
+}
+
+/// A terminal `awf resume --store` that takes a run out of the queue (its worker died) but
+/// does not start it (a `--from` state the workflow lacks) gives it back: the queue has it
+/// again (`queued`, its record unchanged) and a worker then resumes it to its end.
+#[test]
+fn a_terminal_resume_that_does_not_start_gives_the_run_back_to_the_queue() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let sb = sandbox(&db, &[("three", &three_steps(out.path()))]);
+    let mut a = worker(&sb, &["--lease", "2s"]);
+    let id = submit(&sb, "three", &[]);
+    started_on(&db, &id, &a);
+    wait_long(&db, "the run in s2", Duration::from_secs(60), || {
+        std::fs::read_to_string(out.path().join("marks"))
+            .is_ok_and(|m| m.lines().any(|l| l == "s1"))
+    });
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let r = sb.run(&["resume", &id, "--from", "nosuch"]).unwrap();
+    assert_ne!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("nosuch"), "{}", r.stderr);
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!(
+                "SELECT queue_state || '/' || status || '/' || coalesce(worker_id, '-') \
+                 FROM awf_runs WHERE run_id = '{id}'"
+            )
+        ),
+        "queued/running/-"
+    );
+    let b = worker(&sb, &[]);
+    run_done(&db, &id);
+    assert_eq!(record_of(&db, &id), "success/done/0/-");
+    drop(b);
+}
+
+/// A queue row whose run has ended already (here: completed, then put back in the queue as
+/// the terminal resume used to leave it: queued, or claimed by a dead worker with an expired
+/// lease) is never claimed: the worker marks it done, logs that it had ended already, and
+/// leaves the run's status, exit code, error and events as recorded. Before, the worker
+/// "claimed" it and logged `finished: success` 6 ms later (rewriting the row), or failed it
+/// with "already completed successfully; nothing to resume".
+#[test]
+fn a_worker_takes_an_ended_run_out_of_the_queue_without_rewriting_its_record() {
+    let db = TestDb::new();
+    let sb = sandbox(
+        &db,
+        &[(
+            "quick",
+            "name: quick\nstates:\n  initial: a\n  a: {type: step, command: 'echo hi', on_success: done}\n  done: {type: terminal}\n",
+        )],
+    );
+    let mut w = worker(&sb, &[]);
+    let queued = submit(&sb, "quick", &[]);
+    let claimed = submit(&sb, "quick", &[]);
+    run_done(&db, &queued);
+    run_done(&db, &claimed);
+    http_serve::sigterm(&w);
+    http_serve::wait_exit(&mut w);
+    let events = |id: &str| {
+        count(
+            &db,
+            &format!("SELECT count(*) FROM awf_events WHERE run_id = '{id}'"),
+        )
+    };
+    let before = (events(&queued), events(&claimed));
+    psql(
+        &db.url,
+        &format!(
+            "UPDATE awf_runs SET queue_state = 'queued', worker_id = NULL, lease_until = NULL \
+             WHERE run_id = '{queued}'; \
+             UPDATE awf_runs SET queue_state = 'claimed', worker_id = 'dead:1:0', \
+               lease_until = now() - interval '1 second' WHERE run_id = '{claimed}'"
+        ),
+    );
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("w.log");
+    let w2 = logged_worker(&sb, &[], &log);
+    for id in [&queued, &claimed] {
+        run_done(&db, id);
+        assert_eq!(record_of(&db, id), "success/done/0/-", "{id}");
+        wait_long(&db, "the line saying so", Duration::from_secs(30), || {
+            !log_lines(&log, id, "had ended already (success)").is_empty()
+        });
+        for text in ["took over", "claimed run", "failed", "finished"] {
+            assert!(
+                log_lines(&log, id, text).is_empty(),
+                "{text:?}:\n{}",
+                read_log(&log)
+            );
+        }
+        let v = http_serve::execution(&w2, id);
+        assert_eq!(v["status"], "completed", "{v}");
+        assert_eq!(v["exit_code"], 0, "{v}");
+    }
+    assert_eq!((events(&queued), events(&claimed)), before);
+    // The claim query itself never takes such a row.
+    psql(
+        &db.url,
+        &format!("UPDATE awf_runs SET queue_state = 'queued' WHERE run_id = '{queued}'"),
+    );
+    let store = awf_postgres::PgStore::connect(&db.url).unwrap();
+    let pool = store.pool().clone();
+    let got = store
+        .block_on(async move {
+            awf_postgres::queue::claim(&pool, "w9", 5, Duration::from_secs(60), &[]).await
+        })
+        .unwrap()
+        .unwrap();
+    assert!(got.is_empty(), "{got:?}");
+    drop(w2);
+}
+
+/// `POST /api/executions/{id}/resume` on a worker of a run that is running on a worker, or
+/// queued, is 409 `USER.FACADE.INPUT_REJECTED`, what the embedded `awf serve` answers for a
+/// run it is running (it was 422 `USER.INPUT.VALIDATION_FAILED`, while the README lists 409).
+#[test]
+fn resuming_a_queued_or_running_run_on_a_worker_is_409_as_on_the_embedded_server() {
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let a = worker(&sb, &["--max-runs", "1"]);
+    let b = worker(&sb, &["--max-runs", "1"]);
+    let running = http_serve::start_run(&a, "long", "{}");
+    let other = http_serve::start_run(&a, "long", "{}");
+    wait_long(
+        &db,
+        "each worker running one of the two runs",
+        Duration::from_secs(60),
+        || {
+            count(
+                &db,
+                "SELECT count(*) FROM awf_runs WHERE run_started AND queue_state = 'claimed'",
+            ) == 2
+        },
+    );
+    // Both workers full: this one stays queued.
+    let queued = http_serve::start_run(&a, "long", "{}");
+    for (id, on) in [(&running, &a), (&running, &b), (&queued, &a), (&queued, &b)] {
+        let (code, body, _) =
+            http_serve::post(&format!("{}/api/executions/{id}/resume", on.base), "{}");
+        assert_eq!(code, 409, "{id} on {}: {body}", on.base);
+        let v = http_serve::json_of(&body);
+        assert_eq!(v["code"], "USER.FACADE.INPUT_REJECTED", "{body}");
+        assert!(
+            v["detail"].as_str().unwrap().contains("is still running"),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT queue_state FROM awf_runs WHERE run_id = '{queued}'")
+        ),
+        "queued"
+    );
+    for id in [&running, &other, &queued] {
+        let _ = http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", a.base)]);
+    }
 }

@@ -928,11 +928,15 @@ pub(crate) async fn resume_execution(
         working_dir: cfg.working_dir.clone(),
         ..ResumeRequest::default()
     };
-    let id = cfg
-        .service
-        .resume(request)
-        .await
-        .map_err(|e| Problem::from_error_in(e, "input_overrides"))?;
+    let id = cfg.service.resume(request).await.map_err(|e| {
+        // Refused as still running (a worker of a shared store: queued, or running on a
+        // worker or in an awf process): the 409 a live run gets above.
+        if e.code() == ErrorCode::UserFacadeInputRejected {
+            Problem::with_status(StatusCode::CONFLICT, e)
+        } else {
+            Problem::from_error_in(e, "input_overrides")
+        }
+    })?;
     cfg.note_started(&id);
     Ok(Envelope::json(RunAccepted {
         execution_id: id.0,

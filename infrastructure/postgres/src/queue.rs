@@ -5,10 +5,10 @@
 //!
 //! | `queue_state` | meaning | set by |
 //! |---|---|---|
-//! | `none` | not a queued run (`awf run` on this store) | the recorder (default) |
+//! | `none` | not a queued run (`awf run` on this store), or one a terminal `awf resume` took out of the queue to run it itself | the recorder (default), [`take_from_queue`] |
 //! | `queued` | waiting for a worker (`not_before` delays a retry) | [`submit`], [`release`], [`requeue_resume`] |
 //! | `claimed` | a worker (`worker_id`) holds it until `lease_until`, under claim number `epoch` | [`claim`], [`renew`] |
-//! | `done` | ended (or cancelled before any worker took it); one parked on a usage limit (`status` `waiting`) is claimed again once its `waiting_until` has come | [`finish`], [`request_cancel`] |
+//! | `done` | ended (or cancelled before any worker took it); one parked on a usage limit (`status` `waiting`) is claimed again once its `waiting_until` has come | [`finish`], [`request_cancel`], [`close_ended`], [`close_ended_runs`] |
 //!
 //! `run_started` says a worker started the run (so a later claim resumes it instead of
 //! starting it again); `cancel_requested` asks the holder to cancel it.
@@ -30,6 +30,12 @@
 //!    after they expire on the database's clock.
 //! 4. Resuming takes the run's advisory lock (RunLocks): should an old holder somehow still
 //!    be alive, the resume is refused and the claim released to be retried later.
+//! 5. A terminal `awf resume` of a run the queue has (queued, claimed, or parked) takes it
+//!    out of the queue under the run's advisory lock ([`take_from_queue`]: `none`, a new
+//!    epoch), so no worker claims it while that process runs it.
+//! 6. A run whose record has ended (`success`, or `failure` with no queued resume) is never
+//!    claimed: [`close_ended_runs`] marks such queue rows `done` without touching the record,
+//!    and a worker that finds the run ended once it holds it does the same ([`close_ended`]).
 //!
 //! Source: issue 15 ("Queue").
 
@@ -313,7 +319,9 @@ pub async fn submit(pool: &Pool, run_id: &RunId, request: &QueuedRequest) -> Res
 /// `not_before`), claimed ones whose lease expired, except those in `held` that this
 /// worker claimed itself (`held`: the run ids it is executing now), and top-level runs a
 /// worker parked on a usage limit (`done`, status `waiting`, no cancel asked) whose
-/// `waiting_until` has come on the database's clock. Each claim sets `worker_id`,
+/// `waiting_until` has come on the database's clock. A queued or claimed run whose record
+/// has ended ([`ENDED`]: it completed, or failed with no resume queued) is never claimed:
+/// [`close_ended_runs`] takes it out of the queue. Each claim sets `worker_id`,
 /// `lease_until = now() + lease`, `epoch = epoch + 1`, `queue_state = 'claimed'`.
 ///
 /// A parked run is claimed under its row's lock like any other, so exactly one worker
@@ -342,17 +350,17 @@ pub async fn claim(
     }
     let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
     let limit = i64::try_from(n).unwrap_or(i64::MAX);
-    let rows = client
-        .query(
-            "UPDATE awf_runs r SET worker_id = $1, \
+    let sql = format!(
+        "UPDATE awf_runs r SET worker_id = $1, \
                  lease_until = now() + $3::bigint * interval '1 millisecond', \
                  epoch = r.epoch + 1, queue_state = 'claimed', not_before = NULL, \
                  updated_at = now() \
              FROM ( \
                  SELECT run_id, worker_id AS old_worker, queue_state AS old_state FROM awf_runs \
-                 WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now())) \
+                 WHERE (queue_state = 'queued' AND (not_before IS NULL OR not_before <= now()) \
+                        AND NOT {ENDED}) \
                     OR (queue_state = 'claimed' AND lease_until < now() \
-                        AND NOT (worker_id = $1 AND run_id = ANY($4))) \
+                        AND NOT (worker_id = $1 AND run_id = ANY($4)) AND NOT {ENDED}) \
                     OR (queue_state = 'done' AND status = 'waiting' \
                         AND waiting_until <= now() AND parent_run_id IS NULL \
                         AND run_started AND NOT cancel_requested AND request IS NOT NULL) \
@@ -361,9 +369,10 @@ pub async fn claim(
              WHERE r.run_id = old.run_id \
              RETURNING r.run_id, r.epoch, r.request, r.run_started, r.cancel_requested, \
                  CASE WHEN old.old_state = 'claimed' THEN old.old_worker END, \
-                 CASE WHEN old.old_state = 'done' THEN r.waiting_until END",
-            &[&worker_id, &limit, &millis(lease), &held],
-        )
+                 CASE WHEN old.old_state = 'done' THEN r.waiting_until END"
+    );
+    let rows = client
+        .query(&sql, &[&worker_id, &limit, &millis(lease), &held])
         .await
         .map_err(fail("claim runs"))?;
     rows.iter()
@@ -389,6 +398,94 @@ pub async fn claim(
             })
         })
         .collect()
+}
+
+/// The SQL condition on an `awf_runs` row saying its record has ended for good, so that no
+/// worker may run it again: it completed (`success`, never resumable), or it failed and no
+/// resume of it was queued (a queued resume, `request.resume`, continues a failed run). A
+/// `cancelled` run is not among them: one stopped by a worker that lost its lease is resumed
+/// by the worker taking it over, and one cancelled after its worker died is ended by it.
+pub const ENDED: &str = "(status = 'success' \
+     OR (status = 'failure' AND (request IS NULL OR request->'resume' IS NULL)))";
+
+/// A queue row [`close_ended_runs`] closed: its run had ended already.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Closed {
+    /// The run.
+    pub run_id: RunId,
+    /// Its recorded status (`success`, `failure`), left as it was.
+    pub status: String,
+    /// Its workflow's name, as shown.
+    pub workflow: String,
+}
+
+/// Marks `done` the queue rows whose run has ended already ([`ENDED`]): queued, or claimed
+/// with an expired lease (its worker died after recording the end, or a terminal `awf resume`
+/// ended it while a worker's claim of it was released and queued again). Only `queue_state`
+/// and the lease change: the run's status, exit code, error and events are left as recorded.
+/// Each row is taken under its lock (`FOR UPDATE SKIP LOCKED`, as a claim takes it).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn close_ended_runs(pool: &Pool) -> Result<Vec<Closed>, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let rows = client
+        .query(
+            &format!(
+                "UPDATE awf_runs r SET queue_state = 'done', lease_until = NULL, \
+                   not_before = NULL, updated_at = now() \
+                 FROM (SELECT run_id FROM awf_runs \
+                   WHERE (queue_state = 'queued' \
+                          OR (queue_state = 'claimed' AND lease_until < now())) \
+                     AND {ENDED} \
+                   FOR UPDATE SKIP LOCKED) e \
+                 WHERE r.run_id = e.run_id \
+                 RETURNING r.run_id, r.status, r.workflow_name"
+            ),
+            &[],
+        )
+        .await
+        .map_err(fail("take ended runs out of the queue"))?;
+    let closed = rows
+        .iter()
+        .map(|r| {
+            Ok(Closed {
+                run_id: RunId(column(r, 0)?),
+                status: column(r, 1)?,
+                workflow: column(r, 2)?,
+            })
+        })
+        .collect::<Result<Vec<_>, AwfError>>()?;
+    for c in &closed {
+        scrub_secrets(&client, &c.run_id).await;
+    }
+    Ok(closed)
+}
+
+/// Marks a claimed run `done` whose record turned out to have ended already (the worker
+/// holding it found it completed, or its resume was refused as having nothing to resume):
+/// only `queue_state` and the lease change, never the run's status, exit code, error or
+/// events. `false` when the claim is no longer this worker's (nothing changed).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn close_ended(
+    pool: &Pool,
+    run_id: &RunId,
+    worker_id: &str,
+    epoch: i64,
+) -> Result<bool, AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let n = client
+        .execute(
+            "UPDATE awf_runs SET queue_state = 'done', lease_until = NULL, updated_at = now() \
+             WHERE run_id = $1 AND worker_id = $2 AND epoch = $3 AND queue_state = 'claimed'",
+            &[&run_id.0, &worker_id, &epoch],
+        )
+        .await
+        .map_err(fail("mark the ended run done"))?;
+    scrub_secrets(&client, run_id).await;
+    Ok(n == 1)
 }
 
 /// A claim as the database still holds it for this worker (from [`renew`]).
@@ -856,6 +953,92 @@ pub async fn clear_cancel(pool: &Pool, run_id: &RunId) -> Result<(), AwfError> {
         )
         .await
         .map_err(fail("clear the run's cancel request"))?;
+    Ok(())
+}
+
+/// Takes a top-level run that the queue has out of it, for a terminal `awf resume` that runs
+/// it itself: one that ran before (`run_started`) and has not completed, queued (a queued
+/// resume, or a claim given back), claimed by a worker (whatever its lease: this process holds
+/// the run's advisory lock, which every worker running it holds, so none runs it now), or
+/// parked on a usage limit (`done`, status `waiting`). In one transaction, and only while a
+/// session holds the run's advisory lock (the caller's): `queue_state` `none`, no worker, no
+/// lease, and a new `epoch`, so no worker claims it while this process runs it and a claim
+/// taken before is fenced (its writes change nothing). Returns the `queue_state` it had
+/// (for [`give_back_to_queue`]), `None` when the queue did not have it so.
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn take_from_queue(pool: &Pool, run_id: &RunId) -> Result<Option<String>, AwfError> {
+    let mut client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let tx = client
+        .transaction()
+        .await
+        .map_err(fail("start a transaction"))?;
+    let row = tx
+        .query_opt(
+            &format!(
+                "SELECT queue_state FROM awf_runs \
+                 WHERE run_id = $1 AND parent_run_id IS NULL AND run_started \
+                   AND ((queue_state IN ('queued', 'claimed') AND NOT {ENDED} \
+                         AND status IN ('running', 'failure', 'cancelled', 'waiting')) \
+                     OR (queue_state = 'done' AND status = 'waiting')) \
+                   AND EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' \
+                       AND l.granted AND l.objsubid = 1 \
+                       AND l.database = (SELECT oid FROM pg_database \
+                                         WHERE datname = current_database()) \
+                       AND ((l.classid::bigint << 32) | l.objid::bigint) \
+                           = hashtextextended($2, 0)) \
+                 FOR UPDATE"
+            ),
+            &[&run_id.0, &crate::ports::lock_key(&run_id.0)],
+        )
+        .await
+        .map_err(fail("read the run's queue state"))?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let was: String = column(&row, 0)?;
+    tx.execute(
+        "UPDATE awf_runs SET queue_state = 'none', worker_id = NULL, lease_until = NULL, \
+           not_before = NULL, epoch = epoch + 1, updated_at = now() WHERE run_id = $1",
+        &[&run_id.0],
+    )
+    .await
+    .map_err(fail("take the run out of the queue"))?;
+    tx.commit()
+        .await
+        .map_err(fail("commit taking the run out of the queue"))?;
+    Ok(Some(was))
+}
+
+/// Gives back to the queue a run [`take_from_queue`] took when its resume did not start after
+/// all (a bad `--from`, its workflow invalid now): `done` again if it was parked (`was`
+/// `done`: claimed at its reset), else `queued` for a worker to resume it. Only while no
+/// attempt of this process ran it (`queue_state` still `none`, its status not changed to
+/// `success`).
+///
+/// # Errors
+/// `SYSTEM.STORE.UNAVAILABLE` when the database fails.
+pub async fn give_back_to_queue(pool: &Pool, run_id: &RunId, was: &str) -> Result<(), AwfError> {
+    let client = pool.get().await.map_err(|e| unavailable("connect", &e))?;
+    let state = if was == "done" { "done" } else { "queued" };
+    let n = client
+        .execute(
+            "UPDATE awf_runs SET queue_state = $2, updated_at = now() \
+             WHERE run_id = $1 AND queue_state = 'none' AND status <> 'success'",
+            &[&run_id.0, &state],
+        )
+        .await
+        .map_err(fail("give the run back to the queue"))?;
+    if n == 1 && state == "queued" {
+        client
+            .execute(
+                "SELECT pg_notify($1, $2)",
+                &[&crate::QUEUE_CHANNEL, &run_id.0],
+            )
+            .await
+            .map_err(fail("notify the workers"))?;
+    }
     Ok(())
 }
 

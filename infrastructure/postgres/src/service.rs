@@ -6,7 +6,7 @@
 //! | call | what it does |
 //! |---|---|
 //! | `start` | checks the run as its start would (the [`StartCheck`] given), then submits it to the queue (any worker may run it); the id is made here |
-//! | `resume` | a queued resume of a recorded run that ended (else the local resume) |
+//! | `resume` | a queued resume of a recorded run that ended (else the local resume); one that is queued or running (on a worker or in an awf process) is refused with `USER.FACADE.INPUT_REJECTED`, as the embedded server refuses a run it runs (409) |
 //! | `get` | local runs first, else `awf_runs` rows |
 //! | `resolve` | an exact id, else a prefix among the `awf_runs` rows (unique across the store), else the local runs |
 //! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
@@ -328,16 +328,15 @@ impl RunService for PgRunService {
         if ok {
             Ok(id)
         } else {
+            // What the embedded server answers for a run it is running (409 over HTTP).
             Err(AwfError::new(
-                ErrorCode::UserInputValidationFailed,
+                ErrorCode::UserFacadeInputRejected,
                 format!(
-                    "run {id} is queued, or running on a worker or in an awf process; it cannot \
-                     be resumed now"
+                    "run {id} is still running: queued, or running on a worker or in an awf \
+                     process; it cannot be resumed now"
                 ),
             )
-            .with_hint(
-                "wait for it to finish, or cancel it (`awf cancel`, DELETE) before resuming",
-            ))
+            .with_hint("wait for it to end, or cancel it (`awf cancel`, DELETE) before resuming"))
         }
     }
 

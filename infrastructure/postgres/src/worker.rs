@@ -311,6 +311,7 @@ impl Worker {
             }
             let free = self.config.max_runs.saturating_sub(self.held());
             if free > 0 {
+                self.close_ended_runs().await;
                 let pool = self.store.pool().clone();
                 let id = self.config.worker_id.clone();
                 let lease = self.config.lease;
@@ -566,6 +567,7 @@ impl Worker {
                         Outcome::Release(delay) => {
                             queue::release(&pool, &i, &w, epoch, delay).await
                         }
+                        Outcome::AlreadyEnded(_) => queue::close_ended(&pool, &i, &w, epoch).await,
                         Outcome::Done(_) => Ok(true),
                     }
                 });
@@ -624,6 +626,39 @@ impl Worker {
         self.wake.notify_waiters();
     }
 
+    /// Takes out of the queue the runs whose record has ended already (no worker may run
+    /// them again: [`queue::close_ended_runs`]), logging each; their record is left as it is.
+    async fn close_ended_runs(&self) {
+        let pool = self.store.pool().clone();
+        match self
+            .store
+            .run(async move { queue::close_ended_runs(&pool).await })
+            .await
+        {
+            Ok(Ok(closed)) => {
+                for c in closed {
+                    tracing::info!(
+                        run_id = %c.run_id,
+                        workflow = %c.workflow,
+                        worker = %self.config.worker_id,
+                        "run {} had ended already ({}): taken out of the queue, its record left \
+                         as it is",
+                        c.run_id,
+                        c.status
+                    );
+                }
+            }
+            Ok(Err(e)) | Err(e) => tracing::debug!("closing ended runs failed: {e}"),
+        }
+    }
+
+    /// Whether the recorded run has ended for good (completed, or failed with no resume of
+    /// it queued): a claim of it must not run it again.
+    fn recorded_end(&self, claim: &Claim) -> Option<String> {
+        let snap = self.states.as_ref()?.load(&claim.run_id.0).ok()?;
+        ended_for_good(snap.status, claim)
+    }
+
     async fn drive(&self, claim: &Claim) -> Outcome {
         let run_id = &claim.run_id;
         // Asked to cancel before this claim and never started: nothing of it ran, so it ends
@@ -644,21 +679,14 @@ impl Worker {
         let mut resume = claim.run_started;
         if resume && let Some(states) = &self.states {
             match states.load(&run_id.0) {
-                Ok(snap) => match snap.status {
-                    // Ended, and its worker died before marking it. (A `cancelled` one
-                    // without a cancel request was stopped by a worker that lost its
-                    // lease: it is resumed.)
-                    StoredStatus::Success | StoredStatus::Failure
-                        if claim.request.resume.is_none() =>
-                    {
-                        return Outcome::Ended(Ended {
-                            status: snap.status.as_str().to_owned(),
-                            exit_code: snap.exit_code.map(i32::from),
-                            error_message: None,
-                        });
+                // Ended (its worker died before marking it, or another process ended it):
+                // marked done, its record left as it is. (A `cancelled` one without a cancel
+                // request was stopped by a worker that lost its lease: it is resumed.)
+                Ok(snap) => {
+                    if let Some(status) = ended_for_good(snap.status, claim) {
+                        return Outcome::AlreadyEnded(status);
                     }
-                    _ => {}
-                },
+                }
                 // Never recorded: it died before its first event; start it.
                 Err(e) if e.code() == ErrorCode::UserInputValidationFailed => resume = false,
                 Err(_) => {}
@@ -714,6 +742,14 @@ impl Worker {
                 .start(claim.request.to_run(run_id, &self.config.env))
                 .await
         };
+        // Ended meanwhile (an `awf resume` in a terminal completed it while this claim
+        // waited): nothing to resume, and nothing of its record to change.
+        if resume
+            && started.is_err()
+            && let Some(status) = self.recorded_end(claim)
+        {
+            return Outcome::AlreadyEnded(status);
+        }
         match started {
             Ok(_) => {}
             Err(e) if resume && refused_as_live(&e) => {
@@ -830,6 +866,12 @@ fn log_end(run_id: &RunId, workflow: &str, worker: &str, outcome: &Outcome) {
             worker,
             "gave run {run_id} back to the queue"
         ),
+        Outcome::AlreadyEnded(status) => tracing::info!(
+            run_id = %run_id,
+            workflow,
+            worker,
+            "run {run_id} had ended already ({status}): marked done, its record left as it is"
+        ),
     }
 }
 
@@ -842,6 +884,20 @@ enum Outcome {
     Release(Duration),
     /// Nothing to write: its end is recorded already (cancelled before it started).
     Done(Ended),
+    /// Its record had ended already (this recorded status) when this claim came to run it:
+    /// marked done in the queue only ([`queue::close_ended`]), its record left as it is.
+    AlreadyEnded(String),
+}
+
+/// The status of a recorded run that has ended for good, which a claim must not run again:
+/// completed, or failed with no resume of it queued (`None` otherwise: a queued resume of a
+/// failed run continues it; a `cancelled` one is resumed or ended by the claim).
+fn ended_for_good(status: StoredStatus, claim: &Claim) -> Option<String> {
+    match status {
+        StoredStatus::Success => Some(status.as_str().to_owned()),
+        StoredStatus::Failure if claim.request.resume.is_none() => Some(status.as_str().to_owned()),
+        _ => None,
+    }
 }
 
 /// Whether a resume was refused because another process still holds or runs the run.

@@ -101,6 +101,8 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Err(e) => return fail(&e),
     };
     let pg = w.pg.get().cloned();
+    // The queue state the run had when this process took it out of the queue.
+    let mut taken_from_queue: Option<String> = None;
     if let Some(pg) = &pg {
         // A run that never started (cancelled while queued, or failed before its first step)
         // has no state to resume: it starts from its initial state, as `POST
@@ -124,6 +126,18 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
                 return start_unstarted(ctx, args, &w, unstarted, signals).await;
             }
             Ok(None) => {}
+            Err(e) => return fail(&e),
+        }
+        // A run the queue has (queued, claimed by a worker that died, parked): taken out of
+        // it under the lock held here, so that no worker claims it while this process runs
+        // it (a worker's claim would wait for the lock and resume it again once this ended).
+        let (pool, id) = (pg.pool().clone(), RunId(run_id.clone()));
+        match pg
+            .run(async move { awf_postgres::queue::take_from_queue(&pool, &id).await })
+            .await
+            .and_then(|r| r)
+        {
+            Ok(was) => taken_from_queue = was,
             Err(e) => return fail(&e),
         }
         // An earlier attempt's cancel request: only one asked from now on stops this run.
@@ -160,7 +174,22 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     let service = wiring::run_service(services);
     let id = match service.resume(request).await {
         Ok(id) => id,
-        Err(e) => return run_cmd::fail_before_start(ctx, &run_id, &e),
+        Err(e) => {
+            // Not resumed after all: the queue has it again, as it had it.
+            if let (Some(pg), Some(was)) = (&pg, taken_from_queue) {
+                let (pool, back) = (pg.pool().clone(), RunId(run_id.clone()));
+                let given = pg
+                    .run(async move {
+                        awf_postgres::queue::give_back_to_queue(&pool, &back, &was).await
+                    })
+                    .await
+                    .and_then(|r| r);
+                if let Err(ge) = given {
+                    tracing::warn!("run {run_id}: giving it back to the queue failed: {ge}");
+                }
+            }
+            return run_cmd::fail_before_start(ctx, &run_id, &e);
+        }
     };
     let mut signals = signals;
     if let Some(pg) = &pg {
