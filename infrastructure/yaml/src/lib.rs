@@ -243,25 +243,20 @@ pub fn format_diagnostic(d: &Diagnostic) -> String {
 
 /// Turns the `Error`-severity diagnostics into one [`AwfError`] (`None` when there are none).
 ///
-/// Code, details (`file`, `line`, `column`, `path`) and hint come from the first error; the
-/// message lists every error on its own line, formatted by [`format_diagnostic`] (so it
-/// names `line L, column C` whenever the position is known).
+/// Code, details (`file`, `line`, `column`, `path`), message and hint are the first error's
+/// (formatted by [`format_diagnostic`], so it names `line L, column C` whenever the position
+/// is known); with more errors, the message ends `(and N more error(s); run `awf validate`
+/// to see all)`. Only the first error's hint is given: a hint under an error it does not
+/// belong to misleads (`awf validate` shows each error with its own).
 pub fn errors_to_error(diags: &[Diagnostic]) -> Option<AwfError> {
-    let errors: Vec<&Diagnostic> = diags
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .collect();
-    let first = errors.first()?;
-    let message = errors
-        .iter()
-        .map(|d| format_diagnostic(d))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let mut err = first.to_error().map_message(|_| message);
-    for d in errors.iter().skip(1) {
-        if let Some(h) = &d.hint {
-            err = err.with_hint(h.clone());
-        }
+    let mut errors = diags.iter().filter(|d| d.severity == Severity::Error);
+    let first = errors.next()?;
+    let others = errors.count();
+    let mut message = format_diagnostic(first);
+    if others > 0 {
+        message.push_str(&format!(
+            " (and {others} more error(s); run `awf validate` to see all)"
+        ));
     }
-    Some(err)
+    Some(first.to_error().map_message(|_| message))
 }
