@@ -160,6 +160,124 @@ fn run_refuses_a_containment_cycle_before_any_step_starts() {
     }
 }
 
+/// `awf <args>` in the sandbox, killed after `secs` seconds: a hang fails the test (with what
+/// the command printed so far) instead of blocking the suite.
+fn run_with_deadline(sb: &Sandbox, args: &[&str], secs: u64) -> Run {
+    let out_path = sb
+        .path()
+        .join(format!("deadline-{}.out", args.join("-").replace('/', "_")));
+    let err_path = out_path.with_extension("err");
+    let mut child = sb
+        .cmd(args)
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`awf {}` did not end within {secs} s (stderr: {})",
+                args.join(" "),
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: std::fs::read_to_string(&out_path).unwrap(),
+        stderr: std::fs::read_to_string(&err_path).unwrap(),
+    }
+}
+
+/// The user's report: a loop whose body lists the loop itself made `awf validate`, `run` and
+/// `list` spin at 100% CPU with memory growing without bound. Now each refuses it at once
+/// with `CYCLE_DETECTED`, as for `parallel: [p]`.
+#[test]
+fn regression_a_loop_in_its_own_body_is_a_cycle_for_validate_run_and_list() {
+    let sb = sandbox();
+    for (name, text) in [
+        (
+            "c6",
+            "name: c6\nstates: {initial: a, a: {type: while, while: \"true\", body: [a], on_complete: done}, done: {type: terminal}}\n",
+        ),
+        (
+            "c7",
+            "name: c7\nstates: {initial: a, a: {type: for_each, items: '[\"x\"]', body: [a], on_complete: done}, done: {type: terminal}}\n",
+        ),
+        (
+            "c8",
+            "name: c8\nstates: {initial: l1, l1: {type: while, while: \"true\", body: [l2], on_complete: done}, l2: {type: for_each, items: '[1]', body: [l1]}, done: {type: terminal}}\n",
+        ),
+    ] {
+        let f = sb
+            .write(&format!(".awf/workflows/{name}.yaml"), text)
+            .unwrap();
+        let file = f.display().to_string();
+        let r = run_with_deadline(&sb, &["validate", "-f", "json", &file], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        let doc = r.json().unwrap();
+        let cycles: Vec<(String, String, String)> = doc["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["severity"] == "error")
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_owned(),
+                    d["path"].as_str().unwrap().to_owned(),
+                    d["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let first = if name == "c8" { "l1" } else { "a" };
+        let shown = if name == "c8" {
+            "l1 -> l2 -> l1"
+        } else {
+            "a -> a"
+        };
+        assert_eq!(
+            cycles,
+            vec![(
+                "WORKFLOW.VALIDATION.CYCLE_DETECTED".to_owned(),
+                format!("states.{first}"),
+                format!(
+                    "state \"{first}\" contains itself: {shown} (a parallel block or loop cannot run inside itself)"
+                ),
+            )],
+            "{name}"
+        );
+        let r = run_with_deadline(&sb, &["run", &file], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        assert!(
+            r.stderr.contains("WORKFLOW.VALIDATION.CYCLE_DETECTED"),
+            "{name}: {}",
+            r.stderr
+        );
+    }
+    let r = run_with_deadline(&sb, &["list", "-f", "json"], 30);
+    assert_eq!(r.code, 0, "{r:?}");
+    let listed = r.json().unwrap();
+    for name in ["c6", "c7", "c8"] {
+        let entry = listed
+            .as_array()
+            .and_then(|a| a.iter().find(|w| w["name"] == name))
+            .unwrap_or_else(|| panic!("{name} listed: {listed:#}"));
+        assert!(
+            entry["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("CYCLE_DETECTED")),
+            "{name}: {entry:#}"
+        );
+    }
+}
+
 /// A chain of `n` nested blocks (parallel, for_each, parallel, …) around one step.
 fn nested(n: usize) -> String {
     let mut s = format!("name: deep{n}\nstates:\n  initial: p0\n");
