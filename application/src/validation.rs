@@ -318,6 +318,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(validate::ignored_branch_routes(wf));
     later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
+    later.extend(call_cycles(services, wf));
     later.extend(unknown_providers(wf));
     later.extend(unknown_options(services, wf));
     later.retain(|d| {
@@ -530,6 +531,117 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
             }
             out.push(d);
         }
+    }
+    out
+}
+
+/// Most workflows [`call_cycles`] loads while following `call_workflow` steps; a larger call
+/// graph is left to the run's own checks (`EXECUTION.WORKFLOW.CIRCULAR_CALL`, `MAX_DEPTH`).
+const MAX_CALLED_WORKFLOWS: usize = 256;
+
+/// `call_workflow` steps whose literal `workflow:` leads back to a workflow already on the
+/// call chain: the workflow itself (`c: {type: call_workflow, workflow: rec}` in `rec.yaml`)
+/// or through others (A → B → A). Workflows are told apart as the engine does at run time
+/// (the canonical path of their file), and each is loaded once, so a deep chain costs one
+/// load per workflow; a target that cannot be loaded is [`missing_children`]'s error.
+///
+/// Code `WORKFLOW.VALIDATION.CYCLE_DETECTED`, error, path `states.<step>.workflow` of the
+/// step of `wf` that starts the chain, one per step; the message names the chain by file
+/// stem (`rec -> rec`). Source: the code's catalog text ("a … sub-workflow reference forms a
+/// cycle"); the engine's `EXECUTION.WORKFLOW.CIRCULAR_CALL`.
+fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    struct Frame {
+        id: String,
+        dir: std::path::PathBuf,
+        calls: Vec<(String, String)>,
+        next: usize,
+        /// The step of `wf` this frame was reached through (`None` for `wf` itself).
+        root_step: Option<String>,
+    }
+    let host = services.host.as_ref();
+    let calls = |w: &Workflow| -> Vec<(String, String)> {
+        w.states
+            .iter()
+            .filter_map(|(name, st)| match &st.kind {
+                StateKind::CallWorkflow(c) if !c.workflow.contains("{{") => {
+                    Some((name.clone(), c.workflow.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let label = |id: &str| -> String {
+        std::path::Path::new(id)
+            .file_stem()
+            .map_or_else(|| id.to_owned(), |s| s.to_string_lossy().into_owned())
+    };
+    let mut out = Vec::new();
+    let mut done: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut loads = 0usize;
+    let mut stack = vec![Frame {
+        id: crate::engine::identity(wf, host),
+        dir: wf.source.dir.clone(),
+        calls: calls(wf),
+        next: 0,
+        root_step: None,
+    }];
+    while let Some(top) = stack.last_mut() {
+        let Some((step, target)) = top.calls.get(top.next).cloned() else {
+            if let Some(f) = stack.pop() {
+                done.insert(f.id);
+            }
+            continue;
+        };
+        top.next += 1;
+        let root_step = top.root_step.clone().unwrap_or_else(|| step.clone());
+        let dir = top.dir.clone();
+        if loads >= MAX_CALLED_WORKFLOWS {
+            break;
+        }
+        loads += 1;
+        let Ok(child) = services.repository.load(&target, Some(&dir)) else {
+            continue;
+        };
+        let child_id = crate::engine::identity(&child.workflow, host);
+        if let Some(from) = stack.iter().position(|f| f.id == child_id) {
+            // The calls from `wf` down to the repeated workflow, then back to it.
+            let mut chain: Vec<String> = stack.iter().map(|f| label(&f.id)).collect();
+            chain.push(label(&child_id));
+            let message = if from == 0 && stack.len() == 1 {
+                format!(
+                    "workflow \"{}\" calls itself: {} (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)",
+                    wf.name,
+                    chain.join(" -> ")
+                )
+            } else {
+                format!(
+                    "sub-workflow calls form a cycle: {} (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)",
+                    chain.join(" -> ")
+                )
+            };
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationCycleDetected,
+                    format!("states.{root_step}.workflow"),
+                    message,
+                )
+                .with_hint("a workflow cannot call itself, directly or through other workflows; repeat steps with a while loop"),
+            );
+            // One finding per step of `wf`: go on with its next step (the frames above were
+            // not fully explored, so they are not marked done).
+            stack.truncate(1);
+            continue;
+        }
+        if done.contains(&child_id) {
+            continue;
+        }
+        stack.push(Frame {
+            id: child_id,
+            dir: child.workflow.source.dir.clone(),
+            calls: calls(&child.workflow),
+            next: 0,
+            root_step: Some(root_step),
+        });
     }
     out
 }
@@ -809,3 +921,7 @@ fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "validation_tests.rs"]
+mod tests;

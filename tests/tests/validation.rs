@@ -278,6 +278,62 @@ fn regression_a_loop_in_its_own_body_is_a_cycle_for_validate_run_and_list() {
     }
 }
 
+/// The user's report: `c: {type: call_workflow, workflow: rec}` in rec.yaml passed `awf
+/// validate`, then `awf run` failed with EXECUTION.WORKFLOW.CIRCULAR_CALL. Now validate says
+/// CYCLE_DETECTED (exit 2), for A -> B -> A too, and run refuses before the first step.
+#[test]
+fn regression_a_sub_workflow_call_cycle_is_found_by_validate_and_refused_by_run() {
+    let sb = sandbox();
+    let call = |name: &str, target: &str| {
+        format!(
+            "name: {name}\nstates:\n  initial: start\n  start: {{type: step, command: touch started-{name}, on_success: c}}\n  c: {{type: call_workflow, workflow: {target}, on_success: done}}\n  done: {{type: terminal}}\n"
+        )
+    };
+    sb.write(".awf/workflows/rec.yaml", &call("rec", "rec"))
+        .unwrap();
+    sb.write(".awf/workflows/a.yaml", &call("a", "b")).unwrap();
+    sb.write(".awf/workflows/b.yaml", &call("b", "a")).unwrap();
+    for (name, message) in [
+        ("rec", "workflow \"rec\" calls itself: rec -> rec"),
+        ("a", "sub-workflow calls form a cycle: a -> b -> a"),
+    ] {
+        let r = run_with_deadline(&sb, &["validate", "-f", "json", name], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        let doc = r.json().unwrap();
+        let diags = doc["diagnostics"].as_array().unwrap();
+        assert_eq!(
+            errors(diags),
+            vec![(
+                "WORKFLOW.VALIDATION.CYCLE_DETECTED".to_owned(),
+                "states.c.workflow".to_owned()
+            )],
+            "{name}"
+        );
+        let d = find(
+            diags,
+            "error",
+            "WORKFLOW.VALIDATION.CYCLE_DETECTED",
+            "states.c.workflow",
+        );
+        assert_eq!(
+            d["message"],
+            format!("{message} (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)"),
+            "{name}"
+        );
+        let r = run_with_deadline(&sb, &["run", name], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        assert!(
+            r.stderr.contains("WORKFLOW.VALIDATION.CYCLE_DETECTED"),
+            "{name}: {}",
+            r.stderr
+        );
+        assert!(
+            !sb.path().join(format!("started-{name}")).exists(),
+            "{name}: no step ran"
+        );
+    }
+}
+
 /// A chain of `n` nested blocks (parallel, for_each, parallel, …) around one step.
 fn nested(n: usize) -> String {
     let mut s = format!("name: deep{n}\nstates:\n  initial: p0\n");
