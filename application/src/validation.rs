@@ -76,6 +76,8 @@ pub fn validate_loaded(
     let mut extra = validate::missing_env(&loaded.workflow, env);
     // Shown by `awf validate` only: a run does not repeat it on every start.
     extra.extend(validate::unquoted_shell_values(&loaded.workflow));
+    // Validate only: a run keeps AWF's behaviour (the engine's CIRCULAR_CALL at the call, exit 3).
+    extra.extend(call_cycles(services, &loaded.workflow));
     let cwd = services.host.current_dir().unwrap_or_default();
     extra.extend(file_references(
         &loaded.workflow,
@@ -318,7 +320,6 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(validate::ignored_branch_routes(wf));
     later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
-    later.extend(call_cycles(services, wf));
     later.extend(unknown_providers(wf));
     later.extend(unknown_options(services, wf));
     later.retain(|d| {
@@ -547,8 +548,10 @@ const MAX_CALLED_WORKFLOWS: usize = 256;
 ///
 /// Code `WORKFLOW.VALIDATION.CYCLE_DETECTED`, error, path `states.<step>.workflow` of the
 /// step of `wf` that starts the chain, one per step; the message names the chain by file
-/// stem (`rec -> rec`). Source: the code's catalog text ("a … sub-workflow reference forms a
-/// cycle"); the engine's `EXECUTION.WORKFLOW.CIRCULAR_CALL`.
+/// stem (`rec -> rec`). Reported by `awf validate` (and `awf list`, the HTTP validate) only:
+/// `awf run` keeps AWF's behaviour, the engine's `EXECUTION.WORKFLOW.CIRCULAR_CALL` (exit 3)
+/// at the call (spec/workflow.md §3.7; conformance C23). Source: the code's catalog text
+/// ("a … sub-workflow reference forms a cycle").
 fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     struct Frame {
         id: String,
@@ -770,11 +773,20 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = validate::structural(wf);
     let expr = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
         if let Err(e) = services.expressions.check(text) {
-            out.push(Diagnostic::error(
+            let e = e.to_string();
+            let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
+                Some((why, hint)) => (why, Some(hint)),
+                None => (e.as_str(), None),
+            };
+            let mut d = Diagnostic::error(
                 ErrorCode::WorkflowValidationInvalidTransition,
                 path,
-                format!("expression `{text}` does not compile: {e}"),
-            ));
+                format!("expression `{text}` does not compile: {why}"),
+            );
+            if let Some(h) = hint {
+                d = d.with_hint(h);
+            }
+            out.push(d);
         }
     };
     let tpl = |path: String, text: &str, out: &mut Vec<Diagnostic>| {

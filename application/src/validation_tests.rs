@@ -68,7 +68,7 @@ fn services(workflows: &[Workflow]) -> Services {
     Services::fakes(repo, Arc::new(FakeExecutor::new()))
 }
 
-/// (path, message) of every CYCLE_DETECTED error of the full checks, on a thread with a
+/// (path, message) of every CYCLE_DETECTED error `awf validate` reports, on a thread with a
 /// deadline (a walk that does not end fails the test instead of hanging it).
 fn cycles(workflows: &[Workflow], root: usize) -> Vec<(String, String)> {
     let workflows = workflows.to_vec();
@@ -80,7 +80,8 @@ fn cycles(workflows: &[Workflow], root: usize) -> Vec<(String, String)> {
             source_map: Default::default(),
             diagnostics: Vec::new(),
         };
-        let found: Vec<(String, String)> = checks(&services, &loaded)
+        let found: Vec<(String, String)> = validate_loaded(&services, loaded, &BTreeMap::new())
+            .diagnostics
             .into_iter()
             .filter(|d| d.code == ErrorCode::WorkflowValidationCycleDetected)
             .map(|d| (d.path, d.message))
@@ -140,6 +141,22 @@ fn indirect_call_cycles_are_named_from_the_validated_workflow() {
             "states.c1.workflow".to_owned(),
             format!("sub-workflow calls form a cycle: a -> b -> a {RUN_FAILS}")
         )]
+    );
+}
+
+#[test]
+fn a_run_leaves_call_cycles_to_the_engine() {
+    // `awf run` keeps AWF's EXECUTION.WORKFLOW.CIRCULAR_CALL (exit 3) at the call.
+    let w = caller("rec", &["rec"]);
+    let services = services(std::slice::from_ref(&w));
+    let loaded = LoadedWorkflow {
+        workflow: w,
+        source_map: Default::default(),
+        diagnostics: Vec::new(),
+    };
+    assert_eq!(
+        check_for_run(&services, &loaded).map_err(|e| e.code()),
+        Ok(())
     );
 }
 

@@ -280,9 +280,9 @@ fn regression_a_loop_in_its_own_body_is_a_cycle_for_validate_run_and_list() {
 
 /// The user's report: `c: {type: call_workflow, workflow: rec}` in rec.yaml passed `awf
 /// validate`, then `awf run` failed with EXECUTION.WORKFLOW.CIRCULAR_CALL. Now validate says
-/// CYCLE_DETECTED (exit 2), for A -> B -> A too, and run refuses before the first step.
+/// CYCLE_DETECTED (exit 2), for A -> B -> A too; run keeps AWF's exit 3 (conformance C23).
 #[test]
-fn regression_a_sub_workflow_call_cycle_is_found_by_validate_and_refused_by_run() {
+fn regression_a_sub_workflow_call_cycle_is_found_by_validate() {
     let sb = sandbox();
     let call = |name: &str, target: &str| {
         format!(
@@ -321,17 +321,85 @@ fn regression_a_sub_workflow_call_cycle_is_found_by_validate_and_refused_by_run(
             "{name}"
         );
         let r = run_with_deadline(&sb, &["run", name], 30);
-        assert_eq!(r.code, 2, "{name}: {r:?}");
+        assert_eq!(r.code, 3, "{name}: {r:?}");
         assert!(
-            r.stderr.contains("WORKFLOW.VALIDATION.CYCLE_DETECTED"),
+            r.stderr.contains("EXECUTION.WORKFLOW.CIRCULAR_CALL"),
             "{name}: {}",
             r.stderr
         );
-        assert!(
-            !sb.path().join(format!("started-{name}")).exists(),
-            "{name}: no step ran"
-        );
     }
+}
+
+/// The user's report: `when: "nosuchfn(1) == 2"` and `when: "startsWith(states.x.Output,
+/// '/tmp')"` passed `awf validate`, then the run failed with EXECUTION.EXPRESSION.FAILED
+/// "Unknown function". Now both are validation errors with a hint, and run refuses them.
+#[test]
+fn regression_unknown_functions_in_when_are_validation_errors_with_a_hint() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "fns.yaml",
+            "name: fns
+states:
+  initial: x
+  x:
+    type: step
+    command: touch started-fns
+    transitions:
+      - when: \"nosuchfn(1) == 2\"
+        goto: done
+      - when: \"startsWith(states.x.Output, '/tmp')\"
+        goto: done
+      - when: \"states.x.Output startsWith '/tmp'\"
+        goto: done
+      - goto: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    let err = |i: usize| {
+        let d = find(
+            &diags,
+            "error",
+            "WORKFLOW.VALIDATION.INVALID_TRANSITION",
+            &format!("states.x.transitions.{i}.when"),
+        );
+        (d["message"].clone(), d["hint"].clone())
+    };
+    assert_eq!(
+        err(0),
+        (
+            json!(
+                "expression `nosuchfn(1) == 2` does not compile: invalid expression \"nosuchfn(1) == 2\": unknown function nosuchfn() (the run would fail with 'Unknown function')"
+            ),
+            Value::Null
+        )
+    );
+    assert_eq!(
+        err(1),
+        (
+            json!(
+                "expression `startsWith(states.x.Output, '/tmp')` does not compile: invalid expression \"startsWith(states.x.Output, '/tmp')\": unknown function startsWith() (the run would fail with 'Unknown function')"
+            ),
+            json!("startsWith is an operator, not a function; use the operator: x startsWith 'y'")
+        )
+    );
+    assert_eq!(
+        errors(&diags).len(),
+        2,
+        "the operator form is valid: {diags:#?}"
+    );
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("unknown function nosuchfn()"),
+        "{}",
+        r.stderr
+    );
+    assert!(!sb.path().join("started-fns").exists(), "no step ran");
 }
 
 /// A chain of `n` nested blocks (parallel, for_each, parallel, …) around one step.

@@ -557,11 +557,8 @@ async fn for_each_runs_body_per_item_and_exits_early_to_an_outside_state() {
     assert_eq!(result.terminal.as_deref(), Some("done"));
 }
 
-/// A workflow that calls itself is refused before the run starts, as `awf validate`
-/// reports it (the engine's own check, `EXECUTION.WORKFLOW.CIRCULAR_CALL`, is
-/// `guard_tests::a_self_call_that_bypassed_validation_is_a_circular_call`).
 #[tokio::test]
-async fn circular_sub_workflow_call_is_refused_before_the_run_starts() {
+async fn circular_sub_workflow_call_is_a_hard_error() {
     let mut call = state(
         "call",
         StateKind::CallWorkflow(CallWorkflowStep {
@@ -586,13 +583,18 @@ async fn circular_sub_workflow_call_is_refused_before_the_run_starts() {
         Arc::new(FakeExecutor::new()),
         FakeExpressions::new(),
     );
-    let Err(err) = f.start_run(request("w", &[])).await else {
-        panic!("a self-calling workflow started");
-    };
-    assert_eq!(err.code(), ErrorCode::WorkflowValidationCycleDetected);
+    let (_, result) = run_all(&f, request("w", &[])).await;
     assert_eq!(
-        err.message(),
-        "states.call.workflow: workflow \"w\" calls itself: w -> w (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)"
+        result.terminal, None,
+        "on_failure must not route a circular call"
+    );
+    assert_eq!(result.exit_code, 3);
+    let err = result.error.expect("error");
+    assert_eq!(err.code, ErrorCode::ExecutionCircularCall);
+    assert!(
+        err.message.contains("circular workflow call detected"),
+        "{}",
+        err.message
     );
 }
 

@@ -85,17 +85,9 @@ fn workflow(initial: &str, states: Vec<State>) -> Workflow {
 /// Runs `wf` without any validation and returns the run's status, error code and the
 /// commands the executor was asked to run.
 async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<String>) {
-    run_unvalidated_in(FakeRepository::new(), wf).await
-}
-
-/// [`run_unvalidated`] with the workflows `call_workflow` steps load from `repo`.
-async fn run_unvalidated_in(
-    repo: FakeRepository,
-    wf: Workflow,
-) -> (RunStatus, Option<ErrorCode>, Vec<String>) {
     let exec = Arc::new(FakeExecutor::new().always("work", FakeCommand::ok("done")));
     let services = Arc::new(Services {
-        ..Services::fakes(repo, Arc::clone(&exec) as _)
+        ..Services::fakes(FakeRepository::new(), Arc::clone(&exec) as _)
     });
     let sink = Arc::new(Collect::default());
     let call_stack = vec![super::call::identity(
@@ -210,40 +202,4 @@ async fn mutually_containing_blocks_and_loops_fail_cleanly() {
     let (status, code, _) = run_unvalidated(wf).await;
     assert_eq!(status, RunStatus::Failure);
     assert_eq!(code, Some(ErrorCode::WorkflowValidationCycleDetected));
-}
-
-/// Validation refuses a workflow that calls itself (`CYCLE_DETECTED`); when it was bypassed
-/// the engine still stops at the call with `EXECUTION.WORKFLOW.CIRCULAR_CALL`, a hard error
-/// that skips `on_failure`.
-#[tokio::test]
-async fn a_self_call_that_bypassed_validation_is_a_circular_call() {
-    let mut call = state(
-        "call",
-        StateKind::CallWorkflow(CallWorkflowStep {
-            workflow: "w".into(),
-            inputs: IndexMap::new(),
-            outputs: IndexMap::new(),
-        }),
-    );
-    call.on_success = Some("done".into());
-    call.on_failure = Some("done".into());
-    let mut wf = workflow(
-        "call",
-        vec![
-            call,
-            state(
-                "done",
-                StateKind::Terminal(TerminalState {
-                    status: TerminalStatus::Success,
-                    message: None,
-                    exit_code: None,
-                }),
-            ),
-        ],
-    );
-    wf.name = "w".into();
-    wf.source.identifier = "w".into();
-    let (status, code, _) = run_unvalidated_in(FakeRepository::new().with(wf.clone()), wf).await;
-    assert_eq!(status, RunStatus::Failure);
-    assert_eq!(code, Some(ErrorCode::ExecutionCircularCall));
 }
