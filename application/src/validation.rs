@@ -79,13 +79,18 @@ pub fn validate_loaded(
     // Validate only: a run keeps AWF's behaviour (the engine's CIRCULAR_CALL at the call, exit 3).
     extra.extend(call_cycles(services, &loaded.workflow));
     let cwd = services.host.current_dir().unwrap_or_default();
-    extra.extend(file_references(
-        &loaded.workflow,
-        &services.awf_dirs,
-        env,
-        &cwd,
-        services.host.as_ref(),
-    ));
+    // (A missing `script_file` is one of [`checks`], which a run applies too.)
+    extra.extend(
+        file_references(
+            &loaded.workflow,
+            &services.awf_dirs,
+            env,
+            &cwd,
+            services.host.as_ref(),
+        )
+        .into_iter()
+        .filter(|d| !is_script_file_finding(d)),
+    );
     for d in &mut extra {
         d.locate(&loaded.source_map);
     }
@@ -98,10 +103,43 @@ pub fn validate_loaded(
     }
 }
 
-/// Files an agent step names that a run would fail to read, reported by `awf validate` (as
-/// AWF (Go) does) instead of at run time: a `prompt_file` (used when there is no `prompt`)
-/// or a `script_file` that does not exist or is not a regular file
-/// (`USER.INPUT.MISSING_FILE`), and each skill
+/// Whether `d` is [`file_references`]' finding about a step's `script_file`.
+fn is_script_file_finding(d: &Diagnostic) -> bool {
+    d.path.ends_with(".script_file")
+}
+
+/// A step's `script_file` that does not exist or is not a regular file: an error of the
+/// workflow (`WORKFLOW.VALIDATION.INVALID_REFERENCE`, exit 2), which `awf validate` reports
+/// and `awf run` refuses before starting (the step would fail). `~/` resolves against the
+/// host's home directory.
+fn missing_script_files(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    if !wf.states.values().any(|s| {
+        matches!(&s.kind, StateKind::Command(c)
+            if matches!(c.source, awf_domain::workflow::CommandSource::ScriptFile(_)))
+    }) {
+        return Vec::new();
+    }
+    let mut env = BTreeMap::new();
+    if let Some(home) = services.host.home_dir() {
+        env.insert("HOME".to_owned(), home.display().to_string());
+    }
+    file_references(
+        wf,
+        &services.awf_dirs,
+        &env,
+        std::path::Path::new("."),
+        services.host.as_ref(),
+    )
+    .into_iter()
+    .filter(is_script_file_finding)
+    .collect()
+}
+
+/// Files a step names that a run would fail to read, reported by `awf validate` (as
+/// AWF (Go) does) instead of at run time: an agent's `prompt_file` (used when there is no
+/// `prompt`) that does not exist or is not a regular file (`USER.INPUT.MISSING_FILE`, as in
+/// AWF (Go)), a command step's `script_file` likewise (`WORKFLOW.VALIDATION.INVALID_REFERENCE`:
+/// AWF (Go) does not check it; awf treats it as the workflow error it is), and each skill
 /// that is unnamed, not found on the skills search path or has no `SKILL.md`
 /// (`USER.INPUT.MISSING_SKILL`; a warning when its `SKILL.md` has no content, as in AWF (Go)). Paths resolve as at run time: `{{.awf.*}}`
 /// directories from `awf_dirs` (a global scripts/prompts file preferring the workflow
@@ -177,15 +215,21 @@ pub fn file_references(
     let mut out = Vec::new();
     // A file a step names (`prompt_file`, `script_file`) that a run could not read.
     let file_problem = |field: &str, name: &str, f: &str| -> Option<Diagnostic> {
+        let code = if field == "script_file" {
+            ErrorCode::WorkflowValidationInvalidReference
+        } else {
+            ErrorCode::UserInputMissingFile
+        };
         let path = static_path(f)?;
         let problem = match host.metadata(&path).map(|m| m.kind) {
+            Err(_) if host.is_symlink(&path) => "is a symbolic link that cannot be followed",
             Err(_) => "not found",
             Ok(awf_domain::ports::host::FileKind::Dir) => "is a directory, not a file",
             Ok(awf_domain::ports::host::FileKind::Other) => "is not a regular file",
             Ok(_) => return None,
         };
         let mut d = Diagnostic::error(
-            ErrorCode::UserInputMissingFile,
+            code,
             format!("states.{name}.{field}"),
             format!("{field} {problem}: {f} ({})", path.display()),
         );
@@ -320,6 +364,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(validate::ignored_branch_routes(wf));
     later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
+    later.extend(missing_script_files(services, wf));
     later.extend(unknown_providers(wf));
     later.extend(unknown_options(services, wf));
     later.retain(|d| {

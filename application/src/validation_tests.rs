@@ -207,3 +207,108 @@ fn deep_call_chains_end_with_or_without_a_cycle() {
     // Past MAX_CALLED_WORKFLOWS the check stops (the run's own checks remain).
     assert_eq!(cycles(&chain(MAX_CALLED_WORKFLOWS + 50, true), 0), vec![]);
 }
+
+/// Workflow `w` (in `/wf`) with a script step `s` reading `script`, and an agent step `a`
+/// reading `prompt`.
+fn script_and_prompt(script: &str, prompt: &str) -> Workflow {
+    use awf_domain::workflow::AgentStep;
+    use awf_domain::workflow::CommandSource;
+    use awf_domain::workflow::CommandStep;
+    let mut w = caller("w", &[]);
+    let mut s = State::new(
+        "s",
+        StateKind::Command(CommandStep {
+            source: CommandSource::ScriptFile(script.into()),
+            dir: None,
+        }),
+    );
+    s.on_success = Some("a".into());
+    let mut a = State::new(
+        "a",
+        StateKind::Agent(AgentStep {
+            provider: "claude".into(),
+            prompt: None,
+            prompt_file: Some(prompt.into()),
+            mode: "single".into(),
+            system_prompt: None,
+            role: None,
+            skills: vec![],
+            options: IndexMap::new(),
+            output_format: None,
+            conversation: None,
+            mcp_proxy: None,
+            policy: Default::default(),
+        }),
+    );
+    a.on_success = Some("done".into());
+    w.states.insert("s".into(), s);
+    w.states.insert("a".into(), a);
+    w.initial = "s".into();
+    w.source.dir = PathBuf::from("/wf");
+    w
+}
+
+#[test]
+fn regression_a_missing_script_file_is_a_workflow_error_that_run_refuses() {
+    use awf_domain::ports::fakes::FakeHost;
+    let w = script_and_prompt("build.sh", "ask.md");
+    let with_host = |host: FakeHost| {
+        let mut services = services(std::slice::from_ref(&w));
+        services.host = Arc::new(host);
+        services
+    };
+    let loaded = || LoadedWorkflow {
+        workflow: w.clone(),
+        source_map: Default::default(),
+        diagnostics: Vec::new(),
+    };
+    let found = |services: &Services| -> Vec<(ErrorCode, String, String)> {
+        validate_loaded(services, loaded(), &BTreeMap::new())
+            .diagnostics
+            .into_iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| (d.code, d.path, d.message))
+            .collect()
+    };
+    let missing = with_host(FakeHost::default());
+    assert_eq!(
+        found(&missing),
+        vec![
+            (
+                ErrorCode::WorkflowValidationInvalidReference,
+                "states.s.script_file".to_owned(),
+                "script_file not found: build.sh (/wf/build.sh)".to_owned()
+            ),
+            (
+                ErrorCode::UserInputMissingFile,
+                "states.a.prompt_file".to_owned(),
+                "prompt_file not found: ask.md (/wf/ask.md)".to_owned()
+            ),
+        ]
+    );
+    // A run refuses the missing script before starting (WORKFLOW: exit 2).
+    let refused =
+        check_for_run(&missing, &loaded()).map_err(|e| (e.code(), e.message().to_owned()));
+    assert_eq!(
+        refused,
+        Err((
+            ErrorCode::WorkflowValidationInvalidReference,
+            "states.s.script_file: script_file not found: build.sh (/wf/build.sh)".to_owned()
+        ))
+    );
+    assert_eq!(ErrorCode::WorkflowValidationInvalidReference.exit_code(), 2);
+    // With the script there, only the prompt file is left, which a run does not pre-check.
+    let present = with_host(FakeHost::default().file("/wf/build.sh", "echo hi\n"));
+    assert_eq!(
+        found(&present),
+        vec![(
+            ErrorCode::UserInputMissingFile,
+            "states.a.prompt_file".to_owned(),
+            "prompt_file not found: ask.md (/wf/ask.md)".to_owned()
+        )]
+    );
+    assert_eq!(
+        check_for_run(&present, &loaded()).map_err(|e| e.code()),
+        Ok(())
+    );
+}

@@ -402,6 +402,69 @@ states:
     assert!(!sb.path().join("started-fns").exists(), "no step ran");
 }
 
+/// The user's report: a missing `script_file` made `awf validate` exit 1
+/// (USER.INPUT.MISSING_FILE) where other invalid workflows exit 2, and `awf run` started,
+/// ran the steps before it, failed at the step and left a failed run with a resume hint.
+/// Now it is a workflow error (exit 2) for validate, and run refuses before starting.
+#[test]
+fn regression_a_missing_script_file_is_exit_2_and_run_refuses_before_starting() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "sf.yaml",
+            "name: sf
+states:
+  initial: first
+  first: {type: step, command: touch started-sf, on_success: s}
+  s: {type: step, script_file: scripts/nope.sh, on_success: done}
+  done: {type: terminal}
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    assert_eq!(
+        errors(&diags),
+        vec![(
+            "WORKFLOW.VALIDATION.INVALID_REFERENCE".to_owned(),
+            "states.s.script_file".to_owned()
+        )]
+    );
+    let d = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_REFERENCE",
+        "states.s.script_file",
+    );
+    assert_eq!(
+        d["message"],
+        json!(format!(
+            "script_file not found: scripts/nope.sh ({})",
+            sb.path().join("scripts/nope.sh").display()
+        ))
+    );
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("[WORKFLOW.VALIDATION.INVALID_REFERENCE]")
+            && r.stderr.contains("script_file not found: scripts/nope.sh"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("resume"),
+        "no run to resume: {}",
+        r.stderr
+    );
+    assert!(!sb.path().join("started-sf").exists(), "no step ran");
+    let history = sb.run(&["history", "-f", "json"]).unwrap();
+    assert!(
+        !history.stdout.contains("\"sf\""),
+        "no run recorded: {}",
+        history.stdout
+    );
+}
+
 /// A chain of `n` nested blocks (parallel, for_each, parallel, …) around one step.
 fn nested(n: usize) -> String {
     let mut s = format!("name: deep{n}\nstates:\n  initial: p0\n");
