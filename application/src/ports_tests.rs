@@ -256,21 +256,30 @@ async fn script_files_are_read_through_the_host_with_the_same_messages() {
     .await;
     assert_eq!(r.status, RunStatus::Success, "{:?}", r.error);
     assert_eq!(r.states["s"].output, "ok\n");
+    // A script the run could not read is refused before the run starts (a workflow error).
     for (host, message) in [
-        (FakeHost::default(), "script file not found: /wf/build.sh"),
+        (
+            FakeHost::default(),
+            "states.s.script_file: script_file not found: build.sh (/wf/build.sh)",
+        ),
         (
             FakeHost::default().dir("/wf/build.sh"),
-            "script file is a directory: /wf/build.sh",
+            "states.s.script_file: script_file is a directory, not a file: build.sh (/wf/build.sh)",
         ),
         (
             FakeHost::default().dangling_link("/wf/build.sh"),
-            "script file is a symbolic link whose target does not exist: /wf/build.sh",
+            "states.s.script_file: script_file is a symbolic link that cannot be followed: build.sh (/wf/build.sh)",
         ),
     ] {
-        let r = run(host, FakeExecutor::new()).await;
-        assert_eq!(r.status, RunStatus::Failure);
-        let e = r.states["s"].error.clone().unwrap_or_default();
-        assert!(e.contains(message), "{e}");
+        let mut setup = Setup::new(FakeRepository::new().with(wf.clone()), FakeExecutor::new());
+        setup.host = Arc::new(host);
+        let Err(e) = setup.facade().start_run(request("w")).await else {
+            panic!("{message}: the run started");
+        };
+        assert_eq!(
+            (e.code(), e.message()),
+            (ErrorCode::WorkflowValidationInvalidReference, message)
+        );
     }
 }
 

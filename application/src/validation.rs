@@ -76,14 +76,21 @@ pub fn validate_loaded(
     let mut extra = validate::missing_env(&loaded.workflow, env);
     // Shown by `awf validate` only: a run does not repeat it on every start.
     extra.extend(validate::unquoted_shell_values(&loaded.workflow));
+    // Validate only: a run keeps AWF's behaviour (the engine's CIRCULAR_CALL at the call, exit 3).
+    extra.extend(call_cycles(services, &loaded.workflow));
     let cwd = services.host.current_dir().unwrap_or_default();
-    extra.extend(file_references(
-        &loaded.workflow,
-        &services.awf_dirs,
-        env,
-        &cwd,
-        services.host.as_ref(),
-    ));
+    // (A missing `script_file` is one of [`checks`], which a run applies too.)
+    extra.extend(
+        file_references(
+            &loaded.workflow,
+            &services.awf_dirs,
+            env,
+            &cwd,
+            services.host.as_ref(),
+        )
+        .into_iter()
+        .filter(|d| !is_script_file_finding(d)),
+    );
     for d in &mut extra {
         d.locate(&loaded.source_map);
     }
@@ -96,10 +103,43 @@ pub fn validate_loaded(
     }
 }
 
-/// Files an agent step names that a run would fail to read, reported by `awf validate` (as
-/// AWF (Go) does) instead of at run time: a `prompt_file` (used when there is no `prompt`)
-/// or a `script_file` that does not exist or is not a regular file
-/// (`USER.INPUT.MISSING_FILE`), and each skill
+/// Whether `d` is [`file_references`]' finding about a step's `script_file`.
+fn is_script_file_finding(d: &Diagnostic) -> bool {
+    d.path.ends_with(".script_file")
+}
+
+/// A step's `script_file` that does not exist or is not a regular file: an error of the
+/// workflow (`WORKFLOW.VALIDATION.INVALID_REFERENCE`, exit 2), which `awf validate` reports
+/// and `awf run` refuses before starting (the step would fail). `~/` resolves against the
+/// host's home directory.
+fn missing_script_files(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    if !wf.states.values().any(|s| {
+        matches!(&s.kind, StateKind::Command(c)
+            if matches!(c.source, awf_domain::workflow::CommandSource::ScriptFile(_)))
+    }) {
+        return Vec::new();
+    }
+    let mut env = BTreeMap::new();
+    if let Some(home) = services.host.home_dir() {
+        env.insert("HOME".to_owned(), home.display().to_string());
+    }
+    file_references(
+        wf,
+        &services.awf_dirs,
+        &env,
+        std::path::Path::new("."),
+        services.host.as_ref(),
+    )
+    .into_iter()
+    .filter(is_script_file_finding)
+    .collect()
+}
+
+/// Files a step names that a run would fail to read, reported by `awf validate` (as
+/// AWF (Go) does) instead of at run time: an agent's `prompt_file` (used when there is no
+/// `prompt`) that does not exist or is not a regular file (`USER.INPUT.MISSING_FILE`, as in
+/// AWF (Go)), a command step's `script_file` likewise (`WORKFLOW.VALIDATION.INVALID_REFERENCE`:
+/// AWF (Go) does not check it; awf treats it as the workflow error it is), and each skill
 /// that is unnamed, not found on the skills search path or has no `SKILL.md`
 /// (`USER.INPUT.MISSING_SKILL`; a warning when its `SKILL.md` has no content, as in AWF (Go)). Paths resolve as at run time: `{{.awf.*}}`
 /// directories from `awf_dirs` (a global scripts/prompts file preferring the workflow
@@ -175,15 +215,21 @@ pub fn file_references(
     let mut out = Vec::new();
     // A file a step names (`prompt_file`, `script_file`) that a run could not read.
     let file_problem = |field: &str, name: &str, f: &str| -> Option<Diagnostic> {
+        let code = if field == "script_file" {
+            ErrorCode::WorkflowValidationInvalidReference
+        } else {
+            ErrorCode::UserInputMissingFile
+        };
         let path = static_path(f)?;
         let problem = match host.metadata(&path).map(|m| m.kind) {
+            Err(_) if host.is_symlink(&path) => "is a symbolic link that cannot be followed",
             Err(_) => "not found",
             Ok(awf_domain::ports::host::FileKind::Dir) => "is a directory, not a file",
             Ok(awf_domain::ports::host::FileKind::Other) => "is not a regular file",
             Ok(_) => return None,
         };
         let mut d = Diagnostic::error(
-            ErrorCode::UserInputMissingFile,
+            code,
             format!("states.{name}.{field}"),
             format!("{field} {problem}: {f} ({})", path.display()),
         );
@@ -318,6 +364,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(validate::ignored_branch_routes(wf));
     later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
+    later.extend(missing_script_files(services, wf));
     later.extend(unknown_providers(wf));
     later.extend(unknown_options(services, wf));
     later.retain(|d| {
@@ -534,6 +581,119 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
+/// Most workflows [`call_cycles`] loads while following `call_workflow` steps; a larger call
+/// graph is left to the run's own checks (`EXECUTION.WORKFLOW.CIRCULAR_CALL`, `MAX_DEPTH`).
+const MAX_CALLED_WORKFLOWS: usize = 256;
+
+/// `call_workflow` steps whose literal `workflow:` leads back to a workflow already on the
+/// call chain: the workflow itself (`c: {type: call_workflow, workflow: rec}` in `rec.yaml`)
+/// or through others (A → B → A). Workflows are told apart as the engine does at run time
+/// (the canonical path of their file), and each is loaded once, so a deep chain costs one
+/// load per workflow; a target that cannot be loaded is [`missing_children`]'s error.
+///
+/// Code `WORKFLOW.VALIDATION.CYCLE_DETECTED`, error, path `states.<step>.workflow` of the
+/// step of `wf` that starts the chain, one per step; the message names the chain by file
+/// stem (`rec -> rec`). Reported by `awf validate` (and `awf list`, the HTTP validate) only:
+/// `awf run` keeps AWF's behaviour, the engine's `EXECUTION.WORKFLOW.CIRCULAR_CALL` (exit 3)
+/// at the call (spec/workflow.md §3.7; conformance C23). Source: the code's catalog text
+/// ("a … sub-workflow reference forms a cycle").
+fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
+    struct Frame {
+        id: String,
+        dir: std::path::PathBuf,
+        calls: Vec<(String, String)>,
+        next: usize,
+        /// The step of `wf` this frame was reached through (`None` for `wf` itself).
+        root_step: Option<String>,
+    }
+    let host = services.host.as_ref();
+    let calls = |w: &Workflow| -> Vec<(String, String)> {
+        w.states
+            .iter()
+            .filter_map(|(name, st)| match &st.kind {
+                StateKind::CallWorkflow(c) if !c.workflow.contains("{{") => {
+                    Some((name.clone(), c.workflow.clone()))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let label = |id: &str| -> String {
+        std::path::Path::new(id)
+            .file_stem()
+            .map_or_else(|| id.to_owned(), |s| s.to_string_lossy().into_owned())
+    };
+    let mut out = Vec::new();
+    let mut done: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut loads = 0usize;
+    let mut stack = vec![Frame {
+        id: crate::engine::identity(wf, host),
+        dir: wf.source.dir.clone(),
+        calls: calls(wf),
+        next: 0,
+        root_step: None,
+    }];
+    while let Some(top) = stack.last_mut() {
+        let Some((step, target)) = top.calls.get(top.next).cloned() else {
+            if let Some(f) = stack.pop() {
+                done.insert(f.id);
+            }
+            continue;
+        };
+        top.next += 1;
+        let root_step = top.root_step.clone().unwrap_or_else(|| step.clone());
+        let dir = top.dir.clone();
+        if loads >= MAX_CALLED_WORKFLOWS {
+            break;
+        }
+        loads += 1;
+        let Ok(child) = services.repository.load(&target, Some(&dir)) else {
+            continue;
+        };
+        let child_id = crate::engine::identity(&child.workflow, host);
+        if let Some(from) = stack.iter().position(|f| f.id == child_id) {
+            // The calls from `wf` down to the repeated workflow, then back to it.
+            let mut chain: Vec<String> = stack.iter().map(|f| label(&f.id)).collect();
+            chain.push(label(&child_id));
+            let message = if from == 0 && stack.len() == 1 {
+                format!(
+                    "workflow \"{}\" calls itself: {} (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)",
+                    wf.name,
+                    chain.join(" -> ")
+                )
+            } else {
+                format!(
+                    "sub-workflow calls form a cycle: {} (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)",
+                    chain.join(" -> ")
+                )
+            };
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationCycleDetected,
+                    format!("states.{root_step}.workflow"),
+                    message,
+                )
+                .with_hint("a workflow cannot call itself, directly or through other workflows; repeat steps with a while loop"),
+            );
+            // One finding per step of `wf`: go on with its next step (the frames above were
+            // not fully explored, so they are not marked done).
+            stack.truncate(1);
+            continue;
+        }
+        if done.contains(&child_id) {
+            continue;
+        }
+        stack.push(Frame {
+            id: child_id,
+            dir: child.workflow.source.dir.clone(),
+            calls: calls(&child.workflow),
+            next: 0,
+            root_step: Some(root_step),
+        });
+    }
+    out
+}
+
 /// A literal `provider:` awf does not know (it would fail at run time).
 fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -658,11 +818,20 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = validate::structural(wf);
     let expr = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
         if let Err(e) = services.expressions.check(text) {
-            out.push(Diagnostic::error(
+            let e = e.to_string();
+            let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
+                Some((why, hint)) => (why, Some(hint)),
+                None => (e.as_str(), None),
+            };
+            let mut d = Diagnostic::error(
                 ErrorCode::WorkflowValidationInvalidTransition,
                 path,
-                format!("expression `{text}` does not compile: {e}"),
-            ));
+                format!("expression `{text}` does not compile: {why}"),
+            );
+            if let Some(h) = hint {
+                d = d.with_hint(h);
+            }
+            out.push(d);
         }
     };
     let tpl = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
@@ -809,3 +978,7 @@ fn unknown_options(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     }
     out
 }
+
+#[cfg(test)]
+#[path = "validation_tests.rs"]
+mod tests;

@@ -204,7 +204,7 @@ error_codes! {
         "A state is missing a required field or combines fields that exclude each other.",
         "Follow the message; `awf validate` reports every such problem at once.";
     WorkflowValidationInvalidReference => "WORKFLOW.VALIDATION.INVALID_REFERENCE", Workflow,
-        "A template refers to an undeclared input, an unknown state, a state that runs later, or an unknown field.",
+        "A template refers to an undeclared input, an unknown state, a state that runs later, or an unknown field; or a step names a `script_file` or sub-workflow that cannot be found.",
         "Declare the input, fix the state or field name (fields are PascalCase: Output, ExitCode, …).";
     WorkflowValidationMissingTemplate => "WORKFLOW.VALIDATION.MISSING_TEMPLATE", Workflow,
         "A `use_template` names a template that cannot be found, or misses a required parameter.",

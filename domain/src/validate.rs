@@ -335,9 +335,10 @@ fn children(s: &State) -> &[String] {
 ///
 /// Code `WORKFLOW.VALIDATION.CYCLE_DETECTED` (path `states.<first state of the cycle>`, the
 /// message names the cycle `a -> b -> a`) and `WORKFLOW.VALIDATION.INVALID_STATE` for depth;
-/// all errors. A loop listing itself in its own body is left to [`structural`]'s per-type
-/// rule. The engine runs the same check before a run starts (it would otherwise recurse
-/// without end). Source: spec/workflow.md §3.4, §3.5; issue 7.
+/// all errors; a loop listing itself in its own body (`a: {body: [a]}`) is the cycle `a -> a`.
+/// Every walk here keeps a visited set, so it ends on any graph. The engine runs the same
+/// check before a run starts (it would otherwise recurse without end).
+/// Source: spec/workflow.md §3.4, §3.5; issue 7.
 pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
@@ -372,14 +373,9 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
                 1 => {
                     let from = stack.iter().position(|(n, _)| *n == child).unwrap_or(0);
                     let cycle: Vec<&str> = stack[from..].iter().map(|(n, _)| *n).collect();
-                    let self_loop = cycle.len() == 1
-                        && matches!(
-                            wf.states.get(child).map(|s| &s.kind),
-                            Some(StateKind::Loop(_))
-                        );
                     let mut key = cycle.clone();
                     key.sort_unstable();
-                    if self_loop || !seen_cycles.insert(key) {
+                    if !seen_cycles.insert(key) {
                         continue;
                     }
                     let mut shown = cycle.clone();
@@ -406,7 +402,10 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
     }
     // Acyclic: nesting depth of each container, children first (iterative post-order, so a
     // long chain cannot exhaust the validator's own stack).
+    // `expanded` guards the walk on its own: each state pushes its children once, so it
+    // ends even on a graph with a cycle the check above would have caught.
     let mut depth: HashMap<&str, usize> = HashMap::new();
+    let mut expanded_once: BTreeSet<&str> = BTreeSet::new();
     for start in &names {
         let mut stack: Vec<(&str, bool)> = vec![(start, false)];
         while let Some((n, expanded)) = stack.pop() {
@@ -414,6 +413,9 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
                 continue;
             }
             let kids = wf.states.get(n).map_or(&[][..], children);
+            if !expanded && !expanded_once.insert(n) {
+                continue;
+            }
             if expanded {
                 let d = kids
                     .iter()
@@ -956,12 +958,7 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                         format!("loop \"{name}\" lists body state \"{b}\" twice"),
                     ));
                 }
-                if b == name {
-                    out.push(invalid_state(
-                        format!("{base}.body.{i}"),
-                        format!("loop \"{name}\" cannot contain itself"),
-                    ));
-                }
+                // A loop in its own body is a containment cycle, reported by `containment`.
             }
             if let MaxIterations::Static(n) = l.max_iterations
                 && n != 0
@@ -1181,6 +1178,14 @@ pub fn while_never_true(wf: &Workflow) -> Vec<Diagnostic> {
         let LoopOver::While(cond) = &l.over else {
             continue;
         };
+        let read: Vec<String> = state_names_in(cond)
+            .into_iter()
+            .filter(|x| l.body.contains(x))
+            .collect();
+        if read.is_empty() {
+            // Nothing to check: skip the walk (one per loop, so many loops stay linear).
+            continue;
+        }
         // States that can run before the loop's first check: reachable without entering it.
         let mut seen: BTreeSet<&str> = BTreeSet::new();
         let mut queue: VecDeque<&str> = VecDeque::new();
@@ -1195,8 +1200,8 @@ pub fn while_never_true(wf: &Workflow) -> Vec<Diagnostic> {
                 queue.extend(successors(st, true));
             }
         }
-        for x in state_names_in(cond) {
-            if l.body.contains(&x) && !seen.contains(x.as_str()) {
+        for x in read {
+            if !seen.contains(x.as_str()) {
                 out.push(
                     Diagnostic::warning(
                         ErrorCode::WorkflowValidationInvalidReference,

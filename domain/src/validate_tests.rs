@@ -719,6 +719,219 @@ fn shared_children_without_a_cycle_are_fine_and_deep_nesting_is_capped() {
     );
 }
 
+/// Every graph pass of this module over `w`, on a thread with a deadline: a pass that does
+/// not end fails the test instead of hanging it.
+fn all_passes_within_deadline(w: &Workflow) -> Vec<Diagnostic> {
+    let w = w.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut d = structural(&w);
+        d.extend(reachability(&w));
+        d.extend(references(&w));
+        d.extend(while_never_true(&w));
+        d.extend(ignored_branch_routes(&w));
+        d.extend(unquoted_shell_values(&w));
+        d.extend(missing_env(&w, &BTreeMap::new()));
+        let _ = tx.send(d);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the validation passes did not end within 20 s")
+}
+
+/// (path, message) of each CYCLE_DETECTED error, and whether any other error was reported.
+/// (path, message) pairs.
+type Findings = Vec<(String, String)>;
+
+fn cycles_only(d: &[Diagnostic]) -> (Findings, Vec<(ErrorCode, String)>) {
+    let cycles = d
+        .iter()
+        .filter(|d| d.code == ErrorCode::WorkflowValidationCycleDetected)
+        .map(|d| (d.path.clone(), d.message.clone()))
+        .collect();
+    let others = d
+        .iter()
+        .filter(|d| {
+            d.severity == Severity::Error && d.code != ErrorCode::WorkflowValidationCycleDetected
+        })
+        .map(|d| (d.code, d.path.clone()))
+        .collect();
+    (cycles, others)
+}
+
+const SELF_CYCLE_MESSAGE: &str =
+    "state \"a\" contains itself: a -> a (a parallel block or loop cannot run inside itself)";
+
+#[test]
+fn regression_a_while_loop_in_its_own_body_is_a_cycle_not_a_hang() {
+    // The user's c6: `a: {type: while, while: "true", body: [a], on_complete: done}`.
+    let w = wf(
+        "a",
+        vec![
+            loop_state("a", LoopOver::While("true".into()), &["a"], Some("done")),
+            terminal("done"),
+        ],
+    );
+    let d = all_passes_within_deadline(&w);
+    assert_eq!(
+        cycles_only(&d),
+        (
+            vec![("states.a".to_owned(), SELF_CYCLE_MESSAGE.to_owned())],
+            vec![]
+        )
+    );
+    // The engine's guard is the same function: it refuses too.
+    assert_eq!(
+        codes(&containment(&w)),
+        vec![(
+            ErrorCode::WorkflowValidationCycleDetected,
+            "states.a".into()
+        )]
+    );
+}
+
+#[test]
+fn regression_a_for_each_loop_in_its_own_body_is_a_cycle_not_a_hang() {
+    let w = wf(
+        "a",
+        vec![
+            loop_state(
+                "a",
+                LoopOver::Items("[1, 2]".into()),
+                &["x", "a"],
+                Some("done"),
+            ),
+            cmd("x", "echo", None),
+            terminal("done"),
+        ],
+    );
+    let d = all_passes_within_deadline(&w);
+    assert_eq!(
+        cycles_only(&d),
+        (
+            vec![("states.a".to_owned(), SELF_CYCLE_MESSAGE.to_owned())],
+            vec![]
+        )
+    );
+}
+
+#[test]
+fn every_containment_cycle_shape_ends_with_cycle_detected() {
+    // Two loops in each other's bodies.
+    let two_loops = wf(
+        "l1",
+        vec![
+            loop_state("l1", LoopOver::While("true".into()), &["l2"], Some("done")),
+            loop_state("l2", LoopOver::Items("[1]".into()), &["l1"], None),
+            terminal("done"),
+        ],
+    );
+    // A parallel branch that is the block itself, beside a loop in its own body.
+    let block_and_loop = wf(
+        "p",
+        vec![
+            par("p", &["p", "l"], Some("done")),
+            loop_state("l", LoopOver::While("true".into()), &["l"], None),
+            terminal("done"),
+        ],
+    );
+    // A loop in its own body, itself in the body of another loop.
+    let nested_self = wf(
+        "outer",
+        vec![
+            loop_state("outer", LoopOver::Items("[1]".into()), &["a"], Some("done")),
+            loop_state("a", LoopOver::While("true".into()), &["a"], None),
+            terminal("done"),
+        ],
+    );
+    let cases: Vec<(&str, &Workflow, Findings)> = vec![
+        (
+            "two loops",
+            &two_loops,
+            vec![(
+                "states.l1".to_owned(),
+                "state \"l1\" contains itself: l1 -> l2 -> l1 (a parallel block or loop cannot run inside itself)".to_owned(),
+            )],
+        ),
+        (
+            "block and loop",
+            &block_and_loop,
+            vec![
+                (
+                    "states.p".to_owned(),
+                    "state \"p\" contains itself: p -> p (a parallel block or loop cannot run inside itself)".to_owned(),
+                ),
+                (
+                    "states.l".to_owned(),
+                    "state \"l\" contains itself: l -> l (a parallel block or loop cannot run inside itself)".to_owned(),
+                ),
+            ],
+        ),
+        (
+            "nested self",
+            &nested_self,
+            vec![("states.a".to_owned(), SELF_CYCLE_MESSAGE.to_owned())],
+        ),
+    ];
+    for (what, w, want) in cases {
+        let d = all_passes_within_deadline(w);
+        assert_eq!(cycles_only(&d), (want, vec![]), "{what}");
+    }
+}
+
+#[test]
+fn deep_nesting_with_and_without_a_cycle_ends() {
+    // 5000 loops, each in the body of the one before; the last holds the first.
+    let n = 5000;
+    let chain = |closed: bool| {
+        let mut states: Vec<State> = (0..n)
+            .map(|i| {
+                let next = if i + 1 < n {
+                    format!("l{}", i + 1)
+                } else if closed {
+                    "l0".to_owned()
+                } else {
+                    "leaf".to_owned()
+                };
+                loop_state(
+                    &format!("l{i}"),
+                    LoopOver::While("true".into()),
+                    &[next.as_str()],
+                    (i == 0).then_some("done"),
+                )
+            })
+            .collect();
+        if !closed {
+            states.push(cmd("leaf", "echo", None));
+        }
+        states.push(terminal("done"));
+        wf("l0", states)
+    };
+    let d = all_passes_within_deadline(&chain(true));
+    let (cycles, others) = cycles_only(&d);
+    assert_eq!(others, vec![]);
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert_eq!(cycles[0].0, "states.l0");
+    assert!(
+        cycles[0]
+            .1
+            .starts_with("state \"l0\" contains itself: l0 -> l1 -> l2 -> ")
+            && cycles[0].1.contains(" -> l4999 -> l0 ("),
+        "{}",
+        &cycles[0].1[..200]
+    );
+    // Without the cycle: only the nesting limit.
+    let d = all_passes_within_deadline(&chain(false));
+    let (cycles, others) = cycles_only(&d);
+    assert_eq!(cycles, vec![]);
+    assert_eq!(
+        others,
+        vec![(
+            ErrorCode::WorkflowValidationInvalidState,
+            "states.l0".to_owned()
+        )]
+    );
+}
+
 #[test]
 fn no_reachable_terminal_is_an_error_and_unreachable_states_warn() {
     // a -> b -> a, with a conditional route that also leads back: trapped.

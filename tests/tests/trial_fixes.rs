@@ -275,7 +275,7 @@ fn validate_reports_a_missing_or_special_script_file() {
             )
             .unwrap();
         let r = sb.run(&["validate", wf.to_str().unwrap()]).unwrap();
-        assert_ne!(r.code, 0, "{file}");
+        assert_eq!(r.code, 2, "{file}: a workflow error");
         assert!(
             format!("{}{}", r.stdout, r.stderr).contains(problem),
             "{file}: {}{}",

@@ -160,6 +160,311 @@ fn run_refuses_a_containment_cycle_before_any_step_starts() {
     }
 }
 
+/// `awf <args>` in the sandbox, killed after `secs` seconds: a hang fails the test (with what
+/// the command printed so far) instead of blocking the suite.
+fn run_with_deadline(sb: &Sandbox, args: &[&str], secs: u64) -> Run {
+    let out_path = sb
+        .path()
+        .join(format!("deadline-{}.out", args.join("-").replace('/', "_")));
+    let err_path = out_path.with_extension("err");
+    let mut child = sb
+        .cmd(args)
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`awf {}` did not end within {secs} s (stderr: {})",
+                args.join(" "),
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: std::fs::read_to_string(&out_path).unwrap(),
+        stderr: std::fs::read_to_string(&err_path).unwrap(),
+    }
+}
+
+/// The user's report: a loop whose body lists the loop itself made `awf validate`, `run` and
+/// `list` spin at 100% CPU with memory growing without bound. Now each refuses it at once
+/// with `CYCLE_DETECTED`, as for `parallel: [p]`.
+#[test]
+fn regression_a_loop_in_its_own_body_is_a_cycle_for_validate_run_and_list() {
+    let sb = sandbox();
+    for (name, text) in [
+        (
+            "c6",
+            "name: c6\nstates: {initial: a, a: {type: while, while: \"true\", body: [a], on_complete: done}, done: {type: terminal}}\n",
+        ),
+        (
+            "c7",
+            "name: c7\nstates: {initial: a, a: {type: for_each, items: '[\"x\"]', body: [a], on_complete: done}, done: {type: terminal}}\n",
+        ),
+        (
+            "c8",
+            "name: c8\nstates: {initial: l1, l1: {type: while, while: \"true\", body: [l2], on_complete: done}, l2: {type: for_each, items: '[1]', body: [l1]}, done: {type: terminal}}\n",
+        ),
+    ] {
+        let f = sb
+            .write(&format!(".awf/workflows/{name}.yaml"), text)
+            .unwrap();
+        let file = f.display().to_string();
+        let r = run_with_deadline(&sb, &["validate", "-f", "json", &file], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        let doc = r.json().unwrap();
+        let cycles: Vec<(String, String, String)> = doc["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["severity"] == "error")
+            .map(|d| {
+                (
+                    d["code"].as_str().unwrap().to_owned(),
+                    d["path"].as_str().unwrap().to_owned(),
+                    d["message"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let first = if name == "c8" { "l1" } else { "a" };
+        let shown = if name == "c8" {
+            "l1 -> l2 -> l1"
+        } else {
+            "a -> a"
+        };
+        assert_eq!(
+            cycles,
+            vec![(
+                "WORKFLOW.VALIDATION.CYCLE_DETECTED".to_owned(),
+                format!("states.{first}"),
+                format!(
+                    "state \"{first}\" contains itself: {shown} (a parallel block or loop cannot run inside itself)"
+                ),
+            )],
+            "{name}"
+        );
+        let r = run_with_deadline(&sb, &["run", &file], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        assert!(
+            r.stderr.contains("WORKFLOW.VALIDATION.CYCLE_DETECTED"),
+            "{name}: {}",
+            r.stderr
+        );
+    }
+    let r = run_with_deadline(&sb, &["list", "-f", "json"], 30);
+    assert_eq!(r.code, 0, "{r:?}");
+    let listed = r.json().unwrap();
+    for name in ["c6", "c7", "c8"] {
+        let entry = listed
+            .as_array()
+            .and_then(|a| a.iter().find(|w| w["name"] == name))
+            .unwrap_or_else(|| panic!("{name} listed: {listed:#}"));
+        assert!(
+            entry["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("CYCLE_DETECTED")),
+            "{name}: {entry:#}"
+        );
+    }
+}
+
+/// The user's report: `c: {type: call_workflow, workflow: rec}` in rec.yaml passed `awf
+/// validate`, then `awf run` failed with EXECUTION.WORKFLOW.CIRCULAR_CALL. Now validate says
+/// CYCLE_DETECTED (exit 2), for A -> B -> A too; run keeps AWF's exit 3 (conformance C23).
+#[test]
+fn regression_a_sub_workflow_call_cycle_is_found_by_validate() {
+    let sb = sandbox();
+    let call = |name: &str, target: &str| {
+        format!(
+            "name: {name}\nstates:\n  initial: start\n  start: {{type: step, command: touch started-{name}, on_success: c}}\n  c: {{type: call_workflow, workflow: {target}, on_success: done}}\n  done: {{type: terminal}}\n"
+        )
+    };
+    sb.write(".awf/workflows/rec.yaml", &call("rec", "rec"))
+        .unwrap();
+    sb.write(".awf/workflows/a.yaml", &call("a", "b")).unwrap();
+    sb.write(".awf/workflows/b.yaml", &call("b", "a")).unwrap();
+    for (name, message) in [
+        ("rec", "workflow \"rec\" calls itself: rec -> rec"),
+        ("a", "sub-workflow calls form a cycle: a -> b -> a"),
+    ] {
+        let r = run_with_deadline(&sb, &["validate", "-f", "json", name], 30);
+        assert_eq!(r.code, 2, "{name}: {r:?}");
+        let doc = r.json().unwrap();
+        let diags = doc["diagnostics"].as_array().unwrap();
+        assert_eq!(
+            errors(diags),
+            vec![(
+                "WORKFLOW.VALIDATION.CYCLE_DETECTED".to_owned(),
+                "states.c.workflow".to_owned()
+            )],
+            "{name}"
+        );
+        let d = find(
+            diags,
+            "error",
+            "WORKFLOW.VALIDATION.CYCLE_DETECTED",
+            "states.c.workflow",
+        );
+        assert_eq!(
+            d["message"],
+            format!("{message} (the run would fail with EXECUTION.WORKFLOW.CIRCULAR_CALL)"),
+            "{name}"
+        );
+        let r = run_with_deadline(&sb, &["run", name], 30);
+        assert_eq!(r.code, 3, "{name}: {r:?}");
+        assert!(
+            r.stderr.contains("EXECUTION.WORKFLOW.CIRCULAR_CALL"),
+            "{name}: {}",
+            r.stderr
+        );
+    }
+}
+
+/// The user's report: `when: "nosuchfn(1) == 2"` and `when: "startsWith(states.x.Output,
+/// '/tmp')"` passed `awf validate`, then the run failed with EXECUTION.EXPRESSION.FAILED
+/// "Unknown function". Now both are validation errors with a hint, and run refuses them.
+#[test]
+fn regression_unknown_functions_in_when_are_validation_errors_with_a_hint() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "fns.yaml",
+            "name: fns
+states:
+  initial: x
+  x:
+    type: step
+    command: touch started-fns
+    transitions:
+      - when: \"nosuchfn(1) == 2\"
+        goto: done
+      - when: \"startsWith(states.x.Output, '/tmp')\"
+        goto: done
+      - when: \"states.x.Output startsWith '/tmp'\"
+        goto: done
+      - goto: done
+  done:
+    type: terminal
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    let err = |i: usize| {
+        let d = find(
+            &diags,
+            "error",
+            "WORKFLOW.VALIDATION.INVALID_TRANSITION",
+            &format!("states.x.transitions.{i}.when"),
+        );
+        (d["message"].clone(), d["hint"].clone())
+    };
+    assert_eq!(
+        err(0),
+        (
+            json!(
+                "expression `nosuchfn(1) == 2` does not compile: invalid expression \"nosuchfn(1) == 2\": unknown function nosuchfn() (the run would fail with 'Unknown function')"
+            ),
+            Value::Null
+        )
+    );
+    assert_eq!(
+        err(1),
+        (
+            json!(
+                "expression `startsWith(states.x.Output, '/tmp')` does not compile: invalid expression \"startsWith(states.x.Output, '/tmp')\": unknown function startsWith() (the run would fail with 'Unknown function')"
+            ),
+            json!("startsWith is an operator, not a function; use the operator: x startsWith 'y'")
+        )
+    );
+    assert_eq!(
+        errors(&diags).len(),
+        2,
+        "the operator form is valid: {diags:#?}"
+    );
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("unknown function nosuchfn()"),
+        "{}",
+        r.stderr
+    );
+    assert!(!sb.path().join("started-fns").exists(), "no step ran");
+}
+
+/// The user's report: a missing `script_file` made `awf validate` exit 1
+/// (USER.INPUT.MISSING_FILE) where other invalid workflows exit 2, and `awf run` started,
+/// ran the steps before it, failed at the step and left a failed run with a resume hint.
+/// Now it is a workflow error (exit 2) for validate, and run refuses before starting.
+#[test]
+fn regression_a_missing_script_file_is_exit_2_and_run_refuses_before_starting() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "sf.yaml",
+            "name: sf
+states:
+  initial: first
+  first: {type: step, command: touch started-sf, on_success: s}
+  s: {type: step, script_file: scripts/nope.sh, on_success: done}
+  done: {type: terminal}
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    assert_eq!(
+        errors(&diags),
+        vec![(
+            "WORKFLOW.VALIDATION.INVALID_REFERENCE".to_owned(),
+            "states.s.script_file".to_owned()
+        )]
+    );
+    let d = find(
+        &diags,
+        "error",
+        "WORKFLOW.VALIDATION.INVALID_REFERENCE",
+        "states.s.script_file",
+    );
+    assert_eq!(
+        d["message"],
+        json!(format!(
+            "script_file not found: scripts/nope.sh ({})",
+            sb.path().join("scripts/nope.sh").display()
+        ))
+    );
+    let r = run(&sb, &f);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("[WORKFLOW.VALIDATION.INVALID_REFERENCE]")
+            && r.stderr.contains("script_file not found: scripts/nope.sh"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("resume"),
+        "no run to resume: {}",
+        r.stderr
+    );
+    assert!(!sb.path().join("started-sf").exists(), "no step ran");
+    let history = sb.run(&["history", "-f", "json"]).unwrap();
+    assert!(
+        !history.stdout.contains("\"sf\""),
+        "no run recorded: {}",
+        history.stdout
+    );
+}
+
 /// A chain of `n` nested blocks (parallel, for_each, parallel, …) around one step.
 fn nested(n: usize) -> String {
     let mut s = format!("name: deep{n}\nstates:\n  initial: p0\n");

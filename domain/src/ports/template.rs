@@ -16,6 +16,10 @@ pub enum TemplateError {
     Failed(String),
 }
 
+/// Separates an error's text from a hint in [`ExpressionEvaluator::check`]'s
+/// [`TemplateError::Failed`] message: `unknown function "uper"\nhint: did you mean 'upper'?`.
+pub const HINT_SEPARATOR: &str = "\nhint: ";
+
 /// Renders templates.
 pub trait Interpolator: Send + Sync {
     /// Renders `template` against `scope`. Text without `{{` is returned unchanged.
@@ -87,9 +91,12 @@ pub trait ExpressionEvaluator: Send + Sync {
     /// [`TemplateError::Failed`] for non-numeric results, division by zero and syntax errors.
     fn eval_int(&self, expr: &str) -> Result<i64, TemplateError>;
 
-    /// Checks that `expr` compiles (load-time validation of `when`, `while`, `break_when`).
+    /// Checks that `expr` compiles (load-time validation of `when`, `while`, `break_when`)
+    /// and calls only functions the evaluator has.
     ///
     /// # Errors
-    /// [`TemplateError::Failed`] with the compile error.
+    /// [`TemplateError::Failed`] with the compile error, or naming a function the evaluator
+    /// does not have (a run would fail with `Unknown function`); the text after
+    /// [`HINT_SEPARATOR`], when present, is a hint for the user (a did-you-mean).
     fn check(&self, expr: &str) -> Result<(), TemplateError>;
 }

@@ -117,6 +117,189 @@ impl ExprEvaluator {
     }
 }
 
+/// Every function an expression may call: expr-lang's built-ins (version pinned in the
+/// workspace; those behind features awf leaves off are registered by expr-lang to say which
+/// feature they need) and awf's `has_prefix`/`has_suffix`. A call to any other name compiles
+/// but fails when evaluated (`Unknown function`), so [`ExprEvaluator::check`] refuses it.
+pub const FUNCTIONS: &[&str] = &[
+    "abs",
+    "all",
+    "any",
+    "bitand",
+    "bitnand",
+    "bitnot",
+    "bitor",
+    "bitshl",
+    "bitshr",
+    "bitushr",
+    "bitxor",
+    "ceil",
+    "concat",
+    "count",
+    "date",
+    "duration",
+    "filter",
+    "find",
+    "findIndex",
+    "findLast",
+    "findLastIndex",
+    "first",
+    "flatten",
+    "float",
+    "floor",
+    "fromBase64",
+    "fromJSON",
+    "fromPairs",
+    "get",
+    "groupBy",
+    "hasPrefix",
+    "hasSuffix",
+    "indexOf",
+    "int",
+    "join",
+    "keys",
+    "last",
+    "lastIndexOf",
+    "len",
+    "lower",
+    "map",
+    "max",
+    "mean",
+    "median",
+    "min",
+    "none",
+    "now",
+    "one",
+    "reduce",
+    "repeat",
+    "replace",
+    "reverse",
+    "round",
+    "sort",
+    "sortBy",
+    "split",
+    "splitAfter",
+    "string",
+    "sum",
+    "take",
+    "timezone",
+    "toBase64",
+    "toJSON",
+    "toPairs",
+    "trim",
+    "trimPrefix",
+    "trimSuffix",
+    "type",
+    "uniq",
+    "upper",
+    "values",
+    "has_prefix",
+    "has_suffix",
+];
+
+/// Names expr-lang has only as infix operators (`a startsWith 'b'`), never as functions.
+const OPERATOR_WORDS: &[&str] = &["contains", "startsWith", "endsWith", "matches", "in"];
+
+/// Words that are never a function name, even right before `(` (`not (a or b)`).
+const KEYWORDS: &[&str] = &[
+    "and", "or", "not", "let", "if", "else", "true", "false", "nil",
+];
+
+/// Names that `code` calls as functions (`name(`, outside string literals; not a method call
+/// `x.name(` nor a field), in order, each once. An operator word (`startsWith`, `matches`, …)
+/// counts as a call only where no operand precedes it (`startsWith(a, 'b')`, not
+/// `a startsWith ('b')`).
+pub fn called_functions(code: &str) -> Vec<String> {
+    let b = code.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    // Whether the last token ends an operand (a value, a name, `)`, `]`, `}`).
+    let mut after_operand = false;
+    // Whether the last significant character was `.` (member access: `x.name`, `x?.name`).
+    let mut after_dot = false;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' || c == b'\'' || c == b'`' {
+            i += 1;
+            while i < b.len() && b[i] != c {
+                if b[i] == b'\\' && c != b'`' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            after_operand = true;
+            after_dot = false;
+            continue;
+        }
+        if c.is_ascii_digit() {
+            while i < b.len() && (scan::is_ident_char(b[i]) || b[i] == b'.') {
+                // `1..3`: the range operator, not a decimal point.
+                if b[i] == b'.' && b.get(i + 1) == Some(&b'.') {
+                    break;
+                }
+                i += 1;
+            }
+            after_operand = true;
+            after_dot = false;
+            continue;
+        }
+        if scan::is_ident_char(c) || c == b'$' || c == b'#' {
+            let start = i;
+            i += 1;
+            while i < b.len() && scan::is_ident_char(b[i]) {
+                i += 1;
+            }
+            let name = &code[start..i];
+            let mut j = i;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            let call = b.get(j) == Some(&b'(') && !after_dot && !KEYWORDS.contains(&name);
+            let operator = OPERATOR_WORDS.contains(&name) && after_operand;
+            if call && !operator && !out.iter().any(|n| n == name) {
+                out.push(name.to_owned());
+            }
+            after_operand = !KEYWORDS.contains(&name) && !operator;
+            after_dot = false;
+            continue;
+        }
+        if !c.is_ascii_whitespace() {
+            after_dot = c == b'.';
+            after_operand = matches!(c, b')' | b']' | b'}');
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The error for a call to `name`, which the evaluator does not have, with a hint: the
+/// operator form for an operator word, else the closest function name.
+fn unknown_function(code: &str, name: &str) -> TemplateError {
+    let hint = if OPERATOR_WORDS.contains(&name) {
+        Some(format!(
+            "{name} is an operator, not a function; use the operator: x {name} 'y'"
+        ))
+    } else {
+        awf_domain::validate::closest(name, FUNCTIONS.iter().copied())
+            .or_else(|| {
+                FUNCTIONS
+                    .iter()
+                    .copied()
+                    .find(|f| f.eq_ignore_ascii_case(&name.replace('_', "")))
+            })
+            .map(|c| format!("did you mean '{c}'?"))
+    };
+    let mut message = format!(
+        "invalid expression \"{code}\": unknown function {name}() (the run would fail with 'Unknown function')"
+    );
+    if let Some(h) = hint {
+        message.push_str(awf_domain::ports::template::HINT_SEPARATOR);
+        message.push_str(&h);
+    }
+    TemplateError::Failed(message)
+}
+
 /// Refuses `{{ }}` in expressions (they are not interpolated), empty text, and brackets
 /// nested more than 128 (`scan::MAX_EXPRESSION_NESTING`) deep (the parser recurses once per level).
 fn precheck(expr: &str) -> Result<&str, TemplateError> {
@@ -540,7 +723,14 @@ impl ExpressionEvaluator for ExprEvaluator {
     fn check(&self, expr: &str) -> Result<(), TemplateError> {
         let code = precheck(expr)?;
         let code = rewrite_contains(code);
-        self.compile(&code).map(|_| ())
+        self.compile(&code)?;
+        match called_functions(&code)
+            .into_iter()
+            .find(|name| !FUNCTIONS.contains(&name.as_str()))
+        {
+            Some(name) => Err(unknown_function(&code, &name)),
+            None => Ok(()),
+        }
     }
 }
 

@@ -186,6 +186,89 @@ fn check_compiles_only() {
 }
 
 #[test]
+fn regression_check_refuses_unknown_functions_with_a_hint() {
+    let e = ExprEvaluator::new();
+    let refused = |x: &str| match e.check(x) {
+        Err(TemplateError::Failed(m)) => m,
+        other => panic!("{x}: expected Failed, got {other:?}"),
+    };
+    assert_eq!(
+        refused("nosuchfn(1) == 2"),
+        "invalid expression \"nosuchfn(1) == 2\": unknown function nosuchfn() (the run would fail with 'Unknown function')"
+    );
+    assert_eq!(
+        refused("startsWith(states.x.Output, '/tmp')"),
+        "invalid expression \"startsWith(states.x.Output, '/tmp')\": unknown function startsWith() \
+         (the run would fail with 'Unknown function')\nhint: startsWith is an operator, not a function; \
+         use the operator: x startsWith 'y'"
+    );
+    assert_eq!(
+        refused("a and uper(inputs.x) == 'A'"),
+        "invalid expression \"a and uper(inputs.x) == 'A'\": unknown function uper() \
+         (the run would fail with 'Unknown function')\nhint: did you mean 'upper'?"
+    );
+    assert_eq!(
+        refused("HasPrefix(inputs.x, 'a')"),
+        "invalid expression \"HasPrefix(inputs.x, 'a')\": unknown function HasPrefix() \
+         (the run would fail with 'Unknown function')\nhint: did you mean 'hasPrefix'?"
+    );
+    // `contains` with other than two arguments is not rewritten to the operator.
+    assert!(
+        refused("contains(a, b, c)").ends_with("use the operator: x contains 'y'"),
+        "{}",
+        refused("contains(a, b, c)")
+    );
+    // A call inside a predicate or a ternary is found too.
+    assert!(refused("all(inputs.list, {bogus(#)})").contains("unknown function bogus()"));
+    assert!(refused("inputs.a ? nope() : 1").contains("unknown function nope()"));
+}
+
+#[test]
+fn check_keeps_valid_calls_operators_and_look_alikes() {
+    let e = ExprEvaluator::new();
+    for ok in [
+        "states.x.Output startsWith '/tmp'",
+        "states.x.Output startsWith ('/tmp')",
+        "(states.x.Output) endsWith ('.log') and inputs.a matches ('^a')",
+        "inputs.x in (['a', 'b'])",
+        "not (inputs.a or inputs.b)",
+        "has_prefix(states.x.Output, 'a') && hasSuffix(inputs.y, 'b')",
+        "len(split(trim(inputs.x), ',')) > 1 && upper(inputs.y) == 'A'",
+        "all(inputs.list, {# > 1}) and map(1..3, {# * 2})[0] == 2",
+        "'nosuchfn(1)' == inputs.x && \"uper(\" != `bogus()`",
+        "states.x.Output.nosuch == 1",
+        "fromJSON(states.x.Output).ok == true",
+        "1.5e3 > 2 and 1..3 != nil",
+        "contains(states.x.Output, 'y')",
+    ] {
+        assert_eq!(e.check(ok), Ok(()), "{ok}");
+    }
+}
+
+#[test]
+fn every_listed_function_exists_and_an_unlisted_one_does_not() {
+    let e = ExprEvaluator::new();
+    let data = Data::new();
+    for name in FUNCTIONS {
+        // Called with no arguments: whatever the error, it is not an unknown function.
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            e.eval_bool(&format!("{name}() == 1"), &data.scope())
+        }));
+        if let Ok(Err(TemplateError::Failed(m))) = got {
+            assert!(!m.contains("Unknown function"), "{name}: {m}");
+        }
+    }
+    match e.eval_bool("nosuchfn(1) == 2", &data.scope()) {
+        Err(TemplateError::Failed(m)) => assert!(m.contains("Unknown function"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        called_functions("a.b(1) + f(g (2), 'h(3)') + x startsWith ('y') + startsWith(z)"),
+        vec!["f".to_owned(), "g".to_owned(), "startsWith".to_owned()]
+    );
+}
+
+#[test]
 fn integer_arithmetic() {
     let e = ExprEvaluator::new();
     assert_eq!(e.eval_int("2 * 3"), Ok(6));
