@@ -3830,3 +3830,112 @@ fn cancelling_a_run_whose_terminal_awf_process_was_killed_ends_it_at_once() {
     }
     drop(w);
 }
+
+/// On a worker, `…/events` and `…/respond` took only a full id: a prefix of a run that
+/// exists (enough for GET and DELETE) was 404 "no run with id … in this process" (with a
+/// hint about a TTL). Now they take a unique prefix on any worker, the run's or another,
+/// the events carry the full id, and an ambiguous prefix is GET's 422.
+#[test]
+fn events_and_respond_on_a_worker_take_a_unique_prefix_as_get_does() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let wf = format!(
+        "name: gated\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed >> {0}/log\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected >> {0}/log\n    on_success: done\n  done: {{type: terminal}}\n",
+        out.path().display()
+    );
+    let sb = sandbox(&db, &[("gated", &wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let sql = format!(
+        "SELECT count(*) FROM awf_events \
+         WHERE root_run_id = '{id}' AND envelope->'event'->>'type' = 'interaction_required'"
+    );
+    wait_long(&db, "the approval request", Duration::from_secs(60), || {
+        count(&db, &sql) == 1
+    });
+    let prefix = id[..8].to_owned();
+    // Followed by its prefix through B (which does not run it) while it waits.
+    let live = {
+        let url = format!("{}/api/executions/{prefix}/events", b.base);
+        std::thread::spawn(move || http_serve::curl(&["-N", &url]))
+    };
+    // Answered by its prefix through B (the one pending request: no request_id needed).
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{prefix}/respond", b.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+    let (code, body, ctype) = live.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(ctype.starts_with("text/event-stream"), "{ctype}");
+    let by_prefix = http_serve::parse_frames(&body);
+    let rows = count(
+        &db,
+        &format!("SELECT count(*) FROM awf_events WHERE root_run_id = '{id}'"),
+    );
+    assert_eq!(by_prefix.len(), rows, "{by_prefix:?}");
+    assert_eq!(by_prefix.last().unwrap().1, "run_finished", "{by_prefix:?}");
+    for (pos, name, data) in &by_prefix {
+        assert_eq!(data["run_id"], id.as_str(), "{pos} {name}: {data}");
+    }
+    // The same stream by prefix on A (which ran it) as by full id on B.
+    assert_eq!(http_serve::follow(&a, &prefix, &[]), by_prefix);
+    assert_eq!(http_serve::follow(&b, &id, &[]), by_prefix);
+    // The run has ended: a later answer through the prefix is 409 naming it, not 404.
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{prefix}/respond", b.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains(&id), "{body}");
+
+    // A prefix two runs share: every route answers GET's 422, listing both.
+    psql(
+        &db.url,
+        &format!(
+            "INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status) \
+             VALUES ('{prefix}-other', '{prefix}-other', 'gated', 'gated', 'success')"
+        ),
+    );
+    let url = format!("{}/api/executions/{prefix}", b.base);
+    let (code, get, _) = http_serve::curl(&[&url]);
+    assert_eq!(code, 422, "{get}");
+    let want = http_serve::json_of(&get);
+    assert!(
+        get.contains(&id) && get.contains(&format!("{prefix}-other")),
+        "{get}"
+    );
+    let (code, events, _) = http_serve::curl(&[&format!("{url}/events")]);
+    assert_eq!(code, 422, "{events}");
+    assert_eq!(http_serve::json_of(&events)["detail"], want["detail"]);
+    assert_eq!(http_serve::json_of(&events)["hints"], want["hints"]);
+    let (code, answer, _) = http_serve::post(&format!("{url}/respond"), r#"{"approved": true}"#);
+    assert_eq!(code, 422, "{answer}");
+    assert_eq!(http_serve::json_of(&answer)["detail"], want["detail"]);
+    // No run with that prefix: 404 on each.
+    for path in ["ffffffff/events", "ffffffff/respond"] {
+        let url = format!("{}/api/executions/{path}", b.base);
+        let (code, body, _) = if path.ends_with("respond") {
+            http_serve::post(&url, r#"{"approved": true}"#)
+        } else {
+            http_serve::curl(&[&url])
+        };
+        assert_eq!(code, 404, "{path}: {body}");
+        assert_eq!(
+            http_serve::json_of(&body)["code"],
+            "USER.FACADE.RUN_NOT_FOUND"
+        );
+    }
+}
