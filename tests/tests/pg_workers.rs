@@ -3939,3 +3939,102 @@ fn events_and_respond_on_a_worker_take_a_unique_prefix_as_get_does() {
         );
     }
 }
+
+/// `awf serve --store` printed only `AWF API server listening…` and never said it was also
+/// a queue worker; on SIGTERM it logged `awf::serve: draining … runs=0` next to
+/// `awf_postgres::worker: draining … runs=1` (the HTTP side counted only runs started
+/// through its own API). Now a third line names the worker, its store, `--max-runs` and
+/// `--lease`, and every drain line of the worker gives the same count.
+#[test]
+fn a_worker_says_it_is_one_and_its_drain_lines_give_one_count() {
+    use std::io::BufRead;
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("w.log");
+    let mut child = sb
+        .cmd(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--max-runs",
+            "3",
+            "--lease",
+            "5s",
+            "--drain-timeout",
+            "1s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(
+            std::fs::File::create(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        banner.push(line.trim_end().to_owned());
+    }
+    let base = banner[0]
+        .strip_prefix("AWF API server listening on ")
+        .unwrap_or_else(|| panic!("{banner:?}"))
+        .to_owned();
+    let mut w = Server { child, base };
+    assert!(banner[1].starts_with("Swagger UI: "), "{banner:?}");
+    let line = &banner[2];
+    let id = http_serve::start_run(&w, "long", "{}");
+    started_on(&db, &id, &w);
+    let worker_id = worker_of(&db, &id);
+    let store = db.url.split_once('?').map_or(db.url.as_str(), |(u, _)| u);
+    assert_eq!(
+        line,
+        &format!(
+            "Queue worker {worker_id} of the shared store {store}: claims queued runs \
+             (--max-runs 3, --lease 5s)"
+        ),
+        "{banner:?}"
+    );
+    http_serve::sigterm(&w);
+    assert_eq!(http_serve::wait_exit(&mut w), Some(0), "{}", read_log(&log));
+    drop(out);
+    let stderr = read_log(&log);
+    let runs_of = |text: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.contains(text))
+            .map(|l| {
+                l.split_whitespace()
+                    .find_map(|t| t.strip_prefix("runs="))
+                    .unwrap_or_else(|| panic!("no runs= in {l:?}"))
+                    .to_owned()
+            })
+            .collect()
+    };
+    // The server's line and the worker's both count the run the worker holds.
+    assert_eq!(
+        runs_of("draining: new runs and resumes are refused"),
+        vec!["1"],
+        "{stderr}"
+    );
+    assert_eq!(runs_of("draining: no more claims"), vec!["1"], "{stderr}");
+    assert_eq!(
+        runs_of("drain timeout reached: cancelling the runs still running"),
+        vec!["1"],
+        "{stderr}"
+    );
+    assert_eq!(
+        runs_of("drain timeout reached: cancelling the runs this worker still holds"),
+        vec!["1"],
+        "{stderr}"
+    );
+    assert!(!stderr.contains("runs=0"), "{stderr}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'")
+        ),
+        "cancelled"
+    );
+}
