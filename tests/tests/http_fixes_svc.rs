@@ -260,15 +260,124 @@ fn get_and_resume_take_a_unique_id_prefix_and_an_unknown_id_is_not_blamed_on_the
     let p = json_of(&body);
     assert_eq!(p["code"], "USER.INPUT.VALIDATION_FAILED", "{body}");
     assert!(body.contains(&a) && body.contains(&b), "{body}");
+    // The event stream and respond answer an ambiguous prefix as GET does: the same 422.
+    let ambiguous = format!("{}/api/executions/{}", s.base, &a[..common]);
+    let (code, events) = curl(&[&format!("{ambiguous}/events")]);
+    assert_eq!(code, 422, "{events}");
+    assert_eq!(json_of(&events)["detail"], p["detail"], "{events}");
+    assert_eq!(json_of(&events)["hints"], p["hints"], "{events}");
+    let (code, answer) = post(&format!("{ambiguous}/respond"), r#"{"approved": true}"#);
+    assert_eq!(code, 422, "{answer}");
+    assert_eq!(json_of(&answer)["detail"], p["detail"], "{answer}");
 
-    let (code, body) = curl(&[&format!("{}/api/executions/zz-none", s.base)]);
-    assert_eq!(code, 404, "{body}");
-    assert_eq!(
-        json_of(&body)["code"],
-        "USER.FACADE.RUN_NOT_FOUND",
-        "{body}"
+    for url in [
+        format!("{}/api/executions/zz-none", s.base),
+        format!("{}/api/executions/zz-none/events", s.base),
+    ] {
+        let (code, body) = curl(&[&url]);
+        assert_eq!(code, 404, "{url}: {body}");
+        assert_eq!(
+            json_of(&body)["code"],
+            "USER.FACADE.RUN_NOT_FOUND",
+            "{body}"
+        );
+        assert!(!body.contains("in this process"), "{url}: {body}");
+    }
+    let (code, body) = post(
+        &format!("{}/api/executions/zz-none/respond", s.base),
+        r#"{"approved": true}"#,
     );
+    assert_eq!(code, 404, "{body}");
+    assert_eq!(json_of(&body)["code"], "USER.FACADE.RUN_NOT_FOUND");
     assert!(!body.contains("in this process"), "{body}");
+}
+
+const GATED: &str = "name: gated
+states:
+  initial: deploy
+  deploy:
+    type: step
+    command: echo deployed
+    approval: \"Deploy now?\"
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// The SSE frames of `GET <base>/api/executions/<id>/events` followed to the stream's end:
+/// (position, event name, data as JSON).
+fn stream(s: &Server, id: &str) -> Vec<(u64, String, Value)> {
+    http_serve::follow(s, id, &[])
+}
+
+/// `GET …/events` and `POST …/respond` took only a full id: a prefix (enough for GET and
+/// DELETE) was 404 "no run with id c4d89e23 in this process", with a hint about a TTL.
+/// Now every `/api/executions/{id}…` route takes a unique prefix, live or recorded (after a
+/// restart), and the stream's events carry the full run id.
+#[test]
+fn events_and_respond_take_a_unique_id_prefix_and_the_events_carry_the_full_id() {
+    let (mut sb, _) = sandbox();
+    add_workflows(&mut sb, &[("gated", GATED)]);
+    let s = start(&sb, &[]);
+    let id = start_run(&s, "gated");
+    let prefix = id[..8].to_owned();
+    wait_for("the approval to be pending", || {
+        execution(&s, &id)["pending"]
+            .as_array()
+            .is_some_and(|p| p.len() == 1)
+    });
+    // Followed by its prefix while it waits: the stream ends with the run.
+    let live = {
+        let base = s.base.clone();
+        let prefix = prefix.clone();
+        std::thread::spawn(move || {
+            let (code, body) = curl(&["-N", &format!("{base}/api/executions/{prefix}/events")]);
+            (code, body)
+        })
+    };
+    let (code, body) = post(
+        &format!("{}/api/executions/{prefix}/respond", s.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_status(&s, &id, "completed");
+    let (code, body) = live.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    let live_frames = http_serve::parse_frames(&body);
+    let full = stream(&s, &id);
+    assert_eq!(live_frames, full, "the prefix's stream is the full id's");
+    let names: Vec<&str> = full.iter().map(|f| f.1.as_str()).collect();
+    assert_eq!(names.first(), Some(&"run_started"), "{names:?}");
+    assert_eq!(names.last(), Some(&"run_finished"), "{names:?}");
+    assert!(names.contains(&"interaction_required"), "{names:?}");
+    assert!(names.contains(&"interaction_resolved"), "{names:?}");
+    for (pos, name, data) in &full {
+        assert_eq!(data["run_id"], id.as_str(), "{pos} {name}: {data}");
+    }
+    // A later answer through the prefix reaches the run: it has ended (409, not 404).
+    let (code, body) = post(
+        &format!("{}/api/executions/{prefix}/respond", s.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains(&id), "{body}");
+    drop(s);
+
+    // After a restart the run is known only from the store: the prefix still works.
+    let s = start(&sb, &[]);
+    let recorded = stream(&s, &prefix);
+    assert_eq!(recorded.len(), full.len(), "{recorded:?}");
+    for ((_, name, data), (_, want_name, want)) in recorded.iter().zip(&full) {
+        assert_eq!(name, want_name);
+        assert_eq!(data["run_id"], id.as_str(), "{data}");
+        assert_eq!(data["seq"], want["seq"], "{data}");
+    }
+    let (code, body) = post(
+        &format!("{}/api/executions/{prefix}/respond", s.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(!body.contains("no run with id"), "{body}");
 }
 
 #[test]

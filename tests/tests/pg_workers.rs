@@ -4131,3 +4131,211 @@ fn resuming_a_queued_or_running_run_on_a_worker_is_409_as_on_the_embedded_server
         let _ = http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", a.base)]);
     }
 }
+
+/// On a worker, `…/events` and `…/respond` took only a full id: a prefix of a run that
+/// exists (enough for GET and DELETE) was 404 "no run with id … in this process" (with a
+/// hint about a TTL). Now they take a unique prefix on any worker, the run's or another,
+/// the events carry the full id, and an ambiguous prefix is GET's 422.
+#[test]
+fn events_and_respond_on_a_worker_take_a_unique_prefix_as_get_does() {
+    let db = TestDb::new();
+    let out = tempfile::tempdir().unwrap();
+    let wf = format!(
+        "name: gated\nstates:\n  initial: deploy\n  deploy:\n    type: step\n    command: echo deployed >> {0}/log\n    approval: \"Deploy now?\"\n    on_success: done\n    on_failure: rejected\n  rejected:\n    type: step\n    command: echo rejected >> {0}/log\n    on_success: done\n  done: {{type: terminal}}\n",
+        out.path().display()
+    );
+    let sb = sandbox(&db, &[("gated", &wf)]);
+    let a = worker(&sb, &["--lease", "5s"]);
+    let id = submit(&sb, "gated", &[]);
+    started_on(&db, &id, &a);
+    let b = worker(&sb, &["--lease", "5s"]);
+    let sql = format!(
+        "SELECT count(*) FROM awf_events \
+         WHERE root_run_id = '{id}' AND envelope->'event'->>'type' = 'interaction_required'"
+    );
+    wait_long(&db, "the approval request", Duration::from_secs(60), || {
+        count(&db, &sql) == 1
+    });
+    let prefix = id[..8].to_owned();
+    // Followed by its prefix through B (which does not run it) while it waits.
+    let live = {
+        let url = format!("{}/api/executions/{prefix}/events", b.base);
+        std::thread::spawn(move || http_serve::curl(&["-N", &url]))
+    };
+    // Answered by its prefix through B (the one pending request: no request_id needed).
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{prefix}/respond", b.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 204, "{body}");
+    wait_long(&db, "the run done", Duration::from_secs(60), || {
+        psql(
+            &db.url,
+            &format!("SELECT status || '/' || queue_state FROM awf_runs WHERE run_id = '{id}'"),
+        ) == "success/done"
+    });
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("log")).unwrap(),
+        "deployed\n"
+    );
+    let (code, body, ctype) = live.join().unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert!(ctype.starts_with("text/event-stream"), "{ctype}");
+    let by_prefix = http_serve::parse_frames(&body);
+    let rows = count(
+        &db,
+        &format!("SELECT count(*) FROM awf_events WHERE root_run_id = '{id}'"),
+    );
+    assert_eq!(by_prefix.len(), rows, "{by_prefix:?}");
+    assert_eq!(by_prefix.last().unwrap().1, "run_finished", "{by_prefix:?}");
+    for (pos, name, data) in &by_prefix {
+        assert_eq!(data["run_id"], id.as_str(), "{pos} {name}: {data}");
+    }
+    // The same stream by prefix on A (which ran it) as by full id on B.
+    assert_eq!(http_serve::follow(&a, &prefix, &[]), by_prefix);
+    assert_eq!(http_serve::follow(&b, &id, &[]), by_prefix);
+    // The run has ended: a later answer through the prefix is 409 naming it, not 404.
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{prefix}/respond", b.base),
+        r#"{"approved": true}"#,
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains(&id), "{body}");
+
+    // A prefix two runs share: every route answers GET's 422, listing both.
+    psql(
+        &db.url,
+        &format!(
+            "INSERT INTO awf_runs (run_id, root_run_id, workflow_id, workflow_name, status) \
+             VALUES ('{prefix}-other', '{prefix}-other', 'gated', 'gated', 'success')"
+        ),
+    );
+    let url = format!("{}/api/executions/{prefix}", b.base);
+    let (code, get, _) = http_serve::curl(&[&url]);
+    assert_eq!(code, 422, "{get}");
+    let want = http_serve::json_of(&get);
+    assert!(
+        get.contains(&id) && get.contains(&format!("{prefix}-other")),
+        "{get}"
+    );
+    let (code, events, _) = http_serve::curl(&[&format!("{url}/events")]);
+    assert_eq!(code, 422, "{events}");
+    assert_eq!(http_serve::json_of(&events)["detail"], want["detail"]);
+    assert_eq!(http_serve::json_of(&events)["hints"], want["hints"]);
+    let (code, answer, _) = http_serve::post(&format!("{url}/respond"), r#"{"approved": true}"#);
+    assert_eq!(code, 422, "{answer}");
+    assert_eq!(http_serve::json_of(&answer)["detail"], want["detail"]);
+    // No run with that prefix: 404 on each.
+    for path in ["ffffffff/events", "ffffffff/respond"] {
+        let url = format!("{}/api/executions/{path}", b.base);
+        let (code, body, _) = if path.ends_with("respond") {
+            http_serve::post(&url, r#"{"approved": true}"#)
+        } else {
+            http_serve::curl(&[&url])
+        };
+        assert_eq!(code, 404, "{path}: {body}");
+        assert_eq!(
+            http_serve::json_of(&body)["code"],
+            "USER.FACADE.RUN_NOT_FOUND"
+        );
+    }
+}
+
+/// `awf serve --store` printed only `AWF API server listening…` and never said it was also
+/// a queue worker; on SIGTERM it logged `awf::serve: draining … runs=0` next to
+/// `awf_postgres::worker: draining … runs=1` (the HTTP side counted only runs started
+/// through its own API). Now a third line names the worker, its store, `--max-runs` and
+/// `--lease`, and every drain line of the worker gives the same count.
+#[test]
+fn a_worker_says_it_is_one_and_its_drain_lines_give_one_count() {
+    use std::io::BufRead;
+    let db = TestDb::new();
+    let sb = sandbox(&db, &[("long", LONG)]);
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("w.log");
+    let mut child = sb
+        .cmd(&[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--max-runs",
+            "3",
+            "--lease",
+            "5s",
+            "--drain-timeout",
+            "1s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::from(
+            std::fs::File::create(&log).unwrap(),
+        ))
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = Vec::new();
+    for _ in 0..3 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        banner.push(line.trim_end().to_owned());
+    }
+    let base = banner[0]
+        .strip_prefix("AWF API server listening on ")
+        .unwrap_or_else(|| panic!("{banner:?}"))
+        .to_owned();
+    let mut w = Server { child, base };
+    assert!(banner[1].starts_with("Swagger UI: "), "{banner:?}");
+    let line = &banner[2];
+    let id = http_serve::start_run(&w, "long", "{}");
+    started_on(&db, &id, &w);
+    let worker_id = worker_of(&db, &id);
+    let store = db.url.split_once('?').map_or(db.url.as_str(), |(u, _)| u);
+    assert_eq!(
+        line,
+        &format!(
+            "Queue worker {worker_id} of the shared store {store}: claims queued runs \
+             (--max-runs 3, --lease 5s)"
+        ),
+        "{banner:?}"
+    );
+    http_serve::sigterm(&w);
+    assert_eq!(http_serve::wait_exit(&mut w), Some(0), "{}", read_log(&log));
+    drop(out);
+    let stderr = read_log(&log);
+    let runs_of = |text: &str| -> Vec<String> {
+        stderr
+            .lines()
+            .filter(|l| l.contains(text))
+            .map(|l| {
+                l.split_whitespace()
+                    .find_map(|t| t.strip_prefix("runs="))
+                    .unwrap_or_else(|| panic!("no runs= in {l:?}"))
+                    .to_owned()
+            })
+            .collect()
+    };
+    // The server's line and the worker's both count the run the worker holds.
+    assert_eq!(
+        runs_of("draining: new runs and resumes are refused"),
+        vec!["1"],
+        "{stderr}"
+    );
+    assert_eq!(runs_of("draining: no more claims"), vec!["1"], "{stderr}");
+    assert_eq!(
+        runs_of("drain timeout reached: cancelling the runs still running"),
+        vec!["1"],
+        "{stderr}"
+    );
+    assert_eq!(
+        runs_of("drain timeout reached: cancelling the runs this worker still holds"),
+        vec!["1"],
+        "{stderr}"
+    );
+    assert!(!stderr.contains("runs=0"), "{stderr}");
+    assert_eq!(
+        psql(
+            &db.url,
+            &format!("SELECT status FROM awf_runs WHERE run_id = '{id}'")
+        ),
+        "cancelled"
+    );
+}

@@ -1105,7 +1105,7 @@ pub fn decision_of(text: &str, has_previous: bool) -> Result<BreakpointDecision,
     path = "/api/executions/{id}/respond",
     operation_id = "respond-to-input",
     tag = "executions",
-    params(("id" = String, Path, description = "Run id")),
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     request_body(content = RespondBody, description = "The request and its answer", content_type = "application/json"),
     responses(
         (status = 204, description = "Answered"),
@@ -1116,7 +1116,7 @@ pub fn decision_of(text: &str, has_previous: bool) -> Result<BreakpointDecision,
         (status = 404, description = "No such run, or no such request in it", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "Answered already, timed out, asked by an earlier attempt of the run, the run ended, or its worker is gone", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "The answer does not fit the request (or several are pending and none is named)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "The answer does not fit the request (or several are pending and none is named), or an ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The run's state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -1125,7 +1125,8 @@ pub(crate) async fn respond(
     Path(id): Path<String>,
     JsonBody(body): JsonBody<RespondBody>,
 ) -> Result<StatusCode, Problem> {
-    let run_id = RunId(id);
+    // A unique prefix is enough, as for GET (422 for an ambiguous one, 404 for none).
+    let run_id = cfg.service.resolve(&id)?;
     let sub = match cfg.service.subscribe(&run_id, 1) {
         Ok(s) => s,
         Err(e) => {
@@ -1421,7 +1422,7 @@ impl ToSchema for SseEvent {}
     operation_id = "stream-execution-events",
     tag = "executions",
     params(
-        ("id" = String, Path, description = "Run id"),
+        ("id" = String, Path, description = "Run id, or a unique prefix of one (the events carry the full id)"),
         ("Last-Event-ID" = Option<String>, Header, description = "The `id:` of the last event received: the stream goes on after it"),
         EventsQuery,
     ),
@@ -1429,8 +1430,8 @@ impl ToSchema for SseEvent {}
         (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "No such run in this server (never started here, or evicted after `--run-ttl`)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "`Last-Event-ID` or `after` is not a number", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such run (neither this server nor its store knows it)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "`Last-Event-ID` or `after` is not a number, or an ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 pub(crate) async fn stream_events(
@@ -1440,7 +1441,9 @@ pub(crate) async fn stream_events(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let after = resume_after(&headers, q.after.as_deref())?;
-    let run = RunId(id);
+    // A unique prefix is enough, as for GET (422 for an ambiguous one, 404 for none); the
+    // log is the full id's, so its events (and the frame cache) carry the full id.
+    let run = cfg.service.resolve(&id)?;
     let sub = cfg.service.subscribe(&run, after.saturating_add(1))?;
     let cache = Arc::clone(&cfg.frames);
     let events = futures::stream::unfold(

@@ -120,7 +120,15 @@ pub struct HttpConfig {
     pub started: Arc<std::sync::Mutex<Vec<RunId>>>,
     /// Each event's SSE text, rendered once for all its subscribers. `Default` = empty.
     pub frames: Arc<executions::FrameCache>,
+    /// The runs another part of this process holds and drains itself (a worker of the shared
+    /// store: the runs it claimed, most of them not started through this API). The drain's
+    /// log lines count them with the runs this server started, so that a worker says one
+    /// number; `None` = none.
+    pub also_held: Option<HeldRuns>,
 }
+
+/// The ids of the runs another part of the process holds (see [`HttpConfig::also_held`]).
+pub type HeldRuns = Arc<dyn Fn() -> Vec<RunId> + Send + Sync>;
 
 impl std::fmt::Debug for HttpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -339,6 +347,7 @@ pub async fn serve(
     let draining = Arc::clone(&cfg.draining);
     let drain_timeout = cfg.drain_timeout;
     let header_timeout = cfg.header_timeout;
+    let also_held = cfg.also_held.clone();
     let app = router_at(cfg, listener.local_addr().ok());
     let stop_http = CancellationToken::new();
     let server = accept_loop(listener, app, header_timeout, stop_http.clone());
@@ -346,15 +355,31 @@ pub async fn serve(
     let drainer = async {
         shutdown.cancelled().await;
         draining.store(true, Ordering::SeqCst);
+        // One count: the runs started here and those the worker holds (a run started
+        // through this API and claimed by this process's worker counts once).
+        let running = || {
+            let mut ids = live_runs(service.as_ref(), &started);
+            if let Some(held) = &also_held {
+                for id in held() {
+                    if !ids.contains(&id) {
+                        ids.push(id);
+                    }
+                }
+            }
+            ids.len()
+        };
         tracing::info!(
             target: "awf::serve",
-            runs = live_runs(service.as_ref(), &started).len(),
+            runs = running(),
             drain_timeout_ms = u64::try_from(drain_timeout.as_millis()).unwrap_or(u64::MAX),
             "draining: new runs and resumes are refused (503); running runs get the drain timeout to finish"
         );
         let own = async {
-            wait_idle(service.as_ref(), &started, drain_timeout).await;
-            let left = live_runs(service.as_ref(), &started).len();
+            let t0 = tokio::time::Instant::now();
+            while running() > 0 && t0.elapsed() < drain_timeout {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let left = running();
             if left > 0 {
                 tracing::info!(
                     target: "awf::serve",

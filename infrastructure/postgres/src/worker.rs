@@ -227,6 +227,16 @@ impl Worker {
         guard(&self.held).len()
     }
 
+    /// The ids of the runs this worker holds now (claimed and not yet marked done).
+    pub fn held_runs(&self) -> Vec<RunId> {
+        guard(&self.held).keys().cloned().collect()
+    }
+
+    /// This worker's settings (its id, `--max-runs`, `--lease`).
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
     /// At the end: stops claiming, waits up to `deadline` for the runs it holds to end,
     /// cancels the rest (`Terminate`) and waits up to `grace` more for them to end (each is
     /// marked done as it ends), then unregisters the worker. Past the grace (or once every

@@ -170,6 +170,30 @@ pub fn lease_flag(text: &str) -> Result<Duration, AwfError> {
     Ok(d)
 }
 
+/// The line `awf serve --store` prints under the address: it is a worker of the shared
+/// store's queue, with its worker id (as `awf_runs.worker_id` and its log lines name it), the
+/// store (its password masked), `--max-runs` and `--lease`.
+pub fn worker_line(worker_id: &str, url: &str, max_runs: usize, lease: Duration) -> String {
+    format!(
+        "Queue worker {worker_id} of the shared store {}: claims queued runs \
+         (--max-runs {max_runs}, --lease {})",
+        awf_postgres::redacted(url),
+        duration_text(lease)
+    )
+}
+
+/// `15s`, `1500ms`, `5m`: a duration as the flags take it.
+fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(60_000) && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 /// The longest `--lease`: a day (the lease is added to timestamps and turned into
 /// PostgreSQL intervals; a longer one would only keep a dead worker's runs stuck).
 const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
@@ -321,6 +345,15 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "AWF API server listening on http://{bound}");
         let _ = writeln!(out, "Swagger UI: http://{bound}/docs/");
+        // A worker says so: it also runs what others queue, not only what it is sent.
+        if let (Some(worker), Some(url)) = (&worker, &w.store_url) {
+            let c = worker.config();
+            let _ = writeln!(
+                out,
+                "{}",
+                worker_line(&c.worker_id, url, c.max_runs, c.lease)
+            );
+        }
         let _ = out.flush();
     }
     let cfg = awf_http::HttpConfig {
@@ -341,6 +374,10 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         draining: Arc::default(),
         started: Arc::default(),
         frames: Arc::default(),
+        // The drain's log counts the runs the worker claimed too (one number per worker).
+        also_held: worker
+            .clone()
+            .map(|worker| -> awf_http::HeldRuns { Arc::new(move || worker.held_runs()) }),
     };
     let shutdown = CancellationToken::new();
     crate::acp_cmd::spawn_signal_watch(shutdown.clone());
@@ -457,6 +494,23 @@ mod tests {
             assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{bad}");
             assert!(e.message().contains("--lease"), "{}", e.message());
         }
+    }
+
+    #[test]
+    fn the_worker_line_names_its_id_limits_and_a_masked_store() {
+        let line = worker_line(
+            "h:42:abcd1234",
+            "postgresql://u:s3cret@db:5432/awf",
+            4,
+            Duration::from_millis(1500),
+        );
+        assert_eq!(
+            line,
+            "Queue worker h:42:abcd1234 of the shared store postgresql://u:***@db:5432/awf: \
+             claims queued runs (--max-runs 4, --lease 1500ms)"
+        );
+        assert_eq!(duration_text(Duration::from_secs(15)), "15s");
+        assert_eq!(duration_text(Duration::from_secs(300)), "5m");
     }
 
     #[test]
