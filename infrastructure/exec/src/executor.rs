@@ -150,7 +150,8 @@ impl CommandExecutor for ProcessExecutor {
                             && !env.iter().any(|(k, _)| k == "PWD")
                             && let Ok(abs) = std::path::absolute(d)
                         {
-                            env.push(("PWD".to_owned(), abs.to_string_lossy().into_owned()));
+                            let pwd = logical(&abs);
+                            env.push(("PWD".to_owned(), pwd.to_string_lossy().into_owned()));
                         }
                         shell_text = Some(text);
                         Invocation::program(name, program, args)
@@ -197,6 +198,23 @@ impl CommandExecutor for ProcessExecutor {
     async fn end_scope(&self, scope: &str) -> usize {
         crate::reaper::sweep_scope(scope).await
     }
+}
+
+/// `path` (absolute) with `.` and `..` resolved by its text, as a shell's `cd` sets `PWD`
+/// (`/a/b/../c/` is `/a/c`).
+fn logical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 /// Pipes of a started child: its stdout and stderr.

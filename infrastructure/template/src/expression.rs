@@ -197,6 +197,20 @@ pub const FUNCTIONS: &[&str] = &[
     "has_suffix",
 ];
 
+/// Built-ins of [`FUNCTIONS`] that expr-lang registers only to fail, since awf builds it
+/// without the feature they need (`json`, `base64`, `temporal`: a time-zone database in the
+/// executable), with that feature: `awf validate` refuses a call instead of every run failing.
+pub const UNAVAILABLE: &[(&str, &str)] = &[
+    ("toJSON", "json"),
+    ("fromJSON", "json"),
+    ("toBase64", "base64"),
+    ("fromBase64", "base64"),
+    ("now", "temporal"),
+    ("duration", "temporal"),
+    ("date", "temporal"),
+    ("timezone", "temporal"),
+];
+
 /// Names expr-lang has only as infix operators (`a startsWith 'b'`), never as functions.
 const OPERATOR_WORDS: &[&str] = &["contains", "startsWith", "endsWith", "matches", "in"];
 
@@ -219,6 +233,21 @@ pub fn called_functions(code: &str) -> Vec<String> {
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
+        // Comments (`// …` to the end of the line, `/* … */`) call nothing.
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            i += 2;
+            while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                i += 1;
+            }
+            i = (i + 2).min(b.len());
+            continue;
+        }
         if c == b'"' || c == b'\'' || c == b'`' {
             i += 1;
             while i < b.len() && b[i] != c {
@@ -724,13 +753,29 @@ impl ExpressionEvaluator for ExprEvaluator {
         let code = precheck(expr)?;
         let code = rewrite_contains(code);
         self.compile(&code)?;
-        match called_functions(&code)
-            .into_iter()
+        let called = called_functions(&code);
+        if let Some(name) = called
+            .iter()
             .find(|name| !FUNCTIONS.contains(&name.as_str()))
         {
-            Some(name) => Err(unknown_function(&code, &name)),
-            None => Ok(()),
+            return Err(unknown_function(&code, name));
         }
+        if let Some((name, feature)) = called
+            .iter()
+            .find_map(|n| UNAVAILABLE.iter().find(|(u, _)| u == n))
+        {
+            let hint = if *feature == "temporal" {
+                "take the time from a shell step (`date +%s`) and compare numbers"
+            } else {
+                "decode it in a shell step (`jq`, `base64 -d`) and route on that step's output"
+            };
+            return Err(TemplateError::Failed(format!(
+                "invalid expression \"{code}\": {name}() is not available in this build of awf \
+                 (expr-lang without its `{feature}` feature; the run would fail){}{hint}",
+                awf_domain::ports::template::HINT_SEPARATOR
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -237,12 +237,42 @@ fn check_keeps_valid_calls_operators_and_look_alikes() {
         "all(inputs.list, {# > 1}) and map(1..3, {# * 2})[0] == 2",
         "'nosuchfn(1)' == inputs.x && \"uper(\" != `bogus()`",
         "states.x.Output.nosuch == 1",
-        "fromJSON(states.x.Output).ok == true",
+        "/* lenx(y) */ true",
+        "true // bogus(1)",
+        "len('a') == 1 /* and nope() */ && true",
         "1.5e3 > 2 and 1..3 != nil",
         "contains(states.x.Output, 'y')",
     ] {
         assert_eq!(e.check(ok), Ok(()), "{ok}");
     }
+}
+
+/// The built-ins expr-lang has only behind features awf builds it without are refused by
+/// `awf validate` (a breaker saw `fromJSON` pass it and then fail every run), and each of them
+/// really fails when evaluated.
+#[test]
+fn builtins_this_build_lacks_are_refused_up_front() {
+    let e = ExprEvaluator::new();
+    let data = Data::new();
+    for (name, feature) in UNAVAILABLE {
+        let code = format!("{name}('x') == 1");
+        match e.check(&code) {
+            Err(TemplateError::Failed(m)) => assert!(
+                m.contains(&format!(
+                    "{name}() is not available in this build of awf (expr-lang without its `{feature}` feature"
+                )),
+                "{m}"
+            ),
+            other => panic!("{code}: {other:?}"),
+        }
+        match e.eval_bool(&code, &data.scope()) {
+            Err(TemplateError::Failed(m)) => assert!(m.contains("feature"), "{name}: {m}"),
+            other => panic!("{code} evaluated: {other:?}"),
+        }
+    }
+    assert!(
+        matches!(e.check("fromJSON(states.x.Output).ok == true"), Err(TemplateError::Failed(m)) if m.contains("hint: decode it in a shell step"))
+    );
 }
 
 #[test]

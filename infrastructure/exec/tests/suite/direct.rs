@@ -218,4 +218,10 @@ async fn a_direct_command_in_a_directory_sees_it_as_pwd() {
     spec.dir = Some(real.clone());
     let shelled = run_ok(spec).await;
     assert_eq!(out.stdout, shelled.stdout);
+    // `.` and `..` resolved as a shell's `cd` would (it showed `…/sub/../sub`).
+    std::fs::create_dir(real.join("sub")).unwrap();
+    let mut spec = shell("printenv PWD");
+    spec.dir = Some(real.join("sub/./../sub/"));
+    let out = run_ok(spec).await;
+    assert_eq!(out.stdout, format!("{}\n", real.join("sub").display()));
 }
