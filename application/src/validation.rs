@@ -362,6 +362,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(validate::while_never_true(wf));
     later.extend(routing_warnings(wf));
     later.extend(validate::ignored_branch_routes(wf));
+    later.extend(validate::ignored_loop_routes(wf));
     later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
     later.extend(missing_script_files(services, wf));

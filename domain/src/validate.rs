@@ -628,6 +628,70 @@ pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
+/// Routes a loop does not take: its own `transitions` (a loop goes on with `on_complete`, or
+/// `on_success`, when it completes and `on_failure` when it fails), and the `on_failure` and
+/// `continue_on_error` of a step in its body (a failed body step fails the loop; the
+/// loop's `on_failure` routes it). A body step's `on_success` and `transitions` are kept:
+/// one that leaves the body ends the loop there.
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_TRANSITION`, severity Warning, path
+/// `states.<state>.<field>`. Source: a new user's trial (stop 24: the keys were silently
+/// ignored).
+pub fn ignored_loop_routes(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut warned: BTreeSet<&str> = BTreeSet::new();
+    for (name, s) in &wf.states {
+        let StateKind::Loop(l) = &s.kind else {
+            continue;
+        };
+        if !s.transitions.is_empty() {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidTransition,
+                    format!("states.{name}.transitions"),
+                    format!(
+                        "loop \"{name}\" does not evaluate transitions: it goes on with on_complete (or on_success) when it completes, with on_failure when it fails"
+                    ),
+                )
+                .with_hint("route with on_complete / on_failure, and end it early with break_when"),
+            );
+        }
+        for b in &l.body {
+            let Some(child) = wf.states.get(b) else {
+                continue;
+            };
+            if b == name || !warned.insert(b.as_str()) {
+                continue;
+            }
+            let fields: Vec<&str> = [
+                ("on_failure", child.on_failure.is_some()),
+                ("continue_on_error", child.continue_on_error),
+            ]
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(f, _)| *f)
+            .collect();
+            if let Some(first) = fields.first() {
+                out.push(
+                    Diagnostic::warning(
+                        ErrorCode::WorkflowValidationInvalidTransition,
+                        format!("states.{b}.{first}"),
+                        format!(
+                            "\"{b}\" is in the body of loop \"{name}\": its {} {} ignored there (a failed body step fails the loop)",
+                            fields.join(", "),
+                            if fields.len() == 1 { "is" } else { "are" }
+                        ),
+                    )
+                    .with_hint(format!(
+                        "route the failure with the on_failure of \"{name}\", or let the command itself succeed (`cmd || true`)"
+                    )),
+                );
+            }
+        }
+    }
+    out
+}
+
 /// `approval:` gates: option ids unique, at least one option that allows and one that
 /// rejects, `on_timeout` naming an option (or approve / reject), and only with a `timeout`.
 fn approval_checks(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {

@@ -1574,3 +1574,39 @@ fn plain_words_are_letters_digits_and_harmless_punctuation() {
         assert!(!plain_word(w), "{w:?}");
     }
 }
+
+/// A loop's own transitions, and the on_failure / continue_on_error of its body steps, are
+/// not taken: `awf validate` says so (a new user found them silently ignored). A body step's
+/// on_success stays unwarned (leaving the body ends the loop there).
+#[test]
+fn routes_a_loop_does_not_take_warn() {
+    let mut l = loop_state(
+        "l",
+        LoopOver::Items("[1]".to_owned()),
+        &["s", "t"],
+        Some("done"),
+    );
+    l.transitions = vec![Transition {
+        when: Some("true".into()),
+        goto: "done".into(),
+    }];
+    let mut s = cmd("s", "echo", None);
+    s.continue_on_error = true;
+    s.on_failure = Some("done".into());
+    let t = cmd("t", "echo", Some("done"));
+    let w = wf("l", vec![l, s, t, terminal("done")]);
+    let d = ignored_loop_routes(&w);
+    assert_eq!(
+        d.iter()
+            .map(|d| (d.severity, d.path.clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (Severity::Warning, "states.l.transitions".into()),
+            (Severity::Warning, "states.s.on_failure".into()),
+        ]
+    );
+    assert_eq!(
+        d[1].message,
+        "\"s\" is in the body of loop \"l\": its on_failure, continue_on_error are ignored there (a failed body step fails the loop)"
+    );
+}
