@@ -435,7 +435,10 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
             &req.working_dir,
             services.host.as_ref(),
         )
-        .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
+        .map_err(|e| {
+            let e = e.map_message(|m| masker.mask(&m).into_owned());
+            config_input_hint(e, &req.inputs, &req.config_inputs)
+        })?;
         (inputs, None)
     } else {
         (
@@ -563,6 +566,33 @@ fn resume_point(
         states.retain(|_, s| s.completed_at.is_none_or(|c| c <= cut));
     }
     Ok((states, target))
+}
+
+/// Adds a hint naming the project config to an input error about a value that came from
+/// its `inputs:` (not overridden by `--input`): the message alone sent a user to look for
+/// an `--input` they never gave.
+fn config_input_hint(
+    e: AwfError,
+    cli: &[(String, String)],
+    config: &serde_json::Map<String, serde_json::Value>,
+) -> AwfError {
+    let from_config: Vec<&str> = config
+        .keys()
+        .filter(|k| !cli.iter().any(|(c, _)| c.trim() == k.as_str()))
+        .filter(|k| e.message().contains(&format!("inputs.{k}: ")))
+        .map(String::as_str)
+        .collect();
+    if from_config.is_empty() {
+        return e;
+    }
+    let names = from_config
+        .iter()
+        .map(|k| format!("inputs.{k}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    e.with_hint(format!(
+        "{names} comes from the project config (`inputs:` of .awf/config.yaml): fix it there, or override it with --input"
+    ))
 }
 
 /// `$HOSTNAME` of the run's environment, else the host's name.

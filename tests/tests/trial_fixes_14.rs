@@ -127,3 +127,31 @@ fn unusable_flags_are_refused_with_what_works() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("--interactive"), "{}", r.stderr);
 }
+
+/// A bad input value from the project config names where it comes from (the message alone
+/// sent a new user looking for an `--input` they never gave); one given with `--input` does
+/// not.
+#[test]
+fn a_bad_input_from_the_project_config_says_so() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(".awf/config.yaml", "inputs:\n  target: [1, 2]\n")
+        .unwrap();
+    sb.write(
+        "deploy.yaml",
+        "name: deploy\ninputs:\n  - name: target\n    type: string\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "deploy.yaml"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "inputs.target comes from the project config (`inputs:` of .awf/config.yaml)"
+        ),
+        "{}",
+        r.stderr
+    );
+    let r = sb
+        .run(&["run", "deploy.yaml", "--input", "target=prod"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
