@@ -166,8 +166,16 @@ impl Facade {
                 )
         };
         let mut level = snap.loop_position.as_ref().filter(|l| resumes_in(&l.state));
+        // Where it stopped (not `--from`): at the body step in progress, past it when it had
+        // completed; `--from` goes on at the iteration's first body step.
+        let at_step = matches!(req.from, ResumeFrom::Current);
         while let Some(l) = level {
-            resume_loop.push((l.state.clone(), l.iteration));
+            resume_loop.push(crate::engine::ResumeLoop {
+                state: l.state.clone(),
+                iteration: l.iteration,
+                step: l.step.clone().filter(|_| at_step),
+                step_completed: at_step && l.step_completed,
+            });
             level = l.inner.as_deref();
         }
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
@@ -371,7 +379,7 @@ struct Launch {
     resume: Option<crate::engine::Resume>,
     /// A resumed run's recorded start (its duration spans its attempts).
     first_started_at: Option<std::time::SystemTime>,
-    resume_loop: Vec<(String, usize)>,
+    resume_loop: Vec<crate::engine::ResumeLoop>,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
     ask_inputs: Option<crate::engine::AskInputs>,

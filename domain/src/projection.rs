@@ -174,7 +174,7 @@ impl RunProjection {
             let indexes = loop_indexes(&env.path);
             if indexes.last() == Some(&i)
                 && let Some(top) = top
-                && let Some(pos) = position(&top, &indexes, &self.loops_open)
+                && let Some(pos) = position(&top, &indexes, &self.loops_open, step)
                 && self.snap.loop_position.as_ref() != Some(&pos)
             {
                 self.snap.loop_position = Some(pos);
@@ -200,13 +200,16 @@ impl RunProjection {
         for open in &mut self.loops_open {
             open.retain(|(path, _)| path != &env.path);
         }
-        // A nested loop that completed is no longer in progress.
-        let depth = loop_indexes(&env.path).len();
+        // A nested loop that completed is no longer in progress; a body step that completed
+        // is marked so at its level (resume goes on from it).
+        let indexes = loop_indexes(&env.path);
+        let depth = indexes.len();
         if depth > 0
             && state.status == StepStatus::Completed
             && let Some(pos) = self.snap.loop_position.as_mut()
         {
             clear_inner(pos, depth, step);
+            mark_completed(pos, &indexes, step);
         }
         if env.path == step && self.parallel_open.as_deref() == Some(step) {
             self.parallel_open = None;
@@ -486,30 +489,60 @@ fn loop_indexes(path: &str) -> Vec<usize> {
 /// The position of the top-level loop `top` at `indexes` (one per nesting level), with the
 /// loops open at each inner level named from `open`. An inner level where several loops run
 /// at once (parallel branches) cannot be told apart: the position stops above it.
-fn position(top: &str, indexes: &[usize], open: &[Vec<(String, String)>]) -> Option<LoopPosition> {
+///
+/// `step` is the body step that started (its path's last segment): each level's `step` is the
+/// body step in progress there, the nested loop of the level below, and `step` at the deepest
+/// level (none where the levels stop early).
+fn position(
+    top: &str,
+    indexes: &[usize],
+    open: &[Vec<(String, String)>],
+    step: &str,
+) -> Option<LoopPosition> {
     let (&first, inner) = indexes.split_first()?;
-    let mut pos = LoopPosition {
-        state: top.to_owned(),
-        iteration: first,
-        inner: None,
-    };
-    let mut levels = Vec::new();
+    let mut levels = vec![(top.to_owned(), first)];
     for (depth, &i) in inner.iter().enumerate() {
         match open.get(depth + 1).map(Vec::as_slice) {
             Some([(_, name)]) => levels.push((name.clone(), i)),
             _ => break,
         }
     }
-    let mut slot = &mut pos.inner;
-    for (name, i) in levels {
-        let next = slot.insert(Box::new(LoopPosition {
-            state: name,
+    let complete = levels.len() == indexes.len();
+    let mut out: Option<LoopPosition> = None;
+    let mut below: Option<String> = complete.then(|| step.to_owned());
+    for (name, i) in levels.into_iter().rev() {
+        let pos = LoopPosition {
+            state: name.clone(),
             iteration: i,
-            inner: None,
-        }));
-        slot = &mut next.inner;
+            step: below.take(),
+            step_completed: false,
+            inner: out.take().map(Box::new),
+        };
+        below = Some(name);
+        out = Some(pos);
     }
-    Some(pos)
+    out
+}
+
+/// Marks `step` completed at the level of `pos` its path's `indexes` name (the last one),
+/// when it is the step in progress there in that iteration.
+fn mark_completed(pos: &mut LoopPosition, indexes: &[usize], step: &str) {
+    let mut level = Some(pos);
+    for (d, &i) in indexes.iter().enumerate() {
+        let Some(l) = level else {
+            return;
+        };
+        if l.iteration != i {
+            return;
+        }
+        if d + 1 == indexes.len() {
+            if l.step.as_deref() == Some(step) {
+                l.step_completed = true;
+            }
+            return;
+        }
+        level = l.inner.as_deref_mut();
+    }
 }
 
 /// Drops the position of loop `name` at nesting `depth` (>= 1) from `pos`; whether it was there.
@@ -552,28 +585,53 @@ mod position_tests {
 
     #[test]
     fn nested_positions_stop_where_a_level_is_ambiguous() {
-        let one = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
+        let one = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]]), "s").unwrap();
         assert_eq!(
             one,
             LoopPosition {
                 state: "outer".into(),
                 iteration: 1,
+                step: Some("inner".into()),
+                step_completed: false,
                 inner: Some(Box::new(LoopPosition {
                     state: "inner".into(),
                     iteration: 3,
+                    step: Some("s".into()),
+                    step_completed: false,
                     inner: None
                 }))
             }
         );
-        // Two loops running side by side at level 1 (parallel branches): only the top level.
-        let two = position("outer", &[1, 3], &open(&[&["outer"], &["x", "y"]])).unwrap();
+        // Two loops running side by side at level 1 (parallel branches): only the top level,
+        // whose body step in progress is not known.
+        let two = position("outer", &[1, 3], &open(&[&["outer"], &["x", "y"]]), "s").unwrap();
         assert_eq!(two.inner, None);
-        assert_eq!(position("outer", &[], &[]), None);
+        assert_eq!(two.step, None);
+        assert_eq!(position("outer", &[], &[], "s"), None);
+    }
+
+    #[test]
+    fn a_body_step_that_completed_is_marked_at_its_level_in_its_iteration() {
+        let mut pos = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]]), "s").unwrap();
+        mark_completed(&mut pos, &[1, 2], "s");
+        assert!(
+            !pos.inner.as_ref().unwrap().step_completed,
+            "another iteration"
+        );
+        mark_completed(&mut pos, &[1, 3], "t");
+        assert!(!pos.inner.as_ref().unwrap().step_completed, "another step");
+        mark_completed(&mut pos, &[1, 3], "s");
+        assert!(pos.inner.as_ref().unwrap().step_completed);
+        assert!(!pos.step_completed);
+        // The nested loop completing: dropped, and marked at the level above.
+        assert!(clear_inner(&mut pos, 1, "inner"));
+        mark_completed(&mut pos, &[1], "inner");
+        assert!(pos.step_completed);
     }
 
     #[test]
     fn a_completed_nested_loop_is_dropped_from_the_position() {
-        let mut pos = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]])).unwrap();
+        let mut pos = position("outer", &[1, 3], &open(&[&["outer"], &["inner"]]), "s").unwrap();
         assert!(!clear_inner(&mut pos, 1, "other"));
         assert!(clear_inner(&mut pos, 1, "inner"));
         assert_eq!(pos.inner, None);

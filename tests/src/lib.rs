@@ -403,6 +403,28 @@ pub fn read_state_file(path: &Path) -> Option<serde_json::Value> {
     Some(v)
 }
 
+/// A state file's `loop_position` with only its loops and iterations (`state`, `iteration`,
+/// `inner`): what tests wait for, whatever body step is in progress (`step`,
+/// `step_completed`).
+pub fn loop_levels(pos: &serde_json::Value) -> serde_json::Value {
+    let Some(o) = pos.as_object() else {
+        return pos.clone();
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in o {
+        match k.as_str() {
+            "step" | "step_completed" => {}
+            "inner" => {
+                out.insert(k.clone(), loop_levels(v));
+            }
+            _ => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    serde_json::Value::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -290,7 +290,7 @@ fn resume_continues_a_loop_at_the_iteration_it_stopped_in() {
         .spawn()
         .unwrap();
     let run_id = wait_for_state(&sb, "the loop at iteration 2", |v| {
-        v["loop_position"] == json!({"state": "each", "iteration": 2})
+        awf_tests::loop_levels(&v["loop_position"]) == json!({"state": "each", "iteration": 2})
     });
     child.kill().unwrap();
     child.wait().unwrap();

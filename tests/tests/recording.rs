@@ -126,3 +126,45 @@ fn resume_routes_a_completed_current_step_without_running_it_again() {
     let r = sb.run(&["resume", &id, "--from", "z"]).unwrap();
     assert_ne!(r.code, 0, "a completed run is not resumed: {}", r.stderr);
 }
+
+/// Inside a loop, `awf resume` goes on at the body step the iteration stopped at: a body step
+/// that completed in that iteration runs neither again when a later one failed, nor when its
+/// own transition failed (a breaker saw `b1` of iteration 1 run twice). `b1` and `b2` log
+/// each run; `b2` fails in iteration 1 until the file `ok` exists.
+#[test]
+fn resume_in_a_loop_goes_on_at_the_body_step_it_stopped_at() {
+    let sb = Sandbox::new().unwrap();
+    let wf = "name: lp\nstates:\n  initial: l\n  l:\n    type: for_each\n    items: '[\"i0\", \"i1\", \"i2\"]'\n    body: [b1, b2]\n    on_complete: done\n  b1:\n    type: step\n    command: 'echo b1-{{.loop.Item}} >> runs.log'\n    transitions:\n      - when: \"WHEN\"\n        goto: b2\n  b2:\n    type: step\n    command: 'echo b2-{{.loop.Item}} >> runs.log; test {{.loop.Item}} != i1 -o -f ok'\n  done: {type: terminal}\n";
+    // 1. A later body step fails: the resume starts at it, not at b1.
+    sb.write("wf.yaml", &wf.replace("WHEN", "true")).unwrap();
+    let r = sb.run(&["run", "wf.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let log = std::fs::read_to_string(sb.path().join("runs.log")).unwrap();
+    assert_eq!(log, "b1-i0\nb2-i0\nb1-i1\nb2-i1\nb2-i1\nb1-i2\nb2-i2\n");
+    // 2. A body step's own transition fails after it completed: fixed, the resume routes on
+    // its record without running it again.
+    std::fs::remove_file(sb.path().join("runs.log")).unwrap();
+    sb.write(
+        "wf.yaml",
+        &wf.replace("WHEN", "loop.Index != 1 || int('x') > 0"),
+    )
+    .unwrap();
+    let r = sb.run(&["run", "wf.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    sb.write("wf.yaml", &wf.replace("WHEN", "true")).unwrap();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("b1 completed in iteration 1 before the resume; going on from it"),
+        "{}",
+        r.stderr
+    );
+    let log = std::fs::read_to_string(sb.path().join("runs.log")).unwrap();
+    assert_eq!(log, "b1-i0\nb2-i0\nb1-i1\nb2-i1\nb1-i2\nb2-i2\n");
+}

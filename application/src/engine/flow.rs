@@ -256,17 +256,21 @@ impl Run {
         }
         // A resumed run continues a top-level loop, and the loops nested in its resumed
         // iteration, at the iteration each stopped in.
-        let first = {
+        let resumed = {
             let mut r = lock(&self.resume_loop);
             match r.front() {
-                Some((s, i)) if *s == state.name => {
-                    let i = *i;
-                    r.pop_front();
-                    i
-                }
-                _ => 0,
+                Some(l) if l.state == state.name => r.pop_front(),
+                _ => None,
             }
         };
+        let first = resumed.as_ref().map_or(0, |r| r.iteration);
+        // In the resumed iteration: the body step to go on at, and whether it had completed
+        // (then it is routed from its record, not run again).
+        let mut resume_at_step: Option<(usize, bool)> = resumed.and_then(|r| {
+            let step = r.step?;
+            let pos = l.body.iter().position(|b| *b == step)?;
+            Some((pos, r.step_completed))
+        });
         let mut iterations = first;
         let mut early_exit = None;
         let mut hit_max = false;
@@ -318,7 +322,7 @@ impl Run {
             }
             iterations += 1;
             let prefix = format!("{}loop:{index}/", at.prefix);
-            let mut pos = 0usize;
+            let (mut pos, mut route_first) = resume_at_step.take().unwrap_or((0, false));
             let mut iteration_error: Option<AwfError> = None;
             let mut guard = 0usize;
             while pos < l.body.len() {
@@ -333,10 +337,19 @@ impl Run {
                     break;
                 }
                 let body_step = l.body[pos].as_str();
-                let exit = match self
-                    .exec_state(body_step, Some(&frame), &prefix, token)
-                    .await
-                {
+                let recorded = if std::mem::take(&mut route_first) {
+                    self.route_recorded_body(body_step, &frame, &prefix, index)
+                } else {
+                    None
+                };
+                let outcome = match recorded {
+                    Some(r) => r,
+                    None => {
+                        self.exec_state(body_step, Some(&frame), &prefix, token)
+                            .await
+                    }
+                };
+                let exit = match outcome {
                     Ok(x) => x,
                     Err(e) => {
                         if e.code() == ErrorCode::ExecutionRunCancelled {
@@ -421,6 +434,38 @@ impl Run {
             failure: None,
             early_exit,
         })
+    }
+
+    /// The exit of body step `name`, completed in the iteration being resumed before the run
+    /// stopped: its routes evaluated on its record (announced as a log line). `None` when it
+    /// is not recorded as completed (it runs again).
+    fn route_recorded_body(
+        &self,
+        name: &str,
+        frame: &LoopFrame,
+        prefix: &str,
+        index: usize,
+    ) -> Option<Result<crate::engine::step::StepExit, AwfError>> {
+        let state = self.wf.state(name)?;
+        let completed = lock(&self.states)
+            .get(name)
+            .is_some_and(|s| s.status == StepStatus::Completed);
+        if !completed {
+            return None;
+        }
+        let exit = self.route(state, true, None, None, Some(frame));
+        if exit.is_ok() {
+            self.log(
+                Some(name),
+                LogLevel::Info,
+                &format!(
+                    "{name} completed in iteration {index} before the resume; going on from it"
+                ),
+                &format!("{prefix}{name}"),
+                Some(index),
+            );
+        }
+        Some(exit)
     }
 
     /// Resolves `max_iterations`: static, or a template giving an integer or arithmetic.

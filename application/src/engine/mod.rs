@@ -167,6 +167,21 @@ fn no_route(state: &str) -> AwfError {
     .with_hint("add a default transition (`- goto: <state>`) or on_success")
 }
 
+/// A loop a resumed run goes on in ([`RunSpec::resume_loop`]), from the recorded
+/// [`LoopPosition`](awf_domain::ports::store::LoopPosition).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ResumeLoop {
+    /// The loop state.
+    pub(crate) state: String,
+    /// The iteration to go on in (0-based).
+    pub(crate) iteration: usize,
+    /// The body step to go on at in that iteration (`None`: its first).
+    pub(crate) step: Option<String>,
+    /// `step` completed there: go on from its recorded result, by its routes, instead of
+    /// running it again.
+    pub(crate) step_completed: bool,
+}
+
 /// Where a resumed run goes on ([`RunSpec::resume`]).
 pub(crate) struct Resume {
     /// The states recorded by the earlier attempts (those kept).
@@ -213,7 +228,7 @@ pub(crate) struct RunSpec {
     pub(crate) first_started_at: Option<SystemTime>,
     /// `awf resume` of a run stopped inside a top-level loop: the loop and the iteration to
     /// continue at, then the same for each loop nested in that iteration (outermost first).
-    pub(crate) resume_loop: Vec<(String, usize)>,
+    pub(crate) resume_loop: Vec<ResumeLoop>,
     /// `--interactive`: where to stop and ask.
     pub(crate) interactive: Option<awf_domain::ports::facade::Interactive>,
     /// `--step`: run only this state.
@@ -311,7 +326,7 @@ pub(crate) struct Run {
     only_step: Option<String>,
     /// Taken in order: each by the first run of its loop (the nested ones inside the resumed
     /// iteration of the one before).
-    pub(crate) resume_loop: Mutex<std::collections::VecDeque<(String, usize)>>,
+    pub(crate) resume_loop: Mutex<std::collections::VecDeque<ResumeLoop>>,
     /// `awf resume`: the parallel blocks the earlier attempt stopped inside (the block it
     /// resumes at when not `completed`, and every block recorded as `cancelled`, such as one
     /// in the body of the loop it resumes), each with when that attempt of it started (`None`:

@@ -151,6 +151,15 @@ pub struct LoopPosition {
     pub state: String,
     /// 0-based index of the iteration in progress.
     pub iteration: usize,
+    /// The body step of this loop in progress in that iteration (the nested loop, when
+    /// [`LoopPosition::inner`] is set); `None` when not known (recorded before it was kept, or
+    /// several body steps ran at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// `step` finished completed in this iteration and the next body step had not started:
+    /// `awf resume` goes on from its recorded result instead of running it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step_completed: bool,
     /// The loop in progress inside that iteration (a nested loop), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inner: Option<Box<LoopPosition>>,
