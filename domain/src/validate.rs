@@ -599,30 +599,18 @@ pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
                 continue;
             }
             let on_complete = matches!(&child.kind, StateKind::Loop(l) if l.on_complete.is_some());
-            let fields: Vec<&str> = [
-                ("on_success", child.on_success.is_some()),
-                ("on_failure", child.on_failure.is_some()),
-                ("transitions", !child.transitions.is_empty()),
-                ("on_complete", on_complete),
-            ]
-            .iter()
-            .filter(|(_, set)| *set)
-            .map(|(f, _)| *f)
-            .collect();
-            if let Some(first) = fields.first() {
-                out.push(
-                    Diagnostic::warning(
-                        ErrorCode::WorkflowValidationInvalidTransition,
-                        format!("states.{b}.{first}"),
-                        format!(
-                            "\"{b}\" is a branch of parallel \"{parent}\": its {} {} ignored there (the block continues with its own on_success/on_failure)",
-                            fields.join(", "),
-                            if fields.len() == 1 { "is" } else { "are" }
-                        ),
-                    )
-                    .with_hint(format!("move the routing to \"{parent}\", or remove it from \"{b}\"")),
-                );
-            }
+            out.extend(ignored_keys(
+                b,
+                &[
+                    ("on_success", child.on_success.is_some()),
+                    ("on_failure", child.on_failure.is_some()),
+                    ("transitions", !child.transitions.is_empty()),
+                    ("on_complete", on_complete),
+                ],
+                &format!("is a branch of parallel \"{parent}\""),
+                "the block continues with its own on_success/on_failure",
+                format!("move the routing to \"{parent}\", or remove it from \"{b}\""),
+            ));
         }
     }
     out
@@ -663,33 +651,46 @@ pub fn ignored_loop_routes(wf: &Workflow) -> Vec<Diagnostic> {
             if b == name || !warned.insert(b.as_str()) {
                 continue;
             }
-            let fields: Vec<&str> = [
-                ("on_failure", child.on_failure.is_some()),
-                ("continue_on_error", child.continue_on_error),
-            ]
-            .iter()
-            .filter(|(_, set)| *set)
-            .map(|(f, _)| *f)
-            .collect();
-            if let Some(first) = fields.first() {
-                out.push(
-                    Diagnostic::warning(
-                        ErrorCode::WorkflowValidationInvalidTransition,
-                        format!("states.{b}.{first}"),
-                        format!(
-                            "\"{b}\" is in the body of loop \"{name}\": its {} {} ignored there (a failed body step fails the loop)",
-                            fields.join(", "),
-                            if fields.len() == 1 { "is" } else { "are" }
-                        ),
-                    )
-                    .with_hint(format!(
-                        "route the failure with the on_failure of \"{name}\", or let the command itself succeed (`cmd || true`)"
-                    )),
-                );
-            }
+            out.extend(ignored_keys(
+                b,
+                &[
+                    ("on_failure", child.on_failure.is_some()),
+                    ("continue_on_error", child.continue_on_error),
+                ],
+                &format!("is in the body of loop \"{name}\""),
+                "a failed body step fails the loop",
+                format!(
+                    "route the failure with the on_failure of \"{name}\", or let the command itself succeed (`cmd || true`)"
+                ),
+            ));
         }
     }
     out
+}
+
+/// The warning that the keys of `keys` set on `state` (`(key, set)`) are ignored where it
+/// stands (`context`, `why`), at the first one's path; `None` when none is set.
+fn ignored_keys(
+    state: &str,
+    keys: &[(&str, bool)],
+    context: &str,
+    why: &str,
+    hint: String,
+) -> Option<Diagnostic> {
+    let set: Vec<&str> = keys.iter().filter(|(_, on)| *on).map(|(k, _)| *k).collect();
+    let first = set.first()?;
+    Some(
+        Diagnostic::warning(
+            ErrorCode::WorkflowValidationInvalidTransition,
+            format!("states.{state}.{first}"),
+            format!(
+                "\"{state}\" {context}: its {} {} ignored there ({why})",
+                set.join(", "),
+                if set.len() == 1 { "is" } else { "are" }
+            ),
+        )
+        .with_hint(hint),
+    )
 }
 
 /// `approval:` gates: option ids unique, at least one option that allows and one that

@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use awf_domain::AwfError;
-use awf_domain::ErrorCode;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
 use awf_domain::ports::store::StoredStatus;
@@ -16,9 +15,6 @@ use awf_domain::run::RunId;
 
 use super::RunManager;
 use crate::engine::lock;
-
-/// The exit code of a cancelled run (as `awf run` gives after Ctrl-C).
-const CANCELLED_EXIT: u8 = 130;
 
 impl RunManager {
     /// Ends the recorded run `run_id` as cancelled if it is parked on a usage limit and
@@ -53,13 +49,7 @@ impl RunManager {
             return Ok(false);
         };
         let now = services.clock.now();
-        snap.status = StoredStatus::Cancelled;
-        snap.waiting_until = None;
-        snap.completed_at = Some(now);
-        snap.updated_at = now;
-        snap.exit_code = Some(CANCELLED_EXIT);
-        snap.error =
-            Some(AwfError::new(ErrorCode::ExecutionRunCancelled, "workflow cancelled").body());
+        snap.end_cancelled(now);
         store.save(&snap)?;
         let result = crate::runs::result_of(&snap);
         // Its log goes on at the next seq of the run's own events.

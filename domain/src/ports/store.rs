@@ -139,6 +139,26 @@ pub struct RunSnapshot {
     pub waiting_until: Option<SystemTime>,
 }
 
+/// The message of the `EXECUTION.RUN.CANCELLED` error a cancelled run records.
+pub const CANCELLED_MESSAGE: &str = "workflow cancelled";
+
+impl RunSnapshot {
+    /// Records the run as ended cancelled at `at` by a cancel that found nobody running it
+    /// (parked on a usage limit, or its awf process gone): status `cancelled`, no reset time,
+    /// end and update time `at`, exit code 130 (a requested cancel's), the
+    /// `EXECUTION.RUN.CANCELLED` error; its states and current state are kept, so `awf resume`
+    /// continues it as any cancelled run.
+    pub fn end_cancelled(&mut self, at: SystemTime) {
+        self.status = StoredStatus::Cancelled;
+        self.waiting_until = None;
+        self.completed_at = Some(at);
+        self.updated_at = at;
+        self.exit_code = Some(crate::run::CancelReason::Requested.exit_code());
+        self.error =
+            Some(AwfError::new(crate::ErrorCode::ExecutionRunCancelled, CANCELLED_MESSAGE).body());
+    }
+}
+
 /// The detail key of an `EXECUTION.AGENT.USAGE_LIMIT` error whose reset lies within the
 /// step's `usage_limit.max_wait`: the reset time (RFC 3339). A run that ends with such an
 /// error is recorded as [`StoredStatus::Waiting`] until then.

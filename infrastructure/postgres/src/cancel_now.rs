@@ -12,7 +12,6 @@ use std::time::UNIX_EPOCH;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::ports::store::RunSnapshot;
-use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::RunId;
 use awf_domain::run::RunResult;
 use awf_domain::run::RunStatus;
@@ -91,12 +90,7 @@ pub(crate) async fn end_cancelled(
         .snapshot
         .and_then(|v| serde_json::from_value::<RunSnapshot>(v).ok())
         .map(|mut s| {
-            s.status = StoredStatus::Cancelled;
-            s.waiting_until = None;
-            s.completed_at = Some(at);
-            s.updated_at = at;
-            s.exit_code = Some(exit);
-            s.error = Some(error.clone());
+            s.end_cancelled(at);
             s
         });
     let body = snap

@@ -773,7 +773,7 @@ pub enum CancelOutcome {
 }
 
 /// The message of a run cancelled before it started (the engine's for a cancelled run).
-pub const CANCELLED_MESSAGE: &str = "workflow cancelled";
+pub use awf_domain::ports::store::CANCELLED_MESSAGE;
 
 /// The exit code of a run cancelled before it started: 130, as a run cancelled while running
 /// (`awf cancel`, `DELETE`, Ctrl-C) records, whichever moment the cancel caught it at.
