@@ -240,7 +240,9 @@ async fn start(
         None
     };
     if let Some(block) = block {
-        let (child, out, err) = retry_busy(|| spawn::spawn(invocation, &block, tag)).await?;
+        let prepared = spawn::Prepared::new(invocation, block, tag)?;
+        let spawned = retry_busy(|| prepared.spawn()).await?;
+        let (child, out, err) = spawn::attach(spawned)?;
         return Ok((Running::Spawned(child), Some(out), Some(err)));
     }
     let mut cmd = Command::new(&invocation.program);
@@ -307,7 +309,7 @@ async fn retry_busy<T>(mut spawn: impl FnMut() -> io::Result<T>) -> io::Result<T
     }
 }
 
-/// A running child: started by std's `Command` (through tokio) or by [`spawn::spawn`].
+/// A running child: started by std's `Command` (through tokio) or by [`spawn::Prepared::spawn`].
 enum Running {
     Tokio(Child),
     Spawned(SpawnedChild),
@@ -382,6 +384,11 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
     }
 }
 
+/// How long after its start a child's exit is watched even while its pipes are open (see
+/// `supervise`): the most a command that exits leaving its output pipes to a descendant
+/// waits beyond its exit.
+const EXIT_WATCH_AFTER: Duration = Duration::from_millis(2);
+
 /// How the first phase of supervision ended.
 enum End {
     /// The child exited on its own (or was killed by someone else).
@@ -409,11 +416,18 @@ async fn supervise(
     tokio::pin!(deadline);
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
+    // The child's exit is watched once both pipes are closed (a short command has then
+    // usually exited: it is reaped at once, without a pidfd to open and register) or from
+    // EXIT_WATCH_AFTER on (a command still running, or one that left its pipes open).
+    let watch_after = tokio::time::sleep(EXIT_WATCH_AFTER);
+    tokio::pin!(watch_after);
+    let mut watching = false;
 
     let end = loop {
         tokio::select! {
             () = pipes.read_any(), if pipes.any_open() => {}
-            status = child.wait() => {
+            () = &mut watch_after, if !watching => watching = true,
+            status = child.wait(), if watching || !pipes.any_open() => {
                 break End::Exited(status.ok());
             }
             () = &mut deadline => break End::Stop(Termination::TimedOut),

@@ -13,7 +13,8 @@
 //! Everything else is what std does on this path: `posix_spawn` (vfork + exec), the child in
 //! its own process group, SIGPIPE back to its default disposition, the signal mask
 //! inherited, stdin on `/dev/null`, stdout and stderr on fresh pipes (close-on-exec in awf).
-//! The child is waited for through a pidfd registered with the runtime, as tokio does.
+//! The child is waited for through a pidfd registered with the runtime, as tokio does, opened
+//! only when it has not exited by the time it is waited for.
 //!
 //! Only for what this path can do without `unsafe`: no parent-death signal (needs a hook
 //! between fork and exec), no working directory (`posix_spawn_file_actions_addchdir_np` has
@@ -150,17 +151,20 @@ fn dev_null() -> io::Result<&'static File> {
     Ok(NULL.get_or_init(|| f))
 }
 
-/// Whether [`spawn`] can start `inv` (else std's `Command` does): a program given by path,
+/// Whether [`Prepared::spawn`] can start `inv` (else std's `Command` does): a program given by path,
 /// no working directory, pidfds available.
 pub(crate) fn can_spawn(inv: &Invocation, dir: Option<&std::path::Path>) -> bool {
     dir.is_none() && inv.program.as_bytes().contains(&b'/') && pidfds_work()
 }
 
-/// A child started by [`spawn`], waited for through its pidfd. Dropped before it was waited
+/// A child started by [`Prepared::spawn`], waited for through its pidfd. Dropped before it was waited
 /// for, it is SIGKILLed and reaped later (see [`reap_orphans`]).
 #[derive(Debug)]
 pub(crate) struct SpawnedChild {
     pid: i32,
+    /// Opened by the first [`wait`](Self::wait) that finds the child still running: a child
+    /// that has exited by then (a short command, waited for once its pipes closed) is reaped
+    /// without one, which saves opening, registering and closing it (issue 9: per step).
     pidfd: Option<AsyncFd<OwnedFd>>,
     status: Option<ExitStatus>,
 }
@@ -188,6 +192,30 @@ fn try_wait(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
     }
 }
 
+/// `waitid` on the child `pid` without blocking: `Some` once it has exited (and is reaped).
+fn try_wait_pid(pid: i32) -> io::Result<Option<ExitStatus>> {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return Err(io::Error::other("no child with pid 0"));
+    };
+    loop {
+        match rustix::process::waitid(
+            rustix::process::WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
+        ) {
+            Ok(s) => return Ok(s.map(|s| exit_status(&s))),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A pidfd for the child `pid`, registered with the runtime.
+fn open_pidfd(pid: i32) -> io::Result<AsyncFd<OwnedFd>> {
+    let pid = rustix::process::Pid::from_raw(pid).ok_or_else(|| io::Error::other("pid 0"))?;
+    let fd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
+    AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
+}
+
 /// The wait status std would report for what `waitid` said.
 fn exit_status(s: &WaitIdStatus) -> ExitStatus {
     let raw = match (s.exit_status(), s.terminating_signal()) {
@@ -209,6 +237,13 @@ impl SpawnedChild {
         if let Some(s) = self.status {
             return Ok(s);
         }
+        if self.pidfd.is_none() {
+            if let Some(s) = try_wait_pid(self.pid)? {
+                self.status = Some(s);
+                return Ok(s);
+            }
+            self.pidfd = Some(open_pidfd(self.pid)?);
+        }
         let Some(fd) = &self.pidfd else {
             return Err(io::Error::other("child already reaped"));
         };
@@ -229,11 +264,21 @@ impl Drop for SpawnedChild {
         if self.status.is_some() {
             return;
         }
-        let Some(fd) = self.pidfd.take() else {
-            return;
-        };
         let _ = nix::sys::signal::kill(Pid::from_raw(self.pid), Signal::SIGKILL);
-        let fd = fd.into_inner();
+        let fd = match self.pidfd.take() {
+            Some(fd) => fd.into_inner(),
+            None => {
+                if !matches!(try_wait_pid(self.pid), Ok(None)) {
+                    return;
+                }
+                match rustix::process::Pid::from_raw(self.pid)
+                    .map(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()))
+                {
+                    Some(Ok(fd)) => fd,
+                    _ => return,
+                }
+            }
+        };
         if matches!(try_wait(fd.as_fd()), Ok(None)) {
             ORPHANS
                 .lock()
@@ -243,78 +288,96 @@ impl Drop for SpawnedChild {
     }
 }
 
-/// Starts `inv` in a process group of its own, stdin on `/dev/null`, stdout and stderr on
-/// pipes, with `env` plus `TAG_VAR=tag` as its whole environment. Needs a tokio runtime with
-/// the I/O driver.
+/// A spawn made ready on the runtime's side: what `posix_spawn` takes, owned (`Send`), so
+/// that the spawn itself can run on a blocking thread (see [`Prepared::spawn`]).
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    program: CString,
+    argv: Vec<CString>,
+    tag: CString,
+    env: Arc<EnvBlock>,
+}
+
+impl Prepared {
+    /// `inv` with `env` plus `TAG_VAR=tag` as its whole environment.
+    ///
+    /// # Errors
+    /// `InvalidInput` when the program, an argument or the tag holds a NUL byte (as std's
+    /// `Command` reports it).
+    pub(crate) fn new(inv: &Invocation, env: Arc<EnvBlock>, tag: &str) -> io::Result<Self> {
+        let invalid = || {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "nul byte found in provided data",
+            )
+        };
+        let program = CString::new(inv.program.as_bytes()).map_err(|_| invalid())?;
+        let mut argv = Vec::with_capacity(inv.args.len() + 1);
+        argv.push(match &inv.arg0 {
+            Some(a) => CString::new(a.as_bytes()).map_err(|_| invalid())?,
+            None => program.clone(),
+        });
+        for a in &inv.args {
+            argv.push(CString::new(a.as_bytes()).map_err(|_| invalid())?);
+        }
+        let tag = CString::new(format!("{TAG_VAR}={tag}")).map_err(|_| invalid())?;
+        Ok(Self {
+            program,
+            argv,
+            tag,
+            env,
+        })
+    }
+
+    /// Starts the child in a process group of its own, stdin on `/dev/null`, stdout and
+    /// stderr on pipes; returns it with the read ends of its stdout and stderr (blocking,
+    /// close-on-exec). Needs no runtime: the caller ties the pipes to one with [`attach`].
+    /// Blocks until the child has exec'd (vfork).
+    ///
+    /// # Errors
+    /// The error of `posix_spawn` (glibc reports the exec's: `ENOENT`, `EACCES`,
+    /// `ETXTBSY`…) or of creating the pipes.
+    pub(crate) fn spawn(&self) -> io::Result<(SpawnedChild, OwnedFd, OwnedFd)> {
+        reap_orphans();
+        let envp = self.env.with_tag(&self.tag);
+        let (out_r, out_w) = io::pipe()?;
+        let (err_r, err_w) = io::pipe()?;
+        let mut actions = PosixSpawnFileActions::init()?;
+        actions.add_dup2(dev_null()?.as_raw_fd(), 0)?;
+        actions.add_dup2(out_w.as_raw_fd(), 1)?;
+        actions.add_dup2(err_w.as_raw_fd(), 2)?;
+        let mut attr = PosixSpawnAttr::init()?;
+        attr.set_pgroup(Pid::from_raw(0))?;
+        let mut sigpipe = SigSet::empty();
+        sigpipe.add(Signal::SIGPIPE);
+        attr.set_sigdefault(&sigpipe)?;
+        attr.set_flags(
+            PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+        )?;
+        let pid =
+            nix::spawn::posix_spawn(self.program.as_c_str(), &actions, &attr, &self.argv, &envp)?;
+        drop((out_w, err_w));
+        // The child is ours from here: dropped before it was waited for, it is killed and
+        // reaped.
+        let child = SpawnedChild {
+            pid: pid.as_raw(),
+            pidfd: None,
+            status: None,
+        };
+        Ok((child, OwnedFd::from(out_r), OwnedFd::from(err_r)))
+    }
+}
+
+/// Ties the pipes of a child started by [`Prepared::spawn`] to the runtime. Needs a tokio
+/// runtime with the I/O driver.
 ///
 /// # Errors
-/// The error of `posix_spawn` (glibc reports the exec's: `ENOENT`, `EACCES`, `ETXTBSY`…), of
-/// creating the pipes, or of registering the pidfd.
-pub(crate) fn spawn(
-    inv: &Invocation,
-    env: &EnvBlock,
-    tag: &str,
+/// Registering a pipe with the runtime failed (the child is then killed and reaped).
+pub(crate) fn attach(
+    (child, out, err): (SpawnedChild, OwnedFd, OwnedFd),
 ) -> io::Result<(SpawnedChild, ChildStdout, ChildStderr)> {
-    reap_orphans();
-    let invalid = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "nul byte found in provided data",
-        )
-    };
-    let program = CString::new(inv.program.as_bytes()).map_err(|_| invalid())?;
-    let mut argv = Vec::with_capacity(inv.args.len() + 1);
-    argv.push(match &inv.arg0 {
-        Some(a) => CString::new(a.as_bytes()).map_err(|_| invalid())?,
-        None => program.clone(),
-    });
-    for a in &inv.args {
-        argv.push(CString::new(a.as_bytes()).map_err(|_| invalid())?);
-    }
-    let tag = CString::new(format!("{TAG_VAR}={tag}")).map_err(|_| invalid())?;
-    let envp = env.with_tag(&tag);
-
-    let (out_r, out_w) = io::pipe()?;
-    let (err_r, err_w) = io::pipe()?;
-    let mut actions = PosixSpawnFileActions::init()?;
-    actions.add_dup2(dev_null()?.as_raw_fd(), 0)?;
-    actions.add_dup2(out_w.as_raw_fd(), 1)?;
-    actions.add_dup2(err_w.as_raw_fd(), 2)?;
-    let mut attr = PosixSpawnAttr::init()?;
-    attr.set_pgroup(Pid::from_raw(0))?;
-    let mut sigpipe = SigSet::empty();
-    sigpipe.add(Signal::SIGPIPE);
-    attr.set_sigdefault(&sigpipe)?;
-    attr.set_flags(
-        PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
-    )?;
-    let pid = nix::spawn::posix_spawn(program.as_c_str(), &actions, &attr, &argv, &envp)?;
-    drop((out_w, err_w));
-
-    let pidfd = rustix::process::Pid::from_raw(pid.as_raw())
-        .ok_or_else(|| io::Error::other("posix_spawn gave pid 0"))
-        .and_then(|p| Ok(rustix::process::pidfd_open(p, PidfdFlags::empty())?));
-    let mut child = SpawnedChild {
-        pid: pid.as_raw(),
-        pidfd: None,
-        status: None,
-    };
-    // The child is ours from here: dropped on an error below, it is killed and reaped.
-    let pidfd = match pidfd {
-        Ok(fd) => fd,
-        Err(e) => {
-            let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
-            let _ = nix::sys::wait::waitpid(pid, None);
-            child.status = Some(ExitStatus::from_raw(Signal::SIGKILL as i32));
-            return Err(e);
-        }
-    };
-    child.pidfd = Some(AsyncFd::with_interest(
-        pidfd,
-        tokio::io::Interest::READABLE,
-    )?);
-    let stdout = ChildStdout::from_std(std::process::ChildStdout::from(OwnedFd::from(out_r)))?;
-    let stderr = ChildStderr::from_std(std::process::ChildStderr::from(OwnedFd::from(err_r)))?;
+    let stdout = ChildStdout::from_std(std::process::ChildStdout::from(out))?;
+    let stderr = ChildStderr::from_std(std::process::ChildStderr::from(err))?;
     Ok((child, stdout, stderr))
 }
 
@@ -322,6 +385,75 @@ pub(crate) fn spawn(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn prepared(script: &str) -> Prepared {
+        let inv = Invocation::shell(std::path::PathBuf::from("/bin/sh"), script.to_owned());
+        Prepared::new(&inv, env_block(&[], &[]).unwrap(), "0-test").unwrap()
+    }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie still answers signal 0: read its state instead.
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    }
+
+    /// A child that has exited by the time it is waited for is reaped without a pidfd; one
+    /// still running is waited for through one. Both give their exit status.
+    #[tokio::test]
+    async fn a_child_is_waited_for_through_a_pidfd_only_while_it_runs() {
+        use tokio::io::AsyncReadExt;
+        let (mut quick, mut out, _err) =
+            attach(prepared("echo hi; exit 3").spawn().unwrap()).unwrap();
+        let mut text = String::new();
+        out.read_to_string(&mut text).await.unwrap();
+        assert_eq!(text, "hi\n");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(quick.wait().await.unwrap().code(), Some(3));
+        assert!(quick.pidfd.is_none(), "an exited child needs no pidfd");
+        assert_eq!(
+            quick.wait().await.unwrap().code(),
+            Some(3),
+            "the status is kept"
+        );
+        assert!(!alive(quick.pid), "reaped");
+
+        let t0 = std::time::Instant::now();
+        let (mut slow, _out, _err) =
+            attach(prepared("sleep 0.3; kill -TERM $$").spawn().unwrap()).unwrap();
+        let status = slow.wait().await.unwrap();
+        assert!(
+            t0.elapsed() >= std::time::Duration::from_millis(250),
+            "waited for its exit"
+        );
+        assert_eq!(status.signal(), Some(Signal::SIGTERM as i32));
+        assert!(!alive(slow.pid), "reaped");
+    }
+
+    /// A child dropped before it was waited for is killed and reaped, pidfd or not.
+    #[tokio::test]
+    async fn a_child_dropped_unwaited_is_killed_and_reaped() {
+        let (child, _out, _err) = attach(prepared("sleep 30").spawn().unwrap()).unwrap();
+        let pid = child.pid;
+        assert!(alive(pid));
+        drop(child);
+        // Reaped at once, or by the next spawn's sweep of the dropped children.
+        let t0 = std::time::Instant::now();
+        while std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && t0.elapsed() < std::time::Duration::from_secs(5)
+        {
+            reap_orphans();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+            "child {pid} left behind"
+        );
+    }
 
     fn names(b: &EnvBlock, tag: &str) -> Vec<String> {
         let tag = CString::new(tag).unwrap();

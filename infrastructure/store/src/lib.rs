@@ -135,28 +135,28 @@ impl StorePaths {
 #[derive(Debug)]
 pub struct Store {
     paths: StorePaths,
-    db: Mutex<rusqlite::Connection>,
+    /// The history database, opened on first use: a run does not wait for it (its recorder
+    /// writes through a connection of its own), only the commands that read the history do.
+    db: Mutex<Option<rusqlite::Connection>>,
     recorder: OnceLock<Recorder>,
 }
 
 impl Store {
-    /// Opens (and creates when missing) the store: `<root>/states/` (0700, cleared of the
-    /// temp files of killed writers),
-    /// `<root>/transcripts/` (0750), and `<root>/history.db` (WAL, busy timeout 10 s, table
-    /// `runs` and its indexes).
+    /// Opens (and creates when missing) the store: `<root>/states/` (0700) and
+    /// `<root>/transcripts/` (0750). `<root>/history.db` (WAL, busy timeout 10 s, table `runs`
+    /// and its indexes) is opened by the first history read and by the recorder's writer
+    /// thread, each of which first clears the states directory of the temp files of killed
+    /// writers: neither is on the way to a run's first step (issue 9: start-up).
     ///
     /// # Errors
-    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created or the database cannot be
-    /// opened or initialised.
+    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created (a history read reports a
+    /// database that cannot be opened or initialised the same way).
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
-        // A process killed while writing a state file leaves its temp file behind.
-        state::remove_stale_temps(&paths.states_dir());
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
-        let db = history::open(&paths.history_db())?;
         Ok(Self {
             paths,
-            db: Mutex::new(db),
+            db: Mutex::new(None),
             recorder: OnceLock::new(),
         })
     }
@@ -179,11 +179,19 @@ impl Store {
         &self,
         f: impl FnOnce(&rusqlite::Connection) -> rusqlite::Result<T>,
     ) -> Result<T, AwfError> {
-        let guard = self
+        let mut guard = self
             .db
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(&guard).map_err(|e| {
+        let c = match &mut *guard {
+            Some(c) => c,
+            empty => {
+                // A process killed while writing a state file left its temp file behind.
+                state::remove_stale_temps(&self.paths.states_dir());
+                empty.insert(history::open(&self.paths.history_db())?)
+            }
+        };
+        f(c).map_err(|e| {
             AwfError::new(
                 ErrorCode::SystemIoReadFailed,
                 format!(

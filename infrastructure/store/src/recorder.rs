@@ -328,6 +328,8 @@ struct Writer {
     paths: StorePaths,
     shared: Arc<Shared>,
     db: Option<Connection>,
+    /// The history database could not be opened (reported once; not retried).
+    db_failed: bool,
     audit: Option<AuditFile>,
     runs: HashMap<String, RunProj>,
     transcripts: HashMap<String, Transcript>,
@@ -351,6 +353,7 @@ impl Writer {
             paths,
             shared,
             db: None,
+            db_failed: false,
             audit,
             runs: HashMap::new(),
             transcripts: HashMap::new(),
@@ -362,6 +365,11 @@ impl Writer {
     }
 
     fn run(mut self, rx: &Inbox<Msg>) {
+        // Before the first event arrives, off the run's way: a process killed while writing
+        // a state file left its temp file behind; the history database is opened (and its
+        // WAL read) once.
+        state::remove_stale_temps(&self.paths.states_dir());
+        let _ = self.db();
         let mut held = false;
         let mut after_step_end = false;
         loop {
@@ -405,13 +413,15 @@ impl Writer {
         self.commit(true);
     }
 
+    /// The history database, opened on the first call; `None` (reported once) when it
+    /// cannot be opened: opening retries for seconds, which a run pays once, not per event.
     fn db(&mut self) -> Option<&Connection> {
-        if self.db.is_none() {
+        if self.db.is_none() && !self.db_failed {
             match history::open(&self.paths.history_db()) {
                 Ok(c) => self.db = Some(c),
                 Err(e) => {
+                    self.db_failed = true;
                     self.shared.report("history", e.message().to_owned());
-                    return None;
                 }
             }
         }

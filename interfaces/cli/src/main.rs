@@ -123,27 +123,18 @@ fn main() -> ExitCode {
     let ctx = Ctx::from_cli(&cli);
     errors::remember_store_flag(ctx.store.as_deref());
     let mut watchdog_start = None;
-    if matches!(cli.command, Command::Run(_) | Command::Resume(_)) {
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Resume(_) | Command::AcpServe(_) | Command::Serve(_)
+    ) {
         // Descendants of steps whose parent dies (`setsid cmd &`) come back to awf, which
         // stops them on cancel, timeout and at the end of the run. Refused (not Linux, a
         // sandbox): they are not tracked, everything else works.
         let _ = awf_exec::become_subreaper();
-        // If awf itself is killed, a watchdog kills the process groups of its steps.
-        watchdog::install();
-        // And the per-call MCP files a killed awf left in the temp dir go now.
-        let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
-    } else if matches!(cli.command, Command::AcpServe(_) | Command::Serve(_)) {
-        // The same for the runs an editor starts, beside the server's start-up rather than
-        // before `initialize` is answered: no step can start before the client's
-        // `initialize`, `session/new` and `session/prompt` round trips.
-        let _ = awf_exec::become_subreaper();
-        watchdog_start = std::thread::Builder::new()
-            .name("awf-watchdog-start".into())
-            .spawn(|| {
-                watchdog::install();
-                let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
-            })
-            .ok();
+        // If awf itself is killed, a watchdog kills the process groups of its steps; the
+        // per-call MCP files a killed awf left in the temp dir go. Both beside the command's
+        // start-up (the first step waits for the watchdog).
+        watchdog_start = start_watchdog();
     } else if matches!(cli.command, Command::McpServe(_)) {
         // The same for what the Bash calls of `mcp-serve` start; started beside the server's
         // start-up rather than before it (spawning it waits for its exec).
@@ -255,6 +246,27 @@ fn main() -> ExitCode {
         other => other,
     };
     ExitCode::from(errors::exit_code(&outcome))
+}
+
+/// Starts the watchdog process and sweeps the temp dir on a thread of their own, announced
+/// to the executor first: a step spawned before the watchdog runs waits for it. Done inline
+/// when no thread can be started.
+fn start_watchdog() -> Option<std::thread::JoinHandle<()>> {
+    fn start() {
+        watchdog::install();
+        let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
+    }
+    awf_exec::watchdog_starting();
+    match std::thread::Builder::new()
+        .name("awf-watchdog-start".into())
+        .spawn(start)
+    {
+        Ok(h) => Some(h),
+        Err(_) => {
+            start();
+            None
+        }
+    }
 }
 
 /// `awf --version` / `awf -V` alone: prints what clap prints for them (`awf <version>`, then

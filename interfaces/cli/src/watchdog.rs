@@ -41,11 +41,16 @@ const OWNER_VAR: &str = "AWF_WATCHDOG_OWNER";
 /// Starts the watchdog; while it runs, children get no parent-death signal (the watchdog
 /// stops them if awf dies). Best effort: when it cannot be started, runs go on with the
 /// parent-death signal (which stops the direct children).
+///
+/// Ends a start announced with `awf_exec::watchdog_starting` either way.
 pub fn install() {
     let started = spawn();
     let (pipe, child) = match started {
         Some((p, c)) => (Some(p), Some(c)),
-        None => (None, None),
+        None => {
+            awf_exec::watchdog_not_started();
+            (None, None)
+        }
     };
     *feed() = pipe;
     *lock(&CHILD) = child;

@@ -164,10 +164,12 @@ fn open_creates_the_layout() {
         0o700
     );
     assert!(root.join("transcripts").is_dir());
-    assert!(root.join("history.db").is_file());
+    // The history database waits for its first user (a run's recorder here).
+    assert!(!root.join("history.db").exists());
     let rec = store.recorder();
     run_workflow(&rec, "r", 0, 1);
     rec.flush();
+    assert!(root.join("history.db").is_file());
     assert_eq!(
         std::fs::read_to_string(d.path().join("logs/audit.jsonl"))
             .unwrap()
@@ -186,8 +188,10 @@ fn dead_pid() -> u32 {
     pid
 }
 
+/// The temp files killed writers left are removed before the history is first read, and
+/// when a run's recorder starts; the temp files of live writers and the rest stay.
 #[test]
-fn open_removes_temp_files_left_by_killed_writers_only() {
+fn temp_files_left_by_killed_writers_only_are_removed() {
     let d = tempfile::tempdir().unwrap();
     drop(open(d.path(), "u"));
     let states = d.path().join("states");
@@ -209,15 +213,28 @@ fn open_removes_temp_files_left_by_killed_writers_only() {
         .unwrap()
         .set_modified(hour_ago)
         .unwrap();
-    drop(open(d.path(), "u"));
-    let mut left: Vec<String> = std::fs::read_dir(&states)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    left.sort();
+    let names = || {
+        let mut left: Vec<String> = std::fs::read_dir(&states)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        left
+    };
+    let all = names();
+    let store = open(d.path(), "u");
+    assert_eq!(names(), all, "opening alone touches nothing");
+    HistoryStore::list(&store, &HistoryFilter::default()).unwrap();
     let mut want = vec![live, ".legacynew.tmp".to_owned(), "run.json".to_owned()];
     want.sort();
-    assert_eq!(left, want);
+    assert_eq!(names(), want);
+
+    // The same through a run's recorder.
+    std::fs::write(states.join(&dead), "{").unwrap();
+    let store = open(d.path(), "u");
+    let rec = store.recorder();
+    rec.flush();
+    assert_eq!(names(), want);
 }
 
 #[test]
