@@ -18,6 +18,8 @@ Cases and targets (issue 9):
                `awf --version`                                             vs `just --version`   <= 1.2x
   parallel64   a 64-branch parallel block of `sleep 0.2`                  vs make -j64          <= make + 10%
   single       (no target) a one-step run vs make with one recipe: what every run costs besides its steps
+  floor        (no target) a Python loop of posix_spawn of `sh -c 'true;'` with stdout and stderr on pipes
+               read to their end vs make `@sh -c true`: what capturing output costs any runner
   callgrind    (--callgrind) awf's instructions per step at 100/200/400/800 steps: flat within 10%
 
 Usage: benches/peers.py [--awf target/release/awf] [--reps 9] [--only CASE,...] [--callgrind]
@@ -223,10 +225,33 @@ def main():
                 pid = os.posix_spawn(argv[0], argv, os.environ)
                 os.waitpid(pid, 0)
             return time.perf_counter() - t0
+        def captured_loop(argv):
+            # What a runner that keeps each step's output cannot avoid: two pipes a step,
+            # read to their end, then the wait.
+            t0 = time.perf_counter()
+            for _ in range(n):
+                (r1, w1), (r2, w2) = os.pipe(), os.pipe()
+                acts = [(os.POSIX_SPAWN_DUP2, w1, 1), (os.POSIX_SPAWN_DUP2, w2, 2),
+                        (os.POSIX_SPAWN_CLOSE, r1), (os.POSIX_SPAWN_CLOSE, r2)]
+                pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=acts, setpgroup=0)
+                os.close(w1)
+                os.close(w2)
+                for r in (r1, r2):
+                    while os.read(r, 65536):
+                        pass
+                    os.close(r)
+                os.waitpid(pid, 0)
+            return time.perf_counter() - t0
         ft = statistics.median(spawn_loop(["/bin/true"]) for _ in range(reps))
         fb = statistics.median(spawn_loop(["/bin/bash", "-c", "true"]) for _ in range(reps))
         print(f"spawn floor: {n} x posix_spawn /bin/true {ft*1000:.1f} ms ({ft/n*1000:.3f} ms each); "
               f"{n} x bash -c true {fb*1000:.1f} ms ({fb/n*1000:.3f} ms each)")
+        write(d, "Makefile.sh", makefile(n, "sh -c true", "sh"))
+        ta, tb, r = pairs((lambda: captured_loop(["/bin/sh", "-c", "true;"]),),
+                          (lambda: wall(["make", "-s", "-f", "Makefile.sh"], d, sh),), reps,
+                          lambda f: f())
+        report("floor", f"{n} x sh -c 'true;', 2 pipes read", "make @sh -c true", ta, tb, r, 0)
+        ROWS[-1] = ROWS[-1][:9] + ("info",) + ROWS[-1][10:]
 
     if a.callgrind and shutil.which("valgrind"):
         print("callgrind: awf's own instructions per step (recording on, SHELL=/bin/bash)")
