@@ -168,3 +168,32 @@ fn resume_in_a_loop_goes_on_at_the_body_step_it_stopped_at() {
     let log = std::fs::read_to_string(sb.path().join("runs.log")).unwrap();
     assert_eq!(log, "b1-i0\nb2-i0\nb1-i1\nb2-i1\nb1-i2\nb2-i2\n");
 }
+
+/// A history.db that is no database (a directory here) is refused before the run starts, as
+/// before it was opened lazily: the run goes on unrecorded with a warning naming the file and
+/// exits 0; `awf history` fails at once with the same message.
+#[test]
+fn a_history_db_that_is_no_database_leaves_runs_unrecorded_with_a_warning() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("wf.yaml", WF).unwrap();
+    std::fs::create_dir_all(sb.path().join("data/awf/history.db")).unwrap();
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("runs are not recorded")
+            && r.stderr.contains("history.db")
+            && r.stderr.contains("not a regular file"),
+        "{}",
+        r.stderr
+    );
+    let t0 = std::time::Instant::now();
+    let h = sb.run(&["history"]).unwrap();
+    assert_ne!(h.code, 0);
+    assert!(h.stderr.contains("not a regular file"), "{}", h.stderr);
+    // No retries of an open that cannot succeed (they take 1.5 s).
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+}

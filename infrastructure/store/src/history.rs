@@ -53,24 +53,89 @@ CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at_ms);
 /// Retried 5 times with a doubling backoff from 100 ms, since switching to WAL and creating
 /// the schema can meet `SQLITE_BUSY` when several processes open a fresh root together.
 pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
+    owner_only(path);
     let mut delay = Duration::from_millis(100);
     let mut attempt = 0;
     loop {
         attempt += 1;
         match try_open(path) {
-            Ok(c) => {
-                // The history holds error texts and workflow names: owner-only, like the
-                // state files and the audit trail.
-                use std::os::unix::fs::PermissionsExt;
-                let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
-                return Ok(c);
-            }
+            Ok(c) => return Ok(c),
             Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
             Err(_) => {
                 thread::sleep(delay);
                 delay *= 2;
             }
         }
+    }
+}
+
+/// The history holds error texts and workflow names: owner-only (0600), like the state files
+/// and the audit trail. Done before SQLite opens it: a file it finds read-only gives a
+/// read-only connection, and SQLite gives the WAL and shared-memory files it creates the
+/// database file's mode. A missing database is created empty (SQLite initialises it). Best
+/// effort: SQLite reports what stays wrong.
+fn owner_only(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path);
+    for p in [
+        path.to_path_buf(),
+        sidecar(path, "-wal"),
+        sidecar(path, "-shm"),
+    ] {
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+            let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600));
+        }
+    }
+}
+
+/// `path` with `suffix` appended (`history.db-wal`).
+fn sidecar(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
+/// Whether the history database at `path` can be what SQLite opens, checked without opening
+/// it (no WAL read back): missing, empty, or a regular file that starts with SQLite's
+/// header. Lets a store refuse a database that is a directory or not a database at once,
+/// as opening it did before the history was opened on first use.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED` naming the file, with a hint to move it aside.
+pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
+    use std::io::Read;
+    const HEADER: &[u8; 16] = b"SQLite format 3\0";
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(write_failed("the history database", path, e)),
+    };
+    let refuse = |why: &str| {
+        Err(
+            write_failed("the history database", path, why).with_hint(format!(
+                "move {} aside (awf creates a new one; the runs' state files are kept)",
+                path.display()
+            )),
+        )
+    };
+    if !meta.is_file() {
+        return refuse("it is not a regular file");
+    }
+    if meta.len() == 0 {
+        return Ok(());
+    }
+    let mut head = [0u8; 16];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head));
+    match read {
+        Ok(()) if &head == HEADER => Ok(()),
+        Ok(()) => refuse("file is not a database"),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => refuse("file is not a database"),
+        Err(e) => Err(write_failed("the history database", path, e)),
     }
 }
 

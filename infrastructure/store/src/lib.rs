@@ -137,7 +137,9 @@ pub struct Store {
     paths: StorePaths,
     /// The history database, opened on first use: a run does not wait for it (its recorder
     /// writes through a connection of its own), only the commands that read the history do.
-    db: Mutex<Option<rusqlite::Connection>>,
+    /// A failed open is kept and given to every later read: opening retries for a second and
+    /// a half, which a server must not pay (and hold this lock for) at every request.
+    db: Mutex<Option<Result<rusqlite::Connection, AwfError>>>,
     recorder: OnceLock<Recorder>,
 }
 
@@ -149,11 +151,13 @@ impl Store {
     /// writers: neither is on the way to a run's first step (issue 9: start-up).
     ///
     /// # Errors
-    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created (a history read reports a
-    /// database that cannot be opened or initialised the same way).
+    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created, or when `history.db` is
+    /// not a regular file or not a database (checked by its header, without opening it); a
+    /// history read reports a database that cannot be opened or initialised the same way.
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
+        history::precheck(&paths.history_db())?;
         Ok(Self {
             paths,
             db: Mutex::new(None),
@@ -183,14 +187,15 @@ impl Store {
             .db
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let c = match &mut *guard {
-            Some(c) => c,
+        let opened = match &mut *guard {
+            Some(opened) => opened,
             empty => {
                 // A process killed while writing a state file left its temp file behind.
                 state::remove_stale_temps(&self.paths.states_dir());
-                empty.insert(history::open(&self.paths.history_db())?)
+                empty.insert(history::open(&self.paths.history_db()))
             }
         };
+        let c = opened.as_ref().map_err(Clone::clone)?;
         f(c).map_err(|e| {
             AwfError::new(
                 ErrorCode::SystemIoReadFailed,

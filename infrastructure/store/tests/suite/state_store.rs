@@ -250,3 +250,93 @@ fn state_temp_files_carry_the_writer_pid() {
         .collect();
     assert_eq!(names, vec!["r1.json".to_owned()]);
 }
+
+/// A history.db that is a directory or not a database is refused when the store opens (the
+/// caller then runs unrecorded, or serves 503), without opening it, with a hint; a missing
+/// or empty one is fine.
+#[test]
+fn a_history_db_that_is_no_database_is_refused_at_open_with_a_hint() {
+    let paths = |d: &std::path::Path| StorePaths {
+        data_root: d.to_path_buf(),
+        audit: AuditTarget::Off,
+        user: "u".into(),
+    };
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(d.path().join("history.db")).unwrap();
+    let e = Store::open(paths(d.path())).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::SystemIoWriteFailed);
+    assert!(
+        e.message().contains("not a regular file"),
+        "{}",
+        e.message()
+    );
+    assert!(e.hints().iter().any(|h| h.contains("move")), "{e:?}");
+
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("history.db"),
+        "this is not a database, only text",
+    )
+    .unwrap();
+    let e = Store::open(paths(d.path())).unwrap_err();
+    assert!(e.message().contains("not a database"), "{}", e.message());
+
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("history.db"), "").unwrap();
+    let store = Store::open(paths(d.path())).unwrap();
+    assert_eq!(
+        HistoryStore::list(&store, &HistoryFilter::default())
+            .unwrap()
+            .len(),
+        0
+    );
+}
+
+/// A database SQLite cannot open (its header looks right) fails the first history read, and
+/// every later read at once with the same error: the open is not retried per read.
+#[test]
+fn a_history_db_that_cannot_be_opened_is_tried_once() {
+    let d = tempfile::tempdir().unwrap();
+    let mut bytes = b"SQLite format 3\0".to_vec();
+    bytes.extend(std::iter::repeat_n(0xA5u8, 200));
+    std::fs::write(d.path().join("history.db"), &bytes).unwrap();
+    let store = open(d.path(), "u");
+    let first = HistoryStore::list(&store, &HistoryFilter::default()).unwrap_err();
+    let t0 = std::time::Instant::now();
+    let again = HistoryStore::list(&store, &HistoryFilter::default()).unwrap_err();
+    assert_eq!(again.message(), first.message());
+    // Retrying the open waits 1.5 s in all.
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+/// The database, its WAL and its shared-memory file are owner-only, also when they were
+/// created with a wider mode (earlier releases chmod'ed only the database, after opening it).
+#[test]
+fn the_history_files_are_owner_only() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), "u");
+    HistoryStore::list(&store, &HistoryFilter::default()).unwrap();
+    let mode = |name: &str| {
+        std::fs::metadata(d.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    for name in ["history.db", "history.db-wal", "history.db-shm"] {
+        assert_eq!(mode(name), 0o600, "{name}");
+    }
+    drop(store);
+    for name in ["history.db", "history.db-wal"] {
+        std::fs::set_permissions(d.path().join(name), std::fs::Permissions::from_mode(0o644))
+            .unwrap();
+    }
+    let store = open(d.path(), "u");
+    HistoryStore::list(&store, &HistoryFilter::default()).unwrap();
+    assert_eq!(mode("history.db"), 0o600);
+    assert_eq!(mode("history.db-wal"), 0o600);
+}
