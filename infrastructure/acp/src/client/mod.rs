@@ -566,9 +566,18 @@ impl AgentProvider for AcpProvider {
         if cancel.is_cancelled() {
             return Err(cancelled_error());
         }
-        let conn = match &run {
-            Some(r) => self.conn(r, &launch, opts.timeout).await?,
-            None => start(&launch, opts.timeout).await?,
+        // Starting the agent (its `initialize`, up to the step's timeout) gives way to a
+        // cancel: a dropped start kills the agent's group (`Conn`'s drop) and leaves a run's
+        // connection cell empty.
+        let started = async {
+            match &run {
+                Some(r) => self.conn(r, &launch, opts.timeout).await,
+                None => start(&launch, opts.timeout).await,
+            }
+        };
+        let conn = tokio::select! {
+            c = started => c?,
+            () = cancel.cancelled() => return Err(cancelled_error()),
         };
         let checked = check_auth_method(&lock(&conn.init), &opts);
         let result = match checked {

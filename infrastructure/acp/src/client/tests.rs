@@ -535,3 +535,48 @@ fn a_refusal_keeps_the_refused_text_once_and_the_explanation_apart() {
     let (state, _) = turn(&[say(None, "I started, but ")]);
     assert_eq!(state.refusal_parts(), ("I started, but ".to_owned(), None));
 }
+
+/// A cancel while the agent has not answered `initialize` (a stuck agent) ends the step at
+/// once, not at the step's timeout, and the agent's process group is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_before_the_agent_answers_initialize_ends_the_step_at_once() {
+    let f = Fixture::new();
+    let pidfile = f.dir.path().join("agent.pid");
+    let stuck = f.dir.path().join("stuck.sh");
+    std::fs::write(
+        &stuck,
+        format!("echo $$ > {}\nexec sleep 300\n", pidfile.display()),
+    )
+    .unwrap();
+    let mut r = f.request("hi", json!({}));
+    r.options
+        .insert("agent".into(), json!(format!("sh {}", stuck.display())));
+    let cancel = CancellationToken::new();
+    let stopper = {
+        let cancel = cancel.clone();
+        let pidfile = pidfile.clone();
+        async move {
+            while !pidfile.exists() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            cancel.cancel();
+        }
+    };
+    let t0 = std::time::Instant::now();
+    let (r, ()) = tokio::join!(f.provider.execute(r, None, cancel.clone()), stopper);
+    assert_eq!(r.unwrap_err().code(), ErrorCode::ExecutionRunCancelled);
+    // The request's timeout is 60 s: the cancel, not the timeout, ended it.
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    let pid: u64 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        !alive(pid)
+    });
+    assert!(gone, "the stuck agent {pid} was left running");
+    f.provider.end_run("run-1").await;
+}
