@@ -18,6 +18,7 @@ pub mod scope;
 pub mod shell;
 pub mod timefmt;
 pub mod validate;
+pub mod watchdog_start;
 pub mod withheld;
 pub mod workflow;
 pub mod write_failures;

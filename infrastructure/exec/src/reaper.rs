@@ -67,57 +67,21 @@ static WATCHDOG: AtomicI32 = AtomicI32::new(0);
 /// one `waitpid`), they get the signal again. The sweeps leave it alone.
 pub fn set_watchdog(pid: i32) {
     WATCHDOG.store(pid.max(0), Ordering::SeqCst);
-    start_done();
+    awf_domain::watchdog_start::ended();
 }
 
-/// Whether a watchdog is being started beside the run (see [`watchdog_starting`]).
-static STARTING: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
-static STARTED: std::sync::Condvar = std::sync::Condvar::new();
-/// Fast path of [`await_watchdog`]: no start under way.
-static STARTING_FLAG: AtomicBool = AtomicBool::new(false);
-
-/// Longest wait of a spawn for a watchdog being started: past it, the child gets the
-/// parent-death signal instead.
-const WATCHDOG_START_WAIT: Duration = Duration::from_secs(5);
-
-/// Announces that a watchdog is being started on another thread: until
-/// [`set_watchdog`] or [`watchdog_not_started`] is called, a spawn waits for it (at most
-/// 5 s), so that no child misses both the watchdog and the parent-death signal. The run
-/// does everything else meanwhile: starting the watchdog (an exec of awf) costs about a
-/// millisecond that no longer comes before the first step's preparation (issue 9).
+/// Announces that a watchdog is being started on another thread: until [`set_watchdog`]
+/// or [`watchdog_not_started`] is called, a spawn waits for it (at most 5 s), so that no
+/// child misses both the watchdog and the parent-death signal (see
+/// `awf_domain::watchdog_start`).
 pub fn watchdog_starting() {
-    *STARTING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
-    STARTING_FLAG.store(true, Ordering::SeqCst);
+    awf_domain::watchdog_start::announce();
 }
 
 /// Ends a start announced by [`watchdog_starting`] that gave no watchdog: children get the
 /// parent-death signal.
 pub fn watchdog_not_started() {
-    start_done();
-}
-
-fn start_done() {
-    let mut starting = STARTING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    *starting = false;
-    STARTING_FLAG.store(false, Ordering::SeqCst);
-    STARTED.notify_all();
-}
-
-/// Waits while a watchdog is being started (see [`watchdog_starting`]).
-fn await_watchdog() {
-    if !STARTING_FLAG.load(Ordering::SeqCst) {
-        return;
-    }
-    let starting = STARTING
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let _ = STARTED
-        .wait_timeout_while(starting, WATCHDOG_START_WAIT, |s| *s)
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    awf_domain::watchdog_start::ended();
 }
 
 /// The watchdog's pid while one is registered (it may have exited since).
@@ -128,7 +92,7 @@ fn watchdog() -> Option<i32> {
 /// Whether a child spawned now needs a parent-death signal: when no watchdog runs (none was
 /// registered, or it has exited: then it is reaped here and forgotten).
 pub(crate) fn parent_death_signal() -> bool {
-    await_watchdog();
+    awf_domain::watchdog_start::wait_for_start();
     let Some(pid) = watchdog() else {
         return true;
     };

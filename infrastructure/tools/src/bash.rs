@@ -118,6 +118,8 @@ pub(crate) async fn run(
         std::process::id(),
         NEXT_TAG.fetch_add(1, Ordering::Relaxed)
     );
+    // Not before awf's watchdog runs: it is what stops the command if awf is killed.
+    awf_domain::watchdog_start::wait_for_start();
     let mut cmd = Command::new(&inner.shell);
     for name in awf_domain::withheld::withheld_env() {
         cmd.env_remove(name);

@@ -113,6 +113,8 @@ impl Conn {
     /// # Errors
     /// The spawn error (`NotFound` when the program does not exist).
     pub(crate) fn spawn(launch: &Launch) -> std::io::Result<Arc<Self>> {
+        // Not before awf's watchdog runs: it is what stops the agent if awf is killed.
+        awf_domain::watchdog_start::wait_for_start();
         let mut cmd = tokio::process::Command::new(&launch.program);
         // awf's watchdog SIGKILLs every process tagged `<awf pid>-…` when awf dies without
         // closing its children (SIGKILL, OOM), the agent and what it started included.
