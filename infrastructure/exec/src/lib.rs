@@ -46,5 +46,3 @@ pub use reaper::kill_tagged_by;
 pub use reaper::set_watchdog;
 pub use reaper::sweep_adopted;
 pub use reaper::sweep_scope;
-pub use reaper::watchdog_not_started;
-pub use reaper::watchdog_starting;

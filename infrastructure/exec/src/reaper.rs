@@ -64,23 +64,10 @@ static WATCHDOG: AtomicI32 = AtomicI32::new(0);
 /// this process dies, and exits by itself otherwise (the `awf` binary's `awf __watchdog`).
 /// While it lives, children get no parent-death signal, so they are spawned with
 /// `posix_spawn` (vfork) instead of `fork`; once it has exited (checked before each spawn,
-/// one `waitpid`), they get the signal again. The sweeps leave it alone.
+/// one `waitpid`), they get the signal again. The sweeps leave it alone. Ends a start
+/// announced with `awf_domain::watchdog_start::announce`.
 pub fn set_watchdog(pid: i32) {
     WATCHDOG.store(pid.max(0), Ordering::SeqCst);
-    awf_domain::watchdog_start::ended();
-}
-
-/// Announces that a watchdog is being started on another thread: until [`set_watchdog`]
-/// or [`watchdog_not_started`] is called, a spawn waits for it (at most 5 s), so that no
-/// child misses both the watchdog and the parent-death signal (see
-/// `awf_domain::watchdog_start`).
-pub fn watchdog_starting() {
-    awf_domain::watchdog_start::announce();
-}
-
-/// Ends a start announced by [`watchdog_starting`] that gave no watchdog: children get the
-/// parent-death signal.
-pub fn watchdog_not_started() {
     awf_domain::watchdog_start::ended();
 }
 

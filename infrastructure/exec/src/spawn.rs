@@ -180,28 +180,19 @@ fn reap_orphans() {
 
 /// `waitid` on a pidfd without blocking: `Some` once the child has exited (and is reaped).
 fn try_wait(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Option<ExitStatus>> {
-    loop {
-        match rustix::process::waitid(
-            rustix::process::WaitId::PidFd(fd),
-            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-        ) {
-            Ok(s) => return Ok(s.map(|s| exit_status(&s))),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    try_wait_id(|| rustix::process::WaitId::PidFd(fd))
 }
 
 /// `waitid` on the child `pid` without blocking: `Some` once it has exited (and is reaped).
 fn try_wait_pid(pid: i32) -> io::Result<Option<ExitStatus>> {
-    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
-        return Err(io::Error::other("no child with pid 0"));
-    };
+    let pid = child_pid(pid)?;
+    try_wait_id(|| rustix::process::WaitId::Pid(pid))
+}
+
+/// `waitid` on what `id` names without blocking, retried on `EINTR`.
+fn try_wait_id<'a>(id: impl Fn() -> rustix::process::WaitId<'a>) -> io::Result<Option<ExitStatus>> {
     loop {
-        match rustix::process::waitid(
-            rustix::process::WaitId::Pid(pid),
-            WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
-        ) {
+        match rustix::process::waitid(id(), WaitIdOptions::EXITED | WaitIdOptions::NOHANG) {
             Ok(s) => return Ok(s.map(|s| exit_status(&s))),
             Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(e.into()),
@@ -209,11 +200,21 @@ fn try_wait_pid(pid: i32) -> io::Result<Option<ExitStatus>> {
     }
 }
 
+fn child_pid(pid: i32) -> io::Result<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid).ok_or_else(|| io::Error::other("no child with pid 0"))
+}
+
+/// A pidfd for the child `pid`.
+fn pidfd(pid: i32) -> io::Result<OwnedFd> {
+    Ok(rustix::process::pidfd_open(
+        child_pid(pid)?,
+        PidfdFlags::empty(),
+    )?)
+}
+
 /// A pidfd for the child `pid`, registered with the runtime.
 fn open_pidfd(pid: i32) -> io::Result<AsyncFd<OwnedFd>> {
-    let pid = rustix::process::Pid::from_raw(pid).ok_or_else(|| io::Error::other("pid 0"))?;
-    let fd = rustix::process::pidfd_open(pid, PidfdFlags::empty())?;
-    AsyncFd::with_interest(fd, tokio::io::Interest::READABLE)
+    AsyncFd::with_interest(pidfd(pid)?, tokio::io::Interest::READABLE)
 }
 
 /// The wait status std would report for what `waitid` said.
@@ -271,11 +272,9 @@ impl Drop for SpawnedChild {
                 if !matches!(try_wait_pid(self.pid), Ok(None)) {
                     return;
                 }
-                match rustix::process::Pid::from_raw(self.pid)
-                    .map(|p| rustix::process::pidfd_open(p, PidfdFlags::empty()))
-                {
-                    Some(Ok(fd)) => fd,
-                    _ => return,
+                match pidfd(self.pid) {
+                    Ok(fd) => fd,
+                    Err(_) => return,
                 }
             }
         };

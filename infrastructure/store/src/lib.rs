@@ -189,11 +189,7 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let opened = match &mut *guard {
             Some(opened) => opened,
-            empty => {
-                // A process killed while writing a state file left its temp file behind.
-                state::remove_stale_temps(&self.paths.states_dir());
-                empty.insert(history::open(&self.paths.history_db()))
-            }
+            empty => empty.insert(open_history(&self.paths)),
         };
         let c = opened.as_ref().map_err(Clone::clone)?;
         f(c).map_err(|e| {
@@ -247,6 +243,17 @@ fn write_failed(what: &str, path: &Path, e: impl std::fmt::Display) -> AwfError 
         format!("cannot write {what} {}: {e}", path.display()),
     )
     .with_detail("path", path.display().to_string())
+}
+
+/// Opens the history database of `paths` for its first user in this process (a history
+/// read, a run's recorder), after removing the temp files that writers killed while writing
+/// a state file left in the states directory.
+///
+/// # Errors
+/// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
+pub(crate) fn open_history(paths: &StorePaths) -> Result<rusqlite::Connection, AwfError> {
+    state::remove_stale_temps(&paths.states_dir());
+    history::open(&paths.history_db())
 }
 
 /// `SYSTEM.IO.READ_FAILED` for `path`.

@@ -365,10 +365,8 @@ impl Writer {
     }
 
     fn run(mut self, rx: &Inbox<Msg>) {
-        // Before the first event arrives, off the run's way: a process killed while writing
-        // a state file left its temp file behind; the history database is opened (and its
-        // WAL read) once.
-        state::remove_stale_temps(&self.paths.states_dir());
+        // Before the first event arrives, off the run's way: the history database is opened
+        // (and its WAL read) once.
         let _ = self.db();
         let mut held = false;
         let mut after_step_end = false;
@@ -417,7 +415,7 @@ impl Writer {
     /// cannot be opened: opening retries for seconds, which a run pays once, not per event.
     fn db(&mut self) -> Option<&Connection> {
         if self.db.is_none() && !self.db_failed {
-            match history::open(&self.paths.history_db()) {
+            match crate::open_history(&self.paths) {
                 Ok(c) => self.db = Some(c),
                 Err(e) => {
                     self.db_failed = true;

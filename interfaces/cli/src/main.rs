@@ -256,7 +256,7 @@ fn start_watchdog() -> Option<std::thread::JoinHandle<()>> {
         watchdog::install();
         let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
     }
-    awf_exec::watchdog_starting();
+    awf_domain::watchdog_start::announce();
     match std::thread::Builder::new()
         .name("awf-watchdog-start".into())
         .spawn(start)

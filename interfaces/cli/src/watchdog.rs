@@ -42,13 +42,13 @@ const OWNER_VAR: &str = "AWF_WATCHDOG_OWNER";
 /// stops them if awf dies). Best effort: when it cannot be started, runs go on with the
 /// parent-death signal (which stops the direct children).
 ///
-/// Ends a start announced with `awf_exec::watchdog_starting` either way.
+/// Ends a start announced with `awf_domain::watchdog_start::announce` either way.
 pub fn install() {
     let started = spawn();
     let (pipe, child) = match started {
         Some((p, c)) => (Some(p), Some(c)),
         None => {
-            awf_exec::watchdog_not_started();
+            awf_domain::watchdog_start::ended();
             (None, None)
         }
     };
