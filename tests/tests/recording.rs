@@ -169,6 +169,63 @@ fn resume_in_a_loop_goes_on_at_the_body_step_it_stopped_at() {
     assert_eq!(log, "b1-i0\nb2-i0\nb1-i1\nb2-i1\nb1-i2\nb2-i2\n");
 }
 
+/// A history.db with SQLite's header whose pages are garbage passes the check at open and
+/// fails when the recorder opens it: the run's state is recorded, the run ends with exit 4 and
+/// a hint to move the file aside, at once (no retries of an error no wait can mend: they took
+/// 1.5 s), and with `-f json` the one document on stdout says the same exit code and error
+/// (it said exit_code 0 while the process exited 4).
+#[test]
+fn a_damaged_history_db_found_by_the_recorder_is_said_in_the_exit_code_and_the_json() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("wf.yaml", WF).unwrap();
+    let db = sb.path().join("data/awf/history.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let mut garbage = b"SQLite format 3\0".to_vec();
+    garbage.resize(4096, 0xff);
+    std::fs::write(&db, &garbage).unwrap();
+
+    let t0 = std::time::Instant::now();
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        t0.elapsed() < std::time::Duration::from_millis(1400),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert!(r.stderr.contains("Workflow completed."), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "[SYSTEM.IO.WRITE_FAILED] the run succeeded but its record could not be written"
+        ) && r.stderr.contains("file is not a database")
+            && r.stderr.contains("move it aside"),
+        "{}",
+        r.stderr
+    );
+    // The run's state was written: `awf status` knows how it ended.
+    let states = std::fs::read_dir(sb.path().join("data/awf/states"))
+        .unwrap()
+        .count();
+    assert!(states >= 1);
+
+    let j = sb
+        .run(&["run", "-f", "json", wf.to_str().unwrap()])
+        .unwrap();
+    assert_eq!(j.code, 4, "{}", j.stderr);
+    let v: serde_json::Value = serde_json::from_str(&j.stdout).unwrap();
+    assert_eq!(v["exit_code"], 4, "{v}");
+    assert_eq!(v["status"], "success", "{v}");
+    assert_eq!(v["error"]["code"], "SYSTEM.IO.WRITE_FAILED", "{v}");
+    assert!(
+        v["error"]["hints"][0]
+            .as_str()
+            .unwrap()
+            .contains("move it aside"),
+        "{v}"
+    );
+    // The file was left as it was: nothing of the user's is overwritten.
+    assert_eq!(std::fs::read(&db).unwrap(), garbage);
+}
+
 /// A history.db that is no database (a directory here) is refused before the run starts, as
 /// before it was opened lazily: the run goes on unrecorded with a warning naming the file and
 /// exits 0; `awf history` fails at once with the same message.

@@ -51,7 +51,9 @@ CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at_ms);
 
 /// Opens the database (WAL, busy timeout 10 s, synchronous NORMAL) and creates the schema.
 /// Retried 5 times with a doubling backoff from 100 ms, since switching to WAL and creating
-/// the schema can meet `SQLITE_BUSY` when several processes open a fresh root together.
+/// the schema can meet `SQLITE_BUSY` when several processes open a fresh root together; an
+/// error no wait can mend (a file that is no database, a disk I/O error, no permission) is
+/// returned at once.
 pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
     owner_only(path);
     let mut delay = Duration::from_millis(100);
@@ -60,13 +62,39 @@ pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
         attempt += 1;
         match try_open(path) {
             Ok(c) => return Ok(c),
-            Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
+            Err(e) if attempt >= 5 || !transient(&e) => {
+                return Err(write_failed("the history database", path, e));
+            }
             Err(_) => {
                 thread::sleep(delay);
                 delay *= 2;
             }
         }
     }
+}
+
+/// Whether opening may succeed if tried again: anything but a file SQLite cannot use (no
+/// database, damaged, unreadable, read-only, a full disk or an I/O error), which no wait
+/// mends. Kept broad: processes opening a fresh root together meet `SQLITE_BUSY`, and the
+/// loser of a concurrent schema upgrade an error of the winner's change.
+fn transient(e: &rusqlite::Error) -> bool {
+    use rusqlite::ErrorCode as C;
+    !matches!(
+        e,
+        rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error {
+                code: C::NotADatabase
+                    | C::DatabaseCorrupt
+                    | C::CannotOpen
+                    | C::PermissionDenied
+                    | C::ReadOnly
+                    | C::DiskFull
+                    | C::SystemIoFailure,
+                ..
+            },
+            _
+        )
+    )
 }
 
 /// The history holds error texts and workflow names: owner-only (0600), like the state files

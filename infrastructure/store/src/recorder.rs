@@ -213,6 +213,14 @@ impl Recorder {
             .any_of(&["state", "history", "recorder"])
     }
 
+    /// Whether the history database is the only part of the run's record that failed (the
+    /// state files were written: `awf status` and `awf resume` know the run; `awf history`
+    /// does not list it), as when history.db is damaged.
+    pub fn only_history_failed(&self) -> bool {
+        let f = &self.inner.shared.failures;
+        f.any_of(&["history"]) && !f.any_of(&["state", "recorder"])
+    }
+
     /// How many state files the writer has written so far (diagnostics; shows coalescing).
     pub fn state_writes(&self) -> u64 {
         self.inner.shared.state_writes.load(Ordering::Relaxed)

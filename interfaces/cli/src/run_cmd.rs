@@ -365,75 +365,70 @@ async fn execute(
     if let Some(pg) = pg {
         signals.watch_pg_cancel(&pg, &run_id);
     }
-    let outcome = drive(
+    drive(
         ctx,
         args.output,
         &identifier,
         (service.as_ref(), &run_id),
-        signals,
+        (signals, recorder.as_ref()),
         args.step.as_deref(),
     )
-    .await;
-    finish_recording(ctx, recorder.as_ref(), outcome)
+    .await
 }
 
-/// Waits for the run's record to be written; a run that succeeded but could not be recorded
-/// (full disk, read-only data root) is a `SYSTEM.IO.WRITE_FAILED` exit (4), not a success:
-/// `awf resume`, `status` and `history` would not know how it ended.
-pub(crate) fn finish_recording(
-    ctx: &Ctx,
-    recorder: Option<&wiring::RunRecorder>,
-    outcome: Outcome,
-) -> Outcome {
-    let Some(r) = recorder else {
-        return outcome;
-    };
+/// Waits for the run's record to be written and says what a run that succeeded but could not
+/// be recorded (full disk, read-only data root, a damaged history database) ends with: a
+/// `SYSTEM.IO.WRITE_FAILED` error (exit 4; `SYSTEM.STORE.UNAVAILABLE`, exit 5, for the shared
+/// store), since `awf resume`, `status` or `history` would not know how it ended. `None`
+/// without a recorder, when everything was written, or when the run did not succeed (its own
+/// exit code stands).
+fn record_failure(recorder: Option<&wiring::RunRecorder>, exit_code: u8) -> Option<AwfError> {
+    let r = recorder?;
     r.flush();
-    if !r.run_record_failed() {
-        return outcome;
+    if exit_code != 0 || !r.run_record_failed() {
+        return None;
     }
     let errors = r.take_errors();
-    match (&outcome, errors.first()) {
-        (Outcome::Run(0), Some(first)) => {
-            let message = format!(
-                "the run succeeded but its record could not be written ({} failure(s)): {first}",
-                errors.len()
-            );
-            let e = match r {
-                wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
-                    .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
-                wiring::RunRecorder::Postgres(_) => {
-                    // Refused for lack of privilege (42501): what the user needs, not a
-                    // server that went away.
-                    let hint = awf_postgres::hint_for(ErrorCode::SystemStoreUnavailable, first)
-                        .filter(|_| first.contains("42501: "))
-                        .unwrap_or_else(|| "the PostgreSQL store stayed unreachable".to_owned());
-                    AwfError::new(ErrorCode::SystemStoreUnavailable, message).with_hint(format!(
-                        "{hint}; `awf status` and `awf resume` will not know this run's end"
-                    ))
-                }
-            };
-            errors::report(
-                &crate::errors::CliError::Awf(e),
-                false,
-                ctx.hints,
-                ctx.err_style,
+    let first = errors.first()?;
+    let message = format!(
+        "the run succeeded but its record could not be written ({} failure(s)): {first}",
+        errors.len()
+    );
+    Some(match r {
+        wiring::RunRecorder::Embedded(s) if s.only_history_failed() => {
+            AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(
+                "the run's state file was written (`awf status` and `awf resume` know its end), \
+                 its history row was not: if history.db is damaged, move it aside (awf creates \
+                 a new one); `awf history` will not list this run",
             )
         }
-        _ => outcome,
-    }
+        wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
+            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
+        wiring::RunRecorder::Postgres(_) => {
+            // Refused for lack of privilege (42501): what the user needs, not a
+            // server that went away.
+            let hint = awf_postgres::hint_for(ErrorCode::SystemStoreUnavailable, first)
+                .filter(|_| first.contains("42501: "))
+                .unwrap_or_else(|| "the PostgreSQL store stayed unreachable".to_owned());
+            AwfError::new(ErrorCode::SystemStoreUnavailable, message).with_hint(format!(
+                "{hint}; `awf status` and `awf resume` will not know this run's end"
+            ))
+        }
+    })
 }
 
 /// Shows a started run's events until it ends (its log in the run service, from the start),
 /// answers its requests from stdin (through `respond`), cancels on SIGINT/SIGTERM (through
-/// `cancel`), prints the result (`wait`: text summary or the JSON object) and gives the
-/// outcome. Shared by `awf run` and `awf resume`.
+/// `cancel`), waits for `recorder` to write the run's record (see [`record_failure`]), prints
+/// the result (`wait`: text summary or the JSON object, whose `exit_code` and `error` then
+/// say a record that could not be written) and gives the outcome. Shared by `awf run` and
+/// `awf resume`.
 pub(crate) async fn drive(
     ctx: &Ctx,
     output: crate::cli::OutputMode,
     identifier: &str,
     (service, run_id): (&dyn RunService, &RunId),
-    mut signals: Signals,
+    (mut signals, recorder): (Signals, Option<&wiring::RunRecorder>),
     step: Option<&str>,
 ) -> Outcome {
     let mut events = match service.subscribe(run_id, 1) {
@@ -544,7 +539,7 @@ pub(crate) async fn drive(
     printer.finish();
     // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
     awf_exec::sweep_adopted().await;
-    let result = match service.wait(run_id).await {
+    let mut result = match service.wait(run_id).await {
         Ok(r) => r,
         Err(e) => {
             // A run that never started (a missing input not given, or a signal while asking).
@@ -555,7 +550,13 @@ pub(crate) async fn drive(
             return fail_before_start(ctx, identifier, &e);
         }
     };
+    let unrecorded = record_failure(recorder, result.exit_code);
     if ctx.json() {
+        // One document on stdout: the result says the record failure itself.
+        if let Some(e) = &unrecorded {
+            result.exit_code = e.code().exit_code();
+            result.error = Some(e.body());
+        }
         if let Err(e) = json_out::print(&result) {
             return errors::report(
                 &crate::errors::CliError::Awf(e),
@@ -564,12 +565,22 @@ pub(crate) async fn drive(
                 ctx.err_style,
             );
         }
-    } else if let Some(step) = step {
+        return Outcome::Run(result.exit_code);
+    }
+    if let Some(step) = step {
         print_step(step, &result);
     } else {
         print_summary(ctx, &result, last_failed.as_deref(), &secret_inputs);
     }
-    Outcome::Run(result.exit_code)
+    match unrecorded {
+        Some(e) => errors::report(
+            &crate::errors::CliError::Awf(e),
+            false,
+            ctx.hints,
+            ctx.err_style,
+        ),
+        None => Outcome::Run(result.exit_code),
+    }
 }
 
 /// Says on stderr when runs cannot be recorded (the store did not open, or a write fails

@@ -195,16 +195,15 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     if let Some(pg) = &pg {
         signals.watch_pg_cancel(pg, &id);
     }
-    let outcome = run_cmd::drive(
+    run_cmd::drive(
         ctx,
         args.output,
         &run_id,
         (service.as_ref(), &id),
-        signals,
+        (signals, recorder.as_ref()),
         None,
     )
-    .await;
-    run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
+    .await
 }
 
 /// A run of the shared store that never started (cancelled while queued, or failed before
@@ -261,16 +260,15 @@ async fn start_unstarted(
     };
     let mut signals = signals;
     signals.watch_pg_cancel(u.pg, &started);
-    let outcome = run_cmd::drive(
+    run_cmd::drive(
         ctx,
         args.output,
         u.run_id,
         (service.as_ref(), &started),
-        signals,
+        (signals, recorder.as_ref()),
         None,
     )
-    .await;
-    run_cmd::finish_recording(ctx, recorder.as_ref(), outcome)
+    .await
 }
 
 /// One `awf resume --list -f json` row: AWF (Go)'s `workflow_id` (the run id),
