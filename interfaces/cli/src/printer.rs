@@ -4,7 +4,9 @@
 //! `-o buffered`, not at all with `-o silent`); everything else — step start/end lines with
 //! durations, retries, hook `log` lines, warnings, sub-workflow markers — goes to **stderr**,
 //! so that stdout carries only what the workflow's commands printed. With `-o streaming` each
-//! stdout line is prefixed `[OUT] ` and each stderr line `[ERR] ` (the latter on stderr).
+//! stdout line is prefixed `[OUT] ` and each stderr line `[ERR] ` (the latter on stderr); a
+//! parallel branch's lines also name their step (`[OUT] [b1] `), since branches interleave,
+//! and a branch's partial line is ended before another step's line is printed.
 //!
 //! On a terminal the printer can carry a [`LiveProgress`]: step start lines then become
 //! spinners and every stderr line is printed above them (see [`crate::progress`]).
@@ -49,6 +51,11 @@ pub struct TextPrinter {
     child_names: HashMap<RunId, String>,
     /// Whether the next streamed chunk of (run, path, stream) starts a new line.
     mid_line: HashMap<(RunId, String, bool), bool>,
+    /// Parallel steps of each run that have started and not finished.
+    open_parallel: HashMap<RunId, usize>,
+    /// Steps started while a parallel step of their run was open (its branches), by (run,
+    /// path): the label their streamed lines carry.
+    branch_labels: HashMap<(RunId, String), String>,
     /// `-o buffered`: the bytes a running step wrote to (run, path, stdout?), printed exactly
     /// when it finishes.
     buffered: HashMap<(RunId, String, bool), Vec<u8>>,
@@ -103,6 +110,8 @@ impl TextPrinter {
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
+            open_parallel: HashMap::new(),
+            branch_labels: HashMap::new(),
             buffered: HashMap::new(),
             verbose: false,
             agent_text: String::new(),
@@ -406,7 +415,13 @@ impl TextPrinter {
                     self.attempt_shown = true;
                 }
             }
-            RunEvent::StepStarted { step, .. } => {
+            RunEvent::StepStarted { step, kind, .. } => {
+                if kind == "parallel" {
+                    *self.open_parallel.entry(ev.run_id.clone()).or_default() += 1;
+                } else if self.open_parallel.get(&ev.run_id).is_some_and(|n| *n > 0) {
+                    self.branch_labels
+                        .insert((ev.run_id.clone(), ev.path.clone()), Self::label(step, ev));
+                }
                 let announced = self.interactive && Self::top_level_step(ev, step);
                 if announced {
                     writeln!(err, "\n{ind}Executing {step}...\n{ind}{}", "-".repeat(20))?;
@@ -448,12 +463,32 @@ impl TextPrinter {
                 let is_out = *stream == OutputStream::Stdout;
                 let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                 if self.mode == OutputMode::Streaming {
+                    // Another step's partial line on this stream ends here: its rest gets a
+                    // prefix of its own.
+                    let mut cut = false;
+                    for (k, mid) in &mut self.mid_line {
+                        if *mid && k.2 == is_out && *k != key {
+                            *mid = false;
+                            cut = true;
+                        }
+                    }
+                    if cut {
+                        if is_out {
+                            out.write_all(b"\n")?;
+                        } else {
+                            err.write_all(b"\n")?;
+                        }
+                    }
+                    let tag = if is_out { "[OUT] " } else { "[ERR] " };
+                    let prefix = match self
+                        .branch_labels
+                        .get(&(ev.run_id.clone(), ev.path.clone()))
+                    {
+                        Some(label) => std::borrow::Cow::Owned(format!("{tag}[{label}] ")),
+                        None => std::borrow::Cow::Borrowed(tag),
+                    };
                     let mid = self.mid_line.get(&key).copied().unwrap_or(false);
-                    let (prefixed, now_mid) = prefix_lines(
-                        text.as_bytes(),
-                        if is_out { "[OUT] " } else { "[ERR] " },
-                        mid,
-                    );
+                    let (prefixed, now_mid) = prefix_lines(text.as_bytes(), &prefix, mid);
                     self.mid_line.insert(key, now_mid);
                     if is_out {
                         out.write_all(&prefixed)?;
@@ -612,6 +647,14 @@ impl TextPrinter {
                 }
             }
             RunEvent::StepFinished { step, kind, state } => {
+                if kind == "parallel" {
+                    if let Some(n) = self.open_parallel.get_mut(&ev.run_id) {
+                        *n = n.saturating_sub(1);
+                    }
+                } else {
+                    self.branch_labels
+                        .remove(&(ev.run_id.clone(), ev.path.clone()));
+                }
                 if kind == "agent" {
                     self.agent_text.clear();
                     if self.agent_mid_line && self.mode == OutputMode::Streaming {
@@ -1189,6 +1232,72 @@ mod tests {
         };
         let (out, _) = run(&mut p, &[chunk("a\nb"), chunk("c\nd\n"), chunk("e\n")]);
         assert_eq!(out, "[OUT] a\n[OUT] bc\n[OUT] d\n[OUT] e\n");
+    }
+
+    /// Parallel branches interleave: their streamed lines name the branch, a partial line of
+    /// one is ended before another's line, and steps outside the block stay `[OUT] ` alone.
+    #[test]
+    fn streaming_labels_parallel_branches_and_keeps_their_lines_apart() {
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let at = |path: &str, event: RunEvent| EventEnvelope {
+            path: path.into(),
+            ..env(event)
+        };
+        let started = |step: &str, kind: &str| {
+            at(
+                step,
+                RunEvent::StepStarted {
+                    step: step.into(),
+                    kind: kind.into(),
+                    command: None,
+                },
+            )
+        };
+        let finished = |step: &str, kind: &str| {
+            at(
+                step,
+                RunEvent::StepFinished {
+                    step: step.into(),
+                    kind: kind.into(),
+                    state: Box::new(state(StepStatus::Completed, "", 1)),
+                },
+            )
+        };
+        let chunk = |step: &str, stream: OutputStream, t: &str| {
+            at(
+                step,
+                RunEvent::OutputChunk {
+                    step: step.into(),
+                    stream,
+                    text: t.into(),
+                },
+            )
+        };
+        let (out, err) = run(
+            &mut p,
+            &[
+                started("a", "command"),
+                chunk("a", OutputStream::Stdout, "before\n"),
+                finished("a", "command"),
+                started("p", "parallel"),
+                started("b1", "command"),
+                started("b2", "command"),
+                chunk("b1", OutputStream::Stdout, "on"),
+                chunk("b2", OutputStream::Stdout, "two\n"),
+                chunk("b1", OutputStream::Stdout, "e1\n"),
+                chunk("b2", OutputStream::Stderr, "oops\n"),
+                finished("b1", "command"),
+                finished("b2", "command"),
+                finished("p", "parallel"),
+                started("z", "command"),
+                chunk("z", OutputStream::Stdout, "after\n"),
+            ],
+        );
+        assert_eq!(
+            out,
+            "[OUT] before\n[OUT] [b1] on\n[OUT] [b2] two\n[OUT] [b1] e1\n[OUT] after\n"
+        );
+        assert!(err.contains("[ERR] [b2] oops\n"), "{err}");
     }
 
     #[test]
