@@ -222,6 +222,14 @@ fn a_damaged_history_db_found_by_the_recorder_is_said_in_the_exit_code_and_the_j
             .contains("move it aside"),
         "{v}"
     );
+    // `awf history` says what is wrong with the file and what to do, at once.
+    let h = sb.run(&["history"]).unwrap();
+    assert_eq!(h.code, 4, "{}", h.stderr);
+    assert!(
+        h.stderr.contains("cannot open the history database") && h.stderr.contains("move it aside"),
+        "{}",
+        h.stderr
+    );
     // The file was left as it was: nothing of the user's is overwritten.
     assert_eq!(std::fs::read(&db).unwrap(), garbage);
 }

@@ -453,8 +453,16 @@ async fn supervise(
         tokio::pin!(window);
         while pipes.any_open() {
             tokio::select! {
+                biased;
                 () = pipes.read_any() => {}
-                () = &mut window => break,
+                () = &mut window => {
+                    // The window bounds the wait for what descendants holding the pipes may
+                    // still write, never what is already in them: a task that ran late (a
+                    // loaded machine, many branches) found the window over with the child's
+                    // last 64 KB unread, and the output was cut without a word.
+                    pipes.drain_ready();
+                    break;
+                }
             }
         }
     }
@@ -541,6 +549,18 @@ impl Pipes {
         }
     }
 
+    /// Reads what the open pipes hold now, without waiting for more, and closes them: up to
+    /// [`DRAIN_READY_MAX`] bytes a pipe (a descendant writing without pause cannot keep the
+    /// step going).
+    fn drain_ready(&mut self) {
+        if let Some(p) = self.out.take() {
+            drain_fd(p.into_owned_fd(), &mut self.out_cap, self.cb.as_ref());
+        }
+        if let Some(p) = self.err.take() {
+            drain_fd(p.into_owned_fd(), &mut self.err_cap, self.cb.as_ref());
+        }
+    }
+
     /// Closes the pipes and returns (stdout, stderr, whether either was cut at the capture
     /// limit).
     fn finish(self) -> (String, String, bool) {
@@ -550,6 +570,39 @@ impl Pipes {
             self.err_cap.into_string(),
             truncated,
         )
+    }
+}
+
+/// The most [`Pipes::drain_ready`] reads from one pipe.
+const DRAIN_READY_MAX: usize = 16 << 20;
+
+/// Reads the non-blocking pipe `fd` (taken from the runtime) into `cap` until it is empty,
+/// at EOF, failing, or [`DRAIN_READY_MAX`] bytes were read; then closes it.
+fn drain_fd(fd: io::Result<std::os::fd::OwnedFd>, cap: &mut Capture, cb: Option<&OutputCallback>) {
+    use std::io::Read;
+    let Ok(fd) = fd else {
+        return;
+    };
+    // Never a blocking read: a descendant may hold the pipe open and write nothing.
+    if rustix::io::ioctl_fionbio(&fd, true).is_err() {
+        return;
+    }
+    let mut pipe = std::fs::File::from(fd);
+    let mut total = 0;
+    while total < DRAIN_READY_MAX {
+        let buf = cap.read_target();
+        buf.resize(buf.capacity(), 0);
+        let n = match pipe.read(buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => 0,
+        };
+        buf.truncate(n);
+        cap.accept(cb);
+        if n == 0 {
+            break;
+        }
+        total += n;
     }
 }
 
@@ -606,5 +659,65 @@ mod spawn_error_tests {
         );
         assert_eq!(e.code(), ErrorCode::ExecutionCommandFailed);
         assert!(!e.message().contains("shell"), "{}", e.message());
+    }
+}
+
+#[cfg(test)]
+mod drain_tests {
+    use super::*;
+
+    fn pipes_of(child: &mut tokio::process::Child) -> Pipes {
+        Pipes {
+            out: child.stdout.take(),
+            err: child.stderr.take(),
+            out_cap: Capture::new(OutputStream::Stdout, 1 << 20),
+            err_cap: Capture::new(OutputStream::Stderr, 1 << 20),
+            cb: None,
+        }
+    }
+
+    /// What an exited child left in its pipes is read whole when the drain window is over
+    /// (a breaker saw a branch's last 34 KB dropped on a loaded machine).
+    #[tokio::test]
+    async fn draining_after_the_window_keeps_what_the_pipes_hold() {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "head -c 60000 /dev/zero | tr '\\0' x; printf e >&2"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut pipes = pipes_of(&mut child);
+        assert!(child.wait().await.unwrap().success());
+        pipes.drain_ready();
+        assert!(!pipes.any_open());
+        let (out, err, truncated) = pipes.finish();
+        assert_eq!(out.len(), 60000);
+        assert!(out.bytes().all(|b| b == b'x'));
+        assert_eq!(err, "e");
+        assert!(!truncated);
+    }
+
+    /// A descendant that holds the pipe open and writes nothing does not block the drain.
+    #[tokio::test]
+    async fn draining_does_not_wait_for_a_silent_holder() {
+        let mut child = tokio::process::Command::new("sh")
+            .args(["-c", "printf ab; sleep 30 & exit 0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = child.id().unwrap();
+        let mut pipes = pipes_of(&mut child);
+        assert!(child.wait().await.unwrap().success());
+        let t0 = std::time::Instant::now();
+        pipes.drain_ready();
+        let waited = t0.elapsed();
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+        assert_eq!(pipes.finish().0, "ab");
     }
 }

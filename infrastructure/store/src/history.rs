@@ -9,6 +9,7 @@ use std::thread;
 use std::time::Duration;
 
 use awf_domain::AwfError;
+use awf_domain::ErrorCode;
 use awf_domain::ports::store::HistoryFilter;
 use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::HistoryStats;
@@ -62,9 +63,18 @@ pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
         attempt += 1;
         match try_open(path) {
             Ok(c) => return Ok(c),
-            Err(e) if attempt >= 5 || !transient(&e) => {
-                return Err(write_failed("the history database", path, e));
+            Err(e) if !transient(&e) => {
+                return Err(AwfError::new(
+                    ErrorCode::SystemIoWriteFailed,
+                    format!("cannot open the history database {}: {e}", path.display()),
+                )
+                .with_detail("path", path.display().to_string())
+                .with_hint(
+                    "if it is damaged, move it aside (awf creates a new one; the runs it listed \
+                     keep their state files); otherwise fix its permissions",
+                ));
             }
+            Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
             Err(_) => {
                 thread::sleep(delay);
                 delay *= 2;

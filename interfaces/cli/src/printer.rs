@@ -328,12 +328,48 @@ impl TextPrinter {
     }
 
     /// [`Self::handle`] without holding: renders `ev` and writes it now.
+    /// `-o streaming`: a streamed stderr line left partial is ended before any other line
+    /// can follow it on stderr (step, retry and log lines), and a step's partial lines before
+    /// its retry (the next attempt's output starts lines of its own, prefixed).
+    fn end_partial_lines(
+        &mut self,
+        ev: &EventEnvelope,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
+        if matches!(ev.event, RunEvent::OutputChunk { .. }) {
+            return Ok(());
+        }
+        let retrying = matches!(ev.event, RunEvent::StepRetrying { .. });
+        let (mut cut_out, mut cut_err) = (false, false);
+        for ((run, path, is_out), mid) in &mut self.mid_line {
+            if !*mid {
+                continue;
+            }
+            if !*is_out {
+                *mid = false;
+                cut_err = true;
+            } else if retrying && *run == ev.run_id && *path == ev.path {
+                *mid = false;
+                cut_out = true;
+            }
+        }
+        if cut_out {
+            out.write_all(b"\n")?;
+        }
+        if cut_err {
+            err.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
     fn handle_now(
         &mut self,
         ev: &EventEnvelope,
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> io::Result<()> {
+        self.end_partial_lines(ev, out, err)?;
         if self.live.is_none() {
             return self.render(ev, out, err);
         }
@@ -1298,6 +1334,39 @@ mod tests {
             "[OUT] before\n[OUT] [b1] on\n[OUT] [b2] two\n[OUT] [b1] e1\n[OUT] after\n"
         );
         assert!(err.contains("[ERR] [b2] oops\n"), "{err}");
+    }
+
+    /// A partial stderr line ends before a step line follows it on stderr, and a failed
+    /// attempt's partial lines end before the retry (breaker: `[OUT] try1try2try3`).
+    #[test]
+    fn streaming_ends_partial_lines_before_other_lines_and_retries() {
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let chunk = |stream: OutputStream, t: &str| {
+            env(RunEvent::OutputChunk {
+                step: "s".into(),
+                stream,
+                text: t.into(),
+            })
+        };
+        let retry = env(RunEvent::StepRetrying {
+            step: "s".into(),
+            attempt: 2,
+            delay_ms: 0,
+        });
+        let (out, err) = run(
+            &mut p,
+            &[
+                chunk(OutputStream::Stdout, "try1"),
+                chunk(OutputStream::Stderr, "e1"),
+                retry,
+                chunk(OutputStream::Stdout, "try2\n"),
+                chunk(OutputStream::Stderr, "e2\n"),
+            ],
+        );
+        assert_eq!(out, "[OUT] try1\n[OUT] try2\n");
+        assert!(err.starts_with("[ERR] e1\n"), "{err}");
+        assert!(err.contains("retrying (attempt 2)"), "{err}");
+        assert!(err.ends_with("[ERR] e2\n"), "{err}");
     }
 
     #[test]
