@@ -56,6 +56,9 @@ pub struct TextPrinter {
     /// Steps started while a parallel step of their run was open (its branches), by (run,
     /// path): the label their streamed lines carry.
     branch_labels: HashMap<(RunId, String), String>,
+    /// Child runs started by a labelled branch (`call_workflow`): their steps' lines carry
+    /// the branch's label.
+    run_labels: HashMap<RunId, String>,
     /// `-o buffered`: the bytes a running step wrote to (run, path, stdout?), printed exactly
     /// when it finishes.
     buffered: HashMap<(RunId, String, bool), Vec<u8>>,
@@ -112,6 +115,7 @@ impl TextPrinter {
             mid_line: HashMap::new(),
             open_parallel: HashMap::new(),
             branch_labels: HashMap::new(),
+            run_labels: HashMap::new(),
             buffered: HashMap::new(),
             verbose: false,
             agent_text: String::new(),
@@ -369,11 +373,13 @@ impl TextPrinter {
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> io::Result<()> {
-        self.end_partial_lines(ev, out, err)?;
         if self.live.is_none() {
+            self.end_partial_lines(ev, out, err)?;
             return self.render(ev, out, err);
         }
+        // With spinners, every byte goes through the live display (it holds partial lines).
         let (mut out_bytes, mut err_bytes) = (Vec::new(), Vec::new());
+        self.end_partial_lines(ev, &mut out_bytes, &mut err_bytes)?;
         self.render(ev, &mut out_bytes, &mut err_bytes)?;
         let ind = self.indent(ev);
         let no_prompt_open = self.open_prompts.is_empty();
@@ -519,6 +525,7 @@ impl TextPrinter {
                     let prefix = match self
                         .branch_labels
                         .get(&(ev.run_id.clone(), ev.path.clone()))
+                        .or_else(|| self.run_labels.get(&ev.run_id))
                     {
                         Some(label) => std::borrow::Cow::Owned(format!("{tag}[{label}] ")),
                         None => std::borrow::Cow::Borrowed(tag),
@@ -759,6 +766,13 @@ impl TextPrinter {
                 workflow,
                 ..
             } => {
+                if let Some(label) = self
+                    .branch_labels
+                    .get(&(ev.run_id.clone(), ev.path.clone()))
+                    .or_else(|| self.run_labels.get(&ev.run_id))
+                {
+                    self.run_labels.insert(child_run_id.clone(), label.clone());
+                }
                 let d = self.depth.get(&ev.run_id).copied().unwrap_or(0);
                 self.depth.insert(child_run_id.clone(), d + 1);
                 self.child_names
@@ -1322,6 +1336,19 @@ mod tests {
                 chunk("b2", OutputStream::Stdout, "two\n"),
                 chunk("b1", OutputStream::Stdout, "e1\n"),
                 chunk("b2", OutputStream::Stderr, "oops\n"),
+                at(
+                    "b2",
+                    RunEvent::ChildRunStarted {
+                        step: "b2".into(),
+                        child_run_id: RunId("c1".into()),
+                        workflow: "sub".into(),
+                    },
+                ),
+                EventEnvelope {
+                    run_id: RunId("c1".into()),
+                    parent_run_id: Some(RunId("r1".into())),
+                    ..chunk("inner", OutputStream::Stdout, "sub\n")
+                },
                 finished("b1", "command"),
                 finished("b2", "command"),
                 finished("p", "parallel"),
@@ -1331,7 +1358,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            "[OUT] before\n[OUT] [b1] on\n[OUT] [b2] two\n[OUT] [b1] e1\n[OUT] after\n"
+            "[OUT] before\n[OUT] [b1] on\n[OUT] [b2] two\n[OUT] [b1] e1\n[OUT] [b2] sub\n[OUT] after\n"
         );
         assert!(err.contains("[ERR] [b2] oops\n"), "{err}");
     }
