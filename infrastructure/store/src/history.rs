@@ -69,10 +69,7 @@ pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
                     format!("cannot open the history database {}: {e}", path.display()),
                 )
                 .with_detail("path", path.display().to_string())
-                .with_hint(
-                    "if it is damaged, move it aside (awf creates a new one; the runs it listed \
-                     keep their state files); otherwise fix its permissions",
-                ));
+                .with_hint(move_aside(path)));
             }
             Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
             Err(_) => {
@@ -138,6 +135,15 @@ fn sidecar(path: &Path, suffix: &str) -> std::path::PathBuf {
     name.into()
 }
 
+/// The hint for a history database SQLite cannot use (not a regular file, not a database,
+/// damaged, unreadable).
+fn move_aside(path: &Path) -> String {
+    format!(
+        "move it aside: awf creates a new {}, and the runs' state files are kept",
+        path.display()
+    )
+}
+
 /// Whether the history database at `path` can be what SQLite opens, checked without opening
 /// it (no WAL read back): missing, empty, or a regular file that starts with SQLite's
 /// header. Lets a store refuse a database that is a directory or not a database at once,
@@ -154,12 +160,7 @@ pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
         Err(e) => return Err(write_failed("the history database", path, e)),
     };
     let refuse = |why: &str| {
-        Err(
-            write_failed("the history database", path, why).with_hint(format!(
-                "move {} aside (awf creates a new one; the runs' state files are kept)",
-                path.display()
-            )),
-        )
+        Err(write_failed("the history database", path, why).with_hint(move_aside(path)))
     };
     if !meta.is_file() {
         return refuse("it is not a regular file");

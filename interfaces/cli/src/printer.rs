@@ -331,7 +331,6 @@ impl TextPrinter {
         }
     }
 
-    /// [`Self::handle`] without holding: renders `ev` and writes it now.
     /// `-o streaming`: a streamed stderr line left partial is ended before any other line
     /// can follow it on stderr (step, retry and log lines), and a step's partial lines before
     /// its retry (the next attempt's output starts lines of its own, prefixed).
@@ -345,17 +344,28 @@ impl TextPrinter {
             return Ok(());
         }
         let retrying = matches!(ev.event, RunEvent::StepRetrying { .. });
+        self.end_lines(out, err, |(run, path, is_out)| {
+            !is_out || (retrying && *run == ev.run_id && *path == ev.path)
+        })
+    }
+
+    /// Ends the partial streamed lines of the (run, path, stdout?) keys `which` selects, one
+    /// newline per stream: the rest of each line gets a prefix of its own.
+    fn end_lines(
+        &mut self,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+        which: impl Fn(&(RunId, String, bool)) -> bool,
+    ) -> io::Result<()> {
         let (mut cut_out, mut cut_err) = (false, false);
-        for ((run, path, is_out), mid) in &mut self.mid_line {
-            if !*mid {
-                continue;
-            }
-            if !*is_out {
+        for (key, mid) in &mut self.mid_line {
+            if *mid && which(key) {
                 *mid = false;
-                cut_err = true;
-            } else if retrying && *run == ev.run_id && *path == ev.path {
-                *mid = false;
-                cut_out = true;
+                if key.2 {
+                    cut_out = true;
+                } else {
+                    cut_err = true;
+                }
             }
         }
         if cut_out {
@@ -367,6 +377,15 @@ impl TextPrinter {
         Ok(())
     }
 
+    /// The label a branch's streamed lines carry: its own, or that of the branch that
+    /// started its run.
+    fn branch_label(&self, ev: &EventEnvelope) -> Option<&String> {
+        self.branch_labels
+            .get(&(ev.run_id.clone(), ev.path.clone()))
+            .or_else(|| self.run_labels.get(&ev.run_id))
+    }
+
+    /// [`Self::handle`] without holding: renders `ev` and writes it now.
     fn handle_now(
         &mut self,
         ev: &EventEnvelope,
@@ -507,26 +526,9 @@ impl TextPrinter {
                 if self.mode == OutputMode::Streaming {
                     // Another step's partial line on this stream ends here: its rest gets a
                     // prefix of its own.
-                    let mut cut = false;
-                    for (k, mid) in &mut self.mid_line {
-                        if *mid && k.2 == is_out && *k != key {
-                            *mid = false;
-                            cut = true;
-                        }
-                    }
-                    if cut {
-                        if is_out {
-                            out.write_all(b"\n")?;
-                        } else {
-                            err.write_all(b"\n")?;
-                        }
-                    }
+                    self.end_lines(out, err, |k| k.2 == is_out && *k != key)?;
                     let tag = if is_out { "[OUT] " } else { "[ERR] " };
-                    let prefix = match self
-                        .branch_labels
-                        .get(&(ev.run_id.clone(), ev.path.clone()))
-                        .or_else(|| self.run_labels.get(&ev.run_id))
-                    {
+                    let prefix = match self.branch_label(ev) {
                         Some(label) => std::borrow::Cow::Owned(format!("{tag}[{label}] ")),
                         None => std::borrow::Cow::Borrowed(tag),
                     };
@@ -766,12 +768,8 @@ impl TextPrinter {
                 workflow,
                 ..
             } => {
-                if let Some(label) = self
-                    .branch_labels
-                    .get(&(ev.run_id.clone(), ev.path.clone()))
-                    .or_else(|| self.run_labels.get(&ev.run_id))
-                {
-                    self.run_labels.insert(child_run_id.clone(), label.clone());
+                if let Some(label) = self.branch_label(ev).cloned() {
+                    self.run_labels.insert(child_run_id.clone(), label);
                 }
                 let d = self.depth.get(&ev.run_id).copied().unwrap_or(0);
                 self.depth.insert(child_run_id.clone(), d + 1);

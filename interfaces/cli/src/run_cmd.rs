@@ -378,8 +378,8 @@ async fn execute(
 
 /// Waits for the run's record to be written and says what a run that succeeded but could not
 /// be recorded (full disk, read-only data root, a damaged history database) ends with: a
-/// `SYSTEM.IO.WRITE_FAILED` error (exit 4; `SYSTEM.STORE.UNAVAILABLE`, exit 5, for the shared
-/// store), since `awf resume`, `status` or `history` would not know how it ended. `None`
+/// `SYSTEM.IO.WRITE_FAILED` error (exit 4; `SYSTEM.STORE.UNAVAILABLE`, also exit 4, for the
+/// shared store), since `awf resume`, `status` or `history` would not know how it ended. `None`
 /// without a recorder, when everything was written, or when the run did not succeed (its own
 /// exit code stands).
 fn record_failure(recorder: Option<&wiring::RunRecorder>, exit_code: u8) -> Option<AwfError> {
