@@ -347,9 +347,7 @@ impl Prepared {
         actions.add_dup2(err_w.as_raw_fd(), 2)?;
         let mut attr = PosixSpawnAttr::init()?;
         attr.set_pgroup(Pid::from_raw(0))?;
-        let mut sigpipe = SigSet::empty();
-        sigpipe.add(Signal::SIGPIPE);
-        attr.set_sigdefault(&sigpipe)?;
+        attr.set_sigdefault(sig_default())?;
         attr.set_flags(
             PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
         )?;
@@ -365,6 +363,48 @@ impl Prepared {
         };
         Ok((child, OwnedFd::from(out_r), OwnedFd::from(err_r)))
     }
+}
+
+/// The signals a child starts with at their default disposition: every signal but those
+/// awf ignored when it first spawned (`nohup`, `trap '' HUP` before `exec awf`: the child
+/// inherits the ignore, as from std's `Command`), and SIGPIPE always (std resets it; awf
+/// ignores it). Without the list of ignored signals (no `/proc`), SIGPIPE alone.
+///
+/// glibc's `posix_spawn` gives the child default dispositions one signal at a time, between
+/// vfork and exec while awf waits: a signal in this set costs one `sigaction`, any other
+/// two (a read, then the reset); 64 fewer system calls per spawn (issue 9).
+fn sig_default() -> &'static SigSet {
+    static SET: OnceLock<SigSet> = OnceLock::new();
+    SET.get_or_init(|| {
+        let mut set = match ignored_at_start() {
+            Some(ignored) => {
+                let mut all = SigSet::all();
+                for sig in Signal::iterator() {
+                    if ignored & (1u64 << (sig as i32 - 1)) != 0 {
+                        all.remove(sig);
+                    }
+                }
+                // Real-time signals are not in nix's `Signal`: one ignored (never seen)
+                // leaves the set as it was, SIGPIPE alone.
+                if ignored >> 31 != 0 {
+                    SigSet::empty()
+                } else {
+                    all
+                }
+            }
+            None => SigSet::empty(),
+        };
+        set.add(Signal::SIGPIPE);
+        set
+    })
+}
+
+/// The signals this process ignores, as the `SigIgn` mask of `/proc/self/status` (bit
+/// `n - 1` for signal `n`).
+fn ignored_at_start() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
 }
 
 /// Ties the pipes of a child started by [`Prepared::spawn`] to the runtime. Needs a tokio

@@ -189,7 +189,7 @@ impl Store {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let opened = match &mut *guard {
             Some(opened) => opened,
-            empty => empty.insert(open_history(&self.paths)),
+            empty => empty.insert(open_history(&self.paths, true)),
         };
         let c = opened.as_ref().map_err(Clone::clone)?;
         f(c).map_err(|e| {
@@ -251,8 +251,11 @@ fn write_failed(what: &str, path: &Path, e: impl std::fmt::Display) -> AwfError 
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
-pub(crate) fn open_history(paths: &StorePaths) -> Result<rusqlite::Connection, AwfError> {
-    state::remove_stale_temps(&paths.states_dir());
+pub(crate) fn open_history(
+    paths: &StorePaths,
+    legacy_temps: bool,
+) -> Result<rusqlite::Connection, AwfError> {
+    state::remove_stale_temps(&paths.states_dir(), legacy_temps);
     history::open(&paths.history_db())
 }
 

@@ -368,7 +368,7 @@ fn state_file_is_0600_and_valid_after_every_step() {
                 0o600
             );
         }
-        assert_eq!(names(), ["r.journal", "r.json"]);
+        assert_eq!(names(), [".tmp", "r.journal", "r.json"]);
     }
     // At the end the state file is written whole and the journal removed.
     rec.emit(s.ev(
@@ -379,7 +379,15 @@ fn state_file_is_0600_and_valid_after_every_step() {
         finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
     ));
     rec.flush();
-    assert_eq!(names(), ["r.json"]);
+    assert_eq!(names(), [".tmp", "r.json"]);
+    // The temp files were written apart, in a directory only the owner can read, and none
+    // is left.
+    let tmp = states_dir.join(".tmp");
+    assert_eq!(
+        std::fs::metadata(&tmp).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
     let snap: RunSnapshot = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert_eq!(snap.states.len(), 5);
     assert_eq!(snap.status, StoredStatus::Success);

@@ -160,9 +160,19 @@ fn main() -> ExitCode {
             .max_blocking_threads(4)
             .enable_all()
             .build()
+    } else if std::env::var_os("AWF_EXP_RT").is_some_and(|v| v == "cur") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(
+                if std::env::var_os("AWF_EXP_RT").is_some_and(|v| v == "1") {
+                    1
+                } else {
+                    2
+                },
+            )
             // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
             // reservation, touched only as used) leaves room for the engine's nesting limit.
             .thread_stack_size(16 * 1024 * 1024)

@@ -539,6 +539,8 @@ pub(crate) async fn drive(
     printer.finish();
     // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
     awf_exec::sweep_adopted().await;
+    // Nothing is left for the watchdog to stop: it exits while the result is printed.
+    crate::watchdog::stand_down();
     let mut result = match service.wait(run_id).await {
         Ok(r) => r,
         Err(e) => {

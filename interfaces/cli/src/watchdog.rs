@@ -57,12 +57,22 @@ pub fn install() {
 }
 
 /// Tells the watchdog that awf ends normally (nothing to clean up) and closes its pipe: it
-/// exits at once. Call when the run is over and its processes are gone.
-///
-/// Waits (a second at most) for it to be gone, so that nothing awf started outlives it.
+/// exits at once, without waiting for awf. Call as soon as the run is over and its
+/// processes are gone (the sweep of adopted processes done), so that its exit overlaps
+/// what awf still has to do; [`release`] then finds it gone. Nothing may be spawned after
+/// it: awf's death would no longer stop it. A second call does nothing.
+pub fn stand_down() {
+    let mut pipe = feed();
+    if let Some(p) = pipe.as_mut() {
+        let _ = p.write_all(b"=\n");
+    }
+    *pipe = None;
+}
+
+/// [`stand_down`] if not done yet, then waits (a second at most) for the watchdog to be
+/// gone, so that nothing awf started outlives it.
 pub fn release() {
-    send("=\n");
-    *feed() = None;
+    stand_down();
     if let Some(mut child) = lock(&CHILD).take() {
         // It exits within a fraction of a millisecond: polled from 50 µs, doubling up to
         // 5 ms (a fixed 1 ms sleep cost every run about a millisecond at its end).
@@ -89,13 +99,6 @@ fn lock<T>(m: &'static Mutex<T>) -> std::sync::MutexGuard<'static, T> {
 
 fn feed() -> std::sync::MutexGuard<'static, Option<ChildStdin>> {
     lock(&FEED)
-}
-
-/// Writes one line to the watchdog (one that died cannot be helped).
-fn send(line: &str) {
-    if let Some(pipe) = feed().as_mut() {
-        let _ = pipe.write_all(line.as_bytes());
-    }
 }
 
 /// Starts `awf __watchdog` in its own process group; its stdin is the returned pipe.

@@ -58,9 +58,13 @@ fn verify(root: &Path, ids: &BTreeSet<String>) {
     let leftovers: Vec<String> = std::fs::read_dir(root.join("states"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".json"))
+        .filter(|n| !n.ends_with(".json") && n != ".tmp")
         .collect();
     assert_eq!(leftovers, Vec::<String>::new());
+    let temps = std::fs::read_dir(root.join("states").join(".tmp"))
+        .unwrap()
+        .count();
+    assert_eq!(temps, 0, "temp files left behind");
 
     let audit = std::fs::read_to_string(root.join("audit.jsonl")).unwrap();
     let lines: Vec<Value> = audit

@@ -188,8 +188,9 @@ fn dead_pid() -> u32 {
     pid
 }
 
-/// The temp files killed writers left are removed before the history is first read, and
-/// when a run's recorder starts; the temp files of live writers and the rest stay.
+/// The temp files killed writers left are removed before the history is first read (in the
+/// states directory and its temp directory), and when a run's recorder starts (in the temp
+/// directory only); the temp files of live writers and the rest stay.
 #[test]
 fn temp_files_left_by_killed_writers_only_are_removed() {
     let d = tempfile::tempdir().unwrap();
@@ -229,12 +230,37 @@ fn temp_files_left_by_killed_writers_only_are_removed() {
     want.sort();
     assert_eq!(names(), want);
 
-    // The same through a run's recorder.
+    // A run's recorder removes those of the temp directory, where writers put them now,
+    // and does not list the states directory (as many entries as runs ever recorded): one
+    // left there by an older release waits for the next history read.
+    let tmp = states.join(".tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    std::fs::write(tmp.join(&dead), "{").unwrap();
+    std::fs::write(tmp.join(&want[0]), "{").unwrap();
     std::fs::write(states.join(&dead), "{").unwrap();
     let store = open(d.path(), "u");
     let rec = store.recorder();
     rec.flush();
-    assert_eq!(names(), want);
+    let in_tmp: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        in_tmp,
+        vec![want[0].clone()],
+        "the live writer's temp file stays"
+    );
+    let mut with_legacy = want.clone();
+    with_legacy.push(dead);
+    with_legacy.push(".tmp".to_owned());
+    with_legacy.sort();
+    assert_eq!(names(), with_legacy);
+    drop(rec);
+    HistoryStore::list(&open(d.path(), "u"), &HistoryFilter::default()).unwrap();
+    let mut after = want.clone();
+    after.push(".tmp".to_owned());
+    after.sort();
+    assert_eq!(names(), after);
 }
 
 #[test]
@@ -244,11 +270,20 @@ fn state_temp_files_carry_the_writer_pid() {
     store.save(&snapshot("r1", 1_000)).unwrap();
     // The rename happened; no temp file is left, and the state reads back.
     assert_eq!(store.load("r1").unwrap().run_id, "r1");
-    let names: Vec<String> = std::fs::read_dir(d.path().join("states"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(names, vec!["r1.json".to_owned()]);
+    let names = |dir: &std::path::Path| {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    let states = d.path().join("states");
+    assert_eq!(
+        names(&states),
+        vec![".tmp".to_owned(), "r1.json".to_owned()]
+    );
+    assert_eq!(names(&states.join(".tmp")), Vec::<String>::new());
 }
 
 /// A history.db that is a directory or not a database is refused when the store opens (the
