@@ -399,7 +399,13 @@ fn conversation_sessions_are_masked_in_state_files() {
         String::from_utf8_lossy(&out.stderr)
     );
     let states = h.sb.path().join("data/awf/states");
-    for e in std::fs::read_dir(states).unwrap().flatten() {
+    let files: Vec<_> = std::fs::read_dir(states)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_file())
+        .collect();
+    assert!(!files.is_empty());
+    for e in files {
         let text = std::fs::read_to_string(e.path()).unwrap();
         assert!(text.contains("\"turns\""), "{text}");
         assert!(

@@ -175,8 +175,9 @@ fn secrets_never_reach_state_files_audit_or_transcripts() {
     sb.set_env("MY_API_TOKEN", "supersecretvalue");
     assert_eq!(sb.run(&["run", "secret-env"]).unwrap().code, 3);
     for sub in ["states", "transcripts"] {
-        for e in std::fs::read_dir(data(&sb).join(sub)).unwrap().flatten() {
-            let text = std::fs::read_to_string(e.path()).unwrap();
+        // Every file, including any temp file left in `states/.tmp/`.
+        for path in files_under(&data(&sb).join(sub)) {
+            let text = std::fs::read_to_string(&path).unwrap();
             assert!(
                 !text.contains("supersecretvalue") && !text.contains("hunter2-very-secret"),
                 "{sub}: {text}"
@@ -308,4 +309,17 @@ fn resume_continues_a_loop_at_the_iteration_it_stopped_in() {
         std::fs::read_to_string(sb.path().join("log")).unwrap(),
         "a\nb\nc\nd\n"
     );
+}
+
+/// The paths of the files under `dir`, subdirectories included.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            out.extend(files_under(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
 }

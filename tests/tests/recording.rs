@@ -36,7 +36,12 @@ fn a_finished_run_leaves_no_lock_file_and_no_journal() {
         assert!(locks.is_empty(), "{record:?}: {locks:?}");
         if record.is_none() {
             let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
-            assert_eq!(files(&root.join("states")), [format!("{id}.json")]);
+            // The state file, and the (empty) directory its temp files were written in.
+            assert_eq!(
+                files(&root.join("states")),
+                [".tmp".to_owned(), format!("{id}.json")]
+            );
+            assert!(files(&root.join("states/.tmp")).is_empty());
             let text = std::fs::read_to_string(root.join(format!("states/{id}.json"))).unwrap();
             let snap: serde_json::Value = serde_json::from_str(&text).unwrap();
             assert_eq!(snap["states"].as_object().unwrap().len(), 3, "{snap}");

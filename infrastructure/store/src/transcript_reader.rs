@@ -20,8 +20,8 @@
 //!   file's numbers). Read back, each run's envelopes count from 1 again in each attempt (an
 //!   attempt starts after a `run.completed`, or at a `run.started` with `resumed_from`), and
 //!   the synthesized line is skipped (the child's own `run.completed` is its `RunFinished`).
-//! - `RunStarted.pid`: not kept; the run's state file's `owner_pid` for its latest attempt,
-//!   else 0.
+//! - `RunStarted.pid`: not kept; the run's state file's `owner_pid` for its latest attempt
+//!   while it has not ended, else 0.
 //! - `StepFinished.state`: status, error and exit code from the line; `output` and `stderr`
 //!   are the step's `step.output` texts since it started (or since its last retry), or the
 //!   files `step.completed` names for outputs over 64 KiB; `attempts` counts its
@@ -606,6 +606,7 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
             streams.insert(c, new_stream(lines, Some(id), rank));
         }
     }
+    clear_ended_pids(&mut out);
     // The root's last line decides, also when an unfinished child holds the merge.
     let last_position = out.len() as u64;
     Ok(Some(RecordedLog {
@@ -613,6 +614,30 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
         last_position,
         complete,
     }))
+}
+
+/// Sets `RunStarted.pid` to 0 for every attempt that ended (its run's `RunFinished` follows):
+/// the state file's `owner_pid` is that of the run's latest attempt, which may already be
+/// the `awf resume` reading this log (it marks the run as its own before it reads), so an
+/// earlier attempt looked like one of this process and `awf resume -q` printed its
+/// failures as if they were happening now (seen once in about 20 runs under load).
+fn clear_ended_pids(out: &mut [EventEnvelope]) {
+    let mut open: HashMap<String, usize> = HashMap::new();
+    for i in 0..out.len() {
+        match &out[i].event {
+            RunEvent::RunStarted { .. } => {
+                open.insert(out[i].run_id.0.clone(), i);
+            }
+            RunEvent::RunFinished { .. } => {
+                if let Some(start) = open.remove(&out[i].run_id.0)
+                    && let RunEvent::RunStarted { pid, .. } = &mut out[start].event
+                {
+                    *pid = 0;
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl EventLogReader for Store {
@@ -633,6 +658,7 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use awf_domain::event::EventPublisher;
+    use awf_domain::ports::store::StateStore;
     use pretty_assertions::assert_eq;
 
     use super::*;
@@ -873,6 +899,42 @@ mod tests {
             log.envelopes.iter().map(shape).collect::<Vec<_>>(),
             s.out.iter().map(shape).collect::<Vec<_>>()
         );
+    }
+
+    /// An attempt that ended was run by a process that is gone: its `RunStarted.pid` is 0,
+    /// even when the state file already names this process (an `awf resume` that marked the
+    /// run as its own before reading the log); an attempt still going has the state file's.
+    #[test]
+    fn only_an_unfinished_attempt_carries_the_owner_pid() {
+        let d = tempfile::tempdir().unwrap();
+        let store = open(d.path());
+        let mut s = Script::default();
+        s.ev("r1", None, "", started("main", None));
+        step(&mut s, "r1", None, "a", "bad\n", false);
+        s.ev("r1", None, "", finished("r1", "main", RunStatus::Failure));
+        record(&store, &s.out);
+        let mut snap = StateStore::load(&store, "r1").unwrap();
+        snap.owner_pid = Some(std::process::id());
+        StateStore::save(&store, &snap).unwrap();
+        let pids = |store: &Store| -> Vec<u32> {
+            let log = store.read_log(&RunId("r1".into()), 1).unwrap().unwrap();
+            log.envelopes
+                .iter()
+                .filter_map(|e| match &e.event {
+                    RunEvent::RunStarted { pid, .. } => Some(*pid),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(pids(&store), vec![0]);
+        let first = s.out.len();
+        s.seqs.clear();
+        s.ev("r1", None, "", started("main", Some("a")));
+        record(&store, &s.out[first..]);
+        let mut snap = StateStore::load(&store, "r1").unwrap();
+        snap.owner_pid = Some(4242);
+        StateStore::save(&store, &snap).unwrap();
+        assert_eq!(pids(&store), vec![0, 4242]);
     }
 
     #[test]
