@@ -306,6 +306,39 @@ fn sighup_cancels_the_run_like_sigterm() {
     assert_eq!(rows[0]["exit_code"], json!(129), "{rows}");
 }
 
+/// `nohup awf run …`: awf started with SIGHUP ignored keeps it ignored (a breaker saw the
+/// run cancelled, exit 129, by the hang-up nohup is for), and so does its step.
+#[test]
+fn a_run_started_under_nohup_outlives_a_hangup() {
+    let (sb, _marker) = marked_sandbox();
+    sb.write(
+        "nap.yaml",
+        "name: nap\nstates:\n  initial: work\n  work:\n    type: step\n    command: \"echo started > started; sleep 1; grep SigIgn /proc/self/status > ign\"\n    on_success: done\n  done: { type: terminal }\n",
+    )
+    .unwrap();
+    let awf = sb.cmd(&["run", "nap.yaml"]);
+    let mut c = std::process::Command::new("nohup");
+    c.arg(awf.get_program())
+        .args(awf.get_args())
+        .current_dir(sb.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    for (k, v) in awf.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let mut child = c.spawn().unwrap();
+    wait_for("the step started", || read(&sb, "started") == "started\n");
+    signal(child.id(), "HUP");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let ign = read(&sb, "ign");
+    let mask = u64::from_str_radix(ign.trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_ne!(mask & 1, 0, "the step's SIGHUP is not ignored: {ign}");
+}
+
 const QUICK: &str = r#"
 name: quick
 states:

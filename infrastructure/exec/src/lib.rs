@@ -46,3 +46,4 @@ pub use reaper::kill_tagged_by;
 pub use reaper::set_watchdog;
 pub use reaper::sweep_adopted;
 pub use reaper::sweep_scope;
+pub use spawn::ignored_signals;

@@ -366,9 +366,11 @@ impl Prepared {
 }
 
 /// The signals a child starts with at their default disposition: every signal but those
-/// awf ignored when it first spawned (`nohup`, `trap '' HUP` before `exec awf`: the child
-/// inherits the ignore, as from std's `Command`), and SIGPIPE always (std resets it; awf
-/// ignores it). Without the list of ignored signals (no `/proc`), SIGPIPE alone.
+/// awf ignores when it first spawns (those it was started ignoring, `nohup` or `trap ''
+/// QUIT` before `exec awf`, and does not handle itself: the child inherits the ignore, as
+/// from std's `Command`), and SIGPIPE always (std resets it; awf ignores it). Without the
+/// list of ignored signals (no `/proc`), SIGPIPE alone. (glibc's own signals, 32 and 33,
+/// are not in any set and come out ignored, as they always did.)
 ///
 /// glibc's `posix_spawn` gives the child default dispositions one signal at a time, between
 /// vfork and exec while awf waits: a signal in this set costs one `sigaction`, any other
@@ -376,7 +378,7 @@ impl Prepared {
 fn sig_default() -> &'static SigSet {
     static SET: OnceLock<SigSet> = OnceLock::new();
     SET.get_or_init(|| {
-        let mut set = match ignored_at_start() {
+        let mut set = match ignored_signals() {
             Some(ignored) => {
                 let mut all = SigSet::all();
                 for sig in Signal::iterator() {
@@ -399,9 +401,9 @@ fn sig_default() -> &'static SigSet {
     })
 }
 
-/// The signals this process ignores, as the `SigIgn` mask of `/proc/self/status` (bit
-/// `n - 1` for signal `n`).
-fn ignored_at_start() -> Option<u64> {
+/// The signals this process ignores now, as the `SigIgn` mask of `/proc/self/status` (bit
+/// `n - 1` for signal `n`); `None` without `/proc`.
+pub fn ignored_signals() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let hex = status.lines().find_map(|l| l.strip_prefix("SigIgn:"))?;
     u64::from_str_radix(hex.trim(), 16).ok()

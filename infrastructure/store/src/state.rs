@@ -73,30 +73,36 @@ const TMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Writes `bytes` to `target` atomically: a temp file in `<target's dir>/.tmp/` (created,
 /// mode 0700, when missing; the file mode 0600, named `.awf-<pid>-<random>.tmp`), write,
-/// fsync, rename over `target`; with `sync_dir` the target's directory is fsynced too.
+/// fsync, rename over `target`; with `sync_dir` the target's directory is fsynced too. When
+/// `.tmp` is not a directory of its own (a file, a symlink: never followed) or the write
+/// through it fails (no permission, another file system mounted there), the temp file is
+/// written beside the target instead, as before the temp directory existed.
 pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::io::Result<()> {
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
     let tmp_dir = dir.join(TMP_DIR);
     let prefix = format!("{TMP_PREFIX}{}-", std::process::id());
-    let builder = || {
-        let mut b = tempfile::Builder::new();
-        b.prefix(&prefix)
+    let write_in = |d: &Path| -> std::io::Result<()> {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&prefix)
             .suffix(TMP_SUFFIX)
-            .permissions(fs::Permissions::from_mode(0o600));
-        b
+            .permissions(fs::Permissions::from_mode(0o600))
+            .tempfile_in(d)?;
+        tmp.write_all(bytes)?;
+        tmp.as_file().sync_all()?;
+        tmp.persist(target).map_err(|e| e.error)?;
+        Ok(())
     };
-    let mut tmp = match builder().tempfile_in(&tmp_dir) {
+    let apart = match fs::symlink_metadata(&tmp_dir) {
+        Ok(m) => m.is_dir(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            match DirBuilder::new().mode(0o700).create(&tmp_dir) {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-                _ => builder().tempfile_in(&tmp_dir)?,
-            }
+            DirBuilder::new().mode(0o700).create(&tmp_dir).is_ok()
+                || fs::symlink_metadata(&tmp_dir).is_ok_and(|m| m.is_dir())
         }
-        other => other?,
+        Err(_) => false,
     };
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(target).map_err(|e| e.error)?;
+    if !apart || write_in(&tmp_dir).is_err() {
+        write_in(dir)?;
+    }
     if sync_dir {
         fs::File::open(dir)?.sync_all()?;
     }
@@ -112,7 +118,13 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::
 /// process on the same data root) are left alone. Best effort: errors are ignored. Returns
 /// how many files were removed.
 pub(crate) fn remove_stale_temps(states: &Path, legacy: bool) -> usize {
-    let mut removed = remove_stale_temps_in(&states.join(TMP_DIR));
+    let tmp_dir = states.join(TMP_DIR);
+    // Only a directory of its own: a symlink there is not followed (it could lead anywhere).
+    let mut removed = if fs::symlink_metadata(&tmp_dir).is_ok_and(|m| m.is_dir()) {
+        remove_stale_temps_in(&tmp_dir)
+    } else {
+        0
+    };
     if legacy {
         removed += remove_stale_temps_in(states);
     }

@@ -1303,7 +1303,9 @@ fn decode_inputs(node: &Node, path: &str, d: &mut Diags) -> Vec<InputDef> {
         d.wrong_type(path, node, "a list of inputs (- name: …)");
         if let Some(e) = d.list.last_mut() {
             e.hint = Some(
-                "write inputs as a list: `inputs:\\n  - name: x\\n    type: string`".to_owned(),
+                "write inputs as a list, one `- name: …` item per input: \
+                 `inputs: [{name: x, type: string}]`"
+                    .to_owned(),
             );
         }
         return Vec::new();

@@ -264,6 +264,16 @@ impl WorkflowRepository for YamlRepository {
         }
         let path_like = ident.contains('/') || ident.contains('\\');
         let yaml_suffix = ident.ends_with(".yaml") || ident.ends_with(".yml");
+        // 1b. A relative path named by a calling workflow (`workflow: ./child.yaml`,
+        // `../shared/x.yaml`): from that workflow's directory too, as its `script_file`
+        // and `readFile` paths are, so a parent run from another directory finds its
+        // children (the working directory's file, AWF's lookup, still wins).
+        let beside = base_dir
+            .filter(|_| path_like && Path::new(ident).is_relative())
+            .map(|base| base.join(ident));
+        if let Some(p) = beside.as_ref().filter(|p| p.is_file()) {
+            return self.load_file(p, ident);
+        }
         // 2. A name in the workflow directories (base dir of a calling workflow first):
         // `name.yaml`, then `name.yml`, in each directory.
         if !path_like {
@@ -337,9 +347,17 @@ impl WorkflowRepository for YamlRepository {
                         .collect()
                 })
                 .unwrap_or_default();
-            err = match closest(&wanted, files.iter().map(String::as_str)) {
-                Some(c) => err.with_hint(format!("did you mean '{c}'?")),
-                None => err.with_hint("run `awf list` to see the available workflows"),
+            err = match (closest(&wanted, files.iter().map(String::as_str)), &beside) {
+                (Some(c), _) => err.with_hint(format!("did you mean '{c}'?")),
+                (None, Some(b)) => err
+                    .with_detail("also_looked_at", b.display().to_string())
+                    .with_hint(format!(
+                        "a relative path is looked up from the working directory ({}) and \
+                         from the calling workflow's directory ({})",
+                        self.paths.cwd.display(),
+                        base_dir.unwrap_or(&self.paths.cwd).display()
+                    )),
+                (None, None) => err.with_hint("run `awf list` to see the available workflows"),
             };
             return Err(err);
         }

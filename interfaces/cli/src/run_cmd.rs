@@ -809,7 +809,10 @@ pub(crate) fn summary_text(
 
 /// SIGINT, SIGTERM and SIGHUP streams, when they could be installed. SIGHUP (terminal closed,
 /// SSH dropped) cancels like SIGTERM, so the run's processes are stopped and it is recorded as
-/// `cancelled` (exit 129) instead of awf dying at once.
+/// `cancelled` (exit 129) instead of awf dying at once; unless awf was started with SIGHUP
+/// ignored (`nohup awf run …`): then it stays ignored, for awf and its steps, and the run
+/// outlives the terminal. (SIGINT and SIGTERM are always handled: a harness that starts awf
+/// in the background, where the shell ignores SIGINT, still stops it with them.)
 pub(crate) struct Signals {
     int: Option<Signal>,
     term: Option<Signal>,
@@ -821,10 +824,13 @@ pub(crate) struct Signals {
 
 impl Signals {
     pub(crate) fn install() -> Self {
+        let hup = SignalKind::hangup();
+        let hup_ignored = awf_exec::ignored_signals()
+            .is_some_and(|mask| mask & (1u64 << (hup.as_raw_value() - 1)) != 0);
         Self {
             int: signal(SignalKind::interrupt()).ok(),
             term: signal(SignalKind::terminate()).ok(),
-            hup: signal(SignalKind::hangup()).ok(),
+            hup: if hup_ignored { None } else { signal(hup).ok() },
             remote: None,
         }
     }

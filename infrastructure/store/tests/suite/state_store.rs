@@ -375,3 +375,51 @@ fn the_history_files_are_owner_only() {
     assert_eq!(mode("history.db"), 0o600);
     assert_eq!(mode("history.db-wal"), 0o600);
 }
+
+/// A `states/.tmp` that is not a directory of its own is never followed nor written
+/// through: a symlink to another directory leaves that directory untouched (its stale-looking
+/// files stay, no temp file lands there) and the state files are still written (beside their
+/// target); so does a regular file or a dangling link there (a breaker saw every run fail
+/// with exit 4, and a symlink lead the sweep to delete files outside the data root).
+#[test]
+fn a_temp_dir_that_is_not_a_directory_of_its_own_is_neither_followed_nor_fatal() {
+    let d = tempfile::tempdir().unwrap();
+    let outside = d.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let dead = format!(".awf-{}-k1ll3d.tmp", dead_pid());
+    std::fs::write(outside.join(&dead), "keep").unwrap();
+    let root = d.path().join("root");
+    let store = open(&root, "u");
+    let states = root.join("states");
+    let tmp = states.join(".tmp");
+    std::os::unix::fs::symlink(&outside, &tmp).unwrap();
+    // A run's recorder starts (the sweep) and writes its state file.
+    let rec = store.recorder();
+    super::common::run_workflow(&rec, "r1", 1_000, 2);
+    rec.flush();
+    assert_eq!(rec.take_errors(), Vec::<String>::new());
+    assert_eq!(store.load("r1").unwrap().run_id, "r1");
+    drop(rec);
+    let outside_names: Vec<String> = std::fs::read_dir(&outside)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(outside_names, vec![dead], "the link was followed");
+    // Neither a file nor a dangling link stops a save.
+    for make in [
+        |p: &std::path::Path| std::fs::write(p, "x").unwrap(),
+        |p: &std::path::Path| std::os::unix::fs::symlink("/nonexistent/awf", p).unwrap(),
+    ] {
+        std::fs::remove_file(&tmp).unwrap();
+        make(&tmp);
+        store.save(&snapshot("r2", 2_000)).unwrap();
+        assert_eq!(store.load("r2").unwrap().run_id, "r2");
+    }
+    // No temp file is left beside the state files.
+    let left: Vec<String> = std::fs::read_dir(&states)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") && n != ".tmp")
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+}

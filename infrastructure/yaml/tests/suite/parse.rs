@@ -144,6 +144,13 @@ fn type_mismatch_is_a_positioned_yaml_syntax_error() {
     assert_eq!(e.details()["line"], json!(3));
     assert_eq!(e.details()["column"], json!(3));
     assert_eq!(e.details()["file"], json!("wf.yaml"));
+    // The hint is one line a user can paste: YAML, no literal `\n` (a new user saw one).
+    let hint = e.hints().join(" ");
+    assert!(
+        hint.contains("`inputs: [{name: x, type: string}]`"),
+        "{hint}"
+    );
+    assert!(!hint.contains("\\n"), "{hint}");
 }
 
 #[test]

@@ -140,6 +140,48 @@ fn lookup_order_first_hit_wins() {
     );
 }
 
+/// A relative path a calling workflow names is found from that workflow's directory when
+/// the working directory has no such file (a parent run from elsewhere); the working
+/// directory's file still wins; not found, the error says both places.
+#[test]
+fn a_callers_relative_path_is_looked_up_beside_it_too() {
+    let f = fixture();
+    let base = f.root.join("proj/wf");
+    std::fs::create_dir_all(&base).unwrap();
+    write(
+        &f.root.join("proj/shared/child.yaml"),
+        &simple("beside", "1"),
+    );
+    let l = f.repo.load("../shared/child.yaml", Some(&base)).unwrap();
+    assert_eq!(l.workflow.name, "beside");
+    assert_eq!(
+        l.workflow.source.dir.canonicalize().unwrap(),
+        f.root.join("proj/shared").canonicalize().unwrap()
+    );
+    // Without a caller, or with the file in the working directory, the working directory.
+    assert!(f.repo.load("../shared/child.yaml", None).is_err());
+    write(&f.root.join("proj/sub/c.yaml"), &simple("from-cwd", "1"));
+    write(
+        &f.root.join("proj/wf/sub/c.yaml"),
+        &simple("from-base", "1"),
+    );
+    assert_eq!(
+        f.repo
+            .load("./sub/c.yaml", Some(&base))
+            .unwrap()
+            .workflow
+            .name,
+        "from-cwd"
+    );
+    let e = f.repo.load("./nowhere/x.yaml", Some(&base)).err().unwrap();
+    assert_eq!(e.code(), ErrorCode::UserInputMissingFile);
+    let hint = e.hints().join(" ");
+    assert!(
+        hint.contains("working directory") && hint.contains(&format!("({})", base.display())),
+        "{hint}"
+    );
+}
+
 #[test]
 fn existing_path_wins_and_missing_paths_suggest() {
     let f = fixture();
