@@ -311,19 +311,37 @@ pub fn history_filter(
     })
 }
 
+/// How long after its start a run recorded as `running` in the history may still have no
+/// state file: the recorder writes the file right after the row (milliseconds apart), so a row
+/// older than this without one is a run whose awf process was killed in between.
+pub const NO_STATE_FILE_GRACE: Duration = Duration::from_secs(60);
+
 /// The ids among `rows` still `running` whose awf process is gone (SIGKILL, crash): their state
-/// file names the process. Without state files, none.
+/// file names the process; or they have none [`NO_STATE_FILE_GRACE`] after their start
+/// (`now`), killed between their history row and their first state file (a breaker saw such
+/// runs listed as running for ever). Without state files, none.
 pub fn gone_runs(
     rows: &[HistoryRecord],
     states: Option<&dyn StateStore>,
     host: &dyn Host,
+    now: SystemTime,
 ) -> BTreeSet<String> {
     let Some(states) = states else {
         return BTreeSet::new();
     };
+    let now_ms = now.duration_since(std::time::UNIX_EPOCH).map_or(0, millis);
     rows.iter()
         .filter(|r| r.status == StoredStatus::Running)
-        .filter(|r| states.load(&r.id).is_ok_and(|s| process_gone(&s, host)))
+        .filter(|r| match states.load(&r.id) {
+            Ok(s) => process_gone(&s, host),
+            // Not found (a state file that cannot be read is another matter).
+            Err(e) => {
+                matches!(
+                    e.code(),
+                    ErrorCode::UserInputValidationFailed | ErrorCode::UserFacadeRunNotFound
+                ) && now_ms.saturating_sub(r.started_at_ms) > millis(NO_STATE_FILE_GRACE)
+            }
+        })
         .map(|r| r.id.clone())
         .collect()
 }
@@ -515,6 +533,66 @@ mod tests {
             spend: None,
             waiting_until: None,
         }
+    }
+
+    /// The state files of a few runs (the run id is the snapshot's).
+    struct Snaps(Vec<RunSnapshot>);
+
+    impl StateStore for Snaps {
+        fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
+            self.0
+                .iter()
+                .find(|s| s.run_id == run_id)
+                .cloned()
+                .ok_or_else(|| {
+                    AwfError::new(
+                        ErrorCode::UserInputValidationFailed,
+                        format!("workflow execution not found: {run_id}"),
+                    )
+                })
+        }
+        fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
+            Ok(self.0.clone())
+        }
+        fn save(&self, _s: &RunSnapshot) -> Result<(), AwfError> {
+            Ok(())
+        }
+    }
+
+    /// A `running` history row is gone when its state file names a dead process, or when it
+    /// has no state file a minute after its start (awf killed between the row and the file);
+    /// a younger one without a file is a run starting.
+    #[test]
+    fn a_running_row_without_a_state_file_after_a_minute_is_gone() {
+        let host = FakeHost::default();
+        host.process(77, false);
+        let row = |id: &str, started_s: u64| HistoryRecord {
+            id: id.into(),
+            workflow_id: "wf".into(),
+            workflow_name: "wf".into(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: started_s * 1_000,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: None,
+            spend: None,
+        };
+        let mut dead = snapshot(StoredStatus::Running, Some(77));
+        dead.run_id = "dead".into();
+        let states = Snaps(vec![dead]);
+        let rows = [
+            row("dead", 1_000),
+            row("fileless-old", 1_000),
+            row("fileless-new", 1_095),
+        ];
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_100);
+        let gone = gone_runs(&rows, Some(&states), &host, now);
+        assert_eq!(
+            gone.into_iter().collect::<Vec<_>>(),
+            vec!["dead".to_owned(), "fileless-old".to_owned()]
+        );
     }
 
     #[test]

@@ -437,6 +437,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         &rows,
         w.state_store().ok().as_deref(),
         w.services.host.as_ref(),
+        std::time::SystemTime::now(),
     );
     if ctx.json() {
         let rows: Vec<serde_json::Value> = rows
