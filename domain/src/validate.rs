@@ -303,6 +303,24 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                         )
                         .with_hint("add `on_success: <next state>`"),
                     );
+                } else if s.on_success.is_none()
+                    && s.transitions.is_empty()
+                    && !branch_or_body.contains(name.as_str())
+                {
+                    // A route for failure only: every success stops the run (a new user's
+                    // `on_failure` without `on_success` was "valid", then failed with
+                    // NO_ROUTE). Conditional transitions may cover every case: not judged.
+                    out.push(
+                        Diagnostic::warning(
+                            ErrorCode::WorkflowValidationNoExit,
+                            base.clone(),
+                            format!(
+                                "state \"{name}\" has no route when it succeeds (on_failure only): \
+                                 the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
+                            ),
+                        )
+                        .with_hint("add `on_success: <next state>` or a default transition (`- goto: <state>`)"),
+                    );
                 }
             }
         }

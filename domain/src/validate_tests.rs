@@ -272,6 +272,31 @@ fn no_exit_except_branches_and_bodies() {
     );
 }
 
+/// A state with a route for failure only stops the run at its first success: a warning
+/// (a new user's workflow was "valid", then failed with NO_ROUTE). One with conditional
+/// transitions is not judged (they may cover every case); branch states' routes are ignored.
+#[test]
+fn a_state_routed_on_failure_only_is_warned_about() {
+    let mut a = cmd("a", "echo", None);
+    a.on_failure = Some("done".to_owned());
+    let mut b = cmd("b", "echo", None);
+    b.on_failure = Some("done".to_owned());
+    b.transitions = vec![Transition {
+        when: Some("true".to_owned()),
+        goto: "done".to_owned(),
+    }];
+    let mut start = cmd("start", "echo", Some("a"));
+    start.on_failure = Some("b".to_owned());
+    let w = wf("start", vec![start, a, b, terminal("done")]);
+    let d = structural(&w);
+    assert_eq!(
+        codes(&d),
+        vec![(ErrorCode::WorkflowValidationNoExit, "states.a".to_owned())]
+    );
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(d[0].message.contains("NO_ROUTE"), "{}", d[0].message);
+}
+
 #[test]
 fn body_steps_may_exit_the_loop_but_targets_must_exist() {
     let l = loop_state(
