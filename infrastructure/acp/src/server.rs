@@ -1038,7 +1038,14 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
                 .ok_or_else(|| unknown_session(&id))?,
         }
     };
-    if s.in_flight.load(Ordering::SeqCst) {
+    // Under the gate: a prompt turn queues its response and releases the slot under it, so
+    // a client that loads as soon as it has the response never finds the slot still taken
+    // (it did, now and then, on a loaded machine).
+    let busy = {
+        let _gate = lock(&s.gate);
+        s.in_flight.load(Ordering::SeqCst)
+    };
+    if busy {
         return Err(invalid(
             "Invalid params: a prompt is in flight for this session; wait for it or cancel it before loading",
             "USER.ACP.PROMPT_IN_FLIGHT",
