@@ -119,6 +119,21 @@ fn spawn_run(sb: &Sandbox, file: &str) -> Awf {
         .unwrap())
 }
 
+/// `program` (a launcher: `nohup`, `sh -c '… exec awf'`) in the sandbox's directory, with
+/// its environment (the one `sb.cmd` gives awf) and stdin closed.
+fn launcher(sb: &Sandbox, program: &str) -> std::process::Command {
+    let awf = sb.cmd(&[]);
+    let mut c = std::process::Command::new(program);
+    c.current_dir(sb.path()).stdin(Stdio::null());
+    for (k, v) in awf.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
+}
+
 fn read(sb: &Sandbox, rel: &str) -> String {
     std::fs::read_to_string(sb.path().join(rel)).unwrap_or_default()
 }
@@ -317,19 +332,11 @@ fn a_run_started_under_nohup_outlives_a_hangup() {
     )
     .unwrap();
     let awf = sb.cmd(&["run", "nap.yaml"]);
-    let mut c = std::process::Command::new("nohup");
+    let mut c = launcher(&sb, "nohup");
     c.arg(awf.get_program())
         .args(awf.get_args())
-        .current_dir(sb.path())
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    for (k, v) in awf.get_envs() {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
     let mut child = c.spawn().unwrap();
     wait_for("the step started", || read(&sb, "started") == "started\n");
     signal(child.id(), "HUP");
@@ -736,19 +743,10 @@ fn a_step_inherits_the_signals_awf_was_started_ignoring_and_nothing_else() {
     )
     .unwrap();
     let ignored = |prelude: &str| -> u64 {
-        let awf = sb.cmd(&[]);
-        let mut c = std::process::Command::new("sh");
+        let mut c = launcher(&sb, "sh");
         c.arg("-c")
             .arg(format!("{prelude} exec \"$0\" run -o streaming sig.yaml"))
-            .arg(awf.get_program())
-            .current_dir(sb.path())
-            .stdin(Stdio::null());
-        for (k, v) in awf.get_envs() {
-            match v {
-                Some(v) => c.env(k, v),
-                None => c.env_remove(k),
-            };
-        }
+            .arg(sb.cmd(&[]).get_program());
         let out = c.output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(
