@@ -701,8 +701,11 @@ fn scan_error(text: &str, e: &yaml_rust2::ScanError) -> SyntaxError {
     {
         Some("YAML indentation must use spaces, not tabs".to_owned())
     } else if info.contains("mapping values are not allowed") {
+        // A key indented deeper than the one above (`     command:` under `type:`) reads
+        // as a value holding ': ' too: the hint names both causes.
         Some(
-            "quote the value: a plain string cannot contain ': ' (e.g. command: 'echo \"a: b\"')"
+            "check this line's indentation against the line above (keys of one mapping line \
+             up); a value containing ': ' must be quoted (e.g. command: 'echo \"a: b\"')"
                 .to_owned(),
         )
     } else if info.contains("could not find expected ':'") || info.contains("simple key") {

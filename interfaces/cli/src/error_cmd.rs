@@ -21,7 +21,8 @@ use crate::errors::Outcome;
 use crate::json_out;
 
 /// Codes matching `query`: the exact code, else every code starting with it (case-insensitive,
-/// a trailing `.` optional).
+/// a trailing `.` optional), else every code ending with it (`NO_EXIT` is
+/// `WORKFLOW.VALIDATION.NO_EXIT`, the last part a message shows in brackets).
 pub fn lookup(query: &str) -> Vec<ErrorCode> {
     if let Some(c) = ErrorCode::parse(query) {
         return vec![c];
@@ -30,12 +31,24 @@ pub fn lookup(query: &str) -> Vec<ErrorCode> {
     if q.is_empty() {
         return Vec::new();
     }
-    ErrorCode::ALL
+    let starting: Vec<ErrorCode> = ErrorCode::ALL
         .iter()
         .copied()
         .filter(|c| {
             let s = c.as_str();
             s.starts_with(&q) && s[q.len()..].starts_with('.')
+        })
+        .collect();
+    if !starting.is_empty() {
+        return starting;
+    }
+    let q = q.trim_start_matches('.');
+    ErrorCode::ALL
+        .iter()
+        .copied()
+        .filter(|c| {
+            let s = c.as_str();
+            s.ends_with(q) && s[..s.len() - q.len()].ends_with('.')
         })
         .collect()
 }
@@ -158,6 +171,14 @@ mod tests {
         assert!(lookup("NOPE").is_empty());
         // A prefix must end at a dot boundary.
         assert!(lookup("SYSTEM.I").is_empty());
+        // The last parts of a code, as a message shows them (a new user tried `NO_EXIT`).
+        assert_eq!(lookup("no_exit"), vec![ErrorCode::WorkflowValidationNoExit]);
+        assert_eq!(
+            lookup("VALIDATION.NO_EXIT"),
+            vec![ErrorCode::WorkflowValidationNoExit]
+        );
+        // A suffix too must start at a dot boundary.
+        assert!(lookup("EXIT").is_empty());
     }
 
     #[test]

@@ -169,7 +169,15 @@ fn syntax_errors_name_the_line() {
         e.message(),
         "wf.yaml: line 6, column 34: mapping values are not allowed in this context"
     );
-    assert!(e.hints()[0].contains("quote the value"));
+    assert!(e.hints()[0].contains("must be quoted"), "{:?}", e.hints());
+    // The same error from a key indented one space too deep: the hint names indentation.
+    let e = err("name: t\nstates:\n  initial: a\n  a:\n    type: step\n     command: echo\n");
+    assert!(
+        e.message().contains("mapping values are not allowed"),
+        "{}",
+        e.message()
+    );
+    assert!(e.hints()[0].contains("indentation"), "{:?}", e.hints());
 
     let e = err("name: t\nstates:\n\tinitial: a\n");
     assert!(e.message().contains("line 3"), "{}", e.message());
