@@ -387,8 +387,9 @@ fn sig_default() -> &'static SigSet {
                     }
                 }
                 // Real-time signals are not in nix's `Signal`: one ignored (never seen)
-                // leaves the set as it was, SIGPIPE alone.
-                if ignored >> 31 != 0 {
+                // leaves the set as it was, SIGPIPE alone. Not glibc's own 32 and 33, which
+                // are in no set (an awf started by a step of another awf finds them ignored).
+                if ignored >> 33 != 0 {
                     SigSet::empty()
                 } else {
                     all
