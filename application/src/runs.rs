@@ -318,11 +318,13 @@ pub const NO_STATE_FILE_GRACE: Duration = Duration::from_secs(60);
 
 /// The ids among `rows` still `running` whose awf process is gone (SIGKILL, crash): their state
 /// file names the process; or they have none [`NO_STATE_FILE_GRACE`] after their start
-/// (`now`), killed between their history row and their first state file (a breaker saw such
-/// runs listed as running for ever). Without state files, none.
+/// (`now`) and nobody holds their run lock (`locks`), killed between their history row and
+/// their first state file (a breaker saw such runs listed as running for ever; a live run
+/// that cannot write its state file holds its lock). Without state files, none.
 pub fn gone_runs(
     rows: &[HistoryRecord],
     states: Option<&dyn StateStore>,
+    locks: Option<&dyn awf_domain::ports::locks::RunLocks>,
     host: &dyn Host,
     now: SystemTime,
 ) -> BTreeSet<String> {
@@ -340,6 +342,8 @@ pub fn gone_runs(
                     e.code(),
                     ErrorCode::UserInputValidationFailed | ErrorCode::UserFacadeRunNotFound
                 ) && now_ms.saturating_sub(r.started_at_ms) > millis(NO_STATE_FILE_GRACE)
+                    // Held by another process: the run is alive (taken here: released at once).
+                    && locks.is_none_or(|l| l.try_lock(&r.id).is_ok())
             }
         })
         .map(|r| r.id.clone())
@@ -588,10 +592,19 @@ mod tests {
             row("fileless-new", 1_095),
         ];
         let now = std::time::UNIX_EPOCH + Duration::from_secs(1_100);
-        let gone = gone_runs(&rows, Some(&states), &host, now);
+        let gone = gone_runs(&rows, Some(&states), None, &host, now);
         assert_eq!(
             gone.into_iter().collect::<Vec<_>>(),
             vec!["dead".to_owned(), "fileless-old".to_owned()]
+        );
+        // One whose run lock another process holds is alive (it could not write its state
+        // file, a breaker's unwritable states directory, and goes on).
+        let locks = awf_domain::ports::fakes::FakeRunLocks::default();
+        let _held = awf_domain::ports::locks::RunLocks::try_lock(&locks, "fileless-old").unwrap();
+        let gone = gone_runs(&rows, Some(&states), Some(&locks), &host, now);
+        assert_eq!(
+            gone.into_iter().collect::<Vec<_>>(),
+            vec!["dead".to_owned()]
         );
     }
 

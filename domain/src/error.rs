@@ -198,7 +198,7 @@ error_codes! {
         "A transition is malformed or its `when` expression does not compile.",
         "Fix the expression; `when` uses expr-lang syntax without {{ }}.";
     WorkflowValidationNoExit => "WORKFLOW.VALIDATION.NO_EXIT", Workflow,
-        "A non-terminal state has no way out (no on_success, on_failure, transitions or on_complete).",
+        "A non-terminal state has no way out (no on_success, on_failure, transitions or on_complete); as a warning, a state routed on failure only, whose success (or completion) would stop the run with EXECUTION.WORKFLOW.NO_ROUTE.",
         "Add on_success (or on_complete for loops) pointing at the next state.";
     WorkflowValidationInvalidState => "WORKFLOW.VALIDATION.INVALID_STATE", Workflow,
         "A state is missing a required field or combines fields that exclude each other.",

@@ -291,6 +291,23 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                         )
                         .with_hint("add `on_complete: <next state>`"),
                     );
+                } else if l.on_complete.is_none()
+                    && s.on_success.is_none()
+                    && s.transitions.is_empty()
+                    && !branch_or_body.contains(name.as_str())
+                {
+                    // Routed on failure only, like a step below: its completion stops the run.
+                    out.push(
+                        Diagnostic::warning(
+                            ErrorCode::WorkflowValidationNoExit,
+                            base.clone(),
+                            format!(
+                                "loop \"{name}\" has no route when it completes (on_failure only): \
+                                 the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
+                            ),
+                        )
+                        .with_hint("add `on_complete: <next state>`"),
+                    );
                 }
             }
             _ => {

@@ -295,6 +295,16 @@ fn a_state_routed_on_failure_only_is_warned_about() {
     );
     assert_eq!(d[0].severity, Severity::Warning);
     assert!(d[0].message.contains("NO_ROUTE"), "{}", d[0].message);
+    // A loop with on_failure and no on_complete: the same (a breaker's for_each).
+    let mut l = loop_state("l", LoopOver::Items("[1]".to_owned()), &["body"], None);
+    l.on_failure = Some("done".to_owned());
+    let w = wf("l", vec![l, cmd("body", "echo", None), terminal("done")]);
+    let d = structural(&w);
+    assert_eq!(
+        codes(&d),
+        vec![(ErrorCode::WorkflowValidationNoExit, "states.l".to_owned())]
+    );
+    assert_eq!(d[0].severity, Severity::Warning);
 }
 
 #[test]

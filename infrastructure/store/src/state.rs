@@ -118,31 +118,49 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::
 /// process on the same data root) are left alone. Best effort: errors are ignored. Returns
 /// how many files were removed.
 pub(crate) fn remove_stale_temps(states: &Path, legacy: bool) -> usize {
-    let tmp_dir = states.join(TMP_DIR);
     // Only a directory of its own: a symlink there is not followed (it could lead anywhere).
-    let mut removed = if fs::symlink_metadata(&tmp_dir).is_ok_and(|m| m.is_dir()) {
-        remove_stale_temps_in(&tmp_dir)
-    } else {
-        0
-    };
+    let mut removed = remove_stale_temps_in(&states.join(TMP_DIR), true);
     if legacy {
-        removed += remove_stale_temps_in(states);
+        removed += remove_stale_temps_in(states, false);
     }
     removed
 }
 
-/// [`remove_stale_temps`] for the one directory `dir`.
-fn remove_stale_temps_in(dir: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
+/// [`remove_stale_temps`] for the one directory `dir` (with `own_only`, not through a
+/// symlink). The directory is opened once and every entry is looked at and removed through
+/// that handle: a directory swapped for a symlink in the meantime cannot redirect a removal
+/// elsewhere (a breaker swapping `.tmp` with a link 2,000 times a second deleted files
+/// outside the data root when the removals went by path).
+fn remove_stale_temps_in(dir: &Path, own_only: bool) -> usize {
+    use rustix::fs::AtFlags;
+    use rustix::fs::FileType;
+    use rustix::fs::Mode;
+    use rustix::fs::OFlags;
+    let mut flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if own_only {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let Ok(fd) = rustix::fs::open(dir, flags, Mode::empty()) else {
         return 0;
     };
+    let Ok(entries) = rustix::fs::Dir::read_from(&fd) else {
+        return 0;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let mut removed = 0;
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
+        let Ok(name) = entry.file_name().to_str() else {
             continue;
         };
         if !name.starts_with('.') || !name.ends_with(TMP_SUFFIX) {
+            continue;
+        }
+        let Ok(st) = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
             continue;
         }
         let writer_gone = name
@@ -152,15 +170,9 @@ fn remove_stale_temps_in(dir: &Path) -> usize {
             .is_some_and(|pid| {
                 pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists()
             });
-        let old = entry
-            .metadata()
-            .ok()
-            .filter(fs::Metadata::is_file)
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.elapsed().ok())
-            .is_some_and(|age| age > TMP_MAX_AGE);
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-        if is_file && (writer_gone || old) && fs::remove_file(entry.path()).is_ok() {
+        let modified = u64::try_from(st.st_mtime).unwrap_or(0);
+        let old = now.saturating_sub(modified) > TMP_MAX_AGE.as_secs();
+        if (writer_gone || old) && rustix::fs::unlinkat(&fd, name, AtFlags::empty()).is_ok() {
             removed += 1;
         }
     }

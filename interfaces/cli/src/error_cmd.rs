@@ -57,12 +57,27 @@ pub fn lookup(query: &str) -> Vec<ErrorCode> {
 /// else a pointer to the full list.
 pub fn unknown_code(query: &str) -> awf_domain::AwfError {
     let upper = query.to_ascii_uppercase();
-    let closest = ErrorCode::ALL
-        .iter()
-        .map(|c| (strsim::levenshtein(&upper, c.as_str()), c.as_str()))
-        .min()
-        .filter(|(d, code)| *d <= code.len() / 3)
-        .map(|(_, c)| c);
+    // No code is longer than 64 characters: a longer query is near none of them (and the
+    // edit distance of a 100 KB query to every code took seconds).
+    let closest = (upper.len() <= 64)
+        .then(|| {
+            ErrorCode::ALL
+                .iter()
+                .map(|c| (strsim::levenshtein(&upper, c.as_str()), c.as_str()))
+                .min()
+                .filter(|(d, code)| *d <= code.len() / 3)
+                .map(|(_, c)| c)
+        })
+        .flatten();
+    if query.is_empty() {
+        return awf_domain::AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "no error code given (the argument is empty)",
+        )
+        .with_hint(
+            "run `awf error` to list every code, or give a code or a prefix such as `USER.INPUT`",
+        );
+    }
     let err = awf_domain::AwfError::new(
         ErrorCode::UserInputValidationFailed,
         format!("error code not found: {query}"),
@@ -119,6 +134,8 @@ pub fn run(ctx: &Ctx, args: &ErrorArgs) -> Result<Outcome, CliError> {
     let (codes, exact) = match &args.code {
         None => (ErrorCode::ALL.to_vec(), false),
         Some(q) => {
+            // Blanks and dots around a code copied from a message do not count.
+            let q = q.trim().trim_matches('.');
             let found = lookup(q);
             if found.is_empty() {
                 return Err(CliError::Awf(unknown_code(q)));
@@ -179,6 +196,13 @@ mod tests {
         );
         // A suffix too must start at a dot boundary.
         assert!(lookup("EXIT").is_empty());
+        // An empty or huge query: a clear error, at once.
+        assert!(unknown_code("").message().contains("empty"));
+        let e = unknown_code(&"A.".repeat(50_000));
+        assert!(e.message().starts_with("error code not found"));
+        assert!(e.hints()[0].contains("awf error"), "{:?}", e.hints());
+        // Why a query past 64 characters is compared with no code.
+        assert!(ErrorCode::ALL.iter().all(|c| c.as_str().len() <= 64));
     }
 
     #[test]

@@ -436,6 +436,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     let gone = awf_application::runs::gone_runs(
         &rows,
         w.state_store().ok().as_deref(),
+        w.services.run_locks.as_deref(),
         w.services.host.as_ref(),
         std::time::SystemTime::now(),
     );
