@@ -539,30 +539,6 @@ mod tests {
         }
     }
 
-    /// The state files of a few runs (the run id is the snapshot's).
-    struct Snaps(Vec<RunSnapshot>);
-
-    impl StateStore for Snaps {
-        fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
-            self.0
-                .iter()
-                .find(|s| s.run_id == run_id)
-                .cloned()
-                .ok_or_else(|| {
-                    AwfError::new(
-                        ErrorCode::UserInputValidationFailed,
-                        format!("workflow execution not found: {run_id}"),
-                    )
-                })
-        }
-        fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
-            Ok(self.0.clone())
-        }
-        fn save(&self, _s: &RunSnapshot) -> Result<(), AwfError> {
-            Ok(())
-        }
-    }
-
     /// A `running` history row is gone when its state file names a dead process, or when it
     /// has no state file a minute after its start (awf killed between the row and the file);
     /// a younger one without a file is a run starting.
@@ -585,7 +561,7 @@ mod tests {
         };
         let mut dead = snapshot(StoredStatus::Running, Some(77));
         dead.run_id = "dead".into();
-        let states = Snaps(vec![dead]);
+        let states = awf_domain::ports::fakes::FakeStateStore::with(vec![dead]);
         let rows = [
             row("dead", 1_000),
             row("fileless-old", 1_000),

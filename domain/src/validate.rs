@@ -291,23 +291,6 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                         )
                         .with_hint("add `on_complete: <next state>`"),
                     );
-                } else if l.on_complete.is_none()
-                    && s.on_success.is_none()
-                    && s.transitions.is_empty()
-                    && !branch_or_body.contains(name.as_str())
-                {
-                    // Routed on failure only, like a step below: its completion stops the run.
-                    out.push(
-                        Diagnostic::warning(
-                            ErrorCode::WorkflowValidationNoExit,
-                            base.clone(),
-                            format!(
-                                "loop \"{name}\" has no route when it completes (on_failure only): \
-                                 the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
-                            ),
-                        )
-                        .with_hint("add `on_complete: <next state>`"),
-                    );
                 }
             }
             _ => {
@@ -320,25 +303,42 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                         )
                         .with_hint("add `on_success: <next state>`"),
                     );
-                } else if s.on_success.is_none()
-                    && s.transitions.is_empty()
-                    && !branch_or_body.contains(name.as_str())
-                {
-                    // A route for failure only: every success stops the run (a new user's
-                    // `on_failure` without `on_success` was "valid", then failed with
-                    // NO_ROUTE). Conditional transitions may cover every case: not judged.
-                    out.push(
-                        Diagnostic::warning(
-                            ErrorCode::WorkflowValidationNoExit,
-                            base.clone(),
-                            format!(
-                                "state \"{name}\" has no route when it succeeds (on_failure only): \
-                                 the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
-                            ),
-                        )
-                        .with_hint("add `on_success: <next state>` or a default transition (`- goto: <state>`)"),
-                    );
                 }
+            }
+        }
+        // A route for failure only: the first success (a loop's completion) stops the run (a
+        // new user's `on_failure` without `on_success` was "valid", then failed with
+        // NO_ROUTE). Conditional transitions may cover every case: not judged.
+        if s.on_failure.is_some()
+            && s.on_success.is_none()
+            && s.transitions.is_empty()
+            && !branch_or_body.contains(name.as_str())
+        {
+            let unrouted = match &s.kind {
+                StateKind::Terminal(_) => None,
+                StateKind::Loop(l) => l.on_complete.is_none().then_some((
+                    "loop",
+                    "completes",
+                    "add `on_complete: <next state>`",
+                )),
+                _ => Some((
+                    "state",
+                    "succeeds",
+                    "add `on_success: <next state>` or a default transition (`- goto: <state>`)",
+                )),
+            };
+            if let Some((noun, event, hint)) = unrouted {
+                out.push(
+                    Diagnostic::warning(
+                        ErrorCode::WorkflowValidationNoExit,
+                        base.clone(),
+                        format!(
+                            "{noun} \"{name}\" has no route when it {event} (on_failure only): \
+                             the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
+                        ),
+                    )
+                    .with_hint(hint),
+                );
             }
         }
         per_type(name, s, &base, &mut out);

@@ -200,32 +200,7 @@ fn clock() -> (Arc<Mutex<Instant>>, super::Clock) {
 }
 
 /// State files in memory.
-#[derive(Default)]
-struct MemStore(Mutex<Vec<RunSnapshot>>);
-
-impl StateStore for MemStore {
-    fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
-        crate::engine::lock(&self.0)
-            .iter()
-            .find(|s| s.run_id == run_id)
-            .cloned()
-            .ok_or_else(|| {
-                AwfError::new(
-                    ErrorCode::UserInputValidationFailed,
-                    format!("no run {run_id}"),
-                )
-            })
-    }
-
-    fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
-        Ok(crate::engine::lock(&self.0).clone())
-    }
-
-    fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
-        crate::engine::lock(&self.0).push(snapshot.clone());
-        Ok(())
-    }
-}
+type MemStore = awf_domain::ports::fakes::FakeStateStore;
 
 fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
     RunSnapshot {
@@ -830,7 +805,11 @@ async fn runs_resolve_by_a_unique_prefix_and_list_newest_first() {
 #[tokio::test]
 async fn a_preassigned_run_id_is_kept_checked_and_never_reused() {
     let store = Arc::new(MemStore::default());
-    crate::engine::lock(&store.0).push(snapshot("q-old", StoredStatus::Failure));
+    store
+        .0
+        .lock()
+        .unwrap()
+        .push(snapshot("q-old", StoredStatus::Failure));
     let exec = FakeExecutor::new().always("step", FakeCommand::ok(""));
     let svc = RunManager::new(
         services(FakeRepository::new().with(steps("w", 1)), exec, Some(store)),

@@ -888,6 +888,45 @@ impl crate::ports::host::Host for FakeHost {
     }
 }
 
+/// State files in memory: `load` finds the first snapshot saved with the id (not found:
+/// `USER.INPUT.VALIDATION_FAILED`, as the file store); `save` appends; `list` gives every
+/// snapshot saved, in order.
+#[derive(Debug, Default)]
+pub struct FakeStateStore(pub Mutex<Vec<crate::ports::store::RunSnapshot>>);
+
+impl FakeStateStore {
+    /// A store holding `snapshots`.
+    pub fn with(snapshots: Vec<crate::ports::store::RunSnapshot>) -> Self {
+        Self(Mutex::new(snapshots))
+    }
+}
+
+impl crate::ports::store::StateStore for FakeStateStore {
+    fn load(&self, run_id: &str) -> Result<crate::ports::store::RunSnapshot, AwfError> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|s| s.run_id == run_id)
+            .cloned()
+            .ok_or_else(|| {
+                AwfError::new(
+                    ErrorCode::UserInputValidationFailed,
+                    format!("workflow execution not found: {run_id}"),
+                )
+            })
+    }
+
+    fn list(&self) -> Result<Vec<crate::ports::store::RunSnapshot>, AwfError> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+
+    fn save(&self, snapshot: &crate::ports::store::RunSnapshot) -> Result<(), AwfError> {
+        self.0.lock().unwrap().push(snapshot.clone());
+        Ok(())
+    }
+}
+
 /// Run locks in memory: a second `try_lock` of a held id fails as the real one does; dropping
 /// the guard releases it.
 #[derive(Debug, Default, Clone)]

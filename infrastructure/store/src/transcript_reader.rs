@@ -877,15 +877,21 @@ mod tests {
         assert!(store.read_log(&RunId("nope".into()), 1).unwrap().is_none());
     }
 
-    #[test]
-    fn a_resumed_run_reads_back_both_attempts_each_counted_from_one() {
-        let d = tempfile::tempdir().unwrap();
-        let store = open(d.path());
+    /// Records run `r1`'s first attempt: step `a` fails, and so does the run.
+    fn failed_attempt(store: &Store) -> Script {
         let mut s = Script::default();
         s.ev("r1", None, "", started("main", None));
         step(&mut s, "r1", None, "a", "bad\n", false);
         s.ev("r1", None, "", finished("r1", "main", RunStatus::Failure));
-        record(&store, &s.out);
+        record(store, &s.out);
+        s
+    }
+
+    #[test]
+    fn a_resumed_run_reads_back_both_attempts_each_counted_from_one() {
+        let d = tempfile::tempdir().unwrap();
+        let store = open(d.path());
+        let mut s = failed_attempt(&store);
         let first = s.out.len();
         s.seqs.clear();
         s.ev("r1", None, "", started("main", Some("a")));
@@ -908,11 +914,7 @@ mod tests {
     fn only_an_unfinished_attempt_carries_the_owner_pid() {
         let d = tempfile::tempdir().unwrap();
         let store = open(d.path());
-        let mut s = Script::default();
-        s.ev("r1", None, "", started("main", None));
-        step(&mut s, "r1", None, "a", "bad\n", false);
-        s.ev("r1", None, "", finished("r1", "main", RunStatus::Failure));
-        record(&store, &s.out);
+        let mut s = failed_attempt(&store);
         let mut snap = StateStore::load(&store, "r1").unwrap();
         snap.owner_pid = Some(std::process::id());
         StateStore::save(&store, &snap).unwrap();
