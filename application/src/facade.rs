@@ -414,12 +414,11 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
         .with_hint("pass a workflow name (see `awf list`) or a path to a workflow file"));
     }
     let loaded = services.repository.load(&req.identifier, None)?;
-    crate::validation::check_for_run(services, &loaded)?;
+    let warnings = crate::validation::check_and_warn_for_run(services, &loaded, &req.inputs)?;
     check_named_states(&loaded.workflow, req)?;
     if req.refuse_undeclared_inputs {
         awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &req.inputs)?;
     }
-    let warnings = crate::validation::run_warnings(services, &loaded, &req.inputs);
     let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
     let masker = {
         let mut m = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));

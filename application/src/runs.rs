@@ -208,6 +208,42 @@ pub fn resolve_run_id(
     match_run_id(query, ids.iter().map(String::as_str))
 }
 
+/// `err`, a state store's "not found" for `run_id`, said better when the history has the
+/// run: its awf process was stopped between the run's history row and its first state file
+/// (`awf history` lists it as `running (process gone)`), or its state file was removed, so
+/// there is nothing to show or resume; the hint gives the command that starts it again. Any
+/// other error as it is.
+pub fn explain_missing_state(
+    err: AwfError,
+    history: Option<&dyn HistoryStore>,
+    run_id: &str,
+) -> AwfError {
+    let not_found = matches!(
+        err.code(),
+        ErrorCode::UserInputValidationFailed | ErrorCode::UserFacadeRunNotFound
+    ) && err.message().starts_with("workflow execution not found");
+    let Some(row) = history
+        .filter(|_| not_found)
+        .and_then(|h| h.get(run_id).ok().flatten())
+    else {
+        return err;
+    };
+    let why = if row.status == StoredStatus::Running {
+        "its awf process was stopped before it recorded its first state"
+    } else {
+        "its state file is missing"
+    };
+    AwfError::new(
+        err.code(),
+        format!(
+            "workflow execution not found: {run_id} (the history has this run of '{}', but \
+             {why}: there is nothing to show or resume)",
+            row.workflow_name
+        ),
+    )
+    .with_hint(format!("start it again: awf run {}", row.workflow_id))
+}
+
 /// `awf resume --list`: the recorded top-level runs that can be resumed (not succeeded), newest
 /// first.
 ///
@@ -350,6 +386,45 @@ pub fn gone_runs(
         .collect()
 }
 
+/// Settles the `running` rows among `rows` whose state file says the run has ended: awf
+/// writes a run's last state before its history row, and one killed between the two (or
+/// whose row could not be written) left a row that said `running` for ever. Each such row
+/// takes the state file's status, exit code, end, duration and error. Returns how many
+/// rows were settled, by their status before (always `running`) and after, for counts
+/// taken from the rows as they were (`awf history --stats`). Without state files, none.
+pub fn settle_ended_rows(
+    rows: &mut [HistoryRecord],
+    states: Option<&dyn StateStore>,
+) -> Vec<StoredStatus> {
+    let Some(states) = states else {
+        return Vec::new();
+    };
+    let mut settled = Vec::new();
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.status == StoredStatus::Running)
+    {
+        let Ok(s) = states.load(&r.id) else {
+            continue;
+        };
+        if !matches!(
+            s.status,
+            StoredStatus::Success | StoredStatus::Failure | StoredStatus::Cancelled
+        ) {
+            continue;
+        }
+        let ms = |t: SystemTime| t.duration_since(std::time::UNIX_EPOCH).map_or(0, millis);
+        let end = s.completed_at.unwrap_or(s.updated_at);
+        r.status = s.status;
+        r.exit_code = s.exit_code;
+        r.completed_at_ms = Some(ms(end));
+        r.duration_ms = Some(end.duration_since(s.started_at).map_or(0, millis));
+        r.error_message = s.error.map(|e| e.message);
+        settled.push(s.status);
+    }
+    settled
+}
+
 /// The duration `awf status` shows, in milliseconds, the same number `awf history` shows: a
 /// finished run's recorded duration (the history row's, else end − start); a live run's time
 /// since it started (`now`); `None` for a queued run (it has not run: `awf history` shows `-`
@@ -404,7 +479,9 @@ pub fn run_status(
     query: &str,
 ) -> Result<RunStatusView, AwfError> {
     let run_id = resolve_run_id(states, history, query)?;
-    let snapshot = states.load(&run_id)?;
+    let snapshot = states
+        .load(&run_id)
+        .map_err(|e| explain_missing_state(e, history, &run_id))?;
     let record = history.and_then(|h| h.get(&run_id).ok().flatten());
     let host = services.host.as_ref();
     let duration_ms = status_duration_ms(&snapshot, record.as_ref(), services.clock.now(), host);
@@ -582,6 +659,57 @@ mod tests {
             gone.into_iter().collect::<Vec<_>>(),
             vec!["dead".to_owned()]
         );
+    }
+
+    /// A row left `running` by an awf killed between its last state file and its history
+    /// row takes the state file's end (a breaker found it listed as running for ever); a
+    /// row of a run that is still running, or has no state file, is left as it is.
+    #[test]
+    fn a_running_row_whose_state_file_says_ended_is_settled() {
+        let row = |id: &str| HistoryRecord {
+            id: id.into(),
+            workflow_id: "wf".into(),
+            workflow_name: "wf".into(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: 1_000_000,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: None,
+            spend: None,
+        };
+        let mut ended = snapshot(StoredStatus::Failure, Some(77));
+        ended.run_id = "ended".into();
+        ended.exit_code = Some(3);
+        ended.completed_at = Some(std::time::UNIX_EPOCH + Duration::from_millis(1_002_500));
+        ended.error =
+            Some(awf_domain::AwfError::new(ErrorCode::ExecutionCommandFailed, "boom").body());
+        let mut live = snapshot(StoredStatus::Running, Some(77));
+        live.run_id = "live".into();
+        let states = awf_domain::ports::fakes::FakeStateStore::with(vec![ended, live]);
+        let mut rows = [row("ended"), row("live"), row("fileless")];
+        let settled = settle_ended_rows(&mut rows, Some(&states));
+        assert_eq!(settled, vec![StoredStatus::Failure]);
+        assert_eq!(
+            (
+                rows[0].status,
+                rows[0].exit_code,
+                rows[0].completed_at_ms,
+                rows[0].duration_ms,
+                rows[0].error_message.as_deref()
+            ),
+            (
+                StoredStatus::Failure,
+                Some(3),
+                Some(1_002_500),
+                Some(2_500),
+                Some("boom")
+            )
+        );
+        assert_eq!(rows[1].status, StoredStatus::Running);
+        assert_eq!(rows[2].status, StoredStatus::Running);
+        assert!(settle_ended_rows(&mut rows, None).is_empty());
     }
 
     #[test]

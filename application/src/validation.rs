@@ -529,8 +529,31 @@ pub fn run_warnings(
     loaded: &LoadedWorkflow,
     cli_inputs: &[(String, String)],
 ) -> Vec<String> {
-    let wf = &loaded.workflow;
-    let mut out: Vec<String> = checks(services, loaded)
+    warnings_of(&checks(services, loaded), &loaded.workflow, cli_inputs)
+}
+
+/// [`check_for_run`] and [`run_warnings`] from one pass of [`checks`] (a run's start makes
+/// both; the checks cost about as much as loading the workflow).
+///
+/// # Errors
+/// As [`check_for_run`].
+pub fn check_and_warn_for_run(
+    services: &Services,
+    loaded: &LoadedWorkflow,
+    cli_inputs: &[(String, String)],
+) -> Result<Vec<String>, AwfError> {
+    let found = checks(services, loaded);
+    first_error(&found)?;
+    Ok(warnings_of(&found, &loaded.workflow, cli_inputs))
+}
+
+/// The warnings among `found` as lines, then the `cli_inputs` names `wf` does not declare.
+fn warnings_of(
+    found: &[Diagnostic],
+    wf: &Workflow,
+    cli_inputs: &[(String, String)],
+) -> Vec<String> {
+    let mut out: Vec<String> = found
         .iter()
         .filter(|d| d.severity == Severity::Warning)
         .map(one_line)
@@ -794,14 +817,19 @@ fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
 /// The first error found, positioned, with its own hint (none when it has none) and the
 /// number of other errors in its message.
 pub fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(), AwfError> {
-    let errors: Vec<Diagnostic> = checks(services, loaded)
-        .into_iter()
+    first_error(&checks(services, loaded))
+}
+
+/// The first error among `found` (see [`check_for_run`]); `Ok` when there is none.
+fn first_error(found: &[Diagnostic]) -> Result<(), AwfError> {
+    let errors: Vec<&Diagnostic> = found
+        .iter()
         .filter(|d| d.severity == Severity::Error)
         .collect();
-    if errors.is_empty() {
+    let Some(first) = errors.first() else {
         return Ok(());
-    }
-    let first = errors[0].to_error();
+    };
+    let first = first.to_error();
     if errors.len() == 1 {
         return Err(first);
     }

@@ -777,3 +777,46 @@ fn a_step_inherits_the_signals_awf_was_started_ignoring_and_nothing_else() {
         "{trapped:x} vs {plain:x}"
     );
 }
+
+/// Under a process limit too low for its threads (`ulimit -u`), `awf run` says so with
+/// SYSTEM.RESOURCE.EXHAUSTED (exit 4) before starting anything: it used to panic in tokio
+/// (which cannot start a worker) or hang while unwinding. As root (exempt from the limit)
+/// the run is made as `nobody`.
+#[test]
+fn a_process_limit_too_low_for_awf_is_an_error_not_a_crash_or_a_hang() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new().unwrap();
+    sb.write("quick.yaml", QUICK).unwrap();
+    std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let awf = sb.cmd(&["run", "quick.yaml"]);
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
+    let mut c = launcher(&sb, if root { "runuser" } else { "bash" });
+    if root {
+        c.args(["-u", "nobody", "--", "bash"]);
+    }
+    c.args(["-c", "ulimit -u 5 && exec \"$@\"", "bash"])
+        .arg(awf.get_program())
+        .args(awf.get_args())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
+        signal(pid, "KILL");
+        panic!("awf hung under `ulimit -u 5`");
+    };
+    let out = out.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("[SYSTEM.RESOURCE.EXHAUSTED] cannot start awf's threads"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("ulimit -u"), "{stderr}");
+    assert!(!stderr.contains("crashed"), "{stderr}");
+}

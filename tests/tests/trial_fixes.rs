@@ -184,6 +184,22 @@ fn history_marks_a_run_whose_process_is_gone() {
     let doc = j.json().unwrap();
     assert_eq!(doc[0]["status"], "running", "{doc}");
     assert_eq!(doc[0]["process_gone"], true, "{doc}");
+    // The statistics do not count it as running either (a breaker found them doing so).
+    let st = sb.run(&["history", "--stats"]).unwrap();
+    assert!(st.stdout.contains("Running: 0\n"), "{}", st.stdout);
+    assert!(
+        st.stdout.contains("Running (process gone): 1\n"),
+        "{}",
+        st.stdout
+    );
+    let sj = sb
+        .run(&["history", "--stats", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(sj["running_count"], 0, "{sj}");
+    assert_eq!(sj["process_gone_count"], 1, "{sj}");
+    assert_eq!(sj["total_executions"], 1, "{sj}");
 }
 
 /// A `workflow_cancel` hook that hangs does not keep a cancelled run alive: it is stopped
@@ -476,4 +492,64 @@ fn text_output_to_a_full_disk_is_an_error_exit() {
     // To /dev/null all is well.
     let out = sb.cmd(&["list"]).stdout(Stdio::null()).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
+}
+
+/// `awf status` and `awf resume` of a run the history has but that has no state file say
+/// why there is nothing to show, and how to start it again (a breaker got a bare "not
+/// found" with a hint to a list that omits the run): a run whose awf was killed before it
+/// wrote its first state file (here: killed, then its state file removed, which leaves the
+/// same record), and a finished run whose state file was removed.
+#[test]
+fn a_run_known_only_to_the_history_is_explained_by_status_and_resume() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 33', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = run_until(&sb, &wf, "sleep 33", false);
+    awf_tests::wait_for_state(&sb, "the run to be recorded at a", |v| {
+        v["current_state"] == "a"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = sb.kill_processes(Some("sleep 33"));
+    let states = awf_tests::data(&sb).join("states");
+    let h = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    let id = h[0]["id"].as_str().unwrap().to_owned();
+    std::fs::remove_file(states.join(format!("{id}.json"))).unwrap();
+    let _ = std::fs::remove_file(states.join(format!("{id}.journal")));
+    assert_eq!(h[0]["status"], "running", "{h}");
+    for args in [["status", id.as_str()], ["resume", &id[..8]]] {
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 1, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!(
+                "workflow execution not found: {id} (the history has this run of 'long', but its \
+                 awf process was stopped before it recorded its first state"
+            )),
+            "{args:?}: {}",
+            r.stderr
+        );
+        let again = format!("Hint: start it again: awf run {}", wf.display());
+        assert!(r.stderr.contains(&again), "{}", r.stderr);
+    }
+    // A finished run whose state file was removed.
+    let ok = sb.write("ok.yaml", OK).unwrap();
+    let done = sb
+        .run(&["run", ok.to_str().unwrap(), "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    let done_id = done["run_id"].as_str().unwrap().to_owned();
+    std::fs::remove_file(states.join(format!("{done_id}.json"))).unwrap();
+    let r = sb.run(&["status", &done_id]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("(the history has this run of 'ok', but its state file is missing"),
+        "{}",
+        r.stderr
+    );
 }

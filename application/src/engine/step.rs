@@ -1039,17 +1039,18 @@ pub(crate) fn localize_awf_dirs_in(
     workflow_dir: &Path,
     host: &dyn awf_domain::ports::Host,
 ) -> String {
-    let Some(project) = workflow_dir.parent() else {
+    const DIRS: [(&str, &str); 2] = [("scripts_dir", "scripts"), ("prompts_dir", "prompts")];
+    let named = |key: &str| awf_dirs.get(key).filter(|g| !g.is_empty());
+    // Most texts name neither directory: no copies, no paths built (issue 9: per step).
+    let Some(project) = workflow_dir.parent().filter(|_| {
+        DIRS.iter()
+            .any(|(key, _)| named(key).is_some_and(|g| text.contains(g.as_str())))
+    }) else {
         return text.to_owned();
     };
-    let pairs: Vec<(String, PathBuf)> = [("scripts_dir", "scripts"), ("prompts_dir", "prompts")]
+    let pairs: Vec<(String, PathBuf)> = DIRS
         .iter()
-        .filter_map(|(key, sub)| {
-            awf_dirs
-                .get(*key)
-                .filter(|g| !g.is_empty())
-                .map(|g| (g.clone(), project.join(sub)))
-        })
+        .filter_map(|(key, sub)| named(key).map(|g| (g.clone(), project.join(sub))))
         .collect();
     localize_dirs(text, &pairs, host)
 }

@@ -268,8 +268,14 @@ pub struct HistoryStats {
     pub failed_count: u64,
     /// Cancelled runs.
     pub cancelled_count: u64,
-    /// Runs still running (or crashed).
+    /// Runs still running (or crashed: see `process_gone_count`).
     pub running_count: u64,
+    /// Of the runs recorded as running, those whose awf process is gone (killed, crashed),
+    /// as `awf history` marks them; counted here and not in `running_count` once a caller
+    /// that can tell (it reads the state files and run locks) has moved them. Left out of the
+    /// JSON when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub process_gone_count: u64,
     /// Runs parked on a usage limit until its reset time (`awf resume` continues them);
     /// left out of the JSON when none.
     #[serde(skip_serializing_if = "is_zero")]

@@ -47,3 +47,4 @@ pub use reaper::set_watchdog;
 pub use reaper::sweep_adopted;
 pub use reaper::sweep_scope;
 pub use spawn::ignored_signals;
+pub use spawn::wait_exited;

@@ -217,6 +217,32 @@ fn open_pidfd(pid: i32) -> io::Result<AsyncFd<OwnedFd>> {
     AsyncFd::with_interest(pidfd(pid)?, tokio::io::Interest::READABLE)
 }
 
+/// Blocks until the child `pid` of this process has exited (it is left to be reaped by its
+/// owner) or `timeout` has passed; `true` when it has exited. Woken by the child's exit
+/// through a pidfd, not by polling; without pidfds (Linux before 5.3, a sandbox), `false` at
+/// once.
+pub fn wait_exited(pid: u32, timeout: std::time::Duration) -> bool {
+    let Some(fd) = i32::try_from(pid).ok().and_then(|p| pidfd(p).ok()) else {
+        return false;
+    };
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(left) = rustix::event::Timespec::try_from(left) else {
+            return false;
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&left)) {
+            Ok(n) => return n > 0,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// The wait status std would report for what `waitid` said.
 fn exit_status(s: &WaitIdStatus) -> ExitStatus {
     let raw = match (s.exit_status(), s.terminating_signal()) {

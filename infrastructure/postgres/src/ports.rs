@@ -391,6 +391,7 @@ impl HistoryStore for PgStore {
             running_count: n(4)?,
             waiting_count: n(7)?,
             queued_count: n(8)?,
+            process_gone_count: 0,
             avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
         })
     }

@@ -397,6 +397,7 @@ pub(crate) fn stats(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<
             running_count: n(4)?,
             waiting_count: n(7)?,
             queued_count: n(8)?,
+            process_gone_count: 0,
             avg_duration_ms: (finished > 0).then(|| (sum + finished / 2) / finished),
         })
     })
@@ -638,6 +639,7 @@ mod tests {
                 running_count: 1,
                 waiting_count: 0,
                 queued_count: 0,
+                process_gone_count: 0,
                 // (100 + 201 + 50 + 10) / 4 = 90.25
                 avg_duration_ms: Some(90),
             }
@@ -657,6 +659,7 @@ mod tests {
                 running_count: 0,
                 waiting_count: 0,
                 queued_count: 0,
+                process_gone_count: 0,
                 // (100 + 201 + 10) / 3 = 103.67
                 avg_duration_ms: Some(104),
             }

@@ -202,8 +202,8 @@ fn record_positions(node: &Node, prefix: &str, map: &mut SourceMap) {
         NodeKind::Seq(items) => {
             for (i, it) in items.iter().enumerate() {
                 let p = join(&i.to_string());
-                map.insert(p.clone(), it.pos.line, it.pos.column);
                 record_positions(it, &p, map);
+                map.insert(p, it.pos.line, it.pos.column);
             }
         }
         NodeKind::Map(entries) => {
@@ -212,8 +212,8 @@ fn record_positions(node: &Node, prefix: &str, map: &mut SourceMap) {
                     continue;
                 }
                 let p = join(&e.key);
-                map.insert(p.clone(), e.key_pos.line, e.key_pos.column);
                 record_positions(&e.value, &p, map);
+                map.insert(p, e.key_pos.line, e.key_pos.column);
             }
         }
     }

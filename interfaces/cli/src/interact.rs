@@ -547,9 +547,22 @@ fn lock_slot(m: &std::sync::Mutex<Slot>) -> std::sync::MutexGuard<'_, Slot> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-static LINES: std::sync::OnceLock<std::sync::Arc<LineReader>> = std::sync::OnceLock::new();
+/// The reader thread; `None` when it could not be started (lines are then read on the
+/// caller's thread).
+static LINES: std::sync::OnceLock<Option<std::sync::Arc<LineReader>>> = std::sync::OnceLock::new();
 
-/// The next line from stdin, read by the shared reader thread.
+/// Reads one line of stdin on this thread.
+fn read_line_here() -> Line {
+    let mut line = String::new();
+    match read_text_line(&mut std::io::stdin().lock(), &mut line) {
+        Ok(0) => Line::Eof,
+        Ok(_) => Line::Text(line.trim_end_matches(['\n', '\r']).to_owned()),
+        Err(NotUtf8) => Line::NotUtf8,
+    }
+}
+
+/// The next line from stdin, read by the shared reader thread (or on this thread when that
+/// thread could not be started: the process limit was reached).
 fn next_line() -> Line {
     let reader = LINES.get_or_init(|| {
         let r = std::sync::Arc::new(LineReader {
@@ -557,34 +570,34 @@ fn next_line() -> Line {
             wake: std::sync::Condvar::new(),
         });
         let shared = std::sync::Arc::clone(&r);
-        std::thread::spawn(move || {
-            loop {
-                let mut slot = lock_slot(&shared.slot);
-                while !slot.wanted {
-                    slot = shared
-                        .wake
-                        .wait(slot)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let started = std::thread::Builder::new()
+            .name("awf-stdin".into())
+            .spawn(move || {
+                loop {
+                    let mut slot = lock_slot(&shared.slot);
+                    while !slot.wanted {
+                        slot = shared
+                            .wake
+                            .wait(slot)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    }
+                    slot.wanted = false;
+                    drop(slot);
+                    let got = read_line_here();
+                    // The line answers whoever waits now (a later caller takes over the read of
+                    // one that gave up); it satisfies that caller's want too.
+                    let mut slot = lock_slot(&shared.slot);
+                    slot.wanted = false;
+                    if let Some(w) = slot.waiter.take() {
+                        let _ = w.send(got);
+                    }
                 }
-                slot.wanted = false;
-                drop(slot);
-                let mut line = String::new();
-                let got = match read_text_line(&mut std::io::stdin().lock(), &mut line) {
-                    Ok(0) => Line::Eof,
-                    Ok(_) => Line::Text(line.trim_end_matches(['\n', '\r']).to_owned()),
-                    Err(NotUtf8) => Line::NotUtf8,
-                };
-                // The line answers whoever waits now (a later caller takes over the read of
-                // one that gave up); it satisfies that caller's want too.
-                let mut slot = lock_slot(&shared.slot);
-                slot.wanted = false;
-                if let Some(w) = slot.waiter.take() {
-                    let _ = w.send(got);
-                }
-            }
-        });
-        r
+            });
+        started.ok().map(|_| r)
     });
+    let Some(reader) = reader else {
+        return read_line_here();
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     {
         let mut slot = lock_slot(&reader.slot);

@@ -14,6 +14,7 @@ mod diagram;
 mod dry_run;
 mod error_cmd;
 mod errors;
+mod headroom;
 mod init_cmd;
 mod interact;
 mod json_out;
@@ -63,6 +64,17 @@ fn main() -> ExitCode {
             .skip(1)
             .map(|a| a.to_string_lossy().into_owned())
     };
+    // `awf run` / `awf resume`: the watchdog's start (an exec of awf) overlaps the parsing
+    // of the command line too; the first step waits for it (issue 9: per-run cost). Ahead
+    // of clap, so on the words alone: a `--help` or a usage error then has a watchdog that
+    // finds nothing to stop.
+    let mut watchdog_start = None;
+    let early_watch = matches!(subcommand(text_args()).as_deref(), Some("run" | "resume"))
+        && headroom::check().is_ok();
+    if early_watch {
+        let _ = awf_exec::become_subreaper();
+        watchdog_start = start_watchdog();
+    }
     if let Some(err) = non_utf8_argument(&args) {
         if wants_json(text_args()) {
             let _ = json_out::print(&json_out::failure_result("", &err));
@@ -122,8 +134,16 @@ fn main() -> ExitCode {
     }
     let ctx = Ctx::from_cli(&cli);
     errors::remember_store_flag(ctx.store.as_deref());
-    let mut watchdog_start = None;
-    if matches!(
+    // A runtime that cannot start its threads panics or hangs: say so before starting one.
+    if !synchronous(&cli.command)
+        && let Err(e) = headroom::check()
+    {
+        let outcome = errors::report(&CliError::Awf(e), ctx.json(), ctx.hints, ctx.err_style);
+        return ExitCode::from(errors::exit_code(&outcome));
+    }
+    if early_watch {
+        // Started above.
+    } else if matches!(
         cli.command,
         Command::Run(_) | Command::Resume(_) | Command::AcpServe(_) | Command::Serve(_)
     ) {
@@ -160,19 +180,9 @@ fn main() -> ExitCode {
             .max_blocking_threads(4)
             .enable_all()
             .build()
-    } else if std::env::var_os("AWF_EXP_RT").is_some_and(|v| v == "cur") {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(
-                if std::env::var_os("AWF_EXP_RT").is_some_and(|v| v == "1") {
-                    1
-                } else {
-                    2
-                },
-            )
+            .worker_threads(2)
             // Parallel blocks, loops and sub-workflows run their states recursively; 16 MiB (a
             // reservation, touched only as used) leaves room for the engine's nesting limit.
             .thread_stack_size(16 * 1024 * 1024)
@@ -372,6 +382,15 @@ fn panic_text(
     for v in env {
         masker.add(&v.to_string_lossy());
     }
+    // A thread the OS refused (tokio's blocking pool, std's `thread::spawn`): the process
+    // limit, not a bug.
+    if payload.contains("can't spawn worker thread") || payload.contains("failed to spawn thread") {
+        return format!(
+            "[SYSTEM.RESOURCE.EXHAUSTED] awf could not start a thread: {}\n  Hint: raise the \
+             process limit (`ulimit -u`) or end other processes of this user\n",
+            masker.mask(payload)
+        );
+    }
     format!(
         "[SYSTEM.INTERNAL.UNMAPPED] awf crashed{at}: {}\n  Hint: this is a bug in awf; please \
          report it with the command that triggered it\n",
@@ -549,5 +568,20 @@ mod panic_tests {
                 "[SYSTEM.INTERNAL.UNMAPPED] awf crashed at x.rs:1: called `unwrap()` on \"***\" and \"***\" ab"
             )
         );
+    }
+
+    #[test]
+    fn a_thread_the_os_refused_is_not_called_a_bug() {
+        let text = super::panic_text(
+            "OS can't spawn worker thread: Resource temporarily unavailable (os error 11)",
+            " at pool.rs:325",
+            [],
+        );
+        assert!(
+            text.starts_with("[SYSTEM.RESOURCE.EXHAUSTED] awf could not start a thread: OS can't"),
+            "{text}"
+        );
+        assert!(text.contains("ulimit -u"), "{text}");
+        assert!(!text.contains("bug"), "{text}");
     }
 }

@@ -64,6 +64,19 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     if let Err(e) = w.check_store_writable() {
         return fail(&e);
     }
+    // Known to the history only (stopped before its first state file): nothing to resume.
+    // (A shared store's queued run has no state file either, and starts from the beginning.)
+    if w.pg.get().is_none()
+        && let Ok(store) = w.state_store()
+        && let Err(e) = store.load(&run_id)
+    {
+        let history = w.history_store().ok();
+        return fail(&awf_application::runs::explain_missing_state(
+            e,
+            history.as_deref(),
+            &run_id,
+        ));
+    }
     let inputs = match run_cmd::parse_inputs(&args.inputs) {
         Ok(i) => i,
         Err(e) => return fail(&e),
@@ -397,7 +410,39 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     let store = w.history_store().map_err(CliError::Awf)?;
     let mut out = std::io::stdout().lock();
     if args.stats {
-        let stats = store.stats(&filter).map_err(CliError::Awf)?;
+        let mut stats = store.stats(&filter).map_err(CliError::Awf)?;
+        // Runs whose process is gone are not running: counted apart, as `awf history` marks
+        // them.
+        if stats.running_count > 0 {
+            let running = awf_domain::ports::store::HistoryFilter {
+                status: Some(awf_domain::ports::store::StoredStatus::Running),
+                limit: None,
+                ..filter
+            };
+            let mut rows = store.list(&running).map_err(CliError::Awf)?;
+            let states = w.state_store().ok();
+            // Rows a killed awf left `running` while its state file says the run ended.
+            for ended in awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()) {
+                stats.running_count = stats.running_count.saturating_sub(1);
+                match ended {
+                    awf_domain::ports::store::StoredStatus::Success => stats.success_count += 1,
+                    awf_domain::ports::store::StoredStatus::Cancelled => {
+                        stats.cancelled_count += 1;
+                    }
+                    _ => stats.failed_count += 1,
+                }
+            }
+            let gone = awf_application::runs::gone_runs(
+                &rows,
+                states.as_deref(),
+                w.services.run_locks.as_deref(),
+                w.services.host.as_ref(),
+                std::time::SystemTime::now(),
+            )
+            .len() as u64;
+            stats.process_gone_count = gone.min(stats.running_count);
+            stats.running_count -= stats.process_gone_count;
+        }
         if ctx.json() {
             json_out::print(&stats)?;
         } else {
@@ -412,6 +457,13 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
             crate::stdout_check::checked(writeln!(out, "Failed: {}", stats.failed_count));
             crate::stdout_check::checked(writeln!(out, "Cancelled: {}", stats.cancelled_count));
             crate::stdout_check::checked(writeln!(out, "Running: {}", stats.running_count));
+            if stats.process_gone_count > 0 {
+                crate::stdout_check::checked(writeln!(
+                    out,
+                    "Running (process gone): {}",
+                    stats.process_gone_count
+                ));
+            }
             // Only a store that has such runs says so (a shared store's queue, a run parked
             // on a usage limit): the totals add up, as /api/history/stats's counts do.
             if stats.waiting_count > 0 {
@@ -430,12 +482,20 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         }
         return Ok(Outcome::Success);
     }
-    let rows = store.list(&filter).map_err(CliError::Awf)?;
+    let mut rows = store.list(&filter).map_err(CliError::Awf)?;
+    let states = w.state_store().ok();
+    // A row a killed awf left `running` while its state file says the run ended shows how
+    // it ended.
+    if !awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()).is_empty()
+        && let Some(wanted) = filter.status
+    {
+        rows.retain(|r| r.status == wanted);
+    }
     // A row still `running` whose awf process is gone (SIGKILL, crash) says so, as `status`
     // does: its state file names the process.
     let gone = awf_application::runs::gone_runs(
         &rows,
-        w.state_store().ok().as_deref(),
+        states.as_deref(),
         w.services.run_locks.as_deref(),
         w.services.host.as_ref(),
         std::time::SystemTime::now(),

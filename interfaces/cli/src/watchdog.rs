@@ -74,13 +74,17 @@ pub fn stand_down() {
 pub fn release() {
     stand_down();
     if let Some(mut child) = lock(&CHILD).take() {
-        // It exits within a fraction of a millisecond: polled from 50 µs, doubling up to
-        // 5 ms (a fixed 1 ms sleep cost every run about a millisecond at its end).
+        // It exits within a fraction of a millisecond: woken by its exit (a pidfd), else
+        // polled from 50 µs, doubling up to 5 ms (a fixed 1 ms sleep cost every run about a
+        // millisecond at its end).
+        let limit = std::time::Duration::from_secs(1);
         let t0 = std::time::Instant::now();
+        if matches!(child.try_wait(), Ok(None)) && awf_exec::wait_exited(child.id(), limit) {
+            let _ = child.try_wait();
+            return;
+        }
         let mut nap = std::time::Duration::from_micros(50);
-        while matches!(child.try_wait(), Ok(None))
-            && t0.elapsed() < std::time::Duration::from_secs(1)
-        {
+        while matches!(child.try_wait(), Ok(None)) && t0.elapsed() < limit {
             std::thread::sleep(nap);
             nap = (nap * 2).min(std::time::Duration::from_millis(5));
         }

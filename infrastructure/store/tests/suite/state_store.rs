@@ -136,6 +136,7 @@ fn history_through_the_store() {
             running_count: 0,
             waiting_count: 0,
             queued_count: 0,
+            process_gone_count: 0,
             avg_duration_ms: Some(6), // mean of completed_at − started_at
         }
     );
