@@ -64,13 +64,19 @@ def cpu(argv, cwd, env):
 
 
 def pairs(a, b, reps, measure=wall):
-    """Alternates A and B; returns (median A, median B, [ratio A/B per pair])."""
+    """Alternates A and B, each pair in the other order than the one before (so neither
+    always runs first, on caches the other warmed); returns (median A, median B, [ratio A/B
+    per pair])."""
     measure(*a)
     measure(*b)
     ta, tb, ratios = [], [], []
-    for _ in range(reps):
-        x = measure(*a)
-        y = measure(*b)
+    for i in range(reps):
+        if i % 2 == 0:
+            x = measure(*a)
+            y = measure(*b)
+        else:
+            y = measure(*b)
+            x = measure(*a)
         ta.append(x)
         tb.append(y)
         ratios.append(x / y if y > 0 else float("inf"))

@@ -64,17 +64,6 @@ fn main() -> ExitCode {
             .skip(1)
             .map(|a| a.to_string_lossy().into_owned())
     };
-    // `awf run` / `awf resume`: the watchdog's start (an exec of awf) overlaps the parsing
-    // of the command line too; the first step waits for it (issue 9: per-run cost). Ahead
-    // of clap, so on the words alone: a `--help` or a usage error then has a watchdog that
-    // finds nothing to stop.
-    let mut watchdog_start = None;
-    let early_watch = matches!(subcommand(text_args()).as_deref(), Some("run" | "resume"))
-        && headroom::check().is_ok();
-    if early_watch {
-        let _ = awf_exec::become_subreaper();
-        watchdog_start = start_watchdog();
-    }
     if let Some(err) = non_utf8_argument(&args) {
         if wants_json(text_args()) {
             let _ = json_out::print(&json_out::failure_result("", &err));
@@ -141,9 +130,8 @@ fn main() -> ExitCode {
         let outcome = errors::report(&CliError::Awf(e), ctx.json(), ctx.hints, ctx.err_style);
         return ExitCode::from(errors::exit_code(&outcome));
     }
-    if early_watch {
-        // Started above.
-    } else if matches!(
+    let mut watchdog_start = None;
+    if matches!(
         cli.command,
         Command::Run(_) | Command::Resume(_) | Command::AcpServe(_) | Command::Serve(_)
     ) {
