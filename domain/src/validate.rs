@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::collections::HashMap;
+use std::collections::HashSet;
 use std::collections::VecDeque;
 
 use crate::error::ErrorCode;
@@ -1864,6 +1865,9 @@ struct RefCtx<'a> {
     wf: &'a Workflow,
     order: HashMap<&'a str, usize>,
     siblings: HashMap<&'a str, &'a str>,
+    /// The states that run inside a loop's body (listed in one, or in a parallel block or
+    /// loop that is): the only ones that see `.loop`.
+    in_loop: HashSet<&'a str>,
     out: Vec<Diagnostic>,
 }
 
@@ -2012,7 +2016,26 @@ impl RefCtx<'_> {
                 }
             }
             "context" => self.field(path, "context", first, &CONTEXT_FIELDS, token),
-            "loop" => self.field(path, "loop", first, &LOOP_FIELDS, token),
+            "loop" => {
+                self.field(path, "loop", first, &LOOP_FIELDS, token);
+                if let Site::Step(c) | Site::PostHook(c) = site
+                    && !self.in_loop.contains(c)
+                {
+                    self.err(
+                        path,
+                        format!(
+                            "loop reference \"{{{{.{token}}}}}\" in {path}: state \"{c}\" never runs \
+                             inside a loop"
+                        ),
+                        Some(
+                            "`.loop` is set only for the states of a for_each or while loop's \
+                             body; list the state under the loop's `body:`, or keep what it \
+                             needs in a body step's output"
+                                .to_owned(),
+                        ),
+                    );
+                }
+            }
             "env" | "awf" => {}
             other => {
                 let hint = closest(
@@ -2041,6 +2064,26 @@ impl RefCtx<'_> {
     }
 }
 
+/// The states of `wf` that run inside a loop's body: listed in a loop's `body`, or in the
+/// branches or body of a parallel block or loop that runs inside one (to any depth).
+fn states_in_loops(wf: &Workflow) -> HashSet<&str> {
+    let mut inside: HashSet<&str> = HashSet::new();
+    loop {
+        let before = inside.len();
+        for (name, s) in &wf.states {
+            let contained: &[String] = match &s.kind {
+                StateKind::Loop(l) => &l.body,
+                StateKind::Parallel(p) if inside.contains(name.as_str()) => &p.branches,
+                _ => continue,
+            };
+            inside.extend(contained.iter().map(String::as_str));
+        }
+        if inside.len() == before {
+            return inside;
+        }
+    }
+}
+
 /// Static reference analysis run by `awf validate`: undeclared inputs (also in arithmetic
 /// `max_iterations`), unknown states, forward and self references (BFS order from `initial`,
 /// loop bodies not followed; a post hook may read its own step), unknown fields per namespace
@@ -2065,6 +2108,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         wf,
         order: bfs_order(wf),
         siblings,
+        in_loop: states_in_loops(wf),
         out: Vec::new(),
     };
     for (name, s) in &wf.states {

@@ -562,6 +562,10 @@ fn references_fields_namespaces_and_error_hooks() {
             ),
             (
                 "states.a.command".into(),
+                "loop reference \"{{.loop.index1}}\" in states.a.command: state \"a\" never runs inside a loop".into()
+            ),
+            (
+                "states.a.command".into(),
                 "unknown reference type \"parameters\" in \"parameters.x\"".into()
             ),
             (
@@ -1643,5 +1647,45 @@ fn routes_a_loop_does_not_take_warn() {
     assert_eq!(
         d[1].message,
         "\"s\" is in the body of loop \"l\": its on_failure, continue_on_error are ignored there (a failed body step fails the loop)"
+    );
+}
+
+/// `.loop` is set only inside a loop's body: a state that never runs in one is an error (a
+/// new user's `{{.loop.Length}}` after the loop passed validate and failed the run); a body
+/// state, a branch of a parallel block in a body, a nested loop's fields and body, and the
+/// hooks of a body state are not.
+#[test]
+fn a_loop_reference_outside_any_loop_body_is_an_error() {
+    let items = || LoopOver::Items("[1, 2]".to_owned());
+    let mut inner = loop_state("inner", items(), &["deep"], Some("outer"));
+    if let StateKind::Loop(l) = &mut inner.kind {
+        l.max_iterations = MaxIterations::Dynamic("{{.loop.Index}}".to_owned());
+    }
+    let mut body = cmd("body", "echo {{.loop.Item}}", Some("outer"));
+    body.hooks.post = vec![HookAction::Log("{{.loop.Index}}".to_owned())];
+    let w = wf(
+        "outer",
+        vec![
+            loop_state("outer", items(), &["body", "p", "inner"], Some("after")),
+            body,
+            par("p", &["branch"], Some("outer")),
+            cmd("branch", "echo {{.loop.Index1}}", None),
+            inner,
+            cmd("deep", "echo {{.loop.Parent.Item}}", Some("inner")),
+            cmd("after", "echo {{.loop.Length}}", Some("done")),
+            terminal("done"),
+        ],
+    );
+    let got: Vec<(String, String)> = references(&w)
+        .into_iter()
+        .filter(|d| d.message.starts_with("loop reference"))
+        .map(|d| (d.path, d.message))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(
+            "states.after.command".to_owned(),
+            "loop reference \"{{.loop.Length}}\" in states.after.command: state \"after\" never runs inside a loop".to_owned()
+        )]
     );
 }

@@ -516,6 +516,9 @@ impl TextPrinter {
                     )?;
                 }
             }
+            // An earlier attempt's output, replayed by `awf resume`: it was printed when that
+            // attempt ran; printed again, whoever reads stdout got it twice.
+            RunEvent::OutputChunk { .. } if self.replayed => {}
             RunEvent::OutputChunk {
                 step: _,
                 stream,
@@ -1593,5 +1596,40 @@ mod tests {
             ],
         );
         assert_eq!(err, "  ✗ s (0s): exit code 2\n");
+    }
+
+    /// `awf resume -o streaming`: the output of the earlier attempt, replayed from the run's
+    /// log, is not printed again (a new user found it twice on stdout); this attempt's is.
+    #[test]
+    fn streaming_does_not_print_a_replayed_attempts_output_again() {
+        let started = |pid: u32, resumed: Option<&str>| {
+            env(RunEvent::RunStarted {
+                workflow: "w".into(),
+                identifier: "w".into(),
+                workflow_path: None,
+                inputs: serde_json::Map::new(),
+                resumed_from: resumed.map(str::to_owned),
+                pid,
+            })
+        };
+        let chunk = |text: &str| {
+            env(RunEvent::OutputChunk {
+                step: "s".into(),
+                stream: OutputStream::Stdout,
+                text: text.into(),
+            })
+        };
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let other = std::process::id().wrapping_add(1);
+        let (out, _) = run(
+            &mut p,
+            &[
+                started(other, None),
+                chunk("one\n"),
+                started(std::process::id(), Some("s")),
+                chunk("two\n"),
+            ],
+        );
+        assert_eq!(out, "[OUT] two\n");
     }
 }
