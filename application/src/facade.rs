@@ -537,9 +537,22 @@ fn resume_point(
                     "state not found in workflow {}: {s}",
                     snap.workflow
                 ));
-                if let Some(c) = awf_domain::validate::closest(s, names.iter().copied()) {
-                    e = e.with_hint(format!("did you mean '{c}'?"));
-                }
+                e = match awf_domain::validate::closest(s, names.iter().copied()) {
+                    Some(c) => e.with_hint(format!("did you mean '{c}'?")),
+                    // No near name: the states `--from` takes (not its terminals).
+                    None => e.with_hint(format!(
+                        "--from takes `current`, `previous` or one of its states: {}",
+                        wf.states
+                            .iter()
+                            .filter(|(_, st)| !matches!(
+                                st.kind,
+                                awf_domain::workflow::StateKind::Terminal(_)
+                            ))
+                            .map(|(n, _)| n.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                };
                 return Err(e);
             }
             // A terminal runs nothing: resuming there would record the run as ended (even

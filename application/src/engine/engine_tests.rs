@@ -1483,6 +1483,18 @@ async fn resume_from_a_step_forgets_what_completed_after_it() {
         .await
         .expect_err("unknown step");
     assert_eq!(e.message(), "state not found in workflow w: nope");
+    // No near name: the hint lists what `--from` takes (a new user got no hint at all).
+    let e = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Step("zzzzzzzz".into()),
+            &[],
+        ))
+        .await
+        .expect_err("unknown step");
+    assert_eq!(
+        e.hints(),
+        ["--from takes `current`, `previous` or one of its states: a, b, c"]
+    );
     // A terminal runs nothing: resuming there would mark the failed run as done.
     let e = f
         .resume_run(resume_request(
