@@ -553,3 +553,30 @@ fn a_run_known_only_to_the_history_is_explained_by_status_and_resume() {
         r.stderr
     );
 }
+
+/// `awf run --step S` of a step that fails before it has an exit code (its command's
+/// template fails) says `Step 'S' failed`, not `(exit code: none)`, and the error on stderr;
+/// one that exits says its code.
+#[test]
+fn a_single_step_without_an_exit_code_is_not_reported_with_exit_code_none() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "s.yaml",
+        "name: s\ninputs:\n  - name: n\n    default: x\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'echo {{ index .inputs.n 9 }}'\n    on_success: b\n  b:\n    type: step\n    command: 'exit 4'\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "s.yaml", "--step", "a"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stdout.ends_with("Step 'a' failed\n"), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("[EXECUTION.TEMPLATE.FAILED]"),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run(&["run", "s.yaml", "--step", "b"]).unwrap();
+    assert!(
+        r.stdout.ends_with("Step 'b' failed (exit code: 4)\n"),
+        "{}",
+        r.stdout
+    );
+}

@@ -603,8 +603,8 @@ pub(crate) fn warn_unrecorded(w: &Wiring) {
 }
 
 /// `--step S` report on stdout: `--- [S] stdout ---` / `--- [S] stderr ---` blocks, then
-/// `Step 'S' completed successfully in <d>` or `Step 'S' failed (exit code: N)` (and the error
-/// on stderr). Source: spec/workflow.md §3.12.
+/// `Step 'S' completed successfully in <d>` or `Step 'S' failed (exit code: N)` (`Step 'S'
+/// failed` when it has none) and the error on stderr. Source: spec/workflow.md §3.12.
 fn print_step(step: &str, result: &RunResult) {
     let mut out = std::io::stdout().lock();
     if let Some(st) = result.states.get(step) {
@@ -625,10 +625,12 @@ fn print_step(step: &str, result: &RunResult) {
                 "Step '{step}' completed successfully in {d}"
             ));
         } else {
+            // No exit code (a template, a timeout before the start): the error says why,
+            // on stderr below.
             let code = st
                 .exit_code
-                .map_or_else(|| "none".to_owned(), |c| c.to_string());
-            crate::stdout_check::checked(writeln!(out, "Step '{step}' failed (exit code: {code})"));
+                .map_or_else(String::new, |c| format!(" (exit code: {c})"));
+            crate::stdout_check::checked(writeln!(out, "Step '{step}' failed{code}"));
         }
     }
     if let Some(e) = &result.error {
