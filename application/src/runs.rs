@@ -229,19 +229,37 @@ pub fn explain_missing_state(
         return err;
     };
     let why = if row.status == StoredStatus::Running {
-        "its awf process was stopped before it recorded its first state"
+        "its state file is missing (its awf process was stopped before it wrote it, or the \
+         file was removed)"
     } else {
         "its state file is missing"
     };
-    AwfError::new(
+    let e = AwfError::new(
         err.code(),
         format!(
             "workflow execution not found: {run_id} (the history has this run of '{}', but \
              {why}: there is nothing to show or resume)",
             row.workflow_name
         ),
-    )
-    .with_hint(format!("start it again: awf run {}", row.workflow_id))
+    );
+    // A sub-workflow's run is resumed through its parent's.
+    if let Some(parent) = &row.parent_run_id {
+        return e.with_hint(format!(
+            "it ran as a sub-workflow of run {parent}: `awf status {parent}`, `awf resume {parent}`"
+        ));
+    }
+    let typed = std::path::Path::new(&row.workflow_id);
+    let relative_file = typed.is_relative()
+        && (row.workflow_id.contains('/')
+            || typed.extension().is_some_and(|x| x == "yaml" || x == "yml"));
+    e.with_hint(if relative_file {
+        format!(
+            "start it again: awf run {} (from the directory it was started in)",
+            row.workflow_id
+        )
+    } else {
+        format!("start it again: awf run {}", row.workflow_id)
+    })
 }
 
 /// `awf resume --list`: the recorded top-level runs that can be resumed (not succeeded), newest
@@ -356,7 +374,11 @@ pub const NO_STATE_FILE_GRACE: Duration = Duration::from_secs(60);
 /// file names the process; or they have none [`NO_STATE_FILE_GRACE`] after their start
 /// (`now`) and nobody holds their run lock (`locks`), killed between their history row and
 /// their first state file (a breaker saw such runs listed as running for ever; a live run
-/// that cannot write its state file holds its lock). Without state files, none.
+/// that cannot write its state file holds its lock). A top-level run whose state file cannot
+/// be read, or names a process that is alive (a pid used again since), is gone too once the
+/// grace has passed and its lock can be taken: every live run holds its lock from its start
+/// (sub-workflow runs, which take none, are left to their state file). Without state files,
+/// none.
 pub fn gone_runs(
     rows: &[HistoryRecord],
     states: Option<&dyn StateStore>,
@@ -370,16 +392,28 @@ pub fn gone_runs(
     let now_ms = now.duration_since(std::time::UNIX_EPOCH).map_or(0, millis);
     rows.iter()
         .filter(|r| r.status == StoredStatus::Running)
-        .filter(|r| match states.load(&r.id) {
-            Ok(s) => process_gone(&s, host),
-            // Not found (a state file that cannot be read is another matter).
-            Err(e) => {
-                matches!(
-                    e.code(),
-                    ErrorCode::UserInputValidationFailed | ErrorCode::UserFacadeRunNotFound
-                ) && now_ms.saturating_sub(r.started_at_ms) > millis(NO_STATE_FILE_GRACE)
-                    // Held by another process: the run is alive (taken here: released at once).
-                    && locks.is_none_or(|l| l.try_lock(&r.id).is_ok())
+        .filter(|r| {
+            let old = now_ms.saturating_sub(r.started_at_ms) > millis(NO_STATE_FILE_GRACE);
+            // Taken here (released at once): nobody holds it.
+            let free = || {
+                r.parent_run_id.is_none()
+                    && locks.is_some_and(|l| matches!(l.try_lock(&r.id), Ok(Some(_))))
+            };
+            match states.load(&r.id) {
+                Ok(s) if process_gone(&s, host) => true,
+                Ok(s) => s.status == StoredStatus::Running && old && free(),
+                // Not found (a state file that cannot be read is another matter).
+                Err(e)
+                    if matches!(
+                        e.code(),
+                        ErrorCode::UserInputValidationFailed | ErrorCode::UserFacadeRunNotFound
+                    ) =>
+                {
+                    old
+                        // Held by another process: the run is alive.
+                        && locks.is_none_or(|l| l.try_lock(&r.id).is_ok())
+                }
+                Err(_) => old && free(),
             }
         })
         .map(|r| r.id.clone())
@@ -659,6 +693,48 @@ mod tests {
             gone.into_iter().collect::<Vec<_>>(),
             vec!["dead".to_owned()]
         );
+    }
+
+    /// A top-level run whose state file names a live process (its pid used again since) is
+    /// gone once its lock is free a minute after its start; held, it is alive; a
+    /// sub-workflow's run (which takes no lock) is left to its state file.
+    #[test]
+    fn a_running_row_whose_pid_lives_on_is_gone_when_its_lock_is_free() {
+        let host = FakeHost::default();
+        host.process(1, true);
+        let row = |id: &str, parent: Option<&str>| HistoryRecord {
+            id: id.into(),
+            workflow_id: "wf".into(),
+            workflow_name: "wf".into(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: 1_000_000,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: parent.map(str::to_owned),
+            spend: None,
+        };
+        let snap = |id: &str| {
+            let mut s = snapshot(StoredStatus::Running, Some(1));
+            s.run_id = id.into();
+            s
+        };
+        let states =
+            awf_domain::ports::fakes::FakeStateStore::with(vec![snap("reused"), snap("child")]);
+        let rows = [row("reused", None), row("child", Some("reused"))];
+        let locks = awf_domain::ports::fakes::FakeRunLocks::default();
+        let later = std::time::UNIX_EPOCH + Duration::from_secs(1_100);
+        let gone = gone_runs(&rows, Some(&states), Some(&locks), &host, later);
+        assert_eq!(
+            gone.into_iter().collect::<Vec<_>>(),
+            vec!["reused".to_owned()]
+        );
+        // Within the grace, or with its lock held, it is alive.
+        let soon = std::time::UNIX_EPOCH + Duration::from_secs(1_010);
+        assert!(gone_runs(&rows, Some(&states), Some(&locks), &host, soon).is_empty());
+        let _held = awf_domain::ports::locks::RunLocks::try_lock(&locks, "reused").unwrap();
+        assert!(gone_runs(&rows, Some(&states), Some(&locks), &host, later).is_empty());
     }
 
     /// A row left `running` by an awf killed between its last state file and its history

@@ -13,6 +13,7 @@ pub mod limits;
 pub mod mask;
 pub mod ports;
 pub mod projection;
+pub mod quiet_panics;
 pub mod run;
 pub mod scope;
 pub mod shell;

@@ -819,4 +819,32 @@ fn a_process_limit_too_low_for_awf_is_an_error_not_a_crash_or_a_hang() {
     );
     assert!(stderr.contains("ulimit -u"), "{stderr}");
     assert!(!stderr.contains("crashed"), "{stderr}");
+    // `validate` runs on one thread, but its template parser lexes on a thread of its own:
+    // refused, that is a template error, not a crash (a breaker saw a panic, exit 101).
+    sb.write(
+        "loop.yaml",
+        "name: loop\nstates:\n  initial: l\n  l: {type: for_each, items: '[\"a\"]', body: [b], on_complete: done}\n  b: {type: step, command: 'echo {{.loop.Item}}'}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let validate = sb.cmd(&["validate", "loop.yaml"]);
+    let mut c = launcher(&sb, if root { "runuser" } else { "bash" });
+    if root {
+        c.args(["-u", "nobody", "--", "bash"]);
+    }
+    let out = c
+        .args(["-c", "ulimit -u 1 && exec \"$@\"", "bash"])
+        .arg(validate.get_program())
+        .args(validate.get_args())
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{all}");
+    assert!(
+        !all.contains("crashed") && !all.contains("panicked"),
+        "{all}"
+    );
 }

@@ -527,7 +527,8 @@ fn a_run_known_only_to_the_history_is_explained_by_status_and_resume() {
         assert!(
             r.stderr.contains(&format!(
                 "workflow execution not found: {id} (the history has this run of 'long', but its \
-                 awf process was stopped before it recorded its first state"
+                 state file is missing (its awf process was stopped before it wrote it, or the \
+                 file was removed)"
             )),
             "{args:?}: {}",
             r.stderr
@@ -548,7 +549,55 @@ fn a_run_known_only_to_the_history_is_explained_by_status_and_resume() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("(the history has this run of 'ok', but its state file is missing"),
+            .contains("(the history has this run of 'ok', but its state file is missing:"),
+        "{}",
+        r.stderr
+    );
+    // A relative path as typed is only good from where it was typed.
+    sb.write(
+        "child.yaml",
+        "name: child\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let rel = sb
+        .run(&["run", "child.yaml", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    let rel_id = rel["run_id"].as_str().unwrap().to_owned();
+    std::fs::remove_file(states.join(format!("{rel_id}.json"))).unwrap();
+    let r = sb.run(&["status", &rel_id]).unwrap();
+    assert!(
+        r.stderr
+            .contains("start it again: awf run child.yaml (from the directory it was started in)"),
+        "{}",
+        r.stderr
+    );
+    // A sub-workflow's run: its parent's run is the one to look at.
+    sb.write(
+        "parent.yaml",
+        "name: parent\nstates:\n  initial: c\n  c: {type: call_workflow, workflow: child.yaml, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let p = sb.run(&["run", "parent.yaml", "-f", "json"]).unwrap();
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let parent_id = p.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let h = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    let kid = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["parent_run_id"] == parent_id.as_str())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::remove_file(states.join(format!("{kid}.json"))).unwrap();
+    let r = sb.run(&["status", &kid]).unwrap();
+    assert!(
+        r.stderr.contains(&format!(
+            "it ran as a sub-workflow of run {parent_id}: `awf status {parent_id}`"
+        )),
         "{}",
         r.stderr
     );
@@ -578,5 +627,65 @@ fn a_single_step_without_an_exit_code_is_not_reported_with_exit_code_none() {
         r.stdout.ends_with("Step 'b' failed (exit code: 4)\n"),
         "{}",
         r.stdout
+    );
+}
+
+/// A history row left `running` by an awf killed after its state file said the run ended
+/// (the state file is written before the row) is written as it ended by the next `awf
+/// history`, so `--status` filters and `--stats` agree with what is listed (a breaker saw a
+/// row shown `completed` that `--status completed` left out).
+#[test]
+fn a_row_left_running_after_the_run_ended_is_settled_for_filters_and_totals() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 34', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = run_until(&sb, &wf, "sleep 34", false);
+    awf_tests::wait_for_state(&sb, "the run to be recorded at a", |v| {
+        v["current_state"] == "a"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = sb.kill_processes(Some("sleep 34"));
+    let states = awf_tests::data(&sb).join("states");
+    let h = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    let id = h[0]["id"].as_str().unwrap().to_owned();
+    // As if awf had died between the run's last state file and its history row.
+    let path = states.join(format!("{id}.json"));
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["status"] = "success".into();
+    doc["exit_code"] = 0.into();
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let _ = std::fs::remove_file(states.join(format!("{id}.journal")));
+    let done = sb
+        .run(&["history", "--status", "completed", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(done[0]["id"], id.as_str(), "{done}");
+    assert_eq!(done[0]["status"], "completed", "{done}");
+    let running = sb
+        .run(&["history", "--status", "running", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(running, serde_json::json!([]), "{running}");
+    let st = sb
+        .run(&["history", "--stats", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        (
+            st["total_executions"].as_u64(),
+            st["success_count"].as_u64(),
+            st["running_count"].as_u64()
+        ),
+        (Some(1), Some(1), Some(0)),
+        "{st}"
     );
 }

@@ -312,6 +312,18 @@ pub trait HistoryStore: Send + Sync {
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED`.
     fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError>;
+
+    /// Writes how a run ended into its row: a row an awf killed between its last state file
+    /// and its history row left `running` while the state file says the run ended (see
+    /// `awf_application::runs::settle_ended_rows`), so that filters and totals agree with
+    /// what is shown. A store whose rows are written elsewhere ignores it (the default).
+    ///
+    /// # Errors
+    /// The store's write error.
+    fn settle(&self, record: &HistoryRecord) -> Result<(), AwfError> {
+        let _ = record;
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -234,6 +234,10 @@ impl HistoryStore for Store {
     fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError> {
         self.with_db(|c| history::get(c, run_id))
     }
+
+    fn settle(&self, record: &HistoryRecord) -> Result<(), AwfError> {
+        self.with_db(|c| history::upsert_finished(c, record))
+    }
 }
 
 /// `SYSTEM.IO.WRITE_FAILED` for `path`.

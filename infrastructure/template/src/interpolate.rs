@@ -3,6 +3,10 @@
 //! Source: spec/workflow.md §2.1–2.9 and §7.1; decisions.md (both namespace forms, both
 //! casings, `readFile` relative to the workflow directory).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::PoisonError;
 use std::time::Duration;
 
 use awf_domain::ports::template::Interpolator;
@@ -42,10 +46,28 @@ const MAX_MESSAGE: usize = 300;
 /// paths against the workflow file's directory.
 ///
 /// Source: spec/workflow.md §2.1–2.9, §7.1.
-#[derive(Debug, Clone)]
+///
+/// Parsed templates are kept (by their text, [`CACHED`] at most, shared by the clones of a
+/// renderer): a loop body, a retried step and the checks before a run parse each text once.
+/// gtmpl-ng lexes every parse on a thread of its own; when the OS refuses that thread (the
+/// process limit) the parse fails with a template error instead of a panic.
+#[derive(Clone)]
 pub struct GoTemplates {
     limits: Limits,
+    parsed: Arc<Mutex<HashMap<String, Arc<Template>>>>,
 }
+
+impl std::fmt::Debug for GoTemplates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoTemplates")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parsed templates kept by one renderer at most; past it the cache starts over (the texts
+/// come from workflow files, so a long-lived server that loads many of them stays bounded).
+pub const CACHED: usize = 4096;
 
 impl Default for GoTemplates {
     fn default() -> Self {
@@ -62,17 +84,45 @@ impl GoTemplates {
             .with_output_bytes(64 * 1024 * 1024)
             .with_function_output(64 * 1024 * 1024)
             .with_deadline(Duration::from_secs(10));
-        Self { limits }
+        Self {
+            limits,
+            parsed: Arc::default(),
+        }
     }
 
-    fn parse(&self, prepared: &Prepared<'_>) -> Result<Template, TemplateError> {
+    /// `prepared`'s text parsed, from the cache or parsed now (and kept when it parses).
+    fn parse(&self, prepared: &Prepared<'_>) -> Result<Arc<Template>, TemplateError> {
         if prepared.max_depth > scan::MAX_TEMPLATE_NESTING {
             return Err(scan::too_deep(scan::MAX_TEMPLATE_NESTING));
         }
+        let text = prepared.text.as_ref();
+        let cache = || self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = cache().get(text) {
+            return Ok(Arc::clone(t));
+        }
         let mut tmpl = Template::with_limits(self.limits);
         tmpl.add_funcs(&AWF_FUNCS);
-        tmpl.parse(prepared.text.as_ref())
-            .map_err(|e| parse_error(&e, prepared))?;
+        // gtmpl-ng's lexer runs on a thread it spawns with `thread::spawn`, which panics
+        // when the OS refuses one.
+        let parsed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            awf_domain::quiet_panics::quietly(|| tmpl.parse(text))
+        }));
+        match parsed {
+            Ok(r) => r.map_err(|e| parse_error(&e, prepared))?,
+            Err(_) => {
+                return Err(TemplateError::Failed(
+                    "cannot parse the template: the OS refused a thread (the process limit, \
+                     `ulimit -u`, is reached)"
+                        .to_owned(),
+                ));
+            }
+        }
+        let tmpl = Arc::new(tmpl);
+        let mut kept = cache();
+        if kept.len() >= CACHED {
+            kept.clear();
+        }
+        kept.insert(text.to_owned(), Arc::clone(&tmpl));
         Ok(tmpl)
     }
 }

@@ -662,3 +662,24 @@ fn to_json_is_an_alias_of_json() {
     assert_eq!(ok("{{.inputs.m | toJson}}"), r#"{"k":"v"}"#);
     assert_eq!(GoTemplates::new().check("{{toJson .inputs.m}}"), Ok(()));
 }
+
+/// A text is parsed once per renderer (gtmpl-ng lexes each parse on a thread of its own):
+/// the second render of the same text uses the kept parse, the clones of a renderer share
+/// it, and what the render gives does not depend on it.
+#[test]
+fn a_text_is_parsed_once_and_its_parse_is_shared() {
+    let t = GoTemplates::new();
+    let data = Data::new();
+    let text = "a {{.inputs.name}} b";
+    let first = t.render(text, &data.scope()).unwrap();
+    let kept = |t: &GoTemplates| t.parsed.lock().unwrap().len();
+    assert_eq!(kept(&t), 1);
+    let clone = t.clone();
+    assert_eq!(clone.render(text, &data.scope()).unwrap(), first);
+    assert_eq!(kept(&t), 1, "the clone parsed it again");
+    assert!(t.check("{{.inputs.name}} and more").is_ok());
+    assert_eq!(kept(&t), 2);
+    // A text that does not parse is not kept.
+    assert!(t.check("{{ if }}").is_err());
+    assert_eq!(kept(&t), 2);
+}

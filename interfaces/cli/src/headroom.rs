@@ -12,9 +12,11 @@ use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 
 /// Threads and processes a run has alive at once, besides the main thread: two runtime
-/// workers, the store writer, the watchdog's starter and the watchdog itself, a step's
-/// process, and room for the runtime's blocking threads (standard input, file reads).
-pub const THREADS: usize = 8;
+/// workers, the store writer and its sync helpers, the watchdog's starter and the watchdog
+/// itself, a step's process and its shell, the template parser's lexer, and room for the
+/// runtime's blocking threads (standard input, file reads). A run of parallel branches
+/// needs more; this is the floor below which nothing works.
+pub const THREADS: usize = 12;
 
 /// Process limits (`RLIMIT_NPROC`) at or above this are not probed: no user runs that many
 /// threads by accident.
@@ -72,8 +74,8 @@ fn exhausted(limit: u64, e: &std::io::Error) -> AwfError {
     )
     .with_detail("limit", limit.to_string())
     .with_hint(format!(
-        "awf needs about {THREADS} threads and processes of this user beside its steps: raise \
-         `ulimit -u` or end other processes of this user"
+        "awf needs {THREADS} or more threads and processes of this user at once (more with \
+         parallel steps): raise `ulimit -u` or end other processes of this user"
     ))
 }
 

@@ -344,6 +344,10 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
 /// report is still useful. A panic is a bug; the message says so.
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
+        // Caught by its caller and turned into an error (see the module).
+        if awf_domain::quiet_panics::is_quiet() {
+            return;
+        }
         let payload = info
             .payload()
             .downcast_ref::<&str>()

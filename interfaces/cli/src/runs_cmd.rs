@@ -408,6 +408,24 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     )
     .map_err(CliError::Awf)?;
     let store = w.history_store().map_err(CliError::Awf)?;
+    let states = w.state_store().ok();
+    // Rows a killed awf left `running` while their state file says the run ended are
+    // written as it ended first, so that filters and totals agree with what is shown (when
+    // the database cannot be written, they are shown as it ended all the same, below).
+    let running = awf_domain::ports::store::HistoryFilter {
+        status: Some(awf_domain::ports::store::StoredStatus::Running),
+        ..Default::default()
+    };
+    if let Ok(mut rows) = store.list(&running)
+        && !awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()).is_empty()
+    {
+        let ended = rows
+            .iter()
+            .filter(|r| r.status != awf_domain::ports::store::StoredStatus::Running);
+        for r in ended {
+            let _ = store.settle(r);
+        }
+    }
     let mut out = std::io::stdout().lock();
     if args.stats {
         let mut stats = store.stats(&filter).map_err(CliError::Awf)?;
@@ -420,8 +438,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
                 ..filter
             };
             let mut rows = store.list(&running).map_err(CliError::Awf)?;
-            let states = w.state_store().ok();
-            // Rows a killed awf left `running` while its state file says the run ended.
+            // Those the database could not be told of are not running either.
             for ended in awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()) {
                 stats.running_count = stats.running_count.saturating_sub(1);
                 match ended {
@@ -483,7 +500,6 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
         return Ok(Outcome::Success);
     }
     let mut rows = store.list(&filter).map_err(CliError::Awf)?;
-    let states = w.state_store().ok();
     // A row a killed awf left `running` while its state file says the run ended shows how
     // it ended.
     if !awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()).is_empty()
