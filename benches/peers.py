@@ -11,6 +11,8 @@ measured with valgrind's callgrind (repeatable on a noisy machine).
 Cases and targets (issue 9):
   chain-bash   200 `command: 'true'` steps, recording on, SHELL=/bin/bash  vs make `@true`     <= 1.1x
   chain-sh     200 steps needing the shell (`true;`), SHELL=/bin/sh       vs make `@sh -c true`, just  <= 1.1x
+  chain-tpl    the same with a template in each command (`true {{.inputs.x}};`) vs make
+               `@sh -c 'true $(X);'`: what rendering a step's command adds     <= 1.1x
   record       the 200-step chain, recording on vs AWF_RECORD=off (CPU time)                   <= 1.1x
   output       a step printing 50 MB                                      vs the command > file  <= 2x,
                peak RSS <= kept output + 20 MB, at most one stored copy
@@ -93,8 +95,8 @@ def report(case, label_a, label_b, ta, tb, ratios, target, unit="ms", scale=1000
     ROWS.append((case, label_a, label_b, ta * scale, tb * scale, r[0], med, r[-1], target, ok, unit))
 
 
-def chain_yaml(n, command):
-    lines = [f"name: chain{n}", "states:", "  initial: s0"]
+def chain_yaml(n, command, inputs=""):
+    lines = [f"name: chain{n}"] + ([inputs] if inputs else []) + ["states:", "  initial: s0"]
     for i in range(n):
         nxt = f"s{i+1}" if i < n - 1 else "done"
         lines += [f"  s{i}:", "    type: step", f"    command: '{command}'", f"    on_success: {nxt}"]
@@ -164,6 +166,12 @@ def main():
         report("chain-sh", "awf 200 x 'true;' (sh)", "make @sh -c true", ta, tb, r, 1.1)
         ta, tb, r = pairs(([awf, "run", "chainsh.yaml"], d, sh), ([peers["just"], "all"], d, sh), reps)
         report("chain-sh", "awf 200 x 'true;' (sh)", "just (sh -cu)", ta, tb, r, 1.1)
+
+    if want("chain-tpl"):
+        write(d, "chaintpl.yaml", chain_yaml(200, "true {{.inputs.x}};", "inputs:\n  - name: x\n    default: hi"))
+        write(d, "Makefile.tpl", "X = hi\n" + makefile(200, "sh -c 'true $(X);'", "sh"))
+        ta, tb, r = pairs(([awf, "run", "chaintpl.yaml"], d, sh), (["make", "-s", "-f", "Makefile.tpl"], d, sh), reps)
+        report("chain-tpl", "awf 200 x 'true {{x}};' (sh)", "make @sh -c 'true $(X);'", ta, tb, r, 1.1)
 
     if want("single"):
         # A one-step run: what every run costs besides its steps (start-up, opening the
