@@ -623,6 +623,23 @@ mod tests {
         );
     }
 
+    /// A history row of workflow `wf` still `running`, started at `started_ms`.
+    fn running_row(id: &str, started_ms: u64, parent: Option<&str>) -> HistoryRecord {
+        HistoryRecord {
+            id: id.into(),
+            workflow_id: "wf".into(),
+            workflow_name: "wf".into(),
+            status: StoredStatus::Running,
+            exit_code: None,
+            started_at_ms: started_ms,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: parent.map(str::to_owned),
+            spend: None,
+        }
+    }
+
     fn snapshot(status: StoredStatus, pid: Option<u32>) -> RunSnapshot {
         let t0 = std::time::UNIX_EPOCH + Duration::from_secs(1_000);
         RunSnapshot {
@@ -657,19 +674,7 @@ mod tests {
     fn a_running_row_without_a_state_file_after_a_minute_is_gone() {
         let host = FakeHost::default();
         host.process(77, false);
-        let row = |id: &str, started_s: u64| HistoryRecord {
-            id: id.into(),
-            workflow_id: "wf".into(),
-            workflow_name: "wf".into(),
-            status: StoredStatus::Running,
-            exit_code: None,
-            started_at_ms: started_s * 1_000,
-            completed_at_ms: None,
-            duration_ms: None,
-            error_message: None,
-            parent_run_id: None,
-            spend: None,
-        };
+        let row = |id: &str, started_s: u64| running_row(id, started_s * 1_000, None);
         let mut dead = snapshot(StoredStatus::Running, Some(77));
         dead.run_id = "dead".into();
         let states = awf_domain::ports::fakes::FakeStateStore::with(vec![dead]);
@@ -702,19 +707,7 @@ mod tests {
     fn a_running_row_whose_pid_lives_on_is_gone_when_its_lock_is_free() {
         let host = FakeHost::default();
         host.process(1, true);
-        let row = |id: &str, parent: Option<&str>| HistoryRecord {
-            id: id.into(),
-            workflow_id: "wf".into(),
-            workflow_name: "wf".into(),
-            status: StoredStatus::Running,
-            exit_code: None,
-            started_at_ms: 1_000_000,
-            completed_at_ms: None,
-            duration_ms: None,
-            error_message: None,
-            parent_run_id: parent.map(str::to_owned),
-            spend: None,
-        };
+        let row = |id: &str, parent: Option<&str>| running_row(id, 1_000_000, parent);
         let snap = |id: &str| {
             let mut s = snapshot(StoredStatus::Running, Some(1));
             s.run_id = id.into();
@@ -742,19 +735,7 @@ mod tests {
     /// row of a run that is still running, or has no state file, is left as it is.
     #[test]
     fn a_running_row_whose_state_file_says_ended_is_settled() {
-        let row = |id: &str| HistoryRecord {
-            id: id.into(),
-            workflow_id: "wf".into(),
-            workflow_name: "wf".into(),
-            status: StoredStatus::Running,
-            exit_code: None,
-            started_at_ms: 1_000_000,
-            completed_at_ms: None,
-            duration_ms: None,
-            error_message: None,
-            parent_run_id: None,
-            spend: None,
-        };
+        let row = |id: &str| running_row(id, 1_000_000, None);
         let mut ended = snapshot(StoredStatus::Failure, Some(77));
         ended.run_id = "ended".into();
         ended.exit_code = Some(3);

@@ -778,6 +778,22 @@ fn a_step_inherits_the_signals_awf_was_started_ignoring_and_nothing_else() {
     );
 }
 
+/// `awf <args>` in `sb` under `ulimit -u <limit>`; as `nobody` when this test runs as root
+/// (exempt from the limit; `sb` must then be readable by others).
+fn limited(sb: &Sandbox, limit: u32, args: &[&str]) -> std::process::Command {
+    let awf = sb.cmd(args);
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
+    let mut c = launcher(sb, if root { "runuser" } else { "bash" });
+    if root {
+        c.args(["-u", "nobody", "--", "bash"]);
+    }
+    c.args(["-c", &format!("ulimit -u {limit} && exec \"$@\""), "bash"])
+        .arg(awf.get_program())
+        .args(awf.get_args());
+    c
+}
+
 /// Under a process limit too low for its threads (`ulimit -u`), `awf run` says so with
 /// SYSTEM.RESOURCE.EXHAUSTED (exit 4) before starting anything: it used to panic in tokio
 /// (which cannot start a worker) or hang while unwinding. As root (exempt from the limit)
@@ -788,19 +804,11 @@ fn a_process_limit_too_low_for_awf_is_an_error_not_a_crash_or_a_hang() {
     let sb = Sandbox::new().unwrap();
     sb.write("quick.yaml", QUICK).unwrap();
     std::fs::set_permissions(sb.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let awf = sb.cmd(&["run", "quick.yaml"]);
-    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
-    let root = String::from_utf8_lossy(&uid.stdout).trim() == "0";
-    let mut c = launcher(&sb, if root { "runuser" } else { "bash" });
-    if root {
-        c.args(["-u", "nobody", "--", "bash"]);
-    }
-    c.args(["-c", "ulimit -u 5 && exec \"$@\"", "bash"])
-        .arg(awf.get_program())
-        .args(awf.get_args())
+    let child = limited(&sb, 5, &["run", "quick.yaml"])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let child = c.spawn().unwrap();
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let pid = child.id();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -826,15 +834,7 @@ fn a_process_limit_too_low_for_awf_is_an_error_not_a_crash_or_a_hang() {
         "name: loop\nstates:\n  initial: l\n  l: {type: for_each, items: '[\"a\"]', body: [b], on_complete: done}\n  b: {type: step, command: 'echo {{.loop.Item}}'}\n  done: {type: terminal}\n",
     )
     .unwrap();
-    let validate = sb.cmd(&["validate", "loop.yaml"]);
-    let mut c = launcher(&sb, if root { "runuser" } else { "bash" });
-    if root {
-        c.args(["-u", "nobody", "--", "bash"]);
-    }
-    let out = c
-        .args(["-c", "ulimit -u 1 && exec \"$@\"", "bash"])
-        .arg(validate.get_program())
-        .args(validate.get_args())
+    let out = limited(&sb, 1, &["validate", "loop.yaml"])
         .output()
         .unwrap();
     let all = format!(

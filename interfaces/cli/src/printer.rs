@@ -1562,21 +1562,23 @@ mod tests {
         assert_eq!(err, "  WARN careful\n  ✗ s (0s): exit code 2\n");
     }
 
+    /// The top-level `RunStarted` of an attempt made by process `pid` (`resumed` at a step).
+    fn run_started(pid: u32, resumed: Option<&str>) -> EventEnvelope {
+        env(RunEvent::RunStarted {
+            workflow: "w".into(),
+            identifier: "w".into(),
+            workflow_path: None,
+            inputs: serde_json::Map::new(),
+            resumed_from: resumed.map(str::to_owned),
+            pid,
+        })
+    }
+
     /// `awf resume -q`: the failure lines of the earlier attempt (replayed; another process
     /// ran it) are not shown again, those of this attempt are (a new user saw only the old
     /// failure lines of a resume that succeeded).
     #[test]
     fn quiet_drops_the_failures_of_replayed_attempts() {
-        let started = |pid: u32, resumed: Option<&str>| {
-            env(RunEvent::RunStarted {
-                workflow: "w".into(),
-                identifier: "w".into(),
-                workflow_path: None,
-                inputs: serde_json::Map::new(),
-                resumed_from: resumed.map(str::to_owned),
-                pid,
-            })
-        };
         let failed = || {
             env(RunEvent::StepFinished {
                 step: "s".into(),
@@ -1589,9 +1591,9 @@ mod tests {
         let (_, err) = run(
             &mut p,
             &[
-                started(other, None),
+                run_started(other, None),
                 failed(),
-                started(std::process::id(), Some("s")),
+                run_started(std::process::id(), Some("s")),
                 failed(),
             ],
         );
@@ -1602,16 +1604,6 @@ mod tests {
     /// log, is not printed again (a new user found it twice on stdout); this attempt's is.
     #[test]
     fn streaming_does_not_print_a_replayed_attempts_output_again() {
-        let started = |pid: u32, resumed: Option<&str>| {
-            env(RunEvent::RunStarted {
-                workflow: "w".into(),
-                identifier: "w".into(),
-                workflow_path: None,
-                inputs: serde_json::Map::new(),
-                resumed_from: resumed.map(str::to_owned),
-                pid,
-            })
-        };
         let chunk = |text: &str| {
             env(RunEvent::OutputChunk {
                 step: "s".into(),
@@ -1624,9 +1616,9 @@ mod tests {
         let (out, _) = run(
             &mut p,
             &[
-                started(other, None),
+                run_started(other, None),
                 chunk("one\n"),
-                started(std::process::id(), Some("s")),
+                run_started(std::process::id(), Some("s")),
                 chunk("two\n"),
             ],
         );

@@ -426,6 +426,16 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
             let _ = store.settle(r);
         }
     }
+    // The rows still `running` whose awf process is gone (see `gone_runs`).
+    let gone_of = |rows: &[awf_domain::ports::store::HistoryRecord]| {
+        awf_application::runs::gone_runs(
+            rows,
+            states.as_deref(),
+            w.services.run_locks.as_deref(),
+            w.services.host.as_ref(),
+            std::time::SystemTime::now(),
+        )
+    };
     let mut out = std::io::stdout().lock();
     if args.stats {
         let mut stats = store.stats(&filter).map_err(CliError::Awf)?;
@@ -449,14 +459,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
                     _ => stats.failed_count += 1,
                 }
             }
-            let gone = awf_application::runs::gone_runs(
-                &rows,
-                states.as_deref(),
-                w.services.run_locks.as_deref(),
-                w.services.host.as_ref(),
-                std::time::SystemTime::now(),
-            )
-            .len() as u64;
+            let gone = gone_of(&rows).len() as u64;
             stats.process_gone_count = gone.min(stats.running_count);
             stats.running_count -= stats.process_gone_count;
         }
@@ -509,13 +512,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     }
     // A row still `running` whose awf process is gone (SIGKILL, crash) says so, as `status`
     // does: its state file names the process.
-    let gone = awf_application::runs::gone_runs(
-        &rows,
-        states.as_deref(),
-        w.services.run_locks.as_deref(),
-        w.services.host.as_ref(),
-        std::time::SystemTime::now(),
-    );
+    let gone = gone_of(&rows);
     if ctx.json() {
         let rows: Vec<serde_json::Value> = rows
             .iter()
