@@ -402,3 +402,41 @@ fn executions_are_listed_live_first_then_newest_first() {
     let (code, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{live}", s.base)]);
     assert_eq!(code, 204);
 }
+
+/// `awf serve` keeps its lock on history.db when a request opens the history again: a
+/// second store used to read the file's header through a descriptor of its own, whose close
+/// dropped every POSIX lock of the process on it, SQLite's included; another client then
+/// found the database unused and removed the WAL the server still wrote to (a breaker lost
+/// runs that way).
+#[test]
+fn serving_a_history_request_keeps_the_servers_lock_on_the_database() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("hello", HELLO)]);
+    let s = start(&sb, &[]);
+    let id = http_serve::start_run(&s, "hello", "{}");
+    wait_status(&s, &id, "completed");
+    let db = awf_tests::data(&sb).join("history.db");
+    let locks_of_server = || {
+        use std::os::unix::fs::MetadataExt;
+        let inode = std::fs::metadata(&db).unwrap().ino();
+        let pid = s.child.id();
+        std::fs::read_to_string("/proc/locks")
+            .unwrap()
+            .lines()
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                // `1: POSIX ADVISORY READ 1234 08:01:5678 …`: pid, then dev:inode.
+                f.len() > 5
+                    && f[4] == pid.to_string()
+                    && f[5].rsplit(':').next() == Some(inode.to_string().as_str())
+            })
+            .count()
+    };
+    let before = locks_of_server();
+    assert!(before > 0, "the server holds no lock on {}", db.display());
+    let (code, _) = curl(&[&format!("{}/api/executions", s.base)]);
+    assert_eq!(code, 200);
+    let (code, _) = curl(&[&format!("{}/api/history", s.base)]);
+    assert_eq!(code, 200);
+    assert_eq!(locks_of_server(), before);
+}

@@ -62,7 +62,10 @@ pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
     loop {
         attempt += 1;
         match try_open(path) {
-            Ok(c) => return Ok(c),
+            Ok(c) => {
+                opened_here(path, true);
+                return Ok(c);
+            }
             Err(e) if !transient(&e) => {
                 return Err(AwfError::new(
                     ErrorCode::SystemIoWriteFailed,
@@ -112,11 +115,14 @@ fn transient(e: &rusqlite::Error) -> bool {
 fn owner_only(path: &Path) {
     use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::fs::PermissionsExt;
-    let _ = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path);
+    // Opened (and closed) only when it does not exist yet: see `opened_here`.
+    if std::fs::symlink_metadata(path).is_err() {
+        let _ = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path);
+    }
     for p in [
         path.to_path_buf(),
         sidecar(path, "-wal"),
@@ -144,6 +150,25 @@ fn move_aside(path: &Path) -> String {
     )
 }
 
+/// Whether SQLite has opened the database at `path` in this process (`mark`: record that it
+/// has). Closing any descriptor of a file drops every POSIX lock this process holds on it,
+/// SQLite's included (SQLite works around it only for the descriptors it opens itself): a
+/// second store of `awf serve` that opened `history.db` for a check released the first
+/// connection's locks, and another client, finding the database unused, removed the WAL
+/// that connection still wrote to (a breaker lost runs that way). Once SQLite has it open,
+/// awf opens no descriptor of its own on it.
+fn opened_here(path: &Path, mark: bool) -> bool {
+    static OPENED: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut opened = OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let known = opened.iter().any(|p| p == path);
+    if mark && !known {
+        opened.push(path.to_path_buf());
+    }
+    known
+}
+
 /// Whether the history database at `path` can be what SQLite opens, checked without opening
 /// it (no WAL read back): missing, empty, or a regular file that starts with SQLite's
 /// header. Lets a store refuse a database that is a directory or not a database at once,
@@ -165,7 +190,9 @@ pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
     if !meta.is_file() {
         return refuse("it is not a regular file");
     }
-    if meta.len() == 0 {
+    // SQLite opened it in this process already (it is a database); reading it through a
+    // descriptor of our own would drop SQLite's locks when that descriptor closes.
+    if meta.len() == 0 || opened_here(path, false) {
         return Ok(());
     }
     let mut head = [0u8; 16];
@@ -178,6 +205,9 @@ pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
     }
 }
 
+/// How long a statement waits for another process's write to end before it fails busy.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 fn try_open(path: &Path) -> rusqlite::Result<Connection> {
     let c = Connection::open_with_flags(
         path,
@@ -185,7 +215,7 @@ fn try_open(path: &Path) -> rusqlite::Result<Connection> {
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    c.busy_timeout(Duration::from_secs(10))?;
+    c.busy_timeout(BUSY_TIMEOUT)?;
     let mode: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(rusqlite::Error::InvalidQuery);

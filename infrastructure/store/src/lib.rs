@@ -236,7 +236,14 @@ impl HistoryStore for Store {
     }
 
     fn settle(&self, record: &HistoryRecord) -> Result<(), AwfError> {
-        self.with_db(|c| history::upsert_finished(c, record))
+        // A read command does not wait for another writer (the busy timeout is 10 s): the row
+        // is settled by a later read.
+        self.with_db(|c| {
+            c.busy_timeout(std::time::Duration::ZERO)?;
+            let written = history::upsert_finished(c, record);
+            c.busy_timeout(history::BUSY_TIMEOUT)?;
+            written
+        })
     }
 }
 

@@ -423,7 +423,15 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
             .iter()
             .filter(|r| r.status != awf_domain::ports::store::StoredStatus::Running);
         for r in ended {
-            let _ = store.settle(r);
+            // A run whose lock is held is live: it writes its own row when it ends.
+            let live = w
+                .services
+                .run_locks
+                .as_deref()
+                .is_some_and(|l| l.try_lock(&r.id).is_err());
+            if !live {
+                let _ = store.settle(r);
+            }
         }
     }
     // The rows still `running` whose awf process is gone (see `gone_runs`).
