@@ -655,7 +655,8 @@ pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
 /// Routes a loop does not take: its own `transitions` (a loop goes on with `on_complete`, or
 /// `on_success`, when it completes and `on_failure` when it fails), and the `on_failure` and
 /// `continue_on_error` of a step in its body (a failed body step fails the loop; the
-/// loop's `on_failure` routes it). A body step's `on_success` and `transitions` are kept:
+/// loop's `on_failure` routes it), but for an `on_failure` that names the loop itself (the
+/// loop goes on with its next item). A body step's `on_success` and `transitions` are kept:
 /// one that leaves the body ends the loop there.
 ///
 /// Code `WORKFLOW.VALIDATION.INVALID_TRANSITION`, severity Warning, path
@@ -690,7 +691,12 @@ pub fn ignored_loop_routes(wf: &Workflow) -> Vec<Diagnostic> {
             out.extend(ignored_keys(
                 b,
                 &[
-                    ("on_failure", child.on_failure.is_some()),
+                    // Routed back to its own loop, a failure goes on with the next item
+                    // (the engine's one exception).
+                    (
+                        "on_failure",
+                        child.on_failure.as_deref().is_some_and(|t| t != name),
+                    ),
                     ("continue_on_error", child.continue_on_error),
                 ],
                 &format!("is in the body of loop \"{name}\""),

@@ -1648,6 +1648,14 @@ fn routes_a_loop_does_not_take_warn() {
         d[1].message,
         "\"s\" is in the body of loop \"l\": its on_failure, continue_on_error are ignored there (a failed body step fails the loop)"
     );
+    // Routed back to its own loop, a failed body step goes on with the next item: no
+    // warning (a breaker saw the warning contradict the run).
+    let mut l = loop_state("l", LoopOver::Items("[1]".to_owned()), &["s"], Some("done"));
+    l.on_success = None;
+    let mut s = cmd("s", "false", None);
+    s.on_failure = Some("l".into());
+    let w = wf("l", vec![l, s, terminal("done")]);
+    assert_eq!(ignored_loop_routes(&w), Vec::new());
 }
 
 /// `.loop` is set only inside a loop's body: a state that never runs in one is an error (a
