@@ -689,3 +689,26 @@ fn a_row_left_running_after_the_run_ended_is_settled_for_filters_and_totals() {
         "{st}"
     );
 }
+
+/// `awf resume -f json` that cannot resume its run names the run and its workflow in the
+/// result object (a breaker found `run_id: null` and the run id as `workflow`).
+#[test]
+fn a_resume_that_fails_before_it_starts_names_its_run_in_json() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("ok.yaml", OK).unwrap();
+    let done = sb
+        .run(&["run", "ok.yaml", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    let id = done["run_id"].as_str().unwrap().to_owned();
+    let r = sb.run(&["resume", &id, "-f", "json"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["run_id"], id.as_str(), "{doc}");
+    assert_eq!(doc["workflow"], "ok.yaml", "{doc}");
+    assert_eq!(
+        doc["error"]["code"], "USER.INPUT.VALIDATION_FAILED",
+        "{doc}"
+    );
+}

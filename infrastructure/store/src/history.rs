@@ -179,14 +179,20 @@ fn opened_here(path: &Path, mark: bool) -> bool {
 pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
     use std::io::Read;
     const HEADER: &[u8; 16] = b"SQLite format 3\0";
+    // Said as `open` says it: a read (`awf history`) meets it as much as a run.
+    let unusable = |why: &dyn std::fmt::Display| {
+        AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!("cannot open the history database {}: {why}", path.display()),
+        )
+        .with_detail("path", path.display().to_string())
+    };
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(write_failed("the history database", path, e)),
+        Err(e) => return Err(unusable(&e)),
     };
-    let refuse = |why: &str| {
-        Err(write_failed("the history database", path, why).with_hint(move_aside(path)))
-    };
+    let refuse = |why: &str| Err(unusable(&why).with_hint(move_aside(path)));
     if !meta.is_file() {
         return refuse("it is not a regular file");
     }
@@ -201,7 +207,7 @@ pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
         Ok(()) if &head == HEADER => Ok(()),
         Ok(()) => refuse("file is not a database"),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => refuse("file is not a database"),
-        Err(e) => Err(write_failed("the history database", path, e)),
+        Err(e) => Err(unusable(&e)),
     }
 }
 

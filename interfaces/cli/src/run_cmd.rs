@@ -290,8 +290,21 @@ fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
 }
 
 pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
+    fail_with(ctx, json_out::failure_result(identifier, e), e)
+}
+
+/// [`fail_before_start`] for `awf resume` of the recorded run `run_id` of `workflow` (the
+/// identifier it was started with): the result object names both.
+pub(crate) fn fail_before_resume(ctx: &Ctx, run_id: &str, workflow: &str, e: &AwfError) -> Outcome {
+    let mut result = json_out::failure_result(workflow, e);
+    result.run_id = Some(awf_domain::run::RunId(run_id.to_owned()));
+    fail_with(ctx, result, e)
+}
+
+/// Reports `e`: with `-f json`, `result` on stdout; else the error on stderr.
+fn fail_with(ctx: &Ctx, result: awf_domain::run::RunResult, e: &AwfError) -> Outcome {
     if ctx.json() {
-        if let Err(w) = json_out::print(&json_out::failure_result(identifier, e)) {
+        if let Err(w) = json_out::print(&result) {
             // The result object did not get out: say both on stderr.
             let text = errors::render_text(e, ctx.hints, ctx.err_style)
                 + &errors::render_text(&w, ctx.hints, ctx.err_style);

@@ -201,7 +201,13 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
                     tracing::warn!("run {run_id}: giving it back to the queue failed: {ge}");
                 }
             }
-            return run_cmd::fail_before_start(ctx, &run_id, &e);
+            // The run's workflow, as it was started (its id when the state cannot be read).
+            let workflow = w
+                .state_store()
+                .ok()
+                .and_then(|s| s.load(&run_id).ok())
+                .map_or_else(|| run_id.clone(), |s| s.workflow);
+            return run_cmd::fail_before_resume(ctx, &run_id, &workflow, &e);
         }
     };
     let mut signals = signals;
