@@ -380,7 +380,11 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
         let inputs_broken = d.code == ErrorCode::WorkflowValidationInvalidReference
             && d.message.starts_with("undefined input")
             && load_errors.contains("inputs");
-        !routes_broken && !inputs_broken && !load_errors.iter().any(below)
+        // With a loop's `body:` undecodable, its steps read as outside every loop.
+        let body_broken = d.code == ErrorCode::WorkflowValidationInvalidReference
+            && d.message.starts_with("loop reference")
+            && load_errors.iter().any(|p| p.ends_with(".body"));
+        !routes_broken && !inputs_broken && !body_broken && !load_errors.iter().any(below)
     });
     let mut diagnostics = loaded.diagnostics.clone();
     for d in &mut diagnostics {

@@ -1433,3 +1433,32 @@ fn run_prints_the_first_error_with_its_own_hint_never_another_errors() {
         }
     }
 }
+
+/// `{{.loop.Item}}` in a loop's body step is not reported as outside a loop when the loop's
+/// `body:` itself could not be read (a string, not a list): the one error is the body's (a
+/// breaker saw the cascade).
+#[test]
+fn a_loop_body_that_does_not_parse_adds_no_loop_reference_error() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "lb.yaml",
+            "name: lb\nstates:\n  initial: l\n  l: {type: for_each, items: '[1]', body: s1, on_complete: done}\n  s1: {type: step, command: 'echo {{.loop.Item}}', on_success: l}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2);
+    find(
+        &diags,
+        "error",
+        "WORKFLOW.PARSE.YAML_SYNTAX",
+        "states.l.body",
+    );
+    assert!(
+        !diags.iter().any(|d| d["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("loop reference")),
+        "{diags:#?}"
+    );
+}
