@@ -459,6 +459,34 @@ pub fn settle_ended_rows(
     settled
 }
 
+/// Writes as they ended the rows of `history` still `running` whose state file says the run
+/// ended ([`settle_ended_rows`]) and whose run lock nobody holds (a live run writes its own
+/// row when it ends), so that filters and totals read from the database agree with what is
+/// shown. Best effort: a row that cannot be written now (a read-only database, another
+/// writer) is settled by a later read, and shown as it ended meanwhile.
+pub fn settle_history(
+    history: &dyn HistoryStore,
+    states: Option<&dyn StateStore>,
+    locks: Option<&dyn awf_domain::ports::locks::RunLocks>,
+) {
+    let running = HistoryFilter {
+        status: Some(StoredStatus::Running),
+        ..Default::default()
+    };
+    let Ok(mut rows) = history.list(&running) else {
+        return;
+    };
+    if settle_ended_rows(&mut rows, states).is_empty() {
+        return;
+    }
+    for r in rows.iter().filter(|r| r.status != StoredStatus::Running) {
+        if locks.is_some_and(|l| l.try_lock(&r.id).is_err()) {
+            continue;
+        }
+        let _ = history.settle(r);
+    }
+}
+
 /// The duration `awf status` shows, in milliseconds, the same number `awf history` shows: a
 /// finished run's recorded duration (the history row's, else end − start); a live run's time
 /// since it started (`now`); `None` for a queued run (it has not run: `awf history` shows `-`

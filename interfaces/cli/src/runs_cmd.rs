@@ -64,15 +64,16 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     if let Err(e) = w.check_store_writable() {
         return fail(&e);
     }
+    // The run's state file, read once for what is decided here before the resume.
+    let recorded = w.state_store().ok().map(|store| store.load(&run_id));
     // Known to the history only (stopped before its first state file): nothing to resume.
     // (A shared store's queued run has no state file either, and starts from the beginning.)
     if w.pg.get().is_none()
-        && let Ok(store) = w.state_store()
-        && let Err(e) = store.load(&run_id)
+        && let Some(Err(e)) = &recorded
     {
         let history = w.history_store().ok();
         return fail(&awf_application::runs::explain_missing_state(
-            e,
+            e.clone(),
             history.as_deref(),
             &run_id,
         ));
@@ -92,8 +93,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     };
     run_cmd::warn_unrecorded(&w);
     // A run parked on a usage limit goes on at its reset time, not before.
-    if let Ok(store) = w.state_store()
-        && let Ok(snap) = store.load(&run_id)
+    if let Some(Ok(snap)) = &recorded
         && snap.status == StoredStatus::Waiting
         && let Some(until) = snap.waiting_until
         && let Ok(left) = until.duration_since(std::time::SystemTime::now())
@@ -202,11 +202,10 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
                 }
             }
             // The run's workflow, as it was started (its id when the state cannot be read).
-            let workflow = w
-                .state_store()
-                .ok()
-                .and_then(|s| s.load(&run_id).ok())
-                .map_or_else(|| run_id.clone(), |s| s.workflow);
+            let workflow = match &recorded {
+                Some(Ok(snap)) => snap.workflow.clone(),
+                _ => run_id.clone(),
+            };
             return run_cmd::fail_before_resume(ctx, &run_id, &workflow, &e);
         }
     };
@@ -415,31 +414,13 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     .map_err(CliError::Awf)?;
     let store = w.history_store().map_err(CliError::Awf)?;
     let states = w.state_store().ok();
-    // Rows a killed awf left `running` while their state file says the run ended are
-    // written as it ended first, so that filters and totals agree with what is shown (when
-    // the database cannot be written, they are shown as it ended all the same, below).
-    let running = awf_domain::ports::store::HistoryFilter {
-        status: Some(awf_domain::ports::store::StoredStatus::Running),
-        ..Default::default()
-    };
-    if let Ok(mut rows) = store.list(&running)
-        && !awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()).is_empty()
-    {
-        let ended = rows
-            .iter()
-            .filter(|r| r.status != awf_domain::ports::store::StoredStatus::Running);
-        for r in ended {
-            // A run whose lock is held is live: it writes its own row when it ends.
-            let live = w
-                .services
-                .run_locks
-                .as_deref()
-                .is_some_and(|l| l.try_lock(&r.id).is_err());
-            if !live {
-                let _ = store.settle(r);
-            }
-        }
-    }
+    // Rows a killed awf left `running` after the run ended are written as it ended first
+    // (those that cannot be written are shown as it ended all the same, below).
+    awf_application::runs::settle_history(
+        store.as_ref(),
+        states.as_deref(),
+        w.services.run_locks.as_deref(),
+    );
     // The rows still `running` whose awf process is gone (see `gone_runs`).
     let gone_of = |rows: &[awf_domain::ports::store::HistoryRecord]| {
         awf_application::runs::gone_runs(

@@ -167,30 +167,6 @@ pub fn spawn(
 mod tests {
     use super::*;
     use awf_domain::ports::store::RunSnapshot;
-    use std::sync::Mutex;
-
-    struct Mem(Mutex<Vec<RunSnapshot>>);
-
-    impl StateStore for Mem {
-        fn load(&self, run_id: &str) -> Result<RunSnapshot, AwfError> {
-            self.0
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|s| s.run_id == run_id)
-                .cloned()
-                .ok_or_else(|| {
-                    AwfError::new(awf_domain::ErrorCode::UserInputValidationFailed, "no run")
-                })
-        }
-        fn list(&self) -> Result<Vec<RunSnapshot>, AwfError> {
-            Ok(self.0.lock().unwrap().clone())
-        }
-        fn save(&self, s: &RunSnapshot) -> Result<(), AwfError> {
-            self.0.lock().unwrap().push(s.clone());
-            Ok(())
-        }
-    }
 
     fn snap(id: &str, status: StoredStatus, until: Option<SystemTime>) -> RunSnapshot {
         let mut s: RunSnapshot = serde_json::from_value(serde_json::json!({
@@ -212,13 +188,13 @@ mod tests {
         let past = now - Duration::from_secs(5);
         let soon = now + Duration::from_secs(30);
         let later = now + Duration::from_secs(90);
-        let store = Mem(Mutex::new(vec![
+        let store = awf_domain::ports::fakes::FakeStateStore::with(vec![
             snap("due", StoredStatus::Waiting, Some(past)),
             snap("ahead", StoredStatus::Waiting, Some(later)),
             snap("sooner", StoredStatus::Waiting, Some(soon)),
             snap("failed", StoredStatus::Failure, Some(past)),
             snap("no-time", StoredStatus::Waiting, None),
-        ]));
+        ]);
         let (ready, next) = due(&store, now);
         assert_eq!(ready, vec![("due".to_owned(), past)]);
         assert_eq!(next, Some(soon));
