@@ -377,7 +377,16 @@ fn children(s: &State) -> &[String] {
 /// Source: spec/workflow.md §3.4, §3.5; issue 7.
 pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
+    // Only containers can contain themselves or nest: a state without children has depth 0
+    // and is on no cycle, and is left out of both walks (a 200-step chain had each of its
+    // steps hashed a dozen times here, issue 9).
+    let is_container = |name: &str| wf.states.get(name).is_some_and(|s| !children(s).is_empty());
+    let names: Vec<&str> = wf
+        .states
+        .iter()
+        .filter(|(_, s)| !children(s).is_empty())
+        .map(|(n, _)| n.as_str())
+        .collect();
     // 0 = unvisited, 1 = on the stack, 2 = done.
     let mut color: HashMap<&str, u8> = HashMap::new();
     let mut seen_cycles: BTreeSet<Vec<&str>> = BTreeSet::new();
@@ -398,7 +407,7 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
             }
             top.1 += 1;
             let child = kids[next].as_str();
-            if !wf.states.contains_key(child) {
+            if !is_container(child) {
                 continue;
             }
             match color.get(child).copied().unwrap_or(0) {
@@ -453,9 +462,11 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
                 continue;
             }
             if expanded {
+                // A child that is a state but no container is one level below.
                 let d = kids
                     .iter()
-                    .filter_map(|k| depth.get(k.as_str()).map(|d| d + 1))
+                    .filter(|k| wf.states.contains_key(*k))
+                    .map(|k| depth.get(k.as_str()).copied().unwrap_or(0) + 1)
                     .max()
                     .unwrap_or(0);
                 depth.insert(n, d);
@@ -463,7 +474,7 @@ pub fn containment(wf: &Workflow) -> Vec<Diagnostic> {
             }
             stack.push((n, true));
             for k in kids {
-                if wf.states.contains_key(k) && !depth.contains_key(k.as_str()) {
+                if is_container(k) && !depth.contains_key(k.as_str()) {
                     stack.push((k.as_str(), false));
                 }
             }

@@ -96,10 +96,18 @@ pub(crate) fn parent_death_signal() -> bool {
 /// of a run (the root run's id, see [`sweep_scope`]).
 pub(crate) fn new_tag(scope: Option<&str>) -> String {
     let seq = NEXT_TAG.fetch_add(1, Ordering::Relaxed);
+    let me = own_pid();
     match scope {
-        Some(scope) => format!("{}-{seq}{SCOPE_SEP}{scope}", std::process::id()),
-        None => format!("{}-{seq}", std::process::id()),
+        Some(scope) => format!("{me}-{seq}{SCOPE_SEP}{scope}"),
+        None => format!("{me}-{seq}"),
     }
+}
+
+/// This process's id, asked of the OS once (glibc does not keep it: a `getpid` per step).
+/// awf never forks without exec'ing, so it does not change.
+fn own_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// Separates a tag's own part from its scope (`<awf pid>-<sequence>:<root run id>`).

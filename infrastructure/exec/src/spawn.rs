@@ -367,18 +367,28 @@ impl Prepared {
         let envp = self.env.with_tag(&self.tag);
         let (out_r, out_w) = io::pipe()?;
         let (err_r, err_w) = io::pipe()?;
-        let mut actions = PosixSpawnFileActions::init()?;
-        actions.add_dup2(dev_null()?.as_raw_fd(), 0)?;
-        actions.add_dup2(out_w.as_raw_fd(), 1)?;
-        actions.add_dup2(err_w.as_raw_fd(), 2)?;
-        let mut attr = PosixSpawnAttr::init()?;
-        attr.set_pgroup(Pid::from_raw(0))?;
-        attr.set_sigdefault(sig_default())?;
-        attr.set_flags(
-            PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
-        )?;
-        let pid =
-            nix::spawn::posix_spawn(self.program.as_c_str(), &actions, &attr, &self.argv, &envp)?;
+        let fds = [
+            dev_null()?.as_raw_fd(),
+            out_w.as_raw_fd(),
+            err_w.as_raw_fd(),
+        ];
+        let pid = SPAWN_SETUP.with(|cell| -> io::Result<Pid> {
+            let mut setup = cell.borrow_mut();
+            // The pipes usually get the numbers the last step's had: the actions are kept.
+            let fresh = match setup.take() {
+                Some(s) if s.fds == fds => s,
+                _ => SpawnSetup::new(fds)?,
+            };
+            let spawned = nix::spawn::posix_spawn(
+                self.program.as_c_str(),
+                &fresh.actions,
+                &fresh.attr,
+                &self.argv,
+                &envp,
+            );
+            *setup = Some(fresh);
+            Ok(spawned?)
+        })?;
         drop((out_w, err_w));
         // The child is ours from here: dropped before it was waited for, it is killed and
         // reaped.
@@ -389,6 +399,42 @@ impl Prepared {
         };
         Ok((child, OwnedFd::from(out_r), OwnedFd::from(err_r)))
     }
+}
+
+/// What `posix_spawn` is given besides the program, its arguments and environment: the
+/// file actions (stdin on `/dev/null`, stdout and stderr on the pipes' write ends) and the
+/// attributes (a process group of its own, the signals of [`sig_default`] at their default).
+///
+/// Built for the descriptor numbers in `fds` and kept per thread (the types hold pointers:
+/// not `Send`): glibc checks each descriptor of a file action against the descriptor limit,
+/// two `getrlimit` calls each, six per spawn, which a kept setup does not repeat (issue 9).
+struct SpawnSetup {
+    /// The descriptors dup'd onto the child's 0, 1 and 2.
+    fds: [std::os::fd::RawFd; 3],
+    actions: PosixSpawnFileActions,
+    attr: PosixSpawnAttr,
+}
+
+impl SpawnSetup {
+    fn new(fds: [std::os::fd::RawFd; 3]) -> io::Result<Self> {
+        let mut actions = PosixSpawnFileActions::init()?;
+        for (fd, target) in fds.iter().zip(0..) {
+            actions.add_dup2(*fd, target)?;
+        }
+        let mut attr = PosixSpawnAttr::init()?;
+        attr.set_pgroup(Pid::from_raw(0))?;
+        attr.set_sigdefault(sig_default())?;
+        attr.set_flags(
+            PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+        )?;
+        Ok(Self { fds, actions, attr })
+    }
+}
+
+thread_local! {
+    /// The last [`SpawnSetup`] this thread used.
+    static SPAWN_SETUP: std::cell::RefCell<Option<SpawnSetup>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// The signals a child starts with at their default disposition: every signal but those
@@ -500,6 +546,31 @@ mod tests {
         );
         assert_eq!(status.signal(), Some(Signal::SIGTERM as i32));
         assert!(!alive(slow.pid), "reaped");
+    }
+
+    /// The file actions are kept for the pipes' descriptor numbers: a spawn whose pipes got
+    /// other numbers (descriptors opened in between) builds them again, and every child
+    /// writes to its own pipes, never to an earlier child's.
+    #[tokio::test]
+    async fn each_child_writes_to_its_own_pipes_whatever_their_numbers() {
+        use tokio::io::AsyncReadExt;
+        async fn run(script: &str) -> (String, String) {
+            let (mut child, mut out, mut err) = attach(prepared(script).spawn().unwrap()).unwrap();
+            let (mut o, mut e) = (String::new(), String::new());
+            out.read_to_string(&mut o).await.unwrap();
+            err.read_to_string(&mut e).await.unwrap();
+            child.wait().await.unwrap();
+            (o, e)
+        }
+        let script = |n: u32| format!("read x; echo out{n} \"$x\"; echo err{n} >&2");
+        assert_eq!(run(&script(1)).await, ("out1 \n".into(), "err1\n".into()));
+        // Same numbers as the spawn before (kept actions), then shifted ones (new actions),
+        // then the first numbers again.
+        assert_eq!(run(&script(2)).await, ("out2 \n".into(), "err2\n".into()));
+        let held: Vec<File> = (0..3).map(|_| File::open("/dev/null").unwrap()).collect();
+        assert_eq!(run(&script(3)).await, ("out3 \n".into(), "err3\n".into()));
+        drop(held);
+        assert_eq!(run(&script(4)).await, ("out4 \n".into(), "err4\n".into()));
     }
 
     /// A child dropped before it was waited for is killed and reaped, pidfd or not.

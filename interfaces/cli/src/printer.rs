@@ -699,7 +699,7 @@ impl TextPrinter {
                     if let Some(n) = self.open_parallel.get_mut(&ev.run_id) {
                         *n = n.saturating_sub(1);
                     }
-                } else {
+                } else if !self.branch_labels.is_empty() {
                     self.branch_labels
                         .remove(&(ev.run_id.clone(), ev.path.clone()));
                 }
@@ -711,8 +711,12 @@ impl TextPrinter {
                     }
                     self.agent_mid_line = false;
                 }
-                // End a streamed partial line so the next line starts clean.
+                // End a streamed partial line so the next line starts clean. (The maps are
+                // empty in most runs: no key is built for them, issue 9.)
                 for is_out in [true, false] {
+                    if self.mid_line.is_empty() {
+                        break;
+                    }
                     let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                     if self.mid_line.remove(&key) == Some(true) {
                         if is_out {
@@ -724,12 +728,16 @@ impl TextPrinter {
                     }
                 }
                 // What the step wrote, byte for byte when it was streamed (else its text).
-                let written_out = self
-                    .buffered
-                    .remove(&(ev.run_id.clone(), ev.path.clone(), true));
-                let written_err =
-                    self.buffered
-                        .remove(&(ev.run_id.clone(), ev.path.clone(), false));
+                let (written_out, written_err) = if self.buffered.is_empty() {
+                    (None, None)
+                } else {
+                    (
+                        self.buffered
+                            .remove(&(ev.run_id.clone(), ev.path.clone(), true)),
+                        self.buffered
+                            .remove(&(ev.run_id.clone(), ev.path.clone(), false)),
+                    )
+                };
                 if self.mode == OutputMode::Buffered
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
                 {
