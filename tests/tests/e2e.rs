@@ -584,6 +584,37 @@ fn streamed_output_without_a_final_newline_does_not_run_into_the_next_line() {
     assert_eq!(r.stdout, "[OUT] one\n[OUT] two\n");
 }
 
+/// Breaker: two branches printing 100,000 lines each at once came out with lines cut in two
+/// (`[OUT] [b0] 0-` and, thousands of lines later, `[OUT] [b0] 84333`): each branch's lines
+/// are now printed whole, every one of them once.
+#[test]
+fn streamed_lines_of_parallel_branches_are_never_cut() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "par2seq.yaml",
+            "name: par2seq\nstates:\n  initial: p\n  p:\n    type: parallel\n    parallel: [b0, b1]\n    on_success: done\n  b0:\n    type: step\n    command: 'seq -f \"0-%g\" 1 100000'\n  b1:\n    type: step\n    command: 'seq -f \"1-%g\" 1 100000'\n  done:\n    type: terminal\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-o", "streaming", "-q"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut next = [1u32, 1u32];
+    for line in r.stdout.lines() {
+        let (branch, n) = match line.strip_prefix("[OUT] [b0] 0-") {
+            Some(n) => (0, n),
+            None => match line.strip_prefix("[OUT] [b1] 1-") {
+                Some(n) => (1, n),
+                None => panic!("a line cut or mislabelled: {line:?}"),
+            },
+        };
+        assert_eq!(n.parse::<u32>().ok(), Some(next[branch]), "{line:?}");
+        next[branch] += 1;
+    }
+    assert_eq!(next, [100_001, 100_001]);
+}
+
 // ---- regressions found by an adversarial trial ----------------------------------------------
 
 #[test]

@@ -51,6 +51,9 @@ pub struct TextPrinter {
     child_names: HashMap<RunId, String>,
     /// Whether the next streamed chunk of (run, path, stream) starts a new line.
     mid_line: HashMap<(RunId, String, bool), bool>,
+    /// `-o streaming`: the unfinished last line of a parallel branch's stream, printed once
+    /// its newline comes, at its step's end, or past [`PARTIAL_LINE_MAX`] bytes.
+    partial_lines: HashMap<(RunId, String, bool), Vec<u8>>,
     /// Parallel steps of each run that have started and not finished.
     open_parallel: HashMap<RunId, usize>,
     /// Steps started while a parallel step of their run was open (its branches), by (run,
@@ -113,6 +116,7 @@ impl TextPrinter {
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
+            partial_lines: HashMap::new(),
             open_parallel: HashMap::new(),
             branch_labels: HashMap::new(),
             run_labels: HashMap::new(),
@@ -344,6 +348,12 @@ impl TextPrinter {
             return Ok(());
         }
         let retrying = matches!(ev.event, RunEvent::StepRetrying { .. });
+        let ended = matches!(ev.event, RunEvent::RunFinished { .. }) && ev.parent_run_id.is_none();
+        if retrying || ended {
+            self.flush_partial_lines(out, err, |(run, path, _)| {
+                ended || (*run == ev.run_id && *path == ev.path)
+            })?;
+        }
         self.end_lines(out, err, |(run, path, is_out)| {
             !is_out || (retrying && *run == ev.run_id && *path == ev.path)
         })
@@ -373,6 +383,67 @@ impl TextPrinter {
         }
         if cut_err {
             err.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// Writes streamed `bytes` of `key` with `prefix` at each line's start, after ending
+    /// another step's partial line on that stream (its rest gets a prefix of its own).
+    fn write_streamed(
+        &mut self,
+        key: &(RunId, String, bool),
+        bytes: &[u8],
+        prefix: &str,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> io::Result<()> {
+        let is_out = key.2;
+        self.end_lines(out, err, |k| k.2 == is_out && k != key)?;
+        let mid = self.mid_line.get(key).copied().unwrap_or(false);
+        let (prefixed, now_mid) = prefix_lines(bytes, prefix, mid);
+        self.mid_line.insert(key.clone(), now_mid);
+        if is_out {
+            out.write_all(&prefixed)?;
+            out.flush()?;
+        } else {
+            err.write_all(&prefixed)?;
+        }
+        Ok(())
+    }
+
+    /// Prints the kept unfinished lines of the (run, path, stdout?) keys `which` selects,
+    /// each ended with a newline (its step ended, or retries, or the run ended).
+    fn flush_partial_lines(
+        &mut self,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+        which: impl Fn(&(RunId, String, bool)) -> bool,
+    ) -> io::Result<()> {
+        if self.partial_lines.is_empty() {
+            return Ok(());
+        }
+        let mut keys: Vec<_> = self
+            .partial_lines
+            .keys()
+            .filter(|k| which(k))
+            .cloned()
+            .collect();
+        keys.sort();
+        for key in keys {
+            let Some(mut line) = self.partial_lines.remove(&key) else {
+                continue;
+            };
+            line.push(b'\n');
+            let tag = if key.2 { "[OUT] " } else { "[ERR] " };
+            let prefix = match self
+                .branch_labels
+                .get(&(key.0.clone(), key.1.clone()))
+                .or_else(|| self.run_labels.get(&key.0))
+            {
+                Some(label) => format!("{tag}[{label}] "),
+                None => tag.to_owned(),
+            };
+            self.write_streamed(&key, &line, &prefix, out, err)?;
         }
         Ok(())
     }
@@ -527,22 +598,35 @@ impl TextPrinter {
                 let is_out = *stream == OutputStream::Stdout;
                 let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                 if self.mode == OutputMode::Streaming {
-                    // Another step's partial line on this stream ends here: its rest gets a
-                    // prefix of its own.
-                    self.end_lines(out, err, |k| k.2 == is_out && *k != key)?;
                     let tag = if is_out { "[OUT] " } else { "[ERR] " };
-                    let prefix = match self.branch_label(ev) {
+                    let label = self.branch_label(ev).cloned();
+                    let prefix = match &label {
                         Some(label) => std::borrow::Cow::Owned(format!("{tag}[{label}] ")),
                         None => std::borrow::Cow::Borrowed(tag),
                     };
                     let mid = self.mid_line.get(&key).copied().unwrap_or(false);
-                    let (prefixed, now_mid) = prefix_lines(text.as_bytes(), &prefix, mid);
-                    self.mid_line.insert(key, now_mid);
-                    if is_out {
-                        out.write_all(&prefixed)?;
-                        out.flush()?;
-                    } else {
-                        err.write_all(&prefixed)?;
+                    // Branches print at the same time: a branch's lines are printed whole,
+                    // its unfinished last line kept until the rest comes (another branch's
+                    // line printed in between cut them in two). A step outside a block
+                    // prints as it comes (a prompt without a newline shows at once).
+                    let mut shown = std::borrow::Cow::Borrowed(text.as_bytes());
+                    if label.is_some() && !mid {
+                        let mut joined = self.partial_lines.remove(&key).unwrap_or_default();
+                        joined.extend_from_slice(text.as_bytes());
+                        let whole = joined
+                            .iter()
+                            .rposition(|&b| b == b'\n')
+                            .map_or(0, |i| i + 1);
+                        if joined.len() - whole <= PARTIAL_LINE_MAX {
+                            let rest = joined.split_off(whole);
+                            if !rest.is_empty() {
+                                self.partial_lines.insert(key.clone(), rest);
+                            }
+                        }
+                        shown = std::borrow::Cow::Owned(joined);
+                    }
+                    if !shown.is_empty() {
+                        self.write_streamed(&key, &shown, &prefix, out, err)?;
                     }
                 } else if self.mode == OutputMode::Buffered {
                     self.buffered
@@ -695,6 +779,11 @@ impl TextPrinter {
                 }
             }
             RunEvent::StepFinished { step, kind, state } => {
+                if self.mode == OutputMode::Streaming {
+                    self.flush_partial_lines(out, err, |(run, path, _)| {
+                        *run == ev.run_id && *path == ev.path
+                    })?;
+                }
                 if kind == "parallel" {
                     if let Some(n) = self.open_parallel.get_mut(&ev.run_id) {
                         *n = n.saturating_sub(1);
@@ -903,6 +992,10 @@ impl TextPrinter {
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
+
+/// The longest unfinished line of a parallel branch kept back in `-o streaming` (bytes); a
+/// longer one is printed as it comes, ended when another step's line follows.
+const PARTIAL_LINE_MAX: usize = 64 * 1024;
 
 /// Prefixes every line of `text` that starts at a line start; `mid_line` says whether the
 /// previous chunk ended without a newline. Returns the text and the new `mid_line`.
@@ -1293,8 +1386,10 @@ mod tests {
         assert_eq!(out, "[OUT] a\n[OUT] bc\n[OUT] d\n[OUT] e\n");
     }
 
-    /// Parallel branches interleave: their streamed lines name the branch, a partial line of
-    /// one is ended before another's line, and steps outside the block stay `[OUT] ` alone.
+    /// Parallel branches interleave: their streamed lines name the branch, a branch's line
+    /// is printed whole once it ends (never cut by another branch's line: breaker, lines of
+    /// two `seq` branches came out in pieces), and steps outside the block stay `[OUT] `
+    /// alone.
     #[test]
     fn streaming_labels_parallel_branches_and_keeps_their_lines_apart() {
         let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
@@ -1367,9 +1462,69 @@ mod tests {
         );
         assert_eq!(
             out,
-            "[OUT] before\n[OUT] [b1] on\n[OUT] [b2] two\n[OUT] [b1] e1\n[OUT] [b2] sub\n[OUT] after\n"
+            "[OUT] before\n[OUT] [b2] two\n[OUT] [b1] one1\n[OUT] [b2] sub\n[OUT] after\n"
         );
         assert!(err.contains("[ERR] [b2] oops\n"), "{err}");
+    }
+
+    /// A branch's unfinished last line is printed, ended, when its step ends (before its
+    /// `✓` line) and when it retries; one longer than [`PARTIAL_LINE_MAX`] is printed as it
+    /// comes.
+    #[test]
+    fn streaming_prints_a_branchs_unfinished_line_at_its_end() {
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let at = |path: &str, event: RunEvent| EventEnvelope {
+            path: path.into(),
+            ..env(event)
+        };
+        let started = |step: &str, kind: &str| {
+            at(
+                step,
+                RunEvent::StepStarted {
+                    step: step.into(),
+                    kind: kind.into(),
+                    command: None,
+                },
+            )
+        };
+        let chunk = |step: &str, t: &str| {
+            at(
+                step,
+                RunEvent::OutputChunk {
+                    step: step.into(),
+                    stream: OutputStream::Stdout,
+                    text: t.into(),
+                },
+            )
+        };
+        let long = "x".repeat(PARTIAL_LINE_MAX + 1);
+        let (out, err) = run(
+            &mut p,
+            &[
+                started("p", "parallel"),
+                started("b1", "command"),
+                started("b2", "command"),
+                chunk("b1", "a\nno newline"),
+                chunk("b2", &long),
+                chunk("b2", "y"),
+                at(
+                    "b1",
+                    RunEvent::StepFinished {
+                        step: "b1".into(),
+                        kind: "command".into(),
+                        state: Box::new(state(StepStatus::Completed, "", 1)),
+                    },
+                ),
+                chunk("b2", "\n"),
+            ],
+        );
+        assert_eq!(
+            out,
+            // b2's line is printed as it comes (over the limit), ended when b1's follows;
+            // its newline then starts a line of its own.
+            format!("[OUT] [b1] a\n[OUT] [b2] {long}y\n[OUT] [b1] no newline\n[OUT] [b2] \n")
+        );
+        assert!(err.contains("✓ b1"), "{err}");
     }
 
     /// A partial stderr line ends before a step line follows it on stderr, and a failed
