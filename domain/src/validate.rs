@@ -255,7 +255,31 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
         );
     }
     let mut branch_or_body: BTreeSet<&str> = BTreeSet::new();
-    for s in wf.states.values() {
+    for (name, s) in &wf.states {
+        if let StateKind::Parallel(p) = &s.kind {
+            // A terminal branch runs nothing: its status never reaches the block (breaker: a
+            // `status: failure` branch left an all_succeed block successful, without a word).
+            for b in &p.branches {
+                if wf
+                    .states
+                    .get(b)
+                    .is_some_and(|t| matches!(t.kind, StateKind::Terminal(_)))
+                {
+                    out.push(
+                        Diagnostic::warning(
+                            ErrorCode::WorkflowValidationInvalidState,
+                            format!("states.{name}.parallel"),
+                            format!(
+                                "branch \"{b}\" of parallel \"{name}\" is a terminal: it runs nothing, and its status does not count for the block"
+                            ),
+                        )
+                        .with_hint(format!(
+                            "remove it from the branches; to end the run there, route to it from the block (`on_failure: {b}`)"
+                        )),
+                    );
+                }
+            }
+        }
         match &s.kind {
             StateKind::Parallel(p) => branch_or_body.extend(p.branches.iter().map(String::as_str)),
             StateKind::Loop(l) => branch_or_body.extend(l.body.iter().map(String::as_str)),

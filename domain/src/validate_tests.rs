@@ -1697,3 +1697,38 @@ fn a_loop_reference_outside_any_loop_body_is_an_error() {
         )]
     );
 }
+
+/// Breaker: a `status: failure` terminal listed as a parallel branch left an all_succeed
+/// block successful without a word: it runs nothing. A warning names it; steps as branches
+/// get none.
+#[test]
+fn a_terminal_as_a_parallel_branch_is_a_warning() {
+    let w = wf(
+        "p",
+        vec![
+            par("p", &["bad", "x"], Some("done")),
+            cmd("x", "echo", None),
+            terminal("bad"),
+            terminal("done"),
+        ],
+    );
+    let d = structural(&w);
+    assert_eq!(
+        codes(&d),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidState,
+            "states.p.parallel".to_owned()
+        )]
+    );
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(d[0].message.contains("\"bad\""), "{}", d[0].message);
+    let w = wf(
+        "p",
+        vec![
+            par("p", &["x"], Some("done")),
+            cmd("x", "echo", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(codes(&structural(&w)), vec![]);
+}

@@ -615,6 +615,36 @@ fn streamed_lines_of_parallel_branches_are_never_cut() {
     assert_eq!(next, [100_001, 100_001]);
 }
 
+/// Breaker: a terminal listed in a loop body was taken for a jump to itself, and the loop
+/// failed with "body steps keep jumping between each other". It ends the loop there, and
+/// the run with its status and message.
+#[test]
+fn a_terminal_in_a_loop_body_ends_the_run_there() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "termbody.yaml",
+            "name: termbody\nstates:\n  initial: l\n  l:\n    type: for_each\n    items: '[\"a\",\"b\"]'\n    body: [s, bad]\n    on_complete: ok\n    on_failure: failed\n  s:\n    type: step\n    command: 'echo \"{{.loop.Item}}\"'\n  bad:\n    type: terminal\n    status: failure\n    message: stopped in the body\n  ok:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n",
+        )
+        .unwrap();
+    let r = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], json!("failure"), "{doc}");
+    assert!(
+        doc.to_string().contains("stopped in the body"),
+        "the terminal's message: {doc}"
+    );
+    assert_eq!(
+        state(&doc, "s")["output"],
+        json!("a\n"),
+        "one iteration ran: {doc}"
+    );
+    assert!(!r.stderr.contains("keep jumping"), "{}", r.stderr);
+}
+
 // ---- regressions found by an adversarial trial ----------------------------------------------
 
 #[test]

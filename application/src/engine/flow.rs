@@ -337,6 +337,18 @@ impl Run {
                     break;
                 }
                 let body_step = l.body[pos].as_str();
+                // A terminal in the body ends the loop there, and the run with its status: it
+                // has nothing to run (breaker: it was taken for a jump to itself, and the loop
+                // failed with "body steps keep jumping between each other").
+                if self
+                    .wf
+                    .states
+                    .get(body_step)
+                    .is_some_and(|s| matches!(s.kind, awf_domain::workflow::StateKind::Terminal(_)))
+                {
+                    early_exit = Some(body_step.to_owned());
+                    break 'outer;
+                }
                 let recorded = if std::mem::take(&mut route_first) {
                     self.route_recorded_body(body_step, &frame, &prefix, index)
                 } else {
