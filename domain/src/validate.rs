@@ -257,6 +257,28 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
     let mut branch_or_body: BTreeSet<&str> = BTreeSet::new();
     for (name, s) in &wf.states {
         if let StateKind::Parallel(p) = &s.kind {
+            // A branch listed twice runs twice at once under one name: its runs share one
+            // record and one output (breaker: `-o buffered` showed each run's output under
+            // the other's `✓` line, some of it twice).
+            let mut seen: BTreeSet<&str> = BTreeSet::new();
+            for b in &p.branches {
+                if !seen.insert(b.as_str()) {
+                    continue;
+                }
+                let n = p.branches.iter().filter(|x| *x == b).count();
+                if n > 1 {
+                    out.push(
+                        Diagnostic::warning(
+                            ErrorCode::WorkflowValidationInvalidState,
+                            format!("states.{name}.parallel"),
+                            format!(
+                                "branch \"{b}\" is listed {n} times in parallel \"{name}\": its runs share one record (the last to end is kept) and one output"
+                            ),
+                        )
+                        .with_hint("list it once, or copy the state under other names"),
+                    );
+                }
+            }
             // A terminal branch runs nothing: its status never reaches the block (breaker: a
             // `status: failure` branch left an all_succeed block successful, without a word).
             for b in &p.branches {

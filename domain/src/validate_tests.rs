@@ -1732,3 +1732,32 @@ fn a_terminal_as_a_parallel_branch_is_a_warning() {
     );
     assert_eq!(codes(&structural(&w)), vec![]);
 }
+
+/// Breaker: `parallel: [x, x, x]` runs x three times at once under one name (one record,
+/// one output: `-o buffered` mixed the runs' output). A warning says so, once per name.
+#[test]
+fn a_branch_listed_twice_is_a_warning() {
+    let w = wf(
+        "p",
+        vec![
+            par("p", &["x", "y", "x", "x"], Some("done")),
+            cmd("x", "echo", None),
+            cmd("y", "echo", None),
+            terminal("done"),
+        ],
+    );
+    let d = structural(&w);
+    assert_eq!(
+        codes(&d),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidState,
+            "states.p.parallel".to_owned()
+        )]
+    );
+    assert_eq!(d[0].severity, Severity::Warning);
+    assert!(
+        d[0].message.contains("\"x\" is listed 3 times"),
+        "{}",
+        d[0].message
+    );
+}
