@@ -117,7 +117,7 @@ fn parse(
         }
     };
     let mut source_map = SourceMap::new(file_buf);
-    record_positions(&root, "", &mut source_map);
+    record_positions(&root, &mut String::new(), &mut source_map);
     let wf = decode::decode_workflow(&root, source, &mut diags, templates);
     for d in &mut diags.list {
         d.locate(&source_map);
@@ -189,21 +189,25 @@ pub(crate) fn decode_utf8(bytes: Vec<u8>, file: &Path) -> Result<String, AwfErro
 }
 
 /// Records the 1-based position of every mapping key and sequence item by dotted path.
-fn record_positions(node: &Node, prefix: &str, map: &mut SourceMap) {
-    let join = |k: &str| {
-        if prefix.is_empty() {
-            k.to_owned()
-        } else {
-            format!("{prefix}.{k}")
+fn record_positions(node: &Node, path: &mut String, map: &mut SourceMap) {
+    // One buffer for every path (`states.a.body.1`): a key's path is pushed onto its
+    // parent's and cut back after (a `format!` per key was most of this walk, issue 9).
+    let base = path.len();
+    let enter = |path: &mut String, key: &dyn std::fmt::Display| {
+        use std::fmt::Write as _;
+        path.truncate(base);
+        if base > 0 {
+            path.push('.');
         }
+        let _ = write!(path, "{key}");
     };
     match &node.kind {
         NodeKind::Scalar { .. } => {}
         NodeKind::Seq(items) => {
             for (i, it) in items.iter().enumerate() {
-                let p = join(&i.to_string());
-                record_positions(it, &p, map);
-                map.insert(p, it.pos.line, it.pos.column);
+                enter(path, &i);
+                map.insert(path.clone(), it.pos.line, it.pos.column);
+                record_positions(it, path, map);
             }
         }
         NodeKind::Map(entries) => {
@@ -211,12 +215,13 @@ fn record_positions(node: &Node, prefix: &str, map: &mut SourceMap) {
                 if e.key_pos.line == 0 {
                     continue;
                 }
-                let p = join(&e.key);
-                record_positions(&e.value, &p, map);
-                map.insert(p, e.key_pos.line, e.key_pos.column);
+                enter(path, &e.key);
+                map.insert(path.clone(), e.key_pos.line, e.key_pos.column);
+                record_positions(&e.value, path, map);
             }
         }
     }
+    path.truncate(base);
 }
 
 /// One diagnostic as a line: `<file>: line L, column C: <path>: <message>`.
