@@ -645,6 +645,25 @@ fn a_terminal_in_a_loop_body_ends_the_run_there() {
     assert!(!r.stderr.contains("keep jumping"), "{}", r.stderr);
 }
 
+/// New user: a large step output interpolated into the next command failed with the OS's
+/// "Argument list too long" and a hint about `$SHELL`; it now says the command is too long,
+/// by how much, and to pass the value through a file.
+#[test]
+fn a_command_too_long_for_the_os_says_so_and_how_to_avoid_it() {
+    let sb = sandbox();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a:\n    type: step\n    command: seq 1 40000\n    on_success: b\n  b:\n    type: step\n    command: 'echo \"{{.states.a.Output}}\" | wc -l'\n    on_success: done\n  done:\n    type: terminal\n",
+        )
+        .unwrap();
+    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("too long for the OS"), "{}", r.stderr);
+    assert!(r.stderr.contains("through a file"), "{}", r.stderr);
+    assert!(!r.stderr.contains("$SHELL"), "{}", r.stderr);
+}
+
 // ---- regressions found by an adversarial trial ----------------------------------------------
 
 #[test]

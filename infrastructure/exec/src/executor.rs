@@ -357,6 +357,25 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
         .with_detail("program", program)
         .with_hint("raise the limit (`ulimit -n`, `ulimit -u`) or lower `max_concurrent`");
     }
+    if e.raw_os_error() == Some(Errno::E2BIG as i32) {
+        // The command line (or one argument, a shell's script) is over the OS's limit: a
+        // large step output interpolated into a command (new user: `seq 1 40000`'s output).
+        let bytes: usize = inv.args.iter().map(|a| a.len() + 1).sum();
+        return AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!(
+                "cannot start {program}: the command is too long for the OS ({bytes} bytes of \
+                 arguments; {e}): pass large values through a file, not the command line"
+            ),
+        )
+        .with_detail("program", program)
+        .with_detail("bytes", bytes)
+        .with_hint(
+            "Linux takes at most 128 KiB in one argument (a shell step's whole script): pass large \
+             values through a file (write it in the earlier step, read it in this one) instead of \
+             interpolating them into the command.",
+        );
+    }
     if inv.arg0.is_some() {
         return AwfError::new(
             ErrorCode::ExecutionCommandFailed,
