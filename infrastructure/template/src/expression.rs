@@ -211,6 +211,17 @@ pub const UNAVAILABLE: &[(&str, &str)] = &[
     ("timezone", "temporal"),
 ];
 
+/// Template functions (Go templates, sprig) and the expression function doing their job.
+const TEMPLATE_NAMES: &[(&str, &str)] = &[
+    ("trimSpace", "trim"),
+    ("toLower", "lower"),
+    ("toUpper", "upper"),
+    ("toJson", "toJSON"),
+    ("fromJson", "fromJSON"),
+    ("atoi", "int"),
+    ("length", "len"),
+];
+
 /// Names expr-lang has only as infix operators (`a startsWith 'b'`), never as functions.
 const OPERATOR_WORDS: &[&str] = &["contains", "startsWith", "endsWith", "matches", "in"];
 
@@ -310,7 +321,13 @@ fn unknown_function(code: &str, name: &str) -> TemplateError {
             "{name} is an operator, not a function; use the operator: x {name} 'y'"
         ))
     } else {
-        awf_domain::validate::closest(name, FUNCTIONS.iter().copied())
+        // The template functions of the same job (new user: `trimSpace` in a `while:`, as
+        // README lists it for templates).
+        TEMPLATE_NAMES
+            .iter()
+            .find(|(t, _)| *t == name)
+            .map(|(_, e)| *e)
+            .or_else(|| awf_domain::validate::closest(name, FUNCTIONS.iter().copied()))
             .or_else(|| {
                 FUNCTIONS
                     .iter()

@@ -212,6 +212,14 @@ fn regression_check_refuses_unknown_functions_with_a_hint() {
         "invalid expression \"HasPrefix(inputs.x, 'a')\": unknown function HasPrefix() \
          (the run would fail with 'Unknown function')\nhint: did you mean 'hasPrefix'?"
     );
+    // A template function's name points at the expression function doing its job (new
+    // user: `trimSpace` in a `while:`).
+    assert!(
+        refused("int(trimSpace(states.inc.Output)) < 5").ends_with("hint: did you mean 'trim'?"),
+        "{}",
+        refused("int(trimSpace(states.inc.Output)) < 5")
+    );
+    assert!(refused("toLower(inputs.x) == 'a'").ends_with("hint: did you mean 'lower'?"));
     // `contains` with other than two arguments is not rewritten to the operator.
     assert!(
         refused("contains(a, b, c)").ends_with("use the operator: x contains 'y'"),
