@@ -664,6 +664,44 @@ fn a_command_too_long_for_the_os_says_so_and_how_to_avoid_it() {
     assert!(!r.stderr.contains("$SHELL"), "{}", r.stderr);
 }
 
+/// New user: a child's declared outputs were reachable only as the JSON text of the call
+/// step's `Output` (`.states.call.Outputs` was `map[]`). Without a mapping they are its
+/// `Outputs` by name; a mapping naming nothing of the child says so.
+#[test]
+fn a_sub_workflows_outputs_are_the_call_steps_outputs() {
+    let sb = sandbox();
+    sb.write(
+        ".awf/workflows/child.yaml",
+        "name: child\noutputs:\n  - name: tarball\n    from: states.pack.Output\nstates:\n  initial: pack\n  pack:\n    type: step\n    command: printf demo.tar.gz\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    sb.write(
+        ".awf/workflows/parent.yaml",
+        "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child\n    on_success: use\n  use:\n    type: step\n    command: 'echo \"got {{.states.call.Outputs.tarball}}\"'\n    on_success: call2\n  call2:\n    type: call_workflow\n    workflow: child\n    outputs:\n      tgz: tarball\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "parent", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(
+        state(&doc, "use")["output"],
+        json!("got demo.tar.gz\n"),
+        "{doc}"
+    );
+    assert_eq!(
+        state(&doc, "call")["outputs"]["tarball"],
+        json!("demo.tar.gz"),
+        "{doc}"
+    );
+    let r = sb.run(&["run", "parent"]).unwrap();
+    assert!(
+        r.stderr
+            .contains("outputs: \"tgz\" is no output or state of child (its outputs: tarball)"),
+        "{}",
+        r.stderr
+    );
+}
+
 // ---- regressions found by an adversarial trial ----------------------------------------------
 
 #[test]

@@ -260,15 +260,42 @@ impl Run {
         }
         let declared = &result.outputs;
         let child_states = &result.states;
+        let text = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
         let mut mapped = BTreeMap::new();
+        if call.outputs.is_empty() {
+            // No mapping: the child's declared outputs under their own names
+            // (`.states.<call>.Outputs.<name>`; new user: `Outputs` was `map[]`).
+            for (k, v) in declared {
+                mapped.insert(k.clone(), text(v));
+            }
+        }
         for (child_key, parent_key) in &call.outputs {
             let value = match declared.get(child_key) {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(other) => Some(other.to_string()),
+                Some(v) => Some(text(v)),
                 None => child_states.get(child_key).map(|s| s.output.to_string()),
             };
-            if let Some(v) = value {
-                mapped.insert(parent_key.clone(), v);
+            match value {
+                Some(v) => {
+                    mapped.insert(parent_key.clone(), v);
+                }
+                None => {
+                    let mut have: Vec<&str> = declared.keys().map(String::as_str).collect();
+                    have.sort_unstable();
+                    self.log(
+                        Some(name),
+                        awf_domain::event::LogLevel::Warn,
+                        &format!(
+                            "outputs: \"{child_key}\" is no output or state of {} (its outputs: {}); `{parent_key}` is not set (the mapping is <child output>: <name here>)",
+                            call.workflow,
+                            if have.is_empty() { "none".to_owned() } else { have.join(", ") }
+                        ),
+                        &format!("{}{name}", at.prefix),
+                        at.iteration(),
+                    );
+                }
             }
         }
         st.outputs = mapped;
