@@ -1698,66 +1698,49 @@ fn a_loop_reference_outside_any_loop_body_is_an_error() {
     );
 }
 
-/// Breaker: a `status: failure` terminal listed as a parallel branch left an all_succeed
-/// block successful without a word: it runs nothing. A warning names it; steps as branches
-/// get none.
-#[test]
-fn a_terminal_as_a_parallel_branch_is_a_warning() {
-    let w = wf(
+/// A parallel block `p` of `branches` among steps `x` and `y` and the terminals `bad` and
+/// `done`, and its structural diagnostics.
+fn block_diagnostics(branches: &[&str]) -> Vec<Diagnostic> {
+    structural(&wf(
         "p",
         vec![
-            par("p", &["bad", "x"], Some("done")),
-            cmd("x", "echo", None),
+            par("p", branches, Some("done")),
+            cmd("x", "echo", Some("done")),
+            cmd("y", "echo", Some("done")),
             terminal("bad"),
             terminal("done"),
         ],
-    );
-    let d = structural(&w);
+    ))
+}
+
+/// `d` is one warning on block `p`'s branches, saying `needle`.
+fn one_block_warning(d: &[Diagnostic], needle: &str) {
     assert_eq!(
-        codes(&d),
+        codes(d),
         vec![(
             ErrorCode::WorkflowValidationInvalidState,
             "states.p.parallel".to_owned()
         )]
     );
     assert_eq!(d[0].severity, Severity::Warning);
-    assert!(d[0].message.contains("\"bad\""), "{}", d[0].message);
-    let w = wf(
-        "p",
-        vec![
-            par("p", &["x"], Some("done")),
-            cmd("x", "echo", None),
-            terminal("done"),
-        ],
-    );
-    assert_eq!(codes(&structural(&w)), vec![]);
+    assert!(d[0].message.contains(needle), "{}", d[0].message);
+}
+
+/// Breaker: a `status: failure` terminal listed as a parallel branch left an all_succeed
+/// block successful without a word: it runs nothing. A warning names it; steps as branches
+/// get none.
+#[test]
+fn a_terminal_as_a_parallel_branch_is_a_warning() {
+    one_block_warning(&block_diagnostics(&["bad", "x"]), "\"bad\"");
+    assert_eq!(codes(&block_diagnostics(&["x", "y"])), vec![]);
 }
 
 /// Breaker: `parallel: [x, x, x]` runs x three times at once under one name (one record,
 /// one output: `-o buffered` mixed the runs' output). A warning says so, once per name.
 #[test]
 fn a_branch_listed_twice_is_a_warning() {
-    let w = wf(
-        "p",
-        vec![
-            par("p", &["x", "y", "x", "x"], Some("done")),
-            cmd("x", "echo", None),
-            cmd("y", "echo", None),
-            terminal("done"),
-        ],
-    );
-    let d = structural(&w);
-    assert_eq!(
-        codes(&d),
-        vec![(
-            ErrorCode::WorkflowValidationInvalidState,
-            "states.p.parallel".to_owned()
-        )]
-    );
-    assert_eq!(d[0].severity, Severity::Warning);
-    assert!(
-        d[0].message.contains("\"x\" is listed 3 times"),
-        "{}",
-        d[0].message
+    one_block_warning(
+        &block_diagnostics(&["x", "y", "x", "x"]),
+        "\"x\" is listed 3 times",
     );
 }

@@ -1310,6 +1310,47 @@ mod tests {
         }
     }
 
+    /// `event` of the step at `path` (a branch's own path).
+    fn at(path: &str, event: RunEvent) -> EventEnvelope {
+        EventEnvelope {
+            path: path.into(),
+            ..env(event)
+        }
+    }
+
+    fn started(step: &str, kind: &str) -> EventEnvelope {
+        at(
+            step,
+            RunEvent::StepStarted {
+                step: step.into(),
+                kind: kind.into(),
+                command: None,
+            },
+        )
+    }
+
+    fn finished(step: &str, kind: &str) -> EventEnvelope {
+        at(
+            step,
+            RunEvent::StepFinished {
+                step: step.into(),
+                kind: kind.into(),
+                state: Box::new(state(StepStatus::Completed, "", 1)),
+            },
+        )
+    }
+
+    fn chunk_of(step: &str, stream: OutputStream, text: &str) -> EventEnvelope {
+        at(
+            step,
+            RunEvent::OutputChunk {
+                step: step.into(),
+                stream,
+                text: text.into(),
+            },
+        )
+    }
+
     fn state(status: StepStatus, output: &str, ms: u64) -> StepState {
         StepState {
             name: "s".into(),
@@ -1393,40 +1434,7 @@ mod tests {
     #[test]
     fn streaming_labels_parallel_branches_and_keeps_their_lines_apart() {
         let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
-        let at = |path: &str, event: RunEvent| EventEnvelope {
-            path: path.into(),
-            ..env(event)
-        };
-        let started = |step: &str, kind: &str| {
-            at(
-                step,
-                RunEvent::StepStarted {
-                    step: step.into(),
-                    kind: kind.into(),
-                    command: None,
-                },
-            )
-        };
-        let finished = |step: &str, kind: &str| {
-            at(
-                step,
-                RunEvent::StepFinished {
-                    step: step.into(),
-                    kind: kind.into(),
-                    state: Box::new(state(StepStatus::Completed, "", 1)),
-                },
-            )
-        };
-        let chunk = |step: &str, stream: OutputStream, t: &str| {
-            at(
-                step,
-                RunEvent::OutputChunk {
-                    step: step.into(),
-                    stream,
-                    text: t.into(),
-                },
-            )
-        };
+        let chunk = chunk_of;
         let (out, err) = run(
             &mut p,
             &[
@@ -1473,30 +1481,7 @@ mod tests {
     #[test]
     fn streaming_prints_a_branchs_unfinished_line_at_its_end() {
         let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
-        let at = |path: &str, event: RunEvent| EventEnvelope {
-            path: path.into(),
-            ..env(event)
-        };
-        let started = |step: &str, kind: &str| {
-            at(
-                step,
-                RunEvent::StepStarted {
-                    step: step.into(),
-                    kind: kind.into(),
-                    command: None,
-                },
-            )
-        };
-        let chunk = |step: &str, t: &str| {
-            at(
-                step,
-                RunEvent::OutputChunk {
-                    step: step.into(),
-                    stream: OutputStream::Stdout,
-                    text: t.into(),
-                },
-            )
-        };
+        let chunk = |step: &str, t: &str| chunk_of(step, OutputStream::Stdout, t);
         let long = "x".repeat(PARTIAL_LINE_MAX + 1);
         let (out, err) = run(
             &mut p,
@@ -1507,14 +1492,7 @@ mod tests {
                 chunk("b1", "a\nno newline"),
                 chunk("b2", &long),
                 chunk("b2", "y"),
-                at(
-                    "b1",
-                    RunEvent::StepFinished {
-                        step: "b1".into(),
-                        kind: "command".into(),
-                        state: Box::new(state(StepStatus::Completed, "", 1)),
-                    },
-                ),
+                finished("b1", "command"),
                 chunk("b2", "\n"),
             ],
         );
