@@ -287,6 +287,15 @@ impl Sandbox {
         let out = self.cmd(args).output()?;
         Ok(Run::from(out))
     }
+
+    /// Writes the workflow `yaml` to `file` in the sandbox and runs `awf run <file> <args>`.
+    pub fn run_workflow(&self, file: &str, yaml: &str, args: &[&str]) -> anyhow::Result<Run> {
+        let path = self.write(file, yaml)?;
+        let path = path.to_string_lossy().into_owned();
+        let mut all = vec!["run", path.as_str()];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
 }
 
 impl Drop for Sandbox {

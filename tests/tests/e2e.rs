@@ -589,15 +589,12 @@ fn streamed_output_without_a_final_newline_does_not_run_into_the_next_line() {
 /// are now printed whole, every one of them once.
 #[test]
 fn streamed_lines_of_parallel_branches_are_never_cut() {
-    let sb = sandbox();
-    let wf = sb
-        .write(
+    let r = sandbox()
+        .run_workflow(
             "par2seq.yaml",
             "name: par2seq\nstates:\n  initial: p\n  p:\n    type: parallel\n    parallel: [b0, b1]\n    on_success: done\n  b0:\n    type: step\n    command: 'seq -f \"0-%g\" 1 100000'\n  b1:\n    type: step\n    command: 'seq -f \"1-%g\" 1 100000'\n  done:\n    type: terminal\n",
+            &["-o", "streaming", "-q"],
         )
-        .unwrap();
-    let r = sb
-        .run(&["run", wf.to_str().unwrap(), "-o", "streaming", "-q"])
         .unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     let mut next = [1u32, 1u32];
@@ -620,15 +617,12 @@ fn streamed_lines_of_parallel_branches_are_never_cut() {
 /// the run with its status and message.
 #[test]
 fn a_terminal_in_a_loop_body_ends_the_run_there() {
-    let sb = sandbox();
-    let wf = sb
-        .write(
+    let r = sandbox()
+        .run_workflow(
             "termbody.yaml",
             "name: termbody\nstates:\n  initial: l\n  l:\n    type: for_each\n    items: '[\"a\",\"b\"]'\n    body: [s, bad]\n    on_complete: ok\n    on_failure: failed\n  s:\n    type: step\n    command: 'echo \"{{.loop.Item}}\"'\n  bad:\n    type: terminal\n    status: failure\n    message: stopped in the body\n  ok:\n    type: terminal\n  failed:\n    type: terminal\n    status: failure\n",
+            &["-f", "json"],
         )
-        .unwrap();
-    let r = sb
-        .run(&["run", wf.to_str().unwrap(), "-f", "json"])
         .unwrap();
     assert_eq!(r.code, 3, "{}", r.stderr);
     let doc = r.json().unwrap();
@@ -650,14 +644,13 @@ fn a_terminal_in_a_loop_body_ends_the_run_there() {
 /// by how much, and to pass the value through a file.
 #[test]
 fn a_command_too_long_for_the_os_says_so_and_how_to_avoid_it() {
-    let sb = sandbox();
-    let wf = sb
-        .write(
+    let r = sandbox()
+        .run_workflow(
             "long.yaml",
             "name: long\nstates:\n  initial: a\n  a:\n    type: step\n    command: seq 1 40000\n    on_success: b\n  b:\n    type: step\n    command: 'echo \"{{.states.a.Output}}\" | wc -l'\n    on_success: done\n  done:\n    type: terminal\n",
+            &[],
         )
         .unwrap();
-    let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("too long for the OS"), "{}", r.stderr);
     assert!(r.stderr.contains("through a file"), "{}", r.stderr);
