@@ -255,53 +255,7 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
         );
     }
     let mut branch_or_body: BTreeSet<&str> = BTreeSet::new();
-    for (name, s) in &wf.states {
-        if let StateKind::Parallel(p) = &s.kind {
-            // A branch listed twice runs twice at once under one name: its runs share one
-            // record and one output (breaker: `-o buffered` showed each run's output under
-            // the other's `✓` line, some of it twice).
-            let mut seen: BTreeSet<&str> = BTreeSet::new();
-            for b in &p.branches {
-                if !seen.insert(b.as_str()) {
-                    continue;
-                }
-                let n = p.branches.iter().filter(|x| *x == b).count();
-                if n > 1 {
-                    out.push(
-                        Diagnostic::warning(
-                            ErrorCode::WorkflowValidationInvalidState,
-                            format!("states.{name}.parallel"),
-                            format!(
-                                "branch \"{b}\" is listed {n} times in parallel \"{name}\": its runs share one record (the last to end is kept) and one output"
-                            ),
-                        )
-                        .with_hint("list it once, or copy the state under other names"),
-                    );
-                }
-            }
-            // A terminal branch runs nothing: its status never reaches the block (breaker: a
-            // `status: failure` branch left an all_succeed block successful, without a word).
-            for b in &p.branches {
-                if wf
-                    .states
-                    .get(b)
-                    .is_some_and(|t| matches!(t.kind, StateKind::Terminal(_)))
-                {
-                    out.push(
-                        Diagnostic::warning(
-                            ErrorCode::WorkflowValidationInvalidState,
-                            format!("states.{name}.parallel"),
-                            format!(
-                                "branch \"{b}\" of parallel \"{name}\" is a terminal: it runs nothing, and its status does not count for the block"
-                            ),
-                        )
-                        .with_hint(format!(
-                            "remove it from the branches; to end the run there, route to it from the block (`on_failure: {b}`)"
-                        )),
-                    );
-                }
-            }
-        }
+    for s in wf.states.values() {
         match &s.kind {
             StateKind::Parallel(p) => branch_or_body.extend(p.branches.iter().map(String::as_str)),
             StateKind::Loop(l) => branch_or_body.extend(l.body.iter().map(String::as_str)),
@@ -388,11 +342,57 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                 );
             }
         }
+        if let StateKind::Parallel(p) = &s.kind {
+            branch_warnings(wf, name, &p.branches, &mut out);
+        }
         per_type(name, s, &base, &mut out);
         approval_checks(name, s, &base, &mut out);
     }
     out.extend(containment(wf));
     out
+}
+
+/// Warnings about the branches of parallel `name`: one listed more than once runs that
+/// many times at once under one name, its runs sharing one record and one output (breaker:
+/// `-o buffered` showed each run's output under the other's `✓` line); a terminal runs
+/// nothing, its status never reaching the block (breaker: a `status: failure` branch left an
+/// all_succeed block successful, without a word).
+fn branch_warnings(wf: &Workflow, name: &str, branches: &[String], out: &mut Vec<Diagnostic>) {
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    for b in branches.iter().filter(|b| seen.insert(b.as_str())) {
+        let path = format!("states.{name}.parallel");
+        let n = branches.iter().filter(|x| *x == b).count();
+        if n > 1 {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    path.clone(),
+                    format!(
+                        "branch \"{b}\" is listed {n} times in parallel \"{name}\": its runs share one record (the last to end is kept) and one output"
+                    ),
+                )
+                .with_hint("list it once, or copy the state under other names"),
+            );
+        }
+        if wf
+            .states
+            .get(b)
+            .is_some_and(|t| matches!(t.kind, StateKind::Terminal(_)))
+        {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    path,
+                    format!(
+                        "branch \"{b}\" of parallel \"{name}\" is a terminal: it runs nothing, and its status does not count for the block"
+                    ),
+                )
+                .with_hint(format!(
+                    "remove it from the branches; to end the run there, route to it from the block (`on_failure: {b}`)"
+                )),
+            );
+        }
+    }
 }
 
 /// Deepest nesting of parallel blocks and loops that a workflow may use (a parallel whose

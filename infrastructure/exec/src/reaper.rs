@@ -105,7 +105,7 @@ pub(crate) fn new_tag(scope: Option<&str>) -> String {
 
 /// This process's id, asked of the OS once (glibc does not keep it: a `getpid` per step).
 /// awf never forks without exec'ing, so it does not change.
-fn own_pid() -> u32 {
+pub(crate) fn own_pid() -> u32 {
     static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *PID.get_or_init(std::process::id)
 }
@@ -174,7 +174,7 @@ struct ProcEntry {
 /// `/proc/<pid>/stat`; without those lists (a kernel built without them), every process of
 /// the host is read to find the ones whose parent is this process.
 fn children() -> Vec<ProcEntry> {
-    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    let me = i32::try_from(own_pid()).unwrap_or(i32::MAX);
     match listed_children() {
         Some(pids) => pids
             .into_iter()
@@ -248,7 +248,7 @@ impl Target<'_> {
             Self::Tag(tag) => (format!("{TAG_VAR}={tag}"), true),
             Self::Scope(scope) => (format!("{SCOPE_SEP}{scope}"), false),
         };
-        let prefix = format!("{TAG_VAR}={}-", std::process::id());
+        let prefix = format!("{TAG_VAR}={}-", own_pid());
         std::fs::read(Path::new("/proc").join(pid.to_string()).join("environ")).is_ok_and(|env| {
             env.split(|b| *b == 0).any(|v| {
                 if whole {
@@ -272,7 +272,7 @@ pub fn kill_tagged_by(owner: u32) -> usize {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return 0;
     };
-    let me = i32::try_from(std::process::id()).unwrap_or(i32::MAX);
+    let me = i32::try_from(own_pid()).unwrap_or(i32::MAX);
     let mut killed = 0;
     for e in entries.flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {

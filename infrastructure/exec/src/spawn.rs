@@ -136,7 +136,7 @@ fn build_env(
 fn pidfds_work() -> bool {
     static WORKS: OnceLock<bool> = OnceLock::new();
     *WORKS.get_or_init(|| {
-        rustix::process::Pid::from_raw(i32::try_from(std::process::id()).unwrap_or(0))
+        rustix::process::Pid::from_raw(i32::try_from(crate::reaper::own_pid()).unwrap_or(0))
             .is_some_and(|me| rustix::process::pidfd_open(me, PidfdFlags::empty()).is_ok())
     })
 }

@@ -434,15 +434,7 @@ impl TextPrinter {
                 continue;
             };
             line.push(b'\n');
-            let tag = if key.2 { "[OUT] " } else { "[ERR] " };
-            let prefix = match self
-                .branch_labels
-                .get(&(key.0.clone(), key.1.clone()))
-                .or_else(|| self.run_labels.get(&key.0))
-            {
-                Some(label) => format!("{tag}[{label}] "),
-                None => tag.to_owned(),
-            };
+            let (prefix, _) = self.stream_prefix(&key);
             self.write_streamed(&key, &line, &prefix, out, err)?;
         }
         Ok(())
@@ -450,10 +442,20 @@ impl TextPrinter {
 
     /// The label a branch's streamed lines carry: its own, or that of the branch that
     /// started its run.
-    fn branch_label(&self, ev: &EventEnvelope) -> Option<&String> {
+    fn branch_label(&self, run: &RunId, path: &str) -> Option<&String> {
         self.branch_labels
-            .get(&(ev.run_id.clone(), ev.path.clone()))
-            .or_else(|| self.run_labels.get(&ev.run_id))
+            .get(&(run.clone(), path.to_owned()))
+            .or_else(|| self.run_labels.get(run))
+    }
+
+    /// What each streamed line of `key` starts with (`[OUT] `, `[ERR] [b1] `…), and whether
+    /// it carries a branch's label.
+    fn stream_prefix(&self, key: &(RunId, String, bool)) -> (String, bool) {
+        let tag = if key.2 { "[OUT] " } else { "[ERR] " };
+        match self.branch_label(&key.0, &key.1) {
+            Some(label) => (format!("{tag}[{label}] "), true),
+            None => (tag.to_owned(), false),
+        }
     }
 
     /// [`Self::handle`] without holding: renders `ev` and writes it now.
@@ -598,19 +600,14 @@ impl TextPrinter {
                 let is_out = *stream == OutputStream::Stdout;
                 let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                 if self.mode == OutputMode::Streaming {
-                    let tag = if is_out { "[OUT] " } else { "[ERR] " };
-                    let label = self.branch_label(ev).cloned();
-                    let prefix = match &label {
-                        Some(label) => std::borrow::Cow::Owned(format!("{tag}[{label}] ")),
-                        None => std::borrow::Cow::Borrowed(tag),
-                    };
+                    let (prefix, labelled) = self.stream_prefix(&key);
                     let mid = self.mid_line.get(&key).copied().unwrap_or(false);
                     // Branches print at the same time: a branch's lines are printed whole,
                     // its unfinished last line kept until the rest comes (another branch's
                     // line printed in between cut them in two). A step outside a block
                     // prints as it comes (a prompt without a newline shows at once).
                     let mut shown = std::borrow::Cow::Borrowed(text.as_bytes());
-                    if label.is_some() && !mid {
+                    if labelled && !mid {
                         let mut joined = self.partial_lines.remove(&key).unwrap_or_default();
                         joined.extend_from_slice(text.as_bytes());
                         let whole = joined
@@ -868,7 +865,7 @@ impl TextPrinter {
                 workflow,
                 ..
             } => {
-                if let Some(label) = self.branch_label(ev).cloned() {
+                if let Some(label) = self.branch_label(&ev.run_id, &ev.path).cloned() {
                     self.run_labels.insert(child_run_id.clone(), label);
                 }
                 let d = self.depth.get(&ev.run_id).copied().unwrap_or(0);
