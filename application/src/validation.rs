@@ -849,7 +849,14 @@ fn first_error(found: &[Diagnostic]) -> Result<(), AwfError> {
 /// Structural rules plus expression and template syntax.
 fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = validate::structural(wf);
+    // A transition's `when` that does not compile is an invalid transition; a loop's
+    // `while:` or `break_when:`, an invalid state (it was coded as a transition).
     let expr = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
+        let code = if path.contains(".transitions.") {
+            ErrorCode::WorkflowValidationInvalidTransition
+        } else {
+            ErrorCode::WorkflowValidationInvalidState
+        };
         if let Err(e) = services.expressions.check(text) {
             let e = e.to_string();
             let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
@@ -857,7 +864,7 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                 None => (e.as_str(), None),
             };
             let mut d = Diagnostic::error(
-                ErrorCode::WorkflowValidationInvalidTransition,
+                code,
                 path,
                 format!("expression `{text}` does not compile: {why}"),
             );

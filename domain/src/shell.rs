@@ -1,6 +1,7 @@
 //! The shell context of template actions in `command:` text: where each `{{ … }}` action
 //! lands in the shell sense of the literal text around it (a bare word, inside `'…'`, `"…"`,
-//! backticks, `$( … )`, or a here-document body). Pure text analysis, no I/O.
+//! backticks, `$( … )`, a here-document body, inside `${ … }`, or right after a backslash).
+//! Pure text analysis, no I/O.
 //!
 //! One walker for every user: the template engine's `shell_quote: true` rewrite (which quotes
 //! each value for its context) and its double-quoted loop-item escaping, and `awf validate`'s
@@ -36,6 +37,14 @@ pub enum ShellContext {
         /// The word that ends the body when it stands alone on a line.
         delimiter: String,
     },
+    /// Inside a parameter expansion `${ … }` (`"${NAME:-{{x}}}"`), at any depth of quotes
+    /// within it. No quoting protects a value there in every shell (bash reads `'` inside a
+    /// double-quoted `${ … }` as a literal character and `"` as opening a nested string).
+    ParameterExpansion,
+    /// Right after a backslash that escapes the action's first character (`\{{x}}` bare,
+    /// inside `"…"`, backticks or an unquoted here-document): the backslash would escape the
+    /// quote meant to protect the value.
+    AfterBackslash,
 }
 
 /// One `{{ … }}` action of shell command text and where it sits.
@@ -90,6 +99,12 @@ enum Kind {
         strip: bool,
         delim: String,
     },
+    /// An action right after an escaping backslash (never on the stack).
+    Escaped,
+    /// `${ … }`; `depth`: open `{` inside it (the `}` at depth 0 closes it).
+    Param {
+        depth: u32,
+    },
 }
 
 impl Kind {
@@ -110,6 +125,8 @@ impl Kind {
                 strip: *strip,
                 delimiter: delim.clone(),
             },
+            Kind::Param { .. } => ShellContext::ParameterExpansion,
+            Kind::Escaped => ShellContext::AfterBackslash,
         }
     }
 }
@@ -134,7 +151,7 @@ impl Stack {
     fn push(&mut self, kind: Kind, start: usize) {
         let inside_double = match &kind {
             Kind::Double => true,
-            Kind::Unquoted { subst: true, .. } | Kind::Backtick => {
+            Kind::Unquoted { subst: true, .. } | Kind::Backtick | Kind::Param { .. } => {
                 self.frames.last().is_some_and(|f| f.inside_double)
             }
             _ => false,
@@ -159,8 +176,18 @@ impl Stack {
 
     fn set_depth(&mut self, depth: u32) {
         if let Some(f) = self.frames.last_mut() {
-            f.kind = Kind::Unquoted { subst: true, depth };
+            f.kind = match f.kind {
+                Kind::Param { .. } => Kind::Param { depth },
+                _ => Kind::Unquoted { subst: true, depth },
+            };
         }
+    }
+
+    /// Whether a `${ … }` encloses the top of the stack (at any depth).
+    fn in_param(&self) -> bool {
+        self.frames
+            .iter()
+            .any(|f| matches!(f.kind, Kind::Param { .. }))
     }
 }
 
@@ -174,9 +201,10 @@ struct Found {
 
 /// Cuts shell command text into literal text and `{{ … }}` actions, each action with its
 /// shell context. The pieces concatenate back to `text`. Quotes, backslashes, `$( … )`,
-/// backticks, `#` comments and here-documents (`<<EOF`, `<<-EOF`, `<<'EOF'`) are followed as
-/// POSIX `sh` reads them; the actions themselves count as opaque text. Never fails: text the
-/// shell would reject (an unclosed quote) leaves the rest of it in that context.
+/// `${ … }`, backticks, `#` comments and here-documents (`<<EOF`, `<<-EOF`, `<<'EOF'`) are
+/// followed as POSIX `sh` reads them (quotes nested in `${ … }` as bash reads them); the
+/// actions themselves count as opaque text. Never fails: text the shell would reject (an
+/// unclosed quote) leaves the rest of it in that context.
 pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     if !text.contains("{{") {
         return if text.is_empty() {
@@ -201,12 +229,21 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     // Here-documents announced on the current line, opened at its end.
     let mut pending: Vec<Kind> = Vec::new();
     let mut line_start = true;
+    // The previous byte was a backslash escaping the action that starts here.
+    let mut escaped = false;
     let mut i = 0usize;
     while i < b.len() {
         if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
             let end = action_end(b, i + 2);
             let top = stack.frames.last();
-            let kind = stack.top();
+            let kind = if escaped {
+                Kind::Escaped
+            } else if stack.in_param() {
+                Kind::Param { depth: 0 }
+            } else {
+                stack.top()
+            };
+            escaped = false;
             let span = match kind {
                 Kind::Single | Kind::Double | Kind::Backtick => top.map(|f| f.span),
                 _ => None,
@@ -254,13 +291,43 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             (Kind::Heredoc { quoted: false, .. }, b'\\')
             | (Kind::Double, b'\\')
             | (Kind::Unquoted { .. }, b'\\')
-            | (Kind::Backtick, b'\\') => {
-                consumed = 1 + next_char_len(text, i + 1);
+            | (Kind::Backtick, b'\\')
+            | (Kind::Param { .. }, b'\\') => {
+                if text[i + 1..].starts_with("{{") {
+                    // The action's first character is escaped: whatever it prints first
+                    // (a quote meant to protect the value) loses its meaning.
+                    escaped = true;
+                } else {
+                    consumed = 1 + next_char_len(text, i + 1);
+                }
             }
             (Kind::Heredoc { .. }, _) => {}
             (Kind::Double, b'"') => stack.pop(i + 1),
             (Kind::Backtick, b'`') => stack.pop(i + 1),
-            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick, b'$')
+            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
+                if b.get(i + 1) == Some(&b'{') =>
+            {
+                stack.push(Kind::Param { depth: 0 }, i);
+                consumed = 2;
+            }
+            (Kind::Param { depth }, b'{') => stack.set_depth(depth + 1),
+            (Kind::Param { depth }, b'}') => {
+                if *depth == 0 {
+                    stack.pop(i + 1);
+                } else {
+                    stack.set_depth(depth - 1);
+                }
+            }
+            // bash: quotes inside `${ … }` open strings, even inside `"…"`; a single quote
+            // does only outside one.
+            (Kind::Param { .. }, b'"') => stack.push(Kind::Double, i),
+            (Kind::Param { .. }, b'\'')
+                if !stack.frames.last().is_some_and(|f| f.inside_double) =>
+            {
+                stack.push(Kind::Single, i);
+            }
+            (Kind::Param { .. }, b'`') => stack.push(Kind::Backtick, i),
+            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
                 if b.get(i + 1) == Some(&b'(') =>
             {
                 stack.push(

@@ -160,3 +160,34 @@ fn hostile_text_never_panics() {
         assert_eq!(joined, text);
     }
 }
+
+/// Breaker: `\{{x}}` was not seen as an action at all (the backslash swallowed its first
+/// brace) and `${NAME:-{{x}}}` read as a plain double-quoted or bare word.
+#[test]
+fn parameter_expansions_and_escaped_actions_have_their_own_contexts() {
+    let param = ShellContext::ParameterExpansion;
+    let escaped = ShellContext::AfterBackslash;
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        ("echo \"${X:-{{.x}}}\" {{.y}}", vec![param.clone(), BARE]),
+        ("echo ${X:-{{.x}}} {{.y}}", vec![param.clone(), BARE]),
+        ("echo \"${X:-\"{{.x}}\"}\"", vec![param.clone()]),
+        ("echo ${X:-'{{.x}}'}", vec![param.clone()]),
+        ("echo ${X:-${Y:-{{.x}}}} {{.y}}", vec![param.clone(), BARE]),
+        (
+            "echo ${X:-{a}{{.x}}} '{{.y}}'",
+            vec![param, ShellContext::SingleQuoted],
+        ),
+        ("echo \\{{.x}} {{.y}}", vec![escaped.clone(), BARE]),
+        ("echo \"\\{{.x}}\"", vec![escaped.clone()]),
+        ("echo \\\\{{.x}}", vec![BARE]),
+        ("echo '\\{{.x}}'", vec![ShellContext::SingleQuoted]),
+        ("cat <<EOF\n\\{{.x}}\nEOF", vec![escaped]),
+        (
+            "cat <<'EOF'\n\\{{.x}}\nEOF",
+            vec![heredoc(true, false, "EOF")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(ctx_of(text), want, "{text}");
+    }
+}

@@ -21,6 +21,7 @@ use crate::workflow::CommandSource;
 use crate::workflow::HookAction;
 use crate::workflow::InputType;
 use crate::workflow::LoopOver;
+use crate::workflow::LoopStep;
 use crate::workflow::MAX_ITERATIONS_LIMIT;
 use crate::workflow::MaxIterations;
 use crate::workflow::State;
@@ -1425,45 +1426,109 @@ pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"
 ///   `shell_quote: true` such a value is safe (the mode quotes it again for where it lands)
 ///   but prints its quotes, which the warning says instead.
 ///
-/// References that cannot carry shell code are not warned about: inputs of `type: integer`,
-/// `number` or `boolean` (validated and converted at run start), and string inputs whose
-/// `validation.enum` lists only plain words ([`plain_word`]). Severity Warning, path
-/// `states.<name>.command`. Source: issue 14 ("Safe shell interpolation").
+/// The values checked: inputs (`.inputs.x`), step results (`.states.x.Output`, …), loop
+/// items (`.loop.Item`, `.loop.Parent.Item`) and, in hooks, the failure's message
+/// (`.error.Message`). References that cannot carry shell code are not warned about: inputs
+/// of `type: integer`, `number` or `boolean` (validated and converted at run start), string
+/// inputs whose `validation.enum` lists only plain words ([`plain_word`]), a step's
+/// `ExitCode`, `Status` and `TokensUsed`, the failure's `State`, `ExitCode` and `Type`, and
+/// loop items when every `for_each` of the workflow lists plain words (or numbers) in its
+/// YAML. Severity Warning, path `states.<name>.command`, `states.<name>.hooks.pre.<i>` (and
+/// `post`) or `hooks.<hook>.<i>`. Source: issue 14 ("Safe shell interpolation").
 pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    let hook_commands = |actions: &[HookAction], path: &str, out: &mut Vec<Diagnostic>| {
+        for (i, a) in actions.iter().enumerate() {
+            if let HookAction::Command(text) = a {
+                shell_value_checks(wf, text, &format!("{path}.{i}"), out);
+            }
+        }
+    };
     for (name, state) in &wf.states {
         if let StateKind::Command(c) = &state.kind
             && let CommandSource::Inline(text) = &c.source
         {
             shell_value_checks(wf, text, &format!("states.{name}.command"), &mut out);
         }
+        hook_commands(
+            &state.hooks.pre,
+            &format!("states.{name}.hooks.pre"),
+            &mut out,
+        );
+        hook_commands(
+            &state.hooks.post,
+            &format!("states.{name}.hooks.post"),
+            &mut out,
+        );
     }
+    let h = &wf.hooks;
+    hook_commands(&h.workflow_start, "hooks.workflow_start", &mut out);
+    hook_commands(&h.workflow_end, "hooks.workflow_end", &mut out);
+    hook_commands(&h.workflow_error, "hooks.workflow_error", &mut out);
+    hook_commands(&h.workflow_cancel, "hooks.workflow_cancel", &mut out);
     out
 }
 
-/// Whether a token `.inputs.x…`/`.states.x…` may print text that holds shell code: every
-/// step output may; an input may unless its declaration rules that out
-/// ([`unquoted_shell_values`]).
-fn may_carry_shell_code(wf: &Workflow, reference: &str) -> bool {
+/// Whether every `for_each` of `wf` lists its items in the YAML and each is a plain word
+/// ([`plain_word`]), a number or a boolean: then no loop item can carry shell code.
+fn loop_items_plain(wf: &Workflow) -> bool {
+    wf.states.values().all(|s| match &s.kind {
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items(items),
+            ..
+        }) => match serde_json::from_str::<serde_json::Value>(items) {
+            Ok(serde_json::Value::Array(values)) => values.iter().all(|v| match v {
+                serde_json::Value::String(w) => plain_word(w),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
+                _ => false,
+            }),
+            _ => false,
+        },
+        _ => true,
+    })
+}
+
+/// Whether a reference token (`inputs.x…`, `states.x…`, `loop.Item…`, `error.Message`) may
+/// print text that holds shell code ([`unquoted_shell_values`] lists which do not);
+/// `None` for a token that names no such value.
+fn may_carry_shell_code(wf: &Workflow, reference: &str) -> Option<bool> {
     let lower = reference.to_ascii_lowercase();
+    let field = |i: usize| lower.split('.').nth(i).unwrap_or("").replace('_', "");
     if lower.starts_with("states.") {
-        return true;
+        return Some(!matches!(
+            field(2).as_str(),
+            "exitcode" | "status" | "tokensused"
+        ));
+    }
+    if lower.starts_with("loop.") {
+        let item = lower
+            .split('.')
+            .skip(1)
+            .find(|segment| *segment != "parent")
+            .is_some_and(|segment| segment == "item");
+        return item.then(|| !loop_items_plain(wf));
+    }
+    if lower.starts_with("error.") {
+        return (field(1) == "message").then_some(true);
+    }
+    if !lower.starts_with("inputs.") {
+        return None;
     }
     let Some(rest) = reference.get("inputs.".len()..) else {
-        return true;
+        return Some(true);
     };
     let name = rest.split('.').next().unwrap_or(rest);
     let Some(def) = wf.inputs.iter().find(|d| d.name == name) else {
-        return true;
+        return Some(true);
     };
-    match def.ty {
+    Some(match def.ty {
         InputType::Integer | InputType::Number | InputType::Boolean => false,
         InputType::String | InputType::Untyped => {
             let allowed = &def.validation.enum_values;
             allowed.is_empty() || !allowed.iter().all(|v| plain_word(v))
         }
         InputType::Array | InputType::Unknown(_) => true,
-    }
+    })
 }
 
 /// A word the shell reads as itself wherever it lands (bare, inside quotes, backticks or a
@@ -1532,14 +1597,17 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
         let Some(already_quoted) = value_pipeline(body) else {
             continue;
         };
-        let Some(reference) = reference_tokens(body).into_iter().find(|t| {
-            let lower = t.to_ascii_lowercase();
-            (lower.starts_with("inputs.") || lower.starts_with("states."))
-                && may_carry_shell_code(wf, t)
-        }) else {
+        let Some(reference) = reference_tokens(body)
+            .into_iter()
+            .find(|t| may_carry_shell_code(wf, t) == Some(true))
+        else {
             continue;
         };
-        let d = if already_quoted {
+        let d = if let Some(d) = unquotable(&action, body, &reference) {
+            // Warned even under `shell_quote: true`: the mode refuses such a value at run
+            // time unless it is a plain word.
+            Some(d)
+        } else if already_quoted {
             ineffective_quote(wf, text, &action, body, &reference)
         } else if wf.shell_quote {
             None
@@ -1551,6 +1619,33 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
             d
         }));
     }
+}
+
+/// The `UNQUOTED_SHELL_VALUE` warning for a value where no quoting protects it: inside
+/// `${ … }` or right after an escaping backslash (`None` elsewhere). Path set by the caller.
+fn unquotable(action: &ShellAction<'_>, body: &str, reference: &str) -> Option<Diagnostic> {
+    let (why, hint) = match action.context {
+        ShellContext::ParameterExpansion => (
+            "inside ${…}, where no quoting protects it in every shell (bash reads ' there as a literal character), so $( ) in the value runs",
+            format!(
+                "assign it to a variable first (v={}) and write ${{NAME:-$v}}; `shell_quote: true` refuses such a value unless it is a plain word",
+                quoted_form(body)
+            ),
+        ),
+        ShellContext::AfterBackslash => (
+            "right after a backslash, which escapes the quote meant to protect it, so the rest of the value runs as shell code",
+            "remove the backslash before {{…}}; `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
+        ),
+        _ => return None,
+    };
+    Some(
+        Diagnostic::warning(
+            ErrorCode::WorkflowValidationUnquotedValue,
+            String::new(),
+            format!("{{{{{body}}}}} puts {reference} into a shell command {why}"),
+        )
+        .with_hint(hint),
+    )
 }
 
 /// The `UNQUOTED_SHELL_VALUE` warning for one action (path set by the caller).
@@ -1597,7 +1692,7 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
             ..
         } => (
             format!(
-                "in a here-document (<<{delimiter}): $( ) and backticks in the value run as shell code"
+                "in a here-document (<<{delimiter}): $( ) and backticks in the value run as shell code, and a line {delimiter} in it ends the here-document and runs the lines after it"
             ),
             format!(
                 "assign it before the here-document (v={fixed}) and write $v in the body, {mode}"
@@ -1614,6 +1709,11 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
             format!(
                 "print the value outside the here-document (printf '%s\\n' {fixed}), {mode} (it refuses such a value)"
             ),
+        ),
+        // Warned by `unquotable` before this is asked.
+        ShellContext::ParameterExpansion | ShellContext::AfterBackslash => (
+            "where no quoting protects it".to_owned(),
+            format!("write {fixed} elsewhere, {mode}"),
         ),
     };
     Diagnostic::warning(
@@ -1635,7 +1735,9 @@ fn ineffective_quote(
 ) -> Option<Diagnostic> {
     let written = format!("{{{{{body}}}}}");
     let (where_, why, hint) = match &action.context {
-        ShellContext::Unquoted { .. } => return None,
+        ShellContext::Unquoted { .. }
+        | ShellContext::ParameterExpansion
+        | ShellContext::AfterBackslash => return None,
         ShellContext::DoubleQuoted => (
             "inside a double-quoted string",
             "its single quotes are literal characters there, so $( ) or a backtick in the value still runs as shell code".to_owned(),

@@ -1744,3 +1744,101 @@ fn a_branch_listed_twice_is_a_warning() {
         "\"x\" is listed 3 times",
     );
 }
+
+/// Breaker/new user: `ExitCode` (an integer) was warned about as if it could carry shell
+/// code, while a loop item and a failure's message, which can, were not checked, nor were
+/// hook commands.
+#[test]
+fn shell_value_warnings_know_which_fields_can_carry_shell_code() {
+    let warned = |w: &Workflow| -> Vec<(String, String)> {
+        unquoted_shell_values(w)
+            .into_iter()
+            .map(|d| (d.path, d.message))
+            .collect()
+    };
+    let safe = one_command(
+        "exit {{.states.a.ExitCode}}; echo {{.states.a.exit_code}} {{.states.a.Status}} {{.states.a.TokensUsed}} {{.loop.Index}}",
+        vec![],
+    );
+    assert_eq!(warned(&safe), vec![]);
+
+    let over = |items: &str| {
+        wf(
+            "each",
+            vec![
+                loop_state("each", LoopOver::Items(items.into()), &["a"], Some("done")),
+                cmd("a", "echo {{.loop.Item}} {{.loop.Parent.item}}", None),
+                terminal("done"),
+            ],
+        )
+    };
+    let from_output = warned(&over("{{.states.list.Output}}"));
+    assert_eq!(from_output.len(), 2, "{from_output:#?}");
+    assert_eq!(from_output[0].0, "states.a.command");
+    assert!(
+        from_output[0].1.contains("loop.Item"),
+        "{}",
+        from_output[0].1
+    );
+    assert!(
+        from_output[1].1.contains("loop.Parent.item"),
+        "{}",
+        from_output[1].1
+    );
+    assert_eq!(warned(&over(r#"["src/a.rs","b",3,true]"#)), vec![]);
+    assert_eq!(warned(&over(r#"["a; rm -rf x"]"#)).len(), 2);
+
+    let mut hooked = one_command("true", vec![]);
+    hooked.hooks.workflow_error = vec![
+        HookAction::Command("notify {{.error.Message}}".into()),
+        HookAction::Command("notify {{.error.State}} {{.error.ExitCode}} {{.error.Type}}".into()),
+        HookAction::Log("{{.error.Message}}".into()),
+    ];
+    if let Some(a) = hooked.states.get_mut("a") {
+        a.hooks.post = vec![HookAction::Command("echo {{.states.a.Output}}".into())];
+    }
+    let found = warned(&hooked);
+    let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["states.a.hooks.post.0", "hooks.workflow_error.0"],
+        "{found:#?}"
+    );
+    hooked.shell_quote = true;
+    assert_eq!(warned(&hooked), vec![]);
+}
+
+/// Breaker: `\{{.inputs.m}}` and `"${X:-{{.inputs.m}}}"` validated clean (with and without
+/// `shell_quote: true`) and ran `$( )` from the value; the hint for the second one suggested a
+/// form that was still injectable.
+#[test]
+fn values_where_no_quoting_protects_are_warned_even_under_the_mode() {
+    for command in [
+        "echo X \\{{.inputs.target}}",
+        "echo \"${X:-{{.inputs.target}}}\"",
+        "echo \"${X:-\"{{shell_quote .inputs.target}}\"}\"",
+    ] {
+        let mut w = one_command(command, vec![input("target")]);
+        for mode in [false, true] {
+            w.shell_quote = mode;
+            let found = shell_warnings(&w);
+            assert_eq!(found.len(), 1, "{command} (mode {mode}): {found:#?}");
+            let (code, message, hint) = &found[0];
+            assert_eq!(*code, ErrorCode::WorkflowValidationUnquotedValue);
+            assert!(
+                message.contains("no quoting protects") || message.contains("backslash"),
+                "{message}"
+            );
+            assert!(hint.contains("refuses such a value"), "{hint}");
+            assert!(!hint.contains("close the double quotes"), "{hint}");
+        }
+    }
+    let heredoc = only_warning("cat <<-EOF\n\t{{.inputs.target}}\n\tEOF");
+    assert!(
+        heredoc
+            .1
+            .contains("a line EOF in it ends the here-document"),
+        "{}",
+        heredoc.1
+    );
+}

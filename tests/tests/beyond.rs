@@ -218,6 +218,61 @@ fn inside_double_quotes_the_hint_closes_the_quotes_and_following_it_runs_nothing
     );
 }
 
+/// Breaker: under `shell_quote: true`, a value right after a backslash, inside `${ … }`
+/// (also in the form the old hint gave) or in a `<<-` here-document as its tab-indented
+/// delimiter line ran `$( )` or the lines after it, and validate said nothing. Now validate
+/// warns at each, the run refuses the value (nothing runs), and a plain word goes in.
+#[test]
+fn values_that_no_quoting_protects_are_refused_under_the_mode() {
+    let mut sb = sandbox();
+    let tmp = with_tmpdir(&mut sb);
+    let hostile = "$(touch $TMPDIR/pwned)";
+    let heredoc_escape = "x\n\tEOF\ntouch $TMPDIR/pwned\ncat <<-EOF";
+    for (i, (command, value)) in [
+        ("echo X \\{{.inputs.target}}", hostile),
+        ("echo L \"${UNSET_Q:-{{.inputs.target}}}\"", hostile),
+        (
+            "echo \"${UNSET_Q:-\"{{shell_quote .inputs.target}}\"}\"",
+            hostile,
+        ),
+        ("cat <<-EOF\n\tQ3 {{.inputs.target}}\n\tEOF", heredoc_escape),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let text = three_text(command).replace("name: three\n", "name: three\nshell_quote: true\n");
+        let file = format!("w{i}.yaml");
+        // The mode quotes a here-document's values (refusing one holding the delimiter
+        // line): no warning there; elsewhere it can only refuse, which validate says.
+        let found = shell_diagnostics(&sb, &file, &text);
+        let warned = usize::from(!command.starts_with("cat <<"));
+        assert_eq!(found.len(), warned, "{command}: {found:#?}");
+        let (code, doc, stderr) = run_new(&sb, &file, &text, &["-i", &format!("target={value}")]);
+        assert_eq!(code, 3, "{command}: {doc}\n{stderr}");
+        assert!(
+            !tmp.join("pwned").exists(),
+            "{command}: the input ran as shell code"
+        );
+        assert_eq!(
+            doc["error"]["code"], "EXECUTION.TEMPLATE.FAILED",
+            "{command}: {doc}"
+        );
+        // A plain word cannot carry shell code: it goes in (not through `shell_quote`,
+        // whose quotes make it no plain word).
+        if command.contains("shell_quote") {
+            continue;
+        }
+        let (code, doc, stderr) = run_new(&sb, &file, &text, &["-i", "target=v1.2"]);
+        assert_eq!(code, 0, "{command}: {stderr}");
+        assert!(
+            doc["states"]["echo"]["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("v1.2")),
+            "{command}: {doc}"
+        );
+    }
+}
+
 /// Issue 14: integer, boolean and plain-word enum inputs cannot carry shell code; validate
 /// says nothing about them.
 #[test]

@@ -465,6 +465,30 @@ fn init_creates_a_project_whose_example_runs() {
     assert!(r.stdout.contains("example"), "{}", r.stdout);
     let r = sb.run(&["run", "example", "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // New user: the example is one to copy, so it draws no warning (it put an input into a
+    // command unquoted).
+    let r = sb.run(&["validate", "example"]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        !format!("{}{}", r.stdout, r.stderr).contains("WARN"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let r = sb
+        .run(&[
+            "run",
+            "example",
+            "--input",
+            "name=a\"; echo pwned; \"",
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    assert_eq!(
+        state(&r.json().unwrap(), "greet")["output"],
+        json!("Hello, a\"; echo pwned; \"!\n")
+    );
     // Issue 8: a second init succeeds (as in AWF (Go)) but must not overwrite without --force.
     let example = sb.path().join(".awf/workflows/example.yaml");
     std::fs::write(&example, "# mine\n").unwrap();

@@ -200,6 +200,17 @@ fn history_marks_a_run_whose_process_is_gone() {
     assert_eq!(sj["running_count"], 0, "{sj}");
     assert_eq!(sj["process_gone_count"], 1, "{sj}");
     assert_eq!(sj["total_executions"], 1, "{sj}");
+    // New user: `awf resume --list` said `running` where `awf history` said the process was
+    // gone.
+    let l = sb.run(&["resume", "--list"]).unwrap();
+    assert!(l.stdout.contains("running (process gone)"), "{}", l.stdout);
+    let lj = sb
+        .run(&["resume", "--list", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(lj[0]["status"], "running", "{lj}");
+    assert_eq!(lj[0]["process_gone"], true, "{lj}");
 }
 
 /// A `workflow_cancel` hook that hangs does not keep a cancelled run alive: it is stopped

@@ -402,6 +402,42 @@ states:
     assert!(!sb.path().join("started-fns").exists(), "no step ran");
 }
 
+/// New user: a `while:` that does not compile was coded INVALID_TRANSITION, though a loop's
+/// condition is no transition: it is the loop state that is invalid.
+#[test]
+fn a_loop_condition_that_does_not_compile_is_an_invalid_state() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "w.yaml",
+            "name: w
+states:
+  initial: again
+  again:
+    type: while
+    while: \"trimSpace(states.b.Output) != 'ok'\"
+    break_when: \"states.b.Output ==\"
+    body: [b]
+    on_complete: done
+  b: {type: step, command: echo ok}
+  done: {type: terminal}
+",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    for path in ["states.again.while", "states.again.break_when"] {
+        let d = find(&diags, "error", "WORKFLOW.VALIDATION.INVALID_STATE", path);
+        assert!(
+            d["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("does not compile")),
+            "{d}"
+        );
+    }
+    assert_eq!(errors(&diags).len(), 2, "{diags:#?}");
+}
+
 /// The user's report: a missing `script_file` made `awf validate` exit 1
 /// (USER.INPUT.MISSING_FILE) where other invalid workflows exit 2, and `awf run` started,
 /// ran the steps before it, failed at the step and left a failed run with a resume hint.

@@ -1,5 +1,6 @@
 //! The AWF template functions: `escape`, `json` (alias `toJson`), `split`, `join`, `readFile`,
-//! `trimSpace`, and awf's `shell_quote` (alias `shellQuote`).
+//! `trimSpace`, and awf's own: `shell_quote` (alias `shellQuote`), `upper`, `lower`, `trim`
+//! (alias of `trimSpace`) and `default`.
 //!
 //! gtmpl-ng functions are plain `fn` pointers, so what a function needs from the render
 //! (the workflow directory for `readFile`, the JSON texts of composite loop items for `json`)
@@ -22,7 +23,7 @@ use crate::gojson;
 pub const READ_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The AWF functions, by template name.
-pub(crate) const AWF_FUNCS: [(&str, Func); 11] = [
+pub(crate) const AWF_FUNCS: [(&str, Func); 15] = [
     ("escape", escape as Func),
     ("json", json as Func),
     // Alias of `json` (the name Go template users reach for).
@@ -36,6 +37,12 @@ pub(crate) const AWF_FUNCS: [(&str, Func); 11] = [
     // Alias in Go's camelCase, like `trimSpace`.
     ("shellQuote", shell_quote_fn as Func),
     (crate::shell::SHELL_Q_FUNC, shell_q as Func),
+    // awf additions (not in AWF (Go)): the names users of Go templates (sprig) and of
+    // `while:`/`when:` expressions reach for; docs/compatibility.md.
+    ("upper", upper as Func),
+    ("lower", lower as Func),
+    ("trim", trim_space as Func),
+    ("default", default as Func),
 ];
 
 /// Per-render data the functions read.
@@ -203,6 +210,53 @@ fn trim_space(args: &[Value]) -> Result<Value, FuncError> {
         Value::String(s) => Ok(Value::String(s.trim().to_owned())),
         other => Ok(Value::String(other.to_string().trim().to_owned())),
     }
+}
+
+/// `upper s`: `s` (any value, as printed) in upper case (Unicode).
+fn upper(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("upper", args, 1)?;
+    Ok(Value::String(text_of(&args[0]).to_uppercase()))
+}
+
+/// `lower s`: `s` (any value, as printed) in lower case (Unicode).
+fn lower(args: &[Value]) -> Result<Value, FuncError> {
+    exactly("lower", args, 1)?;
+    Ok(Value::String(text_of(&args[0]).to_lowercase()))
+}
+
+/// `default fallback value` (sprig's order, so `{{.inputs.x | default "none"}}` reads
+/// well): `value` unless it is empty as `if` reads it (missing, nil, `""`, `false`, `0`, an
+/// empty list or map), else `fallback`. With only `fallback` (the value missing), `fallback`.
+fn default(args: &[Value]) -> Result<Value, FuncError> {
+    let (fallback, value) = match args {
+        [fallback] => (fallback, &Value::NoValue),
+        [fallback, value] => (fallback, value),
+        _ => {
+            return Err(FuncError::Generic(format!(
+                "default takes a fallback and a value (`{{{{default \"none\" .inputs.x}}}}` or \
+                 `{{{{.inputs.x | default \"none\"}}}}`), got {} argument(s)",
+                args.len()
+            )));
+        }
+    };
+    let empty = match value {
+        Value::NoValue | Value::Nil => true,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) | Value::Map(m) => m.is_empty(),
+        Value::Number(n) => {
+            n.as_i64() == Some(0)
+                || n.as_u64() == Some(0)
+                || n.as_f64().is_some_and(|f| f.abs() < f64::MIN_POSITIVE)
+        }
+        Value::Function(_) => false,
+    };
+    Ok(if empty {
+        fallback.clone()
+    } else {
+        value.clone()
+    })
 }
 
 /// What a non-regular file is, for messages.

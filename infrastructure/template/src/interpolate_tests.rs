@@ -341,6 +341,39 @@ fn split_join_trim_and_json() {
     assert!(m.contains("join: the first argument must be a list"), "{m}");
 }
 
+/// New user: `upper`, `lower` and `default` (the Go-template names from sprig and Helm) were
+/// "function not defined"; they are awf additions, and `trim` spells `trimSpace` as the
+/// expression language does.
+#[test]
+fn upper_lower_trim_and_default() {
+    let mut data = Data::new();
+    data.states.insert(
+        "empty".to_owned(),
+        crate::test_support::state("empty", "", Some(0)),
+    );
+    let cases = [
+        ("{{upper .inputs.name}}", "WORLD"),
+        ("{{.inputs.name | upper}}", "WORLD"),
+        ("{{lower \"ÉtÉ Mixed\"}}", "été mixed"),
+        ("{{upper .inputs.count}}", "3"),
+        ("[{{trim \"  a \\n\"}}]", "[a]"),
+        ("{{.inputs.name | default \"none\"}}", "world"),
+        ("{{default \"none\" .states.empty.Output}}", "none"),
+        ("{{.states.empty.ExitCode | default 7}}", "7"),
+        ("{{.inputs.flag | default \"off\"}}", "off"),
+        ("{{default \"none\"}}", "none"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(render_with(&data, t).as_deref(), Ok(want), "{t}");
+    }
+    let m = failed(&data, "{{default}}");
+    assert!(m.contains("default takes a fallback and a value"), "{m}");
+    assert_eq!(
+        GoTemplates::new().check("{{upper .x}} {{lower .y}} {{default 1 .z}}"),
+        Ok(())
+    );
+}
+
 #[test]
 fn go_builtins_are_available() {
     let cases = [

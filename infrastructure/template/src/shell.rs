@@ -81,20 +81,27 @@ fn rewrite_action(action: &str) -> Option<String> {
 pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 
 /// The context argument of [`SHELL_Q_FUNC`] for a shell context: `u` bare (also inside
-/// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h` an unquoted
-/// here-document, `H<delimiter>` a quoted one.
+/// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h<delimiter>` an unquoted
+/// here-document, `H<delimiter>` a quoted one, `p` inside `${ … }`, `x` right after an
+/// escaping backslash.
 fn tag(ctx: &ShellContext) -> String {
     match ctx {
         ShellContext::Unquoted { .. } => "u".to_owned(),
         ShellContext::SingleQuoted => "s".to_owned(),
         ShellContext::DoubleQuoted => "d".to_owned(),
         ShellContext::Backtick => "b".to_owned(),
-        ShellContext::Heredoc { quoted: false, .. } => "h".to_owned(),
+        ShellContext::Heredoc {
+            quoted: false,
+            delimiter,
+            ..
+        } => format!("h{delimiter}"),
         ShellContext::Heredoc {
             quoted: true,
             delimiter,
             ..
         } => format!("H{delimiter}"),
+        ShellContext::ParameterExpansion => "p".to_owned(),
+        ShellContext::AfterBackslash => "x".to_owned(),
     }
 }
 
@@ -152,15 +159,48 @@ fn quote_action(action: &str, ctx: &ShellContext) -> Option<String> {
 /// Quotes `value` for the shell context `tag` (see [`tag`]).
 ///
 /// # Errors
-/// In a quoted here-document, a value holding a line equal to the delimiter (it would end
-/// the document early and run the rest as commands).
+/// In a here-document, a value holding a line equal to the delimiter (leading tabs ignored,
+/// as `<<-` reads it): it would end the document early and run the rest as commands. Inside
+/// `${ … }` or right after an escaping backslash, a value that is not a plain word
+/// ([`awf_domain::validate::plain_word`]): no quoting protects it there (breaker: both ran
+/// `$( )` from the value).
 pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
     let single = || crate::functions::single_quote(value);
+    let heredoc_end = |delim: &str| {
+        if value
+            .split('\n')
+            .any(|l| l.trim_start_matches('\t') == delim)
+        {
+            Err(format!(
+                "shell_quote: a value holds the line {delim:?}, which would end the here-document"
+            ))
+        } else {
+            Ok(())
+        }
+    };
     Ok(match tag {
         "s" => format!("'{}'", single()),
         "d" => format!("\"{}\"", single()),
         "b" => single().replace('\\', "\\\\").replace('`', "\\`"),
-        "h" => {
+        "p" | "x" if awf_domain::validate::plain_word(value) => value.to_owned(),
+        "p" => {
+            return Err(
+                "shell_quote: a value inside ${…} cannot be quoted for the shell (quotes there \
+                 mean different things to different shells): assign it to a variable first \
+                 (v={{…}}) and write ${NAME:-$v}"
+                    .to_owned(),
+            );
+        }
+        "x" => {
+            return Err(
+                "shell_quote: a value right after a backslash cannot be quoted for the shell \
+                 (the backslash escapes the quote that would protect it): remove the backslash \
+                 before {{…}}"
+                    .to_owned(),
+            );
+        }
+        t if t.starts_with('h') => {
+            heredoc_end(&t[1..])?;
             let mut out = String::with_capacity(value.len() + 8);
             for c in value.chars() {
                 if matches!(c, '\\' | '$' | '`') {
@@ -171,15 +211,7 @@ pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
             out
         }
         t if t.starts_with('H') => {
-            let delim = &t[1..];
-            if value
-                .split('\n')
-                .any(|l| l == delim || l.trim_start_matches('\t') == delim)
-            {
-                return Err(format!(
-                    "shell_quote: a value holds the line {delim:?}, which would end the here-document"
-                ));
-            }
+            heredoc_end(&t[1..])?;
             value.to_owned()
         }
         _ => single(),
@@ -242,6 +274,7 @@ mod quote_tests {
         d.inputs.insert("v".into(), serde_json::json!(NASTY));
         d.inputs
             .insert("items".into(), serde_json::json!(["a'b", "c d"]));
+        d.inputs.insert("w".into(), serde_json::json!("src/a-1.rs"));
         d
     }
 
@@ -389,6 +422,41 @@ mod quote_tests {
             matches!(&r, Err(e) if e.to_string().contains("here-document")),
             "{r:?}"
         );
+    }
+
+    /// Breaker: under `shell_quote: true` a `<<-` here-document's tab-indented delimiter
+    /// line in the value ended the (unquoted) document, and a value inside `${ … }` or right
+    /// after a backslash ran `$( )`. Such values are refused; a plain word goes in as is.
+    #[test]
+    fn values_no_quoting_protects_are_refused_and_plain_words_pass() {
+        let mut d = data();
+        d.inputs.insert(
+            "t".into(),
+            serde_json::json!("x\n\tEOF\ntouch /tmp/awf-x\ncat <<-EOF"),
+        );
+        let render = |t: &str| GoTemplates::new().render_shell_quoted(t, &d.scope());
+        for (t, why) in [
+            ("cat <<-EOF\n\t{{.inputs.t}}\n\tEOF", "here-document"),
+            ("cat <<EOF\n{{.inputs.t}}\nEOF", "here-document"),
+            ("echo \"${X:-{{.inputs.v}}}\"", "inside ${…}"),
+            ("echo ${X:-\"{{.inputs.v}}\"}", "inside ${…}"),
+            (
+                "echo \"${X:-\"{{shell_quote .inputs.v}}\"}\"",
+                "inside ${…}",
+            ),
+            ("echo X \\{{.inputs.v}}", "after a backslash"),
+            ("echo \"X \\{{.inputs.v}}\"", "after a backslash"),
+        ] {
+            let r = render(t);
+            assert!(
+                matches!(&r, Err(e) if e.to_string().contains(why)),
+                "{t}: {r:?}"
+            );
+        }
+        assert_eq!(run("printf '%s|' \"${X:-{{.inputs.w}}}\""), "src/a-1.rs|");
+        assert_eq!(run("printf '%s|' \\{{.inputs.w}}"), "src/a-1.rs|");
+        // `\\` is an escaped backslash: the action after it is a bare word again.
+        assert_eq!(run("printf '%s|' \\\\{{.inputs.v}}"), format!("\\{NASTY}|"));
     }
 
     #[test]

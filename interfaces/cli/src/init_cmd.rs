@@ -38,6 +38,10 @@ const EXAMPLE_WORKFLOW: &str = r#"# Example workflow created by `awf init`. Try:
 name: example
 version: "1.0.0"
 description: Greets someone, runs a project script, then reports the result
+# Every value put into a shell command reaches it as one literal word, so an input holding
+# `;`, `$( )` or quotes cannot run as shell code (awf extension; `awf validate` warns where
+# a workflow without it puts a value into a command unquoted).
+shell_quote: true
 
 inputs:
   - name: name

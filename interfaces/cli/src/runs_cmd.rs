@@ -292,8 +292,9 @@ async fn start_unstarted(
 /// One `awf resume --list -f json` row: AWF (Go)'s `workflow_id` (the run id),
 /// `workflow_name`, `status`, `current_step`, `updated_at`, `progress` (`progress`, see
 /// [`awf_application::runs::resume_progress`]), plus `run_id` (the same id), `workflow` (the
-/// identifier it was started with), `current_state` and `started_at`.
-pub fn resumable_json(s: &RunSnapshot, progress: &str) -> serde_json::Value {
+/// identifier it was started with), `current_state`, `started_at` and `process_gone` (recorded
+/// as running, its awf process dead: as in `awf history -f json`).
+pub fn resumable_json(s: &RunSnapshot, progress: &str, process_gone: bool) -> serde_json::Value {
     serde_json::json!({
         "workflow_id": s.run_id,
         "workflow_name": s.workflow_name,
@@ -305,6 +306,7 @@ pub fn resumable_json(s: &RunSnapshot, progress: &str) -> serde_json::Value {
         "workflow": s.workflow,
         "current_state": s.current_state,
         "started_at": format_rfc3339(s.started_at),
+        "process_gone": process_gone,
     })
 }
 
@@ -339,12 +341,22 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
         });
     }
     let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
+    // The word `awf history` shows too: a run recorded as running whose awf process died is
+    // `running (process gone)` (it said `running`, as if it still ran).
+    let gone = |s: &RunSnapshot| awf_application::runs::process_gone(s, w.services.host.as_ref());
+    let status_of = |s: &RunSnapshot| {
+        if gone(s) {
+            "running (process gone)"
+        } else {
+            s.status.go_name()
+        }
+    };
     let mut out = std::io::stdout().lock();
     let text = match ctx.format {
         Format::Json => {
             let rows: Vec<serde_json::Value> = runs
                 .iter()
-                .map(|s| resumable_json(s, &progress_of(s)))
+                .map(|s| resumable_json(s, &progress_of(s), gone(s)))
                 .collect();
             return json_out::print(&rows);
         }
@@ -364,7 +376,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 t.row(&[
                     s.run_id.clone(),
                     crate::style::printable(&s.workflow_name).into_owned(),
-                    s.status.go_name().to_owned(),
+                    status_of(s).to_owned(),
                     crate::style::printable(&s.current_state).into_owned(),
                     progress_of(s),
                     format_rfc3339(s.updated_at),
@@ -385,7 +397,7 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 vec![
                     s.run_id.clone(),
                     crate::style::printable(&s.workflow_name).into_owned(),
-                    s.status.go_name().to_owned(),
+                    status_of(s).to_owned(),
                     crate::style::printable(&s.current_state).into_owned(),
                     progress_of(s),
                     format_rfc3339(s.updated_at),
