@@ -65,13 +65,19 @@ impl Masker {
         m
     }
 
-    /// Adds one secret value (ignored when shorter than 4 characters). A value with line
-    /// breaks also adds each of its lines (trimmed) that has at least 4 characters. A value
-    /// read from bytes that were not UTF-8 (invalid sequences shown as U+FFFD) also adds each
-    /// run of 4+ characters between them, so the raw bytes are masked in live output too.
+    /// Adds one secret value (ignored when shorter than 4 characters), with its upper-case,
+    /// lower-case and trimmed forms (what the template functions `upper`, `lower` and `trim`
+    /// make of it: a breaker printed `{{upper .inputs.api_token}}` in clear). A value with
+    /// line breaks also adds each of its lines (trimmed) that has at least 4 characters. A
+    /// value read from bytes that were not UTF-8 (invalid sequences shown as U+FFFD) also adds
+    /// each run of 4+ characters between them, so the raw bytes are masked in live output too.
     pub fn add(&mut self, value: &str) {
         const BREAKS: [char; 3] = ['\n', '\r', '\u{FFFD}'];
-        self.add_one(value);
+        for form in [value, value.trim()] {
+            self.add_one(form);
+            self.add_one(&form.to_uppercase());
+            self.add_one(&form.to_lowercase());
+        }
         if value.contains(BREAKS) {
             for line in value.split(BREAKS) {
                 self.add_one(line.trim());
@@ -363,8 +369,19 @@ mod tests {
         assert!(!shown.contains("hunter"), "{shown}");
         assert_eq!(
             shown,
-            "Masker { secrets: 1 } StreamMasker { masker: Masker { secrets: 1 }, held: 8 }"
+            "Masker { secrets: 2 } StreamMasker { masker: Masker { secrets: 2 }, held: 8 }"
         );
+    }
+
+    /// Breaker: `{{upper .inputs.api_token}}` printed the secret upper-cased, in clear.
+    #[test]
+    fn a_secret_is_masked_in_upper_lower_and_trimmed_case_too() {
+        let m = Masker::from_named([("api_token", "Hunter2Secret\t")]);
+        assert_eq!(
+            m.mask("a HUNTER2SECRET b hunter2secret c Hunter2Secret d"),
+            "a *** b *** c *** d"
+        );
+        assert_eq!(m.mask("hunter2"), "hunter2");
     }
 
     #[test]

@@ -723,3 +723,27 @@ fn a_resume_that_fails_before_it_starts_names_its_run_in_json() {
         "{doc}"
     );
 }
+
+/// New user: a failing hook command stopped the rest of its hook list without saying so
+/// ("pre hook failed: hook command exited with code 1"); the warning now counts the actions
+/// that did not run.
+#[test]
+fn a_failed_hook_action_says_how_many_after_it_did_not_run() {
+    let sb = Sandbox::new().unwrap();
+    let r = sb
+        .run_workflow(
+            "hooks.yaml",
+            "name: hooks\nstates:\n  initial: s\n  s:\n    type: step\n    command: 'true'\n    hooks:\n      pre:\n        - log: first log\n        - command: exit 1\n        - log: after failing command\n        - command: touch third.marker\n    on_success: done\n  done: {type: terminal}\n",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(all.contains("first log"), "{all}");
+    assert!(
+        all.contains("pre hook failed: hook command exited with code 1 (the 2 hook actions after it did not run)"),
+        "{all}"
+    );
+    assert!(!all.contains("after failing command"), "{all}");
+    assert!(!sb.path().join("third.marker").exists());
+}

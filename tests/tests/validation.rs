@@ -327,6 +327,8 @@ fn regression_a_sub_workflow_call_cycle_is_found_by_validate() {
             "{name}: {}",
             r.stderr
         );
+        // New user, breaker: no resume hint (a resume fails the same way).
+        assert!(!r.stderr.contains("awf resume"), "{name}: {}", r.stderr);
     }
 }
 

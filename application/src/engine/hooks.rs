@@ -32,19 +32,41 @@ impl Run {
     ) -> Result<(), AwfError> {
         let path = step.unwrap_or("");
         let iteration = frame.map(|f| f.index);
-        for action in actions {
+        // A failed action stops the list: the message says how many did not run (new user:
+        // "pre hook failed" said nothing of the actions after it).
+        let skipped = |i: usize, e: AwfError| -> AwfError {
+            match actions.len() - i - 1 {
+                0 => e,
+                n => e.map_message(|m| {
+                    format!(
+                        "{m} (the {n} hook action{} after it did not run)",
+                        if n == 1 { "" } else { "s" }
+                    )
+                }),
+            }
+        };
+        for (i, action) in actions.iter().enumerate() {
             match action {
                 HookAction::Log(text) => {
                     let msg = self.render(text, frame, error).map_err(|e| {
-                        AwfError::new(ErrorCode::ExecutionTemplateFailed, format!("hook log: {e}"))
+                        skipped(
+                            i,
+                            AwfError::new(
+                                ErrorCode::ExecutionTemplateFailed,
+                                format!("hook log: {e}"),
+                            ),
+                        )
                     })?;
                     self.log(step, LogLevel::Info, &msg, path, iteration);
                 }
                 HookAction::Command(text) => {
                     let cmd = self.render_command(text, frame, error).map_err(|e| {
-                        AwfError::new(
-                            ErrorCode::ExecutionTemplateFailed,
-                            format!("hook command: {e}"),
+                        skipped(
+                            i,
+                            AwfError::new(
+                                ErrorCode::ExecutionTemplateFailed,
+                                format!("hook command: {e}"),
+                            ),
                         )
                     })?;
                     let spec = CommandSpec {
@@ -65,9 +87,9 @@ impl Run {
                             } else {
                                 format!("hook command exited with code {}: {stderr}", out.exit_code)
                             };
-                            return Err(AwfError::new(
-                                ErrorCode::ExecutionHookFailed,
-                                self.mask(&msg),
+                            return Err(skipped(
+                                i,
+                                AwfError::new(ErrorCode::ExecutionHookFailed, self.mask(&msg)),
                             ));
                         }
                         Termination::TimedOut | Termination::Cancelled => {

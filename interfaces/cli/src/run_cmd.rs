@@ -667,11 +667,17 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secre
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
     // A parked run's own hint names `awf resume` with its id already.
     let parked = awf_domain::projection::parked_until(result).is_some();
+    // A call cycle fails again wherever the run resumes (new user, breaker: the hint sent
+    // them to a resume that could not help).
+    let circular = result
+        .error
+        .as_ref()
+        .is_some_and(|e| e.code == ErrorCode::ExecutionCircularCall);
     if let (Some(id), true, true, false) = (
         &result.run_id,
         recorded,
         ctx.hints,
-        result.status == RunStatus::Success || parked,
+        result.status == RunStatus::Success || parked || circular,
     ) {
         // A step that refused an input fails again on resume unless the input changes first.
         let refused_input = result
