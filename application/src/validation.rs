@@ -384,7 +384,17 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
         let body_broken = d.code == ErrorCode::WorkflowValidationInvalidReference
             && d.message.starts_with("loop reference")
             && load_errors.iter().any(|p| p.ends_with(".body"));
-        !routes_broken && !inputs_broken && !body_broken && !load_errors.iter().any(below)
+        // A state that failed to decode has no routes: the states after it only look
+        // unreachable (new user: "never reached" warnings under a misspelt `type:`).
+        let unreached_behind_error = d.severity == Severity::Warning
+            && d.code == ErrorCode::WorkflowValidationInvalidTransition
+            && d.message.contains("is never reached")
+            && load_errors.iter().any(|p| p.starts_with("states."));
+        !routes_broken
+            && !inputs_broken
+            && !body_broken
+            && !unreached_behind_error
+            && !load_errors.iter().any(below)
     });
     let mut diagnostics = loaded.diagnostics.clone();
     for d in &mut diagnostics {

@@ -1583,8 +1583,111 @@ fn closed_form(text: &str, action: &ShellAction<'_>, fixed: &str) -> Option<Stri
     Some(s)
 }
 
+/// The values of one shell text's earlier actions reachable under other names: template
+/// variables assigned from them (`{{$v := .inputs.x}}`) and the dot of the `with`/`range`
+/// blocks around (`{{with .inputs.x}}{{.}}{{end}}`), each as the reference it carries.
+#[derive(Default)]
+struct Aliases {
+    vars: HashMap<String, String>,
+    /// One entry per open block (`if` keeps the dot of the block around it).
+    dots: Vec<Option<String>>,
+}
+
+impl Aliases {
+    /// The first value of `pipeline` that may carry shell code, as a reference: a direct
+    /// one (`inputs.x`, `states.b.Output`, a whole namespace passed to `index`), a variable
+    /// holding one, or the dot (`.`, `.Field`) of a `with`/`range` over one.
+    fn carried(&self, wf: &Workflow, pipeline: &str) -> Option<String> {
+        const ROOTS: &[&str] = &[
+            "inputs", "states", "env", "workflow", "context", "loop", "error", "awf",
+        ];
+        for t in raw_tokens(pipeline) {
+            if let Some(var) = t.strip_prefix('$') {
+                let name = var.split('.').next().unwrap_or(var);
+                if let Some(r) = self.vars.get(name) {
+                    return Some(r.clone());
+                }
+                continue;
+            }
+            if t.starts_with(|c: char| c.is_ascii_digit()) {
+                continue;
+            }
+            let path = t.trim_start_matches('.');
+            let root = path.split('.').next().unwrap_or("").to_ascii_lowercase();
+            if t.starts_with('.') && !ROOTS.contains(&root.as_str()) {
+                if let Some(Some(r)) = self.dots.last() {
+                    return Some(r.clone());
+                }
+                continue;
+            }
+            if matches!(root.as_str(), "inputs" | "states") && !path.contains('.') {
+                return Some(path.to_owned());
+            }
+            if path.contains('.') && may_carry_shell_code(wf, path) == Some(true) {
+                return Some(path.to_owned());
+            }
+        }
+        None
+    }
+
+    /// Takes in a control action or an assignment (`with`, `range`, `if`, `end`,
+    /// `$v := …`); whether `body` was one.
+    fn follow(&mut self, wf: &Workflow, body: &str) -> bool {
+        let first = body
+            .split(|c: char| c.is_whitespace() || c == '(')
+            .next()
+            .unwrap_or("");
+        let rest = body[first.len()..].trim();
+        match first {
+            "with" | "range" => {
+                // `range $i, $e := .inputs.xs`: `$e` (and the dot) carry the list's items.
+                let (vars, value) = match rest.split_once(":=") {
+                    Some((vars, value)) => (Some(vars), value),
+                    None => (None, rest),
+                };
+                let carried = self.carried(wf, value);
+                if let (Some(vars), Some(r)) = (vars, &carried)
+                    && let Some(name) = vars.rsplit(',').next()
+                {
+                    let name = name.trim().trim_start_matches('$');
+                    self.vars.insert(name.to_owned(), r.clone());
+                }
+                self.dots.push(carried);
+                true
+            }
+            "if" | "define" | "block" => {
+                let dot = self.dots.last().cloned().flatten();
+                self.dots.push(if first == "if" { dot } else { None });
+                true
+            }
+            "end" => {
+                self.dots.pop();
+                true
+            }
+            "else" | "template" | "break" | "continue" => true,
+            _ if first.starts_with('$') => {
+                let after = rest.trim_start();
+                let value = after
+                    .strip_prefix(":=")
+                    .or_else(|| after.strip_prefix('=').filter(|v| !v.starts_with('=')));
+                let Some(value) = value else {
+                    return false;
+                };
+                let name = first.trim_start_matches('$').to_owned();
+                match self.carried(wf, value) {
+                    Some(r) => self.vars.insert(name, r),
+                    None => self.vars.remove(&name),
+                };
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 /// The checks of [`unquoted_shell_values`] over one shell text.
 fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagnostic>) {
+    let mut aliases = Aliases::default();
     for action in crate::shell::shell_actions(text) {
         let body = action
             .text
@@ -1594,13 +1697,15 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
             .trim_start_matches('-')
             .trim_end_matches('-')
             .trim();
+        if aliases.follow(wf, body) {
+            continue;
+        }
         let Some(already_quoted) = value_pipeline(body) else {
             continue;
         };
-        let Some(reference) = reference_tokens(body)
-            .into_iter()
-            .find(|t| may_carry_shell_code(wf, t) == Some(true))
-        else {
+        // Breaker: `{{$v}}` after `{{$v := .inputs.m}}`, `{{.}}` inside `{{with .inputs.m}}`
+        // and `{{index .inputs "m"}}` were not warned about.
+        let Some(reference) = aliases.carried(wf, body) else {
             continue;
         };
         let d = if let Some(d) = unquotable(&action, body, &reference) {
@@ -1956,9 +2061,9 @@ fn actions(text: &str) -> Vec<&str> {
     out
 }
 
-/// Reference-like tokens of one action: quoted strings and comments removed, split on
-/// whitespace, parentheses, pipes and commas.
-fn reference_tokens(action: &str) -> Vec<String> {
+/// The tokens of one action: quoted strings and comments removed, split on whitespace,
+/// parentheses, pipes, commas and operators (`.inputs.x`, `$v.Field`, `.`, `index`, `3`).
+fn raw_tokens(action: &str) -> Vec<String> {
     let body = action
         .trim()
         .trim_start_matches('-')
@@ -2018,9 +2123,18 @@ fn reference_tokens(action: &str) -> Vec<String> {
                         | '}'
                 )
         })
-        .filter(|t| {
-            !t.is_empty() && !t.starts_with('$') && !t.starts_with(|c: char| c.is_ascii_digit())
-        })
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The namespace references of a template action's body (`inputs.x`, `states.b.Output`,
+/// leading dot removed): its [`raw_tokens`] that are not variables or numbers and hold a
+/// dot after the first character.
+fn reference_tokens(action: &str) -> Vec<String> {
+    raw_tokens(action)
+        .into_iter()
+        .filter(|t| !t.starts_with('$') && !t.starts_with(|c: char| c.is_ascii_digit()))
         .map(|t| t.trim_start_matches('.').to_owned())
         .filter(|t| t.contains('.'))
         .collect()

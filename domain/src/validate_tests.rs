@@ -1842,3 +1842,46 @@ fn values_where_no_quoting_protects_are_warned_even_under_the_mode() {
         heredoc.1
     );
 }
+
+/// Breaker: a value reached through a template variable, the dot of a `with`/`range`, or
+/// `index` over the whole namespace was not warned about.
+#[test]
+fn values_reached_through_variables_dots_and_index_are_warned() {
+    for (command, reference) in [
+        ("{{$v := .inputs.target}}echo {{$v}}", "inputs.target"),
+        ("{{with .inputs.target}}echo {{.}}{{end}}", "inputs.target"),
+        (
+            "{{range $i, $e := .states.a.JSON}}echo {{$e.name}}{{end}}",
+            "states.a.JSON",
+        ),
+        (
+            "{{range .states.a.JSON}}echo {{.name}}{{end}}",
+            "states.a.JSON",
+        ),
+        ("echo {{index .inputs \"target\"}}", "inputs"),
+        (
+            "{{with .inputs.target}}{{if .}}echo {{.}}{{end}}{{end}}",
+            "inputs.target",
+        ),
+    ] {
+        let (code, message, _) = only_warning(command);
+        assert_eq!(
+            code,
+            ErrorCode::WorkflowValidationUnquotedValue,
+            "{command}"
+        );
+        assert!(
+            message.contains(&format!("puts {reference} ")),
+            "{command}: {message}"
+        );
+    }
+    for command in [
+        "{{$v := .states.a.ExitCode}}exit {{$v}}",
+        "{{with .inputs.target}}{{end}}echo {{.}}",
+        "{{$v := .inputs.target}}{{$v = 3}}echo {{$v}}",
+        "{{with .inputs.target}}echo {{shell_quote .}}{{end}}",
+    ] {
+        let w = one_command(command, vec![input("target")]);
+        assert_eq!(shell_warnings(&w), vec![], "{command}");
+    }
+}

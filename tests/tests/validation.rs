@@ -1500,3 +1500,25 @@ fn a_loop_body_that_does_not_parse_adds_no_loop_reference_error() {
         "{diags:#?}"
     );
 }
+
+/// New user: a misspelt `type:` (a decoding error) also drew "never reached" warnings for
+/// every state after it (the broken state has no routes): noise that hid the one error.
+#[test]
+fn a_state_that_does_not_decode_draws_no_never_reached_warnings() {
+    let sb = sandbox();
+    let f = sb
+        .write(
+            "t.yaml",
+            "name: t\nstates:\n  initial: a\n  a: {type: stpe, command: 'true', on_success: b}\n  b: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n  lost: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 2, "{diags:#?}");
+    let codes: Vec<&str> = diags.iter().filter_map(|d| d["code"].as_str()).collect();
+    assert_eq!(codes, ["WORKFLOW.PARSE.UNKNOWN_STEP_TYPE"], "{diags:#?}");
+    // New user: `./t.yaml` was shown as `<dir>/./t.yaml`.
+    let r = sb.run(&["validate", "./t.yaml"]).unwrap();
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert!(all.contains("/t.yaml:4:7: error"), "{all}");
+    assert!(!all.contains("/./"), "{all}");
+}

@@ -95,19 +95,24 @@ impl GroupGuard {
         }
     }
 
-    /// SIGKILLs the group now and disarms the guard.
-    pub(crate) fn kill_and_disarm(&mut self) {
-        self.signal(Signal::SIGKILL);
-        if let Some(g) = self.pgid.take() {
-            live().remove(&g);
-            observe(false, g);
-        }
+    /// SIGKILLs the group now and disarms the guard. Whether the group may still hold a
+    /// process, a zombie included (`false` when the OS found none: `ESRCH`), so the caller
+    /// knows whether there is anything to reap.
+    pub(crate) fn kill_and_disarm(&mut self) -> bool {
+        let Some(g) = self.pgid.take() else {
+            return false;
+        };
+        // A zombie member still counts for kill(2) until it is reaped.
+        let members = g > 1 && killpg(Pid::from_raw(g), Signal::SIGKILL) != Err(Errno::ESRCH);
+        live().remove(&g);
+        observe(false, g);
+        members
     }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.kill_and_disarm();
+        let _ = self.kill_and_disarm();
     }
 }
 

@@ -258,7 +258,9 @@ impl WorkflowRepository for YamlRepository {
             .with_hint("pass a workflow name or a path to a workflow file"));
         }
         // 1. An existing file path wins.
-        let as_path = self.paths.cwd.join(ident);
+        // `./x.yaml` is shown (and recorded) as `<cwd>/x.yaml`, not `<cwd>/./x.yaml`: joining
+        // components drops the `.` ones (new user).
+        let as_path: PathBuf = self.paths.cwd.join(ident).components().collect();
         if as_path.is_file() {
             return self.load_file(&as_path, ident);
         }
@@ -270,7 +272,7 @@ impl WorkflowRepository for YamlRepository {
         // children (the working directory's file, AWF's lookup, still wins).
         let beside = base_dir
             .filter(|_| path_like && Path::new(ident).is_relative())
-            .map(|base| base.join(ident));
+            .map(|base| base.join(ident).components().collect::<PathBuf>());
         if let Some(p) = beside.as_ref().filter(|p| p.is_file()) {
             return self.load_file(p, ident);
         }
