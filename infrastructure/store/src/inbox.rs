@@ -203,9 +203,24 @@ mod tests {
 
     use super::*;
 
+    /// Spins until `inbox`'s writer waits as `how` (hang guard of 30 s).
+    fn until_waiting(inbox: &Inbox<i32>, how: bool) {
+        let t0 = Instant::now();
+        while inbox.lock().waiting != Some(how) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "the writer never waited as {how}"
+            );
+            std::thread::yield_now();
+        }
+    }
+
     #[test]
     fn an_idle_writer_is_woken_by_anything_and_a_holding_one_collects() {
-        let inbox = Arc::new(Inbox::new());
+        // A window no loaded machine outlasts: with the real one (milliseconds) a test
+        // thread that was not scheduled in time found the writer past its window and spun
+        // for ever (a CI run hung on it).
+        let inbox = Arc::new(Inbox::with_hold(Duration::from_secs(3600)));
         let writer = {
             let inbox = Arc::clone(&inbox);
             std::thread::spawn(move || {
@@ -224,14 +239,10 @@ mod tests {
             })
         };
         // Wait until the writer waits without a limit.
-        while inbox.lock().waiting != Some(false) {
-            std::thread::yield_now();
-        }
+        until_waiting(&inbox, false);
         assert!(inbox.push(1, Urgency::Soon));
         // The idle writer took it at once and now holds for more: these three come together.
-        while inbox.lock().waiting != Some(true) {
-            std::thread::yield_now();
-        }
+        until_waiting(&inbox, true);
         for i in 2..5 {
             assert!(inbox.push(i, Urgency::Soon));
         }
