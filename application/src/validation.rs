@@ -600,7 +600,11 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         if c.workflow.contains("{{") {
             continue;
         }
-        if let Err(e) = services.repository.load(&c.workflow, Some(&wf.source.dir)) {
+        let child = services.repository.load(&c.workflow, Some(&wf.source.dir));
+        if let Ok(child) = &child {
+            out.extend(call_input_warnings(name, c, &child.workflow));
+        }
+        if let Err(e) = child {
             let mut d = Diagnostic::error(
                 ErrorCode::WorkflowValidationInvalidReference,
                 format!("states.{name}.workflow"),
@@ -614,6 +618,68 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                 d = d.with_hint(h.clone());
             }
             out.push(d);
+        }
+    }
+    out
+}
+
+/// What a `call_workflow` step `step` passes its child against what the child declares
+/// (new user: a misspelt input key validated clean, then the run failed in the child): a
+/// required child input without a default the step does not pass (the run would fail with
+/// `USER.INPUT.VALIDATION_FAILED`), and a key the child does not declare (with the closest
+/// declared name). Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`, warnings (a call on a path
+/// the run never takes does not fail it), path `states.<step>.inputs`.
+fn call_input_warnings(
+    step: &str,
+    call: &awf_domain::workflow::CallWorkflowStep,
+    child: &Workflow,
+) -> Vec<Diagnostic> {
+    let path = format!("states.{step}.inputs");
+    let declared = || child.inputs.iter().map(|d| d.name.as_str());
+    let mut out = Vec::new();
+    for key in call.inputs.keys() {
+        if child.inputs.iter().any(|d| d.name == *key) {
+            continue;
+        }
+        let mut d = Diagnostic::warning(
+            ErrorCode::WorkflowValidationInvalidReference,
+            path.clone(),
+            format!(
+                "sub-workflow \"{}\" declares no input \"{key}\" (it declares: {})",
+                call.workflow,
+                if child.inputs.is_empty() {
+                    "none".to_owned()
+                } else {
+                    declared().collect::<Vec<_>>().join(", ")
+                }
+            ),
+        );
+        // A shortened name (`comp` for `component`) is too far for the edit distance.
+        let near = validate::closest(key, declared()).or_else(|| {
+            declared()
+                .find(|d| key.len() >= 3 && (d.starts_with(key.as_str()) || key.starts_with(d)))
+        });
+        if let Some(near) = near {
+            d = d.with_hint(format!("did you mean \"{near}\"?"));
+        }
+        out.push(d);
+    }
+    for input in &child.inputs {
+        if input.required && input.default.is_none() && !call.inputs.contains_key(&input.name) {
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidReference,
+                    path.clone(),
+                    format!(
+                        "sub-workflow \"{}\" requires input \"{}\", which this step does not pass (the run would fail with USER.INPUT.VALIDATION_FAILED)",
+                        call.workflow, input.name
+                    ),
+                )
+                .with_hint(format!(
+                    "add `{}: <value>` under the step's `inputs:`",
+                    input.name
+                )),
+            );
         }
     }
     out

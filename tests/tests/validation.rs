@@ -1522,3 +1522,60 @@ fn a_state_that_does_not_decode_draws_no_never_reached_warnings() {
     assert!(all.contains("/t.yaml:4:7: error"), "{all}");
     assert!(!all.contains("/./"), "{all}");
 }
+
+/// New user: a `call_workflow` step passing `comp` to a child that requires `component`
+/// validated clean, then the run failed inside the child.
+#[test]
+fn call_workflow_inputs_are_checked_against_the_childs_declarations() {
+    let sb = sandbox();
+    sb.write(
+        "child.yaml",
+        "name: child\ninputs:\n  - {name: component, type: string, required: true}\n  - {name: level, type: string, default: info}\nstates:\n  initial: s\n  s: {type: step, command: 'echo {{.inputs.component}}', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let f = sb
+        .write(
+            "parent.yaml",
+            "name: parent\nstates:\n  initial: c\n  c: {type: call_workflow, workflow: child.yaml, inputs: {comp: x, level: debug}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &f);
+    assert_eq!(code, 0, "{diags:#?}");
+    let warnings: Vec<(String, String)> = diags
+        .iter()
+        .filter(|d| d["path"] == "states.c.inputs")
+        .map(|d| {
+            assert_eq!(d["code"], "WORKFLOW.VALIDATION.INVALID_REFERENCE", "{d}");
+            (
+                d["message"].as_str().unwrap_or("").to_owned(),
+                d["hint"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(warnings.len(), 2, "{diags:#?}");
+    assert!(
+        warnings[0].0.contains("declares no input \"comp\""),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[0].1.contains("did you mean \"component\""),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].0.contains("requires input \"component\""),
+        "{warnings:?}"
+    );
+    // Passing what the child declares: nothing to say.
+    let ok = sb
+        .write(
+            "ok.yaml",
+            "name: ok\nstates:\n  initial: c\n  c: {type: call_workflow, workflow: child.yaml, inputs: {component: x}, on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let (code, diags) = validate(&sb, &ok);
+    assert_eq!(code, 0, "{diags:#?}");
+    assert!(
+        diags.iter().all(|d| d["path"] != "states.c.inputs"),
+        "{diags:#?}"
+    );
+}
