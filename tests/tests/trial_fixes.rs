@@ -747,3 +747,24 @@ fn a_failed_hook_action_says_how_many_after_it_did_not_run() {
     assert!(!all.contains("after failing command"), "{all}");
     assert!(!sb.path().join("third.marker").exists());
 }
+
+/// New user: `when: "int(states.s.Output) > 10"` after `echo 12` failed with the value's
+/// newline cutting the message in two and nothing said why.
+#[test]
+fn an_expression_failing_on_an_outputs_newline_says_to_trim_it() {
+    let sb = Sandbox::new().unwrap();
+    let r = sb
+        .run_workflow(
+            "n.yaml",
+            "name: n\nstates:\n  initial: s\n  s:\n    type: step\n    command: echo 12\n    transitions:\n      - when: \"int(states.s.Output) > 10\"\n        goto: done\n      - goto: done\n  done: {type: terminal}\n",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("int(12\\n)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Hint: a step's Output keeps the command's last newline: write trim(states.<step>.Output)"),
+        "{}",
+        r.stderr
+    );
+}

@@ -540,14 +540,24 @@ impl Run {
                     Ok(true) => return Ok(Some(t.goto.clone())),
                     Ok(false) => {}
                     Err(e) => {
-                        return Err(AwfError::new(
+                        let mut err = AwfError::new(
                             ErrorCode::ExecutionExpressionFailed,
                             self.mask(&format!(
-                                "step {}: evaluate transition `{w}`: {e}",
-                                state.name
+                                "step {}: evaluate transition `{w}`: {}",
+                                state.name,
+                                // A value's newline (an Output's last one) would cut the line.
+                                e.to_string().replace('\n', "\\n")
                             )),
                         )
-                        .with_detail("state", state.name.clone()));
+                        .with_detail("state", state.name.clone());
+                        // New user: `int(states.s.Output)` after `echo 12` failed on "12\n".
+                        if w.contains("Output") {
+                            err = err.with_hint(
+                                "a step's Output keeps the command's last newline: write \
+                                 trim(states.<step>.Output) to compare or convert it",
+                            );
+                        }
+                        return Err(err);
                     }
                 },
             }
