@@ -768,3 +768,31 @@ fn an_expression_failing_on_an_outputs_newline_says_to_trim_it() {
         r.stderr
     );
 }
+
+/// Breaker: a `max_iterations` that resolved to `2.7` ran 2 iterations where `abc` was
+/// refused: only an integer, or arithmetic (with an operator, as in AWF (Go)), is a count.
+#[test]
+fn a_fractional_max_iterations_is_refused_and_arithmetic_still_works() {
+    let sb = Sandbox::new().unwrap();
+    let wf = "name: lim\ninputs:\n  - {name: lim, type: string}\nstates:\n  initial: l\n  l:\n    type: while\n    while: 'true'\n    max_iterations: '{{.inputs.lim}}'\n    body: [b]\n    on_complete: done\n  b: {type: step, command: 'echo x'}\n  done: {type: terminal}\n";
+    let r = sb
+        .run_workflow("lim.yaml", wf, &["-i", "lim=2.7", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stdout);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["error"]["code"], "EXECUTION.LOOP.FAILED", "{doc}");
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"2.7\" is not an integer")),
+        "{doc}"
+    );
+    let r = sb
+        .run_workflow("lim.yaml", wf, &["-i", "lim=5 / 2", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json().unwrap()["states"]["l"]["output"],
+        "completed 2 iterations"
+    );
+}

@@ -507,6 +507,15 @@ impl Run {
                 let text = text.trim();
                 match text.parse::<i64>() {
                     Ok(n) => n,
+                    // Arithmetic only with an operator, as in AWF (Go): `2.7` is no count
+                    // (breaker: it ran 2 iterations).
+                    Err(_) if !text.contains(['+', '-', '*', '/', '%']) => {
+                        return Err(AwfError::new(
+                            ErrorCode::ExecutionLoopFailed,
+                            format!("resolve max_iterations: \"{text}\" is not an integer"),
+                        )
+                        .with_hint("max_iterations takes a whole number from 1 to 10000, or arithmetic on such numbers (`{{.inputs.n}} * 2`)"));
+                    }
                     Err(_) => self.svc.expressions.eval_int(text).map_err(|e| {
                         AwfError::new(
                             ErrorCode::ExecutionLoopFailed,
