@@ -489,6 +489,16 @@ fn init_creates_a_project_whose_example_runs() {
         state(&r.json().unwrap(), "greet")["output"],
         json!("Hello, a\"; echo pwned; \"!\n")
     );
+    // New user: from a subdirectory of the project, its workflows are found (the nearest
+    // parent holding `.awf.yaml`, as git finds its repository).
+    let deep = sb.path().join("src/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    let in_deep =
+        |args: &[&str]| awf_tests::Run::from(sb.cmd(args).current_dir(&deep).output().unwrap());
+    let r = in_deep(&["list"]);
+    assert!(r.stdout.contains("example"), "{}{}", r.stdout, r.stderr);
+    let r = in_deep(&["run", "example", "-f", "json"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     // Issue 8: a second init succeeds (as in AWF (Go)) but must not overwrite without --force.
     let example = sb.path().join(".awf/workflows/example.yaml");
     std::fs::write(&example, "# mine\n").unwrap();

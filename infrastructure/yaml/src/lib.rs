@@ -30,6 +30,7 @@ pub use decode::STATE_TYPES;
 pub use decode::parse_size;
 pub use repo::RepoPaths;
 pub use repo::YamlRepository;
+pub use repo::project_root;
 pub use templates::DirTemplates;
 pub use templates::NoTemplates;
 pub use templates::TemplateLookup;

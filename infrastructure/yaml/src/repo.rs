@@ -31,22 +31,38 @@ pub struct RepoPaths {
     pub cwd: PathBuf,
     /// `$AWF_WORKFLOWS_PATH` (source `env`).
     pub env_dir: Option<PathBuf>,
-    /// `<cwd>/.awf/workflows` (source `local`).
+    /// `<project>/.awf/workflows` (source `local`; the project is [`project_root`]).
     pub local_dir: PathBuf,
     /// `$AWF_CONFIG_HOME`, else `$XDG_CONFIG_HOME/awf`, else `~/.config/awf`, + `/workflows`
     /// (source `global`).
     pub global_dir: PathBuf,
-    /// `<cwd>/.awf/templates`, `<data root>/templates`.
+    /// `<project>/.awf/templates`, `<data root>/templates`.
     pub template_dirs: Vec<PathBuf>,
-    /// `$AWF_CONFIG_PATH`, else `<cwd>/.awf/config.yaml`.
+    /// `$AWF_CONFIG_PATH`, else `<project>/.awf/config.yaml`.
     pub config_path: PathBuf,
+}
+
+/// The project directory whose `.awf/` awf uses from `cwd`: `cwd` itself when it holds `.awf/`
+/// or the `.awf.yaml` marker (`awf init` writes both), else the nearest parent holding
+/// `.awf.yaml` (as git finds its repository from a subdirectory), else `cwd`. Only the marker
+/// is looked for upwards, so a stray `.awf/` higher up (a home directory's) is never taken
+/// for a project. (awf addition: AWF (Go) reads `.awf/` of the working directory only.)
+pub fn project_root(cwd: &Path) -> PathBuf {
+    if cwd.join(".awf").is_dir() || cwd.join(".awf.yaml").is_file() {
+        return cwd.to_path_buf();
+    }
+    cwd.ancestors()
+        .skip(1)
+        .find(|dir| dir.join(".awf.yaml").is_file())
+        .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf)
 }
 
 impl RepoPaths {
     /// Computes the paths from an environment map (no process environment is read).
     ///
     /// `data_root` is the data directory (`$XDG_DATA_HOME/awf` or the `--storage` override).
-    /// Relative values of the variables resolve against `cwd`.
+    /// Relative values of the variables resolve against `cwd`; the project's `.awf/` is that
+    /// of [`project_root`] (`cwd`, or the parent marked by `.awf.yaml`).
     /// Source: spec/workflow.md §1.1, §1.11, §3.13.
     pub fn from_env(cwd: &Path, env: &BTreeMap<String, String>, data_root: &Path) -> Self {
         let var = |k: &str| {
@@ -62,17 +78,14 @@ impl RepoPaths {
         let config_home = var("AWF_CONFIG_HOME")
             .or_else(|| var("XDG_CONFIG_HOME").map(|x| x.join("awf")))
             .unwrap_or_else(|| home.join(".config").join("awf"));
+        let project = project_root(cwd).join(".awf");
         Self {
             cwd: cwd.to_path_buf(),
             env_dir: var("AWF_WORKFLOWS_PATH"),
-            local_dir: cwd.join(".awf").join("workflows"),
+            local_dir: project.join("workflows"),
             global_dir: config_home.join("workflows"),
-            template_dirs: vec![
-                cwd.join(".awf").join("templates"),
-                data_root.join("templates"),
-            ],
-            config_path: var("AWF_CONFIG_PATH")
-                .unwrap_or_else(|| cwd.join(".awf").join("config.yaml")),
+            template_dirs: vec![project.join("templates"), data_root.join("templates")],
+            config_path: var("AWF_CONFIG_PATH").unwrap_or_else(|| project.join("config.yaml")),
         }
     }
 

@@ -150,7 +150,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     }
     let mut inputs = awf_application::runs::expand_prompt_refs(
         inputs,
-        &awf_application::runs::prompt_dirs(&w.env, &w.cwd, &w.config_dir),
+        &awf_application::runs::prompt_dirs(&w.env, &awf_yaml::project_root(&w.cwd), &w.config_dir),
         w.services.host.as_ref(),
     )?;
     // On a terminal the run asks for missing required inputs (`MissingInput` requests,
