@@ -42,6 +42,11 @@ fn run_quiet_prints_the_run_id_for_scripts() {
     assert_eq!(id.len(), 36, "{:?}", r.stdout);
     let s = sb.run(&["status", id, "-f", "quiet"]).unwrap();
     assert_eq!(s.stdout.trim(), "completed", "{}", s.stderr);
+    // New user: an ended run's state is its last step, said so (not `State: a` beside
+    // `Terminal: done`).
+    let s = sb.run(&["status", id]).unwrap();
+    assert!(s.stdout.contains("\nLast step: a\n"), "{}", s.stdout);
+    assert!(!s.stdout.contains("\nState:"), "{}", s.stdout);
 }
 
 #[test]

@@ -875,9 +875,16 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         "Status:    {}",
         status_text(snap, view.process_gone)
     ));
-    // A run with no state yet (queued: no worker started it) has no State line.
+    // A run with no state yet (queued: no worker started it) has no State line; an ended one
+    // says its state was the last step run (new user: `State: flaky` beside `Terminal: done`
+    // read as if the run were still there).
     if !snap.current_state.is_empty() {
-        crate::stdout_check::checked(writeln!(out, "State:     {}", pt(&snap.current_state)));
+        let label = if snap.terminal.is_some() {
+            "Last step:"
+        } else {
+            "State:    "
+        };
+        crate::stdout_check::checked(writeln!(out, "{label} {}", pt(&snap.current_state)));
     }
     crate::stdout_check::checked(writeln!(
         out,
