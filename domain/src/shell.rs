@@ -42,9 +42,18 @@ pub enum ShellContext {
     /// double-quoted `${ … }` as a literal character and `"` as opening a nested string).
     ParameterExpansion,
     /// Right after a backslash that escapes the action's first character (`\{{x}}` bare,
-    /// inside `"…"`, backticks or an unquoted here-document): the backslash would escape the
-    /// quote meant to protect the value.
+    /// inside `"…"`, backticks or an unquoted here-document, also across a `{{-` trim marker:
+    /// `\ {{- x}}`), or inside backticks within `"…"` that hold `\"` (which opens a real
+    /// string once the backticks are read): the backslash would escape the quote meant to
+    /// protect the value.
     AfterBackslash,
+    /// Right after an unescaped `$` (`${{x}}`, `$ {{- x}}`): the value's first character makes
+    /// `$'…'`, `$name` or `$(…)` of it.
+    AfterDollar,
+    /// Inside an arithmetic expansion or command (`$(( … ))`, `(( … ))`) or a `[[ … ]]` test
+    /// with an arithmetic comparison (`-eq`, `-lt`, …): bash evaluates the value as
+    /// arithmetic, and an array subscript in it (`a[$(cmd)]`) runs, quoted or not.
+    Arithmetic,
 }
 
 /// One `{{ … }}` action of shell command text and where it sits.
@@ -101,6 +110,10 @@ enum Kind {
     },
     /// An action right after an escaping backslash (never on the stack).
     Escaped,
+    /// An action right after an unescaped `$` (never on the stack).
+    Dollar,
+    /// An action inside an arithmetic span (never on the stack).
+    Arith,
     /// `${ … }`; `depth`: open `{` inside it (the `}` at depth 0 closes it).
     Param {
         depth: u32,
@@ -127,6 +140,8 @@ impl Kind {
             },
             Kind::Param { .. } => ShellContext::ParameterExpansion,
             Kind::Escaped => ShellContext::AfterBackslash,
+            Kind::Dollar => ShellContext::AfterDollar,
+            Kind::Arith => ShellContext::Arithmetic,
         }
     }
 }
@@ -231,13 +246,36 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     let mut line_start = true;
     // The previous byte was a backslash escaping the action that starts here.
     let mut escaped = false;
+    // Where the last escaping backslash and the last unescaped `$` stood.
+    let mut escape_at: Option<usize> = None;
+    let mut dollar_at: Option<usize> = None;
+    // Spans where no quoting protects a value (arithmetic; backticks in `"…"` holding `\"`).
+    let mut unsafe_spans: Vec<(Range<usize>, Kind)> = Vec::new();
     let mut i = 0usize;
     while i < b.len() {
         if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
             let end = action_end(b, i + 2);
             let top = stack.frames.last();
-            let kind = if escaped {
+            // `{{- ` glues the value to the text before the blanks it trims.
+            let trims = matches!(b.get(i + 2), Some(b'-'))
+                && matches!(b.get(i + 3), Some(b' ' | b'\t' | b'\n' | b'\r'));
+            let mut glued = i;
+            if trims {
+                while glued > 0 && b[glued - 1].is_ascii_whitespace() {
+                    glued -= 1;
+                }
+            }
+            let before = glued.checked_sub(1);
+            let spanned = unsafe_spans
+                .iter()
+                .find(|(r, _)| r.contains(&i))
+                .map(|(_, k)| k.clone());
+            let kind = if escaped || (trims && before.is_some() && escape_at == before) {
                 Kind::Escaped
+            } else if before.is_some() && dollar_at == before {
+                Kind::Dollar
+            } else if let Some(k) = spanned {
+                k
             } else if stack.in_param() {
                 Kind::Param { depth: 0 }
             } else {
@@ -298,14 +336,16 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     // (a quote meant to protect the value) loses its meaning.
                     escaped = true;
                 } else {
+                    escape_at = Some(i);
                     consumed = 1 + next_char_len(text, i + 1);
                 }
             }
+            (Kind::Heredoc { quoted: false, .. }, b'$') => dollar_at = Some(i),
             (Kind::Heredoc { .. }, _) => {}
             (Kind::Double, b'"') => stack.pop(i + 1),
             (Kind::Backtick, b'`') => stack.pop(i + 1),
             (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
-                if b.get(i + 1) == Some(&b'{') =>
+                if b.get(i + 1) == Some(&b'{') && b.get(i + 2) != Some(&b'{') =>
             {
                 stack.push(Kind::Param { depth: 0 }, i);
                 consumed = 2;
@@ -330,6 +370,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
                 if b.get(i + 1) == Some(&b'(') =>
             {
+                if b.get(i + 2) == Some(&b'(') {
+                    unsafe_spans.push((i..arith_end(b, i + 3), Kind::Arith));
+                }
                 stack.push(
                     Kind::Unquoted {
                         subst: true,
@@ -339,7 +382,38 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 );
                 consumed = 2;
             }
-            (Kind::Double | Kind::Unquoted { .. }, b'`') => stack.push(Kind::Backtick, i),
+            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$') => {
+                dollar_at = Some(i);
+            }
+            (Kind::Unquoted { .. } | Kind::Backtick, b'(') if b.get(i + 1) == Some(&b'(') => {
+                // `(( … ))`: an arithmetic command.
+                unsafe_spans.push((i..arith_end(b, i + 2), Kind::Arith));
+                if let Kind::Unquoted { subst: true, depth } = top {
+                    stack.set_depth(depth + 1);
+                }
+            }
+            (Kind::Unquoted { .. } | Kind::Backtick, b'[')
+                if b.get(i + 1) == Some(&b'[') && word_start(b, i) =>
+            {
+                // `[[ … ]]` with an arithmetic comparison evaluates its operands.
+                let end = text[i..].find("]]").map_or(text.len(), |k| i + k + 2);
+                let arith = text[i..end]
+                    .split_whitespace()
+                    .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"));
+                if arith {
+                    unsafe_spans.push((i..end, Kind::Arith));
+                }
+            }
+            (Kind::Double, b'`') => {
+                // Backticks in "…" unescape `\"` into a real quote: nothing in them can be
+                // quoted reliably then.
+                let end = backtick_end(b, i + 1);
+                if text[i..end].contains("\\\"") {
+                    unsafe_spans.push((i..end, Kind::Escaped));
+                }
+                stack.push(Kind::Backtick, i);
+            }
+            (Kind::Unquoted { .. }, b'`') => stack.push(Kind::Backtick, i),
             (Kind::Unquoted { .. } | Kind::Backtick, b'#')
                 if i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b';' | b'&' | b'|') =>
             {
@@ -352,14 +426,30 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             (Kind::Unquoted { .. } | Kind::Backtick, b'"') => stack.push(Kind::Double, i),
             (Kind::Unquoted { subst: true, depth }, b'(') => stack.set_depth(depth + 1),
             (Kind::Unquoted { subst: true, depth }, b')') => {
-                if *depth == 0 {
+                let start = stack
+                    .frames
+                    .last()
+                    .and_then(|f| stack.spans.get(f.span))
+                    .map_or(0, |s| s.0);
+                if open_cases(&text[start..i]) > 0 {
+                    // A `case` pattern's `)`, not the end of `$( … )`.
+                } else if *depth == 0 {
                     stack.pop(i + 1);
                 } else {
                     stack.set_depth(depth - 1);
                 }
             }
             (Kind::Unquoted { .. } | Kind::Backtick, b'<')
-                if b.get(i + 1) == Some(&b'<') && b.get(i + 2) != Some(&b'<') =>
+                if b.get(i + 1) == Some(&b'<') && b.get(i + 2) == Some(&b'<') =>
+            {
+                // A here-string (`<<< word`): the word is an ordinary word.
+                consumed = 3;
+            }
+            (Kind::Unquoted { .. } | Kind::Backtick, b'<')
+                if b.get(i + 1) == Some(&b'<')
+                    && !unsafe_spans
+                        .iter()
+                        .any(|(r, k)| *k == Kind::Arith && r.contains(&i)) =>
             {
                 let (heredoc, len) = heredoc_start(text, i + 2);
                 if let Some(h) = heredoc {
@@ -415,6 +505,59 @@ pub fn shell_actions(text: &str) -> Vec<ShellAction<'_>> {
             ShellPiece::Text(_) => None,
         })
         .collect()
+}
+
+/// Index just past the `))` closing an arithmetic expansion whose body starts at `from`
+/// (parentheses in it counted); the text's length when unclosed.
+fn arith_end(b: &[u8], from: usize) -> usize {
+    let mut depth = 0u32;
+    let mut j = from;
+    while j < b.len() {
+        match b[j] {
+            b'(' => depth += 1,
+            b')' if depth > 0 => depth -= 1,
+            b')' if b.get(j + 1) == Some(&b')') => return j + 2,
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// Index just past the backtick closing the one whose body starts at `from` (escaped
+/// characters skipped); the text's length when unclosed.
+fn backtick_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'`' => return (j + 1).min(b.len()),
+            _ => j += 1,
+        }
+    }
+    b.len()
+}
+
+/// Whether position `i` starts a shell word (the text's start, or after a blank or an
+/// operator).
+fn word_start(b: &[u8], i: usize) -> bool {
+    i == 0
+        || matches!(
+            b[i - 1],
+            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b'!'
+        )
+}
+
+/// `case` words minus `esac` words in `text` (shell words, not parts of others): more than
+/// zero inside a `case` statement, whose patterns end with `)`.
+fn open_cases(text: &str) -> i64 {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(|w| match w {
+            "case" => 1,
+            "esac" => -1,
+            _ => 0,
+        })
+        .sum()
 }
 
 fn next_char_len(text: &str, at: usize) -> usize {

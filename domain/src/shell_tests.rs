@@ -191,3 +191,37 @@ fn parameter_expansions_and_escaped_actions_have_their_own_contexts() {
         assert_eq!(ctx_of(text), want, "{text}");
     }
 }
+
+/// Breaker (second round): a `$` right before an action (`${{x}}` even swallowed it), a
+/// here-string, arithmetic (whose `<<` read as a here-document), a trim marker after a
+/// backslash, a `case` pattern's `)` in `$( )`, and `\"` in backticks within `"…"`.
+#[test]
+fn glued_arithmetic_and_unescaped_quote_contexts_are_told_apart() {
+    let dollar = ShellContext::AfterDollar;
+    let arith = ShellContext::Arithmetic;
+    let escaped = ShellContext::AfterBackslash;
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        ("echo ${{.x}} {{.y}}", vec![dollar.clone(), BARE]),
+        ("echo \"${{.x}}\"", vec![dollar.clone()]),
+        ("echo $ {{- .x}}", vec![dollar]),
+        ("echo \\ {{- .x}}", vec![escaped.clone()]),
+        ("echo \\$ {{- .x}}", vec![BARE]),
+        ("cat <<< {{.x}}", vec![BARE]),
+        ("cat <<<\"{{.x}}\"", vec![ShellContext::DoubleQuoted]),
+        ("echo $((1<<2))\necho {{.x}}", vec![BARE]),
+        ("((y=1<<2)); echo {{.x}}", vec![BARE]),
+        ("echo $(({{.x}} + 1))", vec![arith.clone()]),
+        ("(( {{.x}} > 2 ))", vec![arith.clone()]),
+        ("[[ {{.x}} -eq 1 ]] && echo {{.y}}", vec![arith, BARE]),
+        ("[[ {{.x}} == a ]]", vec![BARE]),
+        (
+            "echo \"$(case a in a) echo {{.x}};; esac)\" {{.y}}",
+            vec![SUBST, BARE],
+        ),
+        ("echo \"`echo \\\"{{.x}}\\\"`\"", vec![escaped]),
+        ("echo \"`echo {{.x}}`\"", vec![ShellContext::Backtick]),
+    ];
+    for (text, want) in cases {
+        assert_eq!(ctx_of(text), want, "{text}");
+    }
+}

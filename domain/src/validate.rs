@@ -1594,45 +1594,67 @@ struct Aliases {
 }
 
 impl Aliases {
-    /// The first value of `pipeline` that may carry shell code, as a reference: a direct
-    /// one (`inputs.x`, `states.b.Output`, a whole namespace passed to `index`), a variable
-    /// holding one, or the dot (`.`, `.Field`) of a `with`/`range` over one.
-    fn carried(&self, wf: &Workflow, pipeline: &str) -> Option<String> {
+    /// The namespace path a token stands for (`inputs.x`, `states.s1.ExitCode`, `error`):
+    /// itself without its leading dot, or, through a variable (`$v.Field`) or the dot of a
+    /// `with`/`range` (`.`, `.Field`), the path they were bound to plus the rest. `None` for
+    /// anything else (functions, literals, unknown variables).
+    fn resolve(&self, token: &str) -> Option<String> {
         const ROOTS: &[&str] = &[
             "inputs", "states", "env", "workflow", "context", "loop", "error", "awf",
         ];
-        for t in raw_tokens(pipeline) {
-            if let Some(var) = t.strip_prefix('$') {
-                let name = var.split('.').next().unwrap_or(var);
-                if let Some(r) = self.vars.get(name) {
-                    return Some(r.clone());
-                }
-                continue;
+        let join = |base: &str, rest: &str| {
+            let rest = rest.trim_start_matches('.');
+            if rest.is_empty() {
+                base.to_owned()
+            } else {
+                format!("{base}.{rest}")
             }
-            if t.starts_with(|c: char| c.is_ascii_digit()) {
-                continue;
-            }
-            let path = t.trim_start_matches('.');
-            let root = path.split('.').next().unwrap_or("").to_ascii_lowercase();
-            if t.starts_with('.') && !ROOTS.contains(&root.as_str()) {
-                if let Some(Some(r)) = self.dots.last() {
-                    return Some(r.clone());
-                }
-                continue;
-            }
-            if matches!(root.as_str(), "inputs" | "states") && !path.contains('.') {
-                return Some(path.to_owned());
-            }
-            if path.contains('.') && may_carry_shell_code(wf, path) == Some(true) {
-                return Some(path.to_owned());
-            }
+        };
+        if let Some(var) = token.strip_prefix('$') {
+            let (name, rest) = var.split_once('.').unwrap_or((var, ""));
+            return self.vars.get(name).map(|base| join(base, rest));
+        }
+        if token.starts_with(|c: char| c.is_ascii_digit()) {
+            return None;
+        }
+        let path = token.trim_start_matches('.');
+        let root = path.split('.').next().unwrap_or("").to_ascii_lowercase();
+        if ROOTS.contains(&root.as_str()) {
+            return Some(path.to_owned());
+        }
+        if token.starts_with('.') {
+            return self
+                .dots
+                .last()
+                .cloned()
+                .flatten()
+                .map(|base| join(&base, path));
         }
         None
     }
 
+    /// The first value of `pipeline` that may carry shell code, as a reference: a direct
+    /// one (`inputs.x`, `states.b.Output`, a whole namespace passed to `index`), or one
+    /// reached through a variable or the dot of a `with`/`range` ([`Self::resolve`]).
+    fn carried(&self, wf: &Workflow, pipeline: &str) -> Option<String> {
+        raw_tokens(pipeline).into_iter().find_map(|t| {
+            let path = self.resolve(&t)?;
+            let whole = matches!(path.to_ascii_lowercase().as_str(), "inputs" | "states");
+            (whole || may_carry_shell_code(wf, &path) == Some(true)).then_some(path)
+        })
+    }
+
+    /// The path `pipeline`'s first namespace token stands for, carrying or not (what a
+    /// variable or a `with` binds).
+    fn bound(&self, pipeline: &str) -> Option<String> {
+        raw_tokens(pipeline)
+            .into_iter()
+            .find_map(|t| self.resolve(&t))
+    }
+
     /// Takes in a control action or an assignment (`with`, `range`, `if`, `end`,
     /// `$v := …`); whether `body` was one.
-    fn follow(&mut self, wf: &Workflow, body: &str) -> bool {
+    fn follow(&mut self, body: &str) -> bool {
         let first = body
             .split(|c: char| c.is_whitespace() || c == '(')
             .next()
@@ -1645,14 +1667,14 @@ impl Aliases {
                     Some((vars, value)) => (Some(vars), value),
                     None => (None, rest),
                 };
-                let carried = self.carried(wf, value);
-                if let (Some(vars), Some(r)) = (vars, &carried)
+                let bound = self.bound(value);
+                if let (Some(vars), Some(r)) = (vars, &bound)
                     && let Some(name) = vars.rsplit(',').next()
                 {
                     let name = name.trim().trim_start_matches('$');
                     self.vars.insert(name.to_owned(), r.clone());
                 }
-                self.dots.push(carried);
+                self.dots.push(bound);
                 true
             }
             "if" | "define" | "block" => {
@@ -1674,7 +1696,7 @@ impl Aliases {
                     return false;
                 };
                 let name = first.trim_start_matches('$').to_owned();
-                match self.carried(wf, value) {
+                match self.bound(value) {
                     Some(r) => self.vars.insert(name, r),
                     None => self.vars.remove(&name),
                 };
@@ -1697,7 +1719,7 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
             .trim_start_matches('-')
             .trim_end_matches('-')
             .trim();
-        if aliases.follow(wf, body) {
+        if aliases.follow(body) {
             continue;
         }
         let Some(already_quoted) = value_pipeline(body) else {
@@ -1738,8 +1760,16 @@ fn unquotable(action: &ShellAction<'_>, body: &str, reference: &str) -> Option<D
             ),
         ),
         ShellContext::AfterBackslash => (
-            "right after a backslash, which escapes the quote meant to protect it, so the rest of the value runs as shell code",
+            "right after a backslash (or in backticks within \"…\" holding \\\"), which escapes the quote meant to protect it, so the rest of the value runs as shell code",
             "remove the backslash before {{…}}; `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
+        ),
+        ShellContext::AfterDollar => (
+            "right after a $, which makes $'…', $name or $( ) of the value",
+            "put the value apart from the $ (assign it to a variable first); `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
+        ),
+        ShellContext::Arithmetic => (
+            "in arithmetic ($(( )), (( )) or [[ … -eq … ]]), where bash evaluates it and runs an array subscript's $( ) even when quoted",
+            "check the value is a number before using it (a `type: integer` input is one); `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
         ),
         _ => return None,
     };
@@ -1816,7 +1846,10 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
             ),
         ),
         // Warned by `unquotable` before this is asked.
-        ShellContext::ParameterExpansion | ShellContext::AfterBackslash => (
+        ShellContext::ParameterExpansion
+        | ShellContext::AfterBackslash
+        | ShellContext::AfterDollar
+        | ShellContext::Arithmetic => (
             "where no quoting protects it".to_owned(),
             format!("write {fixed} elsewhere, {mode}"),
         ),
@@ -1842,7 +1875,9 @@ fn ineffective_quote(
     let (where_, why, hint) = match &action.context {
         ShellContext::Unquoted { .. }
         | ShellContext::ParameterExpansion
-        | ShellContext::AfterBackslash => return None,
+        | ShellContext::AfterBackslash
+        | ShellContext::AfterDollar
+        | ShellContext::Arithmetic => return None,
         ShellContext::DoubleQuoted => (
             "inside a double-quoted string",
             "its single quotes are literal characters there, so $( ) or a backtick in the value still runs as shell code".to_owned(),
@@ -2147,6 +2182,9 @@ struct RefCtx<'a> {
     /// The states that run inside a loop's body (listed in one, or in a parallel block or
     /// loop that is): the only ones that see `.loop`.
     in_loop: HashSet<&'a str>,
+    /// The action being checked binds a value (`with`, `range`, `$v := …`): a whole state
+    /// (`.states.s1`) is then a value like any other (breaker: "needs a field" refused it).
+    binds: bool,
     out: Vec<Diagnostic>,
 }
 
@@ -2159,6 +2197,7 @@ impl RefCtx<'_> {
 
     fn field(&mut self, path: &str, ns: &str, field: Option<&str>, allowed: &[&str], token: &str) {
         match field {
+            None if self.binds => {}
             None => self.err(
                 path,
                 format!(
@@ -2191,9 +2230,14 @@ impl RefCtx<'_> {
 
     fn check_text(&mut self, text: &str, path: &str, site: Site<'_>) {
         for action in actions(text) {
+            let body = action.trim().trim_start_matches('-').trim_start();
+            let first = body.split_whitespace().next().unwrap_or("");
+            self.binds = matches!(first, "with" | "range")
+                || (first.starts_with('$') && body[first.len()..].trim_start().starts_with(":="));
             for token in reference_tokens(action) {
                 self.check_token(&token, path, site);
             }
+            self.binds = false;
         }
     }
 
@@ -2388,6 +2432,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         order: bfs_order(wf),
         siblings,
         in_loop: states_in_loops(wf),
+        binds: false,
         out: Vec::new(),
     };
     for (name, s) in &wf.states {

@@ -1852,11 +1852,11 @@ fn values_reached_through_variables_dots_and_index_are_warned() {
         ("{{with .inputs.target}}echo {{.}}{{end}}", "inputs.target"),
         (
             "{{range $i, $e := .states.a.JSON}}echo {{$e.name}}{{end}}",
-            "states.a.JSON",
+            "states.a.JSON.name",
         ),
         (
             "{{range .states.a.JSON}}echo {{.name}}{{end}}",
-            "states.a.JSON",
+            "states.a.JSON.name",
         ),
         ("echo {{index .inputs \"target\"}}", "inputs"),
         (
@@ -1883,5 +1883,39 @@ fn values_reached_through_variables_dots_and_index_are_warned() {
     ] {
         let w = one_command(command, vec![input("target")]);
         assert_eq!(shell_warnings(&w), vec![], "{command}");
+    }
+}
+
+/// Breaker, second round: `.error` and `.loop` reached through `with` or a variable were
+/// not warned about; `{{$s := .states.s1}}{{$s.ExitCode}}` was warned about, and refused
+/// ("needs a field") though it is valid.
+#[test]
+fn bound_namespaces_are_followed_to_the_field_printed() {
+    let mut w = one_command("true", vec![]);
+    w.hooks.workflow_error = vec![
+        HookAction::Command("echo {{with .error}}{{.Message}}{{end}}".into()),
+        HookAction::Command("echo {{$e := .error}}{{$e.Message}}".into()),
+        HookAction::Command("echo {{with .error}}{{.ExitCode}} {{.State}}{{end}}".into()),
+    ];
+    let paths: Vec<String> = unquoted_shell_values(&w)
+        .into_iter()
+        .map(|d| d.path)
+        .collect();
+    assert_eq!(paths, ["hooks.workflow_error.0", "hooks.workflow_error.1"]);
+    for command in [
+        "echo {{$s := .states.s1}}{{$s.ExitCode}}",
+        "echo {{with .states.s1}}{{.ExitCode}}{{end}}",
+    ] {
+        let w = wf(
+            "s1",
+            vec![
+                cmd("s1", "true", Some("a")),
+                cmd("a", command, Some("done")),
+                terminal("done"),
+            ],
+        );
+        assert_eq!(shell_warnings(&w), vec![], "{command}");
+        let refused: Vec<String> = references(&w).into_iter().map(|d| d.message).collect();
+        assert_eq!(refused, Vec::<String>::new(), "{command}");
     }
 }

@@ -499,6 +499,20 @@ fn init_creates_a_project_whose_example_runs() {
     assert!(r.stdout.contains("example"), "{}{}", r.stdout, r.stderr);
     let r = in_deep(&["run", "example", "-f", "json"]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let r = in_deep(&["list", "prompts"]);
+    assert!(r.stdout.contains("example.md"), "{}{}", r.stdout, r.stderr);
+    // A directory with its own `.awf/` is a project of its own, from below it too.
+    sb.write(
+        "src/.awf/workflows/inner.yaml",
+        "name: inner\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = in_deep(&["list"]);
+    assert!(
+        r.stdout.contains("inner") && !r.stdout.contains("example"),
+        "{}",
+        r.stdout
+    );
     // Issue 8: a second init succeeds (as in AWF (Go)) but must not overwrite without --force.
     let example = sb.path().join(".awf/workflows/example.yaml");
     std::fs::write(&example, "# mine\n").unwrap();

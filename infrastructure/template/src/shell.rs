@@ -102,6 +102,8 @@ fn tag(ctx: &ShellContext) -> String {
         } => format!("H{delimiter}"),
         ShellContext::ParameterExpansion => "p".to_owned(),
         ShellContext::AfterBackslash => "x".to_owned(),
+        ShellContext::AfterDollar => "$".to_owned(),
+        ShellContext::Arithmetic => "a".to_owned(),
     }
 }
 
@@ -166,11 +168,23 @@ fn quote_action(action: &str, ctx: &ShellContext) -> Option<String> {
 /// `$( )` from the value).
 pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
     let single = || crate::functions::single_quote(value);
+    // A line of the value ends the document alone, and its first and last lines may
+    // complete one with the text around the action (`E{{x}}` with `OF\n…`; breaker).
     let heredoc_end = |delim: &str| {
-        if value
-            .split('\n')
-            .any(|l| l.trim_start_matches('\t') == delim)
-        {
+        let lines: Vec<&str> = value.split('\n').collect();
+        let last = lines.len() - 1;
+        let ends = lines.iter().enumerate().any(|(n, l)| {
+            let l = l.trim_start_matches('\t');
+            l == delim
+                || (!l.is_empty()
+                    && match (n == 0, n == last) {
+                        (true, true) => delim.contains(l),
+                        (true, false) => delim.ends_with(l),
+                        (false, true) => delim.starts_with(l),
+                        (false, false) => false,
+                    })
+        });
+        if ends {
             Err(format!(
                 "shell_quote: a value holds the line {delim:?}, which would end the here-document"
             ))
@@ -182,12 +196,28 @@ pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
         "s" => format!("'{}'", single()),
         "d" => format!("\"{}\"", single()),
         "b" => single().replace('\\', "\\\\").replace('`', "\\`"),
-        "p" | "x" if awf_domain::validate::plain_word(value) => value.to_owned(),
+        "p" | "x" | "$" | "a" if awf_domain::validate::plain_word(value) => value.to_owned(),
         "p" => {
             return Err(
                 "shell_quote: a value inside ${…} cannot be quoted for the shell (quotes there \
                  mean different things to different shells): assign it to a variable first \
                  (v={{…}}) and write ${NAME:-$v}"
+                    .to_owned(),
+            );
+        }
+        "$" => {
+            return Err(
+                "shell_quote: a value right after a $ cannot be quoted for the shell (the $ \
+                 makes $'…' or $name of it): put it apart from the $ (assign it to a variable \
+                 first)"
+                    .to_owned(),
+            );
+        }
+        "a" => {
+            return Err(
+                "shell_quote: a value in shell arithmetic ($(( )), (( )), [[ … -eq … ]]) \
+                 cannot be quoted for the shell (bash evaluates it, quotes or not): pass only \
+                 numbers there (a `type: integer` input)"
                     .to_owned(),
             );
         }
@@ -453,6 +483,41 @@ mod quote_tests {
                 "{t}: {r:?}"
             );
         }
+        // Breaker, second round: each ran `$( )` or a line of the value.
+        for (t, why) in [
+            ("echo ${{.inputs.v}}", "after a $"),
+            ("echo $ {{- .inputs.v}}", "after a $"),
+            ("echo \\ {{- .inputs.v}}", "after a backslash"),
+            ("echo $(({{.inputs.v}}))", "arithmetic"),
+            ("[[ {{.inputs.v}} -eq 1 ]]", "arithmetic"),
+            ("echo \"`echo \\\"{{.inputs.v}}\\\"`\"", "after a backslash"),
+        ] {
+            let r = render(t);
+            assert!(
+                matches!(&r, Err(e) if e.to_string().contains(why)),
+                "{t}: {r:?}"
+            );
+        }
+        let mut glued = data();
+        glued.inputs.insert(
+            "t".into(),
+            serde_json::json!("OF\ntouch /tmp/awf-x\ncat <<EOF"),
+        );
+        let r = GoTemplates::new()
+            .render_shell_quoted("cat <<EOF\nE{{.inputs.t}}\nEOF", &glued.scope());
+        assert!(
+            matches!(&r, Err(e) if e.to_string().contains("here-document")),
+            "{r:?}"
+        );
+        // Where the shell reads them as ordinary words, values go in quoted as before.
+        assert_eq!(
+            run("echo $((1<<2)) >/dev/null\nprintf '%s|' {{.inputs.v}}"),
+            format!("{NASTY}|")
+        );
+        assert_eq!(
+            run("printf '%s|' \"$(case a in a) printf '%s' {{.inputs.v}};; esac)\""),
+            format!("{NASTY}|")
+        );
         assert_eq!(run("printf '%s|' \"${X:-{{.inputs.w}}}\""), "src/a-1.rs|");
         assert_eq!(run("printf '%s|' \\{{.inputs.w}}"), "src/a-1.rs|");
         // `\\` is an escaped backslash: the action after it is a bare word again.

@@ -42,18 +42,13 @@ pub struct RepoPaths {
     pub config_path: PathBuf,
 }
 
-/// The project directory whose `.awf/` awf uses from `cwd`: `cwd` itself when it holds `.awf/`
-/// or the `.awf.yaml` marker (`awf init` writes both), else the nearest parent holding
-/// `.awf.yaml` (as git finds its repository from a subdirectory), else `cwd`. Only the marker
-/// is looked for upwards, so a stray `.awf/` higher up (a home directory's) is never taken
-/// for a project. (awf addition: AWF (Go) reads `.awf/` of the working directory only.)
+/// The project directory whose `.awf/` awf uses from `cwd`: the nearest of `cwd` and its
+/// parents that holds the `.awf.yaml` marker or an `.awf/` directory (`awf init` writes
+/// both), as git finds its repository from a subdirectory; `cwd` when none does. (awf
+/// addition: AWF (Go) reads `.awf/` of the working directory only.)
 pub fn project_root(cwd: &Path) -> PathBuf {
-    if cwd.join(".awf").is_dir() || cwd.join(".awf.yaml").is_file() {
-        return cwd.to_path_buf();
-    }
     cwd.ancestors()
-        .skip(1)
-        .find(|dir| dir.join(".awf.yaml").is_file())
+        .find(|dir| dir.join(".awf").is_dir() || dir.join(".awf.yaml").is_file())
         .map_or_else(|| cwd.to_path_buf(), Path::to_path_buf)
 }
 

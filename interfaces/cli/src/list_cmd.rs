@@ -149,7 +149,16 @@ pub fn prompt_search_path(w: &wiring::Wiring) -> Vec<(std::path::PathBuf, &'stat
     if let Some(p) = w.env.get("AWF_PROMPTS_PATH").filter(|p| !p.is_empty()) {
         dirs.push((std::path::PathBuf::from(p), "env"));
     }
-    dirs.push((std::path::PathBuf::from(".awf/prompts"), "local"));
+    // From a project's subdirectory, the project's (absolute); else as AWF (Go) shows it.
+    let project = awf_yaml::project_root(&w.cwd);
+    dirs.push((
+        if project == w.cwd {
+            std::path::PathBuf::from(".awf/prompts")
+        } else {
+            project.join(".awf").join("prompts")
+        },
+        "local",
+    ));
     dirs.push((w.config_dir.join("prompts"), "global"));
     dirs
 }
