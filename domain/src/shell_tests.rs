@@ -225,3 +225,65 @@ fn glued_arithmetic_and_unescaped_quote_contexts_are_told_apart() {
         assert_eq!(ctx_of(text), want, "{text}");
     }
 }
+
+/// Whatever the text, the walker never panics and its pieces put the text back together
+/// (a pseudo-random mix of the constructs it follows, multi-byte characters included).
+#[test]
+fn any_text_is_cut_into_pieces_that_make_it_again() {
+    const PARTS: &[&str] = &[
+        "{{.x}}",
+        "{{- .y -}}",
+        "{{",
+        "}}",
+        "$",
+        "${",
+        "}",
+        "$(",
+        "$((",
+        "((",
+        ")",
+        "))",
+        "(",
+        "`",
+        "\\",
+        "\\\"",
+        "\"",
+        "'",
+        "<<",
+        "<<-",
+        "<<<",
+        "EOF",
+        "\n",
+        "\t",
+        " ",
+        "[[",
+        "]]",
+        " -eq ",
+        "case ",
+        " esac",
+        "#",
+        "é",
+        "→",
+        ";",
+        "a",
+    ];
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for _ in 0..3000 {
+        let mut text = String::new();
+        for _ in 0..(seed % 24) {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            text.push_str(PARTS[(seed % PARTS.len() as u64) as usize]);
+        }
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let back: String = shell_pieces(&text)
+            .into_iter()
+            .map(|p| match p {
+                ShellPiece::Text(t) => t.to_owned(),
+                ShellPiece::Action(a) => a.text.to_owned(),
+            })
+            .collect();
+        assert_eq!(back, text);
+    }
+}
