@@ -47,6 +47,14 @@ fn run_quiet_prints_the_run_id_for_scripts() {
     let s = sb.run(&["status", id]).unwrap();
     assert!(s.stdout.contains("\nLast step: a\n"), "{}", s.stdout);
     assert!(!s.stdout.contains("\nState:"), "{}", s.stdout);
+    // A failed run has ended too (breaker: it still said `State:`).
+    let wf = sb.write("fail.yaml", FAIL).unwrap();
+    let id = sb
+        .run(&["run", wf.to_str().unwrap(), "-f", "quiet"])
+        .unwrap()
+        .stdout;
+    let s = sb.run(&["status", id.trim()]).unwrap();
+    assert!(s.stdout.contains("\nLast step: a\n"), "{}", s.stdout);
 }
 
 #[test]

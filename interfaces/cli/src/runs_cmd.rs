@@ -879,11 +879,11 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     // says its state was the last step run (new user: `State: flaky` beside `Terminal: done`
     // read as if the run were still there).
     if !snap.current_state.is_empty() {
-        let label = if snap.terminal.is_some() {
-            "Last step:"
-        } else {
-            "State:    "
-        };
+        let ended = matches!(
+            snap.status,
+            StoredStatus::Success | StoredStatus::Failure | StoredStatus::Cancelled
+        );
+        let label = if ended { "Last step:" } else { "State:    " };
         crate::stdout_check::checked(writeln!(out, "{label} {}", pt(&snap.current_state)));
     }
     crate::stdout_check::checked(writeln!(
