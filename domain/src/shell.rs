@@ -56,6 +56,49 @@ pub enum ShellContext {
     Arithmetic,
 }
 
+/// A place in shell text where no quoting protects a value ([`ShellContext::unprotected`]):
+/// `place` says where (`inside ${…}`), `why` what the shell does there, `fix` what to write
+/// instead. One description for `awf validate`'s warning and `shell_quote: true`'s refusal.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Unprotected {
+    /// Where the value sits, as a phrase (`right after a backslash`).
+    pub place: &'static str,
+    /// What the shell makes of a value there.
+    pub why: &'static str,
+    /// What to write instead.
+    pub fix: &'static str,
+}
+
+impl ShellContext {
+    /// For the contexts where no quoting protects a value (`${ … }`, after `\` or `$`,
+    /// arithmetic), what to say about it; `None` where a value can be quoted.
+    pub fn unprotected(&self) -> Option<Unprotected> {
+        Some(match self {
+            Self::ParameterExpansion => Unprotected {
+                place: "inside ${…}",
+                why: "quotes there mean different things to different shells (bash reads ' as a literal character), so $( ) in the value runs",
+                fix: "assign it to a variable first (v={{…}}) and write ${NAME:-$v}",
+            },
+            Self::AfterBackslash => Unprotected {
+                place: "right after a backslash (or in backticks within \"…\" holding \\\")",
+                why: "the backslash escapes the quote meant to protect it, so the rest of the value runs as shell code",
+                fix: "remove the backslash before {{…}}",
+            },
+            Self::AfterDollar => Unprotected {
+                place: "right after a $",
+                why: "the $ makes $'…', $name or $( ) of the value",
+                fix: "put the value apart from the $ (assign it to a variable first)",
+            },
+            Self::Arithmetic => Unprotected {
+                place: "in shell arithmetic ($(( )), (( )), [[ … -eq … ]])",
+                why: "bash evaluates it, quotes or not, and runs an array subscript's $( )",
+                fix: "pass only numbers there (a `type: integer` input is one)",
+            },
+            _ => return None,
+        })
+    }
+}
+
 /// One `{{ … }}` action of shell command text and where it sits.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ShellAction<'a> {

@@ -1583,6 +1583,11 @@ fn closed_form(text: &str, action: &ShellAction<'_>, fixed: &str) -> Option<Stri
     Some(s)
 }
 
+/// The namespaces a template reference starts with (`.inputs.x`, `.states.s.Output`, …).
+const TEMPLATE_ROOTS: [&str; 8] = [
+    "inputs", "states", "workflow", "error", "context", "loop", "env", "awf",
+];
+
 /// The values of one shell text's earlier actions reachable under other names: template
 /// variables assigned from them (`{{$v := .inputs.x}}`) and the dot of the `with`/`range`
 /// blocks around (`{{with .inputs.x}}{{.}}{{end}}`), each as the reference it carries.
@@ -1599,9 +1604,6 @@ impl Aliases {
     /// `with`/`range` (`.`, `.Field`), the path they were bound to plus the rest. `None` for
     /// anything else (functions, literals, unknown variables).
     fn resolve(&self, token: &str) -> Option<String> {
-        const ROOTS: &[&str] = &[
-            "inputs", "states", "env", "workflow", "context", "loop", "error", "awf",
-        ];
         let join = |base: &str, rest: &str| {
             let rest = rest.trim_start_matches('.');
             if rest.is_empty() {
@@ -1619,7 +1621,7 @@ impl Aliases {
         }
         let path = token.trim_start_matches('.');
         let root = path.split('.').next().unwrap_or("").to_ascii_lowercase();
-        if ROOTS.contains(&root.as_str()) {
+        if TEMPLATE_ROOTS.contains(&root.as_str()) {
             return Some(path.to_owned());
         }
         if token.starts_with('.') {
@@ -1751,35 +1753,20 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
 /// The `UNQUOTED_SHELL_VALUE` warning for a value where no quoting protects it: inside
 /// `${ … }` or right after an escaping backslash (`None` elsewhere). Path set by the caller.
 fn unquotable(action: &ShellAction<'_>, body: &str, reference: &str) -> Option<Diagnostic> {
-    let (why, hint) = match action.context {
-        ShellContext::ParameterExpansion => (
-            "inside ${…}, where no quoting protects it in every shell (bash reads ' there as a literal character), so $( ) in the value runs",
-            format!(
-                "assign it to a variable first (v={}) and write ${{NAME:-$v}}; `shell_quote: true` refuses such a value unless it is a plain word",
-                quoted_form(body)
-            ),
-        ),
-        ShellContext::AfterBackslash => (
-            "right after a backslash (or in backticks within \"…\" holding \\\"), which escapes the quote meant to protect it, so the rest of the value runs as shell code",
-            "remove the backslash before {{…}}; `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
-        ),
-        ShellContext::AfterDollar => (
-            "right after a $, which makes $'…', $name or $( ) of the value",
-            "put the value apart from the $ (assign it to a variable first); `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
-        ),
-        ShellContext::Arithmetic => (
-            "in arithmetic ($(( )), (( )) or [[ … -eq … ]]), where bash evaluates it and runs an array subscript's $( ) even when quoted",
-            "check the value is a number before using it (a `type: integer` input is one); `shell_quote: true` refuses such a value unless it is a plain word".to_owned(),
-        ),
-        _ => return None,
-    };
+    let u = action.context.unprotected()?;
     Some(
         Diagnostic::warning(
             ErrorCode::WorkflowValidationUnquotedValue,
             String::new(),
-            format!("{{{{{body}}}}} puts {reference} into a shell command {why}"),
+            format!(
+                "{{{{{body}}}}} puts {reference} into a shell command {}, where no quoting protects it: {}",
+                u.place, u.why
+            ),
         )
-        .with_hint(hint),
+        .with_hint(format!(
+            "{}; `shell_quote: true` refuses such a value unless it is a plain word",
+            u.fix
+        )),
     )
 }
 
@@ -2361,13 +2348,8 @@ impl RefCtx<'_> {
             }
             "env" | "awf" => {}
             other => {
-                let hint = closest(
-                    other,
-                    [
-                        "inputs", "states", "workflow", "error", "context", "loop", "env", "awf",
-                    ],
-                )
-                .map(|c| format!("did you mean '{c}'?"));
+                let hint = closest(other, TEMPLATE_ROOTS.iter().copied())
+                    .map(|c| format!("did you mean '{c}'?"));
                 self.err(
                     path,
                     format!("unknown reference type \"{other}\" in \"{token}\""),

@@ -486,10 +486,7 @@ async fn supervise(
         }
     }
     // Whatever the command left in the background (same group) does not outlive the step.
-    let pgid = guard.pgid();
-    if guard.kill_and_disarm()
-        && let Some(g) = pgid
-    {
+    if let Some(g) = guard.kill_and_disarm() {
         // Members whose parent died were adopted (awf is a subreaper): reap them. (A group
         // the OS found empty has nothing to reap: one system call less a step.)
         reap_group(g).await;

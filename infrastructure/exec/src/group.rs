@@ -95,18 +95,16 @@ impl GroupGuard {
         }
     }
 
-    /// SIGKILLs the group now and disarms the guard. Whether the group may still hold a
-    /// process, a zombie included (`false` when the OS found none: `ESRCH`), so the caller
-    /// knows whether there is anything to reap.
-    pub(crate) fn kill_and_disarm(&mut self) -> bool {
-        let Some(g) = self.pgid.take() else {
-            return false;
-        };
+    /// SIGKILLs the group now and disarms the guard. The group when it may still hold a
+    /// process, a zombie included (`None` when there was none to guard or the OS found it
+    /// empty: `ESRCH`), so the caller knows whether there is anything to reap.
+    pub(crate) fn kill_and_disarm(&mut self) -> Option<i32> {
+        let g = self.pgid.take()?;
         // A zombie member still counts for kill(2) until it is reaped.
         let members = g > 1 && killpg(Pid::from_raw(g), Signal::SIGKILL) != Err(Errno::ESRCH);
         live().remove(&g);
         observe(false, g);
-        members
+        members.then_some(g)
     }
 }
 

@@ -158,6 +158,18 @@ fn quote_action(action: &str, ctx: &ShellContext) -> Option<String> {
     ))
 }
 
+/// The context of an unprotected `tag` (see [`tag`]) as [`ShellContext::unprotected`] says it.
+fn unprotected(tag: &str) -> Option<awf_domain::shell::Unprotected> {
+    match tag {
+        "p" => ShellContext::ParameterExpansion,
+        "x" => ShellContext::AfterBackslash,
+        "$" => ShellContext::AfterDollar,
+        "a" => ShellContext::Arithmetic,
+        _ => return None,
+    }
+    .unprotected()
+}
+
 /// Quotes `value` for the shell context `tag` (see [`tag`]).
 ///
 /// # Errors
@@ -196,38 +208,15 @@ pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
         "s" => format!("'{}'", single()),
         "d" => format!("\"{}\"", single()),
         "b" => single().replace('\\', "\\\\").replace('`', "\\`"),
-        "p" | "x" | "$" | "a" if awf_domain::validate::plain_word(value) => value.to_owned(),
-        "p" => {
-            return Err(
-                "shell_quote: a value inside ${…} cannot be quoted for the shell (quotes there \
-                 mean different things to different shells): assign it to a variable first \
-                 (v={{…}}) and write ${NAME:-$v}"
-                    .to_owned(),
-            );
-        }
-        "$" => {
-            return Err(
-                "shell_quote: a value right after a $ cannot be quoted for the shell (the $ \
-                 makes $'…' or $name of it): put it apart from the $ (assign it to a variable \
-                 first)"
-                    .to_owned(),
-            );
-        }
-        "a" => {
-            return Err(
-                "shell_quote: a value in shell arithmetic ($(( )), (( )), [[ … -eq … ]]) \
-                 cannot be quoted for the shell (bash evaluates it, quotes or not): pass only \
-                 numbers there (a `type: integer` input)"
-                    .to_owned(),
-            );
-        }
-        "x" => {
-            return Err(
-                "shell_quote: a value right after a backslash cannot be quoted for the shell \
-                 (the backslash escapes the quote that would protect it): remove the backslash \
-                 before {{…}}"
-                    .to_owned(),
-            );
+        t if let Some(u) = unprotected(t) => {
+            if awf_domain::validate::plain_word(value) {
+                value.to_owned()
+            } else {
+                return Err(format!(
+                    "shell_quote: a value {} cannot be quoted for the shell ({}): {}",
+                    u.place, u.why, u.fix
+                ));
+            }
         }
         t if t.starts_with('h') => {
             heredoc_end(&t[1..])?;
