@@ -470,7 +470,7 @@ fn init_creates_a_project_whose_example_runs() {
     let r = sb.run(&["validate", "example"]).unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(
-        !format!("{}{}", r.stdout, r.stderr).contains("WARN"),
+        !format!("{}{}", r.stdout, r.stderr).contains("warning"),
         "{}\n{}",
         r.stdout,
         r.stderr
