@@ -154,30 +154,7 @@ impl Facade {
         loaded.workflow.source.identifier.clone_from(&snap.workflow);
         crate::validation::check_for_run(&self.services, &loaded)?;
         let workflow = loaded.workflow;
-        let (states, start) = resume_point(&snap, &workflow, &req.from)?;
-        // The loop it stopped in and the loops nested in it, outermost first.
-        let mut resume_loop = Vec::new();
-        // (The loop is the state it resumes at, or a branch of that parallel block.)
-        let resumes_in = |name: &str| {
-            name == start
-                || matches!(
-                    workflow.state(&start).map(|s| &s.kind),
-                    Some(awf_domain::workflow::StateKind::Parallel(p)) if p.branches.iter().any(|b| b == name)
-                )
-        };
-        let mut level = snap.loop_position.as_ref().filter(|l| resumes_in(&l.state));
-        // Where it stopped (not `--from`): at the body step in progress, past it when it had
-        // completed; `--from` goes on at the iteration's first body step.
-        let at_step = matches!(req.from, ResumeFrom::Current);
-        while let Some(l) = level {
-            resume_loop.push(crate::engine::ResumeLoop {
-                state: l.state.clone(),
-                iteration: l.iteration,
-                step: l.step.clone().filter(|_| at_step),
-                step_completed: at_step && l.step_completed,
-            });
-            level = l.inner.as_deref();
-        }
+        let (resume, resume_loop) = resume_plan(&snap, &workflow, &req.from)?;
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         // Stored inputs (secrets masked) under config and CLI overrides.
         let given: std::collections::BTreeSet<&str> = req
@@ -242,11 +219,7 @@ impl Facade {
             working_dir: req.working_dir,
             warnings: Vec::new(),
             mocks: BTreeMap::new(),
-            resume: Some(crate::engine::Resume {
-                states,
-                at: start,
-                route_completed: matches!(req.from, ResumeFrom::Current),
-            }),
+            resume: Some(resume),
             first_started_at: Some(snap.started_at),
             resume_loop,
             interactive: None,
@@ -514,6 +487,58 @@ fn check_named_states(
     Ok(())
 }
 
+/// Where a resumed attempt of the run `snap` records goes on, as `awf resume` continues it
+/// (`from`): the states kept, the state to restart at, the loops it stopped in (outermost
+/// first) and, when it goes on where it stopped, the sub-workflow runs its calls started
+/// (a call that finds its earlier child unfinished continues that child). Also what a
+/// resumed `call_workflow` step continues its child run with.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for a `from` that names no state, or a terminal, or a
+/// state the workflow no longer has.
+pub(crate) fn resume_plan(
+    snap: &RunSnapshot,
+    workflow: &awf_domain::workflow::Workflow,
+    from: &ResumeFrom,
+) -> Result<(crate::engine::Resume, Vec<crate::engine::ResumeLoop>), AwfError> {
+    let (states, start) = resume_point(snap, workflow, from)?;
+    // The loop it stopped in and the loops nested in it, outermost first.
+    let mut resume_loop = Vec::new();
+    // (The loop is the state it resumes at, or a branch of that parallel block.)
+    let resumes_in = |name: &str| {
+        name == start
+            || matches!(
+                workflow.state(&start).map(|s| &s.kind),
+                Some(awf_domain::workflow::StateKind::Parallel(p)) if p.branches.iter().any(|b| b == name)
+            )
+    };
+    let mut level = snap.loop_position.as_ref().filter(|l| resumes_in(&l.state));
+    // Where it stopped (not `--from`): at the body step in progress, past it when it had
+    // completed; `--from` goes on at the iteration's first body step.
+    let at_step = matches!(from, ResumeFrom::Current);
+    while let Some(l) = level {
+        resume_loop.push(crate::engine::ResumeLoop {
+            state: l.state.clone(),
+            iteration: l.iteration,
+            step: l.step.clone().filter(|_| at_step),
+            step_completed: at_step && l.step_completed,
+        });
+        level = l.inner.as_deref();
+    }
+    let resume = crate::engine::Resume {
+        states,
+        at: start,
+        route_completed: at_step,
+        // `--from` runs the states from there again, their sub-workflows included.
+        children: if at_step {
+            snap.child_runs.clone()
+        } else {
+            BTreeMap::new()
+        },
+    };
+    Ok((resume, resume_loop))
+}
+
 /// The states to keep and the state to restart at. Source: spec/workflow.md §3.11.
 fn resume_point(
     snap: &RunSnapshot,
@@ -574,9 +599,25 @@ fn resume_point(
         }
     };
     if wf.state(&target).is_none() {
+        // Say where it can go on from (breaker: no hint, though `--from` works).
+        let done: Vec<&str> = snap
+            .states
+            .keys()
+            .map(String::as_str)
+            .filter(|s| wf.state(s).is_some())
+            .collect();
+        let from = if done.is_empty() {
+            String::new()
+        } else {
+            format!(" (it ran {})", done.join(", "))
+        };
         return Err(bad(format!(
             "state {target} no longer exists in workflow {}",
             snap.workflow
+        ))
+        .with_hint(format!(
+            "the workflow changed since the run stopped: resume from a state it still has{from} \
+             with `--from <state>` (or `--from previous`), or start a new run"
         )));
     }
     let mut states = snap.states.clone();

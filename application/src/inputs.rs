@@ -262,7 +262,16 @@ pub(crate) fn check_value(
             base_dir.join(p)
         };
         if !host.exists(&full) {
-            return Err(format!("file does not exist: {text}"));
+            // Say where a relative path was looked for (new user: the file was beside the
+            // workflow, and the message did not say the check starts elsewhere).
+            return Err(if p.is_absolute() {
+                format!("file does not exist: {text}")
+            } else {
+                format!(
+                    "file does not exist: {text} (looked for {}: a relative path is taken from the directory awf runs in)",
+                    full.display()
+                )
+            });
         }
     }
     if !rules.file_extension.is_empty() {

@@ -307,6 +307,7 @@ fn running_snapshot(pid: u32) -> RunSnapshot {
         loop_position: None,
         spend: None,
         waiting_until: None,
+        child_runs: Default::default(),
     }
 }
 

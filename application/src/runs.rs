@@ -692,6 +692,7 @@ mod tests {
             loop_position: None,
             spend: None,
             waiting_until: None,
+            child_runs: Default::default(),
         }
     }
 

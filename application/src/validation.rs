@@ -598,6 +598,23 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
             continue;
         };
         if c.workflow.contains("{{") {
+            // Never interpolated (as in AWF (Go); spec/workflow.md §2.5): the run would look
+            // for a workflow named after the template text (breaker: validate said valid).
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationInvalidReference,
+                    format!("states.{name}.workflow"),
+                    format!(
+                        "`workflow: {}` is not a template: the name is used as written, and no \
+                         workflow has that name",
+                        c.workflow
+                    ),
+                )
+                .with_hint(
+                    "name the sub-workflow itself; to pick one at run time, route with \
+                     `transitions:` to one call_workflow state per workflow",
+                ),
+            );
             continue;
         }
         let child = services.repository.load(&c.workflow, Some(&wf.source.dir));
@@ -922,6 +939,28 @@ fn first_error(found: &[Diagnostic]) -> Result<(), AwfError> {
     }))
 }
 
+/// What a condition written as a bare literal other than a boolean is (`5`: "number",
+/// `'x'`: "string", `null`), or `None` for anything else (`true`, comparisons, names).
+fn non_boolean_literal(text: &str) -> Option<&'static str> {
+    let t = text.trim();
+    let quoted = |q: char| {
+        t.len() >= 2 && t.starts_with(q) && t.ends_with(q) && !t[1..t.len() - 1].contains(q)
+    };
+    // `inf` and `nan` parse as numbers but are names here.
+    let numeric = t
+        .trim_start_matches(['-', '+', '.'])
+        .starts_with(|c: char| c.is_ascii_digit());
+    if numeric && t.parse::<f64>().is_ok() {
+        Some("number")
+    } else if quoted('"') || quoted('\'') || quoted('`') {
+        Some("string")
+    } else if t == "null" || t == "nil" {
+        Some("null")
+    } else {
+        None
+    }
+}
+
 /// Structural rules plus expression and template syntax.
 fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = validate::structural(wf);
@@ -933,7 +972,18 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         } else {
             ErrorCode::WorkflowValidationInvalidState
         };
-        if let Err(e) = services.expressions.check(text) {
+        if let Some(kind) = non_boolean_literal(text) {
+            // Compiles, but can never give true or false (breaker: `when: 5` validated,
+            // then the run failed with "must give a boolean, got a number").
+            out.push(
+                Diagnostic::error(
+                    code,
+                    path,
+                    format!("expression `{text}` is a {kind}, not a condition: it must give true or false"),
+                )
+                .with_hint("compare it, e.g. `states.build.ExitCode == 0`, or write `true`"),
+            );
+        } else if let Err(e) = services.expressions.check(text) {
             let e = e.to_string();
             let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
                 Some((why, hint)) => (why, Some(hint)),

@@ -13,6 +13,8 @@
 //!   nested in it) becomes `loop_position`;
 //! - at `StepFinished`: the state is recorded by state name (loop bodies and branches
 //!   included), the spend grows, a completed loop loses its position;
+//! - at `ChildRunStarted`: the child's run id under the calling step's path (`child_runs`),
+//!   so a resumed run continues that child instead of starting it again;
 //! - at `RunFinished`: status (`waiting` for a run parked on a usage limit), exit code,
 //!   terminal, error, outputs, final spend, completion time, and the [`HistoryRecord`].
 //!
@@ -132,6 +134,7 @@ impl RunProjection {
             loop_position: None,
             spend: None,
             waiting_until: None,
+            child_runs: BTreeMap::new(),
         };
         if resumed_from.is_some()
             && let Some(old) = earlier
@@ -139,6 +142,7 @@ impl RunProjection {
             snap.states = old.states;
             snap.started_at = old.started_at;
             snap.spend = old.spend;
+            snap.child_runs = old.child_runs;
         }
         Some(Self {
             snap,
@@ -235,6 +239,19 @@ impl RunProjection {
         }
         self.snap.states.insert(step.to_owned(), state.clone());
         self.snap.updated_at = env.at;
+    }
+
+    /// Applies a `ChildRunStarted` of `child_run_id` at `env`'s path (the calling step's):
+    /// it becomes the child run of that path; whether the snapshot changed.
+    pub fn child_started(&mut self, env: &EventEnvelope, child_run_id: &str) -> bool {
+        if self.snap.child_runs.get(&env.path).map(String::as_str) == Some(child_run_id) {
+            return false;
+        }
+        self.snap
+            .child_runs
+            .insert(env.path.clone(), child_run_id.to_owned());
+        self.snap.updated_at = env.at;
+        true
     }
 
     /// Applies the `RunFinished` at `env`: the final fields of the snapshot; returns the
@@ -798,6 +815,37 @@ mod projection_tests {
             )
             .is_none()
         );
+    }
+
+    #[test]
+    fn each_calling_path_keeps_its_latest_child_run_across_attempts() {
+        let mut p = RunProjection::start(&started(None), None).unwrap();
+        let child = |at: u64, path: &str, id: &str| {
+            env(
+                at,
+                path,
+                None,
+                RunEvent::ChildRunStarted {
+                    step: "call".into(),
+                    child_run_id: RunId(id.into()),
+                    workflow: "sub".into(),
+                },
+            )
+        };
+        assert!(p.child_started(&child(2, "call", "c1"), "c1"));
+        assert!(p.child_started(&child(3, "loop:0/call", "c2"), "c2"));
+        // A retry's child replaces the attempt before it; the same child again changes nothing.
+        assert!(p.child_started(&child(4, "call", "c3"), "c3"));
+        assert!(!p.child_started(&child(5, "call", "c3"), "c3"));
+        let want = BTreeMap::from([
+            ("call".to_owned(), "c3".to_owned()),
+            ("loop:0/call".to_owned(), "c2".to_owned()),
+        ]);
+        assert_eq!(p.snap.child_runs, want);
+        let resumed = RunProjection::start(&started(Some("call")), Some(p.snap.clone())).unwrap();
+        assert_eq!(resumed.snap.child_runs, want);
+        let fresh = RunProjection::start(&started(None), Some(p.snap)).unwrap();
+        assert!(fresh.snap.child_runs.is_empty());
     }
 
     #[test]

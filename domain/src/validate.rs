@@ -28,32 +28,29 @@ use crate::workflow::State;
 use crate::workflow::StateKind;
 use crate::workflow::Workflow;
 
-/// Levenshtein edit distance (by characters).
+/// Edit distance between `a` and `b` by characters: insertions, deletions, substitutions and
+/// swaps of two neighbours (`tyep` is one edit from `type`), as `strsim::osa_distance`.
 pub fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
+    strsim::osa_distance(a, b)
 }
 
-/// The candidate closest to `word` (at most 3 edits and less than the word's length).
+/// The candidate closest to `word` (`None` when `word` is one of them): at most a third of
+/// the word's characters apart, one edit at least and three at most (so `proces` finds
+/// `process`, `tyep` finds `type`, and `nope` does not suggest `done`); ties go to the
+/// earliest candidate. The one rule for every "did you mean" awf prints.
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = word.chars().count().clamp(1, 4) - 1;
-    candidates
-        .into_iter()
-        .filter(|c| *c != word)
-        .map(|c| (levenshtein(word, c), c))
-        .filter(|(d, _)| *d <= limit.max(1))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    let limit = (word.chars().count() / 3).clamp(1, 3);
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        if c == word {
+            return None;
+        }
+        let d = levenshtein(word, c);
+        if d <= limit && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
 }
 
 /// The rule for inputs given as JSON (HTTP bodies, MCP tool arguments): a declared `string`
@@ -1132,6 +1129,21 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                 out.push(invalid_state(
                     format!("{base}.max_iterations"),
                     format!("max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT}, got {n}"),
+                ));
+            }
+            // Text with no template and no arithmetic can only fail when the loop starts
+            // (breaker: `max_iterations: abc` validated, then the run failed).
+            if let MaxIterations::Dynamic(m) = &l.max_iterations
+                && !m.contains("{{")
+                && !m.trim().contains(['+', '-', '*', '/', '%'])
+                && m.trim().parse::<i64>().is_err()
+            {
+                out.push(invalid_state(
+                    format!("{base}.max_iterations"),
+                    format!(
+                        "max_iterations \"{}\" is not a whole number: give one from 1 to {MAX_ITERATIONS_LIMIT}, a template (`{{{{.inputs.n}}}}`) or arithmetic",
+                        m.trim()
+                    ),
                 ));
             }
             if let LoopOver::While(c) = &l.over

@@ -126,6 +126,12 @@ fn levenshtein_and_closest() {
         Some("process")
     );
     assert_eq!(closest("zzzzzz", ["start", "process"]), None);
+    // New user: unrelated short names were offered `done`.
+    assert_eq!(closest("nope", ["done", "build"]), None);
+    assert_eq!(closest("tyep", ["type", "name"]), Some("type"));
+    assert_eq!(closest("buld", ["build", "done"]), Some("build"));
+    assert_eq!(closest("deplyo", ["deploy"]), Some("deploy"));
+    assert_eq!(closest("done", ["done", "dome"]), None);
 }
 
 #[test]

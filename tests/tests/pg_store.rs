@@ -150,6 +150,7 @@ fn snapshot(run: &str, at: u64) -> RunSnapshot {
         loop_position: None,
         spend: None,
         waiting_until: None,
+        child_runs: Default::default(),
     }
 }
 

@@ -395,7 +395,8 @@ fn json_output_that_cannot_be_written_is_an_error_exit() {
             "{args:?}: {stderr}"
         );
     }
-    // A pipe whose reader has gone away.
+    // A pipe whose reader has gone away is not a failure to write, as in text output and
+    // in ripgrep (`awf history -f json | head -c 10`, breaker): the command's own exit code.
     let mut child = sb
         .cmd(&["run", "quick.yaml", "-f", "json"])
         .stdout(Stdio::piped())
@@ -404,8 +405,8 @@ fn json_output_that_cannot_be_written_is_an_error_exit() {
         .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(4));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("SYSTEM.IO.WRITE_FAILED"));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("SYSTEM.IO.WRITE_FAILED"));
     // A writable stdout still exits 0.
     let r = sb.run(&["run", "quick.yaml", "-f", "json"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);

@@ -5,15 +5,24 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::Instant;
+use std::time::SystemTime;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::event::LogLevel;
 use awf_domain::event::RunEvent;
+use awf_domain::ports::facade::ResumeFrom;
+use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::RunId;
+use awf_domain::run::RunResult;
 use awf_domain::run::RunStatus;
+use awf_domain::run::StateResult;
 use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
 use awf_domain::workflow::CallWorkflowStep;
 use awf_domain::workflow::State;
+use awf_domain::workflow::Workflow;
 use serde_json::Map;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use super::CancelState;
 use super::Run;
 use super::RunSpec;
+use super::lock;
 use super::step::At;
 use super::step::Body;
 
@@ -166,9 +176,23 @@ impl Run {
                 return fail(st, err);
             }
         };
-        let child_run_id = self.svc.ids.child_run_id(&self.run_id);
+        let path = format!("{}{name}", at.prefix);
+        let (child_run_id, resume, resume_loop, first_started_at) =
+            match self.earlier_child(name, &path, &child_wf, &call.workflow) {
+                Earlier::None => (
+                    self.svc.ids.child_run_id(&self.run_id),
+                    None,
+                    Vec::new(),
+                    None,
+                ),
+                Earlier::Finished(result) => {
+                    st.completed_at = Some(self.svc.clock.now());
+                    return Ok(self.call_result(st, call, at, &result));
+                }
+                Earlier::Unfinished(u) => (u.run_id, Some(u.resume), u.resume_loop, u.started_at),
+            };
         self.emitter.emit(
-            &format!("{}{name}", at.prefix),
+            &path,
             at.iteration(),
             RunEvent::ChildRunStarted {
                 step: name.to_owned(),
@@ -200,11 +224,11 @@ impl Run {
             warnings: Vec::new(),
             mocks: Arc::default(),
             interaction: Arc::clone(&self.interaction),
-            resume: None,
-            first_started_at: None,
+            resume,
+            first_started_at,
             interactive: None,
             only_step: None,
-            resume_loop: Vec::new(),
+            resume_loop,
             ask_inputs: None,
             auto_approve: self.auto_approve,
             mcp_servers: Arc::clone(&self.mcp_servers),
@@ -258,6 +282,20 @@ impl Run {
         {
             return Err(AwfError::new(err.code, err.message.clone()));
         }
+        Ok(self.call_result(st, call, at, &result))
+    }
+
+    /// The call's body from its child's `result`: the child's outputs mapped, completed when
+    /// the child succeeded, else failed with the child's error.
+    fn call_result(
+        &self,
+        mut st: StepState,
+        call: &CallWorkflowStep,
+        at: At<'_>,
+        result: &RunResult,
+    ) -> Body {
+        let name = st.name.clone();
+        let name = name.as_str();
         let declared = &result.outputs;
         let child_states = &result.states;
         let text = |v: &Value| match v {
@@ -308,22 +346,178 @@ impl Run {
         if result.status == RunStatus::Success {
             st.status = StepStatus::Completed;
             st.exit_code = Some(0);
-            return Ok(Body {
+            return Body {
                 state: st,
                 failure: None,
                 early_exit: None,
-            });
+            };
         }
         let why = result
             .error
             .as_ref()
             .map_or_else(|| "failed".to_owned(), |e| e.message.clone());
-        fail(
-            st,
-            AwfError::new(
-                ErrorCode::ExecutionSubworkflowFailed,
-                format!("step {name}: sub-workflow {} failed: {why}", call.workflow),
-            ),
-        )
+        let err = AwfError::new(
+            ErrorCode::ExecutionSubworkflowFailed,
+            format!("step {name}: sub-workflow {} failed: {why}", call.workflow),
+        );
+        st.status = StepStatus::Failed;
+        st.error = Some(err.message().to_owned());
+        Body {
+            state: st,
+            failure: Some(err),
+            early_exit: None,
+        }
+    }
+
+    /// `awf resume`: what the call at `path` (state `name`, calling `child_wf`, written
+    /// `shown` in the workflow) finds of the child run an earlier attempt started there
+    /// ([`Run::resume_children`], taken once: a later call at that path starts its own).
+    /// A child that ran the same workflow for this run and whose result the run has not
+    /// recorded yet (the run stopped while it ran, or right after it ended; or the call
+    /// failed) is continued from its record, or, when it had succeeded, stands for the
+    /// call. Anything else (no record, another workflow, a result already recorded by the
+    /// call) is a new child run; a record that cannot be read or resumed says why in a
+    /// warning first.
+    fn earlier_child(&self, name: &str, path: &str, child_wf: &Workflow, shown: &str) -> Earlier {
+        let Some(child_id) = lock(&self.resume_children).remove(path) else {
+            return Earlier::None;
+        };
+        let Some(store) = self.svc.state_store.as_ref() else {
+            return Earlier::None;
+        };
+        let warn = |why: &str| {
+            self.log(
+                Some(name),
+                LogLevel::Warn,
+                &format!(
+                    "sub-workflow {shown}: its earlier run {child_id} cannot be continued ({why}); it runs again from its start"
+                ),
+                path,
+                None,
+            );
+            Earlier::None
+        };
+        let mut snap = match store.load(&child_id) {
+            Ok(s) => s,
+            // Never recorded (the run stopped as the child started): nothing to go on with.
+            Err(e) if e.code() == ErrorCode::UserInputValidationFailed => return Earlier::None,
+            Err(e) => return warn(e.message()),
+        };
+        let host = self.svc.host.as_ref();
+        let recorded_as = snap.workflow_path.as_ref().map_or_else(
+            || snap.workflow.clone(),
+            |p| {
+                host.canonicalize(p)
+                    .unwrap_or_else(|_| p.clone())
+                    .display()
+                    .to_string()
+            },
+        );
+        if snap.parent_run_id.as_deref() != Some(self.run_id.0.as_str())
+            || recorded_as != identity(child_wf, host)
+        {
+            return Earlier::None;
+        }
+        // The call recorded a success after this child started: the child's result is in
+        // the run already (a later visit of the call starts its own child).
+        let recorded = lock(&self.states).get(name).is_some_and(|st| {
+            st.status == StepStatus::Completed
+                && st.completed_at.is_some_and(|c| c >= snap.started_at)
+        });
+        if recorded {
+            return Earlier::None;
+        }
+        match snap.status {
+            StoredStatus::Success => {
+                self.log(
+                    Some(name),
+                    LogLevel::Info,
+                    &format!(
+                        "sub-workflow {shown} completed before the resume (run {child_id}); its outputs are used"
+                    ),
+                    path,
+                    None,
+                );
+                Earlier::Finished(Box::new(finished_result(&snap)))
+            }
+            StoredStatus::Queued => Earlier::None,
+            StoredStatus::Running
+            | StoredStatus::Failure
+            | StoredStatus::Cancelled
+            | StoredStatus::Waiting => {
+                // Stopped before its first state was recorded: it goes on at its start.
+                if snap.current_state.is_empty() {
+                    snap.current_state.clone_from(&child_wf.initial);
+                }
+                match crate::facade::resume_plan(&snap, child_wf, &ResumeFrom::Current) {
+                    Ok((resume, resume_loop)) => {
+                        self.log(
+                            Some(name),
+                            LogLevel::Info,
+                            &format!(
+                                "sub-workflow {shown} goes on in its earlier run {child_id} from step {} (the steps it completed are not run again)",
+                                resume.at
+                            ),
+                            path,
+                            None,
+                        );
+                        Earlier::Unfinished(Box::new(Unfinished {
+                            run_id: RunId(child_id.clone()),
+                            resume,
+                            resume_loop,
+                            started_at: Some(snap.started_at),
+                        }))
+                    }
+                    Err(e) => warn(e.message()),
+                }
+            }
+        }
     }
 }
+
+/// What a resumed call finds of its earlier child run ([`Run::earlier_child`]).
+enum Earlier {
+    /// Nothing to go on with: a new child run.
+    None,
+    /// The child had succeeded: its result stands for the call's.
+    Finished(Box<RunResult>),
+    /// The child did not finish: it goes on from its record.
+    Unfinished(Box<Unfinished>),
+}
+
+/// A child run to continue: its id, where it goes on, and when it first started.
+struct Unfinished {
+    run_id: RunId,
+    resume: super::Resume,
+    resume_loop: Vec<super::ResumeLoop>,
+    started_at: Option<SystemTime>,
+}
+
+/// The result a child run that succeeded before the resume recorded: its states and
+/// declared outputs, as its `RunFinished` gave them.
+fn finished_result(snap: &RunSnapshot) -> RunResult {
+    RunResult {
+        run_id: Some(RunId(snap.run_id.clone())),
+        workflow: snap.workflow.clone(),
+        status: RunStatus::Success,
+        exit_code: 0,
+        terminal: snap.terminal.clone(),
+        duration_ms: awf_domain::projection::span_ms(
+            snap.started_at,
+            snap.completed_at.unwrap_or(snap.updated_at),
+        ),
+        states: snap
+            .states
+            .iter()
+            .map(|(k, v)| (k.clone(), StateResult::from(v)))
+            .collect(),
+        outputs: snap.outputs.clone(),
+        error: None,
+        message: None,
+        spend: snap.spend,
+    }
+}
+
+#[cfg(test)]
+#[path = "call_tests.rs"]
+mod tests;

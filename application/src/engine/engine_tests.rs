@@ -1242,6 +1242,7 @@ fn snapshot(
         loop_position: None,
         spend: None,
         waiting_until: None,
+        child_runs: Default::default(),
     }
 }
 

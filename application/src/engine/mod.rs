@@ -193,6 +193,10 @@ pub(crate) struct Resume {
     /// it finished and before the next state started), the run goes on from that recorded
     /// result, by the state's transitions, instead of running it again.
     pub(crate) route_completed: bool,
+    /// The sub-workflow runs the earlier attempts' calls started, by calling path
+    /// ([`RunSnapshot::child_runs`](awf_domain::ports::store::RunSnapshot)); empty when the
+    /// run does not go on where it stopped (`--from`).
+    pub(crate) children: BTreeMap<String, String>,
 }
 
 pub(crate) struct RunSpec {
@@ -333,6 +337,10 @@ pub(crate) struct Run {
     /// no bound). Each is taken by the first run of its block, which keeps the branches that
     /// completed since.
     pub(crate) resume_blocks: Mutex<BTreeMap<String, Option<SystemTime>>>,
+    /// `awf resume`: the sub-workflow runs the earlier attempts' calls started, by calling
+    /// path ([`Resume::children`]). Each is taken by the first call at its path, which
+    /// continues it when it did not finish (see `Run::earlier_child`).
+    pub(crate) resume_children: Mutex<BTreeMap<String, String>>,
     /// Missing inputs to ask for before the run starts.
     ask_inputs: Mutex<Option<AskInputs>>,
     /// `--yes`: approval gates are approved without asking.
@@ -414,9 +422,9 @@ impl Run {
         // Secret inputs of any type: numbers as written, every item of a list, every leaf.
         masker.extend(&Masker::from_named_values(&spec.inputs));
         let exported = exported_of(&spec.workflow, &spec.inputs);
-        let (mut restored, resume_at, route_completed) = match spec.resume {
-            Some(r) => (r.states, Some(r.at), r.route_completed),
-            None => (BTreeMap::new(), None, false),
+        let (mut restored, resume_at, route_completed, resume_children) = match spec.resume {
+            Some(r) => (r.states, Some(r.at), r.route_completed, r.children),
+            None => (BTreeMap::new(), None, false, BTreeMap::new()),
         };
         if spec.only_step.is_some() {
             // `--step`: mocked states stand in for the states that would have run before.
@@ -532,6 +540,7 @@ impl Run {
             only_step: spec.only_step,
             resume_loop: Mutex::new(spec.resume_loop.into()),
             resume_blocks: Mutex::new(resume_blocks),
+            resume_children: Mutex::new(resume_children),
             ask_inputs: Mutex::new(spec.ask_inputs),
             auto_approve: spec.auto_approve,
             mcp_servers: spec.mcp_servers,

@@ -791,7 +791,28 @@ impl Run {
                 return fail(st, e.code(), format!("step {name}: {}", e.message()));
             }
         };
-        let (stdout, stderr) = callback.finish();
+        let (stdout, stderr, cut) = callback.finish();
+        let limit = state
+            .capture_max_size
+            .unwrap_or_else(|| u64::try_from(DEFAULT_STORED_OUTPUT).unwrap_or(u64::MAX));
+        for stream in cut {
+            // Said, not silent (breaker: a 70 MB output was cut to 64 MiB with no word, and
+            // later steps read the cut value).
+            let (field, which) = match stream {
+                OutputStream::Stdout => ("Output", "stdout"),
+                OutputStream::Stderr => ("Stderr", "stderr"),
+            };
+            let kept = kept_size(limit);
+            self.log(
+                Some(name),
+                LogLevel::Warn,
+                &format!(
+                    "step {name}: {which} was longer than the {kept} kept: `.states.{name}.{field}` holds only its first {kept} (raise `capture.max_size` to keep more)"
+                ),
+                &format!("{}{name}", at.prefix),
+                at.iteration(),
+            );
+        }
         st.completed_at = Some(self.svc.clock.now());
         // What was streamed was masked before it was cut; an executor that streamed nothing
         // (a test double) is taken at its word.
@@ -1166,6 +1187,17 @@ pub(crate) fn cancelled(step: &str) -> AwfError {
     .with_detail("state", step)
 }
 
+/// `bytes` for a message: whole MiB or KiB when it is one (`64 MiB`), else bytes.
+fn kept_size(bytes: u64) -> String {
+    const KIB: u64 = 1024;
+    const MIB: u64 = 1024 * 1024;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
 /// Most bytes of each stream stored in a step's state when `capture.max_size` is not set
 /// (64 MiB, the process executor's own default).
 const DEFAULT_STORED_OUTPUT: usize = 64 * 1024 * 1024;
@@ -1229,9 +1261,11 @@ struct LiveOutput {
 
 impl LiveOutput {
     /// Ends both streams (a held partial secret is released masked) and returns the stored
-    /// (stdout, stderr) text; `None` for a stream the executor never streamed.
-    fn finish(&self) -> (Option<String>, Option<String>) {
+    /// (stdout, stderr) text, `None` for a stream the executor never streamed, and the
+    /// streams whose bytes went past the limit (cut).
+    fn finish(&self) -> (Option<String>, Option<String>, Vec<OutputStream>) {
         let mut texts = [None, None];
+        let mut cut = Vec::new();
         for (i, stream) in [OutputStream::Stdout, OutputStream::Stderr]
             .into_iter()
             .enumerate()
@@ -1244,10 +1278,13 @@ impl LiveOutput {
                 (rest, std::mem::take(&mut ls.kept))
             };
             (self.emit)(stream, rest);
+            if kept.truncated {
+                cut.push(stream);
+            }
             texts[i] = kept.text();
         }
         let [a, b] = texts;
-        (a, b)
+        (a, b, cut)
     }
 }
 

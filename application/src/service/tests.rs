@@ -225,6 +225,7 @@ fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
         loop_position: None,
         spend: None,
         waiting_until: None,
+        child_runs: Default::default(),
     }
 }
 

@@ -78,8 +78,8 @@ impl StoredStatus {
 ///
 /// JSON shape: `{"schema_version": 1, "run_id", "parent_run_id", "workflow", "workflow_name",
 /// "workflow_path", "status", "current_state", "inputs": {..}, "states": {name: StepState},
-/// "started_at", "updated_at", "completed_at", "exit_code", "terminal", "error"}` with times as
-/// RFC 3339 strings.
+/// "started_at", "updated_at", "completed_at", "exit_code", "terminal", "error", "child_runs"?}`
+/// with times as RFC 3339 strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSnapshot {
     /// Format version ([`STATE_SCHEMA_VERSION`]).
@@ -137,6 +137,12 @@ pub struct RunSnapshot {
         skip_serializing_if = "Option::is_none"
     )]
     pub waiting_until: Option<SystemTime>,
+    /// The sub-workflow runs the run's `call_workflow` steps started, by the calling step's
+    /// event path (`call`, `loop:2/call`, a parallel branch's name): the latest one at each
+    /// path (`RunEvent::ChildRunStarted`). `awf resume` continues the one a resumed call
+    /// finds unfinished instead of starting its child again. Left out of the JSON when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub child_runs: BTreeMap<String, String>,
 }
 
 /// The message of the `EXECUTION.RUN.CANCELLED` error a cancelled run records.

@@ -374,6 +374,53 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
         self.agent.hides_native_tools()
     }
 
+    /// Every literal option [`CliAgent::argv`] refuses (a `model` claude does not take, a
+    /// `permission_mode` out of its list), each said once: the refused key is taken out and
+    /// the rest tried again (new user: `model: gpt-4o-mini` on a claude step validated
+    /// clean and the run failed). Options holding `{{` are known only when the step runs.
+    fn check_options(
+        &self,
+        options: &serde_json::Map<String, serde_json::Value>,
+    ) -> Vec<awf_domain::ports::repository::Diagnostic> {
+        let mut literal: serde_json::Map<String, serde_json::Value> = options
+            .iter()
+            .filter(|(_, v)| !v.as_str().is_some_and(|s| s.contains("{{")))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for _ in 0..=options.len() {
+            let request = AgentRequest {
+                prompt: "check".to_owned(),
+                options: literal.clone(),
+                ..AgentRequest::default()
+            };
+            let Err(e) = self.agent.argv(&request) else {
+                break;
+            };
+            let key = e
+                .details()
+                .get("option")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+            let mut d = awf_domain::ports::repository::Diagnostic::error(
+                e.code(),
+                key.clone().unwrap_or_default(),
+                e.message().to_owned(),
+            );
+            if let Some(h) = e.hints().first() {
+                d = d.with_hint(h.clone());
+            }
+            out.push(d);
+            let Some(key) = key else { break };
+            let before = literal.len();
+            literal.retain(|name, _| awf_domain::ports::agent::option_key(name) != key.as_str());
+            if literal.len() == before {
+                break;
+            }
+        }
+        out
+    }
+
     async fn execute(
         &self,
         request: AgentRequest,

@@ -120,6 +120,11 @@ pub struct ExecutionSummary {
     /// and continues then (`POST …/resume`, or this server by itself); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_until: Option<String>,
+    /// `true` on a run recorded as `running` whose awf process is gone (killed with
+    /// SIGKILL, crashed): it runs no more, and `POST …/resume` continues it (`awf history`
+    /// says `running (process gone)`); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub process_gone: bool,
 }
 
 /// Most bytes of a state's output `GET /api/executions/{id}` gives: the last 64 KiB (the
@@ -455,7 +460,63 @@ pub(crate) fn rfc3339_ms(ms: u64) -> String {
     )
 }
 
-fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
+/// The history row `gone` is asked about for run `v` (recorded as running): its own row `h`
+/// when there is one, else one made from its state file (the start of the run, which only
+/// the grace for a run without a state file uses; a run not started yet when not known).
+fn row_of(cfg: &HttpConfig, v: &RunView, h: Option<&HistoryRecord>) -> HistoryRecord {
+    if let Some(h) = h {
+        // Its view (the state file) says running, whatever an older row says.
+        return HistoryRecord {
+            status: StoredStatus::Running,
+            ..h.clone()
+        };
+    }
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_millis()).ok())
+    };
+    let started_at_ms = cfg
+        .states
+        .as_ref()
+        .and_then(|st| st.load(&v.run_id.0).ok())
+        .and_then(|s| ms(s.started_at))
+        .or_else(|| ms(std::time::SystemTime::now()))
+        .unwrap_or(u64::MAX);
+    HistoryRecord {
+        id: v.run_id.0.clone(),
+        workflow_id: v.workflow.clone(),
+        workflow_name: String::new(),
+        status: StoredStatus::Running,
+        exit_code: None,
+        started_at_ms,
+        completed_at_ms: None,
+        duration_ms: None,
+        error_message: None,
+        parent_run_id: v.parent_run_id.as_ref().map(|p| p.0.clone()),
+        spend: None,
+    }
+}
+
+/// The ids of the runs among `views` (each with its history row, when known) that are
+/// recorded as running while their awf process is gone ([`HttpConfig::process_gone`]); runs
+/// live or finished in this server never are.
+pub(crate) fn gone_of<'a>(
+    cfg: &HttpConfig,
+    views: impl IntoIterator<Item = (&'a RunView, Option<&'a HistoryRecord>)>,
+) -> std::collections::BTreeSet<String> {
+    if cfg.process_gone.is_none() {
+        return std::collections::BTreeSet::new();
+    }
+    let rows: Vec<HistoryRecord> = views
+        .into_iter()
+        .filter(|(v, _)| v.phase == RunPhase::Recorded && v.status == StoredStatus::Running)
+        .map(|(v, h)| row_of(cfg, v, h))
+        .collect();
+    cfg.gone(&rows)
+}
+
+fn summary(v: RunView, h: Option<&HistoryRecord>, process_gone: bool) -> ExecutionSummary {
     // A history row of an earlier attempt (a resumed run now live again) has no end yet
     // that counts.
     let finished = v.phase != RunPhase::Live;
@@ -487,6 +548,7 @@ fn summary(v: RunView, h: Option<&HistoryRecord>) -> ExecutionSummary {
             RunPhase::Recorded => Phase::Recorded,
         },
         exit_code: v.exit_code,
+        process_gone,
     }
 }
 
@@ -537,17 +599,48 @@ pub(crate) async fn list_executions(
         .into_iter()
         .map(|r| (r.id.clone(), r))
         .collect();
-    let executions = cfg
+    let views: Vec<RunView> = cfg
         .service
         .list()?
         .into_iter()
         .filter(|v| v.parent_run_id.is_none())
+        .map(|v| fresh(&cfg, v))
+        .collect();
+    let gone = gone_of(&cfg, views.iter().map(|v| (v, rows.get(&v.run_id.0))));
+    let mut executions: Vec<ExecutionSummary> = views
+        .into_iter()
         .map(|v| {
             let h = rows.get(&v.run_id.0);
-            summary(fresh(&cfg, v), h)
+            let process_gone = gone.contains(&v.run_id.0);
+            summary(v, h, process_gone)
         })
         .collect();
+    order_executions(&mut executions);
     Ok(Envelope::json(ExecutionList { executions }))
+}
+
+/// Live runs first (driven here, running in another process, or queued for a worker), then
+/// the others; newest first in each group (by `started_at`, RFC 3339 UTC, which sorts as
+/// text; runs not yet recorded first). Stable: runs that tie keep the service's order (new user: a run started
+/// by `awf run` beside the server was listed after the server's finished runs).
+fn order_executions(executions: &mut [ExecutionSummary]) {
+    executions.sort_by(|a, b| {
+        // A run whose awf process is gone runs no more; one queued for a worker is in
+        // progress (the shared store's own order, issue 15).
+        let live = |e: &ExecutionSummary| {
+            matches!(e.phase, Phase::Live)
+                || matches!(e.status, ExecStatus::Queued)
+                || (matches!(e.status, ExecStatus::Running) && !e.process_gone)
+        };
+        live(b)
+            .cmp(&live(a))
+            .then_with(|| match (&a.started_at, &b.started_at) {
+                (Some(x), Some(y)) => y.cmp(x),
+                (None, Some(_)) => std::cmp::Ordering::Less,
+                (Some(_), None) => std::cmp::Ordering::Greater,
+                (None, None) => std::cmp::Ordering::Equal,
+            })
+    });
 }
 
 /// What the log of a run holds now: top-level states' statuses and unresolved requests.
@@ -785,8 +878,9 @@ pub(crate) async fn get_execution(
         .history
         .as_ref()
         .and_then(|h| h.get(&run_id.0).ok().flatten());
+    let process_gone = !gone_of(&cfg, [(&v, h.as_ref())]).is_empty();
     Ok(Envelope::json(ExecutionDetail {
-        summary: summary(v, h.as_ref()),
+        summary: summary(v, h.as_ref(), process_gone),
         states,
         terminal,
         message,
@@ -836,6 +930,55 @@ fn conflict(message: String, hint: &str) -> Problem {
     )
 }
 
+/// The 409 of a resume refused because the run is still running: the same message whoever
+/// found it (this server's check, a resume of the run in flight, the run service).
+fn still_running(run_id: &RunId) -> Problem {
+    conflict(
+        format!("run {run_id} is still running"),
+        "wait for it to end, or cancel it (DELETE) before resuming",
+    )
+}
+
+/// Whether the run service refused to resume `run_id` because it is still running (here,
+/// or in another awf process: its owner is alive, or it holds the run's lock).
+fn refused_as_running(e: &AwfError, run_id: &RunId) -> bool {
+    e.code() == ErrorCode::UserInputValidationFailed
+        && e.message()
+            .starts_with(&format!("run {run_id} is still running"))
+}
+
+/// The runs a `POST …/resume` of this server is resuming now ([`HttpConfig::resuming`]).
+#[derive(Debug, Default)]
+pub struct Resuming(std::sync::Mutex<std::collections::BTreeSet<String>>);
+
+impl Resuming {
+    fn ids(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeSet<String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Marks `run` as being resumed until the guard is dropped; `None` when it is already.
+    fn begin(self: &Arc<Self>, run: &RunId) -> Option<ResumingGuard> {
+        self.ids().insert(run.0.clone()).then(|| ResumingGuard {
+            set: Arc::clone(self),
+            run: run.0.clone(),
+        })
+    }
+}
+
+/// A run marked as being resumed (see [`Resuming::begin`]); dropping it clears the mark.
+struct ResumingGuard {
+    set: Arc<Resuming>,
+    run: String,
+}
+
+impl Drop for ResumingGuard {
+    fn drop(&mut self) {
+        self.set.ids().remove(&self.run);
+    }
+}
+
 fn unfit(message: String) -> Problem {
     Problem::with_status(
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -860,7 +1003,7 @@ fn unfit(message: String) -> Problem {
         (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 415, description = "A body whose `Content-Type` is not `application/json`", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "Still running, or completed already", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "Still running (here, in another awf process, or being resumed by another request: always `run <id> is still running`), or completed already", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "The run cannot be resumed so (bad step, inputs, workflow), or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
@@ -876,12 +1019,14 @@ pub(crate) async fn resume_execution(
 ) -> Result<Json<Envelope<RunAccepted>>, Problem> {
     cfg.refuse_if_draining()?;
     let run_id = cfg.service.resolve(&id)?;
+    // One resume of a run at a time: another request resuming it now is as good as live
+    // (ten at once got 200, 409s and a 422 from the first one's run lock).
+    let Some(_resuming) = cfg.resuming.begin(&run_id) else {
+        return Err(still_running(&run_id));
+    };
     let v = fresh(&cfg, cfg.service.get(&run_id)?);
     if v.phase == RunPhase::Live {
-        return Err(conflict(
-            format!("run {run_id} is still running"),
-            "wait for it to end, or cancel it (DELETE) before resuming",
-        ));
+        return Err(still_running(&run_id));
     }
     if v.status == StoredStatus::Success {
         return Err(conflict(
@@ -929,9 +1074,25 @@ pub(crate) async fn resume_execution(
         ..ResumeRequest::default()
     };
     let id = cfg.service.resume(request).await.map_err(|e| {
-        // Refused as still running (a worker of a shared store: queued, or running on a
-        // worker or in an awf process): the 409 a live run gets above.
-        if e.code() == ErrorCode::UserFacadeInputRejected {
+        if refused_as_running(&e, &run_id) {
+            // Still running in this process or another awf process (which holds the run's
+            // lock): the 409 a live run gets above, with the same message; the service's
+            // hints say where it runs.
+            if e.message().ends_with("in this process") {
+                return still_running(&run_id);
+            }
+            let mut why = AwfError::new(
+                ErrorCode::UserFacadeInputRejected,
+                format!("run {run_id} is still running"),
+            )
+            .with_hint(e.message().to_owned());
+            for h in e.hints() {
+                why = why.with_hint(h.clone());
+            }
+            Problem::with_status(StatusCode::CONFLICT, why)
+        } else if e.code() == ErrorCode::UserFacadeInputRejected {
+            // Refused as still running by a worker of a shared store (queued, or running on
+            // a worker or in an awf process): a 409 too.
             Problem::with_status(StatusCode::CONFLICT, e)
         } else {
             Problem::from_error_in(e, "input_overrides")
@@ -1322,9 +1483,11 @@ impl FrameCache {
     }
 }
 
-/// The SSE `event:` names: every run event's `type` (domain `RunEvent`, snake_case), and
-/// `lagged` (a subscriber that fell behind; its data is `{"resume_position": N}`).
-pub const SSE_EVENT_NAMES: [&str; 15] = [
+/// The SSE `event:` names: every run event's `type` (domain `RunEvent`, snake_case),
+/// `lagged` (a subscriber that fell behind; its data is `{"resume_position": N}`) and
+/// `process_gone` (the last frame of a run whose awf process is gone, see
+/// [`PROCESS_GONE_EVENT`]).
+pub const SSE_EVENT_NAMES: [&str; 16] = [
     "run_started",
     "step_started",
     "step_retrying",
@@ -1340,15 +1503,18 @@ pub const SSE_EVENT_NAMES: [&str; 15] = [
     "child_run_started",
     "run_finished",
     "lagged",
+    PROCESS_GONE_EVENT,
 ];
 
 /// One event of `GET /api/executions/{id}/events` as an SSE client reads it, the schema
 /// the document gives each event of the stream (OpenAPI 3.1 has an event stream's `schema`
 /// describe one event): `{event, id, data}` with `event` the event's type
 /// ([`SSE_EVENT_NAMES`]), `id` its position in the run's log (decimal digits; none on
-/// `lagged`) and `data` the event envelope as JSON text (`contentMediaType`
-/// `application/json`, `contentSchema`: `{seq, run_id, parent_run_id?, at (ms since the
-/// epoch), path, iteration?, event: {type, …}}`, or `lagged`'s `{resume_position}`).
+/// `lagged` and `process_gone`) and `data` the event envelope as JSON text
+/// (`contentMediaType` `application/json`, `contentSchema`: `{seq, run_id, parent_run_id?,
+/// at (ms since the epoch), path, iteration?, event: {type, …}}`, `lagged`'s
+/// `{resume_position}`, or `process_gone`'s `{run_id, status, process_gone, current_step,
+/// message}`).
 pub struct SseEvent;
 
 impl utoipa::PartialSchema for SseEvent {
@@ -1377,11 +1543,22 @@ impl utoipa::PartialSchema for SseEvent {
             "required": ["resume_position"],
             "properties": {"resume_position": {"type": "integer", "minimum": 0}}
         });
+        let gone = json!({
+            "type": "object",
+            "required": ["run_id", "status", "process_gone", "current_step", "message"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "status": {"type": "string", "enum": ["running"]},
+                "process_gone": {"type": "boolean", "enum": [true]},
+                "current_step": {"type": "string"},
+                "message": {"type": "string"}
+            }
+        });
         let mut data = ObjectBuilder::new()
             .schema_type(Type::String)
             .content_media_type("application/json")
             .description(Some(
-                "The event envelope (or `lagged`'s position) as JSON text",
+                "The event envelope (or `lagged`'s position, or `process_gone`'s run) as JSON text",
             ))
             .build();
         // `contentSchema` (JSON Schema 2020-12) has no field in utoipa's `Object`; it goes
@@ -1389,7 +1566,7 @@ impl utoipa::PartialSchema for SseEvent {
         let mut keywords = utoipa::openapi::extensions::Extensions::default();
         keywords.insert(
             "contentSchema".to_owned(),
-            json!({ "anyOf": [envelope, lagged] }),
+            json!({ "anyOf": [envelope, lagged, gone] }),
         );
         data.extensions = Some(keywords);
         ObjectBuilder::new()
@@ -1415,6 +1592,66 @@ impl utoipa::PartialSchema for SseEvent {
 
 impl ToSchema for SseEvent {}
 
+/// One event stream: the subscription, and whether the run's end was in it.
+struct Follow {
+    sub: Box<dyn Subscription>,
+    cfg: Arc<HttpConfig>,
+    run: RunId,
+    /// The last start or end of the run (not of its sub-workflows) sent was its end.
+    finished: bool,
+    /// The closing `process_gone` event was sent.
+    closed: bool,
+}
+
+impl Follow {
+    /// Notes a start or end of the run itself (a resumed run's log holds several).
+    fn note(&mut self, item: &SubscriptionItem) {
+        if let SubscriptionItem::Event { envelope, .. } = item
+            && envelope.run_id == self.run
+        {
+            match envelope.event {
+                RunEvent::RunFinished { .. } => self.finished = true,
+                RunEvent::RunStarted { .. } => self.finished = false,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The `event:` name of the frame that ends the stream of a run whose awf process is gone.
+pub const PROCESS_GONE_EVENT: &str = "process_gone";
+
+/// The frame that closes the stream of `run` when it is recorded as running and its awf
+/// process is gone ([`HttpConfig::process_gone`]): `event: process_gone`, no `id:` (it is
+/// not in the run's log, like `lagged`), `data: {"run_id", "status": "running",
+/// "process_gone": true, "current_step", "message"}`, what `GET /api/executions/{id}` says
+/// of the run. `None` for any other run.
+fn gone_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
+    let v = cfg.service.get(run).ok()?;
+    let h = cfg
+        .history
+        .as_ref()
+        .and_then(|h| h.get(&run.0).ok().flatten());
+    if gone_of(cfg, [(&v, h.as_ref())]).is_empty() {
+        return None;
+    }
+    let data = json!({
+        "run_id": run.0,
+        "status": ExecStatus::Running,
+        "process_gone": true,
+        "current_step": v.current_state.unwrap_or_default(),
+        "message": format!(
+            "the awf process that ran run {run} is gone (killed or crashed): the run stopped \
+             without finishing; POST /api/executions/{run}/resume continues it"
+        ),
+    });
+    Some(
+        Event::default()
+            .event(PROCESS_GONE_EVENT)
+            .data(data.to_string()),
+    )
+}
+
 /// Follows a run's events (Server-Sent Events).
 #[utoipa::path(
     get,
@@ -1427,7 +1664,7 @@ impl ToSchema for SseEvent {}
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence; the schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run (neither this server nor its store knows it)", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1445,15 +1682,29 @@ pub(crate) async fn stream_events(
     // log is the full id's, so its events (and the frame cache) carry the full id.
     let run = cfg.service.resolve(&id)?;
     let sub = cfg.service.subscribe(&run, after.saturating_add(1))?;
-    let cache = Arc::clone(&cfg.frames);
-    let events = futures::stream::unfold(
-        (sub, cache, run),
-        |(mut sub, cache, run): (Box<dyn Subscription>, Arc<FrameCache>, RunId)| async move {
-            let item = sub.next().await?;
-            let ev = cache.frame(&run, &item);
-            Some((Ok::<Event, std::convert::Infallible>(ev), (sub, cache, run)))
-        },
-    );
+    let follow = Follow {
+        sub,
+        cfg: Arc::clone(&cfg),
+        run,
+        finished: false,
+        closed: false,
+    };
+    let events = futures::stream::unfold(follow, |mut f: Follow| async move {
+        let ev = match f.sub.next().await {
+            Some(item) => {
+                f.note(&item);
+                f.cfg.frames.frame(&f.run, &item)
+            }
+            // The log ended without the run's end: its awf process is gone (the record
+            // stops growing once its owner died). Said once, then the stream ends.
+            None if !f.finished && !f.closed => {
+                f.closed = true;
+                gone_event(&f.cfg, &f.run)?
+            }
+            None => return None,
+        };
+        Some((Ok::<Event, std::convert::Infallible>(ev), f))
+    });
     // A first comment, so the status and headers go out at once even when nothing is to
     // be replayed yet (hyper sends the head with the first body bytes).
     let opened = futures::stream::once(std::future::ready(Ok(Event::default().comment("open"))));
@@ -1466,6 +1717,63 @@ pub(crate) async fn stream_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Live runs (here or in another process) come first, then the others, newest first in
+    /// each group (new user: a live `awf run` was listed after the server's finished runs).
+    #[test]
+    fn executions_are_listed_live_first_then_newest_first() {
+        let run = |id: &str, status: ExecStatus, phase: Phase, at: Option<&str>| ExecutionSummary {
+            execution_id: id.into(),
+            workflow_name: "w".into(),
+            status,
+            current_step: String::new(),
+            phase,
+            exit_code: None,
+            started_at: at.map(str::to_owned),
+            completed_at: None,
+            duration_ms: None,
+            waiting_until: None,
+            process_gone: false,
+        };
+        let mut list = vec![
+            run(
+                "old-done",
+                ExecStatus::Failed,
+                Phase::Finished,
+                Some("2026-12-03T12:16:00Z"),
+            ),
+            run(
+                "new-done",
+                ExecStatus::Completed,
+                Phase::Finished,
+                Some("2026-12-03T12:16:45Z"),
+            ),
+            run(
+                "here",
+                ExecStatus::Running,
+                Phase::Live,
+                Some("2026-12-03T12:10:00Z"),
+            ),
+            run(
+                "elsewhere",
+                ExecStatus::Running,
+                Phase::Recorded,
+                Some("2026-12-03T12:17:39Z"),
+            ),
+            run(
+                "older-rec",
+                ExecStatus::Completed,
+                Phase::Recorded,
+                Some("2026-12-03T11:00:00Z"),
+            ),
+        ];
+        order_executions(&mut list);
+        let ids: Vec<&str> = list.iter().map(|e| e.execution_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["elsewhere", "here", "new-done", "old-done", "older-rec"]
+        );
+    }
 
     #[test]
     fn a_cached_frame_is_the_frame_and_a_changed_event_renders_again() {
@@ -1794,3 +2102,7 @@ mod resumed_log_tests {
         assert_eq!(capped("short"), ("short".to_owned(), false));
     }
 }
+
+#[cfg(test)]
+#[path = "executions_gone_tests.rs"]
+mod gone_tests;

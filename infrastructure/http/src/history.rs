@@ -1,6 +1,7 @@
 //! `/api/history` and `/api/history/stats`: the recorded runs (one row per run), filtered.
 //! Source: shared/spec/http-ops.md §1.3 ("History entry", "History stats").
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use awf_domain::AwfError;
@@ -69,6 +70,10 @@ pub struct HistoryEntry {
     /// Failure text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// `true` on a run recorded as `running` whose awf process is gone (killed with
+    /// SIGKILL, crashed), as `awf history -f json` marks it; absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub process_gone: bool,
 }
 
 /// `GET /api/history`.
@@ -89,8 +94,13 @@ pub struct HistoryStatsBody {
     pub failed_count: u64,
     /// Cancelled runs.
     pub cancelled_count: u64,
-    /// Runs still running (or whose process died).
+    /// Runs still running (those whose awf process is gone are not: see
+    /// `process_gone_count`).
     pub running_count: u64,
+    /// Runs recorded as running whose awf process is gone (killed with SIGKILL, crashed), as
+    /// `awf history --stats` counts them (`Running (process gone)`).
+    #[serde(default)]
+    pub process_gone_count: u64,
     /// Runs parked on a usage limit until its reset time (`awf resume` continues them).
     pub waiting_count: u64,
     /// Runs of the shared store's queue no worker started yet (`awf serve --store`).
@@ -217,7 +227,7 @@ fn rows(cfg: &HttpConfig, p: &Parsed) -> Result<Vec<HistoryRecord>, Problem> {
     Ok(rows)
 }
 
-fn entry(r: HistoryRecord) -> HistoryEntry {
+fn entry(r: HistoryRecord, process_gone: bool) -> HistoryEntry {
     let at = |ms: u64| {
         timefmt::format_rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
     };
@@ -232,6 +242,7 @@ fn entry(r: HistoryRecord) -> HistoryEntry {
         completed_at: r.completed_at_ms.map(at),
         duration_ms: r.duration_ms,
         error_message: r.error_message,
+        process_gone,
     }
 }
 
@@ -258,8 +269,15 @@ pub(crate) async fn list_history(
     let p = parse(&q)?;
     let mut rows = rows(&cfg, &p)?;
     rows.truncate(p.limit);
+    let gone = cfg.gone(&rows);
     Ok(Envelope::json(HistoryList {
-        entries: rows.into_iter().map(entry).collect(),
+        entries: rows
+            .into_iter()
+            .map(|r| {
+                let process_gone = gone.contains(&r.id);
+                entry(r, process_gone)
+            })
+            .collect(),
     }))
 }
 
@@ -285,11 +303,12 @@ pub(crate) async fn history_stats(
 ) -> Result<Json<Envelope<HistoryStatsBody>>, Problem> {
     let p = parse(&q)?;
     let rows = rows(&cfg, &p)?;
-    Ok(Envelope::json(stats_of(&rows)))
+    Ok(Envelope::json(stats_of(&rows, &cfg.gone(&rows))))
 }
 
-/// Totals over `rows`.
-pub fn stats_of(rows: &[HistoryRecord]) -> HistoryStatsBody {
+/// Totals over `rows`; those of `gone` recorded as running (their awf process is gone) are
+/// counted in `process_gone_count`, not in `running_count`.
+pub fn stats_of(rows: &[HistoryRecord], gone: &BTreeSet<String>) -> HistoryStatsBody {
     let mut s = HistoryStatsBody::default();
     let (mut sum, mut n) = (0u64, 0u64);
     for r in rows {
@@ -298,6 +317,7 @@ pub fn stats_of(rows: &[HistoryRecord]) -> HistoryStatsBody {
             StoredStatus::Success => s.success_count += 1,
             StoredStatus::Failure => s.failed_count += 1,
             StoredStatus::Cancelled => s.cancelled_count += 1,
+            StoredStatus::Running if gone.contains(&r.id) => s.process_gone_count += 1,
             StoredStatus::Running => s.running_count += 1,
             StoredStatus::Waiting => s.waiting_count += 1,
             StoredStatus::Queued => s.queued_count += 1,
@@ -318,6 +338,48 @@ pub fn stats_of(rows: &[HistoryRecord]) -> HistoryStatsBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(id: &str, status: StoredStatus) -> HistoryRecord {
+        HistoryRecord {
+            id: id.into(),
+            workflow_id: "w".into(),
+            workflow_name: "w".into(),
+            status,
+            exit_code: None,
+            started_at_ms: 0,
+            completed_at_ms: None,
+            duration_ms: None,
+            error_message: None,
+            parent_run_id: None,
+            spend: None,
+        }
+    }
+
+    /// Runs whose awf process is gone are counted apart, not as running (as `awf history
+    /// --stats` counts them); the total keeps them.
+    #[test]
+    fn runs_whose_process_is_gone_are_not_counted_as_running() {
+        let rows = [
+            row("live", StoredStatus::Running),
+            row("dead", StoredStatus::Running),
+            row("ok", StoredStatus::Success),
+        ];
+        let gone: BTreeSet<String> = ["dead".to_owned()].into();
+        let s = stats_of(&rows, &gone);
+        assert_eq!(
+            (s.total_executions, s.running_count, s.process_gone_count),
+            (3, 1, 1)
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["process_gone_count"], 1, "{v}");
+        let s = stats_of(&rows, &BTreeSet::new());
+        assert_eq!((s.running_count, s.process_gone_count), (2, 0));
+        // A history row says so only when its process is gone.
+        let e = serde_json::to_value(entry(row("dead", StoredStatus::Running), true)).unwrap();
+        assert_eq!(e["process_gone"], true, "{e}");
+        let e = serde_json::to_value(entry(row("live", StoredStatus::Running), false)).unwrap();
+        assert!(e.get("process_gone").is_none(), "{e}");
+    }
 
     #[test]
     fn success_is_completed() {

@@ -29,6 +29,7 @@ pub mod workflows;
 
 pub mod page;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering;
@@ -40,6 +41,7 @@ use awf_domain::ports::repository::Diagnostic;
 use awf_domain::ports::repository::WorkflowRepository;
 use awf_domain::ports::service::RunPhase;
 use awf_domain::ports::service::RunService;
+use awf_domain::ports::store::HistoryRecord;
 use awf_domain::ports::store::HistoryStore;
 use awf_domain::ports::store::StateStore;
 use awf_domain::run::CancelReason;
@@ -69,6 +71,12 @@ pub use workflows::inputs_of;
 /// Validates a workflow by identifier as `awf validate` does: every finding (errors,
 /// warnings, notes), or the error that kept it from loading (not found, YAML syntax).
 pub type Validator = Arc<dyn Fn(&str) -> Result<Vec<Diagnostic>, AwfError> + Send + Sync>;
+
+/// Of history rows, the ids of the runs recorded as `running` whose awf process is gone
+/// (killed with SIGKILL, crashed): what `awf history` marks `running (process gone)` and
+/// `awf history --stats` counts apart (the composition root wraps application's
+/// `runs::gone_runs`). Rows of other statuses are never in the answer.
+pub type GoneRuns = Arc<dyn Fn(&[HistoryRecord]) -> BTreeSet<String> + Send + Sync>;
 
 /// What the server needs: the run service, the workflow repository, and what every run
 /// started over HTTP gets (environment, working directory, configuration inputs).
@@ -120,6 +128,15 @@ pub struct HttpConfig {
     pub started: Arc<std::sync::Mutex<Vec<RunId>>>,
     /// Each event's SSE text, rendered once for all its subscribers. `Default` = empty.
     pub frames: Arc<executions::FrameCache>,
+    /// Tells the runs recorded as running whose awf process is gone from those really running
+    /// (`process_gone` of executions and history rows, `process_gone_count` of the stats, the
+    /// stream's closing `process_gone` event); `None`: none is said to be gone (a worker of
+    /// the shared store, whose queue hands such runs to another worker).
+    pub process_gone: Option<GoneRuns>,
+    /// The runs a `POST …/resume` of this server is resuming now (until the service has
+    /// registered the new attempt): a second resume of one of them is the 409 a live run
+    /// gets, not a clash with the first one's run lock. `Default` = none.
+    pub resuming: Arc<executions::Resuming>,
     /// The runs another part of this process holds and drains itself (a worker of the shared
     /// store: the runs it claimed, most of them not started through this API). The drain's
     /// log lines count them with the runs this server started, so that a worker says one
@@ -143,6 +160,21 @@ impl std::fmt::Debug for HttpConfig {
 }
 
 impl HttpConfig {
+    /// Of `rows`, the ids of the runs recorded as running whose awf process is gone (see
+    /// `process_gone`); none without it, or when no row says `running`.
+    pub(crate) fn gone(&self, rows: &[HistoryRecord]) -> BTreeSet<String> {
+        match &self.process_gone {
+            Some(gone)
+                if rows
+                    .iter()
+                    .any(|r| r.status == awf_domain::ports::store::StoredStatus::Running) =>
+            {
+                gone(rows)
+            }
+            _ => BTreeSet::new(),
+        }
+    }
+
     /// Notes a run this server started or resumed (see `started`).
     pub(crate) fn note_started(&self, id: &RunId) {
         if let Ok(mut v) = self.started.lock()

@@ -57,8 +57,10 @@ impl Problem {
     /// unauthorized → 401, the run cap → 429 (with `Retry-After: 1`), other `USER.*` and
     /// `WORKFLOW.*` → 422, the rest → 500.
     ///
-    /// Hints written for the command line (`--input NAME=VALUE`) are said the HTTP way
-    /// (`add "NAME" to "inputs": {"inputs": {"NAME": "VALUE"}}`), see [`http_hint`].
+    /// Hints written for the command line (`--input NAME=VALUE`, `--from`) are said the HTTP
+    /// way (`add "NAME" to "inputs": {"inputs": {"NAME": "VALUE"}}`, `from_step`), see
+    /// [`http_hint`], and a message's `run `awf validate` to see all` names the validate
+    /// route ([`http_message`]).
     pub fn from_error(error: AwfError) -> Self {
         Self::from_error_in(error, "inputs")
     }
@@ -66,18 +68,7 @@ impl Problem {
     /// [`Problem::from_error`] for a route whose body names its inputs `key` (`inputs` for a
     /// run, `input_overrides` for a resume).
     pub fn from_error_in(error: AwfError, key: &str) -> Self {
-        let error = if error.hints().iter().any(|h| h.contains("--input ")) {
-            let mut e = AwfError::new(error.code(), error.message().to_owned());
-            for (k, v) in error.details() {
-                e = e.with_detail(k.clone(), v.clone());
-            }
-            for h in error.hints() {
-                e = e.with_hint(http_hint(h, key));
-            }
-            e
-        } else {
-            error
-        };
+        let error = for_http(error, key, VALIDATE_ROUTE);
         let code = error.code();
         let status = match code {
             ErrorCode::UserFacadeRunNotFound
@@ -140,14 +131,62 @@ impl Problem {
     }
 }
 
+/// The validate route in its general form, for a message whose workflow's route is not known.
+pub const VALIDATE_ROUTE: &str = "POST /api/workflows/{scope}/{name}/validate";
+
+/// `error` said for HTTP: its hints through [`http_hint`] (inputs object `key`), its message
+/// through [`http_message`] (`validate`: the validate route to name). The same error when
+/// nothing changes.
+pub fn for_http(error: AwfError, key: &str, validate: &str) -> AwfError {
+    let message = http_message(error.message(), validate);
+    let hints: Vec<String> = error.hints().iter().map(|h| http_hint(h, key)).collect();
+    if message == error.message() && hints.as_slice() == error.hints() {
+        return error;
+    }
+    let mut e = AwfError::new(error.code(), message);
+    for (k, v) in error.details() {
+        e = e.with_detail(k.clone(), v.clone());
+    }
+    for h in hints {
+        e = e.with_hint(h);
+    }
+    e
+}
+
+/// A message said for HTTP: the `run `awf validate` to see all` that ends the message of an
+/// invalid workflow with more than one error becomes `` `POST …/validate` lists them all``
+/// (`validate`: the route, e.g. `POST /api/workflows/local/x/validate`, whose problem
+/// document's `errors` lists every error).
+pub fn http_message(message: &str, validate: &str) -> String {
+    message.replace(
+        "run `awf validate` to see all",
+        &format!("`{validate}` lists them all"),
+    )
+}
+
 /// A command-line hint said for an HTTP body whose inputs object is `key`: each
 /// `--input NAME=VALUE` becomes `"NAME": "VALUE"`, gathered in one example object
 /// (`pass the missing inputs: --input who=<value>` → `add "who" to "inputs": {"inputs":
-/// {"who": "<value>"}}`, `awf resume ID --input k=<value>` → `send {"input_overrides":
-/// {"k": "<value>"}}`); a hint without `--input` is returned as it is.
+/// {"who": "<value>"}}`, `awf resume ID --from s --input k=<value>` → `send {"from_step":
+/// "s", "input_overrides": {"k": "<value>"}}`); `--from` is the resume body's `from_step`
+/// (`--from takes …` → `` `from_step` takes …``); a hint without either is returned as it
+/// is.
 pub fn http_hint(hint: &str, key: &str) -> String {
+    if let Some(rest) = hint.strip_prefix("--from takes ") {
+        return format!("`from_step` takes {rest}");
+    }
+    if hint.starts_with("resume where the run stopped (`awf resume ") {
+        return "resume where the run stopped (leave `from_step` out) or from a state that runs \
+                ({\"from_step\": \"<state>\"})"
+            .to_owned();
+    }
+    if hint == "`awf resume --list` shows runs that can be resumed" {
+        return "GET /api/executions lists the runs: a `failed` or `cancelled` one can be resumed"
+            .to_owned();
+    }
     let mut names = Vec::new();
     let mut pairs = Vec::new();
+    let mut from = None;
     let mut rest = String::new();
     let mut words = hint.split_whitespace().peekable();
     while let Some(w) = words.next() {
@@ -159,6 +198,12 @@ pub fn http_hint(hint: &str, key: &str) -> String {
             pairs.push(format!("{k:?}: {v:?}"));
             continue;
         }
+        if w == "--from"
+            && let Some(step) = words.next()
+        {
+            from = Some(step);
+            continue;
+        }
         if !rest.is_empty() {
             rest.push(' ');
         }
@@ -167,7 +212,10 @@ pub fn http_hint(hint: &str, key: &str) -> String {
     if pairs.is_empty() {
         return hint.to_owned();
     }
-    let example = format!("{{{key:?}: {{{}}}}}", pairs.join(", "));
+    let from = from
+        .map(|f| format!("\"from_step\": {f:?}, "))
+        .unwrap_or_default();
+    let example = format!("{{{from}{key:?}: {{{}}}}}", pairs.join(", "));
     let lead = rest.trim_end_matches([':', ' ']);
     if lead.is_empty() || lead.starts_with("pass the missing inputs") {
         format!("add {} to {key:?}: {example}", names.join(", "))
@@ -381,6 +429,70 @@ mod tests {
         assert_eq!(
             d.hints[0],
             r#"give them again: {"input_overrides": {"token": "<value>"}}"#
+        );
+    }
+
+    /// A resume's hints name the body's `from_step`, not `--from` (a tester got "`--from`
+    /// takes `current`, …" from `POST …/resume`).
+    #[test]
+    fn resume_hints_name_from_step() {
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "state not found")
+            .with_hint("--from takes `current`, `previous` or one of its states: a, b");
+        let d = Problem::from_error_in(e, "input_overrides").doc();
+        assert_eq!(
+            d.hints,
+            ["`from_step` takes `current`, `previous` or one of its states: a, b"]
+        );
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "terminal")
+            .with_hint(
+                "resume where the run stopped (`awf resume r1`) or from a state that runs (`--from <state>`)",
+            )
+            .with_hint("`awf resume --list` shows runs that can be resumed")
+            .with_hint("awf resume r1 --from b --input token=<value>");
+        let d = Problem::from_error_in(e, "input_overrides").doc();
+        assert!(
+            d.hints
+                .iter()
+                .all(|h| !h.contains("--") && !h.contains("awf ")),
+            "{:?}",
+            d.hints
+        );
+        assert!(
+            d.hints[0].contains(r#"{"from_step": "<state>"}"#),
+            "{:?}",
+            d.hints
+        );
+        assert_eq!(
+            d.hints[2],
+            r#"send {"from_step": "b", "input_overrides": {"token": "<value>"}}"#
+        );
+    }
+
+    /// An invalid workflow's message names the validate route (whose `errors` lists every
+    /// error), not `awf validate`.
+    #[test]
+    fn more_errors_name_the_validate_route() {
+        let e = AwfError::new(
+            ErrorCode::WorkflowValidationMissingState,
+            "states.a.on_success: no state x (and 4 more error(s); run `awf validate` to see all)",
+        );
+        let d = Problem::from_error(for_http(
+            e.clone(),
+            "inputs",
+            "POST /api/workflows/local/w/validate",
+        ))
+        .doc();
+        assert_eq!(
+            d.detail,
+            "states.a.on_success: no state x (and 4 more error(s); \
+             `POST /api/workflows/local/w/validate` lists them all)"
+        );
+        let d = Problem::from_error(e).doc();
+        assert!(
+            d.detail
+                .ends_with("`POST /api/workflows/{scope}/{name}/validate` lists them all)"),
+            "{}",
+            d.detail
         );
     }
 }

@@ -483,6 +483,11 @@ pub(crate) async fn list_workflows(
                         .find(|d| d.severity == Severity::Error)
                         .map(|d| format!("[{}] {}", d.code, finding_line(d))),
                     Err(err) => Some(format!("[{}] {}", err.code(), err.message())),
+                })
+                // `… more error(s)` names this workflow's validate route, not `awf validate`.
+                .map(|m| {
+                    let validate = format!("POST /api/workflows/{}/{}/validate", e.source, e.name);
+                    crate::problem::http_message(&m, &validate)
                 });
             WorkflowSummary {
                 workflow: e.name.clone(),
@@ -649,7 +654,12 @@ pub(crate) async fn run_workflow(
         refuse_undeclared_inputs: true,
         ..RunRequest::default()
     };
-    let id = cfg.service.start(request).await?;
+    // An invalid workflow's message ends naming this route's `validate`, which lists every
+    // error (not `awf validate`).
+    let id = cfg.service.start(request).await.map_err(|e| {
+        let validate = format!("POST /api/workflows/{scope}/{name}/validate");
+        Problem::from_error(crate::problem::for_http(e, "inputs", &validate))
+    })?;
     cfg.note_started(&id);
     Ok((
         StatusCode::ACCEPTED,

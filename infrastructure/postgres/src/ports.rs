@@ -95,6 +95,7 @@ pub(crate) fn unstarted_snapshot(
         loop_position: None,
         spend: None,
         waiting_until: None,
+        child_runs: std::collections::BTreeMap::new(),
     }
 }
 

@@ -766,6 +766,13 @@ impl Writer {
                 }
             }
             RunEvent::ChildRunStarted { child_run_id, .. } => {
+                if let Some(p) = self.runs.get_mut(&run_id)
+                    && let Some(proj) = p.proj.as_mut()
+                    && proj.child_started(&env, &child_run_id.0)
+                {
+                    p.dirty = true;
+                    self.pending.runs.insert(run_id.clone());
+                }
                 self.root_of.insert(child_run_id.0.clone(), root);
             }
             RunEvent::RunFinished { result } => {

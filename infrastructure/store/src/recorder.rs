@@ -595,6 +595,11 @@ impl Writer {
                 child_run_id,
                 workflow,
             } => {
+                if let Some(p) = self.runs.get_mut(run_id)
+                    && p.proj.child_started(env, &child_run_id.0)
+                {
+                    p.dirty = true;
+                }
                 self.calls.insert(
                     child_run_id.0.clone(),
                     ChildCall {
@@ -1028,6 +1033,7 @@ fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::Aw
             states,
             output_files,
             spend: p.proj.snap.spend,
+            child_runs: std::borrow::Cow::Borrowed(&p.proj.snap.child_runs),
         };
         if p.journal.is_none() {
             p.journal = Some(state::open_journal(paths, &p.proj.snap.run_id)?);

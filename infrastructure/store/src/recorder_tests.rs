@@ -280,6 +280,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             loop_position: None,
             spend: None,
             waiting_until: None,
+            child_runs: BTreeMap::from([("call".to_owned(), c.to_owned())]),
         }
     );
     let child = store.load(c).unwrap();
@@ -307,6 +308,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             loop_position: None,
             spend: None,
             waiting_until: None,
+            child_runs: Default::default(),
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();

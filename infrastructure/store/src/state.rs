@@ -538,6 +538,14 @@ pub(crate) struct JournalEntry<'a> {
     /// The run's spend on agents so far (budgets), when any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<awf_domain::run::Spend>,
+    /// The sub-workflow runs started so far, by calling path (all of them; none: left out).
+    #[serde(default, skip_serializing_if = "no_child_runs")]
+    pub child_runs: std::borrow::Cow<'a, std::collections::BTreeMap<String, String>>,
+}
+
+/// Whether a journal line has no child runs to write.
+fn no_child_runs(m: &std::collections::BTreeMap<String, String>) -> bool {
+    m.is_empty()
 }
 
 impl JournalEntry<'_> {
@@ -548,6 +556,9 @@ impl JournalEntry<'_> {
         snap.loop_position = self.loop_position;
         if self.spend.is_some() {
             snap.spend = self.spend;
+        }
+        if !self.child_runs.is_empty() {
+            snap.child_runs = self.child_runs.into_owned();
         }
         let mut files = self.output_files;
         for (name, st) in self.states {

@@ -12,7 +12,9 @@
 //! branches) within one millisecond may come back in another order than live. While a child
 //! run has not finished and its file has no further line yet, the merge stops there (a run
 //! still being written: nothing later is numbered before the child's next line arrives),
-//! unless its parent starts a new attempt (resume) or ends.
+//! unless its parent starts a new attempt (resume) or ends. A resumed parent that continues
+//! the same child run (`step.call_workflow.started` naming it again) brings that child's next
+//! attempt, further down its file, back into the merge.
 //!
 //! # What a transcript does not keep, and how it comes back
 //! - `seq`: lines are renumbered in the file (the parent's `step.call_workflow.completed`
@@ -597,13 +599,21 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
         if let Some(env) = env {
             out.push(env);
         }
-        if let Some(c) = child
-            && !streams.contains_key(&c)
-            && streams.len() < MAX_RUNS
-        {
-            rank += 1;
-            let lines = read_lines(&paths.transcript_file(&c))?.unwrap_or_default();
-            streams.insert(c, new_stream(lines, Some(id), rank));
+        if let Some(c) = child {
+            if let Some(known) = streams.get_mut(&c) {
+                // A resumed parent continues the same child run (its next attempt, further
+                // down its file): it joins the merge again from there.
+                if known.finished {
+                    rank += 1;
+                    known.finished = false;
+                    known.rank = rank;
+                    known.parent = Some(id);
+                }
+            } else if streams.len() < MAX_RUNS {
+                rank += 1;
+                let lines = read_lines(&paths.transcript_file(&c))?.unwrap_or_default();
+                streams.insert(c, new_stream(lines, Some(id), rank));
+            }
         }
     }
     clear_ended_pids(&mut out);
@@ -905,6 +915,81 @@ mod tests {
             log.envelopes.iter().map(shape).collect::<Vec<_>>(),
             s.out.iter().map(shape).collect::<Vec<_>>()
         );
+    }
+
+    /// A resumed parent that continues the same child run (its `ChildRunStarted` names it
+    /// again) reads back with the child's second attempt after it, in the order published;
+    /// the state file names the child under the calling step's path.
+    #[test]
+    fn a_child_run_continued_by_a_resumed_parent_reads_back_both_attempts() {
+        let d = tempfile::tempdir().unwrap();
+        let store = open(d.path());
+        let call = |s: &mut Script| {
+            s.ev(
+                "r1",
+                None,
+                "call",
+                RunEvent::StepStarted {
+                    step: "call".into(),
+                    kind: "call_workflow".into(),
+                    command: None,
+                },
+            );
+            s.ev(
+                "r1",
+                None,
+                "call",
+                RunEvent::ChildRunStarted {
+                    step: "call".into(),
+                    child_run_id: RunId("c1".into()),
+                    workflow: "sub".into(),
+                },
+            );
+        };
+        let mut s = Script::default();
+        s.ev("r1", None, "", started("main", None));
+        call(&mut s);
+        s.ev("c1", Some("r1"), "", started("sub", None));
+        step(&mut s, "c1", Some("r1"), "x", "one\n", true);
+        step(&mut s, "c1", Some("r1"), "y", "bad\n", false);
+        s.ev(
+            "c1",
+            Some("r1"),
+            "",
+            finished("c1", "sub", RunStatus::Failure),
+        );
+        s.ev("r1", None, "", finished("r1", "main", RunStatus::Failure));
+        record(&store, &s.out);
+        assert_eq!(
+            StateStore::load(&store, "r1").unwrap().child_runs,
+            BTreeMap::from([("call".to_owned(), "c1".to_owned())])
+        );
+        let first = s.out.len();
+        s.seqs.clear();
+        s.ev("r1", None, "", started("main", Some("call")));
+        call(&mut s);
+        s.ev("c1", Some("r1"), "", started("sub", Some("y")));
+        step(&mut s, "c1", Some("r1"), "y", "good\n", true);
+        s.ev(
+            "c1",
+            Some("r1"),
+            "",
+            finished("c1", "sub", RunStatus::Success),
+        );
+        s.ev("r1", None, "", finished("r1", "main", RunStatus::Success));
+        record(&store, &s.out[first..]);
+
+        let log = store.read_log(&RunId("r1".into()), 1).unwrap().unwrap();
+        assert!(log.complete);
+        assert_eq!(
+            log.envelopes.iter().map(shape).collect::<Vec<_>>(),
+            s.out.iter().map(shape).collect::<Vec<_>>()
+        );
+        // The child's record keeps its first attempt's states (a resumed run's).
+        let child = StateStore::load(&store, "c1").unwrap();
+        assert_eq!(child.states["x"].output.as_str(), "one\n");
+        assert_eq!(child.states["y"].output.as_str(), "good\n");
+        assert_eq!(child.parent_run_id.as_deref(), Some("r1"));
     }
 
     /// An attempt that ended was run by a process that is gone: its `RunStarted.pid` is 0,

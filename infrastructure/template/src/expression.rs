@@ -436,15 +436,54 @@ fn compile_error(code: &str, e: &expr::Error) -> TemplateError {
                 .lines()
                 .find_map(|l| l.trim().strip_prefix("= "))
                 .map(str::trim);
+            // A list of the grammar's rule names (`expected EOI, pipe, method_call, …`)
+            // tells a user nothing (new user): past a few, say only where it broke.
+            let why = why.filter(|w| w.matches(',').count() < 4);
             match (at, why) {
                 (Some(at), Some(why)) => format!("syntax error at {at}: {why}"),
-                (Some(at), None) => format!("syntax error at {at}"),
+                (Some(at), None) => format!("syntax error at {at}: unexpected text there"),
                 _ => "syntax error".to_owned(),
             }
         }
         other => other.to_string(),
     };
-    TemplateError::Failed(format!("invalid expression \"{code}\": {detail}"))
+    let hint = if lone_equals(code) {
+        format!(
+            "{}compare with `==` (a single `=` is not an operator): `states.build.ExitCode == 0`",
+            awf_domain::ports::template::HINT_SEPARATOR
+        )
+    } else {
+        String::new()
+    };
+    TemplateError::Failed(format!("invalid expression \"{code}\": {detail}{hint}"))
+}
+
+/// Whether `code` holds a `=` that is not part of `==`, `!=`, `<=`, `>=` (outside string
+/// literals): the assignment a user wrote for a comparison.
+fn lone_equals(code: &str) -> bool {
+    let b = code.as_bytes();
+    let mut quote = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match quote {
+            Some(q) if c == b'\\' && q != b'`' => i += 1,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, b'"' | b'\'' | b'`') => quote = Some(c),
+            None if c == b'=' => {
+                let prev = if i > 0 { b[i - 1] } else { 0 };
+                if b.get(i + 1) == Some(&b'=') {
+                    i += 1;
+                } else if !matches!(prev, b'!' | b'<' | b'>' | b'=') {
+                    return true;
+                }
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Rewrites `contains(A, B)` to `A contains B` (AWF's rule: the arguments hold no `,` or

@@ -167,6 +167,18 @@ fn non_boolean_results_and_syntax_errors_fail() {
         "{m}"
     );
     assert_eq!(failure(&d, "  "), "empty expression");
+    // A single `=` (new user): the grammar's rule names are not listed, and the hint says
+    // to compare with `==`; a `=` inside a string or in `!=`/`<=` is no cause.
+    let m = failure(&d, "states.build.ExitCode = 0");
+    assert!(!m.contains("method_call"), "{m}");
+    assert!(
+        m.contains("compare with `==` (a single `=` is not an operator)"),
+        "{m}"
+    );
+    assert!(!super::lone_equals(
+        "a != 1 && b <= 2 && c >= 3 && d == 'x=y'"
+    ));
+    assert!(super::lone_equals("a = 1"));
     let m = failure(&d, "{{.states.build.ExitCode}} == 0");
     assert!(m.contains("expressions are not interpolated"), "{m}");
     let m = failure(&d, "'a' < 1");

@@ -97,6 +97,9 @@ impl GoTemplates {
         }
         let text = prepared.text.as_ref();
         let cache = || self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(m) = &prepared.misuse {
+            return Err(TemplateError::Failed(m.clone()));
+        }
         if let Some(t) = cache().get(text) {
             return Ok(Arc::clone(t));
         }

@@ -716,3 +716,44 @@ fn a_text_is_parsed_once_and_its_parse_is_shared() {
     assert!(t.check("{{ if }}").is_err());
     assert_eq!(kept(&t), 2);
 }
+
+/// Calls the parser accepts but no render can carry out are refused by `check` (so `awf
+/// validate` reports them) and by the render, with what to write instead: a namespace called
+/// with arguments, `{{template}}` of a name the text does not define. Namespaces used as
+/// arguments, in parentheses or piped into a field chain stay valid.
+#[test]
+fn namespaces_called_with_arguments_and_undefined_templates_are_refused() {
+    let t = GoTemplates::new();
+    for bad in [
+        "{{env \"HOME\"}}",
+        "{{- inputs \"x\" -}}",
+        "{{ printf \"%s\" (env \"HOME\") }}",
+        "{{ \"x\" | printf \"%s\" | inputs 1 }}",
+    ] {
+        let Err(TemplateError::Failed(m)) = t.check(bad) else {
+            panic!("{bad}: accepted");
+        };
+        assert!(
+            m.contains("is a namespace and takes no arguments: write `{{."),
+            "{bad}: {m}"
+        );
+    }
+    let Err(TemplateError::Failed(m)) = t.check("a {{template \"nope\"}} b") else {
+        panic!("undefined template accepted");
+    };
+    assert_eq!(
+        m,
+        "{{template \"nope\"}} names a template this text does not define: add {{define \"nope\"}}...{{end}} or remove the call"
+    );
+    for good in [
+        "{{index env \"HOME\"}}",
+        "{{ (env).HOME }} {{ env.HOME }} {{inputs}} {{ inputs -}}",
+        "{{with inputs}}{{.x}}{{end}} {{ $e := env }}{{ range $k, $v := inputs }}{{end}}",
+        "{{define \"x\"}}y{{end}}{{template \"x\"}} {{block \"b\" .}}z{{end}}{{template \"b\"}}",
+        "{{ \"env\" }} {{ printf \"%s\" \"inputs x\" }}",
+    ] {
+        assert_eq!(t.check(good), Ok(()), "{good}");
+    }
+    let data = Data::new();
+    assert!(failed(&data, "{{env \"HOME\"}}").contains("takes no arguments"));
+}

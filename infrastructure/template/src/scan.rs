@@ -147,6 +147,10 @@ pub(crate) struct Prepared<'t> {
     /// Deepest nesting seen: enclosing `if`/`range`/`with`/`block`/`define` blocks plus
     /// parentheses open in the action (string literals and comments skipped).
     pub(crate) max_depth: usize,
+    /// A call the parser accepts that can only fail when rendered: a namespace called with
+    /// arguments (`{{env "HOME"}}`), or `{{template "x"}}` of a name the text never defines.
+    /// The message says what to write instead.
+    pub(crate) misuse: Option<String>,
 }
 
 impl Prepared<'_> {
@@ -221,6 +225,10 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
     let mut i = 0usize;
     let mut max_depth = 0usize;
     let mut blocks = 0usize;
+    let mut misuse = None;
+    // Names given to `{{template}}` and those `define`/`block` create.
+    let mut called: Vec<&str> = Vec::new();
+    let mut defined: Vec<&str> = Vec::new();
     while let Some(open) = find(b, i, b"{{") {
         let mut j = open + 2;
         // Where the action's first word starts (after a `-` trim marker and spaces).
@@ -285,8 +293,25 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
                             "end" => blocks = blocks.saturating_sub(1),
                             _ => {}
                         }
+                        match word {
+                            "template" => called.extend(quoted_name(text, j)),
+                            "block" | "define" => defined.extend(quoted_name(text, j)),
+                            _ => {}
+                        }
                     }
                     let prev = if start > 0 { b[start - 1] } else { 0 };
+                    if misuse.is_none()
+                        && prev != b'.'
+                        && prev != b'$'
+                        && Namespace::parse(word).is_some()
+                        && at_command_head(b, start, first)
+                        && takes_argument(b, j)
+                    {
+                        misuse = Some(format!(
+                            "`{word}` is a namespace and takes no arguments: write \
+                             `{{{{.{word}.NAME}}}}` or `{{{{index .{word} \"NAME\"}}}}`"
+                        ));
+                    }
                     match prev {
                         b'$' => {}
                         b'.' => {
@@ -336,6 +361,14 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
     if needs.root {
         needs = Needs::everything();
     }
+    if misuse.is_none()
+        && let Some(name) = called.iter().find(|n| !defined.contains(n))
+    {
+        misuse = Some(format!(
+            "{{{{template \"{name}\"}}}} names a template this text does not define: \
+             add {{{{define \"{name}\"}}}}...{{{{end}}}} or remove the call"
+        ));
+    }
     let text = match out {
         Some(mut buf) => {
             buf.push_str(&text[copied..]);
@@ -348,6 +381,53 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
         needs,
         inserted,
         max_depth,
+        misuse,
+    }
+}
+
+/// The name in `"name"` after `at` (spaces skipped), as written between the quotes.
+fn quoted_name(text: &str, at: usize) -> Option<&str> {
+    let b = text.as_bytes();
+    let mut k = at;
+    while b.get(k).is_some_and(u8::is_ascii_whitespace) {
+        k += 1;
+    }
+    let quote = *b.get(k)?;
+    if quote != b'"' && quote != b'`' {
+        return None;
+    }
+    let end = skip_quoted(b, k, quote);
+    text.get(k + 1..end.checked_sub(1)?)
+}
+
+/// Whether the word at `start` is the command of its pipeline stage: the action's first word,
+/// or the first after `(` or `|`.
+fn at_command_head(b: &[u8], start: usize, first: usize) -> bool {
+    if start == first {
+        return true;
+    }
+    let mut k = start;
+    while k > 0 && b[k - 1].is_ascii_whitespace() {
+        k -= 1;
+    }
+    k > 0 && matches!(b[k - 1], b'(' | b'|')
+}
+
+/// Whether an argument follows the word ending at `end`: spaces, then something other than
+/// the end of the action, a `)`, a `|` or a `.field` chain.
+fn takes_argument(b: &[u8], end: usize) -> bool {
+    let mut k = end;
+    while b.get(k).is_some_and(u8::is_ascii_whitespace) {
+        k += 1;
+    }
+    if k == end {
+        return false;
+    }
+    match b.get(k) {
+        None | Some(b')' | b'|') => false,
+        Some(b'}') => b.get(k + 1) != Some(&b'}'),
+        Some(b'-') => !(b.get(k + 1) == Some(&b'}') && b.get(k + 2) == Some(&b'}')),
+        Some(_) => true,
     }
 }
 

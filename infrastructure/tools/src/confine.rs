@@ -333,6 +333,12 @@ impl Root {
     }
 
     fn unresolved(&self, given: &str, abs: &Path, e: &io::Error) -> String {
+        // A path whose `..` lead out of the root is refused as such, whether or not it
+        // exists: "does not exist" for `../../etc/passwd` read as a false answer (breaker).
+        let lexical = lexical(abs);
+        if !self.contains(&lexical) {
+            return self.outside(given, &lexical);
+        }
         if e.kind() == io::ErrorKind::NotFound {
             if let Ok(target) = std::fs::read_link(abs) {
                 return format!(
@@ -438,4 +444,21 @@ impl Root {
             exists: false,
         })
     }
+}
+
+/// `path` (absolute) with `.` and `..` taken by their text (`/a/b/../c` is `/a/c`; `..` at
+/// `/` stays there), symbolic links not followed.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }

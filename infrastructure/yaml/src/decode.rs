@@ -105,7 +105,25 @@ pub fn decode_workflow(
         Some(n) => decode_inputs(n, "inputs", d),
         None => Vec::new(),
     };
-    let env = f.string_list("env", d);
+    let env = match f.take("env") {
+        // A mapping is the shape other tools give `env:` (new user: `env: {GREETING: hola}`
+        // was refused with no word on what the key is).
+        Some(n) if n.entries().is_some() => {
+            let path = f.child("env");
+            d.wrong_type(&path, n, "a list");
+            if let Some(last) = d.list.last_mut() {
+                last.hint = Some(
+                    "`env:` lists the names of environment variables the workflow expects \
+                     (`env: [API_TOKEN]`: a warning when one is not set); it sets none. Set \
+                     them where awf runs, or in the command (`GREETING=hola cmd`)"
+                        .to_owned(),
+                );
+            }
+            Vec::new()
+        }
+        Some(n) => d.string_list(n, &f.child("env")),
+        None => Vec::new(),
+    };
     let hooks = match f.take("hooks") {
         Some(n) => decode_workflow_hooks(n, "hooks", d),
         None => WorkflowHooks::default(),

@@ -331,15 +331,9 @@ impl<'n> Fields<'n> {
     }
 }
 
-/// The closest candidate by Levenshtein distance (at most 3 edits, or a third of the word).
+/// The closest candidate to `word`: [`awf_domain::validate::closest`].
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (word.chars().count() / 3).clamp(2, 3);
-    candidates
-        .into_iter()
-        .map(|c| (strsim::levenshtein(word, c), c))
-        .filter(|(d, c)| *d <= limit && *c != word)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    awf_domain::validate::closest(word, candidates)
 }
 
 /// The hint for a hook written beside `hooks:` instead of inside it (a workflow's

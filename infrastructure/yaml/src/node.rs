@@ -408,6 +408,9 @@ pub fn parse_document(text: &str) -> Result<Node, SyntaxError> {
 /// # Errors
 /// As [`parse_document`], except duplicate keys.
 pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>), SyntaxError> {
+    // A byte order mark opens the stream (YAML 1.2 §5.2; editors on Windows write one): it
+    // is not part of the first key (breaker: `"\u{feff}name" is not a key`).
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     // YAML forbids NUL; the scanner would stop there and ignore the rest of the file.
     if let Some(at) = text.find('\0') {
         let before = &text[..at];
@@ -694,6 +697,11 @@ fn scan_error(text: &str, e: &yaml_rust2::ScanError) -> SyntaxError {
         .nth(pos.line.saturating_sub(1) as usize)
         .unwrap_or("");
     let info = e.info();
+    // The scanner's own depth guard (flow collections, `[[[[…`) says it its way: as the
+    // block-style guard does (breaker: no hint, another wording).
+    if info.contains("recursion limit exceeded") {
+        return too_deep(pos);
+    }
     let hint = if text
         .lines()
         .take(pos.line as usize)
@@ -739,6 +747,30 @@ mod tests {
             items[1].entries().unwrap()[0].key_pos,
             Pos { line: 4, column: 5 }
         );
+    }
+
+    /// A leading byte order mark is not part of the first key (breaker: a file saved by a
+    /// Windows editor was refused, `name: required field missing`).
+    /// Flow-style nesting past the scanner's own limit reads as block-style nesting past
+    /// ours: one message, one hint (breaker: `recursion limit exceeded` with no hint).
+    #[test]
+    fn deep_flow_nesting_is_said_like_deep_block_nesting() {
+        let text = format!("a: {}{}\n", "[".repeat(5000), "]".repeat(5000));
+        let e = parse_document(&text).unwrap_err();
+        assert!(
+            e.message.starts_with("document nested too deeply"),
+            "{}",
+            e.message
+        );
+        assert!(e.hint.is_some());
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let n = parse_document("\u{feff}name: w\nb: 1\n").unwrap();
+        let e = n.entries().unwrap();
+        assert_eq!(e[0].key, "name");
+        assert_eq!(e[0].key_pos, Pos { line: 1, column: 1 });
     }
 
     #[test]

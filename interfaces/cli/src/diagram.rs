@@ -269,13 +269,7 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
         && !ctx.quiet
     {
         let names: Vec<&str> = loaded.workflow.states.keys().map(String::as_str).collect();
-        let closest = names
-            .iter()
-            .map(|n| (strsim::levenshtein(h, n), *n))
-            .min()
-            .filter(|(d, n)| *d <= n.len().max(h.len()) / 2)
-            .map(|(_, n)| n);
-        let guess = match closest {
+        let guess = match awf_domain::validate::closest(h, names.iter().copied()) {
             Some(c) => format!(" (did you mean '{c}'?)"),
             None => format!(" (states: {})", names.join(", ")),
         };

@@ -15,7 +15,6 @@ use std::io::Write;
 
 use awf_domain::event::LogLevel;
 use awf_domain::interaction::Answer;
-use awf_domain::interaction::ApprovalKind;
 use awf_domain::interaction::ApprovalOption;
 use awf_domain::interaction::BreakpointDecision;
 use awf_domain::interaction::InteractionRequest;
@@ -332,11 +331,12 @@ impl Terminal {
     }
 }
 
-/// Whether a gate has the default pair (allow once, reject once), asked as `[y/N]`.
+/// Whether a gate has the default pair (`approve`, `reject`: allow once, reject once),
+/// asked as `[y/N]`. Options the workflow names itself are a menu, even of those kinds, so
+/// their names are shown and their ids can be typed (new user: `once`/`skip` were asked as
+/// `[y/N]` and `once` was refused).
 fn simple_gate(options: &[ApprovalOption]) -> bool {
-    options.len() == 2
-        && options[0].kind == ApprovalKind::AllowOnce
-        && options[1].kind == ApprovalKind::RejectOnce
+    options == ApprovalOption::defaults().as_slice()
 }
 
 /// Answers a run's requests on the terminal one at a time, in the order they came (two
@@ -495,15 +495,15 @@ pub(crate) fn parse_breakpoint(
 /// picked by typing `2`). `None`: not an answer.
 fn parse_approval(line: &str, options: &[ApprovalOption], simple: bool) -> Option<String> {
     let a = line.trim();
+    if let Some(o) = options.iter().find(|o| o.id == a) {
+        return Some(o.id.clone());
+    }
     if simple {
         return match a.to_ascii_lowercase().as_str() {
             "y" | "yes" => options.first().map(|o| o.id.clone()),
             "" | "n" | "no" => options.get(1).map(|o| o.id.clone()),
             _ => None,
         };
-    }
-    if let Some(o) = options.iter().find(|o| o.id == a) {
-        return Some(o.id.clone());
     }
     if let Ok(i) = a.parse::<usize>()
         && (1..=options.len()).contains(&i)
@@ -727,6 +727,7 @@ fn hidden_keys(r: &mut impl std::io::Read) -> Hidden {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use awf_domain::interaction::ApprovalKind;
 
     #[test]
     fn typed_lines_must_be_utf8() {
@@ -812,6 +813,50 @@ mod tests {
         assert_eq!(parse_approval("2", &menu, false), Some("always".into()));
         assert_eq!(parse_approval("no", &menu, false), Some("no".into()));
         assert_eq!(parse_approval("4", &menu, false), None);
+    }
+
+    /// Only the default pair is a `[y/N]` prompt: a pair the workflow names itself (of the
+    /// same kinds) is a menu whose names are shown and whose ids can be typed (new user:
+    /// `once` was refused with "answer y or n").
+    #[test]
+    fn a_named_pair_of_the_default_kinds_is_a_menu() {
+        let named = vec![
+            ApprovalOption {
+                id: "once".into(),
+                name: "Deploy".into(),
+                kind: ApprovalKind::AllowOnce,
+            },
+            ApprovalOption {
+                id: "skip".into(),
+                name: "Do not deploy".into(),
+                kind: ApprovalKind::RejectOnce,
+            },
+        ];
+        assert!(simple_gate(&ApprovalOption::defaults()));
+        assert!(!simple_gate(&named));
+        let simple = simple_gate(&named);
+        assert_eq!(parse_approval("once", &named, simple), Some("once".into()));
+        assert_eq!(parse_approval("2", &named, simple), Some("skip".into()));
+        let two = ApprovalOption::defaults();
+        assert_eq!(
+            parse_approval("approve", &two, true),
+            Some("approve".into())
+        );
+        let term = Terminal {
+            style: crate::style::Style::plain(),
+            json: false,
+            warnings: true,
+            log_json: false,
+            tty: false,
+            prompt_on_dev_tty: false,
+        };
+        let prompt = term.approval_prompt("deploy", "Deploy now?", &named);
+        assert!(prompt.contains("1) Deploy [allow_once]"), "{prompt}");
+        assert!(
+            prompt.contains("2) Do not deploy [reject_once]"),
+            "{prompt}"
+        );
+        assert!(!prompt.contains("[y/N]"), "{prompt}");
     }
 
     #[test]

@@ -32,25 +32,32 @@ pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
 /// Prints `value` as the one JSON document on stdout and flushes it.
 ///
 /// # Errors
-/// `SYSTEM.IO.WRITE_FAILED` when the write or the flush fails: a pipe whose reader went away
-/// (`EPIPE`), a full disk (`ENOSPC`), any other I/O error. The JSON did not reach its reader,
-/// so the command must not exit 0. (A stdout closed before awf started is reopened on
-/// `/dev/null` by the Rust runtime and cannot be told from `> /dev/null`.)
+/// `SYSTEM.IO.WRITE_FAILED` when the write or the flush fails: a full disk (`ENOSPC`), any
+/// other I/O error. The JSON did not reach its reader, so the command must not exit 0. A
+/// reader that went away (`EPIPE`: `awf history -f json | head -c 10`) is not a failure, as
+/// in text output and in ripgrep: the command keeps its own exit code (breaker: exit 4 and
+/// an error document in JSON, exit 0 in text). (A stdout closed before awf started is
+/// reopened on `/dev/null` by the Rust runtime and cannot be told from `> /dev/null`.)
 pub fn print<T: Serialize>(value: &T) -> Result<(), AwfError> {
-    let fail = |why: String| {
-        AwfError::new(
+    match write_json(value) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(AwfError::new(
             ErrorCode::SystemIoWriteFailed,
-            format!("cannot write the JSON output to stdout: {why}"),
+            format!("cannot write the JSON output to stdout: {e}"),
         )
-        .with_hint("stdout is closed or its disk is full; redirect it to a writable file or pipe")
-    };
+        .with_hint("stdout is closed or its disk is full; redirect it to a writable file or pipe")),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Writes `value` pretty-printed and a newline to stdout, and flushes it.
+fn write_json<T: Serialize>(value: &T) -> std::io::Result<()> {
     // Streamed through a buffer, not built as one string first: a result holding a large
     // step output costs its bytes once, not twice.
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
-    serde_json::to_writer_pretty(&mut out, value).map_err(|e| fail(e.to_string()))?;
-    out.write_all(b"\n")
-        .and_then(|()| out.flush())
-        .map_err(|e| fail(e.to_string()))
+    serde_json::to_writer_pretty(&mut out, value).map_err(std::io::Error::from)?;
+    out.write_all(b"\n")?;
+    out.flush()
 }
 
 #[cfg(test)]

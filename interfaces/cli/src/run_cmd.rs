@@ -448,6 +448,12 @@ pub(crate) async fn drive(
         Ok(s) => s,
         Err(e) => return fail_before_start(ctx, identifier, &e),
     };
+    // `--step` prints the step's output in its report's blocks: not a second time in
+    // buffered form; streamed live, the blocks are left out instead (`print_step`).
+    let output = match (step, output) {
+        (Some(_), crate::cli::OutputMode::Buffered) => crate::cli::OutputMode::Silent,
+        (_, o) => o,
+    };
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
         .with_logs(ctx.run_log_level, ctx.log_json)
@@ -583,7 +589,7 @@ pub(crate) async fn drive(
         return Outcome::Run(result.exit_code);
     }
     if let Some(step) = step {
-        print_step(step, &result);
+        print_step(step, &result, output == crate::cli::OutputMode::Streaming);
     } else {
         print_summary(ctx, &result, last_failed.as_deref(), &secret_inputs);
     }
@@ -615,21 +621,15 @@ pub(crate) fn warn_unrecorded(w: &Wiring) {
     }
 }
 
-/// `--step S` report on stdout: `--- [S] stdout ---` / `--- [S] stderr ---` blocks, then
+/// `--step S` report on stdout: `--- [S] stdout ---` / `--- [S] stderr ---` blocks (left out
+/// when `streamed`: `-o streaming` showed the output live), then
 /// `Step 'S' completed successfully in <d>` or `Step 'S' failed (exit code: N)` (`Step 'S'
 /// failed` when it has none) and the error on stderr. Source: spec/workflow.md §3.12.
-fn print_step(step: &str, result: &RunResult) {
+fn print_step(step: &str, result: &RunResult, streamed: bool) {
     let mut out = std::io::stdout().lock();
     if let Some(st) = result.states.get(step) {
-        crate::stdout_check::checked(writeln!(out, "--- [{step}] stdout ---"));
-        crate::stdout_check::checked(out.write_all(st.output.as_bytes()));
-        if !st.output.is_empty() && !st.output.ends_with('\n') {
-            crate::stdout_check::checked(writeln!(out));
-        }
-        crate::stdout_check::checked(writeln!(out, "--- [{step}] stderr ---"));
-        crate::stdout_check::checked(out.write_all(st.stderr.as_bytes()));
-        if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
-            crate::stdout_check::checked(writeln!(out));
+        if !streamed {
+            print_step_blocks(&mut out, step, st);
         }
         let d = awf_domain::duration::format_go(std::time::Duration::from_millis(st.duration_ms));
         if result.status == RunStatus::Success {
@@ -653,6 +653,20 @@ fn print_step(step: &str, result: &RunResult) {
             e.code,
             crate::style::printable_text(&e.message)
         );
+    }
+}
+
+/// The `--- [S] stdout ---` and `--- [S] stderr ---` blocks of a `--step` report.
+fn print_step_blocks(out: &mut impl Write, step: &str, st: &awf_domain::run::StateResult) {
+    crate::stdout_check::checked(writeln!(out, "--- [{step}] stdout ---"));
+    crate::stdout_check::checked(out.write_all(st.output.as_bytes()));
+    if !st.output.is_empty() && !st.output.ends_with('\n') {
+        crate::stdout_check::checked(writeln!(out));
+    }
+    crate::stdout_check::checked(writeln!(out, "--- [{step}] stderr ---"));
+    crate::stdout_check::checked(out.write_all(st.stderr.as_bytes()));
+    if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
+        crate::stdout_check::checked(writeln!(out));
     }
 }
 

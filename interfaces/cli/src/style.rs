@@ -2,17 +2,28 @@
 
 use std::io::IsTerminal;
 
-/// `text` with its control characters (ESC, CR, BEL, …; tabs kept) written as escapes
-/// (`\u{1b}`), for names and descriptions that come from a workflow file: they must not
-/// move the cursor, clear the screen or retitle the terminal.
+/// Whether `c` is written as an escape when workflow or run text reaches the terminal: a
+/// control character (ESC, CR, BEL, …; not a tab), or a bidirectional formatting character
+/// (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), which would show the text around
+/// it reordered ("Trojan Source", CVE-2021-42574; breaker: a workflow named with U+202E was
+/// shown reversed).
+fn escaped(c: char) -> bool {
+    (c.is_control() && c != '\t')
+        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+/// `text` with its control and bidirectional formatting characters (see [`escaped`]; tabs
+/// kept) written as escapes (`\u{1b}`), for names and descriptions that come from a
+/// workflow file: they must not move the cursor, clear the screen, retitle the terminal or
+/// reorder what is shown.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\t') {
+    if !text.chars().any(escaped) {
         return std::borrow::Cow::Borrowed(text);
     }
     std::borrow::Cow::Owned(
         text.chars()
             .map(|c| {
-                if c.is_control() && c != '\t' {
+                if escaped(c) {
                     c.escape_unicode().to_string()
                 } else {
                     c.to_string()
@@ -30,7 +41,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// summary). What a step writes, relayed live (`-o streaming`, `-o buffered`), and every JSON
 /// output are not changed.
 pub fn printable_text(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\t' && c != '\n';
+    let unsafe_char = |c: char| escaped(c) && c != '\n';
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -155,6 +166,18 @@ mod tests {
 mod printable_tests {
     use super::printable;
     use super::printable_text;
+
+    /// Bidirectional formatting characters are escaped too: a name holding U+202E was shown
+    /// reversed (breaker); letters of right-to-left scripts are left alone.
+    #[test]
+    fn bidirectional_overrides_are_escaped() {
+        assert_eq!(printable("wf\u{202e}\u{7}名"), "wf\\u{202e}\\u{7}名");
+        assert_eq!(
+            printable_text("a\u{2066}b\u{200f}\nc"),
+            "a\\u{2066}b\\u{200f}\nc"
+        );
+        assert_eq!(printable("שלום"), "שלום");
+    }
 
     #[test]
     fn control_characters_from_workflow_files_are_escaped() {

@@ -324,39 +324,53 @@ impl AcpOptions {
 /// are only known at run time), each with `path` = the option key.
 pub fn check(options: &Map<String, Value>) -> Vec<Diagnostic> {
     let templated = |v: &Value| v.as_str().is_some_and(|s| s.contains("{{"));
-    let literal: Map<String, Value> = options
+    // Stand-ins that parse, so only the literal options are judged.
+    let stand_in = |k: &str| match awf_domain::ports::agent::option_key(k).as_ref() {
+        "agent" => Value::String("templated --command".into()),
+        "permissions" => Value::String("deny".into()),
+        "timeout" => Value::from(60),
+        _ => Value::String("x".into()),
+    };
+    let mut literal: Map<String, Value> = options
         .iter()
         .map(|(k, v)| {
-            let v = if templated(v) {
-                // Stand-ins that parse, so only the literal options are judged.
-                match awf_domain::ports::agent::option_key(k).as_ref() {
-                    "agent" => Value::String("templated --command".into()),
-                    "permissions" => Value::String("deny".into()),
-                    "timeout" => Value::from(60),
-                    _ => Value::String("x".into()),
-                }
-            } else {
-                v.clone()
-            };
+            let v = if templated(v) { stand_in(k) } else { v.clone() };
             (k.clone(), v)
         })
         .collect();
-    match AcpOptions::parse(&literal) {
-        Ok(_) => Vec::new(),
-        Err(e) => {
-            let key = e
-                .details()
-                .get("option")
-                .and_then(Value::as_str)
-                .unwrap_or("agent")
-                .to_owned();
-            let mut d = Diagnostic::error(e.code(), key, e.message().to_owned());
-            if let Some(h) = e.hints().first() {
-                d = d.with_hint(h.clone());
-            }
-            vec![d]
+    // Every refused option is said (new user: `agent: claud` hid `permissions: read_onyl`
+    // until it was fixed): the refused one is replaced by its stand-in and the rest tried
+    // again.
+    let mut out = Vec::new();
+    for _ in 0..=options.len() {
+        let Err(e) = AcpOptions::parse(&literal) else {
+            break;
+        };
+        let key = e
+            .details()
+            .get("option")
+            .and_then(Value::as_str)
+            .unwrap_or("agent")
+            .to_owned();
+        let mut d = Diagnostic::error(e.code(), key.clone(), e.message().to_owned());
+        if let Some(h) = e.hints().first() {
+            d = d.with_hint(h.clone());
         }
+        out.push(d);
+        let Some(name) = literal
+            .keys()
+            .find(|k| awf_domain::ports::agent::option_key(k) == key.as_str())
+            .cloned()
+        else {
+            break;
+        };
+        let replacement = stand_in(&name);
+        if literal.get(&name) == Some(&replacement) {
+            break;
+        }
+        literal.insert(name, replacement);
     }
+    out
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         loop_position: None,
         spend: None,
         waiting_until: None,
+        child_runs: Default::default(),
     }
 }
 

@@ -41,6 +41,24 @@ async fn dotdot_and_absolute_paths_outside_are_refused() {
     assert!(!ws.outside().join("evil2.txt").exists());
 }
 
+/// A path leading out of the root is refused as outside whether it exists or not (breaker:
+/// `../../../../etc/nothing` answered "does not exist", as if it had been looked for).
+#[tokio::test]
+async fn a_missing_path_outside_the_root_is_said_to_be_outside() {
+    let ws = Ws::new();
+    for p in [
+        "../no-such-file",
+        "sub/../../../../etc/no-such-file",
+        "/no/such/dir/f",
+    ] {
+        let out = ws.call("Read", json!({"path": p})).await;
+        assert_err(&out, "outside the workspace root");
+        assert!(!out.text.contains("does not exist"), "{}", out.text);
+    }
+    let out = ws.call("Read", json!({"path": "missing.txt"})).await;
+    assert_err(&out, "missing.txt does not exist");
+}
+
 #[tokio::test]
 async fn a_sibling_sharing_the_roots_prefix_is_outside() {
     let ws = Ws::new();

@@ -1,0 +1,180 @@
+//! Fixes from stop 31's trials (a new user's and a breaker's), over the real binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+
+const TWO_STEPS: &str = "name: w\nstates:\n  initial: a\n  a: {type: step, command: echo hello-a, on_success: b}\n  b: {type: step, command: 'echo hello-b; echo warn-b >&2', on_success: done}\n  done: {type: terminal}\n";
+
+/// `awf run --step S` shows the step's output once: in the report's blocks, or live with
+/// `-o streaming` (then the blocks are left out); `-o buffered` adds no second copy.
+#[test]
+fn a_single_step_shows_its_output_once_in_every_output_mode() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("w.yaml", TWO_STEPS).unwrap();
+    for mode in ["silent", "buffered"] {
+        let r = sb
+            .run(&["run", "w.yaml", "--step", "b", "-o", mode])
+            .unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            r.stdout.matches("hello-b").count(),
+            1,
+            "{mode}: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.starts_with("--- [b] stdout ---\nhello-b\n--- [b] stderr ---\nwarn-b\nStep 'b' completed successfully in "),
+            "{mode}: {}",
+            r.stdout
+        );
+        assert_eq!(
+            r.stderr.matches("warn-b").count(),
+            0,
+            "{mode}: {}",
+            r.stderr
+        );
+    }
+    let r = sb
+        .run(&["run", "w.yaml", "--step", "b", "-o", "streaming"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.matches("hello-b").count(), 1, "{}", r.stdout);
+    assert!(!r.stdout.contains("--- [b]"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Step 'b' completed successfully in "),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("hello-a"), "{}", r.stdout);
+}
+
+/// What `awf run` could only fail on is an error of `awf validate` (breaker: each validated
+/// clean, then the run failed): a condition that is a bare number or string, a
+/// `max_iterations` that is no number, template or arithmetic, and a `call_workflow` whose
+/// `workflow:` is a template (never interpolated, as in AWF (Go)). `awf run` refuses the file
+/// the same way before any step runs.
+#[test]
+fn conditions_counts_and_call_targets_that_can_only_fail_are_validation_errors() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "v.yaml",
+        "name: v\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'touch ran'\n    transitions:\n      - {when: 5, goto: c}\n      - {when: \"'x'\", goto: c}\n    on_success: l\n  l:\n    type: for_each\n    items: '[\"a\"]'\n    max_iterations: abc\n    body: [b]\n    on_complete: c\n  b: {type: step, command: 'true', on_success: l}\n  c: {type: call_workflow, workflow: '{{.inputs.w}}', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "v.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for want in [
+        "states.a.transitions.0.when: expression `5` is a number, not a condition",
+        "states.a.transitions.1.when: expression `'x'` is a string, not a condition",
+        "states.l.max_iterations: max_iterations \"abc\" is not a whole number",
+        "states.c.workflow: `workflow: {{.inputs.w}}` is not a template",
+    ] {
+        assert!(r.stderr.contains(want), "{want}\n{}", r.stderr);
+    }
+    let r = sb.run(&["run", "v.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(!sb.path().join("ran").exists());
+}
+
+/// A workflow file that starts with a UTF-8 byte order mark (Windows editors write one)
+/// loads and runs (breaker: refused with `"\u{feff}name" is not a key`).
+#[test]
+fn a_workflow_with_a_byte_order_mark_runs() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "bom.yaml",
+        "\u{feff}name: bom\nstates:\n  initial: a\n  a: {type: step, command: echo bom-ok, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "bom.yaml", "-o", "streaming"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("bom-ok"), "{}", r.stdout);
+    let r = sb.run(&["validate", "bom.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+/// A reader that goes away early (`awf run -f json | head -c 10`) is not a failure in JSON,
+/// as in text: the run's own exit code, no error document (breaker: exit 4 and a JSON
+/// error on stderr in JSON, exit 0 in text).
+#[test]
+fn a_json_reader_that_goes_away_leaves_the_exit_code_alone() {
+    use std::io::Read;
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "big.yaml",
+        "name: big\nstates:\n  initial: a\n  a: {type: step, command: 'head -c 300000 /dev/zero | tr \"\\0\" x', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd(&["run", "big.yaml", "-f", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    out.read_exact(&mut first).unwrap();
+    drop(out);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(!err.contains("cannot write the JSON output"), "{err}");
+}
+
+/// A stream longer than what a step keeps (`capture.max_size`, 64 MiB by default) is said,
+/// naming the field that holds only its first bytes (breaker: a 70 MB output was cut with no
+/// word and later steps read the cut value).
+#[test]
+fn a_step_whose_output_is_cut_says_so() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "cut.yaml",
+        "name: cut\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'head -c 5000 /dev/zero | tr \"\\0\" x; echo short >&2'\n    capture: {max_size: 2KB}\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "cut.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(v["states"]["a"]["output"].as_str().unwrap().len(), 2048);
+    let r = sb.run(&["run", "cut.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("step a: stdout was longer than the 2 KiB kept: `.states.a.Output` holds only its first 2 KiB"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("stderr was longer"), "{}", r.stderr);
+}
+
+/// `awf validate` says every agent option a provider would refuse, each once (new user: only
+/// the first bad `acp` option was said, and a `model` claude does not take validated clean
+/// and failed the run). It exits with the first error's category, as AWF (Go) does: 1 for
+/// `USER.AGENT.INVALID_OPTION` (README's exit codes say so).
+#[test]
+fn every_refused_agent_option_is_a_validation_error() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "a.yaml",
+        "name: a\nstates:\n  initial: x\n  x:\n    type: agent\n    provider: acp\n    prompt: hi\n    options: { agent: claud, permissions: read_onyl }\n    on_success: y\n  y:\n    type: agent\n    provider: claude\n    prompt: hi\n    options: { model: gpt-4o-mini, permission_mode: yolo, max_turns: '{{.inputs.n}}' }\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "a.yaml"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    for want in [
+        "states.x.options.agent: acp option agent: unknown ACP agent preset \"claud\"",
+        "states.x.options.permissions: acp option permissions: unknown policy \"read_onyl\"",
+        "states.y.options.model: claude option `model` is invalid",
+        "states.y.options.permission_mode: claude option `permission_mode` is invalid",
+        "is invalid: 4 errors",
+    ] {
+        assert!(r.stderr.contains(want), "{want}\n{}", r.stderr);
+    }
+    assert!(!r.stderr.contains("max_turns"), "{}", r.stderr);
+}
