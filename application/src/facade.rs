@@ -525,16 +525,39 @@ pub(crate) fn resume_plan(
         });
         level = l.inner.as_deref();
     }
+    // `--from` runs the states from there again, their sub-workflows included; except
+    // `--from` the state the run failed in (what the failure's resume hint names, breaker:
+    // following it ran the child's completed steps again): its calls continue their children,
+    // as a plain resume would.
+    let failed_there = snap
+        .states
+        .get(&start)
+        .is_some_and(|s| s.status == awf_domain::run::StepStatus::Failed);
+    let children = if at_step {
+        snap.child_runs.clone()
+    } else if failed_there {
+        let branches: Vec<&str> = match workflow.state(&start).map(|s| &s.kind) {
+            Some(awf_domain::workflow::StateKind::Parallel(p)) => {
+                p.branches.iter().map(String::as_str).collect()
+            }
+            _ => Vec::new(),
+        };
+        snap.child_runs
+            .iter()
+            .filter(|(path, _)| {
+                let top = path.split(['/', ':']).next().unwrap_or("");
+                top == start || branches.contains(&top)
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
     let resume = crate::engine::Resume {
         states,
         at: start,
         route_completed: at_step,
-        // `--from` runs the states from there again, their sub-workflows included.
-        children: if at_step {
-            snap.child_runs.clone()
-        } else {
-            BTreeMap::new()
-        },
+        children,
     };
     Ok((resume, resume_loop))
 }

@@ -597,7 +597,16 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         let StateKind::CallWorkflow(c) = &st.kind else {
             continue;
         };
-        if c.workflow.contains("{{") {
+        let templated = c
+            .workflow
+            .find("{{")
+            .is_some_and(|at| c.workflow[at..].contains("}}"));
+        if templated
+            && services
+                .repository
+                .load(&c.workflow, Some(&wf.source.dir))
+                .is_err()
+        {
             // Never interpolated (as in AWF (Go); spec/workflow.md §2.5): the run would look
             // for a workflow named after the template text (breaker: validate said valid).
             out.push(
@@ -961,6 +970,62 @@ fn non_boolean_literal(text: &str) -> Option<&'static str> {
     }
 }
 
+/// What a condition that reads nothing of the run gives when it is not true or false
+/// (`1 + 2`: "number", `[1,2]`: "list"), evaluated with an empty scope; `None` when it
+/// gives a boolean, reads the run (`states.x…`, `inputs.y`: undefined here), or fails.
+fn constant_non_boolean(services: &Services, text: &str) -> Option<&'static str> {
+    // Only a constant: no name outside string literals (a name reads the run, which an
+    // empty scope cannot stand for: `inputs.flag` is a boolean when the run has it).
+    let mut quote = None;
+    for c in text.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '"' | '\'' | '`') => quote = Some(c),
+            None if c.is_alphabetic() || c == '_' || c == '$' || c == '#' => return None,
+            None => {}
+        }
+    }
+    let empty_map = serde_json::Map::new();
+    let no_states = BTreeMap::new();
+    let no_strings = BTreeMap::new();
+    let info = awf_domain::scope::WorkflowInfo {
+        id: String::new(),
+        name: String::new(),
+        current_state: String::new(),
+        started_at: std::time::SystemTime::UNIX_EPOCH,
+        duration: std::time::Duration::ZERO,
+    };
+    let context = awf_domain::scope::RuntimeInfo::default();
+    let scope = awf_domain::scope::Scope {
+        inputs: &empty_map,
+        states: &no_states,
+        workflow: &info,
+        env: &no_strings,
+        context: &context,
+        awf: &no_strings,
+        loop_frame: None,
+        error: None,
+        workflow_dir: std::path::Path::new("."),
+    };
+    let Err(e) = services.expressions.eval_bool(text, &scope) else {
+        return None;
+    };
+    let message = e.to_string();
+    let got = message.split("must give a boolean, got ").nth(1)?;
+    Some(match got.split_whitespace().next().unwrap_or("") {
+        "a" | "an" => match got.split_whitespace().nth(1).unwrap_or("") {
+            "number" => "number",
+            "string" => "string",
+            "list" | "array" => "list",
+            "map" | "object" => "map",
+            _ => "value that is not true or false",
+        },
+        "null" | "nil" => "null",
+        _ => "value that is not true or false",
+    })
+}
+
 /// Structural rules plus expression and template syntax.
 fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = validate::structural(wf);
@@ -972,7 +1037,9 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         } else {
             ErrorCode::WorkflowValidationInvalidState
         };
-        if let Some(kind) = non_boolean_literal(text) {
+        if let Some(kind) =
+            non_boolean_literal(text).or_else(|| constant_non_boolean(services, text))
+        {
             // Compiles, but can never give true or false (breaker: `when: 5` validated,
             // then the run failed with "must give a boolean, got a number").
             out.push(
@@ -1054,6 +1121,9 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                 }
                 if let Some(b) = &l.break_when {
                     expr(format!("{base}.break_when"), b, &mut out);
+                }
+                if let awf_domain::workflow::MaxIterations::Dynamic(m) = &l.max_iterations {
+                    tpl(format!("{base}.max_iterations"), m, &mut out);
                 }
             }
             StateKind::Terminal(t) => {

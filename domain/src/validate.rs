@@ -40,12 +40,14 @@ pub fn levenshtein(a: &str, b: &str) -> usize {
 /// earliest candidate. The one rule for every "did you mean" awf prints.
 pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = (word.chars().count() / 3).clamp(1, 3);
+    // Case is not an edit: `DEPLOY` finds `deploy` (breaker).
+    let lower = word.to_lowercase();
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
         if c == word {
             return None;
         }
-        let d = levenshtein(word, c);
+        let d = levenshtein(&lower, &c.to_lowercase());
         if d <= limit && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, c));
         }
@@ -1133,6 +1135,16 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
             }
             // Text with no template and no arithmetic can only fail when the loop starts
             // (breaker: `max_iterations: abc` validated, then the run failed).
+            // A quoted number (`max_iterations: '0'`) is held as text: the same range.
+            if let MaxIterations::Dynamic(m) = &l.max_iterations
+                && let Ok(n) = m.trim().parse::<i64>()
+                && !(1..=i64::from(MAX_ITERATIONS_LIMIT)).contains(&n)
+            {
+                out.push(invalid_state(
+                    format!("{base}.max_iterations"),
+                    format!("max_iterations must be between 1 and {MAX_ITERATIONS_LIMIT}, got {n}"),
+                ));
+            }
             if let MaxIterations::Dynamic(m) = &l.max_iterations
                 && !m.contains("{{")
                 && !m.trim().contains(['+', '-', '*', '/', '%'])

@@ -132,6 +132,7 @@ fn levenshtein_and_closest() {
     assert_eq!(closest("buld", ["build", "done"]), Some("build"));
     assert_eq!(closest("deplyo", ["deploy"]), Some("deploy"));
     assert_eq!(closest("done", ["done", "dome"]), None);
+    assert_eq!(closest("DEPLOY", ["deploy", "done"]), Some("deploy"));
 }
 
 #[test]

@@ -154,10 +154,10 @@ states:
     let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
     p.exp_string("? Write a? (item)").unwrap();
     p.exp_string("2) All of them [allow_always]").unwrap();
-    p.exp_string("choose a number > ").unwrap();
+    p.exp_string("choose a number or an id > ").unwrap();
     p.send_line("1").unwrap();
     p.exp_string("? Write b? (item)").unwrap();
-    p.exp_string("choose a number > ").unwrap();
+    p.exp_string("choose a number or an id > ").unwrap();
     p.send_line("2").unwrap();
     p.exp_string("Workflow completed.").unwrap();
     p.exp_eof().unwrap();

@@ -192,3 +192,47 @@ fn the_text_of_a_resume_says_where_the_sub_workflow_goes_on() {
     }
     assert_eq!(slog(&sb), "pre\nx\ny\ny\nz\npost\n");
 }
+
+/// A call routed to a failure terminal by its `on_failure`: the failure's hint names `awf
+/// resume <id> --from <the call>`, and following it continues the child where it failed
+/// (breaker: `--from` started a new child and its completed steps ran again).
+#[test]
+fn resuming_from_the_call_the_run_failed_in_continues_its_child() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "p3.yaml",
+        "name: p3
+states:
+  initial: call
+  call: { type: call_workflow, workflow: c2, on_success: done, on_failure: bad }
+  done: { type: terminal }
+  bad: { type: terminal, status: failure }
+",
+    )
+    .unwrap();
+    sb.write(
+        "c2.yaml",
+        &child("echo y >> slog; test -e fixed || exit 9; echo y-ok >> slog"),
+    )
+    .unwrap();
+    let r = sb.run(&["run", "p3.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let id = r
+        .stderr
+        .split("awf resume ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .trim_end_matches('`')
+        .to_owned();
+    assert!(
+        r.stderr.contains(&format!("awf resume {id} --from call")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(slog(&sb), "x\ny\n");
+    std::fs::write(sb.path().join("fixed"), "").unwrap();
+    let r = sb.run(&["resume", &id, "--from", "call"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(slog(&sb), "x\ny\ny\ny-ok\nz\n");
+}

@@ -96,11 +96,11 @@ fn invalid_utf8_at_a_gate_menu_or_breakpoint_is_asked_again_not_end_of_input() {
     sb.write("g.yaml", TWO_GATES).unwrap();
     let cmd = sb.tty_cmd(&["--no-color", "run", "g.yaml"]);
     let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
-    p.exp_string("choose a number > ").unwrap();
+    p.exp_string("choose a number or an id > ").unwrap();
     send_bytes(&p, b"\xff\xfe\n");
     p.exp_string("invalid: the value is not valid UTF-8; try again")
         .unwrap();
-    p.exp_string("choose a number > ").unwrap();
+    p.exp_string("choose a number or an id > ").unwrap();
     p.send_line("1").unwrap();
     p.exp_string("? Go on? (yn) [y/N] ").unwrap();
     send_bytes(&p, b"\xc3\n");

@@ -146,7 +146,7 @@ fn a_step_whose_output_is_cut_says_so() {
     let r = sb.run(&["run", "cut.yaml"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stderr.contains("step a: stdout was longer than the 2 KiB kept: `.states.a.Output` holds only its first 2 KiB"),
+        r.stderr.contains("step a: stdout was longer than the 2 KiB kept: `.states.a.Output` holds at most its first 2 KiB"),
         "{}",
         r.stderr
     );
@@ -177,4 +177,82 @@ fn every_refused_agent_option_is_a_validation_error() {
         assert!(r.stderr.contains(want), "{want}\n{}", r.stderr);
     }
     assert!(!r.stderr.contains("max_turns"), "{}", r.stderr);
+}
+
+/// A retried step's time is all its attempts and the waits between them (breaker: `✗ a
+/// (4ms)` and `duration_ms: 12` after 2.4 s of backoff over 5 attempts).
+#[test]
+fn a_retried_steps_duration_spans_every_attempt() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "r.yaml",
+        "name: r\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'exit 1'\n    retry: {max_attempts: 3, initial_delay: 300ms, backoff: constant}\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "r.yaml", "-f", "json"]).unwrap();
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(v["states"]["a"]["attempts"], 3, "{v}");
+    let ms = v["states"]["a"]["duration_ms"].as_u64().unwrap();
+    assert!(ms >= 600, "{ms} ms: {v}");
+}
+
+/// A terminal message that reads a state the run never reached is shown as written (as in
+/// AWF (Go)) with a warning that says why (breaker: the template text came out as the run's
+/// message with no word).
+#[test]
+fn a_terminal_message_that_cannot_render_is_warned_about() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "m.yaml",
+        "name: m\nstates:\n  initial: a\n  a: { type: step, command: 'true', transitions: [{when: \"true\", goto: done}], on_success: b }\n  b: { type: step, command: 'echo B', on_success: done }\n  done: { type: terminal, message: \"msg=[{{.states.b.Output}}] x\" }\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "m.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "WARN terminal done: its message is shown as written: undefined variable: states.b"
+        ),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Second breaker round: a constant condition that is no boolean (`1 + 2`), a quoted
+/// `max_iterations` out of range or a broken template there, and a namespace given a piped
+/// value are validation errors; a condition reading the run (`inputs.flag`) is not judged
+/// on an empty scope; a sub-workflow whose file name holds `}}{{` is found; findings show
+/// bidirectional controls escaped.
+#[test]
+fn second_round_validation_findings() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "x}}{{.yaml",
+        "name: odd\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    sb.write(
+        "v.yaml",
+        "name: v\ninputs:\n  - {name: flag, type: boolean, default: true}\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'echo {{ .inputs.flag | env }}'\n    transitions:\n      - {when: '1 + 2', goto: l}\n      - {when: 'inputs.flag', goto: l}\n    on_success: l\n  l:\n    type: for_each\n    items: '[\"a\"]'\n    max_iterations: '0'\n    body: [b]\n    on_complete: m\n  b: {type: step, command: 'true', on_success: l}\n  m:\n    type: while\n    while: 'false'\n    max_iterations: '{{.inputs.n'\n    body: [c]\n    on_complete: odd\n  c: {type: step, command: 'true', on_success: m}\n  odd: {type: call_workflow, workflow: 'x}}{{', on_success: \"do\u{202e}ne\"}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "v.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for want in [
+        "states.a.transitions.0.when: expression `1 + 2` is a number, not a condition",
+        "states.l.max_iterations: max_iterations must be between 1 and 10000, got 0",
+        "states.m.max_iterations: template does not parse",
+        "states.a.command: template does not parse: `env` is a namespace and takes no arguments",
+        "do\\u{202e}ne",
+    ] {
+        assert!(r.stderr.contains(want), "{want}\n{}", r.stderr);
+    }
+    assert!(!r.stderr.contains("transitions.1"), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("x}}{{` is not a template"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains('\u{202e}'), "{}", r.stderr);
 }

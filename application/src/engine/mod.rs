@@ -1385,6 +1385,22 @@ impl Run {
         message: Option<&str>,
         exit_code: Option<i32>,
     ) -> Ending {
+        // A message that cannot be rendered (it reads a state this run never reached) is
+        // shown as written, as in AWF (Go), and a warning says why (breaker: the template
+        // text came out as the result with no word).
+        let rendered = |m: &str| match self.render(m, None, None) {
+            Ok(t) => t,
+            Err(e) => {
+                self.log(
+                    Some(name),
+                    LogLevel::Warn,
+                    &format!("terminal {name}: its message is shown as written: {e}"),
+                    name,
+                    None,
+                );
+                m.to_owned()
+            }
+        };
         match status {
             TerminalStatus::Success => Ending {
                 status: RunStatus::Success,
@@ -1393,13 +1409,13 @@ impl Run {
                 error: None,
                 failed_state: None,
                 message: message
-                    .map(|m| self.render(m, None, None).unwrap_or_else(|_| m.to_owned()))
+                    .map(rendered)
                     .map(|t| self.mask(&t))
                     .filter(|t| !t.trim().is_empty()),
             },
             TerminalStatus::Failure => {
                 let text = match message {
-                    Some(m) => self.render(m, None, None).unwrap_or_else(|_| m.to_owned()),
+                    Some(m) => rendered(m),
                     None => format!("workflow reached failure terminal '{name}'"),
                 };
                 let code = exit_code

@@ -729,6 +729,7 @@ fn namespaces_called_with_arguments_and_undefined_templates_are_refused() {
         "{{- inputs \"x\" -}}",
         "{{ printf \"%s\" (env \"HOME\") }}",
         "{{ \"x\" | printf \"%s\" | inputs 1 }}",
+        "{{ .inputs.x | env }}",
     ] {
         let Err(TemplateError::Failed(m)) = t.check(bad) else {
             panic!("{bad}: accepted");

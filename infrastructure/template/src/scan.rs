@@ -305,7 +305,7 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
                         && prev != b'$'
                         && Namespace::parse(word).is_some()
                         && at_command_head(b, start, first)
-                        && takes_argument(b, j)
+                        && (takes_argument(b, j) || after_pipe(b, start))
                     {
                         misuse = Some(format!(
                             "`{word}` is a namespace and takes no arguments: write \
@@ -411,6 +411,15 @@ fn at_command_head(b: &[u8], start: usize, first: usize) -> bool {
         k -= 1;
     }
     k > 0 && matches!(b[k - 1], b'(' | b'|')
+}
+
+/// Whether the word at `start` follows a `|`: the pipeline's value is its last argument.
+fn after_pipe(b: &[u8], start: usize) -> bool {
+    let mut k = start;
+    while k > 0 && b[k - 1].is_ascii_whitespace() {
+        k -= 1;
+    }
+    k > 0 && b[k - 1] == b'|'
 }
 
 /// Whether an argument follows the word ending at `end`: spaces, then something other than

@@ -273,11 +273,15 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
             Some(c) => format!(" (did you mean '{c}'?)"),
             None => format!(" (states: {})", names.join(", ")),
         };
+        let text = format!(
+            "--highlight: workflow '{}' has no state '{h}'{guess}; nothing is highlighted",
+            loaded.workflow.name
+        );
         let _ = writeln!(
             std::io::stderr().lock(),
-            "{} --highlight: workflow '{}' has no state '{h}'{guess}; nothing is highlighted",
+            "{} {}",
             ctx.err_style.yellow("WARN"),
-            loaded.workflow.name
+            crate::style::printable(&text)
         );
     }
     let opts = DiagramOptions {

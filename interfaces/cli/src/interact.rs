@@ -271,7 +271,7 @@ impl Terminal {
                         if simple {
                             "answer y or n".to_owned()
                         } else {
-                            format!("choose 1-{}", options.len())
+                            format!("choose 1-{} or an option's id", options.len())
                         }
                     );
                 }
@@ -289,15 +289,18 @@ impl Terminal {
             return format!("{} {message} ({step}) [y/N] ", self.style.yellow("?"));
         }
         let mut text = format!("{} {message} ({step})\n", self.style.yellow("?"));
+        // Ids are shown: an id written exactly wins over a menu number (breaker: an option
+        // with id "2" listed first took the answer `2` meant for the second line).
         for (i, o) in options.iter().enumerate() {
             text.push_str(&format!(
-                "  {}) {} [{}]\n",
+                "  {}) {} [{}] (id: {})\n",
                 i + 1,
                 crate::style::printable(&o.name),
-                o.kind.as_str()
+                o.kind.as_str(),
+                crate::style::printable(&o.id)
             ));
         }
-        text.push_str("choose a number > ");
+        text.push_str("choose a number or an id > ");
         text
     }
 
@@ -851,11 +854,15 @@ mod tests {
             prompt_on_dev_tty: false,
         };
         let prompt = term.approval_prompt("deploy", "Deploy now?", &named);
-        assert!(prompt.contains("1) Deploy [allow_once]"), "{prompt}");
         assert!(
-            prompt.contains("2) Do not deploy [reject_once]"),
+            prompt.contains("1) Deploy [allow_once] (id: once)"),
             "{prompt}"
         );
+        assert!(
+            prompt.contains("2) Do not deploy [reject_once] (id: skip)"),
+            "{prompt}"
+        );
+        assert!(prompt.ends_with("choose a number or an id > "), "{prompt}");
         assert!(!prompt.contains("[y/N]"), "{prompt}");
     }
 

@@ -280,11 +280,15 @@ fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
         let guess = awf_domain::validate::closest(b, wf.states.keys().map(String::as_str))
             .map(|c| format!(" (did you mean '{c}'?)"))
             .unwrap_or_default();
+        let text = format!(
+            "--breakpoint: workflow '{}' has no state '{b}'{guess}; it will never pause there",
+            wf.name
+        );
         let _ = writeln!(
             err,
-            "{} --breakpoint: workflow '{}' has no state '{b}'{guess}; it will never pause there",
+            "{} {}",
             ctx.err_style.yellow("WARN"),
-            wf.name
+            crate::style::printable(&text)
         );
     }
 }

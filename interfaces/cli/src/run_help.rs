@@ -81,7 +81,10 @@ pub fn render(wf: &Workflow) -> String {
         .map(str::trim)
         .filter(|d| !d.is_empty())
     {
-        out.push_str(&format!("Description: {d}\n\n"));
+        out.push_str(&format!(
+            "Description: {}\n\n",
+            crate::style::printable_text(d)
+        ));
     }
     if wf.inputs.is_empty() {
         out.push_str("No input parameters\n");
@@ -140,12 +143,15 @@ fn row(def: &InputDef) -> [String; 5] {
         .map(|d| d.trim().replace('\n', " "))
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| "No description".to_owned());
+    // Text from the workflow file, escaped for the terminal (control and bidirectional
+    // formatting characters; breaker).
+    let shown = |t: &str| crate::style::printable(t).into_owned();
     [
-        def.name.clone(),
-        ty,
+        shown(&def.name),
+        shown(&ty),
         if def.required { "yes" } else { "no" }.to_owned(),
-        default,
-        description,
+        shown(&default),
+        shown(&description),
     ]
 }
 

@@ -61,9 +61,19 @@ pub fn render_diagnostic(
     } else {
         format!("{}: ", d.path)
     };
-    let mut out = format!("{loc}: {sev} [{}] {path}{}\n", d.code, d.message);
+    // Names and values from the workflow file reach the terminal escaped (control and
+    // bidirectional formatting characters; breaker: a state named with U+202E was shown
+    // reversed in findings).
+    let p = crate::style::printable_text;
+    let mut out = format!(
+        "{}: {sev} [{}] {}{}\n",
+        p(&loc),
+        d.code,
+        p(&path),
+        p(&d.message)
+    );
     if hints && let Some(h) = &d.hint {
-        out.push_str(&format!("  {} {h}\n", style.cyan("Hint:")));
+        out.push_str(&format!("  {} {}\n", style.cyan("Hint:"), p(h)));
     }
     out
 }

@@ -364,11 +364,17 @@ pub fn check(options: &Map<String, Value>) -> Vec<Diagnostic> {
         else {
             break;
         };
-        let replacement = stand_in(&name);
-        if literal.get(&name) == Some(&replacement) {
-            break;
+        // The agent is needed for the rest to be judged: a stand-in; any other option is
+        // taken out (a stand-in of the wrong shape hid the options after it, breaker).
+        if awf_domain::ports::agent::option_key(&name) == "agent" {
+            let replacement = stand_in(&name);
+            if literal.get(&name) == Some(&replacement) {
+                break;
+            }
+            literal.insert(name, replacement);
+        } else {
+            literal.remove(&name);
         }
-        literal.insert(name, replacement);
     }
     out
 }
@@ -460,6 +466,17 @@ mod tests {
         let d = check(&opts(json!({"agent": "claude", "permissions": "maybe"})));
         assert_eq!(d.len(), 1);
         assert_eq!(d[0].path, "permissions");
+        // Every refused option is said, one bad option does not hide the next (breaker:
+        // `env` hid `permissions` and `timeout`; a bad preset hid `permissions`).
+        let d = check(&opts(json!({
+            "agent": "claud",
+            "env": ["A", "B"],
+            "permissions": "readonly",
+            "timeout": "forever"
+        })));
+        let mut paths: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
+        paths.sort_unstable();
+        assert_eq!(paths, ["agent", "env", "permissions", "timeout"], "{d:?}");
         assert_eq!(
             parse_duration(&json!("500ms")),
             Some(Duration::from_millis(500))
