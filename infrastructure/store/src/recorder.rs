@@ -9,6 +9,13 @@
 //! applied. A write failure is recorded (see [`Recorder::take_errors`],
 //! [`Recorder::on_error`]) and never stops the run.
 //!
+//! The writer never waits for the disk: every `fsync` (state files, their directory,
+//! journals, transcripts, the audit trail) is made by a second thread, the syncer, in the
+//! order asked. What the writer wrote (`write`, `rename`) survives a kill of the process at
+//! once; the syncs guard against a crash of the machine. A writer that waited for its syncs
+//! left the events of the other runs (a parent beside its sub-workflows) queued in memory
+//! meanwhile, where a kill lost them.
+//!
 //! Source: spec/workflow.md §3.11, §3.14, §3.15; design/decisions.md ("Storage").
 
 use std::collections::BTreeSet;
@@ -59,6 +66,9 @@ enum Msg {
     /// Test hook: acknowledge, then wait until the release channel is used or dropped.
     #[cfg(test)]
     Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
+    /// Test hook: the same, for the syncer (the writer goes on).
+    #[cfg(test)]
+    HoldSyncer(mpsc::SyncSender<()>, mpsc::Receiver<()>),
 }
 
 /// How soon the writer must see `event` (see [`Inbox`]): the run's start and end, child
@@ -89,6 +99,8 @@ struct Shared {
     failures: awf_domain::write_failures::WriteFailures,
     state_writes: AtomicU64,
     journal_syncs: AtomicU64,
+    /// Jobs the syncer has completed (files synced, then their follow-ups done).
+    synced_jobs: AtomicU64,
 }
 
 impl Shared {
@@ -178,8 +190,8 @@ impl Recorder {
         }
     }
 
-    /// Blocks until every event queued before this call is written: state files fsynced and
-    /// renamed, journal lines appended and fsynced, history rows committed, audit and
+    /// Blocks until every event queued before this call is written: state files renamed and
+    /// fsynced, journal lines appended and fsynced, history rows committed, audit and
     /// transcript lines appended and fsynced.
     /// Returns at once when the writer is not running.
     pub fn flush(&self) {
@@ -243,6 +255,20 @@ impl Recorder {
         }
         release_tx
     }
+
+    /// Test hook: returns once the syncer is parked (after the syncs asked before); it
+    /// resumes when the result is dropped. The writer goes on writing meanwhile.
+    #[cfg(test)]
+    fn hold_syncer(&self) -> mpsc::Sender<()> {
+        let (release_tx, release_rx) = mpsc::channel();
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        if let Some(q) = &self.inner.tx
+            && q.push(Msg::HoldSyncer(ack_tx, release_rx), Urgency::Now)
+        {
+            let _ = ack_rx.recv();
+        }
+        release_tx
+    }
 }
 
 impl EventPublisher for Recorder {
@@ -282,6 +308,8 @@ struct RunProj {
     garbage: Vec<String>,
     /// The journal, open for appending once the state file was written whole.
     journal: Option<File>,
+    /// The run was resumed (`resumed_from`): its state file and journal exist from before.
+    resumed: bool,
     /// Journal lines were written since it was last synced to the disk.
     journal_unsynced: bool,
     /// The success terminal's message once the run finished (`RunResult::message`), written
@@ -349,6 +377,17 @@ struct Writer {
     last_sync: std::time::Instant,
     /// (stdout, stderr) spools of the running steps, by (run id, event path).
     spools: HashMap<(String, String), [Spool; 2]>,
+    /// The syncer's queue, once started (by the first job: a writer that never syncs starts
+    /// no thread).
+    syncer: Option<mpsc::Sender<SyncMsg>>,
+    syncer_handle: Option<JoinHandle<()>>,
+    /// The syncer's thread could not start, or stopped: the writer syncs itself.
+    syncer_failed: bool,
+    /// Jobs sent to the syncer so far.
+    sync_jobs: u64,
+    /// Runs whose final state file the syncer has yet to sync, then remove the journal of:
+    /// by run id, the number of the job that does it.
+    finishing: HashMap<String, u64>,
 }
 
 impl Writer {
@@ -358,6 +397,11 @@ impl Writer {
             AuditTarget::Path(p) => Some(AuditFile::new(p.clone())),
         };
         Self {
+            syncer: None,
+            syncer_handle: None,
+            syncer_failed: false,
+            sync_jobs: 0,
+            finishing: HashMap::new(),
             paths,
             shared,
             db: None,
@@ -388,7 +432,12 @@ impl Writer {
             held = !batch.msgs.is_empty();
             if batch.msgs.is_empty() && !batch.closed {
                 if until.is_some_and(|u| std::time::Instant::now() >= u) {
-                    self.sync_journals();
+                    let mut items = Vec::new();
+                    self.sync_journals(&mut items);
+                    self.send_to_syncer(SyncMsg::Job {
+                        items,
+                        after: Vec::new(),
+                    });
                 }
                 continue;
             }
@@ -401,13 +450,18 @@ impl Writer {
                     Msg::Event(e) => self.apply(&e),
                     Msg::Flush(ack) => {
                         self.commit(true);
-                        let _ = ack.send(());
+                        self.send_to_syncer(SyncMsg::Barrier(ack));
                     }
                     #[cfg(test)]
                     Msg::Hold(ack, release) => {
                         self.commit(false);
                         let _ = ack.send(());
                         let _ = release.recv();
+                    }
+                    #[cfg(test)]
+                    Msg::HoldSyncer(ack, release) => {
+                        self.commit(false);
+                        self.send_to_syncer(SyncMsg::Hold(ack, release));
                     }
                 }
             }
@@ -417,6 +471,62 @@ impl Writer {
             self.commit(false);
         }
         self.commit(true);
+        // The syncer drains its queue and stops.
+        self.syncer = None;
+        if let Some(h) = self.syncer_handle.take()
+            && h.join().is_err()
+        {
+            self.shared
+                .report("recorder", "the store sync thread panicked".to_owned());
+        }
+    }
+
+    /// Hands `msg` to the syncer; does its work on this thread when the syncer is not
+    /// running.
+    fn send_to_syncer(&mut self, msg: SyncMsg) {
+        if let SyncMsg::Job { .. } = msg {
+            self.sync_jobs += 1;
+        }
+        if self.syncer.is_none() && !self.syncer_failed {
+            let (tx, rx) = mpsc::channel();
+            let syncer = Syncer {
+                paths: self.paths.clone(),
+                shared: Arc::clone(&self.shared),
+            };
+            match std::thread::Builder::new()
+                .name("awf-store-sync".into())
+                .spawn(move || syncer.run(&rx))
+            {
+                Ok(h) => {
+                    self.syncer = Some(tx);
+                    self.syncer_handle = Some(h);
+                }
+                Err(_) => self.syncer_failed = true,
+            }
+        }
+        let msg = match &self.syncer {
+            Some(tx) => match tx.send(msg) {
+                Ok(()) => return,
+                Err(mpsc::SendError(msg)) => {
+                    self.syncer = None;
+                    self.syncer_failed = true;
+                    msg
+                }
+            },
+            None => msg,
+        };
+        Syncer {
+            paths: self.paths.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+        .handle(vec![msg]);
+    }
+
+    /// Waits until the syncer has done every job sent before.
+    fn wait_for_syncer(&mut self) {
+        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
+        self.send_to_syncer(SyncMsg::Barrier(ack_tx));
+        let _ = ack_rx.recv();
     }
 
     /// The history database, opened on the first call; `None` (reported once) when it
@@ -549,6 +659,7 @@ impl Writer {
                         garbage: Vec::new(),
                         journal: None,
                         journal_unsynced: false,
+                        resumed: resumed_from.is_some(),
                         message: None,
                     },
                 );
@@ -729,24 +840,26 @@ impl Writer {
         self.transcripts.get_mut(run_id)
     }
 
-    /// Syncs the journal lines written so far to the disk.
-    fn sync_journals(&mut self) {
+    /// Adds the journals with lines written since their last sync to `items`.
+    fn sync_journals(&mut self, items: &mut Vec<SyncItem>) {
         self.last_sync = std::time::Instant::now();
-        let mut failures = Vec::new();
         for p in self.runs.values_mut().filter(|p| p.journal_unsynced) {
             p.journal_unsynced = false;
-            self.shared.journal_syncs.fetch_add(1, Ordering::Relaxed);
-            if let Some(f) = &p.journal
-                && let Err(e) = f.sync_data()
-            {
-                failures.push(format!(
-                    "cannot sync the state journal {}: {e}",
-                    self.paths.journal_file(&p.proj.snap.run_id).display()
-                ));
+            let what = format!(
+                "the state journal {}",
+                self.paths.journal_file(&p.proj.snap.run_id).display()
+            );
+            match p.journal.as_ref().map(File::try_clone) {
+                Some(Ok(dup)) => items.push(SyncItem {
+                    target: "state",
+                    what,
+                    file: Syncable::Journal(dup),
+                }),
+                Some(Err(e)) => self
+                    .shared
+                    .report("state", format!("cannot sync {what}: {e}")),
+                None => {}
             }
-        }
-        for msg in failures {
-            self.shared.report("state", msg);
         }
     }
 
@@ -857,20 +970,15 @@ impl Writer {
         transcript::event_line_into(&mut t.buf, env, seq, inline, files);
     }
 
-    /// Writes what the applied events changed; with `sync`, also fsyncs transcripts and audit.
-    ///
-    /// The syncs of the transcripts and the audit trail run on threads of their own while
-    /// this thread writes (and syncs) the state files: on a file system that commits its
-    /// journal per sync, syncs issued together share commits instead of queueing one after
-    /// the other, which was most of a run's final flush on a slow disk.
+    /// Writes what the applied events changed; with `sync`, also has the syncer fsync
+    /// transcripts, audit trail and journals (a flush waits for it, see [`SyncMsg::Barrier`]).
     fn commit(&mut self, sync: bool) {
         // A run that ended in this batch has its audit line synced with its transcript and
         // state file, side by side, rather than at the flush that follows (four syncs in a
         // row, about a millisecond at the end of every run; issue 9).
         let ending = self.runs.values().any(|p| p.finished);
         let mut failures = Vec::new();
-        // (file, kind of target, what the failure message names)
-        let mut to_sync: Vec<(File, &'static str, String)> = Vec::new();
+        let mut to_sync: Vec<SyncItem> = Vec::new();
         for (id, t) in &mut self.transcripts {
             if !t.buf.is_empty() {
                 if let Some(f) = t.file.as_mut() {
@@ -894,7 +1002,11 @@ impl Writer {
                     self.paths.transcript_file(id).display()
                 );
                 match f.try_clone() {
-                    Ok(dup) => to_sync.push((dup, "transcript", what)),
+                    Ok(dup) => to_sync.push(SyncItem {
+                        target: "transcript",
+                        what,
+                        file: Syncable::Data(dup),
+                    }),
                     Err(e) => failures.push(format!("cannot sync {what}: {e}")),
                 }
             }
@@ -908,62 +1020,207 @@ impl Writer {
         {
             let what = format!("the audit trail {}", a.path().display());
             match a.pending_sync() {
-                Ok(Some(dup)) => to_sync.push((dup, "audit", what)),
+                Ok(Some(dup)) => to_sync.push(SyncItem {
+                    target: "audit",
+                    what,
+                    file: Syncable::Data(dup),
+                }),
                 Ok(None) => {}
                 Err(e) => self
                     .shared
                     .report("audit", format!("cannot sync {what}: {e}")),
             }
         }
-        let paths = &self.paths;
-        let shared = &self.shared;
-        let runs = &mut self.runs;
-        let write_states = || {
-            for p in runs.values_mut().filter(|p| p.dirty) {
-                p.dirty = false;
-                match write_state(paths, p) {
-                    Ok(()) => {
-                        shared.state_writes.fetch_add(1, Ordering::Relaxed);
+        // A resumed run's first write removes the journal of before: a removal of it the
+        // syncer has yet to make (the run ended in this process moments ago) must not
+        // remove the new one.
+        let done = self.shared.synced_jobs.load(Ordering::Acquire);
+        self.finishing.retain(|_, job| *job > done);
+        let resuming_too_soon = self
+            .runs
+            .iter()
+            .any(|(id, p)| p.dirty && !p.whole && p.resumed && self.finishing.contains_key(id));
+        if resuming_too_soon {
+            self.wait_for_syncer();
+            self.finishing.clear();
+        }
+        let mut after = Vec::new();
+        let job = self.sync_jobs + 1;
+        for (id, p) in self.runs.iter_mut().filter(|(_, p)| p.dirty) {
+            p.dirty = false;
+            match write_state(&self.paths, p, &mut to_sync, &mut after) {
+                Ok(()) => {
+                    self.shared.state_writes.fetch_add(1, Ordering::Relaxed);
+                    if p.finished {
+                        self.finishing.insert(id.clone(), job);
                     }
-                    Err(e) => shared.report("state", e.message().to_owned()),
                 }
+                Err(e) => self.shared.report("state", e.message().to_owned()),
             }
-        };
-        let synced = sync_beside(to_sync, write_states);
-        for (target, msg) in synced {
-            self.shared.report(target, msg);
         }
         self.runs.retain(|_, p| !p.finished);
         if sync || self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
-            self.sync_journals();
+            self.sync_journals(&mut to_sync);
+        }
+        if !to_sync.is_empty() || !after.is_empty() {
+            self.send_to_syncer(SyncMsg::Job {
+                items: to_sync,
+                after,
+            });
         }
     }
 }
 
-/// Syncs `files` (data only) while `work` runs on the calling thread: one thread per file
-/// (`work`, a state file's own sync and its directory's, takes as long as a file's sync:
-/// a file left for the calling thread would be synced after both); the calling thread takes
-/// what is left once `work` is done (all of them when no thread can be started). Returns
-/// the failures as (kind of target, message).
-fn sync_beside(
-    files: Vec<(File, &'static str, String)>,
-    work: impl FnOnce(),
-) -> Vec<(&'static str, String)> {
+/// What the syncer is asked.
+enum SyncMsg {
+    /// Sync `items`, then do `after`, in order.
+    Job {
+        items: Vec<SyncItem>,
+        after: Vec<After>,
+    },
+    /// Answer once every job sent before is done (a flush).
+    Barrier(mpsc::SyncSender<()>),
+    /// Test hook: do what was sent before, acknowledge, then wait for the release.
+    #[cfg(test)]
+    Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
+}
+
+/// One file the syncer makes durable.
+struct SyncItem {
+    /// The kind of target a failure is reported as (state, transcript, audit).
+    target: &'static str,
+    /// What a failure message names ("the transcript <path>").
+    what: String,
+    file: Syncable,
+}
+
+/// How an item is synced.
+enum Syncable {
+    /// Its data (transcripts, the audit trail).
+    Data(File),
+    /// Its data, counted as a journal sync ([`Recorder::journal_syncs`]).
+    Journal(File),
+    /// Data and metadata (a state file written whole).
+    All(File),
+    /// A directory (the rename of a state file into it).
+    Dir(std::path::PathBuf),
+}
+
+impl Syncable {
+    fn sync(&self, shared: &Shared) -> std::io::Result<()> {
+        match self {
+            Self::Data(f) => f.sync_data(),
+            Self::Journal(f) => {
+                f.sync_data()?;
+                shared.journal_syncs.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Self::All(f) => f.sync_all(),
+            Self::Dir(d) => File::open(d)?.sync_all(),
+        }
+    }
+}
+
+/// Done once the items of its job are synced.
+enum After {
+    /// A run's final state file is on the disk: its journal goes, and so do the output
+    /// files its record does not name.
+    Finished {
+        run_id: String,
+        files: state::FileRefs,
+    },
+}
+
+/// The syncer: makes durable what the writer wrote, in the order asked (see the module
+/// docs).
+struct Syncer {
+    paths: StorePaths,
+    shared: Arc<Shared>,
+}
+
+impl Syncer {
+    /// Serves `rx` until the writer drops its end: what is queued is done as one batch.
+    fn run(&self, rx: &mpsc::Receiver<SyncMsg>) {
+        while let Ok(first) = rx.recv() {
+            let mut msgs = vec![first];
+            msgs.extend(rx.try_iter());
+            self.handle(msgs);
+        }
+    }
+
+    /// Does a batch of jobs: every item synced, then every follow-up in order, then the
+    /// barriers answered.
+    fn handle(&self, msgs: Vec<SyncMsg>) {
+        let mut items = Vec::new();
+        let mut after = Vec::new();
+        let mut acks = Vec::new();
+        let mut jobs = 0;
+        for msg in msgs {
+            match msg {
+                SyncMsg::Job { items: i, after: a } => {
+                    items.extend(i);
+                    after.extend(a);
+                    jobs += 1;
+                }
+                SyncMsg::Barrier(ack) => acks.push(ack),
+                #[cfg(test)]
+                SyncMsg::Hold(ack, release) => {
+                    self.complete(std::mem::take(&mut items), std::mem::take(&mut after), jobs);
+                    jobs = 0;
+                    let _ = ack.send(());
+                    let _ = release.recv();
+                }
+            }
+        }
+        self.complete(items, after, jobs);
+        for ack in acks {
+            let _ = ack.send(());
+        }
+    }
+
+    /// Syncs `items` (side by side), then does every follow-up in order; counts `jobs` done.
+    fn complete(&self, items: Vec<SyncItem>, after: Vec<After>, jobs: u64) {
+        for (target, msg) in sync_items(items, &self.shared) {
+            self.shared.report(target, msg);
+        }
+        for a in after {
+            match a {
+                After::Finished { run_id, files } => {
+                    if let Err(e) = state::remove_journal(&self.paths, &run_id) {
+                        self.shared.report("state", e.message().to_owned());
+                    }
+                    state::prune_outputs(&self.paths, &run_id, &files);
+                }
+            }
+        }
+        self.shared.synced_jobs.fetch_add(jobs, Ordering::Release);
+    }
+}
+
+/// Syncs `items`, side by side: one thread per item but the first, which the calling thread
+/// takes with whatever is left (all of them when no thread can be started). On a file system
+/// that commits its journal per sync, syncs issued together share commits instead of
+/// queueing one after the other, which was most of a run's final flush on a slow disk.
+/// Returns the failures as (kind of target, message).
+fn sync_items(items: Vec<SyncItem>, shared: &Shared) -> Vec<(&'static str, String)> {
     type Failure = (&'static str, String);
-    let helpers = files.len();
-    let queue = Mutex::new(files);
+    let helpers = items.len().saturating_sub(1);
+    let queue = Mutex::new(items);
     let drain = || {
         let mut out: Vec<Failure> = Vec::new();
         loop {
             let job = queue.lock().unwrap_or_else(PoisonError::into_inner).pop();
-            let Some((f, target, what)) = job else {
+            let Some(item) = job else {
                 return out;
             };
-            if let Err(e) = f.sync_data() {
-                out.push((target, format!("cannot sync {what}: {e}")));
+            if let Err(e) = item.file.sync(shared) {
+                out.push((item.target, format!("cannot sync {}: {e}", item.what)));
             }
         }
     };
+    if helpers == 0 {
+        return drain();
+    }
     let mut failures = Vec::new();
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..helpers)
@@ -974,7 +1231,6 @@ fn sync_beside(
                     .ok()
             })
             .collect();
-        work();
         failures.extend(drain());
         for h in handles {
             match h.join() {
@@ -987,27 +1243,60 @@ fn sync_beside(
 }
 
 /// Records one run's changes: the state file whole at its first write and when the run has
-/// finished (then the journal is removed: the file holds everything), else one journal line
-/// with the header fields and the states recorded since the last write, so the cost of a step
-/// does not grow with the steps before it. The state file is synced before returning; a
-/// journal line is written (a killed process loses nothing) and synced to the disk within
-/// [`JOURNAL_SYNC_EVERY`] (or at the next flush).
-fn write_state(paths: &StorePaths, p: &mut RunProj) -> Result<(), awf_domain::AwfError> {
+/// finished, else one journal line with the header fields and the states recorded since the
+/// last write, so the cost of a step does not grow with the steps before it. Written at once
+/// (a killed process loses nothing), synced by the syncer: a state file written whole is
+/// added to `sync` (with its directory when the run finished); a journal line within
+/// [`JOURNAL_SYNC_EVERY`] (or at the next flush). A finished run's journal is removed (the
+/// state file holds everything) and its unnamed output files pruned once the syncer synced
+/// the state file (`after`). A resumed run's first write is synced before it returns and
+/// removes the journal of before at once (its new lines follow).
+fn write_state(
+    paths: &StorePaths,
+    p: &mut RunProj,
+    sync: &mut Vec<SyncItem>,
+    after: &mut Vec<After>,
+) -> Result<(), awf_domain::AwfError> {
     if !p.whole || p.finished {
-        state::save_with(
+        let durability = if p.resumed && !p.finished {
+            state::Durability::Now { dir: false }
+        } else {
+            state::Durability::Later
+        };
+        let written = state::save_with(
             paths,
             &p.proj.snap,
             &p.files,
             p.message.as_deref(),
-            p.finished,
+            durability,
         )?;
         p.whole = true;
         p.changed.clear();
         p.journal = None;
         p.journal_unsynced = false;
-        state::remove_journal(paths, &p.proj.snap.run_id)?;
+        let run_id = &p.proj.snap.run_id;
+        let target = paths.state_file(run_id);
+        if let Some(f) = written {
+            sync.push(SyncItem {
+                target: "state",
+                what: format!("the state file {}", target.display()),
+                file: Syncable::All(f),
+            });
+        }
         if p.finished {
-            state::prune_outputs(paths, &p.proj.snap.run_id, &p.files);
+            if let Some(dir) = target.parent() {
+                sync.push(SyncItem {
+                    target: "state",
+                    what: format!("the directory {}", dir.display()),
+                    file: Syncable::Dir(dir.to_path_buf()),
+                });
+            }
+            after.push(After::Finished {
+                run_id: run_id.clone(),
+                files: std::mem::take(&mut p.files),
+            });
+        } else {
+            state::remove_journal(paths, run_id)?;
         }
     } else {
         let mut output_files = state::FileRefs::new();
@@ -1059,22 +1348,41 @@ mod sync_tests {
     use super::*;
     use std::os::fd::OwnedFd;
 
-    /// Every file is synced and the work runs; a file that cannot be synced (a pipe) is
-    /// reported with its kind and name, the others are not.
+    /// Every item is synced; one that cannot be (a pipe) is reported with its kind and
+    /// name, the others are not; journals are counted.
     #[test]
-    fn syncs_run_beside_the_work_and_report_failures() {
+    fn items_are_synced_side_by_side_and_failures_reported() {
         let d = tempfile::tempdir().unwrap();
-        let mut files = Vec::new();
+        let mut items = Vec::new();
         for i in 0..3 {
             let mut f = File::create(d.path().join(format!("f{i}"))).unwrap();
             f.write_all(b"line\n").unwrap();
-            files.push((f, "transcript", format!("file {i}")));
+            items.push(SyncItem {
+                target: "transcript",
+                what: format!("file {i}"),
+                file: if i == 0 {
+                    Syncable::Journal(f)
+                } else {
+                    Syncable::Data(f)
+                },
+            });
         }
+        items.push(SyncItem {
+            target: "state",
+            what: "the directory".to_owned(),
+            file: Syncable::Dir(d.path().to_path_buf()),
+        });
         let (read, _write): (OwnedFd, OwnedFd) = nix::unistd::pipe().unwrap();
-        files.insert(1, (File::from(read), "audit", "the pipe".to_owned()));
-        let mut ran = false;
-        let failures = sync_beside(files, || ran = true);
-        assert!(ran);
+        items.insert(
+            1,
+            SyncItem {
+                target: "audit",
+                what: "the pipe".to_owned(),
+                file: Syncable::All(File::from(read)),
+            },
+        );
+        let shared = Shared::default();
+        let failures = sync_items(items, &shared);
         assert_eq!(failures.len(), 1, "{failures:?}");
         assert_eq!(failures[0].0, "audit");
         assert!(
@@ -1082,6 +1390,7 @@ mod sync_tests {
             "{}",
             failures[0].1
         );
-        assert!(sync_beside(Vec::new(), || {}).is_empty());
+        assert_eq!(shared.journal_syncs.load(Ordering::Relaxed), 1);
+        assert!(sync_items(Vec::new(), &shared).is_empty());
     }
 }

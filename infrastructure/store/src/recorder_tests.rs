@@ -1456,3 +1456,137 @@ fn journal_lines_are_written_at_once_and_synced_at_most_every_50_ms() {
     }
     assert_eq!(store.load("r").unwrap().states.len(), 101);
 }
+
+/// Waits (up to a minute) until `cond` holds, without a flush.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = std::time::Instant::now();
+    while !cond() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{what} never happened"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Issue 9 (breaker, stop 31): the writer never waits for the disk. With the syncer parked
+/// (as on a slow disk, where each sync of a sub-workflow's state file took milliseconds and
+/// the parent's events queued in memory meanwhile, where a kill lost them), a child run
+/// starts, records a step and ends, and the parent records its step: all of it reaches the
+/// files at once, and what a killed process would leave (read by another store) is the
+/// finished child, not its stale journal, and the parent's step. Once synced, the child's
+/// journal is gone.
+#[test]
+fn the_writer_goes_on_while_the_disk_syncs_and_an_ended_runs_stale_journal_is_ignored() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev(
+        "p",
+        None,
+        "",
+        None,
+        started("parent", "parent", Map::new(), None),
+    ));
+    rec.emit(s.ev("p", None, "call", None, step_started("call")));
+    rec.flush();
+    let syncs = rec.journal_syncs();
+    let release = rec.hold_syncer();
+    rec.emit(s.ev(
+        "p",
+        None,
+        "call",
+        None,
+        RunEvent::ChildRunStarted {
+            step: "call".into(),
+            child_run_id: RunId("c".into()),
+            workflow: "child".into(),
+        },
+    ));
+    rec.emit(s.ev(
+        "c",
+        Some("p"),
+        "",
+        None,
+        started("child", "child", Map::new(), None),
+    ));
+    let child_state = d.path().join("states/c.json");
+    let child_journal = d.path().join("states/c.journal");
+    eventually("the child's state file", || child_state.exists());
+    rec.emit(s.ev("c", Some("p"), "x", None, step_finished("x", 100, true)));
+    eventually("the child's journal line", || {
+        std::fs::read_to_string(&child_journal).is_ok_and(|j| j.contains("\"x\""))
+    });
+    rec.emit(s.ev(
+        "c",
+        Some("p"),
+        "",
+        None,
+        finished("c", "child", RunStatus::Success, 0, Some("done"), None),
+    ));
+    rec.emit(s.ev("p", None, "call", None, step_finished("call", 200, true)));
+    let parent_journal = d.path().join("states/p.journal");
+    eventually("the parent's journal line", || {
+        std::fs::read_to_string(&parent_journal).is_ok_and(|j| j.contains("\"call\""))
+    });
+    eventually("the child's final state file", || {
+        std::fs::read_to_string(&child_state).is_ok_and(|t| t.contains("\"success\""))
+    });
+    // Nothing was synced meanwhile, and the child's journal is still there.
+    assert_eq!(rec.journal_syncs(), syncs);
+    assert!(child_journal.exists());
+    // What another process reads now (as after a kill).
+    let other = open(d.path(), false);
+    let child = other.load("c").unwrap();
+    assert_eq!(child.status, StoredStatus::Success);
+    assert_eq!(child.states["x"].status, StepStatus::Completed);
+    let parent = other.load("p").unwrap();
+    assert_eq!(parent.states["call"].status, StepStatus::Completed);
+    assert_eq!(parent.child_runs.values().collect::<Vec<_>>(), ["c"]);
+    drop(release);
+    rec.flush();
+    assert!(!child_journal.exists());
+    assert!(rec.journal_syncs() > syncs);
+    assert_eq!(store.load("c").unwrap().status, StoredStatus::Success);
+}
+
+/// A journal beside the state file of an ended run is never replayed over it (a kill between
+/// the final write and the journal's removal left it): the ended record stands.
+#[test]
+fn a_journal_beside_an_ended_runs_state_file_is_not_replayed() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    rec.emit(s.ev("r", None, "a", None, step_finished("a", 10, true)));
+    rec.flush();
+    let journal = d.path().join("states/r.journal");
+    let stale = std::fs::read(&journal).unwrap();
+    assert!(!stale.is_empty());
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Failure, 1, None, Some("boom")),
+    ));
+    rec.flush();
+    assert!(!journal.exists());
+    std::fs::write(&journal, &stale).unwrap();
+    let snap = store.load("r").unwrap();
+    assert_eq!(snap.status, StoredStatus::Failure);
+    let listed = StateStore::list(&store).unwrap();
+    assert_eq!(listed[0].status, StoredStatus::Failure);
+    // A running run's journal is replayed, as before.
+    rec.emit(s.ev("q", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    rec.emit(s.ev("q", None, "a", None, step_finished("a", 10, true)));
+    rec.flush();
+    assert_eq!(
+        store.load("q").unwrap().states["a"].status,
+        StepStatus::Completed
+    );
+}

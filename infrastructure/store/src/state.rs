@@ -77,20 +77,30 @@ const TMP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(600);
 /// `.tmp` is not a directory of its own (a file, a symlink: never followed) or the write
 /// through it fails (no permission, another file system mounted there), the temp file is
 /// written beside the target instead, as before the temp directory existed.
-pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::io::Result<()> {
+///
+/// With [`Durability::Later`] nothing is fsynced: the renamed file is returned open, for the
+/// caller to sync off its own thread (a killed process loses nothing once the rename is
+/// done; only a crash of the machine before that sync could).
+pub(crate) fn write_atomic(
+    target: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> std::io::Result<Option<fs::File>> {
+    let sync = matches!(durability, Durability::Now { .. });
     let dir = target.parent().unwrap_or_else(|| Path::new("."));
     let tmp_dir = dir.join(TMP_DIR);
     let prefix = format!("{TMP_PREFIX}{}-", std::process::id());
-    let write_in = |d: &Path| -> std::io::Result<()> {
+    let write_in = |d: &Path| -> std::io::Result<fs::File> {
         let mut tmp = tempfile::Builder::new()
             .prefix(&prefix)
             .suffix(TMP_SUFFIX)
             .permissions(fs::Permissions::from_mode(0o600))
             .tempfile_in(d)?;
         tmp.write_all(bytes)?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(target).map_err(|e| e.error)?;
-        Ok(())
+        if sync {
+            tmp.as_file().sync_all()?;
+        }
+        tmp.persist(target).map_err(|e| e.error)
     };
     let apart = match fs::symlink_metadata(&tmp_dir) {
         Ok(m) => m.is_dir(),
@@ -100,13 +110,31 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8], sync_dir: bool) -> std::
         }
         Err(_) => false,
     };
-    if !apart || write_in(&tmp_dir).is_err() {
-        write_in(dir)?;
+    let file = match apart.then(|| write_in(&tmp_dir)) {
+        Some(Ok(f)) => f,
+        _ => write_in(dir)?,
+    };
+    match durability {
+        Durability::Now { dir: true } => {
+            fs::File::open(dir)?.sync_all()?;
+            Ok(None)
+        }
+        Durability::Now { dir: false } => Ok(None),
+        Durability::Later => Ok(Some(file)),
     }
-    if sync_dir {
-        fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+}
+
+/// When [`write_atomic`] makes its write durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// Before it returns: the file is synced before its rename, with `dir` its directory
+    /// after.
+    Now {
+        /// Sync the directory too (the rename itself).
+        dir: bool,
+    },
+    /// Not at all: the caller syncs the file it returns (and the directory).
+    Later,
 }
 
 /// Removes the temp files that killed writers left in `states` (the states directory): in
@@ -470,8 +498,8 @@ pub(crate) fn save_with(
     snap: &RunSnapshot,
     refs: &FileRefs,
     message: Option<&str>,
-    sync_dir: bool,
-) -> Result<(), AwfError> {
+    durability: Durability,
+) -> Result<Option<fs::File>, AwfError> {
     let target = paths.state_file(&snap.run_id);
     if !valid_id(&snap.run_id) {
         return Err(write_failed("the state file", &target, "invalid run id"));
@@ -496,7 +524,8 @@ pub(crate) fn save_with(
     })
     .map_err(|e| write_failed("the state file", &target, e))?;
     bytes.push(b'\n');
-    write_atomic(&target, &bytes, sync_dir).map_err(|e| write_failed("the state file", &target, e))
+    write_atomic(&target, &bytes, durability)
+        .map_err(|e| write_failed("the state file", &target, e))
 }
 
 /// Writes one snapshot whose texts are all in memory (the [`StateStore::save`] port): long
@@ -511,7 +540,7 @@ pub(crate) fn save(paths: &StorePaths, snap: &RunSnapshot, sync_dir: bool) -> Re
             refs.insert(name.clone(), files);
         }
     }
-    save_with(paths, snap, &refs, None, sync_dir)?;
+    save_with(paths, snap, &refs, None, Durability::Now { dir: sync_dir })?;
     prune_outputs(paths, &snap.run_id, &refs);
     Ok(())
 }
@@ -621,7 +650,16 @@ pub(crate) fn remove_journal(paths: &StorePaths, run_id: &str) -> Result<(), Awf
 /// Replays the journal next to a state file over its snapshot. A line that does not parse
 /// (the torn end of a write cut short by a kill) ends the replay: what came before it was
 /// synced, so the snapshot is the one of the last complete batch.
+///
+/// Only a state file of a running run has a journal that belongs to it: a run's state file
+/// is written whole when it starts and when it ends, and the journal is removed after the
+/// last whole write is synced; a journal beside an ended run's state file is the one of the
+/// lines that state file already holds (the process was killed before removing it) and is
+/// ignored.
 fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) {
+    if snap.status != StoredStatus::Running {
+        return;
+    }
     let Ok(bytes) = fs::read(path) else {
         return;
     };
