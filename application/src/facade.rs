@@ -570,6 +570,8 @@ fn resume_point(
 ) -> Result<(BTreeMap<String, StepState>, String), AwfError> {
     let bad = |m: String| AwfError::new(ErrorCode::UserInputValidationFailed, m);
     let target = match from {
+        // Killed before its first step was recorded (its start was): from the start.
+        ResumeFrom::Current if snap.current_state.is_empty() => wf.initial.clone(),
         ResumeFrom::Current => snap.current_state.clone(),
         ResumeFrom::Previous => snap
             .states

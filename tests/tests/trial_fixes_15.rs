@@ -256,3 +256,38 @@ fn second_round_validation_findings() {
     );
     assert!(!r.stderr.contains('\u{202e}'), "{}", r.stderr);
 }
+
+/// Breaker (stop 31, kill -9 trials): a run killed after its start was recorded but before
+/// its first step was (`current_state` empty) resumes from the initial state; it was refused
+/// as "state  no longer exists in workflow".
+#[test]
+fn a_run_killed_before_its_first_step_was_recorded_resumes_from_the_start() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("w.yaml", TWO_STEPS).unwrap();
+    let r = sb.run(&["run", "w.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let states = awf_tests::data(&sb).join("states");
+    let file = std::fs::read_dir(&states)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .unwrap();
+    let id = file.file_stem().unwrap().to_str().unwrap().to_owned();
+    // The record as a kill right after the run's start leaves it.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["status"] = "running".into();
+    v["current_state"] = "".into();
+    v["states"] = serde_json::json!({});
+    v["owner_pid"] = 999_999_999u64.into();
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(!r.stderr.contains("no longer exists"), "{}", r.stderr);
+    let r = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    let s: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(s["status"], "completed", "{}", r.stdout);
+    for step in ["a", "b"] {
+        assert_eq!(s["states"][step]["status"], "completed", "{}", r.stdout);
+    }
+}

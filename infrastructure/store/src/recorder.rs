@@ -60,9 +60,16 @@ pub use awf_domain::write_failures::ErrorCallback;
 /// was most of the cost of recording.
 const JOURNAL_SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// How far behind the run the writer may be before [`Recorder::settle`] makes the run wait
+/// for it: events emitted this long ago and not yet written (the writer collects events for
+/// [`HOLD`](crate::inbox::HOLD), so a writer keeping up is never this far behind).
+const LAG_BOUND: std::time::Duration = std::time::Duration::from_millis(5);
+
 enum Msg {
     Event(Box<EventEnvelope>),
     Flush(mpsc::SyncSender<()>),
+    /// Answer once the events queued before are written (not synced): [`Recorder::settle`].
+    Written(tokio::sync::oneshot::Sender<()>),
     /// Test hook: acknowledge, then wait until the release channel is used or dropped.
     #[cfg(test)]
     Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
@@ -101,6 +108,15 @@ struct Shared {
     journal_syncs: AtomicU64,
     /// Jobs the syncer has completed (files synced, then their follow-ups done).
     synced_jobs: AtomicU64,
+    /// Events queued so far, and written so far (applied and their batch written).
+    emitted: AtomicU64,
+    written: AtomicU64,
+    /// The count of events queued when a run (or sub-workflow run) last started: its record
+    /// is written before any of its steps runs.
+    starts: AtomicU64,
+    /// Event counts at the settles not yet written, with when they were asked, oldest
+    /// first: how far behind the writer is.
+    marks: Mutex<std::collections::VecDeque<(u64, std::time::Instant)>>,
 }
 
 impl Shared {
@@ -273,11 +289,20 @@ impl Recorder {
 
 impl EventPublisher for Recorder {
     fn emit(&self, event: EventEnvelope) {
+        let start = matches!(
+            event.event,
+            RunEvent::RunStarted { .. } | RunEvent::ChildRunStarted { .. }
+        );
         let sent = self.inner.tx.as_ref().is_some_and(|tx| {
             let urgency = urgency(&event.event);
             tx.push(Msg::Event(Box::new(event)), urgency)
         });
-        if !sent {
+        if sent {
+            let n = self.inner.shared.emitted.fetch_add(1, Ordering::AcqRel) + 1;
+            if start {
+                self.inner.shared.starts.fetch_max(n, Ordering::AcqRel);
+            }
+        } else {
             self.inner.shared.report(
                 "recorder",
                 "the store writer is not running; an event was not recorded".to_owned(),
@@ -287,6 +312,46 @@ impl EventPublisher for Recorder {
 
     fn flush(&self) {
         Self::flush(self);
+    }
+
+    /// The run waits for its record only when the writer is behind: a run's (or a
+    /// sub-workflow run's) start not yet written (no step runs before its run is on
+    /// record), or events of a step started more than [`LAG_BOUND`] ago not yet written
+    /// (a writer starved of CPU). Then it resolves once everything emitted before is written
+    /// (a `write`, not a sync: what a killed process keeps). A writer that keeps up costs
+    /// the run nothing: it writes in batches on its own thread.
+    fn settle(&self) -> Option<awf_domain::event::Settle> {
+        let shared = &self.inner.shared;
+        let tx = self.inner.tx.as_ref()?;
+        let written = shared.written.load(Ordering::Acquire);
+        let emitted = shared.emitted.load(Ordering::Acquire);
+        let behind = {
+            let mut marks = shared.marks.lock().unwrap_or_else(PoisonError::into_inner);
+            while marks.front().is_some_and(|(n, _)| *n <= written) {
+                marks.pop_front();
+            }
+            let behind = written < shared.starts.load(Ordering::Acquire)
+                || marks
+                    .front()
+                    .is_some_and(|(_, at)| at.elapsed() >= LAG_BOUND);
+            if behind {
+                marks.clear();
+            } else if emitted > written {
+                marks.push_back((emitted, std::time::Instant::now()));
+            }
+            behind
+        };
+        if !behind {
+            return None;
+        }
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        if !tx.push(Msg::Written(ack_tx), Urgency::Now) {
+            return None;
+        }
+        Some(Box::pin(async move {
+            // An error: the writer is gone (its failure is reported); nothing to wait for.
+            let _ = ack_rx.await;
+        }))
     }
 }
 
@@ -445,9 +510,15 @@ impl Writer {
                 batch.msgs.last(),
                 Some(Msg::Event(e)) if matches!(e.event, RunEvent::StepFinished { .. })
             );
+            let mut written = 0;
+            let mut acks = Vec::new();
             for msg in batch.msgs {
                 match msg {
-                    Msg::Event(e) => self.apply(&e),
+                    Msg::Event(e) => {
+                        self.apply(&e);
+                        written += 1;
+                    }
+                    Msg::Written(ack) => acks.push(ack),
                     Msg::Flush(ack) => {
                         self.commit(true);
                         self.send_to_syncer(SyncMsg::Barrier(ack));
@@ -469,6 +540,10 @@ impl Writer {
                 break;
             }
             self.commit(false);
+            self.shared.written.fetch_add(written, Ordering::AcqRel);
+            for ack in acks {
+                let _ = ack.send(());
+            }
         }
         self.commit(true);
         // The syncer drains its queue and stops.

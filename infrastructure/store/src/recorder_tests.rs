@@ -1590,3 +1590,60 @@ fn a_journal_beside_an_ended_runs_state_file_is_not_replayed() {
         StepStatus::Completed
     );
 }
+
+fn block_on(f: awf_domain::event::Settle) {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f);
+}
+
+/// Breaker (stop 31, kill -9 trials): steps ran before their run's state file existed, and
+/// under load a starved writer fell tens of milliseconds behind, so a kill lost completed
+/// steps. The run waits for its record (`settle`, awaited before each step) only then: a
+/// run's start not yet written, or a step's events left unwritten longer than
+/// [`LAG_BOUND`]; a writer that keeps up is never waited for.
+#[test]
+fn a_step_waits_for_its_runs_start_and_for_a_writer_left_behind_only() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    // Nothing emitted: nothing to wait for.
+    assert!(rec.settle().is_none());
+    // A run's start not yet written: its first step waits for it.
+    let release = rec.hold();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    let wait = rec.settle().expect("the run's start is not written yet");
+    let state = d.path().join("states/r.json");
+    assert!(!state.exists());
+    drop(release);
+    block_on(wait);
+    assert!(
+        state.exists(),
+        "settled before the run's state file was written"
+    );
+    // Written: the next step does not wait.
+    rec.emit(s.ev("r", None, "a", None, step_started("a")));
+    assert!(rec.settle().is_none());
+    rec.flush();
+    // A writer held (as one starved of CPU): within the bound the run goes on...
+    let release = rec.hold();
+    rec.emit(s.ev("r", None, "a", None, step_finished("a", 10, true)));
+    rec.emit(s.ev("r", None, "b", None, step_started("b")));
+    assert!(rec.settle().is_none());
+    // ...past it, the next step waits until what came before is written.
+    std::thread::sleep(LAG_BOUND + Duration::from_millis(2));
+    rec.emit(s.ev("r", None, "b", None, step_finished("b", 20, true)));
+    rec.emit(s.ev("r", None, "c", None, step_started("c")));
+    let wait = rec
+        .settle()
+        .expect("the writer is behind by more than the bound");
+    let journal = d.path().join("states/r.journal");
+    drop(release);
+    block_on(wait);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.contains("\"b\"") && text.contains("\"c\""), "{text}");
+    // Caught up: no wait again.
+    assert!(rec.settle().is_none());
+}
