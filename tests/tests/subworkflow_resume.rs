@@ -236,3 +236,61 @@ states:
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(slog(&sb), "x\ny\ny\ny-ok\nz\n");
 }
+
+/// Breaker (stop 31, kill -9 trials): a loop's next child run can start in the millisecond
+/// its previous visit of the call completed (records keep milliseconds); resuming then took
+/// the call's recorded success for that child's and started the child anew, running its
+/// completed steps again. It goes on in its earlier run.
+#[test]
+fn a_loops_child_started_in_the_millisecond_its_previous_call_completed_goes_on() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "child.yaml",
+        "name: child\ninputs:\n  - name: tag\nstates:\n  initial: c1\n  c1:\n    type: step\n    command: echo \"c1-{{.inputs.tag}}\" >> slog\n    on_success: c2\n  c2:\n    type: step\n    command: test \"{{.inputs.tag}}\" = x || test -f go\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    sb.write(
+        "parent.yaml",
+        "name: parent\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"x\",\"y\"]'\n    body: [ecall]\n    on_complete: done\n  ecall:\n    type: call_workflow\n    call_workflow:\n      workflow: child.yaml\n      inputs: { tag: \"{{.loop.Item}}\" }\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "parent.yaml"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let runs = recorded_runs(&sb);
+    let parent = runs
+        .iter()
+        .find(|id| state(&sb, id)["parent_run_id"].is_null())
+        .unwrap()
+        .clone();
+    // As a kill leaves it: the call's record is its first visit's success.
+    let parent_file = awf_tests::data(&sb).join(format!("states/{parent}.json"));
+    let mut p: Value =
+        serde_json::from_str(&std::fs::read_to_string(&parent_file).unwrap()).unwrap();
+    p["states"]["ecall"]["status"] = "completed".into();
+    p["states"]["ecall"]["error"] = Value::Null;
+    p["states"]["ecall"]["exit_code"] = 0.into();
+    std::fs::write(&parent_file, serde_json::to_vec(&p).unwrap()).unwrap();
+    let completed = p["states"]["ecall"]["completed_at"].clone();
+    assert!(completed.is_string(), "{completed}");
+    let second = runs
+        .iter()
+        .find(|id| state(&sb, id)["inputs"]["tag"] == "y")
+        .unwrap()
+        .clone();
+    // The second child started in the millisecond the first visit of the call completed.
+    let file = awf_tests::data(&sb).join(format!("states/{second}.json"));
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    v["started_at"] = completed;
+    std::fs::write(&file, serde_json::to_vec(&v).unwrap()).unwrap();
+    sb.write("go", "").unwrap();
+    let r = sb.run(&["resume", &parent]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("goes on in its earlier run {second}")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(slog(&sb), "c1-x\nc1-y\n");
+    assert_eq!(recorded_runs(&sb).len(), 3);
+}

@@ -419,10 +419,13 @@ impl Run {
             return Earlier::None;
         }
         // The call recorded a success after this child started: the child's result is in
-        // the run already (a later visit of the call starts its own child).
+        // the run already (a later visit of the call starts its own child). Strictly after:
+        // records keep milliseconds, and a loop's next child can start in the millisecond
+        // its previous visit of the call completed (breaker: a kill then started that
+        // child anew on resume).
         let recorded = lock(&self.states).get(name).is_some_and(|st| {
             st.status == StepStatus::Completed
-                && st.completed_at.is_some_and(|c| c >= snap.started_at)
+                && st.completed_at.is_some_and(|c| c > snap.started_at)
         });
         if recorded {
             return Earlier::None;
