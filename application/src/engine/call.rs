@@ -397,7 +397,7 @@ impl Run {
             );
             Earlier::None
         };
-        let mut snap = match store.load(&child_id) {
+        let snap = match store.load(&child_id) {
             Ok(s) => s,
             // Never recorded (the run stopped as the child started): nothing to go on with.
             Err(e) if e.code() == ErrorCode::UserInputValidationFailed => return Earlier::None,
@@ -448,10 +448,8 @@ impl Run {
             | StoredStatus::Failure
             | StoredStatus::Cancelled
             | StoredStatus::Waiting => {
-                // Stopped before its first state was recorded: it goes on at its start.
-                if snap.current_state.is_empty() {
-                    snap.current_state.clone_from(&child_wf.initial);
-                }
+                // (Stopped before its first state was recorded: `resume_plan` goes on at
+                // its start.)
                 match crate::facade::resume_plan(&snap, child_wf, &ResumeFrom::Current) {
                     Ok((resume, resume_loop)) => {
                         self.log(
