@@ -7,6 +7,13 @@ use std::time::UNIX_EPOCH;
 
 /// `2026-11-30T01:02:03.456Z`.
 pub fn format_rfc3339(t: SystemTime) -> String {
+    with_rfc3339(t, str::to_owned)
+}
+
+/// Calls `f` with `t` as RFC 3339 text (`2026-11-30T01:02:03.456Z`), formatted on the stack
+/// for years up to 9999: a serializer needs no `String` of its own (a recorded step writes
+/// about a dozen timestamps; issue 9).
+pub fn with_rfc3339<R>(t: SystemTime, f: impl FnOnce(&str) -> R) -> R {
     let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
     let secs = d.as_secs();
     let millis = d.subsec_millis();
@@ -16,7 +23,7 @@ pub fn format_rfc3339(t: SystemTime) -> String {
     let (h, mi, se) = (rem / 3600, (rem / 60) % 60, rem % 60);
     match u32::try_from(y) {
         // The common case, written digit by digit: `format!` with padded fields cost about
-        // 2 K instructions a call, and a recorded step formats a dozen timestamps.
+        // 2 K instructions a call.
         Ok(y) if y <= 9999 => {
             let mut b = *b"0000-00-00T00:00:00.000Z";
             put_digits(&mut b[0..4], y);
@@ -27,9 +34,12 @@ pub fn format_rfc3339(t: SystemTime) -> String {
             put_digits(&mut b[14..16], mi as u32);
             put_digits(&mut b[17..19], se as u32);
             put_digits(&mut b[20..23], millis);
-            b.iter().map(|&c| char::from(c)).collect()
+            // ASCII digits and separators only: always valid UTF-8.
+            f(std::str::from_utf8(&b).unwrap_or_default())
         }
-        _ => format!("{y:04}-{m:02}-{dd:02}T{h:02}:{mi:02}:{se:02}.{millis:03}Z"),
+        _ => f(&format!(
+            "{y:04}-{m:02}-{dd:02}T{h:02}:{mi:02}:{se:02}.{millis:03}Z"
+        )),
     }
 }
 
@@ -158,7 +168,7 @@ pub mod rfc3339 {
     /// # Errors
     /// Only the serializer's own.
     pub fn serialize<S: serde::Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::format_rfc3339(*t))
+        super::with_rfc3339(*t, |text| s.serialize_str(text))
     }
 
     /// Deserializes.
@@ -185,7 +195,7 @@ pub mod rfc3339_opt {
         s: S,
     ) -> Result<S::Ok, S::Error> {
         match t {
-            Some(t) => s.serialize_some(&super::format_rfc3339(*t)),
+            Some(t) => super::with_rfc3339(*t, |text| s.serialize_some(text)),
             None => s.serialize_none(),
         }
     }

@@ -629,12 +629,14 @@ pub(crate) fn append_journal(
     file: &mut fs::File,
     entry: &JournalEntry<'_>,
 ) -> Result<(), AwfError> {
-    let path = paths.journal_file(run_id);
-    let mut line =
-        serde_json::to_vec(entry).map_err(|e| write_failed("the state journal", &path, e))?;
+    // The path only for an error's message: building it costs more than the line (issue 9:
+    // one a step).
+    let failed = |e: &dyn std::fmt::Display| {
+        write_failed("the state journal", &paths.journal_file(run_id), e)
+    };
+    let mut line = serde_json::to_vec(entry).map_err(|e| failed(&e))?;
     line.push(b'\n');
-    file.write_all(&line)
-        .map_err(|e| write_failed("the state journal", &path, e))
+    file.write_all(&line).map_err(|e| failed(&e))
 }
 
 /// Removes the run's journal once its state file holds everything (missing is fine).
