@@ -242,7 +242,24 @@ pub fn file_references(
         if let StateKind::Command(c) = &state.kind
             && let awf_domain::workflow::CommandSource::ScriptFile(f) = &c.source
         {
-            out.extend(file_problem("script_file", name, f));
+            match file_problem("script_file", name, f) {
+                Some(d) => out.push(d),
+                // A shell script's values are checked as a `command:`'s are (new user: an
+                // input's `$( … )` ran from `awf init`'s example script, unwarned).
+                None => {
+                    if let Some(text) = static_path(f).and_then(|p| host.read_to_string(&p).ok()) {
+                        let at = format!("states.{name}.script_file");
+                        out.extend(
+                            awf_domain::validate::unquoted_shell_values_in_script(wf, &text, &at)
+                                .into_iter()
+                                .map(|mut d| {
+                                    d.message = format!("script {}: {}", f.trim(), d.message);
+                                    d
+                                }),
+                        );
+                    }
+                }
+            }
         }
         let StateKind::Agent(a) = &state.kind else {
             continue;
@@ -487,6 +504,24 @@ fn input_declarations(wf: &Workflow, host: &dyn awf_domain::ports::Host) -> Vec<
                     ),
                 )
                 .with_hint("fix the pattern (Rust regex syntax, close to Go's RE2)"),
+            );
+            continue;
+        }
+        // No value can satisfy both (breaker: accepted, then every value was refused at run
+        // time, or the error blamed the default).
+        if let (Some(min), Some(max)) = (def.validation.min, def.validation.max)
+            && min > max
+        {
+            out.push(
+                Diagnostic::error(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("inputs.{i}.validation"),
+                    format!(
+                        "input \"{}\": min {min} is greater than max {max}: no value can satisfy both",
+                        def.name
+                    ),
+                )
+                .with_hint("swap them, or drop the one that is wrong"),
             );
             continue;
         }

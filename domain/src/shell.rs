@@ -683,6 +683,35 @@ fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
     )
 }
 
+/// Whether a script (a step's `script_file:` contents) runs as shell code: it has no `#!`
+/// line (awf runs it with `$SHELL`), or its `#!` names a POSIX-family shell (`sh`, `bash`,
+/// `dash`, `zsh`, `ksh`, `mksh`, `ash`, `yash`, `posh`, `busybox`), directly or through
+/// `env` (`#!/usr/bin/env bash`, `#!/usr/bin/env -S bash -e`). Such a script's template
+/// values land in shell text exactly as a `command:`'s do, so `shell_quote: true` and the
+/// unquoted-value warnings apply to it; a script for another interpreter (`python3`, `node`)
+/// is not shell text.
+pub fn script_runs_in_shell(script: &str) -> bool {
+    let Some(line) = script.strip_prefix("#!") else {
+        return true;
+    };
+    let line = line.lines().next().unwrap_or("");
+    let mut words = line.split_whitespace();
+    let Some(mut program) = words.next() else {
+        return true;
+    };
+    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
+    if base(program) == "env" {
+        match words.find(|w| !w.starts_with('-') && !w.contains('=')) {
+            Some(p) => program = p,
+            None => return false,
+        }
+    }
+    matches!(
+        base(program).as_str(),
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "busybox"
+    )
+}
+
 #[cfg(test)]
 #[path = "shell_tests.rs"]
 mod tests;

@@ -287,3 +287,30 @@ fn any_text_is_cut_into_pieces_that_make_it_again() {
         assert_eq!(back, text);
     }
 }
+
+/// Scripts without `#!` and those for a shell are shell text; others are not (new user:
+/// `shell_quote: true` left a `script_file:`'s values unquoted).
+#[test]
+fn scripts_for_a_shell_are_told_from_scripts_for_other_interpreters() {
+    for shell in [
+        "echo hi",
+        "",
+        "#!/bin/sh\necho hi",
+        "#!/bin/bash -e\n",
+        "#! /usr/bin/env bash\n",
+        "#!/usr/bin/env -S bash -eu\n",
+        "#!/usr/bin/env LC_ALL=C dash\n",
+        "#!/usr/local/bin/zsh",
+    ] {
+        assert!(super::script_runs_in_shell(shell), "{shell:?}");
+    }
+    for other in [
+        "#!/usr/bin/env python3\nprint(1)",
+        "#!/usr/bin/node\n",
+        "#!/usr/bin/env -S node --no-warnings\n",
+        "#!/usr/bin/env\n",
+        "#!/usr/bin/perl -w\n",
+    ] {
+        assert!(!super::script_runs_in_shell(other), "{other:?}");
+    }
+}

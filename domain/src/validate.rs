@@ -1493,6 +1493,18 @@ pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
+/// [`unquoted_shell_values`] for the contents of a step's `script_file:` (`script`), when it
+/// runs as shell code ([`crate::shell::script_runs_in_shell`]; a script for another
+/// interpreter gets none): its template values land in shell text as a `command:`'s do.
+/// Findings at `path` (the caller's `states.<name>.script_file`).
+pub fn unquoted_shell_values_in_script(wf: &Workflow, script: &str, path: &str) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if crate::shell::script_runs_in_shell(script) {
+        shell_value_checks(wf, script, path, &mut out);
+    }
+    out
+}
+
 /// Whether every `for_each` of `wf` lists its items in the YAML and each is a plain word
 /// ([`plain_word`]), a number or a boolean: then no loop item can carry shell code.
 fn loop_items_plain(wf: &Workflow) -> bool {

@@ -103,6 +103,117 @@ fn validate_warns_about_unquoted_values_with_the_fix_in_the_hint() {
     );
 }
 
+/// A shell `script_file:` under `shell_quote: true` gets its values quoted as a `command:`'s
+/// are, a script for another interpreter is rendered as written, and without the mode
+/// `awf validate` warns about the shell script's values (new user: `awf init`'s example ran
+/// an input's `$( … )` from its script file, unwarned).
+#[test]
+fn a_shell_script_file_is_quoted_under_shell_quote_and_warned_about_without_it() {
+    let mut sb = sandbox();
+    let tmp = with_tmpdir(&mut sb);
+    sb.write(
+        "s.sh",
+        "echo \"value: {{.inputs.v}}\"\necho bare: {{.inputs.v}}\n",
+    )
+    .unwrap();
+    sb.write(
+        "p.sh",
+        "#!/usr/bin/env -S sh -e\nprintf '%s\\n' {{.inputs.v}}\n",
+    )
+    .unwrap();
+    sb.write(
+        "o.awk",
+        "#!/usr/bin/awk -f\nBEGIN { print \"{{.inputs.v}}\" }\n",
+    )
+    .unwrap();
+    let text = "name: sq\nshell_quote: true\ninputs: [{name: v, type: string}]\nstates:\n  \
+                initial: s\n  s: {type: step, script_file: s.sh, on_success: p}\n  \
+                p: {type: step, script_file: p.sh, on_success: o}\n  \
+                o: {type: step, script_file: o.awk, on_success: done}\n  \
+                done: {type: terminal}\n";
+    let wf = sb.write("sq.yaml", text).unwrap();
+    let hostile = "$(touch $TMPDIR/pwned); `touch $TMPDIR/pwned2`";
+    let r = sb
+        .run(&[
+            "run",
+            &wf.display().to_string(),
+            "-f",
+            "json",
+            "-i",
+            &format!("v={hostile}"),
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!tmp.join("pwned").exists(), "the input ran as shell code");
+    assert!(!tmp.join("pwned2").exists(), "the input ran as shell code");
+    let doc = r.json().unwrap();
+    assert_eq!(
+        doc["states"]["s"]["output"],
+        format!("value: {hostile}\nbare: {hostile}\n")
+    );
+    assert_eq!(doc["states"]["p"]["output"], format!("{hostile}\n"));
+    // awk's script is not shell text: the value lands as written.
+    assert_eq!(doc["states"]["o"]["output"], format!("{hostile}\n"));
+
+    let unsafe_wf = sb
+        .write("unsafe.yaml", &text.replace("shell_quote: true\n", ""))
+        .unwrap();
+    let r = sb
+        .run(&["validate", &unsafe_wf.display().to_string(), "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let mut warned: Vec<String> = r.json().unwrap()["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["code"] == "WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE")
+        .map(|d| d["path"].as_str().unwrap().to_owned())
+        .collect();
+    warned.sort();
+    assert_eq!(
+        warned,
+        [
+            "states.p.script_file",
+            "states.s.script_file",
+            "states.s.script_file"
+        ],
+        "{}",
+        r.stdout
+    );
+}
+
+/// `awf init`'s example (which sets `shell_quote: true`) runs nothing an input holds, its
+/// script file included.
+#[test]
+fn the_init_example_runs_no_input_as_shell_code() {
+    let mut sb = sandbox();
+    let tmp = with_tmpdir(&mut sb);
+    let r = sb.run(&["init"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = sb
+        .run(&[
+            "run",
+            "example",
+            "-f",
+            "json",
+            "-i",
+            "name=$(touch $TMPDIR/pwned)",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        !tmp.join("pwned").exists(),
+        "the input ran as shell code: {}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("Script ran for $(touch $TMPDIR/pwned) in"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// A workflow echoing `three <target>` with `command` (no `shell_quote: true`).
 fn three_text(command: &str) -> String {
     format!(

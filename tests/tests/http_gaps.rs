@@ -199,7 +199,10 @@ fn an_interactive_run_stops_at_its_breakpoints_and_takes_decisions() {
         .iter()
         .map(|o| o["id"].as_str().unwrap())
         .collect();
-    assert_eq!(options, ["continue", "skip", "abort", "retry", "inspect"]);
+    assert_eq!(
+        options,
+        ["continue", "skip", "abort", "retry", "inspect", "edit"]
+    );
     let rid = req["request_id"].as_str().unwrap();
     // A decision that does not exist is 422 and the request stays open.
     let (code, body) = respond(

@@ -360,3 +360,71 @@ fn acp_sessions_survive_a_restart_of_acp_serve() {
     // The first server is gone (stdin ended); a second one, on the same data root.
     drive(&sb, "restart-after", &["--session", &id]);
 }
+
+/// A step printing past the transcript's inline 64 KiB, retried once and run by a loop's
+/// three iterations: each attempt's and iteration's output keeps its own file, and the run
+/// read back from the store streams the very chunks it streamed live (breaker: the earlier
+/// attempts' files were removed, and their chunks came back empty or with the last
+/// attempt's bytes).
+#[test]
+fn retried_and_looped_long_outputs_read_back_as_they_streamed() {
+    const LONG: &str = "name: long
+states:
+  initial: x
+  x:
+    type: step
+    command: 'if test -f flag; then head -c 90000 /dev/zero | tr \"\\0\" B; else head -c 90000 /dev/zero | tr \"\\0\" A; touch flag; exit 1; fi'
+    retry: {max_attempts: 2, initial_delay: 10ms}
+    on_success: each
+  each:
+    type: for_each
+    items: '[\"c\", \"d\", \"e\"]'
+    body: [print]
+    on_complete: done
+  print:
+    type: step
+    command: 'head -c 70000 /dev/zero | tr \"\\0\" {{.loop.Item}}'
+  done:
+    type: terminal
+";
+    let sb = sandbox_with(&[("long", LONG)]);
+    let s = start(&sb, &[]);
+    let id = start_run(&s, "long", "{}");
+    let live = follow(&s, &id, &[]);
+    assert_eq!(live.last().unwrap().1, "run_finished", "{:?}", names(&live));
+    drop(s);
+    let s = start(&sb, &[]);
+    let replayed = follow(&s, &id, &[]);
+    // Every chunk's text, in order, per step path: the live stream's.
+    let texts = |frames: &[Frame]| -> Vec<(String, String)> {
+        frames
+            .iter()
+            .filter(|f| f.1 == "output_chunk")
+            .map(|f| {
+                let text = f.2["event"]["text"].as_str().unwrap_or("").to_owned();
+                (f.2["path"].as_str().unwrap_or("").to_owned(), text)
+            })
+            .collect()
+    };
+    let (live_texts, replayed_texts) = (texts(&live), texts(&replayed));
+    let joined = |t: &[(String, String)], c: char| -> usize {
+        t.iter()
+            .map(|(_, x)| x.chars().filter(|&y| y == c).count())
+            .sum()
+    };
+    for c in ['A', 'B', 'c', 'd', 'e'] {
+        let want = if "AB".contains(c) { 90_000 } else { 70_000 };
+        assert_eq!(joined(&live_texts, c), want, "live {c}");
+        assert_eq!(joined(&replayed_texts, c), want, "replayed {c}");
+    }
+    assert!(replayed_texts == live_texts, "the chunks differ");
+    let (a, b) = (shapes(&replayed), shapes(&live));
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(&b) {
+        let cut = |v: &(u64, String, Value)| {
+            let t = format!("{v:?}");
+            t.chars().take(300).collect::<String>()
+        };
+        assert!(x == y, "replayed {} / live {}", cut(x), cut(y));
+    }
+}

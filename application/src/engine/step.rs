@@ -505,13 +505,15 @@ impl Run {
         }
         // Command transitions also see failures of the process itself (AWF routes on
         // ExitCode that way); failures before the process ran (template errors, missing
-        // script) skip them.
+        // script, a process that could not be started) skip them: a catch-all route must not
+        // turn a step that never ran into a success (breaker: a missing `dir:` went on to a
+        // success terminal, exit 0).
         let process_failed = matches!(state.kind, StateKind::Command(_))
             && failure.as_ref().is_some_and(|f| {
                 matches!(
                     f.code(),
                     ErrorCode::ExecutionCommandFailed | ErrorCode::ExecutionCommandTimeout
-                )
+                ) && !f.details().contains_key(NOT_STARTED)
             });
         if (succeeded || process_failed)
             && let Some(target) = self.transition(state, frame)?
@@ -800,7 +802,16 @@ impl Run {
         {
             Ok(o) => o,
             Err(e) => {
-                return fail(st, e.code(), format!("step {name}: {}", e.message()));
+                // The process never started (a missing `dir:`, a NUL byte, too long a
+                // command): no exit code, and the executor's hint kept.
+                let mut b = fail(st, e.code(), format!("step {name}: {}", e.message()));
+                if let Some(mut f) = b.failure.take() {
+                    for h in e.hints() {
+                        f = f.with_hint(h.clone());
+                    }
+                    b.failure = Some(f.with_detail(NOT_STARTED, true));
+                }
+                return b;
             }
         };
         let (stdout, stderr, cut) = callback.finish();
@@ -958,7 +969,15 @@ impl Run {
             read_workflow_file(self.svc.host.as_ref(), &file, "script file").map_err(|e| {
                 e.with_hint("script_file paths are relative to the workflow file's directory")
             })?;
-        self.render(&text, frame, None).map_err(|e| {
+        // Under `shell_quote: true` a script that runs as shell code gets its values quoted
+        // as a `command:`'s are (new user: `awf init`'s example script ran an input's
+        // `$( … )`); a script for another interpreter is rendered as it is written.
+        let rendered = if self.wf.shell_quote && awf_domain::shell::script_runs_in_shell(&text) {
+            self.render_command(&text, frame, None)
+        } else {
+            self.render(&text, frame, None)
+        };
+        rendered.map_err(|e| {
             AwfError::new(
                 ErrorCode::ExecutionTemplateFailed,
                 format!("interpolate script {}: {e}", file.display()),
@@ -1190,6 +1209,10 @@ fn signal_name(sig: i32) -> &'static str {
         _ => "",
     }
 }
+
+/// Detail set on the failure of a command step whose process could not be started (its
+/// transitions are not evaluated: there is no exit code to route on).
+const NOT_STARTED: &str = "not_started";
 
 pub(crate) fn cancelled(step: &str) -> AwfError {
     AwfError::new(

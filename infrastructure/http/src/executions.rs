@@ -289,8 +289,8 @@ impl PreviewInfo {
 }
 
 /// The decisions a breakpoint offers, as a terminal does (`interact.rs`): continue, skip,
-/// abort, retry (only when a state ran before), inspect; `edit` is `decision: "edit
-/// NAME=VALUE"` and not listed (it needs a value).
+/// abort, retry (only when a state ran before), inspect, and edit, which takes a value:
+/// `decision: "edit NAME=VALUE"` (its name says so; new users missed it when unlisted).
 fn breakpoint_options(has_previous: bool) -> Vec<OptionInfo> {
     let mut out = Vec::new();
     for (id, name) in [
@@ -299,6 +299,7 @@ fn breakpoint_options(has_previous: bool) -> Vec<OptionInfo> {
         ("abort", "Abort"),
         ("retry", "Retry the previous state"),
         ("inspect", "Inspect"),
+        ("edit", "Edit a value: decision \"edit NAME=VALUE\""),
     ] {
         if id == "retry" && !has_previous {
             continue;
@@ -1834,7 +1835,7 @@ mod tests {
             .into_iter()
             .map(|o| o.id)
             .collect();
-        assert_eq!(ids, ["continue", "skip", "abort", "inspect"]);
+        assert_eq!(ids, ["continue", "skip", "abort", "inspect", "edit"]);
         assert!(breakpoint_options(true).iter().any(|o| o.id == "retry"));
     }
     use awf_domain::interaction::ApprovalOption;

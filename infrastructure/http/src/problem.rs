@@ -180,6 +180,10 @@ pub fn http_hint(hint: &str, key: &str) -> String {
                 ({\"from_step\": \"<state>\"})"
             .to_owned();
     }
+    if let Some(rest) = hint.strip_prefix("`awf history` lists recorded runs") {
+        // Breaker: an unknown run id's 404 pointed at the command line.
+        return format!("GET /api/history lists recorded runs{rest}");
+    }
     if hint == "`awf resume --list` shows runs that can be resumed" {
         return "GET /api/executions lists the runs: a `failed` or `cancelled` one can be resumed"
             .to_owned();
@@ -429,6 +433,17 @@ mod tests {
         assert_eq!(
             d.hints[0],
             r#"give them again: {"input_overrides": {"token": "<value>"}}"#
+        );
+    }
+
+    /// An unknown run's hint names the HTTP route, not `awf history` (breaker).
+    #[test]
+    fn the_unknown_run_hint_names_the_history_route() {
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "no run")
+            .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough");
+        assert_eq!(
+            Problem::from_error(e).doc().hints[0],
+            "GET /api/history lists recorded runs; a unique prefix of a run id is enough"
         );
     }
 

@@ -367,10 +367,9 @@ struct RunProj {
     whole: bool,
     /// States recorded since the last write (they go to the journal).
     changed: BTreeSet<String>,
-    /// The files holding long texts of the recorded states, by state name.
+    /// The files holding long texts of the recorded states, by state name. A file replaced
+    /// by a later attempt's or iteration's stays: the transcript names it for its chunks.
     files: state::FileRefs,
-    /// Output files replaced by newer ones: removed once a record without them is written.
-    garbage: Vec<String>,
     /// The journal, open for appending once the state file was written whole.
     journal: Option<File>,
     /// The run was resumed (`resumed_from`): its state file and journal exist from before.
@@ -666,13 +665,16 @@ impl Writer {
             RunEvent::OutputChunk { stream, text, .. } if self.runs.contains_key(run_id) => {
                 self.spool(run_id, &env.path, *stream, text.as_bytes());
             }
-            RunEvent::StepStarted { .. } | RunEvent::StepRetrying { .. } => {
+            RunEvent::StepStarted { .. } => {
                 self.drop_spools(|(r, p)| r == run_id && *p == env.path);
             }
             RunEvent::RunFinished { .. } => self.drop_spools(|(r, _)| r == run_id),
             _ => {}
         }
         let spilled = match &env.event {
+            // A failed attempt's long output stays in its spool's file, which the
+            // `step.retrying` line names for the attempt's bytes-only chunks.
+            RunEvent::StepRetrying { .. } => self.keep_spools(run_id, &env.path),
             RunEvent::StepFinished { state, .. } if self.runs.contains_key(run_id) => {
                 let spools = self
                     .spools
@@ -731,7 +733,6 @@ impl Writer {
                         whole: false,
                         changed: BTreeSet::new(),
                         files,
-                        garbage: Vec::new(),
                         journal: None,
                         journal_unsynced: false,
                         resumed: resumed_from.is_some(),
@@ -764,13 +765,12 @@ impl Writer {
             RunEvent::StepFinished { step, state, .. } => {
                 if let Some(p) = self.runs.get_mut(run_id) {
                     p.proj.step_finished(env, step, state);
-                    let replaced = if spilled.is_empty() {
-                        p.files.remove(step)
+                    // A replaced file stays: the transcript names it (breaker: a retried
+                    // or looped step's earlier output was removed and read back wrong).
+                    if spilled.is_empty() {
+                        p.files.remove(step);
                     } else {
-                        p.files.insert(step.clone(), spilled)
-                    };
-                    if let Some(old) = replaced {
-                        p.garbage.extend(old.paths().map(str::to_owned));
+                        p.files.insert(step.clone(), spilled);
                     }
                     p.changed.insert(step.clone());
                     p.dirty = true;
@@ -996,6 +996,18 @@ impl Writer {
         }
     }
 
+    /// Ends the spools of the step at `path` (a failed attempt) keeping their files: the
+    /// files holding what the attempt streamed past [`state::INLINE_MAX`] (its chunks'
+    /// bytes, from offset 0).
+    fn keep_spools(&mut self, run_id: &str, path: &str) -> state::OutputFiles {
+        let mut kept = state::OutputFiles::default();
+        if let Some([out, err]) = self.spools.remove(&(run_id.to_owned(), path.to_owned())) {
+            kept.stdout = out.file.map(|(_, rel)| rel);
+            kept.stderr = err.file.map(|(_, rel)| rel);
+        }
+        kept
+    }
+
     /// Removes the spools (and their files) whose (run id, path) matches.
     fn drop_spools(&mut self, matches: impl Fn(&(String, String)) -> bool) {
         let keys: Vec<(String, String)> =
@@ -1025,13 +1037,22 @@ impl Writer {
             seq = t.last + 1;
         }
         t.last = seq;
+        let mut summary = false;
         let inline = match &env.event {
             RunEvent::StepStarted { .. } | RunEvent::StepRetrying { .. } => {
                 t.streamed.remove(&env.path);
                 true
             }
-            RunEvent::StepFinished { .. } => {
-                t.streamed.remove(&env.path);
+            RunEvent::StepFinished { state, .. } => {
+                // A step that streamed no stdout of its own (a loop's or a parallel block's
+                // summary, a call, an agent that printed nothing live) has its output
+                // written on its `step.completed` line: a replay has no chunks to build it
+                // from (breaker: a loop's "completed 3 iterations" read back empty).
+                let seen = t.streamed.remove(&env.path).unwrap_or_default();
+                summary = seen[0] == 0
+                    && files.stdout.is_none()
+                    && !state.output.is_empty()
+                    && state.output.len() <= state::INLINE_MAX;
                 true
             }
             RunEvent::OutputChunk { stream, text, .. } => {
@@ -1042,7 +1063,7 @@ impl Writer {
             }
             _ => true,
         };
-        transcript::event_line_into(&mut t.buf, env, seq, inline, files);
+        transcript::event_line_into(&mut t.buf, env, seq, inline, summary, files);
     }
 
     /// Writes what the applied events changed; with `sync`, also has the syncer fsync
@@ -1407,9 +1428,6 @@ fn write_state(
             p.journal_unsynced = true;
         }
     }
-    // The replaced files are named by no record any more.
-    state::remove_outputs(paths, p.garbage.iter().map(String::as_str));
-    p.garbage.clear();
     Ok(())
 }
 

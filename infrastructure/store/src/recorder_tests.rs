@@ -912,7 +912,7 @@ fn transcript_lines_and_seqs() {
         {"seq": 7, "run_id": "p", "type": "input.required", "path": "ask", "timestamp": ts(70),
          "payload": {"name": "ask", "request_id": "q1", "prompt": "> "}},
         {"seq": 8, "run_id": "p", "type": "step.completed", "path": "ask", "timestamp": ts(80),
-         "payload": {"name": "ask", "kind": "command", "status": "completed", "exit_code": 0}},
+         "payload": {"name": "ask", "kind": "command", "status": "completed", "exit_code": 0, "output": "ask out\n"}},
         {"seq": 9, "run_id": "p", "type": "step.retrying", "path": "loop:1/body", "iteration": 1, "timestamp": ts(90),
          "payload": {"name": "body", "attempt": 2, "delay_ms": 50}},
         {"seq": 10, "run_id": "p", "type": "step.output", "path": "loop:1/body", "iteration": 1, "timestamp": ts(100),
@@ -923,7 +923,7 @@ fn transcript_lines_and_seqs() {
         {"seq": 13, "run_id": "p", "child_run_id": "c", "type": "step.call_workflow.completed", "path": "call", "timestamp": ts(150),
          "payload": {"name": "call", "workflow": "child-wf", "status": "failure", "exit_code": 3}},
         {"seq": 14, "run_id": "p", "type": "step.completed", "path": "call", "timestamp": ts(160),
-         "payload": {"name": "call", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2}},
+         "payload": {"name": "call", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2, "output": "call out\n"}},
         {"seq": 15, "run_id": "p", "type": "run.completed", "path": "", "timestamp": ts(170),
          "payload": {"status": "failure", "exit_code": 3, "terminal": null, "duration_ms": 1234, "error": err("call failed")}},
     ]);
@@ -933,7 +933,7 @@ fn transcript_lines_and_seqs() {
         {"seq": 1, "run_id": "c", "parent_run_id": "p", "type": "run.started", "path": "", "timestamp": ts(130),
          "payload": {"workflow": "child-wf", "workflow_name": "child", "workflow_path": "/wf/child-wf.yaml", "inputs": {}}},
         {"seq": 2, "run_id": "c", "parent_run_id": "p", "type": "step.completed", "path": "x", "timestamp": ts(140),
-         "payload": {"name": "x", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2}},
+         "payload": {"name": "x", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2, "output": "x out\n"}},
         {"seq": 3, "run_id": "c", "parent_run_id": "p", "type": "run.completed", "path": "", "timestamp": ts(150),
          "payload": {"status": "failure", "exit_code": 3, "terminal": null, "duration_ms": 1234, "error": err("x failed")}},
     ]);
@@ -1228,8 +1228,9 @@ fn a_long_output_is_stored_once_in_its_own_file() {
     );
 }
 
-/// A state recorded again (a loop body) replaces its file; a resumed run keeps the files of
-/// the states it did not run again.
+/// A state recorded again (a loop body) names its new file in the record; the file it
+/// replaced stays, named by the transcript's earlier `step.completed` (a replay reads that
+/// visit's chunks from it); a resumed run keeps the files of the states it did not run again.
 #[test]
 fn long_outputs_are_replaced_by_newer_records_and_kept_across_resume() {
     let d = tempfile::tempdir().unwrap();
@@ -1246,7 +1247,7 @@ fn long_outputs_are_replaced_by_newer_records_and_kept_across_resume() {
         rec.flush();
         rec.emit(s.ev("r", None, "a", None, state_with("a", 2, &two, "")));
         rec.flush();
-        assert_eq!(files_under(&d.path().join("outputs/r")).len(), 1);
+        assert_eq!(files_under(&d.path().join("outputs/r")).len(), 2);
         rec.emit(s.ev(
             "r",
             None,
@@ -1256,13 +1257,12 @@ fn long_outputs_are_replaced_by_newer_records_and_kept_across_resume() {
         ));
         rec.flush();
     }
-    assert_eq!(
-        files_under(&d.path().join("outputs/r")),
-        vec![(
-            files_under(&d.path().join("outputs/r"))[0].0.clone(),
-            two.len() as u64
-        )]
-    );
+    let mut sizes: Vec<u64> = files_under(&d.path().join("outputs/r"))
+        .iter()
+        .map(|(_, n)| *n)
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(sizes, [one.len() as u64, two.len() as u64]);
     // Resume in a new writer: `a` keeps its file, `c` adds one, short `a2` stays inline.
     s.restart("r");
     let store = open(d.path(), false);
@@ -1294,7 +1294,10 @@ fn long_outputs_are_replaced_by_newer_records_and_kept_across_resume() {
         .map(|(_, n)| *n)
         .collect();
     sizes.sort_unstable();
-    assert_eq!(sizes, [two.len() as u64, three.len() as u64]);
+    assert_eq!(
+        sizes,
+        [one.len() as u64, two.len() as u64, three.len() as u64]
+    );
 }
 
 /// Short texts stay inline: no outputs directory at all.
@@ -1370,16 +1373,27 @@ fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
         ));
     }
     rec.flush();
-    // Only the last attempt's spool is left, written as it streamed.
-    let spooled = files_under(&d.path().join("outputs/r"));
-    assert_eq!(spooled.len(), 1, "{spooled:?}");
-    assert_eq!(spooled[0].1, second.len() as u64);
+    // Each attempt's spool, written as it streamed: the failed one's stays, named by the
+    // `step.retrying` line for its chunks.
+    let mut spooled = files_under(&d.path().join("outputs/r"));
+    spooled.sort_by_key(|(_, n)| *n);
+    assert_eq!(
+        spooled.iter().map(|(_, n)| *n).collect::<Vec<_>>(),
+        [first.len() as u64, second.len() as u64],
+        "{spooled:?}"
+    );
+    let first_file = spooled.remove(0);
     rec.emit(s.ev("r", None, "a", None, state_with("a", 1, kept, "")));
     rec.flush();
-    // That file is the stored copy, cut to what the step kept.
+    // The last attempt's file is the stored copy, cut to what the step kept.
+    let mut now = files_under(&d.path().join("outputs/r"));
+    now.sort_by_key(|(_, n)| *n);
     assert_eq!(
-        files_under(&d.path().join("outputs/r")),
-        [(spooled[0].0.clone(), kept.len() as u64)]
+        now,
+        [
+            (spooled[0].0.clone(), kept.len() as u64),
+            first_file
+        ]
     );
     // `b` streamed one text but keeps another (as a second masking pass would make it).
     let streamed = "x".repeat(100 * 1024);
@@ -1402,7 +1416,10 @@ fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
         .map(|(_, n)| *n)
         .collect();
     sizes.sort_unstable();
-    assert_eq!(sizes, [other.len() as u64, kept.len() as u64]);
+    assert_eq!(
+        sizes,
+        [other.len() as u64, kept.len() as u64, first.len() as u64]
+    );
     rec.emit(s.ev(
         "r",
         None,
@@ -1411,7 +1428,7 @@ fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
         finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
     ));
     rec.flush();
-    assert_eq!(files_under(&d.path().join("outputs/r")).len(), 2);
+    assert_eq!(files_under(&d.path().join("outputs/r")).len(), 3);
     assert_eq!(store.load("r").unwrap().states["a"].output, kept);
 }
 

@@ -413,9 +413,11 @@ pub(crate) fn remove_outputs<'a>(paths: &StorePaths, files: impl Iterator<Item =
     }
 }
 
-/// Removes the files of the run's outputs directory that `refs` does not name (left by a
-/// writer killed between writing a file and recording it, or replaced), and the directory
-/// when nothing is left. Best effort.
+/// Removes the files of the run's outputs directory that neither `refs` nor the run's
+/// transcript names (left by a writer killed between writing a file and recording it), and
+/// the directory when nothing is left. A file an earlier attempt or iteration of a step
+/// replaced in the record stays: the transcript's `step.completed` or `step.retrying` line
+/// names it for that attempt's chunks. Best effort.
 pub(crate) fn prune_outputs(paths: &StorePaths, run_id: &str, refs: &FileRefs) {
     if !valid_id(run_id) {
         return;
@@ -424,9 +426,11 @@ pub(crate) fn prune_outputs(paths: &StorePaths, run_id: &str, refs: &FileRefs) {
     let Ok(entries) = fs::read_dir(&dir) else {
         return;
     };
+    let named = transcript_files(paths, run_id);
     let keep: std::collections::BTreeSet<&str> = refs
         .values()
         .flat_map(OutputFiles::paths)
+        .chain(named.iter().map(String::as_str))
         .filter_map(|p| p.rsplit('/').next())
         .collect();
     for entry in entries.flatten() {
@@ -436,6 +440,30 @@ pub(crate) fn prune_outputs(paths: &StorePaths, run_id: &str, refs: &FileRefs) {
         }
     }
     let _ = fs::remove_dir(&dir);
+}
+
+/// The output files the run's transcript names (`output_file`, `stderr_file` of its lines),
+/// as paths relative to the data root; none when it cannot be read.
+fn transcript_files(paths: &StorePaths, run_id: &str) -> Vec<String> {
+    use std::io::BufRead;
+    let Ok(f) = fs::File::open(paths.transcript_file(run_id)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for line in std::io::BufReader::new(f).lines().map_while(Result::ok) {
+        if !line.contains("_file\":") {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        for key in ["output_file", "stderr_file"] {
+            if let Some(p) = v["payload"][key].as_str() {
+                out.push(p.to_owned());
+            }
+        }
+    }
+    out
 }
 
 /// `st` as stored: the texts kept in files (named in `files`) left empty. No copy of the

@@ -13,7 +13,7 @@
 //! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?}` |
 //! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
 //! | StepStarted | `step.started` | `{name, kind, command?}` (`command`: an awf addition, the command as it will run, masked, for a `command` step) |
-//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, output_file?, stderr_file?}` (the files holding a stdout / stderr over 64 KiB, relative to the data root) |
+//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, output?, output_file?, stderr_file?}` (`output`: the stdout of a step that streamed none, a loop's or parallel block's summary; the files holding a stdout / stderr over 64 KiB, relative to the data root) |
 //! | ChildRunStarted | `step.call_workflow.started` (+ `child_run_id`) | `{name, workflow}` |
 //! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
 //! | AgentMessageChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "text", text}]}` |
@@ -22,7 +22,7 @@
 //! | ToolCallResult | `tool.result` | `{call_id, output, error?: true, fidelity}` |
 //! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}`; once the step's stream passed 64 KiB `{name, stream, bytes}` (the text is kept once, in the file `step.completed` names) |
 //! | Log (awf addition) | `log` | `{name?, level, message}` |
-//! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms}` |
+//! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms, output_file?, stderr_file?}` (the files of the failed attempt's stdout / stderr over 64 KiB) |
 //! | InteractionRequired, conversation turn (awf addition) | `input.required` | `{name, request_id, prompt}` |
 //! | InteractionRequired, missing input (awf addition) | `input.required` | `{name: null, request_id, input, problem?}` (`input` is the input's name) |
 //! | InteractionRequired, breakpoint (awf addition) | `breakpoint` | `{name, kind, request_id, previous}` |
@@ -317,6 +317,7 @@ pub(crate) fn event_line_into(
     env: &EventEnvelope,
     seq: u64,
     inline: bool,
+    summary: bool,
     files: &crate::state::OutputFiles,
 ) {
     // The two lines of every step, written without building their payload as a map.
@@ -364,6 +365,10 @@ pub(crate) fn event_line_into(
             if let Some(c) = state.exit_code {
                 let _ = write!(out, ",\"exit_code\":{c}");
             }
+            if summary {
+                out.push_str(",\"output\":");
+                push_json_str(out, &state.output);
+            }
             if let Some(f) = &files.stdout {
                 out.push_str(",\"output_file\":");
                 push_json_str(out, f);
@@ -384,7 +389,11 @@ pub(crate) fn event_line_into(
         m.remove("text");
         m.insert("bytes".into(), text.as_bytes().len().into());
     }
-    if let (RunEvent::StepFinished { .. }, Value::Object(m)) = (&env.event, &mut payload) {
+    // `step.completed` names the step's output files, `step.retrying` those of the attempt
+    // that failed (each for the bytes-only chunks before it).
+    if let (RunEvent::StepFinished { .. } | RunEvent::StepRetrying { .. }, Value::Object(m)) =
+        (&env.event, &mut payload)
+    {
         if let Some(f) = &files.stdout {
             m.insert("output_file".into(), f.as_str().into());
         }
@@ -542,7 +551,7 @@ mod line_tests {
                 };
                 for f in &files {
                     let mut out = String::new();
-                    event_line_into(&mut out, &env, 9, true, f);
+                    event_line_into(&mut out, &env, 9, true, false, f);
                     assert_eq!(out, generic_line(&env, 9, f));
                 }
             }

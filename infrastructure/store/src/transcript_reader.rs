@@ -194,18 +194,22 @@ fn run_status(s: &str) -> RunStatus {
     }
 }
 
-/// For each bytes-only `step.output` line, the output file the step's later
-/// `step.completed` names for its stream.
+/// For each bytes-only `step.output` line, the output file the attempt's end names for its
+/// stream: the step's later `step.completed`, or the `step.retrying` that ended a failed
+/// attempt (each attempt has a file of its own, its chunks' bytes from offset 0).
 fn chunk_files(lines: &[Line]) -> HashMap<usize, String> {
     let mut pending: HashMap<(String, bool), String> = HashMap::new();
     let mut out = HashMap::new();
     for (i, l) in lines.iter().enumerate().rev() {
         match l.kind.as_str() {
-            "step.completed" => {
+            "step.completed" | "step.retrying" => {
                 for (key, stderr) in [("output_file", false), ("stderr_file", true)] {
-                    if let Some(f) = str_of(&l.payload, key) {
-                        pending.insert((l.path.clone(), stderr), f);
-                    }
+                    // An attempt that names no file of a stream had it all inline: the
+                    // later attempt's file is not its own.
+                    match str_of(&l.payload, key) {
+                        Some(f) => pending.insert((l.path.clone(), stderr), f),
+                        None => pending.remove(&(l.path.clone(), stderr)),
+                    };
                 }
             }
             "step.started" => {
@@ -352,6 +356,8 @@ impl Converter {
                 acc.attempts = attempt;
                 acc.stdout.clear();
                 acc.stderr.clear();
+                // The next attempt's chunks are read from its own file, from its start.
+                self.offsets.retain(|(path, _), _| path != &l.path);
                 RunEvent::StepRetrying {
                     step: name(),
                     attempt,
@@ -361,17 +367,20 @@ impl Converter {
             "step.output" => {
                 let stderr = p.get("stream").and_then(Value::as_str) == Some("stderr");
                 let offset = self.offsets.entry((l.path.clone(), stderr)).or_insert(0);
-                let bytes = match p.get("text").and_then(Value::as_str) {
-                    Some(t) => t.as_bytes().to_vec(),
+                let (bytes, len) = match p.get("text").and_then(Value::as_str) {
+                    Some(t) => (t.as_bytes().to_vec(), t.len() as u64),
                     None => {
                         let len = p.get("bytes").and_then(Value::as_u64).unwrap_or(0);
-                        self.chunk_files
+                        let bytes = self
+                            .chunk_files
                             .get(&idx)
                             .map(|f| files.range(f, *offset, len))
-                            .unwrap_or_default()
+                            .unwrap_or_default();
+                        (bytes, len)
                     }
                 };
-                *offset += bytes.len() as u64;
+                // The file's offsets count every chunk, read or not.
+                *offset += len;
                 let acc = self.steps.entry(l.path.clone()).or_default();
                 if stderr {
                     acc.stderr.extend_from_slice(&bytes);
@@ -407,7 +416,12 @@ impl Converter {
                         .unwrap_or(streamed);
                     String::from_utf8_lossy(&bytes).into_owned()
                 };
-                st.output = text("output_file", files, acc.stdout).into();
+                // A step that streamed no stdout has its output on this line.
+                st.output = match str_of(p, "output") {
+                    Some(o) => o,
+                    None => text("output_file", files, acc.stdout),
+                }
+                .into();
                 st.stderr = text("stderr_file", files, acc.stderr).into();
                 self.states.insert(step.clone(), StateResult::from(&st));
                 RunEvent::StepFinished {

@@ -711,8 +711,15 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secre
             .iter()
             .map(|k| format!(" --input {}=<value>", crate::style::printable(k)))
             .collect();
+        // An approval gate nobody could be asked (no terminal) fails the same way again
+        // unless the resume approves it (new user: the hint led to the same failure).
+        let unattended_gate = result.error.as_ref().is_some_and(|e| {
+            e.code == ErrorCode::ExecutionApprovalRejected
+                && e.message.contains("approval not asked")
+        });
+        let yes = if unattended_gate { " --yes" } else { "" };
         let command = errors::with_store_flag(&format!(
-            "awf resume {}{}{secrets}",
+            "awf resume {}{}{secrets}{yes}",
             id.0,
             // A state name comes from the workflow file: no raw control characters.
             crate::style::printable(&resume_from_hint(result, last_failed))

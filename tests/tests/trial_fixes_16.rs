@@ -1,0 +1,122 @@
+//! Fixes from stop 32's trials (a new user's and a breaker's), over the real binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+
+/// A step whose process could not be started (a missing `dir:`, a NUL byte in its command)
+/// does not take a catch-all transition to a success terminal: it fails the run (exit 3)
+/// with the executor's hint, or goes to its `on_failure` (breaker: `Workflow completed`,
+/// exit 0).
+#[test]
+fn a_step_that_never_started_takes_no_catch_all_transition() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "dir.yaml",
+        "name: d\nstates:\n  initial: b\n  b:\n    type: step\n    command: echo hi\n    \
+         dir: /nonexistent/awf-dir\n    transitions:\n      - when: \"1 == 1\"\n        \
+         goto: done\n    on_success: done\n  done: {type: terminal, message: ok}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "dir.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], "failure", "{doc:#}");
+    let text = doc.to_string();
+    assert!(text.contains("/nonexistent/awf-dir"), "{doc:#}");
+    assert!(
+        text.contains("Fix the step's `dir:`"),
+        "the hint is kept: {doc:#}"
+    );
+
+    // With an `on_failure`, the failure goes there.
+    sb.write(
+        "nul.yaml",
+        "name: n\nstates:\n  initial: a\n  a: {type: step, command: \"printf 'A\\\\000B'\", \
+         on_success: b}\n  b:\n    type: step\n    command: 'printf \"%s\" {{shell_quote \
+         .states.a.Output}}'\n    transitions:\n      - goto: done\n    on_failure: broken\n  \
+         done: {type: terminal}\n  broken: {type: terminal, status: failure, message: never \
+         started}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "nul.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["terminal"], "broken", "{doc:#}");
+
+    // A process that ran and failed still takes its transitions (AWF routes on ExitCode).
+    sb.write(
+        "ran.yaml",
+        "name: r\nstates:\n  initial: a\n  a:\n    type: step\n    command: exit 4\n    \
+         transitions:\n      - when: \"states.a.ExitCode == 4\"\n        goto: done\n    \
+         on_failure: broken\n  done: {type: terminal}\n  broken: {type: terminal, status: \
+         failure}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "ran.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+/// `validation: {min: 10, max: 1}` can take no value: `awf validate` says so (breaker: it
+/// said valid, then refused every value at run time).
+#[test]
+fn an_input_whose_min_is_over_its_max_is_a_validation_error() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "m.yaml",
+        "name: m\ninputs:\n  - {name: m, type: integer, validation: {min: 10, max: 1}}\n\
+         states:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  \
+         done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "m.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("input \"m\": min 10 is greater than max 1: no value can satisfy both"),
+        "{}",
+        r.stderr
+    );
+    // A sound range is still valid.
+    sb.write(
+        "ok.yaml",
+        "name: ok\ninputs:\n  - {name: m, type: integer, validation: {min: 1, max: 10}}\n\
+         states:\n  initial: a\n  a: {type: step, command: echo hi, on_success: done}\n  \
+         done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "ok.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+/// A gate that failed because nobody could be asked (no terminal) gets a resume hint that
+/// approves it, and following the hint completes the run (new user: the hint's command
+/// failed the same way).
+#[test]
+fn the_resume_hint_of_an_unasked_gate_approves_it() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "gate.yaml",
+        "name: gate\nstates:\n  initial: deploy\n  deploy: {type: step, command: echo \
+         deploying, approval: \"Deploy?\", on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "gate.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let hint = r
+        .stderr
+        .lines()
+        .find_map(|l| l.split("continue it with `").nth(1))
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no resume hint: {}", r.stderr))
+        .to_owned();
+    assert!(hint.ends_with(" --yes"), "{hint}");
+    let args: Vec<&str> = hint.split_whitespace().skip(1).collect();
+    let r = sb.run(&args).unwrap();
+    assert_eq!(r.code, 0, "{hint}: {}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("approval granted by --yes"),
+        "{}",
+        r.stderr
+    );
+}
