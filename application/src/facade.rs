@@ -562,6 +562,16 @@ pub(crate) fn resume_plan(
     Ok((resume, resume_loop))
 }
 
+/// The parallel state that runs `state` as one of its branches, if any.
+fn parallel_of<'a>(wf: &'a awf_domain::workflow::Workflow, state: &str) -> Option<&'a str> {
+    wf.states.iter().find_map(|(name, st)| match &st.kind {
+        awf_domain::workflow::StateKind::Parallel(p) if p.branches.iter().any(|b| b == state) => {
+            Some(name.as_str())
+        }
+        _ => None,
+    })
+}
+
 /// The states to keep and the state to restart at. Source: spec/workflow.md §3.11.
 fn resume_point(
     snap: &RunSnapshot,
@@ -589,15 +599,16 @@ fn resume_point(
                 ));
                 e = match awf_domain::validate::closest(s, names.iter().copied()) {
                     Some(c) => e.with_hint(format!("did you mean '{c}'?")),
-                    // No near name: the states `--from` takes (not its terminals).
+                    // No near name: the states `--from` takes (not its terminals, nor a
+                    // parallel block's branches).
                     None => e.with_hint(format!(
                         "--from takes `current`, `previous` or one of its states: {}",
                         wf.states
                             .iter()
-                            .filter(|(_, st)| !matches!(
-                                st.kind,
-                                awf_domain::workflow::StateKind::Terminal(_)
-                            ))
+                            .filter(|(n, st)| {
+                                !matches!(st.kind, awf_domain::workflow::StateKind::Terminal(_))
+                                    && parallel_of(wf, n).is_none()
+                            })
                             .map(|(n, _)| n.as_str())
                             .collect::<Vec<_>>()
                             .join(", ")
@@ -619,6 +630,14 @@ fn resume_point(
                     "resume where the run stopped (`awf resume {}`) or from a state that runs (`--from <state>`)",
                     snap.run_id
                 )));
+            }
+            // A branch runs inside its parallel block, which routes on: resumed alone it
+            // had nowhere to go (new user: NO_ROUTE after the branch ran).
+            if let Some(block) = parallel_of(wf, s) {
+                return Err(bad(format!(
+                    "cannot resume from {s}: it is a branch of the parallel state {block}, which runs it and routes on"
+                ))
+                .with_hint(format!("resume from the parallel state {block} instead")));
             }
             s.clone()
         }

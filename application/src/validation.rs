@@ -664,6 +664,7 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         let child = services.repository.load(&c.workflow, Some(&wf.source.dir));
         if let Ok(child) = &child {
             out.extend(call_input_warnings(name, c, &child.workflow));
+            out.extend(invalid_child(services, name, &c.workflow, child));
         }
         if let Err(e) = child {
             let mut d = Diagnostic::error(
@@ -682,6 +683,63 @@ fn missing_children(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+thread_local! {
+    /// The workflow files whose checks are under way on this thread (a call cycle checks
+    /// each file once).
+    static CHECKING: std::cell::RefCell<Vec<std::path::PathBuf>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A warning at the call's `workflow:` when the workflow state `step` calls has errors: the
+/// child's first one (new user: `awf validate` said the parent was valid, and the run failed
+/// at the call). A warning, not an error: the call fails at run time and its failure is
+/// routable (`on_failure`), as it always was. Each file is checked once along a chain of
+/// calls.
+fn invalid_child(
+    services: &Services,
+    step: &str,
+    target: &str,
+    child: &LoadedWorkflow,
+) -> Option<Diagnostic> {
+    let path = child.workflow.source.path.clone()?;
+    let shown = path.display().to_string();
+    if CHECKING.with(|c| c.borrow().contains(&path)) {
+        return None;
+    }
+    CHECKING.with(|c| c.borrow_mut().push(path));
+    let found = checks(services, child);
+    CHECKING.with(|c| {
+        c.borrow_mut().pop();
+    });
+    let errors: Vec<&Diagnostic> = found
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .collect();
+    let first = errors.first()?;
+    let more = match errors.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    let at = if first.path.is_empty() || first.message.contains(first.path.as_str()) {
+        String::new()
+    } else {
+        format!("{}: ", first.path)
+    };
+    let mut d = Diagnostic::warning(
+        first.code,
+        format!("states.{step}.workflow"),
+        format!(
+            "sub-workflow \"{target}\" is invalid, so the call fails when it runs: {at}{}{more}",
+            first.message
+        ),
+    );
+    d.hint = Some(match &first.hint {
+        Some(h) => format!("{h} (in {shown}; `awf validate` it for every finding)"),
+        None => format!("`awf validate {shown}` lists every finding"),
+    });
+    Some(d)
 }
 
 /// What a `call_workflow` step `step` passes its child against what the child declares

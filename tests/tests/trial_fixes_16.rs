@@ -120,3 +120,90 @@ fn the_resume_hint_of_an_unasked_gate_approves_it() {
         r.stderr
     );
 }
+
+/// `--from` a parallel block's branch is refused with the block to resume from, and the
+/// list of states `--from` takes leaves the branches out (new user: resuming a branch ran it
+/// alone and ended with NO_ROUTE).
+#[test]
+fn resuming_from_a_parallel_branch_points_at_its_block() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "p.yaml",
+        "name: p\nstates:\n  initial: par\n  par:\n    type: parallel\n    parallel: [fast_fail, \
+         slow_ok]\n    strategy: all_succeed\n    on_success: done\n    on_failure: failed\n  \
+         fast_fail: {type: step, command: exit 9}\n  slow_ok: {type: step, command: echo ok}\n  \
+         done: {type: terminal}\n  failed: {type: terminal, status: failure}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "p.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let r = sb.run(&["resume", &id, "--from", "slow_ok"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("cannot resume from slow_ok: it is a branch of the parallel state par"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("resume from the parallel state par instead"),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run(&["resume", &id, "--from", "zzzzzzzzzz"]).unwrap();
+    assert!(
+        r.stderr
+            .contains("--from takes `current`, `previous` or one of its states: par\n")
+            || r.stderr.contains("one of its states: par"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("slow_ok"), "{}", r.stderr);
+}
+
+/// `awf validate` of a workflow whose sub-workflow has errors says so at the call, with the
+/// child's first error and its hint (new user: "valid", then the run failed at the call); a
+/// call cycle is still checked once.
+#[test]
+fn validate_says_when_a_called_workflow_is_invalid() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "sub/c2.yaml",
+        "name: c2\ninputs:\n  - {name: msg, type: string}\nstates:\n  initial: s\n  s: {type: \
+         step, command: 'echo {{.inputs.msg}} {{.inputs.code}}', on_success: done}\n  done: \
+         {type: terminal}\n",
+    )
+    .unwrap();
+    sb.write(
+        "p2.yaml",
+        "name: p2\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: \
+         ./sub/c2.yaml\n    inputs: {msg: hi}\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "p2.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "a warning: {}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(
+            "states.call.workflow: sub-workflow \"./sub/c2.yaml\" is invalid, so the call fails \
+             when it runs: undefined input \"code\""
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("declare it under inputs:"),
+        "{}",
+        r.stderr
+    );
+    // A valid child gives no such warning.
+    sb.write(
+        "sub/c2.yaml",
+        "name: c2\ninputs:\n  - {name: msg, type: string}\nstates:\n  initial: s\n  s: {type: \
+         step, command: 'echo {{.inputs.msg}}', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "p2.yaml"]).unwrap();
+    assert!(!r.stderr.contains("is invalid"), "{}", r.stderr);
+}

@@ -1388,13 +1388,7 @@ fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
     // The last attempt's file is the stored copy, cut to what the step kept.
     let mut now = files_under(&d.path().join("outputs/r"));
     now.sort_by_key(|(_, n)| *n);
-    assert_eq!(
-        now,
-        [
-            (spooled[0].0.clone(), kept.len() as u64),
-            first_file
-        ]
-    );
+    assert_eq!(now, [(spooled[0].0.clone(), kept.len() as u64), first_file]);
     // `b` streamed one text but keeps another (as a second masking pass would make it).
     let streamed = "x".repeat(100 * 1024);
     let other = "y".repeat(100 * 1024);
