@@ -172,6 +172,35 @@ fn as_text(v: &Value) -> String {
     }
 }
 
+/// Longest `NAME=value` the OS passes in one environment variable (Linux's
+/// `MAX_ARG_STRLEN`, 32 pages of 4 KiB, its terminating NUL included).
+const ENV_STRING_MAX: usize = 128 * 1024 - 1;
+
+/// Whether a declared input's text can reach the steps: every declared input is given to
+/// every command as an environment variable, so one holding a NUL byte or longer than the OS
+/// takes in one variable would make every step fail to start (breaker: `awf serve` took
+/// such values and the steps failed with a message that named neither the input nor the
+/// limit).
+fn exportable(name: &str, text: &str) -> Result<(), String> {
+    if text.contains('\0') {
+        return Err(
+            "holds a NUL byte, which no process can be given (inputs reach the steps as \
+             environment variables)"
+                .to_owned(),
+        );
+    }
+    let len = name.len() + 1 + text.len();
+    if len > ENV_STRING_MAX {
+        return Err(format!(
+            "is {} bytes long: inputs reach the steps as environment variables, and the OS \
+             takes at most 128 KiB in one; pass a large value through a file (its path as the \
+             input)",
+            text.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `v` against the input's type and rules; returns the value converted to the
 /// declared type (integer, number, boolean, array), `None` when it stays as given.
 pub(crate) fn check_value(
@@ -180,6 +209,9 @@ pub(crate) fn check_value(
     base_dir: &Path,
     host: &dyn Host,
 ) -> Result<Option<Value>, String> {
+    if let Value::String(text) = v {
+        exportable(&def.name, text)?;
+    }
     let rules = &def.validation;
     let mut typed = None;
     let number: Option<f64> = match &def.ty {

@@ -453,6 +453,19 @@ fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
         .iter_mut()
         .filter(|d| d.severity == Severity::Error && !d.message.contains("is not a key"))
     {
+        // A state with "no way out" whose route key is misspelt (new user: `on_sucess:` gave
+        // only NO_EXIT in `awf run`; the did-you-mean was a warning of `awf validate`).
+        if d.code == ErrorCode::WorkflowValidationNoExit
+            && let Some((_, typo, wanted)) = typos.iter().find(|(p, _, w)| {
+                *p == d.path && matches!(w.as_str(), "on_success" | "on_failure" | "transitions")
+            })
+        {
+            d.message.push_str(&format!(
+                " (\"{typo}\" is not a key: did you mean '{wanted}'?)"
+            ));
+            d.hint = Some(format!("rename `{typo}:` to `{wanted}:`"));
+            continue;
+        }
         let Some((parent, key)) = d.path.rsplit_once('.') else {
             continue;
         };

@@ -207,3 +207,73 @@ fn validate_says_when_a_called_workflow_is_invalid() {
     let r = sb.run(&["validate", "p2.yaml"]).unwrap();
     assert!(!r.stderr.contains("is invalid"), "{}", r.stderr);
 }
+
+/// `awf serve` refuses, at submission, an input value no step could be started with (a NUL
+/// byte; longer than the OS takes in one environment variable), naming the input (breaker:
+/// 202, then every step failed with "nul byte found" or "the command is too long", neither
+/// naming the input).
+#[test]
+fn inputs_no_process_can_take_are_refused_when_the_run_is_submitted() {
+    use awf_tests::http_serve::post;
+    use awf_tests::http_serve::sandbox_with;
+    use awf_tests::http_serve::start;
+    let wf = "name: nul\ninputs: [{name: s, type: string, default: x}]\nstates:\n  initial: \
+              a\n  a: {type: step, command: 'echo \"got: $s\"', on_success: done}\n  done: \
+              {type: terminal}\n";
+    let sb = sandbox_with(&[("nul", wf)]);
+    let s = start(&sb, &[]);
+    let url = format!("{}/api/workflows/env/nul/run", s.base);
+    let (code, body, _) = post(&url, r#"{"inputs": {"s": "a\u0000b"}}"#);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("inputs.s: holds a NUL byte"), "{body}");
+    let big = sb
+        .write(
+            "big.json",
+            &format!(r#"{{"inputs": {{"s": "{}"}}}}"#, "b".repeat(200_000)),
+        )
+        .unwrap();
+    let (code, body, _) = post(&url, &format!("@{}", big.display()));
+    assert_eq!(code, 422, "{}", &body[..body.len().min(500)]);
+    assert!(
+        body.contains("inputs.s: is 200000 bytes long"),
+        "{}",
+        &body[..body.len().min(500)]
+    );
+    // Just under the limit, the step gets it.
+    let ok = sb
+        .write(
+            "ok.json",
+            &format!(r#"{{"inputs": {{"s": "{}"}}}}"#, "b".repeat(120_000)),
+        )
+        .unwrap();
+    let (code, body, _) = post(&url, &format!("@{}", ok.display()));
+    assert_eq!(code, 202, "{}", &body[..body.len().min(500)]);
+}
+
+/// `awf run` of a state whose route key is misspelt says which key it meant, with the
+/// rename as the hint (new user: only "has no way out"; the did-you-mean was a warning of
+/// `awf validate`).
+#[test]
+fn a_misspelt_route_key_is_named_in_the_run_error() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "typo.yaml",
+        "name: t\nstates:\n  initial: a\n  a: {type: step, command: echo hi, on_sucess: b}\n  \
+         b: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "typo.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("(\"on_sucess\" is not a key: did you mean 'on_success'?)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("Hint: rename `on_sucess:` to `on_success:`"),
+        "{}",
+        r.stderr
+    );
+}
