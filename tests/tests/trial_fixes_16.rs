@@ -277,3 +277,33 @@ fn a_misspelt_route_key_is_named_in_the_run_error() {
         r.stderr
     );
 }
+
+/// A workflow path that is a dangling link gets a hint about its missing target, not about
+/// link loops (breaker); a link loop keeps the loop hint.
+#[test]
+fn a_dangling_link_is_not_called_a_loop() {
+    let sb = Sandbox::new().unwrap();
+    std::os::unix::fs::symlink(sb.path().join("gone.yaml"), sb.path().join("w.yaml")).unwrap();
+    let r = sb.run(&["validate", "w.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("a symbolic link whose target does not exist"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("point the link at an existing file"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("loop"), "{}", r.stderr);
+    std::os::unix::fs::symlink(sb.path().join("l2.yaml"), sb.path().join("l1.yaml")).unwrap();
+    std::os::unix::fs::symlink(sb.path().join("l1.yaml"), sb.path().join("l2.yaml")).unwrap();
+    let r = sb.run(&["validate", "l1.yaml"]).unwrap();
+    assert!(
+        r.stderr.contains("a link loop never resolves"),
+        "{}",
+        r.stderr
+    );
+}

@@ -186,6 +186,14 @@ fn parse(q: &HistoryQuery) -> Result<Parsed, Problem> {
         None => DEFAULT_LIMIT,
         Some(s) => match s.trim().parse::<usize>() {
             Ok(n) if n >= 1 => n,
+            // All digits, past what the machine counts to (breaker: "not a positive whole
+            // number" for one that is).
+            Err(_) if s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+                return Err(invalid(
+                    format!("limit {s:?} is too large"),
+                    "use limit=1 or more, up to 18446744073709551615",
+                ));
+            }
             _ => {
                 return Err(invalid(
                     format!("limit {s:?} is not a positive whole number"),
@@ -379,6 +387,23 @@ mod tests {
         assert_eq!(e["process_gone"], true, "{e}");
         let e = serde_json::to_value(entry(row("live", StoredStatus::Running), false)).unwrap();
         assert!(e.get("process_gone").is_none(), "{e}");
+    }
+
+    #[test]
+    fn a_limit_too_large_is_said_so_and_a_bad_one_is_not_a_number() {
+        let limit = |l: &str| {
+            parse(&HistoryQuery {
+                limit: Some(l.to_owned()),
+                ..HistoryQuery::default()
+            })
+            .err()
+            .map(|p| p.doc().detail)
+        };
+        assert_eq!(limit("5"), None);
+        let big = limit("99999999999999999999").unwrap_or_default();
+        assert!(big.contains("is too large"), "{big}");
+        let bad = limit("-3").unwrap_or_default();
+        assert!(bad.contains("is not a positive whole number"), "{bad}");
     }
 
     #[test]

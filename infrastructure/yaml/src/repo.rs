@@ -215,7 +215,8 @@ fn unusable_path_error(path: &Path, ident: &str) -> Option<AwfError> {
             )
         }),
         Err(e) if link.file_type().is_symlink() => {
-            let why = if e.kind() == io::ErrorKind::NotFound {
+            let dangling = e.kind() == io::ErrorKind::NotFound;
+            let why = if dangling {
                 "a symbolic link whose target does not exist".to_owned()
             } else {
                 format!("a symbolic link that cannot be followed ({e})")
@@ -226,9 +227,13 @@ fn unusable_path_error(path: &Path, ident: &str) -> Option<AwfError> {
                     format!("workflow path is {why}: {ident}"),
                 )
                 .with_detail("file", path.display().to_string())
-                .with_hint(
-                    "fix or remove the link (see `ls -l` on it); a link loop never resolves",
-                ),
+                // Only a link that cannot be followed may be a loop (breaker: a dangling
+                // link's hint spoke of a loop).
+                .with_hint(if dangling {
+                    "point the link at an existing file, or remove it (see `ls -l` on it)"
+                } else {
+                    "fix or remove the link (see `ls -l` on it); a link loop never resolves"
+                }),
             )
         }
         Err(e) => Some(io_error(&e, path)),
