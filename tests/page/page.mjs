@@ -530,7 +530,7 @@ async function breakpointScenario() {
   check(facts.command === 'echo bee', `the preview shows the command (${facts.command})`);
   check((await card.locator('ul.routes').textContent()).includes('c'), 'the preview shows the route to c');
   facts.decisions = await card.locator('button[data-decision]').evaluateAll((bs) => bs.map((b) => b.dataset.decision));
-  check(JSON.stringify(facts.decisions) === JSON.stringify(['continue', 'skip', 'abort', 'retry', 'inspect']),
+  check(JSON.stringify(facts.decisions) === JSON.stringify(['continue', 'skip', 'abort', 'retry', 'inspect', 'edit']),
     `the terminal's decisions (${JSON.stringify(facts.decisions)})`);
   await shot(page, '1-breakpoint');
   await card.locator('button[data-decision="inspect"]').click();

@@ -4320,10 +4320,13 @@ fn a_worker_says_it_is_one_and_its_drain_lines_give_one_count() {
         "{stderr}"
     );
     assert_eq!(runs_of("draining: no more claims"), vec!["1"], "{stderr}");
-    assert_eq!(
-        runs_of("drain timeout reached: cancelling the runs still running"),
-        vec!["1"],
-        "{stderr}"
+    // The server's and the worker's drain timeouts are the same: when the worker's cancel
+    // ends the run first, the server finds nothing left to cancel and says nothing (a race
+    // seen in CI); when it says it, it counts the one run.
+    let server_cancel = runs_of("drain timeout reached: cancelling the runs still running");
+    assert!(
+        server_cancel.is_empty() || server_cancel == ["1"],
+        "{server_cancel:?}: {stderr}"
     );
     assert_eq!(
         runs_of("drain timeout reached: cancelling the runs this worker still holds"),

@@ -742,6 +742,7 @@ function breakpointDecisions(req) {
     { id: 'continue', name: 'Continue' }, { id: 'skip', name: 'Skip' }, { id: 'abort', name: 'Abort' },
     req.previous ? { id: 'retry', name: 'Retry the previous state' } : null,
     { id: 'inspect', name: 'Inspect' },
+    { id: 'edit', name: 'Edit a value' },
   ].filter(Boolean);
 }
 
@@ -796,12 +797,29 @@ function addPending(view, req) {
     const p = req.preview;
     if (p) card.append(previewBox(p));
     const buttons = [];
-    for (const o of breakpointDecisions(req)) {
+    const decisions = breakpointDecisions(req);
+    for (const o of decisions.filter((d) => d.id !== 'edit')) {
       const b = h('button', { type: 'button', 'data-decision': o.id, class: o.id === 'abort' ? 'danger' : '' }, o.name || o.id);
       b.addEventListener('click', () => send({ decision: o.id }, buttons));
       buttons.push(b);
     }
     card.append(h('div', { class: 'actions' }, buttons));
+    // `edit` takes a value: `decision: "edit NAME=VALUE"`.
+    if (decisions.some((d) => d.id === 'edit')) {
+      const fid = `${headId}-edit`;
+      const input = h('input', { id: fid, type: 'text', name: 'edit', autocomplete: 'off',
+        placeholder: 'NAME=VALUE', required: true });
+      const b = h('button', { type: 'submit', 'data-decision': 'edit' }, 'Edit');
+      const form = h('form', { class: 'edit' },
+        h('div', { class: 'field' }, h('label', { for: fid }, 'Edit a value (NAME=VALUE)'), input),
+        h('div', { class: 'actions' }, b));
+      buttons.push(input, b);
+      form.addEventListener('submit', (ev) => {
+        ev.preventDefault();
+        send({ decision: `edit ${input.value}` }, buttons);
+      });
+      card.append(form);
+    }
   } else {
     const fid = `${headId}-v`;
     const inputName = typeof req.input === 'string' ? req.input : (req.input && req.input.name) || '';
