@@ -1177,11 +1177,20 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         if text.contains("{{")
             && let Err(e) = services.interpolator.check(text)
         {
-            out.push(Diagnostic::error(
+            let e = e.to_string();
+            let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
+                Some((why, hint)) => (why, Some(hint)),
+                None => (e.as_str(), None),
+            };
+            let mut d = Diagnostic::error(
                 ErrorCode::WorkflowValidationInvalidReference,
                 path,
-                format!("template does not parse: {e}"),
-            ));
+                format!("template does not parse: {why}"),
+            );
+            if let Some(h) = hint {
+                d = d.with_hint(h);
+            }
+            out.push(d);
         }
     };
     let hooks = |base: String, actions: &[HookAction], out: &mut Vec<Diagnostic>| {

@@ -307,3 +307,39 @@ fn a_dangling_link_is_not_called_a_loop() {
         r.stderr
     );
 }
+
+/// A template function that does not exist gets the nearest name as the hint, as an
+/// expression's does (new user: `trimspace` got none).
+#[test]
+fn a_misspelt_template_function_gets_a_did_you_mean() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "fn.yaml",
+        "name: f\ninputs: [{name: x, type: string, default: a}]\nstates:\n  initial: a\n  a: \
+         {type: step, command: \"echo {{trimspace .inputs.x}}\", on_success: done}\n  done: \
+         {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "fn.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("function trimspace not defined\n  Hint: did you mean 'trimSpace'?"),
+        "{}",
+        r.stderr
+    );
+    // Nothing near: no hint line under it.
+    sb.write(
+        "fn2.yaml",
+        "name: f\nstates:\n  initial: a\n  a: {type: step, command: \"echo {{zzqqxx 1}}\", \
+         on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "fn2.yaml"]).unwrap();
+    assert!(
+        r.stderr.contains("function zzqqxx not defined"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+}

@@ -70,7 +70,8 @@ pub trait Interpolator: Send + Sync {
     /// Checks that `template` parses, without rendering it.
     ///
     /// # Errors
-    /// [`TemplateError::Failed`] with the parse error.
+    /// [`TemplateError::Failed`] with the parse error; the text after [`HINT_SEPARATOR`],
+    /// when present, is a hint (a did-you-mean for a function that does not exist).
     fn check(&self, template: &str) -> Result<(), TemplateError>;
 }
 

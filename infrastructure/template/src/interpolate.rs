@@ -167,7 +167,40 @@ impl Interpolator for GoTemplates {
             return Ok(());
         }
         let prepared = scan::prepare(template);
-        self.parse(&prepared).map(|_| ())
+        self.parse(&prepared)
+            .map(|_| ())
+            .map_err(with_function_hint)
+    }
+}
+
+/// Go's template builtins, beside [`AWF_FUNCS`].
+const BUILTIN_FUNCS: [&str; 19] = [
+    "and", "or", "not", "len", "index", "print", "printf", "println", "html", "js", "urlquery",
+    "eq", "ne", "lt", "le", "gt", "ge", "call", "slice",
+];
+
+/// A parse error naming a function that does not exist gets the nearest name as a hint
+/// (after [`HINT_SEPARATOR`](awf_domain::ports::template::HINT_SEPARATOR); new user:
+/// `trimspace` got no did-you-mean, where an expression's typo gets one).
+fn with_function_hint(e: TemplateError) -> TemplateError {
+    let TemplateError::Failed(text) = &e else {
+        return e;
+    };
+    let Some(name) = text
+        .split("function ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(" not defined"))
+        .map(|n| n.trim_matches('"'))
+    else {
+        return e;
+    };
+    let names = AWF_FUNCS.iter().map(|(n, _)| *n).chain(BUILTIN_FUNCS);
+    match awf_domain::validate::closest(name, names) {
+        Some(c) => TemplateError::Failed(format!(
+            "{text}{}did you mean '{c}'?",
+            awf_domain::ports::template::HINT_SEPARATOR
+        )),
+        None => e,
     }
 }
 
