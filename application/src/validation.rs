@@ -561,6 +561,27 @@ fn input_declarations(wf: &Workflow, host: &dyn awf_domain::ports::Host) -> Vec<
     out
 }
 
+/// The error finding for a failed template or expression `check`: `what: <error>`, and the
+/// text after [`HINT_SEPARATOR`](awf_domain::ports::template::HINT_SEPARATOR), when there is
+/// one, as the hint (a did-you-mean).
+fn check_failure(
+    code: ErrorCode,
+    path: String,
+    what: &str,
+    e: &awf_domain::ports::template::TemplateError,
+) -> Diagnostic {
+    let e = e.to_string();
+    let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
+        Some((why, hint)) => (why, Some(hint)),
+        None => (e.as_str(), None),
+    };
+    let d = Diagnostic::error(code, path, format!("{what}: {why}"));
+    match hint {
+        Some(h) => d.with_hint(h),
+        None => d,
+    }
+}
+
 /// One-line form of a diagnostic: `file:line:col: [CODE] path: message (hint)`.
 pub fn one_line(d: &Diagnostic) -> String {
     let mut s = String::new();
@@ -1157,40 +1178,24 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                 .with_hint("compare it, e.g. `states.build.ExitCode == 0`, or write `true`"),
             );
         } else if let Err(e) = services.expressions.check(text) {
-            let e = e.to_string();
-            let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
-                Some((why, hint)) => (why, Some(hint)),
-                None => (e.as_str(), None),
-            };
-            let mut d = Diagnostic::error(
+            out.push(check_failure(
                 code,
                 path,
-                format!("expression `{text}` does not compile: {why}"),
-            );
-            if let Some(h) = hint {
-                d = d.with_hint(h);
-            }
-            out.push(d);
+                &format!("expression `{text}` does not compile"),
+                &e,
+            ));
         }
     };
     let tpl = |path: String, text: &str, out: &mut Vec<Diagnostic>| {
         if text.contains("{{")
             && let Err(e) = services.interpolator.check(text)
         {
-            let e = e.to_string();
-            let (why, hint) = match e.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
-                Some((why, hint)) => (why, Some(hint)),
-                None => (e.as_str(), None),
-            };
-            let mut d = Diagnostic::error(
+            out.push(check_failure(
                 ErrorCode::WorkflowValidationInvalidReference,
                 path,
-                format!("template does not parse: {why}"),
-            );
-            if let Some(h) = hint {
-                d = d.with_hint(h);
-            }
-            out.push(d);
+                "template does not parse",
+                &e,
+            ));
         }
     };
     let hooks = |base: String, actions: &[HookAction], out: &mut Vec<Diagnostic>| {
