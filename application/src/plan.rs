@@ -872,9 +872,7 @@ fn inline_error<'w>(
     wf: &'w Workflow,
     name: &str,
 ) -> Option<&'w awf_domain::workflow::TerminalState> {
-    if !name.starts_with("__inline_error_") {
-        return None;
-    }
+    awf_domain::workflow::inline_error_step(name)?;
     match &wf.state(name)?.kind {
         StateKind::Terminal(t) => Some(t),
         _ => None,

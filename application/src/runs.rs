@@ -132,7 +132,11 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
             | StoredStatus::Queued => RunStatus::Failure,
         },
         exit_code: s.exit_code.unwrap_or(0),
-        terminal: s.terminal.clone(),
+        // Runs recorded before the engine named it so kept the internal name.
+        terminal: s
+            .terminal
+            .as_deref()
+            .map(awf_domain::workflow::terminal_display_name),
         duration_ms: end.duration_since(s.started_at).map_or(0, millis),
         states: s
             .states

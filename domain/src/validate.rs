@@ -158,7 +158,7 @@ fn missing_state(
         .states
         .keys()
         .map(String::as_str)
-        .filter(|n| !n.starts_with("__inline_error_"));
+        .filter(|n| crate::workflow::inline_error_step(n).is_none());
     let d = Diagnostic::error(
         ErrorCode::WorkflowValidationMissingState,
         path,
@@ -170,7 +170,7 @@ fn missing_state(
             "available states: {}",
             wf.states
                 .keys()
-                .filter(|n| !n.starts_with("__inline_error_"))
+                .filter(|n| crate::workflow::inline_error_step(n).is_none())
                 .cloned()
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -653,7 +653,7 @@ pub fn reachability(wf: &Workflow) -> Vec<Diagnostic> {
         if broken_route {
             break;
         }
-        if !reached.contains(name.as_str()) && !name.starts_with("__inline_error_") {
+        if !reached.contains(name.as_str()) && crate::workflow::inline_error_step(name).is_none() {
             out.push(
                 Diagnostic::warning(
                     ErrorCode::WorkflowValidationInvalidTransition,

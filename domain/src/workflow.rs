@@ -731,3 +731,39 @@ pub struct TerminalState {
     /// Process exit code for failure terminals (inline `status: N`); `None` = 3.
     pub exit_code: Option<i32>,
 }
+
+/// The name prefix of the failure terminal the loader synthesizes for an inline
+/// `on_failure: {message, status}` (`__inline_error_<step>`, spec §1.6).
+pub const INLINE_ERROR_PREFIX: &str = "__inline_error_";
+
+/// The step whose inline `on_failure: {message, status}` made the terminal `name`, when it is
+/// one (`__inline_error_verify` → `verify`).
+pub fn inline_error_step(name: &str) -> Option<&str> {
+    name.strip_prefix(INLINE_ERROR_PREFIX)
+}
+
+/// A terminal's name as users see it: the inline failure terminal of step `s` reads
+/// `s's on_failure`, any other terminal its own name. The internal `__inline_error_<step>`
+/// never reaches an output (the run result, `awf status`, the HTTP API, the transcript).
+pub fn terminal_display_name(name: &str) -> String {
+    match inline_error_step(name) {
+        Some(step) => format!("{step}'s on_failure"),
+        None => name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod inline_error_tests {
+    use super::*;
+
+    #[test]
+    fn an_inline_failure_terminal_is_shown_by_its_step() {
+        assert_eq!(
+            terminal_display_name("__inline_error_verify"),
+            "verify's on_failure"
+        );
+        assert_eq!(terminal_display_name("done"), "done");
+        assert_eq!(inline_error_step("__inline_error_a"), Some("a"));
+        assert_eq!(inline_error_step("a"), None);
+    }
+}

@@ -96,7 +96,7 @@ fn inline_failure_terminal_exits_with_its_status_and_message() {
     let doc = r.json().unwrap();
     assert_eq!(doc["status"], json!("failure"));
     assert_eq!(doc["exit_code"], json!(7));
-    assert_eq!(doc["terminal"], json!("__inline_error_check"));
+    assert_eq!(doc["terminal"], json!("check's on_failure"));
     assert_eq!(doc["error"]["message"], json!("check failed: disk full"));
 }
 

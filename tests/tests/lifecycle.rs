@@ -105,7 +105,7 @@ fn history_filters_stats_and_status() {
     assert_eq!(st.code, 0, "{}", st.stderr);
     let doc: Value = serde_json::from_str(&st.stdout).unwrap();
     assert_eq!(doc["exit_code"], json!(7));
-    assert_eq!(doc["terminal"], json!("__inline_error_check"));
+    assert_eq!(doc["terminal"], json!("check's on_failure"));
     assert_eq!(doc["states"]["check"]["exit_code"], json!(1));
     assert_eq!(sb.run(&["status", "no-such-run"]).unwrap().code, 1);
 }

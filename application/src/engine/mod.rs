@@ -54,6 +54,8 @@ use awf_domain::workflow::CommandSource;
 use awf_domain::workflow::StateKind;
 use awf_domain::workflow::TerminalStatus;
 use awf_domain::workflow::Workflow;
+use awf_domain::workflow::inline_error_step;
+use awf_domain::workflow::terminal_display_name;
 use serde_json::Map;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -1181,8 +1183,8 @@ impl Run {
             .timeout
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let route = |on: &str, when: Option<String>, target: &str| {
-            let inline = target
-                .starts_with("__inline_error_")
+            let inline = inline_error_step(target)
+                .is_some()
                 .then(|| self.wf.state(target))
                 .flatten()
                 .and_then(|s| match &s.kind {
@@ -1404,7 +1406,7 @@ impl Run {
         match status {
             TerminalStatus::Success => Ending {
                 status: RunStatus::Success,
-                terminal: Some(name.to_owned()),
+                terminal: Some(terminal_display_name(name)),
                 exit_code: 0,
                 error: None,
                 failed_state: None,
@@ -1422,8 +1424,13 @@ impl Run {
                     .and_then(|c| u8::try_from(c).ok())
                     .filter(|c| *c != 0)
                     .unwrap_or(ErrorCode::ExecutionTerminalFailure.exit_code());
-                let error = AwfError::new(ErrorCode::ExecutionTerminalFailure, self.mask(&text))
-                    .with_detail("terminal", name);
+                // An inline `on_failure`'s terminal has no name of its own: the run's
+                // `terminal` says whose it is, and no detail repeats it.
+                let mut error =
+                    AwfError::new(ErrorCode::ExecutionTerminalFailure, self.mask(&text));
+                if inline_error_step(name).is_none() {
+                    error = error.with_detail("terminal", name);
+                }
                 let failed_state = lock(&self.states)
                     .values()
                     .filter(|s| s.status == awf_domain::run::StepStatus::Failed)
@@ -1431,7 +1438,7 @@ impl Run {
                     .map(|s| s.name.clone());
                 Ending {
                     status: RunStatus::Failure,
-                    terminal: Some(name.to_owned()),
+                    terminal: Some(terminal_display_name(name)),
                     exit_code: code,
                     error: Some(error),
                     failed_state,

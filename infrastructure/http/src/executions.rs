@@ -850,7 +850,9 @@ pub(crate) async fn get_execution(
     });
     let (mut terminal, mut message, mut error) = match (&file, &cfg.states) {
         (Some(f), Some(st)) if v.phase != RunPhase::Live => (
-            f.terminal.clone(),
+            f.terminal
+                .as_deref()
+                .map(awf_domain::workflow::terminal_display_name),
             st.terminal_message(&run_id.0),
             f.error.as_ref().map(RunError::from),
         ),

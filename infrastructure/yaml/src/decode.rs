@@ -584,7 +584,7 @@ fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Op
         return None;
     };
     Some(State::new(
-        format!("__inline_error_{step}"),
+        format!("{}{step}", awf_domain::workflow::INLINE_ERROR_PREFIX),
         StateKind::Terminal(TerminalState {
             status: TerminalStatus::Failure,
             message: Some(message),

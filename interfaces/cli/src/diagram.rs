@@ -78,7 +78,7 @@ fn node_attrs(state: &State) -> Vec<String> {
 /// inline `on_failure: {message, status}` (`__inline_error_<step>`), its message (else
 /// `<step>: on_failure`), never the internal name.
 pub fn node_label(state: &State) -> String {
-    match state.name.strip_prefix("__inline_error_") {
+    match awf_domain::workflow::inline_error_step(&state.name) {
         Some(step) => match &state.kind {
             StateKind::Terminal(t) => t
                 .message

@@ -676,13 +676,10 @@ fn status_text(s: &RunSnapshot, gone: bool) -> String {
     }
 }
 
-/// A terminal's name as shown to users: the inline failure terminal the loader makes for
-/// `on_failure: {message, status}` (`__inline_error_<step>`) reads `<step>'s on_failure`.
+/// A terminal's name as shown to users ([`awf_domain::workflow::terminal_display_name`]: runs recorded before the
+/// engine named it so kept the internal `__inline_error_<step>`).
 fn terminal_text(name: &str) -> String {
-    match name.strip_prefix("__inline_error_") {
-        Some(step) => format!("{step}'s on_failure"),
-        None => name.to_owned(),
-    }
+    awf_domain::workflow::terminal_display_name(name)
 }
 
 /// The steps of a run in the order they started (never-started ones last, by name).
