@@ -58,3 +58,63 @@ fn an_inline_failure_terminal_is_named_by_its_step_in_json() {
     assert_eq!(doc["terminal"], json!("broken"), "{doc:#}");
     assert_eq!(doc["error"]["details"], json!({"terminal": "broken"}));
 }
+
+/// `items:` that starts with `[` but is no JSON array (`[1, 2`, `["a", b]`) fails the loop
+/// with `EXECUTION.LOOP.FAILED`, the parser's reason and a hint, instead of being split on
+/// commas (user: `["a", b]` ran two iterations, `["a"` and ` b]`); a plain comma list
+/// `a, b, c` still splits (spec §1.5.5).
+#[test]
+fn items_that_look_like_json_but_do_not_parse_are_an_error() {
+    let sb = Sandbox::new().unwrap();
+    let wf = |items: &str| {
+        format!(
+            "name: l\ninputs:\n  - {{name: items, type: string}}\nstates:\n  initial: each\n  \
+             each:\n    type: for_each\n    items: \"{items}\"\n    body: [show]\n    \
+             on_complete: done\n  show: {{type: step, command: \"echo 'item={{{{.loop.Item}}}}'\", \
+             on_success: each}}\n  done: {{type: terminal}}\n"
+        )
+    };
+    sb.write("l.yaml", &wf("{{.inputs.items}}")).unwrap();
+    for bad in ["[1, 2", "[\"a\", b]"] {
+        let arg = format!("items={bad}");
+        let r = sb
+            .run(&["run", "l.yaml", "--input", &arg, "-f", "json"])
+            .unwrap();
+        assert_eq!(r.code, 3, "{bad}: {}{}", r.stdout, r.stderr);
+        let doc = r.json().unwrap();
+        assert_eq!(
+            doc["error"]["code"],
+            json!("EXECUTION.LOOP.FAILED"),
+            "{doc:#}"
+        );
+        let msg = doc["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.starts_with(&format!(
+                "step each: resolve items: {bad:?} starts with `[` but is not a JSON array: "
+            )),
+            "{msg}"
+        );
+        let hints = doc["error"]["hints"].to_string();
+        assert!(
+            hints.contains("a comma-separated list without brackets"),
+            "{hints}"
+        );
+        assert!(
+            !r.stdout.contains("item="),
+            "no iteration ran: {}",
+            r.stdout
+        );
+    }
+    // A plain comma list and a JSON array still work.
+    for (good, want) in [
+        ("a, b,c", "item=a\nitem=b\nitem=c\n"),
+        ("[1, 2]", "item=1\nitem=2\n"),
+    ] {
+        let arg = format!("items={good}");
+        let r = sb
+            .run(&["run", "l.yaml", "--input", &arg, "-o", "buffered"])
+            .unwrap();
+        assert_eq!(r.code, 0, "{good}: {}{}", r.stdout, r.stderr);
+        assert_eq!(r.stdout, want, "{good}");
+    }
+}

@@ -537,6 +537,10 @@ impl Run {
     /// Resolves for_each items: a single reference to a list value (`{{.inputs.targets}}` for
     /// an input of `type: array`, `{{.loop.Item}}`, `{{.states.x.JSON.list}}`) gives that
     /// list's elements; otherwise interpolate, then a JSON array, else a comma-separated list.
+    ///
+    /// # Errors
+    /// `EXECUTION.TEMPLATE.FAILED` when the template does not render;
+    /// `EXECUTION.LOOP.FAILED` when the text starts with `[` but is no JSON array.
     fn resolve_items(&self, text: &str, frame: Option<&LoopFrame>) -> Result<Vec<Value>, AwfError> {
         if let Some(path) = single_reference(text)
             && let Some(Value::Array(list)) = self.lookup_value(&path, frame)
@@ -553,15 +557,36 @@ impl Run {
         if t.is_empty() {
             return Ok(Vec::new());
         }
-        if t.starts_with('[')
-            && let Ok(v) = serde_json::from_str::<Vec<Value>>(t)
-        {
-            return Ok(v);
+        if t.starts_with('[') {
+            // Text that starts like a JSON array is one: split on commas it would give
+            // `["a"` and ` b]` (AWF (Go) splits it; docs/compatibility.md).
+            return serde_json::from_str::<Vec<Value>>(t).map_err(|e| {
+                AwfError::new(
+                    ErrorCode::ExecutionLoopFailed,
+                    format!(
+                        "resolve items: {:?} starts with `[` but is not a JSON array: {e}",
+                        excerpt(&self.mask(t))
+                    ),
+                )
+                .with_hint(
+                    "items takes a JSON array (`[\"a\", \"b\"]`, strings quoted) or a \
+                     comma-separated list without brackets (`a, b`)",
+                )
+            });
         }
         Ok(t.split(',')
             .map(|s| Value::String(s.trim().to_owned()))
             .filter(|v| v.as_str() != Some(""))
             .collect())
+    }
+}
+
+/// At most the first 80 characters of `text`, with `…` when it is longer (for a message).
+fn excerpt(text: &str) -> String {
+    const MAX: usize = 80;
+    match text.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
     }
 }
 
