@@ -118,3 +118,48 @@ fn items_that_look_like_json_but_do_not_parse_are_an_error() {
         assert_eq!(r.stdout, want, "{good}");
     }
 }
+
+/// `-o streaming`: a step's partial stdout line is ended before one of its stderr lines is
+/// printed (and the other way round), so on a terminal, where both streams meet, every
+/// `[OUT] `/`[ERR] ` line starts on its own line (user: `[OUT] partial[ERR] oops`); the rest
+/// of the cut line comes with a prefix of its own, and no byte is lost.
+#[test]
+fn streaming_lines_of_the_two_streams_do_not_run_into_each_other() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "s.yaml",
+        "name: s\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"printf \
+         'partial'; sleep 0.3; echo oops >&2; sleep 0.3; printf ' rest\\nnext\\n'; sleep 0.3; \
+         printf 'e-part' >&2; sleep 0.3; echo out; sleep 0.3; echo ' e-rest' >&2\"\n    \
+         on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    // Both streams into one file, as on a terminal.
+    let both = sb.path().join("both.txt");
+    let file = std::fs::File::create(&both).unwrap();
+    let status = sb
+        .cmd(&["run", "s.yaml", "-o", "streaming", "-q"])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&both).unwrap();
+    let streamed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("[OUT]") || l.contains("[ERR]"))
+        .collect();
+    assert_eq!(
+        streamed,
+        [
+            "[OUT] partial",
+            "[ERR] oops",
+            "[OUT]  rest",
+            "[OUT] next",
+            "[ERR] e-part",
+            "[OUT] out",
+            "[ERR]  e-rest",
+        ],
+        "{text}"
+    );
+}

@@ -6,7 +6,9 @@
 //! so that stdout carries only what the workflow's commands printed. With `-o streaming` each
 //! stdout line is prefixed `[OUT] ` and each stderr line `[ERR] ` (the latter on stderr); a
 //! parallel branch's lines also name their step (`[OUT] [b1] `), since branches interleave,
-//! and a branch's partial line is ended before another step's line is printed.
+//! and a branch's partial line is ended before another step's line is printed; a partial line
+//! of one stream is ended before a line of the other stream is printed (they meet on a
+//! terminal).
 //!
 //! On a terminal the printer can carry a [`LiveProgress`]: step start lines then become
 //! spinners and every stderr line is printed above them (see [`crate::progress`]).
@@ -388,7 +390,9 @@ impl TextPrinter {
     }
 
     /// Writes streamed `bytes` of `key` with `prefix` at each line's start, after ending
-    /// another step's partial line on that stream (its rest gets a prefix of its own).
+    /// another step's partial line on that stream, and any partial line on the other stream
+    /// (on a terminal both streams meet: `[OUT] partial[ERR] oops` otherwise). The rest of
+    /// an ended line gets a prefix of its own; no byte is dropped.
     fn write_streamed(
         &mut self,
         key: &(RunId, String, bool),
@@ -398,7 +402,7 @@ impl TextPrinter {
         err: &mut dyn Write,
     ) -> io::Result<()> {
         let is_out = key.2;
-        self.end_lines(out, err, |k| k.2 == is_out && k != key)?;
+        self.end_lines(out, err, |k| k != key)?;
         let mid = self.mid_line.get(key).copied().unwrap_or(false);
         let (prefixed, now_mid) = prefix_lines(bytes, prefix, mid);
         self.mid_line.insert(key.clone(), now_mid);
@@ -1533,6 +1537,33 @@ mod tests {
         assert!(err.starts_with("[ERR] e1\n"), "{err}");
         assert!(err.contains("retrying (attempt 2)"), "{err}");
         assert!(err.ends_with("[ERR] e2\n"), "{err}");
+    }
+
+    /// A partial line of one stream is ended before a line of the other is printed (on a
+    /// terminal they meet: `[OUT] partial[ERR] oops`), its rest prefixed again.
+    #[test]
+    fn streaming_ends_a_partial_line_before_the_other_streams_line() {
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let chunk = |stream: OutputStream, t: &str| {
+            env(RunEvent::OutputChunk {
+                step: "s".into(),
+                stream,
+                text: t.into(),
+            })
+        };
+        let (out, err) = run(
+            &mut p,
+            &[
+                chunk(OutputStream::Stdout, "partial"),
+                chunk(OutputStream::Stderr, "oops\n"),
+                chunk(OutputStream::Stdout, " rest\n"),
+                chunk(OutputStream::Stderr, "e-part"),
+                chunk(OutputStream::Stdout, "out\n"),
+                chunk(OutputStream::Stderr, " e-rest\n"),
+            ],
+        );
+        assert_eq!(out, "[OUT] partial\n[OUT]  rest\n[OUT] out\n");
+        assert_eq!(err, "[ERR] oops\n[ERR] e-part\n[ERR]  e-rest\n");
     }
 
     #[test]
