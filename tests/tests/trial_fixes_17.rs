@@ -163,3 +163,60 @@ fn streaming_lines_of_the_two_streams_do_not_run_into_each_other() {
         "{text}"
     );
 }
+
+/// `awf run <workflow> --help` shows each input's `validation` rules in a `RULES` column
+/// (user: the allowed values of an enum input were nowhere to be seen); a workflow whose
+/// inputs have no rules keeps AWF (Go)'s table.
+#[test]
+fn run_help_shows_each_inputs_validation_rules() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "h.yaml",
+        "name: h\ninputs:\n  - {name: env, type: string, required: true, description: target \
+         env, validation: {enum: [dev, prod]}}\n  - {name: count, type: integer, default: 2, \
+         validation: {min: 1, max: 10}}\n  - {name: ratio, type: number, validation: {min: \
+         0.5}}\n  - {name: tag, type: string, validation: {pattern: \"^v[0-9]+$\"}}\n  - {name: \
+         cfg, type: string, validation: {file_exists: true, file_extension: [.yaml, .yml]}}\n  \
+         - {name: plain, type: string}\nstates:\n  initial: a\n  a: {type: step, command: echo \
+         hi, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "h.yaml", "--help"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let table: Vec<&str> = r
+        .stdout
+        .lines()
+        .skip_while(|l| *l != "Input Parameters:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        table,
+        [
+            "  NAME   TYPE     REQUIRED  DEFAULT  RULES                                DESCRIPTION",
+            "  env    string   yes       -        one of dev|prod                      target env",
+            "  count  integer  no        2        1..10                                No description",
+            "  ratio  number   no        -        >= 0.5                               No description",
+            "  tag    string   no        -        matches ^v[0-9]+$                    No description",
+            "  cfg    string   no        -        existing file, extension .yaml|.yml  No description",
+            "  plain  string   no        -        -                                    No description",
+        ],
+        "{}",
+        r.stdout
+    );
+
+    // Without rules, the table is AWF (Go)'s.
+    sb.write(
+        "p.yaml",
+        "name: p\ninputs:\n  - {name: x, type: string}\nstates:\n  initial: a\n  a: {type: \
+         step, command: echo hi, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "p.yaml", "--help"]).unwrap();
+    assert!(
+        r.stdout
+            .contains("  NAME  TYPE    REQUIRED  DEFAULT  DESCRIPTION\n  x     string  no        -        No description\n"),
+        "{}",
+        r.stdout
+    );
+}

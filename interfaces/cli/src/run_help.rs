@@ -15,6 +15,9 @@
 //! Columns are padded to their widest cell plus two spaces. `REQUIRED` is `yes`/`no`, `DEFAULT`
 //! is `-` when none (`***` for a secret-named input), `DESCRIPTION` is trimmed (`No
 //! description` when empty). Without inputs the section is the line `No input parameters`.
+//! When an input has `validation` rules, a `RULES` column before `DESCRIPTION` shows each
+//! input's (`one of dev|prod`, `matches ^v[0-9]+$`, `1..10`, `>= 1`, `<= 10`, `existing
+//! file`, `extension .yaml|.yml`, `, `-separated; `-` for none); AWF (Go) has no such column.
 //!
 //! Unlike AWF (Go) (which prints generic help and exits 0), a workflow that cannot be found
 //! or loaded is an error reported as `awf run` reports it, with its usual exit code
@@ -24,6 +27,7 @@ use std::io::Write;
 
 use awf_domain::workflow::InputDef;
 use awf_domain::workflow::InputType;
+use awf_domain::workflow::InputValidation;
 use awf_domain::workflow::Workflow;
 
 use crate::cli::Cli;
@@ -91,15 +95,18 @@ pub fn render(wf: &Workflow) -> String {
         return out;
     }
     out.push_str("Input Parameters:\n");
-    let mut rows: Vec<[String; 5]> = vec![[
-        "NAME".into(),
-        "TYPE".into(),
-        "REQUIRED".into(),
-        "DEFAULT".into(),
-        "DESCRIPTION".into(),
-    ]];
-    rows.extend(wf.inputs.iter().map(row));
-    let mut widths = [0usize; 5];
+    // The RULES column only when an input has a rule: otherwise AWF (Go)'s table.
+    let with_rules = wf.inputs.iter().any(|d| !rules(&d.validation).is_empty());
+    let mut head: Vec<String> = ["NAME", "TYPE", "REQUIRED", "DEFAULT"]
+        .map(String::from)
+        .to_vec();
+    if with_rules {
+        head.push("RULES".into());
+    }
+    head.push("DESCRIPTION".into());
+    let mut rows: Vec<Vec<String>> = vec![head];
+    rows.extend(wf.inputs.iter().map(|d| row(d, with_rules)));
+    let mut widths = vec![0usize; rows[0].len()];
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {
             *w = (*w).max(cell.chars().count());
@@ -122,7 +129,34 @@ pub fn render(wf: &Workflow) -> String {
     out
 }
 
-fn row(def: &InputDef) -> [String; 5] {
+/// An input's `validation` rules in a few words, `, `-separated (empty without any):
+/// `one of dev|prod`, `matches <pattern>`, `1..10` (or `>= 1`, `<= 10`), `existing file`,
+/// `extension .yaml|.yml`.
+fn rules(v: &InputValidation) -> String {
+    let mut parts = Vec::new();
+    if !v.enum_values.is_empty() {
+        parts.push(format!("one of {}", v.enum_values.join("|")));
+    }
+    if let Some(p) = &v.pattern {
+        parts.push(format!("matches {p}"));
+    }
+    match (v.min, v.max) {
+        // `{}` writes `10.0` as `10`.
+        (Some(lo), Some(hi)) => parts.push(format!("{lo}..{hi}")),
+        (Some(lo), None) => parts.push(format!(">= {lo}")),
+        (None, Some(hi)) => parts.push(format!("<= {hi}")),
+        (None, None) => {}
+    }
+    if v.file_exists {
+        parts.push("existing file".to_owned());
+    }
+    if !v.file_extension.is_empty() {
+        parts.push(format!("extension {}", v.file_extension.join("|")));
+    }
+    parts.join(", ")
+}
+
+fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
     let ty = match &def.ty {
         InputType::Untyped | InputType::String => "string".to_owned(),
         InputType::Integer => "integer".to_owned(),
@@ -146,18 +180,46 @@ fn row(def: &InputDef) -> [String; 5] {
     // Text from the workflow file, escaped for the terminal (control and bidirectional
     // formatting characters; breaker).
     let shown = |t: &str| crate::style::printable(t).into_owned();
-    [
+    let mut cells = vec![
         shown(&def.name),
         shown(&ty),
         if def.required { "yes" } else { "no" }.to_owned(),
         shown(&default),
-        shown(&description),
-    ]
+    ];
+    if with_rules {
+        let r = rules(&def.validation);
+        cells.push(if r.is_empty() {
+            "-".to_owned()
+        } else {
+            shown(&r)
+        });
+    }
+    cells.push(shown(&description));
+    cells
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rules_are_told_in_a_few_words() {
+        let mut v = InputValidation::default();
+        assert_eq!(rules(&v), "");
+        v.enum_values = vec!["a".into(), "b".into()];
+        v.min = Some(1.0);
+        assert_eq!(rules(&v), "one of a|b, >= 1");
+        v.enum_values.clear();
+        v.min = None;
+        v.max = Some(2.5);
+        v.pattern = Some("^x".into());
+        v.file_exists = true;
+        v.file_extension = vec![".go".into()];
+        assert_eq!(
+            rules(&v),
+            "matches ^x, <= 2.5, existing file, extension .go"
+        );
+    }
 
     #[test]
     fn a_run_help_with_a_workflow_is_recognised_and_others_are_not() {
