@@ -3,6 +3,11 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::sandbox_with;
+use awf_tests::http_serve::start;
+use serde_json::Value;
 use serde_json::json;
 
 const INLINE: &str = "name: inl\nstates:\n  initial: verify\n  verify:\n    type: step\n    \
@@ -219,4 +224,140 @@ fn run_help_shows_each_inputs_validation_rules() {
         "{}",
         r.stdout
     );
+}
+
+const MARK: &str = "name: mark\ninputs:\n  - {name: x, type: string}\nstates:\n  initial: a\n  \
+                    a: {type: step, command: \"touch started\", on_success: done}\n  done: \
+                    {type: terminal}\n";
+
+/// The problem document of a refused request: its status, `application/problem+json`, the
+/// code and a hint.
+fn problem(got: &(u16, String, String), status: u16, code: &str) -> Value {
+    let (c, body, ctype) = got;
+    assert_eq!(*c, status, "{body}");
+    assert_eq!(ctype, "application/problem+json", "{body}");
+    let v = json_of(body);
+    assert_eq!(v["status"], status, "{body}");
+    assert_eq!(v["code"], code, "{body}");
+    assert!(
+        v["hints"][0].as_str().is_some_and(|h| !h.is_empty()),
+        "{body}"
+    );
+    v
+}
+
+/// `awf serve`: a body with a `Content-Encoding` (gzip, br, …) is refused with 415 and a
+/// problem document, not read as if plain (user: a gzipped body came back as "not JSON", a
+/// `Content-Encoding: gzip` over plain JSON started the run); `identity` is plain.
+#[test]
+fn http_a_content_encoded_body_is_415() {
+    let sb = sandbox_with(&[("mark", MARK)]);
+    let s = start(&sb, &[]);
+    let run = format!("{}/api/workflows/env/mark/run", s.base);
+    let gz = sb.path().join("body.gz");
+    let status = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("printf '{{}}' | gzip -c > '{}'", gz.display()),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let at_gz = format!("@{}", gz.display());
+    for (encoding, body) in [
+        ("Content-Encoding: gzip", at_gz.as_str()),
+        ("Content-Encoding: gzip", "{}"),
+        ("Content-Encoding: br", "{}"),
+        ("Content-Encoding: identity, gzip", "{}"),
+    ] {
+        let got = curl(&[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "-H",
+            encoding,
+            "--data-binary",
+            body,
+            &run,
+        ]);
+        let v = problem(&got, 415, "USER.INPUT.VALIDATION_FAILED");
+        let detail = v["detail"].as_str().unwrap();
+        assert!(
+            detail.starts_with("the request body is content-encoded ("),
+            "{encoding}: {detail}"
+        );
+        assert!(
+            v["hints"][0].as_str().unwrap().contains("uncompressed"),
+            "{v}"
+        );
+    }
+    assert!(!sb.path().join("started").exists(), "nothing started");
+    // `identity` is no encoding.
+    let got = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "Content-Encoding: identity",
+        "--data-binary",
+        "{}",
+        &run,
+    ]);
+    assert_eq!(got.0, 202, "{}", got.1);
+}
+
+/// `awf serve`: a JSON body with a lone UTF-16 surrogate escape (`"\ud800"`) is a 400
+/// `USER.INPUT.VALIDATION_FAILED` that says so, with a hint (user: "lone leading surrogate in
+/// hex escape" under "the request body is not JSON").
+#[test]
+fn http_a_lone_surrogate_escape_is_a_clear_400() {
+    let sb = sandbox_with(&[("mark", MARK)]);
+    let s = start(&sb, &[]);
+    let run = format!("{}/api/workflows/env/mark/run", s.base);
+    for (body, escape, column) in [
+        (r#"{"inputs":{"x":"\ud800"}}"#, r"\ud800", 17),
+        (r#"{"inputs":{"x":"a\udc00b"}}"#, r"\udc00", 18),
+        (r#"{"inputs":{"x":"\ud800\u0041"}}"#, r"\ud800", 17),
+    ] {
+        let got = curl(&[
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+            &run,
+        ]);
+        let v = problem(&got, 400, "USER.INPUT.VALIDATION_FAILED");
+        assert_eq!(
+            v["detail"],
+            json!(format!(
+                "the request body's string escape {escape} at line 1, column {column} is a lone \
+                 UTF-16 surrogate: it stands for no character"
+            )),
+            "{body}"
+        );
+        assert_eq!(
+            v["hints"],
+            json!([
+                "write a character outside the Basic Multilingual Plane as a surrogate pair \
+                 (\\ud83d\\ude00) or as UTF-8 text"
+            ]),
+            "{body}"
+        );
+    }
+    assert!(!sb.path().join("started").exists(), "nothing started");
+    // A surrogate pair is a character.
+    let got = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "--data-binary",
+        r#"{"inputs":{"x":"\ud83d\ude00"}}"#,
+        &run,
+    ]);
+    assert_eq!(got.0, 202, "{}", got.1);
 }

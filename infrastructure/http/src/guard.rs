@@ -10,6 +10,8 @@
 //! - `POST`, `PUT`, `PATCH` with a body (or any `Content-Type`) must say `application/json`
 //!   (or a `+json` type) → 415: the "simple" types a browser sends cross-origin without a
 //!   preflight (`text/plain`, forms) are refused.
+//! - `POST`, `PUT`, `PATCH` with a `Content-Encoding` other than `identity` (gzip, br, …) →
+//!   415: no content coding is decoded, and a compressed body is not read as if plain.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -193,6 +195,33 @@ pub(crate) async fn check(
         );
     }
     if changes && *method != Method::DELETE {
+        // A compressed body read as if plain is garbage (or, worse, taken at its word): no
+        // content coding is decoded here (RFC 9110 §8.4.1: 415).
+        let encodings: Vec<String> = headers
+            .get_all(header::CONTENT_ENCODING)
+            .iter()
+            .flat_map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split(',')
+                    .map(|c| c.trim().to_owned())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|c| !c.is_empty())
+            .collect();
+        if encodings
+            .iter()
+            .any(|c| !c.eq_ignore_ascii_case("identity"))
+        {
+            return refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "the request body is content-encoded ({}): this server reads only plain bodies",
+                    encodings.join(", ")
+                ),
+                "send the JSON body uncompressed, without a Content-Encoding header",
+            );
+        }
         let ctype = headers.get(header::CONTENT_TYPE);
         let ok = match ctype {
             Some(t) => is_json(t),

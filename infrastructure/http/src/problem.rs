@@ -295,11 +295,26 @@ where
             Value::Object(serde_json::Map::new())
         } else {
             serde_json::from_slice(&bytes).map_err(|e| {
-                bad_input(
-                    StatusCode::BAD_REQUEST,
-                    format!("the request body is not JSON: {e}"),
-                    "send a JSON object, e.g. {\"inputs\": {\"name\": \"value\"}}",
-                )
+                // serde_json says "unexpected end of hex escape" for `"\ud800"`: name it.
+                match lone_surrogate(&bytes)
+                    .filter(|l| (l.line, l.column) <= (e.line(), e.column()))
+                {
+                    Some(l) => bad_input(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "the request body's string escape {} at line {}, column {} is a lone \
+                             UTF-16 surrogate: it stands for no character",
+                            l.escape, l.line, l.column
+                        ),
+                        "write a character outside the Basic Multilingual Plane as a surrogate \
+                         pair (\\ud83d\\ude00) or as UTF-8 text",
+                    ),
+                    None => bad_input(
+                        StatusCode::BAD_REQUEST,
+                        format!("the request body is not JSON: {e}"),
+                        "send a JSON object, e.g. {\"inputs\": {\"name\": \"value\"}}",
+                    ),
+                }
             })?
         };
         if !value.is_object() {
@@ -318,6 +333,70 @@ where
         })?;
         Ok(Self(t))
     }
+}
+
+/// A `\uXXXX` escape in a JSON string that is half of a UTF-16 surrogate pair without its
+/// other half (`"\ud800"`, `"\udc00"`, `"\ud800\u0041"`).
+#[derive(Debug, PartialEq, Eq)]
+struct LoneSurrogate {
+    /// The escape as written (`\ud800`).
+    escape: String,
+    /// 1-based line of its backslash.
+    line: usize,
+    /// 1-based column (in bytes, as serde_json counts) of its backslash.
+    column: usize,
+}
+
+/// The first lone surrogate escape inside a string of the JSON text `bytes`, if any (the text
+/// need not parse: it is read only as far as strings and escapes go).
+fn lone_surrogate(bytes: &[u8]) -> Option<LoneSurrogate> {
+    let unit = |at: usize| -> Option<u16> {
+        let hex = bytes.get(at..at + 6)?;
+        if hex[0] != b'\\' || hex[1] != b'u' {
+            return None;
+        }
+        u16::from_str_radix(std::str::from_utf8(&hex[2..]).ok()?, 16).ok()
+    };
+    let (mut i, mut in_string) = (0, false);
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'"' => in_string = !in_string,
+            b'\\' if in_string => {
+                let Some(u) = unit(i) else {
+                    i += 2;
+                    continue;
+                };
+                let lone = match u {
+                    0xD800..=0xDBFF => match unit(i + 6) {
+                        Some(0xDC00..=0xDFFF) => {
+                            i += 12;
+                            continue;
+                        }
+                        _ => true,
+                    },
+                    0xDC00..=0xDFFF => true,
+                    _ => false,
+                };
+                if lone {
+                    let before = &bytes[..i];
+                    let line_start = before
+                        .iter()
+                        .rposition(|&c| c == b'\n')
+                        .map_or(0, |n| n + 1);
+                    return Some(LoneSurrogate {
+                        escape: String::from_utf8_lossy(&bytes[i..i + 6]).into_owned(),
+                        line: before.iter().filter(|&&c| c == b'\n').count() + 1,
+                        column: i - line_start + 1,
+                    });
+                }
+                i += 6;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Middleware: any error response that is not a problem document yet (axum's own 405, a
@@ -383,6 +462,25 @@ pub(crate) async fn problems_only(request: Request, next: axum::middleware::Next
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lone_surrogate_escapes_are_found_and_pairs_are_not() {
+        let at = |t: &str| lone_surrogate(t.as_bytes()).map(|l| (l.escape, l.line, l.column));
+        assert_eq!(at(r#"{"x":"\ud800"}"#), Some((r"\ud800".into(), 1, 7)));
+        assert_eq!(
+            at("{\n \"x\":\"a\\uDC00\"}"),
+            Some((r"\uDC00".into(), 2, 8))
+        );
+        assert_eq!(
+            at(r#"{"x":"\ud800\u0041"}"#),
+            Some((r"\ud800".into(), 1, 7))
+        );
+        assert_eq!(at(r#"{"x":"\ud800"#), Some((r"\ud800".into(), 1, 7)));
+        assert_eq!(at(r#"{"x":"\ud83d\ude00 \u0041 \\ud800 \""}"#), None);
+        assert_eq!(at(r#"{"\ud800": 1, "#), Some((r"\ud800".into(), 1, 3)));
+        assert_eq!(at(r"\ud800 outside a string"), None);
+        assert_eq!(at(r#"{"x":"\u12"}"#), None);
+    }
 
     #[test]
     fn statuses_follow_the_code() {
