@@ -114,6 +114,8 @@ fn items_that_look_like_json_but_do_not_parse_are_an_error() {
     for (good, want) in [
         ("a, b,c", "item=a\nitem=b\nitem=c\n"),
         ("[1, 2]", "item=1\nitem=2\n"),
+        // Only its first item starts with a bracket: a comma list, as in AWF (Go).
+        ("[draft] fix, other", "item=[draft] fix\nitem=other\n"),
     ] {
         let arg = format!("items={good}");
         let r = sb

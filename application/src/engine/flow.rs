@@ -558,9 +558,18 @@ impl Run {
             return Ok(Vec::new());
         }
         if t.starts_with('[') {
-            // Text that starts like a JSON array is one: split on commas it would give
-            // `["a"` and ` b]` (AWF (Go) splits it; docs/compatibility.md).
-            return serde_json::from_str::<Vec<Value>>(t).map_err(|e| {
+            // Text that is shaped like a JSON array (`[…]`), or a JSON array cut short
+            // (`[1, 2`), is one: split on commas it would give `["a"` and ` b]` (AWF (Go)
+            // splits it; docs/compatibility.md). A list whose first item only starts with a
+            // bracket (`[draft] fix, other`) splits on commas as in AWF (Go).
+            let parsed = serde_json::from_str::<Vec<Value>>(t);
+            if let Err(e) = &parsed
+                && !t.ends_with(']')
+                && !e.is_eof()
+            {
+                return Ok(split_list(t));
+            }
+            return parsed.map_err(|e| {
                 AwfError::new(
                     ErrorCode::ExecutionLoopFailed,
                     format!(
@@ -574,11 +583,16 @@ impl Run {
                 )
             });
         }
-        Ok(t.split(',')
-            .map(|s| Value::String(s.trim().to_owned()))
-            .filter(|v| v.as_str() != Some(""))
-            .collect())
+        Ok(split_list(t))
     }
+}
+
+/// A comma-separated list's items, trimmed, empty ones dropped (spec/workflow.md §1.5.5).
+fn split_list(t: &str) -> Vec<Value> {
+    t.split(',')
+        .map(|s| Value::String(s.trim().to_owned()))
+        .filter(|v| v.as_str() != Some(""))
+        .collect()
 }
 
 /// At most the first 80 characters of `text`, with `…` when it is longer (for a message).
