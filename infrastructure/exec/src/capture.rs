@@ -1,8 +1,59 @@
 //! Capturing one output stream: the first bytes kept (up to a cap), every byte handed to the
 //! live callback exactly as read.
 
+use std::io;
+use std::os::fd::OwnedFd;
+use std::pin::Pin;
+use std::task::Context;
+use std::task::Poll;
+
 use awf_domain::event::OutputStream;
 use awf_domain::ports::exec::OutputCallback;
+use tokio::io::AsyncRead;
+use tokio::io::ReadBuf;
+use tokio::net::unix::pipe::Receiver;
+use tokio::process::ChildStderr;
+use tokio::process::ChildStdout;
+
+/// One output pipe of a child (its read end), registered with the runtime.
+#[derive(Debug)]
+pub(crate) enum PipeReader {
+    /// The stdout of a child started by std's `Command` (through tokio).
+    Stdout(ChildStdout),
+    /// The stderr of a child started by std's `Command` (through tokio).
+    Stderr(ChildStderr),
+    /// A pipe of a child started by `posix_spawn` (`spawn::Prepared::spawn`): created
+    /// non-blocking and registered before the spawn.
+    Pipe(Receiver),
+}
+
+impl PipeReader {
+    /// The pipe's descriptor, taken from the runtime (still non-blocking).
+    ///
+    /// # Errors
+    /// Deregistering it from the runtime failed.
+    pub(crate) fn into_owned_fd(self) -> io::Result<OwnedFd> {
+        match self {
+            Self::Stdout(p) => p.into_owned_fd(),
+            Self::Stderr(p) => p.into_owned_fd(),
+            Self::Pipe(p) => p.into_nonblocking_fd(),
+        }
+    }
+}
+
+impl AsyncRead for PipeReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Stdout(p) => Pin::new(p).poll_read(cx, buf),
+            Self::Stderr(p) => Pin::new(p).poll_read(cx, buf),
+            Self::Pipe(p) => Pin::new(p).poll_read(cx, buf),
+        }
+    }
+}
 
 /// Size of the buffer one `read` fills once a stream has filled a smaller one.
 const READ_CHUNK: usize = 64 * 1024;

@@ -25,12 +25,11 @@ use nix::sys::signal::Signal;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncReadExt;
 use tokio::process::Child;
-use tokio::process::ChildStderr;
-use tokio::process::ChildStdout;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use crate::capture::Capture;
+use crate::capture::PipeReader;
 use crate::group::GroupGuard;
 use crate::reaper::TAG_VAR;
 use crate::reaper::arm_parent_death;
@@ -218,7 +217,7 @@ fn logical(path: &Path) -> PathBuf {
 }
 
 /// Pipes of a started child: its stdout and stderr.
-type Started = (Running, Option<ChildStdout>, Option<ChildStderr>);
+type Started = (Running, Option<PipeReader>, Option<PipeReader>);
 
 /// Starts `invocation` in its own process group with `env` (minus `withheld`) and the
 /// tag: with a watchdog (no parent-death signal to set), a program given by path and no
@@ -241,9 +240,12 @@ async fn start(
     };
     if let Some(block) = block {
         let prepared = spawn::Prepared::new(invocation, block, tag)?;
-        let spawned = retry_busy(|| prepared.spawn()).await?;
-        let (child, out, err) = spawn::attach(spawned)?;
-        return Ok((Running::Spawned(child), Some(out), Some(err)));
+        let (child, out, err) = retry_busy(|| prepared.spawn()).await?;
+        return Ok((
+            Running::Spawned(child),
+            Some(PipeReader::Pipe(out)),
+            Some(PipeReader::Pipe(err)),
+        ));
     }
     let mut cmd = Command::new(&invocation.program);
     if let Some(a) = &invocation.arg0 {
@@ -267,7 +269,8 @@ async fn start(
         arm_parent_death(&mut cmd);
     }
     let mut child = retry_busy(|| cmd.spawn()).await?;
-    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let out = child.stdout.take().map(PipeReader::Stdout);
+    let err = child.stderr.take().map(PipeReader::Stderr);
     Ok((Running::Tokio(child), out, err))
 }
 
@@ -539,8 +542,8 @@ async fn stop(child: &mut Running, guard: &GroupGuard, pipes: &mut Pipes) -> Opt
 
 /// The child's two output pipes and what has been read from them.
 struct Pipes {
-    out: Option<ChildStdout>,
-    err: Option<ChildStderr>,
+    out: Option<PipeReader>,
+    err: Option<PipeReader>,
     out_cap: Capture,
     err_cap: Capture,
     cb: Option<OutputCallback>,
@@ -686,8 +689,8 @@ mod drain_tests {
 
     fn pipes_of(child: &mut tokio::process::Child) -> Pipes {
         Pipes {
-            out: child.stdout.take(),
-            err: child.stderr.take(),
+            out: child.stdout.take().map(PipeReader::Stdout),
+            err: child.stderr.take().map(PipeReader::Stderr),
             out_cap: Capture::new(OutputStream::Stdout, 1 << 20),
             err_cap: Capture::new(OutputStream::Stderr, 1 << 20),
             cb: None,

@@ -49,8 +49,7 @@ use rustix::process::PidfdFlags;
 use rustix::process::WaitIdOptions;
 use rustix::process::WaitIdStatus;
 use tokio::io::unix::AsyncFd;
-use tokio::process::ChildStderr;
-use tokio::process::ChildStdout;
+use tokio::net::unix::pipe::Receiver;
 
 use crate::reaper::TAG_VAR;
 use crate::shell::Invocation;
@@ -355,23 +354,29 @@ impl Prepared {
     }
 
     /// Starts the child in a process group of its own, stdin on `/dev/null`, stdout and
-    /// stderr on pipes; returns it with the read ends of its stdout and stderr (blocking,
-    /// close-on-exec). Needs no runtime: the caller ties the pipes to one with [`attach`].
-    /// Blocks until the child has exec'd (vfork).
+    /// stderr on pipes; returns it with the read ends of its stdout and stderr (non-blocking,
+    /// close-on-exec, registered with the runtime). Needs a tokio runtime with the I/O
+    /// driver (panics without one, as tokio's types do). Blocks until the child has exec'd
+    /// (vfork).
     ///
     /// # Errors
     /// The error of `posix_spawn` (glibc reports the exec's: `ENOENT`, `EACCES`,
     /// `ETXTBSY`…) or of creating the pipes.
-    pub(crate) fn spawn(&self) -> io::Result<(SpawnedChild, OwnedFd, OwnedFd)> {
+    pub(crate) fn spawn(&self) -> io::Result<(SpawnedChild, Receiver, Receiver)> {
         reap_orphans();
         let envp = self.env.with_tag(&self.tag);
-        let (out_r, out_w) = io::pipe()?;
-        let (err_r, err_w) = io::pipe()?;
+        let (out_r, out_w) = output_pipe()?;
+        let (err_r, err_w) = output_pipe()?;
         let fds = [
             dev_null()?.as_raw_fd(),
             out_w.as_raw_fd(),
             err_w.as_raw_fd(),
         ];
+        // The read ends join the runtime before the spawn, not after it: the vfork parent
+        // is woken on the CPU where the child has just exec'd and runs first, so what it
+        // does after the spawn the child waits for (issue 9).
+        let out_r = Receiver::from_owned_fd_unchecked(out_r)?;
+        let err_r = Receiver::from_owned_fd_unchecked(err_r)?;
         let pid = SPAWN_SETUP.with(|cell| -> io::Result<Pid> {
             let mut setup = cell.borrow_mut();
             // The pipes usually get the numbers the last step's had: the actions are kept.
@@ -397,8 +402,22 @@ impl Prepared {
             pidfd: None,
             status: None,
         };
-        Ok((child, OwnedFd::from(out_r), OwnedFd::from(err_r)))
+        Ok((child, out_r, err_r))
     }
+}
+
+/// A pipe for a child's output, both ends close-on-exec: the read end (awf's) non-blocking,
+/// ready for the runtime without a `fcntl` pair each, the write end (the child's stdout or
+/// stderr) blocking, as a child expects.
+///
+/// # Errors
+/// Creating the pipe (`EMFILE`, `ENFILE`) or clearing the write end's `O_NONBLOCK`.
+fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let (r, w) = rustix::pipe::pipe_with(
+        rustix::pipe::PipeFlags::CLOEXEC | rustix::pipe::PipeFlags::NONBLOCK,
+    )?;
+    rustix::io::ioctl_fionbio(&w, false)?;
+    Ok((r, w))
 }
 
 /// What `posix_spawn` is given besides the program, its arguments and environment: the
@@ -482,19 +501,6 @@ pub fn ignored_signals() -> Option<u64> {
     u64::from_str_radix(hex.trim(), 16).ok()
 }
 
-/// Ties the pipes of a child started by [`Prepared::spawn`] to the runtime. Needs a tokio
-/// runtime with the I/O driver.
-///
-/// # Errors
-/// Registering a pipe with the runtime failed (the child is then killed and reaped).
-pub(crate) fn attach(
-    (child, out, err): (SpawnedChild, OwnedFd, OwnedFd),
-) -> io::Result<(SpawnedChild, ChildStdout, ChildStderr)> {
-    let stdout = ChildStdout::from_std(std::process::ChildStdout::from(out))?;
-    let stderr = ChildStderr::from_std(std::process::ChildStderr::from(err))?;
-    Ok((child, stdout, stderr))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -521,8 +527,7 @@ mod tests {
     #[tokio::test]
     async fn a_child_is_waited_for_through_a_pidfd_only_while_it_runs() {
         use tokio::io::AsyncReadExt;
-        let (mut quick, mut out, _err) =
-            attach(prepared("echo hi; exit 3").spawn().unwrap()).unwrap();
+        let (mut quick, mut out, _err) = (prepared("echo hi; exit 3").spawn().unwrap());
         let mut text = String::new();
         out.read_to_string(&mut text).await.unwrap();
         assert_eq!(text, "hi\n");
@@ -537,8 +542,7 @@ mod tests {
         assert!(!alive(quick.pid), "reaped");
 
         let t0 = std::time::Instant::now();
-        let (mut slow, _out, _err) =
-            attach(prepared("sleep 0.3; kill -TERM $$").spawn().unwrap()).unwrap();
+        let (mut slow, _out, _err) = (prepared("sleep 0.3; kill -TERM $$").spawn().unwrap());
         let status = slow.wait().await.unwrap();
         assert!(
             t0.elapsed() >= std::time::Duration::from_millis(250),
@@ -555,7 +559,7 @@ mod tests {
     async fn each_child_writes_to_its_own_pipes_whatever_their_numbers() {
         use tokio::io::AsyncReadExt;
         async fn run(script: &str) -> (String, String) {
-            let (mut child, mut out, mut err) = attach(prepared(script).spawn().unwrap()).unwrap();
+            let (mut child, mut out, mut err) = prepared(script).spawn().unwrap();
             let (mut o, mut e) = (String::new(), String::new());
             out.read_to_string(&mut o).await.unwrap();
             err.read_to_string(&mut e).await.unwrap();
@@ -573,10 +577,36 @@ mod tests {
         assert_eq!(run(&script(4)).await, ("out4 \n".into(), "err4\n".into()));
     }
 
+    /// The child's stdout and stderr are blocking, as a program expects (awf's read ends are
+    /// created non-blocking; a write end left so would make a child's large write fail with
+    /// `EAGAIN`), and a child writing more than a pipe holds has all of it read.
+    #[tokio::test]
+    async fn the_childs_ends_of_its_pipes_are_blocking() {
+        use tokio::io::AsyncReadExt;
+        let (mut child, mut out, mut err) =
+            prepared("grep -h '^flags' /proc/self/fdinfo/1 /proc/self/fdinfo/2 >&2; head -c 300000 /dev/zero")
+                .spawn()
+                .unwrap();
+        let (mut o, mut e) = (Vec::new(), String::new());
+        let (ro, re) = tokio::join!(out.read_to_end(&mut o), err.read_to_string(&mut e));
+        ro.unwrap();
+        re.unwrap();
+        assert!(child.wait().await.unwrap().success());
+        assert_eq!(o.len(), 300_000);
+        let flags: Vec<u32> = e
+            .lines()
+            .map(|l| u32::from_str_radix(l.trim_start_matches("flags:").trim(), 8).unwrap())
+            .collect();
+        assert_eq!(flags.len(), 2, "{e}");
+        for f in flags {
+            assert_eq!(f & 0o4000, 0, "O_NONBLOCK set on a child's output: {f:o}");
+        }
+    }
+
     /// A child dropped before it was waited for is killed and reaped, pidfd or not.
     #[tokio::test]
     async fn a_child_dropped_unwaited_is_killed_and_reaped() {
-        let (child, _out, _err) = attach(prepared("sleep 30").spawn().unwrap()).unwrap();
+        let (child, _out, _err) = prepared("sleep 30").spawn().unwrap();
         let pid = child.pid;
         assert!(alive(pid));
         drop(child);
