@@ -527,7 +527,7 @@ mod tests {
     #[tokio::test]
     async fn a_child_is_waited_for_through_a_pidfd_only_while_it_runs() {
         use tokio::io::AsyncReadExt;
-        let (mut quick, mut out, _err) = (prepared("echo hi; exit 3").spawn().unwrap());
+        let (mut quick, mut out, _err) = prepared("echo hi; exit 3").spawn().unwrap();
         let mut text = String::new();
         out.read_to_string(&mut text).await.unwrap();
         assert_eq!(text, "hi\n");
@@ -542,7 +542,7 @@ mod tests {
         assert!(!alive(quick.pid), "reaped");
 
         let t0 = std::time::Instant::now();
-        let (mut slow, _out, _err) = (prepared("sleep 0.3; kill -TERM $$").spawn().unwrap());
+        let (mut slow, _out, _err) = prepared("sleep 0.3; kill -TERM $$").spawn().unwrap();
         let status = slow.wait().await.unwrap();
         assert!(
             t0.elapsed() >= std::time::Duration::from_millis(250),
