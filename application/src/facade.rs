@@ -166,24 +166,19 @@ impl Facade {
             .map(|(k, _)| k.as_str())
             .chain(req.config_inputs.keys().map(String::as_str))
             .collect();
-        let mut base = serde_json::Map::new();
-        let mut masked = Vec::new();
-        for (k, v) in &snap.inputs {
-            if v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k) {
-                // Only a secret the workflow declares is needed again (one it declares
-                // without a default); an undeclared input reaches no step (it is neither
-                // exported nor validated), so its masked value is simply dropped.
-                let needed = workflow
-                    .inputs
-                    .iter()
-                    .any(|i| i.name == *k && i.default.is_none());
-                if needed && !given.contains(k.as_str()) {
-                    masked.push(k.clone());
-                }
-                continue;
-            }
-            base.insert(k.clone(), v.clone());
-        }
+        // Only a secret the workflow declares without a default is needed again; one with
+        // a default gets it, and an undeclared input reaches no step (it is neither exported
+        // nor validated), so its masked value is simply dropped.
+        let mut masked = crate::inputs::secrets_to_give_again(&workflow, &snap.inputs);
+        masked.retain(|k| !given.contains(k.as_str()));
+        let mut base: serde_json::Map<String, serde_json::Value> = snap
+            .inputs
+            .iter()
+            .filter(|(k, v)| {
+                !(v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if !masked.is_empty() {
             // The hint repeats where to resume from, so it can be run as shown.
             let mut flags: Vec<String> = match &req.from {

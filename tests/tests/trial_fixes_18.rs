@@ -12,6 +12,111 @@ fn run_id_of(r: &awf_tests::Run) -> String {
     r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
 }
 
+/// A workflow whose step fails until the file `ok` exists in the working directory, and
+/// then unless `api_token` has its default value.
+fn gated(inputs: &str) -> String {
+    format!(
+        "name: gated\ninputs:\n{inputs}states:\n  initial: a\n  a:\n    type: step\n    \
+         command: 'test -f ok && test \"{{{{.inputs.api_token}}}}\" = the-default-token'\n    \
+         on_success: done\n  done: {{type: terminal}}\n"
+    )
+}
+
+/// A secret input with a default is not demanded again by `awf resume` (its default applies),
+/// neither by the failed run's resume hint nor by `awf resume`'s own error: only a secret
+/// input without a default must be given again (README "Runs are recorded: resume"; user: the
+/// run's hint asked for `--input api_token=<value>` though `api_token` has a default).
+#[test]
+fn a_secret_input_with_a_default_is_not_asked_for_again_on_resume() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "two.yaml",
+        &gated(
+            "  - {name: api_token, type: string, default: the-default-token}\n  \
+             - {name: db_password, type: string, required: true}\n",
+        ),
+    )
+    .unwrap();
+    let r = sb
+        .run(&[
+            "run",
+            "two.yaml",
+            "-i",
+            "api_token=given-token-1",
+            "-i",
+            "db_password=given-pass-1",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let hint = r
+        .stderr
+        .lines()
+        .find(|l| l.contains("Hint:"))
+        .unwrap_or_else(|| panic!("no hint: {}", r.stderr));
+    let id = hint
+        .split("awf resume ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .trim_end_matches('`')
+        .to_owned();
+    assert_eq!(
+        hint.trim(),
+        format!("Hint: continue it with `awf resume {id} --input db_password=<value>`"),
+        "{}",
+        r.stderr
+    );
+
+    // `awf resume` without the secret: only the one without a default is demanded.
+    let again = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.contains(
+            "secret inputs were not stored with the run and must be given again: db_password\n"
+        ),
+        "{}",
+        again.stderr
+    );
+    assert!(
+        again.stderr.contains(&format!(
+            "Hint: awf resume {id} --input db_password=<value>"
+        )),
+        "{}",
+        again.stderr
+    );
+
+    // Given it, the resume runs, the default standing in for the other.
+    sb.write("ok", "").unwrap();
+    let done = sb
+        .run(&["resume", &id, "-i", "db_password=pass-2"])
+        .unwrap();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+
+    // Every secret input has a default: the hint names no input at all, and a plain
+    // `awf resume` runs.
+    std::fs::remove_file(sb.path().join("ok")).unwrap();
+    sb.write(
+        "one.yaml",
+        &gated("  - {name: api_token, type: string, default: the-default-token}\n"),
+    )
+    .unwrap();
+    let r = sb
+        .run(&["run", "one.yaml", "-i", "api_token=given-token-1"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(!r.stderr.contains("--input"), "{}", r.stderr);
+    let hint = r.stderr.lines().find(|l| l.contains("Hint:")).unwrap();
+    let id = hint
+        .split("awf resume ")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('`')
+        .to_owned();
+    sb.write("ok", "").unwrap();
+    let done = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+}
+
 /// `awf resume <child run id>` (a `call_workflow` child, named in the parent's `child_runs`)
 /// is refused with `USER.INPUT.VALIDATION_FAILED` and a hint naming the run to resume (the
 /// top-level one), instead of running the child detached from its parent (user: it ran the

@@ -220,6 +220,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         (service.as_ref(), &id),
         (signals, recorder.as_ref()),
         None,
+        w.services.repository.as_ref(),
     )
     .await
 }
@@ -285,6 +286,7 @@ async fn start_unstarted(
         (service.as_ref(), &started),
         (signals, recorder.as_ref()),
         None,
+        w.services.repository.as_ref(),
     )
     .await
 }
