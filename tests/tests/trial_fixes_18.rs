@@ -191,3 +191,52 @@ fn resuming_a_sub_workflow_run_is_refused_with_its_parent_named() {
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert_eq!(state(&leaf)["status"], json!("success"));
 }
+
+/// `-o buffered` labels the output blocks of a parallel block's branches with the branch's
+/// name, each line prefixed `[b1] ` on its stream as `-o streaming` prefixes them (`[OUT] [b1]
+/// `), so interleaved branches can be told apart; a step outside a parallel block prints its
+/// output as it is (user: two branches' blocks came out unlabelled).
+#[test]
+fn buffered_output_of_parallel_branches_names_the_branch() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "par.yaml",
+        "name: par\nstates:\n  initial: first\n  first: {type: step, command: 'echo top', \
+         on_success: both}\n  both:\n    type: parallel\n    parallel: [b1, b2]\n    \
+         strategy: all_succeed\n    on_success: done\n  b1: {type: step, command: 'printf \
+         \"one\\nline two\"; echo oops >&2'}\n  b2: {type: step, command: 'sleep 0.3; echo \
+         two'}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "par.yaml", "-o", "buffered"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "top\n[b1] one\n[b1] line two\n[b2] two\n");
+    assert!(r.stderr.contains("\n[b1] oops\n"), "{}", r.stderr);
+
+    // `-f json` is unchanged: the branches' output as they wrote it.
+    let r = sb
+        .run(&["run", "par.yaml", "-o", "buffered", "-f", "json"])
+        .unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["b1"]["output"], json!("one\nline two"));
+
+    // `awf resume -o buffered` does not print the earlier attempt's blocks again (they were
+    // printed when it ran), as `-o streaming` does not.
+    sb.write(
+        "again.yaml",
+        "name: again\nstates:\n  initial: a\n  a: {type: step, command: 'echo first', \
+         on_success: b}\n  b: {type: step, command: 'echo \"b ran\"; test -f ok', on_success: \
+         done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb
+        .run(&["run", "again.yaml", "-o", "buffered", "-f", "quiet"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let id = r.stdout.lines().last().unwrap().to_owned();
+    assert_eq!(r.stdout, format!("first\nb ran\n{id}\n"));
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["resume", &id, "-o", "buffered"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "b ran\n", "{}", r.stderr);
+}
