@@ -240,3 +240,102 @@ fn buffered_output_of_parallel_branches_names_the_branch() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "b ran\n", "{}", r.stderr);
 }
+
+const VERBOSE: &str = "name: v\ninputs:\n  - {name: api_token, type: string}\nstates:\n  \
+                       initial: a\n  a:\n    type: step\n    command: 'echo \"t={{.inputs.api_token}}\"'\n    \
+                       transitions:\n      - when: 'states.a.ExitCode == 0'\n        goto: r\n      \
+                       - goto: done\n  r:\n    type: step\n    command: 'echo r; exit 2'\n    \
+                       retry: {max_attempts: 2, initial_delay: 10ms}\n    on_success: done\n    \
+                       on_failure: done\n  done: {type: terminal}\n";
+
+/// `--verbose` and `--log-level debug` show on stderr, per state, what awf decided: the
+/// command as it runs (secrets masked), how it ended and in how long, the transition taken and
+/// why, the retries, and where the run is recorded (user: both flags added nothing to a plain
+/// run). Stdout and the `-f json` document stay as they are, and a plain run shows none of it.
+#[test]
+fn verbose_and_debug_log_what_awf_decided_on_stderr_only() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("v.yaml", VERBOSE).unwrap();
+    let secret = "the-secret-token-value";
+    let token = format!("api_token={secret}");
+    let plain = sb
+        .run(&["run", "v.yaml", "-i", &token, "-o", "buffered"])
+        .unwrap();
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    assert!(!plain.stderr.contains("DEBUG"), "{}", plain.stderr);
+
+    for flag in [&["--verbose"][..], &["--log-level", "debug"][..]] {
+        let mut args = vec!["run", "v.yaml", "-i", &token, "-o", "buffered"];
+        args.extend_from_slice(flag);
+        let r = sb.run(&args).unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.stdout, plain.stdout, "{flag:?}");
+        let debug: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter_map(|l| l.split_once(" DEBUG awf::run: ").map(|(_, m)| m))
+            .collect();
+        let id = debug
+            .iter()
+            .find_map(|l| l.strip_prefix("run ")?.split(' ').next())
+            .unwrap_or_else(|| panic!("{flag:?}: {}", r.stderr))
+            .to_owned();
+        let states = data(&sb).join("states").join(format!("{id}.json"));
+        for want in [
+            format!("run {id} started: workflow v ("),
+            "step a (command) started: `echo \"t=***\"`".to_owned(),
+            "step a: completed in ".to_owned(),
+            "step a: → r (succeeded, transitions[0]: when `states.a.ExitCode == 0` is true)"
+                .to_owned(),
+            "step r: attempt 1 failed (exit code 2): retrying in 10ms (attempt 2 of 2)".to_owned(),
+            "step r: attempt 2 failed (exit code 2): not retried (that was the last of max_attempts 2)"
+                .to_owned(),
+            "step r: → done (failed: on_failure)".to_owned(),
+            format!("run {id} is recorded in {}", states.display()),
+            format!("run {id} finished: success, exit code 0, terminal done, in "),
+        ] {
+            assert!(
+                debug.iter().any(|l| l.starts_with(&want)),
+                "{flag:?}: no line starting {want:?} in\n{}",
+                r.stderr
+            );
+        }
+        assert!(!r.stderr.contains(secret), "{}", r.stderr);
+    }
+
+    // `-f json`: the same single document on stdout; the diagnostics on stderr when asked
+    // for by level (`--verbose` alone shows nothing of the run there, as before).
+    let r = sb
+        .run(&["run", "v.yaml", "-i", &token, "-f", "json", "--verbose"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json().unwrap()["status"], json!("success"));
+    assert!(!r.stderr.contains("DEBUG"), "{}", r.stderr);
+    let r = sb
+        .run(&[
+            "run",
+            "v.yaml",
+            "-i",
+            &token,
+            "-f",
+            "json",
+            "--log-level",
+            "debug",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["status"], json!("success"));
+    assert_eq!(doc["states"]["r"]["attempts"], json!(2));
+    assert!(
+        r.stderr
+            .contains("DEBUG awf::run: step r: → done (failed: on_failure)"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains(secret) && !r.stdout.contains(secret));
+    let r = sb
+        .run(&["run", "v.yaml", "-i", &token, "-f", "json"])
+        .unwrap();
+    assert!(!r.stderr.contains("DEBUG"), "{}", r.stderr);
+}

@@ -368,6 +368,9 @@ async fn execute(
         services
             .recorders
             .push(std::sync::Arc::new(awf_telemetry::span_projection()));
+        services
+            .recorders
+            .push(std::sync::Arc::new(awf_telemetry::log_projection()));
         None
     } else {
         w.recorder.clone()
@@ -379,6 +382,12 @@ async fn execute(
         Ok(id) => id,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
+    log_record_location(
+        recorder.as_ref(),
+        &w.data_root,
+        w.store_url.as_deref(),
+        &run_id,
+    );
     let mut signals = signals;
     if let Some(pg) = pg {
         signals.watch_pg_cancel(&pg, &run_id);
@@ -393,6 +402,40 @@ async fn execute(
         repository.as_ref(),
     )
     .await
+}
+
+/// The `debug` diagnostic (`--verbose`, `--log-level debug`) naming where run `run_id` is
+/// recorded: its state file and transcript under the data root, the shared store (its
+/// password masked), or nowhere (`AWF_RECORD=off`, `--step`, a store that could not be
+/// opened).
+pub(crate) fn log_record_location(
+    recorder: Option<&wiring::RunRecorder>,
+    data_root: &std::path::Path,
+    store_url: Option<&str>,
+    run_id: &RunId,
+) {
+    if !tracing::enabled!(target: awf_telemetry::RUN_TARGET, tracing::Level::DEBUG) {
+        return;
+    }
+    let text = match (recorder, store_url) {
+        (Some(wiring::RunRecorder::Postgres(_)), Some(url)) => format!(
+            "run {run_id} is recorded in the shared store {}",
+            awf_postgres::redacted(url)
+        ),
+        (Some(_), _) => {
+            let at = |p: std::path::PathBuf| p.display().to_string();
+            format!(
+                "run {run_id} is recorded in {} (transcript {}, history {})",
+                at(data_root.join("states").join(format!("{run_id}.json"))),
+                at(data_root
+                    .join("transcripts")
+                    .join(format!("{run_id}.jsonl"))),
+                at(data_root.join("history.db"))
+            )
+        }
+        (None, _) => format!("run {run_id} is not recorded"),
+    };
+    tracing::debug!(target: awf_telemetry::RUN_TARGET, "{text}");
 }
 
 /// Waits for the run's record to be written and says what a run that succeeded but could not
@@ -464,7 +507,13 @@ pub(crate) async fn drive(
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
         .with_logs(ctx.run_log_level, ctx.log_json)
-        .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
+        // The diagnostics of `--verbose` / `--log-level debug` are written as they come:
+        // spinners would be drawn over them.
+        .with_live(
+            LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style).filter(
+                |_| !tracing::enabled!(target: awf_telemetry::RUN_TARGET, tracing::Level::DEBUG),
+            ),
+        );
     let mut cancelled = false;
     // Answers the run's requests on the terminal, one at a time.
     let mut answerer = crate::interact::Answerer::new(ctx);

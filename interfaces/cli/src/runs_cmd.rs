@@ -209,6 +209,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             return run_cmd::fail_before_resume(ctx, &run_id, &workflow, &e);
         }
     };
+    run_cmd::log_record_location(recorder.as_ref(), &w.data_root, w.store_url.as_deref(), &id);
     let mut signals = signals;
     if let Some(pg) = &pg {
         signals.watch_pg_cancel(pg, &id);
