@@ -113,6 +113,9 @@ impl Facade {
         };
         let lock_held = req.lock_held || lock.is_some();
         let snap = store.load(&req.run_id)?;
+        if let Some(parent) = &snap.parent_run_id {
+            return Err(sub_workflow_refused(store.as_ref(), &snap.run_id, parent));
+        }
         if snap.status == awf_domain::ports::store::StoredStatus::Running
             && !lock_held
             && let Some(pid) = snap.owner_pid
@@ -163,24 +166,19 @@ impl Facade {
             .map(|(k, _)| k.as_str())
             .chain(req.config_inputs.keys().map(String::as_str))
             .collect();
-        let mut base = serde_json::Map::new();
-        let mut masked = Vec::new();
-        for (k, v) in &snap.inputs {
-            if v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k) {
-                // Only a secret the workflow declares is needed again (one it declares
-                // without a default); an undeclared input reaches no step (it is neither
-                // exported nor validated), so its masked value is simply dropped.
-                let needed = workflow
-                    .inputs
-                    .iter()
-                    .any(|i| i.name == *k && i.default.is_none());
-                if needed && !given.contains(k.as_str()) {
-                    masked.push(k.clone());
-                }
-                continue;
-            }
-            base.insert(k.clone(), v.clone());
-        }
+        // Only a secret the workflow declares without a default is needed again; one with
+        // a default gets it, and an undeclared input reaches no step (it is neither exported
+        // nor validated), so its masked value is simply dropped.
+        let mut masked = crate::inputs::secrets_to_give_again(&workflow, &snap.inputs);
+        masked.retain(|k| !given.contains(k.as_str()));
+        let mut base: serde_json::Map<String, serde_json::Value> = snap
+            .inputs
+            .iter()
+            .filter(|(k, v)| {
+                !(v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         if !masked.is_empty() {
             // The hint repeats where to resume from, so it can be run as shown.
             let mut flags: Vec<String> = match &req.from {
@@ -485,6 +483,34 @@ fn check_named_states(
         return Err(unknown("--step", s));
     }
     Ok(())
+}
+
+/// The refusal of `awf resume` for the sub-workflow run `run_id` (a `call_workflow` child of
+/// run `parent`): it is resumed with its parent, whose resume continues it (README "Runs are
+/// recorded: resume"); resumed on its own it would run detached from the run that waits for
+/// its outputs. The hint names the top-level run (`awf resume <root>`), found by following
+/// the recorded parents (a parent that cannot be read ends the walk at the last one known).
+fn sub_workflow_refused(
+    store: &dyn awf_domain::ports::StateStore,
+    run_id: &str,
+    parent: &str,
+) -> AwfError {
+    let mut root = parent.to_owned();
+    // A bound, so a damaged record naming itself as its own ancestor cannot loop forever.
+    for _ in 0..64 {
+        match store.load(&root).map(|s| s.parent_run_id) {
+            Ok(Some(up)) if up != root => root = up,
+            Ok(_) | Err(_) => break,
+        }
+    }
+    AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        format!(
+            "run {run_id} is a sub-workflow run (a call_workflow step of run {parent}): it is \
+             resumed with the run that called it"
+        ),
+    )
+    .with_hint(format!("awf resume {root}"))
 }
 
 /// Where a resumed attempt of the run `snap` records goes on, as `awf resume` continues it

@@ -16,6 +16,25 @@ use awf_domain::workflow::Workflow;
 use serde_json::Map;
 use serde_json::Value;
 
+/// The secret inputs that `awf resume` must be given again for a run recorded with `stored`
+/// inputs: those stored masked (`***`, a secret name) that `wf` declares without a
+/// `default` (one with a default gets its default; an undeclared one reaches no step), in
+/// `stored`'s order. Source: README "Runs are recorded: resume".
+pub fn secrets_to_give_again(wf: &Workflow, stored: &Map<String, Value>) -> Vec<String> {
+    stored
+        .iter()
+        .filter(|(k, v)| {
+            v.as_str() == Some(awf_domain::mask::MASK)
+                && awf_domain::mask::is_secret_name(k)
+                && wf
+                    .inputs
+                    .iter()
+                    .any(|i| i.name == **k && i.default.is_none())
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 /// Builds the effective inputs of a run and validates them.
 ///
 /// `cli` values are strings (last repeat wins); `config` values keep their YAML types.

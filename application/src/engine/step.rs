@@ -478,6 +478,9 @@ impl Run {
     }
 
     /// Picks the next state. Source: spec/workflow.md §1.7 (routing matrix).
+    ///
+    /// Logs the decision and its reason at `debug` (target `awf::run`: `--verbose`,
+    /// `--log-level debug`), masked.
     pub(crate) fn route(
         &self,
         state: &State,
@@ -486,21 +489,28 @@ impl Run {
         early_exit: Option<String>,
         frame: Option<&LoopFrame>,
     ) -> Result<StepExit, AwfError> {
-        let exit = |next: Option<String>, failure: Option<AwfError>| StepExit {
-            next,
-            failure,
-            succeeded,
+        let exit = |next: Option<String>, failure: Option<AwfError>, why: &str| {
+            self.log_route(&state.name, next.as_deref(), why);
+            StepExit {
+                next,
+                failure,
+                succeeded,
+            }
         };
         if let StateKind::Loop(l) = &state.kind {
             return Ok(if succeeded {
-                exit(
-                    early_exit
-                        .or_else(|| l.on_complete.clone())
-                        .or_else(|| state.on_success.clone()),
-                    None,
-                )
+                let (next, why) = match (early_exit, &l.on_complete) {
+                    (Some(e), _) => (Some(e), "the loop exited early"),
+                    (None, Some(c)) => (Some(c.clone()), "the loop completed: on_complete"),
+                    (None, None) => (state.on_success.clone(), "the loop completed: on_success"),
+                };
+                exit(next, None, why)
             } else {
-                exit(state.on_failure.clone(), failure)
+                exit(
+                    state.on_failure.clone(),
+                    failure,
+                    "the loop failed: on_failure",
+                )
             });
         }
         // Command transitions also see failures of the process itself (AWF routes on
@@ -516,30 +526,82 @@ impl Run {
                 ) && !f.details().contains_key(NOT_STARTED)
             });
         if (succeeded || process_failed)
-            && let Some(target) = self.transition(state, frame)?
+            && let Some((target, why)) = self.transition(state, frame)?
         {
-            return Ok(exit(Some(target), if succeeded { None } else { failure }));
+            let outcome = if succeeded { "succeeded" } else { "failed" };
+            return Ok(exit(
+                Some(target),
+                if succeeded { None } else { failure },
+                &format!("{outcome}, {why}"),
+            ));
         }
         if succeeded {
-            return Ok(exit(state.on_success.clone(), None));
+            return Ok(exit(
+                state.on_success.clone(),
+                None,
+                "succeeded: on_success",
+            ));
         }
         if state.continue_on_error && state.on_success.is_some() {
-            return Ok(exit(state.on_success.clone(), None));
+            return Ok(exit(
+                state.on_success.clone(),
+                None,
+                "failed, continue_on_error: on_success",
+            ));
         }
-        Ok(exit(state.on_failure.clone(), failure))
+        Ok(exit(
+            state.on_failure.clone(),
+            failure,
+            "failed: on_failure",
+        ))
     }
 
+    /// The `debug` line of a routing decision: `step a: → b (succeeded: on_success)`, or
+    /// `no next state` when nothing routes (the run ends there, or fails).
+    fn log_route(&self, step: &str, next: Option<&str>, why: &str) {
+        if !tracing::enabled!(target: "awf::run", tracing::Level::DEBUG) {
+            return;
+        }
+        let to = next.map_or_else(|| "no next state".to_owned(), |n| format!("→ {n}"));
+        self.debug_line(&format!("step {step}: {to} ({why})"));
+    }
+
+    /// A `debug` diagnostic of what the engine decided (target `awf::run`, on stderr with
+    /// `--verbose` or `--log-level debug`), masked; a sub-workflow's lines name its run.
+    pub(crate) fn debug_line(&self, text: &str) {
+        if !tracing::enabled!(target: "awf::run", tracing::Level::DEBUG) {
+            return;
+        }
+        let line = self.mask(text);
+        // A sub-workflow's run (its scope is the root run's): named, as its steps may share
+        // names with the caller's.
+        if self.scope == self.run_id {
+            tracing::debug!(target: "awf::run", "{line}");
+        } else {
+            tracing::debug!(target: "awf::run", "[run {}] {line}", self.run_id.0);
+        }
+    }
+
+    /// The first of the state's `transitions` that matches, and why (`transitions[1]:
+    /// when `…` is true`, or the default `goto`).
     fn transition(
         &self,
         state: &State,
         frame: Option<&LoopFrame>,
-    ) -> Result<Option<String>, AwfError> {
-        for t in &state.transitions {
+    ) -> Result<Option<(String, String)>, AwfError> {
+        for (i, t) in state.transitions.iter().enumerate() {
             match &t.when {
-                None => return Ok(Some(t.goto.clone())),
-                Some(w) if w.trim().is_empty() => return Ok(Some(t.goto.clone())),
+                None => return Ok(Some((t.goto.clone(), format!("transitions[{i}]: goto")))),
+                Some(w) if w.trim().is_empty() => {
+                    return Ok(Some((t.goto.clone(), format!("transitions[{i}]: goto"))));
+                }
                 Some(w) => match self.eval_bool(w, frame) {
-                    Ok(true) => return Ok(Some(t.goto.clone())),
+                    Ok(true) => {
+                        return Ok(Some((
+                            t.goto.clone(),
+                            format!("transitions[{i}]: when `{w}` is true"),
+                        )));
+                    }
                     Ok(false) => {}
                     Err(e) => {
                         let mut err = AwfError::new(
@@ -646,7 +708,18 @@ impl Run {
         at: At<'_>,
     ) -> Option<Duration> {
         let policy = state.retry.as_ref()?;
+        let code =
+            exit_code.map_or_else(|| "no exit code".to_owned(), |c| format!("exit code {c}"));
         if attempt >= policy.max_attempts || !policy.retries_exit_code(exit_code) {
+            let why = if attempt >= policy.max_attempts {
+                format!("that was the last of max_attempts {}", policy.max_attempts)
+            } else {
+                "retry does not cover that exit code".to_owned()
+            };
+            self.debug_line(&format!(
+                "step {}: attempt {attempt} failed ({code}): not retried ({why})",
+                state.name
+            ));
             return None;
         }
         if exit_code == Some(-1) && deadline.is_some_and(|d| self.svc.clock.instant() >= d) {
@@ -684,6 +757,13 @@ impl Run {
             );
             return None;
         }
+        self.debug_line(&format!(
+            "step {}: attempt {attempt} failed ({code}): retrying in {} (attempt {} of {})",
+            state.name,
+            awf_domain::duration::format_go(wait),
+            attempt + 1,
+            policy.max_attempts
+        ));
         self.emitter.emit(
             &format!("{}{}", at.prefix, state.name),
             at.iteration(),

@@ -7,6 +7,8 @@
 //!   `telemetry:` and the standard `OTEL_*` variables.
 //! - [`span_projection`] is an [`awf_domain::event::EventPublisher`] turning the run-event stream
 //!   into `workflow.run` / `workflow.step` / `workflow.loop.iteration` spans.
+//! - [`log_projection`] is another, turning it into the `debug` diagnostics of `--verbose`
+//!   and `--log-level debug` (target [`RUN_TARGET`]) on stderr.
 //!
 //! Depends on awf-domain and third-party crates only (tracing, tracing-subscriber,
 //! tracing-opentelemetry, opentelemetry, opentelemetry_sdk, opentelemetry-otlp, tonic,
@@ -18,6 +20,7 @@ mod config;
 mod http_client;
 mod init;
 mod projection;
+mod run_log;
 
 pub use config::DEFAULT_SERVICE_NAME;
 pub use config::HTTP_TRACES_PATH;
@@ -33,4 +36,7 @@ pub use init::init_logging;
 pub use projection::SpanProjection;
 pub use projection::TARGET;
 pub use projection::span_projection;
+pub use run_log::LogProjection;
+pub use run_log::RUN_TARGET;
+pub use run_log::log_projection;
 pub use tracing::level_filters::LevelFilter;

@@ -18,7 +18,9 @@ use clap::ValueEnum;
     propagate_version = true
 )]
 pub struct Cli {
-    /// Debug log lines.
+    /// Debug log lines on stderr: for a run, what awf decided (commands as they run, secrets
+    /// masked; transitions and why; retries; timings; where the run is recorded); agent
+    /// thoughts and tool calls with `-o streaming`.
     #[arg(long, global = true)]
     pub verbose: bool,
     /// Suppress info and success lines (errors are still shown).

@@ -316,6 +316,15 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
     {
         directives = Some("awf_postgres::worker=info,awf::serve=info".to_owned());
     }
+    // `-f json` shows nothing of the run while it goes, `--verbose` included (README): the
+    // run's diagnostics (`awf::run`) only for an explicit `--log-level debug` (or `AWF_LOG`).
+    if cli.format == crate::cli::Format::Json && cli.verbose && cli.log_level.is_none() {
+        let quiet_run = format!("{}=info", awf_telemetry::RUN_TARGET);
+        directives = Some(match directives {
+            Some(d) => format!("{quiet_run},{d}"),
+            None => quiet_run,
+        });
+    }
     let cfg = awf_telemetry::LogConfig {
         level,
         json: cli.log_format == crate::cli::LogFormat::Json,

@@ -8,7 +8,8 @@
 //! parallel branch's lines also name their step (`[OUT] [b1] `), since branches interleave,
 //! and a branch's partial line is ended before another step's line is printed; a partial line
 //! of one stream is ended before a line of the other stream is printed (they meet on a
-//! terminal).
+//! terminal). With `-o buffered` a branch's block has each line prefixed with its label
+//! (`[b1] `), the same one.
 //!
 //! On a terminal the printer can carry a [`LiveProgress`]: step start lines then become
 //! spinners and every stderr line is printed above them (see [`crate::progress`]).
@@ -785,6 +786,14 @@ impl TextPrinter {
                         *run == ev.run_id && *path == ev.path
                     })?;
                 }
+                // `-o buffered`: a branch's block names it, as its streamed lines would
+                // (taken before its label is dropped).
+                let block_prefix = if self.mode == OutputMode::Buffered {
+                    self.branch_label(&ev.run_id, &ev.path)
+                        .map(|l| format!("[{l}] "))
+                } else {
+                    None
+                };
                 if kind == "parallel" {
                     if let Some(n) = self.open_parallel.get_mut(&ev.run_id) {
                         *n = n.saturating_sub(1);
@@ -828,23 +837,20 @@ impl TextPrinter {
                             .remove(&(ev.run_id.clone(), ev.path.clone(), false)),
                     )
                 };
+                // An earlier attempt's block, replayed by `awf resume`, was printed when that
+                // attempt ran (as streamed output is not printed twice).
                 if self.mode == OutputMode::Buffered
+                    && !self.replayed
                     && matches!(kind.as_str(), "command" | "agent" | "operation")
                 {
                     let shown_out = written_out.unwrap_or_else(|| state.output.as_bytes().to_vec());
                     let shown_err = written_err.unwrap_or_else(|| state.stderr.as_bytes().to_vec());
                     if !shown_out.is_empty() {
-                        out.write_all(&shown_out)?;
-                        if !shown_out.ends_with(b"\n") {
-                            out.write_all(b"\n")?;
-                        }
+                        write_block(out, &shown_out, block_prefix.as_deref())?;
                         out.flush()?;
                     }
                     if !shown_err.is_empty() {
-                        err.write_all(&shown_err)?;
-                        if !shown_err.ends_with(b"\n") {
-                            err.write_all(b"\n")?;
-                        }
+                        write_block(err, &shown_err, block_prefix.as_deref())?;
                     }
                 }
                 if self.interactive && Self::top_level_step(ev, step) {
@@ -1011,6 +1017,19 @@ pub fn prefix_lines(text: &[u8], prefix: &str, mid_line: bool) -> (Vec<u8>, bool
         mid = !piece.ends_with(b"\n");
     }
     (out, mid)
+}
+
+/// Writes a step's `-o buffered` output block to `w`, ended by a newline: as it is, or with
+/// `prefix` (`[b1] `, a parallel branch's label) at each line's start.
+fn write_block(w: &mut dyn Write, block: &[u8], prefix: Option<&str>) -> io::Result<()> {
+    match prefix {
+        Some(p) => w.write_all(&prefix_lines(block, p, false).0)?,
+        None => w.write_all(block)?,
+    }
+    if !block.ends_with(b"\n") {
+        w.write_all(b"\n")?;
+    }
+    Ok(())
 }
 
 /// Preview of a tool call's main argument: the first of `file_path`, `command`, `cmd`,
@@ -1474,6 +1493,55 @@ mod tests {
             "[OUT] before\n[OUT] [b2] two\n[OUT] [b1] one1\n[OUT] [b2] sub\n[OUT] after\n"
         );
         assert!(err.contains("[ERR] [b2] oops\n"), "{err}");
+    }
+
+    /// `-o buffered`: a branch's blocks (stdout and stderr) name it on each line, `[b1] `,
+    /// as its streamed lines do; a sub-workflow called by a branch carries the branch's
+    /// label; steps outside the block print their output as it is.
+    #[test]
+    fn buffered_labels_the_blocks_of_parallel_branches() {
+        let mut p = TextPrinter::new(OutputMode::Buffered, true, Style::plain());
+        let chunk = chunk_of;
+        let (out, err) = run(
+            &mut p,
+            &[
+                started("a", "command"),
+                chunk("a", OutputStream::Stdout, "before"),
+                finished("a", "command"),
+                started("p", "parallel"),
+                started("b1", "command"),
+                started("b2", "call_workflow"),
+                chunk("b1", OutputStream::Stdout, "one\ntw"),
+                chunk("b1", OutputStream::Stderr, "oops\n"),
+                at(
+                    "b2",
+                    RunEvent::ChildRunStarted {
+                        step: "b2".into(),
+                        child_run_id: RunId("c1".into()),
+                        workflow: "sub".into(),
+                    },
+                ),
+                EventEnvelope {
+                    run_id: RunId("c1".into()),
+                    parent_run_id: Some(RunId("r1".into())),
+                    ..chunk("inner", OutputStream::Stdout, "sub\n")
+                },
+                EventEnvelope {
+                    run_id: RunId("c1".into()),
+                    parent_run_id: Some(RunId("r1".into())),
+                    ..finished("inner", "command")
+                },
+                chunk("b1", OutputStream::Stdout, "o\n"),
+                finished("b1", "command"),
+                finished("b2", "call_workflow"),
+                finished("p", "parallel"),
+                started("z", "command"),
+                chunk("z", OutputStream::Stdout, "after\n"),
+                finished("z", "command"),
+            ],
+        );
+        assert_eq!(out, "before\n[b2] sub\n[b1] one\n[b1] two\nafter\n");
+        assert_eq!(err, "[b1] oops\n");
     }
 
     /// A branch's unfinished last line is printed, ended, when its step ends (before its

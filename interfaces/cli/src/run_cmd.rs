@@ -368,16 +368,26 @@ async fn execute(
         services
             .recorders
             .push(std::sync::Arc::new(awf_telemetry::span_projection()));
+        services
+            .recorders
+            .push(std::sync::Arc::new(awf_telemetry::log_projection()));
         None
     } else {
         w.recorder.clone()
     };
     let pg = w.pg.get().cloned();
+    let repository = std::sync::Arc::clone(&services.repository);
     let service = wiring::run_service(services);
     let run_id = match service.start(request).await {
         Ok(id) => id,
         Err(e) => return fail_before_start(ctx, &identifier, &e),
     };
+    log_record_location(
+        recorder.as_ref(),
+        &w.data_root,
+        w.store_url.as_deref(),
+        &run_id,
+    );
     let mut signals = signals;
     if let Some(pg) = pg {
         signals.watch_pg_cancel(&pg, &run_id);
@@ -389,8 +399,43 @@ async fn execute(
         (service.as_ref(), &run_id),
         (signals, recorder.as_ref()),
         args.step.as_deref(),
+        repository.as_ref(),
     )
     .await
+}
+
+/// The `debug` diagnostic (`--verbose`, `--log-level debug`) naming where run `run_id` is
+/// recorded: its state file and transcript under the data root, the shared store (its
+/// password masked), or nowhere (`AWF_RECORD=off`, `--step`, a store that could not be
+/// opened).
+pub(crate) fn log_record_location(
+    recorder: Option<&wiring::RunRecorder>,
+    data_root: &std::path::Path,
+    store_url: Option<&str>,
+    run_id: &RunId,
+) {
+    if !tracing::enabled!(target: awf_telemetry::RUN_TARGET, tracing::Level::DEBUG) {
+        return;
+    }
+    let text = match (recorder, store_url) {
+        (Some(wiring::RunRecorder::Postgres(_)), Some(url)) => format!(
+            "run {run_id} is recorded in the shared store {}",
+            awf_postgres::redacted(url)
+        ),
+        (Some(_), _) => {
+            let at = |p: std::path::PathBuf| p.display().to_string();
+            format!(
+                "run {run_id} is recorded in {} (transcript {}, history {})",
+                at(data_root.join("states").join(format!("{run_id}.json"))),
+                at(data_root
+                    .join("transcripts")
+                    .join(format!("{run_id}.jsonl"))),
+                at(data_root.join("history.db"))
+            )
+        }
+        (None, _) => format!("run {run_id} is not recorded"),
+    };
+    tracing::debug!(target: awf_telemetry::RUN_TARGET, "{text}");
 }
 
 /// Waits for the run's record to be written and says what a run that succeeded but could not
@@ -447,6 +492,7 @@ pub(crate) async fn drive(
     (service, run_id): (&dyn RunService, &RunId),
     (mut signals, recorder): (Signals, Option<&wiring::RunRecorder>),
     step: Option<&str>,
+    repository: &dyn awf_domain::ports::WorkflowRepository,
 ) -> Outcome {
     let mut events = match service.subscribe(run_id, 1) {
         Ok(s) => s,
@@ -461,7 +507,13 @@ pub(crate) async fn drive(
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
         .with_logs(ctx.run_log_level, ctx.log_json)
-        .with_live(LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style));
+        // The diagnostics of `--verbose` / `--log-level debug` are written as they come:
+        // spinners would be drawn over them.
+        .with_live(
+            LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style).filter(
+                |_| !tracing::enabled!(target: awf_telemetry::RUN_TARGET, tracing::Level::DEBUG),
+            ),
+        );
     let mut cancelled = false;
     // Answers the run's requests on the terminal, one at a time.
     let mut answerer = crate::interact::Answerer::new(ctx);
@@ -469,8 +521,9 @@ pub(crate) async fn drive(
     let mut signalled: Option<CancelReason> = None;
     // The last top-level state that failed (for the resume hint).
     let mut last_failed: Option<String> = None;
-    // Secret inputs of the run (stored masked): `awf resume` needs them given again.
-    let mut secret_inputs: Vec<String> = Vec::new();
+    // The run's inputs as recorded (secrets masked) and its workflow file: which secret
+    // inputs `awf resume` needs given again.
+    let mut started: Option<(serde_json::Map<String, serde_json::Value>, String)> = None;
     loop {
         tokio::select! {
             (id, answer) = answerer.next() => {
@@ -493,17 +546,11 @@ pub(crate) async fn drive(
                         continue;
                     }
                 };
-                if let RunEvent::RunStarted { inputs, .. } = &ev.event
+                if let RunEvent::RunStarted { inputs, identifier, workflow_path, .. } = &ev.event
                     && ev.parent_run_id.is_none()
                 {
-                    secret_inputs = inputs
-                        .iter()
-                        .filter(|(k, v)| {
-                            v.as_str() == Some(awf_domain::mask::MASK)
-                                && awf_domain::mask::is_secret_name(k)
-                        })
-                        .map(|(k, _)| k.clone())
-                        .collect();
+                    let file = workflow_path.clone().unwrap_or_else(|| identifier.clone());
+                    started = Some((inputs.clone(), file));
                 }
                 if let RunEvent::StepFinished { step, state, .. } = &ev.event
                     && ev.parent_run_id.is_none()
@@ -595,7 +642,13 @@ pub(crate) async fn drive(
     if let Some(step) = step {
         print_step(step, &result, output == crate::cli::OutputMode::Streaming);
     } else {
-        print_summary(ctx, &result, last_failed.as_deref(), &secret_inputs);
+        let secrets = match (&started, result.status) {
+            (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
+                secrets_to_give_again(repository, file, inputs)
+            }
+            _ => Vec::new(),
+        };
+        print_summary(ctx, &result, last_failed.as_deref(), &secrets);
     }
     match unrecorded {
         Some(e) => errors::report(
@@ -674,12 +727,38 @@ fn print_step_blocks(out: &mut impl Write, step: &str, st: &awf_domain::run::Sta
     }
 }
 
+/// The secret inputs of a run of the workflow `file` recorded with `inputs` (secrets masked)
+/// that `awf resume` must be given again: those it declares without a default
+/// ([`awf_application::inputs::secrets_to_give_again`]). When the workflow can no longer be
+/// loaded, every masked secret input (the resume will say what it needs).
+fn secrets_to_give_again(
+    repository: &dyn awf_domain::ports::WorkflowRepository,
+    file: &str,
+    inputs: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<String> {
+    let masked = |(k, v): &(&String, &serde_json::Value)| {
+        v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k)
+    };
+    if !inputs.iter().any(|kv| masked(&kv)) {
+        return Vec::new();
+    }
+    match repository.load(file, None) {
+        Ok(loaded) => awf_application::inputs::secrets_to_give_again(&loaded.workflow, inputs),
+        Err(_) => inputs
+            .iter()
+            .filter(masked)
+            .map(|(k, _)| k.clone())
+            .collect(),
+    }
+}
+
 /// Text summary on stderr: `Workflow completed.` (or `Workflow completed: <message>` when the
 /// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
 /// detail and hint lines (when a step line already showed that message, it is not repeated:
 /// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
-/// `secrets` are the run's secret inputs, stored masked: the resume hint asks for them again
-/// (`--input NAME=<value>`), as `awf resume` would.
+/// `secrets` are the run's secret inputs that `awf resume` needs again (stored masked,
+/// declared without a default): the resume hint asks for them (`--input NAME=<value>`), as
+/// `awf resume` would.
 fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secrets: &[String]) {
     let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());

@@ -209,6 +209,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             return run_cmd::fail_before_resume(ctx, &run_id, &workflow, &e);
         }
     };
+    run_cmd::log_record_location(recorder.as_ref(), &w.data_root, w.store_url.as_deref(), &id);
     let mut signals = signals;
     if let Some(pg) = &pg {
         signals.watch_pg_cancel(pg, &id);
@@ -220,6 +221,7 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         (service.as_ref(), &id),
         (signals, recorder.as_ref()),
         None,
+        w.services.repository.as_ref(),
     )
     .await
 }
@@ -285,6 +287,7 @@ async fn start_unstarted(
         (service.as_ref(), &started),
         (signals, recorder.as_ref()),
         None,
+        w.services.repository.as_ref(),
     )
     .await
 }

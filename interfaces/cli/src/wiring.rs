@@ -461,6 +461,8 @@ pub fn build_with(
     }
     // Spans for OpenTelemetry; costs nothing when no exporter is installed.
     recorders.push(Arc::new(awf_telemetry::span_projection()));
+    // The `debug` diagnostics of `--verbose` / `--log-level debug`; nothing below that.
+    recorders.push(Arc::new(awf_telemetry::log_projection()));
     let operations: Arc<dyn awf_domain::ports::Operations> =
         Arc::new(awf_tools::BuiltinOperations::new());
     let services = Services {
