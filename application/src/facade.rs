@@ -738,13 +738,23 @@ fn hostname(env: &BTreeMap<String, String>, host: &dyn awf_domain::ports::Host) 
 struct TeeSink(Vec<Arc<dyn EventPublisher>>);
 
 impl EventPublisher for TeeSink {
+    /// Hands `event` to each publisher [`interested`](EventPublisher::interested) in it: a
+    /// copy to each but the last, which takes it (issue 9: the span and log projections,
+    /// off unless an exporter or `--log-level debug` asks for them, cost no copy).
     fn emit(&self, event: EventEnvelope) {
-        if let Some((last, rest)) = self.0.split_last() {
-            for s in rest {
-                s.emit(event.clone());
-            }
-            last.emit(event);
+        let mut takers = self.0.iter().filter(|s| s.interested(&event));
+        let Some(mut current) = takers.next() else {
+            return;
+        };
+        for next in takers {
+            current.emit(event.clone());
+            current = next;
         }
+        current.emit(event);
+    }
+
+    fn interested(&self, event: &EventEnvelope) -> bool {
+        self.0.iter().any(|s| s.interested(event))
     }
 
     fn settle(&self) -> Option<awf_domain::event::Settle> {
@@ -948,5 +958,89 @@ mod request_prefix_tests {
         // A real id: its last 8 hex digits.
         let uuid = One("3f2a9c1e-0b1d-4c6e-9a7b-5d4c3b2a1f0e");
         assert_eq!(request_prefix(&run, true, &uuid), "run-7:3b2a1f0e");
+    }
+}
+
+#[cfg(test)]
+mod tee_tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Records the `seq` of each event it is given; interested only in even ones when picky.
+    struct Seen {
+        picky: bool,
+        seqs: Mutex<Vec<u64>>,
+    }
+
+    impl Seen {
+        fn new(picky: bool) -> Arc<Self> {
+            Arc::new(Self {
+                picky,
+                seqs: Mutex::new(Vec::new()),
+            })
+        }
+        fn seqs(&self) -> Vec<u64> {
+            self.seqs.lock().map(|v| v.clone()).unwrap_or_default()
+        }
+    }
+
+    impl EventPublisher for Seen {
+        fn interested(&self, event: &EventEnvelope) -> bool {
+            !self.picky || event.seq % 2 == 0
+        }
+        fn emit(&self, event: EventEnvelope) {
+            if let Ok(mut v) = self.seqs.lock() {
+                v.push(event.seq);
+            }
+        }
+    }
+
+    fn event(seq: u64) -> EventEnvelope {
+        EventEnvelope {
+            seq,
+            run_id: RunId("r".into()),
+            parent_run_id: None,
+            at: std::time::SystemTime::UNIX_EPOCH,
+            path: "s".into(),
+            iteration: None,
+            event: awf_domain::event::RunEvent::StepStarted {
+                step: "s".into(),
+                kind: "command".into(),
+                command: None,
+            },
+        }
+    }
+
+    /// Each publisher gets every event it is interested in, in order, whatever its place in
+    /// the tee (first, middle, last), and none of the others.
+    #[test]
+    fn the_tee_hands_events_only_to_the_publishers_interested() {
+        for order in [
+            [true, false, true],
+            [false, true, false],
+            [true, true, false],
+        ] {
+            let sinks: Vec<Arc<Seen>> = order.iter().map(|p| Seen::new(*p)).collect();
+            let tee = TeeSink(
+                sinks
+                    .iter()
+                    .map(|s| Arc::clone(s) as Arc<dyn EventPublisher>)
+                    .collect(),
+            );
+            assert!(tee.interested(&event(1)) == order.contains(&false));
+            for seq in 1..=4 {
+                tee.emit(event(seq));
+            }
+            for (sink, picky) in sinks.iter().zip(order) {
+                let want: Vec<u64> = if picky { vec![2, 4] } else { vec![1, 2, 3, 4] };
+                assert_eq!(sink.seqs(), want, "{order:?}");
+            }
+        }
+        // No publisher interested: nothing is delivered, and nothing fails.
+        let picky = Seen::new(true);
+        let tee = TeeSink(vec![Arc::clone(&picky) as Arc<dyn EventPublisher>]);
+        tee.emit(event(1));
+        assert!(picky.seqs().is_empty());
     }
 }

@@ -339,6 +339,16 @@ pub trait EventPublisher: Send + Sync {
     /// Delivers one event.
     fn emit(&self, event: EventEnvelope);
 
+    /// Whether `emit` would do anything with `event`: a sink that fans events out to several
+    /// publishers (the engine's) hands a copy only to those that would, so a publisher that
+    /// is off (no exporter, a log level below its own) costs no copy of each event. `true`
+    /// (the default) for a publisher that takes every event; a publisher that answers
+    /// `false` must ignore the event if given it anyway.
+    fn interested(&self, event: &EventEnvelope) -> bool {
+        let _ = event;
+        true
+    }
+
     /// Blocks until every event delivered before this call has taken effect (a recorder
     /// that writes on its own thread: its state file written). Nothing for a publisher that
     /// acts inside `emit` (the default).

@@ -116,19 +116,20 @@ struct OpenStep {
 }
 
 impl EventPublisher for SpanProjection {
-    fn emit(&self, env: EventEnvelope) {
-        // Streaming chunks never make spans: leave before any other work.
-        if matches!(
+    /// Streaming chunks never make spans, and nothing does while no span is open and no
+    /// exporter takes them.
+    fn interested(&self, env: &EventEnvelope) -> bool {
+        !matches!(
             env.event,
             RunEvent::OutputChunk { .. }
                 | RunEvent::AgentMessageChunk { .. }
                 | RunEvent::AgentThoughtChunk { .. }
-        ) {
-            return;
-        }
-        if self.open_runs.load(Ordering::Relaxed) == 0
-            && !tracing::span_enabled!(target: TARGET, Level::INFO)
-        {
+        ) && (self.open_runs.load(Ordering::Relaxed) > 0
+            || tracing::span_enabled!(target: TARGET, Level::INFO))
+    }
+
+    fn emit(&self, env: EventEnvelope) {
+        if !self.interested(&env) {
             return;
         }
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);

@@ -36,6 +36,10 @@ pub fn log_projection() -> LogProjection {
 pub struct LogProjection;
 
 impl EventPublisher for LogProjection {
+    fn interested(&self, _event: &EventEnvelope) -> bool {
+        tracing::enabled!(target: RUN_TARGET, tracing::Level::DEBUG)
+    }
+
     fn emit(&self, env: EventEnvelope) {
         if !tracing::enabled!(target: RUN_TARGET, tracing::Level::DEBUG) {
             return;
