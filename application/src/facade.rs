@@ -987,7 +987,7 @@ mod tee_tests {
 
     impl EventPublisher for Seen {
         fn interested(&self, event: &EventEnvelope) -> bool {
-            !self.picky || event.seq % 2 == 0
+            !self.picky || event.seq.is_multiple_of(2)
         }
         fn emit(&self, event: EventEnvelope) {
             if let Ok(mut v) = self.seqs.lock() {
