@@ -25,16 +25,17 @@ fn an_inline_failure_terminal_is_named_by_its_step_in_json() {
     assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
     let doc = r.json().unwrap();
     assert_eq!(doc["terminal"], json!("verify's on_failure"), "{doc:#}");
+    let id = doc["run_id"].as_str().unwrap().to_owned();
+    // The resume hint is the text summary's (stop 34's breaker: `-f json` had none).
     assert_eq!(
         doc["error"],
         json!({
             "code": "EXECUTION.WORKFLOW.FAILURE_TERMINAL",
             "message": "verify failed",
-            "hints": []
+            "hints": [format!("continue it with `awf resume {id} --from verify`")]
         })
     );
     assert!(!r.stdout.contains("__inline_error"), "{}", r.stdout);
-    let id = doc["run_id"].as_str().unwrap().to_owned();
 
     let st = sb.run(&["status", &id, "-f", "json"]).unwrap();
     assert_eq!(st.code, 0, "{}", st.stderr);

@@ -553,7 +553,9 @@ impl Run {
                 format!("resolve items: {e}"),
             )
         })?;
-        let t = rendered.trim();
+        // A byte-order mark (a file written by some editors, read by a step) is no item's
+        // text: `\u{feff}[1,2]` is the JSON array, not `\u{feff}[1` and `2]` (breaker).
+        let t = rendered.trim().trim_start_matches('\u{feff}').trim_start();
         if t.is_empty() {
             return Ok(Vec::new());
         }

@@ -562,7 +562,11 @@ impl Run {
         if !tracing::enabled!(target: "awf::run", tracing::Level::DEBUG) {
             return;
         }
-        let to = next.map_or_else(|| "no next state".to_owned(), |n| format!("→ {n}"));
+        // An inline `on_failure`'s terminal by the name users see (`a's on_failure`).
+        let to = next.map_or_else(
+            || "no next state".to_owned(),
+            |n| format!("→ {}", awf_domain::workflow::terminal_display_name(n)),
+        );
         self.debug_line(&format!("step {step}: {to} ({why})"));
     }
 

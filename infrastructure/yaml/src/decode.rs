@@ -341,9 +341,18 @@ fn decode_states(
         .hint = Some("set `initial:` to the name of the first state".to_owned());
     }
     let mut inline_terminals = Vec::new();
+    // States named like the terminal of a step's inline `on_failure` (a clash is refused
+    // below: the step's failure would run the user's state instead).
+    let mut reserved = Vec::new();
     for entry in node.entries().unwrap_or_default() {
         if entry.key == "initial" {
             continue;
+        }
+        if entry
+            .key
+            .starts_with(awf_domain::workflow::INLINE_ERROR_PREFIX)
+        {
+            reserved.push((entry.key.clone(), entry.key_pos));
         }
         let path = format!("states.{}", entry.key);
         if entry.key.trim().is_empty() {
@@ -376,6 +385,23 @@ fn decode_states(
         states.insert(entry.key.clone(), state);
     }
     for t in inline_terminals {
+        if let Some((name, pos)) = reserved.iter().find(|(n, _)| *n == t.name) {
+            let step = awf_domain::workflow::inline_error_step(name).unwrap_or_default();
+            d.error(
+                ErrorCode::WorkflowValidationInvalidState,
+                &format!("states.{name}"),
+                Some(*pos),
+                format!(
+                    "state {name:?} has the name awf gives the terminal of step {step:?}'s \
+                     inline on_failure: the step's failure would run this state instead"
+                ),
+            )
+            .hint = Some(format!(
+                "rename the state (names starting with `{}` are awf's own)",
+                awf_domain::workflow::INLINE_ERROR_PREFIX
+            ));
+            continue;
+        }
         if !states.contains_key(&t.name) {
             states.insert(t.name.clone(), t);
         }

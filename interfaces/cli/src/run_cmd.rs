@@ -628,6 +628,21 @@ pub(crate) async fn drive(
         if let Some(e) = &unrecorded {
             result.exit_code = e.code().exit_code();
             result.error = Some(e.body());
+        } else if step.is_none() {
+            // The same resume hint as the text summary's (breaker: a script reading `-f
+            // json` could not learn which secret inputs to give again).
+            let secrets = match (&started, result.status) {
+                (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
+                    secrets_to_give_again(repository, file, inputs)
+                }
+                _ => Vec::new(),
+            };
+            if let Some(hint) = resume_hint(ctx, &result, last_failed.as_deref(), &secrets)
+                && let Some(error) = result.error.as_mut()
+                && !error.hints.contains(&hint)
+            {
+                error.hints.push(hint);
+            }
         }
         if let Err(e) = json_out::print(&result) {
             return errors::report(
@@ -752,15 +767,17 @@ fn secrets_to_give_again(
     }
 }
 
-/// Text summary on stderr: `Workflow completed.` (or `Workflow completed: <message>` when the
-/// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
-/// detail and hint lines (when a step line already showed that message, it is not repeated:
-/// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
-/// `secrets` are the run's secret inputs that `awf resume` needs again (stored masked,
-/// declared without a default): the resume hint asks for them (`--input NAME=<value>`), as
-/// `awf resume` would.
-fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secrets: &[String]) {
-    let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
+/// The hint that continues a failed or cancelled run (`continue it with `awf resume <id>
+/// --from <state> --input <secret>=<value>``), shown under the text summary and added to the
+/// `-f json` result's `error.hints`; `None` when the run succeeded, is not recorded, parked
+/// (its own hint names `awf resume`), failed on a call cycle (fails again anywhere), or hints
+/// are off. `secrets` are the secret inputs `awf resume` needs again.
+fn resume_hint(
+    ctx: &Ctx,
+    result: &RunResult,
+    last_failed: Option<&str>,
+    secrets: &[String],
+) -> Option<String> {
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
     // A parked run's own hint names `awf resume` with its id already.
     let parked = awf_domain::projection::parked_until(result).is_some();
@@ -803,10 +820,22 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secre
             // A state name comes from the workflow file: no raw control characters.
             crate::style::printable(&resume_from_hint(result, last_failed))
         ));
-        text.push_str(&format!(
-            "  {} {first}continue it with `{command}`\n",
-            ctx.err_style.cyan("Hint:"),
-        ));
+        return Some(format!("{first}continue it with `{command}`"));
+    }
+    None
+}
+
+/// Text summary on stderr: `Workflow completed.` (or `Workflow completed: <message>` when the
+/// success terminal has a `message`), `Workflow failed: [CODE] <message>` with the error's
+/// detail and hint lines (when a step line already showed that message, it is not repeated:
+/// `Workflow failed: [CODE] in step 'S' (above)`), or `Workflow cancelled.` and the error.
+/// `secrets` are the run's secret inputs that `awf resume` needs again (stored masked,
+/// declared without a default): the resume hint asks for them (`--input NAME=<value>`), as
+/// `awf resume` would.
+fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secrets: &[String]) {
+    let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
+    if let Some(hint) = resume_hint(ctx, result, last_failed, secrets) {
+        text.push_str(&format!("  {} {hint}\n", ctx.err_style.cyan("Hint:")));
     }
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
     // `-f quiet`: the run id alone on stdout, for `ID=$(awf run wf -f quiet)` (AWF (Go)).
