@@ -109,7 +109,7 @@ fn json_output_carries_the_resume_hint() {
         t.stderr
     );
     assert!(
-        t.stderr.contains(" --from a --input api_token=<value>`"),
+        t.stderr.contains(" --input api_token=<value>`"),
         "{}",
         t.stderr
     );
