@@ -114,7 +114,12 @@ impl Facade {
         let lock_held = req.lock_held || lock.is_some();
         let snap = store.load(&req.run_id)?;
         if let Some(parent) = &snap.parent_run_id {
-            return Err(sub_workflow_refused(store.as_ref(), &snap.run_id, parent));
+            return Err(sub_workflow_refused(
+                &self.services,
+                store.as_ref(),
+                &snap.run_id,
+                parent,
+            ));
         }
         if snap.status == awf_domain::ports::store::StoredStatus::Running
             && !lock_held
@@ -489,20 +494,55 @@ fn check_named_states(
 /// run `parent`): it is resumed with its parent, whose resume continues it (README "Runs are
 /// recorded: resume"); resumed on its own it would run detached from the run that waits for
 /// its outputs. The hint names the top-level run (`awf resume <root>`), found by following
-/// the recorded parents (a parent that cannot be read ends the walk at the last one known).
+/// the recorded parents (a parent that cannot be read ends the walk at the last one known),
+/// with `--input NAME=<value>` for each secret input that run needs again (as its own resume
+/// would ask: declared without a default; every masked secret-named input when its workflow
+/// cannot be loaded).
 fn sub_workflow_refused(
+    services: &Services,
     store: &dyn awf_domain::ports::StateStore,
     run_id: &str,
     parent: &str,
 ) -> AwfError {
     let mut root = parent.to_owned();
+    let mut root_snap = None;
     // A bound, so a damaged record naming itself as its own ancestor cannot loop forever.
     for _ in 0..64 {
-        match store.load(&root).map(|s| s.parent_run_id) {
-            Ok(Some(up)) if up != root => root = up,
-            Ok(_) | Err(_) => break,
+        match store.load(&root) {
+            Ok(s) => match s.parent_run_id.clone() {
+                Some(up) if up != root => root = up,
+                _ => {
+                    root_snap = Some(s);
+                    break;
+                }
+            },
+            Err(_) => break,
         }
     }
+    let secrets: String = root_snap
+        .map(|snap| {
+            let identifier = snap
+                .workflow_path
+                .as_ref()
+                .filter(|p| services.host.is_file(p))
+                .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
+            match services.repository.load(&identifier, None) {
+                Ok(loaded) => crate::inputs::secrets_to_give_again(&loaded.workflow, &snap.inputs),
+                Err(_) => snap
+                    .inputs
+                    .iter()
+                    .filter(|(k, v)| {
+                        v.as_str() == Some(awf_domain::mask::MASK)
+                            && awf_domain::mask::is_secret_name(k)
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect(),
+            }
+        })
+        .unwrap_or_default()
+        .iter()
+        .map(|k| format!(" --input {k}=<value>"))
+        .collect();
     AwfError::new(
         ErrorCode::UserInputValidationFailed,
         format!(
@@ -510,7 +550,7 @@ fn sub_workflow_refused(
              resumed with the run that called it"
         ),
     )
-    .with_hint(format!("awf resume {root}"))
+    .with_hint(format!("awf resume {root}{secrets}"))
 }
 
 /// Where a resumed attempt of the run `snap` records goes on, as `awf resume` continues it

@@ -114,3 +114,48 @@ fn json_output_carries_the_resume_hint() {
         t.stderr
     );
 }
+
+/// The refusal of `awf resume <sub-workflow run>` gives the whole command to run: the
+/// top-level run with the secret inputs it needs again (breaker: following the hint failed
+/// on the missing `api_token`); a secret with a default is not asked for.
+#[test]
+fn the_refusal_to_resume_a_child_run_names_the_secrets_its_root_needs() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "leaf.yaml",
+        "name: leaf\nstates:\n  initial: c\n  c: {type: step, command: 'test -f ok', \
+         on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    sb.write(
+        "top.yaml",
+        "name: top\ninputs:\n  - {name: api_token, type: string, required: true}\n  - {name: \
+         db_password, type: string, default: dflt-pass}\nstates:\n  initial: call\n  call: \
+         {type: call_workflow, workflow: leaf.yaml, on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb
+        .run(&["run", "top.yaml", "-i", "api_token=sekrit123", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let top = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let state =
+        awf_tests::read_state_file(&awf_tests::data(&sb).join(format!("states/{top}.json")))
+            .unwrap();
+    let leaf = state["child_runs"]["call"].as_str().unwrap().to_owned();
+    let again = sb.run(&["resume", &leaf]).unwrap();
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(
+        again.stderr.ends_with(&format!(
+            "Hint: awf resume {top} --input api_token=<value>\n"
+        )),
+        "{}",
+        again.stderr
+    );
+    // The hint, run as shown, resumes the run.
+    sb.write("ok", "").unwrap();
+    let done = sb
+        .run(&["resume", &top, "--input", "api_token=sekrit123"])
+        .unwrap();
+    assert_eq!(done.code, 0, "{}", done.stderr);
+}
