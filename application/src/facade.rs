@@ -153,11 +153,7 @@ impl Facade {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
-        let identifier = snap
-            .workflow_path
-            .as_ref()
-            .filter(|p| self.services.host.is_file(p))
-            .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
+        let identifier = recorded_workflow(&self.services, &snap);
         let mut loaded = self.services.repository.load(&identifier, None)?;
         loaded.workflow.source.identifier.clone_from(&snap.workflow);
         crate::validation::check_for_run(&self.services, &loaded)?;
@@ -179,9 +175,7 @@ impl Facade {
         let mut base: serde_json::Map<String, serde_json::Value> = snap
             .inputs
             .iter()
-            .filter(|(k, v)| {
-                !(v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k))
-            })
+            .filter(|(k, v)| !crate::inputs::unstored_secret(k, v))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         if !masked.is_empty() {
@@ -490,6 +484,15 @@ fn check_named_states(
     Ok(())
 }
 
+/// What the run `snap` is loaded from again: its recorded workflow file while it exists, else
+/// the workflow's identifier (its name, looked up as `awf run` would).
+fn recorded_workflow(services: &Services, snap: &awf_domain::ports::store::RunSnapshot) -> String {
+    snap.workflow_path
+        .as_ref()
+        .filter(|p| services.host.is_file(p))
+        .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string())
+}
+
 /// The refusal of `awf resume` for the sub-workflow run `run_id` (a `call_workflow` child of
 /// run `parent`): it is resumed with its parent, whose resume continues it (README "Runs are
 /// recorded: resume"); resumed on its own it would run detached from the run that waits for
@@ -521,23 +524,11 @@ fn sub_workflow_refused(
     }
     let secrets: String = root_snap
         .map(|snap| {
-            let identifier = snap
-                .workflow_path
-                .as_ref()
-                .filter(|p| services.host.is_file(p))
-                .map_or_else(|| snap.workflow.clone(), |p| p.display().to_string());
-            match services.repository.load(&identifier, None) {
-                Ok(loaded) => crate::inputs::secrets_to_give_again(&loaded.workflow, &snap.inputs),
-                Err(_) => snap
-                    .inputs
-                    .iter()
-                    .filter(|(k, v)| {
-                        v.as_str() == Some(awf_domain::mask::MASK)
-                            && awf_domain::mask::is_secret_name(k)
-                    })
-                    .map(|(k, _)| k.clone())
-                    .collect(),
-            }
+            crate::inputs::secrets_to_ask_again(
+                services.repository.as_ref(),
+                &recorded_workflow(services, &snap),
+                &snap.inputs,
+            )
         })
         .unwrap_or_default()
         .iter()

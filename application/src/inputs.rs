@@ -24,8 +24,7 @@ pub fn secrets_to_give_again(wf: &Workflow, stored: &Map<String, Value>) -> Vec<
     stored
         .iter()
         .filter(|(k, v)| {
-            v.as_str() == Some(awf_domain::mask::MASK)
-                && awf_domain::mask::is_secret_name(k)
+            unstored_secret(k, v)
                 && wf
                     .inputs
                     .iter()
@@ -33,6 +32,34 @@ pub fn secrets_to_give_again(wf: &Workflow, stored: &Map<String, Value>) -> Vec<
         })
         .map(|(k, _)| k.clone())
         .collect()
+}
+
+/// Whether the recorded input `name: value` is a secret whose value was not stored (a secret
+/// name, recorded masked as `***`).
+pub fn unstored_secret(name: &str, value: &Value) -> bool {
+    value.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(name)
+}
+
+/// [`secrets_to_give_again`] for a run of the workflow `identifier` recorded with `stored`
+/// inputs, the workflow loaded through `repository`; every unstored secret input when it can
+/// no longer be loaded (the resume then says what it needs). Loads nothing when no input is
+/// an unstored secret.
+pub fn secrets_to_ask_again(
+    repository: &dyn awf_domain::ports::WorkflowRepository,
+    identifier: &str,
+    stored: &Map<String, Value>,
+) -> Vec<String> {
+    if !stored.iter().any(|(k, v)| unstored_secret(k, v)) {
+        return Vec::new();
+    }
+    match repository.load(identifier, None) {
+        Ok(loaded) => secrets_to_give_again(&loaded.workflow, stored),
+        Err(_) => stored
+            .iter()
+            .filter(|(k, v)| unstored_secret(k, v))
+            .map(|(k, _)| k.clone())
+            .collect(),
+    }
 }
 
 /// Builds the effective inputs of a run and validates them.

@@ -633,7 +633,7 @@ pub(crate) async fn drive(
             // json` could not learn which secret inputs to give again).
             let secrets = match (&started, result.status) {
                 (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
-                    secrets_to_give_again(repository, file, inputs)
+                    awf_application::inputs::secrets_to_ask_again(repository, file, inputs)
                 }
                 _ => Vec::new(),
             };
@@ -659,7 +659,7 @@ pub(crate) async fn drive(
     } else {
         let secrets = match (&started, result.status) {
             (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
-                secrets_to_give_again(repository, file, inputs)
+                awf_application::inputs::secrets_to_ask_again(repository, file, inputs)
             }
             _ => Vec::new(),
         };
@@ -739,31 +739,6 @@ fn print_step_blocks(out: &mut impl Write, step: &str, st: &awf_domain::run::Sta
     crate::stdout_check::checked(out.write_all(st.stderr.as_bytes()));
     if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
         crate::stdout_check::checked(writeln!(out));
-    }
-}
-
-/// The secret inputs of a run of the workflow `file` recorded with `inputs` (secrets masked)
-/// that `awf resume` must be given again: those it declares without a default
-/// ([`awf_application::inputs::secrets_to_give_again`]). When the workflow can no longer be
-/// loaded, every masked secret input (the resume will say what it needs).
-fn secrets_to_give_again(
-    repository: &dyn awf_domain::ports::WorkflowRepository,
-    file: &str,
-    inputs: &serde_json::Map<String, serde_json::Value>,
-) -> Vec<String> {
-    let masked = |(k, v): &(&String, &serde_json::Value)| {
-        v.as_str() == Some(awf_domain::mask::MASK) && awf_domain::mask::is_secret_name(k)
-    };
-    if !inputs.iter().any(|kv| masked(&kv)) {
-        return Vec::new();
-    }
-    match repository.load(file, None) {
-        Ok(loaded) => awf_application::inputs::secrets_to_give_again(&loaded.workflow, inputs),
-        Err(_) => inputs
-            .iter()
-            .filter(masked)
-            .map(|(k, _)| k.clone())
-            .collect(),
     }
 }
 
