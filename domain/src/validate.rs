@@ -1158,6 +1158,22 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                     ),
                 ));
             }
+            // Items written in the workflow (no template) can only fail when the loop
+            // starts: `items: '["a", b]'` validated, then the run failed.
+            if let LoopOver::Items(items) = &l.over
+                && !items.contains("{{")
+                && let Err(e) = crate::workflow::loop_items(items)
+            {
+                out.push(
+                    invalid_state(
+                        format!("{base}.items"),
+                        format!(
+                            "loop \"{name}\": items start with `[` but are not a JSON array: {e}"
+                        ),
+                    )
+                    .with_hint(crate::workflow::LOOP_ITEMS_HINT),
+                );
+            }
             if let LoopOver::While(c) = &l.over
                 && c.contains("{{")
             {

@@ -660,6 +660,40 @@ pub enum LoopOver {
     While(String),
 }
 
+/// The hint of an error about a `for_each` loop's items that are not a JSON array.
+pub const LOOP_ITEMS_HINT: &str = "items takes a JSON array (`[\"a\", \"b\"]`, strings quoted) or a \
+     comma-separated list without brackets (`a, b`)";
+
+/// A `for_each` loop's items from their rendered text (spec/workflow.md §1.5.5): empty text
+/// (after a leading byte-order mark and white space) gives no item; text shaped like a JSON
+/// array (`[…]`), or a JSON array cut short (`[1, 2`), is parsed as one; anything else,
+/// including a list whose first item only starts with a bracket (`[draft] fix, other`),
+/// is split on commas, each item trimmed and empty ones dropped (as AWF (Go) does).
+///
+/// # Errors
+/// The JSON error of text that starts with `[` and is shaped like a JSON array but is not
+/// one (`["a", b]`, `[1, 2`); the caller names the state and gives the hint.
+pub fn loop_items(text: &str) -> Result<Vec<Value>, serde_json::Error> {
+    // A byte-order mark (a file written by some editors, read by a step) is no item's
+    // text: `\u{feff}[1,2]` is the JSON array, not `\u{feff}[1` and `2]` (breaker).
+    let t = text.trim().trim_start_matches('\u{feff}').trim_start();
+    if t.is_empty() {
+        return Ok(Vec::new());
+    }
+    if t.starts_with('[') {
+        // Split on commas, `["a", b]` would give `["a"` and ` b]` (AWF (Go) splits it;
+        // docs/compatibility.md).
+        match serde_json::from_str::<Vec<Value>>(t) {
+            Err(e) if !t.ends_with(']') && !e.is_eof() => {}
+            parsed => return parsed,
+        }
+    }
+    Ok(t.split(',')
+        .map(|s| Value::String(s.trim().to_owned()))
+        .filter(|v| v.as_str() != Some(""))
+        .collect())
+}
+
 /// Iteration cap of a loop.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]

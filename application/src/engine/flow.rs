@@ -553,48 +553,17 @@ impl Run {
                 format!("resolve items: {e}"),
             )
         })?;
-        // A byte-order mark (a file written by some editors, read by a step) is no item's
-        // text: `\u{feff}[1,2]` is the JSON array, not `\u{feff}[1` and `2]` (breaker).
-        let t = rendered.trim().trim_start_matches('\u{feff}').trim_start();
-        if t.is_empty() {
-            return Ok(Vec::new());
-        }
-        if t.starts_with('[') {
-            // Text that is shaped like a JSON array (`[…]`), or a JSON array cut short
-            // (`[1, 2`), is one: split on commas it would give `["a"` and ` b]` (AWF (Go)
-            // splits it; docs/compatibility.md). A list whose first item only starts with a
-            // bracket (`[draft] fix, other`) splits on commas as in AWF (Go).
-            let parsed = serde_json::from_str::<Vec<Value>>(t);
-            if let Err(e) = &parsed
-                && !t.ends_with(']')
-                && !e.is_eof()
-            {
-                return Ok(split_list(t));
-            }
-            return parsed.map_err(|e| {
-                AwfError::new(
-                    ErrorCode::ExecutionLoopFailed,
-                    format!(
-                        "resolve items: {:?} starts with `[` but is not a JSON array: {e}",
-                        excerpt(&self.mask(t))
-                    ),
-                )
-                .with_hint(
-                    "items takes a JSON array (`[\"a\", \"b\"]`, strings quoted) or a \
-                     comma-separated list without brackets (`a, b`)",
-                )
-            });
-        }
-        Ok(split_list(t))
+        awf_domain::workflow::loop_items(&rendered).map_err(|e| {
+            AwfError::new(
+                ErrorCode::ExecutionLoopFailed,
+                format!(
+                    "resolve items: {:?} starts with `[` but is not a JSON array: {e}",
+                    excerpt(&self.mask(rendered.trim()))
+                ),
+            )
+            .with_hint(awf_domain::workflow::LOOP_ITEMS_HINT)
+        })
     }
-}
-
-/// A comma-separated list's items, trimmed, empty ones dropped (spec/workflow.md §1.5.5).
-fn split_list(t: &str) -> Vec<Value> {
-    t.split(',')
-        .map(|s| Value::String(s.trim().to_owned()))
-        .filter(|v| v.as_str() != Some(""))
-        .collect()
 }
 
 /// At most the first 80 characters of `text`, with `…` when it is longer (for a message).
