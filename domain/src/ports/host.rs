@@ -97,7 +97,9 @@ pub trait Host: Send + Sync {
     /// This process's id.
     fn pid(&self) -> u32;
 
-    /// Whether a process with id `pid` exists on this host.
+    /// Whether a process with id `pid` exists on this host and has not exited: a zombie (an
+    /// exited process its parent has not reaped yet) is not alive (it holds no file, no
+    /// lock, and runs nothing).
     fn process_alive(&self, pid: u32) -> bool;
 
     /// The program process `pid` runs: the target of `/proc/<pid>/exe` (a ` (deleted)` mark

@@ -125,7 +125,21 @@ impl Host for OsHost {
     }
 
     fn process_alive(&self, pid: u32) -> bool {
-        Path::new("/proc").join(pid.to_string()).exists()
+        // `/proc/<pid>/stat` is `pid (comm) S …`: the state follows the last `)` (a command
+        // name may hold one). `Z` (zombie) and `X` (dead) have exited: a run whose awf was
+        // SIGKILLed showed as live until the zombie was reaped, seconds later (trial).
+        match std::fs::read(Path::new("/proc").join(pid.to_string()).join("stat")) {
+            Ok(stat) => {
+                let after = stat
+                    .iter()
+                    .rposition(|b| *b == b')')
+                    .map_or(&stat[..], |i| &stat[i + 1..]);
+                let state = after.iter().find(|b| !b.is_ascii_whitespace());
+                !matches!(state, Some(b'Z' | b'X'))
+            }
+            // No stat to read (not Linux, /proc not mounted): the directory's existence.
+            Err(_) => Path::new("/proc").join(pid.to_string()).exists(),
+        }
     }
 
     fn process_program(&self, pid: u32) -> Option<PathBuf> {
@@ -157,6 +171,31 @@ impl Host for OsHost {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// An exited child not yet reaped (a zombie) is not alive; a running one is.
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let h = OsHost;
+        assert!(h.process_alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not reaped: it stays a zombie until `wait`.
+        let mut waited = 0;
+        while h.process_alive(pid) && waited < 500 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            waited += 1;
+        }
+        assert!(!h.process_alive(pid), "a zombie counted as alive");
+        assert!(Path::new("/proc").join(pid.to_string()).exists());
+        child.wait().unwrap();
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(h.process_alive(sleeper.id()));
+        sleeper.kill().unwrap();
+        sleeper.wait().unwrap();
+    }
 
     #[test]
     fn process_program_names_the_binary_of_a_live_process_only() {
