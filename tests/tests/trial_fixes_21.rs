@@ -49,3 +49,31 @@ fn literal_broken_json_items_are_a_validation_error() {
         assert_eq!(r.code, 0, "{ok}: {}", r.stderr);
     }
 }
+
+/// A terminal message or a hook reading a state the run did not pass through says so: the
+/// bare `undefined variable: states.b` read like a typo of the state's name (trial).
+#[test]
+fn reading_a_state_that_has_not_run_says_so() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "m.yaml",
+        "name: m\nstates:\n  initial: a\n  a: {type: step, command: 'exit 1', on_success: b, on_failure: done}\n  b: {type: step, command: 'echo hi', on_success: done}\n  done: {type: terminal, message: 'b said {{.states.b.Output}}'}\nhooks:\n  workflow_end:\n    - log: 'hook {{.states.b.Output}}'\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "m.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let note = "undefined variable: states.b (state \"b\" has not run in this run, so it has no result to read)";
+    assert!(
+        r.stderr.contains(&format!(
+            "WARN terminal done: its message is shown as written: {note}"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(&format!("WARN hook failed: hook log: {note}")),
+        "{}",
+        r.stderr
+    );
+}

@@ -698,6 +698,28 @@ impl Run {
         self.with_scope(frame, error, |scope| {
             self.svc.interpolator.render(template, scope)
         })
+        .map_err(|e| self.not_run_yet(e))
+    }
+
+    /// `e`, told that the state it reads is one of the workflow's that has not run (yet) in
+    /// this run, when it is: `undefined variable: states.b` alone read like a typo (trial: a
+    /// terminal message reading a state the run did not pass through).
+    fn not_run_yet(&self, e: TemplateError) -> TemplateError {
+        let TemplateError::Undefined(path) = &e else {
+            return e;
+        };
+        let Some(state) = path
+            .strip_prefix("states.")
+            .map(|rest| rest.split('.').next().unwrap_or(rest))
+        else {
+            return e;
+        };
+        if !self.wf.states.contains_key(state) || lock(&self.states).contains_key(state) {
+            return e;
+        }
+        TemplateError::Failed(format!(
+            "{e} (state \"{state}\" has not run in this run, so it has no result to read)"
+        ))
     }
 
     /// Renders shell command text (composite loop items inside double quotes are escaped;
@@ -727,6 +749,7 @@ impl Run {
                 self.svc.interpolator.render_shell(template, scope)
             }
         })
+        .map_err(|e| self.not_run_yet(e))
     }
 
     /// Evaluates a boolean expression against the current run state.
