@@ -77,3 +77,40 @@ fn reading_a_state_that_has_not_run_says_so() {
         r.stderr
     );
 }
+
+/// `awf run <workflow> --help`: columns line up after CJK text (two terminal columns a
+/// character), an enum value holding `|` is quoted (`日本語|a|b|x` could not be told from
+/// four values), and an enum of 200 values shows 12 and how many more (it made a line of
+/// 1,000 columns, trial).
+#[test]
+fn run_help_table_lines_up_quotes_and_caps_enums() {
+    let sb = Sandbox::new().unwrap();
+    let many: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
+    sb.write(
+        "h.yaml",
+        &format!(
+            "name: h\ninputs:\n  - {{name: lang, description: 言語, validation: {{enum: [日本語, 'a|b', x]}}}}\n  - {{name: big, description: many, validation: {{enum: [{}]}}}}\nstates:\n  initial: a\n  a: {{type: step, command: 'true', on_success: done}}\n  done: {{type: terminal}}\n",
+            many.join(", ")
+        ),
+    )
+    .unwrap();
+    let r = sb.run(&["run", "h.yaml", "--help"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let table: Vec<&str> = r
+        .stdout
+        .lines()
+        .skip_while(|l| *l != "Input Parameters:")
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        table,
+        [
+            "  NAME  TYPE    REQUIRED  DEFAULT  RULES                                           DESCRIPTION",
+            "  lang  string  no        -        one of 日本語|\"a|b\"|x                           言語",
+            "  big   string  no        -        one of 1|2|3|4|5|6|7|8|9|10|11|12|… (188 more)  many",
+        ],
+        "{}",
+        r.stdout
+    );
+}

@@ -17,7 +17,9 @@
 //! description` when empty). Without inputs the section is the line `No input parameters`.
 //! When an input has `validation` rules, a `RULES` column before `DESCRIPTION` shows each
 //! input's (`one of dev|prod`, `matches ^v[0-9]+$`, `1..10`, `>= 1`, `<= 10`, `existing
-//! file`, `extension .yaml|.yml`, `, `-separated; `-` for none); AWF (Go) has no such column.
+//! file`, `extension .yaml|.yml`, `, `-separated; `-` for none; a value holding `|`, `,`,
+//! white space or nothing in JSON quotes; at most 12 values of an enum, then `… (N more)`);
+//! AWF (Go) has no such column. Widths are terminal columns (a CJK character takes two).
 //!
 //! Unlike AWF (Go) (which prints generic help and exits 0), a workflow that cannot be found
 //! or loaded is an error reported as `awf run` reports it, with its usual exit code
@@ -106,10 +108,13 @@ pub fn render(wf: &Workflow) -> String {
     head.push("DESCRIPTION".into());
     let mut rows: Vec<Vec<String>> = vec![head];
     rows.extend(wf.inputs.iter().map(|d| row(d, with_rules)));
+    // Terminal columns, not characters: a CJK character takes two (trial: the columns after
+    // a Japanese description or enum value were shifted).
+    let width = |t: &str| unicode_width::UnicodeWidthStr::width(t);
     let mut widths = vec![0usize; rows[0].len()];
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {
-            *w = (*w).max(cell.chars().count());
+            *w = (*w).max(width(cell));
         }
     }
     for r in &rows {
@@ -118,7 +123,7 @@ pub fn render(wf: &Workflow) -> String {
             if i + 1 == r.len() {
                 line.push_str(cell);
             } else {
-                let pad = widths[i] - cell.chars().count() + 2;
+                let pad = widths[i].saturating_sub(width(cell)) + 2;
                 line.push_str(cell);
                 line.push_str(&" ".repeat(pad));
             }
@@ -135,7 +140,7 @@ pub fn render(wf: &Workflow) -> String {
 fn rules(v: &InputValidation) -> String {
     let mut parts = Vec::new();
     if !v.enum_values.is_empty() {
-        parts.push(format!("one of {}", v.enum_values.join("|")));
+        parts.push(format!("one of {}", choices(&v.enum_values)));
     }
     if let Some(p) = &v.pattern {
         parts.push(format!("matches {p}"));
@@ -151,9 +156,30 @@ fn rules(v: &InputValidation) -> String {
         parts.push("existing file".to_owned());
     }
     if !v.file_extension.is_empty() {
-        parts.push(format!("extension {}", v.file_extension.join("|")));
+        parts.push(format!("extension {}", choices(&v.file_extension)));
     }
     parts.join(", ")
+}
+
+/// Most values an enum shows in the table; past it, how many more there are.
+const SHOWN_CHOICES: usize = 12;
+
+/// `values` `|`-separated, each that holds a `|`, a `,`, white space or nothing in JSON
+/// quotes (`a|"x|y"|""`), and at most [`SHOWN_CHOICES`] of them, then `|… (N more)`: an enum
+/// of 200 values made a line of 1,000 columns (trial).
+fn choices(values: &[String]) -> String {
+    let one = |v: &String| {
+        if v.is_empty() || v.contains(['|', ',', '"']) || v.chars().any(char::is_whitespace) {
+            serde_json::Value::String(v.clone()).to_string()
+        } else {
+            v.clone()
+        }
+    };
+    let mut out: Vec<String> = values.iter().take(SHOWN_CHOICES).map(one).collect();
+    if values.len() > SHOWN_CHOICES {
+        out.push(format!("… ({} more)", values.len() - SHOWN_CHOICES));
+    }
+    out.join("|")
 }
 
 fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
