@@ -1,0 +1,71 @@
+//! Fixes from a new user's trial (stop 35), over the real binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Stdio;
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve::add_workflows;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::execution;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::start;
+
+const SLOW: &str = "name: slow\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 3151', on_success: done}\n  done: {type: terminal}\n";
+
+/// `DELETE /api/executions/{id}` of a run a terminal `awf run` runs (live in another
+/// process) answered 204 and stopped nothing; now it is a 409 that says where the run runs
+/// and how to stop it, the run goes on untouched, and the hint's way stops it.
+#[test]
+fn deleting_a_run_of_another_awf_process_is_refused_with_409() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("slow", SLOW)]);
+    let s = start(&sb, &[]);
+    let mut child = sb
+        .cmd(&["run", "slow"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    awf_tests::wait_for("`sleep 3151` to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 3151")
+    });
+    let id = awf_tests::wait_for_state(&sb, "the run to be recorded at a", |v| {
+        v["current_state"] == "a" && v["owner_pid"].is_u64()
+    });
+    let (code, body, ctype) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 409, "{body}");
+    assert!(ctype.starts_with("application/problem+json"), "{ctype}");
+    let p = json_of(&body);
+    assert_eq!(p["code"], "USER.FACADE.INPUT_REJECTED", "{p}");
+    assert_eq!(
+        p["detail"],
+        format!(
+            "run {id} is still running in another awf process (awf process {pid}); it can only be cancelled there"
+        ),
+        "{p}"
+    );
+    let hints = p["hints"].to_string();
+    assert!(hints.contains(&format!("kill -INT {pid}")), "{hints}");
+    // Nothing was stopped: the run and its command go on.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "awf run ended");
+    assert!(
+        sb.processes().iter().any(|p| p.cmdline == "sleep 3151"),
+        "the step's command was stopped"
+    );
+    assert_eq!(execution(&s, &id)["status"], "running");
+    // The hint's way stops it, recorded cancelled.
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(130));
+    assert_eq!(execution(&s, &id)["status"], "cancelled");
+    // Cancelling it now is the idempotent 204 of a finished run.
+    let (code, body, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 204, "{body}");
+}
