@@ -69,3 +69,43 @@ fn deleting_a_run_of_another_awf_process_is_refused_with_409() {
     let (code, body, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
     assert_eq!(code, 204, "{body}");
 }
+
+/// `awf run --step S` writes only the step's command output on stdout: the report's
+/// `--- [S] stdout ---` / `--- [S] stderr ---` headers, the step's stderr and the `Step 'S'
+/// completed…` / `Step 'S' failed` line go to stderr (they were on stdout); `-f json` stays
+/// one JSON document.
+#[test]
+fn a_single_step_writes_only_its_output_on_stdout() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "wf.yaml",
+        "name: wf\nstates:\n  initial: greet\n  greet: {type: step, command: 'echo hello; echo note >&2', on_success: x}\n  \
+         x: {type: step, command: 'echo partial; exit 5', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "wf.yaml", "--step", "greet"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "hello\n");
+    assert!(
+        r.stderr.contains(
+            "--- [greet] stdout ---\n--- [greet] stderr ---\nnote\nStep 'greet' completed successfully in "
+        ),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run(&["run", "wf.yaml", "--step", "x"]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.stdout, "partial\n");
+    assert!(
+        r.stderr.contains("Step 'x' failed (exit code: 5)\n"),
+        "{}",
+        r.stderr
+    );
+    let r = sb
+        .run(&["run", "wf.yaml", "--step", "greet", "-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let doc = r.json().unwrap();
+    assert_eq!(doc["states"]["greet"]["output"], "hello\n", "{doc}");
+    assert!(!r.stderr.contains("--- [greet]"), "{}", r.stderr);
+}
