@@ -109,3 +109,43 @@ fn a_single_step_writes_only_its_output_on_stdout() {
     assert_eq!(doc["states"]["greet"]["output"], "hello\n", "{doc}");
     assert!(!r.stderr.contains("--- [greet]"), "{}", r.stderr);
 }
+
+/// `awf run --step S --mock states.X.output=…` fills `.JSON` of a mocked agent step with
+/// `output_format: json` as a full run's `--mock` does (it failed with "undefined variable
+/// states.review.JSON.summary"), over the shipped `workflows/code-review.yaml` example; a
+/// fenced answer is read as a full run reads it.
+#[test]
+fn a_single_step_reads_json_of_a_mocked_agent_step() {
+    let mut sb = Sandbox::new().unwrap();
+    let example =
+        std::fs::read_to_string(awf_tests::workspace_root().join("workflows/code-review.yaml"))
+            .unwrap();
+    add_workflows(&mut sb, &[("code-review", example.as_str())]);
+    let mock = r#"states.review.output={"verdict":"approve","summary":"ok"}"#;
+    let r = sb
+        .run(&["run", "code-review", "--step", "approved", "--mock", mock])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "approved: ok\n");
+    // The same mock in a full run, for comparison.
+    let full = sb
+        .run(&["run", "code-review", "-o", "buffered", "--mock", mock])
+        .unwrap();
+    assert_eq!(full.code, 0, "{}", full.stderr);
+    assert!(full.stdout.ends_with("approved: ok\n"), "{}", full.stdout);
+    // A fenced answer.
+    let fenced =
+        "states.review.output=```json\n{\"verdict\":\"changes\",\"summary\":\"fix it\"}\n```";
+    let r = sb
+        .run(&[
+            "run",
+            "code-review",
+            "--step",
+            "changes_requested",
+            "--mock",
+            fenced,
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "changes requested: fix it\n");
+}
