@@ -149,3 +149,56 @@ fn a_single_step_reads_json_of_a_mocked_agent_step() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "changes requested: fix it\n");
 }
+
+/// The errors of `awf validate -f json` (first error's message, how many).
+fn validate_errors(sb: &Sandbox, file: &str) -> (String, usize) {
+    let v = sb.run(&["validate", file, "-f", "json"]).unwrap();
+    assert_eq!(v.code, 2, "{}{}", v.stdout, v.stderr);
+    let doc = v.json().unwrap();
+    let errors: Vec<&serde_json::Value> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .collect();
+    (
+        errors[0]["message"].as_str().unwrap().to_owned(),
+        errors.len(),
+    )
+}
+
+/// `awf run` of an invalid workflow names `awf validate`'s first error and counts the
+/// others as validate does: parse-stage errors and later checks together (it said "and 2
+/// more" for validate's 5, and nothing more under a `comand:` typo with a second error).
+#[test]
+fn run_counts_the_other_errors_as_validate_does() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "rv.yaml",
+        "name: rv\nstates:\n  initial: a\n  a: {type: step, command: \"false\", timeout: 10x,\n      \
+         retry: {max_attempts: 0, initial_delay: fast, backoff: quadratic, multiplier: -1},\n      \
+         on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    sb.write(
+        "typo.yaml",
+        "name: typo\nstates:\n  initial: a\n  a: {type: step, comand: \"false\", on_success: nowhere}\n  \
+         done: {type: terminal}\n",
+    )
+    .unwrap();
+    for (file, want) in [("rv.yaml", 5), ("typo.yaml", 2)] {
+        let (first, count) = validate_errors(&sb, file);
+        assert_eq!(count, want, "{file}");
+        let r = sb.run(&["run", file]).unwrap();
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        let line = r.stderr.lines().next().unwrap();
+        assert!(line.contains(&first), "{file}: {line} / {first}");
+        assert!(
+            line.ends_with(&format!(
+                " (and {} more error(s); run `awf validate` to see all)",
+                count - 1
+            )),
+            "{file}: {line}"
+        );
+    }
+}
