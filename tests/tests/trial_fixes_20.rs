@@ -202,3 +202,67 @@ fn run_counts_the_other_errors_as_validate_does() {
         );
     }
 }
+
+const BROKEN: &str = "name: br\nstates:\n  initial: announce\n  announce:\n    type: step\n    command: echo hi\n    \
+on_failure: {message: \"announce broke\", status: 4}\n    on_success: nowhere\n  done: {type: terminal}\n";
+
+/// `awf diagram` of a workflow `awf validate` rejects still draws it (exit 0) but warns on
+/// stderr, naming the first error and `awf validate` (it drew an edge to an undeclared state
+/// silently); `--highlight`'s list of states names an inline `on_failure` terminal as users
+/// see it (`announce's on_failure`), and that name highlights it.
+#[test]
+fn diagram_warns_about_an_invalid_workflow_and_hides_inline_names() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("br.yaml", BROKEN).unwrap();
+    let r = sb
+        .run(&["diagram", "br.yaml", "--highlight", "zzzzzzzzzz"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("\"announce\" -> \"nowhere\";"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains(
+            "WARN workflow 'br' is invalid: "
+        ) && r.stderr.contains(
+            "states.announce.on_success: state \"announce\": on_success references unknown state \"nowhere\"; \
+             the diagram shows it as written (`awf validate br.yaml` lists the errors)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(
+            "--highlight: workflow 'br' has no state 'zzzzzzzzzz' (states: announce, done, announce's on_failure)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("__inline_error"), "{}", r.stderr);
+    let r = sb
+        .run(&[
+            "diagram",
+            "br.yaml",
+            "--highlight",
+            "announce's on_failure",
+            "-q",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.contains("label=\"announce broke\"") && l.contains("color=orange")),
+        "{}",
+        r.stdout
+    );
+    // A valid workflow draws without a warning.
+    sb.write("ok.yaml", &BROKEN.replace("nowhere", "done"))
+        .unwrap();
+    let r = sb.run(&["diagram", "ok.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
+}

@@ -255,7 +255,10 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
 }
 
 /// Runs `awf diagram`. A `--highlight` state the workflow lacks is a warning on stderr (with a
-/// did-you-mean), not an error: as AWF (Go), the graph is drawn without a highlight.
+/// did-you-mean), not an error: as AWF (Go), the graph is drawn without a highlight. An inline
+/// `on_failure`'s terminal is named as everywhere else (`a's on_failure`), for `--highlight`
+/// too. A workflow `awf validate` rejects is drawn as written, after a warning on stderr that
+/// names its first error (an edge may lead to a state it does not declare).
 ///
 /// # Errors
 /// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
@@ -264,12 +267,24 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let loaded = w.services.repository.load(&args.workflow, None)?;
+    if !ctx.quiet {
+        warn_if_invalid(ctx, &w, &args.workflow, &loaded.workflow.name);
+    }
+    let highlight = args
+        .highlight
+        .as_deref()
+        .map(|h| highlighted_state(&loaded.workflow, h));
     if let Some(h) = &args.highlight
-        && loaded.workflow.state(h).is_none()
+        && highlight.as_ref().is_some_and(Option::is_none)
         && !ctx.quiet
     {
-        let names: Vec<&str> = loaded.workflow.states.keys().map(String::as_str).collect();
-        let guess = match awf_domain::validate::closest(h, names.iter().copied()) {
+        let names: Vec<String> = loaded
+            .workflow
+            .states
+            .keys()
+            .map(|n| awf_domain::workflow::terminal_display_name(n))
+            .collect();
+        let guess = match awf_domain::validate::closest(h, names.iter().map(String::as_str)) {
             Some(c) => format!(" (did you mean '{c}'?)"),
             None => format!(" (states: {})", names.join(", ")),
         };
@@ -277,16 +292,15 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
             "--highlight: workflow '{}' has no state '{h}'{guess}; nothing is highlighted",
             loaded.workflow.name
         );
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "{} {}",
-            ctx.err_style.yellow("WARN"),
-            crate::style::printable(&text)
-        );
+        warn(ctx, &text);
     }
     let opts = DiagramOptions {
         direction: args.direction,
-        highlight: args.highlight.clone(),
+        // An unknown state highlights nothing; the name is kept for `-f json`'s `highlight`.
+        highlight: highlight
+            .flatten()
+            .map(str::to_owned)
+            .or_else(|| args.highlight.clone()),
     };
     let dot = to_dot(&loaded.workflow, &opts);
     match &args.output {
@@ -297,6 +311,56 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
         Some(path) => write_output(path, &dot)?,
     }
     Ok(Outcome::Success)
+}
+
+/// The state `--highlight NAME` names: a state of that name, or the inline `on_failure`
+/// terminal whose user-facing name it is (`a's on_failure`); `None` when there is none.
+fn highlighted_state<'w>(wf: &'w Workflow, name: &str) -> Option<&'w str> {
+    wf.states
+        .keys()
+        .find(|n| n.as_str() == name)
+        .or_else(|| {
+            wf.states.keys().find(|n| {
+                awf_domain::workflow::inline_error_step(n).is_some()
+                    && awf_domain::workflow::terminal_display_name(n) == name
+            })
+        })
+        .map(String::as_str)
+}
+
+/// A `WARN` line on stderr.
+fn warn(ctx: &Ctx, text: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{} {}",
+        ctx.err_style.yellow("WARN"),
+        crate::style::printable(text)
+    );
+}
+
+/// Warns when `awf validate` rejects the workflow: its first error, how many others, and
+/// the command that lists them (the diagram is still drawn, as written).
+fn warn_if_invalid(ctx: &Ctx, w: &wiring::Wiring, identifier: &str, name: &str) {
+    let Ok(report) = awf_application::validate_workflow(&w.services, identifier, &w.env) else {
+        return;
+    };
+    let errors: Vec<_> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == awf_domain::ports::repository::Severity::Error)
+        .collect();
+    let Some(first) = errors.first() else {
+        return;
+    };
+    let more = match errors.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more error(s))"),
+    };
+    let text = format!(
+        "workflow '{name}' is invalid: {}{more}; the diagram shows it as written (`awf validate {identifier}` lists the errors)",
+        first.to_error().message()
+    );
+    warn(ctx, &text);
 }
 
 fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
