@@ -266,3 +266,48 @@ fn diagram_warns_about_an_invalid_workflow_and_hides_inline_names() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stderr, "");
 }
+
+/// `awf status` of a run nobody knows is `USER.FACADE.RUN_NOT_FOUND` (exit 1), the code the
+/// HTTP API gives an unknown run, not `USER.INPUT.VALIDATION_FAILED`.
+#[test]
+fn status_of_an_unknown_run_is_run_not_found() {
+    let sb = Sandbox::new().unwrap();
+    let r = sb.run(&["status", "deadbeef"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("[USER.FACADE.RUN_NOT_FOUND] no run with id 'deadbeef'"),
+        "{}",
+        r.stderr
+    );
+    let r = sb.run(&["resume", "deadbeef"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("[USER.FACADE.RUN_NOT_FOUND]"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// `awf diagram -o g.svg` without Graphviz `dot` on PATH is a SYSTEM error (exit 4) with a
+/// hint to install Graphviz, not `EXECUTION.COMMAND.FAILED` (exit 3); nothing is written.
+#[test]
+fn diagram_to_an_image_without_graphviz_is_a_system_error() {
+    let mut sb = Sandbox::new().unwrap();
+    sb.write("ok.yaml", &BROKEN.replace("nowhere", "done"))
+        .unwrap();
+    let empty = sb.path().join("no-tools");
+    std::fs::create_dir_all(&empty).unwrap();
+    sb.set_env("PATH", &empty.display().to_string());
+    let r = sb.run(&["diagram", "ok.yaml", "-o", "g.svg"]).unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.starts_with(
+            "[SYSTEM.IO.WRITE_FAILED] cannot write g.svg: Graphviz `dot` is not installed (not found on PATH)"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("install Graphviz"), "{}", r.stderr);
+    assert!(!sb.path().join("g.svg").exists());
+}

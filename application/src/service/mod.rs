@@ -634,7 +634,7 @@ impl RunService for RunManager {
         crate::runs::match_run_id(q, ids.iter().map(String::as_str))
             .map(RunId)
             .map_err(|e| {
-                if e.message().starts_with("no run with id") {
+                if e.code() == ErrorCode::UserFacadeRunNotFound {
                     unknown(&RunId(q.to_owned()))
                 } else {
                     e

@@ -262,8 +262,9 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
 ///
 /// # Errors
 /// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
-/// written; `EXECUTION.COMMAND.FAILED` when an image format is asked for and
-/// Graphviz `dot` cannot run or fails.
+/// written, or when an image format is asked for and Graphviz `dot` is not installed
+/// (`SYSTEM.IO.PERMISSION_DENIED` when it cannot be run); `EXECUTION.COMMAND.FAILED` when
+/// `dot` fails.
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let loaded = w.services.repository.load(&args.workflow, None)?;
@@ -384,11 +385,30 @@ fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
                 .stdin(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| {
+                    // The tool is missing or cannot be run: a SYSTEM error (exit 4), not a
+                    // failed command.
+                    let (code, what) = match e.kind() {
+                        std::io::ErrorKind::NotFound => (
+                            ErrorCode::SystemIoWriteFailed,
+                            "Graphviz `dot` is not installed (not found on PATH)".to_owned(),
+                        ),
+                        std::io::ErrorKind::PermissionDenied => (
+                            ErrorCode::SystemIoPermissionDenied,
+                            format!("Graphviz `dot` cannot be run: {e}"),
+                        ),
+                        _ => (
+                            ErrorCode::SystemIoWriteFailed,
+                            format!("Graphviz `dot` cannot be run: {e}"),
+                        ),
+                    };
                     AwfError::new(
-                        ErrorCode::ExecutionCommandFailed,
-                        format!("cannot run Graphviz `dot` to write .{ext}: {e}"),
+                        code,
+                        format!("cannot write {}: {what}", path.display()),
                     )
-                    .with_hint("install Graphviz, or write a .dot file (-o graph.dot)")
+                    .with_hint(format!(
+                        "install Graphviz (`apt install graphviz`, `brew install graphviz`) to render .{ext}, \
+                         or write DOT text instead (-o graph.dot, or no -o)"
+                    ))
                 })?;
             if let Some(mut stdin) = child.stdin.take() {
                 stdin.write_all(dot.as_bytes()).map_err(write_err)?;
