@@ -383,8 +383,17 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
         )
         .with_hint("pass a workflow name (see `awf list`) or a path to a workflow file"));
     }
-    let loaded = services.repository.load(&req.identifier, None)?;
-    let warnings = crate::validation::check_and_warn_for_run(services, &loaded, &req.inputs)?;
+    // Refused as invalid: as `awf validate` would report it (its first error, its count).
+    let refused = |e: AwfError| {
+        let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
+        crate::validation::run_refusal(services, &req.identifier, &env, e)
+    };
+    let loaded = services
+        .repository
+        .load(&req.identifier, None)
+        .map_err(refused)?;
+    let warnings = crate::validation::check_and_warn_for_run(services, &loaded, &req.inputs)
+        .map_err(refused)?;
     check_named_states(&loaded.workflow, req)?;
     if req.refuse_undeclared_inputs {
         awf_domain::validate::refuse_undeclared_inputs(&loaded.workflow, &req.inputs)?;

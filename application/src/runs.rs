@@ -154,8 +154,9 @@ pub fn result_of(s: &RunSnapshot) -> RunResult {
 /// starts with it (as git takes a unique prefix of a hash).
 ///
 /// # Errors
-/// `USER.INPUT.VALIDATION_FAILED`: no run matches (hint: `awf history`), or the prefix is
-/// ambiguous (the hint lists the candidates, at most five).
+/// `USER.FACADE.RUN_NOT_FOUND` when no run matches (hint: `awf history`);
+/// `USER.INPUT.VALIDATION_FAILED` when the prefix is ambiguous (the hint lists the
+/// candidates, at most five).
 pub fn match_run_id<'a>(
     query: &str,
     known: impl IntoIterator<Item = &'a str>,
@@ -173,7 +174,7 @@ pub fn match_run_id<'a>(
     match hits.as_slice() {
         [one] => Ok((*one).to_owned()),
         [] => Err(AwfError::new(
-            ErrorCode::UserInputValidationFailed,
+            ErrorCode::UserFacadeRunNotFound,
             format!("no run with id '{q}'"),
         )
         .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")),
@@ -600,6 +601,7 @@ mod tests {
         );
         assert!(e.hints()[0].contains(IDS[0]) && e.hints()[0].contains(IDS[1]));
         let e = match_run_id("zz", IDS).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserFacadeRunNotFound);
         assert_eq!(e.message(), "no run with id 'zz'");
         assert!(match_run_id("", IDS).is_err());
     }

@@ -1053,6 +1053,26 @@ pub fn check_for_run(services: &Services, loaded: &LoadedWorkflow) -> Result<(),
     first_error(&checks(services, loaded))
 }
 
+/// The refusal of a run of `identifier` that failed to load or check with `found` (a
+/// `WORKFLOW.*` error): `awf validate`'s first error, in its order, with the number of its
+/// other errors (a run counted only the errors of the stage that stopped it: the load's,
+/// then the later checks'). Any other error, or a workflow `awf validate` cannot read
+/// either, is `found` as it is.
+pub fn run_refusal(
+    services: &Services,
+    identifier: &str,
+    env: &BTreeMap<String, String>,
+    found: AwfError,
+) -> AwfError {
+    if found.code().category() != awf_domain::Category::Workflow {
+        return found;
+    }
+    match validate_workflow(services, identifier, env) {
+        Ok(report) => first_error(&report.diagnostics).err().unwrap_or(found),
+        Err(_) => found,
+    }
+}
+
 /// The first error among `found` (see [`check_for_run`]); `Ok` when there is none.
 fn first_error(found: &[Diagnostic]) -> Result<(), AwfError> {
     let errors: Vec<&Diagnostic> = found

@@ -431,7 +431,7 @@ fn a_unique_run_id_prefix_works_for_status_and_resume() {
     assert!(
         unknown
             .stderr
-            .starts_with("[USER.INPUT.VALIDATION_FAILED] no run with id 'zzzz'"),
+            .starts_with("[USER.FACADE.RUN_NOT_FOUND] no run with id 'zzzz'"),
         "{}",
         unknown.stderr
     );

@@ -1412,6 +1412,26 @@ pub(crate) fn strip_fences(text: &str) -> &str {
     }
 }
 
+/// A mocked answer standing for an agent step that `--step` does not run: its text and
+/// `.JSON` as a full run's `--mock` of the step gives them (`output_format` `json`: the
+/// parsed answer, fences stripped; `text`: fences stripped). An answer that is not the JSON
+/// asked for is kept as given, without `.JSON` (a template reading it says it is undefined).
+/// `output_format` is taken as written (a template in it is not interpolated here).
+pub(crate) fn mocked_answer(
+    output_format: Option<&str>,
+    output: String,
+    masker: &awf_domain::mask::Masker,
+) -> (String, Option<Value>) {
+    match output_format.map(str::trim) {
+        Some("json") => match parse_json_output(&output, masker) {
+            Ok((text, json)) => (text, Some(json)),
+            Err(_) => (output, None),
+        },
+        Some("text") => (strip_fences(&output).to_owned(), None),
+        _ => (output, None),
+    }
+}
+
 /// `output_format: json`: strip fences, parse; else the first ```` ```json ```` block. The
 /// error quotes the first 200 characters of the text, masked before it is cut.
 pub(crate) fn parse_json_output(

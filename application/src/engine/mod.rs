@@ -438,13 +438,25 @@ impl Run {
                         .map(|(_, v)| v.clone())
                 };
                 let mut st = StepState::running(name, spec.services.clock.now());
-                st.output = get("output").unwrap_or_default().into();
+                let output = get("output").unwrap_or_default();
                 st.stderr = get("stderr").unwrap_or_default().into();
                 st.status = if get("status").is_some_and(|v| v.eq_ignore_ascii_case("failed")) {
                     awf_domain::run::StepStatus::Failed
                 } else {
                     awf_domain::run::StepStatus::Completed
                 };
+                // What a full run derives from a mocked answer (`.JSON` of an agent step with
+                // `output_format: json`, fences stripped for `text`), as `agent::mocked` does.
+                let (output, json) = match spec.workflow.state(name).map(|s| &s.kind) {
+                    Some(awf_domain::workflow::StateKind::Agent(a))
+                        if st.status == awf_domain::run::StepStatus::Completed =>
+                    {
+                        agent::mocked_answer(a.output_format.as_deref(), output, &masker)
+                    }
+                    _ => (output, None),
+                };
+                st.output = output.into();
+                st.json = json;
                 st.exit_code = Some(i32::from(st.status == awf_domain::run::StepStatus::Failed));
                 st.completed_at = Some(spec.services.clock.now());
                 restored.insert(name.clone(), st);

@@ -238,6 +238,31 @@ fn not_found(run_id: &RunId) -> AwfError {
     .with_hint("`awf history` lists recorded runs; a finished run leaves memory after its TTL")
 }
 
+/// The pid of the other, live awf process `run_id`'s state says is running it, if any.
+fn running_elsewhere(services: &crate::Services, run_id: &RunId) -> Option<u32> {
+    let store = services.state_store.as_ref()?;
+    let s = store.load(&run_id.0).ok()?;
+    let pid = s.owner_pid?;
+    (s.status == StoredStatus::Running
+        && pid != services.host.pid()
+        && services.host.process_alive(pid))
+    .then_some(pid)
+}
+
+/// The refusal to cancel a run another live awf process runs (`USER.FACADE.INPUT_REJECTED`;
+/// `DELETE /api/executions/{id}` answers it with 409).
+fn run_elsewhere(run_id: &RunId, pid: u32) -> AwfError {
+    AwfError::new(
+        ErrorCode::UserFacadeInputRejected,
+        format!(
+            "run {run_id} is still running in another awf process (awf process {pid}); it can only be cancelled there"
+        ),
+    )
+    .with_hint(format!(
+        "stop it where it runs: Ctrl-C in the terminal of its `awf run` (or `kill -INT {pid}`; the run is recorded `cancelled`), or DELETE /api/executions/{run_id} on the `awf serve` running it"
+    ))
+}
+
 /// No run with that id anywhere: neither this process nor the store knows it.
 fn unknown(run_id: &RunId) -> AwfError {
     AwfError::new(
@@ -609,7 +634,7 @@ impl RunService for RunManager {
         crate::runs::match_run_id(q, ids.iter().map(String::as_str))
             .map(RunId)
             .map_err(|e| {
-                if e.message().starts_with("no run with id") {
+                if e.code() == ErrorCode::UserFacadeRunNotFound {
                     unknown(&RunId(q.to_owned()))
                 } else {
                     e
@@ -701,9 +726,18 @@ impl RunService for RunManager {
             // Not live here: one parked on a usage limit is ended cancelled for good (the
             // parked-run resumer would resume it at its reset).
             _ => {
-                return match (self.cancel_parked(run_id)?, found) {
-                    (false, None) => Err(not_found(run_id)),
-                    (true, _) | (false, Some(_)) => Ok(()),
+                if self.cancel_parked(run_id)? {
+                    return Ok(());
+                }
+                // Recorded `running` by another awf process that is still alive (a terminal
+                // `awf run`, another server): not this process's to stop, and awf has no way
+                // to ask it; refused rather than answered as if it were cancelled.
+                if let Some(pid) = running_elsewhere(self.facade.services(), run_id) {
+                    return Err(run_elsewhere(run_id, pid));
+                }
+                return match found {
+                    None => Err(not_found(run_id)),
+                    Some(_) => Ok(()),
                 };
             }
         };

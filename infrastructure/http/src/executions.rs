@@ -901,6 +901,7 @@ pub(crate) async fn get_execution(
     params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     responses(
         (status = 204, description = "Cancelled (or finished already)"),
+        (status = 409, description = "Still running in another awf process (a terminal `awf run`), which alone can stop it: the hints say how", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
@@ -916,6 +917,12 @@ pub(crate) async fn cancel_execution(
     let id = cfg.service.resolve(&id)?;
     match cfg.service.cancel(&id, CancelReason::Requested) {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
+        // Live in another awf process (a terminal `awf run`): not this server's to stop; a
+        // 409 as a resume of it gets, with the service's message and hints (where it runs,
+        // how to stop it there).
+        Err(e) if e.code() == ErrorCode::UserFacadeInputRejected => {
+            Err(Problem::with_status(StatusCode::CONFLICT, e))
+        }
         // Not live: finished already (idempotent, 204), never seen (404), or recorded in a
         // state file that cannot be read (that error, 500: not "no such run").
         Err(e) => match cfg.service.get(&id) {

@@ -255,21 +255,37 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
 }
 
 /// Runs `awf diagram`. A `--highlight` state the workflow lacks is a warning on stderr (with a
-/// did-you-mean), not an error: as AWF (Go), the graph is drawn without a highlight.
+/// did-you-mean), not an error: as AWF (Go), the graph is drawn without a highlight. An inline
+/// `on_failure`'s terminal is named as everywhere else (`a's on_failure`), for `--highlight`
+/// too. A workflow `awf validate` rejects is drawn as written, after a warning on stderr that
+/// names its first error (an edge may lead to a state it does not declare).
 ///
 /// # Errors
 /// Load errors of the workflow; `SYSTEM.IO.WRITE_FAILED` when the output file cannot be
-/// written; `EXECUTION.COMMAND.FAILED` when an image format is asked for and
-/// Graphviz `dot` cannot run or fails.
+/// written, or when an image format is asked for and Graphviz `dot` is not installed
+/// (`SYSTEM.IO.PERMISSION_DENIED` when it cannot be run); `EXECUTION.COMMAND.FAILED` when
+/// `dot` fails.
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
     let loaded = w.services.repository.load(&args.workflow, None)?;
+    if !ctx.quiet {
+        warn_if_invalid(ctx, &w, &args.workflow, &loaded.workflow.name);
+    }
+    let highlight = args
+        .highlight
+        .as_deref()
+        .map(|h| highlighted_state(&loaded.workflow, h));
     if let Some(h) = &args.highlight
-        && loaded.workflow.state(h).is_none()
+        && highlight.as_ref().is_some_and(Option::is_none)
         && !ctx.quiet
     {
-        let names: Vec<&str> = loaded.workflow.states.keys().map(String::as_str).collect();
-        let guess = match awf_domain::validate::closest(h, names.iter().copied()) {
+        let names: Vec<String> = loaded
+            .workflow
+            .states
+            .keys()
+            .map(|n| awf_domain::workflow::terminal_display_name(n))
+            .collect();
+        let guess = match awf_domain::validate::closest(h, names.iter().map(String::as_str)) {
             Some(c) => format!(" (did you mean '{c}'?)"),
             None => format!(" (states: {})", names.join(", ")),
         };
@@ -277,16 +293,15 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
             "--highlight: workflow '{}' has no state '{h}'{guess}; nothing is highlighted",
             loaded.workflow.name
         );
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "{} {}",
-            ctx.err_style.yellow("WARN"),
-            crate::style::printable(&text)
-        );
+        warn(ctx, &text);
     }
     let opts = DiagramOptions {
         direction: args.direction,
-        highlight: args.highlight.clone(),
+        // An unknown state highlights nothing; the name is kept for `-f json`'s `highlight`.
+        highlight: highlight
+            .flatten()
+            .map(str::to_owned)
+            .or_else(|| args.highlight.clone()),
     };
     let dot = to_dot(&loaded.workflow, &opts);
     match &args.output {
@@ -297,6 +312,56 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
         Some(path) => write_output(path, &dot)?,
     }
     Ok(Outcome::Success)
+}
+
+/// The state `--highlight NAME` names: a state of that name, or the inline `on_failure`
+/// terminal whose user-facing name it is (`a's on_failure`); `None` when there is none.
+fn highlighted_state<'w>(wf: &'w Workflow, name: &str) -> Option<&'w str> {
+    wf.states
+        .keys()
+        .find(|n| n.as_str() == name)
+        .or_else(|| {
+            wf.states.keys().find(|n| {
+                awf_domain::workflow::inline_error_step(n).is_some()
+                    && awf_domain::workflow::terminal_display_name(n) == name
+            })
+        })
+        .map(String::as_str)
+}
+
+/// A `WARN` line on stderr.
+fn warn(ctx: &Ctx, text: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{} {}",
+        ctx.err_style.yellow("WARN"),
+        crate::style::printable(text)
+    );
+}
+
+/// Warns when `awf validate` rejects the workflow: its first error, how many others, and
+/// the command that lists them (the diagram is still drawn, as written).
+fn warn_if_invalid(ctx: &Ctx, w: &wiring::Wiring, identifier: &str, name: &str) {
+    let Ok(report) = awf_application::validate_workflow(&w.services, identifier, &w.env) else {
+        return;
+    };
+    let errors: Vec<_> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == awf_domain::ports::repository::Severity::Error)
+        .collect();
+    let Some(first) = errors.first() else {
+        return;
+    };
+    let more = match errors.len() - 1 {
+        0 => String::new(),
+        n => format!(" (and {n} more error(s))"),
+    };
+    let text = format!(
+        "workflow '{name}' is invalid: {}{more}; the diagram shows it as written (`awf validate {identifier}` lists the errors)",
+        first.to_error().message()
+    );
+    warn(ctx, &text);
 }
 
 fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
@@ -320,11 +385,30 @@ fn write_output(path: &Path, dot: &str) -> Result<(), CliError> {
                 .stdin(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| {
+                    // The tool is missing or cannot be run: a SYSTEM error (exit 4), not a
+                    // failed command.
+                    let (code, what) = match e.kind() {
+                        std::io::ErrorKind::NotFound => (
+                            ErrorCode::SystemIoWriteFailed,
+                            "Graphviz `dot` is not installed (not found on PATH)".to_owned(),
+                        ),
+                        std::io::ErrorKind::PermissionDenied => (
+                            ErrorCode::SystemIoPermissionDenied,
+                            format!("Graphviz `dot` cannot be run: {e}"),
+                        ),
+                        _ => (
+                            ErrorCode::SystemIoWriteFailed,
+                            format!("Graphviz `dot` cannot be run: {e}"),
+                        ),
+                    };
                     AwfError::new(
-                        ErrorCode::ExecutionCommandFailed,
-                        format!("cannot run Graphviz `dot` to write .{ext}: {e}"),
+                        code,
+                        format!("cannot write {}: {what}", path.display()),
                     )
-                    .with_hint("install Graphviz, or write a .dot file (-o graph.dot)")
+                    .with_hint(format!(
+                        "install Graphviz (`apt install graphviz`, `brew install graphviz`) to render .{ext}, \
+                         or write DOT text instead (-o graph.dot, or no -o)"
+                    ))
                 })?;
             if let Some(mut stdin) = child.stdin.take() {
                 stdin.write_all(dot.as_bytes()).map_err(write_err)?;

@@ -693,34 +693,34 @@ pub(crate) fn warn_unrecorded(w: &Wiring) {
     }
 }
 
-/// `--step S` report on stdout: `--- [S] stdout ---` / `--- [S] stderr ---` blocks (left out
-/// when `streamed`: `-o streaming` showed the output live), then
-/// `Step 'S' completed successfully in <d>` or `Step 'S' failed (exit code: N)` (`Step 'S'
-/// failed` when it has none) and the error on stderr. Source: spec/workflow.md §3.12.
+/// `--step S` report: the step's command output on stdout, the rest on stderr (as every
+/// step line: stdout carries only command output): `--- [S] stdout ---`, its stdout (on
+/// stdout), `--- [S] stderr ---` and its stderr (the blocks left out when `streamed`: `-o
+/// streaming` showed the output live), then `Step 'S' completed successfully in <d>` or
+/// `Step 'S' failed (exit code: N)` (`Step 'S' failed` when it has none) and the error.
+/// Source: spec/workflow.md §3.12 (AWF (Go) prints the report on stdout; see
+/// docs/compatibility.md).
 fn print_step(step: &str, result: &RunResult, streamed: bool) {
-    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
     if let Some(st) = result.states.get(step) {
         if !streamed {
-            print_step_blocks(&mut out, step, st);
+            print_step_blocks(&mut std::io::stdout().lock(), &mut err, step, st);
         }
         let d = awf_domain::duration::format_go(std::time::Duration::from_millis(st.duration_ms));
         if result.status == RunStatus::Success {
-            crate::stdout_check::checked(writeln!(
-                out,
-                "Step '{step}' completed successfully in {d}"
-            ));
+            let _ = writeln!(err, "Step '{step}' completed successfully in {d}");
         } else {
             // No exit code (a template, a timeout before the start): the error says why,
-            // on stderr below.
+            // below.
             let code = st
                 .exit_code
                 .map_or_else(String::new, |c| format!(" (exit code: {c})"));
-            crate::stdout_check::checked(writeln!(out, "Step '{step}' failed{code}"));
+            let _ = writeln!(err, "Step '{step}' failed{code}");
         }
     }
     if let Some(e) = &result.error {
         let _ = writeln!(
-            std::io::stderr().lock(),
+            err,
             "[{}] {}",
             e.code,
             crate::style::printable_text(&e.message)
@@ -728,17 +728,26 @@ fn print_step(step: &str, result: &RunResult, streamed: bool) {
     }
 }
 
-/// The `--- [S] stdout ---` and `--- [S] stderr ---` blocks of a `--step` report.
-fn print_step_blocks(out: &mut impl Write, step: &str, st: &awf_domain::run::StateResult) {
-    crate::stdout_check::checked(writeln!(out, "--- [{step}] stdout ---"));
+/// The `--- [S] stdout ---` and `--- [S] stderr ---` blocks of a `--step` report: the
+/// headers and the step's stderr on `err`, its stdout on `out` (flushed before the next
+/// header, so a terminal shows them in order).
+fn print_step_blocks(
+    out: &mut impl Write,
+    err: &mut impl Write,
+    step: &str,
+    st: &awf_domain::run::StateResult,
+) {
+    let _ = writeln!(err, "--- [{step}] stdout ---");
+    let _ = err.flush();
     crate::stdout_check::checked(out.write_all(st.output.as_bytes()));
     if !st.output.is_empty() && !st.output.ends_with('\n') {
         crate::stdout_check::checked(writeln!(out));
     }
-    crate::stdout_check::checked(writeln!(out, "--- [{step}] stderr ---"));
-    crate::stdout_check::checked(out.write_all(st.stderr.as_bytes()));
+    crate::stdout_check::checked(out.flush());
+    let _ = writeln!(err, "--- [{step}] stderr ---");
+    let _ = err.write_all(st.stderr.as_bytes());
     if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
-        crate::stdout_check::checked(writeln!(out));
+        let _ = writeln!(err);
     }
 }
 
