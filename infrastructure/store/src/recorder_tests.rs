@@ -1662,3 +1662,54 @@ fn a_step_waits_for_its_runs_start_and_for_a_writer_left_behind_only() {
     // Caught up: no wait again.
     assert!(rec.settle().is_none());
 }
+
+/// A run's start is on record once its state file is written: its history row and audit
+/// line follow it (issue 9: opening the history database held every run's first step back
+/// by about a millisecond). A run that starts and ends in one batch still gets its rows and
+/// lines in order: `running` never overwrites the finished row, `workflow.started` comes
+/// before `workflow.completed`.
+#[test]
+fn a_runs_history_row_and_audit_line_follow_its_state_file_in_order() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), true);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    block_on(rec.settle().expect("the run's start is not written yet"));
+    assert!(d.path().join("states/r.json").exists());
+    rec.flush();
+    let row = HistoryStore::get(&store, "r").unwrap().unwrap();
+    assert_eq!(row.status, StoredStatus::Running);
+
+    // Started and finished in one batch.
+    let release = rec.hold();
+    rec.emit(s.ev("q", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev(
+        "q",
+        None,
+        "",
+        None,
+        finished("q", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    drop(release);
+    rec.flush();
+    let row = HistoryStore::get(&store, "q").unwrap().unwrap();
+    assert_eq!(row.status, StoredStatus::Success);
+    let events: Vec<(String, String)> = lines(&d.path().join("audit.jsonl"))
+        .iter()
+        .map(|l| {
+            (
+                l["execution_id"].as_str().unwrap_or_default().to_owned(),
+                l["event"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        [
+            ("r".to_owned(), "workflow.started".to_owned()),
+            ("q".to_owned(), "workflow.started".to_owned()),
+            ("q".to_owned(), "workflow.completed".to_owned()),
+        ]
+    );
+}
