@@ -38,3 +38,51 @@ fn a_finished_run_of_the_server_still_answers_as_documented() {
     assert_eq!(ids, (1..=frames.len() as u64).collect::<Vec<_>>());
 }
 
+const HELLO: &str = "name: hello\nstates:\n  initial: a\n  a: {type: step, command: 'echo hi', on_success: done}\n  done: {type: terminal}\n";
+
+/// The run id `awf run -f json` printed.
+fn run_id(r: &awf_tests::Run) -> String {
+    r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
+}
+
+/// Issue 2: a history.db that is not a database (random bytes) leaves the run recorded:
+/// its state file, transcript and audit lines are written (the history is an index), the
+/// history write failing with the hint to move the file aside; once it is moved aside, the
+/// new history lists the runs whose state files exist.
+#[test]
+fn a_corrupt_history_db_does_not_stop_the_run_record() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("hello.yaml", HELLO).unwrap();
+    let data = awf_tests::data(&sb);
+    std::fs::create_dir_all(&data).unwrap();
+    let garbage: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(data.join("history.db"), &garbage).unwrap();
+    let r = sb.run(&["run", "hello.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 4, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    let hints = r.json().unwrap()["error"]["hints"].to_string();
+    assert!(hints.contains("move it aside"), "{hints}");
+    assert!(data.join(format!("states/{id}.json")).is_file());
+    assert!(data.join(format!("transcripts/{id}.jsonl")).is_file());
+    let audit = std::fs::read_to_string(data.join("audit.jsonl")).unwrap();
+    assert!(audit.contains(&id), "{audit}");
+    let st = sb.run(&["status", &id]).unwrap();
+    assert_eq!(st.code, 0, "{}{}", st.stdout, st.stderr);
+    let h = sb.run(&["history"]).unwrap();
+    assert_eq!(h.code, 4, "{}{}", h.stdout, h.stderr);
+    assert!(h.stderr.contains("move it aside"), "{}", h.stderr);
+    // Moved aside: the new history is rebuilt from the state files.
+    std::fs::rename(data.join("history.db"), data.join("history.db.broken")).unwrap();
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    assert_eq!(h.code, 0, "{}{}", h.stdout, h.stderr);
+    let entries = h.json().unwrap();
+    let entries = entries
+        .as_array()
+        .cloned()
+        .unwrap_or_else(|| entries["entries"].as_array().cloned().unwrap_or_default());
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["id"], id.as_str());
+    assert_eq!(entries[0]["status"], "completed");
+}

@@ -150,17 +150,22 @@ impl Store {
     /// thread, each of which first clears the states directory of the temp files of killed
     /// writers: neither is on the way to a run's first step (issue 9: start-up).
     ///
+    /// A `history.db` that is not a regular file or not a database (checked by its header,
+    /// without opening it) does not stop the store: the history is an index of the runs, and
+    /// their state files, transcripts and audit lines are still written (the recorder
+    /// reports the history it cannot write); every history read gives that error, with the
+    /// hint to move the file aside.
+    ///
     /// # Errors
-    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created, or when `history.db` is
-    /// not a regular file or not a database (checked by its header, without opening it); a
-    /// history read reports a database that cannot be opened or initialised the same way.
+    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created; a history read reports a
+    /// database that cannot be opened or initialised the same way.
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
-        history::precheck(&paths.history_db())?;
+        let broken = history::precheck(&paths.history_db()).err();
         Ok(Self {
             paths,
-            db: Mutex::new(None),
+            db: Mutex::new(broken.map(Err)),
             recorder: OnceLock::new(),
         })
     }
@@ -258,7 +263,9 @@ fn write_failed(what: &str, path: &Path, e: impl std::fmt::Display) -> AwfError 
 
 /// Opens the history database of `paths` for its first user in this process (a history
 /// read, a run's recorder), after removing the temp files that writers killed while writing
-/// a state file left in the states directory.
+/// a state file left in the states directory. A database this open creates (none, or an
+/// empty file, was there) gets a row for each run that has a state file already: the
+/// history is their index, rebuilt once a damaged database was moved aside.
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
@@ -267,7 +274,16 @@ pub(crate) fn open_history(
     legacy_temps: bool,
 ) -> Result<rusqlite::Connection, AwfError> {
     state::remove_stale_temps(&paths.states_dir(), legacy_temps);
-    history::open(&paths.history_db())
+    let db = paths.history_db();
+    let fresh = match std::fs::symlink_metadata(&db) {
+        Ok(m) => m.is_file() && m.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let c = history::open(&db)?;
+    if fresh && let Ok(snapshots) = state::list(&paths.states_dir()) {
+        history::backfill(&c, &snapshots);
+    }
+    Ok(c)
 }
 
 /// `SYSTEM.IO.READ_FAILED` for `path`.
