@@ -86,3 +86,42 @@ fn a_corrupt_history_db_does_not_stop_the_run_record() {
     assert_eq!(entries[0]["id"], id.as_str());
     assert_eq!(entries[0]["status"], "completed");
 }
+
+/// Issue 3: an enum of a typed input is checked on the converted value: `+2` and `02` are
+/// the integer 2 of `[1, 2, 3]`, `yes`, `TRUE` and `1` the `true` of `[true]`.
+#[test]
+fn an_enum_of_a_typed_input_takes_the_converted_value() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "en.yaml",
+        "name: en\ninputs:\n  - {name: e, type: integer, validation: {enum: [1, 2, 3]}}\n  \
+         - {name: b, type: boolean, validation: {enum: [true]}, default: true}\nstates:\n  \
+         initial: a\n  a: {type: step, command: 'echo e={{.inputs.e}} b={{.inputs.b}}', on_success: done}\n  \
+         done: {type: terminal}\n",
+    )
+    .unwrap();
+    for (e, b) in [("+2", "yes"), ("02", "TRUE"), ("2", "1")] {
+        let r = sb
+            .run(&[
+                "run",
+                "en.yaml",
+                "-o",
+                "buffered",
+                "-i",
+                &format!("e={e}"),
+                "-i",
+                &format!("b={b}"),
+            ])
+            .unwrap();
+        assert_eq!(r.code, 0, "{e} {b}: {}{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("e=2 b=true"), "{}", r.stdout);
+    }
+    let r = sb.run(&["run", "en.yaml", "-i", "e=4"]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("value \"4\" not in allowed values [1 2 3]"),
+        "{}",
+        r.stderr
+    );
+}
