@@ -125,3 +125,58 @@ fn an_enum_of_a_typed_input_takes_the_converted_value() {
         r.stderr
     );
 }
+
+/// Issue 4: the read-only commands create nothing, so a data root that cannot be created
+/// (here under a regular file: ENOTDIR even for root, which chmod does not stop) gives an
+/// empty list; a write there says how to choose another data root.
+#[test]
+fn read_only_commands_create_nothing_and_write_failures_have_a_hint() {
+    let mut sb = Sandbox::new().unwrap();
+    sb.write("blocker", "a file, not a directory\n").unwrap();
+    sb.write("hello.yaml", HELLO).unwrap();
+    let root = sb.path().join("blocker/data");
+    sb.set_env("XDG_DATA_HOME", &root.display().to_string());
+    let h = sb.run(&["history"]).unwrap();
+    assert_eq!(h.code, 0, "{}{}", h.stdout, h.stderr);
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    assert_eq!(h.code, 0, "{}{}", h.stdout, h.stderr);
+    let l = sb.run(&["resume", "--list"]).unwrap();
+    assert_eq!(l.code, 0, "{}{}", l.stdout, l.stderr);
+    let s = sb.run(&["history", "--stats"]).unwrap();
+    assert_eq!(s.code, 0, "{}{}", s.stdout, s.stderr);
+    // A run there goes on unrecorded, and the warning says what to do.
+    let r = sb.run(&["run", "hello.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("runs are not recorded")
+            && r.stderr.contains("Hint: ")
+            && r.stderr.contains("--storage DIR"),
+        "{}",
+        r.stderr
+    );
+    // A fresh data root is left as it was by the reads.
+    let sb2 = Sandbox::new().unwrap();
+    for args in [
+        &["history"][..],
+        &["resume", "--list"],
+        &["history", "--stats"],
+    ] {
+        let r = sb2.run(args).unwrap();
+        assert_eq!(r.code, 0, "{args:?}: {}{}", r.stdout, r.stderr);
+    }
+    assert!(
+        !awf_tests::data(&sb2).exists(),
+        "the reads created the data root"
+    );
+    // `awf init` where it cannot write says what to do (`.awf` a regular file: ENOTDIR).
+    sb2.write(".awf", "a file\n").unwrap();
+    let i = sb2.run(&["init"]).unwrap();
+    assert_eq!(i.code, 4, "{}{}", i.stdout, i.stderr);
+    assert!(
+        i.stderr.contains("[SYSTEM.IO.WRITE_FAILED]")
+            && i.stderr
+                .contains("Hint: run `awf init` in a directory you can write"),
+        "{}",
+        i.stderr
+    );
+}

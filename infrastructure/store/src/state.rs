@@ -797,7 +797,15 @@ pub(crate) fn load(paths: &StorePaths, run_id: &str) -> Result<RunSnapshot, AwfE
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // None yet, or none can be (the data root under a regular file): no runs.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(read_failed("the states directory", dir, e)),
     };
     let mut out = Vec::new();

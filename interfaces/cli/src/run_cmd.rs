@@ -680,11 +680,11 @@ pub(crate) async fn drive(
 /// later): the run goes on, but `awf resume`/`status`/`history` will not know it.
 pub(crate) fn warn_unrecorded(w: &Wiring) {
     if let Some(e) = &w.store_error {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "WARN runs are not recorded: {}",
-            e.message()
-        );
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "WARN runs are not recorded: {}", e.message());
+        for h in e.hints() {
+            let _ = writeln!(err, "  Hint: {h}");
+        }
     }
     if let Some(r) = &w.recorder {
         r.on_error(std::sync::Arc::new(|msg: String| {

@@ -565,10 +565,11 @@ impl Wiring {
         self.repository.load_config()
     }
 
-    /// The run store, opened on first use.
+    /// The run store, opened on first use: the recording one, else one opened for reads
+    /// ([`awf_store::Store::open_read_only`]).
     ///
     /// # Errors
-    /// Why the store could not be opened.
+    /// Why the recording store could not be opened.
     fn open_store(&self) -> Result<Arc<awf_store::Store>, AwfError> {
         if let Some(s) = &self.store {
             return Ok(Arc::clone(s));
@@ -576,8 +577,10 @@ impl Wiring {
         if let Some(e) = &self.store_error {
             return Err(e.clone());
         }
-        awf_store::Store::open(awf_store::StorePaths::from_env(&self.data_root, &self.env))
-            .map(Arc::new)
+        // Opened for a read (`history`, `status`, `resume --list`, …): nothing is created.
+        Ok(Arc::new(awf_store::Store::open_read_only(
+            awf_store::StorePaths::from_env(&self.data_root, &self.env),
+        )))
     }
 
     /// The shared store, when one is chosen: opened on first use.
