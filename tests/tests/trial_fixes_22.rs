@@ -180,3 +180,25 @@ fn read_only_commands_create_nothing_and_write_failures_have_a_hint() {
         i.stderr
     );
 }
+
+/// Issue 7: `max_iterations` past what a u32 holds is reported as written, not clamped.
+#[test]
+fn a_huge_max_iterations_is_reported_as_written() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "mi.yaml",
+        "name: mi\nstates:\n  initial: l\n  l:\n    type: while\n    while: 'true'\n    \
+         body: [b]\n    max_iterations: 99999999999\n    on_complete: done\n  \
+         b: {type: step, command: 'true', on_success: l}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let v = sb.run(&["validate", "mi.yaml"]).unwrap();
+    assert_eq!(v.code, 2, "{}{}", v.stdout, v.stderr);
+    assert!(
+        v.stderr
+            .contains("max_iterations must be between 1 and 10000, got 99999999999"),
+        "{}",
+        v.stderr
+    );
+    assert!(!v.stderr.contains("4294967295"), "{}", v.stderr);
+}
