@@ -202,3 +202,27 @@ fn a_huge_max_iterations_is_reported_as_written() {
     );
     assert!(!v.stderr.contains("4294967295"), "{}", v.stderr);
 }
+
+/// Issue 8: a run started over HTTP with the same unknown breakpoint many times gets one
+/// warning for it (breaker: 100,000 identical warnings).
+#[test]
+fn duplicate_unknown_breakpoints_are_warned_about_once() {
+    let sb = http_serve::sandbox_with(&[("hello", HELLO)]);
+    let s = http_serve::start(&sb, &[]);
+    let many: Vec<&str> = std::iter::repeat_n("x", 1000).chain(["y", "a"]).collect();
+    let body = serde_json::json!({ "breakpoints": many }).to_string();
+    let (code, body, _) =
+        http_serve::post(&format!("{}/api/workflows/env/hello/run", s.base), &body);
+    assert_eq!(code, 202, "{body}");
+    let v = http_serve::json_of(&body);
+    let warnings = v["body"]["warnings"].as_array().unwrap();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].as_str().unwrap().starts_with("breakpoint 'x'"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].as_str().unwrap().starts_with("breakpoint 'y'"),
+        "{warnings:?}"
+    );
+}
