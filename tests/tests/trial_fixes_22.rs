@@ -226,3 +226,39 @@ fn duplicate_unknown_breakpoints_are_warned_about_once() {
         "{warnings:?}"
     );
 }
+
+/// Issue 9: a `workflow_cancel` hook that outlives the time limit of cancel hooks is said
+/// to be stopped by that limit, with its value.
+#[test]
+fn a_cancel_hook_stopped_by_its_time_limit_says_so() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "ch.yaml",
+        "name: ch\nhooks:\n  workflow_cancel:\n    - command: 'sleep 30'\nstates:\n  initial: a\n  \
+         a: {type: step, command: 'sleep 30', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let child = sb
+        .cmd(&["run", "ch.yaml"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains(
+            "workflow_cancel hook stopped: cancel hooks may run for at most 10s after a cancel"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hook command cancelled"), "{stderr}");
+}
