@@ -262,3 +262,61 @@ fn a_cancel_hook_stopped_by_its_time_limit_says_so() {
     );
     assert!(!stderr.contains("hook command cancelled"), "{stderr}");
 }
+
+/// The state file of the run `id` of `sb`, edited by `edit` (on its JSON).
+fn edit_state(sb: &Sandbox, id: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = awf_tests::data(sb).join(format!("states/{id}.json"));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(&path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+/// Issue 5: a state file whose `run_id` is not its file name's, or whose `schema_version`
+/// is newer than awf reads, is refused with a clear error and a hint; nothing is resumed
+/// under the other id.
+#[test]
+fn a_state_file_of_another_run_or_a_newer_format_is_refused() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "f.yaml",
+        "name: f\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: done}\n  \
+         done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "f.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    edit_state(&sb, &id, |v| v["run_id"] = "other-id".into());
+    let res = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(res.code, 4, "{}{}", res.stdout, res.stderr);
+    assert!(
+        res.stderr.contains(&format!(
+            "it records run \"other-id\", not \"{id}\" (its file name)"
+        )) && res
+            .stderr
+            .contains(&format!("Hint: set its \"run_id\" back to \"{id}\"")),
+        "{}",
+        res.stderr
+    );
+    let states = awf_tests::data(&sb).join("states");
+    assert!(!states.join("other-id.json").exists());
+    assert!(
+        !awf_tests::data(&sb)
+            .join("transcripts/other-id.jsonl")
+            .exists()
+    );
+    edit_state(&sb, &id, |v| {
+        v["run_id"] = id.clone().into();
+        v["schema_version"] = 99.into();
+    });
+    let res = sb.run(&["resume", &id]).unwrap();
+    assert_eq!(res.code, 4, "{}{}", res.stdout, res.stderr);
+    assert!(
+        res.stderr
+            .contains("its schema_version is 99, newer than the 1 this awf reads")
+            && res.stderr.contains("Hint: use the newer awf"),
+        "{}",
+        res.stderr
+    );
+}
