@@ -320,3 +320,28 @@ fn a_state_file_of_another_run_or_a_newer_format_is_refused() {
         res.stderr
     );
 }
+
+/// Issue 6 (in part): a state file cut short says what to do with it.
+#[test]
+fn a_truncated_state_file_has_a_hint() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("hello.yaml", HELLO).unwrap();
+    let r = sb.run(&["run", "hello.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    let path = awf_tests::data(&sb).join(format!("states/{id}.json"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+    let st = sb.run(&["status", &id]).unwrap();
+    assert_eq!(st.code, 4, "{}{}", st.stdout, st.stderr);
+    assert!(
+        st.stderr
+            .contains("[SYSTEM.IO.READ_FAILED] cannot read the state file")
+            && st
+                .stderr
+                .contains("Hint: the file is damaged (cut short or edited)")
+            && st.stderr.contains(".broken"),
+        "{}",
+        st.stderr
+    );
+}
