@@ -323,7 +323,7 @@ pub(crate) fn check_value(
             return Err(format!("value \"{text}\" does not match pattern \"{p}\""));
         }
     }
-    if !rules.enum_values.is_empty() && !rules.enum_values.contains(&text) {
+    if !rules.enum_values.is_empty() && !in_enum(def, &text, typed.as_ref()) {
         return Err(format!(
             "value \"{text}\" not in allowed values [{}]",
             rules.enum_values.join(" ")
@@ -365,6 +365,38 @@ pub(crate) fn check_value(
         }
     }
     Ok(typed)
+}
+
+/// Whether a value is one of the input's `validation.enum`: its text as given (AWF's exact
+/// match), or, for a typed input (integer, number, boolean), its converted value equal to an
+/// allowed value converted the same way (`+2` and `02` are the integer 2 of `[1, 2, 3]`,
+/// `yes` the `true` of `[true]`), as the value the steps see is the converted one.
+fn in_enum(def: &InputDef, text: &str, typed: Option<&Value>) -> bool {
+    let allowed = &def.validation.enum_values;
+    if allowed.iter().any(|a| a == text) {
+        return true;
+    }
+    let Some(typed) = typed else {
+        return false;
+    };
+    let convert = |a: &str| -> Option<Value> {
+        let v = Value::String(a.to_owned());
+        match &def.ty {
+            InputType::Integer => to_integer(&v).ok().map(Value::from),
+            InputType::Boolean => to_bool(&v).ok().map(Value::Bool),
+            InputType::Number => to_number(&v)
+                .ok()
+                .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number)),
+            InputType::Array | InputType::String | InputType::Untyped | InputType::Unknown(_) => {
+                None
+            }
+        }
+    };
+    let same = |a: &Value| match (&def.ty, a, typed) {
+        (InputType::Number, Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        _ => a == typed,
+    };
+    allowed.iter().filter_map(|a| convert(a)).any(|a| same(&a))
 }
 
 fn fmt_num(n: f64) -> String {
@@ -518,6 +550,50 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r["a"], Value::from(4));
+    }
+
+    /// Trial 22, issue 3: `validation.enum` of a typed input is checked on the converted
+    /// value (`+2` and `02` are 2; `yes`, `TRUE` and `1` are true), as without an enum.
+    #[test]
+    fn enum_of_a_typed_input_compares_the_converted_value() {
+        let host = FakeHost::default();
+        let mut e = def("e", InputType::Integer, false, None);
+        e.validation.enum_values = vec!["1".into(), "2".into(), "3".into()];
+        for given in ["2", "+2", "02", " 2"] {
+            assert_eq!(
+                check_one(&e, given, Path::new("."), &host),
+                Ok(Value::from(2)),
+                "{given}"
+            );
+        }
+        assert_eq!(
+            check_one(&e, "4", Path::new("."), &host),
+            Err("value \"4\" not in allowed values [1 2 3]".to_owned())
+        );
+        let mut b = def("b", InputType::Boolean, false, Some(Value::Bool(true)));
+        b.validation.enum_values = vec!["true".into()];
+        for given in ["true", "yes", "TRUE", "1"] {
+            assert_eq!(
+                check_one(&b, given, Path::new("."), &host),
+                Ok(Value::Bool(true)),
+                "{given}"
+            );
+        }
+        assert!(check_one(&b, "no", Path::new("."), &host).is_err());
+        let mut n = def("n", InputType::Number, false, None);
+        n.validation.enum_values = vec!["0.5".into(), "2".into()];
+        assert_eq!(
+            check_one(&n, "0.50", Path::new("."), &host),
+            Ok(Value::from(0.5))
+        );
+        assert_eq!(
+            check_one(&n, "2.0", Path::new("."), &host),
+            Ok(Value::from(2))
+        );
+        // A string input keeps AWF's exact match.
+        let mut s = def("s", InputType::String, false, None);
+        s.validation.enum_values = vec!["2".into()];
+        assert!(check_one(&s, "02", Path::new("."), &host).is_err());
     }
 
     #[test]

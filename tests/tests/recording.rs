@@ -239,23 +239,28 @@ fn a_damaged_history_db_found_by_the_recorder_is_said_in_the_exit_code_and_the_j
     assert_eq!(std::fs::read(&db).unwrap(), garbage);
 }
 
-/// A history.db that is no database (a directory here) is refused before the run starts, as
-/// before it was opened lazily: the run goes on unrecorded with a warning naming the file and
-/// exits 0; `awf history` fails at once with the same message.
+/// A history.db that is no database (a directory here) leaves the run recorded (trial 22,
+/// issue 2: the history is an index): its state file is written, the history write fails as
+/// for a damaged database (exit 4, the hint to move the file aside); `awf history` fails at
+/// once with the same message.
 #[test]
-fn a_history_db_that_is_no_database_leaves_runs_unrecorded_with_a_warning() {
+fn a_history_db_that_is_no_database_still_leaves_the_state_file() {
     let sb = Sandbox::new().unwrap();
     let wf = sb.write("wf.yaml", WF).unwrap();
     std::fs::create_dir_all(sb.path().join("data/awf/history.db")).unwrap();
     let r = sb.run(&["run", wf.to_str().unwrap()]).unwrap();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
-        r.stderr.contains("runs are not recorded")
-            && r.stderr.contains("history.db")
-            && r.stderr.contains("not a regular file"),
+        r.stderr.contains("history.db") && r.stderr.contains("move it aside"),
         "{}",
         r.stderr
     );
+    let states = std::fs::read_dir(sb.path().join("data/awf/states"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
+        .count();
+    assert_eq!(states, 1);
     let t0 = std::time::Instant::now();
     let h = sb.run(&["history"]).unwrap();
     assert_ne!(h.code, 0);

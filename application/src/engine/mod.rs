@@ -417,6 +417,17 @@ fn shown_resolution(
 /// still ends as cancelled).
 pub(crate) const CANCEL_HOOKS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The failure of `workflow_cancel` hooks stopped by [`CANCEL_HOOKS_TIMEOUT`].
+fn cancel_hooks_timed_out() -> AwfError {
+    AwfError::new(
+        ErrorCode::ExecutionCommandTimeout,
+        format!(
+            "workflow_cancel hook stopped: cancel hooks may run for at most {}s after a cancel",
+            CANCEL_HOOKS_TIMEOUT.as_secs()
+        ),
+    )
+}
+
 impl Run {
     pub(crate) fn new(spec: RunSpec) -> Self {
         let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -1505,15 +1516,24 @@ impl Run {
         let bounded = async {
             if cancelled {
                 let guard = fresh.clone();
+                let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let fired_by_timer = std::sync::Arc::clone(&fired);
                 let timer = tokio::spawn(async move {
                     tokio::time::sleep(CANCEL_HOOKS_TIMEOUT).await;
+                    fired_by_timer.store(true, std::sync::atomic::Ordering::SeqCst);
                     guard.cancel();
                 });
                 let r = self
                     .run_hooks(actions, None, None, error_info.as_ref(), &fresh)
                     .await;
                 timer.abort();
-                r
+                // Said as what stopped it: the time limit of cancel hooks (trial 22 #9).
+                match r {
+                    Err(_) if fired.load(std::sync::atomic::Ordering::SeqCst) => {
+                        Err(cancel_hooks_timed_out())
+                    }
+                    other => other,
+                }
             } else {
                 self.run_hooks(actions, None, None, error_info.as_ref(), &fresh)
                     .await

@@ -1003,3 +1003,42 @@ async fn a_run_is_shown_ended_only_once_its_recorders_wrote_the_end() {
     assert_eq!(recorded.last().map(String::as_str), Some("run_finished"));
     assert_eq!(recorded.len(), items.len(), "{recorded:?}");
 }
+
+/// Trial 22, issue 1: a finished run of a server keeps little in memory until its TTL: its
+/// result's texts and its log's are cut to their tail, its log to the finished budget
+/// (breaker: six runs printing 300 MB each grew the server by 466 MB with no run live).
+#[tokio::test]
+async fn a_finished_runs_retained_bytes_are_bounded_when_texts_are_cut() {
+    let big = "x".repeat(4 << 20) + "END\n";
+    let config = ServiceConfig {
+        finished_text_max: Some(64 << 10),
+        finished_log_budget_bytes: Some(256 << 10),
+        ..ServiceConfig::default()
+    };
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(&big));
+    let svc = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 3)), exec, None),
+        config,
+    );
+    let id = svc.start(request("w")).await.unwrap();
+    let result = svc.wait(&id).await.unwrap();
+    assert_eq!(result.status, RunStatus::Success);
+    let out = &result.states["s2"].output;
+    assert_eq!(out.len(), 64 << 10, "the tail of the output is kept");
+    assert!(out.ends_with("END\n"));
+    let held = svc.retained_bytes(&id).unwrap();
+    // Three states' 64 KiB tails in the result, and in the log's kept events under 256 KiB
+    // plus its end (which holds the three tails again).
+    assert!(held < 768 << 10, "{held} bytes retained");
+    assert_eq!(svc.get(&id).unwrap().phase, RunPhase::Finished);
+    // Without the cut (the terminal's service) the whole texts stay: 12 MiB and more.
+    let exec = FakeExecutor::new().always("step", FakeCommand::ok(&big));
+    let whole = RunManager::new(
+        services(FakeRepository::new().with(steps("w", 3)), exec, None),
+        ServiceConfig::default(),
+    );
+    let id = whole.start(request("w")).await.unwrap();
+    let result = whole.wait(&id).await.unwrap();
+    assert_eq!(result.states["s2"].output.len(), big.len());
+    assert!(whole.retained_bytes(&id).unwrap() > 12 << 20);
+}

@@ -209,12 +209,14 @@ pub struct RunAccepted {
     pub warnings: Vec<String>,
 }
 
-/// One warning per breakpoint naming no state of `wf` (the run never stops there), as
-/// `awf run --breakpoint` warns, with the closest state name when one is close.
+/// One warning per distinct breakpoint naming no state of `wf` (the run never stops there;
+/// a name given many times is warned about once), as `awf run --breakpoint` warns, with the
+/// closest state name when one is close.
 pub fn unknown_breakpoints(wf: &Workflow, breakpoints: &[String]) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for b in breakpoints {
-        if wf.states.contains_key(b.as_str()) {
+        if wf.states.contains_key(b.as_str()) || !seen.insert(b.as_str()) {
             continue;
         }
         let mut msg = format!(

@@ -288,6 +288,43 @@ pub(crate) fn upsert_started(
     Ok(())
 }
 
+/// Milliseconds since the epoch of `t` (0 before it).
+fn epoch_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Fills a history database created afresh (after a damaged one was moved aside, or
+/// removed) with a row for each run whose state file is in `snapshots`: the history is an
+/// index of the state files, so the runs recorded meanwhile are listed again. A row that is
+/// there already is left alone (another process filled it, or a run started since). Best
+/// effort: a row that cannot be written is skipped.
+pub(crate) fn backfill(c: &Connection, snapshots: &[awf_domain::ports::store::RunSnapshot]) {
+    for s in snapshots {
+        let started = epoch_ms(s.started_at);
+        let completed = s.completed_at.map(epoch_ms);
+        let _ = c.execute(
+            "INSERT INTO runs (id, workflow_id, workflow_name, status, exit_code, started_at_ms,
+                               completed_at_ms, duration_ms, error_message, parent_run_id, spend)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT(id) DO NOTHING",
+            params![
+                s.run_id,
+                s.workflow,
+                s.workflow_name,
+                s.status.as_str(),
+                s.exit_code,
+                to_i64(started),
+                completed.map(to_i64),
+                completed.map(|c| to_i64(c.saturating_sub(started))),
+                s.error.as_ref().map(|e| e.message.clone()),
+                s.parent_run_id,
+                s.spend.and_then(|sp| serde_json::to_string(&sp).ok()),
+            ],
+        );
+    }
+}
+
 /// Writes the outcome of a finished run (inserting the row if its start was never recorded).
 pub(crate) fn upsert_finished(c: &Connection, r: &HistoryRecord) -> rusqlite::Result<()> {
     c.execute(

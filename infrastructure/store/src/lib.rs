@@ -141,6 +141,9 @@ pub struct Store {
     /// a half, which a server must not pay (and hold this lock for) at every request.
     db: Mutex<Option<Result<rusqlite::Connection, AwfError>>>,
     recorder: OnceLock<Recorder>,
+    /// Opened by [`Store::open_read_only`]: nothing is created for a read; a history that
+    /// does not exist reads as empty.
+    read_only: bool,
 }
 
 impl Store {
@@ -150,19 +153,67 @@ impl Store {
     /// thread, each of which first clears the states directory of the temp files of killed
     /// writers: neither is on the way to a run's first step (issue 9: start-up).
     ///
+    /// A `history.db` that is not a regular file or not a database (checked by its header,
+    /// without opening it) does not stop the store: the history is an index of the runs, and
+    /// their state files, transcripts and audit lines are still written (the recorder
+    /// reports the history it cannot write); every history read gives that error, with the
+    /// hint to move the file aside.
+    ///
     /// # Errors
-    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created, or when `history.db` is
-    /// not a regular file or not a database (checked by its header, without opening it); a
-    /// history read reports a database that cannot be opened or initialised the same way.
+    /// `SYSTEM.IO.WRITE_FAILED` when a directory cannot be created; a history read reports a
+    /// database that cannot be opened or initialised the same way.
     pub fn open(paths: StorePaths) -> Result<Self, AwfError> {
         state::create_dir(&paths.states_dir(), 0o700)?;
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
-        history::precheck(&paths.history_db())?;
+        let broken = history::precheck(&paths.history_db()).err();
         Ok(Self {
             paths,
-            db: Mutex::new(None),
+            db: Mutex::new(broken.map(Err)),
             recorder: OnceLock::new(),
+            read_only: false,
         })
+    }
+
+    /// Opens the store for the commands that only read it (`awf history`, `awf status`,
+    /// `awf resume --list`): no directory or database is created, so a data root that does
+    /// not exist (or cannot be written) reads as no runs; a `history.db` that does not exist
+    /// reads as an empty history while no run has a state file (else it is created and filled
+    /// from them). Writes (a state file saved, a history row settled) still
+    /// create what they need.
+    pub fn open_read_only(paths: StorePaths) -> Self {
+        let broken = if absent(&paths.history_db()) {
+            None
+        } else {
+            history::precheck(&paths.history_db()).err()
+        };
+        Self {
+            paths,
+            db: Mutex::new(broken.map(Err)),
+            recorder: OnceLock::new(),
+            read_only: true,
+        }
+    }
+
+    /// Whether a read of the history finds none: a read-only store whose `history.db` does
+    /// not exist (and was not opened), and no run has a state file (else the history is
+    /// created, filled from them: see [`open_history`]).
+    fn no_history(&self) -> bool {
+        self.read_only
+            && self
+                .db
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_none()
+            && absent(&self.paths.history_db())
+            && std::fs::read_dir(self.paths.states_dir()).map_or(true, |mut d| {
+                !d.any(|e| {
+                    e.is_ok_and(|e| {
+                        let n = e.file_name();
+                        let n = n.to_string_lossy();
+                        !n.starts_with('.') && n.ends_with(".json")
+                    })
+                })
+            })
     }
 
     /// The paths this store was opened with.
@@ -224,18 +275,30 @@ impl StateStore for Store {
 
 impl HistoryStore for Store {
     fn list(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRecord>, AwfError> {
+        if self.no_history() {
+            return Ok(Vec::new());
+        }
         self.with_db(|c| history::list(c, filter))
     }
 
     fn stats(&self, filter: &HistoryFilter) -> Result<HistoryStats, AwfError> {
+        if self.no_history() {
+            return Ok(HistoryStats::default());
+        }
         self.with_db(|c| history::stats(c, filter))
     }
 
     fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError> {
+        if self.no_history() {
+            return Ok(None);
+        }
         self.with_db(|c| history::get(c, run_id))
     }
 
     fn settle(&self, record: &HistoryRecord) -> Result<(), AwfError> {
+        if self.no_history() {
+            return Ok(());
+        }
         // A read command does not wait for another writer (the busy timeout is 10 s): the row
         // is settled by a later read.
         self.with_db(|c| {
@@ -247,18 +310,37 @@ impl HistoryStore for Store {
     }
 }
 
-/// `SYSTEM.IO.WRITE_FAILED` for `path`.
+/// Whether nothing is at `path`, or cannot be: a missing file, or a parent that is not a
+/// directory (a data root under a regular file).
+fn absent(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_err_and(|e| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        )
+    })
+}
+
+/// `SYSTEM.IO.WRITE_FAILED` for `path`, with the hint saying how to record elsewhere.
 fn write_failed(what: &str, path: &Path, e: impl std::fmt::Display) -> AwfError {
     AwfError::new(
         ErrorCode::SystemIoWriteFailed,
         format!("cannot write {what} {}: {e}", path.display()),
     )
     .with_detail("path", path.display().to_string())
+    .with_hint(WRITE_HINT)
 }
+
+/// The hint of a write to the data root that failed.
+pub const WRITE_HINT: &str = "make the data root writable, or choose another one with \
+     `--storage DIR` or `AWF_STORAGE_DIR` (default `$XDG_DATA_HOME/awf`); `AWF_RECORD=off` \
+     runs without recording";
 
 /// Opens the history database of `paths` for its first user in this process (a history
 /// read, a run's recorder), after removing the temp files that writers killed while writing
-/// a state file left in the states directory.
+/// a state file left in the states directory. A database this open creates (none, or an
+/// empty file, was there) gets a row for each run that has a state file already: the
+/// history is their index, rebuilt once a damaged database was moved aside.
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
@@ -267,7 +349,16 @@ pub(crate) fn open_history(
     legacy_temps: bool,
 ) -> Result<rusqlite::Connection, AwfError> {
     state::remove_stale_temps(&paths.states_dir(), legacy_temps);
-    history::open(&paths.history_db())
+    let db = paths.history_db();
+    let fresh = match std::fs::symlink_metadata(&db) {
+        Ok(m) => m.is_file() && m.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    };
+    let c = history::open(&db)?;
+    if fresh && let Ok(snapshots) = state::list(&paths.states_dir()) {
+        history::backfill(&c, &snapshots);
+    }
+    Ok(c)
 }
 
 /// `SYSTEM.IO.READ_FAILED` for `path`.

@@ -28,6 +28,7 @@ use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::ports::store::LoopPosition;
 use awf_domain::ports::store::RunSnapshot;
+use awf_domain::ports::store::STATE_SCHEMA_VERSION;
 use awf_domain::ports::store::StoredStatus;
 use awf_domain::run::SharedText;
 use awf_domain::run::StepState;
@@ -703,12 +704,52 @@ fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) {
 
 /// Parses a state file: the snapshot (texts kept in files empty) and its `output_files`.
 fn parse_state(bytes: &[u8], path: &Path) -> Result<(RunSnapshot, FileRefs), AwfError> {
-    let snap: RunSnapshot =
-        serde_json::from_slice(bytes).map_err(|e| read_failed("the state file", path, e))?;
+    let snap: RunSnapshot = serde_json::from_slice(bytes).map_err(|e| {
+        read_failed("the state file", path, e).with_hint(format!(
+            "the file is damaged (cut short or edited): this run cannot be shown or resumed; \
+             move it aside (`mv {0} {0}.broken`) so that awf no longer lists it",
+            path.display()
+        ))
+    })?;
     let refs = serde_json::from_slice::<StoredRefs>(bytes)
         .map(|r| r.output_files)
         .unwrap_or_default();
     Ok((snap, refs))
+}
+
+/// Refuses a state file awf cannot take as the record of `run_id`: one whose `run_id` names
+/// another run (edited or copied: resuming it would record a run under the other id while
+/// this one stays as it was), or one of a newer format than this awf reads.
+///
+/// # Errors
+/// `SYSTEM.IO.READ_FAILED` naming the file, with a hint.
+fn check_identity(snap: &RunSnapshot, run_id: &str, path: &Path) -> Result<(), AwfError> {
+    if snap.run_id != run_id {
+        return Err(read_failed(
+            "the state file",
+            path,
+            format!(
+                "it records run \"{}\", not \"{run_id}\" (its file name)",
+                snap.run_id
+            ),
+        )
+        .with_hint(format!(
+            "set its \"run_id\" back to \"{run_id}\", or move the file aside; awf does not \
+             resume or show a run under another run's id"
+        )));
+    }
+    if snap.schema_version > STATE_SCHEMA_VERSION {
+        return Err(read_failed(
+            "the state file",
+            path,
+            format!(
+                "its schema_version is {}, newer than the {STATE_SCHEMA_VERSION} this awf reads",
+                snap.schema_version
+            ),
+        )
+        .with_hint("use the newer awf that wrote it, or move the file aside"));
+    }
+    Ok(())
 }
 
 /// Reads one state file with its journal replayed, leaving the texts kept in files empty
@@ -724,6 +765,7 @@ pub(crate) fn read_stored(
     match fs::read(&path) {
         Ok(bytes) => {
             let (mut snap, mut refs) = parse_state(&bytes, &path)?;
+            check_identity(&snap, run_id, &path)?;
             replay(&paths.journal_file(run_id), &mut snap, &mut refs);
             refs.retain(|name, _| snap.states.contains_key(name));
             Ok(Some((snap, refs)))
@@ -797,7 +839,15 @@ pub(crate) fn load(paths: &StorePaths, run_id: &str) -> Result<RunSnapshot, AwfE
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // None yet, or none can be (the data root under a regular file): no runs.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(read_failed("the states directory", dir, e)),
     };
     let mut out = Vec::new();
@@ -811,7 +861,11 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
         let Ok(bytes) = fs::read(entry.path()) else {
             continue;
         };
-        if let Ok(mut snap) = serde_json::from_slice::<RunSnapshot>(&bytes) {
+        // A file `load` refuses (another run's id, a newer format) is not listed either.
+        if let Ok(mut snap) = serde_json::from_slice::<RunSnapshot>(&bytes)
+            && name.strip_suffix(".json") == Some(snap.run_id.as_str())
+            && snap.schema_version <= STATE_SCHEMA_VERSION
+        {
             replay(
                 &entry.path().with_extension("journal"),
                 &mut snap,

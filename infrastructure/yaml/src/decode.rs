@@ -1243,7 +1243,9 @@ fn decode_loop(ty: &str, f: &mut Fields<'_>, d: &mut Diags) -> Option<StateKind>
             let mpath = f.child("max_iterations");
             match n.scalar() {
                 Some(Scalar::Int(0)) => MaxIterations::Static(0),
-                Some(Scalar::Int(i)) if i < 0 => {
+                // Out of range as written (a number past u32 is said as it was written,
+                // not clamped; trial 22 #7).
+                Some(Scalar::Int(i)) if i < 0 || u32::try_from(i).is_err() => {
                     d.invalid(
                         &mpath,
                         Some(n.pos),

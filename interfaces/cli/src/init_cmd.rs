@@ -172,10 +172,17 @@ pub fn write_files(
         ));
     }
     let io = |p: &Path, e: std::io::Error| {
-        CliError::Awf(AwfError::new(
-            ErrorCode::SystemIoWriteFailed,
-            format!("cannot write {}: {e}", p.display()),
-        ))
+        CliError::Awf(
+            AwfError::new(
+                ErrorCode::SystemIoWriteFailed,
+                format!("cannot write {}: {e}", p.display()),
+            )
+            .with_hint(format!(
+                "run `awf init` in a directory you can write (it creates .awf/ in the current \
+                 directory), or make {} writable",
+                root.display()
+            )),
+        )
     };
     for d in extra_dirs {
         let p = root.join(d);

@@ -259,7 +259,7 @@ fn ask_for_dry_run(
     Ok(())
 }
 
-/// One stderr warning per `--breakpoint` naming no state of the workflow (as in AWF (Go), it is
+/// One stderr warning per distinct `--breakpoint` naming no state of the workflow (as in AWF (Go), it is
 /// not an error: the run simply never pauses there). Silent with `-f json` or `-q`, and when
 /// the workflow cannot be loaded (the run reports that).
 fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
@@ -273,8 +273,10 @@ fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
     };
     let wf = &loaded.workflow;
     let mut err = std::io::stderr().lock();
+    let mut seen = std::collections::BTreeSet::new();
     for b in args.breakpoints.iter().map(|b| b.trim()) {
-        if b.is_empty() || wf.state(b).is_some() {
+        // A name given many times is warned about once.
+        if b.is_empty() || wf.state(b).is_some() || !seen.insert(b) {
             continue;
         }
         let guess = awf_domain::validate::closest(b, wf.states.keys().map(String::as_str))
@@ -680,11 +682,11 @@ pub(crate) async fn drive(
 /// later): the run goes on, but `awf resume`/`status`/`history` will not know it.
 pub(crate) fn warn_unrecorded(w: &Wiring) {
     if let Some(e) = &w.store_error {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "WARN runs are not recorded: {}",
-            e.message()
-        );
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "WARN runs are not recorded: {}", e.message());
+        for h in e.hints() {
+            let _ = writeln!(err, "  Hint: {h}");
+        }
     }
     if let Some(r) = &w.recorder {
         r.on_error(std::sync::Arc::new(|msg: String| {

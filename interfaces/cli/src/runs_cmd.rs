@@ -38,7 +38,13 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
             ctx.err_style,
         )
     };
-    let w = match wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref()) {
+    // `--list` only reads: nothing of the data root is created for it.
+    let built = if args.list {
+        wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())
+    } else {
+        wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())
+    };
+    let w = match built {
         Ok(w) => w,
         Err(e) => return fail(&e),
     };

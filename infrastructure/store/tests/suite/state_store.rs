@@ -292,11 +292,11 @@ fn state_temp_files_carry_the_writer_pid() {
     assert_eq!(names(&states.join(".tmp")), Vec::<String>::new());
 }
 
-/// A history.db that is a directory or not a database is refused when the store opens (the
-/// caller then runs unrecorded, or serves 503), without opening it, with a hint; a missing
-/// or empty one is fine.
+/// A history.db that is a directory or not a database does not stop the store (the history
+/// is an index: state files are still written, trial 22 issue 2); every history read gives
+/// the error, without opening it, with a hint; a missing or empty one is fine.
 #[test]
-fn a_history_db_that_is_no_database_is_refused_at_open_with_a_hint() {
+fn a_history_db_that_is_no_database_fails_history_reads_with_a_hint() {
     let paths = |d: &std::path::Path| StorePaths {
         data_root: d.to_path_buf(),
         audit: AuditTarget::Off,
@@ -304,7 +304,8 @@ fn a_history_db_that_is_no_database_is_refused_at_open_with_a_hint() {
     };
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(d.path().join("history.db")).unwrap();
-    let e = Store::open(paths(d.path())).unwrap_err();
+    let store = Store::open(paths(d.path())).unwrap();
+    let e = HistoryStore::list(&store, &HistoryFilter::default()).unwrap_err();
     assert_eq!(e.code(), ErrorCode::SystemIoWriteFailed);
     assert!(
         e.message().contains("not a regular file"),
@@ -319,8 +320,12 @@ fn a_history_db_that_is_no_database_is_refused_at_open_with_a_hint() {
         "this is not a database, only text",
     )
     .unwrap();
-    let e = Store::open(paths(d.path())).unwrap_err();
+    let store = Store::open(paths(d.path())).unwrap();
+    let e = HistoryStore::list(&store, &HistoryFilter::default()).unwrap_err();
     assert!(e.message().contains("not a database"), "{}", e.message());
+    assert!(e.hints().iter().any(|h| h.contains("move")), "{e:?}");
+    // The state files are still readable and writable.
+    assert_eq!(StateStore::list(&store).unwrap().len(), 0);
 
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("history.db"), "").unwrap();
