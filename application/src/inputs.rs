@@ -413,10 +413,9 @@ fn to_integer(v: &Value) -> Result<i64, String> {
             .as_i64()
             .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
             .ok_or_else(|| format!("cannot convert {n} to integer")),
-        Value::String(s) => s
-            .trim()
-            .parse::<i64>()
-            .map_err(|_| format!("cannot convert \"{s}\" to integer")),
+        Value::String(s) => s.trim().parse::<i64>().map_err(|_| {
+            format!("cannot convert \"{s}\" to integer (a whole number in decimal, e.g. 42 or -7)")
+        }),
         other => Err(format!("cannot convert {other} to integer")),
     }
 }
@@ -431,7 +430,11 @@ fn to_number(v: &Value) -> Result<f64, String> {
             .parse::<f64>()
             .ok()
             .filter(|f| f.is_finite())
-            .ok_or_else(|| format!("cannot convert \"{s}\" to number")),
+            .ok_or_else(|| {
+                format!(
+                    "cannot convert \"{s}\" to number (a finite decimal number, e.g. 3, -0.5 or 1e3)"
+                )
+            }),
         other => Err(format!("cannot convert {other} to number")),
     }
 }
@@ -442,7 +445,9 @@ fn to_bool(v: &Value) -> Result<bool, String> {
         Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "yes" | "1" => Ok(true),
             "false" | "no" | "0" => Ok(false),
-            _ => Err(format!("cannot convert \"{s}\" to boolean")),
+            _ => Err(format!(
+                "cannot convert \"{s}\" to boolean (true or false; yes/no and 1/0 are taken too)"
+            )),
         },
         Value::Number(n) if n.as_i64() == Some(1) => Ok(true),
         Value::Number(n) if n.as_i64() == Some(0) => Ok(false),
@@ -635,7 +640,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.message(),
-            "input validation failed: inputs.port: cannot convert \"abc\" to integer"
+            "input validation failed: inputs.port: cannot convert \"abc\" to integer (a whole number in decimal, e.g. 42 or -7)"
         );
         let w = wf(vec![def(
             "n",

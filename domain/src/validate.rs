@@ -2320,7 +2320,25 @@ impl RefCtx<'_> {
                 let Some(target) = first else { return };
                 if !self.wf.states.contains_key(target) {
                     let hint = closest(target, self.wf.states.keys().map(String::as_str))
-                        .map(|c| format!("did you mean '{c}'?"));
+                        .map(|c| format!("did you mean '{c}'?"))
+                        .or_else(|| {
+                            // No near name: the states there are, a few (breaker: no hint).
+                            let names: Vec<&str> = self
+                                .wf
+                                .states
+                                .keys()
+                                .map(String::as_str)
+                                .filter(|n| crate::workflow::inline_error_step(n).is_none())
+                                .collect();
+                            let shown =
+                                names.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+                            let more = names.len().saturating_sub(8);
+                            Some(if more > 0 {
+                                format!("the workflow's states: {shown} and {more} more")
+                            } else {
+                                format!("the workflow's states: {shown}")
+                            })
+                        });
                     self.err(
                         path,
                         format!("reference to unknown state \"{target}\" in {path}"),

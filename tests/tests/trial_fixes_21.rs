@@ -114,3 +114,62 @@ fn run_help_table_lines_up_quotes_and_caps_enums() {
         r.stdout
     );
 }
+
+/// Errors the breaker found without a hint now have one: an empty workflow file, a list for
+/// a workflow, a YAML key that is a list, a reference to a state with no near name (the
+/// states are listed), and input values that do not convert (the accepted forms are said).
+#[test]
+fn errors_the_breaker_found_without_a_hint_have_one() {
+    let sb = Sandbox::new().unwrap();
+    let cases = [
+        (
+            "empty.yaml",
+            "",
+            "Hint: the file is empty or holds only comments",
+        ),
+        (
+            "list.yaml",
+            "- a\n- b\n",
+            "Hint: a workflow file is a mapping",
+        ),
+        (
+            "ck.yaml",
+            "name: c\n? [a, b]\n: x\nstates: {initial: a, a: {type: terminal}}\n",
+            "Hint: a key is a name",
+        ),
+        (
+            "ref.yaml",
+            "name: r\nstates:\n  initial: a\n  a: {type: step, command: 'echo {{.states.zzzzzz.Output}}', on_success: done}\n  done: {type: terminal}\n",
+            "Hint: the workflow's states: a, done",
+        ),
+    ];
+    for (file, text, hint) in cases {
+        sb.write(file, text).unwrap();
+        let r = sb.run(&["validate", file]).unwrap();
+        assert_eq!(r.code, 2, "{file}: {}", r.stderr);
+        assert!(r.stderr.contains(hint), "{file}: {}", r.stderr);
+    }
+    sb.write(
+        "typed.yaml",
+        "name: t\ninputs:\n  - {name: n, type: integer}\n  - {name: f, type: number}\n  - {name: b, type: boolean}\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    for (arg, want) in [
+        (
+            "n=0x10",
+            "cannot convert \"0x10\" to integer (a whole number in decimal, e.g. 42 or -7)",
+        ),
+        (
+            "f=NaN",
+            "cannot convert \"NaN\" to number (a finite decimal number, e.g. 3, -0.5 or 1e3)",
+        ),
+        (
+            "b=maybe",
+            "cannot convert \"maybe\" to boolean (true or false; yes/no and 1/0 are taken too)",
+        ),
+    ] {
+        let r = sb.run(&["run", "typed.yaml", "-i", arg]).unwrap();
+        assert_eq!(r.code, 1, "{arg}: {}", r.stderr);
+        assert!(r.stderr.contains(want), "{arg}: {}", r.stderr);
+    }
+}

@@ -754,7 +754,7 @@ async fn bad_inputs_fail_before_the_run_starts() {
     assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
     assert_eq!(
         e.message(),
-        "input validation failed: inputs.n: cannot convert \"seven\" to integer"
+        "input validation failed: inputs.n: cannot convert \"seven\" to integer (a whole number in decimal, e.g. 42 or -7)"
     );
     let e = f
         .start_run(request("missing", &[]))

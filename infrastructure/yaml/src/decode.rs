@@ -89,6 +89,26 @@ pub fn decode_workflow(
     d: &mut Diags,
     templates: &dyn TemplateLookup,
 ) -> Option<Workflow> {
+    if root.entries().is_none() {
+        let e = d.syntax(
+            "",
+            Some(root.pos),
+            format!(
+                "expected a mapping (a workflow file), found {}",
+                root.type_name()
+            ),
+        );
+        e.hint = Some(if root.is_null() {
+            "the file is empty or holds only comments: a workflow has `name:` and `states:` at \
+             its top level (`awf init` writes an example)"
+                .to_owned()
+        } else {
+            "a workflow file is a mapping: `name: …`, `states: …` at its top level, not a list \
+             or a single value"
+                .to_owned()
+        });
+        return None;
+    }
     let mut f = Fields::of(root, "", d, "a mapping (a workflow file)")?;
     let name = f.string("name", d);
     if name.is_none() {

@@ -615,7 +615,12 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
                             return Err(SyntaxError {
                                 pos: node.pos,
                                 message: "mapping keys must be plain strings".to_owned(),
-                                hint: None,
+                                hint: Some(
+                                    "a key is a name (`command:`, `states:`); a list or a map \
+                                     as a key (`? [a, b]`, `{a: 1}: x`) has no meaning in a \
+                                     workflow: quote it if it is text (`\"[a, b]\": x`)"
+                                        .to_owned(),
+                                ),
                             });
                         }
                     };
