@@ -1,5 +1,6 @@
 //! Fixes: the inline `on_failure` terminal under its user-facing name in `awf diagram` and the
-//! HTTP workflow detail. Over the real binary.
+//! HTTP workflow detail; `POST /api/executions/{child id}/resume` refused as `awf resume` is.
+//! Over the real binary.
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
@@ -8,6 +9,7 @@ use awf_tests::http_serve::add_workflows;
 use awf_tests::http_serve::curl;
 use awf_tests::http_serve::follow;
 use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::post;
 use awf_tests::http_serve::start;
 use awf_tests::http_serve::start_run;
 use awf_tests::http_serve::wait_status;
@@ -159,4 +161,101 @@ fn http_workflow_detail_names_the_inline_failure_terminal_as_its_runs_do() {
         .map(|st| &st["name"])
         .collect();
     assert!(names.contains(&&terminal), "{names:?}");
+}
+
+const LEAF: &str = "name: leaf\nstates:\n  initial: c\n  c: {type: step, command: 'test -f LEAF_OK', on_success: done}\n  done: {type: terminal}\n";
+const TOP: &str = "name: top\ninputs:\n  - {name: api_token, type: string, required: true}\nstates:\n  initial: call\n  call: {type: call_workflow, workflow: leaf, on_success: after}\n  after: {type: step, command: 'test -f TOP_OK', on_success: done}\n  done: {type: terminal}\n";
+
+/// `POST /api/executions/{id}/resume` of a sub-workflow's run is refused as `awf resume
+/// <child id>` is: 422 `USER.INPUT.VALIDATION_FAILED`, the CLI's message, and a hint that
+/// names the top-level run's resume route with the secret input it needs again (it said
+/// `send {"input_overrides": …}`, which resumed the child's id, and a child that had
+/// succeeded got 409 "completed successfully"). Following the hint resumes the run.
+#[test]
+fn http_resume_of_a_sub_workflow_run_is_refused_naming_the_top_level_run() {
+    let mut sb = Sandbox::new().unwrap();
+    let leaf_ok = sb.path().join("leaf-ok").display().to_string();
+    let top_ok = sb.path().join("top-ok").display().to_string();
+    add_workflows(
+        &mut sb,
+        &[
+            ("leaf", &LEAF.replace("LEAF_OK", &leaf_ok)),
+            ("top", &TOP.replace("TOP_OK", &top_ok)),
+        ],
+    );
+    let s = start(&sb, &[]);
+    let top = start_run(&s, "top", r#"{"inputs": {"api_token": "sekrit123"}}"#);
+    wait_status(&s, &top, "failed");
+    let state = |id: &str| {
+        awf_tests::read_state_file(&awf_tests::data(&sb).join(format!("states/{id}.json"))).unwrap()
+    };
+    let leaf = state(&top)["child_runs"]["call"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(state(&leaf)["parent_run_id"], json!(top));
+    let want_hint = format!(
+        r#"POST /api/executions/{top}/resume with {{"input_overrides": {{"api_token": "<value>"}}}}"#
+    );
+    let refused = |what: &str| {
+        let before = state(&leaf)["updated_at"].clone();
+        let (code, body, ctype) = post(&format!("{}/api/executions/{leaf}/resume", s.base), "{}");
+        assert_eq!(code, 422, "{what}: {body}");
+        assert!(ctype.starts_with("application/problem+json"), "{ctype}");
+        let p = json_of(&body);
+        assert_eq!(
+            p["code"],
+            json!("USER.INPUT.VALIDATION_FAILED"),
+            "{what}: {p}"
+        );
+        assert_eq!(
+            p["detail"],
+            json!(format!(
+                "run {leaf} is a sub-workflow run (a call_workflow step of run {top}): it is \
+                 resumed with the run that called it"
+            )),
+            "{what}: {p}"
+        );
+        assert_eq!(p["hints"], json!([want_hint]), "{what}: {p}");
+        // Nothing ran.
+        assert_eq!(state(&leaf)["updated_at"], before, "{what}");
+    };
+    // The child failed.
+    refused("a failed child");
+    // A prefix of the child's id too.
+    let (code, body, _) = post(
+        &format!(
+            "{}/api/executions/{}/resume",
+            s.base,
+            &leaf[..leaf.len() - 2]
+        ),
+        "{}",
+    );
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(json_of(&body)["hints"], json!([want_hint]));
+
+    // The hint, followed: the child goes on and succeeds, `after` fails.
+    std::fs::write(&leaf_ok, "").unwrap();
+    let (code, body, _) = post(
+        &format!("{}/api/executions/{top}/resume", s.base),
+        r#"{"input_overrides": {"api_token": "sekrit123"}}"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    awf_tests::wait_for(
+        "the child to succeed and the run to fail at `after`",
+        || state(&leaf)["status"] == json!("success") && state(&top)["status"] == json!("failure"),
+    );
+    wait_status(&s, &top, "failed");
+    // A child that succeeded is refused the same way (not "completed successfully").
+    refused("a succeeded child");
+    // `awf resume` says the same run to resume.
+    let cli = sb.run(&["resume", &leaf]).unwrap();
+    assert_eq!(cli.code, 1, "{}", cli.stderr);
+    assert!(
+        cli.stderr.ends_with(&format!(
+            "Hint: awf resume {top} --input api_token=<value>\n"
+        )),
+        "{}",
+        cli.stderr
+    );
 }
