@@ -160,6 +160,28 @@ impl Workflow {
     pub fn state(&self, name: &str) -> Option<&State> {
         self.states.get(name)
     }
+
+    /// The name users see for the state `name` (or an edge's target `name`): a terminal's
+    /// [`terminal_display_name`] (the inline `on_failure` terminal of step `a` reads
+    /// `a's on_failure`, as in the run result and the run's events), any other name as it is
+    /// (a name no state has included). Unique among the states of a loaded workflow: the loader
+    /// refuses a state named like another state's display name.
+    pub fn display_name(&self, name: &str) -> String {
+        match self.states.get(name).map(|s| &s.kind) {
+            Some(StateKind::Terminal(_)) => terminal_display_name(name),
+            _ => name.to_owned(),
+        }
+    }
+
+    /// The state whose [`Workflow::display_name`] is `name`: a state of that name first, else
+    /// the terminal shown so (`a's on_failure`).
+    pub fn state_by_display_name(&self, name: &str) -> Option<&State> {
+        self.states.get(name).or_else(|| {
+            self.states.values().find(|s| {
+                matches!(s.kind, StateKind::Terminal(_)) && terminal_display_name(&s.name) == name
+            })
+        })
+    }
 }
 
 /// Where a workflow was loaded from.
@@ -799,5 +821,65 @@ mod inline_error_tests {
         assert_eq!(terminal_display_name("done"), "done");
         assert_eq!(inline_error_step("__inline_error_a"), Some("a"));
         assert_eq!(inline_error_step("a"), None);
+    }
+
+    #[test]
+    fn a_workflow_shows_its_inline_failure_terminal_by_its_step() {
+        let terminal = |name: &str| {
+            State::new(
+                name,
+                StateKind::Terminal(TerminalState {
+                    status: TerminalStatus::Failure,
+                    message: Some("a broke".to_owned()),
+                    exit_code: Some(4),
+                }),
+            )
+        };
+        let step = State::new(
+            "__inline_error_b",
+            StateKind::Command(CommandStep {
+                source: CommandSource::Inline("true".to_owned()),
+                dir: None,
+            }),
+        );
+        let wf = Workflow {
+            name: "w".to_owned(),
+            version: None,
+            description: None,
+            author: None,
+            tags: Vec::new(),
+            inputs: Vec::new(),
+            env: Vec::new(),
+            initial: "a".to_owned(),
+            states: [terminal("__inline_error_a"), terminal("done"), step]
+                .into_iter()
+                .map(|s| (s.name.clone(), s))
+                .collect(),
+            hooks: WorkflowHooks::default(),
+            outputs: Vec::new(),
+            shell_quote: false,
+            budget: None,
+            source: WorkflowSource::default(),
+        };
+        assert_eq!(wf.display_name("__inline_error_a"), "a's on_failure");
+        assert_eq!(wf.display_name("done"), "done");
+        // Only a terminal is renamed; a name no state has is kept.
+        assert_eq!(wf.display_name("__inline_error_b"), "__inline_error_b");
+        assert_eq!(wf.display_name("nowhere"), "nowhere");
+        assert_eq!(
+            wf.state_by_display_name("a's on_failure")
+                .map(|s| s.name.as_str()),
+            Some("__inline_error_a")
+        );
+        assert_eq!(
+            wf.state_by_display_name("__inline_error_a")
+                .map(|s| s.name.as_str()),
+            Some("__inline_error_a")
+        );
+        assert_eq!(
+            wf.state_by_display_name("b's on_failure")
+                .map(|s| s.name.as_str()),
+            None
+        );
     }
 }

@@ -17,6 +17,8 @@
 // the runs table and is followed until cancelled), `broken` (an invalid workflow's card shows
 // its error and no Run button), `resume_terminal` (start `checks`, which ends at a failure
 // terminal, resume it: the latest attempt's colours, one "resumed" marker, no stale stderr),
+// `inline_terminal` (start `inline`, which ends at its step's inline `on_failure` terminal:
+// that node, `check's on_failure`, turns red),
 // `token` (the server wants the token PAGE_TOKEN: sign in, a wrong token asked again, the
 // right one lists the workflows, a run started and followed live across a dropped stream),
 // `breakpoint` (PAGE_RUN, an interactive run waiting at a breakpoint: preview, decisions,
@@ -417,6 +419,24 @@ async function resumeTerminal() {
   await shot(page, '2-resumed');
 }
 
+/** Start `inline`, whose step ends at its inline `on_failure` terminal: that node
+ * (`check's on_failure`, the name the run's result gives it) turns red, and no node carries
+ * the internal `__inline_error_` name. */
+async function inlineTerminal() {
+  const page = await openPage();
+  await startFromForm(page, 'inline');
+  await finalStatus(page).waitFor();
+  check(await finalStatus(page).getAttribute('data-status') === 'failed', 'the run shows failed');
+  facts.nodes = await page.locator('svg.graph g.node').evaluateAll((els) => els.map((e) => e.getAttribute('data-state')));
+  check(!facts.nodes.some((n) => n.startsWith('__inline_error_')), `no internal name (${facts.nodes})`);
+  const terminal = node(page, "check's on_failure");
+  check(await terminal.count() === 1, `one node "check's on_failure" (${facts.nodes})`);
+  facts.terminal_class = await terminal.getAttribute('class');
+  check(facts.terminal_class.includes('state-failed'), `the inline failure terminal is red (${facts.terminal_class})`);
+  facts.final_text = (await finalStatus(page).textContent()).trim();
+  await shot(page, '1-failed');
+}
+
 /** In the page: the first event stream of each document is cut (its body errors, as when the
  * network drops) right after the frame of its first `interaction_required`; the page must
  * reconnect with `Last-Event-ID` on its own. */
@@ -548,7 +568,7 @@ async function breakpointScenario() {
   await shot(page, '2-finished');
 }
 
-const scenarios = { breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal };
+const scenarios = { breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

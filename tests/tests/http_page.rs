@@ -557,6 +557,50 @@ fn page_after_a_resume_shows_the_latest_attempt() {
     assert_eq!(exec["status"], "completed", "{exec}");
 }
 
+/// A run that ends at a step's inline `on_failure: {message, status}` terminal colours that
+/// node: the workflow detail names it `check's on_failure`, as the run's result does (it
+/// named it `__inline_error_check`, and the node stayed uncoloured).
+#[test]
+fn page_colours_the_inline_failure_terminal_a_run_ends_at() {
+    let (mut sb, _) = sandbox();
+    add_workflows(
+        &mut sb,
+        &[(
+            "inline",
+            "name: inline
+description: ends at its step's inline on_failure
+states:
+  initial: check
+  check:
+    type: step
+    command: echo boom >&2; exit 3
+    on_success: done
+    on_failure: {message: check broke, status: 4}
+  done:
+    type: terminal
+",
+        )],
+    );
+    let s = start(&sb);
+    let v = drive(&s, "inline_terminal", &[]);
+    assert_eq!(
+        v["nodes"],
+        serde_json::json!(["check", "done", "check's on_failure"]),
+        "{v}"
+    );
+    assert!(
+        v["final_text"]
+            .as_str()
+            .unwrap()
+            .contains(" at check's on_failure (exit 4)"),
+        "{v}"
+    );
+    let id = v["run_id"].as_str().unwrap();
+    let exec = api(&s, &format!("/api/executions/{id}"));
+    assert_eq!(exec["status"], "failed", "{exec}");
+    assert_eq!(exec["terminal"], "check's on_failure", "{exec}");
+}
+
 #[test]
 fn page_fits_1280_and_390_px_with_labels_and_visible_focus() {
     let (sb, _) = sandbox();

@@ -1015,7 +1015,7 @@ fn unfit(message: String) -> Problem {
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "Still running (here, in another awf process, or being resumed by another request: always `run <id> is still running`), or completed already", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "The run cannot be resumed so (bad step, inputs, workflow), or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "The run cannot be resumed so (bad step, inputs, workflow; a sub-workflow's run, resumed only with its top-level run), or a body of the wrong shape", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 429, description = "`--max-runs` runs are live (see `Retry-After`)", body = ProblemDoc, content_type = "application/problem+json",
             headers(("Retry-After" = u64, description = "Seconds to wait before trying again"))),
         (status = 500, description = "Its state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1035,10 +1035,16 @@ pub(crate) async fn resume_execution(
         return Err(still_running(&run_id));
     };
     let v = fresh(&cfg, cfg.service.get(&run_id)?);
-    if v.phase == RunPhase::Live {
+    // A sub-workflow's run (a `call_workflow` child) is resumed only with the run that called
+    // it: the run service refuses it, as `awf resume <child id>` is refused (422
+    // `USER.INPUT.VALIDATION_FAILED`, its hint the top-level run's resume route with the
+    // secret inputs it needs), whatever the child's own state (running or succeeded too) and
+    // before its body is checked against the child's workflow.
+    let child = v.parent_run_id.is_some();
+    if !child && v.phase == RunPhase::Live {
         return Err(still_running(&run_id));
     }
-    if v.status == StoredStatus::Success {
+    if !child && v.status == StoredStatus::Success {
         return Err(conflict(
             format!("run {run_id} completed successfully; nothing to resume"),
             "start a new run instead",
@@ -1057,7 +1063,7 @@ pub(crate) async fn resume_execution(
         Some(s) => ResumeFrom::Step(s.to_owned()),
     };
     let inputs = body.input_overrides.as_ref().map(pairs).unwrap_or_default();
-    let warnings = if inputs.is_empty() {
+    let warnings = if inputs.is_empty() || child {
         Vec::new()
     } else {
         match cfg.repository.load(&v.workflow, None) {

@@ -167,13 +167,18 @@ pub fn http_message(message: &str, validate: &str) -> String {
 /// A command-line hint said for an HTTP body whose inputs object is `key`: each
 /// `--input NAME=VALUE` becomes `"NAME": "VALUE"`, gathered in one example object
 /// (`pass the missing inputs: --input who=<value>` → `add "who" to "inputs": {"inputs":
-/// {"who": "<value>"}}`, `awf resume ID --from s --input k=<value>` → `send {"from_step":
-/// "s", "input_overrides": {"k": "<value>"}}`); `--from` is the resume body's `from_step`
-/// (`--from takes …` → `` `from_step` takes …``); a hint without either is returned as it
-/// is.
+/// {"who": "<value>"}}`); `--from` is the resume body's `from_step` (`--from takes …` →
+/// `` `from_step` takes …``); the command `awf resume ID [--from s] [--input k=<value>]…` is
+/// the route to call, with its body (`POST /api/executions/ID/resume with {"from_step": "s",
+/// "input_overrides": {"k": "<value>"}}`: the run it names may be another than the one asked
+/// for, e.g. the top-level run of a sub-workflow's run); a hint without any of these is
+/// returned as it is.
 pub fn http_hint(hint: &str, key: &str) -> String {
     if let Some(rest) = hint.strip_prefix("--from takes ") {
         return format!("`from_step` takes {rest}");
+    }
+    if let Some(route) = resume_route(hint) {
+        return route;
     }
     if hint.starts_with("resume where the run stopped (`awf resume ") {
         return "resume where the run stopped (leave `from_step` out) or from a state that runs \
@@ -229,6 +234,40 @@ pub fn http_hint(hint: &str, key: &str) -> String {
     } else {
         format!("{lead}: {example}")
     }
+}
+
+/// The hint `awf resume ID [--from STATE] [--input NAME=VALUE]…` (the whole hint) said as the
+/// route to call: `POST /api/executions/ID/resume`, then ` with {"from_step": "STATE",
+/// "input_overrides": {"NAME": "VALUE"}}` when it has flags; `None` for any other hint.
+fn resume_route(hint: &str) -> Option<String> {
+    let mut words = hint.strip_prefix("awf resume ")?.split_whitespace();
+    let id = words.next().filter(|w| !w.starts_with('-'))?;
+    let mut from = None;
+    let mut pairs = Vec::new();
+    while let Some(w) = words.next() {
+        match (w, words.next()) {
+            ("--from", Some(state)) => from = Some(state),
+            ("--input", Some(kv)) => {
+                let (k, v) = kv.split_once('=').unwrap_or((kv, "<value>"));
+                pairs.push(format!("{k:?}: {v:?}"));
+            }
+            // Anything else is not a command to translate.
+            _ => return None,
+        }
+    }
+    let route = format!("POST /api/executions/{id}/resume");
+    let mut body = Vec::new();
+    if let Some(f) = from {
+        body.push(format!("\"from_step\": {f:?}"));
+    }
+    if !pairs.is_empty() {
+        body.push(format!("\"input_overrides\": {{{}}}", pairs.join(", ")));
+    }
+    Some(if body.is_empty() {
+        route
+    } else {
+        format!("{route} with {{{}}}", body.join(", "))
+    })
 }
 
 impl From<AwfError> for Problem {
@@ -577,7 +616,35 @@ mod tests {
         );
         assert_eq!(
             d.hints[2],
-            r#"send {"from_step": "b", "input_overrides": {"token": "<value>"}}"#
+            r#"POST /api/executions/r1/resume with {"from_step": "b", "input_overrides": {"token": "<value>"}}"#
+        );
+    }
+
+    /// `awf resume ID …` is the route of the run it names (the top-level run of a
+    /// sub-workflow's run is another run than the one asked for), with the resume body's
+    /// keys whatever the route answering (`input_overrides`, not the run body's `inputs`).
+    #[test]
+    fn a_resume_command_is_its_route() {
+        assert_eq!(
+            http_hint("awf resume top1", "inputs"),
+            "POST /api/executions/top1/resume"
+        );
+        assert_eq!(
+            http_hint("awf resume top1 --input api_token=<value>", "inputs"),
+            r#"POST /api/executions/top1/resume with {"input_overrides": {"api_token": "<value>"}}"#
+        );
+        assert_eq!(
+            http_hint("awf resume top1 --from previous", "input_overrides"),
+            r#"POST /api/executions/top1/resume with {"from_step": "previous"}"#
+        );
+        // Not a whole command: left to the other rules.
+        assert_eq!(
+            http_hint("awf resume --list", "inputs"),
+            "awf resume --list"
+        );
+        assert_eq!(
+            http_hint("awf resume top1 --yes", "inputs"),
+            "awf resume top1 --yes"
         );
     }
 

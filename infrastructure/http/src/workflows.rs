@@ -100,7 +100,8 @@ pub enum EdgeKind {
 /// One edge leaving a state.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct Edge {
-    /// Target state.
+    /// Target state, by the name users see (the inline `on_failure` terminal of step `a`:
+    /// `a's on_failure`).
     pub to: String,
     /// How it is taken.
     pub kind: EdgeKind,
@@ -116,7 +117,8 @@ pub struct Edge {
 /// One state of the workflow.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct StateInfo {
-    /// The state's key under `states:`.
+    /// The state's key under `states:`; the terminal of step `a`'s inline `on_failure`
+    /// (`on_failure: {message, status}`) is `a's on_failure`, as the run's events name it.
     pub name: String,
     /// Its kind: `command`, `agent`, `parallel`, `for_each`, `while`, `operation`,
     /// `call_workflow`, `terminal`.
@@ -358,7 +360,10 @@ fn type_name(t: &InputType) -> String {
     }
 }
 
-/// The DTO of a loaded workflow.
+/// The DTO of a loaded workflow. State names (a state's `name`, an edge's `to`, `initial`)
+/// are the names users see ([`Workflow::display_name`]): the terminal of step `a`'s inline
+/// `on_failure` is `a's on_failure`, the name the run's events and result give it (the page
+/// colours its graph's nodes by those), never the internal `__inline_error_a`.
 pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
     let inputs = wf
         .inputs
@@ -420,7 +425,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
                 _ => None,
             };
             StateInfo {
-                name: st.name.clone(),
+                name: wf.display_name(&st.name),
                 ty: st.kind.kind_name().to_owned(),
                 description: st.description.clone(),
                 terminal: terminal_status.is_some(),
@@ -430,6 +435,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
                     .into_iter()
                     .map(|mut e| {
                         e.missing = !wf.states.contains_key(&e.to);
+                        e.to = wf.display_name(&e.to);
                         e
                     })
                     .collect(),
@@ -442,7 +448,7 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
         description: wf.description.clone(),
         version: wf.version.clone(),
         inputs,
-        initial: wf.initial.clone(),
+        initial: wf.display_name(&wf.initial),
         states,
         errors: Vec::new(),
     }

@@ -278,6 +278,12 @@ impl RunService for PgRunService {
         let Some(row) = load_row(&self.store, &id.0).await? else {
             return self.local.resume(request).await;
         };
+        if row.parent_run_id.is_some() {
+            // A sub-workflow's run is never queued on its own (the queue takes top-level runs
+            // only): the local service refuses it, naming the top-level run to resume, as
+            // `awf resume <child id>` does.
+            return self.local.resume(request).await;
+        }
         if row.status == "success" {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,

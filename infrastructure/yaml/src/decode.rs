@@ -364,10 +364,14 @@ fn decode_states(
     // States named like the terminal of a step's inline `on_failure` (a clash is refused
     // below: the step's failure would run the user's state instead).
     let mut reserved = Vec::new();
+    // Every state key with its position (a state named as users see an inline terminal,
+    // `a's on_failure`, is refused below).
+    let mut keys = Vec::new();
     for entry in node.entries().unwrap_or_default() {
         if entry.key == "initial" {
             continue;
         }
+        keys.push((entry.key.clone(), entry.key_pos));
         if entry
             .key
             .starts_with(awf_domain::workflow::INLINE_ERROR_PREFIX)
@@ -421,6 +425,29 @@ fn decode_states(
                 awf_domain::workflow::INLINE_ERROR_PREFIX
             ));
             continue;
+        }
+        // State names are free text (any non-empty key), so a user state could be named as
+        // users see this terminal (`a's on_failure`: the run result, `awf status`, the events,
+        // `awf diagram`, the HTTP workflow detail): two states under one name there, and a
+        // run ending at one would read as the other. Refused, as the internal name is above
+        // (the terminal is still added: the step's route is not reported missing too).
+        let shown = awf_domain::workflow::terminal_display_name(&t.name);
+        if let Some((name, pos)) = keys.iter().find(|(n, _)| *n == shown) {
+            let step = awf_domain::workflow::inline_error_step(&t.name).unwrap_or_default();
+            d.error(
+                ErrorCode::WorkflowValidationInvalidState,
+                &format!("states.{name}"),
+                Some(*pos),
+                format!(
+                    "state {name:?} has the name awf shows for the terminal of step {step:?}'s \
+                     inline on_failure (in run results, `awf diagram` and the HTTP API): the two \
+                     would read as one"
+                ),
+            )
+            .hint = Some(format!(
+                "rename the state (`{step}'s on_failure` is how awf names step {step:?}'s inline \
+                 on_failure terminal)"
+            ));
         }
         if !states.contains_key(&t.name) {
             states.insert(t.name.clone(), t);

@@ -105,14 +105,22 @@ fn cluster(wf: &Workflow, name: &str, branches: &[String]) -> String {
         quote(&format!("{name} branches"))
     ));
     for b in members {
-        s.push_str(&format!("    {};\n", quote(b)));
+        s.push_str(&format!("    {};\n", node_id(wf, b)));
     }
     s.push_str("  }\n");
     s
 }
 
+/// A state's DOT node id: its name as users see it ([`Workflow::display_name`]: the inline
+/// `on_failure` terminal of step `a` is `"a's on_failure"`, never `__inline_error_a`),
+/// quoted, so a `'` or a space in it keeps the DOT valid.
+fn node_id(wf: &Workflow, name: &str) -> String {
+    quote(&wf.display_name(name))
+}
+
 /// Builds the DOT text of `wf`: nodes, then one cluster per parallel state (its branches),
-/// then edges.
+/// then edges. Node ids and edge ends are the states' names as users see them
+/// ([`Workflow::display_name`]).
 pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     let mut s = format!("digraph {} {{\n", quote(&wf.name));
     s.push_str(&format!("  rankdir={};\n", opts.direction.as_str()));
@@ -127,7 +135,7 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
         }
         s.push_str(&format!(
             "  {} [{}];\n",
-            quote(&state.name),
+            node_id(wf, &state.name),
             attrs.join(", ")
         ));
     }
@@ -136,16 +144,16 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
             s.push_str(&cluster(wf, &state.name, &p.branches));
         }
     }
-    s.push_str(&format!("  __start__ -> {};\n", quote(&wf.initial)));
+    s.push_str(&format!("  __start__ -> {};\n", node_id(wf, &wf.initial)));
     for state in wf.states.values() {
-        let from = quote(&state.name);
+        let from = node_id(wf, &state.name);
         let edge = |s: &mut String, to: &str, attrs: &[String]| {
             if attrs.is_empty() {
-                s.push_str(&format!("  {from} -> {};\n", quote(to)));
+                s.push_str(&format!("  {from} -> {};\n", node_id(wf, to)));
             } else {
                 s.push_str(&format!(
                     "  {from} -> {} [{}];\n",
-                    quote(to),
+                    node_id(wf, to),
                     attrs.join(", ")
                 ));
             }
@@ -199,15 +207,17 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
 /// The graph of `wf` as JSON (`awf diagram -f json`): `{"workflow", "initial", "direction",
 /// "highlight", "nodes": [{"name", "label", "type", "terminal_status"?}], "edges": [{"from", "to",
 /// "kind": "success" | "failure" | "transition" | "branch" | "body" | "complete", "when"?}],
-/// "dot"}`; the same nodes and edges as [`to_dot`], whose text is `dot`.
+/// "dot"}`; the same nodes and edges as [`to_dot`], whose text is `dot`. Every state name in
+/// it (`initial`, `highlight`, a node's `name`, an edge's `from` and `to`) is the name users
+/// see, as the DOT ids are ([`Workflow::display_name`]: `a's on_failure`).
 pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
     use serde_json::json;
+    let shown = |name: &str| wf.display_name(name);
     let nodes: Vec<serde_json::Value> = wf
         .states
         .values()
         .map(|st| {
-            let mut n =
-                json!({"name": st.name, "label": node_label(st), "type": st.kind.kind_name()});
+            let mut n = json!({"name": shown(&st.name), "label": node_label(st), "type": st.kind.kind_name()});
             if let StateKind::Terminal(t) = &st.kind {
                 n["terminal_status"] = json!(match t.status {
                     TerminalStatus::Success => "success",
@@ -219,12 +229,14 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
         .collect();
     let mut edges = Vec::new();
     for st in wf.states.values() {
+        let from = shown(&st.name);
         for t in &st.transitions {
-            edges
-                .push(json!({"from": st.name, "to": t.goto, "kind": "transition", "when": t.when}));
+            edges.push(
+                json!({"from": from, "to": shown(&t.goto), "kind": "transition", "when": t.when}),
+            );
         }
         let mut edge = |to: &str, kind: &str| {
-            edges.push(json!({"from": st.name, "to": to, "kind": kind}));
+            edges.push(json!({"from": from, "to": shown(to), "kind": kind}));
         };
         match &st.kind {
             StateKind::Parallel(p) => p.branches.iter().for_each(|b| edge(b, "branch")),
@@ -245,9 +257,9 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
     }
     json!({
         "workflow": wf.name,
-        "initial": wf.initial,
+        "initial": shown(&wf.initial),
         "direction": opts.direction.as_str(),
-        "highlight": opts.highlight,
+        "highlight": opts.highlight.as_deref().map(shown),
         "nodes": nodes,
         "edges": edges,
         "dot": to_dot(wf, opts),
@@ -283,7 +295,7 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
             .workflow
             .states
             .keys()
-            .map(|n| awf_domain::workflow::terminal_display_name(n))
+            .map(|n| loaded.workflow.display_name(n))
             .collect();
         let guess = match awf_domain::validate::closest(h, names.iter().map(String::as_str)) {
             Some(c) => format!(" (did you mean '{c}'?)"),
@@ -317,16 +329,7 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
 /// The state `--highlight NAME` names: a state of that name, or the inline `on_failure`
 /// terminal whose user-facing name it is (`a's on_failure`); `None` when there is none.
 fn highlighted_state<'w>(wf: &'w Workflow, name: &str) -> Option<&'w str> {
-    wf.states
-        .keys()
-        .find(|n| n.as_str() == name)
-        .or_else(|| {
-            wf.states.keys().find(|n| {
-                awf_domain::workflow::inline_error_step(n).is_some()
-                    && awf_domain::workflow::terminal_display_name(n) == name
-            })
-        })
-        .map(String::as_str)
+    wf.state_by_display_name(name).map(|s| s.name.as_str())
 }
 
 /// A `WARN` line on stderr.
@@ -543,6 +546,59 @@ mod tests {
   "b" -> "l";
 }
 "##
+        );
+    }
+
+    /// The inline `on_failure` terminal of step `a` is node `"a's on_failure"` (quoted: the
+    /// `'` and the spaces stay one DOT id), in the DOT text and in the JSON's nodes, edges and
+    /// `highlight`; never the internal `__inline_error_a`.
+    #[test]
+    fn an_inline_failure_terminal_is_drawn_under_its_user_facing_name() {
+        let mut wf = small();
+        wf.states["a"].on_failure = Some("__inline_error_a".into());
+        wf.states.shift_remove("err");
+        wf.states.insert(
+            "__inline_error_a".into(),
+            st(
+                "__inline_error_a",
+                StateKind::Terminal(TerminalState {
+                    status: TerminalStatus::Failure,
+                    message: Some("a broke".into()),
+                    exit_code: Some(4),
+                }),
+            ),
+        );
+        let opts = DiagramOptions {
+            direction: Direction::Tb,
+            highlight: Some("__inline_error_a".into()),
+        };
+        let dot = to_dot(&wf, &opts);
+        assert!(!dot.contains("__inline_error"), "{dot}");
+        assert!(
+            dot.contains(
+                "  \"a's on_failure\" [label=\"a broke\", shape=oval, peripheries=2, style=filled, \
+                 fillcolor=\"#ffcccc\", penwidth=3, color=orange];\n"
+            ),
+            "{dot}"
+        );
+        assert!(
+            dot.contains("  \"a\" -> \"a's on_failure\" [style=dashed, color=red];\n"),
+            "{dot}"
+        );
+        let json = to_json(&wf, &opts);
+        assert_eq!(json["highlight"], "a's on_failure");
+        assert_eq!(
+            json["nodes"][4],
+            serde_json::json!({"name": "a's on_failure", "label": "a broke", "type": "terminal", "terminal_status": "failure"})
+        );
+        assert_eq!(
+            json["edges"][2],
+            serde_json::json!({"from": "a", "to": "a's on_failure", "kind": "failure"})
+        );
+        assert!(!json.to_string().contains("__inline_error"), "{json}");
+        assert_eq!(
+            highlighted_state(&wf, "a's on_failure"),
+            Some("__inline_error_a")
         );
     }
 
