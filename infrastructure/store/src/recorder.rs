@@ -315,9 +315,8 @@ impl EventPublisher for Recorder {
     }
 
     /// The run waits for its record only when the writer is behind: a run's (or a
-    /// sub-workflow run's) start not yet written (no step runs before its run's state file
-    /// exists; its history row and audit line are written after it, beside the first
-    /// step), or events of a step started more than [`LAG_BOUND`] ago not yet written
+    /// sub-workflow run's) start not yet written (no step runs before its run is on
+    /// record), or events of a step started more than [`LAG_BOUND`] ago not yet written
     /// (a writer starved of CPU). Then it resolves once everything emitted before is written
     /// (a `write`, not a sync: what a killed process keeps). A writer that keeps up costs
     /// the run nothing: it writes in batches on its own thread.
@@ -453,19 +452,6 @@ struct Writer {
     /// Runs whose final state file the syncer has yet to sync, then remove the journal of:
     /// by run id, the number of the job that does it.
     finishing: HashMap<String, u64>,
-    /// The history rows and audit lines of the runs started in the batch being applied,
-    /// written once the batch's state files are (see [`Writer::run`]).
-    started: Vec<Started>,
-}
-
-/// What a run's start writes besides its state file: its history row and audit line.
-struct Started {
-    run_id: String,
-    identifier: String,
-    workflow: String,
-    started_ms: u64,
-    parent: Option<String>,
-    audit_line: String,
 }
 
 impl Writer {
@@ -480,7 +466,6 @@ impl Writer {
             syncer_failed: false,
             sync_jobs: 0,
             finishing: HashMap::new(),
-            started: Vec::new(),
             paths,
             shared,
             db: None,
@@ -496,8 +481,9 @@ impl Writer {
     }
 
     fn run(mut self, rx: &Inbox<Msg>) {
-        // The history database is opened (and its WAL read) on first use: after the first
-        // batch's state files, so a run's first step waits for its state file only.
+        // Before the first event arrives, off the run's way: the history database is opened
+        // (and its WAL read) once.
+        let _ = self.db();
         let mut held = false;
         let mut after_step_end = false;
         loop {
@@ -533,7 +519,6 @@ impl Writer {
                     }
                     Msg::Written(ack) => acks.push(ack),
                     Msg::Flush(ack) => {
-                        self.write_started();
                         self.commit(true);
                         self.send_to_syncer(SyncMsg::Barrier(ack));
                     }
@@ -558,13 +543,7 @@ impl Writer {
             for ack in acks {
                 let _ = ack.send(());
             }
-            // Once the run's state file is written (what `awf status` and `awf resume`
-            // read), its first step may run: the history row and the audit line follow,
-            // beside the step (opening the history database took about a millisecond of
-            // every run's start; issue 9).
-            self.write_started();
         }
-        self.write_started();
         self.commit(true);
         // The syncer drains its queue and stops.
         self.syncer = None;
@@ -637,26 +616,6 @@ impl Writer {
             }
         }
         self.db.as_ref()
-    }
-
-    /// Writes the history rows and audit lines of the runs started since the last call, in
-    /// the order they started.
-    fn write_started(&mut self) {
-        for s in std::mem::take(&mut self.started) {
-            if let Some(c) = self.db()
-                && let Err(e) = history::upsert_started(
-                    c,
-                    &s.run_id,
-                    &s.identifier,
-                    &s.workflow,
-                    s.started_ms,
-                    s.parent.as_deref(),
-                )
-            {
-                self.history_error(&e);
-            }
-            self.audit_line(&s.audit_line);
-        }
     }
 
     fn history_error(&self, e: &rusqlite::Error) {
@@ -780,16 +739,21 @@ impl Writer {
                         message: None,
                     },
                 );
-                let audit_line =
+                if let Some(c) = self.db()
+                    && let Err(e) = history::upsert_started(
+                        c,
+                        run_id,
+                        identifier,
+                        workflow,
+                        started_ms,
+                        parent.as_deref(),
+                    )
+                {
+                    self.history_error(&e);
+                }
+                let line =
                     projection::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
-                self.started.push(Started {
-                    run_id: run_id.to_owned(),
-                    identifier: identifier.clone(),
-                    workflow: workflow.clone(),
-                    started_ms,
-                    parent,
-                    audit_line,
-                });
+                self.audit_line(&line);
             }
             RunEvent::StepStarted { step, kind, .. } => {
                 if let Some(p) = self.runs.get_mut(run_id)
@@ -848,8 +812,6 @@ impl Writer {
     }
 
     fn finish(&mut self, env: &EventEnvelope, result: &awf_domain::run::RunResult) {
-        // A run that ends in the batch it started in: its start's row and line first.
-        self.write_started();
         let run_id = env.run_id.0.as_str();
         let record = match self.runs.get_mut(run_id) {
             Some(p) => {
