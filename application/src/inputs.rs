@@ -171,6 +171,14 @@ pub fn resolve_inputs(
             ));
         }
     }
+    if err.hints().is_empty() {
+        // Every refusal says where the rules are (breaker: a value over the OS's limit got
+        // `"hints": []` over HTTP).
+        err = err.with_hint(
+            "`awf run <workflow> --help` lists each input with its type and rules (over HTTP: \
+             GET /api/workflows/{scope}/{name})",
+        );
+    }
     Err(err)
 }
 

@@ -171,5 +171,12 @@ fn errors_the_breaker_found_without_a_hint_have_one() {
         let r = sb.run(&["run", "typed.yaml", "-i", arg]).unwrap();
         assert_eq!(r.code, 1, "{arg}: {}", r.stderr);
         assert!(r.stderr.contains(want), "{arg}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(
+                "Hint: `awf run <workflow> --help` lists each input with its type and rules"
+            ),
+            "{arg}: {}",
+            r.stderr
+        );
     }
 }
