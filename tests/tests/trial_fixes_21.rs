@@ -180,3 +180,48 @@ fn errors_the_breaker_found_without_a_hint_have_one() {
         );
     }
 }
+
+/// `awf resume --list` says which state files it cannot read instead of leaving them out
+/// without a word (breaker: a truncated state file vanished from the list); the readable
+/// runs are listed as before.
+#[test]
+fn resume_list_names_the_state_files_it_cannot_read() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "f.yaml",
+        "name: f\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    for _ in 0..2 {
+        let r = sb.run(&["run", "f.yaml"]).unwrap();
+        assert_ne!(r.code, 0, "{}", r.stderr);
+    }
+    let states = sb.path().join("data/awf/states");
+    let mut ids: Vec<String> = std::fs::read_dir(&states)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            n.strip_suffix(".json").map(str::to_owned)
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let broken = &ids[0];
+    let text = std::fs::read_to_string(states.join(format!("{broken}.json"))).unwrap();
+    std::fs::write(
+        states.join(format!("{broken}.json")),
+        &text[..text.len() / 2],
+    )
+    .unwrap();
+    let r = sb.run(&["resume", "--list"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "WARN the state file of run {broken} cannot be read; it is not listed (`awf status {broken}` says why)"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains(&ids[1]), "{}", r.stdout);
+    assert!(!r.stdout.contains(broken.as_str()), "{}", r.stdout);
+}

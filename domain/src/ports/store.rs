@@ -206,6 +206,14 @@ pub trait StateStore: Send + Sync {
     /// `SYSTEM.IO.READ_FAILED` when the directory cannot be read.
     fn list(&self) -> Result<Vec<RunSnapshot>, AwfError>;
 
+    /// The run ids of the state files [`list`](Self::list) leaves out because they cannot
+    /// be read or parsed (damaged, truncated, edited to another run's id, of a newer
+    /// format), sorted. A store with no such files (or none that can be damaged) returns
+    /// none.
+    fn unreadable(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Writes a snapshot atomically (temp file, fsync, rename; mode 0600).
     ///
     /// # Errors

@@ -264,6 +264,10 @@ impl StateStore for Store {
         state::list(&self.paths.states_dir())
     }
 
+    fn unreadable(&self) -> Vec<String> {
+        state::unreadable(&self.paths.states_dir())
+    }
+
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
         state::save(&self.paths, snapshot, true)
     }

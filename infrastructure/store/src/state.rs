@@ -836,6 +836,31 @@ pub(crate) fn load(paths: &StorePaths, run_id: &str) -> Result<RunSnapshot, AwfE
 /// Every parsable `*.json` state file of `dir`, newest first (by `started_at`, then run id).
 /// Files that do not parse (foreign files) are skipped. Texts kept in their own files are
 /// not read (they are empty here; [`load`] reads them).
+/// The run ids of the state files in `dir` that [`list`] leaves out: unreadable, not a
+/// state, another run's id, or a newer format (sorted; none when `dir` cannot be read).
+pub(crate) fn unreadable(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let id = name
+                .strip_suffix(".json")
+                .filter(|_| !name.starts_with('.'))?;
+            let ok = fs::read(entry.path()).ok().is_some_and(|bytes| {
+                serde_json::from_slice::<RunSnapshot>(&bytes).is_ok_and(|snap| {
+                    snap.run_id == id && snap.schema_version <= STATE_SCHEMA_VERSION
+                })
+            });
+            (!ok).then(|| id.to_owned())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,

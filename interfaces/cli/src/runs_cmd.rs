@@ -320,7 +320,21 @@ pub fn resumable_json(s: &RunSnapshot, progress: &str, process_gone: bool) -> se
 }
 
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
-    let mut runs = awf_application::runs::resumable_runs(w.state_store()?.as_ref())?;
+    let states = w.state_store()?;
+    let mut runs = awf_application::runs::resumable_runs(states.as_ref())?;
+    // A state file that cannot be read is not listed, and says so (breaker: a truncated one
+    // was left out without a word).
+    if !ctx.quiet {
+        for id in states.unreadable() {
+            eprintln!(
+                "{} the state file of run {} cannot be read; it is not listed (`awf status {}` \
+                 says why)",
+                ctx.err_style.yellow("WARN"),
+                crate::style::printable(&id),
+                crate::style::printable(&id)
+            );
+        }
+    }
     // On the shared store: not the runs a worker holds now (its lease current) or will
     // start (queued); they cannot be resumed while so.
     if let Some(url) = w.store_url.as_deref() {
