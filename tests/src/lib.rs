@@ -328,6 +328,17 @@ impl From<Output> for Run {
 }
 
 impl Run {
+    /// The rows of the `Input Parameters:` table of `awf run <workflow> --help` on stdout
+    /// (header first), up to the blank line after it.
+    pub fn inputs_table(&self) -> Vec<&str> {
+        self.stdout
+            .lines()
+            .skip_while(|l| *l != "Input Parameters:")
+            .skip(1)
+            .take_while(|l| !l.is_empty())
+            .collect()
+    }
+
     /// stdout parsed as one JSON value.
     pub fn json(&self) -> anyhow::Result<serde_json::Value> {
         serde_json::from_str(&self.stdout).map_err(|e| {

@@ -191,15 +191,8 @@ fn run_help_shows_each_inputs_validation_rules() {
     .unwrap();
     let r = sb.run(&["run", "h.yaml", "--help"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let table: Vec<&str> = r
-        .stdout
-        .lines()
-        .skip_while(|l| *l != "Input Parameters:")
-        .skip(1)
-        .take_while(|l| !l.is_empty())
-        .collect();
     assert_eq!(
-        table,
+        r.inputs_table(),
         [
             "  NAME   TYPE     REQUIRED  DEFAULT  RULES                                DESCRIPTION",
             "  env    string   yes       -        one of dev|prod                      target env",

@@ -96,15 +96,8 @@ fn run_help_table_lines_up_quotes_and_caps_enums() {
     .unwrap();
     let r = sb.run(&["run", "h.yaml", "--help"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let table: Vec<&str> = r
-        .stdout
-        .lines()
-        .skip_while(|l| *l != "Input Parameters:")
-        .skip(1)
-        .take_while(|l| !l.is_empty())
-        .collect();
     assert_eq!(
-        table,
+        r.inputs_table(),
         [
             "  NAME  TYPE    REQUIRED  DEFAULT  RULES                                           DESCRIPTION",
             "  lang  string  no        -        one of 日本語|\"a|b\"|x                           言語",
