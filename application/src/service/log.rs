@@ -16,8 +16,6 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicUsize;
-use std::sync::atomic::Ordering;
 
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::RunEvent;
@@ -126,9 +124,8 @@ pub(crate) struct EventLog {
     inner: Mutex<Inner>,
     /// Bumped on every append and at the end; subscribers wait on it.
     tick: watch::Sender<u64>,
-    /// Most estimated bytes kept (the newest event is always kept); lowered once the run
-    /// ended by [`EventLog::compact`].
-    budget: AtomicUsize,
+    /// Most estimated bytes kept (the newest event is always kept).
+    budget: usize,
     /// Keep what subscriptions have not read (see the module doc).
     keep_unread: bool,
 }
@@ -148,7 +145,7 @@ impl EventLog {
                 hold_all: keep_unread,
             }),
             tick: watch::Sender::new(0),
-            budget: AtomicUsize::new(budget),
+            budget,
             keep_unread,
         }
     }
@@ -202,38 +199,13 @@ impl EventLog {
                 let size = approx_size(&env);
                 g.events.push_back((env, size));
                 g.bytes += size;
-                g.trim(self.budget(), self.keep_unread);
+                g.trim(self.budget, self.keep_unread);
                 any = true;
             }
         }
         if any {
             self.tick.send_modify(|t| *t = t.wrapping_add(1));
         }
-    }
-
-    /// The byte budget now.
-    fn budget(&self) -> usize {
-        self.budget.load(Ordering::Relaxed)
-    }
-
-    /// Shrinks an ended run's log: every kept event's texts go through `cut` (the run
-    /// service cuts the big ones to their tail), then the oldest events leave until the log fits its budget,
-    /// `budget` when given (the newest one, the run's end, stays). Positions do not change; a subscription behind the
-    /// kept window is told it lagged, as for any trim.
-    pub(crate) fn compact(&self, budget: Option<usize>, cut: impl Fn(&mut RunEvent)) {
-        if let Some(b) = budget {
-            self.budget.store(b, Ordering::Relaxed);
-        }
-        let budget = self.budget();
-        let mut g = lock(&self.inner);
-        let mut bytes = 0;
-        for (env, size) in &mut g.events {
-            cut(&mut env.event);
-            *size = approx_size(env);
-            bytes += *size;
-        }
-        g.bytes = bytes;
-        g.trim(budget, self.keep_unread);
     }
 
     /// Marks the end: subscriptions end once they delivered the last event.
@@ -258,7 +230,7 @@ impl EventLog {
             if self.keep_unread {
                 g.cursors.insert(id, next);
                 g.hold_all = false;
-                g.trim(self.budget(), true);
+                g.trim(self.budget, true);
             }
             id
         };
@@ -285,7 +257,7 @@ impl Drop for LogSubscription {
         if self.log.keep_unread {
             let mut g = lock(&self.log.inner);
             g.cursors.remove(&self.id);
-            g.trim(self.log.budget(), true);
+            g.trim(self.log.budget, true);
         }
     }
 }
@@ -297,7 +269,7 @@ impl LogSubscription {
         if self.log.keep_unread {
             // What was delivered before may go now.
             g.cursors.insert(self.id, self.next);
-            g.trim(self.log.budget(), true);
+            g.trim(self.log.budget, true);
         }
         if self.next < g.first {
             self.next = g.first;

@@ -14,7 +14,6 @@
 //!
 //! Reference: shared/design/architecture.md ("The run service: the one way in").
 
-mod finished;
 mod log;
 mod parked;
 mod recorded;
@@ -73,30 +72,16 @@ pub struct ServiceConfig {
     /// with the slowest one's backlog instead. For a front-end that must show everything and
     /// subscribes at once (the terminal); off for servers.
     pub keep_unread: bool,
-    /// Once a run has ended (its end written by the recorders), the texts it keeps in
-    /// memory until its TTL (each state's `output` and `stderr` in its result and in the
-    /// events its log keeps, tool results) are cut to their last this many bytes, so a
-    /// finished run holds little: its whole outputs are in its record. `None` keeps them
-    /// whole (the terminal, which reads the result once the run ends; `wait` then gives the
-    /// cut texts).
-    pub finished_text_max: Option<usize>,
-    /// Once a run has ended, its log keeps at most this many estimated bytes of events (its
-    /// end always); a subscription from an earlier position reads those events back from
-    /// the store, as after the TTL. `None`: the log keeps `log_budget_bytes`.
-    pub finished_log_budget_bytes: Option<usize>,
 }
 
 impl Default for ServiceConfig {
-    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag, a
-    /// finished run's texts kept whole.
+    /// 64 live runs, 10 minutes of TTL, 64 MiB of log per run, subscribers may lag.
     fn default() -> Self {
         Self {
             max_live_runs: 64,
             finished_ttl: Duration::from_secs(600),
             log_budget_bytes: 64 << 20,
             keep_unread: false,
-            finished_text_max: None,
-            finished_log_budget_bytes: None,
         }
     }
 }
@@ -412,8 +397,6 @@ impl RunManager {
             clock: Arc::clone(&self.clock),
             start_error: parts.start_error,
             recorders: self.facade.services().recorders.clone(),
-            text_max: self.config.finished_text_max,
-            log_budget: self.config.finished_log_budget_bytes,
             _lock: parts.lock,
         };
         tokio::spawn(pump.run(parts.events));
@@ -429,24 +412,6 @@ impl RunManager {
         let (_, n, bytes) = e.log.stats();
         Ok((bytes, n))
     }
-
-    /// The estimated bytes a run this process holds keeps in memory: its log's (see
-    /// [`RunManager::log_footprint`]) plus the texts of its result (each state's output and
-    /// stderr), counted apart even where they share memory with the log's events.
-    ///
-    /// # Errors
-    /// `USER.FACADE.RUN_NOT_FOUND` for a run this process does not hold.
-    pub fn retained_bytes(&self, run_id: &RunId) -> Result<usize, AwfError> {
-        let e = self.entry(run_id).ok_or_else(|| not_found(run_id))?;
-        let (_, _, log) = e.log.stats();
-        let result = lock(&e.info).result.as_ref().map_or(0, |r| {
-            r.states
-                .values()
-                .map(|s| s.output.len() + s.stderr.len())
-                .sum::<usize>()
-        });
-        Ok(log + result)
-    }
 }
 
 /// Moves a run's events into its log, routes its requests, records its end.
@@ -459,10 +424,6 @@ struct Pump {
     /// The recorders the run's events also went to: flushed before the run's end is shown,
     /// so whoever sees `RunFinished` finds the run ended in the store too.
     recorders: Vec<Arc<dyn awf_domain::event::EventPublisher>>,
-    /// [`ServiceConfig::finished_text_max`].
-    text_max: Option<usize>,
-    /// [`ServiceConfig::finished_log_budget_bytes`].
-    log_budget: Option<usize>,
     /// The run's lock: held until the run's last event (its end) was taken in.
     _lock: Option<awf_domain::ports::locks::RunLockGuard>,
 }
@@ -546,20 +507,6 @@ impl Pump {
     }
 
     fn finish(&self) {
-        // Recorded by now (the recorders were flushed before the end was logged): what
-        // stays in memory until the TTL can be cut down (issue 1 of trial 22).
-        if let Some(max) = self.text_max {
-            let mut info = lock(&self.entry.info);
-            if let Some(r) = info.result.take() {
-                info.result = Some(Arc::new(finished::compact_result(&r, max)));
-            }
-        }
-        if self.text_max.is_some() || self.log_budget.is_some() {
-            let max = self.text_max.unwrap_or(usize::MAX);
-            self.entry
-                .log
-                .compact(self.log_budget, |ev| finished::compact_event(ev, max));
-        }
         let result = {
             let mut info = lock(&self.entry.info);
             info.finished_at = Some((self.clock)());
@@ -738,27 +685,6 @@ impl RunService for RunManager {
                 live_elsewhere,
             )));
         };
-        // A finished run's log may keep only its last events (see
-        // `ServiceConfig::finished_log_budget_bytes`): the ones before are read back from
-        // the store, where its end was written before it was logged, when the store has them
-        // all.
-        if let Some(reader) = &services.event_log
-            && !e.is_live()
-            && from > e.recorded_before
-        {
-            let (first, _, _) = e.log.stats();
-            if from < first {
-                let stored = reader.read_log(run_id, from)?;
-                if let Some(log) = stored.filter(|l| l.last_position >= first - 1) {
-                    return Ok(Box::new(recorded::Chained::new(
-                        log.envelopes,
-                        from,
-                        first - 1,
-                        e.log.subscribe(first),
-                    )));
-                }
-            }
-        }
         match &services.event_log {
             // The earlier attempts of a resumed run are in the store, the rest in memory.
             Some(reader) if from <= e.recorded_before => {

@@ -1448,9 +1448,6 @@ fn render(envelope: &awf_domain::event::EventEnvelope) -> (String, String) {
 /// Most rendered events [`FrameCache`] keeps; past it, it starts afresh.
 const FRAME_CACHE_CAP: usize = 8192;
 
-/// Largest rendered event (its `data:` text, in bytes) [`FrameCache`] keeps.
-const FRAME_CACHE_MAX_FRAME: usize = 256 << 10;
-
 /// One cached rendering: the event it was made from (`seq`, `at`, the envelope's run), then
 /// the `event:` name and the `data:` text.
 type Rendered = (u64, std::time::SystemTime, RunId, String, String);
@@ -1459,8 +1456,7 @@ type Rendered = (u64, std::time::SystemTime, RunId, String, String);
 /// event followed by many subscribers is serialised once, not once per subscriber. A hit is
 /// used only when the event is the one it was made from (same `seq`, `at` and run: a log
 /// started afresh, after `--run-ttl` and a resume, renders again). Bounded: at
-/// [`FRAME_CACHE_CAP`] entries it is emptied, and frames over [`FRAME_CACHE_MAX_FRAME`] are
-/// not kept.
+/// [`FRAME_CACHE_CAP`] entries it is emptied.
 #[derive(Debug, Default)]
 pub struct FrameCache {
     map: std::sync::Mutex<std::collections::HashMap<(String, u64), Arc<Rendered>>>,
@@ -1488,11 +1484,7 @@ impl FrameCache {
                 name,
                 data,
             ));
-            // A big frame (a step's whole output) is rendered for each subscriber instead
-            // of being kept: the cache outlives the runs.
-            if t.4.len() <= FRAME_CACHE_MAX_FRAME
-                && let Ok(mut m) = self.map.lock()
-            {
+            if let Ok(mut m) = self.map.lock() {
                 if m.len() >= FRAME_CACHE_CAP {
                     m.clear();
                 }

@@ -49,9 +49,7 @@ pub fn served_run_service(services: Services) -> Arc<dyn RunService> {
 }
 
 /// The run service of `awf serve`: at most `max_live_runs` live runs (`--max-runs`), finished
-/// runs kept in memory for `finished_ttl` (`--run-ttl`), each holding only the tail of its
-/// texts and the last [`FINISHED_LOG_BUDGET`] of its events meanwhile (the API shows no more
-/// than the last 64 KiB of an output; the rest is in the run's record).
+/// runs kept in memory for `finished_ttl` (`--run-ttl`).
 pub fn http_run_service(
     services: Services,
     max_live_runs: usize,
@@ -59,27 +57,12 @@ pub fn http_run_service(
 ) -> Arc<dyn RunService> {
     Arc::new(awf_application::RunManager::new(
         services,
-        http_service_config(max_live_runs, finished_ttl),
+        awf_application::ServiceConfig {
+            max_live_runs,
+            finished_ttl,
+            ..awf_application::ServiceConfig::default()
+        },
     ))
-}
-
-/// Estimated bytes of events a finished run of `awf serve` keeps in memory until its TTL.
-pub const FINISHED_LOG_BUDGET: usize = 1 << 20;
-
-/// The tunables of [`http_run_service`].
-pub fn http_service_config(
-    max_live_runs: usize,
-    finished_ttl: std::time::Duration,
-) -> awf_application::ServiceConfig {
-    awf_application::ServiceConfig {
-        max_live_runs,
-        finished_ttl,
-        // A few bytes over what `GET /api/executions/{id}` shows, so that it still tells an
-        // output that was cut (`truncated`) from one that was not.
-        finished_text_max: Some(awf_http::executions::OUTPUT_CAP + 4),
-        finished_log_budget_bytes: Some(FINISHED_LOG_BUDGET),
-        ..awf_application::ServiceConfig::default()
-    }
 }
 
 /// Everything a command needs: services plus the resolved environment.
