@@ -861,6 +861,31 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.expect(422, "DELETE", &format!("/api/executions/{prefix}"), None);
     }
 
+    // A run another awf process runs (a terminal `awf run`): DELETE is 409 (it cannot be
+    // stopped from here), not a 204 that stopped nothing.
+    {
+        let sbs = sandbox();
+        let n = start(&sbs, &[]);
+        let mut c = Client {
+            base: n.base.clone(),
+            templates,
+            reached,
+        };
+        let mut other = sbs
+            .cmd(&["run", "sleeper"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let id = awf_tests::wait_for_state(&sbs, "the terminal run to start", |v| {
+            v["status"] == "running"
+        });
+        let r = c.expect(409, "DELETE", &format!("/api/executions/{id}"), None);
+        assert!(r.body.contains("another awf process"), "{}", r.body);
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+
     // What the server cannot read: 500. A workflow file that fails to read (a link to
     // /proc/self/mem, whose first page is never mapped: EIO), a recorded run whose state file
     // is not JSON (read once the run left memory after --run-ttl), a states directory that

@@ -157,6 +157,9 @@ fn snapshot(run: &str, at: u64) -> RunSnapshot {
 /// The store ports' shared suite: ONE set of assertions for any store (its state port, its
 /// history port and its recorder).
 fn port_suite(states: &dyn StateStore, history: &dyn HistoryStore, rec: &dyn EventPublisher) {
+    // The history first (the embedded store fills a history it creates from the state
+    // files there are: a lost `history.db` is rebuilt).
+    assert_eq!(history.get("saved-a").unwrap(), None);
     // Snapshots: save, load, list newest first, overwrite.
     let (a, b) = (snapshot("saved-a", 1_000), snapshot("saved-b", 2_000));
     states.save(&a).unwrap();

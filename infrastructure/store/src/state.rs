@@ -864,12 +864,12 @@ pub(crate) fn unreadable(dir: &Path) -> Vec<String> {
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
-        // None yet, or none can be (the data root under a regular file): no runs.
+        // None yet, or none can be (the data root under a regular file): no runs. A
+        // `states` that is itself a file is damage to say, not an empty list.
         Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
+            if e.kind() == std::io::ErrorKind::NotFound
+                || (e.kind() == std::io::ErrorKind::NotADirectory
+                    && fs::symlink_metadata(dir).is_err()) =>
         {
             return Ok(Vec::new());
         }
