@@ -218,3 +218,36 @@ fn resume_list_names_the_state_files_it_cannot_read() {
     assert!(r.stdout.contains(&ids[1]), "{}", r.stdout);
     assert!(!r.stdout.contains(broken.as_str()), "{}", r.stdout);
 }
+
+/// A read that ends inside a UTF-8 character does not cut it in the output events: each
+/// chunk carries whole characters (breaker: `A\u{fffd}` and `\u{fffd}B` in the event stream
+/// and the transcript, while the step's output said `AéB`).
+#[test]
+fn an_output_chunk_never_cuts_a_character() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "u.yaml",
+        "name: u\nstates:\n  initial: a\n  a: {type: step, command: \"printf 'A\\\\303'; sleep 0.3; printf '\\\\251B\\\\n'; printf '\\\\342\\\\202' >&2; sleep 0.3; printf '\\\\254\\\\n' >&2\", on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "u.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = r.json().unwrap();
+    assert_eq!(v["states"]["a"]["output"], "AéB\n", "{v}");
+    let id = v["run_id"].as_str().unwrap();
+    let transcript =
+        std::fs::read_to_string(awf_tests::data(&sb).join(format!("transcripts/{id}.jsonl")))
+            .unwrap();
+    let chunks: Vec<String> = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|l| l["type"] == "step.output")
+        .map(|l| l.to_string())
+        .collect();
+    assert!(!chunks.is_empty(), "{transcript}");
+    for c in &chunks {
+        assert!(!c.contains('\u{fffd}'), "{c}");
+    }
+    let all = chunks.join("");
+    assert!(all.contains('é') && all.contains('€'), "{all}");
+}

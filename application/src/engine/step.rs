@@ -1366,6 +1366,38 @@ impl Kept {
 struct LiveStream {
     masker: StreamMasker,
     kept: Kept,
+    /// The start of a UTF-8 character the last chunk cut (at most 3 bytes), held for the
+    /// next one: each chunk's text is whole characters (breaker: a read ending inside `é`
+    /// gave `A\u{fffd}` and `\u{fffd}B` in the event stream while the step's output said `AéB`).
+    partial: Vec<u8>,
+}
+
+/// `bytes` after the `held` start of a character, minus the start of a character cut at
+/// its end (kept in `held` for the next chunk). Bytes that can never be part of a valid
+/// character are passed on as they are (shown as U+FFFD).
+fn whole_chars(held: &mut Vec<u8>, mut bytes: Vec<u8>) -> Vec<u8> {
+    if !held.is_empty() {
+        let mut joined = std::mem::take(held);
+        joined.append(&mut bytes);
+        bytes = joined;
+    }
+    let cut = match std::str::from_utf8(&bytes) {
+        Ok(_) => None,
+        // `error_len() == None`: the input ends in the middle of a valid character.
+        Err(e) if e.error_len().is_none() => Some(e.valid_up_to()),
+        Err(e) => {
+            // An invalid byte earlier: look at the tail alone.
+            let tail_start = bytes.len().saturating_sub(3).max(e.valid_up_to());
+            (tail_start..bytes.len()).find(|&i| {
+                std::str::from_utf8(&bytes[i..])
+                    .is_err_and(|t| t.error_len().is_none() && t.valid_up_to() == 0)
+            })
+        }
+    };
+    if let Some(at) = cut {
+        *held = bytes.split_off(at);
+    }
+    bytes
 }
 
 /// Live output plumbing: masks each stream across chunk boundaries, emits `OutputChunk`s with
@@ -1394,7 +1426,10 @@ impl LiveOutput {
                 let ls = &mut s[i];
                 let rest = ls.masker.finish();
                 ls.kept.take(&rest, self.limit);
-                (rest, std::mem::take(&mut ls.kept))
+                // What is held of a cut character goes out with the rest (invalid then).
+                let mut out = std::mem::take(&mut ls.partial);
+                out.extend_from_slice(&rest);
+                (out, std::mem::take(&mut ls.kept))
             };
             (self.emit)(stream, rest);
             if kept.truncated {
@@ -1419,10 +1454,12 @@ fn live_output(
         LiveStream {
             masker: StreamMasker::new(masker.clone()),
             kept: Kept::default(),
+            partial: Vec::new(),
         },
         LiveStream {
             masker: StreamMasker::new(masker),
             kept: Kept::default(),
+            partial: Vec::new(),
         },
     ]));
     let step = step.to_owned();
@@ -1452,7 +1489,7 @@ fn live_output(
             ls.kept.seen |= !chunk.is_empty();
             let ready = ls.masker.push(chunk);
             ls.kept.take(&ready, limit);
-            ready
+            whole_chars(&mut ls.partial, ready)
         };
         cb_emit(stream, ready);
     });
@@ -1518,5 +1555,37 @@ mod missing_program_tests {
         );
         assert_eq!(missing_program("boom\n"), None);
         assert_eq!(missing_program(""), None);
+    }
+}
+
+#[cfg(test)]
+mod whole_chars_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::whole_chars;
+
+    /// A character cut between two chunks goes out whole with the second; bytes that are no
+    /// character's start pass as they are; what is held at the end is released by the caller.
+    #[test]
+    fn a_character_cut_between_chunks_goes_out_whole() {
+        let mut held = Vec::new();
+        assert_eq!(whole_chars(&mut held, b"A\xc3".to_vec()), b"A");
+        assert_eq!(held, b"\xc3");
+        assert_eq!(
+            whole_chars(&mut held, b"\xa9B\n".to_vec()),
+            "éB\n".as_bytes()
+        );
+        assert!(held.is_empty());
+        // A four-byte character cut after one, then two bytes.
+        let euro = "😀".as_bytes();
+        assert_eq!(whole_chars(&mut held, euro[..1].to_vec()), b"");
+        assert_eq!(whole_chars(&mut held, euro[1..3].to_vec()), b"");
+        assert_eq!(whole_chars(&mut held, euro[3..].to_vec()), euro);
+        // Invalid bytes are not held; a cut character after them is.
+        assert_eq!(whole_chars(&mut held, b"x\xff\xe2\x82".to_vec()), b"x\xff");
+        assert_eq!(held, b"\xe2\x82");
+        assert_eq!(whole_chars(&mut held, b"\xac".to_vec()), "€".as_bytes());
+        // A lone continuation byte is invalid, not held.
+        assert_eq!(whole_chars(&mut held, b"\x80".to_vec()), b"\x80");
+        assert!(held.is_empty());
     }
 }
