@@ -207,6 +207,9 @@ pub fn resolve_run_id(
     query: &str,
 ) -> Result<String, AwfError> {
     let mut ids: Vec<String> = states.list()?.into_iter().map(|s| s.run_id).collect();
+    // A state file that cannot be read is a run all the same: `awf status` then says why
+    // (`awf resume --list` points there; breaker: it answered "no run with id").
+    ids.extend(states.unreadable());
     if let Some(rows) = history.and_then(|h| h.list(&HistoryFilter::default()).ok()) {
         ids.extend(rows.into_iter().map(|r| r.id));
     }

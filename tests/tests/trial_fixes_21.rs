@@ -217,6 +217,19 @@ fn resume_list_names_the_state_files_it_cannot_read() {
     );
     assert!(r.stdout.contains(&ids[1]), "{}", r.stdout);
     assert!(!r.stdout.contains(broken.as_str()), "{}", r.stdout);
+    // `awf status` says why, also with no history row for the run (it said "no run").
+    for f in ["history.db", "history.db-wal", "history.db-shm"] {
+        let _ = std::fs::remove_file(awf_tests::data(&sb).join(f));
+    }
+    let r = sb.run(&["status", broken]).unwrap();
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("[SYSTEM.IO.READ_FAILED] cannot read the state file"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("move it aside"), "{}", r.stderr);
 }
 
 /// A read that ends inside a UTF-8 character does not cut it in the output events: each
