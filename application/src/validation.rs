@@ -522,6 +522,37 @@ fn input_declarations(wf: &Workflow, host: &dyn awf_domain::ports::Host) -> Vec<
         }
         // No value can satisfy both (breaker: accepted, then every value was refused at run
         // time, or the error blamed the default).
+        // An allowed value the input's type cannot take could never be given (breaker: `-i
+        // i=x` was refused by the type while the hint offered `x`).
+        if matches!(
+            def.ty,
+            awf_domain::workflow::InputType::Integer
+                | awf_domain::workflow::InputType::Number
+                | awf_domain::workflow::InputType::Boolean
+        ) {
+            let type_only = awf_domain::workflow::InputDef {
+                validation: Default::default(),
+                ..def.clone()
+            };
+            for v in &def.validation.enum_values {
+                let value = serde_json::Value::String(v.clone());
+                if let Err(p) =
+                    crate::inputs::check_value(&type_only, &value, std::path::Path::new("."), host)
+                {
+                    out.push(
+                        Diagnostic::error(
+                            ErrorCode::WorkflowValidationInvalidState,
+                            format!("inputs.{i}.validation.enum"),
+                            format!(
+                                "input \"{}\": the allowed value \"{v}\" is not of its type: {p}",
+                                def.name
+                            ),
+                        )
+                        .with_hint("list only values of the input's type, or change its type"),
+                    );
+                }
+            }
+        }
         if let (Some(min), Some(max)) = (def.validation.min, def.validation.max)
             && min > max
         {

@@ -264,3 +264,25 @@ fn an_output_chunk_never_cuts_a_character() {
     let all = chunks.join("");
     assert!(all.contains('é') && all.contains('€'), "{all}");
 }
+
+/// An `enum` value an integer, number or boolean input cannot take is a validation error
+/// (breaker: `-i i=x` was refused by the type while the hint offered `x`).
+#[test]
+fn an_enum_value_the_inputs_type_cannot_take_is_a_validation_error() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "en.yaml",
+        "name: e\ninputs:\n  - {name: i, type: integer, validation: {enum: ['1', 2, x]}}\n  - {name: b, type: boolean, validation: {enum: [true, 'no']}}\nstates:\n  initial: a\n  a: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["validate", "en.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "inputs.0.validation.enum: input \"i\": the allowed value \"x\" is not of its type: cannot convert \"x\" to integer"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("is invalid: 1 error"), "{}", r.stderr);
+}
