@@ -485,10 +485,11 @@ fn check_named_states(
     }
     // A breakpoint naming no state is not an error (as in AWF (Go)): it never matches, so the
     // run does not pause there; the terminal front-end warns about it.
-    if let Some(s) = &req.only_step
-        && wf.state(s).is_none()
-    {
-        return Err(unknown("--step", s));
+    if let Some(s) = &req.only_step {
+        if wf.state(s).is_none() {
+            return Err(unknown("--step", s));
+        }
+        crate::engine::check_step_mocks(wf, &req.mocks)?;
     }
     Ok(())
 }

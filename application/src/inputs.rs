@@ -419,8 +419,23 @@ fn to_integer(v: &Value) -> Result<i64, String> {
     match v {
         Value::Number(n) => n
             .as_i64()
-            .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
-            .ok_or_else(|| format!("cannot convert {n} to integer")),
+            // A whole float (`3.0`, `-0`, `1e3`) inside i64's range; `1e20` is refused, not
+            // saturated to i64::MAX.
+            .or_else(|| {
+                n.as_f64()
+                    .filter(|f| {
+                        f.fract() == 0.0
+                            && (-9.223_372_036_854_775e18..9.223_372_036_854_775e18).contains(f)
+                    })
+                    .map(|f| f as i64)
+            })
+            .ok_or_else(|| {
+                format!(
+                    "cannot convert {n} to integer (a whole number from {} to {})",
+                    i64::MIN,
+                    i64::MAX
+                )
+            }),
         Value::String(s) => s.trim().parse::<i64>().map_err(|_| {
             format!("cannot convert \"{s}\" to integer (a whole number in decimal, e.g. 42 or -7)")
         }),
@@ -684,6 +699,25 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// A JSON number (the HTTP API's and a config file's inputs) is an integer when it is
+    /// whole and fits i64: `-0` and `1e3` are taken; `1e20` is refused (it was saturated to
+    /// i64::MAX), as is `2.5`.
+    #[test]
+    fn a_whole_json_number_is_an_integer_within_i64() {
+        let json = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        assert_eq!(to_integer(&json("-0")), Ok(0));
+        assert_eq!(to_integer(&json("1e3")), Ok(1000));
+        assert_eq!(to_integer(&json("-7.0")), Ok(-7));
+        assert_eq!(to_integer(&json("9223372036854775807")), Ok(i64::MAX));
+        for bad in ["1e20", "-1e19", "2.5", "18446744073709551615"] {
+            let e = to_integer(&json(bad)).unwrap_err();
+            assert!(
+                e.starts_with("cannot convert ") && e.contains("to integer (a whole number from"),
+                "{bad}: {e}"
+            );
+        }
     }
 
     #[test]

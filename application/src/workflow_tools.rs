@@ -256,10 +256,7 @@ pub fn input_schema(inputs: &[InputDef]) -> Value {
 
 /// An argument value as the text of `--input name=value`.
 fn input_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+    awf_domain::workflow::json_input_text(v)
 }
 
 /// `[CODE] message` and its hints, one per line.

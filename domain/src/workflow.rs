@@ -682,6 +682,27 @@ pub enum LoopOver {
     While(String),
 }
 
+/// The text of an input given as a JSON value (the HTTP API's and the MCP tools' `inputs`),
+/// as `--input name=<text>` would give it: a string as it is, a number written whole
+/// (`-0`, `1e3`, `2.0`: serde reads them as floats, whose text is `-0.0`, `1000.0`, `2.0`)
+/// as the integer it is when it fits i64 (`0`, `1000`, `2`), any other value as its JSON text.
+/// An integer input given `-0` was refused ("cannot convert \"-0.0\" to integer").
+pub fn json_input_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => match n.as_f64() {
+            Some(f)
+                if f.fract() == 0.0
+                    && (-9.223_372_036_854_775e18..9.223_372_036_854_775e18).contains(&f) =>
+            {
+                format!("{}", f as i64)
+            }
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
 /// The hint of an error about a `for_each` loop's items that are not a JSON array.
 pub const LOOP_ITEMS_HINT: &str = "items takes a JSON array (`[\"a\", \"b\"]`, strings quoted) or a \
      comma-separated list without brackets (`a, b`)";
@@ -811,6 +832,21 @@ pub fn terminal_display_name(name: &str) -> String {
 #[cfg(test)]
 mod inline_error_tests {
     use super::*;
+
+    #[test]
+    fn a_whole_json_number_gives_the_text_of_its_integer() {
+        let text = |t: &str| json_input_text(&serde_json::from_str::<Value>(t).unwrap());
+        assert_eq!(text("-0"), "0");
+        assert_eq!(text("1e3"), "1000");
+        assert_eq!(text("2.0"), "2");
+        assert_eq!(text("-7"), "-7");
+        assert_eq!(text("18446744073709551615"), "18446744073709551615");
+        assert_eq!(text("2.5"), "2.5");
+        assert_eq!(text("1e20"), "1e20");
+        assert_eq!(text("\"x\""), "x");
+        assert_eq!(text("[1,2]"), "[1,2]");
+        assert_eq!(text("true"), "true");
+    }
 
     #[test]
     fn an_inline_failure_terminal_is_shown_by_its_step() {

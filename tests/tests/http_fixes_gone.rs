@@ -1,7 +1,7 @@
 //! `awf serve` findings of testers, over the built binary with curl: a run whose `awf run`
 //! was killed (SIGKILL) is said to have lost its process (`process_gone` on executions and
 //! history rows, `process_gone_count` apart from `running_count`, a closing `process_gone`
-//! event on its stream) as `awf history` says it; parallel resumes of one run are refused
+//! event on its stream, a 409 to cancelling it) as `awf history` says it; parallel resumes of one run are refused
 //! with one 409; hints name the HTTP field (`from_step`) and route (`…/validate`), not the
 //! command line's.
 
@@ -200,6 +200,24 @@ fn a_run_whose_awf_process_was_killed_is_said_to_be_gone() {
         1,
         "said once: {text}"
     );
+
+    // Cancelling it: nothing runs it, so a 409 that says so and how to go on (it answered
+    // 204, "cancelled", and the run stayed recorded `running`); nothing changes.
+    let (code, body, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{gone}", s.base)]);
+    assert_eq!(code, 409, "{body}");
+    let problem = json_of(&body);
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("is not running") && detail.contains("gone without recording an end"),
+        "{problem}"
+    );
+    assert!(
+        problem.to_string().contains(&format!("awf resume {gone}")),
+        "{problem}"
+    );
+    let after = execution(&s, &gone);
+    assert_eq!(after["status"], "running", "{after}");
+    assert_eq!(after["process_gone"], true, "{after}");
 
     let (code, _, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{live}", s.base)]);
     assert_eq!(code, 204);

@@ -1415,7 +1415,8 @@ pub(crate) fn strip_fences(text: &str) -> &str {
 /// A mocked answer standing for an agent step that `--step` does not run: its text and
 /// `.JSON` as a full run's `--mock` of the step gives them (`output_format` `json`: the
 /// parsed answer, fences stripped; `text`: fences stripped). An answer that is not the JSON
-/// asked for is kept as given, without `.JSON` (a template reading it says it is undefined).
+/// asked for is refused before the run ([`super::check_step_mocks`]); here it would be kept
+/// as given, without `.JSON`.
 /// `output_format` is taken as written (a template in it is not interpolated here).
 pub(crate) fn mocked_answer(
     output_format: Option<&str>,

@@ -428,6 +428,50 @@ fn cancel_hooks_timed_out() -> AwfError {
     )
 }
 
+/// `--step` with `--mock`: a completed mock of an agent step with `output_format: json` must
+/// be JSON, as the step's real answer must (a full run fails the step on it); otherwise the
+/// step under test reading `states.<step>.JSON` would meet an undefined variable that does not
+/// say why.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming the mock, with the parse error and an example.
+pub(crate) fn check_step_mocks(
+    wf: &awf_domain::workflow::Workflow,
+    mocks: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<(), AwfError> {
+    for (name, fields) in mocks {
+        let get = |k: &str| {
+            fields
+                .iter()
+                .find(|(f, _)| f.eq_ignore_ascii_case(k))
+                .map(|(_, v)| v.as_str())
+        };
+        if get("status").is_some_and(|v| v.eq_ignore_ascii_case("failed")) {
+            continue;
+        }
+        let Some(awf_domain::workflow::StateKind::Agent(a)) = wf.state(name).map(|s| &s.kind)
+        else {
+            continue;
+        };
+        if a.output_format.as_deref().map(str::trim) != Some("json") {
+            continue;
+        }
+        let output = get("output").unwrap_or_default();
+        if let Err(why) = agent::parse_json_output(output, &Masker::default()) {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "--mock states.{name}.output: step {name} answers JSON (output_format: json), and the mocked answer is not: {why}"
+                ),
+            )
+            .with_hint(format!(
+                "mock it with a JSON answer, e.g. --mock 'states.{name}.output={{\"ok\": true}}', or as a failed step with --mock states.{name}.status=failed"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Run {
     pub(crate) fn new(spec: RunSpec) -> Self {
         let mut masker = Masker::from_named(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -238,15 +238,44 @@ fn not_found(run_id: &RunId) -> AwfError {
     .with_hint("`awf history` lists recorded runs; a finished run leaves memory after its TTL")
 }
 
-/// The pid of the other, live awf process `run_id`'s state says is running it, if any.
-fn running_elsewhere(services: &crate::Services, run_id: &RunId) -> Option<u32> {
+/// Who runs a run this process does not hold live, as its state file says.
+enum Owner {
+    /// Another awf process, alive (its pid).
+    Elsewhere(u32),
+    /// Recorded `running` by an awf process that is gone (SIGKILL, crash, power loss): its
+    /// pid. Nothing runs it; `awf resume` continues it.
+    Gone(u32),
+}
+
+/// The awf process `run_id`'s state says is running it, when that is not this process.
+fn owner_of(services: &crate::Services, run_id: &RunId) -> Option<Owner> {
     let store = services.state_store.as_ref()?;
     let s = store.load(&run_id.0).ok()?;
     let pid = s.owner_pid?;
-    (s.status == StoredStatus::Running
-        && pid != services.host.pid()
-        && services.host.process_alive(pid))
-    .then_some(pid)
+    if s.status != StoredStatus::Running || pid == services.host.pid() {
+        return None;
+    }
+    Some(if services.host.process_alive(pid) {
+        Owner::Elsewhere(pid)
+    } else {
+        Owner::Gone(pid)
+    })
+}
+
+/// The refusal to cancel a run whose awf process is gone without recording an end
+/// (`USER.FACADE.INPUT_REJECTED`; `DELETE /api/executions/{id}` answers it with 409): nothing
+/// runs it, so there is nothing to stop, and answering "cancelled" would leave it recorded
+/// `running`.
+fn run_gone(run_id: &RunId, pid: u32) -> AwfError {
+    AwfError::new(
+        ErrorCode::UserFacadeInputRejected,
+        format!(
+            "run {run_id} is not running: the awf process that ran it (pid {pid}) is gone without recording an end, so there is nothing to cancel"
+        ),
+    )
+    .with_hint(format!(
+        "`awf resume {run_id}` (or POST /api/executions/{run_id}/resume) continues it from its last completed step; left alone it stays listed as running with `process_gone: true`"
+    ))
 }
 
 /// The refusal to cancel a run another live awf process runs (`USER.FACADE.INPUT_REJECTED`;
@@ -732,8 +761,10 @@ impl RunService for RunManager {
                 // Recorded `running` by another awf process that is still alive (a terminal
                 // `awf run`, another server): not this process's to stop, and awf has no way
                 // to ask it; refused rather than answered as if it were cancelled.
-                if let Some(pid) = running_elsewhere(self.facade.services(), run_id) {
-                    return Err(run_elsewhere(run_id, pid));
+                match owner_of(self.facade.services(), run_id) {
+                    Some(Owner::Elsewhere(pid)) => return Err(run_elsewhere(run_id, pid)),
+                    Some(Owner::Gone(pid)) => return Err(run_gone(run_id, pid)),
+                    None => {}
                 }
                 return match found {
                     None => Err(not_found(run_id)),

@@ -901,7 +901,7 @@ pub(crate) async fn get_execution(
     params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
     responses(
         (status = 204, description = "Cancelled (or finished already)"),
-        (status = 409, description = "Still running in another awf process (a terminal `awf run`), which alone can stop it: the hints say how", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 409, description = "Still running in another awf process (a terminal `awf run`), which alone can stop it, or recorded running by an awf process that is gone (`process_gone`: nothing to stop; resume continues it): the hints say how", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run", body = ProblemDoc, content_type = "application/problem+json"),
@@ -919,7 +919,8 @@ pub(crate) async fn cancel_execution(
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         // Live in another awf process (a terminal `awf run`): not this server's to stop; a
         // 409 as a resume of it gets, with the service's message and hints (where it runs,
-        // how to stop it there).
+        // how to stop it there). Recorded running by a process that is gone: a 409 too (a
+        // 204 would claim it cancelled while it stays recorded `running`).
         Err(e) if e.code() == ErrorCode::UserFacadeInputRejected => {
             Err(Problem::with_status(StatusCode::CONFLICT, e))
         }
@@ -1127,10 +1128,7 @@ pub(crate) async fn resume_execution(
 /// # Errors
 /// A 422 problem when the body gives no answer, several, or one of the wrong kind.
 pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<Answer, Problem> {
-    let text = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let text = awf_domain::workflow::json_input_text;
     let go_value = body
         .response
         .as_ref()

@@ -331,20 +331,15 @@ pub fn inputs_of(body: &Value) -> Result<Vec<(String, String)>, AwfError> {
     }
 }
 
-/// `key=value` pairs of a JSON object: strings as they are, other values as their JSON text,
-/// `null` left out (not given).
+/// `key=value` pairs of a JSON object: strings as they are, other values as their JSON text
+/// (a whole number as its integer, [`awf_domain::workflow::json_input_text`]), `null` left
+/// out (not given).
 pub fn pairs(m: &Map<String, Value>) -> Vec<(String, String)> {
     // `null` is an input not given (its default applies, or a required one is missing), never
     // the text "null".
     m.iter()
         .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| {
-            let s = match v {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (k.clone(), s)
-        })
+        .map(|(k, v)| (k.clone(), awf_domain::workflow::json_input_text(v)))
         .collect()
 }
 

@@ -1,0 +1,138 @@
+//! Leftovers of the breaker's second round of stop 35, fixed in stop 36, over the real
+//! binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve::add_workflows;
+
+/// `awf run --step S --mock states.X.output=…` of an agent step X with `output_format: json`
+/// and an answer that is not JSON is refused before anything runs, saying which mock and why
+/// (the step under test failed on "undefined variable states.review.JSON.summary", which did
+/// not say the mock was at fault); a failed mock of X needs no JSON, and a full run treats
+/// the same answer as the step's real one (the step fails on it).
+#[test]
+fn a_single_step_refuses_a_json_step_mocked_with_text() {
+    let mut sb = Sandbox::new().unwrap();
+    let example =
+        std::fs::read_to_string(awf_tests::workspace_root().join("workflows/code-review.yaml"))
+            .unwrap();
+    add_workflows(&mut sb, &[("code-review", example.as_str())]);
+    let r = sb
+        .run(&[
+            "run",
+            "code-review",
+            "--step",
+            "approved",
+            "--mock",
+            "states.review.output=looks good to me",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.stdout, "");
+    assert!(
+        r.stderr.contains(
+            "--mock states.review.output: step review answers JSON (output_format: json), and the mocked answer is not: invalid JSON"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("--mock 'states.review.output={\"ok\": true}'"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("undefined variable"), "{}", r.stderr);
+    // Its JSON form says USER.INPUT.VALIDATION_FAILED.
+    let j = sb
+        .run(&[
+            "run",
+            "code-review",
+            "--step",
+            "approved",
+            "-f",
+            "json",
+            "--mock",
+            "states.review.output=looks good to me",
+        ])
+        .unwrap();
+    assert_eq!(j.code, 1);
+    assert!(
+        j.stdout.contains("USER.INPUT.VALIDATION_FAILED"),
+        "{}",
+        j.stdout
+    );
+    // A failed mock needs no JSON: the step under test runs.
+    let failed = sb
+        .run(&[
+            "run",
+            "code-review",
+            "--step",
+            "approved",
+            "--mock",
+            "states.review.output=no",
+            "--mock",
+            "states.review.status=failed",
+        ])
+        .unwrap();
+    assert!(
+        !failed.stderr.contains("--mock states.review.output"),
+        "{}",
+        failed.stderr
+    );
+    // The full run: the step fails on the answer as on a real one.
+    let full = sb
+        .run(&[
+            "run",
+            "code-review",
+            "-o",
+            "buffered",
+            "--mock",
+            "states.review.output=looks good to me",
+        ])
+        .unwrap();
+    assert_ne!(full.code, 0, "{}", full.stderr);
+    assert!(full.stderr.contains("invalid JSON"), "{}", full.stderr);
+}
+
+/// An integer input given over HTTP as a whole JSON number in float form (`-0`, `1e3`,
+/// `2.0`) is taken as that integer (`-0` was refused: "cannot convert \"-0.0\" to
+/// integer"); `2.5` and `1e20` are still refused with a 422.
+#[test]
+fn an_integer_input_takes_a_whole_json_number_over_http() {
+    let mut sb = Sandbox::new().unwrap();
+    let wf = "name: count
+inputs:
+  - name: n
+    type: integer
+    required: true
+states:
+  initial: a
+  a:
+    type: step
+    command: 'echo n={{.inputs.n}}'
+    on_success: done
+  done:
+    type: terminal
+";
+    add_workflows(&mut sb, &[("count", wf)]);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    for (given, want) in [("-0", "n=0\n"), ("1e3", "n=1000\n"), ("2.0", "n=2\n")] {
+        let id = awf_tests::http_serve::start_run(
+            &s,
+            "count",
+            &format!(r#"{{"inputs": {{"n": {given}}}}}"#),
+        );
+        let done = awf_tests::http_serve::wait_status(&s, &id, "completed");
+        assert_eq!(done["states"]["a"]["output"], want, "{given}: {done}");
+    }
+    for bad in ["2.5", "1e20"] {
+        let (code, body, _) = awf_tests::http_serve::post(
+            &format!("{}/api/workflows/env/count/run", s.base),
+            &format!(r#"{{"inputs": {{"n": {bad}}}}}"#),
+        );
+        assert_eq!(code, 422, "{bad}: {body}");
+        assert!(body.contains("to integer"), "{bad}: {body}");
+    }
+}
