@@ -228,7 +228,16 @@ pub fn input_schema(inputs: &[InputDef]) -> Value {
         }
         if ty == "integer" || ty == "number" {
             for (key, bound) in [("minimum", v.min), ("maximum", v.max)] {
-                if let Some(n) = bound.and_then(serde_json::Number::from_f64) {
+                // A whole bound is written as an integer (`1`, not `1.0`: an integer input's
+                // schema said `"minimum": 1.0`).
+                let n = bound.and_then(|b| {
+                    if b.fract() == 0.0 && b.abs() < 9.0e15 {
+                        Some(serde_json::Number::from(b as i64))
+                    } else {
+                        serde_json::Number::from_f64(b)
+                    }
+                });
+                if let Some(n) = n {
                     p.insert(key.into(), Value::Number(n));
                 }
             }

@@ -343,7 +343,7 @@ fn the_schema_comes_from_the_declared_inputs() {
             "type": "object",
             "properties": {
                 "who": {"type": "string", "description": "Who to greet"},
-                "times": {"type": "integer", "minimum": 1.0, "maximum": 10.0, "default": 1},
+                "times": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
                 "mood": {"type": "string", "enum": ["happy", "sad"], "default": "happy"},
                 "tags": {"type": "array", "items": {"type": "string"}},
                 "loud": {"type": "boolean", "default": true}

@@ -89,6 +89,10 @@ pub fn refuse_structured_text_inputs(
     .with_hint("send a string input as a JSON string (its text)"))
 }
 
+/// How many undeclared input names [`refuse_undeclared_inputs`] names; the others are counted
+/// (`… and 49980 more`): a request of 50,000 gave a 489 KB error.
+pub const UNDECLARED_SHOWN: usize = 20;
+
 /// The rule every remote front-end (HTTP, ACP, MCP workflows-as-tools, the shared store's
 /// queue) applies to the inputs of a run it is asked to start: each name must be one the
 /// workflow declares. (`awf run` only warns; either way an undeclared input is never exported
@@ -103,9 +107,17 @@ pub fn refuse_undeclared_inputs(
 ) -> Result<(), crate::AwfError> {
     let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
     let mut bad: Vec<String> = Vec::new();
+    // Names seen, so that a request of many thousands stays linear (each was compared with
+    // every earlier one), and how many are left unnamed past the first [`UNDECLARED_SHOWN`].
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut more = 0usize;
     for (k, _) in given {
         let k = k.trim();
-        if declared.contains(&k) {
+        if declared.contains(&k) || !seen.insert(k) {
+            continue;
+        }
+        if bad.len() == UNDECLARED_SHOWN {
+            more += 1;
             continue;
         }
         // A name is caller-controlled: keep the message short.
@@ -118,9 +130,7 @@ pub fn refuse_undeclared_inputs(
         if let Some(c) = closest(k, declared.iter().copied()) {
             one.push_str(&format!(" (did you mean '{c}'?)"));
         }
-        if !bad.contains(&one) {
-            bad.push(one);
-        }
+        bad.push(one);
     }
     if bad.is_empty() {
         return Ok(());
@@ -137,10 +147,15 @@ pub fn refuse_undeclared_inputs(
     Err(crate::AwfError::new(
         ErrorCode::UserInputValidationFailed,
         format!(
-            "input{} {} {} not declared by workflow '{}'",
+            "input{} {}{} {} not declared by workflow '{}'",
             if bad.len() == 1 { "" } else { "s" },
             bad.join(", "),
-            if bad.len() == 1 { "is" } else { "are" },
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            },
+            if bad.len() + more == 1 { "is" } else { "are" },
             wf.name
         ),
     )

@@ -265,7 +265,7 @@ fn tools_list_has_one_tool_per_workflow_with_its_inputs_as_the_schema() {
             "type": "object",
             "properties": {
                 "who": {"type": "string", "description": "Who to greet"},
-                "times": {"type": "integer", "default": 1, "minimum": 1.0, "maximum": 5.0},
+                "times": {"type": "integer", "default": 1, "minimum": 1, "maximum": 5},
                 "mood": {"type": "string", "enum": ["happy", "sad"], "default": "happy"},
                 "loud": {"type": "boolean"},
                 "API_TOKEN": {"type": "string"}

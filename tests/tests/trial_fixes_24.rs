@@ -136,3 +136,34 @@ states:
         assert!(body.contains("to integer"), "{bad}: {body}");
     }
 }
+
+/// `GET /api/history` query mistakes get hints that fit: `status` lists every status the
+/// API takes (`waiting` and `queued` were taken but not named), and a time whose `+01:00`
+/// offset arrived as a space (unencoded `+` in a query string) says to send `%2B`.
+#[test]
+fn history_query_hints_name_every_status_and_the_encoded_plus() {
+    let sb = Sandbox::new().unwrap();
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let (code, body, _) =
+        awf_tests::http_serve::curl(&[&format!("{}/api/history?status=bogus", s.base)]);
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("use running, completed (or success), failed, cancelled, waiting or queued"),
+        "{body}"
+    );
+    let (code, body, _) = awf_tests::http_serve::curl(&[&format!(
+        "{}/api/history?since=2026-01-31T21:00:00+01:00",
+        s.base
+    )]);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("send the offset as %2B"), "{body}");
+    let (code, body, _) = awf_tests::http_serve::curl(&[&format!(
+        "{}/api/history?since=2026-01-31T21:00:00%2B01:00",
+        s.base
+    )]);
+    assert_eq!(code, 200, "{body}");
+    let (code, body, _) =
+        awf_tests::http_serve::curl(&[&format!("{}/api/history?since=yesterday", s.base)]);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("use RFC 3339"), "{body}");
+}

@@ -35,7 +35,8 @@ pub const DEFAULT_LIMIT: usize = 20;
 pub struct HistoryQuery {
     /// Workflow name or identifier.
     pub workflow: Option<String>,
-    /// `running`, `completed` (also `success`), `failed` (also `failure`), `cancelled`.
+    /// `running`, `completed` (also `success`), `failed` (also `failure`), `cancelled`,
+    /// `waiting` (parked on a usage limit), `queued` (the shared store's queue).
     pub status: Option<String>,
     /// Runs started at or after this time (RFC 3339, or a day `YYYY-MM-DD`).
     pub since: Option<String>,
@@ -165,7 +166,7 @@ fn parse(q: &HistoryQuery) -> Result<Parsed, Problem> {
         Some(s) => Some(parse_status(s).ok_or_else(|| {
             invalid(
                 format!("status {s:?} is not a run status"),
-                "use running, completed (or success), failed or cancelled",
+                "use running, completed (or success), failed, cancelled, waiting or queued",
             )
         })?),
     };
@@ -173,9 +174,16 @@ fn parse(q: &HistoryQuery) -> Result<Parsed, Problem> {
         match v.as_deref().filter(|s| !s.trim().is_empty()) {
             None => Ok(None),
             Some(s) => parse_time_ms(s, end).map(Some).ok_or_else(|| {
+                // `+01:00` sent unencoded arrives as ` 01:00` (a `+` in a query string is a
+                // space): say how to send it.
+                let plus = s.trim().contains(' ') && parse_time_ms(&s.trim().replacen(' ', "+", 1), end).is_some();
                 invalid(
                     format!("{name} {s:?} is not a time"),
-                    "use RFC 3339 (2026-01-31T12:00:00Z) or a day (2026-01-31)",
+                    if plus {
+                        "a `+` in a query string reads as a space: send the offset as %2B (since=2026-01-31T12:00:00%2B01:00), or use Z"
+                    } else {
+                        "use RFC 3339 (2026-01-31T12:00:00Z) or a day (2026-01-31)"
+                    },
                 )
             }),
         }
