@@ -167,3 +167,57 @@ fn history_query_hints_name_every_status_and_the_encoded_plus() {
     assert_eq!(code, 422, "{body}");
     assert!(body.contains("use RFC 3339"), "{body}");
 }
+
+/// `history.db` moved aside while `awf serve` runs (as the hint of a damaged one says to):
+/// the server noticed nothing and wrote its later runs into the moved file, so `awf history`
+/// and `/api/history` disagreed for good. Now the server's next run opens what is at the
+/// path (a new database, filled from the state files), and both list every run; the moved
+/// file keeps what it had.
+#[test]
+fn a_history_db_moved_aside_under_serve_is_not_written_on() {
+    let mut sb = Sandbox::new().unwrap();
+    let wf = "name: quick
+states:
+  initial: a
+  a:
+    type: step
+    command: 'echo hi'
+    on_success: done
+  done:
+    type: terminal
+";
+    add_workflows(&mut sb, &[("quick", wf)]);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let first = awf_tests::http_serve::start_run(&s, "quick", "{}");
+    awf_tests::http_serve::wait_status(&s, &first, "completed");
+    let data = awf_tests::data(&sb);
+    std::fs::rename(data.join("history.db"), data.join("history.db.old")).unwrap();
+    let second = awf_tests::http_serve::start_run(&s, "quick", "{}");
+    awf_tests::http_serve::wait_status(&s, &second, "completed");
+    let cli = sb.run(&["run", "quick"]).unwrap();
+    assert_eq!(cli.code, 0, "{}", cli.stderr);
+
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
+    let listed = ids(&listed);
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    assert!(
+        listed.contains(&first) && listed.contains(&second),
+        "{listed:?}"
+    );
+    let (code, body, _) =
+        awf_tests::http_serve::curl(&[&format!("{}/api/history?limit=10", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let api = awf_tests::http_serve::json_of(&body);
+    let api = ids(&api["body"]["entries"]);
+    assert_eq!(api.len(), 3, "{api:?}");
+    for id in &listed {
+        assert!(api.contains(id), "{id} not in {api:?}");
+    }
+}

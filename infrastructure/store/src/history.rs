@@ -250,6 +250,15 @@ fn try_open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(c)
 }
 
+/// Closes a connection to a database that is no longer at its path (moved aside while a
+/// long-lived process held it): its write-ahead log is first checkpointed into the moved file
+/// and emptied, so that the log left under the old name (`history.db-wal`, which the moved
+/// file no longer has) holds nothing that a new database at the path would read as its own.
+pub(crate) fn let_go(c: Connection) {
+    let _ = c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+    drop(c);
+}
+
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }

@@ -140,6 +140,10 @@ pub struct Store {
     /// A failed open is kept and given to every later read: opening retries for a second and
     /// a half, which a server must not pay (and hold this lock for) at every request.
     db: Mutex<Option<Result<rusqlite::Connection, AwfError>>>,
+    /// The file `db` was opened on (or found broken): [`file_id`] then. A read that finds
+    /// another file at the path (moved aside while `awf serve` ran, as the hint of a damaged
+    /// one says; a new one put there) opens that one instead of reading the old file on.
+    db_file: Mutex<Option<FileId>>,
     recorder: OnceLock<Recorder>,
     /// Opened by [`Store::open_read_only`]: nothing is created for a read; a history that
     /// does not exist reads as empty.
@@ -166,9 +170,11 @@ impl Store {
         state::create_dir(&paths.states_dir(), 0o700)?;
         state::create_dir(&paths.transcripts_dir(), 0o750)?;
         let broken = history::precheck(&paths.history_db()).err();
+        let paths_db = paths.history_db();
         Ok(Self {
             paths,
             db: Mutex::new(broken.map(Err)),
+            db_file: Mutex::new(file_id(&paths_db)),
             recorder: OnceLock::new(),
             read_only: false,
         })
@@ -186,9 +192,11 @@ impl Store {
         } else {
             history::precheck(&paths.history_db()).err()
         };
+        let paths_db = paths.history_db();
         Self {
             paths,
             db: Mutex::new(broken.map(Err)),
+            db_file: Mutex::new(file_id(&paths_db)),
             recorder: OnceLock::new(),
             read_only: true,
         }
@@ -238,9 +246,35 @@ impl Store {
             .db
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        {
+            let now = file_id(&self.paths.history_db());
+            let mut was = self
+                .db_file
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if guard.is_some() && *was != now {
+                // Another file at the path (or none): what was opened is not the history
+                // any more. A missing one is created and filled from the state files.
+                if let Some(Ok(old)) = guard.take() {
+                    history::let_go(old);
+                }
+                if let Some(broken) = now.and(history::precheck(&self.paths.history_db()).err()) {
+                    *guard = Some(Err(broken));
+                }
+            }
+            *was = now;
+        }
         let opened = match &mut *guard {
             Some(opened) => opened,
-            empty => empty.insert(open_history(&self.paths, true)),
+            empty => {
+                let o = empty.insert(open_history(&self.paths, true));
+                *self
+                    .db_file
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    file_id(&self.paths.history_db());
+                o
+            }
         };
         let c = opened.as_ref().map_err(Clone::clone)?;
         f(c).map_err(|e| {
@@ -363,6 +397,16 @@ pub(crate) fn open_history(
         history::backfill(&c, &snapshots);
     }
     Ok(c)
+}
+
+/// The identity of a file: (device, inode).
+pub(crate) type FileId = (u64, u64);
+
+/// The [`FileId`] of the file at `path`, `None` when there is none (or it cannot be read).
+/// What the history's users compare to notice a database replaced under them.
+pub(crate) fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// `SYSTEM.IO.READ_FAILED` for `path`.

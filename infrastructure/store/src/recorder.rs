@@ -428,8 +428,14 @@ struct Writer {
     paths: StorePaths,
     shared: Arc<Shared>,
     db: Option<Connection>,
-    /// The history database could not be opened (reported once; not retried).
+    /// The history database could not be opened (reported once; retried only once another
+    /// file is at its path).
     db_failed: bool,
+    /// The file `db` was opened on, or failed on ([`crate::file_id`]): a database moved
+    /// aside (or replaced) under a long-lived writer (`awf serve`) is noticed at the next
+    /// write, which opens what is at the path now (a missing one is created and filled from
+    /// the state files) instead of writing on into the moved file.
+    db_file: Option<crate::FileId>,
     audit: Option<AuditFile>,
     runs: HashMap<String, RunProj>,
     transcripts: HashMap<String, Transcript>,
@@ -470,6 +476,7 @@ impl Writer {
             shared,
             db: None,
             db_failed: false,
+            db_file: None,
             audit,
             runs: HashMap::new(),
             transcripts: HashMap::new(),
@@ -606,6 +613,16 @@ impl Writer {
     /// The history database, opened on the first call; `None` (reported once) when it
     /// cannot be opened: opening retries for seconds, which a run pays once, not per event.
     fn db(&mut self) -> Option<&Connection> {
+        let path = self.paths.history_db();
+        if self.db.is_some() || self.db_failed {
+            let now = crate::file_id(&path);
+            if now != self.db_file {
+                if let Some(old) = self.db.take() {
+                    history::let_go(old);
+                }
+                self.db_failed = false;
+            }
+        }
         if self.db.is_none() && !self.db_failed {
             match crate::open_history(&self.paths, false) {
                 Ok(c) => self.db = Some(c),
@@ -614,6 +631,7 @@ impl Writer {
                     self.shared.report("history", e.message().to_owned());
                 }
             }
+            self.db_file = crate::file_id(&path);
         }
         self.db.as_ref()
     }
