@@ -221,3 +221,48 @@ states:
         assert!(api.contains(id), "{id} not in {api:?}");
     }
 }
+
+/// Every shipped example in `workflows/` validates without a warning (a new user's first
+/// `awf validate workflows/hello.yaml` warned `UNQUOTED_SHELL_VALUE` three times, and four
+/// examples warned), and `hello` greets a name with a space as one argument.
+#[test]
+fn the_shipped_examples_validate_without_warnings() {
+    let sb = Sandbox::new().unwrap();
+    let dir = awf_tests::workspace_root().join("workflows");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let r = sb.run(&["validate", path.to_str().unwrap()]).unwrap();
+        assert_eq!(r.code, 0, "{}: {}", path.display(), r.stderr);
+        assert!(
+            !r.stderr.contains("warning") && !r.stdout.contains("warning"),
+            "{}: {}{}",
+            path.display(),
+            r.stdout,
+            r.stderr
+        );
+        checked += 1;
+    }
+    assert!(checked >= 9, "{checked}");
+    let hello = dir.join("hello.yaml");
+    let r = sb
+        .run(&[
+            "run",
+            hello.to_str().unwrap(),
+            "--input",
+            "name=Ada Lovelace",
+            "-o",
+            "buffered",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("Hello, Ada Lovelace!\n"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("That is a long name (12 letters).\n"),
+        "{}",
+        r.stdout
+    );
+}

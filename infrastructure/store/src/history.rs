@@ -250,12 +250,18 @@ fn try_open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(c)
 }
 
-/// Closes a connection to a database that is no longer at its path (moved aside while a
-/// long-lived process held it): its write-ahead log is first checkpointed into the moved file
-/// and emptied, so that the log left under the old name (`history.db-wal`, which the moved
-/// file no longer has) holds nothing that a new database at the path would read as its own.
-pub(crate) fn let_go(c: Connection) {
-    let _ = c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+/// Closes a connection to a database that is no longer at `path` (moved aside while a
+/// long-lived process held it). While nothing is at the path yet, its write-ahead log is
+/// first checkpointed into the moved file and emptied, so that the log left under the old
+/// name (`history.db-wal`, which the moved file does not take along) holds nothing a new
+/// database at the path would read as its own. Once a new database is there, that log is the
+/// new one's (SQLite opens the log by name): it is left alone, or the new database's rows
+/// would be checkpointed into the moved file (two connections of one server: the second to
+/// notice moved the first one's new rows away).
+pub(crate) fn let_go(c: Connection, path: &Path) {
+    if crate::file_id(path).is_none() {
+        let _ = c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);");
+    }
     drop(c);
 }
 

@@ -256,7 +256,7 @@ impl Store {
                 // Another file at the path (or none): what was opened is not the history
                 // any more. A missing one is created and filled from the state files.
                 if let Some(Ok(old)) = guard.take() {
-                    history::let_go(old);
+                    history::let_go(old, &self.paths.history_db());
                 }
                 if let Some(broken) = now.and(history::precheck(&self.paths.history_db()).err()) {
                     *guard = Some(Err(broken));

@@ -618,7 +618,7 @@ impl Writer {
             let now = crate::file_id(&path);
             if now != self.db_file {
                 if let Some(old) = self.db.take() {
-                    history::let_go(old);
+                    history::let_go(old, &path);
                 }
                 self.db_failed = false;
             }
