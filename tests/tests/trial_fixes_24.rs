@@ -266,3 +266,39 @@ fn the_shipped_examples_validate_without_warnings() {
         r.stdout
     );
 }
+
+/// `index` of a key a map lacks is the zero value, as in Go (a step failed on `index: no
+/// entry for key`): an optional environment variable and a state that has not run can be
+/// tested, as AWF (Go) workflows do. (Before any state has run, `.states` is empty and
+/// `(index .states "x").Output` prints `<no value>`: false in `{{if}}` all the same.)
+#[test]
+fn index_of_a_missing_key_gives_the_zero_value_in_a_run() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "wf.yaml",
+        r#"name: idx
+states:
+  initial: a
+  a:
+    type: step
+    command: 'echo "[{{index .env "AWF_SURELY_UNSET_VARIABLE"}}] {{if index .env "AWF_SURELY_UNSET_VARIABLE"}}set{{else}}unset{{end}}"'
+    on_success: b
+    on_failure: skipped
+  b:
+    type: step
+    command: 'echo "[{{(index .states "skipped").Output}}] {{if (index .states "skipped").Output}}ran{{else}}not run{{end}} {{(index .states "a").ExitCode}}"'
+    on_success: done
+  skipped:
+    type: step
+    command: 'echo never'
+    on_success: done
+  done:
+    type: terminal
+"#,
+    )
+    .unwrap();
+    let r = sb.run(&["run", "wf.yaml", "-o", "buffered"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("[] unset\n"), "{}", r.stdout);
+    assert!(r.stdout.contains("[] not run 0\n"), "{}", r.stdout);
+}

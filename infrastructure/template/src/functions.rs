@@ -1,5 +1,5 @@
 //! The AWF template functions: `escape`, `json` (alias `toJson`), `split`, `join`, `readFile`,
-//! `trimSpace`, and awf's own: `shell_quote` (alias `shellQuote`), `upper`, `lower`, `trim`
+//! `trimSpace`, Go's `index` (a missing map key gives the zero value), and awf's own: `shell_quote` (alias `shellQuote`), `upper`, `lower`, `trim`
 //! (alias of `trimSpace`) and `default`.
 //!
 //! gtmpl-ng functions are plain `fn` pointers, so what a function needs from the render
@@ -23,7 +23,10 @@ use crate::gojson;
 pub const READ_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The AWF functions, by template name.
-pub(crate) const AWF_FUNCS: [(&str, Func); 15] = [
+pub(crate) const AWF_FUNCS: [(&str, Func); 16] = [
+    // Go's `index`, which answers a key a map lacks with the zero value (replaces
+    // gtmpl-ng's, which fails on the namespaces awf encodes for `missingkey=error`).
+    ("index", index as Func),
     ("escape", escape as Func),
     ("json", json as Func),
     // Alias of `json` (the name Go template users reach for).
@@ -157,6 +160,91 @@ fn shell_q(args: &[Value]) -> Result<Value, FuncError> {
 fn escape(args: &[Value]) -> Result<Value, FuncError> {
     exactly("escape", args, 1)?;
     Ok(Value::String(shell_quote(&text_of(&args[0]))))
+}
+
+/// Go's `index`: `index X k1 k2 …` is `X[k1][k2]…`. A key a map does not have gives the
+/// map's zero value, as in Go (whose `missingkey=error` governs `.field` access, not
+/// `index`): `""` in a map of strings (`index .env "UNSET"`), a value of a sibling's shape
+/// with every field zero in a map of objects (`(index .states "later").Output` is `""`), and
+/// no value otherwise (`<no value>`, Go's nil of an `any` map; a map of inputs that are all
+/// strings gives `""` here, and an empty map, `.states` before any state ran, no value). Arrays, strings and out-of-range positions are gtmpl-ng's
+/// `index` (an error, as in Go).
+fn index(args: &[Value]) -> Result<Value, FuncError> {
+    let Some((first, keys)) = args.split_first() else {
+        return gtmpl_ng::funcs::index(args);
+    };
+    let mut col = first;
+    let mut zero;
+    for (at, key) in keys.iter().enumerate() {
+        let map = match col {
+            Value::Object(m) | Value::Map(m) => m,
+            // Not a map: what is left is gtmpl-ng's to answer.
+            other => {
+                let mut rest = Vec::with_capacity(keys.len() - at + 1);
+                rest.push(other.clone());
+                rest.extend(keys[at..].iter().cloned());
+                return gtmpl_ng::funcs::index(&rest);
+            }
+        };
+        let found = match key {
+            Value::String(k) => map.get(k),
+            Value::Number(n) => map.get(&n.to_string()),
+            other => {
+                return Err(FuncError::Generic(format!(
+                    "cannot index a map with {other}"
+                )));
+            }
+        };
+        col = match found {
+            Some(v) => v,
+            None => {
+                zero = zero_of_map(map);
+                &zero
+            }
+        };
+    }
+    Ok(col.clone())
+}
+
+/// The zero value of a map's elements, judged by the elements it has (see [`index`]).
+fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
+    let mut values = map.values();
+    let Some(sample) = values.next() else {
+        return Value::NoValue;
+    };
+    let same_kind = |v: &Value| std::mem::discriminant(v) == std::mem::discriminant(sample);
+    if !values.all(same_kind) {
+        return Value::NoValue;
+    }
+    match sample {
+        Value::String(_) => Value::String(String::new()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), zero_like(v)))
+                .collect(),
+        ),
+        _ => Value::NoValue,
+    }
+}
+
+/// A value of `v`'s kind with nothing in it: `""`, `0`, `false`, an empty list or map, an
+/// object of the same fields each zero.
+fn zero_like(v: &Value) -> Value {
+    match v {
+        Value::String(_) => Value::String(String::new()),
+        Value::Number(_) => Value::from(0u64),
+        Value::Bool(_) => Value::Bool(false),
+        Value::Array(_) => Value::Array(Vec::new()),
+        Value::Map(_) => Value::Map(std::collections::HashMap::new()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| (k.clone(), zero_like(v)))
+                .collect(),
+        ),
+        _ => Value::NoValue,
+    }
 }
 
 fn json(args: &[Value]) -> Result<Value, FuncError> {

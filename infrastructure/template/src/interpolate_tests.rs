@@ -468,11 +468,9 @@ fn parse_and_function_errors_are_failures() {
     );
     let m = failed(&Data::new(), "{{ if .inputs.flag }}unterminated");
     assert!(m.starts_with("template parse error"), "{m}");
-    let m = failed(&Data::new(), "{{ index .inputs.m \"q\" }}");
-    assert_eq!(
-        m,
-        "template error at line 1, column 4: index: no entry for key q"
-    );
+    // A position past a list's end is an error, as in Go.
+    let m = failed(&Data::new(), "{{ index .inputs.list 5 }}");
+    assert!(m.starts_with("template error at line 1, column 4: "), "{m}");
     let m = failed(&Data::new(), "{{inputs.name}} {{ bad }}");
     assert_eq!(
         m,
@@ -757,4 +755,33 @@ fn namespaces_called_with_arguments_and_undefined_templates_are_refused() {
     }
     let data = Data::new();
     assert!(failed(&data, "{{env \"HOME\"}}").contains("takes no arguments"));
+}
+
+/// `index` answers a key a map lacks with the zero value, as Go's does (`missingkey=error`
+/// governs `.field`, not `index`): the way to test an optional variable or a state that may
+/// not have run (breaker: `index: no entry for key`).
+#[test]
+fn index_of_a_missing_key_is_the_zero_value() {
+    let mut data = Data::new();
+    data.states.insert(
+        "build".to_owned(),
+        crate::test_support::state("build", "built ok\n", Some(0)),
+    );
+    let cases = [
+        ("[{{index .env \"UNSET_X_VARIABLE\"}}]", "[]"),
+        (
+            "{{if index .env \"UNSET_X_VARIABLE\"}}set{{else}}unset{{end}}",
+            "unset",
+        ),
+        ("[{{(index .states \"later\").Output}}]", "[]"),
+        ("{{(index .states \"later\").ExitCode}}", "0"),
+        ("{{(index .states \"build\").Output}}", "built ok\n"),
+        ("[{{index .inputs.m \"q\"}}]", "[]"),
+        ("{{index .inputs.m \"k\"}}", "v"),
+        ("{{index .inputs.list 1}}", "b"),
+        ("{{index \"abc\" 1}}", "98"),
+    ];
+    for (t, want) in cases {
+        assert_eq!(render_with(&data, t).as_deref(), Ok(want), "{t}");
+    }
 }
