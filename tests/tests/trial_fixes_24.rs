@@ -302,3 +302,32 @@ states:
     assert!(r.stdout.contains("[] unset\n"), "{}", r.stdout);
     assert!(r.stdout.contains("[] not run 0\n"), "{}", r.stdout);
 }
+
+/// `--input x=1 --input x=2`: the last value is used, as before, and a warning says so once
+/// (it was silent).
+#[test]
+fn an_input_given_twice_is_warned_about() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "wf.yaml",
+        "name: twice\ninputs:\n  - name: x\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'echo x={{.inputs.x}}'\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let r = sb
+        .run(&[
+            "run", "wf.yaml", "-o", "buffered", "-i", "x=1", "-i", "x=2", "-i", "x=3",
+        ])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("x=3\n"), "{}", r.stdout);
+    assert_eq!(
+        r.stderr
+            .matches("--input x is given more than once; the last value is used")
+            .count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    let once = sb.run(&["run", "wf.yaml", "-i", "x=1"]).unwrap();
+    assert!(!once.stderr.contains("more than once"), "{}", once.stderr);
+}

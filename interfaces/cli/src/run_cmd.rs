@@ -125,8 +125,35 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
     }
 }
 
+/// The names given more than once among `--input` pairs (each once, in the order first
+/// repeated): the last value is the one used, which a typo'd or pasted command line would
+/// otherwise do silently.
+pub fn repeated_inputs(inputs: &[(String, String)]) -> Vec<&str> {
+    let mut seen = std::collections::HashSet::new();
+    let mut repeated: Vec<&str> = Vec::new();
+    for (k, _) in inputs {
+        if !seen.insert(k.as_str()) && !repeated.contains(&k.as_str()) {
+            repeated.push(k);
+        }
+    }
+    repeated
+}
+
 fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> {
     let inputs = parse_inputs(&args.inputs)?;
+    if !ctx.json() && !ctx.quiet {
+        let mut err = std::io::stderr().lock();
+        for name in repeated_inputs(&inputs) {
+            let _ = writeln!(
+                err,
+                "{} {}",
+                ctx.err_style.yellow("WARN"),
+                crate::style::printable(&format!(
+                    "--input {name} is given more than once; the last value is used"
+                ))
+            );
+        }
+    }
     // A dry run records nothing, like the commands that run no workflow.
     let w = if args.dry_run {
         wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
