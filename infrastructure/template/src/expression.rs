@@ -452,10 +452,49 @@ fn compile_error(code: &str, e: &expr::Error) -> TemplateError {
             "{}compare with `==` (a single `=` is not an operator): `states.build.ExitCode == 0`",
             awf_domain::ports::template::HINT_SEPARATOR
         )
+    } else if let Some(op) = misspelt_operator(code, &detail) {
+        format!(
+            "{}did you mean '{op}'? (`states.a.Output {op} 'x'`)",
+            awf_domain::ports::template::HINT_SEPARATOR
+        )
     } else {
         String::new()
     };
     TemplateError::Failed(format!("invalid expression \"{code}\": {detail}{hint}"))
+}
+
+/// The word operator a syntax error's word is a typo of (`contans` → `contains`, `and`,
+/// `not`): the parser only says where it broke (new user: no did-you-mean).
+fn misspelt_operator(code: &str, detail: &str) -> Option<&'static str> {
+    let at = detail.strip_prefix("syntax error at ")?;
+    let (line, col) = at.split(':').next().zip(at.split(':').nth(1))?;
+    let line: usize = line.trim().parse().ok()?;
+    let col: usize = col
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()?;
+    let text = code.lines().nth(line.checked_sub(1)?)?;
+    let word: String = text
+        .chars()
+        .skip(col.checked_sub(1)?)
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    if word.is_empty() || OPERATOR_WORDS.contains(&word.as_str()) {
+        return None;
+    }
+    const WORDS: [&str; 8] = [
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+        "in",
+        "and",
+        "or",
+        "not",
+    ];
+    awf_domain::validate::closest(&word, WORDS.iter().copied())
 }
 
 /// Whether `code` holds a `=` that is not part of `==`, `!=`, `<=`, `>=` (outside string

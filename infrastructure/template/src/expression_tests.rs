@@ -167,6 +167,18 @@ fn non_boolean_results_and_syntax_errors_fail() {
         "{m}"
     );
     assert_eq!(failure(&d, "  "), "empty expression");
+    // A word operator misspelt (new user: only "unexpected text there").
+    let m = failure(&d, "states.build.Output contans 'x'");
+    assert!(
+        m.contains("syntax error at 1:21: unexpected text there")
+            && m.ends_with("did you mean 'contains'? (`states.a.Output contains 'x'`)"),
+        "{m}"
+    );
+    let m = failure(&d, "states.build.Output startWith 'x'");
+    assert!(m.contains("did you mean 'startsWith'?"), "{m}");
+    // A syntax error at no near word: no such hint.
+    let m = failure(&d, "states.build.Output == 'a' )");
+    assert!(!m.contains("did you mean"), "{m}");
     // A single `=` (new user): the grammar's rule names are not listed, and the hint says
     // to compare with `==`; a `=` inside a string or in `!=`/`<=` is no cause.
     let m = failure(&d, "states.build.ExitCode = 0");
