@@ -172,6 +172,10 @@ fn a_damaged_run_is_found_by_a_prefix_and_the_list_says_it_left_it_out() {
     damaged(code, &body, "DELETE");
     let (code, body, _) = post(&format!("{base}/resume"), "{}");
     damaged(code, &body, "resume");
+    let (code, body, _) = post(&format!("{base}/respond"), r#"{"approved":true}"#);
+    damaged(code, &body, "respond");
+    let (code, body, _) = curl(&[&format!("{base}/workflow")]);
+    damaged(code, &body, "workflow");
     let (code, list) = get(&s, "/api/executions");
     assert_eq!(code, 200);
     let ids: Vec<&str> = list["body"]["executions"]
