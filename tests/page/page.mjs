@@ -568,7 +568,32 @@ async function breakpointScenario() {
   await shot(page, '2-finished');
 }
 
-const scenarios = { breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
+/** A run recorded by `awf run` in a terminal before the server started (PAGE_RUN_ID, of a
+ * workflow file outside the server's workflow directories): its page draws the file's graph,
+ * replays the recorded events (steps and their output), shows the result and duration, and
+ * colours the terminal it ended at. */
+async function recorded() {
+  const page = await openPage();
+  const id = process.env.PAGE_RUN_ID;
+  facts.run_id = id;
+  // A unique prefix of the id is enough.
+  await page.goto(`${base}/ui/runs/${encodeURIComponent(id.slice(0, 8))}`);
+  await page.locator('svg.graph g.node').first().waitFor();
+  await finalStatus(page).waitFor();
+  facts.final_status = await finalStatus(page).getAttribute('data-status');
+  facts.final_text = (await finalStatus(page).textContent()).trim();
+  const out = page.locator('details.step[data-step="greet"] pre.output');
+  await out.filter({ hasText: 'hello from the terminal' }).waitFor();
+  facts.greet_output = await out.textContent();
+  facts.steps = await page.locator('details.step').evaluateAll((els) => els.map((e) => e.getAttribute('data-step')));
+  facts.nodes = await page.locator('svg.graph g.node').evaluateAll((els) => els.map((e) => [e.getAttribute('data-state'), [...e.classList].find((c) => c.startsWith('state-'))]));
+  facts.duration = (await page.locator('.run-head .duration').textContent()).trim();
+  facts.meta = (await page.locator('.run-head p.meta').textContent()).trim();
+  facts.graph_error = await page.locator('#graph .error').count();
+  await shot(page, '1-recorded');
+}
+
+const scenarios = { recorded, breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

@@ -188,6 +188,7 @@ fn openapi_lists_every_route_and_docs_load_only_same_origin_assets() {
         ("/api/executions/{id}/resume", "post"),
         ("/api/executions/{id}/respond", "post"),
         ("/api/executions/{id}/events", "get"),
+        ("/api/executions/{id}/workflow", "get"),
         ("/api/history", "get"),
         ("/api/history/stats", "get"),
     ];

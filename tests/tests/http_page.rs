@@ -692,3 +692,78 @@ fn page_assets_are_embedded_typed_and_cached() {
         }
     }
 }
+
+/// A run made by `awf run` in a terminal before the server started, of a workflow file
+/// outside the server's workflow directories (`awf run elsewhere/greeter.yaml`): its page
+/// replays the recorded events (the steps and their output), shows the result with its
+/// duration, colours the terminal, and draws the graph of the file the run ran (the page
+/// showed only the graph, or `workflow not found: …` in its place; new user and breaker).
+#[test]
+fn page_shows_a_run_recorded_by_the_terminal_with_its_steps_and_result() {
+    let (sb, _) = sandbox();
+    sb.write(
+        "elsewhere/greeter.yaml",
+        "name: greeter
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo hello from the terminal
+    on_success: sign
+  sign:
+    type: step
+    command: echo signed
+    on_success: done
+  done:
+    type: terminal
+",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "elsewhere/greeter.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let states = awf_tests::data(&sb).join("states");
+    let id = std::fs::read_dir(&states)
+        .unwrap()
+        .flatten()
+        .find_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".json"))
+                .map(str::to_owned)
+        })
+        .unwrap();
+    let s = start(&sb);
+    let v = drive(&s, "recorded", &[("PAGE_RUN_ID", id)]);
+    assert_eq!(v["final_status"], "completed", "{v}");
+    assert!(
+        v["final_text"]
+            .as_str()
+            .unwrap()
+            .contains(" at done (exit 0)"),
+        "{v}"
+    );
+    assert_eq!(v["steps"], serde_json::json!(["greet", "sign"]), "{v}");
+    assert!(
+        v["greet_output"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the terminal"),
+        "{v}"
+    );
+    assert_eq!(
+        v["nodes"],
+        serde_json::json!([
+            ["greet", "state-succeeded"],
+            ["sign", "state-succeeded"],
+            ["done", "state-succeeded"]
+        ]),
+        "{v}"
+    );
+    assert_eq!(v["graph_error"], 0, "{v}");
+    assert!(
+        v["duration"].as_str().unwrap().ends_with(" ms")
+            || v["duration"].as_str().unwrap().ends_with(" s"),
+        "{v}"
+    );
+    assert!(v["meta"].as_str().unwrap().ends_with(" · greeter"), "{v}");
+}

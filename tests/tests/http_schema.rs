@@ -859,6 +859,20 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         c.expect(422, "GET", &format!("/api/executions/{prefix}"), None);
         // DELETE takes a prefix as GET does: an ambiguous one is the same 422.
         c.expect(422, "DELETE", &format!("/api/executions/{prefix}"), None);
+        c.expect(
+            422,
+            "GET",
+            &format!("/api/executions/{prefix}/workflow"),
+            None,
+        );
+        // A run's workflow: 200 by run; 404 for no such run.
+        c.expect(
+            200,
+            "GET",
+            &format!("/api/executions/{}/workflow", ids[0]),
+            None,
+        );
+        c.expect(404, "GET", "/api/executions/no-such-run/workflow", None);
     }
 
     // A run another awf process runs (a terminal `awf run`): DELETE is 409 (it cannot be
@@ -916,6 +930,7 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
         let data = awf_tests::data(&sbs);
         std::fs::write(data.join("states").join(format!("{id}.json")), "{ not json").unwrap();
         c.expect(500, "GET", &format!("/api/executions/{id}"), None);
+        c.expect(500, "GET", &format!("/api/executions/{id}/workflow"), None);
         c.expect(500, "DELETE", &format!("/api/executions/{id}"), None);
         c.expect(
             500,

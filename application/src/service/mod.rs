@@ -659,6 +659,10 @@ impl RunService for RunManager {
                 _ => return Ok(RunId(q.to_owned())),
             }
             ids.extend(store.list()?.into_iter().map(|s| s.run_id));
+            // A state file that cannot be read is a run all the same, found by a prefix as
+            // by its full id (`get` then says why it cannot be read), as `awf status` does
+            // (breaker: a prefix answered "no run with id").
+            ids.extend(store.unreadable());
         }
         crate::runs::match_run_id(q, ids.iter().map(String::as_str))
             .map(RunId)

@@ -105,6 +105,11 @@ export function getExecution(id) {
   return api('GET', `/api/executions/${enc(id)}`);
 }
 
+/** `GET /api/executions/{id}/workflow`: the workflow file the run ran (as getWorkflow). */
+export function getExecutionWorkflow(id) {
+  return api('GET', `/api/executions/${enc(id)}/workflow`);
+}
+
 /** `DELETE /api/executions/{id}`: cancels a live run (204). */
 export function cancelExecution(id) {
   return api('DELETE', `/api/executions/${enc(id)}`);
@@ -236,7 +241,7 @@ export const EVENT_NAMES = [
   'run_started', 'step_started', 'step_retrying', 'output_chunk', 'log',
   'agent_message_chunk', 'agent_thought_chunk', 'tool_call', 'tool_call_result',
   'interaction_required', 'interaction_resolved', 'step_finished', 'child_run_started',
-  'run_finished', 'lagged',
+  'run_finished', 'lagged', 'process_gone', 'no_events',
 ];
 
 function enc(s) {

@@ -430,7 +430,7 @@ async function runView(id) {
   const view = {
     id, graph: null, nodeStates: new Map(), steps: new Map(), pending: new Map(), seen: new Set(),
     startedAt: null, finished: false, stepsBox, pendingBox, statusSlot, duration, finalBox,
-    cancelBtn, resumeBtn, es: null, tick: null,
+    cancelBtn, resumeBtn, actionMsg, es: null, tick: null,
   };
 
   cancelBtn.addEventListener('click', async () => {
@@ -478,16 +478,26 @@ async function runView(id) {
     main.replaceChildren(h('h1', {}, 'Run not found'), errorBox(e), h('p', {}, h('a', { href: '/', 'data-nav': true }, 'Back')));
     return;
   }
+  // The events carry the full id (the address may name a unique prefix of it).
+  if (exec.execution_id) view.id = exec.execution_id;
   setRunStatus(view, runStatus(exec.status));
   meta.append(' · ', exec.workflow_name || '');
   await loadGraph(view, exec);
   if (exec.phase === 'recorded') {
-    // Read from the store: no event log in memory; what the record says is all there is.
-    view.finished = true;
+    // Read from the store (a terminal's `awf run`, a run from before a restart): what the
+    // record says first (the states, and the result of a finished run), then its recorded
+    // events replayed from its transcript, as for a run in memory (the steps' output, the
+    // result again at `run_finished`). A run with no transcript keeps what the record says.
     if (exec.states && typeof exec.states === 'object') {
       for (const [name, s] of Object.entries(exec.states)) setNode(view, name, nodeStatus(s && s.status));
     }
-    return;
+    if (!['running', 'queued', 'waiting'].includes(exec.status) && !exec.process_gone) {
+      view.finished = true;
+      finish(view, {
+        status: exec.status, duration_ms: exec.duration_ms, terminal: exec.terminal,
+        exit_code: exec.exit_code, message: exec.message, error: exec.error,
+      });
+    }
   }
   // The stream replays the whole log (states, output, requests asked and answered) and goes
   // on live; `pending` on the body is what is open now, shown at once.
@@ -498,10 +508,9 @@ async function runView(id) {
 async function loadGraph(view, exec) {
   const box = document.getElementById('graph');
   try {
-    const wfs = await api.listWorkflows();
-    const name = exec.workflow_name;
-    const w = wfs.find((x) => x.name === name || x.workflow === name) || { scope: 'local', workflow: name };
-    const detail = await api.getWorkflow(w.scope, w.workflow || w.name);
+    // The workflow file the run ran (also one outside the server's workflow directories,
+    // such as a terminal's `awf run path/to/file.yaml`).
+    const detail = await api.getExecutionWorkflow(view.id);
     view.graph = drawGraph(box, detail.states || [], detail.initial);
     for (const [n, s] of view.nodeStates) view.graph.setState(n, s);
   } catch (e) {
@@ -685,6 +694,22 @@ function connect(view) {
     // The stream ended after the run's last event: do not let the browser reconnect.
     if (view.finished) es.close();
   });
+  // The closing frames of a stream that has no `run_finished` to give: the run's awf
+  // process is gone, or its events were not recorded. Nothing follows: no reconnection.
+  for (const name of ['process_gone', 'no_events']) {
+    es.addEventListener(name, (ev) => {
+      let d = null;
+      try { d = JSON.parse(ev.data); } catch { /* said below without it */ }
+      view.finished = true;
+      es.close();
+      if (name === 'process_gone') {
+        // It runs no more: nothing to cancel, `resume` continues it.
+        view.cancelBtn.disabled = true;
+        view.resumeBtn.disabled = false;
+      }
+      if (d && d.message) view.actionMsg.textContent = d.message;
+    });
+  }
   on('lagged', () => {
     // The server dropped us behind; the browser reconnects with Last-Event-ID on its own.
     es.close();

@@ -98,8 +98,12 @@ pub enum Phase {
 pub struct ExecutionSummary {
     /// Run id.
     pub execution_id: String,
-    /// Identifier the run was started with.
+    /// The workflow's name (its `name:`), as `GET /api/history` names it; the identifier
+    /// when no record names it.
     pub workflow_name: String,
+    /// The identifier the run was started with: a workflow's name, or the path of its file
+    /// (`awf run wf/code-review.yaml`), as `GET /api/history`'s `workflow`.
+    pub workflow: String,
     /// Status.
     pub status: ExecStatus,
     /// The top-level state being executed (or last executed); empty when none yet.
@@ -108,9 +112,10 @@ pub struct ExecutionSummary {
     pub phase: Phase,
     /// Process exit code, once finished.
     pub exit_code: Option<u8>,
-    /// Start (RFC 3339, UTC), from the run history; null until recorded.
+    /// Start (RFC 3339, UTC), from the run history, else from the run's state file; null
+    /// until recorded.
     pub started_at: Option<String>,
-    /// End (RFC 3339, UTC), once finished and recorded.
+    /// End (RFC 3339, UTC), once finished and recorded (history, else state file).
     pub completed_at: Option<String>,
     /// Wall time in milliseconds, once finished and recorded: `completed_at − started_at`
     /// (a resumed run's spans all its attempts and the time between them; a wait for an
@@ -377,6 +382,11 @@ pub struct ExecutionList {
     /// Live runs, then those finished in memory, then recorded ones; newest first in each
     /// group.
     pub executions: Vec<ExecutionSummary>,
+    /// Runs left out of `executions` because their state file cannot be read (damaged,
+    /// hand-edited): one line each naming the run (`GET /api/executions/{id}` says why);
+    /// absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `POST /api/executions/{id}/resume` request (as `awf resume` takes it).
@@ -499,6 +509,33 @@ fn row_of(cfg: &HttpConfig, v: &RunView, h: Option<&HistoryRecord>) -> HistoryRe
     }
 }
 
+/// A history row made from the state file of run `id`, for a run the history has no row
+/// of (a `history.db` replaced or lost, a state file placed by hand): its name, status, and
+/// the times `awf status` shows. `None` without a readable state file.
+pub(crate) fn row_from_state(cfg: &HttpConfig, id: &str) -> Option<HistoryRecord> {
+    let snap = cfg.states.as_ref()?.load(id).ok()?;
+    let ms = |t: std::time::SystemTime| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_millis()).ok())
+    };
+    let started_at_ms = ms(snap.started_at)?;
+    let completed_at_ms = snap.completed_at.and_then(ms);
+    Some(HistoryRecord {
+        id: snap.run_id,
+        workflow_id: snap.workflow,
+        workflow_name: snap.workflow_name,
+        status: snap.status,
+        exit_code: snap.exit_code,
+        started_at_ms,
+        completed_at_ms,
+        duration_ms: completed_at_ms.map(|end| end.saturating_sub(started_at_ms)),
+        error_message: snap.error.map(|e| e.message),
+        parent_run_id: snap.parent_run_id,
+        spend: None,
+    })
+}
+
 /// The ids of the runs among `views` (each with its history row, when known) that are
 /// recorded as running while their awf process is gone ([`HttpConfig::process_gone`]); runs
 /// live or finished in this server never are.
@@ -540,7 +577,11 @@ fn summary(v: RunView, h: Option<&HistoryRecord>, process_gone: bool) -> Executi
             .filter(|_| v.status == StoredStatus::Waiting)
             .map(awf_domain::timefmt::format_rfc3339),
         execution_id: v.run_id.0,
-        workflow_name: v.workflow,
+        workflow_name: h
+            .map(|h| h.workflow_name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| v.workflow.clone()),
+        workflow: v.workflow,
         status: v.status.into(),
         current_step: v.current_state.unwrap_or_default(),
         phase: match v.phase {
@@ -600,6 +641,7 @@ pub(crate) async fn list_executions(
         .into_iter()
         .map(|r| (r.id.clone(), r))
         .collect();
+    let mut rows = rows;
     let views: Vec<RunView> = cfg
         .service
         .list()?
@@ -607,6 +649,14 @@ pub(crate) async fn list_executions(
         .filter(|v| v.parent_run_id.is_none())
         .map(|v| fresh(&cfg, v))
         .collect();
+    // Runs the history has no row of: their state files say when they ran and their name.
+    for v in &views {
+        if !rows.contains_key(&v.run_id.0)
+            && let Some(r) = row_from_state(&cfg, &v.run_id.0)
+        {
+            rows.insert(v.run_id.0.clone(), r);
+        }
+    }
     let gone = gone_of(&cfg, views.iter().map(|v| (v, rows.get(&v.run_id.0))));
     let mut executions: Vec<ExecutionSummary> = views
         .into_iter()
@@ -617,7 +667,31 @@ pub(crate) async fn list_executions(
         })
         .collect();
     order_executions(&mut executions);
-    Ok(Envelope::json(ExecutionList { executions }))
+    // Runs whose state files cannot be read are not listed: said, not left out silently.
+    let warnings: Vec<String> = cfg
+        .states
+        .as_ref()
+        .map(|st| st.unreadable())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|id| {
+            format!(
+                "run {id} is not listed: its state file cannot be read (GET /api/executions/{id} says why)"
+            )
+        })
+        .collect();
+    if !warnings.is_empty() {
+        tracing::warn!(
+            count = warnings.len(),
+            "GET /api/executions: {} run(s) left out, their state files cannot be read: {}",
+            warnings.len(),
+            warnings.join("; ")
+        );
+    }
+    Ok(Envelope::json(ExecutionList {
+        executions,
+        warnings,
+    }))
 }
 
 /// Live runs first (driven here, running in another process, or queued for a worker), then
@@ -880,7 +954,8 @@ pub(crate) async fn get_execution(
     let h = cfg
         .history
         .as_ref()
-        .and_then(|h| h.get(&run_id.0).ok().flatten());
+        .and_then(|h| h.get(&run_id.0).ok().flatten())
+        .or_else(|| row_from_state(&cfg, &run_id.0));
     let process_gone = !gone_of(&cfg, [(&v, h.as_ref())]).is_empty();
     Ok(Envelope::json(ExecutionDetail {
         summary: summary(v, h.as_ref(), process_gone),
@@ -890,6 +965,48 @@ pub(crate) async fn get_execution(
         error,
         pending,
     }))
+}
+
+/// The workflow a run ran: the file its state file records (`workflow_path`), also one
+/// outside this server's workflow directories (`awf run path/to/file.yaml` in a terminal),
+/// else the workflow its identifier names; in `GET /api/workflows/{scope}/{name}`'s shape
+/// (what the page draws the run's graph from).
+#[utoipa::path(
+    get,
+    path = "/api/executions/{id}/workflow",
+    operation_id = "get-execution-workflow",
+    tag = "executions",
+    params(("id" = String, Path, description = "Run id, or a unique prefix of one")),
+    responses(
+        (status = 200, description = "The run's workflow, as its file is now", body = Envelope<crate::workflows::WorkflowDetail>),
+        (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such run, or its workflow file is gone", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "An ambiguous run id prefix (the hints list candidates), or the workflow file does not parse any more", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 500, description = "The run's state file or workflow file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub(crate) async fn get_execution_workflow(
+    State(cfg): State<Arc<HttpConfig>>,
+    Path(id): Path<String>,
+) -> Result<Json<Envelope<crate::workflows::WorkflowDetail>>, Problem> {
+    let run_id = cfg.service.resolve(&id)?;
+    let v = cfg.service.get(&run_id)?;
+    let recorded = cfg
+        .states
+        .as_ref()
+        .and_then(|st| st.load(&run_id.0).ok())
+        .and_then(|snap| snap.workflow_path)
+        .filter(|p| p.is_file());
+    let loaded = match recorded {
+        Some(path) => cfg
+            .repository
+            .load_for_validation(&path.display().to_string(), None)?,
+        None => cfg.repository.load_for_validation(&v.workflow, None)?,
+    };
+    Ok(Envelope::json(crate::workflows::detail(
+        &loaded.workflow,
+        &v.workflow,
+    )))
 }
 
 /// Cancels a live run (idempotent).
@@ -1500,8 +1617,9 @@ impl FrameCache {
 /// The SSE `event:` names: every run event's `type` (domain `RunEvent`, snake_case),
 /// `lagged` (a subscriber that fell behind; its data is `{"resume_position": N}`) and
 /// `process_gone` (the last frame of a run whose awf process is gone, see
-/// [`PROCESS_GONE_EVENT`]).
-pub const SSE_EVENT_NAMES: [&str; 16] = [
+/// [`PROCESS_GONE_EVENT`]) and `no_events` (the only frame of a recorded run whose events
+/// were not recorded, see [`NO_EVENTS_EVENT`]).
+pub const SSE_EVENT_NAMES: [&str; 17] = [
     "run_started",
     "step_started",
     "step_retrying",
@@ -1518,6 +1636,7 @@ pub const SSE_EVENT_NAMES: [&str; 16] = [
     "run_finished",
     "lagged",
     PROCESS_GONE_EVENT,
+    NO_EVENTS_EVENT,
 ];
 
 /// One event of `GET /api/executions/{id}/events` as an SSE client reads it, the schema
@@ -1568,6 +1687,16 @@ impl utoipa::PartialSchema for SseEvent {
                 "message": {"type": "string"}
             }
         });
+        let none = json!({
+            "type": "object",
+            "required": ["run_id", "status", "events_recorded", "message"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "status": {"type": "string"},
+                "events_recorded": {"type": "boolean", "enum": [false]},
+                "message": {"type": "string"}
+            }
+        });
         let mut data = ObjectBuilder::new()
             .schema_type(Type::String)
             .content_media_type("application/json")
@@ -1580,7 +1709,7 @@ impl utoipa::PartialSchema for SseEvent {
         let mut keywords = utoipa::openapi::extensions::Extensions::default();
         keywords.insert(
             "contentSchema".to_owned(),
-            json!({ "anyOf": [envelope, lagged, gone] }),
+            json!({ "anyOf": [envelope, lagged, gone, none] }),
         );
         data.extensions = Some(keywords);
         ObjectBuilder::new()
@@ -1666,6 +1795,35 @@ fn gone_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
     )
 }
 
+/// The `event:` name of the only frame of the stream of a recorded run whose events were
+/// not recorded (no transcript: a store without one, a transcript removed).
+pub const NO_EVENTS_EVENT: &str = "no_events";
+
+/// The stream of run `run`, known to the store but without a recorded event log: `: open`,
+/// then one `event: no_events` frame without `id:` (it is not in a log), `data: {"run_id",
+/// "status", "events_recorded": false, "message"}`, then the end. `None` when the run is not
+/// known at all (the caller's 404 stands).
+fn no_events_stream(cfg: &HttpConfig, run: &RunId) -> Option<Response> {
+    let v = cfg.service.get(run).ok()?;
+    let status = ExecStatus::from(v.status);
+    let data = json!({
+        "run_id": run.0,
+        "status": status,
+        "events_recorded": false,
+        "message": format!(
+            "run {run} has no recorded events (its transcript is missing): GET /api/executions/{run} gives what its state file says"
+        ),
+    });
+    let frames = [
+        Event::default().comment("open"),
+        Event::default()
+            .event(NO_EVENTS_EVENT)
+            .data(data.to_string()),
+    ]
+    .map(Ok::<Event, std::convert::Infallible>);
+    Some(Sse::new(futures::stream::iter(frames)).into_response())
+}
+
 /// Follows a run's events (Server-Sent Events).
 #[utoipa::path(
     get,
@@ -1678,7 +1836,7 @@ fn gone_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). A recorded run whose events were not recorded (no transcript) gets one `event: no_events` frame without `id:`, `data: {\"run_id\", \"status\", \"events_recorded\": false, \"message\"}`, and the stream ends. The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run (neither this server nor its store knows it)", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1695,7 +1853,14 @@ pub(crate) async fn stream_events(
     // A unique prefix is enough, as for GET (422 for an ambiguous one, 404 for none); the
     // log is the full id's, so its events (and the frame cache) carry the full id.
     let run = cfg.service.resolve(&id)?;
-    let sub = cfg.service.subscribe(&run, after.saturating_add(1))?;
+    let sub = match cfg.service.subscribe(&run, after.saturating_add(1)) {
+        Ok(sub) => sub,
+        // Known (GET answers it) but with no log to replay: said in one closing frame.
+        Err(e) if e.code() == ErrorCode::UserFacadeRunNotFound => {
+            return no_events_stream(&cfg, &run).ok_or_else(|| Problem::from(e));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let follow = Follow {
         sub,
         cfg: Arc::clone(&cfg),
@@ -1739,6 +1904,7 @@ mod tests {
         let run = |id: &str, status: ExecStatus, phase: Phase, at: Option<&str>| ExecutionSummary {
             execution_id: id.into(),
             workflow_name: "w".into(),
+            workflow: "w".into(),
             status,
             current_step: String::new(),
             phase,

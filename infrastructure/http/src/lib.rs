@@ -294,6 +294,7 @@ fn api_router(cfg: Arc<HttpConfig>) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::resume_execution))
         .routes(routes!(executions::respond))
         .routes(routes!(executions::stream_events))
+        .routes(routes!(executions::get_execution_workflow))
         .routes(routes!(history::list_history))
         .routes(routes!(history::history_stats))
         .with_state(cfg)
