@@ -427,6 +427,25 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
         })?;
         (inputs, None)
     } else {
+        // The inputs given are checked now, as without asking (a bad one is the same
+        // refusal, before anything is asked): only the missing required ones are asked.
+        let mut given_only = loaded.workflow.clone();
+        for def in &mut given_only.inputs {
+            if missing.iter().any(|m| m.name == def.name) {
+                def.required = false;
+            }
+        }
+        crate::inputs::resolve_inputs(
+            &given_only,
+            &req.inputs,
+            &req.config_inputs,
+            &req.working_dir,
+            services.host.as_ref(),
+        )
+        .map_err(|e| {
+            let e = e.map_message(|m| masker.mask(&m).into_owned());
+            config_input_hint(e, &req.inputs, &req.config_inputs)
+        })?;
         (
             serde_json::Map::new(),
             Some(crate::engine::AskInputs {

@@ -1,0 +1,155 @@
+//! Trial findings fixed in round 26, over the real binary: a run started over HTTP with
+//! `ask_missing_inputs` (a bad given input is refused up front; a run that never starts
+//! says why, on GET and at the end of its event stream; a cancel while it asks is
+//! `cancelled`), HTTP-phrased hints of `resume`, the hint of a run stopped by its budget,
+//! `awf resume` of a completed sub-workflow run, and agent errors that are never retried.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::add_workflows;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::execution;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::post;
+use awf_tests::http_serve::start;
+use awf_tests::http_serve::start_run;
+use awf_tests::http_serve::wait_status;
+use serde_json::Value;
+use serde_json::json;
+
+/// An integer input `i` and a required string `s`.
+const ASK: &str = "name: ask
+inputs:
+  - name: i
+    type: integer
+  - name: s
+    type: string
+    required: true
+states:
+  initial: a
+  a:
+    type: step
+    command: 'echo {{.inputs.s}} {{.inputs.i}}'
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// The last frame of run `id`'s event stream (followed to its end), which must have no
+/// `id:` (it is not in the log), and its data.
+fn closing_frame(s: &Server, id: &str) -> (String, Value) {
+    let (code, text, _) = curl(&["-N", &format!("{}/api/executions/{id}/events", s.base)]);
+    assert_eq!(code, 200, "{text}");
+    let last = text
+        .split("\n\n")
+        .filter(|b| b.contains("event: "))
+        .last()
+        .unwrap()
+        .to_owned();
+    assert!(!last.contains("id: "), "not an event of the log: {last}");
+    let name = last
+        .lines()
+        .find_map(|l| l.strip_prefix("event: "))
+        .unwrap()
+        .to_owned();
+    let data = json_of(last.lines().find_map(|l| l.strip_prefix("data: ")).unwrap());
+    (name, data)
+}
+
+/// The pending requests of run `id`, once there is one.
+fn pending(s: &Server, id: &str) -> Value {
+    let mut p = Value::Null;
+    awf_tests::wait_for("a pending request", || {
+        p = execution(s, id)["pending"].clone();
+        p.as_array().is_some_and(|a| !a.is_empty())
+    });
+    p
+}
+
+/// Defect 1a: an invalid given input is the same 422 with `ask_missing_inputs` as without
+/// (it was accepted, 202, and failed only once the missing `s` was answered).
+#[test]
+fn ask_missing_inputs_refuses_an_invalid_given_input_up_front() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("ask", ASK)]);
+    let s = start(&sb, &[]);
+    let url = format!("{}/api/workflows/env/ask/run", s.base);
+    let (code, body, _) = post(&url, r#"{"ask_missing_inputs":true,"inputs":{"i":"x"}}"#);
+    assert_eq!(code, 422, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{body}");
+    assert!(body.contains("inputs.i"), "{body}");
+    assert!(!body.contains("inputs.s"), "{body}");
+    // Without asking: 422 for the same input.
+    let (code, body, _) = post(&url, r#"{"inputs":{"i":"x","s":"a"}}"#);
+    assert_eq!(code, 422, "{body}");
+    assert!(body.contains("inputs.i"), "{body}");
+    // A valid given input: only the missing one is asked.
+    let id = start_run(
+        &s,
+        "ask",
+        r#"{"ask_missing_inputs":true,"inputs":{"i":"7"}}"#,
+    );
+    let p = pending(&s, &id);
+    assert_eq!(p.as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p[0]["input"], "s", "{p}");
+}
+
+/// Defect 1b: a run whose missing input is answered with `end_of_input` never starts: GET
+/// says why in `error`, and its event stream ends with a `not_started` frame saying so (it
+/// ended after `interaction_resolved` with no closing frame, and `error` was null).
+#[test]
+fn a_run_that_never_starts_says_why_on_get_and_on_its_stream() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("ask", ASK)]);
+    let s = start(&sb, &[]);
+    let id = start_run(&s, "ask", r#"{"ask_missing_inputs":true}"#);
+    let p = pending(&s, &id);
+    let (code, body, _) = post(
+        &format!("{}/api/executions/{id}/respond", s.base),
+        &json!({"request_id": p[0]["request_id"], "end_of_input": true}).to_string(),
+    );
+    assert_eq!(code, 204, "{body}");
+    let done = wait_status(&s, &id, "failed");
+    assert_eq!(
+        done["error"]["code"], "USER.INPUT.VALIDATION_FAILED",
+        "{done}"
+    );
+    assert!(
+        done["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("inputs.s: required but not provided"),
+        "{done}"
+    );
+    let (last, data) = closing_frame(&s, &id);
+    assert_eq!(last, "not_started", "{data}");
+    assert_eq!(data["run_id"], id.as_str());
+    assert_eq!(data["status"], "failed");
+    assert_eq!(data["not_started"], true);
+    assert_eq!(data["error"]["code"], "USER.INPUT.VALIDATION_FAILED");
+    // The documented event name.
+    let (code, doc, _) = curl(&[&format!("{}/openapi.json", s.base)]);
+    assert_eq!(code, 200);
+    assert!(doc.contains("not_started"), "not documented");
+}
+
+/// Defect 1c: DELETE while the run asks for its missing input makes it `cancelled` (it was
+/// `failed`), with `EXECUTION.RUN.CANCELLED` as its error.
+#[test]
+fn cancelling_a_run_that_asks_for_an_input_makes_it_cancelled() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("ask", ASK)]);
+    let s = start(&sb, &[]);
+    let id = start_run(&s, "ask", r#"{"ask_missing_inputs":true}"#);
+    pending(&s, &id);
+    let (code, body, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 204, "{body}");
+    let done = wait_status(&s, &id, "cancelled");
+    assert_eq!(done["error"]["code"], "EXECUTION.RUN.CANCELLED", "{done}");
+    let (last, data) = closing_frame(&s, &id);
+    assert_eq!(last, "not_started", "{data}");
+    assert_eq!(data["status"], "cancelled");
+}
