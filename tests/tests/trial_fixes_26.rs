@@ -153,3 +153,48 @@ fn cancelling_a_run_that_asks_for_an_input_makes_it_cancelled() {
     assert_eq!(last, "not_started", "{data}");
     assert_eq!(data["status"], "cancelled");
 }
+
+/// Fails in `go`.
+const FAILS: &str = "name: fails
+states:
+  initial: go
+  go:
+    type: step
+    command: exit 3
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// Defect 2: resuming over HTTP a run whose state the workflow no longer has, or whose
+/// workflow is gone, gets hints for HTTP (`from_step`, `GET /api/workflows`), not the
+/// command line's (`--from <state>`, `awf list`).
+#[test]
+fn resume_hints_over_http_name_the_body_and_the_routes() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("fails", FAILS)]);
+    let s = start(&sb, &[]);
+    let id = start_run(&s, "fails", "{}");
+    wait_status(&s, &id, "failed");
+    // The state the run stopped in is renamed.
+    sb.write("wf/fails.yaml", &FAILS.replace("go", "went"))
+        .unwrap();
+    let resume = format!("{}/api/executions/{id}/resume", s.base);
+    let (code, body, _) = post(&resume, "{}");
+    assert_eq!(code, 422, "{body}");
+    let v = json_of(&body);
+    let hints = v["hints"].to_string();
+    assert!(hints.contains(r#"{\"from_step\": \"<state>\"}"#), "{body}");
+    assert!(!hints.contains("--from"), "{body}");
+    // The workflow is gone.
+    std::fs::remove_file(sb.path().join("wf/fails.yaml")).unwrap();
+    let (code, body, _) = post(&resume, "{}");
+    assert_eq!(code, 404, "{body}");
+    let v = json_of(&body);
+    let hints = v["hints"].to_string();
+    assert!(
+        hints.contains("GET /api/workflows lists the available workflows"),
+        "{body}"
+    );
+    assert!(!hints.contains("awf list"), "{body}");
+}
