@@ -198,3 +198,52 @@ fn resume_hints_over_http_name_the_body_and_the_routes() {
     );
     assert!(!hints.contains("awf list"), "{body}");
 }
+
+/// Defect 3: a run stopped by its spent budget is not offered a resume that fails the same
+/// way: the hint says to raise the budget first; once it is raised, that resume completes.
+#[test]
+fn a_run_stopped_by_its_budget_is_told_to_raise_it_before_resuming() {
+    let mock = awf_mock_llm::MockLlm::start(json!({"rules": [
+        {"when_last_user_contains": "bullet points about", "reply": {"text": "- a\n- b\n- c", "usage": {"input": 1500, "output": 600}}}
+    ], "default": {"text": "- short", "usage": {"input": 1, "output": 1}}}));
+    let mut sb = Sandbox::new().unwrap();
+    sb.set_env("OPENAI_BASE_URL", &format!("{}/v1", mock.url()));
+    sb.set_env("OPENAI_MODEL", "mock-model");
+    sb.set_env("OPENAI_API_KEY", "sk-mock-key-123");
+    let example =
+        std::fs::read_to_string(awf_tests::workspace_root().join("workflows/budget.yaml")).unwrap();
+    let wf = sb.write("budget.yaml", &example).unwrap();
+    let wf = wf.to_str().unwrap();
+    let r = sb.run(&["run", wf]).unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("raise the workflow's or the step's `budget:` (tokens, usd) in the workflow file first, then continue it with `awf resume "),
+        "{}",
+        r.stderr
+    );
+    let id = r
+        .stderr
+        .split("`awf resume ")
+        .nth(1)
+        .unwrap()
+        .split([' ', '`'])
+        .next()
+        .unwrap()
+        .to_owned();
+    // Resumed as it is: the same failure, and the same advice.
+    let again = sb.run(&["resume", &id, "--from", "tighten"]).unwrap();
+    assert_ne!(again.code, 0, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("raise the workflow's"),
+        "{}",
+        again.stderr
+    );
+    // Raised: the resume the hint names completes.
+    sb.write(
+        "budget.yaml",
+        &example.replace("tokens: 2000", "tokens: 100000"),
+    )
+    .unwrap();
+    let ok = sb.run(&["resume", &id, "--from", "tighten"]).unwrap();
+    assert_eq!(ok.code, 0, "{}", ok.stderr);
+}
