@@ -247,3 +247,50 @@ fn a_run_stopped_by_its_budget_is_told_to_raise_it_before_resuming() {
     let ok = sb.run(&["resume", &id, "--from", "tighten"]).unwrap();
     assert_eq!(ok.code, 0, "{}", ok.stderr);
 }
+
+/// Defect 4: `awf resume` of a completed sub-workflow run whose parent completed too says
+/// there is nothing to resume (it pointed to `awf resume <parent>`, which then said the
+/// parent already completed).
+#[test]
+fn resuming_a_completed_child_of_a_completed_run_says_nothing_to_resume() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(
+        &mut sb,
+        &[
+            (
+                "leaf",
+                "name: leaf\nstates:\n  initial: a\n  a: {type: step, command: echo leaf, on_success: done}\n  done: {type: terminal}\n",
+            ),
+            (
+                "top",
+                "name: top\nstates:\n  initial: call\n  call: {type: call_workflow, workflow: leaf, on_success: done}\n  done: {type: terminal}\n",
+            ),
+        ],
+    );
+    let r = sb.run(&["run", "top", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let top = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+    let state = |id: &str| {
+        awf_tests::read_state_file(&awf_tests::data(&sb).join(format!("states/{id}.json"))).unwrap()
+    };
+    let leaf = state(&top)["child_runs"]["call"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = sb.run(&["resume", &leaf]).unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "run {leaf} is a sub-workflow run (a call_workflow step of run {top}), and the run \
+             {top} that called it already completed successfully; nothing to resume"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains(&format!("awf resume {top}")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("awf resume --list"), "{}", r.stderr);
+}
