@@ -294,3 +294,72 @@ fn resuming_a_completed_child_of_a_completed_run_says_nothing_to_resume() {
     );
     assert!(r.stderr.contains("awf resume --list"), "{}", r.stderr);
 }
+
+/// An agent step of `provider` retried up to 3 times, 2 s apart.
+fn retried_agent(provider: &str) -> String {
+    format!(
+        "name: review
+states:
+  initial: review
+  review:
+    type: agent
+    provider: {provider}
+    prompt: hi
+    retry: {{max_attempts: 3, initial_delay: 2s}}
+    on_success: done
+  done:
+    type: terminal
+"
+    )
+}
+
+/// Defect 5: an agent step whose provider does not exist, or whose CLI is not installed,
+/// is not retried (it was, per its `retry`, though it can never succeed); a misspelt
+/// provider gets the closest known one and the list of valid providers.
+#[test]
+fn an_unknown_provider_or_a_missing_cli_is_not_retried() {
+    let mut sb = Sandbox::new().unwrap();
+    sb.write("review.yaml", &retried_agent("claud")).unwrap();
+    sb.write("cli.yaml", &retried_agent("claude")).unwrap();
+    std::fs::create_dir_all(sb.path().join("nobin")).unwrap();
+    let nobin = sb.path().join("nobin").display().to_string();
+    sb.set_env("PATH", &nobin);
+    for (file, code, words) in [
+        (
+            "review.yaml",
+            "USER.AGENT.UNKNOWN_PROVIDER",
+            "provider \"claud\" not found",
+        ),
+        (
+            "cli.yaml",
+            "EXECUTION.AGENT.BINARY_NOT_FOUND",
+            "the `claude` CLI was not found on PATH",
+        ),
+    ] {
+        let wf = sb.path().join(file).display().to_string();
+        let started = std::time::Instant::now();
+        let r = sb.run(&["run", &wf, "-f", "json"]).unwrap();
+        assert_ne!(r.code, 0, "{file}: {}", r.stderr);
+        let doc = r.json().unwrap();
+        assert_eq!(doc["error"]["code"], code, "{file}: {doc:#}");
+        assert!(
+            doc["error"]["message"].as_str().unwrap().contains(words),
+            "{file}: {doc:#}"
+        );
+        assert_eq!(doc["states"]["review"]["attempts"], 1, "{file}: {doc:#}");
+        assert!(!r.stderr.contains("retrying"), "{file}: {}", r.stderr);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{file}: waited for a retry"
+        );
+        if file == "review.yaml" {
+            let hints = doc["error"]["hints"].as_array().unwrap();
+            assert_eq!(hints[0], "did you mean 'claude'?", "{doc:#}");
+            let list = hints[1].as_str().unwrap();
+            assert!(
+                list.starts_with("known providers: acp, claude, codex, gemini"),
+                "{doc:#}"
+            );
+        }
+    }
+}
