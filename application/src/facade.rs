@@ -427,6 +427,25 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
         })?;
         (inputs, None)
     } else {
+        // The inputs given are checked now, as without asking (a bad one is the same
+        // refusal, before anything is asked): only the missing required ones are asked.
+        let mut given_only = loaded.workflow.clone();
+        for def in &mut given_only.inputs {
+            if missing.iter().any(|m| m.name == def.name) {
+                def.required = false;
+            }
+        }
+        crate::inputs::resolve_inputs(
+            &given_only,
+            &req.inputs,
+            &req.config_inputs,
+            &req.working_dir,
+            services.host.as_ref(),
+        )
+        .map_err(|e| {
+            let e = e.map_message(|m| masker.mask(&m).into_owned());
+            config_input_hint(e, &req.inputs, &req.config_inputs)
+        })?;
         (
             serde_json::Map::new(),
             Some(crate::engine::AskInputs {
@@ -510,7 +529,8 @@ fn recorded_workflow(services: &Services, snap: &awf_domain::ports::store::RunSn
 /// the recorded parents (a parent that cannot be read ends the walk at the last one known),
 /// with `--input NAME=<value>` for each secret input that run needs again (as its own resume
 /// would ask: declared without a default; every masked secret-named input when its workflow
-/// cannot be loaded).
+/// cannot be loaded). When that top-level run already completed, the refusal says there is
+/// nothing to resume (its resume would only say so) instead of naming it.
 fn sub_workflow_refused(
     services: &Services,
     store: &dyn awf_domain::ports::StateStore,
@@ -531,6 +551,28 @@ fn sub_workflow_refused(
             },
             Err(_) => break,
         }
+    }
+    // Nothing to resume when the run at the top already completed (its resume would only
+    // say so): said here, not pointed to.
+    if let Some(top) = &root_snap
+        && top.status == awf_domain::ports::store::StoredStatus::Success
+    {
+        let whose = if top.run_id == parent {
+            format!("run {parent} that called it")
+        } else {
+            format!(
+                "run {} at the top of the calls (through run {parent})",
+                top.run_id
+            )
+        };
+        return AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            format!(
+                "run {run_id} is a sub-workflow run (a call_workflow step of run {parent}), and \
+                 the {whose} already completed successfully; nothing to resume"
+            ),
+        )
+        .with_hint("`awf resume --list` shows runs that can be resumed");
     }
     let secrets: String = root_snap
         .map(|snap| {

@@ -1022,12 +1022,13 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
                 path,
                 format!("unknown provider \"{p}\": {effect}"),
             );
+            let known = format!(
+                "known providers: {}",
+                awf_domain::workflow::AGENT_PROVIDERS.join(", ")
+            );
             d = match validate::closest(p, awf_domain::workflow::AGENT_PROVIDERS.iter().copied()) {
-                Some(c) => d.with_hint(format!("did you mean '{c}'?")),
-                None => d.with_hint(format!(
-                    "known providers: {}",
-                    awf_domain::workflow::AGENT_PROVIDERS.join(", ")
-                )),
+                Some(c) => d.with_hint(format!("did you mean '{c}'? {known}")),
+                None => d.with_hint(known),
             };
             out.push(d);
         }

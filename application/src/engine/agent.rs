@@ -94,12 +94,11 @@ impl Run {
                 awf_domain::workflow::AGENT_PROVIDERS.iter().copied(),
             ) {
                 e = e.with_hint(format!("did you mean '{c}'?"));
-            } else {
-                e = e.with_hint(format!(
-                    "known providers: {}",
-                    awf_domain::workflow::AGENT_PROVIDERS.join(", ")
-                ));
             }
+            e = e.with_hint(format!(
+                "known providers: {}",
+                awf_domain::workflow::AGENT_PROVIDERS.join(", ")
+            ));
             return fail(st, e);
         };
         if step.mode == "conversation" {

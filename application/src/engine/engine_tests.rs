@@ -1007,7 +1007,16 @@ async fn unknown_provider_is_a_user_error_with_a_hint() {
     let err = result.error.expect("error");
     assert_eq!(err.code, ErrorCode::UserAgentUnknownProvider);
     assert_eq!(err.message, "step ask: provider \"claud\" not found");
-    assert_eq!(err.hints, vec!["did you mean 'claude'?".to_owned()]);
+    assert_eq!(
+        err.hints,
+        vec![
+            "did you mean 'claude'?".to_owned(),
+            format!(
+                "known providers: {}",
+                awf_domain::workflow::AGENT_PROVIDERS.join(", ")
+            ),
+        ]
+    );
     assert_eq!(result.exit_code, 1);
 }
 

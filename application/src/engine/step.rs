@@ -680,11 +680,12 @@ impl Run {
             if body.state.status != StepStatus::Failed {
                 return Ok(whole(body, first_start));
             }
-            // Another attempt would find the budget as spent as this one did.
+            // Another attempt would fail the same way: the budget as spent as this one found
+            // it, the provider as unknown, its CLI as missing from PATH.
             if body
                 .failure
                 .as_ref()
-                .is_some_and(|f| f.code() == ErrorCode::ExecutionBudgetExceeded)
+                .is_some_and(|f| never_retried(f.code()))
             {
                 return Ok(whole(body, first_start));
             }
@@ -1255,6 +1256,17 @@ fn expand_home(p: &str, env: &std::collections::BTreeMap<String, String>) -> Pat
 }
 
 /// Last `max` bytes of `s` (on a char boundary).
+/// Failures a step's `retry` does not retry: another attempt cannot succeed (a spent budget,
+/// a provider that does not exist, an agent CLI that is not installed).
+fn never_retried(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::ExecutionBudgetExceeded
+            | ErrorCode::UserAgentUnknownProvider
+            | ErrorCode::ExecutionAgentBinaryNotFound
+    )
+}
+
 fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;

@@ -183,6 +183,8 @@ struct Info {
     current_state: Option<String>,
     finished_at: Option<Instant>,
     result: Option<Arc<RunResult>>,
+    /// Why a run that ended without a result never started (its `Ending::NotStarted`).
+    start_error: Option<AwfError>,
 }
 
 impl Entry {
@@ -202,7 +204,20 @@ impl Entry {
                 Some(r.exit_code),
                 awf_domain::projection::parked_until(r),
             ),
-            (Some(_), None) => (RunPhase::Finished, StoredStatus::Failure, None, None),
+            // Never started: cancelled while it asked for its missing inputs, or failed
+            // (an input not given, the inputs not resolving).
+            (Some(_), None) => {
+                let cancelled = info
+                    .start_error
+                    .as_ref()
+                    .is_some_and(|e| e.code() == ErrorCode::ExecutionRunCancelled);
+                let status = if cancelled {
+                    StoredStatus::Cancelled
+                } else {
+                    StoredStatus::Failure
+                };
+                (RunPhase::Finished, status, None, None)
+            }
         };
         RunView {
             run_id: self.run_id.clone(),
@@ -411,6 +426,7 @@ impl RunManager {
                 current_state: None,
                 finished_at: None,
                 result: None,
+                start_error: None,
             }),
             ending: watch::Sender::new(Ending::Running),
         });
@@ -536,9 +552,13 @@ impl Pump {
     }
 
     fn finish(&self) {
+        let start_error = lock(&self.start_error).clone();
         let result = {
             let mut info = lock(&self.entry.info);
             info.finished_at = Some((self.clock)());
+            if info.result.is_none() {
+                info.start_error.clone_from(&start_error);
+            }
             info.result.clone()
         };
         lock(&self.registry)
@@ -547,7 +567,7 @@ impl Pump {
         self.entry.log.end();
         let ending = match result {
             Some(r) => Ending::Finished(r),
-            None => Ending::NotStarted(lock(&self.start_error).clone()),
+            None => Ending::NotStarted(start_error),
         };
         self.entry.ending.send_replace(ending);
     }

@@ -951,6 +951,11 @@ pub(crate) async fn get_execution(
             error = s.error;
         }
     }
+    // A run that never started (a missing input not given, a cancel while asking) has no
+    // end in its log: the service says why.
+    if error.is_none() && v.phase == RunPhase::Finished && v.exit_code.is_none() {
+        error = not_started_error(&cfg, &run_id).await;
+    }
     let h = cfg
         .history
         .as_ref()
@@ -1617,9 +1622,10 @@ impl FrameCache {
 /// The SSE `event:` names: every run event's `type` (domain `RunEvent`, snake_case),
 /// `lagged` (a subscriber that fell behind; its data is `{"resume_position": N}`) and
 /// `process_gone` (the last frame of a run whose awf process is gone, see
-/// [`PROCESS_GONE_EVENT`]) and `no_events` (the only frame of a recorded run whose events
-/// were not recorded, see [`NO_EVENTS_EVENT`]).
-pub const SSE_EVENT_NAMES: [&str; 17] = [
+/// [`PROCESS_GONE_EVENT`]), `no_events` (the only frame of a recorded run whose events
+/// were not recorded, see [`NO_EVENTS_EVENT`]) and `not_started` (the last frame of a run
+/// that never started, see [`NOT_STARTED_EVENT`]).
+pub const SSE_EVENT_NAMES: [&str; 18] = [
     "run_started",
     "step_started",
     "step_retrying",
@@ -1637,17 +1643,19 @@ pub const SSE_EVENT_NAMES: [&str; 17] = [
     "lagged",
     PROCESS_GONE_EVENT,
     NO_EVENTS_EVENT,
+    NOT_STARTED_EVENT,
 ];
 
 /// One event of `GET /api/executions/{id}/events` as an SSE client reads it, the schema
 /// the document gives each event of the stream (OpenAPI 3.1 has an event stream's `schema`
 /// describe one event): `{event, id, data}` with `event` the event's type
 /// ([`SSE_EVENT_NAMES`]), `id` its position in the run's log (decimal digits; none on
-/// `lagged` and `process_gone`) and `data` the event envelope as JSON text
-/// (`contentMediaType` `application/json`, `contentSchema`: `{seq, run_id, parent_run_id?,
-/// at (ms since the epoch), path, iteration?, event: {type, …}}`, `lagged`'s
-/// `{resume_position}`, or `process_gone`'s `{run_id, status, process_gone, current_step,
-/// message}`).
+/// `lagged`, `process_gone`, `no_events` and `not_started`) and `data` the event envelope as
+/// JSON text (`contentMediaType` `application/json`, `contentSchema`: `{seq, run_id,
+/// parent_run_id?, at (ms since the epoch), path, iteration?, event: {type, …}}`, `lagged`'s
+/// `{resume_position}`, `process_gone`'s `{run_id, status, process_gone, current_step,
+/// message}`, `no_events`' `{run_id, status, events_recorded, message}`, or `not_started`'s
+/// `{run_id, status, not_started, error, message}`).
 pub struct SseEvent;
 
 impl utoipa::PartialSchema for SseEvent {
@@ -1697,11 +1705,26 @@ impl utoipa::PartialSchema for SseEvent {
                 "message": {"type": "string"}
             }
         });
+        let not_started = json!({
+            "type": "object",
+            "required": ["run_id", "status", "not_started", "error", "message"],
+            "properties": {
+                "run_id": {"type": "string"},
+                "status": {"type": "string", "enum": ["failed", "cancelled"]},
+                "not_started": {"type": "boolean", "enum": [true]},
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message"],
+                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}}
+                },
+                "message": {"type": "string"}
+            }
+        });
         let mut data = ObjectBuilder::new()
             .schema_type(Type::String)
             .content_media_type("application/json")
             .description(Some(
-                "The event envelope (or `lagged`'s position, or `process_gone`'s run) as JSON text",
+                "The event envelope (or `lagged`'s position, or `process_gone`'s or `not_started`'s run) as JSON text",
             ))
             .build();
         // `contentSchema` (JSON Schema 2020-12) has no field in utoipa's `Object`; it goes
@@ -1709,7 +1732,7 @@ impl utoipa::PartialSchema for SseEvent {
         let mut keywords = utoipa::openapi::extensions::Extensions::default();
         keywords.insert(
             "contentSchema".to_owned(),
-            json!({ "anyOf": [envelope, lagged, gone, none] }),
+            json!({ "anyOf": [envelope, lagged, gone, none, not_started] }),
         );
         data.extensions = Some(keywords);
         ObjectBuilder::new()
@@ -1742,7 +1765,7 @@ struct Follow {
     run: RunId,
     /// The last start or end of the run (not of its sub-workflows) sent was its end.
     finished: bool,
-    /// The closing `process_gone` event was sent.
+    /// The closing `process_gone` (or `not_started`) event was sent.
     closed: bool,
 }
 
@@ -1824,6 +1847,51 @@ fn no_events_stream(cfg: &HttpConfig, run: &RunId) -> Option<Response> {
     Some(Sse::new(futures::stream::iter(frames)).into_response())
 }
 
+/// Why the run `run`, ended in this server without a result, never started (the error its
+/// start ended on, as [`RunService::wait`] returns it); `None` for any other run.
+async fn not_started_error(cfg: &HttpConfig, run: &RunId) -> Option<RunError> {
+    let v = cfg.service.get(run).ok()?;
+    if v.phase != RunPhase::Finished || v.exit_code.is_some() {
+        return None;
+    }
+    match cfg.service.wait(run).await {
+        Ok(_) => None,
+        Err(e) => Some(RunError {
+            code: e.code().as_str().to_owned(),
+            message: e.message().to_owned(),
+        }),
+    }
+}
+
+/// The `event:` name of the frame that ends the stream of a run that never started.
+pub const NOT_STARTED_EVENT: &str = "not_started";
+
+/// The frame that closes the stream of `run` when it ended in this server without starting
+/// (a missing input answered with `end_of_input`, a cancel while it asked, its inputs not
+/// resolving): `event: not_started`, no `id:` (it is not in the run's log), `data:
+/// {"run_id", "status": "failed"|"cancelled", "not_started": true, "error": {code,
+/// message}, "message"}`, what `GET /api/executions/{id}` says of the run. `None` for any
+/// other run.
+async fn not_started_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
+    let error = not_started_error(cfg, run).await?;
+    let status = cfg
+        .service
+        .get(run)
+        .map_or(ExecStatus::Failed, |v| ExecStatus::from(v.status));
+    let data = json!({
+        "run_id": run.0,
+        "status": status,
+        "not_started": true,
+        "message": format!("run {run} never started: {}", error.message),
+        "error": error,
+    });
+    Some(
+        Event::default()
+            .event(NOT_STARTED_EVENT)
+            .data(data.to_string()),
+    )
+}
+
 /// Follows a run's events (Server-Sent Events).
 #[utoipa::path(
     get,
@@ -1836,7 +1904,7 @@ fn no_events_stream(cfg: &HttpConfig, run: &RunId) -> Option<Response> {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). A recorded run whose events were not recorded (no transcript) gets one `event: no_events` frame without `id:`, `data: {\"run_id\", \"status\", \"events_recorded\": false, \"message\"}`, and the stream ends. The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). A recorded run whose events were not recorded (no transcript) gets one `event: no_events` frame without `id:`, `data: {\"run_id\", \"status\", \"events_recorded\": false, \"message\"}`, and the stream ends. A run that never started (a missing input answered with `end_of_input`, a cancel while it asked for one) has neither: its stream ends with one `event: not_started` frame without `id:`, `data: {\"run_id\", \"status\": \"failed\"|\"cancelled\", \"not_started\": true, \"error\": {\"code\", \"message\"}, \"message\"}`. The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run (neither this server nor its store knows it)", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1876,9 +1944,13 @@ pub(crate) async fn stream_events(
             }
             // The log ended without the run's end: its awf process is gone (the record
             // stops growing once its owner died). Said once, then the stream ends.
+            // Or it never started (no `run_started` either): said why, once.
             None if !f.finished && !f.closed => {
                 f.closed = true;
-                gone_event(&f.cfg, &f.run)?
+                match gone_event(&f.cfg, &f.run) {
+                    Some(ev) => ev,
+                    None => not_started_event(&f.cfg, &f.run).await?,
+                }
             }
             None => return None,
         };

@@ -171,8 +171,8 @@ pub fn http_message(message: &str, validate: &str) -> String {
 /// `` `from_step` takes …``); the command `awf resume ID [--from s] [--input k=<value>]…` is
 /// the route to call, with its body (`POST /api/executions/ID/resume with {"from_step": "s",
 /// "input_overrides": {"k": "<value>"}}`: the run it names may be another than the one asked
-/// for, e.g. the top-level run of a sub-workflow's run); a hint without any of these is
-/// returned as it is.
+/// for, e.g. the top-level run of a sub-workflow's run); `awf list` is `GET /api/workflows`;
+/// a hint without any of these is returned as it is.
 pub fn http_hint(hint: &str, key: &str) -> String {
     if let Some(rest) = hint.strip_prefix("--from takes ") {
         return format!("`from_step` takes {rest}");
@@ -188,6 +188,16 @@ pub fn http_hint(hint: &str, key: &str) -> String {
     if let Some(rest) = hint.strip_prefix("`awf history` lists recorded runs") {
         // Breaker: an unknown run id's 404 pointed at the command line.
         return format!("GET /api/history lists recorded runs{rest}");
+    }
+    if let Some(rest) = hint.strip_prefix("run `awf list` to see the available workflows") {
+        return format!("GET /api/workflows lists the available workflows{rest}");
+    }
+    // A resume whose state the workflow no longer has (`--from <state>`, `--from previous`).
+    if hint.contains("`--from <state>` (or `--from previous`)") {
+        return hint.replace(
+            "`--from <state>` (or `--from previous`)",
+            "{\"from_step\": \"<state>\"} (or {\"from_step\": \"previous\"})",
+        );
     }
     if hint == "`awf resume --list` shows runs that can be resumed" {
         return "GET /api/executions lists the runs: a `failed` or `cancelled` one can be resumed"
@@ -617,6 +627,25 @@ mod tests {
         assert_eq!(
             d.hints[2],
             r#"POST /api/executions/r1/resume with {"from_step": "b", "input_overrides": {"token": "<value>"}}"#
+        );
+    }
+
+    /// A resume from a state the workflow lost names `from_step`, and `awf list` is its
+    /// route (both were said the command line's way).
+    #[test]
+    fn lost_state_and_workflow_hints_are_said_for_http() {
+        assert_eq!(
+            http_hint(
+                "the workflow changed since the run stopped: resume from a state it still has \
+                 with `--from <state>` (or `--from previous`), or start a new run",
+                "input_overrides"
+            ),
+            "the workflow changed since the run stopped: resume from a state it still has with \
+             {\"from_step\": \"<state>\"} (or {\"from_step\": \"previous\"}), or start a new run"
+        );
+        assert_eq!(
+            http_hint("run `awf list` to see the available workflows", "inputs"),
+            "GET /api/workflows lists the available workflows"
         );
     }
 

@@ -811,8 +811,20 @@ fn resume_hint(
             .error
             .as_ref()
             .is_some_and(|e| e.code == ErrorCode::UserInputValidationFailed);
+        // A step stopped by a spent budget fails the same way on resume (the resumed run
+        // keeps counting from what it had spent) until that budget is raised.
+        let over_budget = result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::ExecutionBudgetExceeded)
+            || last_failed
+                .and_then(|s| result.states.get(s))
+                .is_some_and(|st| st.error_code == Some(ErrorCode::ExecutionBudgetExceeded));
         let first = if refused_input {
             "fix that input first (in the workflow file, or `--input NAME=VALUE` for a run input), then "
+        } else if over_budget {
+            "the budget is spent and a resumed run keeps counting from what it had spent: raise \
+             the workflow's or the step's `budget:` (tokens, usd) in the workflow file first, then "
         } else {
             ""
         };
