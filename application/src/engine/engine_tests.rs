@@ -1643,3 +1643,30 @@ async fn break_when_holding_after_a_failed_iteration_completes_the_loop() {
     assert_eq!(result.states["l"].status, StepStatus::Completed);
     assert_eq!(result.states["l"].output, "completed 2 iterations");
 }
+
+/// `continue_on_error` treats a failure as a success: without `on_success` there is no next
+/// state (`EXECUTION.WORKFLOW.NO_ROUTE`), and `on_failure` is not taken, as in AWF (Go)
+/// (breaker: awf went to `on_failure`).
+#[tokio::test]
+async fn continue_on_error_without_on_success_is_no_route() {
+    let mut a = cmd("a", "fails", None, Some("failed"));
+    a.continue_on_error = true;
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on("fails", [FakeCommand::fail(1, "")]));
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.terminal, None);
+    assert_eq!(result.exit_code, 3);
+    assert_eq!(
+        result.error.as_ref().map(|e| e.code),
+        Some(ErrorCode::ExecutionNoRoute)
+    );
+}
