@@ -2538,10 +2538,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
             // `states.__inline_error_a.message`).
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
-                    let path = match crate::workflow::inline_error_step(name) {
-                        Some(step) => format!("states.{step}.on_failure.message"),
-                        None => format!("{base}.message"),
-                    };
+                    let path = format!("{}.message", crate::workflow::state_path(name));
                     ctx.check_text(m, &path, Site::Workflow { error: true });
                 }
             }

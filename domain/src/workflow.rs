@@ -820,6 +820,16 @@ pub fn inline_error_step(name: &str) -> Option<&str> {
     name.strip_prefix(INLINE_ERROR_PREFIX)
 }
 
+/// Where state `name` is written in the file, as a diagnostic path: `states.<name>`, and
+/// for the inline failure terminal of step `s`, `states.s.on_failure` (its message is at
+/// `states.s.on_failure.message`), never the internal `__inline_error_<step>`.
+pub fn state_path(name: &str) -> String {
+    match inline_error_step(name) {
+        Some(step) => format!("states.{step}.on_failure"),
+        None => format!("states.{name}"),
+    }
+}
+
 /// A terminal's name as users see it: the inline failure terminal of step `s` reads
 /// `s's on_failure`, any other terminal its own name. The internal `__inline_error_<step>`
 /// never reaches an output (the run result, `awf status`, the HTTP API, the transcript).
@@ -857,6 +867,8 @@ mod inline_error_tests {
         );
         assert_eq!(terminal_display_name("done"), "done");
         assert_eq!(inline_error_step("__inline_error_a"), Some("a"));
+        assert_eq!(state_path("__inline_error_a"), "states.a.on_failure");
+        assert_eq!(state_path("a"), "states.a");
         assert_eq!(inline_error_step("a"), None);
     }
 

@@ -71,6 +71,22 @@ fn an_inline_on_failure_message_reads_the_steps_error() {
         v.stderr
     );
     assert!(!v.stderr.contains("__inline_error_"), "{}", v.stderr);
+    // A message that does not parse: the same place, the line it is written on.
+    sb.write(
+        "bad2.yaml",
+        "name: inl\nstates:\n  initial: a\n  a: {type: step, command: 'exit 2', on_success: done, on_failure: {message: \"{{nofunc .error.Message}}\"}}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let v = sb.run(&["validate", "bad2.yaml"]).unwrap();
+    assert_eq!(v.code, 2, "{}", v.stderr);
+    assert!(
+        v.stderr.contains("bad2.yaml:4:")
+            && v.stderr
+                .contains("states.a.on_failure.message: template does not parse"),
+        "{}",
+        v.stderr
+    );
+    assert!(!v.stderr.contains("__inline_error_"), "{}", v.stderr);
 }
 
 /// A failed `continue_on_error: true` step without `on_success` has no next state
