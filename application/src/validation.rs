@@ -1259,7 +1259,8 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         }
     };
     for (name, state) in &wf.states {
-        let base = format!("states.{name}");
+        // An inline `on_failure`'s terminal by where it is written (`states.a.on_failure`).
+        let base = awf_domain::workflow::state_path(name);
         for (i, t) in state.transitions.iter().enumerate() {
             if let Some(w) = &t.when
                 && !w.trim().is_empty()

@@ -344,12 +344,20 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
                 )),
             };
             if let Some((noun, event, hint)) = unrouted {
+                // continue_on_error takes the success route on a failure too, as in AWF
+                // (Go): on_failure is never taken.
+                let why = if s.continue_on_error && !matches!(s.kind, StateKind::Loop(_)) {
+                    ", nor when it fails (continue_on_error takes the success route; its \
+                     on_failure is never taken)"
+                } else {
+                    " (on_failure only)"
+                };
                 out.push(
                     Diagnostic::warning(
                         ErrorCode::WorkflowValidationNoExit,
                         base.clone(),
                         format!(
-                            "{noun} \"{name}\" has no route when it {event} (on_failure only): \
+                            "{noun} \"{name}\" has no route when it {event}{why}: \
                              the run would stop there with EXECUTION.WORKFLOW.NO_ROUTE"
                         ),
                     )
@@ -2308,7 +2316,11 @@ impl RefCtx<'_> {
         if text.contains("{{") {
             self.check_text(text, path, Site::Expr);
         } else {
+            // A whole state is a value in an expression: `states.later == nil` is true
+            // before `later` ran (AWF (Go) compiles it; breaker: "needs a field").
+            self.binds = true;
             self.check_bare(text, path, Site::Expr);
+            self.binds = false;
         }
     }
 
@@ -2404,7 +2416,10 @@ impl RefCtx<'_> {
                         format!(
                             "error reference \"{{{{{token}}}}}\" used outside of error hook context"
                         ),
-                        Some("error.* is only available in workflow_error hooks".to_owned()),
+                        Some(
+                            "error.* is only available in workflow_error hooks and terminal messages"
+                                .to_owned(),
+                        ),
                     );
                 } else {
                     self.field(path, "error", first, &ERROR_FIELDS, token);
@@ -2531,14 +2546,15 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
                     ctx.check_expr(b, &format!("{base}.break_when"));
                 }
             }
-            // A terminal's message is rendered when the run ends: any state may have run.
+            // A terminal's message is rendered when the run ends: any state may have run,
+            // and `.error` is the failure that routed there (`on_failure`); an inline
+            // `on_failure: {message}` is named where it is written, never by its internal
+            // state (breaker: `{{.error.message}}` there was refused, at
+            // `states.__inline_error_a.message`).
             StateKind::Terminal(t) => {
                 if let Some(m) = &t.message {
-                    ctx.check_text(
-                        m,
-                        &format!("{base}.message"),
-                        Site::Workflow { error: false },
-                    );
+                    let path = format!("{}.message", crate::workflow::state_path(name));
+                    ctx.check_text(m, &path, Site::Workflow { error: true });
                 }
             }
             _ => {}

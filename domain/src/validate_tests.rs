@@ -1951,5 +1951,67 @@ fn many_undeclared_inputs_are_named_up_to_a_cap_and_counted() {
     assert_eq!(
         one.message(),
         "input 'nme' (did you mean 'name'?) is not declared by workflow 't'"
+
+/// A terminal's message may read `.error` (the failure that routed there), an inline
+/// `on_failure: {message}` too, where it is named as written (breaker: refused at
+/// `states.__inline_error_a.message`); its fields are still checked; a bare `states.X`
+/// in an expression is a value (`states.later == nil`; breaker: "needs a field").
+#[test]
+fn terminal_messages_read_error_and_expressions_read_whole_states() {
+    let mut a = cmd("a", "echo", Some("done"));
+    a.on_failure = Some("__inline_error_a".to_owned());
+    a.transitions = vec![Transition {
+        when: Some("states.later == nil".to_owned()),
+        goto: "later".to_owned(),
+    }];
+    let inline = state(
+        "__inline_error_a",
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Failure,
+            message: Some("call failed: {{.error.message}} {{.error.Nope}}".to_owned()),
+            exit_code: Some(3),
+        }),
+    );
+    let mut done = terminal("done");
+    if let StateKind::Terminal(t) = &mut done.kind {
+        t.message = Some("{{.error.Message}} {{.inputs.nope}}".to_owned());
+    }
+    let w = wf(
+        "a",
+        vec![a, inline, cmd("later", "echo", Some("done")), done],
+    );
+    assert_eq!(
+        ref_msgs(&w),
+        vec![
+            (
+                "states.a.on_failure.message".to_owned(),
+                "invalid error property \"Nope\" in \"error.Nope\"".to_owned()
+            ),
+            (
+                "states.done.message".to_owned(),
+                "undefined input \"nope\" referenced in states.done.message".to_owned()
+            ),
+        ]
+    );
+}
+
+/// `continue_on_error` takes the success route on a failure too: a state with
+/// `on_failure` and no `on_success` stops the run either way, and the warning says so.
+#[test]
+fn continue_on_error_without_on_success_is_warned_about() {
+    let mut a = cmd("a", "echo", None);
+    a.on_failure = Some("done".to_owned());
+    a.continue_on_error = true;
+    let w = wf("a", vec![a, terminal("done")]);
+    let d = structural(&w);
+    assert_eq!(
+        codes(&d),
+        vec![(ErrorCode::WorkflowValidationNoExit, "states.a".to_owned())]
+    );
+    assert!(
+        d[0].message
+            .contains("nor when it fails (continue_on_error takes the success route"),
+        "{}",
+        d[0].message
     );
 }

@@ -707,11 +707,12 @@ pub fn json_input_text(v: &Value) -> String {
 pub const LOOP_ITEMS_HINT: &str = "items takes a JSON array (`[\"a\", \"b\"]`, strings quoted) or a \
      comma-separated list without brackets (`a, b`)";
 
-/// A `for_each` loop's items from their rendered text (spec/workflow.md §1.5.5): empty text
-/// (after a leading byte-order mark and white space) gives no item; text shaped like a JSON
-/// array (`[…]`), or a JSON array cut short (`[1, 2`), is parsed as one; anything else,
-/// including a list whose first item only starts with a bracket (`[draft] fix, other`),
-/// is split on commas, each item trimmed and empty ones dropped (as AWF (Go) does).
+/// A `for_each` loop's items from their rendered text (spec/workflow.md §1.5.5), as AWF
+/// (Go)'s `ParseItems`: JSON `null` gives no item; text shaped like a JSON array (`[…]`), or
+/// a JSON array cut short (`[1, 2`), is parsed as one; anything else, including a list whose
+/// first item only starts with a bracket (`[draft] fix, other`), is split on commas, each
+/// item trimmed and empty ones kept (`a, b ,, c` is four items, the third empty; empty or
+/// white-space-only text is one empty item). A leading byte-order mark is ignored.
 ///
 /// # Errors
 /// The JSON error of text that starts with `[` and is shaped like a JSON array but is not
@@ -720,7 +721,8 @@ pub fn loop_items(text: &str) -> Result<Vec<Value>, serde_json::Error> {
     // A byte-order mark (a file written by some editors, read by a step) is no item's
     // text: `\u{feff}[1,2]` is the JSON array, not `\u{feff}[1` and `2]` (breaker).
     let t = text.trim().trim_start_matches('\u{feff}').trim_start();
-    if t.is_empty() {
+    // JSON null decodes into Go's `[]any` as an empty list (a step printing `null`).
+    if t == "null" {
         return Ok(Vec::new());
     }
     if t.starts_with('[') {
@@ -733,7 +735,6 @@ pub fn loop_items(text: &str) -> Result<Vec<Value>, serde_json::Error> {
     }
     Ok(t.split(',')
         .map(|s| Value::String(s.trim().to_owned()))
-        .filter(|v| v.as_str() != Some(""))
         .collect())
 }
 
@@ -819,6 +820,16 @@ pub fn inline_error_step(name: &str) -> Option<&str> {
     name.strip_prefix(INLINE_ERROR_PREFIX)
 }
 
+/// Where state `name` is written in the file, as a diagnostic path: `states.<name>`, and
+/// for the inline failure terminal of step `s`, `states.s.on_failure` (its message is at
+/// `states.s.on_failure.message`), never the internal `__inline_error_<step>`.
+pub fn state_path(name: &str) -> String {
+    match inline_error_step(name) {
+        Some(step) => format!("states.{step}.on_failure"),
+        None => format!("states.{name}"),
+    }
+}
+
 /// A terminal's name as users see it: the inline failure terminal of step `s` reads
 /// `s's on_failure`, any other terminal its own name. The internal `__inline_error_<step>`
 /// never reaches an output (the run result, `awf status`, the HTTP API, the transcript).
@@ -856,6 +867,8 @@ mod inline_error_tests {
         );
         assert_eq!(terminal_display_name("done"), "done");
         assert_eq!(inline_error_step("__inline_error_a"), Some("a"));
+        assert_eq!(state_path("__inline_error_a"), "states.a.on_failure");
+        assert_eq!(state_path("a"), "states.a");
         assert_eq!(inline_error_step("a"), None);
     }
 
@@ -917,5 +930,34 @@ mod inline_error_tests {
                 .map(|s| s.name.as_str()),
             None
         );
+    }
+
+    /// AWF (Go)'s `ParseItems`: JSON `null` is no item; a comma list keeps its empty pieces;
+    /// empty or white-space-only text is one empty item (breaker: `null` was one item
+    /// `"null"`, and empty pieces were dropped).
+    #[test]
+    fn loop_items_follow_go_parse_items() {
+        let strings = |v: Vec<Value>| {
+            v.into_iter()
+                .map(|x| x.as_str().map(str::to_owned).unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(loop_items("null").ok(), Some(vec![]));
+        assert_eq!(loop_items("null\n").ok(), Some(vec![]));
+        assert_eq!(loop_items("[]").ok(), Some(vec![]));
+        assert_eq!(
+            loop_items("a, b ,, c").ok().map(strings),
+            Some(vec!["a".into(), "b".into(), String::new(), "c".into()])
+        );
+        assert_eq!(loop_items("").ok().map(strings), Some(vec![String::new()]));
+        assert_eq!(
+            loop_items("  \n").ok().map(strings),
+            Some(vec![String::new()])
+        );
+        assert_eq!(
+            loop_items("a,").ok().map(strings),
+            Some(vec!["a".into(), String::new()])
+        );
+        assert_eq!(loop_items("[1,2]").ok().map(|v| v.len()), Some(2));
     }
 }

@@ -1613,3 +1613,69 @@ async fn agent_text_is_masked_across_chunk_boundaries_and_at_its_end() {
         assert!(streamed.starts_with("key: ***"), "{chunk}: {streamed}");
     }
 }
+
+/// AWF (Go) checks `break_when` before the iteration's error: a failed iteration after
+/// which it holds ends the loop normally (breaker: awf failed the loop).
+#[tokio::test]
+async fn break_when_holding_after_a_failed_iteration_completes_the_loop() {
+    let mut l = state(
+        "l",
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items("[1,2,3]".into()),
+            body: vec!["b1".into()],
+            max_iterations: MaxIterations::Static(0),
+            break_when: Some("states.b1.ExitCode != 0".into()),
+            on_complete: Some("done".into()),
+        }),
+    );
+    l.on_failure = Some("failed".into());
+    let wf = workflow(
+        "w",
+        "l",
+        vec![
+            l,
+            cmd("b1", "item {{.loop.Index}}", Some("l"), None),
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Failure),
+        ],
+    );
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("item 0", [FakeCommand::ok("")])
+            .on("item 1", [FakeCommand::fail(1, "")]),
+    );
+    let exprs = FakeExpressions::new().on("states.b1.ExitCode != 0", [false, true]);
+    let f = facade(FakeRepository::new().with(wf), Arc::clone(&exec), exprs);
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(exec.commands(), vec!["item 0", "item 1"]);
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+    assert_eq!(result.states["l"].status, StepStatus::Completed);
+    assert_eq!(result.states["l"].output, "completed 2 iterations");
+}
+
+/// `continue_on_error` treats a failure as a success: without `on_success` there is no next
+/// state (`EXECUTION.WORKFLOW.NO_ROUTE`), and `on_failure` is not taken, as in AWF (Go)
+/// (breaker: awf went to `on_failure`).
+#[tokio::test]
+async fn continue_on_error_without_on_success_is_no_route() {
+    let mut a = cmd("a", "fails", None, Some("failed"));
+    a.continue_on_error = true;
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            a,
+            terminal("done", TerminalStatus::Success),
+            terminal("failed", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new().on("fails", [FakeCommand::fail(1, "")]));
+    let f = facade(FakeRepository::new().with(wf), exec, FakeExpressions::new());
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(result.terminal, None);
+    assert_eq!(result.exit_code, 3);
+    assert_eq!(
+        result.error.as_ref().map(|e| e.code),
+        Some(ErrorCode::ExecutionNoRoute)
+    );
+}

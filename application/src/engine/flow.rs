@@ -409,12 +409,10 @@ impl Run {
             }
             if let Some(bw) = &l.break_when {
                 match self.eval_bool(bw, Some(&frame)) {
-                    Ok(true) => {
-                        if let Some(e) = iteration_error {
-                            return fail(st, e);
-                        }
-                        break;
-                    }
+                    // Checked before the iteration's error, as in AWF (Go): a break_when
+                    // that holds after a failed iteration ends the loop normally (breaker:
+                    // `break_when: states.b1.ExitCode != 0` failed the loop instead).
+                    Ok(true) => break,
                     Ok(false) => {}
                     Err(e) => self.log(
                         Some(name),

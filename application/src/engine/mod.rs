@@ -1038,6 +1038,10 @@ impl Run {
             .clone()
             .unwrap_or_else(|| self.wf.initial.clone());
         let mut route_resumed = self.route_resumed;
+        // The failure that routed the run to the state it is at (`on_failure`), which a
+        // terminal's message reads as `.error` (inline `on_failure: {message: "…
+        // {{.error.message}}"}`, as AWF documents).
+        let mut routed_error: Option<ErrorInfo> = None;
         loop {
             if let Some(end) = self.cancelled_ending() {
                 return end;
@@ -1064,7 +1068,13 @@ impl Run {
             };
             *lock(&self.current) = current.clone();
             if let StateKind::Terminal(t) = &state.kind {
-                return self.terminal(&current, t.status, t.message.as_deref(), t.exit_code);
+                return self.terminal(
+                    &current,
+                    t.status,
+                    t.message.as_deref(),
+                    t.exit_code,
+                    routed_error.as_ref(),
+                );
             }
             position += 1;
             if self.stops_at(&current) {
@@ -1113,6 +1123,7 @@ impl Run {
             {
                 Ok(exit) => match exit.next {
                     Some(next) => {
+                        routed_error = exit.failure.as_ref().map(|e| self.step_error(&current, e));
                         previous = Some(current.clone());
                         previous_position = position;
                         current = next;
@@ -1470,17 +1481,35 @@ impl Run {
         }
     }
 
+    /// `.error` of a terminal reached through `on_failure` from state `name`, which failed
+    /// with `e`: its message, the state, its exit code (the process's when it ran one, else
+    /// the error's category's) and the category.
+    fn step_error(&self, name: &str, e: &AwfError) -> ErrorInfo {
+        let exit_code = lock(&self.states)
+            .get(name)
+            .and_then(|s| s.exit_code)
+            .filter(|c| *c != 0)
+            .map_or_else(|| i64::from(e.code().exit_code()), i64::from);
+        ErrorInfo {
+            message: e.message().to_owned(),
+            state: name.to_owned(),
+            exit_code,
+            kind: e.code().category().as_str().to_ascii_lowercase(),
+        }
+    }
+
     fn terminal(
         &self,
         name: &str,
         status: TerminalStatus,
         message: Option<&str>,
         exit_code: Option<i32>,
+        error: Option<&ErrorInfo>,
     ) -> Ending {
         // A message that cannot be rendered (it reads a state this run never reached) is
         // shown as written, as in AWF (Go), and a warning says why (breaker: the template
         // text came out as the result with no word).
-        let rendered = |m: &str| match self.render(m, None, None) {
+        let rendered = |m: &str| match self.render(m, None, error) {
             Ok(t) => t,
             Err(e) => {
                 self.log(

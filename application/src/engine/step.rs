@@ -542,7 +542,10 @@ impl Run {
                 "succeeded: on_success",
             ));
         }
-        if state.continue_on_error && state.on_success.is_some() {
+        // A failure treated as a success takes the success route only, as in AWF (Go):
+        // without `on_success` there is no next state (`EXECUTION.WORKFLOW.NO_ROUTE`),
+        // `on_failure` is not taken (breaker: awf went to `on_failure`, exit 0).
+        if state.continue_on_error {
             return Ok(exit(
                 state.on_success.clone(),
                 None,

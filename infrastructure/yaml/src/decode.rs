@@ -116,6 +116,13 @@ pub fn decode_workflow(
         let e = d.syntax("name", Some(root.pos), "name: required field missing");
         e.hint = Some("add a top-level `name:`".to_owned());
         name_typo(e, typo);
+    } else if name.as_deref() == Some("") {
+        // AWF (Go) refuses an empty name as a missing one (breaker: `name: ""` ran as
+        // `Workflow started:  (…)`).
+        let pos = f.key_pos("name").unwrap_or(root.pos);
+        let e = d.syntax("name", Some(pos), "name: required field missing");
+        e.hint =
+            Some("`name:` is empty: give the workflow a name (`name: my-workflow`)".to_owned());
     }
     let version = f.string("version", d);
     let description = f.string("description", d);
@@ -1369,17 +1376,53 @@ fn decode_call(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
         Some(n) => string_map(n, &f.child("outputs"), d),
         None => IndexMap::new(),
     };
+    // The nested block fills what the flat keys leave out; a key given in both layouts is
+    // read from the flat one, as AWF (Go) reads only those, and the nested one is named in
+    // a warning (breaker: the nested one silently won).
+    let flat = [
+        ("workflow", f.has("workflow")),
+        ("inputs", f.has("inputs")),
+        ("outputs", f.has("outputs")),
+    ];
     if let Some(n) = f.take("call_workflow") {
         let cpath = f.child("call_workflow");
         if let Some(mut cf) = Fields::of(n, &cpath, d, "a mapping {workflow, inputs, outputs}") {
-            if let Some(w) = cf.string("workflow", d) {
+            for (key, given) in flat {
+                if given && cf.has(key) {
+                    let at = cf.key_pos(key);
+                    d.push(
+                        awf_domain::ports::repository::Diagnostic::warning(
+                            ErrorCode::WorkflowParseUnknownField,
+                            cf.child(key),
+                            format!(
+                                "`{key}` is given both flat and in the nested `call_workflow:` \
+                                 block: the flat `{key}` is used and `call_workflow.{key}` is \
+                                 ignored (as AWF (Go), which reads only the flat keys)"
+                            ),
+                        )
+                        .with_hint(format!(
+                            "keep one layout: remove `call_workflow.{key}` or the flat `{key}`"
+                        )),
+                        at,
+                    );
+                }
+            }
+            if let Some(w) = cf.string("workflow", d)
+                && !flat[0].1
+            {
                 workflow = w;
             }
             if let Some(n) = cf.take("inputs") {
-                inputs.extend(string_map(n, &cf.child("inputs"), d));
+                let nested = string_map(n, &cf.child("inputs"), d);
+                if !flat[1].1 {
+                    inputs = nested;
+                }
             }
             if let Some(n) = cf.take("outputs") {
-                outputs.extend(string_map(n, &cf.child("outputs"), d));
+                let nested = string_map(n, &cf.child("outputs"), d);
+                if !flat[2].1 {
+                    outputs = nested;
+                }
             }
             cf.finish(d, &[], "call_workflow");
         }

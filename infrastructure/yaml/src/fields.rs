@@ -120,11 +120,15 @@ impl Diags {
         }
     }
 
-    /// A boolean field (YAML 1.2: `true`/`false` only).
+    /// A boolean field: `true`/`false` (YAML 1.2), and the YAML 1.1 words yaml.v3 accepts
+    /// in a typed `bool` field (`y`, `yes`, `on` / `n`, `no`, `off`, in its casings), as
+    /// AWF (Go) reads them; like yaml.v3, it takes those words quoted too, but not a quoted
+    /// `"true"`.
     pub fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
         match node.scalar() {
             Some(Scalar::Bool(b)) => Some(b),
             Some(Scalar::Null) => None,
+            Some(Scalar::Str(s)) if yaml11_bool(&s).is_some() => yaml11_bool(&s),
             _ => {
                 self.wrong_type(path, node, "a boolean (true or false)");
                 None
@@ -328,6 +332,16 @@ impl<'n> Fields<'n> {
             );
             diag.hint = hint;
         }
+    }
+}
+
+/// The YAML 1.1 boolean words yaml.v3 decodes into a typed `bool` (decode.go: "some
+/// compatibility with the 1.1 spec"), `None` for any other text.
+fn yaml11_bool(text: &str) -> Option<bool> {
+    match text {
+        "y" | "Y" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" => Some(true),
+        "n" | "N" | "no" | "No" | "NO" | "off" | "Off" | "OFF" => Some(false),
+        _ => None,
     }
 }
 

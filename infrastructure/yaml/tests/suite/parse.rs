@@ -235,19 +235,39 @@ fn scalars_into_string_fields_and_durations() {
     );
 }
 
+/// yaml.v3 reads the YAML 1.1 words (`yes`, `on`, `Y`, `off`, …) into a typed bool field
+/// (AWF (Go)'s `continue_on_error`, `required`, …), quoted or not, but not a quoted
+/// `"true"` (breaker: `continue_on_error: yes` was refused).
 #[test]
-fn yaml_1_2_booleans_only() {
-    let e = err(&with_states(
-        "  a:\n    type: step\n    command: x\n    continue_on_error: yes\n    on_success: done\n",
-    ));
-    assert_eq!(
-        e.message(),
-        "wf.yaml: line 7, column 24: states.a.continue_on_error: expected a boolean (true or false), found a string"
-    );
-    let w = wf(&with_states(
-        "  a:\n    type: step\n    command: x\n    continue_on_error: True\n    on_success: done\n",
-    ));
-    assert!(w.states["a"].continue_on_error);
+fn yaml_1_1_boolean_words_in_boolean_fields() {
+    let step = |v: &str| {
+        with_states(&format!(
+            "  a:\n    type: step\n    command: x\n    continue_on_error: {v}\n    on_success: done\n"
+        ))
+    };
+    for (v, want) in [
+        ("yes", true),
+        ("on", true),
+        ("Y", true),
+        ("YES", true),
+        ("True", true),
+        ("'yes'", true),
+        ("no", false),
+        ("off", false),
+        ("N", false),
+        ("false", false),
+    ] {
+        assert_eq!(wf(&step(v)).states["a"].continue_on_error, want, "{v}");
+    }
+    for bad in ["maybe", "'true'", "1"] {
+        let e = err(&step(bad));
+        assert!(
+            e.message()
+                .contains("states.a.continue_on_error: expected a boolean (true or false), found"),
+            "{bad}: {}",
+            e.message()
+        );
+    }
 }
 
 #[test]
@@ -809,6 +829,52 @@ fn a_hook_outside_hooks_is_an_unknown_field_whose_hint_says_where_hooks_go() {
                         .to_owned()
                 )
             ),
+        ]
+    );
+}
+
+/// `name: ""` is a missing name, as in AWF (Go) (breaker: it ran as `Workflow started:  (…)`).
+#[test]
+fn an_empty_name_is_a_missing_name() {
+    let e = err("name: \"\"\nstates:\n  initial: done\n  done: {type: terminal}\n");
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 1, column 1: name: required field missing"
+    );
+    assert!(
+        e.hints().iter().any(|h| h.contains("`name:` is empty")),
+        "{:?}",
+        e.hints()
+    );
+}
+
+/// Both `call_workflow` layouts at once: each key given flat is read flat (AWF (Go) reads
+/// only the flat keys), the nested twin is named in a warning; a nested key with no flat
+/// twin still counts (breaker: the nested block silently won).
+#[test]
+fn flat_call_workflow_keys_win_over_the_nested_block_with_a_warning() {
+    let l = load(&with_states(
+        "  a:\n    type: call_workflow\n    workflow: flat\n    inputs: {x: flat}\n    call_workflow:\n      workflow: nested\n      inputs: {x: nested}\n      outputs: {o: p}\n    on_success: done\n",
+    ))
+    .unwrap();
+    let StateKind::CallWorkflow(c) = &l.workflow.states["a"].kind else {
+        panic!("not a call");
+    };
+    assert_eq!(c.workflow, "flat");
+    assert_eq!(c.inputs.get("x").map(String::as_str), Some("flat"));
+    assert_eq!(c.outputs.get("o").map(String::as_str), Some("p"));
+    let warned: Vec<&str> = l
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.contains("given both flat and in the nested"))
+        .map(|d| d.path.as_str())
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            "states.a.call_workflow.workflow",
+            "states.a.call_workflow.inputs"
         ]
     );
 }
