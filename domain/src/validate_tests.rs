@@ -1951,6 +1951,8 @@ fn many_undeclared_inputs_are_named_up_to_a_cap_and_counted() {
     assert_eq!(
         one.message(),
         "input 'nme' (did you mean 'name'?) is not declared by workflow 't'"
+    );
+}
 
 /// A terminal's message may read `.error` (the failure that routed there), an inline
 /// `on_failure: {message}` too, where it is named as written (breaker: refused at

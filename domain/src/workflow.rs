@@ -711,8 +711,10 @@ pub const LOOP_ITEMS_HINT: &str = "items takes a JSON array (`[\"a\", \"b\"]`, s
 /// (Go)'s `ParseItems`: JSON `null` gives no item; text shaped like a JSON array (`[…]`), or
 /// a JSON array cut short (`[1, 2`), is parsed as one; anything else, including a list whose
 /// first item only starts with a bracket (`[draft] fix, other`), is split on commas, each
-/// item trimmed and empty ones kept (`a, b ,, c` is four items, the third empty; empty or
-/// white-space-only text is one empty item). A leading byte-order mark is ignored.
+/// item trimmed and empty ones kept (`a, b ,, c` is four items, the third empty). Empty or
+/// white-space-only text gives no item, where Go's gives one empty item (a step that found
+/// nothing would run the loop's body once on `""`; docs/compatibility.md). A leading
+/// byte-order mark is ignored.
 ///
 /// # Errors
 /// The JSON error of text that starts with `[` and is shaped like a JSON array but is not
@@ -721,8 +723,9 @@ pub fn loop_items(text: &str) -> Result<Vec<Value>, serde_json::Error> {
     // A byte-order mark (a file written by some editors, read by a step) is no item's
     // text: `\u{feff}[1,2]` is the JSON array, not `\u{feff}[1` and `2]` (breaker).
     let t = text.trim().trim_start_matches('\u{feff}').trim_start();
-    // JSON null decodes into Go's `[]any` as an empty list (a step printing `null`).
-    if t == "null" {
+    // JSON null decodes into Go's `[]any` as an empty list (a step printing `null`); no
+    // text is no item (awf's choice, see above).
+    if t.is_empty() || t == "null" {
         return Ok(Vec::new());
     }
     if t.starts_with('[') {
@@ -932,9 +935,9 @@ mod inline_error_tests {
         );
     }
 
-    /// AWF (Go)'s `ParseItems`: JSON `null` is no item; a comma list keeps its empty pieces;
-    /// empty or white-space-only text is one empty item (breaker: `null` was one item
-    /// `"null"`, and empty pieces were dropped).
+    /// AWF (Go)'s `ParseItems`: JSON `null` is no item; a comma list keeps its empty pieces
+    /// (breaker: `null` was one item `"null"`, and empty pieces were dropped); empty text is
+    /// no item (not Go's one empty item).
     #[test]
     fn loop_items_follow_go_parse_items() {
         let strings = |v: Vec<Value>| {
@@ -949,11 +952,10 @@ mod inline_error_tests {
             loop_items("a, b ,, c").ok().map(strings),
             Some(vec!["a".into(), "b".into(), String::new(), "c".into()])
         );
-        assert_eq!(loop_items("").ok().map(strings), Some(vec![String::new()]));
-        assert_eq!(
-            loop_items("  \n").ok().map(strings),
-            Some(vec![String::new()])
-        );
+        // Not Go's one empty item: nothing to loop over is no iteration.
+        assert_eq!(loop_items("").ok(), Some(vec![]));
+        assert_eq!(loop_items("  \n").ok(), Some(vec![]));
+        assert_eq!(loop_items("\u{feff}").ok(), Some(vec![]));
         assert_eq!(
             loop_items("a,").ok().map(strings),
             Some(vec!["a".into(), String::new()])
