@@ -593,7 +593,32 @@ async function recorded() {
   await shot(page, '1-recorded');
 }
 
-const scenarios = { recorded, breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
+/** A run that never starts (started over the API with `ask_missing_inputs`, cancelled while
+ * it asks for its input): its stream ends with a `not_started` frame, and the page says so
+ * (status, the message, no Cancel) instead of waiting for a `run_finished` that never comes. */
+async function notStarted() {
+  const r = await fetch(`${base}/api/workflows/env/asker/run`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"ask_missing_inputs": true}',
+  });
+  check(r.status === 202, `POST run: ${r.status}`);
+  const id = (await r.json()).body.execution_id;
+  facts.run_id = id;
+  const page = await openPage();
+  await page.goto(`${base}/ui/runs/${encodeURIComponent(id)}`);
+  await page.locator('section.pending:not([hidden])').waitFor();
+  await shot(page, '1-asking');
+  const c = await fetch(`${base}/api/executions/${id}`, { method: 'DELETE' });
+  check(c.status === 204, `DELETE: ${c.status}`);
+  await page.locator('.run-status[data-status="cancelled"]').waitFor();
+  await page.locator('p.form-status', { hasText: 'never started' }).waitFor();
+  facts.status = await page.locator('.run-status').getAttribute('data-status');
+  facts.message = (await page.locator('p.form-status', { hasText: 'never started' }).textContent()).trim();
+  facts.cancel_disabled = await page.locator('button', { hasText: 'Cancel' }).isDisabled();
+  facts.pending_hidden = await page.locator('section.pending').isHidden();
+  await shot(page, '2-not-started');
+}
+
+const scenarios = { recorded, not_started: notStarted, breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

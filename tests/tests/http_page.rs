@@ -767,3 +767,39 @@ states:
     );
     assert!(v["meta"].as_str().unwrap().ends_with(" · greeter"), "{v}");
 }
+
+/// A run that never starts (its missing input asked over the API, then the run cancelled):
+/// the page shows it `cancelled` with why and no Cancel (it waited for a `run_finished` the
+/// stream never gives: the stream ends with a `not_started` frame).
+#[test]
+fn page_shows_a_run_that_never_started_as_ended_with_why() {
+    let (mut sb, _) = sandbox();
+    add_workflows(
+        &mut sb,
+        &[(
+            "asker",
+            "name: asker
+inputs:
+  - name: who
+    required: true
+states:
+  initial: greet
+  greet:
+    type: step
+    command: echo hi {{.inputs.who}}
+    on_success: done
+  done:
+    type: terminal
+",
+        )],
+    );
+    let s = start(&sb);
+    let v = drive(&s, "not_started", &[]);
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("never started"),
+        "{v}"
+    );
+    assert_eq!(v["cancel_disabled"], true, "{v}");
+    assert_eq!(v["pending_hidden"], true, "{v}");
+}

@@ -695,8 +695,9 @@ function connect(view) {
     if (view.finished) es.close();
   });
   // The closing frames of a stream that has no `run_finished` to give: the run's awf
-  // process is gone, or its events were not recorded. Nothing follows: no reconnection.
-  for (const name of ['process_gone', 'no_events']) {
+  // process is gone, its events were not recorded, or it never started (a missing input
+  // refused or cancelled). Nothing follows: no reconnection.
+  for (const name of ['process_gone', 'no_events', 'not_started']) {
     es.addEventListener(name, (ev) => {
       let d = null;
       try { d = JSON.parse(ev.data); } catch { /* said below without it */ }
@@ -706,6 +707,12 @@ function connect(view) {
         // It runs no more: nothing to cancel, `resume` continues it.
         view.cancelBtn.disabled = true;
         view.resumeBtn.disabled = false;
+      }
+      if (name === 'not_started') {
+        // Ended before its first state: its status (failed or cancelled) and why.
+        view.cancelBtn.disabled = true;
+        for (const id of [...view.pending.keys()]) removePending(view, id);
+        if (d && d.status) setRunStatus(view, runStatus(d.status));
       }
       if (d && d.message) view.actionMsg.textContent = d.message;
     });
