@@ -413,9 +413,11 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
     } else {
         Vec::new()
     };
-    let (inputs, ask_inputs) = if missing.is_empty() {
-        let inputs = crate::inputs::resolve_inputs(
-            &loaded.workflow,
+    // The inputs of `wf` resolved from what was given, as the USER error (masked, with the
+    // config hint) when one is refused.
+    let resolve = |wf: &awf_domain::workflow::Workflow| {
+        crate::inputs::resolve_inputs(
+            wf,
             &req.inputs,
             &req.config_inputs,
             &req.working_dir,
@@ -424,8 +426,10 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
         .map_err(|e| {
             let e = e.map_message(|m| masker.mask(&m).into_owned());
             config_input_hint(e, &req.inputs, &req.config_inputs)
-        })?;
-        (inputs, None)
+        })
+    };
+    let (inputs, ask_inputs) = if missing.is_empty() {
+        (resolve(&loaded.workflow)?, None)
     } else {
         // The inputs given are checked now, as without asking (a bad one is the same
         // refusal, before anything is asked): only the missing required ones are asked.
@@ -435,17 +439,7 @@ fn checked(services: &Services, req: &RunRequest) -> Result<Checked, AwfError> {
                 def.required = false;
             }
         }
-        crate::inputs::resolve_inputs(
-            &given_only,
-            &req.inputs,
-            &req.config_inputs,
-            &req.working_dir,
-            services.host.as_ref(),
-        )
-        .map_err(|e| {
-            let e = e.map_message(|m| masker.mask(&m).into_owned());
-            config_input_hint(e, &req.inputs, &req.config_inputs)
-        })?;
+        resolve(&given_only)?;
         (
             serde_json::Map::new(),
             Some(crate::engine::AskInputs {
