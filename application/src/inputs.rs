@@ -466,10 +466,12 @@ fn to_bool(v: &Value) -> Result<bool, String> {
     match v {
         Value::Bool(b) => Ok(*b),
         Value::String(s) => match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "yes" | "1" => Ok(true),
-            "false" | "no" | "0" => Ok(false),
+            // YAML 1.1's words too, as a boolean field of the workflow takes them (breaker:
+            // `default: no` was taken, `default: off` refused).
+            "true" | "yes" | "y" | "on" | "1" => Ok(true),
+            "false" | "no" | "n" | "off" | "0" => Ok(false),
             _ => Err(format!(
-                "cannot convert \"{s}\" to boolean (true or false; yes/no and 1/0 are taken too)"
+                "cannot convert \"{s}\" to boolean (true or false; yes/no, on/off, y/n and 1/0 are taken too)"
             )),
         },
         Value::Number(n) if n.as_i64() == Some(1) => Ok(true),
@@ -699,6 +701,22 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// A boolean input takes YAML 1.1's words, as the workflow's boolean fields do (`off`
+    /// was refused where `no` was taken).
+    #[test]
+    fn a_boolean_input_takes_yaml_1_1_words() {
+        for (t, want) in [
+            ("on", true),
+            ("Y", true),
+            ("off", false),
+            ("n", false),
+            ("No", false),
+        ] {
+            assert_eq!(to_bool(&Value::from(t)), Ok(want), "{t}");
+        }
+        assert!(to_bool(&Value::from("maybe")).is_err());
     }
 
     /// A JSON number (the HTTP API's and a config file's inputs) is an integer when it is

@@ -614,6 +614,7 @@ async function notStarted() {
   facts.status = await page.locator('.run-status').getAttribute('data-status');
   facts.message = (await page.locator('p.form-status', { hasText: 'never started' }).textContent()).trim();
   facts.cancel_disabled = await page.locator('button', { hasText: 'Cancel' }).isDisabled();
+  facts.resume_disabled = await page.locator('button', { hasText: 'Resume' }).isDisabled();
   facts.pending_hidden = await page.locator('section.pending').isHidden();
   await shot(page, '2-not-started');
 }

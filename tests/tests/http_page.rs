@@ -801,5 +801,6 @@ states:
         "{v}"
     );
     assert_eq!(v["cancel_disabled"], true, "{v}");
+    assert_eq!(v["resume_disabled"], true, "{v}");
     assert_eq!(v["pending_hidden"], true, "{v}");
 }

@@ -158,7 +158,7 @@ fn errors_the_breaker_found_without_a_hint_have_one() {
         ),
         (
             "b=maybe",
-            "cannot convert \"maybe\" to boolean (true or false; yes/no and 1/0 are taken too)",
+            "cannot convert \"maybe\" to boolean (true or false; yes/no, on/off, y/n and 1/0 are taken too)",
         ),
     ] {
         let r = sb.run(&["run", "typed.yaml", "-i", arg]).unwrap();

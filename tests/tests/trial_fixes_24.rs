@@ -331,3 +331,61 @@ fn an_input_given_twice_is_warned_about() {
     let once = sb.run(&["run", "wf.yaml", "-i", "x=1"]).unwrap();
     assert!(!once.stderr.contains("more than once"), "{}", once.stderr);
 }
+
+/// A sub-workflow's run whose awf process was killed: DELETE's 409 and the stream's closing
+/// `process_gone` frame name the top-level run's resume (they named the child's, which is
+/// refused: a sub-workflow's run is resumed with the run that called it).
+#[test]
+fn a_killed_sub_workflow_run_points_to_its_top_level_runs_resume() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(
+        &mut sb,
+        &[
+            (
+                "parent",
+                "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: napper\n    on_success: done\n  done:\n    type: terminal\n",
+            ),
+            (
+                "napper",
+                "name: napper\nstates:\n  initial: nap\n  nap:\n    type: step\n    command: sleep 2718\n    on_success: done\n  done:\n    type: terminal\n",
+            ),
+        ],
+    );
+    let mut child = sb
+        .cmd(&["run", "parent"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("`sleep 2718` to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 2718")
+    });
+    let sub = awf_tests::wait_for_state(&sb, "the child run to be recorded at nap", |v| {
+        v["parent_run_id"].is_string() && v["current_state"] == "nap" && v["owner_pid"].is_u64()
+    });
+    let root = awf_tests::wait_for_state(&sb, "the parent run", |v| {
+        v["parent_run_id"].is_null() && v["workflow_name"] == "parent"
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sb.kill_processes(Some("sleep 2718"));
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let (code, body, _) =
+        awf_tests::http_serve::curl(&["-X", "DELETE", &format!("{}/api/executions/{sub}", s.base)]);
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body.contains(&format!("`awf resume {root}`"))
+            && !body.contains(&format!("awf resume {sub}")),
+        "{body}"
+    );
+    let (code, text, _) =
+        awf_tests::http_serve::curl(&["-N", &format!("{}/api/executions/{sub}/events", s.base)]);
+    assert_eq!(code, 200, "{text}");
+    assert!(text.contains("event: process_gone"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "POST /api/executions/{root}/resume (its top-level run)"
+        )),
+        "{text}"
+    );
+}

@@ -258,8 +258,22 @@ enum Owner {
     /// Another awf process, alive (its pid).
     Elsewhere(u32),
     /// Recorded `running` by an awf process that is gone (SIGKILL, crash, power loss): its
-    /// pid. Nothing runs it; `awf resume` continues it.
-    Gone(u32),
+    /// pid, and the top-level run when it is a sub-workflow's run (resumed with that one).
+    /// Nothing runs it; `awf resume` continues it.
+    Gone(u32, Option<String>),
+}
+
+/// The top-level run of `s` (following `parent_run_id` up, 64 levels at most): `None` when
+/// `s` is itself a top-level run.
+fn root_of(store: &dyn awf_domain::ports::store::StateStore, s: &RunSnapshot) -> Option<String> {
+    let mut parent = s.parent_run_id.clone()?;
+    for _ in 0..64 {
+        match store.load(&parent).ok().and_then(|p| p.parent_run_id) {
+            Some(up) => parent = up,
+            None => break,
+        }
+    }
+    Some(parent)
 }
 
 /// The awf process `run_id`'s state says is running it, when that is not this process.
@@ -273,7 +287,7 @@ fn owner_of(services: &crate::Services, run_id: &RunId) -> Option<Owner> {
     Some(if services.host.process_alive(pid) {
         Owner::Elsewhere(pid)
     } else {
-        Owner::Gone(pid)
+        Owner::Gone(pid, root_of(store.as_ref(), &s))
     })
 }
 
@@ -281,16 +295,23 @@ fn owner_of(services: &crate::Services, run_id: &RunId) -> Option<Owner> {
 /// (`USER.FACADE.INPUT_REJECTED`; `DELETE /api/executions/{id}` answers it with 409): nothing
 /// runs it, so there is nothing to stop, and answering "cancelled" would leave it recorded
 /// `running`.
-fn run_gone(run_id: &RunId, pid: u32) -> AwfError {
-    AwfError::new(
+fn run_gone(run_id: &RunId, pid: u32, root: Option<&str>) -> AwfError {
+    let e = AwfError::new(
         ErrorCode::UserFacadeInputRejected,
         format!(
             "run {run_id} is not running: the awf process that ran it (pid {pid}) is gone without recording an end, so there is nothing to cancel"
         ),
-    )
-    .with_hint(format!(
-        "`awf resume {run_id}` (or POST /api/executions/{run_id}/resume) continues it from its last completed step; left alone it stays listed as running with `process_gone: true`"
-    ))
+    );
+    match root {
+        // A sub-workflow's run is resumed with the run that called it (resuming it alone is
+        // refused; breaker: the hint named it).
+        Some(root) => e.with_hint(format!(
+            "it is a sub-workflow's run: `awf resume {root}` (or POST /api/executions/{root}/resume), its top-level run, continues it from its last completed step"
+        )),
+        None => e.with_hint(format!(
+            "`awf resume {run_id}` (or POST /api/executions/{run_id}/resume) continues it from its last completed step; left alone it stays listed as running with `process_gone: true`"
+        )),
+    }
 }
 
 /// The refusal to cancel a run another live awf process runs (`USER.FACADE.INPUT_REJECTED`;
@@ -787,7 +808,9 @@ impl RunService for RunManager {
                 // to ask it; refused rather than answered as if it were cancelled.
                 match owner_of(self.facade.services(), run_id) {
                     Some(Owner::Elsewhere(pid)) => return Err(run_elsewhere(run_id, pid)),
-                    Some(Owner::Gone(pid)) => return Err(run_gone(run_id, pid)),
+                    Some(Owner::Gone(pid, root)) => {
+                        return Err(run_gone(run_id, pid, root.as_deref()));
+                    }
                     None => {}
                 }
                 return match found {

@@ -713,6 +713,8 @@ function connect(view) {
         view.cancelBtn.disabled = true;
         for (const id of [...view.pending.keys()]) removePending(view, id);
         if (d && d.status) setRunStatus(view, runStatus(d.status));
+        // Nothing of it was recorded: there is nothing to resume (start it again instead).
+        view.resumeBtn.disabled = true;
       }
       if (d && d.message) view.actionMsg.textContent = d.message;
     });

@@ -1801,6 +1801,23 @@ fn gone_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
     if gone_of(cfg, [(&v, h.as_ref())]).is_empty() {
         return None;
     }
+    // A sub-workflow's run is resumed with its top-level run (resuming it alone is a 422).
+    let mut resumed = v.parent_run_id.as_ref().map(|p| p.0.clone());
+    if let (Some(states), Some(mut up)) = (cfg.states.as_ref(), resumed.clone()) {
+        for _ in 0..64 {
+            match states.load(&up).ok().and_then(|s| s.parent_run_id) {
+                Some(next) => up = next,
+                None => break,
+            }
+        }
+        resumed = Some(up);
+    }
+    let how = match &resumed {
+        Some(root) => format!(
+            "it is a sub-workflow's run: POST /api/executions/{root}/resume (its top-level run) continues it"
+        ),
+        None => format!("POST /api/executions/{run}/resume continues it"),
+    };
     let data = json!({
         "run_id": run.0,
         "status": ExecStatus::Running,
@@ -1808,7 +1825,7 @@ fn gone_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
         "current_step": v.current_state.unwrap_or_default(),
         "message": format!(
             "the awf process that ran run {run} is gone (killed or crashed): the run stopped \
-             without finishing; POST /api/executions/{run}/resume continues it"
+             without finishing; {how}"
         ),
     });
     Some(

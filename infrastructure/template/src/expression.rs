@@ -235,8 +235,31 @@ const KEYWORDS: &[&str] = &[
 /// counts as a call only where no operand precedes it (`startsWith(a, 'b')`, not
 /// `a startsWith ('b')`).
 pub fn called_functions(code: &str) -> Vec<String> {
-    let b = code.as_bytes();
     let mut out: Vec<String> = Vec::new();
+    each_name(code, |name, n| {
+        if n.call && !n.operator && !out.iter().any(|o| o == name) {
+            out.push(name.to_owned());
+        }
+    });
+    out
+}
+
+/// Where a name stands in an expression (see [`each_name`]).
+struct NameAt {
+    /// Right before `(`, not after `.`, not a keyword.
+    call: bool,
+    /// An operator word where an operand precedes it (`a startsWith 'b'`).
+    operator: bool,
+    /// Right after `.` (a field or method: `x.name`).
+    member: bool,
+    /// The next character that is not white space (0 at the end).
+    next: u8,
+}
+
+/// Calls `f` with each name of `code` (outside string literals and comments) and where it
+/// stands.
+fn each_name(code: &str, mut f: impl FnMut(&str, NameAt)) {
+    let b = code.as_bytes();
     // Whether the last token ends an operand (a value, a name, `)`, `]`, `}`).
     let mut after_operand = false;
     // Whether the last significant character was `.` (member access: `x.name`, `x?.name`).
@@ -297,9 +320,15 @@ pub fn called_functions(code: &str) -> Vec<String> {
             }
             let call = b.get(j) == Some(&b'(') && !after_dot && !KEYWORDS.contains(&name);
             let operator = OPERATOR_WORDS.contains(&name) && after_operand;
-            if call && !operator && !out.iter().any(|n| n == name) {
-                out.push(name.to_owned());
-            }
+            f(
+                name,
+                NameAt {
+                    call,
+                    operator,
+                    member: after_dot,
+                    next: b.get(j).copied().unwrap_or(0),
+                },
+            );
             after_operand = !KEYWORDS.contains(&name) && !operator;
             after_dot = false;
             continue;
@@ -310,7 +339,49 @@ pub fn called_functions(code: &str) -> Vec<String> {
         }
         i += 1;
     }
-    out
+}
+
+/// A bare name that glues a word operator to what follows it (`ortrue`, `andnot`, `andd`):
+/// expr-lang's parser splits it (`or true`), so it compiles and routes the wrong way or fails
+/// when evaluated (breaker). The name and the operator it starts with; `None` when every bare
+/// name is one an expression knows (a namespace, a function, a keyword, a variable `$x`/`#`).
+fn glued_operator(code: &str) -> Option<(String, &'static str)> {
+    const ROOTS: [&str; 8] = [
+        "states", "inputs", "env", "loop", "workflow", "context", "error", "len",
+    ];
+    const GLUE: [&str; 8] = [
+        "and",
+        "or",
+        "not",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+        "in",
+    ];
+    let mut found = None;
+    each_name(code, |name, n| {
+        if found.is_some() || n.member || n.call || n.next == b':' {
+            return;
+        }
+        let known = KEYWORDS.contains(&name)
+            || OPERATOR_WORDS.contains(&name)
+            || ROOTS.contains(&name)
+            || FUNCTIONS.contains(&name)
+            || name.starts_with(['$', '#']);
+        if known {
+            return;
+        }
+        if let Some(op) = GLUE
+            .iter()
+            .copied()
+            .filter(|op| name.len() > op.len() && name.starts_with(op))
+            .max_by_key(|op| op.len())
+        {
+            found = Some((name.to_owned(), op));
+        }
+    });
+    found
 }
 
 /// The error for a call to `name`, which the evaluator does not have, with a hint: the
@@ -453,8 +524,14 @@ fn compile_error(code: &str, e: &expr::Error) -> TemplateError {
             awf_domain::ports::template::HINT_SEPARATOR
         )
     } else if let Some(op) = misspelt_operator(code, &detail) {
+        let example = match op {
+            "and" | "or" => format!("states.a.ExitCode == 0 {op} states.b.ExitCode == 0"),
+            "not" => "not (states.a.ExitCode == 0)".to_owned(),
+            "in" => "inputs.env in ['dev', 'prod']".to_owned(),
+            _ => format!("states.a.Output {op} 'x'"),
+        };
         format!(
-            "{}did you mean '{op}'? (`states.a.Output {op} 'x'`)",
+            "{}did you mean '{op}'? (`{example}`)",
             awf_domain::ports::template::HINT_SEPARATOR
         )
     } else {
@@ -475,26 +552,37 @@ fn misspelt_operator(code: &str, detail: &str) -> Option<&'static str> {
         .collect::<String>()
         .parse()
         .ok()?;
-    let text = code.lines().nth(line.checked_sub(1)?)?;
-    let word: String = text
-        .chars()
-        .skip(col.checked_sub(1)?)
-        .take_while(|c| c.is_alphanumeric() || *c == '_')
-        .collect();
-    if word.is_empty() || OPERATOR_WORDS.contains(&word.as_str()) {
-        return None;
-    }
+    let text: Vec<char> = code.lines().nth(line.checked_sub(1)?)?.chars().collect();
+    let at = col.checked_sub(1)?;
+    let is_word = |c: &char| c.is_alphanumeric() || *c == '_';
+    // The word the parser stopped at, or the one just before it (`nto x`: it stops at `x`).
+    let here: String = text.iter().skip(at).take_while(|c| is_word(c)).collect();
+    let before: String = {
+        let end = text[..at.min(text.len())]
+            .iter()
+            .rposition(|c| !c.is_whitespace())
+            .map_or(0, |i| i + 1);
+        let start = text[..end]
+            .iter()
+            .rposition(|c| !is_word(c))
+            .map_or(0, |i| i + 1);
+        text[start..end].iter().collect()
+    };
+    // `and`, `or`, `not` before `in`: a two-letter typo (`an`) is the longer word's.
     const WORDS: [&str; 8] = [
+        "and",
+        "or",
+        "not",
         "contains",
         "startsWith",
         "endsWith",
         "matches",
         "in",
-        "and",
-        "or",
-        "not",
     ];
-    awf_domain::validate::closest(&word, WORDS.iter().copied())
+    [here, before]
+        .iter()
+        .filter(|w| !w.is_empty() && !OPERATOR_WORDS.contains(&w.as_str()))
+        .find_map(|w| awf_domain::validate::closest(w, WORDS.iter().copied()))
 }
 
 /// Whether `code` holds a `=` that is not part of `==`, `!=`, `<=`, `>=` (outside string
@@ -848,6 +936,13 @@ impl ExpressionEvaluator for ExprEvaluator {
         let code = precheck(expr)?;
         let code = rewrite_contains(code);
         self.compile(&code)?;
+        if let Some((name, op)) = glued_operator(&code) {
+            let rest = &name[op.len()..];
+            return Err(TemplateError::Failed(format!(
+                "invalid expression \"{code}\": `{name}` is no name an expression knows: it reads as `{op} {rest}`{}put a space after `{op}` if that is meant, or fix the word",
+                awf_domain::ports::template::HINT_SEPARATOR
+            )));
+        }
         let called = called_functions(&code);
         if let Some(name) = called
             .iter()

@@ -176,6 +176,54 @@ fn non_boolean_results_and_syntax_errors_fail() {
     );
     let m = failure(&d, "states.build.Output startWith 'x'");
     assert!(m.contains("did you mean 'startsWith'?"), "{m}");
+    // Each operator's example is one that compiles (breaker: `x not 'y'`, `x and 'y'`).
+    for (typo, want) in [
+        (
+            "states.build.ExitCode == 0 adn states.build.ExitCode == 1",
+            "did you mean 'and'? (`states.a.ExitCode == 0 and states.b.ExitCode == 0`)",
+        ),
+        (
+            "states.build.ExitCode == 0 an states.build.ExitCode == 1",
+            "did you mean 'and'?",
+        ),
+        (
+            "nto states.build.ExitCode == 0",
+            "did you mean 'not'? (`not (states.a.ExitCode == 0)`)",
+        ),
+    ] {
+        let m = failure(&d, typo);
+        assert!(m.contains(want), "{typo}: {m}");
+    }
+    // A word operator glued to what follows compiles (the parser splits it) but is refused
+    // by the check (breaker: `… ortrue` routed TRUE, `andd x` failed when evaluated).
+    let t = ExprEvaluator::new();
+    for (code, shown) in [
+        (
+            "inputs.s == 'zzz' ortrue",
+            "`ortrue` is no name an expression knows: it reads as `or true`",
+        ),
+        (
+            "inputs.s == 'abc' andnot true",
+            "`andnot` is no name an expression knows: it reads as `and not`",
+        ),
+        (
+            "inputs.s == 'abc' andd inputs.s == 'zzz'",
+            "it reads as `and d`",
+        ),
+    ] {
+        let Err(TemplateError::Failed(m)) = t.check(code) else {
+            panic!("{code}: accepted");
+        };
+        assert!(m.contains(shown), "{code}: {m}");
+    }
+    for good in [
+        "inputs.order == 'x' or inputs.notes != ''",
+        "states.a.Output contains 'x' and not (states.b.ExitCode == 1)",
+        "{andx: 1}.andx == 1",
+        "len(inputs.list) > 0 && all(inputs.list, {# != ''})",
+    ] {
+        assert_eq!(t.check(good), Ok(()), "{good}");
+    }
     // A syntax error at no near word: no such hint.
     let m = failure(&d, "states.build.Output == 'a' )");
     assert!(!m.contains("did you mean"), "{m}");

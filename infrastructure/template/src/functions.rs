@@ -218,6 +218,7 @@ fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
     }
     match sample {
         Value::String(_) => Value::String(String::new()),
+        // A struct's zero (a state): its fields by the sibling's, each zero.
         Value::Object(fields) => Value::Object(
             fields
                 .iter()
@@ -228,21 +229,16 @@ fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
     }
 }
 
-/// A value of `v`'s kind with nothing in it: `""`, `0`, `false`, an empty list or map, an
-/// object of the same fields each zero.
+/// A field's zero value: `""`, `0`, `false`, an empty list; a map or object field (a
+/// state's `JSON`, `Outputs`) is no value, Go's nil of an `any` or a map: nothing of the
+/// sibling it was judged by shows through (breaker: the zero state's `JSON` held the other
+/// step's keys and tested true).
 fn zero_like(v: &Value) -> Value {
     match v {
         Value::String(_) => Value::String(String::new()),
         Value::Number(_) => Value::from(0u64),
         Value::Bool(_) => Value::Bool(false),
         Value::Array(_) => Value::Array(Vec::new()),
-        Value::Map(_) => Value::Map(std::collections::HashMap::new()),
-        Value::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, v)| (k.clone(), zero_like(v)))
-                .collect(),
-        ),
         _ => Value::NoValue,
     }
 }

@@ -776,6 +776,16 @@ fn index_of_a_missing_key_is_the_zero_value() {
         ("[{{(index .states \"later\").Output}}]", "[]"),
         ("{{(index .states \"later\").ExitCode}}", "0"),
         ("{{(index .states \"build\").Output}}", "built ok\n"),
+        // Nothing of another state shows through the zero state (breaker: its `JSON` held
+        // the agent step's keys and tested true).
+        (
+            "{{if (index .states \"later\").JSON}}set{{else}}unset{{end}}",
+            "unset",
+        ),
+        (
+            "{{if (index .states \"later\").Response}}set{{else}}unset{{end}}",
+            "unset",
+        ),
         ("[{{index .inputs.m \"q\"}}]", "[]"),
         ("{{index .inputs.m \"k\"}}", "v"),
         ("{{index .inputs.list 1}}", "b"),
