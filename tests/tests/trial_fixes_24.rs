@@ -389,3 +389,66 @@ fn a_killed_sub_workflow_run_points_to_its_top_level_runs_resume() {
         "{text}"
     );
 }
+
+/// A finished run whose transcript stops before its end (cut, or garbage): its event stream
+/// replays what is there, then ends with a `no_events` frame saying how the run ended (it
+/// just stopped: a client, the page, waited on a run shown `running`).
+#[test]
+fn a_cut_transcript_ends_its_stream_with_a_frame_saying_so() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "wf.yaml",
+        "name: cut\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'echo one'\n    on_success: b\n  b:\n    type: step\n    command: 'echo two'\n    on_success: done\n  done:\n    type: terminal\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "wf.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let transcripts = awf_tests::data(&sb).join("transcripts");
+    let file = std::fs::read_dir(&transcripts)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .unwrap();
+    let id = file.file_stem().unwrap().to_str().unwrap().to_owned();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, kept).unwrap();
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let events = |s: &awf_tests::http_serve::Server| {
+        let (code, text, _) = awf_tests::http_serve::curl(&[
+            "-N",
+            "--max-time",
+            "20",
+            &format!("{}/api/executions/{id}/events", s.base),
+        ]);
+        assert_eq!(code, 200, "{text}");
+        text
+    };
+    let text = events(&s);
+    assert!(text.contains("event: run_started"), "{text}");
+    assert!(!text.contains("event: run_finished"), "{text}");
+    let last = text
+        .split("\n\n")
+        .map(str::trim)
+        .filter(|f| f.contains("event: "))
+        .last()
+        .unwrap()
+        .to_owned();
+    assert!(last.contains("event: no_events"), "{text}");
+    let data = awf_tests::http_serve::json_of(
+        last.lines().find_map(|l| l.strip_prefix("data: ")).unwrap(),
+    );
+    assert_eq!(data["status"], "completed", "{data}");
+    assert!(
+        data["message"]
+            .as_str()
+            .unwrap()
+            .contains("stop before its end"),
+        "{data}"
+    );
+    // Garbage instead: the same closing frame.
+    std::fs::write(&file, "garbage\n").unwrap();
+    let text = events(&s);
+    assert!(text.contains("event: no_events"), "{text}");
+}

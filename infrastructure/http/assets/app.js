@@ -708,6 +708,10 @@ function connect(view) {
         view.cancelBtn.disabled = true;
         view.resumeBtn.disabled = false;
       }
+      if (name === 'no_events' && d && d.status) {
+        // How it ended, from its state file: its recorded events stop short of that.
+        setRunStatus(view, runStatus(d.status));
+      }
       if (name === 'not_started') {
         // Ended before its first state: its status (failed or cancelled) and why.
         view.cancelBtn.disabled = true;

@@ -1835,30 +1835,56 @@ fn gone_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
     )
 }
 
-/// The `event:` name of the only frame of the stream of a recorded run whose events were
-/// not recorded (no transcript: a store without one, a transcript removed).
+/// The `event:` name of the frame that says a recorded run's events are not all there: the
+/// only frame of a run whose events were not recorded (no transcript: a store without one, a
+/// transcript removed), or the last of one whose transcript stops before the run's end
+/// (damaged, cut).
 pub const NO_EVENTS_EVENT: &str = "no_events";
 
-/// The stream of run `run`, known to the store but without a recorded event log: `: open`,
-/// then one `event: no_events` frame without `id:` (it is not in a log), `data: {"run_id",
-/// "status", "events_recorded": false, "message"}`, then the end. `None` when the run is not
-/// known at all (the caller's 404 stands).
-fn no_events_stream(cfg: &HttpConfig, run: &RunId) -> Option<Response> {
+/// The `no_events` frame of `run` (no `id:`: it is not in a log), `data: {"run_id",
+/// "status", "events_recorded": false, "message"}`; `cut`: some events were replayed before
+/// it. `None` when the run is not known, or is live or still running (its events may come).
+fn no_events_event(cfg: &HttpConfig, run: &RunId, cut: bool) -> Option<Event> {
     let v = cfg.service.get(run).ok()?;
+    if cut
+        && (v.phase == RunPhase::Live
+            || matches!(
+                v.status,
+                StoredStatus::Running | StoredStatus::Waiting | StoredStatus::Queued
+            ))
+    {
+        return None;
+    }
     let status = ExecStatus::from(v.status);
+    let message = if cut {
+        format!(
+            "the recorded events of run {run} stop before its end (its transcript is damaged or cut): GET /api/executions/{run} gives how it ended, from its state file"
+        )
+    } else {
+        format!(
+            "run {run} has no recorded events (its transcript is missing): GET /api/executions/{run} gives what its state file says"
+        )
+    };
     let data = json!({
         "run_id": run.0,
         "status": status,
         "events_recorded": false,
-        "message": format!(
-            "run {run} has no recorded events (its transcript is missing): GET /api/executions/{run} gives what its state file says"
-        ),
+        "message": message,
     });
-    let frames = [
-        Event::default().comment("open"),
+    Some(
         Event::default()
             .event(NO_EVENTS_EVENT)
             .data(data.to_string()),
+    )
+}
+
+/// The stream of run `run`, known to the store but without a recorded event log: `: open`,
+/// then one `event: no_events` frame ([`no_events_event`]), then the end. `None` when the
+/// run is not known at all (the caller's 404 stands).
+fn no_events_stream(cfg: &HttpConfig, run: &RunId) -> Option<Response> {
+    let frames = [
+        Event::default().comment("open"),
+        no_events_event(cfg, run, false)?,
     ]
     .map(Ok::<Event, std::convert::Infallible>);
     Some(Sse::new(futures::stream::iter(frames)).into_response())
@@ -1921,7 +1947,7 @@ async fn not_started_event(cfg: &HttpConfig, run: &RunId) -> Option<Event> {
         EventsQuery,
     ),
     responses(
-        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). A recorded run whose events were not recorded (no transcript) gets one `event: no_events` frame without `id:`, `data: {\"run_id\", \"status\", \"events_recorded\": false, \"message\"}`, and the stream ends. A run that never started (a missing input answered with `end_of_input`, a cancel while it asked for one) has neither: its stream ends with one `event: not_started` frame without `id:`, `data: {\"run_id\", \"status\": \"failed\"|\"cancelled\", \"not_started\": true, \"error\": {\"code\", \"message\"}, \"message\"}`. The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
+        (status = 200, description = "One frame per event of the run's log, then the stream ends after `run_finished`: `id: <position>`, `event: <type>` (`run_started`, `step_started`, `output_chunk`, `step_finished`, `interaction_required`, `interaction_resolved`, `run_finished`, …), `data: <event envelope JSON>`; an `: open` comment first (the headers go out at once), `:` heartbeat comments after `--keep-alive` (15 s) of silence. A run recorded as running whose awf process is gone (killed, crashed) has no `run_finished`: its stream ends with one `event: process_gone` frame without `id:`, `data: {\"run_id\", \"status\": \"running\", \"process_gone\": true, \"current_step\", \"message\"}` (`POST …/resume` continues the run). A recorded run whose events were not recorded (no transcript) gets one `event: no_events` frame without `id:`, `data: {\"run_id\", \"status\", \"events_recorded\": false, \"message\"}`, and the stream ends; a finished run whose recorded events stop before its end (a damaged or cut transcript) gets the same frame after them. A run that never started (a missing input answered with `end_of_input`, a cancel while it asked for one) has neither: its stream ends with one `event: not_started` frame without `id:`, `data: {\"run_id\", \"status\": \"failed\"|\"cancelled\", \"not_started\": true, \"error\": {\"code\", \"message\"}, \"message\"}`. The schema describes one event", body = SseEvent, content_type = "text/event-stream"),
         (status = 400, description = "The query string does not decode", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 404, description = "No such run (neither this server nor its store knows it)", body = ProblemDoc, content_type = "application/problem+json"),
@@ -1964,9 +1990,14 @@ pub(crate) async fn stream_events(
             // Or it never started (no `run_started` either): said why, once.
             None if !f.finished && !f.closed => {
                 f.closed = true;
+                // Or its recorded events stop before its end (a damaged transcript): said so,
+                // with how it ended.
                 match gone_event(&f.cfg, &f.run) {
                     Some(ev) => ev,
-                    None => not_started_event(&f.cfg, &f.run).await?,
+                    None => match not_started_event(&f.cfg, &f.run).await {
+                        Some(ev) => ev,
+                        None => no_events_event(&f.cfg, &f.run, true)?,
+                    },
                 }
             }
             None => return None,
