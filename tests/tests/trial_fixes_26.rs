@@ -152,6 +152,14 @@ fn cancelling_a_run_that_asks_for_an_input_makes_it_cancelled() {
     let (last, data) = closing_frame(&s, &id);
     assert_eq!(last, "not_started", "{data}");
     assert_eq!(data["status"], "cancelled");
+    // Resuming it says why there is nothing to resume (it said "workflow execution not
+    // found" of a run GET shows).
+    let (code, body, _) = post(&format!("{}/api/executions/{id}/resume", s.base), "{}");
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("never started") && body.contains("nothing to resume"),
+        "{body}"
+    );
 }
 
 /// Fails in `go`.

@@ -628,6 +628,22 @@ impl RunService for RunManager {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
+        // Ended here before it started (its missing inputs refused, or cancelled while it
+        // asked): nothing of it was recorded, so nothing resumes (breaker: "workflow
+        // execution not found" for a run GET shows).
+        if let Some(e) = self.entry(&id)
+            && let Ending::NotStarted(why) = &*e.ending.borrow()
+        {
+            let why = why
+                .as_ref()
+                .map(|w| format!(" ({})", w.message()))
+                .unwrap_or_default();
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("run {id} never started{why}: nothing of it was recorded, so there is nothing to resume"),
+            )
+            .with_hint("start the workflow again (POST /api/workflows/{scope}/{name}/run, or `awf run`)"));
+        }
         if self.entry(&id).is_some() {
             // Ended here a moment ago: the recorders may still be writing its state file,
             // which `resume_run` reads; wait until what they were given is written.
