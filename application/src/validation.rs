@@ -1026,7 +1026,7 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
                 "known providers: {}",
                 awf_domain::workflow::AGENT_PROVIDERS.join(", ")
             );
-            d = match validate::closest(p, awf_domain::workflow::AGENT_PROVIDERS.iter().copied()) {
+            d = match awf_domain::workflow::closest_provider(p) {
                 Some(c) => d.with_hint(format!("did you mean '{c}'? {known}")),
                 None => d.with_hint(known),
             };

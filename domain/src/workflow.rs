@@ -577,6 +577,33 @@ pub const AGENT_PROVIDERS: &[&str] = &[
     "openai_compatible",
 ];
 
+/// The known provider an unknown `provider:` name most likely means: the closest by edits
+/// (`claud` → `claude`), else one that a name only abbreviates or spells with other
+/// separators (`openai`, `openai-compatible` → `openai_compatible`; `copilot` →
+/// `github_copilot`; `claude-code` → `claude`). `None` when none is near.
+pub fn closest_provider(name: &str) -> Option<&'static str> {
+    if let Some(c) = crate::validate::closest(name, AGENT_PROVIDERS.iter().copied()) {
+        return Some(c);
+    }
+    let plain = |s: &str| {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .collect::<String>()
+            .to_ascii_lowercase()
+    };
+    let given = plain(name);
+    if given.len() < 3 {
+        return None;
+    }
+    AGENT_PROVIDERS.iter().copied().find(|p| {
+        let known = plain(p);
+        known == given
+            || known.starts_with(&given)
+            || known.ends_with(&given)
+            || given.starts_with(&known)
+    })
+}
+
 /// `type: agent`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentStep {
@@ -872,6 +899,17 @@ mod inline_error_tests {
         assert_eq!(inline_error_step("__inline_error_a"), Some("a"));
         assert_eq!(state_path("__inline_error_a"), "states.a.on_failure");
         assert_eq!(state_path("a"), "states.a");
+        for (given, want) in [
+            ("claud", Some("claude")),
+            ("openai", Some("openai_compatible")),
+            ("openai-compatible", Some("openai_compatible")),
+            ("copilot", Some("github_copilot")),
+            ("claude-code", Some("claude")),
+            ("xyz", None),
+            ("ai", None),
+        ] {
+            assert_eq!(closest_provider(given), want, "{given}");
+        }
         assert_eq!(inline_error_step("a"), None);
     }
 

@@ -89,10 +89,7 @@ impl Run {
                 ErrorCode::UserAgentUnknownProvider,
                 format!("step {name}: provider \"{}\" not found", prepared.provider),
             );
-            if let Some(c) = awf_domain::validate::closest(
-                &prepared.provider,
-                awf_domain::workflow::AGENT_PROVIDERS.iter().copied(),
-            ) {
+            if let Some(c) = awf_domain::workflow::closest_provider(&prepared.provider) {
                 e = e.with_hint(format!("did you mean '{c}'?"));
             }
             e = e.with_hint(format!(
