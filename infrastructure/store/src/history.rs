@@ -55,16 +55,16 @@ CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at_ms);
 /// the schema can meet `SQLITE_BUSY` when several processes open a fresh root together; an
 /// error no wait can mend (a file that is no database, a disk I/O error, no permission) is
 /// returned at once.
-pub(crate) fn open(path: &Path) -> Result<Connection, AwfError> {
+pub(crate) fn open(path: &Path) -> Result<(Connection, bool), AwfError> {
     owner_only(path);
     let mut delay = Duration::from_millis(100);
     let mut attempt = 0;
     loop {
         attempt += 1;
         match try_open(path) {
-            Ok(c) => {
+            Ok(opened) => {
                 opened_here(path, true);
-                return Ok(c);
+                return Ok(opened);
             }
             Err(e) if !transient(&e) => {
                 return Err(AwfError::new(
@@ -214,7 +214,10 @@ pub(crate) fn precheck(path: &Path) -> Result<(), AwfError> {
 /// How long a statement waits for another process's write to end before it fails busy.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn try_open(path: &Path) -> rusqlite::Result<Connection> {
+/// Opens (creating when missing) the database at `path`; `true` when this connection created
+/// its tables (decided under the write lock, so of two openers of a new file only one says
+/// so).
+fn try_open(path: &Path) -> rusqlite::Result<(Connection, bool)> {
     let c = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -238,16 +241,26 @@ fn try_open(path: &Path) -> rusqlite::Result<Connection> {
     )?;
     c.execute_batch(&format!("PRAGMA wal_autocheckpoint={WAL_PAGES};"))?;
     let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    let mut created = false;
     if version < SCHEMA_VERSION {
-        // A version-1 table gains the column; a fresh one is created and gains it too.
-        c.execute_batch(&format!(
-            "BEGIN IMMEDIATE;{SCHEMA}{MIGRATE_2}PRAGMA user_version={SCHEMA_VERSION};COMMIT;"
-        ))
-        .inspect_err(|_| {
+        // A version-1 table gains the column; a fresh one is created and gains it too. The
+        // version is read again under the write lock: another opener may have done it.
+        let migrated = c.execute_batch("BEGIN IMMEDIATE;").and_then(|()| {
+            let now: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+            if now < SCHEMA_VERSION {
+                c.execute_batch(&format!(
+                    "{SCHEMA}{MIGRATE_2}PRAGMA user_version={SCHEMA_VERSION};"
+                ))?;
+                created = now == 0;
+            }
+            c.execute_batch("COMMIT;")
+        });
+        if let Err(e) = migrated {
             let _ = c.execute_batch("ROLLBACK;");
-        })?;
+            return Err(e);
+        }
     }
-    Ok(c)
+    Ok((c, created))
 }
 
 /// Closes a connection to a database that is no longer at `path` (moved aside while a
@@ -496,6 +509,24 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
+    /// Only the opener that creates the tables says so: a missing or empty file is created
+    /// once; the next opener, while the first still holds its connection (its tables in the
+    /// write-ahead log), is not told to fill the history again (CI: a late writer thread
+    /// added rows for snapshots saved in between).
+    #[test]
+    fn only_the_opener_that_creates_the_tables_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("history.db");
+        let (first, created) = try_open(&path).unwrap();
+        assert!(created);
+        let (second, again) = try_open(&path).unwrap();
+        assert!(!again);
+        drop((first, second));
+        let empty = d.path().join("empty.db");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(try_open(&empty).unwrap().1);
+    }
+
     fn rec(
         id: &str,
         wf: &str,
@@ -534,7 +565,7 @@ mod tests {
         let path = dir.path().join("history.db");
         let mut biggest = 0;
         for i in 0..120 {
-            let c = open(&path).unwrap();
+            let c = open(&path).unwrap().0;
             let id = format!("run-{i}");
             upsert_started(&c, &id, "w.yaml", "w", 1_000 + i, None).unwrap();
             let r = rec(
@@ -556,13 +587,13 @@ mod tests {
             "the WAL grew to {biggest} bytes"
         );
         assert!(biggest > 0, "the WAL is kept between processes");
-        let c = open(&path).unwrap();
+        let c = open(&path).unwrap().0;
         assert_eq!(list(&c, &HistoryFilter::default()).unwrap().len(), 120);
     }
 
     fn seeded() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
-        let c = open(&dir.path().join("history.db")).unwrap();
+        let c = open(&dir.path().join("history.db")).unwrap().0;
         upsert_finished(
             &c,
             &rec(
@@ -626,12 +657,12 @@ mod tests {
     fn closing_keeps_the_wal_and_the_rows() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("history.db");
-        let c = open(&db).unwrap();
+        let c = open(&db).unwrap().0;
         let r = rec("a", "w.yaml", "w", StoredStatus::Success, 1_000, Some(5));
         upsert_finished(&c, &r).unwrap();
         drop(c);
         assert!(dir.path().join("history.db-wal").exists());
-        let again = open(&db).unwrap();
+        let again = open(&db).unwrap().0;
         assert_eq!(get(&again, "a").unwrap(), Some(r));
     }
 
@@ -807,7 +838,7 @@ mod tests {
     fn reopening_keeps_rows_and_wal_mode() {
         let (d, c) = seeded();
         drop(c);
-        let c = open(&d.path().join("history.db")).unwrap();
+        let c = open(&d.path().join("history.db")).unwrap().0;
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .unwrap();
@@ -829,7 +860,7 @@ mod tests {
                 .unwrap();
             upsert_started(&c, "old", "wf", "wf", 1_000, None).unwrap();
         }
-        let c = open(&path).unwrap();
+        let c = open(&path).unwrap().0;
         let old = get(&c, "old").unwrap().unwrap();
         assert_eq!(old.spend, None);
         let spend = awf_domain::run::Spend {

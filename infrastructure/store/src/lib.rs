@@ -376,9 +376,10 @@ pub const WRITE_HINT: &str = "make the data root writable, or choose another one
 
 /// Opens the history database of `paths` for its first user in this process (a history
 /// read, a run's recorder), after removing the temp files that writers killed while writing
-/// a state file left in the states directory. A database this open creates (none, or an
-/// empty file, was there) gets a row for each run that has a state file already: the
-/// history is their index, rebuilt once a damaged database was moved aside.
+/// a state file left in the states directory. A database whose tables this open creates
+/// (none, or an empty file, was there; of two openers only the one that created them) gets
+/// a row for each run that has a state file already: the history is their index, rebuilt
+/// once a damaged database was moved aside.
 ///
 /// # Errors
 /// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
@@ -388,11 +389,11 @@ pub(crate) fn open_history(
 ) -> Result<rusqlite::Connection, AwfError> {
     state::remove_stale_temps(&paths.states_dir(), legacy_temps);
     let db = paths.history_db();
-    let fresh = match std::fs::symlink_metadata(&db) {
-        Ok(m) => m.is_file() && m.len() == 0,
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    };
-    let c = history::open(&db)?;
+    // Whether this open created the tables, not whether the file looked new before it: a
+    // second opener (the recorder's writer thread starting late, under load) found the file
+    // another connection had just created still empty, and filled it again from the state
+    // files, with rows for snapshots saved since that no run recorded (CI).
+    let (c, fresh) = history::open(&db)?;
     if fresh && let Ok(snapshots) = state::list(&paths.states_dir()) {
         history::backfill(&c, &snapshots);
     }
