@@ -392,11 +392,15 @@ pub(crate) fn open_history(
     // Whether this open created the tables, not whether the file looked new before it: a
     // second opener (the recorder's writer thread starting late, under load) found the file
     // another connection had just created still empty, and filled it again from the state
-    // files, with rows for snapshots saved since that no run recorded (CI).
-    let (c, fresh) = history::open(&db)?;
-    if fresh && let Ok(snapshots) = state::list(&paths.states_dir()) {
-        history::backfill(&c, &snapshots);
-    }
+    // files, with rows for snapshots saved since that no run recorded (CI). Filled inside
+    // the transaction that creates the tables: other openers wait for the rows rather than
+    // read a part of them.
+    let states = paths.states_dir();
+    let (c, _) = history::open_filling(&db, &|c| {
+        if let Ok(snapshots) = state::list(&states) {
+            history::backfill(c, &snapshots);
+        }
+    })?;
     Ok(c)
 }
 

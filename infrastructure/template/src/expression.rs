@@ -82,8 +82,72 @@ fn two_strings<'c>(name: &str, args: &'c [Value]) -> expr::Result<Option<(&'c st
     }
 }
 
+/// Go's `strings.SplitN` (`after`: `SplitAfterN`), which expr-lang (Go) calls for `split`
+/// and `splitAfter`: at most `n` pieces when `n > 0`, none when `n == 0`, all when `n < 0`;
+/// an empty `sep` splits after each character (no empty pieces at the ends, none at all for
+/// an empty `s`); `splitAfter` keeps a trailing empty piece when `s` ends with `sep`. The
+/// Rust crate split an empty `sep` into `["", "a", "b", "c", ""]` (breaker) and dropped that
+/// trailing piece.
+fn go_split(s: &str, sep: &str, n: i64, after: bool) -> Vec<String> {
+    if n == 0 {
+        return Vec::new();
+    }
+    if sep.is_empty() {
+        let count = s.chars().count();
+        let want = usize::try_from(n).map_or(count, |n| n.min(count));
+        let mut out: Vec<String> = Vec::with_capacity(want);
+        let mut rest = s;
+        while out.len() + 1 < want {
+            let Some(c) = rest.chars().next() else { break };
+            out.push(c.to_string());
+            rest = &rest[c.len_utf8()..];
+        }
+        if want > 0 {
+            out.push(rest.to_owned());
+        }
+        return out;
+    }
+    let limit = usize::try_from(n).ok();
+    let mut out = Vec::new();
+    let mut rest = s;
+    while limit.is_none_or(|l| out.len() + 1 < l) {
+        let Some(at) = rest.find(sep) else { break };
+        let keep = if after { at + sep.len() } else { at };
+        out.push(rest[..keep].to_owned());
+        rest = &rest[at + sep.len()..];
+    }
+    out.push(rest.to_owned());
+    out
+}
+
+/// `split`/`splitAfter`'s arguments: a string, a separator and an optional count.
+fn split_call(name: &str, args: &[Value], after: bool) -> expr::Result<Value> {
+    let n = match args.get(2) {
+        None => -1,
+        Some(Value::Integer(n)) => *n,
+        Some(_) => {
+            return Err(expr::Error::ExprError(format!(
+                "{name}() takes an integer as its third argument"
+            )));
+        }
+    };
+    match args {
+        [Value::String(s), Value::String(sep)] | [Value::String(s), Value::String(sep), _] => {
+            Ok(go_split(s, sep, n, after)
+                .into_iter()
+                .map(Value::from)
+                .collect::<Vec<_>>()
+                .into())
+        }
+        _ => Err(expr::Error::ExprError(format!(
+            "{name}() takes a string, a separator string and an optional count"
+        ))),
+    }
+}
+
 impl ExprEvaluator {
-    /// An evaluator with expr-lang's built-ins plus `has_prefix` and `has_suffix`.
+    /// An evaluator with expr-lang's built-ins plus `has_prefix` and `has_suffix`, with
+    /// `split` and `splitAfter` as Go's.
     pub fn new() -> Self {
         let mut env = Environment::new();
         env.add_function("has_prefix", |c| {
@@ -94,6 +158,8 @@ impl ExprEvaluator {
             let pair = two_strings("has_suffix", &c.args)?;
             Ok(Value::Bool(pair.is_some_and(|(s, p)| s.ends_with(p))))
         });
+        env.add_function("split", |c| split_call("split", &c.args, false));
+        env.add_function("splitAfter", |c| split_call("splitAfter", &c.args, true));
         Self {
             env,
             cache: Mutex::new(HashMap::new()),

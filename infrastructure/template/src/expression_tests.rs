@@ -450,3 +450,28 @@ fn expression_nested_too_deeply_is_refused() {
     let quoted = format!("'{}' != \"{}\"", "(".repeat(500), "[".repeat(500));
     assert_eq!(ev.eval_bool(&quoted, &data.scope()), Ok(true));
 }
+
+/// `split` and `splitAfter` give Go's `strings.Split(N)`/`SplitAfter(N)` pieces, as
+/// expr-lang (Go) and the template's `split` do (breaker: `split('abc', '')` had 5 pieces).
+#[test]
+fn split_and_split_after_give_gos_pieces() {
+    let data = Data::new();
+    for e in [
+        "split('abc', '') == ['a', 'b', 'c']",
+        "split('', '') == []",
+        "split('', ',') == ['']",
+        "split('a,b,', ',') == ['a', 'b', '']",
+        "split('a,b,c', ',', 2) == ['a', 'b,c']",
+        "split('a,b,c', ',', 0) == []",
+        "split('a,b,c', ',', -1) == ['a', 'b', 'c']",
+        "split('héllo', '', 3) == ['h', 'é', 'llo']",
+        "splitAfter('abc', '') == ['a', 'b', 'c']",
+        "splitAfter('a,b,', ',') == ['a,', 'b,', '']",
+        "splitAfter('', ',') == ['']",
+        "splitAfter('a,b,c', ',', 2) == ['a,', 'b,c']",
+        "len(split('abc', '')) == 3",
+    ] {
+        assert_eq!(eval(&data, e), Ok(true), "{e}");
+    }
+    assert!(failure(&data, "split(1, ',') == []").contains("split() takes a string"));
+}

@@ -1,0 +1,90 @@
+//! Defects a breaker found on the release build of stop 37, fixed over the real binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use awf_tests::data;
+
+/// Readers that open the history while another process refills it (a removed or moved-aside
+/// database, rebuilt from the state files) see every run, never a part of them (breaker:
+/// four concurrent `awf history --stats` counted 1,501, 443, 1,086 and 1,501 runs).
+#[test]
+fn readers_of_a_history_being_rebuilt_count_every_run() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "w.yaml",
+        "name: w\nstates:\n  initial: s\n  s: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let r = sb.run(&["run", "w.yaml", "-q"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let states = data(&sb).join("states");
+    let state = std::fs::read_dir(&states)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    let id = state.file_stem().unwrap().to_string_lossy().into_owned();
+    let text = std::fs::read_to_string(&state).unwrap();
+    const COPIES: usize = 600;
+    for i in 0..COPIES {
+        let other = format!("{:08x}-0000-4000-8000-{i:012x}", i + 1);
+        std::fs::write(
+            states.join(format!("{other}.json")),
+            text.replace(&id, &other),
+        )
+        .unwrap();
+    }
+    for entry in std::fs::read_dir(data(&sb)).unwrap().filter_map(Result::ok) {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("history.db")
+        {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let child = sb
+                .cmd(&["history", "--stats"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(30));
+            child
+        })
+        .collect();
+    for child in readers {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let total = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Total Executions:"))
+            .map(str::trim);
+        assert_eq!(total, Some(format!("{}", COPIES + 1).as_str()), "{text}");
+    }
+}
+
+/// `split(s, '')` in an expression gives the characters, as expr-lang (Go) and the
+/// template's `split` do (breaker: five pieces, with an empty one at each end).
+#[test]
+fn split_on_an_empty_separator_gives_the_characters() {
+    let sb = Sandbox::new().unwrap();
+    let r = sb
+        .run_workflow(
+            "sp.yaml",
+            "name: sp\ninputs:\n  - {name: s, type: string}\nstates:\n  initial: c\n  c:\n    type: step\n    command: 'true'\n    transitions:\n      - when: \"len(split(inputs.s, '')) == 3 && splitAfter('a,b,', ',') == ['a,', 'b,', '']\"\n        goto: three\n      - goto: other\n  three: {type: terminal, message: THREE}\n  other: {type: terminal, status: failure, message: OTHER}\n",
+            &["-i", "s=abc"],
+        )
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(format!("{}{}", r.stdout, r.stderr).contains("THREE"));
+}
