@@ -50,22 +50,24 @@ CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_started_at ON runs(started_at_ms);
 ";
 
-/// Opens the database (WAL, busy timeout 10 s, synchronous NORMAL) and creates the schema.
-/// Retried 5 times with a doubling backoff from 100 ms, since switching to WAL and creating
-/// the schema can meet `SQLITE_BUSY` when several processes open a fresh root together; an
-/// error no wait can mend (a file that is no database, a disk I/O error, no permission) is
-/// returned at once.
+/// [`open_filling`] with nothing to fill.
+#[cfg(test)]
 pub(crate) fn open(path: &Path) -> Result<(Connection, bool), AwfError> {
     open_filling(path, &|_| {})
 }
 
-/// [`open`], with `fill` run on the connection that creates the tables, inside the
-/// transaction that creates them: a concurrent opener waits for it (the write lock) and
-/// reads the tables only once they are filled (breaker: a reader opening while another
-/// process refilled a new history from 1,500 state files counted 443 runs, then 1,086).
+/// Opens the database (WAL, busy timeout 10 s, synchronous NORMAL) and creates the schema;
+/// `true` when this connection created the tables. `fill` runs on the connection that
+/// creates them, inside the transaction that creates them: a concurrent opener waits for it
+/// (the write lock) and reads the tables only once they are filled (breaker: a reader
+/// opening while another process refilled a new history from 1,500 state files counted 443
+/// runs, then 1,086). Retried 5 times with a doubling backoff from 100 ms, since switching
+/// to WAL and creating the schema can meet `SQLITE_BUSY` when several processes open a
+/// fresh root together; an error no wait can mend (a file that is no database, a disk I/O
+/// error, no permission) is returned at once.
 ///
 /// # Errors
-/// As [`open`].
+/// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
 pub(crate) fn open_filling(
     path: &Path,
     fill: &dyn Fn(&Connection),
