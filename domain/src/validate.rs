@@ -48,7 +48,10 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
             return None;
         }
         let d = levenshtein(&lower, &c.to_lowercase());
-        if d <= limit && best.is_none_or(|(b, _)| d < b) {
+        // A word replaced whole is no typo of it (new user: `on_success: b` in state `a`
+        // was told "did you mean 'a'?", a route to itself).
+        let whole = d >= lower.chars().count().max(c.chars().count());
+        if d <= limit && !whole && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, c));
         }
     }

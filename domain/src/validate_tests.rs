@@ -133,6 +133,10 @@ fn levenshtein_and_closest() {
     assert_eq!(closest("deplyo", ["deploy"]), Some("deploy"));
     assert_eq!(closest("done", ["done", "dome"]), None);
     assert_eq!(closest("DEPLOY", ["deploy", "done"]), Some("deploy"));
+    // One letter for another is no typo: nothing is suggested.
+    assert_eq!(closest("b", ["a", "done"]), None);
+    assert_eq!(closest("b", ["bb", "a"]), Some("bb"));
+    assert_eq!(closest("ab", ["ac"]), Some("ac"));
 }
 
 #[test]
