@@ -486,8 +486,15 @@ fn to_array(v: &Value) -> Result<Vec<Value>, String> {
         Value::String(s) => {
             let t = s.trim();
             if t.starts_with('[') {
-                serde_json::from_str::<Vec<Value>>(t)
-                    .map_err(|e| format!("cannot convert \"{s}\" to array: {e}"))
+                // New user: `[a,b,c]` got only the JSON parser's "expected value at line 1
+                // column 2".
+                serde_json::from_str::<Vec<Value>>(t).map_err(|e| {
+                    format!(
+                        "cannot convert \"{s}\" to array: a value starting with '[' is read as \
+                         a JSON list, and this one is not ({e}); write the items quoted \
+                         ([\"a\",\"b\"]) or separated by commas without brackets (a,b)"
+                    )
+                })
             } else if t.is_empty() {
                 Ok(Vec::new())
             } else {
@@ -736,6 +743,21 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+    }
+
+    /// A bracketed list that is no JSON says how to write one (new user: `[a,b,c]`).
+    #[test]
+    fn a_bracketed_list_that_is_no_json_says_how_to_write_one() {
+        let e = to_array(&Value::String("[a,b,c]".into())).unwrap_err();
+        assert!(e.contains("read as a JSON list"), "{e}");
+        assert!(
+            e.contains("separated by commas without brackets (a,b)"),
+            "{e}"
+        );
+        assert_eq!(
+            to_array(&Value::String(r#"["a","b"]"#.into())).unwrap(),
+            vec![Value::from("a"), Value::from("b")]
+        );
     }
 
     #[test]
