@@ -25,10 +25,12 @@ pub fn parse_addr(text: &str, with_token: bool) -> Result<SocketAddr, AwfError> 
     let addr: SocketAddr = match t.parse() {
         Ok(a) => a,
         // `localhost:PORT` (a name): resolved, the loopback answer first.
-        Err(e) => resolve_name(t).ok_or_else(|| {
+        Err(e) => resolve_name(t).map_err(|why| {
+            // New user: `nohost:1` was "invalid socket address syntax"; its syntax is fine.
+            let why = why.unwrap_or_else(|| e.to_string());
             AwfError::new(
                 ErrorCode::UserInputValidationFailed,
-                format!("--addr {text:?} is not an address: {e}"),
+                format!("--addr {text:?} is not an address: {why}"),
             )
             .with_hint(
                 "use HOST:PORT, e.g. --addr 127.0.0.1:2511, --addr localhost:2511 or --addr [::1]:2511",
@@ -48,19 +50,28 @@ pub fn parse_addr(text: &str, with_token: bool) -> Result<SocketAddr, AwfError> 
 }
 
 /// Resolves `NAME:PORT` (e.g. `localhost:0`) to one address, a loopback one when the name
-/// has any (IPv4 first); `None` when the text has no port or the name does not resolve.
-fn resolve_name(text: &str) -> Option<SocketAddr> {
+/// has any (IPv4 first).
+///
+/// # Errors
+/// `Err(None)` when the text is not `NAME:PORT`; `Err(Some(why))` when it is but the name
+/// does not resolve.
+fn resolve_name(text: &str) -> Result<SocketAddr, Option<String>> {
     use std::net::ToSocketAddrs;
-    let (host, port) = text.rsplit_once(':')?;
+    let (host, port) = text.rsplit_once(':').ok_or(None)?;
     if host.is_empty() || port.parse::<u16>().is_err() {
-        return None;
+        return Err(None);
     }
-    let all: Vec<SocketAddr> = text.to_socket_addrs().ok()?.collect();
+    let unresolved = |e: String| Some(format!("the host name {host:?} does not resolve ({e})"));
+    let all: Vec<SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| unresolved(e.to_string()))?
+        .collect();
     all.iter()
         .find(|a| a.ip().is_loopback() && a.is_ipv4())
         .or_else(|| all.iter().find(|a| a.ip().is_loopback()))
         .or_else(|| all.first())
         .copied()
+        .ok_or_else(|| unresolved("no address".to_owned()))
 }
 
 /// The error for a listener that could not be bound: `SYSTEM.NET.ADDRESS_IN_USE` when
@@ -460,7 +471,15 @@ mod tests {
         let local = parse_addr("localhost:0", false).unwrap();
         assert!(local.ip().is_loopback(), "{local}");
         assert_eq!(local.port(), 0);
-        assert!(parse_addr("no-such-host.invalid:80", true).is_err());
+        let e = parse_addr("no-such-host.invalid:80", true).unwrap_err();
+        assert!(
+            e.message()
+                .contains("the host name \"no-such-host.invalid\" does not resolve"),
+            "{}",
+            e.message()
+        );
+        let e = parse_addr("127.0.0.1:http", true).unwrap_err();
+        assert!(!e.message().contains("resolve"), "{}", e.message());
     }
 
     #[test]
