@@ -88,3 +88,41 @@ fn split_on_an_empty_separator_gives_the_characters() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(format!("{}{}", r.stdout, r.stderr).contains("THREE"));
 }
+
+/// `awf status` of a run in its first step lists that step as running (new user: an empty
+/// `States:` list under `State: wait`).
+#[test]
+fn status_lists_the_step_under_way() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "w.yaml",
+        "name: w\nstates:\n  initial: wait\n  wait: {type: step, command: 'sleep 30', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd(&["run", "w.yaml"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = awf_tests::wait_for_state(&sb, "the run in its step", |v| {
+        v["current_state"] == "wait" && v["status"] == "running"
+    });
+    let r = sb.run(&["status", &id]).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let listed = r
+        .stdout
+        .split_once("States:")
+        .map(|(_, rest)| rest.to_owned())
+        .unwrap_or_default();
+    assert!(
+        listed.lines().any(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words == ["wait", "running"]
+        }),
+        "{}",
+        r.stdout
+    );
+}

@@ -948,6 +948,15 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
             awf_domain::duration::format_go(std::time::Duration::from_millis(s.duration_ms()))
         );
     }
+    // The step under way has no record until it ends (new user: a run in its first step
+    // showed an empty list).
+    if snap.status == StoredStatus::Running
+        && !view.process_gone
+        && !snap.current_state.is_empty()
+        && !snap.states.contains_key(&snap.current_state)
+    {
+        let _ = writeln!(out, "  {:<24} running", pt(&snap.current_state));
+    }
     Ok(Outcome::Success)
 }
 
