@@ -27,6 +27,11 @@ pub trait TemplateLookup {
     /// # Errors
     /// A message when the file exists but cannot be read.
     fn find(&self, name: &str) -> Result<Option<(PathBuf, String)>, String>;
+
+    /// The names of the templates there are (for a did-you-mean); none by default.
+    fn names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// No templates at all (every `use_template` is a MISSING_TEMPLATE error).
@@ -61,6 +66,23 @@ impl TemplateLookup for DirTemplates {
         }
         Ok(None)
     }
+
+    fn names(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .dirs
+            .iter()
+            .filter_map(|d| std::fs::read_dir(d).ok())
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.strip_suffix(".yaml").map(str::to_owned)
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
 }
 
 /// In-memory templates (name → YAML text), for tests and embedders.
@@ -69,6 +91,10 @@ impl TemplateLookup for std::collections::BTreeMap<String, String> {
         Ok(self
             .get(name)
             .map(|t| (PathBuf::from(format!("{name}.yaml")), t.clone())))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.keys().cloned().collect()
     }
 }
 
@@ -130,8 +156,14 @@ fn expand(
                 ut_pos,
                 format!("template \"{name}\" not found"),
             );
+            let names = lookup.names();
+            let near = awf_domain::validate::closest(&name, names.iter().map(String::as_str));
             if let Some(last) = d.list.last_mut() {
-                last.hint = Some(format!("create .awf/templates/{name}.yaml"));
+                last.hint = Some(match near {
+                    // New user: a misspelt template name got no did-you-mean.
+                    Some(c) => format!("did you mean '{c}'?"),
+                    None => format!("create .awf/templates/{name}.yaml"),
+                });
             }
             return None;
         }
@@ -160,11 +192,13 @@ fn expand(
     // Parameters: defaults from the template, overridden by the step's `parameters:`.
     let mut params: Vec<(String, String)> = Vec::new();
     let mut required: Vec<String> = Vec::new();
+    let mut declared: Vec<String> = Vec::new();
     if let Some(items) = troot.get("parameters").and_then(Node::items) {
         for p in items {
             let Some(pname) = p.get("name").and_then(Node::text).map(str::to_owned) else {
                 continue;
             };
+            declared.push(pname.clone());
             if params.iter().any(|(n, _)| *n == pname) || required.contains(&pname) {
                 missing(
                     d,
@@ -186,6 +220,27 @@ fn expand(
     }
     if let Some(given) = step.get("parameters").and_then(Node::entries) {
         for e in given {
+            // A parameter the template does not declare is used nowhere (new user: a
+            // misspelt one was taken silently).
+            if !declared.contains(&e.key) {
+                let mut w = awf_domain::ports::repository::Diagnostic::warning(
+                    ErrorCode::WorkflowParseUnknownField,
+                    format!("{path}.parameters.{}", e.key),
+                    format!(
+                        "template \"{name}\" declares no parameter \"{}\": it is not used",
+                        e.key
+                    ),
+                );
+                w = match awf_domain::validate::closest(&e.key, declared.iter().map(String::as_str))
+                {
+                    Some(c) => w.with_hint(format!("did you mean '{c}'?")),
+                    None if declared.is_empty() => {
+                        w.with_hint(format!("template \"{name}\" takes no parameters"))
+                    }
+                    None => w.with_hint(format!("its parameters: {}", declared.join(", "))),
+                };
+                d.push(w, Some(e.key_pos));
+            }
             params.retain(|(n, _)| *n != e.key);
             params.push((e.key.clone(), text_of(&e.value)));
         }
@@ -451,6 +506,54 @@ mod tests {
                 "{command}"
             );
         }
+    }
+
+    fn load(
+        wf: &str,
+    ) -> Result<awf_domain::ports::repository::LoadedWorkflow, awf_domain::AwfError> {
+        let mut t = BTreeMap::new();
+        t.insert(
+            "greet".to_owned(),
+            "name: greet\nparameters: [{name: who, default: world}]\nstates:\n  greet: {type: step, command: 'echo {{.parameters.who}}'}\n".to_owned(),
+        );
+        crate::parse_workflow_with(
+            wf,
+            Some(std::path::Path::new("w.yaml")),
+            WorkflowSource::default(),
+            &t,
+        )
+    }
+
+    /// A step's parameter the template does not declare is a warning with a did-you-mean
+    /// (new user: `bogus: 1` was taken silently).
+    #[test]
+    fn a_parameter_the_template_does_not_declare_is_warned_about() {
+        let loaded = load("name: w\nstates:\n  initial: a\n  a:\n    use_template: greet\n    parameters: {wh: Ada, bogus: 1}\n    on_success: done\n  done: {type: terminal}\n").unwrap();
+        let warned: Vec<(String, Option<String>)> = loaded
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == ErrorCode::WorkflowParseUnknownField)
+            .map(|d| (d.message.clone(), d.hint.clone()))
+            .collect();
+        assert_eq!(warned.len(), 2, "{warned:?}");
+        assert!(
+            warned[0].0.contains("declares no parameter \"wh\""),
+            "{warned:?}"
+        );
+        assert_eq!(warned[0].1.as_deref(), Some("did you mean 'who'?"));
+        assert_eq!(warned[1].1.as_deref(), Some("its parameters: who"));
+    }
+
+    /// A misspelt template name gets the closest template's name.
+    #[test]
+    fn a_misspelt_template_name_gets_a_did_you_mean() {
+        let e = load("name: w\nstates:\n  initial: a\n  a:\n    use_template: gret\n    on_success: done\n  done: {type: terminal}\n").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::WorkflowValidationMissingTemplate);
+        assert!(
+            e.hints().iter().any(|h| h == "did you mean 'greet'?"),
+            "{:?}",
+            e.hints()
+        );
     }
 
     #[test]
