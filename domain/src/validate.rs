@@ -2250,10 +2250,15 @@ struct RefCtx<'a> {
     /// The action being checked binds a value (`with`, `range`, `$v := …`): a whole state
     /// (`.states.s1`) is then a value like any other (breaker: "needs a field" refused it).
     binds: bool,
+    /// The token being checked is rendered as a template (not a bare expression, where an
+    /// input the run was not given is `nil`).
+    rendered: bool,
+    /// Optional inputs without a default already noted (one note each).
+    noted: HashSet<&'a str>,
     out: Vec<Diagnostic>,
 }
 
-impl RefCtx<'_> {
+impl<'a> RefCtx<'a> {
     fn err(&mut self, path: &str, message: String, hint: Option<String>) {
         let mut d = Diagnostic::error(ErrorCode::WorkflowValidationInvalidReference, path, message);
         d.hint = hint;
@@ -2299,11 +2304,37 @@ impl RefCtx<'_> {
             let first = body.split_whitespace().next().unwrap_or("");
             self.binds = matches!(first, "with" | "range")
                 || (first.starts_with('$') && body[first.len()..].trim_start().starts_with(":="));
+            self.rendered = true;
             for token in reference_tokens(action) {
                 self.check_token(&token, path, site);
             }
+            self.rendered = false;
             self.binds = false;
         }
+    }
+
+    /// A note at the first template reference to an optional input without a default:
+    /// rendered in a run not given it, the reference fails the step (as in AWF (Go)), which
+    /// nothing said before the run (new user).
+    fn note_optional_input(&mut self, input: &'a crate::workflow::InputDef, path: &str) {
+        if input.required || input.default.is_some() || !self.noted.insert(&input.name) {
+            return;
+        }
+        let name = &input.name;
+        self.out.push(
+            Diagnostic::new(
+                crate::ports::repository::Severity::Note,
+                ErrorCode::WorkflowValidationInvalidReference,
+                path,
+                format!(
+                    "optional input \"{name}\" has no default: {path} fails \
+                     (EXECUTION.TEMPLATE.FAILED) in a run not given it"
+                ),
+            )
+            .with_hint(format!(
+                "give it a default (`default: \"\"` to test it with `{{{{if .inputs.{name}}}}}`) or make it `required: true`"
+            )),
+        );
     }
 
     /// `max_iterations` without `{{ }}`: identifiers of an arithmetic expression.
@@ -2333,9 +2364,14 @@ impl RefCtx<'_> {
         let first = parts.get(1).copied().filter(|p| !p.is_empty());
         match ns {
             "inputs" => {
+                let wf = self.wf;
                 if let Some(name) = first
-                    && !self.wf.inputs.iter().any(|i| i.name == name)
+                    && let Some(input) = wf.inputs.iter().find(|i| i.name == name)
                 {
+                    if self.rendered {
+                        self.note_optional_input(input, path);
+                    }
+                } else if let Some(name) = first {
                     let hint = closest(name, self.wf.inputs.iter().map(|i| i.name.as_str()))
                         .map(|c| format!("did you mean '{c}'?"))
                         .or_else(|| Some(format!("declare it under inputs: (- name: {name})")));
@@ -2518,6 +2554,8 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         siblings,
         in_loop: states_in_loops(wf),
         binds: false,
+        rendered: false,
+        noted: HashSet::new(),
         out: Vec::new(),
     };
     for (name, s) in &wf.states {

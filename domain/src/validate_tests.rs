@@ -500,11 +500,63 @@ fn missing_env_warns_per_unset_name() {
     );
 }
 
+/// The errors and warnings of [`references`] (its notes are checked on their own).
 fn ref_msgs(w: &Workflow) -> Vec<(String, String)> {
     references(w)
         .into_iter()
+        .filter(|d| d.severity != crate::ports::repository::Severity::Note)
         .map(|d| (d.path, d.message))
         .collect()
+}
+
+/// The first template reference to an optional input without a default gets a note (it
+/// fails a run not given the input); one with a default, a required one, and one read by a
+/// bare expression (`nil` there) get none.
+#[test]
+fn an_optional_input_without_a_default_is_noted_once_where_a_template_reads_it() {
+    let mut w = wf(
+        "a",
+        vec![
+            cmd(
+                "a",
+                "echo {{.inputs.opt}} {{.inputs.dflt}} {{.inputs.req}}",
+                Some("b"),
+            ),
+            cmd(
+                "b",
+                "echo {{if .inputs.opt}}x{{end}} {{.inputs.bare}}",
+                Some("done"),
+            ),
+            terminal("done"),
+        ],
+    );
+    let mut dflt = input("dflt");
+    dflt.default = Some(serde_json::json!(""));
+    let mut req = input("req");
+    req.required = true;
+    w.inputs = vec![input("opt"), dflt, req, input("bare"), input("expronly")];
+    if let Some(s) = w.states.get_mut("b") {
+        s.transitions = vec![crate::workflow::Transition {
+            when: Some("inputs.expronly == nil".to_owned()),
+            goto: "done".to_owned(),
+        }];
+    }
+    let notes: Vec<(String, String)> = references(&w)
+        .into_iter()
+        .filter(|d| d.severity == crate::ports::repository::Severity::Note)
+        .map(|d| (d.path, d.message))
+        .collect();
+    let paths: Vec<&str> = notes.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["states.a.command", "states.b.command"], "{notes:?}");
+    assert!(
+        notes[0].1.contains("optional input \"opt\" has no default"),
+        "{notes:?}"
+    );
+    assert!(notes[1].1.contains("\"bare\""), "{notes:?}");
+    assert!(
+        !notes.iter().any(|(_, m)| m.contains("expronly")),
+        "{notes:?}"
+    );
 }
 
 #[test]
