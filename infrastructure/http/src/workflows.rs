@@ -573,7 +573,8 @@ pub(crate) async fn validate_workflow(
     if let Some(first) = diags.iter().find(|d| d.severity == Severity::Error) {
         let mut e = AwfError::new(first.code, errors.join("; "));
         e = e.with_hint(format!(
-            "`awf validate {id}` shows each error with its line"
+            "`awf validate {}` shows each error with its line",
+            awf_domain::shell::quote_arg(&id)
         ));
         return Err(Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e).with_errors(errors));
     }
