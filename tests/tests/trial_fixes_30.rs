@@ -294,3 +294,59 @@ fn file_exists_refuses_a_directory() {
     let r = sb.run(&["run", "fe.yaml", "-i", "cfg=fe.yaml"]).unwrap();
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+const TWO_ERRORS: &str = "name: br
+inputs:
+  - name: x
+    type: strin
+states:
+  initial: a
+  a:
+    type: step
+    command: echo hi
+    on_success: b
+  b:
+    type: stepp
+    command: echo b
+    on_success: done
+  done:
+    type: terminal
+";
+
+/// `awf list` and `GET /api/workflows` show the first error `awf validate` and `awf run`
+/// name (breaker: the list showed the line-12 parse error, validate and run the line-4 one).
+#[test]
+fn list_shows_the_first_error_validate_and_run_show() {
+    let sb = awf_tests::http_serve::sandbox_with(&[("br", TWO_ERRORS)]);
+    let first = "[WORKFLOW.VALIDATION.INVALID_STATE] line 4, column 5: inputs.0.type: input \"x\" has unknown type \"strin\"";
+    let v = sb.run(&["validate", "br"]).unwrap();
+    assert_eq!(v.code, 2, "{}", v.stderr);
+    let first_of_validate = v.stderr.lines().next().unwrap_or("");
+    assert!(
+        first_of_validate.contains("4:5: error [WORKFLOW.VALIDATION.INVALID_STATE]"),
+        "{}",
+        v.stderr
+    );
+    let r = sb.run(&["run", "br"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("line 4, column 5: inputs.0.type"),
+        "{}",
+        r.stderr
+    );
+    let l = sb.run(&["list"]).unwrap();
+    assert_eq!(l.code, 0, "{}", l.stderr);
+    assert!(
+        l.stdout.contains(&format!("BROKEN: {first}")),
+        "{}",
+        l.stdout
+    );
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let (code, body, _) = awf_tests::http_serve::curl(&[&format!("{}/api/workflows", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("[WORKFLOW.VALIDATION.INVALID_STATE] line 4, column 5: inputs.0.type"),
+        "{body}"
+    );
+    assert!(!body.contains("UNKNOWN_STEP_TYPE"), "{body}");
+}
