@@ -183,9 +183,15 @@ impl Facade {
             let mut flags: Vec<String> = match &req.from {
                 awf_domain::ports::facade::ResumeFrom::Current => Vec::new(),
                 awf_domain::ports::facade::ResumeFrom::Previous => vec!["--from previous".into()],
-                awf_domain::ports::facade::ResumeFrom::Step(s) => vec![format!("--from {s}")],
+                awf_domain::ports::facade::ResumeFrom::Step(s) => {
+                    vec![format!("--from {}", awf_domain::shell::quote_arg(s))]
+                }
             };
-            flags.extend(masked.iter().map(|k| format!("--input {k}=<value>")));
+            flags.extend(
+                masked
+                    .iter()
+                    .map(|k| format!("--input {}=<value>", awf_domain::shell::quote_arg(k))),
+            );
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
                 format!(
@@ -473,6 +479,20 @@ pub fn check_start(
     checked(services, req).map(|c| c.loaded)
 }
 
+/// The checks of `--mock` and `--step` that [`Facade::start_run`] makes (each names a state
+/// of the workflow, a mock names a step that can be mocked), for `awf run --dry-run`, which
+/// starts nothing but must refuse what the run would refuse.
+///
+/// # Errors
+/// The workflow's load error; `USER.INPUT.VALIDATION_FAILED` naming the mock or step.
+pub fn check_named_states_of(services: &Services, req: &RunRequest) -> Result<(), AwfError> {
+    if req.mocks.is_empty() && req.only_step.is_none() {
+        return Ok(());
+    }
+    let loaded = services.repository.load(&req.identifier, None)?;
+    check_named_states(&loaded.workflow, req)
+}
+
 fn check_named_states(
     wf: &awf_domain::workflow::Workflow,
     req: &RunRequest,
@@ -496,6 +516,7 @@ fn check_named_states(
             return Err(unknown("--mock", step));
         }
     }
+    crate::engine::check_mock_kinds(wf, &req.mocks, req.only_step.as_deref())?;
     // A breakpoint naming no state is not an error (as in AWF (Go)): it never matches, so the
     // run does not pause there; the terminal front-end warns about it.
     if let Some(s) = &req.only_step {
@@ -578,7 +599,7 @@ fn sub_workflow_refused(
         })
         .unwrap_or_default()
         .iter()
-        .map(|k| format!(" --input {k}=<value>"))
+        .map(|k| format!(" --input {}=<value>", awf_domain::shell::quote_arg(k)))
         .collect();
     AwfError::new(
         ErrorCode::UserInputValidationFailed,

@@ -359,6 +359,13 @@ pub(crate) fn check_value(
                 )
             });
         }
+        // `file_exists` asks for a file: a directory is refused (AWF (Go) takes anything
+        // that exists; docs/compatibility.md).
+        if host.is_dir(&full) {
+            return Err(format!(
+                "{text} is a directory; the input names a file (file_exists)"
+            ));
+        }
     }
     if !rules.file_extension.is_empty() {
         let ext = Path::new(&text)
@@ -841,7 +848,14 @@ mod tests {
             )
             .is_ok()
         );
-        assert!(resolve_inputs(&w, &cli(&[("f", "notes")]), &Map::new(), &dir, &host).is_ok());
+        // A directory is not a file (breaker: `mkdir d.yaml` passed `file_exists`).
+        let e = resolve_inputs(&w, &cli(&[("f", "notes")]), &Map::new(), &dir, &host).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert!(
+            e.message().contains("notes is a directory"),
+            "{}",
+            e.message()
+        );
     }
     #[test]
     fn a_secret_inputs_value_never_shows_in_its_error() {

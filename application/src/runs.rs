@@ -263,10 +263,13 @@ pub fn explain_missing_state(
     e.with_hint(if relative_file {
         format!(
             "start it again: awf run {} (from the directory it was started in)",
-            row.workflow_id
+            awf_domain::shell::quote_arg(&row.workflow_id)
         )
     } else {
-        format!("start it again: awf run {}", row.workflow_id)
+        format!(
+            "start it again: awf run {}",
+            awf_domain::shell::quote_arg(&row.workflow_id)
+        )
     })
 }
 

@@ -802,7 +802,10 @@ fn invalid_child(
     );
     d.hint = Some(match &first.hint {
         Some(h) => format!("{h} (in {shown}; `awf validate` it for every finding)"),
-        None => format!("`awf validate {shown}` lists every finding"),
+        None => format!(
+            "`awf validate {}` lists every finding",
+            awf_domain::shell::quote_arg(&shown)
+        ),
     });
     Some(d)
 }
@@ -885,6 +888,12 @@ const MAX_CALLED_WORKFLOWS: usize = 256;
 /// `awf run` keeps AWF's behaviour, the engine's `EXECUTION.WORKFLOW.CIRCULAR_CALL` (exit 3)
 /// at the call (spec/workflow.md §3.7; conformance C23). Source: the code's catalog text
 /// ("a … sub-workflow reference forms a cycle").
+///
+/// A literal chain of calls deeper than the engine allows (`MAX_CALL_DEPTH` workflows) is a
+/// warning with code `EXECUTION.WORKFLOW.MAX_DEPTH` at the step of `wf` that starts it (the
+/// run fails there only if it reaches the last call). A workflow already explored by a
+/// shorter path is not explored again, so a deeper path to it through a shared child may go
+/// unreported.
 fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     struct Frame {
         id: String,
@@ -914,6 +923,8 @@ fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut done: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut loads = 0usize;
+    // The steps of `wf` whose chain of calls was found too deep (one warning each).
+    let mut too_deep: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut stack = vec![Frame {
         id: crate::engine::identity(wf, host),
         dir: wf.source.dir.clone(),
@@ -967,6 +978,25 @@ fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
             // not fully explored, so they are not marked done).
             stack.truncate(1);
             continue;
+        }
+        if stack.len() >= crate::engine::MAX_CALL_DEPTH && too_deep.insert(root_step.clone()) {
+            // The workflow on top is the last the engine lets call another (its call stack
+            // is full): this call would fail the run with MAX_DEPTH. Said once per step of
+            // `wf`; the walk goes on (a cycle further down is still an error).
+            let mut chain: Vec<String> = stack.iter().map(|f| label(&f.id)).collect();
+            chain.push(label(&child_id));
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::ExecutionMaxDepth,
+                    format!("states.{root_step}.workflow"),
+                    format!(
+                        "sub-workflow calls nest deeper than {} workflows: {} (the run would fail with EXECUTION.WORKFLOW.MAX_DEPTH when it reaches the last call)",
+                        crate::engine::MAX_CALL_DEPTH,
+                        chain.join(" -> ")
+                    ),
+                )
+                .with_hint("shorten the chain of call_workflow steps"),
+            );
         }
         if done.contains(&child_id) {
             continue;

@@ -312,3 +312,55 @@ fn regression_a_missing_script_file_is_a_workflow_error_that_run_refuses() {
         Ok(())
     );
 }
+
+#[test]
+fn a_literal_call_chain_past_the_depth_limit_is_a_warning() {
+    let chain = |n: usize| -> Vec<Workflow> {
+        (0..n)
+            .map(|i| {
+                let id = format!("w{i}");
+                if i + 1 < n {
+                    caller(&id, &[format!("w{}", i + 1).as_str()])
+                } else {
+                    caller(&id, &[])
+                }
+            })
+            .collect()
+    };
+    let deep = |workflows: Vec<Workflow>| -> Vec<(Severity, String, String)> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let services = services(&workflows);
+            let loaded = LoadedWorkflow {
+                workflow: workflows[0].clone(),
+                source_map: Default::default(),
+                diagnostics: Vec::new(),
+            };
+            let found: Vec<(Severity, String, String)> =
+                validate_loaded(&services, loaded, &BTreeMap::new())
+                    .diagnostics
+                    .into_iter()
+                    .filter(|d| d.code == ErrorCode::ExecutionMaxDepth)
+                    .map(|d| (d.severity, d.path, d.message))
+                    .collect();
+            let _ = tx.send(found);
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the checks did not end within 20 s")
+    };
+    // Ten workflows nest as deep as the engine allows.
+    assert_eq!(deep(chain(10)), vec![]);
+    let found = deep(chain(11));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, Severity::Warning);
+    assert_eq!(found[0].1, "states.c0.workflow");
+    assert!(
+        found[0]
+            .2
+            .contains("w0 -> w1 -> w2 -> w3 -> w4 -> w5 -> w6 -> w7 -> w8 -> w9 -> w10"),
+        "{}",
+        found[0].2
+    );
+    // A longer chain: still one warning for the step.
+    assert_eq!(deep(chain(40)).len(), 1);
+}

@@ -712,6 +712,23 @@ pub fn script_runs_in_shell(script: &str) -> bool {
     )
 }
 
+/// `word` as one argument of a command line shown to the user to paste (a hint's
+/// `awf resume <id> --from <state>`): as is when the shell takes it literally (letters,
+/// digits and `_ @ % + = : , . / -`), else in single quotes (a `'` in it as `'\''`), so a
+/// state, input or path name never runs as shell code when the hint is pasted.
+pub fn quote_arg(word: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '_' | '@' | '%' | '+' | '=' | ':' | ',' | '.' | '/' | '-')
+        });
+    if plain {
+        std::borrow::Cow::Borrowed(word)
+    } else {
+        std::borrow::Cow::Owned(format!("'{}'", word.replace('\'', "'\\''")))
+    }
+}
+
 #[cfg(test)]
 #[path = "shell_tests.rs"]
 mod tests;

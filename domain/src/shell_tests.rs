@@ -314,3 +314,13 @@ fn scripts_for_a_shell_are_told_from_scripts_for_other_interpreters() {
         assert!(!super::script_runs_in_shell(other), "{other:?}");
     }
 }
+
+#[test]
+fn quote_arg_leaves_plain_words_and_quotes_the_rest() {
+    assert_eq!(quote_arg("build-2.x"), "build-2.x");
+    assert_eq!(quote_arg("wf/ci.yaml"), "wf/ci.yaml");
+    assert_eq!(quote_arg("my step;touch x"), "'my step;touch x'");
+    assert_eq!(quote_arg("it's"), "'it'\\''s'");
+    assert_eq!(quote_arg("$(id)"), "'$(id)'");
+    assert_eq!(quote_arg(""), "''");
+}

@@ -466,6 +466,7 @@ fn the_resume_hint_shows_a_state_name_without_control_characters() {
     .unwrap();
     let r = sb.run(&["run", "esc.yaml"]).unwrap();
     assert_ne!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("--from s\\u{1b}[31mX"), "{}", r.stderr);
+    // Shell-quoted too (trial_fixes_30: a state name is never shell code when pasted).
+    assert!(r.stderr.contains("--from 's\\u{1b}[31mX'"), "{}", r.stderr);
     assert!(!has_controls(&r.stderr), "{:?}", r.stderr);
 }

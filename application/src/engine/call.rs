@@ -37,7 +37,7 @@ use super::step::Body;
 /// Default deadline of a sub-workflow call (spec §1.5.8).
 pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Deepest allowed call stack.
-const MAX_DEPTH: usize = 10;
+pub(crate) const MAX_DEPTH: usize = 10;
 
 /// Identity of a workflow for circular-call detection: its canonical file path, else its
 /// identifier.
@@ -80,7 +80,12 @@ impl Run {
             return Err(AwfError::new(
                 ErrorCode::ExecutionMaxDepth,
                 format!("step {name}: maximum sub-workflow nesting depth ({MAX_DEPTH}) exceeded"),
-            ));
+            )
+            .with_detail("state", name)
+            .with_hint(format!(
+                "a chain of call_workflow steps may nest at most {MAX_DEPTH} workflows deep; \
+                 shorten the chain (call fewer workflows from workflows); resuming cannot get past it"
+            )));
         }
         let loaded = match self
             .svc
@@ -280,7 +285,11 @@ impl Run {
                 ErrorCode::ExecutionCircularCall | ErrorCode::ExecutionMaxDepth
             )
         {
-            return Err(AwfError::new(err.code, err.message.clone()));
+            let mut e = AwfError::new(err.code, err.message.clone());
+            for h in &err.hints {
+                e = e.with_hint(h.clone());
+            }
+            return Err(e);
         }
         Ok(self.call_result(st, call, at, &result))
     }

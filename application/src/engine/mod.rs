@@ -9,6 +9,7 @@ mod call;
 mod flow;
 mod hooks;
 mod interaction;
+mod mock;
 mod operation;
 mod step;
 
@@ -56,6 +57,8 @@ use awf_domain::workflow::TerminalStatus;
 use awf_domain::workflow::Workflow;
 use awf_domain::workflow::inline_error_step;
 use awf_domain::workflow::terminal_display_name;
+pub(crate) use call::MAX_DEPTH as MAX_CALL_DEPTH;
+pub(crate) use mock::check_mock_kinds;
 use serde_json::Map;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

@@ -172,7 +172,12 @@ impl Run {
                 RunEvent::StepStarted {
                     step: name.to_owned(),
                     kind: kind.to_owned(),
-                    command: self.started_command(state, at.frame),
+                    // A mocked step runs no command.
+                    command: if self.step_mock(state).is_some() {
+                        None
+                    } else {
+                        self.started_command(state, at.frame)
+                    },
                 },
             );
             // Nothing of the step runs before the record names it as the step in progress,
@@ -658,6 +663,11 @@ impl Run {
         };
         loop {
             attempt += 1;
+            // A mocked step is answered by its mock, once: it does not run, so another
+            // attempt would answer the same.
+            if let Some(mock) = self.step_mock(state) {
+                return Ok(self.mocked_step(state, mock));
+            }
             let mut body = match &state.kind {
                 StateKind::Command(cmd) => {
                     self.command_attempt(state, cmd, at, deadline, token).await
@@ -683,8 +693,11 @@ impl Run {
             if body.state.status != StepStatus::Failed {
                 return Ok(whole(body, first_start));
             }
-            // Another attempt would fail the same way: the budget as spent as this one found
-            // it, the provider as unknown, its CLI as missing from PATH.
+            // Another attempt would fail the same way: a mocked answer, the budget as spent
+            // as this one found it, the provider as unknown, its CLI as missing from PATH.
+            if self.mocks.contains_key(&state.name) {
+                return Ok(whole(body, first_start));
+            }
             if body
                 .failure
                 .as_ref()

@@ -99,6 +99,26 @@ impl Diagnostic {
         }
     }
 
+    /// The finding as one line without its file, as a list of workflows shows a broken
+    /// one's first error: `[CODE] line L, column C: <path>: <message>` (the position when
+    /// it is known, the path when it is not empty).
+    pub fn listed(&self) -> String {
+        let mut msg = format!("[{}] ", self.code);
+        if let Some(l) = self.line {
+            msg.push_str(&format!("line {l}"));
+            if let Some(c) = self.column {
+                msg.push_str(&format!(", column {c}"));
+            }
+            msg.push_str(": ");
+        }
+        if !self.path.is_empty() {
+            msg.push_str(&self.path);
+            msg.push_str(": ");
+        }
+        msg.push_str(&self.message);
+        msg
+    }
+
     /// Converts to an error carrying `file`, `line`, `column`, `path` details and the hint.
     pub fn to_error(&self) -> AwfError {
         let mut msg = String::new();

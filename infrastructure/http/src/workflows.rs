@@ -477,21 +477,29 @@ pub(crate) async fn list_workflows(
     let workflows = entries
         .into_iter()
         .map(|e| {
-            // A file that loads is validated too (as `awf list` marks it BROKEN).
-            let error = e
-                .error
-                .or_else(|| match (cfg.validator)(&e.path.display().to_string()) {
-                    Ok(diags) => diags
+            // A file that loads is validated too (as `awf list` marks it BROKEN); one that
+            // does not shows validate's first error (decoding goes on past the first parse
+            // error), the one `awf validate` and `awf run` name.
+            let validated = (cfg.validator)(&e.path.display().to_string());
+            let error = match (e.error, validated) {
+                (Some(load), Ok(diags)) => Some(
+                    diags
                         .iter()
                         .find(|d| d.severity == Severity::Error)
-                        .map(|d| format!("[{}] {}", d.code, finding_line(d))),
-                    Err(err) => Some(format!("[{}] {}", err.code(), err.message())),
-                })
-                // `… more error(s)` names this workflow's validate route, not `awf validate`.
-                .map(|m| {
-                    let validate = format!("POST /api/workflows/{}/{}/validate", e.source, e.name);
-                    crate::problem::http_message(&m, &validate)
-                });
+                        .map_or(load, awf_domain::ports::repository::Diagnostic::listed),
+                ),
+                (Some(load), Err(_)) => Some(load),
+                (None, Ok(diags)) => diags
+                    .iter()
+                    .find(|d| d.severity == Severity::Error)
+                    .map(|d| format!("[{}] {}", d.code, finding_line(d))),
+                (None, Err(err)) => Some(format!("[{}] {}", err.code(), err.message())),
+            }
+            // `… more error(s)` names this workflow's validate route, not `awf validate`.
+            .map(|m| {
+                let validate = format!("POST /api/workflows/{}/{}/validate", e.source, e.name);
+                crate::problem::http_message(&m, &validate)
+            });
             WorkflowSummary {
                 workflow: e.name.clone(),
                 name: e.name,
@@ -573,7 +581,8 @@ pub(crate) async fn validate_workflow(
     if let Some(first) = diags.iter().find(|d| d.severity == Severity::Error) {
         let mut e = AwfError::new(first.code, errors.join("; "));
         e = e.with_hint(format!(
-            "`awf validate {id}` shows each error with its line"
+            "`awf validate {}` shows each error with its line",
+            awf_domain::shell::quote_arg(&id)
         ));
         return Err(Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e).with_errors(errors));
     }

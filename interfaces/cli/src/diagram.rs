@@ -361,8 +361,9 @@ fn warn_if_invalid(ctx: &Ctx, w: &wiring::Wiring, identifier: &str, name: &str) 
         n => format!(" (and {n} more error(s))"),
     };
     let text = format!(
-        "workflow '{name}' is invalid: {}{more}; the diagram shows it as written (`awf validate {identifier}` lists the errors)",
-        first.to_error().message()
+        "workflow '{name}' is invalid: {}{more}; the diagram shows it as written (`awf validate {}` lists the errors)",
+        first.to_error().message(),
+        awf_domain::shell::quote_arg(identifier)
     );
     warn(ctx, &text);
 }

@@ -109,6 +109,22 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
                 .iter()
                 .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
                 .map(|d| format!("[{}] {}", d.code, d.message));
+        } else if e.error.is_some() {
+            // A file that does not load: `awf validate`'s first error (decoding goes on past
+            // the first parse error, and its checks are ordered by position), so the list,
+            // `awf validate` and `awf run` name the same one.
+            let report = awf_application::validate_workflow(
+                &w.services,
+                &e.path.display().to_string(),
+                &w.env,
+            );
+            if let Some(d) = report.ok().and_then(|r| {
+                r.diagnostics
+                    .into_iter()
+                    .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
+            }) {
+                e.error = Some(d.listed());
+            }
         }
         entries.push(e);
     }

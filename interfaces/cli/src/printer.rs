@@ -44,6 +44,10 @@ pub struct TextPrinter {
     /// First lines of the errors of failed steps already printed (most recent last), so a
     /// block whose error wraps a branch's or body step's error does not repeat it.
     shown_errors: Vec<String>,
+    /// The lines after the first of the errors of failed steps already printed (a list of
+    /// a sub-workflow's input errors), so a call step wrapping a shown error does not
+    /// repeat them.
+    shown_error_rests: Vec<String>,
     /// Run log lines (`RunEvent::Log`) more verbose than this are not shown.
     log_level: awf_telemetry::LevelFilter,
     /// Run log lines as JSON objects (`--log-format json`).
@@ -116,6 +120,7 @@ impl TextPrinter {
             log_level: awf_telemetry::LevelFilter::TRACE,
             log_json: false,
             shown_errors: Vec::new(),
+            shown_error_rests: Vec::new(),
             depth: HashMap::new(),
             child_names: HashMap::new(),
             mid_line: HashMap::new(),
@@ -860,6 +865,26 @@ impl TextPrinter {
                 if !self.quiet || (state.status == StepStatus::Failed && !self.replayed) {
                     let line = self.finished_line(&Self::label(step, ev), state);
                     writeln!(err, "{ind}{line}")?;
+                    // The line shows the error's first line; the rest (each error of a
+                    // list, a sub-workflow's input errors) follows it, unless it is the
+                    // step's stderr that its output block already showed.
+                    let stderr_shown = self.mode != OutputMode::Silent
+                        && matches!(kind.as_str(), "command" | "agent" | "operation");
+                    if state.status == StepStatus::Failed
+                        && !stderr_shown
+                        && let Some((_, rest)) =
+                            state.error.as_deref().and_then(|e| e.split_once('\n'))
+                        && !rest.trim().is_empty()
+                        && !self.shown_error_rests.iter().any(|r| r == rest)
+                    {
+                        for l in rest.lines() {
+                            writeln!(err, "{ind}  {}", crate::style::printable_text(l))?;
+                        }
+                        self.shown_error_rests.push(rest.to_owned());
+                        if self.shown_error_rests.len() > 64 {
+                            self.shown_error_rests.remove(0);
+                        }
+                    }
                 }
                 if state.status == StepStatus::Failed
                     && let Some(e) = &state.error

@@ -351,13 +351,18 @@ fn fail_with(ctx: &Ctx, result: awf_domain::run::RunResult, e: &AwfError) -> Out
 }
 
 fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
-    match awf_application::plan::plan_with_env(
+    let planned = awf_application::plan::plan_with_env(
         &w.services,
         &req.identifier,
         &req.inputs,
         &req.config_inputs,
         &w.env,
-    ) {
+    )
+    // The mocks and `--step` a run would refuse, a dry run refuses too.
+    .and_then(|plan| {
+        awf_application::facade::check_named_states_of(&w.services, req).map(|()| plan)
+    });
+    match planned {
         Ok(plan) => {
             if ctx.json() {
                 if let Err(e) = json_out::print(&plan) {
@@ -783,7 +788,8 @@ fn print_step_blocks(
 /// The hint that continues a failed or cancelled run (`continue it with `awf resume <id>
 /// --from <state> --input <secret>=<value>``), shown under the text summary and added to the
 /// `-f json` result's `error.hints`; `None` when the run succeeded, is not recorded, parked
-/// (its own hint names `awf resume`), failed on a call cycle (fails again anywhere), or hints
+/// (its own hint names `awf resume`), failed on a call cycle or past the call depth limit
+/// (fails again anywhere), or hints
 /// are off. `secrets` are the secret inputs `awf resume` needs again.
 fn resume_hint(
     ctx: &Ctx,
@@ -794,12 +800,14 @@ fn resume_hint(
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
     // A parked run's own hint names `awf resume` with its id already.
     let parked = awf_domain::projection::parked_until(result).is_some();
-    // A call cycle fails again wherever the run resumes (new user, breaker: the hint sent
-    // them to a resume that could not help).
-    let circular = result
-        .error
-        .as_ref()
-        .is_some_and(|e| e.code == ErrorCode::ExecutionCircularCall);
+    // A call cycle, or a call chain past the depth limit, fails again wherever the run
+    // resumes (new user, breaker: the hint sent them to a resume that could not help).
+    let circular = result.error.as_ref().is_some_and(|e| {
+        matches!(
+            e.code,
+            ErrorCode::ExecutionCircularCall | ErrorCode::ExecutionMaxDepth
+        )
+    });
     if let (Some(id), true, true, false) = (
         &result.run_id,
         recorded,
@@ -830,7 +838,12 @@ fn resume_hint(
         };
         let secrets: String = secrets
             .iter()
-            .map(|k| format!(" --input {}=<value>", crate::style::printable(k)))
+            .map(|k| {
+                format!(
+                    " --input {}=<value>",
+                    crate::style::printable(&awf_domain::shell::quote_arg(k))
+                )
+            })
             .collect();
         // An approval gate nobody could be asked (no terminal) fails the same way again
         // unless the resume approves it (new user: the hint led to the same failure).
@@ -875,7 +888,9 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secre
 /// and was routed there: resuming where it stopped would only reach the terminal again.
 fn resume_from_hint(result: &RunResult, last_failed: Option<&str>) -> String {
     match (result.status, result.terminal.as_deref(), last_failed) {
-        (RunStatus::Failure, Some(t), Some(s)) if t != s => format!(" --from {s}"),
+        (RunStatus::Failure, Some(t), Some(s)) if t != s => {
+            format!(" --from {}", awf_domain::shell::quote_arg(s))
+        }
         _ => String::new(),
     }
 }
