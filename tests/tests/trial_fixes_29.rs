@@ -1,0 +1,188 @@
+//! `awf serve` (HTTP) defects found by a new user and a breaker on the release build,
+//! fixed in stop 39, over the real binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::process::Stdio;
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve::Server;
+use awf_tests::http_serve::add_workflows;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::execution;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::start;
+use awf_tests::http_serve::start_run;
+use awf_tests::http_serve::wait_status;
+use serde_json::Value;
+
+const TWO: &str = "name: two\nstates:\n  initial: a\n  a: {type: step, command: 'echo one', on_success: b}\n  b: {type: step, command: 'echo two', on_success: done}\n  done: {type: terminal}\n";
+
+const NAP: &str = "name: nap\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 2', on_success: done}\n  done: {type: terminal}\n";
+
+/// The raw text of `GET /api/executions/{id}/events` with `Last-Event-ID: last` (200).
+fn events_after(s: &Server, id: &str, last: &str) -> String {
+    let (code, text, ctype) = curl(&[
+        "-N",
+        "--max-time",
+        "30",
+        "-H",
+        &format!("Last-Event-ID: {last}"),
+        &format!("{}/api/executions/{id}/events", s.base),
+    ]);
+    assert_eq!(code, 200, "{text}");
+    assert!(ctype.starts_with("text/event-stream"), "{ctype}");
+    text
+}
+
+/// The `event:` names of an SSE text, in order.
+fn names(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The last `id:` of a whole stream of run `id` (read from its start).
+fn last_id(s: &Server, id: &str) -> String {
+    let text = events_after(s, id, "0");
+    assert_eq!(
+        names(&text).last().map(String::as_str),
+        Some("run_finished")
+    );
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("id: "))
+        .unwrap()
+        .to_owned()
+}
+
+/// Reconnecting with `Last-Event-ID` at or past the end of a finished run's log ends the
+/// stream at once, as a stream read to `run_finished` ends: nothing follows, and no false
+/// `no_events` frame says the transcript is cut (breaker: an `EventSource` reconnecting
+/// after the end got "the recorded events … stop before its end"). For a run in memory, a
+/// recorded one (after a restart) and one `awf run` made; a live run's stream resumed past
+/// its end ends once it finishes. A transcript really cut still gets the frame.
+#[test]
+fn reconnecting_at_or_past_the_end_of_a_finished_run_just_ends() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("two", TWO), ("nap", NAP)]);
+    let clean = |s: &Server, id: &str, last: &str| {
+        let text = events_after(s, id, last);
+        assert_eq!(names(&text), Vec::<String>::new(), "after {last}: {text}");
+        assert!(text.starts_with(": open"), "{text}");
+    };
+    let s = start(&sb, &[]);
+    let id = start_run(&s, "two", "{}");
+    wait_status(&s, &id, "completed");
+    let last = last_id(&s, &id);
+    clean(&s, &id, &last);
+    clean(&s, &id, "1000");
+    // One before the end: the end again, and nothing more.
+    let before = (last.parse::<u64>().unwrap() - 1).to_string();
+    assert_eq!(names(&events_after(&s, &id, &before)), ["run_finished"]);
+
+    // A live run, resumed past its end: the stream waits, then ends without a frame.
+    let live = start_run(&s, "nap", "{}");
+    wait_status(&s, &live, "running");
+    clean(&s, &live, "1000");
+    assert_eq!(execution(&s, &live)["status"], "completed");
+    drop(s);
+
+    // Recorded runs: the server's, after a restart, and one `awf run` made.
+    let r = sb.run(&["run", "two"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = start(&sb, &[]);
+    clean(&s, &id, &last);
+    clean(&s, &id, "1000");
+    let (_, body, _) = curl(&[&format!("{}/api/executions", s.base)]);
+    let list = json_of(&body);
+    let cli = list["body"]["executions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["execution_id"].as_str())
+        .find(|e| *e != id && *e != live)
+        .unwrap()
+        .to_owned();
+    let last = last_id(&s, &cli);
+    clean(&s, &cli, &last);
+    clean(&s, &cli, "1000");
+
+    // A cut transcript still says so, wherever the client resumes.
+    let file = awf_tests::data(&sb)
+        .join("transcripts")
+        .join(format!("{cli}.jsonl"));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, kept).unwrap();
+    for at in ["1", "2", "1000"] {
+        let text = events_after(&s, &cli, at);
+        assert_eq!(names(&text).last().unwrap(), "no_events", "{text}");
+        assert!(text.contains("stop before its end"), "{text}");
+    }
+}
+
+const K9: &str = "name: k9\nstates:\n  initial: a\n  a: {type: step, command: 'echo a-done', on_success: b}\n  b: {type: step, command: 'sleep 3147', on_success: c}\n  c: {type: step, command: 'echo c', on_success: done}\n  done: {type: terminal}\n";
+
+/// `(state, status)` of an execution's `states`.
+fn statuses(v: &Value) -> Vec<(String, String)> {
+    v["states"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, s)| (k.clone(), s["status"].as_str().unwrap_or("").to_owned()))
+        .collect()
+}
+
+/// A run whose `awf run` was killed (SIGKILL) in `b`, resumed over HTTP from `c`: once it
+/// completed, `GET /api/executions/{id}` shows no state `running` and agrees with `awf
+/// status` (a and c; b never finished, and the state file does not hold it) (breaker: b
+/// was `running` in a completed run until the server restarted).
+#[test]
+fn a_killed_runs_unfinished_state_is_not_running_after_a_resume() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("k9", K9)]);
+    let s = start(&sb, &[]);
+    let mut child = sb
+        .cmd(&["run", "k9"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    awf_tests::wait_for("`sleep 3147` to start", || {
+        sb.processes().iter().any(|p| p.cmdline == "sleep 3147")
+    });
+    let id = awf_tests::wait_for_state(&sb, "the run to be recorded", |v| {
+        v["workflow"] == "k9" && v["owner_pid"].is_u64()
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sb.kill_processes(Some("sleep 3147"));
+
+    let (code, body, _) = curl(&[
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        r#"{"from_step":"c"}"#,
+        &format!("{}/api/executions/{id}/resume", s.base),
+    ]);
+    assert_eq!(code, 200, "{body}");
+    let done = wait_status(&s, &id, "completed");
+    let want = |v: &[(&str, &str)]| {
+        v.iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect::<Vec<_>>()
+    };
+    let expected = want(&[("a", "completed"), ("c", "completed")]);
+    assert_eq!(statuses(&done), expected, "{done}");
+    let cli = sb.run(&["status", &id, "-f", "json"]).unwrap();
+    assert_eq!(cli.code, 0, "{}", cli.stderr);
+    assert_eq!(statuses(&cli.json().unwrap()), expected);
+    // The run read back from its files says the same.
+    drop(s);
+    let s = start(&sb, &[]);
+    assert_eq!(statuses(&execution(&s, &id)), expected);
+}
