@@ -186,3 +186,65 @@ fn a_killed_runs_unfinished_state_is_not_running_after_a_resume() {
     let s = start(&sb, &[]);
     assert_eq!(statuses(&execution(&s, &id)), expected);
 }
+
+const STEPP: &str = "name: stepp\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: c}\n  c: {type: stepp, command: echo}\n";
+
+/// A state whose `type:` is misspelt is shown as written: `GET /api/workflows/{scope}/{name}`
+/// gives it type `stepp`, not a terminal, with the error in `errors`; `awf diagram` draws
+/// the workflow (the state a plain node) after a `WARN` naming the error, as for other
+/// validation errors (breaker: the API presented it as a success terminal, and `diagram`
+/// exited 2 with no DOT).
+#[test]
+fn a_misspelt_step_type_is_shown_and_drawn_as_written() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("stepp", STEPP)]);
+    let s = start(&sb, &[]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/stepp", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let v = json_of(&body)["body"].clone();
+    let c = v["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|st| st["name"] == "c")
+        .unwrap()
+        .clone();
+    assert_eq!(c["type"], "stepp", "{v}");
+    assert_eq!(c["terminal"], false, "{v}");
+    assert!(c.get("terminal_status").is_none(), "{v}");
+    assert_eq!(
+        v["errors"],
+        serde_json::json!(["states.c.type: unknown step type: stepp"]),
+        "{v}"
+    );
+
+    let r = sb.run(&["diagram", "wf/stepp.yaml"]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with("digraph \"stepp\" {"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("  \"c\" [label=\"c\"];\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("  \"a\" -> \"c\";\n"), "{}", r.stdout);
+    assert!(
+        r.stderr.starts_with("WARN workflow 'stepp' is invalid: ")
+            && r.stderr.contains("unknown step type: stepp"),
+        "{}",
+        r.stderr
+    );
+    let j = sb
+        .run(&["diagram", "wf/stepp.yaml", "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(
+        j["nodes"][1],
+        serde_json::json!({"name": "c", "label": "c", "type": "stepp"})
+    );
+    // A file that is not YAML still cannot be drawn.
+    sb.write("wf/syntax.yaml", "name: x\nstates: [\n").unwrap();
+    let r = sb.run(&["diagram", "wf/syntax.yaml"]).unwrap();
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}

@@ -1,6 +1,7 @@
 //! `/api/workflows…`: list, detail (a snake_case DTO the web page draws its graph from),
 //! validate, run. Source: shared/spec/http-ops.md §1.2, §1.3.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use awf_domain::AwfError;
@@ -121,7 +122,9 @@ pub struct StateInfo {
     /// (`on_failure: {message, status}`) is `a's on_failure`, as the run's events name it.
     pub name: String,
     /// Its kind: `command`, `agent`, `parallel`, `for_each`, `while`, `operation`,
-    /// `call_workflow`, `terminal`.
+    /// `call_workflow`, `terminal`; in a workflow with errors, a `type:` that names no step
+    /// type as written (`stepp`; empty when the state has none), its edges not shown, with
+    /// the error in the detail's `errors`.
     #[serde(rename = "type")]
     pub ty: String,
     /// `description:`.
@@ -449,6 +452,21 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
     }
 }
 
+/// Shows each state whose `type:` names no step type (`written`: state name → the type as
+/// written, [`LoadedWorkflow::unknown_types`]) as written: that type, not a terminal (the
+/// loader stands a success terminal in for it; the detail's `errors` says what is wrong).
+///
+/// [`LoadedWorkflow::unknown_types`]: awf_domain::ports::repository::LoadedWorkflow::unknown_types
+fn show_unknown_types(answer: &mut WorkflowDetail, written: &BTreeMap<String, String>) {
+    for st in &mut answer.states {
+        if let Some(ty) = written.get(&st.name) {
+            st.ty.clone_from(ty);
+            st.terminal = false;
+            st.terminal_status = None;
+        }
+    }
+}
+
 /// `path: message` of a finding (as `POST …/validate` lists it).
 fn finding_line(d: &awf_domain::ports::repository::Diagnostic) -> String {
     if d.path.is_empty() {
@@ -530,6 +548,7 @@ pub(crate) async fn get_workflow(
     let id = resolve(&cfg, &scope, &name)?;
     let loaded = cfg.repository.load_for_validation(&id, None)?;
     let mut answer = detail(&loaded.workflow, &name);
+    show_unknown_types(&mut answer, &loaded.unknown_types);
     answer.errors = (cfg.validator)(&id)?
         .iter()
         .filter(|d| d.severity == Severity::Error)
