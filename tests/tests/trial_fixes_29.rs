@@ -248,3 +248,94 @@ fn a_misspelt_step_type_is_shown_and_drawn_as_written() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
 }
+
+const RULES: &str = "name: rules\ninputs:\n  - {name: n, type: integer, validation: {min: 1, max: 10}}\n  - {name: r, type: number, validation: {min: 0.5}}\n  - {name: v, type: string, default: '1', validation: {pattern: '^[0-9]+$', enum: ['1', '2']}}\n  - {name: f, type: string, default: a.txt, validation: {file_exists: true, file_extension: [.txt]}}\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: done}\n  done: {type: terminal}\n";
+
+/// `GET /api/workflows/{scope}/{name}` lists each input's rules (`pattern`, `min`, `max`,
+/// `file_exists`, `file_extension`, as the YAML's `validation:` keys), and the 422 of a value
+/// that breaks one says that route, not `awf run <workflow> --help` (breaker: the hint sent
+/// HTTP clients to a route that did not list the rules).
+#[test]
+fn the_workflow_route_lists_input_rules_and_the_422_names_it() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("rules", RULES)]);
+    sb.write("a.txt", "x").unwrap();
+    let s = start(&sb, &[]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/rules", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let inputs = json_of(&body)["body"]["inputs"].clone();
+    assert_eq!(
+        inputs,
+        serde_json::json!([
+            {"name": "n", "type": "integer", "required": false, "min": 1, "max": 10},
+            {"name": "r", "type": "number", "required": false, "min": 0.5},
+            {"name": "v", "type": "string", "required": false, "default": "1",
+             "enum_values": ["1", "2"], "pattern": "^[0-9]+$"},
+            {"name": "f", "type": "string", "required": false, "default": "a.txt",
+             "file_exists": true, "file_extension": [".txt"]},
+        ])
+    );
+    let (code, body, _) = awf_tests::http_serve::post(
+        &format!("{}/api/workflows/env/rules/run", s.base),
+        r#"{"inputs": {"n": 100}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    let p = json_of(&body);
+    let hints = p["hints"].as_array().unwrap();
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.as_str().unwrap().starts_with(
+                "GET /api/workflows/env/rules lists each input with its type and rules"
+            )),
+        "{p}"
+    );
+    assert!(!body.contains("awf run"), "{body}");
+}
+
+/// A `POST …/run` body that starts with a UTF-8 byte-order mark is read (RFC 8259 §8.1 lets
+/// a parser ignore it; the workflow loader and `mcp-serve` skip it too); a UTF-16 body is a
+/// 400 that says so (breaker: `expected value at line 1 column 1`, the mark not named).
+#[test]
+fn a_json_body_after_a_byte_order_mark_is_read() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("two", TWO), ("rules", RULES)]);
+    sb.write("a.txt", "x").unwrap();
+    sb.write("bom.json", "\u{feff}{\"inputs\": {\"n\": 3}}")
+        .unwrap();
+    let mut utf16 = vec![0xFF, 0xFE];
+    for u in "{}".encode_utf16() {
+        utf16.extend(u.to_le_bytes());
+    }
+    std::fs::write(sb.path().join("utf16.json"), utf16).unwrap();
+    let s = start(&sb, &[]);
+    let send = |file: &str, name: &str| {
+        let data = format!("@{}", sb.path().join(file).display());
+        curl(&[
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            &data,
+            &format!("{}/api/workflows/env/{name}/run", s.base),
+        ])
+    };
+    let (code, body, _) = send("bom.json", "rules");
+    assert_eq!(code, 202, "{body}");
+    let id = json_of(&body)["body"]["execution_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_status(&s, &id, "completed");
+    // The inputs after the mark were read: a value that breaks a rule is still refused.
+    sb.write("bom.json", "\u{feff}{\"inputs\": {\"n\": 30}}")
+        .unwrap();
+    let (code, body, _) = send("bom.json", "rules");
+    assert_eq!(code, 422, "{body}");
+    let (code, body, _) = send("utf16.json", "two");
+    assert_eq!(code, 400, "{body}");
+    let p = json_of(&body);
+    assert!(p["detail"].as_str().unwrap().contains("UTF-16"), "{p}");
+    assert_eq!(p["hints"][0], "send the body encoded as UTF-8", "{p}");
+}

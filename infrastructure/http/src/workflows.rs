@@ -78,6 +78,39 @@ pub struct InputInfo {
     /// `validation.enum`: the allowed values (empty: any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub enum_values: Vec<String>,
+    /// `validation.pattern`: a regular expression a string value must match (unanchored);
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// `validation.min`: the least value an `integer` or `number` input takes; absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>)]
+    pub min: Option<serde_json::Number>,
+    /// `validation.max`: the greatest value an `integer` or `number` input takes; absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>)]
+    pub max: Option<serde_json::Number>,
+    /// `validation.file_exists`: `true` when the value must name an existing file (a
+    /// relative path is taken from the server's working directory); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub file_exists: bool,
+    /// `validation.file_extension`: the extensions the value must end with (`.go`; empty:
+    /// any); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_extension: Vec<String>,
+}
+
+/// A bound of `validation.min`/`max` as JSON: an integer when it is whole (`1`, not `1.0`).
+fn bound(v: Option<f64>) -> Option<serde_json::Number> {
+    let v = v?;
+    // Whole and within i64: said as an integer (the cast is exact then).
+    #[allow(clippy::cast_possible_truncation)]
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        return Some(serde_json::Number::from(v as i64));
+    }
+    serde_json::Number::from_f64(v)
 }
 
 /// How an edge of the state machine is taken.
@@ -373,6 +406,11 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
             default: i.default.clone().unwrap_or(Value::Null),
             description: i.description.clone(),
             enum_values: i.validation.enum_values.clone(),
+            pattern: i.validation.pattern.clone(),
+            min: bound(i.validation.min),
+            max: bound(i.validation.max),
+            file_exists: i.validation.file_exists,
+            file_extension: i.validation.file_extension.clone(),
         })
         .collect();
     let states = wf
