@@ -79,6 +79,7 @@ fn cycles(workflows: &[Workflow], root: usize) -> Vec<(String, String)> {
             workflow: workflows[root].clone(),
             source_map: Default::default(),
             diagnostics: Vec::new(),
+            unknown_types: std::collections::BTreeMap::new(),
         };
         let found: Vec<(String, String)> = validate_loaded(&services, loaded, &BTreeMap::new())
             .diagnostics
@@ -153,6 +154,7 @@ fn a_run_leaves_call_cycles_to_the_engine() {
         workflow: w,
         source_map: Default::default(),
         diagnostics: Vec::new(),
+        unknown_types: std::collections::BTreeMap::new(),
     };
     assert_eq!(
         check_for_run(&services, &loaded).map_err(|e| e.code()),
@@ -261,6 +263,7 @@ fn regression_a_missing_script_file_is_a_workflow_error_that_run_refuses() {
         workflow: w.clone(),
         source_map: Default::default(),
         diagnostics: Vec::new(),
+        unknown_types: std::collections::BTreeMap::new(),
     };
     let found = |services: &Services| -> Vec<(ErrorCode, String, String)> {
         validate_loaded(services, loaded(), &BTreeMap::new())

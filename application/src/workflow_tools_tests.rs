@@ -85,6 +85,7 @@ impl WorkflowRepository for Repo {
                 workflow,
                 source_map: SourceMap::default(),
                 diagnostics: vec![],
+                unknown_types: std::collections::BTreeMap::new(),
             })
             .ok_or_else(|| AwfError::new(ErrorCode::UserFacadeWorkflowNotFound, identifier))
     }

@@ -438,6 +438,7 @@ impl WorkflowRepository for FakeRepository {
             workflow: wf,
             source_map: SourceMap::default(),
             diagnostics: Vec::new(),
+            unknown_types: std::collections::BTreeMap::new(),
         })
     }
 

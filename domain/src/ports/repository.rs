@@ -205,6 +205,13 @@ pub struct LoadedWorkflow {
     /// Load-time warnings and notes (unknown keys, ignored keys), positioned; from
     /// `load_for_validation` also the load-time errors.
     pub diagnostics: Vec<Diagnostic>,
+    /// From `load_for_validation` of a file with a state whose `type:` names no step type
+    /// (`type: stepp`, a `WORKFLOW.PARSE.UNKNOWN_STEP_TYPE` error in `diagnostics`): state
+    /// name → the type as written. The workflow holds a stand-in for each such state (a
+    /// success terminal without edges, so that references to it raise no second error);
+    /// front-ends that show the workflow as written show these states with this type, never
+    /// as a terminal. Empty for a workflow that loads.
+    pub unknown_types: BTreeMap<String, String>,
 }
 
 /// One entry of `awf list`.

@@ -136,6 +136,9 @@ pub struct ExecutionSummary {
 /// whole output is in the run's transcript and state file).
 pub const OUTPUT_CAP: usize = 64 << 10;
 
+/// The `status` of a state started and not finished.
+const RUNNING: &str = "running";
+
 /// A state's outcome in a run.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct StateStatus {
@@ -164,9 +167,14 @@ pub struct StateStatus {
 impl StateStatus {
     fn running() -> Self {
         Self {
-            status: "running".to_owned(),
+            status: RUNNING.to_owned(),
             ..Self::default()
         }
+    }
+
+    /// Started and not finished (in the log read so far).
+    fn is_running(&self) -> bool {
+        self.status == RUNNING
     }
 
     fn of(
@@ -759,6 +767,10 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 for r in s.pending.drain(..) {
                     s.resolved.insert(r.request_id);
                 }
+                // A state an earlier attempt started and never finished (its awf process
+                // was killed) runs no more: the state file, what `awf status` shows, does
+                // not hold it either.
+                s.states.retain(|_, st| !st.is_running());
                 s.finished = false;
                 s.terminal = None;
                 s.message = None;
@@ -770,6 +782,8 @@ pub(crate) fn snapshot(mut sub: Box<dyn Subscription>, run_id: &RunId) -> LogSna
                 for r in s.pending.drain(..) {
                     s.resolved.insert(r.request_id);
                 }
+                // Nothing runs in an ended run.
+                s.states.retain(|_, st| !st.is_running());
                 s.terminal.clone_from(&result.terminal);
                 s.message.clone_from(&result.message);
                 s.error = result.error.as_ref().map(RunError::from);
@@ -1763,8 +1777,11 @@ struct Follow {
     sub: Box<dyn Subscription>,
     cfg: Arc<HttpConfig>,
     run: RunId,
-    /// The last start or end of the run (not of its sub-workflows) sent was its end.
-    finished: bool,
+    /// The position the stream goes on after (`Last-Event-ID`, `after`; 0 from the start).
+    after: u64,
+    /// Whether the last start or end of the run (not of its sub-workflows) sent was its
+    /// end; `None` while none was sent (a stream resumed past them knows nothing yet).
+    finished: Option<bool>,
     /// The closing `process_gone` (or `not_started`) event was sent.
     closed: bool,
 }
@@ -1772,16 +1789,69 @@ struct Follow {
 impl Follow {
     /// Notes a start or end of the run itself (a resumed run's log holds several).
     fn note(&mut self, item: &SubscriptionItem) {
-        if let SubscriptionItem::Event { envelope, .. } = item
-            && envelope.run_id == self.run
-        {
-            match envelope.event {
-                RunEvent::RunFinished { .. } => self.finished = true,
-                RunEvent::RunStarted { .. } => self.finished = false,
-                _ => {}
+        if let Some(end) = start_or_end(&self.run, item) {
+            self.finished = Some(end);
+        }
+    }
+
+    /// Whether the stream ended on the run's end: its last start or end sent, or, for a
+    /// stream resumed past all of them (a client reconnecting after `run_finished`, or
+    /// past the log's end), the last one at or before the resume position.
+    /// (A future that holds no borrow of `self`: the subscription in it is not `Sync`.)
+    fn ended(&self) -> impl Future<Output = bool> + Send + use<> {
+        let (finished, after) = (self.finished, self.after);
+        let (cfg, run) = (Arc::clone(&self.cfg), self.run.clone());
+        async move {
+            match finished {
+                Some(end) => end,
+                None if after > 0 => ended_within(&cfg, &run, after).await,
+                None => false,
             }
         }
     }
+}
+
+/// `Some(true)` when `item` is the end of `run` itself (`run_finished`, not a
+/// sub-workflow's), `Some(false)` when it is its start, `None` for any other item.
+fn start_or_end(run: &RunId, item: &SubscriptionItem) -> Option<bool> {
+    match item {
+        SubscriptionItem::Event { envelope, .. } if envelope.run_id == *run => {
+            match envelope.event {
+                RunEvent::RunFinished { .. } => Some(true),
+                RunEvent::RunStarted { .. } => Some(false),
+                _ => None,
+            }
+        }
+        SubscriptionItem::Event { .. } | SubscriptionItem::Lagged { .. } => None,
+    }
+}
+
+/// Whether the log of `run`, an ended log, holds the run's end as its last start or end at
+/// or before position `upto`: nothing follows `upto` then, and a stream resumed there just
+/// ends, as a stream read to `run_finished` does (no `no_events` frame: the transcript is
+/// whole). The usual reconnect names the `run_finished` itself, looked at first; any other
+/// position reads the log from its start.
+async fn ended_within(cfg: &HttpConfig, run: &RunId, upto: u64) -> bool {
+    if let Ok(mut sub) = cfg.service.subscribe(run, upto)
+        && let Some(item) = sub.next().await
+        && matches!(item, SubscriptionItem::Event { position, .. } if position == upto)
+        && start_or_end(run, &item) == Some(true)
+    {
+        return true;
+    }
+    let Ok(mut sub) = cfg.service.subscribe(run, 1) else {
+        return false;
+    };
+    let mut ended = false;
+    while let Some(item) = sub.next().await {
+        if matches!(item, SubscriptionItem::Event { position, .. } if position > upto) {
+            break;
+        }
+        if let Some(end) = start_or_end(run, &item) {
+            ended = end;
+        }
+    }
+    ended
 }
 
 /// The `event:` name of the frame that ends the stream of a run whose awf process is gone.
@@ -1976,7 +2046,8 @@ pub(crate) async fn stream_events(
         sub,
         cfg: Arc::clone(&cfg),
         run,
-        finished: false,
+        after,
+        finished: None,
         closed: false,
     };
     let events = futures::stream::unfold(follow, |mut f: Follow| async move {
@@ -1988,7 +2059,7 @@ pub(crate) async fn stream_events(
             // The log ended without the run's end: its awf process is gone (the record
             // stops growing once its owner died). Said once, then the stream ends.
             // Or it never started (no `run_started` either): said why, once.
-            None if !f.finished && !f.closed => {
+            None if !f.closed && !f.ended().await => {
                 f.closed = true;
                 // Or its recorded events stop before its end (a damaged transcript): said so,
                 // with how it ended.
@@ -2390,6 +2461,67 @@ mod resumed_log_tests {
         assert_eq!(s.states["one"].output.as_deref(), Some("partial"));
         assert_eq!(s.states["two"].status, "running");
         assert_eq!(s.states["two"].output, None);
+    }
+
+    /// A killed attempt (no `run_finished`) left `b` started; the resumed attempt ran `c`
+    /// and ended: `b` is not shown `running` (breaker: kill -9, resume `from_step` over
+    /// HTTP, and the completed run listed `b` as running; `awf status` left it out).
+    #[test]
+    fn a_state_a_killed_attempt_left_started_is_not_running_after_a_resume() {
+        let step = |name: &str| RunEvent::StepStarted {
+            step: name.into(),
+            kind: "command".into(),
+            command: None,
+        };
+        let done = |name: &str| RunEvent::StepFinished {
+            step: name.into(),
+            kind: "command".into(),
+            state: Box::new(step_state(name, "completed", "ok")),
+        };
+        let ended = RunResult {
+            run_id: Some(RunId("r".into())),
+            workflow: "w".into(),
+            status: RunStatus::Success,
+            exit_code: 0,
+            terminal: Some("done".into()),
+            duration_ms: 1,
+            states: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+            error: None,
+            message: None,
+            spend: None,
+        };
+        let log = |events: Vec<RunEvent>| {
+            let items = events
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| SubscriptionItem::Event {
+                    position: i as u64 + 1,
+                    envelope: Box::new(env(e)),
+                })
+                .collect();
+            snapshot(Box::new(Fixed(items)), &RunId("r".into()))
+        };
+        let attempts = vec![started(), step("a"), done("a"), step("b"), started()];
+        let s = log(attempts.clone());
+        assert_eq!(s.states.keys().collect::<Vec<_>>(), ["a"], "{:?}", s.states);
+        let mut all = attempts;
+        all.extend([
+            step("c"),
+            done("c"),
+            RunEvent::RunFinished {
+                result: Box::new(ended),
+            },
+        ]);
+        let s = log(all);
+        assert!(s.finished);
+        assert_eq!(
+            s.states
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.status.as_str()))
+                .collect::<Vec<_>>(),
+            [("a", "completed"), ("c", "completed")]
+        );
     }
 
     #[test]

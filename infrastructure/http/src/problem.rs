@@ -139,7 +139,11 @@ pub const VALIDATE_ROUTE: &str = "POST /api/workflows/{scope}/{name}/validate";
 /// nothing changes.
 pub fn for_http(error: AwfError, key: &str, validate: &str) -> AwfError {
     let message = http_message(error.message(), validate);
-    let hints: Vec<String> = error.hints().iter().map(|h| http_hint(h, key)).collect();
+    let hints: Vec<String> = error
+        .hints()
+        .iter()
+        .map(|h| inputs_help_hint(h, validate).unwrap_or_else(|| http_hint(h, key)))
+        .collect();
     if message == error.message() && hints.as_slice() == error.hints() {
         return error;
     }
@@ -151,6 +155,28 @@ pub fn for_http(error: AwfError, key: &str, validate: &str) -> AwfError {
         e = e.with_hint(h);
     }
     e
+}
+
+/// The start of the hint of a refused input value that says where each input's rules are
+/// listed (application's, written for the command line).
+const INPUTS_HELP: &str = "`awf run <workflow> --help` lists each input with its type and rules";
+
+/// The hint [`INPUTS_HELP`] said for HTTP: the route that lists each input with its rules,
+/// the workflow's own when `validate` names its validate route (`POST
+/// /api/workflows/env/x/validate` → `GET /api/workflows/env/x`), and the fields that hold
+/// them; `None` for any other hint.
+fn inputs_help_hint(hint: &str, validate: &str) -> Option<String> {
+    if !hint.starts_with(INPUTS_HELP) {
+        return None;
+    }
+    let route = validate
+        .strip_prefix("POST ")
+        .and_then(|r| r.strip_suffix("/validate"))
+        .unwrap_or("/api/workflows/{scope}/{name}");
+    Some(format!(
+        "GET {route} lists each input with its type and rules (`inputs[]`: `type`, `required`, \
+         `enum_values`, `pattern`, `min`, `max`, `file_exists`, `file_extension`)"
+    ))
 }
 
 /// A message said for HTTP: the `run `awf validate` to see all` that ends the message of an
@@ -310,7 +336,11 @@ pub(crate) fn bad_input(status: StatusCode, message: String, hint: &str) -> Prob
     )
 }
 
-/// A JSON request body of type `T`. An empty body is taken as `{}`. Rejections are problem
+/// The UTF-8 encoding of U+FEFF, the byte-order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A JSON request body of type `T`. An empty body is taken as `{}`; a leading UTF-8
+/// byte-order mark is skipped (RFC 8259 §8.1), a UTF-16 one is a 400 saying so. Rejections are problem
 /// documents: 413 over [`BODY_LIMIT`], 400 for text that is not JSON, 422 for JSON that is
 /// not an object (`[]`, `1`, `"x"`) or does not have `T`'s shape (unknown fields included).
 #[derive(Debug)]
@@ -340,13 +370,25 @@ where
                 )
             }
         })?;
+        // A UTF-8 byte-order mark before the JSON text is skipped: RFC 8259 §8.1 lets a
+        // parser ignore it (senders must not add one, yet Windows tools do), as the MCP
+        // server and the workflow loader skip it. A UTF-16 one says the body is not UTF-8.
+        let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(&bytes);
+        if bytes.starts_with(&[0xFE, 0xFF]) || bytes.starts_with(&[0xFF, 0xFE]) {
+            return Err(bad_input(
+                StatusCode::BAD_REQUEST,
+                "the request body is UTF-16 text (it starts with a UTF-16 byte-order mark): \
+                 JSON over HTTP is UTF-8"
+                    .to_owned(),
+                "send the body encoded as UTF-8",
+            ));
+        }
         let value: Value = if bytes.iter().all(u8::is_ascii_whitespace) {
             Value::Object(serde_json::Map::new())
         } else {
-            serde_json::from_slice(&bytes).map_err(|e| {
+            serde_json::from_slice(bytes).map_err(|e| {
                 // serde_json says "unexpected end of hex escape" for `"\ud800"`: name it.
-                match lone_surrogate(&bytes)
-                    .filter(|l| (l.line, l.column) <= (e.line(), e.column()))
+                match lone_surrogate(bytes).filter(|l| (l.line, l.column) <= (e.line(), e.column()))
                 {
                     Some(l) => bad_input(
                         StatusCode::BAD_REQUEST,
@@ -556,6 +598,36 @@ mod tests {
         assert_eq!(d["hints"][0], "fix");
         assert_eq!(d["errors"][1], "b");
         assert_eq!(d["type"], "about:blank");
+    }
+
+    /// The hint naming `awf run <workflow> --help` names the workflow's route over HTTP
+    /// (the general one when the route is not known), never the command.
+    #[test]
+    fn the_inputs_help_hint_names_the_workflows_route() {
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "bad").with_hint(
+            "`awf run <workflow> --help` lists each input with its type and rules (over HTTP: \
+             GET /api/workflows/{scope}/{name})",
+        );
+        let d = Problem::from_error(for_http(
+            e.clone(),
+            "inputs",
+            "POST /api/workflows/env/x/validate",
+        ))
+        .doc();
+        assert_eq!(
+            d.hints,
+            [
+                "GET /api/workflows/env/x lists each input with its type and rules (`inputs[]`: \
+              `type`, `required`, `enum_values`, `pattern`, `min`, `max`, `file_exists`, \
+              `file_extension`)"
+            ]
+        );
+        let d = Problem::from_error_in(e, "input_overrides").doc();
+        assert!(
+            d.hints[0].starts_with("GET /api/workflows/{scope}/{name} lists each input"),
+            "{:?}",
+            d.hints
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `/api/workflows…`: list, detail (a snake_case DTO the web page draws its graph from),
 //! validate, run. Source: shared/spec/http-ops.md §1.2, §1.3.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use awf_domain::AwfError;
@@ -77,6 +78,39 @@ pub struct InputInfo {
     /// `validation.enum`: the allowed values (empty: any).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub enum_values: Vec<String>,
+    /// `validation.pattern`: a regular expression a string value must match (unanchored);
+    /// absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// `validation.min`: the least value an `integer` or `number` input takes; absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>)]
+    pub min: Option<serde_json::Number>,
+    /// `validation.max`: the greatest value an `integer` or `number` input takes; absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<f64>)]
+    pub max: Option<serde_json::Number>,
+    /// `validation.file_exists`: `true` when the value must name an existing file (a
+    /// relative path is taken from the server's working directory); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub file_exists: bool,
+    /// `validation.file_extension`: the extensions the value must end with (`.go`; empty:
+    /// any); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub file_extension: Vec<String>,
+}
+
+/// A bound of `validation.min`/`max` as JSON: an integer when it is whole (`1`, not `1.0`).
+fn bound(v: Option<f64>) -> Option<serde_json::Number> {
+    let v = v?;
+    // Whole and within i64: said as an integer (the cast is exact then).
+    #[allow(clippy::cast_possible_truncation)]
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        return Some(serde_json::Number::from(v as i64));
+    }
+    serde_json::Number::from_f64(v)
 }
 
 /// How an edge of the state machine is taken.
@@ -121,7 +155,9 @@ pub struct StateInfo {
     /// (`on_failure: {message, status}`) is `a's on_failure`, as the run's events name it.
     pub name: String,
     /// Its kind: `command`, `agent`, `parallel`, `for_each`, `while`, `operation`,
-    /// `call_workflow`, `terminal`.
+    /// `call_workflow`, `terminal`; in a workflow with errors, a `type:` that names no step
+    /// type as written (`stepp`; empty when the state has none), its edges not shown, with
+    /// the error in the detail's `errors`.
     #[serde(rename = "type")]
     pub ty: String,
     /// `description:`.
@@ -370,6 +406,11 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
             default: i.default.clone().unwrap_or(Value::Null),
             description: i.description.clone(),
             enum_values: i.validation.enum_values.clone(),
+            pattern: i.validation.pattern.clone(),
+            min: bound(i.validation.min),
+            max: bound(i.validation.max),
+            file_exists: i.validation.file_exists,
+            file_extension: i.validation.file_extension.clone(),
         })
         .collect();
     let states = wf
@@ -446,6 +487,21 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
         initial: wf.display_name(&wf.initial),
         states,
         errors: Vec::new(),
+    }
+}
+
+/// Shows each state whose `type:` names no step type (`written`: state name → the type as
+/// written, [`LoadedWorkflow::unknown_types`]) as written: that type, not a terminal (the
+/// loader stands a success terminal in for it; the detail's `errors` says what is wrong).
+///
+/// [`LoadedWorkflow::unknown_types`]: awf_domain::ports::repository::LoadedWorkflow::unknown_types
+fn show_unknown_types(answer: &mut WorkflowDetail, written: &BTreeMap<String, String>) {
+    for st in &mut answer.states {
+        if let Some(ty) = written.get(&st.name) {
+            st.ty.clone_from(ty);
+            st.terminal = false;
+            st.terminal_status = None;
+        }
     }
 }
 
@@ -538,6 +594,7 @@ pub(crate) async fn get_workflow(
     let id = resolve(&cfg, &scope, &name)?;
     let loaded = cfg.repository.load_for_validation(&id, None)?;
     let mut answer = detail(&loaded.workflow, &name);
+    show_unknown_types(&mut answer, &loaded.unknown_types);
     answer.errors = (cfg.validator)(&id)?
         .iter()
         .filter(|d| d.severity == Severity::Error)

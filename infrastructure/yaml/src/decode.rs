@@ -504,6 +504,7 @@ fn decode_state(
             );
             e.hint = Some(format!("add `type:` (one of {})", STATE_TYPES.join(", ")));
             name_typo(e, typo);
+            d.unknown_types.insert(name.to_owned(), String::new());
             return None;
         }
         Some(t) => match kind_of(&t) {
@@ -520,6 +521,7 @@ fn decode_state(
                     format!("unknown step type: {t}"),
                 )
                 .hint = Some(hint);
+                d.unknown_types.insert(name.to_owned(), t);
                 return None;
             }
         },

@@ -4,6 +4,7 @@
 //! is reported as `WORKFLOW.PARSE.UNKNOWN_FIELD` (a warning) or, for keys AWF documents but
 //! that have no effect, as a note. Source: spec/workflow.md §1.2, §1.15; decisions.md.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use awf_domain::ErrorCode;
@@ -23,6 +24,9 @@ pub struct Diags {
     pub file: Option<PathBuf>,
     /// Everything found so far, in order.
     pub list: Vec<Diagnostic>,
+    /// States whose `type:` names no step type: name → the type as written (see
+    /// `LoadedWorkflow::unknown_types`).
+    pub unknown_types: BTreeMap<String, String>,
 }
 
 impl Diags {
@@ -31,6 +35,7 @@ impl Diags {
         Self {
             file,
             list: Vec::new(),
+            unknown_types: BTreeMap::new(),
         }
     }
 

@@ -136,6 +136,7 @@ fn parse(
             workflow,
             source_map,
             diagnostics: diags.list,
+            unknown_types: diags.unknown_types,
         }),
         None => Err(AwfError::new(
             awf_domain::ErrorCode::WorkflowParseYamlSyntax,

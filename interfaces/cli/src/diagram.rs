@@ -10,6 +10,7 @@
 //!
 //! Source: spec/workflow.md §4.2 (`awf diagram`).
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
@@ -34,6 +35,12 @@ pub struct DiagramOptions {
     pub direction: Direction,
     /// State drawn with a thick orange border.
     pub highlight: Option<String>,
+    /// States of a workflow with errors whose `type:` names no step type: name → the type
+    /// as written ([`LoadedWorkflow::unknown_types`]). Each is drawn as a plain node (no
+    /// shape of a kind, never a terminal), and `-f json` gives it that type.
+    ///
+    /// [`LoadedWorkflow::unknown_types`]: awf_domain::ports::repository::LoadedWorkflow::unknown_types
+    pub unknown_types: BTreeMap<String, String>,
 }
 
 /// Quotes a DOT identifier or label.
@@ -128,7 +135,9 @@ pub fn to_dot(wf: &Workflow, opts: &DiagramOptions) -> String {
     s.push_str("  __start__ [shape=point];\n");
     for state in wf.states.values() {
         let mut attrs = vec![format!("label={}", quote(&node_label(state)))];
-        attrs.extend(node_attrs(state));
+        if !opts.unknown_types.contains_key(&state.name) {
+            attrs.extend(node_attrs(state));
+        }
         if opts.highlight.as_deref() == Some(state.name.as_str()) {
             attrs.push("penwidth=3".to_owned());
             attrs.push("color=orange".to_owned());
@@ -217,6 +226,9 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
         .states
         .values()
         .map(|st| {
+            if let Some(ty) = opts.unknown_types.get(&st.name) {
+                return json!({"name": shown(&st.name), "label": node_label(st), "type": ty});
+            }
             let mut n = json!({"name": shown(&st.name), "label": node_label(st), "type": st.kind.kind_name()});
             if let StateKind::Terminal(t) = &st.kind {
                 n["terminal_status"] = json!(match t.status {
@@ -279,7 +291,13 @@ pub fn to_json(wf: &Workflow, opts: &DiagramOptions) -> serde_json::Value {
 /// `dot` fails.
 pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
-    let loaded = w.services.repository.load(&args.workflow, None)?;
+    // A file that loads, or one whose decoding found errors (an unknown step type, a field
+    // of the wrong type) read again leniently: drawn as written, after the WARN below. Only
+    // a file that cannot be read as a workflow at all (YAML syntax) is an error.
+    let loaded = w
+        .services
+        .repository
+        .load_for_validation(&args.workflow, None)?;
     if !ctx.quiet {
         warn_if_invalid(ctx, &w, &args.workflow, &loaded.workflow.name);
     }
@@ -314,6 +332,7 @@ pub fn run(ctx: &Ctx, args: &DiagramArgs) -> Result<Outcome, CliError> {
             .flatten()
             .map(str::to_owned)
             .or_else(|| args.highlight.clone()),
+        unknown_types: loaded.unknown_types.clone(),
     };
     let dot = to_dot(&loaded.workflow, &opts);
     match &args.output {
@@ -524,6 +543,7 @@ mod tests {
             &DiagramOptions {
                 direction: Direction::Lr,
                 highlight: Some("b".into()),
+                unknown_types: BTreeMap::new(),
             },
         );
         assert_eq!(
@@ -572,6 +592,7 @@ mod tests {
         let opts = DiagramOptions {
             direction: Direction::Tb,
             highlight: Some("__inline_error_a".into()),
+            unknown_types: BTreeMap::new(),
         };
         let dot = to_dot(&wf, &opts);
         assert!(!dot.contains("__inline_error"), "{dot}");
