@@ -338,6 +338,7 @@ fn a_literal_call_chain_past_the_depth_limit_is_a_warning() {
                 workflow: workflows[0].clone(),
                 source_map: Default::default(),
                 diagnostics: Vec::new(),
+                unknown_types: BTreeMap::new(),
             };
             let found: Vec<(Severity, String, String)> =
                 validate_loaded(&services, loaded, &BTreeMap::new())
