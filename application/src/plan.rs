@@ -530,8 +530,8 @@ impl Planner<'_> {
         self.render_as(template, false)
     }
 
-    /// [`Self::render`]; `command` text under `shell_quote: true` gets its values quoted as
-    /// the run quotes them.
+    /// [`Self::render`]; `command` (shell) text is rendered as the run renders it: values
+    /// quoted under `shell_quote: true`, a value in a `#` comment kept on one line.
     fn render_as(&self, template: &str, command: bool) -> String {
         if needs_runtime(template) {
             return self.masker.mask(template).into_owned();
@@ -558,10 +558,14 @@ impl Planner<'_> {
             error: None,
             workflow_dir: &self.wf.source.dir,
         };
+        // Shell text as the run renders it: values quoted under `shell_quote: true`, those
+        // in a `#` comment kept on one line either way.
         let rendered = if command && self.wf.shell_quote {
             self.services
                 .interpolator
                 .render_shell_quoted(template, &scope)
+        } else if command {
+            self.services.interpolator.render_shell(template, &scope)
         } else {
             self.services.interpolator.render(template, &scope)
         };
@@ -595,7 +599,7 @@ impl Planner<'_> {
             .iter()
             .map(|a| match a {
                 HookAction::Log(t) => format!("log: {}", self.render(t)),
-                HookAction::Command(t) => format!("command: {}", self.render(t)),
+                HookAction::Command(t) => format!("command: {}", self.render_as(t, true)),
             })
             .collect()
     }
@@ -643,7 +647,14 @@ impl Planner<'_> {
                 .with_detail("file", path.display().to_string())
                 .with_hint(hint)
         })?;
-        Ok((path.display().to_string(), Some(self.render(&text))))
+        // A script that runs as shell code is shown as the run renders it (values quoted
+        // under `shell_quote: true`); another interpreter's script as written (breaker: the
+        // plan showed a shell script's values unquoted).
+        let shell = kind == "script" && awf_domain::shell::script_runs_in_shell(&text);
+        Ok((
+            path.display().to_string(),
+            Some(self.render_as(&text, shell)),
+        ))
     }
 
     /// [`Self::render`] for a shell command or directory: `{{.awf.scripts_dir}}` /

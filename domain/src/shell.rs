@@ -16,13 +16,21 @@ use std::ops::Range;
 pub enum ShellContext {
     /// A bare word. `in_substitution` when inside `$( … )` (which starts a fresh unquoted
     /// context even inside `"…"`). A single-quoted word (`shell_quote`) is one literal word
-    /// here. Comments count as unquoted text.
+    /// here.
     Unquoted {
         /// Inside `$( … )`.
         in_substitution: bool,
     },
     /// Inside `'…'`: the text is literal up to the next `'`.
     SingleQuoted,
+    /// Inside an ANSI-C string `$'…'` (bash, zsh, ksh): `\` escapes there (`\'` is a
+    /// quote, not the end). Shells without it (dash) read `$` and a plain `'…'` string, so no
+    /// one quoting protects a value in both readings.
+    AnsiC,
+    /// Inside a `#` comment, which runs to the end of its line (in backticks, also to their
+    /// closing backtick), whatever values and quotes are in it. Quotes do nothing there: only
+    /// a line break in the value would end the comment and run the rest.
+    Comment,
     /// Inside `"…"`: `$`, `` ` `` and `\` keep their meaning, `'` is a literal character.
     DoubleQuoted,
     /// Inside `` `…` ``: the text is parsed again as a command after `\\`, `` \` `` and `\$`
@@ -80,7 +88,7 @@ impl ShellContext {
                 fix: "assign it to a variable first (v={{…}}) and write ${NAME:-$v}",
             },
             Self::AfterBackslash => Unprotected {
-                place: "right after a backslash (or in backticks within \"…\" holding \\\")",
+                place: "right after a backslash (or in backticks holding \\` or, within \"…\", \\\")",
                 why: "the backslash escapes the quote meant to protect it, so the rest of the value runs as shell code",
                 fix: "remove the backslash before {{…}}",
             },
@@ -88,6 +96,11 @@ impl ShellContext {
                 place: "right after a $",
                 why: "the $ makes $'…', $name or $( ) of the value",
                 fix: "put the value apart from the $ (assign it to a variable first)",
+            },
+            Self::AnsiC => Unprotected {
+                place: "inside $'…'",
+                why: "bash reads \\' there as a quote, dash as the string's end, so no quoting holds in both and $( ) in the value can run",
+                fix: "close the $'…' string before the value and reopen it after it ($'it\\'s '{{…}})",
             },
             Self::Arithmetic => Unprotected {
                 place: "in shell arithmetic ($(( )), (( )), [[ … -eq … ]])",
@@ -111,6 +124,11 @@ pub struct ShellAction<'a> {
     /// A `"…"` string encloses the action, directly or through `$( … )` / backticks nested
     /// in it (`"$(echo {{x}})"`). True whenever `context` is [`ShellContext::DoubleQuoted`].
     pub inside_double_quotes: bool,
+    /// Backticks enclose the action, directly or through quotes, `$( … )` or a comment
+    /// nested in them (`` `echo "{{x}}"` ``): the shell unescapes `\\`, `` \` `` and `\$` in
+    /// their text before it reads the rest, so a quoted value there needs its `\` and `` ` ``
+    /// escaped once more. True whenever `context` is [`ShellContext::Backtick`].
+    pub inside_backticks: bool,
     /// For [`ShellContext::SingleQuoted`], [`ShellContext::DoubleQuoted`] and
     /// [`ShellContext::Backtick`]: the byte range of the enclosing quoted string or backtick
     /// substitution, its quotes included (`"three {{x}}"`); the range ends at the end of the
@@ -134,6 +152,10 @@ struct Frame {
     /// Index into the spans table (its end is filled in when the frame closes).
     span: usize,
     inside_double: bool,
+    inside_backtick: bool,
+    /// For backticks: the index just past their closing backtick (found when they open, as
+    /// the shell finds it: the first unescaped backtick, whatever quotes lie between).
+    close: Option<usize>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +166,10 @@ enum Kind {
         depth: u32,
     },
     Single,
+    /// `$'…'`.
+    AnsiC,
+    /// A `#` comment (to the end of the line, or of the backticks around it).
+    Comment,
     Double,
     Backtick,
     Heredoc {
@@ -170,6 +196,8 @@ impl Kind {
                 in_substitution: *subst,
             },
             Kind::Single => ShellContext::SingleQuoted,
+            Kind::AnsiC => ShellContext::AnsiC,
+            Kind::Comment => ShellContext::Comment,
             Kind::Double => ShellContext::DoubleQuoted,
             Kind::Backtick => ShellContext::Backtick,
             Kind::Heredoc {
@@ -207,18 +235,29 @@ impl Stack {
     }
 
     fn push(&mut self, kind: Kind, start: usize) {
+        self.push_closing(kind, start, None);
+    }
+
+    /// [`Self::push`] with the index just past the frame's closing character, when known.
+    fn push_closing(&mut self, kind: Kind, start: usize, close: Option<usize>) {
+        let parent = self.frames.last();
         let inside_double = match &kind {
             Kind::Double => true,
-            Kind::Unquoted { subst: true, .. } | Kind::Backtick | Kind::Param { .. } => {
-                self.frames.last().is_some_and(|f| f.inside_double)
-            }
+            Kind::Unquoted { subst: true, .. }
+            | Kind::Backtick
+            | Kind::Param { .. }
+            | Kind::Comment => parent.is_some_and(|f| f.inside_double),
             _ => false,
         };
+        let inside_backtick =
+            matches!(kind, Kind::Backtick) || parent.is_some_and(|f| f.inside_backtick);
         self.spans.push((start, None));
         self.frames.push(Frame {
             kind,
             span: self.spans.len() - 1,
             inside_double,
+            inside_backtick,
+            close,
         });
     }
 
@@ -247,6 +286,21 @@ impl Stack {
             .iter()
             .any(|f| matches!(f.kind, Kind::Param { .. }))
     }
+
+    /// Whether the top of the stack is inside `"…"` (directly or through `$( )`, …).
+    fn inside_double(&self) -> bool {
+        self.frames.last().is_some_and(|f| f.inside_double)
+    }
+
+    /// When the backtick at `at` closes the innermost backticks: how many frames sit above
+    /// and including them (all of them end there, whatever quotes were left open inside).
+    fn closing_backticks(&self, at: usize) -> Option<usize> {
+        let k = self
+            .frames
+            .iter()
+            .rposition(|f| matches!(f.kind, Kind::Backtick))?;
+        (self.frames.get(k)?.close == Some(at + 1)).then(|| self.frames.len() - k)
+    }
 }
 
 /// An action found by the walk; the span is resolved once the walk is over.
@@ -254,15 +308,63 @@ struct Found {
     range: Range<usize>,
     kind: Kind,
     inside_double: bool,
+    inside_backtick: bool,
     span: Option<usize>,
 }
 
+/// Go template white space (what a `{{-` / `-}}` trim marker removes).
+fn is_template_blank(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// For each byte of `text`, whether a trim marker of an action next to it removes it when
+/// the template renders (`a {{- x}}` is `a` glued to the value; `{{x -}}\nEOF` glues the
+/// line after to it): the walker reads the text as the shell will get it.
+fn trimmed_bytes(b: &[u8]) -> Vec<bool> {
+    let mut gone = vec![false; b.len()];
+    let mut prev_end = 0usize;
+    let mut i = 0usize;
+    while i + 1 < b.len() {
+        if b[i] == b'{' && b[i + 1] == b'{' {
+            let end = action_end(b, i + 2);
+            if b.get(i + 2) == Some(&b'-') && b.get(i + 3).is_some_and(|c| is_template_blank(*c)) {
+                let mut j = i;
+                while j > prev_end && is_template_blank(b[j - 1]) {
+                    j -= 1;
+                    gone[j] = true;
+                }
+            }
+            let inner_end = end.saturating_sub(2);
+            if end >= i + 6
+                && b.get(end - 1) == Some(&b'}')
+                && b.get(inner_end.wrapping_sub(1)) == Some(&b'-')
+                && b.get(inner_end.wrapping_sub(2))
+                    .is_some_and(|c| is_template_blank(*c))
+            {
+                let mut j = end;
+                while j < b.len() && is_template_blank(b[j]) {
+                    gone[j] = true;
+                    j += 1;
+                }
+            }
+            prev_end = end;
+            i = end;
+            continue;
+        }
+        i += 1;
+    }
+    gone
+}
+
 /// Cuts shell command text into literal text and `{{ … }}` actions, each action with its
-/// shell context. The pieces concatenate back to `text`. Quotes, backslashes, `$( … )`,
-/// `${ … }`, backticks, `#` comments and here-documents (`<<EOF`, `<<-EOF`, `<<'EOF'`) are
-/// followed as POSIX `sh` reads them (quotes nested in `${ … }` as bash reads them); the
-/// actions themselves count as opaque text. Never fails: text the shell would reject (an
-/// unclosed quote) leaves the rest of it in that context.
+/// shell context. The pieces concatenate back to `text`. Quotes (`'…'`, `"…"`, `$'…'`),
+/// backslashes (`\` and a line break join two lines), `$( … )`, `${ … }`, backticks (which
+/// end at their first unescaped backtick), `#` comments (to the end of the line, values in
+/// them included) and here-documents (`<<EOF`, `<<-EOF`, `<<'EOF'`) are followed as POSIX
+/// `sh` reads them (quotes nested in `${ … }` and `$'…'` as bash reads them); the actions
+/// themselves count as opaque text, and white space their trim markers (`{{-`, `-}}`)
+/// remove as absent. Never fails: text the shell would reject (an unclosed quote) leaves
+/// the rest of it in that context.
 pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     if !text.contains("{{") {
         return if text.is_empty() {
@@ -272,6 +374,11 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         };
     }
     let b = text.as_bytes();
+    let gone = trimmed_bytes(b);
+    // The last byte before `at` that the rendered text keeps.
+    let kept_before = |at: usize| (0..at).rev().find(|&j| !gone[j]);
+    // The first byte from `at` on that the rendered text keeps (the length when none).
+    let kept_from = |at: usize| (at..b.len()).find(|&j| !gone[j]).unwrap_or(b.len());
     let mut stack = Stack {
         frames: Vec::new(),
         spans: Vec::new(),
@@ -289,31 +396,28 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     let mut line_start = true;
     // The previous byte was a backslash escaping the action that starts here.
     let mut escaped = false;
-    // Where the last escaping backslash and the last unescaped `$` stood.
+    // Where the last escaping backslash and the last unescaped `$` stood, and the character
+    // the last backslash escaped.
     let mut escape_at: Option<usize> = None;
+    let mut escaped_char: Option<usize> = None;
     let mut dollar_at: Option<usize> = None;
-    // Spans where no quoting protects a value (arithmetic; backticks in `"…"` holding `\"`).
+    // Where the last action ended, and whether it prints nothing (control, comment,
+    // assignment): a `#` right after such an action may start a word, so a comment.
+    let mut last_silent_end: Option<usize> = None;
+    // Spans where no quoting protects a value (arithmetic; backticks holding `` \` `` or,
+    // in `"…"`, `\"`).
     let mut unsafe_spans: Vec<(Range<usize>, Kind)> = Vec::new();
     let mut i = 0usize;
     while i < b.len() {
         if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
             let end = action_end(b, i + 2);
             let top = stack.frames.last();
-            // `{{- ` glues the value to the text before the blanks it trims.
-            let trims = matches!(b.get(i + 2), Some(b'-'))
-                && matches!(b.get(i + 3), Some(b' ' | b'\t' | b'\n' | b'\r'));
-            let mut glued = i;
-            if trims {
-                while glued > 0 && b[glued - 1].is_ascii_whitespace() {
-                    glued -= 1;
-                }
-            }
-            let before = glued.checked_sub(1);
+            let before = kept_before(i);
             let spanned = unsafe_spans
                 .iter()
                 .find(|(r, _)| r.contains(&i))
                 .map(|(_, k)| k.clone());
-            let kind = if escaped || (trims && before.is_some() && escape_at == before) {
+            let kind = if escaped || (before.is_some() && escape_at == before) {
                 Kind::Escaped
             } else if before.is_some() && dollar_at == before {
                 Kind::Dollar
@@ -332,11 +436,27 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             found.push(Found {
                 range: i..end,
                 inside_double: top.is_some_and(|f| f.inside_double),
+                inside_backtick: top.is_some_and(|f| f.inside_backtick),
                 kind,
                 span,
             });
+            let body = text
+                .get(i + 2..end.saturating_sub(2).max(i + 2))
+                .unwrap_or("")
+                .trim()
+                .trim_start_matches('-')
+                .trim_end_matches('-')
+                .trim();
+            last_silent_end = (!crate::validate::prints_value(body)
+                && !crate::validate::ends_in_shell_quoting(body))
+            .then_some(end);
             line_start = false;
             i = end;
+            continue;
+        }
+        if gone[i] {
+            // Removed by a trim marker: the shell never sees it.
+            i += 1;
             continue;
         }
         let top = stack.top();
@@ -351,7 +471,10 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             }
             let rest = &text[j..];
             if let Some(after) = rest.strip_prefix(delim.as_str())
-                && (after.is_empty() || after.starts_with('\n'))
+                && (after.is_empty()
+                    || (after.starts_with('\n')
+                        && !gone.get(j + delim.len()).copied().unwrap_or(false)))
+                && !gone[j..j + delim.len()].iter().any(|g| *g)
             {
                 let stop = j + delim.len();
                 i = stop;
@@ -366,144 +489,198 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         let c = b[i];
         let n = next_char_len(text, i).max(1);
         let mut consumed = n;
-        match (&top, c) {
-            (Kind::Single, b'\'') => stack.pop(i + 1),
-            (Kind::Single, _) => {}
-            (Kind::Heredoc { quoted: false, .. }, b'\\')
-            | (Kind::Double, b'\\')
-            | (Kind::Unquoted { .. }, b'\\')
-            | (Kind::Backtick, b'\\')
-            | (Kind::Param { .. }, b'\\') => {
-                if text[i + 1..].starts_with("{{") {
-                    // The action's first character is escaped: whatever it prints first
-                    // (a quote meant to protect the value) loses its meaning.
+        // A backslash and the character it escapes: a line break there joins two lines.
+        let mut joined = false;
+        // The byte at `i` is a backslash that escapes the next byte the shell sees.
+        let mut backslash = false;
+        if c == b'`'
+            && let Some(levels) = stack.closing_backticks(i)
+        {
+            // The first unescaped backtick ends the substitution, whatever is open in it.
+            for _ in 0..levels {
+                stack.pop(i + 1);
+            }
+        } else {
+            match (&top, c) {
+                (Kind::Single, b'\'') => stack.pop(i + 1),
+                (Kind::Single, _) => {}
+                (Kind::AnsiC, b'\'') => stack.pop(i + 1),
+                (Kind::AnsiC, b'\\') => backslash = true,
+                (Kind::AnsiC, _) => {}
+                (Kind::Comment, b'\n') => stack.pop(i),
+                // Nothing escapes in a comment, but should the shell not read one here, an
+                // action after `\` or `$` would be glued to it: judged as in bare text.
+                (Kind::Comment, b'\\') if text[kept_from(i + 1)..].starts_with("{{") => {
                     escaped = true;
-                } else {
-                    escape_at = Some(i);
-                    consumed = 1 + next_char_len(text, i + 1);
                 }
-            }
-            (Kind::Heredoc { quoted: false, .. }, b'$') => dollar_at = Some(i),
-            (Kind::Heredoc { .. }, _) => {}
-            (Kind::Double, b'"') => stack.pop(i + 1),
-            (Kind::Backtick, b'`') => stack.pop(i + 1),
-            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
-                if b.get(i + 1) == Some(&b'{') && b.get(i + 2) != Some(&b'{') =>
-            {
-                stack.push(Kind::Param { depth: 0 }, i);
-                consumed = 2;
-            }
-            (Kind::Param { depth }, b'{') => stack.set_depth(depth + 1),
-            (Kind::Param { depth }, b'}') => {
-                if *depth == 0 {
-                    stack.pop(i + 1);
-                } else {
-                    stack.set_depth(depth - 1);
+                (Kind::Comment, b'$') => dollar_at = Some(i),
+                (Kind::Comment, _) => {}
+                (Kind::Heredoc { quoted: false, .. }, b'\\')
+                | (Kind::Double, b'\\')
+                | (Kind::Unquoted { .. }, b'\\')
+                | (Kind::Backtick, b'\\')
+                | (Kind::Param { .. }, b'\\') => backslash = true,
+                (
+                    Kind::Heredoc { quoted: false, .. }
+                    | Kind::Double
+                    | Kind::Unquoted { .. }
+                    | Kind::Backtick
+                    | Kind::Param { .. },
+                    b'$',
+                ) if b.get(i + 1) == Some(&b'$') => {
+                    // `$$`, the shell's process id: a `$` after it starts nothing.
+                    consumed = 2;
+                    dollar_at = None;
                 }
-            }
-            // bash: quotes inside `${ … }` open strings, even inside `"…"`; a single quote
-            // does only outside one.
-            (Kind::Param { .. }, b'"') => stack.push(Kind::Double, i),
-            (Kind::Param { .. }, b'\'')
-                if !stack.frames.last().is_some_and(|f| f.inside_double) =>
-            {
-                stack.push(Kind::Single, i);
-            }
-            (Kind::Param { .. }, b'`') => stack.push(Kind::Backtick, i),
-            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
-                if b.get(i + 1) == Some(&b'(') =>
-            {
-                if b.get(i + 2) == Some(&b'(') {
-                    unsafe_spans.push((i..arith_end(b, i + 3), Kind::Arith));
+                (Kind::Heredoc { quoted: false, .. }, b'$') => dollar_at = Some(i),
+                (Kind::Heredoc { .. }, _) => {}
+                (Kind::Double, b'"') => stack.pop(i + 1),
+                (
+                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    b'$',
+                ) if b.get(i + 1) == Some(&b'{') && b.get(i + 2) != Some(&b'{') => {
+                    stack.push(Kind::Param { depth: 0 }, i);
+                    consumed = 2;
                 }
-                stack.push(
-                    Kind::Unquoted {
-                        subst: true,
-                        depth: 0,
-                    },
-                    i,
-                );
-                consumed = 2;
-            }
-            (Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$') => {
-                dollar_at = Some(i);
-            }
-            (Kind::Unquoted { .. } | Kind::Backtick, b'(') if b.get(i + 1) == Some(&b'(') => {
-                // `(( … ))`: an arithmetic command.
-                unsafe_spans.push((i..arith_end(b, i + 2), Kind::Arith));
-                if let Kind::Unquoted { subst: true, depth } = top {
-                    stack.set_depth(depth + 1);
+                (Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
+                    if b.get(i + 1) == Some(&b'\'') && !stack.inside_double() =>
+                {
+                    // `$'…'`: an ANSI-C string, where `\'` does not end it.
+                    stack.push(Kind::AnsiC, i);
+                    consumed = 2;
                 }
-            }
-            (Kind::Unquoted { .. } | Kind::Backtick, b'[')
-                if b.get(i + 1) == Some(&b'[') && word_start(b, i) =>
-            {
-                // `[[ … ]]` with an arithmetic comparison evaluates its operands.
-                let end = text[i..].find("]]").map_or(text.len(), |k| i + k + 2);
-                let arith = text[i..end]
-                    .split_whitespace()
-                    .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"));
-                if arith {
-                    unsafe_spans.push((i..end, Kind::Arith));
+                (Kind::Param { depth }, b'{') => stack.set_depth(depth + 1),
+                (Kind::Param { depth }, b'}') => {
+                    if *depth == 0 {
+                        stack.pop(i + 1);
+                    } else {
+                        stack.set_depth(depth - 1);
+                    }
                 }
-            }
-            (Kind::Double, b'`') => {
-                // Backticks in "…" unescape `\"` into a real quote: nothing in them can be
-                // quoted reliably then.
-                let end = backtick_end(b, i + 1);
-                if text[i..end].contains("\\\"") {
-                    unsafe_spans.push((i..end, Kind::Escaped));
+                // bash: quotes inside `${ … }` open strings, even inside `"…"`; a single quote
+                // does only outside one.
+                (Kind::Param { .. }, b'"') => stack.push(Kind::Double, i),
+                (Kind::Param { .. }, b'\'') if !stack.inside_double() => {
+                    stack.push(Kind::Single, i);
                 }
-                stack.push(Kind::Backtick, i);
-            }
-            (Kind::Unquoted { .. }, b'`') => stack.push(Kind::Backtick, i),
-            (Kind::Unquoted { .. } | Kind::Backtick, b'#')
-                if i == 0 || matches!(b[i - 1], b' ' | b'\t' | b'\n' | b';' | b'&' | b'|') =>
-            {
-                // A comment runs to the end of the line; quotes in it open nothing.
-                let end = text[i..].find('\n').map_or(text.len(), |k| i + k);
-                let end = text[i..end].find("{{").map_or(end, |k| i + k);
-                consumed = end - i;
-            }
-            (Kind::Unquoted { .. } | Kind::Backtick, b'\'') => stack.push(Kind::Single, i),
-            (Kind::Unquoted { .. } | Kind::Backtick, b'"') => stack.push(Kind::Double, i),
-            (Kind::Unquoted { subst: true, depth }, b'(') => stack.set_depth(depth + 1),
-            (Kind::Unquoted { subst: true, depth }, b')') => {
-                let start = stack
-                    .frames
-                    .last()
-                    .and_then(|f| stack.spans.get(f.span))
-                    .map_or(0, |s| s.0);
-                if open_cases(&text[start..i]) > 0 {
-                    // A `case` pattern's `)`, not the end of `$( … )`.
-                } else if *depth == 0 {
-                    stack.pop(i + 1);
-                } else {
-                    stack.set_depth(depth - 1);
+                (
+                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    b'$',
+                ) if b.get(i + 1) == Some(&b'(') => {
+                    if b.get(i + 2) == Some(&b'(') {
+                        unsafe_spans.push((i..arith_end(b, i + 3), Kind::Arith));
+                    }
+                    stack.push(
+                        Kind::Unquoted {
+                            subst: true,
+                            depth: 0,
+                        },
+                        i,
+                    );
+                    consumed = 2;
                 }
-            }
-            (Kind::Unquoted { .. } | Kind::Backtick, b'<')
-                if b.get(i + 1) == Some(&b'<') && b.get(i + 2) == Some(&b'<') =>
-            {
-                // A here-string (`<<< word`): the word is an ordinary word.
-                consumed = 3;
-            }
-            (Kind::Unquoted { .. } | Kind::Backtick, b'<')
-                if b.get(i + 1) == Some(&b'<')
-                    && !unsafe_spans
-                        .iter()
-                        .any(|(r, k)| *k == Kind::Arith && r.contains(&i)) =>
-            {
-                let (heredoc, len) = heredoc_start(text, i + 2);
-                if let Some(h) = heredoc {
-                    pending.push(h);
+                (
+                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    b'$',
+                ) => {
+                    dollar_at = Some(i);
                 }
-                consumed = 2 + len;
+                (Kind::Unquoted { .. } | Kind::Backtick, b'(') if b.get(i + 1) == Some(&b'(') => {
+                    // `(( … ))`: an arithmetic command.
+                    unsafe_spans.push((i..arith_end(b, i + 2), Kind::Arith));
+                    if let Kind::Unquoted { subst: true, depth } = top {
+                        stack.set_depth(depth + 1);
+                    }
+                }
+                (Kind::Unquoted { .. } | Kind::Backtick, b'[')
+                    if b.get(i + 1) == Some(&b'[') && word_start(b, i) =>
+                {
+                    // `[[ … ]]` with an arithmetic comparison evaluates its operands.
+                    let end = text[i..].find("]]").map_or(text.len(), |k| i + k + 2);
+                    let arith = text[i..end]
+                        .split_whitespace()
+                        .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"));
+                    if arith {
+                        unsafe_spans.push((i..end, Kind::Arith));
+                    }
+                }
+                (
+                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    b'`',
+                ) => {
+                    let close = backtick_end(b, i + 1);
+                    let body = &b[i + 1..close.saturating_sub(1).max(i + 1)];
+                    // An escaped backtick nests a substitution whose text is unescaped twice;
+                    // in "…", `\"` turns into a real quote once the backticks are read:
+                    // nothing in them can be quoted reliably then.
+                    let nested = escapes(body).any(|e| e == b'`');
+                    let dq = matches!(top, Kind::Double) && escapes(body).any(|e| e == b'"');
+                    if nested || dq {
+                        unsafe_spans.push((i..close, Kind::Escaped));
+                    }
+                    stack.push_closing(Kind::Backtick, i, Some(close));
+                }
+                (Kind::Unquoted { .. } | Kind::Backtick, b'#')
+                    if comment_starts(b, kept_before(i), escaped_char, last_silent_end) =>
+                {
+                    // A comment runs to the end of the line; quotes in it open nothing.
+                    stack.push(Kind::Comment, i);
+                }
+                (Kind::Unquoted { .. } | Kind::Backtick, b'\'') => stack.push(Kind::Single, i),
+                (Kind::Unquoted { .. } | Kind::Backtick, b'"') => stack.push(Kind::Double, i),
+                (Kind::Unquoted { subst: true, depth }, b'(') => stack.set_depth(depth + 1),
+                (Kind::Unquoted { subst: true, depth }, b')') => {
+                    let start = stack
+                        .frames
+                        .last()
+                        .and_then(|f| stack.spans.get(f.span))
+                        .map_or(0, |s| s.0);
+                    if open_cases(&text[start..i]) > 0 {
+                        // A `case` pattern's `)`, not the end of `$( … )`.
+                    } else if *depth == 0 {
+                        stack.pop(i + 1);
+                    } else {
+                        stack.set_depth(depth - 1);
+                    }
+                }
+                (Kind::Unquoted { .. } | Kind::Backtick, b'<')
+                    if b.get(i + 1) == Some(&b'<') && b.get(i + 2) == Some(&b'<') =>
+                {
+                    // A here-string (`<<< word`): the word is an ordinary word.
+                    consumed = 3;
+                }
+                (Kind::Unquoted { .. } | Kind::Backtick, b'<')
+                    if b.get(i + 1) == Some(&b'<')
+                        && !unsafe_spans
+                            .iter()
+                            .any(|(r, k)| *k == Kind::Arith && r.contains(&i)) =>
+                {
+                    let (heredoc, len) = heredoc_start(text, i + 2);
+                    if let Some(h) = heredoc {
+                        pending.push(h);
+                    }
+                    consumed = 2 + len;
+                }
+                _ => {}
             }
-            _ => {}
+        }
+        if backslash {
+            let j = kept_from(i + 1);
+            if text[j..].starts_with("{{") {
+                // The action's first character is escaped: whatever it prints first
+                // (a quote meant to protect the value) loses its meaning.
+                escaped = true;
+                consumed = j - i;
+            } else {
+                escape_at = Some(i);
+                escaped_char = Some(j);
+                joined = b.get(j) == Some(&b'\n');
+                consumed = j - i + next_char_len(text, j);
+            }
         }
         let stop = (i + consumed).min(text.len());
-        line_start = text[i..stop].ends_with('\n');
+        // A line ends at a line break the shell sees, not at one a backslash joins.
+        line_start = !joined && stop > i && b[stop - 1] == b'\n' && !gone[stop - 1];
         if line_start
             && !pending.is_empty()
             && matches!(stack.top(), Kind::Unquoted { .. } | Kind::Backtick)
@@ -529,6 +706,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             range: f.range,
             context: f.kind.context(),
             inside_double_quotes: f.inside_double,
+            inside_backticks: f.inside_backtick,
             quoted_span,
         }));
     }
@@ -536,6 +714,58 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         out.push(ShellPiece::Text(&text[last..]));
     }
     out
+}
+
+/// Whether a `#` starts a comment, given the last byte before it the shell sees (`prev`):
+/// at the start of the text, after a blank or an operator character, or right after an
+/// action that prints nothing (`{{end}}#`: the shell may get a blank before it). Not after
+/// a character a backslash escapes (`a\ #b` is one word), unless that was a line break
+/// (`\` and a line break join the lines: what came before decides).
+fn comment_starts(
+    b: &[u8],
+    prev: Option<usize>,
+    escaped_char: Option<usize>,
+    last_silent_end: Option<usize>,
+) -> bool {
+    let Some(p) = prev else {
+        return true;
+    };
+    if last_silent_end == Some(p + 1) {
+        return true;
+    }
+    if escaped_char == Some(p) {
+        // A backslash and a line break join the lines: the byte before the backslash
+        // decides.
+        return b[p] == b'\n' && (p < 2 || breaks_word(b[p - 2]));
+    }
+    breaks_word(b[p])
+}
+
+/// A blank or an operator character: the next character starts a word.
+fn breaks_word(c: u8) -> bool {
+    matches!(
+        c,
+        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>'
+    )
+}
+
+/// The characters `body` escapes with a backslash (`\\` counted once).
+fn escapes(body: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    let mut j = 0usize;
+    std::iter::from_fn(move || {
+        while j < body.len() {
+            if body[j] == b'\\' {
+                let e = body.get(j + 1).copied();
+                j += 2;
+                if e.is_some() {
+                    return e;
+                }
+            } else {
+                j += 1;
+            }
+        }
+        None
+    })
 }
 
 /// The actions of shell command text with their contexts ([`shell_pieces`] without the
@@ -568,13 +798,14 @@ fn arith_end(b: &[u8], from: usize) -> usize {
 }
 
 /// Index just past the backtick closing the one whose body starts at `from` (escaped
-/// characters skipped); the text's length when unclosed.
+/// characters and template actions skipped); the text's length when unclosed.
 fn backtick_end(b: &[u8], from: usize) -> usize {
     let mut j = from;
     while j < b.len() {
         match b[j] {
             b'\\' => j += 2,
             b'`' => return (j + 1).min(b.len()),
+            b'{' if b.get(j + 1) == Some(&b'{') => j = action_end(b, j + 2),
             _ => j += 1,
         }
     }

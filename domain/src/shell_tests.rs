@@ -324,3 +324,134 @@ fn quote_arg_leaves_plain_words_and_quotes_the_rest() {
     assert_eq!(quote_arg("$(id)"), "'$(id)'");
     assert_eq!(quote_arg(""), "''");
 }
+
+/// Breaker (shell_quote round 3): a comment runs to the end of its line whatever values are
+/// in it (a quote in the prose after a value opened a phantom string); a value in it has a
+/// context of its own; `#` inside a word or `${x#pat}` starts none; `\` at a comment's end
+/// does not continue it; in backticks a comment ends at their closing backtick.
+#[test]
+fn comments_run_to_the_end_of_their_line_whatever_values_are_in_them() {
+    let comment = ShellContext::Comment;
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        ("echo start # note: {{.s}}", vec![comment.clone()]),
+        (
+            "# greet {{.a}} (don't worry)\necho hello {{.b}}",
+            vec![comment.clone(), BARE],
+        ),
+        (
+            "# {{.a}} \"x\n echo {{.b}} '{{.c}}'",
+            vec![comment.clone(), BARE, ShellContext::SingleQuoted],
+        ),
+        ("echo a#b {{.x}}", vec![BARE]),
+        ("echo ${x#pat} {{.x}}", vec![BARE]),
+        ("echo ${x#'{{.x}}'}", vec![ShellContext::ParameterExpansion]),
+        ("echo $# {{.x}}", vec![BARE]),
+        ("echo a\\ #b {{.x}}", vec![BARE]),
+        ("echo a # b \\\necho {{.x}}", vec![BARE]),
+        ("echo a;#{{.x}}\necho {{.y}}", vec![comment.clone(), BARE]),
+        ("echo $(#{{.x}}\necho {{.y}})", vec![comment.clone(), SUBST]),
+        ("echo a >#{{.x}}", vec![comment.clone()]),
+        ("echo \"# {{.x}}\"", vec![ShellContext::DoubleQuoted]),
+        ("echo '# {{.x}}'", vec![ShellContext::SingleQuoted]),
+        (
+            "cat <<EOF\n# {{.x}}\nEOF",
+            vec![heredoc(false, false, "EOF")],
+        ),
+        (
+            "cat <<EOF # {{.x}}\n{{.y}}\nEOF\n{{.z}}",
+            vec![comment.clone(), heredoc(false, false, "EOF"), BARE],
+        ),
+        ("echo `echo a # {{.x}}` {{.y}}", vec![comment.clone(), BARE]),
+        // An escaped backtick nests backticks: nothing in them is quoted reliably.
+        (
+            "echo `echo a # b \\` {{.x}}` {{.y}}",
+            vec![ShellContext::AfterBackslash, BARE],
+        ),
+        // Right after an action that prints nothing the shell may get a blank: a comment.
+        (
+            "echo {{if .a}}x{{end}}# {{.x}}",
+            vec![BARE, BARE, comment.clone()],
+        ),
+        ("echo {{.a}}# {{.x}}", vec![BARE, BARE]),
+        // A trim marker glues the next line onto the comment, or the value onto it.
+        (
+            "# note {{.a -}}\necho {{.b}}",
+            vec![comment.clone(), comment.clone()],
+        ),
+        ("echo a # note\n{{- .x}}", vec![comment]),
+        // Should the shell not read a comment here, `\` or `$` would be glued to the value.
+        ("# \\{{.x}}", vec![ShellContext::AfterBackslash]),
+        ("# ${{.x}}", vec![ShellContext::AfterDollar]),
+    ];
+    for (text, want) in cases {
+        assert_eq!(ctx_of(text), want, "{text}");
+    }
+}
+
+/// Breaker (shell_quote round 3): in `$'…'` a `\'` is an escaped quote, not the end; a
+/// value there has a context of its own (no quoting holds in bash and dash alike).
+#[test]
+fn ansi_c_strings_end_at_their_unescaped_quote() {
+    let ansi = ShellContext::AnsiC;
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        ("printf '%s\\n' $'it\\'s {{.s}}'", vec![ansi]),
+        (
+            "echo $'a\\'b' {{.x}} '{{.y}}'",
+            vec![BARE, ShellContext::SingleQuoted],
+        ),
+        ("echo $'a\\\\' {{.x}}", vec![BARE]),
+        ("echo \"$'{{.x}}'\"", vec![ShellContext::DoubleQuoted]),
+        ("echo $$'{{.x}}'", vec![ShellContext::SingleQuoted]),
+        ("echo $${{.x}}", vec![BARE]),
+        ("echo \\$'{{.x}}'", vec![ShellContext::SingleQuoted]),
+        ("echo $'\\{{.x}}'", vec![ShellContext::AfterBackslash]),
+    ];
+    for (text, want) in cases {
+        assert_eq!(ctx_of(text), want, "{text}");
+    }
+}
+
+/// Breaker (shell_quote round 3): a backslash and a line break join two lines, so a
+/// here-document's delimiter on the joined line ends nothing and its body starts after the
+/// joined line; backticks end at their first unescaped backtick whatever quotes are open
+/// in them; a value nested in backticks knows it.
+#[test]
+fn joined_lines_and_backticks_are_read_as_the_shell_reads_them() {
+    let h = heredoc(false, false, "EOF");
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        (
+            "cat <<EOF\nx \\\nEOF\n{{.x}}\nEOF\n{{.y}}",
+            vec![h.clone(), BARE],
+        ),
+        ("cat <<EOF \\\n| tr a b\n{{.x}}\nEOF", vec![h.clone()]),
+        ("echo `echo \"a` {{.x}} `b\"`", vec![BARE]),
+        ("echo `echo 'a` {{.x}}", vec![BARE]),
+        (
+            "echo `echo \\`date\\` {{.x}}`",
+            vec![ShellContext::AfterBackslash],
+        ),
+        (
+            "echo `printf {{printf \"%s`\" .a}}` {{.x}}",
+            vec![ShellContext::Backtick, BARE],
+        ),
+        // A trimmed line break before a delimiter glues it to the line before.
+        ("cat <<EOF\n{{.x -}}\nEOF\n{{.y}}", vec![h.clone(), h]),
+    ];
+    for (text, want) in cases {
+        assert_eq!(ctx_of(text), want, "{text}");
+    }
+    let nested: Vec<(bool, ShellContext)> =
+        shell_actions("echo `echo \"{{.a}}\" $(echo {{.b}}) # {{.c}}` \"{{.d}}\"")
+            .into_iter()
+            .map(|a| (a.inside_backticks, a.context))
+            .collect();
+    assert_eq!(
+        nested,
+        vec![
+            (true, ShellContext::DoubleQuoted),
+            (true, SUBST),
+            (true, ShellContext::Comment),
+            (false, ShellContext::DoubleQuoted),
+        ]
+    );
+}

@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 
 use crate::error::ErrorCode;
 use crate::ports::repository::Diagnostic;
+use crate::ports::repository::Severity;
 use crate::shell::ShellAction;
 use crate::shell::ShellContext;
 use crate::workflow::CommandSource;
@@ -1810,7 +1811,11 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
         let Some(reference) = aliases.carried(wf, body) else {
             continue;
         };
-        let d = if let Some(d) = unquotable(&action, body, &reference) {
+        let d = if action.context == ShellContext::Comment {
+            // Safe under either mode (the line breaks of a value in a comment become
+            // spaces), but worth knowing: the value shows nowhere but in the command text.
+            Some(in_comment(body, &reference))
+        } else if let Some(d) = unquotable(&action, body, &reference) {
             // Warned even under `shell_quote: true`: the mode refuses such a value at run
             // time unless it is a plain word.
             Some(d)
@@ -1846,6 +1851,22 @@ fn unquotable(action: &ShellAction<'_>, body: &str, reference: &str) -> Option<D
             u.fix
         )),
     )
+}
+
+/// The `UNQUOTED_SHELL_VALUE` note for a value inside a `#` comment (path set by the
+/// caller): quotes do nothing there and a line break in the value would end the comment and
+/// run the rest, so awf turns its line breaks into spaces (with or without `shell_quote:
+/// true`). Breaker: `echo start # {{shell_quote .inputs.s}}` ran the value's second line.
+fn in_comment(body: &str, reference: &str) -> Diagnostic {
+    Diagnostic::new(
+        Severity::Note,
+        ErrorCode::WorkflowValidationUnquotedValue,
+        String::new(),
+        format!(
+            "{{{{{body}}}}} puts {reference} into a shell comment: quotes do nothing there, so awf turns the value's line breaks (and carriage returns) into spaces, which keeps the rest of it in the comment"
+        ),
+    )
+    .with_hint("a value in a comment only shows in the command text; to print it, pass it to echo or printf outside the comment")
 }
 
 /// The `UNQUOTED_SHELL_VALUE` warning for one action (path set by the caller).
@@ -1910,10 +1931,12 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
                 "print the value outside the here-document (printf '%s\\n' {fixed}), {mode} (it refuses such a value)"
             ),
         ),
-        // Warned by `unquotable` before this is asked.
+        // Warned by `unquotable` or `in_comment` before this is asked.
         ShellContext::ParameterExpansion
         | ShellContext::AfterBackslash
         | ShellContext::AfterDollar
+        | ShellContext::AnsiC
+        | ShellContext::Comment
         | ShellContext::Arithmetic => (
             "where no quoting protects it".to_owned(),
             format!("write {fixed} elsewhere, {mode}"),
@@ -1942,6 +1965,8 @@ fn ineffective_quote(
         | ShellContext::ParameterExpansion
         | ShellContext::AfterBackslash
         | ShellContext::AfterDollar
+        | ShellContext::AnsiC
+        | ShellContext::Comment
         | ShellContext::Arithmetic => return None,
         ShellContext::DoubleQuoted => (
             "inside a double-quoted string",

@@ -1070,10 +1070,11 @@ impl Run {
             read_workflow_file(self.svc.host.as_ref(), &file, "script file").map_err(|e| {
                 e.with_hint("script_file paths are relative to the workflow file's directory")
             })?;
-        // Under `shell_quote: true` a script that runs as shell code gets its values quoted
-        // as a `command:`'s are (new user: `awf init`'s example script ran an input's
-        // `$( … )`); a script for another interpreter is rendered as it is written.
-        let rendered = if self.wf.shell_quote && awf_domain::shell::script_runs_in_shell(&text) {
+        // A script that runs as shell code is rendered as a `command:` is: under
+        // `shell_quote: true` its values are quoted (new user: `awf init`'s example script
+        // ran an input's `$( … )`), and either way a value in a `#` comment stays on one
+        // line; a script for another interpreter is rendered as it is written.
+        let rendered = if awf_domain::shell::script_runs_in_shell(&text) {
             self.render_command(&text, frame, None)
         } else {
             self.render(&text, frame, None)

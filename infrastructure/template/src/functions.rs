@@ -148,11 +148,16 @@ fn shell_quote_fn(args: &[Value]) -> Result<Value, FuncError> {
     Ok(Value::String(single_quote(&text_of(&args[0]))))
 }
 
-/// `awfShellQ ctx x` (`shell_quote: true` mode): `x` quoted for the shell context `ctx`.
+/// `awfShellQ ctx x [what]`: `x` quoted for the shell context `ctx` (`shell_quote: true`
+/// mode; in a `#` comment, with or without it); `what`, the pipeline as written, names the
+/// value in a refusal.
 fn shell_q(args: &[Value]) -> Result<Value, FuncError> {
-    exactly(crate::shell::SHELL_Q_FUNC, args, 2)?;
+    if args.len() != 3 {
+        exactly(crate::shell::SHELL_Q_FUNC, args, 2)?;
+    }
     let tag = text_of(&args[0]);
-    crate::shell::quote_for(&tag, &text_of(&args[1]))
+    let what = args.get(2).map(text_of).unwrap_or_default();
+    crate::shell::quote_for(&tag, &text_of(&args[1]), &what)
         .map(Value::String)
         .map_err(FuncError::Generic)
 }

@@ -18,12 +18,18 @@ use awf_domain::shell::ShellContext;
 use awf_domain::shell::ShellPiece;
 use awf_domain::shell::shell_pieces;
 
-/// Rewrites `{{ <loop item ref> }}` actions that sit inside double quotes (in the shell sense
-/// of the surrounding literal text, as [`awf_domain::shell::shell_pieces`] reads it; also
-/// through a `$( … )` or backticks nested in the double quotes) to
-/// `{{ awfShellDq (<ref>) }}`.
+/// The rewrite of shell command text rendered without `shell_quote: true`:
+///
+/// - `{{ <loop item ref> }}` actions that sit inside double quotes (in the shell sense of the
+///   surrounding literal text, as [`awf_domain::shell::shell_pieces`] reads it; also through
+///   a `$( … )` or backticks nested in the double quotes) become
+///   `{{ awfShellDq (<ref>) }}`;
+/// - every value action inside a `#` comment becomes `{{ awfShellQ "r" (<pipeline>) }}`:
+///   its line breaks turn into spaces, so the value cannot end the comment and run the rest
+///   (quotes do nothing in a comment; breaker: `# note: {{shell_quote .inputs.s}}` ran the
+///   value's second line).
 pub(crate) fn quote_loop_items(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("{{") || !text.contains('"') {
+    if !text.contains("{{") || !(text.contains('"') || text.contains('#')) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
@@ -31,6 +37,15 @@ pub(crate) fn quote_loop_items(text: &str) -> std::borrow::Cow<'_, str> {
     for piece in shell_pieces(text) {
         match piece {
             ShellPiece::Text(t) => out.push_str(t),
+            ShellPiece::Action(a) if a.context == ShellContext::Comment => {
+                match quote_action(a.text, &a.context, a.inside_backticks, false) {
+                    Some(rewritten) => {
+                        out.push_str(&rewritten);
+                        changed = true;
+                    }
+                    None => out.push_str(a.text),
+                }
+            }
             ShellPiece::Action(a) => match rewrite_action(a.text) {
                 Some(rewritten) if a.inside_double_quotes => {
                     out.push_str(&rewritten);
@@ -82,14 +97,17 @@ pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 
 /// The context argument of [`SHELL_Q_FUNC`] for a shell context: `u` bare (also inside
 /// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h<delimiter>` an unquoted
-/// here-document, `H<delimiter>` a quoted one, `p` inside `${ … }`, `x` right after an
-/// escaping backslash.
-fn tag(ctx: &ShellContext) -> String {
-    match ctx {
+/// here-document, `H<delimiter>` a quoted one, `c` a `#` comment (`r` there for a value
+/// quoted already or rendered without the mode), `p` inside `${ … }`, `x` right after an
+/// escaping backslash, `$` right after a `$`, `A` inside `$'…'`, `a` arithmetic. A context
+/// nested in backticks (`` `echo "{{x}}"` ``) has `` ` `` before its letter: the quoted
+/// value then has its `\` and `` ` `` escaped once more for the backticks.
+fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
+    let base = match ctx {
         ShellContext::Unquoted { .. } => "u".to_owned(),
         ShellContext::SingleQuoted => "s".to_owned(),
         ShellContext::DoubleQuoted => "d".to_owned(),
-        ShellContext::Backtick => "b".to_owned(),
+        ShellContext::Backtick => return "b".to_owned(),
         ShellContext::Heredoc {
             quoted: false,
             delimiter,
@@ -100,10 +118,17 @@ fn tag(ctx: &ShellContext) -> String {
             delimiter,
             ..
         } => format!("H{delimiter}"),
+        ShellContext::Comment => "c".to_owned(),
         ShellContext::ParameterExpansion => "p".to_owned(),
         ShellContext::AfterBackslash => "x".to_owned(),
         ShellContext::AfterDollar => "$".to_owned(),
+        ShellContext::AnsiC => "A".to_owned(),
         ShellContext::Arithmetic => "a".to_owned(),
+    };
+    if inside_backticks {
+        format!("`{base}")
+    } else {
+        base
     }
 }
 
@@ -124,18 +149,27 @@ pub(crate) fn quote_values(text: &str) -> std::borrow::Cow<'_, str> {
     for piece in shell_pieces(text) {
         match piece {
             ShellPiece::Text(t) => out.push_str(t),
-            ShellPiece::Action(a) => match quote_action(a.text, &a.context) {
-                Some(rewritten) => out.push_str(&rewritten),
-                None => out.push_str(a.text),
-            },
+            ShellPiece::Action(a) => {
+                match quote_action(a.text, &a.context, a.inside_backticks, true) {
+                    Some(rewritten) => out.push_str(&rewritten),
+                    None => out.push_str(a.text),
+                }
+            }
         }
     }
     std::borrow::Cow::Owned(out)
 }
 
-/// `{{ pipeline }}` → `{{ awfShellQ "<ctx>" (pipeline) }}` for a value action; `None` for
-/// control actions, comments, assignments and already quoted pipelines.
-fn quote_action(action: &str, ctx: &ShellContext) -> Option<String> {
+/// `{{ pipeline }}` → `{{ awfShellQ "<ctx>" (pipeline) "pipeline" }}` for a value action
+/// (the last argument names the value in a refusal); `None` for control actions, comments,
+/// assignments and already quoted pipelines. `mode`: `shell_quote: true` (else only values in
+/// a `#` comment are rewritten, to have their line breaks turned into spaces).
+fn quote_action(
+    action: &str,
+    ctx: &ShellContext,
+    inside_backticks: bool,
+    mode: bool,
+) -> Option<String> {
     let inner = action.strip_prefix("{{")?.strip_suffix("}}")?;
     let (lead, inner) = match inner.strip_prefix('-') {
         Some(rest) if rest.starts_with([' ', '\t', '\n']) => ("-", rest),
@@ -146,15 +180,29 @@ fn quote_action(action: &str, ctx: &ShellContext) -> Option<String> {
         _ => (inner, ""),
     };
     let r = inner.trim();
+    let prints = awf_domain::validate::prints_value(r);
+    let quoted = awf_domain::validate::ends_in_shell_quoting(r);
     let bare = matches!(ctx, ShellContext::Unquoted { .. });
-    if !awf_domain::validate::prints_value(r)
-        && (bare || !awf_domain::validate::ends_in_shell_quoting(r))
-    {
-        return None;
-    }
-    let tag = tag(ctx).replace('\\', "\\\\").replace('"', "\\\"");
+    let tag = match ctx {
+        // In a comment, a value quoted already (or any value without the mode) keeps its
+        // text; only its line breaks go.
+        ShellContext::Comment if !prints && !quoted => return None,
+        ShellContext::Comment if quoted || !mode => {
+            if inside_backticks {
+                "`r".to_owned()
+            } else {
+                "r".to_owned()
+            }
+        }
+        _ if !mode => return None,
+        _ if !prints && (bare || !quoted) => return None,
+        _ => tag(ctx, inside_backticks),
+    };
+    let lit = |t: &str| t.replace('\\', "\\\\").replace('"', "\\\"");
     Some(format!(
-        "{{{{{lead} {SHELL_Q_FUNC} \"{tag}\" ({r}) {trail}}}}}"
+        "{{{{{lead} {SHELL_Q_FUNC} \"{}\" ({r}) \"{}\" {trail}}}}}",
+        lit(&tag),
+        lit(r)
     ))
 }
 
@@ -164,21 +212,38 @@ fn unprotected(tag: &str) -> Option<awf_domain::shell::Unprotected> {
         "p" => ShellContext::ParameterExpansion,
         "x" => ShellContext::AfterBackslash,
         "$" => ShellContext::AfterDollar,
+        "A" => ShellContext::AnsiC,
         "a" => ShellContext::Arithmetic,
         _ => return None,
     }
     .unprotected()
 }
 
-/// Quotes `value` for the shell context `tag` (see [`tag`]).
+/// `value` with its line breaks and carriage returns turned into spaces (a value in a `#`
+/// comment: a line break would end the comment).
+fn one_line(value: &str) -> String {
+    value.replace(['\n', '\r'], " ")
+}
+
+/// Quotes `value` for the shell context `tag` (see [`tag`]); `what` names the value (its
+/// pipeline as written, `.inputs.s`) in a refusal.
 ///
 /// # Errors
 /// In a here-document, a value holding a line equal to the delimiter (leading tabs ignored,
 /// as `<<-` reads it): it would end the document early and run the rest as commands. Inside
-/// `${ … }` or right after an escaping backslash, a value that is not a plain word
-/// ([`awf_domain::validate::plain_word`]): no quoting protects it there (breaker: both ran
-/// `$( )` from the value).
-pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
+/// `${ … }`, `$'…'`, arithmetic, or right after an escaping backslash or a `$`, a value that
+/// is not a plain word ([`awf_domain::validate::plain_word`]): no quoting protects it there
+/// (breaker: each ran `$( )` from the value).
+pub(crate) fn quote_for(tag: &str, value: &str, what: &str) -> Result<String, String> {
+    if let Some(inner) = tag.strip_prefix('`') {
+        // Backticks unescape `\\`, `\`` and `\$` in their text before reading it.
+        return quote_for(inner, value, what).map(|q| q.replace('\\', "\\\\").replace('`', "\\`"));
+    }
+    let named = if what.is_empty() {
+        "a value".to_owned()
+    } else {
+        format!("the value of {{{{{what}}}}}")
+    };
     let single = || crate::functions::single_quote(value);
     // A line of the value ends the document alone, and its first and last lines may
     // complete one with the text around the action (`E{{x}}` with `OF\n…`; breaker).
@@ -198,7 +263,7 @@ pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
         });
         if ends {
             Err(format!(
-                "shell_quote: a value holds the line {delim:?}, which would end the here-document"
+                "shell_quote: {named} holds the line {delim:?}, which would end the here-document"
             ))
         } else {
             Ok(())
@@ -208,13 +273,16 @@ pub(crate) fn quote_for(tag: &str, value: &str) -> Result<String, String> {
         "s" => format!("'{}'", single()),
         "d" => format!("\"{}\"", single()),
         "b" => single().replace('\\', "\\\\").replace('`', "\\`"),
+        "c" => crate::functions::single_quote(&one_line(value)),
+        "r" => one_line(value),
         t if let Some(u) = unprotected(t) => {
             if awf_domain::validate::plain_word(value) {
                 value.to_owned()
             } else {
+                // The fix before the why: a long message is clipped at its end.
                 return Err(format!(
-                    "shell_quote: a value {} cannot be quoted for the shell ({}): {}",
-                    u.place, u.why, u.fix
+                    "shell_quote: {named} sits {}, where no quoting protects it: {} ({})",
+                    u.place, u.fix, u.why
                 ));
             }
         }

@@ -77,6 +77,12 @@ fn references_from_yaml() {
         vec![
             (
                 "states.a.command".into(),
+                "optional input \"n\" has no default: states.a.command fails \
+                 (EXECUTION.TEMPLATE.FAILED) in a run not given it"
+                    .into()
+            ),
+            (
+                "states.a.command".into(),
                 "undefined input \"m\" referenced in states.a.command".into()
             ),
             (
