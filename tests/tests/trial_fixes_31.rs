@@ -126,3 +126,33 @@ fn status_lists_the_step_under_way() {
         r.stdout
     );
 }
+
+/// `history.db` moved aside while `awf serve` has it open: another awf process creates a new
+/// database and works (breaker: every other command failed with "disk I/O error", hinting
+/// at the move just made, until the server exited: the server's log and index, left under
+/// the old names, were read as the new database's).
+#[test]
+fn a_history_moved_aside_under_a_running_server_is_replaced_for_other_processes() {
+    use awf_tests::http_serve::sandbox_with;
+    use awf_tests::http_serve::start;
+    use awf_tests::http_serve::start_run;
+    use awf_tests::http_serve::wait_status;
+    let sb = sandbox_with(&[(
+        "ok",
+        "name: ok\nstates:\n  initial: s\n  s: {type: step, command: 'true', on_success: done}\n  done: {type: terminal}\n",
+    )]);
+    let s = start(&sb, &[]);
+    let db = data(&sb).join("history.db");
+    for round in 1..=3 {
+        let id = start_run(&s, "ok", "{}");
+        wait_status(&s, &id, "completed");
+        assert!(db.exists(), "round {round}");
+        std::fs::rename(&db, data(&sb).join(format!("history.db.aside{round}"))).unwrap();
+        let r = sb.run(&["history", "-n", "1"]).unwrap();
+        assert_eq!(r.code, 0, "round {round}: {}{}", r.stdout, r.stderr);
+        assert!(!r.stderr.contains("disk I/O error"), "{}", r.stderr);
+        let r = sb.run(&["run", "ok", "-q"]).unwrap();
+        assert_eq!(r.code, 0, "round {round}: {}{}", r.stdout, r.stderr);
+        assert!(!r.stderr.contains("could not be written"), "{}", r.stderr);
+    }
+}

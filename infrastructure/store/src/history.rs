@@ -133,11 +133,28 @@ fn owner_only(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     // Opened (and closed) only when it does not exist yet: see `opened_here`.
     if std::fs::symlink_metadata(path).is_err() {
-        let _ = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(path);
+        // Under an exclusive lock on the directory, so that of two openers only the first,
+        // which finds no database, removes the files below; the second finds the database
+        // the first created.
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let guard = std::fs::File::open(dir.unwrap_or(Path::new(".")))
+            .ok()
+            .and_then(|f| nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive).ok());
+        if std::fs::symlink_metadata(path).is_err() {
+            // The log and shared-memory index of a database that is gone (moved aside or
+            // removed while a process had it open, `awf serve`): SQLite reads them as the new
+            // database's, and failed with "disk I/O error" (breaker), or would replay another
+            // database's pages into it. That process keeps its open copies.
+            for s in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(sidecar(path, s));
+            }
+            let _ = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(path);
+        }
+        drop(guard);
     }
     for p in [
         path.to_path_buf(),
