@@ -58,10 +58,22 @@ pub enum ShellContext {
     /// Right after an unescaped `$` (`${{x}}`, `$ {{- x}}`): the value's first character makes
     /// `$'…'`, `$name` or `$(…)` of it.
     AfterDollar,
-    /// Inside an arithmetic expansion or command (`$(( … ))`, `(( … ))`) or a `[[ … ]]` test
-    /// with an arithmetic comparison (`-eq`, `-lt`, …): bash evaluates the value as
-    /// arithmetic, and an array subscript in it (`a[$(cmd)]`) runs, quoted or not.
+    /// Inside an arithmetic expansion or command (`$(( … ))`, `$[ … ]`, `(( … ))`, `let`),
+    /// a `[[ … ]]` test with an arithmetic comparison (`-eq`, `-lt`, …) or a variable test
+    /// (`-v`, `-R`, also in `test`/`[`), an array subscript being assigned (`a[…]=`), or a
+    /// `declare -i` (`typeset`, `local`, `export`, `readonly`) command: bash evaluates the
+    /// value as arithmetic (or as a variable name), and an array subscript in it
+    /// (`a[$(cmd)]`) runs, quoted or not.
     Arithmetic,
+    /// After a template branch (`{{if}}`, `{{else}}`, `{{with}}`, `{{range}}`) whose text
+    /// leaves the shell quoting different from the other branch (or from the branch not
+    /// being taken): an unbalanced quote, a `$(`, a backtick, a here-document, a comment
+    /// (to the end of its line). Where the value lands depends on the branch taken, which
+    /// the text alone cannot tell.
+    UnevenBranch {
+        /// The action that opens the branch (`{{if .inputs.x}}`).
+        branch: String,
+    },
 }
 
 /// A place in shell text where no quoting protects a value ([`ShellContext::unprotected`]):
@@ -103,9 +115,14 @@ impl ShellContext {
                 fix: "close the $'…' string before the value and reopen it after it ($'it\\'s '{{…}})",
             },
             Self::Arithmetic => Unprotected {
-                place: "in shell arithmetic ($(( )), (( )), [[ … -eq … ]])",
+                place: "in shell arithmetic or a variable name ($(( )), $[ ], (( )), let, [[ … -eq … ]], [[ -v … ]], a[…]=, declare -i)",
                 why: "bash evaluates it, quotes or not, and runs an array subscript's $( )",
                 fix: "pass only numbers there (a `type: integer` input is one)",
+            },
+            Self::UnevenBranch { .. } => Unprotected {
+                place: "after a template branch ({{if}}/{{else}}/{{with}}/{{range}}) whose text leaves the shell quoting different from the other branch",
+                why: "where the value lands (inside or outside a quote, a comment, a here-document) depends on the branch taken, so no one quoting is right",
+                fix: "balance each branch (close in it every quote, $( ), backtick and here-document it opens, or repeat the shared text in every branch)",
             },
             _ => return None,
         })
@@ -156,6 +173,11 @@ struct Frame {
     /// For backticks: the index just past their closing backtick (found when they open, as
     /// the shell finds it: the first unescaped backtick, whatever quotes lie between).
     close: Option<usize>,
+    /// The next word is in command position (where `case`, `let`, `[[` are read as such).
+    cmd: bool,
+    /// The `case` statements open in this frame, each with the parenthesis depth it opened
+    /// at: a `)` at that depth ends one of its patterns, not the frame.
+    cases: Vec<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,6 +205,9 @@ enum Kind {
     Dollar,
     /// An action inside an arithmetic span (never on the stack).
     Arith,
+    /// An action after a template branch (the action opening it) that leaves the shell
+    /// state different from its siblings (never on the stack).
+    Uneven(String),
     /// `${ … }`; `depth`: open `{` inside it (the `}` at depth 0 closes it).
     Param {
         depth: u32,
@@ -213,6 +238,9 @@ impl Kind {
             Kind::Escaped => ShellContext::AfterBackslash,
             Kind::Dollar => ShellContext::AfterDollar,
             Kind::Arith => ShellContext::Arithmetic,
+            Kind::Uneven(branch) => ShellContext::UnevenBranch {
+                branch: branch.clone(),
+            },
         }
     }
 }
@@ -258,6 +286,8 @@ impl Stack {
             inside_double,
             inside_backtick,
             close,
+            cmd: true,
+            cases: Vec::new(),
         });
     }
 
@@ -287,9 +317,37 @@ impl Stack {
             .any(|f| matches!(f.kind, Kind::Param { .. }))
     }
 
-    /// Whether the top of the stack is inside `"…"` (directly or through `$( )`, …).
-    fn inside_double(&self) -> bool {
-        self.frames.last().is_some_and(|f| f.inside_double)
+    /// Whether the top of the stack reads its text as inside `"…"`: a `"…"` string, or a
+    /// `${ … }` nested in one (directly). `$( … )` and backticks start a fresh context even
+    /// inside `"…"` (their `$'…'` is an ANSI-C string, their `'` a quote).
+    fn reads_as_double(&self) -> bool {
+        for f in self.frames.iter().rev() {
+            match f.kind {
+                Kind::Double => return true,
+                Kind::Param { .. } => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Whether the next word of the top frame is in command position.
+    fn cmd(&self) -> bool {
+        self.frames.last().is_some_and(|f| f.cmd)
+    }
+
+    fn set_cmd(&mut self, cmd: bool) {
+        if let Some(f) = self.frames.last_mut() {
+            f.cmd = cmd;
+        }
+    }
+
+    /// What decides how the rest of the text is read: each frame's kind and open `case`s.
+    fn state(&self) -> Vec<(Kind, Vec<u32>)> {
+        self.frames
+            .iter()
+            .map(|f| (f.kind.clone(), f.cases.clone()))
+            .collect()
     }
 
     /// When the backtick at `at` closes the innermost backticks: how many frames sit above
@@ -300,6 +358,58 @@ impl Stack {
             .iter()
             .rposition(|f| matches!(f.kind, Kind::Backtick))?;
         (self.frames.get(k)?.close == Some(at + 1)).then(|| self.frames.len() - k)
+    }
+}
+
+/// An open template control structure (`{{if}}`, `{{with}}`, `{{range}}`; `{{define}}` and
+/// `{{block}}` only to match their `{{end}}`).
+struct Branch {
+    /// The opening action as written.
+    action: String,
+    /// `if`, `with` or `range`: a branch may or may not be taken.
+    conditional: bool,
+    /// `range`: its body may run any number of times.
+    range: bool,
+    /// The frames and pending here-documents each branch starts from.
+    start: (Vec<Frame>, Vec<Kind>),
+    /// The shell state each finished branch left.
+    ends: Vec<BranchEnd>,
+}
+
+/// The shell state a template branch leaves: each frame's kind and open `case`s, and the
+/// here-documents announced but not opened yet.
+type BranchEnd = (Vec<(Kind, Vec<u32>)>, Vec<Kind>);
+
+/// How the states the branches of one template control structure leave compare.
+enum Evenness {
+    /// All the same: text after it reads the same whichever branch is taken.
+    Even,
+    /// They differ only by a `#` comment left open: the text reads the same from the next
+    /// line on.
+    CommentOnly,
+    /// They differ: where a value after it lands cannot be known.
+    Uneven,
+}
+
+fn evenness(ends: &[BranchEnd]) -> Evenness {
+    let Some(first) = ends.first() else {
+        return Evenness::Even;
+    };
+    if ends.iter().all(|e| e == first) {
+        return Evenness::Even;
+    }
+    let strip = |e: &BranchEnd| {
+        let mut frames = e.0.clone();
+        while frames.last().is_some_and(|f| f.0 == Kind::Comment) {
+            frames.pop();
+        }
+        (frames, e.1.clone())
+    };
+    let base = strip(first);
+    if ends.iter().all(|e| strip(e) == base) {
+        Evenness::CommentOnly
+    } else {
+        Evenness::Uneven
     }
 }
 
@@ -407,6 +517,15 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     // Spans where no quoting protects a value (arithmetic; backticks holding `` \` `` or,
     // in `"…"`, `\"`).
     let mut unsafe_spans: Vec<(Range<usize>, Kind)> = Vec::new();
+    // The template's open `{{if}}`/`{{with}}`/`{{range}}` (and `{{define}}`/`{{block}}`)
+    // actions, with the shell state each branch starts from and the states its branches
+    // ended in.
+    let mut branches: Vec<Branch> = Vec::new();
+    // After a branch that leaves the shell state different from its sibling (or from no
+    // branch taken): the branch's action; every value after it is read as unprotected, to
+    // the end of the text, or (when only a comment differs) to the end of the line.
+    let mut uneven: Option<String> = None;
+    let mut uneven_line: Option<String> = None;
     let mut i = 0usize;
     while i < b.len() {
         if b[i] == b'{' && b.get(i + 1) == Some(&b'{') {
@@ -417,7 +536,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 .iter()
                 .find(|(r, _)| r.contains(&i))
                 .map(|(_, k)| k.clone());
-            let kind = if escaped || (before.is_some() && escape_at == before) {
+            let kind = if let Some(branch) = uneven.as_ref().or(uneven_line.as_ref()) {
+                Kind::Uneven(branch.clone())
+            } else if escaped || (before.is_some() && escape_at == before) {
                 Kind::Escaped
             } else if before.is_some() && dollar_at == before {
                 Kind::Dollar
@@ -447,9 +568,60 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 .trim_start_matches('-')
                 .trim_end_matches('-')
                 .trim();
-            last_silent_end = (!crate::validate::prints_value(body)
-                && !crate::validate::ends_in_shell_quoting(body))
-            .then_some(end);
+            let prints = crate::validate::prints_value(body);
+            last_silent_end =
+                (!prints && !crate::validate::ends_in_shell_quoting(body)).then_some(end);
+            if prints {
+                // A value in command position is the command's name: the next word is an
+                // argument.
+                stack.set_cmd(false);
+            }
+            let keyword = body.split_whitespace().next().unwrap_or("");
+            match keyword {
+                "if" | "with" | "range" | "define" | "block" => branches.push(Branch {
+                    action: text[i..end].to_owned(),
+                    conditional: keyword != "define" && keyword != "block",
+                    range: keyword == "range",
+                    start: (stack.frames.clone(), pending.clone()),
+                    ends: Vec::new(),
+                }),
+                "else" => {
+                    if let Some(br) = branches.last_mut()
+                        && br.conditional
+                    {
+                        br.ends.push((stack.state(), pending.clone()));
+                        stack.frames = br.start.0.clone();
+                        pending = br.start.1.clone();
+                    }
+                }
+                "end" => {
+                    if let Some(br) = branches.pop()
+                        && br.conditional
+                    {
+                        let mut ends = br.ends;
+                        ends.push((stack.state(), pending.clone()));
+                        if br.range || ends.len() == 1 {
+                            // No branch taken (an `{{if}}` without `{{else}}`, a `{{range}}`
+                            // over nothing), and a range's body may run again.
+                            let start = Stack {
+                                frames: br.start.0,
+                                spans: Vec::new(),
+                            };
+                            ends.push((start.state(), br.start.1));
+                        }
+                        match evenness(&ends) {
+                            Evenness::Even => {}
+                            Evenness::CommentOnly => {
+                                uneven_line.get_or_insert(br.action);
+                            }
+                            Evenness::Uneven => {
+                                uneven.get_or_insert(br.action);
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
             line_start = false;
             i = end;
             continue;
@@ -501,6 +673,16 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 stack.pop(i + 1);
             }
         } else {
+            if matches!(top, Kind::Unquoted { .. } | Kind::Backtick) {
+                match c {
+                    b';' | b'&' | b'|' | b'(' | b'\n' => stack.set_cmd(true),
+                    b' ' | b'\t' | b'\r' | b')' => {}
+                    _ if comment_starts(b, kept_before(i), escaped_char, last_silent_end) => {
+                        command_word(text, i, &mut stack, &mut unsafe_spans);
+                    }
+                    _ => {}
+                }
+            }
             match (&top, c) {
                 (Kind::Single, b'\'') => stack.pop(i + 1),
                 (Kind::Single, _) => {}
@@ -532,7 +714,15 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     consumed = 2;
                     dollar_at = None;
                 }
-                (Kind::Heredoc { quoted: false, .. }, b'$') => dollar_at = Some(i),
+                (Kind::Heredoc { quoted: false, .. }, b'$') => {
+                    // bash evaluates `$(( … ))` and `$[ … ]` in the body too.
+                    if b.get(i + 1) == Some(&b'(') && b.get(i + 2) == Some(&b'(') {
+                        unsafe_spans.push((i..arith_end(b, i + 3), Kind::Arith));
+                    } else if b.get(i + 1) == Some(&b'[') {
+                        unsafe_spans.push((i..bracket_end(b, i + 2), Kind::Arith));
+                    }
+                    dollar_at = Some(i);
+                }
                 (Kind::Heredoc { .. }, _) => {}
                 (Kind::Double, b'"') => stack.pop(i + 1),
                 (
@@ -543,7 +733,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     consumed = 2;
                 }
                 (Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. }, b'$')
-                    if b.get(i + 1) == Some(&b'\'') && !stack.inside_double() =>
+                    if b.get(i + 1) == Some(&b'\'') && !stack.reads_as_double() =>
                 {
                     // `$'…'`: an ANSI-C string, where `\'` does not end it.
                     stack.push(Kind::AnsiC, i);
@@ -560,7 +750,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 // bash: quotes inside `${ … }` open strings, even inside `"…"`; a single quote
                 // does only outside one.
                 (Kind::Param { .. }, b'"') => stack.push(Kind::Double, i),
-                (Kind::Param { .. }, b'\'') if !stack.inside_double() => {
+                (Kind::Param { .. }, b'\'') if !stack.reads_as_double() => {
                     stack.push(Kind::Single, i);
                 }
                 (
@@ -582,6 +772,13 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 (
                     Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
                     b'$',
+                ) if b.get(i + 1) == Some(&b'[') => {
+                    // `$[ … ]`: bash's old arithmetic expansion.
+                    unsafe_spans.push((i..bracket_end(b, i + 2), Kind::Arith));
+                }
+                (
+                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    b'$',
                 ) => {
                     dollar_at = Some(i);
                 }
@@ -593,14 +790,13 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     }
                 }
                 (Kind::Unquoted { .. } | Kind::Backtick, b'[')
-                    if b.get(i + 1) == Some(&b'[') && word_start(b, i) =>
+                    if b.get(i + 1) == Some(&b'[')
+                        && comment_starts(b, kept_before(i), escaped_char, last_silent_end) =>
                 {
-                    // `[[ … ]]` with an arithmetic comparison evaluates its operands.
-                    let end = text[i..].find("]]").map_or(text.len(), |k| i + k + 2);
-                    let arith = text[i..end]
-                        .split_whitespace()
-                        .any(|w| matches!(w, "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"));
-                    if arith {
+                    // `[[ … ]]` with an arithmetic comparison evaluates its operands, and
+                    // `-v`/`-R` a variable name's subscript.
+                    let end = dbracket_end(b, i + 2);
+                    if names_arithmetic(&text[i..end], ARITH_TESTS) {
                         unsafe_spans.push((i..end, Kind::Arith));
                     }
                 }
@@ -630,13 +826,14 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 (Kind::Unquoted { .. } | Kind::Backtick, b'"') => stack.push(Kind::Double, i),
                 (Kind::Unquoted { subst: true, depth }, b'(') => stack.set_depth(depth + 1),
                 (Kind::Unquoted { subst: true, depth }, b')') => {
-                    let start = stack
+                    let pattern_end = stack
                         .frames
                         .last()
-                        .and_then(|f| stack.spans.get(f.span))
-                        .map_or(0, |s| s.0);
-                    if open_cases(&text[start..i]) > 0 {
-                        // A `case` pattern's `)`, not the end of `$( … )`.
+                        .and_then(|f| f.cases.last())
+                        .is_some_and(|d| d == depth);
+                    if pattern_end {
+                        // A `case` pattern's `)`, not the end of `$( … )`: a command follows.
+                        stack.set_cmd(true);
                     } else if *depth == 0 {
                         stack.pop(i + 1);
                     } else {
@@ -681,6 +878,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         let stop = (i + consumed).min(text.len());
         // A line ends at a line break the shell sees, not at one a backslash joins.
         line_start = !joined && stop > i && b[stop - 1] == b'\n' && !gone[stop - 1];
+        if line_start {
+            uneven_line = None;
+        }
         if line_start
             && !pending.is_empty()
             && matches!(stack.top(), Kind::Unquoted { .. } | Kind::Backtick)
@@ -741,11 +941,11 @@ fn comment_starts(
     breaks_word(b[p])
 }
 
-/// A blank or an operator character: the next character starts a word.
+/// A blank, an operator character or a backtick: the next character starts a word.
 fn breaks_word(c: u8) -> bool {
     matches!(
         c,
-        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>'
+        b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>' | b'`'
     )
 }
 
@@ -812,26 +1012,194 @@ fn backtick_end(b: &[u8], from: usize) -> usize {
     b.len()
 }
 
-/// Whether position `i` starts a shell word (the text's start, or after a blank or an
-/// operator).
-fn word_start(b: &[u8], i: usize) -> bool {
-    i == 0
-        || matches!(
-            b[i - 1],
-            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b'!'
-        )
+/// The operators of a `[[ … ]]` test that make bash evaluate an operand as arithmetic
+/// (`-eq` …) or as a variable name whose subscript it evaluates (`-v`, `-R`).
+const ARITH_TESTS: &[&str] = &["-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-v", "-R"];
+
+/// Whether `text` has one of `ops` as a word of its own.
+fn names_arithmetic(text: &str, ops: &[&str]) -> bool {
+    text.split_whitespace().any(|w| ops.contains(&w))
 }
 
-/// `case` words minus `esac` words in `text` (shell words, not parts of others): more than
-/// zero inside a `case` statement, whose patterns end with `)`.
-fn open_cases(text: &str) -> i64 {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .map(|w| match w {
-            "case" => 1,
-            "esac" => -1,
-            _ => 0,
-        })
-        .sum()
+/// Reserved words after which the next word is still in command position.
+const KEEPS_COMMAND: &[&str] = &[
+    "if", "then", "else", "elif", "do", "while", "until", "!", "{", "time",
+];
+
+/// Reads the word at `i`, which starts a word where the top frame of `stack` is in command
+/// position: `case` and `esac` open and close a `case` statement (whose patterns end with
+/// `)`), and commands whose words bash evaluates as arithmetic or variable names (`let`,
+/// `declare -i`, `test -v`, an array element's assignment `a[…]=`) add their span to
+/// `unsafe_spans`. Updates the frame's command position.
+fn command_word(
+    text: &str,
+    i: usize,
+    stack: &mut Stack,
+    unsafe_spans: &mut Vec<(Range<usize>, Kind)>,
+) {
+    let b = text.as_bytes();
+    let mut j = i;
+    while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+        j += 1;
+    }
+    if j == i && matches!(b[i], b'!' | b'{' | b'[') {
+        j = i + 1;
+    }
+    let word = &text[i..j];
+    let ends = j >= b.len() || breaks_word(b[j]) || b[j] == b'\r';
+    if j > i && b.get(j) == Some(&b'[') && (b[i].is_ascii_alphabetic() || b[i] == b'_') {
+        // `a[…]=value`: bash evaluates the subscript as arithmetic (an indexed array).
+        let close = bracket_end(b, j + 1);
+        let assigns = b.get(close) == Some(&b'=')
+            || (b.get(close) == Some(&b'+') && b.get(close + 1) == Some(&b'='));
+        if assigns {
+            unsafe_spans.push((j..close, Kind::Arith));
+            return;
+        }
+    }
+    if j > i && (b.get(j) == Some(&b'=') || text[j..].starts_with("+=")) {
+        // An assignment before the command: the next word is still the command.
+        return;
+    }
+    if !stack.cmd() {
+        return;
+    }
+    let keeps = ends && KEEPS_COMMAND.contains(&word);
+    stack.set_cmd(keeps);
+    if !ends {
+        return;
+    }
+    let depth = match stack.top() {
+        Kind::Unquoted { depth, .. } => depth,
+        _ => 0,
+    };
+    let whole = || i..command_end(b, j);
+    match word {
+        "case" => {
+            if let Some(f) = stack.frames.last_mut() {
+                f.cases.push(depth);
+            }
+        }
+        "esac" => {
+            if let Some(f) = stack.frames.last_mut() {
+                f.cases.pop();
+            }
+        }
+        "let" => unsafe_spans.push((whole(), Kind::Arith)),
+        "declare" | "typeset" | "local" | "export" | "readonly" => {
+            let span = whole();
+            let integer = text[span.clone()]
+                .split_whitespace()
+                .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('i'));
+            if integer {
+                unsafe_spans.push((span, Kind::Arith));
+            }
+        }
+        "test" | "[" => {
+            let span = whole();
+            if names_arithmetic(&text[span.clone()], &["-v", "-R"]) {
+                unsafe_spans.push((span, Kind::Arith));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Index of the end of the simple command whose words go on from `from`: its first
+/// unquoted `;`, `&`, `|`, line break, `)` or backtick (quotes, escapes, `$( … )` and
+/// template actions skipped); the text's length when none.
+fn command_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    let mut depth = 0u32;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            q @ (b'\'' | b'"') => {
+                j += 1;
+                while j < b.len() && b[j] != q {
+                    if b[j] == b'\\' && q == b'"' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+            }
+            b'(' => depth += 1,
+            b')' if depth > 0 => depth -= 1,
+            b';' | b'&' | b'|' | b'\n' | b')' | b'`' if depth == 0 => return j,
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// Index just past the `]` closing a `[` whose body starts at `from` (nested brackets,
+/// quotes, escapes and template actions skipped); the text's length when unclosed.
+fn bracket_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    let mut depth = 0u32;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            q @ (b'\'' | b'"') => {
+                j += 1;
+                while j < b.len() && b[j] != q {
+                    if b[j] == b'\\' && q == b'"' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+            }
+            b'[' => depth += 1,
+            b']' if depth > 0 => depth -= 1,
+            b']' => return j + 1,
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// Index just past the `]]` closing a `[[` test whose body starts at `from`: the first
+/// `]]` standing as a word of its own outside quotes (quotes, escapes and template actions
+/// skipped); the text's length when unclosed.
+fn dbracket_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            q @ (b'\'' | b'"') => {
+                j += 1;
+                while j < b.len() && b[j] != q {
+                    if b[j] == b'\\' && q == b'"' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+            }
+            b']' if b.get(j + 1) == Some(&b']')
+                && matches!(b[j - 1], b' ' | b'\t')
+                && b.get(j + 2).is_none_or(|c| breaks_word(*c)) =>
+            {
+                return j + 2;
+            }
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
 }
 
 fn next_char_len(text: &str, at: usize) -> usize {
@@ -864,7 +1232,8 @@ fn action_end(b: &[u8], from: usize) -> usize {
 }
 
 /// Reads the delimiter after `<<` at `from`: the here-document it opens (or `None` when no
-/// word follows) and how many bytes the `-`, blanks and word take.
+/// word follows) and how many bytes the `-`, blanks and word take. An empty quoted word
+/// (`<<''`) opens one whose body ends at the first empty line.
 fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
     let b = text.as_bytes();
     let mut j = from;
@@ -901,7 +1270,9 @@ fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
             }
         }
     }
-    if delim.is_empty() || delim.contains("{{") {
+    // An empty quoted delimiter (`<<''`, `<<""`) is a here-document too: its body ends at
+    // the first empty line.
+    if (delim.is_empty() && !quoted) || delim.contains("{{") {
         return (None, j - from);
     }
     (
@@ -917,30 +1288,108 @@ fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
 /// Whether a script (a step's `script_file:` contents) runs as shell code: it has no `#!`
 /// line (awf runs it with `$SHELL`), or its `#!` names a POSIX-family shell (`sh`, `bash`,
 /// `dash`, `zsh`, `ksh`, `mksh`, `ash`, `yash`, `posh`, `busybox`), directly or through
-/// `env` (`#!/usr/bin/env bash`, `#!/usr/bin/env -S bash -e`). Such a script's template
+/// `env` (`#!/usr/bin/env bash`, `#!/usr/bin/env -S -u X bash -e`). Such a script's template
 /// values land in shell text exactly as a `command:`'s do, so `shell_quote: true` and the
 /// unquoted-value warnings apply to it; a script for another interpreter (`python3`, `node`)
 /// is not shell text.
+///
+/// When in doubt, shell: `env` options are read as GNU `env` reads them (`-S`/`--split-string`
+/// with its argument glued or not, `-u`/`--unset NAME`, `-C`/`--chdir DIR`, `-i`, `-`,
+/// `--ignore-environment`, `-0`, `-v`, `NAME=VALUE`), and an option it does not know, a
+/// program named through a variable or no program at all count as shell (quoting a script
+/// for another interpreter only changes its text; leaving a shell script's values raw runs
+/// them).
 pub fn script_runs_in_shell(script: &str) -> bool {
     let Some(line) = script.strip_prefix("#!") else {
         return true;
     };
     let line = line.lines().next().unwrap_or("");
-    let mut words = line.split_whitespace();
-    let Some(mut program) = words.next() else {
+    let mut words: std::collections::VecDeque<String> =
+        line.split_whitespace().map(str::to_owned).collect();
+    let Some(mut program) = words.pop_front() else {
         return true;
     };
     let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
-    if base(program) == "env" {
-        match words.find(|w| !w.starts_with('-') && !w.contains('=')) {
+    if base(&program) == "env" {
+        match env_program(words) {
             Some(p) => program = p,
-            None => return false,
+            None => return true,
         }
+    }
+    let program = program.trim_matches(|c| c == '"' || c == '\'');
+    if program.contains('$') || program.is_empty() {
+        return true;
     }
     matches!(
         base(program).as_str(),
         "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "busybox"
     )
+}
+
+/// The program an `env` command line (its words after `env`) runs; `None` when it names
+/// none or uses an option GNU `env` does not have (the caller then assumes a shell).
+fn env_program(mut words: std::collections::VecDeque<String>) -> Option<String> {
+    while let Some(w) = words.pop_front() {
+        if w == "--" {
+            return words.pop_front();
+        }
+        if w == "-" {
+            continue;
+        }
+        if let Some(long) = w.strip_prefix("--") {
+            let (name, inline) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_owned())),
+                None => (long, None),
+            };
+            match name {
+                "ignore-environment" | "null" | "debug" | "list-signal-handling" => {}
+                "block-signal" | "default-signal" | "ignore-signal" => {}
+                "unset" | "chdir" => {
+                    if inline.is_none() {
+                        words.pop_front()?;
+                    }
+                }
+                "split-string" => {
+                    let arg = match inline {
+                        Some(v) => v,
+                        None => words.pop_front()?,
+                    };
+                    for (k, part) in arg.split_whitespace().enumerate() {
+                        words.insert(k, part.to_owned());
+                    }
+                }
+                _ => return None,
+            }
+            continue;
+        }
+        if let Some(flags) = w.strip_prefix('-') {
+            for (k, f) in flags.char_indices() {
+                let rest = &flags[k + f.len_utf8()..];
+                match f {
+                    'i' | '0' | 'v' => {}
+                    'u' | 'C' => {
+                        if rest.is_empty() {
+                            words.pop_front()?;
+                        }
+                        break;
+                    }
+                    'S' => {
+                        for (n, part) in rest.split_whitespace().enumerate() {
+                            words.insert(n, part.to_owned());
+                        }
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+            continue;
+        }
+        if w.contains('=') {
+            continue;
+        }
+        return Some(w);
+    }
+    None
 }
 
 /// `word` as one argument of a command line shown to the user to paste (a hint's

@@ -6,6 +6,15 @@ fn ctx_of(text: &str) -> Vec<ShellContext> {
     shell_actions(text).into_iter().map(|a| a.context).collect()
 }
 
+/// The contexts of the value actions (`{{.…}}`) of `text`, control actions left out.
+fn values_of(text: &str) -> Vec<ShellContext> {
+    shell_actions(text)
+        .into_iter()
+        .filter(|a| a.text.starts_with("{{."))
+        .map(|a| a.context)
+        .collect()
+}
+
 const BARE: ShellContext = ShellContext::Unquoted {
     in_substitution: false,
 };
@@ -308,7 +317,6 @@ fn scripts_for_a_shell_are_told_from_scripts_for_other_interpreters() {
         "#!/usr/bin/env python3\nprint(1)",
         "#!/usr/bin/node\n",
         "#!/usr/bin/env -S node --no-warnings\n",
-        "#!/usr/bin/env\n",
         "#!/usr/bin/perl -w\n",
     ] {
         assert!(!super::script_runs_in_shell(other), "{other:?}");
@@ -453,5 +461,212 @@ fn joined_lines_and_backticks_are_read_as_the_shell_reads_them() {
             (true, ShellContext::Comment),
             (false, ShellContext::DoubleQuoted),
         ]
+    );
+}
+
+/// Breaker, second round: `env` options before the program hid a shell (`-S -u X bash`,
+/// `-S -C /tmp bash`, `-Sbash`), so `shell_quote: true` left the values raw. Options are
+/// read as GNU `env` reads them; an unknown one (or no program) counts as shell.
+#[test]
+fn env_options_before_the_program_are_read_as_env_reads_them() {
+    for shell in [
+        "#!/usr/bin/env -S -u X bash\n",
+        "#!/usr/bin/env -S -C /tmp bash\n",
+        "#!/usr/bin/env -Sbash\n",
+        "#!/usr/bin/env -S -uX -C/tmp bash -e\n",
+        "#!/usr/bin/env --split-string=bash\n",
+        "#!/usr/bin/env --unset X --chdir /tmp -i -0 -v - A=1 sh\n",
+        "#!/usr/bin/env -iv -- bash\n",
+        "#!/usr/bin/env -S \"bash\" -e\n",
+        "#!/usr/bin/env --frobnicate python3\n",
+        "#!/usr/bin/env -Z python3\n",
+        "#!/usr/bin/env -S ${SHELL}\n",
+        "#!/usr/bin/env\n",
+    ] {
+        assert!(super::script_runs_in_shell(shell), "{shell:?}");
+    }
+    for other in [
+        "#!/usr/bin/env -S -u X python3\n",
+        "#!/usr/bin/env -S -C /tmp node\n",
+        "#!/usr/bin/env -Spython3\n",
+        "#!/usr/bin/env --chdir=/tmp -- perl\n",
+    ] {
+        assert!(!super::script_runs_in_shell(other), "{other:?}");
+    }
+}
+
+/// Breaker, second round: the word `case` anywhere in `"$( … )"` (an argument, a file name)
+/// kept the walker inside the `$( )` after it closed. Only `case` in command position opens
+/// a `case` statement.
+#[test]
+fn only_case_in_command_position_opens_a_case_statement() {
+    let dq = ShellContext::DoubleQuoted;
+    for text in [
+        "echo \"$(echo case) {{.x}}\"",
+        "echo \"$(cat case.txt) and {{.x}}\"",
+        "echo \"$(echo 'case' \"case\") {{.x}}\"",
+        "echo \"$(x=case; echo $x) {{.x}}\"",
+        "echo \"$(echo a case b) {{.x}}\"",
+        "echo \"$(echo esac) {{.x}}\"",
+    ] {
+        assert_eq!(values_of(text), vec![dq.clone()], "{text}");
+    }
+    // Real `case` statements still keep their patterns' `)` inside the `$( )`.
+    for text in [
+        "echo \"$(case a in a) echo {{.x}};; esac) {{.y}}\"",
+        "echo \"$(case a in (a) echo {{.x}};; esac) {{.y}}\"",
+        "echo \"$(if true; then case a in a|b) echo {{.x}};; esac; fi) {{.y}}\"",
+        "echo \"$( (case a in a) echo {{.x}};; esac) ) {{.y}}\"",
+    ] {
+        assert_eq!(values_of(text), vec![SUBST, dq.clone()], "{text}");
+    }
+}
+
+/// Breaker, second round: `<<''` / `<<""` (an empty delimiter, the body ends at the first
+/// empty line) was not read as a here-document, so a `'` in its body opened a phantom
+/// string.
+#[test]
+fn an_empty_delimiter_opens_a_here_document_ending_at_an_empty_line() {
+    assert_eq!(
+        values_of("cat <<''\nit's {{.x}}\n\necho \"{{.y}}\""),
+        vec![heredoc(true, false, ""), ShellContext::DoubleQuoted]
+    );
+    assert_eq!(
+        values_of("cat <<\"\"\nit's\n\necho \"{{.y}}\""),
+        vec![ShellContext::DoubleQuoted]
+    );
+    assert_eq!(values_of("cat <<-''\n\tit's\n\t\necho {{.y}}"), vec![BARE]);
+    // A bare `<<` with no word is no here-document.
+    assert_eq!(values_of("cat << ; echo {{.y}}"), vec![BARE]);
+}
+
+/// Breaker, second round: `#` right after a backtick (or `$(`, `(`) starts a comment.
+#[test]
+fn a_comment_may_start_right_after_a_backtick_or_a_parenthesis() {
+    for text in [
+        "echo `#{{.x}}`",
+        "echo $(#{{.x}}\n)",
+        "echo \"$(#{{.x}}\n)\"",
+        "(#{{.x}}\n)",
+        "{{if true}}#{{.x}}{{end}}",
+    ] {
+        assert_eq!(values_of(text), vec![ShellContext::Comment], "{text}");
+    }
+}
+
+/// Breaker, second round: `$'…'` inside `"$( … )"` is an ANSI-C string (a fresh context
+/// starts in `$( )`); inside `"${ … }"` bash reads no quotes, as before.
+#[test]
+fn ansi_c_strings_and_quotes_are_read_afresh_inside_a_substitution_in_double_quotes() {
+    assert_eq!(
+        values_of("echo \"$(echo $'\\'') {{.x}}\""),
+        vec![ShellContext::DoubleQuoted]
+    );
+    assert_eq!(
+        values_of("echo \"$(echo $'a {{.x}}')\""),
+        vec![ShellContext::AnsiC]
+    );
+    assert_eq!(
+        values_of("echo \"`echo $'\\''` {{.x}}\""),
+        vec![ShellContext::DoubleQuoted]
+    );
+    assert_eq!(
+        values_of("echo \"$(echo ${X:-'a b'}) {{.x}}\""),
+        vec![ShellContext::DoubleQuoted]
+    );
+    assert_eq!(
+        values_of("echo \"${X:-it's} {{.x}}\""),
+        vec![ShellContext::DoubleQuoted]
+    );
+}
+
+/// Breaker, second round: bash arithmetic (and variable-name) places the walker missed.
+#[test]
+fn every_arithmetic_place_is_unprotected() {
+    let a = ShellContext::Arithmetic;
+    for text in [
+        "{{if true}}[[ {{.x}} -eq 1 ]]{{end}}",
+        "[[ \"]]\" == x || {{.x}} -eq 1 ]]",
+        "echo $[{{.x}}]",
+        "echo \"$[{{.x}} + 1]\"",
+        "let {{.x}}",
+        "let n={{.x}}+1",
+        "x=1 let \"{{.x}}\"",
+        "[[ -v {{.x}} ]]",
+        "[ -v {{.x}} ]",
+        "test -v '{{.x}}'",
+        "a[{{.x}}]=1",
+        "a[\"{{.x}}\"]+=1",
+        "declare -i n={{.x}}",
+        "local -ri n=\"{{.x}}\"",
+        "cat <<EOF\n$(( {{.x}} ))\nEOF",
+        "cat <<EOF\n$[ {{.x}} ]\nEOF",
+        "echo `let {{.x}}`",
+        "if true; then let {{.x}}; fi",
+    ] {
+        assert_eq!(values_of(text), vec![a.clone()], "{text}");
+    }
+    // `$[1<<EOF]` is arithmetic, not a here-document.
+    assert_eq!(values_of("echo $[1<<EOF]\necho {{.x}}"), vec![BARE]);
+    // Arguments named like the commands are ordinary words; the command ends at `;`.
+    for text in [
+        "echo let {{.x}}",
+        "let n=1; echo {{.x}}",
+        "[[ {{.x}} == y ]]",
+        "echo [[ -v ]] {{.x}}",
+        "declare -r n={{.x}}",
+        "export N={{.x}}",
+        "echo a[1]={{.x}}",
+    ] {
+        assert_eq!(values_of(text), vec![BARE], "{text}");
+    }
+}
+
+/// Breaker, second round: a quote in a template branch not taken still counted as open.
+/// When the branches leave the shell state uneven, every value after them is unprotected;
+/// balanced branches read as before.
+#[test]
+fn values_after_uneven_template_branches_are_unprotected() {
+    let uneven = |b: &str| ShellContext::UnevenBranch {
+        branch: b.to_owned(),
+    };
+    assert_eq!(
+        values_of("echo {{if false}}\"{{end}} {{.x}}"),
+        vec![uneven("{{if false}}")]
+    );
+    assert_eq!(
+        values_of("echo {{if .a}}'{{else}}x{{end}} {{.x}}\necho {{.y}}"),
+        vec![uneven("{{if .a}}"), uneven("{{if .a}}")]
+    );
+    assert_eq!(
+        values_of("{{range .l}}$({{end}}echo {{.x}}"),
+        vec![uneven("{{range .l}}")]
+    );
+    assert_eq!(
+        values_of("{{with .a}}cat <<EOF {{end}}\n{{.x}}"),
+        vec![uneven("{{with .a}}")]
+    );
+    // A comment left open in one branch: uneven to the end of its line only.
+    assert_eq!(
+        values_of("echo {{if .a}}#{{end}} {{.x}}\necho {{.y}}"),
+        vec![uneven("{{if .a}}"), BARE]
+    );
+    // Inside the else branch the state is the one the if started from.
+    assert_eq!(
+        values_of("echo {{if .a}}\"{{.x}}\"{{else}}{{.y}}{{end}} {{.z}}"),
+        vec![ShellContext::DoubleQuoted, BARE, BARE]
+    );
+    // Balanced branches: as before.
+    assert_eq!(
+        values_of("echo {{if .a}}\"a\"{{else}}'b'{{end}} {{.x}} \"{{.y}}\""),
+        vec![BARE, ShellContext::DoubleQuoted]
+    );
+    assert_eq!(
+        values_of("echo \"{{if .a}}x{{end}} {{.x}}\""),
+        vec![ShellContext::DoubleQuoted]
+    );
+    assert_eq!(
+        values_of("{{range .l}}echo \"{{.}}\";{{end}} {{.x}}"),
+        vec![ShellContext::DoubleQuoted, BARE]
     );
 }

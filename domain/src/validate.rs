@@ -1837,13 +1837,19 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
 /// `${ … }` or right after an escaping backslash (`None` elsewhere). Path set by the caller.
 fn unquotable(action: &ShellAction<'_>, body: &str, reference: &str) -> Option<Diagnostic> {
     let u = action.context.unprotected()?;
+    let place = match &action.context {
+        ShellContext::UnevenBranch { branch } => format!(
+            "after the template branch {branch}, whose text leaves the shell quoting different from the other branch"
+        ),
+        _ => u.place.to_owned(),
+    };
     Some(
         Diagnostic::warning(
             ErrorCode::WorkflowValidationUnquotedValue,
             String::new(),
             format!(
-                "{{{{{body}}}}} puts {reference} into a shell command {}, where no quoting protects it: {}",
-                u.place, u.why
+                "{{{{{body}}}}} puts {reference} into a shell command {place}, where no quoting protects it: {}",
+                u.why
             ),
         )
         .with_hint(format!(
@@ -1937,7 +1943,8 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
         | ShellContext::AfterDollar
         | ShellContext::AnsiC
         | ShellContext::Comment
-        | ShellContext::Arithmetic => (
+        | ShellContext::Arithmetic
+        | ShellContext::UnevenBranch { .. } => (
             "where no quoting protects it".to_owned(),
             format!("write {fixed} elsewhere, {mode}"),
         ),
@@ -1967,7 +1974,8 @@ fn ineffective_quote(
         | ShellContext::AfterDollar
         | ShellContext::AnsiC
         | ShellContext::Comment
-        | ShellContext::Arithmetic => return None,
+        | ShellContext::Arithmetic
+        | ShellContext::UnevenBranch { .. } => return None,
         ShellContext::DoubleQuoted => (
             "inside a double-quoted string",
             "its single quotes are literal characters there, so $( ) or a backtick in the value still runs as shell code".to_owned(),

@@ -99,7 +99,8 @@ pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 /// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h<delimiter>` an unquoted
 /// here-document, `H<delimiter>` a quoted one, `c` a `#` comment (`r` there for a value
 /// quoted already or rendered without the mode), `p` inside `${ … }`, `x` right after an
-/// escaping backslash, `$` right after a `$`, `A` inside `$'…'`, `a` arithmetic. A context
+/// escaping backslash, `$` right after a `$`, `A` inside `$'…'`, `a` arithmetic, `B` after
+/// a template branch that leaves the shell quoting uneven. A context
 /// nested in backticks (`` `echo "{{x}}"` ``) has `` ` `` before its letter: the quoted
 /// value then has its `\` and `` ` `` escaped once more for the backticks.
 fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
@@ -124,6 +125,7 @@ fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
         ShellContext::AfterDollar => "$".to_owned(),
         ShellContext::AnsiC => "A".to_owned(),
         ShellContext::Arithmetic => "a".to_owned(),
+        ShellContext::UnevenBranch { .. } => "B".to_owned(),
     };
     if inside_backticks {
         format!("`{base}")
@@ -214,6 +216,9 @@ fn unprotected(tag: &str) -> Option<awf_domain::shell::Unprotected> {
         "$" => ShellContext::AfterDollar,
         "A" => ShellContext::AnsiC,
         "a" => ShellContext::Arithmetic,
+        "B" => ShellContext::UnevenBranch {
+            branch: String::new(),
+        },
         _ => return None,
     }
     .unprotected()
