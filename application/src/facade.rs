@@ -190,7 +190,7 @@ impl Facade {
             flags.extend(
                 masked
                     .iter()
-                    .map(|k| format!("--input {}=<value>", awf_domain::shell::quote_arg(k))),
+                    .map(|k| format!("--input {}", awf_domain::shell::input_arg(k))),
             );
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -221,7 +221,7 @@ impl Facade {
             lock,
             working_dir: req.working_dir,
             warnings: Vec::new(),
-            mocks: BTreeMap::new(),
+            mocks: snap.mocks.clone(),
             resume: Some(resume),
             first_started_at: Some(snap.started_at),
             resume_loop,
@@ -599,7 +599,7 @@ fn sub_workflow_refused(
         })
         .unwrap_or_default()
         .iter()
-        .map(|k| format!(" --input {}=<value>", awf_domain::shell::quote_arg(k)))
+        .map(|k| format!(" --input {}", awf_domain::shell::input_arg(k)))
         .collect();
     AwfError::new(
         ErrorCode::UserInputValidationFailed,
@@ -727,15 +727,15 @@ fn resume_point(
                     // parallel block's branches).
                     None => e.with_hint(format!(
                         "--from takes `current`, `previous` or one of its states: {}",
-                        wf.states
-                            .iter()
-                            .filter(|(n, st)| {
-                                !matches!(st.kind, awf_domain::workflow::StateKind::Terminal(_))
-                                    && parallel_of(wf, n).is_none()
-                            })
-                            .map(|(n, _)| n.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        awf_domain::shell::quoted_list(
+                            wf.states
+                                .iter()
+                                .filter(|(n, st)| {
+                                    !matches!(st.kind, awf_domain::workflow::StateKind::Terminal(_))
+                                        && parallel_of(wf, n).is_none()
+                                })
+                                .map(|(n, _)| n.as_str())
+                        )
                     )),
                 };
                 return Err(e);
@@ -777,7 +777,7 @@ fn resume_point(
         let from = if done.is_empty() {
             String::new()
         } else {
-            format!(" (it ran {})", done.join(", "))
+            format!(" (it ran {})", awf_domain::shell::quoted_list(done))
         };
         return Err(bad(format!(
             "state {target} no longer exists in workflow {}",

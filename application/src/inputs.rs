@@ -154,7 +154,7 @@ pub fn resolve_inputs(
     if !missing.is_empty() {
         let example: Vec<String> = missing
             .iter()
-            .map(|n| format!("--input {n}=<value>"))
+            .map(|n| format!("--input {}", awf_domain::shell::input_arg(n)))
             .collect();
         err = err.with_hint(format!("pass the missing inputs: {}", example.join(" ")));
     }
@@ -347,7 +347,33 @@ pub(crate) fn check_value(
         } else {
             base_dir.join(p)
         };
-        if !host.exists(&full) {
+        if let Err(e) = host.metadata(&full) {
+            // A path through a file (`f.yaml/`, `f.yaml/x`): that file is not a directory
+            // (breaker: "file does not exist" for `fe.yaml/`, fe.yaml being a file).
+            let mut prefix = std::path::PathBuf::new();
+            for c in p.components() {
+                prefix.push(c);
+                let at = if p.is_absolute() {
+                    prefix.clone()
+                } else {
+                    base_dir.join(&prefix)
+                };
+                if host.is_file(&at) {
+                    return Err(format!(
+                        "not a file path: {text} ({} is a file, not a directory)",
+                        prefix.display()
+                    ));
+                }
+            }
+            match e.kind() {
+                std::io::ErrorKind::NotFound => {}
+                std::io::ErrorKind::PermissionDenied => {
+                    return Err(format!(
+                        "cannot check {text}: permission denied (a directory on its path cannot be searched)"
+                    ));
+                }
+                _ => return Err(format!("cannot check {text}: {e}")),
+            }
             // Say where a relative path was looked for (new user: the file was beside the
             // workflow, and the message did not say the check starts elsewhere).
             return Err(if p.is_absolute() {
@@ -793,6 +819,100 @@ mod tests {
         assert_eq!(
             Value::Object(r),
             serde_json::json!({"i": 3, "n": 2.5, "b": false, "a": ["p", "q"], "s": "7"})
+        );
+    }
+
+    /// A host on which every path under `/locked` cannot be examined (permission denied).
+    struct Locked(FakeHost);
+
+    impl awf_domain::ports::Host for Locked {
+        fn metadata(&self, path: &Path) -> std::io::Result<awf_domain::ports::host::FileMeta> {
+            if path.starts_with("/locked") {
+                return Err(std::io::ErrorKind::PermissionDenied.into());
+            }
+            self.0.metadata(path)
+        }
+        fn is_symlink(&self, path: &Path) -> bool {
+            self.0.is_symlink(path)
+        }
+        fn read_limited(&self, path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+            self.0.read_limited(path, limit)
+        }
+        fn read_to_string(&self, path: &Path) -> std::io::Result<String> {
+            self.0.read_to_string(path)
+        }
+        fn canonicalize(&self, path: &Path) -> std::io::Result<std::path::PathBuf> {
+            self.0.canonicalize(path)
+        }
+        fn read_dir(&self, dir: &Path) -> std::io::Result<Vec<awf_domain::ports::host::DirEntry>> {
+            self.0.read_dir(dir)
+        }
+        fn current_dir(&self) -> std::io::Result<std::path::PathBuf> {
+            self.0.current_dir()
+        }
+        fn temp_dir(&self) -> std::path::PathBuf {
+            self.0.temp_dir()
+        }
+        fn home_dir(&self) -> Option<std::path::PathBuf> {
+            self.0.home_dir()
+        }
+        fn pid(&self) -> u32 {
+            self.0.pid()
+        }
+        fn process_alive(&self, pid: u32) -> bool {
+            self.0.process_alive(pid)
+        }
+        fn hostname(&self) -> String {
+            self.0.hostname()
+        }
+    }
+
+    /// `file_exists` says what is wrong with a path that cannot be checked, not "does not
+    /// exist": a path through a file names that file as not a directory, a path that cannot
+    /// be examined says permission denied (breaker: `-i f=fe.yaml/`, fe.yaml a file).
+    #[test]
+    fn file_exists_names_a_file_on_the_path_and_a_denied_permission() {
+        let mut f = def("f", InputType::String, true, None);
+        f.validation.file_exists = true;
+        let w = wf(vec![f]);
+        let host = FakeHost::default().file("/w/fe.yaml", "x");
+        // (`fe.yaml/` is the same path as `fe.yaml` to the fake host; the end-to-end test
+        // has it.)
+        for given in ["fe.yaml/x", "/w/fe.yaml/x"] {
+            let e = resolve_inputs(
+                &w,
+                &cli(&[("f", given)]),
+                &Map::new(),
+                Path::new("/w"),
+                &host,
+            )
+            .unwrap_err();
+            let shown = if given.starts_with('/') {
+                "/w/fe.yaml"
+            } else {
+                "fe.yaml"
+            };
+            assert!(
+                e.message()
+                    .contains(&format!("{shown} is a file, not a directory")),
+                "{given}: {}",
+                e.message()
+            );
+            assert!(!e.message().contains("does not exist"), "{}", e.message());
+        }
+        let e = resolve_inputs(
+            &w,
+            &cli(&[("f", "/locked/a.txt")]),
+            &Map::new(),
+            Path::new("/w"),
+            &Locked(FakeHost::default()),
+        )
+        .unwrap_err();
+        assert!(
+            e.message()
+                .contains("cannot check /locked/a.txt: permission denied"),
+            "{}",
+            e.message()
         );
     }
 

@@ -308,6 +308,7 @@ fn running_snapshot(pid: u32) -> RunSnapshot {
         spend: None,
         waiting_until: None,
         child_runs: Default::default(),
+        mocks: Default::default(),
     }
 }
 

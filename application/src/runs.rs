@@ -705,6 +705,7 @@ mod tests {
             spend: None,
             waiting_until: None,
             child_runs: Default::default(),
+            mocks: Default::default(),
         }
     }
 

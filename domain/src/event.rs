@@ -3,6 +3,7 @@
 //!
 //! Events are emitted in order per run; `seq` is monotonic per run starting at 1.
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use serde::Deserialize;
@@ -185,6 +186,11 @@ pub enum RunEvent {
         /// Process id of the awf process running it (so a second `awf resume` can tell the
         /// run is still alive).
         pid: u32,
+        /// The run's mocks (`--mock states.<step>.<field>=<value>`): step → field → value,
+        /// secrets masked, so that `awf resume` answers the same steps with them. Absent in
+        /// JSON when there are none.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        mocks: BTreeMap<String, BTreeMap<String, String>>,
     },
     /// A state started executing.
     StepStarted {

@@ -108,6 +108,7 @@ impl RunProjection {
             inputs,
             resumed_from,
             pid,
+            mocks,
         } = &env.event
         else {
             return None;
@@ -135,6 +136,7 @@ impl RunProjection {
             spend: None,
             waiting_until: None,
             child_runs: BTreeMap::new(),
+            mocks: mocks.clone(),
         };
         if resumed_from.is_some()
             && let Some(old) = earlier
@@ -690,6 +692,7 @@ mod projection_tests {
                 inputs: Map::new(),
                 resumed_from: resumed_from.map(str::to_owned),
                 pid: 9,
+                mocks: Default::default(),
             },
         )
     }

@@ -1409,6 +1409,74 @@ pub fn quote_arg(word: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// `NAME=<value>`, the word after `--input` in a hint (`--input NAME=<value>`), quoted as a
+/// whole word the way a user would type it when `name` is not a plain word
+/// (`'in put=<value>'`); a plain name stays as it is (`who=<value>`), its placeholder to be
+/// replaced.
+pub fn input_arg(name: &str) -> String {
+    match quote_arg(name) {
+        std::borrow::Cow::Borrowed(plain) => format!("{plain}=<value>"),
+        std::borrow::Cow::Owned(_) => format!("'{}=<value>'", name.replace('\'', "'\\''")),
+    }
+}
+
+/// `names` for a list in prose (`a, b, '$(x)'`): each as [`quote_arg`] gives it, so a
+/// name that is not a plain word is quoted and a pasted one runs nothing.
+pub fn quoted_list<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    names
+        .into_iter()
+        .map(quote_arg)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The first shell word of `text` (after leading blanks) as the shell reads it, the inverse of
+/// [`quote_arg`]: `'…'` is taken literally, `\x` outside quotes is `x`, `"…"` keeps its text
+/// (a `\` there escapes `"`, `\`, `$` and `` ` ``); the word ends at an unquoted blank.
+/// Returns the word and the text after it; `None` when `text` is blank or a quote is not
+/// closed.
+pub fn read_arg(text: &str) -> Option<(String, &str)> {
+    let text = text.trim_start();
+    if text.is_empty() {
+        return None;
+    }
+    let mut word = String::new();
+    let mut chars = text.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            c if c.is_whitespace() => return Some((word, &text[i..])),
+            '\'' => loop {
+                match chars.next() {
+                    Some((_, '\'')) => break,
+                    Some((_, c)) => word.push(c),
+                    None => return None,
+                }
+            },
+            '"' => loop {
+                match chars.next() {
+                    Some((_, '"')) => break,
+                    Some((_, '\\')) => match chars.next() {
+                        Some((_, c @ ('"' | '\\' | '$' | '`'))) => word.push(c),
+                        Some((_, c)) => {
+                            word.push('\\');
+                            word.push(c);
+                        }
+                        None => return None,
+                    },
+                    Some((_, c)) => word.push(c),
+                    None => return None,
+                }
+            },
+            '\\' => match chars.next() {
+                Some((_, c)) => word.push(c),
+                None => return None,
+            },
+            c => word.push(c),
+        }
+    }
+    Some((word, ""))
+}
+
 #[cfg(test)]
 #[path = "shell_tests.rs"]
 mod tests;

@@ -333,6 +333,40 @@ fn quote_arg_leaves_plain_words_and_quotes_the_rest() {
     assert_eq!(quote_arg(""), "''");
 }
 
+/// Breaker: a missing input named `in put` was hinted as `--input in put=<value>`.
+#[test]
+fn input_arg_quotes_the_whole_word_when_the_name_is_not_plain() {
+    assert_eq!(input_arg("who"), "who=<value>");
+    assert_eq!(input_arg("in put"), "'in put=<value>'");
+    assert_eq!(input_arg("it's"), "'it'\\''s=<value>'");
+    assert_eq!(
+        quoted_list(["a", "it's $(x)", "b-2"]),
+        "a, 'it'\\''s $(x)', b-2"
+    );
+}
+
+/// `read_arg` reads back what `quote_arg` and `input_arg` wrote, as the shell would.
+#[test]
+fn read_arg_is_the_inverse_of_quote_arg() {
+    for word in ["plain", "in put", "it's", "$(id)", "a\"b", "x=<value>"] {
+        let quoted = quote_arg(word);
+        let line = format!("  {quoted} rest of it");
+        assert_eq!(
+            read_arg(&line),
+            Some((word.to_owned(), " rest of it")),
+            "{quoted}"
+        );
+    }
+    assert_eq!(
+        read_arg(&input_arg("in put")),
+        Some(("in put=<value>".to_owned(), ""))
+    );
+    assert_eq!(read_arg("a\\ b\"c\" d"), Some(("a bc".to_owned(), " d")));
+    assert_eq!(read_arg("\"x \\$y\" z"), Some(("x $y".to_owned(), " z")));
+    assert_eq!(read_arg("'open"), None);
+    assert_eq!(read_arg("   "), None);
+}
+
 /// Breaker (shell_quote round 3): a comment runs to the end of its line whatever values are
 /// in it (a quote in the prose after a value opened a phantom string); a value in it has a
 /// context of its own; `#` inside a word or `${x#pat}` starts none; `\` at a comment's end

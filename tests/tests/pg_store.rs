@@ -77,6 +77,7 @@ fn emit_run(rec: &dyn EventPublisher, run: &str, wf: &str, at: u64, end: Option<
             inputs: serde_json::Map::new(),
             resumed_from: None,
             pid: 1,
+            mocks: Default::default(),
         },
     ));
     rec.emit(env(
@@ -151,6 +152,7 @@ fn snapshot(run: &str, at: u64) -> RunSnapshot {
         spend: None,
         waiting_until: None,
         child_runs: Default::default(),
+        mocks: Default::default(),
     }
 }
 

@@ -159,6 +159,7 @@ fn snapshot(
         spend: None,
         waiting_until: None,
         child_runs: BTreeMap::new(),
+        mocks: Default::default(),
     }
 }
 

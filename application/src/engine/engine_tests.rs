@@ -1252,6 +1252,7 @@ fn snapshot(
         spend: None,
         waiting_until: None,
         child_runs: Default::default(),
+        mocks: Default::default(),
     }
 }
 

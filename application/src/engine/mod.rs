@@ -964,6 +964,17 @@ impl Run {
                 inputs: shown,
                 resumed_from: self.resume_at.clone(),
                 pid: self.svc.host.pid(),
+                mocks: self
+                    .mocks
+                    .iter()
+                    .map(|(step, fields)| {
+                        let fields = fields
+                            .iter()
+                            .map(|(f, v)| (f.clone(), masker.mask(v).into_owned()))
+                            .collect();
+                        (step.clone(), fields)
+                    })
+                    .collect(),
             },
             at,
         );

@@ -226,6 +226,7 @@ fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
         spend: None,
         waiting_until: None,
         child_runs: Default::default(),
+        mocks: Default::default(),
     }
 }
 

@@ -143,6 +143,11 @@ pub struct RunSnapshot {
     /// finds unfinished instead of starting its child again. Left out of the JSON when none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub child_runs: BTreeMap<String, String>,
+    /// The run's mocks (`--mock`): step → field → value, secrets masked. `awf resume` answers
+    /// the steps still to run with them, as the run it continues would have. Left out of the
+    /// JSON when none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mocks: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// The message of the `EXECUTION.RUN.CANCELLED` error a cancelled run records.

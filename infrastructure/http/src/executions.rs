@@ -2391,6 +2391,7 @@ mod resumed_log_tests {
             inputs: Map::new(),
             resumed_from: None,
             pid: 1,
+            mocks: Default::default(),
         }
     }
 

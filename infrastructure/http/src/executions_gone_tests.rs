@@ -310,6 +310,7 @@ fn started_log() -> Vec<SubscriptionItem> {
                 inputs: Map::new(),
                 resumed_from: None,
                 pid: 1,
+                mocks: Default::default(),
             },
         ),
         event(

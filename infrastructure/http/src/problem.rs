@@ -233,19 +233,27 @@ pub fn http_hint(hint: &str, key: &str) -> String {
     let mut pairs = Vec::new();
     let mut from = None;
     let mut rest = String::new();
-    let mut words = hint.split_whitespace().peekable();
-    while let Some(w) = words.next() {
+    let mut text = hint.trim_start();
+    while let Some((w, after)) = text
+        .split_once(char::is_whitespace)
+        .map_or_else(|| (!text.is_empty()).then_some((text, "")), Some)
+    {
+        text = after.trim_start();
+        // The word after `--input` or `--from` is a shell word (quoted when the name is not
+        // a plain word: `--input 'in put=<value>'`).
         if w == "--input"
-            && let Some(kv) = words.next()
+            && let Some((kv, after)) = awf_domain::shell::read_arg(text)
         {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, "<value>"));
+            text = after.trim_start();
+            let (k, v) = kv.split_once('=').unwrap_or((&kv, "<value>"));
             names.push(format!("{k:?}"));
             pairs.push(format!("{k:?}: {v:?}"));
             continue;
         }
         if w == "--from"
-            && let Some(step) = words.next()
+            && let Some((step, after)) = awf_domain::shell::read_arg(text)
         {
+            text = after.trim_start();
             from = Some(step);
             continue;
         }
@@ -276,15 +284,21 @@ pub fn http_hint(hint: &str, key: &str) -> String {
 /// route to call: `POST /api/executions/ID/resume`, then ` with {"from_step": "STATE",
 /// "input_overrides": {"NAME": "VALUE"}}` when it has flags; `None` for any other hint.
 fn resume_route(hint: &str) -> Option<String> {
-    let mut words = hint.strip_prefix("awf resume ")?.split_whitespace();
-    let id = words.next().filter(|w| !w.starts_with('-'))?;
+    // Shell words: a name that is not a plain word is quoted (`--from 'my step'`).
+    let mut text = hint.strip_prefix("awf resume ")?;
+    let mut word = || {
+        let (w, after) = awf_domain::shell::read_arg(text)?;
+        text = after;
+        Some(w)
+    };
+    let id = word().filter(|w| !w.starts_with('-'))?;
     let mut from = None;
     let mut pairs = Vec::new();
-    while let Some(w) = words.next() {
-        match (w, words.next()) {
+    while let Some(w) = word() {
+        match (w.as_str(), word()) {
             ("--from", Some(state)) => from = Some(state),
             ("--input", Some(kv)) => {
-                let (k, v) = kv.split_once('=').unwrap_or((kv, "<value>"));
+                let (k, v) = kv.split_once('=').unwrap_or((&kv, "<value>"));
                 pairs.push(format!("{k:?}: {v:?}"));
             }
             // Anything else is not a command to translate.
@@ -339,8 +353,33 @@ pub(crate) fn bad_input(status: StatusCode, message: String, hint: &str) -> Prob
 /// The UTF-8 encoding of U+FEFF, the byte-order mark.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// The encoding of a body that is UTF-16 or UTF-32 text, and how that shows: its byte-order
+/// mark, or without one the NUL bytes around its first characters, which are ASCII in any
+/// JSON text (RFC 4627 §3: `00 00 00 xx` UTF-32BE, `00 xx 00 xx` UTF-16BE, `xx 00 00 00`
+/// UTF-32LE, `xx 00 xx 00` UTF-16LE; a body of 2 or 3 bytes is read on its first two).
+/// `None` for anything else (UTF-8 text has no NUL there).
+fn utf16_or_32(b: &[u8]) -> Option<(&'static str, &'static str)> {
+    const BOM: &str = "it starts with a byte-order mark";
+    const NULS: &str = "no byte-order mark, NUL bytes between its first characters";
+    let nul = |i: usize| b.get(i).map(|&c| c == 0);
+    Some(match b {
+        [0x00, 0x00, 0xFE, 0xFF, ..] => ("UTF-32BE", BOM),
+        [0xFF, 0xFE, 0x00, 0x00, ..] => ("UTF-32LE", BOM),
+        [0xFE, 0xFF, ..] => ("UTF-16BE", BOM),
+        [0xFF, 0xFE, ..] => ("UTF-16LE", BOM),
+        _ => match (nul(0)?, nul(1)?, nul(2), nul(3)) {
+            (true, true, Some(true), Some(false)) => ("UTF-32BE", NULS),
+            (true, false, None | Some(true), None | Some(false)) => ("UTF-16BE", NULS),
+            (false, true, Some(true), Some(true)) => ("UTF-32LE", NULS),
+            (false, true, None | Some(false), None | Some(true)) => ("UTF-16LE", NULS),
+            _ => return None,
+        },
+    })
+}
+
 /// A JSON request body of type `T`. An empty body is taken as `{}`; a leading UTF-8
-/// byte-order mark is skipped (RFC 8259 §8.1), a UTF-16 one is a 400 saying so. Rejections are problem
+/// byte-order mark is skipped (RFC 8259 §8.1); UTF-16 or UTF-32 text, with or without a
+/// byte-order mark, is a 400 naming the encoding ([`utf16_or_32`]). Rejections are problem
 /// documents: 413 over [`BODY_LIMIT`], 400 for text that is not JSON, 422 for JSON that is
 /// not an object (`[]`, `1`, `"x"`) or does not have `T`'s shape (unknown fields included).
 #[derive(Debug)]
@@ -374,12 +413,10 @@ where
         // parser ignore it (senders must not add one, yet Windows tools do), as the MCP
         // server and the workflow loader skip it. A UTF-16 one says the body is not UTF-8.
         let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(&bytes);
-        if bytes.starts_with(&[0xFE, 0xFF]) || bytes.starts_with(&[0xFF, 0xFE]) {
+        if let Some((encoding, how)) = utf16_or_32(bytes) {
             return Err(bad_input(
                 StatusCode::BAD_REQUEST,
-                "the request body is UTF-16 text (it starts with a UTF-16 byte-order mark): \
-                 JSON over HTTP is UTF-8"
-                    .to_owned(),
+                format!("the request body is {encoding} text ({how}): JSON over HTTP is UTF-8"),
                 "send the body encoded as UTF-8",
             ));
         }
@@ -653,6 +690,44 @@ mod tests {
             d.hints[0],
             r#"give them again: {"input_overrides": {"token": "<value>"}}"#
         );
+    }
+
+    /// A name that is not a plain word is quoted in the command-line hint (`--input 'in
+    /// put=<value>'`, `--from 'my step'`); said for HTTP, it is the name itself, unquoted.
+    #[test]
+    fn quoted_names_in_command_line_hints_are_read_as_the_shell_reads_them() {
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "missing")
+            .with_hint("pass the missing inputs: --input 'in put=<value>' --input n=<value>");
+        assert_eq!(
+            Problem::from_error(e).doc().hints[0],
+            r#"add "in put", "n" to "inputs": {"inputs": {"in put": "<value>", "n": "<value>"}}"#
+        );
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "secret")
+            .with_hint("awf resume r1 --from 'my step' --input 'it'\\''s=<value>'");
+        assert_eq!(
+            Problem::from_error_in(e, "input_overrides").doc().hints[0],
+            r#"POST /api/executions/r1/resume with {"from_step": "my step", "input_overrides": {"it's": "<value>"}}"#
+        );
+    }
+
+    /// UTF-16 and UTF-32 are told apart with or without a byte-order mark (RFC 4627 §3);
+    /// UTF-8 JSON, with or without its mark, is none of them.
+    #[test]
+    fn utf16_and_utf32_are_found_with_or_without_a_mark() {
+        let enc = |b: &[u8]| super::utf16_or_32(b).map(|(e, _)| e);
+        assert_eq!(enc(&[0, 0, 0, b'{']), Some("UTF-32BE"));
+        assert_eq!(enc(&[b'{', 0, 0, 0]), Some("UTF-32LE"));
+        assert_eq!(enc(&[0, b'{', 0, b'}']), Some("UTF-16BE"));
+        assert_eq!(enc(&[b'{', 0, b'}', 0]), Some("UTF-16LE"));
+        assert_eq!(enc(&[b'{', 0]), Some("UTF-16LE"));
+        assert_eq!(enc(&[0, b'{']), Some("UTF-16BE"));
+        assert_eq!(enc(&[0, 0, 0xFE, 0xFF, 0, 0, 0, b'{']), Some("UTF-32BE"));
+        assert_eq!(enc(&[0xFF, 0xFE, 0, 0, b'{', 0, 0, 0]), Some("UTF-32LE"));
+        assert_eq!(enc(&[0xFE, 0xFF, 0, b'{']), Some("UTF-16BE"));
+        assert_eq!(enc(&[0xFF, 0xFE, b'{', 0]), Some("UTF-16LE"));
+        for utf8 in [&b"{}"[..], b"{\"a\": 1}", b"", b"{", b"[1]", b"\x00"] {
+            assert_eq!(enc(utf8), None, "{utf8:?}");
+        }
     }
 
     /// An unknown run's hint names the HTTP route, not `awf history` (breaker).

@@ -96,6 +96,7 @@ pub(crate) fn unstarted_snapshot(
         spend: None,
         waiting_until: None,
         child_runs: std::collections::BTreeMap::new(),
+        mocks: Default::default(),
     }
 }
 

@@ -78,6 +78,7 @@ fn started(
         inputs,
         resumed_from: resumed_from.map(str::to_owned),
         pid: 1,
+        mocks: Default::default(),
     }
 }
 
@@ -281,6 +282,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             spend: None,
             waiting_until: None,
             child_runs: BTreeMap::from([("call".to_owned(), c.to_owned())]),
+            mocks: Default::default(),
         }
     );
     let child = store.load(c).unwrap();
@@ -309,6 +311,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             spend: None,
             waiting_until: None,
             child_runs: Default::default(),
+            mocks: Default::default(),
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();

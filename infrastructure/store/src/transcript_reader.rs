@@ -301,6 +301,7 @@ impl Converter {
                         .unwrap_or_default(),
                     resumed_from: str_of(p, "resumed_from"),
                     pid,
+                    mocks: Default::default(),
                 }
             }
             "run.completed" => {
@@ -728,6 +729,7 @@ mod tests {
             inputs: serde_json::Map::new(),
             resumed_from: resumed_from.map(str::to_owned),
             pid: 0,
+            mocks: Default::default(),
         }
     }
 

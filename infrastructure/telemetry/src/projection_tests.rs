@@ -66,6 +66,7 @@ impl Script {
                 inputs: serde_json::Map::new(),
                 resumed_from: None,
                 pid: 1,
+                mocks: Default::default(),
             },
         );
     }

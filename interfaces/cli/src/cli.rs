@@ -374,9 +374,9 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["dry_run", "step", "interactive"])]
     pub submit: bool,
     /// Answer a step without running it: `states.<step>.output=<text>` (also `stderr`,
-    /// `status=failed`); repeatable. Any step that runs something (command, script_file,
-    /// agent, operation, call_workflow) takes its mock instead; a failed mock exits 1 and
-    /// takes `on_failure`.
+    /// `status=failed`, or `status=completed`, the default); repeatable. Any step that runs
+    /// something (command, script_file, agent, operation, call_workflow) takes its mock
+    /// instead; a failed mock exits 1 and takes `on_failure`.
     #[arg(short = 'm', long = "mock", value_name = "states.STEP.FIELD=VALUE")]
     pub mocks: Vec<String>,
     /// Stop before each state (or each breakpoint) and ask: continue, skip, abort, inspect,

@@ -1833,6 +1833,7 @@ mod tests {
             inputs: serde_json::Map::new(),
             resumed_from: resumed.map(str::to_owned),
             pid,
+            mocks: Default::default(),
         })
     }
 

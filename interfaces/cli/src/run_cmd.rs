@@ -57,10 +57,15 @@ pub fn parse_inputs(raw: &[String]) -> Result<Vec<(String, String)>, AwfError> {
         .collect()
 }
 
+/// The values a mock's `status` may take (in any case, exactly: no spaces around): `failed`
+/// fails the step, `completed` (the default) answers it successfully.
+const MOCK_STATUSES: [&str; 2] = ["failed", "completed"];
+
 /// Parses `--mock states.<step>.<field>=<value>` flags into step → field → value.
 ///
 /// # Errors
-/// `USER.INPUT.INVALID_FORMAT` when a flag is not of that shape.
+/// `USER.INPUT.INVALID_FORMAT` when a flag is not of that shape, names a field other than
+/// `output`, `stderr` or `status`, or gives a status other than `failed` or `completed`.
 pub fn parse_mocks(
     raw: &[String],
 ) -> Result<std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>, AwfError>
@@ -90,6 +95,18 @@ pub fn parse_mocks(
             .with_hint(
                 "--mock states.STEP.output=TEXT, states.STEP.stderr=TEXT or \
                  states.STEP.status=failed (a failed mock exits 1)",
+            ));
+        }
+        if field == "status" && !MOCK_STATUSES.iter().any(|s| s.eq_ignore_ascii_case(value)) {
+            return Err(AwfError::new(
+                ErrorCode::UserInputInvalidFormat,
+                format!(
+                    "invalid mock '{item}': a mock's status is failed or completed, not {value:?}"
+                ),
+            )
+            .with_hint(
+                "--mock states.STEP.status=failed (the step fails, exit code 1) or \
+                 states.STEP.status=completed (it succeeds, the default)",
             ));
         }
         out.entry(step.to_owned())
@@ -149,7 +166,8 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
                 "{} {}",
                 ctx.err_style.yellow("WARN"),
                 crate::style::printable(&format!(
-                    "--input {name} is given more than once; the last value is used"
+                    "--input {} is given more than once; the last value is used",
+                    awf_domain::shell::quote_arg(name)
                 ))
             );
         }
@@ -840,8 +858,8 @@ fn resume_hint(
             .iter()
             .map(|k| {
                 format!(
-                    " --input {}=<value>",
-                    crate::style::printable(&awf_domain::shell::quote_arg(k))
+                    " --input {}",
+                    crate::style::printable(&awf_domain::shell::input_arg(k))
                 )
             })
             .collect();

@@ -57,6 +57,7 @@ pub fn run_workflow(sink: &dyn EventPublisher, run_id: &str, start_ms: u64, step
             inputs,
             resumed_from: None,
             pid: 1,
+            mocks: Default::default(),
         },
     );
     for i in 0..steps {

@@ -44,6 +44,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         spend: None,
         waiting_until: None,
         child_runs: Default::default(),
+        mocks: Default::default(),
     }
 }
 

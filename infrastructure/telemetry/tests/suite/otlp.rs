@@ -73,6 +73,7 @@ fn emit_run() {
                 inputs: serde_json::Map::new(),
                 resumed_from: None,
                 pid: 1,
+                mocks: Default::default(),
             },
         ),
         envelope(
