@@ -1105,6 +1105,20 @@ fn command_word(
     }
 }
 
+/// Index of the quote closing the `'…'` or `"…"` that opens at `open` (`\` escapes inside
+/// `"…"`); the text's length when it is unclosed.
+fn closing_quote(b: &[u8], open: usize) -> usize {
+    let q = b[open];
+    let mut j = open + 1;
+    while j < b.len() && b[j] != q {
+        if b[j] == b'\\' && q == b'"' {
+            j += 1;
+        }
+        j += 1;
+    }
+    j.min(b.len())
+}
+
 /// Index of the end of the simple command whose words go on from `from`: its first
 /// unquoted `;`, `&`, `|`, line break, `)` or backtick (quotes, escapes, `$( … )` and
 /// template actions skipped); the text's length when none.
@@ -1118,15 +1132,7 @@ fn command_end(b: &[u8], from: usize) -> usize {
                 j = action_end(b, j + 2);
                 continue;
             }
-            q @ (b'\'' | b'"') => {
-                j += 1;
-                while j < b.len() && b[j] != q {
-                    if b[j] == b'\\' && q == b'"' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-            }
+            b'\'' | b'"' => j = closing_quote(b, j),
             b'(' => depth += 1,
             b')' if depth > 0 => depth -= 1,
             b';' | b'&' | b'|' | b'\n' | b')' | b'`' if depth == 0 => return j,
@@ -1149,15 +1155,7 @@ fn bracket_end(b: &[u8], from: usize) -> usize {
                 j = action_end(b, j + 2);
                 continue;
             }
-            q @ (b'\'' | b'"') => {
-                j += 1;
-                while j < b.len() && b[j] != q {
-                    if b[j] == b'\\' && q == b'"' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-            }
+            b'\'' | b'"' => j = closing_quote(b, j),
             b'[' => depth += 1,
             b']' if depth > 0 => depth -= 1,
             b']' => return j + 1,
@@ -1180,15 +1178,7 @@ fn dbracket_end(b: &[u8], from: usize) -> usize {
                 j = action_end(b, j + 2);
                 continue;
             }
-            q @ (b'\'' | b'"') => {
-                j += 1;
-                while j < b.len() && b[j] != q {
-                    if b[j] == b'\\' && q == b'"' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-            }
+            b'\'' | b'"' => j = closing_quote(b, j),
             b']' if b.get(j + 1) == Some(&b']')
                 && matches!(b[j - 1], b' ' | b'\t')
                 && b.get(j + 2).is_none_or(|c| breaks_word(*c)) =>

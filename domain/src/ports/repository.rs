@@ -103,8 +103,14 @@ impl Diagnostic {
     /// one's first error: `[CODE] line L, column C: <path>: <message>` (the position when
     /// it is known, the path when it is not empty).
     pub fn listed(&self) -> String {
-        let mut msg = format!("[{}] ", self.code);
-        if let Some(l) = self.line {
+        format!("[{}] {}", self.code, self.located_message(true))
+    }
+
+    /// `line L, column C: <path>: <message>`, each part when it is known (the position only
+    /// when `position`).
+    fn located_message(&self, position: bool) -> String {
+        let mut msg = String::new();
+        if position && let Some(l) = self.line {
             msg.push_str(&format!("line {l}"));
             if let Some(c) = self.column {
                 msg.push_str(&format!(", column {c}"));
@@ -121,23 +127,11 @@ impl Diagnostic {
 
     /// Converts to an error carrying `file`, `line`, `column`, `path` details and the hint.
     pub fn to_error(&self) -> AwfError {
-        let mut msg = String::new();
-        if let Some(f) = &self.file {
-            msg.push_str(&f.display().to_string());
-            msg.push_str(": ");
-            if let Some(l) = self.line {
-                msg.push_str(&format!("line {l}"));
-                if let Some(c) = self.column {
-                    msg.push_str(&format!(", column {c}"));
-                }
-                msg.push_str(": ");
-            }
-        }
-        if !self.path.is_empty() {
-            msg.push_str(&self.path);
-            msg.push_str(": ");
-        }
-        msg.push_str(&self.message);
+        // The position only with the file it is in.
+        let msg = match &self.file {
+            Some(f) => format!("{}: {}", f.display(), self.located_message(true)),
+            None => self.located_message(false),
+        };
         let mut e = AwfError::new(self.code, msg);
         if !self.path.is_empty() {
             e = e.with_detail("path", self.path.clone());
