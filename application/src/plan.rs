@@ -364,12 +364,15 @@ pub fn plan_with_env(
         cli_inputs,
         config_inputs,
         env,
+        None,
     )
 }
 
 /// [`plan_with_env`] of a workflow the caller already loaded (`identifier` is what it was
 /// loaded by): for a caller that needs the loaded file too (`awf run --submit` queues its
-/// path), so it is read once.
+/// path), so it is read once. With `only_step` (`awf run --step S --dry-run`) the plan's
+/// states are that state alone, reached from `initial` or not, as the run runs only it
+/// (between the workflow's hooks).
 ///
 /// # Errors
 /// As [`plan`], but for the load errors.
@@ -380,6 +383,7 @@ pub fn plan_loaded(
     cli_inputs: &[(String, String)],
     config_inputs: &Map<String, Value>,
     env: &BTreeMap<String, String>,
+    only_step: Option<&str>,
 ) -> Result<Plan, AwfError> {
     crate::validation::check_for_run(services, loaded)?;
     let wf = &loaded.workflow;
@@ -418,7 +422,9 @@ pub fn plan_loaded(
     };
     let mut states = Vec::new();
     let mut counter = 0usize;
-    for name in bfs_order(wf) {
+    // New user: `--step two --dry-run` printed every state.
+    let order = only_step.map_or_else(|| bfs_order(wf), |s| vec![s.to_owned()]);
+    for name in order {
         let Some(state) = wf.state(&name) else {
             continue;
         };

@@ -156,3 +156,45 @@ fn a_history_moved_aside_under_a_running_server_is_replaced_for_other_processes(
         assert!(!r.stderr.contains("could not be written"), "{}", r.stderr);
     }
 }
+
+/// `awf run --step S --dry-run` plans the state `S` alone, as the run runs only it (new
+/// user: every state of the workflow was printed); also a state `initial` does not reach.
+#[test]
+fn a_dry_run_of_one_step_plans_that_step_alone() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "w.yaml",
+        "name: w\nstates:\n  initial: a\n  a: {type: step, command: 'echo FIRST-STEP', on_success: b}\n  b: {type: step, command: 'echo SECOND-STEP', on_success: done}\n  lone: {type: step, command: 'echo LONE-STEP', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let whole = sb.run(&["run", "w.yaml", "--dry-run"]).unwrap();
+    assert_eq!(whole.code, 0, "{}{}", whole.stdout, whole.stderr);
+    assert!(whole.stdout.contains("FIRST-STEP") && whole.stdout.contains("SECOND-STEP"));
+    let one = sb
+        .run(&["run", "w.yaml", "--step", "b", "--dry-run"])
+        .unwrap();
+    assert_eq!(one.code, 0, "{}{}", one.stdout, one.stderr);
+    assert!(one.stdout.contains("SECOND-STEP"), "{}", one.stdout);
+    assert!(!one.stdout.contains("FIRST-STEP"), "{}", one.stdout);
+    let lone = sb
+        .run(&["run", "w.yaml", "--step", "lone", "--dry-run"])
+        .unwrap();
+    assert_eq!(lone.code, 0, "{}{}", lone.stdout, lone.stderr);
+    assert!(lone.stdout.contains("LONE-STEP"), "{}", lone.stdout);
+    assert!(!lone.stdout.contains("SECOND-STEP"), "{}", lone.stdout);
+    let json = sb
+        .run(&["run", "w.yaml", "--step", "b", "--dry-run", "-f", "json"])
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let names: Vec<&str> = v["states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["b"], "{v}");
+    let bad = sb
+        .run(&["run", "w.yaml", "--step", "nope", "--dry-run"])
+        .unwrap();
+    assert_ne!(bad.code, 0, "{}", bad.stdout);
+}

@@ -369,17 +369,25 @@ fn fail_with(ctx: &Ctx, result: awf_domain::run::RunResult, e: &AwfError) -> Out
 }
 
 fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
-    let planned = awf_application::plan::plan_with_env(
-        &w.services,
-        &req.identifier,
-        &req.inputs,
-        &req.config_inputs,
-        &w.env,
-    )
-    // The mocks and `--step` a run would refuse, a dry run refuses too.
-    .and_then(|plan| {
-        awf_application::facade::check_named_states_of(&w.services, req).map(|()| plan)
-    });
+    let planned = w
+        .services
+        .repository
+        .load(&req.identifier, None)
+        .and_then(|loaded| {
+            awf_application::plan::plan_loaded(
+                &w.services,
+                &req.identifier,
+                &loaded,
+                &req.inputs,
+                &req.config_inputs,
+                &w.env,
+                req.only_step.as_deref(),
+            )
+        })
+        // The mocks and `--step` a run would refuse, a dry run refuses too.
+        .and_then(|plan| {
+            awf_application::facade::check_named_states_of(&w.services, req).map(|()| plan)
+        });
     match planned {
         Ok(plan) => {
             if ctx.json() {

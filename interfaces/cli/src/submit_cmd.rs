@@ -56,6 +56,7 @@ pub fn submit(ctx: &Ctx, w: &Wiring, request: &RunRequest) -> Result<Outcome, Aw
         &request.inputs,
         &request.config_inputs,
         &w.env,
+        None,
     )?;
     // The warnings `awf run` shows before the first state (undeclared `--input` names among
     // them), on stderr the same way; the run is queued all the same, as `awf run` runs it.
