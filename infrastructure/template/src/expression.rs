@@ -288,6 +288,19 @@ const TEMPLATE_NAMES: &[(&str, &str)] = &[
     ("length", "len"),
 ];
 
+/// Every word operator of expr-lang: `and`, `or`, `not` first (a two-letter typo such as
+/// `an` is the longer word's), then the infix ones of [`OPERATOR_WORDS`].
+const WORD_OPERATORS: [&str; 8] = [
+    "and",
+    "or",
+    "not",
+    "contains",
+    "startsWith",
+    "endsWith",
+    "matches",
+    "in",
+];
+
 /// Names expr-lang has only as infix operators (`a startsWith 'b'`), never as functions.
 const OPERATOR_WORDS: &[&str] = &["contains", "startsWith", "endsWith", "matches", "in"];
 
@@ -415,16 +428,6 @@ fn glued_operator(code: &str) -> Option<(String, &'static str)> {
     const ROOTS: [&str; 8] = [
         "states", "inputs", "env", "loop", "workflow", "context", "error", "len",
     ];
-    const GLUE: [&str; 8] = [
-        "and",
-        "or",
-        "not",
-        "contains",
-        "startsWith",
-        "endsWith",
-        "matches",
-        "in",
-    ];
     let mut found = None;
     each_name(code, |name, n| {
         if found.is_some() || n.member || n.call || n.next == b':' {
@@ -438,7 +441,7 @@ fn glued_operator(code: &str) -> Option<(String, &'static str)> {
         if known {
             return;
         }
-        if let Some(op) = GLUE
+        if let Some(op) = WORD_OPERATORS
             .iter()
             .copied()
             .filter(|op| name.len() > op.len() && name.starts_with(op))
@@ -634,21 +637,10 @@ fn misspelt_operator(code: &str, detail: &str) -> Option<&'static str> {
             .map_or(0, |i| i + 1);
         text[start..end].iter().collect()
     };
-    // `and`, `or`, `not` before `in`: a two-letter typo (`an`) is the longer word's.
-    const WORDS: [&str; 8] = [
-        "and",
-        "or",
-        "not",
-        "contains",
-        "startsWith",
-        "endsWith",
-        "matches",
-        "in",
-    ];
     [here, before]
         .iter()
         .filter(|w| !w.is_empty() && !OPERATOR_WORDS.contains(&w.as_str()))
-        .find_map(|w| awf_domain::validate::closest(w, WORDS.iter().copied()))
+        .find_map(|w| awf_domain::validate::closest(w, WORD_OPERATORS.iter().copied()))
 }
 
 /// Whether `code` holds a `=` that is not part of `==`, `!=`, `<=`, `>=` (outside string
