@@ -98,7 +98,10 @@ fn a_quote_in_comment_prose_after_a_value_opens_nothing() {
 /// (no quoting holds in bash and dash alike) unless it is a plain word, and validate warns.
 #[test]
 fn a_value_inside_an_ansi_c_string_is_refused_unless_plain() {
-    let sb = Sandbox::new().unwrap();
+    let mut sb = Sandbox::new().unwrap();
+    // `$'…'` is bash's (dash, a common `/bin/sh`, has none): run the steps with bash
+    // whatever shell the test runner has.
+    sb.set_env("SHELL", "/bin/bash");
     let marker = sb.path().join("pwned_ansi");
     sb.write(
         "an.yaml",
