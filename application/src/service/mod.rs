@@ -508,7 +508,9 @@ impl Pump {
                 if ended {
                     // Shown only once recorded: a subscriber that saw the run end and a
                     // process killed right after agree with the store (the end is not
-                    // lost with the recorders' queue).
+                    // lost with the recorders' queue). Written, not synced: the syncs go
+                    // on beside what the front-end does at the end (`awf run` waits for
+                    // them before it exits).
                     self.flush_recorders().await;
                     self.entry.log.append_all(logged.drain(..));
                     break 'batches;
@@ -522,7 +524,7 @@ impl Pump {
     }
 
     /// Waits until the recorders wrote every event they were given (their own bound
-    /// applies: a recorder that cannot write reports it and returns).
+    /// applies: a recorder that cannot write reports it and returns); not for their syncs.
     async fn flush_recorders(&self) {
         if self.recorders.is_empty() {
             return;
@@ -530,7 +532,7 @@ impl Pump {
         let recorders = self.recorders.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || {
             for r in &recorders {
-                r.flush();
+                r.flush_written();
             }
         })
         .await

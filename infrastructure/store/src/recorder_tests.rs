@@ -1665,3 +1665,40 @@ fn a_step_waits_for_its_runs_start_and_for_a_writer_left_behind_only() {
     // Caught up: no wait again.
     assert!(rec.settle().is_none());
 }
+
+/// Issue 9 (start-up): a run's first step waits for its state file, not for the history
+/// database (opened and read back at the first row, or held by another process's write):
+/// the row follows, and is there once the record is flushed.
+#[test]
+fn a_runs_start_is_on_record_before_its_history_row() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    // Another process writes to the history: its lock is held until released below.
+    let db = d.path().join("history.db");
+    drop(crate::history::open(&db).unwrap());
+    let other = Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    let t0 = std::time::Instant::now();
+    if let Some(wait) = rec.settle() {
+        block_on(wait);
+    }
+    let waited = t0.elapsed();
+    let state = d.path().join("states/r.json");
+    assert!(state.exists(), "the run's start is not on record");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the first step waited {waited:?} for the history database"
+    );
+    let rows: i64 = other
+        .query_row("SELECT count(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rows, 0, "the row was written under another writer's lock");
+    other.execute_batch("COMMIT;").unwrap();
+    rec.flush();
+    let row = HistoryStore::get(&store, "r").unwrap().unwrap();
+    assert_eq!(row.status, StoredStatus::Running);
+    assert!(rec.take_errors().is_empty());
+}
