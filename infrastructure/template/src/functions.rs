@@ -56,6 +56,10 @@ pub(crate) struct SideData {
     /// Printed forms of the non-string loop items in scope (innermost first): each is the
     /// item's JSON already, so `json` hands it back as is instead of quoting it.
     pub(crate) json_items: Vec<String>,
+    /// `.states` is empty in this render (no state ran yet): `index` answers a key of it
+    /// with the zero state, as Go's typed map does (an empty map shows no sibling to take
+    /// the shape from).
+    pub(crate) states_empty: bool,
 }
 
 thread_local! {
@@ -172,7 +176,8 @@ fn escape(args: &[Value]) -> Result<Value, FuncError> {
 /// `index`): `""` in a map of strings (`index .env "UNSET"`), a value of a sibling's shape
 /// with every field zero in a map of objects (`(index .states "later").Output` is `""`), and
 /// no value otherwise (`<no value>`, Go's nil of an `any` map; a map of inputs that are all
-/// strings gives `""` here, and an empty map, `.states` before any state ran, no value). Arrays, strings and out-of-range positions are gtmpl-ng's
+/// strings gives `""` here; an empty map is no value, but `.states` before any state ran,
+/// whose zero is the zero state). Arrays, strings and out-of-range positions are gtmpl-ng's
 /// `index` (an error, as in Go).
 fn index(args: &[Value]) -> Result<Value, FuncError> {
     let Some((first, keys)) = args.split_first() else {
@@ -215,7 +220,15 @@ fn index(args: &[Value]) -> Result<Value, FuncError> {
 fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
     let mut values = map.values();
     let Some(sample) = values.next() else {
-        return Value::NoValue;
+        // Empty: only `.states` (before any state ran) is known to hold states. Another
+        // map that is empty in the same render (`.inputs` of a workflow without inputs) is
+        // answered the same way: both are Go maps of values, and no key of either exists.
+        let states_empty = SIDE.with(|s| s.borrow().as_ref().is_some_and(|d| d.states_empty));
+        return if states_empty {
+            zero_of_map(&zero_state_fields())
+        } else {
+            Value::NoValue
+        };
     };
     let same_kind = |v: &Value| std::mem::discriminant(v) == std::mem::discriminant(sample);
     if !values.all(same_kind) {
@@ -232,6 +245,14 @@ fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
         ),
         _ => Value::NoValue,
     }
+}
+
+/// The fields of a state that has not run, for [`zero_of_map`] to take the shape from (one
+/// entry: the default state).
+fn zero_state_fields() -> std::collections::HashMap<String, Value> {
+    // Only the kinds of its fields matter: each becomes its kind's zero.
+    let zero = awf_domain::run::StepState::running("", std::time::UNIX_EPOCH);
+    std::iter::once((String::new(), crate::data::state_value(&zero))).collect()
 }
 
 /// A field's zero value: `""`, `0`, `false`, an empty list; a map or object field (a

@@ -143,6 +143,9 @@ impl Interpolator for GoTemplates {
             SideData {
                 workflow_dir: scope.workflow_dir.to_path_buf(),
                 json_items,
+                // As `data::root` builds `.states`: only the states the template names.
+                states_empty: prepared.needs.states.wants_any()
+                    && !scope.states.keys().any(|n| prepared.needs.states.wants(n)),
             }
             .install()
         });

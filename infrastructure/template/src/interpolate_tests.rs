@@ -795,3 +795,25 @@ fn index_of_a_missing_key_is_the_zero_value() {
         assert_eq!(render_with(&data, t).as_deref(), Ok(want), "{t}");
     }
 }
+
+/// Before any state ran, `.states` is an empty map: `index` of it gives the zero state too,
+/// as Go's typed map does (it gave `<no value>`: no sibling to take the shape from).
+#[test]
+fn index_of_states_before_any_ran_is_the_zero_state() {
+    let mut data = Data::new();
+    data.states.clear();
+    data.inputs.insert("none".to_owned(), serde_json::json!({}));
+    for (t, want) in [
+        ("[{{(index .states \"later\").Output}}]", "[]"),
+        ("{{(index .states \"later\").ExitCode}}", "0"),
+        ("[{{(index .states \"later\").Status}}]", "[]"),
+        (
+            "{{if (index .states \"later\").JSON}}set{{else}}unset{{end}}",
+            "unset",
+        ),
+        // Another empty map is still no value.
+        ("{{index .inputs.none \"q\"}}", "<no value>"),
+    ] {
+        assert_eq!(render_with(&data, t).as_deref(), Ok(want), "{t}");
+    }
+}

@@ -329,6 +329,7 @@ pub(crate) fn prepare(text: &str) -> Prepared<'_> {
                                 buf.push_str("$.");
                                 copied = start;
                             } else if word == "readFile"
+                                || word == "index"
                                 || word == "json"
                                 || word == "toJson"
                                 || word == crate::shell::SHELL_DQ_FUNC
