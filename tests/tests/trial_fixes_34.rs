@@ -19,3 +19,52 @@ fn index_of_a_state_before_any_ran_is_the_zero_state() {
     assert!(!r.stdout.contains("no value"), "{}", r.stdout);
     assert!(r.stdout.contains("[[] 0]"), "{}", r.stdout);
 }
+
+/// New-user trial: a run cancelled (SIGINT) while a step waited for its next attempt showed
+/// the step as failed (`✗ a: exit code 1`, `failed` in `awf status`) in a cancelled run; the
+/// step is cancelled.
+#[test]
+fn a_cancel_during_a_retry_wait_cancels_the_step() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "rk.yaml",
+        "name: rk\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'exit 1'\n    retry: {max_attempts: 3, initial_delay: 30s}\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let out = std::fs::File::create(sb.path().join("out.txt")).unwrap();
+    let err = std::fs::File::create(sb.path().join("err.txt")).unwrap();
+    let mut child = sb
+        .cmd(&["run", "rk.yaml"])
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .unwrap();
+    let text = || {
+        std::fs::read_to_string(sb.path().join("out.txt")).unwrap_or_default()
+            + &std::fs::read_to_string(sb.path().join("err.txt")).unwrap_or_default()
+    };
+    awf_tests::wait_for("the retry wait", || text().contains("retrying"));
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = child.wait().unwrap();
+    let all = text();
+    assert_eq!(status.code(), Some(130), "{all}");
+    assert!(!all.contains("exit code 1"), "{all}");
+    let id = all
+        .split_whitespace()
+        .find(|w| w.len() == 38 && w.starts_with('('))
+        .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_owned())
+        .unwrap();
+    let st = sb.run(&["status", &id]).unwrap();
+    let line = st
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("a "))
+        .unwrap_or_default()
+        .to_owned();
+    assert!(line.contains("cancelled"), "{}", st.stdout);
+    assert!(!line.contains("failed"), "{}", st.stdout);
+}

@@ -714,6 +714,17 @@ impl Run {
                 return Ok(whole(body, first_start));
             };
             if !self.sleep_or_stop(wait, deadline, token).await {
+                if token.is_cancelled() {
+                    // Cancelled while waiting for the next attempt: the step did not fail
+                    // on its own, the run's cancel ended it (new-user trial: `✗ a: exit
+                    // code 1` and `failed` in `awf status` of a cancelled run).
+                    body.state.status = StepStatus::Cancelled;
+                    body.state.completed_at = Some(self.svc.clock.now());
+                    let failure = cancelled(&state.name);
+                    body.state.error = Some(failure.message().to_owned());
+                    body.state.error_code = Some(failure.code());
+                    body.failure = Some(failure);
+                }
                 return Ok(whole(body, first_start));
             }
         }
