@@ -68,3 +68,39 @@ fn a_cancel_during_a_retry_wait_cancels_the_step() {
     assert!(line.contains("cancelled"), "{}", st.stdout);
     assert!(!line.contains("failed"), "{}", st.stdout);
 }
+
+/// New-user trial: `--step S` with a mocked sub-workflow call before it left the call's
+/// `.Outputs` empty (`undefined variable: states.call.Outputs.doubled`); a full run with the
+/// same mock had them.
+#[test]
+fn step_reads_the_outputs_of_a_mocked_sub_workflow_call() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "child.yaml",
+        "name: child\ninputs:\n  - {name: n, type: integer}\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'echo {\"doubled\": \"{{.inputs.n}}{{.inputs.n}}\"}'\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    sb.write(
+        "parent.yaml",
+        "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child.yaml\n    inputs: {n: 1}\n    on_success: show\n  show:\n    type: step\n    command: 'echo got {{.states.call.Outputs.doubled}}'\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mock = "states.call.output={\"doubled\":\"7\"}";
+    for args in [
+        &["run", "parent.yaml", "-o", "buffered", "--mock", mock][..],
+        &[
+            "run",
+            "parent.yaml",
+            "-o",
+            "buffered",
+            "--step",
+            "show",
+            "--mock",
+            mock,
+        ][..],
+    ] {
+        let r = sb.run(args).unwrap();
+        assert_eq!(r.code, 0, "{args:?}: {}{}", r.stdout, r.stderr);
+        assert!(r.stdout.contains("got 7"), "{args:?}: {}", r.stdout);
+    }
+}

@@ -110,17 +110,8 @@ impl Run {
         st.stderr = self
             .mask(mock_field(mock, "stderr").unwrap_or_default())
             .into();
-        if matches!(state.kind, StateKind::CallWorkflow(_))
-            && let Ok(serde_json::Value::Object(map)) =
-                serde_json::from_str::<serde_json::Value>(output.trim())
-        {
-            st.outputs = map
-                .into_iter()
-                .map(|(k, v)| match v {
-                    serde_json::Value::String(s) => (k, s),
-                    other => (k, other.to_string()),
-                })
-                .collect();
+        if matches!(state.kind, StateKind::CallWorkflow(_)) {
+            st.outputs = call_outputs(&output);
         }
         st.output = output.into();
         st.completed_at = Some(self.svc.clock.now());
@@ -155,5 +146,20 @@ impl Run {
             ),
             early_exit: None,
         }
+    }
+}
+
+/// The `Outputs` a mocked sub-workflow call gives: the members of its `output` when that is
+/// a JSON object (strings as they are, other values as JSON text), none otherwise.
+pub(crate) fn call_outputs(output: &str) -> std::collections::BTreeMap<String, String> {
+    match serde_json::from_str::<serde_json::Value>(output.trim()) {
+        Ok(serde_json::Value::Object(map)) => map
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect(),
+        _ => std::collections::BTreeMap::new(),
     }
 }

@@ -511,6 +511,10 @@ impl Run {
                     {
                         agent::mocked_answer(a.output_format.as_deref(), output, &masker)
                     }
+                    Some(awf_domain::workflow::StateKind::CallWorkflow(_)) => {
+                        st.outputs = mock::call_outputs(&output);
+                        (output, None)
+                    }
                     _ => (output, None),
                 };
                 st.output = output.into();
