@@ -360,14 +360,6 @@ pub trait EventPublisher: Send + Sync {
     /// acts inside `emit` (the default).
     fn flush(&self) {}
 
-    /// Blocks until every event delivered before this call is written where this publisher
-    /// records runs: what a process killed from then on keeps. Unlike [`flush`](Self::flush)
-    /// it need not wait for the disk syncs that guard against a crash of the machine (a
-    /// recorder that syncs on a thread of its own goes on syncing). The default: `flush`.
-    fn flush_written(&self) {
-        self.flush();
-    }
-
     /// A barrier for the run's record: the returned future resolves once every event
     /// delivered before this call is durable where this publisher records runs, so that a
     /// process killed from then on resumes after those events. The engine awaits it after

@@ -508,9 +508,7 @@ impl Pump {
                 if ended {
                     // Shown only once recorded: a subscriber that saw the run end and a
                     // process killed right after agree with the store (the end is not
-                    // lost with the recorders' queue). Written, not synced: the syncs go
-                    // on beside what the front-end does at the end (`awf run` waits for
-                    // them before it exits).
+                    // lost with the recorders' queue).
                     self.flush_recorders().await;
                     self.entry.log.append_all(logged.drain(..));
                     break 'batches;
@@ -524,7 +522,7 @@ impl Pump {
     }
 
     /// Waits until the recorders wrote every event they were given (their own bound
-    /// applies: a recorder that cannot write reports it and returns); not for their syncs.
+    /// applies: a recorder that cannot write reports it and returns).
     async fn flush_recorders(&self) {
         if self.recorders.is_empty() {
             return;
@@ -532,7 +530,7 @@ impl Pump {
         let recorders = self.recorders.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || {
             for r in &recorders {
-                r.flush_written();
+                r.flush();
             }
         })
         .await

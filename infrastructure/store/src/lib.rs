@@ -388,15 +388,6 @@ pub(crate) fn open_history(
     legacy_temps: bool,
 ) -> Result<rusqlite::Connection, AwfError> {
     state::remove_stale_temps(&paths.states_dir(), legacy_temps);
-    open_history_db(paths)
-}
-
-/// [`open_history`] without the removal of temp files (a run's recorder removes them when
-/// it starts, and opens the database only at its first row).
-///
-/// # Errors
-/// `SYSTEM.IO.WRITE_FAILED` when the database cannot be opened or initialised.
-pub(crate) fn open_history_db(paths: &StorePaths) -> Result<rusqlite::Connection, AwfError> {
     let db = paths.history_db();
     // Whether this open created the tables, not whether the file looked new before it: a
     // second opener (the recorder's writer thread starting late, under load) found the file

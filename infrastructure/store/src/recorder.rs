@@ -68,34 +68,14 @@ const LAG_BOUND: std::time::Duration = std::time::Duration::from_millis(5);
 enum Msg {
     Event(Box<EventEnvelope>),
     Flush(mpsc::SyncSender<()>),
-    /// Answer once the events queued before are written (not synced): [`Recorder::settle`],
-    /// [`Recorder::flush_written`].
-    Written(Ack),
+    /// Answer once the events queued before are written (not synced): [`Recorder::settle`].
+    Written(tokio::sync::oneshot::Sender<()>),
     /// Test hook: acknowledge, then wait until the release channel is used or dropped.
     #[cfg(test)]
     Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
     /// Test hook: the same, for the syncer (the writer goes on).
     #[cfg(test)]
     HoldSyncer(mpsc::SyncSender<()>, mpsc::Receiver<()>),
-}
-
-/// Whom a [`Msg::Written`] answers: an awaiting task or a blocked thread.
-enum Ack {
-    Task(tokio::sync::oneshot::Sender<()>),
-    Thread(mpsc::SyncSender<()>),
-}
-
-impl Ack {
-    fn send(self) {
-        match self {
-            Self::Task(tx) => {
-                let _ = tx.send(());
-            }
-            Self::Thread(tx) => {
-                let _ = tx.send(());
-            }
-        }
-    }
 }
 
 /// How soon the writer must see `event` (see [`Inbox`]): the run's start and end, child
@@ -176,9 +156,7 @@ impl Drop for Inner {
 ///   branches included) and at `RunFinished`; atomically, mode
 ///   0600; when several updates of one run are queued only the newest is written. A resumed
 ///   run (`resumed_from` set) keeps the states recorded before.
-/// - history row: inserted at `RunStarted` (`running`) once the batch holding it is written
-///   (the state file first: the first step does not wait for the database), updated in
-///   place at `RunFinished` (before its state file is written).
+/// - history row: inserted at `RunStarted` (`running`), updated in place at `RunFinished`.
 /// - audit: one `workflow.started` and one `workflow.completed` line.
 /// - transcript `<root>/transcripts/<run_id>.jsonl`: one line per event (see the crate docs).
 /// - output files `<root>/outputs/<run_id>/…`: a recorded state's `output` / `stderr` over
@@ -238,21 +216,6 @@ impl Recorder {
         };
         let (ack_tx, ack_rx) = mpsc::sync_channel(1);
         if tx.push(Msg::Flush(ack_tx), Urgency::Now) {
-            let _ = ack_rx.recv();
-        }
-    }
-
-    /// Blocks until every event queued before this call is written (state files renamed,
-    /// journal, transcript and audit lines appended): what a process killed from then on
-    /// keeps. The syncs that guard against a crash of the machine go on on the writer's sync
-    /// thread; [`flush`](Self::flush) waits for them too. Returns at once when the writer is
-    /// not running.
-    pub fn flush_written(&self) {
-        let Some(tx) = &self.inner.tx else {
-            return;
-        };
-        let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-        if tx.push(Msg::Written(Ack::Thread(ack_tx)), Urgency::Now) {
             let _ = ack_rx.recv();
         }
     }
@@ -351,13 +314,9 @@ impl EventPublisher for Recorder {
         Self::flush(self);
     }
 
-    fn flush_written(&self) {
-        Self::flush_written(self);
-    }
-
     /// The run waits for its record only when the writer is behind: a run's (or a
-    /// sub-workflow run's) start not yet written (no step runs before its run's state file
-    /// and transcript are; its history row follows), or events of a step started more than [`LAG_BOUND`] ago not yet written
+    /// sub-workflow run's) start not yet written (no step runs before its run is on
+    /// record), or events of a step started more than [`LAG_BOUND`] ago not yet written
     /// (a writer starved of CPU). Then it resolves once everything emitted before is written
     /// (a `write`, not a sync: what a killed process keeps). A writer that keeps up costs
     /// the run nothing: it writes in batches on its own thread.
@@ -386,7 +345,7 @@ impl EventPublisher for Recorder {
             return None;
         }
         let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
-        if !tx.push(Msg::Written(Ack::Task(ack_tx)), Urgency::Now) {
+        if !tx.push(Msg::Written(ack_tx), Urgency::Now) {
             return None;
         }
         Some(Box::pin(async move {
@@ -455,15 +414,6 @@ struct Spool {
     stopped: bool,
 }
 
-/// The history row of a run that started, waiting for its state file to be written.
-struct StartedRow {
-    run_id: String,
-    identifier: String,
-    workflow: String,
-    started_ms: u64,
-    parent: Option<String>,
-}
-
 /// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
 struct ChildCall {
     parent: String,
@@ -493,9 +443,6 @@ struct Writer {
     /// Questions a run asked before it started (missing inputs), held until its
     /// `RunStarted`: a run that never starts leaves no transcript.
     pre_start: HashMap<String, Vec<EventEnvelope>>,
-    /// History rows of runs that started in the batch being written: inserted once their
-    /// state files are written (see [`Writer::write_started_rows`]).
-    started_rows: Vec<StartedRow>,
     /// When the journals were last synced to the disk.
     last_sync: std::time::Instant,
     /// (stdout, stderr) spools of the running steps, by (run id, event path).
@@ -535,17 +482,15 @@ impl Writer {
             transcripts: HashMap::new(),
             calls: HashMap::new(),
             pre_start: HashMap::new(),
-            started_rows: Vec::new(),
             last_sync: std::time::Instant::now(),
             spools: HashMap::new(),
         }
     }
 
     fn run(mut self, rx: &Inbox<Msg>) {
-        // The temp files writers killed while writing a state file left go first; the
-        // history database is opened (and its WAL read back) at the first row written,
-        // which comes after the first run's state file: off the way of its first step.
-        state::remove_stale_temps(&self.paths.states_dir(), false);
+        // Before the first event arrives, off the run's way: the history database is opened
+        // (and its WAL read) once.
+        let _ = self.db();
         let mut held = false;
         let mut after_step_end = false;
         loop {
@@ -581,7 +526,6 @@ impl Writer {
                     }
                     Msg::Written(ack) => acks.push(ack),
                     Msg::Flush(ack) => {
-                        self.write_started_rows();
                         self.commit(true);
                         self.send_to_syncer(SyncMsg::Barrier(ack));
                     }
@@ -604,14 +548,9 @@ impl Writer {
             self.commit(false);
             self.shared.written.fetch_add(written, Ordering::AcqRel);
             for ack in acks {
-                ack.send();
+                let _ = ack.send(());
             }
-            // After the run was told its start is on record: opening the database and the
-            // insert (a millisecond or more when the WAL is read back or checkpointed) go
-            // on beside its first step.
-            self.write_started_rows();
         }
-        self.write_started_rows();
         self.commit(true);
         // The syncer drains its queue and stops.
         self.syncer = None;
@@ -685,7 +624,7 @@ impl Writer {
             }
         }
         if self.db.is_none() && !self.db_failed {
-            match crate::open_history_db(&self.paths) {
+            match crate::open_history(&self.paths, false) {
                 Ok(c) => self.db = Some(c),
                 Err(e) => {
                     self.db_failed = true;
@@ -695,40 +634,6 @@ impl Writer {
             self.db_file = crate::file_id(&path);
         }
         self.db.as_ref()
-    }
-
-    /// Inserts the `running` rows of the runs whose start was applied since the last call.
-    ///
-    /// A run's start is on record (what [`Recorder::settle`] waits for) once its state file
-    /// and transcript are written; its history row follows, so the first step does not wait
-    /// for the database to open. A process killed in between leaves a state file without a
-    /// row, as a run recorded before history.db existed: `awf status` and `awf resume` read
-    /// the state file.
-    fn write_started_rows(&mut self) {
-        if self.started_rows.is_empty() {
-            return;
-        }
-        let rows = std::mem::take(&mut self.started_rows);
-        let Some(c) = self.db() else {
-            return;
-        };
-        let mut failed = None;
-        for r in &rows {
-            let done = history::upsert_started(
-                c,
-                &r.run_id,
-                &r.identifier,
-                &r.workflow,
-                r.started_ms,
-                r.parent.as_deref(),
-            );
-            if let Err(e) = done {
-                failed.get_or_insert(e);
-            }
-        }
-        if let Some(e) = failed {
-            self.history_error(&e);
-        }
     }
 
     fn history_error(&self, e: &rusqlite::Error) {
@@ -852,13 +757,18 @@ impl Writer {
                         message: None,
                     },
                 );
-                self.started_rows.push(StartedRow {
-                    run_id: run_id.to_owned(),
-                    identifier: identifier.clone(),
-                    workflow: workflow.clone(),
-                    started_ms,
-                    parent,
-                });
+                if let Some(c) = self.db()
+                    && let Err(e) = history::upsert_started(
+                        c,
+                        run_id,
+                        identifier,
+                        workflow,
+                        started_ms,
+                        parent.as_deref(),
+                    )
+                {
+                    self.history_error(&e);
+                }
                 let line =
                     projection::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
                 self.audit_line(&line);
@@ -920,8 +830,6 @@ impl Writer {
     }
 
     fn finish(&mut self, env: &EventEnvelope, result: &awf_domain::run::RunResult) {
-        // A run that started in this batch: its `running` row first, the end row over it.
-        self.write_started_rows();
         let run_id = env.run_id.0.as_str();
         let record = match self.runs.get_mut(run_id) {
             Some(p) => {
