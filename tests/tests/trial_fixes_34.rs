@@ -104,3 +104,55 @@ fn step_reads_the_outputs_of_a_mocked_sub_workflow_call() {
         assert!(r.stdout.contains("got 7"), "{args:?}: {}", r.stdout);
     }
 }
+
+/// Breaker: history.db held locked by another process past the 10 s wait at a run's end
+/// gave "if history.db is damaged, move it aside … `awf history` will not list this run",
+/// although nothing was damaged and a history read lists the run from its state file. The
+/// hint says what happened; the run is listed as it ended.
+#[test]
+fn a_history_held_locked_at_the_end_is_named_busy_not_damaged() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "s.yaml",
+        "name: s\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'sleep 1'\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    // A first run creates the database.
+    assert_eq!(sb.run(&["run", "s.yaml"]).unwrap().code, 0);
+    let db = awf_tests::data(&sb).join("history.db");
+    assert!(db.exists(), "{}", db.display());
+    let child = sb
+        .cmd(&["run", "s.yaml"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let flag = sb.path().join("locked");
+    let holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time,pathlib\nc=sqlite3.connect(sys.argv[1],isolation_level=None)\nc.execute('BEGIN IMMEDIATE')\npathlib.Path(sys.argv[2]).write_text('1')\ntime.sleep(12)\nc.execute('COMMIT')\n",
+            db.to_str().unwrap(),
+            flag.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut holder = holder;
+    let _ = holder.wait();
+    assert!(flag.exists(), "the lock was not taken");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("write lock past the 10 s wait"), "{err}");
+    assert!(!err.contains("move it aside"), "{err}");
+    let h = sb.run(&["history", "-f", "json"]).unwrap();
+    let rows: serde_json::Value = serde_json::from_str(&h.stdout).unwrap();
+    let done = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "completed")
+        .count();
+    assert_eq!(done, 2, "{}", h.stdout);
+}

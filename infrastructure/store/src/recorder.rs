@@ -414,6 +414,12 @@ struct Spool {
     stopped: bool,
 }
 
+/// The history row and audit line of a run that ended, waiting for its state file.
+struct EndedRow {
+    record: awf_domain::ports::store::HistoryRecord,
+    line: String,
+}
+
 /// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
 struct ChildCall {
     parent: String,
@@ -443,6 +449,9 @@ struct Writer {
     /// Questions a run asked before it started (missing inputs), held until its
     /// `RunStarted`: a run that never starts leaves no transcript.
     pre_start: HashMap<String, Vec<EventEnvelope>>,
+    /// The history rows and audit lines of the runs that ended in the batch being written:
+    /// written after their state files (see [`Writer::write_ended_rows`]).
+    ended_rows: Vec<EndedRow>,
     /// When the journals were last synced to the disk.
     last_sync: std::time::Instant,
     /// (stdout, stderr) spools of the running steps, by (run id, event path).
@@ -482,6 +491,7 @@ impl Writer {
             transcripts: HashMap::new(),
             calls: HashMap::new(),
             pre_start: HashMap::new(),
+            ended_rows: Vec::new(),
             last_sync: std::time::Instant::now(),
             spools: HashMap::new(),
         }
@@ -527,6 +537,7 @@ impl Writer {
                     Msg::Written(ack) => acks.push(ack),
                     Msg::Flush(ack) => {
                         self.commit(true);
+                        self.write_ended_rows();
                         self.send_to_syncer(SyncMsg::Barrier(ack));
                     }
                     #[cfg(test)]
@@ -546,12 +557,14 @@ impl Writer {
                 break;
             }
             self.commit(false);
+            self.write_ended_rows();
             self.shared.written.fetch_add(written, Ordering::AcqRel);
             for ack in acks {
                 let _ = ack.send(());
             }
         }
         self.commit(true);
+        self.write_ended_rows();
         // The syncer drains its queue and stops.
         self.syncer = None;
         if let Some(h) = self.syncer_handle.take()
@@ -634,6 +647,45 @@ impl Writer {
             self.db_file = crate::file_id(&path);
         }
         self.db.as_ref()
+    }
+
+    /// Writes the history rows (finished) and the audit lines (`workflow.completed`) of the
+    /// runs that ended since the last call, then has the audit trail synced.
+    ///
+    /// Called once the batch's state files are written: a process killed in between leaves
+    /// a row still `running` beside a state file that says the run ended, which a history
+    /// read settles from the state file; the other order left history and the audit trail
+    /// saying "completed" for a run whose state file (and `awf resume`) said it was still at
+    /// its last step, which then ran again (breaker).
+    fn write_ended_rows(&mut self) {
+        if self.ended_rows.is_empty() {
+            return;
+        }
+        for row in std::mem::take(&mut self.ended_rows) {
+            if let Some(c) = self.db()
+                && let Err(e) = history::upsert_finished(c, &row.record)
+            {
+                self.history_error(&e);
+            }
+            self.audit_line(&row.line);
+        }
+        if let Some(a) = self.audit.as_mut() {
+            let what = format!("the audit trail {}", a.path().display());
+            match a.pending_sync() {
+                Ok(Some(dup)) => self.send_to_syncer(SyncMsg::Job {
+                    items: vec![SyncItem {
+                        target: "audit",
+                        what,
+                        file: Syncable::Data(dup),
+                    }],
+                    after: Vec::new(),
+                }),
+                Ok(None) => {}
+                Err(e) => self
+                    .shared
+                    .report("audit", format!("cannot sync {what}: {e}")),
+            }
+        }
     }
 
     fn history_error(&self, e: &rusqlite::Error) {
@@ -720,6 +772,13 @@ impl Writer {
                 resumed_from,
                 ..
             } => {
+                // Resumed in the batch that ended it (a server resuming a run that just
+                // ended): its end is written first, so that its new `running` row is not
+                // overwritten by the end's row written after the batch.
+                if resumed_from.is_some() && self.ended_rows.iter().any(|r| r.record.id == run_id) {
+                    self.commit(false);
+                    self.write_ended_rows();
+                }
                 // The earlier states keep their output files (not read back into memory).
                 let earlier = match resumed_from {
                     Some(_) => match self.runs.remove(run_id) {
@@ -840,11 +899,6 @@ impl Writer {
             }
             None => projection::finished_record(env, result),
         };
-        if let Some(c) = self.db()
-            && let Err(e) = history::upsert_finished(c, &record)
-        {
-            self.history_error(&e);
-        }
         let line = projection::completed_line_of(
             run_id,
             env.at,
@@ -852,7 +906,7 @@ impl Writer {
             &record.workflow_name,
             result,
         );
-        self.audit_line(&line);
+        self.ended_rows.push(EndedRow { record, line });
         if let Some(t) = self.transcripts.get_mut(run_id) {
             t.close = true;
         }
@@ -1090,7 +1144,6 @@ impl Writer {
         // A run that ended in this batch has its audit line synced with its transcript and
         // state file, side by side, rather than at the flush that follows (four syncs in a
         // row, about a millisecond at the end of every run; issue 9).
-        let ending = self.runs.values().any(|p| p.finished);
         let mut failures = Vec::new();
         let mut to_sync: Vec<SyncItem> = Vec::new();
         for (id, t) in &mut self.transcripts {
@@ -1129,9 +1182,7 @@ impl Writer {
         for msg in failures {
             self.shared.report("transcript", msg);
         }
-        if (sync || ending)
-            && let Some(a) = self.audit.as_mut()
-        {
+        if sync && let Some(a) = self.audit.as_mut() {
             let what = format!("the audit trail {}", a.path().display());
             match a.pending_sync() {
                 Ok(Some(dup)) => to_sync.push(SyncItem {

@@ -1665,3 +1665,51 @@ fn a_step_waits_for_its_runs_start_and_for_a_writer_left_behind_only() {
     // Caught up: no wait again.
     assert!(rec.settle().is_none());
 }
+
+/// Breaker: a run's end was written to the history (and the audit trail) before its state
+/// file, so a process killed in between left the history saying "completed" while the state
+/// file (and `awf resume`) had the run at its last step, which then ran again. The state
+/// file is written first: here the history is held by another writer while the end is
+/// recorded, and the state file says the run ended before the row does.
+#[test]
+fn a_runs_end_reaches_its_state_file_before_its_history_row() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), true);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    let other = Connection::open(d.path().join("history.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    rec.emit(s.ev(
+        "r",
+        None,
+        "",
+        None,
+        finished("r", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    let state = d.path().join("states/r.json");
+    let ended = || {
+        std::fs::read_to_string(&state)
+            .unwrap_or_default()
+            .contains("\"success\"")
+    };
+    let t0 = std::time::Instant::now();
+    while !ended() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(ended(), "the state file waited for the history row");
+    let row: String = other
+        .query_row("SELECT status FROM runs WHERE id = 'r'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(row, "running");
+    let audit = std::fs::read_to_string(d.path().join("audit.jsonl")).unwrap_or_default();
+    assert!(!audit.contains("workflow.completed"), "{audit}");
+    other.execute_batch("COMMIT;").unwrap();
+    rec.flush();
+    let row = HistoryStore::get(&store, "r").unwrap().unwrap();
+    assert_eq!(row.status, StoredStatus::Success);
+    let audit = std::fs::read_to_string(d.path().join("audit.jsonl")).unwrap();
+    assert!(audit.contains("workflow.completed"), "{audit}");
+    assert!(rec.take_errors().is_empty());
+}

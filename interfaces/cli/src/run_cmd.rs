@@ -517,6 +517,15 @@ fn record_failure(recorder: Option<&wiring::RunRecorder>, exit_code: u8) -> Opti
         errors.len()
     );
     Some(match r {
+        // Busy, not damaged (breaker: "move it aside" for a database another process
+        // held locked past the wait): the row is settled from the state file later.
+        wiring::RunRecorder::Embedded(s) if s.only_history_failed() && first.contains("database is locked") => {
+            AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(
+                "another process held history.db's write lock past the 10 s wait: the run's \
+                 state file was written (`awf status` and `awf resume` know its end), and a \
+                 history read settles the run's row from it once the database is free",
+            )
+        }
         wiring::RunRecorder::Embedded(s) if s.only_history_failed() => {
             AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(
                 "the run's state file was written (`awf status` and `awf resume` know its end), \
