@@ -88,7 +88,7 @@ pub(crate) fn open_filling(
                     format!("cannot open the history database {}: {e}", path.display()),
                 )
                 .with_detail("path", path.display().to_string())
-                .with_hint(move_aside(path)));
+                .with_hint(unusable_hint(path)));
             }
             Err(e) if attempt >= 5 => return Err(write_failed("the history database", path, e)),
             Err(_) => {
@@ -172,6 +172,27 @@ fn sidecar(path: &Path, suffix: &str) -> std::path::PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(suffix);
     name.into()
+}
+
+/// The hint for a history database that cannot be opened: [`move_aside`] for a file SQLite
+/// cannot use, but when the directory holding it cannot be written (a read-only mount, no
+/// permission), there may be no file to move (breaker: "move it aside" for a data root
+/// mounted read-only without a history.db).
+fn unusable_hint(path: &Path) -> String {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let writable = nix::unistd::access(
+        dir.unwrap_or(Path::new(".")),
+        nix::unistd::AccessFlags::W_OK,
+    );
+    match writable {
+        Err(e) if std::fs::symlink_metadata(path).map_or(true, |m| m.len() == 0) => format!(
+            "its directory cannot be written ({}): make the data root writable, or point \
+             AWF_STORAGE_DIR (--storage) at one that is; `awf status <run-id>` reads a run's \
+             state file without the history",
+            e.desc()
+        ),
+        _ => move_aside(path),
+    }
 }
 
 /// The hint for a history database SQLite cannot use (not a regular file, not a database,
@@ -544,6 +565,24 @@ pub(crate) fn stats(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    /// Breaker: a data root that cannot be written and holds no history.db was told to move
+    /// the database aside; the hint names the directory instead. A file SQLite cannot use
+    /// in a writable directory is still to be moved aside.
+    #[test]
+    fn the_hint_names_a_directory_that_cannot_be_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let gone = dir.path().join("no-such-dir").join("history.db");
+        let hint = unusable_hint(&gone);
+        assert!(
+            hint.starts_with("its directory cannot be written"),
+            "{hint}"
+        );
+        assert!(!hint.contains("move it aside"), "{hint}");
+        let here = dir.path().join("history.db");
+        std::fs::write(&here, "not a database").unwrap();
+        assert_eq!(unusable_hint(&here), move_aside(&here));
+    }
 
     /// Only the opener that creates the tables says so: a missing or empty file is created
     /// once; the next opener, while the first still holds its connection (its tables in the
