@@ -1,0 +1,47 @@
+//! Fixes of what a new user of the release build found: the NEXT of loops in `validate -f
+//! table`, an empty secret default, `error_message` in `GET /api/history`, hints said for the
+//! front-end that shows them, the 429's count, `awf history -n 0`; over the real binary.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use pretty_assertions::assert_eq;
+
+const LOOPS: &str = "name: loops\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\"]'\n    body: [one]\n    on_complete: again\n  one: {type: step, command: 'echo {{.loop.Item}}', on_success: each}\n  again:\n    type: while\n    while: 'false'\n    body: [two]\n    on_complete: par\n  two: {type: step, command: echo, on_success: again}\n  par:\n    type: parallel\n    parallel: [p1]\n    on_success: done\n  p1: {type: step, command: echo}\n  done: {type: terminal}\n";
+
+/// The NEXT column of `awf validate -f table` shows a loop's `on_complete` (it read `-` for
+/// `for_each` and `while` loops), as it shows another state's `on_success`.
+#[test]
+fn the_table_shows_where_a_loop_goes_next() {
+    let sb = Sandbox::new().unwrap();
+    let wf = sb.write("loops.yaml", LOOPS).unwrap();
+    let r = sb
+        .run(&["validate", wf.to_str().unwrap(), "-f", "table"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let rows: Vec<Vec<&str>> = r
+        .stdout
+        .lines()
+        .skip_while(|l| !l.contains("| STEP "))
+        .skip(2)
+        .filter(|l| l.starts_with("| "))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(str::trim)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ["each", "for_each", "again"],
+            ["one", "command", "each"],
+            ["again", "while", "par"],
+            ["two", "command", "again"],
+            ["par", "parallel", "done"],
+            ["p1", "command", "-"],
+            ["done", "terminal", "(terminal)"],
+        ]
+    );
+}
