@@ -5,6 +5,10 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use awf_tests::Sandbox;
+use awf_tests::http_serve::add_workflows;
+use awf_tests::http_serve::curl;
+use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::start;
 use pretty_assertions::assert_eq;
 
 const LOOPS: &str = "name: loops\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\"]'\n    body: [one]\n    on_complete: again\n  one: {type: step, command: 'echo {{.loop.Item}}', on_success: each}\n  again:\n    type: while\n    while: 'false'\n    body: [two]\n    on_complete: par\n  two: {type: step, command: echo, on_success: again}\n  par:\n    type: parallel\n    parallel: [p1]\n    on_success: done\n  p1: {type: step, command: echo}\n  done: {type: terminal}\n";
@@ -44,4 +48,51 @@ fn the_table_shows_where_a_loop_goes_next() {
             ["done", "terminal", "(terminal)"],
         ]
     );
+}
+
+const SECRET_DEFAULTS: &str = "name: secdef\ninputs:\n  - {name: api_token, type: string, default: ''}\n  - {name: db_password, type: string, default: hunter22}\n  - {name: plain, type: string, default: ''}\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: done}\n  done: {type: terminal}\n";
+
+/// An empty default of a secret-named input has nothing to hide: `awf run <wf> --help` and
+/// `awf validate -f table` show it as the empty value (`""`, as the HTTP route's JSON gives
+/// it), not `***`; a non-empty one stays masked.
+#[test]
+fn an_empty_secret_default_is_shown_empty() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("secdef", SECRET_DEFAULTS)]);
+    let r = sb.run(&["run", "secdef", "--help"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let cells: Vec<Vec<&str>> = r
+        .inputs_table()
+        .iter()
+        .map(|l| l.split_whitespace().take(4).collect())
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ["NAME", "TYPE", "REQUIRED", "DEFAULT"],
+            ["api_token", "string", "no", "\"\""],
+            ["db_password", "string", "no", "***"],
+            ["plain", "string", "no", "\"\""],
+        ]
+    );
+    let r = sb.run(&["validate", "secdef", "-f", "table"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("| api_token ") && l.contains("| \"\" ")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("| db_password ") && l.contains("| *** ")),
+        "{}",
+        r.stdout
+    );
+    let s = start(&sb, &[]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/secdef", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json_of(&body)["body"]["inputs"][0]["default"], "");
 }

@@ -190,7 +190,8 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
 }
 
 /// `-f table` (AWF (Go)'s layout): a status box, then the inputs (INPUT(15) TYPE(10)
-/// REQUIRED(10) DEFAULT(20), `yes`/`no`, `-` for no default) and the states (STEP(15) TYPE(10)
+/// REQUIRED(10) DEFAULT(20), `yes`/`no`, `-` for no default, `""` for the empty string,
+/// `***` for another value of a secret-named input) and the states (STEP(15) TYPE(10)
 /// NEXT(20): see [`table_next`]), then a blank line and `ERROR: …` /
 /// `WARNING: …` lines.
 pub fn render_table(
@@ -219,9 +220,11 @@ pub fn render_table(
                     .unwrap_or_else(|| "-".to_owned());
                 let default = match &i.default {
                     None => "-".to_owned(),
-                    Some(_) if awf_domain::mask::is_secret_name(&i.name) => {
+                    Some(v) if awf_domain::mask::hides_named(&i.name, v) => {
                         awf_domain::mask::MASK.to_owned()
                     }
+                    // As `awf run <workflow> --help` and the HTTP API show it.
+                    Some(v) if v.as_str() == Some("") => "\"\"".to_owned(),
                     Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_owned),
                 };
                 let req = if i.required { "yes" } else { "no" };
