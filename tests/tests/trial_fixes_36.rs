@@ -10,6 +10,7 @@ use awf_tests::http_serve::curl;
 use awf_tests::http_serve::json_of;
 use awf_tests::http_serve::start;
 use pretty_assertions::assert_eq;
+use serde_json::Value;
 
 const LOOPS: &str = "name: loops\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\"]'\n    body: [one]\n    on_complete: again\n  one: {type: step, command: 'echo {{.loop.Item}}', on_success: each}\n  again:\n    type: while\n    while: 'false'\n    body: [two]\n    on_complete: par\n  two: {type: step, command: echo, on_success: again}\n  par:\n    type: parallel\n    parallel: [p1]\n    on_success: done\n  p1: {type: step, command: echo}\n  done: {type: terminal}\n";
 
@@ -95,4 +96,41 @@ fn an_empty_secret_default_is_shown_empty() {
     let (code, body, _) = curl(&[&format!("{}/api/workflows/env/secdef", s.base)]);
     assert_eq!(code, 200, "{body}");
     assert_eq!(json_of(&body)["body"]["inputs"][0]["default"], "");
+}
+
+const FAILS: &str = "name: fails\nstates:\n  initial: a\n  a: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n";
+const OK: &str = "name: ok\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: done}\n  done: {type: terminal}\n";
+
+/// `GET /api/history`'s entries carry `error_message` as `awf history -f json` does: `null`
+/// for a run without one (it was left out), the text for a failed one.
+#[test]
+fn history_entries_say_error_message_as_the_cli_does() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("ok", OK), ("fails", FAILS)]);
+    assert_eq!(sb.run(&["run", "ok"]).unwrap().code, 0);
+    assert_eq!(sb.run(&["run", "fails"]).unwrap().code, 3);
+    let cli = sb.run(&["history", "-f", "json"]).unwrap();
+    assert_eq!(cli.code, 0, "{}", cli.stderr);
+    let cli = cli.json().unwrap();
+    let s = start(&sb, &[]);
+    let (code, body, _) = curl(&[&format!("{}/api/history", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let http = json_of(&body)["body"]["entries"].clone();
+    let by_name = |rows: &Value, name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["workflow_name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    let ok = by_name(&http, "ok");
+    assert_eq!(ok.get("error_message"), Some(&Value::Null), "{ok}");
+    assert_eq!(by_name(&cli, "ok").get("error_message"), Some(&Value::Null));
+    let failed = by_name(&http, "fails");
+    assert!(failed["error_message"].is_string(), "{failed}");
+    assert_eq!(
+        failed["error_message"],
+        by_name(&cli, "fails")["error_message"]
+    );
 }
