@@ -8,9 +8,11 @@ use awf_tests::Sandbox;
 use awf_tests::http_serve::add_workflows;
 use awf_tests::http_serve::curl;
 use awf_tests::http_serve::json_of;
+use awf_tests::http_serve::post;
 use awf_tests::http_serve::start;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
+use serde_json::json;
 
 const LOOPS: &str = "name: loops\nstates:\n  initial: each\n  each:\n    type: for_each\n    items: '[\"a\", \"b\"]'\n    body: [one]\n    on_complete: again\n  one: {type: step, command: 'echo {{.loop.Item}}', on_success: each}\n  again:\n    type: while\n    while: 'false'\n    body: [two]\n    on_complete: par\n  two: {type: step, command: echo, on_success: again}\n  par:\n    type: parallel\n    parallel: [p1]\n    on_success: done\n  p1: {type: step, command: echo}\n  done: {type: terminal}\n";
 
@@ -133,4 +135,41 @@ fn history_entries_say_error_message_as_the_cli_does() {
         failed["error_message"],
         by_name(&cli, "fails")["error_message"]
     );
+}
+
+const INPUTS: &str = "name: inputs\ninputs:\n  - {name: env, type: string, required: true}\n  - {name: n, type: integer}\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: done}\n  done: {type: terminal}\n";
+const BROKEN: &str = "name: broken\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: nowhere}\n  done: {type: terminal}\n";
+
+/// A hint names the interface it is shown on: the command line's input error names
+/// `awf run <workflow> --help` and no HTTP route; validate's 422 says where its errors are in
+/// the answer and the first one's line, not `awf validate NAME`.
+#[test]
+fn hints_are_said_for_the_front_end_that_shows_them() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("inputs", INPUTS), ("broken", BROKEN)]);
+    let r = sb
+        .run(&["run", "inputs", "-i", "env=dev", "-i", "n=abc"])
+        .unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.trim_end().ends_with(
+            "Hint: `awf run <workflow> --help` lists each input with its type and rules"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("HTTP"), "{}", r.stderr);
+    assert!(!r.stderr.contains("/api/"), "{}", r.stderr);
+    let s = start(&sb, &[]);
+    let (code, body, _) = post(&format!("{}/api/workflows/env/broken/validate", s.base), "");
+    assert_eq!(code, 422, "{body}");
+    let p = json_of(&body);
+    assert_eq!(
+        p["hints"],
+        json!([
+            "`errors` lists each error by its path in the workflow (the first at line 4, column 34 of the file)"
+        ]),
+        "{p}"
+    );
+    assert!(!body.contains("awf validate"), "{body}");
 }
