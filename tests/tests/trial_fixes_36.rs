@@ -10,6 +10,8 @@ use awf_tests::http_serve::curl;
 use awf_tests::http_serve::json_of;
 use awf_tests::http_serve::post;
 use awf_tests::http_serve::start;
+use awf_tests::http_serve::start_run;
+use awf_tests::http_serve::wait_status;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
@@ -172,4 +174,25 @@ fn hints_are_said_for_the_front_end_that_shows_them() {
         "{p}"
     );
     assert!(!body.contains("awf validate"), "{body}");
+}
+
+const SLEEPER: &str = "name: sleeper\nstates:\n  initial: a\n  a: {type: step, command: sleep 300, on_success: done}\n  done: {type: terminal}\n";
+
+/// The 429 of a full server counts its runs in good English: `1 run is live` (it said
+/// `1 runs are live`).
+#[test]
+fn the_run_cap_says_one_run_is_live() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("sleeper", SLEEPER), ("ok", OK)]);
+    let s = start(&sb, &["--max-runs", "1"]);
+    let id = start_run(&s, "sleeper", "{}");
+    let (code, body, _) = post(&format!("{}/api/workflows/env/ok/run", s.base), "{}");
+    assert_eq!(code, 429, "{body}");
+    assert_eq!(
+        json_of(&body)["detail"],
+        "1 run is live, the most this process runs at once (1); the run was not started"
+    );
+    let (code, _, _) = curl(&["-X", "DELETE", &format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 204);
+    wait_status(&s, &id, "cancelled");
 }
