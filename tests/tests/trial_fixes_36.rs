@@ -196,3 +196,29 @@ fn the_run_cap_says_one_run_is_live() {
     assert_eq!(code, 204);
     wait_status(&s, &id, "cancelled");
 }
+
+/// `awf history -n 0` is refused as `GET /api/history?limit=0` is (422
+/// `USER.INPUT.VALIDATION_FAILED`), with a hint, not `No execution history found` while runs
+/// are recorded; AWF (Go) gives 0 no meaning.
+#[test]
+fn history_refuses_a_limit_of_zero() {
+    let mut sb = Sandbox::new().unwrap();
+    add_workflows(&mut sb, &[("ok", OK)]);
+    assert_eq!(sb.run(&["run", "ok"]).unwrap().code, 0);
+    let r = sb.run(&["history", "-n", "0"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.stdout, "");
+    assert_eq!(
+        r.stderr,
+        "[USER.INPUT.VALIDATION_FAILED] --limit 0 is not a positive whole number\n  Hint: use -n 1 or more (the default is 20)\n"
+    );
+    let r = sb.run(&["history", "-n", "0", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 1);
+    let e: Value = serde_json::from_str(&r.stderr).unwrap();
+    assert_eq!(e["error_code"], "USER.INPUT.VALIDATION_FAILED", "{e}");
+    assert_eq!(sb.run(&["history", "-n", "1"]).unwrap().code, 0);
+    let s = start(&sb, &[]);
+    let (code, body, _) = curl(&[&format!("{}/api/history?limit=0", s.base)]);
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(json_of(&body)["code"], "USER.INPUT.VALIDATION_FAILED");
+}
