@@ -173,14 +173,17 @@ pub fn resolve_inputs(
     }
     if err.hints().is_empty() {
         // Every refusal says where the rules are (breaker: a value over the OS's limit got
-        // `"hints": []` over HTTP).
-        err = err.with_hint(
-            "`awf run <workflow> --help` lists each input with its type and rules (over HTTP: \
-             GET /api/workflows/{scope}/{name})",
-        );
+        // `"hints": []` over HTTP). Worded for the command line, as every hint here is;
+        // awf-http says it as the workflow's route (`GET /api/workflows/{scope}/{name}`).
+        err = err.with_hint(INPUTS_HELP_HINT);
     }
     Err(err)
 }
+
+/// The hint of a refused input value that says where each input's type and rules are
+/// listed, for the command line (awf-http says it as `GET /api/workflows/{scope}/{name}`).
+pub const INPUTS_HELP_HINT: &str =
+    "`awf run <workflow> --help` lists each input with its type and rules";
 
 /// Checks one value against an input's type and rules (interactive prompting re-asks on
 /// error). Returns the value converted to the declared type.
@@ -706,6 +709,11 @@ mod tests {
         assert_eq!(
             e.message(),
             "input validation failed: inputs.port: cannot convert \"abc\" to integer (a whole number in decimal, e.g. 42 or -7)"
+        );
+        // A command-line hint, without the HTTP route (awf-http says it its own way).
+        assert_eq!(
+            e.hints(),
+            ["`awf run <workflow> --help` lists each input with its type and rules"]
         );
         let w = wf(vec![def(
             "n",

@@ -361,13 +361,23 @@ pub fn parse_day(d: &str) -> Result<u64, AwfError> {
 /// `--limit`), as given on the command line.
 ///
 /// # Errors
-/// `USER.INPUT.INVALID_FORMAT` for a bad status word or day ([`parse_status`], [`parse_day`]).
+/// `USER.INPUT.INVALID_FORMAT` for a bad status word or day ([`parse_status`], [`parse_day`]);
+/// `USER.INPUT.VALIDATION_FAILED` for a `--limit` of 0, as `GET /api/history?limit=0` refuses
+/// it (AWF (Go) gives 0 no meaning: its query asks for no row, so it printed `No execution
+/// history found` whatever the history held).
 pub fn history_filter(
     workflow: Option<&str>,
     status: Option<&str>,
     since: Option<&str>,
     limit: usize,
 ) -> Result<HistoryFilter, AwfError> {
+    if limit == 0 {
+        return Err(AwfError::new(
+            ErrorCode::UserInputValidationFailed,
+            "--limit 0 is not a positive whole number",
+        )
+        .with_hint("use -n 1 or more (the default is 20)"));
+    }
     Ok(HistoryFilter {
         workflow: workflow.map(str::to_owned),
         status: status.map(parse_status).transpose()?,
@@ -843,5 +853,15 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
         let e = history_filter(None, None, Some("yesterday"), 1).unwrap_err();
         assert_eq!(e.message(), "invalid date 'yesterday'");
+    }
+
+    /// `-n 0` is refused as `?limit=0` is over HTTP, not an empty history.
+    #[test]
+    fn a_history_limit_of_zero_is_refused() {
+        let e = history_filter(None, None, None, 0).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(e.message(), "--limit 0 is not a positive whole number");
+        assert_eq!(e.hints(), ["use -n 1 or more (the default is 20)"]);
+        assert_eq!(history_filter(None, None, None, 1).unwrap().limit, Some(1));
     }
 }

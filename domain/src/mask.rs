@@ -29,13 +29,21 @@ pub const MIN_SECRET_CHARS: usize = 4;
 pub fn redact_named(map: &mut serde_json::Map<String, serde_json::Value>) {
     for (k, v) in map.iter_mut() {
         if is_secret_name(k) {
-            if !v.is_null() && v.as_str() != Some("") {
+            if hides_named(k, v) {
                 *v = serde_json::Value::String(MASK.to_owned());
             }
         } else if let serde_json::Value::Object(inner) = v {
             redact_named(inner);
         }
     }
+}
+
+/// Whether `value`, held under `name`, is shown as `***` (as [`redact_named`] shows it): a
+/// secret name and a value that is neither null nor the empty string (nothing to hide
+/// there, so the empty value is shown as it is; `GET /api/workflows/{scope}/{name}` gives
+/// it as `""`).
+pub fn hides_named(name: &str, value: &serde_json::Value) -> bool {
+    is_secret_name(name) && !value.is_null() && value.as_str() != Some("")
 }
 
 /// Whether a variable or input name marks its value as secret. A `-` counts as `_`, so
@@ -382,6 +390,18 @@ mod tests {
             "a *** b *** c *** d"
         );
         assert_eq!(m.mask("hunter2"), "hunter2");
+    }
+
+    /// An empty value under a secret name has nothing to hide: shown as it is (`""`), as
+    /// the HTTP API gives an empty secret default; any other value is `***`.
+    #[test]
+    fn only_a_value_with_something_in_it_is_hidden() {
+        use serde_json::json;
+        assert!(!hides_named("api_token", &json!("")));
+        assert!(!hides_named("api_token", &serde_json::Value::Null));
+        assert!(hides_named("api_token", &json!("abc")));
+        assert!(hides_named("api_token", &json!(0)));
+        assert!(!hides_named("user", &json!("hunter22")));
     }
 
     #[test]

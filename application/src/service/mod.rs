@@ -337,6 +337,15 @@ fn unknown(run_id: &RunId) -> AwfError {
     .with_hint("`awf history` lists recorded runs; a unique prefix of a run id is enough")
 }
 
+/// `1 run is live`, `2 runs are live`: how many runs hold a slot, in words.
+fn live_runs(live: usize) -> String {
+    if live == 1 {
+        "1 run is live".to_owned()
+    } else {
+        format!("{live} runs are live")
+    }
+}
+
 fn rejected(message: String) -> AwfError {
     AwfError::new(ErrorCode::UserFacadeInputRejected, message)
         .with_hint("answer only a request the run announced and still waits for")
@@ -388,7 +397,8 @@ impl RunManager {
             return Err(AwfError::new(
                 ErrorCode::UserFacadeRunLimit,
                 format!(
-                    "{live} runs are live, the most this process runs at once ({}); the run was not started",
+                    "{}, the most this process runs at once ({}); the run was not started",
+                    live_runs(live),
                     self.config.max_live_runs
                 ),
             )

@@ -380,7 +380,10 @@ async fn the_cap_on_live_runs_refuses_with_a_clear_error_and_frees_at_the_end() 
     let live = svc.start(request("hangs")).await.unwrap();
     let e = svc.start(request("w")).await.unwrap_err();
     assert_eq!(e.code(), ErrorCode::UserFacadeRunLimit);
-    assert!(e.message().contains("(1)"), "{}", e.message());
+    assert_eq!(
+        e.message(),
+        "1 run is live, the most this process runs at once (1); the run was not started"
+    );
     assert!(!e.hints().is_empty());
     // A failed start gives its slot back.
     assert_eq!(
@@ -1003,4 +1006,12 @@ async fn a_run_is_shown_ended_only_once_its_recorders_wrote_the_end() {
     let recorded = crate::engine::lock(&written).clone();
     assert_eq!(recorded.last().map(String::as_str), Some("run_finished"));
     assert_eq!(recorded.len(), items.len(), "{recorded:?}");
+}
+
+/// The 429's count reads right for one run and for more (it said "1 runs are live").
+#[test]
+fn the_live_run_count_is_pluralised() {
+    assert_eq!(super::live_runs(1), "1 run is live");
+    assert_eq!(super::live_runs(2), "2 runs are live");
+    assert_eq!(super::live_runs(64), "64 runs are live");
 }

@@ -68,8 +68,7 @@ pub struct HistoryEntry {
     pub completed_at: Option<String>,
     /// Wall time in milliseconds, once finished.
     pub duration_ms: Option<u64>,
-    /// Failure text.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Failure text; `null` when there is none, as `awf history -f json` gives it.
     pub error_message: Option<String>,
     /// `true` on a run recorded as `running` whose awf process is gone (killed with
     /// SIGKILL, crashed), as `awf history -f json` marks it; absent otherwise.
@@ -395,6 +394,22 @@ mod tests {
         assert_eq!(e["process_gone"], true, "{e}");
         let e = serde_json::to_value(entry(row("live", StoredStatus::Running), false)).unwrap();
         assert!(e.get("process_gone").is_none(), "{e}");
+    }
+
+    /// `error_message` is `null` when a run has none, as `awf history -f json` gives it
+    /// (the README says the entries are that command's), not left out.
+    #[test]
+    fn an_entry_without_an_error_says_null() {
+        let e = serde_json::to_value(entry(row("ok", StoredStatus::Success), false)).unwrap();
+        assert_eq!(
+            e.get("error_message"),
+            Some(&serde_json::Value::Null),
+            "{e}"
+        );
+        let mut failed = row("bad", StoredStatus::Failure);
+        failed.error_message = Some("step a failed".to_owned());
+        let e = serde_json::to_value(entry(failed, false)).unwrap();
+        assert_eq!(e["error_message"], "step a failed", "{e}");
     }
 
     #[test]

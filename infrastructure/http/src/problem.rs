@@ -641,10 +641,8 @@ mod tests {
     /// (the general one when the route is not known), never the command.
     #[test]
     fn the_inputs_help_hint_names_the_workflows_route() {
-        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "bad").with_hint(
-            "`awf run <workflow> --help` lists each input with its type and rules (over HTTP: \
-             GET /api/workflows/{scope}/{name})",
-        );
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "bad")
+            .with_hint("`awf run <workflow> --help` lists each input with its type and rules");
         let d = Problem::from_error(for_http(
             e.clone(),
             "inputs",

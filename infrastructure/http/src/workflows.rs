@@ -603,6 +603,18 @@ pub(crate) async fn get_workflow(
     Ok(Envelope::json(answer))
 }
 
+/// The hint of validate's 422, said for HTTP (not `awf validate NAME`, a command the client
+/// may have no way to run): where the errors are in the answer, and the line (and column) of
+/// the first in the workflow file when known.
+fn validate_hint(first: &awf_domain::ports::repository::Diagnostic) -> String {
+    let at = match (first.line, first.column) {
+        (Some(l), Some(c)) => format!(" (the first at line {l}, column {c} of the file)"),
+        (Some(l), None) => format!(" (the first at line {l} of the file)"),
+        (None, _) => String::new(),
+    };
+    format!("`errors` lists each error by its path in the workflow{at}")
+}
+
 /// Validates a workflow as `awf validate` does.
 #[utoipa::path(
     post,
@@ -636,11 +648,7 @@ pub(crate) async fn validate_workflow(
         .map(line)
         .collect();
     if let Some(first) = diags.iter().find(|d| d.severity == Severity::Error) {
-        let mut e = AwfError::new(first.code, errors.join("; "));
-        e = e.with_hint(format!(
-            "`awf validate {}` shows each error with its line",
-            awf_domain::shell::quote_arg(&id)
-        ));
+        let e = AwfError::new(first.code, errors.join("; ")).with_hint(validate_hint(first));
         return Err(Problem::with_status(StatusCode::UNPROCESSABLE_ENTITY, e).with_errors(errors));
     }
     let warnings = diags
@@ -745,6 +753,31 @@ pub(crate) async fn run_workflow(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// validate's 422 hint is said for HTTP, never as the `awf validate` command.
+    #[test]
+    fn the_validate_hint_is_said_for_http() {
+        use awf_domain::ports::repository::Diagnostic;
+        let mut d = Diagnostic::error(
+            ErrorCode::WorkflowValidationMissingState,
+            "states.a.on_success",
+            "unknown state 'x'",
+        );
+        assert_eq!(
+            validate_hint(&d),
+            "`errors` lists each error by its path in the workflow"
+        );
+        d.line = Some(7);
+        assert_eq!(
+            validate_hint(&d),
+            "`errors` lists each error by its path in the workflow (the first at line 7 of the file)"
+        );
+        d.column = Some(17);
+        assert_eq!(
+            validate_hint(&d),
+            "`errors` lists each error by its path in the workflow (the first at line 7, column 17 of the file)"
+        );
+    }
 
     #[test]
     fn scope_grammar() {

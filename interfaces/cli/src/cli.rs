@@ -316,7 +316,7 @@ pub struct HistoryArgs {
     /// Only runs started on or after this day (YYYY-MM-DD, UTC).
     #[arg(long, value_name = "YYYY-MM-DD")]
     pub since: Option<String>,
-    /// At most this many runs.
+    /// At most this many runs, newest first (1 or more).
     #[arg(short = 'n', long, default_value_t = 20)]
     pub limit: usize,
     /// Totals instead of rows.

@@ -13,7 +13,8 @@
 //! <clap's help for `awf run`>
 //! ```
 //! Columns are padded to their widest cell plus two spaces. `REQUIRED` is `yes`/`no`, `DEFAULT`
-//! is `-` when none (`***` for a secret-named input), `DESCRIPTION` is trimmed (`No
+//! is `-` when none, `""` for the empty string, `***` for any other value of a secret-named
+//! input, `DESCRIPTION` is trimmed (`No
 //! description` when empty). Without inputs the section is the line `No input parameters`.
 //! When an input has `validation` rules, a `RULES` column before `DESCRIPTION` shows each
 //! input's (`one of dev|prod`, `matches ^v[0-9]+$`, `1..10`, `>= 1`, `<= 10`, `existing
@@ -193,7 +194,10 @@ fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
     };
     let default = match &def.default {
         None | Some(serde_json::Value::Null) => "-".to_owned(),
-        Some(_) if awf_domain::mask::is_secret_name(&def.name) => "***".to_owned(),
+        Some(v) if awf_domain::mask::hides_named(&def.name, v) => awf_domain::mask::MASK.to_owned(),
+        // The empty value as JSON gives it (`GET /api/workflows/{scope}/{name}`), not a
+        // blank cell; an empty secret has nothing to hide.
+        Some(serde_json::Value::String(s)) if s.is_empty() => "\"\"".to_owned(),
         Some(serde_json::Value::String(s)) => s.replace('\n', "\\n"),
         Some(v) => v.to_string(),
     };

@@ -190,8 +190,9 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
 }
 
 /// `-f table` (AWF (Go)'s layout): a status box, then the inputs (INPUT(15) TYPE(10)
-/// REQUIRED(10) DEFAULT(20), `yes`/`no`, `-` for no default) and the states (STEP(15) TYPE(10)
-/// NEXT(20): `on_success`, `(terminal)`, else `-`), then a blank line and `ERROR: …` /
+/// REQUIRED(10) DEFAULT(20), `yes`/`no`, `-` for no default, `""` for the empty string,
+/// `***` for another value of a secret-named input) and the states (STEP(15) TYPE(10)
+/// NEXT(20): see [`table_next`]), then a blank line and `ERROR: …` /
 /// `WARNING: …` lines.
 pub fn render_table(
     wf: Option<&awf_domain::workflow::Workflow>,
@@ -219,9 +220,11 @@ pub fn render_table(
                     .unwrap_or_else(|| "-".to_owned());
                 let default = match &i.default {
                     None => "-".to_owned(),
-                    Some(_) if awf_domain::mask::is_secret_name(&i.name) => {
+                    Some(v) if awf_domain::mask::hides_named(&i.name, v) => {
                         awf_domain::mask::MASK.to_owned()
                     }
+                    // As `awf run <workflow> --help` and the HTTP API show it.
+                    Some(v) if v.as_str() == Some("") => "\"\"".to_owned(),
                     Some(v) => v.as_str().map_or_else(|| v.to_string(), str::to_owned),
                 };
                 let req = if i.required { "yes" } else { "no" };
@@ -234,12 +237,7 @@ pub fn render_table(
             let mut t = Table::new(&[15, 10, 20]);
             t.header(&["STEP", "TYPE", "NEXT"]);
             for (n, st) in &wf.states {
-                let next = match (&st.kind, &st.on_success) {
-                    (awf_domain::workflow::StateKind::Terminal(_), _) => "(terminal)".to_owned(),
-                    (_, Some(s)) => s.clone(),
-                    (_, None) => "-".to_owned(),
-                };
-                t.row(&[n.clone(), st.kind.kind_name().to_owned(), next]);
+                t.row(&[n.clone(), st.kind.kind_name().to_owned(), table_next(st)]);
             }
             t.sep();
             out.push_str(t.text());
@@ -255,6 +253,24 @@ pub fn render_table(
         }
     }
     out
+}
+
+/// The NEXT cell of `-f table`'s state table: where the state goes once it succeeds, as the
+/// engine routes it. `(terminal)` for a terminal; a loop's `on_complete` (its `on_success`
+/// when it has none, as the engine falls back); any other state's `on_success`; `-` when
+/// there is none (a state routed only by `transitions:` or `on_failure`).
+fn table_next(st: &awf_domain::workflow::State) -> String {
+    use awf_domain::workflow::StateKind;
+    let next = match &st.kind {
+        StateKind::Terminal(_) => return "(terminal)".to_owned(),
+        StateKind::Loop(l) => l.on_complete.as_ref().or(st.on_success.as_ref()),
+        StateKind::Command(_)
+        | StateKind::Agent(_)
+        | StateKind::Parallel(_)
+        | StateKind::Operation(_)
+        | StateKind::CallWorkflow(_) => st.on_success.as_ref(),
+    };
+    next.cloned().unwrap_or_else(|| "-".to_owned())
 }
 
 fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
@@ -310,6 +326,42 @@ mod tests {
             render_diagnostic(&d, "x", false, true, Style::plain()),
             "/w/x.yaml:7:17: error [WORKFLOW.VALIDATION.MISSING_STATE] states.a.on_success: unknown state 'proces'\n  Hint: did you mean 'process'?\n"
         );
+    }
+
+    #[test]
+    fn table_next_shows_a_loops_on_complete() {
+        use awf_domain::workflow::{
+            CommandSource, CommandStep, LoopOver, LoopStep, MaxIterations, State, StateKind,
+        };
+        let looping = |over: LoopOver, on_complete: Option<&str>| {
+            StateKind::Loop(LoopStep {
+                over,
+                body: vec!["b".to_owned()],
+                max_iterations: MaxIterations::Static(0),
+                break_when: None,
+                on_complete: on_complete.map(str::to_owned),
+            })
+        };
+        let each = State::new("l", looping(LoopOver::Items("a,b".to_owned()), Some("par")));
+        assert_eq!(table_next(&each), "par");
+        let mut whiles = State::new("w", looping(LoopOver::While("true".to_owned()), Some("x")));
+        whiles.on_success = Some("ignored".to_owned());
+        assert_eq!(table_next(&whiles), "x");
+        let mut fallback = State::new("w", looping(LoopOver::While("true".to_owned()), None));
+        assert_eq!(table_next(&fallback), "-");
+        fallback.on_success = Some("after".to_owned());
+        assert_eq!(table_next(&fallback), "after");
+        let mut cmd = State::new(
+            "c",
+            StateKind::Command(CommandStep {
+                source: CommandSource::Inline("true".to_owned()),
+                dir: None,
+            }),
+        );
+        assert_eq!(table_next(&cmd), "-");
+        cmd.on_success = Some("done".to_owned());
+        assert_eq!(table_next(&cmd), "done");
+        assert_eq!(table_next(&State::success_terminal("done")), "(terminal)");
     }
 
     #[test]
