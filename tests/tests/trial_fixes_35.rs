@@ -1,0 +1,107 @@
+//! Fixes of a new user's trial of the release build, over the real binary: `--from` a loop's
+//! body state refused as a parallel branch is, `awf resume --list` without the runs live in
+//! another awf process, hints that carry `--storage DIR`, and undeclared resume inputs warned
+//! about by the CLI and refused over HTTP for every run.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve;
+
+const LOOPFAIL: &str = r#"name: loopfail
+states:
+  initial: pre
+  pre: { type: step, command: "echo pre", on_success: L }
+  L: { type: for_each, items: '["a","b","c"]', body: [work], on_complete: done, on_failure: bad }
+  work: { type: step, command: 'test "{{.loop.Item}}" != b -o -f ./lfok' }
+  done: { type: terminal }
+  bad: { type: terminal, status: failure, message: "loop failed" }
+"#;
+
+/// The run id of the `awf run … -f json` result `r`.
+fn run_id(r: &awf_tests::Run) -> String {
+    r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
+}
+
+/// `--from` a loop's body state ran it outside its loop (`undefined variable: loop`, and the
+/// printed `awf resume <id>` failed the same way for ever): refused, naming the loop state to
+/// resume from, with the code a parallel branch's refusal has; the states `--from` takes
+/// leave the body out.
+#[test]
+fn resuming_from_a_loop_body_state_points_at_its_loop() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("loopfail.yaml", LOOPFAIL).unwrap();
+    let r = sb.run(&["run", "loopfail.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    sb.write("lfok", "").unwrap();
+    let r = sb.run(&["resume", &id, "--from", "work"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr,
+        "[USER.INPUT.VALIDATION_FAILED] cannot resume from work: it is in the body of the loop \
+         state L, which runs it and routes on\n  Hint: resume from the loop state L instead\n"
+    );
+    assert!(!r.stdout.contains("→ work"), "{}", r.stdout);
+    let r = sb.run(&["resume", &id, "--from", "zzzzzzzzzz"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("Hint: --from takes `current`, `previous` or one of its states: pre, L\n"),
+        "{}",
+        r.stderr
+    );
+    // The run was left as it was: resumed from the loop, it completes.
+    let r = sb.run(&["resume", &id, "--from", "L"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+}
+
+/// A body state of a loop nested in another loop is resumed from the outer loop (the inner
+/// one is itself a body state).
+#[test]
+fn resuming_from_a_nested_loop_body_names_the_outermost_loop() {
+    let sb = Sandbox::new().unwrap();
+    let yaml = "name: nest\nstates:\n  initial: outer\n  outer: {type: for_each, items: '[1]', body: [inner], on_complete: done}\n  inner: {type: for_each, items: '[1]', body: [work]}\n  work: {type: step, command: 'test -f ok'}\n  done: {type: terminal}\n";
+    sb.write("nest.yaml", yaml).unwrap();
+    let r = sb.run(&["run", "nest.yaml", "-f", "json"]).unwrap();
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    let r = sb.run(&["resume", &id, "--from", "work"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        r.stderr,
+        "[USER.INPUT.VALIDATION_FAILED] cannot resume from work: it is in the body of the loop \
+         state inner, which runs it and routes on\n  Hint: resume from the loop state outer \
+         instead\n"
+    );
+    let r = sb.run(&["resume", &id, "--from", "inner"]).unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("Hint: resume from the loop state outer instead\n"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Over HTTP, `from_step` a loop's body state is the same refusal (422).
+#[test]
+fn resuming_from_a_loop_body_over_http_is_refused() {
+    let sb = http_serve::sandbox_with(&[("loopfail", LOOPFAIL)]);
+    let s = http_serve::start(&sb, &[]);
+    let id = http_serve::start_run(&s, "loopfail", "{}");
+    http_serve::wait_status(&s, &id, "failed");
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{id}/resume", s.base),
+        r#"{"from_step":"work"}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    let v = http_serve::json_of(&body);
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{v}");
+    assert_eq!(
+        v["detail"],
+        "cannot resume from work: it is in the body of the loop state L, which runs it and \
+         routes on",
+        "{v}"
+    );
+}
