@@ -121,11 +121,9 @@ impl Facade {
                 parent,
             ));
         }
-        if snap.status == awf_domain::ports::store::StoredStatus::Running
-            && !lock_held
+        if !lock_held
+            && crate::runs::owner_alive_elsewhere(&snap, self.services.host.as_ref())
             && let Some(pid) = snap.owner_pid
-            && pid != self.services.host.pid()
-            && self.services.host.process_alive(pid)
         {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,

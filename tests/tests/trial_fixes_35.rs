@@ -5,8 +5,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use std::process::Stdio;
+
 use awf_tests::Sandbox;
 use awf_tests::http_serve;
+use awf_tests::wait_for_state;
 
 const LOOPFAIL: &str = r#"name: loopfail
 states:
@@ -104,4 +107,43 @@ fn resuming_from_a_loop_body_over_http_is_refused() {
          routes on",
         "{v}"
     );
+}
+
+/// `awf resume --list` listed a run live in another awf process (which `awf resume` refuses);
+/// left out while its process holds the run's lock, listed once that process is gone.
+#[test]
+fn resume_list_leaves_out_a_run_live_in_another_process() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "long.yaml",
+        "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 3535', on_success: done}\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    let mut child = sb
+        .cmd(&["run", "long.yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = wait_for_state(&sb, "the run to be at a", |v| {
+        v["status"] == "running" && v["current_state"] == "a"
+    });
+    let r = sb.run(&["resume", &id]).unwrap();
+    assert!(
+        r.stderr.contains("still running in another awf process"),
+        "{}",
+        r.stderr
+    );
+    let l = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
+    assert_eq!(l.json().unwrap(), serde_json::json!([]), "{}", l.stdout);
+    let l = sb.run(&["resume", "--list"]).unwrap();
+    assert!(!l.stdout.contains(&id), "{}", l.stdout);
+    // Its process killed: it is resumable, and listed as such.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sb.kill_processes(Some("sleep 3535"));
+    let l = sb.run(&["resume", "--list", "-f", "json"]).unwrap();
+    let rows = l.json().unwrap();
+    assert_eq!(rows[0]["run_id"], id.as_str(), "{rows}");
+    assert_eq!(rows[0]["process_gone"], true, "{rows}");
 }

@@ -362,6 +362,10 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 .cmp(&a.started_at)
                 .then_with(|| b.run_id.cmp(&a.run_id))
         });
+    } else {
+        // Not the runs another awf process runs now (it holds their lock): `awf resume`
+        // refuses them (new user: listed as `running`, then refused).
+        runs.retain(|s| !awf_application::runs::live_elsewhere(&w.services, s));
     }
     let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     // The word `awf history` shows too: a run recorded as running whose awf process died is
