@@ -21,6 +21,9 @@ states:
   bad: { type: terminal, status: failure, message: "loop failed" }
 "#;
 
+/// A workflow that fails at `b` until the file `ok` exists.
+const FAIL: &str = "name: fail\nstates:\n  initial: a\n  a: {type: step, command: 'echo a', on_success: b}\n  b: {type: step, command: 'test -f ok', on_success: done}\n  done: {type: terminal}\n";
+
 /// The run id of the `awf run … -f json` result `r`.
 fn run_id(r: &awf_tests::Run) -> String {
     r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
@@ -146,4 +149,68 @@ fn resume_list_leaves_out_a_run_live_in_another_process() {
     let rows = l.json().unwrap();
     assert_eq!(rows[0]["run_id"], id.as_str(), "{rows}");
     assert_eq!(rows[0]["process_gone"], true, "{rows}");
+}
+
+/// With `--storage DIR`, the commands hints name carry it (shell-quoted): pasted without it
+/// they looked in the default store (RUN_NOT_FOUND).
+#[test]
+fn hints_carry_the_storage_flag() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("fail.yaml", FAIL).unwrap();
+    let r = sb
+        .run(&["--storage", "my store", "run", "fail.yaml"])
+        .unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let id = r
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("Workflow started: fail ("))
+        .and_then(|l| l.strip_suffix(')'))
+        .unwrap()
+        .to_owned();
+    let want = format!("Hint: continue it with `awf resume --storage 'my store' {id}`\n");
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
+    // A hint of an error outside a run, in text and JSON.
+    let r = sb
+        .run(&["--storage", "my store", "resume", &id, "--from", "done"])
+        .unwrap();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("(`awf resume --storage 'my store' {id}`)")),
+        "{}",
+        r.stderr
+    );
+    let r = sb
+        .run(&[
+            "--storage",
+            "my store",
+            "resume",
+            &id,
+            "--from",
+            "done",
+            "-f",
+            "json",
+        ])
+        .unwrap();
+    let hints = r.json().unwrap()["error"]["hints"].to_string();
+    assert!(
+        hints.contains(&format!("(`awf resume --storage 'my store' {id}`)")),
+        "{hints}"
+    );
+    // Pasted as shown, it finds the run.
+    sb.write("ok", "").unwrap();
+    let r = sb
+        .run(&["resume", "--storage", "my store", &id, "--from", "b"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Without the flag, hints are as they were.
+    std::fs::remove_file(sb.path().join("ok")).unwrap();
+    let r = sb.run(&["run", "fail.yaml"]).unwrap();
+    assert!(
+        r.stderr.contains("Hint: continue it with `awf resume "),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("--storage"), "{}", r.stderr);
 }
