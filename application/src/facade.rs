@@ -157,6 +157,14 @@ impl Facade {
         crate::validation::check_for_run(&self.services, &loaded)?;
         let workflow = loaded.workflow;
         let (resume, resume_loop) = resume_plan(&snap, &workflow, &req.from)?;
+        // Inputs given again that the workflow does not declare: the remote front-end's
+        // refusal, else the warning `awf run` gives (it said nothing).
+        let warnings = if req.refuse_undeclared_inputs {
+            awf_domain::validate::refuse_undeclared_inputs(&workflow, &req.inputs)?;
+            Vec::new()
+        } else {
+            crate::validation::undeclared_input_warnings(&workflow, &req.inputs)
+        };
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         // Stored inputs (secrets masked) under config and CLI overrides.
         let given: std::collections::BTreeSet<&str> = req
@@ -218,7 +226,7 @@ impl Facade {
             run_id: RunId(snap.run_id.clone()),
             lock,
             working_dir: req.working_dir,
-            warnings: Vec::new(),
+            warnings,
             mocks: snap.mocks.clone(),
             resume: Some(resume),
             first_started_at: Some(snap.started_at),

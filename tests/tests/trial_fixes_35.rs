@@ -24,6 +24,29 @@ states:
 /// A workflow that fails at `b` until the file `ok` exists.
 const FAIL: &str = "name: fail\nstates:\n  initial: a\n  a: {type: step, command: 'echo a', on_success: b}\n  b: {type: step, command: 'test -f ok', on_success: done}\n  done: {type: terminal}\n";
 
+/// `awf serve` of `sb` started in its subdirectory `dir` (created).
+fn serve_in(sb: &Sandbox, dir: &str) -> http_serve::Server {
+    use std::io::BufRead;
+    let cwd = sb.path().join(dir);
+    std::fs::create_dir_all(&cwd).unwrap();
+    let mut child = sb
+        .cmd(&["serve", "--addr", "127.0.0.1:0"])
+        .current_dir(&cwd)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("AWF API server listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    http_serve::Server { child, base }
+}
+
 /// The run id of the `awf run … -f json` result `r`.
 fn run_id(r: &awf_tests::Run) -> String {
     r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
@@ -213,4 +236,56 @@ fn hints_carry_the_storage_flag() {
         r.stderr
     );
     assert!(!r.stderr.contains("--storage"), "{}", r.stderr);
+}
+
+/// `awf resume -i zz=1` with `zz` undeclared warns as `awf run` does (it said nothing).
+#[test]
+fn resume_warns_of_an_undeclared_input() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("fail.yaml", FAIL).unwrap();
+    let r = sb.run(&["run", "fail.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    sb.write("ok", "").unwrap();
+    let r = sb.run(&["resume", &id, "-i", "zz=1"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let want = "WARN input 'zz' is not declared by workflow 'fail'; templates see it, commands \
+                do not get it as an environment variable";
+    assert!(
+        r.stdout.contains(want) || r.stderr.contains(want),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+/// `POST …/resume` with an undeclared name in `input_overrides` is the 422 a run gets, for a
+/// run started from a terminal in another directory too (it was accepted: the route looked
+/// for the run's relative path from the server's directory, found nothing and let it
+/// through).
+#[test]
+fn http_resume_refuses_an_undeclared_input_of_a_run_started_from_a_terminal() {
+    let sb = Sandbox::new().unwrap();
+    sb.write("fail.yaml", FAIL).unwrap();
+    let r = sb.run(&["run", "fail.yaml", "-f", "json"]).unwrap();
+    assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+    let id = run_id(&r);
+    let s = serve_in(&sb, "elsewhere");
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{id}/resume", s.base),
+        r#"{"input_overrides":{"zz":"1"}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    let v = http_serve::json_of(&body);
+    assert_eq!(v["code"], "USER.INPUT.VALIDATION_FAILED", "{v}");
+    assert_eq!(
+        v["detail"], "input 'zz' is not declared by workflow 'fail'",
+        "{v}"
+    );
+    // Nothing ran: still failed, and resumed without it, it completes (its steps run in
+    // the server's directory).
+    sb.write("elsewhere/ok", "").unwrap();
+    let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", s.base), "{}");
+    assert_eq!(code, 200, "{body}");
+    http_serve::wait_status(&s, &id, "completed");
 }

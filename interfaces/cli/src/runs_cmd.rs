@@ -181,6 +181,8 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         mcp_servers: Vec::new(),
         fs_delegate: None,
         shown_as: None,
+        // Warned about, as `awf run` warns.
+        refuse_undeclared_inputs: false,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
