@@ -121,11 +121,9 @@ impl Facade {
                 parent,
             ));
         }
-        if snap.status == awf_domain::ports::store::StoredStatus::Running
-            && !lock_held
+        if !lock_held
+            && crate::runs::owner_alive_elsewhere(&snap, self.services.host.as_ref())
             && let Some(pid) = snap.owner_pid
-            && pid != self.services.host.pid()
-            && self.services.host.process_alive(pid)
         {
             return Err(AwfError::new(
                 ErrorCode::UserInputValidationFailed,
@@ -159,6 +157,14 @@ impl Facade {
         crate::validation::check_for_run(&self.services, &loaded)?;
         let workflow = loaded.workflow;
         let (resume, resume_loop) = resume_plan(&snap, &workflow, &req.from)?;
+        // Inputs given again that the workflow does not declare: the remote front-end's
+        // refusal, else the warning `awf run` gives (it said nothing).
+        let warnings = if req.refuse_undeclared_inputs {
+            awf_domain::validate::refuse_undeclared_inputs(&workflow, &req.inputs)?;
+            Vec::new()
+        } else {
+            crate::validation::undeclared_input_warnings(&workflow, &req.inputs)
+        };
         let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
         // Stored inputs (secrets masked) under config and CLI overrides.
         let given: std::collections::BTreeSet<&str> = req
@@ -220,7 +226,7 @@ impl Facade {
             run_id: RunId(snap.run_id.clone()),
             lock,
             working_dir: req.working_dir,
-            warnings: Vec::new(),
+            warnings,
             mocks: snap.mocks.clone(),
             resume: Some(resume),
             first_started_at: Some(snap.started_at),
@@ -619,7 +625,8 @@ fn sub_workflow_refused(
 ///
 /// # Errors
 /// `USER.INPUT.VALIDATION_FAILED` for a `from` that names no state, or a terminal, or a
-/// state the workflow no longer has.
+/// part of another state (a parallel state's branch, a loop's body state), or a state the
+/// workflow no longer has.
 pub(crate) fn resume_plan(
     snap: &RunSnapshot,
     workflow: &awf_domain::workflow::Workflow,
@@ -686,14 +693,44 @@ pub(crate) fn resume_plan(
     Ok((resume, resume_loop))
 }
 
-/// The parallel state that runs `state` as one of its branches, if any.
-fn parallel_of<'a>(wf: &'a awf_domain::workflow::Workflow, state: &str) -> Option<&'a str> {
-    wf.states.iter().find_map(|(name, st)| match &st.kind {
-        awf_domain::workflow::StateKind::Parallel(p) if p.branches.iter().any(|b| b == state) => {
-            Some(name.as_str())
+/// The states `--from` takes: neither terminals (they run nothing) nor the parts another
+/// state runs (a parallel state's branches, a loop's body states), in file order.
+fn resumable_states(wf: &awf_domain::workflow::Workflow) -> impl Iterator<Item = &str> {
+    wf.states
+        .iter()
+        .filter(|(n, st)| {
+            !matches!(st.kind, awf_domain::workflow::StateKind::Terminal(_))
+                && wf.enclosing_state(n).is_none()
+        })
+        .map(|(n, _)| n.as_str())
+}
+
+/// The refusal of `--from s` where `s` is a part of the state `outer` (`part`): a parallel
+/// branch or a loop body state runs only inside the state that encloses it, which routes on
+/// (new user: a branch resumed alone ended with NO_ROUTE, a loop body state with `undefined
+/// variable: loop`). The hint names the state to resume from: the outermost enclosing one.
+fn part_refused(
+    wf: &awf_domain::workflow::Workflow,
+    s: &str,
+    outer: &str,
+    part: awf_domain::workflow::PartOf,
+) -> AwfError {
+    let what = match part {
+        awf_domain::workflow::PartOf::ParallelBranch => {
+            format!("a branch of the parallel state {outer}")
         }
-        _ => None,
-    })
+        awf_domain::workflow::PartOf::LoopBody => format!("in the body of the loop state {outer}"),
+    };
+    let top = wf.outermost_enclosing_state(s).unwrap_or(outer);
+    let kind = match wf.state(top).map(|st| &st.kind) {
+        Some(awf_domain::workflow::StateKind::Loop(_)) => "loop",
+        _ => "parallel",
+    };
+    AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        format!("cannot resume from {s}: it is {what}, which runs it and routes on"),
+    )
+    .with_hint(format!("resume from the {kind} state {top} instead"))
 }
 
 /// The states to keep and the state to restart at. Source: spec/workflow.md §3.11.
@@ -716,26 +753,17 @@ fn resume_point(
             .ok_or_else(|| bad("no prior step: no completed step found to resume from".into()))?,
         ResumeFrom::Step(s) => {
             if wf.state(s).is_none() {
-                let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
                 let mut e = bad(format!(
                     "state not found in workflow {}: {s}",
                     snap.workflow
                 ));
-                e = match awf_domain::validate::closest(s, names.iter().copied()) {
+                // The near name, else the states `--from` takes: only those it takes (not
+                // its terminals, a parallel state's branches, a loop's body states).
+                e = match awf_domain::validate::closest(s, resumable_states(wf)) {
                     Some(c) => e.with_hint(format!("did you mean '{c}'?")),
-                    // No near name: the states `--from` takes (not its terminals, nor a
-                    // parallel block's branches).
                     None => e.with_hint(format!(
                         "--from takes `current`, `previous` or one of its states: {}",
-                        awf_domain::shell::quoted_list(
-                            wf.states
-                                .iter()
-                                .filter(|(n, st)| {
-                                    !matches!(st.kind, awf_domain::workflow::StateKind::Terminal(_))
-                                        && parallel_of(wf, n).is_none()
-                                })
-                                .map(|(n, _)| n.as_str())
-                        )
+                        awf_domain::shell::quoted_list(resumable_states(wf))
                     )),
                 };
                 return Err(e);
@@ -755,13 +783,10 @@ fn resume_point(
                     snap.run_id
                 )));
             }
-            // A branch runs inside its parallel block, which routes on: resumed alone it
-            // had nowhere to go (new user: NO_ROUTE after the branch ran).
-            if let Some(block) = parallel_of(wf, s) {
-                return Err(bad(format!(
-                    "cannot resume from {s}: it is a branch of the parallel state {block}, which runs it and routes on"
-                ))
-                .with_hint(format!("resume from the parallel state {block} instead")));
+            // A branch runs inside its parallel state, a body state inside its loop, which
+            // routes on: resumed alone it had nowhere to go, or no `.loop` to read.
+            if let Some((outer, part)) = wf.enclosing_state(s) {
+                return Err(part_refused(wf, s, outer, part));
             }
             s.clone()
         }

@@ -106,6 +106,26 @@ pub fn lock_run(services: &Services, run_id: &str) -> Result<Option<RunLockGuard
     }
 }
 
+/// Whether `s` is recorded as running by another awf process that is alive, as `host` sees
+/// it: what `awf resume` refuses when it could not take the run's lock (no lock to take).
+pub fn owner_alive_elsewhere(s: &RunSnapshot, host: &dyn Host) -> bool {
+    s.status == StoredStatus::Running
+        && s.owner_pid
+            .is_some_and(|pid| pid != host.pid() && host.process_alive(pid))
+}
+
+/// Whether another awf process runs `s` now, by the check `awf resume` refuses it with
+/// ([`crate::facade::Facade::resume_run`]): it holds the run's lock, or, when there is no
+/// lock to take, the run is recorded running by a live awf process
+/// ([`owner_alive_elsewhere`]). The lock is taken and released at once.
+pub fn live_elsewhere(services: &Services, s: &RunSnapshot) -> bool {
+    match lock_run(services, &s.run_id) {
+        Err(_) => true,
+        Ok(Some(_)) => false,
+        Ok(None) => owner_alive_elsewhere(s, services.host.as_ref()),
+    }
+}
+
 /// Whether `s` is recorded as running but the awf process that ran it is gone (SIGKILL,
 /// crash), as `host` sees it.
 pub fn process_gone(s: &RunSnapshot, host: &dyn Host) -> bool {
@@ -274,7 +294,8 @@ pub fn explain_missing_state(
 }
 
 /// `awf resume --list`: the recorded top-level runs that can be resumed (not succeeded), newest
-/// first.
+/// first. Those another awf process runs now are among them: a front-end leaves them out
+/// ([`live_elsewhere`], or what its shared store knows of them).
 ///
 /// # Errors
 /// The state store's read errors.
@@ -581,6 +602,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use awf_domain::ports::fakes::FakeHost;
+    use std::sync::Arc;
 
     const IDS: [&str; 3] = [
         "3f2a9c1e-0000-4000-8000-000000000001",
@@ -717,6 +739,47 @@ mod tests {
             child_runs: Default::default(),
             mocks: Default::default(),
         }
+    }
+
+    /// A run another awf process runs now is the one `awf resume` refuses: its lock held
+    /// elsewhere; with no lock to take, recorded running by a live process other than this
+    /// one. A run whose process is gone, or that has ended, is not.
+    #[test]
+    fn a_run_is_live_elsewhere_when_its_lock_is_held_or_its_owner_lives() {
+        let host = FakeHost::default();
+        host.process(77, true);
+        host.process(78, false);
+        let exec = Arc::new(awf_domain::ports::fakes::FakeExecutor::new());
+        let repo = awf_domain::ports::fakes::FakeRepository::new;
+        let locks = awf_domain::ports::fakes::FakeRunLocks::default();
+        let locked = Services {
+            run_locks: Some(Arc::new(locks.clone())),
+            ..Services::fakes(repo(), Arc::clone(&exec) as _)
+        };
+        let unlocked = Services {
+            host: Arc::new(host),
+            ..Services::fakes(repo(), exec)
+        };
+        let snap = |status, pid| {
+            let mut s = snapshot(status, Some(pid));
+            s.run_id = "r".into();
+            s
+        };
+        let running = snap(StoredStatus::Running, 77);
+        // With locks: the lock decides, whatever the recorded process.
+        assert!(!live_elsewhere(&locked, &running));
+        assert!(locks.held().is_empty(), "taken and released at once");
+        let held = awf_domain::ports::locks::RunLocks::try_lock(&locks, "r").unwrap();
+        assert!(live_elsewhere(&locked, &snap(StoredStatus::Failure, 78)));
+        drop(held);
+        // Without: a live owner other than this process.
+        assert!(live_elsewhere(&unlocked, &running));
+        assert!(!live_elsewhere(&unlocked, &snap(StoredStatus::Running, 78)));
+        assert!(!live_elsewhere(
+            &unlocked,
+            &snap(StoredStatus::Running, 4242)
+        ));
+        assert!(!live_elsewhere(&unlocked, &snap(StoredStatus::Failure, 77)));
     }
 
     /// A `running` history row is gone when its state file names a dead process, or when it

@@ -672,6 +672,16 @@ fn warnings_of(
         .filter(|d| d.severity == Severity::Warning)
         .map(one_line)
         .collect();
+    out.extend(undeclared_input_warnings(wf, cli_inputs));
+    out
+}
+
+/// The warning `awf run` (and `awf resume`) gives for each name among `cli_inputs` that `wf`
+/// does not declare (each name once, in order, with the closest declared name when one is
+/// close): `input 'x' is not declared by workflow 'w'; …`. Such an input is let through:
+/// templates see it, no step's environment gets it.
+pub fn undeclared_input_warnings(wf: &Workflow, cli_inputs: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
     let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
     let mut seen = std::collections::BTreeSet::new();
     for (k, _) in cli_inputs {

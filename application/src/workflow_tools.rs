@@ -765,6 +765,8 @@ impl WorkflowTools {
             mcp_servers: Vec::new(),
             fs_delegate: None,
             shown_as: None,
+            // As the run tool refuses them.
+            refuse_undeclared_inputs: true,
         };
         // The log of a resumed run starts with its earlier attempts: follow only this one.
         let prior = self.logged_positions(&run_id);

@@ -182,6 +182,52 @@ impl Workflow {
             })
         })
     }
+
+    /// The state that runs the state `name` as a part of itself, and how: the parallel state
+    /// that has it among its branches, or the loop state (`for_each`, `while`) that has it in
+    /// its body. `None` for a state that transitions reach (or a name no state has). Such a
+    /// part runs only inside its enclosing state, which routes on after it (a loop body
+    /// state also needs the loop's `.loop` context).
+    pub fn enclosing_state(&self, name: &str) -> Option<(&str, PartOf)> {
+        self.states.iter().find_map(|(outer, st)| match &st.kind {
+            StateKind::Parallel(p) if p.branches.iter().any(|b| b == name) => {
+                Some((outer.as_str(), PartOf::ParallelBranch))
+            }
+            StateKind::Loop(l) if l.body.iter().any(|b| b == name) => {
+                Some((outer.as_str(), PartOf::LoopBody))
+            }
+            _ => None,
+        })
+    }
+
+    /// The outermost state that runs `name` as a part of itself ([`Workflow::enclosing_state`]
+    /// followed up while the enclosing state is itself a part: a loop nested in a loop's body,
+    /// a branch of a parallel state in a loop's body): the state a run goes on from to run
+    /// `name` again. `None` when no state encloses `name`.
+    pub fn outermost_enclosing_state(&self, name: &str) -> Option<&str> {
+        let mut top = None;
+        let mut at = name;
+        // At most one step per state: a (refused) cycle of bodies cannot loop for ever.
+        for _ in 0..self.states.len() {
+            match self.enclosing_state(at) {
+                Some((outer, _)) if top != Some(outer) && outer != name => {
+                    top = Some(outer);
+                    at = outer;
+                }
+                _ => break,
+            }
+        }
+        top
+    }
+}
+
+/// How a state is run as a part of another state ([`Workflow::enclosing_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PartOf {
+    /// A branch of a `type: parallel` state.
+    ParallelBranch,
+    /// A body state of a `type: for_each` or `type: while` loop.
+    LoopBody,
 }
 
 /// Where a workflow was loaded from.
@@ -971,6 +1017,84 @@ mod inline_error_tests {
                 .map(|s| s.name.as_str()),
             None
         );
+    }
+
+    /// A loop body state and a parallel branch are parts of the state that runs them; the
+    /// outermost one is followed through nested loops and a parallel state in a loop's body.
+    #[test]
+    fn a_part_names_the_states_that_enclose_it() {
+        let lp = |name: &str, body: &[&str]| {
+            State::new(
+                name,
+                StateKind::Loop(LoopStep {
+                    over: LoopOver::Items("[1]".to_owned()),
+                    body: body.iter().map(|b| (*b).to_owned()).collect(),
+                    max_iterations: MaxIterations::Static(0),
+                    break_when: None,
+                    on_complete: None,
+                }),
+            )
+        };
+        let step = |name: &str| {
+            State::new(
+                name,
+                StateKind::Command(CommandStep {
+                    source: CommandSource::Inline("true".to_owned()),
+                    dir: None,
+                }),
+            )
+        };
+        let par = State::new(
+            "par",
+            StateKind::Parallel(ParallelStep {
+                branches: vec!["b1".to_owned()],
+                strategy: ParallelStrategy::AllSucceed,
+                max_concurrent: 0,
+            }),
+        );
+        let wf = Workflow {
+            name: "w".to_owned(),
+            version: None,
+            description: None,
+            author: None,
+            tags: Vec::new(),
+            inputs: Vec::new(),
+            env: Vec::new(),
+            initial: "outer".to_owned(),
+            states: [
+                lp("outer", &["inner", "par"]),
+                lp("inner", &["work"]),
+                step("work"),
+                par,
+                step("b1"),
+                step("free"),
+                lp("self", &["self"]),
+            ]
+            .into_iter()
+            .map(|s| (s.name.clone(), s))
+            .collect(),
+            hooks: WorkflowHooks::default(),
+            outputs: Vec::new(),
+            shell_quote: false,
+            budget: None,
+            source: WorkflowSource::default(),
+        };
+        assert_eq!(
+            wf.enclosing_state("work"),
+            Some(("inner", PartOf::LoopBody))
+        );
+        assert_eq!(
+            wf.enclosing_state("b1"),
+            Some(("par", PartOf::ParallelBranch))
+        );
+        assert_eq!(wf.enclosing_state("outer"), None);
+        assert_eq!(wf.enclosing_state("free"), None);
+        assert_eq!(wf.outermost_enclosing_state("work"), Some("outer"));
+        assert_eq!(wf.outermost_enclosing_state("inner"), Some("outer"));
+        assert_eq!(wf.outermost_enclosing_state("b1"), Some("outer"));
+        assert_eq!(wf.outermost_enclosing_state("free"), None);
+        // A body that holds its own loop (refused by validation) ends the walk.
+        assert_eq!(wf.outermost_enclosing_state("self"), None);
     }
 
     /// AWF (Go)'s `ParseItems`: JSON `null` is no item; a comma list keeps its empty pieces

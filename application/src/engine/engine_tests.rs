@@ -1680,3 +1680,123 @@ async fn continue_on_error_without_on_success_is_no_route() {
         Some(ErrorCode::ExecutionNoRoute)
     );
 }
+
+/// A loop's body state `--from` is refused, naming the loop to resume from, as a parallel
+/// branch is (new user: it ran outside its loop, `undefined variable: loop`); the states
+/// `--from` takes leave the body out. Nothing runs.
+#[tokio::test]
+async fn resume_from_a_loop_body_state_is_refused_with_its_loop() {
+    let wf = workflow(
+        "w",
+        "a",
+        vec![
+            cmd("a", "step a", Some("l"), None),
+            state(
+                "l",
+                StateKind::Loop(LoopStep {
+                    over: LoopOver::Items("[1,2]".into()),
+                    body: vec!["work".into()],
+                    max_iterations: MaxIterations::Static(0),
+                    break_when: None,
+                    on_complete: Some("done".into()),
+                }),
+            ),
+            cmd("work", "item {{.loop.Index}}", None, None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let exec = Arc::new(FakeExecutor::new());
+    let store = Arc::new(MemStore::default());
+    store.0.lock().unwrap().insert(
+        "run-1".into(),
+        snapshot(
+            &[
+                ("a", StepStatus::Completed, 1),
+                ("l", StepStatus::Failed, 2),
+            ],
+            "l",
+            serde_json::Map::new(),
+        ),
+    );
+    let f = resume_facade(Arc::clone(&exec), store, wf);
+    let from = |s: &str| awf_domain::ports::facade::ResumeFrom::Step(s.into());
+    let e = f
+        .resume_run(resume_request(from("work"), &[]))
+        .await
+        .expect_err("a body state is refused");
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(
+        e.message(),
+        "cannot resume from work: it is in the body of the loop state l, which runs it and routes on"
+    );
+    assert_eq!(e.hints(), ["resume from the loop state l instead"]);
+    let e = f
+        .resume_run(resume_request(from("zzzzzzzz"), &[]))
+        .await
+        .expect_err("unknown step");
+    assert_eq!(
+        e.hints(),
+        ["--from takes `current`, `previous` or one of its states: a, l"]
+    );
+    assert!(exec.commands().is_empty());
+}
+
+/// An input given again that the workflow does not declare is warned about when the run
+/// resumes, as `awf run` warns (it said nothing); a remote front-end's resume is refused it
+/// (`USER.INPUT.VALIDATION_FAILED`) before anything runs.
+#[tokio::test]
+async fn resume_warns_of_or_refuses_an_undeclared_input() {
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step b", [FakeCommand::ok("b\n")])
+            .on("step c", [FakeCommand::ok("c\n")]),
+    );
+    let store = Arc::new(MemStore::default());
+    store.0.lock().unwrap().insert(
+        "run-1".into(),
+        snapshot(
+            &[
+                ("a", StepStatus::Completed, 1),
+                ("b", StepStatus::Failed, 2),
+            ],
+            "b",
+            serde_json::Map::new(),
+        ),
+    );
+    let f = resume_facade(Arc::clone(&exec), store, three_steps());
+    let mut refused = resume_request(
+        awf_domain::ports::facade::ResumeFrom::Current,
+        &[("zz", "1")],
+    );
+    refused.refuse_undeclared_inputs = true;
+    let e = f.resume_run(refused).await.expect_err("refused");
+    assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(e.message(), "input 'zz' is not declared by workflow 'w'");
+    assert!(exec.commands().is_empty());
+    let h = f
+        .resume_run(resume_request(
+            awf_domain::ports::facade::ResumeFrom::Current,
+            &[("zz", "1")],
+        ))
+        .await
+        .expect("resumes");
+    let (events, result) = drain(h).await;
+    assert_eq!(result.status, RunStatus::Success);
+    let warns: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            RunEvent::Log {
+                level: awf_domain::event::LogLevel::Warn,
+                message,
+                ..
+            } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        warns,
+        [
+            "input 'zz' is not declared by workflow 'w'; templates see it, commands do not get it as an environment variable"
+        ]
+    );
+}

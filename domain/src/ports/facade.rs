@@ -110,4 +110,8 @@ pub struct ResumeRequest {
     pub fs_delegate: Option<PathBuf>,
     /// As [`RunRequest::shown_as`] (a shared store's run taken over or resumed by a worker).
     pub shown_as: Option<String>,
+    /// As [`RunRequest::refuse_undeclared_inputs`], for the `inputs` given again: set by the
+    /// HTTP resume route (and a queued resume it posted); `awf resume` leaves it unset and
+    /// warns about them as `awf run` does.
+    pub refuse_undeclared_inputs: bool,
 }

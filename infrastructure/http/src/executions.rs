@@ -1224,6 +1224,10 @@ pub(crate) async fn resume_execution(
         config_inputs: cfg.config_inputs.clone(),
         env: cfg.env.clone(),
         working_dir: cfg.working_dir.clone(),
+        // Refused by the run service too, which loads the workflow the run was recorded
+        // with: the check above finds none for a run started from a terminal elsewhere (its
+        // identifier a path relative to that terminal's directory).
+        refuse_undeclared_inputs: true,
         ..ResumeRequest::default()
     };
     let id = cfg.service.resume(request).await.map_err(|e| {

@@ -98,8 +98,9 @@ pub struct QueuedRequest {
     pub prompt_missing_inputs: bool,
     /// Whether inputs the workflow does not declare are let through (warned about, as `awf
     /// run` does: they reach no step's environment) rather than refused: set for `awf run
-    /// --submit`, which warns as `awf run` does; a request of a remote front-end (HTTP) is
-    /// refused such inputs when posted, and by the worker should one get through.
+    /// --submit` and `awf resume`, which warn as `awf run` does; a request of a remote
+    /// front-end (HTTP) is refused such inputs when posted, and by the worker should one get
+    /// through (a run's or a queued resume's inputs).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_undeclared_inputs: bool,
     /// Set for a queued resume: where to restart.
@@ -166,6 +167,7 @@ impl QueuedRequest {
             config_inputs: req.config_inputs.clone(),
             working_dir: req.working_dir.clone(),
             auto_approve: req.auto_approve,
+            allow_undeclared_inputs: !req.refuse_undeclared_inputs,
             resume: Some(match &req.from {
                 ResumeFrom::Current => QueuedResume::Current,
                 ResumeFrom::Previous => QueuedResume::Previous,
@@ -233,6 +235,9 @@ impl QueuedRequest {
             lock_held: false,
             auto_approve: self.auto_approve,
             shown_as: self.name.clone(),
+            // A queued resume's inputs are refused as its front-end asked (HTTP: refused);
+            // a takeover gives back only the run's own secret inputs.
+            refuse_undeclared_inputs: self.resume.is_some() && !self.allow_undeclared_inputs,
             ..ResumeRequest::default()
         }
     }
@@ -1582,6 +1587,19 @@ mod tests {
         let r = q.to_resume(&RunId("r1".into()), &worker_env);
         assert_eq!(r.from, ResumeFrom::Step("b".into()));
         assert_eq!(r.inputs, asked.inputs);
+        // `awf resume` lets undeclared inputs through (warned about); an HTTP resume has
+        // them refused by the worker too.
+        assert!(!r.refuse_undeclared_inputs);
+        let http = ResumeRequest {
+            refuse_undeclared_inputs: true,
+            ..asked
+        };
+        let q = QueuedRequest::of_resume("deploy", &http);
+        assert!(!q.allow_undeclared_inputs);
+        assert!(
+            q.to_resume(&RunId("r1".into()), &worker_env)
+                .refuse_undeclared_inputs
+        );
     }
 
     #[test]

@@ -47,38 +47,53 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
     }
 }
 
-/// The `--store` flag of this command, its password masked, when one names a shared store.
-static STORE_FLAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The flags of this command that choose its store (`--storage DIR`, `--store URL` with its
+/// password masked), as hints repeat them; unset when it was given neither.
+static STORE_FLAGS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// Remembers the `--store URL` flag this command was given (not `AWF_STORE`, which a command
-/// the user types next finds again), so that the commands hints name (`awf resume ID`, `awf
-/// status ID`) carry it: without it they would look in the embedded store.
-pub fn remember_store_flag(flag: Option<&str>) {
-    if let Some(url) = flag.map(str::trim).filter(|u| !u.is_empty()) {
+/// The commands that read or change the runs of a store: a hint that names one carries the
+/// flags that chose this command's store ([`with_store_flags`]).
+const STORE_COMMANDS: [&str; 4] = ["awf resume", "awf status", "awf history", "awf cancel"];
+
+/// Remembers the `--storage DIR` and `--store URL` flags this command was given (not
+/// `AWF_STORAGE_DIR` or `AWF_STORE`, which a command the user types next finds again), so
+/// that the commands hints name (`awf resume ID`, `awf status ID`, `awf history`, `awf
+/// cancel`) carry them: without them they would look in the default store (new user:
+/// `RUN_NOT_FOUND`). The directory is shell-quoted; the URL has its password masked.
+pub fn remember_store_flags(storage: Option<&std::path::Path>, store: Option<&str>) {
+    let mut flags: Vec<String> = Vec::new();
+    if let Some(dir) = storage.filter(|d| !d.as_os_str().is_empty()) {
+        let dir = dir.to_string_lossy();
+        flags.push(format!("--storage {}", awf_domain::shell::quote_arg(&dir)));
+    }
+    if let Some(url) = store.map(str::trim).filter(|u| !u.is_empty()) {
         let shown = awf_postgres::redacted(url);
         let shown = if shown.contains(char::is_whitespace) {
             format!("'{shown}'")
         } else {
             shown
         };
-        let _ = STORE_FLAG.set(shown);
+        flags.push(format!("--store {shown}"));
+    }
+    if !flags.is_empty() {
+        let _ = STORE_FLAGS.set(flags.join(" "));
     }
 }
 
-/// `text` with `--store URL` (password masked) after each `awf resume` and `awf status` it
-/// names, when this command was given `--store` ([`remember_store_flag`]); else unchanged.
-pub fn with_store_flag(text: &str) -> String {
-    match STORE_FLAG.get() {
-        Some(url) => insert_store_flag(text, url),
+/// `text` with the store flags this command was given ([`remember_store_flags`]) after each
+/// store command it names ([`STORE_COMMANDS`]); else unchanged.
+pub fn with_store_flags(text: &str) -> String {
+    match STORE_FLAGS.get() {
+        Some(flags) => insert_store_flags(text, flags),
         None => text.to_owned(),
     }
 }
 
-fn insert_store_flag(text: &str, url: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2 * url.len());
+fn insert_store_flags(text: &str, flags: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2 * flags.len());
     let mut rest = text;
     loop {
-        let next = ["awf resume", "awf status"]
+        let next = STORE_COMMANDS
             .iter()
             .filter_map(|cmd| rest.find(cmd).map(|at| (at, cmd.len())))
             .min();
@@ -94,8 +109,8 @@ fn insert_store_flag(text: &str, url: &str) -> String {
             .next()
             .is_none_or(|c| !c.is_alphanumeric() && c != '-' && c != '_')
         {
-            out.push_str(" --store ");
-            out.push_str(url);
+            out.push(' ');
+            out.push_str(flags);
         }
         rest = &rest[end..];
     }
@@ -124,7 +139,7 @@ pub fn render_text_with(err: &AwfError, head: &str, hints: bool, style: Style) -
             out.push_str(&format!(
                 "  {} {}\n",
                 style.cyan("Hint:"),
-                p(&with_store_flag(h))
+                p(&with_store_flags(h))
             ));
         }
     }
@@ -172,7 +187,7 @@ pub fn render_json(err: &AwfError) -> Value {
         "error": err.message(),
         "code": err.code().exit_code(),
         "error_code": err.code().as_str(),
-        "hints": err.hints().iter().map(|h| with_store_flag(h)).collect::<Vec<_>>(),
+        "hints": err.hints().iter().map(|h| with_store_flags(h)).collect::<Vec<_>>(),
         "details": err.details(),
     })
 }
@@ -235,17 +250,29 @@ mod tests {
     }
 
     #[test]
-    fn hints_name_the_store_flag_with_its_password_masked() {
+    fn hints_name_the_store_flags() {
         assert_eq!(
-            insert_store_flag(
+            insert_store_flags(
                 "continue it with `awf resume r1 --from b`",
-                "postgresql://u:***@h/db"
+                "--store postgresql://u:***@h/db"
             ),
             "continue it with `awf resume --store postgresql://u:***@h/db r1 --from b`"
         );
         assert_eq!(
-            insert_store_flag("`awf status` and `awf resume` will not; awf resumes", "X"),
+            insert_store_flags(
+                "`awf status` and `awf resume` will not; awf resumes",
+                "--store X"
+            ),
             "`awf status --store X` and `awf resume --store X` will not; awf resumes"
+        );
+        // `--storage DIR` too, and every command that reads or changes the store's runs.
+        assert_eq!(
+            insert_store_flags(
+                "`awf history` lists them; `awf cancel` drops it; `awf run x` starts one",
+                "--storage 'my store'"
+            ),
+            "`awf history --storage 'my store'` lists them; `awf cancel --storage 'my store'` \
+             drops it; `awf run x` starts one"
         );
     }
 

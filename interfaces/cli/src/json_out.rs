@@ -12,8 +12,13 @@ use awf_domain::run::RunStatus;
 use serde::Serialize;
 
 /// The run result of a run that never started: `run_id` null, empty `states`, status
-/// `failure`, the category's exit code, and `error` set.
+/// `failure`, the category's exit code, and `error` set (its hints carrying this command's
+/// store flags, as in text: [`crate::errors::with_store_flags`]).
 pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
+    let mut error = err.body();
+    for h in &mut error.hints {
+        *h = crate::errors::with_store_flags(h);
+    }
     RunResult {
         run_id: None,
         workflow: identifier.to_owned(),
@@ -23,7 +28,7 @@ pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
         duration_ms: 0,
         states: BTreeMap::new(),
         outputs: BTreeMap::new(),
-        error: Some(err.body()),
+        error: Some(error),
         message: None,
         spend: None,
     }

@@ -122,7 +122,7 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let ctx = Ctx::from_cli(&cli);
-    errors::remember_store_flag(ctx.store.as_deref());
+    errors::remember_store_flags(ctx.storage.as_deref(), ctx.store.as_deref());
     // A runtime that cannot start its threads panics or hangs: say so before starting one.
     if !synchronous(&cli.command)
         && let Err(e) = headroom::check()

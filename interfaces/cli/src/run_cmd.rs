@@ -887,7 +887,7 @@ fn resume_hint(
                 && e.message.contains("approval not asked")
         });
         let yes = if unattended_gate { " --yes" } else { "" };
-        let command = errors::with_store_flag(&format!(
+        let command = errors::with_store_flags(&format!(
             "awf resume {}{}{secrets}{yes}",
             id.0,
             // A state name comes from the workflow file: no raw control characters.
@@ -968,7 +968,7 @@ pub(crate) fn summary_text(
                 out.push_str(&format!(
                     "  {} {}\n",
                     s.cyan("Hint:"),
-                    p(&errors::with_store_flag(h))
+                    p(&errors::with_store_flags(h))
                 ));
             }
         }
@@ -1010,7 +1010,7 @@ pub(crate) fn summary_text(
                                 out.push_str(&format!(
                                     "  {} {}\n",
                                     s.cyan("Hint:"),
-                                    p(&errors::with_store_flag(h))
+                                    p(&errors::with_store_flags(h))
                                 ));
                             }
                         }

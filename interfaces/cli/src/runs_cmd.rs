@@ -181,6 +181,8 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         mcp_servers: Vec::new(),
         fs_delegate: None,
         shown_as: None,
+        // Warned about, as `awf run` warns.
+        refuse_undeclared_inputs: false,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
@@ -362,6 +364,10 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
                 .cmp(&a.started_at)
                 .then_with(|| b.run_id.cmp(&a.run_id))
         });
+    } else {
+        // Not the runs another awf process runs now (it holds their lock): `awf resume`
+        // refuses them (new user: listed as `running`, then refused).
+        runs.retain(|s| !awf_application::runs::live_elsewhere(&w.services, s));
     }
     let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     // The word `awf history` shows too: a run recorded as running whose awf process died is
@@ -685,11 +691,11 @@ pub fn resolve_run_id(w: &wiring::Wiring, query: &str) -> Result<String, AwfErro
 /// process that ran it died (SIGKILL, crash).
 fn status_text(s: &RunSnapshot, gone: bool) -> String {
     if gone {
-        crate::errors::with_store_flag(
+        crate::errors::with_store_flags(
             "running (its awf process is gone; `awf resume` continues it)",
         )
     } else if let (StoredStatus::Waiting, Some(t)) = (s.status, s.waiting_until) {
-        crate::errors::with_store_flag(&format!(
+        crate::errors::with_store_flags(&format!(
             "waiting (usage limit resets at {}; `awf resume {}` continues it)",
             format_rfc3339(t),
             s.run_id
