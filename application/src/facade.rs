@@ -700,7 +700,7 @@ fn resumable_states(wf: &awf_domain::workflow::Workflow) -> impl Iterator<Item =
         .iter()
         .filter(|(n, st)| {
             !matches!(st.kind, awf_domain::workflow::StateKind::Terminal(_))
-                && wf.enclosing_state(n).is_none()
+                && wf.only_part_of(n).is_none()
         })
         .map(|(n, _)| n.as_str())
 }
@@ -744,10 +744,17 @@ fn resume_point(
         // Killed before its first step was recorded (its start was): from the start.
         ResumeFrom::Current if snap.current_state.is_empty() => wf.initial.clone(),
         ResumeFrom::Current => snap.current_state.clone(),
+        // The last state that completed and runs on its own: a parallel branch or a loop's
+        // body state runs only inside the state that encloses it (breaker: `--from previous`
+        // resumed at a branch, which ended the run without its parallel state's routes).
         ResumeFrom::Previous => snap
             .states
             .values()
-            .filter(|s| s.name != snap.current_state && s.completed_at.is_some())
+            .filter(|s| {
+                s.name != snap.current_state
+                    && s.completed_at.is_some()
+                    && wf.only_part_of(&s.name).is_none()
+            })
             .max_by_key(|s| s.completed_at)
             .map(|s| s.name.clone())
             .ok_or_else(|| bad("no prior step: no completed step found to resume from".into()))?,
@@ -785,7 +792,7 @@ fn resume_point(
             }
             // A branch runs inside its parallel state, a body state inside its loop, which
             // routes on: resumed alone it had nowhere to go, or no `.loop` to read.
-            if let Some((outer, part)) = wf.enclosing_state(s) {
+            if let Some((outer, part)) = wf.only_part_of(s) {
                 return Err(part_refused(wf, s, outer, part));
             }
             s.clone()

@@ -200,6 +200,28 @@ impl Workflow {
         })
     }
 
+    /// [`Workflow::enclosing_state`] of `name` when `name` runs only as that part: not when
+    /// it is also a state of its own, the initial state or the target of a route
+    /// (`on_success`, `on_failure`, a transition, a loop's `on_complete`) of a state outside
+    /// the one that encloses it (breaker: the state a failed run's resume hint named was
+    /// refused as a loop body state, though the run failed in it before the loop).
+    pub fn only_part_of(&self, name: &str) -> Option<(&str, PartOf)> {
+        let (outer, part) = self.enclosing_state(name)?;
+        if self.initial == name {
+            return None;
+        }
+        let routes_to = |st: &State| {
+            st.on_success.as_deref() == Some(name)
+                || st.on_failure.as_deref() == Some(name)
+                || st.transitions.iter().any(|t| t.goto == name)
+                || matches!(&st.kind, StateKind::Loop(l) if l.on_complete.as_deref() == Some(name))
+        };
+        let from_outside = self.states.iter().any(|(n, st)| {
+            n != outer && self.enclosing_state(n).map(|(o, _)| o) != Some(outer) && routes_to(st)
+        });
+        (!from_outside).then_some((outer, part))
+    }
+
     /// The outermost state that runs `name` as a part of itself ([`Workflow::enclosing_state`]
     /// followed up while the enclosing state is itself a part: a loop nested in a loop's body,
     /// a branch of a parallel state in a loop's body): the state a run goes on from to run

@@ -145,6 +145,7 @@ fn a_history_held_locked_at_the_end_is_named_busy_not_damaged() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(4), "{err}");
     assert!(err.contains("write lock past the 10 s wait"), "{err}");
+    assert!(err.contains("`awf status "), "{err}");
     assert!(!err.contains("move it aside"), "{err}");
     let h = sb.run(&["history", "-f", "json"]).unwrap();
     let rows: serde_json::Value = serde_json::from_str(&h.stdout).unwrap();
@@ -155,4 +156,67 @@ fn a_history_held_locked_at_the_end_is_named_busy_not_damaged() {
         .filter(|r| r["status"] == "completed")
         .count();
     assert_eq!(done, 2, "{}", h.stdout);
+}
+
+/// Breaker: `awf resume --from previous` took the last completed state even when it was a
+/// parallel branch, which then ran alone and ended the run without its parallel state's
+/// routes. `previous` is the last completed state that runs on its own.
+#[test]
+fn resume_from_previous_skips_a_parallel_branch() {
+    let sb = Sandbox::new().unwrap();
+    let ok = sb.path().join("ok");
+    sb.write(
+        "p.yaml",
+        &format!(
+            "name: p\nstates:\n  initial: pre\n  pre:\n    type: step\n    command: 'true'\n    on_success: par\n  par:\n    type: parallel\n    parallel: [b1, b2]\n    strategy: all_succeed\n    on_success: done\n    on_failure: bad\n  b1:\n    type: step\n    command: 'true'\n  b2:\n    type: step\n    command: 'test -f {}'\n  done: {{type: terminal}}\n  bad: {{type: terminal, status: failure}}\n",
+            ok.display()
+        ),
+    )
+    .unwrap();
+    let r = sb.run(&["run", "p.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let id = r
+        .stdout
+        .split_whitespace()
+        .chain(r.stderr.split_whitespace())
+        .find(|w| w.len() == 38 && w.starts_with('('))
+        .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_owned())
+        .unwrap();
+    std::fs::write(&ok, "").unwrap();
+    let again = sb.run(&["resume", &id, "--from", "previous"]).unwrap();
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    let all = format!("{}{}", again.stdout, again.stderr);
+    assert!(all.contains("from step pre"), "{all}");
+    assert!(all.contains("Workflow completed"), "{all}");
+}
+
+/// Breaker: a state that a loop runs in its body and that is also a state of its own (the
+/// initial state, or a route's target from outside the loop) was refused by `--from`,
+/// though the failed run's resume hint named it.
+#[test]
+fn a_body_state_that_is_also_a_state_of_its_own_can_be_resumed_from() {
+    let sb = Sandbox::new().unwrap();
+    let ok = sb.path().join("ok");
+    sb.write(
+        "d.yaml",
+        &format!(
+            "name: d\nstates:\n  initial: shared\n  shared:\n    type: step\n    command: 'test -f {}'\n    on_success: loop\n    on_failure: failed\n  loop:\n    type: for_each\n    items: '[\"a\"]'\n    body: [shared]\n    on_complete: done\n  done: {{type: terminal}}\n  failed: {{type: terminal, status: failure}}\n",
+            ok.display()
+        ),
+    )
+    .unwrap();
+    let r = sb.run(&["run", "d.yaml"]).unwrap();
+    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let id = r
+        .stdout
+        .split_whitespace()
+        .chain(r.stderr.split_whitespace())
+        .find(|w| w.len() == 38 && w.starts_with('('))
+        .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_owned())
+        .unwrap();
+    std::fs::write(&ok, "").unwrap();
+    let again = sb.run(&["resume", &id, "--from", "shared"]).unwrap();
+    let all = format!("{}{}", again.stdout, again.stderr);
+    assert_eq!(again.code, 0, "{all}");
+    assert!(all.contains("Workflow completed"), "{all}");
 }

@@ -63,20 +63,25 @@ const STORE_COMMANDS: [&str; 4] = ["awf resume", "awf status", "awf history", "a
 pub fn remember_store_flags(storage: Option<&std::path::Path>, store: Option<&str>) {
     let mut flags: Vec<String> = Vec::new();
     if let Some(dir) = storage.filter(|d| !d.as_os_str().is_empty()) {
-        let dir = dir.to_string_lossy();
-        flags.push(format!("--storage {}", awf_domain::shell::quote_arg(&dir)));
+        flags.push(flag_with_value("--storage", &dir.to_string_lossy()));
     }
     if let Some(url) = store.map(str::trim).filter(|u| !u.is_empty()) {
-        let shown = awf_postgres::redacted(url);
-        let shown = if shown.contains(char::is_whitespace) {
-            format!("'{shown}'")
-        } else {
-            shown
-        };
-        flags.push(format!("--store {shown}"));
+        flags.push(flag_with_value("--store", &awf_postgres::redacted(url)));
     }
     if !flags.is_empty() {
         let _ = STORE_FLAGS.set(flags.join(" "));
+    }
+}
+
+/// `--flag value` as a shell word pair that pastes back: the value shell-quoted (a URL's `&`
+/// or `;` cut the pasted command, breaker), and joined with `=` when it starts with `-`
+/// (`--storage -rel` was read as the flags `-r`, `-e`, `-l`).
+fn flag_with_value(flag: &str, value: &str) -> String {
+    let quoted = awf_domain::shell::quote_arg(value);
+    if value.starts_with('-') {
+        format!("{flag}={quoted}")
+    } else {
+        format!("{flag} {quoted}")
     }
 }
 
@@ -247,6 +252,18 @@ mod tests {
         );
         assert_eq!(exit_code(&Outcome::Run(42)), 42);
         assert_eq!(exit_code(&Outcome::Run(130)), 130);
+    }
+
+    /// Breaker: `--storage -rel` pasted back was read as flags, and a `--store` URL with
+    /// `&` cut the pasted command: values are quoted, and joined with `=` after a dash.
+    #[test]
+    fn store_flags_paste_back() {
+        assert_eq!(flag_with_value("--storage", "-rel"), "--storage=-rel");
+        assert_eq!(flag_with_value("--storage", "my dir"), "--storage 'my dir'");
+        assert_eq!(
+            flag_with_value("--store", "postgresql://h/db?a=1&b=2"),
+            "--store 'postgresql://h/db?a=1&b=2'"
+        );
     }
 
     #[test]

@@ -504,7 +504,11 @@ pub(crate) fn log_record_location(
 /// shared store), since `awf resume`, `status` or `history` would not know how it ended. `None`
 /// without a recorder, when everything was written, or when the run did not succeed (its own
 /// exit code stands).
-fn record_failure(recorder: Option<&wiring::RunRecorder>, exit_code: u8) -> Option<AwfError> {
+fn record_failure(
+    recorder: Option<&wiring::RunRecorder>,
+    run_id: &RunId,
+    exit_code: u8,
+) -> Option<AwfError> {
     let r = recorder?;
     r.flush();
     if exit_code != 0 || !r.run_record_failed() {
@@ -521,17 +525,21 @@ fn record_failure(recorder: Option<&wiring::RunRecorder>, exit_code: u8) -> Opti
         // held locked past the wait): the row is settled from the state file later.
         wiring::RunRecorder::Embedded(s) if s.only_history_failed() && first.contains("database is locked") => {
             AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(
-                "another process held history.db's write lock past the 10 s wait: the run's \
-                 state file was written (`awf status` and `awf resume` know its end), and a \
-                 history read settles the run's row from it once the database is free",
+                format!(
+                    "another process held history.db's write lock past the 10 s wait: the \
+                     run's state file was written (`awf status {id}` shows its end), and a \
+                     history read settles the run's row from it once the database is free",
+                    id = run_id.0
+                ),
             )
         }
         wiring::RunRecorder::Embedded(s) if s.only_history_failed() => {
-            AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(
-                "the run's state file was written (`awf status` and `awf resume` know its end), \
-                 its history row was not: if history.db is damaged, move it aside (awf creates \
-                 a new one); `awf history` will not list this run",
-            )
+            AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(format!(
+                "the run's state file was written (`awf status {id}` shows its end), its \
+                 history row was not: if history.db is damaged, move it aside (awf creates a \
+                 new one); `awf history` will not list this run",
+                id = run_id.0
+            ))
         }
         wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
             .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
@@ -691,7 +699,7 @@ pub(crate) async fn drive(
             return fail_before_start(ctx, identifier, &e);
         }
     };
-    let unrecorded = record_failure(recorder, result.exit_code);
+    let unrecorded = record_failure(recorder, run_id, result.exit_code);
     if ctx.json() {
         // One document on stdout: the result says the record failure itself.
         if let Some(e) = &unrecorded {
