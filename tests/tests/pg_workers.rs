@@ -2856,11 +2856,12 @@ fn awf_cancel_and_delete_stop_a_run_of_a_terminal_awf_run_and_hints_keep_the_sto
         ),
         "cancelled/130"
     );
-    // The resume hint names the store of the flag, its password masked.
+    // The resume hint names the store of the flag, its password masked (and quoted: a
+    // URL's `*`, `&` or `;` is the shell's).
     let shown = db.url.replacen("://postgres@", "://postgres:***@", 1);
     assert!(
         stderr.contains(&format!(
-            "continue it with `awf resume --store {shown} {id}`"
+            "continue it with `awf resume --store '{shown}' {id}`"
         )),
         "{stderr}"
     );
@@ -2954,7 +2955,7 @@ fn ctrl_c_of_a_run_stored_by_the_flag_hints_a_resume_with_the_flag_that_works() 
     let (code, stderr) = exit_of(&mut child);
     assert_eq!(code, Some(130), "{stderr}");
     let shown = db.url.replacen("://postgres@", "://postgres:***@", 1);
-    let want = format!("continue it with `awf resume --store {shown} {id}`");
+    let want = format!("continue it with `awf resume --store '{shown}' {id}`");
     assert!(stderr.contains(&want), "{stderr}");
     assert!(!stderr.contains("pw-s3cr3t"), "{stderr}");
     // The hinted command (with the real URL) finds the run: it is running again.
