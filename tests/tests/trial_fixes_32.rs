@@ -39,6 +39,26 @@ fn attempt(shell: &str, command: &str, value: &str) -> (Run, bool) {
     (r, marker.exists())
 }
 
+/// Runs `command` with `value` under `shell` and asserts the value was refused (it did not
+/// run; the error says no quoting protects it); `what` labels the failures.
+fn assert_refused(shell: &str, command: &str, value: &str, what: &str) {
+    let (r, pwned) = attempt(shell, command, value);
+    assert!(!pwned, "{what}: ran\n{}{}", r.stdout, r.stderr);
+    assert!(
+        format!("{}{}", r.stdout, r.stderr).contains("where no quoting protects it"),
+        "{what}: {}{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+/// `awf validate`'s stderr for a workflow running `command`.
+fn validate_stderr(command: &str) -> String {
+    let sb = Sandbox::new().unwrap();
+    sb.write("wf.yaml", &workflow(command)).unwrap();
+    sb.run(&["validate", "wf.yaml"]).unwrap().stderr
+}
+
 const P: &str = "$(touch {M})";
 const BOTH: [&str; 2] = ["/bin/bash", "/bin/sh"];
 
@@ -162,21 +182,11 @@ fn values_in_every_arithmetic_place_are_refused_unless_plain() {
         "declare -i n={{.inputs.x}}",
         "test -v {{.inputs.x}}",
     ] {
-        let (r, pwned) = attempt("/bin/bash", command, evil);
-        assert!(!pwned, "{command}: ran\n{}{}", r.stdout, r.stderr);
+        assert_refused("/bin/bash", command, evil, command);
+        let v = validate_stderr(command);
         assert!(
-            format!("{}{}", r.stdout, r.stderr).contains("where no quoting protects it"),
-            "{command}: {}{}",
-            r.stdout,
-            r.stderr
-        );
-        let sb = Sandbox::new().unwrap();
-        sb.write("wf.yaml", &workflow(command)).unwrap();
-        let v = sb.run(&["validate", "wf.yaml"]).unwrap();
-        assert!(
-            v.stderr.contains("UNQUOTED_SHELL_VALUE") && v.stderr.contains("arithmetic"),
-            "{command}: {}",
-            v.stderr
+            v.contains("UNQUOTED_SHELL_VALUE") && v.contains("arithmetic"),
+            "{command}: {v}"
         );
     }
     // A plain number passes.
@@ -199,14 +209,7 @@ fn values_in_every_arithmetic_place_are_refused_unless_plain() {
 fn a_value_after_an_uneven_template_branch_is_refused_unless_plain() {
     let command = "echo {{if false}}\"{{end}} {{.inputs.x}}";
     for shell in BOTH {
-        let (r, pwned) = attempt(shell, command, P);
-        assert!(!pwned, "{shell}: ran\n{}{}", r.stdout, r.stderr);
-        assert!(
-            format!("{}{}", r.stdout, r.stderr).contains("where no quoting protects it"),
-            "{shell}: {}{}",
-            r.stdout,
-            r.stderr
-        );
+        assert_refused(shell, command, P, shell);
         let (r, _) = attempt(shell, command, "plain-word");
         assert!(
             r.stdout.contains("plain-word"),
@@ -215,13 +218,10 @@ fn a_value_after_an_uneven_template_branch_is_refused_unless_plain() {
             r.stderr
         );
     }
-    let sb = Sandbox::new().unwrap();
-    sb.write("wf.yaml", &workflow(command)).unwrap();
-    let v = sb.run(&["validate", "wf.yaml"]).unwrap();
+    let v = validate_stderr(command);
     assert!(
-        v.stderr.contains("UNQUOTED_SHELL_VALUE") && v.stderr.contains("{{if false}}"),
-        "{}",
-        v.stderr
+        v.contains("UNQUOTED_SHELL_VALUE") && v.contains("{{if false}}"),
+        "{v}"
     );
     // Balanced branches read as before: the value is quoted and printed.
     for shell in BOTH {
