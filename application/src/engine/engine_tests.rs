@@ -1800,3 +1800,174 @@ async fn resume_warns_of_or_refuses_an_undeclared_input() {
         ]
     );
 }
+
+fn for_each(name: &str, items: &str, body: &[&str], on_complete: Option<&str>) -> State {
+    state(
+        name,
+        StateKind::Loop(LoopStep {
+            over: LoopOver::Items(items.into()),
+            body: body.iter().map(|b| (*b).into()).collect(),
+            max_iterations: MaxIterations::Static(0),
+            break_when: None,
+            on_complete: on_complete.map(Into::into),
+        }),
+    )
+}
+
+/// A loop in another loop's body runs all its iterations for each outer item; its
+/// on_complete naming a later state of the outer body goes on there, and the outer loop's
+/// `.loop` is its own again after the inner loop (`.loop.Parent` inside it).
+#[tokio::test]
+async fn a_nested_loop_runs_per_outer_item_and_its_on_complete_goes_on_in_the_outer_body() {
+    let wf = workflow(
+        "w",
+        "outer",
+        vec![
+            for_each(
+                "outer",
+                "[\"a\",\"b\"]",
+                &["pre", "inner", "post"],
+                Some("done"),
+            ),
+            cmd("pre", "pre {{.loop.Item}}", Some("outer"), None),
+            for_each("inner", "[\"1\",\"2\"]", &["show"], Some("post")),
+            cmd(
+                "show",
+                "show {{.loop.Parent.Item}}-{{.loop.Item}} {{.loop.Parent.Index}}.{{.loop.Index}}",
+                Some("inner"),
+                None,
+            ),
+            cmd(
+                "post",
+                "post {{.loop.Item}} {{.loop.Index}}",
+                Some("outer"),
+                None,
+            ),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let mut exec = FakeExecutor::new();
+    for c in [
+        "pre a",
+        "show a-1 0.0",
+        "show a-2 0.1",
+        "post a 0",
+        "pre b",
+        "show b-1 1.0",
+        "show b-2 1.1",
+        "post b 1",
+    ] {
+        exec = exec.on(c, [FakeCommand::ok("")]);
+    }
+    let exec = Arc::new(exec);
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(
+        exec.commands(),
+        vec![
+            "pre a",
+            "show a-1 0.0",
+            "show a-2 0.1",
+            "post a 0",
+            "pre b",
+            "show b-1 1.0",
+            "show b-2 1.1",
+            "post b 1",
+        ]
+    );
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+    assert_eq!(result.states["outer"].output, "completed 2 iterations");
+    assert_eq!(result.states["inner"].output, "completed 2 iterations");
+}
+
+/// A loop in another loop's body without on_complete goes on with that body when it
+/// completes, as in AWF (Go): its on_success, awf's way out for a loop without
+/// on_complete elsewhere, is not taken there (breaker: it left the outer loop in its first
+/// iteration).
+#[tokio::test]
+async fn a_nested_while_loop_without_on_complete_goes_on_with_the_outer_body() {
+    let mut inner = state(
+        "inner",
+        StateKind::Loop(LoopStep {
+            over: LoopOver::While("loop.Index < 2".into()),
+            body: vec!["show".into()],
+            max_iterations: MaxIterations::Static(0),
+            break_when: None,
+            on_complete: None,
+        }),
+    );
+    inner.on_success = Some("fin".into());
+    let wf = workflow(
+        "w",
+        "outer",
+        vec![
+            for_each("outer", "[\"a\",\"b\"]", &["inner"], Some("done")),
+            inner,
+            cmd(
+                "show",
+                "show {{.loop.Parent.Item}} {{.loop.Index}}",
+                Some("inner"),
+                None,
+            ),
+            cmd("fin", "fin", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let mut exec = FakeExecutor::new();
+    for c in ["show a 0", "show a 1", "show b 0", "show b 1"] {
+        exec = exec.on(c, [FakeCommand::ok("")]);
+    }
+    let exec = Arc::new(exec);
+    let exprs = FakeExpressions::new().on("loop.Index < 2", [true, true, false, true, true, false]);
+    let f = facade(FakeRepository::new().with(wf), Arc::clone(&exec), exprs);
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(
+        exec.commands(),
+        vec!["show a 0", "show a 1", "show b 0", "show b 1"]
+    );
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+    assert_eq!(result.states["outer"].output, "completed 2 iterations");
+    assert!(!result.states.contains_key("fin"));
+}
+
+/// A nested loop's on_complete naming a state outside the outer loop's body leaves the
+/// outer loop there, in its first iteration, as any body step's route out of the body does
+/// in AWF (Go) (`awf validate` warns about it: `validate::nested_loop_routes`).
+#[tokio::test]
+async fn a_nested_loops_on_complete_outside_the_outer_body_ends_the_outer_loop_there() {
+    let wf = workflow(
+        "w",
+        "outer",
+        vec![
+            for_each("outer", "[\"a\",\"b\"]", &["inner"], Some("done")),
+            for_each("inner", "[\"1\",\"2\"]", &["show"], Some("fin")),
+            cmd(
+                "show",
+                "show {{.loop.Parent.Item}}-{{.loop.Item}}",
+                Some("inner"),
+                None,
+            ),
+            cmd("fin", "fin", Some("done"), None),
+            terminal("done", TerminalStatus::Success),
+        ],
+    );
+    let mut exec = FakeExecutor::new();
+    for c in ["show a-1", "show a-2", "fin"] {
+        exec = exec.on(c, [FakeCommand::ok("")]);
+    }
+    let exec = Arc::new(exec);
+    let f = facade(
+        FakeRepository::new().with(wf),
+        Arc::clone(&exec),
+        FakeExpressions::new(),
+    );
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    assert_eq!(exec.commands(), vec!["show a-1", "show a-2", "fin"]);
+    assert_eq!(result.terminal.as_deref(), Some("done"));
+    assert_eq!(result.states["outer"].output, "completed 1 iterations");
+}

@@ -507,6 +507,15 @@ impl Run {
                 let (next, why) = match (early_exit, &l.on_complete) {
                     (Some(e), _) => (Some(e), "the loop exited early"),
                     (None, Some(c)) => (Some(c.clone()), "the loop completed: on_complete"),
+                    // In another loop's body a loop without on_complete goes on with that
+                    // body, as in AWF (Go), which never takes a loop's on_success: awf's
+                    // fallback to on_success is for a loop that would otherwise have no
+                    // way out, and in a body it left the outer loop after its first item
+                    // (breaker: the run ended in the outer loop's first iteration).
+                    (None, None) if frame.is_some() => (
+                        None,
+                        "the loop completed in a loop's body: the body goes on",
+                    ),
                     (None, None) => (state.on_success.clone(), "the loop completed: on_success"),
                 };
                 exit(next, None, why)

@@ -258,8 +258,9 @@ impl CommandExecutor for FakeExecutor {
     }
 }
 
-/// An interpolator that replaces `{{.inputs.NAME}}`, `{{.states.NAME.Output}}` and
-/// `{{.loop.Index}}` and leaves other text alone; an unknown input or state is
+/// An interpolator that replaces `{{.inputs.NAME}}`, `{{.states.NAME.Output}}`,
+/// `{{.loop.Index}}` and `{{.loop.Item}}` (a string item), also of outer loops
+/// (`{{.loop.Parent.Index}}`), and leaves other text alone; an unknown input or state is
 /// [`TemplateError::Undefined`].
 #[derive(Debug, Default, Clone, Copy)]
 pub struct FakeInterpolator;
@@ -287,11 +288,24 @@ impl Interpolator for FakeInterpolator {
                     .get(name)
                     .map(|s| s.output.to_string())
                     .ok_or_else(|| TemplateError::Undefined(expr.to_owned()))?
-            } else if expr == "loop.Index" {
-                scope
-                    .loop_frame
-                    .map(|f| f.index.to_string())
-                    .ok_or_else(|| TemplateError::Undefined("loop".into()))?
+            } else if let Some(path) = expr.strip_prefix("loop.") {
+                // `Index` or a string `Item`, of the loop or (`Parent.`…) an outer one.
+                let mut frame = scope.loop_frame;
+                let mut field = path;
+                while let Some(rest) = field.strip_prefix("Parent.") {
+                    frame = frame.and_then(|f| f.parent.as_deref());
+                    field = rest;
+                }
+                let f = frame.ok_or_else(|| TemplateError::Undefined("loop".into()))?;
+                match (field, &f.item) {
+                    ("Index", _) => f.index.to_string(),
+                    ("Item", serde_json::Value::String(s)) => s.clone(),
+                    _ => {
+                        return Err(TemplateError::Failed(format!(
+                            "FakeInterpolator cannot render {expr}"
+                        )));
+                    }
+                }
             } else {
                 return Err(TemplateError::Failed(format!(
                     "FakeInterpolator cannot render {expr}"
