@@ -360,6 +360,7 @@ fn sort(diagnostics: &mut Vec<Diagnostic>) {
 /// findings, structural rules (containment cycles and reachability included), expression and
 /// template syntax, template and expression references, input declarations, `while`
 /// conditions that can never be true, routing pitfalls, branch routes a parallel ignores,
+/// routes of a loop in a loop's body that end the outer loop early or are not taken,
 /// sub-workflows that cannot be loaded, unknown providers. Positioned, errors first.
 ///
 /// A finding at or below a path where loading already reported an error is dropped (one
@@ -380,6 +381,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(routing_warnings(wf));
     later.extend(validate::ignored_branch_routes(wf));
     later.extend(validate::ignored_loop_routes(wf));
+    later.extend(validate::nested_loop_routes(wf));
     later.extend(input_declarations(wf, services.host.as_ref()));
     later.extend(missing_children(services, wf));
     later.extend(missing_script_files(services, wf));

@@ -794,6 +794,98 @@ pub fn ignored_loop_routes(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
+/// Routes of a loop in another loop's body that do not do there what their author most
+/// likely meant. The outer loop routes the inner loop's next state as it routes any body
+/// step's (spec/workflow.md §3.5), as AWF (Go) does:
+///
+/// * an `on_complete` that leaves the outer loop's body (names neither the outer loop nor a
+///   state of its body): each time the inner loop completes, the outer loop ends there, its
+///   remaining iterations not run, and the run goes on at that state. Not reported when the
+///   inner loop has another way to go on with the outer one (its `on_failure` names the outer
+///   loop, or a state of its body routes to the outer loop or to another state of its body):
+///   leaving is then a choice (`find the first item whose checks all pass`);
+/// * an `on_success` without `on_complete`: not taken there (the body goes on with its next
+///   step), unless it names the outer loop or that next step.
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_TRANSITION`, severity Warning, path
+/// `states.<inner>.on_complete` / `states.<inner>.on_success`. Source: a breaker's nested
+/// loops (the run ended in the outer loop's first iteration, `awf validate` silent).
+pub fn nested_loop_routes(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut warned: BTreeSet<String> = BTreeSet::new();
+    for (outer, o) in &wf.states {
+        let StateKind::Loop(ol) = &o.kind else {
+            continue;
+        };
+        for (at, inner) in ol.body.iter().enumerate() {
+            // A loop in its own body is a containment cycle, reported by `containment`.
+            let Some(i) = wf.states.get(inner).filter(|_| inner != outer) else {
+                continue;
+            };
+            let StateKind::Loop(il) = &i.kind else {
+                continue;
+            };
+            let in_outer_body = |t: &str| t == outer || ol.body.iter().any(|b| b == t);
+            match (&il.on_complete, &i.on_success) {
+                (Some(t), _) if wf.states.contains_key(t) && !in_outer_body(t) => {
+                    // The inner loop's body (or its failure) may go on with the outer loop.
+                    let other_way = i.on_failure.as_deref() == Some(outer.as_str())
+                        || il.body.iter().filter_map(|b| wf.states.get(b)).any(|s| {
+                            s.on_success
+                                .iter()
+                                .chain(s.transitions.iter().map(|t| &t.goto))
+                                .any(|t| t != inner && in_outer_body(t))
+                        });
+                    let path = format!("states.{inner}.on_complete");
+                    if other_way || !warned.insert(path.clone()) {
+                        continue;
+                    }
+                    let already = if ol.on_complete.as_deref() == Some(t.as_str()) {
+                        format!(" (\"{outer}\" already goes on to \"{t}\" when it is done)")
+                    } else {
+                        format!(
+                            "; to go to \"{t}\" once \"{outer}\" is done, make it the on_complete of \"{outer}\""
+                        )
+                    };
+                    out.push(
+                        Diagnostic::warning(
+                            ErrorCode::WorkflowValidationInvalidTransition,
+                            path,
+                            format!(
+                                "loop \"{inner}\" is in the body of loop \"{outer}\" but its on_complete \"{t}\" is not: each time \"{inner}\" completes, \"{outer}\" ends there without its remaining iterations, and the run goes on at \"{t}\""
+                            ),
+                        )
+                        .with_hint(format!(
+                            "to go on with \"{outer}\" (its next body step, then its next iteration), set `on_complete: {outer}` or remove on_complete{already}"
+                        )),
+                    );
+                }
+                (None, Some(t)) => {
+                    let next = ol.body.get(at + 1).map(String::as_str);
+                    if t == outer || Some(t.as_str()) == next {
+                        continue;
+                    }
+                    let path = format!("states.{inner}.on_success");
+                    if !warned.insert(path) {
+                        continue;
+                    }
+                    out.extend(ignored_keys(
+                        inner,
+                        &[("on_success", true)],
+                        &format!("is a loop in the body of loop \"{outer}\""),
+                        "when it completes, the body goes on with its next step, as in AWF (Go)",
+                        format!(
+                            "to route \"{inner}\" when it completes, use on_complete (`on_complete: {outer}` goes on with \"{outer}\"); otherwise remove on_success"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
 /// The warning that the keys of `keys` set on `state` (`(key, set)`) are ignored where it
 /// stands (`context`, `why`), at the first one's path; `None` when none is set.
 fn ignored_keys(

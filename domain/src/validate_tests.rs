@@ -2073,3 +2073,142 @@ fn continue_on_error_without_on_success_is_warned_about() {
         d[0].message
     );
 }
+
+/// A loop in another loop's body whose on_complete leaves that body ends the outer loop in
+/// its first iteration (as in AWF (Go)): a warning with the route that goes on instead
+/// (breaker: the run ended early and `awf validate` said nothing).
+#[test]
+fn a_nested_loops_on_complete_outside_the_outer_body_warns() {
+    let items = || LoopOver::Items("[1, 2]".to_owned());
+    let w = |on_complete: Option<&str>, outer_done: &str| {
+        wf(
+            "outer",
+            vec![
+                loop_state("outer", items(), &["inner", "post"], Some(outer_done)),
+                loop_state("inner", items(), &["show"], on_complete),
+                cmd("show", "echo", Some("inner")),
+                cmd("post", "echo", Some("outer")),
+                cmd("fin", "echo", Some("done")),
+                terminal("done"),
+            ],
+        )
+    };
+    let d = nested_loop_routes(&w(Some("fin"), "done"));
+    assert_eq!(
+        d.iter()
+            .map(|d| (
+                d.severity,
+                d.code,
+                d.path.as_str(),
+                d.message.as_str(),
+                d.hint.as_deref()
+            ))
+            .collect::<Vec<_>>(),
+        vec![(
+            Severity::Warning,
+            ErrorCode::WorkflowValidationInvalidTransition,
+            "states.inner.on_complete",
+            "loop \"inner\" is in the body of loop \"outer\" but its on_complete \"fin\" is not: each time \"inner\" completes, \"outer\" ends there without its remaining iterations, and the run goes on at \"fin\"",
+            Some(
+                "to go on with \"outer\" (its next body step, then its next iteration), set `on_complete: outer` or remove on_complete; to go to \"fin\" once \"outer\" is done, make it the on_complete of \"outer\""
+            ),
+        )]
+    );
+    // The outer loop's own next state copied onto the inner loop (the breaker's shape).
+    let d = nested_loop_routes(&w(Some("done"), "done"));
+    assert_eq!(
+        d.iter().map(|d| d.hint.as_deref()).collect::<Vec<_>>(),
+        vec![Some(
+            "to go on with \"outer\" (its next body step, then its next iteration), set `on_complete: outer` or remove on_complete (\"outer\" already goes on to \"done\" when it is done)"
+        )]
+    );
+    // Routes that stay with the outer loop: its name, a state of its body, none.
+    for ok in [Some("outer"), Some("post"), Some("inner"), None] {
+        assert_eq!(nested_loop_routes(&w(ok, "done")), Vec::new(), "{ok:?}");
+    }
+    // An unknown target is MISSING_STATE's error alone.
+    assert_eq!(nested_loop_routes(&w(Some("nope"), "done")), Vec::new());
+}
+
+/// Leaving the outer loop on the inner one's completion is a choice when the inner loop
+/// has another way to go on with it: its on_failure names the outer loop (retry until it
+/// succeeds), or its body routes to the outer loop (find the first item whose checks pass).
+#[test]
+fn a_nested_loop_that_can_also_go_on_with_the_outer_one_is_not_warned_about() {
+    let items = || LoopOver::Items("[1, 2]".to_owned());
+    let mut inner = loop_state("inner", items(), &["check"], Some("found"));
+    inner.on_failure = Some("outer".into());
+    let w = wf(
+        "outer",
+        vec![
+            loop_state("outer", items(), &["inner"], Some("done")),
+            inner,
+            cmd("check", "test -f x", Some("inner")),
+            cmd("found", "echo", Some("done")),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(nested_loop_routes(&w), Vec::new());
+    let mut check = cmd("check", "test -f x", Some("inner"));
+    check.transitions = vec![Transition {
+        when: Some("states.check.ExitCode != 0".into()),
+        goto: "outer".into(),
+    }];
+    let w = wf(
+        "outer",
+        vec![
+            loop_state("outer", items(), &["inner"], Some("done")),
+            loop_state("inner", items(), &["check"], Some("found")),
+            check,
+            cmd("found", "echo", Some("done")),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(nested_loop_routes(&w), Vec::new());
+}
+
+/// A loop in another loop's body is routed by its on_complete only, as in AWF (Go): an
+/// on_success there (without on_complete) is not taken, the body goes on; no warning when
+/// it names the outer loop or the next body step (the same route).
+#[test]
+fn a_nested_loops_on_success_without_on_complete_warns_that_it_is_not_taken() {
+    let items = || LoopOver::Items("[1, 2]".to_owned());
+    let w = |on_success: &str| {
+        let mut inner = loop_state("inner", items(), &["show"], None);
+        inner.on_success = Some(on_success.to_owned());
+        wf(
+            "outer",
+            vec![
+                loop_state("outer", items(), &["inner", "post"], Some("done")),
+                inner,
+                cmd("show", "echo", Some("inner")),
+                cmd("post", "echo", Some("outer")),
+                cmd("fin", "echo", Some("done")),
+                terminal("done"),
+            ],
+        )
+    };
+    let d = nested_loop_routes(&w("fin"));
+    assert_eq!(
+        d.iter()
+            .map(|d| (
+                d.severity,
+                d.path.as_str(),
+                d.message.as_str(),
+                d.hint.as_deref()
+            ))
+            .collect::<Vec<_>>(),
+        vec![(
+            Severity::Warning,
+            "states.inner.on_success",
+            "\"inner\" is a loop in the body of loop \"outer\": its on_success is ignored there (when it completes, the body goes on with its next step, as in AWF (Go))",
+            Some(
+                "to route \"inner\" when it completes, use on_complete (`on_complete: outer` goes on with \"outer\"); otherwise remove on_success"
+            ),
+        )]
+    );
+    assert_eq!(d[0].code, ErrorCode::WorkflowValidationInvalidTransition);
+    for same in ["outer", "post"] {
+        assert_eq!(nested_loop_routes(&w(same)), Vec::new(), "{same}");
+    }
+}
