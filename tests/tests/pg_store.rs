@@ -78,6 +78,7 @@ fn emit_run(rec: &dyn EventPublisher, run: &str, wf: &str, at: u64, end: Option<
             resumed_from: None,
             pid: 1,
             mocks: Default::default(),
+            working_dir: None,
         },
     ));
     rec.emit(env(
@@ -153,6 +154,7 @@ fn snapshot(run: &str, at: u64) -> RunSnapshot {
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 

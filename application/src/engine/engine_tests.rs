@@ -1253,6 +1253,7 @@ fn snapshot(
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 
@@ -1800,3 +1801,6 @@ async fn resume_warns_of_or_refuses_an_undeclared_input() {
         ]
     );
 }
+
+#[path = "run_dir_tests.rs"]
+mod run_dir;
