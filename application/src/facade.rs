@@ -95,9 +95,13 @@ impl Facade {
     /// sessions included; restarts at the current state (or `--from`). Secret inputs were
     /// masked in the state file and must be given again (`--input`, config or default).
     ///
+    /// The run goes on in the directory it started in (its recorded `working_dir`), not
+    /// `req.working_dir`, which only a run recorded without one uses.
+    ///
     /// # Errors
-    /// `USER.INPUT.VALIDATION_FAILED` for an unknown or finished run, a bad `from`, or masked
-    /// secrets not given again; the loading and validation errors of [`Facade::start_run`].
+    /// `USER.INPUT.VALIDATION_FAILED` for an unknown or finished run, a bad `from`, masked
+    /// secrets not given again, or a run whose directory no longer exists; the loading and
+    /// validation errors of [`Facade::start_run`].
     pub async fn resume_run(&self, req: ResumeRequest) -> Result<RunHandle, AwfError> {
         let Some(store) = &self.services.state_store else {
             return Err(AwfError::new(
@@ -151,6 +155,9 @@ impl Facade {
             )
             .with_hint("`awf resume --list` shows runs that can be resumed"));
         }
+        // The rest of the run runs where it started (refused when that directory is gone).
+        let working_dir =
+            crate::run_dir::resume_dir(self.services.host.as_ref(), &snap, &req.working_dir)?;
         let identifier = recorded_workflow(&self.services, &snap);
         let mut loaded = self.services.repository.load(&identifier, None)?;
         loaded.workflow.source.identifier.clone_from(&snap.workflow);
@@ -165,7 +172,13 @@ impl Facade {
         } else {
             crate::validation::undeclared_input_warnings(&workflow, &req.inputs)
         };
-        let env: BTreeMap<String, String> = req.env.iter().cloned().collect();
+        let mut env: BTreeMap<String, String> = req.env.iter().cloned().collect();
+        // `{{.env.PWD}}` says the directory the steps run in, as in the run's first attempt.
+        if working_dir != req.working_dir
+            && let Some(pwd) = env.get_mut("PWD")
+        {
+            *pwd = working_dir.display().to_string();
+        }
         // Stored inputs (secrets masked) under config and CLI overrides.
         let given: std::collections::BTreeSet<&str> = req
             .inputs
@@ -215,7 +228,7 @@ impl Facade {
             &workflow,
             &req.inputs,
             &base,
-            &req.working_dir,
+            &working_dir,
             self.services.host.as_ref(),
         )
         .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
@@ -225,7 +238,7 @@ impl Facade {
             env,
             run_id: RunId(snap.run_id.clone()),
             lock,
-            working_dir: req.working_dir,
+            working_dir,
             warnings,
             mocks: snap.mocks.clone(),
             resume: Some(resume),

@@ -25,6 +25,7 @@ pub mod facade;
 pub mod inputs;
 pub mod operation_tools;
 pub mod plan;
+pub mod run_dir;
 pub mod runs;
 pub mod service;
 pub mod tools;

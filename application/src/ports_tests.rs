@@ -309,6 +309,7 @@ fn running_snapshot(pid: u32) -> RunSnapshot {
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 

@@ -738,6 +738,7 @@ mod tests {
             waiting_until: None,
             child_runs: Default::default(),
             mocks: Default::default(),
+            working_dir: None,
         }
     }
 

@@ -191,6 +191,12 @@ pub enum RunEvent {
         /// JSON when there are none.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         mocks: BTreeMap<String, BTreeMap<String, String>>,
+        /// The run's working directory (absolute): where its steps run unless they set `dir`
+        /// (relative `dir`s resolve against it), `.context.WorkingDir`. `awf resume` runs the
+        /// rest of the run there again. `None` (absent in JSON) in events recorded before it
+        /// was kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        working_dir: Option<String>,
     },
     /// A state started executing.
     StepStarted {

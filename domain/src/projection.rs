@@ -6,8 +6,9 @@
 //!
 //! What the projection keeps, per run (events of sub-workflow runs are recognised by their
 //! own `run_id`):
-//! - at `RunStarted`: a new `running` snapshot; a resumed run (`resumed_from` set) keeps the
-//!   states, start time and spend recorded before ([`RunProjection::start`]'s `earlier`);
+//! - at `RunStarted`: a new `running` snapshot with the run's working directory; a resumed
+//!   run (`resumed_from` set) keeps the states, start time and spend recorded before
+//!   ([`RunProjection::start`]'s `earlier`), and its directory when the event names none;
 //! - at a top-level `StepStarted`: its step becomes `current_state` (branches of a top-level
 //!   parallel block do not); the iteration in progress of the top-level loop (and the loops
 //!   nested in it) becomes `loop_position`;
@@ -109,6 +110,7 @@ impl RunProjection {
             resumed_from,
             pid,
             mocks,
+            working_dir,
         } = &env.event
         else {
             return None;
@@ -137,6 +139,7 @@ impl RunProjection {
             waiting_until: None,
             child_runs: BTreeMap::new(),
             mocks: mocks.clone(),
+            working_dir: working_dir.as_ref().map(Into::into),
         };
         if resumed_from.is_some()
             && let Some(old) = earlier
@@ -145,6 +148,10 @@ impl RunProjection {
             snap.started_at = old.started_at;
             snap.spend = old.spend;
             snap.child_runs = old.child_runs;
+            // An attempt whose event does not say keeps the directory recorded before.
+            if snap.working_dir.is_none() {
+                snap.working_dir = old.working_dir;
+            }
         }
         Some(Self {
             snap,
@@ -693,8 +700,18 @@ mod projection_tests {
                 resumed_from: resumed_from.map(str::to_owned),
                 pid: 9,
                 mocks: Default::default(),
+                working_dir: None,
             },
         )
+    }
+
+    /// [`started`] in `dir`.
+    fn started_in(resumed_from: Option<&str>, dir: Option<&str>) -> EventEnvelope {
+        let mut e = started(resumed_from);
+        if let RunEvent::RunStarted { working_dir, .. } = &mut e.event {
+            *working_dir = dir.map(str::to_owned);
+        }
+        e
     }
 
     fn done(step: &str, at: u64) -> StepState {
@@ -780,6 +797,31 @@ mod projection_tests {
             completion_error(&result).as_deref(),
             Some("workflow failed")
         );
+    }
+
+    /// The run's directory is recorded at its start; an attempt whose event names none (an
+    /// event of before it was kept) keeps the one recorded before, and one that names a
+    /// directory records it.
+    #[test]
+    fn the_working_directory_is_recorded_at_the_start() {
+        let first = RunProjection::start(&started_in(None, Some("/a")), None).unwrap();
+        assert_eq!(first.snap.working_dir, Some(std::path::PathBuf::from("/a")));
+        let json = serde_json::to_value(&first.snap).unwrap();
+        assert_eq!(json["working_dir"], "/a");
+        let kept = RunProjection::start(&started_in(Some("b"), None), Some(first.snap.clone()));
+        assert_eq!(kept.unwrap().snap.working_dir, first.snap.working_dir);
+        let moved = RunProjection::start(&started_in(Some("b"), Some("/c")), Some(first.snap));
+        assert_eq!(
+            moved.unwrap().snap.working_dir,
+            Some(std::path::PathBuf::from("/c"))
+        );
+        let none = RunProjection::start(&started(None), None).unwrap();
+        assert_eq!(none.snap.working_dir, None);
+        let json = serde_json::to_value(&none.snap).unwrap();
+        assert!(json.get("working_dir").is_none(), "{json}");
+        // A state file of before the field reads back without it.
+        let back: RunSnapshot = serde_json::from_value(json).unwrap();
+        assert_eq!(back.working_dir, None);
     }
 
     #[test]

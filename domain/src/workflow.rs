@@ -629,7 +629,8 @@ pub enum CommandSource {
 pub struct CommandStep {
     /// Command text or script file.
     pub source: CommandSource,
-    /// Working directory (template); `None` = the process CWD.
+    /// Working directory (template; relative to the run's working directory); `None` = the
+    /// run's working directory (where a resumed run started, see `RunSnapshot::working_dir`).
     pub dir: Option<String>,
 }
 

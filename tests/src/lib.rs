@@ -288,6 +288,13 @@ impl Sandbox {
         Ok(Run::from(out))
     }
 
+    /// Runs `awf <args>` to completion in `dir` instead of the sandbox directory (its `PWD`
+    /// says so too, as a shell's would).
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> anyhow::Result<Run> {
+        let out = self.cmd(args).current_dir(dir).env("PWD", dir).output()?;
+        Ok(Run::from(out))
+    }
+
     /// Writes the workflow `yaml` to `file` in the sandbox and runs `awf run <file> <args>`.
     pub fn run_workflow(&self, file: &str, yaml: &str, args: &[&str]) -> anyhow::Result<Run> {
         let path = self.write(file, yaml)?;
@@ -349,6 +356,52 @@ impl Run {
             )
         })
     }
+}
+
+/// The run id in `awf run`'s `Workflow started: NAME (ID)` line of `text`; `None` without one.
+pub fn run_id_in(text: &str) -> Option<String> {
+    text.split_whitespace()
+        .find(|w| w.len() == 38 && w.starts_with('('))
+        .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_owned())
+}
+
+/// Runs `file` (a workflow that fails until `ok` exists) in the sandbox directory, creates
+/// `ok`, then `awf resume`s the run with `args`: [`fail_then_resume_in`] without moving.
+///
+/// # Errors
+/// As [`fail_then_resume_in`].
+pub fn fail_then_resume(sb: &Sandbox, file: &str, ok: &Path, args: &[&str]) -> anyhow::Result<Run> {
+    let here = sb.path();
+    fail_then_resume_in(sb, (here, here), file, ok, args).map(|(_, r)| r)
+}
+
+/// Runs `awf run file` in `dirs.0` (the workflow fails until `ok` exists), creates `ok`, then
+/// `awf resume`s the run with `args` from `dirs.1`; returns the run id and the resume.
+///
+/// # Errors
+/// When `awf` cannot be started, the run does not fail, its output names no run id, or `ok`
+/// cannot be written.
+pub fn fail_then_resume_in(
+    sb: &Sandbox,
+    dirs: (&Path, &Path),
+    file: &str,
+    ok: &Path,
+    args: &[&str],
+) -> anyhow::Result<(String, Run)> {
+    let r = sb.run_in(dirs.0, &["run", file])?;
+    anyhow::ensure!(
+        r.code != 0,
+        "the run did not fail: {}{}",
+        r.stdout,
+        r.stderr
+    );
+    let id = run_id_in(&format!("{}{}", r.stdout, r.stderr))
+        .ok_or_else(|| anyhow::anyhow!("no run id in: {}{}", r.stdout, r.stderr))?;
+    std::fs::write(ok, "")?;
+    let mut all = vec!["resume", id.as_str()];
+    all.extend_from_slice(args);
+    let resumed = sb.run_in(dirs.1, &all)?;
+    Ok((id, resumed))
 }
 
 /// The data root of a sandbox (`<sandbox>/data/awf`, from its `XDG_DATA_HOME`).

@@ -78,6 +78,7 @@ fn emit_run(rec: &dyn EventPublisher, run: &str, wf: &str, at: u64, end: Option<
             resumed_from: None,
             pid: 1,
             mocks: Default::default(),
+            working_dir: None,
         },
     ));
     rec.emit(env(
@@ -153,6 +154,7 @@ fn snapshot(run: &str, at: u64) -> RunSnapshot {
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 
@@ -340,6 +342,7 @@ fn normalized(mut v: Value) -> Value {
                 "updated_at",
                 "owner_pid",
                 "pid",
+                "working_dir",
             ] {
                 if m.contains_key(k) {
                     m.insert(k.to_owned(), Value::Null);
@@ -409,6 +412,9 @@ fn binary_suite(sb: &Sandbox, store: &Store) -> Vec<Value> {
     // The success terminal's message, as the store kept it (none while it had failed).
     assert_eq!(after["message"], json!("flaky no more 0"), "{after}");
     assert_eq!(status_bad.json().unwrap()["message"], json!(null));
+    // Both stores keep the directory the run started in (each sandbox has its own).
+    let here = sb.path().canonicalize().unwrap().display().to_string();
+    assert_eq!(after["working_dir"], json!(here), "{after}");
     let text = awf(sb, store, &["status", &bad_id]);
     assert!(
         text.stdout.contains("Message:   flaky no more 0\n"),

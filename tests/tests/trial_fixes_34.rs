@@ -3,28 +3,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use awf_tests::Run;
 use awf_tests::Sandbox;
-
-/// The run id in `awf run`'s `Workflow started: NAME (ID)` line.
-fn run_id_in(text: &str) -> String {
-    text.split_whitespace()
-        .find(|w| w.len() == 38 && w.starts_with('('))
-        .map(|w| w.trim_matches(|c| c == '(' || c == ')').to_owned())
-        .unwrap()
-}
-
-/// Runs `file`, which fails until `ok` exists, creates `ok`, then `awf resume`s the run
-/// with `args`.
-fn fail_then_resume(sb: &Sandbox, file: &str, ok: &std::path::Path, args: &[&str]) -> Run {
-    let r = sb.run(&["run", file]).unwrap();
-    assert_ne!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    let id = run_id_in(&format!("{}{}", r.stdout, r.stderr));
-    std::fs::write(ok, "").unwrap();
-    let mut all = vec!["resume", id.as_str()];
-    all.extend_from_slice(args);
-    sb.run(&all).unwrap()
-}
+use awf_tests::fail_then_resume;
+use awf_tests::run_id_in;
 
 /// `(index .states "x").Output` before any state ran printed `<no value>`; Go's typed map
 /// gives the zero state, whose output is empty (as it was once another state had run).
@@ -74,7 +55,7 @@ fn a_cancel_during_a_retry_wait_cancels_the_step() {
     let all = text();
     assert_eq!(status.code(), Some(130), "{all}");
     assert!(!all.contains("exit code 1"), "{all}");
-    let id = run_id_in(&all);
+    let id = run_id_in(&all).unwrap();
     let st = sb.run(&["status", &id]).unwrap();
     let line = st
         .stdout
@@ -190,7 +171,7 @@ fn resume_from_previous_skips_a_parallel_branch() {
         ),
     )
     .unwrap();
-    let again = fail_then_resume(&sb, "p.yaml", &ok, &["--from", "previous"]);
+    let again = fail_then_resume(&sb, "p.yaml", &ok, &["--from", "previous"]).unwrap();
     assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
     let all = format!("{}{}", again.stdout, again.stderr);
     assert!(all.contains("from step pre"), "{all}");
@@ -212,7 +193,7 @@ fn a_body_state_that_is_also_a_state_of_its_own_can_be_resumed_from() {
         ),
     )
     .unwrap();
-    let again = fail_then_resume(&sb, "d.yaml", &ok, &["--from", "shared"]);
+    let again = fail_then_resume(&sb, "d.yaml", &ok, &["--from", "shared"]).unwrap();
     let all = format!("{}{}", again.stdout, again.stderr);
     assert_eq!(again.code, 0, "{all}");
     assert!(all.contains("Workflow completed"), "{all}");

@@ -283,8 +283,8 @@ fn http_resume_refuses_an_undeclared_input_of_a_run_started_from_a_terminal() {
         "{v}"
     );
     // Nothing ran: still failed, and resumed without it, it completes (its steps run in
-    // the server's directory).
-    sb.write("elsewhere/ok", "").unwrap();
+    // the directory the run started in, not the server's: trial_fixes_37).
+    sb.write("ok", "").unwrap();
     let (code, body, _) = http_serve::post(&format!("{}/api/executions/{id}/resume", s.base), "{}");
     assert_eq!(code, 200, "{body}");
     http_serve::wait_status(&s, &id, "completed");

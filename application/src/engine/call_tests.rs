@@ -160,6 +160,7 @@ fn snapshot(
         waiting_until: None,
         child_runs: BTreeMap::new(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 

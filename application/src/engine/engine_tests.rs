@@ -1253,6 +1253,7 @@ fn snapshot(
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 
@@ -1971,3 +1972,6 @@ async fn a_nested_loops_on_complete_outside_the_outer_body_ends_the_outer_loop_t
     assert_eq!(result.terminal.as_deref(), Some("done"));
     assert_eq!(result.states["outer"].output, "completed 1 iterations");
 }
+
+#[path = "run_dir_tests.rs"]
+mod run_dir;

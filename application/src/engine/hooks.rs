@@ -71,7 +71,7 @@ impl Run {
                     })?;
                     let spec = CommandSpec {
                         program: Program::Shell(cmd),
-                        dir: None,
+                        dir: self.default_dir(),
                         env: Vec::new(),
                         timeout: None,
                         capture_limit: None,

@@ -979,6 +979,7 @@ impl Run {
                         (step.clone(), fields)
                     })
                     .collect(),
+                working_dir: Some(self.working_dir.display().to_string()).filter(|d| !d.is_empty()),
             },
             at,
         );

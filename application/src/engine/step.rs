@@ -872,10 +872,12 @@ impl Run {
                 Err(e) => return fail(st, e.code(), format!("step {name}: {}", e.message())),
             },
         };
+        // Without a `dir` of its own the step runs in the run's directory (where a resumed
+        // run started, not where `awf resume` was called).
         let dir = match &cmd.dir {
-            None => None,
+            None => self.default_dir(),
             Some(d) => match self.render(d, at.frame, None) {
-                Ok(d) if d.trim().is_empty() => None,
+                Ok(d) if d.trim().is_empty() => self.default_dir(),
                 Ok(d) => Some(self.resolve_dir(&self.localize_awf_dirs(&d))),
                 Err(e) => {
                     return fail(
@@ -1041,6 +1043,12 @@ impl Run {
             }
         }
         text
+    }
+
+    /// The directory of a command without a `dir` of its own: the run's working directory
+    /// (`None`, the process's, when the run has none).
+    pub(crate) fn default_dir(&self) -> Option<PathBuf> {
+        Some(self.working_dir.clone()).filter(|d| !d.as_os_str().is_empty())
     }
 
     fn resolve_dir(&self, d: &str) -> PathBuf {

@@ -227,6 +227,7 @@ fn snapshot(run_id: &str, status: StoredStatus) -> RunSnapshot {
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 

@@ -78,7 +78,8 @@ impl StoredStatus {
 ///
 /// JSON shape: `{"schema_version": 1, "run_id", "parent_run_id", "workflow", "workflow_name",
 /// "workflow_path", "status", "current_state", "inputs": {..}, "states": {name: StepState},
-/// "started_at", "updated_at", "completed_at", "exit_code", "terminal", "error", "child_runs"?}`
+/// "started_at", "updated_at", "completed_at", "exit_code", "terminal", "error", "child_runs"?,
+/// "working_dir"?}`
 /// with times as RFC 3339 strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSnapshot {
@@ -148,6 +149,13 @@ pub struct RunSnapshot {
     /// JSON when none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub mocks: BTreeMap<String, BTreeMap<String, String>>,
+    /// The directory the run's steps run in (absolute; `RunEvent::RunStarted::working_dir`):
+    /// `awf resume` runs the rest of the run there, whatever directory it is called from, and
+    /// refuses the resume when it no longer exists. `None` for a run recorded before it was
+    /// kept (resumed in the resumer's working directory, as then). Left out of the JSON when
+    /// `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<PathBuf>,
 }
 
 /// The message of the `EXECUTION.RUN.CANCELLED` error a cancelled run records.

@@ -2396,6 +2396,7 @@ mod resumed_log_tests {
             resumed_from: None,
             pid: 1,
             mocks: Default::default(),
+            working_dir: None,
         }
     }
 

@@ -311,6 +311,7 @@ fn started_log() -> Vec<SubscriptionItem> {
                 resumed_from: None,
                 pid: 1,
                 mocks: Default::default(),
+                working_dir: None,
             },
         ),
         event(

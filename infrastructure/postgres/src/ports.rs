@@ -97,6 +97,7 @@ pub(crate) fn unstarted_snapshot(
         waiting_until: None,
         child_runs: std::collections::BTreeMap::new(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 

@@ -79,6 +79,7 @@ fn started(
         resumed_from: resumed_from.map(str::to_owned),
         pid: 1,
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 
@@ -283,6 +284,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             waiting_until: None,
             child_runs: BTreeMap::from([("call".to_owned(), c.to_owned())]),
             mocks: Default::default(),
+            working_dir: None,
         }
     );
     let child = store.load(c).unwrap();
@@ -312,6 +314,7 @@ fn snapshot_follows_top_level_steps_loops_and_sub_runs() {
             waiting_until: None,
             child_runs: Default::default(),
             mocks: Default::default(),
+            working_dir: None,
         }
     );
     let child_row = HistoryStore::get(&store, c).unwrap().unwrap();

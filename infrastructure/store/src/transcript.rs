@@ -10,7 +10,7 @@
 //!
 //! | event | `type` | `payload` |
 //! |---|---|---|
-//! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?}` |
+//! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?, working_dir?}` |
 //! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
 //! | StepStarted | `step.started` | `{name, kind, command?}` (`command`: an awf addition, the command as it will run, masked, for a `command` step) |
 //! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, output?, output_file?, stderr_file?}` (`output`: the stdout of a step that streamed none, a loop's or parallel block's summary; the files holding a stdout / stderr over 64 KiB, relative to the data root) |
@@ -133,6 +133,7 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             workflow_path,
             inputs,
             resumed_from,
+            working_dir,
             ..
         } => {
             let mut p = Map::new();
@@ -144,6 +145,9 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             p.insert("inputs".into(), Value::Object(inputs.clone()));
             if let Some(r) = resumed_from {
                 p.insert("resumed_from".into(), r.as_str().into());
+            }
+            if let Some(d) = working_dir {
+                p.insert("working_dir".into(), d.as_str().into());
             }
             ("run.started", None, Value::Object(p))
         }

@@ -302,6 +302,7 @@ impl Converter {
                     resumed_from: str_of(p, "resumed_from"),
                     pid,
                     mocks: Default::default(),
+                    working_dir: str_of(p, "working_dir"),
                 }
             }
             "run.completed" => {
@@ -730,6 +731,7 @@ mod tests {
             resumed_from: resumed_from.map(str::to_owned),
             pid: 0,
             mocks: Default::default(),
+            working_dir: Some("/w".to_owned()),
         }
     }
 
@@ -889,6 +891,12 @@ mod tests {
         for (g, w) in log.envelopes.iter().zip(&s.out) {
             assert_eq!((g.at, &g.path), (w.at, &w.path));
         }
+        // The run's directory.
+        assert!(
+            matches!(&log.envelopes[0].event, RunEvent::RunStarted { working_dir: Some(d), .. } if d == "/w"),
+            "{:?}",
+            log.envelopes[0]
+        );
         // The root's result holds its states, rebuilt from the lines.
         let Some(RunEvent::RunFinished { result }) = log.envelopes.last().map(|e| &e.event) else {
             panic!("no RunFinished");

@@ -67,6 +67,7 @@ impl Script {
                 resumed_from: None,
                 pid: 1,
                 mocks: Default::default(),
+                working_dir: None,
             },
         );
     }

@@ -1834,6 +1834,7 @@ mod tests {
             resumed_from: resumed.map(str::to_owned),
             pid,
             mocks: Default::default(),
+            working_dir: None,
         })
     }
 

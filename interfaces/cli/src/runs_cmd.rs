@@ -730,7 +730,8 @@ fn ordered_steps(snap: &RunSnapshot) -> Vec<&awf_domain::run::StepState> {
 /// `workflow_name`, `current_step` (while not completed), `started_at`, `completed_at` (when
 /// finished) and `steps` (`[{name, status, output, stderr, exit_code, started_at,
 /// completed_at, error, error_code}]` in start order), plus ours: `run_status` (the stored word),
-/// `current_state`, `updated_at`. `duration_ms` is null when unknown (a killed process);
+/// `current_state`, `updated_at`, `working_dir` (where the run's steps run; absent for a run
+/// recorded before it was kept). `duration_ms` is null when unknown (a killed process);
 /// `message` is the success terminal's message the store kept (null without one). A queued
 /// run (no worker started it) has `exit_code` and `duration_ms` null; a running one (or one
 /// whose process died) has `exit_code` null.
@@ -798,6 +799,12 @@ pub fn status_json(
             "updated_at".into(),
             serde_json::json!(format_rfc3339(snap.updated_at)),
         );
+        if let Some(d) = &snap.working_dir {
+            o.insert(
+                "working_dir".into(),
+                serde_json::json!(d.display().to_string()),
+            );
+        }
     }
     v
 }
@@ -896,6 +903,11 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         pt(&snap.workflow_name),
         pt(&snap.workflow)
     ));
+    // Where its steps run (and `awf resume` goes on); runs recorded before it was kept have
+    // no line.
+    if let Some(d) = &snap.working_dir {
+        crate::stdout_check::checked(writeln!(out, "Directory: {}", pt(&d.display().to_string())));
+    }
     crate::stdout_check::checked(writeln!(
         out,
         "Status:    {}",

@@ -58,6 +58,7 @@ pub fn run_workflow(sink: &dyn EventPublisher, run_id: &str, start_ms: u64, step
             resumed_from: None,
             pid: 1,
             mocks: Default::default(),
+            working_dir: None,
         },
     );
     for i in 0..steps {

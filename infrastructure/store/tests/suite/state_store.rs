@@ -45,6 +45,7 @@ fn snapshot(id: &str, started_ms: u64) -> RunSnapshot {
         waiting_until: None,
         child_runs: Default::default(),
         mocks: Default::default(),
+        working_dir: None,
     }
 }
 

@@ -74,6 +74,7 @@ fn emit_run() {
                 resumed_from: None,
                 pid: 1,
                 mocks: Default::default(),
+                working_dir: None,
             },
         ),
         envelope(
