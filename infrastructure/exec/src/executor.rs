@@ -131,6 +131,7 @@ impl CommandExecutor for ProcessExecutor {
             scope,
         } = spec;
         let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
+        let dir = own_dir(dir, std::env::current_dir().ok().as_deref());
         // The shell text of a command exec'd directly: run through the shell after all when
         // the exec fails (a file without `#!`, a `#!` interpreter that is missing, a broken
         // executable), so its status and message are the shell's own (127, 126, or the
@@ -197,6 +198,16 @@ impl CommandExecutor for ProcessExecutor {
     async fn end_scope(&self, scope: &str) -> usize {
         crate::reaper::sweep_scope(scope).await
     }
+}
+
+/// The directory a child is given: `dir`, unless it is `cwd`, the directory this process
+/// runs in, which a child inherits. A step without a `dir` of its own is given its run's
+/// directory, nearly always this one; a child given a directory cannot take the
+/// `posix_spawn` path (see [`start`]: about 60 more system calls a step, issue 9), and one
+/// that inherits it keeps the `PWD` awf was started with (a path through a symlink), as
+/// before runs recorded their directory.
+fn own_dir(dir: Option<PathBuf>, cwd: Option<&Path>) -> Option<PathBuf> {
+    dir.filter(|d| cwd != Some(d.as_path()))
 }
 
 /// `path` (absolute) with `.` and `..` resolved by its text, as a shell's `cd` sets `PWD`
@@ -680,6 +691,29 @@ mod spawn_error_tests {
         );
         assert_eq!(e.code(), ErrorCode::ExecutionCommandFailed);
         assert!(!e.message().contains("shell"), "{}", e.message());
+    }
+}
+
+#[cfg(test)]
+mod own_dir_tests {
+    use super::*;
+
+    /// The directory awf runs in is inherited, not given (the `posix_spawn` path); any other
+    /// is given, and so is every directory when awf's own cannot be read.
+    #[test]
+    fn only_a_directory_other_than_awfs_own_is_given() {
+        let cwd = Path::new("/work/a");
+        assert_eq!(own_dir(Some(PathBuf::from("/work/a")), Some(cwd)), None);
+        assert_eq!(own_dir(Some(PathBuf::from("/work/a/")), Some(cwd)), None);
+        assert_eq!(
+            own_dir(Some(PathBuf::from("/work/b")), Some(cwd)),
+            Some(PathBuf::from("/work/b"))
+        );
+        assert_eq!(
+            own_dir(Some(PathBuf::from("/work/a")), None),
+            Some(PathBuf::from("/work/a"))
+        );
+        assert_eq!(own_dir(None, Some(cwd)), None);
     }
 }
 
