@@ -1802,6 +1802,23 @@ async fn resume_warns_of_or_refuses_an_undeclared_input() {
     );
 }
 
+/// Runs `wf` (named `w`, no inputs) with every command of `commands` succeeding with no
+/// output; gives the executor (the commands it ran) and the result.
+async fn run_ok(
+    wf: Workflow,
+    commands: &[&str],
+    exprs: FakeExpressions,
+) -> (Arc<FakeExecutor>, RunResult) {
+    let mut exec = FakeExecutor::new();
+    for c in commands {
+        exec = exec.on(c, [FakeCommand::ok("")]);
+    }
+    let exec = Arc::new(exec);
+    let f = facade(FakeRepository::new().with(wf), Arc::clone(&exec), exprs);
+    let (_, result) = run_all(&f, request("w", &[])).await;
+    (exec, result)
+}
+
 fn for_each(name: &str, items: &str, body: &[&str], on_complete: Option<&str>) -> State {
     state(
         name,
@@ -1847,26 +1864,21 @@ async fn a_nested_loop_runs_per_outer_item_and_its_on_complete_goes_on_in_the_ou
             terminal("done", TerminalStatus::Success),
         ],
     );
-    let mut exec = FakeExecutor::new();
-    for c in [
-        "pre a",
-        "show a-1 0.0",
-        "show a-2 0.1",
-        "post a 0",
-        "pre b",
-        "show b-1 1.0",
-        "show b-2 1.1",
-        "post b 1",
-    ] {
-        exec = exec.on(c, [FakeCommand::ok("")]);
-    }
-    let exec = Arc::new(exec);
-    let f = facade(
-        FakeRepository::new().with(wf),
-        Arc::clone(&exec),
+    let (exec, result) = run_ok(
+        wf,
+        &[
+            "pre a",
+            "show a-1 0.0",
+            "show a-2 0.1",
+            "post a 0",
+            "pre b",
+            "show b-1 1.0",
+            "show b-2 1.1",
+            "post b 1",
+        ],
         FakeExpressions::new(),
-    );
-    let (_, result) = run_all(&f, request("w", &[])).await;
+    )
+    .await;
     assert_eq!(
         exec.commands(),
         vec![
@@ -1919,14 +1931,8 @@ async fn a_nested_while_loop_without_on_complete_goes_on_with_the_outer_body() {
             terminal("done", TerminalStatus::Success),
         ],
     );
-    let mut exec = FakeExecutor::new();
-    for c in ["show a 0", "show a 1", "show b 0", "show b 1"] {
-        exec = exec.on(c, [FakeCommand::ok("")]);
-    }
-    let exec = Arc::new(exec);
     let exprs = FakeExpressions::new().on("loop.Index < 2", [true, true, false, true, true, false]);
-    let f = facade(FakeRepository::new().with(wf), Arc::clone(&exec), exprs);
-    let (_, result) = run_all(&f, request("w", &[])).await;
+    let (exec, result) = run_ok(wf, &["show a 0", "show a 1", "show b 0", "show b 1"], exprs).await;
     assert_eq!(
         exec.commands(),
         vec!["show a 0", "show a 1", "show b 0", "show b 1"]
@@ -1957,17 +1963,7 @@ async fn a_nested_loops_on_complete_outside_the_outer_body_ends_the_outer_loop_t
             terminal("done", TerminalStatus::Success),
         ],
     );
-    let mut exec = FakeExecutor::new();
-    for c in ["show a-1", "show a-2", "fin"] {
-        exec = exec.on(c, [FakeCommand::ok("")]);
-    }
-    let exec = Arc::new(exec);
-    let f = facade(
-        FakeRepository::new().with(wf),
-        Arc::clone(&exec),
-        FakeExpressions::new(),
-    );
-    let (_, result) = run_all(&f, request("w", &[])).await;
+    let (exec, result) = run_ok(wf, &["show a-1", "show a-2", "fin"], FakeExpressions::new()).await;
     assert_eq!(exec.commands(), vec!["show a-1", "show a-2", "fin"]);
     assert_eq!(result.terminal.as_deref(), Some("done"));
     assert_eq!(result.states["outer"].output, "completed 1 iterations");
