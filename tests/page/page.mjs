@@ -22,7 +22,9 @@
 // `token` (the server wants the token PAGE_TOKEN: sign in, a wrong token asked again, the
 // right one lists the workflows, a run started and followed live across a dropped stream),
 // `breakpoint` (PAGE_RUN, an interactive run waiting at a breakpoint: preview, decisions,
-// inspect, skip, the run finishes).
+// inspect, skip, the run finishes), `secret` (start `keyed` from its form: the secret input's
+// field is an empty password field, left empty the server applies its real default, typed the
+// value is sent; the API's `***` is never sent).
 //
 // Prints one JSON line `{"ok": true, ...facts}` on success. Exits 1 with `{"ok": false,
 // "error": ...}` when a check fails, the page logs a console error, throws, or a request fails
@@ -619,7 +621,56 @@ async function notStarted() {
   await shot(page, '2-not-started');
 }
 
-const scenarios = { recorded, not_started: notStarted, breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
+/** `secret` (workflow `keyed`: a secret input `api_token` with a default, a plain `region`
+ * with one): the secret's field is an empty password field saying a default is set, never
+ * holding the API's mask; submitted empty, the request leaves the input out (the server
+ * applies the real default); typed, the value is sent. No request ever carries `***`. */
+async function secretScenario() {
+  const page = await openPage();
+  const posted = [];
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/run')) posted.push(r.postData() || '');
+  });
+  const fieldFacts = async () => {
+    await page.goto(`${base}/`);
+    const form = page.locator('article.workflow[data-workflow="keyed"] form.run-form');
+    await form.locator('button[type=submit]').waitFor();
+    const f = form.locator('input[name="api_token"]');
+    return {
+      type: await f.getAttribute('type'),
+      value: await f.inputValue(),
+      autocomplete: await f.getAttribute('autocomplete'),
+      placeholder: await f.getAttribute('placeholder'),
+      region: await form.locator('input[name="region"]').inputValue(),
+      masks: await page.locator('input, select, textarea').evaluateAll((els) => els.filter((e) => e.value.includes('***')).length),
+    };
+  };
+  facts.field = await fieldFacts();
+  check(facts.field.type === 'password', `the secret's field is a password field (${facts.field.type})`);
+  check(facts.field.value === '', `the secret's field is empty (${JSON.stringify(facts.field.value)})`);
+  check(facts.field.autocomplete === 'off', 'no autocomplete on the secret');
+  check(/default set/.test(facts.field.placeholder || ''), `the placeholder says a default is set (${facts.field.placeholder})`);
+  check(facts.field.region === 'eu', `a plain input keeps its default (${facts.field.region})`);
+  check(facts.field.masks === 0, 'no field holds the mask');
+  await shot(page, '1-form');
+  await startFromForm(page, 'keyed');
+  await finalStatus(page).waitFor();
+  facts.default_run = facts.run_id;
+  facts.default_output = await page.locator('details.step[data-step="use"] pre.output').textContent();
+  // Typed, the value goes with the request.
+  await startFromForm(page, 'keyed', { api_token: 'typed-t0ken' });
+  await finalStatus(page).waitFor();
+  facts.typed_run = facts.run_id;
+  facts.typed_output = await page.locator('details.step[data-step="use"] pre.output').textContent();
+  facts.posted = posted.map((p) => JSON.parse(p));
+  check(facts.posted.length === 2, `two run requests (${posted.length})`);
+  check(!('api_token' in facts.posted[0].inputs), `left empty, the secret is left out (${posted[0]})`);
+  check(facts.posted[1].inputs.api_token === 'typed-t0ken', `typed, the secret is sent (${posted[1]})`);
+  check(!posted.some((p) => p.includes('***')), `no request sends the mask (${posted.join(' ')})`);
+  await shot(page, '2-finished');
+}
+
+const scenarios = { secret: secretScenario, recorded, not_started: notStarted, breakpoint: breakpointScenario, token: tokenScenario, approve, cancel, fail, layout, agent, chat, live: liveList, broken, resume_terminal: resumeTerminal, inline_terminal: inlineTerminal };
 let code = 0;
 try {
   if (!scenarios[scenario]) throw new Error(`unknown scenario ${scenario}`);

@@ -476,3 +476,93 @@ fn a_json_object_or_list_for_a_string_input_is_refused_before_anything_runs() {
         .collect();
     assert_eq!(ran, ["ran-7"]);
 }
+
+/// A secret input (`api_token`) with a default, an empty secret default (`db_password`) and a
+/// plain input (`region`). The step prints the first 12 hex digits of the SHA-256 of the
+/// token it was given, never the token.
+const KEYED: &str = r#"name: keyed
+inputs:
+  - name: api_token
+    type: string
+    default: s3cr3t
+    description: the service's token
+  - name: db_password
+    type: string
+    default: ""
+  - name: region
+    type: string
+    default: eu
+states:
+  initial: use
+  use:
+    type: step
+    command: printf 'token=%s region={{.inputs.region}}\n' "$(printf %s '{{.inputs.api_token}}' | sha256sum | cut -c1-12)"
+    on_success: done
+  done:
+    type: terminal
+"#;
+
+/// `sha256("s3cr3t")`, its first 12 hex digits.
+const S3CR3T_SHA: &str = "4e738ca5563c";
+/// `sha256("***")`, its first 12 hex digits: what a run given the mask would print.
+const MASK_SHA: &str = "596f4162a52f";
+
+/// `GET /api/workflows/{scope}/{name}` (and a run's `…/workflow`) never sends a secret
+/// input's default: `"***"` and `secret: true` instead (an empty one stays `""`); a run
+/// started without the input gets the real default, never the mask.
+#[test]
+fn a_secret_inputs_default_is_masked_in_the_workflow_detail_and_still_applied() {
+    let sb = sandbox_with(&[("keyed", KEYED)]);
+    let s = start(&sb, &[]);
+    let (code, body, _) = curl(&[&format!("{}/api/workflows/env/keyed", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        !body.contains("s3cr3t"),
+        "the secret default is sent: {body}"
+    );
+    let inputs = json_of(&body)["body"]["inputs"].clone();
+    let by_name = |n: &str| {
+        inputs
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == n)
+            .cloned()
+            .unwrap_or_else(|| panic!("no input {n}: {inputs}"))
+    };
+    let token = by_name("api_token");
+    assert_eq!(token["secret"], true, "{token}");
+    assert_eq!(token["default"], "***", "{token}");
+    assert_eq!(token["required"], false, "{token}");
+    assert_eq!(token["description"], "the service's token", "{token}");
+    let empty = by_name("db_password");
+    assert_eq!(empty["secret"], true, "{empty}");
+    assert_eq!(empty["default"], "", "nothing to hide: {empty}");
+    let region = by_name("region");
+    assert_eq!(region["default"], "eu", "{region}");
+    assert!(
+        region.get("secret").is_none(),
+        "only secrets say so: {region}"
+    );
+
+    // Left out, the secret input gets its real default (not `***`).
+    let id = start_run(&s, "keyed", r#"{"inputs": {"region": "us"}}"#);
+    wait_status(&s, &id, "completed");
+    let (code, body, _) = curl(&[&format!("{}/api/executions/{id}", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    let out = json_of(&body)["body"]["states"]["use"]["output"].clone();
+    assert_eq!(out, format!("token={S3CR3T_SHA} region=us\n"), "{body}");
+    assert_ne!(S3CR3T_SHA, MASK_SHA);
+    assert!(!body.contains("s3cr3t"), "{body}");
+    // The run's workflow, as its file is now, masks it the same way.
+    let (code, body, _) = curl(&[&format!("{}/api/executions/{id}/workflow", s.base)]);
+    assert_eq!(code, 200, "{body}");
+    assert!(!body.contains("s3cr3t"), "{body}");
+    assert!(body.contains(r#""default":"***""#), "{body}");
+    // Given, the value sent is used.
+    let id = start_run(&s, "keyed", r#"{"inputs": {"api_token": "typed-t0ken"}}"#);
+    wait_status(&s, &id, "completed");
+    let (_, body, _) = curl(&[&format!("{}/api/executions/{id}", s.base)]);
+    let out = json_of(&body)["body"]["states"]["use"]["output"].clone();
+    assert_eq!(out, "token=a336ffd31cd0 region=eu\n", "{body}");
+}

@@ -601,6 +601,53 @@ states:
     assert_eq!(exec["terminal"], "check's on_failure", "{exec}");
 }
 
+/// A secret input's field is an empty password field (the API masks its default as `***`);
+/// submitted empty, the run gets the real default (the step prints a hash of the token it
+/// was given, never the token); typed, the typed value.
+#[test]
+fn page_leaves_a_secret_default_to_the_server_and_never_sends_the_mask() {
+    let (mut sb, _) = sandbox();
+    add_workflows(
+        &mut sb,
+        &[(
+            "keyed",
+            r#"name: keyed
+description: uses a token
+inputs:
+  - name: api_token
+    type: string
+    default: s3cr3t
+  - name: region
+    type: string
+    default: eu
+states:
+  initial: use
+  use:
+    type: step
+    command: printf 'token=%s region={{.inputs.region}}\n' "$(printf %s '{{.inputs.api_token}}' | sha256sum | cut -c1-12)"
+    on_success: done
+  done:
+    type: terminal
+"#,
+        )],
+    );
+    let s = start(&sb);
+    let v = drive(&s, "secret", &[]);
+    // sha256("s3cr3t") and sha256("typed-t0ken"), their first 12 hex digits (sha256("***")
+    // starts 596f4162a52f).
+    let default_id = v["default_run"].as_str().unwrap();
+    let typed_id = v["typed_run"].as_str().unwrap();
+    for (id, want) in [
+        (default_id, "token=4e738ca5563c region=eu\n"),
+        (typed_id, "token=a336ffd31cd0 region=eu\n"),
+    ] {
+        let exec = api(&s, &format!("/api/executions/{id}"));
+        assert_eq!(exec["status"], "completed", "{exec}");
+        assert_eq!(exec["states"]["use"]["output"], want, "{exec}");
+    }
+    assert!(!v.to_string().contains("s3cr3t"), "{v}");
+}
+
 #[test]
 fn page_fits_1280_and_390_px_with_labels_and_visible_focus() {
     let (sb, _) = sandbox();

@@ -763,6 +763,26 @@ fn input_hint(inputs: &[awf_domain::workflow::InputDef]) -> String {
         .join(" ")
 }
 
+/// One input of a slash command's `_meta.awf.inputs`. A secret input
+/// ([`awf_domain::mask::is_secret_name`]) has `"secret": true`, and its non-empty default is
+/// `"***"` (as `awf run <workflow> --help` and the HTTP API show it): the value itself never
+/// leaves awf; a command that leaves the input out gets the real default.
+fn command_input(d: &awf_domain::workflow::InputDef) -> Value {
+    let default = match &d.default {
+        Some(v) if awf_domain::mask::hides_named(&d.name, v) => json!(awf_domain::mask::MASK),
+        other => json!(other),
+    };
+    let mut v = json!({
+        "name": d.name, "type": type_name(&d.ty), "required": d.required,
+        "description": d.description, "default": default,
+        "enum": d.validation.enum_values,
+    });
+    if let (true, Some(m)) = (awf_domain::mask::is_secret_name(&d.name), v.as_object_mut()) {
+        m.insert("secret".into(), Value::Bool(true));
+    }
+    v
+}
+
 fn type_name(ty: &awf_domain::workflow::InputType) -> String {
     serde_json::to_value(ty)
         .ok()
@@ -799,17 +819,7 @@ fn available_commands(shared: &Shared) -> Value {
                     .clone()
                     .filter(|d| !d.trim().is_empty())
                     .unwrap_or_else(|| format!("Run the workflow {}", e.name));
-                let inputs: Vec<Value> = wf
-                    .inputs
-                    .iter()
-                    .map(|d| {
-                        json!({
-                            "name": d.name, "type": type_name(&d.ty), "required": d.required,
-                            "description": d.description, "default": d.default,
-                            "enum": d.validation.enum_values,
-                        })
-                    })
-                    .collect();
+                let inputs: Vec<Value> = wf.inputs.iter().map(command_input).collect();
                 let mut c = json!({
                     "name": name, "description": description,
                     "_meta": {"awf": {"inputs": inputs}},

@@ -738,6 +738,32 @@ fn input_hints_name_required_and_optional_inputs() {
     assert_eq!(hint, "file=<string> [kind=a|b] note=<value> [n=<integer>]");
 }
 
+/// A slash command's inputs never carry a secret input's default: `***` and `secret: true`
+/// instead (an empty one stays `""`); other inputs are as declared.
+#[test]
+fn command_inputs_mask_a_secret_default() {
+    use awf_domain::workflow::InputDef;
+    use awf_domain::workflow::InputType;
+    let def = |name: &str, default: Option<Value>| InputDef {
+        name: name.into(),
+        ty: InputType::String,
+        description: None,
+        required: false,
+        default,
+        validation: awf_domain::workflow::InputValidation::default(),
+    };
+    let token = super::command_input(&def("api_token", Some(json!("s3cr3t"))));
+    assert_eq!(token["default"], "***", "{token}");
+    assert_eq!(token["secret"], true, "{token}");
+    assert!(!token.to_string().contains("s3cr3t"), "{token}");
+    let empty = super::command_input(&def("api_token", Some(json!(""))));
+    assert_eq!(empty["default"], "", "{empty}");
+    assert_eq!(empty["secret"], true, "{empty}");
+    let region = super::command_input(&def("region", Some(json!("eu"))));
+    assert_eq!(region["default"], "eu", "{region}");
+    assert!(region.get("secret").is_none(), "{region}");
+}
+
 #[tokio::test]
 async fn a_permission_request_is_bounded_by_the_gates_timeout() {
     let mut c = Client::start().await;

@@ -211,12 +211,20 @@ function fillForm(form, w, detail, slug) {
     const id = `in-${slug}-${inp.name}`.replace(/[^A-Za-z0-9_-]/g, '_');
     const t = inputType(inp.type);
     const hint = [inp.description, t !== 'string' && t !== 'untyped' ? `type ${t}` : '',
-      inp.required ? 'required' : ''].filter(Boolean).join(' · ');
+      inp.required ? 'required' : '', inp.secret ? 'secret' : ''].filter(Boolean).join(' · ');
     const descId = `${id}-d`;
     let control;
     const def = inp.default;
     const choices = Array.isArray(inp.enum_values) ? inp.enum_values : [];
-    if (choices.length && t !== 'boolean') {
+    const hasDefault = def !== undefined && def !== null;
+    if (inp.secret) {
+      // A secret input (any type): a password field never pre-filled. The API masks its
+      // default (`***`), which is not a value: left empty, the run request leaves the input
+      // out and the server applies the real default.
+      control = h('input', { type: 'password', id, name: inp.name, 'aria-describedby': hint ? descId : null,
+        required: inp.required && !hasDefault, autocomplete: 'off',
+        placeholder: hasDefault ? 'default set — leave empty to use it' : null });
+    } else if (choices.length && t !== 'boolean') {
       // `validation.enum`: one of the allowed values (an empty first choice when optional).
       control = h('select', { id, name: inp.name, 'aria-describedby': hint ? descId : null, required: inp.required },
         inp.required ? null : h('option', { value: '' }, '—'),
@@ -234,7 +242,7 @@ function fillForm(form, w, detail, slug) {
       control = h('input', attrs);
       if (def !== undefined && def !== null) control.value = typeof def === 'string' ? def : JSON.stringify(def);
     }
-    fields.push({ inp, t, control });
+    fields.push({ inp, t, control, secret: Boolean(inp.secret) });
     return h('div', { class: t === 'boolean' ? 'field check' : 'field' },
       h('label', { for: id }, inp.name, inp.required ? h('span', { class: 'req', 'aria-hidden': 'true' }, ' *') : ''),
       control,
@@ -247,8 +255,11 @@ function fillForm(form, w, detail, slug) {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const values = {};
-    for (const { inp, t, control } of fields) {
-      if (t === 'boolean') values[inp.name] = control.checked;
+    for (const { inp, t, control, secret } of fields) {
+      // A secret's field is text (a password field): its value is sent as typed, and an
+      // empty one is left out (the server applies the default).
+      if (secret) { if (control.value !== '') values[inp.name] = control.value; }
+      else if (t === 'boolean') values[inp.name] = control.checked;
       else if (control.value !== '') values[inp.name] = t === 'integer' || t === 'number' ? Number(control.value) : control.value;
     }
     button.disabled = true;

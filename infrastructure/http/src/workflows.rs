@@ -69,9 +69,17 @@ pub struct InputInfo {
     pub ty: String,
     /// Whether a run needs a value (no default).
     pub required: bool,
-    /// The default value, when declared (any JSON value).
+    /// The default value, when declared (any JSON value). A secret input's (`secret`)
+    /// default is never sent: a non-empty one is given as `"***"` (as `awf run <workflow>
+    /// --help` shows it), an empty one as `""`. `***` is not a value to send back: leave the
+    /// input out of the run request and the server applies the real default.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub default: Value,
+    /// `true` when the input is secret (its name holds `SECRET`, `API_KEY`, `PASSWORD`,
+    /// `TOKEN`, `CREDENTIAL` or `PRIVATE_KEY`, any case): its `default` is masked and its
+    /// values are `***` in output, events and records. Absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
     /// `description:`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -379,6 +387,19 @@ pub fn pairs(m: &Map<String, Value>) -> Vec<(String, String)> {
         .collect()
 }
 
+/// An input's default as the API shows it: `null` when none, `"***"` for a secret input's
+/// non-empty one ([`awf_domain::mask::hides_named`], the rule of `awf run <workflow> --help`
+/// and `awf validate`), the value itself otherwise.
+fn shown_default(name: &str, default: Option<&Value>) -> Value {
+    match default {
+        None => Value::Null,
+        Some(v) if awf_domain::mask::hides_named(name, v) => {
+            Value::String(awf_domain::mask::MASK.to_owned())
+        }
+        Some(v) => v.clone(),
+    }
+}
+
 fn type_name(t: &InputType) -> String {
     match t {
         InputType::Untyped => "any".to_owned(),
@@ -403,7 +424,8 @@ pub fn detail(wf: &Workflow, identifier: &str) -> WorkflowDetail {
             name: i.name.clone(),
             ty: type_name(&i.ty),
             required: i.required,
-            default: i.default.clone().unwrap_or(Value::Null),
+            default: shown_default(&i.name, i.default.as_ref()),
+            secret: awf_domain::mask::is_secret_name(&i.name),
             description: i.description.clone(),
             enum_values: i.validation.enum_values.clone(),
             pattern: i.validation.pattern.clone(),
@@ -811,5 +833,27 @@ mod tests {
         let default = &schema["properties"]["default"];
         assert!(default.is_object(), "{schema}");
         assert!(default.get("type").is_none(), "{default}");
+    }
+
+    #[test]
+    fn a_secret_inputs_default_is_masked_and_marked() {
+        assert_eq!(
+            shown_default("api_token", Some(&json!("s3cr3t"))),
+            json!("***")
+        );
+        assert_eq!(shown_default("DB_PASSWORD", Some(&json!(42))), json!("***"));
+        // Nothing to hide in the empty value (shown as `""`, as the CLI shows it).
+        assert_eq!(shown_default("api_token", Some(&json!(""))), json!(""));
+        assert_eq!(shown_default("api_token", None), Value::Null);
+        assert_eq!(shown_default("region", Some(&json!("eu"))), json!("eu"));
+        let schema = serde_json::to_value(<InputInfo as utoipa::PartialSchema>::schema()).unwrap();
+        let secret = &schema["properties"]["secret"];
+        assert_eq!(secret["type"], "boolean", "{schema}");
+        assert!(
+            secret["description"].as_str().unwrap().contains("masked"),
+            "{secret}"
+        );
+        let required = schema["required"].as_array().unwrap();
+        assert!(!required.contains(&json!("secret")), "{schema}");
     }
 }
