@@ -488,11 +488,12 @@ const zombie = (pid) => {
     return true;
   }
 };
-// The server's live descendants except awf's own watchdog helper (`awf __watchdog`, which
-// lives as long as the server), as "pid command line" strings.
+// The server's live descendants except awf's own watchdog helper (`awf __watchdog`, or the
+// shell waiting in its place, `/bin/sh -c … <awf> __watchdog`; it lives as long as the
+// server), as "pid command line" strings.
 function stepProcesses(pid) {
   return descendants(pid)
-    .filter((k) => !zombie(k) && cmdline(k)[1] !== "__watchdog")
+    .filter((k) => !zombie(k) && cmdline(k).at(-1) !== "__watchdog")
     .map((k) => `${k} ${cmdline(k).join(" ")}`)
     .filter((x) => !/^\d+ $/.test(x));
 }

@@ -446,6 +446,35 @@ fn step_processes_die_when_awf_is_killed() {
     }
 }
 
+/// A binary deleted during the run (an upgrade, a cleaned build directory) still has its
+/// watchdog stop the steps' processes when awf is SIGKILLed: the shell waiting in the
+/// watchdog's place execs the binary through the descriptor it holds (breaker: 6 of 6 runs
+/// left the step's shell and its `sleep`s alive).
+#[test]
+fn step_processes_die_with_an_awf_whose_binary_was_deleted() {
+    let (sb, marker) = marked_sandbox();
+    sb.write("slow.yaml", SLOW).unwrap();
+    let bin = sb.path().join("awf-copy");
+    std::fs::copy(awf_tests::awf_bin(), &bin).unwrap();
+    let mut child = Awf(launcher(&sb, &bin.to_string_lossy())
+        .args(["run", "slow.yaml"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap());
+    let awf = child.id();
+    wait_for("the step's process", || {
+        marked_pids(&marker, Some(awf)).iter().any(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c.starts_with(b"sleep\x00300"))
+        })
+    });
+    std::fs::remove_file(&bin).unwrap();
+    signal(awf, "KILL");
+    child.wait();
+    wait_none_left(&marker, "awf's binary deleted");
+}
+
 const DAEMON_THEN_WAIT: &str = r#"
 name: daemon
 states:

@@ -111,13 +111,21 @@ fn feed() -> std::sync::MutexGuard<'static, Option<ChildStdin>> {
 /// The shell that waits in the watchdog's place (see [`WAITER`]).
 const WAITER_SHELL: &str = "/bin/sh";
 
-/// What the watchdog's shell runs (`$0`: the awf binary): it reads the one line awf writes
-/// when it ends normally (`=`) and exits; at end of file without it (awf died), it execs
+/// What the watchdog's shell runs (`$0`: the awf binary's path; `$1`: `__watchdog`; its
+/// stdout: the awf binary, opened read-only): it reads the one line awf writes when it ends
+/// normally (`=`) and exits; at end of file without it (awf died), it execs
 /// `awf __watchdog`, whose stdin (the same pipe) is at end of file: it stops the processes
-/// at once. A shell costs a run about half a millisecond of CPU less than awf's own binary
-/// mapped, linked and started for a process that, nearly always, only waits (issue 9:
-/// per-run cost; a one-step run is CPU-bound on two cores).
-const WAITER: &str = r#"read -r line; [ "$line" = "=" ] || exec "$0" __watchdog"#;
+/// at once. The binary is exec'd through the descriptor it holds (`/proc/self/fd/3`), so that
+/// a binary deleted or renamed during the run (an upgrade, a cleaned build directory) still
+/// starts (breaker: 6 of 6 runs left their steps' processes alive); by its path when that
+/// descriptor is not there.
+///
+/// A shell costs a run about half a millisecond of CPU less than awf's own binary mapped,
+/// linked and started for a process that, nearly always, only waits (issue 9: per-run cost;
+/// a one-step run is CPU-bound on two cores). `$1` is [`SUBCOMMAND`], so that the waiting
+/// shell's command line ends as the watchdog's (`… __watchdog`): what tools and tests that
+/// tell the watchdog from a step's processes look at.
+const WAITER: &str = r#"read -r line; [ "$line" = "=" ] && exit 0; exec 3<&1 >/dev/null; [ -x /proc/self/fd/3 ] && exec /proc/self/fd/3 "$1"; exec "$0" "$1""#;
 
 /// Starts the watchdog in its own process group; its stdin is the returned pipe. The
 /// waiting shell ([`WAITER`]) when `/bin/sh` is there, else `awf __watchdog` itself.
@@ -125,11 +133,13 @@ fn spawn() -> Option<(ChildStdin, std::process::Child)> {
     let exe = std::env::current_exe().ok()?;
     let mut command = if std::path::Path::new(WAITER_SHELL).is_file() {
         let mut c = std::process::Command::new(WAITER_SHELL);
-        c.arg("-c").arg(WAITER).arg(&exe);
+        c.arg("-c").arg(WAITER).arg(&exe).arg(SUBCOMMAND);
+        // The binary itself, for the exec when awf died (see `WAITER`).
+        c.stdout(std::fs::File::open(&exe).map_or_else(|_| Stdio::null(), Stdio::from));
         c
     } else {
         let mut c = std::process::Command::new(&exe);
-        c.arg(SUBCOMMAND);
+        c.arg(SUBCOMMAND).stdout(Stdio::null());
         c
     };
     // Without the tag this awf process may carry as some step's child (an `awf run` inside a
@@ -138,7 +148,6 @@ fn spawn() -> Option<(ChildStdin, std::process::Child)> {
         .env_remove(awf_exec::TAG_VAR)
         .env(OWNER_VAR, std::process::id().to_string())
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
@@ -193,10 +202,11 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
-    /// Runs [`WAITER`] as the watchdog does, `$0` a script that records its arguments in
-    /// place of awf, with `input` on its stdin then end of file; what the script recorded
+    /// Runs [`WAITER`] as the watchdog does, `$0` a script that records its arguments and
+    /// its stdin in place of awf (its stdout that script, opened), with `input` on its stdin
+    /// then end of file, the script deleted first when `deleted`; what the script recorded
     /// (`None`: not run) and the shell's exit code.
-    fn wait_with(input: &[u8]) -> (Option<String>, Option<i32>) {
+    fn wait_with(input: &[u8], deleted: bool) -> (Option<String>, Option<i32>) {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("ran");
         let fake = dir.path().join("fake awf");
@@ -214,9 +224,14 @@ mod tests {
             .arg("-c")
             .arg(WAITER)
             .arg(&fake)
+            .arg(SUBCOMMAND)
             .stdin(Stdio::piped())
+            .stdout(std::fs::File::open(&fake).unwrap())
             .spawn()
             .unwrap();
+        if deleted {
+            std::fs::remove_file(&fake).unwrap();
+        }
         child.stdin.take().unwrap().write_all(input).unwrap();
         let status = child.wait().unwrap();
         (std::fs::read_to_string(&log).ok(), status.code())
@@ -225,12 +240,15 @@ mod tests {
     #[test]
     fn the_waiting_shell_exits_on_the_end_line_and_hands_over_to_awf_otherwise() {
         // awf ended normally: nothing else runs.
-        assert_eq!(wait_with(b"=\n"), (None, Some(0)));
+        assert_eq!(wait_with(b"=\n", false), (None, Some(0)));
         // awf died (end of file): `awf __watchdog` runs, its stdin at end of file too.
-        assert_eq!(wait_with(b""), (Some("__watchdog|".to_owned()), Some(0)));
+        let ran = (Some("__watchdog|".to_owned()), Some(0));
+        assert_eq!(wait_with(b"", false), ran);
+        // The binary deleted since the start: the descriptor the shell holds still runs it.
+        assert_eq!(wait_with(b"", true), ran);
         // Anything else first: awf __watchdog reads on from there.
         assert_eq!(
-            wait_with(b"x\n=\n"),
+            wait_with(b"x\n=\n", false),
             (Some("__watchdog|=\n".to_owned()), Some(0))
         );
     }
