@@ -782,6 +782,25 @@ impl Run {
         let TemplateError::Undefined(path) = &e else {
             return e;
         };
+        // A declared input without a default that the run was not given: say so (still an
+        // error, as in AWF (Go)), and how to give it (trial: `undefined variable: opt`).
+        if let Some(input) = path
+            .strip_prefix("inputs.")
+            .map(|rest| rest.split('.').next().unwrap_or(rest))
+            && self
+                .wf
+                .inputs
+                .iter()
+                .any(|d| d.name == input && d.default.is_none())
+            && !lock(&self.inputs).contains_key(input)
+        {
+            use awf_domain::ports::template::MISSING_INPUT_MARK;
+            use awf_domain::ports::template::MISSING_INPUT_TAIL;
+            return TemplateError::Failed(format!(
+                "{e} {MISSING_INPUT_MARK}{input}{MISSING_INPUT_TAIL}; pass --input {})",
+                awf_domain::shell::input_arg(input)
+            ));
+        }
         let Some(state) = path
             .strip_prefix("states.")
             .map(|rest| rest.split('.').next().unwrap_or(rest))

@@ -255,8 +255,9 @@ fn not_found(run_id: &RunId) -> AwfError {
 
 /// Who runs a run this process does not hold live, as its state file says.
 enum Owner {
-    /// Another awf process, alive (its pid).
-    Elsewhere(u32),
+    /// Another awf process, alive: its pid, and what it is (`awf run`, `awf serve`, …) when
+    /// its run lock says so.
+    Elsewhere(u32, Option<String>),
     /// Recorded `running` by an awf process that is gone (SIGKILL, crash, power loss): its
     /// pid, and the top-level run when it is a sub-workflow's run (resumed with that one).
     /// Nothing runs it; `awf resume` continues it.
@@ -285,7 +286,12 @@ fn owner_of(services: &crate::Services, run_id: &RunId) -> Option<Owner> {
         return None;
     }
     Some(if services.host.process_alive(pid) {
-        Owner::Elsewhere(pid)
+        let holder = services.run_locks.as_ref().and_then(|locks| {
+            locks
+                .holder(&run_id.0)
+                .or_else(|| root_of(store.as_ref(), &s).and_then(|root| locks.holder(&root)))
+        });
+        Owner::Elsewhere(pid, holder)
     } else {
         Owner::Gone(pid, root_of(store.as_ref(), &s))
     })
@@ -315,17 +321,27 @@ fn run_gone(run_id: &RunId, pid: u32, root: Option<&str>) -> AwfError {
 }
 
 /// The refusal to cancel a run another live awf process runs (`USER.FACADE.INPUT_REJECTED`;
-/// `DELETE /api/executions/{id}` answers it with 409).
-fn run_elsewhere(run_id: &RunId, pid: u32) -> AwfError {
-    AwfError::new(
+/// `DELETE /api/executions/{id}` answers it with 409). The hint says how to stop it by what
+/// `holder` is: an `awf serve` (its DELETE), an `awf run`/`awf resume` (Ctrl-C in its terminal;
+/// `awf cancel` reaches only runs of a shared store), or either when unknown.
+fn run_elsewhere(run_id: &RunId, pid: u32, holder: Option<&str>) -> AwfError {
+    let e = AwfError::new(
         ErrorCode::UserFacadeInputRejected,
         format!(
             "run {run_id} is still running in another awf process (awf process {pid}); it can only be cancelled there"
         ),
-    )
-    .with_hint(format!(
-        "stop it where it runs: Ctrl-C in the terminal of its `awf run` (or `kill -INT {pid}`; the run is recorded `cancelled`), or DELETE /api/executions/{run_id} on the `awf serve` running it"
-    ))
+    );
+    e.with_hint(match holder {
+        Some("awf serve") => format!(
+            "stop it where it runs: DELETE /api/executions/{run_id} on the `awf serve` running it (awf process {pid})"
+        ),
+        Some(kind @ ("awf run" | "awf resume")) => format!(
+            "stop it where it runs: Ctrl-C in the terminal of its `{kind}` (or `kill -INT {pid}`); the run is recorded `cancelled`"
+        ),
+        _ => format!(
+            "stop it where it runs: Ctrl-C in the terminal of its `awf run` (or `kill -INT {pid}`; the run is recorded `cancelled`), or DELETE /api/executions/{run_id} on the `awf serve` running it"
+        ),
+    })
 }
 
 /// No run with that id anywhere: neither this process nor the store knows it.
@@ -833,7 +849,9 @@ impl RunService for RunManager {
                 // `awf run`, another server): not this process's to stop, and awf has no way
                 // to ask it; refused rather than answered as if it were cancelled.
                 match owner_of(self.facade.services(), run_id) {
-                    Some(Owner::Elsewhere(pid)) => return Err(run_elsewhere(run_id, pid)),
+                    Some(Owner::Elsewhere(pid, holder)) => {
+                        return Err(run_elsewhere(run_id, pid, holder.as_deref()));
+                    }
                     Some(Owner::Gone(pid, root)) => {
                         return Err(run_gone(run_id, pid, root.as_deref()));
                     }

@@ -35,6 +35,12 @@ pub trait RunLocks: Send + Sync {
     /// `USER.INPUT.VALIDATION_FAILED` ("run <id> is still running in another awf process")
     /// when another process holds it.
     fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError>;
+
+    /// The kind of process that holds the lock of `run_id` (`awf run`, `awf resume`, `awf
+    /// serve`), when the holder recorded it; `None` when unknown (the default).
+    fn holder(&self, _run_id: &str) -> Option<String> {
+        None
+    }
 }
 
 /// The error of a lock another process holds (`USER.INPUT.VALIDATION_FAILED`, with a hint),

@@ -20,6 +20,14 @@ pub enum TemplateError {
 /// [`TemplateError::Failed`] message: `unknown function "uper"\nhint: did you mean 'upper'?`.
 pub const HINT_SEPARATOR: &str = "\nhint: ";
 
+/// Marks, in a failure's message, a run input that was not given and has no default:
+/// `… (input "opt" was not given and has no default; …)`. The CLI reads the names after it to
+/// ask for them again in its resume hint.
+pub const MISSING_INPUT_MARK: &str = "(input \"";
+
+/// What follows the name after [`MISSING_INPUT_MARK`].
+pub const MISSING_INPUT_TAIL: &str = "\" was not given and has no default";
+
 /// Renders templates.
 pub trait Interpolator: Send + Sync {
     /// Renders `template` against `scope`. Text without `{{` is returned unchanged.

@@ -16,6 +16,7 @@ use awf_domain::ports::locks::RunLockGuard;
 #[derive(Debug, Clone)]
 pub struct RunLockFiles {
     dir: PathBuf,
+    owner: Option<String>,
 }
 
 impl RunLockFiles {
@@ -23,7 +24,16 @@ impl RunLockFiles {
     pub fn new(data_root: &Path) -> Self {
         Self {
             dir: data_root.join("locks"),
+            owner: None,
         }
+    }
+
+    /// These locks, each naming the kind of process that holds it (`awf run`, `awf serve`):
+    /// written into the lock file, read by [`RunLocks::holder`] in other processes.
+    #[must_use]
+    pub fn owned_by(mut self, kind: &str) -> Self {
+        self.owner = Some(kind.to_owned());
+        self
     }
 }
 
@@ -72,6 +82,12 @@ impl RunLocks for RunLockFiles {
             };
             match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
                 Ok(l) if still_linked(&l, &path) => {
+                    if let Some(owner) = &self.owner {
+                        use std::io::Write as _;
+                        let mut f: &std::fs::File = &l;
+                        // Best effort: a holder that cannot say what it is stays unnamed.
+                        let _ = f.set_len(0).and_then(|()| f.write_all(owner.as_bytes()));
+                    }
                     return Ok(Some(RunLockGuard::new(HeldLock {
                         lock: Some(l),
                         path,
@@ -86,6 +102,19 @@ impl RunLocks for RunLockFiles {
             }
         }
         Ok(None)
+    }
+
+    fn holder(&self, run_id: &str) -> Option<String> {
+        if run_id.contains('/') || run_id.contains("..") {
+            return None;
+        }
+        let text = std::fs::read_to_string(self.dir.join(format!("{run_id}.lock"))).ok()?;
+        let kind = text.trim();
+        // Only a kind this crate's callers write: nothing else is shown as one.
+        (kind.starts_with("awf ")
+            && kind.len() <= 32
+            && kind.bytes().all(|b| b.is_ascii_graphic() || b == b' '))
+        .then(|| kind.to_owned())
     }
 }
 

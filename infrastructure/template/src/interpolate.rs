@@ -242,8 +242,19 @@ fn node_text(text: &str, line: usize, col: usize, len: usize) -> Option<&str> {
 }
 
 /// The path of a field chain as the user wrote it, without the leading `$.`/`.`, cut after
-/// `field` when it occurs (the first missing segment).
+/// `field` when it occurs (the first missing segment). In a pipeline or a call (`.inputs.opt
+/// | default "none"`), the first field chain that holds `field` (trial: the path was `opt`
+/// alone, which did not say it was an input).
 fn path_to(node: &str, field: &str) -> String {
+    if !field.is_empty()
+        && let Some(chain) = node
+            .split(|c: char| c.is_whitespace() || matches!(c, '|' | '(' | ')'))
+            .filter(|t| t.starts_with('.') || t.starts_with("$."))
+            .find(|t| t.split('.').any(|s| s == field))
+        && chain != node.trim()
+    {
+        return path_to(chain, field);
+    }
     let trimmed = node
         .trim()
         .trim_start_matches('$')

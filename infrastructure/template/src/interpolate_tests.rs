@@ -195,6 +195,11 @@ fn missing_keys_are_undefined_variables_with_their_path() {
     assert_eq!(undefined("{{loop.index1}}"), "loop");
     assert_eq!(undefined("{{.error.Message}}"), "error");
     assert_eq!(undefined("{{.awf.cache_dir}}"), "awf.cache_dir");
+    // In a pipeline: the chain that holds the missing key, not the key alone.
+    assert_eq!(
+        undefined("{{.inputs.missing | default \"none\"}}"),
+        "inputs.missing"
+    );
     assert_eq!(undefined("{{.workflow.Nope}}"), "workflow.Nope");
     assert_eq!(undefined("{{ if .inputs.nope }}a{{ end }}"), "inputs.nope");
     assert_eq!(undefined("{{ printf \"%d\" .inputs.nope }}"), "inputs.nope");

@@ -29,8 +29,9 @@ use crate::templates::DirTemplates;
 pub struct RepoPaths {
     /// Process working directory; relative identifiers resolve against it.
     pub cwd: PathBuf,
-    /// `$AWF_WORKFLOWS_PATH` (source `env`).
-    pub env_dir: Option<PathBuf>,
+    /// The directories of `$AWF_WORKFLOWS_PATH` (source `env`), searched in order: one
+    /// directory (AWF (Go)), or a colon-separated list of them as `PATH` is (awf addition).
+    pub env_dirs: Vec<PathBuf>,
     /// `<project>/.awf/workflows` (source `local`; the project is [`project_root`]).
     pub local_dir: PathBuf,
     /// `$AWF_CONFIG_HOME`, else `$XDG_CONFIG_HOME/awf`, else `~/.config/awf`, + `/workflows`
@@ -76,7 +77,7 @@ impl RepoPaths {
         let project = project_root(cwd).join(".awf");
         Self {
             cwd: cwd.to_path_buf(),
-            env_dir: var("AWF_WORKFLOWS_PATH"),
+            env_dirs: env_dirs(cwd, env.get("AWF_WORKFLOWS_PATH").map(String::as_str)),
             local_dir: project.join("workflows"),
             global_dir: config_home.join("workflows"),
             template_dirs: vec![project.join("templates"), data_root.join("templates")],
@@ -86,14 +87,54 @@ impl RepoPaths {
 
     /// The workflow directories with their source names, in lookup order.
     pub fn sources(&self) -> Vec<(&Path, &'static str)> {
-        let mut v: Vec<(&Path, &'static str)> = Vec::new();
-        if let Some(e) = &self.env_dir {
-            v.push((e, "env"));
-        }
+        let mut v: Vec<(&Path, &'static str)> =
+            self.env_dirs.iter().map(|e| (e.as_path(), "env")).collect();
         v.push((&self.local_dir, "local"));
         v.push((&self.global_dir, "global"));
         v
     }
+}
+
+impl RepoPaths {
+    /// One warning per `$AWF_WORKFLOWS_PATH` directory that is not an existing directory
+    /// (it is skipped, which would otherwise go unnoticed: nothing is found there), e.g.
+    /// `AWF_WORKFLOWS_PATH: /a/missing does not exist; it is skipped`.
+    pub fn env_dir_warnings(&self) -> Vec<String> {
+        self.env_dirs
+            .iter()
+            .filter_map(|d| {
+                let why = match std::fs::metadata(d) {
+                    Ok(m) if m.is_dir() => return None,
+                    Ok(_) => "is not a directory",
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => "does not exist",
+                    Err(_) => "cannot be read",
+                };
+                Some(format!(
+                    "AWF_WORKFLOWS_PATH: {} {why}; it is skipped",
+                    d.display()
+                ))
+            })
+            .collect()
+    }
+}
+
+/// The directories `$AWF_WORKFLOWS_PATH` names, relative ones resolved against `cwd`: the
+/// value itself when it is an existing directory (AWF (Go) reads one directory, whose name may
+/// hold a `:`), else its colon-separated entries in order, empty entries left out.
+fn env_dirs(cwd: &Path, value: Option<&str>) -> Vec<PathBuf> {
+    let Some(value) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Vec::new();
+    };
+    let whole = cwd.join(value);
+    if !value.contains(':') || whole.is_dir() {
+        return vec![whole];
+    }
+    value
+        .split(':')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(|e| cwd.join(e))
+        .collect()
 }
 
 /// The YAML workflow repository and config source.

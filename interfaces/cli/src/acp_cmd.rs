@@ -155,7 +155,7 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
             )));
         }
         let mut paths = awf_yaml::RepoPaths::from_env(&w.cwd, &w.env, &w.data_root);
-        paths.env_dir = Some(abs.clone());
+        paths.env_dirs = vec![abs.clone()];
         paths.local_dir.clone_from(&abs);
         paths.global_dir = abs;
         services.repository = Arc::new(awf_yaml::YamlRepository::new(paths));

@@ -93,6 +93,9 @@ pub fn render_bordered(entries: &[WorkflowEntry]) -> String {
 /// `SYSTEM.IO.READ_FAILED` when a workflow directory cannot be read.
 pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
     let w = wiring::build(ctx.storage.as_deref())?;
+    if !ctx.quiet {
+        w.warn_workflows_path(ctx.err_style);
+    }
     if args.what == Some(ListWhat::Prompts) {
         return prompts(ctx, &w);
     }

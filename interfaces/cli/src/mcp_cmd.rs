@@ -555,7 +555,7 @@ fn repository_in(
         .with_hint("give a directory of workflow files (*.yaml), or --workflows alone for those `awf list` shows"));
     }
     let mut paths = awf_yaml::RepoPaths::from_env(&w.cwd, &w.env, &w.data_root);
-    paths.env_dir = Some(abs.clone());
+    paths.env_dirs = vec![abs.clone()];
     paths.local_dir.clone_from(&abs);
     paths.global_dir = abs;
     Ok(awf_yaml::YamlRepository::new(paths))

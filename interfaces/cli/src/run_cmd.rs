@@ -173,11 +173,15 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         }
     }
     // A dry run records nothing, like the commands that run no workflow.
-    let w = if args.dry_run {
+    let mut w = if args.dry_run {
         wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     } else {
         wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?
     };
+    w.name_lock_owner("awf run");
+    if !ctx.json() && !ctx.quiet {
+        w.warn_workflows_path(ctx.err_style);
+    }
     // A user that may only read the shared store is refused before anything starts.
     w.check_store_writable()?;
     let config = w.config()?;
@@ -879,6 +883,7 @@ fn resume_hint(
         } else {
             ""
         };
+        let secrets_given = secrets;
         let secrets: String = secrets
             .iter()
             .map(|k| {
@@ -890,13 +895,34 @@ fn resume_hint(
             .collect();
         // An approval gate nobody could be asked (no terminal) fails the same way again
         // unless the resume approves it (new user: the hint led to the same failure).
+        // The gate's failure may have been routed to a failure terminal (`on_failure`): then
+        // the failed state says it (trial: the hint was `--from ship` without `--yes`).
+        let failed_state = last_failed.and_then(|s| result.states.get(s));
         let unattended_gate = result.error.as_ref().is_some_and(|e| {
             e.code == ErrorCode::ExecutionApprovalRejected
                 && e.message.contains("approval not asked")
+        }) || failed_state.is_some_and(|st| {
+            st.error_code == Some(ErrorCode::ExecutionApprovalRejected)
+                && st
+                    .error
+                    .as_deref()
+                    .is_some_and(|m| m.contains("approval not asked"))
         });
+        // Inputs the failure names as not given (no default): the resume needs them, or it
+        // fails the same way (trial: `undefined variable: opt` again on resume).
+        let missing: String = missing_inputs(result, failed_state)
+            .iter()
+            .filter(|k| !secrets_given.contains(k))
+            .map(|k| {
+                format!(
+                    " --input {}",
+                    crate::style::printable(&awf_domain::shell::input_arg(k))
+                )
+            })
+            .collect();
         let yes = if unattended_gate { " --yes" } else { "" };
         let command = errors::with_store_flags(&format!(
-            "awf resume {}{}{secrets}{yes}",
+            "awf resume {}{}{secrets}{missing}{yes}",
             id.0,
             // A state name comes from the workflow file: no raw control characters.
             crate::style::printable(&resume_from_hint(result, last_failed))
@@ -904,6 +930,34 @@ fn resume_hint(
         return Some(format!("{first}continue it with `{command}`"));
     }
     None
+}
+
+/// The inputs a run's failure names as not given and without a default (`the input "opt" was
+/// not given and has no default`, see the engine), in the order named, each once: from the
+/// run's error and from its failed state's (the run error may be a failure terminal's).
+fn missing_inputs(
+    result: &RunResult,
+    failed_state: Option<&awf_domain::run::StateResult>,
+) -> Vec<String> {
+    const MARK: &str = awf_domain::ports::template::MISSING_INPUT_MARK;
+    let texts = result
+        .error
+        .iter()
+        .map(|e| e.message.as_str())
+        .chain(failed_state.and_then(|st| st.error.as_deref()));
+    let mut names: Vec<String> = Vec::new();
+    for text in texts {
+        for part in text.split(MARK).skip(1) {
+            if let Some((name, rest)) = part.split_once('"')
+                && !name.is_empty()
+                && rest.starts_with(&awf_domain::ports::template::MISSING_INPUT_TAIL[1..])
+                && !names.iter().any(|n| n == name)
+            {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names
 }
 
 /// Text summary on stderr: `Workflow completed.` (or `Workflow completed: <message>` when the

@@ -44,10 +44,11 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     } else {
         wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())
     };
-    let w = match built {
+    let mut w = match built {
         Ok(w) => w,
         Err(e) => return fail(&e),
     };
+    w.name_lock_owner("awf resume");
     if args.list {
         return match list_resumable(ctx, &w) {
             Ok(()) => Outcome::Success,

@@ -230,7 +230,9 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
     if let Some(name) = &args.token_env {
         awf_domain::withheld::withhold_env([name.clone()]);
     }
-    let w = crate::wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?;
+    let mut w =
+        crate::wiring::build_recording_stored(ctx.storage.as_deref(), ctx.store.as_deref())?;
+    w.name_lock_owner("awf serve");
     if w.store_url.is_none() && args.lease.is_some() {
         // A lease is a worker's claim on a queued run: without a shared store there is no
         // queue, and accepting it silently would hide a forgotten `--store`.

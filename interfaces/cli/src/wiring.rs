@@ -4,6 +4,7 @@
 //! Source: spec/workflow.md §3.13 (paths, project layout, environment).
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::path::Path;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -90,6 +91,38 @@ pub struct Wiring {
     pub store_url: Option<String>,
     /// The shared store, once opened (at build for recording commands, else on first use).
     pub pg: std::sync::OnceLock<awf_postgres::PgStore>,
+}
+
+impl Wiring {
+    /// Writes `WARN AWF_WORKFLOWS_PATH: <dir> does not exist; it is skipped` on stderr for
+    /// each `$AWF_WORKFLOWS_PATH` directory that is not an existing directory (`awf list`,
+    /// `awf run`: once per command, before anything else is looked up).
+    pub fn warn_workflows_path(&self, style: crate::style::Style) {
+        let warnings = self.repository.paths().env_dir_warnings();
+        if warnings.is_empty() {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        for w in warnings {
+            let _ = writeln!(
+                err,
+                "{} {}",
+                style.yellow("WARN"),
+                crate::style::printable(&w)
+            );
+        }
+    }
+
+    /// Names the kind of this process (`awf run`, `awf serve`, …) in the run locks it takes,
+    /// so that another process refused a run this one holds can say how to stop it here.
+    /// Only the embedded store's lock files carry it (a shared store's locks do not).
+    pub fn name_lock_owner(&mut self, kind: &str) {
+        if self.store_url.is_none() {
+            self.services.run_locks = Some(Arc::new(
+                awf_store::RunLockFiles::new(&self.data_root).owned_by(kind),
+            ));
+        }
+    }
 }
 
 /// The recorder of the chosen store: the embedded one (files + SQLite) or the shared one

@@ -37,7 +37,7 @@ fn paths_from_env() {
         p,
         RepoPaths {
             cwd: cwd.to_path_buf(),
-            env_dir: None,
+            env_dirs: Vec::new(),
             local_dir: PathBuf::from("/work/p/.awf/workflows"),
             global_dir: PathBuf::from("/home/u/.config/awf/workflows"),
             template_dirs: vec![
@@ -57,7 +57,7 @@ fn paths_from_env() {
         ]),
         Path::new("/data/awf"),
     );
-    assert_eq!(p.env_dir, Some(PathBuf::from("/work/p/wfs")));
+    assert_eq!(p.env_dirs, vec![PathBuf::from("/work/p/wfs")]);
     assert_eq!(p.global_dir, PathBuf::from("/xdg/awf/workflows"));
     assert_eq!(p.config_path, PathBuf::from("/c.yaml"));
     let p = RepoPaths::from_env(
@@ -501,4 +501,73 @@ fn a_fifo_or_directory_as_the_project_config_is_an_error_not_a_hang() {
         "{}",
         e.message()
     );
+}
+
+#[test]
+fn a_colon_separated_workflows_path_searches_each_directory_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().to_path_buf();
+    let cwd = root.join("proj");
+    std::fs::create_dir_all(&cwd).unwrap();
+    write(&root.join("a/both.yaml"), &simple("both-from-a", "1"));
+    write(&root.join("b/both.yaml"), &simple("both-from-b", "2"));
+    write(&root.join("b/only-b.yaml"), &simple("only-b", "3"));
+    let list = format!(
+        "{}:{}:{}",
+        root.join("a").display(),
+        root.join("missing").display(),
+        root.join("b").display()
+    );
+    let e = env(&[
+        ("HOME", root.join("home").to_str().unwrap()),
+        ("AWF_WORKFLOWS_PATH", &list),
+    ]);
+    let paths = RepoPaths::from_env(&cwd, &e, &root.join("data"));
+    assert_eq!(
+        paths.env_dirs,
+        vec![root.join("a"), root.join("missing"), root.join("b")]
+    );
+    assert_eq!(
+        paths.env_dir_warnings(),
+        vec![format!(
+            "AWF_WORKFLOWS_PATH: {} does not exist; it is skipped",
+            root.join("missing").display()
+        )]
+    );
+    let repo = YamlRepository::new(paths);
+    assert_eq!(
+        repo.load("both", None).unwrap().workflow.name,
+        "both-from-a"
+    );
+    assert_eq!(repo.load("only-b", None).unwrap().workflow.name, "only-b");
+    let listed: Vec<(String, String)> = repo
+        .list()
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.path.display().to_string()))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (
+                "both".to_owned(),
+                root.join("a/both.yaml").display().to_string()
+            ),
+            (
+                "only-b".to_owned(),
+                root.join("b/only-b.yaml").display().to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_workflows_path_naming_one_directory_with_a_colon_is_that_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("odd:name");
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = env(&[("AWF_WORKFLOWS_PATH", dir.to_str().unwrap())]);
+    let paths = RepoPaths::from_env(tmp.path(), &e, tmp.path());
+    assert_eq!(paths.env_dirs, vec![dir]);
+    assert_eq!(paths.env_dir_warnings(), Vec::<String>::new());
 }
