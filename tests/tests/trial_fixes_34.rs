@@ -110,13 +110,20 @@ fn step_reads_the_outputs_of_a_mocked_sub_workflow_call() {
 #[test]
 fn a_history_held_locked_at_the_end_is_named_busy_not_damaged() {
     let sb = Sandbox::new().unwrap();
+    // The run's step waits for the lock to be held (a fixed sleep lost the race on a loaded
+    // machine: the holder took the lock after the run had ended).
     sb.write(
         "s.yaml",
-        "name: s\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'sleep 1'\n    on_success: done\n  done: {type: terminal}\n",
+        "name: s\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'while [ ! -f locked ]; do sleep 0.05; done'\n    on_success: done\n  done: {type: terminal}\n",
+    )
+    .unwrap();
+    sb.write(
+        "first.yaml",
+        "name: first\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    on_success: done\n  done: {type: terminal}\n",
     )
     .unwrap();
     // A first run creates the database.
-    assert_eq!(sb.run(&["run", "s.yaml"]).unwrap().code, 0);
+    assert_eq!(sb.run(&["run", "first.yaml"]).unwrap().code, 0);
     let db = awf_tests::data(&sb).join("history.db");
     assert!(db.exists(), "{}", db.display());
     let child = sb
@@ -125,7 +132,6 @@ fn a_history_held_locked_at_the_end_is_named_busy_not_damaged() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(400));
     let flag = sb.path().join("locked");
     let holder = std::process::Command::new("python3")
         .args([
