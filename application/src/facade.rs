@@ -516,19 +516,15 @@ fn check_named_states(
     wf: &awf_domain::workflow::Workflow,
     req: &RunRequest,
 ) -> Result<(), AwfError> {
-    let names: Vec<&str> = wf.states.keys().map(String::as_str).collect();
     let unknown = |what: &str, s: &str| {
-        let mut e = AwfError::new(
+        AwfError::new(
             ErrorCode::UserInputValidationFailed,
             format!(
                 "{what} names a state that workflow {} does not have: {s}",
                 wf.name
             ),
-        );
-        if let Some(c) = awf_domain::validate::closest(s, names.iter().copied()) {
-            e = e.with_hint(format!("did you mean '{c}'?"));
-        }
-        e
+        )
+        .with_hint(awf_domain::validate::unknown_state_hint(wf, s))
     };
     for step in req.mocks.keys() {
         if wf.state(step).is_none() {
@@ -541,6 +537,18 @@ fn check_named_states(
     if let Some(s) = &req.only_step {
         if wf.state(s).is_none() {
             return Err(unknown("--step", s));
+        }
+        // A loop body state reads its loop's `.loop`, which only the loop gives it.
+        if let Some((outer, awf_domain::workflow::PartOf::LoopBody)) = wf.only_part_of(s) {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "--step {s}: {s} is a body state of loop {outer}; a loop body state cannot run alone"
+                ),
+            )
+            .with_hint(format!(
+                "run its loop with --step {outer}, or the whole workflow without --step"
+            )));
         }
         crate::engine::check_step_mocks(wf, &req.mocks)?;
     }

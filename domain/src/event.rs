@@ -22,7 +22,8 @@ pub struct StepPreview {
     /// 1-based visit counter of the run: each visited step takes the next number; a step run
     /// again by `retry` takes its earlier number.
     pub position: usize,
-    /// Number of states in the workflow file.
+    /// Number of states in the workflow file that run (terminal states, which only end the
+    /// run, are not counted).
     pub total: usize,
     /// The command as it will run (interpolated with the current inputs and states; the
     /// loaded `script_file` content; raw when it cannot be resolved yet); `None` for steps
@@ -50,6 +51,9 @@ pub struct PreviewRoute {
     /// The message of an inline `on_failure` (the run fails with it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inline_error: Option<String>,
+    /// The exit code of an inline `on_failure` (`status:`), when it sets one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 /// Which output stream a chunk came from.

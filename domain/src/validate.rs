@@ -59,6 +59,28 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     best.map(|(_, c)| c)
 }
 
+/// The hint for `name`, a state `wf` does not have: `did you mean 'x'?` ([`closest`]), else
+/// the workflow's states (the first eight, internal `__inline_error_*` terminals left out).
+pub fn unknown_state_hint(wf: &Workflow, name: &str) -> String {
+    if let Some(c) = closest(name, wf.states.keys().map(String::as_str)) {
+        return format!("did you mean '{c}'?");
+    }
+    // No near name: the states there are, a few (breaker: no hint).
+    let names: Vec<&str> = wf
+        .states
+        .keys()
+        .map(String::as_str)
+        .filter(|n| crate::workflow::inline_error_step(n).is_none())
+        .collect();
+    let shown = names.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    let more = names.len().saturating_sub(8);
+    if more > 0 {
+        format!("the workflow's states: {shown} and {more} more")
+    } else {
+        format!("the workflow's states: {shown}")
+    }
+}
+
 /// The rule for inputs given as JSON (HTTP bodies, MCP tool arguments): a declared `string`
 /// input takes a string, a number or a boolean (as its text), never a JSON object or list,
 /// which would reach the step as JSON text that no mask of its value matches once the shell
@@ -2378,6 +2400,8 @@ struct RefCtx<'a> {
     /// The token being checked is rendered as a template (not a bare expression, where an
     /// input the run was not given is `nil`).
     rendered: bool,
+    /// The `{{ … }}` action being checked, as written (empty for a bare expression).
+    action: String,
     /// Optional inputs without a default already noted (one note each).
     noted: HashSet<&'a str>,
     out: Vec<Diagnostic>,
@@ -2430,10 +2454,12 @@ impl<'a> RefCtx<'a> {
             self.binds = matches!(first, "with" | "range")
                 || (first.starts_with('$') && body[first.len()..].trim_start().starts_with(":="));
             self.rendered = true;
+            self.action = format!("{{{{{action}}}}}");
             for token in reference_tokens(action) {
                 self.check_token(&token, path, site);
             }
             self.rendered = false;
+            self.action.clear();
             self.binds = false;
         }
     }
@@ -2510,26 +2536,7 @@ impl<'a> RefCtx<'a> {
             "states" => {
                 let Some(target) = first else { return };
                 if !self.wf.states.contains_key(target) {
-                    let hint = closest(target, self.wf.states.keys().map(String::as_str))
-                        .map(|c| format!("did you mean '{c}'?"))
-                        .or_else(|| {
-                            // No near name: the states there are, a few (breaker: no hint).
-                            let names: Vec<&str> = self
-                                .wf
-                                .states
-                                .keys()
-                                .map(String::as_str)
-                                .filter(|n| crate::workflow::inline_error_step(n).is_none())
-                                .collect();
-                            let shown =
-                                names.iter().take(8).copied().collect::<Vec<_>>().join(", ");
-                            let more = names.len().saturating_sub(8);
-                            Some(if more > 0 {
-                                format!("the workflow's states: {shown} and {more} more")
-                            } else {
-                                format!("the workflow's states: {shown}")
-                            })
-                        });
+                    let hint = Some(unknown_state_hint(self.wf, target));
                     self.err(
                         path,
                         format!("reference to unknown state \"{target}\" in {path}"),
@@ -2575,11 +2582,16 @@ impl<'a> RefCtx<'a> {
             "workflow" => self.field(path, "workflow", first, &WORKFLOW_FIELDS, token),
             "error" => {
                 if site != (Site::Workflow { error: true }) {
+                    // As written: `{{.error.Message}}` in a template, `error.Message` in a
+                    // bare expression.
+                    let written = if self.action.is_empty() {
+                        token.to_owned()
+                    } else {
+                        self.action.clone()
+                    };
                     self.err(
                         path,
-                        format!(
-                            "error reference \"{{{{{token}}}}}\" used outside of error hook context"
-                        ),
+                        format!("error reference \"{written}\" used outside of error hook context"),
                         Some(
                             "error.* is only available in workflow_error hooks and terminal messages"
                                 .to_owned(),
@@ -2680,6 +2692,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         in_loop: states_in_loops(wf),
         binds: false,
         rendered: false,
+        action: String::new(),
         noted: HashSet::new(),
         out: Vec::new(),
     };

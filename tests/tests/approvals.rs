@@ -310,17 +310,17 @@ fn unknown_breakpoint_answers_are_explained_by_the_terminal_and_asked_again() {
         &format!("log={}", out.display()),
     ]);
     let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
-    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("[Step 1/3] one\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("zz").unwrap();
     p.exp_string("WARN unknown answer 'zz': use c, s, a, i or e NAME=VALUE")
         .unwrap();
-    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("[Step 1/3] one\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("e log").unwrap();
     p.exp_string("WARN edit needs NAME=VALUE, e.g. `e count=3`")
         .unwrap();
-    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("[Step 1/3] one\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("c").unwrap();
     p.exp_string("Workflow completed.").unwrap();

@@ -268,7 +268,7 @@ fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
         .to_string();
     let cmd = sb.tty_cmd(&["run", &wf, "--interactive", "-i", "who=ada"]);
     let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
-    p.exp_string("[Step 1/4] a\r\n").unwrap();
+    p.exp_string("[Step 1/2] a\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.exp_string("Command: echo \"hi ada\"; echo oops >&2; exit 3")
         .unwrap();
@@ -284,10 +284,11 @@ fn interactive_shows_the_resolved_command_routes_and_the_result_of_each_step() {
     p.exp_string("Status: ").unwrap();
     p.exp_string(" failed\r\n").unwrap();
     // The next step's command is resolved with the state that just ran.
-    p.exp_string("[Step 2/4] b\r\n").unwrap();
+    p.exp_string("[Step 2/2] b\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.exp_string("Command: echo \"got 3\"").unwrap();
-    p.exp_string("when 'states.a.ExitCode == 3': done").unwrap();
+    p.exp_string("when \"states.a.ExitCode == 3\": done")
+        .unwrap();
     p.exp_string("default: err").unwrap();
     p.exp_string("[r]etry > ").unwrap();
     p.send_line("c").unwrap();
@@ -312,19 +313,19 @@ fn interactive_step_counter_reuses_the_number_on_retry() {
         &format!("log={}", log.display()),
     ]);
     let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
-    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("[Step 1/3] one\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("c").unwrap();
-    p.exp_string("[Step 2/4] two\r\n").unwrap();
+    p.exp_string("[Step 2/3] two\r\n").unwrap();
     p.exp_string("[r]etry > ").unwrap();
     p.send_line("r").unwrap();
-    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("[Step 1/3] one\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("c").unwrap();
-    p.exp_string("[Step 2/4] two\r\n").unwrap();
+    p.exp_string("[Step 2/3] two\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("c").unwrap();
-    p.exp_string("[Step 3/4] three\r\n").unwrap();
+    p.exp_string("[Step 3/3] three\r\n").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("c").unwrap();
     p.exp_string("Workflow completed.").unwrap();

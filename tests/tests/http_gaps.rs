@@ -190,7 +190,7 @@ fn an_interactive_run_stops_at_its_breakpoints_and_takes_decisions() {
     assert_eq!(req["previous"], "a", "{req}");
     assert_eq!(req["state_kind"], "command", "{req}");
     assert_eq!(req["preview"]["command"], "echo bee", "{req}");
-    assert_eq!(req["preview"]["total"], 4, "{req}");
+    assert_eq!(req["preview"]["total"], 3, "{req}");
     assert_eq!(req["preview"]["routes"][0]["on"], "on_success", "{req}");
     assert_eq!(req["preview"]["routes"][0]["target"], "c", "{req}");
     let options: Vec<&str> = req["options"]

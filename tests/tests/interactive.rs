@@ -20,19 +20,19 @@ fn interactive_run_stops_before_each_step_and_skips_on_request() {
         &format!("log={}", log.display()),
     ]);
     let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
-    p.exp_string("[Step 1/4] one\r\n").unwrap();
+    p.exp_string("[Step 1/3] one\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("c").unwrap();
-    p.exp_string("[Step 2/4] two\r\n").unwrap();
+    p.exp_string("[Step 2/3] two\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.exp_string("[r]etry > ").unwrap();
     p.send_line("i").unwrap();
     p.exp_string("one: completed").unwrap();
-    p.exp_string("[Step 2/4] two\r\n").unwrap();
+    p.exp_string("[Step 2/3] two\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.send_line("s").unwrap();
-    p.exp_string("[Step 3/4] three\r\n").unwrap();
+    p.exp_string("[Step 3/3] three\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.send_line("c").unwrap();
     p.exp_string("Workflow completed.").unwrap();
@@ -53,7 +53,7 @@ fn breakpoints_stop_only_where_asked_and_abort_cancels() {
         &format!("log={}", log.display()),
     ]);
     let mut p = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
-    p.exp_string("[Step 3/4] three\r\n").unwrap();
+    p.exp_string("[Step 3/3] three\r\n").unwrap();
     p.exp_string("Type: command").unwrap();
     p.send_line("a").unwrap();
     p.exp_string("Workflow cancelled.").unwrap();

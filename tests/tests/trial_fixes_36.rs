@@ -49,7 +49,7 @@ fn the_table_shows_where_a_loop_goes_next() {
             ["again", "while", "par"],
             ["two", "command", "again"],
             ["par", "parallel", "done"],
-            ["p1", "command", "-"],
+            ["p1", "command", "—"],
             ["done", "terminal", "(terminal)"],
         ]
     );

@@ -1300,7 +1300,13 @@ impl Run {
     fn preview(&self, state: &str, position: usize) -> StepPreview {
         let mut preview = StepPreview {
             position,
-            total: self.wf.states.len(),
+            // The states that run: a terminal only ends the run.
+            total: self
+                .wf
+                .states
+                .values()
+                .filter(|s| !matches!(s.kind, StateKind::Terminal(_)))
+                .count(),
             ..StepPreview::default()
         };
         let Some(st) = self.wf.state(state) else {
@@ -1327,7 +1333,9 @@ impl Run {
                 .then(|| self.wf.state(target))
                 .flatten()
                 .and_then(|s| match &s.kind {
-                    StateKind::Terminal(t) => Some(t.message.clone().unwrap_or_default()),
+                    StateKind::Terminal(t) => {
+                        Some((t.message.clone().unwrap_or_default(), t.exit_code))
+                    }
                     _ => None,
                 });
             PreviewRoute {
@@ -1338,20 +1346,21 @@ impl Run {
                 } else {
                     target.to_owned()
                 },
-                inline_error: inline,
+                exit_code: inline.as_ref().and_then(|(_, c)| *c),
+                inline_error: inline.map(|(m, _)| m),
             }
         };
+        // Every route, as `--dry-run` lists them: the transitions first (evaluated first),
+        // then `on_success` and `on_failure`, which apply when no transition matches.
         for t in &st.transitions {
             let on = if t.when.is_some() { "when" } else { "default" };
             preview.routes.push(route(on, t.when.clone(), &t.goto));
         }
-        if st.transitions.is_empty() {
-            if let Some(s) = &st.on_success {
-                preview.routes.push(route("on_success", None, s));
-            }
-            if let Some(f) = &st.on_failure {
-                preview.routes.push(route("on_failure", None, f));
-            }
+        if let Some(s) = &st.on_success {
+            preview.routes.push(route("on_success", None, s));
+        }
+        if let Some(f) = &st.on_failure {
+            preview.routes.push(route("on_failure", None, f));
         }
         if let StateKind::Loop(l) = &st.kind
             && let Some(c) = &l.on_complete

@@ -279,21 +279,31 @@ fn render_state(s: &mut String, st: &PlannedState) {
         line(s, "Continue on error: yes".to_owned());
     }
     for r in &st.routes {
-        let text = match (r.on, &r.when) {
-            (on, _) if r.inline_error.is_some() => {
-                let e = r.inline_error.as_ref();
-                let msg = e
-                    .and_then(|e| e.message.as_deref())
-                    .map(|m| format!(" \"{m}\""))
-                    .unwrap_or_default();
-                let code = e.and_then(|e| e.exit_code).unwrap_or(3);
-                format!("→ {on}: fail{msg} (exit {code})")
-            }
-            (_, Some(w)) => format!("→ when \"{w}\": {}", r.target),
-            ("default", None) => format!("→ default: {}", r.target),
-            (on, None) => format!("→ {on}: {}", r.target),
-        };
-        line(s, text);
+        let inline = r
+            .inline_error
+            .as_ref()
+            .map(|e| (e.message.as_deref(), e.exit_code));
+        line(s, route_text(r.on, r.when.as_deref(), &r.target, inline));
+    }
+}
+
+/// One route out of a state, as `--dry-run` and `--interactive` show it: `→ on_success: b`,
+/// `→ when "expr": t`, `→ default: t`, or for an inline `on_failure: {message, status}`
+/// (`inline_error`: its message and exit code) `→ on_failure: fail "msg" (exit N)` (exit 3
+/// when it sets none).
+pub(crate) fn route_text(
+    on: &str,
+    when: Option<&str>,
+    target: &str,
+    inline_error: Option<(Option<&str>, Option<i32>)>,
+) -> String {
+    match (inline_error, when) {
+        (Some((message, code)), _) => {
+            let msg = message.map(|m| format!(" \"{m}\"")).unwrap_or_default();
+            format!("→ {on}: fail{msg} (exit {})", code.unwrap_or(3))
+        }
+        (None, Some(w)) => format!("→ when \"{w}\": {target}"),
+        (None, None) => format!("→ {on}: {target}"),
     }
 }
 

@@ -1134,8 +1134,7 @@ pub(crate) fn breakpoint_prompt(
 
 /// What `--interactive` shows before a step, under its `[Step n/N]` header: `Command:`
 /// (multi-line commands indented), `Timeout:`, then one `→` line per route
-/// (`→ on_success: b`, `→ when 'expr': t`, `→ default: t`, `→ on_failure: fail "msg"`),
-/// then a blank line.
+/// as `--dry-run` shows it ([`crate::dry_run::route_text`]), then a blank line.
 fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
     let mut s = String::new();
     if let Some(c) = &p.command {
@@ -1148,16 +1147,12 @@ fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
         ));
     }
     for r in &p.routes {
-        let target = match &r.inline_error {
-            Some(m) if m.is_empty() => "fail".to_owned(),
-            Some(m) => format!("fail \"{m}\""),
-            None => r.target.clone(),
-        };
-        let label = match &r.when {
-            Some(w) => format!("when '{w}'"),
-            None => r.on.clone(),
-        };
-        s.push_str(&format!("{ind}→ {label}: {target}\n"));
+        let inline = r
+            .inline_error
+            .as_deref()
+            .map(|m| (Some(m).filter(|m| !m.is_empty()), r.exit_code));
+        let text = crate::dry_run::route_text(&r.on, r.when.as_deref(), &r.target, inline);
+        s.push_str(&format!("{ind}{text}\n"));
     }
     s.push('\n');
     s
@@ -1274,6 +1269,7 @@ mod tests {
                 when: None,
                 target: "done".into(),
                 inline_error: None,
+                exit_code: None,
             }],
         };
         let ev = awf_domain::event::EventEnvelope {
@@ -1322,18 +1318,20 @@ mod tests {
                     when: Some("inputs.x == 1".into()),
                     target: "big".into(),
                     inline_error: None,
+                    exit_code: None,
                 },
                 PreviewRoute {
                     on: "on_failure".into(),
                     when: None,
                     target: String::new(),
                     inline_error: Some("it broke".into()),
+                    exit_code: Some(4),
                 },
             ],
         };
         assert_eq!(
             super::preview_text(&p, "  "),
-            "  Command: echo a\n    echo b\n  Timeout: 5s\n  \u{2192} when 'inputs.x == 1': big\n  \u{2192} on_failure: fail \"it broke\"\n\n"
+            "  Command: echo a\n    echo b\n  Timeout: 5s\n  \u{2192} when \"inputs.x == 1\": big\n  \u{2192} on_failure: fail \"it broke\" (exit 4)\n\n"
         );
     }
 

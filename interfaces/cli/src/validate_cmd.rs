@@ -234,10 +234,29 @@ pub fn render_table(
             out.push_str(t.text());
         }
         if !wf.states.is_empty() {
-            let mut t = Table::new(&[15, 10, 20]);
+            // NEXT as wide as its longest cell (20 at least, AWF (Go)'s width): every route
+            // is listed, none cut.
+            let rows: Vec<[String; 3]> = wf
+                .states
+                .iter()
+                .map(|(n, st)| {
+                    [
+                        wf.display_name(n),
+                        st.kind.kind_name().to_owned(),
+                        table_next(wf, st),
+                    ]
+                })
+                .collect();
+            let next_w = rows
+                .iter()
+                .map(|r| r[2].chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(20);
+            let mut t = Table::new(&[15, 10, next_w]);
             t.header(&["STEP", "TYPE", "NEXT"]);
-            for (n, st) in &wf.states {
-                t.row(&[n.clone(), st.kind.kind_name().to_owned(), table_next(st)]);
+            for r in &rows {
+                t.row(r);
             }
             t.sep();
             out.push_str(t.text());
@@ -255,13 +274,16 @@ pub fn render_table(
     out
 }
 
-/// The NEXT cell of `-f table`'s state table: where the state goes once it succeeds, as the
-/// engine routes it. `(terminal)` for a terminal; a loop's `on_complete` (its `on_success`
-/// when it has none, as the engine falls back); any other state's `on_success`; `-` when
-/// there is none (a state routed only by `transitions:` or `on_failure`).
-fn table_next(st: &awf_domain::workflow::State) -> String {
+/// The NEXT cell of `-f table`'s state table: every route out of the state, compactly, in
+/// the order the engine tries them: `when: t` per conditional transition, `default: t` for
+/// one without `when`, then the success route bare (a loop's `on_complete`, its `on_success`
+/// when it has none, as the engine falls back; any other state's `on_success`), then
+/// `on_failure: t` (an inline `on_failure` is `a's on_failure`, as the run calls it).
+/// `(terminal)` for a terminal; `—` for a state with no route (a name no state can have, so
+/// it reads apart from a state named `none` or `-`).
+fn table_next(wf: &awf_domain::workflow::Workflow, st: &awf_domain::workflow::State) -> String {
     use awf_domain::workflow::StateKind;
-    let next = match &st.kind {
+    let success = match &st.kind {
         StateKind::Terminal(_) => return "(terminal)".to_owned(),
         StateKind::Loop(l) => l.on_complete.as_ref().or(st.on_success.as_ref()),
         StateKind::Command(_)
@@ -270,7 +292,25 @@ fn table_next(st: &awf_domain::workflow::State) -> String {
         | StateKind::Operation(_)
         | StateKind::CallWorkflow(_) => st.on_success.as_ref(),
     };
-    next.cloned().unwrap_or_else(|| "-".to_owned())
+    let mut routes: Vec<String> = st
+        .transitions
+        .iter()
+        .map(|t| {
+            let label = if t.when.is_some() { "when" } else { "default" };
+            format!("{label}: {}", wf.display_name(&t.goto))
+        })
+        .collect();
+    routes.extend(success.map(|s| wf.display_name(s)));
+    routes.extend(
+        st.on_failure
+            .as_ref()
+            .map(|f| format!("on_failure: {}", wf.display_name(f))),
+    );
+    if routes.is_empty() {
+        "—".to_owned()
+    } else {
+        routes.join(", ")
+    }
 }
 
 fn load_failure(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
@@ -342,15 +382,31 @@ mod tests {
                 on_complete: on_complete.map(str::to_owned),
             })
         };
+        let w = awf_domain::workflow::Workflow {
+            name: "t".into(),
+            version: None,
+            description: None,
+            author: None,
+            tags: Vec::new(),
+            inputs: Vec::new(),
+            env: Vec::new(),
+            initial: "l".into(),
+            states: Default::default(),
+            hooks: Default::default(),
+            outputs: Vec::new(),
+            shell_quote: false,
+            budget: None,
+            source: Default::default(),
+        };
         let each = State::new("l", looping(LoopOver::Items("a,b".to_owned()), Some("par")));
-        assert_eq!(table_next(&each), "par");
+        assert_eq!(table_next(&w, &each), "par");
         let mut whiles = State::new("w", looping(LoopOver::While("true".to_owned()), Some("x")));
         whiles.on_success = Some("ignored".to_owned());
-        assert_eq!(table_next(&whiles), "x");
+        assert_eq!(table_next(&w, &whiles), "x");
         let mut fallback = State::new("w", looping(LoopOver::While("true".to_owned()), None));
-        assert_eq!(table_next(&fallback), "-");
+        assert_eq!(table_next(&w, &fallback), "—");
         fallback.on_success = Some("after".to_owned());
-        assert_eq!(table_next(&fallback), "after");
+        assert_eq!(table_next(&w, &fallback), "after");
         let mut cmd = State::new(
             "c",
             StateKind::Command(CommandStep {
@@ -358,10 +414,13 @@ mod tests {
                 dir: None,
             }),
         );
-        assert_eq!(table_next(&cmd), "-");
+        assert_eq!(table_next(&w, &cmd), "—");
         cmd.on_success = Some("done".to_owned());
-        assert_eq!(table_next(&cmd), "done");
-        assert_eq!(table_next(&State::success_terminal("done")), "(terminal)");
+        assert_eq!(table_next(&w, &cmd), "done");
+        assert_eq!(
+            table_next(&w, &State::success_terminal("done")),
+            "(terminal)"
+        );
     }
 
     #[test]
