@@ -369,20 +369,23 @@ async fn a_cancel_mid_turn_sends_session_cancel_and_a_stuck_agent_is_killed() {
     f.provider.end_run("run-1").await;
     assert!(!alive(pid));
 
-    // An agent that ignores session/cancel is killed after the grace.
+    // An agent that ignores session/cancel is killed after the grace. Cancelled once its
+    // prompt turn is under way (a fixed 500 ms lost the race with the agent's start in CI).
     let mut r = f.request("HANG", json!({}));
     r.env.push(("AGENT_IGNORE_CANCEL".into(), "1".into()));
     let cancel = CancellationToken::new();
-    let c2 = cancel.clone();
-    let stop = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        c2.cancel();
-    });
-    let e = tokio::time::timeout(Duration::from_secs(60), f.provider.execute(r, None, cancel))
-        .await
-        .unwrap()
-        .unwrap_err();
-    stop.await.unwrap();
+    let stopper = async {
+        while f.methods("session/prompt").len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cancel.cancel();
+    };
+    let (e, ()) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(f.provider.execute(r, None, cancel.clone()), stopper)
+    })
+    .await
+    .unwrap();
+    let e = e.unwrap_err();
     assert_eq!(e.code(), ErrorCode::ExecutionRunCancelled);
     let pid = f.methods("initialize")[1].0;
     assert!(!alive(pid), "the stuck agent's group was killed");
