@@ -596,7 +596,9 @@ fn a_template_error_is_not_caught_by_a_default_transition() {
     assert_eq!(doc["terminal"], json!("failed"));
     assert_eq!(
         state(&doc, "s")["error"],
-        json!("step s: interpolate command: undefined variable: inputs.missing")
+        json!(
+            "step s: interpolate command: undefined variable: inputs.missing (input \"missing\" was not given and has no default; pass --input missing=<value>)"
+        )
     );
 }
 

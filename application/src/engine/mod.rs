@@ -784,9 +784,7 @@ impl Run {
         };
         // A declared input without a default that the run was not given: say so (still an
         // error, as in AWF (Go)), and how to give it (trial: `undefined variable: opt`).
-        if let Some(input) = path
-            .strip_prefix("inputs.")
-            .map(|rest| rest.split('.').next().unwrap_or(rest))
+        if let Some(input) = first_key(path, "inputs.")
             && self
                 .wf
                 .inputs
@@ -801,10 +799,7 @@ impl Run {
                 awf_domain::shell::input_arg(input)
             ));
         }
-        let Some(state) = path
-            .strip_prefix("states.")
-            .map(|rest| rest.split('.').next().unwrap_or(rest))
-        else {
+        let Some(state) = first_key(path, "states.") else {
             return e;
         };
         if !self.wf.states.contains_key(state) || lock(&self.states).contains_key(state) {
@@ -1728,6 +1723,13 @@ impl Run {
             },
         }
     }
+}
+
+/// The key right after `prefix` in a template path (`inputs.opt.x` with `inputs.`: `opt`);
+/// `None` when the path does not start with `prefix`.
+fn first_key<'a>(path: &'a str, prefix: &str) -> Option<&'a str> {
+    path.strip_prefix(prefix)
+        .map(|rest| rest.split('.').next().unwrap_or(rest))
 }
 
 #[cfg(test)]

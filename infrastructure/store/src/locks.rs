@@ -62,15 +62,24 @@ fn still_linked(file: &std::fs::File, path: &Path) -> bool {
     }
 }
 
+impl RunLockFiles {
+    /// The lock file of `run_id`; `None` for an id that is not a plain file name.
+    fn lock_path(&self, run_id: &str) -> Option<PathBuf> {
+        (!run_id.contains('/') && !run_id.contains(".."))
+            .then(|| self.dir.join(format!("{run_id}.lock")))
+    }
+}
+
 impl RunLocks for RunLockFiles {
     /// A lock file that cannot be created (no writable data root) gives `Ok(None)`: nothing is
     /// recorded to protect.
     fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError> {
-        let dir = &self.dir;
-        if run_id.contains('/') || run_id.contains("..") || std::fs::create_dir_all(dir).is_err() {
+        let Some(path) = self.lock_path(run_id) else {
+            return Ok(None);
+        };
+        if std::fs::create_dir_all(&self.dir).is_err() {
             return Ok(None);
         }
-        let path = dir.join(format!("{run_id}.lock"));
         for _ in 0..8 {
             let Ok(file) = std::fs::OpenOptions::new()
                 .create(true)
@@ -105,10 +114,7 @@ impl RunLocks for RunLockFiles {
     }
 
     fn holder(&self, run_id: &str) -> Option<String> {
-        if run_id.contains('/') || run_id.contains("..") {
-            return None;
-        }
-        let text = std::fs::read_to_string(self.dir.join(format!("{run_id}.lock"))).ok()?;
+        let text = std::fs::read_to_string(self.lock_path(run_id)?).ok()?;
         let kind = text.trim();
         // Only a kind this crate's callers write: nothing else is shown as one.
         (kind.starts_with("awf ")

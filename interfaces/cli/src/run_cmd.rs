@@ -898,16 +898,15 @@ fn resume_hint(
         // The gate's failure may have been routed to a failure terminal (`on_failure`): then
         // the failed state says it (trial: the hint was `--from ship` without `--yes`).
         let failed_state = last_failed.and_then(|s| result.states.get(s));
-        let unattended_gate = result.error.as_ref().is_some_and(|e| {
-            e.code == ErrorCode::ExecutionApprovalRejected
-                && e.message.contains("approval not asked")
-        }) || failed_state.is_some_and(|st| {
-            st.error_code == Some(ErrorCode::ExecutionApprovalRejected)
-                && st
-                    .error
-                    .as_deref()
-                    .is_some_and(|m| m.contains("approval not asked"))
-        });
+        let unasked = |code: Option<ErrorCode>, message: Option<&str>| {
+            code == Some(ErrorCode::ExecutionApprovalRejected)
+                && message.is_some_and(|m| m.contains("approval not asked"))
+        };
+        let unattended_gate = result
+            .error
+            .as_ref()
+            .is_some_and(|e| unasked(Some(e.code), Some(&e.message)))
+            || failed_state.is_some_and(|st| unasked(st.error_code, st.error.as_deref()));
         // Inputs the failure names as not given (no default): the resume needs them, or it
         // fails the same way (trial: `undefined variable: opt` again on resume).
         let missing: String = missing_inputs(result, failed_state)
