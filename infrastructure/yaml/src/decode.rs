@@ -47,6 +47,7 @@ use indexmap::IndexMap;
 use crate::fields::Diags;
 use crate::fields::Fields;
 use crate::fields::closest;
+use crate::node::MapEntry;
 use crate::node::Node;
 use crate::node::NodeKind;
 use crate::node::Scalar;
@@ -396,6 +397,10 @@ fn decode_states(
             .hint = Some("give the state a non-empty name".to_owned());
             continue;
         }
+        if misindented_state(entry, &path, d) {
+            states.insert(entry.key.clone(), placeholder(&entry.key));
+            continue;
+        }
         let expanded;
         let state_node = if entry.value.get("use_template").is_some() {
             match expand_state(&entry.value, &path, templates, d) {
@@ -477,6 +482,63 @@ fn name_typo(diag: &mut awf_domain::ports::repository::Diagnostic, typo: Option<
 /// a success terminal, so that references to it and routes through it raise no second error.
 fn placeholder(name: &str) -> State {
     State::success_terminal(name)
+}
+
+/// Fields every kind of state may have, and the fields of the common kinds: a key of
+/// `states:` spelled as one of these is most likely a state's field indented one level too
+/// shallow.
+const STATE_FIELDS: [&str; 16] = [
+    "type",
+    "command",
+    "on_success",
+    "on_failure",
+    "on_complete",
+    "transitions",
+    "timeout",
+    "retry",
+    "dir",
+    "prompt",
+    "provider",
+    "message",
+    "status",
+    "body",
+    "items",
+    "branches",
+];
+
+/// Records the error for a state whose fields are not indented under its name: `a:` followed
+/// by nothing (a null value, positioned by YAML at the next line's key), or a key of
+/// `states:` that is one of [`STATE_FIELDS`] with a value that is not a mapping. Points at the
+/// state's own key, with a hint on the indentation. Returns whether it recorded one.
+fn misindented_state(entry: &MapEntry, path: &str, d: &mut Diags) -> bool {
+    let name = &entry.key;
+    if entry.value.is_null() {
+        d.syntax(
+            path,
+            Some(entry.key_pos),
+            format!("state {name:?} has no fields: nothing is indented under `{name}:`"),
+        )
+        .hint = Some(format!(
+            "indent the state's fields (`type:`, `command:`, ...) under `{name}:`, deeper than \
+             `{name}` itself"
+        ));
+        return true;
+    }
+    if STATE_FIELDS.contains(&name.as_str()) && entry.value.entries().is_none() {
+        d.syntax(
+            path,
+            Some(entry.key_pos),
+            format!(
+                "`{name}: ...` is a state's field, not a state: it is indented at the level of \
+                 the state names"
+            ),
+        )
+        .hint = Some(format!(
+            "indent `{name}:` under its state's name, as deep as that state's other fields"
+        ));
+        return true;
+    }
+    false
 }
 
 fn kind_of(raw: &str) -> Option<&'static str> {

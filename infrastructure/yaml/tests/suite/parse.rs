@@ -878,3 +878,56 @@ fn flat_call_workflow_keys_win_over_the_nested_block_with_a_warning() {
         ]
     );
 }
+
+/// A state's fields written at the level of the state names (new user: the error pointed at
+/// the line after the state, as "expected a mapping (a state), found null", and again at
+/// `type` as a state of its own). Each error now points at the key it is about, with a hint.
+#[test]
+fn fields_not_indented_under_their_state_point_at_the_state_with_a_hint() {
+    let e = err("name: x\nstates:\n  initial: a\n  a:\n  type: step\n  command: echo hi\n");
+    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert_eq!(
+        e.message(),
+        "wf.yaml: line 4, column 3: states.a: state \"a\" has no fields: nothing is indented \
+         under `a:` (and 2 more error(s); run `awf validate` to see all)"
+    );
+    assert_eq!(
+        e.hints()[0],
+        "indent the state's fields (`type:`, `command:`, ...) under `a:`, deeper than `a` itself"
+    );
+    // `awf validate` lists all three, each at its own key.
+    let text = "name: x\nstates:\n  initial: a\n  a:\n  type: step\n  command: echo hi\n";
+    let l = awf_yaml::parse_workflow_lenient(
+        text,
+        Some(std::path::Path::new("wf.yaml")),
+        WorkflowSource::default(),
+        &awf_yaml::NoTemplates,
+    )
+    .unwrap();
+    let got: Vec<(Option<u32>, String)> = l
+        .diagnostics
+        .iter()
+        .map(|d| (d.line, d.message.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                Some(4),
+                "state \"a\" has no fields: nothing is indented under `a:`".to_owned()
+            ),
+            (
+                Some(5),
+                "`type: ...` is a state's field, not a state: it is indented at the level of \
+                 the state names"
+                    .to_owned()
+            ),
+            (
+                Some(6),
+                "`command: ...` is a state's field, not a state: it is indented at the level of \
+                 the state names"
+                    .to_owned()
+            ),
+        ]
+    );
+}
