@@ -420,6 +420,16 @@ struct EndedRow {
     line: String,
 }
 
+/// The `running` history row of a run that started, held back while another process held
+/// history.db's write lock (see [`Writer::write_started`]).
+struct StartedRow {
+    run_id: String,
+    identifier: String,
+    workflow: String,
+    started_ms: u64,
+    parent: Option<String>,
+}
+
 /// A `call_workflow` child run, for the parent's `step.call_workflow.completed` line.
 struct ChildCall {
     parent: String,
@@ -452,6 +462,9 @@ struct Writer {
     /// The history rows and audit lines of the runs that ended in the batch being written:
     /// written after their state files (see [`Writer::write_ended_rows`]).
     ended_rows: Vec<EndedRow>,
+    /// `running` rows not written yet because history.db was locked when their run started:
+    /// tried again, without waiting, with each batch; a run's end row replaces its own.
+    deferred_starts: Vec<StartedRow>,
     /// When the journals were last synced to the disk.
     last_sync: std::time::Instant,
     /// (stdout, stderr) spools of the running steps, by (run id, event path).
@@ -492,6 +505,7 @@ impl Writer {
             calls: HashMap::new(),
             pre_start: HashMap::new(),
             ended_rows: Vec::new(),
+            deferred_starts: Vec::new(),
             last_sync: std::time::Instant::now(),
             spools: HashMap::new(),
         }
@@ -565,6 +579,8 @@ impl Writer {
         }
         self.commit(true);
         self.write_ended_rows();
+        // Runs still going when the process stops: their rows wait for the lock as others do.
+        self.retry_deferred_starts(true);
         // The syncer drains its queue and stops.
         self.syncer = None;
         if let Some(h) = self.syncer_handle.take()
@@ -658,6 +674,7 @@ impl Writer {
     /// saying "completed" for a run whose state file (and `awf resume`) said it was still at
     /// its last step, which then ran again (breaker).
     fn write_ended_rows(&mut self) {
+        self.retry_deferred_starts(false);
         if self.ended_rows.is_empty() {
             return;
         }
@@ -684,6 +701,71 @@ impl Writer {
                 Err(e) => self
                     .shared
                     .report("audit", format!("cannot sync {what}: {e}")),
+            }
+        }
+    }
+
+    /// Writes a run's `running` history row without waiting for history.db's write lock:
+    /// the run's first step waits for its start to be written, and another process holding
+    /// the lock (an `awf history` of a big database, a writer elsewhere) held it back for
+    /// the whole [`history::BUSY_TIMEOUT`] (stop 38). A locked database defers the row to
+    /// the next batches, then to the run's end row, which inserts the row whole.
+    fn write_started(&mut self, row: StartedRow) {
+        if !self.try_started(&row, false) {
+            self.deferred_starts.push(row);
+        }
+    }
+
+    /// Writes the deferred `running` rows that the lock lets through now; with `wait`, each
+    /// waits for the lock as every other history write does.
+    fn retry_deferred_starts(&mut self, wait: bool) {
+        if self.deferred_starts.is_empty() {
+            return;
+        }
+        let rows = std::mem::take(&mut self.deferred_starts);
+        for row in rows {
+            if !self.try_started(&row, wait) {
+                self.deferred_starts.push(row);
+            }
+        }
+    }
+
+    /// Writes `row`; `false` when the database was locked and `wait` was not asked (other
+    /// failures are reported, and count as done).
+    fn try_started(&mut self, row: &StartedRow, wait: bool) -> bool {
+        let Some(c) = self.db() else {
+            return true;
+        };
+        if !wait {
+            let _ = c.busy_timeout(std::time::Duration::ZERO);
+        }
+        let r = history::upsert_started(
+            c,
+            &row.run_id,
+            &row.identifier,
+            &row.workflow,
+            row.started_ms,
+            row.parent.as_deref(),
+        );
+        if !wait {
+            let _ = c.busy_timeout(history::BUSY_TIMEOUT);
+        }
+        match r {
+            Ok(()) => true,
+            Err(e)
+                if !wait
+                    && matches!(
+                        e.sqlite_error_code(),
+                        Some(
+                            rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                        )
+                    ) =>
+            {
+                false
+            }
+            Err(e) => {
+                self.history_error(&e);
+                true
             }
         }
     }
@@ -816,18 +898,13 @@ impl Writer {
                         message: None,
                     },
                 );
-                if let Some(c) = self.db()
-                    && let Err(e) = history::upsert_started(
-                        c,
-                        run_id,
-                        identifier,
-                        workflow,
-                        started_ms,
-                        parent.as_deref(),
-                    )
-                {
-                    self.history_error(&e);
-                }
+                self.write_started(StartedRow {
+                    run_id: run_id.to_owned(),
+                    identifier: identifier.clone(),
+                    workflow: workflow.clone(),
+                    started_ms,
+                    parent,
+                });
                 let line =
                     projection::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
                 self.audit_line(&line);
@@ -906,6 +983,8 @@ impl Writer {
             &record.workflow_name,
             result,
         );
+        // Its end row inserts the whole row: a `running` row written after it would undo it.
+        self.deferred_starts.retain(|r| r.run_id != run_id);
         self.ended_rows.push(EndedRow { record, line });
         if let Some(t) = self.transcripts.get_mut(run_id) {
             t.close = true;
