@@ -69,3 +69,30 @@ fn a_history_locked_at_the_start_does_not_hold_the_first_step_back() {
         .collect();
     assert_eq!(names, [("s", "completed"), ("first", "completed")]);
 }
+
+/// The HTTP breakpoint preview gave an inline `on_failure`'s message but not the exit code
+/// it sets, which `awf run --interactive` prints.
+#[test]
+fn the_http_preview_gives_an_inline_failures_exit_code() {
+    use awf_tests::http_serve::execution;
+    let sb = awf_tests::http_serve::sandbox_with(&[(
+        "inl",
+        "name: inl\nstates:\n  initial: a\n  a:\n    type: step\n    command: 'true'\n    on_success: done\n    on_failure: {message: a broke, status: 3}\n  done: {type: terminal}\n",
+    )]);
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    let id = awf_tests::http_serve::start_run(&s, "inl", r#"{"breakpoints": ["a"]}"#);
+    let mut run = serde_json::Value::Null;
+    awf_tests::wait_for("the breakpoint", || {
+        run = execution(&s, &id);
+        run["pending"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    let routes = &run["pending"][0]["preview"]["routes"];
+    assert_eq!(
+        routes,
+        &serde_json::json!([
+            {"on": "on_success", "target": "done"},
+            {"on": "on_failure", "target": "", "inline_error": "a broke", "exit_code": 3}
+        ]),
+        "{run}"
+    );
+}

@@ -259,6 +259,10 @@ pub struct PreviewRouteInfo {
     /// The message of an inline `on_failure` (the run fails with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline_error: Option<String>,
+    /// The exit code of an inline `on_failure` that sets one (`status: 3`), as
+    /// `awf run --interactive` prints it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 /// What a breakpoint shows about the state about to run (what `awf run --interactive`
@@ -295,6 +299,7 @@ impl PreviewInfo {
                     when: r.when.clone(),
                     target: r.target.clone(),
                     inline_error: r.inline_error.clone(),
+                    exit_code: r.exit_code,
                 })
                 .collect(),
         }
