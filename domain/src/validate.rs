@@ -2394,6 +2394,9 @@ struct RefCtx<'a> {
     /// The states that run inside a loop's body (listed in one, or in a parallel block or
     /// loop that is): the only ones that see `.loop`.
     in_loop: HashSet<&'a str>,
+    /// How many loops the states of [`RefCtx::in_loop`] run inside at most (1: a loop's
+    /// body; 2: the body of a loop in another loop's body; ...).
+    loop_depth: HashMap<&'a str, usize>,
     /// The action being checked binds a value (`with`, `range`, `$v := …`): a whole state
     /// (`.states.s1`) is then a value like any other (breaker: "needs a field" refused it).
     binds: bool,
@@ -2603,7 +2606,51 @@ impl<'a> RefCtx<'a> {
             }
             "context" => self.field(path, "context", first, &CONTEXT_FIELDS, token),
             "loop" => {
-                self.field(path, "loop", first, &LOOP_FIELDS, token);
+                // `.loop.Parent.Parent.Item`: each `Parent` one loop further out.
+                let parents = parts[1..]
+                    .iter()
+                    .take_while(|p| matches!(**p, "Parent" | "parent"))
+                    .count();
+                self.field(
+                    path,
+                    "loop",
+                    parts
+                        .get(1 + parents)
+                        .copied()
+                        .filter(|p| !p.is_empty())
+                        .or(
+                            // `.loop.Parent` alone is a value (nil outside a nested loop).
+                            if parents > 0 { Some("Parent") } else { None },
+                        ),
+                    &LOOP_FIELDS,
+                    token,
+                );
+                if let Site::Step(c) | Site::PostHook(c) = site
+                    && parents > 0
+                    && parts.len() > 1 + parents
+                    && self.in_loop.contains(c)
+                    && self.loop_depth.get(c).copied().unwrap_or(0) <= parents
+                {
+                    let depth = self.loop_depth.get(c).copied().unwrap_or(0);
+                    self.err(
+                        path,
+                        format!(
+                            "loop reference \"{{{{.{token}}}}}\" in {path}: state \"{c}\" runs in \
+                             {} only, so `.loop{}` is nil",
+                            if depth == 1 {
+                                "one loop".to_owned()
+                            } else {
+                                format!("{depth} nested loops")
+                            },
+                            ".Parent".repeat(parents)
+                        ),
+                        Some(
+                            "`.loop.Parent` is the loop around the current loop: use it in the \
+                             body of a loop that is itself in another loop's body"
+                                .to_owned(),
+                        ),
+                    );
+                }
                 if let Site::Step(c) | Site::PostHook(c) = site
                     && !self.in_loop.contains(c)
                 {
@@ -2665,6 +2712,38 @@ fn states_in_loops(wf: &Workflow) -> HashSet<&str> {
     }
 }
 
+/// For each state that runs inside loops, how many loops it runs inside at most (the deepest
+/// nesting among the places it is listed): 1 in a loop's body, one more for each loop around
+/// that loop; a parallel block's branches count as deep as the block. Depths stop growing at
+/// 16 (a loop listed in its own body is refused elsewhere).
+fn loop_depths(wf: &Workflow) -> HashMap<&str, usize> {
+    let mut depth: HashMap<&str, usize> = HashMap::new();
+    loop {
+        let mut changed = false;
+        for (name, s) in &wf.states {
+            let (contained, d): (&[String], usize) = match &s.kind {
+                StateKind::Loop(l) => (&l.body, depth.get(name.as_str()).copied().unwrap_or(0) + 1),
+                StateKind::Parallel(p) => match depth.get(name.as_str()) {
+                    Some(d) => (&p.branches, *d),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let d = d.min(16);
+            for b in contained {
+                let e = depth.entry(b.as_str()).or_insert(0);
+                if *e < d {
+                    *e = d;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return depth;
+        }
+    }
+}
+
 /// Static reference analysis run by `awf validate`: undeclared inputs (also in arithmetic
 /// `max_iterations`), unknown states, forward and self references (BFS order from `initial`,
 /// loop bodies not followed; a post hook may read its own step), unknown fields per namespace
@@ -2690,6 +2769,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         order: bfs_order(wf),
         siblings,
         in_loop: states_in_loops(wf),
+        loop_depth: loop_depths(wf),
         binds: false,
         rendered: false,
         action: String::new(),

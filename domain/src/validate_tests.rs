@@ -2212,3 +2212,72 @@ fn a_nested_loops_on_success_without_on_complete_warns_that_it_is_not_taken() {
         assert_eq!(nested_loop_routes(&w(same)), Vec::new(), "{same}");
     }
 }
+
+/// Breaker: `.loop.Parent.Item` in a loop that is not inside another passed validate and
+/// failed the run ("undefined variable"), as did a typo under `Parent`. The nesting is
+/// counted (a parallel block's branches as deep as the block); `.loop.Parent` alone stays a
+/// value (nil outside a nested loop, for `{{if .loop.Parent}}`).
+#[test]
+fn loop_parent_needs_an_enclosing_loop_and_a_known_field() {
+    let items = || LoopOver::Items("[1, 2]".to_owned());
+    let w = wf(
+        "outer",
+        vec![
+            loop_state("outer", items(), &["flat", "inner", "p"], Some("done")),
+            cmd(
+                "flat",
+                "echo {{.loop.Parent.Item}} {{if .loop.Parent}}x{{end}}",
+                Some("outer"),
+            ),
+            loop_state("inner", items(), &["deep"], Some("outer")),
+            cmd(
+                "deep",
+                "echo {{.loop.Parent.Item}} {{.loop.Parent.Itme}} {{.loop.Parent.Parent.Index}}",
+                Some("inner"),
+            ),
+            par("p", &["branch"], Some("outer")),
+            cmd("branch", "echo {{.loop.Parent.Index}}", None),
+            terminal("done"),
+        ],
+    );
+    let got: Vec<(String, String, Option<String>)> = references(&w)
+        .into_iter()
+        .map(|d| (d.path, d.message, d.hint))
+        .collect();
+    let nil_hint = Some(
+        "`.loop.Parent` is the loop around the current loop: use it in the body of a loop that \
+         is itself in another loop's body"
+            .to_owned(),
+    );
+    assert_eq!(
+        got,
+        vec![
+            (
+                "states.flat.command".to_owned(),
+                "loop reference \"{{.loop.Parent.Item}}\" in states.flat.command: state \
+                 \"flat\" runs in one loop only, so `.loop.Parent` is nil"
+                    .to_owned(),
+                nil_hint.clone()
+            ),
+            (
+                "states.deep.command".to_owned(),
+                "invalid loop property \"Itme\" in \"loop.Parent.Itme\"".to_owned(),
+                Some("did you mean 'Item'?".to_owned())
+            ),
+            (
+                "states.deep.command".to_owned(),
+                "loop reference \"{{.loop.Parent.Parent.Index}}\" in states.deep.command: state \
+                 \"deep\" runs in 2 nested loops only, so `.loop.Parent.Parent` is nil"
+                    .to_owned(),
+                nil_hint.clone()
+            ),
+            (
+                "states.branch.command".to_owned(),
+                "loop reference \"{{.loop.Parent.Index}}\" in states.branch.command: state \
+                 \"branch\" runs in one loop only, so `.loop.Parent` is nil"
+                    .to_owned(),
+                nil_hint
+            ),
+        ]
+    );
+}

@@ -246,11 +246,13 @@ fn node_text(text: &str, line: usize, col: usize, len: usize) -> Option<&str> {
 /// | default "none"`), the first field chain that holds `field` (trial: the path was `opt`
 /// alone, which did not say it was an input).
 fn path_to(node: &str, field: &str) -> String {
-    if !field.is_empty()
-        && let Some(chain) = node
-            .split(|c: char| c.is_whitespace() || matches!(c, '|' | '(' | ')'))
-            .filter(|t| t.starts_with('.') || t.starts_with("$."))
-            .find(|t| t.split('.').any(|s| s == field))
+    // A field of nil has no name to look for (`field` empty): the first chain, as in
+    // `awfShellDq (.loop.Parent.Item)`, the rewrite of a reference inside double quotes
+    // (breaker: the message named nothing).
+    if let Some(chain) = node
+        .split(|c: char| c.is_whitespace() || matches!(c, '|' | '(' | ')'))
+        .filter(|t| t.starts_with('.') || t.starts_with("$."))
+        .find(|t| field.is_empty() || t.split('.').any(|s| s == field))
         && chain != node.trim()
     {
         return path_to(chain, field);

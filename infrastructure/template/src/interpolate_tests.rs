@@ -822,3 +822,22 @@ fn index_of_states_before_any_ran_is_the_zero_state() {
         assert_eq!(render_with(&data, t).as_deref(), Ok(want), "{t}");
     }
 }
+
+/// Breaker: `.loop.Parent.Item` in a loop not inside another failed with "undefined
+/// variable: " naming nothing. It names the chain, up to the nil `Parent`.
+#[test]
+fn a_field_of_the_top_loops_parent_names_the_chain() {
+    let data = Data::new().with_loop(json!("a"), 0, 1);
+    for shell in [false, true] {
+        let t = "echo \"{{.loop.Parent.Item}}\"";
+        let got = if shell {
+            GoTemplates::new().render_shell(t, &data.scope())
+        } else {
+            render_with(&data, t)
+        };
+        match got {
+            Err(TemplateError::Undefined(path)) => assert_eq!(path, "loop.Parent.Item"),
+            other => panic!("shell {shell}: expected Undefined, got {other:?}"),
+        }
+    }
+}
