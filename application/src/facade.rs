@@ -69,6 +69,7 @@ impl Facade {
         };
         let lock = crate::runs::lock_run(&self.services, &run_id.0)?;
         Ok(self.launch(Launch {
+            services: Arc::clone(&self.services),
             lock,
             workflow,
             inputs,
@@ -158,10 +159,14 @@ impl Facade {
         // The rest of the run runs where it started (refused when that directory is gone).
         let working_dir =
             crate::run_dir::resume_dir(self.services.host.as_ref(), &snap, &req.working_dir)?;
-        let identifier = recorded_workflow(&self.services, &snap);
-        let mut loaded = self.services.repository.load(&identifier, None)?;
+        // Workflows (its own, its sub-workflows) and the project configuration are looked up
+        // from there too, as in its first attempt, not from the resumer's directory.
+        let (services, config_inputs) =
+            crate::run_dir::rooted_services(&self.services, &working_dir, &req)?;
+        let identifier = recorded_workflow(&services, &snap);
+        let mut loaded = services.repository.load(&identifier, None)?;
         loaded.workflow.source.identifier.clone_from(&snap.workflow);
-        crate::validation::check_for_run(&self.services, &loaded)?;
+        crate::validation::check_for_run(&services, &loaded)?;
         let workflow = loaded.workflow;
         let (resume, resume_loop) = resume_plan(&snap, &workflow, &req.from)?;
         // Inputs given again that the workflow does not declare: the remote front-end's
@@ -184,7 +189,7 @@ impl Facade {
             .inputs
             .iter()
             .map(|(k, _)| k.as_str())
-            .chain(req.config_inputs.keys().map(String::as_str))
+            .chain(config_inputs.keys().map(String::as_str))
             .collect();
         // Only a secret the workflow declares without a default is needed again; one with
         // a default gets it, and an undeclared input reaches no step (it is neither exported
@@ -220,7 +225,7 @@ impl Facade {
             )
             .with_hint(format!("awf resume {} {}", snap.run_id, flags.join(" "))));
         }
-        for (k, v) in &req.config_inputs {
+        for (k, v) in &config_inputs {
             base.insert(k.clone(), v.clone());
         }
         let masker = Masker::from_named(req.inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())));
@@ -233,6 +238,7 @@ impl Facade {
         )
         .map_err(|e| e.map_message(|m| masker.mask(&m).into_owned()))?;
         Ok(self.launch(Launch {
+            services,
             workflow,
             inputs,
             env,
@@ -263,28 +269,28 @@ impl Facade {
         let interaction = Arc::new(crate::engine::Interaction::new(&request_prefix(
             &l.run_id,
             l.resume.is_some(),
-            self.services.ids.as_ref(),
+            l.services.ids.as_ref(),
         )));
         let start_error: Arc<std::sync::Mutex<Option<AwfError>>> = Arc::default();
         let runtime = RuntimeInfo {
             working_dir: l.working_dir.display().to_string(),
             user: l.env.get("USER").cloned().unwrap_or_default(),
-            hostname: hostname(&l.env, self.services.host.as_ref()),
+            hostname: hostname(&l.env, l.services.host.as_ref()),
         };
         let call_stack = vec![crate::engine::identity(
             &l.workflow,
-            self.services.host.as_ref(),
+            l.services.host.as_ref(),
         )];
-        let sink: Arc<dyn EventPublisher> = if self.services.recorders.is_empty() {
+        let sink: Arc<dyn EventPublisher> = if l.services.recorders.is_empty() {
             Arc::new(ChannelSink(tx))
         } else {
-            let mut sinks: Vec<Arc<dyn EventPublisher>> = self.services.recorders.clone();
+            let mut sinks: Vec<Arc<dyn EventPublisher>> = l.services.recorders.clone();
             sinks.push(Arc::new(ChannelSink(tx)));
             Arc::new(TeeSink(sinks))
         };
         let run_id = l.run_id;
         let run = Run::new(RunSpec {
-            services: Arc::clone(&self.services),
+            services: Arc::clone(&l.services),
             workflow: Arc::new(l.workflow),
             run_id: run_id.clone(),
             parent_run_id: None,
@@ -363,6 +369,8 @@ fn request_prefix(
 
 /// What [`Facade::launch`] needs.
 struct Launch {
+    /// The adapters the run uses (a resumed run's repository is rooted where it started).
+    services: Arc<Services>,
     lock: Option<awf_domain::ports::locks::RunLockGuard>,
     workflow: awf_domain::workflow::Workflow,
     inputs: serde_json::Map<String, serde_json::Value>,
@@ -674,6 +682,11 @@ pub(crate) fn resume_plan(
             iteration: l.iteration,
             step: l.step.clone().filter(|_| at_step),
             step_completed: at_step && l.step_completed,
+            branches_completed: if at_step {
+                l.branches_completed.clone()
+            } else {
+                Vec::new()
+            },
         });
         level = l.inner.as_deref();
     }

@@ -1,18 +1,25 @@
 //! The directory a resumed run runs in: the one its run started in (recorded in its state as
 //! `working_dir`), not the directory `awf resume` (or the server resuming it) is in, so that
-//! relative paths in its remaining steps reach the same files as in its first attempt.
+//! relative paths in its remaining steps reach the same files as in its first attempt; and the
+//! workflows and project configuration it looks up from there ([`rooted_services`]).
 //!
 //! Source: README "Runs are recorded: resume"; `RunSnapshot::working_dir`.
 
 use std::io::ErrorKind;
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::ports::facade::ResumeRequest;
 use awf_domain::ports::host::FileKind;
 use awf_domain::ports::host::Host;
 use awf_domain::ports::store::RunSnapshot;
+use serde_json::Map;
+use serde_json::Value;
+
+use crate::Services;
 
 /// The working directory of the resume of `snap`: its recorded directory; `resumer` (the
 /// resumer's own working directory) for a run recorded without one (before it was kept), as
@@ -52,6 +59,38 @@ pub fn resume_dir(
         "recreate {} (with the files the run's steps use) and resume again, or start the workflow afresh",
         dir.display()
     )))
+}
+
+/// The adapters and project configuration inputs of the resume of a run that goes on in
+/// `dir` (its recorded directory), asked by `req`: when `dir` is not the resumer's own
+/// directory, the repository as seen from `dir` ([`WorkflowRepository::rooted_at`]: the run's
+/// workflow, its sub-workflows, `.awf/` of its project) with that project's configuration
+/// (its `inputs:` instead of the resumer's, its `prices:`); else `services` and
+/// `req.config_inputs` as they are.
+///
+/// # Errors
+/// The error of that project's configuration when it cannot be read (as a run started there
+/// would fail).
+///
+/// [`WorkflowRepository::rooted_at`]: awf_domain::ports::WorkflowRepository::rooted_at
+pub fn rooted_services(
+    services: &Arc<Services>,
+    dir: &Path,
+    req: &ResumeRequest,
+) -> Result<(Arc<Services>, Map<String, Value>), AwfError> {
+    let rooted = if dir == req.working_dir {
+        None
+    } else {
+        services.repository.rooted_at(dir)
+    };
+    let Some(rooted) = rooted else {
+        return Ok((Arc::clone(services), req.config_inputs.clone()));
+    };
+    let config = rooted.config?;
+    let mut at = (**services).clone();
+    at.repository = rooted.repository;
+    at.prices = config.prices;
+    Ok((Arc::new(at), config.inputs))
 }
 
 #[cfg(test)]

@@ -95,6 +95,10 @@ pub struct RunProjection {
     /// Loops started and not finished, by nesting depth (the number of `loop:N/` segments
     /// in their path): (event path, name). Depth 0 is a top-level loop.
     loops_open: Vec<Vec<(String, String)>>,
+    /// Parallel blocks started in a loop body and not finished, in the order they started:
+    /// (the path of the body they are in, `loop:1/` for `loop:1/par`; name). Their branches
+    /// start at the same body path.
+    blocks_open: Vec<(String, String)>,
 }
 
 impl RunProjection {
@@ -152,11 +156,18 @@ impl RunProjection {
             if snap.working_dir.is_none() {
                 snap.working_dir = old.working_dir;
             }
+            // The loop it goes on in keeps its position until a body step starts, and the
+            // branches its block had completed there while the block is still in progress
+            // (the resume keeps them without running them: killed again, they are kept again).
+            snap.loop_position = old
+                .loop_position
+                .filter(|l| resumed_from.as_deref() == Some(l.state.as_str()));
         }
         Some(Self {
             snap,
             parallel_open: None,
             loops_open: Vec::new(),
+            blocks_open: Vec::new(),
         })
     }
 
@@ -187,12 +198,23 @@ impl RunProjection {
             let indexes = loop_indexes(&env.path);
             if indexes.last() == Some(&i)
                 && let Some(top) = top
-                && let Some(pos) = position(&top, &indexes, &self.loops_open, step)
-                && self.snap.loop_position.as_ref() != Some(&pos)
+                && let Some(mut pos) = position(&top, &indexes, &self.loops_open, step)
             {
-                self.snap.loop_position = Some(pos);
-                dirty = true;
+                // A branch of a block in progress (or a step inside one): the body step in
+                // progress at that level is still the block.
+                in_blocks(&mut pos, &env.path, &self.blocks_open);
+                if let Some(old) = &self.snap.loop_position {
+                    carry_branches(old, &mut pos);
+                }
+                if self.snap.loop_position.as_ref() != Some(&pos) {
+                    self.snap.loop_position = Some(pos);
+                    dirty = true;
+                }
             }
+        }
+        if kind == "parallel" && env.iteration.is_some() {
+            let body = body_path(&env.path);
+            self.blocks_open.push((body.to_owned(), step.to_owned()));
         }
         // Branches of a top-level parallel block also have bare paths; the block stays the
         // current state until it finishes.
@@ -223,6 +245,22 @@ impl RunProjection {
         {
             clear_inner(pos, depth, step);
             mark_completed(pos, &indexes, step);
+            // A branch of a block in a loop body: the block's completed branches there.
+            let body = body_path(&env.path);
+            if let Some((_, block)) = self
+                .blocks_open
+                .iter()
+                .find(|(b, name)| b == body && name != step)
+            {
+                mark_branch(pos, &indexes, block, step);
+            }
+        }
+        if let Some(at) = self
+            .blocks_open
+            .iter()
+            .position(|(body, name)| name == step && env.path == format!("{body}{name}"))
+        {
+            self.blocks_open.remove(at);
         }
         if env.path == step && self.parallel_open.as_deref() == Some(step) {
             self.parallel_open = None;
@@ -542,12 +580,83 @@ fn position(
             iteration: i,
             step: below.take(),
             step_completed: false,
+            branches_completed: Vec::new(),
             inner: out.take().map(Box::new),
         };
         below = Some(name);
         out = Some(pos);
     }
     out
+}
+
+/// The body path an event path's step is in: up to its last `/` (`loop:1/` for
+/// `loop:1/par`, empty for a top-level step).
+fn body_path(path: &str) -> &str {
+    path.rfind('/').map_or("", |i| &path[..=i])
+}
+
+/// Sets the body step in progress of each level of `pos` (a position computed for a step
+/// starting at `path`) to the parallel block open in that level's body (the first one started
+/// there, `blocks`), when there is one: the step that started is one of its branches, or
+/// inside one.
+fn in_blocks(pos: &mut LoopPosition, path: &str, blocks: &[(String, String)]) {
+    let mut body = String::new();
+    let mut level = Some(pos);
+    for segment in path.split('/') {
+        let Some(l) = level else {
+            return;
+        };
+        if !segment.starts_with("loop:") {
+            return;
+        }
+        body.push_str(segment);
+        body.push('/');
+        if let Some((_, block)) = blocks.iter().find(|(b, _)| *b == body) {
+            l.step = Some(block.clone());
+        }
+        level = l.inner.as_deref_mut();
+    }
+}
+
+/// Copies the completed branches of `old`'s levels to `new`'s, level by level while both are
+/// at the same loop, iteration and body step, not completed (the block still in progress).
+fn carry_branches(old: &LoopPosition, new: &mut LoopPosition) {
+    let (mut o, mut n) = (Some(old), Some(new));
+    while let (Some(a), Some(b)) = (o, n) {
+        // (A block that completed and starts again in the same iteration runs afresh.)
+        if a.state != b.state || a.iteration != b.iteration || a.step != b.step || a.step_completed
+        {
+            return;
+        }
+        if b.branches_completed.is_empty() {
+            b.branches_completed.clone_from(&a.branches_completed);
+        }
+        o = a.inner.as_deref();
+        n = b.inner.as_deref_mut();
+    }
+}
+
+/// Adds `branch` to the completed branches of `block` at the level of `pos` its path's
+/// `indexes` name (the last one), when `block` is the body step in progress there in that
+/// iteration.
+fn mark_branch(pos: &mut LoopPosition, indexes: &[usize], block: &str, branch: &str) {
+    let mut level = Some(pos);
+    for (d, &i) in indexes.iter().enumerate() {
+        let Some(l) = level else {
+            return;
+        };
+        if l.iteration != i {
+            return;
+        }
+        if d + 1 == indexes.len() {
+            if l.step.as_deref() == Some(block) && !l.branches_completed.iter().any(|b| b == branch)
+            {
+                l.branches_completed.push(branch.to_owned());
+            }
+            return;
+        }
+        level = l.inner.as_deref_mut();
+    }
 }
 
 /// Marks `step` completed at the level of `pos` its path's `indexes` name (the last one),
@@ -619,11 +728,13 @@ mod position_tests {
                 iteration: 1,
                 step: Some("inner".into()),
                 step_completed: false,
+                branches_completed: Vec::new(),
                 inner: Some(Box::new(LoopPosition {
                     state: "inner".into(),
                     iteration: 3,
                     step: Some("s".into()),
                     step_completed: false,
+                    branches_completed: Vec::new(),
                     inner: None
                 }))
             }
@@ -914,5 +1025,85 @@ mod projection_tests {
         p.step_finished(&ss("par", "parallel"), "par", &done("par", 3));
         p.step_started(&ss("next", "command"), "next", "command");
         assert_eq!(p.snap.current_state, "next");
+    }
+
+    /// A parallel block in a loop body stays the body step in progress while its branches
+    /// run, and its completed branches of that iteration are listed with it; a resumed run
+    /// keeps them until a body step starts elsewhere, and the next iteration starts afresh.
+    #[test]
+    fn a_block_in_a_loop_body_lists_its_completed_branches_of_the_iteration() {
+        let mut p = RunProjection::start(&started(None), None).unwrap();
+        let ev = |path: &str, iteration: Option<usize>, step: &str, kind: &str| {
+            env(
+                2,
+                path,
+                iteration,
+                RunEvent::StepStarted {
+                    step: step.into(),
+                    kind: kind.into(),
+                    command: None,
+                },
+            )
+        };
+        p.step_started(&ev("loop", None, "loop", "for_each"), "loop", "for_each");
+        let start = |p: &mut RunProjection, i: usize, step: &str, kind: &str| {
+            p.step_started(
+                &ev(&format!("loop:{i}/{step}"), Some(i), step, kind),
+                step,
+                kind,
+            );
+        };
+        let finish = |p: &mut RunProjection, i: usize, step: &str| {
+            let e = ev(&format!("loop:{i}/{step}"), Some(i), step, "command");
+            p.step_finished(&e, step, &done(step, 3));
+        };
+        let at = |step: &str, completed: bool, branches: &[&str]| LoopPosition {
+            state: "loop".into(),
+            iteration: 1,
+            step: Some(step.into()),
+            step_completed: completed,
+            branches_completed: branches.iter().map(|b| (*b).to_owned()).collect(),
+            inner: None,
+        };
+        start(&mut p, 0, "par", "parallel");
+        start(&mut p, 0, "fast", "command");
+        finish(&mut p, 0, "fast");
+        start(&mut p, 0, "slow", "command");
+        finish(&mut p, 0, "slow");
+        finish(&mut p, 0, "par");
+        start(&mut p, 1, "par", "parallel");
+        assert_eq!(p.snap.loop_position, Some(at("par", false, &[])));
+        start(&mut p, 1, "fast", "command");
+        start(&mut p, 1, "slow", "command");
+        finish(&mut p, 1, "fast");
+        assert_eq!(p.snap.loop_position, Some(at("par", false, &["fast"])));
+        // Resumed there: the position stays, and so do its branches when the block starts.
+        let earlier = p.snap.clone();
+        let mut r = RunProjection::start(&started(Some("loop")), Some(earlier.clone())).unwrap();
+        assert_eq!(r.snap.loop_position, Some(at("par", false, &["fast"])));
+        start(&mut r, 1, "par", "parallel");
+        start(&mut r, 1, "slow", "command");
+        assert_eq!(r.snap.loop_position, Some(at("par", false, &["fast"])));
+        finish(&mut r, 1, "slow");
+        assert_eq!(
+            r.snap.loop_position,
+            Some(at("par", false, &["fast", "slow"]))
+        );
+        finish(&mut r, 1, "par");
+        assert_eq!(
+            r.snap.loop_position,
+            Some(at("par", true, &["fast", "slow"]))
+        );
+        start(&mut r, 2, "par", "parallel");
+        assert_eq!(
+            r.snap
+                .loop_position
+                .as_ref()
+                .map(|l| (l.iteration, l.branches_completed.len())),
+            Some((2, 0))
+        );
+        // Resumed elsewhere (another state): no position is kept.
+        let other = RunProjection::start(&started(Some("setup")), Some(earlier)).unwrap();
+        assert_eq!(other.snap.loop_position, None);
     }
 }

@@ -478,7 +478,7 @@ pub fn read_state_file(path: &Path) -> Option<serde_json::Value> {
 
 /// A state file's `loop_position` with only its loops and iterations (`state`, `iteration`,
 /// `inner`): what tests wait for, whatever body step is in progress (`step`,
-/// `step_completed`).
+/// `step_completed`, `branches_completed`).
 pub fn loop_levels(pos: &serde_json::Value) -> serde_json::Value {
     let Some(o) = pos.as_object() else {
         return pos.clone();
@@ -486,7 +486,7 @@ pub fn loop_levels(pos: &serde_json::Value) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for (k, v) in o {
         match k.as_str() {
-            "step" | "step_completed" => {}
+            "step" | "step_completed" | "branches_completed" => {}
             "inner" => {
                 out.insert(k.clone(), loop_levels(v));
             }

@@ -174,8 +174,8 @@ fn resume_list_leaves_out_a_run_live_in_another_process() {
     assert_eq!(rows[0]["process_gone"], true, "{rows}");
 }
 
-/// With `--storage DIR`, the commands hints name carry it (shell-quoted): pasted without it
-/// they looked in the default store (RUN_NOT_FOUND).
+/// With `--storage DIR`, the commands hints name carry it (absolute, shell-quoted): pasted
+/// without it they looked in the default store (RUN_NOT_FOUND).
 #[test]
 fn hints_carry_the_storage_flag() {
     let sb = Sandbox::new().unwrap();
@@ -191,7 +191,15 @@ fn hints_carry_the_storage_flag() {
         .and_then(|l| l.strip_suffix(')'))
         .unwrap()
         .to_owned();
-    let want = format!("Hint: continue it with `awf resume --storage 'my store' {id}`\n");
+    // The directory as an absolute path (it holds wherever the hint is pasted).
+    let store = format!(
+        "'{}'",
+        std::fs::canonicalize(sb.path())
+            .unwrap()
+            .join("my store")
+            .display()
+    );
+    let want = format!("Hint: continue it with `awf resume --storage {store} {id}`\n");
     assert!(r.stderr.contains(&want), "{}", r.stderr);
     // A hint of an error outside a run, in text and JSON.
     let r = sb
@@ -200,7 +208,7 @@ fn hints_carry_the_storage_flag() {
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(
         r.stderr
-            .contains(&format!("(`awf resume --storage 'my store' {id}`)")),
+            .contains(&format!("(`awf resume --storage {store} {id}`)")),
         "{}",
         r.stderr
     );
@@ -218,7 +226,7 @@ fn hints_carry_the_storage_flag() {
         .unwrap();
     let hints = r.json().unwrap()["error"]["hints"].to_string();
     assert!(
-        hints.contains(&format!("(`awf resume --storage 'my store' {id}`)")),
+        hints.contains(&format!("(`awf resume --storage {store} {id}`)")),
         "{hints}"
     );
     // Pasted as shown, it finds the run.

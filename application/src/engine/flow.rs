@@ -22,6 +22,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::KeptBranches;
 use super::Run;
 use super::lock;
 use super::step::At;
@@ -173,9 +174,10 @@ impl Run {
 
     /// Branches of a resumed parallel block that completed in the interrupted attempt of it:
     /// they are kept, not run again. Empty unless `block` is one the resumed run stopped in
-    /// (see `Run::resume_blocks`), and only on the first run of it.
+    /// (see `Run::resume_blocks`: at top level, or in the iteration of a loop it goes on in),
+    /// and only on the first run of it.
     fn kept_branches<'p>(&self, block: &str, p: &'p ParallelStep, at: At<'_>) -> Vec<&'p String> {
-        let Some(since) = lock(&self.resume_blocks).remove(block) else {
+        let Some(which) = lock(&self.resume_blocks).remove(block) else {
             return Vec::new();
         };
         let states = lock(&self.states);
@@ -185,10 +187,11 @@ impl Run {
             .filter(|b| {
                 states.get(b.as_str()).is_some_and(|s| {
                     s.status == StepStatus::Completed
-                        && match (since, s.started_at) {
-                            (None, _) => true,
-                            (Some(since), Some(started)) => started >= since,
-                            (Some(_), None) => false,
+                        && match (&which, s.started_at) {
+                            (KeptBranches::Named(names), _) => names.contains(b),
+                            (KeptBranches::Since(None), _) => true,
+                            (KeptBranches::Since(Some(since)), Some(started)) => started >= *since,
+                            (KeptBranches::Since(Some(_)), None) => false,
                         }
                 })
             })
@@ -269,6 +272,10 @@ impl Run {
         let mut resume_at_step: Option<(usize, bool)> = resumed.and_then(|r| {
             let step = r.step?;
             let pos = l.body.iter().position(|b| *b == step)?;
+            // A parallel block it stopped in keeps the branches that completed there.
+            if !r.step_completed && !r.branches_completed.is_empty() {
+                lock(&self.resume_blocks).insert(step, KeptBranches::Named(r.branches_completed));
+            }
             Some((pos, r.step_completed))
         });
         let mut iterations = first;

@@ -185,6 +185,21 @@ pub(crate) struct ResumeLoop {
     /// `step` completed there: go on from its recorded result, by its routes, instead of
     /// running it again.
     pub(crate) step_completed: bool,
+    /// `step` is a parallel block that had not completed: its branches that had completed
+    /// in that iteration, kept instead of run again.
+    pub(crate) branches_completed: Vec<String>,
+}
+
+/// Which branches of a parallel block the resumed run stopped in are kept
+/// ([`Run::resume_blocks`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum KeptBranches {
+    /// Those recorded as completed that started at or after this time (`None`: any), the
+    /// start of the interrupted attempt of the block.
+    Since(Option<SystemTime>),
+    /// Those named, as the loop position recorded them (a block in a loop body: its branches
+    /// of earlier iterations are recorded too, under the same names).
+    Named(Vec<String>),
 }
 
 /// Where a resumed run goes on ([`RunSpec::resume`]).
@@ -337,11 +352,11 @@ pub(crate) struct Run {
     /// iteration of the one before).
     pub(crate) resume_loop: Mutex<std::collections::VecDeque<ResumeLoop>>,
     /// `awf resume`: the parallel blocks the earlier attempt stopped inside (the block it
-    /// resumes at when not `completed`, and every block recorded as `cancelled`, such as one
-    /// in the body of the loop it resumes), each with when that attempt of it started (`None`:
-    /// no bound). Each is taken by the first run of its block, which keeps the branches that
-    /// completed since.
-    pub(crate) resume_blocks: Mutex<BTreeMap<String, Option<SystemTime>>>,
+    /// resumes at when not `completed`, every block recorded as `cancelled`, and the block in
+    /// progress in the iteration of the loop it goes on in), each with which of its branches
+    /// completed in that attempt of it. Each is taken by the first run of its block, which
+    /// keeps those branches.
+    pub(crate) resume_blocks: Mutex<BTreeMap<String, KeptBranches>>,
     /// `awf resume`: the sub-workflow runs the earlier attempts' calls started, by calling
     /// path ([`Resume::children`]). Each is taken by the first call at its path, which
     /// continues it when it did not finish (see `Run::earlier_child`).
@@ -524,7 +539,7 @@ impl Run {
                 restored.insert(name.clone(), st);
             }
         }
-        let resume_blocks: BTreeMap<String, Option<SystemTime>> = if resume_at.is_some() {
+        let resume_blocks: BTreeMap<String, KeptBranches> = if resume_at.is_some() {
             restored
                 .values()
                 .filter(|st| {
@@ -542,7 +557,7 @@ impl Run {
                         && st.status != awf_domain::run::StepStatus::Completed);
                     parallel && interrupted
                 })
-                .map(|st| (st.name.clone(), st.started_at))
+                .map(|st| (st.name.clone(), KeptBranches::Since(st.started_at)))
                 .collect()
         } else {
             BTreeMap::new()
@@ -561,7 +576,7 @@ impl Run {
                 .filter(|st| !p.branches.contains(&st.name))
                 .filter_map(|st| st.completed_at)
                 .max();
-            resume_blocks.insert(at.clone(), since);
+            resume_blocks.insert(at.clone(), KeptBranches::Since(since));
         }
         let route_resumed = route_completed
             && resume_at.as_ref().is_some_and(|at| {

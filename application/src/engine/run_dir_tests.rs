@@ -169,3 +169,96 @@ async fn a_resume_whose_directory_is_gone_is_refused_and_runs_nothing() {
     );
     assert!(exec.calls().is_empty());
 }
+
+/// A run resumed from another directory loads its workflow (and so its sub-workflows) and
+/// the project configuration as seen from the directory it started in: the resumer's
+/// directory had another file under the same relative name, and another `inputs:`.
+#[tokio::test]
+async fn a_resumed_run_looks_its_workflows_and_config_up_where_it_started() {
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step b", [FakeCommand::ok("")])
+            .on("step c", [FakeCommand::ok("")]),
+    );
+    let mut there = three_steps();
+    there.inputs = vec![InputDef {
+        name: "x".into(),
+        ty: InputType::String,
+        description: None,
+        required: false,
+        default: None,
+        validation: InputValidation::default(),
+    }];
+    let mut here = there.clone();
+    here.states
+        .insert("b".into(), cmd("b", "wrong b", Some("c"), None));
+    let config = awf_domain::ports::repository::ProjectConfig {
+        inputs: serde_json::Map::from_iter([("x".to_owned(), serde_json::json!("from a"))]),
+        ..Default::default()
+    };
+    let repo =
+        FakeRepository::new()
+            .with(here)
+            .rooted("/a", FakeRepository::new().with(there), config);
+    let f = Facade::new(Services {
+        state_store: Some(failed_at_b_in(Some("/a"))),
+        host: Arc::new(FakeHost::default().dir("/a").dir("/b")),
+        ..Services::fakes(
+            repo,
+            Arc::clone(&exec) as Arc<dyn awf_domain::ports::CommandExecutor>,
+        )
+    });
+    let mut req = resume_from("/b");
+    req.config_inputs = serde_json::Map::from_iter([("x".to_owned(), serde_json::json!("from b"))]);
+    let h = f.resume_run(req).await.expect("resumes");
+    let (_, result) = drain(h).await;
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(
+        exec.calls()
+            .into_iter()
+            .map(|c| (c.program, c.env))
+            .collect::<Vec<_>>(),
+        [
+            (
+                awf_domain::ports::exec::Program::Shell("step b".into()),
+                vec![("x".to_owned(), "from a".to_owned())]
+            ),
+            (
+                awf_domain::ports::exec::Program::Shell("step c".into()),
+                vec![("x".to_owned(), "from a".to_owned())]
+            ),
+        ]
+    );
+}
+
+/// Resumed from its own directory, the run uses the repository and configuration it is
+/// given (nothing is looked up again).
+#[tokio::test]
+async fn a_run_resumed_where_it_started_uses_the_resumers_lookups() {
+    let exec = Arc::new(
+        FakeExecutor::new()
+            .on("step b", [FakeCommand::ok("")])
+            .on("step c", [FakeCommand::ok("")]),
+    );
+    let mut other = three_steps();
+    other
+        .states
+        .insert("b".into(), cmd("b", "wrong b", Some("c"), None));
+    let repo = FakeRepository::new().with(three_steps()).rooted(
+        "/a",
+        FakeRepository::new().with(other),
+        Default::default(),
+    );
+    let f = Facade::new(Services {
+        state_store: Some(failed_at_b_in(Some("/a"))),
+        host: Arc::new(FakeHost::default().dir("/a")),
+        ..Services::fakes(
+            repo,
+            Arc::clone(&exec) as Arc<dyn awf_domain::ports::CommandExecutor>,
+        )
+    });
+    let h = f.resume_run(resume_from("/a")).await.expect("resumes");
+    let (_, result) = drain(h).await;
+    assert_eq!(result.status, RunStatus::Success);
+    assert_eq!(exec.calls().len(), 2);
+}

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::collections::VecDeque;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
 use tokio_util::sync::CancellationToken;
@@ -409,6 +410,8 @@ impl ExpressionEvaluator for FakeExpressions {
 pub struct FakeRepository {
     workflows: Mutex<BTreeMap<String, Workflow>>,
     loads: Mutex<Vec<String>>,
+    /// What [`WorkflowRepository::rooted_at`] gives, by directory.
+    rooted: BTreeMap<PathBuf, crate::ports::repository::Rooted>,
 }
 
 impl FakeRepository {
@@ -430,6 +433,25 @@ impl FakeRepository {
     /// Identifiers loaded so far, in order.
     pub fn loads(&self) -> Vec<String> {
         self.loads.lock().unwrap().clone()
+    }
+
+    /// Serves `repo` with `config` as this repository seen from `dir`
+    /// ([`WorkflowRepository::rooted_at`]; `None` for any other directory).
+    #[must_use]
+    pub fn rooted(
+        mut self,
+        dir: impl Into<PathBuf>,
+        repo: Self,
+        config: crate::ports::repository::ProjectConfig,
+    ) -> Self {
+        self.rooted.insert(
+            dir.into(),
+            crate::ports::repository::Rooted {
+                repository: std::sync::Arc::new(repo),
+                config: Ok(config),
+            },
+        );
+        self
     }
 }
 
@@ -458,6 +480,10 @@ impl WorkflowRepository for FakeRepository {
 
     fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {
         Ok(Vec::new())
+    }
+
+    fn rooted_at(&self, dir: &Path) -> Option<crate::ports::repository::Rooted> {
+        self.rooted.get(dir).cloned()
     }
 }
 

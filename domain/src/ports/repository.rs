@@ -259,6 +259,35 @@ pub trait WorkflowRepository: Send + Sync {
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED` when a directory cannot be read.
     fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError>;
+
+    /// This repository as a process started in `dir` sees it, with that directory's project
+    /// configuration: relative identifiers, the project's `.awf/` (workflows, templates,
+    /// `config.yaml`) and relative `$AWF_WORKFLOWS_PATH` entries resolve from `dir` instead
+    /// of this process's working directory. A resumed run loads its workflow and its
+    /// sub-workflows through it, from the directory it started in, as its first attempt did.
+    /// `None` (the default): lookups do not depend on the working directory.
+    fn rooted_at(&self, dir: &Path) -> Option<Rooted> {
+        let _ = dir;
+        None
+    }
+}
+
+/// A repository and project configuration seen from another directory
+/// ([`WorkflowRepository::rooted_at`]).
+#[derive(Clone)]
+pub struct Rooted {
+    /// The workflow repository.
+    pub repository: std::sync::Arc<dyn WorkflowRepository>,
+    /// The project configuration there (its error when it cannot be read).
+    pub config: Result<ProjectConfig, AwfError>,
+}
+
+impl std::fmt::Debug for Rooted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rooted")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Project configuration (`.awf/config.yaml`, or `$AWF_CONFIG_PATH`).

@@ -191,7 +191,8 @@ pub struct LoopPosition {
     /// 0-based index of the iteration in progress.
     pub iteration: usize,
     /// The body step of this loop in progress in that iteration (the nested loop, when
-    /// [`LoopPosition::inner`] is set); `None` when not known (recorded before it was kept, or
+    /// [`LoopPosition::inner`] is set; the parallel block while its branches run); `None`
+    /// when not known (recorded before it was kept, or
     /// several body steps ran at once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
@@ -199,6 +200,10 @@ pub struct LoopPosition {
     /// `awf resume` goes on from its recorded result instead of running it again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub step_completed: bool,
+    /// When `step` is a parallel block: its branches that completed in this iteration, in
+    /// the order they did. `awf resume` keeps them instead of running them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub branches_completed: Vec<String>,
     /// The loop in progress inside that iteration (a nested loop), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inner: Option<Box<LoopPosition>>,

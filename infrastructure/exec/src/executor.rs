@@ -131,13 +131,23 @@ impl CommandExecutor for ProcessExecutor {
             scope,
         } = spec;
         let limit = capture_limit.unwrap_or(DEFAULT_CAPTURE_LIMIT);
-        let dir = own_dir(dir, std::env::current_dir().ok().as_deref());
+        let dir = own_dir(dir, awf_dirs());
         // The shell text of a command exec'd directly: run through the shell after all when
         // the exec fails (a file without `#!`, a `#!` interpreter that is missing, a broken
         // executable), so its status and message are the shell's own (127, 126, or the
         // script's output: `sh` runs a file without `#!` as a script).
         let mut shell_text = None;
         let mut env = env;
+        // A child given a directory gets `PWD` spelled as that directory is (a path through a
+        // symbolic link kept), as a shell's `cd` would set it: the one it inherits names the
+        // directory awf runs in (a shell would take the physical path instead).
+        if let Some(d) = &dir
+            && !env.iter().any(|(k, _)| k == "PWD")
+            && let Ok(abs) = std::path::absolute(d)
+        {
+            let pwd = logical(&abs);
+            env.push(("PWD".to_owned(), pwd.to_string_lossy().into_owned()));
+        }
         let invocation = match program {
             Program::Shell(text) => {
                 let in_env = |k: &str| {
@@ -145,14 +155,6 @@ impl CommandExecutor for ProcessExecutor {
                 };
                 match crate::direct::plan(&text, crate::direct::path_for(&env).as_deref(), in_env) {
                     Some((name, program, args)) => {
-                        // No shell sets `PWD` to the step's directory here: do as it would.
-                        if let Some(d) = &dir
-                            && !env.iter().any(|(k, _)| k == "PWD")
-                            && let Ok(abs) = std::path::absolute(d)
-                        {
-                            let pwd = logical(&abs);
-                            env.push(("PWD".to_owned(), pwd.to_string_lossy().into_owned()));
-                        }
                         shell_text = Some(text);
                         Invocation::program(name, program, args)
                     }
@@ -206,8 +208,41 @@ impl CommandExecutor for ProcessExecutor {
 /// `posix_spawn` path (see [`start`]: about 60 more system calls a step, issue 9), and one
 /// that inherits it keeps the `PWD` awf was started with (a path through a symlink), as
 /// before runs recorded their directory.
-fn own_dir(dir: Option<PathBuf>, cwd: Option<&Path>) -> Option<PathBuf> {
-    dir.filter(|d| cwd != Some(d.as_path()))
+///
+/// `cwd` holds the spellings of that directory ([`awf_dirs`]).
+fn own_dir(dir: Option<PathBuf>, cwd: &[PathBuf]) -> Option<PathBuf> {
+    dir.filter(|d| !cwd.iter().any(|c| c == d))
+}
+
+/// The spellings of the directory this process runs in: the physical path (`getcwd`) and
+/// `$PWD` when it names the same directory through a symbolic link (a run's directory is
+/// spelled as the shell's `$PWD`), read once (awf never changes its directory); empty when
+/// the directory cannot be read.
+fn awf_dirs() -> &'static [PathBuf] {
+    static DIRS: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
+    DIRS.get_or_init(|| {
+        let Ok(physical) = std::env::current_dir() else {
+            return Vec::new();
+        };
+        let mut dirs = vec![physical];
+        if let Some(pwd) = std::env::var_os("PWD").map(PathBuf::from)
+            && pwd.is_absolute()
+            && pwd != dirs[0]
+            && same_dir(&pwd, &dirs[0])
+        {
+            dirs.push(pwd);
+        }
+        dirs
+    })
+}
+
+/// Whether `a` and `b` name one directory (same device and inode).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
 }
 
 /// `path` (absolute) with `.` and `..` resolved by its text, as a shell's `cd` sets `PWD`
@@ -702,18 +737,20 @@ mod own_dir_tests {
     /// is given, and so is every directory when awf's own cannot be read.
     #[test]
     fn only_a_directory_other_than_awfs_own_is_given() {
-        let cwd = Path::new("/work/a");
-        assert_eq!(own_dir(Some(PathBuf::from("/work/a")), Some(cwd)), None);
-        assert_eq!(own_dir(Some(PathBuf::from("/work/a/")), Some(cwd)), None);
+        let cwd = [PathBuf::from("/work/a"), PathBuf::from("/link/a")];
+        assert_eq!(own_dir(Some(PathBuf::from("/work/a")), &cwd), None);
+        assert_eq!(own_dir(Some(PathBuf::from("/work/a/")), &cwd), None);
+        // The same directory spelled through a symbolic link (`$PWD`).
+        assert_eq!(own_dir(Some(PathBuf::from("/link/a")), &cwd), None);
         assert_eq!(
-            own_dir(Some(PathBuf::from("/work/b")), Some(cwd)),
+            own_dir(Some(PathBuf::from("/work/b")), &cwd),
             Some(PathBuf::from("/work/b"))
         );
         assert_eq!(
-            own_dir(Some(PathBuf::from("/work/a")), None),
+            own_dir(Some(PathBuf::from("/work/a")), &[]),
             Some(PathBuf::from("/work/a"))
         );
-        assert_eq!(own_dir(None, Some(cwd)), None);
+        assert_eq!(own_dir(None, &cwd), None);
     }
 }
 

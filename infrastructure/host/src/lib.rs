@@ -25,13 +25,63 @@ use awf_domain::run::RunId;
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    /// The system time to the whole millisecond: what state files, transcripts and event logs
+    /// keep, so a step's duration computed live (`awf run`) is the one computed again from its
+    /// record (`awf status`, a resume's replay of the earlier attempt).
     fn now(&self) -> SystemTime {
-        SystemTime::now()
+        whole_millis(SystemTime::now())
     }
 
     fn instant(&self) -> Instant {
         Instant::now()
     }
+}
+
+/// `t` with its sub-millisecond part dropped (times before the epoch are left alone).
+fn whole_millis(t: SystemTime) -> SystemTime {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => {
+            SystemTime::UNIX_EPOCH
+                + std::time::Duration::new(d.as_secs(), d.subsec_millis() * 1_000_000)
+        }
+        Err(_) => t,
+    }
+}
+
+/// The working directory as the user's shell spells it: `pwd` (`$PWD`) when it is an absolute
+/// path without `.` or `..` components that names the same directory as the process's
+/// working directory (a path through a symbolic link, `/tmp/link` for `/tmp/real`), else the
+/// physical path the operating system gives (`getcwd`), as POSIX `pwd -L` and Go's `os.Getwd`
+/// choose. One spelling for a run's `{{.context.WorkingDir}}`, the `$PWD` of its steps and
+/// its recorded `working_dir`.
+///
+/// # Errors
+/// The operating system's error when the working directory cannot be read (it was removed).
+pub fn working_dir(pwd: Option<&str>) -> io::Result<PathBuf> {
+    let physical = std::env::current_dir()?;
+    let Some(pwd) =
+        pwd.filter(|p| p.starts_with('/') && !p.split('/').any(|part| part == "." || part == ".."))
+    else {
+        return Ok(physical);
+    };
+    if pwd == physical.as_os_str() {
+        return Ok(physical);
+    }
+    match (std::fs::metadata(pwd), std::fs::metadata(&physical)) {
+        (Ok(a), Ok(b)) if same_file(&a, &b) => Ok(PathBuf::from(pwd)),
+        _ => Ok(physical),
+    }
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    false
 }
 
 /// Random v4 UUIDs for runs, child runs and requests (`3f2a9c1e-…`, 36 characters).
@@ -108,8 +158,9 @@ impl Host for OsHost {
             .collect())
     }
 
+    /// As [`working_dir`] with the process's `$PWD`.
     fn current_dir(&self) -> io::Result<PathBuf> {
-        std::env::current_dir()
+        working_dir(std::env::var("PWD").ok().as_deref())
     }
 
     fn temp_dir(&self) -> PathBuf {
@@ -275,5 +326,33 @@ mod tests {
         assert_eq!(a.0.len(), 36);
         assert_ne!(a, UuidIds.child_run_id(&a));
         assert_ne!(UuidIds.request_id(), UuidIds.request_id());
+    }
+
+    /// The working directory keeps the spelling of a `$PWD` through a symbolic link to it
+    /// (what the shell shows), and falls back to the physical path when `$PWD` names another
+    /// directory, is relative, or holds `..`.
+    #[test]
+    fn the_working_dir_is_pwd_when_it_names_the_same_directory() {
+        let physical = std::env::current_dir().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let link = d.path().join("here");
+        std::os::unix::fs::symlink(&physical, &link).unwrap();
+        let elsewhere = d.path().join("elsewhere");
+        std::os::unix::fs::symlink(d.path(), &elsewhere).unwrap();
+        let at = |p: &Path| working_dir(Some(p.to_str().unwrap())).unwrap();
+        assert_eq!(at(&link), link);
+        assert_eq!(at(&elsewhere), physical);
+        assert_eq!(at(&link.join("..").join("here")), physical);
+        assert_eq!(working_dir(Some("here")).unwrap(), physical);
+        assert_eq!(working_dir(None).unwrap(), physical);
+    }
+
+    /// Wall times are whole milliseconds, as records keep them.
+    #[test]
+    fn the_clock_gives_whole_milliseconds() {
+        let t = SystemClock.now();
+        let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(d.subsec_nanos() % 1_000_000, 0);
+        assert!(SystemTime::now().duration_since(t).unwrap() < std::time::Duration::from_secs(5));
     }
 }

@@ -707,8 +707,9 @@ fn parse_state(bytes: &[u8], path: &Path) -> Result<(RunSnapshot, FileRefs), Awf
     let snap: RunSnapshot = serde_json::from_slice(bytes).map_err(|e| {
         read_failed("the state file", path, e).with_hint(format!(
             "the file is damaged (cut short or edited): this run cannot be shown or resumed; \
-             move it aside (`mv {0} {0}.broken`) so that awf no longer lists it",
-            path.display()
+             move it aside (`mv {} {}`) so that awf no longer lists it",
+            awf_domain::shell::quote_arg(&path.to_string_lossy()),
+            awf_domain::shell::quote_arg(&format!("{}.broken", path.to_string_lossy()))
         ))
     })?;
     let refs = serde_json::from_slice::<StoredRefs>(bytes)

@@ -13,7 +13,7 @@
 //! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?, working_dir?}` |
 //! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
 //! | StepStarted | `step.started` | `{name, kind, command?}` (`command`: an awf addition, the command as it will run, masked, for a `command` step) |
-//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, output?, output_file?, stderr_file?}` (`output`: the stdout of a step that streamed none, a loop's or parallel block's summary; the files holding a stdout / stderr over 64 KiB, relative to the data root) |
+//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, started_at?, completed_at?, output?, output_file?, stderr_file?}` (`started_at` / `completed_at`: the state's own times, RFC 3339 with milliseconds, an awf addition; `output`: the stdout of a step that streamed none, a loop's or parallel block's summary; the files holding a stdout / stderr over 64 KiB, relative to the data root) |
 //! | ChildRunStarted | `step.call_workflow.started` (+ `child_run_id`) | `{name, workflow}` |
 //! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
 //! | AgentMessageChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "text", text}]}` |
@@ -186,6 +186,16 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             }
             if let Some(c) = state.exit_code {
                 p.insert("exit_code".into(), c.into());
+            }
+            // The step's own times (the line's is when it was recorded), so that a replay
+            // shows the duration the live run showed.
+            for (key, t) in [
+                ("started_at", state.started_at),
+                ("completed_at", state.completed_at),
+            ] {
+                if let Some(t) = t {
+                    p.insert(key.into(), format_rfc3339(t).into());
+                }
             }
             ("step.completed", None, Value::Object(p))
         }
@@ -368,6 +378,14 @@ pub(crate) fn event_line_into(
             }
             if let Some(c) = state.exit_code {
                 let _ = write!(out, ",\"exit_code\":{c}");
+            }
+            for (key, t) in [
+                ("started_at", state.started_at),
+                ("completed_at", state.completed_at),
+            ] {
+                if let Some(t) = t {
+                    let _ = write!(out, ",\"{key}\":\"{}\"", format_rfc3339(t));
+                }
             }
             if summary {
                 out.push_str(",\"output\":");

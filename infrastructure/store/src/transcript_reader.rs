@@ -27,7 +27,9 @@
 //! - `StepFinished.state`: status, error and exit code from the line; `output` and `stderr`
 //!   are the step's `step.output` texts since it started (or since its last retry), or the
 //!   files `step.completed` names for outputs over 64 KiB; `attempts` counts its
-//!   `step.retrying` lines; `started_at` / `completed_at` are the line times; agent tokens,
+//!   `step.retrying` lines; `started_at` / `completed_at` are the line's (the state's own
+//!   times; the times of the `step.started` and `step.completed` lines in a transcript
+//!   written before they were kept); agent tokens,
 //!   `response`, `json`, captured `outputs`, tool-call entries, cost and fallback records are
 //!   not kept (they are in the run's state file, which `awf status` reads).
 //! - `OutputChunk` past a stream's first 64 KiB (`bytes` only): its text is read from the
@@ -402,7 +404,13 @@ impl Converter {
             "step.completed" => {
                 let step = name();
                 let acc = self.steps.remove(&l.path).unwrap_or_default();
-                let mut st = StepState::running(&step, acc.started.unwrap_or(l.at));
+                let time = |key: &str| {
+                    p.get(key)
+                        .and_then(Value::as_str)
+                        .and_then(awf_domain::timefmt::parse_rfc3339)
+                };
+                let mut st =
+                    StepState::running(&step, time("started_at").or(acc.started).unwrap_or(l.at));
                 st.status = serde_json::from_value(p.get("status").cloned().unwrap_or(Value::Null))
                     .unwrap_or(StepStatus::Failed);
                 st.error = str_of(p, "error");
@@ -411,7 +419,7 @@ impl Converter {
                     .and_then(Value::as_i64)
                     .and_then(|c| i32::try_from(c).ok());
                 st.attempts = acc.attempts.max(1);
-                st.completed_at = Some(l.at);
+                st.completed_at = Some(time("completed_at").unwrap_or(l.at));
                 let text = |key: &str, files: &mut Files<'_>, streamed: Vec<u8>| {
                     let bytes = str_of(p, key)
                         .and_then(|f| files.whole(&f))
@@ -909,6 +917,38 @@ mod tests {
             want[7..].to_vec()
         );
         assert!(store.read_log(&RunId("nope".into()), 1).unwrap().is_none());
+    }
+
+    /// A step's state reads back with its own start and end (the live duration), not the
+    /// times its `step.started` and `step.completed` lines were written.
+    #[test]
+    fn a_step_reads_back_with_its_own_times() {
+        let d = tempfile::tempdir().unwrap();
+        let store = open(d.path());
+        let mut s = Script::default();
+        s.ev("r1", None, "", started("main", None));
+        step(&mut s, "r1", None, "a", "one\n", true);
+        let base = UNIX_EPOCH + Duration::from_millis(1_764_464_523_000);
+        let (from, to) = (
+            base + Duration::from_millis(40),
+            base + Duration::from_millis(57),
+        );
+        if let RunEvent::StepFinished { state, .. } = &mut s.out[3].event {
+            state.started_at = Some(from);
+            state.completed_at = Some(to);
+        }
+        s.ev("r1", None, "", finished("r1", "main", RunStatus::Success));
+        record(&store, &s.out);
+        let log = store.read_log(&RunId("r1".into()), 1).unwrap().unwrap();
+        let Some(RunEvent::StepFinished { state, .. }) = log.envelopes.get(3).map(|e| &e.event)
+        else {
+            panic!("no StepFinished: {:?}", log.envelopes);
+        };
+        assert_eq!(
+            (state.started_at, state.completed_at),
+            (Some(from), Some(to))
+        );
+        assert_eq!(state.duration_ms(), 17);
     }
 
     /// Records run `r1`'s first attempt: step `a` fails, and so does the run.

@@ -16,6 +16,7 @@ use awf_domain::ports::WorkflowRepository;
 use awf_domain::ports::repository::ConfigSource;
 use awf_domain::ports::repository::LoadedWorkflow;
 use awf_domain::ports::repository::ProjectConfig;
+use awf_domain::ports::repository::Rooted;
 use awf_domain::ports::repository::WorkflowEntry;
 use awf_domain::workflow::WorkflowSource;
 
@@ -141,12 +142,58 @@ fn env_dirs(cwd: &Path, value: Option<&str>) -> Vec<PathBuf> {
 #[derive(Debug, Clone)]
 pub struct YamlRepository {
     paths: RepoPaths,
+    /// What [`RepoPaths::from_env`] computed `paths` from (the variables it reads and the
+    /// data root), for [`WorkflowRepository::rooted_at`]; `None` for paths given as they are.
+    origin: Option<(BTreeMap<String, String>, PathBuf)>,
 }
 
+/// The variables [`RepoPaths::from_env`] reads.
+const PATH_VARS: [&str; 5] = [
+    "HOME",
+    "AWF_CONFIG_HOME",
+    "XDG_CONFIG_HOME",
+    "AWF_WORKFLOWS_PATH",
+    "AWF_CONFIG_PATH",
+];
+
 impl YamlRepository {
-    /// New repository over `paths`.
+    /// New repository over `paths`. Rooted elsewhere ([`WorkflowRepository::rooted_at`]),
+    /// only its working directory changes.
     pub fn new(paths: RepoPaths) -> Self {
-        Self { paths }
+        Self {
+            paths,
+            origin: None,
+        }
+    }
+
+    /// New repository over [`RepoPaths::from_env`] of `cwd`, `env` and `data_root`. Rooted
+    /// elsewhere ([`WorkflowRepository::rooted_at`]), every path is computed again from that
+    /// directory (its project's `.awf/`, relative `$AWF_WORKFLOWS_PATH` entries).
+    pub fn from_env(cwd: &Path, env: &BTreeMap<String, String>, data_root: &Path) -> Self {
+        let vars: BTreeMap<String, String> = env
+            .iter()
+            .filter(|(k, _)| PATH_VARS.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Self {
+            paths: RepoPaths::from_env(cwd, &vars, data_root),
+            origin: Some((vars, data_root.to_path_buf())),
+        }
+    }
+
+    /// This repository with its paths as a process started in `dir` computes them.
+    pub fn at_dir(&self, dir: &Path) -> Self {
+        let paths = match &self.origin {
+            Some((vars, data_root)) => RepoPaths::from_env(dir, vars, data_root),
+            None => RepoPaths {
+                cwd: dir.to_path_buf(),
+                ..self.paths.clone()
+            },
+        };
+        Self {
+            paths,
+            origin: self.origin.clone(),
+        }
     }
 
     /// The paths in use.
@@ -436,6 +483,15 @@ impl WorkflowRepository for YamlRepository {
             None => err = err.with_hint("run `awf list` to see the available workflows"),
         }
         Err(err)
+    }
+
+    fn rooted_at(&self, dir: &Path) -> Option<Rooted> {
+        let at = self.at_dir(dir);
+        let config = at.load_config();
+        Some(Rooted {
+            repository: std::sync::Arc::new(at),
+            config,
+        })
     }
 
     fn load_for_validation(

@@ -15,7 +15,8 @@ pub struct Ctx {
     pub quiet: bool,
     /// Hint lines in errors (not `--no-hints`).
     pub hints: bool,
-    /// `--storage`.
+    /// `--storage`, made absolute against the working directory (so that hints that repeat
+    /// it hold wherever they are pasted).
     pub storage: Option<PathBuf>,
     /// `--store URL`, as given (see [`crate::wiring::store_url`] for `AWF_STORE`).
     pub store: Option<String>,
@@ -37,7 +38,7 @@ impl Ctx {
             format: cli.format,
             quiet: cli.quiet,
             hints: !cli.no_hints,
-            storage: cli.storage.clone(),
+            storage: cli.storage.as_deref().map(absolute),
             store: cli.store.clone(),
             err_style: Style::stderr(cli.no_color),
             verbose: cli.verbose,
@@ -50,6 +51,16 @@ impl Ctx {
     pub fn json(&self) -> bool {
         self.format == Format::Json
     }
+}
+
+/// `path` joined to the working directory ([`crate::wiring::working_dir`]); as given when
+/// it is absolute or the working directory cannot be read.
+fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() || path.as_os_str().is_empty() {
+        return path.to_path_buf();
+    }
+    let pwd = std::env::var("PWD").ok();
+    awf_host::working_dir(pwd.as_deref()).map_or_else(|_| path.to_path_buf(), |cwd| cwd.join(path))
 }
 
 /// The logging configuration of the flags (an unknown `--log-level` falls back to the

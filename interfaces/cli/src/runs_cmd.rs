@@ -330,11 +330,13 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     if !ctx.quiet {
         for id in states.unreadable() {
             eprintln!(
-                "{} the state file of run {} cannot be read; it is not listed (`awf status {}` \
-                 says why)",
+                "{} the state file of run {} cannot be read; it is not listed (`{}` says why)",
                 ctx.err_style.yellow("WARN"),
                 crate::style::printable(&id),
-                crate::style::printable(&id)
+                crate::errors::with_store_flags(&format!(
+                    "awf status {}",
+                    crate::style::printable(&awf_domain::shell::quote_arg(&id))
+                ))
             );
         }
     }

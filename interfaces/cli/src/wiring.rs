@@ -228,6 +228,21 @@ fn home(env: &BTreeMap<String, String>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/"))
 }
 
+/// The working directory of this process as the user's shell spells it
+/// ([`awf_host::working_dir`]: `$PWD` when it names the same directory, a path through a
+/// symbolic link kept as typed).
+///
+/// # Errors
+/// `SYSTEM.IO.READ_FAILED` when the working directory cannot be read (it was removed).
+pub fn working_dir(env: &BTreeMap<String, String>) -> Result<PathBuf, AwfError> {
+    awf_host::working_dir(env.get("PWD").map(String::as_str)).map_err(|e| {
+        AwfError::new(
+            ErrorCode::SystemIoReadFailed,
+            format!("cannot read the working directory: {e}"),
+        )
+    })
+}
+
 /// Data root: `--storage` > `AWF_STORAGE_DIR` > `$XDG_DATA_HOME/awf` > `~/.local/share/awf`.
 pub fn data_root(storage: Option<&Path>, env: &BTreeMap<String, String>) -> PathBuf {
     if let Some(s) = storage {
@@ -283,8 +298,8 @@ pub fn project_telemetry(
     storage: Option<&Path>,
     env: &BTreeMap<String, String>,
 ) -> Option<serde_json::Value> {
-    let cwd = std::env::current_dir().ok()?;
-    let root = data_root(storage, env);
+    let cwd = working_dir(env).ok()?;
+    let root = cwd.join(data_root(storage, env));
     let repo = YamlRepository::new(RepoPaths::from_env(&cwd, env, &root));
     repo.load_config().ok()?.other.get("telemetry").cloned()
 }
@@ -405,12 +420,7 @@ fn build_as(
     recording: bool,
 ) -> Result<Wiring, AwfError> {
     let env = process_env();
-    let cwd = std::env::current_dir().map_err(|e| {
-        AwfError::new(
-            ErrorCode::SystemIoReadFailed,
-            format!("cannot read the working directory: {e}"),
-        )
-    })?;
+    let cwd = working_dir(&env)?;
     let url = store_url(store, &env);
     let Some(url) = url else {
         return Ok(build_with(storage, env, cwd, recording));
@@ -463,11 +473,11 @@ pub fn build_with(
     cwd: PathBuf,
     recording: bool,
 ) -> Wiring {
-    let data_root = data_root(storage, &env);
+    // Absolute, so that every path under it a message or hint names still holds when the
+    // user is elsewhere (`--storage rel/dir`, a relative `AWF_STORAGE_DIR`).
+    let data_root = cwd.join(data_root(storage, &env));
     let config_dir = config_dir(&env);
-    let repository = Arc::new(YamlRepository::new(RepoPaths::from_env(
-        &cwd, &env, &data_root,
-    )));
+    let repository = Arc::new(YamlRepository::from_env(&cwd, &env, &data_root));
     let executor: Arc<dyn awf_domain::ports::CommandExecutor> = Arc::new(ProcessExecutor::new());
     // Run records (state files, history, audit, transcripts) unless AWF_RECORD=off. A store
     // that cannot be opened (read-only disk) leaves runs working, unrecorded, with a warning.

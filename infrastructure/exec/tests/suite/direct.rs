@@ -225,3 +225,26 @@ async fn a_direct_command_in_a_directory_sees_it_as_pwd() {
     let out = run_ok(spec).await;
     assert_eq!(out.stdout, format!("{}\n", real.join("sub").display()));
 }
+
+/// A directory given through a symbolic link is the child's `PWD` as spelled, through the
+/// shell as when exec'd directly (the shell took the physical path: a resumed run's steps
+/// saw `$PWD` differ from `{{.context.WorkingDir}}`).
+#[tokio::test]
+async fn a_directory_given_through_a_symlink_is_pwd_as_spelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::create_dir(real.join("real")).unwrap();
+    let link = real.join("link");
+    std::os::unix::fs::symlink(real.join("real"), &link).unwrap();
+    for text in ["printenv PWD", "echo \"$PWD\"; cd . && pwd"] {
+        let mut spec = shell(text);
+        spec.dir = Some(link.clone());
+        let out = run_ok(spec).await;
+        assert_eq!(
+            out.stdout.lines().next(),
+            Some(link.to_str().unwrap()),
+            "{text}: {}",
+            out.stdout
+        );
+    }
+}

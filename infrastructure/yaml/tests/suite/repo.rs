@@ -571,3 +571,47 @@ fn a_workflows_path_naming_one_directory_with_a_colon_is_that_directory() {
     assert_eq!(paths.env_dirs, vec![dir]);
     assert_eq!(paths.env_dir_warnings(), Vec::<String>::new());
 }
+
+/// Rooted at another directory, a repository built from the environment looks everything up
+/// from there (relative paths, that project's `.awf/` and config, relative
+/// `$AWF_WORKFLOWS_PATH` entries); one built from given paths changes only its working
+/// directory.
+#[test]
+fn a_repository_rooted_elsewhere_looks_up_from_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let (a, b) = (root.join("a"), root.join("b"));
+    for (dir, tag) in [(&a, "a"), (&b, "b")] {
+        write(&dir.join("sub.yaml"), &simple(&format!("sub-{tag}"), "1"));
+        write(
+            &dir.join(".awf/workflows/named.yaml"),
+            &simple(&format!("named-{tag}"), "1"),
+        );
+        write(
+            &dir.join("wfs/listed.yaml"),
+            &simple(&format!("listed-{tag}"), "1"),
+        );
+        write(
+            &dir.join(".awf/config.yaml"),
+            &format!("inputs:\n  who: {tag}\n"),
+        );
+    }
+    let e = env(&[
+        ("HOME", root.join("home").to_str().unwrap()),
+        ("AWF_WORKFLOWS_PATH", "wfs"),
+    ]);
+    let repo = YamlRepository::from_env(&b, &e, &root.join("data"));
+    let name = |r: &dyn WorkflowRepository, id: &str| r.load(id, None).unwrap().workflow.name;
+    assert_eq!(name(&repo, "./sub.yaml"), "sub-b");
+    let rooted = repo.rooted_at(&a).unwrap();
+    let at_a = rooted.repository.as_ref();
+    assert_eq!(name(at_a, "./sub.yaml"), "sub-a");
+    assert_eq!(name(at_a, "named"), "named-a");
+    assert_eq!(name(at_a, "listed"), "listed-a");
+    assert_eq!(rooted.config.unwrap().inputs["who"], json!("a"));
+    // Given paths: only the working directory moves.
+    let fixed = YamlRepository::new(RepoPaths::from_env(&b, &e, &root.join("data")));
+    let rooted = fixed.rooted_at(&a).unwrap();
+    assert_eq!(name(rooted.repository.as_ref(), "./sub.yaml"), "sub-a");
+    assert_eq!(name(rooted.repository.as_ref(), "named"), "named-b");
+}
