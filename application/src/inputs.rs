@@ -185,6 +185,26 @@ pub fn resolve_inputs(
 pub const INPUTS_HELP_HINT: &str =
     "`awf run <workflow> --help` lists each input with its type and rules";
 
+/// [`INPUTS_HELP_HINT`] naming the workflow `identifier` (as `awf run` takes it, quoted for a
+/// shell when it must be): `` `awf run deploy --help` lists each input with its type and
+/// rules ``.
+pub fn inputs_help_for(identifier: &str) -> String {
+    INPUTS_HELP_HINT.replacen("<workflow>", &awf_domain::shell::quote_arg(identifier), 1)
+}
+
+/// `e` with its [`INPUTS_HELP_HINT`] (if it has it) said as `said`: each front-end names where
+/// the inputs' rules are for the workflow that was run (new user: the hint said the literal
+/// `awf run <workflow> --help`).
+pub fn name_inputs_help(e: AwfError, said: &str) -> AwfError {
+    e.map_hints(|h| {
+        if h == INPUTS_HELP_HINT {
+            said.to_owned()
+        } else {
+            h
+        }
+    })
+}
+
 /// Checks one value against an input's type and rules (interactive prompting re-asks on
 /// error). Returns the value converted to the declared type.
 ///
@@ -564,6 +584,31 @@ mod tests {
     use awf_domain::workflow::InputValidation;
     use indexmap::IndexMap;
     use pretty_assertions::assert_eq;
+
+    /// The rules hint names the workflow that was run (quoted for a shell when it must be);
+    /// other hints stay as they are.
+    #[test]
+    fn the_inputs_help_hint_names_the_workflow_run() {
+        assert_eq!(
+            inputs_help_for("deploy"),
+            "`awf run deploy --help` lists each input with its type and rules"
+        );
+        assert_eq!(
+            inputs_help_for("my flows/x.yaml"),
+            "`awf run 'my flows/x.yaml' --help` lists each input with its type and rules"
+        );
+        let e = AwfError::new(ErrorCode::UserInputValidationFailed, "bad")
+            .with_hint("allowed values for mode: a, b")
+            .with_hint(INPUTS_HELP_HINT);
+        let e = name_inputs_help(e, "see the tool's input schema");
+        assert_eq!(
+            e.hints(),
+            [
+                "allowed values for mode: a, b",
+                "see the tool's input schema"
+            ]
+        );
+    }
 
     fn wf(inputs: Vec<InputDef>) -> Workflow {
         Workflow {

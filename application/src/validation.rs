@@ -78,6 +78,8 @@ pub fn validate_loaded(
     extra.extend(validate::unquoted_shell_values(&loaded.workflow));
     // Validate only: a run keeps AWF's behaviour (the engine's CIRCULAR_CALL at the call, exit 3).
     extra.extend(call_cycles(services, &loaded.workflow));
+    // Validate only: a step's failure says it when its timeout cuts its retries short.
+    extra.extend(validate::timeout_spans_retries(&loaded.workflow));
     let cwd = services.host.current_dir().unwrap_or_default();
     // (A missing `script_file` is one of [`checks`], which a run applies too.)
     extra.extend(

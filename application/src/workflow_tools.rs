@@ -268,6 +268,29 @@ fn input_text(v: &Value) -> String {
     awf_domain::workflow::json_input_text(v)
 }
 
+/// `out` with [`crate::inputs::INPUTS_HELP_HINT`] (worded for the command line, naming no
+/// workflow) said as `said`, in its text and in its result's `error.hints`.
+fn name_inputs_help(mut out: ToolOutput, said: &str) -> ToolOutput {
+    let placeholder = crate::inputs::INPUTS_HELP_HINT;
+    if out.text.contains(placeholder) {
+        out.text = out.text.replace(placeholder, said);
+    }
+    if let Some(hints) = out
+        .structured
+        .as_mut()
+        .and_then(|v| v.get_mut("error"))
+        .and_then(|e| e.get_mut("hints"))
+        .and_then(Value::as_array_mut)
+    {
+        for h in hints.iter_mut() {
+            if h.as_str() == Some(placeholder) {
+                *h = Value::String(said.to_owned());
+            }
+        }
+    }
+    out
+}
+
 /// `[CODE] message` and its hints, one per line.
 fn error_text(e: &AwfError) -> String {
     let mut text = format!("[{}] {}", e.code(), e.message());
@@ -631,6 +654,25 @@ impl WorkflowTools {
         self.follow(&run_id, 1, cancel, progress).await
     }
 
+    /// Where the rules of workflow `identifier`'s inputs are, for an MCP client: its tool's
+    /// `inputSchema` (new user: the hint named `awf run <workflow> --help`).
+    fn inputs_help(&self, identifier: &str) -> String {
+        let tool = self.tools.iter().find_map(|(spec, target)| match target {
+            Target::Workflow { identifier: id, .. } if id == identifier => Some(&spec.name),
+            Target::Workflow { .. } | Target::Status | Target::Resume => None,
+        });
+        match tool {
+            Some(name) => format!(
+                "the `{name}` tool's inputSchema (tools/list) lists each input of workflow \
+                 {identifier} with its type and rules"
+            ),
+            None => format!(
+                "the inputSchema of workflow {identifier}'s tool (tools/list) lists each input \
+                 with its type and rules"
+            ),
+        }
+    }
+
     /// A run id or a unique prefix of one, among this server's runs and the recorded ones.
     fn resolve(&self, query: &str) -> Result<RunId, AwfError> {
         let mut ids: Vec<String> = self
@@ -753,6 +795,16 @@ impl WorkflowTools {
             Ok(id) => id,
             Err(e) => return ToolOutput::error(error_text(&e)),
         };
+        // The inputs are those of the resumed run's workflow: its tool says their rules.
+        let said = self
+            .states
+            .as_ref()
+            .and_then(|s| s.load(&run_id.0).ok())
+            .map(|snap| self.inputs_help(&snap.workflow));
+        let named = |out: ToolOutput| match &said {
+            Some(h) => name_inputs_help(out, h),
+            None => out,
+        };
         let request = ResumeRequest {
             run_id: run_id.0.clone(),
             from,
@@ -772,9 +824,9 @@ impl WorkflowTools {
         let prior = self.logged_positions(&run_id);
         let id = match self.service.resume(request).await {
             Ok(id) => id,
-            Err(e) => return ToolOutput::error(error_text(&e)),
+            Err(e) => return named(ToolOutput::error(error_text(&e))),
         };
-        self.follow(&id, prior + 1, cancel, progress).await
+        named(self.follow(&id, prior + 1, cancel, progress).await)
     }
 }
 
@@ -804,8 +856,10 @@ impl ToolProvider for WorkflowTools {
         let args = &call.arguments;
         Ok(match target {
             Target::Workflow { identifier, inputs } => {
-                self.call_workflow(identifier, inputs, args, &cancel, progress.as_ref())
-                    .await
+                let out = self
+                    .call_workflow(identifier, inputs, args, &cancel, progress.as_ref())
+                    .await;
+                name_inputs_help(out, &self.inputs_help(identifier))
             }
             Target::Status => self.run_status(args).await,
             Target::Resume => self.resume(args, &cancel, progress.as_ref()).await,

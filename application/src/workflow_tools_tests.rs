@@ -118,6 +118,8 @@ struct Service {
     events: Vec<RunEvent>,
     hang: bool,
     result: Option<RunResult>,
+    /// What `start` answers instead of a run id.
+    start_error: Option<AwfError>,
     views: Vec<RunView>,
     starts: Mutex<Vec<RunRequest>>,
     resumes: Mutex<Vec<ResumeRequest>>,
@@ -182,7 +184,10 @@ fn result(status: RunStatus) -> RunResult {
 impl RunService for Service {
     async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
         self.starts.lock().unwrap().push(request);
-        Ok(RunId("run-1".into()))
+        match &self.start_error {
+            Some(e) => Err(e.clone()),
+            None => Ok(RunId("run-1".into())),
+        }
     }
     async fn resume(&self, request: ResumeRequest) -> Result<RunId, AwfError> {
         let id = RunId(request.run_id.clone());
@@ -752,4 +757,53 @@ fn a_workflow_the_check_refuses_is_left_out_and_said_why() {
         "{:?}",
         t.skipped()
     );
+}
+
+/// New user: a refused input value's hint named the literal `awf run <workflow> --help`; over
+/// MCP it names the tool that was called (refused at the start, or in the run's result).
+#[tokio::test]
+async fn a_refused_inputs_hint_names_the_tool_called() {
+    let refused = AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        "input validation failed: inputs.times: value 90 exceeds maximum 10",
+    )
+    .with_hint(crate::inputs::INPUTS_HELP_HINT);
+    let said = "the `greet` tool's inputSchema (tools/list) lists each input of workflow greet \
+                with its type and rules";
+    let service = Arc::new(Service {
+        start_error: Some(refused.clone()),
+        ..Service::default()
+    });
+    let t = tools(Arc::clone(&service), &Repo::default().with(greet()), false);
+    let out = t
+        .call(
+            call("greet", json!({"who": "Ada", "times": 90})),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(
+        out.text,
+        format!(
+            "[USER.INPUT.VALIDATION_FAILED] input validation failed: inputs.times: value 90 \
+             exceeds maximum 10\nHint: {said}"
+        )
+    );
+    let mut failed = result(RunStatus::Failure);
+    failed.error = Some(refused.body());
+    let service = Arc::new(Service {
+        result: Some(failed),
+        ..Service::default()
+    });
+    let t = tools(Arc::clone(&service), &Repo::default().with(greet()), false);
+    let out = t
+        .call(
+            call("greet", json!({"who": "Ada"})),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    let hints = out.structured.as_ref().map(|v| v["error"]["hints"].clone());
+    assert_eq!(hints, Some(json!([said])));
 }

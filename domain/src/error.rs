@@ -460,6 +460,14 @@ impl AwfError {
         self
     }
 
+    /// Replace each hint line by what `f` makes of it (a front-end saying a hint its own
+    /// way, filling in what only it knows).
+    #[must_use]
+    pub fn map_hints(mut self, f: impl FnMut(String) -> String) -> Self {
+        self.hints = self.hints.into_iter().map(f).collect();
+        self
+    }
+
     /// Wire body `{code, message, hints}` as in the run result contract.
     pub fn body(&self) -> ErrorBody {
         ErrorBody {

@@ -1426,6 +1426,42 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// A warning per step with both a `timeout` and a `retry` of more than one attempt: the
+/// timeout bounds every attempt together and the waits between them (AWF (Go)'s semantics,
+/// kept), so an attempt it stops is not retried (new user: `timeout: 1s` with 3 attempts ran
+/// one and said nothing of the others).
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_STATE`, severity Warning, path `states.<name>.timeout`.
+/// `awf validate` shows it; a run does not repeat it on every start (the failure says it
+/// when it happens).
+pub fn timeout_spans_retries(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, s) in &wf.states {
+        let (Some(r), Some(t)) = (&s.retry, s.timeout.filter(|t| !t.is_zero())) else {
+            continue;
+        };
+        if r.max_attempts <= 1 {
+            continue;
+        }
+        let t = crate::duration::format_go(t);
+        out.push(
+            Diagnostic::warning(
+                ErrorCode::WorkflowValidationInvalidState,
+                format!("states.{name}.timeout"),
+                format!(
+                    "timeout {t} bounds all {} attempts of retry together (and the waits \
+                     between them), not each attempt: an attempt that runs into it is not retried",
+                    r.max_attempts
+                ),
+            )
+            .with_hint(
+                "raise timeout to cover every attempt and the waits between them, or remove it",
+            ),
+        );
+    }
+    out
+}
+
 /// Successor states of `s` for ordering and reachability. Loop bodies are followed only when
 /// `with_bodies` is set.
 fn successors(s: &State, with_bodies: bool) -> Vec<&str> {

@@ -2280,4 +2280,49 @@ fn loop_parent_needs_an_enclosing_loop_and_a_known_field() {
             ),
         ]
     );
+
+/// New user: `timeout: 1s` with `retry: {max_attempts: 3}` ran one attempt and said nothing
+/// of the others; the timeout bounds every attempt together (AWF (Go)), which validate says.
+#[test]
+fn a_timeout_beside_retry_warns_that_it_bounds_every_attempt() {
+    let retry = |n: u32| RetryPolicy {
+        max_attempts: n,
+        initial_delay: std::time::Duration::from_millis(100),
+        max_delay: None,
+        backoff: Backoff::Constant,
+        multiplier: 2.0,
+        jitter: 0.0,
+        retryable_exit_codes: Vec::new(),
+    };
+    let mut slow = cmd("slow", "sleep 5", Some("done"));
+    slow.timeout = Some(std::time::Duration::from_secs(1));
+    slow.retry = Some(retry(3));
+    let mut once = cmd("once", "sleep 5", Some("done"));
+    once.timeout = Some(std::time::Duration::from_secs(1));
+    once.retry = Some(retry(1));
+    let mut untimed = cmd("untimed", "sleep 5", Some("done"));
+    untimed.retry = Some(retry(3));
+    for (s, warned) in [(slow, true), (once, false), (untimed, false)] {
+        let name = s.name.clone();
+        let w = wf(&name, vec![s, terminal("done")]);
+        let found = timeout_spans_retries(&w);
+        if !warned {
+            assert!(found.is_empty(), "{name}: {found:?}");
+            continue;
+        }
+        assert_eq!(found.len(), 1, "{found:?}");
+        let d = &found[0];
+        assert_eq!(
+            (d.severity, d.code, d.message.as_str(), d.hint.as_deref()),
+            (
+                Severity::Warning,
+                ErrorCode::WorkflowValidationInvalidState,
+                "timeout 1s bounds all 3 attempts of retry together (and the waits between \
+                 them), not each attempt: an attempt that runs into it is not retried",
+                Some(
+                    "raise timeout to cover every attempt and the waits between them, or remove it"
+                ),
+            )
+        );
+    }
 }

@@ -119,6 +119,26 @@ fn fresh_debug_bin() -> Result<PathBuf, String> {
     }
 }
 
+/// `text` without its colour and cursor codes (CSI sequences: ESC `[`, parameters, a final
+/// byte from `@` to `~`), for comparing what a terminal got.
+pub fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            chars.next();
+            for f in chars.by_ref() {
+                if ('@'..='~').contains(&f) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The workspace root (parent of this crate).
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -755,7 +755,7 @@ fn a_failed_hook_action_says_how_many_after_it_did_not_run() {
     let all = format!("{}{}", r.stdout, r.stderr);
     assert!(all.contains("first log"), "{all}");
     assert!(
-        all.contains("pre hook failed: hook command exited with code 1 (the 2 hook actions after it did not run)"),
+        all.contains("step s: pre hook failed: `exit 1` exited with code 1 (the 2 hook actions after it did not run)"),
         "{all}"
     );
     assert!(!all.contains("after failing command"), "{all}");

@@ -72,7 +72,7 @@ fn reading_a_state_that_has_not_run_says_so() {
     );
     assert!(
         r.stderr
-            .contains(&format!("WARN hook failed: hook log: {note}")),
+            .contains(&format!("WARN workflow_end hook failed: hook log: {note}")),
         "{}",
         r.stderr
     );
@@ -166,7 +166,7 @@ fn errors_the_breaker_found_without_a_hint_have_one() {
         assert!(r.stderr.contains(want), "{arg}: {}", r.stderr);
         assert!(
             r.stderr.contains(
-                "Hint: `awf run <workflow> --help` lists each input with its type and rules"
+                "Hint: `awf run typed.yaml --help` lists each input with its type and rules"
             ),
             "{arg}: {}",
             r.stderr

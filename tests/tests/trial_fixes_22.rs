@@ -260,7 +260,7 @@ fn a_cancel_hook_stopped_by_its_time_limit_says_so() {
         ),
         "{stderr}"
     );
-    assert!(!stderr.contains("hook command cancelled"), "{stderr}");
+    assert!(!stderr.contains("`sleep 30` cancelled"), "{stderr}");
 }
 
 /// The state file of the run `id` of `sb`, edited by `edit` (on its JSON).

@@ -143,7 +143,7 @@ const INPUTS: &str = "name: inputs\ninputs:\n  - {name: env, type: string, requi
 const BROKEN: &str = "name: broken\nstates:\n  initial: a\n  a: {type: step, command: echo, on_success: nowhere}\n  done: {type: terminal}\n";
 
 /// A hint names the interface it is shown on: the command line's input error names
-/// `awf run <workflow> --help` and no HTTP route; validate's 422 says where its errors are in
+/// `awf run inputs --help` (the workflow run, trial_fixes_41) and no HTTP route; validate's 422 says where its errors are in
 /// the answer and the first one's line, not `awf validate NAME`.
 #[test]
 fn hints_are_said_for_the_front_end_that_shows_them() {
@@ -154,9 +154,9 @@ fn hints_are_said_for_the_front_end_that_shows_them() {
         .unwrap();
     assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.trim_end().ends_with(
-            "Hint: `awf run <workflow> --help` lists each input with its type and rules"
-        ),
+        r.stderr
+            .trim_end()
+            .ends_with("Hint: `awf run inputs --help` lists each input with its type and rules"),
         "{}",
         r.stderr
     );

@@ -174,6 +174,9 @@ impl Run {
                              `awf validate` of this workflow and of {} shows what each declares",
                             call.workflow
                         )
+                    } else if h == crate::inputs::INPUTS_HELP_HINT {
+                        // The rules are the child's: named, not `<workflow>`.
+                        crate::inputs::inputs_help_for(&call.workflow)
                     } else {
                         h.clone()
                     });

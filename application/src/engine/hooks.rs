@@ -21,7 +21,8 @@ impl Run {
     ///
     /// # Errors
     /// The first failing action: interpolation error, command that cannot start, non-zero exit
-    /// (`hook command exited with code N: <stderr>`), or cancellation.
+    /// (`` `<command, shortened>` exited with code N: <stderr's first line> ``), or
+    /// cancellation.
     pub(crate) async fn run_hooks(
         &self,
         actions: &[HookAction],
@@ -78,14 +79,17 @@ impl Run {
                         scope: Some(self.scope.0.clone()),
                     };
                     let out = self.svc.executor.run(spec, None, token.clone()).await?;
+                    // Which action failed, as written (new user: `hook command exited with
+                    // code 1` named neither the hook nor its command).
+                    let shown = short_command(text);
                     match out.termination {
                         Termination::Exited if out.exit_code == 0 => {}
                         Termination::Exited => {
-                            let stderr = out.stderr.trim();
-                            let msg = if stderr.is_empty() {
-                                format!("hook command exited with code {}", out.exit_code)
-                            } else {
-                                format!("hook command exited with code {}: {stderr}", out.exit_code)
+                            let msg = match first_line(&out.stderr) {
+                                None => format!("`{shown}` exited with code {}", out.exit_code),
+                                Some(line) => {
+                                    format!("`{shown}` exited with code {}: {line}", out.exit_code)
+                                }
                             };
                             return Err(skipped(
                                 i,
@@ -95,7 +99,7 @@ impl Run {
                         Termination::TimedOut | Termination::Cancelled => {
                             return Err(AwfError::new(
                                 ErrorCode::ExecutionRunCancelled,
-                                "hook command cancelled",
+                                self.mask(&format!("`{shown}` cancelled")),
                             ));
                         }
                     }
@@ -103,5 +107,58 @@ impl Run {
             }
         }
         Ok(())
+    }
+}
+
+/// Longest hook command shown in a failure, in characters.
+const SHOWN_COMMAND_MAX: usize = 40;
+
+/// A hook command as its failure names it: its first line, cut to [`SHOWN_COMMAND_MAX`]
+/// characters, `…` marking a cut (or more lines).
+fn short_command(text: &str) -> String {
+    let trimmed = text.trim();
+    let line = trimmed.lines().next().unwrap_or("");
+    let mut shown: String = line.chars().take(SHOWN_COMMAND_MAX).collect();
+    if line.chars().count() > SHOWN_COMMAND_MAX || trimmed.lines().nth(1).is_some() {
+        shown = shown.trim_end().to_owned();
+        shown.push('…');
+    }
+    shown
+}
+
+/// The first non-blank line of a hook command's stderr, trimmed (`…` when more follow).
+fn first_line(stderr: &str) -> Option<String> {
+    let mut lines = stderr.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next()?;
+    Some(if lines.next().is_some() {
+        format!("{first} …")
+    } else {
+        first.to_owned()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hook_command_is_shown_by_its_first_line_cut_to_forty_characters() {
+        assert_eq!(short_command("  exit 1\n"), "exit 1");
+        assert_eq!(
+            short_command("echo 'pre went wrong' >&2; echo second >&2; exit 1"),
+            "echo 'pre went wrong' >&2; echo second >…"
+        );
+        assert_eq!(short_command("set -e\nmake"), "set -e…");
+    }
+
+    #[test]
+    fn a_hook_commands_stderr_is_quoted_by_its_first_line() {
+        assert_eq!(first_line(""), None);
+        assert_eq!(first_line(" \n\n"), None);
+        assert_eq!(first_line("\nboom\n"), Some("boom".to_owned()));
+        assert_eq!(
+            first_line("pre went wrong\nsecond\n"),
+            Some("pre went wrong …".to_owned())
+        );
     }
 }

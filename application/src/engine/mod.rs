@@ -172,6 +172,25 @@ fn no_route(state: &str) -> AwfError {
     .with_hint("add a default transition (`- goto: <state>`) or on_success")
 }
 
+/// The error of a failure terminal without a `message`: that the run reached it, and why:
+/// the failure that routed the run there through `on_failure` (`.error`), its step's own
+/// `step S: ` left out (new user: `workflow reached failure terminal 'failed'` dropped
+/// `branch broken failed`).
+fn failure_terminal_text(terminal: &str, error: Option<&ErrorInfo>) -> String {
+    let head = format!("workflow reached failure terminal '{terminal}'");
+    let Some(e) = error else {
+        return head;
+    };
+    let mut cause = e.message.as_str();
+    for prefix in [
+        format!("step {}: ", e.state),
+        format!("parallel step {}: ", e.state),
+    ] {
+        cause = cause.strip_prefix(prefix.as_str()).unwrap_or(cause);
+    }
+    format!("{head} after step {} failed: {cause}", e.state)
+}
+
 /// A loop a resumed run goes on in ([`RunSpec::resume_loop`]), from the recorded
 /// [`LoopPosition`](awf_domain::ports::store::LoopPosition).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1594,7 +1613,7 @@ impl Run {
             TerminalStatus::Failure => {
                 let text = match message {
                     Some(m) => rendered(m),
-                    None => format!("workflow reached failure terminal '{name}'"),
+                    None => failure_terminal_text(&terminal_display_name(name), error),
                 };
                 let code = exit_code
                     .and_then(|c| u8::try_from(c).ok())
@@ -1643,6 +1662,12 @@ impl Run {
         // After a cancel the user is waiting: the cancel hooks get a bounded time, then
         // they are stopped like a second Ctrl-C would stop them.
         let cancelled = ending.status == RunStatus::Cancelled;
+        // Which hook list failed (new user: `hook failed: …` did not say).
+        let kind = match ending.status {
+            RunStatus::Success => "workflow_end",
+            RunStatus::Cancelled => "workflow_cancel",
+            RunStatus::Failure => "workflow_error",
+        };
         let bounded = async {
             if cancelled {
                 let guard = fresh.clone();
@@ -1662,23 +1687,20 @@ impl Run {
                     Err(_) if fired.load(std::sync::atomic::Ordering::SeqCst) => {
                         Err(cancel_hooks_timed_out())
                     }
-                    other => other,
+                    other => {
+                        other.map_err(|e| e.map_message(|m| format!("{kind} hook failed: {m}")))
+                    }
                 }
             } else {
                 self.run_hooks(actions, None, None, error_info.as_ref(), &fresh)
                     .await
+                    .map_err(|e| e.map_message(|m| format!("{kind} hook failed: {m}")))
             }
         };
         if !actions.is_empty()
             && let Err(e) = bounded.await
         {
-            self.log(
-                None,
-                LogLevel::Warn,
-                &format!("hook failed: {}", e.message()),
-                "",
-                None,
-            );
+            self.log(None, LogLevel::Warn, e.message(), "", None);
         }
         ending
     }

@@ -202,7 +202,7 @@ impl Run {
                 self.log(
                     Some(name),
                     LogLevel::Warn,
-                    &format!("pre hook failed: {}", e.message()),
+                    &format!("step {name}: pre hook failed: {}", e.message()),
                     &path,
                     at.iteration(),
                 );
@@ -277,7 +277,7 @@ impl Run {
                 self.log(
                     Some(name),
                     LogLevel::Warn,
-                    &format!("post hook failed: {}", e.message()),
+                    &format!("step {name}: post hook failed: {}", e.message()),
                     &path,
                     at.iteration(),
                 );
@@ -720,9 +720,10 @@ impl Run {
                 _ => None,
             };
             let Some(wait) = self.retry_wait(state, attempt, code, deadline, at) else {
-                return Ok(whole(body, first_start));
+                return Ok(whole(spanned_timeout(state, attempt, body), first_start));
             };
             if !self.sleep_or_stop(wait, deadline, token).await {
+                body = spanned_timeout(state, attempt, body);
                 if token.is_cancelled() {
                     // Cancelled while waiting for the next attempt: the step did not fail
                     // on its own, the run's cancel ended it (new-user trial: `✗ a: exit
@@ -1300,7 +1301,31 @@ fn expand_home(p: &str, env: &std::collections::BTreeMap<String, String>) -> Pat
     PathBuf::from(p)
 }
 
-/// Last `max` bytes of `s` (on a char boundary).
+/// `body` of attempt `attempt` of `state`, when its step's own `timeout` ended it before the
+/// last of its `retry.max_attempts`: the failure says that the timeout spans every attempt
+/// and how many ran (AWF (Go)'s semantics, kept; new user: `timed out after 1s` with 3
+/// attempts allowed said nothing of the 2 that never came). Any other body as it is.
+fn spanned_timeout(state: &State, attempt: u32, mut body: Body) -> Body {
+    let max = state.retry.as_ref().map_or(1, |r| r.max_attempts);
+    let timed_out = body.failure.as_ref().is_some_and(|f| {
+        matches!(
+            f.code(),
+            ErrorCode::ExecutionCommandTimeout
+                | ErrorCode::ExecutionAgentTimeout
+                | ErrorCode::ExecutionOperationTimeout
+        )
+    });
+    if !timed_out || attempt >= max || state.timeout.is_none_or(|t| t.is_zero()) {
+        return body;
+    }
+    let more = format!(" (the step's timeout spans all {max} attempts; {attempt} ran)");
+    body.failure = body.failure.map(|f| f.map_message(|m| m + &more));
+    if let Some(e) = body.state.error.as_mut() {
+        e.push_str(&more);
+    }
+    body
+}
+
 /// Failures a step's `retry` does not retry: another attempt cannot succeed (a spent budget,
 /// a provider that does not exist, an agent CLI that is not installed).
 fn never_retried(code: ErrorCode) -> bool {
@@ -1312,6 +1337,7 @@ fn never_retried(code: ErrorCode) -> bool {
     )
 }
 
+/// Last `max` bytes of `s` (on a char boundary).
 fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;

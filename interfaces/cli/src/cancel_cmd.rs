@@ -8,6 +8,10 @@
 //! and so is one recorded `running` whose terminal process is gone (SIGKILLed: it no longer
 //! holds the run's lock).
 //!
+//! Without a shared store it answers for a run of the local store: ended (`run RUN_ID has
+//! ended already (STATUS)`), parked (cancelled), or run by another live awf process (refused
+//! naming it and its pid: `kill -INT PID` stops it there, as Ctrl-C in its terminal).
+//!
 //! Text output: `cancelled RUN_ID` (it was queued or parked), `cancelled RUN_ID (no awf
 //! process was running it)`, `cancel requested for RUN_ID (its worker
 //! stops it)`, `cancel requested for RUN_ID (the awf process running it stops it)` or `run RUN_ID has ended already (STATUS)` (also for a run cancelled
@@ -19,6 +23,8 @@ use std::io::Write;
 
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::ports::store::StoredStatus;
+use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
 use awf_postgres::queue::CancelOutcome;
 
@@ -31,23 +37,19 @@ use crate::wiring;
 
 /// Cancels the run `args.run_id` names (a unique prefix is enough) in the shared store.
 ///
+/// Without a shared store, a run of the local store: see [`cancel_local`].
+///
 /// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` without a shared store (hint: how to stop other runs) or for
-/// an ambiguous or unknown id; `SYSTEM.STORE.*` when the store cannot be reached.
+/// `USER.INPUT.VALIDATION_FAILED` for an ambiguous or unknown id (or, without a shared store,
+/// a run the local store cannot say more of; hint: how to stop other runs);
+/// `USER.FACADE.INPUT_REJECTED` without a shared store for a run another live awf process
+/// runs (hint: its pid, `kill -INT PID`) or one whose process is gone; `SYSTEM.STORE.*` when
+/// the store cannot be reached.
 pub fn run(ctx: &Ctx, args: &CancelArgs) -> Result<Outcome, CliError> {
     let w = wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())
         .map_err(CliError::Awf)?;
     let Some(url) = w.store_url.clone() else {
-        return Err(CliError::Awf(
-            AwfError::new(
-                ErrorCode::UserInputValidationFailed,
-                "awf cancel cancels runs of the shared store, and none is named",
-            )
-            .with_hint(
-                "add --store postgresql://USER@HOST:PORT/DB (or export AWF_STORE=…); a run of \
-                 `awf run` stops with Ctrl-C, one of `awf serve` with DELETE /api/executions/{id}",
-            ),
-        ));
+        return cancel_local(ctx, &w, args.run_id.trim());
     };
     let run_id = crate::runs_cmd::resolve_run_id(&w, args.run_id.trim()).map_err(CliError::Awf)?;
     let store = match w.pg.get() {
@@ -94,6 +96,11 @@ pub fn run(ctx: &Ctx, args: &CancelArgs) -> Result<Outcome, CliError> {
             ));
         }
     };
+    print_outcome(ctx, &run_id, status, &text)
+}
+
+/// Prints what a cancel did: `{"run_id", "status"}` with `-f json`, else `text`.
+fn print_outcome(ctx: &Ctx, run_id: &str, status: &str, text: &str) -> Result<Outcome, CliError> {
     if ctx.json() {
         json_out::print(&serde_json::json!({"run_id": run_id, "status": status}))?;
     } else {
@@ -101,4 +108,57 @@ pub fn run(ctx: &Ctx, args: &CancelArgs) -> Result<Outcome, CliError> {
         crate::stdout_check::checked(writeln!(out, "{text}"));
     }
     Ok(Outcome::Success)
+}
+
+/// The refusal of `awf cancel` without a shared store for a run the local store does not
+/// know (or cannot say more of).
+fn no_shared_store() -> AwfError {
+    AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        "awf cancel cancels runs of the shared store, and none is named",
+    )
+    .with_hint(
+        "add --store postgresql://USER@HOST:PORT/DB (or export AWF_STORE=…); a run of \
+         `awf run` stops with Ctrl-C, one of `awf serve` with DELETE /api/executions/{id}",
+    )
+}
+
+/// `awf cancel RUN_ID` without a shared store, for a run of the local store (new user: it
+/// refused with no way forward): one that ended says so (`run RUN_ID has ended already
+/// (STATUS)`, exit 0, as with a store); one parked on a usage limit is cancelled (`cancelled
+/// RUN_ID`); one a live `awf run` / `awf resume` / `awf serve` process runs is refused naming
+/// that process, its pid and how to stop it there (`kill -INT PID`), as `DELETE
+/// /api/executions/{id}` answers it; one whose process is gone is refused saying so (`awf
+/// resume` continues it).
+fn cancel_local(ctx: &Ctx, w: &wiring::Wiring, query: &str) -> Result<Outcome, CliError> {
+    let run_id = crate::runs_cmd::resolve_run_id(w, query).map_err(|e| {
+        // Not a run of this machine: maybe one of a shared store.
+        CliError::Awf(e.with_hint(
+            "a run of a shared store is cancelled with --store postgresql://USER@HOST:PORT/DB \
+             (or AWF_STORE)",
+        ))
+    })?;
+    let store = w.state_store().map_err(CliError::Awf)?;
+    let snap = store.load(&run_id).map_err(CliError::Awf)?;
+    match snap.status {
+        StoredStatus::Success | StoredStatus::Failure | StoredStatus::Cancelled => {
+            let text = format!("run {run_id} has ended already ({})", snap.status.go_name());
+            print_outcome(ctx, &run_id, "ended", &text)
+        }
+        StoredStatus::Running | StoredStatus::Waiting => {
+            // The run service of this process holds no run: it says who does (or that nobody
+            // does any more), and cancels a parked one.
+            let mut services = w.services.clone();
+            services.state_store = Some(store);
+            let service = wiring::run_service(services);
+            match service.cancel(&RunId(run_id.clone()), CancelReason::Requested) {
+                Ok(()) => print_outcome(ctx, &run_id, "cancelled", &format!("cancelled {run_id}")),
+                Err(e) if e.code() == ErrorCode::UserFacadeRunNotFound => {
+                    Err(CliError::Awf(no_shared_store()))
+                }
+                Err(e) => Err(CliError::Awf(e)),
+            }
+        }
+        StoredStatus::Queued => Err(CliError::Awf(no_shared_store())),
+    }
 }

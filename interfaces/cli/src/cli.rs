@@ -26,7 +26,8 @@ pub struct Cli {
     /// Suppress info and success lines (errors are still shown).
     #[arg(short = 'q', long, global = true)]
     pub quiet: bool,
-    /// Disable ANSI colours (also disabled by NO_COLOR or when not on a terminal).
+    /// Disable ANSI colours and the live spinners, as NO_COLOR does (colours are also off
+    /// when not on a terminal).
     #[arg(long, global = true)]
     pub no_color: bool,
     /// Disable "Hint:" lines in errors.

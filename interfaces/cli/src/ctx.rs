@@ -22,6 +22,8 @@ pub struct Ctx {
     pub store: Option<String>,
     /// Colour for stderr lines.
     pub err_style: Style,
+    /// `--no-color`: no colours, and no live progress (as `NO_COLOR`).
+    pub no_color: bool,
     /// `--verbose`: agent thoughts and tool-call markers in streaming output.
     pub verbose: bool,
     /// Most verbose level of the run's own log lines (hook `log:`, engine warnings) that are
@@ -41,6 +43,7 @@ impl Ctx {
             storage: cli.storage.as_deref().map(absolute),
             store: cli.store.clone(),
             err_style: Style::stderr(cli.no_color),
+            no_color: cli.no_color,
             verbose: cli.verbose,
             run_log_level: log_config(cli).run_log_level(cli.log_level.is_some()),
             log_json: cli.log_format == crate::cli::LogFormat::Json,

@@ -20,6 +20,7 @@ mod interact;
 mod json_out;
 mod list_cmd;
 mod mcp_cmd;
+mod output_tail;
 mod printer;
 mod progress;
 mod proxy;

@@ -11,6 +11,9 @@
 //! terminal). With `-o buffered` a branch's block has each line prefixed with its label
 //! (`[b1] `), the same one.
 //!
+//! In the default `-o silent` mode a failed step's line is followed by the last lines of its
+//! output (see [`TextPrinter::with_failure_tail`]).
+//!
 //! On a terminal the printer can carry a [`LiveProgress`]: step start lines then become
 //! spinners and every stderr line is printed above them (see [`crate::progress`]).
 //!
@@ -21,6 +24,7 @@ use std::io;
 use std::io::Write;
 use std::time::Duration;
 
+use awf_domain::ErrorCode;
 use awf_domain::duration::format_go;
 use awf_domain::event::EventEnvelope;
 use awf_domain::event::LogLevel;
@@ -74,6 +78,9 @@ pub struct TextPrinter {
     buffered: HashMap<(RunId, String, bool), Vec<u8>>,
     /// `--verbose`: agent thoughts and `[tool: Name(arg)]` markers.
     verbose: bool,
+    /// `-o silent`: a failed step's line is followed by the last lines of its output
+    /// ([`crate::output_tail`]), not shown otherwise (not with `-q`).
+    failure_tail: bool,
     /// Agent text received since the last conversation prompt (shown before asking, in the
     /// modes that do not stream it).
     agent_text: String,
@@ -130,6 +137,7 @@ impl TextPrinter {
             run_labels: HashMap::new(),
             buffered: HashMap::new(),
             verbose: false,
+            failure_tail: false,
             agent_text: String::new(),
             agent_mid_line: false,
             shown_calls: HashMap::new(),
@@ -267,6 +275,16 @@ impl TextPrinter {
     #[must_use]
     pub fn with_verbose(mut self, verbose: bool) -> Self {
         self.verbose = verbose;
+        self
+    }
+
+    /// Under a failed step's line, the last lines of its output (stdout, then stderr, as
+    /// `-o buffered` shows them; secrets masked as the step's record holds them), when `on`
+    /// and its output was not shown: `-o silent` (the default), not `-q`, not a step the
+    /// interactive display's result block shows.
+    #[must_use]
+    pub fn with_failure_tail(mut self, on: bool) -> Self {
+        self.failure_tail = on && self.mode == OutputMode::Silent && !self.quiet;
         self
     }
 
@@ -862,13 +880,42 @@ impl TextPrinter {
                     let shows_output = self.mode == OutputMode::Silent;
                     write!(err, "{}", self.result_block(state, shows_output, &ind))?;
                 }
+                // What the step wrote (`-o silent`): its last lines under its line when it
+                // failed.
+                let tail_shown = self.failure_tail
+                    && state.status == StepStatus::Failed
+                    && matches!(kind.as_str(), "command" | "agent" | "operation")
+                    // An earlier attempt replayed by `awf resume` showed it when it ran.
+                    && !self.replayed
+                    && !(self.interactive && Self::top_level_step(ev, step));
                 if !self.quiet || (state.status == StepStatus::Failed && !self.replayed) {
                     let line = self.finished_line(&Self::label(step, ev), state);
                     writeln!(err, "{ind}{line}")?;
+                    if tail_shown {
+                        // Its two streams keep no order between them (each is read on its
+                        // own): stdout, then stderr, where a failure is usually said.
+                        let tail = crate::output_tail::OutputTail::of_streams(
+                            &state.output,
+                            &state.stderr,
+                        );
+                        let reason = state.error.as_deref().map_or("", first_line);
+                        let shown = crate::output_tail::render(tail, reason, &format!("{ind}  "));
+                        err.write_all(shown.as_bytes())?;
+                        // The error's other lines are the step's stderr, shown above: a
+                        // block or call step wrapping the error does not repeat them.
+                        if let Some((_, rest)) =
+                            state.error.as_deref().and_then(|e| e.split_once('\n'))
+                        {
+                            self.shown_error_rests.push(rest.to_owned());
+                            if self.shown_error_rests.len() > 64 {
+                                self.shown_error_rests.remove(0);
+                            }
+                        }
+                    }
                     // The line shows the error's first line; the rest (each error of a
                     // list, a sub-workflow's input errors) follows it, unless it is the
-                    // step's stderr that its output block already showed.
-                    let stderr_shown = self.mode != OutputMode::Silent
+                    // step's stderr that its output block (or the lines above) showed.
+                    let stderr_shown = (self.mode != OutputMode::Silent || tail_shown)
                         && matches!(kind.as_str(), "command" | "agent" | "operation");
                     if state.status == StepStatus::Failed
                         && !stderr_shown
@@ -997,8 +1044,22 @@ impl TextPrinter {
                                 break;
                             }
                         }
+                        // A command's stderr stands for its error: the exit code is said
+                        // too (new user: `✗ flaky: not yet` dropped `exit code 3`).
+                        let e = match state.exit_code {
+                            Some(c)
+                                if c != 0
+                                    && state.error_code
+                                        == Some(ErrorCode::ExecutionCommandFailed)
+                                    && !e.starts_with("exit code ")
+                                    && !e.starts_with("killed by signal ") =>
+                            {
+                                std::borrow::Cow::Owned(format!("exit code {c}: {e}"))
+                            }
+                            _ => std::borrow::Cow::Borrowed(e),
+                        };
                         // A step's stderr in the reason: without its control characters.
-                        crate::style::printable_text(e).into_owned()
+                        crate::style::printable_text(&e).into_owned()
                     }
                     (None, Some(c)) => format!("exit code {c}"),
                     (None, None) => "failed".to_owned(),
@@ -1454,6 +1515,64 @@ mod tests {
         );
         assert_eq!(out, "");
         assert_eq!(err, "  → s\n  ✓ s (1.5s)\n");
+    }
+
+    /// A failed command step of `state`'s error, exit code, stdout and stderr.
+    fn failed(error: &str, code: i32, output: &str, stderr: &str) -> StepState {
+        StepState {
+            error: Some(error.into()),
+            error_code: Some(ErrorCode::ExecutionCommandFailed),
+            exit_code: Some(code),
+            stderr: stderr.into(),
+            ..state(StepStatus::Failed, output, 3)
+        }
+    }
+
+    /// New user: a failed step's line dropped its exit code when it had stderr, and its
+    /// output could not be seen in the default mode; it now says both, and the last lines
+    /// of its output follow it (stdout, then stderr), not with `-q` nor when streamed.
+    #[test]
+    fn a_failed_steps_line_says_its_exit_code_and_its_output_follows_in_silent_mode() {
+        let events = |st: StepState| {
+            [
+                started("s", "command"),
+                at(
+                    "s",
+                    RunEvent::StepFinished {
+                        step: "s".into(),
+                        kind: "command".into(),
+                        state: Box::new(st),
+                    },
+                ),
+            ]
+        };
+        let flaky = failed("step s: not yet", 3, "", "not yet\n");
+        let mut p =
+            TextPrinter::new(OutputMode::Silent, false, Style::plain()).with_failure_tail(true);
+        let (_, err) = run(&mut p, &events(flaky));
+        assert_eq!(err, "  → s\n  ✗ s (3ms): exit code 3: not yet\n");
+        let doing = failed("step s: exit code 4", 4, "doing\n", "");
+        let mut p =
+            TextPrinter::new(OutputMode::Silent, false, Style::plain()).with_failure_tail(true);
+        let (_, err) = run(&mut p, &events(doing.clone()));
+        assert_eq!(err, "  → s\n  ✗ s (3ms): exit code 4\n    │ doing\n");
+        let both = failed("step s: oops\nlast", 1, "doing\nmore\n", "oops\nlast\n");
+        let mut p =
+            TextPrinter::new(OutputMode::Silent, false, Style::plain()).with_failure_tail(true);
+        let (_, err) = run(&mut p, &events(both));
+        assert_eq!(
+            err,
+            "  → s\n  ✗ s (3ms): exit code 1: oops\n    │ doing\n    │ more\n    │ oops\n    │ last\n"
+        );
+        // -q keeps the failure line only; streamed output is not shown twice.
+        let mut p =
+            TextPrinter::new(OutputMode::Silent, true, Style::plain()).with_failure_tail(true);
+        let (_, err) = run(&mut p, &events(doing.clone()));
+        assert_eq!(err, "  ✗ s (3ms): exit code 4\n");
+        let mut p =
+            TextPrinter::new(OutputMode::Streaming, false, Style::plain()).with_failure_tail(true);
+        let (_, err) = run(&mut p, &events(doing));
+        assert_eq!(err, "  → s\n  ✗ s (3ms): exit code 4\n");
     }
 
     #[test]

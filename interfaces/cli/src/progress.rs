@@ -9,7 +9,7 @@
 //! redraw cannot erase a half-written line. Before a conversation or breakpoint prompt the
 //! spinners are cleared and stay hidden until the prompt is answered.
 //!
-//! Off the terminal (or with `NO_COLOR`, `TERM=dumb`, `-q`, `-f json`) none of this exists and
+//! Off the terminal (or with `NO_COLOR`, `--no-color`, `TERM=dumb`, `-q`, `-f json`) none of this exists and
 //! the printer writes exactly the plain lines of [`crate::printer::TextPrinter`].
 //!
 //! Source: spec/workflow.md §4.2 (`awf run` text output) and §4.3 (output modes).
@@ -35,16 +35,22 @@ const TICK: Duration = Duration::from_millis(100);
 /// Spinner frames, one per tick.
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
-/// Whether live progress is shown: stderr is a terminal, `NO_COLOR` is unset or empty,
-/// `TERM` is not `dumb`, and neither `-q` nor `-f json` was given.
+/// Whether live progress is shown: stderr is a terminal, `NO_COLOR` is unset or empty and
+/// `--no-color` not given (the two mean the same: plain lines, new user), `TERM` is not
+/// `dumb`, and neither `-q` nor `-f json` was given.
 pub fn wanted(
     stderr_tty: bool,
-    no_color_env: Option<&str>,
+    (no_color_flag, no_color_env): (bool, Option<&str>),
     term: Option<&str>,
     quiet: bool,
     json: bool,
 ) -> bool {
-    stderr_tty && no_color_env.is_none_or(str::is_empty) && term != Some("dumb") && !quiet && !json
+    stderr_tty
+        && !no_color_flag
+        && no_color_env.is_none_or(str::is_empty)
+        && term != Some("dumb")
+        && !quiet
+        && !json
 }
 
 /// Elapsed time of a running step as shown next to its spinner: `0.4s`, `12.3s`, `2m05s`,
@@ -109,14 +115,15 @@ impl fmt::Debug for LiveProgress {
 
 impl LiveProgress {
     /// Live progress on this process's stderr when [`wanted`] says so (reads the terminal
-    /// state, `NO_COLOR` and `TERM`); `None` means plain lines. `style` colours the spinner.
-    pub fn detect(quiet: bool, json: bool, style: Style) -> Option<Self> {
-        let no_color = std::env::var("NO_COLOR").ok();
+    /// state, `NO_COLOR` and `TERM`; `no_color` is `--no-color`); `None` means plain lines.
+    /// `style` colours the spinner.
+    pub fn detect(quiet: bool, json: bool, no_color: bool, style: Style) -> Option<Self> {
+        let no_color_env = std::env::var("NO_COLOR").ok();
         let term = std::env::var("TERM").ok();
         let stderr_tty = io::stderr().is_terminal();
         wanted(
             stderr_tty,
-            no_color.as_deref(),
+            (no_color, no_color_env.as_deref()),
             term.as_deref(),
             quiet,
             json,

@@ -180,13 +180,27 @@ fn recorded_printer(mode: OutputMode) -> (TextPrinter, Recorder) {
 
 #[test]
 fn progress_needs_a_terminal_and_no_opt_out() {
-    assert!(wanted(true, None, Some("xterm-256color"), false, false));
-    assert!(wanted(true, Some(""), None, false, false));
-    assert!(!wanted(false, None, None, false, false));
-    assert!(!wanted(true, Some("1"), None, false, false));
-    assert!(!wanted(true, None, Some("dumb"), false, false));
-    assert!(!wanted(true, None, None, true, false));
-    assert!(!wanted(true, None, None, false, true));
+    assert!(wanted(
+        true,
+        (false, None),
+        Some("xterm-256color"),
+        false,
+        false
+    ));
+    assert!(wanted(true, (false, Some("")), None, false, false));
+    assert!(!wanted(false, (false, None), None, false, false));
+    assert!(!wanted(true, (false, Some("1")), None, false, false));
+    // `--no-color` turns the live display off as NO_COLOR does (new user).
+    assert!(!wanted(
+        true,
+        (true, None),
+        Some("xterm-256color"),
+        false,
+        false
+    ));
+    assert!(!wanted(true, (false, None), Some("dumb"), false, false));
+    assert!(!wanted(true, (false, None), None, true, false));
+    assert!(!wanted(true, (false, None), None, false, true));
 }
 
 #[test]

@@ -190,10 +190,9 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         for d in &config.diagnostics {
             let _ = writeln!(
                 err,
-                "{} {}: {}",
+                "{} {}",
                 ctx.err_style.yellow("WARN"),
-                d.path,
-                d.message
+                crate::runs_cmd::config_warning(d)
             );
         }
     }
@@ -345,12 +344,23 @@ fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
 }
 
 pub(crate) fn fail_before_start(ctx: &Ctx, identifier: &str, e: &AwfError) -> Outcome {
+    let e = &named_inputs_help(e, identifier);
     fail_with(ctx, json_out::failure_result(identifier, e), e)
+}
+
+/// `e` with its hint on where the inputs' rules are naming the workflow that was run
+/// (`awf run deploy --help`), not the placeholder `<workflow>`.
+fn named_inputs_help(e: &AwfError, identifier: &str) -> AwfError {
+    awf_application::inputs::name_inputs_help(
+        e.clone(),
+        &awf_application::inputs::inputs_help_for(identifier),
+    )
 }
 
 /// [`fail_before_start`] for `awf resume` of the recorded run `run_id` of `workflow` (the
 /// identifier it was started with): the result object names both.
 pub(crate) fn fail_before_resume(ctx: &Ctx, run_id: &str, workflow: &str, e: &AwfError) -> Outcome {
+    let e = &named_inputs_help(e, workflow);
     let mut result = json_out::failure_result(workflow, e);
     result.run_id = Some(awf_domain::run::RunId(run_id.to_owned()));
     fail_with(ctx, result, e)
@@ -587,11 +597,13 @@ pub(crate) async fn drive(
     };
     let mut printer = TextPrinter::new(output, ctx.quiet, ctx.err_style)
         .with_verbose(ctx.verbose)
+        // `--step` shows the step's output in its report's blocks.
+        .with_failure_tail(step.is_none())
         .with_logs(ctx.run_log_level, ctx.log_json)
         // The diagnostics of `--verbose` / `--log-level debug` are written as they come:
         // spinners would be drawn over them.
         .with_live(
-            LiveProgress::detect(ctx.quiet, ctx.json(), ctx.err_style).filter(
+            LiveProgress::detect(ctx.quiet, ctx.json(), ctx.no_color, ctx.err_style).filter(
                 |_| !tracing::enabled!(target: awf_telemetry::RUN_TARGET, tracing::Level::DEBUG),
             ),
         );
@@ -600,8 +612,8 @@ pub(crate) async fn drive(
     let mut answerer = crate::interact::Answerer::new(ctx);
     // The signal that cancelled the run, if one did.
     let mut signalled: Option<CancelReason> = None;
-    // The last top-level state that failed (for the resume hint).
-    let mut last_failed: Option<String> = None;
+    // What the top-level states did (for the resume hint).
+    let mut ran = Ran::default();
     // The run's inputs as recorded (secrets masked) and its workflow file: which secret
     // inputs `awf resume` needs given again.
     let mut started: Option<(serde_json::Map<String, serde_json::Value>, String)> = None;
@@ -633,12 +645,11 @@ pub(crate) async fn drive(
                     let file = workflow_path.clone().unwrap_or_else(|| identifier.clone());
                     started = Some((inputs.clone(), file));
                 }
-                if let RunEvent::StepFinished { step, state, .. } = &ev.event
+                if let RunEvent::StepFinished { step, state, kind } = &ev.event
                     && ev.parent_run_id.is_none()
                     && ev.path == *step
-                    && state.status == awf_domain::run::StepStatus::Failed
                 {
-                    last_failed = Some(step.clone());
+                    ran.finished(step, kind, state.status, ev.iteration.is_some());
                 }
                 if ctx.json() {
                     // Only warnings reach stderr in JSON mode; --log-level and --log-format
@@ -718,7 +729,7 @@ pub(crate) async fn drive(
                 }
                 _ => Vec::new(),
             };
-            if let Some(hint) = resume_hint(ctx, &result, last_failed.as_deref(), &secrets)
+            if let Some(hint) = resume_hint(ctx, &result, &ran, &secrets)
                 && let Some(error) = result.error.as_mut()
                 && !error.hints.contains(&hint)
             {
@@ -744,7 +755,7 @@ pub(crate) async fn drive(
             }
             _ => Vec::new(),
         };
-        print_summary(ctx, &result, last_failed.as_deref(), &secrets);
+        print_summary(ctx, &result, &ran, &secrets);
     }
     match unrecorded {
         Some(e) => errors::report(
@@ -838,12 +849,8 @@ fn print_step_blocks(
 /// (its own hint names `awf resume`), failed on a call cycle or past the call depth limit
 /// (fails again anywhere), or hints
 /// are off. `secrets` are the secret inputs `awf resume` needs again.
-fn resume_hint(
-    ctx: &Ctx,
-    result: &RunResult,
-    last_failed: Option<&str>,
-    secrets: &[String],
-) -> Option<String> {
+fn resume_hint(ctx: &Ctx, result: &RunResult, ran: &Ran, secrets: &[String]) -> Option<String> {
+    let last_failed = ran.last_failed.as_deref();
     let recorded = crate::wiring::recording_on(std::env::var("AWF_RECORD").ok().as_deref());
     // A parked run's own hint names `awf resume` with its id already.
     let parked = awf_domain::projection::parked_until(result).is_some();
@@ -920,12 +927,18 @@ fn resume_hint(
             })
             .collect();
         let yes = if unattended_gate { " --yes" } else { "" };
-        let command = errors::with_store_flags(&format!(
-            "awf resume {}{}{secrets}{missing}{yes}",
-            id.0,
-            // A state name comes from the workflow file: no raw control characters.
-            crate::style::printable(&resume_from_hint(result, last_failed))
-        ));
+        let command = |from: &str| {
+            errors::with_store_flags(&format!(
+                "awf resume {}{}{secrets}{missing}{yes}",
+                id.0,
+                // A state name comes from the workflow file: no raw control characters.
+                crate::style::printable(from)
+            ))
+        };
+        if let Some(routed) = routed_to_failure(result, ran) {
+            return Some(format!("{first}{}", routed.hint(&command)));
+        }
+        let command = command(&resume_from_hint(result, last_failed));
         return Some(format!("{first}continue it with `{command}`"));
     }
     None
@@ -966,9 +979,9 @@ fn missing_inputs(
 /// `secrets` are the run's secret inputs that `awf resume` needs again (stored masked,
 /// declared without a default): the resume hint asks for them (`--input NAME=<value>`), as
 /// `awf resume` would.
-fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secrets: &[String]) {
+fn print_summary(ctx: &Ctx, result: &RunResult, ran: &Ran, secrets: &[String]) {
     let mut text = summary_text(ctx.quiet, ctx.hints, ctx.err_style, result);
-    if let Some(hint) = resume_hint(ctx, result, last_failed, secrets) {
+    if let Some(hint) = resume_hint(ctx, result, ran, secrets) {
         text.push_str(&format!("  {} {hint}\n", ctx.err_style.cyan("Hint:")));
     }
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
@@ -978,6 +991,101 @@ fn print_summary(ctx: &Ctx, result: &RunResult, last_failed: Option<&str>, secre
     {
         crate::stdout_check::checked(writeln!(std::io::stdout().lock(), "{}", id.0));
     }
+}
+
+/// What the top-level states of a run did, as its events said (replayed earlier attempts
+/// included), for the resume hint.
+#[derive(Debug, Default)]
+struct Ran {
+    /// The last top-level state that failed (a loop's body step included).
+    last_failed: Option<String>,
+    /// The last top-level state that finished (not a loop's body step): the one whose
+    /// routes led where the run ended.
+    last_finished: Option<String>,
+    /// The last top-level `while` / `for_each` loop that finished.
+    last_loop: Option<String>,
+}
+
+impl Ran {
+    /// Top-level state `step` of kind `kind` finished with `status` (`in_body`: as a loop's
+    /// body step, one iteration of it).
+    fn finished(
+        &mut self,
+        step: &str,
+        kind: &str,
+        status: awf_domain::run::StepStatus,
+        in_body: bool,
+    ) {
+        if status == awf_domain::run::StepStatus::Failed {
+            self.last_failed = Some(step.to_owned());
+        }
+        if in_body {
+            return;
+        }
+        self.last_finished = Some(step.to_owned());
+        if matches!(kind, "while" | "for_each") {
+            self.last_loop = Some(step.to_owned());
+        }
+    }
+}
+
+/// A run that reached a failure terminal by its routes, no step having failed (a `while`
+/// loop that gave up at `max_iterations`, then a check that routed to the terminal).
+#[derive(Debug, PartialEq, Eq)]
+struct RoutedToFailure<'a> {
+    /// The terminal's name as shown.
+    terminal: &'a str,
+    /// The state to run again from: the last loop that ran (what it waited for may have
+    /// come since), else the state whose routes led to the terminal; `None` when the run
+    /// went there from its start.
+    from: Option<&'a str>,
+    /// `from` is a loop.
+    is_loop: bool,
+}
+
+impl RoutedToFailure<'_> {
+    /// The hint: a plain resume would reach the terminal again (it goes on from the recorded
+    /// routes), so it names the `--from` that runs something again (new user: `continue it
+    /// with awf resume <id>` led to the same terminal and the same hint). `command` makes
+    /// the `awf resume` command line of ` --from <state>` (or of nothing).
+    fn hint(&self, command: &dyn Fn(&str) -> String) -> String {
+        let t = self.terminal;
+        match self.from {
+            Some(from) => format!(
+                "no step failed: its routes led to failure terminal '{t}', where a resume \
+                 would end again; run again from {} `{from}` with `{}`",
+                if self.is_loop { "the loop" } else { "state" },
+                command(&format!(" --from {}", awf_domain::shell::quote_arg(from)))
+            ),
+            None => format!(
+                "no step failed: the run went to failure terminal '{t}' from its start, and a \
+                 resume would end the same way"
+            ),
+        }
+    }
+}
+
+/// [`RoutedToFailure`] when `result` ended so (a failure terminal, no top-level state
+/// failed).
+fn routed_to_failure<'a>(result: &'a RunResult, ran: &'a Ran) -> Option<RoutedToFailure<'a>> {
+    let terminal = result.terminal.as_deref()?;
+    let at_terminal = result.status == RunStatus::Failure
+        && result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::ExecutionTerminalFailure);
+    if !at_terminal || ran.last_failed.is_some() {
+        return None;
+    }
+    let (from, is_loop) = match (&ran.last_loop, &ran.last_finished) {
+        (Some(l), _) => (Some(l.as_str()), true),
+        (None, f) => (f.as_deref(), false),
+    };
+    Some(RoutedToFailure {
+        terminal,
+        from,
+        is_loop,
+    })
 }
 
 /// ` --from <state>` when the run ended at a failure terminal after a top-level state failed

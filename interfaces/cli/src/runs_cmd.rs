@@ -968,6 +968,18 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
             s.status.as_str(),
             awf_domain::duration::format_go(std::time::Duration::from_millis(s.duration_ms()))
         );
+        // A failed step's last lines of output, as `awf run` shows them under its line (new
+        // user: `a  failed  exit 4` and nothing of what it printed).
+        if s.status == awf_domain::run::StepStatus::Failed {
+            let tail = crate::output_tail::OutputTail::of_streams(&s.output, &s.stderr);
+            let reason = s
+                .error
+                .as_deref()
+                .and_then(|e| e.lines().next())
+                .unwrap_or("");
+            let shown = crate::output_tail::render(tail, reason, "    ");
+            crate::stdout_check::checked(out.write_all(shown.as_bytes()));
+        }
     }
     // The step under way has no record until it ends (new user: a run in its first step
     // showed an empty list).
@@ -1107,9 +1119,21 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
         }
     }
     for d in &cfg.diagnostics {
-        let _ = writeln!(std::io::stderr().lock(), "WARN {}: {}", d.path, d.message);
+        let _ = writeln!(std::io::stderr().lock(), "WARN {}", config_warning(d));
     }
     Ok(Outcome::Success)
+}
+
+/// A warning about the project configuration as its `WARN` line says it: `path: message`,
+/// then its hint in parentheses, as a workflow's warnings are said in a run (new user: an
+/// unknown key `input` was not told `did you mean 'inputs'?`).
+pub(crate) fn config_warning(d: &awf_domain::ports::repository::Diagnostic) -> String {
+    let text = match &d.hint {
+        Some(h) => format!("{}: {} ({h})", d.path, d.message),
+        None => format!("{}: {}", d.path, d.message),
+    };
+    // A key is the user's text: no raw control characters.
+    crate::style::printable_text(&text).into_owned()
 }
 
 #[cfg(test)]

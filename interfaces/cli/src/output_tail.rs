@@ -1,0 +1,235 @@
+//! The last lines of a failed step's output, shown under its `✗` line by `awf run` in the
+//! default output mode (`-o silent`, where nothing of the output was shown) and under its
+//! line in `awf status`, as make and CI logs show a failed command's output (new user: a
+//! failed step's `echo doing` could be seen only with `-f json` or `-o streaming`).
+//!
+//! The text is the step's as the run events and the run's record carry it: secrets already
+//! masked (across chunk boundaries, before anything is cut). Lines are shown without their
+//! control characters ([`crate::style::printable_text`]).
+
+use std::collections::VecDeque;
+
+/// How many lines are shown at most.
+pub const TAIL_LINES: usize = 15;
+
+/// Longest line shown, in characters (`…` marks a cut).
+const LINE_MAX: usize = 300;
+
+/// The last [`TAIL_LINES`] lines of a step's output, in the order it was given
+/// ([`OutputTail::push`], [`OutputTail::of_streams`]).
+///
+/// Memory is bounded: at most [`TAIL_LINES`] lines of at most [`LINE_MAX`] characters, and
+/// one unfinished line per stream of at most four times that.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OutputTail {
+    /// The last complete lines, oldest first.
+    lines: VecDeque<String>,
+    /// The unfinished last line of stdout (`[0]`) and of stderr (`[1]`), as bytes (a
+    /// character may be split between chunks).
+    partial: [Vec<u8>; 2],
+    /// Complete lines seen, the ones dropped included.
+    total: usize,
+}
+
+impl OutputTail {
+    /// The tail of a step's recorded `stdout` and `stderr`, stdout first (as `-o buffered`
+    /// shows them; the two streams are read apart and keep no order between them), stderr,
+    /// where a failure is usually said, last.
+    pub fn of_streams(stdout: &str, stderr: &str) -> Self {
+        let mut t = Self::default();
+        t.push(false, stdout.as_bytes());
+        t.end_line(false);
+        t.push(true, stderr.as_bytes());
+        t
+    }
+
+    /// Adds a chunk of stdout (`is_stderr` false) or stderr (invalid UTF-8 is shown as
+    /// U+FFFD).
+    pub fn push(&mut self, is_stderr: bool, bytes: &[u8]) {
+        let which = usize::from(is_stderr);
+        let newlines = bytes.iter().filter(|b| **b == b'\n').count();
+        // Only the complete lines among the last TAIL_LINES can be shown: the others are
+        // counted, not kept.
+        let keep_from = newlines.saturating_sub(TAIL_LINES);
+        for (i, seg) in bytes.split(|b| *b == b'\n').enumerate() {
+            if i == newlines {
+                push_capped(&mut self.partial[which], seg);
+                break;
+            }
+            if i == 0 {
+                let mut line = std::mem::take(&mut self.partial[which]);
+                if i >= keep_from {
+                    push_capped(&mut line, seg);
+                    self.keep(&line);
+                }
+            } else if i >= keep_from {
+                self.keep(seg);
+            }
+        }
+        self.total += newlines;
+    }
+
+    /// Ends the unfinished line of one stream (the next chunk starts a line of its own).
+    fn end_line(&mut self, is_stderr: bool) {
+        let line = std::mem::take(&mut self.partial[usize::from(is_stderr)]);
+        if !line.is_empty() {
+            self.keep(&line);
+            self.total += 1;
+        }
+    }
+
+    fn keep(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let mut line = String::from_utf8_lossy(line).into_owned();
+        if line.chars().count() > LINE_MAX {
+            line = line.chars().take(LINE_MAX).collect();
+            line.push('…');
+        }
+        self.lines.push_back(line);
+        if self.lines.len() > TAIL_LINES {
+            self.lines.pop_front();
+        }
+    }
+
+    /// The lines to show (unfinished ones ended, trailing blank ones left out) and how many
+    /// lines came before them.
+    pub fn finish(mut self) -> (Vec<String>, usize) {
+        self.end_line(false);
+        self.end_line(true);
+        while self.lines.back().is_some_and(|l| l.trim().is_empty()) {
+            self.lines.pop_back();
+            self.total -= 1;
+        }
+        let shown: Vec<String> = self.lines.into_iter().collect();
+        let earlier = self.total.saturating_sub(shown.len());
+        (shown, earlier)
+    }
+}
+
+/// Appends `seg` to `line`, keeping at most four times [`LINE_MAX`] bytes: an unfinished
+/// line can be long, only its start is shown.
+fn push_capped(line: &mut Vec<u8>, seg: &[u8]) {
+    let room = (LINE_MAX * 4).saturating_sub(line.len());
+    line.extend_from_slice(&seg[..seg.len().min(room)]);
+}
+
+/// The lines of `tail` as shown under a step's line: each `{ind}│ line`, after a `{ind}│ …
+/// N earlier lines` line when some were left out; empty when there is nothing to show, or
+/// when it is only `reason` (the error the step's line already shows) again.
+pub fn render(tail: OutputTail, reason: &str, ind: &str) -> String {
+    let (lines, earlier) = tail.finish();
+    if lines.is_empty() || (earlier == 0 && lines.len() == 1 && reason.ends_with(lines[0].trim())) {
+        return String::new();
+    }
+    let mut out = String::new();
+    if earlier > 0 {
+        out.push_str(&format!(
+            "{ind}│ … {earlier} earlier line{}\n",
+            if earlier == 1 { "" } else { "s" }
+        ));
+    }
+    for l in lines {
+        out.push_str(&format!("{ind}│ {}\n", crate::style::printable_text(&l)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(t: OutputTail) -> (Vec<String>, usize) {
+        t.finish()
+    }
+
+    #[test]
+    fn chunks_are_lines_in_the_order_given_across_streams() {
+        let mut t = OutputTail::default();
+        t.push(false, b"doing\npart");
+        t.push(true, b"oops\n");
+        t.push(false, b"ial\nmore");
+        assert_eq!(
+            lines(t),
+            (
+                vec![
+                    "doing".into(),
+                    "oops".into(),
+                    "partial".into(),
+                    "more".into()
+                ],
+                0
+            )
+        );
+    }
+
+    #[test]
+    fn only_the_last_lines_are_kept_and_the_others_counted() {
+        let mut t = OutputTail::default();
+        for i in 0..40 {
+            t.push(false, format!("line {i}\n").as_bytes());
+        }
+        let many: String = (40..100).map(|i| format!("line {i}\n")).collect();
+        t.push(true, many.as_bytes());
+        let (shown, earlier) = lines(t);
+        let want: Vec<String> = (85..100).map(|i| format!("line {i}")).collect();
+        assert_eq!((shown, earlier), (want, 85));
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_trailing_blank_lines_left_out() {
+        let mut t = OutputTail::default();
+        t.push(
+            false,
+            format!("{}\r\n\n\n", "x".repeat(LINE_MAX + 50)).as_bytes(),
+        );
+        let (shown, earlier) = lines(t);
+        assert_eq!(shown, vec![format!("{}…", "x".repeat(LINE_MAX))]);
+        assert_eq!(earlier, 0);
+    }
+
+    #[test]
+    fn a_character_split_between_chunks_is_whole() {
+        let mut t = OutputTail::default();
+        let e = "é".as_bytes();
+        t.push(false, &[b'a', e[0]]);
+        t.push(false, &[e[1], b'\n']);
+        assert_eq!(lines(t), (vec!["aé".into()], 0));
+    }
+
+    #[test]
+    fn recorded_streams_give_stdout_then_stderr() {
+        let t = OutputTail::of_streams("a\nb", "c\n");
+        assert_eq!(lines(t), (vec!["a".into(), "b".into(), "c".into()], 0));
+    }
+
+    #[test]
+    fn rendering_names_the_lines_left_out_and_skips_a_repeat_of_the_reason() {
+        let mut t = OutputTail::default();
+        for i in 0..17 {
+            t.push(false, format!("l{i}\n").as_bytes());
+        }
+        let text = render(t, "exit code 4", "    ");
+        assert!(
+            text.starts_with("    │ … 2 earlier lines\n    │ l2\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("    │ l16\n"), "{text}");
+        assert_eq!(
+            render(
+                OutputTail::of_streams("", "not yet\n"),
+                "exit code 3: not yet",
+                "  "
+            ),
+            ""
+        );
+        assert_eq!(
+            render(OutputTail::of_streams("doing\n", ""), "exit code 4", "  "),
+            "  │ doing\n"
+        );
+        assert_eq!(render(OutputTail::default(), "x", "  "), "");
+        assert_eq!(
+            render(OutputTail::of_streams("\u{1b}]0;t\u{7}hi\n", ""), "x", ""),
+            "│ \\u{1b}]0;t\\u{7}hi\n"
+        );
+    }
+}
