@@ -237,6 +237,9 @@ impl RequestKind {
 /// [`refused_value`]).
 pub const REFUSED_VALUE_DETAIL: &str = "refused_value";
 
+/// The detail key of that refusal naming the input whose value was refused.
+pub const REFUSED_INPUT_DETAIL: &str = "input";
+
 /// The rule a refused missing-input value broke (`value "nope" does not match pattern
 /// "^v[0-9]+$"`, secrets masked), when `error` is `respond`'s refusal of such a value: the
 /// request is still pending, and a front-end asks again with this as the problem. `None`

@@ -752,7 +752,10 @@ impl Run {
                 ErrorCode::UserInputValidationFailed,
                 format!("input validation failed: inputs.{}: {why}", def.name),
             )
-            .with_detail("input", def.name.clone())
+            .with_detail(
+                awf_domain::interaction::REFUSED_INPUT_DETAIL,
+                def.name.clone(),
+            )
             .with_detail(awf_domain::interaction::REFUSED_VALUE_DETAIL, why)
             .with_hint("the request is still pending: answer it again with a value that fits");
             if !def.validation.enum_values.is_empty() {

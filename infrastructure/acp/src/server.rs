@@ -1528,7 +1528,7 @@ async fn prompt_turn(
             if let Some(why) = awf_domain::interaction::refused_value(&e) {
                 let input = e
                     .details()
-                    .get("input")
+                    .get(awf_domain::interaction::REFUSED_INPUT_DETAIL)
                     .and_then(Value::as_str)
                     .unwrap_or("the input");
                 message(
