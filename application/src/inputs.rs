@@ -65,7 +65,8 @@ pub fn secrets_to_ask_again(
 /// Builds the effective inputs of a run and validates them.
 ///
 /// `cli` values are strings (last repeat wins); `config` values keep their YAML types.
-/// Inputs not declared by the workflow are kept (visible to templates). Values are stored as
+/// Inputs not declared by the workflow are kept (recorded with the run; no template may name
+/// them and no command gets them). Values are stored as
 /// given: a CLI `count=3` stays the string `"3"` (templates print it the same way; expressions
 /// coerce it).
 ///

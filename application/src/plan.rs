@@ -47,7 +47,8 @@ use crate::Services;
 /// A dry-run plan.
 ///
 /// JSON shape: `{"workflow": "name", "identifier": "…", "description": "…"|null,
-/// "inputs": [{"name", "value", "default": bool}], "hooks": {...}, "states": [PlannedState…]}`.
+/// "inputs": [{"name", "value", "default": bool, "config": bool}], "hooks": {...}, "states":
+/// [PlannedState…]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
     /// YAML `name`.
@@ -56,8 +57,9 @@ pub struct Plan {
     pub identifier: String,
     /// YAML `description`.
     pub description: Option<String>,
-    /// Declared inputs with their effective values, in declaration order; then any
-    /// undeclared `--input` values.
+    /// Declared inputs with their effective values, in declaration order. Undeclared ones
+    /// (an `--input` or a project config value the workflow does not declare) are left out:
+    /// nothing in the run reads them (`awf run` warns about an undeclared `--input`).
     pub inputs: Vec<PlanInput>,
     /// Workflow-level hooks, rendered.
     pub hooks: PlanWorkflowHooks,
@@ -74,6 +76,8 @@ pub struct PlanInput {
     pub value: Value,
     /// The value is the declared default (no `--input` or config value).
     pub default: bool,
+    /// The value is the project config's (`.awf/config.yaml` `inputs:`), no `--input` given.
+    pub config: bool,
 }
 
 /// Workflow-level hooks, each action rendered as `log: text` or `command: text`.
@@ -452,10 +456,10 @@ fn plan_inputs(
     masker: &Masker,
 ) -> Vec<PlanInput> {
     let mut out = Vec::new();
-    let mut seen = HashSet::new();
     for def in &wf.inputs {
-        seen.insert(def.name.clone());
-        let given = cli.iter().any(|(k, _)| k == &def.name) || config.contains_key(&def.name);
+        let from_cli = cli.iter().any(|(k, _)| k.trim() == def.name);
+        let from_config = !from_cli && config.get(&def.name).is_some_and(|v| !v.is_null());
+        let given = from_cli || from_config;
         let mut value = resolved.get(&def.name).cloned().unwrap_or(Value::Null);
         masker.mask_json(&mut value);
         if awf_domain::mask::is_secret_name(&def.name) && !value.is_null() {
@@ -465,21 +469,8 @@ fn plan_inputs(
             name: def.name.clone(),
             value,
             default: !given && def.default.is_some(),
+            config: from_config,
         });
-    }
-    for (k, v) in resolved {
-        if seen.insert(k.clone()) {
-            let mut value = v.clone();
-            masker.mask_json(&mut value);
-            if awf_domain::mask::is_secret_name(k) && !value.is_null() {
-                value = Value::String(awf_domain::mask::MASK.to_owned());
-            }
-            out.push(PlanInput {
-                name: k.clone(),
-                value,
-                default: false,
-            });
-        }
     }
     out
 }

@@ -682,8 +682,10 @@ fn warnings_of(
 
 /// The warning `awf run` (and `awf resume`) gives for each name among `cli_inputs` that `wf`
 /// does not declare (each name once, in order, with the closest declared name when one is
-/// close): `input 'x' is not declared by workflow 'w'; …`. Such an input is let through:
-/// templates see it, no step's environment gets it.
+/// close): `input 'x' is not declared by workflow 'w'; nothing uses it: …`. Such an input is
+/// let through (recorded with the run) but reaches nothing: a template that names it is an
+/// undefined-input error of the workflow's checks (as in AWF (Go)), and no step's
+/// environment gets it.
 pub fn undeclared_input_warnings(wf: &Workflow, cli_inputs: &[(String, String)]) -> Vec<String> {
     let mut out = Vec::new();
     let declared: Vec<&str> = wf.inputs.iter().map(|i| i.name.as_str()).collect();
@@ -698,7 +700,10 @@ pub fn undeclared_input_warnings(wf: &Workflow, cli_inputs: &[(String, String)])
             msg.push_str(&format!(" (did you mean '{c}'?)"));
         }
         // Unlike AWF, an undeclared input never reaches a step's environment.
-        msg.push_str("; templates see it, commands do not get it as an environment variable");
+        msg.push_str(
+            "; nothing uses it: templates may read only declared inputs and commands get only \
+             those as environment variables",
+        );
         out.push(msg);
     }
     out

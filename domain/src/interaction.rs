@@ -40,9 +40,10 @@ pub struct InteractionRequest {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RequestKind {
     /// A required input has no value (no flag, config or default). Answer with
-    /// [`Answer::Value`] (checked against the declaration; a bad value is asked again with
-    /// `problem` set) or [`Answer::EndOfInput`] (the run does not start: the usual
-    /// `USER.INPUT.VALIDATION_FAILED` error).
+    /// [`Answer::Value`] (checked against the declaration when it is given: a value that
+    /// breaks a rule is refused by `respond` with `USER.INPUT.VALIDATION_FAILED` naming the
+    /// rule, see [`refused_value`], and the request stays pending) or [`Answer::EndOfInput`]
+    /// (the run does not start: the usual `USER.INPUT.VALIDATION_FAILED` error).
     MissingInput {
         /// The input's declaration (type, description, enum values, rules). A name matching
         /// the secret rule (`mask::is_secret_name`) should be read without echo.
@@ -230,6 +231,27 @@ impl RequestKind {
             ))
         }
     }
+}
+
+/// The detail key of a `respond` refusal that names the broken input rule (see
+/// [`refused_value`]).
+pub const REFUSED_VALUE_DETAIL: &str = "refused_value";
+
+/// The detail key of that refusal naming the input whose value was refused.
+pub const REFUSED_INPUT_DETAIL: &str = "input";
+
+/// The rule a refused missing-input value broke (`value "nope" does not match pattern
+/// "^v[0-9]+$"`, secrets masked), when `error` is `respond`'s refusal of such a value: the
+/// request is still pending, and a front-end asks again with this as the problem. `None`
+/// for any other error.
+pub fn refused_value(error: &crate::AwfError) -> Option<&str> {
+    if error.code() != crate::ErrorCode::UserInputValidationFailed {
+        return None;
+    }
+    error
+        .details()
+        .get(REFUSED_VALUE_DETAIL)
+        .and_then(serde_json::Value::as_str)
 }
 
 /// What a front-end answers.

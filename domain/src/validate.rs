@@ -1657,7 +1657,7 @@ pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     let hook_commands = |actions: &[HookAction], path: &str, out: &mut Vec<Diagnostic>| {
         for (i, a) in actions.iter().enumerate() {
             if let HookAction::Command(text) = a {
-                shell_value_checks(wf, text, &format!("{path}.{i}"), out);
+                shell_value_checks(wf, text, &format!("{path}.{i}"), out, true);
             }
         }
     };
@@ -1665,7 +1665,7 @@ pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
         if let StateKind::Command(c) = &state.kind
             && let CommandSource::Inline(text) = &c.source
         {
-            shell_value_checks(wf, text, &format!("states.{name}.command"), &mut out);
+            shell_value_checks(wf, text, &format!("states.{name}.command"), &mut out, true);
         }
         hook_commands(
             &state.hooks.pre,
@@ -1693,7 +1693,8 @@ pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
 pub fn unquoted_shell_values_in_script(wf: &Workflow, script: &str, path: &str) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     if crate::shell::script_runs_in_shell(script) {
-        shell_value_checks(wf, script, path, &mut out);
+        // The reference checks do not read a script's text: every value is warned about.
+        shell_value_checks(wf, script, path, &mut out, false);
     }
     out
 }
@@ -1939,7 +1940,16 @@ impl Aliases {
 }
 
 /// The checks of [`unquoted_shell_values`] over one shell text.
-fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagnostic>) {
+/// The checks of [`unquoted_shell_values`] for one text at `path`; `checked`: the reference
+/// checks read this text too (a `command:`, not a script's), so a reference they refuse is
+/// left to their error.
+fn shell_value_checks(
+    wf: &Workflow,
+    text: &str,
+    path: &str,
+    out: &mut Vec<Diagnostic>,
+    checked: bool,
+) {
     let mut aliases = Aliases::default();
     for action in crate::shell::shell_actions(text) {
         let body = action
@@ -1961,6 +1971,12 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
         let Some(reference) = aliases.carried(wf, body) else {
             continue;
         };
+        // A reference the workflow's checks refuse already (an error) gets no warning on
+        // top: `{{.error.Message}}` outside a `workflow_error` hook, an undeclared input, a
+        // state that does not exist.
+        if checked && refused_reference(wf, &reference, path.starts_with("hooks.workflow_error.")) {
+            continue;
+        }
         let d = if action.context == ShellContext::Comment {
             // Safe under either mode (the line breaks of a value in a comment become
             // spaces), but worth knowing: the value shows nowhere but in the command text.
@@ -1980,6 +1996,22 @@ fn shell_value_checks(wf: &Workflow, text: &str, path: &str, out: &mut Vec<Diagn
             d.path = path.to_owned();
             d
         }));
+    }
+}
+
+/// Whether `reference` (`error.Message`, `inputs.x`, `states.s.Output`, as
+/// [`unquoted_shell_values`] names it) is one the reference checks report as an error in a
+/// command: an `error.*` one where the failure is not known (`error_ok`: a `workflow_error`
+/// hook's), an input `wf` does not declare, a state it does not have.
+fn refused_reference(wf: &Workflow, reference: &str, error_ok: bool) -> bool {
+    let mut parts = reference.split('.');
+    let ns = parts.next().unwrap_or("").to_ascii_lowercase();
+    let name = parts.next().unwrap_or("");
+    match ns.as_str() {
+        "error" => !error_ok,
+        "inputs" => !name.is_empty() && !wf.inputs.iter().any(|d| d.name == name),
+        "states" => !name.is_empty() && !wf.states.contains_key(name),
+        _ => false,
     }
 }
 

@@ -1386,6 +1386,7 @@ fn unquoted_inputs_and_outputs_in_commands_are_warned_with_the_fixed_form() {
             terminal("done"),
         ],
     );
+    w.inputs = vec![input("msg"), input("ok"), input("x")];
     let found: Vec<(String, String, Option<String>)> = unquoted_shell_values(&w)
         .into_iter()
         .map(|d| {
@@ -1635,6 +1636,7 @@ fn inputs_that_cannot_carry_shell_code_are_not_warned_about() {
         input("free"),
     ];
     let command = "echo {{.inputs.port}} \"{{.inputs.ratio}}\" '{{.inputs.verbose}}' {{.inputs.env}} {{printf \"%d\" .inputs.port}} {{.inputs.shady}} {{.inputs.worse}} {{.inputs.list}} {{.inputs.free}} {{.inputs.undeclared}}";
+    // `inputs.undeclared` is an undefined-input error already: not warned about as well.
     let found = shell_warnings(&one_command(command, inputs));
     let named: Vec<&str> = found
         .iter()
@@ -1646,13 +1648,7 @@ fn inputs_that_cannot_carry_shell_code_are_not_warned_about() {
         .collect();
     assert_eq!(
         named,
-        vec![
-            "inputs.shady",
-            "inputs.worse",
-            "inputs.list",
-            "inputs.free",
-            "inputs.undeclared"
-        ],
+        vec!["inputs.shady", "inputs.worse", "inputs.list", "inputs.free",],
         "{found:#?}"
     );
     // A safe input beside an unsafe one in the same action still warns, naming the unsafe.
@@ -2325,4 +2321,49 @@ fn a_timeout_beside_retry_warns_that_it_bounds_every_attempt() {
             )
         );
     }
+
+/// A reference the reference checks refuse (an error) is not also warned about as an
+/// unquoted shell value: `{{.error.Message}}` in a step's command, an undeclared input, an
+/// unknown state; in a `workflow_error` hook `.error.Message` is allowed, and warned.
+#[test]
+fn a_reference_that_is_an_error_gets_no_unquoted_value_warning() {
+    let mut w = wf(
+        "a",
+        vec![
+            cmd(
+                "a",
+                "echo {{.error.Message}} {{.inputs.nope}} {{.states.ghost.Output}} {{.inputs.msg}}",
+                Some("done"),
+            ),
+            terminal("done"),
+        ],
+    );
+    w.inputs = vec![input("msg")];
+    w.hooks.workflow_error = vec![HookAction::Command("notify {{.error.Message}}".into())];
+    let found: Vec<(String, String)> = unquoted_shell_values(&w)
+        .into_iter()
+        .map(|d| (d.path, d.message))
+        .collect();
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!(found[0].0, "states.a.command");
+    assert!(
+        found[0].1.starts_with("{{.inputs.msg}} puts inputs.msg"),
+        "{}",
+        found[0].1
+    );
+    assert_eq!(found[1].0, "hooks.workflow_error.0");
+    assert!(
+        found[1]
+            .1
+            .starts_with("{{.error.Message}} puts error.Message"),
+        "{}",
+        found[1].1
+    );
+    // Every one of the three is an error of the reference checks.
+    let errors: Vec<String> = references(&w)
+        .into_iter()
+        .filter(|d| d.severity == Severity::Error && d.path == "states.a.command")
+        .map(|d| d.message)
+        .collect();
+    assert_eq!(errors.len(), 3, "{errors:#?}");
 }

@@ -418,7 +418,13 @@ fn an_enum_input_lists_its_values_and_refuses_others() {
         &format!(r#"{{"request_id":"{rid}","value":"staging"}}"#),
     );
     assert_eq!(code, 422, "{v}");
-    assert!(v["detail"].as_str().unwrap().contains("dev, prod"), "{v}");
+    // The run's own check, the one every rule gets (tests/tests/trial_fixes_42.rs).
+    assert_eq!(
+        v["detail"],
+        "input validation failed: inputs.env: value \"staging\" not in allowed values [dev prod]",
+        "{v}"
+    );
+    assert_eq!(v["hints"][1], "allowed values for env: dev, prod", "{v}");
     // The same request still waits (not asked again under another id).
     let now = execution(&s, &id);
     assert_eq!(now["pending"][0]["request_id"], rid.as_str(), "{now}");

@@ -2415,8 +2415,9 @@ fn submit_warns_about_an_undeclared_input_as_awf_run_does_and_the_worker_runs_it
         ]);
         a
     };
-    let warning = "WARN input 'undeclared' is not declared by workflow 'sec'; templates see it, \
-                   commands do not get it as an environment variable";
+    let warning = "WARN input 'undeclared' is not declared by workflow 'sec'; nothing uses it: \
+                   templates may read only declared inputs and commands get only those as \
+                   environment variables";
     let direct = sb.run(&args(false)).unwrap();
     assert_eq!(direct.code, 0, "{}", direct.stderr);
     assert!(

@@ -257,8 +257,8 @@ fn resume_warns_of_an_undeclared_input() {
     sb.write("ok", "").unwrap();
     let r = sb.run(&["resume", &id, "-i", "zz=1"]).unwrap();
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    let want = "WARN input 'zz' is not declared by workflow 'fail'; templates see it, commands \
-                do not get it as an environment variable";
+    let want = "WARN input 'zz' is not declared by workflow 'fail'; nothing uses it: templates \
+                may read only declared inputs and commands get only those as environment variables";
     assert!(
         r.stdout.contains(want) || r.stderr.contains(want),
         "{}{}",

@@ -471,7 +471,7 @@ async fn step_started_carries_the_rendered_masked_command() {
 }
 
 /// Only declared inputs reach a command's environment: an undeclared one (`BASH_ENV` here)
-/// stays usable in templates but is never exported (AWF exports every string input).
+/// is never exported (AWF exports every string input).
 #[tokio::test]
 async fn only_declared_inputs_are_exported_to_commands() {
     let mut wf = workflow(
@@ -1797,7 +1797,7 @@ async fn resume_warns_of_or_refuses_an_undeclared_input() {
     assert_eq!(
         warns,
         [
-            "input 'zz' is not declared by workflow 'w'; templates see it, commands do not get it as an environment variable"
+            "input 'zz' is not declared by workflow 'w'; nothing uses it: templates may read only declared inputs and commands get only those as environment variables"
         ]
     );
 }

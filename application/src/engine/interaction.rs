@@ -26,10 +26,15 @@ use tokio_util::sync::CancellationToken;
 use super::Emitter;
 use super::lock;
 
+/// Checks an answer before a request takes it: `Err` refuses it (the error is `respond`'s)
+/// and the request stays pending, to be answered again.
+pub(crate) type AnswerCheck = Box<dyn Fn(&Answer) -> Result<(), AwfError> + Send + Sync>;
+
 /// A request waiting for its answer.
 struct Pending {
     kind: RequestKind,
     tx: oneshot::Sender<Answer>,
+    check: Option<AnswerCheck>,
 }
 
 /// The requests of one root run and its sub-runs, and the approval decisions remembered for
@@ -80,19 +85,26 @@ impl Interaction {
         ids
     }
 
-    fn register(&self, kind: RequestKind) -> (String, oneshot::Receiver<Answer>) {
+    fn register(
+        &self,
+        kind: RequestKind,
+        check: Option<AnswerCheck>,
+    ) -> (String, oneshot::Receiver<Answer>) {
         let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("{}:{n}", self.prefix);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id.clone(), Pending { kind, tx });
+        lock(&self.pending).insert(id.clone(), Pending { kind, tx, check });
         (id, rx)
     }
 
-    /// Answers a pending request. A wrong-kind answer leaves it pending.
+    /// Answers a pending request. A wrong-kind answer, or one its check refuses, leaves it
+    /// pending.
     ///
     /// # Errors
     /// `USER.FACADE.INPUT_REJECTED` when no request with that id is pending, or the answer
-    /// does not fit its kind (a value for an approval, an option it does not offer, …).
+    /// does not fit its kind (a value for an approval, an option it does not offer, …); the
+    /// request's own check's error when that refuses the answer (a missing input's value
+    /// that breaks a rule: `USER.INPUT.VALIDATION_FAILED`).
     pub(crate) fn respond(&self, request_id: &str, answer: Answer) -> Result<(), AwfError> {
         let mut pending = lock(&self.pending);
         let Some(p) = pending.get(request_id) else {
@@ -108,6 +120,9 @@ impl Interaction {
                 format!("request {request_id}: {why}"),
             )
             .with_hint("the request is still pending: answer it with the kind it asks for"));
+        }
+        if let Some(check) = &p.check {
+            check(&answer)?;
         }
         let Some(p) = pending.remove(request_id) else {
             return Err(AwfError::new(
@@ -135,11 +150,24 @@ impl Interaction {
         timeout: Option<Duration>,
         shown: impl FnOnce(&Resolution) -> Resolution,
     ) -> Resolution {
+        self.ask_checked(at, kind, timeout, None, shown).await
+    }
+
+    /// [`Interaction::ask`] with `check` run on each answer before it is taken: an answer it
+    /// refuses is `respond`'s error and the request stays pending (same id, no new event).
+    pub(crate) async fn ask_checked(
+        &self,
+        at: &AskAt<'_>,
+        kind: RequestKind,
+        timeout: Option<Duration>,
+        check: Option<AnswerCheck>,
+        shown: impl FnOnce(&Resolution) -> Resolution,
+    ) -> Resolution {
         // A run that is being cancelled asks nothing new.
         if at.cancel.is_cancelled() {
             return Resolution::Cancelled;
         }
-        let (request_id, rx) = self.register(kind.clone());
+        let (request_id, rx) = self.register(kind.clone(), check);
         let request = InteractionRequest {
             request_id: request_id.clone(),
             step: at.step.map(str::to_owned),

@@ -532,34 +532,43 @@ async fn missing_inputs_are_asked_before_the_run_starts_and_refused_values_again
     let mut req = request();
     req.prompt_missing_inputs = true;
     let h = f.start_run(req).await.expect("starts");
-    let mut answers = vec!["dev", "qa"];
+    let mut refusals = Vec::new();
     let (events, result, _) = drive(h, |r, h| {
-        let v = answers.pop().expect("asked at most twice");
-        h.respond(&r.request_id, Answer::Value(v.into()))
+        // A value that breaks the rule is refused by `respond`, naming it; the request stays
+        // pending and takes the next answer.
+        let e = h
+            .respond(&r.request_id, Answer::Value("qa".into()))
+            .expect_err("refused");
+        refusals.push((
+            e.code(),
+            e.message().to_owned(),
+            awf_domain::interaction::refused_value(&e).map(str::to_owned),
+        ));
+        h.respond(&r.request_id, Answer::Value("dev".into()))
             .expect("accepted");
     })
     .await;
     let result = result.expect("finished");
     assert_eq!(result.status, RunStatus::Success);
-    let asked = requests(&events);
-    assert_eq!(asked.len(), 2);
-    let problems: Vec<Option<String>> = asked
-        .iter()
-        .map(|r| match &r.kind {
-            RequestKind::MissingInput { input, problem } => {
-                assert_eq!(input.name, "env");
-                problem.clone()
-            }
-            other => panic!("unexpected {other:?}"),
-        })
-        .collect();
     assert_eq!(
-        problems,
-        vec![
-            None,
-            Some("value \"qa\" not in allowed values [dev prod]".into())
-        ]
+        refusals,
+        vec![(
+            ErrorCode::UserInputValidationFailed,
+            "input validation failed: inputs.env: value \"qa\" not in allowed values [dev prod]"
+                .to_owned(),
+            Some("value \"qa\" not in allowed values [dev prod]".to_owned()),
+        )]
     );
+    // Asked once: the refused answer asked nothing new.
+    let asked = requests(&events);
+    assert_eq!(asked.len(), 1);
+    match &asked[0].kind {
+        RequestKind::MissingInput { input, problem } => {
+            assert_eq!(input.name, "env");
+            assert_eq!(problem, &None);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
     // Both asked before RunStarted, which has the answer.
     let started = events
         .iter()

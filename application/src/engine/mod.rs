@@ -52,6 +52,7 @@ use awf_domain::scope::RuntimeInfo;
 use awf_domain::scope::Scope;
 use awf_domain::scope::WorkflowInfo;
 use awf_domain::workflow::CommandSource;
+use awf_domain::workflow::InputDef;
 use awf_domain::workflow::StateKind;
 use awf_domain::workflow::TerminalStatus;
 use awf_domain::workflow::Workflow;
@@ -310,7 +311,8 @@ pub(crate) struct AskInputs {
 
 /// The inputs exported to commands as environment variables: only the ones `wf` declares
 /// (strings as they are, other values as JSON; nulls are not exported). An input the workflow
-/// does not declare stays visible to templates but never reaches a process's environment, so
+/// does not declare never reaches a process's environment (nor a template: the workflow's
+/// checks refuse a reference to it), so
 /// a caller cannot set `BASH_ENV`, `LD_PRELOAD`, `PATH` or an oversized variable through it
 /// (a divergence from AWF, docs/compatibility.md).
 fn exported_of(wf: &Workflow, inputs: &Map<String, Value>) -> Vec<(String, String)> {
@@ -693,7 +695,7 @@ impl Run {
                 };
                 let resolution = self
                     .interaction
-                    .ask(&at, kind, None, |r| {
+                    .ask_checked(&at, kind, None, Some(self.input_check(def)), |r| {
                         shown_resolution(r, secret, &self.masker())
                     })
                     .await;
@@ -753,6 +755,52 @@ impl Run {
         *lock(&self.exported) = exported_of(&self.wf, &inputs);
         *lock(&self.inputs) = inputs;
         Ok(())
+    }
+
+    /// The check of a missing input's answer, run by `respond` before the request takes it:
+    /// a value that breaks one of `def`'s rules (type, `enum`, `pattern`, `min`, `max`,
+    /// `file_exists`, `file_extension`, required and empty) is refused with
+    /// `USER.INPUT.VALIDATION_FAILED` naming the rule (the value masked as the run masks
+    /// it, a secret-named input's always), so the request stays pending and the front-end
+    /// asks again (HTTP answers 422).
+    fn input_check(&self, def: &InputDef) -> interaction::AnswerCheck {
+        let def = def.clone();
+        let dir = self.working_dir.clone();
+        let host = Arc::clone(&self.svc.host);
+        let masker = self.masker();
+        Box::new(move |answer| {
+            let awf_domain::interaction::Answer::Value(v) = answer else {
+                return Ok(());
+            };
+            let Err(why) = crate::inputs::check_one(&def, v, &dir, host.as_ref()) else {
+                return Ok(());
+            };
+            let why = if awf_domain::mask::is_secret_name(&def.name) {
+                Masker::from_named([(def.name.as_str(), v.as_str())])
+                    .mask(&why)
+                    .into_owned()
+            } else {
+                masker.mask(&why).into_owned()
+            };
+            let mut e = AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!("input validation failed: inputs.{}: {why}", def.name),
+            )
+            .with_detail(
+                awf_domain::interaction::REFUSED_INPUT_DETAIL,
+                def.name.clone(),
+            )
+            .with_detail(awf_domain::interaction::REFUSED_VALUE_DETAIL, why)
+            .with_hint("the request is still pending: answer it again with a value that fits");
+            if !def.validation.enum_values.is_empty() {
+                e = e.with_hint(format!(
+                    "allowed values for {}: {}",
+                    def.name,
+                    def.validation.enum_values.join(", ")
+                ));
+            }
+            Err(e.with_hint(crate::inputs::INPUTS_HELP_HINT))
+        })
     }
 
     /// Asks a front-end `kind` about `state` and waits for the resolution (see

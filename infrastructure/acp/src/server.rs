@@ -1523,6 +1523,24 @@ async fn prompt_turn(
             .service
             .respond(&p.request_id, Answer::Value(answer))
         {
+            // A missing input's value that breaks a rule: the request is still pending, so
+            // the turn ends asking for it again (the next message answers it).
+            if let Some(why) = awf_domain::interaction::refused_value(&e) {
+                let input = e
+                    .details()
+                    .get(awf_domain::interaction::REFUSED_INPUT_DETAIL)
+                    .and_then(Value::as_str)
+                    .unwrap_or("the input");
+                message(
+                    shared,
+                    s,
+                    &format!(
+                        "Answer not taken: {why}. Send the value of `{input}` as your next message."
+                    ),
+                );
+                *s.parked.lock().await = Some(p);
+                return Ok("end_turn");
+            }
             message(shared, s, &format!("Answer not taken: {e}"));
         }
         return Ok(follow(shared, s, p.run_id, p.workflow, p.sub, p.projector, cancel).await);
@@ -1583,7 +1601,8 @@ async fn prompt_turn(
         mcp_servers: lock(&s.mcp_servers).clone(),
         fs_delegate: lock(&s.fs).as_ref().map(|b| b.socket().to_path_buf()),
         // `/name k=v` names its inputs (checked above too); the default workflow only ever
-        // gets `prompt`, which it may leave undeclared (then templates see it, steps' env not).
+        // gets `prompt`, which it may leave undeclared (then nothing reads it: a template
+        // that names it is refused by the workflow's checks, and no step's env gets it).
         refuse_undeclared_inputs: from_command,
         ..RunRequest::default()
     };
@@ -2062,34 +2081,46 @@ async fn ask(
             }
         }
         RequestKind::MissingInput { input, problem } => {
-            let mut question = format!(
-                "Workflow \"{workflow}\" needs input `{}`{}",
-                input.name,
-                input
-                    .description
-                    .as_deref()
-                    .map(|d| format!(" ({d})"))
-                    .unwrap_or_default()
-            );
-            if let Some(p) = problem {
-                question.push_str(&format!(": {p}"));
-            }
-            let enums = &input.validation.enum_values;
-            if elicitation_form(shared) {
-                let params = frames::elicitation_form(
-                    &s.id,
-                    &question,
-                    &[(
-                        input.name.clone(),
-                        input.name.clone(),
-                        input.description.clone(),
-                        enums.clone(),
-                    )],
-                    true,
+            // A value that breaks one of the input's rules is refused by the run (the
+            // request stays pending): asked again, with the rule it broke.
+            let mut problem = problem.clone();
+            loop {
+                let mut question = format!(
+                    "Workflow \"{workflow}\" needs input `{}`{}",
+                    input.name,
+                    input
+                        .description
+                        .as_deref()
+                        .map(|d| format!(" ({d})"))
+                        .unwrap_or_default()
                 );
-                return elicit(shared, request, params, &input.name, cancel, timeout).await;
-            }
-            if !enums.is_empty() {
+                if let Some(p) = &problem {
+                    question.push_str(&format!(": {p}"));
+                }
+                let enums = &input.validation.enum_values;
+                if elicitation_form(shared) {
+                    let params = frames::elicitation_form(
+                        &s.id,
+                        &question,
+                        &[(
+                            input.name.clone(),
+                            input.name.clone(),
+                            input.description.clone(),
+                            enums.clone(),
+                        )],
+                        true,
+                    );
+                    match elicit(shared, request, params, &input.name, cancel, timeout).await {
+                        Ok(asked) => return asked,
+                        Err(why) => {
+                            problem = Some(why);
+                            continue;
+                        }
+                    }
+                }
+                if enums.is_empty() {
+                    return Asked::Park(format!("{question}. Send it as your next message."));
+                }
                 let mut opts: Vec<Value> = enums
                     .iter()
                     .enumerate()
@@ -2130,7 +2161,18 @@ async fn ask(
                     .and_then(|i| i.parse::<usize>().ok())
                     .and_then(|i| enums.get(i))
                 {
-                    Some(v) => respond(Answer::Value(v.clone())),
+                    Some(v) => match service.respond(&request.request_id, Answer::Value(v.clone()))
+                    {
+                        // An allowed value another rule refuses (`pattern` beside `enum`).
+                        Err(e) if awf_domain::interaction::refused_value(&e).is_some() => {
+                            problem = awf_domain::interaction::refused_value(&e).map(str::to_owned);
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::debug!(target: "awf::acp", error = %e, "answer not taken");
+                        }
+                        Ok(()) => {}
+                    },
                     None => {
                         if chosen != "awf:none" {
                             message(
@@ -2147,7 +2189,6 @@ async fn ask(
                 }
                 return Asked::Done;
             }
-            Asked::Park(format!("{question}. Send it as your next message."))
         }
         RequestKind::ConversationTurn { prompt } => {
             if elicitation_form(shared) {
@@ -2162,7 +2203,10 @@ async fn ask(
                     &[("reply".into(), "Reply".into(), None, Vec::new())],
                     false,
                 );
-                return elicit(shared, request, params, "reply", cancel, timeout).await;
+                // A conversation turn takes any text: nothing is refused.
+                return elicit(shared, request, params, "reply", cancel, timeout)
+                    .await
+                    .unwrap_or(Asked::Done);
             }
             let q = if prompt.trim().is_empty() || prompt.trim() == ">" {
                 String::from(
@@ -2186,6 +2230,9 @@ fn elicitation_form(shared: &Shared) -> bool {
     client_cap(shared, &["elicitation", "form"])
 }
 
+/// Asks the client through `elicitation/create` and answers `request` with what it gives.
+/// `Err` is the rule a missing input's value broke (the run refused it; the request is
+/// still pending and is to be asked again).
 async fn elicit(
     shared: &Arc<Shared>,
     request: &InteractionRequest,
@@ -2193,10 +2240,10 @@ async fn elicit(
     field: &str,
     cancel: &CancellationToken,
     timeout: Option<Duration>,
-) -> Asked {
+) -> Result<Asked, String> {
     let Some(answer) = client_request(shared, "elicitation/create", params, cancel, timeout).await
     else {
-        return Asked::Done;
+        return Ok(Asked::Done);
     };
     let a = match answer {
         Ok(v) if v.get("action").and_then(Value::as_str) == Some("accept") => {
@@ -2207,14 +2254,17 @@ async fn elicit(
             }
         }
         Ok(v) if v.get("action").and_then(Value::as_str) == Some("cancel") => {
-            return Asked::Cancelled;
+            return Ok(Asked::Cancelled);
         }
         _ => Answer::EndOfInput,
     };
     if let Err(e) = shared.cfg.service.respond(&request.request_id, a) {
+        if let Some(why) = awf_domain::interaction::refused_value(&e) {
+            return Err(why.to_owned());
+        }
         tracing::debug!(target: "awf::acp", error = %e, "answer not taken");
     }
-    Asked::Done
+    Ok(Asked::Done)
 }
 
 /// Turns run events into `session/update` frames for one session.

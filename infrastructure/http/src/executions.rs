@@ -1341,18 +1341,14 @@ pub(crate) fn answer_for(body: &RespondBody, request: &RequestKind) -> Result<An
             }
         }
         _ if body.end_of_input == Some(true) => Ok(Answer::EndOfInput),
+        // A missing input's value is checked against every rule of the input by the run
+        // (`respond` refuses it, 422 below), the same check the terminal and ACP get.
         RequestKind::MissingInput { input, .. } if !input.validation.enum_values.is_empty() => {
-            let allowed = &input.validation.enum_values;
-            match value.map(text) {
-                Some(v) if allowed.contains(&v) => Ok(Answer::Value(v)),
-                Some(v) => Err(unfit(format!(
-                    "input '{}' must be one of: {} (not '{v}')",
-                    input.name,
-                    allowed.join(", ")
-                ))),
+            match value {
+                Some(v) => Ok(Answer::Value(text(v))),
                 None => Err(unfit(format!(
                     "a missing_input request takes `value` (one of: {}) or `end_of_input`",
-                    allowed.join(", ")
+                    input.validation.enum_values.join(", ")
                 ))),
             }
         }
@@ -1436,7 +1432,7 @@ pub fn decision_of(text: &str, has_previous: bool) -> Result<BreakpointDecision,
         (status = 404, description = "No such run, or no such request in it", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 409, description = "Answered already, timed out, asked by an earlier attempt of the run, the run ended, or its worker is gone", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "The body is over 1 MiB", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "The answer does not fit the request (or several are pending and none is named), or an ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "The answer does not fit the request (or several are pending and none is named); a missing input's value that breaks one of the input's rules (`enum`, `pattern`, `min`, `max`, its type, `file_exists`, `file_extension`, or empty when required), `USER.INPUT.VALIDATION_FAILED` whose `detail` names the rule, the request staying pending; or an ambiguous run id prefix (the hints list candidates)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 500, description = "The run's state file cannot be read", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -1514,6 +1510,11 @@ pub(crate) async fn respond(
     cfg.service
         .respond(&request.request_id, answer)
         .map_err(|e| {
+            // A missing input's value that breaks one of the input's rules: 422 naming the
+            // rule, and the request stays pending (answer it again).
+            if awf_domain::interaction::refused_value(&e).is_some() {
+                return Problem::from_error(e);
+            }
             // The service's own hints first (a worker of a shared store says what became of
             // the run's worker), then the general one.
             let mut refused = AwfError::new(
@@ -2329,14 +2330,25 @@ mod tests {
     }
 
     #[test]
-    fn an_enum_input_takes_one_of_its_values_and_lists_them() {
+    fn an_enum_input_takes_a_value_and_lists_its_values() {
         let req = enum_input();
         assert_eq!(
             answer_for(&body(json!({"value": "prod"})), &req).unwrap(),
             Answer::Value("prod".into())
         );
-        let e = answer_for(&body(json!({"value": "staging"})), &req).unwrap_err();
+        // The run checks the value against every rule (its `respond` refuses `staging`:
+        // tests/tests/trial_fixes_42.rs), as it does for the terminal and ACP.
+        assert_eq!(
+            answer_for(&body(json!({"value": "staging"})), &req).unwrap(),
+            Answer::Value("staging".into())
+        );
+        let e = answer_for(&body(json!({"option": "prod"})), &req).unwrap_err();
         assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert!(
+            e.error.message().contains("one of: dev, prod"),
+            "{}",
+            e.error.message()
+        );
         assert_eq!(
             answer_for(&body(json!({"end_of_input": true})), &req).unwrap(),
             Answer::EndOfInput

@@ -406,7 +406,8 @@ pub struct RunArgs {
 pub struct ValidateArgs {
     /// Workflow name or path to a workflow file.
     pub workflow: String,
-    /// Treat unknown keys as errors.
+    /// Treat unknown keys (`WORKFLOW.PARSE.UNKNOWN_FIELD`) as errors; every other warning
+    /// stays a warning (exit 0).
     #[arg(long)]
     pub strict: bool,
 }

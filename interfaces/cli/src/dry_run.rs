@@ -51,7 +51,13 @@ pub fn render(plan: &Plan) -> String {
     if !plan.inputs.is_empty() {
         s.push_str("Inputs:\n");
         for i in &plan.inputs {
-            let mark = if i.default { " (default)" } else { "" };
+            let mark = if i.default {
+                " (default)"
+            } else if i.config {
+                " (from .awf/config.yaml)"
+            } else {
+                ""
+            };
             s.push_str(&format!("  {}: {}{mark}\n", i.name, value_text(&i.value)));
         }
         s.push('\n');
@@ -396,11 +402,19 @@ mod tests {
                     name: "file".into(),
                     value: json!("/x"),
                     default: false,
+                    config: false,
                 },
                 PlanInput {
                     name: "count".into(),
                     value: json!(10),
                     default: true,
+                    config: false,
+                },
+                PlanInput {
+                    name: "cc".into(),
+                    value: json!("gcc"),
+                    default: false,
+                    config: true,
                 },
             ],
             hooks: PlanWorkflowHooks::default(),
@@ -419,7 +433,7 @@ mod tests {
         };
         assert_eq!(
             render(&plan),
-            "Dry Run: demo\n=============\nA demo\n\nInputs:\n  file: /x\n  count: 10 (default)\n\n\
+            "Dry Run: demo\n=============\nA demo\n\nInputs:\n  file: /x\n  count: 10 (default)\n  cc: gcc (from .awf/config.yaml)\n\n\
              Execution Plan:\n---------------\n\
              [1] extract\n    Command: cat \"/x\"\n    Hook (pre): log: hi\n    Timeout: 30s\n    \
              Retry: 3 attempts, exponential backoff, initial delay 1s\n    → when \"inputs.count > 5\": big\n    \

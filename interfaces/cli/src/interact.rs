@@ -350,6 +350,9 @@ pub(crate) struct Answerer {
     term: Terminal,
     queue: std::collections::VecDeque<InteractionRequest>,
     current: Option<(InteractionRequest, tokio::task::JoinHandle<Answer>)>,
+    /// The request whose answer [`Answerer::next`] gave last (asked again when the run
+    /// refuses that answer, [`Answerer::ask_again`]).
+    answered: Option<InteractionRequest>,
     /// The run is being cancelled: nothing new is asked (its requests resolve cancelled).
     cancelling: bool,
 }
@@ -361,8 +364,23 @@ impl Answerer {
             term: Terminal::new(ctx),
             queue: std::collections::VecDeque::new(),
             current: None,
+            answered: None,
             cancelling: false,
         }
+    }
+
+    /// The run refused the answer just given to `request_id` (a missing input's value that
+    /// breaks a rule, `why`): the request is still pending, so it is asked again, with
+    /// `why` shown first (`invalid: …; try again`).
+    pub(crate) fn ask_again(&mut self, request_id: &str, why: &str) {
+        let Some(mut request) = self.answered.take().filter(|r| r.request_id == request_id) else {
+            return;
+        };
+        if let RequestKind::MissingInput { problem, .. } = &mut request.kind {
+            *problem = Some(why.to_owned());
+        }
+        self.queue.push_front(request);
+        self.start_next();
     }
 
     /// The run is being cancelled: ask nothing new (what is queued is dropped; the engine
@@ -437,10 +455,11 @@ impl Answerer {
             Some((_, h)) => h.await.unwrap_or(Answer::EndOfInput),
             None => std::future::pending().await,
         };
+        self.answered = self.current.take().map(|(r, _)| r);
         let id = self
-            .current
-            .take()
-            .map(|(r, _)| r.request_id)
+            .answered
+            .as_ref()
+            .map(|r| r.request_id.clone())
             .unwrap_or_default();
         self.start_next();
         (id, answer)

@@ -388,6 +388,22 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
         .repository
         .load(&req.identifier, None)
         .and_then(|loaded| {
+            // The plan lists only the declared inputs: an undeclared `--input` is warned
+            // about as `awf run` warns about it.
+            if !ctx.json() && !ctx.quiet {
+                let mut err = std::io::stderr().lock();
+                for m in awf_application::validation::undeclared_input_warnings(
+                    &loaded.workflow,
+                    &req.inputs,
+                ) {
+                    let _ = writeln!(
+                        err,
+                        "{} {}",
+                        ctx.err_style.yellow("WARN"),
+                        crate::style::printable(&m)
+                    );
+                }
+            }
             awf_application::plan::plan_loaded(
                 &w.services,
                 &req.identifier,
@@ -620,9 +636,13 @@ pub(crate) async fn drive(
     loop {
         tokio::select! {
             (id, answer) = answerer.next() => {
-                // The one place this front-end answers a request.
-                let _ = service.respond(&id, answer);
-                printer.prompt_answered(&id);
+                // The one place this front-end answers a request. A missing input's value
+                // that breaks a rule is refused and the request stays pending: asked again.
+                let refused = service.respond(&id, answer).err();
+                match refused.as_ref().and_then(awf_domain::interaction::refused_value) {
+                    Some(why) => answerer.ask_again(&id, why),
+                    None => printer.prompt_answered(&id),
+                }
             }
             item = events.next() => {
                 let ev = match item {

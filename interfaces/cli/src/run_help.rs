@@ -14,7 +14,9 @@
 //! ```
 //! Columns are padded to their widest cell plus two spaces. `REQUIRED` is `yes`/`no`, `DEFAULT`
 //! is `-` when none, `""` for the empty string, `***` for any other value of a secret-named
-//! input, `DESCRIPTION` is trimmed (`No
+//! input; a value the project config's `inputs:` gives replaces the default, marked `(from
+//! .awf/config.yaml)`, and makes the input not required (`no`), as the run takes it;
+//! `DESCRIPTION` is trimmed (`No
 //! description` when empty). Without inputs the section is the line `No input parameters`.
 //! When an input has `validation` rules, a `RULES` column before `DESCRIPTION` shows each
 //! input's (`one of dev|prod`, `matches ^v[0-9]+$`, `1..10`, `>= 1`, `<= 10`, `existing
@@ -62,11 +64,15 @@ pub fn print(cli: &Cli, run_help: &str) -> u8 {
     };
     let ctx = Ctx::from_cli(cli);
     let loaded = wiring::build(cli.storage.as_deref()).and_then(|w| {
+        // The project config's `inputs:` give values as a default does (a config that
+        // cannot be read is `awf run`'s to report).
+        let config = w.config().map(|c| c.inputs).unwrap_or_default();
         awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), &args.workflow, None)
+            .map(|l| (l, config))
     });
     match loaded {
-        Ok(l) => {
-            let mut text = render(&l.workflow);
+        Ok((l, config)) => {
+            let mut text = render(&l.workflow, &config);
             text.push('\n');
             text.push_str(run_help);
             crate::stdout_check::checked(std::io::stdout().lock().write_all(text.as_bytes()));
@@ -79,8 +85,13 @@ pub fn print(cli: &Cli, run_help: &str) -> u8 {
     }
 }
 
-/// The workflow part of the help: description and the input parameter table.
-pub fn render(wf: &Workflow) -> String {
+/// Where a value the project config gives is said to come from, in the `DEFAULT` column.
+pub const FROM_CONFIG: &str = "(from .awf/config.yaml)";
+
+/// The workflow part of the help: description and the input parameter table. An input the
+/// project config's `inputs:` (`config`) gives a value is not required (`REQUIRED` is `no`)
+/// and its `DEFAULT` is that value, marked [`FROM_CONFIG`], as the run takes it.
+pub fn render(wf: &Workflow, config: &serde_json::Map<String, serde_json::Value>) -> String {
     let mut out = String::new();
     if let Some(d) = wf
         .description
@@ -108,7 +119,10 @@ pub fn render(wf: &Workflow) -> String {
     }
     head.push("DESCRIPTION".into());
     let mut rows: Vec<Vec<String>> = vec![head];
-    rows.extend(wf.inputs.iter().map(|d| row(d, with_rules)));
+    rows.extend(wf.inputs.iter().map(|d| {
+        let from_config = config.get(&d.name).filter(|v| !v.is_null());
+        row(d, from_config, with_rules)
+    }));
     // Terminal columns, not characters: a CJK character takes two (trial: the columns after
     // a Japanese description or enum value were shifted).
     let width = |t: &str| unicode_width::UnicodeWidthStr::width(t);
@@ -183,7 +197,7 @@ fn choices(values: &[String]) -> String {
     out.join("|")
 }
 
-fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
+fn row(def: &InputDef, from_config: Option<&serde_json::Value>, with_rules: bool) -> Vec<String> {
     let ty = match &def.ty {
         InputType::Untyped | InputType::String => "string".to_owned(),
         InputType::Integer => "integer".to_owned(),
@@ -192,7 +206,7 @@ fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
         InputType::Array => "array".to_owned(),
         InputType::Unknown(t) => t.clone(),
     };
-    let default = match &def.default {
+    let default = match from_config.or(def.default.as_ref()) {
         None | Some(serde_json::Value::Null) => "-".to_owned(),
         Some(v) if awf_domain::mask::hides_named(&def.name, v) => awf_domain::mask::MASK.to_owned(),
         // The empty value as JSON gives it (`GET /api/workflows/{scope}/{name}`), not a
@@ -201,6 +215,11 @@ fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
         Some(serde_json::Value::String(s)) => s.replace('\n', "\\n"),
         Some(v) => v.to_string(),
     };
+    let default = match from_config {
+        Some(_) => format!("{default} {FROM_CONFIG}"),
+        None => default,
+    };
+    let required = def.required && from_config.is_none();
     let description = def
         .description
         .as_deref()
@@ -213,7 +232,7 @@ fn row(def: &InputDef, with_rules: bool) -> Vec<String> {
     let mut cells = vec![
         shown(&def.name),
         shown(&ty),
-        if def.required { "yes" } else { "no" }.to_owned(),
+        if required { "yes" } else { "no" }.to_owned(),
         shown(&default),
     ];
     if with_rules {
@@ -249,6 +268,49 @@ mod tests {
             rules(&v),
             "matches ^x, <= 2.5, existing file, extension .go"
         );
+    }
+
+    #[test]
+    fn a_value_the_project_config_gives_is_the_default_and_not_required() {
+        let yaml = "name: pipeline\ninputs:\n  - {name: cc, required: true}\n  - {name: tag, required: true}\n  - {name: api_token, required: true}\nstates:\n  initial: done\n  done: {type: terminal}\n";
+        let wf = awf_yaml::parse_workflow(yaml, None, Default::default())
+            .unwrap()
+            .workflow;
+        let config =
+            serde_json::json!({"cc": "gcc", "api_token": "s3cr3t-value", "version": "v4.2"});
+        let text = render(&wf, config.as_object().unwrap());
+        let rows: Vec<Vec<&str>> = text
+            .lines()
+            .skip(2)
+            .map(|l| {
+                l.split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                vec![
+                    "cc",
+                    "string",
+                    "no",
+                    "gcc (from .awf/config.yaml)",
+                    "No description"
+                ],
+                vec!["tag", "string", "yes", "-", "No description"],
+                vec![
+                    "api_token",
+                    "string",
+                    "no",
+                    "*** (from .awf/config.yaml)",
+                    "No description"
+                ],
+            ],
+            "{text}"
+        );
+        assert!(!text.contains("version"), "{text}");
     }
 
     #[test]
