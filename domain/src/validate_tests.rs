@@ -2276,6 +2276,7 @@ fn loop_parent_needs_an_enclosing_loop_and_a_known_field() {
             ),
         ]
     );
+}
 
 /// New user: `timeout: 1s` with `retry: {max_attempts: 3}` ran one attempt and said nothing
 /// of the others; the timeout bounds every attempt together (AWF (Go)), which validate says.
@@ -2321,6 +2322,7 @@ fn a_timeout_beside_retry_warns_that_it_bounds_every_attempt() {
             )
         );
     }
+}
 
 /// A reference the reference checks refuse (an error) is not also warned about as an
 /// unquoted shell value: `{{.error.Message}}` in a step's command, an undeclared input, an
