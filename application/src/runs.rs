@@ -127,9 +127,29 @@ pub fn live_elsewhere(services: &Services, s: &RunSnapshot) -> bool {
 }
 
 /// Whether `s` is recorded as running but the awf process that ran it is gone (SIGKILL,
-/// crash), as `host` sees it.
-pub fn process_gone(s: &RunSnapshot, host: &dyn Host) -> bool {
-    s.status == StoredStatus::Running && s.owner_pid.is_some_and(|p| !host.process_alive(p))
+/// crash). A top-level run's process holds the run's lock for the whole run: when `locks`
+/// can tell, a lock nobody holds means it is gone, although its recorded pid may name
+/// another program by now (reused after a restart; breaker: `awf history` said `running`,
+/// and DELETE's hint said to `kill -INT` an unrelated process). Otherwise (a sub-workflow's
+/// run, no locks), whether the recorded pid is alive, as `host` sees it.
+pub fn process_gone(
+    s: &RunSnapshot,
+    locks: Option<&dyn awf_domain::ports::locks::RunLocks>,
+    host: &dyn Host,
+) -> bool {
+    if s.status != StoredStatus::Running {
+        return false;
+    }
+    let Some(pid) = s.owner_pid else {
+        return false;
+    };
+    if s.parent_run_id.is_none()
+        && pid != host.pid()
+        && let Some(held) = locks.and_then(|l| l.is_held(&s.run_id))
+    {
+        return !held;
+    }
+    !host.process_alive(pid)
 }
 
 fn millis(d: Duration) -> u64 {
@@ -442,7 +462,7 @@ pub fn gone_runs(
                     && locks.is_some_and(|l| matches!(l.try_lock(&r.id), Ok(Some(_))))
             };
             match states.load(&r.id) {
-                Ok(s) if process_gone(&s, host) => true,
+                Ok(s) if process_gone(&s, locks, host) => true,
                 Ok(s) => s.status == StoredStatus::Running && old && free(),
                 // Not found (a state file that cannot be read is another matter).
                 Err(e)
@@ -538,14 +558,14 @@ pub fn status_duration_ms(
     s: &RunSnapshot,
     history: Option<&HistoryRecord>,
     now: SystemTime,
-    host: &dyn Host,
+    gone: bool,
 ) -> Option<u64> {
     if s.status == StoredStatus::Queued {
         // Not started: it has no duration (as `awf history` and HTTP show it).
         return None;
     }
     if s.status == StoredStatus::Running {
-        if process_gone(s, host) {
+        if gone {
             return None;
         }
         return Some(now.duration_since(s.started_at).map_or(0, millis));
@@ -587,10 +607,14 @@ pub fn run_status(
         .load(&run_id)
         .map_err(|e| explain_missing_state(e, history, &run_id))?;
     let record = history.and_then(|h| h.get(&run_id).ok().flatten());
-    let host = services.host.as_ref();
-    let duration_ms = status_duration_ms(&snapshot, record.as_ref(), services.clock.now(), host);
+    let gone = process_gone(
+        &snapshot,
+        services.run_locks.as_deref(),
+        services.host.as_ref(),
+    );
+    let duration_ms = status_duration_ms(&snapshot, record.as_ref(), services.clock.now(), gone);
     Ok(RunStatusView {
-        process_gone: process_gone(&snapshot, host),
+        process_gone: gone,
         message: states.terminal_message(&run_id),
         snapshot,
         duration_ms,
@@ -891,20 +915,60 @@ mod tests {
         host.process(77, true);
         let now = std::time::UNIX_EPOCH + Duration::from_secs(1_010);
         let live = snapshot(StoredStatus::Running, Some(77));
-        assert!(!process_gone(&live, &host));
-        assert_eq!(status_duration_ms(&live, None, now, &host), Some(10_000));
+        assert!(!process_gone(&live, None, &host));
+        assert_eq!(status_duration_ms(&live, None, now, false), Some(10_000));
         host.process(77, false);
-        assert!(process_gone(&live, &host));
-        assert_eq!(status_duration_ms(&live, None, now, &host), None);
+        assert!(process_gone(&live, None, &host));
+        assert_eq!(status_duration_ms(&live, None, now, true), None);
         // A finished run is never gone; its duration is the recorded one.
         let done = snapshot(StoredStatus::Failure, Some(77));
-        assert!(!process_gone(&done, &host));
-        assert_eq!(status_duration_ms(&done, None, now, &host), Some(1_500));
+        assert!(!process_gone(&done, None, &host));
+        assert_eq!(status_duration_ms(&done, None, now, true), Some(1_500));
         let r = result_of(&done);
         assert_eq!(
             (r.status, r.duration_ms, r.exit_code),
             (RunStatus::Failure, 1_500, 0)
         );
+    }
+
+    /// Locks that say whether a run's lock is held, without taking it.
+    struct Probe(Option<bool>);
+
+    impl awf_domain::ports::locks::RunLocks for Probe {
+        fn try_lock(
+            &self,
+            _run_id: &str,
+        ) -> Result<Option<awf_domain::ports::locks::RunLockGuard>, awf_domain::AwfError> {
+            Ok(None)
+        }
+
+        fn is_held(&self, _run_id: &str) -> Option<bool> {
+            self.0
+        }
+    }
+
+    /// Breaker: a pid reused by another program (after a restart) made a dead run look live
+    /// everywhere. A top-level run's lock says whether its process is there; a sub-workflow's
+    /// run (its parent's process holds the parent's lock) and locks that cannot tell fall
+    /// back on the pid.
+    #[test]
+    fn a_top_level_run_whose_lock_nobody_holds_is_gone_whatever_its_pid() {
+        let host = FakeHost::default();
+        host.process(77, true);
+        let live = snapshot(StoredStatus::Running, Some(77));
+        assert!(process_gone(&live, Some(&Probe(Some(false))), &host));
+        assert!(!process_gone(&live, Some(&Probe(Some(true))), &host));
+        assert!(!process_gone(&live, Some(&Probe(None)), &host));
+        let mut child = live.clone();
+        child.parent_run_id = Some("parent".into());
+        assert!(!process_gone(&child, Some(&Probe(Some(false))), &host));
+        host.process(77, false);
+        assert!(process_gone(&live, Some(&Probe(None)), &host));
+        // A lock held (by a process that took the run over) wins over a dead pid.
+        assert!(!process_gone(&live, Some(&Probe(Some(true))), &host));
+        // Ended runs are never gone.
+        let done = snapshot(StoredStatus::Success, Some(77));
+        assert!(!process_gone(&done, Some(&Probe(Some(false))), &host));
     }
 
     #[test]

@@ -96,3 +96,50 @@ fn the_http_preview_gives_an_inline_failures_exit_code() {
         "{run}"
     );
 }
+
+/// Breaker: a killed run whose recorded pid was reused by another program (common after a
+/// container restart) was shown `running` by `awf status` and `awf history`, with a growing
+/// duration, and DELETE's hint said to `kill -INT` the unrelated process. Nobody holds the
+/// run's lock: its process is gone.
+#[test]
+fn a_killed_run_whose_pid_was_reused_is_shown_gone() {
+    use std::process::Stdio;
+    let sb = Sandbox::new().unwrap();
+    let wf = sb
+        .write(
+            "long.yaml",
+            "name: long\nstates:\n  initial: a\n  a: {type: step, command: 'sleep 1044', on_success: done}\n  done: {type: terminal}\n",
+        )
+        .unwrap();
+    let mut child = sb
+        .cmd(&["run", wf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let id = awf_tests::wait_for_state(&sb, "the run to be at a", |v| v["current_state"] == "a");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = sb.kill_processes(Some("sleep 1044"));
+    // Another process now has the recorded owner's pid: ours (the test runner).
+    let file = awf_tests::data(&sb).join(format!("states/{id}.json"));
+    let mut snap: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    snap["owner_pid"] = serde_json::json!(std::process::id());
+    std::fs::write(&file, snap.to_string()).unwrap();
+    let status = sb.run(&["status", &id]).unwrap();
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(
+        status
+            .stdout
+            .contains("Status:    running (its awf process is gone; `awf resume` continues it)"),
+        "{}",
+        status.stdout
+    );
+    let history = sb.run(&["history"]).unwrap();
+    assert!(
+        history.stdout.contains("running (process gone)"),
+        "{}",
+        history.stdout
+    );
+}

@@ -285,16 +285,18 @@ fn owner_of(services: &crate::Services, run_id: &RunId) -> Option<Owner> {
     if s.status != StoredStatus::Running || pid == services.host.pid() {
         return None;
     }
-    Some(if services.host.process_alive(pid) {
-        let holder = services.run_locks.as_ref().and_then(|locks| {
-            locks
-                .holder(&run_id.0)
-                .or_else(|| root_of(store.as_ref(), &s).and_then(|root| locks.holder(&root)))
-        });
-        Owner::Elsewhere(pid, holder)
-    } else {
-        Owner::Gone(pid, root_of(store.as_ref(), &s))
-    })
+    Some(
+        if !crate::runs::process_gone(&s, services.run_locks.as_deref(), services.host.as_ref()) {
+            let holder = services.run_locks.as_ref().and_then(|locks| {
+                locks
+                    .holder(&run_id.0)
+                    .or_else(|| root_of(store.as_ref(), &s).and_then(|root| locks.holder(&root)))
+            });
+            Owner::Elsewhere(pid, holder)
+        } else {
+            Owner::Gone(pid, root_of(store.as_ref(), &s))
+        },
+    )
 }
 
 /// The refusal to cancel a run whose awf process is gone without recording an end

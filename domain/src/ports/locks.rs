@@ -41,6 +41,15 @@ pub trait RunLocks: Send + Sync {
     fn holder(&self, _run_id: &str) -> Option<String> {
         None
     }
+
+    /// Whether some process holds the lock of `run_id` now, looked at without taking it:
+    /// `Some(false)` when nobody does (no lock file, or one nobody holds), `None` when the
+    /// adapter cannot tell (the default). The process running a top-level run holds its lock
+    /// for the whole run, so a lock nobody holds says that process is gone, even when its
+    /// recorded pid now names another program.
+    fn is_held(&self, _run_id: &str) -> Option<bool> {
+        None
+    }
 }
 
 /// The error of a lock another process holds (`USER.INPUT.VALIDATION_FAILED`, with a hint),

@@ -113,6 +113,25 @@ impl RunLocks for RunLockFiles {
         Ok(None)
     }
 
+    /// Probes with a shared, non-blocking `flock` on the file opened read-only (never created):
+    /// it fails only while a holder has its exclusive lock. The probe is released at once.
+    fn is_held(&self, run_id: &str) -> Option<bool> {
+        let path = self.lock_path(run_id)?;
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some(false),
+            Err(_) => return None,
+        };
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+            Ok(probe) => {
+                drop(probe);
+                Some(false)
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Some(true),
+            Err(_) => None,
+        }
+    }
+
     fn holder(&self, run_id: &str) -> Option<String> {
         let text = std::fs::read_to_string(self.lock_path(run_id)?).ok()?;
         let kind = text.trim();

@@ -375,7 +375,13 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let progress_of = |s: &RunSnapshot| awf_application::runs::resume_progress(&w.services, s);
     // The word `awf history` shows too: a run recorded as running whose awf process died is
     // `running (process gone)` (it said `running`, as if it still ran).
-    let gone = |s: &RunSnapshot| awf_application::runs::process_gone(s, w.services.host.as_ref());
+    let gone = |s: &RunSnapshot| {
+        awf_application::runs::process_gone(
+            s,
+            w.services.run_locks.as_deref(),
+            w.services.host.as_ref(),
+        )
+    };
     let status_of = |s: &RunSnapshot| {
         if gone(s) {
             "running (process gone)"
