@@ -364,7 +364,21 @@ fn text_bytes(node: &Node) -> usize {
     }
 }
 
-fn too_large(pos: Pos) -> SyntaxError {
+/// The error of a document over the node or alias limits. `aliases`: whether aliases copied
+/// anything before the limit was hit (a big document without any read as an alias bomb;
+/// breaker).
+fn too_large(pos: Pos, aliases: bool) -> SyntaxError {
+    if !aliases {
+        return SyntaxError {
+            pos,
+            message: format!("document too large (more than {MAX_TOTAL_NODES} nodes)"),
+            hint: Some(
+                "split the workflow: sub-workflows (`call_workflow`) and state templates \
+                 (`use_template`) keep each file small"
+                    .to_owned(),
+            ),
+        };
+    }
     SyntaxError {
         pos,
         message: format!(
@@ -461,7 +475,7 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
                         || alias_bytes > MAX_ALIAS_BYTES
                         || total_nodes > MAX_TOTAL_NODES
                     {
-                        return Err(too_large(pos));
+                        return Err(too_large(pos, true));
                     }
                     if stack.len().saturating_add(*height) > MAX_DEPTH.saturating_add(1) {
                         return Err(too_deep(pos));
@@ -489,7 +503,7 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
             Event::Scalar(value, style, anchor, tag) => {
                 total_nodes = total_nodes.saturating_add(1);
                 if total_nodes > MAX_TOTAL_NODES {
-                    return Err(too_large(pos));
+                    return Err(too_large(pos, alias_nodes > 0));
                 }
                 Some((
                     Built {
@@ -510,7 +524,7 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
                 total_nodes = total_nodes.saturating_add(1);
                 if total_nodes > MAX_TOTAL_NODES {
-                    return Err(too_large(pos));
+                    return Err(too_large(pos, alias_nodes > 0));
                 }
                 if stack.len() >= MAX_DEPTH {
                     return Err(too_deep(pos));
@@ -595,7 +609,7 @@ pub fn parse_document_collecting(text: &str) -> Result<(Node, Vec<SyntaxError>),
             // node once per enclosing anchor without any bound.
             total_nodes = total_nodes.saturating_add(nodes);
             if total_nodes > MAX_TOTAL_NODES {
-                return Err(too_large(node.pos));
+                return Err(too_large(node.pos, true));
             }
             let bytes = text_bytes(&node);
             anchors.insert(anchor, (node.clone(), nodes, height, bytes));
@@ -896,6 +910,24 @@ mod tests {
         // A few copies are fine.
         let text = format!("name: s\nbig: &b \"{big}\"\nlist: [*b, *b]\n");
         assert!(parse_document(&text).is_ok());
+    }
+
+    /// Breaker: a 13 MB workflow without a single alias was refused "after alias
+    /// expansion". Past the node limit without aliases, the message says only how large.
+    #[test]
+    fn a_large_document_without_aliases_is_not_called_an_alias_bomb() {
+        let mut text = String::from("list: [");
+        text.push_str(&"1,".repeat(MAX_TOTAL_NODES + 1));
+        text.push(']');
+        let e = parse_document(&text).unwrap_err();
+        assert_eq!(e.message, "document too large (more than 1000000 nodes)");
+        assert_eq!(
+            e.hint.as_deref(),
+            Some(
+                "split the workflow: sub-workflows (`call_workflow`) and state templates \
+                 (`use_template`) keep each file small"
+            )
+        );
     }
 
     #[test]

@@ -242,12 +242,14 @@ impl YamlRepository {
             if !WORKFLOW_EXTENSIONS.contains(&ext) || p.is_dir() {
                 continue;
             }
-            if let Some(stem) = p.file_stem().and_then(|s| s.to_str()) {
+            // A stem that is not UTF-8 is listed under its lossy spelling, and `list` marks
+            // it (breaker: it was left out without a word).
+            if let Some(stem) = p.file_stem().map(|s| s.to_string_lossy().into_owned()) {
                 let keep_existing = names
-                    .get(stem)
+                    .get(&stem)
                     .is_some_and(|old| old.extension().is_some_and(|x| x == "yaml"));
                 if !keep_existing {
-                    names.insert(stem.to_owned(), p.clone());
+                    names.insert(stem, p.clone());
                 }
             }
         }
@@ -558,6 +560,16 @@ impl YamlRepository {
                 // Never read a FIFO or device (it could block): mark it instead.
                 let loaded = match unusable_path_error(&path, &name) {
                     Some(e) => Err(e),
+                    None if path.file_stem().and_then(|s| s.to_str()).is_none() => {
+                        Err(AwfError::new(
+                            ErrorCode::UserInputInvalidFormat,
+                            "the file name is not valid UTF-8",
+                        )
+                        .with_hint(
+                            "rename the file: a workflow is named by its file name, which must \
+                             be UTF-8 to be given on the command line",
+                        ))
+                    }
                     None => self.load_file(&path, &name),
                 };
                 let (version, description, error, loaded) = match loaded {

@@ -615,3 +615,21 @@ fn a_repository_rooted_elsewhere_looks_up_from_there() {
     assert_eq!(name(rooted.repository.as_ref(), "./sub.yaml"), "sub-a");
     assert_eq!(name(rooted.repository.as_ref(), "named"), "named-b");
 }
+
+/// Breaker: a workflow file whose name is not UTF-8 was left out of `awf list` without a
+/// word. It is listed (under its lossy name) and marked.
+#[test]
+fn list_marks_a_file_name_that_is_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let f = fixture();
+    let dir = f.root.join("proj/.awf/workflows");
+    let name = std::ffi::OsStr::from_bytes(b"bad\xff.yaml");
+    write(&dir.join(name), &simple("bad", "1"));
+    let list = f.repo.list().unwrap();
+    let bad = list.iter().find(|e| e.name == "bad\u{fffd}").unwrap();
+    assert_eq!(
+        bad.error.as_deref(),
+        Some("[USER.INPUT.INVALID_FORMAT] the file name is not valid UTF-8")
+    );
+    assert_eq!(bad.path, dir.join(name));
+}
