@@ -2465,6 +2465,9 @@ struct RefCtx<'a> {
     /// How many loops the states of [`RefCtx::in_loop`] run inside at most (1: a loop's
     /// body; 2: the body of a loop in another loop's body; ...).
     loop_depth: HashMap<&'a str, usize>,
+    /// Loop body states already warned about as also running outside any loop (one warning
+    /// each).
+    outside_noted: HashSet<String>,
     /// The action being checked binds a value (`with`, `range`, `$v := …`): a whole state
     /// (`.states.s1`) is then a value like any other (breaker: "needs a field" refused it).
     binds: bool,
@@ -2736,6 +2739,31 @@ impl<'a> RefCtx<'a> {
                         ),
                     );
                 }
+                if let Site::Step(c) | Site::PostHook(c) = site
+                    && self.in_loop.contains(c)
+                    && self.order.contains_key(c)
+                    && self.outside_noted.insert(c.to_owned())
+                {
+                    // Listed in a loop's body, and also reached by the routes outside every
+                    // loop (breaker: it passed validate, then failed with "undefined
+                    // variable: loop" when the outside route ran it).
+                    self.out.push(
+                        Diagnostic::warning(
+                            ErrorCode::WorkflowValidationInvalidReference,
+                            path,
+                            format!(
+                                "loop reference \"{{{{.{token}}}}}\" in {path}: state \"{c}\" is in a \
+                                 loop's body but also runs outside any loop (a route from \
+                                 outside the loop leads to it), where `.loop` is undefined and \
+                                 the step fails"
+                            ),
+                        )
+                        .with_hint(
+                            "route to the loop instead of to its body state, or give the outside \
+                             route a state of its own",
+                        ),
+                    );
+                }
             }
             "env" | "awf" => {}
             other => {
@@ -2838,6 +2866,7 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         siblings,
         in_loop: states_in_loops(wf),
         loop_depth: loop_depths(wf),
+        outside_noted: HashSet::new(),
         binds: false,
         rendered: false,
         action: String::new(),

@@ -2369,3 +2369,44 @@ fn a_reference_that_is_an_error_gets_no_unquoted_value_warning() {
         .collect();
     assert_eq!(errors.len(), 3, "{errors:#?}");
 }
+
+/// Breaker: a loop body state that a route outside the loop also leads to passed validate
+/// and failed there ("undefined variable: loop"). It is warned about, once.
+#[test]
+fn a_loop_body_state_also_reached_outside_the_loop_is_warned_about() {
+    let items = || LoopOver::Items("[1, 2]".to_owned());
+    let w = wf(
+        "pre",
+        vec![
+            cmd("pre", "true", Some("body")),
+            loop_state("each", items(), &["body"], Some("done")),
+            cmd("body", "echo {{.loop.Item}} {{.loop.Index}}", Some("each")),
+            terminal("done"),
+        ],
+    );
+    let got: Vec<(Severity, String, String)> = references(&w)
+        .into_iter()
+        .map(|d| (d.severity, d.path, d.message))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(
+            Severity::Warning,
+            "states.body.command".to_owned(),
+            "loop reference \"{{.loop.Item}}\" in states.body.command: state \"body\" is in a \
+             loop's body but also runs outside any loop (a route from outside the loop leads to \
+             it), where `.loop` is undefined and the step fails"
+                .to_owned()
+        )]
+    );
+    // Reached only through its loop: nothing to say.
+    let inside = wf(
+        "each",
+        vec![
+            loop_state("each", items(), &["body"], Some("done")),
+            cmd("body", "echo {{.loop.Item}}", Some("each")),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(references(&inside), vec![]);
+}
