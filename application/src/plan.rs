@@ -455,7 +455,8 @@ fn plan_inputs(
     let mut seen = HashSet::new();
     for def in &wf.inputs {
         seen.insert(def.name.clone());
-        let given = cli.iter().any(|(k, _)| k == &def.name) || config.contains_key(&def.name);
+        let given = cli.iter().any(|(k, _)| k == &def.name)
+            || config.get(&def.name).is_some_and(|v| !v.is_null());
         let mut value = resolved.get(&def.name).cloned().unwrap_or(Value::Null);
         masker.mask_json(&mut value);
         if awf_domain::mask::is_secret_name(&def.name) && !value.is_null() {
