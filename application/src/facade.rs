@@ -189,7 +189,12 @@ impl Facade {
             .inputs
             .iter()
             .map(|(k, _)| k.as_str())
-            .chain(config_inputs.keys().map(String::as_str))
+            .chain(
+                config_inputs
+                    .iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, _)| k.as_str()),
+            )
             .collect();
         // Only a secret the workflow declares without a default is needed again; one with
         // a default gets it, and an undeclared input reaches no step (it is neither exported
@@ -225,7 +230,7 @@ impl Facade {
             )
             .with_hint(format!("awf resume {} {}", snap.run_id, flags.join(" "))));
         }
-        for (k, v) in &config_inputs {
+        for (k, v) in config_inputs.iter().filter(|(_, v)| !v.is_null()) {
             base.insert(k.clone(), v.clone());
         }
         let masker = Masker::from_named(req.inputs.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -87,7 +87,9 @@ pub fn resolve_inputs(
             values.insert(def.name.clone(), d.clone());
         }
     }
-    for (k, v) in config {
+    // A configuration input without a value is not set (the default applies); the project
+    // configuration drops them, a queued run recorded before it did may still hold one.
+    for (k, v) in config.iter().filter(|(_, v)| !v.is_null()) {
         values.insert(k.clone(), v.clone());
     }
     for (k, v) in cli {
@@ -236,7 +238,7 @@ pub fn missing_required(
         .filter(|d| {
             d.required
                 && d.default.is_none()
-                && !config.contains_key(&d.name)
+                && config.get(&d.name).is_none_or(Value::is_null)
                 && !cli.iter().any(|(k, _)| k.trim() == d.name)
         })
         .cloned()
@@ -669,6 +671,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r["a"], Value::from(4));
+    }
+
+    /// Breaker: a null among the configuration inputs replaced the input's default with no
+    /// value and skipped its validation; it is "not set": the default applies, a required
+    /// input without one is missing.
+    #[test]
+    fn a_null_config_input_is_not_set() {
+        let mut n = def("n", InputType::Integer, false, Some(Value::from(3)));
+        n.validation.min = Some(1.0);
+        let w = wf(vec![n, def("r", InputType::String, true, None)]);
+        let mut config = Map::new();
+        config.insert("n".into(), Value::Null);
+        config.insert("r".into(), Value::Null);
+        assert_eq!(
+            missing_required(&w, &[], &config)
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            ["r"]
+        );
+        config.insert("r".into(), Value::from("x"));
+        let r = resolve_inputs(&w, &[], &config, Path::new("."), &FakeHost::default()).unwrap();
+        assert_eq!(r.get("n"), Some(&Value::from(3)));
     }
 
     /// Trial 22, issue 3: `validation.enum` of a typed input is checked on the converted

@@ -493,6 +493,7 @@ fn name_mistyped_keys(diagnostics: &mut [Diagnostic]) {
 fn input_declarations(wf: &Workflow, host: &dyn awf_domain::ports::Host) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (i, def) in wf.inputs.iter().enumerate() {
+        out.extend(input_name_checks(i, &def.name));
         if let awf_domain::workflow::InputType::Unknown(t) = &def.ty {
             let known = ["string", "integer", "number", "boolean", "array"];
             let hint = validate::closest(t, known)
@@ -594,6 +595,87 @@ fn input_declarations(wf: &Workflow, host: &dyn awf_domain::ports::Host) -> Vec<
         }
     }
     out
+}
+
+/// Environment variables a step's process depends on, each with what it is for: an input
+/// of the same name (exported to every command step as named) replaces it. Names starting
+/// with one of [`SHADOWED_PREFIXES`] count too.
+const SHADOWED_VARIABLES: [(&str, &str); 17] = [
+    ("PATH", "where programs are found"),
+    ("HOME", "the user's home directory"),
+    ("SHELL", "the shell that runs commands"),
+    ("USER", "the user's name"),
+    ("LOGNAME", "the user's name"),
+    ("PWD", "the working directory"),
+    ("OLDPWD", "the previous working directory"),
+    ("IFS", "how the shell splits words"),
+    ("TMPDIR", "where temp files go"),
+    ("LANG", "the locale"),
+    ("TERM", "the terminal type"),
+    ("ENV", "a file every POSIX shell runs first"),
+    ("BASH_ENV", "a file every bash script runs first"),
+    ("CDPATH", "where `cd` looks"),
+    ("GLOBIGNORE", "which files globs skip"),
+    ("SHELLOPTS", "bash's options"),
+    ("PS4", "bash's trace prefix"),
+];
+
+/// Prefixes of environment variable names [`SHADOWED_VARIABLES`] counts, with what they set.
+const SHADOWED_PREFIXES: [(&str, &str); 3] = [
+    ("LD_", "how programs load libraries"),
+    ("DYLD_", "how programs load libraries"),
+    ("LC_", "the locale"),
+];
+
+/// Whether `name` can name an input: an ASCII letter or `_`, then letters, digits, `_` or
+/// `-` (`{{.inputs.name}}` reads it; a command step gets it as the environment variable
+/// `name`).
+fn valid_input_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// The findings about input `i`'s name: an error for a name that is not an identifier
+/// ([`valid_input_name`]: breaker, an input named `HOME=` validated and a step saw
+/// `HOME==/tmp/elsewhere`), a warning for one whose environment variable replaces one a
+/// step depends on (`PATH`, `HOME`, `LD_PRELOAD`, …: the caller's value would reach every
+/// command step in its place).
+fn input_name_checks(i: usize, name: &str) -> Option<Diagnostic> {
+    if !valid_input_name(name) {
+        return Some(
+            Diagnostic::error(
+                ErrorCode::WorkflowValidationInvalidState,
+                format!("inputs.{i}.name"),
+                format!(
+                    "input name {name:?} is not a valid name: a command step gets each input as an environment variable of that name"
+                ),
+            )
+            .with_hint(
+                "use letters, digits, `_` and `-`, starting with a letter or `_` (e.g. `target_dir`)",
+            ),
+        );
+    }
+    let what = SHADOWED_VARIABLES
+        .iter()
+        .find(|(v, _)| *v == name)
+        .or_else(|| SHADOWED_PREFIXES.iter().find(|(p, _)| name.starts_with(p)))
+        .map(|(_, what)| *what)?;
+    Some(
+        Diagnostic::warning(
+            ErrorCode::WorkflowValidationInvalidState,
+            format!("inputs.{i}.name"),
+            format!(
+                "input \"{name}\" replaces the environment variable {name} ({what}) in every command step with the value the run is given"
+            ),
+        )
+        .with_hint(format!(
+            "rename the input (e.g. `{}_value`) unless replacing {name} is the point",
+            name.to_ascii_lowercase()
+        )),
+    )
 }
 
 /// The error finding for a failed template or expression `check`: `what: <error>`, and the

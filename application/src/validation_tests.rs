@@ -368,3 +368,66 @@ fn a_literal_call_chain_past_the_depth_limit_is_a_warning() {
     // A longer chain: still one warning for the step.
     assert_eq!(deep(chain(40)).len(), 1);
 }
+
+/// Breaker: an input named `HOME=` validated and a step saw `HOME==/tmp/elsewhere`; an
+/// input named `PATH` replaced the real variable without a word. A name that is not an
+/// identifier is an error; one that shadows a variable steps depend on, a warning.
+#[test]
+fn input_names_must_be_identifiers_and_shadowing_is_warned() {
+    let mut wf = caller("w", &[]);
+    wf.inputs = [
+        "HOME=",
+        "ok_name",
+        "trigger-cycle",
+        "_x",
+        "PATH",
+        "LD_PRELOAD",
+        "path",
+        "9x",
+        "a b",
+        "",
+    ]
+    .iter()
+    .map(|n| awf_domain::workflow::InputDef {
+        name: (*n).to_owned(),
+        ty: awf_domain::workflow::InputType::String,
+        description: None,
+        required: false,
+        default: None,
+        validation: Default::default(),
+    })
+    .collect();
+    let host = awf_domain::ports::fakes::FakeHost::default();
+    let got: Vec<(Severity, String, String)> = input_declarations(&wf, &host)
+        .into_iter()
+        .map(|d| (d.severity, d.path, d.message))
+        .collect();
+    let bad = |i: usize, name: &str| {
+        (
+            Severity::Error,
+            format!("inputs.{i}.name"),
+            format!(
+                "input name {name:?} is not a valid name: a command step gets each input as an environment variable of that name"
+            ),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            bad(0, "HOME="),
+            (
+                Severity::Warning,
+                "inputs.4.name".to_owned(),
+                "input \"PATH\" replaces the environment variable PATH (where programs are found) in every command step with the value the run is given".to_owned()
+            ),
+            (
+                Severity::Warning,
+                "inputs.5.name".to_owned(),
+                "input \"LD_PRELOAD\" replaces the environment variable LD_PRELOAD (how programs load libraries) in every command step with the value the run is given".to_owned()
+            ),
+            bad(7, "9x"),
+            bad(8, "a b"),
+            bad(9, ""),
+        ]
+    );
+}

@@ -610,7 +610,11 @@ impl WorkflowTools {
             .filter(|d| {
                 d.required
                     && d.default.is_none()
-                    && !self.config.config_inputs.contains_key(&d.name)
+                    && self
+                        .config
+                        .config_inputs
+                        .get(&d.name)
+                        .is_none_or(Value::is_null)
                     && !given.iter().any(|(k, _)| *k == d.name)
             })
             .collect();

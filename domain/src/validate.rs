@@ -1422,6 +1422,28 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
                 format!("{rb}.multiplier"),
                 "multiplier must be >= 0",
             ));
+        } else if !r.multiplier.is_finite() || r.multiplier > crate::workflow::MAX_RETRY_MULTIPLIER
+        {
+            // Breaker: `1e30` validated, then the delays overflowed (AWF (Go) takes any
+            // number >= 0; its delays overflow the same way).
+            out.push(
+                invalid_state(
+                    format!("{rb}.multiplier"),
+                    format!(
+                        "multiplier {} is too large: at most {}",
+                        if r.multiplier < 1e6 {
+                            r.multiplier.to_string()
+                        } else {
+                            format!("{:e}", r.multiplier)
+                        },
+                        crate::workflow::MAX_RETRY_MULTIPLIER
+                    ),
+                )
+                .with_hint(
+                    "each delay is the previous one times the multiplier: 2 doubles it; \
+                     set `max_delay` to cap the delays (without it they stop growing at 1h)",
+                ),
+            );
         }
     }
 }

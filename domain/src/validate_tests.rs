@@ -2410,3 +2410,49 @@ fn a_loop_body_state_also_reached_outside_the_loop_is_warned_about() {
     );
     assert_eq!(references(&inside), vec![]);
 }
+
+/// Breaker: `multiplier: 1e30` validated, then the run's delays overflowed. A multiplier
+/// over 1000 (or infinite) is an error with a hint; 0 and 1000 are taken (AWF takes >= 0).
+#[test]
+fn an_absurd_retry_multiplier_is_an_error() {
+    let check = |multiplier: f64| -> Vec<(String, String, Option<String>)> {
+        let mut r = cmd("r", "echo", Some("done"));
+        r.retry = Some(RetryPolicy {
+            max_attempts: 3,
+            initial_delay: std::time::Duration::from_secs(1),
+            max_delay: None,
+            backoff: Backoff::Exponential,
+            multiplier,
+            jitter: 0.0,
+            retryable_exit_codes: vec![],
+        });
+        structural(&wf("r", vec![r, terminal("done")]))
+            .into_iter()
+            .map(|d| (d.path, d.message, d.hint))
+            .collect()
+    };
+    let hint = Some(
+        "each delay is the previous one times the multiplier: 2 doubles it; set `max_delay` to cap the delays (without it they stop growing at 1h)"
+            .to_owned(),
+    );
+    assert_eq!(
+        check(1e30),
+        vec![(
+            "states.r.retry.multiplier".to_owned(),
+            "multiplier 1e30 is too large: at most 1000".to_owned(),
+            hint.clone()
+        )]
+    );
+    assert_eq!(
+        check(f64::INFINITY),
+        vec![(
+            "states.r.retry.multiplier".to_owned(),
+            "multiplier inf is too large: at most 1000".to_owned(),
+            hint
+        )]
+    );
+    assert_eq!(check(1000.5).len(), 1);
+    assert_eq!(check(1000.0), vec![]);
+    assert_eq!(check(0.0), vec![]);
+    assert_eq!(check(2.0), vec![]);
+}

@@ -391,7 +391,8 @@ pub struct RetryPolicy {
     pub max_attempts: u32,
     /// Base delay.
     pub initial_delay: Duration,
-    /// Cap applied after backoff, before jitter.
+    /// Cap applied after backoff, before jitter; when not set (or zero),
+    /// [`DEFAULT_MAX_RETRY_DELAY`] (or `initial_delay`, when longer).
     pub max_delay: Option<Duration>,
     /// Backoff shape.
     pub backoff: Backoff,
@@ -403,8 +404,35 @@ pub struct RetryPolicy {
     pub retryable_exit_codes: Vec<i32>,
 }
 
+/// The cap on a retry delay of a policy without `max_delay` (AWF (Go) has none): one hour,
+/// or the policy's `initial_delay` when that is longer. An exponential backoff otherwise
+/// grows past any wait anyone means (breaker: `multiplier: 1e30` announced a retry in
+/// 5124095576030 hours).
+pub const DEFAULT_MAX_RETRY_DELAY: Duration = Duration::from_secs(3600);
+
+/// No retry delay is longer (about 31 years), jitter included, so adding one to a clock
+/// reading cannot overflow.
+pub const RETRY_DELAY_CEILING: Duration = Duration::from_secs(1_000_000_000);
+
+/// The largest `multiplier` `awf validate` takes: past it, the second retry's delay alone is
+/// over a quarter of an hour for a 1 s `initial_delay`, and every later one is the cap.
+pub const MAX_RETRY_MULTIPLIER: f64 = 1000.0;
+
 impl RetryPolicy {
-    /// Delay before the attempt that follows failed attempt `n` (1-based), before jitter.
+    /// The cap of every delay: `max_delay` when set (non-zero), else
+    /// [`DEFAULT_MAX_RETRY_DELAY`] or `initial_delay`, whichever is longer; never over
+    /// [`RETRY_DELAY_CEILING`].
+    pub fn delay_cap(&self) -> Duration {
+        let cap = match self.max_delay {
+            Some(max) if max > Duration::ZERO => max,
+            _ => DEFAULT_MAX_RETRY_DELAY.max(self.initial_delay),
+        };
+        cap.min(RETRY_DELAY_CEILING)
+    }
+
+    /// Delay before the attempt that follows failed attempt `n` (1-based), before jitter:
+    /// the backoff's figure, at most [`RetryPolicy::delay_cap`], in whole milliseconds (what
+    /// the terminal, the log and the events all show).
     pub fn base_delay(&self, n: u32) -> Duration {
         let d0 = self.initial_delay.as_secs_f64();
         let n = n.max(1);
@@ -417,25 +445,22 @@ impl RetryPolicy {
                     .powi(i32::try_from(n - 1).unwrap_or(i32::MAX))
             }
         };
-        let raw = if raw.is_finite() {
-            raw.max(0.0)
-        } else {
-            f64::MAX
-        };
-        let capped = match self.max_delay {
-            Some(max) if max > Duration::ZERO => raw.min(max.as_secs_f64()),
-            _ => raw,
-        };
-        Duration::try_from_secs_f64(capped).unwrap_or(Duration::MAX)
+        // NaN (`0 × inf`) is no delay; anything too large is the cap.
+        let raw = if raw.is_nan() { 0.0 } else { raw.max(0.0) };
+        let cap = self.delay_cap();
+        let capped = Duration::try_from_secs_f64(raw.min(cap.as_secs_f64())).unwrap_or(cap);
+        whole_millis(capped)
     }
 
-    /// Applies jitter given a uniform sample `u` in [−1, 1].
+    /// Applies jitter given a uniform sample `u` in [−1, 1], in whole milliseconds, never
+    /// over [`RETRY_DELAY_CEILING`].
     pub fn jittered(&self, base: Duration, u: f64) -> Duration {
         if self.jitter <= 0.0 {
             return base;
         }
         let f = (1.0 + self.jitter * u.clamp(-1.0, 1.0)).max(0.0);
-        Duration::try_from_secs_f64(base.as_secs_f64() * f).unwrap_or(base)
+        let d = Duration::try_from_secs_f64(base.as_secs_f64() * f).unwrap_or(base);
+        whole_millis(d.min(RETRY_DELAY_CEILING))
     }
 
     /// Whether a failure with this exit code (None = could not run) may be retried.
@@ -443,6 +468,11 @@ impl RetryPolicy {
         self.retryable_exit_codes.is_empty()
             || self.retryable_exit_codes.contains(&code.unwrap_or(1))
     }
+}
+
+/// `d` without its part under a millisecond.
+fn whole_millis(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// One state of the machine.
@@ -1146,5 +1176,70 @@ mod inline_error_tests {
             Some(vec!["a".into(), String::new()])
         );
         assert_eq!(loop_items("[1,2]").ok().map(|v| v.len()), Some(2));
+    }
+}
+
+#[cfg(test)]
+mod retry_delay_tests {
+    use super::*;
+
+    fn policy(backoff: Backoff, multiplier: f64, max_delay: Option<Duration>) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: 4,
+            initial_delay: Duration::from_secs(1),
+            max_delay,
+            backoff,
+            multiplier,
+            jitter: 0.0,
+            retryable_exit_codes: vec![],
+        }
+    }
+
+    /// Breaker: `multiplier: 1e30` made the third attempt's delay `Duration::MAX`, shown as
+    /// 5124095576030 hours, and the run then stopped retrying without a word. Without
+    /// `max_delay` a delay stops growing at one hour.
+    #[test]
+    fn a_delay_without_max_delay_stops_at_an_hour() {
+        let p = policy(Backoff::Exponential, 1e30, None);
+        assert_eq!(p.base_delay(1), Duration::from_secs(1));
+        assert_eq!(p.base_delay(2), Duration::from_secs(3600));
+        assert_eq!(p.base_delay(3), Duration::from_secs(3600));
+        let p = policy(Backoff::Exponential, f64::INFINITY, None);
+        assert_eq!(p.base_delay(2), Duration::from_secs(3600));
+        let p = policy(Backoff::Exponential, 2.0, None);
+        assert_eq!(p.base_delay(4), Duration::from_secs(8));
+        assert_eq!(p.base_delay(40), Duration::from_secs(3600));
+        // A set `max_delay` is the cap, longer or shorter.
+        let p = policy(Backoff::Exponential, 2.0, Some(Duration::from_secs(5)));
+        assert_eq!(p.base_delay(4), Duration::from_secs(5));
+        let p = policy(Backoff::Exponential, 1e30, Some(Duration::from_secs(7200)));
+        assert_eq!(p.base_delay(2), Duration::from_secs(7200));
+        // A constant delay longer than an hour is kept.
+        let mut p = policy(Backoff::Constant, 2.0, None);
+        p.initial_delay = Duration::from_secs(5400);
+        assert_eq!(p.base_delay(3), Duration::from_secs(5400));
+        // 0 × inf is no delay, not a panic.
+        let mut p = policy(Backoff::Exponential, f64::INFINITY, None);
+        p.initial_delay = Duration::ZERO;
+        assert_eq!(p.base_delay(3), Duration::ZERO);
+    }
+
+    /// What is waited is what is shown: whole milliseconds, jitter included, never past the
+    /// ceiling.
+    #[test]
+    fn delays_are_whole_milliseconds_and_bounded() {
+        let mut p = policy(Backoff::Exponential, 1.5, None);
+        p.initial_delay = Duration::from_micros(1_000_700);
+        assert_eq!(p.base_delay(2), Duration::from_millis(1_501));
+        p.jitter = 0.5;
+        assert_eq!(
+            p.jittered(Duration::from_millis(1000), 0.3333),
+            Duration::from_millis(1166)
+        );
+        let mut p = policy(Backoff::Constant, 2.0, Some(Duration::MAX));
+        p.jitter = 1.0;
+        p.initial_delay = Duration::from_secs(u64::MAX / 2);
+        assert_eq!(p.base_delay(1), RETRY_DELAY_CEILING);
+        assert_eq!(p.jittered(p.base_delay(1), 1.0), RETRY_DELAY_CEILING);
     }
 }

@@ -770,6 +770,9 @@ fn extreme_numbers_do_not_panic() {
     let doc = r.json().unwrap();
     assert_eq!(doc["terminal"], json!("handled"));
     assert_eq!(state(&doc, "a")["output"], json!("a\n"));
+    // Every attempt ran (breaker: a delay past what a clock can add stopped the retries
+    // without a word; an absurd multiplier is now refused by validate).
+    assert_eq!(state(&doc, "r")["attempts"], json!(3));
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
 }
 

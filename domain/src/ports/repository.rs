@@ -295,8 +295,13 @@ impl std::fmt::Debug for Rooted {
 pub struct ProjectConfig {
     /// Where it was read from (`None` when there is no file).
     pub path: Option<PathBuf>,
-    /// `inputs:` map (typed YAML values), lower precedence than `--input`.
+    /// `inputs:` map (typed YAML values), lower precedence than `--input`. An input written
+    /// with no value (`dir: null`, `dir: ~`, `dir:`) is not here but in `unset_inputs`: it
+    /// is not set, so the workflow's `default` applies and the input is validated as usual.
     pub inputs: Map<String, Value>,
+    /// Names written under `inputs:` with no value (null), in the file's order: shown by
+    /// `awf config show` as not set, given to no run.
+    pub unset_inputs: Vec<String>,
     /// Every other recognised key, as written.
     pub other: Map<String, Value>,
     /// `prices: {<model>: {input_per_mtok, output_per_mtok}}` (budgets; issue 14).

@@ -12,16 +12,20 @@ pub struct Command {
 
 /// Splits text shell-like (acp.md §2.4): separators are space, tab, `\n`, `\r` outside
 /// quotes; `'` or `"` quote up to the same character (quote characters dropped, pieces
-/// concatenate, an empty quoted string still makes a token); no backslash escapes; an
-/// unterminated quote runs to the end of the text.
-pub fn tokenize(text: &str) -> Vec<String> {
+/// concatenate, an empty quoted string still makes a token); no backslash escapes.
+///
+/// # Errors
+/// An unterminated quote, naming the quote character and where it opens (1-based
+/// character). AWF (Go) ran it to the end of the text, so `who='a b env=dev` silently gave
+/// `who` the value `a b env=dev` (docs/compatibility.md).
+pub fn tokenize(text: &str) -> Result<Vec<String>, String> {
     let mut tokens = Vec::new();
     let mut cur = String::new();
     let mut in_token = false;
-    let mut quote: Option<char> = None;
-    for c in text.chars() {
+    let mut quote: Option<(char, usize)> = None;
+    for (at, c) in text.chars().enumerate() {
         match quote {
-            Some(q) if c == q => quote = None,
+            Some((q, _)) if c == q => quote = None,
             Some(_) => cur.push(c),
             None => match c {
                 ' ' | '\t' | '\n' | '\r' => {
@@ -31,7 +35,7 @@ pub fn tokenize(text: &str) -> Vec<String> {
                     }
                 }
                 '\'' | '"' => {
-                    quote = Some(c);
+                    quote = Some((c, at + 1));
                     in_token = true;
                 }
                 _ => {
@@ -41,10 +45,17 @@ pub fn tokenize(text: &str) -> Vec<String> {
             },
         }
     }
+    if let Some((q, at)) = quote {
+        let other = if q == '\'' { '"' } else { '\'' };
+        return Err(format!(
+            "unbalanced quote: the {q} at character {at} is never closed; close it \
+             (key={q}a b{q}), or quote a value that holds a {q} with {other} (key={other}it{q}s{other})"
+        ));
+    }
     if in_token {
         tokens.push(cur);
     }
-    tokens
+    Ok(tokens)
 }
 
 fn valid_component(s: &str) -> bool {
@@ -58,9 +69,11 @@ fn valid_component(s: &str) -> bool {
 /// pairs; other `--flags` and free words are ignored.
 ///
 /// # Errors
-/// The reason, for the "Invalid prompt: …" answer (`USER.ACP.INVALID_PROMPT`).
+/// The reason, for the "Invalid prompt: …" answer (`USER.ACP.INVALID_PROMPT`): among
+/// others an unbalanced quote ([`tokenize`]) and a last `--input` with nothing after it
+/// (AWF (Go) ignored it).
 pub fn parse_command(text: &str) -> Result<Command, String> {
-    let tokens = tokenize(text);
+    let tokens = tokenize(text)?;
     let Some(first) = tokens.first() else {
         return Err("prompt is empty".into());
     };
@@ -81,8 +94,14 @@ pub fn parse_command(text: &str) -> Result<Command, String> {
     let mut rest = tokens[1..].iter();
     while let Some(t) = rest.next() {
         if t == "--input" {
-            if let Some(p) = rest.next() {
-                pairs.push(p.clone());
+            match rest.next() {
+                Some(p) => pairs.push(p.clone()),
+                None => {
+                    return Err(
+                        "--input at the end of the prompt has no value: write --input key=value"
+                            .into(),
+                    );
+                }
             }
         } else if let Some(p) = t.strip_prefix("--input=") {
             pairs.push(p.to_owned());
@@ -115,14 +134,33 @@ mod tests {
 
     #[test]
     fn tokens_follow_the_quote_rules() {
+        let tokenize = |t: &str| tokenize(t).unwrap();
         assert_eq!(tokenize(r#"msg="hello world""#), vec!["msg=hello world"]);
         assert_eq!(tokenize(r#"a"b c"d"#), vec!["ab cd"]);
         assert_eq!(tokenize(r#""x"'y'"#), vec!["xy"]);
         assert_eq!(tokenize(r#"msg="""#), vec!["msg="]);
         assert_eq!(tokenize(r#"a "" b"#), vec!["a", "", "b"]);
         assert_eq!(tokenize("a\t b\r\nc"), vec!["a", "b", "c"]);
-        assert_eq!(tokenize("x 'open ended"), vec!["x", "open ended"]);
+        assert_eq!(tokenize(r#"q="it's""#), vec!["q=it's"]);
         assert_eq!(tokenize(r"a\ b"), vec![r"a\", "b"]);
+    }
+
+    /// Breaker: `/ask who='a b env=dev` ran with who="a b env=dev", `/sleep secs='1` with
+    /// secs=1, and a last `--input` was dropped: each is an invalid prompt now.
+    #[test]
+    fn an_unbalanced_quote_or_a_bare_input_flag_is_refused() {
+        assert_eq!(
+            parse_command("/ask who='a b env=dev").unwrap_err(),
+            r#"unbalanced quote: the ' at character 10 is never closed; close it (key='a b'), or quote a value that holds a ' with " (key="it's")"#
+        );
+        assert_eq!(
+            parse_command(r#"/sleep secs="1"#).unwrap_err(),
+            r#"unbalanced quote: the " at character 13 is never closed; close it (key="a b"), or quote a value that holds a " with ' (key='it"s')"#
+        );
+        assert_eq!(
+            parse_command("/code-review file=a.go --input").unwrap_err(),
+            "--input at the end of the prompt has no value: write --input key=value"
+        );
     }
 
     #[test]
@@ -150,12 +188,6 @@ mod tests {
         assert_eq!(c.inputs, vec![("url".into(), "https://x?a=1&b=2".into())]);
         assert_eq!(parse_command("/pack:wf").unwrap().workflow, "pack/wf");
         assert_eq!(parse_command("/pack/wf").unwrap().workflow, "pack/wf");
-        assert!(
-            parse_command("/code-review --input")
-                .unwrap()
-                .inputs
-                .is_empty()
-        );
     }
 
     #[test]

@@ -180,8 +180,10 @@ impl CommandExecutor for ProcessExecutor {
                 }
                 started => (invocation, started),
             };
-        let (child, out, err) =
-            started.map_err(|e| spawn_error(&e, &invocation, dir.as_deref()))?;
+        let (child, out, err) = started.map_err(|e| {
+            let env_of = || spawn::env_sizes(&env, &withheld);
+            spawn_error(&e, &invocation, dir.as_deref(), env_of)
+        })?;
 
         let guard = GroupGuard::new(child.id().and_then(|id| i32::try_from(id).ok()));
         let pipes = Pipes {
@@ -382,8 +384,14 @@ impl Running {
     }
 }
 
-/// Maps a spawn failure to `EXECUTION.COMMAND.FAILED`, naming the likely culprit.
-fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError {
+/// Maps a spawn failure to `EXECUTION.COMMAND.FAILED`, naming the likely culprit; `env_of`
+/// gives the child's environment as `(name, bytes)` when the failure is about its size.
+fn spawn_error(
+    e: &io::Error,
+    inv: &Invocation,
+    dir: Option<&Path>,
+    env_of: impl FnOnce() -> Vec<(String, usize)>,
+) -> AwfError {
     if let Some(d) = dir
         && !d.is_dir()
     {
@@ -407,23 +415,7 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
         .with_hint("raise the limit (`ulimit -n`, `ulimit -u`) or lower `max_concurrent`");
     }
     if e.raw_os_error() == Some(Errno::E2BIG as i32) {
-        // The command line (or one argument, a shell's script) is over the OS's limit: a
-        // large step output interpolated into a command (new user: `seq 1 40000`'s output).
-        let bytes: usize = inv.args.iter().map(|a| a.len() + 1).sum();
-        return AwfError::new(
-            ErrorCode::ExecutionCommandFailed,
-            format!(
-                "cannot start {program}: the command is too long for the OS ({bytes} bytes of \
-                 arguments; {e}): pass large values through a file, not the command line"
-            ),
-        )
-        .with_detail("program", program)
-        .with_detail("bytes", bytes)
-        .with_hint(
-            "Linux takes at most 128 KiB in one argument (a shell step's whole script): pass large \
-             values through a file (write it in the earlier step, read it in this one) instead of \
-             interpolating them into the command.",
-        );
+        return too_big(program, e, &inv.args, &env_of());
     }
     if inv.arg0.is_some() {
         return AwfError::new(
@@ -450,6 +442,77 @@ fn spawn_error(e: &io::Error, inv: &Invocation, dir: Option<&Path>) -> AwfError 
         .with_detail("program", program)
         .with_hint("Check that $SHELL (or /bin/sh) is an executable file.")
     }
+}
+
+/// Linux's `MAX_ARG_STRLEN`: the most bytes one argument or one `NAME=value` may take.
+const ONE_STRING_MAX: usize = 128 * 1024;
+
+/// How many of the largest environment variables an `E2BIG` error names.
+const LARGEST_SHOWN: usize = 3;
+
+/// The error of a spawn refused with `E2BIG`: the arguments and the environment (`env`,
+/// each variable with its bytes) are over the OS's limit together, or one string is over
+/// [`ONE_STRING_MAX`]. Says the size of both and which is the large part: the command line
+/// (a large step output interpolated into a command; new user: `seq 1 40000`'s output), or
+/// the environment, with its largest variables (breaker: a `call_workflow` passing 20
+/// inputs of 120 KB each was reported as a command "too long" at 11 bytes of arguments).
+fn too_big(
+    program: String,
+    e: &io::Error,
+    args: &[std::ffi::OsString],
+    env: &[(String, usize)],
+) -> AwfError {
+    let arg_bytes: usize = args.iter().map(|a| a.len() + 1).sum();
+    let env_bytes: usize = env.iter().map(|(_, n)| n).sum();
+    let sizes = format!("{arg_bytes} bytes of arguments, {env_bytes} bytes of environment; {e}");
+    let long_arg = args.iter().any(|a| a.len() + 1 > ONE_STRING_MAX);
+    let long_var = env.iter().find(|(_, n)| *n > ONE_STRING_MAX);
+    if long_arg || (long_var.is_none() && arg_bytes >= env_bytes) {
+        return AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!(
+                "cannot start {program}: the command is too long for the OS ({sizes}): pass \
+                 large values through a file, not the command line"
+            ),
+        )
+        .with_detail("program", program)
+        .with_detail("bytes", arg_bytes)
+        .with_detail("environment_bytes", env_bytes)
+        .with_hint(
+            "Linux takes at most 128 KiB in one argument (a shell step's whole script): pass large \
+             values through a file (write it in the earlier step, read it in this one) instead of \
+             interpolating them into the command.",
+        );
+    }
+    let mut largest: Vec<&(String, usize)> = env.iter().collect();
+    largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let culprit = match long_var {
+        Some((name, n)) => format!(
+            "the variable {name} takes {n} bytes, over the {ONE_STRING_MAX} one variable may take"
+        ),
+        None => {
+            let named: Vec<String> = largest
+                .iter()
+                .take(LARGEST_SHOWN)
+                .map(|(name, n)| format!("{name} ({n} bytes)"))
+                .collect();
+            format!("its largest variables are {}", named.join(", "))
+        }
+    };
+    AwfError::new(
+        ErrorCode::ExecutionCommandFailed,
+        format!(
+            "cannot start {program}: the environment is too large for the OS ({sizes}): {culprit}"
+        ),
+    )
+    .with_detail("program", program)
+    .with_detail("bytes", arg_bytes)
+    .with_detail("environment_bytes", env_bytes)
+    .with_hint(
+        "Every input the workflow declares reaches each command step as an environment variable \
+         (and a call_workflow's inputs its child's steps): pass large values through a file (an \
+         earlier step writes it, the input gives its path) instead of as inputs.",
+    )
 }
 
 /// How long after its start a child's exit is watched even while its pipes are open (see
@@ -711,7 +774,12 @@ mod spawn_error_tests {
     fn exhausted_resources_are_system_errors_naming_the_program() {
         let inv = Invocation::program("true".into(), PathBuf::from("/usr/bin/true"), vec![]);
         for errno in [Errno::EMFILE, Errno::ENFILE, Errno::EAGAIN, Errno::ENOMEM] {
-            let e = spawn_error(&io::Error::from_raw_os_error(errno as i32), &inv, None);
+            let e = spawn_error(
+                &io::Error::from_raw_os_error(errno as i32),
+                &inv,
+                None,
+                Vec::new,
+            );
             assert_eq!(e.code(), ErrorCode::SystemResourceExhausted, "{errno}");
             assert!(
                 e.message().starts_with("cannot start /usr/bin/true: "),
@@ -723,9 +791,66 @@ mod spawn_error_tests {
             &io::Error::from_raw_os_error(Errno::EACCES as i32),
             &inv,
             None,
+            Vec::new,
         );
         assert_eq!(e.code(), ErrorCode::ExecutionCommandFailed);
         assert!(!e.message().contains("shell"), "{}", e.message());
+    }
+
+    /// Breaker: 20 inputs of 120 KB each (a large environment) were reported as a command
+    /// "too long" at 11 bytes of arguments. Both sizes are given, and the large part named.
+    #[test]
+    fn e2big_names_the_large_part_arguments_or_environment() {
+        let e2big = io::Error::from_raw_os_error(Errno::E2BIG as i32);
+        let shell = Invocation::program(
+            "bash".into(),
+            PathBuf::from("/bin/bash"),
+            vec!["-c".into(), "echo hi".into()],
+        );
+        let env: Vec<(String, usize)> = vec![
+            ("HOME".into(), 12),
+            ("in01".into(), 120_006),
+            ("in02".into(), 120_006),
+            ("in03".into(), 120_007),
+            ("in04".into(), 120_005),
+        ];
+        let e = spawn_error(&e2big, &shell, None, || env.clone());
+        assert_eq!(
+            e.message(),
+            format!(
+                "cannot start /bin/bash: the environment is too large for the OS (11 bytes of \
+                 arguments, 480036 bytes of environment; {e2big}): its largest variables are \
+                 in03 (120007 bytes), in01 (120006 bytes), in02 (120006 bytes)"
+            )
+        );
+        assert_eq!(e.details()["environment_bytes"], 480_036);
+        assert!(e.hints()[0].starts_with("Every input the workflow declares"));
+        // One variable over the OS's limit for one string is named alone.
+        let e = spawn_error(&e2big, &shell, None, || {
+            vec![("A".into(), 10), ("BIG".into(), 200_000)]
+        });
+        assert!(
+            e.message().ends_with(
+                "bytes of environment; Argument list too long (os error 7)): the variable BIG takes 200000 bytes, over the 131072 one variable may take"
+            ),
+            "{}",
+            e.message()
+        );
+        // A long command line is the arguments' fault, with both sizes.
+        let long = Invocation::program(
+            "bash".into(),
+            PathBuf::from("/bin/bash"),
+            vec!["-c".into(), "x".repeat(200_000)],
+        );
+        let e = spawn_error(&e2big, &long, None, || vec![("HOME".into(), 12)]);
+        assert_eq!(
+            e.message(),
+            format!(
+                "cannot start /bin/bash: the command is too long for the OS (200004 bytes of \
+                 arguments, 12 bytes of environment; {e2big}): pass large values through a \
+                 file, not the command line"
+            )
+        );
     }
 }
 

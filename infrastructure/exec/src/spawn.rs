@@ -87,6 +87,23 @@ fn inherited() -> &'static BTreeMap<OsString, OsString> {
     ENV.get_or_init(|| std::env::vars_os().collect())
 }
 
+/// Each variable of the environment a child whose command adds `env` gets (without
+/// `withheld`), with the bytes it takes in that environment (`NAME=value` and its NUL): what
+/// a spawn refused with `E2BIG` reports.
+pub(crate) fn env_sizes(env: &[(String, String)], withheld: &[String]) -> Vec<(String, usize)> {
+    let mut map: BTreeMap<String, usize> = inherited()
+        .iter()
+        .map(|(k, v)| (k.to_string_lossy().into_owned(), k.len() + v.len() + 2))
+        .collect();
+    for (k, v) in env {
+        map.insert(k.clone(), k.len() + v.len() + 2);
+    }
+    for name in withheld {
+        map.remove(name);
+    }
+    map.into_iter().collect()
+}
+
 /// The environment for a child whose command adds `env`, with `withheld` removed; `None`
 /// when a name or value holds a NUL byte (std's `Command` reports that error).
 pub(crate) fn env_block(env: &[(String, String)], withheld: &[String]) -> Option<Arc<EnvBlock>> {

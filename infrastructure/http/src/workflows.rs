@@ -257,12 +257,20 @@ pub struct RunAccepted {
 
 /// One warning per distinct breakpoint naming no state of `wf` (the run never stops there;
 /// a name given many times is warned about once), as `awf run --breakpoint` warns, with the
-/// closest state name when one is close.
+/// closest state name when one is close; an empty (or blank) name is warned about too
+/// (breaker: `"breakpoints": [""]` was dropped without a word).
 pub fn unknown_breakpoints(wf: &Workflow, breakpoints: &[String]) -> Vec<String> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for b in breakpoints {
-        if wf.states.contains_key(b.as_str()) || !seen.insert(b.as_str()) {
+        if wf.states.contains_key(b.as_str()) || !seen.insert(b.trim()) {
+            continue;
+        }
+        if b.trim().is_empty() {
+            out.push(format!(
+                "breakpoint '': an empty name names no state of workflow '{}'; the run never stops there",
+                wf.name
+            ));
             continue;
         }
         let mut msg = format!(
@@ -718,13 +726,13 @@ pub(crate) async fn run_workflow(
     cfg.refuse_if_draining()?;
     let inputs = body.inputs.as_ref().map(pairs).unwrap_or_default();
     let identifier = resolve(&cfg, &scope, &name)?;
-    let breakpoints: Vec<String> = body
+    let given: Vec<String> = body
         .breakpoints
         .iter()
         .flatten()
         .map(|b| b.trim().to_owned())
-        .filter(|b| !b.is_empty())
         .collect();
+    let breakpoints: Vec<String> = given.iter().filter(|b| !b.is_empty()).cloned().collect();
     let warnings = match cfg.repository.load(&identifier, None) {
         Ok(loaded) => {
             // Refused here too (not only by the run service), so that a run queued for the
@@ -736,7 +744,7 @@ pub(crate) async fn run_workflow(
                     given,
                 )?;
             }
-            unknown_breakpoints(&loaded.workflow, &breakpoints)
+            unknown_breakpoints(&loaded.workflow, &given)
         }
         // The service reports why it does not load.
         Err(_) => Vec::new(),

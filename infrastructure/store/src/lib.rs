@@ -435,6 +435,36 @@ mod tests {
             .collect()
     }
 
+    /// Breaker: `GET /api/executions/<300 a's>` read `states/<300 a's>.json` and answered
+    /// 500 "File name too long". An id longer than a file name can hold is no run: every
+    /// read of it is "not found", none is an I/O error.
+    #[test]
+    fn a_run_id_too_long_for_a_file_name_is_no_run() {
+        use awf_domain::ports::store::EventLogReader;
+        use awf_domain::ports::store::StateStore;
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(StorePaths::from_env(d.path(), &env(&[]))).unwrap();
+        for len in [state::MAX_RUN_ID_LEN + 1, 251, 300] {
+            let id = "a".repeat(len);
+            let e = store.load(&id).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{len}");
+            assert_eq!(e.message(), format!("workflow execution not found: {id}"));
+            assert_eq!(store.terminal_message(&id), None);
+            assert!(
+                store
+                    .read_log(&awf_domain::run::RunId(id.clone()), 1)
+                    .unwrap()
+                    .is_none()
+            );
+        }
+        // The longest taken is a plain miss too.
+        let id = "a".repeat(state::MAX_RUN_ID_LEN);
+        assert_eq!(
+            store.load(&id).unwrap_err().code(),
+            ErrorCode::UserInputValidationFailed
+        );
+    }
+
     #[test]
     fn paths_from_env() {
         let root = Path::new("/data/awf");

@@ -63,9 +63,10 @@ fn still_linked(file: &std::fs::File, path: &Path) -> bool {
 }
 
 impl RunLockFiles {
-    /// The lock file of `run_id`; `None` for an id that is not a plain file name.
+    /// The lock file of `run_id`; `None` for an id that is not a plain file name (the state
+    /// files' rule, length included).
     fn lock_path(&self, run_id: &str) -> Option<PathBuf> {
-        (!run_id.contains('/') && !run_id.contains(".."))
+        (crate::state::valid_id(run_id) && !run_id.contains(".."))
             .then(|| self.dir.join(format!("{run_id}.lock")))
     }
 }

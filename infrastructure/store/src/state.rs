@@ -48,9 +48,17 @@ pub(crate) fn create_dir(dir: &Path, mode: u32) -> Result<(), AwfError> {
         .map_err(|e| write_failed("the directory", dir, e))
 }
 
-/// Whether `run_id` can name a file in the states directory.
-fn valid_id(run_id: &str) -> bool {
+/// The longest run id the store takes, in bytes. Run ids are UUIDs (36 characters); the
+/// cap keeps every file named after one (`<id>.journal`, `<id>.jsonl`, `<id>.lock`) within
+/// the 255 bytes a file name may have, so a longer id (a URL of `awf serve`) is simply no
+/// run, not a failed read (breaker: a 300-character id was a 500 "File name too long").
+pub(crate) const MAX_RUN_ID_LEN: usize = 128;
+
+/// Whether `run_id` can name a file in the states directory: not empty, at most
+/// [`MAX_RUN_ID_LEN`] bytes, no path separator or NUL, not starting with a dot.
+pub(crate) fn valid_id(run_id: &str) -> bool {
     !run_id.is_empty()
+        && run_id.len() <= MAX_RUN_ID_LEN
         && run_id != "."
         && run_id != ".."
         && !run_id.contains(['/', '\\', '\0'])

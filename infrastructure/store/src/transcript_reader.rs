@@ -550,6 +550,9 @@ impl Converter {
 
 /// The merged log of root run `run_id`; `None` when it has no transcript.
 pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<RecordedLog>, AwfError> {
+    if !crate::state::valid_id(run_id) {
+        return Ok(None);
+    }
     let Some(lines) = read_lines(&paths.transcript_file(run_id))? else {
         return Ok(None);
     };

@@ -133,7 +133,18 @@ fn parse_config_inner(text: &str, path: &Path) -> Result<ProjectConfig, AwfError
                 match e.value.entries() {
                     Some(inputs) => {
                         for i in inputs {
-                            cfg.inputs.insert(i.key.clone(), i.value.to_json());
+                            // A null is "not set": the workflow's default applies (breaker:
+                            // `dir: null` replaced the default with no value and skipped
+                            // the input's validation).
+                            if i.value.is_null() {
+                                cfg.inputs.remove(&i.key);
+                                if !cfg.unset_inputs.contains(&i.key) {
+                                    cfg.unset_inputs.push(i.key.clone());
+                                }
+                            } else {
+                                cfg.unset_inputs.retain(|k| *k != i.key);
+                                cfg.inputs.insert(i.key.clone(), i.value.to_json());
+                            }
                         }
                     }
                     None => d.wrong_type("inputs", &e.value, "a mapping of input values"),
@@ -187,5 +198,27 @@ mod price_tests {
             let e = parse_config(bad, Path::new("/p/.awf/config.yaml")).expect_err(bad);
             assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat, "{bad}");
         }
+    }
+}
+
+#[cfg(test)]
+mod unset_input_tests {
+    use super::*;
+
+    /// Breaker: `inputs: {dir: null, n: ~}` replaced the workflow's defaults with no value.
+    /// A null is "not set": left out of `inputs`, listed in `unset_inputs`; a later value
+    /// for the same name wins either way.
+    #[test]
+    fn a_null_config_input_is_not_set() {
+        let cfg = parse_config(
+            "inputs:\n  dir: null\n  n: ~\n  e:\n  s: 'null'\n  k: 1\n",
+            Path::new("/p/.awf/config.yaml"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(
+            serde_json::Value::Object(cfg.inputs),
+            serde_json::json!({"s": "null", "k": 1})
+        );
+        assert_eq!(cfg.unset_inputs, ["dir", "n", "e"]);
     }
 }

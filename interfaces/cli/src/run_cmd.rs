@@ -212,16 +212,16 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     }
     let mocks = parse_mocks(&args.mocks)?;
     warn_unknown_breakpoints(ctx, &w, args);
-    let interactive = (args.interactive || !args.breakpoints.is_empty()).then(|| {
-        awf_domain::ports::facade::Interactive {
-            breakpoints: args
-                .breakpoints
-                .iter()
-                .map(|b| b.trim().to_owned())
-                .filter(|b| !b.is_empty())
-                .collect(),
-        }
-    });
+    let breakpoints: Vec<String> = args
+        .breakpoints
+        .iter()
+        .map(|b| b.trim().to_owned())
+        .filter(|b| !b.is_empty())
+        .collect();
+    // Only a named breakpoint makes the run stop (`--breakpoint ""` is warned about; it made
+    // the run stop at every step, as `--interactive` does).
+    let interactive = (args.interactive || !breakpoints.is_empty())
+        .then_some(awf_domain::ports::facade::Interactive { breakpoints });
     let request = RunRequest {
         mocks,
         interactive,
@@ -324,7 +324,16 @@ fn warn_unknown_breakpoints(ctx: &Ctx, w: &Wiring, args: &RunArgs) {
     let mut seen = std::collections::BTreeSet::new();
     for b in args.breakpoints.iter().map(|b| b.trim()) {
         // A name given many times is warned about once.
-        if b.is_empty() || wf.state(b).is_some() || !seen.insert(b) {
+        if wf.state(b).is_some() || !seen.insert(b) {
+            continue;
+        }
+        if b.is_empty() {
+            let _ = writeln!(
+                err,
+                "{} --breakpoint '': an empty name names no state of workflow '{}'; it will never pause there",
+                ctx.err_style.yellow("WARN"),
+                crate::style::printable(&wf.name)
+            );
             continue;
         }
         let guess = awf_domain::validate::closest(b, wf.states.keys().map(String::as_str))

@@ -1029,6 +1029,9 @@ pub fn config_json(
     v
 }
 
+/// How `awf config show` gives a configuration input written without a value (`dir: null`).
+const UNSET_INPUT: &str = "(not set: the workflow's default applies)";
+
 /// `awf config show`.
 ///
 /// # Errors
@@ -1040,6 +1043,10 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
     let masker = awf_domain::mask::Masker::from_named_values(&cfg.inputs);
     let mut shown = cfg.inputs.clone();
     awf_domain::mask::redact_named(&mut shown);
+    // An input written without a value is not set: JSON gives it as null, text says so.
+    for k in &cfg.unset_inputs {
+        shown.insert(k.clone(), serde_json::Value::Null);
+    }
     let mut inputs = serde_json::Value::Object(shown);
     masker.mask_json(&mut inputs);
     let mut out = std::io::stdout().lock();
@@ -1055,7 +1062,11 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
         .map(|m| m.iter().collect())
         .unwrap_or_default();
     keys.sort_by(|a, b| a.0.cmp(b.0));
-    let shown = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+    let shown = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => UNSET_INPUT.to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
     match ctx.format {
         Format::Json => {
             json_out::print(&config_json(
@@ -1088,7 +1099,12 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
             let mut t = Table::new(&[20, 28]);
             t.header(&["KEY", "VALUE"]);
             for (k, v) in &keys {
-                t.row(&[(*k).clone(), shown(v)]);
+                let value = if v.is_null() {
+                    "(not set)".to_owned()
+                } else {
+                    shown(v)
+                };
+                t.row(&[(*k).clone(), value]);
             }
             t.sep();
             crate::stdout_check::checked(out.write_all(t.text().as_bytes()));
@@ -1114,8 +1130,7 @@ pub fn config(ctx: &Ctx, args: &ConfigArgs) -> Result<Outcome, CliError> {
             crate::stdout_check::checked(writeln!(out, "  (none)"));
         }
         for (k, v) in m {
-            let shown = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            crate::stdout_check::checked(writeln!(out, "  {k}: {shown}"));
+            crate::stdout_check::checked(writeln!(out, "  {k}: {}", shown(v)));
         }
     }
     if !cfg.other.is_empty() {

@@ -100,20 +100,52 @@ pub fn bind_error(addr: SocketAddr, e: &std::io::Error) -> AwfError {
 
 /// The token `--token-env NAME` names.
 ///
+/// A client sends it as `Authorization: Bearer <token>`, so it must be a word a header can
+/// carry whole: visible ASCII (`!` to `~`), no space, tab, line break, control or non-ASCII
+/// character (RFC 6750's `b64token` is a subset). A token with one could never match
+/// (breaker: a blank token started a server that answered every request 401).
+///
 /// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` when the variable is unset or empty.
+/// `USER.INPUT.VALIDATION_FAILED` when the variable is unset, empty or blank, or holds a
+/// character a client cannot send.
 pub fn token_of(
     name: &str,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Result<String, AwfError> {
-    match env.get(name) {
-        Some(v) if !v.is_empty() => Ok(v.clone()),
-        _ => Err(AwfError::new(
+    let refuse = |why: String| {
+        AwfError::new(
             ErrorCode::UserInputValidationFailed,
-            format!("--token-env {name}: the variable is not set or empty"),
+            format!("--token-env {name}: {why}"),
         )
-        .with_hint(format!("export {name}=<a long random token>"))),
+        .with_hint(format!(
+            "set a long random token of letters, digits and -._~+/=: `export {name}=$(openssl rand -hex 32)`"
+        ))
+    };
+    let token = match env.get(name) {
+        Some(v) if !v.is_empty() => v,
+        _ => return Err(refuse("the variable is not set or empty".to_owned())),
+    };
+    if token.trim().is_empty() {
+        return Err(refuse("the variable holds only white space".to_owned()));
     }
+    if let Some((at, c)) = token
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !c.is_ascii_graphic())
+    {
+        let what = match c {
+            ' ' => "a space".to_owned(),
+            '\t' => "a tab".to_owned(),
+            '\n' | '\r' => "a line break".to_owned(),
+            c if c.is_control() => format!("a control character (U+{:04X})", u32::from(c)),
+            c => format!("a non-ASCII character (U+{:04X})", u32::from(c)),
+        };
+        return Err(refuse(format!(
+            "the token holds {what} at character {}: a client cannot send it in an `Authorization: Bearer` header",
+            at + 1
+        )));
+    }
+    Ok(token.clone())
 }
 
 /// A duration flag (`15m`, `30s`, `500ms`, bare seconds).
@@ -559,5 +591,42 @@ mod tests {
         assert!(token_of("T", &env).is_err());
         env.insert("T".to_owned(), "s3cret".to_owned());
         assert_eq!(token_of("T", &env).unwrap(), "s3cret");
+    }
+
+    /// Breaker: a blank token, or one with a line break or a control character, started a
+    /// server no client could use (every request 401): refused like an empty one.
+    #[test]
+    fn a_token_a_client_cannot_send_is_refused() {
+        let refused = |token: &str| {
+            let env = std::collections::BTreeMap::from([("T".to_owned(), token.to_owned())]);
+            let e = token_of("T", &env).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserInputValidationFailed, "{token:?}");
+            e.message().to_owned()
+        };
+        assert_eq!(
+            refused(" "),
+            "--token-env T: the variable holds only white space"
+        );
+        assert_eq!(
+            refused("abc\n"),
+            "--token-env T: the token holds a line break at character 4: a client cannot send it in an `Authorization: Bearer` header"
+        );
+        assert_eq!(
+            refused(" abc"),
+            "--token-env T: the token holds a space at character 1: a client cannot send it in an `Authorization: Bearer` header"
+        );
+        assert_eq!(
+            refused("a\u{1}b"),
+            "--token-env T: the token holds a control character (U+0001) at character 2: a client cannot send it in an `Authorization: Bearer` header"
+        );
+        assert_eq!(
+            refused("pässword"),
+            "--token-env T: the token holds a non-ASCII character (U+00E4) at character 2: a client cannot send it in an `Authorization: Bearer` header"
+        );
+        let env = std::collections::BTreeMap::from([(
+            "T".to_owned(),
+            "a-Z_0.9~+/=!#$%&'*^`|".to_owned(),
+        )]);
+        assert_eq!(token_of("T", &env).unwrap(), "a-Z_0.9~+/=!#$%&'*^`|");
     }
 }
