@@ -46,5 +46,6 @@ pub use reaper::kill_tagged_by;
 pub use reaper::set_watchdog;
 pub use reaper::sweep_adopted;
 pub use reaper::sweep_scope;
+pub use spawn::hold_file_size_signal;
 pub use spawn::ignored_signals;
 pub use spawn::wait_exited;

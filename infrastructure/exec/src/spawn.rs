@@ -12,7 +12,7 @@
 //!
 //! Everything else is what std does on this path: `posix_spawn` (vfork + exec), the child in
 //! its own process group, SIGPIPE back to its default disposition, the signal mask
-//! inherited, stdin on `/dev/null`, stdout and stderr on fresh pipes (close-on-exec in awf).
+//! awf was started with (see [`hold_file_size_signal`]), stdin on `/dev/null`, stdout and stderr on fresh pipes (close-on-exec in awf).
 //! The child is waited for through a pidfd registered with the runtime, as tokio does, opened
 //! only when it has not exited by the time it is waited for.
 //!
@@ -457,9 +457,14 @@ impl SpawnSetup {
         let mut attr = PosixSpawnAttr::init()?;
         attr.set_pgroup(Pid::from_raw(0))?;
         attr.set_sigdefault(sig_default())?;
-        attr.set_flags(
-            PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
-        )?;
+        let mut flags =
+            PosixSpawnFlags::POSIX_SPAWN_SETPGROUP | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF;
+        // The mask awf was started with, without the SIGXFSZ awf blocks for itself.
+        if let Some(mask) = START_MASK.get() {
+            attr.set_sigmask(mask)?;
+            flags |= PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK;
+        }
+        attr.set_flags(flags)?;
         Ok(Self { fds, actions, attr })
     }
 }
@@ -505,6 +510,31 @@ fn sig_default() -> &'static SigSet {
         set.add(Signal::SIGPIPE);
         set
     })
+}
+
+/// The signal mask awf was started with, recorded by [`hold_file_size_signal`]: the one
+/// its children start with.
+static START_MASK: OnceLock<SigSet> = OnceLock::new();
+
+/// Blocks SIGXFSZ in the calling thread (call it first thing in `main`, before any thread
+/// starts: threads inherit the mask). A write past the file size limit (`ulimit -f`) then
+/// fails with `EFBIG`, which awf reports as any other failed write, instead of the signal
+/// killing awf with no word and the run's end unwritten. Children start with the mask awf
+/// was started with (std's `Command` gives them an empty one), so a step that writes past
+/// the limit is stopped by SIGXFSZ as it would be outside awf. Best effort: nothing
+/// happens when the mask cannot be read or set.
+pub fn hold_file_size_signal() {
+    use nix::sys::signal::SigmaskHow;
+    let Ok(mask) = SigSet::thread_get_mask() else {
+        return;
+    };
+    if START_MASK.set(mask).is_err() {
+        return;
+    }
+    let mut xfsz = SigSet::empty();
+    xfsz.add(Signal::SIGXFSZ);
+    // Not blocked: awf is as before, and its children's mask is the inherited one anyway.
+    let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&xfsz), None);
 }
 
 /// The signals this process ignores now, as the `SigIgn` mask of `/proc/self/status` (bit

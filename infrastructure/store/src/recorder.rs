@@ -232,13 +232,13 @@ impl Recorder {
     }
 
     /// Whether a write that `awf resume`, `status` or `history` depend on failed (a state
-    /// file, its journal, a history row, or the writer itself); audit and transcript
-    /// failures are not counted.
+    /// file, its journal, a history row, a step's output file, whose text the record then
+    /// keeps cut, or the writer itself); audit and transcript failures are not counted.
     pub fn run_record_failed(&self) -> bool {
         self.inner
             .shared
             .failures
-            .any_of(&["state", "history", "recorder"])
+            .any_of(&["state", "history", "recorder", "output"])
     }
 
     /// Whether the history database is the only part of the run's record that failed (the
@@ -246,7 +246,15 @@ impl Recorder {
     /// does not list it), as when history.db is damaged.
     pub fn only_history_failed(&self) -> bool {
         let f = &self.inner.shared.failures;
-        f.any_of(&["history"]) && !f.any_of(&["state", "recorder"])
+        f.any_of(&["history"]) && !f.any_of(&["state", "recorder", "output"])
+    }
+
+    /// Whether step output files are the only part of the run's record that failed: the
+    /// run's end was written (`awf status`, `awf history` and `awf resume` agree on it), and
+    /// the record keeps those outputs cut to their first 64 KiB.
+    pub fn only_outputs_failed(&self) -> bool {
+        let f = &self.inner.shared.failures;
+        f.any_of(&["output"]) && !f.any_of(&["state", "history", "recorder"])
     }
 
     /// How many state files the writer has written so far (diagnostics; shows coalescing).
@@ -462,6 +470,10 @@ struct Writer {
     /// The history rows and audit lines of the runs that ended in the batch being written:
     /// written after their state files (see [`Writer::write_ended_rows`]).
     ended_rows: Vec<EndedRow>,
+    /// Runs whose end could not be written to their state file: their history row stays
+    /// `running` (what `awf status` and `awf resume` see), with no `workflow.completed`
+    /// audit line (see [`Writer::write_ended_rows`]).
+    unrecorded_ends: std::collections::HashSet<String>,
     /// `running` rows not written yet because history.db was locked when their run started:
     /// tried again, without waiting, with each batch; a run's end row replaces its own.
     deferred_starts: Vec<StartedRow>,
@@ -505,6 +517,7 @@ impl Writer {
             calls: HashMap::new(),
             pre_start: HashMap::new(),
             ended_rows: Vec::new(),
+            unrecorded_ends: std::collections::HashSet::new(),
             deferred_starts: Vec::new(),
             last_sync: std::time::Instant::now(),
             spools: HashMap::new(),
@@ -679,6 +692,25 @@ impl Writer {
             return;
         }
         for row in std::mem::take(&mut self.ended_rows) {
+            if self.unrecorded_ends.remove(&row.record.id) {
+                // Its state file does not have its end (a full disk): the history says
+                // what `awf status` and `awf resume` see, a run still `running` (with its
+                // process gone once this one exits), not an end they do not know.
+                let r = &row.record;
+                if let Some(c) = self.db()
+                    && let Err(e) = history::upsert_started(
+                        c,
+                        &r.id,
+                        &r.workflow_id,
+                        &r.workflow_name,
+                        r.started_at_ms,
+                        r.parent_run_id.as_deref(),
+                    )
+                {
+                    self.history_error(&e);
+                }
+                continue;
+            }
             if let Some(c) = self.db()
                 && let Err(e) = history::upsert_finished(c, &row.record)
             {
@@ -823,6 +855,9 @@ impl Writer {
             RunEvent::RunFinished { .. } => self.drop_spools(|(r, _)| r == run_id),
             _ => {}
         }
+        // A state whose long texts could not go to their files, cut to what a state file
+        // keeps inline.
+        let mut cut_state = None;
         let spilled = match &env.event {
             // A failed attempt's long output stays in its spool's file, which the
             // `step.retrying` line names for the attempt's bytes-only chunks.
@@ -837,8 +872,22 @@ impl Writer {
                 match state::spill(&self.paths, run_id, state, spools) {
                     Ok(f) => f,
                     Err(e) => {
-                        // Kept inline instead: nothing is lost, only the size is not bounded.
-                        self.shared.report("state", e.message().to_owned());
+                        // Kept inline instead, cut to what a state file keeps inline: the
+                        // whole text there (1.2 MB for `seq 1 200000`) made the state
+                        // file's write fail too on the full disk that failed this one.
+                        let cut = state::cut_inline(state);
+                        let said = if cut.is_empty() {
+                            String::new()
+                        } else {
+                            format!(
+                                "; the record keeps the first 64 KiB of step {}'s {}",
+                                state.name,
+                                cut.join(" and ")
+                            )
+                        };
+                        self.shared
+                            .report("output", format!("{}{said}", e.message()));
+                        cut_state = Some(state::capped(state));
                         state::OutputFiles::default()
                     }
                 }
@@ -918,7 +967,8 @@ impl Writer {
             }
             RunEvent::StepFinished { step, state, .. } => {
                 if let Some(p) = self.runs.get_mut(run_id) {
-                    p.proj.step_finished(env, step, state);
+                    p.proj
+                        .step_finished(env, step, cut_state.as_ref().unwrap_or(state));
                     // A replaced file stays: the transcript names it (breaker: a retried
                     // or looped step's earlier output was removed and read back wrong).
                     if spilled.is_empty() {
@@ -1299,7 +1349,12 @@ impl Writer {
                         self.finishing.insert(id.clone(), job);
                     }
                 }
-                Err(e) => self.shared.report("state", e.message().to_owned()),
+                Err(e) => {
+                    if p.finished {
+                        self.unrecorded_ends.insert(id.clone());
+                    }
+                    self.shared.report("state", e.message().to_owned());
+                }
             }
         }
         self.runs.retain(|_, p| !p.finished);

@@ -905,7 +905,7 @@ fn transcript_lines_and_seqs() {
     let parent = lines(&d.path().join("transcripts/p.jsonl"));
     let expected = serde_json::json!([
         {"seq": 1, "run_id": "p", "type": "run.started", "path": "", "timestamp": ts(10),
-         "payload": {"workflow": "deploy-wf", "workflow_name": "deploy", "workflow_path": "/wf/deploy-wf.yaml", "inputs": {"env": "prod"}}},
+         "payload": {"workflow": "deploy-wf", "workflow_name": "deploy", "pid": 1, "workflow_path": "/wf/deploy-wf.yaml", "inputs": {"env": "prod"}}},
         {"seq": 2, "run_id": "p", "type": "step.started", "path": "ask", "timestamp": ts(20), "payload": {"name": "ask", "kind": "command"}},
         {"seq": 3, "run_id": "p", "type": "message.assistant", "path": "ask", "timestamp": ts(30),
          "payload": {"role": "assistant", "blocks": [{"type": "thinking", "text": "hmm"}]}},
@@ -939,7 +939,7 @@ fn transcript_lines_and_seqs() {
     let child = lines(&d.path().join("transcripts/c.jsonl"));
     let expected = serde_json::json!([
         {"seq": 1, "run_id": "c", "parent_run_id": "p", "type": "run.started", "path": "", "timestamp": ts(130),
-         "payload": {"workflow": "child-wf", "workflow_name": "child", "workflow_path": "/wf/child-wf.yaml", "inputs": {}}},
+         "payload": {"workflow": "child-wf", "workflow_name": "child", "pid": 1, "workflow_path": "/wf/child-wf.yaml", "inputs": {}}},
         {"seq": 2, "run_id": "c", "parent_run_id": "p", "type": "step.completed", "path": "x", "timestamp": ts(140),
          "payload": {"name": "x", "kind": "command", "status": "failed", "error": "exit status 2", "exit_code": 2,
                      "started_at": ts(0), "completed_at": ts(5), "output": "x out\n"}},
@@ -995,11 +995,11 @@ fn write_failures_are_reported_once_per_target_and_the_stream_goes_on() {
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert_eq!(rec.take_errors(), Vec::<String>::new());
     assert!(rec.run_record_failed());
-    // Other projections still work.
+    // Other projections still work; the history says what the state files do (no end).
     assert_eq!(lines(&d.path().join("transcripts/r.jsonl")).len(), 3);
     assert_eq!(
         HistoryStore::get(&store, "r").unwrap().unwrap().status,
-        StoredStatus::Success
+        StoredStatus::Running
     );
 }
 

@@ -413,6 +413,36 @@ pub(crate) fn spill(
     Ok(files)
 }
 
+/// The streams of `st` longer than [`INLINE_MAX`] ("stdout", "stderr"), which [`capped`]
+/// cuts.
+pub(crate) fn cut_inline(st: &StepState) -> Vec<&'static str> {
+    [("stdout", &st.output), ("stderr", &st.stderr)]
+        .into_iter()
+        .filter(|(_, t)| t.len() > INLINE_MAX)
+        .map(|(stream, _)| stream)
+        .collect()
+}
+
+/// `st` with its `output` and `stderr` cut to their first [`INLINE_MAX`] bytes (at a
+/// character boundary): what the record keeps inline of a text whose own file could not be
+/// written.
+pub(crate) fn capped(st: &StepState) -> StepState {
+    let cut = |t: &SharedText| -> SharedText {
+        if t.len() <= INLINE_MAX {
+            return t.clone();
+        }
+        let mut end = INLINE_MAX;
+        while !t.is_char_boundary(end) {
+            end -= 1;
+        }
+        t[..end].to_owned().into()
+    };
+    let mut out = st.clone();
+    out.output = cut(&st.output);
+    out.stderr = cut(&st.stderr);
+    out
+}
+
 /// Removes output files named relative to the data root (best effort).
 pub(crate) fn remove_outputs<'a>(paths: &StorePaths, files: impl Iterator<Item = &'a str>) {
     for rel in files {

@@ -10,10 +10,10 @@
 //!
 //! | event | `type` | `payload` |
 //! |---|---|---|
-//! | RunStarted | `run.started` | `{workflow, workflow_name, workflow_path?, inputs, resumed_from?, working_dir?}` |
+//! | RunStarted | `run.started` | `{workflow, workflow_name, pid, workflow_path?, inputs, resumed_from?, working_dir?}` (`pid`: an awf addition, the awf process that ran the attempt) |
 //! | RunFinished | `run.completed` | `{status, exit_code, terminal, duration_ms, error?}` |
 //! | StepStarted | `step.started` | `{name, kind, command?}` (`command`: an awf addition, the command as it will run, masked, for a `command` step) |
-//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, started_at?, completed_at?, output?, output_file?, stderr_file?}` (`started_at` / `completed_at`: the state's own times, RFC 3339 with milliseconds, an awf addition; `output`: the stdout of a step that streamed none, a loop's or parallel block's summary; the files holding a stdout / stderr over 64 KiB, relative to the data root) |
+//! | StepFinished | `step.completed` | `{name, kind, status, error?, exit_code?, error_code?, approval?, started_at?, completed_at?, output?, output_file?, stderr_file?}` (`error_code`: the failure's code, `approval`: the option chosen at the step's gate, both awf additions; `started_at` / `completed_at`: the state's own times, RFC 3339 with milliseconds, an awf addition; `output`: the stdout of a step that streamed none, a loop's or parallel block's summary; the files holding a stdout / stderr over 64 KiB, relative to the data root) |
 //! | ChildRunStarted | `step.call_workflow.started` (+ `child_run_id`) | `{name, workflow}` |
 //! | (child's RunFinished, in the parent's file) | `step.call_workflow.completed` (+ `child_run_id`) | `{name, workflow, status, exit_code}` |
 //! | AgentMessageChunk | `message.assistant` | `{role: "assistant", blocks: [{type: "text", text}]}` |
@@ -134,10 +134,12 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             inputs,
             resumed_from,
             working_dir,
+            pid,
             ..
         } => {
             let mut p = Map::new();
             p.insert("workflow".into(), identifier.as_str().into());
+            p.insert("pid".into(), (*pid).into());
             p.insert("workflow_name".into(), workflow.as_str().into());
             if let Some(wp) = workflow_path {
                 p.insert("workflow_path".into(), wp.as_str().into());
@@ -186,6 +188,12 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             }
             if let Some(c) = state.exit_code {
                 p.insert("exit_code".into(), c.into());
+            }
+            if let Some(c) = state.error_code {
+                p.insert("error_code".into(), c.as_str().into());
+            }
+            if let Some(a) = &state.approval {
+                p.insert("approval".into(), a.as_str().into());
             }
             // The step's own times (the line's is when it was recorded), so that a replay
             // shows the duration the live run showed.
@@ -378,6 +386,14 @@ pub(crate) fn event_line_into(
             }
             if let Some(c) = state.exit_code {
                 let _ = write!(out, ",\"exit_code\":{c}");
+            }
+            if let Some(c) = state.error_code {
+                out.push_str(",\"error_code\":");
+                push_json_str(out, c.as_str());
+            }
+            if let Some(a) = &state.approval {
+                out.push_str(",\"approval\":");
+                push_json_str(out, a);
             }
             for (key, t) in [
                 ("started_at", state.started_at),

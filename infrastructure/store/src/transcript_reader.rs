@@ -22,9 +22,10 @@
 //!   file's numbers). Read back, each run's envelopes count from 1 again in each attempt (an
 //!   attempt starts after a `run.completed`, or at a `run.started` with `resumed_from`), and
 //!   the synthesized line is skipped (the child's own `run.completed` is its `RunFinished`).
-//! - `RunStarted.pid`: not kept; the run's state file's `owner_pid` for its latest attempt
-//!   while it has not ended, else 0.
-//! - `StepFinished.state`: status, error and exit code from the line; `output` and `stderr`
+//! - `RunStarted.pid`: from the line; a line written before it was kept takes the run's
+//!   state file's `owner_pid` for its latest attempt while it has not ended, else 0.
+//! - `StepFinished.state`: status, error, exit code, error code and the approval gate's
+//!   option from the line (a line written before the last two were kept has neither); `output` and `stderr`
 //!   are the step's `step.output` texts since it started (or since its last retry), or the
 //!   files `step.completed` names for outputs over 64 KiB; `attempts` counts its
 //!   `step.retrying` lines; `started_at` / `completed_at` are the line's (the state's own
@@ -288,10 +289,19 @@ impl Converter {
         let event = match l.kind.as_str() {
             "run.started" => {
                 self.identifier = str_of(p, "workflow").unwrap_or_default();
-                let pid = crate::state::load(paths, &l.run_id)
-                    .ok()
-                    .and_then(|s| s.owner_pid)
-                    .unwrap_or(0);
+                // Kept on the line since it was recorded; an older transcript's attempt
+                // takes the state file's owner (see `clear_ended_pids`).
+                let pid = match p
+                    .get("pid")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u32::try_from(n).ok())
+                {
+                    Some(n) => n,
+                    None => crate::state::load(paths, &l.run_id)
+                        .ok()
+                        .and_then(|s| s.owner_pid)
+                        .unwrap_or(0),
+                };
                 RunEvent::RunStarted {
                     workflow: str_of(p, "workflow_name").unwrap_or_default(),
                     identifier: self.identifier.clone(),
@@ -418,6 +428,10 @@ impl Converter {
                     .get("exit_code")
                     .and_then(Value::as_i64)
                     .and_then(|c| i32::try_from(c).ok());
+                st.error_code = p
+                    .get("error_code")
+                    .and_then(|c| serde_json::from_value(c.clone()).ok());
+                st.approval = str_of(p, "approval");
                 st.attempts = acc.attempts.max(1);
                 st.completed_at = Some(time("completed_at").unwrap_or(l.at));
                 let text = |key: &str, files: &mut Files<'_>, streamed: Vec<u8>| {
@@ -575,6 +589,8 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
     };
     streams.insert(run_id.to_owned(), new_stream(lines, None, rank));
     let mut out = Vec::new();
+    // Positions of the `RunStarted`s whose line has no `pid` (written before it was kept).
+    let mut unrecorded_pids = std::collections::HashSet::new();
     let mut complete = false;
     loop {
         // An unfinished run whose file has nothing more yet holds the merge.
@@ -600,6 +616,7 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
         s.next += 1;
         let line = &s.lines[idx];
         let starts_attempt = line.kind == "run.started";
+        let pid_unrecorded = starts_attempt && line.payload.get("pid").is_none();
         let ends = line.kind == "run.completed";
         let child = (line.kind == "step.call_workflow.started")
             .then(|| line.child_run_id.clone())
@@ -624,6 +641,9 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
             complete = ends;
         }
         if let Some(env) = env {
+            if pid_unrecorded {
+                unrecorded_pids.insert(out.len());
+            }
             out.push(env);
         }
         if let Some(c) = child {
@@ -643,7 +663,7 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
             }
         }
     }
-    clear_ended_pids(&mut out);
+    clear_ended_pids(&mut out, &unrecorded_pids);
     // The root's last line decides, also when an unfinished child holds the merge.
     let last_position = out.len() as u64;
     Ok(Some(RecordedLog {
@@ -653,12 +673,14 @@ pub(crate) fn read_log(paths: &StorePaths, run_id: &str) -> Result<Option<Record
     }))
 }
 
-/// Sets `RunStarted.pid` to 0 for every attempt that ended (its run's `RunFinished` follows):
-/// the state file's `owner_pid` is that of the run's latest attempt, which may already be
-/// the `awf resume` reading this log (it marks the run as its own before it reads), so an
-/// earlier attempt looked like one of this process and `awf resume -q` printed its
-/// failures as if they were happening now (seen once in about 20 runs under load).
-fn clear_ended_pids(out: &mut [EventEnvelope]) {
+/// Sets `RunStarted.pid` to 0 for every attempt that ended (its run's `RunFinished` follows)
+/// whose line did not keep its pid (`unrecorded`: a transcript written before the pid was
+/// kept, which took the state file's `owner_pid`): that is the owner of the run's latest
+/// attempt, which may already be the `awf resume` reading this log (it marks the run as
+/// its own before it reads), so an earlier attempt looked like one of this process and
+/// `awf resume -q` printed its failures as if they were happening now (seen once in about
+/// 20 runs under load). A pid kept on the line is the attempt's own, as it was live.
+fn clear_ended_pids(out: &mut [EventEnvelope], unrecorded: &std::collections::HashSet<usize>) {
     let mut open: HashMap<String, usize> = HashMap::new();
     for i in 0..out.len() {
         match &out[i].event {
@@ -667,6 +689,7 @@ fn clear_ended_pids(out: &mut [EventEnvelope]) {
             }
             RunEvent::RunFinished { .. } => {
                 if let Some(start) = open.remove(&out[i].run_id.0)
+                    && unrecorded.contains(&start)
                     && let RunEvent::RunStarted { pid, .. } = &mut out[start].event
                 {
                     *pid = 0;
@@ -1059,14 +1082,89 @@ mod tests {
         assert_eq!(child.parent_run_id.as_deref(), Some("r1"));
     }
 
-    /// An attempt that ended was run by a process that is gone: its `RunStarted.pid` is 0,
-    /// even when the state file already names this process (an `awf resume` that marked the
-    /// run as its own before reading the log); an attempt still going has the state file's.
+    /// The transcript's lines without their `pid` (as written before it was kept).
+    fn strip_pids(store: &Store, run: &str) {
+        let path = store.paths().transcript_file(run);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut out = String::new();
+        for l in text.lines() {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if let Some(p) = v.get_mut("payload").and_then(Value::as_object_mut) {
+                p.remove("pid");
+            }
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+        std::fs::write(&path, out).unwrap();
+    }
+
+    /// A `RunStarted` reads back with the pid its line kept, ended or not, whatever the
+    /// state file says now; a step's error code and approval option come back too.
+    #[test]
+    fn an_attempt_reads_back_with_its_own_pid_and_a_step_with_its_code_and_approval() {
+        let d = tempfile::tempdir().unwrap();
+        let store = open(d.path());
+        let mut s = Script::default();
+        let mut ev = started("main", None);
+        if let RunEvent::RunStarted { pid, .. } = &mut ev {
+            *pid = 31337;
+        }
+        s.ev("r1", None, "", ev);
+        let mut st = StepState::running("x", UNIX_EPOCH + Duration::from_millis(5));
+        st.status = StepStatus::Failed;
+        st.error = Some("step x: exit code 3".into());
+        st.error_code = Some(awf_domain::ErrorCode::ExecutionCommandFailed);
+        st.approval = Some("approve".into());
+        st.exit_code = Some(3);
+        st.completed_at = Some(UNIX_EPOCH + Duration::from_millis(9));
+        s.ev(
+            "r1",
+            None,
+            "x",
+            RunEvent::StepFinished {
+                step: "x".into(),
+                kind: "command".into(),
+                state: Box::new(st),
+            },
+        );
+        s.ev("r1", None, "", finished("r1", "main", RunStatus::Success));
+        record(&store, &s.out);
+        let mut snap = StateStore::load(&store, "r1").unwrap();
+        snap.owner_pid = Some(std::process::id());
+        StateStore::save(&store, &snap).unwrap();
+        let log = store.read_log(&RunId("r1".into()), 1).unwrap().unwrap();
+        let RunEvent::RunStarted { pid, .. } = &log.envelopes[0].event else {
+            panic!("{:?}", log.envelopes[0]);
+        };
+        assert_eq!(*pid, 31337);
+        let RunEvent::StepFinished { state, .. } = &log.envelopes[1].event else {
+            panic!("{:?}", log.envelopes[1]);
+        };
+        assert_eq!(
+            state.error_code,
+            Some(awf_domain::ErrorCode::ExecutionCommandFailed)
+        );
+        assert_eq!(state.approval.as_deref(), Some("approve"));
+        let RunEvent::RunFinished { result } = &log.envelopes[2].event else {
+            panic!("{:?}", log.envelopes[2]);
+        };
+        assert_eq!(
+            result.states["x"].error_code,
+            Some(awf_domain::ErrorCode::ExecutionCommandFailed)
+        );
+        assert_eq!(result.states["x"].approval.as_deref(), Some("approve"));
+    }
+
+    /// In a transcript written before the pid was kept: an attempt that ended was run by a
+    /// process that is gone: its `RunStarted.pid` is 0, even when the state file already
+    /// names this process (an `awf resume` that marked the run as its own before reading
+    /// the log); an attempt still going has the state file's.
     #[test]
     fn only_an_unfinished_attempt_carries_the_owner_pid() {
         let d = tempfile::tempdir().unwrap();
         let store = open(d.path());
         let mut s = failed_attempt(&store);
+        strip_pids(&store, "r1");
         let mut snap = StateStore::load(&store, "r1").unwrap();
         snap.owner_pid = Some(std::process::id());
         StateStore::save(&store, &snap).unwrap();
@@ -1085,6 +1183,7 @@ mod tests {
         s.seqs.clear();
         s.ev("r1", None, "", started("main", Some("a")));
         record(&store, &s.out[first..]);
+        strip_pids(&store, "r1");
         let mut snap = StateStore::load(&store, "r1").unwrap();
         snap.owner_pid = Some(4242);
         StateStore::save(&store, &snap).unwrap();

@@ -48,6 +48,11 @@ use crate::errors::CliError;
 use crate::errors::Outcome;
 
 fn main() -> ExitCode {
+    let _ = printer::PROCESS_START.set(std::time::SystemTime::now());
+    // Before any thread starts (they inherit it): a write past `ulimit -f` fails with
+    // EFBIG, reported as any other write failure, instead of SIGXFSZ killing awf with the
+    // run's end unwritten. Steps start with the signal mask awf was started with.
+    awf_exec::hold_file_size_signal();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let Some(code) = version_only(&args) {
         return code;

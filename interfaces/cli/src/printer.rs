@@ -116,6 +116,13 @@ pub struct TextPrinter {
 /// prompt shown again below it).
 const HELD_BUDGET: usize = 256 * 1024;
 
+/// When this awf process started (set first thing in `main`): a top-level attempt that
+/// started before it is one `awf resume` replays from the run's log, whatever its pid (an
+/// attempt's pid is kept in the log as it was live, and a process in a fresh container
+/// gets the same pid every time).
+pub(crate) static PROCESS_START: std::sync::OnceLock<std::time::SystemTime> =
+    std::sync::OnceLock::new();
+
 impl TextPrinter {
     /// A printer for `mode`; `quiet` drops step, log and info lines (warnings and command
     /// output stay); `style` colours the stderr lines.
@@ -554,7 +561,8 @@ impl TextPrinter {
                 ..
             } => {
                 if ev.parent_run_id.is_none() {
-                    self.replayed = *pid != std::process::id();
+                    self.replayed = *pid != std::process::id()
+                        || PROCESS_START.get().is_some_and(|t| ev.at < *t);
                 }
                 if ev.parent_run_id.is_none() && !self.quiet {
                     let name = crate::style::printable(workflow);

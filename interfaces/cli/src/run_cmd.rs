@@ -556,8 +556,9 @@ fn record_failure(
     let errors = r.take_errors();
     let first = errors.first()?;
     let message = format!(
-        "the run succeeded but its record could not be written ({} failure(s)): {first}",
-        errors.len()
+        "the run succeeded but its record could not be written ({} failure(s)): {}",
+        errors.len(),
+        distinct_failures(&errors)
     );
     Some(match r {
         // Busy, not damaged (breaker: "move it aside" for a database another process
@@ -580,8 +581,15 @@ fn record_failure(
                 id = run_id.0
             ))
         }
+        wiring::RunRecorder::Embedded(s) if s.only_outputs_failed() => {
+            AwfError::new(ErrorCode::SystemIoWriteFailed, message).with_hint(format!(
+                "free disk space or fix the data root's permissions; the run's end was \
+                 recorded (`awf status {id}` shows it), with the outputs named above cut",
+                id = run_id.0
+            ))
+        }
         wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
-            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end"),
+            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end (`awf history` lists it as running, as they do)"),
         wiring::RunRecorder::Postgres(_) => {
             // Refused for lack of privilege (42501): what the user needs, not a
             // server that went away.
@@ -593,6 +601,27 @@ fn record_failure(
             ))
         }
     })
+}
+
+/// Most distinct failures [`distinct_failures`] names.
+const FAILURES_NAMED: usize = 5;
+
+/// The distinct texts of `errors` (a record's write failures), in order, joined with `; `:
+/// at most [`FAILURES_NAMED`], then how many more there were.
+fn distinct_failures(errors: &[String]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for e in errors {
+        if !seen.contains(&e.as_str()) {
+            seen.push(e);
+        }
+    }
+    let more = seen.len().saturating_sub(FAILURES_NAMED);
+    seen.truncate(FAILURES_NAMED);
+    let mut text = seen.join("; ");
+    if more > 0 {
+        text.push_str(&format!("; and {more} more"));
+    }
+    text
 }
 
 /// Shows a started run's events until it ends (its log in the run service, from the start),
@@ -1326,6 +1355,19 @@ impl Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every distinct failure is named once, in order (the message named only the first
+    /// of a step output's and a state file's failures); past five, how many more.
+    #[test]
+    fn a_record_failure_names_every_distinct_failure() {
+        let errors: Vec<String> = ["out", "state", "out", "state"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert_eq!(distinct_failures(&errors), "out; state");
+        let many: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
+        assert_eq!(distinct_failures(&many), "e0; e1; e2; e3; e4; and 3 more");
+    }
 
     fn finished(status: RunStatus, error: Option<awf_domain::error::ErrorBody>) -> RunResult {
         RunResult {
