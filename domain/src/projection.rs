@@ -636,47 +636,39 @@ fn carry_branches(old: &LoopPosition, new: &mut LoopPosition) {
     }
 }
 
+/// The level of `pos` its path's `indexes` name (the last one), when every level on the way
+/// is in the iteration the path names.
+fn level_at<'a>(pos: &'a mut LoopPosition, indexes: &[usize]) -> Option<&'a mut LoopPosition> {
+    let (&last, outer) = indexes.split_last()?;
+    let mut level = pos;
+    for &i in outer {
+        if level.iteration != i {
+            return None;
+        }
+        level = level.inner.as_deref_mut()?;
+    }
+    (level.iteration == last).then_some(level)
+}
+
 /// Adds `branch` to the completed branches of `block` at the level of `pos` its path's
 /// `indexes` name (the last one), when `block` is the body step in progress there in that
 /// iteration.
 fn mark_branch(pos: &mut LoopPosition, indexes: &[usize], block: &str, branch: &str) {
-    let mut level = Some(pos);
-    for (d, &i) in indexes.iter().enumerate() {
-        let Some(l) = level else {
-            return;
-        };
-        if l.iteration != i {
-            return;
-        }
-        if d + 1 == indexes.len() {
-            if l.step.as_deref() == Some(block) && !l.branches_completed.iter().any(|b| b == branch)
-            {
-                l.branches_completed.push(branch.to_owned());
-            }
-            return;
-        }
-        level = l.inner.as_deref_mut();
+    if let Some(l) = level_at(pos, indexes)
+        && l.step.as_deref() == Some(block)
+        && !l.branches_completed.iter().any(|b| b == branch)
+    {
+        l.branches_completed.push(branch.to_owned());
     }
 }
 
 /// Marks `step` completed at the level of `pos` its path's `indexes` name (the last one),
 /// when it is the step in progress there in that iteration.
 fn mark_completed(pos: &mut LoopPosition, indexes: &[usize], step: &str) {
-    let mut level = Some(pos);
-    for (d, &i) in indexes.iter().enumerate() {
-        let Some(l) = level else {
-            return;
-        };
-        if l.iteration != i {
-            return;
-        }
-        if d + 1 == indexes.len() {
-            if l.step.as_deref() == Some(step) {
-                l.step_completed = true;
-            }
-            return;
-        }
-        level = l.inner.as_deref_mut();
+    if let Some(l) = level_at(pos, indexes)
+        && l.step.as_deref() == Some(step)
+    {
+        l.step_completed = true;
     }
 }
 
