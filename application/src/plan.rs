@@ -647,11 +647,19 @@ impl Planner<'_> {
         // A script that runs as shell code is shown as the run renders it (values quoted
         // under `shell_quote: true`); another interpreter's script as written (breaker: the
         // plan showed a shell script's values unquoted).
-        let shell = kind == "script" && awf_domain::shell::script_runs_in_shell(&text);
-        Ok((
-            path.display().to_string(),
-            Some(self.render_as(&text, shell)),
-        ))
+        let interpreter = awf_domain::interpreter::script_interpreter(&text);
+        let shell = kind == "script" && interpreter.quotes_as_shell();
+        // A non-POSIX shell's script the run refuses under `shell_quote: true` (it prints a
+        // value no quoting protects there) is shown as written, never filled in.
+        let refused = kind == "script"
+            && self.wf.shell_quote
+            && interpreter.shell_quote_refusal(&text).is_some();
+        let shown = if refused {
+            self.masker.mask(&text).into_owned()
+        } else {
+            self.render_as(&text, shell)
+        };
+        Ok((path.display().to_string(), Some(shown)))
     }
 
     /// [`Self::render`] for a shell command or directory: `{{.awf.scripts_dir}}` /

@@ -9,6 +9,7 @@ pub mod duration;
 pub mod error;
 pub mod event;
 pub mod interaction;
+pub mod interpreter;
 pub mod limits;
 pub mod mask;
 pub mod ports;

@@ -36,7 +36,8 @@ pub enum ShellContext {
     /// Inside `` `…` ``: the text is parsed again as a command after `\\`, `` \` `` and `\$`
     /// are unescaped.
     Backtick,
-    /// A here-document body.
+    /// A here-document body, as its own text (a `$( … )`, backticks or `${ … }` in an
+    /// unquoted one's body are contexts of their own, read as anywhere else).
     Heredoc {
         /// The delimiter was quoted (`<<'EOF'`): nothing in the body expands.
         quoted: bool,
@@ -74,6 +75,12 @@ pub enum ShellContext {
         /// The action that opens the branch (`{{if .inputs.x}}`).
         branch: String,
     },
+    /// After text bash and dash read differently, so that where the value lands depends on
+    /// the shell: a line equal to a here-document's delimiter inside a `$( … )` or backticks
+    /// in its body (bash ends the here-document there, dash reads on), or backticks or a `#`
+    /// comment inside `$(( … ))` (bash looks for the closing `))` through them, dash reads a
+    /// substitution or a comment).
+    ShellDependent,
 }
 
 /// A place in shell text where no quoting protects a value ([`ShellContext::unprotected`]):
@@ -119,6 +126,11 @@ impl ShellContext {
                 why: "bash evaluates it, quotes or not, and runs an array subscript's $( )",
                 fix: "pass only numbers there (a `type: integer` input is one)",
             },
+            Self::ShellDependent => Unprotected {
+                place: "after text that bash and dash read differently (a here-document's closing line inside a $( ) or backticks in its body, backticks or a # comment inside $(( )))",
+                why: "where the value lands depends on the shell that runs the command, so no one quoting is right",
+                fix: "write the text before it so that every shell reads it alike (close the $( ) before the here-document's last line; no backticks or comments in arithmetic)",
+            },
             Self::UnevenBranch { .. } => Unprotected {
                 place: "after a template branch ({{if}}/{{else}}/{{with}}/{{range}}) whose text leaves the shell quoting different from the other branch",
                 why: "where the value lands (inside or outside a quote, a comment, a here-document) depends on the branch taken, so no one quoting is right",
@@ -151,6 +163,23 @@ pub struct ShellAction<'a> {
     /// substitution, its quotes included (`"three {{x}}"`); the range ends at the end of the
     /// text when the string is never closed. `None` for other contexts.
     pub quoted_span: Option<Range<usize>>,
+    /// The delimiters of the unquoted here-documents whose bodies enclose the action through
+    /// a `$( … )`, backticks or `${ … }` in them (outermost first), the action's own
+    /// here-document left out when its context is [`ShellContext::Heredoc`]
+    /// (`cat <<EOF\n$(echo {{x}})\nEOF` gives `["EOF"]`). bash reads such a body line by line
+    /// before it reads the substitution, so a line of the value equal to one of them ends
+    /// that here-document early (dash parses the substitution first), and a backslash at
+    /// the end of a line of it joins the next line.
+    pub heredocs: Vec<String>,
+    /// The text the shell gets on the action's line before it (from the line's start, bytes
+    /// a trim marker removes left out), which a line of the value completes; `None` when
+    /// another action shares that part of the line or a backslash may join it to the line
+    /// before (the text is then unknown).
+    pub line_before: Option<String>,
+    /// The text the shell gets on the action's line after it (to the line's end), as for
+    /// [`Self::line_before`]; `None` when another action follows on the line or the line
+    /// ends in a backslash.
+    pub line_after: Option<String>,
 }
 
 /// A piece of shell command text as [`shell_pieces`] cuts it.
@@ -208,6 +237,8 @@ enum Kind {
     /// An action after a template branch (the action opening it) that leaves the shell
     /// state different from its siblings (never on the stack).
     Uneven(String),
+    /// An action after text bash and dash read differently (never on the stack).
+    Dependent,
     /// `${ … }`; `depth`: open `{` inside it (the `}` at depth 0 closes it).
     Param {
         depth: u32,
@@ -241,6 +272,7 @@ impl Kind {
             Kind::Uneven(branch) => ShellContext::UnevenBranch {
                 branch: branch.clone(),
             },
+            Kind::Dependent => ShellContext::ShellDependent,
         }
     }
 }
@@ -350,6 +382,28 @@ impl Stack {
             .collect()
     }
 
+    /// The delimiters of the unquoted here-documents on the stack, outermost first; the top
+    /// frame left out when `own` (an action whose context is that here-document's body).
+    fn enclosing_heredocs(&self, own: bool) -> Vec<String> {
+        let n = if own {
+            self.frames.len().saturating_sub(1)
+        } else {
+            self.frames.len()
+        };
+        self.frames
+            .iter()
+            .take(n)
+            .filter_map(|f| match &f.kind {
+                Kind::Heredoc {
+                    quoted: false,
+                    delim,
+                    ..
+                } => Some(delim.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// When the backtick at `at` closes the innermost backticks: how many frames sit above
     /// and including them (all of them end there, whatever quotes were left open inside).
     fn closing_backticks(&self, at: usize) -> Option<usize> {
@@ -420,6 +474,9 @@ struct Found {
     inside_double: bool,
     inside_backtick: bool,
     span: Option<usize>,
+    heredocs: Vec<String>,
+    line_before: Option<String>,
+    line_after: Option<String>,
 }
 
 /// Go template white space (what a `{{-` / `-}}` trim marker removes).
@@ -514,6 +571,10 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     // Where the last action ended, and whether it prints nothing (control, comment,
     // assignment): a `#` right after such an action may start a word, so a comment.
     let mut last_silent_end: Option<usize> = None;
+    // Where the last `$( … )`, `${ … }` or backticks closed: the word goes on after it, so a
+    // `#` right after it is a character of the word, not a comment (fuzzing: `$(( … ))#`
+    // was read as starting a comment, and a backtick after it as commented out).
+    let mut word_close: Option<usize> = None;
     // Spans where no quoting protects a value (arithmetic; backticks holding `` \` `` or,
     // in `"…"`, `\"`).
     let mut unsafe_spans: Vec<(Range<usize>, Kind)> = Vec::new();
@@ -554,12 +615,16 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 Kind::Single | Kind::Double | Kind::Backtick => top.map(|f| f.span),
                 _ => None,
             };
+            let heredocs = stack.enclosing_heredocs(matches!(kind, Kind::Heredoc { .. }));
             found.push(Found {
                 range: i..end,
                 inside_double: top.is_some_and(|f| f.inside_double),
                 inside_backtick: top.is_some_and(|f| f.inside_backtick),
                 kind,
                 span,
+                heredocs,
+                line_before: kept_line_before(b, &gone, i),
+                line_after: kept_line_after(b, &gone, end),
             });
             let body = text
                 .get(i + 2..end.saturating_sub(2).max(i + 2))
@@ -631,33 +696,41 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             i += 1;
             continue;
         }
-        let top = stack.top();
-        if let Kind::Heredoc { strip, delim, .. } = &top
-            && line_start
-        {
-            let mut j = i;
-            if *strip {
-                while b.get(j) == Some(&b'\t') {
-                    j += 1;
-                }
+        // A line equal to the delimiter of a here-document on the stack ends it, and all
+        // that is open in its body: bash reads an unquoted body line by line before it reads
+        // a `$( … )` or backticks in it, so the outermost here-document whose delimiter the
+        // line is ends (dash would go on reading the substitution; the value checks of
+        // `shell_quote: true` make no value line such a line).
+        let ends_heredoc = if line_start {
+            stack
+                .frames
+                .iter()
+                .enumerate()
+                .find_map(|(k, f)| match &f.kind {
+                    Kind::Heredoc { strip, delim, .. } => {
+                        delimiter_line_end(text, &gone, i, *strip, delim).map(|stop| (k, stop))
+                    }
+                    _ => None,
+                })
+        } else {
+            None
+        };
+        if let Some((k, stop)) = ends_heredoc {
+            if stack.frames.len() > k + 1 {
+                // Inside a `$( )` or backticks of the body: dash would read on.
+                unsafe_spans.push((stop..b.len(), Kind::Dependent));
             }
-            let rest = &text[j..];
-            if let Some(after) = rest.strip_prefix(delim.as_str())
-                && (after.is_empty()
-                    || (after.starts_with('\n')
-                        && !gone.get(j + delim.len()).copied().unwrap_or(false)))
-                && !gone[j..j + delim.len()].iter().any(|g| *g)
-            {
-                let stop = j + delim.len();
-                i = stop;
+            while stack.frames.len() > k.max(1) {
                 stack.pop(stop);
-                if !pending.is_empty() {
-                    stack.push(pending.remove(0), stop);
-                }
-                line_start = false;
-                continue;
             }
+            if !pending.is_empty() {
+                stack.push(pending.remove(0), stop);
+            }
+            i = stop;
+            line_start = false;
+            continue;
         }
+        let top = stack.top();
         let c = b[i];
         let n = next_char_len(text, i).max(1);
         let mut consumed = n;
@@ -672,12 +745,20 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             for _ in 0..levels {
                 stack.pop(i + 1);
             }
+            word_close = Some(i);
         } else {
             if matches!(top, Kind::Unquoted { .. } | Kind::Backtick) {
                 match c {
                     b';' | b'&' | b'|' | b'(' | b'\n' => stack.set_cmd(true),
                     b' ' | b'\t' | b'\r' | b')' => {}
-                    _ if comment_starts(b, kept_before(i), escaped_char, last_silent_end) => {
+                    _ if comment_starts(
+                        b,
+                        kept_before(i),
+                        escaped_char,
+                        last_silent_end,
+                        word_close,
+                    ) =>
+                    {
                         command_word(text, i, &mut stack, &mut unsafe_spans);
                     }
                     _ => {}
@@ -714,19 +795,18 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     consumed = 2;
                     dollar_at = None;
                 }
-                (Kind::Heredoc { quoted: false, .. }, b'$') => {
-                    // bash evaluates `$(( … ))` and `$[ … ]` in the body too.
-                    if b.get(i + 1) == Some(&b'(') && b.get(i + 2) == Some(&b'(') {
-                        unsafe_spans.push((i..arith_end(b, i + 3), Kind::Arith));
-                    } else if b.get(i + 1) == Some(&b'[') {
-                        unsafe_spans.push((i..bracket_end(b, i + 2), Kind::Arith));
-                    }
-                    dollar_at = Some(i);
-                }
-                (Kind::Heredoc { .. }, _) => {}
+                // A quoted here-document's body is literal text. An unquoted one's reads
+                // `$`, backticks and `\` as inside "…" (below): `$( … )`, backticks and
+                // `${ … }` in it are parsed as anywhere else (breaker: a value inside
+                // `$(echo {{x}})` in a `<<EOF` body was pasted as here-document text and ran).
+                (Kind::Heredoc { quoted: true, .. }, _) => {}
                 (Kind::Double, b'"') => stack.pop(i + 1),
                 (
-                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    Kind::Double
+                    | Kind::Heredoc { quoted: false, .. }
+                    | Kind::Unquoted { .. }
+                    | Kind::Backtick
+                    | Kind::Param { .. },
                     b'$',
                 ) if b.get(i + 1) == Some(&b'{') && b.get(i + 2) != Some(&b'{') => {
                     stack.push(Kind::Param { depth: 0 }, i);
@@ -743,6 +823,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 (Kind::Param { depth }, b'}') => {
                     if *depth == 0 {
                         stack.pop(i + 1);
+                        word_close = Some(i);
                     } else {
                         stack.set_depth(depth - 1);
                     }
@@ -754,11 +835,15 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     stack.push(Kind::Single, i);
                 }
                 (
-                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    Kind::Double
+                    | Kind::Heredoc { quoted: false, .. }
+                    | Kind::Unquoted { .. }
+                    | Kind::Backtick
+                    | Kind::Param { .. },
                     b'$',
                 ) if b.get(i + 1) == Some(&b'(') => {
                     if b.get(i + 2) == Some(&b'(') {
-                        unsafe_spans.push((i..arith_end(b, i + 3), Kind::Arith));
+                        push_arith(&mut unsafe_spans, b, i, i + 3);
                     }
                     stack.push(
                         Kind::Unquoted {
@@ -770,28 +855,42 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     consumed = 2;
                 }
                 (
-                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    Kind::Double
+                    | Kind::Heredoc { quoted: false, .. }
+                    | Kind::Unquoted { .. }
+                    | Kind::Backtick
+                    | Kind::Param { .. },
                     b'$',
                 ) if b.get(i + 1) == Some(&b'[') => {
                     // `$[ … ]`: bash's old arithmetic expansion.
                     unsafe_spans.push((i..bracket_end(b, i + 2), Kind::Arith));
                 }
                 (
-                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    Kind::Double
+                    | Kind::Heredoc { quoted: false, .. }
+                    | Kind::Unquoted { .. }
+                    | Kind::Backtick
+                    | Kind::Param { .. },
                     b'$',
                 ) => {
                     dollar_at = Some(i);
                 }
                 (Kind::Unquoted { .. } | Kind::Backtick, b'(') if b.get(i + 1) == Some(&b'(') => {
                     // `(( … ))`: an arithmetic command.
-                    unsafe_spans.push((i..arith_end(b, i + 2), Kind::Arith));
+                    push_arith(&mut unsafe_spans, b, i, i + 2);
                     if let Kind::Unquoted { subst: true, depth } = top {
                         stack.set_depth(depth + 1);
                     }
                 }
                 (Kind::Unquoted { .. } | Kind::Backtick, b'[')
                     if b.get(i + 1) == Some(&b'[')
-                        && comment_starts(b, kept_before(i), escaped_char, last_silent_end) =>
+                        && comment_starts(
+                            b,
+                            kept_before(i),
+                            escaped_char,
+                            last_silent_end,
+                            word_close,
+                        ) =>
                 {
                     // `[[ … ]]` with an arithmetic comparison evaluates its operands, and
                     // `-v`/`-R` a variable name's subscript.
@@ -801,7 +900,11 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     }
                 }
                 (
-                    Kind::Double | Kind::Unquoted { .. } | Kind::Backtick | Kind::Param { .. },
+                    Kind::Double
+                    | Kind::Heredoc { quoted: false, .. }
+                    | Kind::Unquoted { .. }
+                    | Kind::Backtick
+                    | Kind::Param { .. },
                     b'`',
                 ) => {
                     let close = backtick_end(b, i + 1);
@@ -810,14 +913,23 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     // in "…", `\"` turns into a real quote once the backticks are read:
                     // nothing in them can be quoted reliably then.
                     let nested = escapes(body).any(|e| e == b'`');
-                    let dq = matches!(top, Kind::Double) && escapes(body).any(|e| e == b'"');
+                    // In an unquoted here-document bash keeps `\"` in backticks and dash
+                    // unescapes it, as in "…".
+                    let dq = matches!(top, Kind::Double | Kind::Heredoc { quoted: false, .. })
+                        && escapes(body).any(|e| e == b'"');
                     if nested || dq {
                         unsafe_spans.push((i..close, Kind::Escaped));
                     }
                     stack.push_closing(Kind::Backtick, i, Some(close));
                 }
                 (Kind::Unquoted { .. } | Kind::Backtick, b'#')
-                    if comment_starts(b, kept_before(i), escaped_char, last_silent_end) =>
+                    if comment_starts(
+                        b,
+                        kept_before(i),
+                        escaped_char,
+                        last_silent_end,
+                        word_close,
+                    ) =>
                 {
                     // A comment runs to the end of the line; quotes in it open nothing.
                     stack.push(Kind::Comment, i);
@@ -836,6 +948,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                         stack.set_cmd(true);
                     } else if *depth == 0 {
                         stack.pop(i + 1);
+                        word_close = Some(i);
                     } else {
                         stack.set_depth(depth - 1);
                     }
@@ -908,6 +1021,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             inside_double_quotes: f.inside_double,
             inside_backticks: f.inside_backtick,
             quoted_span,
+            heredocs: f.heredocs,
+            line_before: f.line_before,
+            line_after: f.line_after,
         }));
     }
     if last < text.len() {
@@ -916,20 +1032,98 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     out
 }
 
+/// The kept text of the line before `at` (see [`ShellAction::line_before`]).
+fn kept_line_before(b: &[u8], gone: &[bool], at: usize) -> Option<String> {
+    let mut out = Vec::new();
+    let mut j = at.min(b.len());
+    while j > 0 {
+        j -= 1;
+        if gone[j] {
+            continue;
+        }
+        match b[j] {
+            b'\n' => {
+                if (0..j)
+                    .rev()
+                    .find(|&k| !gone[k])
+                    .is_some_and(|k| b[k] == b'\\')
+                {
+                    return None;
+                }
+                break;
+            }
+            b'}' if j > 0 && b[j - 1] == b'}' => return None,
+            c => out.push(c),
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).ok()
+}
+
+/// The kept text of the line after `from` (see [`ShellAction::line_after`]).
+fn kept_line_after(b: &[u8], gone: &[bool], from: usize) -> Option<String> {
+    let mut out = Vec::new();
+    let mut j = from;
+    while j < b.len() {
+        if !gone[j] {
+            match b[j] {
+                b'\n' => break,
+                b'{' if b.get(j + 1) == Some(&b'{') => return None,
+                c => out.push(c),
+            }
+        }
+        j += 1;
+    }
+    if out.last() == Some(&b'\\') {
+        return None;
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Where the line starting at `at` ends when it is the closing line of a here-document with
+/// delimiter `delim` (leading tabs skipped for `<<-`): just past the delimiter; `None` when
+/// the line is something else (bytes a trim marker removes count as absent).
+fn delimiter_line_end(
+    text: &str,
+    gone: &[bool],
+    at: usize,
+    strip: bool,
+    delim: &str,
+) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut j = at;
+    if strip {
+        while b.get(j) == Some(&b'\t') {
+            j += 1;
+        }
+    }
+    let after = text.get(j..)?.strip_prefix(delim)?;
+    let stop = j + delim.len();
+    let closes = (after.is_empty()
+        || (after.starts_with('\n') && !gone.get(stop).copied().unwrap_or(false)))
+        && !gone.get(j..stop).is_some_and(|g| g.iter().any(|g| *g));
+    closes.then_some(stop)
+}
+
 /// Whether a `#` starts a comment, given the last byte before it the shell sees (`prev`):
 /// at the start of the text, after a blank or an operator character, or right after an
 /// action that prints nothing (`{{end}}#`: the shell may get a blank before it). Not after
 /// a character a backslash escapes (`a\ #b` is one word), unless that was a line break
-/// (`\` and a line break join the lines: what came before decides).
+/// (`\` and a line break join the lines: what came before decides), nor after the `)`,
+/// `}` or backtick closing a substitution (`word_close`: `$(x)#y` is one word).
 fn comment_starts(
     b: &[u8],
     prev: Option<usize>,
     escaped_char: Option<usize>,
     last_silent_end: Option<usize>,
+    word_close: Option<usize>,
 ) -> bool {
     let Some(p) = prev else {
         return true;
     };
+    if word_close == Some(p) {
+        return false;
+    }
     if last_silent_end == Some(p + 1) {
         return true;
     }
@@ -980,13 +1174,39 @@ pub fn shell_actions(text: &str) -> Vec<ShellAction<'_>> {
         .collect()
 }
 
+/// Records the arithmetic expansion or command starting at `at` whose body starts at `from`
+/// (up to [`arith_end`]) as unprotected; when its body holds a backtick or a `#` starting a
+/// word, the rest of the text too, as read differently by bash and dash: bash looks for the
+/// closing `))` through them (fuzzing: it ended `$((1+`…`))`…`` at a `))` inside the
+/// backticks), dash reads a substitution and a comment there.
+fn push_arith(spans: &mut Vec<(Range<usize>, Kind)>, b: &[u8], at: usize, from: usize) {
+    let end = arith_end(b, from);
+    let body = b.get(from..end).unwrap_or_default();
+    let ambiguous = body
+        .iter()
+        .enumerate()
+        .any(|(k, c)| *c == b'`' || (*c == b'#' && (k == 0 || breaks_word(body[k - 1]))));
+    spans.push((at..end, Kind::Arith));
+    if ambiguous {
+        spans.push((end..b.len(), Kind::Dependent));
+    }
+}
+
 /// Index just past the `))` closing an arithmetic expansion whose body starts at `from`
-/// (parentheses in it counted); the text's length when unclosed.
+/// (parentheses in it counted; quoted strings, escaped characters and template actions
+/// skipped, as the shells skip them: fuzzing found dash reading `$((1+\))…))` on past the
+/// `\)`, where the walker had ended it); the text's length when unclosed.
 fn arith_end(b: &[u8], from: usize) -> usize {
     let mut depth = 0u32;
     let mut j = from;
     while j < b.len() {
         match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            b'\'' | b'"' => j = closing_quote(b, j),
             b'(' => depth += 1,
             b')' if depth > 0 => depth -= 1,
             b')' if b.get(j + 1) == Some(&b')') => return j + 2,
@@ -1275,111 +1495,20 @@ fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
     )
 }
 
-/// Whether a script (a step's `script_file:` contents) runs as shell code: it has no `#!`
-/// line (awf runs it with `$SHELL`), or its `#!` names a POSIX-family shell (`sh`, `bash`,
-/// `dash`, `zsh`, `ksh`, `mksh`, `ash`, `yash`, `posh`, `busybox`), directly or through
-/// `env` (`#!/usr/bin/env bash`, `#!/usr/bin/env -S -u X bash -e`). Such a script's template
-/// values land in shell text exactly as a `command:`'s do, so `shell_quote: true` and the
-/// unquoted-value warnings apply to it; a script for another interpreter (`python3`, `node`)
-/// is not shell text.
-///
-/// When in doubt, shell: `env` options are read as GNU `env` reads them (`-S`/`--split-string`
-/// with its argument glued or not, `-u`/`--unset NAME`, `-C`/`--chdir DIR`, `-i`, `-`,
-/// `--ignore-environment`, `-0`, `-v`, `NAME=VALUE`), and an option it does not know, a
-/// program named through a variable or no program at all count as shell (quoting a script
-/// for another interpreter only changes its text; leaving a shell script's values raw runs
-/// them).
-pub fn script_runs_in_shell(script: &str) -> bool {
-    let Some(line) = script.strip_prefix("#!") else {
-        return true;
-    };
-    let line = line.lines().next().unwrap_or("");
-    let mut words: std::collections::VecDeque<String> =
-        line.split_whitespace().map(str::to_owned).collect();
-    let Some(mut program) = words.pop_front() else {
-        return true;
-    };
-    let base = |p: &str| p.rsplit('/').next().unwrap_or(p).to_owned();
-    if base(&program) == "env" {
-        match env_program(words) {
-            Some(p) => program = p,
-            None => return true,
-        }
-    }
-    let program = program.trim_matches(|c| c == '"' || c == '\'');
-    if program.contains('$') || program.is_empty() {
-        return true;
-    }
-    matches!(
-        base(program).as_str(),
-        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "yash" | "posh" | "busybox"
-    )
-}
-
-/// The program an `env` command line (its words after `env`) runs; `None` when it names
-/// none or uses an option GNU `env` does not have (the caller then assumes a shell).
-fn env_program(mut words: std::collections::VecDeque<String>) -> Option<String> {
-    while let Some(w) = words.pop_front() {
-        if w == "--" {
-            return words.pop_front();
-        }
-        if w == "-" {
-            continue;
-        }
-        if let Some(long) = w.strip_prefix("--") {
-            let (name, inline) = match long.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (long, None),
-            };
-            match name {
-                "ignore-environment" | "null" | "debug" | "list-signal-handling" => {}
-                "block-signal" | "default-signal" | "ignore-signal" => {}
-                "unset" | "chdir" => {
-                    if inline.is_none() {
-                        words.pop_front()?;
-                    }
-                }
-                "split-string" => {
-                    let arg = match inline {
-                        Some(v) => v,
-                        None => words.pop_front()?,
-                    };
-                    for (k, part) in arg.split_whitespace().enumerate() {
-                        words.insert(k, part.to_owned());
-                    }
-                }
-                _ => return None,
-            }
-            continue;
-        }
-        if let Some(flags) = w.strip_prefix('-') {
-            for (k, f) in flags.char_indices() {
-                let rest = &flags[k + f.len_utf8()..];
-                match f {
-                    'i' | '0' | 'v' => {}
-                    'u' | 'C' => {
-                        if rest.is_empty() {
-                            words.pop_front()?;
-                        }
-                        break;
-                    }
-                    'S' => {
-                        for (n, part) in rest.split_whitespace().enumerate() {
-                            words.insert(n, part.to_owned());
-                        }
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-            continue;
-        }
-        if w.contains('=') {
-            continue;
-        }
-        return Some(w);
-    }
-    None
+/// Whether `text` has a template action that prints a value (quoted by `shell_quote` or
+/// not), as opposed to control actions, comments and variable assignments.
+pub fn prints_values(text: &str) -> bool {
+    shell_actions(text).iter().any(|a| {
+        let body = a
+            .text
+            .trim_start_matches("{{")
+            .trim_end_matches("}}")
+            .trim()
+            .trim_start_matches('-')
+            .trim_end_matches('-')
+            .trim();
+        crate::validate::prints_value(body) || crate::validate::ends_in_shell_quoting(body)
+    })
 }
 
 /// `word` as one argument of a command line shown to the user to paste (a hint's

@@ -1709,12 +1709,51 @@ pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
 }
 
 /// [`unquoted_shell_values`] for the contents of a step's `script_file:` (`script`), when it
-/// runs as shell code ([`crate::shell::script_runs_in_shell`]; a script for another
-/// interpreter gets none): its template values land in shell text as a `command:`'s do.
-/// Findings at `path` (the caller's `states.<name>.script_file`).
+/// is quoted as shell code ([`crate::interpreter::ScriptInterpreter::quotes_as_shell`]; a script
+/// for another interpreter gets none): its template values land in shell text as a
+/// `command:`'s do. A script that prints values also gets a warning
+/// (`WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE`) when awf cannot tell its interpreter from
+/// the `#!` line (its values are then quoted as for a POSIX shell), or when the interpreter
+/// is a non-POSIX shell (`fish`), whose values no quoting awf has protects (under
+/// `shell_quote: true` the run refuses them). Findings at `path` (the caller's
+/// `states.<name>.script_file`).
 pub fn unquoted_shell_values_in_script(wf: &Workflow, script: &str, path: &str) -> Vec<Diagnostic> {
+    use crate::interpreter::ScriptInterpreter;
     let mut out = Vec::new();
-    if crate::shell::script_runs_in_shell(script) {
+    let interpreter = crate::interpreter::script_interpreter(script);
+    let warn = |message: String, hint: String| {
+        Diagnostic::warning(ErrorCode::WorkflowValidationUnquotedValue, path, message)
+            .with_hint(hint)
+    };
+    match &interpreter {
+        ScriptInterpreter::Unknown(what) if crate::shell::prints_values(script) => {
+            out.push(warn(
+                format!(
+                    "awf cannot tell which interpreter runs the script from its #! line ({what}), so its template values are quoted as for a POSIX shell{}",
+                    if wf.shell_quote {
+                        ""
+                    } else {
+                        " by `shell_quote: true` and checked as shell text here"
+                    }
+                ),
+                "name the interpreter in the #! line directly (#!/bin/bash, #!/usr/bin/env python3); wrappers awf looks through: env, nice, nohup, setsid, timeout, stdbuf, ionice, chrt, taskset, time, flock, sudo, doas, unbuffer, nocache, busybox".to_owned(),
+            ));
+        }
+        ScriptInterpreter::OtherShell(shell) => {
+            if let Some((why, hint)) = interpreter.shell_quote_refusal(script) {
+                let message = if wf.shell_quote {
+                    format!("the script runs with {shell}: {why}, so the step fails before it runs")
+                } else {
+                    format!(
+                        "the script runs with {shell}, whose quoting is not a POSIX shell's: awf cannot quote or check its template values, and a value holding {shell} syntax runs as code"
+                    )
+                };
+                out.push(warn(message, hint));
+            }
+        }
+        _ => {}
+    }
+    if interpreter.quotes_as_shell() {
         // The reference checks do not read a script's text: every value is warned about.
         shell_value_checks(wf, script, path, &mut out, false);
     }
@@ -2079,10 +2118,38 @@ fn in_comment(body: &str, reference: &str) -> Diagnostic {
     .with_hint("a value in a comment only shows in the command text; to print it, pass it to echo or printf outside the comment")
 }
 
+/// `<<EOF` (`<<EOF and <<EOT`) for the here-documents enclosing an action through a
+/// `$( … )` or backticks in their bodies ([`ShellAction::heredocs`]).
+fn heredoc_names(action: &ShellAction<'_>) -> String {
+    action
+        .heredocs
+        .iter()
+        .map(|d| format!("<<{d}"))
+        .collect::<Vec<_>>()
+        .join(" and ")
+}
+
 /// The `UNQUOTED_SHELL_VALUE` warning for one action (path set by the caller).
 fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &str) -> Diagnostic {
     let fixed = quoted_form(body);
     let mode = "or set `shell_quote: true` at the top of the workflow";
+    if let Some(first) = action.heredocs.first() {
+        // Breaker: inside `$( )` or backticks in a here-document's body, the shell reads
+        // the value as command text, and bash reads the body's lines before that: a line of
+        // the value equal to the delimiter ends the here-document. `shell_quote` alone
+        // does not stop the latter.
+        let names = heredoc_names(action);
+        return Diagnostic::warning(
+            ErrorCode::WorkflowValidationUnquotedValue,
+            String::new(),
+            format!(
+                "{{{{{body}}}}} puts {reference} into a shell command inside $( ) or backticks within a here-document ({names}): the shell reads it there as command text, so ;, $( ) or a quote in the value runs, and a line {first} in it ends the here-document and runs the lines after it (bash reads the here-document's lines first)"
+            ),
+        )
+        .with_hint(format!(
+            "assign it before the here-document (v={fixed}) and write \"$v\" in its place, {mode} (it quotes the value so that no line of it ends the here-document)"
+        ));
+    }
     let (why, hint) = match &action.context {
         ShellContext::Unquoted { .. } => (
             "unquoted: a value holding ;, $( ) or a quote runs as shell code".to_owned(),
@@ -2148,7 +2215,8 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
         | ShellContext::AnsiC
         | ShellContext::Comment
         | ShellContext::Arithmetic
-        | ShellContext::UnevenBranch { .. } => (
+        | ShellContext::UnevenBranch { .. }
+        | ShellContext::ShellDependent => (
             "where no quoting protects it".to_owned(),
             format!("write {fixed} elsewhere, {mode}"),
         ),
@@ -2171,6 +2239,44 @@ fn ineffective_quote(
     reference: &str,
 ) -> Option<Diagnostic> {
     let written = format!("{{{{{body}}}}}");
+    let bare = matches!(action.context, ShellContext::Unquoted { .. });
+    if bare && (!action.heredocs.is_empty() || action.inside_backticks) {
+        // Right as a shell word, but backticks unescape its `\` and `` ` `` (a backtick in
+        // the value ends them), and bash ends an enclosing here-document at a line of the
+        // value equal to its delimiter. `shell_quote: true` takes care of both.
+        if wf.shell_quote {
+            return None;
+        }
+        let (where_, why, hint) = match action.heredocs.first() {
+            Some(first) => (
+                format!(
+                    "inside $( ) or backticks within a here-document ({})",
+                    heredoc_names(action)
+                ),
+                format!(
+                    "a line {first} in the value still ends the here-document (bash reads its lines before the $( )) and runs the lines after it"
+                ),
+                format!(
+                    "assign it before the here-document (v={written}) and write \"$v\" in its place"
+                ),
+            ),
+            None => (
+                "inside backticks".to_owned(),
+                "the backticks unescape its \\ and a backtick in the value ends them early, so the rest runs as shell code".to_owned(),
+                format!("use $( … ) instead of the backticks around {written}"),
+            ),
+        };
+        return Some(
+            Diagnostic::warning(
+                ErrorCode::WorkflowValidationIneffectiveQuote,
+                String::new(),
+                format!("{written} ({reference}) sits {where_}: {why}"),
+            )
+            .with_hint(format!(
+                "{hint}, or set `shell_quote: true` at the top of the workflow"
+            )),
+        );
+    }
     let (where_, why, hint) = match &action.context {
         ShellContext::Unquoted { .. }
         | ShellContext::ParameterExpansion
@@ -2179,7 +2285,8 @@ fn ineffective_quote(
         | ShellContext::AnsiC
         | ShellContext::Comment
         | ShellContext::Arithmetic
-        | ShellContext::UnevenBranch { .. } => return None,
+        | ShellContext::UnevenBranch { .. }
+        | ShellContext::ShellDependent => return None,
         ShellContext::DoubleQuoted => (
             "inside a double-quoted string",
             "its single quotes are literal characters there, so $( ) or a backtick in the value still runs as shell code".to_owned(),

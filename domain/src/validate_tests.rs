@@ -2456,3 +2456,121 @@ fn an_absurd_retry_multiplier_is_an_error() {
     assert_eq!(check(0.0), vec![]);
     assert_eq!(check(2.0), vec![]);
 }
+
+/// Breaker (h4): inside `$( )` or backticks in an unquoted here-document's body, a value
+/// was read as here-document text, so the hint (`shell_quote: true`) did not help. It is
+/// command text there, and bash ends the here-document at a line of the value equal to its
+/// delimiter: the warning says both and the hint assigns the value before the document.
+#[test]
+fn a_value_in_a_here_documents_substitution_is_warned_about_as_command_text() {
+    let unquoted = ErrorCode::WorkflowValidationUnquotedValue;
+    let ineffective = ErrorCode::WorkflowValidationIneffectiveQuote;
+    for command in [
+        "cat <<EOF\nTitle: $(echo {{.inputs.target}} | tr a-z A-Z)\nEOF",
+        "cat <<EOF\n`echo {{.inputs.target}}`\nEOF",
+        "cat <<-EOF\n\t$(echo \"{{.inputs.target}}\")\n\tEOF",
+        "cat <<EOF\n$(cat <<EOT\n{{.inputs.target}}\nEOT\n)\nEOF",
+    ] {
+        let (code, message, hint) = only_warning(command);
+        assert_eq!(code, unquoted, "{command}");
+        assert!(
+            message.contains("inside $( ) or backticks within a here-document (<<EOF)")
+                && message.contains("a line EOF in it ends the here-document"),
+            "{command}: {message}"
+        );
+        assert!(
+            hint.starts_with(
+                "assign it before the here-document (v={{shell_quote .inputs.target}}) and write \"$v\" in its place, or set `shell_quote: true`"
+            ),
+            "{command}: {hint}"
+        );
+    }
+    // `shell_quote` is right for the shell word, not against the document's end.
+    let (code, message, hint) =
+        only_warning("cat <<EOF\n$(echo {{shell_quote .inputs.target}})\nEOF");
+    assert_eq!(code, ineffective);
+    assert!(
+        message.contains("a line EOF in the value still ends the here-document"),
+        "{message}"
+    );
+    assert!(
+        hint.contains("(v={{shell_quote .inputs.target}}) and write \"$v\""),
+        "{hint}"
+    );
+    // Nor against backticks around its `$( )`: a backtick in the value ends them.
+    let (code, message, hint) = only_warning("echo `echo $(echo {{shell_quote .inputs.target}})`");
+    assert_eq!(code, ineffective);
+    assert!(message.contains("inside backticks"), "{message}");
+    assert!(
+        hint.contains("use $( … ) instead of the backticks"),
+        "{hint}"
+    );
+    // Under the mode all of these are quoted for where they land: nothing to say.
+    let mut w = one_command(
+        "cat <<EOF\n$(echo {{.inputs.target}}) `echo {{.inputs.target}}` $(echo {{shell_quote .inputs.target}})\nEOF\necho `echo $(echo {{shell_quote .inputs.target}})`",
+        vec![input("target")],
+    );
+    w.shell_quote = true;
+    assert_eq!(shell_warnings(&w), vec![]);
+}
+
+/// Breaker (h4): a `script_file:` whose `#!` names an interpreter awf does not know was
+/// filled in unquoted; it is now quoted as shell, and validate says it cannot tell. A
+/// non-POSIX shell's script (fish) is refused under the mode, and validate says so.
+#[test]
+fn scripts_whose_interpreter_awf_cannot_quote_for_are_warned_about() {
+    let script = |shebang: &str| format!("{shebang}\necho \"hello {{{{.inputs.target}}}}\"\n");
+    let mut w = one_command("true", vec![input("target")]);
+    let at = "states.a.script_file";
+    let found = unquoted_shell_values_in_script(&w, &script("#!/usr/bin/frob"), at);
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert_eq!(found[0].code, ErrorCode::WorkflowValidationUnquotedValue);
+    assert_eq!(found[0].path, at);
+    assert!(
+        found[0]
+            .message
+            .starts_with("awf cannot tell which interpreter runs the script from its #! line (the program \"frob\")"),
+        "{}",
+        found[0].message
+    );
+    // ... and its value is checked as shell text (the double-quoted one).
+    assert!(found[1].message.contains("double-quoted"), "{:?}", found[1]);
+    for shebang in [
+        "#!/bin/rbash",
+        "#!/usr/bin/nice bash",
+        "#!/usr/bin/env -S nice bash",
+    ] {
+        let found = unquoted_shell_values_in_script(&w, &script(shebang), at);
+        assert_eq!(found.len(), 1, "{shebang}: {found:#?}");
+        assert!(found[0].message.contains("double-quoted"), "{shebang}");
+    }
+    assert_eq!(
+        unquoted_shell_values_in_script(&w, &script("#!/usr/bin/env python3"), at),
+        vec![]
+    );
+    // A script printing no value: nothing to tell.
+    assert_eq!(
+        unquoted_shell_values_in_script(&w, "#!/usr/bin/frob\necho hi\n", at),
+        vec![]
+    );
+    w.shell_quote = true;
+    let found = unquoted_shell_values_in_script(&w, &script("#!/usr/bin/fish"), at);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].message.starts_with(
+            "the script runs with fish: shell_quote: true cannot quote template values for fish"
+        ) && found[0]
+            .message
+            .ends_with("so the step fails before it runs"),
+        "{}",
+        found[0].message
+    );
+    assert!(
+        found[0]
+            .hint
+            .as_deref()
+            .is_some_and(|h| h.contains("$name in fish")),
+        "{:?}",
+        found[0].hint
+    );
+}

@@ -870,7 +870,15 @@ impl Run {
             },
             CommandSource::ScriptFile(path) => match self.load_script(path, at.frame) {
                 Ok(t) => Program::Script(t),
-                Err(e) => return fail(st, e.code(), format!("step {name}: {}", e.message())),
+                Err(e) => {
+                    // The loader's hint (a missing file, a refused interpreter) is kept.
+                    let mut body = fail(st, e.code(), format!("step {name}: {}", e.message()));
+                    if let Some(f) = body.failure.take() {
+                        body.failure =
+                            Some(e.hints().iter().fold(f, |f, h| f.with_hint(h.clone())));
+                    }
+                    return body;
+                }
             },
         };
         // Without a `dir` of its own the step runs in the run's directory (where a resumed
@@ -1103,7 +1111,20 @@ impl Run {
         // `shell_quote: true` its values are quoted (new user: `awf init`'s example script
         // ran an input's `$( … )`), and either way a value in a `#` comment stays on one
         // line; a script for another interpreter is rendered as it is written.
-        let rendered = if awf_domain::shell::script_runs_in_shell(&text) {
+        // An interpreter awf cannot tell counts as shell (breaker: `#!/bin/rbash` and
+        // `#!/usr/bin/nice bash` were filled in unquoted); a non-POSIX shell's script (fish)
+        // that prints a value is refused under the mode, as no quoting awf has protects it.
+        let interpreter = awf_domain::interpreter::script_interpreter(&text);
+        if self.wf.shell_quote
+            && let Some((why, hint)) = interpreter.shell_quote_refusal(&text)
+        {
+            return Err(AwfError::new(
+                ErrorCode::ExecutionTemplateFailed,
+                format!("interpolate script {}: {why}", file.display()),
+            )
+            .with_hint(hint));
+        }
+        let rendered = if interpreter.quotes_as_shell() {
             self.render_command(&text, frame, None)
         } else {
             self.render(&text, frame, None)

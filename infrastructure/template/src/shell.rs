@@ -14,6 +14,7 @@
 /// Name of the template function that escapes a composite loop item for double quotes.
 pub(crate) const SHELL_DQ_FUNC: &str = "awfShellDq";
 
+use awf_domain::shell::ShellAction;
 use awf_domain::shell::ShellContext;
 use awf_domain::shell::ShellPiece;
 use awf_domain::shell::shell_pieces;
@@ -38,7 +39,7 @@ pub(crate) fn quote_loop_items(text: &str) -> std::borrow::Cow<'_, str> {
         match piece {
             ShellPiece::Text(t) => out.push_str(t),
             ShellPiece::Action(a) if a.context == ShellContext::Comment => {
-                match quote_action(a.text, &a.context, a.inside_backticks, false) {
+                match quote_action(&a, false) {
                     Some(rewritten) => {
                         out.push_str(&rewritten);
                         changed = true;
@@ -96,14 +97,24 @@ fn rewrite_action(action: &str) -> Option<String> {
 pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 
 /// The context argument of [`SHELL_Q_FUNC`] for a shell context: `u` bare (also inside
-/// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h<delimiter>` an unquoted
-/// here-document, `H<delimiter>` a quoted one, `c` a `#` comment (`r` there for a value
+/// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h<edges><delimiter>` an
+/// unquoted here-document, `H<edges><delimiter>` a quoted one (`<edges>`: `<first>:<last>:`,
+/// how the text around the action on its line completes the delimiter, see [`edges`]),
+/// `c` a `#` comment (`r` there for a value
 /// quoted already or rendered without the mode), `p` inside `${ … }`, `x` right after an
 /// escaping backslash, `$` right after a `$`, `A` inside `$'…'`, `a` arithmetic, `B` after
-/// a template branch that leaves the shell quoting uneven. A context
+/// a template branch that leaves the shell quoting uneven, `D` after text bash and dash read
+/// differently. A context
 /// nested in backticks (`` `echo "{{x}}"` ``) has `` ` `` before its letter: the quoted
-/// value then has its `\` and `` ` `` escaped once more for the backticks.
-fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
+/// value then has its `\` and `` ` `` escaped once more for the backticks. `q` is a value
+/// already quoted by `shell_quote`/`escape` where that quoting is right (a bare word) but
+/// something around it needs more: backticks, or a here-document enclosing it.
+///
+/// Each unquoted here-document whose body encloses the action through `$( … )` or
+/// backticks ([`awf_domain::shell::ShellAction::heredocs`]) adds `<<edges><delimiter> ` (a
+/// space ends it: an unquoted delimiter holds none) before all that, outermost first
+/// (`<0:0:EOF u`, `<-:-:EOF `b`).
+fn tag(ctx: &ShellContext, inside_backticks: bool, edges: &dyn Fn(&str) -> String) -> String {
     let base = match ctx {
         ShellContext::Unquoted { .. } => "u".to_owned(),
         ShellContext::SingleQuoted => "s".to_owned(),
@@ -113,12 +124,12 @@ fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
             quoted: false,
             delimiter,
             ..
-        } => format!("h{delimiter}"),
+        } => format!("h{}{delimiter}", edges(delimiter)),
         ShellContext::Heredoc {
             quoted: true,
             delimiter,
             ..
-        } => format!("H{delimiter}"),
+        } => format!("H{}{delimiter}", edges(delimiter)),
         ShellContext::Comment => "c".to_owned(),
         ShellContext::ParameterExpansion => "p".to_owned(),
         ShellContext::AfterBackslash => "x".to_owned(),
@@ -126,6 +137,7 @@ fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
         ShellContext::AnsiC => "A".to_owned(),
         ShellContext::Arithmetic => "a".to_owned(),
         ShellContext::UnevenBranch { .. } => "B".to_owned(),
+        ShellContext::ShellDependent => "D".to_owned(),
     };
     if inside_backticks {
         format!("`{base}")
@@ -139,10 +151,11 @@ fn tag(ctx: &ShellContext, inside_backticks: bool) -> String {
 /// literal text around it ([`awf_domain::shell::shell_pieces`]). Control actions (`if`,
 /// `else`, `end`, `range`, `with`, `define`, `template`, `block`, `break`, `continue`),
 /// comments and variable assignments are left as written; so are pipelines already ending in
-/// `shell_quote`/`escape` where they are a bare word. Such a pipeline anywhere else (inside
-/// quotes, backticks or a here-document, where its single quotes do not protect the value)
-/// is quoted for its context like any other value: its quotes print literally and nothing in
-/// the value runs.
+/// `shell_quote`/`escape` where they are a bare word (inside backticks, or in a `$( )` in a
+/// here-document's body, they keep their text but get the backticks' escaping and the
+/// here-document's line checks). Such a pipeline anywhere else (inside quotes, backticks or
+/// a here-document, where its single quotes do not protect the value) is quoted for its
+/// context like any other value: its quotes print literally and nothing in the value runs.
 pub(crate) fn quote_values(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains("{{") {
         return std::borrow::Cow::Borrowed(text);
@@ -151,12 +164,10 @@ pub(crate) fn quote_values(text: &str) -> std::borrow::Cow<'_, str> {
     for piece in shell_pieces(text) {
         match piece {
             ShellPiece::Text(t) => out.push_str(t),
-            ShellPiece::Action(a) => {
-                match quote_action(a.text, &a.context, a.inside_backticks, true) {
-                    Some(rewritten) => out.push_str(&rewritten),
-                    None => out.push_str(a.text),
-                }
-            }
+            ShellPiece::Action(a) => match quote_action(&a, true) {
+                Some(rewritten) => out.push_str(&rewritten),
+                None => out.push_str(a.text),
+            },
         }
     }
     std::borrow::Cow::Owned(out)
@@ -166,13 +177,11 @@ pub(crate) fn quote_values(text: &str) -> std::borrow::Cow<'_, str> {
 /// (the last argument names the value in a refusal); `None` for control actions, comments,
 /// assignments and already quoted pipelines. `mode`: `shell_quote: true` (else only values in
 /// a `#` comment are rewritten, to have their line breaks turned into spaces).
-fn quote_action(
-    action: &str,
-    ctx: &ShellContext,
-    inside_backticks: bool,
-    mode: bool,
-) -> Option<String> {
-    let inner = action.strip_prefix("{{")?.strip_suffix("}}")?;
+fn quote_action(a: &ShellAction<'_>, mode: bool) -> Option<String> {
+    let ctx = &a.context;
+    let inside_backticks = a.inside_backticks;
+    let heredocs = &a.heredocs;
+    let inner = a.text.strip_prefix("{{")?.strip_suffix("}}")?;
     let (lead, inner) = match inner.strip_prefix('-') {
         Some(rest) if rest.starts_with([' ', '\t', '\n']) => ("-", rest),
         _ => ("", inner),
@@ -197,15 +206,65 @@ fn quote_action(
             }
         }
         _ if !mode => return None,
-        _ if !prints && (bare || !quoted) => return None,
-        _ => tag(ctx, inside_backticks),
+        _ if !prints && !quoted => return None,
+        // A bare value quoted already is right as written, unless backticks unescape its
+        // `\` and `` ` `` (breaker: `` `echo $(echo {{shell_quote .x}})` `` with a backtick in
+        // the value ended the backticks) or an enclosing here-document's line ends early.
+        _ if quoted && bare => {
+            if !inside_backticks && heredocs.is_empty() {
+                return None;
+            }
+            if inside_backticks {
+                "`q".to_owned()
+            } else {
+                "q".to_owned()
+            }
+        }
+        _ => tag(ctx, inside_backticks, &edges(a)),
     };
+    // Without the mode a value keeps its text (only a comment's line breaks go): the
+    // here-document checks are the mode's.
+    let enclosing: &[String] = if mode { heredocs } else { &[] };
+    let tag: String = enclosing
+        .iter()
+        .map(|d| format!("<{}{d} ", edges(a)(d)))
+        .chain(std::iter::once(tag))
+        .collect();
     let lit = |t: &str| t.replace('\\', "\\\\").replace('"', "\\\"");
     Some(format!(
         "{{{{{lead} {SHELL_Q_FUNC} \"{}\" ({r}) \"{}\" {trail}}}}}",
         lit(&tag),
         lit(r)
     ))
+}
+
+/// For an action, the `<first>:<last>:` part of a here-document's tag (see [`tag`]) for a
+/// delimiter: how the text around the action on its line can complete the delimiter with the
+/// value's first and last lines. `<first>`: the length of the text before the action (leading
+/// tabs dropped) when the delimiter starts with it, `-` when it does not (no first line of
+/// the value completes it), `?` when that text is unknown
+/// ([`ShellAction::line_before`]); `<last>` likewise for the text after it and the
+/// delimiter's end.
+fn edges<'a>(a: &'a ShellAction<'_>) -> impl Fn(&str) -> String + 'a {
+    move |delim: &str| {
+        let first = match a.line_before.as_deref() {
+            None => "?".to_owned(),
+            Some(p) => {
+                let p = p.trim_start_matches('\t');
+                if delim.starts_with(p) {
+                    p.len().to_string()
+                } else {
+                    "-".to_owned()
+                }
+            }
+        };
+        let last = match a.line_after.as_deref() {
+            None => "?".to_owned(),
+            Some(s) if delim.ends_with(s) => s.len().to_string(),
+            Some(_) => "-".to_owned(),
+        };
+        format!("{first}:{last}:")
+    }
 }
 
 /// The context of an unprotected `tag` (see [`tag`]) as [`ShellContext::unprotected`] says it.
@@ -219,6 +278,7 @@ fn unprotected(tag: &str) -> Option<awf_domain::shell::Unprotected> {
         "B" => ShellContext::UnevenBranch {
             branch: String::new(),
         },
+        "D" => ShellContext::ShellDependent,
         _ => return None,
     }
     .unprotected()
@@ -233,6 +293,14 @@ fn one_line(value: &str) -> String {
 /// Quotes `value` for the shell context `tag` (see [`tag`]); `what` names the value (its
 /// pipeline as written, `.inputs.s`) in a refusal.
 ///
+/// Inside an unquoted here-document's `$( … )` or backticks (a `<delimiter> ` prefix), a
+/// value quoted with single quotes has every line break written `''\n''` (an empty quoted
+/// string on each side, which changes nothing in the word): no line of it can then be the
+/// delimiter, a `\` cannot end a line (bash reads the body line by line first, ends it at a
+/// line equal to the delimiter and joins a line ending in `\` to the next), and `<<-`
+/// strips no tab the value starts a line with. Any other quoting is refused when a line of it
+/// could still do either.
+///
 /// # Errors
 /// In a here-document, a value holding a line equal to the delimiter (leading tabs ignored,
 /// as `<<-` reads it): it would end the document early and run the rest as commands. Inside
@@ -240,35 +308,147 @@ fn one_line(value: &str) -> String {
 /// is not a plain word ([`awf_domain::validate::plain_word`]): no quoting protects it there
 /// (breaker: each ran `$( )` from the value).
 pub(crate) fn quote_for(tag: &str, value: &str, what: &str) -> Result<String, String> {
-    if let Some(inner) = tag.strip_prefix('`') {
-        // Backticks unescape `\\`, `\`` and `\$` in their text before reading it.
-        return quote_for(inner, value, what).map(|q| q.replace('\\', "\\\\").replace('`', "\\`"));
+    let mut rest = tag;
+    let mut enclosing: Vec<(Edge, Edge, &str)> = Vec::new();
+    while let Some(r) = rest.strip_prefix('<') {
+        let (heredoc, r) = r.split_once(' ').unwrap_or((r, ""));
+        enclosing.push(edged(heredoc));
+        rest = r;
     }
-    let named = if what.is_empty() {
+    if enclosing.is_empty() {
+        return quote_in(rest, value, what);
+    }
+    let mut out = quote_in(rest, value, what)?;
+    if matches!(
+        rest.trim_start_matches('`'),
+        "u" | "s" | "d" | "b" | "q" | "c"
+    ) {
+        // Every line break of these sits inside single quotes.
+        out = out.replace('\n', "''\n''");
+    }
+    let named = named(what);
+    for (first, last, delim) in &enclosing {
+        if ends_heredoc(&out, delim, *first, *last) {
+            return Err(format!(
+                "shell_quote: {named} would make a line {delim:?} (alone or with the text around it), which would end the here-document around its $( ) or backticks"
+            ));
+        }
+    }
+    if joins_lines(&out) {
+        return Err(format!(
+            "shell_quote: {named} ends a line with a backslash, which would join it to the next line of the here-document around its $( ) or backticks (bash reads that here-document's lines first)"
+        ));
+    }
+    Ok(out)
+}
+
+/// `the value of {{what}}` (or `a value`), for a refusal.
+fn named(what: &str) -> String {
+    if what.is_empty() {
         "a value".to_owned()
     } else {
         format!("the value of {{{{{what}}}}}")
+    }
+}
+
+/// How the text around an action on its line can complete a here-document's delimiter
+/// with the value's first or last line (see [`edges`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Edge {
+    /// The text is unknown (another action shares the line).
+    Unknown,
+    /// The delimiter does not start (end) with the text: no line of the value completes it.
+    Never,
+    /// The delimiter starts (ends) with the text, this many bytes long.
+    Known(usize),
+}
+
+/// `<first>:<last>:<delimiter>` (see [`edges`]) read back; an unreadable edge is unknown.
+fn edged(tag: &str) -> (Edge, Edge, &str) {
+    let edge = |e: &str| match e {
+        "-" => Edge::Never,
+        n => n.parse().map_or(Edge::Unknown, Edge::Known),
     };
+    let mut parts = tag.splitn(3, ':');
+    let first = edge(parts.next().unwrap_or("?"));
+    let last = edge(parts.next().unwrap_or("?"));
+    (first, last, parts.next().unwrap_or(""))
+}
+
+/// Whether `text`, put into a here-document body in place of an action, makes a line equal
+/// to the delimiter `delim` (leading tabs ignored, as `<<-` reads them): a line of its own,
+/// or its first or last line with the text around the action (`first`, `last`: see
+/// [`Edge`]). Where that text is unknown, any first (last) line that could complete the
+/// delimiter with some text before (after) it counts, an empty one too (breaker: `E{{x}}`
+/// with `OF\n…`; fuzzing: `{{x}}EOF` with a value ending in a line break).
+fn ends_heredoc(text: &str, delim: &str, first: Edge, last: Edge) -> bool {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let n = lines.len() - 1;
+    let trim = |l: &str| l.trim_start_matches('\t').to_owned();
+    // The line as it starts the shell's line: tabs dropped unless text precedes it.
+    let lead = |l: &str, before: usize| {
+        if before == 0 { trim(l) } else { l.to_owned() }
+    };
+    if n == 0 {
+        let l = lines[0];
+        return match (first, last) {
+            (Edge::Never, _) | (_, Edge::Never) => false,
+            (Edge::Known(a), Edge::Known(z)) => delim
+                .len()
+                .checked_sub(z)
+                .and_then(|end| delim.get(a..end))
+                .is_some_and(|mid| lead(l, a) == mid),
+            _ => {
+                let l = trim(l);
+                !l.is_empty() && delim.contains(l.as_str())
+            }
+        };
+    }
+    let first_ends = match first {
+        Edge::Never => false,
+        Edge::Known(a) => delim.get(a..).is_some_and(|rest| lead(lines[0], a) == rest),
+        Edge::Unknown => {
+            let l = trim(lines[0]);
+            l.is_empty() || delim.ends_with(l.as_str())
+        }
+    };
+    let last_ends = match last {
+        Edge::Never => false,
+        Edge::Known(z) => delim
+            .len()
+            .checked_sub(z)
+            .and_then(|end| delim.get(..end))
+            .is_some_and(|head| trim(lines[n]) == head),
+        Edge::Unknown => {
+            let l = trim(lines[n]);
+            l.is_empty() || delim.starts_with(l.as_str())
+        }
+    };
+    first_ends || last_ends || lines[1..n].iter().any(|l| trim(l) == delim)
+}
+
+/// Whether a line break of `text`, or its end (the text after the action may start with
+/// one), follows an odd number of backslashes: a line continuation where bash reads an
+/// unquoted here-document's lines.
+fn joins_lines(text: &str) -> bool {
+    let b = text.as_bytes();
+    let odd = |end: usize| b[..end].iter().rev().take_while(|c| **c == b'\\').count() % 2 == 1;
+    odd(b.len()) || b.iter().enumerate().any(|(i, c)| *c == b'\n' && odd(i))
+}
+
+/// [`quote_for`] without enclosing here-documents.
+fn quote_in(tag: &str, value: &str, what: &str) -> Result<String, String> {
+    if let Some(inner) = tag.strip_prefix('`') {
+        // Backticks unescape `\\`, `\`` and `\$` in their text before reading it.
+        return quote_in(inner, value, what).map(|q| q.replace('\\', "\\\\").replace('`', "\\`"));
+    }
+    let named = named(what);
     let single = || crate::functions::single_quote(value);
-    // A line of the value ends the document alone, and its first and last lines may
-    // complete one with the text around the action (`E{{x}}` with `OF\n…`; breaker).
-    let heredoc_end = |delim: &str| {
-        let lines: Vec<&str> = value.split('\n').collect();
-        let last = lines.len() - 1;
-        let ends = lines.iter().enumerate().any(|(n, l)| {
-            let l = l.trim_start_matches('\t');
-            l == delim
-                || (!l.is_empty()
-                    && match (n == 0, n == last) {
-                        (true, true) => delim.contains(l),
-                        (true, false) => delim.ends_with(l),
-                        (false, true) => delim.starts_with(l),
-                        (false, false) => false,
-                    })
-        });
-        if ends {
+    let heredoc_end = |tag: &str| {
+        let (first, last, delim) = edged(tag);
+        if ends_heredoc(value, delim, first, last) {
             Err(format!(
-                "shell_quote: {named} holds the line {delim:?}, which would end the here-document"
+                "shell_quote: {named} would make a line {delim:?} (alone or with the text around it), which would end the here-document"
             ))
         } else {
             Ok(())
@@ -278,6 +458,7 @@ pub(crate) fn quote_for(tag: &str, value: &str, what: &str) -> Result<String, St
         "s" => format!("'{}'", single()),
         "d" => format!("\"{}\"", single()),
         "b" => single().replace('\\', "\\\\").replace('`', "\\`"),
+        "q" => value.to_owned(),
         "c" => crate::functions::single_quote(&one_line(value)),
         "r" => one_line(value),
         t if let Some(u) = unprotected(t) => {
@@ -309,6 +490,10 @@ pub(crate) fn quote_for(tag: &str, value: &str, what: &str) -> Result<String, St
         _ => single(),
     })
 }
+
+#[cfg(test)]
+#[path = "shell_heredoc_tests.rs"]
+mod heredoc_tests;
 
 #[cfg(test)]
 mod tests {
