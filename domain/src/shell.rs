@@ -1162,6 +1162,20 @@ fn escapes(body: &[u8]) -> impl Iterator<Item = u8> + '_ {
     })
 }
 
+impl ShellAction<'_> {
+    /// The action's pipeline: its text without `{{`/`}}`, the trim markers (`{{-`, `-}}`)
+    /// and the spaces around it.
+    pub fn body(&self) -> &str {
+        self.text
+            .trim_start_matches("{{")
+            .trim_end_matches("}}")
+            .trim()
+            .trim_start_matches('-')
+            .trim_end_matches('-')
+            .trim()
+    }
+}
+
 /// The actions of shell command text with their contexts ([`shell_pieces`] without the
 /// literal text).
 pub fn shell_actions(text: &str) -> Vec<ShellAction<'_>> {
@@ -1499,14 +1513,7 @@ fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
 /// not), as opposed to control actions, comments and variable assignments.
 pub fn prints_values(text: &str) -> bool {
     shell_actions(text).iter().any(|a| {
-        let body = a
-            .text
-            .trim_start_matches("{{")
-            .trim_end_matches("}}")
-            .trim()
-            .trim_start_matches('-')
-            .trim_end_matches('-')
-            .trim();
+        let body = a.body();
         crate::validate::prints_value(body) || crate::validate::ends_in_shell_quoting(body)
     })
 }

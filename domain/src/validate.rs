@@ -2013,14 +2013,7 @@ fn shell_value_checks(
 ) {
     let mut aliases = Aliases::default();
     for action in crate::shell::shell_actions(text) {
-        let body = action
-            .text
-            .trim_start_matches("{{")
-            .trim_end_matches("}}")
-            .trim()
-            .trim_start_matches('-')
-            .trim_end_matches('-')
-            .trim();
+        let body = action.body();
         if aliases.follow(body) {
             continue;
         }
