@@ -32,7 +32,7 @@ pub trait RunLocks: Send + Sync {
     /// store to protect, an id that cannot name a file): the caller goes on unlocked.
     ///
     /// # Errors
-    /// `USER.INPUT.VALIDATION_FAILED` ("run <id> is still running in another awf process")
+    /// `USER.INPUT.VALIDATION_FAILED` (`run <id> is still running in another awf process`)
     /// when another process holds it.
     fn try_lock(&self, run_id: &str) -> Result<Option<RunLockGuard>, AwfError>;
 

@@ -5,7 +5,7 @@
 //! `gemini`, `opencode`, `github_copilot`, `mistral_vibe`) run through the
 //! [`CommandExecutor`](awf_domain::ports::CommandExecutor) port handed to [`registry`], and
 //! `openai_compatible` over HTTP (reqwest + rustls/ring). CLI stdout is parsed incrementally
-//! by the pure parsers of [`parse`] into [`AgentChunk`](awf_domain::ports::AgentChunk)s.
+//! by the pure parsers of [`parse`] into [`AgentChunk`](awf_domain::ports::agent::AgentChunk)s.
 //! Skills, roles and `output_format` post-processing are the engine's, not ours.
 //!
 //! Depends on `awf-domain` only (plus third-party crates); never on `awf-exec` or

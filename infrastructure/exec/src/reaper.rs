@@ -114,7 +114,7 @@ pub(crate) fn own_pid() -> u32 {
 const SCOPE_SEP: char = ':';
 
 /// Makes this process a child subreaper (`PR_SET_CHILD_SUBREAPER`): orphaned descendants of
-/// its children are re-parented to it, where [`sweep_tagged`] and [`sweep_adopted`] find
+/// its children are re-parented to it, where `sweep_tagged` and [`sweep_adopted`] find
 /// them. Process-wide; call once at start (the `awf` binary does).
 ///
 /// # Errors

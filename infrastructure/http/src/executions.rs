@@ -1600,7 +1600,7 @@ type Rendered = (u64, std::time::SystemTime, RunId, String, String);
 /// event followed by many subscribers is serialised once, not once per subscriber. A hit is
 /// used only when the event is the one it was made from (same `seq`, `at` and run: a log
 /// started afresh, after `--run-ttl` and a resume, renders again). Bounded: at
-/// [`FRAME_CACHE_CAP`] entries it is emptied.
+/// `FRAME_CACHE_CAP` entries it is emptied.
 #[derive(Debug, Default)]
 pub struct FrameCache {
     map: std::sync::Mutex<std::collections::HashMap<(String, u64), Arc<Rendered>>>,

@@ -379,7 +379,7 @@ fn utf16_or_32(b: &[u8]) -> Option<(&'static str, &'static str)> {
 
 /// A JSON request body of type `T`. An empty body is taken as `{}`; a leading UTF-8
 /// byte-order mark is skipped (RFC 8259 §8.1); UTF-16 or UTF-32 text, with or without a
-/// byte-order mark, is a 400 naming the encoding ([`utf16_or_32`]). Rejections are problem
+/// byte-order mark, is a 400 naming the encoding (`utf16_or_32`). Rejections are problem
 /// documents: 413 over [`BODY_LIMIT`], 400 for text that is not JSON, 422 for JSON that is
 /// not an object (`[]`, `1`, `"x"`) or does not have `T`'s shape (unknown fields included).
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! awf-mcp: the MCP server of `awf mcp-serve`. It serves any
-//! [`ToolProvider`](awf_domain::ports::ToolProvider) (in awf: the tool router over the
+//! [`awf_domain::ports::ToolProvider`] (in awf: the tool router over the
 //! built-in tools) over newline-delimited JSON-RPC on stdio, with rmcp's server and a
-//! hand-written [`ServerHandler`](rmcp::ServerHandler).
+//! hand-written [`rmcp::ServerHandler`].
 //!
 //! Wire behaviour (shared/spec/mcp.md §3.1, §5):
 //! - server name `awf-mcp-server`, version as given ([`ServeOptions::version`]: awf's);

@@ -636,7 +636,7 @@ pub struct Ended {
 
 /// Marks the claimed run done with how it ended (`status`, `exit_code`; the recorder writes
 /// the rest); `false` when the claim is no longer this worker's (nothing changed). The
-/// secret inputs of a run that is done are masked in its request ([`scrub_secrets`]).
+/// secret inputs of a run that is done are masked in its request (`scrub_secrets`).
 ///
 /// # Errors
 /// `SYSTEM.STORE.UNAVAILABLE` when the database fails.

@@ -11,7 +11,7 @@
 //! | `resolve` | an exact id, else a prefix among the `awf_runs` rows (unique across the store), else the local runs |
 //! | `list` | `awf_runs` rows in one order on every worker (in progress first, newest first in each group), a run held here as this worker knows it |
 //! | `subscribe` | for any run: `awf_events` from the position, then live (LISTEN `awf_events`, re-read from the table on every notice and every second), ending after the root run's `RunFinished` once the run is no longer queued or claimed |
-//! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected; refused at once when that worker is gone ([`worker_gone`]) |
+//! | `respond` | local when pending here, else an `awf_answers` row + NOTIFY `awf_control`; waits (up to 10 s) for the run's worker to mark it accepted or rejected; refused at once when that worker is gone (`worker_gone`) |
 //! | `cancel` | local when live here, else `cancel_requested` + NOTIFY `awf_control` (a queued run, a parked one and one whose terminal process is gone are cancelled at once) |
 //! | `wait` | local, else until the row is done (its `RunFinished` result, else one made from the row) |
 //!
@@ -795,7 +795,7 @@ async fn worker_gone(client: &deadpool_postgres::Client, run_id: &str) -> Result
     }
 }
 
-/// The refusal of an answer whose run's worker is gone ([`worker_gone`]).
+/// The refusal of an answer whose run's worker is gone (`worker_gone`).
 fn gone(run_id: &str) -> AwfError {
     AwfError::new(
         ErrorCode::UserFacadeInputRejected,

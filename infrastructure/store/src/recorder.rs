@@ -150,7 +150,7 @@ impl Drop for Inner {
 /// dropped, after writing what was queued.
 ///
 /// Projections, per run (events of sub-workflow runs are recognised by their own `run_id`):
-/// - state file `<root>/states/<run_id>.json` ([`RunSnapshot`]): written at `RunStarted`, after
+/// - state file `<root>/states/<run_id>.json` ([`RunSnapshot`](awf_domain::ports::store::RunSnapshot)): written at `RunStarted`, after
 ///   top-level `StepStarted` (its step becomes `current_state`; branches of a top-level parallel
 ///   block do not), after every `StepFinished` (recorded by state name, loop bodies and
 ///   branches included) and at `RunFinished`; atomically, mode
@@ -324,7 +324,7 @@ impl EventPublisher for Recorder {
 
     /// The run waits for its record only when the writer is behind: a run's (or a
     /// sub-workflow run's) start not yet written (no step runs before its run is on
-    /// record), or events of a step started more than [`LAG_BOUND`] ago not yet written
+    /// record), or events of a step started more than `LAG_BOUND` ago not yet written
     /// (a writer starved of CPU). Then it resolves once everything emitted before is written
     /// (a `write`, not a sync: what a killed process keeps). A writer that keeps up costs
     /// the run nothing: it writes in batches on its own thread.

@@ -47,7 +47,7 @@ const MAX_MESSAGE: usize = 300;
 ///
 /// Source: spec/workflow.md §2.1–2.9, §7.1.
 ///
-/// Parsed templates are kept (by their text, [`CACHED`] at most, shared by the clones of a
+/// Parsed templates are kept (by their text, `CACHED` at most, shared by the clones of a
 /// renderer): a loop body, a retried step and the checks before a run parse each text once.
 /// gtmpl-ng lexes every parse on a thread of its own; when the OS refuses that thread (the
 /// process limit) the parse fails with a template error instead of a panic.

@@ -75,7 +75,7 @@ pub fn command() -> clap::Command {
     with_hidden_globals(|_| true)
 }
 
-/// [`command`] with the hidden global options and the `awf --help` line given only to the
+/// `command` (test-only) with the hidden global options and the `awf --help` line given only to the
 /// subcommands for which `wanted(name)` holds (the others are left as clap derives them).
 fn with_hidden_globals(wanted: impl Fn(&clap::Command) -> bool) -> clap::Command {
     use clap::CommandFactory;
@@ -103,7 +103,7 @@ fn with_hidden_globals(wanted: impl Fn(&clap::Command) -> bool) -> clap::Command
     })
 }
 
-/// Parses `args` (program name first) with [`command`].
+/// Parses `args` (program name first) with `command`'s options.
 ///
 /// Only the subcommands that some argument names (by name or alias: the one being run, or
 /// the one `awf help <name>` describes) get their hidden global options and help line: a

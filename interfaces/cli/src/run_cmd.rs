@@ -901,8 +901,8 @@ fn print_step_blocks(
     }
 }
 
-/// The hint that continues a failed or cancelled run (`continue it with `awf resume <id>
-/// --from <state> --input <secret>=<value>``), shown under the text summary and added to the
+/// The hint that continues a failed or cancelled run (``continue it with `awf resume <id>
+/// --from <state> --input <secret>=<value>` ``), shown under the text summary and added to the
 /// `-f json` result's `error.hints`; `None` when the run succeeded, is not recorded, parked
 /// (its own hint names `awf resume`), failed on a call cycle or past the call depth limit
 /// (fails again anywhere), or hints

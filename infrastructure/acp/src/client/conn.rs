@@ -3,7 +3,7 @@
 //! the one-writer outbox of [`crate::transport`]), stderr kept as a bounded tail.
 //!
 //! Requests from the agent: `session/request_permission` goes to the session's turn (see
-//! [`Inbound`]); everything else (`fs/*`, `terminal/*`, …, which awf does not advertise) is
+//! `Inbound`); everything else (`fs/*`, `terminal/*`, …, which awf does not advertise) is
 //! answered `-32601`, so no id is left unanswered. Source: shared/spec/acp.md §4.1, §4.10.
 
 use std::collections::HashMap;
