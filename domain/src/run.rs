@@ -388,14 +388,17 @@ impl StepState {
 
     /// The fields templates and expressions expose as `states.<name>.<Field>`, as
     /// (PascalCase name, snake_case name, value), in one place for every adapter. A missing
-    /// exit code reads as 0, a missing response as `{}`, a missing error as `""`.
-    pub fn fields(&self) -> [(&'static str, &'static str, Value); 13] {
+    /// exit code reads as 0, a missing response as `{}`, a missing error as `""`; a
+    /// [`StepStatus::Skipped`] state (a parallel branch that never started) has no
+    /// `ExitCode` at all, so that reading it is what reading a state that has not run is (an
+    /// error in a template, `false` in an expression) rather than a 0 that reads as success.
+    pub fn fields(&self) -> Vec<(&'static str, &'static str, Value)> {
         let outputs: serde_json::Map<String, Value> = self
             .outputs
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect();
-        [
+        let all = [
             ("Output", "output", Value::String(self.output.to_string())),
             ("Stderr", "stderr", Value::String(self.stderr.to_string())),
             (
@@ -439,7 +442,12 @@ impl StepState {
             ),
             ("Attempt", "attempt", Value::from(self.attempts)),
             ("Outputs", "outputs", Value::Object(outputs)),
-        ]
+        ];
+        let mut fields = Vec::from(all);
+        if self.status == StepStatus::Skipped {
+            fields.retain(|(pascal, _, _)| *pascal != "ExitCode");
+        }
+        fields
     }
 
     /// Whether the state ended successfully.

@@ -884,6 +884,21 @@ impl Run {
         let Some(state) = first_key(path, "states.") else {
             return e;
         };
+        let field = path
+            .strip_prefix("states.")
+            .and_then(|rest| rest.strip_prefix(state))
+            .and_then(|rest| rest.strip_prefix('.'))
+            .map(|rest| rest.split('.').next().unwrap_or(rest));
+        let skipped = lock(&self.states)
+            .get(state)
+            .is_some_and(|s| s.status == awf_domain::run::StepStatus::Skipped);
+        if skipped && matches!(field, Some("ExitCode" | "exit_code")) {
+            // A branch that never started has no exit code (its `Status` is "skipped"): a 0
+            // there read as success (trial).
+            return TemplateError::Failed(format!(
+                "{e} (state \"{state}\" was skipped: its parallel block ended before it started, so it has no exit code; its Status reads \"skipped\")"
+            ));
+        }
         if !self.wf.states.contains_key(state) || lock(&self.states).contains_key(state) {
             return e;
         }

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use awf_domain::ports::template::ExpressionEvaluator;
 use awf_domain::ports::template::TemplateError;
 use awf_domain::run::StepState;
+use awf_domain::run::StepStatus;
 use awf_domain::scope::LoopFrame;
 use awf_domain::scope::Scope;
 use expr::Context;
@@ -924,6 +925,22 @@ fn reads_missing(code: &str, scope: &Scope<'_>) -> bool {
         })
 }
 
+/// Whether `code` reads the `ExitCode` of a skipped state (a parallel branch that never
+/// started): it has none, and the expression is `false`, as one reading a state that has not
+/// run is (`states.b.ExitCode != 0` must not hold for a branch that never ran either).
+fn reads_skipped_exit_code(code: &str, scope: &Scope<'_>) -> bool {
+    scan::rooted_member_fields(code)
+        .into_iter()
+        .any(|(ns, name, field)| {
+            ns == Namespace::States
+                && matches!(field, Some("ExitCode" | "exit_code"))
+                && scope
+                    .states
+                    .get(name)
+                    .is_some_and(|s| s.status == StepStatus::Skipped)
+        })
+}
+
 fn kind(v: &Value) -> &'static str {
     if matches!(v, Value::Integer(_) | Value::Float(_)) {
         "a number"
@@ -947,6 +964,9 @@ impl ExpressionEvaluator for ExprEvaluator {
         let code = precheck(expr)?;
         let code = rewrite_contains(code);
         let program = self.compile(&code)?;
+        if reads_skipped_exit_code(&code, scope) {
+            return Ok(false);
+        }
         let env = Env::build(&code, scope);
         match self.env.run(&program, &env) {
             Ok(Value::Bool(b)) => Ok(b),

@@ -475,3 +475,24 @@ fn split_and_split_after_give_gos_pieces() {
     }
     assert!(failure(&data, "split(1, ',') == []").contains("split() takes a string"));
 }
+
+/// An expression reading the `ExitCode` of a skipped state (a parallel branch that never
+/// started) is false, as one reading a state that has not run is: neither `== 0` (trial: it
+/// read 0) nor `!= 0` holds. Its `Status` reads `skipped`.
+#[test]
+fn a_skipped_state_exit_code_is_false() {
+    let mut data = Data::new();
+    let mut skipped = crate::test_support::state("b", "", None);
+    skipped.status = StepStatus::Skipped;
+    data.states.insert("b".to_owned(), skipped);
+    for (e, want) in [
+        ("states.b.ExitCode == 0", false),
+        ("states.b.ExitCode != 0", false),
+        ("states.b.exit_code == 0", false),
+        ("states.never.ExitCode != 0", false),
+        ("states.b.Status == 'skipped'", true),
+        ("states.build.ExitCode == 0", true),
+    ] {
+        assert_eq!(eval(&data, e), Ok(want), "{e}");
+    }
+}

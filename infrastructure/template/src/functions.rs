@@ -173,8 +173,9 @@ fn escape(args: &[Value]) -> Result<Value, FuncError> {
 
 /// Go's `index`: `index X k1 k2 …` is `X[k1][k2]…`. A key a map does not have gives the
 /// map's zero value, as in Go (whose `missingkey=error` governs `.field` access, not
-/// `index`): `""` in a map of strings (`index .env "UNSET"`), a value of a sibling's shape
-/// with every field zero in a map of objects (`(index .states "later").Output` is `""`), and
+/// `index`): `""` in a map of strings (`index .env "UNSET"`), the zero state in a map of states
+/// (`(index .states "later").Output` is `""`), a value of a sibling's shape with every field
+/// zero in another map of objects, and
 /// no value otherwise (`<no value>`, Go's nil of an `any` map; a map of inputs that are all
 /// strings gives `""` here; an empty map is no value, but `.states` before any state ran,
 /// whose zero is the zero state). Arrays, strings and out-of-range positions are gtmpl-ng's
@@ -225,7 +226,7 @@ fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
         // answered the same way: both are Go maps of values, and no key of either exists.
         let states_empty = SIDE.with(|s| s.borrow().as_ref().is_some_and(|d| d.states_empty));
         return if states_empty {
-            zero_of_map(&zero_state_fields())
+            zero_state()
         } else {
             Value::NoValue
         };
@@ -236,23 +237,35 @@ fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
     }
     match sample {
         Value::String(_) => Value::String(String::new()),
-        // A struct's zero (a state): its fields by the sibling's, each zero.
-        Value::Object(fields) => Value::Object(
-            fields
-                .iter()
-                .map(|(k, v)| (k.clone(), zero_like(v)))
-                .collect(),
-        ),
+        // A map of states: the zero state, whichever sibling is looked at (a skipped
+        // branch's state has no `ExitCode`; the zero state has one).
+        Value::Object(fields) if fields.contains_key("Attempt") && fields.contains_key("Status") => {
+            zero_state()
+        }
+        // Another struct's zero: its fields by the sibling's, each zero.
+        Value::Object(fields) => zero_object(fields),
         _ => Value::NoValue,
     }
 }
 
-/// The fields of a state that has not run, for [`zero_of_map`] to take the shape from (one
-/// entry: the default state).
-fn zero_state_fields() -> std::collections::HashMap<String, Value> {
+/// The zero state: a state that has not run, every field its kind's zero.
+fn zero_state() -> Value {
     // Only the kinds of its fields matter: each becomes its kind's zero.
     let zero = awf_domain::run::StepState::running("", std::time::UNIX_EPOCH);
-    std::iter::once((String::new(), crate::data::state_value(&zero))).collect()
+    match crate::data::state_value(&zero) {
+        Value::Object(fields) => zero_object(&fields),
+        _ => Value::NoValue,
+    }
+}
+
+/// An object of `fields`' keys, each value its kind's zero.
+fn zero_object(fields: &std::collections::HashMap<String, Value>) -> Value {
+    Value::Object(
+        fields
+            .iter()
+            .map(|(k, v)| (k.clone(), zero_like(v)))
+            .collect(),
+    )
 }
 
 /// A field's zero value: `""`, `0`, `false`, an empty list; a map or object field (a

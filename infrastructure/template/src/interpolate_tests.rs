@@ -841,3 +841,30 @@ fn a_field_of_the_top_loops_parent_names_the_chain() {
         }
     }
 }
+
+/// A skipped state (a parallel branch that never started) has no `ExitCode` (trial: it read
+/// 0, as success does); its `Status` reads `skipped`. `index` of a state that has not run
+/// still gives the zero state, whichever sibling its shape is taken from.
+#[test]
+fn a_skipped_state_has_no_exit_code() {
+    let mut data = Data::new();
+    data.states.clear();
+    let mut skipped = crate::test_support::state("b", "", None);
+    skipped.status = awf_domain::run::StepStatus::Skipped;
+    data.states.insert("b".to_owned(), skipped);
+    assert_eq!(
+        render_with(&data, "{{.states.b.Status}} [{{.states.b.Output}}]").as_deref(),
+        Ok("skipped []")
+    );
+    for t in ["{{.states.b.ExitCode}}", "{{.states.b.exit_code}}"] {
+        assert!(
+            matches!(render_with(&data, t), Err(TemplateError::Undefined(ref p)) if p.starts_with("states.b.")),
+            "{t}: {:?}",
+            render_with(&data, t)
+        );
+    }
+    assert_eq!(
+        render_with(&data, "{{(index .states \"later\").ExitCode}}").as_deref(),
+        Ok("0")
+    );
+}

@@ -506,15 +506,24 @@ pub(crate) fn states_in_expression(expr: &str) -> StatesNeed {
 /// Top-level `ns.name` references in an expression, as (`ns`, `name`) pairs, outside string
 /// literals.
 pub(crate) fn rooted_members(expr: &str) -> Vec<(Namespace, &str)> {
+    rooted_member_fields(expr)
+        .into_iter()
+        .map(|(ns, name, _)| (ns, name))
+        .collect()
+}
+
+/// [`rooted_members`] with the member that follows each name, when one does:
+/// `states.b.ExitCode` is (`States`, `b`, `Some("ExitCode")`).
+pub(crate) fn rooted_member_fields(expr: &str) -> Vec<(Namespace, &str, Option<&str>)> {
     let b = expr.as_bytes();
     let mut found = Vec::new();
     for (start, word, end) in words(expr) {
-        let prev = if start > 0 { b[start - 1] } else { 0 };
-        if prev == b'.' {
+        if start > 0 && b[start - 1] == b'.' {
             continue;
         }
         if let (Some(ns), Some(name)) = (Namespace::parse(word), member_after(&b[end..])) {
-            found.push((ns, name));
+            let field = member_after(&b[end + 1 + name.len()..]);
+            found.push((ns, name, field));
         }
     }
     found
