@@ -83,3 +83,61 @@ fn a_skipped_branch_has_no_exit_code() {
         "step report: interpolate command: undefined variable: states.b.ExitCode (state \"b\" was skipped: its parallel block ended before it started, so it has no exit code; its Status reads \"skipped\")"
     );
 }
+
+/// A sub-workflow and a workflow that calls it twice.
+const CHILD: &str = "name: kid\nstates:\n  initial: s\n  s: {type: step, command: 'echo kid', on_success: done}\n  done: {type: terminal}\n";
+const PARENT: &str = "name: mom\nstates:\n  initial: c1\n  c1: {type: call_workflow, workflow: kid, on_success: c2}\n  c2: {type: call_workflow, workflow: kid, on_success: done}\n  done: {type: terminal}\n";
+
+/// Trial: one run of a workflow that calls two sub-workflows showed `Total Executions: 3` in
+/// `awf history --stats`. The statistics count the runs a user started (the children are
+/// still listed, with their parent, as AWF (Go) lists them), and a sub-workflow's runs only
+/// under `--workflow <child>`; `/api/history/stats` counts the same.
+#[test]
+fn history_statistics_count_the_runs_a_user_started() {
+    let sb = awf_tests::http_serve::sandbox_with(&[("kid", CHILD), ("mom", PARENT)]);
+    let r = sb.run(&["run", "mom"]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+
+    let stats = |args: &[&str]| {
+        let mut all = vec!["history", "--stats", "-f", "json"];
+        all.extend_from_slice(args);
+        let r = sb.run(&all).unwrap();
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let v = r.json().unwrap();
+        (v["total_executions"].clone(), v["success_count"].clone())
+    };
+    assert_eq!(stats(&[]), (1.into(), 1.into()));
+    assert_eq!(stats(&["--workflow", "mom"]), (1.into(), 1.into()));
+    assert_eq!(stats(&["--workflow", "kid"]), (2.into(), 2.into()));
+    let text = sb.run(&["history", "--stats"]).unwrap();
+    assert!(
+        text.stdout.contains("Total Executions: 1\nSuccess: 1\n"),
+        "{}",
+        text.stdout
+    );
+
+    // Listed all the same: the parent and its two children.
+    let list = sb.run(&["history", "-f", "json"]).unwrap();
+    let rows = list.json().unwrap();
+    let rows = rows.as_array().unwrap();
+    let mut names: Vec<&str> = rows
+        .iter()
+        .map(|r| r["workflow_name"].as_str().unwrap())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["kid", "kid", "mom"]);
+    let parent = rows.iter().find(|r| r["workflow_name"] == "mom").unwrap();
+    for kid in rows.iter().filter(|r| r["workflow_name"] == "kid") {
+        assert_eq!(kid["parent_run_id"], parent["id"]);
+    }
+
+    // Over HTTP.
+    let s = awf_tests::http_serve::start(&sb, &[]);
+    for (query, want) in [("", 1), ("?workflow=kid", 2)] {
+        let (code, body, _) =
+            awf_tests::http_serve::curl(&[&format!("{}/api/history/stats{query}", s.base)]);
+        assert_eq!(code, 200, "{body}");
+        let v = awf_tests::http_serve::json_of(&body);
+        assert_eq!(v["body"]["total_executions"], want, "{query}: {v}");
+    }
+}

@@ -289,10 +289,28 @@ pub struct HistoryFilter {
     pub limit: Option<usize>,
 }
 
+impl HistoryFilter {
+    /// Whether the statistics count a run whose parent run is `parent_run_id`: a run that
+    /// another one started (a `call_workflow` child) is part of that run, not an execution
+    /// of its own (trial: one run calling two sub-workflows counted as 3), except when the
+    /// filter names a workflow: then every run of it counts, wherever it was started. (The
+    /// history lists every run all the same, as AWF (Go)'s does.)
+    pub fn counts(&self, parent_run_id: Option<&str>) -> bool {
+        self.counts_sub_runs() || parent_run_id.is_none()
+    }
+
+    /// Whether the statistics count the runs that another run started (see
+    /// [`HistoryFilter::counts`]): only when the filter names a workflow.
+    pub fn counts_sub_runs(&self) -> bool {
+        self.workflow.is_some()
+    }
+}
+
 /// `awf history --stats`.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct HistoryStats {
-    /// Runs matching the filter.
+    /// Runs matching the filter that it counts ([`HistoryFilter::counts`]: not a
+    /// sub-workflow's runs, unless the filter names a workflow).
     pub total_executions: u64,
     /// Successful runs.
     pub success_count: u64,
@@ -333,7 +351,9 @@ pub trait HistoryStore: Send + Sync {
     /// `SYSTEM.IO.READ_FAILED` when the database cannot be read.
     fn list(&self, filter: &HistoryFilter) -> Result<Vec<HistoryRecord>, AwfError>;
 
-    /// Totals over the rows matching `filter` (its `limit` is ignored).
+    /// Totals over the rows matching `filter` (its `limit` is ignored) that
+    /// [`HistoryFilter::counts`] counts: the runs a user started, not a sub-workflow's runs
+    /// (part of their parent's), unless the filter names a workflow.
     ///
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED`.

@@ -83,7 +83,9 @@ pub struct HistoryList {
     pub entries: Vec<HistoryEntry>,
 }
 
-/// `GET /api/history/stats` (snake_case keys; AWF (Go) has PascalCase ones).
+/// `GET /api/history/stats` (snake_case keys; AWF (Go) has PascalCase ones). The counts are
+/// of the runs a user started: a sub-workflow's runs are part of their parent's, unless
+/// `workflow` names one (`HistoryFilter::counts`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 pub struct HistoryStatsBody {
     /// Runs matching the filter.
@@ -317,7 +319,8 @@ pub(crate) async fn history_stats(
     Query(q): Query<HistoryQuery>,
 ) -> Result<Json<Envelope<HistoryStatsBody>>, Problem> {
     let p = parse(&q)?;
-    let rows = rows(&cfg, &p)?;
+    let mut rows = rows(&cfg, &p)?;
+    rows.retain(|r| p.filter.counts(r.parent_run_id.as_deref()));
     Ok(Envelope::json(stats_of(&rows, &cfg.gone(&rows))))
 }
 

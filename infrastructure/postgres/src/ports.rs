@@ -367,7 +367,11 @@ impl HistoryStore for PgStore {
     }
 
     fn stats(&self, filter: &HistoryFilter) -> Result<HistoryStats, AwfError> {
-        let (clause, args) = where_clause(filter);
+        let (mut clause, args) = where_clause(filter);
+        // The runs `HistoryFilter::counts` counts.
+        if !filter.counts_sub_runs() {
+            clause.push_str(" AND parent_run_id IS NULL");
+        }
         let sql = format!(
             "SELECT COUNT(*)::bigint,
                     COUNT(*) FILTER (WHERE status = 'success')::bigint,

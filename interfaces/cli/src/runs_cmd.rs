@@ -493,6 +493,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
                 ..filter
             };
             let mut rows = store.list(&running).map_err(CliError::Awf)?;
+            rows.retain(|r| running.counts(r.parent_run_id.as_deref()));
             // Those the database could not be told of are not running either.
             for ended in awf_application::runs::settle_ended_rows(&mut rows, states.as_deref()) {
                 stats.running_count = stats.running_count.saturating_sub(1);
