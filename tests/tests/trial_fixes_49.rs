@@ -141,3 +141,40 @@ fn history_statistics_count_the_runs_a_user_started() {
         assert_eq!(v["body"]["total_executions"], want, "{query}: {v}");
     }
 }
+
+/// Trial: `awf status` of a run whose command failed with stderr printed `Error:
+/// [EXECUTION.COMMAND.FAILED] step flaky: not yet`, without the exit code `awf run`'s `✗`
+/// line gives (`exit code 3: not yet`); one without stderr said it already.
+#[test]
+fn status_says_the_failed_commands_exit_code() {
+    let sb = Sandbox::new().unwrap();
+    for (name, command, want) in [
+        (
+            "flaky",
+            "echo not yet >&2; exit 3",
+            "Error:     [EXECUTION.COMMAND.FAILED] step flaky: exit code 3: not yet",
+        ),
+        (
+            "quiet",
+            "exit 5",
+            "Error:     [EXECUTION.COMMAND.FAILED] step quiet: exit code 5",
+        ),
+    ] {
+        let yaml = format!(
+            "name: {name}\nstates:\n  initial: {name}\n  {name}: {{type: step, command: '{command}', on_success: done}}\n  done: {{type: terminal}}\n"
+        );
+        let r = sb
+            .run_workflow(&format!("{name}.yaml"), &yaml, &["-f", "json"])
+            .unwrap();
+        assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+        let id = r.json().unwrap()["run_id"].as_str().unwrap().to_owned();
+        let st = sb.run(&["status", &id]).unwrap();
+        assert_eq!(st.code, 0, "{}", st.stderr);
+        let error: Vec<&str> = st
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("Error:"))
+            .collect();
+        assert_eq!(error, [want], "{}", st.stdout);
+    }
+}

@@ -1052,20 +1052,7 @@ impl TextPrinter {
                                 break;
                             }
                         }
-                        // A command's stderr stands for its error: the exit code is said
-                        // too (new user: `✗ flaky: not yet` dropped `exit code 3`).
-                        let e = match state.exit_code {
-                            Some(c)
-                                if c != 0
-                                    && state.error_code
-                                        == Some(ErrorCode::ExecutionCommandFailed)
-                                    && !e.starts_with("exit code ")
-                                    && !e.starts_with("killed by signal ") =>
-                            {
-                                std::borrow::Cow::Owned(format!("exit code {c}: {e}"))
-                            }
-                            _ => std::borrow::Cow::Borrowed(e),
-                        };
+                        let e = with_exit_code(e, state.error_code, state.exit_code);
                         // A step's stderr in the reason: without its control characters.
                         crate::style::printable_text(&e).into_owned()
                     }
@@ -1087,6 +1074,28 @@ impl TextPrinter {
             }
             StepStatus::Skipped => format!("- {label}: skipped"),
         }
+    }
+}
+
+/// A failed command's error `e` (its stderr, without the `step S: ` that names the step)
+/// with its exit code said first, `exit code 3: not yet`, as `awf run`'s `✗` line and `awf
+/// status`'s `Error:` line give it (new user: `✗ flaky: not yet` dropped `exit code 3`).
+/// Other errors, and one that already says its exit code or signal, are left as they are.
+pub fn with_exit_code(
+    e: &str,
+    code: Option<ErrorCode>,
+    exit: Option<i32>,
+) -> std::borrow::Cow<'_, str> {
+    match exit {
+        Some(c)
+            if c != 0
+                && code == Some(ErrorCode::ExecutionCommandFailed)
+                && !e.starts_with("exit code ")
+                && !e.starts_with("killed by signal ") =>
+        {
+            std::borrow::Cow::Owned(format!("exit code {c}: {e}"))
+        }
+        _ => std::borrow::Cow::Borrowed(e),
     }
 }
 

@@ -584,6 +584,29 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     Ok(Outcome::Success)
 }
 
+/// A run's error message with the failed command's exit code said as `awf run`'s `✗` line
+/// says it (`step flaky: exit code 3: not yet`; new user: `awf status` gave `step flaky: not
+/// yet`): the exit code and the step are the error's `details`.
+fn error_with_exit_code(e: &awf_domain::error::ErrorBody) -> std::borrow::Cow<'_, str> {
+    let exit = e
+        .details
+        .get("exit_code")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok());
+    let prefix = e
+        .details
+        .get("state")
+        .and_then(serde_json::Value::as_str)
+        .map(|s| format!("step {s}: "))
+        .filter(|p| e.message.starts_with(p.as_str()))
+        .unwrap_or_default();
+    let rest = &e.message[prefix.len()..];
+    match crate::printer::with_exit_code(rest, Some(e.code), exit) {
+        std::borrow::Cow::Owned(said) => std::borrow::Cow::Owned(format!("{prefix}{said}")),
+        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(&e.message),
+    }
+}
+
 /// A time in milliseconds since the epoch as RFC 3339 (UTC, milliseconds).
 fn ms_time(ms: u64) -> String {
     format_rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
@@ -956,7 +979,12 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         crate::stdout_check::checked(writeln!(out, "Message:   {}", pt(m.trim_end())));
     }
     if let Some(e) = &snap.error {
-        crate::stdout_check::checked(writeln!(out, "Error:     [{}] {}", e.code, pt(&e.message)));
+        crate::stdout_check::checked(writeln!(
+            out,
+            "Error:     [{}] {}",
+            e.code,
+            pt(&error_with_exit_code(e))
+        ));
     }
     if let Some(s) = &snap.spend {
         crate::stdout_check::checked(writeln!(out, "Spend:     {}", spend_text(s)));
