@@ -178,3 +178,29 @@ fn status_says_the_failed_commands_exit_code() {
         assert_eq!(error, [want], "{}", st.stdout);
     }
 }
+
+/// A sub-workflow declaring two outputs under names of its own (not its states' names).
+const RENAMING_CHILD: &str = "name: child\noutputs:\n  - {name: result, from: states.process.Output}\n  - {name: note, from: states.process.Stderr}\nstates:\n  initial: process\n  process: {type: step, command: 'printf hello; printf warn >&2', on_success: done}\n  done: {type: terminal}\n";
+
+/// Trial: what the calling state's `Output` holds when the child's outputs are mapped under
+/// other names. AWF (Go) does not read a child's `outputs:` and gives `""` there;
+/// decisions.md makes `Output` the child's declared outputs as JSON, which stays the child's
+/// view (every declared output, under the child's names), while `Outputs` holds the mapped
+/// ones under the parent's names. Checked in the run result and in a template.
+#[test]
+fn a_call_states_output_is_the_childs_outputs_under_the_childs_names() {
+    let sb = awf_tests::http_serve::sandbox_with(&[("child", RENAMING_CHILD)]);
+    let parent = "name: parent\nstates:\n  initial: call\n  call:\n    type: call_workflow\n    workflow: child\n    outputs: {result: r}\n    on_success: show\n  show:\n    type: step\n    command: printf '%s|%s' '{{.states.call.Output}}' '{{.states.call.Outputs.r}}'\n    on_success: done\n  done: {type: terminal}\n";
+    let r = sb
+        .run_workflow("parent.yaml", parent, &["-f", "json"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let v = r.json().unwrap();
+    let child_view = r#"{"note":"warn","result":"hello"}"#;
+    assert_eq!(v["states"]["call"]["output"], child_view);
+    assert_eq!(v["states"]["call"]["outputs"], serde_json::json!({"r": "hello"}));
+    assert_eq!(
+        v["states"]["show"]["output"],
+        format!("{child_view}|hello")
+    );
+}
