@@ -204,3 +204,123 @@ fn a_call_states_output_is_the_childs_outputs_under_the_childs_names() {
         format!("{child_view}|hello")
     );
 }
+
+/// An OTLP/HTTP traces receiver on a free loopback port: answers every request 200 and
+/// counts the `POST /v1/traces` it got. (A thread of the test: it ends with the test process.)
+fn traces_receiver() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::BufRead;
+    use std::io::Read;
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1/traces", listener.local_addr().unwrap());
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let seen = std::sync::Arc::clone(&seen);
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                // One request after another on the connection (keep-alive).
+                loop {
+                    let mut first = String::new();
+                    if reader.read_line(&mut first).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut length = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let line = line.trim_end();
+                        if line.is_empty() {
+                            break;
+                        }
+                        if let Some((k, v)) = line.split_once(':')
+                            && k.eq_ignore_ascii_case("content-length")
+                        {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if first.starts_with("POST /v1/traces ") {
+                        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                    let ok = b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                    if conn.write_all(ok).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, count)
+}
+
+/// `a` fails until `ok` is there; `b` writes the input `who` to `got.txt` (in the run's
+/// directory).
+const WHO: &str = "name: wf\ninputs:\n  - {name: who, default: dflt}\nstates:\n  initial: a\n  a: {type: step, command: 'test -f ok', on_success: b}\n  b: {type: step, command: 'echo \"who={{.inputs.who}}\" > got.txt', on_success: done}\n  done: {type: terminal}\n";
+
+/// Trial: `awf resume <id>` read the resumer's own `.awf/config.yaml` (a broken one there
+/// stopped the resume) and exported the run's spans where the resumer's `telemetry:` said.
+/// A run resumes with the project configuration of the directory it started in (its
+/// `inputs:`, its `telemetry:`), as the rest of its resume does; `--input` still wins.
+#[test]
+fn a_resume_reads_the_project_configuration_of_the_runs_directory() {
+    let sb = Sandbox::new().unwrap();
+    let (right, to_right) = traces_receiver();
+    let (wrong, to_wrong) = traces_receiver();
+    sb.write("proj/wf.yaml", WHO).unwrap();
+    sb.write(
+        "proj/.awf/config.yaml",
+        &format!("inputs:\n  who: right\ntelemetry:\n  exporter: {right}\n"),
+    )
+    .unwrap();
+    sb.write(
+        "other/.awf/config.yaml",
+        &format!("inputs:\n  who: wrong\ntelemetry:\n  exporter: {wrong}\n"),
+    )
+    .unwrap();
+    let proj = sb.path().join("proj").canonicalize().unwrap();
+    let other = sb.path().join("other").canonicalize().unwrap();
+    let fail_in_proj = || {
+        let _ = std::fs::remove_file(proj.join("ok"));
+        let r = sb.run_in(&proj, &["run", "wf.yaml", "-f", "json"]).unwrap();
+        assert_eq!(r.code, 3, "{}{}", r.stdout, r.stderr);
+        std::fs::write(proj.join("ok"), "").unwrap();
+        r.json().unwrap()["run_id"].as_str().unwrap().to_owned()
+    };
+    let got = || std::fs::read_to_string(proj.join("got.txt")).unwrap();
+    let sent = |to: &std::sync::atomic::AtomicUsize| to.load(std::sync::atomic::Ordering::SeqCst);
+
+    // The run's inputs and its exporter, not the resumer's.
+    let id = fail_in_proj();
+    let before = sent(&to_right);
+    assert!(before > 0, "the run exported nothing to {right}");
+    let r = sb.run_in(&other, &["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(got(), "who=right\n");
+    assert!(sent(&to_right) > before, "the resume exported nothing to {right}");
+    assert_eq!(sent(&to_wrong), 0);
+
+    // `--input` wins over the run's project configuration.
+    let id = fail_in_proj();
+    let r = sb
+        .run_in(&other, &["resume", &id, "--input", "who=flag"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(got(), "who=flag\n");
+
+    // A broken configuration in the resumer's directory is none of the run's business.
+    sb.write("other/.awf/config.yaml", "inputs: [unclosed\n").unwrap();
+    let id = fail_in_proj();
+    let r = sb.run_in(&other, &["resume", &id]).unwrap();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(got(), "who=right\n");
+    assert_eq!(sent(&to_wrong), 0);
+}

@@ -340,7 +340,16 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
     };
     let exports = matches!(cli.command, Command::Run(_) | Command::Resume(_));
     let otel = if exports {
-        let telemetry = wiring::project_telemetry(cli.storage.as_deref(), &env);
+        // A resumed run reads the project configuration of the directory it started in, as
+        // the rest of its resume does (trial: the resumer's own was read).
+        let run_dir = match &cli.command {
+            Command::Resume(r) if !r.list => r.run_id.as_deref().and_then(|q| {
+                wiring::recorded_run_dir(cli.storage.as_deref(), cli.store.as_deref(), &env, q)
+            }),
+            _ => None,
+        };
+        let telemetry =
+            wiring::project_telemetry(cli.storage.as_deref(), &env, run_dir.as_deref());
         awf_telemetry::OtelConfig::from_sources(
             cli.otel_exporter.as_deref(),
             cli.otel_service_name.as_deref(),

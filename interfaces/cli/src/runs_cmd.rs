@@ -89,7 +89,19 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Ok(i) => i,
         Err(e) => return fail(&e),
     };
-    let config = match w.config() {
+    // The project configuration of the directory the run started in (where it goes on), not
+    // the resumer's (trial: a broken or other `.awf/config.yaml` here was read first); its
+    // `--input` still win over its `inputs:`.
+    let run_dir = match &recorded {
+        Some(Ok(snap)) => {
+            awf_application::run_dir::resume_dir(w.services.host.as_ref(), snap, &w.cwd).ok()
+        }
+        _ => None,
+    };
+    let rooted = run_dir
+        .filter(|d| *d != w.cwd)
+        .and_then(|d| w.services.repository.rooted_at(&d));
+    let config = match rooted.map_or_else(|| w.config(), |r| r.config) {
         Ok(c) => c,
         Err(e) => return fail(&e),
     };

@@ -293,15 +293,40 @@ pub fn awf_dirs(data_root: &Path, config_dir: &Path) -> BTreeMap<String, String>
 }
 
 /// The `telemetry:` block of the project configuration, if any (read before the services are
-/// built, to set up exporting).
+/// built, to set up exporting): the project of `dir` when given (the directory a resumed run
+/// started in, [`recorded_run_dir`]), else of this process's working directory.
 pub fn project_telemetry(
     storage: Option<&Path>,
     env: &BTreeMap<String, String>,
+    dir: Option<&Path>,
 ) -> Option<serde_json::Value> {
     let cwd = working_dir(env).ok()?;
     let root = cwd.join(data_root(storage, env));
-    let repo = YamlRepository::new(RepoPaths::from_env(&cwd, env, &root));
+    let at = dir.unwrap_or(&cwd);
+    let repo = YamlRepository::new(RepoPaths::from_env(at, env, &root));
     repo.load_config().ok()?.other.get("telemetry").cloned()
+}
+
+/// The directory the run `query` (an id or an unambiguous prefix) started in, as its state
+/// file of the embedded store records it: where `awf resume` goes on, and whose project
+/// configuration it reads. `None` when it is not known here (no such run, a run recorded
+/// without one, a shared store, which is read once its services are built).
+pub fn recorded_run_dir(
+    storage: Option<&Path>,
+    store: Option<&str>,
+    env: &BTreeMap<String, String>,
+    query: &str,
+) -> Option<PathBuf> {
+    if store_url(store, env).is_some() {
+        return None;
+    }
+    let cwd = working_dir(env).ok()?;
+    let root = cwd.join(data_root(storage, env));
+    // Read only: nothing of the data root is created for it.
+    let states = awf_store::Store::open_read_only(awf_store::StorePaths::from_env(&root, env));
+    let id = awf_application::runs::resolve_run_id(&states, None, query).ok()?;
+    let snap = awf_domain::ports::StateStore::load(&states, &id).ok()?;
+    snap.working_dir.filter(|d| !d.as_os_str().is_empty())
 }
 
 /// The process environment as text, read byte-safely (never panics).
