@@ -324,3 +324,45 @@ fn a_resume_reads_the_project_configuration_of_the_runs_directory() {
     assert_eq!(got(), "who=right\n");
     assert_eq!(sent(&to_wrong), 0);
 }
+
+/// A `<<-` here-document (tabs stripped) holding a value, unquoted and quoted; the value's
+/// default (`--input` trims its value's leading blanks) has tab-indented lines.
+const TABS: &str = "name: tabs\nshell_quote: true\ninputs:\n  - {name: v, default: \"\\tone\\n\\t\\ttwo\\nthree\"}\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"cat <<-EOF\\n\\t{{.inputs.v}}\\n\\tEOF\"\n    on_success: done\n  done: {type: terminal}\n";
+const QUOTED_TABS: &str = "name: qtabs\nshell_quote: true\ninputs:\n  - {name: v, default: \"\\tone\\n\\t\\ttwo\\nthree\"}\nstates:\n  initial: a\n  a:\n    type: step\n    command: \"cat <<-'EOF'\\n\\t{{.inputs.v}}\\n\\tEOF\"\n    on_success: done\n  done: {type: terminal}\n";
+
+/// Trial: under `shell_quote: true` a value in a `<<-` here-document lost the leading tabs of
+/// its lines (the shell strips them from every body line). They arrive intact, under bash and
+/// dash; in a quoted `<<-'EOF'`, where nothing can keep them, such a value is refused.
+#[test]
+fn a_values_tabs_survive_a_tab_stripping_here_document() {
+    let value = "\tone\n\t\ttwo\nthree";
+    for shell in ["/bin/bash", "/bin/dash"] {
+        let mut sb = Sandbox::new().unwrap();
+        sb.set_env("SHELL", shell);
+        let r = sb
+            .run_workflow("tabs.yaml", TABS, &["-f", "json"])
+            .unwrap();
+        assert_eq!(r.code, 0, "{shell}: {}{}", r.stdout, r.stderr);
+        let v = r.json().unwrap();
+        assert_eq!(v["states"]["a"]["output"], format!("{value}\n"), "{shell}");
+
+        let r = sb
+            .run_workflow("qtabs.yaml", QUOTED_TABS, &["-f", "json"])
+            .unwrap();
+        assert_eq!(r.code, 3, "{shell}: {}{}", r.stdout, r.stderr);
+        let v = r.json().unwrap();
+        assert_eq!(v["states"]["a"]["error_code"], "EXECUTION.TEMPLATE.FAILED");
+        let error = v["states"]["a"]["error"].as_str().unwrap();
+        assert!(
+            error.contains("starts a line with a tab, which the quoted <<- here-document (<<-'EOF') would strip")
+                && error.contains("write <<-EOF unquoted, or << without the -"),
+            "{error}"
+        );
+        // A value without such a line goes in as before.
+        let r = sb
+            .run_workflow("qtabs.yaml", QUOTED_TABS, &["-f", "json", "--input", "v=a\nb"])
+            .unwrap();
+        assert_eq!(r.code, 0, "{shell}: {}{}", r.stdout, r.stderr);
+        assert_eq!(r.json().unwrap()["states"]["a"]["output"], "a\nb\n");
+    }
+}

@@ -98,7 +98,8 @@ pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 
 /// The context argument of [`SHELL_Q_FUNC`] for a shell context: `u` bare (also inside
 /// `$( )`), `s` single quotes, `d` double quotes, `b` backticks, `h<edges><delimiter>` an
-/// unquoted here-document, `H<edges><delimiter>` a quoted one (`<edges>`: `<first>:<last>:`,
+/// unquoted here-document, `H<edges><delimiter>` a quoted one, `t…` and `T…` the same of a
+/// `<<-` one (leading tabs stripped) (`<edges>`: `<first>:<last>:`,
 /// how the text around the action on its line completes the delimiter, see [`edges`]),
 /// `c` a `#` comment (`r` there for a value
 /// quoted already or rendered without the mode), `p` inside `${ … }`, `x` right after an
@@ -122,14 +123,22 @@ fn tag(ctx: &ShellContext, inside_backticks: bool, edges: &dyn Fn(&str) -> Strin
         ShellContext::Backtick => return "b".to_owned(),
         ShellContext::Heredoc {
             quoted: false,
+            strip,
             delimiter,
-            ..
-        } => format!("h{}{delimiter}", edges(delimiter)),
+        } => format!(
+            "{}{}{delimiter}",
+            if *strip { 't' } else { 'h' },
+            edges(delimiter)
+        ),
         ShellContext::Heredoc {
             quoted: true,
+            strip,
             delimiter,
-            ..
-        } => format!("H{}{delimiter}", edges(delimiter)),
+        } => format!(
+            "{}{}{delimiter}",
+            if *strip { 'T' } else { 'H' },
+            edges(delimiter)
+        ),
         ShellContext::Comment => "c".to_owned(),
         ShellContext::ParameterExpansion => "p".to_owned(),
         ShellContext::AfterBackslash => "x".to_owned(),
@@ -436,6 +445,28 @@ fn joins_lines(text: &str) -> bool {
     odd(b.len()) || b.iter().enumerate().any(|(i, c)| *c == b'\n' && odd(i))
 }
 
+/// Whether a line of `value`, put into a `<<-` here-document's body, starts with a tab the
+/// shell strips: one after a line break, or its first character when the action starts its
+/// line (`first` is `Known(0)`: only tabs before it; unknown counts as such).
+fn strips_a_tab(value: &str, first: Edge) -> bool {
+    let first_at_start = matches!(first, Edge::Known(0) | Edge::Unknown);
+    (first_at_start && value.starts_with('\t')) || value.contains("\n\t")
+}
+
+/// An unquoted `<<-` here-document strips the leading tabs of every body line, the value's
+/// own included (trial: a value's indentation was lost). `text` (the value as written there)
+/// with `${-+}` (an empty expansion: `$-` is always set) before each of its lines that starts
+/// with a tab (see [`strips_a_tab`]): the line then starts with no tab when the shell strips,
+/// and the value arrives intact.
+fn keep_leading_tabs(text: &str, first: Edge) -> String {
+    const EMPTY: &str = "${-+}";
+    let mut out = text.replace("\n\t", &format!("\n{EMPTY}\t"));
+    if matches!(first, Edge::Known(0) | Edge::Unknown) && out.starts_with('\t') {
+        out.insert_str(0, EMPTY);
+    }
+    out
+}
+
 /// [`quote_for`] without enclosing here-documents.
 fn quote_in(tag: &str, value: &str, what: &str) -> Result<String, String> {
     if let Some(inner) = tag.strip_prefix('`') {
@@ -472,7 +503,7 @@ fn quote_in(tag: &str, value: &str, what: &str) -> Result<String, String> {
                 ));
             }
         }
-        t if t.starts_with('h') => {
+        t if t.starts_with(['h', 't']) => {
             heredoc_end(&t[1..])?;
             let mut out = String::with_capacity(value.len() + 8);
             for c in value.chars() {
@@ -481,10 +512,20 @@ fn quote_in(tag: &str, value: &str, what: &str) -> Result<String, String> {
                 }
                 out.push(c);
             }
-            out
+            if t.starts_with('t') {
+                keep_leading_tabs(&out, edged(&t[1..]).0)
+            } else {
+                out
+            }
         }
-        t if t.starts_with('H') => {
+        t if t.starts_with(['H', 'T']) => {
             heredoc_end(&t[1..])?;
+            if t.starts_with('T') && strips_a_tab(value, edged(&t[1..]).0) {
+                let (_, _, delim) = edged(&t[1..]);
+                return Err(format!(
+                    "shell_quote: {named} starts a line with a tab, which the quoted <<- here-document (<<-'{delim}') would strip; nothing expands there to keep it (write <<-{delim} unquoted, or << without the -, to keep the value's tabs)"
+                ));
+            }
             value.to_owned()
         }
         _ => single(),

@@ -42,20 +42,8 @@ fn nested(v: &str) -> String {
     format!("A {v}|\n")
 }
 
-/// `<<-` strips the leading tabs of every body line, the value's lines after the first too.
-fn stripped(v: &str) -> String {
-    let lines: Vec<&str> = v
-        .split('\n')
-        .enumerate()
-        .map(|(n, l)| {
-            if n == 0 {
-                l
-            } else {
-                l.trim_start_matches('\t')
-            }
-        })
-        .collect();
-    format!("T: {}|\n", lines.join("\n"))
+fn line_start(v: &str) -> String {
+    format!("{v}|\n")
 }
 
 fn bare(v: &str) -> String {
@@ -207,9 +195,23 @@ const SHAPES: &[Shape] = &[
         refuse_lines: &["EOF"],
         raw: false,
     },
+    // `<<-` strips the leading tabs of every body line: the value's own tabs are kept
+    // (trial: its indentation was lost), after text on its line and at a line's start.
     Shape {
         text: "cat <<-EOF\n\tT: V|\n\tEOF",
-        want: Some(stripped),
+        want: Some(plain),
+        refuse_lines: &["EOF"],
+        raw: false,
+    },
+    Shape {
+        text: "cat <<-EOF\n\t\tV|\n\tEOF",
+        want: Some(line_start),
+        refuse_lines: &["EOF"],
+        raw: false,
+    },
+    Shape {
+        text: "cat <<-EOF\nV|\nEOF",
+        want: Some(line_start),
         refuse_lines: &["EOF"],
         raw: false,
     },
@@ -236,6 +238,8 @@ const PAYLOADS: &[&str] = &[
     "$HOME ${HOME} \\$HOME $((1+1))",
     "\t\tindented\n\tEOF",
     "'\nEOF\ntouch PWNED\n'",
+    "\tlead\n\t\tdeeper\n\n\tafter an empty line",
+    "x\n\t$HOME \\\t`q`",
     "EOF\n)\ntouch PWNED\ncat <<EOF",
 ];
 
@@ -280,9 +284,18 @@ fn values_in_substitutions_inside_here_documents_never_run_and_arrive_intact() {
             d.inputs.insert("v".into(), serde_json::json!(payload));
             let rendered = GoTemplates::new().render_shell_quoted(&template, &d.scope());
             let lines: Vec<&str> = payload.split('\n').collect();
-            let alone = shape.text.contains("\nV\n");
+            // The value's first line is a line of its own when only tabs precede `V` on its
+            // line, its last when a line break follows it.
+            let before = shape.text.split('V').next().unwrap_or("");
+            let at_start = before
+                .rsplit('\n')
+                .next()
+                .is_some_and(|l| l.chars().all(|c| c == '\t'))
+                && before.contains('\n');
+            let at_end = shape.text.contains("V\n");
             let must_refuse = lines.iter().enumerate().any(|(n, l)| {
-                (alone || (n > 0 && n + 1 < lines.len()))
+                (n > 0 || at_start)
+                    && (n + 1 < lines.len() || at_end)
                     && shape.refuse_lines.contains(&l.trim_start_matches('\t'))
             }) || (shape.raw && joins(payload));
             let text = match rendered {
@@ -404,4 +417,54 @@ fn a_value_completing_the_delimiter_with_the_text_around_it_is_refused() {
     ] {
         assert_eq!(render(t, v), Ok(want.to_owned()), "{t:?} with {v:?}");
     }
+}
+
+/// Trial: `<<-` strips the leading tabs of every body line, so a value's own indentation was
+/// lost. In an unquoted `<<-` document each of the value's lines that starts with a tab gets
+/// an empty `${-+}` before it (exactly this text), and both shells print the value intact; a
+/// quoted `<<-'EOF'` expands nothing, so such a value is refused with what to write instead.
+#[test]
+fn a_values_leading_tabs_survive_a_tab_stripping_here_document() {
+    let render = |t: &str, v: &str| {
+        let mut d = Data::new();
+        d.inputs.insert("v".into(), serde_json::json!(v));
+        GoTemplates::new().render_shell_quoted(t, &d.scope())
+    };
+    let v = "\tone\n\t\ttwo\nthree";
+    let text = render("cat <<-EOF\n\t{{.inputs.v}}\n\tEOF", v).unwrap();
+    assert_eq!(
+        text,
+        "cat <<-EOF\n\t${-+}\tone\n${-+}\t\ttwo\nthree\n\tEOF"
+    );
+    for shell in ["bash", "sh"] {
+        let (stdout, ok, _) = run_in_temp_dir(shell, &text);
+        assert!(ok, "{shell}: {text}");
+        assert_eq!(stdout, format!("{v}\n"), "{shell}");
+    }
+    // After text on its line the first tab is the value's, not the line's.
+    assert_eq!(
+        render("cat <<-EOF\n\tT: {{.inputs.v}}\n\tEOF", "\tx").as_deref(),
+        Ok("cat <<-EOF\n\tT: \tx\n\tEOF")
+    );
+    // Nothing to keep: the text is as before.
+    assert_eq!(
+        render("cat <<-EOF\n\t{{.inputs.v}}\n\tEOF", "a\nb").as_deref(),
+        Ok("cat <<-EOF\n\ta\nb\n\tEOF")
+    );
+
+    for (t, v) in [
+        ("cat <<-'EOF'\n\t{{.inputs.v}}\n\tEOF", "a\n\tb"),
+        ("cat <<-'EOF'\n\t{{.inputs.v}}\n\tEOF", "\ta"),
+    ] {
+        let e = render(t, v).unwrap_err().to_string();
+        assert!(
+            e.contains("starts a line with a tab, which the quoted <<- here-document (<<-'EOF') would strip")
+                && e.contains("write <<-EOF unquoted, or << without the -"),
+            "{t:?} with {v:?}: {e}"
+        );
+    }
+    assert_eq!(
+        render("cat <<-'EOF'\n\tT: {{.inputs.v}}\n\tEOF", "\ta\nb").as_deref(),
+        Ok("cat <<-'EOF'\n\tT: \ta\nb\n\tEOF")
+    );
 }
