@@ -198,11 +198,11 @@ fn a_call_states_output_is_the_childs_outputs_under_the_childs_names() {
     let v = r.json().unwrap();
     let child_view = r#"{"note":"warn","result":"hello"}"#;
     assert_eq!(v["states"]["call"]["output"], child_view);
-    assert_eq!(v["states"]["call"]["outputs"], serde_json::json!({"r": "hello"}));
     assert_eq!(
-        v["states"]["show"]["output"],
-        format!("{child_view}|hello")
+        v["states"]["call"]["outputs"],
+        serde_json::json!({"r": "hello"})
     );
+    assert_eq!(v["states"]["show"]["output"], format!("{child_view}|hello"));
 }
 
 /// An OTLP/HTTP traces receiver on a free loopback port: answers every request 200 and
@@ -305,7 +305,10 @@ fn a_resume_reads_the_project_configuration_of_the_runs_directory() {
     let r = sb.run_in(&other, &["resume", &id]).unwrap();
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert_eq!(got(), "who=right\n");
-    assert!(sent(&to_right) > before, "the resume exported nothing to {right}");
+    assert!(
+        sent(&to_right) > before,
+        "the resume exported nothing to {right}"
+    );
     assert_eq!(sent(&to_wrong), 0);
 
     // `--input` wins over the run's project configuration.
@@ -317,7 +320,8 @@ fn a_resume_reads_the_project_configuration_of_the_runs_directory() {
     assert_eq!(got(), "who=flag\n");
 
     // A broken configuration in the resumer's directory is none of the run's business.
-    sb.write("other/.awf/config.yaml", "inputs: [unclosed\n").unwrap();
+    sb.write("other/.awf/config.yaml", "inputs: [unclosed\n")
+        .unwrap();
     let id = fail_in_proj();
     let r = sb.run_in(&other, &["resume", &id]).unwrap();
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
@@ -339,9 +343,7 @@ fn a_values_tabs_survive_a_tab_stripping_here_document() {
     for shell in ["/bin/bash", "/bin/dash"] {
         let mut sb = Sandbox::new().unwrap();
         sb.set_env("SHELL", shell);
-        let r = sb
-            .run_workflow("tabs.yaml", TABS, &["-f", "json"])
-            .unwrap();
+        let r = sb.run_workflow("tabs.yaml", TABS, &["-f", "json"]).unwrap();
         assert_eq!(r.code, 0, "{shell}: {}{}", r.stdout, r.stderr);
         let v = r.json().unwrap();
         assert_eq!(v["states"]["a"]["output"], format!("{value}\n"), "{shell}");
@@ -360,7 +362,11 @@ fn a_values_tabs_survive_a_tab_stripping_here_document() {
         );
         // A value without such a line goes in as before.
         let r = sb
-            .run_workflow("qtabs.yaml", QUOTED_TABS, &["-f", "json", "--input", "v=a\nb"])
+            .run_workflow(
+                "qtabs.yaml",
+                QUOTED_TABS,
+                &["-f", "json", "--input", "v=a\nb"],
+            )
             .unwrap();
         assert_eq!(r.code, 0, "{shell}: {}{}", r.stdout, r.stderr);
         assert_eq!(r.json().unwrap()["states"]["a"]["output"], "a\nb\n");

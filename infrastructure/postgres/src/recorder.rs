@@ -245,9 +245,10 @@ impl PgRecorder {
 
     /// From now on, a write that fails is not retried and one that hangs is given up after
     /// [`LAST_TRY`]: what it held is dropped, with a warning (tracing, `warn`) naming each
-    /// run and how many of its events were not written, and [`run_record_failed`](Self::run_record_failed)
-    /// turns true. A draining worker calls it once its grace is
-    /// over, so that a store that refuses or blocks its writes cannot hold its exit.
+    /// run and how many of its events were not written, and
+    /// [`run_record_failed`](Self::run_record_failed) turns true. A draining worker calls it
+    /// once its grace is over, so that a store that refuses or blocks its writes cannot hold
+    /// its exit.
     /// Writes that succeed go on as before.
     pub fn abandon(&self) {
         self.shared.abandon.send_replace(true);

@@ -150,7 +150,8 @@ impl Drop for Inner {
 /// dropped, after writing what was queued.
 ///
 /// Projections, per run (events of sub-workflow runs are recognised by their own `run_id`):
-/// - state file `<root>/states/<run_id>.json` ([`RunSnapshot`](awf_domain::ports::store::RunSnapshot)): written at `RunStarted`, after
+/// - state file `<root>/states/<run_id>.json`
+///   ([`RunSnapshot`](awf_domain::ports::store::RunSnapshot)): written at `RunStarted`, after
 ///   top-level `StepStarted` (its step becomes `current_state`; branches of a top-level parallel
 ///   block do not), after every `StepFinished` (recorded by state name, loop bodies and
 ///   branches included) and at `RunFinished`; atomically, mode

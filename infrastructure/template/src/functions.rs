@@ -239,7 +239,9 @@ fn zero_of_map(map: &std::collections::HashMap<String, Value>) -> Value {
         Value::String(_) => Value::String(String::new()),
         // A map of states: the zero state, whichever sibling is looked at (a skipped
         // branch's state has no `ExitCode`; the zero state has one).
-        Value::Object(fields) if fields.contains_key("Attempt") && fields.contains_key("Status") => {
+        Value::Object(fields)
+            if fields.contains_key("Attempt") && fields.contains_key("Status") =>
+        {
             zero_state()
         }
         // Another struct's zero: its fields by the sibling's, each zero.

@@ -512,10 +512,9 @@ fn quote_in(tag: &str, value: &str, what: &str) -> Result<String, String> {
                 }
                 out.push(c);
             }
-            if t.starts_with('t') {
-                keep_leading_tabs(&out, edged(&t[1..]).0)
-            } else {
-                out
+            match t.strip_prefix('t') {
+                Some(edges) => keep_leading_tabs(&out, edged(edges).0),
+                None => out,
             }
         }
         t if t.starts_with(['H', 'T']) => {

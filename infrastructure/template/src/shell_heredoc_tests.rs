@@ -432,10 +432,7 @@ fn a_values_leading_tabs_survive_a_tab_stripping_here_document() {
     };
     let v = "\tone\n\t\ttwo\nthree";
     let text = render("cat <<-EOF\n\t{{.inputs.v}}\n\tEOF", v).unwrap();
-    assert_eq!(
-        text,
-        "cat <<-EOF\n\t${-+}\tone\n${-+}\t\ttwo\nthree\n\tEOF"
-    );
+    assert_eq!(text, "cat <<-EOF\n\t${-+}\tone\n${-+}\t\ttwo\nthree\n\tEOF");
     for shell in ["bash", "sh"] {
         let (stdout, ok, _) = run_in_temp_dir(shell, &text);
         assert!(ok, "{shell}: {text}");

@@ -348,8 +348,7 @@ fn init_telemetry(cli: &Cli) -> Result<awf_telemetry::TelemetryGuard, awf_domain
             }),
             _ => None,
         };
-        let telemetry =
-            wiring::project_telemetry(cli.storage.as_deref(), &env, run_dir.as_deref());
+        let telemetry = wiring::project_telemetry(cli.storage.as_deref(), &env, run_dir.as_deref());
         awf_telemetry::OtelConfig::from_sources(
             cli.otel_exporter.as_deref(),
             cli.otel_service_name.as_deref(),
