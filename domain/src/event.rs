@@ -370,6 +370,13 @@ pub trait EventPublisher: Send + Sync {
     /// acts inside `emit` (the default).
     fn flush(&self) {}
 
+    /// [`flush`](Self::flush) without blocking a thread: a future that resolves once every
+    /// event delivered before this call has taken effect. `None` (the default): this
+    /// publisher has no such future; call `flush` (on a thread that may block).
+    fn flushed(&self) -> Option<Settle> {
+        None
+    }
+
     /// A barrier for the run's record: the returned future resolves once every event
     /// delivered before this call is durable where this publisher records runs, so that a
     /// process killed from then on resumes after those events. The engine awaits it after

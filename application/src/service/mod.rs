@@ -555,9 +555,21 @@ impl Pump {
         if self.recorders.is_empty() {
             return;
         }
-        let recorders = self.recorders.clone();
+        // Awaited where the recorder can answer a task (the embedded store): a blocking
+        // thread started for the flush at every run's end was part of its fixed cost
+        // (issue 9); the others block one.
+        let mut blocking = Vec::new();
+        for r in &self.recorders {
+            match r.flushed() {
+                Some(done) => done.await,
+                None => blocking.push(Arc::clone(r)),
+            }
+        }
+        if blocking.is_empty() {
+            return;
+        }
         if let Err(e) = tokio::task::spawn_blocking(move || {
-            for r in &recorders {
+            for r in &blocking {
                 r.flush();
             }
         })

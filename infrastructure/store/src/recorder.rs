@@ -67,7 +67,7 @@ const LAG_BOUND: std::time::Duration = std::time::Duration::from_millis(5);
 
 enum Msg {
     Event(Box<EventEnvelope>),
-    Flush(mpsc::SyncSender<()>),
+    Flush(Ack),
     /// Answer once the events queued before are written (not synced): [`Recorder::settle`].
     Written(tokio::sync::oneshot::Sender<()>),
     /// Test hook: acknowledge, then wait until the release channel is used or dropped.
@@ -216,8 +216,25 @@ impl Recorder {
             return;
         };
         let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-        if tx.push(Msg::Flush(ack_tx), Urgency::Now) {
+        if tx.push(Msg::Flush(Ack::Thread(ack_tx)), Urgency::Now) {
             let _ = ack_rx.recv();
+        }
+    }
+
+    /// [`flush`](Self::flush) as a future, for async callers: no thread blocks meanwhile.
+    /// Resolves at once when the writer is not running.
+    pub fn flushed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        let pushed = self
+            .inner
+            .tx
+            .as_ref()
+            .is_some_and(|tx| tx.push(Msg::Flush(Ack::Task(ack_tx)), Urgency::Now));
+        async move {
+            if pushed {
+                // An error: the writer is gone (its failure is reported); nothing to wait for.
+                let _ = ack_rx.await;
+            }
         }
     }
 
@@ -321,6 +338,10 @@ impl EventPublisher for Recorder {
 
     fn flush(&self) {
         Self::flush(self);
+    }
+
+    fn flushed(&self) -> Option<awf_domain::event::Settle> {
+        Some(Box::pin(Self::flushed(self)))
     }
 
     /// The run waits for its record only when the writer is behind: a run's (or a
@@ -526,9 +547,10 @@ impl Writer {
     }
 
     fn run(mut self, rx: &Inbox<Msg>) {
-        // Before the first event arrives, off the run's way: the history database is opened
-        // (and its WAL read) once.
-        let _ = self.db();
+        // The history database is opened (and its WAL read) at its first use: after the
+        // first batch is answered, while the run's first step runs. Opened here, before the
+        // first event, it held that step back (the run's start arrives within a millisecond,
+        // the open takes one or two; issue 9: a run's fixed cost).
         let mut held = false;
         let mut after_step_end = false;
         loop {
@@ -564,6 +586,9 @@ impl Writer {
                     }
                     Msg::Written(ack) => acks.push(ack),
                     Msg::Flush(ack) => {
+                        // Opened by a flush before any history row too: opening sweeps the
+                        // temp files killed writers left (`open_history`).
+                        let _ = self.db();
                         self.commit(true);
                         self.write_ended_rows();
                         self.send_to_syncer(SyncMsg::Barrier(ack));
@@ -585,11 +610,13 @@ impl Writer {
                 break;
             }
             self.commit(false);
-            self.write_ended_rows();
             self.shared.written.fetch_add(written, Ordering::AcqRel);
             for ack in acks {
                 let _ = ack.send(());
             }
+            // History rows after the answers: a run waits for what resumes it (its state
+            // file and journal), not for its history row.
+            self.write_ended_rows();
         }
         self.commit(true);
         self.write_ended_rows();
@@ -649,7 +676,7 @@ impl Writer {
     /// Waits until the syncer has done every job sent before.
     fn wait_for_syncer(&mut self) {
         let (ack_tx, ack_rx) = mpsc::sync_channel(1);
-        self.send_to_syncer(SyncMsg::Barrier(ack_tx));
+        self.send_to_syncer(SyncMsg::Barrier(Ack::Thread(ack_tx)));
         let _ = ack_rx.recv();
     }
 
@@ -738,15 +765,15 @@ impl Writer {
         }
     }
 
-    /// Writes a run's `running` history row without waiting for history.db's write lock:
-    /// the run's first step waits for its start to be written, and another process holding
-    /// the lock (an `awf history` of a big database, a writer elsewhere) held it back for
-    /// the whole [`history::BUSY_TIMEOUT`] (stop 38). A locked database defers the row to
-    /// the next batches, then to the run's end row, which inserts the row whole.
+    /// Queues a run's `running` history row, written with the batch's other history rows
+    /// once the batch is answered (see [`Writer::run`]: the run's first step waits for its
+    /// start to be written, not for history.db), without waiting for history.db's write
+    /// lock: another process holding it (an `awf history` of a big database, a writer
+    /// elsewhere) held the first step back for the whole [`history::BUSY_TIMEOUT`] (stop
+    /// 38). A locked database defers the row to the next batches, then to the run's end row,
+    /// which inserts the row whole.
     fn write_started(&mut self, row: StartedRow) {
-        if !self.try_started(&row, false) {
-            self.deferred_starts.push(row);
-        }
+        self.deferred_starts.push(row);
     }
 
     /// Writes the deferred `running` rows that the lock lets through now; with `wait`, each
@@ -1372,6 +1399,27 @@ impl Writer {
 }
 
 /// What the syncer is asked.
+/// How a flush is answered: on a channel a thread blocks on ([`Recorder::flush`]), or one
+/// a task awaits ([`Recorder::flushed`]).
+enum Ack {
+    Thread(mpsc::SyncSender<()>),
+    Task(tokio::sync::oneshot::Sender<()>),
+}
+
+impl Ack {
+    /// Answers; the asker having gone is no failure.
+    fn send(self) {
+        match self {
+            Self::Thread(tx) => {
+                let _ = tx.send(());
+            }
+            Self::Task(tx) => {
+                let _ = tx.send(());
+            }
+        }
+    }
+}
+
 enum SyncMsg {
     /// Sync `items`, then do `after`, in order.
     Job {
@@ -1379,7 +1427,7 @@ enum SyncMsg {
         after: Vec<After>,
     },
     /// Answer once every job sent before is done (a flush).
-    Barrier(mpsc::SyncSender<()>),
+    Barrier(Ack),
     /// Test hook: do what was sent before, acknowledge, then wait for the release.
     #[cfg(test)]
     Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
@@ -1474,7 +1522,7 @@ impl Syncer {
         }
         self.complete(items, after, jobs);
         for ack in acks {
-            let _ = ack.send(());
+            ack.send();
         }
     }
 
