@@ -1392,6 +1392,71 @@ fn the_readme_tour_workflow_validates_cleanly_and_runs() {
     );
 }
 
+/// README's "Getting started" workflow, as a new user copies it: no diagnostic (a first draft
+/// had `retry.delay`, an unknown field, and a timeout spanning retries), `release` builds and
+/// tests with `make` stubbed, an input outside the enum is refused, and a failing `make test`
+/// (retried once) ends in the failure terminal with its message.
+#[test]
+fn the_readme_getting_started_workflow_validates_cleanly_and_runs() {
+    let readme = std::fs::read_to_string(awf_tests::workspace_root().join("README.md")).unwrap();
+    let section = readme
+        .split("## Getting started")
+        .nth(1)
+        .expect("README has Getting started");
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|s| s.split("\n```").next())
+        .expect("its yaml block");
+    let mut sb = sandbox();
+    let wf = sb.write("build.yaml", yaml).unwrap();
+    let (code, diags) = validate(&sb, &wf);
+    assert_eq!((code, diags), (0, Vec::<Value>::new()));
+    // `make` stand-in: `make test` fails when FAIL_TEST is set.
+    let bin = sb
+        .write(
+            "bin/make",
+            "#!/bin/sh\n[ \"$1\" = test ] && [ -n \"$FAIL_TEST\" ] && exit 2\necho make \"$@\"\n",
+        )
+        .unwrap();
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        sb.path().join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    sb.set_env("PATH", &path);
+    let r = sb
+        .run(&["run", "-f", "json", "build.yaml", "-i", "target=release"])
+        .unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(
+        (r.code, &doc["status"], &doc["terminal"]),
+        (0, &json!("success"), &json!("done")),
+        "{doc}\n{}",
+        r.stderr
+    );
+    let r = sb
+        .run(&["run", "-f", "json", "build.yaml", "-i", "target=nope"])
+        .unwrap();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    sb.set_env("FAIL_TEST", "1");
+    let r = sb.run(&["run", "-f", "json", "build.yaml"]).unwrap();
+    let doc = r.json().unwrap();
+    assert_eq!(
+        (r.code, &doc["status"], &doc["terminal"], &doc["states"]["test"]["attempts"]),
+        (1, &json!("failure"), &json!("failed"), &json!(2)),
+        "{doc}\n{}",
+        r.stderr
+    );
+    assert!(
+        doc["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("build of debug failed")),
+        "{doc}"
+    );
+}
+
 // ---- each error with its own hint ----------------------------------------------------------
 
 /// Two errors: no terminal state (no hint of its own) and an `on_success` naming an unknown
