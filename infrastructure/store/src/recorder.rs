@@ -322,6 +322,24 @@ impl EventPublisher for Recorder {
         Self::flush(self);
     }
 
+    /// Resolves once everything emitted before is written (a `write`, not a sync); `None`
+    /// when it is already, or when the writer is gone.
+    fn written(&self) -> Option<awf_domain::event::Settle> {
+        let shared = &self.inner.shared;
+        let tx = self.inner.tx.as_ref()?;
+        if shared.written.load(Ordering::Acquire) >= shared.emitted.load(Ordering::Acquire) {
+            return None;
+        }
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        if !tx.push(Msg::Written(ack_tx), Urgency::Now) {
+            return None;
+        }
+        Some(Box::pin(async move {
+            // An error: the writer is gone (its failure is reported); nothing to wait for.
+            let _ = ack_rx.await;
+        }))
+    }
+
     /// The run waits for its record only when the writer is behind: a run's (or a
     /// sub-workflow run's) start not yet written (no step runs before its run is on
     /// record), or events of a step started more than [`LAG_BOUND`] ago not yet written
