@@ -391,6 +391,19 @@ pub trait EventPublisher: Send + Sync {
     fn settle(&self) -> Option<Settle> {
         None
     }
+
+    /// Resolves once every event delivered before this call is written where this publisher
+    /// records runs, readable by a history or state read that follows (written, not
+    /// necessarily synced to the disk). Unlike [`EventPublisher::settle`] it always waits
+    /// for what is queued: the run service asks it before it tells a client that a run
+    /// started, so that the client finds the run in the history at once.
+    ///
+    /// `None`: nothing is queued, or nothing to wait for (the default: a publisher that
+    /// records nothing, or writes on the event's path). A publisher that cannot write
+    /// within its own bound resolves anyway; the future never fails.
+    fn written(&self) -> Option<Settle> {
+        None
+    }
 }
 
 /// What [`EventPublisher::settle`] returns: resolves (with nothing) once the events

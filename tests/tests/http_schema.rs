@@ -739,6 +739,30 @@ fn curl_the_rest(sb: &Sandbox, s: &Server, templates: &[(String, String)], reach
             None,
         );
         c.expect(422, "GET", "/api/history/stats?since=not-a-date", None);
+
+        // An HTTP/1.1 request without `Host` (curl's `-H 'Host:'` leaves it out): 400 on
+        // every operation (RFC 9112 §3.2); a body repeating a key: 400.
+        for (m, tpl) in templates {
+            let path = tpl
+                .replace("{scope}", "env")
+                .replace("{name}", "echo")
+                .replace("{id}", "nope");
+            let m = m.to_ascii_uppercase();
+            let body = (m == "POST").then_some("{}");
+            let r = c.expect_with(400, &m, &path, body, &["-H", "Host:"]);
+            assert_eq!(
+                r.json()["code"],
+                "USER.INPUT.VALIDATION_FAILED",
+                "{m} {path}"
+            );
+        }
+        let r = c.expect(
+            400,
+            "POST",
+            "/api/workflows/env/echo/run",
+            Some(r#"{"inputs":{"who":"a","who":"b"}}"#),
+        );
+        assert!(r.body.contains("/inputs/who"), "{}", r.body);
     }
 
     // A token guards every operation: 401 for each without it.

@@ -1444,8 +1444,13 @@ fn the_readme_getting_started_workflow_validates_cleanly_and_runs() {
     let r = sb.run(&["run", "-f", "json", "build.yaml"]).unwrap();
     let doc = r.json().unwrap();
     assert_eq!(
-        (r.code, &doc["status"], &doc["terminal"], &doc["states"]["test"]["attempts"]),
-        (1, &json!("failure"), &json!("failed"), &json!(2)),
+        (
+            r.code,
+            &doc["status"],
+            &doc["terminal"],
+            &doc["states"]["test"]["attempts"]
+        ),
+        (3, &json!("failure"), &json!("failed"), &json!(2)),
         "{doc}\n{}",
         r.stderr
     );

@@ -150,6 +150,10 @@ struct Entry {
     interaction: Arc<Interaction>,
     info: Mutex<Info>,
     ending: watch::Sender<Ending>,
+    /// Set once the run's `RunStarted` was taken in, or it asked for something before it
+    /// started (a missing input), or it ended: what `start` and `resume` wait for (see
+    /// [`RunManager::until_on_record`]).
+    begun: watch::Sender<bool>,
 }
 
 /// What a run is shown by until its `RunStarted` says (see [`Info::named`]).
@@ -478,6 +482,7 @@ impl RunManager {
                 start_error: None,
             }),
             ending: watch::Sender::new(Ending::Running),
+            begun: watch::Sender::new(false),
         });
         {
             let mut r = lock(&self.registry);
@@ -495,6 +500,41 @@ impl RunManager {
         };
         tokio::spawn(pump.run(parts.events));
         parts.run_id
+    }
+
+    /// Waits until the run's start is on record, so that whoever `start` or `resume` answered
+    /// finds the run in the history and the state store at once (breaker: `GET
+    /// /api/history` right after the `POST` that started a run did not list it): its
+    /// `RunStarted` was taken in and every recorder wrote what it was given
+    /// ([`EventPublisher::written`](awf_domain::event::EventPublisher::written): a write,
+    /// not a sync), or it asks for a missing input before it starts (nothing of it is recorded
+    /// until it is given), or it ended. At most [`ON_RECORD_WAIT`].
+    async fn until_on_record(&self, run_id: &RunId) {
+        let recorders = self.facade.services().recorders.clone();
+        if recorders.is_empty() {
+            return;
+        }
+        let Some(entry) = self.entry(run_id) else {
+            return;
+        };
+        let mut begun = entry.begun.subscribe();
+        let on_record = async move {
+            // An error: the entry is gone (the run ended and was evicted); nothing to wait for.
+            if begun.wait_for(|b| *b).await.is_err() {
+                return;
+            }
+            for r in &recorders {
+                if let Some(written) = r.written() {
+                    written.await;
+                }
+            }
+        };
+        if tokio::time::timeout(ON_RECORD_WAIT, on_record)
+            .await
+            .is_err()
+        {
+            tracing::warn!(run_id = %run_id, "the run's start is not on record yet; answering all the same");
+        }
     }
 
     /// The estimated bytes and number of events a run's log keeps in memory now.
@@ -585,15 +625,20 @@ impl Pump {
         let root = env.parent_run_id.is_none();
         match &env.event {
             RunEvent::RunStarted { identifier, .. } if root => {
-                let mut info = lock(&self.entry.info);
-                if !info.named {
-                    info.workflow.clone_from(identifier);
+                {
+                    let mut info = lock(&self.entry.info);
+                    if !info.named {
+                        info.workflow.clone_from(identifier);
+                    }
                 }
+                self.entry.begun.send_if_modified(begin);
             }
             RunEvent::StepStarted { step, .. } if root => {
                 lock(&self.entry.info).current_state = Some(step.clone());
             }
             RunEvent::InteractionRequired { request } => {
+                // A missing input asked before the run starts: whoever started it answers.
+                self.entry.begun.send_if_modified(begin);
                 lock(&self.registry).requests.insert(
                     request.request_id.clone(),
                     Route {
@@ -631,8 +676,18 @@ impl Pump {
             None => Ending::NotStarted(start_error),
         };
         self.entry.ending.send_replace(ending);
+        self.entry.begun.send_if_modified(begin);
     }
 }
+
+/// Sets a `begun` flag; whether it changed.
+fn begin(flag: &mut bool) -> bool {
+    !std::mem::replace(flag, true)
+}
+
+/// The longest `start` and `resume` wait for a run's start to be on record (a recorder far
+/// behind, a history database locked by another process): then they answer all the same.
+const ON_RECORD_WAIT: Duration = Duration::from_secs(5);
 
 #[async_trait::async_trait]
 impl RunService for RunManager {
@@ -641,7 +696,9 @@ impl RunService for RunManager {
         let _slot = self.reserve()?;
         let workflow = Shown::of(request.shown_as.clone(), &request.identifier);
         let handle = self.facade.start_run(request).await?;
-        Ok(self.register(handle, workflow, 0))
+        let id = self.register(handle, workflow, 0);
+        self.until_on_record(&id).await;
+        Ok(id)
     }
 
     async fn resume(&self, request: ResumeRequest) -> Result<RunId, AwfError> {
@@ -719,7 +776,9 @@ impl RunService for RunManager {
         };
         let workflow = Shown::of(request.shown_as.clone(), &id.0);
         let handle = self.facade.resume_run(request).await?;
-        Ok(self.register(handle, workflow, recorded))
+        let id = self.register(handle, workflow, recorded);
+        self.until_on_record(&id).await;
+        Ok(id)
     }
 
     fn get(&self, run_id: &RunId) -> Result<RunView, AwfError> {

@@ -980,6 +980,47 @@ impl awf_domain::event::EventPublisher for LaggingRecorder {
             pending = self.idle.1.wait(pending).unwrap();
         }
     }
+
+    fn written(&self) -> Option<awf_domain::event::Settle> {
+        if *crate::engine::lock(&self.idle.0) == 0 {
+            return None;
+        }
+        let idle = Arc::clone(&self.idle);
+        Some(Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                let mut pending = crate::engine::lock(&idle.0);
+                while *pending > 0 {
+                    pending = idle.1.wait(pending).unwrap();
+                }
+            })
+            .await
+            .unwrap();
+        }))
+    }
+}
+
+/// Breaker: `GET /api/history` right after the `POST` that started a run did not list it
+/// (its record was written a few milliseconds later). `start` answers once the run's start
+/// is written by every recorder.
+#[tokio::test]
+async fn start_answers_once_the_runs_start_is_written() {
+    let recorder = Arc::new(LaggingRecorder::new());
+    let written = Arc::clone(&recorder.written);
+    let mut svcs = services(
+        FakeRepository::new().with(steps("w", 1)),
+        FakeExecutor::new().always("step", FakeCommand::ok("out\n")),
+        None,
+    );
+    svcs.recorders = vec![recorder];
+    let svc = RunManager::new(svcs, ServiceConfig::default());
+    let id = svc.start(request("w")).await.unwrap();
+    let recorded = crate::engine::lock(&written).clone();
+    assert_eq!(
+        recorded.first().map(String::as_str),
+        Some("run_started"),
+        "{recorded:?}"
+    );
+    assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Success);
 }
 
 /// A subscriber that saw a run end finds the end in the store too: the service shows

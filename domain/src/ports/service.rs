@@ -95,7 +95,10 @@ pub struct RunView {
 /// Starts, watches, answers and cancels runs by id.
 #[async_trait::async_trait]
 pub trait RunService: Send + Sync {
-    /// Loads and validates the workflow and inputs, registers the run and starts it.
+    /// Loads and validates the workflow and inputs, registers the run and starts it. Returns
+    /// once the run's start is on record where the service records runs (a history read that
+    /// follows lists it), unless the run first asks for a missing input (it is recorded once
+    /// it starts).
     ///
     /// # Errors
     /// `USER.FACADE.*` and `WORKFLOW.*` load and validation errors, `USER.INPUT.*`, and

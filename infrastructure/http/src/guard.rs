@@ -1,6 +1,8 @@
 //! Cross-site request forgery and DNS rebinding guards, and the URI length cap: a layer in
 //! front of every route (README "awf serve", security).
 //!
+//! - An HTTP/1.1 request without a `Host` header, or with more than one → 400 (RFC 9112
+//!   §3.2: a server MUST answer such a request 400); HTTP/1.0 needs none.
 //! - A request target longer than [`URI_LIMIT`] bytes → 414.
 //! - Bound to loopback: a `Host` whose name is not `127.0.0.1`, `localhost`, `[::1]`, the
 //!   bound address or the host of a `--cors-origin`, or whose port is not the bound one →
@@ -148,6 +150,23 @@ pub(crate) async fn check(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if request.version() == axum::http::Version::HTTP_11 {
+        let hosts = request.headers().get_all(header::HOST).iter().count();
+        if hosts != 1 {
+            let has = if hosts == 0 {
+                "none".to_owned()
+            } else {
+                hosts.to_string()
+            };
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::UserInputValidationFailed,
+                format!("an HTTP/1.1 request must have one Host header, and this one has {has}"),
+                "send a `Host` header naming this server, e.g. `Host: 127.0.0.1:PORT` (HTTP/1.1 \
+                 clients such as curl send it themselves)",
+            );
+        }
+    }
     let target = request
         .uri()
         .path_and_query()

@@ -17,8 +17,9 @@
 //! ([`problem`]): unknown route 404, wrong method 405, malformed JSON 400, a body of the wrong
 //! shape 422, a body over 1 MiB 413, headers over 16 KiB 431, a URI over 8 KiB 414, a
 //! state-changing request from another origin or a `Host` that does not name the server 403
-//! (module `guard`), a body that is not `application/json` 415, two `Authorization` headers
-//! 400, the run cap 429 with `Retry-After`, shutting down 503.
+//! (module `guard`), an HTTP/1.1 request without one `Host` header 400 (RFC 9112 §3.2), a
+//! body that is not `application/json` 415, a body whose object repeats a key 400, two
+//! `Authorization` headers 400, the run cap 429 with `Retry-After`, shutting down 503.
 
 pub mod auth;
 pub mod executions;
@@ -281,7 +282,7 @@ fn api_router(cfg: Arc<HttpConfig>) -> (Router, utoipa::openapi::OpenApi) {
             Vec::<String>::new(),
         )]);
     }
-    OpenApiRouter::with_openapi(doc)
+    let router = OpenApiRouter::with_openapi(doc)
         .routes(routes!(workflows::list_workflows))
         .routes(routes!(workflows::get_workflow))
         .routes(routes!(workflows::validate_workflow))
@@ -297,8 +298,54 @@ fn api_router(cfg: Arc<HttpConfig>) -> (Router, utoipa::openapi::OpenApi) {
         .routes(routes!(executions::get_execution_workflow))
         .routes(routes!(history::list_history))
         .routes(routes!(history::history_stats))
-        .with_state(cfg)
-        .split_for_parts()
+        .with_state(cfg);
+    let (router, mut doc) = router.split_for_parts();
+    document_host_rule(&mut doc);
+    (router, doc)
+}
+
+/// What the 400 every route answers to an HTTP/1.1 request without one `Host` header (module
+/// `guard`) is described as.
+const NO_HOST: &str = "an HTTP/1.1 request without a `Host` header, or with more than one";
+
+/// Adds the 400 of [`NO_HOST`] to every operation of `doc` (to its description where the
+/// operation has a 400 already), with the problem document as body.
+fn document_host_rule(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    for item in doc.paths.paths.values_mut() {
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let responses = &mut op.responses.responses;
+            if let Some(RefOr::T(r)) = responses.get_mut("400") {
+                r.description = format!("{}; or {NO_HOST}", r.description);
+                continue;
+            }
+            // Any problem response of the operation, for its body.
+            let problem = responses.values().find_map(|r| match r {
+                RefOr::T(r) if r.content.contains_key("application/problem+json") => {
+                    Some(r.clone())
+                }
+                _ => None,
+            });
+            if let Some(mut r) = problem {
+                let mut text = NO_HOST.to_owned();
+                if let Some(first) = text.get_mut(0..1) {
+                    first.make_ascii_uppercase();
+                }
+                r.description = text;
+                r.headers.clear();
+                responses.insert("400".to_owned(), RefOr::T(r));
+            }
+        }
+    }
 }
 
 /// The OpenAPI 3.1 document of the API (what `/openapi.json` serves).

@@ -705,7 +705,7 @@ pub(crate) async fn validate_workflow(
     request_body(content = RunBody, description = "Inputs (the body may be empty)", content_type = "application/json"),
     responses(
         (status = 202, description = "Started", body = Envelope<RunAccepted>),
-        (status = 400, description = "The body is not JSON", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "The body is not JSON, or an object in it repeats a key (`detail` names the key and its JSON Pointer)", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 401, description = "Missing or wrong bearer token", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 403, description = "A cross-site request: an `Origin` that is neither this server's nor a `--cors-origin`, or a `Host` that does not name the server", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 415, description = "A body whose `Content-Type` is not `application/json`, or that has a `Content-Encoding` (gzip, br, …)", body = ProblemDoc, content_type = "application/problem+json"),

@@ -18,6 +18,12 @@
 //!   that is not a string or an integer, no `method`) gets `-32600`; both with the request's
 //!   id when it can be read, else `"id": null`. Empty lines are ignored, a UTF-8 BOM and CRLF
 //!   line ends are accepted.
+//! - A request whose id is that of a request of the client still pending (not answered yet)
+//!   is refused with `-32600` and `"id": null` (the message names the id, `data.duplicate_id`
+//!   holds it) and never runs; the pending request is answered as usual (JSON-RPC 2.0 §4:
+//!   ids are unique among a client's pending requests; rmcp would answer only one of the
+//!   two). A `notifications/cancelled` frees its request's id (no answer follows), a
+//!   `tools/call`'s once the call stopped.
 //! - Before `initialize`, a request other than `initialize` or `ping` gets `-32600` ("the
 //!   server is not initialized") and never runs; `ping` is answered; notifications and
 //!   responses are dropped (logged).
@@ -33,6 +39,8 @@
 //!   outlives it.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Context;
@@ -152,6 +160,7 @@ where
     let (frames_tx, frames_rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(write_frames(frames_rx, output));
     let (to_rmcp, from_filter) = tokio::io::duplex(256 * 1024);
+    let pending = PendingIds::default();
     // Cancelled when the input ends: calls in flight stop at once (rmcp waits up to 5 s for
     // their answers before it closes the session).
     let input_closed = CancellationToken::new();
@@ -159,18 +168,22 @@ where
         let frames = frames_tx.clone();
         let max = options.max_frame_bytes;
         let closed = input_closed.clone();
+        let pending = pending.clone();
         tokio::spawn(async move {
-            filter_input(input, to_rmcp, frames, max).await;
+            filter_input(input, to_rmcp, frames, max, pending).await;
             closed.cancel();
         })
     };
-    let transport =
-        AsyncRwTransport::<RoleServer, _, _>::new_server(from_filter, FrameSink::new(frames_tx))
-            .with_max_line_length(options.max_frame_bytes.saturating_add(16));
+    let transport = AsyncRwTransport::<RoleServer, _, _>::new_server(
+        from_filter,
+        FrameSink::new(frames_tx, pending.clone()),
+    )
+    .with_max_line_length(options.max_frame_bytes.saturating_add(16));
 
     let calls = CancellationToken::new();
     let tracker = TaskTracker::new();
     let handler = Handler {
+        pending: pending.clone(),
         tools: Arc::new(provider.tools().into_iter().map(to_rmcp_tool).collect()),
         provider,
         calls: calls.clone(),
@@ -256,6 +269,8 @@ struct Handler {
     max_output_bytes: usize,
     /// How long a call may take to stop at shutdown before it is answered `cancelled`.
     shutdown_grace: Duration,
+    /// The client's pending request ids (a cancelled call's id is freed when it stopped).
+    pending: PendingIds,
 }
 
 fn to_rmcp_tool(spec: awf_domain::ports::tools::ToolSpec) -> Tool {
@@ -340,6 +355,11 @@ impl ServerHandler for Handler {
         // Unknown names go to the provider too (the router audits every call, even to a tool
         // that does not exist), which answers `UnknownTool`: -32602.
         let name = request.name.to_string();
+        // Dropped last, when this call returns (or rmcp drops it): its id may be freed.
+        let _ended = CallEnded {
+            pending: self.pending.clone(),
+            key: serde_json::to_string(&context.id).unwrap_or_default(),
+        };
         let token = self.calls.child_token();
         // If rmcp drops this future (the session ends), the call is cancelled too.
         let _guard = token.clone().drop_guard();
@@ -437,18 +457,137 @@ async fn forward_progress(
     }
 }
 
+/// The ids of the client's requests passed on to rmcp and not answered yet (each as its JSON
+/// text: `7` and `"7"` are two ids), shared by the input filter, which refuses a request
+/// reusing one of them, the [`FrameSink`], which frees an id once rmcp writes its answer,
+/// and the handler, which frees the id of a cancelled `tools/call` once the call stopped.
+#[derive(Clone, Default)]
+struct PendingIds(Arc<std::sync::Mutex<HashMap<String, Pending>>>);
+
+/// Where a pending request is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pending {
+    /// Any request but `tools/call`, until its answer (or its cancellation: rmcp then drops
+    /// its answer, and such a request ends at once).
+    Open,
+    /// A `tools/call` whose handler runs.
+    Running,
+    /// A `tools/call` the client cancelled whose handler still runs: its id stays taken
+    /// until the call stopped, since rmcp hands the answer the handler then gives to
+    /// whichever request holds the id by then.
+    RunningCancelled,
+    /// A `tools/call` whose handler returned, until its answer is written (or dropped by rmcp
+    /// as cancelled).
+    Finished,
+}
+
+impl PendingIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pending>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Notes `id` as pending (`tool_call`: a `tools/call`); `false` (nothing changes) when
+    /// it is pending already.
+    fn insert(&self, id: &Value, tool_call: bool) -> bool {
+        match self.lock().entry(id.to_string()) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(v) => {
+                v.insert(if tool_call {
+                    Pending::Running
+                } else {
+                    Pending::Open
+                });
+                true
+            }
+        }
+    }
+
+    /// The client cancelled the request `id`: rmcp drops its answer, so its id is free once
+    /// nothing of it can reach the client any more (a `tools/call` still running: when it
+    /// stopped, see [`PendingIds::call_ended`]).
+    fn cancelled(&self, id: &Value) {
+        let mut map = self.lock();
+        let key = id.to_string();
+        match map.get(&key) {
+            Some(Pending::Running) => {
+                map.insert(key, Pending::RunningCancelled);
+            }
+            Some(Pending::Open | Pending::Finished) => {
+                map.remove(&key);
+            }
+            Some(Pending::RunningCancelled) | None => {}
+        }
+    }
+
+    /// The handler of the `tools/call` whose id is the JSON text `key` returned.
+    fn call_ended(&self, key: &str) {
+        let mut map = self.lock();
+        match map.get(key) {
+            Some(Pending::Running) => {
+                map.insert(key.to_owned(), Pending::Finished);
+            }
+            Some(Pending::RunningCancelled) => {
+                map.remove(key);
+            }
+            _ => {}
+        }
+    }
+
+    /// The answered id of an outgoing frame, freed: only a response (`result` or `error`,
+    /// no `method`) with an id frees one. The frame is parsed only while some id is
+    /// pending, without building its content.
+    fn answered(&self, line: &[u8]) {
+        /// Of an outgoing frame, only what tells a response and its id (the rest skipped).
+        #[derive(serde::Deserialize)]
+        struct Outgoing {
+            #[serde(default)]
+            id: Option<Value>,
+            #[serde(default)]
+            method: Option<serde::de::IgnoredAny>,
+        }
+        if self.lock().is_empty() {
+            return;
+        }
+        if let Ok(Outgoing {
+            id: Some(id),
+            method: None,
+        }) = serde_json::from_slice::<Outgoing>(line)
+            && !id.is_null()
+        {
+            self.lock().remove(&id.to_string());
+        }
+    }
+}
+
+/// Tells [`PendingIds`] that a `tools/call`'s handler returned (or was dropped), when dropped.
+struct CallEnded {
+    pending: PendingIds,
+    key: String,
+}
+
+impl Drop for CallEnded {
+    fn drop(&mut self) {
+        self.pending.call_ended(&self.key);
+    }
+}
+
 /// What rmcp writes: whole lines are queued for the writer task, so frames from rmcp and
-/// from the input filter never interleave within a line.
+/// from the input filter never interleave within a line. Each answer frees its request's id
+/// ([`PendingIds`]) as it is queued.
 struct FrameSink {
     buf: Vec<u8>,
     tx: mpsc::UnboundedSender<Vec<u8>>,
+    pending: PendingIds,
 }
 
 impl FrameSink {
-    fn new(tx: mpsc::UnboundedSender<Vec<u8>>) -> Self {
+    fn new(tx: mpsc::UnboundedSender<Vec<u8>>, pending: PendingIds) -> Self {
         Self {
             buf: Vec::new(),
             tx,
+            pending,
         }
     }
 }
@@ -466,6 +605,7 @@ impl AsyncWrite for FrameSink {
         while let Some(i) = memchr::memchr(b'\n', &this.buf[from..]) {
             let rest = this.buf.split_off(from + i + 1);
             let line = std::mem::replace(&mut this.buf, rest);
+            this.pending.answered(&line);
             if this.tx.send(line).is_err() {
                 return Poll::Ready(Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
             }
@@ -548,7 +688,16 @@ fn scan_id(prefix: &[u8]) -> Value {
 /// What the filter does with one line.
 enum Verdict {
     /// Passed on to rmcp; `initialize` when it is the `initialize` request.
-    Forward { initialize: bool },
+    Forward {
+        initialize: bool,
+        /// The id of a request rmcp answers under that id (one it reads as a request), and
+        /// whether it is a `tools/call`: pending until the answer, refused in another
+        /// request meanwhile.
+        request_id: Option<(Value, bool)>,
+        /// The id of the request a `notifications/cancelled` cancels (rmcp then drops its
+        /// answer): no longer pending.
+        cancels: Option<Value>,
+    },
     /// Dropped (logged with the reason).
     Drop(&'static str),
     /// Answered by the filter with this frame; rmcp never sees the line.
@@ -632,13 +781,24 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
                 ));
             }
             if initialized {
-                return Verdict::Forward { initialize: false };
+                let cancels = (id.is_none() && method == "notifications/cancelled")
+                    .then(|| usable_id(m.get("params").and_then(|p| p.get("requestId"))).cloned())
+                    .flatten();
+                return Verdict::Forward {
+                    initialize: false,
+                    request_id: answered_request(reply_id, m),
+                    cancels,
+                };
             }
             if id.is_none() {
                 return Verdict::Drop("notification before initialize");
             }
             match method.as_str() {
-                "initialize" => Verdict::Forward { initialize: true },
+                "initialize" => Verdict::Forward {
+                    initialize: true,
+                    request_id: answered_request(reply_id, m),
+                    cancels: None,
+                },
                 "ping" => Verdict::Answer(result_frame(&reply_id, &serde_json::json!({}))),
                 _ => invalid("the server is not initialized: send `initialize` first"),
             }
@@ -646,13 +806,55 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
         Some(_) => invalid("`method` must be a string"),
         None if id.is_some() && (m.contains_key("result") || m.contains_key("error")) => {
             if initialized {
-                Verdict::Forward { initialize: false }
+                Verdict::Forward {
+                    initialize: false,
+                    request_id: None,
+                    cancels: None,
+                }
             } else {
                 Verdict::Drop("a response before initialize")
             }
         }
         None => invalid("no `method`"),
     }
+}
+
+/// `id` (and whether it is a `tools/call`) when the message `m` (with a usable id) is one
+/// rmcp reads as a request, and so answers under that id (a message it cannot read is
+/// answered with `"id": null`, or not at all: such an id is never pending). `None` for a
+/// notification (`Null` id).
+fn answered_request(id: Value, m: serde_json::Map<String, Value>) -> Option<(Value, bool)> {
+    if id.is_null() {
+        return None;
+    }
+    match serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(Value::Object(m)) {
+        Ok(rmcp::model::JsonRpcMessage::Request(r)) => Some((
+            id,
+            matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_)),
+        )),
+        _ => None,
+    }
+}
+
+/// The answer to a request whose id is that of a pending request: `-32600` with `"id":
+/// null` (the client's pending request keeps its id: the answer that comes under it is that
+/// request's), the id named in the message and given as `data.duplicate_id`.
+fn duplicate_id_frame(id: &Value) -> Vec<u8> {
+    let frame = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": format!(
+                "Invalid request: id {id} is the id of a request still pending; ids must be \
+                 unique among a client's pending requests (this one was not run)"
+            ),
+            "data": {"duplicate_id": id},
+        },
+    });
+    let mut bytes = frame.to_string().into_bytes();
+    bytes.push(b'\n');
+    bytes
 }
 
 /// Why `params` cannot be those of a request for `method`: MCP's parameters are an object
@@ -688,6 +890,7 @@ async fn filter_input<R, W>(
     mut to_rmcp: W,
     frames: mpsc::UnboundedSender<Vec<u8>>,
     max: usize,
+    pending: PendingIds,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -768,7 +971,25 @@ async fn filter_input<R, W>(
             line.push(b'\n');
         }
         match classify(&line, initialized) {
-            Verdict::Forward { initialize } => initialized |= initialize,
+            Verdict::Forward {
+                initialize,
+                request_id,
+                cancels,
+            } => {
+                if let Some(id) = cancels {
+                    pending.cancelled(&id);
+                }
+                if let Some((id, tool_call)) = request_id
+                    && !pending.insert(&id, tool_call)
+                {
+                    tracing::warn!(target: "awf::mcp", %id, "request refused: its id is pending");
+                    if frames.send(duplicate_id_frame(&id)).is_err() || eof {
+                        return;
+                    }
+                    continue;
+                }
+                initialized |= initialize;
+            }
             Verdict::Drop(why) => {
                 tracing::warn!(target: "awf::mcp", why, "line ignored");
                 if eof {

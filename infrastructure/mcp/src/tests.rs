@@ -590,3 +590,105 @@ fn ids_are_found_in_a_cut_line() {
     );
     assert_eq!(scan_id(br#"{"params":{"x":"#), Value::Null);
 }
+
+/// JSON-RPC 2.0: ids are unique among a client's pending requests. A request reusing the id
+/// of one still pending is refused (`-32600`, `"id": null`, the id named) and never runs;
+/// the pending one keeps its answer; `7` and `"7"` are two ids; an answered id, and a
+/// cancelled call's id once the call stopped, may be used again.
+#[tokio::test]
+async fn a_request_reusing_a_pending_id_is_refused_and_the_pending_one_answered() {
+    let tools = Arc::new(TestTools::default());
+    let mut c = start(Arc::clone(&tools), opts());
+    c.initialize("2025-11-25").await;
+    c.send_json(json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+        "params": {"name": "Sleep", "arguments": {}}}))
+        .await;
+    let pid = wait_for_pid(&tools).await;
+    for dup in [
+        json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+            "params": {"name": "Echo", "arguments": {"text": "second"}}}),
+        json!({"jsonrpc": "2.0", "id": 21, "method": "tools/list"}),
+    ] {
+        c.send_json(dup).await;
+        let refused = c.recv().await;
+        assert_eq!(
+            refused,
+            json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600,
+                "message": "Invalid request: id 21 is the id of a request still pending; ids \
+                    must be unique among a client's pending requests (this one was not run)",
+                "data": {"duplicate_id": 21}}})
+        );
+    }
+    // Another id, and the string "21", are answered meanwhile.
+    let echo = c.call(22, "Echo", json!({"text": "other"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "other", "{echo}");
+    c.send_json(json!({"jsonrpc": "2.0", "id": "21", "method": "ping"}))
+        .await;
+    assert_eq!(
+        c.recv().await,
+        json!({"jsonrpc": "2.0", "id": "21", "result": {}})
+    );
+    // Cancelled: once the call stopped, its id is free (its late answer is dropped).
+    c.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 21, "reason": "test"}}),
+    )
+    .await;
+    for _ in 0..300 {
+        if !alive(pid) && tools.sleep_ended.lock().unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut again = None;
+    for _ in 0..300 {
+        c.send_json(json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call",
+            "params": {"name": "Echo", "arguments": {"text": "again"}}}))
+            .await;
+        let answer = c.recv().await;
+        if answer["id"] == 21 {
+            again = Some(answer);
+            break;
+        }
+        // Refused while the cancelled call was still stopping.
+        assert_eq!(answer["error"]["data"]["duplicate_id"], 21, "{answer}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let again = again.expect("the id is free once the cancelled call stopped");
+    assert_eq!(again["result"]["content"][0]["text"], "again", "{again}");
+    // Answered: free again.
+    let echo = c.call(21, "Echo", json!({"text": "third"})).await;
+    assert_eq!(echo["result"]["content"][0]["text"], "third", "{echo}");
+    c.to_server.shutdown().await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(10), c.task)
+        .await
+        .expect("serve ends after EOF")
+        .unwrap()
+        .unwrap();
+    assert_eq!(end, ServeEnd::InputClosed);
+}
+
+#[test]
+fn pending_ids_follow_answers_cancels_and_call_ends() {
+    let p = PendingIds::default();
+    assert!(p.insert(&json!(1), false));
+    assert!(!p.insert(&json!(1), true));
+    assert!(p.insert(&json!("1"), true));
+    // A response frees its id; a request or notification from the server does not.
+    p.answered(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#);
+    p.answered(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    assert!(!p.insert(&json!(1), false));
+    p.answered(br#"{"jsonrpc":"2.0","id":1,"result":{"big":[1,2,3]}}"#);
+    assert!(p.insert(&json!(1), false));
+    // Cancelled: an ordinary request at once; a running call when it ended.
+    p.cancelled(&json!(1));
+    assert!(p.insert(&json!(1), false));
+    p.cancelled(&json!("1"));
+    assert!(!p.insert(&json!("1"), true));
+    p.call_ended("\"1\"");
+    assert!(p.insert(&json!("1"), true));
+    // A call that ended and was cancelled before its answer was written: free at once.
+    p.call_ended("\"1\"");
+    p.cancelled(&json!("1"));
+    assert!(p.insert(&json!("1"), true));
+}

@@ -304,6 +304,11 @@ impl EventPublisher for PgRecorder {
         Self::flush(self);
     }
 
+    /// What [`EventPublisher::settle`] does: every event queued before is committed then.
+    fn written(&self) -> Option<awf_domain::event::Settle> {
+        self.settle()
+    }
+
     /// Resolves once everything queued before the call is committed, at most
     /// [`FLUSH_BOUND`] (then reported once, and later barriers return at once until a batch
     /// commits again); `None` while the store is known to be away that way, or when the

@@ -70,6 +70,9 @@ enum Msg {
     Flush(Ack),
     /// Answer once the events queued before are written (not synced): [`Recorder::settle`].
     Written(tokio::sync::oneshot::Sender<()>),
+    /// Answer once the events queued before are written, their history rows included (not
+    /// synced): `written`.
+    Recorded(tokio::sync::oneshot::Sender<()>),
     /// Test hook: acknowledge, then wait until the release channel is used or dropped.
     #[cfg(test)]
     Hold(mpsc::SyncSender<()>, mpsc::Receiver<()>),
@@ -111,6 +114,8 @@ struct Shared {
     /// Events queued so far, and written so far (applied and their batch written).
     emitted: AtomicU64,
     written: AtomicU64,
+    /// Events whose history rows are written too (the rows follow a batch's answers).
+    recorded: AtomicU64,
     /// The count of events queued when a run (or sub-workflow run) last started: its record
     /// is written before any of its steps runs.
     starts: AtomicU64,
@@ -342,6 +347,24 @@ impl EventPublisher for Recorder {
 
     fn flushed(&self) -> Option<awf_domain::event::Settle> {
         Some(Box::pin(Self::flushed(self)))
+    }
+
+    /// Resolves once everything emitted before is written (a `write`, not a sync), history
+    /// rows included; `None` when it is already, or when the writer is gone.
+    fn written(&self) -> Option<awf_domain::event::Settle> {
+        let shared = &self.inner.shared;
+        let tx = self.inner.tx.as_ref()?;
+        if shared.recorded.load(Ordering::Acquire) >= shared.emitted.load(Ordering::Acquire) {
+            return None;
+        }
+        let (ack_tx, ack_rx) = tokio::sync::oneshot::channel();
+        if !tx.push(Msg::Recorded(ack_tx), Urgency::Now) {
+            return None;
+        }
+        Some(Box::pin(async move {
+            // An error: the writer is gone (its failure is reported); nothing to wait for.
+            let _ = ack_rx.await;
+        }))
     }
 
     /// The run waits for its record only when the writer is behind: a run's (or a
@@ -578,6 +601,7 @@ impl Writer {
             );
             let mut written = 0;
             let mut acks = Vec::new();
+            let mut recorded_acks = Vec::new();
             for msg in batch.msgs {
                 match msg {
                     Msg::Event(e) => {
@@ -585,6 +609,7 @@ impl Writer {
                         written += 1;
                     }
                     Msg::Written(ack) => acks.push(ack),
+                    Msg::Recorded(ack) => recorded_acks.push(ack),
                     Msg::Flush(ack) => {
                         // Opened by a flush before any history row too: opening sweeps the
                         // temp files killed writers left (`open_history`).
@@ -617,6 +642,10 @@ impl Writer {
             // History rows after the answers: a run waits for what resumes it (its state
             // file and journal), not for its history row.
             self.write_ended_rows();
+            self.shared.recorded.fetch_add(written, Ordering::AcqRel);
+            for ack in recorded_acks {
+                let _ = ack.send(());
+            }
         }
         self.commit(true);
         self.write_ended_rows();

@@ -1672,6 +1672,29 @@ fn a_step_waits_for_its_runs_start_and_for_a_writer_left_behind_only() {
     assert!(rec.settle().is_none());
 }
 
+/// Breaker: `GET /api/history` right after the `POST` that started a run did not list it.
+/// `written` (what the run service awaits before it answers) resolves once the run's start
+/// is written, history row included; with nothing queued there is nothing to wait for.
+#[test]
+fn written_resolves_once_the_queued_events_and_the_history_row_are_written() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    assert!(rec.written().is_none());
+    let release = rec.hold();
+    rec.emit(s.ev("r", None, "", None, started("wf", "wf", Map::new(), None)));
+    let wait = rec.written().expect("the run's start is queued");
+    assert_eq!(HistoryStore::get(&store, "r").unwrap(), None);
+    drop(release);
+    block_on(wait);
+    let row = HistoryStore::get(&store, "r")
+        .unwrap()
+        .expect("the history row is written");
+    assert_eq!(row.status, awf_domain::ports::store::StoredStatus::Running);
+    assert!(rec.written().is_none());
+}
+
 /// Breaker: a run's end was written to the history (and the audit trail) before its state
 /// file, so a process killed in between left the history saying "completed" while the state
 /// file (and `awf resume`) had the run at its last step, which then ran again. The state
