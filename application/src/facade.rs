@@ -323,6 +323,7 @@ impl Facade {
             spend: Arc::new(std::sync::Mutex::new(l.spend)),
             outer_budgets: Vec::new(),
             shown_as: l.shown_as,
+            shell_checked: Arc::default(),
         });
         let done = Arc::clone(&finished);
         let failed_to_start = Arc::clone(&start_error);

@@ -415,8 +415,7 @@ pub fn script_interpreter(script: &str) -> ScriptInterpreter {
                 }
             }
         }
-        let name =
-            base.trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '-' | '_'));
+        let name = unversioned(base);
         return if POSIX_SHELLS.contains(&name) {
             ScriptInterpreter::Shell
         } else if OTHER_SHELLS.contains(&name) {
@@ -428,6 +427,23 @@ pub fn script_interpreter(script: &str) -> ScriptInterpreter {
         };
     }
     ScriptInterpreter::Unknown("the #! line's chain of wrapper commands".to_owned())
+}
+
+/// `base` without a version suffix (`bash5`, `bash-5.2`, `ksh93`, `python3.12`).
+fn unversioned(base: &str) -> &str {
+    base.trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '-' | '_'))
+}
+
+/// Whether `program` (a path or a name, such as a `$SHELL` value) is a POSIX-family shell,
+/// one that runs `<program> -c '<POSIX shell text>'`: by its base name, a version suffix
+/// dropped (`/bin/bash`, `bash5`, `bash-5.2`, `ksh93`), one of the POSIX shells awf knows
+/// (`sh`, `bash`, `dash`, `zsh`, `ksh`, `mksh`, `ash`, `yash`, `posh`, `oksh`, `loksh`, …)
+/// or `busybox`. Anything else is not (`fish`, `csh`, `tcsh`, `nu`, `pwsh`, `xonsh`,
+/// `elvish`, `tclsh`, `python3`, a program awf does not know): commands do not run under it.
+pub fn is_posix_shell(program: &str) -> bool {
+    let base = program.rsplit('/').next().unwrap_or(program);
+    let name = unversioned(base);
+    POSIX_SHELLS.contains(&name) || name == "busybox"
 }
 
 /// The command a wrapper runs (its words after the wrapper's name, options and positional

@@ -176,3 +176,47 @@ fn a_non_posix_shell_script_is_refused_only_when_it_prints_a_value() {
         None
     );
 }
+
+/// `$SHELL` values: the POSIX family by base name, versioned or not; everything else is not
+/// one (trial: `SHELL=/usr/bin/tclsh` ran no command and the step "succeeded").
+#[test]
+fn a_shell_is_posix_by_its_base_name() {
+    for posix in [
+        "/bin/sh",
+        "/bin/bash",
+        "/usr/local/bin/bash5",
+        "/opt/bash-5.2",
+        "dash",
+        "/bin/zsh",
+        "/bin/ksh",
+        "/usr/bin/ksh93",
+        "/bin/mksh",
+        "/bin/ash",
+        "/usr/bin/yash",
+        "/usr/bin/posh",
+        "/bin/busybox",
+        "/usr/bin/loksh",
+        "/usr/bin/oksh",
+        "/bin/rbash",
+    ] {
+        assert!(is_posix_shell(posix), "{posix}");
+    }
+    for other in [
+        "/usr/bin/fish",
+        "/bin/csh",
+        "/bin/tcsh",
+        "/usr/bin/tclsh",
+        "/usr/bin/tclsh8.6",
+        "/usr/bin/pwsh",
+        "/usr/bin/nu",
+        "/usr/bin/xonsh",
+        "/usr/bin/elvish",
+        "/usr/bin/python3",
+        "/usr/bin/frob",
+        "",
+        "/",
+        "/bin/bashful",
+    ] {
+        assert!(!is_posix_shell(other), "{other}");
+    }
+}

@@ -249,6 +249,7 @@ impl Run {
                 .chain(self.wf.budget.clone())
                 .collect(),
             shown_as: None,
+            shell_checked: Arc::clone(&self.shell_checked),
         });
         let run = child.execute();
         tokio::pin!(run);

@@ -123,6 +123,7 @@ async fn run_unvalidated(wf: Workflow) -> (RunStatus, Option<ErrorCode>, Vec<Str
         spend: Arc::default(),
         outer_budgets: Vec::new(),
         shown_as: None,
+        shell_checked: Arc::default(),
     });
     let result = run.execute().await;
     let finished = sink

@@ -70,6 +70,7 @@ impl Run {
                             ),
                         )
                     })?;
+                    self.check_shell(&[]);
                     let spec = CommandSpec {
                         program: Program::Shell(cmd),
                         dir: self.default_dir(),

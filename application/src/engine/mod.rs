@@ -296,6 +296,9 @@ pub(crate) struct RunSpec {
     /// The name the run's result shows instead of its identifier (a queued run of the shared
     /// store, started by its file's path); `None`: the identifier.
     pub(crate) shown_as: Option<String>,
+    /// Whether the run tree (this run with its parent and sub-workflows: one shared flag)
+    /// has checked `$SHELL` at its first shell command (see `Run::check_shell`).
+    pub(crate) shell_checked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Missing required inputs a run asks for before it starts, and what resolves the inputs
@@ -398,6 +401,8 @@ pub(crate) struct Run {
     pub(crate) outer_budgets: Vec<awf_domain::workflow::Budget>,
     /// As [`RunSpec::shown_as`].
     pub(crate) shown_as: Option<String>,
+    /// As [`RunSpec::shell_checked`].
+    pub(crate) shell_checked: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What an interactive run does before a state.
@@ -661,6 +666,7 @@ impl Run {
             step_spend: Mutex::new(BTreeMap::new()),
             outer_budgets: spec.outer_budgets,
             shown_as: spec.shown_as,
+            shell_checked: spec.shell_checked,
         }
     }
 
@@ -993,6 +999,41 @@ impl Run {
         lock(&self.masker).mask(text).into_owned()
     }
 
+    /// At the run tree's first command run through `$SHELL` (a step's `command:`, a
+    /// `script_file:` without `#!`, a hook's command): warns once when `$SHELL` (from `env`,
+    /// the command's own variables, else the run's environment) is set but is not a
+    /// POSIX-family shell ([`is_posix_shell`](awf_domain::interpreter::is_posix_shell)), so
+    /// the command runs with `/bin/sh` instead, as the executor does (trial: under
+    /// `SHELL=/usr/bin/tclsh` a step ran nothing and "succeeded"). One atomic load per
+    /// command after the first.
+    pub(crate) fn check_shell(&self, env: &[(String, String)]) {
+        use std::sync::atomic::Ordering;
+        if self.shell_checked.load(Ordering::Relaxed)
+            || self.shell_checked.swap(true, Ordering::Relaxed)
+        {
+            return;
+        }
+        let shell = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "SHELL")
+            .map(|(_, v)| v.as_str())
+            .or_else(|| self.env.get("SHELL").map(String::as_str));
+        if let Some(shell) = shell.filter(|s| !s.trim().is_empty())
+            && !awf_domain::interpreter::is_posix_shell(shell)
+        {
+            self.log(
+                None,
+                LogLevel::Warn,
+                &format!(
+                    "SHELL={shell} is not a POSIX shell (sh, bash, dash, zsh, ksh, …): commands run with /bin/sh instead"
+                ),
+                "",
+                None,
+            );
+        }
+    }
+
     pub(crate) fn log(
         &self,
         step: Option<&str>,
@@ -1114,8 +1155,9 @@ impl Run {
         // Providers that keep a process for the run (`acp`) close it now.
         self.svc.agents.end_run(&self.run_id.0).await;
         if self.scope == self.run_id {
-            // Nothing the run tree started outlives its root run (`setsid cmd &` included),
-            // and the other runs of the same process keep theirs.
+            // Nothing the run tree started outlives its root run (what steps left running in
+            // the background for later steps, `setsid cmd &` included), and the other runs
+            // of the same process keep theirs.
             self.svc.executor.end_scope(&self.scope.0).await;
         }
         let end = self.svc.clock.now();

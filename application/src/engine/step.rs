@@ -905,10 +905,19 @@ impl Run {
                 format!("step {name}: timed out"),
             );
         }
+        let env = lock(&self.exported).clone();
+        let through_shell = match &program {
+            Program::Shell(_) => true,
+            Program::Script(text) => !text.starts_with("#!"),
+            Program::Exec { .. } => false,
+        };
+        if through_shell {
+            self.check_shell(&env);
+        }
         let spec = CommandSpec {
             program,
             dir,
-            env: lock(&self.exported).clone(),
+            env,
             timeout: remaining,
             // The engine keeps the masked stream itself (mask first, cut second); the
             // executor's own copy is only a fallback for executors that stream nothing.

@@ -44,9 +44,11 @@ pub struct CommandSpec {
     /// kept; [`CommandOutput::truncated`] tells.
     pub capture_limit: Option<usize>,
     /// The root run the command belongs to (its run id): the executor marks the process with
-    /// it (inherited by its descendants), so [`CommandExecutor::end_scope`] stops what the
-    /// run's commands left behind, daemonised ones included, once that run ends. `None`: a
-    /// command outside a run.
+    /// it (inherited by its descendants). What a command of a run that exits on its own
+    /// leaves running in the background (its process group's other members, daemonised
+    /// descendants) lives on for the run's later steps, and [`CommandExecutor::end_scope`]
+    /// stops it once that run ends. `None`: a command outside a run, whose background
+    /// processes are stopped when it ends.
     pub scope: Option<String>,
 }
 
@@ -167,8 +169,8 @@ pub trait CommandExecutor: Send + Sync {
     ) -> Result<CommandOutput, AwfError>;
 
     /// Stops every process still running that a command of `scope` (a root run id, see
-    /// [`CommandSpec::scope`]) started and left behind (`setsid cmd &`, double forks), and
-    /// leaves every other process alone (the other runs of the same process). Called once
+    /// [`CommandSpec::scope`]) started and left behind (`server &`, `setsid cmd &`, double
+    /// forks), and leaves every other process alone (the other runs of the same process). Called once
     /// the run has ended (completed, failed or cancelled) and none of its commands runs.
     /// Returns how many processes were stopped. The default stops nothing.
     async fn end_scope(&self, scope: &str) -> usize {

@@ -71,10 +71,17 @@ const SPAWN_ATTEMPTS: u32 = 5;
 ///
 /// Stopping (timeout or cancel): SIGTERM to the group, up to [`KILL_GRACE`] for the child to
 /// exit, then SIGKILL to the group; the result has `exit_code == -1`. After the child exits the
-/// pipes are drained for at most [`DRAIN_WINDOW`] and the group is SIGKILLed, so background
-/// processes the command left behind do not outlive it. A child killed by a signal reports
-/// `exit_code == -1` with [`Termination::Exited`] and the signal's number in
-/// [`CommandOutput::signal`]; a stopped child reports the signal that ended it (15 or 9).
+/// pipes are drained for at most [`DRAIN_WINDOW`] (then closed: a background process still
+/// writing to them gets SIGPIPE, or `EPIPE` if it ignores the signal). Background processes
+/// the command left in its group then live on when the command belongs to a run
+/// ([`CommandSpec::scope`]) and exited on its own: later steps of the run can use them, and
+/// [`end_scope`](CommandExecutor::end_scope) stops them when the run ends; their members
+/// that exit meanwhile are reaped at the end of the next command. A stopped command's group,
+/// and the group of a command outside a run, is SIGKILLed at once.
+///
+/// A child killed by a signal reports `exit_code == -1` with [`Termination::Exited`] and the
+/// signal's number in [`CommandOutput::signal`]; a stopped child reports the signal that
+/// ended it (15 or 9).
 ///
 /// Every child also has a parent-death signal (SIGKILL when awf dies; not while a watchdog
 /// process registered with [`set_watchdog`](crate::set_watchdog) runs, which stops the
@@ -193,7 +200,16 @@ impl CommandExecutor for ProcessExecutor {
             err_cap: Capture::new(OutputStream::Stderr, limit),
             cb: on_output,
         };
-        let output = supervise(child, guard, pipes, timeout, &cancel, &tag).await;
+        let output = supervise(
+            child,
+            guard,
+            pipes,
+            timeout,
+            &cancel,
+            &tag,
+            scope.as_deref(),
+        )
+        .await;
         // The temp script (if any) is removed only now, after the group is gone.
         drop(invocation);
         Ok(output)
@@ -529,7 +545,9 @@ enum End {
 }
 
 /// Waits for the child while pumping its output; stops the group on timeout or cancel; drains
-/// the pipes; kills what is left of the group.
+/// the pipes; then kills what is left of the group, unless the child exited on its own and
+/// the command belongs to a run (`scope`): then what it left running in the background is
+/// kept until that run ends (see `linger`).
 async fn supervise(
     mut child: Running,
     mut guard: GroupGuard,
@@ -537,6 +555,7 @@ async fn supervise(
     timeout: Option<Duration>,
     cancel: &CancellationToken,
     tag: &str,
+    scope: Option<&str>,
 ) -> CommandOutput {
     let deadline = async move {
         match timeout {
@@ -597,11 +616,27 @@ async fn supervise(
             }
         }
     }
-    // Whatever the command left in the background (same group) does not outlive the step.
-    if let Some(g) = guard.kill_and_disarm() {
-        // Members whose parent died were adopted (awf is a subreaper): reap them. (A group
-        // the OS found empty has nothing to reap: one system call less a step.)
-        reap_group(g).await;
+    // Members of kept groups (earlier steps' background processes) that have exited since
+    // are reaped; nothing while none is kept.
+    crate::linger::reap_kept();
+    match scope {
+        // A step of a run that exited on its own: what it left in the background (same
+        // group) serves the run's later steps (a server, then a test against it) and is
+        // stopped when the run ends. One system call, as the kill below, when the group is
+        // empty.
+        Some(scope) if !stopped => {
+            if let Some(g) = guard.release() {
+                crate::linger::keep(g, scope);
+            }
+        }
+        // Stopped (timeout, cancel), or a command outside a run: its whole group goes now.
+        _ => {
+            if let Some(g) = guard.kill_and_disarm() {
+                // Members whose parent died were adopted (awf is a subreaper): reap them. (A
+                // group the OS found empty has nothing to reap: one system call less a step.)
+                reap_group(g).await;
+            }
+        }
     }
     if stopped {
         // A stopped step's daemonised descendants (`setsid cmd &`) left the group: stop them

@@ -45,22 +45,28 @@ pub(crate) fn live_groups() -> Vec<i32> {
     live().iter().copied().collect()
 }
 
-/// Told about every process group that starts (`true`) or ends (`false`) being one of ours.
+/// Told about every process group that outlives its step (`true`: a command of a run exited
+/// and left processes running in its group, kept until the run ends) and when such a group is
+/// gone (`false`: stopped at the run's end, or found empty).
 pub type GroupObserver = Box<dyn Fn(bool, i32) + Send + Sync>;
 
 static OBSERVER: OnceLock<GroupObserver> = OnceLock::new();
 
-/// Installs the one observer of this process's child process groups (the `awf` binary's
-/// watchdog feed, which SIGKILLs the groups still listed when awf dies). Called with `true`
-/// and the group id right after a child is spawned, with `false` once its group is gone. The
-/// observer must be quick and must not block. A second call is ignored (returns `false`).
+/// Installs the one observer of the process groups that outlive their step (the `awf`
+/// binary's watchdog feed: the watchdog SIGKILLs the groups still listed when awf dies, so
+/// their members die with awf even when they cleared their environment, and with it their
+/// [`TAG_VAR`](crate::TAG_VAR)). Called with `true` and the group id when a step that exited
+/// left processes in its group, with `false` once that group is gone. Nothing is said about
+/// a step that leaves nothing behind (nothing per step). The observer must be quick and must
+/// not block. A second call is ignored (returns `false`).
 pub fn set_group_observer(observer: GroupObserver) -> bool {
     OBSERVER.set(observer).is_ok()
 }
 
-fn observe(started: bool, pgid: i32) {
+/// Tells the observer, if any, that group `pgid` outlives its step (`true`) or is gone.
+pub(crate) fn observe(kept: bool, pgid: i32) {
     if let Some(o) = OBSERVER.get() {
-        o(started, pgid);
+        o(kept, pgid);
     }
 }
 
@@ -78,7 +84,6 @@ impl GroupGuard {
     pub(crate) fn new(pgid: Option<i32>) -> Self {
         if let Some(g) = pgid {
             live().insert(g);
-            observe(true, g);
         }
         Self { pgid }
     }
@@ -103,7 +108,17 @@ impl GroupGuard {
         // A zombie member still counts for kill(2) until it is reaped.
         let members = g > 1 && killpg(Pid::from_raw(g), Signal::SIGKILL) != Err(Errno::ESRCH);
         live().remove(&g);
-        observe(false, g);
+        members.then_some(g)
+    }
+
+    /// Disarms the guard without signalling the group: what the command left running in it
+    /// lives on (see `linger`). The group when it may still hold a process, a zombie
+    /// included (signal 0 found one; `None` when there was none to guard or the OS found it
+    /// empty). One system call, as [`kill_and_disarm`](Self::kill_and_disarm).
+    pub(crate) fn release(&mut self) -> Option<i32> {
+        let g = self.pgid.take()?;
+        let members = g > 1 && killpg(Pid::from_raw(g), None) != Err(Errno::ESRCH);
+        live().remove(&g);
         members.then_some(g)
     }
 }

@@ -4,7 +4,11 @@
 //! [`ProcessExecutor`]. Every child runs in its own process group with stdin on `/dev/null`;
 //! timeout and cancel stop the whole group (SIGTERM, [`KILL_GRACE`], SIGKILL), and after the
 //! child exits its pipes are drained within a bounded window so a background grandchild cannot
-//! hang the caller. [`signal_group`] is the one safe `killpg` wrapper other adapters may reuse.
+//! hang the caller. What a command of a run that exited on its own left running in the
+//! background (its group's other members) lives on for the run's later steps until
+//! [`sweep_scope`] (the run's end) or [`sweep_adopted`] stops it; a command outside a run
+//! has its group stopped when it ends. [`signal_group`] is the one safe `killpg` wrapper
+//! other adapters may reuse.
 //!
 //! With a watchdog registered, children are started by `posix_spawn` with an environment
 //! built once per distinct command environment and waited for through a pidfd (the `spawn`
@@ -28,6 +32,7 @@ mod capture;
 mod direct;
 mod executor;
 mod group;
+mod linger;
 mod reaper;
 mod shell;
 mod spawn;

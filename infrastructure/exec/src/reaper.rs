@@ -13,10 +13,12 @@
 //!   parent dies (`setsid cmd &`, a double fork) is re-parented to awf instead of init.
 //! - Every child carries [`TAG_VAR`] in its environment (inherited by its descendants), so a
 //!   stopped step can find and stop what it left behind ([`sweep_tagged`]). A command of a
-//!   run has the root run's id in its tag too (its scope): at the end of that run
-//!   [`sweep_scope`] stops what its commands left behind and nothing of the other runs of
-//!   the same process (`awf serve` runs many); at the end of `awf run` [`sweep_adopted`]
-//!   also stops every adopted descendant, tagged or not.
+//!   run has the root run's id in its tag too (its scope): what a step that exited left
+//!   running lives on for the later steps of its run, and at the end of that run
+//!   [`sweep_scope`] stops it (the step's process group, kept by `linger`, and the
+//!   descendants carrying the scope) and nothing of the other runs of the same process
+//!   (`awf serve` runs many); at the end of `awf run` [`sweep_adopted`] also stops every
+//!   adopted descendant, tagged or not.
 //!
 //! Linux only (`/proc`, `prctl`). Source: design/decisions.md "Execution and processes" ("No
 //! orphan survives a run, a timeout or a cancel"); issue 7 ("Processes").
@@ -49,7 +51,7 @@ pub const TAG_VAR: &str = "AWF_PROCESS_TAG";
 const SWEEP_ROUNDS: usize = 64;
 
 /// Time swept processes get between SIGTERM and SIGKILL.
-const SWEEP_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const SWEEP_GRACE: Duration = Duration::from_secs(2);
 
 /// Set by [`kill_all_now`]: later sweeps skip their grace.
 static FORCED: AtomicBool = AtomicBool::new(false);
@@ -155,6 +157,8 @@ pub fn kill_all_now() {
     for pgid in live_groups() {
         let _ = crate::group::signal_group(pgid, Signal::SIGKILL);
     }
+    // And the groups kept past their steps for the rest of their runs.
+    crate::linger::kill_kept_now();
 }
 
 /// Whether [`kill_all_now`] was called.
@@ -313,25 +317,29 @@ pub(crate) async fn sweep_tagged(tag: &str) -> usize {
     sweep(Target::Tag(tag)).await
 }
 
-/// Stops every adopted descendant whose tag carries `scope` (a root run's id: every command
-/// of that run tree was spawned with it, see [`CommandSpec::scope`](awf_domain::ports::exec::CommandSpec::scope)):
-/// SIGTERM, a short grace, SIGKILL, reaped, round after round as their own children are
-/// adopted. Processes of other scopes (the other runs of an `awf serve`) are left alone, and
-/// so are the groups of steps still running. Call when that run has ended. Needs
-/// [`become_subreaper`]. Returns how many processes were stopped.
+/// Stops what the commands of `scope` (a root run's id: every command of that run tree was
+/// spawned with it, see [`CommandSpec::scope`](awf_domain::ports::exec::CommandSpec::scope))
+/// left running: first the process groups of its steps that exited leaving background
+/// processes (kept until the run ends, see `linger`), then every adopted descendant whose tag
+/// carries the scope (`setsid cmd &`); SIGTERM, a short grace, SIGKILL, reaped, round after
+/// round as their own children are adopted. Processes of other scopes (the other runs of an
+/// `awf serve`) are left alone, and so are the groups of steps still running. Call when that
+/// run has ended. Needs [`become_subreaper`] for the adopted ones. Returns how many groups
+/// and processes were stopped.
 pub async fn sweep_scope(scope: &str) -> usize {
     if scope.is_empty() {
         return 0;
     }
-    sweep(Target::Scope(scope)).await
+    crate::linger::stop_kept(Some(scope)).await + sweep(Target::Scope(scope)).await
 }
 
-/// Stops every descendant this process adopted (any tag, or none) and reaps the adopted
-/// zombies: call when a run has ended and no step is running, so that nothing a run started
-/// outlives it, daemonised processes included. Needs [`become_subreaper`] to see processes
-/// whose parent died. Returns how many processes were stopped.
+/// Stops every process group kept past its step (of any run) and every descendant this
+/// process adopted (any tag, or none), and reaps the adopted zombies: call when the runs
+/// have ended and no step is running, so that nothing a run started outlives it, background
+/// and daemonised processes included. Needs [`become_subreaper`] to see processes whose
+/// parent died. Returns how many groups and processes were stopped.
 pub async fn sweep_adopted() -> usize {
-    sweep(Target::All).await
+    crate::linger::stop_kept(None).await + sweep(Target::All).await
 }
 
 async fn sweep(target: Target<'_>) -> usize {

@@ -11,19 +11,31 @@ use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use tempfile::TempPath;
 
-/// The shell used when `$SHELL` is unset, relative or not an executable file.
+/// The shell used when `$SHELL` is unset, relative, not an executable file, or not a
+/// POSIX-family shell.
 pub(crate) const FALLBACK_SHELL: &str = "/bin/sh";
 
 /// Prefix of temporary shebang script files.
 pub(crate) const SCRIPT_PREFIX: &str = "awf-script-";
 
 /// Picks the shell from a `$SHELL` value: the value itself when it is an absolute path to an
-/// executable regular file, else [`FALLBACK_SHELL`].
+/// executable regular file of a POSIX-family shell
+/// ([`is_posix_shell`](awf_domain::interpreter::is_posix_shell): `bash`, `dash`, `zsh`, …),
+/// else [`FALLBACK_SHELL`]. Commands are POSIX shell text (and `shell_quote` quotes for a
+/// POSIX shell): under `fish` or `csh` their syntax fails, and `tclsh -c 'echo hi'` does not
+/// even run its argument (the step "succeeded" having run nothing). The engine warns once
+/// per run when `$SHELL` is not one.
 ///
-/// Source: spec/workflow.md §1.5.2.
+/// Source: spec/workflow.md §1.5.2; docs/compatibility.md (AWF (Go) runs any `$SHELL`).
 pub(crate) fn resolve_shell(value: Option<&OsStr>) -> PathBuf {
     match value {
-        Some(v) if is_executable_file(Path::new(v)) => PathBuf::from(v),
+        Some(v)
+            if v.to_str()
+                .is_some_and(awf_domain::interpreter::is_posix_shell)
+                && is_executable_file(Path::new(v)) =>
+        {
+            PathBuf::from(v)
+        }
         _ => PathBuf::from(FALLBACK_SHELL),
     }
 }
@@ -156,6 +168,34 @@ mod tests {
             resolve_shell(Some(OsStr::new("/bin/sh"))),
             PathBuf::from("/bin/sh")
         );
+        for posix in ["/bin/bash", "/bin/dash"] {
+            if Path::new(posix).exists() {
+                assert_eq!(resolve_shell(Some(OsStr::new(posix))), PathBuf::from(posix));
+            }
+        }
+    }
+
+    /// An executable that is not a POSIX-family shell is not used (trial: `SHELL=tclsh` ran
+    /// nothing and reported success).
+    #[test]
+    fn a_non_posix_shell_falls_back_to_bin_sh() -> std::io::Result<()> {
+        let dir = tempfile::tempdir()?;
+        for name in ["fish", "tclsh", "csh", "python3"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "#!/bin/sh\nexit 0\n")?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+            assert_eq!(
+                resolve_shell(Some(path.as_os_str())),
+                PathBuf::from("/bin/sh"),
+                "{name}"
+            );
+        }
+        // The same executable named as a POSIX shell is used.
+        let bash = dir.path().join("bash5");
+        std::fs::write(&bash, "#!/bin/sh\nexit 0\n")?;
+        std::fs::set_permissions(&bash, std::fs::Permissions::from_mode(0o755))?;
+        assert_eq!(resolve_shell(Some(bash.as_os_str())), bash);
+        Ok(())
     }
 
     #[test]

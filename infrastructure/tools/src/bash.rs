@@ -43,10 +43,19 @@ const DRAIN_WINDOW: Duration = Duration::from_secs(1);
 
 static NEXT_TAG: AtomicU64 = AtomicU64::new(1);
 
-/// `$SHELL` when it names an absolute path to a file, else `/bin/sh`.
+/// `$SHELL` when it names an absolute path to a file of a POSIX-family shell
+/// ([`is_posix_shell`](awf_domain::interpreter::is_posix_shell)), else `/bin/sh`: the
+/// commands are POSIX shell text (`fish -c` fails on them, `tclsh -c` runs nothing).
 pub(crate) fn resolve_shell(shell: Option<&OsStr>) -> PathBuf {
     match shell.map(Path::new) {
-        Some(p) if p.is_absolute() && p.is_file() => p.to_path_buf(),
+        Some(p)
+            if p.is_absolute()
+                && p.is_file()
+                && p.to_str()
+                    .is_some_and(awf_domain::interpreter::is_posix_shell) =>
+        {
+            p.to_path_buf()
+        }
         _ => PathBuf::from("/bin/sh"),
     }
 }
@@ -557,5 +566,17 @@ mod tests {
             resolve_shell(Some(OsStr::new("/bin/sh"))),
             PathBuf::from("/bin/sh")
         );
+        // A file that exists but is no POSIX shell.
+        let not_a_shell = std::env::current_exe().unwrap_or_default();
+        assert_eq!(
+            resolve_shell(Some(not_a_shell.as_os_str())),
+            PathBuf::from("/bin/sh")
+        );
+        if Path::new("/bin/bash").is_file() {
+            assert_eq!(
+                resolve_shell(Some(OsStr::new("/bin/bash"))),
+                PathBuf::from("/bin/bash")
+            );
+        }
     }
 }

@@ -12,7 +12,10 @@
 //! twice, a moment apart, for a child that was being spawned when awf died. The built-in
 //! Bash tool's commands (`AWF_TOOL_TAG=<awf pid>-…`) go the same way, so `awf mcp-serve`
 //! starts a watchdog too. Nothing is sent per step (no wake-up of the watchdog on the way of
-//! a run).
+//! a run), except for a step that exits leaving processes in its group (`server &`, kept for
+//! the run's later steps): awf writes `+<group>` then, and `-<group>` when that group is gone
+//! (see `awf_exec::set_group_observer`), and the watchdog SIGKILLs the groups still listed
+//! too, so their members die with awf even when they cleared their environment (no tag).
 //!
 //! The watchdog is started before the first step and does the parent-death signal's job
 //! too (a step's direct child leads its group), so while it runs children get no
@@ -55,8 +58,18 @@ pub fn install() {
             (None, None)
         }
     };
+    let running = pipe.is_some();
     *feed() = pipe;
     *lock(&CHILD) = child;
+    if running {
+        // Told only about the groups kept past their steps (none for most runs).
+        awf_exec::set_group_observer(Box::new(|kept, pgid| {
+            let line = format!("{}{pgid}\n", if kept { '+' } else { '-' });
+            if let Some(p) = feed().as_mut() {
+                let _ = p.write_all(line.as_bytes());
+            }
+        }));
+    }
 }
 
 /// Tells the watchdog that awf ends normally (nothing to clean up) and closes its pipe: it
@@ -115,7 +128,8 @@ const WAITER_SHELL: &str = "/bin/sh";
 /// stdout: the awf binary, opened read-only): it reads the one line awf writes when it ends
 /// normally (`=`) and exits; at end of file without it (awf died), it execs
 /// `awf __watchdog`, whose stdin (the same pipe) is at end of file: it stops the processes
-/// at once. The binary is exec'd through the descriptor it holds (`/proc/self/fd/3`), so that
+/// at once. Any other line (`+<group>`: a group kept past its step) also execs
+/// `awf __watchdog`, which gets that line in [`FIRST_VAR`] and reads on. The binary is exec'd through the descriptor it holds (`/proc/self/fd/3`), so that
 /// a binary deleted or renamed during the run (an upgrade, a cleaned build directory) still
 /// starts (breaker: 6 of 6 runs left their steps' processes alive); by its path when that
 /// descriptor is not there.
@@ -125,7 +139,10 @@ const WAITER_SHELL: &str = "/bin/sh";
 /// a one-step run is CPU-bound on two cores). `$1` is [`SUBCOMMAND`], so that the waiting
 /// shell's command line ends as the watchdog's (`… __watchdog`): what tools and tests that
 /// tell the watchdog from a step's processes look at.
-const WAITER: &str = r#"read -r line; [ "$line" = "=" ] && exit 0; exec 3<&1 >/dev/null; [ -x /proc/self/fd/3 ] && exec /proc/self/fd/3 "$1"; exec "$0" "$1""#;
+const WAITER: &str = r#"read -r line; [ "$line" = "=" ] && exit 0; export AWF_WATCHDOG_FIRST="$line"; exec 3<&1 >/dev/null; [ -x /proc/self/fd/3 ] && exec /proc/self/fd/3 "$1"; exec "$0" "$1""#;
+
+/// The line the waiting shell read before it exec'd `awf __watchdog` (see [`WAITER`]).
+const FIRST_VAR: &str = "AWF_WATCHDOG_FIRST";
 
 /// Starts the watchdog in its own process group; its stdin is the returned pipe. The
 /// waiting shell ([`WAITER`]) when `/bin/sh` is there, else `awf __watchdog` itself.
@@ -162,11 +179,13 @@ fn spawn() -> Option<(ChildStdin, std::process::Child)> {
     Some((pipe, child))
 }
 
-/// Runs the watchdog: reads stdin until end of file; unless a `=` line came first (awf ends
-/// normally and has stopped its processes itself), SIGKILLs every process tagged as a
-/// descendant of a step of the awf process that started it (daemonised ones included) and
-/// the process group of each that leads one; twice, a moment apart, for a child that was
-/// being spawned (not yet exec'd with its tag) when awf died. Always succeeds.
+/// Runs the watchdog: reads stdin until end of file, keeping the groups listed by `+<group>`
+/// lines and not yet withdrawn by `-<group>` ones (the first line may come through
+/// [`FIRST_VAR`]); unless a `=` line came first (awf ends normally and has stopped its
+/// processes itself), SIGKILLs every process tagged as a descendant of a step of the awf
+/// process that started it (daemonised ones included), the process group of each that
+/// leads one, and the groups kept; twice, a moment apart, for a child that was being
+/// spawned (not yet exec'd with its tag) when awf died. Always succeeds.
 pub fn serve() {
     // The awf process that started us: its steps' processes carry its pid in their tag.
     // Named by awf itself; the parent only as a fallback (an older awf), since a parent
@@ -175,6 +194,13 @@ pub fn serve() {
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
         .unwrap_or_else(std::os::unix::process::parent_id);
+    let mut groups = std::collections::BTreeSet::new();
+    if let Ok(first) = std::env::var(FIRST_VAR) {
+        if first.trim_end() == "=" {
+            return;
+        }
+        note_group(&mut groups, &first);
+    }
     let mut stdin = std::io::stdin().lock();
     let mut line = String::new();
     loop {
@@ -182,17 +208,43 @@ pub fn serve() {
         match stdin.read_line(&mut line) {
             Ok(0) | Err(_) => break,
             Ok(_) if line.trim_end() == "=" => return,
-            Ok(_) => {}
+            Ok(_) => note_group(&mut groups, &line),
         }
     }
+    let kill_groups = || {
+        for &g in &groups {
+            let _ = awf_exec::signal_group(g, nix::sys::signal::Signal::SIGKILL);
+        }
+    };
+    kill_groups();
     if owner > 1 {
         // The steps' processes, and those of the built-in Bash tool (`awf mcp-serve`, the
         // in-process tools of `openai_compatible`), which carry their own tag.
         awf_exec::kill_tagged_by(owner);
         awf_tools::kill_tagged_by(owner);
         std::thread::sleep(std::time::Duration::from_millis(50));
+        kill_groups();
         awf_exec::kill_tagged_by(owner);
         awf_tools::kill_tagged_by(owner);
+    }
+}
+
+/// Applies one line of awf's feed to the kept groups: `+<group>` adds it, `-<group>` removes
+/// it; anything else (a group id that is not one, `<= 1`) is ignored.
+fn note_group(groups: &mut std::collections::BTreeSet<i32>, line: &str) {
+    let line = line.trim();
+    let (add, id) = match line.split_at_checked(1) {
+        Some(("+", id)) => (true, id),
+        Some(("-", id)) => (false, id),
+        _ => return,
+    };
+    let Some(g) = id.parse::<i32>().ok().filter(|g| *g > 1) else {
+        return;
+    };
+    if add {
+        groups.insert(g);
+    } else {
+        groups.remove(&g);
     }
 }
 
@@ -213,7 +265,7 @@ mod tests {
         std::fs::write(
             &fake,
             format!(
-                "#!/bin/sh\nprintf '%s|' \"$@\" > '{}'\ncat >> '{}'\n",
+                "#!/bin/sh\nprintf '%s|' \"$@\" \"${{AWF_WATCHDOG_FIRST-unset}}\" > '{}'\ncat >> '{}'\n",
                 log.display(),
                 log.display()
             ),
@@ -242,14 +294,25 @@ mod tests {
         // awf ended normally: nothing else runs.
         assert_eq!(wait_with(b"=\n", false), (None, Some(0)));
         // awf died (end of file): `awf __watchdog` runs, its stdin at end of file too.
-        let ran = (Some("__watchdog|".to_owned()), Some(0));
+        let ran = (Some("__watchdog||".to_owned()), Some(0));
         assert_eq!(wait_with(b"", false), ran);
         // The binary deleted since the start: the descriptor the shell holds still runs it.
         assert_eq!(wait_with(b"", true), ran);
-        // Anything else first: awf __watchdog reads on from there.
+        // Anything else first (a kept group): awf __watchdog gets that line and reads on.
         assert_eq!(
-            wait_with(b"x\n=\n", false),
-            (Some("__watchdog|=\n".to_owned()), Some(0))
+            wait_with(b"+4242\n=\n", false),
+            (Some("__watchdog|+4242|=\n".to_owned()), Some(0))
         );
+    }
+
+    #[test]
+    fn the_feed_lists_the_groups_added_and_not_withdrawn() {
+        let mut groups = std::collections::BTreeSet::new();
+        for line in [
+            "+300\n", "+301\n", "-300\n", "+1\n", "+0", "-x", "+-5", "garbage", "+302",
+        ] {
+            note_group(&mut groups, line);
+        }
+        assert_eq!(groups.into_iter().collect::<Vec<_>>(), [301, 302]);
     }
 }

@@ -16,6 +16,11 @@ use awf_domain::ports::exec::Program;
 use awf_exec::ProcessExecutor;
 use tokio_util::sync::CancellationToken;
 
+/// Taken for reading by the tests whose adopted processes must live on for a while (kept
+/// background processes, daemons), for writing by the test of `sweep_adopted`, which stops
+/// every adopted process of the test binary.
+pub static ADOPTED: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 /// A spec running `text` through the shell, no dir, no env, no timeout.
 pub fn shell(text: &str) -> CommandSpec {
     CommandSpec {

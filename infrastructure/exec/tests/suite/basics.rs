@@ -116,6 +116,13 @@ async fn shell_comes_from_env_when_absolute_and_executable() {
         run_ok(with("/nonexistent/awf/shell")).await.stdout,
         "/bin/sh\n"
     );
+    // An executable that is not a POSIX-family shell: `/bin/sh` (trial: under
+    // `SHELL=/usr/bin/tclsh` the command never ran and the step "succeeded").
+    for other in ["/usr/bin/python3", "/usr/bin/perl"] {
+        if std::path::Path::new(other).exists() {
+            assert_eq!(run_ok(with(other)).await.stdout, "/bin/sh\n", "{other}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -169,6 +176,8 @@ async fn each_child_leads_its_own_process_group() {
     assert!(fields[1] != own);
 }
 
+/// A command outside a run (no scope) has its background processes stopped when it ends (a
+/// run's step keeps them until the run ends: `suite::linger`).
 #[tokio::test]
 async fn background_child_holding_the_pipe_does_not_hang_and_is_killed() {
     // `sleep` keeps stdout open after the shell exits; the call must return and kill it.

@@ -16,7 +16,8 @@ use crate::common::shell;
 
 /// A `SHELL` that appends its argv to `marker`, then runs the real shell.
 fn marking_shell(dir: &Path, real: &str) -> String {
-    let p = dir.join("marking-shell");
+    // Named as a POSIX shell: `$SHELL` is used only when it is one.
+    let p = dir.join("sh");
     std::fs::write(
         &p,
         format!(

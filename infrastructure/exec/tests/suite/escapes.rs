@@ -90,6 +90,7 @@ async fn a_daemon_and_its_own_children_die_with_a_timed_out_step() {
 
 #[tokio::test]
 async fn sweep_adopted_stops_what_a_finished_step_daemonised() {
+    let _alone = crate::common::ADOPTED.write().await;
     subreaper();
     let dir = tempfile::tempdir().expect("tempdir");
     let ready = dir.path().join("ready");
@@ -135,6 +136,7 @@ async fn daemonise_in(scope: Option<&str>, secs: u32) -> i32 {
 
 #[tokio::test]
 async fn end_scope_stops_what_that_runs_steps_daemonised_and_nothing_of_other_runs() {
+    let _kept = crate::common::ADOPTED.read().await;
     subreaper();
     let exec = crate::common::executor();
     let mine = daemonise_in(Some("run-a"), 303).await;
