@@ -88,8 +88,16 @@ fn symbol_order(linux_gnu: bool) {
                 && rustc_minor().is_some_and(|minor| minor >= 90)
         }
     };
+    // The linker reads a copy in OUT_DIR, in the target directory: a link argument naming
+    // the checkout's file outlived the checkout when another checkout built into the same
+    // target directory (a worktree removed after its build: this script, not rerun, still
+    // named the file there, and the link failed).
+    let out = std::env::var_os("OUT_DIR").map(|d| Path::new(&d).join("symbol-order.txt"));
+    let Some(copy) = out.filter(|c| std::fs::copy(&file, c).is_ok()) else {
+        return;
+    };
     // `-Wl,` splits its argument at commas.
-    let path = file.display().to_string();
+    let path = copy.display().to_string();
     if wanted && !path.contains(',') {
         println!("cargo::rustc-link-arg-bins=-Wl,--symbol-ordering-file={path}");
         println!("cargo::rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
