@@ -10,6 +10,7 @@ pub mod error;
 pub mod event;
 pub mod interaction;
 pub mod interpreter;
+pub mod json;
 pub mod limits;
 pub mod mask;
 pub mod ports;

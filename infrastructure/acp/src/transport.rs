@@ -213,17 +213,10 @@ mod tests {
 /// `Err(Strict::Syntax(e))` for text that is not JSON (answer `-32700`),
 /// `Err(Strict::Duplicate(key))` for a repeated key (answer `-32600`).
 pub fn parse_strict(text: &str) -> Result<serde_json::Value, Strict> {
-    match serde_json::from_str::<StrictValue>(text) {
-        Ok(v) => Ok(v.0),
-        Err(e) if e.is_data() => {
-            let msg = e.to_string();
-            let key = msg
-                .strip_prefix(DUP_PREFIX)
-                .map_or(msg.as_str(), |k| k.split(" at line").next().unwrap_or(k));
-            Err(Strict::Duplicate(key.to_owned()))
-        }
-        Err(e) => Err(Strict::Syntax(e)),
-    }
+    awf_domain::json::parse_unique(text.as_bytes()).map_err(|e| match e {
+        awf_domain::json::NotUnique::Repeated(r) => Strict::Duplicate(format!("{:?}", r.key)),
+        awf_domain::json::NotUnique::Json(e) => Strict::Syntax(e),
+    })
 }
 
 /// Why [`parse_strict`] refused a line.
@@ -233,71 +226,6 @@ pub enum Strict {
     Syntax(serde_json::Error),
     /// An object repeats this key.
     Duplicate(String),
-}
-
-const DUP_PREFIX: &str = "duplicate key ";
-
-struct StrictValue(serde_json::Value);
-
-impl<'de> serde::Deserialize<'de> for StrictValue {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(StrictVisitor).map(StrictValue)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> serde::de::Visitor<'de> for StrictVisitor {
-    type Value = serde_json::Value;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(StrictVisitor)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
-        let mut v = Vec::new();
-        while let Some(StrictValue(x)) = a.next_element()? {
-            v.push(x);
-        }
-        Ok(Value::Array(v))
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
-        let mut m = serde_json::Map::new();
-        while let Some(k) = a.next_key::<String>()? {
-            let StrictValue(v) = a.next_value()?;
-            if m.contains_key(&k) {
-                return Err(serde::de::Error::custom(format!("{DUP_PREFIX}{k:?}")));
-            }
-            m.insert(k, v);
-        }
-        Ok(Value::Object(m))
-    }
 }
 
 #[cfg(test)]
