@@ -475,7 +475,10 @@ fn plan_inputs(
     out
 }
 
-/// State names reachable from `initial`, breadth-first, each once.
+/// State names reachable from `initial` in the order a run meets them: breadth-first over
+/// [`successors`], each once, then the terminals (success ones first, then failure ones,
+/// each group in the order reached), so the plan reads as the run goes and ends with where
+/// it can end.
 fn bfs_order(wf: &Workflow) -> Vec<String> {
     let mut order = Vec::new();
     let mut seen = HashSet::new();
@@ -492,21 +495,35 @@ fn bfs_order(wf: &Workflow) -> Vec<String> {
             }
         }
     }
-    order
+    let terminal = |name: &String, status: TerminalStatus| {
+        wf.state(name)
+            .is_some_and(|s| matches!(&s.kind, StateKind::Terminal(t) if t.status == status))
+    };
+    let (success, rest): (Vec<String>, Vec<String>) = order
+        .into_iter()
+        .partition(|n| terminal(n, TerminalStatus::Success));
+    let (failure, mut steps): (Vec<String>, Vec<String>) = rest
+        .into_iter()
+        .partition(|n| terminal(n, TerminalStatus::Failure));
+    steps.extend(success);
+    steps.extend(failure);
+    steps
 }
 
-/// Every state a state can lead to, in plan order.
+/// Every state a state can lead to, in the order a run meets them: a parallel block's
+/// branches and a loop's body (they run inside it), then its transitions, `on_success`,
+/// `on_failure`, and a loop's `on_complete`.
 pub fn successors(state: &State) -> Vec<String> {
-    let mut out: Vec<String> = state.transitions.iter().map(|t| t.goto.clone()).collect();
+    let mut out: Vec<String> = match &state.kind {
+        StateKind::Parallel(p) => p.branches.clone(),
+        StateKind::Loop(l) => l.body.clone(),
+        _ => Vec::new(),
+    };
+    out.extend(state.transitions.iter().map(|t| t.goto.clone()));
     out.extend(state.on_success.iter().cloned());
     out.extend(state.on_failure.iter().cloned());
-    match &state.kind {
-        StateKind::Parallel(p) => out.extend(p.branches.iter().cloned()),
-        StateKind::Loop(l) => {
-            out.extend(l.body.iter().cloned());
-            out.extend(l.on_complete.iter().cloned());
-        }
-        _ => {}
+    if let StateKind::Loop(l) = &state.kind {
+        out.extend(l.on_complete.iter().cloned());
     }
     out
 }
@@ -1014,7 +1031,7 @@ mod tests {
     }
 
     #[test]
-    fn bfs_visits_transitions_then_success_then_failure_once_each() {
+    fn bfs_visits_transitions_then_success_then_failure_once_each_terminals_last() {
         let mut a = st("a", cmd("x"));
         a.transitions = vec![Transition {
             when: Some("inputs.x".into()),
@@ -1032,7 +1049,14 @@ mod tests {
             b,
             c,
             st("done", term()),
-            st("err", term()),
+            st(
+                "err",
+                StateKind::Terminal(TerminalState {
+                    status: TerminalStatus::Failure,
+                    message: None,
+                    exit_code: None,
+                }),
+            ),
             st("orphan", term()),
         ] {
             states.insert(s.name.clone(), s);
@@ -1053,7 +1077,8 @@ mod tests {
             budget: None,
             source: Default::default(),
         };
-        assert_eq!(bfs_order(&wf), vec!["a", "c", "b", "err", "done"]);
+        // Terminals last: success ones first.
+        assert_eq!(bfs_order(&wf), vec!["a", "c", "b", "done", "err"]);
     }
 
     #[test]

@@ -353,9 +353,17 @@ fn skill_body_is_empty(text: &str) -> bool {
     body.trim().is_empty()
 }
 
+/// Orders findings errors first, then by line, and drops repeats: a finding equal to an
+/// earlier one (wherever it is in the list) is reported once.
 fn sort(diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.line.cmp(&b.line)));
-    diagnostics.dedup();
+    let mut kept: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
+    for d in diagnostics.drain(..) {
+        if !kept.contains(&d) {
+            kept.push(d);
+        }
+    }
+    *diagnostics = kept;
 }
 
 /// Every check both `awf validate` and `awf run` apply, with one severity each: load-time
@@ -1238,24 +1246,33 @@ pub fn run_refusal(
 
 /// The first error among `found` (see [`check_for_run`]); `Ok` when there is none.
 fn first_error(found: &[Diagnostic]) -> Result<(), AwfError> {
-    let errors: Vec<&Diagnostic> = found
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .collect();
-    let Some(first) = errors.first() else {
-        return Ok(());
-    };
-    let first = first.to_error();
-    if errors.len() == 1 {
-        return Err(first);
-    }
     // Only the first error is printed: it carries its own hint, never another error's (a
     // hint under an error it does not belong to misleads); `awf validate` shows each error
     // with its own.
-    let others = errors.len() - 1;
-    Err(first.map_message(|m| {
-        format!("{m} (and {others} more error(s); run `awf validate` to see all)")
-    }))
+    awf_domain::ports::repository::first_error(found).map_or(Ok(()), Err)
+}
+
+/// How a list of workflows shows the workflow `identifier` (a name or a file path) when it
+/// is broken (`awf list`, `awf mcp-serve --workflows`, `awf acp-serve`): `awf validate`'s
+/// first error and the number of its others
+/// ([`awf_domain::ports::repository::broken_summary`]); when `awf validate` cannot read it
+/// either (YAML syntax, a FIFO, no such workflow), that error as `[CODE] message` (without
+/// the file name the list shows anyway). `None` when it is valid.
+pub fn broken_summary(
+    services: &Services,
+    identifier: &str,
+    env: &BTreeMap<String, String>,
+) -> Option<String> {
+    match validate_workflow(services, identifier, env) {
+        Ok(report) => awf_domain::ports::repository::broken_summary(&report.diagnostics),
+        Err(e) => {
+            let file = e.details().get("file").and_then(|f| f.as_str());
+            let msg = file
+                .and_then(|f| e.message().strip_prefix(&format!("{f}: ")))
+                .unwrap_or(e.message());
+            Some(format!("[{}] {msg}", e.code()))
+        }
+    }
 }
 
 /// What a condition written as a bare literal other than a boolean is (`5`: "number",

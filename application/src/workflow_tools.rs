@@ -383,12 +383,15 @@ impl WorkflowTools {
         config: WorkflowToolsConfig,
         reserved: &[String],
     ) -> Result<Self, AwfError> {
-        Self::new_checked(service, repository, states, config, reserved, &|_| Ok(()))
+        Self::new_checked(service, repository, states, config, reserved, &|e| {
+            e.error.clone()
+        })
     }
 
     /// [`WorkflowTools::new`], leaving out (in [`WorkflowTools::skipped`]) every workflow
-    /// that `check` refuses: the checks `awf run` makes before it starts one
-    /// ([`crate::validation::check_for_run`]), so a tool is never listed that could only fail.
+    /// for which `broken` says why it is broken: `awf validate`'s first error and count, as
+    /// every list of workflows shows it ([`crate::validation::broken_summary`]), so a tool is
+    /// never listed that could only fail.
     ///
     /// # Errors
     /// As [`WorkflowTools::new`].
@@ -398,7 +401,7 @@ impl WorkflowTools {
         states: Option<Arc<dyn StateStore>>,
         config: WorkflowToolsConfig,
         reserved: &[String],
-        check: &dyn Fn(&awf_domain::ports::repository::LoadedWorkflow) -> Result<(), AwfError>,
+        broken: &dyn Fn(&awf_domain::ports::repository::WorkflowEntry) -> Option<String>,
     ) -> Result<Self, AwfError> {
         let mut entries = repository.list()?;
         entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -408,14 +411,11 @@ impl WorkflowTools {
         let mut tools = Vec::new();
         let mut skipped = Vec::new();
         for entry in entries {
-            if let Some(e) = &entry.error {
-                skipped.push((entry.name.clone(), e.clone()));
+            if let Some(why) = broken(&entry).or_else(|| entry.error.clone()) {
+                skipped.push((entry.name.clone(), why));
                 continue;
             }
-            let loaded = match repository.load(&entry.name, None).and_then(|l| {
-                check(&l)?;
-                Ok(l)
-            }) {
+            let loaded = match repository.load(&entry.name, None) {
                 Ok(l) => l,
                 Err(e) => {
                     skipped.push((entry.name.clone(), error_text(&e)));
@@ -486,7 +486,8 @@ impl WorkflowTools {
         })
     }
 
-    /// Workflows left out, with why (`[CODE] message`), in identifier order.
+    /// Workflows left out, with why (`[CODE] message`: the `broken` summary given to
+    /// [`WorkflowTools::new_checked`]), in identifier order.
     pub fn skipped(&self) -> &[(String, String)] {
         &self.skipped
     }

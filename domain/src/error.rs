@@ -179,6 +179,9 @@ error_codes! {
     WorkflowParseYamlSyntax => "WORKFLOW.PARSE.YAML_SYNTAX", Workflow,
         "The workflow file is not valid YAML, or a field has the wrong type.",
         "Fix the YAML at the reported line and column; quote strings that contain ': '.";
+    WorkflowParseMissingField => "WORKFLOW.PARSE.MISSING_FIELD", Workflow,
+        "A key the workflow file must have is missing (`name:`, `states:`, `states.initial`, an input's or output's `name:`, a transition's `goto:`).",
+        "Add the key at the reported place; the message names it, the hint says where it goes.";
     WorkflowParseUnknownField => "WORKFLOW.PARSE.UNKNOWN_FIELD", Workflow,
         "The workflow file contains a key awf does not know (an error only with --strict).",
         "Remove or rename the key; `awf validate` lists each unknown key with its path.";

@@ -59,6 +59,39 @@ pub fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     best.map(|(_, c)| c)
 }
 
+/// The candidate keys of which `word` is a whole `_`-separated part (`delay` in
+/// `initial_delay` and `max_delay`), in the candidates' order, for a key that is no typo of
+/// one ([`closest`] finds none) but a short form of it; none for a word under three
+/// characters.
+pub fn keys_with_part<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Vec<&'a str> {
+    let word = word.to_lowercase();
+    if word.chars().count() < 3 {
+        return Vec::new();
+    }
+    let mut out: Vec<&str> = Vec::new();
+    for c in candidates {
+        let lower = c.to_lowercase();
+        if lower != word && lower.split('_').any(|part| part == word) && !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `did you mean 'a'?`, or `did you mean 'a' or 'b'?` (`'a', 'b' or 'c'`) for several
+/// names; `None` for none.
+pub fn did_you_mean(names: &[&str]) -> Option<String> {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+    match quoted.split_last() {
+        None => None,
+        Some((last, [])) => Some(format!("did you mean {last}?")),
+        Some((last, rest)) => Some(format!("did you mean {} or {last}?", rest.join(", "))),
+    }
+}
+
 /// The hint for `name`, a state `wf` does not have: `did you mean 'x'?` ([`closest`]), else
 /// the workflow's states (the first eight, internal `__inline_error_*` terminals left out).
 pub fn unknown_state_hint(wf: &Workflow, name: &str) -> String {
@@ -2012,7 +2045,15 @@ fn shell_value_checks(
     checked: bool,
 ) {
     let mut aliases = Aliases::default();
+    // One finding once per value: the same value written twice the same way gets one
+    // warning, at its first place (new user: two identical warnings for one `command: |`).
+    let mut seen: Vec<String> = Vec::new();
     for action in crate::shell::shell_actions(text) {
+        // An unclosed action runs to the end of the text: the template does not parse (an
+        // error says so), and no value lands anywhere.
+        if !action.text.ends_with("}}") {
+            continue;
+        }
         let body = action.body();
         if aliases.follow(body) {
             continue;
@@ -2046,10 +2087,15 @@ fn shell_value_checks(
         } else {
             Some(unquoted_value(text, &action, body, &reference))
         };
-        out.extend(d.map(|mut d| {
-            d.path = path.to_owned();
-            d
-        }));
+        let Some(mut d) = d else {
+            continue;
+        };
+        if seen.contains(&d.message) {
+            continue;
+        }
+        seen.push(d.message.clone());
+        d.path = path.to_owned();
+        out.push(d.at_offset(text, action.range.start));
     }
 }
 
@@ -2645,6 +2691,11 @@ impl<'a> RefCtx<'a> {
 
     fn check_text(&mut self, text: &str, path: &str, site: Site<'_>) {
         for action in actions(text) {
+            // Findings about this action point at it (inside a `command: |` block, its line).
+            let before = self.out.len();
+            let offset = (action.as_ptr() as usize)
+                .saturating_sub(text.as_ptr() as usize)
+                .saturating_sub(2);
             let body = action.trim().trim_start_matches('-').trim_start();
             let first = body.split_whitespace().next().unwrap_or("");
             self.binds = matches!(first, "with" | "range")
@@ -2653,6 +2704,11 @@ impl<'a> RefCtx<'a> {
             self.action = format!("{{{{{action}}}}}");
             for token in reference_tokens(action) {
                 self.check_token(&token, path, site);
+            }
+            for d in self.out.iter_mut().skip(before) {
+                if d.in_value.is_none() && d.path == path {
+                    d.point_at(text, offset);
+                }
             }
             self.rendered = false;
             self.action.clear();

@@ -165,18 +165,13 @@ impl Run {
                 if let Some(Value::String(partial)) = e.details().get("partial_output") {
                     st.output = partial.clone().into();
                 }
-                // The step's error text keeps the first hint (e.g. which npm package provides
-                // a missing CLI), since an on_failure route would otherwise drop it.
-                let hint = e.hints().first().cloned();
+                // The hints (which npm package provides a missing CLI) stay hints: a failure
+                // terminal an on_failure route leads to gives them too.
                 let e = e.map_message(|m| {
-                    let m = if m.starts_with("step ") {
+                    if m.starts_with("step ") {
                         m
                     } else {
                         format!("step {name}: {m}")
-                    };
-                    match &hint {
-                        Some(h) => format!("{m} (hint: {h})"),
-                        None => m,
                     }
                 });
                 fail(st, e)

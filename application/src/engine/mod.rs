@@ -372,6 +372,9 @@ pub(crate) struct Run {
     route_resumed: bool,
     interactive: Option<awf_domain::ports::facade::Interactive>,
     only_step: Option<String>,
+    /// The states a template read that have not run in this run (each once, in order): a
+    /// `--step` run that failed on one hints `--mock 'states.<name>.output=…'`.
+    not_run_reads: Mutex<Vec<String>>,
     /// Taken in order: each by the first run of its loop (the nested ones inside the resumed
     /// iteration of the one before).
     pub(crate) resume_loop: Mutex<std::collections::VecDeque<ResumeLoop>>,
@@ -655,6 +658,7 @@ impl Run {
             route_resumed,
             interactive: spec.interactive,
             only_step: spec.only_step,
+            not_run_reads: Mutex::new(Vec::new()),
             resume_loop: Mutex::new(spec.resume_loop.into()),
             resume_blocks: Mutex::new(resume_blocks),
             resume_children: Mutex::new(resume_children),
@@ -907,6 +911,12 @@ impl Run {
         }
         if !self.wf.states.contains_key(state) || lock(&self.states).contains_key(state) {
             return e;
+        }
+        {
+            let mut reads = lock(&self.not_run_reads);
+            if !reads.iter().any(|s| s == state) {
+                reads.push(state.to_owned());
+            }
         }
         TemplateError::Failed(format!(
             "{e} (state \"{state}\" has not run in this run, so it has no result to read)"
@@ -1214,6 +1224,9 @@ impl Run {
         // terminal's message reads as `.error` (inline `on_failure: {message: "…
         // {{.error.message}}"}`, as AWF documents).
         let mut routed_error: Option<ErrorInfo> = None;
+        // That failure's hints (which npm package provides a missing agent CLI): a failure
+        // terminal it routes to gives them too.
+        let mut routed_hints: Vec<String> = Vec::new();
         loop {
             if let Some(end) = self.cancelled_ending() {
                 return end;
@@ -1240,13 +1253,7 @@ impl Run {
             };
             *lock(&self.current) = current.clone();
             if let StateKind::Terminal(t) = &state.kind {
-                return self.terminal(
-                    &current,
-                    t.status,
-                    t.message.as_deref(),
-                    t.exit_code,
-                    routed_error.as_ref(),
-                );
+                return self.terminal(&current, t, routed_error.as_ref(), &routed_hints);
             }
             position += 1;
             if self.stops_at(&current) {
@@ -1265,6 +1272,14 @@ impl Run {
                                 Some(current),
                             );
                         };
+                        // Said, as every other answer is (new user: `s` printed nothing).
+                        self.log(
+                            Some(&current),
+                            LogLevel::Info,
+                            &format!("skipped {current} (next: {next})"),
+                            &current,
+                            None,
+                        );
                         previous = Some(current.clone());
                         previous_position = position;
                         current = next;
@@ -1296,6 +1311,11 @@ impl Run {
                 Ok(exit) => match exit.next {
                     Some(next) => {
                         routed_error = exit.failure.as_ref().map(|e| self.step_error(&current, e));
+                        routed_hints = exit
+                            .failure
+                            .as_ref()
+                            .map(|e| e.hints().to_vec())
+                            .unwrap_or_default();
                         previous = Some(current.clone());
                         previous_position = position;
                         current = next;
@@ -1624,12 +1644,32 @@ impl Run {
                         format!("step {name} failed"),
                     )
                 });
-                self.failure(e, Some(name.to_owned()))
+                self.failure(self.mock_hint(e), Some(name.to_owned()))
             }
             Err(e) => self
                 .cancelled_ending()
-                .unwrap_or_else(|| self.failure(e, Some(name.to_owned()))),
+                .unwrap_or_else(|| self.failure(self.mock_hint(e), Some(name.to_owned()))),
         }
+    }
+
+    /// `e` of a `--step` run, with a hint naming the `--mock` that gives a result to each
+    /// state a template read that did not run (`--step` runs one step: the states before it
+    /// have no result unless mocked).
+    fn mock_hint(&self, e: AwfError) -> AwfError {
+        let reads = lock(&self.not_run_reads).clone();
+        if reads.is_empty() || e.code() != ErrorCode::ExecutionTemplateFailed {
+            return e;
+        }
+        let mocks: Vec<String> = reads
+            .iter()
+            .map(|s| format!("--mock 'states.{s}.output=…'"))
+            .collect();
+        let states = if reads.len() == 1 { "state" } else { "states" };
+        e.with_hint(format!(
+            "--step runs only this step, so the {states} it reads did not run: give each the \
+             result to read with {}",
+            mocks.join(" ")
+        ))
     }
 
     fn cancelled_ending(&self) -> Option<Ending> {
@@ -1679,19 +1719,24 @@ impl Run {
         }
     }
 
+    /// The ending at terminal `name` (`t`), reached after the failure `error` (with its
+    /// `hints`) when an `on_failure` route led there; a failure terminal's error gives those
+    /// hints too.
     fn terminal(
         &self,
         name: &str,
-        status: TerminalStatus,
-        message: Option<&str>,
-        exit_code: Option<i32>,
+        t: &awf_domain::workflow::TerminalState,
         error: Option<&ErrorInfo>,
+        hints: &[String],
     ) -> Ending {
+        let (status, message, exit_code) = (t.status, t.message.as_deref(), t.exit_code);
         // A message that cannot be rendered (it reads a state this run never reached) is
         // shown as written, as in AWF (Go), and a warning says why (breaker: the template
         // text came out as the result with no word).
+        // Trailing white space is left out (`{{.states.x.Stderr}}` ends with a line break),
+        // and a message that renders to nothing is no message.
         let rendered = |m: &str| match self.render(m, None, error) {
-            Ok(t) => t,
+            Ok(t) => t.trim_end().to_owned(),
             Err(e) => {
                 self.log(
                     Some(name),
@@ -1716,10 +1761,10 @@ impl Run {
                     .filter(|t| !t.trim().is_empty()),
             },
             TerminalStatus::Failure => {
-                let text = match message {
-                    Some(m) => rendered(m),
-                    None => failure_terminal_text(&terminal_display_name(name), error),
-                };
+                let text = message
+                    .map(rendered)
+                    .filter(|t| !t.trim().is_empty())
+                    .unwrap_or_else(|| failure_terminal_text(&terminal_display_name(name), error));
                 let code = exit_code
                     .and_then(|c| u8::try_from(c).ok())
                     .filter(|c| *c != 0)
@@ -1730,6 +1775,9 @@ impl Run {
                     AwfError::new(ErrorCode::ExecutionTerminalFailure, self.mask(&text));
                 if inline_error_step(name).is_none() {
                     error = error.with_detail("terminal", name);
+                }
+                for h in hints {
+                    error = error.with_hint(self.mask(h));
                 }
                 let failed_state = lock(&self.states)
                     .values()

@@ -47,6 +47,12 @@ pub struct Diagnostic {
     pub line: Option<u32>,
     /// 1-based column.
     pub column: Option<u32>,
+    /// Where inside the value at `path` the finding is, as (0-based line of the value's
+    /// text, 0-based character in that line), when the check knows it (a template inside a
+    /// `command:`): [`Diagnostic::locate`] then points inside a block scalar (`command: |`)
+    /// rather than at its key. Not serialized.
+    #[serde(skip)]
+    pub in_value: Option<(u32, u32)>,
 }
 
 impl Diagnostic {
@@ -66,7 +72,27 @@ impl Diagnostic {
             file: None,
             line: None,
             column: None,
+            in_value: None,
         }
+    }
+
+    /// Records where inside the value at its path the finding is: at byte `offset` of the
+    /// value's `text` (see [`Diagnostic::in_value`]).
+    #[must_use]
+    pub fn at_offset(mut self, text: &str, offset: usize) -> Self {
+        self.point_at(text, offset);
+        self
+    }
+
+    /// [`Diagnostic::at_offset`] in place.
+    pub fn point_at(&mut self, text: &str, offset: usize) {
+        let before = text.get(..offset).unwrap_or(text);
+        let line = before.matches('\n').count();
+        let column = before.rsplit('\n').next().unwrap_or("").chars().count();
+        self.in_value = Some((
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(column).unwrap_or(u32::MAX),
+        ));
     }
 
     /// Shorthand for an error.
@@ -92,7 +118,10 @@ impl Diagnostic {
             self.file.clone_from(&map.file);
         }
         if self.line.is_none()
-            && let Some((l, c)) = map.locate(&self.path)
+            && let Some((l, c)) = self
+                .in_value
+                .and_then(|(line, column)| map.locate_in_block(&self.path, line, column))
+                .or_else(|| map.locate(&self.path))
         {
             self.line = Some(l);
             self.column = Some(c);
@@ -152,12 +181,49 @@ impl Diagnostic {
     }
 }
 
+/// The tail a refusal or a broken workflow's listing gives when `awf validate` found `others`
+/// errors besides the one shown: ` (and N more error(s); run `awf validate` to see all)`
+/// (empty when there are none).
+pub fn more_errors(others: usize) -> String {
+    if others == 0 {
+        String::new()
+    } else {
+        format!(" (and {others} more error(s); run `awf validate` to see all)")
+    }
+}
+
+/// The first error among `diagnostics` (`awf validate`'s, in its order) as an error
+/// ([`Diagnostic::to_error`]: positioned, with its own hint only), its message ending with
+/// the number of the other errors ([`more_errors`]); `None` when there is no error. What
+/// `awf run` refuses a workflow with.
+pub fn first_error(diagnostics: &[Diagnostic]) -> Option<AwfError> {
+    let mut errors = diagnostics.iter().filter(|d| d.severity == Severity::Error);
+    let first = errors.next()?;
+    let tail = more_errors(errors.count());
+    Some(first.to_error().map_message(|m| format!("{m}{tail}")))
+}
+
+/// How every list of workflows shows a broken one (`awf list`, `awf serve`'s workflow list,
+/// the workflows `awf mcp-serve --workflows` and `awf acp-serve` leave out): the first error
+/// among `diagnostics` (`awf validate`'s, in its order) as [`Diagnostic::listed`] gives it
+/// (`[CODE] line L, column C: <path>: <message>`), then the number of the other errors
+/// ([`more_errors`]); `None` when there is no error. Given `awf validate`'s findings, every
+/// front-end names the same first error and count as `awf validate` and `awf run` do.
+pub fn broken_summary(diagnostics: &[Diagnostic]) -> Option<String> {
+    let mut errors = diagnostics.iter().filter(|d| d.severity == Severity::Error);
+    let first = errors.next()?;
+    Some(format!("{}{}", first.listed(), more_errors(errors.count())))
+}
+
 /// Maps dotted paths inside a workflow file to 1-based (line, column) positions.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SourceMap {
     /// The file.
     pub file: Option<PathBuf>,
     positions: BTreeMap<String, (u32, u32)>,
+    /// Literal block scalars (`key: |`) by path: the line of their text's first line and
+    /// the column it is indented to (1-based).
+    blocks: BTreeMap<String, (u32, u32)>,
 }
 
 impl SourceMap {
@@ -166,7 +232,22 @@ impl SourceMap {
         Self {
             file,
             positions: BTreeMap::new(),
+            blocks: BTreeMap::new(),
         }
+    }
+
+    /// Records that the value at `path` is a literal block scalar (`|`, `|-`, `|+`) whose
+    /// text's first line is line `first_line` of the file, each line of it starting at
+    /// column `column` (1-based): findings inside it can point at their own line.
+    pub fn insert_block(&mut self, path: impl Into<String>, first_line: u32, column: u32) {
+        self.blocks.insert(path.into(), (first_line, column));
+    }
+
+    /// The position of character `column` (0-based) of line `line` (0-based) of the text of
+    /// the literal block scalar at `path`; `None` when `path` is no such block.
+    pub fn locate_in_block(&self, path: &str, line: u32, column: u32) -> Option<(u32, u32)> {
+        let (first, indent) = self.blocks.get(path)?;
+        Some((first.saturating_add(line), indent.saturating_add(column)))
     }
 
     /// Records the position of `path` (a key or a sequence item, e.g. `states.a.body.1`).

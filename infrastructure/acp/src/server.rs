@@ -88,9 +88,10 @@ pub struct AcpConfig {
     pub cancel_wait: Duration,
     /// How long shutdown (stdin EOF, SIGTERM) waits for cancelled runs to end.
     pub shutdown_wait: Duration,
-    /// The checks `awf run` makes before starting (`awf validate`'s errors): a workflow that
-    /// fails them is left out of the slash commands, and prompting it answers its first
-    /// error. `None`: no checks beyond loading.
+    /// Why a workflow is broken, as every list of workflows says it (`awf validate`'s first
+    /// error and the number of its others): a workflow it names a reason for is left out of
+    /// the slash commands (logged with that reason), and prompting it answers that reason.
+    /// `None`: no checks beyond loading.
     pub validate: Option<Validator>,
     /// Where sessions are kept across restarts (one JSON file per session; `awf acp-serve`:
     /// `<data root>/acp/sessions`): after a restart `session/list` lists them and
@@ -99,12 +100,10 @@ pub struct AcpConfig {
     pub sessions_dir: Option<PathBuf>,
 }
 
-/// A workflow check: `Err` with the first validation error (positioned, coded).
-pub type Validator = Arc<
-    dyn Fn(&awf_domain::ports::repository::LoadedWorkflow) -> Result<(), awf_domain::AwfError>
-        + Send
-        + Sync,
->;
+/// A workflow check, given a workflow's identifier (its name, or its file's path): `Some`
+/// with why it is broken (`[CODE] line L, column C: <path>: <message> (and N more
+/// error(s); …)`), `None` when it is valid.
+pub type Validator = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
 impl std::fmt::Debug for AcpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -798,21 +797,24 @@ fn available_commands(shared: &Shared) -> Value {
         Ok(mut entries) => {
             entries.sort_by(|a, b| a.name.cmp(&b.name));
             for e in entries {
-                if e.error.is_some() {
-                    continue;
-                }
                 let name = e.name.replacen('/', ":", 1);
                 if prompt::parse_command(&format!("/{name}")).is_err() {
                     tracing::warn!(target: "awf::acp", workflow = %e.name, "workflow not offered: its name cannot be typed as a slash command");
                     continue;
                 }
+                let why = shared
+                    .cfg
+                    .validate
+                    .as_ref()
+                    .and_then(|v| v(&e.path.display().to_string()))
+                    .or_else(|| e.error.clone());
+                if let Some(why) = why {
+                    left_out.push(format!("{} ({why})", e.name));
+                    continue;
+                }
                 let Ok(loaded) = shared.cfg.repository.load(&e.name, None) else {
                     continue;
                 };
-                if let Some(Err(err)) = shared.cfg.validate.as_ref().map(|v| v(&loaded)) {
-                    left_out.push(format!("{} ([{}] {})", e.name, err.code(), err.message()));
-                    continue;
-                }
                 let wf = loaded.workflow;
                 let description = wf
                     .description
@@ -834,7 +836,7 @@ fn available_commands(shared: &Shared) -> Value {
         Err(e) => tracing::warn!(target: "awf::acp", error = %e, "workflows not listed"),
     }
     if !left_out.is_empty() {
-        tracing::warn!(target: "awf::acp", workflows = %left_out.join("; "), "workflows left out of the slash commands: they fail validation");
+        tracing::warn!(target: "awf::acp", workflows = %left_out.join("; "), "workflows left out of the slash commands: they do not load or validate");
     }
     json!({"sessionUpdate": "available_commands_update", "availableCommands": commands})
 }
@@ -1571,20 +1573,23 @@ async fn prompt_turn(
         message(shared, s, &not_a_command(shared));
         return Ok("end_turn");
     };
-    let loaded = shared.cfg.repository.load(&workflow, None).ok();
+    let loaded = shared.cfg.repository.load(&workflow, None);
+    // A workflow that is found but broken (it does not load, or does not validate) is said
+    // as every list of workflows says it; one that is not found is the run's refusal below.
+    let found = loaded.as_ref().map_or_else(
+        |e| e.code().category() == awf_domain::Category::Workflow,
+        |_| true,
+    );
+    if found && let Some(why) = shared.cfg.validate.as_ref().and_then(|v| v(&workflow)) {
+        message(
+            shared,
+            s,
+            &format!("Workflow \"{workflow}\" is not valid: {why}"),
+        );
+        return Ok("end_turn");
+    }
+    let loaded = loaded.ok();
     if let Some(l) = &loaded {
-        if let Some(Err(e)) = shared.cfg.validate.as_ref().map(|v| v(l)) {
-            message(
-                shared,
-                s,
-                &format!(
-                    "Workflow \"{workflow}\" is not valid: [{}] {}",
-                    e.code(),
-                    e.message()
-                ),
-            );
-            return Ok("end_turn");
-        }
         if from_command && let Some(why) = unknown_input(&workflow, &l.workflow, &inputs) {
             message(shared, s, &format!("Invalid prompt: {why}"));
             return Ok("end_turn");

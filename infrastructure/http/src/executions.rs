@@ -1513,7 +1513,7 @@ pub(crate) async fn respond(
             // A missing input's value that breaks one of the input's rules: 422 naming the
             // rule, and the request stays pending (answer it again).
             if awf_domain::interaction::refused_value(&e).is_some() {
-                return Problem::from_error(e);
+                return Problem::from_error(crate::problem::for_run_answer(e, &run_id.0));
             }
             // The service's own hints first (a worker of a shared store says what became of
             // the run's worker), then the general one.

@@ -169,17 +169,39 @@ const INPUTS_HELP: &str = "`awf run <workflow> --help` lists each input with its
 /// /api/workflows/env/x/validate` → `GET /api/workflows/env/x`), and the fields that hold
 /// them; `None` for any other hint.
 fn inputs_help_hint(hint: &str, validate: &str) -> Option<String> {
-    if !hint.starts_with(INPUTS_HELP) {
-        return None;
-    }
     let route = validate
         .strip_prefix("POST ")
         .and_then(|r| r.strip_suffix("/validate"))
         .unwrap_or("/api/workflows/{scope}/{name}");
+    inputs_route_hint(hint, route)
+}
+
+/// The hint [`INPUTS_HELP`] naming `route` (a `GET` route whose answer lists the inputs);
+/// `None` for any other hint.
+fn inputs_route_hint(hint: &str, route: &str) -> Option<String> {
+    if !hint.starts_with(INPUTS_HELP) {
+        return None;
+    }
     Some(format!(
         "GET {route} lists each input with its type and rules (`inputs[]`: `type`, `required`, \
          `enum_values`, `pattern`, `min`, `max`, `file_exists`, `file_extension`)"
     ))
+}
+
+/// `error` of an answer to run `run_id`'s missing-input request: its [`INPUTS_HELP`] hint
+/// names the run's own workflow route (`GET /api/executions/<id>/workflow`), not the
+/// general `{scope}/{name}` form (new user: literal placeholders); other hints as
+/// [`for_http`] says them.
+pub fn for_run_answer(error: AwfError, run_id: &str) -> AwfError {
+    let route = format!("/api/executions/{run_id}/workflow");
+    let mut e = AwfError::new(error.code(), error.message());
+    for (k, v) in error.details() {
+        e = e.with_detail(k.clone(), v.clone());
+    }
+    for h in error.hints() {
+        e = e.with_hint(inputs_route_hint(h, &route).unwrap_or_else(|| h.clone()));
+    }
+    for_http(e, "inputs", VALIDATE_ROUTE)
 }
 
 /// A message said for HTTP: the `run `awf validate` to see all` that ends the message of an

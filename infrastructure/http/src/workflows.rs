@@ -567,18 +567,10 @@ pub(crate) async fn list_workflows(
             // does not shows validate's first error (decoding goes on past the first parse
             // error), the one `awf validate` and `awf run` name.
             let validated = (cfg.validator)(&e.path.display().to_string());
+            // `awf validate`'s first error and count, as every list of workflows shows it.
             let error = match (e.error, validated) {
-                (Some(load), Ok(diags)) => Some(
-                    diags
-                        .iter()
-                        .find(|d| d.severity == Severity::Error)
-                        .map_or(load, awf_domain::ports::repository::Diagnostic::listed),
-                ),
+                (load, Ok(diags)) => awf_domain::ports::repository::broken_summary(&diags).or(load),
                 (Some(load), Err(_)) => Some(load),
-                (None, Ok(diags)) => diags
-                    .iter()
-                    .find(|d| d.severity == Severity::Error)
-                    .map(|d| format!("[{}] {}", d.code, finding_line(d))),
                 (None, Err(err)) => Some(format!("[{}] {}", err.code(), err.message())),
             }
             // `… more error(s)` names this workflow's validate route, not `awf validate`.

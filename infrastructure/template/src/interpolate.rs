@@ -172,7 +172,7 @@ impl Interpolator for GoTemplates {
         let prepared = scan::prepare(template);
         self.parse(&prepared)
             .map(|_| ())
-            .map_err(with_function_hint)
+            .map_err(|e| with_unclosed_hint(with_function_hint(e), &prepared))
     }
 }
 
@@ -231,6 +231,47 @@ fn parse_error(e: &ParseError, prepared: &Prepared<'_>) -> TemplateError {
         other => format!("template parse error: {other}"),
     };
     TemplateError::Failed(clip(text))
+}
+
+/// A parse error of a text with an unclosed action gets a hint naming it (after
+/// [`HINT_SEPARATOR`](awf_domain::ports::template::HINT_SEPARATOR), unless it has a hint
+/// already): the parser reads on past the `{{` and names whatever it stumbles on (`bad
+/// character "`), which did not say what was wrong (new user).
+fn with_unclosed_hint(e: TemplateError, prepared: &Prepared<'_>) -> TemplateError {
+    let TemplateError::Failed(text) = &e else {
+        return e;
+    };
+    if text.contains(awf_domain::ports::template::HINT_SEPARATOR) {
+        return e;
+    }
+    match unclosed_action(prepared) {
+        Some((line, col)) => TemplateError::Failed(format!(
+            "{text}{}a `{{{{` without its closing `}}}}` (line {line}, column {col}): close the \
+             action, or write a literal `{{{{` as {{{{\"{{{{\"}}}}",
+            awf_domain::ports::template::HINT_SEPARATOR
+        )),
+        None => e,
+    }
+}
+
+/// Where the first `{{` with no `}}` after it is in `prepared`'s text (line, and column in
+/// bytes of the text as written, both 1-based); `None` when every action is closed.
+fn unclosed_action(prepared: &Prepared<'_>) -> Option<(usize, usize)> {
+    let text = prepared.text.as_ref();
+    let mut at = 0;
+    while let Some(i) = text.get(at..)?.find("{{") {
+        let open = at + i;
+        match text.get(open + 2..)?.find("}}") {
+            Some(j) => at = open + 2 + j + 2,
+            None => {
+                let before = text.get(..open)?;
+                let line = before.matches('\n').count() + 1;
+                let col = open - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+                return Some((line, prepared.original_col(line, col)));
+            }
+        }
+    }
+    None
 }
 
 /// The source text a node occupies: `line` and `col` are 1-based (`col` in bytes), `len`

@@ -114,14 +114,14 @@ pub fn decode_workflow(
     let name = f.string("name", d);
     if name.is_none() {
         let typo = f.misspelled(&["name"]);
-        let e = d.syntax("name", Some(root.pos), "name: required field missing");
+        let e = d.missing("name", Some(root.pos), "name: required field missing");
         e.hint = Some("add a top-level `name:`".to_owned());
         name_typo(e, typo);
     } else if name.as_deref() == Some("") {
         // AWF (Go) refuses an empty name as a missing one (breaker: `name: ""` ran as
         // `Workflow started:  (…)`).
         let pos = f.key_pos("name").unwrap_or(root.pos);
-        let e = d.syntax("name", Some(pos), "name: required field missing");
+        let e = d.missing("name", Some(pos), "name: required field missing");
         e.hint =
             Some("`name:` is empty: give the workflow a name (`name: my-workflow`)".to_owned());
     }
@@ -169,7 +169,7 @@ pub fn decode_workflow(
     match f.take("states") {
         None => {
             let typo = f.misspelled(&["states"]);
-            let e = d.syntax("states", Some(root.pos), "states: required field missing");
+            let e = d.missing("states", Some(root.pos), "states: required field missing");
             name_typo(e, typo);
         }
         Some(n) => {
@@ -177,6 +177,22 @@ pub fn decode_workflow(
                 initial = decode_states(n, sf, d, templates, &mut states);
             }
         }
+    }
+    // `initial:` written at the top level, where `states:` lacks it: one mistake, one
+    // message (not an error plus an unknown-field warning), saying where it goes.
+    if initial.is_none()
+        && let Some(pos) = f.key_pos("initial")
+        && let Some(e) =
+            d.list.iter_mut().rev().find(|e| {
+                e.path == "states.initial" && e.code == ErrorCode::WorkflowParseMissingField
+            })
+    {
+        let _ = f.take("initial");
+        e.message =
+            "states.initial: required field missing (`initial:` is at the top level)".to_owned();
+        e.hint = Some("move `initial:` under `states:` (indent it as a state's name)".to_owned());
+        e.line = Some(pos.line);
+        e.column = Some(pos.column);
     }
     f.finish(
         d,
@@ -289,7 +305,7 @@ fn decode_agent_policy(f: &mut Fields<'_>, d: &mut Diags) -> AgentPolicy {
                             });
                         }
                         _ => {
-                            d.syntax(&ip, Some(pos), "fallback provider: `provider:` is required");
+                            d.missing(&ip, Some(pos), "fallback provider: `provider:` is required");
                         }
                     }
                 }
@@ -350,7 +366,7 @@ fn decode_states(
     let initial = sf.string("initial", d);
     if initial.is_none() {
         let typo = sf.misspelled(&["initial"]);
-        let e = d.syntax(
+        let e = d.missing(
             "states.initial",
             Some(node.pos),
             "states.initial: required field missing",
@@ -718,7 +734,7 @@ fn decode_inline_error(step: &str, node: &Node, path: &str, d: &mut Diags) -> Op
     let typo = f.misspelled(&["message"]);
     f.finish(d, &[], "an inline on_failure");
     let Some(message) = message else {
-        let e = d.syntax(
+        let e = d.missing(
             &format!("{path}.message"),
             Some(node.pos),
             "message: required field missing",
@@ -755,7 +771,7 @@ fn decode_transitions(node: &Node, path: &str, d: &mut Diags) -> Vec<Transition>
         match goto {
             Some(goto) => out.push(Transition { when, goto }),
             None => {
-                let e = d.syntax(
+                let e = d.missing(
                     &format!("{ipath}.goto"),
                     Some(item.pos),
                     "goto: required field missing",
@@ -1154,7 +1170,7 @@ fn decode_agent(f: &mut Fields<'_>, d: &mut Diags) -> StateKind {
                         match sf.string("path", d).filter(|p| !p.trim().is_empty()) {
                             Some(p) => skills.push(p),
                             None => {
-                                d.syntax(&ipath, Some(it.pos), "a skill mapping needs `path:`");
+                                d.missing(&ipath, Some(it.pos), "a skill mapping needs `path:`");
                             }
                         }
                         sf.finish(d, &[], "a skill");
@@ -1564,7 +1580,7 @@ fn decode_inputs(node: &Node, path: &str, d: &mut Diags) -> Vec<InputDef> {
                 validation,
             }),
             None => {
-                let e = d.syntax(
+                let e = d.missing(
                     &format!("{ipath}.name"),
                     Some(item.pos),
                     "name: required field missing",
@@ -1599,7 +1615,7 @@ fn decode_outputs(node: &Node, path: &str, d: &mut Diags) -> Vec<OutputDef> {
                 description,
             }),
             (None, _) => {
-                let e = d.syntax(
+                let e = d.missing(
                     &format!("{ipath}.name"),
                     Some(item.pos),
                     "name: required field missing",
@@ -1607,7 +1623,7 @@ fn decode_outputs(node: &Node, path: &str, d: &mut Diags) -> Vec<OutputDef> {
                 name_typo(e, typo.filter(|(_, c)| *c == "name"));
             }
             (Some(_), None) => {
-                let e = d.syntax(
+                let e = d.missing(
                     &format!("{ipath}.from"),
                     Some(item.pos),
                     "from: required field missing",

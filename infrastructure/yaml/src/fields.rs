@@ -76,6 +76,16 @@ impl Diags {
         self.error(ErrorCode::WorkflowParseYamlSyntax, path, pos, msg)
     }
 
+    /// Records a required key that is missing (`WORKFLOW.PARSE.MISSING_FIELD`).
+    pub fn missing(
+        &mut self,
+        path: &str,
+        pos: Option<Pos>,
+        msg: impl Into<String>,
+    ) -> &mut Diagnostic {
+        self.error(ErrorCode::WorkflowParseMissingField, path, pos, msg)
+    }
+
     /// Records an invalid value (`WORKFLOW.PARSE.INVALID_VALUE`).
     pub fn invalid(
         &mut self,
@@ -324,9 +334,16 @@ impl<'n> Fields<'n> {
                 d.note(&path, Some(e.key_pos), (*text).to_owned());
                 continue;
             }
+            // A typo of a key, else a short form of one (`delay` for `initial_delay`).
             let hint = closest(&e.key, self.asked.iter().copied())
                 .map(|c| format!("did you mean '{c}'?"))
-                .or_else(|| misplaced_hook(&e.key, &self.asked));
+                .or_else(|| misplaced_hook(&e.key, &self.asked))
+                .or_else(|| {
+                    awf_domain::validate::did_you_mean(&awf_domain::validate::keys_with_part(
+                        &e.key,
+                        self.asked.iter().copied(),
+                    ))
+                });
             let diag = d.push(
                 Diagnostic::warning(
                     awf_domain::ErrorCode::WorkflowParseUnknownField,

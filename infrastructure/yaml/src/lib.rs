@@ -118,7 +118,8 @@ fn parse(
         }
     };
     let mut source_map = SourceMap::new(file_buf);
-    record_positions(&root, &mut String::new(), &mut source_map);
+    let lines: Vec<&str> = text.lines().collect();
+    record_positions(&root, &mut String::new(), &lines, &mut source_map);
     let wf = decode::decode_workflow(&root, source, &mut diags, templates);
     for d in &mut diags.list {
         d.locate(&source_map);
@@ -190,8 +191,9 @@ pub(crate) fn decode_utf8(bytes: Vec<u8>, file: &Path) -> Result<String, AwfErro
     }))
 }
 
-/// Records the 1-based position of every mapping key and sequence item by dotted path.
-fn record_positions(node: &Node, path: &mut String, map: &mut SourceMap) {
+/// Records the 1-based position of every mapping key and sequence item by dotted path, and
+/// where the text of each literal block scalar (`key: |`) starts (`lines`: the file's).
+fn record_positions(node: &Node, path: &mut String, lines: &[&str], map: &mut SourceMap) {
     // One buffer for every path (`states.a.body.1`): a key's path is pushed onto its
     // parent's and cut back after (a `format!` per key was most of this walk, issue 9).
     let base = path.len();
@@ -209,7 +211,8 @@ fn record_positions(node: &Node, path: &mut String, map: &mut SourceMap) {
             for (i, it) in items.iter().enumerate() {
                 enter(path, &i);
                 map.insert(path.clone(), it.pos.line, it.pos.column);
-                record_positions(it, path, map);
+                record_block(it, path, lines, map);
+                record_positions(it, path, lines, map);
             }
         }
         NodeKind::Map(entries) => {
@@ -219,11 +222,45 @@ fn record_positions(node: &Node, path: &mut String, map: &mut SourceMap) {
                 }
                 enter(path, &e.key);
                 map.insert(path.clone(), e.key_pos.line, e.key_pos.column);
-                record_positions(&e.value, path, map);
+                record_block(&e.value, path, lines, map);
+                record_positions(&e.value, path, lines, map);
             }
         }
     }
     path.truncate(base);
+}
+
+/// Records `node` at `path` as a literal block scalar ([`SourceMap::insert_block`]) when it
+/// is one holding a template (only findings about templates point inside a value). The
+/// parser places a block scalar at its first line that is not blank; the lines before it
+/// are the text's leading line breaks, and the line before those holds the indicator (`|`,
+/// `|-`, `|+`; a folded `>` or an explicit indentation digit maps lines otherwise).
+fn record_block(node: &Node, path: &str, lines: &[&str], map: &mut SourceMap) {
+    let NodeKind::Scalar { text, plain, .. } = &node.kind else {
+        return;
+    };
+    if *plain || !text.contains("{{") {
+        return;
+    }
+    let leading = text.chars().take_while(|c| *c == '\n').count();
+    let Some(first) = (node.pos.line as usize).checked_sub(leading) else {
+        return;
+    };
+    let Some(indicator) = first.checked_sub(2).and_then(|i| lines.get(i)) else {
+        return;
+    };
+    let head = indicator
+        .split_once(" #")
+        .map_or(*indicator, |(h, _)| h)
+        .trim_end();
+    if !(head.ends_with('|') || head.ends_with("|-") || head.ends_with("|+")) {
+        return;
+    }
+    map.insert_block(
+        path,
+        u32::try_from(first).unwrap_or(u32::MAX),
+        node.pos.column,
+    );
 }
 
 /// One diagnostic as a line: `<file>: line L, column C: <path>: <message>`.

@@ -14,6 +14,7 @@ use awf_domain::AwfError;
 use awf_domain::ErrorCode;
 use awf_domain::ports::WorkflowRepository;
 use awf_domain::ports::repository::ConfigSource;
+use awf_domain::ports::repository::Diagnostic;
 use awf_domain::ports::repository::LoadedWorkflow;
 use awf_domain::ports::repository::ProjectConfig;
 use awf_domain::ports::repository::Rooted;
@@ -291,6 +292,60 @@ fn special_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
 /// socket or device (reading it could block forever), or a symlink that cannot be followed
 /// (a loop, or a dangling target). `None` when the path does not exist at all or is a regular
 /// file or directory.
+impl YamlRepository {
+    /// `awf validate`'s warning for a workflow file in one of the directories `awf list`
+    /// reads whose `name:` is not its file's name: `awf list` and `awf run` know it by the
+    /// file's name (as AWF (Go) does), while runs and history show its `name:`.
+    fn name_mismatch(&self, l: &LoadedWorkflow) -> Option<Diagnostic> {
+        let path = l.workflow.source.path.as_deref()?;
+        let stem = path.file_stem()?.to_str()?;
+        let name = l.workflow.name.as_str();
+        if name.is_empty() || name == stem {
+            return None;
+        }
+        let parent = std::fs::canonicalize(path.parent()?).ok()?;
+        let listed = self.paths.sources().into_iter().any(|(dir, _)| {
+            std::fs::canonicalize(self.paths.cwd.join(dir)).is_ok_and(|d| d == parent)
+        });
+        if !listed {
+            return None;
+        }
+        let mut d = Diagnostic::warning(
+            ErrorCode::WorkflowValidationInvalidReference,
+            "name",
+            format!(
+                "name: {name:?} is not the file's name ({stem}): `awf list` and `awf run` know \
+                 the workflow as {stem}, its runs and history show {name}"
+            ),
+        )
+        .with_hint(format!(
+            "rename the file to {name}.yaml, or set `name: {stem}`"
+        ));
+        d.locate(&l.source_map);
+        Some(d)
+    }
+}
+
+/// The top-level `name:` a workflow file declares, read from its text without parsing it
+/// (a line `name: X` at the left margin, quotes and a trailing comment left out); `None`
+/// when the file cannot be read as a regular file or declares none.
+pub(crate) fn declared_name(path: &Path) -> Option<String> {
+    if unusable_path_error(path, "").is_some() {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|line| {
+        let value = line.strip_prefix("name:")?;
+        let value = value.split_once(" #").map_or(value, |(v, _)| v).trim();
+        let unquoted = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .or_else(|| value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')))
+            .unwrap_or(value);
+        (!unquoted.is_empty()).then(|| unquoted.to_owned())
+    })
+}
+
 fn unusable_path_error(path: &Path, ident: &str) -> Option<AwfError> {
     let link = std::fs::symlink_metadata(path).ok()?;
     match std::fs::metadata(path) {
@@ -466,23 +521,32 @@ impl WorkflowRepository for YamlRepository {
             };
             return Err(err);
         }
-        let mut known = BTreeSet::new();
+        let mut known = BTreeMap::new();
         for dir in self.search_dirs(base_dir) {
-            known.extend(
-                Self::names_in(dir)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(n, _)| n),
-            );
+            for (n, path) in Self::names_in(dir).unwrap_or_default() {
+                known.entry(n).or_insert(path);
+            }
         }
         let mut err = AwfError::new(
             ErrorCode::UserFacadeWorkflowNotFound,
             format!("workflow not found: {ident}"),
         )
         .with_detail("workflow", ident.to_owned());
-        match closest(ident, known.iter().map(String::as_str)) {
-            Some(c) => err = err.with_hint(format!("did you mean '{c}'?")),
-            None => err = err.with_hint("run `awf list` to see the available workflows"),
+        // A workflow is found by its file's name; runs and history show its `name:`, which
+        // may differ (new user: `awf run bar` for `foo.yaml` holding `name: bar`).
+        let named = known
+            .iter()
+            .find(|(_, path)| declared_name(path).as_deref() == Some(ident))
+            .map(|(n, _)| n);
+        match (named, closest(ident, known.keys().map(String::as_str))) {
+            (Some(n), _) => {
+                err = err.with_hint(format!(
+                    "did you mean {n} (its name: is {ident})? A workflow is run by its file's \
+                     name: `awf run {n}`"
+                ));
+            }
+            (None, Some(c)) => err = err.with_hint(format!("did you mean '{c}'?")),
+            (None, None) => err = err.with_hint("run `awf list` to see the available workflows"),
         }
         Err(err)
     }
@@ -502,7 +566,10 @@ impl WorkflowRepository for YamlRepository {
         base_dir: Option<&Path>,
     ) -> Result<LoadedWorkflow, AwfError> {
         let err = match self.load(identifier, base_dir) {
-            Ok(l) => return Ok(l),
+            Ok(mut l) => {
+                l.diagnostics.extend(self.name_mismatch(&l));
+                return Ok(l);
+            }
             Err(e) => e,
         };
         // Only a file that was found but failed to decode is read again, leniently. Decoding
@@ -533,7 +600,12 @@ impl WorkflowRepository for YamlRepository {
         let templates = DirTemplates {
             dirs: self.paths.template_dirs.clone(),
         };
-        crate::parse_workflow_lenient(&text, Some(&path), source, &templates).map_err(|_| err)
+        crate::parse_workflow_lenient(&text, Some(&path), source, &templates)
+            .map(|mut l| {
+                l.diagnostics.extend(self.name_mismatch(&l));
+                l
+            })
+            .map_err(|_| err)
     }
 
     fn list(&self) -> Result<Vec<WorkflowEntry>, AwfError> {

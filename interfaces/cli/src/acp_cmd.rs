@@ -162,8 +162,11 @@ pub async fn run(ctx: &Ctx, args: &AcpServeArgs) -> Result<Outcome, CliError> {
     }
     let repository = Arc::clone(&services.repository);
     let checks = services.clone();
-    let validate: awf_acp::server::Validator =
-        Arc::new(move |loaded| awf_application::validation::check_for_run(&checks, loaded));
+    let check_env = w.env.clone();
+    // As `awf list` and `awf validate` report a broken workflow.
+    let validate: awf_acp::server::Validator = Arc::new(move |identifier| {
+        awf_application::validation::broken_summary(&checks, identifier, &check_env)
+    });
     let service = crate::wiring::served_run_service(services);
     let env: Vec<(String, String)> = w.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let masker = Masker::from_named(env.iter().map(|(k, v)| (k.as_str(), v.as_str())));

@@ -151,7 +151,11 @@ pub fn render_text_with(err: &AwfError, head: &str, hints: bool, style: Style) -
     out
 }
 
-/// The detail lines worth showing under `message` (see [`render_text`]).
+/// The detail lines worth showing under `message` (see [`render_text`]): `at <file>:<line>:<col>`
+/// when the message does not name the file, then `key: value` for each other detail whose
+/// value the message does not hold already, except `terminal` (a failure terminal's name),
+/// always shown: a short name such as `failed` is found in many a message (`… step x
+/// failed: …`), and every run that ends in a failure terminal says which one.
 pub fn detail_lines(
     message: &str,
     details: &std::collections::BTreeMap<String, Value>,
@@ -177,7 +181,7 @@ pub fn detail_lines(
             continue;
         }
         let v = value_text(v);
-        if v.is_empty() || v.starts_with("__") || message.contains(&v) {
+        if v.is_empty() || v.starts_with("__") || (k != "terminal" && message.contains(&v)) {
             continue;
         }
         lines.push(format!("{k}: {v}"));

@@ -2,11 +2,15 @@
 //!
 //! Text: an aligned table `NAME  SOURCE  VERSION  DESCRIPTION` on stdout; JSON: an array of
 //! `{"name", "source", "path", "version", "description"}`. A workflow that does not load or
-//! does not pass validation is marked: its description reads `BROKEN: [CODE] message` (the
-//! first error; `awf validate <name>` shows all of them) and its JSON object carries `"error"`.
+//! does not pass validation is marked: its description reads `BROKEN: [CODE] message (and N
+//! more error(s); …)` (`awf validate`'s first error and count, as every front-end lists a
+//! broken workflow; `awf validate <name>` shows all of them) and its JSON object carries
+//! `"error"`.
 //!
-//! `-f quiet`: the names, one a line. `-f table`: a bordered NAME(20) SOURCE(10) VERSION(10)
-//! DESCRIPTION(40) table (AWF (Go)'s).
+//! `-f quiet`: the names of the workflows that are not broken, one a line (a broken one
+//! cannot run; the other formats mark it). `-f table`: a bordered NAME(20) SOURCE(10)
+//! VERSION(10) DESCRIPTION(40) table (AWF (Go)'s; DESCRIPTION wider when a broken entry's
+//! `BROKEN: [CODE]` needs it, which is never cut).
 //!
 //! `awf list prompts` (alias `p`): every file under the prompt search path
 //! (`$AWF_PROMPTS_PATH` = `env`, `.awf/prompts` = `local`, `<config dir>/prompts` = `global`;
@@ -68,12 +72,19 @@ fn description_of(e: &WorkflowEntry) -> String {
     crate::style::printable(&text).into_owned()
 }
 
-/// `-f table`: the bordered workflow table (the text notice when there are none).
+/// `-f table`: the bordered workflow table (the text notice when there are none). The
+/// DESCRIPTION column is 40 characters wide (AWF (Go)'s), wider when a broken entry needs
+/// it: its `BROKEN: [CODE] ` is never cut, and at least 20 characters of its message follow.
 pub fn render_bordered(entries: &[WorkflowEntry]) -> String {
     if entries.is_empty() {
         return render_table(entries);
     }
-    let mut t = crate::table::Table::new(&[20, 10, 10, 40]);
+    let description = entries
+        .iter()
+        .filter_map(|e| e.error.as_deref())
+        .filter_map(|err| err.find("] ").map(|i| "BROKEN: ".len() + i + 2 + 20))
+        .fold(40, usize::max);
+    let mut t = crate::table::Table::new(&[20, 10, 10, description]);
     t.header(&["NAME", "SOURCE", "VERSION", "DESCRIPTION"]);
     for e in entries {
         t.row(&[
@@ -107,27 +118,15 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
             // As `awf validate <path>` names it.
             loaded.workflow.source.identifier = e.path.display().to_string();
             let report = awf_application::validate_loaded(&w.services, loaded, &w.env);
-            e.error = report
-                .diagnostics
-                .iter()
-                .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
-                .map(|d| format!("[{}] {}", d.code, d.message));
+            // `awf validate`'s first error and count, as every list of workflows shows it.
+            e.error = awf_domain::ports::repository::broken_summary(&report.diagnostics);
         } else if e.error.is_some() {
             // A file that does not load: `awf validate`'s first error (decoding goes on past
             // the first parse error, and its checks are ordered by position), so the list,
             // `awf validate` and `awf run` name the same one.
-            let report = awf_application::validate_workflow(
-                &w.services,
-                &e.path.display().to_string(),
-                &w.env,
-            );
-            if let Some(d) = report.ok().and_then(|r| {
-                r.diagnostics
-                    .into_iter()
-                    .find(|d| d.severity == awf_domain::ports::repository::Severity::Error)
-            }) {
-                e.error = Some(d.listed());
-            }
+            let path = e.path.display().to_string();
+            e.error =
+                awf_application::validation::broken_summary(&w.services, &path, &w.env).or(e.error);
         }
         entries.push(e);
     }
@@ -136,7 +135,13 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
             json_out::print(&entries)?;
             return Ok(Outcome::Success);
         }
-        Format::Quiet => entries.iter().map(|e| format!("{}\n", e.name)).collect(),
+        // The names a script can run: a broken workflow (marked in the other formats) is
+        // left out.
+        Format::Quiet => entries
+            .iter()
+            .filter(|e| e.error.is_none())
+            .map(|e| format!("{}\n", e.name))
+            .collect(),
         Format::Table => render_bordered(&entries),
         Format::Text => render_table(&entries),
     };

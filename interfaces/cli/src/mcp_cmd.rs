@@ -657,6 +657,7 @@ fn workflow_tools(
     let repository = Arc::clone(&services.repository);
     let checks = services.clone();
     let service = crate::wiring::served_run_service(services);
+    let env = w.env.clone();
     let tools = awf_application::WorkflowTools::new_checked(
         service,
         repository.as_ref(),
@@ -668,7 +669,11 @@ fn workflow_tools(
             auto_approve: yes,
         },
         reserved,
-        &|loaded| awf_application::validation::check_for_run(&checks, loaded),
+        // As `awf list` and `awf validate` report a broken workflow.
+        &|entry| {
+            let path = entry.path.display().to_string();
+            awf_application::validation::broken_summary(&checks, &path, &env)
+        },
     )?;
     for (name, why) in tools.skipped() {
         tracing::warn!(target: "awf::mcp", workflow = %name, error = %why, "workflow not served: it does not load or validate");

@@ -805,7 +805,12 @@ pub(crate) async fn drive(
         return Outcome::Run(result.exit_code);
     }
     if let Some(step) = step {
-        print_step(step, &result, output == crate::cli::OutputMode::Streaming);
+        print_step(
+            ctx,
+            step,
+            &result,
+            output == crate::cli::OutputMode::Streaming,
+        );
     } else {
         let secrets = match (&started, result.status) {
             (Some((inputs, file)), RunStatus::Failure | RunStatus::Cancelled) => {
@@ -844,17 +849,26 @@ pub(crate) fn warn_unrecorded(w: &Wiring) {
 }
 
 /// `--step S` report: the step's command output on stdout, the rest on stderr (as every
-/// step line: stdout carries only command output): `--- [S] stdout ---`, its stdout (on
-/// stdout), `--- [S] stderr ---` and its stderr (the blocks left out when `streamed`: `-o
-/// streaming` showed the output live), then `Step 'S' completed successfully in <d>` or
-/// `Step 'S' failed (exit code: N)` (`Step 'S' failed` when it has none) and the error.
+/// step line: stdout carries only command output): its stdout, under a `--- [S] stdout ---`
+/// header on stdout too when stdout is a terminal (left out when it is a pipe or a file,
+/// which get the output alone); `--- [S] stderr ---` and its stderr on stderr; each block only
+/// when the step wrote something there, and none when `streamed` (`-o streaming` showed the
+/// output live); then `Step 'S' completed successfully in <d>` or `Step 'S' failed (exit
+/// code: N)` (`Step 'S' failed` when it has none) and the error with its hints.
 /// Source: spec/workflow.md §3.12 (AWF (Go) prints the report on stdout; see
 /// docs/compatibility.md).
-fn print_step(step: &str, result: &RunResult, streamed: bool) {
+fn print_step(ctx: &Ctx, step: &str, result: &RunResult, streamed: bool) {
     let mut err = std::io::stderr().lock();
     if let Some(st) = result.states.get(step) {
         if !streamed {
-            print_step_blocks(&mut std::io::stdout().lock(), &mut err, step, st);
+            let out_is_terminal = std::io::stdout().is_terminal();
+            print_step_blocks(
+                &mut std::io::stdout().lock(),
+                &mut err,
+                step,
+                st,
+                out_is_terminal,
+            );
         }
         let d = awf_domain::duration::format_go(std::time::Duration::from_millis(st.duration_ms));
         if result.status == RunStatus::Success {
@@ -875,29 +889,47 @@ fn print_step(step: &str, result: &RunResult, streamed: bool) {
             e.code,
             crate::style::printable_text(&e.message)
         );
+        if ctx.hints {
+            for h in &e.hints {
+                let _ = writeln!(
+                    err,
+                    "  {} {}",
+                    ctx.err_style.cyan("Hint:"),
+                    crate::style::printable_text(h)
+                );
+            }
+        }
     }
 }
 
-/// The `--- [S] stdout ---` and `--- [S] stderr ---` blocks of a `--step` report: the
-/// headers and the step's stderr on `err`, its stdout on `out` (flushed before the next
-/// header, so a terminal shows them in order).
+/// The `--- [S] stdout ---` and `--- [S] stderr ---` blocks of a `--step` report, each
+/// header on the stream its text goes to, each block only when the step wrote there: the
+/// step's stdout on `out` (under its header only when `out_is_terminal`: a pipe or a file
+/// gets the output alone), the stderr block on `err` (`out` flushed first, so a terminal
+/// shows them in order).
 fn print_step_blocks(
     out: &mut impl Write,
     err: &mut impl Write,
     step: &str,
     st: &awf_domain::run::StateResult,
+    out_is_terminal: bool,
 ) {
-    let _ = writeln!(err, "--- [{step}] stdout ---");
-    let _ = err.flush();
-    crate::stdout_check::checked(out.write_all(st.output.as_bytes()));
-    if !st.output.is_empty() && !st.output.ends_with('\n') {
-        crate::stdout_check::checked(writeln!(out));
+    if !st.output.is_empty() {
+        if out_is_terminal {
+            crate::stdout_check::checked(writeln!(out, "--- [{step}] stdout ---"));
+        }
+        crate::stdout_check::checked(out.write_all(st.output.as_bytes()));
+        if !st.output.ends_with('\n') {
+            crate::stdout_check::checked(writeln!(out));
+        }
+        crate::stdout_check::checked(out.flush());
     }
-    crate::stdout_check::checked(out.flush());
-    let _ = writeln!(err, "--- [{step}] stderr ---");
-    let _ = err.write_all(st.stderr.as_bytes());
-    if !st.stderr.is_empty() && !st.stderr.ends_with('\n') {
-        let _ = writeln!(err);
+    if !st.stderr.is_empty() {
+        let _ = writeln!(err, "--- [{step}] stderr ---");
+        let _ = err.write_all(st.stderr.as_bytes());
+        if !st.stderr.ends_with('\n') {
+            let _ = writeln!(err);
+        }
     }
 }
 

@@ -495,6 +495,7 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     };
     let mut out = std::io::stdout().lock();
     if args.stats {
+        let counts_sub_runs = filter.counts_sub_runs();
         let mut stats = store.stats(&filter).map_err(CliError::Awf)?;
         // Runs whose process is gone are not running: counted apart, as `awf history` marks
         // them.
@@ -555,6 +556,15 @@ pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
                     out,
                     "Average Duration: {}",
                     go_duration(ms)
+                ));
+            }
+            // The list shows more rows than these count (new user: 19 counted, 21 listed).
+            if !counts_sub_runs {
+                crate::stdout_check::checked(writeln!(
+                    out,
+                    "(Counts the runs a user started: a sub-workflow's run is part of the run \
+                     that called it; `awf history` lists it marked ↳, `--workflow <name>` counts \
+                     every run of that workflow.)"
                 ));
             }
         }
@@ -678,7 +688,8 @@ pub fn go_duration(ms: u64) -> String {
 /// full run id and the full workflow name (nothing is cut); COMPLETED is `YYYY-MM-DD HH:MM`
 /// (UTC), `-` while running.
 ///
-/// Rows in `gone` (running, their awf process dead) are marked.
+/// Rows in `gone` (running, their awf process dead) are marked, and so is a sub-workflow's
+/// run (one another run started): `↳ <workflow> (in <the calling run's id, first 8>)`.
 fn history_text_marking(
     rows: &[HistoryRecord],
     gone: &std::collections::BTreeSet<String>,
@@ -700,12 +711,19 @@ fn history_text_marking(
     crate::table::aligned(&table)
 }
 
-/// One history row's cells: id, workflow name, status word (`running (process gone)` for a
+/// One history row's cells: id, workflow name (a sub-workflow's run marked, see
+/// [`history_text_marking`]), status word (`running (process gone)` for a
 /// run whose awf process died), duration, completion minute.
 fn history_cells(r: &HistoryRecord, gone: bool) -> Vec<String> {
+    let name = crate::style::printable(&r.workflow_name);
     vec![
         r.id.clone(),
-        crate::style::printable(&r.workflow_name).into_owned(),
+        match &r.parent_run_id {
+            Some(parent) => {
+                format!("↳ {name} (in {})", parent.get(..8).unwrap_or(parent))
+            }
+            None => name.into_owned(),
+        },
         if gone {
             "running (process gone)".to_owned()
         } else {
@@ -1005,8 +1023,11 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
     let mut states: Vec<_> = snap.states.values().collect();
     states.sort_by_key(|s| s.started_at);
     for s in states {
+        // A cancelled step was stopped by a signal: its recorded exit code (-1, as AWF (Go)
+        // records it) is no exit status, and `cancelled` says it all.
         let code = s
             .exit_code
+            .filter(|_| s.status != awf_domain::run::StepStatus::Cancelled)
             .map_or_else(String::new, |c| format!(" exit {c}"));
         let _ = writeln!(
             out,

@@ -7,7 +7,8 @@
 //! are AWF (Go)'s and omitted when empty; `diagnostics` is ours, `workflow_name` the YAML
 //! name). A workflow that cannot be found or loaded also gets the JSON error object on stderr
 //! (`{"error", "code", "error_code", …}`), as AWF (Go) prints it.
-//! `-f quiet`: `valid` / `invalid` on stdout (the findings still on stderr). `-f table`: a
+//! `-f quiet`: `valid` / `invalid` on stdout and nothing else (the exit code says it too;
+//! `awf validate` without it lists the findings). `-f table`: a
 //! box `Workflow: <name>    Status: valid|invalid`, an INPUT/TYPE/REQUIRED/DEFAULT table, a
 //! STEP/TYPE/NEXT table, then `ERROR: …` / `WARNING: …` lines.
 //! Exit 0 when valid, 2 (WORKFLOW) when not — `--strict` turns unknown-key warnings into
@@ -146,7 +147,8 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
         );
     } else {
         let mut err = std::io::stderr().lock();
-        for d in &diags {
+        // `-f quiet` is the verdict alone (and the exit code), as in AWF (Go).
+        for d in diags.iter().filter(|_| ctx.format != Format::Quiet) {
             let _ = err.write_all(
                 render_diagnostic(d, &args.workflow, false, ctx.hints, ctx.err_style).as_bytes(),
             );

@@ -100,7 +100,8 @@ fn invalid_fixtures_fail_to_parse() {
     for (name, code) in [
         ("invalid-syntax", ErrorCode::WorkflowParseYamlSyntax),
         ("test-colon", ErrorCode::WorkflowParseYamlSyntax),
-        ("invalid-missing-name", ErrorCode::WorkflowParseYamlSyntax),
+        // AWF (Go): YAML_SYNTAX; awf names the missing key's own code (same exit code 2).
+        ("invalid-missing-name", ErrorCode::WorkflowParseMissingField),
         ("agent-custom-provider", ErrorCode::WorkflowParseYamlSyntax),
         (
             "hints-yaml-syntax-error",

@@ -837,7 +837,7 @@ fn a_hook_outside_hooks_is_an_unknown_field_whose_hint_says_where_hooks_go() {
 #[test]
 fn an_empty_name_is_a_missing_name() {
     let e = err("name: \"\"\nstates:\n  initial: done\n  done: {type: terminal}\n");
-    assert_eq!(e.code(), ErrorCode::WorkflowParseYamlSyntax);
+    assert_eq!(e.code(), ErrorCode::WorkflowParseMissingField);
     assert_eq!(
         e.message(),
         "wf.yaml: line 1, column 1: name: required field missing"
