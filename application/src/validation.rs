@@ -354,12 +354,25 @@ fn skill_body_is_empty(text: &str) -> bool {
 }
 
 /// Orders findings errors first, then by line, and drops repeats: a finding equal to an
-/// earlier one (wherever it is in the list) is reported once.
+/// earlier one, or one inside a value ([`Diagnostic::in_value`]) that says what an earlier
+/// one says about the same value (the same reference written twice in one `command: |`
+/// block is found at two lines of it), is reported once, at its first position.
 fn sort(diagnostics: &mut Vec<Diagnostic>) {
     diagnostics.sort_by(|a, b| a.severity.cmp(&b.severity).then(a.line.cmp(&b.line)));
+    let same = |a: &Diagnostic, b: &Diagnostic| {
+        if a.in_value.is_none() || b.in_value.is_none() {
+            return a == b;
+        }
+        a.severity == b.severity
+            && a.code == b.code
+            && a.path == b.path
+            && a.message == b.message
+            && a.hint == b.hint
+            && a.file == b.file
+    };
     let mut kept: Vec<Diagnostic> = Vec::with_capacity(diagnostics.len());
     for d in diagnostics.drain(..) {
-        if !kept.contains(&d) {
+        if !kept.iter().any(|k| same(k, &d)) {
             kept.push(d);
         }
     }

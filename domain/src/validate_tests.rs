@@ -139,6 +139,66 @@ fn levenshtein_and_closest() {
     assert_eq!(closest("ab", ["ac"]), Some("ac"));
 }
 
+/// New user: `retry: {delay: 5s}` got no suggestion; a key that is a whole `_` part of
+/// known ones suggests them (in their order), a typo of one is `closest`'s.
+#[test]
+fn a_short_form_of_a_key_suggests_the_keys_it_is_part_of() {
+    let retry = [
+        "max_attempts",
+        "initial_delay",
+        "max_delay",
+        "backoff",
+        "multiplier",
+    ];
+    assert_eq!(
+        keys_with_part("delay", retry),
+        ["initial_delay", "max_delay"]
+    );
+    assert_eq!(keys_with_part("attempts", retry), ["max_attempts"]);
+    assert_eq!(
+        keys_with_part("Delay", retry),
+        ["initial_delay", "max_delay"]
+    );
+    // Too short to mean anything, or a whole key: none.
+    assert!(keys_with_part("max", ["max"]).is_empty());
+    assert!(keys_with_part("ma", retry).is_empty());
+    assert!(keys_with_part("lay", retry).is_empty());
+    assert_eq!(
+        did_you_mean(&["initial_delay", "max_delay"]).as_deref(),
+        Some("did you mean 'initial_delay' or 'max_delay'?")
+    );
+    assert_eq!(
+        did_you_mean(&["a", "b", "c"]).as_deref(),
+        Some("did you mean 'a', 'b' or 'c'?")
+    );
+    assert_eq!(did_you_mean(&["a"]).as_deref(), Some("did you mean 'a'?"));
+    assert_eq!(did_you_mean(&[]), None);
+}
+
+/// New user: a value written twice the same way in one `command:` got two identical
+/// warnings; each finding is reported once, at its first place in the value.
+#[test]
+fn one_unquoted_value_written_twice_is_warned_about_once() {
+    let mut w = wf(
+        "a",
+        vec![
+            cmd(
+                "a",
+                "echo start\necho {{.inputs.x}}\necho {{.inputs.x}}\n",
+                Some("done"),
+            ),
+            terminal("done"),
+        ],
+    );
+    let mut x = input("x");
+    x.default = Some(serde_json::json!("a"));
+    w.inputs = vec![x];
+    let wf = w;
+    let found = unquoted_shell_values(&wf);
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].in_value, Some((1, 5)));
+}
+
 #[test]
 fn valid_linear_workflow_has_no_findings() {
     let w = wf("a", vec![cmd("a", "echo", Some("done")), terminal("done")]);

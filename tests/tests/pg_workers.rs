@@ -579,7 +579,7 @@ fn sse_from_a_worker_that_does_not_run_the_run_equals_its_event_rows() {
     });
     let on_b = http_serve::execution(&b, &id);
     assert_eq!(on_b["phase"], "recorded", "{on_b}");
-    assert_eq!(on_b["message"], "three done: c\n", "{on_b}");
+    assert_eq!(on_b["message"], "three done: c", "{on_b}");
     assert_eq!(http_serve::execution(&a, &id)["message"], on_b["message"]);
     // A reconnect after run_finished (nothing left to replay) ends (curl exits 0, not 28
     // for its time limit), on either worker, with no event.

@@ -316,7 +316,7 @@ fn validation_messages_name_the_mistake_and_where_it_is() {
 
     let out = validate(
         "block.yaml",
-        "name: b\ninputs:\n  - {name: x, default: a}\n  - {name: y, default: b}\nstates:\n  initial: a\n  a:\n    type: step\n    command: |\n      echo start\n      echo {{.inputs.x}}\n      echo {{.inputs.y}}\n      echo {{.inputs.x}}\n      echo \"{{.states.nope.Output}}\"\n    on_success: done\n  done:\n    type: terminal\n",
+        "name: b\ninputs:\n  - {name: x, default: a}\n  - {name: y, default: b}\nstates:\n  initial: a\n  a:\n    type: step\n    command: |\n      echo start\n      echo {{.inputs.x}}\n      echo {{.inputs.y}}\n      echo {{.inputs.x}}\n      echo \"{{.states.nope.Output}}\"\n      echo \"{{.states.nope.Output}}\"\n    on_success: done\n  done:\n    type: terminal\n",
     );
     let lines: Vec<&str> = out.lines().filter(|l| !l.starts_with("  Hint")).collect();
     assert_eq!(
@@ -602,6 +602,33 @@ fn a_refused_answer_hints_the_runs_own_workflow_route() {
     assert_eq!(
         http_serve::json_of(&body)["body"]["inputs"][0]["name"],
         "env"
+    );
+}
+
+const FAILS: &str = "name: fails\ninputs:\n  - {name: n, type: integer, default: 1}\nstates:\n  initial: a\n  a: {type: step, command: 'exit 1', on_success: done}\n  done: {type: terminal}\n";
+
+/// The same for a resume's refused `input_overrides`: the hint names the run's workflow
+/// route.
+#[test]
+fn a_refused_resume_input_hints_the_runs_own_workflow_route() {
+    let sb = http_serve::sandbox_with(&[("fails", FAILS)]);
+    let s = http_serve::start(&sb, &[]);
+    let id = http_serve::start_run(&s, "fails", "{}");
+    http_serve::wait_status(&s, &id, "failed");
+    let (code, body, _) = http_serve::post(
+        &format!("{}/api/executions/{id}/resume", s.base),
+        r#"{"input_overrides": {"n": "abc"}}"#,
+    );
+    assert_eq!(code, 422, "{body}");
+    let v: Value = http_serve::json_of(&body);
+    let route = format!("GET /api/executions/{id}/workflow lists each input");
+    assert!(
+        v["hints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h.as_str().unwrap().starts_with(&route)),
+        "{v}"
     );
 }
 

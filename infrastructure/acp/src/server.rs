@@ -1588,12 +1588,12 @@ async fn prompt_turn(
         );
         return Ok("end_turn");
     }
-    let loaded = loaded.ok();
-    if let Some(l) = &loaded {
-        if from_command && let Some(why) = unknown_input(&workflow, &l.workflow, &inputs) {
-            message(shared, s, &format!("Invalid prompt: {why}"));
-            return Ok("end_turn");
-        }
+    if let Ok(l) = &loaded
+        && from_command
+        && let Some(why) = unknown_input(&workflow, &l.workflow, &inputs)
+    {
+        message(shared, s, &format!("Invalid prompt: {why}"));
+        return Ok("end_turn");
     }
     let request = RunRequest {
         identifier: workflow.clone(),
@@ -1643,7 +1643,7 @@ async fn prompt_turn(
         }
     };
     let masker = shared.masker.read().map(|m| m.clone()).unwrap_or_default();
-    let projector = Projector::new(&s.id, loaded.map(|l| l.workflow), masker);
+    let projector = Projector::new(&s.id, loaded.ok().map(|l| l.workflow), masker);
     if let Some(plan) = projector.plan_frame() {
         emit(shared, s, plan);
     }

@@ -1257,7 +1257,10 @@ pub(crate) async fn resume_execution(
             // a worker or in an awf process): a 409 too.
             Problem::with_status(StatusCode::CONFLICT, e)
         } else {
-            Problem::from_error_in(e, "input_overrides")
+            Problem::from_error_in(
+                crate::problem::for_run(e, &run_id.0, "input_overrides"),
+                "input_overrides",
+            )
         }
     })?;
     cfg.note_started(&id);
@@ -1513,7 +1516,7 @@ pub(crate) async fn respond(
             // A missing input's value that breaks one of the input's rules: 422 naming the
             // rule, and the request stays pending (answer it again).
             if awf_domain::interaction::refused_value(&e).is_some() {
-                return Problem::from_error(crate::problem::for_run_answer(e, &run_id.0));
+                return Problem::from_error(crate::problem::for_run(e, &run_id.0, "inputs"));
             }
             // The service's own hints first (a worker of a shared store says what became of
             // the run's worker), then the general one.

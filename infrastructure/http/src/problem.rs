@@ -188,11 +188,12 @@ fn inputs_route_hint(hint: &str, route: &str) -> Option<String> {
     ))
 }
 
-/// `error` of an answer to run `run_id`'s missing-input request: its [`INPUTS_HELP`] hint
-/// names the run's own workflow route (`GET /api/executions/<id>/workflow`), not the
-/// general `{scope}/{name}` form (new user: literal placeholders); other hints as
-/// [`for_http`] says them.
-pub fn for_run_answer(error: AwfError, run_id: &str) -> AwfError {
+/// `error` of a request about run `run_id` (an answer to its missing-input request, a
+/// resume's `input_overrides`: the inputs object `key`): its [`INPUTS_HELP`] hint names the
+/// run's own workflow route (`GET /api/executions/<id>/workflow`), not the general
+/// `{scope}/{name}` form (new user: literal placeholders); other hints as [`for_http`] says
+/// them.
+pub fn for_run(error: AwfError, run_id: &str, key: &str) -> AwfError {
     let route = format!("/api/executions/{run_id}/workflow");
     let mut e = AwfError::new(error.code(), error.message());
     for (k, v) in error.details() {
@@ -201,7 +202,7 @@ pub fn for_run_answer(error: AwfError, run_id: &str) -> AwfError {
     for h in error.hints() {
         e = e.with_hint(inputs_route_hint(h, &route).unwrap_or_else(|| h.clone()));
     }
-    for_http(e, "inputs", VALIDATE_ROUTE)
+    for_http(e, key, VALIDATE_ROUTE)
 }
 
 /// A message said for HTTP: the `run `awf validate` to see all` that ends the message of an

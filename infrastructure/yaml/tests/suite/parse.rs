@@ -931,3 +931,25 @@ fn fields_not_indented_under_their_state_point_at_the_state_with_a_hint() {
         ]
     );
 }
+
+/// A template in a literal block scalar (`command: |`, `|-`, a leading blank line) is found
+/// at its own line and column; a folded one (`>`), whose lines are joined, and a value
+/// without a template are not recorded (findings there point at the key).
+#[test]
+fn literal_blocks_with_templates_are_located_line_by_line() {
+    let text = "name: b\nstates:\n  initial: a\n  a:\n    type: step\n    command: |-   # comment\n\n      echo start\n        echo {{.inputs.x}}\n    on_success: f\n  f:\n    type: step\n    command: >\n      echo {{.inputs.x}}\n      more\n    on_success: g\n  g:\n    type: step\n    command: |\n      echo plain\n    on_success: done\n  done:\n    type: terminal\n";
+    let l = awf_yaml::parse_workflow_lenient(
+        text,
+        None,
+        WorkflowSource::default(),
+        &awf_yaml::NoTemplates,
+    )
+    .unwrap();
+    let m = &l.source_map;
+    // Text line 2 (0-based) is file line 9; its `{{` is 7 characters into the text's line,
+    // the block being indented 6: column 14.
+    assert_eq!(m.locate_in_block("states.a.command", 2, 7), Some((9, 14)));
+    assert_eq!(m.locate_in_block("states.a.command", 0, 0), Some((7, 7)));
+    assert_eq!(m.locate_in_block("states.f.command", 0, 5), None);
+    assert_eq!(m.locate_in_block("states.g.command", 0, 0), None);
+}
