@@ -163,7 +163,7 @@ fn a_single_step_hints_the_mock_it_needs_and_keeps_its_header_with_its_output() 
     sb.write("steps.yaml", STEPS).unwrap();
     let r = sb.run(&["run", "steps.yaml", "--step", "publish"]).unwrap();
     assert_eq!(r.code, 3, "{}", r.stderr);
-    let hint = "--step runs only this step, so the state it reads did not run: give each the result to read with --mock 'states.build.output=…'";
+    let hint = "--step runs this step alone, so state build has no result: give it one with --mock 'states.build.output=…'";
     assert!(
         r.stderr.ends_with(&format!(
             "Step 'publish' failed\n[EXECUTION.TEMPLATE.FAILED] step publish: interpolate command: undefined variable: states.build (state \"build\" has not run in this run, so it has no result to read)\n  Hint: {hint}\n"

@@ -1664,10 +1664,12 @@ impl Run {
             .iter()
             .map(|s| format!("--mock 'states.{s}.output=…'"))
             .collect();
-        let states = if reads.len() == 1 { "state" } else { "states" };
+        let (which, give) = match reads.as_slice() {
+            [one] => (format!("state {one} has"), "give it one"),
+            _ => (format!("states {} have", reads.join(", ")), "give each one"),
+        };
         e.with_hint(format!(
-            "--step runs only this step, so the {states} it reads did not run: give each the \
-             result to read with {}",
+            "--step runs this step alone, so {which} no result: {give} with {}",
             mocks.join(" ")
         ))
     }
