@@ -1345,29 +1345,24 @@ states:
     );
 }
 
-/// README's "A short tour of the language" workflow, as a user copies it: it validates with
-/// no warning (a new user found it gave three: unquoted input values in commands and a
-/// transition list with no default route), and it runs to `done` with `cargo` stubbed.
-#[test]
-fn the_readme_tour_workflow_validates_cleanly_and_runs() {
+/// The first YAML block of README's section `heading` (a `## ` line), as a user copies it.
+fn readme_yaml(heading: &str) -> String {
     let readme = std::fs::read_to_string(awf_tests::workspace_root().join("README.md")).unwrap();
     let section = readme
-        .split("## A short tour of the language")
+        .split(heading)
         .nth(1)
-        .expect("README has the tour");
-    let yaml = section
+        .expect("README has the section");
+    section
         .split("```yaml\n")
         .nth(1)
         .and_then(|s| s.split("\n```").next())
-        .expect("the tour's first yaml block");
-    let mut sb = sandbox();
-    let wf = sb.write("release.yaml", yaml).unwrap();
-    let (code, diags) = validate(&sb, &wf);
-    assert_eq!((code, diags), (0, Vec::<Value>::new()));
-    // `cargo clippy` / `cargo test` stand-ins.
-    let bin = sb
-        .write("bin/cargo", "#!/bin/sh\necho cargo \"$@\"\n")
-        .unwrap();
+        .expect("the section's first yaml block")
+        .to_owned()
+}
+
+/// Puts an executable `bin/<name>` with `script` in the sandbox, first on its `PATH`.
+fn stub_on_path(sb: &mut Sandbox, name: &str, script: &str) {
+    let bin = sb.write(&format!("bin/{name}"), script).unwrap();
     std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let path = format!(
         "{}:{}",
@@ -1375,6 +1370,20 @@ fn the_readme_tour_workflow_validates_cleanly_and_runs() {
         std::env::var("PATH").unwrap_or_default()
     );
     sb.set_env("PATH", &path);
+}
+
+/// README's "A short tour of the language" workflow, as a user copies it: it validates with
+/// no warning (a new user found it gave three: unquoted input values in commands and a
+/// transition list with no default route), and it runs to `done` with `cargo` stubbed.
+#[test]
+fn the_readme_tour_workflow_validates_cleanly_and_runs() {
+    let yaml = readme_yaml("## A short tour of the language");
+    let mut sb = sandbox();
+    let wf = sb.write("release.yaml", &yaml).unwrap();
+    let (code, diags) = validate(&sb, &wf);
+    assert_eq!((code, diags), (0, Vec::<Value>::new()));
+    // `cargo clippy` / `cargo test` stand-ins.
+    stub_on_path(&mut sb, "cargo", "#!/bin/sh\necho cargo \"$@\"\n");
     let r = sb
         .run(&["run", "-f", "json", "release.yaml", "-i", "version=1.2.3"])
         .unwrap();
@@ -1398,34 +1407,17 @@ fn the_readme_tour_workflow_validates_cleanly_and_runs() {
 /// (retried once) ends in the failure terminal with its message.
 #[test]
 fn the_readme_getting_started_workflow_validates_cleanly_and_runs() {
-    let readme = std::fs::read_to_string(awf_tests::workspace_root().join("README.md")).unwrap();
-    let section = readme
-        .split("## Getting started")
-        .nth(1)
-        .expect("README has Getting started");
-    let yaml = section
-        .split("```yaml\n")
-        .nth(1)
-        .and_then(|s| s.split("\n```").next())
-        .expect("its yaml block");
+    let yaml = readme_yaml("## Getting started");
     let mut sb = sandbox();
-    let wf = sb.write("build.yaml", yaml).unwrap();
+    let wf = sb.write("build.yaml", &yaml).unwrap();
     let (code, diags) = validate(&sb, &wf);
     assert_eq!((code, diags), (0, Vec::<Value>::new()));
     // `make` stand-in: `make test` fails when FAIL_TEST is set.
-    let bin = sb
-        .write(
-            "bin/make",
-            "#!/bin/sh\n[ \"$1\" = test ] && [ -n \"$FAIL_TEST\" ] && exit 2\necho make \"$@\"\n",
-        )
-        .unwrap();
-    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        sb.path().join("bin").display(),
-        std::env::var("PATH").unwrap_or_default()
+    stub_on_path(
+        &mut sb,
+        "make",
+        "#!/bin/sh\n[ \"$1\" = test ] && [ -n \"$FAIL_TEST\" ] && exit 2\necho make \"$@\"\n",
     );
-    sb.set_env("PATH", &path);
     let r = sb
         .run(&["run", "-f", "json", "build.yaml", "-i", "target=release"])
         .unwrap();
