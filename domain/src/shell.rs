@@ -61,10 +61,12 @@ pub enum ShellContext {
     AfterDollar,
     /// Inside an arithmetic expansion or command (`$(( … ))`, `$[ … ]`, `(( … ))`, `let`),
     /// a `[[ … ]]` test with an arithmetic comparison (`-eq`, `-lt`, …) or a variable test
-    /// (`-v`, `-R`, also in `test`/`[`), an array subscript being assigned (`a[…]=`), or a
-    /// `declare -i` (`typeset`, `local`, `export`, `readonly`) command: bash evaluates the
-    /// value as arithmetic (or as a variable name), and an array subscript in it
-    /// (`a[$(cmd)]`) runs, quoted or not.
+    /// (`-v`, `-R`, also in `test`/`[`), an array subscript being assigned (`a[…]=`, also in
+    /// a compound assignment `a=([…]=…)`), a `declare -i` (`-n`; `typeset`, `local`,
+    /// `export`, `readonly`) command or an assignment to a variable it makes an integer, or a
+    /// variable name given to `declare` (and its kin), `read`, `unset`, `mapfile` or
+    /// `printf -v`: bash evaluates the value as arithmetic (or as a variable name), and an
+    /// array subscript in it (`a[$(cmd)]`) runs, quoted or not.
     Arithmetic,
     /// After a template branch (`{{if}}`, `{{else}}`, `{{with}}`, `{{range}}`) whose text
     /// leaves the shell quoting different from the other branch (or from the branch not
@@ -76,10 +78,18 @@ pub enum ShellContext {
         branch: String,
     },
     /// After text bash and dash read differently, so that where the value lands depends on
-    /// the shell: a line equal to a here-document's delimiter inside a `$( … )` or backticks
-    /// in its body (bash ends the here-document there, dash reads on), or backticks or a `#`
-    /// comment inside `$(( … ))` (bash looks for the closing `))` through them, dash reads a
-    /// substitution or a comment).
+    /// the shell, or that the walker does not read for sure: a line equal to a
+    /// here-document's delimiter inside a `$( … )` or backticks in its body (bash ends the
+    /// here-document there, dash reads on); backticks or a `#` comment inside `$(( … ))`
+    /// (bash looks for the closing `))` through them, dash reads a substitution or a
+    /// comment); `<<` inside bash's own arithmetic (`(( … ))`, `$[ … ]`, `a[…]=`, `a=( … )`:
+    /// a shift to bash, a here-document to dash); a here-document announced in a `$( … )`
+    /// that closes on its line (bash reads its body from the next lines, dash ends it at the
+    /// `)`), or one with an empty delimiter (`<<''`) inside a `$( … )` (bash ends it at once,
+    /// dash at the first empty line); a here-document delimiter written `$'…'` or `$"…"` (bash drops the `$`, dash
+    /// keeps it) or holding `$( )`, `${ }`, backticks, a template action or a
+    /// line-joining `\`; an unquoted here-document's body lines joined by `\` into its
+    /// delimiter (bash ends it there, dash reads on).
     ShellDependent,
 }
 
@@ -122,14 +132,14 @@ impl ShellContext {
                 fix: "close the $'…' string before the value and reopen it after it ($'it\\'s '{{…}})",
             },
             Self::Arithmetic => Unprotected {
-                place: "in shell arithmetic or a variable name ($(( )), $[ ], (( )), let, [[ … -eq … ]], [[ -v … ]], a[…]=, declare -i)",
-                why: "bash evaluates it, quotes or not, and runs an array subscript's $( )",
-                fix: "pass only numbers there (a `type: integer` input is one)",
+                place: "in shell arithmetic or a variable name ($(( )), $[ ], (( )), let, [[ … -eq … ]], [[ -v … ]], a[…]=, a=([…]=…), declare -i and its variables, a name given to declare, local, read, unset or printf -v, an array's value given to declare -a)",
+                why: "bash evaluates it, quotes or not, and runs an array subscript's $( ) (declare -a re-reads a quoted (…) value as an array's)",
+                fix: "pass only numbers or plain words there (a `type: integer` input is one), or assign the value to a plain variable first (v={{…}}) and use \"$v\"",
             },
             Self::ShellDependent => Unprotected {
-                place: "after text that bash and dash read differently (a here-document's closing line inside a $( ) or backticks in its body, backticks or a # comment inside $(( )))",
+                place: "after text that bash and dash read differently, or that awf cannot read for sure (a here-document's closing line inside a $( ) or backticks in its body; backticks or a # comment inside $(( )); << inside (( )), $[ ] or a[…]=; a here-document opened in a $( ) that closes on its line, or with an empty delimiter (<<'') in a $( ); a here-document delimiter written $'…' or $\"…\" or holding $( ), ${ }, backticks, a template value or a line-joining \\; body lines joined by \\ into the delimiter)",
                 why: "where the value lands depends on the shell that runs the command, so no one quoting is right",
-                fix: "write the text before it so that every shell reads it alike (close the $( ) before the here-document's last line; no backticks or comments in arithmetic)",
+                fix: "write the text before it so that every shell reads it alike (close the $( ) before the here-document's last line; no backticks or comments in arithmetic; << as a shift only in $(( )); a here-document's delimiter plain or in quotes, its body outside the $( ) it opens in)",
             },
             Self::UnevenBranch { .. } => Unprotected {
                 place: "after a template branch ({{if}}/{{else}}/{{with}}/{{range}}) whose text leaves the shell quoting different from the other branch",
@@ -205,8 +215,39 @@ struct Frame {
     /// The next word is in command position (where `case`, `let`, `[[` are read as such).
     cmd: bool,
     /// The `case` statements open in this frame, each with the parenthesis depth it opened
-    /// at: a `)` at that depth ends one of its patterns, not the frame.
+    /// at.
     cases: Vec<u32>,
+    /// The head of a `case` being read: [`CaseHead::Subject`] right after the `case` word,
+    /// [`CaseHead::In`] after its subject (the next word is `in`).
+    case_head: CaseHead,
+    /// Whether the next words are a `case` pattern (after `in`, `;;`, `;&` or `;;&`, up to
+    /// the pattern's `)`, which ends it, not a `$( … )`): no word there is a reserved word
+    /// but a first `esac` (breaker: a pattern `case)` was read as opening another `case`).
+    pattern: Pattern,
+    /// The next word is a redirection's target (`>f read x`: `f` is no command).
+    target: bool,
+}
+
+/// Where a frame is in a `case` pattern (see [`Frame::pattern`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pattern {
+    /// Not in one.
+    Off,
+    /// A pattern starts with the next word (an `esac` there ends the `case`).
+    Next,
+    /// Inside a pattern (after its `(` or first word), up to its `)`.
+    In,
+}
+
+/// Where the head of a `case` statement is (see [`Frame::case_head`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CaseHead {
+    /// Not in the head of a `case`.
+    None,
+    /// The next word is the `case`'s subject.
+    Subject,
+    /// The next word is `in`.
+    In,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -320,6 +361,9 @@ impl Stack {
             close,
             cmd: true,
             cases: Vec::new(),
+            case_head: CaseHead::None,
+            pattern: Pattern::Off,
+            target: false,
         });
     }
 
@@ -340,6 +384,13 @@ impl Stack {
                 _ => Kind::Unquoted { subst: true, depth },
             };
         }
+    }
+
+    /// Whether a `$( … )` encloses the top of the stack (at any depth).
+    fn in_substitution(&self) -> bool {
+        self.frames
+            .iter()
+            .any(|f| matches!(f.kind, Kind::Unquoted { subst: true, .. }))
     }
 
     /// Whether a `${ … }` encloses the top of the stack (at any depth).
@@ -368,18 +419,94 @@ impl Stack {
         self.frames.last().is_some_and(|f| f.cmd)
     }
 
+    /// Sets whether the next word is in command position (a word or operator read: no
+    /// redirection's target is pending).
     fn set_cmd(&mut self, cmd: bool) {
         if let Some(f) = self.frames.last_mut() {
             f.cmd = cmd;
+            f.target = false;
         }
     }
 
-    /// What decides how the rest of the text is read: each frame's kind and open `case`s.
-    fn state(&self) -> Vec<(Kind, Vec<u32>)> {
+    /// After a redirection operator: the next word is its target.
+    fn set_target(&mut self) {
+        if let Some(f) = self.frames.last_mut() {
+            f.target = true;
+        }
+    }
+
+    /// A redirection's target read otherwise (a here-document's delimiter).
+    fn clear_target(&mut self) {
+        if let Some(f) = self.frames.last_mut() {
+            f.target = false;
+        }
+    }
+
+    /// What decides how the rest of the text is read: each frame's kind and open `case`s
+    /// (with where their head and patterns are).
+    fn state(&self) -> Vec<FrameState> {
         self.frames
             .iter()
-            .map(|f| (f.kind.clone(), f.cases.clone()))
+            .map(|f| (f.kind.clone(), f.cases.clone(), f.case_head, f.pattern))
             .collect()
+    }
+
+    /// A value standing as a word: a redirection's target, a word of a `case` head (after
+    /// the subject, `in` follows; after `in`, the patterns) or pattern (its first word
+    /// starts it), or else a word in or after command position.
+    fn value_word(&mut self) {
+        if let Some(f) = self.frames.last_mut() {
+            if f.target {
+                f.target = false;
+                return;
+            }
+            match f.case_head {
+                CaseHead::Subject => f.case_head = CaseHead::In,
+                CaseHead::In => {
+                    f.case_head = CaseHead::None;
+                    f.pattern = Pattern::Next;
+                }
+                CaseHead::None if f.pattern == Pattern::Next => f.pattern = Pattern::In,
+                CaseHead::None if f.pattern == Pattern::In => {}
+                CaseHead::None => f.cmd = false,
+            }
+        }
+    }
+
+    /// After `;;` (`;&`, `;;&`) in a frame with an open `case`: a pattern follows.
+    fn start_pattern(&mut self) {
+        if let Some(f) = self.frames.last_mut()
+            && !f.cases.is_empty()
+        {
+            f.pattern = Pattern::Next;
+        }
+    }
+
+    /// At a pattern's `(`: inside it.
+    fn enter_pattern(&mut self) {
+        if let Some(f) = self.frames.last_mut() {
+            f.pattern = Pattern::In;
+        }
+    }
+
+    /// At a pattern's `)`: a command follows.
+    fn end_pattern(&mut self) {
+        if let Some(f) = self.frames.last_mut() {
+            f.pattern = Pattern::Off;
+            f.cmd = true;
+        }
+    }
+
+    /// Whether the next words of the top frame are a `case` pattern.
+    fn in_pattern(&self) -> bool {
+        self.frames
+            .last()
+            .is_some_and(|f| f.pattern != Pattern::Off)
+    }
+
+    /// The number of frames (the level a here-document announced now is opened at).
+    fn level(&self) -> usize {
+        self.frames.len()
     }
 
     /// The delimiters of the unquoted here-documents on the stack, outermost first; the top
@@ -404,6 +531,16 @@ impl Stack {
             .collect()
     }
 
+    /// Where the innermost backticks close (the index of their closing backtick).
+    fn backticks_close(&self) -> Option<usize> {
+        self.frames
+            .iter()
+            .rev()
+            .find(|f| matches!(f.kind, Kind::Backtick))
+            .and_then(|f| f.close)
+            .map(|c| c.saturating_sub(1))
+    }
+
     /// When the backtick at `at` closes the innermost backticks: how many frames sit above
     /// and including them (all of them end there, whatever quotes were left open inside).
     fn closing_backticks(&self, at: usize) -> Option<usize> {
@@ -425,14 +562,23 @@ struct Branch {
     /// `range`: its body may run any number of times.
     range: bool,
     /// The frames and pending here-documents each branch starts from.
-    start: (Vec<Frame>, Vec<Kind>),
+    start: (Vec<Frame>, Vec<Pending>),
     /// The shell state each finished branch left.
     ends: Vec<BranchEnd>,
 }
 
 /// The shell state a template branch leaves: each frame's kind and open `case`s, and the
 /// here-documents announced but not opened yet.
-type BranchEnd = (Vec<(Kind, Vec<u32>)>, Vec<Kind>);
+type BranchEnd = (Vec<FrameState>, Vec<Pending>);
+
+/// What of a frame decides how the text after it reads (see [`Stack::state`]).
+type FrameState = (Kind, Vec<u32>, CaseHead, Pattern);
+
+/// A here-document announced (`<<EOF`) but not opened yet, with the stack level it was
+/// announced at: its body starts after the next line break the shell reads at that level
+/// (not one inside a `$( … )`, backticks or quotes opened since), and it ends unopened when
+/// that level closes first (`` `cat <<EOF` ``).
+type Pending = (Kind, usize);
 
 /// How the states the branches of one template control structure leave compare.
 enum Evenness {
@@ -530,8 +676,9 @@ fn trimmed_bytes(b: &[u8]) -> Vec<bool> {
 /// them included) and here-documents (`<<EOF`, `<<-EOF`, `<<'EOF'`) are followed as POSIX
 /// `sh` reads them (quotes nested in `${ … }` and `$'…'` as bash reads them); the actions
 /// themselves count as opaque text, and white space their trim markers (`{{-`, `-}}`)
-/// remove as absent. Never fails: text the shell would reject (an unclosed quote) leaves
-/// the rest of it in that context.
+/// remove as absent. Where bash and dash read the text differently, or the walker cannot
+/// read it for sure, the rest is [`ShellContext::ShellDependent`]. Never fails: text the
+/// shell would reject (an unclosed quote) leaves the rest of it in that context.
 pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     if !text.contains("{{") {
         return if text.is_empty() {
@@ -559,7 +706,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     );
     let mut found: Vec<Found> = Vec::new();
     // Here-documents announced on the current line, opened at its end.
-    let mut pending: Vec<Kind> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     let mut line_start = true;
     // The previous byte was a backslash escaping the action that starts here.
     let mut escaped = false;
@@ -577,7 +724,8 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
     let mut word_close: Option<usize> = None;
     // Spans where no quoting protects a value (arithmetic; backticks holding `` \` `` or,
     // in `"…"`, `\"`).
-    let mut unsafe_spans: Vec<(Range<usize>, Kind)> = Vec::new();
+    let mut spans = Spans::default();
+    let declared = declared_names(text);
     // The template's open `{{if}}`/`{{with}}`/`{{range}}` (and `{{define}}`/`{{block}}`)
     // actions, with the shell state each branch starts from and the states its branches
     // ended in.
@@ -593,10 +741,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             let end = action_end(b, i + 2);
             let top = stack.frames.last();
             let before = kept_before(i);
-            let spanned = unsafe_spans
-                .iter()
-                .find(|(r, _)| r.contains(&i))
-                .map(|(_, k)| k.clone());
+            let spanned = spans.unsafe_at(i);
             let kind = if let Some(branch) = uneven.as_ref().or(uneven_line.as_ref()) {
                 Kind::Uneven(branch.clone())
             } else if escaped || (before.is_some() && escape_at == before) {
@@ -636,10 +781,12 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             let prints = crate::validate::prints_value(body);
             last_silent_end =
                 (!prints && !crate::validate::ends_in_shell_quoting(body)).then_some(end);
-            if prints {
-                // A value in command position is the command's name: the next word is an
-                // argument.
-                stack.set_cmd(false);
+            if prints && comment_starts(b, before, escaped_char, None, word_close) {
+                // A value starting a word: a redirection's target, a word of a `case` head
+                // or pattern, or in command position the command's name (the next word is
+                // an argument). Glued into a word (`x={{v}}`) it changes nothing (h6
+                // fuzzing: `m={{v}} printf -v {{v}}` lost the `printf`).
+                stack.value_word();
             }
             let keyword = body.split_whitespace().next().unwrap_or("");
             match keyword {
@@ -702,7 +849,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         // line is ends (dash would go on reading the substitution; the value checks of
         // `shell_quote: true` make no value line such a line).
         let ends_heredoc = if line_start {
-            stack
+            let found = stack
                 .frames
                 .iter()
                 .enumerate()
@@ -711,26 +858,43 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                         delimiter_line_end(text, &gone, i, *strip, delim).map(|stop| (k, stop))
                     }
                     _ => None,
+                });
+            if found.is_none()
+                && stack.frames.iter().any(|f| match &f.kind {
+                    Kind::Heredoc {
+                        quoted: false,
+                        strip,
+                        delim,
+                    } => joined_delimiter(b, i, *strip, delim),
+                    _ => false,
                 })
+            {
+                // bash joins an unquoted body's `\`-continued lines before it compares them
+                // with the delimiter, dash does not (h6: `EO\` and `F` end it for bash).
+                spans.dependent_from(i, b.len());
+            }
+            found
         } else {
             None
         };
         if let Some((k, stop)) = ends_heredoc {
             if stack.frames.len() > k + 1 {
                 // Inside a `$( )` or backticks of the body: dash would read on.
-                unsafe_spans.push((stop..b.len(), Kind::Dependent));
+                spans.dependent_from(stop, b.len());
             }
             while stack.frames.len() > k.max(1) {
                 stack.pop(stop);
             }
-            if !pending.is_empty() {
-                stack.push(pending.remove(0), stop);
-            }
+            // Those announced in what just closed are gone with it.
+            let level = stack.level();
+            pending.retain(|(_, l)| *l <= level);
+            open_pending(&mut stack, &mut pending, stop);
             i = stop;
             line_start = false;
             continue;
         }
         let top = stack.top();
+        let in_pattern = stack.in_pattern();
         let c = b[i];
         let n = next_char_len(text, i).max(1);
         let mut consumed = n;
@@ -745,12 +909,30 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             for _ in 0..levels {
                 stack.pop(i + 1);
             }
+            close_pending(&stack, &mut pending, true, i + 1, &mut spans, b.len());
             word_close = Some(i);
         } else {
-            if matches!(top, Kind::Unquoted { .. } | Kind::Backtick) {
+            let in_compound = i < spans.compound_end;
+            if matches!(top, Kind::Unquoted { .. } | Kind::Backtick) && !in_compound {
                 match c {
+                    b';' if matches!(b.get(i + 1), Some(b';' | b'&')) => {
+                        // `;;`, `;&`, `;;&`: the next `case` pattern follows.
+                        stack.start_pattern();
+                        stack.set_cmd(true);
+                    }
                     b';' | b'&' | b'|' | b'(' | b'\n' => stack.set_cmd(true),
                     b' ' | b'\t' | b'\r' | b')' => {}
+                    // A line continuation joins the words around it; a comment is no word
+                    // (h6 fuzzing: either took the command position from the next line's
+                    // command).
+                    b'\\' if b.get(i + 1) == Some(&b'\n') => {}
+                    b'#' if comment_starts(
+                        b,
+                        kept_before(i),
+                        escaped_char,
+                        last_silent_end,
+                        word_close,
+                    ) => {}
                     _ if comment_starts(
                         b,
                         kept_before(i),
@@ -759,7 +941,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                         word_close,
                     ) =>
                     {
-                        command_word(text, i, &mut stack, &mut unsafe_spans);
+                        command_word(text, i, &mut stack, &mut spans, &declared);
                     }
                     _ => {}
                 }
@@ -770,7 +952,10 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 (Kind::AnsiC, b'\'') => stack.pop(i + 1),
                 (Kind::AnsiC, b'\\') => backslash = true,
                 (Kind::AnsiC, _) => {}
-                (Kind::Comment, b'\n') => stack.pop(i),
+                (Kind::Comment, b'\n') => {
+                    stack.pop(i);
+                    stack.set_cmd(true);
+                }
                 // Nothing escapes in a comment, but should the shell not read one here, an
                 // action after `\` or `$` would be glued to it: judged as in bare text.
                 (Kind::Comment, b'\\') if text[kept_from(i + 1)..].starts_with("{{") => {
@@ -843,7 +1028,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     b'$',
                 ) if b.get(i + 1) == Some(&b'(') => {
                     if b.get(i + 2) == Some(&b'(') {
-                        push_arith(&mut unsafe_spans, b, i, i + 3);
+                        push_arith(&mut spans, b, i, i + 3, true);
                     }
                     stack.push(
                         Kind::Unquoted {
@@ -863,7 +1048,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     b'$',
                 ) if b.get(i + 1) == Some(&b'[') => {
                     // `$[ … ]`: bash's old arithmetic expansion.
-                    unsafe_spans.push((i..bracket_end(b, i + 2), Kind::Arith));
+                    let end = bracket_end(b, i + 2);
+                    spans.unsafe_.push((i..end, Kind::Arith));
+                    spans.shifts.push((i..end, false));
                 }
                 (
                     Kind::Double
@@ -875,9 +1062,17 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 ) => {
                     dollar_at = Some(i);
                 }
+                // A `case` pattern's optional `(` and its closing `)` (not the end of a
+                // `$( … )`): a command follows.
+                (Kind::Unquoted { .. } | Kind::Backtick, b'(') if in_pattern => {
+                    stack.enter_pattern();
+                }
+                (Kind::Unquoted { .. } | Kind::Backtick, b')') if in_pattern => {
+                    stack.end_pattern();
+                }
                 (Kind::Unquoted { .. } | Kind::Backtick, b'(') if b.get(i + 1) == Some(&b'(') => {
                     // `(( … ))`: an arithmetic command.
-                    push_arith(&mut unsafe_spans, b, i, i + 2);
+                    push_arith(&mut spans, b, i, i + 2, false);
                     if let Kind::Unquoted { subst: true, depth } = top {
                         stack.set_depth(depth + 1);
                     }
@@ -896,7 +1091,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     // `-v`/`-R` a variable name's subscript.
                     let end = dbracket_end(b, i + 2);
                     if names_arithmetic(&text[i..end], ARITH_TESTS) {
-                        unsafe_spans.push((i..end, Kind::Arith));
+                        spans.unsafe_.push((i..end, Kind::Arith));
                     }
                 }
                 (
@@ -918,7 +1113,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     let dq = matches!(top, Kind::Double | Kind::Heredoc { quoted: false, .. })
                         && escapes(body).any(|e| e == b'"');
                     if nested || dq {
-                        unsafe_spans.push((i..close, Kind::Escaped));
+                        spans.unsafe_.push((i..close, Kind::Escaped));
                     }
                     stack.push_closing(Kind::Backtick, i, Some(close));
                 }
@@ -938,16 +1133,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                 (Kind::Unquoted { .. } | Kind::Backtick, b'"') => stack.push(Kind::Double, i),
                 (Kind::Unquoted { subst: true, depth }, b'(') => stack.set_depth(depth + 1),
                 (Kind::Unquoted { subst: true, depth }, b')') => {
-                    let pattern_end = stack
-                        .frames
-                        .last()
-                        .and_then(|f| f.cases.last())
-                        .is_some_and(|d| d == depth);
-                    if pattern_end {
-                        // A `case` pattern's `)`, not the end of `$( … )`: a command follows.
-                        stack.set_cmd(true);
-                    } else if *depth == 0 {
+                    if *depth == 0 {
                         stack.pop(i + 1);
+                        close_pending(&stack, &mut pending, false, i + 1, &mut spans, b.len());
                         word_close = Some(i);
                     } else {
                         stack.set_depth(depth - 1);
@@ -959,17 +1147,36 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     // A here-string (`<<< word`): the word is an ordinary word.
                     consumed = 3;
                 }
-                (Kind::Unquoted { .. } | Kind::Backtick, b'<')
-                    if b.get(i + 1) == Some(&b'<')
-                        && !unsafe_spans
-                            .iter()
-                            .any(|(r, k)| *k == Kind::Arith && r.contains(&i)) =>
-                {
-                    let (heredoc, len) = heredoc_start(text, i + 2);
-                    if let Some(h) = heredoc {
-                        pending.push(h);
+                (Kind::Unquoted { .. } | Kind::Backtick, b'<') if b.get(i + 1) == Some(&b'<') => {
+                    // Only arithmetic reads `<<` as a shift (breaker: `let x=1<<2` and
+                    // `test -v X <<EOF` open a here-document in both shells).
+                    let shift = spans
+                        .shifts
+                        .iter()
+                        .find(|(r, _)| r.contains(&i))
+                        .map(|(_, posix)| *posix);
+                    consumed = 2;
+                    match shift {
+                        Some(true) => {}
+                        // bash's own arithmetic: dash opens a here-document there.
+                        Some(false) => spans.dependent_from(i, b.len()),
+                        None => match heredoc_start(text, i + 2, stack.backticks_close()) {
+                            // bash ends an empty-delimited one (`<<''`) inside `$( )` at
+                            // once, dash at the first empty line (h6 fuzzing).
+                            (Delimiter::Doc(Kind::Heredoc { delim, .. }), _)
+                                if delim.is_empty() && stack.in_substitution() =>
+                            {
+                                spans.dependent_from(i, b.len());
+                            }
+                            (Delimiter::Doc(h), len) => {
+                                pending.push((h, stack.level()));
+                                consumed += len;
+                                stack.clear_target();
+                            }
+                            (Delimiter::Missing, len) => consumed += len,
+                            (Delimiter::Unsure, _) => spans.dependent_from(i, b.len()),
+                        },
                     }
-                    consumed = 2 + len;
                 }
                 _ => {}
             }
@@ -994,11 +1201,10 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         if line_start {
             uneven_line = None;
         }
-        if line_start
-            && !pending.is_empty()
-            && matches!(stack.top(), Kind::Unquoted { .. } | Kind::Backtick)
-        {
-            stack.push(pending.remove(0), stop);
+        if line_start {
+            // A line break inside a `$( … )`, backticks or quotes opened after the `<<`
+            // opens nothing (fuzzing: `cat <<EOF; echo $(a\nb)` starts the body after `b)`).
+            open_pending(&mut stack, &mut pending, stop);
         }
         i = stop;
     }
@@ -1030,6 +1236,38 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         out.push(ShellPiece::Text(&text[last..]));
     }
     out
+}
+
+/// Opens at `at` the first here-document of `pending` announced at the stack's current
+/// level (see [`Pending`]; fuzzing: `cat <<A; x="$(cat <<B` opens B's body inside the
+/// `$( )`, A's after it).
+fn open_pending(stack: &mut Stack, pending: &mut Vec<Pending>, at: usize) {
+    if let Some(k) = pending.iter().position(|(_, l)| *l == stack.level()) {
+        let (doc, _) = pending.remove(k);
+        stack.push(doc, at);
+    }
+}
+
+/// After a `$( … )` or backticks closed (at `at`, the stack back at its level before them):
+/// drops the here-documents announced inside them and not opened yet. Both shells end those
+/// announced right in backticks at the closing backtick (`` echo `cat <<EOF` ``: an empty
+/// body, the next line a command; breaker: it was read as the body); bash reads the body of
+/// one in `$( … )` from the lines after it and dash ends it at the `)`, so the rest of the
+/// text is read differently: anything but the former (`backticks`) leaves it unprotected.
+fn close_pending(
+    stack: &Stack,
+    pending: &mut Vec<Pending>,
+    backticks: bool,
+    at: usize,
+    spans: &mut Spans,
+    len: usize,
+) {
+    let level = stack.level();
+    let quiet = if backticks { level + 1 } else { level };
+    if pending.iter().any(|(_, l)| *l > quiet) {
+        spans.dependent_from(at, len);
+    }
+    pending.retain(|(_, l)| *l <= level);
 }
 
 /// The kept text of the line before `at` (see [`ShellAction::line_before`]).
@@ -1103,6 +1341,45 @@ fn delimiter_line_end(
         || (after.starts_with('\n') && !gone.get(stop).copied().unwrap_or(false)))
         && !gone.get(j..stop).is_some_and(|g| g.iter().any(|g| *g));
     closes.then_some(stop)
+}
+
+/// Whether the line starting at `at` ends in a line continuation (an odd number of
+/// backslashes) and, joined with the lines it continues into, is the delimiter `delim`
+/// (leading tabs dropped for `<<-`, from each joined line too).
+fn joined_delimiter(b: &[u8], at: usize, strip: bool, delim: &str) -> bool {
+    let first_end = b[at.min(b.len())..]
+        .iter()
+        .position(|c| *c == b'\n')
+        .map_or(b.len(), |p| at + p);
+    if first_end == b.len() || first_end == at || b[first_end - 1] != b'\\' {
+        return false;
+    }
+    let mut joined: Vec<u8> = Vec::new();
+    let mut j = at;
+    let mut continued = false;
+    loop {
+        let end = b[j.min(b.len())..]
+            .iter()
+            .position(|c| *c == b'\n')
+            .map_or(b.len(), |p| j + p);
+        let mut line = b.get(j..end).unwrap_or_default();
+        if strip {
+            let tabs = line.iter().take_while(|c| **c == b'\t').count();
+            line = &line[tabs..];
+        }
+        let slashes = line.iter().rev().take_while(|c| **c == b'\\').count();
+        if slashes % 2 == 1 && end < b.len() {
+            joined.extend_from_slice(&line[..line.len() - 1]);
+            continued = true;
+            j = end + 1;
+            if joined.len() > delim.len() {
+                return false;
+            }
+        } else {
+            joined.extend_from_slice(line);
+            return continued && joined == delim.as_bytes();
+        }
+    }
 }
 
 /// Whether a `#` starts a comment, given the last byte before it the shell sees (`prev`):
@@ -1193,16 +1470,20 @@ pub fn shell_actions(text: &str) -> Vec<ShellAction<'_>> {
 /// word, the rest of the text too, as read differently by bash and dash: bash looks for the
 /// closing `))` through them (fuzzing: it ended `$((1+`…`))`…`` at a `))` inside the
 /// backticks), dash reads a substitution and a comment there.
-fn push_arith(spans: &mut Vec<(Range<usize>, Kind)>, b: &[u8], at: usize, from: usize) {
+///
+/// `posix`: an expansion `$(( … ))`, where both shells read `<<` as a shift (dash reads an
+/// arithmetic command `(( … ))` as two subshells, whose `<<` opens a here-document).
+fn push_arith(spans: &mut Spans, b: &[u8], at: usize, from: usize, posix: bool) {
     let end = arith_end(b, from);
     let body = b.get(from..end).unwrap_or_default();
     let ambiguous = body
         .iter()
         .enumerate()
         .any(|(k, c)| *c == b'`' || (*c == b'#' && (k == 0 || breaks_word(body[k - 1]))));
-    spans.push((at..end, Kind::Arith));
+    spans.unsafe_.push((at..end, Kind::Arith));
+    spans.shifts.push((at..end, posix));
     if ambiguous {
-        spans.push((end..b.len(), Kind::Dependent));
+        spans.dependent_from(end, b.len());
     }
 }
 
@@ -1257,20 +1538,158 @@ fn names_arithmetic(text: &str, ops: &[&str]) -> bool {
 
 /// Reserved words after which the next word is still in command position.
 const KEEPS_COMMAND: &[&str] = &[
-    "if", "then", "else", "elif", "do", "while", "until", "!", "{", "time",
+    "if", "then", "else", "elif", "do", "while", "until", "!", "{", "time", "coproc",
 ];
 
-/// Reads the word at `i`, which starts a word where the top frame of `stack` is in command
-/// position: `case` and `esac` open and close a `case` statement (whose patterns end with
-/// `)`), and commands whose words bash evaluates as arithmetic or variable names (`let`,
-/// `declare -i`, `test -v`, an array element's assignment `a[…]=`) add their span to
-/// `unsafe_spans`. Updates the frame's command position.
+/// Spans of the text the walk finds ahead of where it reads.
+#[derive(Default)]
+struct Spans {
+    /// Where no quoting protects a value (arithmetic, variable names; backticks holding
+    /// `` \` `` or, in `"…"`, `\"`; text read differently by the shells), with what to call
+    /// the place.
+    unsafe_: Vec<(Range<usize>, Kind)>,
+    /// Arithmetic where bash reads `<<` as a shift, not a here-document: `true` for
+    /// `$(( … ))`, which dash reads so too; `false` for bash's own (`(( … ))`, `$[ … ]`, an
+    /// array subscript being assigned, `a=( … )`), where dash opens a here-document.
+    shifts: Vec<(Range<usize>, bool)>,
+    /// Where the `( … )` of the last compound assignment read (`a=(x y)`) ends: its words
+    /// are no commands.
+    compound_end: usize,
+}
+
+impl Spans {
+    /// The kind of the first unsafe span holding `at`.
+    fn unsafe_at(&self, at: usize) -> Option<Kind> {
+        self.unsafe_
+            .iter()
+            .find(|(r, _)| r.contains(&at))
+            .map(|(_, k)| k.clone())
+    }
+
+    /// Everything from `at` on is read differently by the shells (or not surely by awf).
+    fn dependent_from(&mut self, at: usize, len: usize) {
+        self.unsafe_.push((at..len, Kind::Dependent));
+    }
+}
+
+/// The builtins that take variable names as arguments and evaluate an array subscript in
+/// them (`read 'a[$(cmd)]'` runs `cmd`; so do `declare`, `local`, `typeset`, `printf -v`,
+/// `unset`; `export` and `readonly` are counted for safety).
+const DECLARES: &[&str] = &["declare", "typeset", "local", "export", "readonly"];
+
+/// What the `declare`-like commands of a text make of its variables, read loosely (by words,
+/// quotes ignored: a name too many only makes a value count as unprotected).
+#[derive(Default)]
+struct Declared<'a> {
+    /// The names given the integer attribute (`declare -i n`, `local -ai n=…`, also in
+    /// `typeset`, `export`, `readonly`): an assignment to one evaluates its value as
+    /// arithmetic (`n='a[$(cmd)]'` runs `cmd`), wherever it stands.
+    integers: Vec<&'a str>,
+    /// The names made arrays (`a=(…)`, `a[…]=`, `declare -a a`, `read -a a`, `mapfile a`):
+    /// `declare a='(…)'` re-reads its value as a compound assignment (`declare a='($(cmd))'`
+    /// runs `cmd`).
+    arrays: Vec<&'a str>,
+    /// The text sources another file (`.`, `source`), which may make arrays too.
+    sources: bool,
+}
+
+/// The names of `word` as a variable (`n` of `n=1`, `n+=1`, `n[0]=1`, `n`).
+fn var_name(word: &str) -> &str {
+    word.split(['=', '[', '+']).next().unwrap_or("")
+}
+
+/// What `text`'s `declare`-like commands make of its variables (see [`Declared`]); nothing
+/// when it has none.
+fn declared_names(text: &str) -> Declared<'_> {
+    let mut d = Declared::default();
+    if !DECLARES.iter().any(|w| text.contains(w)) {
+        return d;
+    }
+    // `a=(…)`, `a+=(…)`: the name before.
+    let b = text.as_bytes();
+    for (at, _) in text.match_indices("=(") {
+        let end = if at > 0 && b[at - 1] == b'+' {
+            at - 1
+        } else {
+            at
+        };
+        let start = (0..end)
+            .rev()
+            .find(|&k| !(b[k].is_ascii_alphanumeric() || b[k] == b'_'))
+            .map_or(0, |k| k + 1);
+        if let Some(name) = text.get(start..end).filter(|n| !n.is_empty()) {
+            d.arrays.push(name);
+        }
+    }
+    // A word that makes the command worth reading (most commands have none).
+    let telling = |w: &str| {
+        matches!(
+            w,
+            "declare"
+                | "typeset"
+                | "local"
+                | "export"
+                | "readonly"
+                | "read"
+                | "mapfile"
+                | "readarray"
+                | "source"
+                | "."
+        ) || w.find(']').is_some_and(|k| w[k + 1..].starts_with('='))
+    };
+    for command in text.split([';', '\n', '&', '|', '(', ')', '`', '{', '}']) {
+        if !command.split_whitespace().any(telling) {
+            continue;
+        }
+        let words: Vec<&str> = command.split_whitespace().collect();
+        for (k, w) in words.iter().enumerate() {
+            let rest = &words[k + 1..];
+            let names = || {
+                rest.iter()
+                    .filter(|w| !w.starts_with(['-', '+']))
+                    .map(|w| var_name(w))
+                    .filter(|n| !n.is_empty())
+            };
+            let option = |letters: &[char]| {
+                rest.iter()
+                    .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains(letters))
+            };
+            match *w {
+                w if DECLARES.contains(&w) => {
+                    if option(&['i']) {
+                        d.integers.extend(names());
+                    }
+                    if option(&['a', 'A']) {
+                        d.arrays.extend(names());
+                    }
+                }
+                "read" if option(&['a']) => d.arrays.extend(names()),
+                "mapfile" | "readarray" => d.arrays.extend(names()),
+                "source" | "." if k == 0 => d.sources = true,
+                w if w.contains('[') && w.contains("]=") => d.arrays.push(var_name(w)),
+                _ => {}
+            }
+        }
+    }
+    d
+}
+
+/// Reads the word at `i`, which starts a word in the top frame of `stack`. In a `case`
+/// head it is the subject or `in`; in a `case` pattern no word is a reserved word but a
+/// first `esac`. In command position `case` and `esac` open and close a `case` statement
+/// (whose patterns end with `)`), and commands whose words bash evaluates as arithmetic or
+/// variable names (`let`, `declare`, `local`, `read`, `unset`, `printf -v`, `test -v`, an
+/// array element's assignment `a[…]=`, a compound assignment's `[…]=`, an assignment to an
+/// integer variable of `declared`, a value `declare` re-reads as a compound assignment) add
+/// their span to `spans`. Updates the frame's command position.
 fn command_word(
     text: &str,
     i: usize,
     stack: &mut Stack,
-    unsafe_spans: &mut Vec<(Range<usize>, Kind)>,
+    spans: &mut Spans,
+    declared: &Declared<'_>,
 ) {
+    let integers = &declared.integers;
     let b = text.as_bytes();
     let mut j = i;
     while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
@@ -1281,62 +1700,392 @@ fn command_word(
     }
     let word = &text[i..j];
     let ends = j >= b.len() || breaks_word(b[j]) || b[j] == b'\r';
-    if j > i && b.get(j) == Some(&b'[') && (b[i].is_ascii_alphabetic() || b[i] == b'_') {
+    if matches!(b[i], b'<' | b'>') {
+        // A redirection (its target is the next word): the command may still follow.
+        stack.set_target();
+        return;
+    }
+    if j > i && b[i..j].iter().all(u8::is_ascii_digit) && matches!(b.get(j), Some(b'<' | b'>')) {
+        // The descriptor of a redirection (`2>/dev/null`): its target follows.
+        stack.set_target();
+        return;
+    }
+    if let Some(f) = stack.frames.last_mut() {
+        if f.target {
+            f.target = false;
+            return;
+        }
+        match f.case_head {
+            CaseHead::Subject => {
+                f.case_head = CaseHead::In;
+                return;
+            }
+            CaseHead::In => {
+                // `in` (anything else is a syntax error): the patterns follow.
+                f.case_head = CaseHead::None;
+                f.pattern = Pattern::Next;
+                return;
+            }
+            CaseHead::None => {}
+        }
+        match f.pattern {
+            Pattern::Next if word == "esac" && ends => {
+                f.cases.pop();
+                f.pattern = Pattern::Off;
+                f.cmd = false;
+                return;
+            }
+            Pattern::Next | Pattern::In => {
+                f.pattern = Pattern::In;
+                return;
+            }
+            Pattern::Off => {}
+        }
+    }
+    let name = j > i && (b[i].is_ascii_alphabetic() || b[i] == b'_');
+    if name && b.get(j) == Some(&b'[') {
         // `a[…]=value`: bash evaluates the subscript as arithmetic (an indexed array).
         let close = bracket_end(b, j + 1);
         let assigns = b.get(close) == Some(&b'=')
             || (b.get(close) == Some(&b'+') && b.get(close + 1) == Some(&b'='));
         if assigns {
-            unsafe_spans.push((j..close, Kind::Arith));
+            spans.unsafe_.push((j..close, Kind::Arith));
+            spans.shifts.push((j..close, false));
+            if integers.contains(&word) {
+                spans.unsafe_.push((close..word_end(b, close), Kind::Arith));
+            }
             return;
         }
     }
     if j > i && (b.get(j) == Some(&b'=') || text[j..].starts_with("+=")) {
         // An assignment before the command: the next word is still the command.
+        let value = if b[j] == b'=' { j + 1 } else { j + 2 };
+        if b.get(value) == Some(&b'(') {
+            compound_assignment(b, value, spans);
+        } else if name && integers.contains(&word) {
+            // An integer variable evaluates what it is assigned.
+            spans.unsafe_.push((value..word_end(b, value), Kind::Arith));
+        }
         return;
     }
     if !stack.cmd() {
         return;
     }
-    let keeps = ends && KEEPS_COMMAND.contains(&word);
+    // A reserved word is one unquoted (`'case'` is a command); a builtin runs whatever
+    // quotes its name has (`\read`, `'printf'`, `pri\<newline>ntf`).
+    let reserved = if ends { word } else { "" };
+    let full = word_end(b, i).max(j);
+    let command = unquoted(&text[i..full]);
+    // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty, and the next word
+    // the command (h6 fuzzing: `$(x) command read {{v}}` ran `read`).
+    let expands = text[i..full].contains(['$', '`']);
+    let keeps = KEEPS_COMMAND.contains(&reserved)
+        || matches!(command.as_ref(), "command" | "builtin")
+        || expands;
     stack.set_cmd(keeps);
-    if !ends {
-        return;
-    }
     let depth = match stack.top() {
         Kind::Unquoted { depth, .. } => depth,
         _ => 0,
     };
-    let whole = || i..command_end(b, j);
-    match word {
+    match reserved {
         "case" => {
             if let Some(f) = stack.frames.last_mut() {
                 f.cases.push(depth);
+                f.case_head = CaseHead::Subject;
             }
+            return;
         }
         "esac" => {
             if let Some(f) = stack.frames.last_mut() {
                 f.cases.pop();
             }
+            return;
         }
-        "let" => unsafe_spans.push((whole(), Kind::Arith)),
-        "declare" | "typeset" | "local" | "export" | "readonly" => {
+        _ => {}
+    }
+    let j = full;
+    let closing = stack.backticks_close();
+    let whole = || i..command_end(b, j, closing);
+    match command.as_ref() {
+        "let" => spans.unsafe_.push((whole(), Kind::Arith)),
+        w if DECLARES.contains(&w) => {
             let span = whole();
-            let integer = text[span.clone()]
-                .split_whitespace()
-                .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('i'));
-            if integer {
-                unsafe_spans.push((span, Kind::Arith));
+            let words = simple_words(b, j, span.end);
+            // `-i` evaluates every value, `-n` makes a name of it.
+            let nameref = w != "export" && w != "readonly";
+            let whole_span = words.iter().any(|r| {
+                let w = &text[r.clone()];
+                w.starts_with('-')
+                    && !w.starts_with("--")
+                    && (w.contains('i') || (nameref && w.contains('n')))
+            });
+            if whole_span {
+                spans.unsafe_.push((span, Kind::Arith));
+                return;
+            }
+            // `declare -a a='(…)'` (or `declare a=…` of an array `a`) re-reads a value
+            // starting with `(` as a compound assignment: a value that starts one there is
+            // unprotected (`export` and `readonly` do not).
+            let arrays = nameref
+                && (declared.sources
+                    || words.iter().any(|r| {
+                        let w = &text[r.clone()];
+                        w.starts_with('-') && !w.starts_with("--") && w.contains(['a', 'A'])
+                    }));
+            for r in words
+                .into_iter()
+                .filter(|r| !text[r.clone()].starts_with(['-', '+']))
+            {
+                // The name of each assignment (or each name): its subscript is evaluated.
+                let eq = assignment_eq(b, r.start, r.end).unwrap_or(r.end);
+                spans.unsafe_.push((r.start..eq, Kind::Arith));
+                let name = var_name(&text[r.start..eq]);
+                let array = nameref && (arrays || declared.arrays.contains(&name));
+                if array && eq < r.end && rereads_as_compound(b, eq + 1, r.end) {
+                    spans.unsafe_.push((eq + 1..r.end, Kind::Arith));
+                }
+            }
+        }
+        "read" | "unset" | "mapfile" | "readarray" => {
+            let span = whole();
+            // The options whose argument is a string or a number, not a name.
+            let arg_options: &[char] = match command.as_ref() {
+                "read" => &['d', 'i', 'n', 'N', 'p', 't', 'u'],
+                "unset" => &[],
+                _ => &['d', 'n', 'O', 's', 'u', 'C', 'c'],
+            };
+            let mut takes_arg = false;
+            for r in simple_words(b, j, span.end) {
+                let w = &text[r.clone()];
+                if takes_arg {
+                    takes_arg = false;
+                    continue;
+                }
+                if w.len() > 1 && w.starts_with('-') && !w.contains("{{") {
+                    takes_arg = w.ends_with(arg_options);
+                    continue;
+                }
+                spans.unsafe_.push((r, Kind::Arith));
+            }
+        }
+        "printf" => {
+            let span = whole();
+            let words = simple_words(b, j, span.end);
+            if let Some(first) = words.first() {
+                let w = &text[first.clone()];
+                if w == "-v" {
+                    if let Some(next) = words.get(1) {
+                        spans.unsafe_.push((next.clone(), Kind::Arith));
+                    }
+                } else if w.starts_with("-v") {
+                    spans.unsafe_.push((first.clone(), Kind::Arith));
+                }
             }
         }
         "test" | "[" => {
             let span = whole();
             if names_arithmetic(&text[span.clone()], &["-v", "-R"]) {
-                unsafe_spans.push((span, Kind::Arith));
+                spans.unsafe_.push((span, Kind::Arith));
             }
         }
         _ => {}
     }
+}
+
+/// Whether the value of a `declare` assignment from `from` to `end` may be re-read as a
+/// compound assignment: after its quotes it starts with `(` or a template action
+/// (`'({{x}})'`, `"{{x}}"`, `{{x}}`); an unquoted `(…)` that ends the word is parsed as one.
+fn rereads_as_compound(b: &[u8], from: usize, end: usize) -> bool {
+    let rest = b.get(from..).unwrap_or_default();
+    if rest.first() == Some(&b'(') {
+        // Parsed as one when its `)` ends the word; glued to more text (`a=(…)x`, a
+        // backtick: h6 fuzzing), the word is a string `declare` re-reads.
+        return paren_end(b, from + 1) < end;
+    }
+    let skip = rest
+        .iter()
+        .take_while(|c| matches!(c, b'\'' | b'"'))
+        .count();
+    let rest = &rest[skip..];
+    rest.starts_with(b"(") || rest.starts_with(b"{{")
+}
+
+/// `word` as the shell reads a command name: line continuations (`\` and a line break)
+/// dropped, quotes removed, `\x` read as `x`.
+fn unquoted(word: &str) -> std::borrow::Cow<'_, str> {
+    if !word.contains(['\\', '\'', '"']) {
+        return std::borrow::Cow::Borrowed(word);
+    }
+    let mut out = String::with_capacity(word.len());
+    let mut chars = word.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next()
+                    && n != '\n'
+                {
+                    out.push(n);
+                }
+            }
+            '\'' | '"' => {}
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// A compound assignment `a=( … )` whose `(` is at `open`: bash reads `<<` in it as a
+/// shift (dash rejects it), and evaluates a `[…]` starting a word there as arithmetic
+/// (`a=(['$(cmd)']=1)` runs `cmd`, quoted or not).
+fn compound_assignment(b: &[u8], open: usize, spans: &mut Spans) {
+    let close = paren_end(b, open + 1);
+    spans.shifts.push((open..close, false));
+    spans.compound_end = spans.compound_end.max(close);
+    let mut k = open + 1;
+    while k < close {
+        match b[k] {
+            b'\\' => k += 1,
+            b'{' if b.get(k + 1) == Some(&b'{') => {
+                k = action_end(b, k + 2);
+                continue;
+            }
+            b'\'' | b'"' => k = closing_quote(b, k),
+            b'[' if breaks_word(b[k - 1]) => {
+                let end = bracket_end(b, k + 1);
+                spans.unsafe_.push((k..end, Kind::Arith));
+                k = end;
+                continue;
+            }
+            _ => {}
+        }
+        k += 1;
+    }
+}
+
+/// Index just past the `)` closing a `(` whose body starts at `from` (nested parentheses,
+/// quotes, escapes and template actions skipped); the text's length when unclosed.
+fn paren_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    let mut depth = 0u32;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            b'\'' | b'"' => j = closing_quote(b, j),
+            b'(' => depth += 1,
+            b')' if depth > 0 => depth -= 1,
+            b')' => return j + 1,
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// Index of the end of the word starting at `from`: its first unquoted blank or operator
+/// character outside `$( … )`, `${ … }`, backticks and a compound assignment's `( … )` (quotes, escapes and template actions
+/// skipped); the text's length when none.
+fn word_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 2,
+            b'{' if b.get(j + 1) == Some(&b'{') => j = action_end(b, j + 2),
+            b'\'' | b'"' => j = closing_quote(b, j) + 1,
+            b'`' => j = backtick_end(b, j + 1),
+            b'$' if b.get(j + 1) == Some(&b'(') => j = paren_end(b, j + 2),
+            b'$' if b.get(j + 1) == Some(&b'{') => j = brace_end(b, j + 2),
+            // A compound assignment's `( … )` (`a=(x y)`) is part of its word.
+            b'(' if j > from && b[j - 1] == b'=' => j = paren_end(b, j + 1),
+            c if breaks_word(c) => return j,
+            _ => j += 1,
+        }
+    }
+    b.len()
+}
+
+/// Index just past the `}` closing a `${` whose body starts at `from` (nested braces,
+/// quotes, escapes and template actions skipped); the text's length when unclosed.
+fn brace_end(b: &[u8], from: usize) -> usize {
+    let mut j = from;
+    let mut depth = 0u32;
+    while j < b.len() {
+        match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            b'\'' | b'"' => j = closing_quote(b, j),
+            b'{' => depth += 1,
+            b'}' if depth > 0 => depth -= 1,
+            b'}' => return j + 1,
+            _ => {}
+        }
+        j += 1;
+    }
+    b.len()
+}
+
+/// The words of a simple command's arguments from `from` to `end`, redirections (`>f`,
+/// `2>&1`, `<<EOF`, `<<< word`) and their targets left out.
+fn simple_words(b: &[u8], from: usize, end: usize) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut j = from;
+    let mut target = false;
+    while j < end {
+        match b[j] {
+            b' ' | b'\t' | b'\r' => j += 1,
+            b'\\' if b.get(j + 1) == Some(&b'\n') => j += 2,
+            b'<' | b'>' => {
+                while j < end && matches!(b[j], b'<' | b'>' | b'&' | b'|' | b'-') {
+                    j += 1;
+                }
+                target = true;
+            }
+            c => {
+                let digits = b[j..end].iter().take_while(|c| c.is_ascii_digit()).count();
+                if c.is_ascii_digit() && matches!(b.get(j + digits), Some(b'<' | b'>')) {
+                    j += digits;
+                    continue;
+                }
+                let stop = word_end(b, j).min(end).max(j + 1);
+                if !target {
+                    out.push(j..stop);
+                }
+                target = false;
+                j = stop;
+            }
+        }
+    }
+    out
+}
+
+/// Index of the `=` of the assignment word from `from` to `end` (`name=…`, `name+=…`,
+/// `name[…]=…`): the first unquoted one; `None` when the word has none.
+fn assignment_eq(b: &[u8], from: usize, end: usize) -> Option<usize> {
+    let mut j = from;
+    while j < end {
+        match b[j] {
+            b'\\' => j += 1,
+            b'{' if b.get(j + 1) == Some(&b'{') => {
+                j = action_end(b, j + 2);
+                continue;
+            }
+            b'\'' | b'"' => j = closing_quote(b, j),
+            b'[' => {
+                j = bracket_end(b, j + 1);
+                continue;
+            }
+            b'=' => return Some(j),
+            _ => {}
+        }
+        j += 1;
+    }
+    None
 }
 
 /// Index of the quote closing the `'…'` or `"…"` that opens at `open` (`\` escapes inside
@@ -1354,9 +2103,10 @@ fn closing_quote(b: &[u8], open: usize) -> usize {
 }
 
 /// Index of the end of the simple command whose words go on from `from`: its first
-/// unquoted `;`, `&`, `|`, line break, `)` or backtick (quotes, escapes, `$( … )` and
-/// template actions skipped); the text's length when none.
-fn command_end(b: &[u8], from: usize) -> usize {
+/// unquoted `;`, `&`, `|`, line break, `)` or the backtick `closing` the backticks around
+/// it (quotes, escapes, `$( … )`, other backticks and template actions skipped); the text's
+/// length when none.
+fn command_end(b: &[u8], from: usize, closing: Option<usize>) -> usize {
     let mut j = from;
     let mut depth = 0u32;
     while j < b.len() {
@@ -1369,7 +2119,12 @@ fn command_end(b: &[u8], from: usize) -> usize {
             b'\'' | b'"' => j = closing_quote(b, j),
             b'(' => depth += 1,
             b')' if depth > 0 => depth -= 1,
-            b';' | b'&' | b'|' | b'\n' | b')' | b'`' if depth == 0 => return j,
+            b'`' if Some(j) == closing => return j,
+            b'`' if depth == 0 => {
+                j = backtick_end(b, j + 1);
+                continue;
+            }
+            b';' | b'&' | b'|' | b'\n' | b')' if depth == 0 => return j,
             _ => {}
         }
         j += 1;
@@ -1455,10 +2210,26 @@ fn action_end(b: &[u8], from: usize) -> usize {
     b.len()
 }
 
-/// Reads the delimiter after `<<` at `from`: the here-document it opens (or `None` when no
-/// word follows) and how many bytes the `-`, blanks and word take. An empty quoted word
-/// (`<<''`) opens one whose body ends at the first empty line.
-fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
+/// What follows a `<<` (see [`heredoc_start`]).
+enum Delimiter {
+    /// A here-document (its kind, delimiter quote-removed as the shells do).
+    Doc(Kind),
+    /// No word follows (a syntax error in the shell).
+    Missing,
+    /// A delimiter the shells read differently or that awf does not read for sure:
+    /// `$'…'` and `$"…"` (bash removes the `$`, dash keeps it), one holding `$( … )`,
+    /// `${ … }`, backticks, a template action (the value would decide it) or a `\` joining
+    /// lines, an unclosed quote.
+    Unsure,
+}
+
+/// Reads the delimiter after `<<` at `from`: the here-document it opens and how many
+/// bytes the `-`, blanks and word take. The word's quotes are removed as the shell removes
+/// them (breaker: `<<E\\OF` ends at a line `E\OF`, `<<"E\"OF"` at `E"OF`): `\x` is `x`,
+/// `'…'` literal, in `"…"` a `\` escapes only `$`, `` ` ``, `"` and `\`; any quoting makes
+/// the body literal. An empty quoted word (`<<''`) opens one whose body ends at the first
+/// empty line. `closing`: where the backticks around the `<<` close (the word ends there).
+fn heredoc_start(text: &str, from: usize, closing: Option<usize>) -> (Delimiter, usize) {
     let b = text.as_bytes();
     let mut j = from;
     let strip = b.get(j) == Some(&b'-');
@@ -1470,37 +2241,71 @@ fn heredoc_start(text: &str, from: usize) -> (Option<Kind>, usize) {
     }
     let mut delim = String::new();
     let mut quoted = false;
-    while j < b.len() {
+    let unsure = (Delimiter::Unsure, 0);
+    // Appends the character at `at` (one of a multi-byte one's bytes never splits it).
+    let take = |delim: &mut String, at: usize| {
+        let n = next_char_len(text, at).max(1);
+        delim.push_str(text.get(at..at + n).unwrap_or_default());
+        at + n
+    };
+    while j < b.len() && Some(j) != closing {
         match b[j] {
-            q @ (b'\'' | b'"') => {
+            b'\'' => {
+                quoted = true;
+                let close = closing_quote(b, j);
+                let inner = text.get(j + 1..close).unwrap_or_default();
+                if close >= b.len() || closing.is_some_and(|c| close > c) || inner.contains("{{") {
+                    return unsure;
+                }
+                delim.push_str(inner);
+                j = close + 1;
+            }
+            b'"' => {
                 quoted = true;
                 j += 1;
-                let start = j;
-                while j < b.len() && b[j] != q {
-                    j += 1;
+                loop {
+                    if Some(j) == closing {
+                        return unsure;
+                    }
+                    match b.get(j) {
+                        None | Some(b'`') => return unsure,
+                        Some(b'"') => break,
+                        Some(b'\\') => match b.get(j + 1) {
+                            Some(b'$' | b'`' | b'"' | b'\\') => j = take(&mut delim, j + 1),
+                            None | Some(b'\n') => return unsure,
+                            Some(_) => {
+                                delim.push('\\');
+                                j += 1;
+                            }
+                        },
+                        Some(b'$') if matches!(b.get(j + 1), Some(b'(' | b'{')) => return unsure,
+                        Some(b'{') if b.get(j + 1) == Some(&b'{') => return unsure,
+                        Some(_) => j = take(&mut delim, j),
+                    }
                 }
-                delim.push_str(&text[start..j.min(text.len())]);
-                j = (j + 1).min(b.len());
+                j += 1;
             }
             b'\\' => {
                 quoted = true;
-                j += 1;
+                match b.get(j + 1) {
+                    None | Some(b'\n') => return unsure,
+                    Some(_) => j = take(&mut delim, j + 1),
+                }
             }
+            b'`' => return unsure,
+            b'$' if matches!(b.get(j + 1), Some(b'\'' | b'"' | b'(' | b'{')) => return unsure,
+            b'{' if b.get(j + 1) == Some(&b'{') => return unsure,
             b' ' | b'\t' | b'\n' | b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')' => break,
-            _ => {
-                let n = next_char_len(text, j).max(1);
-                delim.push_str(&text[j..j + n]);
-                j += n;
-            }
+            _ => j = take(&mut delim, j),
         }
     }
     // An empty quoted delimiter (`<<''`, `<<""`) is a here-document too: its body ends at
     // the first empty line.
-    if (delim.is_empty() && !quoted) || delim.contains("{{") {
-        return (None, j - from);
+    if delim.is_empty() && !quoted {
+        return (Delimiter::Missing, j - from);
     }
     (
-        Some(Kind::Heredoc {
+        Delimiter::Doc(Kind::Heredoc {
             quoted,
             strip,
             delim,

@@ -218,7 +218,11 @@ fn glued_arithmetic_and_unescaped_quote_contexts_are_told_apart() {
         ("cat <<< {{.x}}", vec![BARE]),
         ("cat <<<\"{{.x}}\"", vec![ShellContext::DoubleQuoted]),
         ("echo $((1<<2))\necho {{.x}}", vec![BARE]),
-        ("((y=1<<2)); echo {{.x}}", vec![BARE]),
+        // dash reads `((` as two subshells and `<<2` as a here-document (h6).
+        (
+            "((y=1<<2)); echo {{.x}}",
+            vec![ShellContext::ShellDependent],
+        ),
         ("echo $(({{.x}} + 1))", vec![arith.clone()]),
         ("(( {{.x}} > 2 ))", vec![arith.clone()]),
         ("[[ {{.x}} -eq 1 ]] && echo {{.y}}", vec![arith, BARE]),
@@ -515,6 +519,22 @@ fn an_empty_delimiter_opens_a_here_document_ending_at_an_empty_line() {
     assert_eq!(values_of("cat <<-''\n\tit's\n\t\necho {{.y}}"), vec![BARE]);
     // A bare `<<` with no word is no here-document.
     assert_eq!(values_of("cat << ; echo {{.y}}"), vec![BARE]);
+    // Fuzzing (h6): inside `$( )` bash ends one at once, dash at the first empty line; in
+    // backticks both read it as at the top.
+    for text in [
+        "x=$(\ncat <<''\necho {{.x}}\n\n)",
+        "x=\"$(cat <<\"\"\necho {{.x}}\n\n)\"",
+    ] {
+        assert_eq!(
+            values_of(text),
+            vec![ShellContext::ShellDependent],
+            "{text}"
+        );
+    }
+    assert_eq!(
+        values_of("x=`cat <<''\necho {{.x}}\n\n`"),
+        vec![heredoc(true, false, "")]
+    );
 }
 
 /// Breaker, second round: `#` right after a backtick (or `$(`, `(`) starts a comment.
@@ -583,8 +603,11 @@ fn every_arithmetic_place_is_unprotected() {
     ] {
         assert_eq!(values_of(text), vec![a.clone()], "{text}");
     }
-    // `$[1<<EOF]` is arithmetic, not a here-document.
-    assert_eq!(values_of("echo $[1<<EOF]\necho {{.x}}"), vec![BARE]);
+    // `$[1<<EOF]` is arithmetic to bash, a here-document to dash (h6).
+    assert_eq!(
+        values_of("echo $[1<<EOF]\necho {{.x}}"),
+        vec![ShellContext::ShellDependent]
+    );
     // Arguments named like the commands are ordinary words; the command ends at `;`.
     for text in [
         "echo let {{.x}}",
@@ -799,4 +822,335 @@ fn text_bash_and_dash_read_differently_leaves_the_rest_unprotected() {
     // A base (`2#101`) is no comment: the text after the expansion reads as before.
     assert_eq!(ctx_of("echo $((2#101)) {{.x}}"), vec![BARE]);
     assert_eq!(ctx_of("echo $((1+2)) {{.x}}"), vec![BARE]);
+}
+
+/// Breaker (h6), item 1: `<<` is a shift only in arithmetic; after `let`, `declare -i`,
+/// `test -v` and `[ -v … ]` it opens a here-document in bash and dash alike (the next line
+/// is its body). In bash's own arithmetic (`(( ))`, `$[ ]`, `a[…]=`, `a=( )`) dash opens
+/// one where bash shifts: the rest is read differently by the shells.
+#[test]
+fn a_double_less_than_outside_arithmetic_opens_a_here_document() {
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        (
+            "let x=1<<2\necho {{.x}}\n2\necho {{.y}}",
+            vec![heredoc(false, false, "2"), BARE],
+        ),
+        (
+            "declare -i y=1<<2\necho {{.x}}\n2",
+            vec![heredoc(false, false, "2")],
+        ),
+        (
+            "test -v HOME <<EOF\necho {{.x}}\nEOF",
+            vec![heredoc(false, false, "EOF")],
+        ),
+        (
+            "[ -v HOME ] <<EOF\necho {{.x}}\nEOF",
+            vec![heredoc(false, false, "EOF")],
+        ),
+        (
+            "[[ -v HOME ]] <<EOF\necho {{.x}}\nEOF",
+            vec![heredoc(false, false, "EOF")],
+        ),
+        ("let \"x=1<<2\"\necho {{.x}}", vec![BARE]),
+        ("echo $((1<<2))\necho {{.x}}", vec![BARE]),
+        (
+            "echo \"$(cat <<EOF\n$((1<<2)) {{.x}}\nEOF\n)\"",
+            vec![heredoc(false, false, "EOF")],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(values_of(text), want, "{text}");
+    }
+    for text in [
+        "((z=1<<2))\necho {{.x}}\n2",
+        "echo $[1<<2]\necho {{.x}}\n2",
+        "a[1<<2]=3\necho {{.x}}\n2",
+        "x=([1<<2]=5)\necho {{.x}}\n2",
+        "for ((i=1<<2; i<9; i++)); do :; done\necho {{.x}}",
+    ] {
+        assert_eq!(
+            values_of(text),
+            vec![ShellContext::ShellDependent],
+            "{text}"
+        );
+    }
+}
+
+/// Breaker (h6), item 2: a here-document's delimiter is quote-removed as the shells do it
+/// (`<<E\\OF` ends at `E\OF`, `<<"E\"OF"` at `E"OF`); a delimiter the shells read
+/// differently (`$'EOF'`: bash EOF, dash $EOF) or that awf cannot read for sure leaves the
+/// rest unprotected.
+#[test]
+fn here_document_delimiters_are_read_as_the_shell_reads_them() {
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        ("cat <<E\\\\OF\nE\\OF\necho {{.x}}", vec![BARE]),
+        (
+            "cat <<E\\\\OF\nEOF\n{{.x}}\nE\\OF",
+            vec![heredoc(true, false, "E\\OF")],
+        ),
+        ("cat <<\"E\\\"OF\"\nE\"OF\necho {{.x}}", vec![BARE]),
+        (
+            "cat <<\"E\\xOF\"\nE\"OF\n{{.x}}\nE\\xOF\necho {{.y}}",
+            vec![heredoc(true, false, "E\\xOF"), BARE],
+        ),
+        (
+            "cat <<\"E\\$OF\"\n{{.x}}\nE$OF\necho {{.y}}",
+            vec![heredoc(true, false, "E$OF"), BARE],
+        ),
+        ("cat <<E'\\'OF\nE\\OF\necho {{.x}}", vec![BARE]),
+        ("cat <<\\'EOF\n'EOF\necho {{.x}}", vec![BARE]),
+        (
+            "cat <<$EOF\n{{.x}}\n$EOF\necho {{.y}}",
+            vec![heredoc(false, false, "$EOF"), BARE],
+        ),
+        ("cat <<E\"O\"F\nEOF\necho {{.x}}", vec![BARE]),
+        (
+            "cat <<'é'\n{{.x}}\né\necho {{.y}}",
+            vec![heredoc(true, false, "é"), BARE],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(values_of(text), want, "{text}");
+    }
+    for text in [
+        "cat <<$'EOF'\nEOF\necho {{.x}}\n$EOF",
+        "cat <<$\"EOF\"\n$EOF\necho {{.x}}\nEOF",
+        "cat <<E$(x)OF\n{{.x}}",
+        "cat <<E`x`F\n{{.x}}",
+        "cat <<${x}\n{{.x}}",
+        "cat <<\"E$(x)\"\n{{.x}}",
+        "cat <<E\\\nOF\n{{.x}}",
+        "cat <<\"E\n{{.x}}",
+        "cat <<{{.y}}\n{{.x}}",
+        "cat <<E{{.y}}\n{{.x}}",
+    ] {
+        assert_eq!(
+            values_of(text).last(),
+            Some(&ShellContext::ShellDependent),
+            "{text}"
+        );
+    }
+}
+
+/// Breaker (h6), item 3: a here-document announced inside backticks ends at their closing
+/// backtick (both shells), so the next line is a command; one announced in a `$( … )` that
+/// closes on its line is read on by bash and ended by dash. A line break inside a `$( … )`
+/// opened after the `<<` does not start the body.
+#[test]
+fn a_here_document_announced_in_a_substitution_ends_with_it() {
+    assert_eq!(values_of("echo `cat <<EOF`\necho {{.x}}\nEOF"), vec![BARE]);
+    assert_eq!(
+        values_of("x=`cat <<'EOF'`; echo {{.x}}\necho {{.y}}"),
+        vec![BARE, BARE]
+    );
+    for text in [
+        "echo \"$(cat <<EOF)\"\necho {{.x}}\nEOF",
+        "echo $(cat <<EOF) x\necho {{.x}}\nEOF",
+        "echo `echo $(cat <<EOF)`\necho {{.x}}\nEOF",
+    ] {
+        assert_eq!(
+            values_of(text),
+            vec![ShellContext::ShellDependent],
+            "{text}"
+        );
+    }
+    assert_eq!(
+        values_of("cat <<EOF; echo $(echo a\necho {{.x}})\n{{.y}}\nEOF\necho {{.z}}"),
+        vec![SUBST, heredoc(false, false, "EOF"), BARE]
+    );
+    assert_eq!(
+        values_of("cat <<EOF; echo \"a\n{{.x}}\"\n{{.y}}\nEOF"),
+        vec![ShellContext::DoubleQuoted, heredoc(false, false, "EOF")]
+    );
+    assert_eq!(
+        values_of("cat <<EOF; echo `echo a\necho {{.x}}`\n{{.y}}\nEOF"),
+        vec![ShellContext::Backtick, heredoc(false, false, "EOF")]
+    );
+}
+
+/// Breaker (h6), item 4: in a `case` pattern no word is a reserved word but a first `esac`
+/// (`case)` was read as opening another `case`, so the `$( )` around it never closed).
+#[test]
+fn words_in_case_patterns_are_not_reserved_words() {
+    let arith = ShellContext::Arithmetic;
+    let cases: Vec<(&str, Vec<ShellContext>)> = vec![
+        (
+            "echo \"$(case a in\n  b) echo;;\n  case) echo;;\nesac)\" {{.x}}",
+            vec![BARE],
+        ),
+        (
+            "echo $(case a in (esac) echo;; in) echo;; case|esac) echo;; esac) {{.x}}",
+            vec![BARE],
+        ),
+        (
+            "case a in (esac) let {{.x}};; {{.y}}|esac) let {{.z}};; esac",
+            vec![arith.clone(), BARE, arith.clone()],
+        ),
+        ("case a in\n  case) let {{.x}};;\nesac", vec![arith.clone()]),
+        (
+            "case a in (b) echo;; (c) let {{.x}};; esac; echo {{.y}}",
+            vec![arith.clone(), BARE],
+        ),
+        ("echo $(case a in (b) echo;; esac) {{.x}}", vec![BARE]),
+        (
+            "case {{.x}} in\na) let {{.y}};;\nesac; echo {{.z}}",
+            vec![BARE, arith.clone(), BARE],
+        ),
+        (
+            "case \"$1\"\nin\n  let) let {{.x}};;\nesac",
+            vec![arith.clone()],
+        ),
+        (
+            "case a in a) case b in b) echo;; esac;; case) let {{.x}};; esac; echo {{.y}}",
+            vec![arith, BARE],
+        ),
+        ("case a in esac; echo {{.x}}", vec![BARE]),
+        (
+            "echo $(case a in a) echo $(echo b) {{.x}};; esac) {{.y}}",
+            vec![SUBST, BARE],
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(values_of(text), want, "{text}");
+    }
+}
+
+/// Hardening (h6): the variable names given to `declare` and its kin, `read`, `unset`,
+/// `mapfile` and `printf -v`, a compound assignment's subscripts, `declare -n` and the
+/// variables `declare -i` makes integers: bash evaluates an array subscript there (`read
+/// 'a[$(cmd)]'` runs `cmd`). Their other words (values, prompts, here-strings) are ordinary.
+#[test]
+fn variable_names_given_to_builtins_are_unprotected() {
+    let a = ShellContext::Arithmetic;
+    for text in [
+        "read {{.x}}",
+        "read -r a {{.x}}",
+        "read -ra {{.x}}",
+        "read -p 'name: ' {{.x}}",
+        "unset {{.x}}",
+        "unset -v {{.x}}",
+        "mapfile -t {{.x}} < f",
+        "printf -v {{.x}} %s a",
+        "printf -v{{.x}} %s a",
+        "declare {{.x}}=1",
+        "declare a{{.x}}",
+        "local {{.x}}",
+        "export {{.x}}=1",
+        "local -n r={{.x}}",
+        "declare -i n; n={{.x}}",
+        "declare -i n; n+={{.x}}",
+        "n={{.x}}; declare -i n",
+        "typeset -ai n; n[1]={{.x}}",
+        "x=([{{.x}}]=1)",
+        "x+=(a ['{{.x}}']=1)",
+        // `declare -a` (or `declare` of an array) re-reads a quoted `(…)` value.
+        "declare -a x='({{.x}})'",
+        "declare -a x={{.x}}",
+        "local -A m=\"{{.x}}\"",
+        "x=(); declare x={{.x}}",
+        "declare -a x; declare x+='('{{.x}}')'",
+        ". ./lib.sh; declare x={{.x}}",
+        "declare -a x=({{.x}})`true`",
+    ] {
+        assert_eq!(values_of(text), vec![a.clone()], "{text}");
+    }
+    for text in [
+        "read -p {{.x}} v",
+        "read -r v <<< {{.x}}",
+        "read v < {{.x}}",
+        "printf '%s' {{.x}}",
+        "printf -v v %s {{.x}}",
+        "declare n={{.x}}",
+        "export N={{.x}}",
+        "n={{.x}}",
+        "x=({{.x}} b)",
+        "echo read {{.x}}",
+        "mapfile -d {{.x}} arr",
+        "declare -a x=({{.x}})",
+        "declare -a x=a{{.x}}",
+        "export x={{.x}}; y=(1)",
+        "declare x={{.x}}",
+        "x=(); export x={{.x}}",
+    ] {
+        assert_eq!(values_of(text), vec![BARE], "{text}");
+    }
+}
+
+/// Fuzzing (h6): a command after a comment line, a line continuation, a redirection or
+/// `command`/`builtin`, or with quotes in its name, is still a command (`# note\nlet {{x}}`
+/// was read as an argument, so the value went in quoted and bash ran its subscript).
+#[test]
+fn commands_are_recognised_after_comments_continuations_and_redirections() {
+    let a = ShellContext::Arithmetic;
+    for text in [
+        "# x\nlet {{.x}}",
+        "#\ndeclare {{.x}}=1",
+        "\\\nprintf -v {{.x}} %s x",
+        "\\read {{.x}}",
+        "'printf' -v {{.x}} x",
+        "pri\\\nntf -v {{.x}} x",
+        ">f read {{.x}}",
+        "2>/dev/null read {{.x}}",
+        "<<EOF read {{.x}}\nEOF",
+        "command read {{.x}}",
+        "builtin unset {{.x}}",
+        "echo {{.y}} # read {{.z}}\nread {{.x}}",
+        // A command name made by an expansion may be empty: the next word may be the
+        // command.
+        "$(true) command read {{.x}}",
+        "$EMPTY read {{.x}}",
+        "x=(1)`true` \\\ndeclare {{.x}}=1",
+        // A value inside an assignment or as a redirection's target is no command name.
+        "m+={{.y}} printf -v {{.x}} %s x",
+        ">{{.y}} read {{.x}}",
+    ] {
+        assert_eq!(values_of(text).last(), Some(&a), "{text}");
+    }
+    // A quoted reserved word is a command's name, not the reserved word.
+    assert_eq!(values_of("'case' a in b) echo {{.x}}"), vec![BARE]);
+    assert_eq!(values_of("echo >&2 {{.x}}"), vec![BARE]);
+}
+
+/// Fuzzing (h6): of the here-documents announced on a line, the one announced inside a
+/// `$( … )` opens at the line break inside it; the one outside after the line that closes it.
+#[test]
+fn here_documents_open_at_the_line_break_of_their_own_level() {
+    assert_eq!(
+        values_of("cat <<A; x=\"$(cat <<B\n{{.x}}\nB\n)\"\n{{.y}}\nA\necho {{.z}}"),
+        vec![heredoc(false, false, "B"), heredoc(false, false, "A"), BARE]
+    );
+    assert_eq!(
+        values_of("cat <<-A; x=`cat <<B\n{{.x}}\nB\n`; cat <<\\C\n{{.y}}\nA\n{{.z}}\nC"),
+        vec![
+            heredoc(false, false, "B"),
+            heredoc(false, true, "A"),
+            heredoc(true, false, "C")
+        ]
+    );
+}
+
+/// Fuzzing-style probe (h6): bash joins an unquoted here-document's `\`-continued lines
+/// before comparing them with the delimiter (`EO\` and `F` end it), dash does not: the rest
+/// is read differently by the shells. A quoted one's lines are never joined.
+#[test]
+fn a_delimiter_made_of_continued_lines_is_read_differently() {
+    for text in [
+        "cat <<EOF\nEO\\\nF\necho {{.x}}\nEOF",
+        "cat <<EOF\nEOF\\\n\necho {{.x}}\nEOF",
+        "cat <<-EOF\n\tE\\\n\tOF\necho {{.x}}\nEOF",
+    ] {
+        assert_eq!(
+            values_of(text),
+            vec![ShellContext::ShellDependent],
+            "{text}"
+        );
+    }
+    assert_eq!(
+        values_of("cat <<'EOF'\nEO\\\nF\n{{.x}}\nEOF"),
+        vec![heredoc(true, false, "EOF")]
+    );
+    assert_eq!(
+        values_of("cat <<EOF\nx\\\nEOF\n{{.x}}\nEOF"),
+        vec![heredoc(false, false, "EOF")]
+    );
 }

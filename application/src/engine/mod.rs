@@ -864,13 +864,15 @@ impl Run {
         self.with_scope(frame, error, |scope| {
             self.svc.interpolator.render(template, scope)
         })
-        .map_err(|e| self.not_run_yet(e))
+        .map_err(|e| self.not_run_yet(e, template))
     }
 
     /// `e`, told that the state it reads is one of the workflow's that has not run (yet) in
     /// this run, when it is: `undefined variable: states.b` alone read like a typo (trial: a
     /// terminal message reading a state the run did not pass through).
-    fn not_run_yet(&self, e: TemplateError) -> TemplateError {
+    /// `template` is the text rendered: `{{(index .states "b").ExitCode}}` names the state
+    /// only there (the error says `ExitCode`).
+    fn not_run_yet(&self, e: TemplateError, template: &str) -> TemplateError {
         let TemplateError::Undefined(path) = &e else {
             return e;
         };
@@ -891,6 +893,20 @@ impl Run {
                 awf_domain::shell::input_arg(input)
             ));
         }
+        if matches!(path.as_str(), "ExitCode" | "exit_code") && template.contains("states") {
+            // `(index .states "b").ExitCode`: the state is the skipped one the text names
+            // (h6: the error said only `ExitCode`, where `.states.b.ExitCode` explains).
+            let states = lock(&self.states);
+            let named = states.iter().find(|(name, s)| {
+                s.status == awf_domain::run::StepStatus::Skipped
+                    && (template.contains(&format!("\"{name}\""))
+                        || template.contains(&format!("`{name}`")))
+            });
+            if let Some((state, _)) = named {
+                return TemplateError::Failed(skipped_exit_code(&e, state));
+            }
+            return e;
+        }
         let Some(state) = first_key(path, "states.") else {
             return e;
         };
@@ -905,9 +921,7 @@ impl Run {
         if skipped && matches!(field, Some("ExitCode" | "exit_code")) {
             // A branch that never started has no exit code (its `Status` is "skipped"): a 0
             // there read as success (trial).
-            return TemplateError::Failed(format!(
-                "{e} (state \"{state}\" was skipped: its parallel block ended before it started, so it has no exit code; its Status reads \"skipped\")"
-            ));
+            return TemplateError::Failed(skipped_exit_code(&e, state));
         }
         if !self.wf.states.contains_key(state) || lock(&self.states).contains_key(state) {
             return e;
@@ -950,7 +964,7 @@ impl Run {
                 self.svc.interpolator.render_shell(template, scope)
             }
         })
-        .map_err(|e| self.not_run_yet(e))
+        .map_err(|e| self.not_run_yet(e, template))
     }
 
     /// Evaluates a boolean expression against the current run state.
@@ -1915,6 +1929,13 @@ impl Run {
             },
         }
     }
+}
+
+/// `e` (an undefined `ExitCode`) told that `state` was skipped, so it has none.
+fn skipped_exit_code(e: &TemplateError, state: &str) -> String {
+    format!(
+        "{e} (state \"{state}\" was skipped: its parallel block ended before it started, so it has no exit code; its Status reads \"skipped\")"
+    )
 }
 
 /// The key right after `prefix` in a template path (`inputs.opt.x` with `inputs.`: `opt`);

@@ -821,3 +821,9 @@ mod quote_tests {
         assert!(text.contains("; touch $TMPDIR/pwned"), "{text}");
     }
 }
+
+// The fuzzer run by hand reports its progress and findings on stderr.
+#[cfg(test)]
+#[allow(clippy::print_stderr)]
+#[path = "shell_fuzz_tests.rs"]
+mod fuzz_tests;

@@ -465,3 +465,184 @@ fn a_values_leading_tabs_survive_a_tab_stripping_here_document() {
         Ok("cat <<-'EOF'\n\tT: \ta\nb\n\tEOF")
     );
 }
+
+/// One command shape of breaker h6 (`V` stands for `{{.inputs.v}}`): what it prints for a
+/// value, and which values the mode must refuse (a line of the value that would end the
+/// here-document holding it).
+struct ReadAsTheShell {
+    text: &'static str,
+    want: fn(&str) -> String,
+    refuse: fn(&str) -> bool,
+}
+
+/// The lines of `v` that are lines of their own in a body where the text around `V` is on
+/// its line (all but its first and last).
+fn inner_lines(v: &str) -> Vec<&str> {
+    let lines: Vec<&str> = v.split('\n').collect();
+    if lines.len() < 3 {
+        return Vec::new();
+    }
+    lines[1..lines.len() - 1].to_vec()
+}
+
+/// `V` alone on its line: every line of the value is one of the body.
+fn alone(v: &str, delim: &str) -> bool {
+    v.split('\n').any(|l| l == delim)
+}
+
+const READ_AS_THE_SHELL: &[ReadAsTheShell] = &[
+    // Item 1: `<<` after `let`, `declare -i`, `test -v`, `[ -v` opens a here-document.
+    ReadAsTheShell {
+        text: "let x=1<<2\nV\n2\nprintf '%s|' V",
+        want: |v| format!("{v}|"),
+        refuse: |v| alone(v, "2"),
+    },
+    ReadAsTheShell {
+        text: "declare -i y=1<<2\nV\n2\nprintf '%s|' V",
+        want: |v| format!("{v}|"),
+        refuse: |v| alone(v, "2"),
+    },
+    ReadAsTheShell {
+        text: "test -v HOME <<EOF\nV\nEOF\nprintf '%s|' V",
+        want: |v| format!("{v}|"),
+        refuse: |v| alone(v, "EOF"),
+    },
+    ReadAsTheShell {
+        text: "[ -v HOME ] <<EOF\nV\nEOF\nprintf '%s|' V",
+        want: |v| format!("{v}|"),
+        refuse: |v| alone(v, "EOF"),
+    },
+    // Item 2: delimiters are quote-removed as the shells do it.
+    ReadAsTheShell {
+        text: "cat <<E\\\\OF\nV\nE\\OF\nprintf '%s|' V",
+        want: |v| format!("{v}\n{v}|"),
+        refuse: |v| alone(v, "E\\OF"),
+    },
+    ReadAsTheShell {
+        text: "cat <<\"E\\\"OF\"\nV\nE\"OF\nprintf '%s|' V",
+        want: |v| format!("{v}\n{v}|"),
+        refuse: |v| alone(v, "E\"OF"),
+    },
+    ReadAsTheShell {
+        text: "cat <<E'\\'OF\nT: V|\nE\\OF\nprintf '%s|' V",
+        want: |v| format!("T: {v}|\n{v}|"),
+        refuse: |v| inner_lines(v).contains(&"E\\OF"),
+    },
+    // Item 3: a here-document announced in backticks ends at their closing backtick; a line
+    // break inside a `$( )` opened after the `<<` starts no body.
+    ReadAsTheShell {
+        text: "x=`cat <<EOF`\nprintf '%s|' V",
+        want: |v| format!("{v}|"),
+        refuse: |_| false,
+    },
+    ReadAsTheShell {
+        text: "cat <<EOF; printf '%s|' \"$(printf '%s' a\nprintf '%s' V)\"\nT: V|\nEOF",
+        want: |v| format!("T: {v}|\na{v}|"),
+        refuse: |v| inner_lines(v).contains(&"EOF"),
+    },
+    // Item 4: words in a `case` pattern are no reserved words.
+    ReadAsTheShell {
+        text: "printf '%s|' \"$(case a in\n  b) echo;;\n  case) echo;;\nesac)\" V",
+        want: |v| format!("|{v}|"),
+        refuse: |_| false,
+    },
+    ReadAsTheShell {
+        text: "case a in\n  case) :;;\n  (esac) :;;\n  a) printf '%s|' V;;\nesac",
+        want: |v| format!("{v}|"),
+        refuse: |_| false,
+    },
+];
+
+const H6_PAYLOADS: &[&str] = &[
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "a; touch PWNED #",
+    "x'\ny",
+    "\"; touch PWNED; echo \"",
+    "2\ntouch PWNED",
+    "x\n2\ntouch PWNED",
+    "EOF\ntouch PWNED",
+    "x\nEOF\ntouch PWNED",
+    "x\nE\\OF\n$(touch PWNED)",
+    "x\nE\"OF\n$(touch PWNED)",
+    "x\\\ntouch PWNED",
+    ")\ntouch PWNED\n(",
+    "esac\ntouch PWNED\ncase a in",
+    ";; esac; touch PWNED; case a in a)",
+    "it's",
+];
+
+/// Breaker (h6): texts the walker read differently from bash and dash (`<<` after `let`,
+/// `declare -i`, `test -v`; delimiters with backslashes and quotes; a here-document in
+/// backticks; a pattern `case)`), each with hostile values under a real bash and dash: no
+/// marker file, the value printed intact wherever it is not refused.
+#[test]
+fn values_go_where_bash_and_dash_read_them() {
+    let mut checked = 0usize;
+    for shape in READ_AS_THE_SHELL {
+        let template = shape.text.replace('V', "{{.inputs.v}}");
+        for payload in H6_PAYLOADS {
+            let mut d = Data::new();
+            d.inputs.insert("v".into(), serde_json::json!(payload));
+            let rendered = GoTemplates::new().render_shell_quoted(&template, &d.scope());
+            let must_refuse = (shape.refuse)(payload);
+            let text = match rendered {
+                Ok(t) => {
+                    assert!(
+                        !must_refuse,
+                        "{template:?} with {payload:?}: not refused: {t}"
+                    );
+                    t
+                }
+                Err(e) => {
+                    assert!(
+                        must_refuse && e.to_string().contains("here-document"),
+                        "{template:?} with {payload:?}: refused: {e}"
+                    );
+                    continue;
+                }
+            };
+            for shell in ["bash", "sh"] {
+                let (stdout, _, pwned) = run_in_temp_dir(shell, &text);
+                assert!(!pwned, "{shell}: {payload:?} ran in\n{text}");
+                assert_eq!(
+                    stdout,
+                    (shape.want)(payload),
+                    "{shell}: {payload:?} in\n{text}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > READ_AS_THE_SHELL.len() * 2);
+}
+
+/// Breaker (h6): where bash and dash read the text differently (a delimiter `$'EOF'`, a
+/// here-document announced in a `$( )` closing on its line, `<<` in bash's own arithmetic),
+/// a value after it is refused unless it is a plain word.
+#[test]
+fn values_after_text_the_shells_read_differently_are_refused() {
+    let mut d = Data::new();
+    d.inputs
+        .insert("v".into(), serde_json::json!("$(touch PWNED)"));
+    d.inputs.insert("w".into(), serde_json::json!("plain-word"));
+    for t in [
+        "cat <<$'EOF'\nEOF\necho {{.inputs.v}}\n$EOF",
+        "cat <<$\"EOF\"\n$EOF\necho {{.inputs.v}}\nEOF",
+        "echo \"$(cat <<EOF)\"\necho {{.inputs.v}}\nEOF",
+        "((z=1<<2))\necho {{.inputs.v}}\n2",
+        "a[1<<2]=3\necho {{.inputs.v}}\n2",
+    ] {
+        let r = GoTemplates::new().render_shell_quoted(t, &d.scope());
+        assert!(
+            matches!(&r, Err(e) if e.to_string().contains("after text that bash and dash read differently")),
+            "{t:?}: {r:?}"
+        );
+        let w = t.replace(".inputs.v", ".inputs.w");
+        let r = GoTemplates::new().render_shell_quoted(&w, &d.scope());
+        assert!(
+            matches!(&r, Ok(text) if text.contains("echo plain-word")),
+            "{w:?}: {r:?}"
+        );
+    }
+}
