@@ -132,12 +132,12 @@ impl ShellContext {
                 fix: "close the $'…' string before the value and reopen it after it ($'it\\'s '{{…}})",
             },
             Self::Arithmetic => Unprotected {
-                place: "in shell arithmetic or a variable name ($(( )), $[ ], (( )), let, [[ … -eq … ]], [[ -v … ]], a[…]=, a=([…]=…), declare -i and its variables, a name given to declare, local, read, unset or printf -v, an array's value given to declare -a)",
+                place: "in shell arithmetic or a variable name ($(( )), let, [[ … -eq … ]], a[…]=, declare -i, …)",
                 why: "bash evaluates it, quotes or not, and runs an array subscript's $( ) (declare -a re-reads a quoted (…) value as an array's)",
                 fix: "pass only numbers or plain words there (a `type: integer` input is one), or assign the value to a plain variable first (v={{…}}) and use \"$v\"",
             },
             Self::ShellDependent => Unprotected {
-                place: "after text that bash and dash read differently, or that awf cannot read for sure (a here-document's closing line inside a $( ) or backticks in its body; backticks or a # comment inside $(( )); << inside (( )), $[ ] or a[…]=; a here-document opened in a $( ) that closes on its line, or with an empty delimiter (<<'') in a $( ); a here-document delimiter written $'…' or $\"…\" or holding $( ), ${ }, backticks, a template value or a line-joining \\; body lines joined by \\ into the delimiter)",
+                place: "after text that bash and dash read differently, or that awf cannot read for sure (README, Safe shell interpolation)",
                 why: "where the value lands depends on the shell that runs the command, so no one quoting is right",
                 fix: "write the text before it so that every shell reads it alike (close the $( ) before the here-document's last line; no backticks or comments in arithmetic; << as a shift only in $(( )); a here-document's delimiter plain or in quotes, its body outside the $( ) it opens in)",
             },
