@@ -78,19 +78,95 @@ pub enum ShellContext {
         branch: String,
     },
     /// After text bash and dash read differently, so that where the value lands depends on
-    /// the shell, or that the walker does not read for sure: a line equal to a
-    /// here-document's delimiter inside a `$( … )` or backticks in its body (bash ends the
-    /// here-document there, dash reads on); backticks or a `#` comment inside `$(( … ))`
-    /// (bash looks for the closing `))` through them, dash reads a substitution or a
-    /// comment); `<<` inside bash's own arithmetic (`(( … ))`, `$[ … ]`, `a[…]=`, `a=( … )`:
-    /// a shift to bash, a here-document to dash); a here-document announced in a `$( … )`
-    /// that closes on its line (bash reads its body from the next lines, dash ends it at the
-    /// `)`), or one with an empty delimiter (`<<''`) inside a `$( … )` (bash ends it at once,
-    /// dash at the first empty line); a here-document delimiter written `$'…'` or `$"…"` (bash drops the `$`, dash
-    /// keeps it) or holding `$( )`, `${ }`, backticks, a template action or a
-    /// line-joining `\`; an unquoted here-document's body lines joined by `\` into its
-    /// delimiter (bash ends it there, dash reads on).
-    ShellDependent,
+    /// the shell, or that the walker does not read for sure (`cause` says which).
+    ShellDependent {
+        /// The text read differently.
+        cause: Dependence,
+    },
+}
+
+/// The text after which [`ShellContext::ShellDependent`] leaves every value unprotected.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dependence {
+    /// A line equal to a here-document's delimiter inside a `$( … )` or backticks in its
+    /// body: bash ends the here-document there, dash reads on.
+    ClosingLineInSubstitution,
+    /// Backticks or a `#` comment inside `$(( … ))`: bash looks for the closing `))` through
+    /// them, dash reads a substitution or a comment.
+    ArithmeticBackticks,
+    /// `<<` inside bash's own arithmetic (`(( … ))`, `$[ … ]`, `a[…]=`, `a=( … )`): a shift
+    /// to bash, a here-document to dash.
+    ShiftOrHeredoc,
+    /// A here-document announced in a `$( … )` that closes on its line: bash reads its body
+    /// from the next lines, dash ends it at the `)`.
+    HeredocInClosedSubstitution,
+    /// A here-document with an empty delimiter (`<<''`) inside a `$( … )`: bash ends it at
+    /// once, dash at the first empty line.
+    EmptyDelimiterInSubstitution,
+    /// A delimiter written `$'EOF'` or `$"EOF"`: bash reads `EOF`, dash `$EOF`.
+    DollarQuotedDelimiter,
+    /// A delimiter the walker cannot read for sure: one holding `$( )`, `${ }`, backticks,
+    /// a template action (the value would decide it) or a line-joining `\`, or an unclosed
+    /// quote.
+    UnreadableDelimiter,
+    /// An unquoted here-document's body lines joined by `\` into its delimiter: bash ends it
+    /// there, dash reads on.
+    JoinedDelimiter,
+}
+
+impl Dependence {
+    const ALL: [Self; 8] = [
+        Self::ClosingLineInSubstitution,
+        Self::ArithmeticBackticks,
+        Self::ShiftOrHeredoc,
+        Self::HeredocInClosedSubstitution,
+        Self::EmptyDelimiterInSubstitution,
+        Self::DollarQuotedDelimiter,
+        Self::UnreadableDelimiter,
+        Self::JoinedDelimiter,
+    ];
+
+    /// Where the value sits, as [`Unprotected::place`] says it.
+    pub fn place(self) -> &'static str {
+        match self {
+            Self::ClosingLineInSubstitution => {
+                "after a here-document's closing line inside a $( ) or backticks in its body (it ends the here-document for bash, not for dash)"
+            }
+            Self::ArithmeticBackticks => {
+                "after backticks or a # comment inside $(( )) (bash reads past them to the )), dash reads a substitution or a comment)"
+            }
+            Self::ShiftOrHeredoc => {
+                "after << inside (( )), $[ ], a[…]= or a=( ) (a shift to bash, a here-document to dash)"
+            }
+            Self::HeredocInClosedSubstitution => {
+                "after a here-document announced in a $( ) that closes on its line (bash reads its body from the next lines, dash does not)"
+            }
+            Self::EmptyDelimiterInSubstitution => {
+                "after a here-document with an empty delimiter (<<'') inside $( ) (bash ends it at once, dash at the first empty line)"
+            }
+            Self::DollarQuotedDelimiter => {
+                "after a here-document delimiter written $'…' or $\"…\" (bash reads $'EOF' as EOF, dash as $EOF)"
+            }
+            Self::UnreadableDelimiter => {
+                "after a here-document delimiter awf cannot read for sure (one holding $( ), ${ }, backticks, a template value or a line-joining \\, or an unclosed quote)"
+            }
+            Self::JoinedDelimiter => {
+                "after here-document lines joined by \\ into its delimiter (which ends it for bash, not for dash)"
+            }
+        }
+    }
+
+    /// A one-character code for the cause (the template engine's context tag carries it).
+    pub fn code(self) -> char {
+        let k = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
+        char::from(b'0' + u8::try_from(k).unwrap_or(0))
+    }
+
+    /// The cause of a [`Self::code`].
+    pub fn from_code(code: char) -> Option<Self> {
+        let k = code.to_digit(10)?;
+        Self::ALL.get(usize::try_from(k).ok()?).copied()
+    }
 }
 
 /// A place in shell text where no quoting protects a value ([`ShellContext::unprotected`]):
@@ -136,10 +212,10 @@ impl ShellContext {
                 why: "bash evaluates it, quotes or not, and runs an array subscript's $( ) (declare -a re-reads a quoted (…) value as an array's)",
                 fix: "pass only numbers or plain words there (a `type: integer` input is one), or assign the value to a plain variable first (v={{…}}) and use \"$v\"",
             },
-            Self::ShellDependent => Unprotected {
-                place: "after text that bash and dash read differently, or that awf cannot read for sure (a here-document's closing line inside a $( ) or backticks in its body; backticks or a # comment inside $(( )); << inside (( )), $[ ] or a[…]=; a here-document opened in a $( ) that closes on its line, or with an empty delimiter (<<'') in a $( ); a here-document delimiter written $'…' or $\"…\" or holding $( ), ${ }, backticks, a template value or a line-joining \\; body lines joined by \\ into the delimiter)",
-                why: "where the value lands depends on the shell that runs the command, so no one quoting is right",
-                fix: "write the text before it so that every shell reads it alike (close the $( ) before the here-document's last line; no backticks or comments in arithmetic; << as a shift only in $(( )); a here-document's delimiter plain or in quotes, its body outside the $( ) it opens in)",
+            Self::ShellDependent { cause } => Unprotected {
+                place: cause.place(),
+                why: "bash and dash read that text differently (or awf cannot tell how the shell reads it), so where the value lands depends on the shell and no one quoting is right",
+                fix: "write that text so that every shell reads it alike, or set v={{…}} before it and use \"$v\"",
             },
             Self::UnevenBranch { .. } => Unprotected {
                 place: "after a template branch ({{if}}/{{else}}/{{with}}/{{range}}) whose text leaves the shell quoting different from the other branch",
@@ -279,7 +355,7 @@ enum Kind {
     /// state different from its siblings (never on the stack).
     Uneven(String),
     /// An action after text bash and dash read differently (never on the stack).
-    Dependent,
+    Dependent(Dependence),
     /// `${ … }`; `depth`: open `{` inside it (the `}` at depth 0 closes it).
     Param {
         depth: u32,
@@ -313,7 +389,7 @@ impl Kind {
             Kind::Uneven(branch) => ShellContext::UnevenBranch {
                 branch: branch.clone(),
             },
-            Kind::Dependent => ShellContext::ShellDependent,
+            Kind::Dependent(cause) => ShellContext::ShellDependent { cause: *cause },
         }
     }
 }
@@ -871,7 +947,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             {
                 // bash joins an unquoted body's `\`-continued lines before it compares them
                 // with the delimiter, dash does not (h6: `EO\` and `F` end it for bash).
-                spans.dependent_from(i, b.len());
+                spans.dependent_from(i, b.len(), Dependence::JoinedDelimiter);
             }
             found
         } else {
@@ -880,7 +956,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         if let Some((k, stop)) = ends_heredoc {
             if stack.frames.len() > k + 1 {
                 // Inside a `$( )` or backticks of the body: dash would read on.
-                spans.dependent_from(stop, b.len());
+                spans.dependent_from(stop, b.len(), Dependence::ClosingLineInSubstitution);
             }
             while stack.frames.len() > k.max(1) {
                 stack.pop(stop);
@@ -1159,14 +1235,20 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     match shift {
                         Some(true) => {}
                         // bash's own arithmetic: dash opens a here-document there.
-                        Some(false) => spans.dependent_from(i, b.len()),
+                        Some(false) => {
+                            spans.dependent_from(i, b.len(), Dependence::ShiftOrHeredoc);
+                        }
                         None => match heredoc_start(text, i + 2, stack.backticks_close()) {
                             // bash ends an empty-delimited one (`<<''`) inside `$( )` at
                             // once, dash at the first empty line (h6 fuzzing).
                             (Delimiter::Doc(Kind::Heredoc { delim, .. }), _)
                                 if delim.is_empty() && stack.in_substitution() =>
                             {
-                                spans.dependent_from(i, b.len());
+                                spans.dependent_from(
+                                    i,
+                                    b.len(),
+                                    Dependence::EmptyDelimiterInSubstitution,
+                                );
                             }
                             (Delimiter::Doc(h), len) => {
                                 pending.push((h, stack.level()));
@@ -1174,7 +1256,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                                 stack.clear_target();
                             }
                             (Delimiter::Missing, len) => consumed += len,
-                            (Delimiter::Unsure, _) => spans.dependent_from(i, b.len()),
+                            (Delimiter::Unsure(cause), _) => {
+                                spans.dependent_from(i, b.len(), cause);
+                            }
                         },
                     }
                 }
@@ -1265,7 +1349,7 @@ fn close_pending(
     let level = stack.level();
     let quiet = if backticks { level + 1 } else { level };
     if pending.iter().any(|(_, l)| *l > quiet) {
-        spans.dependent_from(at, len);
+        spans.dependent_from(at, len, Dependence::HeredocInClosedSubstitution);
     }
     pending.retain(|(_, l)| *l <= level);
 }
@@ -1483,7 +1567,7 @@ fn push_arith(spans: &mut Spans, b: &[u8], at: usize, from: usize, posix: bool) 
     spans.unsafe_.push((at..end, Kind::Arith));
     spans.shifts.push((at..end, posix));
     if ambiguous {
-        spans.dependent_from(end, b.len());
+        spans.dependent_from(end, b.len(), Dependence::ArithmeticBackticks);
     }
 }
 
@@ -1567,8 +1651,8 @@ impl Spans {
     }
 
     /// Everything from `at` on is read differently by the shells (or not surely by awf).
-    fn dependent_from(&mut self, at: usize, len: usize) {
-        self.unsafe_.push((at..len, Kind::Dependent));
+    fn dependent_from(&mut self, at: usize, len: usize, cause: Dependence) {
+        self.unsafe_.push((at..len, Kind::Dependent(cause)));
     }
 }
 
@@ -2216,11 +2300,10 @@ enum Delimiter {
     Doc(Kind),
     /// No word follows (a syntax error in the shell).
     Missing,
-    /// A delimiter the shells read differently or that awf does not read for sure:
-    /// `$'…'` and `$"…"` (bash removes the `$`, dash keeps it), one holding `$( … )`,
-    /// `${ … }`, backticks, a template action (the value would decide it) or a `\` joining
-    /// lines, an unclosed quote.
-    Unsure,
+    /// A delimiter the shells read differently (`$'…'` and `$"…"`: bash removes the `$`,
+    /// dash keeps it) or that awf does not read for sure (one holding `$( … )`, `${ … }`,
+    /// backticks, a template action, a `\` joining lines, an unclosed quote).
+    Unsure(Dependence),
 }
 
 /// Reads the delimiter after `<<` at `from`: the here-document it opens and how many
@@ -2241,7 +2324,7 @@ fn heredoc_start(text: &str, from: usize, closing: Option<usize>) -> (Delimiter,
     }
     let mut delim = String::new();
     let mut quoted = false;
-    let unsure = (Delimiter::Unsure, 0);
+    let unsure = (Delimiter::Unsure(Dependence::UnreadableDelimiter), 0);
     // Appends the character at `at` (one of a multi-byte one's bytes never splits it).
     let take = |delim: &mut String, at: usize| {
         let n = next_char_len(text, at).max(1);
@@ -2293,7 +2376,10 @@ fn heredoc_start(text: &str, from: usize, closing: Option<usize>) -> (Delimiter,
                 }
             }
             b'`' => return unsure,
-            b'$' if matches!(b.get(j + 1), Some(b'\'' | b'"' | b'(' | b'{')) => return unsure,
+            b'$' if matches!(b.get(j + 1), Some(b'\'' | b'"')) => {
+                return (Delimiter::Unsure(Dependence::DollarQuotedDelimiter), 0);
+            }
+            b'$' if matches!(b.get(j + 1), Some(b'(' | b'{')) => return unsure,
             b'{' if b.get(j + 1) == Some(&b'{') => return unsure,
             b' ' | b'\t' | b'\n' | b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')' => break,
             _ => j = take(&mut delim, j),
