@@ -857,11 +857,15 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             let prints = crate::validate::prints_value(body);
             last_silent_end =
                 (!prints && !crate::validate::ends_in_shell_quoting(body)).then_some(end);
-            if prints && comment_starts(b, before, escaped_char, None, word_close) {
+            if prints
+                && i >= spans.compound_end
+                && comment_starts(b, before, escaped_char, None, word_close)
+            {
                 // A value starting a word: a redirection's target, a word of a `case` head
                 // or pattern, or in command position the command's name (the next word is
-                // an argument). Glued into a word (`x={{v}}`) it changes nothing (h6
-                // fuzzing: `m={{v}} printf -v {{v}}` lost the `printf`).
+                // an argument). Glued into a word (`x={{v}}`) or an element of `x=( … )`
+                // it changes nothing (h6 fuzzing: `m={{v}} printf -v {{v}}` and
+                // `x=({{v}}) read {{v}}` lost the command).
                 stack.value_word();
             }
             let keyword = body.split_whitespace().next().unwrap_or("");

@@ -1138,6 +1138,8 @@ fn commands_are_recognised_after_comments_continuations_and_redirections() {
         // A value inside an assignment or as a redirection's target is no command name.
         "m+={{.y}} printf -v {{.x}} %s x",
         ">{{.y}} read {{.x}}",
+        "x=({{.y}}) \\\n>f read {{.x}}",
+        "x=({{.y}})! read {{.x}}",
     ] {
         assert_eq!(values_of(text).last(), Some(&a), "{text}");
     }
