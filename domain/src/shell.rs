@@ -1000,6 +1000,8 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                         stack.start_pattern();
                         stack.set_cmd(true);
                     }
+                    // Part of a redirection operator (`2>&1`, `>|f`), not a separator.
+                    b'&' | b'|' if i > 0 && matches!(b[i - 1], b'<' | b'>') => {}
                     b';' | b'&' | b'|' | b'(' | b'\n' => stack.set_cmd(true),
                     b' ' | b'\t' | b'\r' | b')' => {}
                     // A line continuation joins the words around it; a comment is no word
@@ -1867,8 +1869,9 @@ fn command_word(
     // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty, and the next word
     // the command (h6 fuzzing: `$(x) command read {{v}}` ran `read`).
     let expands = text[i..full].contains(['$', '`']);
+    // `time -p read …`, `command -p read …`: an option of those keeps the position.
     let keeps = KEEPS_COMMAND.contains(&reserved)
-        || matches!(command.as_ref(), "command" | "builtin")
+        || matches!(command.as_ref(), "command" | "builtin" | "-p" | "--")
         || expands;
     stack.set_cmd(keeps);
     let depth = match stack.top() {

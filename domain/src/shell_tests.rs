@@ -1140,6 +1140,10 @@ fn commands_are_recognised_after_comments_continuations_and_redirections() {
         ">{{.y}} read {{.x}}",
         "x=({{.y}}) \\\n>f read {{.x}}",
         "x=({{.y}})! read {{.x}}",
+        "2>&1 read {{.x}}",
+        ">|f read {{.x}}",
+        "time -p read {{.x}}",
+        "command -p read {{.x}}",
     ] {
         assert_eq!(values_of(text).last(), Some(&a), "{text}");
     }
