@@ -302,6 +302,10 @@ struct Frame {
     pattern: Pattern,
     /// The next word is a redirection's target (`>f read x`: `f` is no command).
     target: bool,
+    /// The next word is in command position only as the shell runs the command, not as it
+    /// parses it (after `command`, `builtin` or an expansion that may be empty: a builtin
+    /// named there runs, but `case` there is no reserved word).
+    soft: bool,
 }
 
 /// Where a frame is in a `case` pattern (see [`Frame::pattern`]).
@@ -440,6 +444,7 @@ impl Stack {
             case_head: CaseHead::None,
             pattern: Pattern::Off,
             target: false,
+            soft: false,
         });
     }
 
@@ -501,6 +506,7 @@ impl Stack {
         if let Some(f) = self.frames.last_mut() {
             f.cmd = cmd;
             f.target = false;
+            f.soft = false;
         }
     }
 
@@ -1863,17 +1869,23 @@ fn command_word(
     }
     // A reserved word is one unquoted (`'case'` is a command); a builtin runs whatever
     // quotes its name has (`\read`, `'printf'`, `pri\<newline>ntf`).
-    let reserved = if ends { word } else { "" };
+    let soft = stack.frames.last().is_some_and(|f| f.soft);
+    let reserved = if ends && !soft { word } else { "" };
     let full = word_end(b, i).max(j);
     let command = unquoted(&text[i..full]);
     // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty, and the next word
     // the command (h6 fuzzing: `$(x) command read {{v}}` ran `read`).
     let expands = text[i..full].contains(['$', '`']);
     // `time -p read …`, `command -p read …`: an option of those keeps the position.
-    let keeps = KEEPS_COMMAND.contains(&reserved)
-        || matches!(command.as_ref(), "command" | "builtin" | "-p" | "--")
-        || expands;
-    stack.set_cmd(keeps);
+    let parsed = KEEPS_COMMAND.contains(&reserved);
+    let run = matches!(command.as_ref(), "command" | "builtin" | "-p" | "--") || expands;
+    stack.set_cmd(parsed || run);
+    if run
+        && !parsed
+        && let Some(f) = stack.frames.last_mut()
+    {
+        f.soft = true;
+    }
     let depth = match stack.top() {
         Kind::Unquoted { depth, .. } => depth,
         _ => 0,

@@ -1147,8 +1147,17 @@ fn commands_are_recognised_after_comments_continuations_and_redirections() {
     ] {
         assert_eq!(values_of(text).last(), Some(&a), "{text}");
     }
-    // A quoted reserved word is a command's name, not the reserved word.
+    // A quoted reserved word is a command's name, not the reserved word; so is one after
+    // `command` or an expansion (h6 fuzzing: `$EOF case {{v}} in; { read {{v}}; }`).
     assert_eq!(values_of("'case' a in b) echo {{.x}}"), vec![BARE]);
+    assert_eq!(
+        values_of("$EOF \\\ncase {{.y}} in; { read {{.x}}; }"),
+        vec![BARE, ShellContext::Arithmetic]
+    );
+    assert_eq!(
+        values_of("command case {{.y}} in; { read {{.x}}; }"),
+        vec![BARE, ShellContext::Arithmetic]
+    );
     assert_eq!(values_of("echo >&2 {{.x}}"), vec![BARE]);
 }
 
