@@ -208,9 +208,9 @@ impl ShellContext {
                 fix: "close the $'…' string before the value and reopen it after it ($'it\\'s '{{…}})",
             },
             Self::Arithmetic => Unprotected {
-                place: "in shell arithmetic or a variable name ($(( )), $[ ], (( )), let, [[ … -eq … ]], [[ -v … ]], a[…]=, a=([…]=…), declare -i and its variables, a name given to declare, local, read, unset or printf -v, an array's value given to declare -a)",
+                place: "in shell arithmetic or a variable name ($(( )), (( )), let, [[ … -eq … ]], -v, a[…]=, declare -i, a name for declare, read, unset, printf -v)",
                 why: "bash evaluates it, quotes or not, and runs an array subscript's $( ) (declare -a re-reads a quoted (…) value as an array's)",
-                fix: "pass only numbers or plain words there (a `type: integer` input is one), or assign the value to a plain variable first (v={{…}}) and use \"$v\"",
+                fix: "pass only numbers there (a `type: integer` input is one), or set v={{…}} first and use \"$v\"",
             },
             Self::ShellDependent { cause } => Unprotected {
                 place: cause.place(),

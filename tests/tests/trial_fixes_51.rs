@@ -278,7 +278,8 @@ fn a_value_as_a_variable_name_is_refused() {
         let text = format!("{}{}", r.stdout, r.stderr);
         assert!(
             text.contains("[EXECUTION.TEMPLATE.FAILED]")
-                && text.contains("sits in shell arithmetic or a variable name"),
+                && text.contains("sits in shell arithmetic or a variable name")
+                && text.contains("where no quoting protects it: pass only numbers there"),
             "{body:?}: {text}"
         );
         let r = sb.run(&["run", "wf.yaml", "-i", "x=v"]).unwrap();
