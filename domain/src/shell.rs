@@ -1651,6 +1651,9 @@ struct Spans {
     /// Where the `( … )` of the last compound assignment read (`a=(x y)`) ends: its words
     /// are no commands.
     compound_end: usize,
+    /// The names a `declare -i` read so far makes integers (those [`Declared`] missed, its
+    /// command spelled with quotes: `de\clare -i n`).
+    integers: Vec<String>,
 }
 
 impl Spans {
@@ -1720,7 +1723,7 @@ fn declared_names(text: &str) -> Declared<'_> {
     // A word that makes the command worth reading (most commands have none).
     let telling = |w: &str| {
         matches!(
-            w,
+            unquoted(w).as_ref(),
             "declare"
                 | "typeset"
                 | "local"
@@ -1738,7 +1741,7 @@ fn declared_names(text: &str) -> Declared<'_> {
             continue;
         }
         let words: Vec<&str> = command.split_whitespace().collect();
-        for (k, w) in words.iter().enumerate() {
+        for (k, raw) in words.iter().enumerate() {
             let rest = &words[k + 1..];
             let names = || {
                 rest.iter()
@@ -1750,7 +1753,8 @@ fn declared_names(text: &str) -> Declared<'_> {
                 rest.iter()
                     .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains(letters))
             };
-            match *w {
+            let word = unquoted(raw);
+            match word.as_ref() {
                 w if DECLARES.contains(&w) => {
                     if option(&['i']) {
                         d.integers.extend(names());
@@ -1762,7 +1766,7 @@ fn declared_names(text: &str) -> Declared<'_> {
                 "read" if option(&['a']) => d.arrays.extend(names()),
                 "mapfile" | "readarray" => d.arrays.extend(names()),
                 "source" | "." if k == 0 => d.sources = true,
-                w if w.contains('[') && w.contains("]=") => d.arrays.push(var_name(w)),
+                w if w.contains('[') && w.contains("]=") => d.arrays.push(var_name(raw)),
                 _ => {}
             }
         }
@@ -1785,7 +1789,9 @@ fn command_word(
     spans: &mut Spans,
     declared: &Declared<'_>,
 ) {
-    let integers = &declared.integers;
+    let integer = |spans: &Spans, name: &str| {
+        declared.integers.contains(&name) || spans.integers.iter().any(|n| n == name)
+    };
     let b = text.as_bytes();
     let mut j = i;
     while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
@@ -1847,7 +1853,7 @@ fn command_word(
         if assigns {
             spans.unsafe_.push((j..close, Kind::Arith));
             spans.shifts.push((j..close, false));
-            if integers.contains(&word) {
+            if integer(spans, word) {
                 spans.unsafe_.push((close..word_end(b, close), Kind::Arith));
             }
             return;
@@ -1858,7 +1864,7 @@ fn command_word(
         let value = if b[j] == b'=' { j + 1 } else { j + 2 };
         if b.get(value) == Some(&b'(') {
             compound_assignment(b, value, spans);
-        } else if name && integers.contains(&word) {
+        } else if name && integer(spans, word) {
             // An integer variable evaluates what it is assigned.
             spans.unsafe_.push((value..word_end(b, value), Kind::Arith));
         }
@@ -1924,6 +1930,13 @@ fn command_word(
             });
             if whole_span {
                 spans.unsafe_.push((span, Kind::Arith));
+                spans.integers.extend(
+                    words
+                        .iter()
+                        .map(|r| &text[r.clone()])
+                        .filter(|w| !w.starts_with(['-', '+']))
+                        .map(|w| var_name(w).to_owned()),
+                );
                 return;
             }
             // `declare -a a='(…)'` (or `declare a=…` of an array `a`) re-reads a value

@@ -1076,6 +1076,10 @@ fn variable_names_given_to_builtins_are_unprotected() {
         "declare -i n; n+={{.x}}",
         "n={{.x}}; declare -i n",
         "typeset -ai n; n[1]={{.x}}",
+        // h6 fuzzing: the `declare` spelled with a backslash or quotes.
+        "\\declare -i n; n={{.x}}",
+        "de\\clare -i n; n={{.x}}",
+        "'local' -i n; n+={{.x}}",
         "x=([{{.x}}]=1)",
         "x+=(a ['{{.x}}']=1)",
         // `declare -a` (or `declare` of an array) re-reads a quoted `(…)` value.
