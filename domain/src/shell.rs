@@ -1671,9 +1671,9 @@ impl Spans {
     }
 }
 
-/// The builtins that take variable names as arguments and evaluate an array subscript in
-/// them (`read 'a[$(cmd)]'` runs `cmd`; so do `declare`, `local`, `typeset`, `printf -v`,
-/// `unset`; `export` and `readonly` are counted for safety).
+/// The `declare`-like builtins: they take variable names (or assignments) as arguments and
+/// bash evaluates an array subscript in a name (`declare 'a[$(cmd)]=1'` runs `cmd`; `export`
+/// and `readonly` are counted for safety), `-i` makes integers and `-n` name references.
 const DECLARES: &[&str] = &["declare", "typeset", "local", "export", "readonly"];
 
 /// What the `declare`-like commands of a text make of its variables, read loosely (by words,
