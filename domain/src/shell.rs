@@ -1878,10 +1878,15 @@ fn command_word(
     let soft = stack.frames.last().is_some_and(|f| f.soft);
     let reserved = if ends && !soft { word } else { "" };
     let full = word_end(b, i).max(j);
-    let command = unquoted(&text[i..full]);
-    // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty, and the next word
-    // the command (h6 fuzzing: `$(x) command read {{v}}` ran `read`).
+    // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty: the rest of the
+    // word may be the command (h6 fuzzing: `` `x`declare {{v}}=1 `` ran `declare`), or, when
+    // nothing is left, the next word (`$(x) command read {{v}}` ran `read`).
     let expands = text[i..full].contains(['$', '`']);
+    let command = if expands {
+        std::borrow::Cow::Owned(unquoted(&without_expansions(&b[i..full])).into_owned())
+    } else {
+        unquoted(&text[i..full])
+    };
     // `time -p read …`, `command -p read …`: an option of those keeps the position.
     let parsed = KEEPS_COMMAND.contains(&reserved);
     let run = matches!(command.as_ref(), "command" | "builtin" | "-p" | "--") || expands;
@@ -2024,6 +2029,36 @@ fn rereads_as_compound(b: &[u8], from: usize, end: usize) -> bool {
         .count();
     let rest = &rest[skip..];
     rest.starts_with(b"(") || rest.starts_with(b"{{")
+}
+
+/// The text of `word` with its expansions (`$( … )`, `${ … }`, `$name`, backticks, a
+/// template action) left out: what is left of it when they are empty.
+fn without_expansions(word: &[u8]) -> String {
+    let mut out = Vec::with_capacity(word.len());
+    let mut j = 0;
+    while j < word.len() {
+        match word[j] {
+            b'\\' => {
+                out.extend_from_slice(word.get(j..j + 2).unwrap_or(&word[j..]));
+                j += 2;
+            }
+            b'`' => j = backtick_end(word, j + 1),
+            b'{' if word.get(j + 1) == Some(&b'{') => j = action_end(word, j + 2),
+            b'$' if word.get(j + 1) == Some(&b'(') => j = paren_end(word, j + 2),
+            b'$' if word.get(j + 1) == Some(&b'{') => j = brace_end(word, j + 2),
+            b'$' => {
+                j += 1;
+                while j < word.len() && (word[j].is_ascii_alphanumeric() || word[j] == b'_') {
+                    j += 1;
+                }
+            }
+            c => {
+                out.push(c);
+                j += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `word` as the shell reads a command name: line continuations (`\` and a line break)

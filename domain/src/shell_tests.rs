@@ -1144,6 +1144,8 @@ fn commands_are_recognised_after_comments_continuations_and_redirections() {
         ">{{.y}} read {{.x}}",
         "x=({{.y}}) \\\n>f read {{.x}}",
         "x=({{.y}})! read {{.x}}",
+        "`true`declare {{.x}}=1",
+        "$(:)\"read\" {{.x}}",
         "2>&1 read {{.x}}",
         ">|f read {{.x}}",
         "time -p read {{.x}}",
