@@ -78,19 +78,95 @@ pub enum ShellContext {
         branch: String,
     },
     /// After text bash and dash read differently, so that where the value lands depends on
-    /// the shell, or that the walker does not read for sure: a line equal to a
-    /// here-document's delimiter inside a `$( … )` or backticks in its body (bash ends the
-    /// here-document there, dash reads on); backticks or a `#` comment inside `$(( … ))`
-    /// (bash looks for the closing `))` through them, dash reads a substitution or a
-    /// comment); `<<` inside bash's own arithmetic (`(( … ))`, `$[ … ]`, `a[…]=`, `a=( … )`:
-    /// a shift to bash, a here-document to dash); a here-document announced in a `$( … )`
-    /// that closes on its line (bash reads its body from the next lines, dash ends it at the
-    /// `)`), or one with an empty delimiter (`<<''`) inside a `$( … )` (bash ends it at once,
-    /// dash at the first empty line); a here-document delimiter written `$'…'` or `$"…"` (bash drops the `$`, dash
-    /// keeps it) or holding `$( )`, `${ }`, backticks, a template action or a
-    /// line-joining `\`; an unquoted here-document's body lines joined by `\` into its
-    /// delimiter (bash ends it there, dash reads on).
-    ShellDependent,
+    /// the shell, or that the walker does not read for sure (`cause` says which).
+    ShellDependent {
+        /// The text read differently.
+        cause: Dependence,
+    },
+}
+
+/// The text after which [`ShellContext::ShellDependent`] leaves every value unprotected.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Dependence {
+    /// A line equal to a here-document's delimiter inside a `$( … )` or backticks in its
+    /// body: bash ends the here-document there, dash reads on.
+    ClosingLineInSubstitution,
+    /// Backticks or a `#` comment inside `$(( … ))`: bash looks for the closing `))` through
+    /// them, dash reads a substitution or a comment.
+    ArithmeticBackticks,
+    /// `<<` inside bash's own arithmetic (`(( … ))`, `$[ … ]`, `a[…]=`, `a=( … )`): a shift
+    /// to bash, a here-document to dash.
+    ShiftOrHeredoc,
+    /// A here-document announced in a `$( … )` that closes on its line: bash reads its body
+    /// from the next lines, dash ends it at the `)`.
+    HeredocInClosedSubstitution,
+    /// A here-document with an empty delimiter (`<<''`) inside a `$( … )`: bash ends it at
+    /// once, dash at the first empty line.
+    EmptyDelimiterInSubstitution,
+    /// A delimiter written `$'EOF'` or `$"EOF"`: bash reads `EOF`, dash `$EOF`.
+    DollarQuotedDelimiter,
+    /// A delimiter the walker cannot read for sure: one holding `$( )`, `${ }`, backticks,
+    /// a template action (the value would decide it) or a line-joining `\`, or an unclosed
+    /// quote.
+    UnreadableDelimiter,
+    /// An unquoted here-document's body lines joined by `\` into its delimiter: bash ends it
+    /// there, dash reads on.
+    JoinedDelimiter,
+}
+
+impl Dependence {
+    const ALL: [Self; 8] = [
+        Self::ClosingLineInSubstitution,
+        Self::ArithmeticBackticks,
+        Self::ShiftOrHeredoc,
+        Self::HeredocInClosedSubstitution,
+        Self::EmptyDelimiterInSubstitution,
+        Self::DollarQuotedDelimiter,
+        Self::UnreadableDelimiter,
+        Self::JoinedDelimiter,
+    ];
+
+    /// Where the value sits, as [`Unprotected::place`] says it.
+    pub fn place(self) -> &'static str {
+        match self {
+            Self::ClosingLineInSubstitution => {
+                "after a here-document's closing line inside a $( ) or backticks in its body (it ends the here-document for bash, not for dash)"
+            }
+            Self::ArithmeticBackticks => {
+                "after backticks or a # comment inside $(( )) (bash reads past them to the )), dash reads a substitution or a comment)"
+            }
+            Self::ShiftOrHeredoc => {
+                "after << inside (( )), $[ ], a[…]= or a=( ) (a shift to bash, a here-document to dash)"
+            }
+            Self::HeredocInClosedSubstitution => {
+                "after a here-document announced in a $( ) that closes on its line (bash reads its body from the next lines, dash does not)"
+            }
+            Self::EmptyDelimiterInSubstitution => {
+                "after a here-document with an empty delimiter (<<'') inside $( ) (bash ends it at once, dash at the first empty line)"
+            }
+            Self::DollarQuotedDelimiter => {
+                "after a here-document delimiter written $'…' or $\"…\" (bash reads $'EOF' as EOF, dash as $EOF)"
+            }
+            Self::UnreadableDelimiter => {
+                "after a here-document delimiter awf cannot read for sure (one holding $( ), ${ }, backticks, a template value or a line-joining \\, or an unclosed quote)"
+            }
+            Self::JoinedDelimiter => {
+                "after here-document lines joined by \\ into its delimiter (which ends it for bash, not for dash)"
+            }
+        }
+    }
+
+    /// A one-character code for the cause (the template engine's context tag carries it).
+    pub fn code(self) -> char {
+        let k = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
+        char::from(b'0' + u8::try_from(k).unwrap_or(0))
+    }
+
+    /// The cause of a [`Self::code`].
+    pub fn from_code(code: char) -> Option<Self> {
+        let k = code.to_digit(10)?;
+        Self::ALL.get(usize::try_from(k).ok()?).copied()
+    }
 }
 
 /// A place in shell text where no quoting protects a value ([`ShellContext::unprotected`]):
@@ -132,14 +208,14 @@ impl ShellContext {
                 fix: "close the $'…' string before the value and reopen it after it ($'it\\'s '{{…}})",
             },
             Self::Arithmetic => Unprotected {
-                place: "in shell arithmetic or a variable name ($(( )), let, [[ … -eq … ]], a[…]=, declare -i, …)",
+                place: "in shell arithmetic or a variable name ($(( )), (( )), let, [[ … -eq … ]], -v, a[…]=, declare -i, a name for declare, read, unset, printf -v)",
                 why: "bash evaluates it, quotes or not, and runs an array subscript's $( ) (declare -a re-reads a quoted (…) value as an array's)",
-                fix: "pass only numbers or plain words there (a `type: integer` input is one), or assign the value to a plain variable first (v={{…}}) and use \"$v\"",
+                fix: "pass only numbers there (a `type: integer` input is one), or set v={{…}} first and use \"$v\"",
             },
-            Self::ShellDependent => Unprotected {
-                place: "after text that bash and dash read differently, or that awf cannot read for sure (README, Safe shell interpolation)",
-                why: "where the value lands depends on the shell that runs the command, so no one quoting is right",
-                fix: "write the text before it so that every shell reads it alike (close the $( ) before the here-document's last line; no backticks or comments in arithmetic; << as a shift only in $(( )); a here-document's delimiter plain or in quotes, its body outside the $( ) it opens in)",
+            Self::ShellDependent { cause } => Unprotected {
+                place: cause.place(),
+                why: "bash and dash read that text differently (or awf cannot tell how the shell reads it), so where the value lands depends on the shell and no one quoting is right",
+                fix: "write that text so that every shell reads it alike, or set v={{…}} before it and use \"$v\"",
             },
             Self::UnevenBranch { .. } => Unprotected {
                 place: "after a template branch ({{if}}/{{else}}/{{with}}/{{range}}) whose text leaves the shell quoting different from the other branch",
@@ -226,6 +302,10 @@ struct Frame {
     pattern: Pattern,
     /// The next word is a redirection's target (`>f read x`: `f` is no command).
     target: bool,
+    /// The next word is in command position only as the shell runs the command, not as it
+    /// parses it (after `command`, `builtin` or an expansion that may be empty: a builtin
+    /// named there runs, but `case` there is no reserved word).
+    soft: bool,
 }
 
 /// Where a frame is in a `case` pattern (see [`Frame::pattern`]).
@@ -279,7 +359,7 @@ enum Kind {
     /// state different from its siblings (never on the stack).
     Uneven(String),
     /// An action after text bash and dash read differently (never on the stack).
-    Dependent,
+    Dependent(Dependence),
     /// `${ … }`; `depth`: open `{` inside it (the `}` at depth 0 closes it).
     Param {
         depth: u32,
@@ -313,7 +393,7 @@ impl Kind {
             Kind::Uneven(branch) => ShellContext::UnevenBranch {
                 branch: branch.clone(),
             },
-            Kind::Dependent => ShellContext::ShellDependent,
+            Kind::Dependent(cause) => ShellContext::ShellDependent { cause: *cause },
         }
     }
 }
@@ -364,6 +444,7 @@ impl Stack {
             case_head: CaseHead::None,
             pattern: Pattern::Off,
             target: false,
+            soft: false,
         });
     }
 
@@ -425,6 +506,7 @@ impl Stack {
         if let Some(f) = self.frames.last_mut() {
             f.cmd = cmd;
             f.target = false;
+            f.soft = false;
         }
     }
 
@@ -781,11 +863,15 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             let prints = crate::validate::prints_value(body);
             last_silent_end =
                 (!prints && !crate::validate::ends_in_shell_quoting(body)).then_some(end);
-            if prints && comment_starts(b, before, escaped_char, None, word_close) {
+            if prints
+                && i >= spans.compound_end
+                && comment_starts(b, before, escaped_char, None, word_close)
+            {
                 // A value starting a word: a redirection's target, a word of a `case` head
                 // or pattern, or in command position the command's name (the next word is
-                // an argument). Glued into a word (`x={{v}}`) it changes nothing (h6
-                // fuzzing: `m={{v}} printf -v {{v}}` lost the `printf`).
+                // an argument). Glued into a word (`x={{v}}`) or an element of `x=( … )`
+                // it changes nothing (h6 fuzzing: `m={{v}} printf -v {{v}}` and
+                // `x=({{v}}) read {{v}}` lost the command).
                 stack.value_word();
             }
             let keyword = body.split_whitespace().next().unwrap_or("");
@@ -871,7 +957,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
             {
                 // bash joins an unquoted body's `\`-continued lines before it compares them
                 // with the delimiter, dash does not (h6: `EO\` and `F` end it for bash).
-                spans.dependent_from(i, b.len());
+                spans.dependent_from(i, b.len(), Dependence::JoinedDelimiter);
             }
             found
         } else {
@@ -880,7 +966,7 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
         if let Some((k, stop)) = ends_heredoc {
             if stack.frames.len() > k + 1 {
                 // Inside a `$( )` or backticks of the body: dash would read on.
-                spans.dependent_from(stop, b.len());
+                spans.dependent_from(stop, b.len(), Dependence::ClosingLineInSubstitution);
             }
             while stack.frames.len() > k.max(1) {
                 stack.pop(stop);
@@ -920,6 +1006,8 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                         stack.start_pattern();
                         stack.set_cmd(true);
                     }
+                    // Part of a redirection operator (`2>&1`, `>|f`), not a separator.
+                    b'&' | b'|' if i > 0 && matches!(b[i - 1], b'<' | b'>') => {}
                     b';' | b'&' | b'|' | b'(' | b'\n' => stack.set_cmd(true),
                     b' ' | b'\t' | b'\r' | b')' => {}
                     // A line continuation joins the words around it; a comment is no word
@@ -1159,14 +1247,20 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                     match shift {
                         Some(true) => {}
                         // bash's own arithmetic: dash opens a here-document there.
-                        Some(false) => spans.dependent_from(i, b.len()),
+                        Some(false) => {
+                            spans.dependent_from(i, b.len(), Dependence::ShiftOrHeredoc);
+                        }
                         None => match heredoc_start(text, i + 2, stack.backticks_close()) {
                             // bash ends an empty-delimited one (`<<''`) inside `$( )` at
                             // once, dash at the first empty line (h6 fuzzing).
                             (Delimiter::Doc(Kind::Heredoc { delim, .. }), _)
                                 if delim.is_empty() && stack.in_substitution() =>
                             {
-                                spans.dependent_from(i, b.len());
+                                spans.dependent_from(
+                                    i,
+                                    b.len(),
+                                    Dependence::EmptyDelimiterInSubstitution,
+                                );
                             }
                             (Delimiter::Doc(h), len) => {
                                 pending.push((h, stack.level()));
@@ -1174,7 +1268,9 @@ pub fn shell_pieces(text: &str) -> Vec<ShellPiece<'_>> {
                                 stack.clear_target();
                             }
                             (Delimiter::Missing, len) => consumed += len,
-                            (Delimiter::Unsure, _) => spans.dependent_from(i, b.len()),
+                            (Delimiter::Unsure(cause), _) => {
+                                spans.dependent_from(i, b.len(), cause);
+                            }
                         },
                     }
                 }
@@ -1265,7 +1361,7 @@ fn close_pending(
     let level = stack.level();
     let quiet = if backticks { level + 1 } else { level };
     if pending.iter().any(|(_, l)| *l > quiet) {
-        spans.dependent_from(at, len);
+        spans.dependent_from(at, len, Dependence::HeredocInClosedSubstitution);
     }
     pending.retain(|(_, l)| *l <= level);
 }
@@ -1483,7 +1579,7 @@ fn push_arith(spans: &mut Spans, b: &[u8], at: usize, from: usize, posix: bool) 
     spans.unsafe_.push((at..end, Kind::Arith));
     spans.shifts.push((at..end, posix));
     if ambiguous {
-        spans.dependent_from(end, b.len());
+        spans.dependent_from(end, b.len(), Dependence::ArithmeticBackticks);
     }
 }
 
@@ -1555,6 +1651,9 @@ struct Spans {
     /// Where the `( … )` of the last compound assignment read (`a=(x y)`) ends: its words
     /// are no commands.
     compound_end: usize,
+    /// The names a `declare -i` read so far makes integers (those [`Declared`] missed, its
+    /// command spelled with quotes: `de\clare -i n`).
+    integers: Vec<String>,
 }
 
 impl Spans {
@@ -1567,14 +1666,14 @@ impl Spans {
     }
 
     /// Everything from `at` on is read differently by the shells (or not surely by awf).
-    fn dependent_from(&mut self, at: usize, len: usize) {
-        self.unsafe_.push((at..len, Kind::Dependent));
+    fn dependent_from(&mut self, at: usize, len: usize, cause: Dependence) {
+        self.unsafe_.push((at..len, Kind::Dependent(cause)));
     }
 }
 
-/// The builtins that take variable names as arguments and evaluate an array subscript in
-/// them (`read 'a[$(cmd)]'` runs `cmd`; so do `declare`, `local`, `typeset`, `printf -v`,
-/// `unset`; `export` and `readonly` are counted for safety).
+/// The `declare`-like builtins: they take variable names (or assignments) as arguments and
+/// bash evaluates an array subscript in a name (`declare 'a[$(cmd)]=1'` runs `cmd`; `export`
+/// and `readonly` are counted for safety), `-i` makes integers and `-n` name references.
 const DECLARES: &[&str] = &["declare", "typeset", "local", "export", "readonly"];
 
 /// What the `declare`-like commands of a text make of its variables, read loosely (by words,
@@ -1624,7 +1723,7 @@ fn declared_names(text: &str) -> Declared<'_> {
     // A word that makes the command worth reading (most commands have none).
     let telling = |w: &str| {
         matches!(
-            w,
+            unquoted(w).as_ref(),
             "declare"
                 | "typeset"
                 | "local"
@@ -1642,7 +1741,7 @@ fn declared_names(text: &str) -> Declared<'_> {
             continue;
         }
         let words: Vec<&str> = command.split_whitespace().collect();
-        for (k, w) in words.iter().enumerate() {
+        for (k, raw) in words.iter().enumerate() {
             let rest = &words[k + 1..];
             let names = || {
                 rest.iter()
@@ -1654,7 +1753,8 @@ fn declared_names(text: &str) -> Declared<'_> {
                 rest.iter()
                     .any(|w| w.starts_with('-') && !w.starts_with("--") && w.contains(letters))
             };
-            match *w {
+            let word = unquoted(raw);
+            match word.as_ref() {
                 w if DECLARES.contains(&w) => {
                     if option(&['i']) {
                         d.integers.extend(names());
@@ -1666,7 +1766,7 @@ fn declared_names(text: &str) -> Declared<'_> {
                 "read" if option(&['a']) => d.arrays.extend(names()),
                 "mapfile" | "readarray" => d.arrays.extend(names()),
                 "source" | "." if k == 0 => d.sources = true,
-                w if w.contains('[') && w.contains("]=") => d.arrays.push(var_name(w)),
+                w if w.contains('[') && w.contains("]=") => d.arrays.push(var_name(raw)),
                 _ => {}
             }
         }
@@ -1689,7 +1789,9 @@ fn command_word(
     spans: &mut Spans,
     declared: &Declared<'_>,
 ) {
-    let integers = &declared.integers;
+    let integer = |spans: &Spans, name: &str| {
+        declared.integers.contains(&name) || spans.integers.iter().any(|n| n == name)
+    };
     let b = text.as_bytes();
     let mut j = i;
     while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
@@ -1751,7 +1853,7 @@ fn command_word(
         if assigns {
             spans.unsafe_.push((j..close, Kind::Arith));
             spans.shifts.push((j..close, false));
-            if integers.contains(&word) {
+            if integer(spans, word) {
                 spans.unsafe_.push((close..word_end(b, close), Kind::Arith));
             }
             return;
@@ -1762,7 +1864,7 @@ fn command_word(
         let value = if b[j] == b'=' { j + 1 } else { j + 2 };
         if b.get(value) == Some(&b'(') {
             compound_assignment(b, value, spans);
-        } else if name && integers.contains(&word) {
+        } else if name && integer(spans, word) {
             // An integer variable evaluates what it is assigned.
             spans.unsafe_.push((value..word_end(b, value), Kind::Arith));
         }
@@ -1773,16 +1875,28 @@ fn command_word(
     }
     // A reserved word is one unquoted (`'case'` is a command); a builtin runs whatever
     // quotes its name has (`\read`, `'printf'`, `pri\<newline>ntf`).
-    let reserved = if ends { word } else { "" };
+    let soft = stack.frames.last().is_some_and(|f| f.soft);
+    let reserved = if ends && !soft { word } else { "" };
     let full = word_end(b, i).max(j);
-    let command = unquoted(&text[i..full]);
-    // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty, and the next word
-    // the command (h6 fuzzing: `$(x) command read {{v}}` ran `read`).
+    // A name made by an expansion (`$(…)`, `$x`, backticks) may be empty: the rest of the
+    // word may be the command (h6 fuzzing: `` `x`declare {{v}}=1 `` ran `declare`), or, when
+    // nothing is left, the next word (`$(x) command read {{v}}` ran `read`).
     let expands = text[i..full].contains(['$', '`']);
-    let keeps = KEEPS_COMMAND.contains(&reserved)
-        || matches!(command.as_ref(), "command" | "builtin")
-        || expands;
-    stack.set_cmd(keeps);
+    let command = if expands {
+        std::borrow::Cow::Owned(unquoted(&without_expansions(&b[i..full])).into_owned())
+    } else {
+        unquoted(&text[i..full])
+    };
+    // `time -p read …`, `command -p read …`: an option of those keeps the position.
+    let parsed = KEEPS_COMMAND.contains(&reserved);
+    let run = matches!(command.as_ref(), "command" | "builtin" | "-p" | "--") || expands;
+    stack.set_cmd(parsed || run);
+    if run
+        && !parsed
+        && let Some(f) = stack.frames.last_mut()
+    {
+        f.soft = true;
+    }
     let depth = match stack.top() {
         Kind::Unquoted { depth, .. } => depth,
         _ => 0,
@@ -1821,6 +1935,13 @@ fn command_word(
             });
             if whole_span {
                 spans.unsafe_.push((span, Kind::Arith));
+                spans.integers.extend(
+                    words
+                        .iter()
+                        .map(|r| &text[r.clone()])
+                        .filter(|w| !w.starts_with(['-', '+']))
+                        .map(|w| var_name(w).to_owned()),
+                );
                 return;
             }
             // `declare -a a='(…)'` (or `declare a=…` of an array `a`) re-reads a value
@@ -1908,6 +2029,36 @@ fn rereads_as_compound(b: &[u8], from: usize, end: usize) -> bool {
         .count();
     let rest = &rest[skip..];
     rest.starts_with(b"(") || rest.starts_with(b"{{")
+}
+
+/// The text of `word` with its expansions (`$( … )`, `${ … }`, `$name`, backticks, a
+/// template action) left out: what is left of it when they are empty.
+fn without_expansions(word: &[u8]) -> String {
+    let mut out = Vec::with_capacity(word.len());
+    let mut j = 0;
+    while j < word.len() {
+        match word[j] {
+            b'\\' => {
+                out.extend_from_slice(word.get(j..j + 2).unwrap_or(&word[j..]));
+                j += 2;
+            }
+            b'`' => j = backtick_end(word, j + 1),
+            b'{' if word.get(j + 1) == Some(&b'{') => j = action_end(word, j + 2),
+            b'$' if word.get(j + 1) == Some(&b'(') => j = paren_end(word, j + 2),
+            b'$' if word.get(j + 1) == Some(&b'{') => j = brace_end(word, j + 2),
+            b'$' => {
+                j += 1;
+                while j < word.len() && (word[j].is_ascii_alphanumeric() || word[j] == b'_') {
+                    j += 1;
+                }
+            }
+            c => {
+                out.push(c);
+                j += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `word` as the shell reads a command name: line continuations (`\` and a line break)
@@ -2216,11 +2367,10 @@ enum Delimiter {
     Doc(Kind),
     /// No word follows (a syntax error in the shell).
     Missing,
-    /// A delimiter the shells read differently or that awf does not read for sure:
-    /// `$'…'` and `$"…"` (bash removes the `$`, dash keeps it), one holding `$( … )`,
-    /// `${ … }`, backticks, a template action (the value would decide it) or a `\` joining
-    /// lines, an unclosed quote.
-    Unsure,
+    /// A delimiter the shells read differently (`$'…'` and `$"…"`: bash removes the `$`,
+    /// dash keeps it) or that awf does not read for sure (one holding `$( … )`, `${ … }`,
+    /// backticks, a template action, a `\` joining lines, an unclosed quote).
+    Unsure(Dependence),
 }
 
 /// Reads the delimiter after `<<` at `from`: the here-document it opens and how many
@@ -2241,7 +2391,7 @@ fn heredoc_start(text: &str, from: usize, closing: Option<usize>) -> (Delimiter,
     }
     let mut delim = String::new();
     let mut quoted = false;
-    let unsure = (Delimiter::Unsure, 0);
+    let unsure = (Delimiter::Unsure(Dependence::UnreadableDelimiter), 0);
     // Appends the character at `at` (one of a multi-byte one's bytes never splits it).
     let take = |delim: &mut String, at: usize| {
         let n = next_char_len(text, at).max(1);
@@ -2293,7 +2443,10 @@ fn heredoc_start(text: &str, from: usize, closing: Option<usize>) -> (Delimiter,
                 }
             }
             b'`' => return unsure,
-            b'$' if matches!(b.get(j + 1), Some(b'\'' | b'"' | b'(' | b'{')) => return unsure,
+            b'$' if matches!(b.get(j + 1), Some(b'\'' | b'"')) => {
+                return (Delimiter::Unsure(Dependence::DollarQuotedDelimiter), 0);
+            }
+            b'$' if matches!(b.get(j + 1), Some(b'(' | b'{')) => return unsure,
             b'{' if b.get(j + 1) == Some(&b'{') => return unsure,
             b' ' | b'\t' | b'\n' | b';' | b'|' | b'&' | b'<' | b'>' | b'(' | b')' => break,
             _ => j = take(&mut delim, j),

@@ -22,6 +22,11 @@ const SUBST: ShellContext = ShellContext::Unquoted {
     in_substitution: true,
 };
 
+/// [`ShellContext::ShellDependent`] for `cause`.
+fn dependent(cause: Dependence) -> ShellContext {
+    ShellContext::ShellDependent { cause }
+}
+
 fn heredoc(quoted: bool, strip: bool, delim: &str) -> ShellContext {
     ShellContext::Heredoc {
         quoted,
@@ -221,7 +226,7 @@ fn glued_arithmetic_and_unescaped_quote_contexts_are_told_apart() {
         // dash reads `((` as two subshells and `<<2` as a here-document (h6).
         (
             "((y=1<<2)); echo {{.x}}",
-            vec![ShellContext::ShellDependent],
+            vec![dependent(Dependence::ShiftOrHeredoc)],
         ),
         ("echo $(({{.x}} + 1))", vec![arith.clone()]),
         ("(( {{.x}} > 2 ))", vec![arith.clone()]),
@@ -527,7 +532,7 @@ fn an_empty_delimiter_opens_a_here_document_ending_at_an_empty_line() {
     ] {
         assert_eq!(
             values_of(text),
-            vec![ShellContext::ShellDependent],
+            vec![dependent(Dependence::EmptyDelimiterInSubstitution)],
             "{text}"
         );
     }
@@ -606,7 +611,7 @@ fn every_arithmetic_place_is_unprotected() {
     // `$[1<<EOF]` is arithmetic to bash, a here-document to dash (h6).
     assert_eq!(
         values_of("echo $[1<<EOF]\necho {{.x}}"),
-        vec![ShellContext::ShellDependent]
+        vec![dependent(Dependence::ShiftOrHeredoc)]
     );
     // Arguments named like the commands are ordinary words; the command ends at `;`.
     for text in [
@@ -745,7 +750,7 @@ fn substitutions_inside_an_unquoted_here_document_are_read_as_shell() {
         // (dash reads on: the rest is unprotected).
         (
             "cat <<EOF\n$(echo a\nEOF\necho {{.x}}",
-            vec![(ShellContext::ShellDependent, vec![])],
+            vec![(dependent(Dependence::ClosingLineInSubstitution), vec![])],
         ),
         (
             "case x in\nx) cat <<EOF\n$(echo {{.x}})\nEOF\n;;\nesac\necho {{.y}}",
@@ -808,17 +813,39 @@ fn a_hash_right_after_a_substitution_is_part_of_the_word() {
 /// inside a `$( )` of its body (bash ends the here-document there, dash reads on).
 #[test]
 fn text_bash_and_dash_read_differently_leaves_the_rest_unprotected() {
-    for text in [
-        "$((1+\\;`\nEOT\n))\\\\`{{.x}}",
-        "echo $((1+`echo 2 #))`+3)) {{.x}}",
-        "echo $(( 1 # ))\n)) {{.x}}",
-        "(( 1 + `echo 1` )); echo {{.x}}",
-        "cat <<EOF\n$(cat <<X\nEOF\nX\n)\n{{.x}}\nEOF",
-        "cat <<EOF\n`echo a\nEOF\necho {{.x}}`",
+    for (text, cause) in [
+        (
+            "$((1+\\;`\nEOT\n))\\\\`{{.x}}",
+            Dependence::ArithmeticBackticks,
+        ),
+        (
+            "echo $((1+`echo 2 #))`+3)) {{.x}}",
+            Dependence::ArithmeticBackticks,
+        ),
+        (
+            "echo $(( 1 # ))\n)) {{.x}}",
+            Dependence::ArithmeticBackticks,
+        ),
+        (
+            "(( 1 + `echo 1` )); echo {{.x}}",
+            Dependence::ArithmeticBackticks,
+        ),
+        (
+            "cat <<EOF\n$(cat <<X\nEOF\nX\n)\n{{.x}}\nEOF",
+            Dependence::ClosingLineInSubstitution,
+        ),
+        (
+            "cat <<EOF\n`echo a\nEOF\necho {{.x}}`",
+            Dependence::ClosingLineInSubstitution,
+        ),
     ] {
-        assert_eq!(ctx_of(text), vec![ShellContext::ShellDependent], "{text}");
+        assert_eq!(ctx_of(text), vec![dependent(cause)], "{text}");
     }
-    assert!(ShellContext::ShellDependent.unprotected().is_some());
+    for cause in Dependence::ALL {
+        let u = dependent(cause).unprotected();
+        assert!(u.is_some_and(|u| u.place == cause.place()), "{cause:?}");
+        assert_eq!(Dependence::from_code(cause.code()), Some(cause));
+    }
     // A base (`2#101`) is no comment: the text after the expansion reads as before.
     assert_eq!(ctx_of("echo $((2#101)) {{.x}}"), vec![BARE]);
     assert_eq!(ctx_of("echo $((1+2)) {{.x}}"), vec![BARE]);
@@ -870,7 +897,7 @@ fn a_double_less_than_outside_arithmetic_opens_a_here_document() {
     ] {
         assert_eq!(
             values_of(text),
-            vec![ShellContext::ShellDependent],
+            vec![dependent(Dependence::ShiftOrHeredoc)],
             "{text}"
         );
     }
@@ -915,6 +942,14 @@ fn here_document_delimiters_are_read_as_the_shell_reads_them() {
     for text in [
         "cat <<$'EOF'\nEOF\necho {{.x}}\n$EOF",
         "cat <<$\"EOF\"\n$EOF\necho {{.x}}\nEOF",
+    ] {
+        assert_eq!(
+            values_of(text),
+            vec![dependent(Dependence::DollarQuotedDelimiter)],
+            "{text}"
+        );
+    }
+    for text in [
         "cat <<E$(x)OF\n{{.x}}",
         "cat <<E`x`F\n{{.x}}",
         "cat <<${x}\n{{.x}}",
@@ -926,7 +961,7 @@ fn here_document_delimiters_are_read_as_the_shell_reads_them() {
     ] {
         assert_eq!(
             values_of(text).last(),
-            Some(&ShellContext::ShellDependent),
+            Some(&dependent(Dependence::UnreadableDelimiter)),
             "{text}"
         );
     }
@@ -950,7 +985,7 @@ fn a_here_document_announced_in_a_substitution_ends_with_it() {
     ] {
         assert_eq!(
             values_of(text),
-            vec![ShellContext::ShellDependent],
+            vec![dependent(Dependence::HeredocInClosedSubstitution)],
             "{text}"
         );
     }
@@ -1041,6 +1076,10 @@ fn variable_names_given_to_builtins_are_unprotected() {
         "declare -i n; n+={{.x}}",
         "n={{.x}}; declare -i n",
         "typeset -ai n; n[1]={{.x}}",
+        // h6 fuzzing: the `declare` spelled with a backslash or quotes.
+        "\\declare -i n; n={{.x}}",
+        "de\\clare -i n; n={{.x}}",
+        "'local' -i n; n+={{.x}}",
         "x=([{{.x}}]=1)",
         "x+=(a ['{{.x}}']=1)",
         // `declare -a` (or `declare` of an array) re-reads a quoted `(…)` value.
@@ -1103,11 +1142,28 @@ fn commands_are_recognised_after_comments_continuations_and_redirections() {
         // A value inside an assignment or as a redirection's target is no command name.
         "m+={{.y}} printf -v {{.x}} %s x",
         ">{{.y}} read {{.x}}",
+        "x=({{.y}}) \\\n>f read {{.x}}",
+        "x=({{.y}})! read {{.x}}",
+        "`true`declare {{.x}}=1",
+        "$(:)\"read\" {{.x}}",
+        "2>&1 read {{.x}}",
+        ">|f read {{.x}}",
+        "time -p read {{.x}}",
+        "command -p read {{.x}}",
     ] {
         assert_eq!(values_of(text).last(), Some(&a), "{text}");
     }
-    // A quoted reserved word is a command's name, not the reserved word.
+    // A quoted reserved word is a command's name, not the reserved word; so is one after
+    // `command` or an expansion (h6 fuzzing: `$EOF case {{v}} in; { read {{v}}; }`).
     assert_eq!(values_of("'case' a in b) echo {{.x}}"), vec![BARE]);
+    assert_eq!(
+        values_of("$EOF \\\ncase {{.y}} in; { read {{.x}}; }"),
+        vec![BARE, ShellContext::Arithmetic]
+    );
+    assert_eq!(
+        values_of("command case {{.y}} in; { read {{.x}}; }"),
+        vec![BARE, ShellContext::Arithmetic]
+    );
     assert_eq!(values_of("echo >&2 {{.x}}"), vec![BARE]);
 }
 
@@ -1141,7 +1197,7 @@ fn a_delimiter_made_of_continued_lines_is_read_differently() {
     ] {
         assert_eq!(
             values_of(text),
-            vec![ShellContext::ShellDependent],
+            vec![dependent(Dependence::JoinedDelimiter)],
             "{text}"
         );
     }

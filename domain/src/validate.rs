@@ -2255,7 +2255,7 @@ fn unquoted_value(text: &str, action: &ShellAction<'_>, body: &str, reference: &
         | ShellContext::Comment
         | ShellContext::Arithmetic
         | ShellContext::UnevenBranch { .. }
-        | ShellContext::ShellDependent => (
+        | ShellContext::ShellDependent { .. } => (
             "where no quoting protects it".to_owned(),
             format!("write {fixed} elsewhere, {mode}"),
         ),
@@ -2325,7 +2325,7 @@ fn ineffective_quote(
         | ShellContext::Comment
         | ShellContext::Arithmetic
         | ShellContext::UnevenBranch { .. }
-        | ShellContext::ShellDependent => return None,
+        | ShellContext::ShellDependent { .. } => return None,
         ShellContext::DoubleQuoted => (
             "inside a double-quoted string",
             "its single quotes are literal characters there, so $( ) or a backtick in the value still runs as shell code".to_owned(),

@@ -192,15 +192,14 @@ fn values_in_every_arithmetic_place_are_refused_unless_plain() {
     // A plain number passes.
     let (r, _) = attempt("/bin/bash", "let n={{.inputs.x}}+1; echo n=$n", "41");
     assert!(r.stdout.contains("n=42"), "{}{}", r.stdout, r.stderr);
-    // `$[1<<EOF]`: a shift to bash, a here-document to dash (which has no `$[ ]`): where the
-    // value after it lands depends on the shell, so a value that is no plain word is refused
-    // (stop 41's breaker; it was quoted as a word, right for bash only).
-    assert_refused(
-        "/bin/bash",
-        "echo $[1<<EOF]\necho {{.inputs.x}}",
-        P,
-        "$[1<<EOF]",
-    );
+    // `$[1<<EOF]` is arithmetic to bash but a here-document to dash (h6: dash ran the value
+    // quoted as a word after it), so a value after it is refused unless a plain word.
+    for shell in BOTH {
+        let command = "echo $[1<<EOF]\necho {{.inputs.x}}";
+        assert_refused(shell, command, P, command);
+        let (r, _) = attempt("/bin/bash", command, "plain-word");
+        assert!(r.stdout.contains("plain-word"), "{}{}", r.stdout, r.stderr);
+    }
 }
 
 /// Item 7: a quote in a template branch not taken counted as open, so the value after it

@@ -180,10 +180,19 @@ fn values_arrive_intact_where_the_shells_read_them() {
 /// after it is refused at run time (unless a plain word) and `awf validate` warns.
 #[test]
 fn values_after_text_the_shells_read_differently_are_refused_and_warned_about() {
-    for body in [
-        "cat <<$'EOF'\nEOF\necho V\n$EOF",
-        "echo \"$(cat <<EOF)\"\necho V\nEOF",
-        "((z=1<<2))\necho V\n2",
+    for (body, place) in [
+        (
+            "cat <<$'EOF'\nEOF\necho V\n$EOF",
+            "after a here-document delimiter written $'…' or $\"…\" (bash reads $'EOF' as EOF, dash as $EOF)",
+        ),
+        (
+            "echo \"$(cat <<EOF)\"\necho V\nEOF",
+            "after a here-document announced in a $( ) that closes on its line (bash reads its body from the next lines, dash does not)",
+        ),
+        (
+            "((z=1<<2))\necho V\n2",
+            "after << inside (( )), $[ ], a[…]= or a=( ) (a shift to bash, a here-document to dash)",
+        ),
     ] {
         let yaml = breaker_workflow(&body.replace('V', "{{.inputs.x}}"));
         for shell in BOTH {
@@ -204,7 +213,7 @@ fn values_after_text_the_shells_read_differently_are_refused_and_warned_about() 
             let text = format!("{}{}", r.stdout, r.stderr);
             assert!(
                 text.contains("[EXECUTION.TEMPLATE.FAILED]")
-                    && text.contains("shell_quote: the value of {{.inputs.x}} sits after text that bash and dash read differently, or that awf cannot read for sure"),
+                    && text.contains(&format!("shell_quote: the value of {{{{.inputs.x}}}} sits {place}, where no quoting protects it: write that text so that every shell reads it alike")),
                 "{shell} {body:?}: {text}"
             );
             let r = sb.run(&["run", "wf.yaml", "-i", "x=plain"]).unwrap();
@@ -221,9 +230,9 @@ fn values_after_text_the_shells_read_differently_are_refused_and_warned_about() 
         assert!(
             r.stderr
                 .contains("warning [WORKFLOW.VALIDATION.UNQUOTED_SHELL_VALUE]")
-                && r.stderr.contains(
-                    "{{.inputs.x}} puts inputs.x into a shell command after text that bash and dash read differently"
-                ),
+                && r.stderr.contains(&format!(
+                    "{{{{.inputs.x}}}} puts inputs.x into a shell command {place}, where no quoting protects it: bash and dash read that text differently"
+                )),
             "{body:?}: {}",
             r.stderr
         );
@@ -269,7 +278,8 @@ fn a_value_as_a_variable_name_is_refused() {
         let text = format!("{}{}", r.stdout, r.stderr);
         assert!(
             text.contains("[EXECUTION.TEMPLATE.FAILED]")
-                && text.contains("sits in shell arithmetic or a variable name"),
+                && text.contains("sits in shell arithmetic or a variable name")
+                && text.contains("where no quoting protects it: pass only numbers there"),
             "{body:?}: {text}"
         );
         let r = sb.run(&["run", "wf.yaml", "-i", "x=v"]).unwrap();

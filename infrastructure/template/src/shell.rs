@@ -14,6 +14,7 @@
 /// Name of the template function that escapes a composite loop item for double quotes.
 pub(crate) const SHELL_DQ_FUNC: &str = "awfShellDq";
 
+use awf_domain::shell::Dependence;
 use awf_domain::shell::ShellAction;
 use awf_domain::shell::ShellContext;
 use awf_domain::shell::ShellPiece;
@@ -104,8 +105,8 @@ pub(crate) const SHELL_Q_FUNC: &str = "awfShellQ";
 /// `c` a `#` comment (`r` there for a value
 /// quoted already or rendered without the mode), `p` inside `${ … }`, `x` right after an
 /// escaping backslash, `$` right after a `$`, `A` inside `$'…'`, `a` arithmetic, `B` after
-/// a template branch that leaves the shell quoting uneven, `D` after text bash and dash read
-/// differently. A context
+/// a template branch that leaves the shell quoting uneven, `D<code>` after text bash and dash
+/// read differently (the [`Dependence::code`] of why). A context
 /// nested in backticks (`` `echo "{{x}}"` ``) has `` ` `` before its letter: the quoted
 /// value then has its `\` and `` ` `` escaped once more for the backticks. `q` is a value
 /// already quoted by `shell_quote`/`escape` where that quoting is right (a bare word) but
@@ -146,7 +147,7 @@ fn tag(ctx: &ShellContext, inside_backticks: bool, edges: &dyn Fn(&str) -> Strin
         ShellContext::AnsiC => "A".to_owned(),
         ShellContext::Arithmetic => "a".to_owned(),
         ShellContext::UnevenBranch { .. } => "B".to_owned(),
-        ShellContext::ShellDependent => "D".to_owned(),
+        ShellContext::ShellDependent { cause } => format!("D{}", cause.code()),
     };
     if inside_backticks {
         format!("`{base}")
@@ -287,7 +288,13 @@ fn unprotected(tag: &str) -> Option<awf_domain::shell::Unprotected> {
         "B" => ShellContext::UnevenBranch {
             branch: String::new(),
         },
-        "D" => ShellContext::ShellDependent,
+        t if let Some(code) = t.strip_prefix('D') => ShellContext::ShellDependent {
+            cause: code
+                .chars()
+                .next()
+                .and_then(Dependence::from_code)
+                .unwrap_or(Dependence::UnreadableDelimiter),
+        },
         _ => return None,
     }
     .unprotected()

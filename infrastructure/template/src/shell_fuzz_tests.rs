@@ -157,6 +157,13 @@ const FRAGMENTS: &[&str] = &[
     "cat <<EOF |",
     "  : V",
     ": $((1 + V))",
+    "2>&1 read V",
+    ">|f read V",
+    "time -p read V",
+    "x=(V) read V",
+    "$(:) read V",
+    "arr+=(V)",
+    "declare -a arr='(V)'",
 ];
 
 const SEPARATORS: &[&str] = &[

@@ -626,16 +626,32 @@ fn values_after_text_the_shells_read_differently_are_refused() {
     d.inputs
         .insert("v".into(), serde_json::json!("$(touch PWNED)"));
     d.inputs.insert("w".into(), serde_json::json!("plain-word"));
-    for t in [
-        "cat <<$'EOF'\nEOF\necho {{.inputs.v}}\n$EOF",
-        "cat <<$\"EOF\"\n$EOF\necho {{.inputs.v}}\nEOF",
-        "echo \"$(cat <<EOF)\"\necho {{.inputs.v}}\nEOF",
-        "((z=1<<2))\necho {{.inputs.v}}\n2",
-        "a[1<<2]=3\necho {{.inputs.v}}\n2",
+    for (t, place) in [
+        (
+            "cat <<$'EOF'\nEOF\necho {{.inputs.v}}\n$EOF",
+            "after a here-document delimiter written $'…' or $\"…\" (bash reads $'EOF' as EOF, dash as $EOF)",
+        ),
+        (
+            "cat <<$\"EOF\"\n$EOF\necho {{.inputs.v}}\nEOF",
+            "after a here-document delimiter written $'…' or $\"…\"",
+        ),
+        (
+            "echo \"$(cat <<EOF)\"\necho {{.inputs.v}}\nEOF",
+            "after a here-document announced in a $( ) that closes on its line (bash reads its body from the next lines, dash does not)",
+        ),
+        (
+            "((z=1<<2))\necho {{.inputs.v}}\n2",
+            "after << inside (( )), $[ ], a[…]= or a=( ) (a shift to bash, a here-document to dash)",
+        ),
+        (
+            "a[1<<2]=3\necho {{.inputs.v}}\n2",
+            "after << inside (( )), $[ ], a[…]= or a=( )",
+        ),
     ] {
         let r = GoTemplates::new().render_shell_quoted(t, &d.scope());
         assert!(
-            matches!(&r, Err(e) if e.to_string().contains("after text that bash and dash read differently")),
+            matches!(&r, Err(e) if e.to_string().contains(&format!("shell_quote: the value of {{{{.inputs.v}}}} sits {place}"))
+                && e.to_string().contains("write that text so that every shell reads it alike")),
             "{t:?}: {r:?}"
         );
         let w = t.replace(".inputs.v", ".inputs.w");
