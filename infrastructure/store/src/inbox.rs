@@ -133,6 +133,14 @@ impl<T> Inbox<T> {
         true
     }
 
+    /// Whether a queued message asked for the writer now (the next [`Inbox::take`] returns
+    /// at once): a run waiting for its record (a `Written` ack), a run's start or end, a
+    /// flush. The writer puts off work no one waits for (history rows) while this holds.
+    pub(crate) fn rung(&self) -> bool {
+        let s = self.lock();
+        s.rung || s.closed
+    }
+
     /// Closes the inbox: the writer takes what is queued and stops.
     pub(crate) fn close(&self) {
         let mut s = self.lock();

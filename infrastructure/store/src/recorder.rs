@@ -539,6 +539,10 @@ struct Writer {
     finishing: HashMap<String, u64>,
 }
 
+/// Most batches in a row for which the writer puts history rows off because a run waits
+/// for its next record (see [`Writer::run`]).
+const MAX_PUT_OFF: u32 = 4;
+
 impl Writer {
     fn new(paths: StorePaths, shared: Arc<Shared>) -> Self {
         let audit = match &paths.audit {
@@ -576,6 +580,11 @@ impl Writer {
         // the open takes one or two; issue 9: a run's fixed cost).
         let mut held = false;
         let mut after_step_end = false;
+        // Answers to `written` and the events they cover, held while history rows wait.
+        let mut recorded_acks = Vec::new();
+        let mut unrecorded = 0;
+        // Batches in a row that put the history rows off (bounded: they are not starved).
+        let mut put_off = 0;
         loop {
             let until = self
                 .runs
@@ -601,7 +610,6 @@ impl Writer {
             );
             let mut written = 0;
             let mut acks = Vec::new();
-            let mut recorded_acks = Vec::new();
             for msg in batch.msgs {
                 match msg {
                     Msg::Event(e) => {
@@ -640,15 +648,29 @@ impl Writer {
                 let _ = ack.send(());
             }
             // History rows after the answers: a run waits for what resumes it (its state
-            // file and journal), not for its history row.
+            // file and journal), not for its history row. Put off while a run waits for its
+            // next record (its `Written` ack came in after this batch was taken: the run's
+            // first step would wait for history.db to be opened and written).
+            unrecorded += written;
+            if put_off < MAX_PUT_OFF && self.history_waiting() && rx.rung() {
+                put_off += 1;
+                continue;
+            }
+            put_off = 0;
             self.write_ended_rows();
-            self.shared.recorded.fetch_add(written, Ordering::AcqRel);
-            for ack in recorded_acks {
+            self.shared
+                .recorded
+                .fetch_add(std::mem::take(&mut unrecorded), Ordering::AcqRel);
+            for ack in recorded_acks.drain(..) {
                 let _ = ack.send(());
             }
         }
         self.commit(true);
         self.write_ended_rows();
+        self.shared.recorded.fetch_add(unrecorded, Ordering::AcqRel);
+        for ack in recorded_acks {
+            let _ = ack.send(());
+        }
         // Runs still going when the process stops: their rows wait for the lock as others do.
         self.retry_deferred_starts(true);
         // The syncer drains its queue and stops.
@@ -733,6 +755,11 @@ impl Writer {
             self.db_file = crate::file_id(&path);
         }
         self.db.as_ref()
+    }
+
+    /// Whether history rows wait to be written ([`Writer::write_ended_rows`]).
+    fn history_waiting(&self) -> bool {
+        !self.ended_rows.is_empty() || !self.deferred_starts.is_empty()
     }
 
     /// Writes the history rows (finished) and the audit lines (`workflow.completed`) of the

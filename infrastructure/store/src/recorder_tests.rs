@@ -1742,3 +1742,57 @@ fn a_runs_end_reaches_its_state_file_before_its_history_row() {
     assert!(audit.contains("workflow.completed"), "{audit}");
     assert!(rec.take_errors().is_empty());
 }
+
+/// Issue 9 (a run's fixed cost): a run's first step waits for its start to be written
+/// (`settle`), and that answer came after the history rows of the batch before, so the step
+/// waited for history.db (opened, written; here locked by another process). The rows are put
+/// off while a run waits for its record: the second run's start is answered while the first
+/// run's end row still waits for the lock, and both rows are written once it is free.
+#[test]
+fn a_waiting_run_is_answered_before_the_history_rows_of_the_batch_before() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    rec.emit(s.ev("r1", None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.flush();
+    let other = Connection::open(d.path().join("history.db")).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    // The writer takes r1's end in one batch and stops inside it (after writing its state
+    // file); r2 starts and waits for its record meanwhile.
+    let release = rec.hold();
+    rec.emit(s.ev(
+        "r1",
+        None,
+        "",
+        None,
+        finished("r1", "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    let (release2_tx, release2_rx) = mpsc::channel();
+    let (ack2_tx, ack2_rx) = mpsc::sync_channel(1);
+    let q = rec.inner.tx.as_ref().unwrap();
+    assert!(q.push(Msg::Hold(ack2_tx, release2_rx), Urgency::Now));
+    drop(release);
+    ack2_rx.recv().unwrap();
+    rec.emit(s.ev("r2", None, "", None, started("wf", "wf", Map::new(), None)));
+    let wait = rec.settle().expect("r2's start is not written yet");
+    drop(release2_tx);
+    let (done_tx, done_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        block_on(wait);
+        let _ = done_tx.send(());
+    });
+    // history.db stays locked (the writer would wait `BUSY_TIMEOUT`, 10 s, for r1's row).
+    assert!(
+        done_rx.recv_timeout(Duration::from_secs(5)).is_ok(),
+        "r2's first step waited for r1's history row"
+    );
+    assert!(d.path().join("states/r2.json").exists());
+    other.execute_batch("COMMIT;").unwrap();
+    rec.flush();
+    let r1 = HistoryStore::get(&store, "r1").unwrap().unwrap();
+    assert_eq!(r1.status, StoredStatus::Success);
+    let r2 = HistoryStore::get(&store, "r2").unwrap().unwrap();
+    assert_eq!(r2.status, StoredStatus::Running);
+    assert!(rec.take_errors().is_empty());
+}
