@@ -24,6 +24,11 @@
 //!   ids are unique among a client's pending requests; rmcp would answer only one of the
 //!   two). A `notifications/cancelled` frees its request's id (no answer follows), a
 //!   `tools/call`'s once the call stopped.
+//! - A request rmcp could not read, or would answer without its id, is answered by the
+//!   filter under its id: a known method with parameters of the wrong shape (a `_meta` that
+//!   is not an object) `-32602` naming what is wrong; a second `initialize` `-32600`
+//!   ("already initialized"); once initialized, an unknown method `-32601` ("Method not
+//!   found: <method>").
 //! - Before `initialize`, a request other than `initialize` or `ping` gets `-32600` ("the
 //!   server is not initialized") and never runs; `ping` is answered; notifications and
 //!   responses are dropped (logged).
@@ -780,23 +785,38 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
                     &format!("Invalid params: {why}"),
                 ));
             }
-            if initialized {
-                let cancels = (id.is_none() && method == "notifications/cancelled")
+            if id.is_none() {
+                if !initialized {
+                    return Verdict::Drop("notification before initialize");
+                }
+                let cancels = (method == "notifications/cancelled")
                     .then(|| usable_id(m.get("params").and_then(|p| p.get("requestId"))).cloned())
                     .flatten();
                 return Verdict::Forward {
                     initialize: false,
-                    request_id: answered_request(reply_id, m),
+                    request_id: None,
                     cancels,
                 };
             }
-            if id.is_none() {
-                return Verdict::Drop("notification before initialize");
+            let method = method.clone();
+            // A request, read once as rmcp reads it.
+            let read =
+                serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(Value::Object(m));
+            let is_call = match refused_request(&method, &reply_id, read, initialized) {
+                Err(answer) => return Verdict::Answer(answer),
+                Ok(is_call) => is_call,
+            };
+            if initialized {
+                return Verdict::Forward {
+                    initialize: false,
+                    request_id: Some((reply_id, is_call)),
+                    cancels: None,
+                };
             }
             match method.as_str() {
                 "initialize" => Verdict::Forward {
                     initialize: true,
-                    request_id: answered_request(reply_id, m),
+                    request_id: Some((reply_id, is_call)),
                     cancels: None,
                 },
                 "ping" => Verdict::Answer(result_frame(&reply_id, &serde_json::json!({}))),
@@ -819,21 +839,63 @@ fn classify(line: &[u8], initialized: bool) -> Verdict {
     }
 }
 
-/// `id` (and whether it is a `tools/call`) when the message `m` (with a usable id) is one
-/// rmcp reads as a request, and so answers under that id (a message it cannot read is
-/// answered with `"id": null`, or not at all: such an id is never pending). `None` for a
-/// notification (`Null` id).
-fn answered_request(id: Value, m: serde_json::Map<String, Value>) -> Option<(Value, bool)> {
-    if id.is_null() {
-        return None;
-    }
-    match serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(Value::Object(m)) {
-        Ok(rmcp::model::JsonRpcMessage::Request(r)) => Some((
+/// Whether rmcp serves the request `read` (with the usable id `id`; `Ok`: whether it is a
+/// `tools/call`), or the answer the filter gives in its place (`Err`), for what rmcp would
+/// answer without the request's id, with a misleading error, or not as a request: a second
+/// `initialize` (`-32600`, "already initialized"; rmcp answered it and also sent an error
+/// without an id); a known method whose parameters do not have its shape (`-32602` naming
+/// what is wrong; rmcp answered `Invalid request` without an id, e.g. for a `_meta` that
+/// is not an object); an unknown method once initialized (`-32601`, `Method not found:
+/// <method>`; rmcp's message was the bare method name). JSON-RPC 2.0 §5.1; MCP lifecycle.
+fn refused_request(
+    method: &str,
+    id: &Value,
+    read: Result<rmcp::model::ClientJsonRpcMessage, serde_json::Error>,
+    initialized: bool,
+) -> Result<bool, Vec<u8>> {
+    if initialized && method == "initialize" {
+        return Err(error_frame(
             id,
-            matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_)),
-        )),
-        _ => None,
+            -32600,
+            "Invalid request: the server is already initialized (send `initialize` once per connection)",
+        ));
     }
+    let why = match read {
+        Ok(rmcp::model::JsonRpcMessage::Request(r)) => {
+            return match r.request {
+                rmcp::model::ClientRequest::CustomRequest(_) if initialized => Err(error_frame(
+                    id,
+                    -32601,
+                    &format!("Method not found: {}", printable(method)),
+                )),
+                rmcp::model::ClientRequest::CallToolRequest(_) => Ok(true),
+                _ => Ok(false),
+            };
+        }
+        // A method and an id, yet not a request to rmcp: unknown methods read as custom
+        // requests, so the method is known and its parameters do not fit it.
+        Ok(_) => "they do not have the method's shape".to_owned(),
+        Err(e) => printable(&e.to_string()),
+    };
+    Err(error_frame(
+        id,
+        -32602,
+        &format!("Invalid params for `{}`: {why}", printable(method)),
+    ))
+}
+
+/// `text` cut to 200 characters, control characters escaped: what an error frame quotes of
+/// the client's own text.
+fn printable(text: &str) -> String {
+    let mut out: String = text
+        .chars()
+        .take(200)
+        .flat_map(char::escape_debug)
+        .collect();
+    if text.chars().nth(200).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 /// The answer to a request whose id is that of a pending request: `-32600` with `"id":

@@ -606,6 +606,11 @@ fn record_failure(
 /// Most distinct failures [`distinct_failures`] names.
 const FAILURES_NAMED: usize = 5;
 
+/// A signal arriving again within this time of the first is the same one delivered twice
+/// (`timeout` sends a terminal's SIGINT to awf, then to its process group), not the user's
+/// second Ctrl-C, which stops everything at once.
+const SAME_SIGNAL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The distinct texts of `errors` (a record's write failures), in order, joined with `; `:
 /// at most [`FAILURES_NAMED`], then how many more there were.
 fn distinct_failures(errors: &[String]) -> String {
@@ -666,6 +671,10 @@ pub(crate) async fn drive(
     let mut answerer = crate::interact::Answerer::new(ctx);
     // The signal that cancelled the run, if one did.
     let mut signalled: Option<CancelReason> = None;
+    // When the first signal came: the same signal again within [`SAME_SIGNAL`] is one
+    // delivered twice, not a second one (`timeout` forwards a terminal's SIGINT to awf and
+    // then to its whole process group, which awf is in).
+    let mut first_signal: Option<(CancelReason, std::time::Instant)> = None;
     // What the top-level states did (for the resume hint).
     let mut ran = Ran::default();
     // The run's inputs as recorded (secrets masked) and its workflow file: which secret
@@ -732,6 +741,14 @@ pub(crate) async fn drive(
                 }
             }
             reason = signals.next() => {
+                if let Some((first, at)) = first_signal
+                    && first == reason
+                    && reason != CancelReason::Requested
+                    && at.elapsed() < SAME_SIGNAL
+                {
+                    continue;
+                }
+                first_signal.get_or_insert((reason, std::time::Instant::now()));
                 if !cancelled && !ctx.json() && !ctx.quiet {
                     let what = match reason {
                         CancelReason::Terminate => "received SIGTERM",
