@@ -3133,6 +3133,81 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
     ctx.out
 }
 
+/// The states whose results the templates of state `name` read (`{{.states.a.Output}}`,
+/// `{{states.b.ExitCode}}`), each once: in what the step runs (command, prompt, options,
+/// inputs, loop items, …), then its approval message, then its hooks (each as written), and
+/// likewise in the states it contains (a parallel block's branches, a loop's body, at any
+/// depth, after the step). Transitions are left out (they route; they do not run the step), and so are
+/// `name` itself, the states it contains and names that are not states of `wf`.
+///
+/// What `awf run --step` uses to name every state to `--mock`: each of these that has no
+/// result in the run is read by a template of the step.
+pub fn states_read_by(wf: &Workflow, name: &str) -> Vec<String> {
+    // The step and the states it contains, breadth first.
+    let mut inside: Vec<&State> = Vec::new();
+    let mut queue: VecDeque<&str> = VecDeque::from([name]);
+    while let Some(n) = queue.pop_front() {
+        let Some(s) = wf.state(n) else { continue };
+        if inside.iter().any(|i| i.name == n) {
+            continue;
+        }
+        inside.push(s);
+        match &s.kind {
+            StateKind::Parallel(p) => queue.extend(p.branches.iter().map(String::as_str)),
+            StateKind::Loop(l) => queue.extend(l.body.iter().map(String::as_str)),
+            StateKind::Command(_)
+            | StateKind::Agent(_)
+            | StateKind::Operation(_)
+            | StateKind::CallWorkflow(_)
+            | StateKind::Terminal(_) => {}
+        }
+    }
+    let mut texts: Vec<String> = Vec::new();
+    for s in &inside {
+        for v in [
+            serde_json::to_value(&s.kind),
+            serde_json::to_value(&s.approval),
+            serde_json::to_value(&s.hooks),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            strings_of(&v, &mut texts);
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for text in &texts {
+        for action in actions(text) {
+            for token in reference_tokens(action) {
+                let mut parts = token.split('.');
+                let (Some("states"), Some(state)) = (parts.next(), parts.next()) else {
+                    continue;
+                };
+                if wf.states.contains_key(state)
+                    && !inside.iter().any(|i| i.name == state)
+                    && !out.iter().any(|o| o == state)
+                {
+                    out.push(state.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every string of `v` that holds a template action (`{{`), in document order.
+fn strings_of(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) if s.contains("{{") => out.push(s.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|i| strings_of(i, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|i| strings_of(i, out)),
+        serde_json::Value::String(_)
+        | serde_json::Value::Null
+        | serde_json::Value::Bool(_)
+        | serde_json::Value::Number(_) => {}
+    }
+}
+
 #[cfg(test)]
 #[path = "validate_tests.rs"]
 mod tests;

@@ -2634,3 +2634,54 @@ fn scripts_whose_interpreter_awf_cannot_quote_for_are_warned_about() {
         found[0].hint
     );
 }
+
+#[test]
+fn states_read_by_a_step_are_every_state_its_templates_name_once_in_order() {
+    let mut c = cmd(
+        "c",
+        "echo {{.states.b.Output}} {{ states.a.ExitCode }} {{.states.b.Stderr}} {{.states.nope.Output}} {{.states.c.Output}}",
+        Some("p"),
+    );
+    c.hooks.pre = vec![HookAction::Log("{{.states.e.Output}}".to_owned())];
+    c.hooks.post = vec![HookAction::Command("echo {{.states.f.Output}}".to_owned())];
+    // Routing does not run in `--step`: a transition's references are not the step's reads.
+    c.transitions = vec![Transition {
+        when: Some("{{.states.g.Output}} == x".to_owned()),
+        goto: "p".to_owned(),
+    }];
+    let mut p = state(
+        "p",
+        StateKind::Parallel(ParallelStep {
+            branches: vec!["l".to_owned(), "x".to_owned()],
+            strategy: ParallelStrategy::AllSucceed,
+            max_concurrent: 0,
+        }),
+    );
+    p.on_success = Some("done".to_owned());
+    let w = wf(
+        "a",
+        vec![
+            cmd("a", "true", Some("b")),
+            cmd("b", "true", Some("e")),
+            cmd("e", "true", Some("f")),
+            cmd("f", "true", Some("g")),
+            cmd("g", "true", Some("c")),
+            c,
+            p,
+            loop_state(
+                "l",
+                LoopOver::Items("{{.states.f.Output}}".to_owned()),
+                &["y"],
+                None,
+            ),
+            // A state the block contains runs in it: reading it is no read from outside.
+            cmd("x", "echo {{.states.y.Output}} {{.states.a.Output}}", None),
+            cmd("y", "echo {{.states.x.Output}} {{.states.g.Output}}", None),
+            terminal("done"),
+        ],
+    );
+    assert_eq!(states_read_by(&w, "c"), vec!["b", "a", "e", "f"]);
+    assert_eq!(states_read_by(&w, "p"), vec!["f", "a", "g"]);
+    assert_eq!(states_read_by(&w, "a"), Vec::<String>::new());
+    assert_eq!(states_read_by(&w, "absent"), Vec::<String>::new());
+}

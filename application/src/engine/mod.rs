@@ -1658,22 +1658,46 @@ impl Run {
                         format!("step {name} failed"),
                     )
                 });
-                self.failure(self.mock_hint(e), Some(name.to_owned()))
+                self.failure(self.mock_hint(name, e), Some(name.to_owned()))
             }
             Err(e) => self
                 .cancelled_ending()
-                .unwrap_or_else(|| self.failure(self.mock_hint(e), Some(name.to_owned()))),
+                .unwrap_or_else(|| self.failure(self.mock_hint(name, e), Some(name.to_owned()))),
         }
     }
 
-    /// `e` of a `--step` run, with a hint naming the `--mock` that gives a result to each
-    /// state a template read that did not run (`--step` runs one step: the states before it
-    /// have no result unless mocked).
-    fn mock_hint(&self, e: AwfError) -> AwfError {
-        let reads = lock(&self.not_run_reads).clone();
-        if reads.is_empty() || e.code() != ErrorCode::ExecutionTemplateFailed {
+    /// `e` of the `--step` run of `step`, with a hint naming the `--mock` that gives a result
+    /// to each state the step's templates read that has none in this run (`--step` runs one
+    /// step: the states before it have no result unless mocked). The first template that
+    /// reads one fails, so the others are found by reading the step's templates: the hint
+    /// names them all, and the command line it gives works at once.
+    fn mock_hint(&self, step: &str, e: AwfError) -> AwfError {
+        // A template failed on a state with no result: in the step, or in a branch or body
+        // step of a block (then the error is the block's).
+        let failed_on = lock(&self.not_run_reads).clone();
+        if failed_on.is_empty()
+            || !matches!(
+                e.code(),
+                ErrorCode::ExecutionTemplateFailed
+                    | ErrorCode::ExecutionParallelPartialFailure
+                    | ErrorCode::ExecutionLoopFailed
+            )
+        {
             return e;
         }
+        let reads: Vec<String> = {
+            let states = lock(&self.states);
+            awf_domain::validate::states_read_by(&self.wf, step)
+                .into_iter()
+                .chain(failed_on)
+                .filter(|s| !states.contains_key(s))
+                .fold(Vec::new(), |mut all, s| {
+                    if !all.contains(&s) {
+                        all.push(s);
+                    }
+                    all
+                })
+        };
         let mocks: Vec<String> = reads
             .iter()
             .map(|s| format!("--mock 'states.{s}.output=…'"))

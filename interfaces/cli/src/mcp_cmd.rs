@@ -43,6 +43,7 @@ use awf_application::AuditContext;
 use awf_application::ToolRouter;
 use awf_domain::AwfError;
 use awf_domain::ErrorCode;
+use awf_domain::json::NotUnique;
 use awf_domain::mask::Masker;
 use awf_domain::ports::ToolAuditSink;
 use awf_domain::ports::ToolProvider;
@@ -236,15 +237,26 @@ fn is_socket_or_missing(p: &Path) -> bool {
 /// # Errors
 /// The `USER.MCP_PROXY.*` error of the first problem found (see the module docs).
 pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<McpConfig, AwfError> {
-    // serde_json keeps the last of two equal keys silently: refuse them first (syntax errors
-    // are left to the parse below).
-    if let Err(e) = serde_json::from_str::<NoDuplicateKeys>(text)
-        && e.is_data()
-    {
-        return Err(invalid(path, e));
-    }
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| invalid(path, format!("not valid JSON: {e}")))?;
+    // serde_json keeps the last of two equal keys silently: the shared strict parser (as
+    // HTTP bodies and ACP frames are read) refuses them.
+    let v: Value = awf_domain::json::parse_unique(text.as_bytes()).map_err(|e| match e {
+        NotUnique::Repeated(r) => AwfError::new(
+            ErrorCode::UserMcpProxyInvalidConfig,
+            format!(
+                "mcp-serve config {}: the key {:?} is given twice (at {}): each key of a JSON object must appear once",
+                path.display(),
+                r.key,
+                r.pointer()
+            ),
+        )
+        .with_detail("file", path.display().to_string())
+        .with_detail("pointer", r.pointer())
+        .with_hint(format!(
+            "write {:?} once, with the value you mean (JSON readers differ on which one they keep)",
+            r.key
+        )),
+        NotUnique::Json(e) => invalid(path, format!("not valid JSON: {e}")),
+    })?;
     let Value::Object(m) = v else {
         return Err(invalid(path, "must be a JSON object"));
     };
@@ -385,57 +397,6 @@ pub fn parse_config(path: &Path, text: &str, with_workflows: bool) -> Result<Mcp
             u64::try_from(defaults.shutdown_grace.as_millis()).unwrap_or(u64::MAX),
         )?),
     })
-}
-
-/// Any JSON value, refused when an object (at any depth) has a key twice.
-struct NoDuplicateKeys;
-
-impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(NoDuplicateKeys)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for NoDuplicateKeys {
-    type Value = NoDuplicateKeys;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
-        Ok(self)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
-        Ok(self)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
-        Ok(self)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
-        Ok(self)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
-        Ok(self)
-    }
-    fn visit_unit<E>(self) -> Result<Self, E> {
-        Ok(self)
-    }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
-        while a.next_element::<NoDuplicateKeys>()?.is_some() {}
-        Ok(self)
-    }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self, A::Error> {
-        let mut seen = std::collections::HashSet::new();
-        while let Some(k) = a.next_key::<String>()? {
-            if !seen.insert(k.clone()) {
-                return Err(serde::de::Error::custom(format!(
-                    "the key `{k}` is given twice"
-                )));
-            }
-            a.next_value::<NoDuplicateKeys>()?;
-        }
-        Ok(self)
-    }
 }
 
 /// Reads and checks the config at `path`, and resolves its root.
@@ -948,6 +909,60 @@ mod tests {
             );
             assert!(!e.hints().is_empty(), "{text}");
         }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_named_with_where_it_is_at_any_depth() {
+        let refused = |text: &str| {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::UserMcpProxyInvalidConfig, "{text}");
+            (e.message().to_owned(), e.hints().to_vec())
+        };
+        assert_eq!(
+            refused(r#"{"run_id": "a", "run_id": "b"}"#),
+            (
+                "mcp-serve config /tmp/c.json: the key \"run_id\" is given twice (at /run_id): \
+                 each key of a JSON object must appear once"
+                    .to_owned(),
+                vec![
+                    "write \"run_id\" once, with the value you mean (JSON readers differ on \
+                     which one they keep)"
+                        .to_owned()
+                ]
+            )
+        );
+        assert_eq!(
+            refused(r#"{"limits": {"max_frame_bytes": 10, "max_frame_bytes": 20}}"#).0,
+            "mcp-serve config /tmp/c.json: the key \"max_frame_bytes\" is given twice (at \
+             /limits/max_frame_bytes): each key of a JSON object must appear once"
+        );
+        assert_eq!(
+            refused(r#"{"plugin_tools": [{"plugin": "http", "expose": [], "expose": []}]}"#).0,
+            "mcp-serve config /tmp/c.json: the key \"expose\" is given twice (at \
+             /plugin_tools/0/expose): each key of a JSON object must appear once"
+        );
+        // The repeated key is named even when the text goes wrong after it; bad JSON alone
+        // is said as such.
+        assert!(
+            refused(r#"{"step": "a", "step": "b", "#)
+                .0
+                .contains("the key \"step\" is given twice (at /step)")
+        );
+        let (m, hints) = refused(r#"{"step": "a""#);
+        assert!(
+            m.starts_with("mcp-serve config /tmp/c.json: not valid JSON: EOF while parsing"),
+            "{m}"
+        );
+        assert_eq!(
+            hints,
+            vec![ErrorCode::UserMcpProxyInvalidConfig.resolution().to_owned()]
+        );
+        // Equal keys in different objects are no repetition.
+        let cfg = parse(
+            r#"{"plugin_tools": [{"plugin": "http", "expose": ["request"]}], "limits": {"max_frame_bytes": 4096}}"#,
+        )
+        .unwrap();
+        assert_eq!(cfg.max_frame_bytes, 4096);
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //!
 //! The text is the step's as the run events and the run's record carry it: secrets already
 //! masked (across chunk boundaries, before anything is cut). Lines are shown without their
-//! control characters ([`crate::style::printable_text`]).
+//! control characters ([`crate::style::printable_text`]). A line rewritten in place with
+//! carriage returns (a progress meter: `10%\r55%\r100%`) is shown as it was last written
+//! (`100%`), not as every state it went through.
 
 use std::collections::VecDeque;
 
@@ -80,6 +82,7 @@ impl OutputTail {
 
     fn keep(&mut self, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = last_rewrite(line);
         let mut line = String::from_utf8_lossy(line).into_owned();
         if line.chars().count() > LINE_MAX {
             line = line.chars().take(LINE_MAX).collect();
@@ -108,9 +111,33 @@ impl OutputTail {
 
 /// Appends `seg` to `line`, keeping at most four times [`LINE_MAX`] bytes: an unfinished
 /// line can be long, only its start is shown.
+/// A line rewritten in place from its start (a carriage return inside it, or one that ended
+/// the bytes before `seg`) starts again: what came before the last such return is dropped,
+/// so a long progress meter keeps its last state, not its first.
 fn push_capped(line: &mut Vec<u8>, seg: &[u8]) {
+    if line.ends_with(b"\r") && !seg.is_empty() {
+        line.clear();
+    }
+    let without_end = seg.strip_suffix(b"\r").unwrap_or(seg);
+    let seg = match without_end.iter().rposition(|b| *b == b'\r') {
+        Some(cr) => {
+            line.clear();
+            &seg[cr + 1..]
+        }
+        None => seg,
+    };
     let room = (LINE_MAX * 4).saturating_sub(line.len());
     line.extend_from_slice(&seg[..seg.len().min(room)]);
+}
+
+/// What a line shows after its last carriage return (the line as it was last rewritten);
+/// the whole line when it has none. A `\r` that ends the line is no rewrite (`\r\n`): the
+/// caller strips it first.
+fn last_rewrite(line: &[u8]) -> &[u8] {
+    match line.iter().rposition(|b| *b == b'\r') {
+        Some(cr) => &line[cr + 1..],
+        None => line,
+    }
 }
 
 /// The lines of `tail` as shown under a step's line: each `{ind}│ line`, after a `{ind}│ …
@@ -185,6 +212,37 @@ mod tests {
         let (shown, earlier) = lines(t);
         assert_eq!(shown, vec![format!("{}…", "x".repeat(LINE_MAX))]);
         assert_eq!(earlier, 0);
+    }
+
+    #[test]
+    fn a_line_rewritten_with_carriage_returns_shows_its_last_state() {
+        let mut t = OutputTail::default();
+        t.push(false, b"get 10%\rget 55%\rget 100%\ndone\r\n");
+        // Across chunks: a return ending one chunk, the rewrite in the next; a `\r\n` cut
+        // between two chunks is a line end.
+        t.push(true, b"step 1/3\r");
+        t.push(true, b"step 2/3\rstep 3/3");
+        t.push(true, b"\r");
+        t.push(true, b"\nshort\r");
+        assert_eq!(
+            lines(t),
+            (
+                vec![
+                    "get 100%".into(),
+                    "done".into(),
+                    "step 3/3".into(),
+                    "short".into()
+                ],
+                0
+            )
+        );
+        // A meter far longer than the cap on an unfinished line: its last state is shown,
+        // not its first.
+        let mut t = OutputTail::default();
+        for i in 0..2000 {
+            t.push(false, format!("\r{i:>4} of 1999").as_bytes());
+        }
+        assert_eq!(lines(t), (vec!["1999 of 1999".into()], 0));
     }
 
     #[test]

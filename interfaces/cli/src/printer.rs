@@ -60,8 +60,8 @@ pub struct TextPrinter {
     depth: HashMap<RunId, usize>,
     /// Child run id → workflow identifier.
     child_names: HashMap<RunId, String>,
-    /// Whether the next streamed chunk of (run, path, stream) starts a new line.
-    mid_line: HashMap<(RunId, String, bool), bool>,
+    /// Where the next streamed chunk of (run, path, stream) goes on its line.
+    mid_line: HashMap<(RunId, String, bool), LineAt>,
     /// `-o streaming`: the unfinished last line of a parallel branch's stream, printed once
     /// its newline comes, at its step's end, or past [`PARTIAL_LINE_MAX`] bytes.
     partial_lines: HashMap<(RunId, String, bool), Vec<u8>>,
@@ -401,9 +401,9 @@ impl TextPrinter {
         which: impl Fn(&(RunId, String, bool)) -> bool,
     ) -> io::Result<()> {
         let (mut cut_out, mut cut_err) = (false, false);
-        for (key, mid) in &mut self.mid_line {
-            if *mid && which(key) {
-                *mid = false;
+        for (key, at) in &mut self.mid_line {
+            if *at != LineAt::Start && which(key) {
+                *at = LineAt::Start;
                 if key.2 {
                     cut_out = true;
                 } else {
@@ -434,9 +434,9 @@ impl TextPrinter {
     ) -> io::Result<()> {
         let is_out = key.2;
         self.end_lines(out, err, |k| k != key)?;
-        let mid = self.mid_line.get(key).copied().unwrap_or(false);
-        let (prefixed, now_mid) = prefix_lines(bytes, prefix, mid);
-        self.mid_line.insert(key.clone(), now_mid);
+        let at = self.mid_line.get(key).copied().unwrap_or(LineAt::Start);
+        let (prefixed, now_at) = prefix_lines(bytes, prefix, at);
+        self.mid_line.insert(key.clone(), now_at);
         if is_out {
             out.write_all(&prefixed)?;
             out.flush()?;
@@ -637,7 +637,10 @@ impl TextPrinter {
                 let key = (ev.run_id.clone(), ev.path.clone(), is_out);
                 if self.mode == OutputMode::Streaming {
                     let (prefix, labelled) = self.stream_prefix(&key);
-                    let mid = self.mid_line.get(&key).copied().unwrap_or(false);
+                    let mid = self
+                        .mid_line
+                        .get(&key)
+                        .is_some_and(|at| *at != LineAt::Start);
                     // Branches print at the same time: a branch's lines are printed whole,
                     // its unfinished last line kept until the rest comes (another branch's
                     // line printed in between cut them in two). A step outside a block
@@ -848,7 +851,11 @@ impl TextPrinter {
                         break;
                     }
                     let key = (ev.run_id.clone(), ev.path.clone(), is_out);
-                    if self.mid_line.remove(&key) == Some(true) {
+                    if self
+                        .mid_line
+                        .remove(&key)
+                        .is_some_and(|at| at != LineAt::Start)
+                    {
                         if is_out {
                             out.write_all(b"\n")?;
                             out.flush()?;
@@ -1107,26 +1114,51 @@ fn first_line(s: &str) -> &str {
 /// longer one is printed as it comes, ended when another step's line follows.
 const PARTIAL_LINE_MAX: usize = 64 * 1024;
 
-/// Prefixes every line of `text` that starts at a line start; `mid_line` says whether the
-/// previous chunk ended without a newline. Returns the text and the new `mid_line`.
-pub fn prefix_lines(text: &[u8], prefix: &str, mid_line: bool) -> (Vec<u8>, bool) {
+/// Where a stream's next byte goes on its line, for [`prefix_lines`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineAt {
+    /// At the start of a line: the prefix comes first.
+    Start,
+    /// Inside a line that has its prefix.
+    Mid,
+    /// Just after a carriage return that is not (yet) known to be the first half of `\r\n`:
+    /// a `\n` ends the line; anything else rewrites it from its start, so the prefix comes
+    /// again first.
+    AfterCr,
+}
+
+/// Prefixes every line of `text` that starts at a line start; `at` says where the previous
+/// chunk left its line. Returns the text and where it leaves its line.
+///
+/// A carriage return that does not end the line (a command's progress line rewritten in
+/// place: `10%\r100%`) takes the cursor back to the prefix's start, so the prefix is written
+/// again after it: the rewritten text never overwrites the prefix (`[OUT] 10%\r[OUT] 100%`,
+/// where it showed `100%]…`), and the line shows what the command would show without awf,
+/// after its prefix. `\r\n` is a line end, even when a chunk ends between the two bytes.
+pub fn prefix_lines(text: &[u8], prefix: &str, at: LineAt) -> (Vec<u8>, LineAt) {
     let mut out = Vec::with_capacity(text.len() + prefix.len());
-    let mut mid = mid_line;
-    for piece in text.split_inclusive(|&b| b == b'\n') {
-        if !mid {
-            out.extend_from_slice(prefix.as_bytes());
+    let mut at = at;
+    for &b in text {
+        match at {
+            LineAt::Start => out.extend_from_slice(prefix.as_bytes()),
+            LineAt::AfterCr if b != b'\n' => out.extend_from_slice(prefix.as_bytes()),
+            LineAt::AfterCr | LineAt::Mid => {}
         }
-        out.extend_from_slice(piece);
-        mid = !piece.ends_with(b"\n");
+        out.push(b);
+        at = match b {
+            b'\n' => LineAt::Start,
+            b'\r' => LineAt::AfterCr,
+            _ => LineAt::Mid,
+        };
     }
-    (out, mid)
+    (out, at)
 }
 
 /// Writes a step's `-o buffered` output block to `w`, ended by a newline: as it is, or with
 /// `prefix` (`[b1] `, a parallel branch's label) at each line's start.
 fn write_block(w: &mut dyn Write, block: &[u8], prefix: Option<&str>) -> io::Result<()> {
     match prefix {
-        Some(p) => w.write_all(&prefix_lines(block, p, false).0)?,
+        Some(p) => w.write_all(&prefix_lines(block, p, LineAt::Start).0)?,
         None => w.write_all(block)?,
     }
     if !block.ends_with(b"\n") {
@@ -1604,6 +1636,48 @@ mod tests {
         };
         let (out, _) = run(&mut p, &[chunk("a\nb"), chunk("c\nd\n"), chunk("e\n")]);
         assert_eq!(out, "[OUT] a\n[OUT] bc\n[OUT] d\n[OUT] e\n");
+    }
+
+    /// A progress line rewritten with `\r` overwrote the `[OUT] ` prefix on a terminal
+    /// (`downloading 100%g 10%` was left of `[OUT] downloading 10%\rdownloading 100%`): the
+    /// prefix now comes again after each return that does not end the line, so the line
+    /// shows what the command shows, after its prefix. `\r\n` stays a line end, even cut
+    /// between two chunks, and no byte is dropped.
+    #[test]
+    fn streaming_prefixes_a_line_again_after_a_carriage_return() {
+        let mut p = TextPrinter::new(OutputMode::Streaming, false, Style::plain());
+        let chunk = |t: &str| {
+            env(RunEvent::OutputChunk {
+                step: "s".into(),
+                stream: OutputStream::Stdout,
+                text: t.into(),
+            })
+        };
+        let (out, _) = run(
+            &mut p,
+            &[
+                chunk("get 10%"),
+                chunk("\rget 100%\nwin\r"),
+                chunk("\nx\r\r"),
+                chunk("y\n"),
+            ],
+        );
+        assert_eq!(
+            out,
+            "[OUT] get 10%\r[OUT] get 100%\n[OUT] win\r\n[OUT] x\r[OUT] \r[OUT] y\n"
+        );
+        assert_eq!(
+            prefix_lines(b"a\rb", "> ", LineAt::Mid),
+            (b"a\r> b".to_vec(), LineAt::Mid)
+        );
+        assert_eq!(
+            prefix_lines(b"\n", "> ", LineAt::AfterCr),
+            (b"\n".to_vec(), LineAt::Start)
+        );
+        assert_eq!(
+            prefix_lines(b"", "> ", LineAt::AfterCr),
+            (Vec::new(), LineAt::AfterCr)
+        );
     }
 
     /// Parallel branches interleave: their streamed lines name the branch, a branch's line

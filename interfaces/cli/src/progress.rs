@@ -66,11 +66,20 @@ pub fn short_elapsed(d: Duration) -> String {
     }
 }
 
+/// Labels are padded to the widest shown (their times in one column) up to this many
+/// columns, indent included: a longer one is not padded to, so one very long step name does
+/// not push every time off a narrow terminal.
+const ALIGN_MAX: usize = 40;
+
 /// One spinner of a running step.
 #[derive(Debug)]
 struct Running {
     run_id: RunId,
     path: String,
+    /// The bar's prefix: the indent of the step's level.
+    indent: String,
+    /// The step's label as given (the bar's message is it padded, see [`aligned_labels`]).
+    label: String,
     bar: ProgressBar,
 }
 
@@ -203,7 +212,17 @@ impl LiveProgress {
     pub fn running(&self) -> Vec<String> {
         self.bars
             .iter()
-            .map(|r| format!("{}{}", r.bar.prefix(), r.bar.message()))
+            .map(|r| format!("{}{}", r.indent, r.label))
+            .collect()
+    }
+
+    /// The spinner lines as drawn now (without the frame and time), in screen order: indent,
+    /// label and its padding (`  build      `, `  lint_and_test`).
+    #[cfg(test)]
+    pub fn drawn_labels(&self) -> Vec<String> {
+        self.bars
+            .iter()
+            .map(|r| format!("{}{}", r.indent, r.bar.message()))
             .collect()
     }
 
@@ -228,14 +247,32 @@ impl LiveProgress {
             .with_prefix(indent.to_owned())
             .with_message(label.to_owned());
         let bar = self.multi.add(bar);
-        if !self.paused {
-            self.animate(&bar);
-        }
         self.bars.push(Running {
             run_id: run_id.clone(),
             path: path.to_owned(),
-            bar,
+            indent: indent.to_owned(),
+            label: label.to_owned(),
+            bar: bar.clone(),
         });
+        self.align();
+        if !self.paused {
+            self.animate(&bar);
+        }
+    }
+
+    /// Pads each spinner's label so that the times of the spinners shown line up
+    /// ([`aligned_labels`]); called whenever a spinner comes or goes.
+    fn align(&self) {
+        let rows: Vec<(&str, &str)> = self
+            .bars
+            .iter()
+            .map(|r| (r.indent.as_str(), r.label.as_str()))
+            .collect();
+        for (r, padded) in self.bars.iter().zip(aligned_labels(&rows)) {
+            if r.bar.message() != padded {
+                r.bar.set_message(padded);
+            }
+        }
     }
 
     /// Removes the spinner of a finished step (its final line is printed next, in its place).
@@ -249,6 +286,7 @@ impl LiveProgress {
             Some(i) => {
                 let r = self.bars.remove(i);
                 self.drop_bar(&r.bar);
+                self.align();
                 true
             }
             None => false,
@@ -265,6 +303,7 @@ impl LiveProgress {
         for r in gone {
             self.drop_bar(&r.bar);
         }
+        self.align();
     }
 
     /// Removes every spinner.
@@ -400,6 +439,27 @@ impl Drop for LiveProgress {
     fn drop(&mut self) {
         let _ = self.finish(&mut io::stdout(), &mut io::stderr());
     }
+}
+
+/// The labels of spinner rows `(indent, label)` padded with spaces so that every row's
+/// indent and label take the same width, that of the widest row up to [`ALIGN_MAX`]
+/// columns (a wider row is left as it is): the elapsed times after them line up.
+/// Widths are terminal columns (a CJK character takes two).
+fn aligned_labels(rows: &[(&str, &str)]) -> Vec<String> {
+    use unicode_width::UnicodeWidthStr;
+    let width = |(indent, label): &(&str, &str)| indent.width() + label.width();
+    let column = rows
+        .iter()
+        .map(width)
+        .filter(|w| *w <= ALIGN_MAX)
+        .max()
+        .unwrap_or(0);
+    rows.iter()
+        .map(|row| {
+            let pad = column.saturating_sub(width(row));
+            format!("{}{}", row.1, " ".repeat(pad))
+        })
+        .collect()
 }
 
 /// Splits off the complete lines at the front of `buf` (through its last `\n`).

@@ -512,3 +512,54 @@ fn finishing_clears_everything_and_writes_held_output() {
     assert_eq!(live.running(), Vec::<String>::new());
     live.finish(&mut out, &mut err).unwrap();
 }
+
+/// Spinners of different name lengths shown together had their times wherever each name
+/// ended (`⠙ x  0.1s` under `⠙ long_branch_name  0.1s`): the labels are now padded to the
+/// widest shown, indent included, so the times make one column; it shrinks back when the
+/// widest spinner goes.
+#[test]
+fn the_times_of_the_spinners_shown_line_up() {
+    let mut p = hidden_printer(OutputMode::Silent);
+    let block = ev(
+        "fan",
+        RunEvent::StepStarted {
+            step: "fan".into(),
+            kind: "parallel".into(),
+            command: None,
+        },
+    );
+    feed(&mut p, &[block, started("x")]);
+    let drawn = |p: &TextPrinter| p.live().map(LiveProgress::drawn_labels).unwrap_or_default();
+    assert_eq!(drawn(&p), vec!["  fan", "  x  "]);
+    feed(&mut p, &[started("long_branch_name")]);
+    assert_eq!(
+        drawn(&p),
+        vec![
+            format!("  fan{}", " ".repeat(13)),
+            format!("  x{}", " ".repeat(15)),
+            "  long_branch_name".to_owned()
+        ]
+    );
+    // The labels themselves are unchanged.
+    assert_eq!(running(&p), vec!["  fan", "  x", "  long_branch_name"]);
+    feed(
+        &mut p,
+        &[finished("long_branch_name", StepStatus::Completed, 5)],
+    );
+    assert_eq!(drawn(&p), vec!["  fan", "  x  "]);
+}
+
+#[test]
+fn labels_are_padded_in_terminal_columns_up_to_a_cap() {
+    assert_eq!(aligned_labels(&[]), Vec::<String>::new());
+    assert_eq!(
+        aligned_labels(&[("  ", "a"), ("    ", "inner"), ("  ", "构建")]),
+        vec!["a      ", "inner", "构建   "]
+    );
+    // A label past the cap is not padded to: the others align among themselves.
+    let long = "l".repeat(ALIGN_MAX);
+    assert_eq!(
+        aligned_labels(&[("  ", "ab"), ("  ", &long), ("  ", "a")]),
+        vec!["ab".to_owned(), long.clone(), "a ".to_owned()]
+    );
+}
