@@ -289,9 +289,22 @@ impl Sandbox {
     }
 
     /// A `Command` for `awf <args>` with the sandbox env and CWD, stdio left as is (for a
-    /// pseudo-terminal session).
+    /// pseudo-terminal session): the terminal is given a size first (100 columns, 30 rows,
+    /// with `stty`, as a terminal emulator would; a new pseudo-terminal reports 0x0), then
+    /// awf is exec'd (same process).
     pub fn tty_cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(awf_bin());
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", "stty cols 100 rows 30 && exec \"$0\" \"$@\""])
+            .arg(awf_bin());
+        self.tty_env(c, args)
+    }
+
+    /// [`Sandbox::tty_cmd`] on a pseudo-terminal left without a size (0x0).
+    pub fn tty_cmd_unsized(&self, args: &[&str]) -> Command {
+        self.tty_env(Command::new(awf_bin()), args)
+    }
+
+    fn tty_env(&self, mut c: Command, args: &[&str]) -> Command {
         c.args(args).current_dir(self.dir.path());
         for (k, _) in std::env::vars() {
             if k.starts_with("AWF_") {

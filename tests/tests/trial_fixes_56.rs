@@ -123,3 +123,32 @@ fn mcp_requests_that_cannot_be_served_are_answered_under_their_id() {
     let (code, _, stderr) = s.close();
     assert_eq!(code, Some(0), "{stderr}");
 }
+
+/// Trial: on a terminal that reports no size (a pseudo-terminal left at 0x0) the live
+/// spinners assumed 80 columns and padded every line to that width instead of ending it
+/// (the capture held one newline); on a wider terminal the lines ran together. Such a
+/// terminal gets the plain lines, each ended by a newline.
+#[test]
+fn a_terminal_without_a_size_gets_plain_lines() {
+    let sb = Sandbox::new().unwrap();
+    sb.write(
+        "fan.yaml",
+        "name: fan\nstates:\n  initial: p\n  p:\n    type: parallel\n    parallel: [docs, checks]\n    strategy: all_succeed\n    on_success: done\n  docs:\n    type: step\n    command: sleep 0.3\n  checks:\n    type: step\n    command: sleep 0.3\n  done:\n    type: terminal\n    message: all passed\n",
+    )
+    .unwrap();
+    let mut cmd = sb.tty_cmd_unsized(&["run", "fan.yaml"]);
+    cmd.env_remove("NO_COLOR").env("TERM", "xterm");
+    let mut p = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+    let text = p.exp_eof().unwrap();
+    assert!(!text.contains("\u{1b}[2K"), "spinners drawn: {text:?}");
+    assert!(
+        ["docs", "checks", "p"]
+            .iter()
+            .all(|step| text.contains(&format!("{step} \u{1b}[2m("))),
+        "{text:?}"
+    );
+    assert!(text.contains("all passed"), "{text:?}");
+    // One line per finished step, the start and the end: no line padded to a width.
+    assert!(text.matches('\n').count() >= 5, "{text:?}");
+    assert!(!text.contains("     \r"), "{text:?}");
+}

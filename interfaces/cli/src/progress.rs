@@ -129,7 +129,11 @@ impl LiveProgress {
     pub fn detect(quiet: bool, json: bool, no_color: bool, style: Style) -> Option<Self> {
         let no_color_env = std::env::var("NO_COLOR").ok();
         let term = std::env::var("TERM").ok();
-        let stderr_tty = io::stderr().is_terminal();
+        // A terminal that reports no size (a pty left at 0x0) gets plain lines: the spinners'
+        // lines are padded to the terminal's width, and at a guessed 80 columns they ran
+        // together on a wider terminal (trial, stop 42).
+        let stderr_tty =
+            io::stderr().is_terminal() && console::Term::stderr().size_checked().is_some();
         wanted(
             stderr_tty,
             (no_color, no_color_env.as_deref()),
