@@ -1,0 +1,166 @@
+//! A new user's trial, over the real binary: a `provider: acp` step keeps every message
+//! chunk of the agent's reply (with a `messageId` or without; `awf acp-serve` as the agent
+//! included), `--verbose` shows one marker per tool call of an `openai_compatible` step with
+//! `mcp_proxy`, `awf mcp-serve --workflows` suggests the argument meant and `awf_run_status`
+//! shows the terminal's message, and a fallback to the same provider says which one is tried.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use awf_tests::Sandbox;
+use awf_tests::http_serve;
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+use serde_json::json;
+
+/// The scripted ACP agent of tests/acp/scripted_agent.py, as an `agent:` command.
+fn scripted() -> String {
+    format!(
+        "python3 {}",
+        awf_tests::workspace_root()
+            .join("tests/acp/scripted_agent.py")
+            .display()
+    )
+}
+
+/// A one-step workflow: `ask` prompts the ACP agent `agent` with `prompt`.
+fn acp_step(agent: &str, prompt: &str) -> String {
+    format!(
+        "name: acp-step\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: acp\n    prompt: {prompt:?}\n    options:\n      agent: {agent:?}\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n"
+    )
+}
+
+/// `awf run <yaml> -f json` in `sb`: exit code, the JSON document, stderr.
+fn run_json(sb: &Sandbox, yaml: &str, extra: &[&str]) -> (i32, Value, String) {
+    let mut args = vec!["-f", "json"];
+    args.extend_from_slice(extra);
+    let r = sb.run_workflow("wf.yaml", yaml, &args).unwrap();
+    let doc = r
+        .json()
+        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", r.stdout, r.stderr));
+    (r.code, doc, r.stderr)
+}
+
+/// Trial: an ACP agent that put a `messageId` on only some of its three chunks got only
+/// those into the step's output (id on chunk 0: `part one` alone). Every chunk is the
+/// output, in order, wherever the ids are.
+#[test]
+fn an_acp_step_keeps_every_message_chunk_whichever_carry_a_message_id() {
+    let sb = Sandbox::new().unwrap();
+    for k in [-1, 0, 1, 2] {
+        let (code, doc, stderr) = run_json(&sb, &acp_step(&scripted(), &format!("MIXED:{k}")), &[]);
+        assert_eq!(code, 0, "id on chunk {k}: {doc:#}\n{stderr}");
+        assert_eq!(
+            doc["states"]["ask"]["output"],
+            json!("part one. part two. part three."),
+            "id on chunk {k}"
+        );
+    }
+}
+
+/// Trial: a step whose agent is `awf acp-serve --workflow chatwf`, prompted `/pipeline` (a
+/// workflow that fails after a step that printed), had only `fetched\n` as its output:
+/// acp-serve's own line saying the workflow failed (sent without a `messageId`, beside the
+/// step's text, which had one) was dropped. Both are the output now, and acp-serve gives
+/// its own lines a message id of their own.
+#[test]
+fn an_acp_step_driving_awf_acp_serve_keeps_its_failure_line() {
+    let sb = http_serve::sandbox_with(&[
+        (
+            "pipeline",
+            "name: pipeline\nstates:\n  initial: fetch\n  fetch: {type: step, command: 'echo fetched', on_success: build}\n  build: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n",
+        ),
+        (
+            "chatwf",
+            "name: chatwf\ninputs:\n  - {name: prompt, type: string}\nstates:\n  initial: a\n  a: {type: step, command: 'echo chat', on_success: done}\n  done: {type: terminal}\n",
+        ),
+    ]);
+    let agent = format!(
+        "{} acp-serve --workflow chatwf",
+        awf_tests::awf_bin().display()
+    );
+    let (code, doc, stderr) = run_json(&sb, &acp_step(&agent, "/pipeline"), &[]);
+    // acp-serve ends a failed workflow's turn with `end_turn` and says it failed in words.
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let output = doc["states"]["ask"]["output"].as_str().unwrap_or_default();
+    assert!(
+        output.starts_with("fetched\nWorkflow \"pipeline\" failed: [EXECUTION.COMMAND.FAILED] "),
+        "{output:?}"
+    );
+}
+
+/// The `agent_message_chunk` updates of one `/prompt` turn of `awf acp-serve` in `sb`.
+fn acp_serve_chunks(sb: &Sandbox, prompt: &str) -> Vec<Value> {
+    let mut raw = awf_tests::mcp::RawServer::spawn(sb.cmd(&["acp-serve"]));
+    let mut call = |id: u64, method: &str, params: Value| -> (Vec<Value>, Value) {
+        raw.send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let mut before = Vec::new();
+        loop {
+            let f = raw.recv();
+            if f.get("method").is_none() && f["id"] == json!(id) {
+                return (before, f);
+            }
+            before.push(f);
+        }
+    };
+    call(
+        1,
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}),
+    );
+    let (_, s) = call(
+        2,
+        "session/new",
+        json!({"cwd": sb.path().display().to_string(), "mcpServers": []}),
+    );
+    let sid = s["result"]["sessionId"].as_str().unwrap().to_owned();
+    let (before, _) = call(
+        3,
+        "session/prompt",
+        json!({"sessionId": sid, "prompt": [{"type": "text", "text": prompt}]}),
+    );
+    let _ = raw.close();
+    before
+        .into_iter()
+        .filter(|f| {
+            f["method"] == "session/update"
+                && f["params"]["update"]["sessionUpdate"] == "agent_message_chunk"
+        })
+        .map(|f| f["params"]["update"].clone())
+        .collect()
+}
+
+/// `awf acp-serve` labels every message chunk: a step's text with the step's id, its own
+/// lines (the workflow failed, an invalid prompt) with ids of their own.
+#[test]
+fn awf_acp_serve_gives_every_message_chunk_a_message_id() {
+    let sb = http_serve::sandbox_with(&[(
+        "pipeline",
+        "name: pipeline\nstates:\n  initial: fetch\n  fetch: {type: step, command: 'echo fetched', on_success: build}\n  build: {type: step, command: 'exit 3', on_success: done}\n  done: {type: terminal}\n",
+    )]);
+    let chunks = acp_serve_chunks(&sb, "/pipeline");
+    let texts: Vec<&str> = chunks
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(texts.len(), 2, "{chunks:#?}");
+    assert_eq!(texts[0], "fetched\n");
+    assert!(
+        texts[1].starts_with("Workflow \"pipeline\" failed: "),
+        "{texts:?}"
+    );
+    let ids: Vec<&str> = chunks
+        .iter()
+        .map(|u| u["messageId"].as_str().unwrap_or_default())
+        .collect();
+    assert!(ids[0].ends_with(":fetch"), "{ids:?}");
+    assert!(!ids[1].is_empty() && ids[1] != ids[0], "{ids:?}");
+    // A turn that runs nothing: its line has an id too.
+    let invalid = acp_serve_chunks(&sb, "/pipeline nope=1");
+    assert_eq!(invalid.len(), 1, "{invalid:#?}");
+    assert!(
+        invalid[0]["messageId"]
+            .as_str()
+            .is_some_and(|i| !i.is_empty()),
+        "{invalid:#?}"
+    );
+}
