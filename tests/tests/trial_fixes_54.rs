@@ -6,6 +6,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use awf_mock_llm::MockLlm;
 use awf_tests::Sandbox;
 use awf_tests::http_serve;
 use pretty_assertions::assert_eq;
@@ -163,4 +164,89 @@ fn awf_acp_serve_gives_every_message_chunk_a_message_id() {
             .is_some_and(|i| !i.is_empty()),
         "{invalid:#?}"
     );
+}
+
+/// Trial: `--verbose` printed `[tool: Read(src/a.txt)]` twice for one call of an
+/// `openai_compatible` step with `mcp_proxy` (the provider's report and the in-process
+/// router's record), while `-f json` listed one call. One marker per call.
+#[test]
+fn verbose_shows_one_marker_per_tool_call_of_an_openai_compatible_step_with_mcp_proxy() {
+    let mock = MockLlm::start(json!({
+        "rules": [
+            {"when_has_tool_result": true, "reply": {"text": "done reading"}},
+            {"when_has_tools": true, "reply": {"tool": {"name": "Read", "args": {"path": "src/a.txt"}}}}
+        ],
+        "default": {"text": "ok"}
+    }));
+    let sb = Sandbox::new().unwrap();
+    sb.write("src/a.txt", "alpha\n").unwrap();
+    let wf = format!(
+        "name: proxied\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: read the file\n    options:\n      base_url: {}/v1\n      model: mock-model\n      api_key: sk-test\n    mcp_proxy:\n      enable: true\n    timeout: 2m\n    on_success: done\n  done:\n    type: terminal\n",
+        mock.url()
+    );
+    let r = sb
+        .run_workflow("wf.yaml", &wf, &["--verbose", "-o", "streaming"])
+        .unwrap();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let markers: Vec<&str> = r.stdout.lines().filter(|l| l.contains("[tool")).collect();
+    assert_eq!(markers, vec!["[tool: Read(src/a.txt)]"], "{}", r.stdout);
+}
+
+/// Trial: over MCP (`awf mcp-serve --workflows`), a misspelt argument (`verison`) got no
+/// did-you-mean, where the CLI gives one; and `awf_run_status` of the run, asked of another
+/// server (the run read back from its record), left out the terminal's message the call had
+/// shown.
+#[test]
+fn mcp_workflow_tools_suggest_the_argument_meant_and_status_keeps_the_terminal_message() {
+    let sb = http_serve::sandbox_with(&[(
+        "rel",
+        "name: rel\ninputs:\n  - {name: version, type: string, required: true}\nstates:\n  initial: a\n  a: {type: step, command: 'echo {{.inputs.version}}', on_success: done}\n  done: {type: terminal, message: 'released {{.inputs.version}}'}\n",
+    )]);
+    let mut s = awf_tests::mcp::RawServer::spawn(sb.cmd(&["mcp-serve", "--workflows"]));
+    s.initialize("2025-06-18");
+    let typo = s.call(1, "rel", &json!({"verison": "1.2"}));
+    assert_eq!(typo["result"]["isError"], json!(true), "{typo}");
+    assert_eq!(
+        typo["result"]["content"][0]["text"],
+        json!("unknown argument `verison` (did you mean 'version'?); this tool takes: version")
+    );
+    let done = s.call(2, "rel", &json!({"version": "1.2"}));
+    let text = done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("Workflow rel completed: released 1.2 (run "),
+        "{done}"
+    );
+    let run_id = done["result"]["structuredContent"]["run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let expected = text.split(" (run ").next().unwrap().to_owned();
+    // This server's own run, then the record read by another server.
+    let here = s.call(3, "awf_run_status", &json!({"run_id": run_id}));
+    let here = here["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        here.starts_with(&format!("{expected} (run {run_id}")),
+        "{here}"
+    );
+    let _ = s.close();
+    let mut other = awf_tests::mcp::RawServer::spawn(sb.cmd(&["mcp-serve", "--workflows"]));
+    other.initialize("2025-06-18");
+    let status = other.call(1, "awf_run_status", &json!({"run_id": run_id}));
+    let recorded = status["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        recorded.starts_with(&format!("{expected} (run {run_id}")),
+        "{status}"
+    );
+    assert_eq!(
+        status["result"]["structuredContent"]["result"]["message"],
+        json!("released 1.2")
+    );
+    let _ = other.close();
 }
