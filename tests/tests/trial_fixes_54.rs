@@ -250,3 +250,53 @@ fn mcp_workflow_tools_suggest_the_argument_meant_and_status_keeps_the_terminal_m
     );
     let _ = other.close();
 }
+
+/// The stderr line of the fallback warning of step `ask`.
+fn fallback_warning(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.contains("step ask: provider "))
+        .unwrap_or_else(|| panic!("no fallback warning in {stderr}"))
+        .trim()
+        .to_owned()
+}
+
+/// Trial: a fallback warning said `trying openai_compatible` when the failed provider was
+/// `openai_compatible` too. Both are named with what tells them apart: the model (or the
+/// endpoint), else their place in the step's order.
+#[test]
+fn a_fallback_to_the_same_provider_says_which_one_is_tried() {
+    let mock = MockLlm::start(json!({
+        "rules": [
+            {"when_model_contains": "m-a", "reply": {"status": 503, "error_message": "overloaded"}},
+            {"when_model_contains": "m-same", "times": 1, "reply": {"status": 503, "error_message": "overloaded"}}
+        ],
+        "default": {"text": "from the fallback"}
+    }));
+    let sb = Sandbox::new().unwrap();
+    let wf = |primary: &str, fallback: &str| {
+        format!(
+            "name: fb\nstates:\n  initial: ask\n  ask:\n    type: agent\n    provider: openai_compatible\n    prompt: hi\n    options: {{base_url: \"{url}/v1\", api_key: sk-1, {primary}}}\n    fallback_providers:\n      - {{provider: openai_compatible, options: {{base_url: \"{url}/v1\", api_key: sk-2, {fallback}}}}}\n    on_success: done\n  done: {{type: terminal}}\n",
+            url = mock.url()
+        )
+    };
+    let (code, doc, stderr) = run_json(&sb, &wf("model: m-a", "model: m-b"), &[]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    assert_eq!(doc["states"]["ask"]["output"], json!("from the fallback"));
+    let line = fallback_warning(&stderr);
+    assert!(
+        line.contains("step ask: provider openai_compatible (model m-a) failed (unavailable: ")
+            && line.ends_with("; trying openai_compatible (model m-b)"),
+        "{line}"
+    );
+    // The same model and endpoint: their places in the step's order.
+    let (code, doc, stderr) = run_json(&sb, &wf("model: m-same", "model: m-same"), &[]);
+    assert_eq!(code, 0, "{doc:#}\n{stderr}");
+    let line = fallback_warning(&stderr);
+    assert!(
+        line.contains(
+            "step ask: provider openai_compatible (the step's own) failed (unavailable: "
+        ) && line.ends_with("; trying openai_compatible (fallback 1)"),
+        "{line}"
+    );
+}
