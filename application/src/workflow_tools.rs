@@ -352,12 +352,20 @@ fn unknown_args(args: &Map<String, Value>, known: &[&str]) -> Option<ToolOutput>
     if unknown.is_empty() {
         return None;
     }
+    // Each with the argument it is a typo of, as the CLI says of an undeclared input.
     Some(ToolOutput::error(format!(
         "unknown argument{} {}; this tool takes: {}",
         if unknown.len() == 1 { "" } else { "s" },
         unknown
             .iter()
-            .map(|k| format!("`{k}`"))
+            .map(|k| {
+                match awf_domain::validate::closest(k, known.iter().copied())
+                    .and_then(|c| awf_domain::validate::did_you_mean(&[c]))
+                {
+                    Some(hint) => format!("`{k}` ({hint})"),
+                    None => format!("`{k}`"),
+                }
+            })
             .collect::<Vec<_>>()
             .join(", "),
         if known.is_empty() {
@@ -721,11 +729,15 @@ impl WorkflowTools {
         let result = match view.phase {
             RunPhase::Live if !wait => None,
             RunPhase::Live | RunPhase::Finished => self.service.wait(&run_id).await.ok(),
-            RunPhase::Recorded => self
-                .states
-                .as_ref()
-                .and_then(|s| s.load(&run_id.0).ok())
-                .map(|snap| crate::runs::result_of(&snap)),
+            // The terminal's message is kept beside the state file, not in it.
+            RunPhase::Recorded => self.states.as_ref().and_then(|s| {
+                let snap = s.load(&run_id.0).ok()?;
+                let mut result = crate::runs::result_of(&snap);
+                if result.status == RunStatus::Success {
+                    result.message = s.terminal_message(&run_id.0);
+                }
+                Some(result)
+            }),
         };
         let view = self.service.get(&run_id).unwrap_or(view);
         let status = serde_json::to_value(view.status)

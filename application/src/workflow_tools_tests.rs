@@ -459,6 +459,30 @@ async fn missing_inputs_and_unknown_arguments_are_errors_and_start_nothing() {
         .unwrap();
     assert!(out.is_error);
     assert!(out.text.contains("`colour`"), "{}", out.text);
+    // A typo of a declared input is told which one it meant (as the CLI says it).
+    let out = t
+        .call(
+            call("greet", json!({"whoo": "Ada"})),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    assert_eq!(
+        out.text,
+        "unknown argument `whoo` (did you mean 'who'?); this tool takes: who, times, mood, tags, loud"
+    );
+    let out = t
+        .call(
+            call("awf_run_status", json!({"run_idd": "x", "colour": 1})),
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.text,
+        "unknown arguments `run_idd` (did you mean 'run_id'?), `colour`; this tool takes: run_id, wait"
+    );
     assert!(service.starts.lock().unwrap().is_empty());
     let unknown = t
         .call(call("nope", json!({})), CancellationToken::new())

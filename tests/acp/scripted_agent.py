@@ -16,7 +16,11 @@ What a prompt does is chosen by words in its text:
                   (with env AGENT_IGNORE_CANCEL=1 it never answers)
   FS              asks the client fs/read_text_file and reports the JSON-RPC error code
   THINK           a thought chunk before the answer
-  NOTICE          chunks without a messageId around one with (adapter notices)
+  NOTICE          a notice, a chunk with a messageId, one without, a notice (the notices as
+                  `notice` updates when the client advertised `session.notices`, else as
+                  message chunks without an id, as the real adapters do)
+  MIXED:<k>       three chunks "part one. ", "part two. ", "part three."; only chunk k (0-2)
+                  carries a messageId (k = -1: none)
   TOOLSTREAM      a tool_call with an empty rawInput, its input in a tool_call_update, then
                   completed (as claude-agent-acp reports a call whose input streams)
   EXIT            the process closes stdout, then says why on stderr and exits
@@ -89,7 +93,16 @@ def chunk(sid, text, kind="agent_message_chunk", message_id=None):
     update(sid, upd)
 
 
+def notice(sid, title, description):
+    if client_caps.get("session", {}).get("notices") is not None:
+        update(sid, {"sessionUpdate": "notice", "severity": "warning", "title": title,
+                     "description": description})
+    else:
+        chunk(sid, "**%s:** %s" % (title, description))
+
+
 cancelled = set()
+client_caps = {}
 
 
 def wait_response(rid):
@@ -189,9 +202,14 @@ def prompt(rid, params):
                      "content": [{"type": "content", "content": {"type": "text", "text": "streamed-args"}}]})
         chunk(sid, "ran it")
     elif "NOTICE" in text:
-        chunk(sid, "Warning: a notice before. ")
+        notice(sid, "Heads up", "a notice before")
         chunk(sid, "the answer", message_id="m1")
-        chunk(sid, "**Warning:** an adapter notice")
+        chunk(sid, ", and more")
+        notice(sid, "Warning", "an adapter notice")
+    elif "MIXED:" in text:
+        k = int(text.split("MIXED:", 1)[1].split()[0])
+        for i, part in enumerate(["part one. ", "part two. ", "part three."]):
+            chunk(sid, part, message_id="m%d" % i if i == k else None)
     elif "FS" in text:
         r = ask("fs/read_text_file", {"sessionId": sid, "path": "/etc/hostname"})
         chunk(sid, "fs: %s" % r.get("error", {}).get("code"))
@@ -222,6 +240,7 @@ def main():
             return
         m, rid, p = f.get("method"), f.get("id"), f.get("params") or {}
         if m == "initialize":
+            client_caps.update(p.get("clientCapabilities") or {})
             send({"jsonrpc": "2.0", "id": rid, "result": {
                 "protocolVersion": int(os.environ.get("AGENT_PROTO", "1")),
                 "agentCapabilities": {"loadSession": False, "promptCapabilities": prompt_caps(), "mcpCapabilities": {},

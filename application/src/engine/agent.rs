@@ -203,6 +203,9 @@ impl Run {
         let mut calls = Vec::new();
         let mut skipped = Vec::new();
         let mut next_fallback = 0usize;
+        // Where the provider tried now is in the step's order: 0 the step's own, n its nth
+        // fallback.
+        let mut position = 0usize;
         let mut waits = 0u32;
         loop {
             let result = match self.call_tools(name, step, provider.as_ref(), at) {
@@ -318,14 +321,15 @@ impl Run {
                         LogLevel::Warn,
                         &format!(
                             "step {name}: provider {} failed ({}: {}); trying {}",
-                            provider.name(),
+                            attempt_label(&prepared, &p, position),
                             c.class.as_str(),
                             first_line(err.message()),
-                            pv.name()
+                            attempt_label(&p, &prepared, next_fallback)
                         ),
                         &format!("{}{name}", at.prefix),
                         at.iteration(),
                     );
+                    position = next_fallback;
                     prepared = p;
                     provider = pv;
                     waits = 0;
@@ -1308,6 +1312,43 @@ fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or(s)
 }
 
+/// The options that tell two attempts of one provider apart, in the order a fallback warning
+/// names them.
+const DISTINGUISHING_OPTIONS: [&str; 3] = ["model", "base_url", "agent"];
+
+/// How a fallback warning names the attempt `this` (at `position`: 0 the step's own provider,
+/// n its nth fallback) beside `other`: the provider's name; when both are the same provider,
+/// with the first of [`DISTINGUISHING_OPTIONS`] whose values differ (`openai_compatible
+/// (model gpt-4o)`, `(default model)` where it is not set), else with its position
+/// (`(fallback 2)`, `(the step's own)`).
+fn attempt_label(this: &Prepared, other: &Prepared, position: usize) -> String {
+    if this.provider != other.provider {
+        return this.provider.clone();
+    }
+    let text = |p: &Prepared, key: &str| {
+        p.options
+            .get(key)
+            .filter(|v| !v.is_null())
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                v => v.to_string(),
+            })
+    };
+    for key in DISTINGUISHING_OPTIONS {
+        let (mine, theirs) = (text(this, key), text(other, key));
+        if mine != theirs {
+            return match mine {
+                Some(v) => format!("{} ({key} {v})", this.provider),
+                None => format!("{} (default {key})", this.provider),
+            };
+        }
+    }
+    match position {
+        0 => format!("{} (the step's own)", this.provider),
+        n => format!("{} (fallback {n})", this.provider),
+    }
+}
+
 /// A resolved agent call.
 #[derive(Debug, Clone)]
 struct Prepared {
@@ -1495,5 +1536,49 @@ mod tests {
     fn front_matter() {
         assert_eq!(strip_front_matter("---\nname: x\n---\nbody\n"), "body\n");
         assert_eq!(strip_front_matter("no front matter"), "no front matter");
+    }
+
+    #[test]
+    fn a_fallback_attempt_is_named_by_what_tells_it_apart() {
+        let attempt = |provider: &str, options: Value| Prepared {
+            provider: provider.into(),
+            prompt: String::new(),
+            system_prompt: None,
+            options: options.as_object().cloned().unwrap_or_default(),
+            session: None,
+            output_format: None,
+        };
+        let claude = attempt("claude", serde_json::json!({"model": "x"}));
+        let a = attempt("openai_compatible", serde_json::json!({"model": "x"}));
+        // Other providers: the name is enough.
+        assert_eq!(attempt_label(&claude, &a, 0), "claude");
+        assert_eq!(attempt_label(&a, &claude, 1), "openai_compatible");
+        // The model first, then the endpoint; one not set is its default.
+        let b = attempt(
+            "openai_compatible",
+            serde_json::json!({"base_url": "http://b/v1"}),
+        );
+        assert_eq!(attempt_label(&a, &b, 0), "openai_compatible (model x)");
+        assert_eq!(
+            attempt_label(&b, &a, 1),
+            "openai_compatible (default model)"
+        );
+        let c = attempt(
+            "openai_compatible",
+            serde_json::json!({"model": "x", "base_url": "http://c/v1"}),
+        );
+        assert_eq!(
+            attempt_label(&c, &a, 2),
+            "openai_compatible (base_url http://c/v1)"
+        );
+        // Nothing that differs: the place in the step's order.
+        assert_eq!(
+            attempt_label(&a, &a.clone(), 0),
+            "openai_compatible (the step's own)"
+        );
+        assert_eq!(
+            attempt_label(&a, &a.clone(), 3),
+            "openai_compatible (fallback 3)"
+        );
     }
 }

@@ -1085,7 +1085,7 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
         *lock(&s.fs) = fs;
     }
     let records = lock(&s.runs).clone();
-    for r in records {
+    for (turn, r) in records.into_iter().enumerate() {
         shared.out.send(frames::update(
             &s.id,
             frames::chunk("user_message_chunk", &r.prompt, None),
@@ -1103,11 +1103,12 @@ async fn load_session(shared: &Arc<Shared>, params: &Value) -> Result<(String, V
                 .map(|l| l.workflow);
             replay_run(shared, &s.id, wf, &mut sub, r.seen).await;
         }
-        for n in &r.notes {
+        for (i, n) in r.notes.iter().enumerate() {
+            let id = note_id(&s.id, turn, i);
             for piece in split_text(n, MAX_CHUNK) {
                 shared.out.send(frames::update(
                     &s.id,
-                    frames::chunk("agent_message_chunk", piece, None),
+                    frames::chunk("agent_message_chunk", piece, Some(&id)),
                 ));
             }
         }
@@ -1470,15 +1471,33 @@ impl PromptText {
     }
 }
 
+/// The `messageId` of awf's own message `n` of prompt `turn` of session `session` (the
+/// same when `session/load` replays it): a message of its own, apart from the steps' text
+/// (`<run>:<step>`), so a client that groups chunks by message id keeps both.
+fn note_id(session: &str, turn: usize, n: usize) -> String {
+    format!("{session}:{turn}:awf:{n}")
+}
+
 fn message(shared: &Shared, s: &Session, t: &str) {
-    if let Some(r) = lock(&s.runs).last_mut() {
-        r.notes.push(t.to_owned());
-    }
+    let id = {
+        let mut runs = lock(&s.runs);
+        let turn = runs.len().saturating_sub(1);
+        match runs.last_mut() {
+            Some(r) => {
+                r.notes.push(t.to_owned());
+                note_id(&s.id, turn, r.notes.len() - 1)
+            }
+            None => format!("{}:awf", s.id),
+        }
+    };
     for piece in split_text(t, MAX_CHUNK) {
         emit(
             shared,
             s,
-            frames::update(&s.id, frames::chunk("agent_message_chunk", piece, None)),
+            frames::update(
+                &s.id,
+                frames::chunk("agent_message_chunk", piece, Some(&id)),
+            ),
         );
     }
 }

@@ -729,10 +729,15 @@ impl TextPrinter {
                 input,
                 fidelity,
             } => {
-                // The proxy's own record of the call is shown instead.
+                // The proxy's own record of the call is shown instead. A call reported by
+                // both the agent and awf's router under one id (`openai_compatible` with
+                // `mcp_proxy`: the provider's report, then the in-process router's record)
+                // is shown once, when it starts.
+                let key = (ev.run_id.clone(), step.clone(), id.clone());
                 if self.verbose
                     && self.mode == OutputMode::Streaming
                     && !awf_domain::event::is_proxy_call_report(name, *fidelity)
+                    && !self.shown_calls.contains_key(&key)
                 {
                     if self.agent_mid_line {
                         out.write_all(b"\n")?;
@@ -740,8 +745,7 @@ impl TextPrinter {
                     writeln!(out, "[tool: {name}({})]", tool_arg_preview(input))?;
                     out.flush()?;
                     self.agent_mid_line = false;
-                    self.shown_calls
-                        .insert((ev.run_id.clone(), step.clone(), id.clone()), name.clone());
+                    self.shown_calls.insert(key, name.clone());
                 }
             }
             RunEvent::ToolCallResult {
@@ -1362,6 +1366,59 @@ mod tests {
             result("9", "boom", true),
         ]);
         assert_eq!(hidden, "");
+    }
+
+    /// Trial: an `openai_compatible` step with `mcp_proxy` printed `[tool: Read(src/a.txt)]`
+    /// twice: the provider reports the call and awf's in-process router records it, under
+    /// one id. One marker, one error line.
+    #[test]
+    fn a_call_reported_by_the_agent_and_the_router_is_shown_once() {
+        use serde_json::json;
+        let agent = |e: RunEvent| match e {
+            RunEvent::ToolCall {
+                step,
+                id,
+                name,
+                input,
+                ..
+            } => RunEvent::ToolCall {
+                step,
+                id,
+                name,
+                input,
+                fidelity: ToolFidelity::Agent,
+            },
+            RunEvent::ToolCallResult {
+                step,
+                id,
+                output,
+                is_error,
+                ..
+            } => RunEvent::ToolCallResult {
+                step,
+                id,
+                output,
+                is_error,
+                fidelity: ToolFidelity::Agent,
+            },
+            other => other,
+        };
+        let text = streamed(vec![
+            agent(call("c1", "Read", json!({"path": "src/a.txt"}))),
+            call("c1", "Read", json!({"path": "src/a.txt"})),
+            result("c1", "contents", false),
+            agent(result("c1", "contents", false)),
+            agent(call("c2", "Read", json!({"path": "gone.txt"}))),
+            call("c2", "Read", json!({"path": "gone.txt"})),
+            result("c2", "no such file: gone.txt", true),
+            agent(result("c2", "error: no such file: gone.txt", true)),
+            // The same id again later (another call): shown again.
+            agent(call("c1", "Read", json!({"path": "src/b.txt"}))),
+        ]);
+        assert_eq!(
+            text,
+            "[tool: Read(src/a.txt)]\n[tool: Read(gone.txt)]\n[tool error: Read: no such file: gone.txt]\n[tool: Read(src/b.txt)]\n"
+        );
     }
 
     #[test]

@@ -161,7 +161,9 @@ async fn start(launch: &Launch, wait: Duration) -> Result<Arc<Conn>, AwfError> {
             "initialize",
             json!({
                 "protocolVersion": 1,
-                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false},
+                // `session.notices`: adapters send their own notices (warnings, a model
+                // fallback) as `notice` updates, not as message chunks mixed into the answer.
+                "clientCapabilities": {"fs": {"readTextFile": false, "writeTextFile": false}, "terminal": false, "session": {"notices": {}}},
                 "clientInfo": {"name": "awf", "version": env!("CARGO_PKG_VERSION")},
             }),
             wait,
@@ -299,19 +301,34 @@ fn tool_output(u: &Value) -> String {
     out.join("\n")
 }
 
+/// The text of a `notice` update: `title: description`, or the title alone.
+fn notice_text(u: &Value) -> Option<String> {
+    let title = u.get("title").and_then(Value::as_str).map(str::trim)?;
+    let description = u
+        .get("description")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|d| !d.is_empty());
+    Some(match description {
+        Some(d) if !title.is_empty() => format!("{title}: {d}\n"),
+        Some(d) => format!("{d}\n"),
+        None if title.is_empty() => return None,
+        None => format!("{title}\n"),
+    })
+}
+
 /// What one turn collected.
 #[derive(Default)]
 struct TurnState {
-    /// Text of the message chunks with a `messageId`.
-    labelled: String,
-    /// The same, as segments: (messageId, text) of each run of chunks of one message not
-    /// interrupted by another message chunk (labelled or not).
-    segments: Vec<(String, String)>,
-    /// Whether the last message chunk was labelled (a chunk of the same id continues its
-    /// segment).
+    /// The turn's output: the text of every `agent_message_chunk`, in order (`messageId`
+    /// is optional in ACP and says which message a chunk belongs to, not whether it counts).
+    output: String,
+    /// The same, as segments: (messageId, text) of each message, one run of chunks not
+    /// interrupted by a chunk of another message or a `notice`. A chunk without an id
+    /// continues the message before it (or starts one without an id).
+    segments: Vec<(Option<String>, String)>,
+    /// Whether the last segment is still open (no `notice` came after it).
     segment_open: bool,
-    /// Text of those without.
-    unlabelled: String,
     /// The title of the last tool call whose permission awf rejected.
     rejected: Option<String>,
     /// Tool calls seen: id → (kind, title).
@@ -334,13 +351,9 @@ fn has_input(v: &Value) -> bool {
 }
 
 impl TurnState {
-    /// The output so far: the labelled chunks when there are any, else all of them.
+    /// The output so far: every message chunk's text, in order.
     fn text(&self) -> String {
-        if self.labelled.is_empty() {
-            self.unlabelled.clone()
-        } else {
-            self.labelled.clone()
-        }
+        self.output.clone()
     }
 
     /// The partial output of a turn that ended in `refusal`, and the agent's explanation of
@@ -351,12 +364,12 @@ impl TurnState {
     /// between; then the adapter sends the refusal's explanation as a message chunk of its
     /// own id, right before answering `refusal`. So: a segment repeating the one before is
     /// dropped, and a last segment whose id no earlier segment had, after at least one other,
-    /// is the explanation, not output.
+    /// is the explanation, not output. Without any message id, all of it is output.
     fn refusal_parts(&self) -> (String, Option<String>) {
-        if self.segments.is_empty() {
+        if self.segments.iter().all(|s| s.0.is_none()) {
             return (self.text(), None);
         }
-        let mut kept: Vec<&(String, String)> = Vec::new();
+        let mut kept: Vec<&(Option<String>, String)> = Vec::new();
         for seg in &self.segments {
             if kept.last().is_some_and(|k| k.1 == seg.1) {
                 continue;
@@ -366,6 +379,7 @@ impl TurnState {
         let mut explanation = None;
         if kept.len() >= 2
             && let Some(last) = kept.last()
+            && last.0.is_some()
             && !kept[..kept.len() - 1].iter().any(|k| k.0 == last.0)
         {
             explanation = Some(last.1.trim().to_owned()).filter(|e| !e.is_empty());
@@ -383,32 +397,34 @@ impl TurnState {
         match u.get("sessionUpdate").and_then(Value::as_str) {
             Some("agent_message_chunk") => {
                 if let Some(t) = u.get("content").and_then(block_text) {
-                    // The model's answer comes with message ids where the agent sends
-                    // them; unlabelled chunks beside labelled ones are the adapter's own
-                    // notices (codex-acp's model-metadata warning, claude-agent-acp's
-                    // billing notice): not part of the output.
+                    // Every chunk is output, whether it carries a message id or not (ids
+                    // are optional and may be mixed: awf acp-serve labels a step's text
+                    // and not its own lines). Adapters' notices come as `notice` updates,
+                    // which awf asks for (`session.notices`).
                     let id = u
                         .get("messageId")
                         .filter(|m| !m.is_null())
                         .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_owned));
-                    if let Some(id) = id {
-                        self.labelled.push_str(&t);
-                        match self.segments.last_mut() {
-                            Some((last, text)) if self.segment_open && *last == id => {
-                                text.push_str(&t);
-                            }
-                            _ => self.segments.push((id, t.clone())),
+                    self.output.push_str(&t);
+                    match (self.segments.last_mut(), id) {
+                        (Some((last, text)), Some(id))
+                            if self.segment_open && last.as_deref() == Some(id.as_str()) =>
+                        {
+                            text.push_str(&t);
                         }
-                        self.segment_open = true;
-                        emit(AgentChunk::Message(t));
-                    } else if self.labelled.is_empty() {
-                        self.segment_open = false;
-                        self.unlabelled.push_str(&t);
-                        emit(AgentChunk::Message(t));
-                    } else {
-                        self.segment_open = false;
-                        emit(AgentChunk::Thought(t));
+                        (Some((_, text)), None) if self.segment_open => text.push_str(&t),
+                        (_, id) => self.segments.push((id, t.clone())),
                     }
+                    self.segment_open = true;
+                    emit(AgentChunk::Message(t));
+                }
+            }
+            Some("notice") => {
+                // Live information for the user (an adapter's warning, a model fallback),
+                // not part of the answer: shown as the agent's reasoning is.
+                self.segment_open = false;
+                if let Some(t) = notice_text(u) {
+                    emit(AgentChunk::Thought(t));
                 }
             }
             Some("agent_thought_chunk") => {

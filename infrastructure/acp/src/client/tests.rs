@@ -129,15 +129,17 @@ async fn one_process_per_run_a_fresh_session_per_step_closed_at_run_end() {
         )
         .await
         .unwrap();
+    // The agent was told awf takes `notice` updates; they are shown as reasoning, not
+    // output. Every message chunk is output, with a message id or without.
+    assert_eq!(n.output, "the answer, and more");
     assert_eq!(
-        n.output, "the answer",
-        "an unlabelled chunk after labelled ones is a notice"
-    );
-    assert_eq!(
-        seen.lock().unwrap().last(),
-        Some(&AgentChunk::Thought(
-            "**Warning:** an adapter notice".into()
-        ))
+        *seen.lock().unwrap(),
+        vec![
+            AgentChunk::Thought("Heads up: a notice before\n".into()),
+            AgentChunk::Message("the answer".into()),
+            AgentChunk::Message(", and more".into()),
+            AgentChunk::Thought("Warning: an adapter notice\n".into()),
+        ]
     );
     let b = run(&f, f.request("second", json!({}))).await.unwrap();
     assert_eq!(b.output, "echo: second");
@@ -152,6 +154,10 @@ async fn one_process_per_run_a_fresh_session_per_step_closed_at_run_end() {
     assert_eq!(
         inits[0].1["params"]["clientCapabilities"]["terminal"],
         false
+    );
+    assert_eq!(
+        inits[0].1["params"]["clientCapabilities"]["session"],
+        json!({"notices": {}})
     );
     // Each step's session is closed after its turn (the agent advertises session/close).
     // Not waited for by the turn: give the agent a moment to log the last one.
@@ -444,6 +450,10 @@ fn turn(updates: &[Value]) -> (super::TurnState, Vec<AgentChunk>) {
     (state, chunks)
 }
 
+fn notice(title: &str) -> Value {
+    json!({"sessionUpdate": "notice", "severity": "info", "title": title})
+}
+
 fn say(id: Option<&str>, text: &str) -> Value {
     let mut u =
         json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}});
@@ -507,10 +517,7 @@ fn a_refusal_keeps_the_refused_text_once_and_the_explanation_apart() {
     let (state, _) = turn(&[
         say(Some("msg_1"), "I will "),
         say(Some("msg_1"), "not"),
-        say(
-            None,
-            "**Notice:** stopped the response above · continuing once",
-        ),
+        notice("Safeguards stopped the response above · continuing once"),
         say(Some("msg_2"), "I will not"),
         say(Some("uuid-r"), "API Error: flagged.\n\nTry rephrasing."),
     ]);
@@ -524,7 +531,7 @@ fn a_refusal_keeps_the_refused_text_once_and_the_explanation_apart() {
     // The same message id sent again after a notice: one copy too.
     let (state, _) = turn(&[
         say(Some("m"), "I will not"),
-        say(None, "notice"),
+        notice("notice"),
         say(Some("m"), "I will not"),
         say(Some("r"), "why"),
     ]);
@@ -537,6 +544,56 @@ fn a_refusal_keeps_the_refused_text_once_and_the_explanation_apart() {
     assert_eq!(state.refusal_parts(), ("half an answer".to_owned(), None));
     let (state, _) = turn(&[say(None, "I started, but ")]);
     assert_eq!(state.refusal_parts(), ("I started, but ".to_owned(), None));
+    // Chunks without an id beside ones with: part of the message before them.
+    let (state, _) = turn(&[
+        say(None, "a "),
+        say(Some("m"), "b "),
+        say(None, "c"),
+        say(Some("r"), "why"),
+    ]);
+    assert_eq!(
+        state.refusal_parts(),
+        ("a b c".to_owned(), Some("why".to_owned()))
+    );
+}
+
+/// Every message chunk is the turn's output, in order, whichever of them carry a
+/// `messageId` (a trial: only the labelled ones were kept).
+#[test]
+fn every_message_chunk_is_output_whatever_its_message_id() {
+    let parts = ["part one. ", "part two. ", "part three."];
+    for labelled in [None, Some(0), Some(1), Some(2)] {
+        let updates: Vec<Value> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| say((Some(i) == labelled).then_some("m1"), t))
+            .collect();
+        let (state, chunks) = turn(&updates);
+        assert_eq!(
+            state.text(),
+            "part one. part two. part three.",
+            "id on chunk {labelled:?}"
+        );
+        assert_eq!(
+            chunks,
+            parts
+                .iter()
+                .map(|t| AgentChunk::Message((*t).to_owned()))
+                .collect::<Vec<_>>()
+        );
+    }
+    // A notice is not output.
+    let (state, chunks) = turn(&[
+        say(Some("m"), "answer"),
+        json!({"sessionUpdate": "notice", "severity": "warning", "title": "Model fallback", "description": "using another model"}),
+    ]);
+    assert_eq!(state.text(), "answer");
+    assert_eq!(
+        chunks.last(),
+        Some(&AgentChunk::Thought(
+            "Model fallback: using another model\n".into()
+        ))
+    );
 }
 
 /// A cancel while the agent has not answered `initialize` (a stuck agent) ends the step at
