@@ -410,6 +410,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     later.extend(missing_script_files(services, wf));
     later.extend(unknown_providers(wf));
     later.extend(unknown_options(services, wf));
+    later.extend(unpriced_budgets(&services.prices, wf));
     later.retain(|d| {
         let below =
             |p: &String| !p.is_empty() && (d.path == *p || d.path.starts_with(&format!("{p}.")));
@@ -1134,6 +1135,134 @@ fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
+/// What of an agent step's calls has no price in `prices`: `provider claude`, `model
+/// gpt-4o of provider openai_compatible`, for each of its providers (fallbacks included) whose
+/// calls surely count no dollars; empty when every call may be priced. Surely: with no
+/// prices at all, any; else a provider (not a template) without a price whose `model` option
+/// is written out and has none either (with no `model`, or a templated one, the model the
+/// provider reports at run time may have a price).
+fn unpriced_calls(
+    prices: &awf_domain::run::Prices,
+    a: &awf_domain::workflow::AgentStep,
+) -> Vec<String> {
+    let entries = std::iter::once((a.provider.as_str(), &a.options)).chain(
+        a.policy
+            .fallback_providers
+            .iter()
+            .map(|f| (f.provider.as_str(), &f.options)),
+    );
+    let mut out = Vec::new();
+    for (provider, options) in entries {
+        let provider = provider.trim();
+        let model = options
+            .get("model")
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim);
+        let what = match model {
+            Some(m) if !m.contains("{{") => format!("model {m} of provider {provider}"),
+            _ => format!("provider {provider}"),
+        };
+        let unpriced = if prices.0.is_empty() {
+            true
+        } else {
+            match model {
+                _ if provider.contains("{{") => false,
+                Some(m) if !m.contains("{{") => prices.lookup([m, provider]).is_none(),
+                _ => false,
+            }
+        };
+        if unpriced && !out.contains(&what) {
+            out.push(what);
+        }
+    }
+    out
+}
+
+/// `budget: {usd}` that cannot be enforced: dollars are counted from the `prices:` of
+/// `.awf/config.yaml`, and an agent step whose calls have no price there counts none, so a
+/// budget in dollars is never reached by it (a new user's `usd` budget was silently ignored:
+/// no `prices:` at all). One warning at the workflow's `budget.usd` naming the unpriced agent
+/// steps, one at each agent step's own `budget.usd` whose calls are unpriced; `awf run`
+/// shows them once, before the first state. Steps of sub-workflows, which the workflow's
+/// budget also covers, are not looked at.
+fn unpriced_budgets(prices: &awf_domain::run::Prices, wf: &Workflow) -> Vec<Diagnostic> {
+    let hint = if prices.0.is_empty() {
+        "add `prices:` to .awf/config.yaml (`<model or provider>: {input_per_mtok: …, \
+         output_per_mtok: …}`, US dollars per million tokens; `\"*\"` prices any model), or \
+         limit tokens instead (`budget: {tokens: N}`)"
+    } else {
+        "add their models or providers to `prices:` in .awf/config.yaml (`\"*\"` prices any \
+         model), or limit tokens instead (`budget: {tokens: N}`)"
+    };
+    let why = if prices.0.is_empty() {
+        "no `prices:` are configured (.awf/config.yaml)"
+    } else {
+        "`prices:` (.awf/config.yaml) has no price for"
+    };
+    let mut out = Vec::new();
+    let mut unpriced_steps = Vec::new();
+    for (name, st) in &wf.states {
+        let StateKind::Agent(a) = &st.kind else {
+            continue;
+        };
+        let calls = unpriced_calls(prices, a);
+        if calls.is_empty() {
+            continue;
+        }
+        let calls = calls.join(", ");
+        if a.policy.budget.as_ref().is_some_and(|b| b.usd.is_some()) {
+            let message = if prices.0.is_empty() {
+                format!(
+                    "this usd budget cannot be enforced: {why}, so the calls of \"{name}\" count no dollars"
+                )
+            } else {
+                format!(
+                    "this usd budget cannot be enforced: {why} {calls}, so the calls of \"{name}\" count no dollars"
+                )
+            };
+            out.push(
+                Diagnostic::warning(
+                    ErrorCode::WorkflowValidationInvalidState,
+                    format!("states.{name}.budget.usd"),
+                    message,
+                )
+                .with_hint(hint),
+            );
+        }
+        unpriced_steps.push(if prices.0.is_empty() {
+            format!("\"{name}\"")
+        } else {
+            format!("\"{name}\" ({calls})")
+        });
+    }
+    if wf.budget.as_ref().is_some_and(|b| b.usd.is_some()) && !unpriced_steps.is_empty() {
+        let (steps, count) = if unpriced_steps.len() == 1 {
+            ("agent step", "counts")
+        } else {
+            ("agent steps", "count")
+        };
+        let list = unpriced_steps.join(", ");
+        let message = if prices.0.is_empty() {
+            format!(
+                "the workflow's usd budget cannot be enforced: {why}, so {steps} {list} {count} no dollars"
+            )
+        } else {
+            format!(
+                "the workflow's usd budget cannot be fully enforced: {why} the calls of {steps} {list}, which count no dollars"
+            )
+        };
+        out.push(
+            Diagnostic::warning(
+                ErrorCode::WorkflowValidationInvalidState,
+                "budget.usd",
+                message,
+            )
+            .with_hint(hint),
+        );
+    }
+    out
+}
+
 /// A literal `provider:` awf does not know (it would fail at run time).
 fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -1191,6 +1320,10 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
 /// Routing pitfalls worth a warning: a default transition on a command step that makes its
 /// `on_failure` unreachable (AWF evaluates command transitions on failure too), and
 /// transitions without a default and without `on_success` (no route when nothing matches).
+/// A note for a command step with conditional transitions and `on_failure` whose `when`s
+/// never read its exit code or status: a failure that matches one takes its `goto`, not
+/// `on_failure` (a new user's `states.a.Output contains 'ok'` sent a failed step to its
+/// success terminal, exit 0).
 fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (name, st) in &wf.states {
@@ -1211,6 +1344,31 @@ fn routing_warnings(wf: &Workflow) -> Vec<Diagnostic> {
                     "the default transition (a `goto` without `when`) also catches failures of this step, so on_failure is never used",
                 )
                 .with_hint("add `when: states.<step>.ExitCode == 0` to the default transition, or drop on_failure"),
+            );
+        }
+        // A `when` that reads the step's own outcome was written with failures in mind.
+        let reads_outcome = st.transitions.iter().any(|t| {
+            t.when.as_deref().is_some_and(|w| {
+                ["ExitCode", "exit_code", "Status", "status"]
+                    .iter()
+                    .any(|f| w.contains(&format!("{name}.{f}")))
+            })
+        });
+        if !has_default
+            && !reads_outcome
+            && st.on_failure.is_some()
+            && matches!(st.kind, StateKind::Command(_))
+        {
+            out.push(
+                Diagnostic::new(
+                    Severity::Note,
+                    ErrorCode::WorkflowValidationInvalidTransition,
+                    format!("states.{name}.transitions"),
+                    "transitions are evaluated when this step fails too (as in AWF (Go)): a failure whose `when` holds goes to that `goto`, not to on_failure",
+                )
+                .with_hint(format!(
+                    "to route only successes with a `when`, start it with `states.{name}.ExitCode == 0 and`"
+                )),
             );
         }
         if !has_default && st.on_success.is_none() {

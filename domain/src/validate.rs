@@ -792,11 +792,12 @@ pub fn ignored_branch_routes(wf: &Workflow) -> Vec<Diagnostic> {
 }
 
 /// Routes a loop does not take: its own `transitions` (a loop goes on with `on_complete`, or
-/// `on_success`, when it completes and `on_failure` when it fails), and the `on_failure` and
-/// `continue_on_error` of a step in its body (a failed body step fails the loop; the
-/// loop's `on_failure` routes it), but for an `on_failure` that names the loop itself (the
-/// loop goes on with its next item). A body step's `on_success` and `transitions` are kept:
-/// one that leaves the body ends the loop there.
+/// `on_success`, when it completes and `on_failure` when it fails), and the `on_failure` of a
+/// step in its body (a failed body step fails the loop; the loop's `on_failure` routes it),
+/// but for an `on_failure` that names the loop itself (the loop goes on with its next item).
+/// A body step's `on_success`, `transitions` and `continue_on_error` are kept: one that
+/// leaves the body ends the loop there, and `continue_on_error` takes the success route on a
+/// failure as anywhere else (the body goes on), as in AWF (Go).
 ///
 /// Code `WORKFLOW.VALIDATION.INVALID_TRANSITION`, severity Warning, path
 /// `states.<state>.<field>`. Source: a new user's trial (stop 24: the keys were silently
@@ -827,22 +828,33 @@ pub fn ignored_loop_routes(wf: &Workflow) -> Vec<Diagnostic> {
             if b == name || !warned.insert(b.as_str()) {
                 continue;
             }
+            // Routed back to its own loop, a failure goes on with the next item (the
+            // engine's one exception).
+            let ignored = child.on_failure.as_deref().is_some_and(|t| t != name);
+            // With continue_on_error a failure takes the success route and the body goes on,
+            // as in AWF (Go): only the on_failure is left unused (a new user was told the
+            // continue_on_error was ignored, and the run honoured it).
+            let (why, hint) = if child.continue_on_error {
+                (
+                    "continue_on_error takes the success route on a failure, and the body goes on",
+                    format!(
+                        "remove the on_failure, or remove continue_on_error to fail the loop on a failure (the on_failure of \"{name}\" then routes it)"
+                    ),
+                )
+            } else {
+                (
+                    "a failed body step fails the loop",
+                    format!(
+                        "route the failure with the on_failure of \"{name}\", set continue_on_error: true to go on with the body, or let the command itself succeed (`cmd || true`)"
+                    ),
+                )
+            };
             out.extend(ignored_keys(
                 b,
-                &[
-                    // Routed back to its own loop, a failure goes on with the next item
-                    // (the engine's one exception).
-                    (
-                        "on_failure",
-                        child.on_failure.as_deref().is_some_and(|t| t != name),
-                    ),
-                    ("continue_on_error", child.continue_on_error),
-                ],
+                &[("on_failure", ignored)],
                 &format!("is in the body of loop \"{name}\""),
-                "a failed body step fails the loop",
-                format!(
-                    "route the failure with the on_failure of \"{name}\", or let the command itself succeed (`cmd || true`)"
-                ),
+                why,
+                hint,
             ));
         }
     }
@@ -2102,7 +2114,8 @@ fn shell_value_checks(
 /// Whether `reference` (`error.Message`, `inputs.x`, `states.s.Output`, as
 /// [`unquoted_shell_values`] names it) is one the reference checks report as an error in a
 /// command: an `error.*` one where the failure is not known (`error_ok`: a `workflow_error`
-/// hook's), an input `wf` does not declare, a state it does not have.
+/// hook's), an input `wf` does not declare, a state it does not have, a field of the loop
+/// item.
 fn refused_reference(wf: &Workflow, reference: &str, error_ok: bool) -> bool {
     let mut parts = reference.split('.');
     let ns = parts.next().unwrap_or("").to_ascii_lowercase();
@@ -2111,6 +2124,13 @@ fn refused_reference(wf: &Workflow, reference: &str, error_ok: bool) -> bool {
         "error" => !error_ok,
         "inputs" => !name.is_empty() && !wf.inputs.iter().any(|d| d.name == name),
         "states" => !name.is_empty() && !wf.states.contains_key(name),
+        // A field of the loop item (`loop.Item.name`): the item is text in a template.
+        "loop" => {
+            let mut rest = std::iter::once(name).chain(parts);
+            rest.find(|p| !matches!(*p, "Parent" | "parent"))
+                .is_some_and(|p| matches!(p, "Item" | "item"))
+                && rest.next().is_some_and(|f| !f.is_empty())
+        }
         _ => false,
     }
 }
@@ -2488,6 +2508,17 @@ const STATE_FIELDS: [&str; 11] = [
 const WORKFLOW_FIELDS: [&str; 5] = ["ID", "Name", "CurrentState", "StartedAt", "Duration"];
 const ERROR_FIELDS: [&str; 4] = ["Message", "State", "ExitCode", "Type"];
 const CONTEXT_FIELDS: [&str; 3] = ["WorkingDir", "User", "Hostname"];
+/// How to read field `field` of an object loop item: its JSON text through `jq` in a
+/// command, or `loop.Item.<field>` in an expression, where the item keeps its shape. Shared
+/// by `awf validate` and the run-time error of the template.
+pub fn loop_item_field_hint(field: &str) -> String {
+    format!(
+        "read a field of an object item from its JSON, e.g. in a command `echo {{{{shell_quote \
+         .loop.Item}}}} | jq -r .{field}`; in a `when:`/`while:`/`break_when:` expression \
+         `loop.Item.{field}` works as written"
+    )
+}
+
 const LOOP_FIELDS: [&str; 7] = [
     "Item", "Index", "Index1", "First", "Last", "Length", "Parent",
 ];
@@ -2874,6 +2905,26 @@ impl<'a> RefCtx<'a> {
                     &LOOP_FIELDS,
                     token,
                 );
+                // In a template `.loop.Item` is the item as text (an object item prints as its
+                // JSON, as in AWF (Go)): a field of it fails every time (a new user's
+                // `{{.loop.Item.name}}` passed validate and failed the run). In an expression
+                // the item keeps its shape, and `loop.Item.name` works.
+                if !self.action.is_empty()
+                    && parts
+                        .get(1 + parents)
+                        .is_some_and(|p| matches!(*p, "Item" | "item"))
+                    && let Some(field) = parts.get(2 + parents)
+                {
+                    self.err(
+                        path,
+                        format!(
+                            "loop reference \"{{{{.{token}}}}}\" in {path}: `.loop.Item` is the \
+                             item as text in a template (an object item is its JSON text, as in \
+                             AWF (Go)), so it has no field \"{field}\""
+                        ),
+                        Some(loop_item_field_hint(field)),
+                    );
+                }
                 if let Site::Step(c) | Site::PostHook(c) = site
                     && parents > 0
                     && parts.len() > 1 + parents

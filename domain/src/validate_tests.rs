@@ -1733,9 +1733,10 @@ fn plain_words_are_letters_digits_and_harmless_punctuation() {
     }
 }
 
-/// A loop's own transitions, and the on_failure / continue_on_error of its body steps, are
-/// not taken: `awf validate` says so (a new user found them silently ignored). A body step's
-/// on_success stays unwarned (leaving the body ends the loop there).
+/// A loop's own transitions, and the on_failure of its body steps, are not taken: `awf
+/// validate` says so (a new user found them silently ignored). A body step's on_success
+/// stays unwarned (leaving the body ends the loop there), and so does its continue_on_error
+/// (the body goes on after a failure, as in AWF (Go); a new user was told it was ignored).
 #[test]
 fn routes_a_loop_does_not_take_warn() {
     let mut l = loop_state(
@@ -1765,8 +1766,28 @@ fn routes_a_loop_does_not_take_warn() {
     );
     assert_eq!(
         d[1].message,
-        "\"s\" is in the body of loop \"l\": its on_failure, continue_on_error are ignored there (a failed body step fails the loop)"
+        "\"s\" is in the body of loop \"l\": its on_failure is ignored there (continue_on_error takes the success route on a failure, and the body goes on)"
     );
+    // Without continue_on_error, the failure fails the loop.
+    let mut l = loop_state("l", LoopOver::Items("[1]".to_owned()), &["s"], Some("done"));
+    l.on_success = None;
+    let mut s = cmd("s", "false", None);
+    s.on_failure = Some("done".into());
+    let w = wf("l", vec![l, s, terminal("done")]);
+    let d = ignored_loop_routes(&w);
+    assert_eq!(
+        d.iter().map(|d| d.message.as_str()).collect::<Vec<_>>(),
+        vec![
+            "\"s\" is in the body of loop \"l\": its on_failure is ignored there (a failed body step fails the loop)"
+        ]
+    );
+    // continue_on_error alone is no warning.
+    let mut l = loop_state("l", LoopOver::Items("[1]".to_owned()), &["s"], Some("done"));
+    l.on_success = None;
+    let mut s = cmd("s", "false", None);
+    s.continue_on_error = true;
+    let w = wf("l", vec![l, s, terminal("done")]);
+    assert_eq!(ignored_loop_routes(&w), Vec::new());
     // Routed back to its own loop, a failed body step goes on with the next item: no
     // warning (a breaker saw the warning contradict the run).
     let mut l = loop_state("l", LoopOver::Items("[1]".to_owned()), &["s"], Some("done"));
@@ -1814,6 +1835,54 @@ fn a_loop_reference_outside_any_loop_body_is_an_error() {
             "states.after.command".to_owned(),
             "loop reference \"{{.loop.Length}}\" in states.after.command: state \"after\" never runs inside a loop".to_owned()
         )]
+    );
+}
+
+/// A field of `.loop.Item` in a template is an error (the item is text there; a new user's
+/// `{{.loop.Item.name}}` passed validate and failed the run), with how to read one, and no
+/// unquoted-value warning on top; in an expression `loop.Item.name` is fine.
+#[test]
+fn a_field_of_the_loop_item_in_a_template_is_an_error() {
+    let mut t = cmd("t", "echo {{shell_quote .loop.Item}}", None);
+    t.transitions = vec![Transition {
+        when: Some("loop.Item.name == 'api'".into()),
+        goto: "done".into(),
+    }];
+    let w = wf(
+        "l",
+        vec![
+            loop_state(
+                "l",
+                LoopOver::Items("[{\"name\": \"api\"}]".to_owned()),
+                &["s", "t"],
+                Some("done"),
+            ),
+            cmd("s", "echo {{.loop.Item.name}} {{.loop.Item}}", None),
+            t,
+            terminal("done"),
+        ],
+    );
+    let got: Vec<(Severity, String, String, Option<String>)> = references(&w)
+        .into_iter()
+        .filter(|d| d.message.starts_with("loop reference"))
+        .map(|d| (d.severity, d.path, d.message, d.hint))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(
+            Severity::Error,
+            "states.s.command".to_owned(),
+            "loop reference \"{{.loop.Item.name}}\" in states.s.command: `.loop.Item` is the item as text in a template (an object item is its JSON text, as in AWF (Go)), so it has no field \"name\"".to_owned(),
+            Some(loop_item_field_hint("name")),
+        )]
+    );
+    let unquoted: Vec<String> = unquoted_shell_values(&w)
+        .into_iter()
+        .map(|d| d.message)
+        .collect();
+    assert!(
+        unquoted.iter().all(|m| !m.contains("loop.Item.name")),
+        "{unquoted:?}"
     );
 }
 

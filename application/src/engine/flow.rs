@@ -385,14 +385,28 @@ impl Run {
                     }
                 };
                 let next = exit.next.as_deref().unwrap_or("");
+                // A step with continue_on_error goes on wherever its routes lead after a
+                // failure (its success route, or a transition its failure matched), as in
+                // AWF (Go).
+                let goes_on = self
+                    .wf
+                    .states
+                    .get(body_step)
+                    .is_some_and(|s| s.continue_on_error);
                 if let Some(f) = exit.failure
                     && next != name
+                    && !goes_on
                 {
                     // A failed body step only continues the loop by routing back to the loop
                     // itself; any other route (or none) fails the iteration.
-                    iteration_error = Some(AwfError::new(
-                        ErrorCode::ExecutionLoopFailed,
-                        format!("step {name}: body step {body_step} failed: {}", f.message()),
+                    // The body step's hints stay with the loop's failure (a template's hint
+                    // was shown nowhere).
+                    iteration_error = Some(f.hints().iter().fold(
+                        AwfError::new(
+                            ErrorCode::ExecutionLoopFailed,
+                            format!("step {name}: body step {body_step} failed: {}", f.message()),
+                        ),
+                        |e, h| e.with_hint(h.clone()),
                     ));
                     break;
                 }

@@ -258,6 +258,9 @@ impl Run {
                     return Err(e);
                 }
             };
+            if let Some(f) = body.failure.take() {
+                body.failure = Some(template_hint(f, &mut body.state));
+            }
             // The state keeps its failure's code beside the text (`states.<name>.error_code`).
             if body.state.error.is_some() && body.state.error_code.is_none() {
                 body.state.error_code = body.failure.as_ref().map(AwfError::code);
@@ -995,8 +998,9 @@ impl Run {
             }
             Termination::TimedOut => {
                 let msg = format!(
-                    "step {name}: timed out after {}",
-                    awf_domain::duration::format_go(state.timeout.unwrap_or_default())
+                    "step {name}: timed out after {}{}",
+                    awf_domain::duration::format_go(state.timeout.unwrap_or_default()),
+                    killed_after_grace(out.signal)
                 );
                 fail(st, ErrorCode::ExecutionCommandTimeout, msg)
             }
@@ -1330,6 +1334,47 @@ fn expand_home(p: &str, env: &std::collections::BTreeMap<String, String>) -> Pat
     }
     PathBuf::from(p)
 }
+
+/// A template failure whose text carries a hint (after
+/// [`HINT_SEPARATOR`](awf_domain::ports::template::HINT_SEPARATOR): readFile's, for a relative
+/// path) with the hint moved out of the message, and out of the state's error, into the
+/// failure's hints (shown as `Hint:` lines). Other failures are left alone: a command's
+/// stderr may hold such a line (git's `hint:`).
+fn template_hint(f: AwfError, st: &mut StepState) -> AwfError {
+    use awf_domain::ports::template::HINT_SEPARATOR;
+    if f.code() != ErrorCode::ExecutionTemplateFailed {
+        return f;
+    }
+    let Some((message, hint)) = f
+        .message()
+        .split_once(HINT_SEPARATOR)
+        .map(|(m, h)| (m.to_owned(), h.to_owned()))
+    else {
+        return f;
+    };
+    if let Some(e) = st.error.as_mut()
+        && let Some(at) = e.find(HINT_SEPARATOR)
+    {
+        e.truncate(at);
+    }
+    f.map_message(|_| message).with_hint(hint)
+}
+
+/// What a timed-out command's message adds when the process outlived SIGTERM and the grace
+/// after it, so SIGKILL ended it (`signal` 9): the step took that much longer than its
+/// `timeout` (a new user saw `(6.003s): timed out after 1s` with no word of the grace).
+fn killed_after_grace(signal: Option<i32>) -> String {
+    if signal != Some(SIGKILL) {
+        return String::new();
+    }
+    format!(
+        " (stopped with SIGKILL {} later: it ignored SIGTERM)",
+        awf_domain::duration::format_go(awf_domain::ports::exec::KILL_GRACE)
+    )
+}
+
+/// SIGKILL's number (9 on every POSIX system).
+const SIGKILL: i32 = 9;
 
 /// `body` of attempt `attempt` of `state`, when its step's own `timeout` ended it before the
 /// last of its `retry.max_attempts`: the failure says that the timeout spans every attempt

@@ -9,6 +9,12 @@ use tokio_util::sync::CancellationToken;
 use crate::error::AwfError;
 use crate::event::OutputStream;
 
+/// Time a stopped child (timeout, cancel) gets between SIGTERM and SIGKILL to its process
+/// group; a [`CommandExecutor`] that stops processes keeps to it.
+///
+/// Source: design/decisions.md "Execution and processes".
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Program {

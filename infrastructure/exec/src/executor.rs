@@ -42,10 +42,11 @@ use crate::shell::resolve_shell;
 use crate::spawn;
 use crate::spawn::SpawnedChild;
 
-/// Time a stopped child gets between SIGTERM and SIGKILL to its process group.
+/// Time a stopped child gets between SIGTERM and SIGKILL to its process group (the domain's
+/// [`awf_domain::ports::exec::KILL_GRACE`], which messages name).
 ///
 /// Source: design/decisions.md "Execution and processes".
-pub const KILL_GRACE: Duration = Duration::from_secs(5);
+pub const KILL_GRACE: Duration = awf_domain::ports::exec::KILL_GRACE;
 
 /// How long the pipes are still read after the child exited (or was killed) when something
 /// else (a background grandchild) keeps them open. Not waited when both pipes reached EOF.

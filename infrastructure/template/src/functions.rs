@@ -53,6 +53,9 @@ pub(crate) const AWF_FUNCS: [(&str, Func); 16] = [
 pub(crate) struct SideData {
     /// Directory relative `readFile` paths resolve against.
     pub(crate) workflow_dir: PathBuf,
+    /// The run's working directory (`.context.WorkingDir`), which a hint names when a
+    /// relative `readFile` path is not found in `workflow_dir`.
+    pub(crate) working_dir: PathBuf,
     /// Printed forms of the non-string loop items in scope (innermost first): each is the
     /// item's JSON already, so `json` hands it back as is instead of quoting it.
     pub(crate) json_items: Vec<String>,
@@ -465,15 +468,49 @@ pub(crate) fn read_limited(base: &Path, path: &str) -> Result<String, String> {
 fn read_file(args: &[Value]) -> Result<Value, FuncError> {
     exactly("readFile", args, 1)?;
     let path = text_of(&args[0]);
-    let base = SIDE.with(|side| {
+    let (base, working_dir) = SIDE.with(|side| {
         side.borrow()
             .as_ref()
-            .map(|d| d.workflow_dir.clone())
+            .map(|d| (d.workflow_dir.clone(), d.working_dir.clone()))
             .unwrap_or_default()
     });
-    read_limited(&base, &path)
-        .map(Value::String)
-        .map_err(FuncError::Generic)
+    read_limited(&base, &path).map(Value::String).map_err(|e| {
+        match relative_path_hint(&base, &working_dir, &path) {
+            Some(hint) => FuncError::Generic(format!(
+                "{e}{}{hint}",
+                awf_domain::ports::template::HINT_SEPARATOR
+            )),
+            None => FuncError::Generic(e),
+        }
+    })
+}
+
+/// The hint for a relative `readFile` path that is not in the workflow file's directory
+/// `base`: that is where it was looked for, not the working directory (as an input's
+/// `file_exists` check and a step's commands read it), and how to read it from there. A new
+/// user's input passed `file_exists` and the step then failed with `No such file or
+/// directory` and no word of why. `None` for an absolute path or one that exists in `base`
+/// (a directory, a file too big: the error says what is wrong).
+fn relative_path_hint(base: &Path, working_dir: &Path, path: &str) -> Option<String> {
+    let p = Path::new(path);
+    if path.is_empty() || p.is_absolute() || std::fs::symlink_metadata(base.join(p)).is_ok() {
+        return None;
+    }
+    let there = if !working_dir.as_os_str().is_empty() && working_dir.join(p).is_file() {
+        format!(
+            " ({path} is in the working directory, {})",
+            working_dir.display()
+        )
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "a relative readFile path is read from the workflow file's directory ({}), not from \
+         the working directory{there}; to read it from the working directory, join them: \
+         `{{{{readFile (printf \"%s/%s\" .context.WorkingDir .inputs.file)}}}}`, or pass an \
+         absolute path",
+        base.display()
+    ))
 }
 
 /// `awfShellDq x`: a composite loop item's JSON escaped for a double-quoted shell string

@@ -142,6 +142,7 @@ impl Interpolator for GoTemplates {
         let _side = prepared.needs.side_data.then(|| {
             SideData {
                 workflow_dir: scope.workflow_dir.to_path_buf(),
+                working_dir: std::path::PathBuf::from(&scope.context.working_dir),
                 json_items,
                 // As `data::root` builds `.states`: only the states the template names.
                 states_empty: prepared.needs.states.wants_any()
@@ -316,6 +317,20 @@ fn path_to(node: &str, field: &str) -> String {
     }
 }
 
+/// The field read of a loop item in `path` (`loop.Item.name`, `loop.Parent.item.port`):
+/// `.loop.Item` is text in a template, so such a read always fails.
+fn loop_item_field(path: &str) -> Option<&str> {
+    let mut parts = path.split('.');
+    if parts.next()? != "loop" {
+        return None;
+    }
+    let item = parts.find(|p| !matches!(*p, "Parent" | "parent"))?;
+    if !matches!(item, "Item" | "item") {
+        return None;
+    }
+    parts.next().filter(|f| !f.is_empty())
+}
+
 fn exec_error(e: ExecError, prepared: &Prepared<'_>) -> TemplateError {
     let text = prepared.text.as_ref();
     let ExecError::Structured(s) = &e else {
@@ -323,26 +338,62 @@ fn exec_error(e: ExecError, prepared: &Prepared<'_>) -> TemplateError {
     };
     let ctx = &s.context;
     let node = node_text(text, ctx.line, ctx.col, ctx.len).unwrap_or("");
-    if let Some(rest) = s.message.strip_prefix("no field `") {
-        let field = rest.split('`').next().unwrap_or("");
-        return TemplateError::Undefined(path_to(node, field));
-    }
-    if s.message == "only maps and objects have fields" {
-        return TemplateError::Undefined(path_to(node, ""));
+    let undefined = if let Some(rest) = s.message.strip_prefix("no field `") {
+        Some(path_to(node, rest.split('`').next().unwrap_or("")))
+    } else if s.message == "only maps and objects have fields" {
+        Some(path_to(node, ""))
+    } else {
+        None
+    };
+    if let Some(path) = undefined {
+        return match loop_item_field(&path) {
+            Some(f) => TemplateError::Failed(format!(
+                "undefined variable: {path} (`.loop.Item` is the item as text: an object item \
+                 is its JSON text){}{}",
+                awf_domain::ports::template::HINT_SEPARATOR,
+                awf_domain::validate::loop_item_field_hint(f)
+            )),
+            None => TemplateError::Undefined(path),
+        };
     }
     // `index` names the whole map it searched; keep only the key.
     let message = match s.message.strip_prefix("unable to get ") {
-        Some(rest) => format!(
-            "index: no entry for key {}",
-            rest.split(" in ").next().unwrap_or(rest)
-        ),
+        Some(rest) => {
+            let key = rest.split(" in ").next().unwrap_or(rest);
+            // `index .loop.Item "name"`: the item is text (a new user).
+            let on_item = node
+                .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | '|'))
+                .any(|t| {
+                    loop_item_field(&format!("{}.x", t.trim_start_matches(['$', '.']))).is_some()
+                });
+            if on_item {
+                format!(
+                    "index: no entry for key {key} (`.loop.Item` is the item as text: an object item is its JSON text){}{}",
+                    awf_domain::ports::template::HINT_SEPARATOR,
+                    awf_domain::validate::loop_item_field_hint(key.trim_matches('"'))
+                )
+            } else {
+                format!("index: no entry for key {key}")
+            }
+        }
         None => s.message.clone(),
     };
-    TemplateError::Failed(clip(format!(
-        "template error at line {}, column {}: {message}",
-        ctx.line,
-        prepared.original_col(ctx.line, ctx.col)
-    )))
+    // A function's hint (readFile's) is kept whole after the clipped message.
+    let (message, hint) = match message.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
+        Some((m, h)) => (
+            m.to_owned(),
+            format!("{}{h}", awf_domain::ports::template::HINT_SEPARATOR),
+        ),
+        None => (message, String::new()),
+    };
+    TemplateError::Failed(format!(
+        "{}{hint}",
+        clip(format!(
+            "template error at line {}, column {}: {message}",
+            ctx.line,
+            prepared.original_col(ctx.line, ctx.col)
+        ))
+    ))
 }
 
 #[cfg(test)]

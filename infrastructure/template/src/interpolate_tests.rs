@@ -868,3 +868,71 @@ fn a_skipped_state_has_no_exit_code() {
         Ok("0")
     );
 }
+
+/// A field of `.loop.Item` fails (the item is text: an object item is its JSON), with a hint
+/// that says how to read one; `index` on it too; other undefined fields stay `Undefined`.
+#[test]
+fn a_field_of_a_loop_item_fails_with_how_to_read_one() {
+    let sep = awf_domain::ports::template::HINT_SEPARATOR;
+    let hint = awf_domain::validate::loop_item_field_hint("name");
+    let data = Data::new().with_loop(json!({"name": "api", "port": 8080}), 0, 1);
+    assert_eq!(
+        render_with(&data, "{{.loop.Item}}"),
+        Ok("{\"name\":\"api\",\"port\":8080}".to_owned())
+    );
+    assert_eq!(
+        failed(&data, "echo {{.loop.Item.name}}"),
+        format!(
+            "undefined variable: loop.Item.name (`.loop.Item` is the item as text: an object item is its JSON text){sep}{hint}"
+        )
+    );
+    assert_eq!(
+        failed(&data, "{{index .loop.Item \"name\"}}"),
+        format!(
+            "template error at line 1, column 3: index: no entry for key name (`.loop.Item` is the item as text: an object item is its JSON text){sep}{hint}"
+        )
+    );
+    assert_eq!(
+        render_with(&data, "{{.inputs.nothing}}"),
+        Err(TemplateError::Undefined("inputs.nothing".to_owned()))
+    );
+    assert_eq!(loop_item_field("loop.Parent.item.port"), Some("port"));
+    assert_eq!(loop_item_field("loop.Item"), None);
+    assert_eq!(loop_item_field("loop.Index.x"), None);
+    assert_eq!(loop_item_field("inputs.Item.x"), None);
+}
+
+/// A relative `readFile` path not found in the workflow's directory gets a hint naming it
+/// and the working directory (and that the file is there, when it is); an absolute path or
+/// a file that exists but cannot be read gets none.
+#[test]
+fn a_relative_read_file_that_finds_nothing_has_a_hint() -> std::io::Result<()> {
+    let sep = awf_domain::ports::template::HINT_SEPARATOR;
+    let wf = tempfile::tempdir()?;
+    let cwd = tempfile::tempdir()?;
+    std::fs::write(cwd.path().join("in-cwd.txt"), "x")?;
+    std::fs::create_dir(wf.path().join("sub"))?;
+    let mut data = Data::new();
+    data.workflow_dir = wf.path().to_path_buf();
+    data.context.working_dir = cwd.path().display().to_string();
+    let m = failed(&data, "{{readFile \"in-cwd.txt\"}}");
+    let (_, hint) = m.split_once(sep).unwrap_or_else(|| panic!("{m}"));
+    assert_eq!(
+        hint,
+        format!(
+            "a relative readFile path is read from the workflow file's directory ({}), not from the working directory (in-cwd.txt is in the working directory, {}); to read it from the working directory, join them: `{{{{readFile (printf \"%s/%s\" .context.WorkingDir .inputs.file)}}}}`, or pass an absolute path",
+            wf.path().display(),
+            cwd.path().display()
+        )
+    );
+    let m = failed(&data, "{{readFile \"nowhere.txt\"}}");
+    assert!(
+        m.contains("not from the working directory; to read it"),
+        "{m}"
+    );
+    let m = failed(&data, "{{readFile \"/nonexistent/abs.txt\"}}");
+    assert!(!m.contains(sep), "{m}");
+    let m = failed(&data, "{{readFile \"sub\"}}");
+    assert!(!m.contains(sep), "{m}");
+    Ok(())
+}

@@ -1218,6 +1218,15 @@ pub(crate) fn summary_text(
         for (k, v) in &b.details {
             e = e.with_detail(k.clone(), v.clone());
         }
+        // An inline `on_failure`'s terminal has no `terminal` detail (the result's `terminal`
+        // names it): the summary's `terminal:` line comes from the result, as for a named
+        // terminal (a new user found no such line after `on_failure: {message, status}`).
+        if b.code == ErrorCode::ExecutionTerminalFailure
+            && !b.details.contains_key("terminal")
+            && let Some(t) = &result.terminal
+        {
+            e = e.with_detail("terminal", t.clone());
+        }
         for h in &b.hints {
             e = e.with_hint(h.clone());
         }
