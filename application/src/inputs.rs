@@ -137,6 +137,15 @@ pub fn resolve_inputs(
             }
         }
     }
+    // Undeclared inputs are recorded with the run too: none may nest deeper than a state
+    // file reads back (the declared ones are checked with their rules above).
+    for (k, v) in &values {
+        if !wf.inputs.iter().any(|d| &d.name == k)
+            && let Some(d) = awf_domain::json::too_deep(v)
+        {
+            problems.push(format!("inputs.{k}: {}", too_deep_problem(d)));
+        }
+    }
     if problems.is_empty() {
         for (k, v) in typed_values {
             values.insert(k, v);
@@ -174,6 +183,14 @@ pub fn resolve_inputs(
             ));
         }
     }
+    if problems.iter().any(|p| p.ends_with(TOO_DEEP_TAIL)) {
+        err = err.with_hint(format!(
+            "flatten the value (e.g. pass the inner part as a JSON string): a run records its \
+             inputs in its state file, which must be read back, so awf takes values nested at \
+             most {} levels deep",
+            awf_domain::json::MAX_DEPTH
+        ));
+    }
     if err.hints().is_empty() {
         // Every refusal says where the rules are (breaker: a value over the OS's limit got
         // `"hints": []` over HTTP). Worded for the command line, as every hint here is;
@@ -181,6 +198,17 @@ pub fn resolve_inputs(
         err = err.with_hint(INPUTS_HELP_HINT);
     }
     Err(err)
+}
+
+/// The end of [`too_deep_problem`]'s text.
+const TOO_DEEP_TAIL: &str = "levels deep";
+
+/// The rule a value nested deeper than [`awf_domain::json::MAX_DEPTH`] breaks.
+fn too_deep_problem(depth: usize) -> String {
+    format!(
+        "the value nests arrays or objects {depth} levels deep; awf takes at most {} {TOO_DEEP_TAIL}",
+        awf_domain::json::MAX_DEPTH
+    )
 }
 
 /// The hint of a refused input value that says where each input's type and rules are
@@ -330,6 +358,13 @@ pub(crate) fn check_value(
         }
         InputType::String | InputType::Untyped => None,
     };
+    if let Some(d) = typed
+        .as_ref()
+        .or(Some(v))
+        .and_then(awf_domain::json::too_deep)
+    {
+        return Err(too_deep_problem(d));
+    }
     if let Some(n) = number {
         if let Some(min) = rules.min
             && n < min
