@@ -685,6 +685,35 @@ mod tests {
             .collect()
     }
 
+    /// Breaker: a value nested past what a state file reads back (126 levels) was taken
+    /// from the command line, an HTTP body or MCP arguments. Declared or not, a value over
+    /// 64 levels is refused; 64 are taken.
+    #[test]
+    fn values_nested_deeper_than_64_levels_are_refused() {
+        let nested = |n: usize| {
+            serde_json::from_str::<Value>(&format!("{}{}", "[".repeat(n), "]".repeat(n))).unwrap()
+        };
+        let w = wf(vec![def("arr", InputType::Array, false, None)]);
+        let mut api = Map::new();
+        api.insert("arr".into(), nested(65));
+        api.insert("extra".into(), serde_json::json!({"a": nested(70)}));
+        let e = resolve_inputs(&w, &[], &api, Path::new("."), &FakeHost::default()).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(
+            e.message(),
+            "input validation failed: 2 errors:\n  - inputs.arr: the value nests arrays or objects 65 levels deep; awf takes at most 64 levels deep\n  - inputs.extra: the value nests arrays or objects 71 levels deep; awf takes at most 64 levels deep"
+        );
+        assert!(
+            e.hints()[0].starts_with("flatten the value"),
+            "{:?}",
+            e.hints()
+        );
+        let mut api = Map::new();
+        api.insert("arr".into(), nested(64));
+        api.insert("extra".into(), nested(64));
+        assert!(resolve_inputs(&w, &[], &api, Path::new("."), &FakeHost::default()).is_ok());
+    }
+
     #[test]
     fn precedence_default_config_cli() {
         let w = wf(vec![def(

@@ -180,6 +180,42 @@ fn acp_an_answer_for_a_secret_input_is_stored_masked() {
     assert_eq!(saved["runs"][1]["prompt"], "***", "{saved}");
 }
 
+/// A session file written before awf masked them, holding a secret-named input in plain
+/// text: what a new acp-serve shows from it (list, replay) holds the secret masked.
+#[test]
+fn acp_an_old_session_file_with_a_secret_is_shown_masked() {
+    let sb = acp_sandbox();
+    let cwd = sb.path().display().to_string();
+    let old = json!({
+        "schema_version": 1, "id": "sess_0123abcd", "cwd": cwd, "mode": "ask",
+        "title": "/ok api_token=OldSecretVal42 n=2", "closed": false,
+        "runs": [{"prompt": "/ok api_token=OldSecretVal42 n=2", "seen": 0, "notes": []}]
+    });
+    sb.write(
+        "data/awf/acp/sessions/sess_0123abcd.json",
+        &serde_json::to_string(&old).unwrap(),
+    )
+    .unwrap();
+    let mut acp = Acp::start(&sb);
+    let (_, list) = acp.call("session/list", json!({}));
+    assert_eq!(
+        list["result"]["sessions"][0]["title"], "/ok api_token=*** n=2",
+        "{list}"
+    );
+    let (replay, r) = acp.call(
+        "session/load",
+        json!({"sessionId": "sess_0123abcd", "cwd": cwd, "mcpServers": []}),
+    );
+    assert!(r["result"].is_object(), "{r}");
+    let text = serde_json::to_string(&replay).unwrap();
+    assert!(!text.contains("OldSecretVal42"), "{text}");
+    assert!(text.contains("/ok api_token=*** n=2"), "{text}");
+    acp.raw.close();
+    // Saved again by the load: masked on disk too.
+    let files = session_files(&sb);
+    assert!(!files[0].contains("OldSecretVal42"), "{}", files[0]);
+}
+
 // ---- 2. JSON nested too deeply for a state file ---------------------------------------------
 
 fn nested(n: usize) -> String {
