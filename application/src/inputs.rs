@@ -137,6 +137,15 @@ pub fn resolve_inputs(
             }
         }
     }
+    // Undeclared inputs are recorded with the run too: none may nest deeper than a state
+    // file reads back (the declared ones are checked with their rules above).
+    for (k, v) in &values {
+        if !wf.inputs.iter().any(|d| &d.name == k)
+            && let Some(d) = awf_domain::json::too_deep(v)
+        {
+            problems.push(format!("inputs.{k}: {}", too_deep_problem(d)));
+        }
+    }
     if problems.is_empty() {
         for (k, v) in typed_values {
             values.insert(k, v);
@@ -174,6 +183,14 @@ pub fn resolve_inputs(
             ));
         }
     }
+    if problems.iter().any(|p| p.ends_with(TOO_DEEP_TAIL)) {
+        err = err.with_hint(format!(
+            "flatten the value (e.g. pass the inner part as a JSON string): a run records its \
+             inputs in its state file, which must be read back, so awf takes values nested at \
+             most {} levels deep",
+            awf_domain::json::MAX_DEPTH
+        ));
+    }
     if err.hints().is_empty() {
         // Every refusal says where the rules are (breaker: a value over the OS's limit got
         // `"hints": []` over HTTP). Worded for the command line, as every hint here is;
@@ -181,6 +198,17 @@ pub fn resolve_inputs(
         err = err.with_hint(INPUTS_HELP_HINT);
     }
     Err(err)
+}
+
+/// The end of [`too_deep_problem`]'s text.
+const TOO_DEEP_TAIL: &str = "levels deep";
+
+/// The rule a value nested deeper than [`awf_domain::json::MAX_DEPTH`] breaks.
+fn too_deep_problem(depth: usize) -> String {
+    format!(
+        "the value nests arrays or objects {depth} levels deep; awf takes at most {} {TOO_DEEP_TAIL}",
+        awf_domain::json::MAX_DEPTH
+    )
 }
 
 /// The hint of a refused input value that says where each input's type and rules are
@@ -330,6 +358,13 @@ pub(crate) fn check_value(
         }
         InputType::String | InputType::Untyped => None,
     };
+    if let Some(d) = typed
+        .as_ref()
+        .or(Some(v))
+        .and_then(awf_domain::json::too_deep)
+    {
+        return Err(too_deep_problem(d));
+    }
     if let Some(n) = number {
         if let Some(min) = rules.min
             && n < min
@@ -648,6 +683,35 @@ mod tests {
             .iter()
             .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
             .collect()
+    }
+
+    /// Breaker: a value nested past what a state file reads back (126 levels) was taken
+    /// from the command line, an HTTP body or MCP arguments. Declared or not, a value over
+    /// 64 levels is refused; 64 are taken.
+    #[test]
+    fn values_nested_deeper_than_64_levels_are_refused() {
+        let nested = |n: usize| {
+            serde_json::from_str::<Value>(&format!("{}{}", "[".repeat(n), "]".repeat(n))).unwrap()
+        };
+        let w = wf(vec![def("arr", InputType::Array, false, None)]);
+        let mut api = Map::new();
+        api.insert("arr".into(), nested(65));
+        api.insert("extra".into(), serde_json::json!({"a": nested(70)}));
+        let e = resolve_inputs(&w, &[], &api, Path::new("."), &FakeHost::default()).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
+        assert_eq!(
+            e.message(),
+            "input validation failed: 2 errors:\n  - inputs.arr: the value nests arrays or objects 65 levels deep; awf takes at most 64 levels deep\n  - inputs.extra: the value nests arrays or objects 71 levels deep; awf takes at most 64 levels deep"
+        );
+        assert!(
+            e.hints()[0].starts_with("flatten the value"),
+            "{:?}",
+            e.hints()
+        );
+        let mut api = Map::new();
+        api.insert("arr".into(), nested(64));
+        api.insert("extra".into(), nested(64));
+        assert!(resolve_inputs(&w, &[], &api, Path::new("."), &FakeHost::default()).is_ok());
     }
 
     #[test]

@@ -5,14 +5,27 @@
 
 use std::time::Duration;
 
+/// The longest duration taken: Go's (`time.Duration` is an `int64` of nanoseconds, about
+/// 292 years, `2562047h47m16.854775807s`; AWF (Go) refuses longer ones). Past it, the sum
+/// in floating point no longer holds whole seconds (breaker: `99999999999999h` was shown as
+/// `99999999999999h0m16s`).
+pub const MAX_DURATION: Duration = Duration::from_nanos(i64::MAX as u64);
+
 /// Parses `1h30m`, `1.5h`, `500ms`, `2us`, `3µs`, `10ns`, or a bare number of seconds (`30`,
-/// `2.5`). Negative durations are rejected.
+/// `2.5`). Negative durations, and ones longer than [`MAX_DURATION`], are rejected.
 ///
 /// # Errors
 /// A message `invalid duration "X": <why>` for anything else.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
     let bad = |why: &str| format!("invalid duration \"{text}\": {why}");
+    let at_most = |d: Duration| {
+        if d > MAX_DURATION {
+            Err(bad("too large: at most 2562047h (about 292 years)"))
+        } else {
+            Ok(d)
+        }
+    };
     if s.is_empty() {
         return Err(bad("empty"));
     }
@@ -20,7 +33,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         if !secs.is_finite() || secs < 0.0 {
             return Err(bad("must be a non-negative number of seconds"));
         }
-        return Duration::try_from_secs_f64(secs).map_err(|_| bad("too large"));
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| bad("too large: at most 2562047h (about 292 years)"))
+            .and_then(at_most);
     }
     let mut rest = s.strip_prefix('+').unwrap_or(s);
     if rest.starts_with('-') {
@@ -58,7 +73,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         };
         total += num * scale;
     }
-    Duration::try_from_secs_f64(total).map_err(|_| bad("too large"))
+    Duration::try_from_secs_f64(total)
+        .map_err(|_| bad("too large: at most 2562047h (about 292 years)"))
+        .and_then(at_most)
 }
 
 /// Formats like Go's `Duration.String()` rounded to milliseconds (`1.501s`, `2m3s`, `0s`).
@@ -105,6 +122,25 @@ mod tests {
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    /// Breaker: `99999999999999h` was taken, and shown as `99999999999999h0m16s`.
+    #[test]
+    fn durations_past_gos_longest_are_refused() {
+        assert_eq!(
+            parse_duration("99999999999999h"),
+            Err("invalid duration \"99999999999999h\": too large: at most 2562047h (about 292 years)".to_owned())
+        );
+        assert!(parse_duration("9999999999999").is_err());
+        assert!(parse_duration("2562048h").is_err());
+        assert_eq!(
+            parse_duration("2562047h"),
+            Ok(Duration::from_secs(2_562_047 * 3600))
+        );
+        assert_eq!(
+            format_go(parse_duration("2562047h").unwrap()),
+            "2562047h0m0s"
+        );
     }
 
     #[test]

@@ -2,8 +2,71 @@
 //! value silently). Used where a repeated key is ambiguous or a way around a check: HTTP
 //! request bodies (a proxy that checks the first `inputs` can be bypassed) and JSON-RPC frames
 //! (a duplicated `"id"`; ACP, shared/spec/acp.md §1.1).
+//!
+//! Also the nesting limit of values that enter a run ([`MAX_DEPTH`], [`too_deep`]).
 
 use serde_json::Value;
+
+/// The deepest nesting of arrays and objects a value that enters a run may have (inputs,
+/// agent answers parsed as JSON). A run's state file holds such values a few levels down,
+/// and serde_json reads at most 128 levels back: a deeper value made the run unreadable
+/// (`awf status`, `awf resume`, the HTTP API). 64 leaves room for the file's own nesting.
+pub const MAX_DEPTH: usize = 64;
+
+/// How deeply `v` nests arrays and objects: 0 for a scalar, 1 for `[]` or `{"a": 1}`, 2
+/// for `[[]]`. Iterative: any depth is measured without recursion.
+pub fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, level)) = stack.pop() {
+        match v {
+            Value::Array(items) => {
+                deepest = deepest.max(level);
+                stack.extend(items.iter().map(|i| (i, level + 1)));
+            }
+            Value::Object(m) => {
+                deepest = deepest.max(level);
+                stack.extend(m.values().map(|i| (i, level + 1)));
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) => {}
+        }
+    }
+    deepest
+}
+
+/// `Some(depth)` when `v` nests deeper than [`MAX_DEPTH`].
+pub fn too_deep(v: &Value) -> Option<usize> {
+    Some(depth(v)).filter(|d| *d > MAX_DEPTH)
+}
+
+/// How deeply a JSON text nests arrays and objects (strings skipped, escapes included), for
+/// a file that serde_json refused: whether it is deeper than serde_json reads (128 levels)
+/// rather than damaged. Invalid text is measured as far as it goes.
+pub fn text_depth(bytes: &[u8]) -> usize {
+    let (mut level, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                (false, _) => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                level += 1;
+                deepest = deepest.max(level);
+            }
+            b']' | b'}' => level = level.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
 
 /// A key an object repeats, and where: the keys and indexes from the document down to it (gathered innermost first, as the parse unwinds).
 #[derive(Debug, PartialEq, Eq)]
@@ -159,6 +222,23 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn depth_counts_nested_arrays_and_objects() {
+        let nested = |n: usize| {
+            serde_json::from_str::<Value>(&format!("{}{}", "[".repeat(n), "]".repeat(n))).unwrap()
+        };
+        assert_eq!(depth(&Value::from(3)), 0);
+        assert_eq!(depth(&serde_json::json!({"a": [1, {"b": []}], "c": 2})), 4);
+        assert_eq!(depth(&nested(64)), 64);
+        assert_eq!(too_deep(&nested(64)), None);
+        assert_eq!(too_deep(&nested(65)), Some(65));
+        assert_eq!(text_depth(br#"{"a": "[[[[", "b": [["\"]]"]]}"#), 3);
+        assert_eq!(
+            text_depth(format!("{}{}", "[".repeat(130), "]".repeat(130)).as_bytes()),
+            130
+        );
+    }
 
     #[test]
     fn repeated_keys_are_found_at_any_depth_with_their_pointer() {

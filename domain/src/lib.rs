@@ -14,6 +14,7 @@ pub mod json;
 pub mod limits;
 pub mod mask;
 pub mod ports;
+pub mod printable;
 pub mod projection;
 pub mod quiet_panics;
 pub mod run;

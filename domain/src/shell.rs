@@ -2479,7 +2479,10 @@ pub fn prints_values(text: &str) -> bool {
 /// `word` as one argument of a command line shown to the user to paste (a hint's
 /// `awf resume <id> --from <state>`): as is when the shell takes it literally (letters,
 /// digits and `_ @ % + = : , . / -`), else in single quotes (a `'` in it as `'\''`), so a
-/// state, input or path name never runs as shell code when the hint is pasted.
+/// state, input or path name never runs as shell code when the hint is pasted. A word with
+/// a control or bidirectional character ([`crate::printable::escaped`]: ESC, BEL, a
+/// newline, U+202E, …), which the terminal must not get as is, is written in ANSI-C quotes
+/// (`$'s\e[31mred'`, bash, zsh, ksh): what is pasted is the word itself.
 pub fn quote_arg(word: &str) -> std::borrow::Cow<'_, str> {
     let plain = !word.is_empty()
         && word.chars().all(|c| {
@@ -2488,8 +2491,73 @@ pub fn quote_arg(word: &str) -> std::borrow::Cow<'_, str> {
         });
     if plain {
         std::borrow::Cow::Borrowed(word)
+    } else if word.chars().any(crate::printable::escaped) {
+        std::borrow::Cow::Owned(ansi_c_quote(word))
     } else {
         std::borrow::Cow::Owned(format!("'{}'", word.replace('\'', "'\\''")))
+    }
+}
+
+/// `word` in ANSI-C quotes (`$'…'`), every character that [`crate::printable::escaped`]
+/// names as an escape (`\e`, `\n`, `\xHH` for other ASCII controls, `\uHHHH` above), and
+/// `\` and `'` escaped: the text has no control character and the shell reads `word`.
+fn ansi_c_quote(word: &str) -> String {
+    let mut out = String::from("$'");
+    for c in word.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\'' => out.push_str("\\'"),
+            '\u{1b}' => out.push_str("\\e"),
+            '\u{7}' => out.push_str("\\a"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if crate::printable::escaped(c) && c.is_ascii() => {
+                out.push_str(&format!("\\x{:02x}", u32::from(c)));
+            }
+            c if crate::printable::escaped(c) => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The body of an ANSI-C quoted word after its `$'`, as bash reads what [`ansi_c_quote`]
+/// writes (and the other common escapes); `None` when the quote is not closed.
+fn read_ansi_c(chars: &mut std::str::CharIndices<'_>, word: &mut String) -> Option<()> {
+    let hex = |chars: &mut std::str::CharIndices<'_>, max: usize| {
+        let mut n = 0u32;
+        let mut rest = chars.as_str().chars();
+        let mut used = 0;
+        while used < max {
+            match rest.next().and_then(|c| c.to_digit(16)) {
+                Some(d) => {
+                    n = n * 16 + d;
+                    used += 1;
+                }
+                None => break,
+            }
+        }
+        for _ in 0..used {
+            chars.next();
+        }
+        (used > 0).then_some(n)
+    };
+    loop {
+        match chars.next()?.1 {
+            '\'' => return Some(()),
+            '\\' => match chars.next()?.1 {
+                'e' | 'E' => word.push('\u{1b}'),
+                'a' => word.push('\u{7}'),
+                'n' => word.push('\n'),
+                'r' => word.push('\r'),
+                't' => word.push('\t'),
+                'x' => word.push(hex(chars, 2).and_then(char::from_u32)?),
+                'u' => word.push(hex(chars, 4).and_then(char::from_u32)?),
+                c => word.push(c),
+            },
+            c => word.push(c),
+        }
     }
 }
 
@@ -2500,6 +2568,9 @@ pub fn quote_arg(word: &str) -> std::borrow::Cow<'_, str> {
 pub fn input_arg(name: &str) -> String {
     match quote_arg(name) {
         std::borrow::Cow::Borrowed(plain) => format!("{plain}=<value>"),
+        std::borrow::Cow::Owned(q) if q.starts_with("$'") => {
+            format!("{}=<value>'", &q[..q.len() - 1])
+        }
         std::borrow::Cow::Owned(_) => format!("'{}=<value>'", name.replace('\'', "'\\''")),
     }
 }
@@ -2529,6 +2600,10 @@ pub fn read_arg(text: &str) -> Option<(String, &str)> {
     while let Some((i, c)) = chars.next() {
         match c {
             c if c.is_whitespace() => return Some((word, &text[i..])),
+            '$' if chars.as_str().starts_with('\'') => {
+                chars.next();
+                read_ansi_c(&mut chars, &mut word)?;
+            }
             '\'' => loop {
                 match chars.next() {
                     Some((_, '\'')) => break,

@@ -314,6 +314,13 @@ fn quote_arg_leaves_plain_words_and_quotes_the_rest() {
     assert_eq!(quote_arg("it's"), "'it'\\''s'");
     assert_eq!(quote_arg("$(id)"), "'$(id)'");
     assert_eq!(quote_arg(""), "''");
+    // Breaker: `--from 's\u{1b}[31mred'` could not be pasted; ANSI-C quotes can.
+    assert_eq!(quote_arg("s\u{1b}[31mred"), "$'s\\e[31mred'");
+    assert_eq!(
+        quote_arg("a'b\\c\u{7}\n\u{1}\u{202e}"),
+        "$'a\\'b\\\\c\\a\\n\\x01\\u202e'"
+    );
+    assert_eq!(input_arg("in\u{1b}put"), "$'in\\eput=<value>'");
 }
 
 /// Breaker: a missing input named `in put` was hinted as `--input in put=<value>`.
@@ -331,7 +338,16 @@ fn input_arg_quotes_the_whole_word_when_the_name_is_not_plain() {
 /// `read_arg` reads back what `quote_arg` and `input_arg` wrote, as the shell would.
 #[test]
 fn read_arg_is_the_inverse_of_quote_arg() {
-    for word in ["plain", "in put", "it's", "$(id)", "a\"b", "x=<value>"] {
+    for word in [
+        "plain",
+        "in put",
+        "it's",
+        "$(id)",
+        "a\"b",
+        "x=<value>",
+        "s\u{1b}[31mred",
+        "a'b\\c\u{7}\n\u{1}\u{202e}\u{85}",
+    ] {
         let quoted = quote_arg(word);
         let line = format!("  {quoted} rest of it");
         assert_eq!(
@@ -343,6 +359,10 @@ fn read_arg_is_the_inverse_of_quote_arg() {
     assert_eq!(
         read_arg(&input_arg("in put")),
         Some(("in put=<value>".to_owned(), ""))
+    );
+    assert_eq!(
+        read_arg(&input_arg("in\u{1b}put")),
+        Some(("in\u{1b}put=<value>".to_owned(), ""))
     );
     assert_eq!(read_arg("a\\ b\"c\" d"), Some(("a bc".to_owned(), " d")));
     assert_eq!(read_arg("\"x \\$y\" z"), Some(("x $y".to_owned(), " z")));

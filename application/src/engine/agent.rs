@@ -1472,22 +1472,30 @@ pub(crate) fn parse_json_output(
     masker: &awf_domain::mask::Masker,
 ) -> Result<(String, Value), String> {
     let stripped = strip_fences(text).trim();
-    match serde_json::from_str::<Value>(stripped) {
+    let parsed = match serde_json::from_str::<Value>(stripped) {
         Ok(v) => Ok((stripped.to_owned(), v)),
         Err(first) => {
-            if let Some(start) = text.find("```json") {
+            let block = text.find("```json").and_then(|start| {
                 let after = &text[start + 7..];
-                if let Some(end) = after.find("```") {
-                    let block = after[..end].trim();
-                    if let Ok(v) = serde_json::from_str::<Value>(block) {
-                        return Ok((block.to_owned(), v));
-                    }
-                }
-            }
-            let preview: String = masker.mask(text).chars().take(200).collect();
-            Err(format!("invalid JSON: {first} (content: {preview})"))
+                let block = after[..after.find("```")?].trim();
+                Some((block.to_owned(), serde_json::from_str::<Value>(block).ok()?))
+            });
+            block.ok_or(first)
         }
+    };
+    let preview = || -> String { masker.mask(text).chars().take(200).collect() };
+    let (text_kept, v) =
+        parsed.map_err(|first| format!("invalid JSON: {first} (content: {})", preview()))?;
+    // Kept as text: the run's state file must be read back (serde_json reads 128 levels).
+    if let Some(d) = awf_domain::json::too_deep(&v) {
+        return Err(format!(
+            "the JSON nests arrays or objects {d} levels deep; awf takes at most {} levels \
+             (content: {})",
+            awf_domain::json::MAX_DEPTH,
+            preview()
+        ));
     }
+    Ok((text_kept, v))
 }
 
 #[cfg(test)]

@@ -172,6 +172,22 @@ impl Run {
             Err(e) => fail(st, e.map_message(|m| format!("step {name}: {m}"))),
             Ok(r) => {
                 let mut outputs = Value::Object(r.outputs);
+                // Kept out of the run: its state file must be read back (serde_json reads
+                // 128 levels), so no value nested deeper than `json::MAX_DEPTH` is recorded.
+                if let Some(d) = awf_domain::json::too_deep(&outputs) {
+                    return fail(
+                        st,
+                        AwfError::new(
+                            ErrorCode::ExecutionOperationFailed,
+                            format!(
+                                "step {name}: the operation's outputs nest arrays or objects \
+                                 {d} levels deep; awf keeps at most {} levels",
+                                awf_domain::json::MAX_DEPTH
+                            ),
+                        )
+                        .with_detail("operation", id),
+                    );
+                }
                 masker.mask_json(&mut outputs);
                 if let Value::Object(m) = &outputs {
                     st.output = self.cap(state, output_lines(m)).into();

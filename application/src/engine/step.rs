@@ -639,7 +639,16 @@ impl Run {
                         )
                         .with_detail("state", state.name.clone());
                         // New user: `int(states.s.Output)` after `echo 12` failed on "12\n".
-                        if w.contains("Output") {
+                        // Not for a `matches` whose pattern is no regular expression (breaker:
+                        // the newline hint came with an invalid regex).
+                        if let Some(p) = invalid_matches_pattern(w) {
+                            err = err.with_hint(format!(
+                                "the pattern after `matches` is not a valid regular expression \
+                                 ({}): escape a literal `(`, `[`, `{{`, `.`, `*`, `+` or `?` with \
+                                 `\\`",
+                                self.mask(&p).replace('\n', "\\n")
+                            ));
+                        } else if w.contains("Output") {
                             err = err.with_hint(
                                 "a step's Output keeps the command's last newline: write \
                                  trim(states.<step>.Output) to compare or convert it",
@@ -1745,5 +1754,77 @@ mod whole_chars_tests {
         // A lone continuation byte is invalid, not held.
         assert_eq!(whole_chars(&mut held, b"\x80".to_vec()), b"\x80");
         assert!(held.is_empty());
+    }
+}
+
+/// The first string literal after a `matches` operator of `expr` that is not a regular
+/// expression (the `regex` crate's syntax, Go's RE2), as the expression gives it.
+pub(crate) fn invalid_matches_pattern(expr: &str) -> Option<String> {
+    let mut rest = expr;
+    while let Some(at) = rest.find("matches") {
+        let before = rest[..at].chars().next_back();
+        let after_word = &rest[at + "matches".len()..];
+        rest = after_word;
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            || after_word
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let lit = after_word.trim_start();
+        let Some(quote) = lit.chars().next().filter(|c| matches!(c, '"' | '\'' | '`')) else {
+            continue;
+        };
+        let mut pattern = String::new();
+        let mut chars = lit[1..].chars();
+        let mut closed = false;
+        while let Some(c) = chars.next() {
+            match c {
+                c if c == quote => {
+                    closed = true;
+                    break;
+                }
+                '\\' if quote != '`' => match chars.next() {
+                    Some('n') => pattern.push('\n'),
+                    Some('t') => pattern.push('\t'),
+                    Some(c @ ('\\' | '"' | '\'')) => pattern.push(c),
+                    Some(c) => {
+                        pattern.push('\\');
+                        pattern.push(c);
+                    }
+                    None => break,
+                },
+                c => pattern.push(c),
+            }
+        }
+        if closed && regex::Regex::new(&pattern).is_err() {
+            return Some(pattern);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod matches_pattern_tests {
+    use super::invalid_matches_pattern;
+
+    #[test]
+    fn an_invalid_pattern_after_matches_is_found() {
+        assert_eq!(
+            invalid_matches_pattern(r#"states.a.Output matches "[(""#),
+            Some("[(".to_owned())
+        );
+        assert_eq!(
+            invalid_matches_pattern(r#"states.a.Output matches '^a\\d+$' && x matches `(`"#),
+            Some("(".to_owned())
+        );
+        assert_eq!(
+            invalid_matches_pattern(r#"states.a.Output matches "^ok\\s*$""#),
+            None
+        );
+        assert_eq!(invalid_matches_pattern(r#"int(states.a.Output) > 2"#), None);
+        assert_eq!(invalid_matches_pattern(r#"inputs.rematches == "[(""#), None);
     }
 }

@@ -139,6 +139,8 @@ struct Parked {
     run_id: RunId,
     workflow: String,
     request_id: String,
+    /// The input asked for has a secret name: the answer (the next message) is a secret.
+    secret: bool,
     sub: Box<dyn Subscription>,
     projector: Projector,
 }
@@ -1196,7 +1198,8 @@ fn start_prompt(shared: &Arc<Shared>, id: Value, params: Value) {
     // workflow) is answered here, in the dispatch loop, and the slot released before the
     // next line is read: back-to-back refused prompts never meet PROMPT_IN_FLIGHT.
     if let Some(why) = refusal(shared, &s, &text) {
-        record_prompt(&s, &text);
+        add_prompt_secrets(shared, &text, false);
+        record_prompt(shared, &s, &text);
         message(shared, &s, &why);
         *lock(&s.updated_at) = Some(now_rfc3339());
         persist(shared, &s);
@@ -1233,22 +1236,25 @@ fn persist(shared: &Shared, s: &Session) {
     let Some(dir) = &shared.cfg.sessions_dir else {
         return;
     };
+    // Masked again with every secret known now (one learnt after a note was written).
+    let masker = masker_now(shared);
+    let hide = |t: &str| masker.mask(t).into_owned();
     let saved = crate::sessions::SavedSession {
         schema_version: crate::sessions::SCHEMA_VERSION,
         id: s.id.clone(),
         cwd: s.cwd.clone(),
         mode: lock(&s.mode).id().to_owned(),
-        title: lock(&s.title).clone(),
+        title: lock(&s.title).as_deref().map(hide),
         updated_at: lock(&s.updated_at).clone(),
         closed: s.closed.load(Ordering::SeqCst),
         runs: lock(&s.runs)
             .iter()
             .map(|r| crate::sessions::SavedRun {
-                prompt: r.prompt.clone(),
+                prompt: hide(&r.prompt),
                 run_id: r.run_id.clone(),
                 workflow: r.workflow.clone(),
                 seen: r.seen,
-                notes: r.notes.clone(),
+                notes: r.notes.iter().map(|n| hide(n)).collect(),
             })
             .collect(),
     };
@@ -1264,7 +1270,8 @@ fn restore_sessions(shared: &Shared) {
     let Some(dir) = &shared.cfg.sessions_dir else {
         return;
     };
-    for saved in crate::sessions::load_all(dir) {
+    for mut saved in crate::sessions::load_all(dir) {
+        hide_saved_secrets(shared, &mut saved);
         let s = Arc::new(Session {
             id: saved.id.clone(),
             cwd: saved.cwd,
@@ -1299,6 +1306,36 @@ fn restore_sessions(shared: &Shared) {
             &shared.sessions
         };
         lock(map).insert(saved.id, s);
+    }
+}
+
+/// A session file written before awf masked them may hold secret-named inputs typed in a
+/// slash command: their values join the frame masker (replays mask them) and the session's
+/// record holds them masked (its file too, from the next save).
+fn hide_saved_secrets(shared: &Shared, saved: &mut crate::sessions::SavedSession) {
+    if let Ok(mut m) = shared.masker.write() {
+        for r in &saved.runs {
+            if let Ok(c) = prompt::parse_command(&r.prompt) {
+                for (k, v) in &c.inputs {
+                    if awf_domain::mask::is_secret_name(k) {
+                        m.add(v);
+                    }
+                }
+            }
+        }
+    }
+    let masker = masker_now(shared);
+    let hide = |t: &mut String| {
+        if let std::borrow::Cow::Owned(masked) = masker.mask(t) {
+            *t = masked;
+        }
+    };
+    if let Some(t) = &mut saved.title {
+        hide(t);
+    }
+    for r in &mut saved.runs {
+        hide(&mut r.prompt);
+        r.notes.iter_mut().for_each(hide);
     }
 }
 
@@ -1534,9 +1571,12 @@ async fn prompt_turn(
     text: PromptText,
     cancel: &CancellationToken,
 ) -> Result<&'static str, RpcErr> {
-    record_prompt(s, &text);
     // A run waiting for an answer takes the whole text.
     let parked = s.parked.lock().await.take();
+    // Secrets in the text are known before it is recorded: the record (the session file,
+    // `session/list`'s title, `session/load`'s replay) holds them masked.
+    add_prompt_secrets(shared, &text, parked.as_ref().is_some_and(|p| p.secret));
+    record_prompt(shared, s, &text);
     if let Some(p) = parked {
         let answer = text.free_text();
         if let Err(e) = shared
@@ -1569,18 +1609,8 @@ async fn prompt_turn(
     let from_command = text.text.trim_start().starts_with('/');
     let (workflow, inputs) = if from_command {
         match text.command() {
-            Ok(c) => {
-                // Secret-named inputs typed in the prompt stay out of every frame (the
-                // replay of the prompt by session/load included).
-                if let Ok(mut m) = shared.masker.write() {
-                    for (k, v) in &c.inputs {
-                        if awf_domain::mask::is_secret_name(k) {
-                            m.add(v);
-                        }
-                    }
-                }
-                (c.workflow, c.inputs)
-            }
+            // Its secret-named inputs are in the masker already (`add_prompt_secrets`).
+            Ok(c) => (c.workflow, c.inputs),
             Err(why) => {
                 message(shared, s, &format!("Invalid prompt: {why}"));
                 return Ok("end_turn");
@@ -1669,14 +1699,42 @@ async fn prompt_turn(
     Ok(follow(shared, s, run_id, workflow, sub, projector, cancel).await)
 }
 
-/// Starts the session's record of a prompt (its title too, for the first one).
-fn record_prompt(s: &Session, text: &PromptText) {
+/// Adds the secrets a prompt's text carries to the frame masker: the values of the
+/// secret-named inputs of a slash command, or the whole text when it answers a question for
+/// a secret-named input (`answers_secret`). Every frame masks them from now on, and so do
+/// the session's record and file ([`record_prompt`], [`persist`]).
+fn add_prompt_secrets(shared: &Shared, text: &PromptText, answers_secret: bool) {
+    let Ok(mut m) = shared.masker.write() else {
+        return;
+    };
+    if answers_secret {
+        m.add(&text.free_text());
+    } else if text.text.trim_start().starts_with('/')
+        && let Ok(c) = text.command()
+    {
+        for (k, v) in &c.inputs {
+            if awf_domain::mask::is_secret_name(k) {
+                m.add(v);
+            }
+        }
+    }
+}
+
+/// The frame masker as it is now.
+fn masker_now(shared: &Shared) -> Masker {
+    shared.masker.read().map(|m| m.clone()).unwrap_or_default()
+}
+
+/// Starts the session's record of a prompt (its title too, for the first one), secrets
+/// masked: what the session keeps never holds them, so neither does its file.
+fn record_prompt(shared: &Shared, s: &Session, text: &PromptText) {
+    let shown = masker_now(shared).mask(&text.display()).into_owned();
     if lock(&s.title).is_none() {
-        let t: String = text.display().chars().take(80).collect();
+        let t: String = shown.chars().take(80).collect();
         *lock(&s.title) = Some(t);
     }
     lock(&s.runs).push(RunRecord {
-        prompt: text.display(),
+        prompt: shown,
         run_id: None,
         workflow: None,
         seen: 0,
@@ -1826,6 +1884,11 @@ async fn follow(
                         run_id,
                         workflow,
                         request_id: request.request_id.clone(),
+                        secret: matches!(
+                            &request.kind,
+                            RequestKind::MissingInput { input, .. }
+                                if awf_domain::mask::is_secret_name(&input.name)
+                        ),
                         sub,
                         projector,
                     });

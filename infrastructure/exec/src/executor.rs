@@ -423,6 +423,28 @@ fn spawn_error(
         .with_hint("Fix the step's `dir:` or create the directory before the step runs.");
     }
     let program = Path::new(&inv.program).display().to_string();
+    // A NUL byte cannot be passed to a program (breaker: `readFile "/proc/self/environ"` in
+    // a command was "cannot start shell /bin/bash: nul byte found", with a $SHELL hint).
+    if let Some(at) = std::iter::once(&inv.program)
+        .chain(&inv.args)
+        .find_map(|a| a.as_encoded_bytes().iter().position(|b| *b == 0))
+    {
+        return AwfError::new(
+            ErrorCode::ExecutionCommandFailed,
+            format!(
+                "cannot start {program}: the command contains a NUL byte (at byte {}), which \
+                 no command line can carry; it came from a template's value (e.g. `readFile` \
+                 of a binary file)",
+                at + 1
+            ),
+        )
+        .with_detail("program", program)
+        .with_hint(
+            "Keep binary text out of the command: pass the file's path and read it in the \
+             command (e.g. `tr '\\0' '\\n' < FILE`), or remove the NUL bytes in the step \
+             that makes the value.",
+        );
+    }
     if exhausted(e) {
         return AwfError::new(
             ErrorCode::SystemResourceExhausted,
@@ -831,6 +853,29 @@ mod spawn_error_tests {
         );
         assert_eq!(e.code(), ErrorCode::ExecutionCommandFailed);
         assert!(!e.message().contains("shell"), "{}", e.message());
+    }
+
+    /// Breaker: a NUL byte from `readFile "/proc/self/environ"` in a command was "cannot
+    /// start shell /bin/bash: nul byte found" with a hint about $SHELL.
+    #[test]
+    fn a_nul_byte_in_the_command_is_named_as_such() {
+        let inv = Invocation::shell(PathBuf::from("/bin/sh"), "echo a\0b".into());
+        let e = spawn_error(
+            &io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "nul byte found in provided data",
+            ),
+            &inv,
+            None,
+            Vec::new,
+        );
+        assert_eq!(e.code(), ErrorCode::ExecutionCommandFailed);
+        assert_eq!(
+            e.message(),
+            "cannot start /bin/sh: the command contains a NUL byte (at byte 7), which no command \
+             line can carry; it came from a template's value (e.g. `readFile` of a binary file)"
+        );
+        assert!(!e.hints()[0].contains("SHELL"), "{:?}", e.hints());
     }
 
     /// Breaker: 20 inputs of 120 KB each (a large environment) were reported as a command

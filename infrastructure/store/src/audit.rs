@@ -210,6 +210,22 @@ mod tests {
         );
     }
 
+    /// Breaker: 5,000 undeclared inputs took more than 20 s before the run started (the line
+    /// was built again after each replacement). 20,000 small ones: every value is replaced,
+    /// as before, in one pass.
+    #[test]
+    fn many_small_inputs_are_replaced_in_one_pass() {
+        let inputs: Map<String, Value> = (0..20_000)
+            .map(|i| (format!("k{i}"), Value::from("v")))
+            .collect();
+        let line = started_line("r1", at(), "alice", "deploy", &inputs);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let got = v["inputs"].as_object().unwrap();
+        assert_eq!(got.len(), 20_000);
+        assert!(got.values().all(|v| v == "…"));
+        assert_eq!(v["inputs_truncated"], Value::Bool(true));
+    }
+
     #[test]
     fn oversized_error_is_cut() {
         let err = "é".repeat(5000);

@@ -740,15 +740,32 @@ fn replay(path: &Path, snap: &mut RunSnapshot, refs: &mut FileRefs) {
     }
 }
 
+/// The nesting serde_json reads at most (its recursion limit).
+const SERDE_JSON_DEPTH: usize = 128;
+
 /// Parses a state file: the snapshot (texts kept in files empty) and its `output_files`.
 fn parse_state(bytes: &[u8], path: &Path) -> Result<(RunSnapshot, FileRefs), AwfError> {
     let snap: RunSnapshot = serde_json::from_slice(bytes).map_err(|e| {
-        read_failed("the state file", path, e).with_hint(format!(
-            "the file is damaged (cut short or edited): this run cannot be shown or resumed; \
-             move it aside (`mv {} {}`) so that awf no longer lists it",
-            awf_domain::shell::quote_arg(&path.to_string_lossy()),
-            awf_domain::shell::quote_arg(&format!("{}.broken", path.to_string_lossy()))
-        ))
+        let depth = awf_domain::json::text_depth(bytes);
+        // Not damaged: a value nested deeper than serde_json reads back (128 levels), taken
+        // in by an awf that did not limit nesting. Moving it aside would lose a whole file.
+        let hint = if depth >= SERDE_JSON_DEPTH {
+            format!(
+                "the file is whole, but a value in it (an input or an agent's JSON answer) \
+                 nests {depth} levels deep, and awf reads back fewer than {SERDE_JSON_DEPTH}: \
+                 this run cannot be shown or resumed, keep the file if you need what it \
+                 records; awf now refuses values nested more than {} levels when a run starts",
+                awf_domain::json::MAX_DEPTH
+            )
+        } else {
+            format!(
+                "the file is damaged (cut short or edited): this run cannot be shown or resumed; \
+                 move it aside (`mv {} {}`) so that awf no longer lists it",
+                awf_domain::shell::quote_arg(&path.to_string_lossy()),
+                awf_domain::shell::quote_arg(&format!("{}.broken", path.to_string_lossy()))
+            )
+        };
+        read_failed("the state file", path, e).with_hint(hint)
     })?;
     let refs = serde_json::from_slice::<StoredRefs>(bytes)
         .map(|r| r.output_files)

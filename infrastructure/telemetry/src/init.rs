@@ -205,10 +205,13 @@ fn build(
                 guard.io = Some(io);
             }
             Err(e) => {
-                warning = Some(format!(
+                // The endpoint comes from a flag or a configuration file: control
+                // characters in it (or in the error quoting it) never reach the terminal.
+                let text = format!(
                     "telemetry: spans will not be exported to {}: {e}",
                     otel.endpoint
-                ));
+                );
+                warning = Some(awf_domain::printable::printable(&text).into_owned());
             }
         }
     }

@@ -709,6 +709,22 @@ fn internal(pos: Pos) -> SyntaxError {
     }
 }
 
+/// The longest plain (implicit) key YAML reads (YAML 1.2 §7.4.2, 1024 Unicode characters).
+const MAX_KEY_CHARS: usize = 1024;
+
+/// The length of the key `line` starts with (after its indentation and a `- `), in
+/// characters, when it is longer than [`MAX_KEY_CHARS`]: the text up to the first `:`
+/// followed by a blank or the end of the line.
+fn long_key(line: &str) -> Option<usize> {
+    let t = line.trim_start_matches(' ');
+    let t = t.strip_prefix("- ").unwrap_or(t);
+    let bytes = t.as_bytes();
+    let end = (0..bytes.len()).find(|&i| {
+        bytes[i] == b':' && bytes.get(i + 1).is_none_or(|b| *b == b' ' || *b == b'\t')
+    })?;
+    Some(t[..end].chars().count()).filter(|n| *n > MAX_KEY_CHARS)
+}
+
 fn scan_error(text: &str, e: &yaml_rust2::ScanError) -> SyntaxError {
     let pos = Pos::from_marker(e.marker());
     let line_text = text
@@ -720,6 +736,23 @@ fn scan_error(text: &str, e: &yaml_rust2::ScanError) -> SyntaxError {
     // block-style guard does (breaker: no hint, another wording).
     if info.contains("recursion limit exceeded") {
         return too_deep(pos);
+    }
+    // A plain key past YAML's 1024 characters (a long state name) is refused as if its ':'
+    // were missing or misplaced (breaker: `simple key expect ':'` and a missing-colon hint).
+    if (info.contains("simple key") || info.contains("mapping values are not allowed"))
+        && let Some(n) = long_key(line_text)
+    {
+        return SyntaxError {
+            pos,
+            message: format!(
+                "a key of {n} characters is longer than the {MAX_KEY_CHARS} characters YAML \
+                 allows for a key"
+            ),
+            hint: Some(format!(
+                "shorten the key (a state, input or option name) to at most {MAX_KEY_CHARS} \
+                 characters"
+            )),
+        };
     }
     let hint = if text
         .lines()
@@ -782,6 +815,30 @@ mod tests {
             e.message
         );
         assert!(e.hint.is_some());
+    }
+
+    /// Breaker: a state name of more than 1024 characters gave `simple key expect ':'`
+    /// with a missing-colon hint.
+    #[test]
+    fn a_key_longer_than_yaml_allows_is_said_so() {
+        let text = format!("states:\n  {}:\n    type: terminal\n", "s".repeat(1100));
+        let e = parse_document(&text).unwrap_err();
+        assert_eq!(
+            e.message,
+            "a key of 1100 characters is longer than the 1024 characters YAML allows for a key"
+        );
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("shorten the key (a state, input or option name) to at most 1024 characters")
+        );
+        // A key that is only missing its ':' keeps its hint.
+        let e = parse_document("a: 1\nb\nc: 2\n").unwrap_err();
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("a key is missing its ':' or the indentation is inconsistent"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]

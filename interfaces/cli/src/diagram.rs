@@ -53,6 +53,12 @@ pub fn quote(s: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\r' => {}
+            // Control and bidirectional characters (a name from the workflow file) as a
+            // `\u{1b}` escape, its backslash doubled: DOT shows it, a terminal ignores it.
+            c if awf_domain::printable::escaped(c) => {
+                out.push('\\');
+                out.extend(c.escape_unicode());
+            }
             c => out.push(c),
         }
     }
@@ -627,5 +633,6 @@ mod tests {
     #[test]
     fn quoting_escapes() {
         assert_eq!(quote("a\"b\\c\nd"), "\"a\\\"b\\\\c\\nd\"");
+        assert_eq!(quote("s\u{1b}]0;T\u{7}"), r#""s\\u{1b}]0;T\\u{7}""#);
     }
 }

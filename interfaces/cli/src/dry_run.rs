@@ -29,7 +29,7 @@ fn ms(n: u64) -> String {
 /// the caller; here it falls back to text.)
 pub fn render_as(plan: &Plan, format: Format) -> String {
     match format {
-        Format::Quiet => format!("{}\n", plan.workflow),
+        Format::Quiet => format!("{}\n", crate::style::printable(&plan.workflow)),
         Format::Text | Format::Table | Format::Json => render(plan),
     }
 }
@@ -83,7 +83,9 @@ pub fn render(plan: &Plan) -> String {
         s.push('\n');
     }
     s.push_str("No commands will be executed (dry-run mode).\n");
-    s
+    // Every value shown (input defaults, commands, hook `log:` texts, messages) may carry
+    // control characters: written as escapes, so none reaches the terminal.
+    crate::style::printable_text(&s).into_owned()
 }
 
 fn render_state(s: &mut String, st: &PlannedState) {

@@ -158,7 +158,7 @@ pub fn write_files(
 ) -> Result<Vec<PathBuf>, CliError> {
     let existing: Vec<String> = files
         .iter()
-        .filter(|f| root.join(f.rel).exists())
+        .filter(|f| root.join(f.rel).symlink_metadata().is_ok())
         .map(|f| f.rel.to_owned())
         .collect();
     if !existing.is_empty() && !force {
@@ -194,10 +194,32 @@ pub fn write_files(
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
         }
-        std::fs::write(&p, f.contents).map_err(|e| io(&p, e))?;
-        if f.executable {
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
-                .map_err(|e| io(&p, e))?;
+        // Written beside it and renamed over it: a symlink planted at the file's place is
+        // replaced, never written through (breaker: `--force` wrote a file outside the
+        // project through `.awf/workflows/example.yaml`).
+        let tmp = p.with_file_name(format!(
+            ".{}.{}.tmp",
+            p.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            std::process::id()
+        ));
+        let written_tmp = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, f.contents.as_bytes()))
+            .and_then(|()| {
+                if f.executable {
+                    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| std::fs::rename(&tmp, &p));
+        if let Err(e) = written_tmp {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io(&p, e));
         }
         written.push(p);
     }
@@ -209,7 +231,7 @@ pub fn write_files(
 pub fn existing(root: &Path, files: &[InitFile], marker_dir: Option<&str>) -> Vec<String> {
     let mut out: Vec<String> = files
         .iter()
-        .filter(|f| root.join(f.rel).exists())
+        .filter(|f| root.join(f.rel).symlink_metadata().is_ok())
         .map(|f| f.rel.to_owned())
         .collect();
     if let Some(d) = marker_dir

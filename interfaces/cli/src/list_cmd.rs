@@ -140,7 +140,7 @@ pub fn run(ctx: &Ctx, args: &ListArgs) -> Result<Outcome, CliError> {
         Format::Quiet => entries
             .iter()
             .filter(|e| e.error.is_none())
-            .map(|e| format!("{}\n", e.name))
+            .map(|e| format!("{}\n", crate::style::printable(&e.name)))
             .collect(),
         Format::Table => render_bordered(&entries),
         Format::Text => render_table(&entries),
@@ -285,7 +285,10 @@ fn prompts(ctx: &Ctx, w: &wiring::Wiring) -> Result<Outcome, CliError> {
             json_out::print(&prompts)?;
             return Ok(Outcome::Success);
         }
-        Format::Quiet => prompts.iter().map(|p| format!("{}\n", p.name)).collect(),
+        Format::Quiet => prompts
+            .iter()
+            .map(|p| format!("{}\n", crate::style::printable(&p.name)))
+            .collect(),
         _ if prompts.is_empty() => {
             if ctx.quiet {
                 return Ok(Outcome::Success);

@@ -1005,7 +1005,8 @@ impl TextPrinter {
         let mut s = String::new();
         if with_output {
             for (label, text) in [("Output", &state.output), ("Stderr", &state.stderr)] {
-                let text = text.trim();
+                // Shown again (not relayed live): control characters as escapes.
+                let text = crate::style::printable_text(text.trim());
                 if !text.is_empty() {
                     s.push_str(&indented(&format!("{label}: {text}"), ind));
                 }
@@ -1242,7 +1243,8 @@ pub(crate) fn breakpoint_prompt(
         style.yellow("⏸"),
         preview.position,
         preview.total,
-        preview_text(preview, ind)
+        preview_text(preview, ind),
+        step = crate::style::printable(step)
     )
 }
 
@@ -1252,7 +1254,8 @@ pub(crate) fn breakpoint_prompt(
 fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
     let mut s = String::new();
     if let Some(c) = &p.command {
-        s.push_str(&indented(&format!("Command: {}", c.trim_end()), ind));
+        let c = crate::style::printable_text(c.trim_end());
+        s.push_str(&indented(&format!("Command: {c}"), ind));
     }
     if let Some(t) = p.timeout_ms {
         s.push_str(&format!(
@@ -1266,7 +1269,7 @@ fn preview_text(p: &awf_domain::event::StepPreview, ind: &str) -> String {
             .as_deref()
             .map(|m| (Some(m).filter(|m| !m.is_empty()), r.exit_code));
         let text = crate::dry_run::route_text(&r.on, r.when.as_deref(), &r.target, inline);
-        s.push_str(&format!("{ind}{text}\n"));
+        s.push_str(&format!("{ind}{}\n", crate::style::printable(&text)));
     }
     s.push('\n');
     s
@@ -1499,6 +1502,24 @@ mod tests {
         assert_eq!(
             super::preview_text(&p, "  "),
             "  Command: echo a\n    echo b\n  Timeout: 5s\n  \u{2192} when \"inputs.x == 1\": big\n  \u{2192} on_failure: fail \"it broke\" (exit 4)\n\n"
+        );
+    }
+
+    /// Breaker: `--interactive` showed a breakpoint's `Command:` (and a step name) with its
+    /// escape sequences as is.
+    #[test]
+    fn interactive_breakpoints_write_control_characters_as_escapes() {
+        use awf_domain::event::StepPreview;
+        let p = StepPreview {
+            position: 1,
+            total: 1,
+            command: Some("printf '\u{1b}]0;CMD\u{7}'\necho b".into()),
+            timeout_ms: None,
+            routes: Vec::new(),
+        };
+        assert_eq!(
+            super::breakpoint_prompt(Style::plain(), "", "s\u{1b}[31m", "command", false, &p),
+            "\n⏸ [Step 1/1] s\\u{1b}[31m\nType: command\nCommand: printf '\\u{1b}]0;CMD\\u{7}'\n  echo b\n\n[c]ontinue [s]kip [a]bort [i]nspect [e]dit NAME=VALUE > "
         );
     }
 

@@ -116,6 +116,29 @@ pub fn parse_mocks(
     Ok(out)
 }
 
+/// The fields given more than once among `--mock` flags (`states.<step>.<field>`, each once,
+/// in the order first repeated): as with `--input`, the last value is used. Flags
+/// [`parse_mocks`] refuses are not looked at.
+pub fn repeated_mocks(raw: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut warned = std::collections::HashSet::new();
+    let mut repeated = Vec::new();
+    for item in raw {
+        let Some((step, field)) = item
+            .split_once('=')
+            .and_then(|(key, _)| key.trim().strip_prefix("states."))
+            .and_then(|rest| rest.rsplit_once('.'))
+        else {
+            continue;
+        };
+        let key = format!("states.{step}.{}", field.to_ascii_lowercase());
+        if !seen.insert(key.clone()) && warned.insert(key.clone()) {
+            repeated.push(key);
+        }
+    }
+    repeated
+}
+
 /// Runs `awf run`. Every failure is reported here (text on stderr, or the run-result object
 /// on stdout with `-f json`), so the outcome is final.
 pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
@@ -147,9 +170,10 @@ pub async fn run(ctx: &Ctx, args: &RunArgs) -> Outcome {
 /// otherwise do silently.
 pub fn repeated_inputs(inputs: &[(String, String)]) -> Vec<&str> {
     let mut seen = std::collections::HashSet::new();
+    let mut warned = std::collections::HashSet::new();
     let mut repeated: Vec<&str> = Vec::new();
     for (k, _) in inputs {
-        if !seen.insert(k.as_str()) && !repeated.contains(&k.as_str()) {
+        if !seen.insert(k.as_str()) && warned.insert(k.as_str()) {
             repeated.push(k);
         }
     }
@@ -211,6 +235,19 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
         ask_for_dry_run(ctx, &w, &args.workflow, &config.inputs, &mut inputs)?;
     }
     let mocks = parse_mocks(&args.mocks)?;
+    if !ctx.json() && !ctx.quiet {
+        let mut err = std::io::stderr().lock();
+        for key in repeated_mocks(&args.mocks) {
+            let _ = writeln!(
+                err,
+                "{} {}",
+                ctx.err_style.yellow("WARN"),
+                crate::style::printable(&format!(
+                    "--mock {key} is given more than once; the last value is used"
+                ))
+            );
+        }
+    }
     warn_unknown_breakpoints(ctx, &w, args);
     let breakpoints: Vec<String> = args
         .breakpoints

@@ -2,6 +2,7 @@
 //! the routes are listed in awf-http's crate docs; loopback addresses unless a bearer token
 //! is configured (`--token-env NAME`, withheld from the runs).
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -237,6 +238,36 @@ fn duration_text(d: Duration) -> String {
     }
 }
 
+/// The shortest token `awf serve` takes on an address other hosts reach.
+pub const MIN_PUBLIC_TOKEN_CHARS: usize = 16;
+
+/// A token shorter than [`MIN_PUBLIC_TOKEN_CHARS`]: refused on an address other hosts reach
+/// (it can be guessed), `Ok(Some(warning))` on a loopback one, `Ok(None)` when long enough.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` for a short token on a non-loopback address.
+pub fn short_token(name: &str, token: &str, addr: SocketAddr) -> Result<Option<String>, AwfError> {
+    let n = token.chars().count();
+    if n >= MIN_PUBLIC_TOKEN_CHARS {
+        return Ok(None);
+    }
+    let what = format!(
+        "--token-env {name}: the token has {n} character{}, fewer than {MIN_PUBLIC_TOKEN_CHARS}",
+        if n == 1 { "" } else { "s" }
+    );
+    let hint = format!("set a long random token: `export {name}=$(openssl rand -hex 32)`");
+    if addr.ip().is_loopback() {
+        return Ok(Some(format!(
+            "{what}; it is taken on the loopback address {addr}, but could be guessed ({hint})"
+        )));
+    }
+    Err(AwfError::new(
+        ErrorCode::UserInputValidationFailed,
+        format!("{what}: too easy to guess on {addr}, an address other hosts reach"),
+    )
+    .with_hint(hint))
+}
+
 /// The longest `--lease`: a day (the lease is added to timestamps and turned into
 /// PostgreSQL intervals; a longer one would only keep a dead worker's runs stuck).
 const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
@@ -249,6 +280,16 @@ pub async fn run(ctx: &Ctx, args: &ServeArgs) -> Result<Outcome, CliError> {
         None => None,
     };
     let addr = parse_addr(&args.addr, token.is_some())?;
+    if let (Some(name), Some(t)) = (&args.token_env, &token)
+        && let Some(why) = short_token(name, t, addr)?
+        && !ctx.quiet
+    {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "{} {why}",
+            ctx.err_style.yellow("WARN")
+        );
+    }
     let run_ttl = duration_flag("--run-ttl", &args.run_ttl)?;
     let drain_timeout = duration_flag("--drain-timeout", &args.drain_timeout)?;
     let keep_alive = keep_alive_flag(&args.keep_alive)?;

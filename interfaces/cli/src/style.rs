@@ -2,36 +2,8 @@
 
 use std::io::IsTerminal;
 
-/// Whether `c` is written as an escape when workflow or run text reaches the terminal: a
-/// control character (ESC, CR, BEL, …; not a tab), or a bidirectional formatting character
-/// (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C), which would show the text around
-/// it reordered ("Trojan Source", CVE-2021-42574; breaker: a workflow named with U+202E was
-/// shown reversed).
-fn escaped(c: char) -> bool {
-    (c.is_control() && c != '\t')
-        || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
-}
-
-/// `text` with its control and bidirectional formatting characters (see [`escaped`]; tabs
-/// kept) written as escapes (`\u{1b}`), for names and descriptions that come from a
-/// workflow file: they must not move the cursor, clear the screen, retitle the terminal or
-/// reorder what is shown.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(escaped) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .map(|c| {
-                if escaped(c) {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
-}
+use awf_domain::printable::escaped;
+pub use awf_domain::printable::printable;
 
 /// [`printable`] for a text that may span lines and comes from a run (a step's output or
 /// stderr kept in a message, an error, a log line): newlines and tabs are kept (a `\r\n`
