@@ -1,6 +1,7 @@
 //! Test support for awf's end-to-end tests: locating the built `awf` binary and running it
 //! hermetically (temp HOME, XDG dirs and working directory; no `AWF_*` variables inherited).
 
+pub mod acp;
 pub mod agent_cli;
 pub mod http_serve;
 pub mod http_test;

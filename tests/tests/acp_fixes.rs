@@ -7,7 +7,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use awf_tests::Sandbox;
-use awf_tests::mcp::RawServer;
+use awf_tests::acp::Acp;
+use awf_tests::acp::said;
 use serde_json::Value;
 use serde_json::json;
 
@@ -24,58 +25,11 @@ fn sandbox() -> Sandbox {
     sb
 }
 
-struct Acp {
-    raw: RawServer,
-    next: u64,
-}
-
-impl Acp {
-    fn start(sb: &Sandbox) -> Self {
-        let mut a = Self {
-            raw: RawServer::spawn(sb.cmd(&["acp-serve"])),
-            next: 0,
-        };
-        a.call("initialize", json!({"protocolVersion": 1}));
-        a
-    }
-
-    /// Sends a request; gives (the frames before its answer, the answer).
-    fn call(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
-        self.next += 1;
-        let id = json!(self.next);
-        self.raw
-            .send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let mut before = Vec::new();
-        loop {
-            let f = self.raw.recv();
-            if f.get("method").is_none() && f.get("id") == Some(&id) {
-                return (before, f);
-            }
-            before.push(f);
-        }
-    }
-
-    fn prompt(&mut self, sid: &str, text: &str) -> (Vec<Value>, Value) {
-        self.call(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
-        )
-    }
-}
-
 fn updates(frames: &[Value]) -> Vec<&Value> {
     frames
         .iter()
         .filter(|f| f["method"] == "session/update")
         .map(|f| &f["params"]["update"])
-        .collect()
-}
-
-fn said(frames: &[Value]) -> String {
-    updates(frames)
-        .iter()
-        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
-        .map(|u| u["content"]["text"].as_str().unwrap_or("").to_owned())
         .collect()
 }
 

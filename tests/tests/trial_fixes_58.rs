@@ -12,7 +12,8 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use awf_tests::Sandbox;
-use awf_tests::mcp::RawServer;
+use awf_tests::acp::Acp;
+use awf_tests::acp::said;
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 use serde_json::json;
@@ -31,51 +32,6 @@ fn acp_sandbox() -> Sandbox {
     sb
 }
 
-struct Acp {
-    raw: RawServer,
-    next: u64,
-}
-
-impl Acp {
-    fn start(sb: &Sandbox) -> Self {
-        let mut a = Self {
-            raw: RawServer::spawn(sb.cmd(&["acp-serve"])),
-            next: 0,
-        };
-        a.call("initialize", json!({"protocolVersion": 1}));
-        a
-    }
-
-    /// Sends a request; gives (the frames before its answer, the answer).
-    fn call(&mut self, method: &str, params: Value) -> (Vec<Value>, Value) {
-        self.next += 1;
-        let id = json!(self.next);
-        self.raw
-            .send_json(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let mut before = Vec::new();
-        loop {
-            let f = self.raw.recv();
-            if f.get("method").is_none() && f.get("id") == Some(&id) {
-                return (before, f);
-            }
-            before.push(f);
-        }
-    }
-
-    fn new_session(&mut self, sb: &Sandbox) -> String {
-        let cwd = sb.path().display().to_string();
-        let (_, r) = self.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
-        r["result"]["sessionId"].as_str().unwrap().to_owned()
-    }
-
-    fn prompt(&mut self, sid: &str, text: &str) -> (Vec<Value>, Value) {
-        self.call(
-            "session/prompt",
-            json!({"sessionId": sid, "prompt": [{"type": "text", "text": text}]}),
-        )
-    }
-}
-
 /// The session files acp-serve wrote (`<data>/awf/acp/sessions/*.json`), as text.
 fn session_files(sb: &Sandbox) -> Vec<String> {
     let dir = sb.path().join("data/awf/acp/sessions");
@@ -88,19 +44,6 @@ fn session_files(sb: &Sandbox) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-fn said(frames: &[Value]) -> String {
-    frames
-        .iter()
-        .filter(|f| f["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-        .map(|f| {
-            f["params"]["update"]["content"]["text"]
-                .as_str()
-                .unwrap_or("")
-                .to_owned()
-        })
-        .collect()
 }
 
 /// Breaker: `/ok api_token=AcpSecretVal99 n=2` was masked in every frame but written to the
