@@ -1,7 +1,10 @@
 //! What one evaluation (an expression, a template render) may spend: time, a stop request
 //! (its run was cancelled), and memory, as the estimated size of the values awf's own code
-//! creates during it (the results of expression functions and predicates, ranges, the pieces
-//! of `split`, the texts of `repeat` and `replace`, and what template functions hand back).
+//! creates during it (the results of expression functions, ranges, the pieces of `split`, the
+//! texts of `repeat` and `replace`, and what template functions hand back). What a predicate
+//! call creates counts while the call runs; once it returns, only what its caller keeps (a
+//! `map`'s items, a `reduce`'s accumulator, a `filter`'s kept items, `groupBy`'s keys) goes
+//! on counting, so the count follows the values alive rather than every value ever made.
 //!
 //! The budget of the evaluation running on a thread sits in a thread-local for its duration
 //! ([`enter`]): expr-lang and gtmpl-ng call awf's functions through plain function values, with
@@ -177,6 +180,21 @@ pub(crate) fn charge(bytes: usize) -> Result<(), Exceeded> {
         Ok(())
     })?;
     check()
+}
+
+/// The bytes counted so far (see [`release_to`]).
+pub(crate) fn used() -> usize {
+    CURRENT.with(|c| c.borrow().as_ref().map_or(0, |b| b.used))
+}
+
+/// Takes the count back to `mark` (an earlier [`used`]): the values counted since are gone
+/// (a predicate's temporaries, dropped when its call returned; an accumulator replaced).
+pub(crate) fn release_to(mark: usize) {
+    CURRENT.with(|c| {
+        if let Some(b) = c.borrow_mut().as_mut() {
+            b.used = b.used.min(mark);
+        }
+    });
 }
 
 /// Whether `bytes` more would still be within the size budget (nothing is counted): a
