@@ -28,6 +28,10 @@ pub const DEADLINE: Duration = Duration::from_secs(10);
 /// Estimated bytes of values one evaluation may create (256 MiB).
 pub const MAX_VALUE_BYTES: usize = 256 * 1024 * 1024;
 
+/// Deepest nesting of a value an expression function or predicate may hand back (as
+/// gtmpl-ng's cap on template values).
+pub const MAX_VALUE_DEPTH: usize = 128;
+
 /// The budget of the evaluation in progress on this thread.
 struct Budget {
     started: Instant,
@@ -50,6 +54,9 @@ pub(crate) enum Exceeded {
     Deadline(Duration),
     /// It would create more than this many bytes of values.
     Size(usize),
+    /// It would make a value nested deeper than this (cloning, comparing and dropping such a
+    /// value recurse once per level and would overflow the stack).
+    Depth(usize),
 }
 
 impl std::fmt::Display for Exceeded {
@@ -60,6 +67,10 @@ impl std::fmt::Display for Exceeded {
                 f,
                 "did not finish within {}s (the evaluation was stopped){HINT_SEPARATOR}an expression or template must do its work in seconds: compute large or slow results in a shell step and read its output",
                 d.as_secs()
+            ),
+            Self::Depth(limit) => write!(
+                f,
+                "would make a value nested more than {limit} levels deep (the evaluation was stopped){HINT_SEPARATOR}build nested data in a shell step (`jq`) and read its output"
             ),
             Self::Size(limit) => write!(
                 f,
@@ -90,6 +101,7 @@ impl Exceeded {
                     c.borrow().as_ref().map_or(MAX_VALUE_BYTES, |b| b.limit)
                 })))
             }
+            "depth" => Some(Self::Depth(MAX_VALUE_DEPTH)),
             _ => None,
         }
     }
@@ -100,6 +112,7 @@ impl Exceeded {
             Self::Stopped => "stop",
             Self::Deadline(_) => "time",
             Self::Size(_) => "size",
+            Self::Depth(_) => "depth",
         };
         format!("{MARK}{which}] {}", self.short())
     }
@@ -258,6 +271,7 @@ mod tests {
             Exceeded::Stopped,
             Exceeded::Deadline(DEADLINE),
             Exceeded::Size(MAX_VALUE_BYTES),
+            Exceeded::Depth(MAX_VALUE_DEPTH),
         ] {
             let text = format!("map(): {}", e.marker());
             assert_eq!(Exceeded::in_text(&text), Some(e), "{text}");

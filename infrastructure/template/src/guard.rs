@@ -106,9 +106,14 @@ fn check() -> expr::Result<()> {
     budget::check().map_err(over)
 }
 
-/// Counts `v` against the size budget.
+/// Counts `v` against the size budget; refuses it nested past
+/// [`MAX_VALUE_DEPTH`](budget::MAX_VALUE_DEPTH).
 fn charge(v: &Value) -> expr::Result<()> {
-    budget::charge(weight(v)).map_err(over)
+    let (bytes, depth) = measure(v);
+    if depth > budget::MAX_VALUE_DEPTH {
+        return Err(over(Exceeded::Depth(budget::MAX_VALUE_DEPTH)));
+    }
+    budget::charge(bytes).map_err(over)
 }
 
 /// Fails unless `bytes` more fit the size budget (asked before allocating).
@@ -119,33 +124,36 @@ fn affords(bytes: usize) -> expr::Result<()> {
 /// Bytes of one value slot.
 const SLOT: usize = std::mem::size_of::<Value>();
 
-/// Estimated bytes `v` takes: every slot, string and key.
-pub(crate) fn weight(v: &Value) -> usize {
+/// Estimated bytes `v` takes (every slot, string and key), and how deep it nests (1 for a
+/// scalar). Iterative: measuring a deep value does not recurse.
+pub(crate) fn measure(v: &Value) -> (usize, usize) {
     let mut total = 0usize;
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
+    let mut deepest = 0usize;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
         total = total.saturating_add(SLOT);
         match v {
             Value::String(s) => total = total.saturating_add(budget::string_bytes(s.len())),
             Value::Bytes(b) => total = total.saturating_add(b.len()),
-            Value::Array(items) => stack.extend(items),
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
             Value::Map(m) => {
                 for (k, v) in m {
                     // The key's text and header, and the map's index and hash.
                     total = total.saturating_add(budget::string_bytes(k.len()) + 24 + 16);
-                    stack.push(v);
+                    stack.push((v, depth + 1));
                 }
             }
             Value::KeyedMap(entries) => {
                 for (k, v) in entries {
-                    stack.push(k);
-                    stack.push(v);
+                    stack.push((k, depth + 1));
+                    stack.push((v, depth + 1));
                 }
             }
             _ => {}
         }
     }
-    total
+    (total, deepest)
 }
 
 /// Registers awf's entry for every built-in of the crate in `env` (which already holds awf's
@@ -982,6 +990,25 @@ mod tests {
                 "{code}: {m}"
             );
         }
+    }
+
+    /// A value nested past 128 levels (cloned, compared and dropped recursively) is refused.
+    #[test]
+    fn deep_values_are_refused() {
+        let e = ExprEvaluator::new();
+        let data = crate::test_support::Data::new();
+        let r = e.eval_bool("len(reduce(1..300000, {[#acc]}, nil)) > 0", &data.scope());
+        let Err(awf_domain::ports::template::TemplateError::Failed(m)) = &r else {
+            panic!("{r:?}");
+        };
+        assert!(
+            m.contains("would make a value nested more than 128 levels deep"),
+            "{m}"
+        );
+        assert_eq!(
+            e.eval_bool("len(reduce(1..100, {[#acc]}, nil)) == 1", &data.scope()),
+            Ok(true)
+        );
     }
 
     /// A range is bounded whatever computes its bounds.
