@@ -412,13 +412,25 @@ pub struct AwfError {
 }
 
 impl AwfError {
-    /// New error with a code and a message.
+    /// New error with a code and a message. A message holding a template or expression
+    /// error's hint (after [`HINT_SEPARATOR`](crate::ports::template::HINT_SEPARATOR): a
+    /// budget the evaluation ran past) keeps the text before it; the hint becomes the
+    /// error's first hint.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut message = message.into();
+        let mut hints = Vec::new();
+        if let Some(at) = message.find(crate::ports::template::HINT_SEPARATOR) {
+            let hint = message[at + crate::ports::template::HINT_SEPARATOR.len()..].to_owned();
+            message.truncate(at);
+            if !hint.trim().is_empty() {
+                hints.push(hint);
+            }
+        }
         Self {
             code,
-            message: message.into(),
+            message,
             details: BTreeMap::new(),
-            hints: Vec::new(),
+            hints,
         }
     }
 

@@ -234,24 +234,22 @@ impl Run {
             Ok(m) => m,
             Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
         };
-        let items: Option<Vec<Value>> = match &l.over {
-            LoopOver::Items(text) => match self.resolve_items(text, at.frame) {
-                Ok(v) => Some(v),
+        // The items the loop can run (at most `max`), and how many there are.
+        let (items, total): (Option<Vec<Value>>, usize) = match &l.over {
+            LoopOver::Items(text) => match self.resolve_items(text, at.frame, max as usize) {
+                Ok((v, n)) => (Some(v), n),
                 Err(e) => return fail(st, e.map_message(|m| format!("step {name}: {m}"))),
             },
-            LoopOver::While(_) => None,
+            LoopOver::While(_) => (None, 0),
         };
         let length = items.as_ref().map(|v| v.len().min(max as usize));
-        if let Some(v) = &items
-            && v.len() > max as usize
-        {
+        if items.is_some() && total > max as usize {
             self.log(
                 Some(name),
                 LogLevel::Warn,
                 &format!(
-                    "for_each {name} has {} items but max_iterations is {max}: the last {} are skipped",
-                    v.len(),
-                    v.len() - max as usize
+                    "for_each {name} has {total} items but max_iterations is {max}: the last {} are skipped",
+                    total - max as usize
                 ),
                 &format!("{}{name}", at.prefix),
                 at.iteration(),
@@ -314,6 +312,16 @@ impl Run {
             };
             if let LoopOver::While(cond) = &l.over {
                 match self.eval_bool(cond, Some(&frame)) {
+                    // Cancelled while it was evaluated: whatever it answered (trial h4).
+                    _ if token.is_cancelled() => {
+                        st.status = StepStatus::Cancelled;
+                        st.completed_at = Some(self.svc.clock.now());
+                        return Ok(Body {
+                            state: st,
+                            failure: Some(cancelled(name)),
+                            early_exit: None,
+                        });
+                    }
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(e) => {
@@ -430,6 +438,16 @@ impl Run {
             }
             if let Some(bw) = &l.break_when {
                 match self.eval_bool(bw, Some(&frame)) {
+                    // Cancelled while it was evaluated: whatever it answered (trial h4).
+                    _ if token.is_cancelled() => {
+                        st.status = StepStatus::Cancelled;
+                        st.completed_at = Some(self.svc.clock.now());
+                        return Ok(Body {
+                            state: st,
+                            failure: Some(cancelled(name)),
+                            early_exit: None,
+                        });
+                    }
                     // Checked before the iteration's error, as in AWF (Go): a break_when
                     // that holds after a failed iteration ends the loop normally (breaker:
                     // `break_when: states.b1.ExitCode != 0` failed the loop instead).
@@ -535,7 +553,7 @@ impl Run {
                         )
                         .with_hint("max_iterations takes a whole number from 1 to 10000, or arithmetic on such numbers (`{{.inputs.n}} * 2`)"));
                     }
-                    Err(_) => self.svc.expressions.eval_int(text).map_err(|e| {
+                    Err(_) => super::off_workers(|| self.svc.expressions.eval_int(text)).map_err(|e| {
                         AwfError::new(
                             ErrorCode::ExecutionLoopFailed,
                             format!("resolve max_iterations: \"{text}\" is not an integer or arithmetic: {e}"),
@@ -556,15 +574,24 @@ impl Run {
     /// Resolves for_each items: a single reference to a list value (`{{.inputs.targets}}` for
     /// an input of `type: array`, `{{.loop.Item}}`, `{{.states.x.JSON.list}}`) gives that
     /// list's elements; otherwise interpolate, then a JSON array, else a comma-separated list.
+    /// Only the first `max` items are kept (the loop runs no more); the second value is how
+    /// many there are.
     ///
     /// # Errors
     /// `EXECUTION.TEMPLATE.FAILED` when the template does not render;
     /// `EXECUTION.LOOP.FAILED` when the text starts with `[` but is no JSON array.
-    fn resolve_items(&self, text: &str, frame: Option<&LoopFrame>) -> Result<Vec<Value>, AwfError> {
+    fn resolve_items(
+        &self,
+        text: &str,
+        frame: Option<&LoopFrame>,
+        max: usize,
+    ) -> Result<(Vec<Value>, usize), AwfError> {
         if let Some(path) = single_reference(text)
-            && let Some(Value::Array(list)) = self.lookup_value(&path, frame)
+            && let Some(Value::Array(mut list)) = self.lookup_value(&path, frame)
         {
-            return Ok(list);
+            let total = list.len();
+            list.truncate(max);
+            return Ok((list, total));
         }
         let rendered = self.render(text, frame, None).map_err(|e| {
             AwfError::new(
@@ -572,7 +599,7 @@ impl Run {
                 format!("resolve items: {e}"),
             )
         })?;
-        awf_domain::workflow::loop_items(&rendered).map_err(|e| {
+        awf_domain::workflow::loop_items_at_most(&rendered, max).map_err(|e| {
             AwfError::new(
                 ErrorCode::ExecutionLoopFailed,
                 format!(

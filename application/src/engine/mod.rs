@@ -39,6 +39,9 @@ use awf_domain::event::PreviewRoute;
 use awf_domain::event::RunEvent;
 use awf_domain::event::StepPreview;
 use awf_domain::mask::Masker;
+use awf_domain::ports::template::Evaluation;
+use awf_domain::ports::template::RenderMode;
+use awf_domain::ports::template::StopCheck;
 use awf_domain::ports::template::TemplateError;
 use awf_domain::run::CancelReason;
 use awf_domain::run::RunId;
@@ -159,6 +162,19 @@ impl CancelState {
 
     pub(crate) fn reason(&self) -> Option<CancelReason> {
         *lock(&self.reason)
+    }
+}
+
+/// Runs `f`, which may take long without awaiting (a large template, a slow expression),
+/// without holding up the async runtime: on a multi-thread runtime the current worker hands
+/// its other tasks to another thread for the time `f` runs (`block_in_place`); elsewhere (a
+/// current-thread runtime, no runtime) `f` runs as is.
+pub(crate) fn off_workers<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
     }
 }
 
@@ -851,6 +867,31 @@ impl Run {
         f(&self.scope(&inputs, &states, &info, frame, error))
     }
 
+    /// Runs a prepared evaluation (prepared under the scope's locks, run with none held). One
+    /// that is not light runs off the async workers' duty (`block_in_place` on a
+    /// multi-thread runtime: the worker's other tasks, the printer, signal handling, the
+    /// HTTP server, move to another thread while it runs). It stops at its next check once
+    /// the run is cancelled; one started after the cancel (cleanup hooks, the terminal's
+    /// message) only once the cancel is forced (a second signal).
+    ///
+    /// Source: trial finding h4 (a slow `when:` blocked the runtime and outlived SIGINT).
+    pub(crate) fn evaluate<T: Send + 'static>(
+        &self,
+        prepared: Result<Evaluation<T>, TemplateError>,
+    ) -> Result<T, TemplateError> {
+        let ev = prepared?;
+        let token = if self.cancel.token.is_cancelled() {
+            self.cancel.force.clone()
+        } else {
+            self.cancel.token.clone()
+        };
+        let stop: StopCheck = Arc::new(move || token.is_cancelled());
+        if ev.light {
+            return ev.run(stop);
+        }
+        off_workers(|| ev.run(stop))
+    }
+
     /// Renders a template against the current run state.
     pub(crate) fn render(
         &self,
@@ -861,10 +902,13 @@ impl Run {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
-        self.with_scope(frame, error, |scope| {
-            self.svc.interpolator.render(template, scope)
-        })
-        .map_err(|e| self.not_run_yet(e, template))
+        let prepared = self.with_scope(frame, error, |scope| {
+            self.svc
+                .interpolator
+                .prepare(template, scope, RenderMode::Plain)
+        });
+        self.evaluate(prepared)
+            .map_err(|e| self.not_run_yet(e, template))
     }
 
     /// `e`, told that the state it reads is one of the workflow's that has not run (yet) in
@@ -957,25 +1001,30 @@ impl Run {
         if !template.contains("{{") {
             return Ok(template.to_owned());
         }
-        self.with_scope(frame, error, |scope| {
-            if self.wf.shell_quote {
-                self.svc.interpolator.render_shell_quoted(template, scope)
-            } else {
-                self.svc.interpolator.render_shell(template, scope)
-            }
-        })
-        .map_err(|e| self.not_run_yet(e, template))
+        let mode = if self.wf.shell_quote {
+            RenderMode::ShellQuoted
+        } else {
+            RenderMode::Shell
+        };
+        let prepared = self.with_scope(frame, error, |scope| {
+            self.svc.interpolator.prepare(template, scope, mode)
+        });
+        self.evaluate(prepared)
+            .map_err(|e| self.not_run_yet(e, template))
     }
 
-    /// Evaluates a boolean expression against the current run state.
+    /// Evaluates a boolean expression against the current run state (see
+    /// [`Self::evaluate`]). A caller checks the run's cancellation before acting on the
+    /// answer.
     pub(crate) fn eval_bool(
         &self,
         expr: &str,
         frame: Option<&LoopFrame>,
     ) -> Result<bool, TemplateError> {
-        self.with_scope(frame, None, |scope| {
-            self.svc.expressions.eval_bool(expr, scope)
-        })
+        let prepared = self.with_scope(frame, None, |scope| {
+            self.svc.expressions.prepare_bool(expr, scope)
+        });
+        self.evaluate(prepared)
     }
 
     fn workflow_info(&self) -> WorkflowInfo {
@@ -1899,18 +1948,33 @@ impl Run {
     }
 
     fn result(&self, ending: Ending, end: SystemTime) -> RunResult {
-        let inputs = lock(&self.inputs);
-        let states = lock(&self.states);
-        let info = self.workflow_info();
-        let mut outputs = BTreeMap::new();
-        for out in &self.wf.outputs {
-            let template = if out.from.contains("{{") {
-                out.from.clone()
-            } else {
-                format!("{{{{.{}}}}}", out.from.trim().trim_start_matches('.'))
-            };
+        // Each output prepared under the locks, rendered with none held.
+        let prepared: Vec<_> = {
+            let inputs = lock(&self.inputs);
+            let states = lock(&self.states);
+            let info = self.workflow_info();
             let scope = self.scope(&inputs, &states, &info, None, None);
-            match self.svc.interpolator.render(&template, &scope) {
+            self.wf
+                .outputs
+                .iter()
+                .map(|out| {
+                    let template = if out.from.contains("{{") {
+                        out.from.clone()
+                    } else {
+                        format!("{{{{.{}}}}}", out.from.trim().trim_start_matches('.'))
+                    };
+                    (
+                        out,
+                        self.svc
+                            .interpolator
+                            .prepare(&template, &scope, RenderMode::Plain),
+                    )
+                })
+                .collect()
+        };
+        let mut outputs = BTreeMap::new();
+        for (out, prepared) in prepared {
+            match self.evaluate(prepared) {
                 Ok(v) => {
                     outputs.insert(out.name.clone(), Value::String(self.mask(&v)));
                 }
@@ -1940,7 +2004,7 @@ impl Run {
                 (*lock(&self.origin)).unwrap_or(self.started_at),
                 end,
             ),
-            states: states
+            states: lock(&self.states)
                 .iter()
                 .map(|(k, v)| (k.clone(), StateResult::from(v)))
                 .collect(),

@@ -620,6 +620,12 @@ impl Run {
                     return Ok(Some((t.goto.clone(), format!("transitions[{i}]: goto"))));
                 }
                 Some(w) => match self.eval_bool(w, frame) {
+                    // A cancel while it was evaluated ends the run cancelled, whatever it
+                    // answered (trial h4: a run cancelled during a slow `when:` went on to a
+                    // success terminal, exit 0).
+                    _ if self.cancel.token.is_cancelled() => {
+                        return Err(cancelled(&state.name));
+                    }
                     Ok(true) => {
                         return Ok(Some((
                             t.goto.clone(),
@@ -628,20 +634,27 @@ impl Run {
                     }
                     Ok(false) => {}
                     Err(e) => {
+                        let text = e.to_string();
+                        // A budget's end carries its own hint.
+                        let (why, hint) =
+                            match text.split_once(awf_domain::ports::template::HINT_SEPARATOR) {
+                                Some((why, hint)) => (why, Some(hint)),
+                                None => (text.as_str(), None),
+                            };
                         let mut err = AwfError::new(
                             ErrorCode::ExecutionExpressionFailed,
                             self.mask(&format!(
                                 "step {}: evaluate transition `{w}`: {}",
                                 state.name,
                                 // A value's newline (an Output's last one) would cut the line.
-                                e.to_string().replace('\n', "\\n")
+                                why.replace('\n', "\\n")
                             )),
                         )
                         .with_detail("state", state.name.clone());
-                        // New user: `int(states.s.Output)` after `echo 12` failed on "12\n".
-                        // Not for a `matches` whose pattern is no regular expression (breaker:
-                        // the newline hint came with an invalid regex).
-                        if let Some(p) = invalid_matches_pattern(w) {
+                        if let Some(h) = hint {
+                            err = err.with_hint(h);
+                        } else if let Some(p) = invalid_matches_pattern(w) {
+                            // Breaker: the newline hint came with an invalid regex.
                             err = err.with_hint(format!(
                                 "the pattern after `matches` is not a valid regular expression \
                                  ({}): escape a literal `(`, `[`, `{{`, `.`, `*`, `+` or `?` with \
@@ -649,6 +662,7 @@ impl Run {
                                 self.mask(&p).replace('\n', "\\n")
                             ));
                         } else if w.contains("Output") {
+                            // New user: `int(states.s.Output)` after `echo 12` failed on "12\n".
                             err = err.with_hint(
                                 "a step's Output keeps the command's last newline: write \
                                  trim(states.<step>.Output) to compare or convert it",

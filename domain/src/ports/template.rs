@@ -28,6 +28,73 @@ pub const MISSING_INPUT_MARK: &str = "(input \"";
 /// What follows the name after [`MISSING_INPUT_MARK`].
 pub const MISSING_INPUT_TAIL: &str = "\" was not given and has no default";
 
+/// Answers whether the evaluation in progress is to stop (its run was cancelled): polled by
+/// an evaluator between units of work, so that a slow expression or template ends soon
+/// after the cancel instead of running to its end.
+pub type StopCheck = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The job of a prepared evaluation (see [`Evaluation`]).
+type Job<T> = Box<dyn FnOnce(StopCheck) -> Result<T, TemplateError> + Send>;
+
+/// An expression or template prepared against a [`Scope`]: it owns what it reads (the values
+/// the text mentions, copied when it was prepared), so it runs with no lock on the run's state
+/// held and on any thread ([`Self::run`]).
+///
+/// Source: trial finding h4 (a slow `when:` blocked the async runtime's workers).
+pub struct Evaluation<T> {
+    /// The work is bounded by the size of the data it reads (no loop, no function that
+    /// multiplies its input): not worth handing it to another thread.
+    pub light: bool,
+    job: Job<T>,
+}
+
+impl<T> std::fmt::Debug for Evaluation<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Evaluation")
+            .field("light", &self.light)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> Evaluation<T> {
+    /// An evaluation that runs `job` (given the stop check) when [`Self::run`] is called.
+    pub fn new(
+        light: bool,
+        job: impl FnOnce(StopCheck) -> Result<T, TemplateError> + Send + 'static,
+    ) -> Self {
+        Self {
+            light,
+            job: Box::new(job),
+        }
+    }
+
+    /// An evaluation already done (a light one): [`Self::run`] hands `result` back.
+    pub fn ready(result: Result<T, TemplateError>) -> Self {
+        Self::new(true, move |_| result)
+    }
+
+    /// Runs the evaluation; `stop` is polled between units of work, and a `true` ends it
+    /// with a [`TemplateError::Failed`] saying it was stopped.
+    ///
+    /// # Errors
+    /// As the evaluation's own method ([`ExpressionEvaluator::eval_bool`],
+    /// [`Interpolator::render`]), and when stopped.
+    pub fn run(self, stop: StopCheck) -> Result<T, TemplateError> {
+        (self.job)(stop)
+    }
+}
+
+/// Which of the [`Interpolator`]'s renderings [`Interpolator::prepare`] prepares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderMode {
+    /// [`Interpolator::render`].
+    Plain,
+    /// [`Interpolator::render_shell`].
+    Shell,
+    /// [`Interpolator::render_shell_quoted`].
+    ShellQuoted,
+}
+
 /// Renders templates.
 pub trait Interpolator: Send + Sync {
     /// Renders `template` against `scope`. Text without `{{` is returned unchanged.
@@ -81,6 +148,24 @@ pub trait Interpolator: Send + Sync {
     /// [`TemplateError::Failed`] with the parse error; the text after [`HINT_SEPARATOR`],
     /// when present, is a hint (a did-you-mean for a function that does not exist).
     fn check(&self, template: &str) -> Result<(), TemplateError>;
+
+    /// Prepares the rendering `mode` of `template` against `scope`, to be run later with no
+    /// lock held ([`Evaluation::run`]). The default renders now.
+    ///
+    /// # Errors
+    /// As the rendering, for what is found while preparing (a parse error).
+    fn prepare(
+        &self,
+        template: &str,
+        scope: &Scope<'_>,
+        mode: RenderMode,
+    ) -> Result<Evaluation<String>, TemplateError> {
+        Ok(Evaluation::ready(match mode {
+            RenderMode::Plain => self.render(template, scope),
+            RenderMode::Shell => self.render_shell(template, scope),
+            RenderMode::ShellQuoted => self.render_shell_quoted(template, scope),
+        }))
+    }
 }
 
 /// Evaluates expr-lang expressions (`when`, `while`, `break_when`, `max_iterations`).
@@ -99,6 +184,19 @@ pub trait ExpressionEvaluator: Send + Sync {
     /// # Errors
     /// [`TemplateError::Failed`] for non-numeric results, division by zero and syntax errors.
     fn eval_int(&self, expr: &str) -> Result<i64, TemplateError>;
+
+    /// Prepares [`Self::eval_bool`] of `expr` against `scope`, to be run later with no lock
+    /// held ([`Evaluation::run`]). The default evaluates now.
+    ///
+    /// # Errors
+    /// As [`Self::eval_bool`], for what is found while preparing (a syntax error).
+    fn prepare_bool(
+        &self,
+        expr: &str,
+        scope: &Scope<'_>,
+    ) -> Result<Evaluation<bool>, TemplateError> {
+        Ok(Evaluation::ready(self.eval_bool(expr, scope)))
+    }
 
     /// Checks that `expr` compiles (load-time validation of `when`, `while`, `break_when`)
     /// and calls only functions the evaluator has.

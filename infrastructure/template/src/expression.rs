@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 
+use awf_domain::ports::template::Evaluation;
 use awf_domain::ports::template::ExpressionEvaluator;
+use awf_domain::ports::template::StopCheck;
 use awf_domain::ports::template::TemplateError;
 use awf_domain::run::StepState;
 use awf_domain::run::StepStatus;
@@ -21,6 +23,9 @@ use expr::Value;
 use indexmap::IndexMap;
 use serde_json::Value as JValue;
 
+use crate::budget;
+use crate::budget::Exceeded;
+use crate::guard;
 use crate::scan;
 use crate::scan::Namespace;
 use crate::timefmt::rfc3339;
@@ -53,9 +58,15 @@ static NIL: Value = Value::Nil;
 ///
 /// Unknown identifiers are nil.
 ///
+/// Each evaluation is bounded ([`crate::budget`]): 10 s, 256 MiB of values created (the
+/// results of functions and predicates, ranges, `split` pieces), ranges of at most
+/// [`MAX_RANGE_ITEMS`] items, and it stops at the first check after its run is cancelled
+/// ([`ExpressionEvaluator::prepare_bool`]). `uniq`, `fromPairs` and `groupBy` run in linear
+/// time ([`crate::guard`]).
+///
 /// Source: spec/workflow.md §2.11, §7.2.
 pub struct ExprEvaluator {
-    env: Environment<'static>,
+    env: Arc<Environment<'static>>,
     cache: Mutex<HashMap<String, Arc<Program>>>,
 }
 
@@ -134,11 +145,23 @@ fn split_call(name: &str, args: &[Value], after: bool) -> expr::Result<Value> {
     };
     match args {
         [Value::String(s), Value::String(sep)] | [Value::String(s), Value::String(sep), _] => {
-            Ok(go_split(s, sep, n, after)
+            guard::checkpoint()?;
+            // Judged before the pieces are made: a 5 MB text split into characters is five
+            // million values (breaker: 661 MB).
+            let all = if sep.is_empty() {
+                s.chars().count()
+            } else {
+                s.matches(sep.as_str()).count().saturating_add(1)
+            };
+            let pieces = usize::try_from(n).map_or(all, |n| n.min(all));
+            guard::afford_pieces(pieces, s.len())?;
+            let list: Value = go_split(s, sep, n, after)
                 .into_iter()
                 .map(Value::from)
                 .collect::<Vec<_>>()
-                .into())
+                .into();
+            guard::charge_value(&list)?;
+            Ok(list)
         }
         _ => Err(expr::Error::ExprError(format!(
             "{name}() takes a string, a separator string and an optional count"
@@ -161,19 +184,29 @@ impl ExprEvaluator {
         });
         env.add_function("split", |c| split_call("split", &c.args, false));
         env.add_function("splitAfter", |c| split_call("splitAfter", &c.args, true));
+        guard::install(
+            &mut env,
+            &["has_prefix", "has_suffix", "split", "splitAfter"],
+        );
         Self {
-            env,
+            env: Arc::new(env),
             cache: Mutex::new(HashMap::new()),
         }
     }
 
+    /// `code` compiled (from the cache when it was before), its ranges made calls of the
+    /// bounded range function ([`crate::ranges`]).
     fn compile(&self, code: &str) -> Result<Arc<Program>, TemplateError> {
         if let Ok(cache) = self.cache.lock()
             && let Some(p) = cache.get(code)
         {
             return Ok(Arc::clone(p));
         }
-        let program = Arc::new(expr::compile(code).map_err(|e| compile_error(code, &e))?);
+        let bounded = crate::ranges::rewrite(code).and_then(|r| guarded_compile(&r).ok());
+        let program = Arc::new(match bounded {
+            Some(p) => p,
+            None => guarded_compile(code).map_err(|e| compile_error(code, &e))?,
+        });
         if let Ok(mut cache) = self.cache.lock() {
             if cache.len() >= CACHE_LIMIT {
                 cache.clear();
@@ -182,6 +215,35 @@ impl ExprEvaluator {
         }
         Ok(program)
     }
+}
+
+/// `expr::compile`, a panic of the crate's parser caught (expr-lang 2.1.0 reaches an
+/// `unreachable!` on some literals, such as an array inside a map literal).
+fn guarded_compile(code: &str) -> expr::Result<Program> {
+    std::panic::catch_unwind(|| awf_domain::quiet_panics::quietly(|| expr::compile(code)))
+        .unwrap_or_else(|_| {
+            Err(expr::Error::ExprError(
+                "expr-lang cannot compile this expression (its parser failed on it; write the \
+                 literal another way)"
+                    .to_owned(),
+            ))
+        })
+}
+
+/// Runs `program`, a panic of the crate's evaluator caught.
+fn guarded_run(
+    env: &Environment<'static>,
+    program: &Program,
+    vars: &dyn ContextProvider,
+) -> expr::Result<Value> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        awf_domain::quiet_panics::quietly(|| env.run(program, vars))
+    }))
+    .unwrap_or_else(|_| {
+        Err(expr::Error::ExprError(
+            "expr-lang failed while evaluating it (an internal error of the evaluator)".to_owned(),
+        ))
+    })
 }
 
 /// Every function an expression may call: expr-lang's built-ins (version pinned in the
@@ -959,27 +1021,128 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-impl ExpressionEvaluator for ExprEvaluator {
-    fn eval_bool(&self, expr: &str, scope: &Scope<'_>) -> Result<bool, TemplateError> {
+/// Functions whose work is bounded by the size of their arguments and whose result is no
+/// larger (an expression calling only these, with no range, is light: see
+/// [`Evaluation::light`]).
+const LIGHT_FUNCTIONS: &[&str] = &[
+    "len",
+    "trim",
+    "trimPrefix",
+    "trimSuffix",
+    "upper",
+    "lower",
+    "has_prefix",
+    "has_suffix",
+    "hasPrefix",
+    "hasSuffix",
+    "indexOf",
+    "lastIndexOf",
+    "int",
+    "float",
+    "abs",
+    "ceil",
+    "floor",
+    "round",
+    "first",
+    "last",
+    "type",
+    "get",
+];
+
+/// Whether `code` (contains-rewritten) is light: see [`LIGHT_FUNCTIONS`].
+fn light(code: &str) -> bool {
+    !code.contains("..")
+        && called_functions(code)
+            .iter()
+            .all(|f| LIGHT_FUNCTIONS.contains(&f.as_str()))
+}
+
+/// `e`, an evaluation error of `expr`, as awf reports it: a budget's end whole (with its
+/// hint), anything else after `cannot evaluate expression "…"`.
+fn run_error(expr: &str, e: &expr::Error) -> TemplateError {
+    let text = e.to_string();
+    match Exceeded::in_text(&text) {
+        Some(x) => x.error(&format!("expression \"{}\"", expr.trim())),
+        None => TemplateError::Failed(format!(
+            "cannot evaluate expression \"{}\": {text}",
+            expr.trim()
+        )),
+    }
+}
+
+/// Runs `program` against `vars` under a fresh budget (`stop` polled) and reads its result as
+/// a condition.
+fn run_bool(
+    env: &Environment<'static>,
+    program: &Program,
+    vars: &Env,
+    expr: &str,
+    missing: bool,
+    stop: Option<StopCheck>,
+) -> Result<bool, TemplateError> {
+    let _budget = budget::enter(stop);
+    match guarded_run(env, program, vars) {
+        Ok(Value::Bool(b)) => Ok(b),
+        Ok(other) => Err(TemplateError::Failed(format!(
+            "expression \"{}\" must give a boolean, got {}",
+            expr.trim(),
+            kind(&other)
+        ))),
+        Err(e) if Exceeded::in_text(&e.to_string()).is_some() => Err(run_error(expr, &e)),
+        Err(_) if missing => Ok(false),
+        Err(e) => Err(run_error(expr, &e)),
+    }
+}
+
+impl ExprEvaluator {
+    /// What [`ExpressionEvaluator::prepare_bool`] prepares: `Ok(Err(answer))` when the answer
+    /// is known without evaluating.
+    #[allow(clippy::type_complexity)]
+    fn prepared(
+        &self,
+        expr: &str,
+        scope: &Scope<'_>,
+    ) -> Result<Result<(Arc<Program>, Env, bool, bool), bool>, TemplateError> {
         let code = precheck(expr)?;
         let code = rewrite_contains(code);
         let program = self.compile(&code)?;
         if reads_skipped_exit_code(&code, scope) {
-            return Ok(false);
+            return Ok(Err(false));
         }
         let env = Env::build(&code, scope);
-        match self.env.run(&program, &env) {
-            Ok(Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(TemplateError::Failed(format!(
-                "expression \"{}\" must give a boolean, got {}",
-                expr.trim(),
-                kind(&other)
-            ))),
-            Err(_) if reads_missing(&code, scope) => Ok(false),
-            Err(e) => Err(TemplateError::Failed(format!(
-                "cannot evaluate expression \"{}\": {e}",
-                expr.trim()
-            ))),
+        Ok(Ok((
+            program,
+            env,
+            reads_missing(&code, scope),
+            light(&code),
+        )))
+    }
+}
+
+impl ExpressionEvaluator for ExprEvaluator {
+    fn eval_bool(&self, expr: &str, scope: &Scope<'_>) -> Result<bool, TemplateError> {
+        match self.prepared(expr, scope)? {
+            Err(answer) => Ok(answer),
+            Ok((program, vars, missing, _)) => {
+                run_bool(&self.env, &program, &vars, expr, missing, None)
+            }
+        }
+    }
+
+    fn prepare_bool(
+        &self,
+        expr: &str,
+        scope: &Scope<'_>,
+    ) -> Result<Evaluation<bool>, TemplateError> {
+        match self.prepared(expr, scope)? {
+            Err(answer) => Ok(Evaluation::ready(Ok(answer))),
+            Ok((program, vars, missing, light)) => {
+                let env = Arc::clone(&self.env);
+                let expr = expr.to_owned();
+                Ok(Evaluation::new(light, move |stop| {
+                    run_bool(&env, &program, &vars, &expr, missing, Some(stop))
+                }))
+            }
         }
     }
 
@@ -993,7 +1156,8 @@ impl ExpressionEvaluator for ExprEvaluator {
         let program = self.compile(code)?;
         let fail =
             |why: String| TemplateError::Failed(format!("arithmetic expression \"{code}\": {why}"));
-        match self.env.run(&program, &Context::default()) {
+        let _budget = budget::enter(None);
+        match guarded_run(&self.env, &program, &Context::default()) {
             Ok(Value::Integer(i)) => Ok(i),
             Ok(Value::Float(f)) if f.is_finite() => {
                 let t = f.trunc();
@@ -1006,7 +1170,10 @@ impl ExpressionEvaluator for ExprEvaluator {
             }
             Ok(Value::Float(_)) => Err(fail("division by zero".to_owned())),
             Ok(other) => Err(fail(format!("must give a number, got {}", kind(&other)))),
-            Err(e) => Err(fail(e.to_string())),
+            Err(e) => match Exceeded::in_text(&e.to_string()) {
+                Some(x) => Err(x.error(&format!("arithmetic expression \"{code}\""))),
+                None => Err(fail(e.to_string())),
+            },
         }
     }
 

@@ -23,7 +23,10 @@ use crate::gojson;
 pub const READ_FILE_LIMIT: u64 = 1024 * 1024;
 
 /// The AWF functions, by template name.
-pub(crate) const AWF_FUNCS: [(&str, Func); 16] = [
+pub(crate) const AWF_FUNCS: [(&str, Func); 17] = [
+    // Go's `printf`, with widths and precisions above [`MAX_PRINTF_WIDTH`] refused (gtmpl-ng
+    // takes up to 10 000 009 as Go's parser does, a 10 MB text per verb).
+    ("printf", printf as Func),
     // Go's `index`, which answers a key a map lacks with the zero value (replaces
     // gtmpl-ng's, which fails on the namespaces awf encodes for `missingkey=error`).
     ("index", index as Func),
@@ -91,6 +94,120 @@ impl Drop for Installed {
     }
 }
 
+/// Largest width or precision `printf` takes (Go's `fmt` refuses a number past 10^6 once it
+/// has read it, so it accepts up to 10 000 009; awf stops at 10^6).
+pub const MAX_PRINTF_WIDTH: u64 = 1_000_000;
+
+/// Checks the render's budget (a cancelled run, the deadline) before a function runs.
+fn budget_check() -> Result<(), FuncError> {
+    crate::budget::check().map_err(|e| FuncError::Generic(e.marker()))
+}
+
+/// Counts `v`, made by a function, against the render's size budget.
+fn charged(v: Value) -> Result<Value, FuncError> {
+    crate::budget::charge(weight(&v)).map_err(|e| FuncError::Generic(e.marker()))?;
+    Ok(v)
+}
+
+/// Fails unless `bytes` more fit the render's size budget (asked before allocating).
+fn affords(bytes: usize) -> Result<(), FuncError> {
+    crate::budget::affords(bytes).map_err(|e| FuncError::Generic(e.marker()))
+}
+
+/// Bytes of one template value slot.
+const SLOT: usize = std::mem::size_of::<Value>();
+
+/// Estimated bytes of a template value: every slot, string and key.
+pub(crate) fn weight(v: &Value) -> usize {
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total = total.saturating_add(SLOT);
+        match v {
+            Value::String(s) => total = total.saturating_add(crate::budget::string_bytes(s.len())),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(m) | Value::Map(m) => {
+                for (k, v) in m {
+                    total = total.saturating_add(crate::budget::string_bytes(k.len()) + 24 + 16);
+                    stack.push(v);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+/// The first width or precision of `format` above [`MAX_PRINTF_WIDTH`], and the verb it
+/// belongs to (`%09999999d`).
+fn oversized_verb(format: &str) -> Option<(u64, &str)> {
+    let b = format.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i += 1;
+        if b.get(i) == Some(&b'%') {
+            i += 1;
+            continue;
+        }
+        // Flags, an argument index, the width; a `.`, an index, the precision.
+        while i < b.len() && matches!(b[i], b'+' | b'-' | b'#' | b' ' | b'0') {
+            i += 1;
+        }
+        let mut numbers = 0;
+        loop {
+            if b.get(i) == Some(&b'[') {
+                while i < b.len() && b[i] != b']' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            let digits = i;
+            let mut n: u64 = 0;
+            while i < b.len() && b[i].is_ascii_digit() {
+                n = n.saturating_mul(10).saturating_add(u64::from(b[i] - b'0'));
+                i += 1;
+            }
+            if i > digits && n > MAX_PRINTF_WIDTH {
+                let mut end = i;
+                while end < b.len() && !b[end].is_ascii_alphabetic() && b[end] != b'%' {
+                    end += 1;
+                }
+                let end = (end + 1).min(b.len());
+                return Some((n, format.get(start..end).unwrap_or(format)));
+            }
+            if b.get(i) == Some(&b'*') {
+                i += 1;
+            }
+            numbers += 1;
+            if numbers == 2 || b.get(i) != Some(&b'.') {
+                break;
+            }
+            i += 1;
+        }
+    }
+    None
+}
+
+/// Go's `printf` (gtmpl-ng's), refusing a width or precision above [`MAX_PRINTF_WIDTH`];
+/// its result is counted against the render's size budget.
+fn printf(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
+    if let Some(Value::String(format)) = args.first()
+        && let Some((n, verb)) = oversized_verb(format)
+    {
+        return Err(FuncError::Generic(format!(
+            "printf: the width or precision {n} of {verb:?} is more than {MAX_PRINTF_WIDTH} \
+             (each is a character of the result); pad in a shell step if that much is meant"
+        )));
+    }
+    charged(gtmpl_ng::funcs::printf(args)?)
+}
+
 fn exactly(name: &str, args: &[Value], n: usize) -> Result<(), FuncError> {
     if args.len() == n {
         Ok(())
@@ -151,8 +268,9 @@ pub(crate) fn single_quote(s: &str) -> String {
 
 /// `shell_quote x`: `x` as one single-quoted shell word (see [`single_quote`]).
 fn shell_quote_fn(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
     exactly("shell_quote", args, 1)?;
-    Ok(Value::String(single_quote(&text_of(&args[0]))))
+    charged(Value::String(single_quote(&text_of(&args[0]))))
 }
 
 /// `awfShellQ ctx x [what]`: `x` quoted for the shell context `ctx` (`shell_quote: true`
@@ -162,16 +280,20 @@ fn shell_q(args: &[Value]) -> Result<Value, FuncError> {
     if args.len() != 3 {
         exactly(crate::shell::SHELL_Q_FUNC, args, 2)?;
     }
+    budget_check()?;
     let tag = text_of(&args[0]);
     let what = args.get(2).map(text_of).unwrap_or_default();
-    crate::shell::quote_for(&tag, &text_of(&args[1]), &what)
-        .map(Value::String)
-        .map_err(FuncError::Generic)
+    charged(
+        crate::shell::quote_for(&tag, &text_of(&args[1]), &what)
+            .map(Value::String)
+            .map_err(FuncError::Generic)?,
+    )
 }
 
 fn escape(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
     exactly("escape", args, 1)?;
-    Ok(Value::String(shell_quote(&text_of(&args[0]))))
+    charged(Value::String(shell_quote(&text_of(&args[0]))))
 }
 
 /// Go's `index`: `index X k1 k2 …` is `X[k1][k2]…`. A key a map does not have gives the
@@ -299,15 +421,30 @@ fn json(args: &[Value]) -> Result<Value, FuncError> {
             return Ok(Value::String(s.clone()));
         }
     }
+    budget_check()?;
     let mut out = String::new();
     gojson::write_template_value(&mut out, &args[0]).map_err(FuncError::Generic)?;
-    Ok(Value::String(out))
+    charged(Value::String(out))
 }
 
 fn split(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
     exactly("split", args, 2)?;
     let s = text_of(&args[0]);
     let sep = text_of(&args[1]);
+    // Judged before the pieces are made: a text of ten million characters split into them
+    // is ten million values (breaker: 1 GB).
+    let pieces = if sep.is_empty() {
+        s.chars().count()
+    } else {
+        s.matches(sep.as_str()).count().saturating_add(1)
+    };
+    affords(
+        pieces
+            .saturating_mul(SLOT + 32)
+            .saturating_add(s.len())
+            .saturating_add(SLOT),
+    )?;
     let parts: Vec<Value> = if sep.is_empty() {
         s.chars()
             .map(|c| Value::String(c.to_string().trim().to_owned()))
@@ -317,7 +454,7 @@ fn split(args: &[Value]) -> Result<Value, FuncError> {
             .map(|p| Value::String(p.trim().to_owned()))
             .collect()
     };
-    Ok(Value::Array(parts))
+    charged(Value::Array(parts))
 }
 
 fn join(args: &[Value]) -> Result<Value, FuncError> {
@@ -327,9 +464,17 @@ fn join(args: &[Value]) -> Result<Value, FuncError> {
             "join: the first argument must be a list (for example the result of split)".to_owned(),
         ));
     };
+    budget_check()?;
     let sep = text_of(&args[1]);
     let texts: Vec<String> = items.iter().map(text_of).collect();
-    Ok(Value::String(texts.join(&sep)))
+    affords(
+        texts
+            .iter()
+            .map(String::len)
+            .fold(0usize, usize::saturating_add)
+            .saturating_add(sep.len().saturating_mul(texts.len())),
+    )?;
+    charged(Value::String(texts.join(&sep)))
 }
 
 fn trim_space(args: &[Value]) -> Result<Value, FuncError> {
@@ -342,14 +487,16 @@ fn trim_space(args: &[Value]) -> Result<Value, FuncError> {
 
 /// `upper s`: `s` (any value, as printed) in upper case (Unicode).
 fn upper(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
     exactly("upper", args, 1)?;
-    Ok(Value::String(text_of(&args[0]).to_uppercase()))
+    charged(Value::String(text_of(&args[0]).to_uppercase()))
 }
 
 /// `lower s`: `s` (any value, as printed) in lower case (Unicode).
 fn lower(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
     exactly("lower", args, 1)?;
-    Ok(Value::String(text_of(&args[0]).to_lowercase()))
+    charged(Value::String(text_of(&args[0]).to_lowercase()))
 }
 
 /// `default fallback value` (sprig's order, so `{{.inputs.x | default "none"}}` reads
@@ -466,6 +613,7 @@ pub(crate) fn read_limited(base: &Path, path: &str) -> Result<String, String> {
 }
 
 fn read_file(args: &[Value]) -> Result<Value, FuncError> {
+    budget_check()?;
     exactly("readFile", args, 1)?;
     let path = text_of(&args[0]);
     let (base, working_dir) = SIDE.with(|side| {

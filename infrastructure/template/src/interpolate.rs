@@ -9,7 +9,10 @@ use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::time::Duration;
 
+use awf_domain::ports::template::Evaluation;
 use awf_domain::ports::template::Interpolator;
+use awf_domain::ports::template::RenderMode;
+use awf_domain::ports::template::StopCheck;
 use awf_domain::ports::template::TemplateError;
 use awf_domain::scope::Scope;
 use gtmpl_ng::Context;
@@ -130,28 +133,64 @@ impl GoTemplates {
     }
 }
 
-impl Interpolator for GoTemplates {
-    fn render(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+/// A render prepared against a scope (see [`Interpolator::prepare`]): the parsed template and
+/// the data it reads, owned.
+struct RenderJob {
+    tmpl: Arc<Template>,
+    prepared: Prepared<'static>,
+    root: gtmpl_ng::Value,
+    side: Option<SideData>,
+}
+
+impl RenderJob {
+    /// Renders under a fresh budget ([`crate::budget`]), `stop` polled by awf's functions.
+    fn run(self, stop: Option<StopCheck>) -> Result<String, TemplateError> {
+        let _budget = crate::budget::enter(stop);
+        let _side = self.side.map(SideData::install);
+        self.tmpl
+            .render(&Context::from(self.root))
+            .map_err(|e| exec_error(e, &self.prepared))
+    }
+}
+
+impl GoTemplates {
+    /// `template` parsed, with the data it reads from `scope`; `Err(text)` when it has no
+    /// action (it renders as itself).
+    fn job(
+        &self,
+        template: &str,
+        scope: &Scope<'_>,
+    ) -> Result<Result<RenderJob, String>, TemplateError> {
         if !template.contains("{{") {
-            return Ok(template.to_owned());
+            return Ok(Err(template.to_owned()));
         }
         let prepared = scan::prepare(template);
         let tmpl = self.parse(&prepared)?;
         let mut json_items = Vec::new();
         let root = data::root(scope, &prepared.needs, &mut json_items);
-        let _side = prepared.needs.side_data.then(|| {
-            SideData {
-                workflow_dir: scope.workflow_dir.to_path_buf(),
-                working_dir: std::path::PathBuf::from(&scope.context.working_dir),
-                json_items,
-                // As `data::root` builds `.states`: only the states the template names.
-                states_empty: prepared.needs.states.wants_any()
-                    && !scope.states.keys().any(|n| prepared.needs.states.wants(n)),
-            }
-            .install()
+        let side = prepared.needs.side_data.then(|| SideData {
+            workflow_dir: scope.workflow_dir.to_path_buf(),
+            working_dir: std::path::PathBuf::from(&scope.context.working_dir),
+            json_items,
+            // As `data::root` builds `.states`: only the states the template names.
+            states_empty: prepared.needs.states.wants_any()
+                && !scope.states.keys().any(|n| prepared.needs.states.wants(n)),
         });
-        tmpl.render(&Context::from(root))
-            .map_err(|e| exec_error(e, &prepared))
+        Ok(Ok(RenderJob {
+            tmpl,
+            prepared: prepared.into_owned(),
+            root,
+            side,
+        }))
+    }
+}
+
+impl Interpolator for GoTemplates {
+    fn render(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
+        match self.job(template, scope)? {
+            Err(text) => Ok(text),
+            Ok(job) => job.run(None),
+        }
     }
 
     fn render_shell(&self, template: &str, scope: &Scope<'_>) -> Result<String, TemplateError> {
@@ -164,6 +203,28 @@ impl Interpolator for GoTemplates {
         scope: &Scope<'_>,
     ) -> Result<String, TemplateError> {
         self.render(&crate::shell::quote_values(template), scope)
+    }
+
+    fn prepare(
+        &self,
+        template: &str,
+        scope: &Scope<'_>,
+        mode: RenderMode,
+    ) -> Result<Evaluation<String>, TemplateError> {
+        if !template.contains("{{") {
+            return Ok(Evaluation::ready(Ok(template.to_owned())));
+        }
+        let text = match mode {
+            RenderMode::Plain => std::borrow::Cow::Borrowed(template),
+            RenderMode::Shell => crate::shell::quote_loop_items(template),
+            RenderMode::ShellQuoted => crate::shell::quote_values(template),
+        };
+        match self.job(&text, scope)? {
+            Err(text) => Ok(Evaluation::ready(Ok(text))),
+            Ok(job) => Ok(Evaluation::new(scan::light_template(&text), move |stop| {
+                job.run(Some(stop))
+            })),
+        }
     }
 
     fn check(&self, template: &str) -> Result<(), TemplateError> {
@@ -332,6 +393,10 @@ fn loop_item_field(path: &str) -> Option<&str> {
 }
 
 fn exec_error(e: ExecError, prepared: &Prepared<'_>) -> TemplateError {
+    // A function ended by the render's budget: that reason, whole, with its hint.
+    if let Some(x) = crate::budget::Exceeded::in_text(&e.to_string()) {
+        return x.error("template");
+    }
     let text = prepared.text.as_ref();
     let ExecError::Structured(s) = &e else {
         return TemplateError::Failed(clip(format!("template error: {e}")));

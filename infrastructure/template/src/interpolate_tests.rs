@@ -936,3 +936,86 @@ fn a_relative_read_file_that_finds_nothing_has_a_hint() -> std::io::Result<()> {
     assert!(!m.contains(sep), "{m}");
     Ok(())
 }
+
+/// Trial h4: `printf` took widths up to 10^7 (a 10 MB text per verb); above 10^6 is refused,
+/// naming the verb, and 10^6 itself is Go's.
+#[test]
+fn printf_widths_and_precisions_stop_at_a_million() {
+    let data = Data::new();
+    for (t, n, verb) in [
+        (r#"{{printf "%09999999d" 1}}"#, 9_999_999, "%09999999d"),
+        (r#"{{printf "x%-1000001sy" "a"}}"#, 1_000_001, "%-1000001s"),
+        (r#"{{printf "%.2000000f" 1.5}}"#, 2_000_000, "%.2000000f"),
+        (r#"{{printf "%5.1000001f" 1.5}}"#, 1_000_001, "%5.1000001f"),
+        (r#"{{printf "%[1]2000000d" 1}}"#, 2_000_000, "%[1]2000000d"),
+    ] {
+        let m = failed(&data, t);
+        assert!(
+            m.contains(&format!(
+                "printf: the width or precision {n} of \"{verb}\" is more than 1000000"
+            )),
+            "{t}: {m}"
+        );
+    }
+    assert_eq!(ok(r#"{{printf "%01000000d" 7}}"#).len(), 1_000_000);
+    assert_eq!(
+        ok(r#"{{printf "%%%5d|%-3s|%.2f" 7 "a" 1.5}}"#),
+        "%    7|a  |1.50"
+    );
+}
+
+/// Trial h4: a template `split` into millions of pieces took a gigabyte; refused before the
+/// pieces are built, with the budget's hint.
+#[test]
+fn a_split_past_the_render_budget_is_refused_with_a_hint() {
+    let mut data = Data::new();
+    data.states.insert(
+        "big".into(),
+        crate::test_support::state("big", &"a".repeat(5_000_000), Some(0)),
+    );
+    let m = failed(&data, r#"{{len (split .states.big.Output "")}}"#);
+    assert!(
+        m.starts_with("template would create more than 256 MiB of values")
+            && m.contains("\nhint: split, repeat, map and ranges"),
+        "{m}"
+    );
+    // A line split of the same text is within it.
+    assert_eq!(
+        render_with(&data, r#"{{len (split .states.big.Output "\n")}}"#),
+        Ok("1".to_owned())
+    );
+}
+
+/// A render stops at the next function call once its run is cancelled.
+#[test]
+fn a_stopped_render_ends_at_its_next_function() {
+    use awf_domain::ports::template::RenderMode;
+    let data = Data::new();
+    let ev = GoTemplates::new()
+        .prepare(
+            r#"{{range $i := split "a,b,c" ","}}{{upper $i}}{{end}}"#,
+            &data.scope(),
+            RenderMode::Plain,
+        )
+        .unwrap();
+    assert!(!ev.light);
+    let r = ev.run(std::sync::Arc::new(|| true));
+    assert_eq!(
+        r,
+        Err(TemplateError::Failed(
+            "template stopped: the run is being cancelled".to_owned()
+        ))
+    );
+    let ev = GoTemplates::new()
+        .prepare(
+            "echo {{.inputs.name}} {{upper .inputs.name}}",
+            &data.scope(),
+            RenderMode::Shell,
+        )
+        .unwrap();
+    assert!(ev.light);
+    assert_eq!(
+        ev.run(std::sync::Arc::new(|| false)),
+        Ok("echo world WORLD".to_owned())
+    );
+}

@@ -13,11 +13,14 @@
 //! Source: spec/workflow.md §2 and §7.1–7.2; decisions in design/decisions.md.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+mod budget;
 mod data;
 mod expression;
 mod functions;
 mod gojson;
+mod guard;
 mod interpolate;
+mod ranges;
 mod scan;
 mod shell;
 mod timefmt;
@@ -25,6 +28,9 @@ mod timefmt;
 #[cfg(test)]
 mod test_support;
 
+pub use budget::DEADLINE;
+pub use budget::MAX_VALUE_BYTES;
 pub use expression::ExprEvaluator;
+pub use expression::MAX_RANGE_ITEMS;
 pub use functions::READ_FILE_LIMIT;
 pub use interpolate::GoTemplates;

@@ -154,6 +154,17 @@ pub(crate) struct Prepared<'t> {
 }
 
 impl Prepared<'_> {
+    /// `self` holding its own text.
+    pub(crate) fn into_owned(self) -> Prepared<'static> {
+        Prepared {
+            text: Cow::Owned(self.text.into_owned()),
+            needs: self.needs,
+            inserted: self.inserted,
+            max_depth: self.max_depth,
+            misuse: self.misuse,
+        }
+    }
+
     /// Maps a 1-based column on a 1-based line of the rewritten text back to the column the
     /// user wrote.
     pub(crate) fn original_col(&self, line: usize, col: usize) -> usize {
@@ -171,6 +182,77 @@ impl Prepared<'_> {
             .count();
         col.saturating_sub(2 * shifted)
     }
+}
+
+/// Words a light template's actions may hold (see [`light_template`]): control words,
+/// comparisons, and functions whose work and result are bounded by their arguments' size.
+const LIGHT_WORDS: &[&str] = &[
+    "if",
+    "else",
+    "end",
+    "with",
+    "and",
+    "or",
+    "not",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "len",
+    "index",
+    "default",
+    "trim",
+    "trimSpace",
+    "upper",
+    "lower",
+    "escape",
+    "shell_quote",
+    "shellQuote",
+    "json",
+    "toJson",
+    "awfShellQ",
+    "awfShellDq",
+    "nil",
+    "true",
+    "false",
+];
+
+/// Whether rendering `text` is light: every action holds only field chains, variables,
+/// literals and [`LIGHT_WORDS`] (no `range`, no `printf`, no `split`, no `readFile`, no
+/// template call), so its work is bounded by the size of the values it prints.
+pub(crate) fn light_template(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while let Some(open) = find(b, i, b"{{") {
+        let Some(close) = find(b, open + 2, b"}}") else {
+            return false;
+        };
+        let mut j = open + 2;
+        while j < close {
+            let c = b[j];
+            if c == b'"' || c == b'`' || c == b'\'' {
+                j = skip_quoted(b, j, c);
+                continue;
+            }
+            if is_ident_start(c) {
+                let start = j;
+                while j < close && is_ident_char(b[j]) {
+                    j += 1;
+                }
+                let prev = if start > 0 { b[start - 1] } else { b' ' };
+                let word = &text[start..j];
+                if prev != b'.' && prev != b'$' && !LIGHT_WORDS.contains(&word) {
+                    return false;
+                }
+                continue;
+            }
+            j += 1;
+        }
+        i = close + 2;
+    }
+    true
 }
 
 pub(crate) fn is_ident_start(c: u8) -> bool {
@@ -545,7 +627,10 @@ fn words(expr: &str) -> impl Iterator<Item = (usize, &str, usize)> {
                 b'"' | b'\'' => i = skip_quoted(b, i, c),
                 b'`' => i = find(b, i + 1, b"`").map_or(b.len(), |e| e + 1),
                 c if c.is_ascii_digit() => {
-                    while i < b.len() && (is_ident_char(b[i]) || b[i] == b'.') {
+                    // A number, up to a range's `..` (`1..inputs.n`: `inputs` is a word).
+                    while i < b.len()
+                        && (is_ident_char(b[i]) || (b[i] == b'.' && b.get(i + 1) != Some(&b'.')))
+                    {
                         i += 1;
                     }
                 }

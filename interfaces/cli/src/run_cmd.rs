@@ -648,6 +648,50 @@ const FAILURES_NAMED: usize = 5;
 /// second Ctrl-C, which stops everything at once.
 const SAME_SIGNAL: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// The backstop of a second signal: awf exits with the cancel's exit code when the run has
+/// not wound down [`forced_exit::GRACE`] after it (something that does not stop when asked),
+/// after killing the process groups of its steps again. Source: trial finding h4 (after
+/// "second signal, stopping now", awf ran on at full CPU for minutes).
+mod forced_exit {
+    use std::io::Write;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::atomic::Ordering;
+
+    /// How long the run has to wind down after the second signal.
+    pub(super) const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+    static ARMED: AtomicBool = AtomicBool::new(false);
+    static DONE: AtomicBool = AtomicBool::new(false);
+
+    /// Starts the countdown (once).
+    pub(super) fn arm(code: u8) {
+        if ARMED.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // A thread of its own: it fires even if every runtime thread is busy.
+        let _ = std::thread::Builder::new()
+            .name("awf-forced-exit".into())
+            .spawn(move || {
+                std::thread::sleep(GRACE);
+                if DONE.load(Ordering::SeqCst) {
+                    return;
+                }
+                awf_exec::kill_all_now();
+                let _ = writeln!(
+                    std::io::stderr().lock(),
+                    "WARN the run did not stop within {}s of the second signal: exiting",
+                    GRACE.as_secs()
+                );
+                std::process::exit(i32::from(code));
+            });
+    }
+
+    /// The run wound down: the countdown does nothing.
+    pub(super) fn disarm() {
+        DONE.store(true, Ordering::SeqCst);
+    }
+}
+
 /// The distinct texts of `errors` (a record's write failures), in order, joined with `; `:
 /// at most [`FAILURES_NAMED`], then how many more there were.
 fn distinct_failures(errors: &[String]) -> String {
@@ -801,6 +845,8 @@ pub(crate) async fn drive(
                         printer.stderr_line(&format!("{} second signal, stopping now", ctx.err_style.yellow("WARN")));
                     }
                     awf_exec::kill_all_now();
+                    // And awf itself ends soon, wound down or not.
+                    forced_exit::arm(signalled.unwrap_or(reason).exit_code());
                 }
                 cancelled = true;
                 // Nothing new is asked while the run winds down.
@@ -810,6 +856,8 @@ pub(crate) async fn drive(
             }
         }
     }
+    // The run wound down: a second signal's forced exit is not needed.
+    forced_exit::disarm();
     printer.finish();
     // The run is over: whatever its steps daemonised (adopted by awf, a subreaper) goes too.
     awf_exec::sweep_adopted().await;
