@@ -615,10 +615,13 @@ fn ctrl_c_under_the_spinner_leaves_no_echoed_caret_c_to_wrap_the_line() {
     // rexpect turns the terminal's echo off; a user's terminal echoes (with ECHOCTL, `^C`).
     let awf = sb.tty_cmd(&[]);
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", "stty echo echoctl cols 100 rows 30 && exec \"$0\" \"$@\""])
-        .arg(awf_tests::awf_bin())
-        .args(["run", "slow.yaml"])
-        .current_dir(sb.path());
+    cmd.args([
+        "-c",
+        "stty echo echoctl cols 100 rows 30 && exec \"$0\" \"$@\"",
+    ])
+    .arg(awf_tests::awf_bin())
+    .args(["run", "slow.yaml"])
+    .current_dir(sb.path());
     for (k, v) in awf.get_envs() {
         match v {
             Some(v) => cmd.env(k, v),
