@@ -47,7 +47,8 @@ use crate::Services;
 /// A dry-run plan.
 ///
 /// JSON shape: `{"workflow": "name", "identifier": "…", "description": "…"|null,
-/// "inputs": [{"name", "value", "default": bool, "config": bool}], "hooks": {...}, "states":
+/// "inputs": [{"name", "value", "default": bool, "config": bool, "missing": true (only when
+/// so)}], "hooks": {...}, "states":
 /// [PlannedState…]}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Plan {
@@ -78,6 +79,16 @@ pub struct PlanInput {
     pub default: bool,
     /// The value is the project config's (`.awf/config.yaml` `inputs:`), no `--input` given.
     pub config: bool,
+    /// A required input that was not given and has no default ([`plan_dry_run`]): `value`
+    /// is its placeholder, [`missing_placeholder`]. Serialized only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
+}
+
+/// What [`plan_dry_run`] shows for required input `name` that was not given:
+/// `<missing: name>`, in the inputs and wherever a template reads it.
+pub fn missing_placeholder(name: &str) -> String {
+    format!("<missing: {name}>")
 }
 
 /// Workflow-level hooks, each action rendered as `log: text` or `command: text`.
@@ -389,15 +400,93 @@ pub fn plan_loaded(
     env: &BTreeMap<String, String>,
     only_step: Option<&str>,
 ) -> Result<Plan, AwfError> {
+    build(
+        services,
+        identifier,
+        loaded,
+        PlanInputs {
+            cli: cli_inputs,
+            config: config_inputs,
+            placeholders: false,
+        },
+        env,
+        only_step,
+    )
+}
+
+/// [`plan_loaded`] for `awf run --dry-run`: a required input that was not given and has no
+/// default does not stop the plan: it is listed with [`missing_placeholder`] as its value
+/// (`missing: true`) and templates that read it show the placeholder (a `script_file` or
+/// `prompt_file` path holding it is shown, not read). Every other input rule is checked
+/// as [`plan_loaded`] checks it. (AWF (Go) refuses the dry run, `missing required input`;
+/// docs/compatibility.md.)
+///
+/// # Errors
+/// As [`plan_loaded`], but for missing required inputs.
+pub fn plan_dry_run(
+    services: &Services,
+    identifier: &str,
+    loaded: &LoadedWorkflow,
+    cli_inputs: &[(String, String)],
+    config_inputs: &Map<String, Value>,
+    env: &BTreeMap<String, String>,
+    only_step: Option<&str>,
+) -> Result<Plan, AwfError> {
+    build(
+        services,
+        identifier,
+        loaded,
+        PlanInputs {
+            cli: cli_inputs,
+            config: config_inputs,
+            placeholders: true,
+        },
+        env,
+        only_step,
+    )
+}
+
+/// The inputs a plan is made with.
+struct PlanInputs<'a> {
+    cli: &'a [(String, String)],
+    config: &'a Map<String, Value>,
+    /// Missing required inputs get placeholders instead of failing the plan.
+    placeholders: bool,
+}
+
+fn build(
+    services: &Services,
+    identifier: &str,
+    loaded: &LoadedWorkflow,
+    given: PlanInputs<'_>,
+    env: &BTreeMap<String, String>,
+    only_step: Option<&str>,
+) -> Result<Plan, AwfError> {
+    let PlanInputs {
+        cli: cli_inputs,
+        config: config_inputs,
+        placeholders,
+    } = given;
     crate::validation::check_for_run(services, loaded)?;
     let wf = &loaded.workflow;
+    let missing: Vec<String> = if placeholders {
+        crate::inputs::missing_required(wf, cli_inputs, config_inputs)
+            .into_iter()
+            .map(|d| d.name)
+            .collect()
+    } else {
+        Vec::new()
+    };
     // Nothing an input names is read by a dry run, so `file_exists` is not checked (as in
     // AWF (Go)); every other rule is.
     let mut unchecked = wf.clone();
     for def in &mut unchecked.inputs {
         def.validation.file_exists = false;
+        if missing.contains(&def.name) {
+            def.required = false;
+        }
     }
-    let resolved = crate::inputs::resolve_inputs(
+    let mut resolved = crate::inputs::resolve_inputs(
         &unchecked,
         cli_inputs,
         config_inputs,
@@ -408,7 +497,11 @@ pub fn plan_loaded(
     masker.extend(&Masker::from_named(
         env.iter().map(|(k, v)| (k.as_str(), v.as_str())),
     ));
-    let inputs = plan_inputs(wf, &resolved, cli_inputs, config_inputs, &masker);
+    // Placeholders after the masker: they are no secret's value.
+    for name in &missing {
+        resolved.insert(name.clone(), Value::String(missing_placeholder(name)));
+    }
+    let inputs = plan_inputs(wf, &resolved, cli_inputs, config_inputs, &masker, &missing);
 
     let planner = Planner {
         services,
@@ -417,6 +510,7 @@ pub fn plan_loaded(
         masker: &masker,
         awf_dirs: &services.awf_dirs,
         env,
+        missing: &missing,
     };
     let hooks = PlanWorkflowHooks {
         workflow_start: planner.hooks(&wf.hooks.workflow_start),
@@ -454,9 +548,20 @@ fn plan_inputs(
     cli: &[(String, String)],
     config: &Map<String, Value>,
     masker: &Masker,
+    missing: &[String],
 ) -> Vec<PlanInput> {
     let mut out = Vec::new();
     for def in &wf.inputs {
+        if missing.contains(&def.name) {
+            out.push(PlanInput {
+                name: def.name.clone(),
+                value: Value::String(missing_placeholder(&def.name)),
+                default: false,
+                config: false,
+                missing: true,
+            });
+            continue;
+        }
         let from_cli = cli.iter().any(|(k, _)| k.trim() == def.name);
         let from_config = !from_cli && config.get(&def.name).is_some_and(|v| !v.is_null());
         let given = from_cli || from_config;
@@ -470,6 +575,7 @@ fn plan_inputs(
             value,
             default: !given && def.default.is_some(),
             config: from_config,
+            missing: false,
         });
     }
     out
@@ -535,6 +641,8 @@ struct Planner<'a> {
     masker: &'a Masker,
     awf_dirs: &'a BTreeMap<String, String>,
     env: &'a BTreeMap<String, String>,
+    /// Required inputs not given, shown as [`missing_placeholder`]s.
+    missing: &'a [String],
 }
 
 impl Planner<'_> {
@@ -628,8 +736,12 @@ impl Planner<'_> {
         kind: &str,
     ) -> Result<(String, Option<String>), AwfError> {
         let rendered = self.render(raw);
-        if rendered.contains("{{") {
-            // Needs run-time data; cannot load it now.
+        let placeholder = self
+            .missing
+            .iter()
+            .any(|n| rendered.contains(&missing_placeholder(n)));
+        if rendered.contains("{{") || placeholder {
+            // Needs run-time data (or an input not given); cannot load it now.
             return Ok((rendered, None));
         }
         let path = normalize(&resolve_external(

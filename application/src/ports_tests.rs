@@ -401,6 +401,7 @@ fn validation_checks_files_on_the_host() {
             &BTreeMap::new(),
             std::path::Path::new("/work"),
             &host,
+            &FakeInterpolator,
         )
         .into_iter()
         .map(|d| d.message)

@@ -405,19 +405,21 @@ pub fn parse_day(d: &str) -> Result<u64, AwfError> {
 /// `USER.INPUT.INVALID_FORMAT` for a bad status word or day ([`parse_status`], [`parse_day`]);
 /// `USER.INPUT.VALIDATION_FAILED` for a `--limit` of 0, as `GET /api/history?limit=0` refuses
 /// it (AWF (Go) gives 0 no meaning: its query asks for no row, so it printed `No execution
-/// history found` whatever the history held).
+/// history found` whatever the history held), naming the flag as the user typed it
+/// (`limit_flag`: `-n` or `--limit`).
 pub fn history_filter(
     workflow: Option<&str>,
     status: Option<&str>,
     since: Option<&str>,
     limit: usize,
+    limit_flag: &str,
 ) -> Result<HistoryFilter, AwfError> {
     if limit == 0 {
         return Err(AwfError::new(
             ErrorCode::UserInputValidationFailed,
-            "--limit 0 is not a positive whole number",
+            format!("{limit_flag} 0 is not a positive whole number"),
         )
-        .with_hint("use -n 1 or more (the default is 20)"));
+        .with_hint(format!("use {limit_flag} 1 or more (the default is 20)")));
     }
     Ok(HistoryFilter {
         workflow: workflow.map(str::to_owned),
@@ -973,23 +975,30 @@ mod tests {
 
     #[test]
     fn history_filters_take_go_s_words_and_days() {
-        let f = history_filter(Some("wf"), Some("Completed"), Some("1970-01-02"), 5).unwrap();
+        let f = history_filter(Some("wf"), Some("Completed"), Some("1970-01-02"), 5, "-n").unwrap();
         assert_eq!(f.status, Some(StoredStatus::Success));
         assert_eq!(f.since_ms, Some(86_400_000));
         assert_eq!(f.limit, Some(5));
-        let e = history_filter(None, Some("done"), None, 1).unwrap_err();
+        let e = history_filter(None, Some("done"), None, 1, "-n").unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputInvalidFormat);
-        let e = history_filter(None, None, Some("yesterday"), 1).unwrap_err();
+        let e = history_filter(None, None, Some("yesterday"), 1, "-n").unwrap_err();
         assert_eq!(e.message(), "invalid date 'yesterday'");
     }
 
-    /// `-n 0` is refused as `?limit=0` is over HTTP, not an empty history.
+    /// `-n 0` is refused as `?limit=0` is over HTTP, not an empty history, naming the flag
+    /// as typed.
     #[test]
     fn a_history_limit_of_zero_is_refused() {
-        let e = history_filter(None, None, None, 0).unwrap_err();
+        let e = history_filter(None, None, None, 0, "-n").unwrap_err();
         assert_eq!(e.code(), ErrorCode::UserInputValidationFailed);
-        assert_eq!(e.message(), "--limit 0 is not a positive whole number");
+        assert_eq!(e.message(), "-n 0 is not a positive whole number");
         assert_eq!(e.hints(), ["use -n 1 or more (the default is 20)"]);
-        assert_eq!(history_filter(None, None, None, 1).unwrap().limit, Some(1));
+        let e = history_filter(None, None, None, 0, "--limit").unwrap_err();
+        assert_eq!(e.message(), "--limit 0 is not a positive whole number");
+        assert_eq!(e.hints(), ["use --limit 1 or more (the default is 20)"]);
+        assert_eq!(
+            history_filter(None, None, None, 1, "-n").unwrap().limit,
+            Some(1)
+        );
     }
 }

@@ -89,6 +89,7 @@ pub fn validate_loaded(
             env,
             &cwd,
             services.host.as_ref(),
+            services.interpolator.as_ref(),
         )
         .into_iter()
         .filter(|d| !is_script_file_finding(d)),
@@ -97,6 +98,21 @@ pub fn validate_loaded(
         d.locate(&loaded.source_map);
     }
     let mut diagnostics = checks(services, &loaded);
+    // A text whose template does not parse puts no value anywhere: its shell-quoting
+    // warnings (whose hint would build on the very action that fails, an unknown function
+    // included) wait until it parses (new user: `{{.inputs.who | upcase | shell_quote}}`).
+    let unparsed: std::collections::BTreeSet<String> = diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error && d.message.starts_with(TEMPLATE_DOES_NOT_PARSE))
+        .map(|d| d.path.clone())
+        .collect();
+    extra.retain(|d| {
+        !(matches!(
+            d.code,
+            ErrorCode::WorkflowValidationUnquotedValue
+                | ErrorCode::WorkflowValidationIneffectiveQuote
+        ) && unparsed.contains(&d.path))
+    });
     diagnostics.extend(extra);
     sort(&mut diagnostics);
     ValidationReport {
@@ -104,6 +120,10 @@ pub fn validate_loaded(
         diagnostics,
     }
 }
+
+/// How the error about a template that does not parse starts (`template does not parse:
+/// …`, path of the text).
+const TEMPLATE_DOES_NOT_PARSE: &str = "template does not parse";
 
 /// Whether `d` is [`file_references`]' finding about a step's `script_file`.
 fn is_script_file_finding(d: &Diagnostic) -> bool {
@@ -131,6 +151,7 @@ fn missing_script_files(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
         &env,
         std::path::Path::new("."),
         services.host.as_ref(),
+        services.interpolator.as_ref(),
     )
     .into_iter()
     .filter(is_script_file_finding)
@@ -150,12 +171,18 @@ fn missing_script_files(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
 /// `.agents/skills`, `.claude/skills` under `cwd`, the global skills dir, then
 /// `~/.agents/skills`, `~/.claude/skills`. A path with any other template (inputs, states)
 /// is known only at run time and is not checked.
+///
+/// A shell script's text is checked by `templates` as a `command:`'s is: a template that does
+/// not parse is a warning marked [`Diagnostic::run_fails`] (the step fails when it renders
+/// the script, as in AWF (Go), which does not check it), and its values are not checked for
+/// quoting until it parses.
 pub fn file_references(
     wf: &Workflow,
     awf_dirs: &BTreeMap<String, String>,
     env: &BTreeMap<String, String>,
     cwd: &std::path::Path,
     host: &dyn awf_domain::ports::Host,
+    templates: &dyn awf_domain::ports::template::Interpolator,
 ) -> Vec<Diagnostic> {
     use std::path::PathBuf;
     let static_path = |text: &str| -> Option<PathBuf> {
@@ -251,6 +278,22 @@ pub fn file_references(
                 None => {
                     if let Some(text) = static_path(f).and_then(|p| host.read_to_string(&p).ok()) {
                         let at = format!("states.{name}.script_file");
+                        if text.contains("{{")
+                            && let Err(e) = templates.check(&text)
+                        {
+                            // New user: the quoting hint was built on an unknown function.
+                            let mut d = check_failure(
+                                ErrorCode::WorkflowValidationInvalidReference,
+                                at,
+                                &format!("script {}: {TEMPLATE_DOES_NOT_PARSE}", f.trim()),
+                                &e,
+                            )
+                            .failing_the_run();
+                            d.severity = Severity::Warning;
+                            d.message.push_str(" (the step fails when it runs)");
+                            out.push(d);
+                            continue;
+                        }
                         out.extend(
                             awf_domain::validate::unquoted_shell_values_in_script(wf, &text, &at)
                                 .into_iter()
@@ -922,7 +965,8 @@ fn invalid_child(
             "sub-workflow \"{target}\" is invalid, so the call fails when it runs: {at}{}{more}",
             first.message
         ),
-    );
+    )
+    .failing_the_run();
     d.hint = Some(match &first.hint {
         Some(h) => format!("{h} (in {shown}; `awf validate` it for every finding)"),
         None => format!(
@@ -988,7 +1032,8 @@ fn call_input_warnings(
                 .with_hint(format!(
                     "add `{}: <value>` under the step's `inputs:`",
                     input.name
-                )),
+                ))
+                .failing_the_run(),
             );
         }
     }
@@ -1118,7 +1163,8 @@ fn call_cycles(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                         chain.join(" -> ")
                     ),
                 )
-                .with_hint("shorten the chain of call_workflow steps"),
+                .with_hint("shorten the chain of call_workflow steps")
+                .failing_the_run(),
             );
         }
         if done.contains(&child_id) {
@@ -1263,7 +1309,12 @@ fn unpriced_budgets(prices: &awf_domain::run::Prices, wf: &Workflow) -> Vec<Diag
     out
 }
 
-/// A literal `provider:` awf does not know (it would fail at run time).
+/// What an unknown step provider does at run time ([`unknown_providers`]).
+const STEP_FAILS: &str = "the step will fail when it runs";
+
+/// A literal `provider:` awf does not know: a warning, as AWF (Go) validates it (it checks
+/// only that a provider is given), marked [`Diagnostic::run_fails`] for the step's own
+/// provider (the step fails when it runs), not for a `fallback_providers` entry (skipped).
 fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for (name, st) in &wf.states {
@@ -1286,7 +1337,7 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
         for (p, path, effect) in std::iter::once((
             a.provider.trim(),
             format!("states.{name}.provider"),
-            "the step will fail when it runs",
+            STEP_FAILS,
         ))
         .chain(fallbacks)
         {
@@ -1311,6 +1362,8 @@ fn unknown_providers(wf: &Workflow) -> Vec<Diagnostic> {
                 Some(c) => d.with_hint(format!("did you mean '{c}'? {known}")),
                 None => d.with_hint(known),
             };
+            // The step's own provider fails the step; a fallback's is skipped.
+            d.run_fails = effect == STEP_FAILS;
             out.push(d);
         }
     }
@@ -1564,7 +1617,7 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
             out.push(check_failure(
                 ErrorCode::WorkflowValidationInvalidReference,
                 path,
-                "template does not parse",
+                TEMPLATE_DOES_NOT_PARSE,
                 &e,
             ));
         }

@@ -1493,36 +1493,57 @@ fn per_type(name: &str, s: &State, base: &str, out: &mut Vec<Diagnostic>) {
     }
 }
 
-/// A warning per step with both a `timeout` and a `retry` of more than one attempt: the
-/// timeout bounds every attempt together and the waits between them (AWF (Go)'s semantics,
-/// kept), so an attempt it stops is not retried (new user: `timeout: 1s` with 3 attempts ran
-/// one and said nothing of the others).
+/// A warning per step whose `timeout` ends before one of its `retry` attempts can start,
+/// whatever the attempts take: the timeout bounds every attempt together and the waits
+/// between them (AWF (Go)'s semantics, kept), and the waits before attempt `k` (each at its
+/// shortest, jitter taken off) add up to the timeout or more, so attempts `k` and after
+/// never run. A timeout that leaves room for every attempt is not warned about (new user:
+/// `timeout: 5s` with two attempts of `echo` 10 ms apart was); a step that runs into it is
+/// told by its failure (`the step's timeout spans all 3 attempts; 1 ran`).
 ///
 /// Code `WORKFLOW.VALIDATION.INVALID_STATE`, severity Warning, path `states.<name>.timeout`.
-/// `awf validate` shows it; a run does not repeat it on every start (the failure says it
-/// when it happens).
+/// `awf validate` shows it; a run does not repeat it on every start.
 pub fn timeout_spans_retries(wf: &Workflow) -> Vec<Diagnostic> {
+    /// Attempts looked at, at most: a policy whose waits fit this many fits them all, or
+    /// waits so little that its timeout is no concern of this check.
+    const LOOKED_AT: u32 = 10_000;
     let mut out = Vec::new();
     for (name, s) in &wf.states {
         let (Some(r), Some(t)) = (&s.retry, s.timeout.filter(|t| !t.is_zero())) else {
             continue;
         };
-        if r.max_attempts <= 1 {
-            continue;
+        let mut waited = std::time::Duration::ZERO;
+        let mut blocked = None;
+        for attempt in 2..=r.max_attempts.min(LOOKED_AT) {
+            waited = waited.saturating_add(r.jittered(r.base_delay(attempt - 1), -1.0));
+            if waited >= t {
+                blocked = Some(attempt);
+                break;
+            }
         }
-        let t = crate::duration::format_go(t);
+        let Some(attempt) = blocked else {
+            continue;
+        };
+        let never = if attempt == r.max_attempts {
+            format!("attempt {attempt} never runs")
+        } else {
+            format!("attempts {attempt} to {} never run", r.max_attempts)
+        };
         out.push(
             Diagnostic::warning(
                 ErrorCode::WorkflowValidationInvalidState,
                 format!("states.{name}.timeout"),
                 format!(
-                    "timeout {t} bounds all {} attempts of retry together (and the waits \
-                     between them), not each attempt: an attempt that runs into it is not retried",
-                    r.max_attempts
+                    "timeout {} ends before attempt {attempt} of retry can start: the waits \
+                     before it take {} (the timeout bounds every attempt and the waits between \
+                     them together), so {never}",
+                    crate::duration::format_go(t),
+                    crate::duration::format_go(waited),
                 ),
             )
             .with_hint(
-                "raise timeout to cover every attempt and the waits between them, or remove it",
+                "raise timeout above the waits plus what the attempts take, or shorten \
+                 retry's delays (initial_delay, max_delay)",
             ),
         );
     }
@@ -1715,9 +1736,11 @@ pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"
 /// (`.error.Message`). References that cannot carry shell code are not warned about: inputs
 /// of `type: integer`, `number` or `boolean` (validated and converted at run start), string
 /// inputs whose `validation.enum` lists only plain words ([`plain_word`]), a step's
-/// `ExitCode`, `Status` and `TokensUsed`, the failure's `State`, `ExitCode` and `Type`, and
-/// loop items when every `for_each` of the workflow lists plain words (or numbers) in its
-/// YAML. Severity Warning, path `states.<name>.command`, `states.<name>.hooks.pre.<i>` (and
+/// `ExitCode`, `Status` and `TokensUsed`, an `http.request` step's `Response.status_code`,
+/// the failure's `State`, `ExitCode` and `Type`, loop items when every `for_each` of the
+/// workflow lists plain words (or numbers) in its YAML, and any value passed last through a
+/// function that returns a number or true/false (`{{len .states.a.Output}}`,
+/// `{{eq .inputs.x "y"}}`: [`NUMBER_OR_BOOLEAN_FUNCS`]). Severity Warning, path `states.<name>.command`, `states.<name>.hooks.pre.<i>` (and
 /// `post`) or `hooks.<hook>.<i>`. Source: issue 14 ("Safe shell interpolation").
 pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
@@ -1831,10 +1854,17 @@ fn may_carry_shell_code(wf: &Workflow, reference: &str) -> Option<bool> {
     let lower = reference.to_ascii_lowercase();
     let field = |i: usize| lower.split('.').nth(i).unwrap_or("").replace('_', "");
     if lower.starts_with("states.") {
-        return Some(!matches!(
-            field(2).as_str(),
-            "exitcode" | "status" | "tokensused"
-        ));
+        // An `http.request` step's `Response.status_code` is a number (the operation's).
+        let status_code = field(2) == "response"
+            && field(3) == "statuscode"
+            && reference.split('.').nth(1).is_some_and(|s| {
+                wf.states.get(s).is_some_and(|st| {
+                    matches!(&st.kind, StateKind::Operation(o) if o.operation == "http.request")
+                })
+            });
+        return Some(
+            !status_code && !matches!(field(2).as_str(), "exitcode" | "status" | "tokensused"),
+        );
     }
     if lower.starts_with("loop.") {
         let item = lower
@@ -2073,6 +2103,11 @@ fn shell_value_checks(
         let Some(already_quoted) = value_pipeline(body) else {
             continue;
         };
+        // `{{len .states.big.Output}}`, `{{eq .inputs.a "x"}}`: a number or true/false,
+        // whatever the value it reads (new user: warned as if it printed the output).
+        if prints_number_or_boolean(body) {
+            continue;
+        }
         // Breaker: `{{$v}}` after `{{$v := .inputs.m}}`, `{{.}}` inside `{{with .inputs.m}}`
         // and `{{index .inputs "m"}}` were not warned about.
         let Some(reference) = aliases.carried(wf, body) else {
@@ -2109,6 +2144,49 @@ fn shell_value_checks(
         d.path = path.to_owned();
         out.push(d.at_offset(text, action.range.start));
     }
+}
+
+/// Template functions whose result is always a number (`len`) or `true`/`false` (the
+/// comparisons, `not`): text no shell reads as code.
+const NUMBER_OR_BOOLEAN_FUNCS: &[&str] = &["len", "eq", "ne", "lt", "le", "gt", "ge", "not"];
+
+/// Whether the value action `body` prints what the last command of its pipeline returns and
+/// that command is one of [`NUMBER_OR_BOOLEAN_FUNCS`] (`len .x`, `.x | len`, `(len .x)`).
+/// `|` inside a string literal or parentheses does not split the pipeline.
+fn prints_number_or_boolean(body: &str) -> bool {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut last_start = 0usize;
+    for (i, c) in body.char_indices() {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' && q != '`' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '`' | '\'' => quote = Some(c),
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            '|' if depth == 0 => last_start = i + 1,
+            _ => {}
+        }
+    }
+    let mut last = body.get(last_start..).unwrap_or("").trim();
+    // `(len .x)`: the parenthesized command alone.
+    while let Some(inner) = last.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
+        last = inner.trim();
+    }
+    let func = last
+        .split(|c: char| c.is_whitespace() || c == '(')
+        .next()
+        .unwrap_or("");
+    NUMBER_OR_BOOLEAN_FUNCS.contains(&func)
 }
 
 /// Whether `reference` (`error.Message`, `inputs.x`, `states.s.Output`, as

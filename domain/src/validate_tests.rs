@@ -1996,6 +1996,58 @@ fn shell_value_warnings_know_which_fields_can_carry_shell_code() {
     assert_eq!(warned(&hooked), vec![]);
 }
 
+/// New user: values that can only be a number or true/false were warned about as unquoted
+/// shell values: `{{len .states.big.Output}}`, an `http.request` step's
+/// `Response.status_code`, comparisons. A pipeline that ends in another function, and the
+/// `Response.status_code` of a step that is no `http.request`, still are.
+#[test]
+fn values_that_are_certainly_numbers_or_booleans_are_not_warned_about() {
+    let op = |name: &str, operation: &str| {
+        let mut s = state(
+            name,
+            StateKind::Operation(crate::workflow::OperationStep {
+                operation: operation.to_owned(),
+                inputs: IndexMap::new(),
+            }),
+        );
+        s.on_success = Some("a".to_owned());
+        s
+    };
+    let warned = |command: &str| -> Vec<String> {
+        let w = wf(
+            "get",
+            vec![
+                op("get", "http.request"),
+                op("other", "github.get_issue"),
+                cmd("a", command, Some("done")),
+                terminal("done"),
+            ],
+        );
+        unquoted_shell_values(&w)
+            .into_iter()
+            .map(|d| d.message)
+            .collect()
+    };
+    for quiet in [
+        "echo {{len .states.a.Output}}",
+        "echo {{(len .states.a.Output)}}",
+        "echo {{.states.a.Output | len}}",
+        "echo {{.states.get.Response.status_code}}",
+        "test {{eq .states.a.Output \"x|y\"}} = true",
+        "echo {{not .states.a.Output}} {{ne (len .states.a.Output) 0}}",
+    ] {
+        assert_eq!(warned(quiet), Vec::<String>::new(), "{quiet}");
+    }
+    for loud in [
+        "echo {{len .states.a.Output | printf \"%v\" | print .states.a.Output}}",
+        "echo {{.states.other.Response.status_code}}",
+        "echo {{.states.get.Response.body}}",
+        "echo {{printf \"%s|len\" .states.a.Output}}",
+    ] {
+        assert_eq!(warned(loud).len(), 1, "{loud}: {:?}", warned(loud));
+    }
+}
+
 /// Breaker: `\{{.inputs.m}}` and `"${X:-{{.inputs.m}}}"` validated clean (with and without
 /// `shell_quote: true`) and ran `$( )` from the value; the hint for the second one suggested a
 /// form that was still injectable.
@@ -2407,48 +2459,84 @@ fn loop_parent_needs_an_enclosing_loop_and_a_known_field() {
     );
 }
 
-/// New user: `timeout: 1s` with `retry: {max_attempts: 3}` ran one attempt and said nothing
-/// of the others; the timeout bounds every attempt together (AWF (Go)), which validate says.
+/// The timeout bounds every attempt and the waits between them together (AWF (Go)):
+/// `awf validate` warns when the waits alone leave an attempt no time to start (jitter taken
+/// off, the shortest waits), and not when the timeout leaves room for every attempt (new user:
+/// `timeout: 5s` with two attempts 10 ms apart was warned about).
 #[test]
-fn a_timeout_beside_retry_warns_that_it_bounds_every_attempt() {
-    let retry = |n: u32| RetryPolicy {
+fn a_timeout_warns_only_when_the_retry_waits_use_it_up() {
+    let retry = |n: u32, delay_ms: u64, jitter: f64| RetryPolicy {
         max_attempts: n,
-        initial_delay: std::time::Duration::from_millis(100),
+        initial_delay: std::time::Duration::from_millis(delay_ms),
         max_delay: None,
         backoff: Backoff::Constant,
         multiplier: 2.0,
-        jitter: 0.0,
+        jitter,
         retryable_exit_codes: Vec::new(),
     };
-    let mut slow = cmd("slow", "sleep 5", Some("done"));
-    slow.timeout = Some(std::time::Duration::from_secs(1));
-    slow.retry = Some(retry(3));
-    let mut once = cmd("once", "sleep 5", Some("done"));
-    once.timeout = Some(std::time::Duration::from_secs(1));
-    once.retry = Some(retry(1));
-    let mut untimed = cmd("untimed", "sleep 5", Some("done"));
-    untimed.retry = Some(retry(3));
-    for (s, warned) in [(slow, true), (once, false), (untimed, false)] {
+    let step = |name: &str, timeout_ms: Option<u64>, r: RetryPolicy| {
+        let mut s = cmd(name, "sleep 5", Some("done"));
+        s.timeout = timeout_ms.map(std::time::Duration::from_millis);
+        s.retry = Some(r);
+        s
+    };
+    let cases = [
+        // 400 ms + 400 ms + 400 ms >= 1 s: attempt 4 (of 5) never starts.
+        (
+            step("tight", Some(1000), retry(5, 400, 0.0)),
+            Some(
+                "timeout 1s ends before attempt 4 of retry can start: the waits before it take \
+                 1.2s (the timeout bounds every attempt and the waits between them together), so \
+                 attempts 4 to 5 never run",
+            ),
+        ),
+        // The last attempt alone.
+        (
+            step("last", Some(1000), retry(2, 1000, 0.0)),
+            Some(
+                "timeout 1s ends before attempt 2 of retry can start: the waits before it take \
+                 1s (the timeout bounds every attempt and the waits between them together), so \
+                 attempt 2 never runs",
+            ),
+        ),
+        // Room for every attempt: 5 s over two attempts 10 ms apart (the trial's).
+        (step("roomy", Some(5000), retry(2, 10, 0.0)), None),
+        // 100 ms + 100 ms < 1 s.
+        (step("fits", Some(1000), retry(3, 100, 0.0)), None),
+        // Jitter may shorten each wait by half: 2 × 300 ms < 1 s at the shortest.
+        (step("jittered", Some(1000), retry(3, 600, 0.5)), None),
+        (step("once", Some(1000), retry(1, 5000, 0.0)), None),
+        (step("untimed", None, retry(3, 5000, 0.0)), None),
+    ];
+    for (s, expected) in cases {
         let name = s.name.clone();
         let w = wf(&name, vec![s, terminal("done")]);
         let found = timeout_spans_retries(&w);
-        if !warned {
+        let Some(message) = expected else {
             assert!(found.is_empty(), "{name}: {found:?}");
             continue;
-        }
-        assert_eq!(found.len(), 1, "{found:?}");
+        };
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
         let d = &found[0];
         assert_eq!(
-            (d.severity, d.code, d.message.as_str(), d.hint.as_deref()),
+            (
+                d.severity,
+                d.code,
+                d.path.as_str(),
+                d.message.as_str(),
+                d.hint.as_deref()
+            ),
             (
                 Severity::Warning,
                 ErrorCode::WorkflowValidationInvalidState,
-                "timeout 1s bounds all 3 attempts of retry together (and the waits between \
-                 them), not each attempt: an attempt that runs into it is not retried",
+                format!("states.{name}.timeout").as_str(),
+                message,
                 Some(
-                    "raise timeout to cover every attempt and the waits between them, or remove it"
+                    "raise timeout above the waits plus what the attempts take, or shorten \
+                     retry's delays (initial_delay, max_delay)"
                 ),
-            )
+            ),
+            "{name}"
         );
     }
 }

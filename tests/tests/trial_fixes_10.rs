@@ -282,7 +282,8 @@ fn approval_messages_are_checked_like_other_templates_and_dry_run_interpolates_t
         ),
         (
             "{message: \"Deploy {{.inputs.nope}}?\"}",
-            "x.yaml:9:16: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.approval.message: undefined input \"nope\"",
+            // At the template in the one-line message (trial 59), not at the key.
+            "x.yaml:9:33: error [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.approval.message: undefined input \"nope\"",
         ),
     ] {
         sb.write("x.yaml", &wf(approval)).unwrap();

@@ -210,7 +210,7 @@ fn history_refuses_a_limit_of_zero() {
     assert_eq!(r.stdout, "");
     assert_eq!(
         r.stderr,
-        "[USER.INPUT.VALIDATION_FAILED] --limit 0 is not a positive whole number\n  Hint: use -n 1 or more (the default is 20)\n"
+        "[USER.INPUT.VALIDATION_FAILED] -n 0 is not a positive whole number\n  Hint: use -n 1 or more (the default is 20)\n"
     );
     let r = sb.run(&["history", "-n", "0", "-f", "json"]).unwrap();
     assert_eq!(r.code, 1);

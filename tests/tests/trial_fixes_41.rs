@@ -139,8 +139,9 @@ fn a_failed_steps_line_says_its_exit_code_beside_its_stderr() {
 const SLOW: &str = "name: slow\nstates:\n  initial: slow\n  slow: {type: step, command: 'echo start; sleep 5', timeout: 1s, retry: {max_attempts: 3, initial_delay: 100ms}, on_success: done, on_failure: timed_out}\n  done: {type: terminal}\n  timed_out: {type: terminal, status: failure}\n";
 
 /// Finding 3 (and 7): the timeout spans every attempt (AWF (Go), kept), which the failure
-/// says, as does the failure terminal that it routed to; `awf validate` warns (a run's start
-/// does not).
+/// says, as does the failure terminal that it routed to. `awf validate` warns only when the
+/// waits between attempts use the timeout up (trial 59: it warned whatever the timeout);
+/// here they take 200 ms of the 1 s, so it does not (trial_fixes_59 has the warning).
 #[test]
 fn a_timeout_over_retries_says_it_spans_every_attempt_and_validate_warns() {
     let sb = Sandbox::new().unwrap();
@@ -163,18 +164,8 @@ fn a_timeout_over_retries_says_it_spans_every_attempt_and_validate_warns() {
         ))
     );
     let v = sb.run(&["validate", "slow.yaml"]).unwrap();
-    assert_eq!(v.code, 0, "{}", v.stderr);
-    let file = sb.path().join("slow.yaml");
-    assert_eq!(
-        v.stderr,
-        format!(
-            "{}:4:54: warning [WORKFLOW.VALIDATION.INVALID_STATE] states.slow.timeout: timeout \
-             1s bounds all 3 attempts of retry together (and the waits between them), not each \
-             attempt: an attempt that runs into it is not retried\n  Hint: raise timeout to \
-             cover every attempt and the waits between them, or remove it\n",
-            file.display()
-        )
-    );
+    assert_eq!((v.code, v.stderr.as_str()), (0, ""), "{}", v.stderr);
+    assert_eq!(v.stdout, "Workflow 'slow.yaml' is valid\n");
 }
 
 /// Finding 4: on a terminal `--no-color` gives the plain lines NO_COLOR gives: no spinner

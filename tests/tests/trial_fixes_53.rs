@@ -222,7 +222,7 @@ fn an_optional_input_without_default_fails_its_template_as_in_awf_and_validate_s
     assert_eq!(v.code, 0, "{}", v.stderr);
     assert!(
         v.stderr.contains(&format!(
-            "{}:9:5: note [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: optional \
+            "{}:9:22: note [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.a.command: optional \
              input \"tag\" has no default: states.a.command fails (EXECUTION.TEMPLATE.FAILED) \
              in a run not given it\n  Hint: give it a default (`default: \"\"` to test it with \
              `{{{{if .inputs.tag}}}}`) or make it `required: true`\n",

@@ -69,6 +69,14 @@ impl Run {
             });
         }
         let mut first_failure: Option<AwfError> = None;
+        // The branch of `first_failure` and its own error, for `any_succeed`'s message.
+        let mut first_branch: Option<(String, String)> = None;
+        let own = |branch: &str, message: &str| {
+            message
+                .strip_prefix(&format!("step {branch}: "))
+                .unwrap_or(message)
+                .to_owned()
+        };
         let mut any_ok = !kept.is_empty();
         if any_ok && p.strategy == ParallelStrategy::AnySucceed {
             group.cancel();
@@ -87,6 +95,7 @@ impl Run {
                 Some(Ok(exit)) => exit.succeeded,
                 Some(Err(e)) => {
                     if e.code() != ErrorCode::ExecutionRunCancelled && first_failure.is_none() {
+                        first_branch = Some((branch.to_owned(), own(branch, e.message())));
                         first_failure = Some(e);
                     }
                     false
@@ -104,17 +113,20 @@ impl Run {
                 .get(branch)
                 .is_some_and(|s| s.status == StepStatus::Cancelled);
             if first_failure.is_none() && !cancelled_branch {
-                let why = lock(&self.states).get(branch).map(|s| {
-                    s.error
-                        .clone()
-                        .unwrap_or_else(|| format!("exit code {}", s.exit_code.unwrap_or(-1)))
-                });
+                let why = lock(&self.states)
+                    .get(branch)
+                    .map(|s| {
+                        s.error
+                            .clone()
+                            .unwrap_or_else(|| format!("exit code {}", s.exit_code.unwrap_or(-1)))
+                    })
+                    .unwrap_or_else(|| "unknown error".to_owned());
+                first_branch = Some((branch.to_owned(), own(branch, &why)));
                 first_failure = Some(AwfError::new(
                     ErrorCode::ExecutionParallelPartialFailure,
                     format!(
-                        "parallel step {}: branch {branch} failed: {}",
-                        state.name,
-                        why.unwrap_or_else(|| "unknown error".to_owned())
+                        "parallel step {}: branch {branch} failed: {why}",
+                        state.name
                     ),
                 ));
             }
@@ -149,13 +161,21 @@ impl Run {
                 ErrorCode::ExecutionParallelPartialFailure,
                 format!("parallel step {}: no branches", state.name),
             ),
+            // Said once: `first: branch b: <its error>` (new user: `first: parallel step p:
+            // branch b failed` repeated the block's name and the failure).
             (ParallelStrategy::AnySucceed, Some(e)) => AwfError::new(
                 ErrorCode::ExecutionParallelPartialFailure,
-                format!(
-                    "parallel step {}: all branches failed; first: {}",
-                    state.name,
-                    e.message()
-                ),
+                match &first_branch {
+                    Some((branch, why)) => format!(
+                        "parallel step {}: all branches failed; first: branch {branch}: {why}",
+                        state.name
+                    ),
+                    None => format!(
+                        "parallel step {}: all branches failed; first: {}",
+                        state.name,
+                        e.message()
+                    ),
+                },
             ),
             (_, Some(e)) => e,
             (_, None) => AwfError::new(

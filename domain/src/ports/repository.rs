@@ -53,6 +53,13 @@ pub struct Diagnostic {
     /// rather than at its key. Not serialized.
     #[serde(skip)]
     pub in_value: Option<(u32, u32)>,
+    /// A warning about something that makes the run fail when it gets there (an unknown
+    /// `provider:`, a required sub-workflow input the call does not pass): kept a warning,
+    /// as AWF (Go) validates such a workflow and a path the run never takes does not fail it,
+    /// but `awf validate`'s summary says the run will fail. Serialized as `"run_fails": true`
+    /// only when set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub run_fails: bool,
 }
 
 impl Diagnostic {
@@ -73,7 +80,16 @@ impl Diagnostic {
             line: None,
             column: None,
             in_value: None,
+            run_fails: false,
         }
+    }
+
+    /// Marks the finding as one that makes the run fail where it applies
+    /// ([`Diagnostic::run_fails`]).
+    #[must_use]
+    pub fn failing_the_run(mut self) -> Self {
+        self.run_fails = true;
+        self
     }
 
     /// Records where inside the value at its path the finding is: at byte `offset` of the

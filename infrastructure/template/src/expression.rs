@@ -340,8 +340,12 @@ pub const UNAVAILABLE: &[(&str, &str)] = &[
     ("timezone", "temporal"),
 ];
 
-/// Template functions (Go templates, sprig) and the expression function doing their job.
+/// Template functions (Go templates, sprig; Liquid's and Ruby's `upcase`, `downcase`,
+/// `strip`) and the expression function doing their job.
 const TEMPLATE_NAMES: &[(&str, &str)] = &[
+    ("upcase", "upper"),
+    ("downcase", "lower"),
+    ("strip", "trim"),
     ("trimSpace", "trim"),
     ("toLower", "lower"),
     ("toUpper", "upper"),

@@ -292,6 +292,9 @@ fn regression_check_refuses_unknown_functions_with_a_hint() {
         refused("int(trimSpace(states.inc.Output)) < 5")
     );
     assert!(refused("toLower(inputs.x) == 'a'").ends_with("hint: did you mean 'lower'?"));
+    // Liquid's and Ruby's names, too far from ours for the edit distance (new user).
+    assert!(refused("upcase(inputs.x) == 'A'").ends_with("hint: did you mean 'upper'?"));
+    assert!(refused("downcase(inputs.x) == 'a'").ends_with("hint: did you mean 'lower'?"));
     // `contains` with other than two arguments is not rewritten to the operator.
     assert!(
         refused("contains(a, b, c)").ends_with("use the operator: x contains 'y'"),

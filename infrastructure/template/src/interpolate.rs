@@ -165,7 +165,11 @@ impl GoTemplates {
             return Ok(Err(template.to_owned()));
         }
         let prepared = scan::prepare(template);
-        let tmpl = self.parse(&prepared)?;
+        // The did-you-mean of an unknown function at run time too (a text `awf validate`
+        // did not see: a prompt file's), in the message: run errors carry no hint part.
+        let tmpl = self
+            .parse(&prepared)
+            .map_err(|e| with_function_hint(e, Hint::Inline))?;
         let mut json_items = Vec::new();
         let root = data::root(scope, &prepared.needs, &mut json_items);
         let side = prepared.needs.side_data.then(|| SideData {
@@ -234,7 +238,7 @@ impl Interpolator for GoTemplates {
         let prepared = scan::prepare(template);
         self.parse(&prepared)
             .map(|_| ())
-            .map_err(|e| with_unclosed_hint(with_function_hint(e), &prepared))
+            .map_err(|e| with_unclosed_hint(with_function_hint(e, Hint::Separate), &prepared))
     }
 }
 
@@ -244,10 +248,61 @@ const BUILTIN_FUNCS: [&str; 19] = [
     "eq", "ne", "lt", "le", "gt", "ge", "call", "slice",
 ];
 
-/// A parse error naming a function that does not exist gets the nearest name as a hint
-/// (after [`HINT_SEPARATOR`](awf_domain::ports::template::HINT_SEPARATOR); new user:
-/// `trimspace` got no did-you-mean, where an expression's typo gets one).
-fn with_function_hint(e: TemplateError) -> TemplateError {
+/// Names other template languages (Liquid, Jinja, Ruby, sprig, Go's `strings`) give the
+/// functions awf has, with awf's name: too far from it for the edit distance (`upcase` is
+/// three edits from `upper`).
+const OTHER_NAMES: &[(&str, &str)] = &[
+    ("upcase", "upper"),
+    ("uppercase", "upper"),
+    ("toUpper", "upper"),
+    ("downcase", "lower"),
+    ("lowercase", "lower"),
+    ("toLower", "lower"),
+    ("strip", "trim"),
+    ("chomp", "trim"),
+    ("length", "len"),
+    ("size", "len"),
+    ("count", "len"),
+    ("quote", "shell_quote"),
+    ("squote", "shell_quote"),
+    ("shellescape", "shell_quote"),
+    ("toJSON", "json"),
+    ("to_json", "json"),
+    ("tojson", "json"),
+    ("coalesce", "default"),
+];
+
+/// The function awf has that an unknown `name` most likely means: its name in another
+/// template language ([`OTHER_NAMES`], any case), else the closest name by edits, else the
+/// one equal to it without case and underscores (`Shell_Quote`).
+pub(crate) fn function_meant(name: &str) -> Option<&'static str> {
+    let names = || AWF_FUNCS.iter().map(|(n, _)| *n).chain(BUILTIN_FUNCS);
+    OTHER_NAMES
+        .iter()
+        .find(|(other, _)| other.eq_ignore_ascii_case(name))
+        .map(|(_, ours)| *ours)
+        .or_else(|| awf_domain::validate::closest(name, names()))
+        .or_else(|| {
+            let bare = |n: &str| n.replace('_', "").to_ascii_lowercase();
+            names().find(|n| bare(n) == bare(name))
+        })
+        .filter(|m| *m != name)
+}
+
+/// Where [`with_function_hint`] puts its did-you-mean.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hint {
+    /// After [`HINT_SEPARATOR`](awf_domain::ports::template::HINT_SEPARATOR), for `check`
+    /// (validation shows it as the finding's hint).
+    Separate,
+    /// At the end of the message in parentheses, for `render` (a run's error).
+    Inline,
+}
+
+/// A parse error naming a function that does not exist gets the function meant
+/// ([`function_meant`]) as a did-you-mean (new user: `trimspace`, then `upcase`, got none,
+/// where an expression's typo gets one), at validation and at run time alike.
+fn with_function_hint(e: TemplateError, how: Hint) -> TemplateError {
     let TemplateError::Failed(text) = &e else {
         return e;
     };
@@ -259,13 +314,13 @@ fn with_function_hint(e: TemplateError) -> TemplateError {
     else {
         return e;
     };
-    let names = AWF_FUNCS.iter().map(|(n, _)| *n).chain(BUILTIN_FUNCS);
-    match awf_domain::validate::closest(name, names) {
-        Some(c) => TemplateError::Failed(format!(
+    match (function_meant(name), how) {
+        (Some(c), Hint::Separate) => TemplateError::Failed(format!(
             "{text}{}did you mean '{c}'?",
             awf_domain::ports::template::HINT_SEPARATOR
         )),
-        None => e,
+        (Some(c), Hint::Inline) => TemplateError::Failed(format!("{text} (did you mean '{c}'?)")),
+        (None, _) => e,
     }
 }
 

@@ -485,6 +485,39 @@ fn parse_and_function_errors_are_failures() {
     assert!(m.starts_with("template error at line 1, column 4: "), "{m}");
 }
 
+/// New user: `{{.inputs.who | upcase}}` got `function upcase not defined` without a
+/// did-you-mean (three edits from `upper`): another template language's name points at
+/// awf's, at validation (`check`, the hint after the separator) and at run time (`render`,
+/// in the message).
+#[test]
+fn an_unknown_function_names_the_one_meant_at_check_and_render() {
+    let t = GoTemplates::new();
+    assert_eq!(
+        t.check("echo {{.inputs.who | upcase}}"),
+        Err(TemplateError::Failed(
+            "template parse error at line 1, column 22: function upcase not defined\nhint: did you mean 'upper'?"
+                .to_owned()
+        ))
+    );
+    assert_eq!(
+        failed(&Data::new(), "echo {{.inputs.who | upcase}}"),
+        "template parse error at line 1, column 22: function upcase not defined (did you mean 'upper'?)"
+    );
+    for (name, meant) in [
+        ("downcase", Some("lower")),
+        ("Strip", Some("trim")),
+        ("length", Some("len")),
+        ("to_json", Some("json")),
+        ("shellescape", Some("shell_quote")),
+        ("trimspace", Some("trimSpace")),
+        ("Shell_Quote", Some("shell_quote")),
+        ("uper", Some("upper")),
+        ("frobnicate", None),
+    ] {
+        assert_eq!(crate::interpolate::function_meant(name), meant, "{name}");
+    }
+}
+
 #[test]
 fn check_parses_without_rendering() {
     let t = GoTemplates::new();

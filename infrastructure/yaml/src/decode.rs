@@ -194,6 +194,9 @@ pub fn decode_workflow(
         e.line = Some(pos.line);
         e.column = Some(pos.column);
     }
+    // `x-` keys hold what anchors reuse (`x-defaults: &d`, then `<<: *d` in states), as in
+    // Compose files: accepted silently (AWF (Go) ignores every unknown top-level key).
+    f.skip_prefixed("x-");
     f.finish(
         d,
         &[

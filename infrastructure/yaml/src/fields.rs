@@ -273,6 +273,19 @@ impl<'n> Fields<'n> {
             .find_map(|(e, _)| closest(&e.key, wanted.iter().copied()).map(|c| (e.key.clone(), c)))
     }
 
+    /// Marks every key starting with `prefix` as read, without reading it: blocks kept for
+    /// YAML anchors (`x-defaults: &defaults`), which `finish` must not report.
+    pub fn skip_prefixed(&mut self, prefix: &str) {
+        let Some(entries) = self.node.entries() else {
+            return;
+        };
+        for (e, used) in entries.iter().zip(self.used.iter_mut()) {
+            if e.key.starts_with(prefix) {
+                *used = true;
+            }
+        }
+    }
+
     /// Whether `key` is present (without marking it).
     pub fn has(&self, key: &str) -> bool {
         self.node.get(key).is_some()

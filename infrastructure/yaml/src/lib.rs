@@ -239,7 +239,14 @@ fn record_block(node: &Node, path: &str, lines: &[&str], map: &mut SourceMap) {
     let NodeKind::Scalar { text, plain, .. } = &node.kind else {
         return;
     };
-    if *plain || !text.contains("{{") {
+    if !text.contains("{{") {
+        return;
+    }
+    if let Some(column) = one_line_start(node, text, lines) {
+        map.insert_block(path, node.pos.line, column);
+        return;
+    }
+    if *plain {
         return;
     }
     let leading = text.chars().take_while(|c| *c == '\n').count();
@@ -261,6 +268,29 @@ fn record_block(node: &Node, path: &str, lines: &[&str], map: &mut SourceMap) {
         u32::try_from(first).unwrap_or(u32::MAX),
         node.pos.column,
     );
+}
+
+/// The 1-based column where the text of the one-line scalar `node` starts on its line,
+/// when the line holds that text as written: a plain scalar (`command: echo {{.x}}`), or one
+/// in quotes without escapes in it (`command: "echo {{.x}}"`, the column after the quote).
+/// `None` for a text over several lines or one the file spells otherwise (escapes, folding),
+/// whose characters do not map one to one.
+fn one_line_start(node: &Node, text: &str, lines: &[&str]) -> Option<u32> {
+    if text.contains('\n') {
+        return None;
+    }
+    let line = lines.get((node.pos.line as usize).checked_sub(1)?)?;
+    let start = (node.pos.column as usize).checked_sub(1)?;
+    let rest: String = line.chars().skip(start).collect();
+    if rest.starts_with(text) {
+        return Some(node.pos.column);
+    }
+    let quote = rest.chars().next().filter(|q| *q == '"' || *q == '\'')?;
+    let inner = rest.get(1..)?;
+    let after = inner.strip_prefix(text)?;
+    // The text as written up to its closing quote (no escape changed a character).
+    (after.starts_with(quote) && !text.contains(quote) && !(quote == '"' && text.contains('\\')))
+        .then(|| node.pos.column.saturating_add(1))
 }
 
 /// One diagnostic as a line: `<file>: line L, column C: <path>: <message>`.

@@ -51,7 +51,9 @@ pub fn render(plan: &Plan) -> String {
     if !plan.inputs.is_empty() {
         s.push_str("Inputs:\n");
         for i in &plan.inputs {
-            let mark = if i.default {
+            let mark = if i.missing {
+                " (required, not given)"
+            } else if i.default {
                 " (default)"
             } else if i.config {
                 " (from .awf/config.yaml)"
@@ -59,6 +61,28 @@ pub fn render(plan: &Plan) -> String {
                 ""
             };
             s.push_str(&format!("  {}: {}{mark}\n", i.name, value_text(&i.value)));
+        }
+        let missing: Vec<&str> = plan
+            .inputs
+            .iter()
+            .filter(|i| i.missing)
+            .map(|i| i.name.as_str())
+            .collect();
+        if !missing.is_empty() {
+            let given = missing
+                .iter()
+                .map(|n| format!("--input {}", awf_domain::shell::input_arg(n)))
+                .collect::<Vec<_>>()
+                .join(" ");
+            s.push_str(&format!(
+                "Note: the plan shows {} where the input is read; a run needs {}: {given}\n",
+                if missing.len() == 1 {
+                    awf_application::plan::missing_placeholder(missing[0])
+                } else {
+                    "<missing: …>".to_owned()
+                },
+                if missing.len() == 1 { "it" } else { "them" },
+            ));
         }
         s.push('\n');
     }
@@ -405,18 +429,21 @@ mod tests {
                     value: json!("/x"),
                     default: false,
                     config: false,
+                    missing: false,
                 },
                 PlanInput {
                     name: "count".into(),
                     value: json!(10),
                     default: true,
                     config: false,
+                    missing: false,
                 },
                 PlanInput {
                     name: "cc".into(),
                     value: json!("gcc"),
                     default: false,
                     config: true,
+                    missing: false,
                 },
             ],
             hooks: PlanWorkflowHooks::default(),

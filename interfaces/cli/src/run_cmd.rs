@@ -232,7 +232,7 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
     let prompt_missing_inputs = on_terminal && !args.dry_run;
     if on_terminal && args.dry_run {
         // A dry run starts no run to ask through: the same questions, answered here.
-        ask_for_dry_run(ctx, &w, &args.workflow, &config.inputs, &mut inputs)?;
+        ask_for_dry_run(ctx, &w, &args.workflow, &config.inputs, &mut inputs);
     }
     let mocks = parse_mocks(&args.mocks)?;
     if !ctx.json() && !ctx.quiet {
@@ -282,17 +282,16 @@ fn prepare(ctx: &Ctx, args: &RunArgs) -> Result<(Wiring, RunRequest), AwfError> 
 }
 
 /// `--dry-run` on a terminal: asks for the missing required inputs as a run would (the same
-/// `MissingInput` requests, answered by `interact`, checked by the input's rules).
-///
-/// # Errors
-/// `USER.INPUT.VALIDATION_FAILED` at end of input, as when no terminal can answer.
+/// `MissingInput` requests, answered by `interact`, checked by the input's rules). At end of
+/// input it stops asking: the inputs not answered are shown as placeholders, as without a
+/// terminal.
 fn ask_for_dry_run(
     ctx: &Ctx,
     w: &Wiring,
     identifier: &str,
     config: &serde_json::Map<String, serde_json::Value>,
     inputs: &mut Vec<(String, String)>,
-) -> Result<(), AwfError> {
+) {
     use awf_domain::interaction::Answer;
     use awf_domain::interaction::InteractionRequest;
     use awf_domain::interaction::RequestKind;
@@ -300,7 +299,7 @@ fn ask_for_dry_run(
     let Ok(loaded) =
         awf_domain::ports::WorkflowRepository::load(w.repository.as_ref(), identifier, None)
     else {
-        return Ok(());
+        return;
     };
     let term = crate::interact::Terminal::new(ctx);
     let missing = awf_application::inputs::missing_required(&loaded.workflow, inputs, config);
@@ -329,19 +328,12 @@ fn ask_for_dry_run(
                     }
                     Err(why) => problem = Some(why),
                 },
-                _ => {
-                    return Err(AwfError::new(
-                        ErrorCode::UserInputValidationFailed,
-                        format!(
-                            "input validation failed: inputs.{}: required but not provided",
-                            def.name
-                        ),
-                    ));
-                }
+                // End of input: no more questions; the plan shows this input and the
+                // ones after it as placeholders (`<missing: name>`).
+                _ => return,
             }
         }
     }
-    Ok(())
 }
 
 /// One stderr warning per distinct `--breakpoint` naming no state of the workflow (as in AWF (Go), it is
@@ -450,7 +442,9 @@ fn dry_run(ctx: &Ctx, w: &Wiring, req: &RunRequest) -> Outcome {
                     );
                 }
             }
-            awf_application::plan::plan_loaded(
+            // Required inputs not given are placeholders in the plan (a dry run needs no
+            // value to show what would run).
+            awf_application::plan::plan_dry_run(
                 &w.services,
                 &req.identifier,
                 &loaded,

@@ -460,6 +460,24 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     Ok(())
 }
 
+/// How `awf history`'s limit was given on the command line `args` (the last one counts, as
+/// for the value): `--limit` (`--limit 5`, `--limit=5`) or `-n` (`-n 5`, `-n5`, `-n=5`);
+/// `--limit` when neither is there (the default). Arguments after `--` are not flags.
+pub fn limit_flag(args: &[String]) -> &'static str {
+    let mut flag = "--limit";
+    for a in args.iter().skip(1) {
+        if a == "--" {
+            break;
+        }
+        if a == "--limit" || a.starts_with("--limit=") {
+            flag = "--limit";
+        } else if a.starts_with("-n") {
+            flag = "-n";
+        }
+    }
+    flag
+}
+
 /// `awf history`.
 ///
 /// # Errors
@@ -467,11 +485,15 @@ fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
 pub fn history(ctx: &Ctx, args: &HistoryArgs) -> Result<Outcome, CliError> {
     let w = wiring::build_stored(ctx.storage.as_deref(), ctx.store.as_deref())
         .map_err(CliError::Awf)?;
+    let typed: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let filter = awf_application::runs::history_filter(
         args.workflow.as_deref(),
         args.status.as_deref(),
         args.since.as_deref(),
         args.limit,
+        limit_flag(&typed),
     )
     .map_err(CliError::Awf)?;
     let store = w.history_store().map_err(CliError::Awf)?;
@@ -1222,6 +1244,27 @@ pub(crate) fn config_warning(d: &awf_domain::ports::repository::Diagnostic) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `awf history -n 0` named `--limit`, a flag the user did not type.
+    #[test]
+    fn the_limit_flag_is_named_as_typed() {
+        let typed = |args: &[&str]| {
+            let v: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            limit_flag(&v)
+        };
+        assert_eq!(typed(&["awf", "history", "-n", "0"]), "-n");
+        assert_eq!(typed(&["awf", "history", "-n0"]), "-n");
+        assert_eq!(typed(&["awf", "history", "--limit", "0"]), "--limit");
+        assert_eq!(typed(&["awf", "history", "--limit=0"]), "--limit");
+        // The last one given is the value used.
+        assert_eq!(typed(&["awf", "history", "--limit", "3", "-n", "0"]), "-n");
+        assert_eq!(
+            typed(&["awf", "history", "--no-color", "--limit=0"]),
+            "--limit"
+        );
+        assert_eq!(typed(&["awf", "history"]), "--limit");
+        assert_eq!(typed(&["awf", "history", "--", "-n"]), "--limit");
+    }
 
     const IDS: [&str; 3] = [
         "3f2a9c1e-0000-4000-8000-000000000001",

@@ -1,7 +1,8 @@
 //! `awf validate`: loads and fully checks a workflow, prints every finding.
 //!
 //! Text: one line per diagnostic on stderr, `<file>:<line>:<col>: error|warning|note [CODE]
-//! path: message`, then `  Hint: …`; a summary line (`Workflow '<wf>' is valid` on stdout).
+//! path: message`, then `  Hint: …`; a summary line (`Workflow '<wf>' is valid` on stdout, or
+//! `… has no errors, but its run will fail at <path>` after a warning saying so).
 //! JSON (stdout): `{"valid": bool, "workflow": "<identifier as typed>", "errors": [msg…],
 //! "warnings": [msg…], "diagnostics": [Diagnostic…]}` (`errors`/`warnings`, message strings,
 //! are AWF (Go)'s and omitted when empty; `diagnostics` is ours, `workflow_name` the YAML
@@ -157,24 +158,15 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
             .iter()
             .filter(|d| d.severity == Severity::Error)
             .count();
-        let warnings_n = diags
-            .iter()
-            .filter(|d| d.severity == Severity::Warning)
-            .count();
         if ctx.format == Format::Quiet {
             let word = if errors_n == 0 { "valid" } else { "invalid" };
             crate::stdout_check::checked(writeln!(std::io::stdout().lock(), "{word}"));
         } else if errors_n == 0 {
             let mut out = std::io::stdout().lock();
-            let suffix = match warnings_n {
-                0 => String::new(),
-                1 => " (1 warning)".to_owned(),
-                n => format!(" ({n} warnings)"),
-            };
             crate::stdout_check::checked(writeln!(
                 out,
-                "Workflow '{}' is valid{suffix}",
-                args.workflow
+                "{}",
+                valid_summary(&args.workflow, &diags)
             ));
         } else {
             let plural = if errors_n == 1 { "" } else { "s" };
@@ -189,6 +181,50 @@ pub fn run(ctx: &Ctx, args: &ValidateArgs) -> Outcome {
         None => Outcome::Success,
         Some(code) => Outcome::Reported(code),
     }
+}
+
+/// The summary line of a workflow without errors: `Workflow '<wf>' is valid` with the number
+/// of warnings (` (2 warnings)`), or, when a warning says the run fails where it applies
+/// ([`Diagnostic::run_fails`]: an unknown provider, a required sub-workflow input not
+/// passed), `Workflow '<wf>' has no errors, but its run will fail at <path>[, <path>…]
+/// (N warning(s))`: such a workflow is valid as AWF (Go) checks it (exit 0), but not one to
+/// call "valid" (new user).
+pub fn valid_summary(identifier: &str, diags: &[Diagnostic]) -> String {
+    let warnings_n = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Warning)
+        .count();
+    let suffix = match warnings_n {
+        0 => String::new(),
+        1 => " (1 warning)".to_owned(),
+        n => format!(" ({n} warnings)"),
+    };
+    let mut failing: Vec<&str> = Vec::new();
+    for d in diags
+        .iter()
+        .filter(|d| d.severity == Severity::Warning && d.run_fails)
+    {
+        if !failing.contains(&d.path.as_str()) {
+            failing.push(&d.path);
+        }
+    }
+    if failing.is_empty() {
+        return format!("Workflow '{identifier}' is valid{suffix}");
+    }
+    const SHOWN: usize = 3;
+    let mut at = failing
+        .iter()
+        .take(SHOWN)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if failing.len() > SHOWN {
+        at.push_str(&format!(" and {} more", failing.len() - SHOWN));
+    }
+    format!(
+        "Workflow '{identifier}' has no errors, but its run will fail at {}{suffix}",
+        crate::style::printable_text(&at)
+    )
 }
 
 /// `-f table` (AWF (Go)'s layout): a status box, then the inputs (INPUT(15) TYPE(10)
@@ -422,6 +458,45 @@ mod tests {
         assert_eq!(
             table_next(&w, &State::success_terminal("done")),
             "(terminal)"
+        );
+    }
+
+    /// A warning that the run fails where it applies changes the summary from "valid" (new
+    /// user: `provider: claud` validated as valid); other warnings keep it.
+    #[test]
+    fn the_summary_says_the_run_will_fail_after_such_a_warning() {
+        let plain = Diagnostic::warning(ErrorCode::WorkflowValidationInvalidState, "x", "y");
+        assert_eq!(valid_summary("wf", &[]), "Workflow 'wf' is valid");
+        assert_eq!(
+            valid_summary("wf", std::slice::from_ref(&plain)),
+            "Workflow 'wf' is valid (1 warning)"
+        );
+        let failing = |path: &str| {
+            Diagnostic::warning(
+                ErrorCode::UserAgentUnknownProvider,
+                path,
+                "unknown provider",
+            )
+            .failing_the_run()
+        };
+        assert_eq!(
+            valid_summary("wf", &[plain, failing("states.a.provider")]),
+            "Workflow 'wf' has no errors, but its run will fail at states.a.provider (2 warnings)"
+        );
+        let many: Vec<Diagnostic> = [
+            "states.a.provider",
+            "states.b.provider",
+            "states.a.provider",
+            "states.c.inputs",
+            "states.d.inputs",
+        ]
+        .iter()
+        .map(|p| failing(p))
+        .collect();
+        assert_eq!(
+            valid_summary("wf", &many),
+            "Workflow 'wf' has no errors, but its run will fail at states.a.provider, \
+             states.b.provider, states.c.inputs and 1 more (5 warnings)"
         );
     }
 

@@ -953,3 +953,57 @@ fn literal_blocks_with_templates_are_located_line_by_line() {
     assert_eq!(m.locate_in_block("states.f.command", 0, 5), None);
     assert_eq!(m.locate_in_block("states.g.command", 0, 0), None);
 }
+
+/// A template in a one-line value is found at its own column (new user: the unquoted-value
+/// warning of `command: echo {{.inputs.x}}` pointed at the `command` key): plain, in quotes
+/// (the column after the quote), in a flow mapping. A quoted value with an escape in it,
+/// whose characters do not map one to one, and a plain value folded over two lines are not
+/// recorded (findings there point at the key).
+#[test]
+fn one_line_values_with_templates_are_located_at_their_column() {
+    let text = "name: b\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{.inputs.x}}\n    on_success: b\n  b:\n    type: step\n    command: \"echo {{.inputs.x}}\"\n    on_success: c\n  c: {type: step, command: 'echo {{.inputs.x}}', on_success: d}\n  d:\n    type: step\n    command: \"echo \\t{{.inputs.x}}\"\n    on_success: e\n  e:\n    type: step\n    command: echo\n      {{.inputs.x}}\n    on_success: done\n  done:\n    type: terminal\n";
+    let l = awf_yaml::parse_workflow_lenient(
+        text,
+        None,
+        WorkflowSource::default(),
+        &awf_yaml::NoTemplates,
+    )
+    .unwrap();
+    let m = &l.source_map;
+    // `    command: echo {{` : the value starts at column 14, its `{{` 5 characters in.
+    assert_eq!(m.locate_in_block("states.a.command", 0, 5), Some((6, 19)));
+    // The double quote at column 14, the text from column 15.
+    assert_eq!(m.locate_in_block("states.b.command", 0, 5), Some((10, 20)));
+    // `  c: {type: step, command: '`: the text from column 29.
+    assert_eq!(m.locate_in_block("states.c.command", 0, 5), Some((12, 34)));
+    assert_eq!(m.locate_in_block("states.d.command", 0, 6), None);
+    assert_eq!(m.locate_in_block("states.e.command", 0, 5), None);
+}
+
+/// Top-level keys starting with `x-` hold blocks for YAML anchors (`x-defaults: &d`, then
+/// `<<: *d`): accepted without a warning, as AWF (Go) accepts any top-level key; any other
+/// unknown top-level key is still warned about.
+#[test]
+fn top_level_x_keys_are_accepted_silently() {
+    let text = "name: x\nx-defaults: &d\n  type: step\n  timeout: 5s\nx-other: [1, 2]\nextra: 1\nstates:\n  initial: a\n  a:\n    <<: *d\n    command: echo a\n    on_success: done\n  done:\n    type: terminal\n";
+    let l = awf_yaml::parse_workflow_lenient(
+        text,
+        None,
+        WorkflowSource::default(),
+        &awf_yaml::NoTemplates,
+    )
+    .unwrap();
+    let found: Vec<(&str, &str)> = l
+        .diagnostics
+        .iter()
+        .map(|d| (d.path.as_str(), d.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [("extra", "unknown field \"extra\" in the workflow")]
+    );
+    assert_eq!(
+        l.workflow.states["a"].timeout,
+        Some(std::time::Duration::from_secs(5))
+    );
+}
