@@ -301,13 +301,7 @@ impl Run {
         let mut hit_max = false;
         'outer: for index in first.. {
             if token.is_cancelled() {
-                st.status = StepStatus::Cancelled;
-                st.completed_at = Some(self.svc.clock.now());
-                return Ok(Body {
-                    state: st,
-                    failure: Some(cancelled(name)),
-                    early_exit: None,
-                });
+                return Ok(Body::cancelled(st, name, self.svc.clock.now()));
             }
             if index >= max as usize {
                 hit_max = true;
@@ -334,13 +328,7 @@ impl Run {
                 match self.eval_bool(cond, Some(&frame)) {
                     // Cancelled while it was evaluated: whatever it answered (trial h4).
                     _ if token.is_cancelled() => {
-                        st.status = StepStatus::Cancelled;
-                        st.completed_at = Some(self.svc.clock.now());
-                        return Ok(Body {
-                            state: st,
-                            failure: Some(cancelled(name)),
-                            early_exit: None,
-                        });
+                        return Ok(Body::cancelled(st, name, self.svc.clock.now()));
                     }
                     Ok(true) => {}
                     Ok(false) => break,
@@ -460,13 +448,7 @@ impl Run {
                 match self.eval_bool(bw, Some(&frame)) {
                     // Cancelled while it was evaluated: whatever it answered (trial h4).
                     _ if token.is_cancelled() => {
-                        st.status = StepStatus::Cancelled;
-                        st.completed_at = Some(self.svc.clock.now());
-                        return Ok(Body {
-                            state: st,
-                            failure: Some(cancelled(name)),
-                            early_exit: None,
-                        });
+                        return Ok(Body::cancelled(st, name, self.svc.clock.now()));
                     }
                     // Checked before the iteration's error, as in AWF (Go): a break_when
                     // that holds after a failed iteration ends the loop normally (breaker:

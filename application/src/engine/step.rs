@@ -101,6 +101,20 @@ pub(crate) struct Body {
     pub(crate) early_exit: Option<String>,
 }
 
+impl Body {
+    /// State `st` of `name` ended by the run's cancel at `now`: status `Cancelled`, the
+    /// cancel as its failure.
+    pub(crate) fn cancelled(mut st: StepState, name: &str, now: std::time::SystemTime) -> Self {
+        st.status = StepStatus::Cancelled;
+        st.completed_at = Some(now);
+        Self {
+            state: st,
+            failure: Some(cancelled(name)),
+            early_exit: None,
+        }
+    }
+}
+
 impl Run {
     /// Records state `name`, started at `started`, as ended by the hard error `e` (cancelled
     /// for a cancel, failed otherwise): a hard error still leaves a record of the state in
