@@ -890,7 +890,13 @@ impl Run {
         let fail = |mut st: StepState, code: ErrorCode, msg: String| {
             st.status = StepStatus::Failed;
             st.completed_at = Some(self.svc.clock.now());
-            st.error = Some(msg.clone());
+            // The state keeps the error as the run's error shows it (`AwfError::new` takes
+            // a template error's hint, after `HINT_SEPARATOR`, as a hint of its own).
+            st.error = Some(
+                msg.split_once(awf_domain::ports::template::HINT_SEPARATOR)
+                    .map_or(msg.as_str(), |(m, _)| m)
+                    .to_owned(),
+            );
             Body {
                 state: st,
                 failure: Some(AwfError::new(code, msg).with_detail("state", name)),
