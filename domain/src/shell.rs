@@ -2116,6 +2116,12 @@ fn compound_assignment(b: &[u8], open: usize, spans: &mut Spans) {
 /// Index just past the `)` closing a `(` whose body starts at `from` (nested parentheses,
 /// quotes, escapes and template actions skipped); the text's length when unclosed.
 fn paren_end(b: &[u8], from: usize) -> usize {
+    nested_end(b, from, b'(', b')')
+}
+
+/// Index just past the `close` that ends an `open` whose body starts at `from` (nested
+/// pairs, quotes, escapes and template actions skipped); the text's length when unclosed.
+fn nested_end(b: &[u8], from: usize, open: u8, close: u8) -> usize {
     let mut j = from;
     let mut depth = 0u32;
     while j < b.len() {
@@ -2126,9 +2132,9 @@ fn paren_end(b: &[u8], from: usize) -> usize {
                 continue;
             }
             b'\'' | b'"' => j = closing_quote(b, j),
-            b'(' => depth += 1,
-            b')' if depth > 0 => depth -= 1,
-            b')' => return j + 1,
+            c if c == open => depth += 1,
+            c if c == close && depth > 0 => depth -= 1,
+            c if c == close => return j + 1,
             _ => {}
         }
         j += 1;
@@ -2286,24 +2292,7 @@ fn command_end(b: &[u8], from: usize, closing: Option<usize>) -> usize {
 /// Index just past the `]` closing a `[` whose body starts at `from` (nested brackets,
 /// quotes, escapes and template actions skipped); the text's length when unclosed.
 fn bracket_end(b: &[u8], from: usize) -> usize {
-    let mut j = from;
-    let mut depth = 0u32;
-    while j < b.len() {
-        match b[j] {
-            b'\\' => j += 1,
-            b'{' if b.get(j + 1) == Some(&b'{') => {
-                j = action_end(b, j + 2);
-                continue;
-            }
-            b'\'' | b'"' => j = closing_quote(b, j),
-            b'[' => depth += 1,
-            b']' if depth > 0 => depth -= 1,
-            b']' => return j + 1,
-            _ => {}
-        }
-        j += 1;
-    }
-    b.len()
+    nested_end(b, from, b'[', b']')
 }
 
 /// Index just past the `]]` closing a `[[` test whose body starts at `from`: the first
