@@ -7,6 +7,7 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use tokio::io::AsyncRead;
 use tokio::io::AsyncReadExt;
+use tokio::net::unix::pipe::Receiver;
 use tokio::process::Child;
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
@@ -193,6 +195,8 @@ impl CommandExecutor for ProcessExecutor {
             spawn_error(&e, &invocation, dir.as_deref(), env_of)
         })?;
 
+        // Counted while it runs: a command started meanwhile is spawned beside it.
+        let _live = crate::side_by_side::Live::enter();
         let guard = GroupGuard::new(child.id().and_then(|id| i32::try_from(id).ok()));
         let pipes = Pipes {
             out,
@@ -305,7 +309,11 @@ async fn start(
     };
     if let Some(block) = block {
         let prepared = spawn::Prepared::new(invocation, block, tag)?;
-        let (child, out, err) = retry_busy(|| prepared.spawn()).await?;
+        let (child, out, err) = if crate::side_by_side::others_running() {
+            spawn_beside(prepared).await?
+        } else {
+            retry_busy(|| prepared.spawn()).await?
+        };
         return Ok((
             Running::Spawned(child),
             Some(PipeReader::Pipe(out)),
@@ -357,6 +365,30 @@ fn stopped_before_start() -> CommandOutput {
         termination: Termination::Cancelled,
         truncated: false,
         signal: None,
+    }
+}
+
+/// [`spawn::Prepared::spawn`] for a command started while others run: the `posix_spawn`
+/// on a helper thread, so that the spawns of a parallel block's branches overlap (see
+/// [`crate::side_by_side`]); retried a few times on `ETXTBSY`, as [`retry_busy`] does.
+async fn spawn_beside(prepared: spawn::Prepared) -> io::Result<(SpawnedChild, Receiver, Receiver)> {
+    let prepared = Arc::new(prepared);
+    let mut attempt = 0;
+    loop {
+        let p = Arc::clone(&prepared);
+        let launched = crate::side_by_side::run(move || p.launch())
+            .await
+            .unwrap_or_else(|| Err(io::Error::other("the thread spawning the command stopped")));
+        match launched {
+            Err(e)
+                if e.raw_os_error() == Some(Errno::ETXTBSY as i32)
+                    && attempt + 1 < SPAWN_ATTEMPTS =>
+            {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(5u64 << attempt.min(10))).await;
+            }
+            other => return other?.adopt(),
+        }
     }
 }
 

@@ -35,6 +35,7 @@ mod group;
 mod linger;
 mod reaper;
 mod shell;
+mod side_by_side;
 mod spawn;
 
 pub use executor::DEFAULT_CAPTURE_LIMIT;

@@ -380,6 +380,17 @@ impl Prepared {
     /// The error of `posix_spawn` (glibc reports the exec's: `ENOENT`, `EACCES`,
     /// `ETXTBSY`…) or of creating the pipes.
     pub(crate) fn spawn(&self) -> io::Result<(SpawnedChild, Receiver, Receiver)> {
+        let launched = self.launch()?;
+        launched.adopt()
+    }
+
+    /// What [`spawn`](Self::spawn) does up to the child's exec, on any thread (no runtime
+    /// needed): the pipes and the `posix_spawn`. [`Launched::adopt`] does the rest, on a
+    /// thread of the runtime.
+    ///
+    /// # Errors
+    /// As [`spawn`](Self::spawn).
+    pub(crate) fn launch(&self) -> io::Result<Launched> {
         reap_orphans();
         let envp = self.env.with_tag(&self.tag);
         let (out_r, out_w) = io::pipe()?;
@@ -407,12 +418,6 @@ impl Prepared {
             Ok(spawned?)
         })?;
         drop((out_w, err_w));
-        // The read ends join the runtime after the spawn, while the child runs (on the other
-        // CPU, as a rule): what is done before it delays every step (issue 9; moved before
-        // the spawn, the 400-step chain took 1.02x the time). One `ioctl` each makes them
-        // non-blocking (std's way, through tokio, is an `fcntl` pair).
-        let out_r = reader(OwnedFd::from(out_r))?;
-        let err_r = reader(OwnedFd::from(err_r))?;
         // The child is ours from here: dropped before it was waited for, it is killed and
         // reaped.
         let child = SpawnedChild {
@@ -420,6 +425,37 @@ impl Prepared {
             pidfd: None,
             status: None,
         };
+        Ok(Launched {
+            child,
+            out: OwnedFd::from(out_r),
+            err: OwnedFd::from(err_r),
+        })
+    }
+}
+
+/// A child started by [`Prepared::launch`], with the read ends of its stdout and stderr not
+/// yet registered with the runtime.
+pub(crate) struct Launched {
+    child: SpawnedChild,
+    out: OwnedFd,
+    err: OwnedFd,
+}
+
+impl Launched {
+    /// Registers the read ends with the runtime (needs one, as tokio's types do); the child
+    /// and its stdout and stderr.
+    ///
+    /// # Errors
+    /// The `ioctl` or the registration failed (the child is then killed and reaped, as any
+    /// [`SpawnedChild`] dropped before it was waited for).
+    pub(crate) fn adopt(self) -> io::Result<(SpawnedChild, Receiver, Receiver)> {
+        let Self { child, out, err } = self;
+        // The read ends join the runtime after the spawn, while the child runs (on the other
+        // CPU, as a rule): what is done before it delays every step (issue 9; moved before
+        // the spawn, the 400-step chain took 1.02x the time). One `ioctl` each makes them
+        // non-blocking (std's way, through tokio, is an `fcntl` pair).
+        let out_r = reader(out)?;
+        let err_r = reader(err)?;
         Ok((child, out_r, err_r))
     }
 }

@@ -578,6 +578,10 @@ impl Writer {
         // first batch is answered, while the run's first step runs. Opened here, before the
         // first event, it held that step back (the run's start arrives within a millisecond,
         // the open takes one or two; issue 9: a run's fixed cost).
+        // The syncer is started now, while no event is waiting: started by the first batch's
+        // sync job, its thread's creation came before that batch's answers (the run's first
+        // step waited for it).
+        self.start_syncer();
         let mut held = false;
         let mut after_step_end = false;
         // Answers to `written` and the events they cover, held while history rows wait.
@@ -642,7 +646,10 @@ impl Writer {
             if batch.closed {
                 break;
             }
-            self.commit(false);
+            // The batch's syncs are sent once its history rows are written (below), with
+            // the audit trail's: one round of syncs where there were two in a row (issue 9:
+            // the end of a run waits for them).
+            let mut job = self.stage(false);
             self.shared.written.fetch_add(written, Ordering::AcqRel);
             for ack in acks {
                 let _ = ack.send(());
@@ -654,10 +661,12 @@ impl Writer {
             unrecorded += written;
             if put_off < MAX_PUT_OFF && self.history_waiting() && rx.rung() {
                 put_off += 1;
+                self.send_job(job);
                 continue;
             }
             put_off = 0;
-            self.write_ended_rows();
+            self.write_ended_rows_into(&mut job);
+            self.send_job(job);
             self.shared
                 .recorded
                 .fetch_add(std::mem::take(&mut unrecorded), Ordering::AcqRel);
@@ -689,6 +698,27 @@ impl Writer {
         if let SyncMsg::Job { .. } = msg {
             self.sync_jobs += 1;
         }
+        self.start_syncer();
+        let msg = match &self.syncer {
+            Some(tx) => match tx.send(msg) {
+                Ok(()) => return,
+                Err(mpsc::SendError(msg)) => {
+                    self.syncer = None;
+                    self.syncer_failed = true;
+                    msg
+                }
+            },
+            None => msg,
+        };
+        Syncer {
+            paths: self.paths.clone(),
+            shared: Arc::clone(&self.shared),
+        }
+        .handle(vec![msg]);
+    }
+
+    /// Starts the syncer thread unless it runs or could not be started.
+    fn start_syncer(&mut self) {
         if self.syncer.is_none() && !self.syncer_failed {
             let (tx, rx) = mpsc::channel();
             let syncer = Syncer {
@@ -706,22 +736,6 @@ impl Writer {
                 Err(_) => self.syncer_failed = true,
             }
         }
-        let msg = match &self.syncer {
-            Some(tx) => match tx.send(msg) {
-                Ok(()) => return,
-                Err(mpsc::SendError(msg)) => {
-                    self.syncer = None;
-                    self.syncer_failed = true;
-                    msg
-                }
-            },
-            None => msg,
-        };
-        Syncer {
-            paths: self.paths.clone(),
-            shared: Arc::clone(&self.shared),
-        }
-        .handle(vec![msg]);
     }
 
     /// Waits until the syncer has done every job sent before.
@@ -771,6 +785,17 @@ impl Writer {
     /// saying "completed" for a run whose state file (and `awf resume`) said it was still at
     /// its last step, which then ran again (breaker).
     fn write_ended_rows(&mut self) {
+        let mut job = SyncJob {
+            items: Vec::new(),
+            after: Vec::new(),
+        };
+        self.write_ended_rows_into(&mut job);
+        self.send_job(job);
+    }
+
+    /// [`write_ended_rows`](Self::write_ended_rows) with the audit trail's sync added to
+    /// `job` (the batch's own: one round of syncs at a run's end, not two in a row).
+    fn write_ended_rows_into(&mut self, job: &mut SyncJob) {
         self.retry_deferred_starts(false);
         if self.ended_rows.is_empty() {
             return;
@@ -805,13 +830,10 @@ impl Writer {
         if let Some(a) = self.audit.as_mut() {
             let what = format!("the audit trail {}", a.path().display());
             match a.pending_sync() {
-                Ok(Some(dup)) => self.send_to_syncer(SyncMsg::Job {
-                    items: vec![SyncItem {
-                        target: "audit",
-                        what,
-                        file: Syncable::Data(dup),
-                    }],
-                    after: Vec::new(),
+                Ok(Some(dup)) => job.items.push(SyncItem {
+                    target: "audit",
+                    what,
+                    file: Syncable::Data(dup),
                 }),
                 Ok(None) => {}
                 Err(e) => self
@@ -1354,6 +1376,14 @@ impl Writer {
     /// Writes what the applied events changed; with `sync`, also has the syncer fsync
     /// transcripts, audit trail and journals (a flush waits for it, see [`SyncMsg::Barrier`]).
     fn commit(&mut self, sync: bool) {
+        let job = self.stage(sync);
+        self.send_job(job);
+    }
+
+    /// What [`commit`](Self::commit) writes, with the syncs it asks returned instead of
+    /// sent (the caller adds to them and sends them with [`send_job`](Self::send_job), no
+    /// other job in between: the job's number is counted on).
+    fn stage(&mut self, sync: bool) -> SyncJob {
         // A run that ended in this batch has its audit line synced with its transcript and
         // state file, side by side, rather than at the flush that follows (four syncs in a
         // row, about a millisecond at the end of every run; issue 9).
@@ -1445,13 +1475,27 @@ impl Writer {
         if sync || self.last_sync.elapsed() >= JOURNAL_SYNC_EVERY {
             self.sync_journals(&mut to_sync);
         }
-        if !to_sync.is_empty() || !after.is_empty() {
+        SyncJob {
+            items: to_sync,
+            after,
+        }
+    }
+
+    /// Sends `job` to the syncer, unless it is empty.
+    fn send_job(&mut self, job: SyncJob) {
+        if !job.items.is_empty() || !job.after.is_empty() {
             self.send_to_syncer(SyncMsg::Job {
-                items: to_sync,
-                after,
+                items: job.items,
+                after: job.after,
             });
         }
     }
+}
+
+/// What a batch asks the syncer: files to sync, then what to do once they are.
+struct SyncJob {
+    items: Vec<SyncItem>,
+    after: Vec<After>,
 }
 
 /// What the syncer is asked.

@@ -15,7 +15,6 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use awf_domain::ports::Host;
-use awf_domain::ports::host::FileKind;
 
 /// Prefix of the MCP proxy's config and events files ([`crate::proxy`]).
 pub const PROXY_PREFIX: &str = "awf-mcp-proxy-";
@@ -54,33 +53,38 @@ fn is_live_awf(host: &dyn Host, pid: u32, own_name: Option<&std::ffi::OsStr>) ->
 /// process; gives the removed paths. Failures (another user's file, a race with its owner)
 /// are skipped silently: the sweep never fails a command.
 pub fn sweep(host: &dyn Host, dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = host.read_dir(dir) else {
+    // Straight from the directory, not `Host::read_dir`: a shared temp dir holds hundreds of
+    // other programs' entries, and only a name is needed to pass them by (a path built and
+    // a type asked for each was most of the sweep's cost: issue 9, per-run cost).
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let own = host.process_program(host.pid());
-    let own_name = own.as_deref().and_then(Path::file_name);
+    let mut own: Option<Option<PathBuf>> = None;
     let mut removed = Vec::new();
-    for e in entries {
-        let Some(pid) = e
-            .path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(owner_pid)
-        else {
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(owner_pid) else {
             continue;
         };
+        let own_name = own
+            .get_or_insert_with(|| host.process_program(host.pid()))
+            .as_deref()
+            .and_then(Path::file_name);
         if is_live_awf(host, pid, own_name) {
             continue;
         }
-        let gone = if e.kind == FileKind::Dir {
-            std::fs::remove_dir_all(&e.path)
+        let path = e.path();
+        // The entry itself: a symlink is removed, never followed.
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let gone = if is_dir {
+            std::fs::remove_dir_all(&path)
         } else {
-            std::fs::remove_file(&e.path)
+            std::fs::remove_file(&path)
         };
         match gone {
-            Ok(()) => removed.push(e.path),
+            Ok(()) => removed.push(path),
             Err(err) => {
-                tracing::debug!(path = %e.path.display(), error = %err, "could not remove a stale awf temp file");
+                tracing::debug!(path = %path.display(), error = %err, "could not remove a stale awf temp file");
             }
         }
     }
