@@ -577,7 +577,7 @@ impl Pump {
                     // Shown only once recorded: a subscriber that saw the run end and a
                     // process killed right after agree with the store (the end is not
                     // lost with the recorders' queue).
-                    self.written_by_recorders().await;
+                    self.flush_recorders().await;
                     self.entry.log.append_all(logged.drain(..));
                     break 'batches;
                 }
@@ -589,18 +589,33 @@ impl Pump {
         drop(events);
     }
 
-    /// Waits until the recorders wrote every event they were given (a write, not a sync:
-    /// what a process killed from then on keeps; their own bound applies: a recorder that
-    /// cannot write reports it and returns). The syncs go on meanwhile: whoever needs the
-    /// record durable flushes (`awf run` does before it exits, with what is left of its end
-    /// overlapping them: issue 9, per-run cost).
-    async fn written_by_recorders(&self) {
-        // `written` is `None` for what has nothing queued and for the publishers that act
-        // inside `emit` (spans, logs): no thread is blocked, none started, for them.
+    /// Waits until the recorders wrote every event they were given (their own bound
+    /// applies: a recorder that cannot write reports it and returns).
+    async fn flush_recorders(&self) {
+        if self.recorders.is_empty() {
+            return;
+        }
+        // Awaited where the recorder can answer a task (the embedded store): a blocking
+        // thread started for the flush at every run's end was part of its fixed cost
+        // (issue 9); the others block one.
+        let mut blocking = Vec::new();
         for r in &self.recorders {
-            if let Some(done) = r.written() {
-                done.await;
+            match r.flushed() {
+                Some(done) => done.await,
+                None => blocking.push(Arc::clone(r)),
             }
+        }
+        if blocking.is_empty() {
+            return;
+        }
+        if let Err(e) = tokio::task::spawn_blocking(move || {
+            for r in &blocking {
+                r.flush();
+            }
+        })
+        .await
+        {
+            tracing::warn!(run_id = %self.entry.run_id, "flushing the run's record failed: {e}");
         }
     }
 

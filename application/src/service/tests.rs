@@ -686,9 +686,8 @@ async fn a_run_that_succeeded_here_is_not_resumed_while_its_record_still_says_ru
     );
 }
 
-/// A recorder that writes a run's end to the store only when asked (flushed, or asked
-/// whether it is written: as the store's writer thread does, later than the engine's last
-/// event).
+/// A recorder that writes a run's end to the store only when flushed (as the store's writer
+/// thread does, later than the engine's last event).
 struct LateRecorder {
     store: Arc<MemStore>,
     queued: Mutex<Option<RunSnapshot>>,
@@ -709,11 +708,6 @@ impl awf_domain::event::EventPublisher for LateRecorder {
         if let Some(s) = crate::engine::lock(&self.queued).take() {
             self.store.save(&s).unwrap();
         }
-    }
-
-    fn written(&self) -> Option<awf_domain::event::Settle> {
-        self.flush();
-        None
     }
 }
 
@@ -749,8 +743,8 @@ async fn a_run_resumed_right_after_it_failed_here_waits_for_its_record_and_its_l
     assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Failure);
     let first = drain(&mut svc.subscribe(&id, 1).unwrap()).await;
     let last = positions(&first).last().copied().unwrap();
-    // The recorder writes only when asked, and the service waited for it to have written
-    // before it showed the run's end: the record is there for the resume to read.
+    // The recorder writes only when flushed, and the service flushed it before it showed
+    // the run's end: the record is there for the resume to read.
     assert!(store.load(&id.0).is_ok());
     svc.resume(awf_domain::ports::facade::ResumeRequest {
         run_id: id.0.clone(),
@@ -1054,63 +1048,6 @@ async fn a_run_is_shown_ended_only_once_its_recorders_wrote_the_end() {
     let recorded = crate::engine::lock(&written).clone();
     assert_eq!(recorded.last().map(String::as_str), Some("run_finished"));
     assert_eq!(recorded.len(), items.len(), "{recorded:?}");
-}
-
-/// A recorder whose events are written at once and whose syncs to the disk wait for a
-/// gate (the store's syncer on a slow disk).
-struct SyncGatedRecorder {
-    synced: Arc<(Mutex<bool>, std::sync::Condvar)>,
-}
-
-impl awf_domain::event::EventPublisher for SyncGatedRecorder {
-    fn emit(&self, _event: awf_domain::event::EventEnvelope) {}
-
-    fn flush(&self) {
-        let mut open = crate::engine::lock(&self.synced.0);
-        while !*open {
-            open = self.synced.1.wait(open).unwrap();
-        }
-    }
-
-    fn flushed(&self) -> Option<awf_domain::event::Settle> {
-        let synced = Arc::clone(&self.synced);
-        Some(Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                let mut open = crate::engine::lock(&synced.0);
-                while !*open {
-                    open = synced.1.wait(open).unwrap();
-                }
-            })
-            .await
-            .unwrap();
-        }))
-    }
-}
-
-/// Issue 9 (per-run cost): the run's end is shown once its record is written (what a
-/// process killed from then on keeps), without waiting for the syncs to the disk, which
-/// go on beside what is left of the run's end (`awf run` flushes before it exits).
-#[tokio::test]
-async fn a_run_is_shown_ended_once_written_without_waiting_for_its_syncs() {
-    let synced = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-    let mut svcs = services(
-        FakeRepository::new().with(steps("w", 2)),
-        FakeExecutor::new().always("step", FakeCommand::ok("out\n")),
-        None,
-    );
-    svcs.recorders = vec![Arc::new(SyncGatedRecorder {
-        synced: Arc::clone(&synced),
-    })];
-    let svc = RunManager::new(svcs, ServiceConfig::default());
-    let id = svc.start(request("w")).await.unwrap();
-    let ended = tokio::time::timeout(Duration::from_secs(10), svc.wait(&id)).await;
-    // Open the gate whatever happened, so that no thread stays blocked on it.
-    *crate::engine::lock(&synced.0) = true;
-    synced.1.notify_all();
-    let result = ended
-        .expect("the run's end is shown while its syncs wait")
-        .unwrap();
-    assert_eq!(result.status, RunStatus::Success);
 }
 
 /// The 429's count reads right for one run and for more (it said "1 runs are live").

@@ -122,6 +122,9 @@ struct Shared {
     /// Event counts at the settles not yet written, with when they were asked, oldest
     /// first: how far behind the writer is.
     marks: Mutex<std::collections::VecDeque<(u64, std::time::Instant)>>,
+    /// Test hook: the run ids whose state was written, in the order written.
+    #[cfg(test)]
+    state_order: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -1454,10 +1457,31 @@ impl Writer {
         }
         let mut after = Vec::new();
         let job = self.sync_jobs + 1;
-        for (id, p) in self.runs.iter_mut().filter(|(_, p)| p.dirty) {
+        // Sub-workflow runs before the runs that called them, the deepest first: a parent's
+        // record of a call that ended (its journal line, `child_runs`) never reaches the
+        // disk before the called run's end does. The other order, a kill in between, left
+        // the called run `running` for ever under a completed parent (breaker: 2 of 60 runs
+        // SIGKILLed 1 to 5 ms after a call ended).
+        let mut dirty: Vec<(usize, String)> = self
+            .runs
+            .iter()
+            .filter(|(_, p)| p.dirty)
+            .map(|(id, _)| (call_depth(&self.runs, id), id.clone()))
+            .collect();
+        dirty.sort_by(|a, b| b.0.cmp(&a.0));
+        for (_, id) in dirty {
+            let Some(p) = self.runs.get_mut(&id) else {
+                continue;
+            };
             p.dirty = false;
             match write_state(&self.paths, p, &mut to_sync, &mut after) {
                 Ok(()) => {
+                    #[cfg(test)]
+                    self.shared
+                        .state_order
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(id.clone());
                     self.shared.state_writes.fetch_add(1, Ordering::Relaxed);
                     if p.finished {
                         self.finishing.insert(id.clone(), job);
@@ -1490,6 +1514,22 @@ impl Writer {
             });
         }
     }
+}
+
+/// How many calls deep run `id` is: 0 for a root run, 1 for a sub-workflow run it called,
+/// and so on (through the runs this writer holds; a caller it does not hold ends the count).
+fn call_depth(runs: &HashMap<String, RunProj>, id: &str) -> usize {
+    let mut depth = 0;
+    let mut at = runs.get(id);
+    while let Some(parent) = at.and_then(|p| p.proj.snap.parent_run_id.as_deref()) {
+        depth += 1;
+        // Bounded as a guard against a cycle in damaged input.
+        if depth > runs.len() {
+            break;
+        }
+        at = runs.get(parent);
+    }
+    depth
 }
 
 /// What a batch asks the syncer: files to sync, then what to do once they are.

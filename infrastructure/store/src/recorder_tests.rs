@@ -1796,3 +1796,81 @@ fn a_waiting_run_is_answered_before_the_history_rows_of_the_batch_before() {
     assert_eq!(r2.status, StoredStatus::Running);
     assert!(rec.take_errors().is_empty());
 }
+
+/// Breaker: a parent SIGKILLed 1 to 5 ms after a call ended left the called run `running`
+/// for ever (its state file at its start) under a completed parent whose record named it:
+/// the parent's line of the batch was written before the child's end. Runs are written the
+/// most deeply called first: a grandchild before its caller, every child before the root.
+#[test]
+fn called_runs_are_written_before_the_runs_that_called_them() {
+    let d = tempfile::tempdir().unwrap();
+    let store = open(d.path(), false);
+    let rec = store.recorder();
+    let mut s = Script::default();
+    let p = "root";
+    let children: Vec<String> = (0..10).map(|i| format!("child{i}")).collect();
+    let grandchild = "grandchild";
+    rec.emit(s.ev(p, None, "", None, started("wf", "wf", Map::new(), None)));
+    rec.emit(s.ev(p, None, "par", None, step_started("par")));
+    for c in &children {
+        rec.emit(s.ev(
+            c,
+            Some(p),
+            "",
+            None,
+            started("child", "child", Map::new(), None),
+        ));
+        rec.emit(s.ev(c, Some(p), "inner", None, step_started("inner")));
+    }
+    rec.emit(s.ev(
+        grandchild,
+        Some(&children[0]),
+        "",
+        None,
+        started("gc", "gc", Map::new(), None),
+    ));
+    rec.flush();
+    // Every run ends in one batch: the grandchild, the children, then the root.
+    let release = rec.hold();
+    rec.emit(s.ev(
+        grandchild,
+        Some(&children[0]),
+        "",
+        None,
+        finished(grandchild, "gc", RunStatus::Success, 0, Some("end"), None),
+    ));
+    for c in &children {
+        rec.emit(s.ev(c, Some(p), "inner", None, step_finished("inner", 400, true)));
+        rec.emit(s.ev(
+            c,
+            Some(p),
+            "",
+            None,
+            finished(c, "child", RunStatus::Success, 0, Some("end"), None),
+        ));
+    }
+    rec.emit(s.ev(p, None, "par", None, step_finished("par", 500, true)));
+    rec.emit(s.ev(
+        p,
+        None,
+        "",
+        None,
+        finished(p, "wf", RunStatus::Success, 0, Some("done"), None),
+    ));
+    let before = rec.inner.shared.state_order.lock().unwrap().len();
+    drop(release);
+    rec.flush();
+    let order: Vec<String> = rec.inner.shared.state_order.lock().unwrap()[before..].to_vec();
+    assert_eq!(order.len(), 12, "{order:?}");
+    assert_eq!(order[0], grandchild, "{order:?}");
+    assert_eq!(order[11], p, "{order:?}");
+    let mut middle = order[1..11].to_vec();
+    middle.sort();
+    let mut expected = children.clone();
+    expected.sort();
+    assert_eq!(middle, expected);
+    for c in &children {
+        assert_eq!(store.load(c).unwrap().status, StoredStatus::Success);
+    }
+    assert!(rec.take_errors().is_empty());
+}

@@ -116,6 +116,12 @@ struct OpenStep {
 }
 
 impl EventPublisher for SpanProjection {
+    /// Resolves at once: its spans are made inside `emit`. (Without it the run service flushed it on a
+    /// blocking thread, one started at the end of every run: issue 9, per-run cost.)
+    fn flushed(&self) -> Option<awf_domain::event::Settle> {
+        Some(Box::pin(std::future::ready(())))
+    }
+
     /// Streaming chunks never make spans, and nothing does while no span is open and no
     /// exporter takes them.
     fn interested(&self, env: &EventEnvelope) -> bool {

@@ -36,6 +36,12 @@ pub fn log_projection() -> LogProjection {
 pub struct LogProjection;
 
 impl EventPublisher for LogProjection {
+    /// Resolves at once: its line is written inside `emit`. (Without it the run service flushed it on a
+    /// blocking thread, one started at the end of every run: issue 9, per-run cost.)
+    fn flushed(&self) -> Option<awf_domain::event::Settle> {
+        Some(Box::pin(std::future::ready(())))
+    }
+
     fn interested(&self, _event: &EventEnvelope) -> bool {
         tracing::enabled!(target: RUN_TARGET, tracing::Level::DEBUG)
     }
@@ -193,6 +199,20 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     use super::*;
+
+    /// The run service awaits `flushed` where it is given (no blocking thread started at
+    /// every run's end, issue 9): both publishers of this crate answer at once.
+    #[test]
+    fn flushed_resolves_at_once_for_both_publishers() {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        for p in [
+            Box::new(LogProjection) as Box<dyn EventPublisher>,
+            Box::new(crate::span_projection()),
+        ] {
+            let mut f = p.flushed().expect("a future, not a blocking flush");
+            assert!(f.as_mut().poll(&mut cx).is_ready());
+        }
+    }
 
     fn env(event: RunEvent) -> EventEnvelope {
         EventEnvelope {
