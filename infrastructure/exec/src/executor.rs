@@ -312,7 +312,7 @@ async fn start(
         let (child, out, err) = if crate::side_by_side::others_running() {
             spawn_beside(prepared).await?
         } else {
-            retry_busy(|| prepared.spawn()).await?
+            retry_busy(|| std::future::ready(prepared.spawn())).await?
         };
         return Ok((
             Running::Spawned(child),
@@ -341,7 +341,7 @@ async fn start(
     if parent_death_signal() {
         arm_parent_death(&mut cmd);
     }
-    let mut child = retry_busy(|| cmd.spawn()).await?;
+    let mut child = retry_busy(|| std::future::ready(cmd.spawn())).await?;
     let out = child.stdout.take().map(PipeReader::Stdout);
     let err = child.stderr.take().map(PipeReader::Stderr);
     Ok((Running::Tokio(child), out, err))
@@ -370,33 +370,31 @@ fn stopped_before_start() -> CommandOutput {
 
 /// [`spawn::Prepared::spawn`] for a command started while others run: the `posix_spawn`
 /// on a helper thread, so that the spawns of a parallel block's branches overlap (see
-/// [`crate::side_by_side`]); retried a few times on `ETXTBSY`, as [`retry_busy`] does.
+/// [`crate::side_by_side`]); retried as every spawn is ([`retry_busy`]).
 async fn spawn_beside(prepared: spawn::Prepared) -> io::Result<(SpawnedChild, Receiver, Receiver)> {
     let prepared = Arc::new(prepared);
-    let mut attempt = 0;
-    loop {
+    retry_busy(|| {
         let p = Arc::clone(&prepared);
-        let launched = crate::side_by_side::run(move || p.launch())
-            .await
-            .unwrap_or_else(|| Err(io::Error::other("the thread spawning the command stopped")));
-        match launched {
-            Err(e)
-                if e.raw_os_error() == Some(Errno::ETXTBSY as i32)
-                    && attempt + 1 < SPAWN_ATTEMPTS =>
-            {
-                attempt += 1;
-                tokio::time::sleep(Duration::from_millis(5u64 << attempt.min(10))).await;
-            }
-            other => return other?.adopt(),
+        async move {
+            crate::side_by_side::run(move || p.launch())
+                .await
+                .unwrap_or_else(|| {
+                    Err(io::Error::other("the thread spawning the command stopped"))
+                })?
+                .adopt()
         }
-    }
+    })
+    .await
 }
 
-/// Runs `spawn`, retrying a few times on `ETXTBSY`.
-async fn retry_busy<T>(mut spawn: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+/// Runs `spawn` (a spawn made when called, `std::future::ready`, or one to await), retrying a
+/// few times on `ETXTBSY`.
+async fn retry_busy<T, F: Future<Output = io::Result<T>>>(
+    mut spawn: impl FnMut() -> F,
+) -> io::Result<T> {
     let mut attempt = 0;
     loop {
-        match spawn() {
+        match spawn().await {
             Err(e)
                 if e.raw_os_error() == Some(Errno::ETXTBSY as i32)
                     && attempt + 1 < SPAWN_ATTEMPTS =>

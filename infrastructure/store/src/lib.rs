@@ -68,15 +68,17 @@ pub struct StorePaths {
     pub data_root: PathBuf,
     /// Audit trail destination.
     pub audit: AuditTarget,
-    /// The `user` field of audit lines.
-    pub user: String,
+    /// The `user` field of audit lines when given (`$USER`); `None`: the OS user name of
+    /// the process, looked up (the password database) only where it is needed, off a run's
+    /// way (see [`StorePaths::user_name`]).
+    pub user: Option<String>,
 }
 
 impl StorePaths {
     /// Paths for `data_root` with the audit target and user taken from `env`:
     /// `AWF_AUDIT_LOG=off` (any case) disables the audit trail, any other non-empty value is
     /// the audit file, and by default it is `<data_root>/audit.jsonl`. `user` is `$USER` from
-    /// `env`, else the OS user name of the process, else `unknown`.
+    /// `env` when set (else see [`StorePaths::user_name`]).
     ///
     /// Source: spec/workflow.md §3.14; http-ops.md §3.1.
     pub fn from_env(data_root: &Path, env: &BTreeMap<String, String>) -> Self {
@@ -85,16 +87,20 @@ impl StorePaths {
             Some(v) if !v.is_empty() => AuditTarget::Path(PathBuf::from(v)),
             _ => AuditTarget::Path(data_root.join("audit.jsonl")),
         };
-        let user = env
-            .get("USER")
-            .filter(|u| !u.is_empty())
-            .cloned()
-            .unwrap_or_else(audit::os_user_name);
+        let user = env.get("USER").filter(|u| !u.is_empty()).cloned();
         Self {
             data_root: data_root.to_path_buf(),
             audit,
             user,
         }
+    }
+
+    /// The `user` field of audit lines: `$USER` as given, else the OS user name of the
+    /// process, else `unknown`. Without `$USER` (cron, services, containers) the lookup
+    /// reads the password database (nsswitch, nscd, `/etc/passwd`): the store's writer does
+    /// it on its own thread before the first event (issue 9: a run's fixed cost).
+    pub fn user_name(&self) -> String {
+        self.user.clone().unwrap_or_else(audit::os_user_name)
     }
 
     /// Directory of the state files (`<root>/states`).
@@ -474,7 +480,7 @@ mod tests {
             StorePaths {
                 data_root: PathBuf::from("/data/awf"),
                 audit: AuditTarget::Path(PathBuf::from("/data/awf/audit.jsonl")),
-                user: "alice".to_owned(),
+                user: Some("alice".to_owned()),
             }
         );
         let off = StorePaths::from_env(root, &env(&[("AWF_AUDIT_LOG", "OFF"), ("USER", "bob")]));
@@ -484,7 +490,8 @@ mod tests {
             custom.audit,
             AuditTarget::Path(PathBuf::from("/var/log/a.jsonl"))
         );
-        assert!(!custom.user.is_empty());
+        assert_eq!(custom.user, None);
+        assert!(!custom.user_name().is_empty());
         assert_eq!(
             p.state_file("r1"),
             PathBuf::from("/data/awf/states/r1.json")

@@ -498,6 +498,9 @@ struct ChildCall {
 
 struct Writer {
     paths: StorePaths,
+    /// The `user` field of audit lines ([`StorePaths::user_name`], looked up at the start
+    /// of [`Writer::run`]).
+    user: String,
     shared: Arc<Shared>,
     db: Option<Connection>,
     /// The history database could not be opened (reported once; retried only once another
@@ -559,6 +562,7 @@ impl Writer {
             sync_jobs: 0,
             finishing: HashMap::new(),
             paths,
+            user: String::new(),
             shared,
             db: None,
             db_failed: false,
@@ -585,6 +589,9 @@ impl Writer {
         // sync job, its thread's creation came before that batch's answers (the run's first
         // step waited for it).
         self.start_syncer();
+        // Here, not on the thread that starts the run: without `$USER` it reads the
+        // password database.
+        self.user = self.paths.user_name();
         let mut held = false;
         let mut after_step_end = false;
         // Answers to `written` and the events they cover, held while history rows wait.
@@ -1063,8 +1070,7 @@ impl Writer {
                     started_ms,
                     parent,
                 });
-                let line =
-                    projection::started_line(run_id, env.at, &self.paths.user, workflow, inputs);
+                let line = projection::started_line(run_id, env.at, &self.user, workflow, inputs);
                 self.audit_line(&line);
             }
             RunEvent::StepStarted { step, kind, .. } => {
@@ -1138,7 +1144,7 @@ impl Writer {
         let line = projection::completed_line_of(
             run_id,
             env.at,
-            &self.paths.user,
+            &self.user,
             &record.workflow_name,
             result,
         );

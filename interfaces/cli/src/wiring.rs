@@ -479,8 +479,8 @@ pub fn build_shared(
         // turns it off.
         let paths = awf_store::StorePaths::from_env(&w.data_root, &w.env);
         let recorder = RunRecorder::Postgres(match paths.audit {
-            awf_store::AuditTarget::Off => pg.recorder_without_audit(&paths.user),
-            awf_store::AuditTarget::Path(_) => pg.recorder(&paths.user),
+            awf_store::AuditTarget::Off => pg.recorder_without_audit(&paths.user_name()),
+            awf_store::AuditTarget::Path(_) => pg.recorder(&paths.user_name()),
         });
         w.services.recorders.insert(0, recorder.publisher());
         w.services.state_store = Some(Arc::new(pg.clone()));

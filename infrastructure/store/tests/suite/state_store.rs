@@ -156,7 +156,7 @@ fn open_creates_the_layout() {
     let store = Store::open(StorePaths {
         data_root: root.clone(),
         audit: AuditTarget::Path(d.path().join("logs/audit.jsonl")),
-        user: "u".into(),
+        user: Some("u".into()),
     })
     .unwrap();
     assert_eq!(
@@ -298,7 +298,7 @@ fn a_history_db_that_is_no_database_fails_history_reads_with_a_hint() {
     let paths = |d: &std::path::Path| StorePaths {
         data_root: d.to_path_buf(),
         audit: AuditTarget::Off,
-        user: "u".into(),
+        user: Some("u".into()),
     };
     let d = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(d.path().join("history.db")).unwrap();
