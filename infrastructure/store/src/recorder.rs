@@ -1474,7 +1474,7 @@ impl Writer {
             .filter(|(_, p)| p.dirty)
             .map(|(id, _)| (call_depth(&self.runs, id), id.clone()))
             .collect();
-        dirty.sort_by(|a, b| b.0.cmp(&a.0));
+        dirty.sort_by_key(|d| std::cmp::Reverse(d.0));
         for (_, id) in dirty {
             let Some(p) = self.runs.get_mut(&id) else {
                 continue;
