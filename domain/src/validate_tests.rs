@@ -2863,7 +2863,7 @@ fn error_at_a_terminal_no_failure_reaches_is_warned() {
     let w = wf(
         "deploy",
         vec![
-            deploy.clone(),
+            deploy,
             cmd("notify", "echo not deployed", Some("stopped")),
             error_reader("stopped"),
             terminal("done"),

@@ -41,7 +41,7 @@ fn a_terminal_after_a_compensation_step_reads_the_routed_failure() {
     let j = r.json().unwrap();
     assert_eq!(
         j["error"]["message"],
-        json!("not deployed: step deploy: exit code 3 (from deploy, exit 3)")
+        json!("not deployed: step deploy: boom (from deploy, exit 3)")
     );
     // Nothing to warn about in `awf validate`: a failure leads there.
     let v = sb.run(&["validate", "gate.yaml"]).unwrap();
@@ -64,7 +64,7 @@ fn a_resumed_compensation_keeps_the_routed_failure() {
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert_eq!(
         r.json().unwrap()["error"]["message"],
-        json!("not deployed: step deploy: exit code 3 (from deploy, exit 3)")
+        json!("not deployed: step deploy: boom (from deploy, exit 3)")
     );
 }
 
@@ -84,7 +84,7 @@ fn validate_warns_at_a_terminal_no_failure_reaches() {
     assert_eq!(
         v.stderr,
         format!(
-            "{file}:5:3: warning [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.quiet.message: terminal quiet: its message reads .error, but no route to it follows a failure: .error will be undefined there and the message shown as written\n  Hint: `.error` at a terminal is the run's most recent failure routed by on_failure: route a failure here (`on_failure: <this terminal>`, or to a state that leads here), or leave .error out of this message\n"
+            "{file}:5:45: warning [WORKFLOW.VALIDATION.INVALID_REFERENCE] states.quiet.message: terminal quiet: its message reads .error, but no route to it follows a failure: .error will be undefined there and the message shown as written\n  Hint: `.error` at a terminal is the run's most recent failure routed by on_failure: route a failure here (`on_failure: <this terminal>`, or to a state that leads here), or leave .error out of this message\n"
         )
     );
     let r = sb.run(&["run", "q.yaml"]).unwrap();
@@ -116,7 +116,7 @@ fn a_mocked_failure_hints_a_resume_without_the_mock() {
             "states.build.output=built",
         ])
         .unwrap();
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 3, "{}", r.stderr);
     let id = run_id_in(&r.stderr).unwrap();
     let hint = format!(
         "  Hint: the failure of announce was mocked (`--mock states.announce.status=failed`), and a resume applies the run's mocks again: continue it without that mock with `awf resume {id} --no-mocks --mock states.build.output=built`\n"
@@ -124,7 +124,7 @@ fn a_mocked_failure_hints_a_resume_without_the_mock() {
     assert!(r.stderr.ends_with(&hint), "{}", r.stderr);
     // As stored: the plain resume fails the same way.
     let again = sb.run(&["resume", &id]).unwrap();
-    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert_eq!(again.code, 3, "{}", again.stderr);
     assert!(!sb.path().join("announced").exists());
     let resumed = sb.run(&["resume", &id, "--no-mocks"]).unwrap();
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
@@ -145,7 +145,7 @@ fn a_resume_mock_replaces_the_stored_one() {
             "states.announce.status=failed",
         ])
         .unwrap();
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 3, "{}", r.stderr);
     let id = run_id_in(&r.stderr).unwrap();
     assert!(
         r.stderr.ends_with(&format!(
@@ -241,10 +241,9 @@ fn a_rejected_gate_with_on_failure_is_not_told_to_add_one() {
             "name: ship\nstates:\n  initial: ship\n  ship: {{ type: step, command: 'echo shipped', approval: 'Ship?', on_success: done{routed} }}\n  done: {{ type: terminal }}\n  stopped: {{ type: terminal, status: failure }}\n"
         )
     };
-    sb.write("routed.yaml", &wf(", on_failure: stopped")).unwrap();
-    let r = sb
-        .run(&["run", "routed.yaml", "-f", "json"])
+    sb.write("routed.yaml", &wf(", on_failure: stopped"))
         .unwrap();
+    let r = sb.run(&["run", "routed.yaml", "-f", "json"]).unwrap();
     assert_eq!(r.code, 3, "{}", r.stderr);
     let hints = r.json().unwrap()["error"]["hints"].clone();
     assert_eq!(
@@ -323,7 +322,7 @@ fn a_retry_line_says_why_the_attempt_failed() {
     )
     .unwrap();
     let r = sb.run(&["run", "r.yaml"]).unwrap();
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(
         r.stderr
             .contains("  ↻ test: exit 4, retrying (attempt 2) in 10ms\n"),

@@ -618,9 +618,9 @@ impl TextPrinter {
                 }
                 if !self.quiet {
                     // Why the attempt failed, first (new user: the line did not say).
-                    let why = reason.as_deref().map_or_else(String::new, |r| {
-                        format!("{}, ", crate::style::printable(r))
-                    });
+                    let why = reason
+                        .as_deref()
+                        .map_or_else(String::new, |r| format!("{}, ", crate::style::printable(r)));
                     writeln!(
                         err,
                         "{ind}{} {}: {why}retrying (attempt {attempt}) in {}",

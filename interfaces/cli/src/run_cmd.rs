@@ -107,9 +107,7 @@ pub fn parse_mocks(
             };
             return Err(AwfError::new(
                 ErrorCode::UserInputInvalidFormat,
-                format!(
-                    "invalid mock '{item}': a mock sets output, stderr or status, not {typed}"
-                ),
+                format!("invalid mock '{item}': a mock sets output, stderr or status, not {typed}"),
             )
             .with_hint(hint));
         }
