@@ -169,6 +169,17 @@ impl Facade {
         crate::validation::check_for_run(&services, &loaded)?;
         let workflow = loaded.workflow;
         let (resume, resume_loop) = resume_plan(&snap, &workflow, &req.from)?;
+        // The stored mocks apply again, unless dropped (`--no-mocks`) or replaced, a step's
+        // at a time (`--mock`): else a mocked failure fails the same way on every resume.
+        let mut mocks = if req.no_mocks {
+            BTreeMap::new()
+        } else {
+            snap.mocks.clone()
+        };
+        for (step, fields) in &req.mocks {
+            mocks.insert(step.clone(), fields.clone());
+        }
+        check_resume_mocks(&workflow, &req.mocks)?;
         // Inputs given again that the workflow does not declare: the remote front-end's
         // refusal, else the warning `awf run` gives (it said nothing).
         let warnings = if req.refuse_undeclared_inputs {
@@ -251,7 +262,7 @@ impl Facade {
             lock,
             working_dir,
             warnings,
-            mocks: snap.mocks.clone(),
+            mocks,
             resume: Some(resume),
             first_started_at: Some(snap.started_at),
             resume_loop,
@@ -401,7 +412,33 @@ struct Launch {
     shown_as: Option<String>,
 }
 
-/// `--mock` and `--step` targets must name states of the workflow.
+/// The `--mock` flags of `awf resume`: as `awf run`'s, each names a state of the workflow
+/// that can be mocked.
+///
+/// # Errors
+/// `USER.INPUT.VALIDATION_FAILED` naming the mock.
+fn check_resume_mocks(
+    wf: &awf_domain::workflow::Workflow,
+    mocks: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Result<(), AwfError> {
+    if mocks.is_empty() {
+        return Ok(());
+    }
+    for step in mocks.keys() {
+        if wf.state(step).is_none() {
+            return Err(AwfError::new(
+                ErrorCode::UserInputValidationFailed,
+                format!(
+                    "--mock names a state that workflow {} does not have: {step}",
+                    wf.name
+                ),
+            )
+            .with_hint(awf_domain::validate::unknown_state_hint(wf, step)));
+        }
+    }
+    crate::engine::check_mock_kinds(wf, mocks, None)
+}
+
 /// What [`checked`] found: the run as it will start.
 struct Checked {
     loaded: awf_domain::ports::repository::LoadedWorkflow,

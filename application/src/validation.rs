@@ -443,6 +443,7 @@ pub fn checks(services: &Services, loaded: &LoadedWorkflow) -> Vec<Diagnostic> {
     let mut later = run_checks(services, wf);
     later.extend(validate::reachability(wf));
     later.extend(validate::references(wf));
+    later.extend(validate::undefined_error_at_terminals(wf));
     later.extend(validate::while_never_true(wf));
     later.extend(routing_warnings(wf));
     later.extend(validate::ignored_branch_routes(wf));

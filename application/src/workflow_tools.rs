@@ -836,6 +836,7 @@ impl WorkflowTools {
             shown_as: None,
             // As the run tool refuses them.
             refuse_undeclared_inputs: true,
+            ..ResumeRequest::default()
         };
         // The log of a resumed run starts with its earlier attempts: follow only this one.
         let prior = self.logged_positions(&run_id);

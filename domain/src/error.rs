@@ -148,7 +148,7 @@ error_codes! {
         "Make the prompt say when to stop, or raise the limit of tool rounds.";
     UserMcpProxyInvalidConfig => "USER.MCP_PROXY.INVALID_CONFIG", User,
         "The `awf mcp-serve` config file is missing, unreadable, not JSON of the expected shape, or has a bad value.",
-        "Pass `--config <file>` with a JSON object such as {\"intercept_builtins\": true, \"root_dir\": \"/abs/dir\"}; the message says what is wrong.";
+        "Pass `--config <file>` with a JSON object such as {\"intercept_builtins\": true, \"root_dir\": \"/abs/dir\"}; its keys, all optional: intercept_builtins, plugin_tools, root_dir, run_id, step, audit_path, traceparent, fs_delegate, limits (README, \"awf mcp-serve: awf's tools over MCP\", says what each takes).";
     UserAcpInvalidConfig => "USER.ACP.INVALID_CONFIG", User,
         "The `awf acp-serve --config` file is missing, unreadable, not of the expected shape, or names a workflows_dir that is not a directory.",
         "Give a JSON or YAML file with `workflows_dir` and/or `default_workflow`; the message says what is wrong.";

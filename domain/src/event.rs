@@ -22,8 +22,9 @@ pub struct StepPreview {
     /// 1-based visit counter of the run: each visited step takes the next number; a step run
     /// again by `retry` takes its earlier number.
     pub position: usize,
-    /// Number of states in the workflow file that run (terminal states, which only end the
-    /// run, are not counted).
+    /// Number of states in the workflow file that can pause (terminal states, which only
+    /// end the run, and states that run only as a parallel branch or in a loop's body, which
+    /// never pause, are not counted).
     pub total: usize,
     /// The command as it will run (interpolated with the current inputs and states; the
     /// loaded `script_file` content; raw when it cannot be resolved yet); `None` for steps
@@ -223,6 +224,10 @@ pub enum RunEvent {
         attempt: u32,
         /// Wait before it, in milliseconds.
         delay_ms: u64,
+        /// Why the attempt before it failed, briefly (`exit 1`, `timed out`, or the first
+        /// line of its error). Absent in JSON when `None` (events recorded before it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// Live output of a running command: the bytes it wrote (masked), exactly, in arbitrary
     /// chunks (a chunk may end inside a line or a UTF-8 character; only a possible start of a

@@ -1689,6 +1689,77 @@ pub fn while_never_true(wf: &Workflow) -> Vec<Diagnostic> {
     out
 }
 
+/// A warning per terminal whose `message` reads `.error` (`{{.error.Message}}`) when no
+/// route to it can follow a failure: `.error` at a terminal is the run's most recent failure
+/// that was routed on (a state's `on_failure`, or a failed command's `transitions`), kept
+/// through the states run since, so it is undefined at a terminal that only routes taken
+/// while nothing failed reach, and the message is shown as written.
+///
+/// Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`, severity Warning, path
+/// `states.<terminal>.message`. An awf addition (AWF (Go) has `.error` only in
+/// `workflow_error` hooks).
+pub fn undefined_error_at_terminals(wf: &Workflow) -> Vec<Diagnostic> {
+    let reads_error = |m: &str| {
+        actions(m).into_iter().any(|a| {
+            reference_tokens(a).iter().any(|t| {
+                t.split('.')
+                    .next()
+                    .is_some_and(|ns| ns.eq_ignore_ascii_case("error"))
+            })
+        })
+    };
+    let readers: Vec<&str> = wf
+        .states
+        .iter()
+        .filter_map(|(name, s)| match &s.kind {
+            StateKind::Terminal(t) if t.message.as_deref().is_some_and(reads_error) => {
+                Some(name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    if readers.is_empty() {
+        return Vec::new();
+    }
+    // The states a failure is routed to, then every state reachable from them.
+    let mut after_failure: BTreeSet<&str> = BTreeSet::new();
+    let mut queue: VecDeque<&str> = VecDeque::new();
+    for s in wf.states.values() {
+        queue.extend(s.on_failure.as_deref());
+        if matches!(s.kind, StateKind::Command(_)) {
+            queue.extend(s.transitions.iter().map(|t| t.goto.as_str()));
+        }
+    }
+    while let Some(n) = queue.pop_front() {
+        if !after_failure.insert(n) {
+            continue;
+        }
+        if let Some(st) = wf.states.get(n) {
+            queue.extend(successors(st, true));
+        }
+    }
+    readers
+        .into_iter()
+        .filter(|name| !after_failure.contains(name))
+        .map(|name| {
+            let shown = crate::workflow::terminal_display_name(name);
+            Diagnostic::warning(
+                ErrorCode::WorkflowValidationInvalidReference,
+                format!("{}.message", crate::workflow::state_path(name)),
+                format!(
+                    "terminal {shown}: its message reads .error, but no route to it follows a \
+                     failure: .error will be undefined there and the message shown as written"
+                ),
+            )
+            .with_hint(
+                "`.error` at a terminal is the run's most recent failure routed by on_failure: \
+                 route a failure here (`on_failure: <this terminal>`, or to a state that leads \
+                 here), or leave .error out of this message",
+            )
+        })
+        .collect()
+}
+
 /// A warning per name in the workflow's `env:` list that is not set in `env`.
 ///
 /// Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`, severity Warning, path `env.<index>`.

@@ -2842,3 +2842,59 @@ fn states_read_by_a_step_are_every_state_its_templates_name_once_in_order() {
     assert_eq!(states_read_by(&w, "a"), Vec::<String>::new());
     assert_eq!(states_read_by(&w, "absent"), Vec::<String>::new());
 }
+
+/// A failure terminal whose message reads `.error`, reached as `deploy -> (on_failure)
+/// notify -> stopped` and, separately, as `ok -> quiet` with no failure on the way.
+fn error_reader(name: &str) -> State {
+    state(
+        name,
+        StateKind::Terminal(TerminalState {
+            status: TerminalStatus::Failure,
+            message: Some("not deployed: {{.error.Message}}".into()),
+            exit_code: None,
+        }),
+    )
+}
+
+#[test]
+fn error_at_a_terminal_no_failure_reaches_is_warned() {
+    let mut deploy = cmd("deploy", "exit 3", Some("done"));
+    deploy.on_failure = Some("notify".into());
+    let w = wf(
+        "deploy",
+        vec![
+            deploy,
+            cmd("notify", "echo not deployed", Some("stopped")),
+            error_reader("stopped"),
+            terminal("done"),
+        ],
+    );
+    // After a compensation step: `.error` is the deploy's failure, nothing to say.
+    assert_eq!(undefined_error_at_terminals(&w), Vec::new());
+    // Reached only through successes: warned, at the message.
+    let w = wf(
+        "check",
+        vec![cmd("check", "true", Some("quiet")), error_reader("quiet")],
+    );
+    let d = undefined_error_at_terminals(&w);
+    assert_eq!(
+        d.iter()
+            .map(|d| (d.code, d.severity, d.path.as_str(), d.message.as_str()))
+            .collect::<Vec<_>>(),
+        vec![(
+            ErrorCode::WorkflowValidationInvalidReference,
+            Severity::Warning,
+            "states.quiet.message",
+            "terminal quiet: its message reads .error, but no route to it follows a failure: \
+             .error will be undefined there and the message shown as written",
+        )]
+    );
+    // A command's transitions are taken on failures too: no warning.
+    let mut check = cmd("check", "false", None);
+    check.transitions = vec![Transition {
+        when: None,
+        goto: "quiet".into(),
+    }];
+    let w = wf("check", vec![check, error_reader("quiet")]);
+    assert_eq!(undefined_error_at_terminals(&w), Vec::new());
+}

@@ -156,9 +156,9 @@ fn an_absurd_retry_multiplier_is_refused_and_delays_stop_at_an_hour() {
         seen,
         [
             "DEBUG awf::run: step s: attempt 1 failed (exit code 1): retrying in 4s (attempt 2 of 4)",
-            "  ↻ s: retrying (attempt 2) in 4s",
+            "  ↻ s: exit 1, retrying (attempt 2) in 4s",
             "DEBUG awf::run: step s: attempt 2 failed (exit code 1): retrying in 1h0m0s (attempt 3 of 4)",
-            "  ↻ s: retrying (attempt 3) in 1h0m0s",
+            "  ↻ s: exit 1, retrying (attempt 3) in 1h0m0s",
         ]
     );
 }

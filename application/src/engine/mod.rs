@@ -967,6 +967,14 @@ impl Run {
             // there read as success (trial).
             return TemplateError::Failed(skipped_exit_code(&e, state));
         }
+        if matches!(field, Some("Outputs" | "outputs"))
+            && let Some(hint) = self.mocked_outputs_hint(state, path)
+        {
+            return TemplateError::Failed(format!(
+                "{e}{}{hint}",
+                awf_domain::ports::template::HINT_SEPARATOR
+            ));
+        }
         if !self.wf.states.contains_key(state) || lock(&self.states).contains_key(state) {
             return e;
         }
@@ -978,6 +986,31 @@ impl Run {
         }
         TemplateError::Failed(format!(
             "{e} (state \"{state}\" has not run in this run, so it has no result to read)"
+        ))
+    }
+
+    /// The hint of an undefined `states.<state>.Outputs.<key>` (`path`) when `state` is a
+    /// sub-workflow call mocked with an `output` that is not a JSON object, which gives no
+    /// `Outputs` (new user: `--mock states.package.output=x` left `Outputs` empty, no word).
+    fn mocked_outputs_hint(&self, state: &str, path: &str) -> Option<String> {
+        let mock = self.mocks.get(state)?;
+        if !matches!(
+            self.wf.state(state).map(|s| &s.kind),
+            Some(StateKind::CallWorkflow(_))
+        ) {
+            return None;
+        }
+        let output = mock
+            .iter()
+            .find(|(f, _)| f.eq_ignore_ascii_case("output"))
+            .map_or("", |(_, v)| v.as_str());
+        if !mock::call_outputs(output).is_empty() {
+            return None;
+        }
+        let key = path.split('.').nth(3).unwrap_or("NAME");
+        Some(format!(
+            "{state}'s result is mocked with an output that is not a JSON object, so it has no \
+             Outputs: give them as one, --mock 'states.{state}.output={{\"{key}\":\"…\"}}'"
         ))
     }
 
@@ -1283,10 +1316,13 @@ impl Run {
             .clone()
             .unwrap_or_else(|| self.wf.initial.clone());
         let mut route_resumed = self.route_resumed;
-        // The failure that routed the run to the state it is at (`on_failure`), which a
-        // terminal's message reads as `.error` (inline `on_failure: {message: "…
-        // {{.error.message}}"}`, as AWF documents).
-        let mut routed_error: Option<ErrorInfo> = None;
+        // The run's most recent failure that was routed on (`on_failure`, or a failed
+        // command's transition), which a terminal's message reads as `.error` (inline
+        // `on_failure: {message: "… {{.error.message}}"}`, as AWF documents), also after
+        // the states a compensation route ran since; `None` while no step failed.
+        // A resumed run starts from its earlier attempt's last routed failure (new user:
+        // `awf resume --from notify` lost `deploy`'s).
+        let mut routed_error: Option<ErrorInfo> = self.recorded_routed_failure(&current);
         // That failure's hints (which npm package provides a missing agent CLI): a failure
         // terminal it routes to gives them too.
         let mut routed_hints: Vec<String> = Vec::new();
@@ -1373,12 +1409,14 @@ impl Run {
             {
                 Ok(exit) => match exit.next {
                     Some(next) => {
-                        routed_error = exit.failure.as_ref().map(|e| self.step_error(&current, e));
-                        routed_hints = exit
-                            .failure
-                            .as_ref()
-                            .map(|e| e.hints().to_vec())
-                            .unwrap_or_default();
+                        // Kept through the states that run after it (a compensation step
+                        // between the failure and the terminal: new user, `.error` was
+                        // undefined at `deploy -> notify -> stopped`); the next routed
+                        // failure replaces it.
+                        if let Some(e) = &exit.failure {
+                            routed_error = Some(self.step_error(&current, e));
+                            routed_hints = e.hints().to_vec();
+                        }
                         previous = Some(current.clone());
                         previous_position = position;
                         current = next;
@@ -1517,12 +1555,16 @@ impl Run {
     fn preview(&self, state: &str, position: usize) -> StepPreview {
         let mut preview = StepPreview {
             position,
-            // The states that run: a terminal only ends the run.
+            // The states that can pause: a terminal only ends the run, and a state that
+            // runs only as a parallel branch or in a loop's body never pauses (new user:
+            // `[Step 3/6]` for the last of three steps).
             total: self
                 .wf
                 .states
-                .values()
-                .filter(|s| !matches!(s.kind, StateKind::Terminal(_)))
+                .iter()
+                .filter(|(n, s)| {
+                    !matches!(s.kind, StateKind::Terminal(_)) && self.wf.only_part_of(n).is_none()
+                })
                 .count(),
             ..StepPreview::default()
         };
@@ -1789,6 +1831,33 @@ impl Run {
             failed_state: state,
             message: None,
         }
+    }
+
+    /// The `.error` a resumed run starts with (none in a first attempt): the earlier attempt's
+    /// last failed top-level state that `on_failure` routes on, from its record, unless it
+    /// is `resume_at`, which runs again.
+    fn recorded_routed_failure(&self, resume_at: &str) -> Option<ErrorInfo> {
+        self.resume_at.as_ref()?;
+        let states = lock(&self.states);
+        let (name, st) = states
+            .iter()
+            .filter(|(name, st)| {
+                st.status == awf_domain::run::StepStatus::Failed
+                    && name.as_str() != resume_at
+                    && self.wf.only_part_of(name).is_none()
+                    && self.wf.state(name).is_some_and(|s| s.on_failure.is_some())
+            })
+            .max_by_key(|(_, st)| st.completed_at)?;
+        let code = st.error_code.unwrap_or(ErrorCode::ExecutionCommandFailed);
+        Some(ErrorInfo {
+            message: st.error.clone().unwrap_or_default(),
+            state: name.clone(),
+            exit_code: st
+                .exit_code
+                .filter(|c| *c != 0)
+                .map_or_else(|| i64::from(code.exit_code()), i64::from),
+            kind: code.category().as_str().to_ascii_lowercase(),
+        })
     }
 
     /// `.error` of a terminal reached through `on_failure` from state `name`, which failed

@@ -348,6 +348,10 @@ impl Run {
                             .with_detail("state", name)
                             .with_hint(if code == ErrorCode::ExecutionApprovalTimedOut {
                                 "answer sooner, raise the gate's timeout, or set `on_timeout: approve`"
+                            } else if state.on_failure.is_some() {
+                                // Already routed (new user: the hint asked for the
+                                // on_failure the step has).
+                                "approve the gate, or pass --yes to approve every gate"
                             } else {
                                 "approve the gate, pass --yes to approve every gate, or route the rejection with on_failure"
                             }),
@@ -759,7 +763,8 @@ impl Run {
                 StateKind::Command(_) => body.state.exit_code,
                 _ => None,
             };
-            let Some(wait) = self.retry_wait(state, attempt, code, deadline, at) else {
+            let reason = retry_reason(code, body.failure.as_ref());
+            let Some(wait) = self.retry_wait(state, attempt, code, deadline, at, reason) else {
                 return Ok(whole(spanned_timeout(state, attempt, body), first_start));
             };
             if !self.sleep_or_stop(wait, deadline, token).await {
@@ -788,6 +793,7 @@ impl Run {
         exit_code: Option<i32>,
         deadline: Option<Instant>,
         at: At<'_>,
+        reason: String,
     ) -> Option<Duration> {
         let policy = state.retry.as_ref()?;
         let code =
@@ -853,6 +859,7 @@ impl Run {
                 step: state.name.clone(),
                 attempt: attempt + 1,
                 delay_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                reason: Some(reason),
             },
         );
         Some(wait)
@@ -1455,6 +1462,37 @@ fn never_retried(code: ErrorCode) -> bool {
     )
 }
 
+/// Why a failed attempt failed, briefly, for its retry line: `exit 1` for a process's exit
+/// code, `timed out`, else the first line of its error (its `step S: ` left out, at most 80
+/// characters).
+fn retry_reason(exit_code: Option<i32>, failure: Option<&AwfError>) -> String {
+    if failure.is_some_and(|f| f.code() == ErrorCode::ExecutionCommandTimeout) {
+        return "timed out".to_owned();
+    }
+    if let Some(c) = exit_code.filter(|c| *c >= 0) {
+        return format!("exit {c}");
+    }
+    let Some(f) = failure else {
+        return "failed".to_owned();
+    };
+    let line = f.message().lines().next().unwrap_or("");
+    let line = line
+        .split_once(": ")
+        .filter(|(head, _)| {
+            head.strip_prefix("step ")
+                .is_some_and(|name| !name.contains(' '))
+        })
+        .map_or(line, |(_, rest)| rest);
+    let short: String = line.chars().take(80).collect();
+    if short.chars().count() < line.chars().count() {
+        format!("{short}…")
+    } else if short.is_empty() {
+        "failed".to_owned()
+    } else {
+        short
+    }
+}
+
 /// Last `max` bytes of `s` (on a char boundary).
 fn tail(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -1860,5 +1898,35 @@ mod matches_pattern_tests {
         );
         assert_eq!(invalid_matches_pattern(r#"int(states.a.Output) > 2"#), None);
         assert_eq!(invalid_matches_pattern(r#"inputs.rematches == "[(""#), None);
+    }
+}
+
+#[cfg(test)]
+mod retry_reason_tests {
+    use super::retry_reason;
+    use awf_domain::AwfError;
+    use awf_domain::ErrorCode;
+
+    /// A process's exit code, a timeout, else the error's first line without `step S: `.
+    #[test]
+    fn a_retry_says_why_the_attempt_failed() {
+        let failed = AwfError::new(ErrorCode::ExecutionCommandFailed, "step a: exit code 1");
+        assert_eq!(retry_reason(Some(1), Some(&failed)), "exit 1");
+        let timeout = AwfError::new(ErrorCode::ExecutionCommandTimeout, "step a: timed out");
+        assert_eq!(retry_reason(Some(-1), Some(&timeout)), "timed out");
+        let agent = AwfError::new(
+            ErrorCode::ExecutionAgentFailed,
+            "step review: claude exited with code 2\nmore",
+        );
+        assert_eq!(
+            retry_reason(None, Some(&agent)),
+            "claude exited with code 2"
+        );
+        let long = AwfError::new(ErrorCode::ExecutionAgentFailed, "x".repeat(100));
+        assert_eq!(
+            retry_reason(None, Some(&long)),
+            format!("{}…", "x".repeat(80))
+        );
+        assert_eq!(retry_reason(None, None), "failed");
     }
 }

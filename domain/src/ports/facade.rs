@@ -114,4 +114,10 @@ pub struct ResumeRequest {
     /// HTTP resume route (and a queued resume it posted); `awf resume` leaves it unset and
     /// warns about them as `awf run` does.
     pub refuse_undeclared_inputs: bool,
+    /// `--mock states.<step>.<field>=<value>` given to the resume: step → field → value.
+    /// Each replaces the mocks the run stored for that step (all their fields); the other
+    /// stored mocks still apply.
+    pub mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// `--no-mocks`: the mocks the run stored are dropped (those in `mocks` still apply).
+    pub no_mocks: bool,
 }

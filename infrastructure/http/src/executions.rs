@@ -271,7 +271,8 @@ pub struct PreviewRouteInfo {
 pub struct PreviewInfo {
     /// 1-based visit counter of the run (a state run again by `retry` keeps its number).
     pub position: usize,
-    /// Number of states in the workflow file.
+    /// Number of states that can pause (not terminals, nor states that run only as a
+    /// parallel branch or in a loop's body).
     pub total: usize,
     /// The command as it will run (interpolated; secrets masked); absent for states that
     /// run no command.

@@ -827,6 +827,7 @@ fn transcript_lines_and_seqs() {
             step: "body".into(),
             attempt: 2,
             delay_ms: 50,
+            reason: None,
         },
     ));
     rec.emit(s.ev(
@@ -1370,6 +1371,7 @@ fn a_streamed_spool_is_kept_only_when_it_holds_the_text() {
             step: "a".into(),
             attempt: 2,
             delay_ms: 0,
+            reason: None,
         },
     ));
     for piece in second.as_bytes().chunks(50_000) {

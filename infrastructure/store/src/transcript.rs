@@ -22,7 +22,7 @@
 //! | ToolCallResult | `tool.result` | `{call_id, output, error?: true, fidelity}` |
 //! | OutputChunk (awf addition) | `step.output` | `{name, stream, text}`; once the step's stream passed 64 KiB `{name, stream, bytes}` (the text is kept once, in the file `step.completed` names) |
 //! | Log (awf addition) | `log` | `{name?, level, message}` |
-//! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms, output_file?, stderr_file?}` (the files of the failed attempt's stdout / stderr over 64 KiB) |
+//! | StepRetrying (awf addition) | `step.retrying` | `{name, attempt, delay_ms, reason?, output_file?, stderr_file?}` (the files of the failed attempt's stdout / stderr over 64 KiB) |
 //! | InteractionRequired, conversation turn (awf addition) | `input.required` | `{name, request_id, prompt}` |
 //! | InteractionRequired, missing input (awf addition) | `input.required` | `{name: null, request_id, input, problem?}` (`input` is the input's name) |
 //! | InteractionRequired, breakpoint (awf addition) | `breakpoint` | `{name, kind, request_id, previous}` |
@@ -278,11 +278,14 @@ pub(crate) fn describe(event: &RunEvent) -> (&'static str, Option<&str>, Value) 
             step,
             attempt,
             delay_ms,
-        } => (
-            "step.retrying",
-            None,
-            json!({"name": step, "attempt": attempt, "delay_ms": delay_ms}),
-        ),
+            reason,
+        } => {
+            let mut p = json!({"name": step, "attempt": attempt, "delay_ms": delay_ms});
+            if let (Some(r), Value::Object(m)) = (reason, &mut p) {
+                m.insert("reason".into(), r.as_str().into());
+            }
+            ("step.retrying", None, p)
+        }
         RunEvent::InteractionRequired { request } => {
             use awf_domain::interaction::RequestKind;
             let id = &request.request_id;

@@ -376,6 +376,7 @@ impl Converter {
                     step: name(),
                     attempt,
                     delay_ms: p.get("delay_ms").and_then(Value::as_u64).unwrap_or(0),
+                    reason: p.get("reason").and_then(Value::as_str).map(str::to_owned),
                 }
             }
             "step.output" => {

@@ -219,6 +219,7 @@ fn scripted_run(main_status: RunStatus) -> Vec<EventEnvelope> {
             step: "item".to_owned(),
             attempt: 2,
             delay_ms: 100,
+            reason: None,
         },
     );
     s.finished(

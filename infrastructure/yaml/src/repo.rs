@@ -546,7 +546,25 @@ impl WorkflowRepository for YamlRepository {
                 ));
             }
             (None, Some(c)) => err = err.with_hint(format!("did you mean '{c}'?")),
-            (None, None) => err = err.with_hint("run `awf list` to see the available workflows"),
+            (None, None) => {
+                // A name cut short (new user: `awf run bro` for `broken`): the workflows
+                // whose names start with it, a few at most.
+                let lower = ident.to_lowercase();
+                let started: Vec<&str> = if lower.chars().count() >= 2 {
+                    known
+                        .keys()
+                        .filter(|n| n.to_lowercase().starts_with(&lower))
+                        .map(String::as_str)
+                        .take(3)
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                err = match awf_domain::validate::did_you_mean(&started) {
+                    Some(d) => err.with_hint(format!("{d} (`awf list` shows every workflow)")),
+                    None => err.with_hint("run `awf list` to see the available workflows"),
+                };
+            }
         }
         Err(err)
     }

@@ -245,6 +245,7 @@ mod tests {
                 step: "build".into(),
                 attempt: 2,
                 delay_ms: 1500,
+                reason: None,
             }),
         ];
         let mode = crate::cli::OutputMode::Buffered;

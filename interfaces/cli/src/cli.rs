@@ -301,6 +301,14 @@ pub struct ResumeArgs {
     /// Approve every approval gate (`approval:`) without asking.
     #[arg(long)]
     pub yes: bool,
+    /// Mock a step's result, as `awf run --mock` (repeatable): replaces the mocks the run
+    /// stored for that step; the others still apply.
+    #[arg(short = 'm', long = "mock", value_name = "states.STEP.FIELD=VALUE")]
+    pub mocks: Vec<String>,
+    /// Drop the mocks the run stored (its `--mock` flags): the steps run for real (the
+    /// resume's own `--mock` flags still apply).
+    #[arg(long)]
+    pub no_mocks: bool,
 }
 
 /// `awf history`.

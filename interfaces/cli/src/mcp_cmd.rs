@@ -124,10 +124,17 @@ fn unknown_keys(path: &Path, at: &str, m: &Map<String, Value>, known: &[&str]) -
         return None;
     }
     // A misspelt key: the known one it most likely meant, first in the hint.
+    // A short form of a known key (`root` for `root_dir`) is meant too.
     let meant: Vec<String> = unknown
         .iter()
         .filter_map(|k| {
             awf_domain::validate::closest(k, known.iter().copied())
+                .or_else(|| {
+                    match awf_domain::validate::keys_with_part(k, known.iter().copied())[..] {
+                        [one] => Some(one),
+                        _ => None,
+                    }
+                })
                 .map(|c| format!("`{k}`: did you mean `{c}`?"))
         })
         .collect();

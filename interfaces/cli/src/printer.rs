@@ -609,6 +609,7 @@ impl TextPrinter {
                 step,
                 attempt,
                 delay_ms,
+                reason,
             } => {
                 // Buffered output shows the last attempt only, as the step's state does.
                 for is_out in [true, false] {
@@ -616,9 +617,13 @@ impl TextPrinter {
                         .remove(&(ev.run_id.clone(), ev.path.clone(), is_out));
                 }
                 if !self.quiet {
+                    // Why the attempt failed, first (new user: the line did not say).
+                    let why = reason
+                        .as_deref()
+                        .map_or_else(String::new, |r| format!("{}, ", crate::style::printable(r)));
                     writeln!(
                         err,
-                        "{ind}{} {}: retrying (attempt {attempt}) in {}",
+                        "{ind}{} {}: {why}retrying (attempt {attempt}) in {}",
                         self.style.yellow("↻"),
                         Self::label(step, ev),
                         format_go(Duration::from_millis(*delay_ms))
@@ -1901,6 +1906,7 @@ mod tests {
             step: "s".into(),
             attempt: 2,
             delay_ms: 0,
+            reason: None,
         });
         let (out, err) = run(
             &mut p,

@@ -88,14 +88,28 @@ pub fn parse_mocks(
             return Err(bad());
         }
         if !matches!(field.as_str(), "output" | "stderr" | "status") {
+            // The field as typed: all after the step's name (`outputs.tgz`, not `tgz`).
+            let typed = rest.split_once('.').map_or(rest, |(_, f)| f);
+            let hint = match typed.split_once('.') {
+                // A sub-workflow call's `Outputs` come from a JSON object `output`.
+                Some((outputs, key)) if outputs.eq_ignore_ascii_case("outputs") => {
+                    let first = rest.split_once('.').map_or(rest, |(s, _)| s);
+                    let json = serde_json::json!({ key: value }).to_string();
+                    format!(
+                        "a mocked sub-workflow call's Outputs come from its output as a JSON \
+                         object: --mock {}",
+                        awf_domain::shell::quote_arg(&format!("states.{first}.output={json}"))
+                    )
+                }
+                _ => "--mock states.STEP.output=TEXT, states.STEP.stderr=TEXT or \
+                      states.STEP.status=failed (a failed mock exits 1)"
+                    .to_owned(),
+            };
             return Err(AwfError::new(
                 ErrorCode::UserInputInvalidFormat,
-                format!("invalid mock '{item}': a mock sets output, stderr or status, not {field}"),
+                format!("invalid mock '{item}': a mock sets output, stderr or status, not {typed}"),
             )
-            .with_hint(
-                "--mock states.STEP.output=TEXT, states.STEP.stderr=TEXT or \
-                 states.STEP.status=failed (a failed mock exits 1)",
-            ));
+            .with_hint(hint));
         }
         if field == "status" && !MOCK_STATUSES.iter().any(|s| s.eq_ignore_ascii_case(value)) {
             return Err(AwfError::new(
@@ -781,11 +795,12 @@ pub(crate) async fn drive(
                         continue;
                     }
                 };
-                if let RunEvent::RunStarted { inputs, identifier, workflow_path, .. } = &ev.event
+                if let RunEvent::RunStarted { inputs, identifier, workflow_path, mocks, .. } = &ev.event
                     && ev.parent_run_id.is_none()
                 {
                     let file = workflow_path.clone().unwrap_or_else(|| identifier.clone());
                     started = Some((inputs.clone(), file));
+                    ran.mocks.clone_from(mocks);
                 }
                 if let RunEvent::StepFinished { step, state, kind } = &ev.event
                     && ev.parent_run_id.is_none()
@@ -1124,10 +1139,53 @@ fn resume_hint(ctx: &Ctx, result: &RunResult, ran: &Ran, secrets: &[String]) -> 
         if let Some(routed) = routed_to_failure(result, ran) {
             return Some(format!("{first}{}", routed.hint(&command)));
         }
-        let command = command(&resume_from_hint(result, last_failed));
+        let from = resume_from_hint(result, last_failed);
+        // A failure `--mock` made: the resume applies the run's mocks again and fails the
+        // same way (new user: the hint led to the same mocked failure forever).
+        if let Some(step) = last_failed.filter(|s| mocked_failure(&ran.mocks, s)) {
+            let keep = kept_mocks(&ran.mocks, step);
+            return Some(format!(
+                "{first}the failure of {step} was mocked (`--mock states.{step}.status=failed`), \
+                 and a resume applies the run's mocks again: continue it without that mock with `{}`",
+                command(&format!("{from} --no-mocks{keep}"))
+            ));
+        }
+        let command = command(&from);
         return Some(format!("{first}continue it with `{command}`"));
     }
     None
+}
+
+/// Whether `mocks` (a run's) fail state `step` (`status=failed`).
+fn mocked_failure(
+    mocks: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    step: &str,
+) -> bool {
+    mocks.get(step).is_some_and(|fields| {
+        fields
+            .iter()
+            .any(|(f, v)| f.eq_ignore_ascii_case("status") && v.eq_ignore_ascii_case("failed"))
+    })
+}
+
+/// The ` --mock 'states.S.F=V'` flags that give back the mocks of `mocks` other than
+/// `step`'s, for a resume with `--no-mocks` that keeps them.
+fn kept_mocks(
+    mocks: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    step: &str,
+) -> String {
+    mocks
+        .iter()
+        .filter(|(s, _)| s.as_str() != step)
+        .flat_map(|(s, fields)| {
+            fields.iter().map(move |(f, v)| {
+                format!(
+                    " --mock {}",
+                    awf_domain::shell::quote_arg(&format!("states.{s}.{f}={v}"))
+                )
+            })
+        })
+        .collect()
 }
 
 /// The inputs a run's failure names as not given and without a default (`the input "opt" was
@@ -1190,6 +1248,8 @@ struct Ran {
     last_finished: Option<String>,
     /// The last top-level `while` / `for_each` loop that finished.
     last_loop: Option<String>,
+    /// The run's mocks (step → field → value, secrets masked), which a resume applies again.
+    mocks: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 impl Ran {
@@ -1492,6 +1552,25 @@ impl Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mocked failure is told from a real one by its step's `status=failed` mock; the
+    /// other steps' mocks are given back as flags (quoted when they need it).
+    #[test]
+    fn a_mocked_failure_and_the_mocks_to_keep() {
+        let mocks = parse_mocks(&[
+            "states.announce.status=FAILED".to_owned(),
+            "states.build.output=two words".to_owned(),
+            "states.check.status=completed".to_owned(),
+        ])
+        .unwrap();
+        assert!(mocked_failure(&mocks, "announce"));
+        assert!(!mocked_failure(&mocks, "check"));
+        assert!(!mocked_failure(&mocks, "build"));
+        assert_eq!(
+            kept_mocks(&mocks, "announce"),
+            " --mock 'states.build.output=two words' --mock states.check.status=completed"
+        );
+    }
 
     /// Every distinct failure is named once, in order (the message named only the first
     /// of a step output's and a state file's failures); past five, how many more.

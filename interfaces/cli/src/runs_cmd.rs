@@ -89,6 +89,10 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         Ok(i) => i,
         Err(e) => return fail(&e),
     };
+    let mocks = match run_cmd::parse_mocks(&args.mocks) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
     // The project configuration of the directory the run started in (where it goes on), not
     // the resumer's (trial: a broken or other `.awf/config.yaml` here was read first); its
     // `--input` still win over its `inputs:`.
@@ -196,6 +200,8 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
         shown_as: None,
         // Warned about, as `awf run` warns.
         refuse_undeclared_inputs: false,
+        mocks,
+        no_mocks: args.no_mocks,
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
