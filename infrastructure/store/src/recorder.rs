@@ -636,19 +636,20 @@ impl Writer {
                         // Opened by a flush before any history row too: opening sweeps the
                         // temp files killed writers left (`open_history`).
                         let _ = self.db();
-                        self.commit(true);
-                        self.write_ended_rows();
+                        self.commit_with_rows(true);
                         self.send_to_syncer(SyncMsg::Barrier(ack));
                     }
                     #[cfg(test)]
                     Msg::Hold(ack, release) => {
-                        self.commit(false);
+                        let job = self.stage(false);
+                        self.send_job(job);
                         let _ = ack.send(());
                         let _ = release.recv();
                     }
                     #[cfg(test)]
                     Msg::HoldSyncer(ack, release) => {
-                        self.commit(false);
+                        let job = self.stage(false);
+                        self.send_job(job);
                         self.send_to_syncer(SyncMsg::Hold(ack, release));
                     }
                 }
@@ -675,7 +676,7 @@ impl Writer {
                 continue;
             }
             put_off = 0;
-            self.write_ended_rows_into(&mut job);
+            self.write_ended_rows(&mut job);
             self.send_job(job);
             self.shared
                 .recorded
@@ -684,8 +685,7 @@ impl Writer {
                 let _ = ack.send(());
             }
         }
-        self.commit(true);
-        self.write_ended_rows();
+        self.commit_with_rows(true);
         self.shared.recorded.fetch_add(unrecorded, Ordering::AcqRel);
         for ack in recorded_acks {
             let _ = ack.send(());
@@ -787,25 +787,15 @@ impl Writer {
     }
 
     /// Writes the history rows (finished) and the audit lines (`workflow.completed`) of the
-    /// runs that ended since the last call, then has the audit trail synced.
+    /// runs that ended since the last call, and adds the audit trail's sync to `job` (the
+    /// batch's own: one round of syncs at a run's end, not two in a row).
     ///
     /// Called once the batch's state files are written: a process killed in between leaves
     /// a row still `running` beside a state file that says the run ended, which a history
     /// read settles from the state file; the other order left history and the audit trail
     /// saying "completed" for a run whose state file (and `awf resume`) said it was still at
     /// its last step, which then ran again (breaker).
-    fn write_ended_rows(&mut self) {
-        let mut job = SyncJob {
-            items: Vec::new(),
-            after: Vec::new(),
-        };
-        self.write_ended_rows_into(&mut job);
-        self.send_job(job);
-    }
-
-    /// [`write_ended_rows`](Self::write_ended_rows) with the audit trail's sync added to
-    /// `job` (the batch's own: one round of syncs at a run's end, not two in a row).
-    fn write_ended_rows_into(&mut self, job: &mut SyncJob) {
+    fn write_ended_rows(&mut self, job: &mut SyncJob) {
         self.retry_deferred_starts(false);
         if self.ended_rows.is_empty() {
             return;
@@ -840,11 +830,16 @@ impl Writer {
         if let Some(a) = self.audit.as_mut() {
             let what = format!("the audit trail {}", a.path().display());
             match a.pending_sync() {
-                Ok(Some(dup)) => job.items.push(SyncItem {
-                    target: "audit",
-                    what,
-                    file: Syncable::Data(dup),
-                }),
+                Ok(Some(dup)) => {
+                    // One sync of the audit trail covers the lines the batch wrote before
+                    // (a run's end asked one with its state file): the job syncs it once.
+                    job.items.retain(|i| i.target != "audit");
+                    job.items.push(SyncItem {
+                        target: "audit",
+                        what,
+                        file: Syncable::Data(dup),
+                    });
+                }
                 Ok(None) => {}
                 Err(e) => self
                     .shared
@@ -1023,8 +1018,7 @@ impl Writer {
                 // ended): its end is written first, so that its new `running` row is not
                 // overwritten by the end's row written after the batch.
                 if resumed_from.is_some() && self.ended_rows.iter().any(|r| r.record.id == run_id) {
-                    self.commit(false);
-                    self.write_ended_rows();
+                    self.commit_with_rows(false);
                 }
                 // The earlier states keep their output files (not read back into memory).
                 let earlier = match resumed_from {
@@ -1382,16 +1376,20 @@ impl Writer {
         transcript::event_line_into(&mut t.buf, env, seq, inline, summary, files);
     }
 
-    /// Writes what the applied events changed; with `sync`, also has the syncer fsync
-    /// transcripts, audit trail and journals (a flush waits for it, see [`SyncMsg::Barrier`]).
-    fn commit(&mut self, sync: bool) {
-        let job = self.stage(sync);
+    /// Writes what the applied events changed ([`stage`](Self::stage)), then the history
+    /// rows of the runs that ended ([`write_ended_rows`](Self::write_ended_rows)), and sends
+    /// their syncs as one job (the audit trail synced once, not once for each).
+    fn commit_with_rows(&mut self, sync: bool) {
+        let mut job = self.stage(sync);
+        self.write_ended_rows(&mut job);
         self.send_job(job);
     }
 
-    /// What [`commit`](Self::commit) writes, with the syncs it asks returned instead of
-    /// sent (the caller adds to them and sends them with [`send_job`](Self::send_job), no
-    /// other job in between: the job's number is counted on).
+    /// Writes what the applied events changed; with `sync`, also asks the syncer to fsync
+    /// transcripts, audit trail and journals (a flush waits for it, see
+    /// [`SyncMsg::Barrier`]). The syncs are returned, not sent: the caller adds to them and
+    /// sends them with [`send_job`](Self::send_job), no other job in between (the job's
+    /// number is counted on).
     fn stage(&mut self, sync: bool) -> SyncJob {
         // A run that ended in this batch has its audit line synced with its transcript and
         // state file, side by side, rather than at the flush that follows (four syncs in a
