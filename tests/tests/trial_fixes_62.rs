@@ -93,9 +93,10 @@ fn dead_pid() -> u32 {
 /// run `from` with `changes` applied: what a run killed between them leaves.
 fn state_without_row(data: &Path, from: &str, id: &str, changes: &Value) -> PathBuf {
     let states = data.join("states");
-    let mut v: Value =
-        serde_json::from_str(&std::fs::read_to_string(states.join(format!("{from}.json"))).unwrap())
-            .unwrap();
+    let mut v: Value = serde_json::from_str(
+        &std::fs::read_to_string(states.join(format!("{from}.json"))).unwrap(),
+    )
+    .unwrap();
     v["run_id"] = json!(id);
     for (k, val) in changes.as_object().unwrap() {
         v[k] = val.clone();
@@ -248,7 +249,7 @@ fn a_state_file_without_a_history_row_is_listed_by_history() {
             .collect()
     };
     let want = vec![
-        (first.clone(), "completed".to_owned(), json!("set"), Value::Null),
+        (first, "completed".to_owned(), json!("set"), Value::Null),
         (
             NO_ROW_RUNNING.to_owned(),
             "running".to_owned(),
@@ -334,10 +335,17 @@ fn a_journal_write_failure_hint_says_the_end_was_recorded() {
     );
     assert!(!r.stderr.contains("will not know"), "{}", r.stderr);
     // What the hint says.
-    let st = sb.run(&["status", &id, "-f", "json"]).unwrap().json().unwrap();
+    let st = sb
+        .run(&["status", &id, "-f", "json"])
+        .unwrap()
+        .json()
+        .unwrap();
     assert_eq!(st["status"], "completed", "{st}");
     let h = sb.run(&["history", "-f", "json"]).unwrap().json().unwrap();
-    assert_eq!((&h[0]["id"], &h[0]["status"]), (&json!(id), &json!("completed")));
+    assert_eq!(
+        (&h[0]["id"], &h[0]["status"]),
+        (&json!(id), &json!("completed"))
+    );
 }
 
 /// Runs `awf <args>`, failing the test (instead of hanging it) when it has not ended within a

@@ -380,10 +380,10 @@ impl StateStore for Store {
         &self,
         skip: &std::collections::BTreeSet<String>,
     ) -> Result<(Vec<RunSnapshot>, Vec<String>), AwfError> {
-        let (runs, unreadable, journals) = state::scan(&self.paths.states_dir(), skip)?;
-        sweep::remove_ended_journals(&self.paths, &journals);
+        let found = state::scan(&self.paths.states_dir(), skip)?;
+        sweep::remove_ended_journals(&self.paths, &found.journals);
         let _ = sweep::sweep_leftovers(&self.paths.data_root, &|| false);
-        Ok((runs, unreadable))
+        Ok((found.runs, found.unreadable))
     }
 
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {

@@ -918,9 +918,8 @@ pub(crate) fn unreadable(dir: &Path) -> Vec<String> {
 /// Files that do not parse (foreign files) are skipped. Texts kept in their own files are
 /// not read (they are empty here; [`load`] reads them).
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
-    let entries = match read_states_dir(dir)? {
-        Some(e) => e,
-        None => return Ok(Vec::new()),
+    let Some(entries) = read_states_dir(dir)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for entry in entries {
@@ -1019,15 +1018,26 @@ pub(crate) fn listing(dir: &Path) -> Result<Listing, AwfError> {
     Ok(out)
 }
 
+/// What [`scan`] found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// As [`list`] gives them.
+    pub runs: Vec<RunSnapshot>,
+    /// As [`unreadable`] names them.
+    pub unreadable: Vec<String>,
+    /// Run ids of the journals (for [`crate::sweep`]).
+    pub journals: Vec<String>,
+}
+
 /// [`list`] and [`unreadable`] in one pass over `dir`, the state files of the runs in
-/// `skip` not read; with the run ids of the journals found (for [`crate::sweep`]).
+/// `skip` not read; with the run ids of the journals found.
 ///
 /// # Errors
 /// As [`list`].
 pub(crate) fn scan(
     dir: &Path,
     skip: &std::collections::BTreeSet<String>,
-) -> Result<(Vec<RunSnapshot>, Vec<String>, Vec<String>), AwfError> {
+) -> Result<Scan, AwfError> {
     let names = listing(dir)?;
     let mut runs = Vec::new();
     let mut unreadable = Vec::new();
@@ -1042,7 +1052,11 @@ pub(crate) fn scan(
     }
     sort_newest_first(&mut runs);
     unreadable.sort();
-    Ok((runs, unreadable, names.journals))
+    Ok(Scan {
+        runs,
+        unreadable,
+        journals: names.journals,
+    })
 }
 
 /// The stored status of the state file of `run_id` as written whole (its journal not

@@ -72,17 +72,14 @@ pub fn sweep_leftovers(data_root: &Path, stop: &dyn Fn() -> bool) -> Swept {
         if young {
             continue;
         }
-        // Taken and released at once: released, it removes its file (see `locks`).
-        match locks.try_lock(id) {
-            Ok(Some(guard)) => {
-                if remove_ended_journal_locked(&paths, &locks, id) {
-                    swept.journals += 1;
-                }
-                drop(guard);
-                swept.locks += 1;
+        // Taken and released at once: released, it removes its file (see `locks`). Not
+        // taken: held (the run is live), or not a lock this store names.
+        if let Ok(Some(guard)) = locks.try_lock(id) {
+            if remove_ended_journal_locked(&paths, &locks, id) {
+                swept.journals += 1;
             }
-            // Held: the run is live. `None`: not a lock this store names.
-            Ok(None) | Err(_) => {}
+            drop(guard);
+            swept.locks += 1;
         }
     }
     swept
@@ -200,7 +197,10 @@ mod tests {
         old_lock("killed.lock");
         // Live: its lock is held (by another open file, as another process holds it).
         put_state("live", StoredStatus::Failure, None);
-        let held = RunLockFiles::new(d.path()).try_lock("live").unwrap().unwrap();
+        let held = RunLockFiles::new(d.path())
+            .try_lock("live")
+            .unwrap()
+            .unwrap();
         std::fs::File::options()
             .write(true)
             .open(locks_dir.join("live.lock"))
