@@ -232,6 +232,36 @@ pub trait StateStore: Send + Sync {
         Vec::new()
     }
 
+    /// The run ids of every state file, those [`list`](Self::list) gives and those
+    /// [`unreadable`](Self::unreadable) names, in no order: what a run id prefix is
+    /// matched against. A store that can name its runs without reading them (a directory
+    /// listing) does so; the default reads them.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when the directory cannot be read.
+    fn ids(&self) -> Result<Vec<String>, AwfError> {
+        let mut ids: Vec<String> = self.list()?.into_iter().map(|s| s.run_id).collect();
+        ids.extend(self.unreadable());
+        Ok(ids)
+    }
+
+    /// [`list`](Self::list) and [`unreadable`](Self::unreadable) in one pass over the
+    /// state files, leaving out unread the runs of `skip` (those the caller knows it does
+    /// not want, e.g. runs the history records as ended successfully).
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED` when the directory cannot be read.
+    fn scan(
+        &self,
+        skip: &std::collections::BTreeSet<String>,
+    ) -> Result<(Vec<RunSnapshot>, Vec<String>), AwfError> {
+        let mut runs = self.list()?;
+        runs.retain(|s| !skip.contains(&s.run_id));
+        let mut unreadable = self.unreadable();
+        unreadable.retain(|id| !skip.contains(id));
+        Ok((runs, unreadable))
+    }
+
     /// Writes a snapshot atomically (temp file, fsync, rename; mode 0600).
     ///
     /// # Errors
@@ -364,6 +394,15 @@ pub trait HistoryStore: Send + Sync {
     /// # Errors
     /// `SYSTEM.IO.READ_FAILED`.
     fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError>;
+
+    /// The ids of the rows matching `filter` (its `limit` kept), without the rest of
+    /// each row. The default reads the rows.
+    ///
+    /// # Errors
+    /// `SYSTEM.IO.READ_FAILED`.
+    fn ids(&self, filter: &HistoryFilter) -> Result<Vec<String>, AwfError> {
+        Ok(self.list(filter)?.into_iter().map(|r| r.id).collect())
+    }
 
     /// Writes how a run ended into its row: a row an awf killed between its last state file
     /// and its history row left `running` while the state file says the run ended (see

@@ -518,6 +518,26 @@ pub(crate) fn list(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<V
     rows.collect()
 }
 
+/// The ids of the rows matching `filter` (its limit kept), newest start first.
+pub(crate) fn ids(c: &Connection, filter: &HistoryFilter) -> rusqlite::Result<Vec<String>> {
+    let (clause, mut args) = where_clause(filter);
+    let mut sql = format!("SELECT id FROM runs{clause} ORDER BY started_at_ms DESC, rowid DESC");
+    if let Some(limit) = filter.limit {
+        args.push(Sql::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = c.prepare(&sql)?;
+    let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| r.get(0))?;
+    rows.collect()
+}
+
+/// Every row's id, in no order (one pass over the primary key).
+pub(crate) fn all_ids(c: &Connection) -> rusqlite::Result<std::collections::HashSet<String>> {
+    let mut stmt = c.prepare("SELECT id FROM runs")?;
+    let rows = stmt.query_map([], |r| r.get(0))?;
+    rows.collect()
+}
+
 /// One row by id.
 pub(crate) fn get(c: &Connection, id: &str) -> rusqlite::Result<Option<HistoryRecord>> {
     c.query_row(

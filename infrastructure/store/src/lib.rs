@@ -27,6 +27,7 @@ mod inbox;
 mod locks;
 mod recorder;
 mod state;
+mod sweep;
 mod tool_events;
 mod transcript;
 mod transcript_reader;
@@ -49,6 +50,9 @@ use awf_domain::ports::store::StateStore;
 pub use locks::RunLockFiles;
 pub use recorder::ErrorCallback;
 pub use recorder::Recorder;
+pub use sweep::SWEEP_MAX;
+pub use sweep::Swept;
+pub use sweep::sweep_leftovers;
 pub use tool_events::ToolEventFile;
 pub use tool_events::tool_events_to_run_events;
 
@@ -154,6 +158,8 @@ pub struct Store {
     /// Opened by [`Store::open_read_only`]: nothing is created for a read; a history that
     /// does not exist reads as empty.
     read_only: bool,
+    /// When the history was last reconciled with the state files ([`Store::reconcile`]).
+    reconciled: Mutex<Option<std::time::Instant>>,
 }
 
 impl Store {
@@ -183,6 +189,7 @@ impl Store {
             db_file: Mutex::new(file_id(&paths_db)),
             recorder: OnceLock::new(),
             read_only: false,
+            reconciled: Mutex::new(None),
         })
     }
 
@@ -205,6 +212,7 @@ impl Store {
             db_file: Mutex::new(file_id(&paths_db)),
             recorder: OnceLock::new(),
             read_only: true,
+            reconciled: Mutex::new(None),
         }
     }
 
@@ -228,6 +236,65 @@ impl Store {
                     })
                 })
             })
+    }
+
+    /// Brings the history up to the state files before a read of it lists or counts runs,
+    /// at most once every [`RECONCILE_EVERY`]: a run killed a few milliseconds after its
+    /// start has a state file but no row yet (breaker: `awf status` and `awf resume --list`
+    /// knew such runs, `awf history` left them out); each state file without a row gets one
+    /// from it, as when the history is rebuilt. Its cost is one listing of the states
+    /// directory (names only) and one of the history's ids, plus reading the state files
+    /// that have no row (at most [`RECONCILE_MAX`] at a time). The journals beside ended
+    /// runs' state files and the lock files no process holds go too ([`sweep`]). Best
+    /// effort: a row that cannot be written now (another writer holds the database) is
+    /// written by a later read.
+    fn reconcile(&self) {
+        {
+            let mut last = self
+                .reconciled
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if last.is_some_and(|t| t.elapsed() < RECONCILE_EVERY) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        let Ok(names) = state::listing(&self.paths.states_dir()) else {
+            return;
+        };
+        sweep::remove_ended_journals(&self.paths, &names.journals);
+        let _ = sweep::sweep_leftovers(&self.paths.data_root, &|| false);
+        if names.states.is_empty() {
+            return;
+        }
+        let Ok(known) = self.with_db(history::all_ids) else {
+            return;
+        };
+        let missing: Vec<awf_domain::ports::store::RunSnapshot> = names
+            .states
+            .iter()
+            .filter(|id| !known.contains(id.as_str()))
+            .take(RECONCILE_MAX)
+            .filter_map(|id| match state::read_stored(&self.paths, id) {
+                Ok(Some((snap, _))) => Some(snap),
+                _ => None,
+            })
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        // Not waiting for another writer (the busy timeout is 10 s): a later read does it.
+        let _ = self.with_db(|c| {
+            c.busy_timeout(std::time::Duration::ZERO)?;
+            let filled = c.execute_batch("BEGIN IMMEDIATE;").and_then(|()| {
+                history::backfill(c, &missing);
+                c.execute_batch("COMMIT;")
+            });
+            if filled.is_err() {
+                let _ = c.execute_batch("ROLLBACK;");
+            }
+            c.busy_timeout(history::BUSY_TIMEOUT)
+        });
     }
 
     /// The paths this store was opened with.
@@ -308,6 +375,23 @@ impl StateStore for Store {
         state::unreadable(&self.paths.states_dir())
     }
 
+    /// One listing of the states directory, no file read.
+    fn ids(&self) -> Result<Vec<String>, AwfError> {
+        Ok(state::listing(&self.paths.states_dir())?.states)
+    }
+
+    /// The journals it finds beside the state files of ended runs go, and the lock files
+    /// no process holds ([`sweep`]).
+    fn scan(
+        &self,
+        skip: &std::collections::BTreeSet<String>,
+    ) -> Result<(Vec<RunSnapshot>, Vec<String>), AwfError> {
+        let found = state::scan(&self.paths.states_dir(), skip)?;
+        sweep::remove_ended_journals(&self.paths, &found.journals);
+        let _ = sweep::sweep_leftovers(&self.paths.data_root, &|| false);
+        Ok((found.runs, found.unreadable))
+    }
+
     fn save(&self, snapshot: &RunSnapshot) -> Result<(), AwfError> {
         state::save(&self.paths, snapshot, true)
     }
@@ -322,6 +406,7 @@ impl HistoryStore for Store {
         if self.no_history() {
             return Ok(Vec::new());
         }
+        self.reconcile();
         self.with_db(|c| history::list(c, filter))
     }
 
@@ -329,7 +414,15 @@ impl HistoryStore for Store {
         if self.no_history() {
             return Ok(HistoryStats::default());
         }
+        self.reconcile();
         self.with_db(|c| history::stats(c, filter))
+    }
+
+    fn ids(&self, filter: &HistoryFilter) -> Result<Vec<String>, AwfError> {
+        if self.no_history() {
+            return Ok(Vec::new());
+        }
+        self.with_db(|c| history::ids(c, filter))
     }
 
     fn get(&self, run_id: &str) -> Result<Option<HistoryRecord>, AwfError> {
@@ -352,6 +445,25 @@ impl HistoryStore for Store {
             written
         })
     }
+}
+
+/// Least time between two reconciliations of the history with the state files by one
+/// [`Store`] (a long-lived `awf serve` reads the history often).
+const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Most state files without a history row one reconciliation reads (the rest at later ones).
+const RECONCILE_MAX: usize = 1000;
+
+/// Removes the journal beside the state file of run `run_id` under `data_root` when the
+/// run has ended and no process holds its lock (see [`sweep`]); whether it did. For
+/// `awf status`, which reads that one run.
+pub fn remove_ended_journal(data_root: &Path, run_id: &str) -> bool {
+    let paths = StorePaths {
+        data_root: data_root.to_path_buf(),
+        audit: AuditTarget::Off,
+        user: String::new(),
+    };
+    sweep::remove_ended_journal(&paths, &RunLockFiles::new(data_root), run_id)
 }
 
 /// Whether nothing is at `path`, or cannot be: a missing file, or a parent that is not a

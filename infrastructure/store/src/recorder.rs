@@ -137,6 +137,8 @@ struct Inner {
     tx: Option<Arc<Inbox<Msg>>>,
     handle: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
+    /// Where the writer writes (read back by [`Recorder::end_recorded`]).
+    paths: StorePaths,
 }
 
 impl Drop for Inner {
@@ -196,7 +198,7 @@ impl Recorder {
         let shared = Arc::new(Shared::default());
         let tx = Arc::new(Inbox::new());
         let rx = Arc::clone(&tx);
-        let writer = Writer::new(paths, Arc::clone(&shared));
+        let writer = Writer::new(paths.clone(), Arc::clone(&shared));
         let spawned = std::thread::Builder::new()
             .name("awf-store-writer".into())
             .spawn(move || writer.run(&rx));
@@ -211,7 +213,12 @@ impl Recorder {
             }
         };
         Self {
-            inner: Arc::new(Inner { tx, handle, shared }),
+            inner: Arc::new(Inner {
+                tx,
+                handle,
+                shared,
+                paths,
+            }),
         }
     }
 
@@ -281,6 +288,40 @@ impl Recorder {
     pub fn only_outputs_failed(&self) -> bool {
         let f = &self.inner.shared.failures;
         f.any_of(&["output"]) && !f.any_of(&["state", "history", "recorder"])
+    }
+
+    /// Whether the state file of run `run_id` holds its end, as written whole (`success`,
+    /// `failure` or `cancelled`): then a failed write of its journal (or of a state file
+    /// before its last) cost the run nothing once it ended, since the last one holds every
+    /// step. Read back from the disk; call after [`flush`](Self::flush).
+    pub fn end_recorded(&self, run_id: &str) -> bool {
+        state::written_status(&self.inner.paths, run_id).is_some_and(|(s, _)| {
+            use awf_domain::ports::store::StoredStatus;
+            matches!(
+                s,
+                StoredStatus::Success | StoredStatus::Failure | StoredStatus::Cancelled
+            )
+        })
+    }
+
+    /// Whether a state file or journal write (or sync) failed.
+    pub fn state_failed(&self) -> bool {
+        self.inner.shared.failures.any_of(&["state"])
+    }
+
+    /// Whether the history database failed (a row not written).
+    pub fn history_failed(&self) -> bool {
+        self.inner.shared.failures.any_of(&["history"])
+    }
+
+    /// Whether a step's output file failed (the record keeps that output cut).
+    pub fn outputs_failed(&self) -> bool {
+        self.inner.shared.failures.any_of(&["output"])
+    }
+
+    /// Whether the writer itself failed (its thread could not start or panicked).
+    pub fn writer_failed(&self) -> bool {
+        self.inner.shared.failures.any_of(&["recorder"])
     }
 
     /// How many state files the writer has written so far (diagnostics; shows coalescing).

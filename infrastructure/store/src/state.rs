@@ -889,9 +889,6 @@ pub(crate) fn load(paths: &StorePaths, run_id: &str) -> Result<RunSnapshot, AwfE
     })
 }
 
-/// Every parsable `*.json` state file of `dir`, newest first (by `started_at`, then run id).
-/// Files that do not parse (foreign files) are skipped. Texts kept in their own files are
-/// not read (they are empty here; [`load`] reads them).
 /// The run ids of the state files in `dir` that [`list`] leaves out: unreadable, not a
 /// state, another run's id, or a newer format (sorted; none when `dir` cannot be read).
 pub(crate) fn unreadable(dir: &Path) -> Vec<String> {
@@ -917,19 +914,12 @@ pub(crate) fn unreadable(dir: &Path) -> Vec<String> {
     out
 }
 
+/// Every parsable `*.json` state file of `dir`, newest first (by `started_at`, then run id).
+/// Files that do not parse (foreign files) are skipped. Texts kept in their own files are
+/// not read (they are empty here; [`load`] reads them).
 pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
-    let entries = match fs::read_dir(dir) {
-        Ok(e) => e,
-        // None yet, or none can be (the data root under a regular file): no runs. A
-        // `states` that is itself a file is damage to say, not an empty list.
-        Err(e)
-            if e.kind() == std::io::ErrorKind::NotFound
-                || (e.kind() == std::io::ErrorKind::NotADirectory
-                    && fs::symlink_metadata(dir).is_err()) =>
-        {
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(read_failed("the states directory", dir, e)),
+    let Some(entries) = read_states_dir(dir)? else {
+        return Ok(Vec::new());
     };
     let mut out = Vec::new();
     for entry in entries {
@@ -939,26 +929,148 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<RunSnapshot>, AwfError> {
         if name.starts_with('.') || !name.ends_with(".json") {
             continue;
         }
-        let Ok(bytes) = fs::read(entry.path()) else {
-            continue;
-        };
-        // A file `load` refuses (another run's id, a newer format) is not listed either.
-        if let Ok(mut snap) = serde_json::from_slice::<RunSnapshot>(&bytes)
-            && name.strip_suffix(".json") == Some(snap.run_id.as_str())
-            && snap.schema_version <= STATE_SCHEMA_VERSION
-        {
-            replay(
-                &entry.path().with_extension("journal"),
-                &mut snap,
-                &mut FileRefs::new(),
-            );
+        if let Some(snap) = read_listed(&entry.path(), name.strip_suffix(".json")) {
             out.push(snap);
         }
     }
-    out.sort_by(|a, b| {
+    sort_newest_first(&mut out);
+    Ok(out)
+}
+
+/// Newest first, by `started_at`, then run id.
+fn sort_newest_first(runs: &mut [RunSnapshot]) {
+    runs.sort_by(|a, b| {
         b.started_at
             .cmp(&a.started_at)
             .then_with(|| b.run_id.cmp(&a.run_id))
     });
+}
+
+/// The state file at `path`, named `<id>.json`, as [`list`] gives it (its journal replayed,
+/// texts kept in files left empty); `None` when it cannot be read or is not the state of
+/// run `id` in a format this awf reads (what [`unreadable`] names).
+fn read_listed(path: &Path, id: Option<&str>) -> Option<RunSnapshot> {
+    let bytes = fs::read(path).ok()?;
+    // A file `load` refuses (another run's id, a newer format) is not listed either.
+    let mut snap = serde_json::from_slice::<RunSnapshot>(&bytes).ok()?;
+    if id != Some(snap.run_id.as_str()) || snap.schema_version > STATE_SCHEMA_VERSION {
+        return None;
+    }
+    replay(
+        &path.with_extension("journal"),
+        &mut snap,
+        &mut FileRefs::new(),
+    );
+    Some(snap)
+}
+
+/// The entries of the states directory `dir`; `None` when there is none (or none can be:
+/// the data root under a regular file).
+///
+/// # Errors
+/// `SYSTEM.IO.READ_FAILED` when it cannot be read (a `states` that is itself a file is
+/// damage to say, not an empty list).
+fn read_states_dir(dir: &Path) -> Result<Option<fs::ReadDir>, AwfError> {
+    match fs::read_dir(dir) {
+        Ok(e) => Ok(Some(e)),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || (e.kind() == std::io::ErrorKind::NotADirectory
+                    && fs::symlink_metadata(dir).is_err()) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(read_failed("the states directory", dir, e)),
+    }
+}
+
+/// The names in a states directory, nothing read: the run ids of its state files
+/// (`<id>.json`) and of its journals (`<id>.journal`), each in directory order.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    /// Run ids of the state files.
+    pub states: Vec<String>,
+    /// Run ids of the journals.
+    pub journals: Vec<String>,
+}
+
+/// Lists the states directory `dir` by name only (one `readdir`, no file opened).
+///
+/// # Errors
+/// As [`list`].
+pub(crate) fn listing(dir: &Path) -> Result<Listing, AwfError> {
+    let mut out = Listing::default();
+    let Some(entries) = read_states_dir(dir)? else {
+        return Ok(out);
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| read_failed("the states directory", dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if let Some(id) = name.strip_suffix(".json").filter(|id| valid_id(id)) {
+            out.states.push(id.to_owned());
+        } else if let Some(id) = name.strip_suffix(".journal").filter(|id| valid_id(id)) {
+            out.journals.push(id.to_owned());
+        }
+    }
     Ok(out)
+}
+
+/// What [`scan`] found.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// As [`list`] gives them.
+    pub runs: Vec<RunSnapshot>,
+    /// As [`unreadable`] names them.
+    pub unreadable: Vec<String>,
+    /// Run ids of the journals (for [`crate::sweep`]).
+    pub journals: Vec<String>,
+}
+
+/// [`list`] and [`unreadable`] in one pass over `dir`, the state files of the runs in
+/// `skip` not read; with the run ids of the journals found.
+///
+/// # Errors
+/// As [`list`].
+pub(crate) fn scan(
+    dir: &Path,
+    skip: &std::collections::BTreeSet<String>,
+) -> Result<Scan, AwfError> {
+    let names = listing(dir)?;
+    let mut runs = Vec::new();
+    let mut unreadable = Vec::new();
+    for id in names.states {
+        if skip.contains(&id) {
+            continue;
+        }
+        match read_listed(&dir.join(format!("{id}.json")), Some(&id)) {
+            Some(snap) => runs.push(snap),
+            None => unreadable.push(id),
+        }
+    }
+    sort_newest_first(&mut runs);
+    unreadable.sort();
+    Ok(Scan {
+        runs,
+        unreadable,
+        journals: names.journals,
+    })
+}
+
+/// The stored status of the state file of `run_id` as written whole (its journal not
+/// replayed: only a `running` state file's journal is read, see [`replay`]) and its parent
+/// run; `None` when it cannot be read or is not that run's state.
+pub(crate) fn written_status(
+    paths: &StorePaths,
+    run_id: &str,
+) -> Option<(StoredStatus, Option<String>)> {
+    if !valid_id(run_id) {
+        return None;
+    }
+    let bytes = fs::read(paths.state_file(run_id)).ok()?;
+    let snap = serde_json::from_slice::<RunSnapshot>(&bytes).ok()?;
+    (snap.run_id == run_id && snap.schema_version <= STATE_SCHEMA_VERSION)
+        .then_some((snap.status, snap.parent_run_id))
 }

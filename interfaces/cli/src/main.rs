@@ -148,7 +148,7 @@ fn main() -> ExitCode {
         // If awf itself is killed, a watchdog kills the process groups of its steps; the
         // per-call MCP files a killed awf left in the temp dir go. Both beside the command's
         // start-up (the first step waits for the watchdog).
-        watchdog_start = start_watchdog();
+        watchdog_start = start_watchdog(ctx.storage.clone());
     } else if matches!(cli.command, Command::McpServe(_)) {
         // The same for what the Bash calls of `mcp-serve` start; started beside the server's
         // start-up rather than before it (spawning it waits for its exec).
@@ -221,6 +221,9 @@ fn main() -> ExitCode {
                 rt.block_on(run(&ctx, cli.command))
             };
             rt.shutdown_background();
+            // The start-up sweep of the data root ends at its next entry: the exit does not
+            // wait for it.
+            STARTED_COMMAND_ENDED.store(true, std::sync::atomic::Ordering::Relaxed);
             if let Some(start) = watchdog_start.take() {
                 let _ = start.join();
             }
@@ -262,10 +265,17 @@ fn main() -> ExitCode {
     ExitCode::from(errors::exit_code(&outcome))
 }
 
-/// Starts the watchdog process and sweeps the temp dir on a thread of their own, announced
-/// to the executor first: a step spawned before the watchdog runs waits for it. Done inline
-/// when no thread can be started.
-fn start_watchdog() -> Option<std::thread::JoinHandle<()>> {
+/// Set once the command has ended: the start-up sweep of the data root stops at its next
+/// entry ([`awf_store::sweep_leftovers`]).
+static STARTED_COMMAND_ENDED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Starts the watchdog process, then sweeps the temp dir and the data root's leftovers of
+/// killed runs (lock files no process holds, and the journals of ended runs beside them: see
+/// [`awf_store::sweep_leftovers`], bounded), on a thread of their own, announced to the
+/// executor first: a step spawned before the watchdog runs waits for it (not for the
+/// sweeps). Done inline, without the data root's sweep, when no thread can be started.
+fn start_watchdog(storage: Option<std::path::PathBuf>) -> Option<std::thread::JoinHandle<()>> {
     fn start() {
         watchdog::install();
         let _ = tmp_sweep::sweep(&awf_host::OsHost, &std::env::temp_dir());
@@ -273,8 +283,14 @@ fn start_watchdog() -> Option<std::thread::JoinHandle<()>> {
     awf_domain::watchdog_start::announce();
     match std::thread::Builder::new()
         .name("awf-watchdog-start".into())
-        .spawn(start)
-    {
+        .spawn(move || {
+            start();
+            if let Some(root) = tmp_sweep::data_root(storage.as_deref()) {
+                let _ = awf_store::sweep_leftovers(&root, &|| {
+                    STARTED_COMMAND_ENDED.load(std::sync::atomic::Ordering::Relaxed)
+                });
+            }
+        }) {
         Ok(h) => Some(h),
         Err(_) => {
             start();

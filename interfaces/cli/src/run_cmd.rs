@@ -633,6 +633,19 @@ fn record_failure(
                 id = run_id.0
             ))
         }
+        // The state file holds the run's end (its last write, whole, succeeded): what failed
+        // before it (a journal line, an earlier state file, on a disk full for a while) cost
+        // nothing now (breaker: the hint said status and resume would not know the run's end
+        // while they showed it completed).
+        wiring::RunRecorder::Embedded(s) if !s.writer_failed() && s.end_recorded(&run_id.0) => {
+            AwfError::new(ErrorCode::SystemIoWriteFailed, message)
+                .with_hint(end_recorded_hint(
+                    &run_id.0,
+                    s.state_failed(),
+                    s.history_failed(),
+                    s.outputs_failed(),
+                ))
+        }
         wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
             .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end (`awf history` lists it as running, as they do)"),
         wiring::RunRecorder::Postgres(_) => {
@@ -646,6 +659,38 @@ fn record_failure(
             ))
         }
     })
+}
+
+/// The hint of a successful run whose record had write failures while its state file holds
+/// its end: what is affected, and only that (`state`: state file or journal writes failed
+/// before the last one; `history`: its history row failed; `outputs`: step outputs are kept
+/// cut).
+fn end_recorded_hint(id: &str, state: bool, history: bool, outputs: bool) -> String {
+    let shown = if history {
+        format!("`awf status {id}` shows")
+    } else {
+        format!("`awf status {id}` and `awf history` show")
+    };
+    let mut hint = format!(
+        "free disk space or fix the data root's permissions; the run's end was recorded whole \
+         ({shown} it completed)"
+    );
+    if outputs {
+        hint.push_str(", with the outputs named above cut to their first 64 KiB");
+    }
+    if history {
+        hint.push_str(
+            "; its history row was not written: `awf history` writes it from the state file \
+             when it next reads the history",
+        );
+    }
+    if state {
+        hint.push_str(
+            "; the other writes that failed were made while it ran (its journal), which only \
+             a run killed before its end would have missed",
+        );
+    }
+    hint
 }
 
 /// Most distinct failures [`distinct_failures`] names.
@@ -1583,6 +1628,35 @@ mod tests {
         assert_eq!(distinct_failures(&errors), "out; state");
         let many: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
         assert_eq!(distinct_failures(&many), "e0; e1; e2; e3; e4; and 3 more");
+    }
+
+    /// Breaker (finding 3): the hint of a run whose end was written says what failed, and
+    /// only that: the journal, the history row, step outputs, in any combination.
+    #[test]
+    fn the_hint_of_a_run_whose_end_was_recorded_names_what_failed() {
+        let base = "free disk space or fix the data root's permissions; the run's end was \
+                    recorded whole (`awf status r1`";
+        let journal = "; the other writes that failed were made while it ran (its journal), \
+                       which only a run killed before its end would have missed";
+        assert_eq!(
+            end_recorded_hint("r1", true, false, false),
+            format!("{base} and `awf history` show it completed){journal}")
+        );
+        assert_eq!(
+            end_recorded_hint("r1", true, false, true),
+            format!(
+                "{base} and `awf history` show it completed), with the outputs named above \
+                 cut to their first 64 KiB{journal}"
+            )
+        );
+        assert_eq!(
+            end_recorded_hint("r1", false, true, true),
+            format!(
+                "{base} shows it completed), with the outputs named above cut to their first \
+                 64 KiB; its history row was not written: `awf history` writes it from the \
+                 state file when it next reads the history"
+            )
+        );
     }
 
     fn finished(status: RunStatus, error: Option<awf_domain::error::ErrorBody>) -> RunResult {

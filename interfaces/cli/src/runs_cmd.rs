@@ -342,11 +342,13 @@ pub fn resumable_json(s: &RunSnapshot, progress: &str, process_gone: bool) -> se
 
 fn list_resumable(ctx: &Ctx, w: &wiring::Wiring) -> Result<(), AwfError> {
     let states = w.state_store()?;
-    let mut runs = awf_application::runs::resumable_runs(states.as_ref())?;
+    let history = w.history_store().ok();
+    let found = awf_application::runs::resumable_runs(states.as_ref(), history.as_deref())?;
+    let mut runs = found.runs;
     // A state file that cannot be read is not listed, and says so (breaker: a truncated one
     // was left out without a word).
     if !ctx.quiet {
-        for id in states.unreadable() {
+        for id in found.unreadable {
             eprintln!(
                 "{} the state file of run {} cannot be read; it is not listed (`{}` says why)",
                 ctx.err_style.yellow("WARN"),
@@ -967,6 +969,11 @@ pub fn status(ctx: &Ctx, args: &StatusArgs) -> Result<Outcome, CliError> {
         &args.run_id,
     )
     .map_err(CliError::Awf)?;
+    // The journal a run killed at its end left beside its state file goes (readers ignore
+    // it; breaker: such journals stayed for ever).
+    if w.store_url.is_none() {
+        awf_store::remove_ended_journal(&w.data_root, &view.snapshot.run_id);
+    }
     let (snap, duration) = (&view.snapshot, view.duration_ms);
     let mut out = std::io::stdout().lock();
     match ctx.format {

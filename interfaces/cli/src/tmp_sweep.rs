@@ -49,6 +49,19 @@ fn is_live_awf(host: &dyn Host, pid: u32, own_name: Option<&std::ffi::OsStr>) ->
         .is_some_and(|n| n == "awf" || Some(n) == own_name)
 }
 
+/// The data root of the command (`--storage`, else as [`crate::wiring::data_root`] finds it
+/// from the environment), absolute; `None` when the working directory cannot be read. Only
+/// the three variables that name it are read (UTF-8 ones, as the command reads them).
+pub fn data_root(storage: Option<&Path>) -> Option<PathBuf> {
+    let env: std::collections::BTreeMap<String, String> =
+        ["AWF_STORAGE_DIR", "XDG_DATA_HOME", "HOME"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_owned(), std::env::var(k).ok()?)))
+            .collect();
+    let cwd = std::env::current_dir().ok()?;
+    Some(cwd.join(crate::wiring::data_root(storage, &env)))
+}
+
 /// Removes from `dir` the sweepable entries ([`owner_pid`]) whose pid is not a live awf
 /// process; gives the removed paths. Failures (another user's file, a race with its owner)
 /// are skipped silently: the sweep never fails a command.
