@@ -131,6 +131,8 @@ fn a_run_whose_start_cannot_be_recorded_runs_nothing() {
         "{}",
         r.stderr
     );
+    // Nothing was recorded: nothing to resume.
+    assert!(!r.stderr.contains("awf resume"), "{}", r.stderr);
     assert!(
         !sb.path().join("ran.txt").exists(),
         "something ran: {}",

@@ -1074,11 +1074,17 @@ fn resume_hint(ctx: &Ctx, result: &RunResult, ran: &Ran, secrets: &[String]) -> 
             ErrorCode::ExecutionCircularCall | ErrorCode::ExecutionMaxDepth
         )
     });
+    // A run whose start could not be recorded (nothing of it ran) has nothing to resume.
+    let unrecorded = result.states.is_empty()
+        && result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::SystemIoWriteFailed);
     if let (Some(id), true, true, false) = (
         &result.run_id,
         recorded,
         ctx.hints,
-        result.status == RunStatus::Success || parked || circular,
+        result.status == RunStatus::Success || parked || circular || unrecorded,
     ) {
         // A step that refused an input fails again on resume unless the input changes first.
         let refused_input = result
