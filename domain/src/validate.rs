@@ -475,8 +475,16 @@ pub fn nul_in_commands(wf: &Workflow) -> Vec<Diagnostic> {
         {
             check(text, format!("states.{name}.command"));
         }
-        hooks(&state.hooks.pre, &format!("states.{name}.hooks.pre"), &mut check);
-        hooks(&state.hooks.post, &format!("states.{name}.hooks.post"), &mut check);
+        hooks(
+            &state.hooks.pre,
+            &format!("states.{name}.hooks.pre"),
+            &mut check,
+        );
+        hooks(
+            &state.hooks.post,
+            &format!("states.{name}.hooks.post"),
+            &mut check,
+        );
     }
     let h = &wf.hooks;
     hooks(&h.workflow_start, "hooks.workflow_start", &mut check);

@@ -208,7 +208,8 @@ fn a_nul_byte_written_in_a_command_is_a_validation_error_at_its_line() {
     let r = sb.run(&["run", "esc.yaml"]).unwrap();
     assert_eq!(r.code, 2, "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.contains("states.a.command: the command holds a NUL byte (at byte 9)"),
+        r.stderr
+            .contains("states.a.command: the command holds a NUL byte (at byte 9)"),
         "{}",
         r.stderr
     );
@@ -260,7 +261,8 @@ fn a_nul_byte_at_run_time_names_where_it_came_from() {
         r.stderr
     );
     assert!(
-        r.stderr.contains("Hint: Remove the NUL bytes from the script file"),
+        r.stderr
+            .contains("Hint: Remove the NUL bytes from the script file"),
         "{}",
         r.stderr
     );

@@ -1505,6 +1505,14 @@ pub(crate) fn parse_json_output(
     Ok((text_kept, v))
 }
 
+/// The signal an agent's process died of, as its provider's error says (`signal` detail).
+fn died_of(e: &AwfError) -> Option<i32> {
+    e.details()
+        .get("signal")
+        .and_then(Value::as_i64)
+        .and_then(|s| i32::try_from(s).ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1596,12 +1604,4 @@ mod tests {
             "openai_compatible (fallback 3)"
         );
     }
-}
-
-/// The signal an agent's process died of, as its provider's error says (`signal` detail).
-fn died_of(e: &AwfError) -> Option<i32> {
-    e.details()
-        .get("signal")
-        .and_then(Value::as_i64)
-        .and_then(|s| i32::try_from(s).ok())
 }

@@ -1055,9 +1055,7 @@ impl Run {
         // run's cancel follows (breaker: such a run took its `on_failure` route or ended
         // `failed`, exit 3, instead of `cancelled`).
         let termination = match out.termination {
-            Termination::Exited if self.cancel_follows(out.signal).await => {
-                Termination::Cancelled
-            }
+            Termination::Exited if self.cancel_follows(out.signal).await => Termination::Cancelled,
             t => t,
         };
         match termination {

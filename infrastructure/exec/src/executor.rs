@@ -911,7 +911,11 @@ mod spawn_error_tests {
                 .as_deref(),
             Some("7")
         );
-        assert!(e.hints().iter().all(|h| !h.contains("SHELL")), "{:?}", e.hints());
+        assert!(
+            e.hints().iter().all(|h| !h.contains("SHELL")),
+            "{:?}",
+            e.hints()
+        );
     }
 
     /// Breaker: 20 inputs of 120 KB each (a large environment) were reported as a command

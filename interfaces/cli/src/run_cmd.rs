@@ -511,7 +511,11 @@ async fn execute(
             .push(std::sync::Arc::new(awf_telemetry::log_projection()));
         None
     } else {
-        if let Some(guard) = w.recorder.as_ref().and_then(|r| r.start_guard(&w.data_root)) {
+        if let Some(guard) = w
+            .recorder
+            .as_ref()
+            .and_then(|r| r.start_guard(&w.data_root))
+        {
             services.recorders.push(guard);
         }
         w.recorder.clone()

@@ -174,7 +174,10 @@ impl RunRecorder {
     /// the embedded store's run record failed once the run's start was written (its state
     /// file or the writer itself; a history row alone does not stop the run, as the state
     /// file has it). `None` for the shared store, whose writes are retried.
-    pub fn start_guard(&self, data_root: &Path) -> Option<Arc<dyn awf_domain::event::EventPublisher>> {
+    pub fn start_guard(
+        &self,
+        data_root: &Path,
+    ) -> Option<Arc<dyn awf_domain::event::EventPublisher>> {
         match self {
             Self::Embedded(r) => Some(Arc::new(StartGuard {
                 recorder: r.clone(),
