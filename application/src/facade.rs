@@ -974,6 +974,22 @@ impl EventPublisher for TeeSink {
             futures::future::join_all(waits).await;
         }))
     }
+
+    /// Every publisher's check; the first error.
+    fn start_recorded(&self) -> Option<awf_domain::event::StartRecorded> {
+        let mut checks: Vec<awf_domain::event::StartRecorded> =
+            self.0.iter().filter_map(|s| s.start_recorded()).collect();
+        if checks.len() <= 1 {
+            return checks.pop();
+        }
+        Some(Box::pin(async move {
+            futures::future::join_all(checks)
+                .await
+                .into_iter()
+                .collect::<Result<Vec<()>, _>>()
+                .map(|_| ())
+        }))
+    }
 }
 
 struct ChannelSink(mpsc::UnboundedSender<EventEnvelope>);

@@ -409,7 +409,24 @@ pub trait EventPublisher: Send + Sync {
     fn written(&self) -> Option<Settle> {
         None
     }
+
+    /// Whether the run's start (its `RunStarted`, delivered before this call) is on record:
+    /// the future resolves once it was written, to the error that kept it from being
+    /// written (a read-only or full data root). The engine awaits it before the run's
+    /// `workflow_start` hooks and first step, and ends the run with that error instead of
+    /// running them: a run whose start is not on record could not be resumed, and `awf
+    /// status` would not know it ("no step runs before its run's start is written").
+    ///
+    /// `None` (the default): this publisher does not check it (nothing to wait for).
+    fn start_recorded(&self) -> Option<StartRecorded> {
+        None
+    }
 }
+
+/// What [`EventPublisher::start_recorded`] returns: resolves once the run's start was
+/// written, to the error that kept it from being written.
+pub type StartRecorded =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), crate::AwfError>> + Send>>;
 
 /// What [`EventPublisher::settle`] returns: resolves (with nothing) once the events
 /// delivered before it was asked for are durable, or the publisher gave up waiting.

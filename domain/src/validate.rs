@@ -430,7 +430,67 @@ pub fn structural(wf: &Workflow) -> Vec<Diagnostic> {
         per_type(name, s, &base, &mut out);
         approval_checks(name, s, &base, &mut out);
     }
+    out.extend(nul_in_commands(wf));
     out.extend(containment(wf));
+    out
+}
+
+/// The hint of a NUL byte in a command as written: how it got there in YAML.
+pub const NUL_IN_YAML_HINT: &str = "in a YAML double-quoted string `\\0` is a NUL byte (so \
+     `\"\\033\"` is NUL then `33`): write `\\e` or `\\x1b` for ESC, `\\\\033` to pass \
+     `\\033` on to the command (printf), or use single quotes or a block scalar (`|`), \
+     where a backslash is itself";
+
+/// Errors (`WORKFLOW.VALIDATION.INVALID_STATE`) for commands that hold a NUL byte as written
+/// (a step's inline `command:`, a step's or the workflow's hook commands): no command line
+/// can carry one, so the run would fail at the step every time; it is almost always a YAML
+/// double-quoted `\0` (`"printf '\033]0;x\007'"`). Each at the command's path, with
+/// [`NUL_IN_YAML_HINT`].
+pub fn nul_in_commands(wf: &Workflow) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut check = |text: &str, path: String| {
+        if let Some(at) = text.bytes().position(|b| b == 0) {
+            out.push(
+                invalid_state(
+                    path,
+                    format!(
+                        "the command holds a NUL byte (at byte {}), which no command line can carry: the run would fail here",
+                        at + 1
+                    ),
+                )
+                .with_hint(NUL_IN_YAML_HINT),
+            );
+        }
+    };
+    let hooks = |actions: &[HookAction], path: &str, check: &mut dyn FnMut(&str, String)| {
+        for (i, a) in actions.iter().enumerate() {
+            if let HookAction::Command(text) = a {
+                check(text, format!("{path}.{i}"));
+            }
+        }
+    };
+    for (name, state) in &wf.states {
+        if let StateKind::Command(c) = &state.kind
+            && let CommandSource::Inline(text) = &c.source
+        {
+            check(text, format!("states.{name}.command"));
+        }
+        hooks(
+            &state.hooks.pre,
+            &format!("states.{name}.hooks.pre"),
+            &mut check,
+        );
+        hooks(
+            &state.hooks.post,
+            &format!("states.{name}.hooks.post"),
+            &mut check,
+        );
+    }
+    let h = &wf.hooks;
+    hooks(&h.workflow_start, "hooks.workflow_start", &mut check);
+    hooks(&h.workflow_end, "hooks.workflow_end", &mut check);
+    hooks(&h.workflow_error, "hooks.workflow_error", &mut check);
+    hooks(&h.workflow_cancel, "hooks.workflow_cancel", &mut check);
     out
 }
 

@@ -2898,3 +2898,42 @@ fn error_at_a_terminal_no_failure_reaches_is_warned() {
     let w = wf("check", vec![check, error_reader("quiet")]);
     assert_eq!(undefined_error_at_terminals(&w), Vec::new());
 }
+
+/// Stop 43: a NUL byte written in a command (YAML `"printf '\033'"`) is an error at the
+/// command's path, for steps and hooks; a template that may produce one is not.
+#[test]
+fn a_nul_byte_written_in_a_command_is_an_error_at_its_path() {
+    let mut w = wf(
+        "a",
+        vec![
+            cmd("a", "printf '\u{0}33]0;x'", Some("b")),
+            cmd("b", "cat {{.inputs.f}}", Some("done")),
+            terminal("done"),
+        ],
+    );
+    w.hooks.workflow_cancel = vec![HookAction::Command("echo \u{0}".into())];
+    let found: Vec<_> = nul_in_commands(&w)
+        .into_iter()
+        .map(|d| (d.code, d.path, d.message))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                ErrorCode::WorkflowValidationInvalidState,
+                "states.a.command".to_owned(),
+                "the command holds a NUL byte (at byte 9), which no command line can carry: the run would fail here".to_owned()
+            ),
+            (
+                ErrorCode::WorkflowValidationInvalidState,
+                "hooks.workflow_cancel.0".to_owned(),
+                "the command holds a NUL byte (at byte 6), which no command line can carry: the run would fail here".to_owned()
+            ),
+        ]
+    );
+    assert!(
+        structural(&w)
+            .iter()
+            .any(|d| d.path == "states.a.command" && d.severity == Severity::Error)
+    );
+}

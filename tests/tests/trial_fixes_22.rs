@@ -144,11 +144,12 @@ fn read_only_commands_create_nothing_and_write_failures_have_a_hint() {
     assert_eq!(l.code, 0, "{}{}", l.stdout, l.stderr);
     let s = sb.run(&["history", "--stats"]).unwrap();
     assert_eq!(s.code, 0, "{}{}", s.stdout, s.stderr);
-    // A run there goes on unrecorded, and the warning says what to do.
+    // A run there is refused before anything of it runs (stop 43: it went on unrecorded,
+    // exit 0), and the error says what to do.
     let r = sb.run(&["run", "hello.yaml"]).unwrap();
-    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.code, 4, "{}{}", r.stdout, r.stderr);
     assert!(
-        r.stderr.contains("runs are not recorded")
+        r.stderr.contains("the run's start could not be recorded")
             && r.stderr.contains("Hint: ")
             && r.stderr.contains("--storage DIR"),
         "{}",

@@ -149,7 +149,10 @@ impl Run {
                 self.finish_agent(st, prepared.output_format.as_deref(), &resp.output)
             }
             Err(e) => {
-                if e.code() == ErrorCode::ExecutionRunCancelled || self.cancel.token.is_cancelled()
+                // An agent CLI that died of the signal cancelling the run did not fail.
+                if e.code() == ErrorCode::ExecutionRunCancelled
+                    || self.cancel.token.is_cancelled()
+                    || self.cancel_follows(died_of(&e)).await
                 {
                     st.status = StepStatus::Cancelled;
                     st.completed_at = Some(self.svc.clock.now());
@@ -236,7 +239,11 @@ impl Run {
                 }
                 Err(e) => e,
             };
-            if self.cancel.token.is_cancelled() || err.code() == ErrorCode::ExecutionRunCancelled {
+            // No fallback for a CLI that died of the signal cancelling the run.
+            if self.cancel.token.is_cancelled()
+                || err.code() == ErrorCode::ExecutionRunCancelled
+                || self.cancel_follows(died_of(&err)).await
+            {
                 return PolicyAnswer {
                     result: Err(err),
                     calls,
@@ -1496,6 +1503,14 @@ pub(crate) fn parse_json_output(
         ));
     }
     Ok((text_kept, v))
+}
+
+/// The signal an agent's process died of, as its provider's error says (`signal` detail).
+fn died_of(e: &AwfError) -> Option<i32> {
+    e.details()
+        .get("signal")
+        .and_then(Value::as_i64)
+        .and_then(|s| i32::try_from(s).ok())
 }
 
 #[cfg(test)]

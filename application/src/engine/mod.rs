@@ -124,6 +124,19 @@ impl Emitter {
         });
     }
 
+    /// Waits until the run's start is written where the sink checks it
+    /// ([`EventPublisher::start_recorded`]), or `token` is cancelled; the error that kept it
+    /// from being written. `Ok` at once with a sink that does not check it.
+    pub(crate) async fn start_recorded(&self, token: &CancellationToken) -> Result<(), AwfError> {
+        let Some(check) = self.sink.start_recorded() else {
+            return Ok(());
+        };
+        tokio::select! {
+            r = check => r,
+            () = token.cancelled() => Ok(()),
+        }
+    }
+
     /// Waits until the events emitted so far are durable in the run's record
     /// ([`EventPublisher::settle`]), or `token` is cancelled. Nothing to wait for with a
     /// sink that needs no barrier (the embedded store).
@@ -1288,6 +1301,12 @@ impl Run {
             .next()
         {
             return self.failure(d.to_error(), None);
+        }
+        // Nothing runs before the run's start is on record: one that could not be written (a
+        // read-only or full data root) ends the run (breaker: a read-only data root ran every
+        // step, then exited 4).
+        if let Err(e) = self.emitter.start_recorded(&self.cancel.token).await {
+            return self.failure(e, None);
         }
         let start_hooks = &self.wf.hooks.workflow_start;
         if !start_hooks.is_empty()

@@ -865,6 +865,25 @@ impl Run {
         Some(wait)
     }
 
+    /// Whether a step's process that died of `signal` was stopped by the run's cancel: the
+    /// signal is one awf itself takes as a cancel (SIGHUP, SIGINT, SIGTERM) and the run is
+    /// cancelled, or is within [`CANCEL_SIGNAL_WAIT`] (awf's own copy of a signal sent to
+    /// its process group may be handled just after the step's end is seen). Woken at once
+    /// by the cancel; waits only for a process that died of one of those signals.
+    pub(crate) async fn cancel_follows(&self, signal: Option<i32>) -> bool {
+        if !signal.is_some_and(|s| CANCEL_SIGNALS.contains(&s)) {
+            return false;
+        }
+        let token = &self.cancel.token;
+        if token.is_cancelled() {
+            return true;
+        }
+        tokio::select! {
+            () = token.cancelled() => true,
+            () = tokio::time::sleep(CANCEL_SIGNAL_WAIT) => token.is_cancelled(),
+        }
+    }
+
     /// Sleeps unless cancelled or past the deadline; returns whether to go on.
     pub(crate) async fn sleep_or_stop(
         &self,
@@ -998,6 +1017,7 @@ impl Run {
             Err(e) => {
                 // The process never started (a missing `dir:`, a NUL byte, too long a
                 // command): no exit code, and the executor's hint kept.
+                let e = nul_byte_origin(e, &cmd.source);
                 let mut b = fail(st, e.code(), format!("step {name}: {}", e.message()));
                 if let Some(mut f) = b.failure.take() {
                     for h in e.hints() {
@@ -1036,7 +1056,16 @@ impl Run {
         st.output = stdout.unwrap_or_else(|| self.cap(state, out.stdout)).into();
         st.stderr = stderr.unwrap_or_else(|| self.cap(state, out.stderr)).into();
         st.exit_code = Some(out.exit_code);
-        match out.termination {
+        // A process that died of the signal that is cancelling the run (a terminal's Ctrl-C
+        // or `timeout`'s SIGTERM reach the whole process group; one sent as the step was
+        // spawned reaches it before it leaves awf's group) did not fail on its own: the
+        // run's cancel follows (breaker: such a run took its `on_failure` route or ended
+        // `failed`, exit 3, instead of `cancelled`).
+        let termination = match out.termination {
+            Termination::Exited if self.cancel_follows(out.signal).await => Termination::Cancelled,
+            t => t,
+        };
+        match termination {
             Termination::Cancelled => {
                 st.status = StepStatus::Cancelled;
                 st.error = Some("cancelled".to_owned());
@@ -1426,6 +1455,15 @@ fn killed_after_grace(signal: Option<i32>) -> String {
 /// SIGKILL's number (9 on every POSIX system).
 const SIGKILL: i32 = 9;
 
+/// The signals awf takes as a cancel of the run (SIGHUP, SIGINT, SIGTERM): a step's process
+/// that died of one may have been hit by the same signal (see [`Run::cancel_follows`]).
+pub(crate) const CANCEL_SIGNALS: [i32; 3] = [1, 2, 15];
+
+/// How long a step whose process died of one of [`CANCEL_SIGNALS`] waits for the run's own
+/// cancel before it is taken as the step's failure: long enough for awf's signal handling on
+/// a loaded machine, short enough that a process that really killed itself is not held up.
+const CANCEL_SIGNAL_WAIT: Duration = Duration::from_millis(500);
+
 /// `body` of attempt `attempt` of `state`, when its step's own `timeout` ended it before the
 /// last of its `retry.max_attempts`: the failure says that the timeout spans every attempt
 /// and how many ran (AWF (Go)'s semantics, kept; new user: `timed out after 1s` with 3
@@ -1503,6 +1541,38 @@ fn tail(s: &str, max: usize) -> &str {
         start += 1;
     }
     &s[start..]
+}
+
+/// `e` (a command that could not start) with where its NUL byte came from, when it holds
+/// one ([`NUL_BYTE_DETAIL`](awf_domain::ports::exec::NUL_BYTE_DETAIL)): the step's `command`
+/// as written (a YAML double-quoted `\0`: `awf validate` reports it, so only a workflow
+/// that was not validated gets here), the script file, or a template's value (breaker: a
+/// literal `\033` in double quotes was blamed on a template).
+fn nul_byte_origin(e: AwfError, source: &CommandSource) -> AwfError {
+    if !e
+        .details()
+        .contains_key(awf_domain::ports::exec::NUL_BYTE_DETAIL)
+    {
+        return e;
+    }
+    let (origin, hint) = match source {
+        CommandSource::Inline(text) if text.contains('\0') => (
+            "it is in the step's `command` as written",
+            awf_domain::validate::NUL_IN_YAML_HINT,
+        ),
+        CommandSource::ScriptFile(_) => (
+            "it is in the script file, or came from a template's value in it",
+            "Remove the NUL bytes from the script file; keep binary text out of the script: \
+             pass a file's path and read it in the script",
+        ),
+        CommandSource::Inline(_) => (
+            "it came from a template's value (e.g. `readFile` of a binary file)",
+            "Keep binary text out of the command: pass the file's path and read it in the \
+             command (e.g. `tr '\\0' '\\n' < FILE`), or remove the NUL bytes in the step \
+             that makes the value.",
+        ),
+    };
+    e.map_message(|m| format!("{m}; {origin}")).with_hint(hint)
 }
 
 /// ` (SIGKILL)` for the common signals, else empty.

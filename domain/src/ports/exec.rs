@@ -15,6 +15,11 @@ use crate::event::OutputStream;
 /// Source: design/decisions.md "Execution and processes".
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
+/// The detail a [`CommandExecutor`] sets on the error of a command it could not start because
+/// the command holds a NUL byte: the byte's position (1-based). Where the byte came from (a
+/// template's value, the workflow's own text, a script file) is for the caller to say.
+pub const NUL_BYTE_DETAIL: &str = "nul_byte";
+
 /// What to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Program {

@@ -546,9 +546,14 @@ impl<A: CliAgent> AgentProvider for CliProvider<A> {
                 msg.push_str("\nstdout: ");
                 msg.push_str(out_tail);
             }
-            return Err(AwfError::new(ErrorCode::ExecutionAgentFailed, msg)
+            let mut err = AwfError::new(ErrorCode::ExecutionAgentFailed, msg)
                 .with_detail("provider", name)
-                .with_detail("exit_code", out.exit_code));
+                .with_detail("exit_code", out.exit_code);
+            // The engine tells a CLI hit by the signal that cancels the run from a failure.
+            if let Some(sig) = out.signal {
+                err = err.with_detail("signal", sig);
+            }
+            return Err(err);
         }
 
         let extracted = parsed.output.is_some();

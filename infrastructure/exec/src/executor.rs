@@ -459,21 +459,18 @@ fn spawn_error(
         .chain(&inv.args)
         .find_map(|a| a.as_encoded_bytes().iter().position(|b| *b == 0))
     {
+        // Where the byte came from (a template's value, the workflow's own text) is for
+        // the caller to say: it is set in the `nul_byte` detail (the byte's position).
         return AwfError::new(
             ErrorCode::ExecutionCommandFailed,
             format!(
                 "cannot start {program}: the command contains a NUL byte (at byte {}), which \
-                 no command line can carry; it came from a template's value (e.g. `readFile` \
-                 of a binary file)",
+                 no command line can carry",
                 at + 1
             ),
         )
         .with_detail("program", program)
-        .with_hint(
-            "Keep binary text out of the command: pass the file's path and read it in the \
-             command (e.g. `tr '\\0' '\\n' < FILE`), or remove the NUL bytes in the step \
-             that makes the value.",
-        );
+        .with_detail(awf_domain::ports::exec::NUL_BYTE_DETAIL, at + 1);
     }
     if exhausted(e) {
         return AwfError::new(
@@ -903,9 +900,20 @@ mod spawn_error_tests {
         assert_eq!(
             e.message(),
             "cannot start /bin/sh: the command contains a NUL byte (at byte 7), which no command \
-             line can carry; it came from a template's value (e.g. `readFile` of a binary file)"
+             line can carry"
         );
-        assert!(!e.hints()[0].contains("SHELL"), "{:?}", e.hints());
+        assert_eq!(
+            e.details()
+                .get(awf_domain::ports::exec::NUL_BYTE_DETAIL)
+                .map(ToString::to_string)
+                .as_deref(),
+            Some("7")
+        );
+        assert!(
+            e.hints().iter().all(|h| !h.contains("SHELL")),
+            "{:?}",
+            e.hints()
+        );
     }
 
     /// Breaker: 20 inputs of 120 KB each (a large environment) were reported as a command

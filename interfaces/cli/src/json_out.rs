@@ -46,13 +46,39 @@ pub fn failure_result(identifier: &str, err: &AwfError) -> RunResult {
 pub fn print<T: Serialize>(value: &T) -> Result<(), AwfError> {
     match write_json(value) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(AwfError::new(
-            ErrorCode::SystemIoWriteFailed,
-            format!("cannot write the JSON output to stdout: {e}"),
-        )
-        .with_hint("stdout is closed or its disk is full; redirect it to a writable file or pipe")),
+        Err(e) => Err(write_error(&e)),
         Ok(()) => Ok(()),
     }
+}
+
+/// [`print`] for the result of a run (`awf run`, `awf resume`): a reader that went away
+/// before the result was written whole (`EPIPE`: `awf run wf -f json | true`) is still no
+/// failure (the run's exit code stands), but is said on stderr in one line, so the result is
+/// not lost without a word (breaker).
+///
+/// # Errors
+/// As [`print`].
+pub fn print_result<T: Serialize>(value: &T) -> Result<(), AwfError> {
+    match write_json(value) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "WARN the run's JSON result was not written in full: its reader closed stdout (broken pipe)"
+            );
+            Ok(())
+        }
+        Err(e) => Err(write_error(&e)),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// The error of a write of the JSON output that failed.
+fn write_error(e: &std::io::Error) -> AwfError {
+    AwfError::new(
+        ErrorCode::SystemIoWriteFailed,
+        format!("cannot write the JSON output to stdout: {e}"),
+    )
+    .with_hint("stdout is closed or its disk is full; redirect it to a writable file or pipe")
 }
 
 /// Writes `value` pretty-printed and a newline to stdout, and flushes it.

@@ -504,6 +504,14 @@ async fn execute(
     signals: Signals,
 ) -> Outcome {
     let identifier = request.identifier.clone();
+    // A run that is to be recorded and cannot be (its data root cannot be created: a
+    // read-only or full disk) is refused before anything of it runs, as one whose start
+    // could not be written (breaker: it ran unrecorded with a warning, exit 0).
+    if args.step.is_none()
+        && let Some(e) = &w.store_error
+    {
+        return fail_before_start(ctx, &identifier, &unrecordable(e));
+    }
     warn_unrecorded(&w);
     let mut services = w.services;
     let recorder = if args.step.is_some() {
@@ -517,6 +525,13 @@ async fn execute(
             .push(std::sync::Arc::new(awf_telemetry::log_projection()));
         None
     } else {
+        if let Some(guard) = w
+            .recorder
+            .as_ref()
+            .and_then(|r| r.start_guard(&w.data_root))
+        {
+            services.recorders.push(guard);
+        }
         w.recorder.clone()
     };
     let pg = w.pg.get().cloned();
@@ -580,6 +595,21 @@ pub(crate) fn log_record_location(
         (None, _) => format!("run {run_id} is not recorded"),
     };
     tracing::debug!(target: awf_telemetry::RUN_TARGET, "{text}");
+}
+
+/// The error of a run refused because its data root could not be opened (`e`): the same as
+/// a run whose start could not be written, with `e`'s hints.
+pub(crate) fn unrecordable(e: &AwfError) -> AwfError {
+    e.hints().iter().fold(
+        AwfError::new(
+            ErrorCode::SystemIoWriteFailed,
+            format!(
+                "the run's start could not be recorded, so nothing of it ran: {}",
+                e.message()
+            ),
+        ),
+        |err, h| err.with_hint(h.clone()),
+    )
 }
 
 /// Waits for the run's record to be written and says what a run that succeeded but could not
@@ -647,7 +677,7 @@ fn record_failure(
                 ))
         }
         wiring::RunRecorder::Embedded(_) => AwfError::new(ErrorCode::SystemIoWriteFailed, message)
-            .with_hint("free disk space or fix the data root's permissions; `awf status` and `awf resume` will not know this run's end (`awf history` lists it as running, as they do)"),
+            .with_hint("free disk space or fix the data root's permissions; `awf status`, `awf resume` and `awf history` may not know how this run ended"),
         wiring::RunRecorder::Postgres(_) => {
             // Refused for lack of privilege (42501): what the user needs, not a
             // server that went away.
@@ -950,7 +980,7 @@ pub(crate) async fn drive(
                 error.hints.push(hint);
             }
         }
-        if let Err(e) = json_out::print(&result) {
+        if let Err(e) = json_out::print_result(&result) {
             return errors::report(
                 &crate::errors::CliError::Awf(e),
                 true,
@@ -1108,11 +1138,17 @@ fn resume_hint(ctx: &Ctx, result: &RunResult, ran: &Ran, secrets: &[String]) -> 
             ErrorCode::ExecutionCircularCall | ErrorCode::ExecutionMaxDepth
         )
     });
+    // A run whose start could not be recorded (nothing of it ran) has nothing to resume.
+    let unrecorded = result.states.is_empty()
+        && result
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code == ErrorCode::SystemIoWriteFailed);
     if let (Some(id), true, true, false) = (
         &result.run_id,
         recorded,
         ctx.hints,
-        result.status == RunStatus::Success || parked || circular,
+        result.status == RunStatus::Success || parked || circular || unrecorded,
     ) {
         // A step that refused an input fails again on resume unless the input changes first.
         let refused_input = result

@@ -205,6 +205,9 @@ pub async fn resume(ctx: &Ctx, args: &ResumeArgs) -> Outcome {
     };
     let recorder = w.recorder.clone();
     let mut services = w.services.clone();
+    if let Some(guard) = recorder.as_ref().and_then(|r| r.start_guard(&w.data_root)) {
+        services.recorders.push(guard);
+    }
     if services.state_store.is_none() {
         match w.state_store() {
             Ok(s) => services.state_store = Some(s),

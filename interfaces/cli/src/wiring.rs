@@ -169,12 +169,85 @@ impl RunRecorder {
         }
     }
 
+    /// A publisher for a terminal's run (`awf run`, `awf resume`; one run per process) that
+    /// takes no events and answers [`start_recorded`](awf_domain::event::EventPublisher::start_recorded):
+    /// the embedded store's run record failed once the run's start was written (its state
+    /// file or the writer itself; a history row alone does not stop the run, as the state
+    /// file has it). `None` for the shared store, whose writes are retried.
+    pub fn start_guard(
+        &self,
+        data_root: &Path,
+    ) -> Option<Arc<dyn awf_domain::event::EventPublisher>> {
+        match self {
+            Self::Embedded(r) => Some(Arc::new(StartGuard {
+                recorder: r.clone(),
+                data_root: data_root.to_path_buf(),
+            })),
+            Self::Postgres(_) => None,
+        }
+    }
+
     /// The publisher to hand to the engine.
     fn publisher(&self) -> Arc<dyn awf_domain::event::EventPublisher> {
         match self {
             Self::Embedded(r) => Arc::new(r.clone()),
             Self::Postgres(r) => Arc::new(r.clone()),
         }
+    }
+}
+
+/// See [`RunRecorder::start_guard`].
+struct StartGuard {
+    recorder: awf_store::Recorder,
+    data_root: PathBuf,
+}
+
+impl awf_domain::event::EventPublisher for StartGuard {
+    fn emit(&self, _event: awf_domain::event::EventEnvelope) {}
+
+    fn interested(&self, _event: &awf_domain::event::EventEnvelope) -> bool {
+        false
+    }
+
+    /// Resolves at once: it takes no events (the run service flushes a publisher without
+    /// this future on a blocking thread, one started at every run's end: issue 9).
+    fn flushed(&self) -> Option<awf_domain::event::Settle> {
+        Some(Box::pin(std::future::ready(())))
+    }
+
+    fn start_recorded(&self) -> Option<awf_domain::event::StartRecorded> {
+        // The writer's barrier for a run's start: resolves once it was written (or its
+        // write failed, and was reported).
+        let written = awf_domain::event::EventPublisher::settle(&self.recorder);
+        let recorder = self.recorder.clone();
+        let root = self.data_root.clone();
+        Some(Box::pin(async move {
+            if let Some(w) = written {
+                w.await;
+            }
+            if !recorder.run_record_failed()
+                || recorder.only_history_failed()
+                || recorder.only_outputs_failed()
+            {
+                return Ok(());
+            }
+            let errors = recorder.take_errors();
+            let why = errors
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "the store writer failed".to_owned());
+            Err(AwfError::new(
+                awf_domain::ErrorCode::SystemIoWriteFailed,
+                format!("the run's start could not be recorded, so nothing of it ran: {why}"),
+            )
+            .with_detail("path", root.display().to_string())
+            .with_hint(format!(
+                "free disk space or make the data root {} writable, or choose another one \
+                 with `--storage DIR` or `AWF_STORAGE_DIR`; `AWF_RECORD=off` runs without \
+                 recording (a run that is not recorded cannot be resumed)",
+                awf_domain::shell::quote_arg(&root.display().to_string())
+            )))
+        }))
     }
 }
 
