@@ -461,7 +461,7 @@ pub fn remove_ended_journal(data_root: &Path, run_id: &str) -> bool {
     let paths = StorePaths {
         data_root: data_root.to_path_buf(),
         audit: AuditTarget::Off,
-        user: String::new(),
+        user: None,
     };
     sweep::remove_ended_journal(&paths, &RunLockFiles::new(data_root), run_id)
 }

@@ -50,7 +50,7 @@ pub fn sweep_leftovers(data_root: &Path, stop: &dyn Fn() -> bool) -> Swept {
     let paths = StorePaths {
         data_root: data_root.to_path_buf(),
         audit: crate::AuditTarget::Off,
-        user: String::new(),
+        user: None,
     };
     let locks = RunLockFiles::new(data_root);
     let mut swept = Swept::default();
@@ -160,7 +160,7 @@ mod tests {
         StorePaths {
             data_root: root.to_path_buf(),
             audit: crate::AuditTarget::Off,
-            user: String::new(),
+            user: None,
         }
     }
 
