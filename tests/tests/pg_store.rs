@@ -164,21 +164,6 @@ fn port_suite(states: &dyn StateStore, history: &dyn HistoryStore, rec: &dyn Eve
     // The history first (the embedded store fills a history it creates from the state
     // files there are: a lost `history.db` is rebuilt).
     assert_eq!(history.get("saved-a").unwrap(), None);
-    // Snapshots: save, load, list newest first, overwrite.
-    let (a, b) = (snapshot("saved-a", 1_000), snapshot("saved-b", 2_000));
-    states.save(&a).unwrap();
-    states.save(&b).unwrap();
-    assert_eq!(states.load("saved-a").unwrap(), a);
-    let mut b2 = b;
-    b2.current_state = "t".into();
-    states.save(&b2).unwrap();
-    assert_eq!(states.load("saved-b").unwrap(), b2);
-    let unknown = states.load("nope").unwrap_err();
-    assert_eq!(unknown.code(), ErrorCode::UserInputValidationFailed);
-    assert_eq!(unknown.hints(), ["awf resume --list"]);
-    // Saving a snapshot adds no history row.
-    assert_eq!(history.get("saved-a").unwrap(), None);
-
     // Recorded runs: alpha succeeds, beta fails, alpha again is still running.
     emit_run(rec, "r-1", "alpha", 10_000, Some(RunStatus::Success));
     emit_run(rec, "r-2", "beta", 20_000, Some(RunStatus::Failure));
@@ -254,6 +239,24 @@ fn port_suite(states: &dyn StateStore, history: &dyn HistoryStore, rec: &dyn Eve
         )
     );
     assert_eq!(history.get("nope").unwrap(), None);
+    // Snapshots: save, load, list newest first, overwrite. Saved without a run, after the
+    // history's assertions: the embedded store's history reads add rows for state files
+    // that have none (runs killed before their first row, stop 43); the shared store keeps
+    // both in one database.
+    let (a, b) = (snapshot("saved-a", 1_000), snapshot("saved-b", 2_000));
+    states.save(&a).unwrap();
+    states.save(&b).unwrap();
+    assert_eq!(states.load("saved-a").unwrap(), a);
+    let mut b2 = b;
+    b2.current_state = "t".into();
+    states.save(&b2).unwrap();
+    assert_eq!(states.load("saved-b").unwrap(), b2);
+    let unknown = states.load("nope").unwrap_err();
+    assert_eq!(unknown.code(), ErrorCode::UserInputValidationFailed);
+    assert_eq!(unknown.hints(), ["awf resume --list"]);
+    // Saving a snapshot adds no history row.
+    assert_eq!(history.get("saved-a").unwrap(), None);
+
     // The projection: the snapshot of each recorded run.
     let s1 = states.load("r-1").unwrap();
     assert_eq!(s1.status, StoredStatus::Success);
