@@ -441,6 +441,33 @@ pub const NUL_IN_YAML_HINT: &str = "in a YAML double-quoted string `\\0` is a NU
      `\\033` on to the command (printf), or use single quotes or a block scalar (`|`), \
      where a backslash is itself";
 
+/// Calls `f` with each command text written in `wf` and its path: a step's inline
+/// `command:` (`states.<s>.command`), its pre and post hook commands
+/// (`states.<s>.hooks.pre.<i>`), and the workflow's hook commands (`hooks.<hook>.<i>`).
+fn inline_commands(wf: &Workflow, f: &mut dyn FnMut(&str, String)) {
+    fn hooks(actions: &[HookAction], path: &str, f: &mut dyn FnMut(&str, String)) {
+        for (i, a) in actions.iter().enumerate() {
+            if let HookAction::Command(text) = a {
+                f(text, format!("{path}.{i}"));
+            }
+        }
+    }
+    for (name, state) in &wf.states {
+        if let StateKind::Command(c) = &state.kind
+            && let CommandSource::Inline(text) = &c.source
+        {
+            f(text, format!("states.{name}.command"));
+        }
+        hooks(&state.hooks.pre, &format!("states.{name}.hooks.pre"), f);
+        hooks(&state.hooks.post, &format!("states.{name}.hooks.post"), f);
+    }
+    let h = &wf.hooks;
+    hooks(&h.workflow_start, "hooks.workflow_start", f);
+    hooks(&h.workflow_end, "hooks.workflow_end", f);
+    hooks(&h.workflow_error, "hooks.workflow_error", f);
+    hooks(&h.workflow_cancel, "hooks.workflow_cancel", f);
+}
+
 /// Errors (`WORKFLOW.VALIDATION.INVALID_STATE`) for commands that hold a NUL byte as written
 /// (a step's inline `command:`, a step's or the workflow's hook commands): no command line
 /// can carry one, so the run would fail at the step every time; it is almost always a YAML
@@ -462,35 +489,7 @@ pub fn nul_in_commands(wf: &Workflow) -> Vec<Diagnostic> {
             );
         }
     };
-    let hooks = |actions: &[HookAction], path: &str, check: &mut dyn FnMut(&str, String)| {
-        for (i, a) in actions.iter().enumerate() {
-            if let HookAction::Command(text) = a {
-                check(text, format!("{path}.{i}"));
-            }
-        }
-    };
-    for (name, state) in &wf.states {
-        if let StateKind::Command(c) = &state.kind
-            && let CommandSource::Inline(text) = &c.source
-        {
-            check(text, format!("states.{name}.command"));
-        }
-        hooks(
-            &state.hooks.pre,
-            &format!("states.{name}.hooks.pre"),
-            &mut check,
-        );
-        hooks(
-            &state.hooks.post,
-            &format!("states.{name}.hooks.post"),
-            &mut check,
-        );
-    }
-    let h = &wf.hooks;
-    hooks(&h.workflow_start, "hooks.workflow_start", &mut check);
-    hooks(&h.workflow_end, "hooks.workflow_end", &mut check);
-    hooks(&h.workflow_error, "hooks.workflow_error", &mut check);
-    hooks(&h.workflow_cancel, "hooks.workflow_cancel", &mut check);
+    inline_commands(wf, &mut check);
     out
 }
 
@@ -1875,35 +1874,9 @@ pub const SHELL_QUOTING_FUNCS: &[&str] = &["shell_quote", "shellQuote", "escape"
 /// `post`) or `hooks.<hook>.<i>`. Source: issue 14 ("Safe shell interpolation").
 pub fn unquoted_shell_values(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let hook_commands = |actions: &[HookAction], path: &str, out: &mut Vec<Diagnostic>| {
-        for (i, a) in actions.iter().enumerate() {
-            if let HookAction::Command(text) = a {
-                shell_value_checks(wf, text, &format!("{path}.{i}"), out, true);
-            }
-        }
-    };
-    for (name, state) in &wf.states {
-        if let StateKind::Command(c) = &state.kind
-            && let CommandSource::Inline(text) = &c.source
-        {
-            shell_value_checks(wf, text, &format!("states.{name}.command"), &mut out, true);
-        }
-        hook_commands(
-            &state.hooks.pre,
-            &format!("states.{name}.hooks.pre"),
-            &mut out,
-        );
-        hook_commands(
-            &state.hooks.post,
-            &format!("states.{name}.hooks.post"),
-            &mut out,
-        );
-    }
-    let h = &wf.hooks;
-    hook_commands(&h.workflow_start, "hooks.workflow_start", &mut out);
-    hook_commands(&h.workflow_end, "hooks.workflow_end", &mut out);
-    hook_commands(&h.workflow_error, "hooks.workflow_error", &mut out);
-    hook_commands(&h.workflow_cancel, "hooks.workflow_cancel", &mut out);
+    inline_commands(wf, &mut |text, path| {
+        shell_value_checks(wf, text, &path, &mut out, true);
+    });
     out
 }
 

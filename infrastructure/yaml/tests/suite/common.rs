@@ -11,6 +11,20 @@ pub fn load(text: &str) -> Result<LoadedWorkflow, AwfError> {
     )
 }
 
+/// `text` parsed leniently (every problem a diagnostic), without a file and without
+/// template checks.
+pub fn lenient(text: &str) -> LoadedWorkflow {
+    match awf_yaml::parse_workflow_lenient(
+        text,
+        None,
+        WorkflowSource::default(),
+        &awf_yaml::NoTemplates,
+    ) {
+        Ok(l) => l,
+        Err(e) => panic!("unexpected error: {} {}", e.code(), e.message()),
+    }
+}
+
 pub fn wf(text: &str) -> Workflow {
     match load(text) {
         Ok(l) => l.workflow,

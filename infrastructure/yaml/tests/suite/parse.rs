@@ -938,13 +938,7 @@ fn fields_not_indented_under_their_state_point_at_the_state_with_a_hint() {
 #[test]
 fn literal_blocks_with_templates_are_located_line_by_line() {
     let text = "name: b\nstates:\n  initial: a\n  a:\n    type: step\n    command: |-   # comment\n\n      echo start\n        echo {{.inputs.x}}\n    on_success: f\n  f:\n    type: step\n    command: >\n      echo {{.inputs.x}}\n      more\n    on_success: g\n  g:\n    type: step\n    command: |\n      echo plain\n    on_success: done\n  done:\n    type: terminal\n";
-    let l = awf_yaml::parse_workflow_lenient(
-        text,
-        None,
-        WorkflowSource::default(),
-        &awf_yaml::NoTemplates,
-    )
-    .unwrap();
+    let l = lenient(text);
     let m = &l.source_map;
     // Text line 2 (0-based) is file line 9; its `{{` is 7 characters into the text's line,
     // the block being indented 6: column 14.
@@ -962,13 +956,7 @@ fn literal_blocks_with_templates_are_located_line_by_line() {
 #[test]
 fn one_line_values_with_templates_are_located_at_their_column() {
     let text = "name: b\nstates:\n  initial: a\n  a:\n    type: step\n    command: echo {{.inputs.x}}\n    on_success: b\n  b:\n    type: step\n    command: \"echo {{.inputs.x}}\"\n    on_success: c\n  c: {type: step, command: 'echo {{.inputs.x}}', on_success: d}\n  d:\n    type: step\n    command: \"echo \\t{{.inputs.x}}\"\n    on_success: e\n  e:\n    type: step\n    command: echo\n      {{.inputs.x}}\n    on_success: done\n  done:\n    type: terminal\n";
-    let l = awf_yaml::parse_workflow_lenient(
-        text,
-        None,
-        WorkflowSource::default(),
-        &awf_yaml::NoTemplates,
-    )
-    .unwrap();
+    let l = lenient(text);
     let m = &l.source_map;
     // `    command: echo {{` : the value starts at column 14, its `{{` 5 characters in.
     assert_eq!(m.locate_in_block("states.a.command", 0, 5), Some((6, 19)));
@@ -986,13 +974,7 @@ fn one_line_values_with_templates_are_located_at_their_column() {
 #[test]
 fn top_level_x_keys_are_accepted_silently() {
     let text = "name: x\nx-defaults: &d\n  type: step\n  timeout: 5s\nx-other: [1, 2]\nextra: 1\nstates:\n  initial: a\n  a:\n    <<: *d\n    command: echo a\n    on_success: done\n  done:\n    type: terminal\n";
-    let l = awf_yaml::parse_workflow_lenient(
-        text,
-        None,
-        WorkflowSource::default(),
-        &awf_yaml::NoTemplates,
-    )
-    .unwrap();
+    let l = lenient(text);
     let found: Vec<(&str, &str)> = l
         .diagnostics
         .iter()
