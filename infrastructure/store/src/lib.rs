@@ -99,6 +99,16 @@ impl StorePaths {
         }
     }
 
+    /// Paths for `data_root` alone: no audit trail, no user (for reading and tidying a
+    /// store, where nothing is audited).
+    pub fn of_root(data_root: &Path) -> Self {
+        Self {
+            data_root: data_root.to_path_buf(),
+            audit: AuditTarget::Off,
+            user: None,
+        }
+    }
+
     /// The `user` field of audit lines: `$USER` as given, else the OS user name of the
     /// process, else `unknown`. Without `$USER` (cron, services, containers) the lookup
     /// reads the password database (nsswitch, nscd, `/etc/passwd`): the store's writer does
@@ -458,11 +468,7 @@ const RECONCILE_MAX: usize = 1000;
 /// run has ended and no process holds its lock (see [`sweep`]); whether it did. For
 /// `awf status`, which reads that one run.
 pub fn remove_ended_journal(data_root: &Path, run_id: &str) -> bool {
-    let paths = StorePaths {
-        data_root: data_root.to_path_buf(),
-        audit: AuditTarget::Off,
-        user: None,
-    };
+    let paths = StorePaths::of_root(data_root);
     sweep::remove_ended_journal(&paths, &RunLockFiles::new(data_root), run_id)
 }
 

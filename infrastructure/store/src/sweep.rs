@@ -47,11 +47,7 @@ pub struct Swept {
 /// ended. `stop` is asked before each entry: once it says so, the sweep ends there (a
 /// process about to exit does not wait for it). Best effort: what cannot be removed is left.
 pub fn sweep_leftovers(data_root: &Path, stop: &dyn Fn() -> bool) -> Swept {
-    let paths = StorePaths {
-        data_root: data_root.to_path_buf(),
-        audit: crate::AuditTarget::Off,
-        user: None,
-    };
+    let paths = StorePaths::of_root(data_root);
     let locks = RunLockFiles::new(data_root);
     let mut swept = Swept::default();
     let Ok(entries) = std::fs::read_dir(data_root.join("locks")) else {
@@ -156,14 +152,6 @@ mod tests {
         s
     }
 
-    fn paths(root: &Path) -> StorePaths {
-        StorePaths {
-            data_root: root.to_path_buf(),
-            audit: crate::AuditTarget::Off,
-            user: None,
-        }
-    }
-
     /// Breaker (finding 1): runs SIGKILLed at their end left `locks/<id>.lock` and
     /// `states/<id>.journal` for ever, and runs killed before their state file an orphan
     /// lock. A sweep removes the locks nobody holds and the journals of ended runs; a held
@@ -171,7 +159,7 @@ mod tests {
     #[test]
     fn free_locks_and_ended_runs_journals_go_held_and_running_ones_stay() {
         let d = tempfile::tempdir().unwrap();
-        let p = paths(d.path());
+        let p = StorePaths::of_root(d.path());
         crate::state::create_dir(&p.states_dir(), 0o700).unwrap();
         let locks_dir = d.path().join("locks");
         std::fs::create_dir_all(&locks_dir).unwrap();
