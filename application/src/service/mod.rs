@@ -693,10 +693,14 @@ const ON_RECORD_WAIT: Duration = Duration::from_secs(5);
 impl RunService for RunManager {
     async fn start(&self, request: RunRequest) -> Result<RunId, AwfError> {
         self.evict();
-        let _slot = self.reserve()?;
+        let slot = self.reserve()?;
         let workflow = Shown::of(request.shown_as.clone(), &request.identifier);
         let handle = self.facade.start_run(request).await?;
         let id = self.register(handle, workflow, 0);
+        // Registered, the run holds a live slot of its own: the reserved one goes now, not
+        // after the wait for its record (a run counted twice meanwhile refused a worker's
+        // next claim with the cap not reached: a claim given back and taken again).
+        drop(slot);
         self.until_on_record(&id).await;
         Ok(id)
     }
@@ -758,7 +762,7 @@ impl RunService for RunManager {
                 ));
             }
         }
-        let _slot = self.reserve()?;
+        let slot = self.reserve()?;
         // Not held here: the new attempt's positions follow the recorded log's, read before
         // the attempt writes its first line.
         let recorded = match (&self.facade.services().event_log, self.entry(&id)) {
@@ -777,6 +781,7 @@ impl RunService for RunManager {
         let workflow = Shown::of(request.shown_as.clone(), &id.0);
         let handle = self.facade.resume_run(request).await?;
         let id = self.register(handle, workflow, recorded);
+        drop(slot);
         self.until_on_record(&id).await;
         Ok(id)
     }

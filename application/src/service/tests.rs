@@ -898,6 +898,69 @@ impl awf_domain::event::EventPublisher for GatedRecorder {
     }
 }
 
+/// A recorder whose `written` barrier holds until the gate is released (a store writer far
+/// behind): `start` waits on it for the run's start to be on record.
+struct WrittenGate(Arc<Gate>);
+
+impl awf_domain::event::EventPublisher for WrittenGate {
+    fn emit(&self, _event: awf_domain::event::EventEnvelope) {}
+
+    fn written(&self) -> Option<awf_domain::event::Settle> {
+        self.0.asked.notify_one();
+        let gate = Arc::clone(&self.0);
+        Some(Box::pin(async move {
+            gate.release.acquire().await.unwrap().forget();
+        }))
+    }
+}
+
+/// A run whose start waits for its record holds one live slot, not two (its reserved slot
+/// and its registered entry): with the cap at 2, a second run starts meanwhile (a worker's
+/// next claim was refused with the cap not reached, given back and claimed again: CI,
+/// `three_workers_execute_sixty_submitted_runs_exactly_once`, epoch 2).
+#[tokio::test]
+async fn a_start_waiting_for_its_record_counts_once_against_the_cap() {
+    let gate = Arc::new(Gate::default());
+    let mut svcs = services(
+        FakeRepository::new().with(workflow("hangs", vec![cmd("h", "hang", "done")])),
+        FakeExecutor::new().always("hang", FakeCommand::Hang),
+        None,
+    );
+    svcs.recorders = vec![Arc::new(WrittenGate(Arc::clone(&gate)))];
+    let svc = Arc::new(RunManager::new(
+        svcs,
+        ServiceConfig {
+            max_live_runs: 2,
+            ..ServiceConfig::default()
+        },
+    ));
+    let first = {
+        let svc = Arc::clone(&svc);
+        tokio::spawn(async move { svc.start(request("hangs")).await })
+    };
+    tokio::time::timeout(Duration::from_secs(30), gate.asked.notified())
+        .await
+        .expect("the first start waits for its record");
+    let second = {
+        let svc = Arc::clone(&svc);
+        tokio::spawn(async move { svc.start(request("hangs")).await })
+    };
+    let asked = tokio::time::timeout(Duration::from_secs(30), gate.asked.notified()).await;
+    gate.release.add_permits(1000);
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert!(asked.is_ok(), "the second start was refused: {second:?}");
+    let (first, second) = (first.unwrap(), second.unwrap());
+    // Two live: the cap holds.
+    assert_eq!(
+        code(svc.start(request("hangs")).await),
+        ErrorCode::UserFacadeRunLimit
+    );
+    for id in [first, second] {
+        svc.cancel(&id, CancelReason::Requested).unwrap();
+        assert_eq!(svc.wait(&id).await.unwrap().status, RunStatus::Cancelled);
+    }
+}
+
 /// Issue 15: with a store whose writes lag behind the run, nothing of a step runs before its
 /// start (and so every earlier step's completion) is durable: a worker killed meanwhile
 /// leaves the steps it went past recorded, and the run resumed elsewhere does not run them
