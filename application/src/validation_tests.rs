@@ -479,7 +479,7 @@ fn a_prompt_file_or_prompt_whose_template_does_not_parse_is_reported() {
     );
     assert_eq!(report(&w, "Review {{.inputs.x}}\n"), (vec![], Ok(())));
     // The same text inline: an error at the prompt, which a run refuses.
-    let mut inline = w.clone();
+    let mut inline = w;
     if let Some(State {
         kind: StateKind::Agent(a),
         ..
