@@ -175,7 +175,8 @@ fn missing_script_files(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
 /// A shell script's text is checked by `templates` as a `command:`'s is: a template that does
 /// not parse is a warning marked [`Diagnostic::run_fails`] (the step fails when it renders
 /// the script, as in AWF (Go), which does not check it), and its values are not checked for
-/// quoting until it parses.
+/// quoting until it parses. A `prompt_file`'s text is checked the same way (a warning marked
+/// [`Diagnostic::run_fails`], naming the file).
 pub fn file_references(
     wf: &Workflow,
     awf_dirs: &BTreeMap<String, String>,
@@ -312,7 +313,28 @@ pub fn file_references(
         if a.prompt.is_none()
             && let Some(f) = &a.prompt_file
         {
-            out.extend(file_problem("prompt_file", name, f));
+            match file_problem("prompt_file", name, f) {
+                Some(d) => out.push(d),
+                // Its text is a template the step renders: one that does not parse fails
+                // the step every time, as a script's does (trial: it passed validate).
+                None => {
+                    if let Some(text) = static_path(f).and_then(|p| host.read_to_string(&p).ok())
+                        && text.contains("{{")
+                        && let Err(e) = templates.check(&text)
+                    {
+                        let mut d = check_failure(
+                            ErrorCode::WorkflowValidationInvalidReference,
+                            format!("states.{name}.prompt_file"),
+                            &format!("prompt file {}: {TEMPLATE_DOES_NOT_PARSE}", f.trim()),
+                            &e,
+                        )
+                        .failing_the_run();
+                        d.severity = Severity::Warning;
+                        d.message.push_str(" (the step fails when it runs)");
+                        out.push(d);
+                    }
+                }
+            }
         }
         for (i, skill) in a.skills.iter().enumerate() {
             let at = format!("states.{name}.skills.{i}");
@@ -1682,7 +1704,27 @@ fn run_checks(services: &Services, wf: &Workflow) -> Vec<Diagnostic> {
                     tpl(format!("{base}.inputs.{k}"), v, &mut out);
                 }
             }
-            StateKind::Agent(_) | StateKind::Operation(_) | StateKind::Parallel(_) => {}
+            // What the step renders before it calls the agent (a `prompt_file`'s text is
+            // checked by `file_references`, as a script's).
+            StateKind::Agent(a) => {
+                if let Some(p) = &a.prompt {
+                    tpl(format!("{base}.prompt"), p, &mut out);
+                }
+                if let Some(f) = &a.prompt_file {
+                    tpl(format!("{base}.prompt_file"), f, &mut out);
+                }
+                if let Some(s) = &a.system_prompt {
+                    tpl(format!("{base}.system_prompt"), s, &mut out);
+                }
+                if let Some(c) = a
+                    .conversation
+                    .as_ref()
+                    .and_then(|c| c.inject_context.as_ref())
+                {
+                    tpl(format!("{base}.conversation.inject_context"), c, &mut out);
+                }
+            }
+            StateKind::Operation(_) | StateKind::Parallel(_) => {}
         }
     }
     hooks(

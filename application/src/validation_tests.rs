@@ -431,3 +431,84 @@ fn input_names_must_be_identifiers_and_shadowing_is_warned() {
         ]
     );
 }
+
+/// Trial fix 63 (2): a `prompt_file`'s text is a template the step renders: one that does not
+/// parse is a warning naming the file, marked as failing the run (as a script's), at the
+/// step's `prompt_file`; one that parses says nothing; an inline prompt that does not parse
+/// is an error at its path, as a command's is (a run refuses it too).
+#[test]
+fn a_prompt_file_or_prompt_whose_template_does_not_parse_is_reported() {
+    use awf_domain::ports::fakes::FakeHost;
+    let w = script_and_prompt("build.sh", "prompts/ask.md");
+    let loaded = |w: &Workflow| LoadedWorkflow {
+        workflow: w.clone(),
+        source_map: Default::default(),
+        diagnostics: Vec::new(),
+        unknown_types: std::collections::BTreeMap::new(),
+    };
+    let report = |w: &Workflow, prompt: &str| {
+        let mut services = services(std::slice::from_ref(w));
+        services.host = Arc::new(
+            FakeHost::default()
+                .file("/wf/build.sh", "echo hi\n")
+                .file("/wf/prompts/ask.md", prompt),
+        );
+        let found: Vec<(Severity, ErrorCode, String, String, bool)> =
+            validate_loaded(&services, loaded(w), &BTreeMap::new())
+                .diagnostics
+                .into_iter()
+                .map(|d| (d.severity, d.code, d.path, d.message, d.run_fails))
+                .collect();
+        (
+            found,
+            check_for_run(&services, &loaded(w)).map_err(|e| e.code()),
+        )
+    };
+    assert_eq!(
+        report(&w, "Review {{.inputs.x}\n"),
+        (
+            vec![(
+                Severity::Warning,
+                ErrorCode::WorkflowValidationInvalidReference,
+                "states.a.prompt_file".to_owned(),
+                "prompt file prompts/ask.md: template does not parse: unclosed action (the step fails when it runs)".to_owned(),
+                true
+            )],
+            Ok(())
+        )
+    );
+    assert_eq!(report(&w, "Review {{.inputs.x}}\n"), (vec![], Ok(())));
+    // The same text inline: an error at the prompt, which a run refuses.
+    let mut inline = w;
+    if let Some(State {
+        kind: StateKind::Agent(a),
+        ..
+    }) = inline.states.get_mut("a")
+    {
+        a.prompt_file = None;
+        a.prompt = Some("Review {{.inputs.x}\n".into());
+        a.system_prompt = Some("Be {{brief".into());
+    }
+    let (found, run) = report(&inline, "");
+    assert_eq!(
+        found
+            .iter()
+            .map(|(s, c, p, m, _)| (*s, *c, p.as_str(), m.as_str()))
+            .collect::<Vec<_>>(),
+        vec![
+            (
+                Severity::Error,
+                ErrorCode::WorkflowValidationInvalidReference,
+                "states.a.prompt",
+                "template does not parse: unclosed action"
+            ),
+            (
+                Severity::Error,
+                ErrorCode::WorkflowValidationInvalidReference,
+                "states.a.system_prompt",
+                "template does not parse: unclosed action"
+            ),
+        ]
+    );
+    assert_eq!(run, Err(ErrorCode::WorkflowValidationInvalidReference));
+}

@@ -468,28 +468,122 @@ fn inline_commands(wf: &Workflow, f: &mut dyn FnMut(&str, String)) {
     hooks(&h.workflow_cancel, "hooks.workflow_cancel", f);
 }
 
-/// Errors (`WORKFLOW.VALIDATION.INVALID_STATE`) for commands that hold a NUL byte as written
-/// (a step's inline `command:`, a step's or the workflow's hook commands): no command line
-/// can carry one, so the run would fail at the step every time; it is almost always a YAML
-/// double-quoted `\0` (`"printf '\033]0;x\007'"`). Each at the command's path, with
-/// [`NUL_IN_YAML_HINT`].
+/// The hint of a NUL byte written in a text other than a command (a prompt, an option, a
+/// working directory): how it got there in YAML.
+pub const NUL_IN_TEXT_HINT: &str = "in a YAML double-quoted string `\\0` is a NUL byte: write \
+     `\\\\0` for a backslash then `0`, or use single quotes or a block scalar (`|`), where a \
+     backslash is itself";
+
+/// Agent providers awf does not start a process for with the step's texts: `openai_compatible`
+/// (HTTP) and `acp` (JSON-RPC over the agent's stdin), where a NUL byte travels as JSON's
+/// `\u0000`. Every other provider is a CLI that gets the prompt, the system prompt and the
+/// options on its command line.
+const NON_ARGV_PROVIDERS: &[&str] = &["openai_compatible", "acp"];
+
+/// Calls `f` with each text written in `wf` that a run hands to a process it starts, its path
+/// and what it is: the command texts of [`inline_commands`] (`"command"`), a command step's
+/// `dir:` (`states.<s>.dir`, the process's working directory), and, for an agent step whose
+/// provider (as written, without a template) is a CLI awf starts (not one of
+/// [`NON_ARGV_PROVIDERS`]), its `prompt`, `system_prompt`, `conversation.inject_context`
+/// (sent with the prompt) and each string of its `options` (`states.<s>.options.<key>`, a
+/// list's strings `.<i>`), which reach the CLI's argv.
+fn process_texts(wf: &Workflow, f: &mut dyn FnMut(&str, String, &'static str)) {
+    fn option_strings(
+        v: &serde_json::Value,
+        path: String,
+        f: &mut dyn FnMut(&str, String, &'static str),
+    ) {
+        match v {
+            serde_json::Value::String(s) => f(s, path, "option"),
+            serde_json::Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    option_strings(item, format!("{path}.{i}"), f);
+                }
+            }
+            serde_json::Value::Object(m) => {
+                for (k, item) in m {
+                    option_strings(item, format!("{path}.{k}"), f);
+                }
+            }
+            serde_json::Value::Null | serde_json::Value::Bool(_) | serde_json::Value::Number(_) => {
+            }
+        }
+    }
+    inline_commands(wf, &mut |text, path| f(text, path, "command"));
+    for (name, state) in &wf.states {
+        match &state.kind {
+            StateKind::Command(c) => {
+                if let Some(dir) = &c.dir {
+                    f(dir, format!("states.{name}.dir"), "working directory");
+                }
+            }
+            StateKind::Agent(a) => {
+                let provider = a.provider.trim();
+                if provider.contains("{{") || NON_ARGV_PROVIDERS.contains(&provider) {
+                    continue;
+                }
+                let base = format!("states.{name}");
+                if let Some(p) = &a.prompt {
+                    f(p, format!("{base}.prompt"), "prompt");
+                }
+                if let Some(s) = &a.system_prompt {
+                    f(s, format!("{base}.system_prompt"), "system prompt");
+                }
+                if let Some(c) = a
+                    .conversation
+                    .as_ref()
+                    .and_then(|c| c.inject_context.as_ref())
+                {
+                    f(c, format!("{base}.conversation.inject_context"), "context");
+                }
+                for (k, v) in &a.options {
+                    option_strings(v, format!("{base}.options.{k}"), f);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Errors (`WORKFLOW.VALIDATION.INVALID_STATE`) for texts that hold a NUL byte as written and
+/// that a run passes to a process (`process_texts`): a step's inline `command:`, a step's
+/// or the workflow's hook commands, a command step's `dir:`, and a CLI agent's prompt,
+/// system prompt, injected context and option strings. No command line (nor working
+/// directory) can carry one, so the run would fail at the step every time; it is almost
+/// always a YAML double-quoted `\0` (`"printf '\033]0;x\007'"`). Each at the text's path, with
+/// [`NUL_IN_YAML_HINT`] for a command, [`NUL_IN_TEXT_HINT`] for the others.
 pub fn nul_in_commands(wf: &Workflow) -> Vec<Diagnostic> {
     let mut out = Vec::new();
-    let mut check = |text: &str, path: String| {
-        if let Some(at) = text.bytes().position(|b| b == 0) {
-            out.push(
-                invalid_state(
-                    path,
-                    format!(
-                        "the command holds a NUL byte (at byte {}), which no command line can carry: the run would fail here",
-                        at + 1
-                    ),
-                )
-                .with_hint(NUL_IN_YAML_HINT),
-            );
-        }
+    let mut check = |text: &str, path: String, what: &'static str| {
+        let Some(at) = text.bytes().position(|b| b == 0) else {
+            return;
+        };
+        let at = at + 1;
+        let d = if what == "command" {
+            invalid_state(
+                path,
+                format!(
+                    "the command holds a NUL byte (at byte {at}), which no command line can carry: the run would fail here"
+                ),
+            )
+            .with_hint(NUL_IN_YAML_HINT)
+        } else {
+            let why = if what == "working directory" {
+                "no path can carry"
+            } else {
+                "no command line can carry (the agent's CLI gets it as an argument)"
+            };
+            invalid_state(
+                path,
+                format!(
+                    "the {what} holds a NUL byte (at byte {at}), which {why}: the run would fail here"
+                ),
+            )
+            .with_hint(NUL_IN_TEXT_HINT)
+        };
+        out.push(d);
     };
-    inline_commands(wf, &mut check);
+    process_texts(wf, &mut check);
     out
 }
 
@@ -2836,6 +2930,84 @@ fn reference_tokens(action: &str) -> Vec<String> {
         .collect()
 }
 
+/// The loops whose `.loop` the templates of state `name` see, with their names: each loop
+/// that lists it in its `body`, or lists a parallel block that runs it as a branch (through
+/// any depth of parallel blocks).
+fn enclosing_loops<'w>(wf: &'w Workflow, name: &str) -> Vec<(&'w str, &'w LoopStep)> {
+    let mut out = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut queue = vec![name.to_owned()];
+    while let Some(n) = queue.pop() {
+        if !seen.insert(n.clone()) {
+            continue;
+        }
+        for (container, s) in &wf.states {
+            match &s.kind {
+                StateKind::Loop(l) if l.body.contains(&n) => out.push((container.as_str(), l)),
+                StateKind::Parallel(p) if p.branches.contains(&n) => queue.push(container.clone()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Whether loop `l` is a `for_each` whose items are written in the YAML (no template) and
+/// are each a string, a number or a boolean (at least one item).
+fn scalar_items(l: &LoopStep) -> bool {
+    let LoopOver::Items(text) = &l.over else {
+        return false;
+    };
+    if text.contains("{{") {
+        return false;
+    }
+    crate::workflow::loop_items(text).is_ok_and(|items| {
+        !items.is_empty()
+            && items.iter().all(|v| {
+                matches!(
+                    v,
+                    serde_json::Value::String(_)
+                        | serde_json::Value::Number(_)
+                        | serde_json::Value::Bool(_)
+                )
+            })
+    })
+}
+
+/// The loop items a template action indexes with a quoted key (`index .loop.Item "name"`,
+/// also `.loop.Parent.Item`, `$.loop.Item`, a key in backquotes), each as its reference
+/// (`loop.Item`, leading `$`/`.` removed) and the key. An index by number (`index .loop.Item
+/// 0`, a byte of a string item) is left out.
+fn indexed_loop_items(action: &str) -> Vec<(String, String)> {
+    let words: Vec<&str> = action
+        .split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | '|'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut out = Vec::new();
+    for w in words.windows(3) {
+        let [f, item, key] = w else { continue };
+        if *f != "index" {
+            continue;
+        }
+        let reference = item.trim_start_matches('$').trim_start_matches('.');
+        let mut parts = reference.split('.');
+        if parts.next() != Some("loop") {
+            continue;
+        }
+        let is_item = parts
+            .find(|p| !matches!(*p, "Parent" | "parent"))
+            .is_some_and(|p| matches!(p, "Item" | "item"))
+            && parts.next().is_none();
+        let quoted = key.len() >= 2
+            && (key.starts_with('"') && key.ends_with('"')
+                || key.starts_with('`') && key.ends_with('`'));
+        if is_item && quoted {
+            out.push((reference.to_owned(), key[1..key.len() - 1].to_owned()));
+        }
+    }
+    out
+}
+
 struct RefCtx<'a> {
     wf: &'a Workflow,
     order: HashMap<&'a str, usize>,
@@ -2859,6 +3031,10 @@ struct RefCtx<'a> {
     action: String,
     /// Optional inputs without a default already noted (one note each).
     noted: HashSet<&'a str>,
+    /// Only a field or key of a loop item is checked (`.loop.Item.name`, `index .loop.Item
+    /// "name"`): the texts §2.10 leaves unscanned (an agent's prompt, a call's inputs), where
+    /// such a reference fails the step all the same.
+    items_only: bool,
     out: Vec<Diagnostic>,
 }
 
@@ -2902,6 +3078,63 @@ impl<'a> RefCtx<'a> {
         }
     }
 
+    /// The error of field `name` of a loop item read in a template (`written` as the action
+    /// holds it, without its braces): `.loop.Item` is the item as text there (a string item
+    /// as it is, an object item as its JSON text, as in AWF (Go)), which has no field, so the
+    /// step fails at every item, whatever the items are.
+    fn item_field(&mut self, path: &str, written: &str, name: &str) {
+        self.err(
+            path,
+            format!(
+                "loop reference \"{{{{{written}}}}}\" in {path}: `.loop.Item` is the \
+                 item as text in a template (an object item is its JSON text, as in \
+                 AWF (Go)), so it has no field \"{name}\""
+            ),
+            Some(loop_item_field_hint(name)),
+        );
+    }
+
+    /// The error of `index .loop.Item "key"` in a template of a state whose loops all list
+    /// their items in the YAML as strings, numbers or booleans ([`scalar_items`]): such an
+    /// item has no key, and the step fails at every item. Items a template gives, object
+    /// items and `.loop.Parent.Item` are left to the run.
+    fn indexed_scalar_item(&mut self, path: &str, site: Site<'_>, token: &str, key: &str) {
+        let (Site::Step(c) | Site::PostHook(c)) = site else {
+            return;
+        };
+        if token.split('.').count() != 2 {
+            return;
+        }
+        let loops = enclosing_loops(self.wf, c);
+        if loops.is_empty() || !loops.iter().all(|(_, l)| scalar_items(l)) {
+            return;
+        }
+        let names: Vec<String> = loops.iter().map(|(n, _)| format!("\"{n}\"")).collect();
+        self.err(
+            path,
+            format!(
+                "loop reference \"{{{{index .{token} \"{key}\"}}}}\" in {path}: the items of \
+                 loop {} are plain values (strings, numbers or booleans), so `.loop.Item` has \
+                 no key \"{key}\": the step would fail at every item",
+                names.join(", ")
+            ),
+            Some(format!(
+                "`.loop.Item` is the item itself (`{{{{.loop.Item}}}}`); to loop over records, \
+                 list objects as items (`items: [{{{key}: a}}]`) and read a field from the \
+                 item's JSON, e.g. in a command `echo {{{{shell_quote .loop.Item}}}} | jq -r .{key}`"
+            )),
+        );
+    }
+
+    /// [`RefCtx::check_text`] of a text §2.10 does not scan, for a loop item's field or key
+    /// only ([`RefCtx::items_only`]: [`RefCtx::item_field`],
+    /// [`RefCtx::indexed_scalar_item`]).
+    fn check_item_access(&mut self, text: &str, path: &str, site: Site<'_>) {
+        self.items_only = true;
+        self.check_text(text, path, site);
+        self.items_only = false;
+    }
+
     fn check_text(&mut self, text: &str, path: &str, site: Site<'_>) {
         for action in actions(text) {
             // Findings about this action point at it (inside a `command: |` block, its line).
@@ -2917,6 +3150,9 @@ impl<'a> RefCtx<'a> {
             self.action = format!("{{{{{action}}}}}");
             for token in reference_tokens(action) {
                 self.check_token(&token, path, site);
+            }
+            for (token, key) in indexed_loop_items(action) {
+                self.indexed_scalar_item(path, site, &token, &key);
             }
             for d in self.out.iter_mut().skip(before) {
                 if d.in_value.is_none() && d.path == path {
@@ -2977,6 +3213,9 @@ impl<'a> RefCtx<'a> {
     fn check_token(&mut self, token: &str, path: &str, site: Site<'_>) {
         let parts: Vec<&str> = token.split('.').collect();
         let ns = parts[0];
+        if self.items_only && ns != "loop" {
+            return;
+        }
         let first = parts.get(1).copied().filter(|p| !p.is_empty());
         match ns {
             "inputs" => {
@@ -3073,6 +3312,21 @@ impl<'a> RefCtx<'a> {
                     .iter()
                     .take_while(|p| matches!(**p, "Parent" | "parent"))
                     .count();
+                // In a template `.loop.Item` is the item as text (an object item prints as its
+                // JSON, as in AWF (Go)): a field of it fails every time (a new user's
+                // `{{.loop.Item.name}}` passed validate and failed the run). In an expression
+                // the item keeps its shape, and `loop.Item.name` works.
+                if !self.action.is_empty()
+                    && parts
+                        .get(1 + parents)
+                        .is_some_and(|p| matches!(*p, "Item" | "item"))
+                    && let Some(field) = parts.get(2 + parents)
+                {
+                    self.item_field(path, &format!(".{token}"), field);
+                }
+                if self.items_only {
+                    return;
+                }
                 self.field(
                     path,
                     "loop",
@@ -3087,26 +3341,6 @@ impl<'a> RefCtx<'a> {
                     &LOOP_FIELDS,
                     token,
                 );
-                // In a template `.loop.Item` is the item as text (an object item prints as its
-                // JSON, as in AWF (Go)): a field of it fails every time (a new user's
-                // `{{.loop.Item.name}}` passed validate and failed the run). In an expression
-                // the item keeps its shape, and `loop.Item.name` works.
-                if !self.action.is_empty()
-                    && parts
-                        .get(1 + parents)
-                        .is_some_and(|p| matches!(*p, "Item" | "item"))
-                    && let Some(field) = parts.get(2 + parents)
-                {
-                    self.err(
-                        path,
-                        format!(
-                            "loop reference \"{{{{.{token}}}}}\" in {path}: `.loop.Item` is the \
-                             item as text in a template (an object item is its JSON text, as in \
-                             AWF (Go)), so it has no field \"{field}\""
-                        ),
-                        Some(loop_item_field_hint(field)),
-                    );
-                }
                 if let Site::Step(c) | Site::PostHook(c) = site
                     && parents > 0
                     && parts.len() > 1 + parents
@@ -3259,8 +3493,12 @@ fn loop_depths(wf: &Workflow) -> HashMap<&str, usize> {
 ///
 /// Scanned: step `command` and `dir`, loop `items` / `max_iterations`, the expressions
 /// `while`, `break_when` and transition `when` (names and fields only, not order), step
-/// hooks, workflow hooks. Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`,
-/// severity Error (a parallel sibling reference is a Warning).
+/// hooks, workflow hooks. An agent's `prompt`, `system_prompt` and
+/// `conversation.inject_context` and a call's `inputs` are scanned for a loop item's field or
+/// key only: `.loop.Item.name` in a template fails the step
+/// whatever the items are (the item is text there), `index .loop.Item "name"` when the loop
+/// lists plain values. Code `WORKFLOW.VALIDATION.INVALID_REFERENCE`, severity Error (a
+/// parallel sibling reference is a Warning).
 /// Source: spec/workflow.md §2.10; decisions.md (casing).
 pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
     let mut siblings = HashMap::new();
@@ -3282,12 +3520,35 @@ pub fn references(wf: &Workflow) -> Vec<Diagnostic> {
         rendered: false,
         action: String::new(),
         noted: HashSet::new(),
+        items_only: false,
         out: Vec::new(),
     };
     for (name, s) in &wf.states {
         let base = format!("states.{name}");
         let site = Site::Step(name);
         match &s.kind {
+            StateKind::Agent(a) => {
+                let texts = [
+                    (a.prompt.as_ref(), "prompt"),
+                    (a.system_prompt.as_ref(), "system_prompt"),
+                    (
+                        a.conversation
+                            .as_ref()
+                            .and_then(|c| c.inject_context.as_ref()),
+                        "conversation.inject_context",
+                    ),
+                ];
+                for (text, key) in texts {
+                    if let Some(t) = text {
+                        ctx.check_item_access(t, &format!("{base}.{key}"), site);
+                    }
+                }
+            }
+            StateKind::CallWorkflow(c) => {
+                for (k, v) in &c.inputs {
+                    ctx.check_item_access(v, &format!("{base}.inputs.{k}"), site);
+                }
+            }
             StateKind::Command(c) => {
                 if let CommandSource::Inline(cmd) = &c.source {
                     ctx.check_text(cmd, &format!("{base}.command"), site);

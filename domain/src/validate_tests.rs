@@ -2937,3 +2937,182 @@ fn a_nul_byte_written_in_a_command_is_an_error_at_its_path() {
             .any(|d| d.path == "states.a.command" && d.severity == Severity::Error)
     );
 }
+
+/// Trial fix 63 (1): a NUL byte written in what a CLI agent gets on its command line (prompt,
+/// system prompt, injected context, option strings) or in a command step's `dir:` is an error
+/// at its path, with the YAML hint; an agent of a provider that gets its prompt as JSON
+/// (`openai_compatible`, `acp`) or of a templated provider is not flagged.
+#[test]
+fn a_nul_byte_written_in_a_cli_agent_s_texts_or_a_dir_is_an_error_at_its_path() {
+    let mut a = agent("a");
+    a.prompt = Some("say \u{0}33 please".into());
+    a.system_prompt = Some("be\u{0}".into());
+    a.conversation = Some(ConversationConfig {
+        continue_from: None,
+        inject_context: Some("\u{0}ctx".into()),
+    });
+    a.options
+        .insert("model".into(), serde_json::Value::String("m\u{0}".into()));
+    a.options.insert(
+        "allowed_tools".into(),
+        serde_json::json!(["Read", "Bash\u{0}"]),
+    );
+    let mut http = agent("h");
+    http.provider = "openai_compatible".into();
+    http.prompt = Some("a\u{0}".into());
+    let mut templated = agent("t");
+    templated.provider = "{{.inputs.p}}".into();
+    templated.prompt = Some("a\u{0}".into());
+    let mut c = cmd("c", "true", Some("done"));
+    if let StateKind::Command(step) = &mut c.kind {
+        step.dir = Some("/tmp/\u{0}x".into());
+    }
+    let mut sa = state("a", StateKind::Agent(a));
+    sa.on_success = Some("h".into());
+    let mut sh = state("h", StateKind::Agent(http));
+    sh.on_success = Some("t".into());
+    let mut st = state("t", StateKind::Agent(templated));
+    st.on_success = Some("c".into());
+    let w = wf("a", vec![sa, sh, st, c, terminal("done")]);
+    let found = nul_in_commands(&w);
+    let got: Vec<_> = found
+        .iter()
+        .map(|d| (d.code, d.path.as_str(), d.message.as_str()))
+        .collect();
+    let inv = ErrorCode::WorkflowValidationInvalidState;
+    let cli = "no command line can carry (the agent's CLI gets it as an argument): the run would fail here";
+    assert_eq!(
+        got,
+        [
+            (
+                inv,
+                "states.a.prompt",
+                format!("the prompt holds a NUL byte (at byte 5), which {cli}").as_str()
+            ),
+            (
+                inv,
+                "states.a.system_prompt",
+                format!("the system prompt holds a NUL byte (at byte 3), which {cli}").as_str()
+            ),
+            (
+                inv,
+                "states.a.conversation.inject_context",
+                format!("the context holds a NUL byte (at byte 1), which {cli}").as_str()
+            ),
+            (
+                inv,
+                "states.a.options.model",
+                format!("the option holds a NUL byte (at byte 2), which {cli}").as_str()
+            ),
+            (
+                inv,
+                "states.a.options.allowed_tools.1",
+                format!("the option holds a NUL byte (at byte 5), which {cli}").as_str()
+            ),
+            (
+                inv,
+                "states.c.dir",
+                "the working directory holds a NUL byte (at byte 6), which no path can carry: the run would fail here"
+            ),
+        ]
+    );
+    assert!(
+        found
+            .iter()
+            .all(|d| d.hint.as_deref() == Some(NUL_IN_TEXT_HINT)),
+        "{found:#?}"
+    );
+    // Part of the structural checks (`awf validate` and `awf run` alike).
+    assert!(
+        structural(&w)
+            .iter()
+            .any(|d| d.path == "states.a.prompt" && d.severity == Severity::Error)
+    );
+}
+
+/// Trial fix 63 (3): `index .loop.Item "name"` in a template of a step whose loop lists plain
+/// values (strings, numbers, booleans) in the YAML is an error (the run fails at that step),
+/// in a command as in an agent's prompt; items a template gives, object items (their JSON
+/// text, left to the run) and an index by number are not flagged. A field of the item in a
+/// prompt (`.loop.Item.name`) is the error a command's is.
+#[test]
+fn an_index_or_field_of_a_plain_loop_item_is_an_error_in_commands_and_prompts() {
+    let build = |items: &str| {
+        let mut ask = agent("ask");
+        ask.prompt = Some("about {{ index .loop.Item \"name\" }} and {{.loop.Item.port}}".into());
+        let p = par("p", &["ask", "num"], None);
+        wf(
+            "l",
+            vec![
+                loop_state(
+                    "l",
+                    LoopOver::Items(items.to_owned()),
+                    &["s", "p"],
+                    Some("done"),
+                ),
+                cmd(
+                    "s",
+                    "echo {{index .loop.Item `name`}} {{index .loop.Item 0}}",
+                    None,
+                ),
+                p,
+                state("ask", StateKind::Agent(ask)),
+                cmd("num", "echo {{.loop.Item}}", None),
+                terminal("done"),
+            ],
+        )
+    };
+    let loop_msgs = |w: &Workflow| -> Vec<(String, String)> {
+        references(w)
+            .into_iter()
+            .filter(|d| d.message.starts_with("loop reference"))
+            .map(|d| (d.path, d.message))
+            .collect()
+    };
+    let plain = build("[\"api\", 8080, true]");
+    let field = "loop reference \"{{.loop.Item.port}}\" in states.ask.prompt: `.loop.Item` is the item as text in a template (an object item is its JSON text, as in AWF (Go)), so it has no field \"port\"".to_owned();
+    assert_eq!(
+        loop_msgs(&plain),
+        vec![
+            (
+                "states.s.command".to_owned(),
+                "loop reference \"{{index .loop.Item \"name\"}}\" in states.s.command: the items of loop \"l\" are plain values (strings, numbers or booleans), so `.loop.Item` has no key \"name\": the step would fail at every item".to_owned()
+            ),
+            (
+                "states.ask.prompt".to_owned(),
+                "loop reference \"{{index .loop.Item \"name\"}}\" in states.ask.prompt: the items of loop \"l\" are plain values (strings, numbers or booleans), so `.loop.Item` has no key \"name\": the step would fail at every item".to_owned()
+            ),
+            ("states.ask.prompt".to_owned(), field.clone()),
+        ]
+    );
+    let d = references(&plain);
+    assert!(
+        d.iter()
+            .filter(|d| d.message.contains("has no key"))
+            .all(|d| d.severity == Severity::Error
+                && d.code == ErrorCode::WorkflowValidationInvalidReference
+                && d.hint.as_deref().is_some_and(|h| h.contains("jq -r .name"))),
+        "{d:#?}"
+    );
+    // A comma-separated list is plain values too.
+    assert_eq!(loop_msgs(&build("api, web")).len(), 3);
+    // Items from a template or objects: only the field read (the item is text, always).
+    for items in ["{{.inputs.list}}", "[{\"name\": \"api\"}]"] {
+        assert_eq!(
+            loop_msgs(&build(items)),
+            vec![("states.ask.prompt".to_owned(), field.clone())],
+            "{items}"
+        );
+    }
+    // The prompt is scanned for the loop item only: an undeclared input there is left alone.
+    let mut w = build("[\"a\"]");
+    if let Some(State {
+        kind: StateKind::Agent(a),
+        ..
+    }) = w.states.get_mut("ask")
+    {
+        a.prompt = Some("{{.inputs.nope}} {{.loop.Item}}".into());
+    }
+    assert_eq!(loop_msgs(&w).len(), 1, "{:#?}", references(&w));
+    assert!(references(&w).iter().all(|d| !d.message.contains("nope")));
+}
